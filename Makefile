@@ -1,0 +1,104 @@
+# residency.h -- build, test, fuzz, bench.  `make test` is the single entry point.
+CC      ?= cc
+CXX     ?= c++
+B       := build
+CLANG   := $(shell command -v clang 2>/dev/null)
+CLANGXX := $(shell command -v clang++ 2>/dev/null)
+
+CWARN   := -Wall -Wextra -Werror -pedantic -Wshadow -Wundef -Wstrict-prototypes -Wmissing-prototypes
+CXXWARN := -Wall -Wextra -Werror -pedantic -Wshadow -Wundef
+SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+# mbedTLS is optional: tests and the compile matrix use it when it is installed.
+HAVE_MBEDTLS := $(shell test -f /usr/include/mbedtls/ssl.h && echo 1)
+ifeq ($(HAVE_MBEDTLS),1)
+TLS_CFLAGS := -DRSD_HTTP_MBEDTLS
+TLS_LIBS   := -lmbedtls -lmbedx509 -lmbedcrypto
+endif
+
+TEST_CFLAGS := -std=c99 $(CWARN) -g -O1 $(SAN) -I. $(TLS_CFLAGS)
+TEST_LIBS   := $(TLS_LIBS)
+EX_CFLAGS   := -std=c99 $(CWARN) -O2 -g -I.
+
+TEST_SRCS  := $(wildcard tests/test_*.c)
+TESTS      := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRCS))
+FUZZ_NAMES := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
+REPLAYS    := $(patsubst %,$(B)/fuzz/replay_%,$(FUZZ_NAMES))
+EXAMPLES   := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
+HEADERS    := residency.h residency_http.h
+
+FUZZ_SECS ?= 60
+T ?= $(FUZZ_NAMES)
+
+.PHONY: test unit compile-matrix symbols replay readme examples fuzz bench clean demo
+.DEFAULT_GOAL := test
+
+test: compile-matrix symbols readme examples unit replay
+	@echo "make test: all green"
+	@cat $(B)/tests/summary
+
+# ---- unit tests under ASan+UBSan -------------------------------------------------
+$(B)/tests/%: tests/%.c tests/rsd_test.h $(HEADERS) | $(B)/tests
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LIBS)
+
+# Tests may spawn the example programs (simulators), so those are built first.
+unit: $(TESTS) $(EXAMPLES)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  sh tests/run.sh $(TESTS)
+
+# ---- compile matrix: C99/C11/C++11, gcc/clang, with and without TLS ------------
+compile-matrix: | $(B)/compile
+	@sh tests/compile.sh "$(CC)" "$(CXX)" "$(CLANG)" "$(CLANGXX)" "$(HAVE_MBEDTLS)" "$(CWARN)" "$(CXXWARN)"
+
+# ---- only rsd_ symbols are exported ---------------------------------------------
+symbols: | $(B)/compile
+	@sh tests/symbols.sh "$(CC)" "$(CWARN)"
+
+# ---- README snippets compile ----------------------------------------------------
+readme: | $(B)/readme
+	@sh tests/readme.sh "$(CC)" "$(CWARN)"
+
+# ---- fuzz corpora replayed under the sanitizers ---------------------------------
+$(B)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay_main.c $(HEADERS) | $(B)/fuzz
+	$(CC) -std=c99 -g -O1 $(SAN) -I. $(filter-out -Wmissing-prototypes,$(CWARN)) fuzz/fuzz_$*.c fuzz/replay_main.c -o $@
+
+replay: $(REPLAYS)
+	@for t in $(FUZZ_NAMES); do \
+	  printf 'replay %-16s ' $$t; \
+	  UBSAN_OPTIONS=halt_on_error=1 $(B)/fuzz/replay_$$t fuzz/corpus/$$t || exit 1; \
+	done
+
+# ---- libFuzzer (clang): make fuzz [T=json] [FUZZ_SECS=60] -----------------------
+fuzz: | $(B)/fuzz
+	@test -n "$(CLANG)" || { echo "make fuzz needs clang (apt-get install clang libclang-rt-14-dev)"; exit 1; }
+	@for t in $(T); do \
+	  $(CLANG) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -I. fuzz/fuzz_$$t.c -o $(B)/fuzz/fuzz_$$t || exit 1; \
+	  mkdir -p $(B)/fuzz/work_$$t; \
+	  dict=""; [ -f fuzz/$$t.dict ] && dict="-dict=fuzz/$$t.dict"; \
+	  echo "fuzz $$t for $(FUZZ_SECS)s"; \
+	  $(B)/fuzz/fuzz_$$t $$dict -max_total_time=$(FUZZ_SECS) -print_final_stats=1 \
+	    $(B)/fuzz/work_$$t fuzz/corpus/$$t 2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-' ; \
+	  test -z "$$(ls $(B)/fuzz/crash-* $(B)/fuzz/leak-* $(B)/fuzz/timeout-* 2>/dev/null)" || exit 1; \
+	done
+
+# ---- examples ---------------------------------------------------------------------
+$(B)/examples/%: examples/%.c $(HEADERS) | $(B)/examples
+	$(CC) $(EX_CFLAGS) $< -o $@
+
+examples: $(EXAMPLES)
+
+# ---- benchmarks: each bench/*.mk adds its runs to BENCH_RUNS --------------------
+BENCH_RUNS :=
+-include $(wildcard bench/*.mk)
+bench: $(BENCH_RUNS)
+	@echo "bench: done"
+
+$(B) $(B)/tests $(B)/fuzz $(B)/examples $(B)/compile $(B)/readme $(B)/bench:
+	@mkdir -p $@
+
+clean:
+	rm -rf $(B)
+
+# ---- demo: the main job on the bundled simulators ----------------------------------
+demo: examples
+	@sh examples/demo.sh

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Compile matrix: both headers as C99, C11 and C++11 with gcc and clang (when present),
+# with and without RSD_HTTP_MBEDTLS; a declaration-only TU linked with the implementation;
+# RSD_STATIC in two TUs; residency.h alone.
+CC=$1; CXX=$2; CLANG=$3; CLANGXX=$4; TLS=$5; CWARN=$6; CXXWARN=$7
+B=build/compile; set -e
+n=0
+one() { # compiler lang std extra...
+  c=$1; l=$2; s=$3; shift 3
+  tag=$(basename "$c")-$s$(printf '%s' "$*" | tr -c 'A-Za-z0-9' '_')
+  if [ "$l" = c ]; then w=$CWARN; x="-x c"; else w=$CXXWARN; x="-x c++"; fi
+  $c $x -std=$s $w "$@" -c tests/compile/impl.c -o $B/impl-$tag.o
+  $c $x -std=$s $w "$@" -c tests/compile/decl_only.c -o $B/decl-$tag.o
+  $c $B/impl-$tag.o $B/decl-$tag.o -o $B/link-$tag $LIBS
+  ./$B/link-$tag
+  n=$((n + 1))
+}
+for tls in 0 1; do
+  if [ $tls = 1 ]; then [ "$TLS" = 1 ] || continue; EXTRA=-DRSD_HTTP_MBEDTLS; LIBS="-lmbedtls -lmbedx509 -lmbedcrypto"
+  else EXTRA=; LIBS=; fi
+  for c in "$CC" "$CLANG"; do
+    [ -n "$c" ] || continue
+    one "$c" c c99 $EXTRA
+    one "$c" c c11 $EXTRA
+  done
+  for c in "$CXX" "$CLANGXX"; do
+    [ -n "$c" ] || continue
+    LIBS="$LIBS -lstdc++" one "$c" c++ c++11 $EXTRA
+  done
+done
+$CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static && ./$B/static
+$CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only && ./$B/core_only
+echo "compile matrix: $n configurations + static pair + core-only: ok"

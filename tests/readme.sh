@@ -1,0 +1,15 @@
+#!/bin/sh
+# Every ```c block in README.md compiles (and links, when it has a main).
+CC=$1; CWARN=$2; B=build/readme; n=0
+awk -v dir="$B" '/^```c$/ {n++; f=sprintf("%s/snippet_%d.c", dir, n); inb=1; next}
+                 /^```/ {inb=0; next} inb {print > f}' README.md
+for f in $B/snippet_*.c; do
+  [ -f "$f" ] || continue
+  if grep -q 'int main' "$f"; then
+    $CC -std=c99 $CWARN -I. "$f" -o "${f%.c}" || { echo "README snippet $f fails to build"; exit 1; }
+  else
+    $CC -std=c99 $CWARN -I. -c "$f" -o "${f%.c}.o" || { echo "README snippet $f fails to compile"; exit 1; }
+  fi
+  n=$((n + 1))
+done
+echo "readme: $n snippets compile"
