@@ -155,7 +155,9 @@ extern "C" {
 /* >>results:pool */
 #define RSDI_RESULTS_POOL(X)
 /* >>results:state */
-#define RSDI_RESULTS_STATE(X)
+#define RSDI_RESULTS_STATE(X) \
+    X(ERR_LOCK, -80, "could not take the cross-process lock") \
+    X(ERR_STATE_DIR, -81, "state directory unusable")
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
@@ -188,10 +190,12 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 #define RSDI_LOG_ITEMS_RECONCILE(X)
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X)
+/* >>log:state */
+#define RSDI_LOG_ITEMS_STATE(X)
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
-    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_POOL(X)
+    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,

@@ -23,6 +23,7 @@
        [doc:http server]
        [doc:tls]
        [doc:drive]
+       [doc:state]
 
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
@@ -155,6 +156,10 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 
 /* ==== >>drive end ========================================================= */
 
+/* ==== >>state (declarations) ============================================== */
+
+/* ==== >>state end ========================================================= */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
@@ -185,5 +190,9 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 /* ==== >>drive (implementation) ============================================ */
 
 /* ==== >>drive end ========================================================= */
+
+/* ==== >>state (implementation) ============================================ */
+
+/* ==== >>state end ========================================================= */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */
