@@ -357,9 +357,10 @@ RSD_API int rsd_url_key(const rsd_url *u, char *buf, size_t cap) {
     plen = 0;
     while (plen < u->path.len && u->path.ptr[plen] != '?' && u->path.ptr[plen] != '#') plen++;
     while (plen > 0 && u->path.ptr[plen - 1] == '/') plen--;
-    /* scheme "://" [ host ] port path NUL */
+    /* scheme "://" host ([host] for IPv6) [":" port] path NUL */
     if (u->host.len > RSD_URL_MAX_BYTES || plen > RSD_URL_MAX_BYTES ||
-        (u->tls ? 8u : 7u) + u->host.len + 2 + (size_t)portlen + plen + 1 > cap)
+        (u->tls ? 8u : 7u) + u->host.len + (u->host_kind == RSD_HOST_IPV6 ? 2u : 0u) +
+                (size_t)portlen + plen + 1 > cap)
         return RSD_ERR_BUFFER;
     memcpy(buf, u->tls ? "https://" : "http://", u->tls ? 8u : 7u);
     n = u->tls ? 8u : 7u;
@@ -577,8 +578,10 @@ RSD_API int rsd_http_parse_response(const char *buf, size_t len, size_t last_len
     if (p == e) return RSD_PENDING;
     if (*p++ != ' ') return RSD_ERR_PROTOCOL;
     if (e - p < 3) {
-        /* partial status: every byte seen so far must be a digit */
-        for (; p < e; p++)
+        /* partial status: report a bad byte now rather than at the end */
+        if (p == e) return RSD_PENDING;
+        if (*p < '1' || *p > '9') return RSD_ERR_PROTOCOL;
+        for (p++; p < e; p++)
             if (*p < '0' || *p > '9') return RSD_ERR_PROTOCOL;
         return RSD_PENDING;
     }
