@@ -17,8 +17,137 @@
        RSD_HTTP_MBEDTLS               enable https:// through mbedTLS 2.28+
 
    API REFERENCE
-       [doc:url]
-       [doc:httpparse]
+       --- url ---------------------------------------------------------------
+       int rsd_url_parse(rsd_url *out, const char *s, size_t len)
+           Splits "http(s)://host[:port][/path][?query][#fragment]" into views
+           of s (zero-copy: keep s alive while using *out). RSD_OK, RSD_ERR_URL
+           or RSD_ERR_ARG (out NULL, or s NULL with len > 0). Accepted:
+             scheme  "http" or "https", any case; tls = (https).
+             host    DNS name: dot-separated LDH labels ([A-Za-z0-9-], 1..63
+                     bytes, no '-' at either end, 253 bytes total, no trailing
+                     dot, last label not all digits; '_' is refused);
+                     IPv4: strict dotted quad (4 parts, 0..255, no leading
+                     zeros: "01.2.3.4" is refused, as are "1.2.3" and "1234");
+                     IPv6: "[...]" with 1-4 hex digit groups, one "::" at
+                     most, optional dotted-quad tail; zone ids ("%25eth0") are
+                     refused. host_kind says which; host has no brackets.
+             port    ":1".."65535" (at most 5 digits); else 80 / 443, with
+                     port_explicit = false. ":" with no digits is refused.
+             path    from the first '/' up to '#': path and query, as written
+                     (no percent-decoding); empty when absent (send "/").
+                     A query without a path ("http://h?q") is refused, so a
+                     non-empty path always starts with '/'.
+           Refused: other schemes, userinfo ('@' anywhere in the authority),
+           any byte <= 0x20, 0x7F or >= 0x80 anywhere (spaces, controls,
+           raw UTF-8), an empty host, len 0 or len > RSD_URL_MAX_BYTES (2048).
+           The fragment is validated like the rest, then dropped.
+       int rsd_url_key(const rsd_url *u, char *buf, size_t cap)
+           Writes the normalised key NUL-terminated into buf and returns its
+           length (> 0). Rules: scheme and host lower-cased (ASCII), IPv6 in
+           brackets, the port only when it differs from the scheme's default
+           (explicit ":80" on http is dropped, ":443" on http is kept), the
+           path without query or fragment and without trailing slashes
+           ("/" becomes ""). "HTTP://LocalHost:80/v1/?x#y" -> "http://localhost/v1".
+           The key is never longer than the URL it came from, and it is a
+           fixed point: rsd_url_key(rsd_url_parse(key)) == key. Returns
+           RSD_ERR_BUFFER when cap < length + 1 (buf untouched), RSD_ERR_ARG for
+           NULLs or a zeroed/invalid url. Two URLs naming the same server
+           endpoint modulo case/default port/trailing slash share a key; %-
+           encoding and "." segments are NOT normalised.
+       --- httpparse: pure HTTP/1.x head parsers and chunked decoder ---------
+       No sockets, no allocation, no state but what the caller holds. These
+       are the fuzzed core under the client and the server.
+
+       int rsd_http_parse_response(const char *buf, size_t len, size_t last_len,
+                                   rsd_http_response_head *out, size_t *consumed)
+       int rsd_http_parse_request(const char *buf, size_t len, size_t last_len,
+                                  rsd_http_request_head *out, size_t *consumed)
+           picohttpparser contract. Call with everything received so far:
+             RSD_OK       head complete; *consumed = head bytes (the body, or
+                          the next message, starts at buf + *consumed); out
+                          holds views into buf (nothing is copied or
+                          NUL-terminated) and the derived framing.
+             RSD_PENDING  buf is a valid prefix: read more, call again with the
+                          grown buffer and last_len = the previous len.
+             RSD_ERR_PROTOCOL / RSD_ERR_HEADERS_TOO_LARGE (more than
+                          RSD_HTTP_MAX_HEADERS = 64 fields), RSD_ERR_ARG (NULLs).
+           *out is only meaningful on RSD_OK. Each call re-parses from buf[0]
+           (stateless); last_len > 0 only lets it answer RSD_PENDING at once
+           when no blank line ends the head in buf[last_len-3 .. len) (the
+           slowloris shortcut). Consequence: with last_len, an error in newly
+           arrived bytes is reported when the head's blank line arrives, not
+           earlier; with last_len = 0 every call reports it at once. The
+           parsers never read buf[len] or beyond (tested with a guard page),
+           and every prefix of a valid head returns RSD_PENDING. There is no
+           byte limit on the head: bound your receive buffer and treat "full
+           and still PENDING" as RSD_ERR_HEADERS_TOO_LARGE.
+           Accepted grammar (RFC 9112, with the leniencies marked *):
+             status-line   "HTTP/1.0" or "HTTP/1.1", SP, 3 digits 100..999,
+                           SP, reason (HTAB/SP/VCHAR/obs-text), line end;
+                           * "HTTP/1.1 204" + line end (no SP, no reason) too.
+             request-line  method (tchar+), SP, target (0x21..0x7E, no
+                           obs-text), SP, "HTTP/1.x", line end; exactly one SP
+                           each. * Empty lines before it are skipped (9112 2.2).
+             field-line    name (tchar+) ':' OWS value OWS; value bytes are
+                           HTAB, SP..'~' and 0x80..0xFF; leading/trailing
+                           blanks are trimmed from the view. Whitespace before
+                           ':', an empty name, obs-fold (a line starting with
+                           SP/HTAB), NUL/CR/other controls or DEL in a value:
+                           RSD_ERR_PROTOCOL.
+             line end      CR LF, * or a bare LF (as picohttpparser); a CR not
+                           followed by LF is an error.
+           Framing (out->framing; RFC 9112 section 6):
+             content_length  -1 when absent (for a request: no body). Digits
+                           only, at most INT64_MAX; repeated fields or a
+                           comma list must all carry the same value; anything
+                           else is RSD_ERR_PROTOCOL.
+             chunked       Transfer-Encoding (all fields, as one comma list,
+                           codings compared case-insensitively) ends in
+                           "chunked". "chunked" twice or not last: error.
+                           Response with TE: Content-Length is ignored
+                           (content_length = -1); TE not ending in chunked =>
+                           close = true (body runs to connection close).
+                           Request with TE: it must end in chunked and must not
+                           also have Content-Length, else RSD_ERR_PROTOCOL.
+                           HTTP/1.0 with any TE: RSD_ERR_PROTOCOL (9112 6.1).
+             close         a "close" token in Connection (comma list, any case),
+                           or HTTP/1.0 without a "keep-alive" token; also set
+                           for a response whose TE does not end in chunked.
+           Request only: expect_continue = HTTP/1.1 and "Expect: 100-continue"
+           (any case). Whether a response has a body at all also depends on
+           the request: see rsd_http_response_bodyless.
+       rsd_str rsd_http_header_get(const rsd_http_header *h, size_t n, const char *name)
+           First field named name (ASCII case-insensitive); {NULL, 0} when
+           absent (an empty value present has a non-NULL ptr).
+       bool rsd_http_response_bodyless(rsd_str method, int status)
+           True for a response to "HEAD" (exact case), 1xx, 204 and 304:
+           ignore its framing and read no body.
+
+       int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len)
+           Incremental, in-place chunked decoder. Zero *d before the body;
+           feed each received piece (any split, down to single bytes). The
+           call rewrites buf[0..*len) so that the decoded data is at
+           buf[0..*len') and returns:
+             RSD_PENDING  all input consumed, body not finished;
+             RSD_OK       last chunk and trailers done; d->rest = number of
+                          input bytes after the body (the next response on a
+                          kept-alive connection), moved to buf[*len' ..
+                          *len' + d->rest). Calling again after RSD_OK returns
+                          RSD_OK with *len = 0 and d->rest = all the input.
+             RSD_ERR_PROTOCOL  sticky; *len = data decoded before the fault.
+           The decoded output is never longer than the input; d->total counts
+           data bytes, d->overhead framing bytes. Accepted: hex sizes (either
+           case, at most 16 digits, value <= 2^62), BWS then ";ext..." chunk
+           extensions (skipped; size line <= RSD_HTTP_CHUNK_LINE_MAX = 1024
+           bytes), trailer fields (skipped, must start with a tchar; all of
+           them <= RSD_HTTP_TRAILER_MAX = 8192 bytes), CR LF or bare LF.
+           Abuse guard: RSD_ERR_PROTOCOL as soon as overhead >
+           RSD_HTTP_CHUNK_OVERHEAD_SLACK (4096) + total / 2, i.e. after the
+           first 4 KiB the framing may be at most half the size of the data.
+           1-byte chunks ("1\r\nx\r\n", 5 bytes of framing per data byte) are
+           cut off after about 1 KiB of data; 16-byte chunks (6 per 16) and
+           ordinary SSE event chunks pass. Limits are per body; bound the body
+           itself with your own max_body_bytes.
        [doc:http client]
        [doc:http server]
        [doc:tls]
