@@ -943,7 +943,8 @@ RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
         const char *nl = (const char *)memchr(line, '\n', n - pos);
         if (!nl) goto bad_trunc;
         len = (size_t)(nl - line);
-        if (len >= 4 && memcmp(line, "end ", 4) == 0) {
+        /* the trailer has no tab; an entry line always has three (ids may read "end 1") */
+        if (len >= 4 && memcmp(line, "end ", 4) == 0 && !memchr(line, '\t', len)) {
             uint64_t cnt;
             if (!rsdi_attr_u64(line + 4, len - 4, &cnt) || cnt != out->count) goto bad;
             if (pos + len + 1 != n) goto bad;  /* nothing after the trailer */
