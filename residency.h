@@ -196,7 +196,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(STATE_DIR_UNRESOLVED, "state dir: no desc dir, RESIDENCY_STATE_DIR, XDG_STATE_HOME or HOME") \
     X(STATE_DIR_TOO_LONG, "state dir: path longer than RSD_STATE_MAX_DIR_BYTES") \
     X(STATE_DIR_CREATE_FAILED, "state dir: mkdir failed") \
-    X(STATE_DIR_UNSAFE, "state dir: not a directory, not ours, or group/world-writable") \
+    X(STATE_DIR_UNSAFE, "state dir: not a directory, not ours, or world-writable") \
     X(STATE_KEY_INVALID, "state: empty or over-long target key") \
     X(LOCK_OPEN_FAILED, "lock: cannot open the lock file") \
     X(LOCK_FAILED, "lock: flock or the lock hook failed") \

@@ -23,7 +23,171 @@
        [doc:http server]
        [doc:tls]
        [doc:drive]
-       [doc:state]
+       STATE: state directory, cross-process lock, persisted attribution (>>state)
+       -------------------------------------------------------------------------
+       State that must survive a restart or be shared between processes: which
+       models this library loaded on each target (W10), which LM Studio instances
+       it owns (W16), and one lock per target that serialises mutations across
+       processes (W6). Everything is keyed by the normalised target key, a string
+       such as "http://127.0.0.1:8080" from rsd_url_key (prefixes such as
+       "lmstudio|" are fine: any non-empty string up to RSD_STATE_MAX_KEY_BYTES).
+
+       Directory, first that is set and non-empty:
+           desc.dir, $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency (absolute
+           XDG values only, as the XDG spec says), $HOME/.local/state/residency.
+       The environment is read through desc.getenv_fn (default getenv), so tests
+       and hosts can supply it. rsd_state_open creates every missing component
+       with mode 0700 (mkdir -p) and then refuses (RSD_ERR_STATE_DIR, log item
+       STATE_DIR_UNSAFE) a directory that is not a directory, not owned by our
+       effective uid, or world-writable (others could plant files or swap our
+       subdirectories). Group-writable is accepted: with umask 002 and per-user
+       groups a hand-made directory is 0775. Existing modes are never changed.
+       The state dir itself may be a symlink to such a directory (users relocate
+       it); its subdirectories locks/ and attr/ must be real directories. Files
+       are opened with O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK and must be regular files,
+       so a planted symlink or FIFO is refused, never followed or blocked on.
+
+       Layout:
+           <dir>/locks/<name>.lock   cross-process lock + owner record (0600)
+           <dir>/attr/<name>.attr    attribution of one target (0600)
+           <dir>/attr/<name>.lock    short lock around an attribution update
+           <dir>/attr/<name>.attr.tmp  transient, during an update
+       <name> = rsd_state_file_name(key): the key's first bytes with every run of
+       bytes outside [A-Za-z0-9._-] replaced by one '_' (at most
+       RSD_STATE_NAME_PREFIX_BYTES, a leading '.' or '-' also becomes '_'), then
+       '-', then the 64-bit FNV-1a hash of the whole key as 16 lower-case hex
+       digits: "http://127.0.0.1:8080" -> "http_127.0.0.1_8080-75327da3b04bcbf2".
+       The prefix is for humans; the hash keeps distinct keys apart ("a/b" and
+       "a_b", or long keys sharing a prefix). Lock files are never deleted:
+       unlinking a flock file while someone may hold or be opening it lets two
+       processes lock two different inodes. One small file per target remains.
+
+       int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
+           Resolves and creates the directory, allocates the object (one block of
+           about 165 KB from desc.allocator; nothing else allocates). desc NULL or
+           zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
+           mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
+           RSD_ERR_NOMEM. A reconciler without a state dir should run without the
+           lock and without persistence rather than fail (upstream K5).
+       void rsd_state_close(rsd_state *st)       release your locks first
+       const char *rsd_state_dir(const rsd_state *st)
+       int rsd_state_resolve_dir(const rsd_state_desc *d, char *buf, size_t cap)
+           resolution only (no disk access); returns the length
+       int rsd_state_file_name(const char *key, char *buf, size_t cap)
+           cap >= RSD_STATE_MAX_NAME_BYTES; returns the length
+
+       The lock. One rsd_state_lock per acquisition, embedded in the caller's
+       object (for example a reconcile); zero it once. Lock semantics:
+       flock(LOCK_EX) on <dir>/locks/<name>.lock. The kernel releases it when
+       the holder's descriptor closes, including when the process dies (no
+       stale locks, no pid adjudication, no staleness window). flock conflicts
+       between open files, so two acquisitions in one process exclude each other
+       too. After taking it the holder writes an owner record for diagnostics:
+           pid=<pid>\nhost=<hostname>\ntaken_unix_ms=<wall clock>\npurpose=<text>\n
+       and truncates it on release. The record never decides anything; it only
+       feeds rsd_state_lock_owner and the timeout message (a holder that died
+       leaves its record until the next holder overwrites it).
+           int rsd_state_lock_begin(st, lk, key, purpose, now_ms, deadline_ms)
+               no I/O; deadline_ms is absolute on the caller's clock, 0 = now_ms
+               + desc.lock_wait_ms (default 120000). Pass the reconcile's own
+               deadline so one overall deadline bounds lock and load (W5).
+           int rsd_state_lock_step(st, lk, now_ms)
+               never blocks; makes one attempt when now_ms >= lk->wake_ms.
+               RSD_OK: HELD, or UNLOCKED (fail-open: proceed without the lock;
+               lk->error says why). RSD_PENDING: come back at lk->wake_ms.
+               <0: FAILED (fail-closed): RSD_ERR_TIMEOUT, RSD_ERR_LOCK (flock or
+               open failed, or the hook's own negative code).
+               Retries: 5 ms, doubling to 100 ms; the last wake is clamped to the
+               deadline and the deadline is checked after a failed attempt, so
+               the final attempt happens at the deadline. No jitter (no hidden
+               randomness); flock needs none.
+           int rsd_state_lock_try(st, lk, key, purpose)
+               one attempt, no deadline: RSD_OK = HELD, RSD_PENDING = busy (lk
+               left IDLE), <0 = error (lk IDLE).
+           int rsd_state_lock_wait(st, lk, key, purpose, wait_ms)
+               the blocking wrapper: begin + step + nanosleep on CLOCK_MONOTONIC.
+               The only lock call that sleeps. wait_ms 0 = desc.lock_wait_ms.
+           void rsd_state_unlock(st, lk)
+               HELD: truncate the record, LOCK_UN, close. WAITING: abandon (close).
+               UNLOCKED/FAILED: close nothing held; never releases a lock that
+               lk did not take. Always leaves lk IDLE; idempotent.
+           bool rsd_state_lock_held(const rsd_state_lock *lk)
+           int rsd_state_lock_owner(st, key, rsd_lock_owner *out)
+               RSD_OK, or RSD_ERR_NOT_FOUND when free or never taken.
+       Policy at the deadline or on an error: desc.lock_fail_closed false (the
+       default, as upstream K5: serialisation is an optimisation that must never
+       fail a turn) = RSD_OK in state UNLOCKED with a warning log item
+       (LOCK_WAIT_EXPIRED, or LOCK_PROCEED_UNLOCKED for errors) naming the
+       owner record; true = the error, state FAILED, log LOCK_TIMEOUT/LOCK_FAILED.
+       State machine of rsd_state_lock (who may call what):
+           IDLE --begin--> WAITING --step: taken--> HELD --unlock--> IDLE
+                           WAITING --step: busy---> WAITING (wake_ms moves on)
+                           WAITING --step: deadline/error--> UNLOCKED | FAILED
+           UNLOCKED/FAILED --unlock--> IDLE;   WAITING --unlock--> IDLE (abandon)
+           begin on HELD or WAITING is RSD_ERR_STATE; step on IDLE is RSD_ERR_STATE.
+       Lock hook: desc.lock_hook = {try_lock(key, user), unlock(key, user), user}
+       (both or neither) replaces flock entirely, for example with a distributed
+       lock. try_lock must not block: RSD_OK taken, RSD_PENDING busy (retried on
+       the same schedule), <0 error (then the fail-open/closed policy applies).
+       unlock is called exactly once per successful try_lock. With a hook no
+       lock file and no owner record are written.
+       Fork: lock files are O_CLOEXEC. A child forked while a lock is held shares
+       the open file (and so the lock) until it execs or exits; it must not call
+       rsd_state_unlock on the inherited lk (LOCK_UN would release the parent's).
+
+       Attribution. One text file per target:
+           residency-attr 1\n
+           <model>\t<instance>\t<loaded_at_ms>\t<pid>\n      (0..64 lines)
+           end <count>\n
+       Ids escape '\\' '\t' '\n' '\r' as \\ \t \n \r and every other byte below
+       0x20 and 0x7f as \xHH; other bytes (UTF-8) are written as they are. An
+       entry with an instance is an LM Studio instance this library owns (model
+       = its model key); without one it marks a model this library loaded. The
+       trailer detects truncation. The parser is strict: bad magic, escape,
+       number, field count, duplicate (model, instance), an empty model, more
+       than RSD_STATE_MAX_ATTR entries, a wrong count, bytes after the trailer,
+       or a file over RSD_STATE_MAX_FILE_BYTES make the whole file corrupt: it
+       reads as empty, out->corrupt is set and ATTR_CORRUPT is logged; the next
+       add rewrites it. Never a crash (fuzzed: fuzz/fuzz_attr.c).
+           int rsd_state_attr_load(st, key, rsd_attr_set *out)
+               entry count; a missing file is empty. No lock needed: files are
+               replaced by rename, so a reader sees the old or the new version.
+               <0 (RSD_ERR_STATE_IO) only for an unreadable file (a symlink, a
+               directory, EACCES).
+           int rsd_state_attr_add(st, key, model, instance, loaded_at_ms)
+               adds (model, instance) or refreshes its loaded_at_ms and pid;
+               instance NULL or "" = plain attribution. loaded_at_ms is the
+               caller's timestamp (wall-clock ms is the useful choice across
+               restarts). RSD_OK, RSD_ERR_CAPACITY (ATTR_FULL logged),
+               RSD_ERR_ARG (empty model, id over RSD_STATE_MAX_ID_BYTES).
+           int rsd_state_attr_remove(st, key, model, instance)
+               instance NULL = every entry of model (mark and instances);
+               otherwise exactly (model, instance). Returns how many went.
+           int rsd_attr_set_find(const rsd_attr_set *s, model, instance)
+               index, or RSD_ERR_NOT_FOUND; instance NULL = any entry of model.
+       Updates are read-modify-write under <dir>/attr/<name>.lock (flock,
+       independent of the target lock, so they work whether or not the caller
+       holds it): read, change, write <name>.attr.tmp, fsync, rename over,
+       fsync the directory. Concurrent adds from many processes lose nothing.
+       These calls are synchronous file I/O (an fsync costs milliseconds); the
+       file lock is polled (1 ms doubling to 20 ms) for at most
+       RSD_STATE_ATTR_LOCK_WAIT_MS of sleep, then RSD_ERR_LOCK (ATTR_LOCK_TIMEOUT).
+       A frame loop should call them from its I/O step, not per frame.
+
+       Limits: RSD_STATE_MAX_DIR_BYTES 896 (dir path; 64 bytes are kept for
+       file names), RSD_STATE_MAX_KEY_BYTES 2304, RSD_STATE_NAME_PREFIX_BYTES 48,
+       RSD_STATE_MAX_ID_BYTES 255, RSD_STATE_MAX_ATTR 64 entries per target,
+       RSD_STATE_MAX_FILE_BYTES (64 entries with every id byte escaped),
+       RSD_STATE_MAX_PURPOSE_BYTES 63, RSD_STATE_MAX_HOST_BYTES 255,
+       RSD_STATE_LOCK_WAIT_MS_DEFAULT 120000, retries 5..100 ms,
+       RSD_STATE_ATTR_LOCK_WAIT_MS 2000. sizeof(rsd_state_lock) is about 2.5 KB
+       (it keeps the key for the hook); sizeof(rsd_attr_set) about 33 KB.
+       Errors: RSD_ERR_STATE_DIR, RSD_ERR_STATE_IO, RSD_ERR_LOCK, RSD_ERR_TIMEOUT,
+       RSD_ERR_CAPACITY, RSD_ERR_ARG, RSD_ERR_STATE, RSD_ERR_NOT_FOUND.
+       Threading: one rsd_state per thread (it has one scratch buffer); distinct
+       objects, threads and processes may share a directory freely.
+       Platform: POSIX (flock from <sys/file.h>; on Linux NFS maps it to fcntl
+       locks). Not available on Windows yet.
 
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
@@ -439,11 +603,12 @@ RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t 
 }
 
 /* A directory we may keep state in: a directory (after symlinks when follow), owned by
-   our effective uid, not writable by group or others. */
+   our effective uid, not writable by others. Group-writable is allowed: with the common
+   umask 002 and per-user groups, a hand-made directory is 0775. */
 RSDI_PRIVATE bool rsdi_state_dir_ok(const char *path, bool follow) {
     struct stat sb;
     if ((follow ? stat(path, &sb) : lstat(path, &sb)) != 0) return false;
-    return S_ISDIR(sb.st_mode) && sb.st_uid == geteuid() && (sb.st_mode & 022) == 0;
+    return S_ISDIR(sb.st_mode) && sb.st_uid == geteuid() && (sb.st_mode & 002) == 0;
 }
 
 RSDI_PRIVATE bool rsdi_state_mkdir1(const char *path) {
@@ -510,7 +675,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     /* The state dir itself may be a symlink (users relocate it); what it names must be ours. */
     if (!rsdi_state_dir_ok(dir, true)) {
         rsdi_logf(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_UNSAFE, RSDI_WHERE,
-                  "%s: not a directory owned by uid %ld with mode 0700/0755", dir,
+                  "%s: not a directory owned by uid %ld, or world-writable", dir,
                   (long)geteuid());
         return RSD_ERR_STATE_DIR;
     }
@@ -518,7 +683,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
         (void)RSD_SNPRINTF(sub, sizeof sub, "%s/%s", dir, subs[i]);
         if (!rsdi_state_mkdir1(sub) || !rsdi_state_dir_ok(sub, false)) {
             rsdi_logf(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_UNSAFE, RSDI_WHERE,
-                      "%s: must be a real directory (no symlink) owned by us, mode 0700", sub);
+                      "%s: must be a real directory (no symlink), ours, not world-writable", sub);
             return RSD_ERR_STATE_DIR;
         }
     }

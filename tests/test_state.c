@@ -217,6 +217,21 @@ static void test_dir_unsafe(void) {
     REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0777) == 0);
     CHECK(open_state(dir, &lc, 0, false) == NULL);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    /* group-writable is accepted (umask 002 with per-user groups) */
+    snprintf(dir, sizeof dir, "%s/group", tmp);
+    REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0770) == 0);
+    st = open_state(dir, &lc, 0, false);
+    CHECK(st != NULL);
+    rsd_state_close(st);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    /* owned by someone else: refused (only testable as root, which can chown) */
+    if (geteuid() == 0) {
+        snprintf(dir, sizeof dir, "%s/theirs", tmp);
+        REQUIRE(mkdir(dir, 0700) == 0 && chown(dir, 54321, 54321) == 0);
+        lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE] = 0;
+        CHECK(open_state(dir, &lc, 0, false) == NULL);
+        CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    }
     /* a regular file where the dir should be: refused */
     snprintf(dir, sizeof dir, "%s/file", tmp);
     REQUIRE(close(open(dir, O_CREAT | O_WRONLY, 0600)) == 0);
