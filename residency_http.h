@@ -809,7 +809,9 @@ RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *
     lk->via_hook = st->hook.try_lock != NULL;
     lk->begin_ms = now_ms;
     lk->wake_ms = now_ms;
-    lk->deadline_ms = deadline_ms ? deadline_ms : now_ms + st->lock_wait_ms;
+    lk->deadline_ms = deadline_ms ? deadline_ms
+                      : (now_ms > UINT64_MAX - st->lock_wait_ms ? UINT64_MAX
+                                                                : now_ms + st->lock_wait_ms);
     lk->backoff_ms = RSD_STATE_LOCK_RETRY_MIN_MS;
     lk->state = RSD_LOCK_WAITING;
     lk->error = RSD_OK;
@@ -901,7 +903,7 @@ RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_
     }
     if (r < 0) return rsdi_state_lock_give_up(st, lk, r, now_ms);
     if (now_ms >= lk->deadline_ms) return rsdi_state_lock_give_up(st, lk, RSD_ERR_TIMEOUT, now_ms);
-    next = now_ms + lk->backoff_ms;
+    next = now_ms > UINT64_MAX - lk->backoff_ms ? UINT64_MAX : now_ms + lk->backoff_ms;
     lk->wake_ms = next < lk->deadline_ms ? next : lk->deadline_ms;
     lk->backoff_ms = lk->backoff_ms * 2 > RSD_STATE_LOCK_RETRY_MAX_MS
                          ? (uint32_t)RSD_STATE_LOCK_RETRY_MAX_MS : lk->backoff_ms * 2;

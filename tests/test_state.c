@@ -487,6 +487,42 @@ static void test_lock_deadline_fake_clock(void) {
     rm_rf(tmp);
 }
 
+/* The lock file cannot be opened (locks/ vanished): fail-open proceeds, fail-closed fails. */
+static void test_lock_open_error_policy(void) {
+    char tmp[64], p[256];
+    logcap lc, lc2;
+    rsd_state *st, *st2;
+    rsd_state_lock lk;
+    memset(&lc, 0, sizeof lc);
+    memset(&lc2, 0, sizeof lc2);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    REQUIRE((st2 = open_state(tmp, &lc2, 0, true)) != NULL);
+    snprintf(p, sizeof p, "%s/locks", tmp);
+    REQUIRE(rmdir(p) == 0);
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "x", 7, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, 7), RSD_OK);
+    CHECK_EQ_INT(lk.state, RSD_LOCK_UNLOCKED);
+    CHECK_EQ_INT(lk.error, RSD_ERR_LOCK);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_OPEN_FAILED], 1);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_PROCEED_UNLOCKED], 1);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk, KEY, "x", 7, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk, 7), RSD_ERR_LOCK);
+    CHECK_EQ_INT(lk.state, RSD_LOCK_FAILED);
+    CHECK_EQ_INT(lc2.items[RSD_LOGITEM_LOCK_FAILED], 1);
+    rsd_state_unlock(st2, &lk);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk, 8), RSD_ERR_STATE); /* IDLE */
+    /* deadline arithmetic saturates */
+    CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk, KEY, "x", UINT64_MAX - 3, 0), RSD_OK);
+    CHECK(lk.deadline_ms == UINT64_MAX);
+    rsd_state_unlock(st2, &lk);
+    rsd_state_close(st);
+    rsd_state_close(st2);
+    rm_rf(tmp);
+}
+
 typedef struct hook_rec {
     int tries, unlocks, busy_left, fail;
     char last_key[128];
@@ -878,6 +914,7 @@ int main(int argc, char **argv) {
     RUN(test_lock_holder_exit_releases);
     RUN(test_lock_blocking_wait);
     RUN(test_lock_deadline_fake_clock);
+    RUN(test_lock_open_error_policy);
     RUN(test_lock_hook);
     RUN(test_attr_roundtrip);
     RUN(test_attr_capacity);
