@@ -577,6 +577,7 @@ RSDI_PRIVATE const char *rsdi_state_env(const rsd_state_desc *d, const char *nam
 /* Joins a and b into buf, dropping trailing slashes of the result (not a lone "/"). */
 RSDI_PRIVATE int rsdi_state_join(char *buf, size_t cap, const char *a, const char *b) {
     size_t la = strlen(a), lb = b ? strlen(b) : 0, n;
+    while (lb && la > 1 && a[la - 1] == '/') la--;  /* "/xdg/" + "/residency" */
     if (la + lb + 1 > cap) return RSD_ERR_BUFFER;
     memcpy(buf, a, la);
     if (lb) memcpy(buf + la, b, lb);

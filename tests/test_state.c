@@ -118,6 +118,8 @@ static int reap(pid_t pid) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+static const char *const KEY_ALLOC = "http://127.0.0.1:7070";
+
 /* ---- directory resolution and creation ------------------------------------------ */
 static void test_resolve_order(void) {
     rsd_state_desc d;
@@ -128,7 +130,7 @@ static void test_resolve_order(void) {
     d.getenv_fn = fake_getenv;
     d.getenv_user = &env;
     env.names[0] = "RESIDENCY_STATE_DIR"; env.values[0] = "/rsd/dir/";
-    env.names[1] = "XDG_STATE_HOME";      env.values[1] = "/xdg";
+    env.names[1] = "XDG_STATE_HOME";      env.values[1] = "/xdg//";
     env.names[2] = "HOME";                env.values[2] = "/home/u";
     /* desc wins over everything */
     d.dir = "/from/desc";
@@ -251,6 +253,54 @@ static void test_dir_unsafe(void) {
     lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE] = 0;
     CHECK(open_state(dir, &lc, 0, false) == NULL);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    rm_rf(tmp);
+}
+
+typedef struct count_alloc {
+    int allocs, frees, fail;
+} count_alloc;
+
+static void *ca_alloc(size_t n, void *user) {
+    count_alloc *c = (count_alloc *)user;
+    if (c->fail) return NULL;
+    c->allocs++;
+    return malloc(n);
+}
+
+static void ca_free(void *p, void *user) {
+    ((count_alloc *)user)->frees++;
+    free(p);
+}
+
+static void test_open_allocator(void) {
+    char tmp[64];
+    count_alloc ca;
+    logcap lc;
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    memset(&ca, 0, sizeof ca);
+    memset(&lc, 0, sizeof lc);
+    memset(&d, 0, sizeof d);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    d.dir = tmp;
+    d.logger.fn = log_fn;
+    d.logger.user = &lc;
+    d.allocator.alloc_fn = ca_alloc;
+    d.allocator.user = &ca;
+    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_ARG); /* half an allocator */
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOCATOR_HALF], 1);
+    d.allocator.free_fn = ca_free;
+    ca.fail = 1;
+    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_NOMEM);
+    CHECK(st == NULL);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOC_FAILED], 1);
+    ca.fail = 0;
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY_ALLOC, "m", NULL, 1), RSD_OK); /* no allocation */
+    rsd_state_close(st);
+    rsd_state_close(NULL);
+    CHECK_EQ_INT(ca.allocs, 1);
+    CHECK_EQ_INT(ca.frees, 1);
     rm_rf(tmp);
 }
 
@@ -909,6 +959,7 @@ int main(int argc, char **argv) {
     RUN(test_open_unresolved);
     RUN(test_dir_created_0700);
     RUN(test_dir_unsafe);
+    RUN(test_open_allocator);
     RUN(test_file_names);
     RUN(test_lock_take_release);
     RUN(test_lock_holder_exit_releases);
