@@ -50,7 +50,8 @@
        Layout:
            <dir>/locks/<name>.lock   cross-process lock + owner record (0600)
            <dir>/attr/<name>.attr    attribution of one target (0600)
-           <dir>/attr/<name>.lock    short lock around an attribution update
+           <dir>/attr/<name>.lock    short lock around an attribution/generation update
+           <dir>/attr/<name>.gen     mutation generation of one target ("<n>\n")
            <dir>/attr/<name>.attr.tmp  transient, during an update
        <name> = rsd_state_file_name(key): the key's first bytes with every run of
        bytes outside [A-Za-z0-9._-] replaced by one '_' (at most
@@ -173,6 +174,18 @@
        file lock is polled (1 ms doubling to 20 ms) for at most
        RSD_STATE_ATTR_LOCK_WAIT_MS of sleep, then RSD_ERR_LOCK (ATTR_LOCK_TIMEOUT).
        A frame loop should call them from its I/O step, not per frame.
+
+       Generation (W2: a decision cache shared in spirit across processes):
+           int rsd_state_gen_read(st, key, uint64_t *out)
+               0 when never bumped; RSD_ERR_STATE_IO when unreadable or corrupt
+               (then do not trust a cached decision).
+           int rsd_state_gen_bump(st, key, uint64_t *out)
+               after any load/unload on key; under the same short file lock as
+               attribution updates, replaced by rename (no fsync: after a crash
+               every in-memory cache is gone anyway). A corrupt value restarts
+               from the wall clock in ms, never from a number a cache may hold.
+       A cache entry records the generation it saw and is valid while
+       rsd_state_gen_read still returns it.
 
        Limits: RSD_STATE_MAX_DIR_BYTES 896 (dir path; 64 bytes are kept for
        file names), RSD_STATE_MAX_KEY_BYTES 2304, RSD_STATE_NAME_PREFIX_BYTES 48,
@@ -456,6 +469,11 @@ RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance);
+/* Cross-process mutation generation of key (W2): *out = 0 when never bumped. A cache
+   entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
+RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
+/* Increments key's generation after a mutation (load/unload); *out = the new value. */
+RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out);
 /* Index of (model, instance) in set (instance NULL = any), or RSD_ERR_NOT_FOUND. */
 RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance);
 /* ==== >>state end ========================================================= */
@@ -1278,23 +1296,33 @@ RSDI_PRIVATE int rsdi_attr_lock(rsd_state *st, const char *name) {
     return RSD_ERR_LOCK;
 }
 
-/* Atomically replaces path with set: temp file, fsync, rename, fsync of the directory. */
-RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
+/* Atomically replaces path with data: temp file, (fsync), rename, (fsync of the directory).
+   The caller holds the attribution file lock, so the temp name can be fixed. */
+RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char *data, size_t n,
+                                    bool sync) {
     char tmp[RSDI_STATE_PATH_BYTES + 8], dirp[RSDI_STATE_PATH_BYTES];
-    int n = rsdi_attr_format(set, st->filebuf, RSD_STATE_MAX_FILE_BYTES), fd, dfd;
+    int fd, dfd, err;
     bool ok;
-    if (n < 0) return n;
     (void)RSD_SNPRINTF(tmp, sizeof tmp, "%s.tmp", path);
-    (void)unlink(tmp);  /* a stale temp of a writer that died; we hold the file lock */
+    (void)unlink(tmp);  /* a stale temp of a writer that died */
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) goto fail;
-    ok = rsdi_state_write_all(fd, st->filebuf, (size_t)n, 0, false) && fsync(fd) == 0;
-    if (close(fd) != 0) ok = false;
-    if (!ok || rename(tmp, path) != 0) {
+    ok = rsdi_state_write_all(fd, data, n, 0, false) && (!sync || fsync(fd) == 0);
+    err = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) {
         (void)unlink(tmp);
+        errno = err;
         goto fail;
     }
-    if (rsdi_state_path(st, dirp, "attr", NULL, NULL) == RSD_OK) {
+    if (sync && rsdi_state_path(st, dirp, "attr", NULL, NULL) == RSD_OK) {
         dfd = open(dirp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (dfd >= 0) {
             (void)fsync(dfd);
@@ -1306,6 +1334,12 @@ fail:
     rsdi_logf(&st->logger, RSD_LOG_ERROR, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s",
               path, strerror(errno));
     return RSD_ERR_STATE_IO;
+}
+
+RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
+    int n = rsdi_attr_format(set, st->filebuf, RSD_STATE_MAX_FILE_BYTES);
+    if (n < 0) return n;
+    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, true);
 }
 
 /* Shared read-modify-write; op 0 = add, 1 = remove. */
@@ -1375,6 +1409,62 @@ RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance) {
     return rsdi_attr_modify(st, key, model, instance, 0, 1);
+}
+
+/* ---- cross-process mutation generation (W2) ------------------------------------- */
+/* <dir>/attr/<name>.gen holds "<decimal>\n". RSD_OK with *out (0 = missing),
+   RSD_ERR_STATE_IO when unreadable or corrupt. */
+RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint64_t *out) {
+    char buf[32];
+    long n;
+    int fd = rsdi_state_open_file(path, O_RDONLY, false);
+    *out = 0;
+    if (fd < 0) return errno == ENOENT ? RSD_OK : RSD_ERR_STATE_IO;
+    n = rsdi_state_read_all(fd, buf, sizeof buf);
+    rsdi_state_close_fd(fd);
+    if (n < 2 || buf[n - 1] != '\n' || !rsdi_attr_u64(buf, (size_t)n - 1, out)) {
+        *out = 0;
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE,
+                  "%s: not a generation number", path);
+        return RSD_ERR_STATE_IO;
+    }
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_state_gen_path(rsd_state *st, const char *key, char *name, char *path) {
+    if (!st || !key) return RSD_ERR_ARG;
+    if (rsd_state_file_name(key, name, RSD_STATE_MAX_NAME_BYTES) < 0) return RSD_ERR_ARG;
+    return rsdi_state_path(st, path, "attr", name, ".gen");
+}
+
+RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    int r;
+    if (!out) return RSD_ERR_ARG;
+    *out = 0;
+    r = rsdi_state_gen_path(st, key, name, path);
+    return r < 0 ? r : rsdi_state_gen_read_path(st, path, out);
+}
+
+RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES], buf[32];
+    uint64_t g = 0;
+    int r, lfd, n;
+    if (out) *out = 0;
+    r = rsdi_state_gen_path(st, key, name, path);
+    if (r < 0) return r;
+    lfd = rsdi_attr_lock(st, name);
+    if (lfd < 0) return lfd;
+    /* A corrupt value restarts from the wall clock, never from a small number that a
+       cache may still hold. */
+    if (rsdi_state_gen_read_path(st, path, &g) < 0) g = rsdi_state_wall_ms();
+    g = g == UINT64_MAX ? 1 : g + 1;
+    n = RSD_SNPRINTF(buf, sizeof buf, "%llu\n", (unsigned long long)g);
+    r = rsdi_state_replace(st, path, buf, (size_t)n, false);
+    (void)flock(lfd, LOCK_UN);
+    rsdi_state_close_fd(lfd);
+    if (r == RSD_OK && out) *out = g;
+    return r;
 }
 /* ==== >>state end ========================================================= */
 

@@ -876,6 +876,57 @@ static void test_attr_concurrent(void) {
     rm_rf(tmp);
 }
 
+static void test_generation(void) {
+    char tmp[64], p[512], name[RSD_STATE_MAX_NAME_BYTES];
+    logcap lc;
+    rsd_state *st;
+    uint64_t g = 99;
+    int i, go[2];
+    pid_t pids[CONC_PROCS];
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 0);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 1);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 2);
+    CHECK_EQ_INT(rsd_state_gen_read(st, "http://127.0.0.1:1", &g), RSD_OK);
+    CHECK_EQ_INT(g, 0);
+    /* concurrent bumps from 4 processes are all counted */
+    REQUIRE(pipe(go) == 0);
+    for (i = 0; i < CONC_PROCS; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            int j;
+            close(go[1]);
+            (void)rd(go[0]);
+            for (j = 0; j < 10; j++)
+                if (rsd_state_gen_bump(st, KEY, NULL) != RSD_OK) _exit(6);
+            _exit(0);
+        }
+        REQUIRE(pids[i] > 0);
+    }
+    close(go[0]);
+    close(go[1]);
+    for (i = 0; i < CONC_PROCS; i++) CHECK_EQ_INT(reap(pids[i]), 0);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 2 + CONC_PROCS * 10);
+    /* corrupt: read fails (a cache must not trust it); a bump restarts far above */
+    REQUIRE(rsd_state_file_name(KEY, name, sizeof name) > 0);
+    snprintf(p, sizeof p, "%s/attr/%s.gen", tmp, name);
+    write_file(p, "12x\n", 4);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_ERR_STATE_IO);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 1);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK(g > 1600000000000ull);
+    CHECK_EQ_INT(rsd_state_gen_read(st, "", &g), RSD_ERR_ARG);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
 static void test_no_fd_leak(void) {
     char tmp[64], p[512];
     logcap lc;
@@ -913,6 +964,11 @@ static void test_no_fd_leak(void) {
     write_file(p, "broken", 6);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
     CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "m", NULL), 0);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, NULL), RSD_OK);
+    {
+        uint64_t g;
+        CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    }
     rsd_state_close(st);
     CHECK_EQ_INT(count_fds(), before);
     rm_rf(tmp);
@@ -971,6 +1027,7 @@ int main(int argc, char **argv) {
     RUN(test_attr_capacity);
     RUN(test_attr_corrupt);
     RUN(test_attr_concurrent);
+    RUN(test_generation);
     RUN(test_no_fd_leak);
     RUN(test_format_parse_internal);
     return RSD_TEST_END();
