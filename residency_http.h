@@ -52,7 +52,7 @@
            <dir>/attr/<name>.attr    attribution of one target (0600)
            <dir>/attr/<name>.lock    short lock around an attribution/generation update
            <dir>/attr/<name>.gen     mutation generation of one target ("<n>\n")
-           <dir>/attr/<name>.attr.tmp  transient, during an update
+           <dir>/attr/<name>.{attr,gen}.tmp  transient, during an update
        <name> = rsd_state_file_name(key): the key's first bytes with every run of
        bytes outside [A-Za-z0-9._-] replaced by one '_' (at most
        RSD_STATE_NAME_PREFIX_BYTES, a leading '.' or '-' also becomes '_'), then
@@ -115,6 +115,15 @@
            bool rsd_state_lock_held(const rsd_state_lock *lk)
            int rsd_state_lock_owner(st, key, rsd_lock_owner *out)
                RSD_OK, or RSD_ERR_NOT_FOUND when free or never taken.
+       Example, a frame loop executing a reconcile's LOCK step:
+           rsd_state_lock lk;  memset(&lk, 0, sizeof lk);   (once)
+           rsd_state_lock_begin(st, &lk, key, "reconcile", now_ms, deadline_ms);
+           every frame:  r = rsd_state_lock_step(st, &lk, now_ms);
+               RSD_PENDING: nothing to do before lk.wake_ms;
+               RSD_OK: mutate (rsd_state_lock_held(&lk) says whether under the
+               lock), then rsd_state_unlock(st, &lk);   r < 0: give up.
+       Blocking CLI: if (rsd_state_lock_wait(st, &lk, key, "cli", 0) == RSD_OK)
+                     { ...; rsd_state_unlock(st, &lk); }
        Policy at the deadline or on an error: desc.lock_fail_closed false (the
        default, as upstream K5: serialisation is an optimisation that must never
        fail a turn) = RSD_OK in state UNLOCKED with a warning log item

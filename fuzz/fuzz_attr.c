@@ -43,6 +43,13 @@ static void fz_roundtrip(const rsd_attr_set *x) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     size_t i, start = 0, piece = 0;
+    /* 0. the input as a lock owner record (tolerant parser; must stay in bounds) */
+    {
+        rsd_lock_owner o;
+        (void)rsdi_state_parse_owner((const char *)d, n, &o);
+        fz_check(strlen(o.host) <= RSD_STATE_MAX_HOST_BYTES);
+        fz_check(strlen(o.purpose) <= RSD_STATE_MAX_PURPOSE_BYTES);
+    }
     /* 1. the input as a file image */
     if (rsdi_attr_parse((const char *)d, n, &fz_a) == RSD_OK) fz_roundtrip(&fz_a);
     else fz_check(fz_a.count == 0);

@@ -393,6 +393,13 @@ static void test_lock_take_release(void) {
     rsd_state_unlock(st, &lk); /* idempotent */
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, KEY, "again"), RSD_OK);
     rsd_state_unlock(st, &lk2);
+    {
+        static char longkey[RSD_STATE_MAX_KEY_BYTES + 1];
+        memset(longkey, 'k', RSD_STATE_MAX_KEY_BYTES);
+        CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, longkey, "longest key"), RSD_OK);
+        CHECK_EQ_STR(lk2.key, longkey);
+        rsd_state_unlock(st, &lk2);
+    }
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, "", "bad key"), RSD_ERR_ARG);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_KEY_INVALID], 1);
     rsd_state_close(st);
