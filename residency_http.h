@@ -177,8 +177,10 @@
                index, or RSD_ERR_NOT_FOUND; instance NULL = any entry of model.
        Updates are read-modify-write under <dir>/attr/<name>.lock (flock,
        independent of the target lock, so they work whether or not the caller
-       holds it): read, change, write <name>.attr.tmp, fsync, rename over,
-       fsync the directory. Concurrent adds from many processes lose nothing.
+       holds it): read, change, write <name>.attr.tmp, fsync it, rename over.
+       The directory is not fsynced: after a crash the old or the new version
+       is there, both valid (the rename may be lost, the data never torn).
+       Concurrent adds from many processes lose nothing.
        These calls are synchronous file I/O (an fsync costs milliseconds); the
        file lock is polled (1 ms doubling to 20 ms) for at most
        RSD_STATE_ATTR_LOCK_WAIT_MS of sleep, then RSD_ERR_LOCK (ATTR_LOCK_TIMEOUT).
@@ -202,7 +204,7 @@
        RSD_STATE_MAX_FILE_BYTES (64 entries with every id byte escaped),
        RSD_STATE_MAX_PURPOSE_BYTES 63, RSD_STATE_MAX_HOST_BYTES 255,
        RSD_STATE_LOCK_WAIT_MS_DEFAULT 120000, retries 5..100 ms,
-       RSD_STATE_ATTR_LOCK_WAIT_MS 2000. sizeof(rsd_state_lock) is about 2.5 KB
+       RSD_STATE_ATTR_LOCK_WAIT_MS 10000. sizeof(rsd_state_lock) is about 2.5 KB
        (it keeps the key for the hook); sizeof(rsd_attr_set) about 33 KB.
        Errors: RSD_ERR_STATE_DIR, RSD_ERR_STATE_IO, RSD_ERR_LOCK, RSD_ERR_TIMEOUT,
        RSD_ERR_CAPACITY, RSD_ERR_ARG, RSD_ERR_STATE, RSD_ERR_NOT_FOUND.
@@ -357,7 +359,7 @@ enum {
     RSD_STATE_LOCK_WAIT_MS_DEFAULT = 120000, /* lock wait budget when the desc says 0 */
     RSD_STATE_LOCK_RETRY_MIN_MS = 5,     /* first retry delay of a waiting lock */
     RSD_STATE_LOCK_RETRY_MAX_MS = 100,   /* retry delay doubles up to this */
-    RSD_STATE_ATTR_LOCK_WAIT_MS = 2000,  /* longest wait for the short attribution-file lock */
+    RSD_STATE_ATTR_LOCK_WAIT_MS = 10000, /* longest sleep waiting for the attribution-file lock */
     /* largest attribution file accepted (every byte of two ids escaped as \xHH) */
     RSD_STATE_MAX_FILE_BYTES = 64 + RSD_STATE_MAX_ATTR * (8 * RSD_STATE_MAX_ID_BYTES + 48)
 };
@@ -1305,12 +1307,13 @@ RSDI_PRIVATE int rsdi_attr_lock(rsd_state *st, const char *name) {
     return RSD_ERR_LOCK;
 }
 
-/* Atomically replaces path with data: temp file, (fsync), rename, (fsync of the directory).
-   The caller holds the attribution file lock, so the temp name can be fixed. */
+/* Atomically replaces path with data: temp file, (fsync), rename. The directory is not
+   fsynced: after a crash a reader finds the old or the new version, both valid. The
+   caller holds the attribution file lock, so the temp name can be fixed. */
 RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char *data, size_t n,
                                     bool sync) {
-    char tmp[RSDI_STATE_PATH_BYTES + 8], dirp[RSDI_STATE_PATH_BYTES];
-    int fd, dfd, err;
+    char tmp[RSDI_STATE_PATH_BYTES + 8];
+    int fd, err;
     bool ok;
     (void)RSD_SNPRINTF(tmp, sizeof tmp, "%s.tmp", path);
     (void)unlink(tmp);  /* a stale temp of a writer that died */
@@ -1330,13 +1333,6 @@ RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char 
         (void)unlink(tmp);
         errno = err;
         goto fail;
-    }
-    if (sync && rsdi_state_path(st, dirp, "attr", NULL, NULL) == RSD_OK) {
-        dfd = open(dirp, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            rsdi_state_close_fd(dfd);
-        }
     }
     return RSD_OK;
 fail:
