@@ -157,7 +157,8 @@ extern "C" {
 /* >>results:state */
 #define RSDI_RESULTS_STATE(X) \
     X(ERR_LOCK, -80, "could not take the cross-process lock") \
-    X(ERR_STATE_DIR, -81, "state directory unusable")
+    X(ERR_STATE_DIR, -81, "state directory unusable") \
+    X(ERR_STATE_IO, -82, "state file I/O failed")
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
@@ -191,7 +192,22 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X)
 /* >>log:state */
-#define RSDI_LOG_ITEMS_STATE(X)
+#define RSDI_LOG_ITEMS_STATE(X) \
+    X(STATE_DIR_UNRESOLVED, "state dir: no desc dir, RESIDENCY_STATE_DIR, XDG_STATE_HOME or HOME") \
+    X(STATE_DIR_TOO_LONG, "state dir: path longer than RSD_STATE_MAX_DIR_BYTES") \
+    X(STATE_DIR_CREATE_FAILED, "state dir: mkdir failed") \
+    X(STATE_DIR_UNSAFE, "state dir: not a directory, not ours, or world-writable") \
+    X(STATE_KEY_INVALID, "state: empty or over-long target key") \
+    X(LOCK_OPEN_FAILED, "lock: cannot open the lock file") \
+    X(LOCK_FAILED, "lock: flock or the lock hook failed") \
+    X(LOCK_WAIT_EXPIRED, "lock: wait deadline passed; proceeding without the lock") \
+    X(LOCK_TIMEOUT, "lock: wait deadline passed (fail-closed)") \
+    X(LOCK_PROCEED_UNLOCKED, "lock: lock unavailable; proceeding without it") \
+    X(ATTR_CORRUPT, "attribution file corrupt or truncated; treated as empty") \
+    X(ATTR_READ_FAILED, "attribution file unreadable") \
+    X(ATTR_WRITE_FAILED, "attribution file write failed") \
+    X(ATTR_FULL, "attribution set full (RSD_STATE_MAX_ATTR)") \
+    X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS")
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
