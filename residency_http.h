@@ -200,7 +200,8 @@ typedef struct rsd_url {
 } rsd_url;
 
 /* Parses http(s)://host[:port][/path][?query][#fragment]. Userinfo (user@host),
-   other schemes, bad ports, empty hosts and control bytes are RSD_ERR_URL. */
+   other schemes, bad ports, empty hosts, a query without a path, spaces, control and
+   non-ASCII bytes are RSD_ERR_URL. */
 RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len);
 /* Writes the normalised key ("http://127.0.0.1:8080/v1": lower-case scheme and host,
    default port dropped, trailing slashes removed, query and fragment dropped) NUL-terminated into buf. Returns the
@@ -228,7 +229,8 @@ typedef struct rsd_http_header {
 typedef struct rsd_http_framing {
     int64_t content_length;  /* -1 when absent */
     bool chunked;            /* Transfer-Encoding ends in chunked */
-    bool close;              /* Connection: close, or HTTP/1.0 without keep-alive */
+    bool close;              /* Connection: close, HTTP/1.0 without keep-alive, or a
+                                response body delimited by connection close */
 } rsd_http_framing;
 
 typedef struct rsd_http_response_head {
