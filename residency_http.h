@@ -389,7 +389,8 @@ typedef struct rsd_url {
 } rsd_url;
 
 /* Parses http(s)://host[:port][/path][?query][#fragment]. Userinfo (user@host),
-   other schemes, bad ports, empty hosts and control bytes are RSD_ERR_URL. */
+   other schemes, bad ports, empty hosts, a query without a path, spaces, control and
+   non-ASCII bytes are RSD_ERR_URL. */
 RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len);
 /* Writes the normalised key ("http://127.0.0.1:8080/v1": lower-case scheme and host,
    default port dropped, trailing slashes removed, query and fragment dropped) NUL-terminated into buf. Returns the
@@ -417,7 +418,8 @@ typedef struct rsd_http_header {
 typedef struct rsd_http_framing {
     int64_t content_length;  /* -1 when absent */
     bool chunked;            /* Transfer-Encoding ends in chunked */
-    bool close;              /* Connection: close, or HTTP/1.0 without keep-alive */
+    bool close;              /* Connection: close, HTTP/1.0 without keep-alive, or a
+                                response body delimited by connection close */
 } rsd_http_framing;
 
 typedef struct rsd_http_response_head {
@@ -852,6 +854,12 @@ static const uint32_t rsdi_http_tchar_map[8] = {
 #define RSDI_HTTP_VCHAR(c) \
     ((unsigned char)(c) == 0x09 || ((unsigned char)(c) >= 0x20 && (unsigned char)(c) != 0x7F))
 
+/* Fast path: 8 bytes that are all SP..'~' or obs-text (no HTAB, no controls). */
+#define RSDI_HTTP_VB(p, i) ((unsigned char)((unsigned char)(p)[i] - 0x20u) < 0x5Fu || (unsigned char)(p)[i] >= 0x80)
+#define RSDI_HTTP_VCHAR8(p) \
+    (RSDI_HTTP_VB(p, 0) && RSDI_HTTP_VB(p, 1) && RSDI_HTTP_VB(p, 2) && RSDI_HTTP_VB(p, 3) && \
+     RSDI_HTTP_VB(p, 4) && RSDI_HTTP_VB(p, 5) && RSDI_HTTP_VB(p, 6) && RSDI_HTTP_VB(p, 7))
+
 /* The last_len shortcut: is the blank line that ends a head somewhere in
    buf[last_len-3 .. len)? (A previous call saw buf[0..last_len) and said PENDING,
    so the end can only be in the new bytes or straddle the old end.) */
@@ -928,11 +936,11 @@ RSDI_PRIVATE int rsdi_http_headers(const char **pp, const char *e, rsd_http_head
         hdrs[n].name.len = (size_t)(p - name);
         p++;
         while (p < e && (*p == ' ' || *p == '\t')) p++;
-        val = vend = p;
-        while (p < e && RSDI_HTTP_VCHAR(*p)) {
-            if (*p != ' ' && *p != '\t') vend = p + 1;
-            p++;
-        }
+        val = p;
+        while (e - p >= 8 && RSDI_HTTP_VCHAR8(p)) p += 8;
+        while (p < e && RSDI_HTTP_VCHAR(*p)) p++;
+        vend = p;
+        while (vend > val && (vend[-1] == ' ' || vend[-1] == '\t')) vend--;
         r = rsdi_http_eol(&p, e);
         if (r != RSD_OK) return r;
         hdrs[n].value.ptr = val;
@@ -971,7 +979,7 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
     if (expect_continue) *expect_continue = false;
     for (i = 0; i < n; i++) {
         rsd_str name = h[i].name, val = h[i].value;
-        if (rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
+        if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
                 int64_t v = 0;
@@ -986,7 +994,7 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
                 if (cl >= 0 && v != cl) return RSD_ERR_PROTOCOL;
                 cl = v;
             }
-        } else if (rsdi_ieq_lit(name.ptr, name.len, "transfer-encoding")) {
+        } else if (name.len == 17 && rsdi_ieq_lit(name.ptr, name.len, "transfer-encoding")) {
             te_seen = true;
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
@@ -996,14 +1004,14 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
                 te_last_chunked = rsdi_ieq_lit(el.ptr, tl, "chunked");
                 if (te_last_chunked) chunked_count++;
             }
-        } else if (rsdi_ieq_lit(name.ptr, name.len, "connection")) {
+        } else if (name.len == 10 && rsdi_ieq_lit(name.ptr, name.len, "connection")) {
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
                 if (rsdi_ieq_lit(el.ptr, el.len, "close")) conn_close = true;
                 else if (rsdi_ieq_lit(el.ptr, el.len, "keep-alive")) conn_ka = true;
             }
         } else if (request && expect_continue && minor == 1 &&
-                   rsdi_ieq_lit(name.ptr, name.len, "expect")) {
+                   name.len == 6 && rsdi_ieq_lit(name.ptr, name.len, "expect")) {
             if (rsdi_ieq_lit(val.ptr, val.len, "100-continue")) *expect_continue = true;
         }
     }
