@@ -1550,7 +1550,8 @@ RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed) {
     return rsd_optout_resolve(getenv("RESIDENCY"), target_user_managed);
 }
 
-RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
+/* One normalisation pass; rsd_target_key_normalise repeats it to a fixed point. */
+RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
     size_t i, n = 0, host_end, path_beg, scheme_end = 0, end;
     const char *s;
     bool has_scheme = false, http = false, https = false;
@@ -1584,9 +1585,18 @@ RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
     {
         size_t hend = host_end;
         if (has_scheme) { /* drop default port */
-            if (http && hend >= 3 && hend - 3 > scheme_end + 3 && memcmp(s + hend - 3, ":80", 3) == 0) hend -= 3;
-            else if (https && hend >= 4 && hend - 4 > scheme_end + 3 && memcmp(s + hend - 4, ":443", 4) == 0)
-                hend -= 4;
+            size_t port = http ? 3 : https ? 4 : 0;
+            if (port && hend - (scheme_end + 3) > port &&
+                memcmp(s + hend - port, https ? ":443" : ":80", port) == 0) {
+                size_t h = hend - port; /* only a plain host or a [v6] literal before it */
+                bool plain = s[h - 1] == ']';
+                if (!plain) {
+                    plain = true;
+                    for (i = scheme_end + 3; i < h; i++)
+                        if (s[i] == ':') plain = false;
+                }
+                if (plain) hend = h;
+            }
         }
         for (i = 0; i < end; i++) {
             char c = s[i];
@@ -1599,6 +1609,22 @@ RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
     if (cap == 0) return RSD_ERR_BUFFER;
     out[n] = '\0';
     return (int)n;
+}
+
+RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
+    char tmp[RSD_TARGET_KEY_MAX];
+    int r, k, prev;
+    if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
+    r = rsdi_key_norm1(raw, out, cap);
+    /* Stripping can expose more to strip ("a:80 /"): repeat until stable, so
+       the result is idempotent. Every pass that changes the key shortens it. */
+    for (k = 0; r > 0 && (size_t)r < sizeof tmp && k < RSD_TARGET_KEY_MAX; k++) {
+        memcpy(tmp, out, (size_t)r + 1);
+        prev = r;
+        r = rsdi_key_norm1(rsd_str_c(tmp), out, cap);
+        if (r == prev && memcmp(tmp, out, (size_t)r) == 0) break;
+    }
+    return r;
 }
 
 /* Normalised key and model into fixed buffers; <0 when too long. */
