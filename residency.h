@@ -342,7 +342,8 @@ typedef enum rsd_notice_level {
     X(EVICT_CONFIG, "evict-config") \
     X(EVICT_OURS, "evict-ours") \
     X(EVICT_FOREIGN, "evict-foreign") \
-    X(CONTEXT_CLAMPED, "context-clamped")
+    X(CONTEXT_CLAMPED, "context-clamped") \
+    X(NOT_LOADABLE, "not-loadable")
 /* Which message a notice carries. */
 typedef enum rsd_notice_msg {
 #define RSDI_X(n, s) RSD_MSG_##n,
@@ -500,6 +501,13 @@ typedef struct rsd_plan {
 /* Decide what to do (R21-R33, W8, W18, W19). Returns RSD_OK, or <0 for bad facts
    (RSD_ERR_ARG, RSD_ERR_RESIDENTS_LIMIT, RSD_ERR_MODEL_ID); *out is always written. */
 RSD_API int rsd_decide(const rsd_facts *facts, rsd_plan *out);
+/* Loadability gate (R45, R64-R65): the driver found, from the listing it already
+   has, that the server does not serve the keep model. Turns a plan that would
+   evict into a decline (reason DECLINE_NOT_LOADABLE), drops its evictions and
+   notices, and leaves one will-not-fit notice ("... does not serve ..."); the
+   operator never sees eviction notices for a refused swap. models_listed goes
+   into the message. Returns RSD_OK, or RSD_ERR_ARG. */
+RSD_API int rsd_plan_decline_unloadable(const rsd_facts *facts, rsd_plan *plan, uint32_t models_listed);
 /* Render a notice's operator message into buf (always NUL-terminated when cap > 0);
    returns the full length (snprintf-like) or <0. */
 RSD_API int rsd_notice_format(const rsd_facts *facts, const rsd_plan *plan,
@@ -1401,6 +1409,24 @@ RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan 
     }
 }
 
+RSD_API int rsd_plan_decline_unloadable(const rsd_facts *f, rsd_plan *p, uint32_t models_listed) {
+    rsd_notice *n;
+    int i;
+    if (!f || !p) return RSD_ERR_ARG;
+    p->decision = RSD_DECISION_DECLINE;
+    p->would = RSD_DECISION_DECLINE;
+    p->reason = RSD_REASON_DECLINE_NOT_LOADABLE;
+    p->n_evict = 0;
+    p->n_fallback = 0;
+    p->n_blocked = 0;
+    p->n_notices = 0;
+    p->load_context = 0;
+    for (i = 0; i < RSD_MAX_RESIDENTS; i++) p->cls[i].evict = 0;
+    n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, RSD_MSG_NOT_LOADABLE, -1);
+    if (n) n->resident_count = models_listed; /* no detail upstream; the count is for the text */
+    return RSD_OK;
+}
+
 RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_notice *n,
                               char *buf, size_t cap) {
     rsdi_sb b;
@@ -1491,6 +1517,12 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         rsdi_sb_others(&b, f, p, false, true, false); rsdi_sb_c(&b, ": context clamped ");
         rsdi_sb_u(&b, n->requested_context); rsdi_sb_c(&b, " to "); rsdi_sb_u(&b, n->load_context);
         rsdi_sb_c(&b, " tokens");
+        break;
+    case RSD_MSG_NOT_LOADABLE:
+        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);
+        rsdi_sb_c(&b, "; it lists "); rsdi_sb_u(&b, n->resident_count);
+        rsdi_sb_c(&b, " model(s). Residency left the target untouched. Fix the wire model id in "
+                      "settings, or add the preset to the server.");
         break;
     default:
         rsdi_sb_c(&b, rsd_notice_kind_str(n->kind));

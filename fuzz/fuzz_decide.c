@@ -302,6 +302,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
                p1.n_fallback != p2.n_fallback || p1.n_notices != p2.n_notices || p1.load_context != p2.load_context);
         check_ids_equal(&f, p1.evict, &fr, p2.evict, p1.n_evict);
         check_ids_equal(&f, p1.fallback, &fr, p2.fallback, p1.n_fallback);
+        /* the loadability gate leaves a decline with one will-not-fit notice */
+        FAILIF(rsd_plan_decline_unloadable(&f, &p2, (uint32_t)f.n_residents) != RSD_OK);
+        FAILIF(p2.decision != RSD_DECISION_DECLINE || p2.n_evict || p2.n_fallback || p2.n_notices != 1);
+        FAILIF(rsd_notice_format(&f, &p2, &p2.notices[0], NULL, 0) <= 0);
     }
 
     /* clamp and env parsing on the remaining bytes as a string */

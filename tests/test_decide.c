@@ -1084,6 +1084,30 @@ static void hostile_duplicates_and_aliases_never_evict_protected(void) {
     CHECK_EQ_STR(EVICT(&f, &plan, 0), "d");
 }
 
+/* R45, R64-R65: a refused swap becomes a decline with one will-not-fit notice. */
+static void upstream_loadability_gate_declines_without_eviction_notices(void) {
+    rsd_resident r[2];
+    rsd_facts f;
+    r[0] = res_of("a");
+    r[1] = res_of("b");
+    facts_of(&f, "missing", RSD_STRATEGY_ROUTER, r, 2, 2);
+    f.context_length = 262144;
+    f.model_max_context = 1000;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 1);
+    CHECK(plan.n_notices >= 2);
+    REQUIRE(rsd_plan_decline_unloadable(&f, &plan, 7) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_DECLINE);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_DECLINE_NOT_LOADABLE);
+    CHECK_EQ_INT(plan.n_evict, 0);
+    REQUIRE(plan.n_notices == 1);
+    CHECK_EQ_INT(plan.notices[0].kind, RSD_NOTICE_WILL_NOT_FIT);
+    CHECK_EQ_INT(plan.notices[0].level, RSD_LEVEL_ERROR);
+    CHECK_EQ_INT(plan.notices[0].detail, 0);
+    CHECK(strstr(msg_of(&f, &plan, 0), "'mini' does not serve 'missing'; it lists 7 model(s).") != NULL);
+    CHECK_EQ_INT(rsd_plan_decline_unloadable(NULL, &plan, 0), RSD_ERR_ARG);
+}
+
 static void notice_format_truncates_safely(void) {
     rsd_resident r[2];
     rsd_facts f;
@@ -1149,6 +1173,7 @@ int main(int argc, char **argv) {
     RUN(limits_65_residents_is_a_clean_error);
     RUN(hostile_ids_are_rejected_cleanly);
     RUN(hostile_duplicates_and_aliases_never_evict_protected);
+    RUN(upstream_loadability_gate_declines_without_eviction_notices);
     RUN(notice_format_truncates_safely);
     return RSD_TEST_END();
 }
