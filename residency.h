@@ -36,8 +36,219 @@
 
    API REFERENCE
        [doc:json]
-       [doc:reconcile]
-       [doc:fit]
+   --- reconcile: the pure decision (>>reconcile) -------------------------------
+       Facts in, plan out: no I/O, no allocation, no clock, no globals. The
+       sans-I/O drivers (llama.cpp router, LM Studio, Ollama) that fill the facts
+       from parsed payloads and carry the plan out over HTTP, the cross-process
+       lock and the state files (attribution, mutation generation) come next, in
+       another part; they are not in this section.
+
+       int rsd_decide(const rsd_facts *facts, rsd_plan *out);
+           Decide what to do to make facts->keep resident. *out is always
+           written (zeroed, decision NONE on error). Returns RSD_OK,
+           RSD_ERR_ARG (NULL, bad enum, negative count, NULL view with a length),
+           RSD_ERR_RESIDENTS_LIMIT (over an RSD_MAX_* limit, e.g. 65 residents),
+           RSD_ERR_MODEL_ID (empty keep or resident id; any id or alias of
+           RSD_MODEL_ID_MAX bytes or more). Empty aliases are ignored.
+
+       Facts (the caller fills them; zeroed fields are defaults):
+           rsd_facts { strategy (DEFAULT=ROUTER | ROUTER | JIT | SCHEDULER),
+             optout (NONE | ENV | TARGET), target_id, runtime_id, keep,
+             keep_aliases[4] + n, keep_tags[8] + n, keep_pinned,
+             residents + n_residents (<= 64), protected_models + n_protected
+             (<= 64), max_instances (0 = unknown), context_length (0 = none),
+             model_max_context (0 = unknown), context_ceiling (0 = 131072) }
+           rsd_resident { model_id, aliases[4] + n, tags[8] + n,
+             size_vram_bytes + has_size_vram, size_bytes + has_size (absent is
+             never zero), loaded_by_us (attribution), pinned }
+           rsd_protected_model { model_id (trimmed; empty skipped), role }
+         Model ids are rsd_str views, not copies: the caller keeps the strings
+         alive while the facts and the plan are used (the plan names residents
+         by index). A driver copies ids out of a response into its own arena.
+         Comparison is exact, byte-wise, case-sensitive.
+
+       Plan:
+           rsd_plan { decision, reason, would, keep_resident, keep_index,
+             resident_count, slots_needed, load_context, evict[] + n_evict,
+             fallback[] + n_fallback, blocked[] + n_blocked, notices[] +
+             n_notices, cls[] (per resident: is_keep, protection, role, ours,
+             evict, group) }
+         evict/fallback/blocked hold indices into facts->residents. Unload the
+         evict list in order, then load; fallback (JIT only) is what to unload,
+         in order, if the load fails.
+
+       Classification. A resident is the keep when its id or an alias equals the
+       keep or a keep alias. Tag protection: a tag exactly "pinned:true" or
+       "role:scout", or rsd_resident.pinned. Config protection: its id, else the
+       first alias, in protected_models; role = the first entry for that id
+       with a role, else none (a bare id still protects). Tag beats config; the
+       role is kept. Residents that share any id or alias are ONE model (an
+       identity group): protected if any member is, the keep if any member is,
+       evicted once (by the canonical-first member's id), freeing all its slots.
+       Determinism: residents are taken in canonical order (model_id bytes,
+       then index), so the same facts in any listing order give the same plan;
+       ties are broken by id (upstream used listing order).
+
+       Decision table (keep = the requested model; others = non-keep groups;
+       tiers: unprotected, then configured, each "loaded by us" first):
+         keep resident, any strategy   ALREADY_RESIDENT   KEEP_RESIDENT; one
+                                       notice if others: stress over-capacity
+                                       (count > max) else co-resident
+         ROUTER, nothing resident      LOAD               EMPTY_SERVER
+         ROUTER, capacity unknown      LOAD_AFTER_EVICT   CAPACITY_UNKNOWN_EVICT_ONE:
+                                       exactly one unprotected resident (W8)
+                                       or LOAD            CAPACITY_UNKNOWN_NONE_EVICTABLE
+         ROUTER, free slot             LOAD               FREE_SLOT (co-resident
+                                       "loading ... (N+1/C instances)")
+         ROUTER, full                  LOAD_AFTER_EVICT   EVICT_UNPROTECTED /
+                                       EVICT_CONFIG: the fewest groups, tier
+                                       order, so that count - freed + 1 <= max
+         ROUTER, full, only pinned     DECLINE            DECLINE_ALL_PINNED
+         ROUTER, full, keep pinned and only configured models could make room
+                                       DECLINE            DECLINE_PINNED_KEEP
+                                       (#72: a pinned keep never displaces a
+                                       configured model; blocked[] names them)
+         JIT                           LOAD               JIT_LOAD; evict none,
+                                       fallback = unprotected, then configured
+                                       unless the keep is pinned
+         SCHEDULER                     LOAD_AFTER_EVICT   SCHEDULER_RELEASE_OURS
+                                       (our unprotected stragglers only) or
+                                       LOAD               SCHEDULER_LOAD
+         optout != NONE                OBSERVE            OBSERVE_ENV / _TARGET
+         driver: keep not served       DECLINE            DECLINE_NOT_LOADABLE
+         driver: listing failed        OBSERVE            PROBE_FAILED (not cached)
+       Tag-pinned models and the keep are never in evict or fallback.
+       Capacity counts instances only; sizes feed notices, never the choice.
+
+       W8, capacity unknown: upstream evicted every unprotected resident. A load
+       adds one model, so freeing one slot always suffices for a count-limited
+       server that was at or under its limit; and evicting one we chose stops a
+       full router from displacing a pinned model itself. So we evict exactly
+       one unprotected resident (ours first, then by id), never a configured
+       one, and load without eviction when none is unprotected.
+
+       W19, observe: decision OBSERVE never loads or unloads, for every runtime
+       (upstream LM Studio still loaded). evict and fallback are empty; would
+       holds the managed decision, cls[].evict and load_context what it would
+       have done, and the action notices are kept with observe_only set (their
+       text starts "observe-only, nothing done: ").
+
+       Notices, in plan order (R32): context stress, split stress per resident
+       (canonical order), the strategy/eviction notices, then the clamp.
+           rsd_notice { kind, level, msg, observe_only, subject (resident index
+             or -1), detail (RSD_DETAIL_* bits), requested_context,
+             model_max_context, load_context, resident_count, max_instances,
+             resident_vram_bytes, resident_total_bytes, freed_vram_bytes,
+             config_protected, role }
+         msg                  kind/level              detail bits
+         CONTEXT_OVER_MAX     stress/warning          REQUESTED_CONTEXT MODEL_MAX_CONTEXT
+         SPLIT                stress/warning          RESIDENT_VRAM_BYTES RESIDENT_TOTAL_BYTES
+         OVER_CAPACITY        stress/warning          RESIDENT_COUNT MAX_INSTANCES
+         SERVES_ALONGSIDE     co-resident/info        RESIDENT_COUNT [MAX_INSTANCES]
+         LOADING_ALONGSIDE    co-resident/info        RESIDENT_COUNT MAX_INSTANCES
+         DECLINE_PINNED_KEEP  will-not-fit/error      RESIDENT_COUNT MAX_INSTANCES
+                                                      CONFIG_PROTECTED [ROLE]
+         DECLINE_ALL_PINNED   will-not-fit/error      RESIDENT_COUNT MAX_INSTANCES
+         EVICT_CONFIG         swap/warning            SWAPPED_OUT CONFIG_PROTECTED [ROLE]
+         EVICT_OURS           about-to-evict/info     [FREED_VRAM_BYTES]
+         EVICT_FOREIGN        swap/warning            SWAPPED_OUT [FREED_VRAM_BYTES]
+         CONTEXT_CLAMPED      stress/warning          REQUESTED_CONTEXT LOAD_CONTEXT
+         NOT_LOADABLE         will-not-fit/error      (none)
+       int rsd_notice_format(facts, plan, notice, buf, cap);
+           The operator message (upstream wording, "Clio" read as "residency";
+           GiB with one decimal; roles as "the chat model", "the memory
+           model", "a worker model", "a target default model", "a configured
+           model"). snprintf-like: returns the full length, always
+           NUL-terminates when cap > 0; buf may be NULL with cap 0.
+       int rsd_plan_decline_unloadable(facts, plan, models_listed);
+           The loadability gate (R45): turn a plan the driver must refuse
+           because the server does not serve the keep into a decline with
+           exactly one will-not-fit notice and nothing else.
+       rsd_decision_str, rsd_reason_str, rsd_reason_name, rsd_notice_kind_str,
+       rsd_notice_level_str, rsd_notice_msg_str, rsd_role_str, rsd_role_phrase:
+           enum to string (X-macros RSD_DECISIONS, RSD_REASONS, RSD_NOTICE_KINDS,
+           RSD_NOTICE_LEVELS, RSD_NOTICE_MSGS, RSD_ROLES); never NULL.
+       bool rsd_tags_protect(const rsd_str *tags, int n);   the R8 tag rule.
+       int rsd_protected_collect(const rsd_role_sources *src, out, cap);
+           Build protected_models from settings (R12): chat, memory, worker
+           default, worker profiles, target defaults, in that order; trimmed,
+           empty skipped, first claim wins. Returns the count or RSD_ERR_BUFFER.
+
+       Opt-outs (environment):
+           RESIDENCY=observe|off|0|false|user|user-managed (trimmed, any case)
+               observe-only; unset, empty or anything else: managed.
+           bool rsd_env_observe(const char *value);
+           bool rsd_lifecycle_user_managed(const char *lifecycle);
+           rsd_optout rsd_optout_resolve(const char *env_value, bool user_managed);
+               TARGET when the target is user-managed, else ENV when the value
+               opts out, else NONE. rsd_optout_from_env(user_managed) calls
+               getenv("RESIDENCY") itself.
+
+       Decision cache (caller-owned, fixed size, no allocation):
+           rsd_decision_cache c = {0};            TTL 60 000 ms (c.ttl_ms to change)
+           int rsd_cache_lookup(&c, target_key, model, now_ms, generation, &hit);
+               1 = live hit (skip probing: ALREADY_RESIDENT, DECLINE or
+               OBSERVE; emit nothing again), 0 = miss.
+           int rsd_cache_store(&c, target_key, model, plan, mutation_failed,
+                               now_ms, generation);
+               After the reconcile finished. A plan that loaded is stored as
+               ALREADY_RESIDENT. Returns 0 (not stored) when mutation_failed
+               (an unload or the load failed: W4), for PROBE_FAILED and NONE.
+               Declines and opt-out observes are stored (W3, R52).
+           int rsd_cache_invalidate(&c, target_key, model);
+               After any local mutation of the target; an empty model drops
+               every entry of the key. Returns the count dropped.
+         Keyed by (normalised target key, model) (W2): alternating models on a
+         server both hit. generation is the caller's mutation counter (the
+         state dir will share one across processes); an entry stored under
+         another generation is a miss. Full: an expired slot, else the least
+         recently used (lowest slot on ties) is replaced.
+           int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
+               W9: "llamacpp|HTTP://Mini:8080/v1/" -> "llamacpp|http://mini:8080/v1";
+               lower-cases up to the host, drops :80 (http) and :443 (https),
+               query, fragment and trailing '/'; idempotent. Meant to give the
+               same text as rsd_url_key (residency_http.h) on a valid URL, so a
+               driver may pass "<runtime>|" + that key. The cache applies it
+               to every key it is given.
+
+       Results: RSD_ERR_RESIDENTS_LIMIT (-50), RSD_ERR_MODEL_ID (-51), plus
+       RSD_ERR_ARG and RSD_ERR_BUFFER. Log items (for the drivers):
+       RECONCILE_BAD_FACTS, RECONCILE_DECLINE, RECONCILE_EVICT,
+       RECONCILE_OBSERVE, RECONCILE_CACHE_HIT, FIT_CLAMPED.
+       Limits: RSD_MAX_RESIDENTS 64, RSD_MAX_ALIASES 4, RSD_MAX_TAGS 8 (a driver
+       seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
+       RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
+       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
+       Sizes (x86-64): rsd_plan 11 376 bytes, rsd_decision_cache 17 672,
+       rsd_facts 312 plus the caller's arrays (rsd_resident 248 each);
+       keep them out of small stacks. rsd_decide uses ~1.5 KiB of stack and
+       O(n^2) id comparisons for n <= 64 residents.
+   --- fit: the context-fit clamp (>>fit) --------------------------------------
+       While other models share a server, cap the context a load asks for: a
+       27B model at 262,144 tokens beside a resident 26B made 25 tokens in
+       2m18s; at 131,072 it answered a 9k prompt in 9.7 s. A model alone is
+       never clamped and a request is never raised. Usable for any runtime
+       whose load takes a context length.
+
+       uint32_t rsd_fit_context(uint32_t requested, int n_other_residents,
+                                uint32_t ceiling);
+           requested if n_other_residents <= 0, ceiling == RSD_FIT_CEILING_OFF
+           or requested <= ceiling; else ceiling. ceiling 0 = the default.
+       uint32_t rsd_fit_ceiling_parse(const char *value);
+           RESIDENCY_CORESIDENT_CONTEXT, trimmed, any case: unset/empty ->
+           131072 (RSD_FIT_CEILING_DEFAULT); "off", "0", "false" ->
+           RSD_FIT_CEILING_OFF (disabled); a positive integer prefix
+           (parseInt: "196608", "+4096", "196608tokens") -> that value
+           (saturating at 0xFFFFFFFE); anything else ("abc", "-5", "00") ->
+           131072. rsd_fit_ceiling_from_env() calls getenv itself.
+       Inside rsd_decide: when context_length is set and the plan loads (LOAD
+       or LOAD_AFTER_EVICT), load_context = rsd_fit_context(context_length,
+       neighbours, context_ceiling), where neighbours are the other models that
+       stay resident AFTER the planned evictions (upstream counted them before;
+       with JIT nothing is evicted, so it is the same). When it clamps, the plan
+       ends with a stress/warning notice CONTEXT_CLAMPED, "loading '<keep>'
+       alongside <neighbours>: context clamped <from> to <to> tokens", detail
+       REQUESTED_CONTEXT and LOAD_CONTEXT. No load, no clamp: load_context 0.
        [doc:pool]
 
    RESULTS
