@@ -275,6 +275,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
                         if (comp[i] && !gone[i]) { gone[i] = 1; freed++; freed_last++; }
                 }
                 FAILIF(f.n_residents - freed + 1 > (int)f.max_instances);
+                /* tiers: a configured model goes only after every unprotected one */
+                for (k = 0; k < p1.n_evict; k++)
+                    if (configured(&f, &res[p1.evict[k]]) || p1.cls[p1.evict[k]].protection == RSD_PROTECT_CONFIG) {
+                        for (i = 0; i < f.n_residents; i++) {
+                            component(&f, i, comp);
+                            {
+                                int j2, prot_or_keep = 0;
+                                for (j2 = 0; j2 < f.n_residents; j2++) {
+                                    int a2;
+                                    if (!comp[j2]) continue;
+                                    if (pinned(&res[j2]) || configured(&f, &res[j2])) prot_or_keep = 1;
+                                    for (a2 = 0; a2 <= res[j2].n_aliases; a2++)
+                                        if (is_keep_name(&f, rname(&res[j2], a2))) prot_or_keep = 1;
+                                }
+                                if (!prot_or_keep) FAILIF(!gone[i]);
+                            }
+                        }
+                        break;
+                    }
                 if (p1.n_evict) FAILIF(f.n_residents - (freed - freed_last) + 1 <= (int)f.max_instances);
             } else {
                 FAILIF(p1.n_evict > 1);
