@@ -1114,8 +1114,7 @@ RSDI_PRIVATE int rsdi_pool_never_fits(const rsd_pool *p, int m) {
         pinned_b += sl->reserve_bytes;
     }
     if (pinned_s >= p->max_slots) return RSD_ERR_POOL_PINNED;
-    if (budget && p->models[m].reserve_bytes > budget - (pinned_b < budget ? pinned_b : budget))
-        return RSD_ERR_POOL_PINNED;
+    if (budget && p->models[m].reserve_bytes + pinned_b > budget) return RSD_ERR_POOL_PINNED;
     return RSD_OK;
 }
 
@@ -1417,8 +1416,8 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
         if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
             pool->slots[s].in_flight == 0 && pool->models[model].ttl_ms)
             pool->slots[s].idle_deadline_ms = rsdi_pool_at(pool->now_ms, pool->models[model].ttl_ms);
-        rsdi_pool_pass(pool);
     }
+    rsdi_pool_pass(pool); /* unpin: may be evicted now; pin: waiters may never fit */
     return RSD_OK;
 }
 
