@@ -690,11 +690,14 @@ typedef struct rsdi_pool_reqent {
     int16_t model;
     int8_t slot;
     int result;            /* FAIL reason */
-    uint32_t prev, next;   /* model wait queue links; next = free list link */
-    uint32_t nprev, nnext; /* notify list links */
     uint64_t enq_ms;
     void *user;
 } rsdi_pool_reqent;
+
+/* List links live apart from the entries (structure of arrays): walking a model's
+   queue or the notify list then chases 8-byte links that stay in cache, and the
+   entry loads they lead to are independent, so they overlap. */
+typedef struct rsdi_pool_link { uint32_t prev, next; } rsdi_pool_link;
 
 typedef struct rsdi_pool_model {
     char id[RSD_POOL_MAX_MODEL_ID];
@@ -738,6 +741,8 @@ struct rsd_pool {
     int act_head, act_tail;
     uint32_t ntf_head, ntf_tail;
     rsdi_pool_reqent *reqs;
+    rsdi_pool_link *wq;    /* model wait queue links; wq[i].next = free list link */
+    rsdi_pool_link *nt;    /* notify list links */
     uint32_t free_head, free_tail;
     uint32_t waiting, running, models_waiting;
     uint64_t reserved_total;
@@ -745,6 +750,7 @@ struct rsd_pool {
     uint32_t ev_cap, ev_head, ev_count;
     rsd_pool_stats ctr; /* counters only (slots[] unused here) */
     uint64_t work;      /* white-box: model/slot visits in admission passes (W25 tests) */
+    bool trim_pending;  /* live slots above max after configure (busy excess) */
 };
 
 /* a + b saturating at RSD_POOL_NO_DEADLINE (times come from the host). */
@@ -807,11 +813,11 @@ RSDI_PRIVATE uint32_t rsdi_pool_req_alloc(rsd_pool *p) {
     rsdi_pool_reqent *r;
     if (i == RSDI_POOL_NIL) return i;
     r = &p->reqs[i];
-    p->free_head = r->next;
+    p->free_head = p->wq[i].next;
     if (p->free_head == RSDI_POOL_NIL) p->free_tail = RSDI_POOL_NIL;
     r->gen = (r->gen & RSDI_POOL_GEN_MASK) + 1u;
     if (r->gen > RSDI_POOL_GEN_MASK) r->gen = 1;
-    r->prev = r->next = r->nprev = r->nnext = RSDI_POOL_NIL;
+    p->wq[i].prev = p->wq[i].next = p->nt[i].prev = p->nt[i].next = RSDI_POOL_NIL;
     r->ntf = RSDI_PNTF_NONE;
     r->slot = -1;
     r->result = 0;
@@ -823,9 +829,9 @@ RSDI_PRIVATE void rsdi_pool_req_free(rsd_pool *p, uint32_t i) {
     rsdi_pool_reqent *r = &p->reqs[i];
     r->state = RSDI_PREQ_FREE;
     r->user = NULL;
-    r->next = RSDI_POOL_NIL;
+    p->wq[i].next = RSDI_POOL_NIL;
     if (p->free_tail == RSDI_POOL_NIL) p->free_head = i;
-    else p->reqs[p->free_tail].next = i;
+    else p->wq[p->free_tail].next = i;
     p->free_tail = i;
 }
 
@@ -833,22 +839,23 @@ RSDI_PRIVATE void rsdi_pool_req_free(rsd_pool *p, uint32_t i) {
 RSDI_PRIVATE void rsdi_pool_ntf_push(rsd_pool *p, uint32_t i, int kind) {
     rsdi_pool_reqent *r = &p->reqs[i];
     r->ntf = (uint8_t)kind;
-    r->nnext = RSDI_POOL_NIL;
-    r->nprev = p->ntf_tail;
+    p->nt[i].next = RSDI_POOL_NIL;
+    p->nt[i].prev = p->ntf_tail;
     if (p->ntf_tail == RSDI_POOL_NIL) p->ntf_head = i;
-    else p->reqs[p->ntf_tail].nnext = i;
+    else p->nt[p->ntf_tail].next = i;
     p->ntf_tail = i;
 }
 
 RSDI_PRIVATE void rsdi_pool_ntf_unlink(rsd_pool *p, uint32_t i) {
     rsdi_pool_reqent *r = &p->reqs[i];
+    rsdi_pool_link *l = &p->nt[i];
     if (r->ntf == RSDI_PNTF_NONE) return;
-    if (r->nprev != RSDI_POOL_NIL) p->reqs[r->nprev].nnext = r->nnext;
-    else p->ntf_head = r->nnext;
-    if (r->nnext != RSDI_POOL_NIL) p->reqs[r->nnext].nprev = r->nprev;
-    else p->ntf_tail = r->nprev;
+    if (l->prev != RSDI_POOL_NIL) p->nt[l->prev].next = l->next;
+    else p->ntf_head = l->next;
+    if (l->next != RSDI_POOL_NIL) p->nt[l->next].prev = l->prev;
+    else p->ntf_tail = l->prev;
     r->ntf = RSDI_PNTF_NONE;
-    r->nprev = r->nnext = RSDI_POOL_NIL;
+    l->prev = l->next = RSDI_POOL_NIL;
 }
 
 /* ---- models waiting for a slot (FIFO by arrival of their first waiter) ---- */
@@ -879,11 +886,10 @@ RSDI_PRIVATE void rsdi_pool_want_del(rsd_pool *p, int m) {
 /* ---- per-model wait queues ------------------------------------------------ */
 RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
     rsdi_pool_model *md = &p->models[m];
-    rsdi_pool_reqent *r = &p->reqs[i];
-    r->next = RSDI_POOL_NIL;
-    r->prev = md->wq_tail;
+    p->wq[i].next = RSDI_POOL_NIL;
+    p->wq[i].prev = md->wq_tail;
     if (md->wq_tail == RSDI_POOL_NIL) md->wq_head = i;
-    else p->reqs[md->wq_tail].next = i;
+    else p->wq[md->wq_tail].next = i;
     md->wq_tail = i;
     md->wq_count++;
     p->waiting++;
@@ -891,12 +897,12 @@ RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
 
 RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
     rsdi_pool_model *md = &p->models[m];
-    rsdi_pool_reqent *r = &p->reqs[i];
-    if (r->prev != RSDI_POOL_NIL) p->reqs[r->prev].next = r->next;
-    else md->wq_head = r->next;
-    if (r->next != RSDI_POOL_NIL) p->reqs[r->next].prev = r->prev;
-    else md->wq_tail = r->prev;
-    r->prev = r->next = RSDI_POOL_NIL;
+    rsdi_pool_link *l = &p->wq[i];
+    if (l->prev != RSDI_POOL_NIL) p->wq[l->prev].next = l->next;
+    else md->wq_head = l->next;
+    if (l->next != RSDI_POOL_NIL) p->wq[l->next].prev = l->prev;
+    else md->wq_tail = l->prev;
+    l->prev = l->next = RSDI_POOL_NIL;
     md->wq_count--;
     p->waiting--;
     if (md->wq_count == 0) rsdi_pool_want_del(p, m);
@@ -949,9 +955,21 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
 RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
     rsdi_pool_slot *sl = &p->slots[s];
     rsdi_pool_model *md = &p->models[sl->model];
+    uint32_t ahead = md->wq_head;
+    int k;
+    /* Long queues: touch entries a few links ahead (the links are dense and cached,
+       the entries are not), so their cache misses overlap. */
+    for (k = 0; k < 8 && ahead != RSDI_POOL_NIL; k++) ahead = p->wq[ahead].next;
     while (md->wq_head != RSDI_POOL_NIL &&
-           (md->max_in_flight == 0 || sl->in_flight < md->max_in_flight))
+           (md->max_in_flight == 0 || sl->in_flight < md->max_in_flight)) {
+#if defined(__GNUC__) || defined(__clang__)
+        if (ahead != RSDI_POOL_NIL) {
+            __builtin_prefetch(&p->reqs[ahead], 1);
+            ahead = p->wq[ahead].next;
+        }
+#endif
         rsdi_pool_grant(p, s, md->wq_head);
+    }
 }
 
 /* Fail one request (waiting or running) with reason; it leaves its queue now and its
@@ -1132,6 +1150,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         rsdi_pool_stop_slot(p, s, RSD_POOL_WHY_TRIM);
         live--;
     }
+    p->trim_pending = live > p->max_slots;
     if (p->want_head < 0) return;
     budget = rsdi_pool_budget(p);
     cap = budget ? (int64_t)budget - (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget)
@@ -1248,7 +1267,7 @@ RSDI_PRIVATE void rsdi_pool_slot_settled(rsd_pool *p, int s) {
         if (sl->in_flight == 0) {
             uint32_t ttl = p->models[sl->model].ttl_ms;
             sl->idle_deadline_ms = ttl ? rsdi_pool_at(p->now_ms, ttl) : RSD_POOL_NO_DEADLINE;
-            if (p->want_head >= 0 || rsdi_pool_count(p, true) > p->max_slots) rsdi_pool_pass(p);
+            if (p->want_head >= 0 || p->trim_pending) rsdi_pool_pass(p);
         }
     } else if (sl->state == RSD_POOL_SLOT_DRAINING && sl->in_flight == 0) {
         rsdi_pool_stop_slot(p, s, sl->why == RSD_POOL_WHY_NONE ? RSD_POOL_WHY_UNLOAD : sl->why);
@@ -1325,7 +1344,7 @@ RSD_API int rsd_pool_find_model(const rsd_pool *pool, rsd_str id) {
 RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     rsd_pool_desc d;
     rsd_pool *p;
-    size_t reqs_bytes, ev_bytes, total, off_reqs, off_ev;
+    size_t reqs_bytes, link_bytes, ev_bytes, total, off_reqs, off_wq, off_nt, off_ev;
     uint32_t i;
     int k;
     if (!desc) return NULL;
@@ -1354,10 +1373,16 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
         }
     }
     off_reqs = (sizeof(rsd_pool) + 15u) & ~(size_t)15u;
+    /* One block: pool, entries, two link arrays, event ring (each 16-byte aligned). */
     if (!rsdi_size_mul(d.max_requests, sizeof(rsdi_pool_reqent), &reqs_bytes) ||
-        !rsdi_size_add(off_reqs, reqs_bytes, &off_ev) ||
+        !rsdi_size_mul(d.max_requests, sizeof(rsdi_pool_link), &link_bytes) ||
+        !rsdi_size_add(off_reqs, reqs_bytes, &off_wq) ||
+        !rsdi_size_add((off_wq + 15u) & ~(size_t)15u, link_bytes, &off_nt) ||
+        !rsdi_size_add((off_nt + 15u) & ~(size_t)15u, link_bytes, &off_ev) ||
         !rsdi_size_mul(d.event_log, sizeof(rsd_pool_event), &ev_bytes))
         return NULL;
+    off_wq = (off_wq + 15u) & ~(size_t)15u;
+    off_nt = (off_nt + 15u) & ~(size_t)15u;
     off_ev = (off_ev + 15u) & ~(size_t)15u;
     if (!rsdi_size_add(off_ev, ev_bytes, &total)) return NULL;
     p = (rsd_pool *)rsdi_malloc(&d.allocator, total);
@@ -1375,6 +1400,8 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     p->budget_bytes = d.vram_budget_bytes;
     p->default_reserve = d.default_reserve_bytes;
     p->reqs = (rsdi_pool_reqent *)(void *)((char *)p + off_reqs);
+    p->wq = (rsdi_pool_link *)(void *)((char *)p + off_wq);
+    p->nt = (rsdi_pool_link *)(void *)((char *)p + off_nt);
     p->evlog = d.event_log ? (rsd_pool_event *)(void *)((char *)p + off_ev) : NULL;
     p->ev_cap = d.event_log;
     p->want_head = p->want_tail = -1;
@@ -1387,7 +1414,8 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     }
     for (i = 0; i < p->max_requests; i++) {
         memset(&p->reqs[i], 0, sizeof p->reqs[i]);
-        p->reqs[i].next = i + 1 < p->max_requests ? i + 1 : RSDI_POOL_NIL;
+        p->nt[i].prev = p->nt[i].next = p->wq[i].prev = RSDI_POOL_NIL;
+        p->wq[i].next = i + 1 < p->max_requests ? i + 1 : RSDI_POOL_NIL;
     }
     p->free_head = 0;
     p->free_tail = p->max_requests - 1;
@@ -1457,7 +1485,7 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
         if (slot) *slot = s;
         return RSD_OK;
     }
-    if (s < 0 && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
         pool->ctr.no_fit++;
         rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
                   "pool: %s (%llu bytes) cannot fit: %s", md->id,
@@ -1650,6 +1678,14 @@ RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *a) {
     i = pool->ntf_head;
     if (i != RSDI_POOL_NIL) {
         rsdi_pool_reqent *r = &pool->reqs[i];
+#if defined(__GNUC__) || defined(__clang__)
+        { /* bursts of GRANTs: touch the entry a few pulls ahead (see grant_waiters) */
+            uint32_t ahead = pool->nt[i].next;
+            int k;
+            for (k = 0; k < 4 && ahead != RSDI_POOL_NIL; k++) ahead = pool->nt[ahead].next;
+            if (ahead != RSDI_POOL_NIL) __builtin_prefetch(&pool->reqs[ahead]);
+        }
+#endif
         a->req = rsdi_pool_handle(pool, i);
         a->model = r->model;
         a->model_id = pool->models[r->model].id;
