@@ -365,6 +365,8 @@ extern "C" {
 #define RSDI_RESULTS_RECONCILE(X) \
     X(ERR_RESIDENTS_LIMIT, -50, "more residents, aliases, tags or protected ids than the RSD_MAX_* limits") \
     X(ERR_MODEL_ID, -51, "model id empty or longer than RSD_MODEL_ID_MAX - 1 bytes")
+/* >>results:driver (range -90..-99) */
+#define RSDI_RESULTS_DRIVER(X)
 /* >>results:pool */
 #define RSDI_RESULTS_POOL(X) \
     X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
@@ -384,7 +386,7 @@ extern "C" {
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
-    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
+    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -417,6 +419,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(RECONCILE_OBSERVE, "reconcile: observe-only, nothing changed") \
     X(RECONCILE_CACHE_HIT, "reconcile: decision cache hit, no probe") \
     X(FIT_CLAMPED, "fit: load context clamped beside co-resident models")
+/* >>log:driver */
+#define RSDI_LOG_ITEMS_DRIVER(X)
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X) \
     X(POOL_BAD_DESC, "pool: desc value out of range") \
@@ -451,7 +455,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
-    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
+    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,
@@ -1004,6 +1008,24 @@ RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str m
 /* Drop (key, model), or every entry of key when model is empty. Returns the count. */
 RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_str model);
 /* ==== >>reconcile end ===================================================== */
+
+/* ==== >>payload (declarations) ============================================ */
+/* >>payload:router */
+/* >>payload:router end */
+/* >>payload:ollama */
+/* >>payload:ollama end */
+/* >>payload:lmstudio */
+/* >>payload:lmstudio end */
+/* ==== >>payload end ======================================================= */
+
+/* ==== >>driver (declarations) ============================================= */
+/* >>driver:core */
+/* >>driver:core end */
+/* >>driver:ollama */
+/* >>driver:ollama end */
+/* >>driver:lmstudio */
+/* >>driver:lmstudio end */
+/* ==== >>driver end ======================================================== */
 
 /* ==== >>fit (declarations) ================================================ */
 /* Context-fit clamp (S29, S30): cap a load's context while other models share
@@ -3207,6 +3229,24 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
     return n;
 }
 /* ==== >>reconcile end ===================================================== */
+
+/* ==== >>payload (implementation) ========================================== */
+/* >>payload:router */
+/* >>payload:router end */
+/* >>payload:ollama */
+/* >>payload:ollama end */
+/* >>payload:lmstudio */
+/* >>payload:lmstudio end */
+/* ==== >>payload end ======================================================= */
+
+/* ==== >>driver (implementation) =========================================== */
+/* >>driver:core */
+/* >>driver:core end */
+/* >>driver:ollama */
+/* >>driver:ollama end */
+/* >>driver:lmstudio */
+/* >>driver:lmstudio end */
+/* ==== >>driver end ======================================================== */
 
 /* ==== >>fit (implementation) ============================================== */
 RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint32_t ceiling) {
