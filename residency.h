@@ -1052,8 +1052,10 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
          O3/R4: model_id = "model" if non-empty else "name"; the other is an
          alias when it differs; sizes only when the server gave numbers.
      int rsd_ollama_name_normalise(name, out, cap)
-         The display form Ollama lists: "registry.ollama.ai/" and "library/"
-         dropped, ":latest" added when the last path segment has no tag.
+         The display form Ollama lists: host/namespace/model:tag with the
+         default host (registry.ollama.ai) and the "library" namespace
+         dropped, ":latest" added when the last segment has no tag.
+         Idempotent. Case is kept (R6 compares exactly).
          Length, or RSD_ERR_BUFFER / RSD_ERR_MODEL_ID (empty).
      int rsd_ollama_parse_version(out, body, len, toks, cap)   GET /api/version
      int rsd_ollama_parse_generate(out, body, len, toks, cap)  POST /api/generate
@@ -3791,10 +3793,13 @@ RSDI_PRIVATE bool rsdi_ollama_entry(const rsd_json_doc *d, int e, rsdi_pl_arena 
             if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK && rsdi_pl_id_ok(s)) m->model = s;
             else m->model.len = 0;
         } else if (rsd_json_str_eq(d, k, "digest")) {
-            if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK) m->digest = s;
+            if (rsdi_pl_str(d, v, a, &s) != RSDI_PL_OK) s.len = 0;
+            m->digest = s;
         } else if (rsd_json_str_eq(d, k, "expires_at")) {
             m->has_expires = false;
             m->expires_forever = false;
+            m->expires_unix_ms = 0;
+            m->expires_at.len = 0;
             if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK) {
                 m->expires_at = s;
                 if (rsdi_pl_rfc3339(s, &m->expires_unix_ms, &year)) {
@@ -3885,13 +3890,20 @@ RSDI_PRIVATE bool rsdi_pl_iprefix(rsd_str s, const char *lit) {
 
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
     rsd_str s = rsdi_str_trim(name);
-    size_t i, last = 0, need;
+    size_t i, last = 0, need, slashes = 0;
     bool tag = false;
     if (!out && cap) return RSD_ERR_ARG;
     if (cap) out[0] = '\0';
     if (!s.ptr) s.len = 0;
-    if (rsdi_pl_iprefix(s, "registry.ollama.ai/")) { s.ptr += 19; s.len -= 19; }
-    if (rsdi_pl_iprefix(s, "library/") && !memchr(s.ptr + 8, '/', s.len - 8)) { s.ptr += 8; s.len -= 8; }
+    /* host/namespace/model:tag; the default host and the "library" namespace are
+       not displayed. Only exact part counts are stripped, so the result is stable. */
+    for (i = 0; i < s.len; i++) slashes += s.ptr[i] == '/';
+    if (slashes == 2 && rsdi_pl_iprefix(s, "registry.ollama.ai/")) {
+        s.ptr += 19;
+        s.len -= 19;
+        slashes = 1;
+    }
+    if (slashes == 1 && rsdi_pl_iprefix(s, "library/")) { s.ptr += 8; s.len -= 8; }
     for (i = 0; i < s.len; i++)
         if (s.ptr[i] == '/') last = i + 1;
     if (s.len == 0 || last == s.len) return RSD_ERR_MODEL_ID;
