@@ -599,7 +599,8 @@ typedef enum rsd_optout {
 typedef enum rsd_protection {
     RSD_PROTECT_NONE = 0,
     RSD_PROTECT_TAG,    /* tag pinned:true or role:scout, or rsd_resident.pinned */
-    RSD_PROTECT_CONFIG  /* id or alias listed in rsd_facts.protected_models */
+    RSD_PROTECT_CONFIG, /* id or alias listed in rsd_facts.protected_models */
+    RSD_PROTECT_NUM
 } rsd_protection;
 
 /* One loaded model as the server reports it (R4). Strings are views the caller
