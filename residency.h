@@ -794,7 +794,8 @@ typedef enum rsd_optout {
 typedef enum rsd_protection {
     RSD_PROTECT_NONE = 0,
     RSD_PROTECT_TAG,    /* tag pinned:true or role:scout, or rsd_resident.pinned */
-    RSD_PROTECT_CONFIG  /* id or alias listed in rsd_facts.protected_models */
+    RSD_PROTECT_CONFIG, /* id or alias listed in rsd_facts.protected_models */
+    RSD_PROTECT_NUM
 } rsd_protection;
 
 /* One loaded model as the server reports it (R4). Strings are views the caller
@@ -2457,18 +2458,6 @@ RSDI_PRIVATE int rsdi_check_facts(const rsd_facts *f) {
     return RSD_OK;
 }
 
-/* Do residents a and b share a non-empty name? */
-RSDI_PRIVATE bool rsdi_share_name(const rsd_resident *a, const rsd_resident *b) {
-    int i, j;
-    for (i = 0; i <= a->n_aliases; i++) {
-        rsd_str x = rsdi_res_name(a, i);
-        if (!x.len) continue;
-        for (j = 0; j <= b->n_aliases; j++)
-            if (rsd_str_eq(x, rsdi_res_name(b, j))) return true;
-    }
-    return false;
-}
-
 /* Does resident r carry a name of the keep model? */
 RSDI_PRIVATE bool rsdi_matches_keep(const rsd_facts *f, const rsd_resident *r) {
     int i, j;
@@ -2491,11 +2480,34 @@ typedef struct rsdi_decide_ws {
     uint8_t tag[RSD_MAX_RESIDENTS], cfg[RSD_MAX_RESIDENTS], role[RSD_MAX_RESIDENTS];
     uint8_t gsize[RSD_MAX_RESIDENTS];   /* members, at the representative */
     uint8_t role_set[RSD_MAX_RESIDENTS]; /* group role decided */
+    uint32_t hash[RSD_MAX_RESIDENTS][1 + RSD_MAX_ALIASES]; /* FNV-1a of each name, 0 = empty */
     int n_others;                       /* non-keep groups, canonical order */
     int16_t others[RSD_MAX_RESIDENTS];
     int n_unprot, n_config;             /* eviction tiers (R25), ours first */
     int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
 } rsdi_decide_ws;
+
+/* FNV-1a, never 0 for a non-empty name (0 marks "no name"). */
+RSDI_PRIVATE uint32_t rsdi_name_hash(rsd_str s) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    if (!s.len) return 0;
+    for (i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 16777619u;
+    return h ? h : 1;
+}
+
+/* Do residents i and j share a non-empty name? Hashes first, bytes to confirm. */
+RSDI_PRIVATE bool rsdi_share_name_h(const rsdi_decide_ws *w, const rsd_facts *f, int i, int j) {
+    const rsd_resident *a = &f->residents[i], *b = &f->residents[j];
+    int x, y;
+    for (x = 0; x <= a->n_aliases; x++) {
+        uint32_t hx = w->hash[i][x];
+        if (!hx) continue;
+        for (y = 0; y <= b->n_aliases; y++)
+            if (w->hash[j][y] == hx && rsd_str_eq(rsdi_res_name(a, x), rsdi_res_name(b, y))) return true;
+    }
+    return false;
+}
 
 RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
     while (w->root[i] != i) {
@@ -2657,6 +2669,8 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     for (i = 0; i < w.n; i++) {
         w.pos[w.order[i]] = (int16_t)i;
         w.root[i] = (int16_t)i;
+        for (k = 0; k <= f->residents[i].n_aliases; k++)
+            w.hash[i][k] = rsdi_name_hash(rsdi_res_name(&f->residents[i], k));
     }
     /* Per-entry protection (R8, R10) and identity groups: entries that share any
        id or alias are one model; the root is the canonical-first member. */
@@ -2671,7 +2685,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
                 break;
             }
         for (j = 0; j < i; j++)
-            if (rsdi_share_name(res, &f->residents[j])) {
+            if (rsdi_share_name_h(&w, f, i, j)) {
                 int a = rsdi_find(&w, i), b = rsdi_find(&w, j);
                 if (a != b) {
                     if (w.pos[a] < w.pos[b]) w.root[b] = (int16_t)a;
