@@ -38,7 +38,145 @@
        [doc:json]
        [doc:reconcile]
        [doc:fit]
-       [doc:pool]
+   POOL (process-pool policy; pure, sans-I/O)
+       Keeps up to max_slots model-server processes resident, one model per
+       slot, and decides which request runs where. It never forks, never
+       touches a socket and never reads a clock: the host (a supervisor in
+       residency_http.h, or your own) feeds events with now_ms and pulls
+       actions. Same snapshot + same events = same actions.
+
+       Host loop (one pool, any thread, one at a time):
+           rsd_pool_desc pd = {0};           pd.max_slots = 2;
+           pd.vram_budget_bytes = 24ull << 30;
+           rsd_pool *pool = rsd_pool_create(&pd);
+           int m = rsd_pool_add_model(pool, &(rsd_pool_model_desc){
+                       .id = "qwen3-8b", .reserve_bytes = 9ull << 30,
+                       .ttl_ms = 300000, .max_in_flight = 4 });
+           r = rsd_pool_acquire(pool, m, now, my_conn, &req, &slot);
+               RSD_OK: proxy to slot now | RSD_PENDING: wait for GRANT/FAIL
+           each frame / on wake:
+               rsd_pool_on_started / rsd_pool_on_exited for process news;
+               rsd_pool_release(pool, req, now) when a request finishes;
+               while (rsd_pool_next_action(pool, &a)) switch (a.kind) {
+                   SPAWN: start a.model_id in a.slot (port = base + a.slot),
+                          within a.reserve_bytes; later on_started(a.proc, ok)
+                   STOP:  SIGTERM/SIGKILL a.slot, reap; then on_exited(a.proc)
+                   GRANT: send a.req (a.user) to a.slot; release it when done
+                   FAIL:  answer a.user with rsd_result_str(a.result); done
+               }
+               wake = rsd_pool_step(pool, now);   (idle TTL, W26 timer)
+
+       rsd_pool_create(desc) / rsd_pool_destroy(pool)
+           The only allocation: one block of about 14 KiB + 40 bytes per
+           max_requests + 48 bytes per event_log entry. destroy does not stop
+           processes (they are the host's): call rsd_pool_stop and reap first.
+           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound.
+       rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
+           id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
+           default_reserve_bytes) is reserved when a slot is claimed, before
+           the load; ttl_ms: unload after that long idle since the last
+           request *finished* (0 = never; llama-swap ttl, Ollama keep_alive);
+           max_in_flight: concurrency per process (0 = unlimited; set it to
+           llama-server --parallel so requests beyond it queue here, FIFO);
+           pinned: never evicted, trimmed or TTL-unloaded.
+       rsd_pool_find_model(pool, id), rsd_pool_set_pinned(pool, m, on, now)
+       rsd_pool_acquire(pool, m, now, user, &req, &slot)
+           RSD_OK: granted now, in-flight counted now (at admission, not at
+           dispatch: a slot holding a granted request is never idle, the
+           llama.cpp router's #28698 race). RSD_PENDING: queued; *req is the
+           handle to wait on. Errors (no handle): RSD_ERR_POOL_STOPPED,
+           RSD_ERR_POOL_NO_FIT (reservation > whole budget), RSD_ERR_POOL_PINNED
+           (pinned residents leave no slot or bytes), RSD_ERR_POOL_QUEUE_FULL,
+           RSD_ERR_CAPACITY (request table full), RSD_ERR_ARG.
+       rsd_pool_release(pool, req, now)   a granted request finished
+       rsd_pool_cancel(pool, req, now)    the client went away (waiting or granted)
+           Both free the handle. release on a waiting request is RSD_ERR_STATE;
+           a stale handle is RSD_ERR_POOL_STALE. A request whose FAIL was
+           pulled is already gone.
+       rsd_pool_on_started(pool, proc, ok, now)
+           ok: READY, the model's waiters are granted (up to max_in_flight).
+           !ok: only this model's waiters FAIL (RSD_ERR_POOL_LOAD_FAILED), the
+           slot stops routing at once (FAILED) and a STOP is emitted; slot and
+           reservation are freed by on_exited (the process may still hold VRAM).
+       rsd_pool_on_exited(pool, proc, now)
+           After a STOP, or unasked (a crash): the slot is EMPTY and its
+           reservation freed at once (W27). A crash orphans the requests that
+           were running there (release/cancel them as usual; bookkeeping only);
+           a crash while STARTING fails the model's waiters (ERR_POOL_CRASHED).
+       rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
+       rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_next_action(pool, &a) -> bool
+           STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
+       rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
+           Stops idle slots whose TTL expired, runs admission (W26 starvation).
+       rsd_pool_configure(pool, max, now)
+           max clamped to 1..16 (P4). Idle excess slots stop at once, LRU
+           first; busy excess stops when it goes idle (P19).
+       rsd_pool_unload(pool, m or -1, flags, now)
+           Default: RSD_ERR_POOL_BUSY and no change if any target is busy or
+           loading. RSD_POOL_UNLOAD_DRAIN: busy targets take no new work and
+           stop when drained (returns RSD_PENDING); idle ones stop now (RSD_OK).
+           Explicit unload stops pinned models too. Later requests reload.
+       rsd_pool_stop(pool, now)
+           Every waiting and running request gets FAIL(RSD_ERR_POOL_STOPPED),
+           every process a STOP; later acquire/unload return ERR_POOL_STOPPED.
+       rsd_pool_query_stats(pool, &st), rsd_pool_query_model(pool, m, &info)
+           Every slot (state, model, proc, in-flight, reservation, last use,
+           idle deadline, ttl, pin, pid) and lifetime counters (acquires,
+           grants, waits, max wait, spawns, readies, load failures, crashes,
+           evictions, TTL expiries, trims, W26 drains, unloads, fails...).
+       rsd_pool_next_event(pool, &ev)
+           Optional audit ring (desc.event_log entries; oldest dropped first):
+           CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
+           with the slot's in-flight count and pin at decision time.
+
+       Admission (P31-P35, W21-W26). Requests for a READY model with room go
+       straight through. Otherwise the request joins its model's FIFO; a model
+       with no slot joins the list of models waiting for a slot (FIFO by its
+       oldest request). Each admission pass visits those models in order and,
+       for each: (1) claims an EMPTY slot if the count and the bytes fit
+       (reserved + reservation + foreign <= budget); (2) else counts capacity
+       already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
+       READY slots in LRU order until count and bytes fit (only if that is
+       enough); (3) if its oldest request has waited max_wait_ms, busy LRU
+       slots are put in DRAINING (no new admissions) until it would fit (W26);
+       (4) holds what it needs, so later models cannot take capacity being
+       freed for it. A busy slot is never evicted or trimmed; requests for
+       residents keep flowing while others wait. Work per event is
+       O(models x slots), independent of the number of waiting requests (W25);
+       a load that completes grants its waiters in O(granted).
+
+       Slot states (who may call what):
+           EMPTY    --claim-->  STARTING (SPAWN emitted, reservation taken)
+           STARTING --on_started(ok)--> READY | --on_started(!ok)--> FAILED
+                    --on_exited--> EMPTY (crash while loading)
+                    stop/unload before the SPAWN was pulled: back to EMPTY
+           READY    --idle LRU victim, TTL, trim, unload, stop--> STOPPING
+                    --W26 or unload(DRAIN) while busy--> DRAINING
+                    --on_exited (crash)--> EMPTY
+           DRAINING --last release--> STOPPING;  --on_exited--> EMPTY
+           STOPPING, FAILED --on_exited--> EMPTY (reservation freed)
+       on_started is valid only in STARTING (else RSD_ERR_STATE); on_exited in
+       any non-EMPTY state; a proc from an earlier process in the same slot is
+       RSD_ERR_POOL_STALE. Requests: WAITING --GRANT--> RUNNING --release-->
+       gone; WAITING/RUNNING --FAIL (pulled)--> gone; cancel from either.
+
+       Bytes. Budget = min(desc.vram_budget_bytes, measured total), either
+       may be 0 = unknown; both 0 = count-only admission. Foreign use is
+       subtracted for admission but not for "can never fit" (it may go away;
+       a request that fits the budget but not beside foreign use waits for
+       the host's next rsd_pool_set_vram). A measurement below what is already
+       reserved stops new admissions; nothing running is stopped for it.
+
+       LIMITS: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
+       RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
+       a 12-bit generation: a stale handle is detected unless its entry was
+       reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
+       2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off).
+       ERRORS: RSD_ERR_POOL_* (-60..-68) as above, plus RSD_ERR_ARG,
+       RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
+       orphan or fail running requests scan the request table once (O(max_
+       requests)); every other operation is O(models x slots) or better.
 
    RESULTS
        Every fallible function returns an int from RSD_RESULTS: 0 = RSD_OK,
