@@ -1577,7 +1577,16 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
     if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     pool->models[model].pinned = pinned;
-    if (!pinned) {
+    if (pinned) {
+        /* A pin wins over a W26 drain: the slot takes work again. */
+        int s = pool->models[model].slot;
+        if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_DRAINING &&
+            pool->slots[s].why == RSD_POOL_WHY_STARVE) {
+            pool->slots[s].state = RSD_POOL_SLOT_READY;
+            pool->slots[s].why = RSD_POOL_WHY_NONE;
+            rsdi_pool_grant_waiters(pool, s);
+        }
+    } else {
         int s = pool->models[model].slot;
         if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
             pool->slots[s].in_flight == 0 && pool->models[model].ttl_ms)
