@@ -88,6 +88,12 @@
            RSD_ERR_POOL_NO_FIT (reservation > whole budget), RSD_ERR_POOL_PINNED
            (pinned residents leave no slot or bytes), RSD_ERR_POOL_QUEUE_FULL,
            RSD_ERR_CAPACITY (request table full), RSD_ERR_ARG.
+       rsd_pool_preload(pool, m, now)
+           Load m and leave it resident with no request (P9; boot policy P37,
+           e.g. preload the pinned models). RSD_OK when READY or STARTING
+           already, RSD_PENDING when queued; no GRANT or FAIL ever comes for a
+           preload (a failed load is only logged and counted). st.preloads
+           counts those still queued.
        rsd_pool_release(pool, req, now)   a granted request finished
        rsd_pool_cancel(pool, req, now)    the client went away (waiting or granted)
            Both free the handle. release on a waiting request is RSD_ERR_STATE;
@@ -103,6 +109,10 @@
            reservation freed at once (W27). A crash orphans the requests that
            were running there (release/cancel them as usual; bookkeeping only);
            a crash while STARTING fails the model's waiters (ERR_POOL_CRASHED).
+       rsd_pool_set_reserved(pool, proc, bytes, now)
+           Replace the claim-time estimate with the measured figure (after
+           READY, from the child's log or nvidia-smi; P20, W23). Shrinking it
+           may admit waiters at once.
        rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
        rsd_pool_set_pid(pool, proc, pid)              shown in stats only
        rsd_pool_next_action(pool, &a) -> bool
@@ -547,6 +557,7 @@ typedef struct rsd_pool_stats {
     int occupied_slots;         /* every non-EMPTY slot */
     bool stopped;
     uint32_t waiting, running;  /* requests queued / granted and not released */
+    uint32_t preloads;          /* rsd_pool_preload loads still queued */
     uint32_t models_waiting;    /* models waiting for a slot */
     uint64_t reserved_bytes;    /* sum of slot reservations (STOPPING included) */
     uint64_t budget_bytes;      /* effective budget; 0 = unlimited */
@@ -594,6 +605,9 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
    RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
                              rsd_pool_req *req, int *slot);
+/* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
+   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. */
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
 /* A granted request finished: in-flight--, LRU clock and idle deadline updated. */
 RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
 /* The client went away: drop a waiting request, or release a granted one. */
@@ -602,6 +616,9 @@ RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms);
 /* Report that a slot's process is gone (after STOP, or a crash); frees slot and reservation. */
 RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms);
+/* Replace a slot's claim-time reservation with the measured figure (P20, W23). */
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms);
 /* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
                               uint64_t now_ms);
@@ -825,6 +842,7 @@ typedef struct rsdi_pool_reqent {
     uint32_t gen;          /* 1..4095 while live */
     uint8_t state;         /* RSDI_PREQ_* */
     uint8_t ntf;           /* RSDI_PNTF_*: on the notify list */
+    uint8_t preload;       /* rsd_pool_preload: no handle, freed when granted */
     int16_t model;
     int8_t slot;
     int result;            /* FAIL reason */
@@ -882,7 +900,7 @@ struct rsd_pool {
     rsdi_pool_link *wq;    /* model wait queue links; wq[i].next = free list link */
     rsdi_pool_link *nt;    /* notify list links */
     uint32_t free_head, free_tail;
-    uint32_t waiting, running, models_waiting;
+    uint32_t waiting, running, models_waiting, preloads;
     uint64_t reserved_total;
     rsd_pool_event *evlog;
     uint32_t ev_cap, ev_head, ev_count;
@@ -957,6 +975,7 @@ RSDI_PRIVATE uint32_t rsdi_pool_req_alloc(rsd_pool *p) {
     if (r->gen > RSDI_POOL_GEN_MASK) r->gen = 1;
     p->wq[i].prev = p->wq[i].next = p->nt[i].prev = p->nt[i].next = RSDI_POOL_NIL;
     r->ntf = RSDI_PNTF_NONE;
+    r->preload = 0;
     r->slot = -1;
     r->result = 0;
     return i;
@@ -1030,7 +1049,8 @@ RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
     else p->wq[md->wq_tail].next = i;
     md->wq_tail = i;
     md->wq_count++;
-    p->waiting++;
+    if (p->reqs[i].preload) p->preloads++;
+    else p->waiting++;
 }
 
 RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
@@ -1042,7 +1062,8 @@ RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
     else md->wq_tail = l->prev;
     l->prev = l->next = RSDI_POOL_NIL;
     md->wq_count--;
-    p->waiting--;
+    if (p->reqs[i].preload) p->preloads--;
+    else p->waiting--;
     if (md->wq_count == 0) rsdi_pool_want_del(p, m);
 }
 
@@ -1078,6 +1099,11 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     rsdi_pool_slot *sl = &p->slots[s];
     uint64_t waited = p->now_ms > r->enq_ms ? p->now_ms - r->enq_ms : 0;
     rsdi_pool_wq_unlink(p, r->model, i);
+    if (r->preload) { /* the load it asked for is done; nothing runs */
+        rsdi_pool_req_free(p, i);
+        sl->last_use = ++p->clock;
+        return;
+    }
     r->state = RSDI_PREQ_RUNNING;
     r->slot = (int8_t)s;
     sl->in_flight++;
@@ -1114,6 +1140,11 @@ RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
    handle dies when the FAIL is pulled (or at once on release/cancel). */
 RSDI_PRIVATE void rsdi_pool_fail_req(rsd_pool *p, uint32_t i, int result) {
     rsdi_pool_reqent *r = &p->reqs[i];
+    if (r->state == RSDI_PREQ_WAITING && r->preload) { /* nobody to tell */
+        rsdi_pool_wq_unlink(p, r->model, i);
+        rsdi_pool_req_free(p, i);
+        return;
+    }
     if (r->state == RSDI_PREQ_WAITING) {
         rsdi_pool_wq_unlink(p, r->model, i);
     } else if (r->state == RSDI_PREQ_RUNNING) {
@@ -1639,7 +1670,7 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
                   (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
         return rc;
     }
-    if (pool->waiting >= pool->max_waiting ||
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
         (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
         pool->ctr.queue_full++;
         rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL,
@@ -1655,6 +1686,40 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     pool->ctr.waits++;
     *req = rsdi_pool_handle(pool, i);
     if (s < 0 && !md->wanting) { /* needs a slot: P35, residents keep flowing */
+        rsdi_pool_want_add(pool, model);
+        rsdi_pool_pass(pool);
+    }
+    return RSD_PENDING;
+}
+
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
+    rsdi_pool_model *md;
+    uint32_t i;
+    int s, rc;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    md = &pool->models[model];
+    s = md->slot;
+    if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
+                   pool->slots[s].state == RSD_POOL_SLOT_STARTING))
+        return RSD_OK;
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+        pool->ctr.no_fit++;
+        return rc;
+    }
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
+        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
+        pool->ctr.queue_full++;
+        return RSD_ERR_POOL_QUEUE_FULL;
+    }
+    pool->reqs[i].state = RSDI_PREQ_WAITING;
+    pool->reqs[i].preload = 1;
+    pool->reqs[i].model = (int16_t)model;
+    pool->reqs[i].user = NULL;
+    pool->reqs[i].enq_ms = pool->now_ms;
+    rsdi_pool_wq_push(pool, model, i);
+    if (s < 0 && !md->wanting) {
         rsdi_pool_want_add(pool, model);
         rsdi_pool_pass(pool);
     }
@@ -1780,6 +1845,20 @@ RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_
     }
     if (sl->model >= 0 && pool->models[sl->model].slot != s) sl->model = -1;
     rsdi_pool_vacate(pool, s);
+    rsdi_pool_pass(pool);
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s;
+    if (!pool || bytes > RSD_POOL_MAX_BYTES) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    sl = &pool->slots[s];
+    pool->reserved_total = pool->reserved_total - sl->reserve_bytes + bytes;
+    sl->reserve_bytes = bytes;
     rsdi_pool_pass(pool);
     return RSD_OK;
 }
@@ -1964,6 +2043,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
     st->waiting = pool->waiting;
     st->running = pool->running;
     st->models_waiting = pool->models_waiting;
+    st->preloads = pool->preloads;
     st->reserved_bytes = pool->reserved_total;
     st->budget_bytes = rsdi_pool_budget(pool);
     st->foreign_bytes = pool->foreign_bytes;

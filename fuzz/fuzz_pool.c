@@ -1,6 +1,6 @@
 /* fuzz_pool: bytes -> a pool configuration and an operation sequence (acquire, release,
    cancel, start ok/failed, exit, crash, time, configure, unload, pin, measured VRAM,
-   stop). After every operation the invariants of tests/pool_sim.h must hold: never more
+   preload, stop). After every operation the invariants of tests/pool_sim.h must hold: never more
    slots than max, never over the byte budget, no STOP for a busy or pinned slot (except
    stop/unload), counts consistent with the host's view; at the end, driven to
    quiescence, every request was GRANTed or FAILed. A violation traps.
@@ -83,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             case 4:
                 if ((arg & 0xFF) == 0xAB) rsd_pool_stop(s.pool, s.now);
                 break;
+            case 5: (void)rsd_pool_preload(s.pool, (int)(arg % (unsigned)nm), s.now); break;
             default: (void)rsd_pool_step(s.pool, s.now); break;
             }
             if (psim_pump(&s) < 0 || psim_check(&s, cur_max, budget) < 0) fz_die(&s);

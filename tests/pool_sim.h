@@ -235,7 +235,7 @@ static int psim_drain(psim *s, int max_slots, uint64_t budget) {
         (void)rsd_pool_step(s->pool, s->now);
         if (psim_pump(s) < 0 || psim_check(s, max_slots, budget) < 0) return -1;
         rsd_pool_query_stats(s->pool, &st);
-        if (!any && st.waiting == 0 && st.running == 0) {
+        if (!any && st.waiting == 0 && st.running == 0 && st.preloads == 0) {
             for (i = 0; i < s->nreq; i++)
                 if (s->req[i].state != PSIM_FREE) return psim_fail(s, "request neither granted nor failed");
             return 0;

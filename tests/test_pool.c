@@ -1209,6 +1209,75 @@ static void test_release_before_fail_is_pulled_frees_the_handle(void) {
     rsd_pool_destroy(h.p);
 }
 
+static void test_preload_loads_and_leaves_resident_without_a_request(void) {
+    rsd_pool_model_desc m[3];
+    host h;
+    rsd_pool_stats st;
+    rsd_pool_action a;
+    m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
+    m[1].ttl_ms = 1000;
+    memset(&h, 0, sizeof h);
+    h.p = mk(2, 0, m, 3);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 0), RSD_PENDING);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.preloads, 1);
+    CHECK_EQ_INT(st.waiting, 0);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 0), RSD_OK); /* already loading */
+    pump(&h);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 1), RSD_OK); /* resident */
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 1, 2), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 2, 3), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_GRANT), 0);
+    CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_EVICT), 1);
+    REQUIRE(last(&h, RSD_POOL_ACTION_STOP));
+    CHECK_EQ_INT(last(&h, RSD_POOL_ACTION_STOP)->model, 0);
+    CHECK_EQ_INT(model_state(h.p, 1), RSD_POOL_SLOT_READY);
+    CHECK_EQ_INT(model_state(h.p, 2), RSD_POOL_SLOT_READY);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.preloads, 0);
+    CHECK_EQ_INT(st.running, 0);
+    CHECK(rsd_pool_step(h.p, 3) == 1002); /* b idle since its load finished at 2 */
+    /* a preload whose load fails leaves nothing to tell */
+    h.auto_start = false;
+    h.nlog = 0;
+    CHECK_EQ_INT(rsd_pool_unload(h.p, -1, 0, 4), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 5), RSD_PENDING);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, false, 6), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 0);
+    rsd_pool_destroy(h.p);
+}
+
+static void test_measured_reservation_replaces_the_estimate(void) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req b;
+    rsd_pool_stats st;
+    int s;
+    m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk(2, 10 * GiB, m, 2);
+    REQUIRE(h.p);
+    h.auto_start = true;
+    (void)get(&h, 0, NULL); /* busy, so b cannot evict it */
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s), RSD_PENDING);
+    pump(&h);
+    CHECK(grant_of(&h, b) == NULL);
+    REQUIRE(last(&h, RSD_POOL_ACTION_SPAWN));
+    CHECK_EQ_INT(rsd_pool_set_reserved(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, 4 * GiB, 1), RSD_OK);
+    pump(&h);
+    CHECK(grant_of(&h, b) != NULL); /* 4 + 6 fits in 10 */
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.reserved_bytes, 10 * GiB);
+    rsd_pool_destroy(h.p);
+}
+
 /* ---- property test ------------------------------------------------------------------ */
 static void test_property_random_operations_keep_invariants(void) {
     rsd_pool_model_desc m[5];
@@ -1297,6 +1366,8 @@ int main(int argc, char **argv) {
     RUN(test_logger_reports_evictions_failures_and_bad_desc);
     RUN(test_pin_wins_over_a_starvation_drain);
     RUN(test_release_before_fail_is_pulled_frees_the_handle);
+    RUN(test_preload_loads_and_leaves_resident_without_a_request);
+    RUN(test_measured_reservation_replaces_the_estimate);
     RUN(test_property_random_operations_keep_invariants);
     return RSD_TEST_END();
 }
