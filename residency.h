@@ -107,7 +107,8 @@
        rsd_pool_on_exited(pool, proc, now)
            After a STOP, or unasked (a crash): the slot is EMPTY and its
            reservation freed at once (W27). A crash orphans the requests that
-           were running there (release/cancel them as usual; bookkeeping only);
+           were running there (release/cancel them as usual; bookkeeping only;
+           a GRANT not pulled yet becomes FAIL(RSD_ERR_POOL_CRASHED) instead);
            a crash while STARTING fails the model's waiters (ERR_POOL_CRASHED).
        rsd_pool_set_reserved(pool, proc, bytes, now)
            Replace the claim-time estimate with the measured figure (after
@@ -1217,10 +1218,18 @@ RSDI_PRIVATE void rsdi_pool_vacate(rsd_pool *p, int s) {
         for (i = 0; i < p->max_requests && sl->in_flight; i++) {
             rsdi_pool_reqent *r = &p->reqs[i];
             if (r->state == RSDI_PREQ_RUNNING && r->slot == s) {
-                r->state = RSDI_PREQ_ORPHAN;
-                r->slot = -1;
                 sl->in_flight--;
                 p->running--;
+                r->slot = -1;
+                if (r->ntf == RSDI_PNTF_GRANT) { /* the host never saw it: tell it */
+                    rsdi_pool_ntf_unlink(p, i);
+                    r->state = RSDI_PREQ_FAILED;
+                    r->result = RSD_ERR_POOL_CRASHED;
+                    p->ctr.fails++;
+                    rsdi_pool_ntf_push(p, i, RSDI_PNTF_FAIL);
+                } else {
+                    r->state = RSDI_PREQ_ORPHAN;
+                }
             }
         }
         sl->in_flight = 0;

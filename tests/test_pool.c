@@ -1278,6 +1278,32 @@ static void test_measured_reservation_replaces_the_estimate(void) {
     rsd_pool_destroy(h.p);
 }
 
+static void test_crash_before_grant_is_pulled_fails_the_request(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    host h;
+    rsd_pool_req r1, r2;
+    rsd_pool_action a;
+    const rsd_pool_action *f;
+    int s;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    rsd_pool_acquire(h.p, 0, 0, NULL, &r1, &s);
+    rsd_pool_acquire(h.p, 0, 0, NULL, &r2, &s);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, a.proc, 2), RSD_OK); /* crash; GRANTs not pulled */
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_GRANT), 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 2);
+    f = last(&h, RSD_POOL_ACTION_FAIL);
+    REQUIRE(f);
+    CHECK_EQ_INT(f->result, RSD_ERR_POOL_CRASHED);
+    CHECK_EQ_INT(f->slot, -1);
+    CHECK_EQ_INT(rsd_pool_release(h.p, r1, 3), RSD_ERR_POOL_STALE);
+    rsd_pool_destroy(h.p);
+}
+
 /* ---- property test ------------------------------------------------------------------ */
 static void test_property_random_operations_keep_invariants(void) {
     rsd_pool_model_desc m[5];
@@ -1368,6 +1394,7 @@ int main(int argc, char **argv) {
     RUN(test_release_before_fail_is_pulled_frees_the_handle);
     RUN(test_preload_loads_and_leaves_resident_without_a_request);
     RUN(test_measured_reservation_replaces_the_estimate);
+    RUN(test_crash_before_grant_is_pulled_fails_the_request);
     RUN(test_property_random_operations_keep_invariants);
     return RSD_TEST_END();
 }
