@@ -2077,9 +2077,11 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
 
 RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info) {
     const rsdi_pool_model *md;
-    if (!pool || !info || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
-    md = &pool->models[model];
+    if (!info) return RSD_ERR_ARG;
     memset(info, 0, sizeof *info);
+    info->slot = -1;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    md = &pool->models[model];
     info->id = md->id;
     info->reserve_bytes = md->reserve_bytes;
     info->ttl_ms = md->ttl_ms;
