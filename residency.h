@@ -150,7 +150,8 @@
        already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
        READY slots in LRU order until count and bytes fit (only if that is
        enough); (3) if its oldest request has waited max_wait_ms, busy LRU
-       slots are put in DRAINING (no new admissions) until it would fit (W26);
+       slots are put in DRAINING (no new admissions) until it would fit (W26;
+       lifted again when no model waits for a slot any more, and by a pin);
        (4) holds what it needs, so later models cannot take capacity being
        freed for it. A busy slot is never evicted or trimmed; requests for
        residents keep flowing while others wait. Work per event is
@@ -1314,6 +1315,19 @@ RSDI_PRIVATE int rsdi_pool_never_fits(const rsd_pool *p, int m) {
     return RSD_OK;
 }
 
+/* Nobody waits for a slot any more: W26 drains lose their reason, so those slots take
+   work again (their queued requests first). O(slots). */
+RSDI_PRIVATE void rsdi_pool_undrain(rsd_pool *p) {
+    int s;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsdi_pool_slot *sl = &p->slots[s];
+        if (sl->state != RSD_POOL_SLOT_DRAINING || sl->why != RSD_POOL_WHY_STARVE) continue;
+        sl->state = RSD_POOL_SLOT_READY;
+        sl->why = RSD_POOL_WHY_NONE;
+        rsdi_pool_grant_waiters(p, s);
+    }
+}
+
 /* Admission pass (P19 + P31..P35 + W21..W26). Visits each model waiting for a slot
    in FIFO order; work is O(models x slots), independent of the number of waiters. */
 RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
@@ -1329,7 +1343,10 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         live--;
     }
     p->trim_pending = live > p->max_slots;
-    if (p->want_head < 0) return;
+    if (p->want_head < 0) {
+        if (p->ctr.starve_drains) rsdi_pool_undrain(p);
+        return;
+    }
     budget = rsdi_pool_budget(p);
     cap = budget ? (int64_t)budget - (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget)
                  : RSDI_POOL_UNLIMITED;
@@ -1744,12 +1761,15 @@ RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now
     r = rsdi_pool_lookup(pool, req, &i);
     if (!r) return RSD_ERR_POOL_STALE;
     switch (r->state) {
-    case RSDI_PREQ_WAITING:
+    case RSDI_PREQ_WAITING: {
+        bool was_wanting = pool->models[r->model].wanting;
         if (!cancel) return RSD_ERR_STATE;
         rsdi_pool_wq_unlink(pool, r->model, i);
         rsdi_pool_req_free(pool, i);
         pool->ctr.cancels++;
+        if (was_wanting && pool->want_head < 0 && pool->ctr.starve_drains) rsdi_pool_pass(pool);
         return RSD_OK;
+    }
     case RSDI_PREQ_RUNNING:
         s = r->slot;
         rsdi_pool_ntf_unlink(pool, i);

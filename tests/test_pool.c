@@ -1304,6 +1304,38 @@ static void test_crash_before_grant_is_pulled_fails_the_request(void) {
     rsd_pool_destroy(h.p);
 }
 
+static void test_w26_drain_is_lifted_when_the_starving_request_leaves(void) {
+    rsd_pool_model_desc m[2];
+    rsd_pool_desc d;
+    host h;
+    rsd_pool_req a, a2, b;
+    int s;
+    m[0] = md("a", 0); m[1] = md("b", 0);
+    memset(&d, 0, sizeof d);
+    d.max_slots = 1;
+    d.max_wait_ms = 100;
+    d.models = m;
+    d.num_models = 2;
+    memset(&h, 0, sizeof h);
+    h.p = rsd_pool_create(&d);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    a = get(&h, 0, NULL);
+    rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s);
+    rsd_pool_step(h.p, 200);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_DRAINING);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 201, NULL, &a2, &s), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_cancel(h.p, b, 202), RSD_OK); /* the starving client left */
+    pump(&h);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_READY);
+    CHECK(grant_of(&h, a2) != NULL);
+    rsd_pool_release(h.p, a, 203);
+    rsd_pool_release(h.p, a2, 203);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
+    rsd_pool_destroy(h.p);
+}
+
 /* ---- property test ------------------------------------------------------------------ */
 static void test_property_random_operations_keep_invariants(void) {
     rsd_pool_model_desc m[5];
@@ -1395,6 +1427,7 @@ int main(int argc, char **argv) {
     RUN(test_preload_loads_and_leaves_resident_without_a_request);
     RUN(test_measured_reservation_replaces_the_estimate);
     RUN(test_crash_before_grant_is_pulled_fails_the_request);
+    RUN(test_w26_drain_is_lifted_when_the_starving_request_leaves);
     RUN(test_property_random_operations_keep_invariants);
     return RSD_TEST_END();
 }
