@@ -249,7 +249,157 @@
        ends with a stress/warning notice CONTEXT_CLAMPED, "loading '<keep>'
        alongside <neighbours>: context clamped <from> to <to> tokens", detail
        REQUESTED_CONTEXT and LOAD_CONTEXT. No load, no clamp: load_context 0.
-       [doc:pool]
+   POOL (process-pool policy; pure, sans-I/O)
+       Keeps up to max_slots model-server processes resident, one model per
+       slot, and decides which request runs where. It never forks, never
+       touches a socket and never reads a clock: the host (a supervisor in
+       residency_http.h, or your own) feeds events with now_ms and pulls
+       actions. Same snapshot + same events = same actions.
+
+       Host loop (one pool, any thread, one at a time):
+           rsd_pool_desc pd = {0};           pd.max_slots = 2;
+           pd.vram_budget_bytes = 24ull << 30;
+           rsd_pool *pool = rsd_pool_create(&pd);
+           int m = rsd_pool_add_model(pool, &(rsd_pool_model_desc){
+                       .id = "qwen3-8b", .reserve_bytes = 9ull << 30,
+                       .ttl_ms = 300000, .max_in_flight = 4 });
+           r = rsd_pool_acquire(pool, m, now, my_conn, &req, &slot);
+               RSD_OK: proxy to slot now | RSD_PENDING: wait for GRANT/FAIL
+           each frame / on wake:
+               rsd_pool_on_started / rsd_pool_on_exited for process news;
+               rsd_pool_release(pool, req, now) when a request finishes;
+               while (rsd_pool_next_action(pool, &a)) switch (a.kind) {
+                   SPAWN: start a.model_id in a.slot (port = base + a.slot),
+                          within a.reserve_bytes; later on_started(a.proc, ok)
+                   STOP:  SIGTERM/SIGKILL a.slot, reap; then on_exited(a.proc)
+                   GRANT: send a.req (a.user) to a.slot; release it when done
+                   FAIL:  answer a.user with rsd_result_str(a.result); done
+               }
+               wake = rsd_pool_step(pool, now);   (idle TTL, W26 timer)
+
+       rsd_pool_create(desc) / rsd_pool_destroy(pool)
+           The only allocation: one block of about 14 KiB + 40 bytes per
+           max_requests + 48 bytes per event_log entry. destroy does not stop
+           processes (they are the host's): call rsd_pool_stop and reap first.
+           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound.
+       rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
+           id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
+           default_reserve_bytes) is reserved when a slot is claimed, before
+           the load; ttl_ms: unload after that long idle since the last
+           request *finished* (0 = never; llama-swap ttl, Ollama keep_alive);
+           max_in_flight: concurrency per process (0 = unlimited; set it to
+           llama-server --parallel so requests beyond it queue here, FIFO);
+           pinned: never evicted, trimmed or TTL-unloaded.
+       rsd_pool_find_model(pool, id), rsd_pool_set_pinned(pool, m, on, now)
+       rsd_pool_acquire(pool, m, now, user, &req, &slot)
+           RSD_OK: granted now, in-flight counted now (at admission, not at
+           dispatch: a slot holding a granted request is never idle, the
+           llama.cpp router's #28698 race). RSD_PENDING: queued; *req is the
+           handle to wait on. Errors (no handle): RSD_ERR_POOL_STOPPED,
+           RSD_ERR_POOL_NO_FIT (reservation > whole budget), RSD_ERR_POOL_PINNED
+           (pinned residents leave no slot or bytes), RSD_ERR_POOL_QUEUE_FULL,
+           RSD_ERR_CAPACITY (request table full), RSD_ERR_ARG.
+       rsd_pool_preload(pool, m, now)
+           Load m and leave it resident with no request (P9; boot policy P37,
+           e.g. preload the pinned models). RSD_OK when READY or STARTING
+           already, RSD_PENDING when queued; no GRANT or FAIL ever comes for a
+           preload (a failed load is only logged and counted). st.preloads
+           counts those still queued.
+       rsd_pool_release(pool, req, now)   a granted request finished
+       rsd_pool_cancel(pool, req, now)    the client went away (waiting or granted)
+           Both free the handle. release on a waiting request is RSD_ERR_STATE;
+           a stale handle is RSD_ERR_POOL_STALE. A request whose FAIL was
+           pulled is already gone.
+       rsd_pool_on_started(pool, proc, ok, now)
+           ok: READY, the model's waiters are granted (up to max_in_flight).
+           !ok: only this model's waiters FAIL (RSD_ERR_POOL_LOAD_FAILED), the
+           slot stops routing at once (FAILED) and a STOP is emitted; slot and
+           reservation are freed by on_exited (the process may still hold VRAM).
+       rsd_pool_on_exited(pool, proc, now)
+           After a STOP, or unasked (a crash): the slot is EMPTY and its
+           reservation freed at once (W27). A crash orphans the requests that
+           were running there (release/cancel them as usual; bookkeeping only;
+           a GRANT not pulled yet becomes FAIL(RSD_ERR_POOL_CRASHED) instead);
+           a crash while STARTING fails the model's waiters (ERR_POOL_CRASHED).
+       rsd_pool_set_reserved(pool, proc, bytes, now)
+           Replace the claim-time estimate with the measured figure (after
+           READY, from the child's log or nvidia-smi; P20, W23). Shrinking it
+           may admit waiters at once.
+       rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
+       rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_next_action(pool, &a) -> bool
+           STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
+       rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
+           Stops idle slots whose TTL expired, runs admission (W26 starvation).
+       rsd_pool_configure(pool, max, now)
+           max clamped to 1..16 (P4). Idle excess slots stop at once, LRU
+           first; busy excess stops when it goes idle (P19).
+       rsd_pool_unload(pool, m or -1, flags, now)
+           Default: RSD_ERR_POOL_BUSY and no change if any target is busy or
+           loading. RSD_POOL_UNLOAD_DRAIN: busy targets take no new work and
+           stop when drained (returns RSD_PENDING); idle ones stop now (RSD_OK).
+           Explicit unload stops pinned models too. Later requests reload.
+       rsd_pool_stop(pool, now)
+           Every waiting and running request gets FAIL(RSD_ERR_POOL_STOPPED),
+           every process a STOP; later acquire/unload return ERR_POOL_STOPPED.
+       rsd_pool_query_stats(pool, &st), rsd_pool_query_model(pool, m, &info)
+           Every slot (state, model, proc, in-flight, reservation, last use,
+           idle deadline, ttl, pin, pid) and lifetime counters (acquires,
+           grants, waits, max wait, spawns, readies, load failures, crashes,
+           evictions, TTL expiries, trims, W26 drains, unloads, fails...).
+       rsd_pool_next_event(pool, &ev)
+           Optional audit ring (desc.event_log entries; oldest dropped first):
+           CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
+           with the slot's in-flight count and pin at decision time.
+
+       Admission (P31-P35, W21-W26). Requests for a READY model with room go
+       straight through. Otherwise the request joins its model's FIFO; a model
+       with no slot joins the list of models waiting for a slot (FIFO by its
+       oldest request). Each admission pass visits those models in order and,
+       for each: (1) claims an EMPTY slot if the count and the bytes fit
+       (reserved + reservation + foreign <= budget); (2) else counts capacity
+       already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
+       READY slots in LRU order until count and bytes fit (only if that is
+       enough); (3) if its oldest request has waited max_wait_ms, busy LRU
+       slots are put in DRAINING (no new admissions) until it would fit (W26;
+       lifted again when no model waits for a slot any more, and by a pin);
+       (4) holds what it needs, so later models cannot take capacity being
+       freed for it. A busy slot is never evicted or trimmed; requests for
+       residents keep flowing while others wait. Work per event is
+       O(models x slots), independent of the number of waiting requests (W25);
+       a load that completes grants its waiters in O(granted).
+
+       Slot states (who may call what):
+           EMPTY    --claim-->  STARTING (SPAWN emitted, reservation taken)
+           STARTING --on_started(ok)--> READY | --on_started(!ok)--> FAILED
+                    --on_exited--> EMPTY (crash while loading)
+                    stop/unload before the SPAWN was pulled: back to EMPTY
+           READY    --idle LRU victim, TTL, trim, unload, stop--> STOPPING
+                    --W26 or unload(DRAIN) while busy--> DRAINING
+                    --on_exited (crash)--> EMPTY
+           DRAINING --last release--> STOPPING;  --on_exited--> EMPTY
+           STOPPING, FAILED --on_exited--> EMPTY (reservation freed)
+       on_started is valid only in STARTING (else RSD_ERR_STATE); on_exited in
+       any non-EMPTY state; a proc from an earlier process in the same slot is
+       RSD_ERR_POOL_STALE. Requests: WAITING --GRANT--> RUNNING --release-->
+       gone; WAITING/RUNNING --FAIL (pulled)--> gone; cancel from either.
+
+       Bytes. Budget = min(desc.vram_budget_bytes, measured total), either
+       may be 0 = unknown; both 0 = count-only admission. Foreign use is
+       subtracted for admission but not for "can never fit" (it may go away;
+       a request that fits the budget but not beside foreign use waits for
+       the host's next rsd_pool_set_vram). A measurement below what is already
+       reserved stops new admissions; nothing running is stopped for it.
+
+       LIMITS: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
+       RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
+       a 12-bit generation: a stale handle is detected unless its entry was
+       reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
+       2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off).
+       ERRORS: RSD_ERR_POOL_* (-60..-68) as above, plus RSD_ERR_ARG,
+       RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
+       orphan or fail running requests scan the request table once (O(max_
+       requests)); every other operation is O(models x slots) or better.
 
    RESULTS
        Every fallible function returns an int from RSD_RESULTS: 0 = RSD_OK,
@@ -1194,6 +1344,7 @@ typedef struct rsd_pool_stats {
     int occupied_slots;         /* every non-EMPTY slot */
     bool stopped;
     uint32_t waiting, running;  /* requests queued / granted and not released */
+    uint32_t preloads;          /* rsd_pool_preload loads still queued */
     uint32_t models_waiting;    /* models waiting for a slot */
     uint64_t reserved_bytes;    /* sum of slot reservations (STOPPING included) */
     uint64_t budget_bytes;      /* effective budget; 0 = unlimited */
@@ -1241,6 +1392,9 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
    RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
                              rsd_pool_req *req, int *slot);
+/* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
+   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. */
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
 /* A granted request finished: in-flight--, LRU clock and idle deadline updated. */
 RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
 /* The client went away: drop a waiting request, or release a granted one. */
@@ -1249,6 +1403,9 @@ RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms);
 /* Report that a slot's process is gone (after STOP, or a crash); frees slot and reservation. */
 RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms);
+/* Replace a slot's claim-time reservation with the measured figure (P20, W23). */
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms);
 /* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
                               uint64_t now_ms);
@@ -3306,6 +3463,7 @@ typedef struct rsdi_pool_reqent {
     uint32_t gen;          /* 1..4095 while live */
     uint8_t state;         /* RSDI_PREQ_* */
     uint8_t ntf;           /* RSDI_PNTF_*: on the notify list */
+    uint8_t preload;       /* rsd_pool_preload: no handle, freed when granted */
     int16_t model;
     int8_t slot;
     int result;            /* FAIL reason */
@@ -3363,7 +3521,7 @@ struct rsd_pool {
     rsdi_pool_link *wq;    /* model wait queue links; wq[i].next = free list link */
     rsdi_pool_link *nt;    /* notify list links */
     uint32_t free_head, free_tail;
-    uint32_t waiting, running, models_waiting;
+    uint32_t waiting, running, models_waiting, preloads;
     uint64_t reserved_total;
     rsd_pool_event *evlog;
     uint32_t ev_cap, ev_head, ev_count;
@@ -3438,6 +3596,7 @@ RSDI_PRIVATE uint32_t rsdi_pool_req_alloc(rsd_pool *p) {
     if (r->gen > RSDI_POOL_GEN_MASK) r->gen = 1;
     p->wq[i].prev = p->wq[i].next = p->nt[i].prev = p->nt[i].next = RSDI_POOL_NIL;
     r->ntf = RSDI_PNTF_NONE;
+    r->preload = 0;
     r->slot = -1;
     r->result = 0;
     return i;
@@ -3511,7 +3670,8 @@ RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
     else p->wq[md->wq_tail].next = i;
     md->wq_tail = i;
     md->wq_count++;
-    p->waiting++;
+    if (p->reqs[i].preload) p->preloads++;
+    else p->waiting++;
 }
 
 RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
@@ -3523,7 +3683,8 @@ RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
     else md->wq_tail = l->prev;
     l->prev = l->next = RSDI_POOL_NIL;
     md->wq_count--;
-    p->waiting--;
+    if (p->reqs[i].preload) p->preloads--;
+    else p->waiting--;
     if (md->wq_count == 0) rsdi_pool_want_del(p, m);
 }
 
@@ -3559,6 +3720,11 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     rsdi_pool_slot *sl = &p->slots[s];
     uint64_t waited = p->now_ms > r->enq_ms ? p->now_ms - r->enq_ms : 0;
     rsdi_pool_wq_unlink(p, r->model, i);
+    if (r->preload) { /* the load it asked for is done; nothing runs */
+        rsdi_pool_req_free(p, i);
+        sl->last_use = ++p->clock;
+        return;
+    }
     r->state = RSDI_PREQ_RUNNING;
     r->slot = (int8_t)s;
     sl->in_flight++;
@@ -3595,6 +3761,11 @@ RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
    handle dies when the FAIL is pulled (or at once on release/cancel). */
 RSDI_PRIVATE void rsdi_pool_fail_req(rsd_pool *p, uint32_t i, int result) {
     rsdi_pool_reqent *r = &p->reqs[i];
+    if (r->state == RSDI_PREQ_WAITING && r->preload) { /* nobody to tell */
+        rsdi_pool_wq_unlink(p, r->model, i);
+        rsdi_pool_req_free(p, i);
+        return;
+    }
     if (r->state == RSDI_PREQ_WAITING) {
         rsdi_pool_wq_unlink(p, r->model, i);
     } else if (r->state == RSDI_PREQ_RUNNING) {
@@ -3667,10 +3838,18 @@ RSDI_PRIVATE void rsdi_pool_vacate(rsd_pool *p, int s) {
         for (i = 0; i < p->max_requests && sl->in_flight; i++) {
             rsdi_pool_reqent *r = &p->reqs[i];
             if (r->state == RSDI_PREQ_RUNNING && r->slot == s) {
-                r->state = RSDI_PREQ_ORPHAN;
-                r->slot = -1;
                 sl->in_flight--;
                 p->running--;
+                r->slot = -1;
+                if (r->ntf == RSDI_PNTF_GRANT) { /* the host never saw it: tell it */
+                    rsdi_pool_ntf_unlink(p, i);
+                    r->state = RSDI_PREQ_FAILED;
+                    r->result = RSD_ERR_POOL_CRASHED;
+                    p->ctr.fails++;
+                    rsdi_pool_ntf_push(p, i, RSDI_PNTF_FAIL);
+                } else {
+                    r->state = RSDI_PREQ_ORPHAN;
+                }
             }
         }
         sl->in_flight = 0;
@@ -3755,6 +3934,19 @@ RSDI_PRIVATE int rsdi_pool_never_fits(const rsd_pool *p, int m) {
     return RSD_OK;
 }
 
+/* Nobody waits for a slot any more: W26 drains lose their reason, so those slots take
+   work again (their queued requests first). O(slots). */
+RSDI_PRIVATE void rsdi_pool_undrain(rsd_pool *p) {
+    int s;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsdi_pool_slot *sl = &p->slots[s];
+        if (sl->state != RSD_POOL_SLOT_DRAINING || sl->why != RSD_POOL_WHY_STARVE) continue;
+        sl->state = RSD_POOL_SLOT_READY;
+        sl->why = RSD_POOL_WHY_NONE;
+        rsdi_pool_grant_waiters(p, s);
+    }
+}
+
 /* Admission pass (P19 + P31..P35 + W21..W26). Visits each model waiting for a slot
    in FIFO order; work is O(models x slots), independent of the number of waiters. */
 RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
@@ -3770,7 +3962,10 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         live--;
     }
     p->trim_pending = live > p->max_slots;
-    if (p->want_head < 0) return;
+    if (p->want_head < 0) {
+        if (p->ctr.starve_drains) rsdi_pool_undrain(p);
+        return;
+    }
     budget = rsdi_pool_budget(p);
     cap = budget ? (int64_t)budget - (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget)
                  : RSDI_POOL_UNLIMITED;
@@ -4058,7 +4253,16 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
     if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     pool->models[model].pinned = pinned;
-    if (!pinned) {
+    if (pinned) {
+        /* A pin wins over a W26 drain: the slot takes work again. */
+        int s = pool->models[model].slot;
+        if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_DRAINING &&
+            pool->slots[s].why == RSD_POOL_WHY_STARVE) {
+            pool->slots[s].state = RSD_POOL_SLOT_READY;
+            pool->slots[s].why = RSD_POOL_WHY_NONE;
+            rsdi_pool_grant_waiters(pool, s);
+        }
+    } else {
         int s = pool->models[model].slot;
         if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
             pool->slots[s].in_flight == 0 && pool->models[model].ttl_ms)
@@ -4111,7 +4315,7 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
                   (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
         return rc;
     }
-    if (pool->waiting >= pool->max_waiting ||
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
         (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
         pool->ctr.queue_full++;
         rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL,
@@ -4133,6 +4337,40 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     return RSD_PENDING;
 }
 
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
+    rsdi_pool_model *md;
+    uint32_t i;
+    int s, rc;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    md = &pool->models[model];
+    s = md->slot;
+    if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
+                   pool->slots[s].state == RSD_POOL_SLOT_STARTING))
+        return RSD_OK;
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+        pool->ctr.no_fit++;
+        return rc;
+    }
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
+        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
+        pool->ctr.queue_full++;
+        return RSD_ERR_POOL_QUEUE_FULL;
+    }
+    pool->reqs[i].state = RSDI_PREQ_WAITING;
+    pool->reqs[i].preload = 1;
+    pool->reqs[i].model = (int16_t)model;
+    pool->reqs[i].user = NULL;
+    pool->reqs[i].enq_ms = pool->now_ms;
+    rsdi_pool_wq_push(pool, model, i);
+    if (s < 0 && !md->wanting) {
+        rsdi_pool_want_add(pool, model);
+        rsdi_pool_pass(pool);
+    }
+    return RSD_PENDING;
+}
+
 RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms, bool cancel) {
     rsdi_pool_reqent *r;
     uint32_t i;
@@ -4142,12 +4380,15 @@ RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now
     r = rsdi_pool_lookup(pool, req, &i);
     if (!r) return RSD_ERR_POOL_STALE;
     switch (r->state) {
-    case RSDI_PREQ_WAITING:
+    case RSDI_PREQ_WAITING: {
+        bool was_wanting = pool->models[r->model].wanting;
         if (!cancel) return RSD_ERR_STATE;
         rsdi_pool_wq_unlink(pool, r->model, i);
         rsdi_pool_req_free(pool, i);
         pool->ctr.cancels++;
+        if (was_wanting && pool->want_head < 0 && pool->ctr.starve_drains) rsdi_pool_pass(pool);
         return RSD_OK;
+    }
     case RSDI_PREQ_RUNNING:
         s = r->slot;
         rsdi_pool_ntf_unlink(pool, i);
@@ -4252,6 +4493,20 @@ RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_
     }
     if (sl->model >= 0 && pool->models[sl->model].slot != s) sl->model = -1;
     rsdi_pool_vacate(pool, s);
+    rsdi_pool_pass(pool);
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s;
+    if (!pool || bytes > RSD_POOL_MAX_BYTES) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    sl = &pool->slots[s];
+    pool->reserved_total = pool->reserved_total - sl->reserve_bytes + bytes;
+    sl->reserve_bytes = bytes;
     rsdi_pool_pass(pool);
     return RSD_OK;
 }
@@ -4436,6 +4691,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
     st->waiting = pool->waiting;
     st->running = pool->running;
     st->models_waiting = pool->models_waiting;
+    st->preloads = pool->preloads;
     st->reserved_bytes = pool->reserved_total;
     st->budget_bytes = rsdi_pool_budget(pool);
     st->foreign_bytes = pool->foreign_bytes;
@@ -4460,9 +4716,11 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
 
 RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info) {
     const rsdi_pool_model *md;
-    if (!pool || !info || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
-    md = &pool->models[model];
+    if (!info) return RSD_ERR_ARG;
     memset(info, 0, sizeof *info);
+    info->slot = -1;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    md = &pool->models[model];
     info->id = md->id;
     info->reserve_bytes = md->reserve_bytes;
     info->ttl_ms = md->ttl_ms;
