@@ -579,7 +579,22 @@ static const uint8_t rsdi_json_strclass[256] = {
     1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
 };
 
-#define RSDI_JSON_ISWS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
+#define RSDI_JSON_ISWS(c) ((c) <= ' ' && ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t'))
+/* Index of the first flagged byte in a SWAR mask (little-endian: lowest set bit). */
+#if defined(__GNUC__) || defined(__clang__)
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define RSDI_JSON_FIRST_BYTE(m) ((unsigned)__builtin_ctzll(m) >> 3)
+#endif
+#endif
+#define RSDI_JSON_INLINE static __inline__ __attribute__((always_inline, unused))
+#if defined(__SSE2__) && defined(RSDI_JSON_FIRST_BYTE) && !defined(RSD_JSON_NO_SIMD)
+#include <emmintrin.h>
+#define RSDI_JSON_SSE2 1
+#endif
+#else
+#define RSDI_JSON_INLINE RSDI_PRIVATE
+#endif
 #define RSDI_JSON_ISDIGIT(c) ((unsigned)((c) - '0') < 10u)
 
 RSDI_PRIVATE int rsdi_json_hexval(unsigned c) {
@@ -590,7 +605,7 @@ RSDI_PRIVATE int rsdi_json_hexval(unsigned c) {
 }
 
 /* Four hex digits at *pp: 0 and *cp, RSD_ERR_TRUNCATED, or RSD_ERR_JSON (*pp at the bad byte). */
-RSDI_PRIVATE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e, unsigned *cp) {
+RSDI_JSON_INLINE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e, unsigned *cp) {
     const unsigned char *p = *pp;
     unsigned v = 0;
     int k, h;
@@ -606,7 +621,7 @@ RSDI_PRIVATE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e
 }
 
 /* Validates one UTF-8 sequence starting at the lead byte *pp (>= 0x80). */
-RSDI_PRIVATE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e) {
+RSDI_JSON_INLINE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e) {
     const unsigned char *p = *pp;
     unsigned c = p[0], lo = 0x80, hi = 0xBF;
     int need, k;
@@ -632,13 +647,29 @@ RSDI_PRIVATE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e
 }
 
 /* Scans a string body from *pp (just past the opening quote) to the closing quote.
-   On success *pp points at the closing quote. On error *pp is the bad byte. */
-RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned char *e,
-                                    uint8_t *flags, const char **what) {
+   Returns RSD_JSON_F_ESCAPED or 0 with *pp at the closing quote, or an error with
+   *pp at the bad byte. */
+RSDI_JSON_INLINE int rsdi_json_scan_str(const unsigned char **pp, const unsigned char *e,
+                                        const char **what) {
     const unsigned char *p = *pp;
     unsigned c, cp, lo;
-    int r;
+    int r, esc = 0;
     for (;;) {
+#ifdef RSDI_JSON_SSE2
+        /* Plain run, 16 bytes at a time; signed < 0x20 also catches bytes >= 0x80. */
+        while (e - p >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                                  _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                                     _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+            int bits = _mm_movemask_epi8(m);
+            if (bits) {
+                p += __builtin_ctz((unsigned)bits);
+                goto special;
+            }
+            p += 16;
+        }
+#endif
         /* Plain run, 8 bytes at a time: stop at '"', '\\', < 0x20 or >= 0x80. */
         while (e - p >= 8) {
             uint64_t w, t1, t2, m;
@@ -647,15 +678,26 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
             t1 = w ^ (ones * 0x22u);
             t2 = w ^ (ones * 0x5Cu);
             m = ((t1 - ones) & ~t1) | ((t2 - ones) & ~t2) | ((w - ones * 0x20u) & ~w) | w;
-            if (m & high) break;
+            m &= high;
+            if (m) {
+#ifdef RSDI_JSON_FIRST_BYTE
+                p += RSDI_JSON_FIRST_BYTE(m);
+                goto special;
+#else
+                break;
+#endif
+            }
             p += 8;
         }
         while (p < e && !rsdi_json_strclass[*p]) p++;
+#ifdef RSDI_JSON_FIRST_BYTE
+    special:
+#endif
         if (RSDI_UNLIKELY(p >= e)) { *pp = e; *what = "unterminated string"; return RSD_ERR_TRUNCATED; }
         c = *p;
-        if (RSDI_LIKELY(c == '"')) { *pp = p; return 0; }
+        if (RSDI_LIKELY(c == '"')) { *pp = p; return esc; }
         if (c == '\\') {
-            *flags |= RSD_JSON_F_ESCAPED;
+            esc = RSD_JSON_F_ESCAPED;
             if (p + 1 >= e) { *pp = e; *what = "unterminated escape"; return RSD_ERR_TRUNCATED; }
             c = p[1];
             if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
@@ -690,8 +732,26 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
     }
 }
 
+/* Skips ASCII digits from p; 8 at a time where the SWAR byte index is available. */
+RSDI_JSON_INLINE const unsigned char *rsdi_json_digits(const unsigned char *p, const unsigned char *e) {
+#ifdef RSDI_JSON_FIRST_BYTE
+    while (e - p >= 8) {
+        uint64_t w, nd;
+        const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, zeros = 0x3030303030303030ull;
+        memcpy(&w, p, 8);
+        /* a byte is a digit iff its high nibble is 3 and adding 6 keeps it 3; carries
+           only leave non-digit bytes, so the lowest flagged byte is exact */
+        nd = ((w & hi) ^ zeros) | (((w + 0x0606060606060606ull) & hi) ^ zeros);
+        if (nd) return p + RSDI_JSON_FIRST_BYTE(nd);
+        p += 8;
+    }
+#endif
+    while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+    return p;
+}
+
 /* Scans a number at *pp; on success *pp is one past it and *flags has F_INT or not. */
-RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned char *e,
+RSDI_JSON_INLINE int rsdi_json_scan_num(const unsigned char **pp, const unsigned char *e,
                                     uint8_t *flags, const char **what) {
     const unsigned char *p = *pp;
     *flags = RSD_JSON_F_INT;
@@ -703,8 +763,7 @@ RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned cha
         p++;
         if (p < e && RSDI_JSON_ISDIGIT(*p)) { *pp = p; *what = "leading zero"; return RSD_ERR_JSON; }
     } else if (RSDI_JSON_ISDIGIT(*p)) {
-        p++;
-        while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+        p = rsdi_json_digits(p + 1, e);
     } else {
         *pp = p; *what = "expected a digit"; return RSD_ERR_JSON;
     }
@@ -713,7 +772,7 @@ RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned cha
         p++;
         if (p >= e) { *pp = e; *what = "number ends after '.'"; return RSD_ERR_TRUNCATED; }
         if (!RSDI_JSON_ISDIGIT(*p)) { *pp = p; *what = "expected a digit after '.'"; return RSD_ERR_JSON; }
-        while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+        p = rsdi_json_digits(p + 1, e);
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         *flags = 0;
@@ -743,7 +802,7 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
 #define RSDI_JSON_SKIP_WS() while (p < e && RSDI_JSON_ISWS(*p)) p++
 #define RSDI_JSON_FAIL(c_, w_) do { code = (c_); what = (w_); goto fail; } while (0)
 #define RSDI_JSON_EMIT(type_, flags_, start_, end_) do { \
-    if (toks) { \
+    if (!counting) { \
         rsd_json_tok *t_; \
         if (RSDI_UNLIKELY(n >= cap)) RSDI_JSON_FAIL(RSD_ERR_JSON_TOKENS, "token array full"); \
         t_ = toks + n; \
@@ -755,63 +814,66 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
     n++; \
 } while (0)
 
-RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
-                              uint32_t cap, const rsd_json_desc *desc) {
-    const unsigned char *s, *p, *e, *q;
-    uint32_t n = 0, depth = 0, max_depth = RSD_JSON_MAX_DEPTH;
-    size_t max_bytes = RSD_JSON_MAX_BYTES;
+/* Records a failure at p in doc->err (line and column are counted only here). */
+RSDI_PRIVATE int rsdi_json_fail(rsd_json_doc *doc, const unsigned char *s, const unsigned char *p,
+                                const unsigned char *e, int code, const char *what) {
+    size_t off, k;
+    if (p > e) p = e;
+    off = (size_t)(p - s);
+    doc->count = 0;
+    doc->err.code = code;
+    doc->err.offset = off;
+    doc->err.what = what;
+    doc->err.line = 1;
+    doc->err.col = 1;
+    for (k = 0; k < off; k++) {
+        if (s[k] == '\n') { doc->err.line++; doc->err.col = 1; }
+        else doc->err.col++;
+    }
+    return code;
+}
+
+/* The parser. Always inlined with a constant `counting`, so the count pass carries no
+   token-writing branches and the real pass no NULL checks. */
+RSDI_JSON_INLINE int rsdi_json_parse_body(rsd_json_doc *doc, const unsigned char *s,
+                                          const unsigned char *e, rsd_json_tok *toks,
+                                          uint32_t cap, uint32_t max_depth, const int counting) {
+    const unsigned char *p = s, *q;
+    uint32_t n = 0, depth = 0;
     int32_t cur = -1;   /* innermost open container, or the key whose value is being parsed */
     unsigned char objbits[RSD_JSON_DEPTH_CAP / 8];  /* bit d: container at depth d is an object */
     int in_obj = 0, code = RSD_OK, r;
     const char *what = "ok";
     unsigned c;
-    uint8_t flags;
-    size_t off, k;
-
-    if (!doc) return RSD_ERR_ARG;
-    memset(doc, 0, sizeof *doc);
-    doc->err.what = what;
-    if (desc) {
-        if (desc->max_depth > RSD_JSON_DEPTH_CAP) return doc->err.code = RSD_ERR_ARG;
-        if (desc->max_depth) max_depth = desc->max_depth;
-        if (desc->max_bytes && desc->max_bytes < max_bytes) max_bytes = desc->max_bytes;
-    }
-    if (!src) {
-        if (len) return doc->err.code = RSD_ERR_ARG;
-        src = "";
-    }
-    doc->src = src;
-    doc->len = len;
-    doc->toks = toks;
-    doc->cap = toks ? cap : 0;
-    s = p = (const unsigned char *)src;
-    e = s + len;
-    if (len > max_bytes) { p = s + max_bytes; RSDI_JSON_FAIL(RSD_ERR_TOO_LARGE, "input too large"); }
 
 value:
-    RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value");
     c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
+        RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value");
+        c = *p;
+    }
     if (c == '"') {
         q = ++p;
-        flags = 0;
-        r = rsdi_json_scan_str(&p, e, &flags, &what);
-        if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-        RSDI_JSON_EMIT(RSD_JSON_STRING, flags, q - s, p - s);
+        r = rsdi_json_scan_str(&p, e, &what);
+        if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
+        RSDI_JSON_EMIT(RSD_JSON_STRING, r, q - s, p - s);
         p++;
         goto after_value;
     }
     if (c == '-' || RSDI_JSON_ISDIGIT(c)) {
+        uint8_t nflags;
         q = p;
-        r = rsdi_json_scan_num(&p, e, &flags, &what);
+        r = rsdi_json_scan_num(&p, e, &nflags, &what);
         if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-        RSDI_JSON_EMIT(RSD_JSON_NUMBER, flags, q - s, p - s);
+        RSDI_JSON_EMIT(RSD_JSON_NUMBER, nflags, q - s, p - s);
         goto after_value;
     }
     if (c == '{' || c == '[') {
         if (RSDI_UNLIKELY(depth >= max_depth)) RSDI_JSON_FAIL(RSD_ERR_JSON_DEPTH, "nesting too deep");
         RSDI_JSON_EMIT(c == '{' ? RSD_JSON_OBJECT : RSD_JSON_ARRAY, 0, p - s, 0);
-        if (toks) cur = (int32_t)(n - 1);
+        if (!counting) cur = (int32_t)(n - 1);
         in_obj = c == '{';
         if (in_obj) objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] | (1u << (depth & 7)));
         else objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] & ~(1u << (depth & 7)));
@@ -827,25 +889,40 @@ value:
         goto value;
     }
     q = p;
-    if (c == 't') r = rsdi_json_scan_lit(&p, e, "true", 4), flags = 1;
-    else if (c == 'f') r = rsdi_json_scan_lit(&p, e, "false", 5), flags = 0;
-    else if (c == 'n') r = rsdi_json_scan_lit(&p, e, "null", 4), flags = 0;
-    else if (c == ']' && depth && !in_obj) RSDI_JSON_FAIL(RSD_ERR_JSON, "trailing comma");
+    if (c == 't') {
+        if (RSDI_LIKELY(e - p >= 4 && memcmp(p, "true", 4) == 0)) p += 4, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "true", 4);
+    } else if (c == 'f') {
+        if (RSDI_LIKELY(e - p >= 5 && memcmp(p, "false", 5) == 0)) p += 5, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "false", 5);
+    } else if (c == 'n') {
+        if (RSDI_LIKELY(e - p >= 4 && memcmp(p, "null", 4) == 0)) p += 4, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "null", 4);
+    } else if (c == ']' && depth && !in_obj) RSDI_JSON_FAIL(RSD_ERR_JSON, "trailing comma");
     else RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected character");
-    if (r) RSDI_JSON_FAIL(r, r == RSD_ERR_TRUNCATED ? "literal ends early" : "bad literal");
+    if (RSDI_UNLIKELY(r)) RSDI_JSON_FAIL(r, r == RSD_ERR_TRUNCATED ? "literal ends early" : "bad literal");
     RSDI_JSON_EMIT(c == 'n' ? RSD_JSON_NULL : RSD_JSON_BOOL, 0, q - s, p - s);
     goto after_value;
 
 key:
-    /* p < e and *p is not whitespace */
-    if (RSDI_UNLIKELY(*p != '"')) RSDI_JSON_FAIL(RSD_ERR_JSON, *p == '}' ? "trailing comma" : "expected a string key");
+    /* p < e */
+    c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
+        RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a string key");
+        c = *p;
+    }
+    if (RSDI_UNLIKELY(c != '"')) RSDI_JSON_FAIL(RSD_ERR_JSON, c == '}' ? "trailing comma" : "expected a string key");
     q = ++p;
-    flags = RSD_JSON_F_KEY;
-    r = rsdi_json_scan_str(&p, e, &flags, &what);
-    if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-    RSDI_JSON_EMIT(RSD_JSON_STRING, flags, q - s, p - s);
-    if (toks) cur = (int32_t)(n - 1);
+    r = rsdi_json_scan_str(&p, e, &what);
+    if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
+    RSDI_JSON_EMIT(RSD_JSON_STRING, r | RSD_JSON_F_KEY, q - s, p - s);
+    if (!counting) cur = (int32_t)(n - 1);
     p++;
+    if (RSDI_LIKELY(p < e && *p == ':')) {
+        p++;
+        goto value;
+    }
     RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected ':'");
     if (RSDI_UNLIKELY(*p != ':')) RSDI_JSON_FAIL(RSD_ERR_JSON, "expected ':'");
@@ -855,27 +932,32 @@ key:
 close:
     /* p is one past the closer of the container at depth - 1 */
     depth--;
-    if (toks) {
+    if (!counting) {
         toks[cur].end = (uint32_t)(p - s);
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
-    if (depth) in_obj = (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1;
+    in_obj = depth ? (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1 : 0;
 
 after_value:
-    if (toks && cur >= 0 && (toks[cur].flags & RSD_JSON_F_KEY)) {
+    if (!counting && in_obj) { /* in an object, cur is the key whose value just ended */
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
-    RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(depth == 0)) {
+        RSDI_JSON_SKIP_WS();
         if (p != e) RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected data after the value");
         goto done;
     }
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, in_obj ? "unclosed object" : "unclosed array");
-    c = *p++;
-    if (c == ',') {
+    c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
         RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, in_obj ? "unclosed object" : "unclosed array");
+        c = *p;
+    }
+    p++;
+    if (c == ',') {
         if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value after ','");
         if (in_obj) goto key;
         goto value;
@@ -886,7 +968,7 @@ after_value:
 
 done:
     doc->count = n;
-    if (toks && n < cap) {
+    if (!counting && n < cap) {
         memset(toks + n, 0, sizeof *toks);
         toks[n].parent = -1;
         toks[n].next = (int32_t)n;
@@ -894,19 +976,41 @@ done:
     return (int)n;
 
 fail:
-    if (p > e) p = e;
-    off = (size_t)(p - s);
-    doc->count = 0;
-    doc->err.code = code;
-    doc->err.offset = off;
-    doc->err.what = what;
-    doc->err.line = 1;
-    doc->err.col = 1;
-    for (k = 0; k < off; k++) {
-        if (s[k] == '\n') { doc->err.line++; doc->err.col = 1; }
-        else doc->err.col++;
+    return rsdi_json_fail(doc, s, p, e, code, what);
+}
+
+RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
+                              uint32_t cap, const rsd_json_desc *desc) {
+    const unsigned char *s;
+    uint32_t max_depth = RSD_JSON_MAX_DEPTH;
+    size_t max_bytes = RSD_JSON_MAX_BYTES;
+
+    if (!doc) return RSD_ERR_ARG;
+    memset(doc, 0, sizeof *doc);
+    doc->err.what = "ok";
+    if (desc) {
+        if (desc->max_depth > RSD_JSON_DEPTH_CAP) {
+            doc->err.what = "max_depth above RSD_JSON_DEPTH_CAP";
+            return doc->err.code = RSD_ERR_ARG;
+        }
+        if (desc->max_depth) max_depth = desc->max_depth;
+        if (desc->max_bytes && desc->max_bytes < max_bytes) max_bytes = desc->max_bytes;
     }
-    return code;
+    if (!src) {
+        if (len) {
+            doc->err.what = "NULL input";
+            return doc->err.code = RSD_ERR_ARG;
+        }
+        src = "";
+    }
+    doc->src = src;
+    doc->len = len;
+    doc->toks = toks;
+    doc->cap = toks ? cap : 0;
+    s = (const unsigned char *)src;
+    if (len > max_bytes) return rsdi_json_fail(doc, s, s + max_bytes, s + len, RSD_ERR_TOO_LARGE, "input too large");
+    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, 0);
+    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, 1);
 }
 
 RSD_API int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
@@ -1051,39 +1155,44 @@ RSD_API int rsd_json_str(const rsd_json_doc *doc, int i, char *buf, size_t cap, 
     return RSD_OK;
 }
 
-RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
-    const rsd_json_tok *t = rsdi_json_tok(doc, i);
-    const unsigned char *p, *e, *q = (const unsigned char *)s;
+/* String token t equals key[0..klen) after unescaping. */
+RSDI_PRIVATE bool rsdi_json_eq(const rsd_json_doc *doc, const rsd_json_tok *t, const char *key,
+                               size_t klen) {
+    const unsigned char *p, *e, *q = (const unsigned char *)key, *qe = q + klen;
     unsigned char tmp[4];
     int k, j;
-    if (!t || !s || t->type != RSD_JSON_STRING || t->end > doc->len || t->start > t->end)
-        return false;
+    if (t->type != RSD_JSON_STRING || t->end > doc->len || t->start > t->end) return false;
     p = (const unsigned char *)doc->src + t->start;
     e = (const unsigned char *)doc->src + t->end;
-    if (!(t->flags & RSD_JSON_F_ESCAPED)) {
-        size_t n = (size_t)(e - p);
-        /* the source holds no NUL, so strncmp == 0 proves s has >= n bytes */
-        return memchr(p, 0, n) == NULL && strncmp(s, (const char *)p, n) == 0 && s[n] == '\0';
-    }
+    if (!(t->flags & RSD_JSON_F_ESCAPED))
+        return (size_t)(e - p) == klen && (klen == 0 || memcmp(p, key, klen) == 0);
+    if ((size_t)(e - p) < klen) return false; /* escapes only ever shrink */
     while (p < e) {
         if (*p != '\\') {
-            if (*q != *p || *q == '\0') return false;
+            if (q >= qe || *q != *p) return false;
             p++, q++;
             continue;
         }
         p = rsdi_json_unesc(p, e, tmp, &k);
         for (j = 0; j < k; j++, q++)
-            if (*q != tmp[j] || *q == '\0') return false;
+            if (q >= qe || *q != tmp[j]) return false;
     }
-    return *q == '\0';
+    return q == qe;
+}
+
+RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
+    const rsd_json_tok *t = rsdi_json_tok(doc, i);
+    return t && s && rsdi_json_eq(doc, t, s, strlen(s));
 }
 
 RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
     const rsd_json_tok *t = rsdi_json_tok(doc, obj);
+    size_t klen;
     int k;
     if (!t || t->type != RSD_JSON_OBJECT || !key) return -1;
+    klen = strlen(key);
     for (k = rsd_json_child(doc, obj); k >= 0; k = rsd_json_next(doc, k))
-        if (rsd_json_str_eq(doc, k, key)) return rsd_json_child(doc, k);
+        if (rsdi_json_eq(doc, doc->toks + k, key, klen)) return k + 1;
     return -1;
 }
 
