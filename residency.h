@@ -803,12 +803,12 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
 #define RSDI_JSON_FAIL(c_, w_) do { code = (c_); what = (w_); goto fail; } while (0)
 #define RSDI_JSON_EMIT(type_, flags_, start_, end_) do { \
     if (!counting) { \
-        rsd_json_tok *t_; \
+        rsd_json_tok t_; \
         if (RSDI_UNLIKELY(n >= cap)) RSDI_JSON_FAIL(RSD_ERR_JSON_TOKENS, "token array full"); \
-        t_ = toks + n; \
-        t_->type = (uint8_t)(type_); t_->flags = (uint8_t)(flags_); t_->reserved = 0; \
-        t_->start = (uint32_t)(start_); t_->end = (uint32_t)(end_); \
-        t_->parent = cur; t_->next = (int32_t)(n + 1); t_->size = 0; \
+        t_.type = (uint8_t)(type_); t_.flags = (uint8_t)(flags_); t_.reserved = 0; \
+        t_.start = (uint32_t)(start_); t_.end = (uint32_t)(end_); \
+        t_.parent = cur; t_.next = (int32_t)(n + 1); t_.size = 0; \
+        toks[n] = t_; \
         if (cur >= 0) toks[cur].size++; \
     } \
     n++; \
