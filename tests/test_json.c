@@ -608,6 +608,48 @@ static void test_writer_errors(void) {
     }
 }
 
+/* The manual's example, verbatim in spirit: router payload -> ids and states. */
+static void test_manual_example(void) {
+    static const char body[] =
+        "{\"object\":\"list\",\"data\":[{\"id\":\"org/a-Q4_K_M.gguf\",\"status\":{\"value\":\"loaded\","
+        "\"args\":[\"--port\",\"50001\"]},\"tags\":[]},{\"i\\u0064\":\"org/b\",\"status\":{\"value\":\"unloaded\"}},"
+        "{\"id\":7}]}";
+    rsd_json_tok toks[512];
+    rsd_json_doc doc;
+    int n = rsd_json_parse(&doc, body, sizeof body - 1, toks, 512), data, m, seen = 0, loaded = 0;
+    char ids[3][256];
+    REQUIRE(n > 0);
+    data = rsd_json_find(&doc, 0, "data");
+    for (m = rsd_json_child(&doc, data); m >= 0; m = rsd_json_next(&doc, m)) {
+        char id[256];
+        size_t id_len;
+        int st;
+        if (rsd_json_str(&doc, rsd_json_find(&doc, m, "id"), id, sizeof id, &id_len) < 0) continue;
+        memcpy(ids[seen++], id, id_len + 1);
+        st = rsd_json_find(&doc, m, "status");
+        loaded += rsd_json_str_eq(&doc, rsd_json_find(&doc, st, "value"), "loaded");
+    }
+    CHECK_EQ_INT(seen, 2);
+    CHECK_EQ_INT(loaded, 1);
+    CHECK_EQ_STR(ids[0], "org/a-Q4_K_M.gguf");
+    CHECK_EQ_STR(ids[1], "org/b");
+}
+
+/* The manual's writer example. */
+static void test_manual_writer(void) {
+    rsd_json_writer w;
+    char body[512];
+    int len;
+    rsd_json_w_init(&w, body, sizeof body);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "model"); rsd_json_w_str(&w, "org/a \"b\"");
+    rsd_json_w_key(&w, "n_ctx"); rsd_json_w_int(&w, 8192);
+    rsd_json_w_end_object(&w);
+    len = rsd_json_w_finish(&w);
+    CHECK_EQ_INT(len, (int)strlen("{\"model\":\"org/a \\\"b\\\"\",\"n_ctx\":8192}"));
+    CHECK_EQ_STR(body, "{\"model\":\"org/a \\\"b\\\"\",\"n_ctx\":8192}");
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_cases);
@@ -623,5 +665,7 @@ int main(int argc, char **argv) {
     RUN(test_writer_doubles);
     RUN(test_writer_small_buffers);
     RUN(test_writer_errors);
+    RUN(test_manual_example);
+    RUN(test_manual_writer);
     return RSD_TEST_END();
 }
