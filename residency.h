@@ -844,18 +844,18 @@ RSDI_JSON_INLINE int rsdi_json_scan_str(const unsigned char **pp, const unsigned
             r = rsdi_json_hex4(&p, e, &cp);
             if (r) { *pp = p; *what = "bad \\u escape"; return r; }
             if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                *pp = p - 6; *what = "lone low surrogate"; return RSD_ERR_JSON;
+                *pp = p - 1; *what = "lone low surrogate"; return RSD_ERR_JSON;
             }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 if (p >= e) { *pp = e; *what = "high surrogate at end of input"; return RSD_ERR_TRUNCATED; }
                 if (p[0] != '\\') { *pp = p; *what = "lone high surrogate"; return RSD_ERR_JSON; }
                 if (p + 1 >= e) { *pp = e; *what = "high surrogate at end of input"; return RSD_ERR_TRUNCATED; }
-                if (p[1] != 'u') { *pp = p; *what = "lone high surrogate"; return RSD_ERR_JSON; }
+                if (p[1] != 'u') { *pp = p + 1; *what = "lone high surrogate"; return RSD_ERR_JSON; }
                 p += 2;
                 r = rsdi_json_hex4(&p, e, &lo);
                 if (r) { *pp = p; *what = "bad \\u escape"; return r; }
                 if (lo < 0xDC00 || lo > 0xDFFF) {
-                    *pp = p - 6; *what = "high surrogate not followed by a low one"; return RSD_ERR_JSON;
+                    *pp = p - 1; *what = "high surrogate not followed by a low one"; return RSD_ERR_JSON;
                 }
             }
             continue;

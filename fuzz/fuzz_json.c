@@ -81,6 +81,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_CHECK(d.err.offset <= size && d.err.line >= 1 && d.err.col >= 1 && d.err.what);
         if (r == RSD_ERR_TRUNCATED) FZ_CHECK(d.err.offset == size);
         else FZ_CHECK(d.err.offset < size || r != RSD_ERR_JSON);
+        if (r == RSD_ERR_JSON || r == RSD_ERR_JSON_DEPTH) {
+            /* the error byte is the first one with no valid continuation: the input
+               before it is a valid prefix, and the input through it fails the same way */
+            size_t off = d.err.offset;
+            int rp = rsd_json_parse(&d2, s, off, NULL, 0);
+            FZ_CHECK(rp == RSD_ERR_TRUNCATED || rp > 0);
+            FZ_CHECK(rsd_json_parse(&d2, s, off + 1, NULL, 0) == r && d2.err.offset == off);
+        }
         free(toks);
         return 0;
     }

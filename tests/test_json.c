@@ -135,7 +135,15 @@ static void test_cases(void) {
             CHECK(d.err.what != NULL && d.err.line >= 1 && d.err.col >= 1);
             CHECK_EQ_INT(dc.err.offset, d.err.offset);
             if (r == RSD_ERR_TRUNCATED) { CHECK_EQ_INT(d.err.offset, c->n); nt++; }
-            else nn++;
+            else {
+                /* the input before the error byte is a valid prefix; through it, the same error */
+                size_t off = d.err.offset;
+                int rp = rsd_json_parse(&dc, guarded(c->s, off), off, toks, 256);
+                CHECK(rp == RSD_ERR_TRUNCATED || rp > 0);
+                CHECK_EQ_INT(rsd_json_parse(&dc, guarded(c->s, off + 1), off + 1, toks, 256), r);
+                CHECK_EQ_INT(dc.err.offset, off);
+                nn++;
+            }
         }
     }
     CHECK(ny >= 40 && nn >= 80 && nt >= 20);
