@@ -72,6 +72,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 1 << 16) return 0;
     cap = (uint32_t)size + 2;
     toks = (rsd_json_tok *)malloc(cap * sizeof *toks);
+    if (size) {
+        /* a small depth limit chosen by the first byte: both passes agree on it too */
+        rsd_json_desc desc;
+        memset(&desc, 0, sizeof desc);
+        desc.max_depth = 1u + data[0] % 8u;
+        r = rsd_json_parse_ex(&d, s, size, toks, cap, &desc);
+        rc = rsd_json_parse_ex(&dc, s, size, NULL, 0, &desc);
+        FZ_CHECK(r == rc && (r > 0 || d.err.offset == dc.err.offset));
+    }
     r = rsd_json_parse(&d, s, size, toks, cap);
     rc = rsd_json_parse(&dc, s, size, NULL, 0);
     FZ_CHECK(r == rc);
