@@ -716,12 +716,16 @@ static const uint8_t rsdi_json_strclass[256] = {
 #define RSDI_JSON_ISWS(c) ((c) <= ' ' && ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t'))
 /* Index of the first flagged byte in a SWAR mask (little-endian: lowest set bit). */
 #if defined(__GNUC__) || defined(__clang__)
-#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && !defined(RSDI_JSON_PORTABLE)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define RSDI_JSON_FIRST_BYTE(m) ((unsigned)__builtin_ctzll(m) >> 3)
 #endif
 #endif
+#ifdef __OPTIMIZE_SIZE__ /* -Os: one copy of the parser body */
+#define RSDI_JSON_INLINE static __attribute__((unused))
+#else
 #define RSDI_JSON_INLINE static __inline__ __attribute__((always_inline, unused))
+#endif
 #if defined(__SSE2__) && defined(RSDI_JSON_FIRST_BYTE) && !defined(RSD_JSON_NO_SIMD)
 #include <emmintrin.h>
 #define RSDI_JSON_SSE2 1
