@@ -139,8 +139,8 @@
        rsd_json_w_key(&w, "n_ctx"); rsd_json_w_int(&w, 8192);
        rsd_json_w_end_object(&w);
        int len = rsd_json_w_finish(&w);             (length, or the first error)
-       Calls: w_begin_object/w_end_object, w_begin_array/w_end_array, w_key,
-       w_str (C string), w_strn (bytes, may hold NUL), w_int (int64_t), w_double,
+       Calls: w_begin_object/w_end_object, w_begin_array/w_end_array, w_key
+       (C string), w_keyn (bytes), w_str (C string), w_strn (bytes, may hold NUL), w_int (int64_t), w_double,
        w_bool, w_null, w_raw (pre-encoded JSON, unchecked). Commas and colons are
        automatic. Every call returns RSD_OK or the writer's first error, and every
        error is sticky, so checking w_finish alone is enough:
@@ -499,6 +499,8 @@ RSD_API int rsd_json_w_begin_array(rsd_json_writer *w);
 RSD_API int rsd_json_w_end_array(rsd_json_writer *w);
 /* An object key (NUL-terminated, UTF-8); the next call writes its value. */
 RSD_API int rsd_json_w_key(rsd_json_writer *w, const char *key);
+/* An object key of n bytes (may contain NUL). */
+RSD_API int rsd_json_w_keyn(rsd_json_writer *w, const char *key, size_t n);
 /* A string value (NUL-terminated UTF-8). Invalid UTF-8 is RSD_ERR_ARG (sticky). */
 RSD_API int rsd_json_w_str(rsd_json_writer *w, const char *s);
 /* A string value of n bytes (may contain NUL, written as \u0000). */
@@ -1557,16 +1559,22 @@ RSD_API int rsd_json_w_begin_array(rsd_json_writer *w) { return w ? rsdi_jw_open
 RSD_API int rsd_json_w_end_array(rsd_json_writer *w) { return rsdi_jw_close(w, false); }
 
 RSD_API int rsd_json_w_key(rsd_json_writer *w, const char *key) {
+    if (!w) return RSD_ERR_ARG;
+    if (!key) return rsdi_jw_fail(w, RSD_ERR_ARG);
+    return rsd_json_w_keyn(w, key, strlen(key));
+}
+
+RSD_API int rsd_json_w_keyn(rsd_json_writer *w, const char *key, size_t n) {
     uint64_t bit;
     if (!w) return RSD_ERR_ARG;
     if (w->err) return w->err;
-    if (!key) return rsdi_jw_fail(w, RSD_ERR_ARG);
+    if (!key && n) return rsdi_jw_fail(w, RSD_ERR_ARG);
     if (w->depth == 0) return rsdi_jw_fail(w, RSD_ERR_STATE);
     bit = (uint64_t)1 << (w->depth - 1);
     if (!(w->is_obj & bit) || w->after_key) return rsdi_jw_fail(w, RSD_ERR_STATE);
     if ((w->has_item & bit) && rsdi_jw_put(w, ",", 1)) return w->err;
     w->has_item |= bit;
-    if (rsdi_jw_string(w, key, strlen(key)) || rsdi_jw_put(w, ":", 1)) return w->err;
+    if (rsdi_jw_string(w, key, n) || rsdi_jw_put(w, ":", 1)) return w->err;
     w->after_key = true;
     return RSD_OK;
 }

@@ -30,9 +30,8 @@ static int emit(const rsd_json_doc *d, int i, rsd_json_writer *w, char *tmp, siz
     case RSD_JSON_STRING:
         FZ_CHECK(rsd_json_str(d, i, tmp, tmpcap, &n) == RSD_OK);
         if (t->flags & RSD_JSON_F_KEY) {
-            /* keys go through w_key, which takes a C string: use strn via raw when NUL inside */
             if (memchr(tmp, 0, n) == NULL) rsd_json_w_key(w, tmp);
-            else return -1;
+            else rsd_json_w_keyn(w, tmp, n);
             c = rsd_json_child(d, i);
             FZ_CHECK(c == i + 1);
             return emit(d, c, w, tmp, tmpcap);

@@ -449,6 +449,8 @@ static int write_doc(char *buf, size_t cap) {
     rsd_json_w_str(&w, hostile);
     rsd_json_w_key(&w, "ctl");
     rsd_json_w_strn(&w, "\0a\0", 3);
+    rsd_json_w_keyn(&w, "k\0", 2);
+    rsd_json_w_null(&w);
     rsd_json_w_key(&w, "all");
     rsd_json_w_str(&w, ctl);
     rsd_json_w_key(&w, "n");
@@ -494,6 +496,8 @@ static void test_writer_roundtrip(void) {
     v = rsd_json_find(&d, 0, "ctl");
     CHECK(rsd_json_str(&d, v, s, sizeof s, &len) == RSD_OK && len == 3 && memcmp(s, "\0a\0", 3) == 0);
     CHECK(rsd_json_str_eq(&d, rsd_json_find(&d, 0, "all"), ctl));
+    v = rsd_json_find(&d, 0, "ctl") + 1; /* the key after the value of "ctl" is "k\0" */
+    CHECK(rsd_json_str(&d, v, s, sizeof s, &len) == RSD_OK && len == 2 && memcmp(s, "k\0", 2) == 0);
     v = rsd_json_find(&d, 0, "n");
     CHECK(rsd_json_int64(&d, rsd_json_at(&d, v, 0), &iv) == RSD_OK && iv == INT64_MIN);
     CHECK(rsd_json_int64(&d, rsd_json_at(&d, v, 1), &iv) == RSD_OK && iv == INT64_MAX);
