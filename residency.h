@@ -1015,6 +1015,7 @@ value:
         RSDI_JSON_EMIT(c == '{' ? RSD_JSON_OBJECT : RSD_JSON_ARRAY, 0, p - s, 0);
         if (!counting) cur = (int32_t)(n - 1);
         in_obj = c == '{';
+        if ((depth & 7) == 0) objbits[depth >> 3] = 0;
         if (in_obj) objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] | (1u << (depth & 7)));
         else objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] & ~(1u << (depth & 7)));
         depth++;
