@@ -653,6 +653,8 @@ extern "C" {
     X(ERR_MODEL_ID, -51, "model id empty or longer than RSD_MODEL_ID_MAX - 1 bytes")
 /* >>results:driver (range -90..-99) */
 #define RSDI_RESULTS_DRIVER(X)
+/* >>results:proc (range -70..-79) */
+#define RSDI_RESULTS_PROC(X)
 /* >>results:pool */
 #define RSDI_RESULTS_POOL(X) \
     X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
@@ -672,7 +674,7 @@ extern "C" {
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
-    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
+    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_PROC(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -707,6 +709,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(FIT_CLAMPED, "fit: load context clamped beside co-resident models")
 /* >>log:driver */
 #define RSDI_LOG_ITEMS_DRIVER(X)
+/* >>log:proc */
+#define RSDI_LOG_ITEMS_PROC(X)
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X) \
     X(POOL_BAD_DESC, "pool: desc value out of range") \
@@ -741,7 +745,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
-    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
+    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_PROC(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,
