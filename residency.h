@@ -35,7 +35,141 @@
        if (r < 0) printf("%s at %u:%u\n", rsd_result_str(r), doc.err.line, doc.err.col);
 
    API REFERENCE
-       [doc:json]
+   ---- json: strict tokenizer, accessors, writer -------------------------------
+       Parse into tokens you own, then walk them by index. Nothing is copied and
+       nothing is allocated; the source must outlive the doc.
+
+       rsd_json_tok toks[512]; rsd_json_doc doc;
+       int n = rsd_json_parse(&doc, body, body_len, toks, 512);
+       if (n < 0) { log("%s: %s at %u:%u", rsd_result_str(n), doc.err.what,
+                        doc.err.line, doc.err.col); return n; }
+       int data = rsd_json_find(&doc, 0, "data");
+       for (int m = rsd_json_child(&doc, data); m >= 0; m = rsd_json_next(&doc, m)) {
+           char id[256]; size_t id_len;
+           if (rsd_json_str(&doc, rsd_json_find(&doc, m, "id"), id, sizeof id, &id_len) < 0)
+               continue;                                      (not a string, or too long)
+           int st = rsd_json_find(&doc, m, "status");
+           bool loaded = rsd_json_str_eq(&doc, rsd_json_find(&doc, st, "value"), "loaded");
+       }
+
+     Parsing
+       int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len,
+                          rsd_json_tok *toks, uint32_t cap)
+           Strict RFC 8259. Returns the token count (> 0) or a negative result.
+           toks == NULL is the count pass: it validates fully and returns the count
+           a real pass will need (the real pass also writes a sentinel token of type
+           RSD_JSON_INVALID at toks[count] when cap > count). A top-level scalar is
+           a valid document. s need not be NUL-terminated; no byte at or after
+           s[len] is ever read.
+       int rsd_json_parse_ex(..., const rsd_json_desc *desc)
+           The same with limits: desc->max_depth (0 = RSD_JSON_MAX_DEPTH = 64,
+           at most RSD_JSON_DEPTH_CAP = 1024, above that RSD_ERR_ARG) and
+           desc->max_bytes (0 = RSD_JSON_MAX_BYTES; larger values are clamped).
+       Rejected (RSD_ERR_JSON): trailing commas, leading zeros ("01", "-01"), "1.",
+       ".5", "+1", NaN/Infinity, raw control characters (< 0x20) in strings, bad
+       escapes ("\x", "\'", "\U"), lone or misordered \u surrogates, invalid UTF-8
+       (overlong forms, UTF-8-encoded surrogates, > U+10FFFF, stray continuation
+       bytes, 0xF5..0xFF), comments, single quotes, a BOM, anything but the four
+       JSON whitespace bytes after the value. Depth counts open containers.
+       Errors: RSD_ERR_JSON (malformed), RSD_ERR_TRUNCATED (the input ended where
+       more was required: every strict prefix of a valid container, string or
+       literal gives exactly this, so it means "read more"; note that a prefix of a
+       top-level number such as "12" of "123" is itself valid), RSD_ERR_JSON_DEPTH,
+       RSD_ERR_JSON_TOKENS (cap too small: size toks with the count pass),
+       RSD_ERR_TOO_LARGE (len over max_bytes), RSD_ERR_ARG (doc NULL, s NULL with
+       len > 0, bad desc). doc->err holds code, offset (the offending byte; len
+       when truncated), 1-based line and byte column, and what, a short static
+       reason ("trailing comma", "lone high surrogate", ...). On success
+       doc->err.code is RSD_OK.
+
+     Tokens (rsd_json_tok, 24 bytes)
+       type    RSD_JSON_NULL, BOOL, NUMBER, STRING, ARRAY, OBJECT (INVALID = 0).
+       flags   RSD_JSON_F_KEY (an object key), RSD_JSON_F_ESCAPED (the string holds
+               a backslash: the unescape fast path is skipped only then),
+               RSD_JSON_F_INT (a number without fraction or exponent).
+       start, end  byte offsets (uint32_t). Strings: between the quotes, raw.
+               Containers: from the bracket to one past the closer.
+       parent  index of the parent, -1 for the root; always < the token's index.
+       next    one past the token's subtree: the next sibling when it has one. Skipping
+               any subtree is O(1).
+       size    number of children: array elements, object members, 1 for a key.
+       Tree shape: an object's children are its keys; each key has exactly one
+       child, its value (jsmn style). So members iterate like elements:
+           for (k = rsd_json_child(d, obj); k >= 0; k = rsd_json_next(d, k))
+               key k, value rsd_json_child(d, k) (always k + 1)
+
+     Accessors (every index is bounds-checked; a bad index is harmless)
+       rsd_json_type rsd_json_type_of(doc, i)   RSD_JSON_INVALID when i is out of range
+       int  rsd_json_size(doc, i)               children count, 0 for scalars
+       int  rsd_json_child(doc, i)              first child or -1
+       int  rsd_json_next(doc, i)               next sibling or -1, O(1)
+       int  rsd_json_parent(doc, i)             parent or -1 (a value's parent is its key)
+       int  rsd_json_find(doc, obj, "key")      value of the first member whose decoded
+                                                key equals "key", or -1 (obj not an
+                                                object, key missing). Keys written with
+                                                escapes match ("m\u006fdel" == "model");
+                                                unescaped keys compare by length then memcmp.
+       int  rsd_json_at(doc, arr, idx)          element idx or -1, O(idx)
+       rsd_str rsd_json_view(doc, i)            raw bytes (strings still escaped)
+       bool rsd_json_str_eq(doc, i, "s")        decoded string equals s; no buffer. A
+                                                string holding \u0000 never equals a C string.
+       int  rsd_json_str(doc, i, buf, cap, &len)
+           Unescapes into buf and NUL-terminates; \uXXXX and surrogate pairs become
+           UTF-8. *len is the decoded length (without the NUL) even when cap is too
+           small (then RSD_ERR_BUFFER, buf holds a terminated prefix). The decoded
+           length is never more than the raw length, so cap = view.len + 1 always
+           suffices. RSD_ERR_JSON_TYPE for a non-string.
+       int  rsd_json_int64(doc, i, &out)
+           RSD_ERR_JSON_TYPE unless an integer literal (no '.', no exponent: "1.0"
+           and "1e2" are TYPE errors); RSD_ERR_JSON_RANGE outside int64_t. "-0" is 0.
+       int  rsd_json_double(doc, i, &out)
+           Correctly rounded and locale-independent: an exact path for <= 15 digits
+           and |exponent| <= 22, otherwise strtod on a copy rewritten without a
+           decimal point (so LC_NUMERIC never matters), keeping
+           RSD_JSON_NUM_MAX_DIGITS = 768 significant digits plus a sticky digit.
+           Overflow is RSD_ERR_JSON_RANGE; underflow gives 0 or a subnormal; "-0"
+           gives -0.0.
+       int  rsd_json_bool(doc, i, &out)          RSD_ERR_JSON_TYPE unless true/false.
+
+     Writer
+       rsd_json_writer w; char body[512];
+       rsd_json_w_init(&w, body, sizeof body);
+       rsd_json_w_begin_object(&w);
+       rsd_json_w_key(&w, "model"); rsd_json_w_str(&w, model_id);
+       rsd_json_w_key(&w, "n_ctx"); rsd_json_w_int(&w, 8192);
+       rsd_json_w_end_object(&w);
+       int len = rsd_json_w_finish(&w);             (length, or the first error)
+       Calls: w_begin_object/w_end_object, w_begin_array/w_end_array, w_key
+       (C string), w_keyn (bytes), w_str (C string), w_strn (bytes, may hold NUL), w_int (int64_t), w_double,
+       w_bool, w_null, w_raw (pre-encoded JSON, unchecked). Commas and colons are
+       automatic. Every call returns RSD_OK or the writer's first error, and every
+       error is sticky, so checking w_finish alone is enough:
+         RSD_ERR_BUFFER  the output does not fit; nothing is ever written at or
+                         past buf[cap] (w_finish adds a NUL only when room remains).
+         RSD_ERR_ARG     a string or key that is not valid UTF-8 (same rules as the
+                         parser: a mangled model id is never sent), NaN or infinity,
+                         NULL pointers.
+         RSD_ERR_STATE   a key outside an object, a value where a key is due, a
+                         mismatched end, a second top-level value, or w_finish with
+                         containers open / nothing written.
+         RSD_ERR_JSON_DEPTH  more than RSD_JSON_WRITER_MAX_DEPTH = 64 open containers.
+       Strings: '"' and '\\' are escaped, \b \f \n \r \t use short forms, other
+       bytes < 0x20 become \u00XX, everything else (DEL and valid UTF-8) passes
+       through. Doubles use the shortest of %.15g/%.16g/%.17g that parses back to
+       the same value (the locale's radix is replaced by '.').
+
+     Limits
+       RSD_JSON_MAX_BYTES 0x7FFFFFFF (offsets fit uint32_t, counts fit int),
+       RSD_JSON_MAX_DEPTH 64 (default), RSD_JSON_DEPTH_CAP 1024 (the parser keeps
+       one bit per level on the stack), RSD_JSON_WRITER_MAX_DEPTH 64,
+       RSD_JSON_NUM_MAX_DIGITS 768. A document of len bytes never needs more than
+       len tokens. Stack use of a parse is under 200 bytes plus locals;
+       rsd_json_double uses about 800 bytes.
+     Performance
+       String bodies are scanned 16 bytes at a time with SSE2 when the compiler
+       targets it (x86-64 always does; define RSD_JSON_NO_SIMD to opt out) and 8 at
+       a time with portable SWAR otherwise. bench/json.mk compares against cJSON,
+       jsmn and simdjson on a 64-model router payload and a 1 MB mixed document.
    --- reconcile: the pure decision (>>reconcile) -------------------------------
        Facts in, plan out: no I/O, no allocation, no clock, no globals. The
        sans-I/O drivers (llama.cpp router, LM Studio, Ollama) that fill the facts
@@ -249,7 +383,159 @@
        ends with a stress/warning notice CONTEXT_CLAMPED, "loading '<keep>'
        alongside <neighbours>: context clamped <from> to <to> tokens", detail
        REQUESTED_CONTEXT and LOAD_CONTEXT. No load, no clamp: load_context 0.
-       [doc:pool]
+       [doc:payload]
+       [doc:driver]
+   POOL (process-pool policy; pure, sans-I/O)
+       Keeps up to max_slots model-server processes resident, one model per
+       slot, and decides which request runs where. It never forks, never
+       touches a socket and never reads a clock: the host (a supervisor in
+       residency_http.h, or your own) feeds events with now_ms and pulls
+       actions. Same snapshot + same events = same actions.
+
+       Host loop (one pool, any thread, one at a time):
+           rsd_pool_desc pd = {0};           pd.max_slots = 2;
+           pd.vram_budget_bytes = 24ull << 30;
+           rsd_pool *pool = rsd_pool_create(&pd);
+           int m = rsd_pool_add_model(pool, &(rsd_pool_model_desc){
+                       .id = "qwen3-8b", .reserve_bytes = 9ull << 30,
+                       .ttl_ms = 300000, .max_in_flight = 4 });
+           r = rsd_pool_acquire(pool, m, now, my_conn, &req, &slot);
+               RSD_OK: proxy to slot now | RSD_PENDING: wait for GRANT/FAIL
+           each frame / on wake:
+               rsd_pool_on_started / rsd_pool_on_exited for process news;
+               rsd_pool_release(pool, req, now) when a request finishes;
+               while (rsd_pool_next_action(pool, &a)) switch (a.kind) {
+                   SPAWN: start a.model_id in a.slot (port = base + a.slot),
+                          within a.reserve_bytes; later on_started(a.proc, ok)
+                   STOP:  SIGTERM/SIGKILL a.slot, reap; then on_exited(a.proc)
+                   GRANT: send a.req (a.user) to a.slot; release it when done
+                   FAIL:  answer a.user with rsd_result_str(a.result); done
+               }
+               wake = rsd_pool_step(pool, now);   (idle TTL, W26 timer)
+
+       rsd_pool_create(desc) / rsd_pool_destroy(pool)
+           The only allocation: one block of about 14 KiB + 40 bytes per
+           max_requests + 48 bytes per event_log entry. destroy does not stop
+           processes (they are the host's): call rsd_pool_stop and reap first.
+           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound.
+       rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
+           id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
+           default_reserve_bytes) is reserved when a slot is claimed, before
+           the load; ttl_ms: unload after that long idle since the last
+           request *finished* (0 = never; llama-swap ttl, Ollama keep_alive);
+           max_in_flight: concurrency per process (0 = unlimited; set it to
+           llama-server --parallel so requests beyond it queue here, FIFO);
+           pinned: never evicted, trimmed or TTL-unloaded.
+       rsd_pool_find_model(pool, id), rsd_pool_set_pinned(pool, m, on, now)
+       rsd_pool_acquire(pool, m, now, user, &req, &slot)
+           RSD_OK: granted now, in-flight counted now (at admission, not at
+           dispatch: a slot holding a granted request is never idle, the
+           llama.cpp router's #28698 race). RSD_PENDING: queued; *req is the
+           handle to wait on. Errors (no handle): RSD_ERR_POOL_STOPPED,
+           RSD_ERR_POOL_NO_FIT (reservation > whole budget), RSD_ERR_POOL_PINNED
+           (pinned residents leave no slot or bytes), RSD_ERR_POOL_QUEUE_FULL,
+           RSD_ERR_CAPACITY (request table full), RSD_ERR_ARG.
+       rsd_pool_preload(pool, m, now)
+           Load m and leave it resident with no request (P9; boot policy P37,
+           e.g. preload the pinned models). RSD_OK when READY or STARTING
+           already, RSD_PENDING when queued; no GRANT or FAIL ever comes for a
+           preload (a failed load is only logged and counted). st.preloads
+           counts those still queued.
+       rsd_pool_release(pool, req, now)   a granted request finished
+       rsd_pool_cancel(pool, req, now)    the client went away (waiting or granted)
+           Both free the handle. release on a waiting request is RSD_ERR_STATE;
+           a stale handle is RSD_ERR_POOL_STALE. A request whose FAIL was
+           pulled is already gone.
+       rsd_pool_on_started(pool, proc, ok, now)
+           ok: READY, the model's waiters are granted (up to max_in_flight).
+           !ok: only this model's waiters FAIL (RSD_ERR_POOL_LOAD_FAILED), the
+           slot stops routing at once (FAILED) and a STOP is emitted; slot and
+           reservation are freed by on_exited (the process may still hold VRAM).
+       rsd_pool_on_exited(pool, proc, now)
+           After a STOP, or unasked (a crash): the slot is EMPTY and its
+           reservation freed at once (W27). A crash orphans the requests that
+           were running there (release/cancel them as usual; bookkeeping only;
+           a GRANT not pulled yet becomes FAIL(RSD_ERR_POOL_CRASHED) instead);
+           a crash while STARTING fails the model's waiters (ERR_POOL_CRASHED).
+       rsd_pool_set_reserved(pool, proc, bytes, now)
+           Replace the claim-time estimate with the measured figure (after
+           READY, from the child's log or nvidia-smi; P20, W23). Shrinking it
+           may admit waiters at once.
+       rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
+       rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_next_action(pool, &a) -> bool
+           STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
+       rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
+           Stops idle slots whose TTL expired, runs admission (W26 starvation).
+       rsd_pool_configure(pool, max, now)
+           max clamped to 1..16 (P4). Idle excess slots stop at once, LRU
+           first; busy excess stops when it goes idle (P19).
+       rsd_pool_unload(pool, m or -1, flags, now)
+           Default: RSD_ERR_POOL_BUSY and no change if any target is busy or
+           loading. RSD_POOL_UNLOAD_DRAIN: busy targets take no new work and
+           stop when drained (returns RSD_PENDING); idle ones stop now (RSD_OK).
+           Explicit unload stops pinned models too. Later requests reload.
+       rsd_pool_stop(pool, now)
+           Every waiting and running request gets FAIL(RSD_ERR_POOL_STOPPED),
+           every process a STOP; later acquire/unload return ERR_POOL_STOPPED.
+       rsd_pool_query_stats(pool, &st), rsd_pool_query_model(pool, m, &info)
+           Every slot (state, model, proc, in-flight, reservation, last use,
+           idle deadline, ttl, pin, pid) and lifetime counters (acquires,
+           grants, waits, max wait, spawns, readies, load failures, crashes,
+           evictions, TTL expiries, trims, W26 drains, unloads, fails...).
+       rsd_pool_next_event(pool, &ev)
+           Optional audit ring (desc.event_log entries; oldest dropped first):
+           CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
+           with the slot's in-flight count and pin at decision time.
+
+       Admission (P31-P35, W21-W26). Requests for a READY model with room go
+       straight through. Otherwise the request joins its model's FIFO; a model
+       with no slot joins the list of models waiting for a slot (FIFO by its
+       oldest request). Each admission pass visits those models in order and,
+       for each: (1) claims an EMPTY slot if the count and the bytes fit
+       (reserved + reservation + foreign <= budget); (2) else counts capacity
+       already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
+       READY slots in LRU order until count and bytes fit (only if that is
+       enough); (3) if its oldest request has waited max_wait_ms, busy LRU
+       slots are put in DRAINING (no new admissions) until it would fit (W26;
+       lifted again when no model waits for a slot any more, and by a pin);
+       (4) holds what it needs, so later models cannot take capacity being
+       freed for it. A busy slot is never evicted or trimmed; requests for
+       residents keep flowing while others wait. Work per event is
+       O(models x slots), independent of the number of waiting requests (W25);
+       a load that completes grants its waiters in O(granted).
+
+       Slot states (who may call what):
+           EMPTY    --claim-->  STARTING (SPAWN emitted, reservation taken)
+           STARTING --on_started(ok)--> READY | --on_started(!ok)--> FAILED
+                    --on_exited--> EMPTY (crash while loading)
+                    stop/unload before the SPAWN was pulled: back to EMPTY
+           READY    --idle LRU victim, TTL, trim, unload, stop--> STOPPING
+                    --W26 or unload(DRAIN) while busy--> DRAINING
+                    --on_exited (crash)--> EMPTY
+           DRAINING --last release--> STOPPING;  --on_exited--> EMPTY
+           STOPPING, FAILED --on_exited--> EMPTY (reservation freed)
+       on_started is valid only in STARTING (else RSD_ERR_STATE); on_exited in
+       any non-EMPTY state; a proc from an earlier process in the same slot is
+       RSD_ERR_POOL_STALE. Requests: WAITING --GRANT--> RUNNING --release-->
+       gone; WAITING/RUNNING --FAIL (pulled)--> gone; cancel from either.
+
+       Bytes. Budget = min(desc.vram_budget_bytes, measured total), either
+       may be 0 = unknown; both 0 = count-only admission. Foreign use is
+       subtracted for admission but not for "can never fit" (it may go away;
+       a request that fits the budget but not beside foreign use waits for
+       the host's next rsd_pool_set_vram). A measurement below what is already
+       reserved stops new admissions; nothing running is stopped for it.
+
+       LIMITS: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
+       RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
+       a 12-bit generation: a stale handle is detected unless its entry was
+       reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
+       2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off).
+       ERRORS: RSD_ERR_POOL_* (-60..-68) as above, plus RSD_ERR_ARG,
+       RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
+       orphan or fail running requests scan the request table once (O(max_
+       requests)); every other operation is O(models x slots) or better.
 
    RESULTS
        Every fallible function returns an int from RSD_RESULTS: 0 = RSD_OK,
@@ -374,6 +660,8 @@ extern "C" {
     X(ERR_MODEL_LIMIT, -94, "server model limit reached and no resident may be evicted") \
     X(ERR_DISPLACED, -95, "restoring a displaced pinned model displaced the requested model") \
     X(ERR_PAYLOAD, -96, "server payload has the wrong shape")
+/* >>results:proc (range -70..-79) */
+#define RSDI_RESULTS_PROC(X)
 /* >>results:pool */
 #define RSDI_RESULTS_POOL(X) \
     X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
@@ -393,7 +681,7 @@ extern "C" {
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
-    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
+    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_PROC(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -435,6 +723,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(DRIVER_REDECIDE, "driver: the listing changed under the lock; decided again (W1)") \
     X(DRIVER_RESTORE, "driver: restored evicted models after a failed load") \
     X(DRIVER_LOCK_UNLOCKED, "driver: proceeding without the cross-process lock")
+/* >>log:proc */
+#define RSDI_LOG_ITEMS_PROC(X)
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X) \
     X(POOL_BAD_DESC, "pool: desc value out of range") \
@@ -469,7 +759,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
-    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
+    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_PROC(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,
@@ -643,6 +933,8 @@ RSD_API int rsd_json_w_begin_array(rsd_json_writer *w);
 RSD_API int rsd_json_w_end_array(rsd_json_writer *w);
 /* An object key (NUL-terminated, UTF-8); the next call writes its value. */
 RSD_API int rsd_json_w_key(rsd_json_writer *w, const char *key);
+/* An object key of n bytes (may contain NUL). */
+RSD_API int rsd_json_w_keyn(rsd_json_writer *w, const char *key, size_t n);
 /* A string value (NUL-terminated UTF-8). Invalid UTF-8 is RSD_ERR_ARG (sticky). */
 RSD_API int rsd_json_w_str(rsd_json_writer *w, const char *s);
 /* A string value of n bytes (may contain NUL, written as \u0000). */
@@ -808,7 +1100,8 @@ typedef enum rsd_optout {
 typedef enum rsd_protection {
     RSD_PROTECT_NONE = 0,
     RSD_PROTECT_TAG,    /* tag pinned:true or role:scout, or rsd_resident.pinned */
-    RSD_PROTECT_CONFIG  /* id or alias listed in rsd_facts.protected_models */
+    RSD_PROTECT_CONFIG, /* id or alias listed in rsd_facts.protected_models */
+    RSD_PROTECT_NUM
 } rsd_protection;
 
 /* One loaded model as the server reports it (R4). Strings are views the caller
@@ -1820,6 +2113,7 @@ typedef struct rsd_pool_stats {
     int occupied_slots;         /* every non-EMPTY slot */
     bool stopped;
     uint32_t waiting, running;  /* requests queued / granted and not released */
+    uint32_t preloads;          /* rsd_pool_preload loads still queued */
     uint32_t models_waiting;    /* models waiting for a slot */
     uint64_t reserved_bytes;    /* sum of slot reservations (STOPPING included) */
     uint64_t budget_bytes;      /* effective budget; 0 = unlimited */
@@ -1867,6 +2161,9 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
    RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
                              rsd_pool_req *req, int *slot);
+/* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
+   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. */
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
 /* A granted request finished: in-flight--, LRU clock and idle deadline updated. */
 RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
 /* The client went away: drop a waiting request, or release a granted one. */
@@ -1875,6 +2172,9 @@ RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms);
 /* Report that a slot's process is gone (after STOP, or a crash); frees slot and reservation. */
 RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms);
+/* Replace a slot's claim-time reservation with the measured figure (P20, W23). */
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms);
 /* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
                               uint64_t now_ms);
@@ -2087,7 +2387,26 @@ static const uint8_t rsdi_json_strclass[256] = {
     1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
 };
 
-#define RSDI_JSON_ISWS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
+#define RSDI_JSON_ISWS(c) ((c) <= ' ' && ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t'))
+/* Index of the first flagged byte in a SWAR mask (little-endian: lowest set bit). */
+#if defined(__GNUC__) || defined(__clang__)
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && !defined(RSDI_JSON_PORTABLE)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define RSDI_JSON_FIRST_BYTE(m) ((unsigned)__builtin_ctzll(m) >> 3)
+#endif
+#endif
+#ifdef __OPTIMIZE_SIZE__ /* -Os: one copy of the parser body */
+#define RSDI_JSON_INLINE static __attribute__((unused))
+#else
+#define RSDI_JSON_INLINE static __inline__ __attribute__((always_inline, unused))
+#endif
+#if defined(__SSE2__) && defined(RSDI_JSON_FIRST_BYTE) && !defined(RSD_JSON_NO_SIMD)
+#include <emmintrin.h>
+#define RSDI_JSON_SSE2 1
+#endif
+#else
+#define RSDI_JSON_INLINE RSDI_PRIVATE
+#endif
 #define RSDI_JSON_ISDIGIT(c) ((unsigned)((c) - '0') < 10u)
 
 RSDI_PRIVATE int rsdi_json_hexval(unsigned c) {
@@ -2098,7 +2417,7 @@ RSDI_PRIVATE int rsdi_json_hexval(unsigned c) {
 }
 
 /* Four hex digits at *pp: 0 and *cp, RSD_ERR_TRUNCATED, or RSD_ERR_JSON (*pp at the bad byte). */
-RSDI_PRIVATE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e, unsigned *cp) {
+RSDI_JSON_INLINE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e, unsigned *cp) {
     const unsigned char *p = *pp;
     unsigned v = 0;
     int k, h;
@@ -2114,7 +2433,7 @@ RSDI_PRIVATE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e
 }
 
 /* Validates one UTF-8 sequence starting at the lead byte *pp (>= 0x80). */
-RSDI_PRIVATE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e) {
+RSDI_JSON_INLINE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e) {
     const unsigned char *p = *pp;
     unsigned c = p[0], lo = 0x80, hi = 0xBF;
     int need, k;
@@ -2140,13 +2459,29 @@ RSDI_PRIVATE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e
 }
 
 /* Scans a string body from *pp (just past the opening quote) to the closing quote.
-   On success *pp points at the closing quote. On error *pp is the bad byte. */
-RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned char *e,
-                                    uint8_t *flags, const char **what) {
+   Returns RSD_JSON_F_ESCAPED or 0 with *pp at the closing quote, or an error with
+   *pp at the bad byte. */
+RSDI_JSON_INLINE int rsdi_json_scan_str(const unsigned char **pp, const unsigned char *e,
+                                        const char **what) {
     const unsigned char *p = *pp;
     unsigned c, cp, lo;
-    int r;
+    int r, esc = 0;
     for (;;) {
+#ifdef RSDI_JSON_SSE2
+        /* Plain run, 16 bytes at a time; signed < 0x20 also catches bytes >= 0x80. */
+        while (e - p >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                                  _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                                     _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+            int bits = _mm_movemask_epi8(m);
+            if (bits) {
+                p += __builtin_ctz((unsigned)bits);
+                goto special;
+            }
+            p += 16;
+        }
+#endif
         /* Plain run, 8 bytes at a time: stop at '"', '\\', < 0x20 or >= 0x80. */
         while (e - p >= 8) {
             uint64_t w, t1, t2, m;
@@ -2155,15 +2490,26 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
             t1 = w ^ (ones * 0x22u);
             t2 = w ^ (ones * 0x5Cu);
             m = ((t1 - ones) & ~t1) | ((t2 - ones) & ~t2) | ((w - ones * 0x20u) & ~w) | w;
-            if (m & high) break;
+            m &= high;
+            if (m) {
+#ifdef RSDI_JSON_FIRST_BYTE
+                p += RSDI_JSON_FIRST_BYTE(m);
+                goto special;
+#else
+                break;
+#endif
+            }
             p += 8;
         }
         while (p < e && !rsdi_json_strclass[*p]) p++;
+#ifdef RSDI_JSON_FIRST_BYTE
+    special:
+#endif
         if (RSDI_UNLIKELY(p >= e)) { *pp = e; *what = "unterminated string"; return RSD_ERR_TRUNCATED; }
         c = *p;
-        if (RSDI_LIKELY(c == '"')) { *pp = p; return 0; }
+        if (RSDI_LIKELY(c == '"')) { *pp = p; return esc; }
         if (c == '\\') {
-            *flags |= RSD_JSON_F_ESCAPED;
+            esc = RSD_JSON_F_ESCAPED;
             if (p + 1 >= e) { *pp = e; *what = "unterminated escape"; return RSD_ERR_TRUNCATED; }
             c = p[1];
             if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
@@ -2176,18 +2522,18 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
             r = rsdi_json_hex4(&p, e, &cp);
             if (r) { *pp = p; *what = "bad \\u escape"; return r; }
             if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                *pp = p - 6; *what = "lone low surrogate"; return RSD_ERR_JSON;
+                *pp = p - 1; *what = "lone low surrogate"; return RSD_ERR_JSON;
             }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 if (p >= e) { *pp = e; *what = "high surrogate at end of input"; return RSD_ERR_TRUNCATED; }
                 if (p[0] != '\\') { *pp = p; *what = "lone high surrogate"; return RSD_ERR_JSON; }
                 if (p + 1 >= e) { *pp = e; *what = "high surrogate at end of input"; return RSD_ERR_TRUNCATED; }
-                if (p[1] != 'u') { *pp = p; *what = "lone high surrogate"; return RSD_ERR_JSON; }
+                if (p[1] != 'u') { *pp = p + 1; *what = "lone high surrogate"; return RSD_ERR_JSON; }
                 p += 2;
                 r = rsdi_json_hex4(&p, e, &lo);
                 if (r) { *pp = p; *what = "bad \\u escape"; return r; }
                 if (lo < 0xDC00 || lo > 0xDFFF) {
-                    *pp = p - 6; *what = "high surrogate not followed by a low one"; return RSD_ERR_JSON;
+                    *pp = p - 1; *what = "high surrogate not followed by a low one"; return RSD_ERR_JSON;
                 }
             }
             continue;
@@ -2198,8 +2544,26 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
     }
 }
 
+/* Skips ASCII digits from p; 8 at a time where the SWAR byte index is available. */
+RSDI_JSON_INLINE const unsigned char *rsdi_json_digits(const unsigned char *p, const unsigned char *e) {
+#ifdef RSDI_JSON_FIRST_BYTE
+    while (e - p >= 8) {
+        uint64_t w, nd;
+        const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, zeros = 0x3030303030303030ull;
+        memcpy(&w, p, 8);
+        /* a byte is a digit iff its high nibble is 3 and adding 6 keeps it 3; carries
+           only leave non-digit bytes, so the lowest flagged byte is exact */
+        nd = ((w & hi) ^ zeros) | (((w + 0x0606060606060606ull) & hi) ^ zeros);
+        if (nd) return p + RSDI_JSON_FIRST_BYTE(nd);
+        p += 8;
+    }
+#endif
+    while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+    return p;
+}
+
 /* Scans a number at *pp; on success *pp is one past it and *flags has F_INT or not. */
-RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned char *e,
+RSDI_JSON_INLINE int rsdi_json_scan_num(const unsigned char **pp, const unsigned char *e,
                                     uint8_t *flags, const char **what) {
     const unsigned char *p = *pp;
     *flags = RSD_JSON_F_INT;
@@ -2211,8 +2575,7 @@ RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned cha
         p++;
         if (p < e && RSDI_JSON_ISDIGIT(*p)) { *pp = p; *what = "leading zero"; return RSD_ERR_JSON; }
     } else if (RSDI_JSON_ISDIGIT(*p)) {
-        p++;
-        while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+        p = rsdi_json_digits(p + 1, e);
     } else {
         *pp = p; *what = "expected a digit"; return RSD_ERR_JSON;
     }
@@ -2221,7 +2584,7 @@ RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned cha
         p++;
         if (p >= e) { *pp = e; *what = "number ends after '.'"; return RSD_ERR_TRUNCATED; }
         if (!RSDI_JSON_ISDIGIT(*p)) { *pp = p; *what = "expected a digit after '.'"; return RSD_ERR_JSON; }
-        while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+        p = rsdi_json_digits(p + 1, e);
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         *flags = 0;
@@ -2251,76 +2614,80 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
 #define RSDI_JSON_SKIP_WS() while (p < e && RSDI_JSON_ISWS(*p)) p++
 #define RSDI_JSON_FAIL(c_, w_) do { code = (c_); what = (w_); goto fail; } while (0)
 #define RSDI_JSON_EMIT(type_, flags_, start_, end_) do { \
-    if (toks) { \
-        rsd_json_tok *t_; \
+    if (!counting) { \
+        rsd_json_tok t_; \
         if (RSDI_UNLIKELY(n >= cap)) RSDI_JSON_FAIL(RSD_ERR_JSON_TOKENS, "token array full"); \
-        t_ = toks + n; \
-        t_->type = (uint8_t)(type_); t_->flags = (uint8_t)(flags_); t_->reserved = 0; \
-        t_->start = (uint32_t)(start_); t_->end = (uint32_t)(end_); \
-        t_->parent = cur; t_->next = (int32_t)(n + 1); t_->size = 0; \
+        t_.type = (uint8_t)(type_); t_.flags = (uint8_t)(flags_); t_.reserved = 0; \
+        t_.start = (uint32_t)(start_); t_.end = (uint32_t)(end_); \
+        t_.parent = cur; t_.next = (int32_t)(n + 1); t_.size = 0; \
+        toks[n] = t_; \
         if (cur >= 0) toks[cur].size++; \
     } \
     n++; \
 } while (0)
 
-RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
-                              uint32_t cap, const rsd_json_desc *desc) {
-    const unsigned char *s, *p, *e, *q;
-    uint32_t n = 0, depth = 0, max_depth = RSD_JSON_MAX_DEPTH;
-    size_t max_bytes = RSD_JSON_MAX_BYTES;
+/* Records a failure at p in doc->err (line and column are counted only here). */
+RSDI_PRIVATE int rsdi_json_fail(rsd_json_doc *doc, const unsigned char *s, const unsigned char *p,
+                                const unsigned char *e, int code, const char *what) {
+    size_t off, k;
+    if (p > e) p = e;
+    off = (size_t)(p - s);
+    doc->count = 0;
+    doc->err.code = code;
+    doc->err.offset = off;
+    doc->err.what = what;
+    doc->err.line = 1;
+    doc->err.col = 1;
+    for (k = 0; k < off; k++) {
+        if (s[k] == '\n') { doc->err.line++; doc->err.col = 1; }
+        else doc->err.col++;
+    }
+    return code;
+}
+
+/* The parser. Always inlined with a constant `counting`, so the count pass carries no
+   token-writing branches and the real pass no NULL checks. */
+RSDI_JSON_INLINE int rsdi_json_parse_body(rsd_json_doc *doc, const unsigned char *s,
+                                          const unsigned char *e, rsd_json_tok *toks,
+                                          uint32_t cap, uint32_t max_depth, const int counting) {
+    const unsigned char *p = s, *q;
+    uint32_t n = 0, depth = 0;
     int32_t cur = -1;   /* innermost open container, or the key whose value is being parsed */
     unsigned char objbits[RSD_JSON_DEPTH_CAP / 8];  /* bit d: container at depth d is an object */
     int in_obj = 0, code = RSD_OK, r;
     const char *what = "ok";
     unsigned c;
-    uint8_t flags;
-    size_t off, k;
-
-    if (!doc) return RSD_ERR_ARG;
-    memset(doc, 0, sizeof *doc);
-    doc->err.what = what;
-    if (desc) {
-        if (desc->max_depth > RSD_JSON_DEPTH_CAP) return doc->err.code = RSD_ERR_ARG;
-        if (desc->max_depth) max_depth = desc->max_depth;
-        if (desc->max_bytes && desc->max_bytes < max_bytes) max_bytes = desc->max_bytes;
-    }
-    if (!src) {
-        if (len) return doc->err.code = RSD_ERR_ARG;
-        src = "";
-    }
-    doc->src = src;
-    doc->len = len;
-    doc->toks = toks;
-    doc->cap = toks ? cap : 0;
-    s = p = (const unsigned char *)src;
-    e = s + len;
-    if (len > max_bytes) { p = s + max_bytes; RSDI_JSON_FAIL(RSD_ERR_TOO_LARGE, "input too large"); }
 
 value:
-    RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value");
     c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
+        RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value");
+        c = *p;
+    }
     if (c == '"') {
         q = ++p;
-        flags = 0;
-        r = rsdi_json_scan_str(&p, e, &flags, &what);
-        if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-        RSDI_JSON_EMIT(RSD_JSON_STRING, flags, q - s, p - s);
+        r = rsdi_json_scan_str(&p, e, &what);
+        if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
+        RSDI_JSON_EMIT(RSD_JSON_STRING, r, q - s, p - s);
         p++;
         goto after_value;
     }
     if (c == '-' || RSDI_JSON_ISDIGIT(c)) {
+        uint8_t nflags;
         q = p;
-        r = rsdi_json_scan_num(&p, e, &flags, &what);
+        r = rsdi_json_scan_num(&p, e, &nflags, &what);
         if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-        RSDI_JSON_EMIT(RSD_JSON_NUMBER, flags, q - s, p - s);
+        RSDI_JSON_EMIT(RSD_JSON_NUMBER, nflags, q - s, p - s);
         goto after_value;
     }
     if (c == '{' || c == '[') {
         if (RSDI_UNLIKELY(depth >= max_depth)) RSDI_JSON_FAIL(RSD_ERR_JSON_DEPTH, "nesting too deep");
         RSDI_JSON_EMIT(c == '{' ? RSD_JSON_OBJECT : RSD_JSON_ARRAY, 0, p - s, 0);
-        if (toks) cur = (int32_t)(n - 1);
+        if (!counting) cur = (int32_t)(n - 1);
         in_obj = c == '{';
+        if ((depth & 7) == 0) objbits[depth >> 3] = 0;
         if (in_obj) objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] | (1u << (depth & 7)));
         else objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] & ~(1u << (depth & 7)));
         depth++;
@@ -2335,25 +2702,40 @@ value:
         goto value;
     }
     q = p;
-    if (c == 't') r = rsdi_json_scan_lit(&p, e, "true", 4), flags = 1;
-    else if (c == 'f') r = rsdi_json_scan_lit(&p, e, "false", 5), flags = 0;
-    else if (c == 'n') r = rsdi_json_scan_lit(&p, e, "null", 4), flags = 0;
-    else if (c == ']' && depth && !in_obj) RSDI_JSON_FAIL(RSD_ERR_JSON, "trailing comma");
+    if (c == 't') {
+        if (RSDI_LIKELY(e - p >= 4 && memcmp(p, "true", 4) == 0)) p += 4, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "true", 4);
+    } else if (c == 'f') {
+        if (RSDI_LIKELY(e - p >= 5 && memcmp(p, "false", 5) == 0)) p += 5, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "false", 5);
+    } else if (c == 'n') {
+        if (RSDI_LIKELY(e - p >= 4 && memcmp(p, "null", 4) == 0)) p += 4, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "null", 4);
+    } else if (c == ']' && depth && !in_obj) RSDI_JSON_FAIL(RSD_ERR_JSON, "trailing comma");
     else RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected character");
-    if (r) RSDI_JSON_FAIL(r, r == RSD_ERR_TRUNCATED ? "literal ends early" : "bad literal");
+    if (RSDI_UNLIKELY(r)) RSDI_JSON_FAIL(r, r == RSD_ERR_TRUNCATED ? "literal ends early" : "bad literal");
     RSDI_JSON_EMIT(c == 'n' ? RSD_JSON_NULL : RSD_JSON_BOOL, 0, q - s, p - s);
     goto after_value;
 
 key:
-    /* p < e and *p is not whitespace */
-    if (RSDI_UNLIKELY(*p != '"')) RSDI_JSON_FAIL(RSD_ERR_JSON, *p == '}' ? "trailing comma" : "expected a string key");
+    /* p < e */
+    c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
+        RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a string key");
+        c = *p;
+    }
+    if (RSDI_UNLIKELY(c != '"')) RSDI_JSON_FAIL(RSD_ERR_JSON, c == '}' ? "trailing comma" : "expected a string key");
     q = ++p;
-    flags = RSD_JSON_F_KEY;
-    r = rsdi_json_scan_str(&p, e, &flags, &what);
-    if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-    RSDI_JSON_EMIT(RSD_JSON_STRING, flags, q - s, p - s);
-    if (toks) cur = (int32_t)(n - 1);
+    r = rsdi_json_scan_str(&p, e, &what);
+    if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
+    RSDI_JSON_EMIT(RSD_JSON_STRING, r | RSD_JSON_F_KEY, q - s, p - s);
+    if (!counting) cur = (int32_t)(n - 1);
     p++;
+    if (RSDI_LIKELY(p < e && *p == ':')) {
+        p++;
+        goto value;
+    }
     RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected ':'");
     if (RSDI_UNLIKELY(*p != ':')) RSDI_JSON_FAIL(RSD_ERR_JSON, "expected ':'");
@@ -2363,27 +2745,32 @@ key:
 close:
     /* p is one past the closer of the container at depth - 1 */
     depth--;
-    if (toks) {
+    if (!counting) {
         toks[cur].end = (uint32_t)(p - s);
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
-    if (depth) in_obj = (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1;
+    in_obj = depth ? (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1 : 0;
 
 after_value:
-    if (toks && cur >= 0 && (toks[cur].flags & RSD_JSON_F_KEY)) {
+    if (!counting && in_obj) { /* in an object, cur is the key whose value just ended */
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
-    RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(depth == 0)) {
+        RSDI_JSON_SKIP_WS();
         if (p != e) RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected data after the value");
         goto done;
     }
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, in_obj ? "unclosed object" : "unclosed array");
-    c = *p++;
-    if (c == ',') {
+    c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
         RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, in_obj ? "unclosed object" : "unclosed array");
+        c = *p;
+    }
+    p++;
+    if (c == ',') {
         if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value after ','");
         if (in_obj) goto key;
         goto value;
@@ -2394,7 +2781,7 @@ after_value:
 
 done:
     doc->count = n;
-    if (toks && n < cap) {
+    if (!counting && n < cap) {
         memset(toks + n, 0, sizeof *toks);
         toks[n].parent = -1;
         toks[n].next = (int32_t)n;
@@ -2402,19 +2789,41 @@ done:
     return (int)n;
 
 fail:
-    if (p > e) p = e;
-    off = (size_t)(p - s);
-    doc->count = 0;
-    doc->err.code = code;
-    doc->err.offset = off;
-    doc->err.what = what;
-    doc->err.line = 1;
-    doc->err.col = 1;
-    for (k = 0; k < off; k++) {
-        if (s[k] == '\n') { doc->err.line++; doc->err.col = 1; }
-        else doc->err.col++;
+    return rsdi_json_fail(doc, s, p, e, code, what);
+}
+
+RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
+                              uint32_t cap, const rsd_json_desc *desc) {
+    const unsigned char *s;
+    uint32_t max_depth = RSD_JSON_MAX_DEPTH;
+    size_t max_bytes = RSD_JSON_MAX_BYTES;
+
+    if (!doc) return RSD_ERR_ARG;
+    memset(doc, 0, sizeof *doc);
+    doc->err.what = "ok";
+    if (desc) {
+        if (desc->max_depth > RSD_JSON_DEPTH_CAP) {
+            doc->err.what = "max_depth above RSD_JSON_DEPTH_CAP";
+            return doc->err.code = RSD_ERR_ARG;
+        }
+        if (desc->max_depth) max_depth = desc->max_depth;
+        if (desc->max_bytes && desc->max_bytes < max_bytes) max_bytes = desc->max_bytes;
     }
-    return code;
+    if (!src) {
+        if (len) {
+            doc->err.what = "NULL input";
+            return doc->err.code = RSD_ERR_ARG;
+        }
+        src = "";
+    }
+    doc->src = src;
+    doc->len = len;
+    doc->toks = toks;
+    doc->cap = toks ? cap : 0;
+    s = (const unsigned char *)src;
+    if (len > max_bytes) return rsdi_json_fail(doc, s, s + max_bytes, s + len, RSD_ERR_TOO_LARGE, "input too large");
+    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, 0);
+    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, 1);
 }
 
 RSD_API int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
@@ -2559,39 +2968,44 @@ RSD_API int rsd_json_str(const rsd_json_doc *doc, int i, char *buf, size_t cap, 
     return RSD_OK;
 }
 
-RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
-    const rsd_json_tok *t = rsdi_json_tok(doc, i);
-    const unsigned char *p, *e, *q = (const unsigned char *)s;
+/* String token t equals key[0..klen) after unescaping. */
+RSDI_PRIVATE bool rsdi_json_eq(const rsd_json_doc *doc, const rsd_json_tok *t, const char *key,
+                               size_t klen) {
+    const unsigned char *p, *e, *q = (const unsigned char *)key, *qe = q + klen;
     unsigned char tmp[4];
     int k, j;
-    if (!t || !s || t->type != RSD_JSON_STRING || t->end > doc->len || t->start > t->end)
-        return false;
+    if (t->type != RSD_JSON_STRING || t->end > doc->len || t->start > t->end) return false;
     p = (const unsigned char *)doc->src + t->start;
     e = (const unsigned char *)doc->src + t->end;
-    if (!(t->flags & RSD_JSON_F_ESCAPED)) {
-        size_t n = (size_t)(e - p);
-        /* the source holds no NUL, so strncmp == 0 proves s has >= n bytes */
-        return memchr(p, 0, n) == NULL && strncmp(s, (const char *)p, n) == 0 && s[n] == '\0';
-    }
+    if (!(t->flags & RSD_JSON_F_ESCAPED))
+        return (size_t)(e - p) == klen && (klen == 0 || memcmp(p, key, klen) == 0);
+    if ((size_t)(e - p) < klen) return false; /* escapes only ever shrink */
     while (p < e) {
         if (*p != '\\') {
-            if (*q != *p || *q == '\0') return false;
+            if (q >= qe || *q != *p) return false;
             p++, q++;
             continue;
         }
         p = rsdi_json_unesc(p, e, tmp, &k);
         for (j = 0; j < k; j++, q++)
-            if (*q != tmp[j] || *q == '\0') return false;
+            if (q >= qe || *q != tmp[j]) return false;
     }
-    return *q == '\0';
+    return q == qe;
+}
+
+RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
+    const rsd_json_tok *t = rsdi_json_tok(doc, i);
+    return t && s && rsdi_json_eq(doc, t, s, strlen(s));
 }
 
 RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
     const rsd_json_tok *t = rsdi_json_tok(doc, obj);
+    size_t klen;
     int k;
     if (!t || t->type != RSD_JSON_OBJECT || !key) return -1;
+    klen = strlen(key);
     for (k = rsd_json_child(doc, obj); k >= 0; k = rsd_json_next(doc, k))
-        if (rsd_json_str_eq(doc, k, key)) return rsd_json_child(doc, k);
+        if (rsdi_json_eq(doc, doc->toks + k, key, klen)) return k + 1;
     return -1;
 }
 
@@ -2818,16 +3232,22 @@ RSD_API int rsd_json_w_begin_array(rsd_json_writer *w) { return w ? rsdi_jw_open
 RSD_API int rsd_json_w_end_array(rsd_json_writer *w) { return rsdi_jw_close(w, false); }
 
 RSD_API int rsd_json_w_key(rsd_json_writer *w, const char *key) {
+    if (!w) return RSD_ERR_ARG;
+    if (!key) return rsdi_jw_fail(w, RSD_ERR_ARG);
+    return rsd_json_w_keyn(w, key, strlen(key));
+}
+
+RSD_API int rsd_json_w_keyn(rsd_json_writer *w, const char *key, size_t n) {
     uint64_t bit;
     if (!w) return RSD_ERR_ARG;
     if (w->err) return w->err;
-    if (!key) return rsdi_jw_fail(w, RSD_ERR_ARG);
+    if (!key && n) return rsdi_jw_fail(w, RSD_ERR_ARG);
     if (w->depth == 0) return rsdi_jw_fail(w, RSD_ERR_STATE);
     bit = (uint64_t)1 << (w->depth - 1);
     if (!(w->is_obj & bit) || w->after_key) return rsdi_jw_fail(w, RSD_ERR_STATE);
     if ((w->has_item & bit) && rsdi_jw_put(w, ",", 1)) return w->err;
     w->has_item |= bit;
-    if (rsdi_jw_string(w, key, strlen(key)) || rsdi_jw_put(w, ":", 1)) return w->err;
+    if (rsdi_jw_string(w, key, n) || rsdi_jw_put(w, ":", 1)) return w->err;
     w->after_key = true;
     return RSD_OK;
 }
@@ -3084,18 +3504,6 @@ RSDI_PRIVATE int rsdi_check_facts(const rsd_facts *f) {
     return RSD_OK;
 }
 
-/* Do residents a and b share a non-empty name? */
-RSDI_PRIVATE bool rsdi_share_name(const rsd_resident *a, const rsd_resident *b) {
-    int i, j;
-    for (i = 0; i <= a->n_aliases; i++) {
-        rsd_str x = rsdi_res_name(a, i);
-        if (!x.len) continue;
-        for (j = 0; j <= b->n_aliases; j++)
-            if (rsd_str_eq(x, rsdi_res_name(b, j))) return true;
-    }
-    return false;
-}
-
 /* Does resident r carry a name of the keep model? */
 RSDI_PRIVATE bool rsdi_matches_keep(const rsd_facts *f, const rsd_resident *r) {
     int i, j;
@@ -3118,11 +3526,34 @@ typedef struct rsdi_decide_ws {
     uint8_t tag[RSD_MAX_RESIDENTS], cfg[RSD_MAX_RESIDENTS], role[RSD_MAX_RESIDENTS];
     uint8_t gsize[RSD_MAX_RESIDENTS];   /* members, at the representative */
     uint8_t role_set[RSD_MAX_RESIDENTS]; /* group role decided */
+    uint32_t hash[RSD_MAX_RESIDENTS][1 + RSD_MAX_ALIASES]; /* FNV-1a of each name, 0 = empty */
     int n_others;                       /* non-keep groups, canonical order */
     int16_t others[RSD_MAX_RESIDENTS];
     int n_unprot, n_config;             /* eviction tiers (R25), ours first */
     int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
 } rsdi_decide_ws;
+
+/* FNV-1a, never 0 for a non-empty name (0 marks "no name"). */
+RSDI_PRIVATE uint32_t rsdi_name_hash(rsd_str s) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    if (!s.len) return 0;
+    for (i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 16777619u;
+    return h ? h : 1;
+}
+
+/* Do residents i and j share a non-empty name? Hashes first, bytes to confirm. */
+RSDI_PRIVATE bool rsdi_share_name_h(const rsdi_decide_ws *w, const rsd_facts *f, int i, int j) {
+    const rsd_resident *a = &f->residents[i], *b = &f->residents[j];
+    int x, y;
+    for (x = 0; x <= a->n_aliases; x++) {
+        uint32_t hx = w->hash[i][x];
+        if (!hx) continue;
+        for (y = 0; y <= b->n_aliases; y++)
+            if (w->hash[j][y] == hx && rsd_str_eq(rsdi_res_name(a, x), rsdi_res_name(b, y))) return true;
+    }
+    return false;
+}
 
 RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
     while (w->root[i] != i) {
@@ -3284,6 +3715,8 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     for (i = 0; i < w.n; i++) {
         w.pos[w.order[i]] = (int16_t)i;
         w.root[i] = (int16_t)i;
+        for (k = 0; k <= f->residents[i].n_aliases; k++)
+            w.hash[i][k] = rsdi_name_hash(rsdi_res_name(&f->residents[i], k));
     }
     /* Per-entry protection (R8, R10) and identity groups: entries that share any
        id or alias are one model; the root is the canonical-first member. */
@@ -3298,7 +3731,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
                 break;
             }
         for (j = 0; j < i; j++)
-            if (rsdi_share_name(res, &f->residents[j])) {
+            if (rsdi_share_name_h(&w, f, i, j)) {
                 int a = rsdi_find(&w, i), b = rsdi_find(&w, j);
                 if (a != b) {
                     if (w.pos[a] < w.pos[b]) w.root[b] = (int16_t)a;
@@ -5247,6 +5680,7 @@ typedef struct rsdi_pool_reqent {
     uint32_t gen;          /* 1..4095 while live */
     uint8_t state;         /* RSDI_PREQ_* */
     uint8_t ntf;           /* RSDI_PNTF_*: on the notify list */
+    uint8_t preload;       /* rsd_pool_preload: no handle, freed when granted */
     int16_t model;
     int8_t slot;
     int result;            /* FAIL reason */
@@ -5304,7 +5738,7 @@ struct rsd_pool {
     rsdi_pool_link *wq;    /* model wait queue links; wq[i].next = free list link */
     rsdi_pool_link *nt;    /* notify list links */
     uint32_t free_head, free_tail;
-    uint32_t waiting, running, models_waiting;
+    uint32_t waiting, running, models_waiting, preloads;
     uint64_t reserved_total;
     rsd_pool_event *evlog;
     uint32_t ev_cap, ev_head, ev_count;
@@ -5379,6 +5813,7 @@ RSDI_PRIVATE uint32_t rsdi_pool_req_alloc(rsd_pool *p) {
     if (r->gen > RSDI_POOL_GEN_MASK) r->gen = 1;
     p->wq[i].prev = p->wq[i].next = p->nt[i].prev = p->nt[i].next = RSDI_POOL_NIL;
     r->ntf = RSDI_PNTF_NONE;
+    r->preload = 0;
     r->slot = -1;
     r->result = 0;
     return i;
@@ -5452,7 +5887,8 @@ RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
     else p->wq[md->wq_tail].next = i;
     md->wq_tail = i;
     md->wq_count++;
-    p->waiting++;
+    if (p->reqs[i].preload) p->preloads++;
+    else p->waiting++;
 }
 
 RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
@@ -5464,7 +5900,8 @@ RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
     else md->wq_tail = l->prev;
     l->prev = l->next = RSDI_POOL_NIL;
     md->wq_count--;
-    p->waiting--;
+    if (p->reqs[i].preload) p->preloads--;
+    else p->waiting--;
     if (md->wq_count == 0) rsdi_pool_want_del(p, m);
 }
 
@@ -5500,6 +5937,11 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     rsdi_pool_slot *sl = &p->slots[s];
     uint64_t waited = p->now_ms > r->enq_ms ? p->now_ms - r->enq_ms : 0;
     rsdi_pool_wq_unlink(p, r->model, i);
+    if (r->preload) { /* the load it asked for is done; nothing runs */
+        rsdi_pool_req_free(p, i);
+        sl->last_use = ++p->clock;
+        return;
+    }
     r->state = RSDI_PREQ_RUNNING;
     r->slot = (int8_t)s;
     sl->in_flight++;
@@ -5536,6 +5978,11 @@ RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
    handle dies when the FAIL is pulled (or at once on release/cancel). */
 RSDI_PRIVATE void rsdi_pool_fail_req(rsd_pool *p, uint32_t i, int result) {
     rsdi_pool_reqent *r = &p->reqs[i];
+    if (r->state == RSDI_PREQ_WAITING && r->preload) { /* nobody to tell */
+        rsdi_pool_wq_unlink(p, r->model, i);
+        rsdi_pool_req_free(p, i);
+        return;
+    }
     if (r->state == RSDI_PREQ_WAITING) {
         rsdi_pool_wq_unlink(p, r->model, i);
     } else if (r->state == RSDI_PREQ_RUNNING) {
@@ -5608,10 +6055,18 @@ RSDI_PRIVATE void rsdi_pool_vacate(rsd_pool *p, int s) {
         for (i = 0; i < p->max_requests && sl->in_flight; i++) {
             rsdi_pool_reqent *r = &p->reqs[i];
             if (r->state == RSDI_PREQ_RUNNING && r->slot == s) {
-                r->state = RSDI_PREQ_ORPHAN;
-                r->slot = -1;
                 sl->in_flight--;
                 p->running--;
+                r->slot = -1;
+                if (r->ntf == RSDI_PNTF_GRANT) { /* the host never saw it: tell it */
+                    rsdi_pool_ntf_unlink(p, i);
+                    r->state = RSDI_PREQ_FAILED;
+                    r->result = RSD_ERR_POOL_CRASHED;
+                    p->ctr.fails++;
+                    rsdi_pool_ntf_push(p, i, RSDI_PNTF_FAIL);
+                } else {
+                    r->state = RSDI_PREQ_ORPHAN;
+                }
             }
         }
         sl->in_flight = 0;
@@ -5696,6 +6151,19 @@ RSDI_PRIVATE int rsdi_pool_never_fits(const rsd_pool *p, int m) {
     return RSD_OK;
 }
 
+/* Nobody waits for a slot any more: W26 drains lose their reason, so those slots take
+   work again (their queued requests first). O(slots). */
+RSDI_PRIVATE void rsdi_pool_undrain(rsd_pool *p) {
+    int s;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsdi_pool_slot *sl = &p->slots[s];
+        if (sl->state != RSD_POOL_SLOT_DRAINING || sl->why != RSD_POOL_WHY_STARVE) continue;
+        sl->state = RSD_POOL_SLOT_READY;
+        sl->why = RSD_POOL_WHY_NONE;
+        rsdi_pool_grant_waiters(p, s);
+    }
+}
+
 /* Admission pass (P19 + P31..P35 + W21..W26). Visits each model waiting for a slot
    in FIFO order; work is O(models x slots), independent of the number of waiters. */
 RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
@@ -5711,7 +6179,10 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         live--;
     }
     p->trim_pending = live > p->max_slots;
-    if (p->want_head < 0) return;
+    if (p->want_head < 0) {
+        if (p->ctr.starve_drains) rsdi_pool_undrain(p);
+        return;
+    }
     budget = rsdi_pool_budget(p);
     cap = budget ? (int64_t)budget - (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget)
                  : RSDI_POOL_UNLIMITED;
@@ -5999,7 +6470,16 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
     if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     pool->models[model].pinned = pinned;
-    if (!pinned) {
+    if (pinned) {
+        /* A pin wins over a W26 drain: the slot takes work again. */
+        int s = pool->models[model].slot;
+        if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_DRAINING &&
+            pool->slots[s].why == RSD_POOL_WHY_STARVE) {
+            pool->slots[s].state = RSD_POOL_SLOT_READY;
+            pool->slots[s].why = RSD_POOL_WHY_NONE;
+            rsdi_pool_grant_waiters(pool, s);
+        }
+    } else {
         int s = pool->models[model].slot;
         if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
             pool->slots[s].in_flight == 0 && pool->models[model].ttl_ms)
@@ -6052,7 +6532,7 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
                   (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
         return rc;
     }
-    if (pool->waiting >= pool->max_waiting ||
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
         (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
         pool->ctr.queue_full++;
         rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL,
@@ -6074,6 +6554,40 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     return RSD_PENDING;
 }
 
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
+    rsdi_pool_model *md;
+    uint32_t i;
+    int s, rc;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    md = &pool->models[model];
+    s = md->slot;
+    if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
+                   pool->slots[s].state == RSD_POOL_SLOT_STARTING))
+        return RSD_OK;
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+        pool->ctr.no_fit++;
+        return rc;
+    }
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
+        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
+        pool->ctr.queue_full++;
+        return RSD_ERR_POOL_QUEUE_FULL;
+    }
+    pool->reqs[i].state = RSDI_PREQ_WAITING;
+    pool->reqs[i].preload = 1;
+    pool->reqs[i].model = (int16_t)model;
+    pool->reqs[i].user = NULL;
+    pool->reqs[i].enq_ms = pool->now_ms;
+    rsdi_pool_wq_push(pool, model, i);
+    if (s < 0 && !md->wanting) {
+        rsdi_pool_want_add(pool, model);
+        rsdi_pool_pass(pool);
+    }
+    return RSD_PENDING;
+}
+
 RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms, bool cancel) {
     rsdi_pool_reqent *r;
     uint32_t i;
@@ -6083,12 +6597,15 @@ RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now
     r = rsdi_pool_lookup(pool, req, &i);
     if (!r) return RSD_ERR_POOL_STALE;
     switch (r->state) {
-    case RSDI_PREQ_WAITING:
+    case RSDI_PREQ_WAITING: {
+        bool was_wanting = pool->models[r->model].wanting;
         if (!cancel) return RSD_ERR_STATE;
         rsdi_pool_wq_unlink(pool, r->model, i);
         rsdi_pool_req_free(pool, i);
         pool->ctr.cancels++;
+        if (was_wanting && pool->want_head < 0 && pool->ctr.starve_drains) rsdi_pool_pass(pool);
         return RSD_OK;
+    }
     case RSDI_PREQ_RUNNING:
         s = r->slot;
         rsdi_pool_ntf_unlink(pool, i);
@@ -6193,6 +6710,20 @@ RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_
     }
     if (sl->model >= 0 && pool->models[sl->model].slot != s) sl->model = -1;
     rsdi_pool_vacate(pool, s);
+    rsdi_pool_pass(pool);
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s;
+    if (!pool || bytes > RSD_POOL_MAX_BYTES) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    sl = &pool->slots[s];
+    pool->reserved_total = pool->reserved_total - sl->reserve_bytes + bytes;
+    sl->reserve_bytes = bytes;
     rsdi_pool_pass(pool);
     return RSD_OK;
 }
@@ -6377,6 +6908,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
     st->waiting = pool->waiting;
     st->running = pool->running;
     st->models_waiting = pool->models_waiting;
+    st->preloads = pool->preloads;
     st->reserved_bytes = pool->reserved_total;
     st->budget_bytes = rsdi_pool_budget(pool);
     st->foreign_bytes = pool->foreign_bytes;
@@ -6401,9 +6933,11 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
 
 RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info) {
     const rsdi_pool_model *md;
-    if (!pool || !info || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
-    md = &pool->models[model];
+    if (!info) return RSD_ERR_ARG;
     memset(info, 0, sizeof *info);
+    info->slot = -1;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    md = &pool->models[model];
     info->id = md->id;
     info->reserve_bytes = md->reserve_bytes;
     info->ttl_ms = md->ttl_ms;

@@ -480,6 +480,10 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 
 /* ==== >>drive end ========================================================= */
 
+/* ==== >>proc (declarations) =============================================== */
+
+/* ==== >>proc end ========================================================== */
+
 /* ==== >>state (declarations) ============================================== */
 /* State under a state directory: persisted attribution (models / LM Studio instances
    this library loaded) and a cross-process lock, one file each per target key. */
@@ -1294,6 +1298,10 @@ fail:
 /* ==== >>drive (implementation) ============================================ */
 
 /* ==== >>drive end ========================================================= */
+
+/* ==== >>proc (implementation) ============================================= */
+
+/* ==== >>proc end ========================================================== */
 
 /* ==== >>state (implementation) ============================================ */
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* fuzz_pool: bytes -> a pool configuration and an operation sequence (acquire, release,
    cancel, start ok/failed, exit, crash, time, configure, unload, pin, measured VRAM,
-   stop). After every operation the invariants of tests/pool_sim.h must hold: never more
+   preload, stop). After every operation the invariants of tests/pool_sim.h must hold: never more
    slots than max, never over the byte budget, no STOP for a busy or pinned slot (except
    stop/unload), counts consistent with the host's view; at the end, driven to
    quiescence, every request was GRANTed or FAILed. A violation traps.
@@ -59,28 +59,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (!s.pool) __builtin_trap();
     s.nmodels = nm;
     cur_max = max_slots;
+    s.max_now = max_slots;
     for (; pos + 3 <= n && !s.err[0]; pos += 3) {
         unsigned op = d[pos], arg = (unsigned)d[pos + 1] | ((unsigned)d[pos + 2] << 8);
         if (op >= 0xF0) { /* control operations */
             switch (op & 0x7) {
-            case 0: /* configure (only upward, so "never more than max" stays checkable) */
-                if (cur_max < 4) cur_max++;
-                rsd_pool_configure(s.pool, cur_max, s.now);
+            case 0: /* configure: occupancy may exceed a lowered max only by busy slots,
+                       and no SPAWN may happen above it (checked in psim_pump) */
+                s.max_now = 1 + (int)(arg % 4);
+                if (s.max_now > cur_max) cur_max = s.max_now;
+                rsd_pool_configure(s.pool, s.max_now, s.now);
                 break;
-            case 1: s.explicit_stop_ok = true;
+            case 1:
                 rsd_pool_unload(s.pool, (int)(arg % (unsigned)(nm + 1)) - 1,
                                 arg & 0x100 ? RSD_POOL_UNLOAD_DRAIN : 0, s.now);
                 break;
             case 2: rsd_pool_set_pinned(s.pool, (int)(arg % (unsigned)nm), (arg & 0x100) != 0, s.now);
-                s.explicit_stop_ok = true; /* a pin change may race an earlier STOP in flight */
                 break;
             case 3: measured = (uint64_t)(arg % 32) * FZ_GiB;
                 rsd_pool_set_vram(s.pool, measured, (uint64_t)((arg >> 5) % 8) * FZ_GiB, s.now);
                 budget = 0; /* the measured figure may shrink below what is reserved */
                 break;
             case 4:
-                if ((arg & 0xFF) == 0xAB) { s.explicit_stop_ok = true; rsd_pool_stop(s.pool, s.now); }
+                if ((arg & 0xFF) == 0xAB) rsd_pool_stop(s.pool, s.now);
                 break;
+            case 5: (void)rsd_pool_preload(s.pool, (int)(arg % (unsigned)nm), s.now); break;
             default: (void)rsd_pool_step(s.pool, s.now); break;
             }
             if (psim_pump(&s) < 0 || psim_check(&s, cur_max, budget) < 0) fz_die(&s);

@@ -21,7 +21,7 @@ typedef struct psim {
     psim_req req[PSIM_MAX_REQ];
     int nreq;
     unsigned long granted, failed, released, cancelled, spawns, stops, evict_busy;
-    bool explicit_stop_ok; /* unload/stop may stop busy or pinned slots */
+    int max_now;           /* current max_slots: no SPAWN may take occupancy above it */
     char err[256];
 } psim;
 
@@ -47,6 +47,8 @@ static int psim_pump(psim *s) {
         case RSD_POOL_ACTION_SPAWN:
             if (a.slot < 0 || a.slot >= RSD_POOL_MAX_SLOTS) return psim_fail(s, "SPAWN bad slot");
             if (s->proc_state[a.slot] != 0) return psim_fail(s, "SPAWN into a live slot");
+            rsd_pool_query_stats(s->pool, &st);
+            if (s->max_now && st.occupied_slots > s->max_now) return psim_fail(s, "SPAWN above max");
             s->proc_state[a.slot] = 1;
             s->proc[a.slot] = a.proc;
             s->spawns++;
@@ -56,7 +58,8 @@ static int psim_pump(psim *s) {
             rsd_pool_query_stats(s->pool, &st);
             if (st.slots[a.slot].in_flight > 0 && a.why != RSD_POOL_WHY_SHUTDOWN)
                 return psim_fail(s, "STOP for a slot with in-flight > 0");
-            if (!s->explicit_stop_ok && a.why != RSD_POOL_WHY_LOAD_FAILED && st.slots[a.slot].pinned)
+            if (st.slots[a.slot].pinned && a.why != RSD_POOL_WHY_LOAD_FAILED &&
+                a.why != RSD_POOL_WHY_UNLOAD && a.why != RSD_POOL_WHY_SHUTDOWN)
                 return psim_fail(s, "STOP for a pinned slot");
             if (a.why != RSD_POOL_WHY_LOAD_FAILED && a.why != RSD_POOL_WHY_SHUTDOWN) {
                 for (i = 0; i < s->nreq; i++)
@@ -232,7 +235,7 @@ static int psim_drain(psim *s, int max_slots, uint64_t budget) {
         (void)rsd_pool_step(s->pool, s->now);
         if (psim_pump(s) < 0 || psim_check(s, max_slots, budget) < 0) return -1;
         rsd_pool_query_stats(s->pool, &st);
-        if (!any && st.waiting == 0 && st.running == 0) {
+        if (!any && st.waiting == 0 && st.running == 0 && st.preloads == 0) {
             for (i = 0; i < s->nreq; i++)
                 if (s->req[i].state != PSIM_FREE) return psim_fail(s, "request neither granted nor failed");
             return 0;

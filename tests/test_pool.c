@@ -1036,6 +1036,306 @@ static void test_create_rejects_bad_desc_and_survives_oom(void) {
     CHECK(rsd_pool_create(NULL) == NULL);
 }
 
+static void test_unload_drain_while_starting_serves_its_waiters_then_stops(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    host h;
+    rsd_pool_req r;
+    rsd_pool_action a;
+    int s;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    rsd_pool_acquire(h.p, 0, 0, NULL, &r, &s);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_unload(h.p, 0, 0, 1), RSD_ERR_POOL_BUSY); /* loading counts as busy */
+    CHECK_EQ_INT(rsd_pool_unload(h.p, 0, RSD_POOL_UNLOAD_DRAIN, 1), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 2), RSD_OK);
+    pump(&h);
+    CHECK(grant_of(&h, r) != NULL);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_DRAINING);
+    rsd_pool_release(h.p, r, 3);
+    pump(&h);
+    CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_UNLOAD), 1);
+    rsd_pool_destroy(h.p);
+}
+
+static void test_stop_before_spawn_is_pulled_emits_no_stop(void) {
+    rsd_pool_model_desc m = md("a", 5 * GiB);
+    host h;
+    rsd_pool_req r;
+    rsd_pool_stats st;
+    int s;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 8 * GiB, &m, 1);
+    REQUIRE(h.p);
+    rsd_pool_acquire(h.p, 0, 0, NULL, &r, &s);
+    CHECK_EQ_INT(rsd_pool_stop(h.p, 1), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 1);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.occupied_slots, 0);
+    CHECK_EQ_INT(st.reserved_bytes, 0);
+    CHECK(st.stopped);
+    CHECK_EQ_INT(rsd_pool_stop(h.p, 2), RSD_OK); /* idempotent */
+    rsd_pool_destroy(h.p);
+}
+
+static void test_waiting_models_are_served_fifo_without_thrash(void) {
+    rsd_pool_model_desc m[3];
+    host h;
+    rsd_pool_req a, b, c;
+    int s, i, spawned_c_before_b = 0, seen_b = 0;
+    m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, m, 3);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    a = get(&h, 0, NULL);
+    rsd_pool_acquire(h.p, 1, 1, NULL, &b, &s);
+    rsd_pool_acquire(h.p, 2, 2, NULL, &c, &s);
+    rsd_pool_release(h.p, a, 3);
+    pump(&h);
+    CHECK(grant_of(&h, b) != NULL);
+    CHECK(grant_of(&h, c) == NULL);
+    for (i = 0; i < h.nlog; i++) {
+        if (h.log[i].kind != RSD_POOL_ACTION_SPAWN) continue;
+        if (h.log[i].model == 1) seen_b = 1;
+        if (h.log[i].model == 2 && !seen_b) spawned_c_before_b = 1;
+    }
+    CHECK(!spawned_c_before_b);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 1); /* b's load was not evicted for c */
+    rsd_pool_release(h.p, b, 4);
+    pump(&h);
+    CHECK(grant_of(&h, c) != NULL);
+    rsd_pool_destroy(h.p);
+}
+
+static uint32_t log_items[64];
+static int n_log_items;
+static void cap_log(void *u, int level, uint32_t item, const char *msg, const char *where) {
+    (void)u; (void)level; (void)msg; (void)where;
+    if (n_log_items < 64) log_items[n_log_items++] = item;
+}
+
+static int logged(uint32_t item) {
+    int i;
+    for (i = 0; i < n_log_items; i++) if (log_items[i] == item) return 1;
+    return 0;
+}
+
+static void test_logger_reports_evictions_failures_and_bad_desc(void) {
+    rsd_pool_model_desc m[2];
+    rsd_pool_desc d;
+    host h;
+    rsd_pool_req r;
+    int s;
+    m[0] = md("a", 0); m[1] = md("b", 0);
+    memset(&d, 0, sizeof d);
+    d.models = m;
+    d.num_models = 2;
+    d.logger.fn = cap_log;
+    n_log_items = 0;
+    memset(&h, 0, sizeof h);
+    h.p = rsd_pool_create(&d);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    preload(&h, 0);
+    preload(&h, 1);
+    CHECK(logged(RSD_LOGITEM_POOL_EVICT));
+    CHECK(logged(RSD_LOGITEM_POOL_STOP));
+    rsd_pool_stop(h.p, 1);
+    CHECK(logged(RSD_LOGITEM_POOL_STOPPED));
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 2, NULL, &r, &s), RSD_ERR_POOL_STOPPED);
+    rsd_pool_destroy(h.p);
+    d.max_requests = RSD_POOL_MAX_REQUESTS + 1;
+    CHECK(rsd_pool_create(&d) == NULL);
+    CHECK(logged(RSD_LOGITEM_POOL_BAD_DESC));
+    CHECK_EQ_STR(rsd_log_item_name(RSD_LOGITEM_POOL_EVICT), "POOL_EVICT");
+    CHECK_EQ_STR(rsd_result_name(RSD_ERR_POOL_PINNED), "ERR_POOL_PINNED");
+}
+
+static void test_pin_wins_over_a_starvation_drain(void) {
+    rsd_pool_model_desc m[2];
+    rsd_pool_desc d;
+    host h;
+    rsd_pool_req a, a2, b;
+    int s;
+    m[0] = md("a", 0); m[1] = md("b", 0);
+    memset(&d, 0, sizeof d);
+    d.max_slots = 1;
+    d.max_wait_ms = 100;
+    d.models = m;
+    d.num_models = 2;
+    memset(&h, 0, sizeof h);
+    h.p = rsd_pool_create(&d);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    a = get(&h, 0, NULL);
+    rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s);
+    rsd_pool_step(h.p, 200);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_DRAINING);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 201, NULL, &a2, &s), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_set_pinned(h.p, 0, true, 202), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_READY);
+    CHECK(grant_of(&h, a2) != NULL); /* the queued request runs again */
+    CHECK(grant_of(&h, b) == NULL);
+    rsd_pool_release(h.p, a, 203);
+    rsd_pool_release(h.p, a2, 203);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
+    rsd_pool_destroy(h.p);
+}
+
+static void test_release_before_fail_is_pulled_frees_the_handle(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    host h;
+    rsd_pool_req r;
+    rsd_pool_action a;
+    int s;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    rsd_pool_acquire(h.p, 0, 0, NULL, &r, &s);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, false, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_pool_cancel(h.p, r, 2), RSD_OK); /* FAIL not pulled yet */
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 0);
+    CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_LOAD_FAILED), 1);
+    rsd_pool_destroy(h.p);
+}
+
+static void test_preload_loads_and_leaves_resident_without_a_request(void) {
+    rsd_pool_model_desc m[3];
+    host h;
+    rsd_pool_stats st;
+    rsd_pool_action a;
+    m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
+    m[1].ttl_ms = 1000;
+    memset(&h, 0, sizeof h);
+    h.p = mk(2, 0, m, 3);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 0), RSD_PENDING);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.preloads, 1);
+    CHECK_EQ_INT(st.waiting, 0);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 0), RSD_OK); /* already loading */
+    pump(&h);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 1), RSD_OK); /* resident */
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 1, 2), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 2, 3), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_GRANT), 0);
+    CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_EVICT), 1);
+    REQUIRE(last(&h, RSD_POOL_ACTION_STOP));
+    CHECK_EQ_INT(last(&h, RSD_POOL_ACTION_STOP)->model, 0);
+    CHECK_EQ_INT(model_state(h.p, 1), RSD_POOL_SLOT_READY);
+    CHECK_EQ_INT(model_state(h.p, 2), RSD_POOL_SLOT_READY);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.preloads, 0);
+    CHECK_EQ_INT(st.running, 0);
+    CHECK(rsd_pool_step(h.p, 3) == 1002); /* b idle since its load finished at 2 */
+    /* a preload whose load fails leaves nothing to tell */
+    h.auto_start = false;
+    h.nlog = 0;
+    CHECK_EQ_INT(rsd_pool_unload(h.p, -1, 0, 4), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 5), RSD_PENDING);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, false, 6), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 0);
+    rsd_pool_destroy(h.p);
+}
+
+static void test_measured_reservation_replaces_the_estimate(void) {
+    rsd_pool_model_desc m[2];
+    host h;
+    rsd_pool_req b;
+    rsd_pool_stats st;
+    int s;
+    m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
+    memset(&h, 0, sizeof h);
+    h.p = mk(2, 10 * GiB, m, 2);
+    REQUIRE(h.p);
+    h.auto_start = true;
+    (void)get(&h, 0, NULL); /* busy, so b cannot evict it */
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s), RSD_PENDING);
+    pump(&h);
+    CHECK(grant_of(&h, b) == NULL);
+    REQUIRE(last(&h, RSD_POOL_ACTION_SPAWN));
+    CHECK_EQ_INT(rsd_pool_set_reserved(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, 4 * GiB, 1), RSD_OK);
+    pump(&h);
+    CHECK(grant_of(&h, b) != NULL); /* 4 + 6 fits in 10 */
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.reserved_bytes, 10 * GiB);
+    rsd_pool_destroy(h.p);
+}
+
+static void test_crash_before_grant_is_pulled_fails_the_request(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    host h;
+    rsd_pool_req r1, r2;
+    rsd_pool_action a;
+    const rsd_pool_action *f;
+    int s;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    rsd_pool_acquire(h.p, 0, 0, NULL, &r1, &s);
+    rsd_pool_acquire(h.p, 0, 0, NULL, &r2, &s);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, a.proc, 2), RSD_OK); /* crash; GRANTs not pulled */
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_GRANT), 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 2);
+    f = last(&h, RSD_POOL_ACTION_FAIL);
+    REQUIRE(f);
+    CHECK_EQ_INT(f->result, RSD_ERR_POOL_CRASHED);
+    CHECK_EQ_INT(f->slot, -1);
+    CHECK_EQ_INT(rsd_pool_release(h.p, r1, 3), RSD_ERR_POOL_STALE);
+    rsd_pool_destroy(h.p);
+}
+
+static void test_w26_drain_is_lifted_when_the_starving_request_leaves(void) {
+    rsd_pool_model_desc m[2];
+    rsd_pool_desc d;
+    host h;
+    rsd_pool_req a, a2, b;
+    int s;
+    m[0] = md("a", 0); m[1] = md("b", 0);
+    memset(&d, 0, sizeof d);
+    d.max_slots = 1;
+    d.max_wait_ms = 100;
+    d.models = m;
+    d.num_models = 2;
+    memset(&h, 0, sizeof h);
+    h.p = rsd_pool_create(&d);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    a = get(&h, 0, NULL);
+    rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s);
+    rsd_pool_step(h.p, 200);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_DRAINING);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 201, NULL, &a2, &s), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_cancel(h.p, b, 202), RSD_OK); /* the starving client left */
+    pump(&h);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_READY);
+    CHECK(grant_of(&h, a2) != NULL);
+    rsd_pool_release(h.p, a, 203);
+    rsd_pool_release(h.p, a2, 203);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
+    rsd_pool_destroy(h.p);
+}
+
 /* ---- property test ------------------------------------------------------------------ */
 static void test_property_random_operations_keep_invariants(void) {
     rsd_pool_model_desc m[5];
@@ -1061,6 +1361,7 @@ static void test_property_random_operations_keep_invariants(void) {
         s.pool = rsd_pool_create(&d);
         REQUIRE(s.pool);
         s.nmodels = 5;
+        s.max_now = 2;
         seed = 12345u + (uint32_t)run * 7919u;
         for (i = 0; i < 20000 && !s.err[0]; i++) {
             unsigned op, arg;
@@ -1117,6 +1418,16 @@ int main(int argc, char **argv) {
     RUN(test_byte_budget_admission_waits_then_fits);
     RUN(test_queue_full_and_handle_errors);
     RUN(test_create_rejects_bad_desc_and_survives_oom);
+    RUN(test_unload_drain_while_starting_serves_its_waiters_then_stops);
+    RUN(test_stop_before_spawn_is_pulled_emits_no_stop);
+    RUN(test_waiting_models_are_served_fifo_without_thrash);
+    RUN(test_logger_reports_evictions_failures_and_bad_desc);
+    RUN(test_pin_wins_over_a_starvation_drain);
+    RUN(test_release_before_fail_is_pulled_frees_the_handle);
+    RUN(test_preload_loads_and_leaves_resident_without_a_request);
+    RUN(test_measured_reservation_replaces_the_estimate);
+    RUN(test_crash_before_grant_is_pulled_fails_the_request);
+    RUN(test_w26_drain_is_lifted_when_the_starving_request_leaves);
     RUN(test_property_random_operations_keep_invariants);
     return RSD_TEST_END();
 }
