@@ -28,6 +28,8 @@ for tls in 0 1; do
     LIBS="$LIBS -lstdc++" one "$c" c++ c++11 $EXTRA
   done
 done
-$CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static && ./$B/static
-$CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only && ./$B/core_only
+$CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static
+./$B/static
+$CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only
+./$B/core_only
 echo "compile matrix: $n configurations + static pair + core-only: ok"
