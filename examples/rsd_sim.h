@@ -94,6 +94,10 @@
 #ifndef RSD_SIM_H_INCLUDED
 #define RSD_SIM_H_INCLUDED
 
+#ifndef RESIDENCY_H_INCLUDED
+#error "include residency.h (or residency_http.h) before rsd_sim.h: it uses the JSON module"
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -123,7 +127,8 @@ enum {
     RSIM_MAX_SLOTS = 16,      /* server mode slots */
     RSIM_MSG_MAX = 256,       /* error message text */
     RSIM_TARGET_MAX = 1024,   /* longest request target handled */
-    RSIM_BODY_MIN = 65536     /* recommended minimum response buffer (256 KB for big catalogs) */
+    RSIM_BODY_MIN = 65536,    /* recommended minimum response buffer (256 KB for big catalogs) */
+    RSIM_MAX_TOKENS = 4096    /* JSON tokens of one request body (bigger bodies: members unread) */
 };
 
 typedef enum rsim_runtime {
@@ -315,6 +320,7 @@ typedef struct rsim {
     int exit_code;             /* server mode: -1 running, else the exit status */
     uint64_t ready_ms;         /* server mode: when the model loaded */
     char err[160];             /* rsim_configure error text */
+    rsd_json_tok toks[RSIM_MAX_TOKENS]; /* the current request body */
 } rsim;
 
 #define RSIM_FOREVER_MS ((uint64_t)9223372036854ull)
@@ -409,275 +415,34 @@ RSIM_FN void rsim_rfc3339(uint64_t unix_ms, char *out, size_t cap) {
              (long long)(rem % 60), (unsigned)(unix_ms % 1000));
 }
 
-/* ==== JSON writer (temporary; one place to switch to rsd_json_writer) ======== */
-typedef struct rsim_w {
-    char *p;
-    size_t cap, len;
-    int depth;
-    bool after_key, err;
-    unsigned char comma[32];
-} rsim_w;
+/* ==== JSON through residency.h (rsd_json_writer, rsd_json_parse) ============ */
+typedef rsd_json_writer rsim_w;
 
-RSIM_FN void rsim_w_init(rsim_w *w, char *p, size_t cap) {
-    memset(w, 0, sizeof *w);
-    w->p = p;
-    w->cap = cap;
-    if (cap) p[0] = 0;
-}
-
-RSIM_FN void rsim_w_bytes(rsim_w *w, const char *s, size_t n) {
-    if (w->err) return;
-    if (n + 1 > w->cap - w->len || w->cap == 0) { w->err = true; return; }
-    memcpy(w->p + w->len, s, n);
-    w->len += n;
-    w->p[w->len] = 0;
-}
-
-RSIM_FN void rsim_w_raw(rsim_w *w, const char *s) { rsim_w_bytes(w, s, strlen(s)); }
-
-/* Comma bookkeeping before any value. */
-RSIM_FN void rsim_w_pre(rsim_w *w) {
-    if (w->after_key) { w->after_key = false; return; }
-    if (w->depth > 0 && w->comma[w->depth]) rsim_w_bytes(w, ",", 1);
-    if (w->depth > 0) w->comma[w->depth] = 1;
-}
-
-RSIM_FN void rsim_w_esc(rsim_w *w, const char *s, size_t n) {
-    size_t i;
-    static const char hex[] = "0123456789abcdef";
-    rsim_w_bytes(w, "\"", 1);
-    for (i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char e[7];
-        if (c == '"' || c == '\\') { e[0] = '\\'; e[1] = (char)c; rsim_w_bytes(w, e, 2); }
-        else if (c == '\n') rsim_w_bytes(w, "\\n", 2);
-        else if (c == '\r') rsim_w_bytes(w, "\\r", 2);
-        else if (c == '\t') rsim_w_bytes(w, "\\t", 2);
-        else if (c < 0x20) {
-            e[0] = '\\'; e[1] = 'u'; e[2] = '0'; e[3] = '0'; e[4] = hex[c >> 4]; e[5] = hex[c & 15];
-            rsim_w_bytes(w, e, 6);
-        } else rsim_w_bytes(w, (const char *)&s[i], 1);
-    }
-    rsim_w_bytes(w, "\"", 1);
-}
-
-RSIM_FN void rsim_w_key(rsim_w *w, const char *k) {
-    rsim_w_pre(w);
-    rsim_w_esc(w, k, strlen(k));
-    rsim_w_bytes(w, ":", 1);
-    w->after_key = true;
-}
-RSIM_FN void rsim_w_obj(rsim_w *w) {
-    rsim_w_pre(w);
-    rsim_w_bytes(w, "{", 1);
-    if (w->depth < 31) w->comma[++w->depth] = 0; else w->err = true;
-}
-RSIM_FN void rsim_w_arr(rsim_w *w) {
-    rsim_w_pre(w);
-    rsim_w_bytes(w, "[", 1);
-    if (w->depth < 31) w->comma[++w->depth] = 0; else w->err = true;
-}
-RSIM_FN void rsim_w_obj_end(rsim_w *w) { if (w->depth > 0) w->depth--; rsim_w_bytes(w, "}", 1); }
-RSIM_FN void rsim_w_arr_end(rsim_w *w) { if (w->depth > 0) w->depth--; rsim_w_bytes(w, "]", 1); }
-RSIM_FN void rsim_w_strn(rsim_w *w, const char *s, size_t n) { rsim_w_pre(w); rsim_w_esc(w, s, n); }
-RSIM_FN void rsim_w_str(rsim_w *w, const char *s) { rsim_w_strn(w, s, strlen(s)); }
-RSIM_FN void rsim_w_int(rsim_w *w, int64_t v) {
-    char b[32];
-    rsim_w_pre(w);
-    snprintf(b, sizeof b, "%lld", (long long)v);
-    rsim_w_raw(w, b);
-}
-RSIM_FN void rsim_w_num(rsim_w *w, double v) {
-    char b[40];
-    rsim_w_pre(w);
-    snprintf(b, sizeof b, "%.17g", v);
-    if (!strchr(b, '.') && !strchr(b, 'e') && strlen(b) < sizeof b - 2) strcat(b, ".0");
-    rsim_w_raw(w, b);
-}
-RSIM_FN void rsim_w_bool(rsim_w *w, bool v) { rsim_w_pre(w); rsim_w_raw(w, v ? "true" : "false"); }
-RSIM_FN void rsim_w_null(rsim_w *w) { rsim_w_pre(w); rsim_w_raw(w, "null"); }
-/* A pre-written JSON value (a literal in this file). */
-RSIM_FN void rsim_w_json(rsim_w *w, const char *json) { rsim_w_pre(w); rsim_w_raw(w, json); }
+RSIM_FN void rsim_w_obj(rsim_w *w) { (void)rsd_json_w_begin_object(w); }
+RSIM_FN void rsim_w_obj_end(rsim_w *w) { (void)rsd_json_w_end_object(w); }
+RSIM_FN void rsim_w_arr(rsim_w *w) { (void)rsd_json_w_begin_array(w); }
+RSIM_FN void rsim_w_arr_end(rsim_w *w) { (void)rsd_json_w_end_array(w); }
+RSIM_FN void rsim_w_key(rsim_w *w, const char *k) { (void)rsd_json_w_key(w, k); }
+RSIM_FN void rsim_w_str(rsim_w *w, const char *v) { (void)rsd_json_w_str(w, v); }
+RSIM_FN void rsim_w_int(rsim_w *w, int64_t v) { (void)rsd_json_w_int(w, v); }
+RSIM_FN void rsim_w_num(rsim_w *w, double v) { (void)rsd_json_w_double(w, v); }
+RSIM_FN void rsim_w_bool(rsim_w *w, bool v) { (void)rsd_json_w_bool(w, v); }
+RSIM_FN void rsim_w_null(rsim_w *w) { (void)rsd_json_w_null(w); }
+/* A JSON value written in this file (or built by the writer). */
+RSIM_FN void rsim_w_json(rsim_w *w, const char *json) { (void)rsd_json_w_raw(w, json, strlen(json)); }
 RSIM_FN void rsim_w_kstr(rsim_w *w, const char *k, const char *v) { rsim_w_key(w, k); rsim_w_str(w, v); }
 RSIM_FN void rsim_w_kint(rsim_w *w, const char *k, int64_t v) { rsim_w_key(w, k); rsim_w_int(w, v); }
 RSIM_FN void rsim_w_kbool(rsim_w *w, const char *k, bool v) { rsim_w_key(w, k); rsim_w_bool(w, v); }
 RSIM_FN void rsim_w_kjson(rsim_w *w, const char *k, const char *v) { rsim_w_key(w, k); rsim_w_json(w, v); }
 
-/* ==== JSON reader (temporary; one place to switch to rsd_json_parse) ========= */
-/* A value span inside a request body. */
-typedef struct rsim_jv { const char *p; size_t n; } rsim_jv;
-
-RSIM_FN size_t rsim_j_ws(const char *s, size_t n, size_t i) {
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
-    return i;
-}
-
-/* Skips one value at i; returns the index after it, or (size_t)-1 when malformed. */
-RSIM_FN size_t rsim_j_skip(const char *s, size_t n, size_t i, int depth) {
-    if (depth > 64) return (size_t)-1;
-    i = rsim_j_ws(s, n, i);
-    if (i >= n) return (size_t)-1;
-    if (s[i] == '"') {
-        for (i++; i < n; i++) {
-            unsigned char c = (unsigned char)s[i];
-            if (c == '"') return i + 1;
-            if (c < 0x20) return (size_t)-1;
-            if (c == '\\') {
-                if (++i >= n) return (size_t)-1;
-                if (s[i] == 'u') {
-                    int k;
-                    for (k = 0; k < 4; k++) {
-                        char h = ++i < n ? s[i] : 0;
-                        if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
-                            return (size_t)-1;
-                    }
-                } else if (!strchr("\"\\/bfnrt", s[i]) || !s[i]) return (size_t)-1;
-            }
-        }
-        return (size_t)-1;
-    }
-    if (s[i] == '{' || s[i] == '[') {
-        char close = s[i] == '{' ? '}' : ']';
-        bool obj = s[i] == '{';
-        i = rsim_j_ws(s, n, i + 1);
-        if (i < n && s[i] == close) return i + 1;
-        for (;;) {
-            if (obj) {
-                i = rsim_j_ws(s, n, i);
-                if (i >= n || s[i] != '"') return (size_t)-1;
-                i = rsim_j_skip(s, n, i, depth + 1);
-                if (i == (size_t)-1) return i;
-                i = rsim_j_ws(s, n, i);
-                if (i >= n || s[i] != ':') return (size_t)-1;
-                i++;
-            }
-            i = rsim_j_skip(s, n, i, depth + 1);
-            if (i == (size_t)-1) return i;
-            i = rsim_j_ws(s, n, i);
-            if (i >= n) return (size_t)-1;
-            if (s[i] == close) return i + 1;
-            if (s[i] != ',') return (size_t)-1;
-            i++;
-        }
-    }
-    if (s[i] == '-' || (s[i] >= '0' && s[i] <= '9')) {
-        size_t st = i;
-        if (s[i] == '-') i++;
-        if (i >= n || !(s[i] >= '0' && s[i] <= '9')) return (size_t)-1;
-        if (s[i] == '0') i++;
-        else while (i < n && s[i] >= '0' && s[i] <= '9') i++;
-        if (i < n && s[i] == '.') {
-            i++;
-            if (i >= n || !(s[i] >= '0' && s[i] <= '9')) return (size_t)-1;
-            while (i < n && s[i] >= '0' && s[i] <= '9') i++;
-        }
-        if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-            i++;
-            if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-            if (i >= n || !(s[i] >= '0' && s[i] <= '9')) return (size_t)-1;
-            while (i < n && s[i] >= '0' && s[i] <= '9') i++;
-        }
-        return i > st ? i : (size_t)-1;
-    }
-    if (n - i >= 4 && memcmp(s + i, "true", 4) == 0) return i + 4;
-    if (n - i >= 5 && memcmp(s + i, "false", 5) == 0) return i + 5;
-    if (n - i >= 4 && memcmp(s + i, "null", 4) == 0) return i + 4;
-    return (size_t)-1;
-}
-
-/* True when s[0..n) is exactly one JSON value (surrounding blanks allowed). */
-RSIM_FN bool rsim_j_valid(const char *s, size_t n) {
-    size_t e = rsim_j_skip(s, n, 0, 0);
-    return e != (size_t)-1 && rsim_j_ws(s, n, e) == n;
-}
-
-/* Member `key` of the object `obj` (a valid value); false when absent or not an object. */
-RSIM_FN bool rsim_j_get(rsim_jv obj, const char *key, rsim_jv *out) {
-    const char *s = obj.p;
-    size_t n = obj.n, i = rsim_j_ws(s, n, 0), kl = strlen(key);
-    if (i >= n || s[i] != '{') return false;
-    i = rsim_j_ws(s, n, i + 1);
-    while (i < n && s[i] == '"') {
-        size_t ks = i + 1, ke = rsim_j_skip(s, n, i, 0), vs, ve;
-        if (ke == (size_t)-1) return false;
-        i = rsim_j_ws(s, n, ke);
-        if (i >= n || s[i] != ':') return false;
-        vs = rsim_j_ws(s, n, i + 1);
-        ve = rsim_j_skip(s, n, vs, 0);
-        if (ve == (size_t)-1) return false;
-        if (ke - 1 - ks == kl && memcmp(s + ks, key, kl) == 0) {
-            out->p = s + vs;
-            out->n = ve - vs;
-            return true;
-        }
-        i = rsim_j_ws(s, n, ve);
-        if (i < n && s[i] == ',') i = rsim_j_ws(s, n, i + 1);
-        else break;
-    }
-    return false;
-}
-
-/* Decodes a JSON string value into dst (\\uXXXX outside ASCII becomes '?'). */
-RSIM_FN bool rsim_j_str(rsim_jv v, char *dst, size_t cap) {
-    size_t i, o = 0;
-    if (v.n < 2 || v.p[0] != '"' || !cap) return false;
-    for (i = 1; i + 1 < v.n && o + 1 < cap; i++) {
-        char c = v.p[i];
-        if (c == '\\') {
-            c = v.p[++i];
-            if (c == 'n') c = '\n';
-            else if (c == 't') c = '\t';
-            else if (c == 'r') c = '\r';
-            else if (c == 'b') c = '\b';
-            else if (c == 'f') c = '\f';
-            else if (c == 'u') {
-                unsigned u;
-                char hx[5];
-                if (i + 5 > v.n) break;
-                memcpy(hx, v.p + i + 1, 4);
-                hx[4] = 0;
-                u = (unsigned)strtoul(hx, NULL, 16);
-                c = u < 0x80 ? (char)u : '?';
-                i += 4;
-            }
-        }
-        dst[o++] = c;
-    }
-    dst[o] = 0;
+/* Appends plain bytes (text bodies, SSE framing) to resp->body; false when full. */
+RSIM_FN bool rsim_put(rsim_resp *resp, const char *text) {
+    size_t n = strlen(text);
+    if (!resp->body || resp->body_len + n + 1 > resp->body_cap) return false;
+    memcpy(resp->body + resp->body_len, text, n + 1);
+    resp->body_len += n;
     return true;
 }
-
-RSIM_FN bool rsim_j_is_num(rsim_jv v) { return v.n && (v.p[0] == '-' || (v.p[0] >= '0' && v.p[0] <= '9')); }
-RSIM_FN double rsim_j_num(rsim_jv v) {
-    char b[64];
-    rsim_cpy(b, sizeof b, v.p, v.n);
-    return strtod(b, NULL);
-}
-RSIM_FN bool rsim_j_true(rsim_jv v) { return v.n == 4 && memcmp(v.p, "true", 4) == 0; }
-RSIM_FN bool rsim_j_isstr(rsim_jv v) { return v.n >= 2 && v.p[0] == '"'; }
-/* Body member as a string; false when absent or not a string. */
-RSIM_FN bool rsim_j_gets(rsim_jv obj, const char *key, char *dst, size_t cap) {
-    rsim_jv v;
-    return rsim_j_get(obj, key, &v) && rsim_j_str(v, dst, cap);
-}
-/* Number of elements of an array value (0 for non-arrays). */
-RSIM_FN int rsim_j_count(rsim_jv v) {
-    size_t i = rsim_j_ws(v.p, v.n, 0);
-    int c = 0;
-    if (i >= v.n || v.p[i] != '[') return 0;
-    i = rsim_j_ws(v.p, v.n, i + 1);
-    if (i < v.n && v.p[i] == ']') return 0;
-    while (i < v.n) {
-        i = rsim_j_skip(v.p, v.n, i, 0);
-        if (i == (size_t)-1) return c;
-        c++;
-        i = rsim_j_ws(v.p, v.n, i);
-        if (i >= v.n || v.p[i] != ',') break;
-        i++;
-    }
-    return c;
-}
-/* ==== end of the temporary JSON code ====================================== */
 
 /* ==== internal enums ====================================================== */
 enum rsim_op {
@@ -2005,13 +1770,15 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     const rsim_model *m = r->model >= 0 ? &s->m[r->model] : NULL;
     char b[64];
     int i;
-    rsim_w_init(&w, resp->body, resp->body_cap);
+    bool text = false, nl = false, ok = true;
+    rsd_json_w_init(&w, resp->body, resp->body_cap);
+    resp->body_len = 0;
     resp->status = r->status ? r->status : 200;
     resp->content_type = RSIM_CT_JSON;
     switch (r->out) {
-    case RSIM_O_RAW: rsim_w_raw(&w, r->msg); break;
-    case RSIM_O_TEXT: resp->content_type = RSIM_CT_TEXT; rsim_w_raw(&w, r->msg); break;
-    case RSIM_O_PLAIN_JSON: rsim_w_raw(&w, r->msg); break;
+    case RSIM_O_RAW: rsim_w_json(&w, r->msg); break;
+    case RSIM_O_TEXT: resp->content_type = RSIM_CT_TEXT; text = true; ok = rsim_put(resp, r->msg); break;
+    case RSIM_O_PLAIN_JSON: text = true; ok = rsim_put(resp, r->msg); break;
     case RSIM_O_LERR:
         rsim_w_obj(&w); rsim_w_key(&w, "error"); rsim_w_obj(&w);
         rsim_w_kint(&w, "code", resp->status);
@@ -2080,7 +1847,7 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         rsim_w_kstr(&w, "stop_type", "eos");
         rsim_w_obj_end(&w);
         break;
-    case RSIM_O_TOKENIZE: rsim_w_raw(&w, "{\"tokens\":[1,910,338,263]}"); break;
+    case RSIM_O_TOKENIZE: rsim_w_json(&w, "{\"tokens\":[1,910,338,263]}"); break;
     case RSIM_O_EMBED:
         rsim_w_obj(&w);
         rsim_w_kstr(&w, "object", "list");
@@ -2119,14 +1886,15 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         break;
     case RSIM_O_METRICS:
         resp->content_type = RSIM_CT_METRICS;
-        rsim_w_raw(&w, "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
+        text = true;
+        ok = rsim_put(resp, "# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.\n"
                        "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 0\n"
                        "# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.\n"
                        "# TYPE llamacpp:tokens_predicted_total counter\nllamacpp:tokens_predicted_total 0\n"
                        "# HELP llamacpp:requests_processing Number of requests processing.\n"
                        "# TYPE llamacpp:requests_processing gauge\nllamacpp:requests_processing ");
         snprintf(b, sizeof b, "%d\n", m ? m->inflight : 0);
-        rsim_w_raw(&w, b);
+        ok = ok && rsim_put(resp, b);
         break;
     case RSIM_O_O_TAGS:
         rsim_w_obj(&w);
@@ -2175,7 +1943,7 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
             rsim_w_kint(&w, "eval_count", RSIM_NTOK);
         }
         rsim_w_obj_end(&w);
-        if (r->stream) rsim_w_raw(&w, "\n");
+        nl = r->stream;
         break;
     case RSIM_O_O_SHOW:
         if (!m) break;
@@ -2285,15 +2053,18 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     case RSIM_O_SIM_LOG: rsim_w_sim_log(&w, s); break;
     default: break;
     }
-    if (w.err) {
+    if (!text) {
+        int n = rsd_json_w_finish(&w);
+        if (n >= 0) resp->body_len = (size_t)n;
+        ok = n >= 0 && (!nl || rsim_put(resp, "\n"));
+    }
+    if (!ok) {
         resp->status = 500;
         resp->content_type = RSIM_CT_TEXT;
-        rsim_w_init(&w, resp->body, resp->body_cap);
-        rsim_w_raw(&w, "rsd-sim: response buffer too small");
-        resp->body_len = w.len;
+        resp->body_len = 0;
+        rsim_put(resp, "rsd-sim: response buffer too small");
         return -1;
     }
-    resp->body_len = w.len;
     return 0;
 }
 
@@ -2301,8 +2072,10 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
 RSIM_FN void rsim_render_event(rsim *s, const rsim_event *e, rsim_resp *resp) {
     rsim_w w;
     static const char *const kinds[] = {"", "model_status", "status_change", "models_reload"};
-    rsim_w_init(&w, resp->body, resp->body_cap);
-    rsim_w_raw(&w, "data: ");
+    int n;
+    resp->body_len = 0;
+    if (!rsim_put(resp, "data: ")) return;
+    rsd_json_w_init(&w, resp->body + 6, resp->body_cap - 6);
     rsim_w_obj(&w);
     rsim_w_kstr(&w, "model", e->model >= 0 ? s->m[e->model].id : "*");
     rsim_w_kstr(&w, "event", kinds[e->kind]);
@@ -2324,8 +2097,9 @@ RSIM_FN void rsim_render_event(rsim *s, const rsim_event *e, rsim_resp *resp) {
         rsim_w_obj_end(&w);
     }
     rsim_w_obj_end(&w);
-    rsim_w_raw(&w, "\n\n");
-    resp->body_len = w.err ? 0 : w.len;
+    n = rsd_json_w_finish(&w);
+    resp->body_len = n < 0 ? 0 : 6 + (size_t)n;
+    if (n < 0 || !rsim_put(resp, "\n\n")) resp->body_len = 0;
 }
 
 /* Chunk `step` of a streamed answer. */
@@ -2333,14 +2107,14 @@ RSIM_FN void rsim_render_chunk(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     rsim_w w;
     const rsim_model *m = t->r.model >= 0 ? &s->m[t->r.model] : NULL;
     const char *model = s->o.runtime == RSIM_RT_LMSTUDIO ? t->r.aux : m ? rsim_child_id(s, m) : "";
-    int k = t->step, last = t->nsteps - 1;
-    rsim_w_init(&w, resp->body, resp->body_cap);
+    int k = t->step, last = t->nsteps - 1, n;
+    resp->body_len = 0;
     if (t->r.out != RSIM_O_COMPLETION && k == last) {
-        rsim_w_raw(&w, "data: [DONE]\n\n");
-        resp->body_len = w.len;
+        rsim_put(resp, "data: [DONE]\n\n");
         return;
     }
-    rsim_w_raw(&w, "data: ");
+    if (!rsim_put(resp, "data: ")) return;
+    rsd_json_w_init(&w, resp->body + 6, resp->body_cap - 6);
     rsim_w_obj(&w);
     if (t->r.out == RSIM_O_COMPLETION) {
         rsim_w_kint(&w, "index", 0);
@@ -2378,8 +2152,9 @@ RSIM_FN void rsim_render_chunk(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         if (tok >= RSIM_NTOK) rsim_w_usage(&w);
     }
     rsim_w_obj_end(&w);
-    rsim_w_raw(&w, "\n\n");
-    resp->body_len = w.err ? 0 : w.len;
+    n = rsd_json_w_finish(&w);
+    resp->body_len = n < 0 ? 0 : 6 + (size_t)n;
+    if (n < 0 || !rsim_put(resp, "\n\n")) resp->body_len = 0;
 }
 
 RSIM_FN const char *rsim_server_hdr(const rsim *s) {
@@ -2459,7 +2234,8 @@ typedef struct rsim_ctx {
     char method[8];
     char path[256];
     char query[512];
-    rsim_jv body;
+    rsd_json_doc doc;          /* the body, tokens in s->toks */
+    int ntok;                  /* tokens available (0: none, or too many to keep) */
     bool has_body, valid;      /* valid: the body is one JSON value */
     bool post, get;
     char model[RSIM_NAME_MAX]; /* body "model" (POST) or ?model= (GET) */
@@ -2493,6 +2269,31 @@ RSIM_FN bool rsim_query(const rsim_ctx *c, const char *key, char *out, size_t ca
     return false;
 }
 
+/* Member `key` of object token obj (0 = the body's root), or -1. */
+RSIM_FN int rsim_t_get(const rsim_ctx *c, int obj, const char *key) {
+    if (obj < 0 || obj >= c->ntok || rsd_json_type_of(&c->doc, obj) != RSD_JSON_OBJECT) return -1;
+    return rsd_json_find(&c->doc, obj, key);
+}
+RSIM_FN bool rsim_t_str(const rsim_ctx *c, int i, char *dst, size_t cap) {
+    size_t n;
+    return i >= 0 && rsd_json_type_of(&c->doc, i) == RSD_JSON_STRING && rsd_json_str(&c->doc, i, dst, cap, &n) == RSD_OK;
+}
+RSIM_FN bool rsim_t_num(const rsim_ctx *c, int i, double *out) {
+    return i >= 0 && rsd_json_type_of(&c->doc, i) == RSD_JSON_NUMBER && rsd_json_double(&c->doc, i, out) == RSD_OK;
+}
+RSIM_FN bool rsim_t_bool(const rsim_ctx *c, int i, bool want) {
+    bool v;
+    return i >= 0 && rsd_json_bool(&c->doc, i, &v) == RSD_OK && v == want;
+}
+/* Body member `key` as a string; false when absent or not a string. */
+RSIM_FN bool rsim_b_str(const rsim_ctx *c, const char *key, char *dst, size_t cap) {
+    return rsim_t_str(c, rsim_t_get(c, 0, key), dst, cap);
+}
+/* Body member `key` as a number. */
+RSIM_FN bool rsim_b_num(const rsim_ctx *c, const char *key, double *out) {
+    return rsim_t_num(c, rsim_t_get(c, 0, key), out);
+}
+
 RSIM_FN bool rsim_route(const rsim_ctx *c, const char *method, const char *path) {
     return !strcmp(c->method, method) && !strcmp(c->path, path);
 }
@@ -2502,9 +2303,12 @@ RSIM_FN void rsim_parse_error(const rsim_ctx *c, rsim_ticket *t) {
     char msg[RSIM_MSG_MAX];
     if (!c->has_body)
         snprintf(msg, sizeof msg, "[json.exception.parse_error.101] parse error at line 1, column 1: attempting to parse an empty input; check that your input string or stream contains the expected JSON");
-    else
-        snprintf(msg, sizeof msg, "[json.exception.parse_error.101] parse error at line 1, column 1: syntax error while parsing value - invalid literal; last read: '%c'",
-                 c->body.p[0] >= 0x20 && c->body.p[0] < 0x7f ? c->body.p[0] : '?');
+    else {
+        size_t o = c->doc.err.offset < c->doc.len ? c->doc.err.offset : 0;
+        char ch = c->doc.src[o];
+        snprintf(msg, sizeof msg, "[json.exception.parse_error.101] parse error at line %u, column %u: syntax error while parsing value - %s; last read: '%c'",
+                 (unsigned)c->doc.err.line, (unsigned)c->doc.err.col, c->doc.err.what, ch >= 0x20 && ch < 0x7f ? ch : '?');
+    }
     rsim_lerr(t, 500, msg);
 }
 
@@ -2559,8 +2363,7 @@ RSIM_FN int rsim_infer_out(const char *path, bool *chat) {
 }
 
 RSIM_FN bool rsim_body_stream(const rsim_ctx *c) {
-    rsim_jv v;
-    return c->valid && rsim_j_get(c->body, "stream", &v) && rsim_j_true(v);
+    return rsim_t_bool(c, rsim_t_get(c, 0, "stream"), true);
 }
 
 /* ---- llama.cpp router (wire.md 1, W1-W20) ---- */
@@ -2730,8 +2533,8 @@ RSIM_FN void rsim_server_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
 /* ---- Ollama (wire.md 3, W30-W37) ---- */
 RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     char msg[RSIM_MSG_MAX];
-    rsim_jv v;
-    int i, waiting = 0;
+    int i, v, waiting = 0;
+    double d;
     bool is_chat, load_only;
     rsim_model *m;
     if ((rsim_route(c, "GET", "/") || rsim_route(c, "HEAD", "/"))) { rsim_reply_set(t, RSIM_O_TEXT, 200, "Ollama is running"); return; }
@@ -2749,9 +2552,9 @@ RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     }
     if (!c->has_body) { rsim_reply_set(t, RSIM_O_FLAT, 400, "missing request body"); return; }
     if (!c->valid) {
-        size_t k = rsim_j_ws(c->body.p, c->body.n, 0);
-        if (k < c->body.n && !strchr("{[\"-0123456789tfn", c->body.p[k]))
-            snprintf(msg, sizeof msg, "invalid character '%c' looking for beginning of value", c->body.p[k]);
+        size_t k = c->doc.err.offset;
+        if (c->doc.err.code != RSD_ERR_TRUNCATED && k < c->doc.len)
+            snprintf(msg, sizeof msg, "invalid character '%c' looking for beginning of value", c->doc.src[k]);
         else snprintf(msg, sizeof msg, "unexpected EOF");
         rsim_reply_set(t, RSIM_O_FLAT, 400, msg);
         return;
@@ -2769,36 +2572,29 @@ RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     rsim_cpy(t->r.aux, sizeof t->r.aux, c->model, strlen(c->model));
     t->r.sub = is_chat ? 1 : 0;
     t->r.out = RSIM_O_O_GEN;
-    if (rsim_j_get(c->body, "keep_alive", &v)) {
+    if ((v = rsim_t_get(c, 0, "keep_alive")) >= 0) {
         int64_t ms = 0;
-        if (rsim_j_is_num(v)) {
-            double d = rsim_j_num(v);
-            ms = d < 0 ? -1 : (int64_t)(d * 1000.0);
-        } else if (rsim_j_isstr(v)) {
-            char b[64];
-            rsim_j_str(v, b, sizeof b);
-            if (!rsim_parse_duration(b, strlen(b), false, &ms)) {
+        char b[64];
+        if (rsim_t_num(c, v, &d)) ms = d < 0 ? -1 : (int64_t)(d * 1000.0);
+        else if (rsd_json_type_of(&c->doc, v) == RSD_JSON_STRING) {
+            if (!rsim_t_str(c, v, b, sizeof b) || !rsim_parse_duration(b, strlen(b), false, &ms)) {
                 snprintf(msg, sizeof msg, "time: invalid duration \"%.60s\"", b);
                 rsim_reply_set(t, RSIM_O_FLAT, 400, msg);
                 return;
             }
-        } else if (!(v.n == 4 && !memcmp(v.p, "null", 4))) {
+        } else if (rsd_json_type_of(&c->doc, v) != RSD_JSON_NULL) {
             rsim_reply_set(t, RSIM_O_FLAT, 400, "json: cannot unmarshal keep_alive: unsupported type");
             return;
         } else ms = -2;
         t->r.keep = ms;
     }
-    if (rsim_j_get(c->body, "options", &v)) {
-        rsim_jv n;
-        if (rsim_j_get(v, "num_ctx", &n) && rsim_j_is_num(n)) t->r.ctx = (uint32_t)rsim_j_num(n);
-    }
-    if (is_chat) load_only = !rsim_j_get(c->body, "messages", &v) || rsim_j_count(v) == 0;
-    else {
-        char p[8];
-        load_only = !rsim_j_gets(c->body, "prompt", p, sizeof p) || !p[0];
-    }
+    if (rsim_t_num(c, rsim_t_get(c, rsim_t_get(c, 0, "options"), "num_ctx"), &d) && d > 0 && d < 1e9)
+        t->r.ctx = (uint32_t)d;
+    if (is_chat) load_only = rsd_json_size(&c->doc, rsim_t_get(c, 0, "messages")) == 0;
+    else load_only = rsd_json_size(&c->doc, rsim_t_get(c, 0, "prompt")) == 0 &&
+                     rsd_json_view(&c->doc, rsim_t_get(c, 0, "prompt")).len == 0;
     t->r.flag = load_only;
-    t->r.stream = !(rsim_j_get(c->body, "stream", &v) && v.n == 5 && !memcmp(v.p, "false", 5)) && !load_only;
+    t->r.stream = !rsim_t_bool(c, rsim_t_get(c, 0, "stream"), false) && !load_only;
     if (load_only && t->r.keep == 0) { /* unload: answer now, unload when idle (linger) */
         if (m->state == RSIM_LOADED || m->state == RSIM_LOADING) {
             m->forever = false;
@@ -2848,7 +2644,7 @@ RSIM_FN int rsim_l_resolve(const rsim *s, const char *name, int *inst) {
 
 RSIM_FN void rsim_lms_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     char msg[RSIM_MSG_MAX], id[RSIM_NAME_MAX];
-    rsim_jv v;
+    double d;
     int i, k, out = 0;
     bool v1 = !s->o.lms_v03;
     rsim_model *m;
@@ -2887,8 +2683,8 @@ RSIM_FN void rsim_lms_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
             rsim_lms_err(t, 507, "internal_error", "insufficient VRAM");
             return;
         }
-        t->r.flag = rsim_j_get(c->body, "echo_load_config", &v) && rsim_j_true(v);
-        if (rsim_j_get(c->body, "context_length", &v) && rsim_j_is_num(v)) t->r.ctx = (uint32_t)rsim_j_num(v);
+        t->r.flag = rsim_t_bool(c, rsim_t_get(c, 0, "echo_load_config"), true);
+        if (rsim_b_num(c, "context_length", &d) && d > 0 && d < 1e9) t->r.ctx = (uint32_t)d;
         if (s->o.idempotent && m->ninst > 0) {
             rsim_reply_set(t, RSIM_O_L_LOAD, 200, NULL);
             rsim_cpy(t->r.aux, sizeof t->r.aux, m->inst[0].id, strlen(m->inst[0].id));
@@ -2902,7 +2698,7 @@ RSIM_FN void rsim_lms_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     }
     if (v1 && rsim_route(c, "POST", "/api/v1/models/unload")) {
         if (!c->valid) { rsim_lms_err(t, 400, "invalid_request", "Invalid JSON in request body"); return; }
-        if (!rsim_j_gets(c->body, "instance_id", id, sizeof id) || !id[0]) {
+        if (!rsim_b_str(c, "instance_id", id, sizeof id) || !id[0]) {
             rsim_lms_err(t, 400, "invalid_request", "\"instance_id\" is required");
             return;
         }
@@ -2916,13 +2712,14 @@ RSIM_FN void rsim_lms_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         rsim_l_del_inst(&s->m[i], k);
         {
             rsim_w w;
-            rsim_w_init(&w, t->r.msg, sizeof t->r.msg);
+            rsd_json_w_init(&w, t->r.msg, sizeof t->r.msg);
             rsim_w_obj(&w);
             rsim_w_kstr(&w, "instance_id", id);
             rsim_w_obj_end(&w);
             t->op = RSIM_OP_DONE;
             t->r.out = RSIM_O_RAW;
             t->r.status = 200;
+            if (rsd_json_w_finish(&w) < 0) rsim_lms_err(t, 500, "internal_error", "instance id not renderable");
         }
         return;
     }
@@ -2959,7 +2756,7 @@ RSIM_FN void rsim_lms_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
                 for (x = 0; !s->m[j].host[0] && x < s->m[j].ninst; x++)
                     if (s->m[j].inst[x].jit && s->m[j].inst[x].inflight == 0 && j != i) rsim_l_del_inst(&s->m[j], x--);
         m->jit_ttl_ms = (uint64_t)s->o.jit_ttl_s * 1000;
-        if (rsim_j_get(c->body, "ttl", &v) && rsim_j_is_num(v)) m->jit_ttl_ms = (uint64_t)(rsim_j_num(v) * 1000.0);
+        if (rsim_b_num(c, "ttl", &d) && d >= 0 && d < 1e12) m->jit_ttl_ms = (uint64_t)(d * 1000.0);
         if (!m->jit_loading) m->due_ms = s->now + rsim_load_ms(s, m);
         m->jit_loading++;
     }
@@ -2968,15 +2765,15 @@ RSIM_FN void rsim_lms_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
 
 /* ---- control routes under /_sim/ ---- */
 RSIM_FN void rsim_control(rsim *s, rsim_ctx *c, rsim_ticket *t) {
-    rsim_jv v;
+    double d;
     int n = 0, r = -1;
     if (rsim_route(c, "GET", "/_sim/log")) { rsim_reply_set(t, RSIM_O_SIM_LOG, 200, NULL); return; }
     if (!c->post || !c->valid) { rsim_reply_set(t, RSIM_O_FLAT, 400, "bad control request"); return; }
-    if (rsim_j_get(c->body, "count", &v) && rsim_j_is_num(v)) n = (int)rsim_j_num(v);
+    if (rsim_b_num(c, "count", &d) && d > -1e6 && d < 1e6) n = (int)d;
     if (!strcmp(c->path, "/_sim/fail-loads")) { s->o.fail_loads += n ? n : 1; r = 0; }
     else if (!strcmp(c->path, "/_sim/crash")) {
         int code = 1;
-        if (rsim_j_get(c->body, "exit_code", &v) && rsim_j_is_num(v)) code = (int)rsim_j_num(v);
+        if (rsim_b_num(c, "exit_code", &d) && d > -1e6 && d < 1e6) code = (int)d;
         r = rsim_crash(s, c->model, code, s->now);
     } else if (!strcmp(c->path, "/_sim/evict")) r = rsim_evict(s, c->model, s->now);
     else if (!strcmp(c->path, "/_sim/remove")) r = rsim_remove(s, c->model, s->now);
@@ -3005,20 +2802,28 @@ RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *
     if (qm) rsim_cpy(c.query, sizeof c.query, qm + 1, tl - pl - 1);
     c.post = !strcmp(c.method, "POST");
     c.get = !strcmp(c.method, "GET") || !strcmp(c.method, "HEAD");
-    c.body.p = q->body ? q->body : "";
-    c.body.n = q->body ? q->body_len : 0;
-    c.has_body = rsim_j_ws(c.body.p, c.body.n, 0) < c.body.n;
-    c.valid = c.has_body && rsim_j_valid(c.body.p, c.body.n);
-    if (c.post && c.valid && rsim_j_gets(c.body, "model", c.model, sizeof c.model)) c.has_model = c.model[0] != 0;
+    {
+        const char *b = q->body ? q->body : "";
+        size_t bl = q->body ? q->body_len : 0, k;
+        int n;
+        for (k = 0; k < bl && (b[k] == ' ' || b[k] == '\t' || b[k] == '\r' || b[k] == '\n'); k++) {}
+        c.has_body = k < bl;
+        n = rsd_json_parse(&c.doc, b, bl, s->toks, RSIM_MAX_TOKENS);
+        if (n == RSD_ERR_JSON_TOKENS) { /* valid but too big to keep: members unread */
+            rsd_json_doc d2;
+            c.valid = rsd_json_parse(&d2, b, bl, NULL, 0) > 0;
+        } else {
+            c.valid = n > 0;
+            c.ntok = n > 0 ? n : 0;
+        }
+    }
+    if (c.post && c.valid && rsim_b_str(&c, "model", c.model, sizeof c.model)) c.has_model = c.model[0] != 0;
     if (!c.post && rsim_query(&c, "model", c.model, sizeof c.model)) c.has_model = c.model[0] != 0;
     control = rsim_prefix(c.path, "/_sim/");
     t = rsim_tk_new(s);
     if (!t) {
-        rsim_w w;
-        rsim_w_init(&w, resp->body, resp->body_cap);
-        rsim_w_raw(&w, "{\"error\":\"rsd-sim: too many pending requests\"}");
         resp->status = 503;
-        resp->body_len = w.len;
+        rsim_put(resp, "{\"error\":\"rsd-sim: too many pending requests\"}");
         return RSIM_RESPOND;
     }
     if (!control) {
