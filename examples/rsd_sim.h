@@ -203,7 +203,7 @@ typedef struct rsim_model {
     bool ever_ready;
     int port;
     uint64_t due_ms;           /* end of the current transition (load, stop, wake) */
-    bool stopping, waking, will_fail;
+    bool stopping, waking, will_fail, oom_retried;
     int stop_exit;
     uint64_t last_used_ms, last_task_ms;
     int inflight;
@@ -965,6 +965,18 @@ RSIM_FN void rsim_o_step_models(rsim *s) {
     for (i = 0; i < s->nmodels; i++) {
         rsim_model *m = &s->m[i];
         if (m->state == RSIM_LOADING && m->due_ms <= s->now) {
+            int j, others = 0;
+            for (j = 0; j < s->nmodels; j++) others += j != i && s->m[j].state == RSIM_LOADED ? 1 : 0;
+            if (m->will_fail && others && !m->oom_retried) {
+                /* OOM with others resident: evict them all (idle ones) and retry once (3.6) */
+                for (j = 0; j < s->nmodels; j++)
+                    if (j != i && s->m[j].state == RSIM_LOADED && s->m[j].inflight == 0) rsim_o_unload(s, j);
+                m->oom_retried = true;
+                m->will_fail = rsim_take_failure(s, m);
+                m->due_ms = s->now + (m->will_fail ? s->o.fail_ms : rsim_load_ms(s, m));
+                continue;
+            }
+            m->oom_retried = false;
             if (m->will_fail) { m->state = RSIM_UNLOADED; m->failed = true; }
             else {
                 m->state = RSIM_LOADED;
@@ -1335,6 +1347,9 @@ RSIM_FN void rsim_start(rsim *s, uint64_t now_ms) {
             } else rsim_l_add_inst(s, i, 0, false, 0);
         }
     }
+    if (s->o.runtime == RSIM_RT_ROUTER && s->o.models_max == 0)
+        for (i = 0; i < s->nmodels; i++)
+            if (s->m[i].startup) s->exit_code = 1; /* "exceeds models_max (0)": the real router exits 1 (1.1) */
     if (s->o.runtime == RSIM_RT_SERVER && s->nmodels > 0) {
         rsim_model *m = &s->m[0];
         m->state = RSIM_LOADING;

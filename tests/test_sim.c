@@ -487,6 +487,9 @@ static void test_W20_startup(void) {
     SETUP("--model", "id=a,startup=1", "--model", "b");
     CHECK_EQ_STR(rstate("a"), "loading");
     CHECK_EQ_STR(rstate("b"), "unloaded");
+    CHECK_EQ_INT(rsim_exit_code(S), -1);
+    SETUP("--models-max", "0", "--model", "id=a,startup=1");
+    CHECK_EQ_INT(rsim_exit_code(S), 1);   /* the real router's bug, reproduced */
 }
 
 static void test_router_stream(void) {
@@ -832,6 +835,18 @@ static void test_W36_scheduler(void) {
     CHECK_EQ_STR(ps_names(), "gemma3:latest ");
 }
 
+static void test_W37_oom_evicts_all_and_retries(void) {
+    SETUP(OLLAMA);
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\"}"), 1000), 200);
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"qwen3:8b\"}"), 1000), 200);
+    post("/_sim/fail-loads", "{\"count\":1}");
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"gemma3\"}"), 1000), 200);
+    CHECK_EQ_STR(ps_names(), "gemma3:latest ");
+    post("/_sim/fail-loads", "{\"count\":2}");   /* the retry fails too: 500 */
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\"}"), 1000), 500);
+    CHECK_EQ_STR(ps_names(), "");
+}
+
 static void test_W37_evicted_between(void) {
     SETUP(OLLAMA, "--evict-after-list", "llama3.2");
     post("/api/generate", "{\"model\":\"llama3.2\"}");
@@ -1079,6 +1094,7 @@ int main(int argc, char **argv) {
     RUN(test_W34_ollama_errors);
     RUN(test_W35_keep_alive_num_ctx);
     RUN(test_W36_scheduler);
+    RUN(test_W37_oom_evicts_all_and_retries);
     RUN(test_W37_evicted_between);
     RUN(test_W38_models);
     RUN(test_W39_W40_load);
