@@ -36,7 +36,8 @@
                       http://127.0.0.1:<port>" (W22); rsim_exit_code(s) >= 0 -> exit with it.
 
    Every request is appended to s->log (method, path without query, model, status, time);
-   rsim_log_count(s, method, path, model, status) counts matching entries (NULL/0 = any).
+   rsim_log_count(s, method, path, model, status) counts matching entries (NULL/0 = any,
+   RSIM_LOG_PENDING = not answered yet, -1 = hung or cancelled).
    Control routes under /_sim/ (not logged): GET /_sim/log (the log as JSON), POST
    /_sim/crash {"model","exit_code"}, POST /_sim/fail-loads {"count"}, POST /_sim/evict
    {"model"} (another client unloads it), POST /_sim/remove {"model"} (gone from the
@@ -729,7 +730,9 @@ RSIM_FN void rsim_log_model(rsim *s, int li, const char *model) {
     if (li >= 0) rsim_cpy(s->log[li].model, RSIM_NAME_MAX, model, strlen(model));
 }
 
-/* Counts log entries matching every non-NULL/non-zero field (status -1 matches pending/hung). */
+#define RSIM_LOG_PENDING (-2) /* rsim_log_count: requests not answered yet */
+/* Counts log entries matching every non-NULL field and `status` (0 = any; RSIM_LOG_PENDING =
+   not answered yet; -1 = hung or cancelled by the client). */
 RSIM_FN int rsim_log_count(const rsim *s, const char *method, const char *path, const char *model,
                            int status) {
     uint32_t n = s->log_total < (uint32_t)RSIM_LOG_MAX ? s->log_total : (uint32_t)RSIM_LOG_MAX, i;
@@ -739,7 +742,7 @@ RSIM_FN int rsim_log_count(const rsim *s, const char *method, const char *path, 
         if (method && strcmp(e->method, method)) continue;
         if (path && strcmp(e->path, path)) continue;
         if (model && strcmp(e->model, model)) continue;
-        if (status && e->status != status) continue;
+        if (status && e->status != (status == RSIM_LOG_PENDING ? 0 : status)) continue;
         c++;
     }
     return c;

@@ -324,7 +324,7 @@ static void test_W10_autoload(void) {
     t0 = NOW;
     CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), RSIM_DEFER);
     tk = R.ticket;
-    CHECK_EQ_INT(rsim_log_count(S, "POST", "/v1/chat/completions", "a", 0), 1); /* pending */
+    CHECK_EQ_INT(rsim_log_count(S, "POST", "/v1/chat/completions", "a", RSIM_LOG_PENDING), 1);
     CHECK_EQ_INT(wait_reply(tk, 2000), 200);
     CHECK(NOW - t0 >= 300);
     CHECK(valid_json());
@@ -1058,6 +1058,69 @@ static void test_small_buffer(void) {
     CHECK(R.body_len < sizeof small);
 }
 
+
+/* Random traffic on every runtime: no crash (ASan/UBSan), every deferred request is
+   answered, in-flight counts return to zero, tickets are all given back. */
+static void test_random_traffic(void) {
+    static const char *const paths[] = {
+        "/health", "/models", "/v1/models", "/props", "/props?model=a", "/slots", "/slots?model=b&autoload=false",
+        "/metrics?model=a", "/models/load", "/models/unload", "/v1/chat/completions", "/completion", "/tokenize",
+        "/api/tags", "/api/ps", "/api/generate", "/api/chat", "/api/show", "/api/v1/models", "/api/v1/models/load",
+        "/api/v1/models/unload", "/api/v0/models", "/api/v1/chat", "/nope", "/", "/_sim/log"};
+    static const char *const bodies[] = {
+        NULL, "", "{", "[]", "{}", "{\"model\":\"a\"}", "{\"model\":\"b\",\"stream\":true}", "{\"model\":\"c\"}",
+        "{\"model\":\"x\",\"keep_alive\":0}", "{\"model\":\"a\",\"keep_alive\":\"1s\",\"prompt\":\"hi\"}",
+        "{\"model\":\"b\",\"options\":{\"num_ctx\":1024}}", "{\"instance_id\":\"a\"}", "{\"instance_id\":\"a:2\"}",
+        "{\"model\":\"\\u00e9\\ud83d\\ude00\"}", "{\"model\":\"a\",\"ttl\":1,\"messages\":[{\"role\":\"user\"}]}", "nul",
+        "{\"model\":17}", "{\"model\":\"a\",\"echo_load_config\":true,\"context_length\":-5}"};
+    static const char *const rts[] = {"router", "server", "ollama", "lmstudio"};
+    uint32_t seed = 12345;
+    int rt, n, i;
+    for (rt = 0; rt < 4; rt++) {
+        const char *av[] = {"--runtime", NULL, "--models-max", "2", "--max-loaded", "2", "--sleep-idle-seconds", "1",
+                            "--model", "id=a,alias=x", "--model", "b", "--model", "c", "--fail-loads", "3", "--jit-race",
+                            "--vram", "9G", "--parallel", "2", "--jit-ttl-s", "2"};
+        av[1] = rts[rt];
+        if (rt == 1) av[15] = "0"; /* a failed load would end the single server */
+        setup((int)(sizeof av / sizeof av[0]), av);
+        for (n = 0; n < 3000; n++) {
+            int a;
+            seed = seed * 1103515245u + 12345u;
+            i = (int)((seed >> 8) % 4);
+            a = hreq(i == 0 ? "GET" : i == 1 ? "DELETE" : "POST", paths[(seed >> 12) % (sizeof paths / sizeof paths[0])],
+                     bodies[(seed >> 20) % (sizeof bodies / sizeof bodies[0])]);
+            CHECK(a >= 0);
+            if (R.action == RSIM_RESPOND) CHECK(R.status >= 200 && R.status < 600);
+            if ((seed >> 28) % 3 == 0 && R.action == RSIM_DEFER && (seed & 1)) rsim_cancel(S, R.ticket, NOW);
+            if ((seed >> 27) % 5 == 0) rsim_crash(S, "b", 3, NOW);
+            NOW += (seed >> 16) % 97;
+            R.body = BUF;
+            R.body_cap = sizeof BUF;
+            while (rsim_pull(S, NOW, &R) > 0) CHECK(R.action != RSIM_RESPOND || (R.status >= 200 && R.status < 600));
+        }
+        for (n = 0; n < S->nmodels; n++) rsim_busy(S, S->m[n].id, 0, NOW);
+        NOW += 3600 * 1000;
+        for (n = 0; n < 200000; n++) {
+            uint64_t w;
+            while (rsim_pull(S, NOW, &R) > 0) {}
+            w = rsim_next_wake_ms(S);
+            if (w == (uint64_t)-1) break;
+            NOW = w > NOW ? w : NOW + 1;
+        }
+        for (i = 0; i < RSIM_MAX_TICKETS; i++) /* what is left: hung, SSE subscribers only */
+            CHECK(!S->t[i].id || S->t[i].op == RSIM_OP_SSE || S->t[i].op == RSIM_OP_HANG);
+        for (i = 0; i < S->nmodels; i++) CHECK_EQ_INT(S->m[i].inflight, 0);
+        /* the traffic reached the interesting states, not only error paths */
+        if (getenv("RSD_TEST_VERBOSE"))
+            printf("  %s: 200=%d 400=%d 404=%d 500=%d 503=%d pending=%d\n", rts[rt], rsim_log_count(S, NULL, NULL, NULL, 200),
+                   rsim_log_count(S, NULL, NULL, NULL, 400), rsim_log_count(S, NULL, NULL, NULL, 404),
+                   rsim_log_count(S, NULL, NULL, NULL, 500), rsim_log_count(S, NULL, NULL, NULL, 503),
+                   rsim_log_count(S, NULL, NULL, NULL, RSIM_LOG_PENDING));
+        CHECK(rsim_log_count(S, NULL, NULL, NULL, 200) > 50);
+        CHECK_EQ_INT(rsim_log_count(S, NULL, NULL, NULL, RSIM_LOG_PENDING), 0);
+    }
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_W1_health);
@@ -1107,6 +1170,7 @@ int main(int argc, char **argv) {
     RUN(test_lms_vram_507);
     RUN(test_sim_log_and_control);
     RUN(test_small_buffer);
+    RUN(test_random_traffic);
     free(S);
     return RSD_TEST_END();
 }
