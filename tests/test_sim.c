@@ -1091,6 +1091,8 @@ static void test_random_traffic(void) {
                      bodies[(seed >> 20) % (sizeof bodies / sizeof bodies[0])]);
             CHECK(a >= 0);
             if (R.action == RSIM_RESPOND) CHECK(R.status >= 200 && R.status < 600);
+            if (R.action == RSIM_RESPOND && !strcmp(R.content_type, RSIM_CT_JSON) && strncmp(BUF, "proxy error", 11))
+                CHECK(valid_json());
             if ((seed >> 28) % 3 == 0 && R.action == RSIM_DEFER && (seed & 1)) rsim_cancel(S, R.ticket, NOW);
             if ((seed >> 27) % 5 == 0) rsim_crash(S, "b", 3, NOW);
             NOW += (seed >> 16) % 97;
@@ -1121,6 +1123,48 @@ static void test_random_traffic(void) {
     }
 }
 
+/* upstream-behaviour 2.5 (L26-L28): the reconciler's call sequences, as a client would
+   drive them, polling GET /v1/models every 50 ms until loaded. */
+static int poll_until_loaded(const char *id, int max_polls) {
+    int k;
+    for (k = 1; k <= max_polls; k++) {
+        const char *st = rstate(id); /* one GET /models */
+        if (!strcmp(st, "loaded")) return k;
+        if (strstr(rentry(id), "\"failed\":true")) return -k;
+        adv(50);
+    }
+    return 0;
+}
+
+static void test_L26_L28_sequences(void) {
+    int polls;
+    SETUP("--models-max", "2", "--load-ms", "300", "--model", "id=a,tags=pinned", "--model", "b", "--model", "c");
+    /* L27 free slot: GET models, GET props, POST load, polls */
+    get("/v1/models");
+    get("/props");
+    CHECK(strstr(BUF, "\"max_instances\":2") != NULL);
+    post("/models/load", "{\"model\":\"a\"}");
+    CHECK_EQ_INT(R.status, 200);
+    polls = poll_until_loaded("a", 100);
+    CHECK(polls >= 6 && polls <= 8); /* 300 ms at 50 ms */
+    post("/models/load", "{\"model\":\"b\"}");
+    CHECK(poll_until_loaded("b", 100) > 0);
+    /* L28 full router: unload the victim (not the pinned a), then load, then poll */
+    get("/v1/models");
+    get("/props");
+    post("/models/unload", "{\"model\":\"b\"}");
+    CHECK_EQ_INT(R.status, 200);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_DEFER); /* b still stopping: waits */
+    CHECK_EQ_INT(wait_reply(R.ticket, 1000), 200);
+    CHECK(poll_until_loaded("c", 100) > 0);
+    CHECK_EQ_STR(rstate("a"), "loaded");
+    CHECK_EQ_INT(rsim_log_count(S, "POST", "/models/load", NULL, 200), 3);
+    CHECK_EQ_INT(rsim_log_count(S, "POST", "/models/unload", "b", 200), 1);
+    CHECK_EQ_INT(rsim_log_count(S, "GET", "/props", NULL, 200), 2);
+    CHECK(rsim_log_count(S, "GET", "/models", NULL, 200) >= 8);
+    CHECK_EQ_INT(rsim_log_count(S, "POST", NULL, NULL, 0), 4); /* 3 loads + 1 unload, nothing else */
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_W1_health);
@@ -1143,6 +1187,7 @@ int main(int argc, char **argv) {
     RUN(test_W19_unknown_route);
     RUN(test_W20_startup);
     RUN(test_router_stream);
+    RUN(test_L26_L28_sequences);
     RUN(test_faults);
     RUN(test_configure);
     RUN(test_W21_W22_server_startup);
