@@ -329,12 +329,35 @@ typedef struct rsim {
 /* ==== small utilities ==================================================== */
 RSIM_FN size_t rsim_len(const char *p, size_t n) { return p ? (n ? n : strlen(p)) : 0; }
 
+/* Replaces every byte that is not part of a well-formed UTF-8 sequence (overlongs,
+   surrogates, > U+10FFFF, cut sequences) with '?', in place: echoed request bytes must
+   stay writable as JSON strings. */
+RSIM_FN void rsim_utf8_fix(char *s) {
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        unsigned c = p[0], need, k, cp;
+        if (c < 0x80) { p++; continue; }
+        need = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+        cp = need == 1 ? (c & 0x1F) : need == 2 ? (c & 0x0F) : (c & 0x07);
+        for (k = 1; need && k <= need; k++) {
+            if ((p[k] & 0xC0) != 0x80) { need = 0; break; }
+            cp = (cp << 6) | (p[k] & 0x3F);
+        }
+        if (need == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) need = 0;
+        if (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) need = 0;
+        if (!need) { *p++ = '?'; continue; }
+        p += need + 1;
+    }
+}
+
+/* Bounded copy, NUL-terminated, made valid UTF-8. */
 RSIM_FN void rsim_cpy(char *dst, size_t cap, const char *src, size_t n) {
     if (!cap) return;
     if (!src) n = 0;
     if (n >= cap) n = cap - 1;
     if (n) memcpy(dst, src, n);
     dst[n] = 0;
+    rsim_utf8_fix(dst);
 }
 
 RSIM_FN bool rsim_eqn(const char *a, size_t an, const char *b) {
@@ -873,13 +896,22 @@ RSIM_FN void rsim_r_stop(rsim *s, int i) {
     m->due_ms = s->now + (s->o.stop_hang ? s->o.stop_timeout_ms : s->o.unload_ms);
 }
 
+/* True when a request waits for model i: it counts as in flight (never evict it under
+   the request that is about to use it). */
+RSIM_FN bool rsim_has_waiters(const rsim *s, int i) {
+    int k;
+    for (k = 0; k < RSIM_MAX_TICKETS; k++)
+        if (s->t[k].op == RSIM_OP_WAIT && s->t[k].r.model == i) return true;
+    return false;
+}
+
 /* LRU loaded/sleeping instance with nothing in flight (pick_victim); -1 when none. */
 RSIM_FN int rsim_r_victim(const rsim *s) {
     int i, v = -1;
     for (i = 0; i < s->nmodels; i++) {
         const rsim_model *m = &s->m[i];
         if ((m->state != RSIM_LOADED && m->state != RSIM_SLEEPING) || m->stopping || m->waking ||
-            m->inflight > 0)
+            m->inflight > 0 || rsim_has_waiters(s, i))
             continue;
         if (v < 0 || m->last_used_ms < s->m[v].last_used_ms) v = i;
     }
@@ -1002,7 +1034,7 @@ RSIM_FN void rsim_o_step_models(rsim *s) {
             int v = -1;
             for (i = 0; i < s->nmodels; i++) {
                 const rsim_model *m = &s->m[i];
-                if (m->state != RSIM_LOADED || m->inflight > 0) continue;
+                if (m->state != RSIM_LOADED || m->inflight > 0 || rsim_has_waiters(s, i)) continue;
                 if (v < 0 || rsim_o_keep_sort(m) < rsim_o_keep_sort(&s->m[v]) ||
                     (rsim_o_keep_sort(m) == rsim_o_keep_sort(&s->m[v]) && strcmp(m->id, s->m[v].id) < 0))
                     v = i;
@@ -1048,6 +1080,7 @@ RSIM_FN int rsim_l_add_inst(rsim *s, int i, uint32_t ctx, bool jit, uint64_t ttl
         char key[RSIM_NAME_MAX];
         memcpy(key, m->id, sizeof key);
         snprintf(id, sizeof id, "%.80s:%d", key, n++);
+        rsim_utf8_fix(id);
     }
     memcpy(in->id, id, sizeof id);
     }
@@ -1344,6 +1377,7 @@ RSIM_FN void rsim_start(rsim *s, uint64_t now_ms) {
                 memcpy(key, m->id, sizeof key);
                 memcpy(host, m->host, sizeof host);
                 snprintf(id, sizeof id, "%.60s-%.30s", key, host);
+                rsim_utf8_fix(id);
                 memcpy(m->inst[0].id, id, sizeof id);
                 m->inst[0].ctx = m->ctx;
                 m->ninst = 1;
@@ -2279,6 +2313,7 @@ RSIM_FN bool rsim_query(const rsim_ctx *c, const char *key, char *out, size_t ca
                 } else { out[o++] = *v == '+' ? ' ' : *v; v++; }
             }
             out[o] = 0;
+            rsim_utf8_fix(out);
             return true;
         }
         p += n;
@@ -2294,7 +2329,10 @@ RSIM_FN int rsim_t_get(const rsim_ctx *c, int obj, const char *key) {
 }
 RSIM_FN bool rsim_t_str(const rsim_ctx *c, int i, char *dst, size_t cap) {
     size_t n;
-    return i >= 0 && rsd_json_type_of(&c->doc, i) == RSD_JSON_STRING && rsd_json_str(&c->doc, i, dst, cap, &n) == RSD_OK;
+    if (i < 0 || rsd_json_type_of(&c->doc, i) != RSD_JSON_STRING || rsd_json_str(&c->doc, i, dst, cap, &n) != RSD_OK)
+        return false;
+    rsim_utf8_fix(dst); /* lone surrogate escapes, NUL bytes */
+    return true;
 }
 RSIM_FN bool rsim_t_num(const rsim_ctx *c, int i, double *out) {
     return i >= 0 && rsd_json_type_of(&c->doc, i) == RSD_JSON_NUMBER && rsd_json_double(&c->doc, i, out) == RSD_OK;
