@@ -244,6 +244,7 @@ typedef struct rsim_ticket {
     int step, nsteps;
     uint32_t cursor;           /* SSE */
     bool holds, task, drop, chat, post;
+    uint32_t delay_ms;         /* --delay/--delay-ms still to add before the answer goes out */
     rsim_reply r;
 } rsim_ticket;
 
@@ -1815,6 +1816,37 @@ RSIM_FN void rsim_w_sim_log(rsim_w *w, const rsim *s) {
     rsim_w_obj_end(w);
 }
 
+/* One Ollama /api/generate or /api/chat object: `piece` is a streamed token (done false),
+   NULL for the whole answer (done true, with done_reason load/unload/stop). */
+RSIM_FN void rsim_w_o_gen(rsim_w *w, const rsim *s, const rsim_reply *r, const char *piece, bool done) {
+    char b[48];
+    rsim_w_obj(w);
+    rsim_w_kstr(w, "model", r->aux);
+    rsim_rfc3339(s->o.epoch_s * 1000 + s->now, b, sizeof b);
+    rsim_w_kstr(w, "created_at", b);
+    if (r->sub == 1) {
+        rsim_w_key(w, "message");
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "role", "assistant");
+        rsim_w_key(w, "content");
+        if (piece) rsim_w_str(w, piece); else if (r->n == 2 && !r->stream) rsim_w_text(w); else rsim_w_str(w, "");
+        rsim_w_obj_end(w);
+    } else {
+        rsim_w_key(w, "response");
+        if (piece) rsim_w_str(w, piece); else if (r->n == 2 && !r->stream) rsim_w_text(w); else rsim_w_str(w, "");
+    }
+    rsim_w_kbool(w, "done", done);
+    if (done) {
+        rsim_w_kstr(w, "done_reason", r->n == 0 ? "load" : r->n == 1 ? "unload" : "stop");
+        if (r->n == 2) {
+            rsim_w_kint(w, "total_duration", (int64_t)s->o.gen_ms * 1000000);
+            rsim_w_kint(w, "prompt_eval_count", 6);
+            rsim_w_kint(w, "eval_count", RSIM_NTOK);
+        }
+    }
+    rsim_w_obj_end(w);
+}
+
 /* Renders a finished reply into resp (status, content type, body). */
 RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     rsim_w w;
@@ -1972,29 +2004,7 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     case RSIM_O_O_PS: rsim_w_o_ps(&w, s); break;
     case RSIM_O_O_GEN:
         resp->content_type = r->stream ? RSIM_CT_NDJSON : RSIM_CT_JSON;
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "model", r->aux);
-        rsim_rfc3339(s->o.epoch_s * 1000 + s->now, b, sizeof b);
-        rsim_w_kstr(&w, "created_at", b);
-        if (r->sub == 1) {
-            rsim_w_key(&w, "message");
-            rsim_w_obj(&w);
-            rsim_w_kstr(&w, "role", "assistant");
-            rsim_w_key(&w, "content");
-            if (r->n == 2) rsim_w_text(&w); else rsim_w_str(&w, "");
-            rsim_w_obj_end(&w);
-        } else {
-            rsim_w_key(&w, "response");
-            if (r->n == 2) rsim_w_text(&w); else rsim_w_str(&w, "");
-        }
-        rsim_w_kbool(&w, "done", true);
-        rsim_w_kstr(&w, "done_reason", r->n == 0 ? "load" : r->n == 1 ? "unload" : "stop");
-        if (r->n == 2) {
-            rsim_w_kint(&w, "total_duration", (int64_t)s->o.gen_ms * 1000000);
-            rsim_w_kint(&w, "prompt_eval_count", 6);
-            rsim_w_kint(&w, "eval_count", RSIM_NTOK);
-        }
-        rsim_w_obj_end(&w);
+        rsim_w_o_gen(&w, s, r, NULL, true);
         nl = r->stream;
         break;
     case RSIM_O_O_SHOW:
@@ -2161,6 +2171,15 @@ RSIM_FN void rsim_render_chunk(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     const char *model = s->o.runtime == RSIM_RT_LMSTUDIO ? t->r.aux : m ? rsim_child_id(s, m) : "";
     int k = t->step, last = t->nsteps - 1, n;
     resp->body_len = 0;
+    if (t->r.out == RSIM_O_O_GEN) { /* Ollama: NDJSON lines, the last one done */
+        resp->content_type = RSIM_CT_NDJSON;
+        rsd_json_w_init(&w, resp->body, resp->body_cap);
+        rsim_w_o_gen(&w, s, &t->r, k < last ? rsim_tokens[k] : NULL, k == last);
+        n = rsd_json_w_finish(&w);
+        resp->body_len = n < 0 ? 0 : (size_t)n;
+        if (n < 0 || !rsim_put(resp, "\n")) resp->body_len = 0;
+        return;
+    }
     if (t->r.out != RSIM_O_COMPLETION && k == last) {
         rsim_put(resp, "data: [DONE]\n\n");
         return;
@@ -2244,11 +2263,17 @@ RSIM_FN int rsim_pull(rsim *s, uint64_t now_ms, rsim_resp *resp) {
     rsim_resp_reset(s, resp);
     for (i = 0; i < RSIM_MAX_TICKETS; i++) {
         rsim_ticket *t = &s->t[i];
+        if (t->op == RSIM_OP_DONE && t->delay_ms) { /* added delay, also for deferred answers */
+            t->op = RSIM_OP_TIMER;
+            t->at_ms = s->now + t->delay_ms;
+            t->delay_ms = 0;
+            continue;
+        }
         if (t->op == RSIM_OP_DONE) { rsim_emit(s, t, resp); return 1; }
         if (t->op == RSIM_OP_STREAM && t->phase == 0) {
             resp->action = RSIM_STREAM;
             resp->ticket = t->id;
-            resp->content_type = RSIM_CT_SSE;
+            resp->content_type = t->r.out == RSIM_O_O_GEN ? RSIM_CT_NDJSON : RSIM_CT_SSE;
             if (t->log >= 0) s->log[t->log].status = 200;
             t->phase = 1;
             return 1;
@@ -2263,6 +2288,7 @@ RSIM_FN int rsim_pull(rsim *s, uint64_t now_ms, rsim_resp *resp) {
                 return 1;
             }
             resp->action = RSIM_CHUNK;
+            resp->content_type = RSIM_CT_SSE;
             rsim_render_chunk(s, t, resp);
             t->step++;
             if (t->step < t->nsteps) t->at_ms += s->o.token_ms;
@@ -2934,6 +2960,7 @@ RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *
         return RSIM_STREAM;
     }
     if (t->op == RSIM_OP_DONE && delay > 0) { t->op = RSIM_OP_TIMER; t->at_ms = s->now + (uint64_t)delay; }
+    else if (delay > 0) t->delay_ms = (uint32_t)delay;
     if (t->op == RSIM_OP_DONE) {
         return rsim_emit(s, t, resp) < 0 ? -1 : RSIM_RESPOND;
     }

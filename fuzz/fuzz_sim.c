@@ -8,7 +8,7 @@
    Invariants (abort on violation):
    - rsim_handle returns an action >= 0 (the 1 MB buffer always fits), status 100..599;
    - every JSON-typed body (other than the plain-text proxy error) parses as JSON;
-   - SSE chunks are "data: ...\n\n";
+   - SSE chunks are "data: ...\n\n"; NDJSON chunks are one JSON object and a newline;
    - after the script, running the clock for an hour answers every deferred request:
      only hung requests and SSE subscribers keep tickets, and no model stays in flight;
    - the request log counts add up. */
@@ -34,6 +34,11 @@ static void fz_check_out(const rsim_resp *r) {
     }
     if (r->action == RSIM_CHUNK && !strcmp(r->content_type, RSIM_CT_SSE))
         FZ_CHECK(r->body_len >= 8 && !memcmp(r->body, "data: ", 6) && !memcmp(r->body + r->body_len - 2, "\n\n", 2));
+    if (r->action == RSIM_CHUNK && !strcmp(r->content_type, RSIM_CT_NDJSON)) {
+        rsd_json_doc d;
+        FZ_CHECK(r->body_len >= 3 && r->body[r->body_len - 1] == '\n');
+        FZ_CHECK(rsd_json_parse(&d, r->body, r->body_len - 1, NULL, 0) > 0);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

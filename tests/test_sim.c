@@ -527,7 +527,8 @@ static void test_router_stream(void) {
 /* ---------------- fault injection ---------------- */
 static void test_faults(void) {
     uint32_t tk;
-    SETUP(ROUTER2, "--hang", "/props", "--drop", "/v1/modelsx1", "--error", "/models/load=503x1", "--delay", "/health=250");
+    SETUP(ROUTER2, "--hang", "/props", "--drop", "/v1/modelsx1", "--error", "/models/load=503x1", "--delay", "/health=250",
+          "--delay", "/v1/chat/completions=1000");
     CHECK_EQ_INT(get("/props"), RSIM_HANG);
     CHECK_EQ_INT(rsim_log_count(S, "GET", "/props", NULL, -1), 1);
     CHECK_EQ_INT(get("/v1/models"), RSIM_RESPOND);
@@ -544,6 +545,13 @@ static void test_faults(void) {
     CHECK(rsim_pull(S, NOW, &R) == 0);
     adv(1);
     CHECK_EQ_INT(wait_reply(tk, 10), 200);
+    /* the delay adds to a deferred answer too: 300 ms load + 20 ms generation + 1000 ms */
+    {
+        uint64_t t0 = NOW;
+        CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"b\"}"), RSIM_DEFER);
+        CHECK_EQ_INT(wait_reply(R.ticket, 5000), 200);
+        CHECK(NOW - t0 >= 1320);
+    }
     /* listed, then gone before the load */
     SETUP(ROUTER2, "--remove-after-list", "c");
     get("/v1/models");
@@ -775,6 +783,29 @@ static void test_W32_W33_load_unload(void) {
     CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"gemma3\",\"prompt\":\"hi\",\"stream\":false}"), 1000), 200);
     CHECK(strstr(BUF, "\"response\":\"This is a simulated reply.\"") != NULL);
     CHECK(strstr(BUF, "\"done_reason\":\"stop\"") != NULL);
+    /* streamed (the default): NDJSON lines, the last one done */
+    {
+        int lines = 0, done = 0;
+        CHECK_EQ_INT(post("/api/chat", "{\"model\":\"gemma3\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), RSIM_DEFER);
+        tk = R.ticket;
+        CHECK_EQ_INT(wait_reply(tk, 100), 200);
+        CHECK_EQ_INT(R.action, RSIM_STREAM);
+        CHECK_EQ_STR(R.content_type, "application/x-ndjson");
+        while (!done && NOW < 100000) {
+            while (rsim_pull(S, NOW, &R) > 0) {
+                if (R.ticket != tk) continue;
+                if (R.action == RSIM_END) done = 1;
+                if (R.action != RSIM_CHUNK) continue;
+                lines++;
+                CHECK(R.body_len > 2 && BUF[R.body_len - 1] == '\n' && strchr(BUF, '\n') == BUF + R.body_len - 1);
+                if (lines == 1) CHECK(strstr(BUF, "\"message\":{\"role\":\"assistant\",\"content\":\"This\"},\"done\":false}") != NULL);
+                if (lines == RSIM_NTOK + 1) CHECK(strstr(BUF, "\"done\":true,\"done_reason\":\"stop\"") != NULL);
+            }
+            NOW++;
+        }
+        CHECK(done);
+        CHECK_EQ_INT(lines, RSIM_NTOK + 1);
+    }
 }
 
 static void test_W34_ollama_errors(void) {
