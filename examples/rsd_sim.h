@@ -5,7 +5,10 @@
    library: everything here is `static`, prefixed rsim_, C99 that also compiles as C++11.
 
    No sockets, no clock reads, no sleeps, no globals, no allocation: the caller owns
-   the `rsim` (it is large, about 1 MB: calloc it or make it static) and passes the time.
+   the `rsim` (about 600 KB: calloc it or make it static) and passes the time.
+   Include residency.h (or residency_http.h) first: bodies are parsed with rsd_json_parse
+   and every answer is written with rsd_json_writer. All time is simulated: rsim_tick
+   replays due transitions one by one in time order, so a test may jump hours at once.
 
    USE (what an HTTP adapter does)
        rsim *s = calloc(1, sizeof *s);
@@ -89,8 +92,28 @@
        --unknown-route-404  --no-jit  --no-auto-evict  --jit-ttl-s N (3600)  --jit-race
        --fail-load-status N (500)
 
+   MODEL OF EACH RUNTIME (what is simulated, beyond wire.md's own words)
+     router   children are states with timers: loading -> loaded after load_ms (or
+              unloaded failed exit 1 after fail_ms), graceful stop unload_ms, wake
+              wake_ms, sleep after --sleep-idle-seconds without a task. Capacity counts
+              loading+loaded+sleeping (stopping ones too). Victims: LRU by last_used (set
+              at load start and on proxied POSTs), never loading, busy, or awaited by a
+              queued request. Inference answers a canned "This is a simulated reply."
+              after gen_ms (or streamed, one chunk per token_ms).
+     server   one model; slots = --parallel; inference waits for a free slot.
+     ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
+              the last request; eviction shortest keep_alive first, then name.
+     lmstudio REST loads block load_ms then add an instance (key, key:2, ...); JIT loads
+              on the OpenAI routes and /api/v1/chat; TTL per JIT instance.
    Where the real server is uncertain (wire.md UNCONFIRMED) the documented behaviour is
-   taken: LM Studio 401/404/507 bodies, Ollama NDJSON is one line, and so on.
+   taken and the choice is fixed here: LM Studio 401 is {"error":{"type":
+   "invalid_request","message":"Invalid or missing API token"}}, an over-budget load is
+   507 "insufficient VRAM", unknown unload ids are 404 model_not_found; LM Link peer
+   entries (host=) are listed but never loaded or unloaded here; Ollama time stamps are
+   UTC ("Z"); the router's /models/sse has no download events.
+   Not simulated: router model downloads (POST/DELETE /models), ?reload=1 preset changes
+   (it clears failed flags and sends models_reload only), router-child mode (W29), the
+   LM Studio /api/v1/chat SSE event stream, Ollama /api/embed and the /v1 OpenAI routes.
 */
 #ifndef RSD_SIM_H_INCLUDED
 #define RSD_SIM_H_INCLUDED
