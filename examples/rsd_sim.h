@@ -90,7 +90,7 @@
        --tier 0.4|0.3  --vram SIZE (0 = none; over it a load is 507)  --idempotent-load
        --legacy-load-shape  --error-string (errors as {"error":"text"})
        --unknown-route-404  --no-jit  --no-auto-evict  --jit-ttl-s N (3600)  --jit-race
-       --fail-load-status N (500)
+       --fail-load-status N (500)  --no-greeting (/lmstudio-greeting says not-lmstudio)
 
    MODEL OF EACH RUNTIME (what is simulated, beyond wire.md's own words)
      router   children are states with timers: loading -> loaded after load_ms (or
@@ -318,7 +318,7 @@ typedef struct rsim_opts {
     char version[32];
     int queue_max;
     bool lms_v03, idempotent, legacy_shape, error_string, unknown_404, no_jit, no_auto_evict,
-         jit_race;
+         jit_race, no_greeting;
     uint32_t jit_ttl_s;
     int fail_load_status;
 } rsim_opts;
@@ -716,6 +716,7 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
         RSIM_FLAG("--no-jit", s->o.no_jit = true)
         RSIM_FLAG("--no-auto-evict", s->o.no_auto_evict = true)
         RSIM_FLAG("--jit-race", s->o.jit_race = true)
+        RSIM_FLAG("--no-greeting", s->o.no_greeting = true)
         RSIM_OPT("--jit-ttl-s", s->o.jit_ttl_s = (uint32_t)atoi(v))
         RSIM_OPT("--fail-load-status", s->o.fail_load_status = atoi(v))
 #undef RSIM_FLAG
@@ -2753,7 +2754,10 @@ RSIM_FN void rsim_lms_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     int i, k, out = 0;
     bool v1 = !s->o.lms_v03;
     rsim_model *m;
-    if (rsim_route(c, "GET", "/lmstudio-greeting")) { rsim_reply_set(t, RSIM_O_RAW, 200, "{\"lmstudio\":true}"); return; }
+    if (rsim_route(c, "GET", "/lmstudio-greeting")) {
+        rsim_reply_set(t, RSIM_O_RAW, 200, s->o.no_greeting ? "{\"service\":\"not-lmstudio\"}" : "{\"lmstudio\":true}");
+        return;
+    }
     if (!rsim_auth_ok(s, c->q, false)) { rsim_lms_err(t, 401, "invalid_request", "Invalid or missing API token"); return; }
     if (v1 && rsim_route(c, "GET", "/api/v1/models")) { rsim_reply_set(t, RSIM_O_L_MODELS, 200, NULL); return; }
     if (rsim_route(c, "GET", "/api/v0/models")) { rsim_reply_set(t, RSIM_O_L_V0, 200, NULL); return; }

@@ -1025,6 +1025,9 @@ static void test_W46_auth(void) {
     get("/lmstudio-greeting");
     CHECK_EQ_INT(R.status, 200);
     CHECK_EQ_STR(BUF, "{\"lmstudio\":true}");
+    SETUP(LMS, "--no-greeting");
+    get("/lmstudio-greeting");
+    CHECK_EQ_STR(BUF, "{\"service\":\"not-lmstudio\"}");
 }
 
 static void test_W47_jit_race(void) {
