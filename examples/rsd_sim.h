@@ -56,7 +56,7 @@
                                    tags=pinned|role (| or + separated; tag=x repeats),
                                    alias=x (repeats), ctx=N (load context), ctx_train=N,
                                    load=MS (load latency override), fail=1 (every load
-                                   fails), startup=1 (load-on-startup), loaded=1 (resident
+                                   fails), download=MS (router: "downloading" that long), startup=1 (load-on-startup), loaded=1 (resident
                                    at start: Ollama/LM Studio), embedding=1, host=NAME (LM
                                    Link peer entry), publisher=P, keep=DUR (Ollama)
        --load-ms N                 load latency (300)
@@ -218,6 +218,7 @@ typedef struct rsim_model {
     uint64_t size_bytes;
     uint32_t ctx, ctx_train;
     uint32_t load_ms;          /* 0 = the global --load-ms */
+    uint32_t download_ms;      /* router: "downloading" for this long after start */
     bool broken, startup, preloaded, embedding, removed;
     int64_t keep_cfg_ms;       /* Ollama keep=, -2 = unset, -1 = forever */
     /* router, server and Ollama runner state */
@@ -599,6 +600,7 @@ RSIM_FN int rsim_add_model(rsim *s, const char *spec) {
         } else if (!strcmp(key, "ctx")) m->ctx = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(key, "ctx_train")) m->ctx_train = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(key, "load")) m->load_ms = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "download")) m->download_ms = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(key, "fail")) m->broken = atoi(val) != 0;
         else if (!strcmp(key, "startup")) m->startup = atoi(val) != 0;
         else if (!strcmp(key, "loaded")) m->preloaded = atoi(val) != 0;
@@ -965,6 +967,7 @@ RSIM_FN void rsim_r_step_models(rsim *s) {
                 rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_LOADED, -1, 0, true);
             }
         }
+        if (m->state == RSIM_DOWNLOADING && m->due_ms <= s->now) m->state = RSIM_UNLOADED;
         if (m->stopping && m->due_ms <= s->now) rsim_r_exited(s, i, m->stop_exit);
         if (m->waking && m->due_ms <= s->now) {
             m->waking = false;
@@ -993,7 +996,9 @@ RSIM_FN void rsim_r_step_models(rsim *s) {
     for (;;) {
         int head = -1, v;
         for (i = 0; i < s->nmodels; i++)
-            if (s->m[i].queue_seq && (head < 0 || s->m[i].queue_seq < s->m[head].queue_seq)) head = i;
+            if (s->m[i].queue_seq && s->m[i].state != RSIM_DOWNLOADING &&
+                (head < 0 || s->m[i].queue_seq < s->m[head].queue_seq))
+                head = i;
         if (head < 0) break;
         if (rsim_r_has_room(s)) { rsim_r_start_load(s, head); continue; }
         if (rsim_any_stopping(s)) break;
@@ -1340,7 +1345,8 @@ RSIM_FN uint64_t rsim_next_state_ms(const rsim *s) {
                 if (m->inst[k].ttl_ms && m->inst[k].inflight == 0) w = rsim_min(w, m->inst[k].last_ms + m->inst[k].ttl_ms);
             break;
         default:
-            if (m->state == RSIM_LOADING || m->stopping || m->waking) w = rsim_min(w, m->due_ms);
+            if (m->state == RSIM_LOADING || m->state == RSIM_DOWNLOADING || m->stopping || m->waking)
+                w = rsim_min(w, m->due_ms);
             if (m->state == RSIM_LOADED && !m->stopping && !m->waking && m->inflight == 0 && s->o.sleep_idle_s > 0)
                 w = rsim_min(w, m->last_task_ms + (uint64_t)s->o.sleep_idle_s * 1000);
             break;
@@ -1389,7 +1395,10 @@ RSIM_FN void rsim_start(rsim *s, uint64_t now_ms) {
     s->started = true;
     for (i = 0; i < s->nmodels; i++) {
         rsim_model *m = &s->m[i];
-        if (s->o.runtime == RSIM_RT_ROUTER && m->startup) rsim_r_start_load(s, i);
+        if (s->o.runtime == RSIM_RT_ROUTER && m->download_ms) {
+            m->state = RSIM_DOWNLOADING;
+            m->due_ms = s->now + m->download_ms;
+        } else if (s->o.runtime == RSIM_RT_ROUTER && m->startup) rsim_r_start_load(s, i);
         if (s->o.runtime == RSIM_RT_OLLAMA && m->preloaded) {
             rsim_o_apply_keep(s, m, -2);
             m->state = RSIM_LOADED;
@@ -2480,6 +2489,7 @@ RSIM_FN void rsim_router_load(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if (i < 0) { rsim_404(t); return; }
     rsim_log_model(s, t->log, s->m[i].id);
     if (rsim_running(&s->m[i])) { rsim_lerr(t, 400, "model is already running"); return; }
+    if (s->m[i].state == RSIM_DOWNLOADING) { rsim_lerr(t, 400, "model is downloading"); return; } /* UNCONFIRMED */
     t->r.model = i;
     if (rsim_r_has_room(s)) {
         rsim_r_start_load(s, i);
@@ -2549,7 +2559,7 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
         break;
     default:
         if (!autoload) { rsim_lerr(t, 400, "model is not loaded"); break; }
-        if (rsim_r_has_room(s)) rsim_r_start_load(s, i);
+        if (rsim_r_has_room(s) && m->state != RSIM_DOWNLOADING) rsim_r_start_load(s, i);
         else if (!m->queue_seq) m->queue_seq = ++s->queue_seq;
         t->op = RSIM_OP_WAIT;
         break;

@@ -1199,6 +1199,25 @@ static void test_L26_L28_sequences(void) {
     CHECK_EQ_INT(rsim_log_count(S, "POST", NULL, NULL, 0), 4); /* 3 loads + 1 unload, nothing else */
 }
 
+static void test_router_downloading(void) {
+    uint32_t tk;
+    SETUP("--model", "id=a,download=1000", "--model", "b");
+    CHECK_EQ_STR(rstate("a"), "downloading");
+    CHECK(strstr(rentry("a"), "\"meta\"") == NULL);
+    post("/models/load", "{\"model\":\"a\"}");
+    CHECK_EQ_INT(R.status, 400);
+    CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"a\"}"), RSIM_DEFER); /* waits for the download */
+    tk = R.ticket;
+    adv(999);
+    CHECK_EQ_STR(rstate("a"), "downloading");
+    CHECK_EQ_INT(wait_reply(tk, 2000), 200);
+    CHECK(NOW >= 1000 + 1000 + 300);
+    SETUP("--model", "id=a,download=1000");
+    post("/models/unload", "{\"model\":\"a\"}");   /* cancels the download */
+    CHECK_EQ_INT(R.status, 200);
+    CHECK_EQ_STR(rstate("a"), "unloaded");
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_W1_health);
@@ -1221,6 +1240,7 @@ int main(int argc, char **argv) {
     RUN(test_W19_unknown_route);
     RUN(test_W20_startup);
     RUN(test_router_stream);
+    RUN(test_router_downloading);
     RUN(test_L26_L28_sequences);
     RUN(test_faults);
     RUN(test_configure);
