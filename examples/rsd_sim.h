@@ -83,6 +83,8 @@
      server (single-model llama-server, wire.md 2, W21-W28)
        first --model is the model (id = path or alias)  --parallel N (4)  --ctx N
        --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)
+       llama-server spellings work too: -m PATH, -c/--ctx-size N, -np N, -a/--alias A,B,
+       --slots; tuning flags (-ngl, -t, -fa, --jinja, --fit, ...) are accepted and ignored
      ollama (wire.md 3, W30-W37)
        --max-loaded N (3)  --mem-budget SIZE (0 = none)  --keep-alive DUR (5m)
        --linger-ms N (50)  --version V (0.12.6)  --queue-max N (512)
@@ -322,6 +324,7 @@ typedef struct rsim_opts {
          jit_race, no_greeting;
     uint32_t jit_ttl_s;
     int fail_load_status;
+    char pending_alias[RSIM_NAME_MAX]; /* -a given before -m */
 } rsim_opts;
 
 typedef struct rsim_slot { bool busy, used; int id_task; } rsim_slot;
@@ -653,6 +656,40 @@ RSIM_FN int rsim_add_fault(rsim *s, int kind, const char *spec) {
     return 0;
 }
 
+/* "-a x,y" (llama-server): aliases of the last model. */
+RSIM_FN int rsim_add_alias(rsim *s, const char *list) {
+    rsim_model *m;
+    if (!s->nmodels) { /* llama-server takes flags in any order: keep it for the model */
+        rsim_cpy(s->o.pending_alias, sizeof s->o.pending_alias, list, strlen(list));
+        return 0;
+    }
+    m = &s->m[s->nmodels - 1];
+    while (*list && m->naliases < RSIM_MAX_ALIASES) {
+        size_t k = strcspn(list, ",");
+        if (k) rsim_cpy(m->aliases[m->naliases++], RSIM_NAME_MAX, list, k);
+        list += k;
+        if (*list) list++;
+    }
+    qsort(m->aliases, (size_t)m->naliases, RSIM_NAME_MAX, rsim_cmp_str);
+    return 0;
+}
+
+/* llama-server flags accepted and ignored; *takes_value says whether one follows. */
+RSIM_FN bool rsim_ignored_flag(const char *a, bool *takes_value) {
+    static const char *const with_value[] = {"-ngl", "--n-gpu-layers", "-t", "--threads", "-to", "--timeout",
+                                             "-fit", "--fit", "-b", "--batch-size", "-ub", "--ubatch-size",
+                                             "--mmproj", "-fa", "--flash-attn", "--cache-type-k", "--cache-type-v",
+                                             "-ctk", "-ctv", "--tags", "--chat-template", "--reasoning-format"};
+    static const char *const no_value[] = {"--jinja", "--no-mmap", "--mlock", "--cont-batching", "--no-webui",
+                                           "--verbose", "-v", "--log-disable", "--props", "--no-warmup"};
+    size_t k;
+    for (k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+        if (!strcmp(a, with_value[k])) { *takes_value = true; return true; }
+    for (k = 0; k < sizeof no_value / sizeof no_value[0]; k++)
+        if (!strcmp(a, no_value[k])) { *takes_value = false; return true; }
+    return false;
+}
+
 /* Parses command-line options (argv[0] is skipped); 0 ok, -1 with s->err set. Call
    rsim_init first or not at all (then the runtime comes from --runtime). */
 RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
@@ -703,6 +740,15 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
         RSIM_OPT("--epoch", s->o.epoch_s = strtoull(v, NULL, 10))
         RSIM_OPT("--parallel", s->o.parallel = atoi(v))
         RSIM_OPT("--ctx", s->o.ctx = (uint32_t)atoi(v))
+        /* llama-server's own spellings, so rsd-sim can stand in for it (pool tests) */
+        RSIM_OPT("-m", if (rsim_add_model(s, v) < 0) return -1)
+        RSIM_OPT("-c", s->o.ctx = (uint32_t)atoi(v))
+        RSIM_OPT("--ctx-size", s->o.ctx = (uint32_t)atoi(v))
+        RSIM_OPT("-np", s->o.parallel = atoi(v))
+        RSIM_OPT("-a", if (rsim_add_alias(s, v) < 0) return -1)
+        RSIM_OPT("--alias", if (rsim_add_alias(s, v) < 0) return -1)
+        RSIM_FLAG("--slots", s->o.no_slots = false)
+        if (rsim_ignored_flag(a, &used)) { if (used) { if (!v) { snprintf(s->err, sizeof s->err, "%s needs a value", a); return -1; } i++; } continue; }
         RSIM_OPT("--max-loaded", s->o.max_loaded = atoi(v))
         RSIM_OPT("--mem-budget", s->o.mem_budget = rsim_parse_size(v))
         RSIM_OPT("--vram", s->o.vram_budget = rsim_parse_size(v))
@@ -729,6 +775,12 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
     if (s->o.parallel < 1 || s->o.parallel > RSIM_MAX_SLOTS) s->o.parallel = 4;
     if (s->o.models_max < 0) s->o.models_max = 0;
     if (rt == RSIM_RT_SERVER && s->nmodels == 0) rsim_add_model(s, "id=/models/model.gguf");
+    if (s->o.pending_alias[0] && s->nmodels) {
+        char a[RSIM_NAME_MAX];
+        memcpy(a, s->o.pending_alias, sizeof a);
+        s->o.pending_alias[0] = 0;
+        rsim_add_alias(s, a);
+    }
     return 0;
 }
 

@@ -629,6 +629,16 @@ static void test_W23_W24_server_models_props(void) {
     CHECK(strstr(BUF, "\"is_sleeping\":false") != NULL);
     CHECK(strstr(BUF, "\"role\"") == NULL);
     CHECK(strstr(BUF, "\"default_generation_settings\":{\"params\":{") != NULL);
+    /* spawned the way a pool spawns llama-server */
+    SETUP("--runtime", "server", "-a", "qwen,coder", "--port", "0", "-c", "8192", "-np", "2", "-ngl", "99",
+          "--jinja", "-m", "/models/q.gguf", "--flash-attn", "on");
+    adv(300);
+    get("/v1/models");
+    CHECK(strstr(BUF, "\"data\":[{\"id\":\"coder\",\"aliases\":[\"coder\",\"qwen\"]") != NULL);
+    CHECK(strstr(BUF, "\"n_ctx\":8192") != NULL);
+    CHECK_EQ_INT(S->o.port, 0);
+    get("/props");
+    CHECK(strstr(BUF, "\"total_slots\":2") != NULL);
 }
 
 static void test_W25_slots(void) {
