@@ -152,7 +152,7 @@ enum {
     RSIM_MAX_FAULTS = 16,     /* path faults */
     RSIM_MAX_SLOTS = 16,      /* server mode slots */
     RSIM_MSG_MAX = 256,       /* error message text */
-    RSIM_TARGET_MAX = 1024,   /* longest request target handled */
+    RSIM_TARGET_MAX = 1024,   /* longest request target an adapter should pass (path 255, query 511 kept) */
     RSIM_BODY_MIN = 65536,    /* recommended minimum response buffer (256 KB for big catalogs) */
     RSIM_MAX_TOKENS = 4096    /* JSON tokens of one request body (bigger bodies: members unread) */
 };
@@ -398,14 +398,12 @@ RSIM_FN bool rsim_prefix(const char *s, const char *p) { return strncmp(s, p, st
 /* Parses a byte size: "123", "4G", "1.5GB", "512M", "2KiB". 0 on error. */
 RSIM_FN uint64_t rsim_parse_size(const char *s) {
     double v = 0, frac = 0, scale = 1;
-    bool any = false, dot = false;
+    bool any = false;
     uint64_t mul = 1;
     for (; *s >= '0' && *s <= '9'; s++, any = true) v = v * 10 + (*s - '0');
     if (*s == '.') {
-        dot = true;
         for (s++; *s >= '0' && *s <= '9'; s++, any = true) { scale /= 10; frac += (*s - '0') * scale; }
     }
-    (void)dot;
     if (!any) return 0;
     switch (*s) {
     case 'k': case 'K': mul = 1024ull; s++; break;
@@ -416,7 +414,7 @@ RSIM_FN uint64_t rsim_parse_size(const char *s) {
     }
     if (*s == 'i') s++;
     if (*s == 'B' || *s == 'b') s++;
-    if (*s) return 0;
+    if (*s || (v + frac) * (double)mul >= 1.8e19) return 0;
     return (uint64_t)((v + frac) * (double)mul);
 }
 
@@ -449,6 +447,7 @@ RSIM_FN bool rsim_parse_duration(const char *s, size_t n, bool bare_seconds, int
         total += v * unit;
         any = true;
     }
+    if (total > 9e18) total = 9e18;
     *ms = neg ? -1 : (int64_t)total;
     if (neg && total == 0) *ms = 0;
     return true;
@@ -2743,7 +2742,7 @@ RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if ((v = rsim_t_get(c, 0, "keep_alive")) >= 0) {
         int64_t ms = 0;
         char b[64];
-        if (rsim_t_num(c, v, &d)) ms = d < 0 ? -1 : (int64_t)(d * 1000.0);
+        if (rsim_t_num(c, v, &d)) ms = d < 0 ? -1 : d > 9e15 ? (int64_t)9e18 : (int64_t)(d * 1000.0);
         else if (rsd_json_type_of(&c->doc, v) == RSD_JSON_STRING) {
             if (!rsim_t_str(c, v, b, sizeof b) || !rsim_parse_duration(b, strlen(b), false, &ms)) {
                 snprintf(msg, sizeof msg, "time: invalid duration \"%.60s\"", b);
