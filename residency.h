@@ -35,10 +35,507 @@
        if (r < 0) printf("%s at %u:%u\n", rsd_result_str(r), doc.err.line, doc.err.col);
 
    API REFERENCE
-       [doc:json]
-       [doc:reconcile]
-       [doc:fit]
-       [doc:pool]
+   ---- json: strict tokenizer, accessors, writer -------------------------------
+       Parse into tokens you own, then walk them by index. Nothing is copied and
+       nothing is allocated; the source must outlive the doc.
+
+       rsd_json_tok toks[512]; rsd_json_doc doc;
+       int n = rsd_json_parse(&doc, body, body_len, toks, 512);
+       if (n < 0) { log("%s: %s at %u:%u", rsd_result_str(n), doc.err.what,
+                        doc.err.line, doc.err.col); return n; }
+       int data = rsd_json_find(&doc, 0, "data");
+       for (int m = rsd_json_child(&doc, data); m >= 0; m = rsd_json_next(&doc, m)) {
+           char id[256]; size_t id_len;
+           if (rsd_json_str(&doc, rsd_json_find(&doc, m, "id"), id, sizeof id, &id_len) < 0)
+               continue;                                      (not a string, or too long)
+           int st = rsd_json_find(&doc, m, "status");
+           bool loaded = rsd_json_str_eq(&doc, rsd_json_find(&doc, st, "value"), "loaded");
+       }
+
+     Parsing
+       int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len,
+                          rsd_json_tok *toks, uint32_t cap)
+           Strict RFC 8259. Returns the token count (> 0) or a negative result.
+           toks == NULL is the count pass: it validates fully and returns the count
+           a real pass will need (the real pass also writes a sentinel token of type
+           RSD_JSON_INVALID at toks[count] when cap > count). A top-level scalar is
+           a valid document. s need not be NUL-terminated; no byte at or after
+           s[len] is ever read.
+       int rsd_json_parse_ex(..., const rsd_json_desc *desc)
+           The same with limits: desc->max_depth (0 = RSD_JSON_MAX_DEPTH = 64,
+           at most RSD_JSON_DEPTH_CAP = 1024, above that RSD_ERR_ARG) and
+           desc->max_bytes (0 = RSD_JSON_MAX_BYTES; larger values are clamped).
+       Rejected (RSD_ERR_JSON): trailing commas, leading zeros ("01", "-01"), "1.",
+       ".5", "+1", NaN/Infinity, raw control characters (< 0x20) in strings, bad
+       escapes ("\x", "\'", "\U"), lone or misordered \u surrogates, invalid UTF-8
+       (overlong forms, UTF-8-encoded surrogates, > U+10FFFF, stray continuation
+       bytes, 0xF5..0xFF), comments, single quotes, a BOM, anything but the four
+       JSON whitespace bytes after the value. Depth counts open containers.
+       Errors: RSD_ERR_JSON (malformed), RSD_ERR_TRUNCATED (the input ended where
+       more was required: every strict prefix of a valid container, string or
+       literal gives exactly this, so it means "read more"; note that a prefix of a
+       top-level number such as "12" of "123" is itself valid), RSD_ERR_JSON_DEPTH,
+       RSD_ERR_JSON_TOKENS (cap too small: size toks with the count pass),
+       RSD_ERR_TOO_LARGE (len over max_bytes), RSD_ERR_ARG (doc NULL, s NULL with
+       len > 0, bad desc). doc->err holds code, offset (the offending byte; len
+       when truncated), 1-based line and byte column, and what, a short static
+       reason ("trailing comma", "lone high surrogate", ...). On success
+       doc->err.code is RSD_OK.
+
+     Tokens (rsd_json_tok, 24 bytes)
+       type    RSD_JSON_NULL, BOOL, NUMBER, STRING, ARRAY, OBJECT (INVALID = 0).
+       flags   RSD_JSON_F_KEY (an object key), RSD_JSON_F_ESCAPED (the string holds
+               a backslash: the unescape fast path is skipped only then),
+               RSD_JSON_F_INT (a number without fraction or exponent).
+       start, end  byte offsets (uint32_t). Strings: between the quotes, raw.
+               Containers: from the bracket to one past the closer.
+       parent  index of the parent, -1 for the root; always < the token's index.
+       next    one past the token's subtree: the next sibling when it has one. Skipping
+               any subtree is O(1).
+       size    number of children: array elements, object members, 1 for a key.
+       Tree shape: an object's children are its keys; each key has exactly one
+       child, its value (jsmn style). So members iterate like elements:
+           for (k = rsd_json_child(d, obj); k >= 0; k = rsd_json_next(d, k))
+               key k, value rsd_json_child(d, k) (always k + 1)
+
+     Accessors (every index is bounds-checked; a bad index is harmless)
+       rsd_json_type rsd_json_type_of(doc, i)   RSD_JSON_INVALID when i is out of range
+       int  rsd_json_size(doc, i)               children count, 0 for scalars
+       int  rsd_json_child(doc, i)              first child or -1
+       int  rsd_json_next(doc, i)               next sibling or -1, O(1)
+       int  rsd_json_parent(doc, i)             parent or -1 (a value's parent is its key)
+       int  rsd_json_find(doc, obj, "key")      value of the first member whose decoded
+                                                key equals "key", or -1 (obj not an
+                                                object, key missing). Keys written with
+                                                escapes match ("m\u006fdel" == "model");
+                                                unescaped keys compare by length then memcmp.
+       int  rsd_json_at(doc, arr, idx)          element idx or -1, O(idx)
+       rsd_str rsd_json_view(doc, i)            raw bytes (strings still escaped)
+       bool rsd_json_str_eq(doc, i, "s")        decoded string equals s; no buffer. A
+                                                string holding \u0000 never equals a C string.
+       int  rsd_json_str(doc, i, buf, cap, &len)
+           Unescapes into buf and NUL-terminates; \uXXXX and surrogate pairs become
+           UTF-8. *len is the decoded length (without the NUL) even when cap is too
+           small (then RSD_ERR_BUFFER, buf holds a terminated prefix). The decoded
+           length is never more than the raw length, so cap = view.len + 1 always
+           suffices. RSD_ERR_JSON_TYPE for a non-string.
+       int  rsd_json_int64(doc, i, &out)
+           RSD_ERR_JSON_TYPE unless an integer literal (no '.', no exponent: "1.0"
+           and "1e2" are TYPE errors); RSD_ERR_JSON_RANGE outside int64_t. "-0" is 0.
+       int  rsd_json_double(doc, i, &out)
+           Correctly rounded and locale-independent: an exact path for <= 15 digits
+           and |exponent| <= 22, otherwise strtod on a copy rewritten without a
+           decimal point (so LC_NUMERIC never matters), keeping
+           RSD_JSON_NUM_MAX_DIGITS = 768 significant digits plus a sticky digit.
+           Overflow is RSD_ERR_JSON_RANGE; underflow gives 0 or a subnormal; "-0"
+           gives -0.0.
+       int  rsd_json_bool(doc, i, &out)          RSD_ERR_JSON_TYPE unless true/false.
+
+     Writer
+       rsd_json_writer w; char body[512];
+       rsd_json_w_init(&w, body, sizeof body);
+       rsd_json_w_begin_object(&w);
+       rsd_json_w_key(&w, "model"); rsd_json_w_str(&w, model_id);
+       rsd_json_w_key(&w, "n_ctx"); rsd_json_w_int(&w, 8192);
+       rsd_json_w_end_object(&w);
+       int len = rsd_json_w_finish(&w);             (length, or the first error)
+       Calls: w_begin_object/w_end_object, w_begin_array/w_end_array, w_key
+       (C string), w_keyn (bytes), w_str (C string), w_strn (bytes, may hold NUL), w_int (int64_t), w_double,
+       w_bool, w_null, w_raw (pre-encoded JSON, unchecked). Commas and colons are
+       automatic. Every call returns RSD_OK or the writer's first error, and every
+       error is sticky, so checking w_finish alone is enough:
+         RSD_ERR_BUFFER  the output does not fit; nothing is ever written at or
+                         past buf[cap] (w_finish adds a NUL only when room remains).
+         RSD_ERR_ARG     a string or key that is not valid UTF-8 (same rules as the
+                         parser: a mangled model id is never sent), NaN or infinity,
+                         NULL pointers.
+         RSD_ERR_STATE   a key outside an object, a value where a key is due, a
+                         mismatched end, a second top-level value, or w_finish with
+                         containers open / nothing written.
+         RSD_ERR_JSON_DEPTH  more than RSD_JSON_WRITER_MAX_DEPTH = 64 open containers.
+       Strings: '"' and '\\' are escaped, \b \f \n \r \t use short forms, other
+       bytes < 0x20 become \u00XX, everything else (DEL and valid UTF-8) passes
+       through. Doubles use the shortest of %.15g/%.16g/%.17g that parses back to
+       the same value (the locale's radix is replaced by '.').
+
+     Limits
+       RSD_JSON_MAX_BYTES 0x7FFFFFFF (offsets fit uint32_t, counts fit int),
+       RSD_JSON_MAX_DEPTH 64 (default), RSD_JSON_DEPTH_CAP 1024 (the parser keeps
+       one bit per level on the stack), RSD_JSON_WRITER_MAX_DEPTH 64,
+       RSD_JSON_NUM_MAX_DIGITS 768. A document of len bytes never needs more than
+       len tokens. Stack use of a parse is under 200 bytes plus locals;
+       rsd_json_double uses about 800 bytes.
+     Performance
+       String bodies are scanned 16 bytes at a time with SSE2 when the compiler
+       targets it (x86-64 always does; define RSD_JSON_NO_SIMD to opt out) and 8 at
+       a time with portable SWAR otherwise. bench/json.mk compares against cJSON,
+       jsmn and simdjson on a 64-model router payload and a 1 MB mixed document.
+   --- reconcile: the pure decision (>>reconcile) -------------------------------
+       Facts in, plan out: no I/O, no allocation, no clock, no globals. The
+       sans-I/O drivers (llama.cpp router, LM Studio, Ollama) that fill the facts
+       from parsed payloads and carry the plan out over HTTP, the cross-process
+       lock and the state files (attribution, mutation generation) come next, in
+       another part; they are not in this section.
+
+       int rsd_decide(const rsd_facts *facts, rsd_plan *out);
+           Decide what to do to make facts->keep resident. *out is always
+           written (zeroed, decision NONE on error). Returns RSD_OK,
+           RSD_ERR_ARG (NULL, bad enum, negative count, NULL view with a length),
+           RSD_ERR_RESIDENTS_LIMIT (over an RSD_MAX_* limit, e.g. 65 residents),
+           RSD_ERR_MODEL_ID (empty keep or resident id; any id or alias of
+           RSD_MODEL_ID_MAX bytes or more). Empty aliases are ignored.
+
+       Facts (the caller fills them; zeroed fields are defaults):
+           rsd_facts { strategy (DEFAULT=ROUTER | ROUTER | JIT | SCHEDULER),
+             optout (NONE | ENV | TARGET), target_id, runtime_id, keep,
+             keep_aliases[4] + n, keep_tags[8] + n, keep_pinned,
+             residents + n_residents (<= 64), protected_models + n_protected
+             (<= 64), max_instances (0 = unknown), context_length (0 = none),
+             model_max_context (0 = unknown), context_ceiling (0 = 131072) }
+           rsd_resident { model_id, aliases[4] + n, tags[8] + n,
+             size_vram_bytes + has_size_vram, size_bytes + has_size (absent is
+             never zero), loaded_by_us (attribution), pinned }
+           rsd_protected_model { model_id (trimmed; empty skipped), role }
+         Model ids are rsd_str views, not copies: the caller keeps the strings
+         alive while the facts and the plan are used (the plan names residents
+         by index). A driver copies ids out of a response into its own arena.
+         Comparison is exact, byte-wise, case-sensitive.
+
+       Plan:
+           rsd_plan { decision, reason, would, keep_resident, keep_index,
+             resident_count, slots_needed, load_context, evict[] + n_evict,
+             fallback[] + n_fallback, blocked[] + n_blocked, notices[] +
+             n_notices, cls[] (per resident: is_keep, protection, role, ours,
+             evict, group) }
+         evict/fallback/blocked hold indices into facts->residents. Unload the
+         evict list in order, then load; fallback (JIT only) is what to unload,
+         in order, if the load fails.
+
+       Classification. A resident is the keep when its id or an alias equals the
+       keep or a keep alias. Tag protection: a tag exactly "pinned:true" or
+       "role:scout", or rsd_resident.pinned. Config protection: its id, else the
+       first alias, in protected_models; role = the first entry for that id
+       with a role, else none (a bare id still protects). Tag beats config; the
+       role is kept. Residents that share any id or alias are ONE model (an
+       identity group): protected if any member is, the keep if any member is,
+       evicted once (by the canonical-first member's id), freeing all its slots.
+       Determinism: residents are taken in canonical order (model_id bytes,
+       then index), so the same facts in any listing order give the same plan;
+       ties are broken by id (upstream used listing order).
+
+       Decision table (keep = the requested model; others = non-keep groups;
+       tiers: unprotected, then configured, each "loaded by us" first):
+         keep resident, any strategy   ALREADY_RESIDENT   KEEP_RESIDENT; one
+                                       notice if others: stress over-capacity
+                                       (count > max) else co-resident
+         ROUTER, nothing resident      LOAD               EMPTY_SERVER
+         ROUTER, capacity unknown      LOAD_AFTER_EVICT   CAPACITY_UNKNOWN_EVICT_ONE:
+                                       exactly one unprotected resident (W8)
+                                       or LOAD            CAPACITY_UNKNOWN_NONE_EVICTABLE
+         ROUTER, free slot             LOAD               FREE_SLOT (co-resident
+                                       "loading ... (N+1/C instances)")
+         ROUTER, full                  LOAD_AFTER_EVICT   EVICT_UNPROTECTED /
+                                       EVICT_CONFIG: the fewest groups, tier
+                                       order, so that count - freed + 1 <= max
+         ROUTER, full, only pinned     DECLINE            DECLINE_ALL_PINNED
+         ROUTER, full, keep pinned and only configured models could make room
+                                       DECLINE            DECLINE_PINNED_KEEP
+                                       (#72: a pinned keep never displaces a
+                                       configured model; blocked[] names them)
+         JIT                           LOAD               JIT_LOAD; evict none,
+                                       fallback = unprotected, then configured
+                                       unless the keep is pinned
+         SCHEDULER                     LOAD_AFTER_EVICT   SCHEDULER_RELEASE_OURS
+                                       (our unprotected stragglers only) or
+                                       LOAD               SCHEDULER_LOAD
+         optout != NONE                OBSERVE            OBSERVE_ENV / _TARGET
+         driver: keep not served       DECLINE            DECLINE_NOT_LOADABLE
+         driver: listing failed        OBSERVE            PROBE_FAILED (not cached)
+       Tag-pinned models and the keep are never in evict or fallback.
+       Capacity counts instances only; sizes feed notices, never the choice.
+
+       W8, capacity unknown: upstream evicted every unprotected resident. A load
+       adds one model, so freeing one slot always suffices for a count-limited
+       server that was at or under its limit; and evicting one we chose stops a
+       full router from displacing a pinned model itself. So we evict exactly
+       one unprotected resident (ours first, then by id), never a configured
+       one, and load without eviction when none is unprotected.
+
+       W19, observe: decision OBSERVE never loads or unloads, for every runtime
+       (upstream LM Studio still loaded). evict and fallback are empty; would
+       holds the managed decision, cls[].evict and load_context what it would
+       have done, and the action notices are kept with observe_only set (their
+       text starts "observe-only, nothing done: ").
+
+       Notices, in plan order (R32): context stress, split stress per resident
+       (canonical order), the strategy/eviction notices, then the clamp.
+           rsd_notice { kind, level, msg, observe_only, subject (resident index
+             or -1), detail (RSD_DETAIL_* bits), requested_context,
+             model_max_context, load_context, resident_count, max_instances,
+             resident_vram_bytes, resident_total_bytes, freed_vram_bytes,
+             config_protected, role }
+         msg                  kind/level              detail bits
+         CONTEXT_OVER_MAX     stress/warning          REQUESTED_CONTEXT MODEL_MAX_CONTEXT
+         SPLIT                stress/warning          RESIDENT_VRAM_BYTES RESIDENT_TOTAL_BYTES
+         OVER_CAPACITY        stress/warning          RESIDENT_COUNT MAX_INSTANCES
+         SERVES_ALONGSIDE     co-resident/info        RESIDENT_COUNT [MAX_INSTANCES]
+         LOADING_ALONGSIDE    co-resident/info        RESIDENT_COUNT MAX_INSTANCES
+         DECLINE_PINNED_KEEP  will-not-fit/error      RESIDENT_COUNT MAX_INSTANCES
+                                                      CONFIG_PROTECTED [ROLE]
+         DECLINE_ALL_PINNED   will-not-fit/error      RESIDENT_COUNT MAX_INSTANCES
+         EVICT_CONFIG         swap/warning            SWAPPED_OUT CONFIG_PROTECTED [ROLE]
+         EVICT_OURS           about-to-evict/info     [FREED_VRAM_BYTES]
+         EVICT_FOREIGN        swap/warning            SWAPPED_OUT [FREED_VRAM_BYTES]
+         CONTEXT_CLAMPED      stress/warning          REQUESTED_CONTEXT LOAD_CONTEXT
+         NOT_LOADABLE         will-not-fit/error      (none)
+       int rsd_notice_format(facts, plan, notice, buf, cap);
+           The operator message (upstream wording, "Clio" read as "residency";
+           GiB with one decimal; roles as "the chat model", "the memory
+           model", "a worker model", "a target default model", "a configured
+           model"). snprintf-like: returns the full length, always
+           NUL-terminates when cap > 0; buf may be NULL with cap 0.
+       int rsd_plan_decline_unloadable(facts, plan, models_listed);
+           The loadability gate (R45): turn a plan the driver must refuse
+           because the server does not serve the keep into a decline with
+           exactly one will-not-fit notice and nothing else.
+       rsd_decision_str, rsd_reason_str, rsd_reason_name, rsd_notice_kind_str,
+       rsd_notice_level_str, rsd_notice_msg_str, rsd_role_str, rsd_role_phrase:
+           enum to string (X-macros RSD_DECISIONS, RSD_REASONS, RSD_NOTICE_KINDS,
+           RSD_NOTICE_LEVELS, RSD_NOTICE_MSGS, RSD_ROLES); never NULL.
+       bool rsd_tags_protect(const rsd_str *tags, int n);   the R8 tag rule.
+       int rsd_protected_collect(const rsd_role_sources *src, out, cap);
+           Build protected_models from settings (R12): chat, memory, worker
+           default, worker profiles, target defaults, in that order; trimmed,
+           empty skipped, first claim wins. Returns the count or RSD_ERR_BUFFER.
+
+       Opt-outs (environment):
+           RESIDENCY=observe|off|0|false|user|user-managed (trimmed, any case)
+               observe-only; unset, empty or anything else: managed.
+           bool rsd_env_observe(const char *value);
+           bool rsd_lifecycle_user_managed(const char *lifecycle);
+           rsd_optout rsd_optout_resolve(const char *env_value, bool user_managed);
+               TARGET when the target is user-managed, else ENV when the value
+               opts out, else NONE. rsd_optout_from_env(user_managed) calls
+               getenv("RESIDENCY") itself.
+
+       Decision cache (caller-owned, fixed size, no allocation):
+           rsd_decision_cache c = {0};            TTL 60 000 ms (c.ttl_ms to change)
+           int rsd_cache_lookup(&c, target_key, model, now_ms, generation, &hit);
+               1 = live hit (skip probing: ALREADY_RESIDENT, DECLINE or
+               OBSERVE; emit nothing again), 0 = miss.
+           int rsd_cache_store(&c, target_key, model, plan, mutation_failed,
+                               now_ms, generation);
+               After the reconcile finished. A plan that loaded is stored as
+               ALREADY_RESIDENT. Returns 0 (not stored) when mutation_failed
+               (an unload or the load failed: W4), for PROBE_FAILED and NONE.
+               Declines and opt-out observes are stored (W3, R52).
+           int rsd_cache_invalidate(&c, target_key, model);
+               After any local mutation of the target; an empty model drops
+               every entry of the key. Returns the count dropped.
+         Keyed by (normalised target key, model) (W2): alternating models on a
+         server both hit. generation is the caller's mutation counter (the
+         state dir will share one across processes); an entry stored under
+         another generation is a miss. Full: an expired slot, else the least
+         recently used (lowest slot on ties) is replaced.
+           int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
+               W9: "llamacpp|HTTP://Mini:8080/v1/" -> "llamacpp|http://mini:8080/v1";
+               lower-cases up to the host, drops :80 (http) and :443 (https),
+               query, fragment and trailing '/'; idempotent. Meant to give the
+               same text as rsd_url_key (residency_http.h) on a valid URL, so a
+               driver may pass "<runtime>|" + that key. The cache applies it
+               to every key it is given.
+
+       Results: RSD_ERR_RESIDENTS_LIMIT (-50), RSD_ERR_MODEL_ID (-51), plus
+       RSD_ERR_ARG and RSD_ERR_BUFFER. Log items (for the drivers):
+       RECONCILE_BAD_FACTS, RECONCILE_DECLINE, RECONCILE_EVICT,
+       RECONCILE_OBSERVE, RECONCILE_CACHE_HIT, FIT_CLAMPED.
+       Limits: RSD_MAX_RESIDENTS 64, RSD_MAX_ALIASES 4, RSD_MAX_TAGS 8 (a driver
+       seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
+       RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
+       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
+       Sizes (x86-64): rsd_plan 11 376 bytes, rsd_decision_cache 17 672,
+       rsd_facts 312 plus the caller's arrays (rsd_resident 248 each);
+       keep them out of small stacks. rsd_decide uses ~1.5 KiB of stack and
+       O(n^2) id comparisons for n <= 64 residents.
+   --- fit: the context-fit clamp (>>fit) --------------------------------------
+       While other models share a server, cap the context a load asks for: a
+       27B model at 262,144 tokens beside a resident 26B made 25 tokens in
+       2m18s; at 131,072 it answered a 9k prompt in 9.7 s. A model alone is
+       never clamped and a request is never raised. Usable for any runtime
+       whose load takes a context length.
+
+       uint32_t rsd_fit_context(uint32_t requested, int n_other_residents,
+                                uint32_t ceiling);
+           requested if n_other_residents <= 0, ceiling == RSD_FIT_CEILING_OFF
+           or requested <= ceiling; else ceiling. ceiling 0 = the default.
+       uint32_t rsd_fit_ceiling_parse(const char *value);
+           RESIDENCY_CORESIDENT_CONTEXT, trimmed, any case: unset/empty ->
+           131072 (RSD_FIT_CEILING_DEFAULT); "off", "0", "false" ->
+           RSD_FIT_CEILING_OFF (disabled); a positive integer prefix
+           (parseInt: "196608", "+4096", "196608tokens") -> that value
+           (saturating at 0xFFFFFFFE); anything else ("abc", "-5", "00") ->
+           131072. rsd_fit_ceiling_from_env() calls getenv itself.
+       Inside rsd_decide: when context_length is set and the plan loads (LOAD
+       or LOAD_AFTER_EVICT), load_context = rsd_fit_context(context_length,
+       neighbours, context_ceiling), where neighbours are the other models that
+       stay resident AFTER the planned evictions (upstream counted them before;
+       with JIT nothing is evicted, so it is the same). When it clamps, the plan
+       ends with a stress/warning notice CONTEXT_CLAMPED, "loading '<keep>'
+       alongside <neighbours>: context clamped <from> to <to> tokens", detail
+       REQUESTED_CONTEXT and LOAD_CONTEXT. No load, no clamp: load_context 0.
+       [doc:payload]
+       [doc:driver]
+   POOL (process-pool policy; pure, sans-I/O)
+       Keeps up to max_slots model-server processes resident, one model per
+       slot, and decides which request runs where. It never forks, never
+       touches a socket and never reads a clock: the host (a supervisor in
+       residency_http.h, or your own) feeds events with now_ms and pulls
+       actions. Same snapshot + same events = same actions.
+
+       Host loop (one pool, any thread, one at a time):
+           rsd_pool_desc pd = {0};           pd.max_slots = 2;
+           pd.vram_budget_bytes = 24ull << 30;
+           rsd_pool *pool = rsd_pool_create(&pd);
+           int m = rsd_pool_add_model(pool, &(rsd_pool_model_desc){
+                       .id = "qwen3-8b", .reserve_bytes = 9ull << 30,
+                       .ttl_ms = 300000, .max_in_flight = 4 });
+           r = rsd_pool_acquire(pool, m, now, my_conn, &req, &slot);
+               RSD_OK: proxy to slot now | RSD_PENDING: wait for GRANT/FAIL
+           each frame / on wake:
+               rsd_pool_on_started / rsd_pool_on_exited for process news;
+               rsd_pool_release(pool, req, now) when a request finishes;
+               while (rsd_pool_next_action(pool, &a)) switch (a.kind) {
+                   SPAWN: start a.model_id in a.slot (port = base + a.slot),
+                          within a.reserve_bytes; later on_started(a.proc, ok)
+                   STOP:  SIGTERM/SIGKILL a.slot, reap; then on_exited(a.proc)
+                   GRANT: send a.req (a.user) to a.slot; release it when done
+                   FAIL:  answer a.user with rsd_result_str(a.result); done
+               }
+               wake = rsd_pool_step(pool, now);   (idle TTL, W26 timer)
+
+       rsd_pool_create(desc) / rsd_pool_destroy(pool)
+           The only allocation: one block of about 14 KiB + 40 bytes per
+           max_requests + 48 bytes per event_log entry. destroy does not stop
+           processes (they are the host's): call rsd_pool_stop and reap first.
+           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound.
+       rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
+           id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
+           default_reserve_bytes) is reserved when a slot is claimed, before
+           the load; ttl_ms: unload after that long idle since the last
+           request *finished* (0 = never; llama-swap ttl, Ollama keep_alive);
+           max_in_flight: concurrency per process (0 = unlimited; set it to
+           llama-server --parallel so requests beyond it queue here, FIFO);
+           pinned: never evicted, trimmed or TTL-unloaded.
+       rsd_pool_find_model(pool, id), rsd_pool_set_pinned(pool, m, on, now)
+       rsd_pool_acquire(pool, m, now, user, &req, &slot)
+           RSD_OK: granted now, in-flight counted now (at admission, not at
+           dispatch: a slot holding a granted request is never idle, the
+           llama.cpp router's #28698 race). RSD_PENDING: queued; *req is the
+           handle to wait on. Errors (no handle): RSD_ERR_POOL_STOPPED,
+           RSD_ERR_POOL_NO_FIT (reservation > whole budget), RSD_ERR_POOL_PINNED
+           (pinned residents leave no slot or bytes), RSD_ERR_POOL_QUEUE_FULL,
+           RSD_ERR_CAPACITY (request table full), RSD_ERR_ARG.
+       rsd_pool_preload(pool, m, now)
+           Load m and leave it resident with no request (P9; boot policy P37,
+           e.g. preload the pinned models). RSD_OK when READY or STARTING
+           already, RSD_PENDING when queued; no GRANT or FAIL ever comes for a
+           preload (a failed load is only logged and counted). st.preloads
+           counts those still queued.
+       rsd_pool_release(pool, req, now)   a granted request finished
+       rsd_pool_cancel(pool, req, now)    the client went away (waiting or granted)
+           Both free the handle. release on a waiting request is RSD_ERR_STATE;
+           a stale handle is RSD_ERR_POOL_STALE. A request whose FAIL was
+           pulled is already gone.
+       rsd_pool_on_started(pool, proc, ok, now)
+           ok: READY, the model's waiters are granted (up to max_in_flight).
+           !ok: only this model's waiters FAIL (RSD_ERR_POOL_LOAD_FAILED), the
+           slot stops routing at once (FAILED) and a STOP is emitted; slot and
+           reservation are freed by on_exited (the process may still hold VRAM).
+       rsd_pool_on_exited(pool, proc, now)
+           After a STOP, or unasked (a crash): the slot is EMPTY and its
+           reservation freed at once (W27). A crash orphans the requests that
+           were running there (release/cancel them as usual; bookkeeping only;
+           a GRANT not pulled yet becomes FAIL(RSD_ERR_POOL_CRASHED) instead);
+           a crash while STARTING fails the model's waiters (ERR_POOL_CRASHED).
+       rsd_pool_set_reserved(pool, proc, bytes, now)
+           Replace the claim-time estimate with the measured figure (after
+           READY, from the child's log or nvidia-smi; P20, W23). Shrinking it
+           may admit waiters at once.
+       rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
+       rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_next_action(pool, &a) -> bool
+           STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
+       rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
+           Stops idle slots whose TTL expired, runs admission (W26 starvation).
+       rsd_pool_configure(pool, max, now)
+           max clamped to 1..16 (P4). Idle excess slots stop at once, LRU
+           first; busy excess stops when it goes idle (P19).
+       rsd_pool_unload(pool, m or -1, flags, now)
+           Default: RSD_ERR_POOL_BUSY and no change if any target is busy or
+           loading. RSD_POOL_UNLOAD_DRAIN: busy targets take no new work and
+           stop when drained (returns RSD_PENDING); idle ones stop now (RSD_OK).
+           Explicit unload stops pinned models too. Later requests reload.
+       rsd_pool_stop(pool, now)
+           Every waiting and running request gets FAIL(RSD_ERR_POOL_STOPPED),
+           every process a STOP; later acquire/unload return ERR_POOL_STOPPED.
+       rsd_pool_query_stats(pool, &st), rsd_pool_query_model(pool, m, &info)
+           Every slot (state, model, proc, in-flight, reservation, last use,
+           idle deadline, ttl, pin, pid) and lifetime counters (acquires,
+           grants, waits, max wait, spawns, readies, load failures, crashes,
+           evictions, TTL expiries, trims, W26 drains, unloads, fails...).
+       rsd_pool_next_event(pool, &ev)
+           Optional audit ring (desc.event_log entries; oldest dropped first):
+           CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
+           with the slot's in-flight count and pin at decision time.
+
+       Admission (P31-P35, W21-W26). Requests for a READY model with room go
+       straight through. Otherwise the request joins its model's FIFO; a model
+       with no slot joins the list of models waiting for a slot (FIFO by its
+       oldest request). Each admission pass visits those models in order and,
+       for each: (1) claims an EMPTY slot if the count and the bytes fit
+       (reserved + reservation + foreign <= budget); (2) else counts capacity
+       already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
+       READY slots in LRU order until count and bytes fit (only if that is
+       enough); (3) if its oldest request has waited max_wait_ms, busy LRU
+       slots are put in DRAINING (no new admissions) until it would fit (W26;
+       lifted again when no model waits for a slot any more, and by a pin);
+       (4) holds what it needs, so later models cannot take capacity being
+       freed for it. A busy slot is never evicted or trimmed; requests for
+       residents keep flowing while others wait. Work per event is
+       O(models x slots), independent of the number of waiting requests (W25);
+       a load that completes grants its waiters in O(granted).
+
+       Slot states (who may call what):
+           EMPTY    --claim-->  STARTING (SPAWN emitted, reservation taken)
+           STARTING --on_started(ok)--> READY | --on_started(!ok)--> FAILED
+                    --on_exited--> EMPTY (crash while loading)
+                    stop/unload before the SPAWN was pulled: back to EMPTY
+           READY    --idle LRU victim, TTL, trim, unload, stop--> STOPPING
+                    --W26 or unload(DRAIN) while busy--> DRAINING
+                    --on_exited (crash)--> EMPTY
+           DRAINING --last release--> STOPPING;  --on_exited--> EMPTY
+           STOPPING, FAILED --on_exited--> EMPTY (reservation freed)
+       on_started is valid only in STARTING (else RSD_ERR_STATE); on_exited in
+       any non-EMPTY state; a proc from an earlier process in the same slot is
+       RSD_ERR_POOL_STALE. Requests: WAITING --GRANT--> RUNNING --release-->
+       gone; WAITING/RUNNING --FAIL (pulled)--> gone; cancel from either.
+
+       Bytes. Budget = min(desc.vram_budget_bytes, measured total), either
+       may be 0 = unknown; both 0 = count-only admission. Foreign use is
+       subtracted for admission but not for "can never fit" (it may go away;
+       a request that fits the budget but not beside foreign use waits for
+       the host's next rsd_pool_set_vram). A measurement below what is already
+       reserved stops new admissions; nothing running is stopped for it.
+
+       LIMITS: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
+       RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
+       a 12-bit generation: a stale handle is detected unless its entry was
+       reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
+       2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off).
+       ERRORS: RSD_ERR_POOL_* (-60..-68) as above, plus RSD_ERR_ARG,
+       RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
+       orphan or fail running requests scan the request table once (O(max_
+       requests)); every other operation is O(models x slots) or better.
 
    RESULTS
        Every fallible function returns an int from RSD_RESULTS: 0 = RSD_OK,
@@ -151,17 +648,31 @@ extern "C" {
     X(ERR_TLS_VERIFY, -41, "TLS certificate verification failed") \
     X(ERR_TLS_UNAVAILABLE, -42, "https URL but built without RSD_HTTP_MBEDTLS")
 /* >>results:reconcile */
-#define RSDI_RESULTS_RECONCILE(X)
+#define RSDI_RESULTS_RECONCILE(X) \
+    X(ERR_RESIDENTS_LIMIT, -50, "more residents, aliases, tags or protected ids than the RSD_MAX_* limits") \
+    X(ERR_MODEL_ID, -51, "model id empty or longer than RSD_MODEL_ID_MAX - 1 bytes")
+/* >>results:driver (range -90..-99) */
+#define RSDI_RESULTS_DRIVER(X)
 /* >>results:pool */
-#define RSDI_RESULTS_POOL(X)
+#define RSDI_RESULTS_POOL(X) \
+    X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
+    X(ERR_POOL_NO_FIT, -61, "model can never fit in the VRAM budget") \
+    X(ERR_POOL_QUEUE_FULL, -62, "pool waiting queue full") \
+    X(ERR_POOL_LOAD_FAILED, -63, "model failed to load") \
+    X(ERR_POOL_CRASHED, -64, "model process exited unexpectedly") \
+    X(ERR_POOL_BUSY, -65, "model is still serving requests") \
+    X(ERR_POOL_STALE, -66, "stale or invalid pool handle") \
+    X(ERR_POOL_UNLOADED, -67, "model unloaded before it was ready") \
+    X(ERR_POOL_PINNED, -68, "no room beside the pinned models")
 /* >>results:state */
 #define RSDI_RESULTS_STATE(X) \
     X(ERR_LOCK, -80, "could not take the cross-process lock") \
-    X(ERR_STATE_DIR, -81, "state directory unusable")
+    X(ERR_STATE_DIR, -81, "state directory unusable") \
+    X(ERR_STATE_IO, -82, "state file I/O failed")
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
-    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
+    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -187,15 +698,50 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 /* >>log:http */
 #define RSDI_LOG_ITEMS_HTTP(X)
 /* >>log:reconcile */
-#define RSDI_LOG_ITEMS_RECONCILE(X)
+#define RSDI_LOG_ITEMS_RECONCILE(X) \
+    X(RECONCILE_BAD_FACTS, "reconcile: facts rejected (limit, empty or overlong id)") \
+    X(RECONCILE_DECLINE, "reconcile: declined (will not fit without evicting a protected model)") \
+    X(RECONCILE_EVICT, "reconcile: evicting a resident to make room") \
+    X(RECONCILE_OBSERVE, "reconcile: observe-only, nothing changed") \
+    X(RECONCILE_CACHE_HIT, "reconcile: decision cache hit, no probe") \
+    X(FIT_CLAMPED, "fit: load context clamped beside co-resident models")
+/* >>log:driver */
+#define RSDI_LOG_ITEMS_DRIVER(X)
 /* >>log:pool */
-#define RSDI_LOG_ITEMS_POOL(X)
+#define RSDI_LOG_ITEMS_POOL(X) \
+    X(POOL_BAD_DESC, "pool: desc value out of range") \
+    X(POOL_BAD_MODEL, "pool: bad model (id length, reserve bytes, duplicate)") \
+    X(POOL_MODEL_TABLE_FULL, "pool: model table full (RSD_POOL_MAX_MODELS)") \
+    X(POOL_STOP, "pool: stopping a slot's process") \
+    X(POOL_EVICT, "pool: evicting the LRU idle slot") \
+    X(POOL_DRAIN, "pool: draining a busy slot for a starving request (W26)") \
+    X(POOL_NO_FIT, "pool: model can never fit in the byte budget") \
+    X(POOL_QUEUE_FULL, "pool: waiting queue full") \
+    X(POOL_LOAD_FAILED, "pool: model failed to load") \
+    X(POOL_CRASHED, "pool: process exited unexpectedly") \
+    X(POOL_BUSY, "pool: unload refused, model busy") \
+    X(POOL_STOPPED, "pool: stopped")
 /* >>log:state */
-#define RSDI_LOG_ITEMS_STATE(X)
+#define RSDI_LOG_ITEMS_STATE(X) \
+    X(STATE_DIR_UNRESOLVED, "state dir: no desc dir, RESIDENCY_STATE_DIR, XDG_STATE_HOME or HOME") \
+    X(STATE_DIR_TOO_LONG, "state dir: path longer than RSD_STATE_MAX_DIR_BYTES") \
+    X(STATE_DIR_CREATE_FAILED, "state dir: mkdir failed") \
+    X(STATE_DIR_UNSAFE, "state dir: not a directory, not ours, or world-writable") \
+    X(STATE_KEY_INVALID, "state: empty or over-long target key") \
+    X(LOCK_OPEN_FAILED, "lock: cannot open the lock file") \
+    X(LOCK_FAILED, "lock: flock or the lock hook failed") \
+    X(LOCK_WAIT_EXPIRED, "lock: wait deadline passed; proceeding without the lock") \
+    X(LOCK_TIMEOUT, "lock: wait deadline passed (fail-closed)") \
+    X(LOCK_PROCEED_UNLOCKED, "lock: lock unavailable; proceeding without it") \
+    X(ATTR_CORRUPT, "attribution file corrupt or truncated; treated as empty") \
+    X(ATTR_READ_FAILED, "attribution file unreadable") \
+    X(ATTR_WRITE_FAILED, "attribution file write failed") \
+    X(ATTR_FULL, "attribution set full (RSD_STATE_MAX_ATTR)") \
+    X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS")
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
-    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
+    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,
@@ -369,6 +915,8 @@ RSD_API int rsd_json_w_begin_array(rsd_json_writer *w);
 RSD_API int rsd_json_w_end_array(rsd_json_writer *w);
 /* An object key (NUL-terminated, UTF-8); the next call writes its value. */
 RSD_API int rsd_json_w_key(rsd_json_writer *w, const char *key);
+/* An object key of n bytes (may contain NUL). */
+RSD_API int rsd_json_w_keyn(rsd_json_writer *w, const char *key, size_t n);
 /* A string value (NUL-terminated UTF-8). Invalid UTF-8 is RSD_ERR_ARG (sticky). */
 RSD_API int rsd_json_w_str(rsd_json_writer *w, const char *s);
 /* A string value of n bytes (may contain NUL, written as \u0000). */
@@ -390,14 +938,639 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w);
 /* ==== >>json end ========================================================== */
 
 /* ==== >>reconcile (declarations) ========================================== */
+/* The pure reconciler decision: facts in, plan out. No I/O, no allocation, no
+   clock. The sans-I/O drivers (llama.cpp router, LM Studio, Ollama), the lock and
+   the state files build on it and come next. Manual: [doc:reconcile] above. */
+enum {
+    RSD_MAX_RESIDENTS = 64,       /* residents in one rsd_facts */
+    RSD_MAX_ALIASES = 4,          /* aliases per resident, and of the keep model */
+    RSD_MAX_TAGS = 8,             /* tags per resident, and of the keep model */
+    RSD_MAX_PROTECTED = 64,       /* entries in rsd_facts.protected_models */
+    RSD_MODEL_ID_MAX = 256,       /* bytes of a model id, including the NUL */
+    RSD_TARGET_KEY_MAX = 256,     /* bytes of a normalised target key, incl. NUL */
+    RSD_MAX_NOTICES = 2 * RSD_MAX_RESIDENTS + 4, /* a plan never needs more */
+    RSD_DECISION_CACHE_MAX = 32,  /* entries in one rsd_decision_cache */
+    RSD_DECISION_CACHE_TTL_MS = 60000 /* default TTL of the decision cache */
+};
 
+/* Decisions: X(NAME, "string"). */
+#define RSD_DECISIONS(X) \
+    X(NONE, "none") \
+    X(ALREADY_RESIDENT, "already-resident") \
+    X(LOAD, "load") \
+    X(LOAD_AFTER_EVICT, "load-after-evict") \
+    X(DECLINE, "decline") \
+    X(OBSERVE, "observe")
+/* What the plan asks the driver to do. */
+typedef enum rsd_decision {
+#define RSDI_X(n, s) RSD_DECISION_##n,
+    RSD_DECISIONS(RSDI_X)
+#undef RSDI_X
+    RSD_DECISION_NUM
+} rsd_decision;
+
+/* Reason codes (W18): why the plan is what it is. X(NAME, "string"). */
+#define RSD_REASONS(X) \
+    X(NONE, "none") \
+    X(KEEP_RESIDENT, "keep model already resident; co-residents are left alone") \
+    X(EMPTY_SERVER, "nothing resident; load") \
+    X(FREE_SLOT, "a free instance slot exists; load beside the residents") \
+    X(EVICT_UNPROTECTED, "every slot taken; evict the fewest unprotected residents") \
+    X(EVICT_CONFIG, "every slot taken and no unprotected resident left; evict a configured model") \
+    X(CAPACITY_UNKNOWN_EVICT_ONE, "capacity unknown; evict one unprotected resident (W8)") \
+    X(CAPACITY_UNKNOWN_NONE_EVICTABLE, "capacity unknown and nothing unprotected; load as is") \
+    X(JIT_LOAD, "jit: load now; the fallback list is used only if the load fails") \
+    X(SCHEDULER_RELEASE_OURS, "scheduler: release stragglers this process loaded") \
+    X(SCHEDULER_LOAD, "scheduler: nothing of ours to release; the request loads") \
+    X(DECLINE_ALL_PINNED, "declined: the slots hold pinned models") \
+    X(DECLINE_PINNED_KEEP, "declined: a pinned keep would strand a configured model") \
+    X(DECLINE_NOT_LOADABLE, "declined: the server does not serve the keep model") \
+    X(OBSERVE_ENV, "observe-only: RESIDENCY opt-out") \
+    X(OBSERVE_TARGET, "observe-only: target is user-managed") \
+    X(PROBE_FAILED, "observe: the resident listing failed")
+/* Why a plan was made. */
+typedef enum rsd_reason {
+#define RSDI_X(n, s) RSD_REASON_##n,
+    RSD_REASONS(RSDI_X)
+#undef RSDI_X
+    RSD_REASON_NUM
+} rsd_reason;
+
+/* Notice kinds (upstream names). X(NAME, "string"). */
+#define RSD_NOTICE_KINDS(X) \
+    X(NONE, "none") \
+    X(CO_RESIDENT, "co-resident") \
+    X(SWAP, "swap") \
+    X(ABOUT_TO_EVICT, "about-to-evict") \
+    X(STRESS, "stress") \
+    X(WILL_NOT_FIT, "will-not-fit") \
+    X(DEGRADED, "degraded")
+/* Kind of an operator notice. */
+typedef enum rsd_notice_kind {
+#define RSDI_X(n, s) RSD_NOTICE_##n,
+    RSD_NOTICE_KINDS(RSDI_X)
+#undef RSDI_X
+    RSD_NOTICE_KIND_NUM
+} rsd_notice_kind;
+
+/* Notice levels. X(NAME, "string"). */
+#define RSD_NOTICE_LEVELS(X) X(NONE, "none") X(INFO, "info") X(WARNING, "warning") X(ERROR, "error")
+/* Severity of an operator notice. */
+typedef enum rsd_notice_level {
+#define RSDI_X(n, s) RSD_LEVEL_##n,
+    RSD_NOTICE_LEVELS(RSDI_X)
+#undef RSDI_X
+    RSD_LEVEL_NUM
+} rsd_notice_level;
+
+/* Message templates: X(NAME, "string"); the text is in rsd_notice_format. */
+#define RSD_NOTICE_MSGS(X) \
+    X(NONE, "none") \
+    X(CONTEXT_OVER_MAX, "context-over-max") \
+    X(SPLIT, "split") \
+    X(OVER_CAPACITY, "over-capacity") \
+    X(SERVES_ALONGSIDE, "serves-alongside") \
+    X(LOADING_ALONGSIDE, "loading-alongside") \
+    X(DECLINE_PINNED_KEEP, "decline-pinned-keep") \
+    X(DECLINE_ALL_PINNED, "decline-all-pinned") \
+    X(EVICT_CONFIG, "evict-config") \
+    X(EVICT_OURS, "evict-ours") \
+    X(EVICT_FOREIGN, "evict-foreign") \
+    X(CONTEXT_CLAMPED, "context-clamped") \
+    X(NOT_LOADABLE, "not-loadable")
+/* Which message a notice carries. */
+typedef enum rsd_notice_msg {
+#define RSDI_X(n, s) RSD_MSG_##n,
+    RSD_NOTICE_MSGS(RSDI_X)
+#undef RSDI_X
+    RSD_MSG_NUM
+} rsd_notice_msg;
+
+/* Configured roles (R12), in precedence order of collection. */
+#define RSD_ROLES(X) \
+    X(NONE, "none", "a configured model") \
+    X(CHAT, "chat", "the chat model") \
+    X(MEMORY, "memory", "the memory model") \
+    X(WORKER, "worker", "a worker model") \
+    X(TARGET_DEFAULT, "target-default", "a target default model")
+/* Role of a configured (protected) model; NONE = configured, role unknown. */
+typedef enum rsd_role {
+#define RSDI_X(n, s, p) RSD_ROLE_##n,
+    RSD_ROLES(RSDI_X)
+#undef RSDI_X
+    RSD_ROLE_NUM
+} rsd_role;
+
+/* Reconcile strategies; DEFAULT (zero) means ROUTER. */
+typedef enum rsd_strategy {
+    RSD_STRATEGY_DEFAULT = 0,
+    RSD_STRATEGY_ROUTER,    /* llama.cpp router: count capacity, evict before load */
+    RSD_STRATEGY_JIT,       /* LM Studio: load, evict from fallback only on failure */
+    RSD_STRATEGY_SCHEDULER, /* Ollama: release our own stragglers only */
+    RSD_STRATEGY_NUM
+} rsd_strategy;
+
+/* Observe-only opt-outs (R34, R35); NONE (zero) = managed. */
+typedef enum rsd_optout {
+    RSD_OPTOUT_NONE = 0,  /* managed: may load and evict */
+    RSD_OPTOUT_ENV,       /* RESIDENCY=observe|off|0|false|user|user-managed */
+    RSD_OPTOUT_TARGET,    /* the target is marked user-managed */
+    RSD_OPTOUT_NUM
+} rsd_optout;
+
+/* How a resident is protected from eviction. */
+typedef enum rsd_protection {
+    RSD_PROTECT_NONE = 0,
+    RSD_PROTECT_TAG,    /* tag pinned:true or role:scout, or rsd_resident.pinned */
+    RSD_PROTECT_CONFIG, /* id or alias listed in rsd_facts.protected_models */
+    RSD_PROTECT_NUM
+} rsd_protection;
+
+/* One loaded model as the server reports it (R4). Strings are views the caller
+   keeps alive while the facts and their plan are in use. */
+typedef struct rsd_resident {
+    rsd_str model_id;                   /* required, 1..RSD_MODEL_ID_MAX-1 bytes */
+    rsd_str aliases[RSD_MAX_ALIASES];   /* other ids of the same model; empty ones ignored */
+    int n_aliases;                      /* 0..RSD_MAX_ALIASES */
+    rsd_str tags[RSD_MAX_TAGS];         /* server tags (llama.cpp presets) */
+    int n_tags;                         /* 0..RSD_MAX_TAGS */
+    uint64_t size_vram_bytes;           /* GPU-resident bytes, valid if has_size_vram */
+    uint64_t size_bytes;                /* total weight bytes, valid if has_size */
+    bool has_size_vram;                 /* absent sizes are never zero (R5) */
+    bool has_size;
+    bool loaded_by_us;                  /* attribution: we loaded it (R13) */
+    bool pinned;                        /* protect as if tagged pinned:true */
+} rsd_resident;
+
+/* One configured model id with its role (R9). */
+typedef struct rsd_protected_model {
+    rsd_str model_id;  /* trimmed by rsd_decide; empty or overlong entries are skipped */
+    rsd_role role;     /* RSD_ROLE_NONE = bare id, role unknown */
+} rsd_protected_model;
+
+/* Everything the decision needs (R14). Zeroed fields mean: router, capacity
+   unknown, no context given, default clamp ceiling, managed. */
+typedef struct rsd_facts {
+    rsd_strategy strategy;
+    rsd_optout optout;                  /* see rsd_optout_resolve */
+    rsd_str target_id;                  /* for messages */
+    rsd_str runtime_id;                 /* for messages/callers; not interpreted */
+    rsd_str keep;                       /* the model to make resident (required) */
+    rsd_str keep_aliases[RSD_MAX_ALIASES];
+    int n_keep_aliases;
+    rsd_str keep_tags[RSD_MAX_TAGS];    /* the keep's tags as the server lists them */
+    int n_keep_tags;
+    bool keep_pinned;                   /* keep will be tag-pinned (R26), besides keep_tags */
+    const rsd_resident *residents;      /* what is loaded (loaded/loading/sleeping) */
+    int n_residents;                    /* 0..RSD_MAX_RESIDENTS */
+    const rsd_protected_model *protected_models; /* configured ids (R9-R12) */
+    int n_protected;                    /* 0..RSD_MAX_PROTECTED */
+    uint32_t max_instances;             /* server capacity; 0 = unknown */
+    uint32_t context_length;            /* requested load context; 0 = none */
+    uint32_t model_max_context;         /* keep's context limit; 0 = unknown */
+    uint32_t context_ceiling;           /* clamp ceiling; 0 = RSD_FIT_CEILING_DEFAULT */
+} rsd_facts;
+
+/* Per-resident classification, index-aligned with rsd_facts.residents. */
+typedef struct rsd_resident_class {
+    uint8_t is_keep;       /* shares an id with the keep model */
+    uint8_t protection;    /* rsd_protection of its identity group */
+    uint8_t role;          /* rsd_role when config-protected */
+    uint8_t ours;          /* loaded_by_us (any member of its group) */
+    uint8_t evict;         /* planned (or, when observing, would be) evicted */
+    uint8_t group;         /* index of its identity group's representative */
+} rsd_resident_class;
+
+/* Detail fields present on a notice (bit mask). */
+enum {
+    RSD_DETAIL_REQUESTED_CONTEXT = 1u << 0,
+    RSD_DETAIL_MODEL_MAX_CONTEXT = 1u << 1,
+    RSD_DETAIL_LOAD_CONTEXT = 1u << 2,
+    RSD_DETAIL_RESIDENT_VRAM_BYTES = 1u << 3,
+    RSD_DETAIL_RESIDENT_TOTAL_BYTES = 1u << 4,
+    RSD_DETAIL_RESIDENT_COUNT = 1u << 5,
+    RSD_DETAIL_MAX_INSTANCES = 1u << 6,
+    RSD_DETAIL_FREED_VRAM_BYTES = 1u << 7,
+    RSD_DETAIL_SWAPPED_OUT = 1u << 8,     /* the subject's model id */
+    RSD_DETAIL_CONFIG_PROTECTED = 1u << 9,
+    RSD_DETAIL_ROLE = 1u << 10
+};
+
+/* An operator notice (R16). Its text comes from rsd_notice_format. */
+typedef struct rsd_notice {
+    rsd_notice_kind kind;
+    rsd_notice_level level;
+    rsd_notice_msg msg;
+    bool observe_only;        /* observe mode: what would have happened; nothing did */
+    int subject;              /* index into rsd_facts.residents, or -1 */
+    uint32_t detail;          /* RSD_DETAIL_* bits: which fields below are set */
+    uint32_t requested_context, model_max_context, load_context;
+    uint32_t resident_count, max_instances;
+    uint64_t resident_vram_bytes, resident_total_bytes, freed_vram_bytes;
+    bool config_protected;
+    rsd_role role;
+} rsd_notice;
+
+/* The plan (R15 + W18). Index lists refer to rsd_facts.residents; the plan is
+   meaningful only together with the facts it came from. */
+typedef struct rsd_plan {
+    rsd_decision decision;
+    rsd_reason reason;
+    rsd_decision would;       /* observe: what a managed run would decide; else == decision */
+    bool keep_resident;       /* a resident matches the keep model */
+    int keep_index;           /* first resident matching the keep, or -1 */
+    uint32_t resident_count;  /* rsd_facts.n_residents */
+    int slots_needed;         /* router, capacity known: slots to free (count + 1 - max), 0 if one is free */
+    uint32_t load_context;    /* context to load with (clamped); 0 = no context given */
+    int n_evict;              /* unload these, in order, before loading */
+    int16_t evict[RSD_MAX_RESIDENTS];
+    int n_fallback;           /* jit: unload these in order if the load fails */
+    int16_t fallback[RSD_MAX_RESIDENTS];
+    int n_blocked;            /* decline-pinned-keep: configured models it would strand */
+    int16_t blocked[RSD_MAX_RESIDENTS];
+    int n_notices;
+    rsd_notice notices[RSD_MAX_NOTICES];
+    rsd_resident_class cls[RSD_MAX_RESIDENTS];
+} rsd_plan;
+
+/* Decide what to do (R21-R33, W8, W18, W19). Returns RSD_OK, or <0 for bad facts
+   (RSD_ERR_ARG, RSD_ERR_RESIDENTS_LIMIT, RSD_ERR_MODEL_ID); *out is always written. */
+RSD_API int rsd_decide(const rsd_facts *facts, rsd_plan *out);
+/* Loadability gate (R45, R64-R65): the driver found, from the listing it already
+   has, that the server does not serve the keep model. Turns a plan that would
+   evict into a decline (reason DECLINE_NOT_LOADABLE), drops its evictions and
+   notices, and leaves one will-not-fit notice ("... does not serve ..."); the
+   operator never sees eviction notices for a refused swap. models_listed goes
+   into the message. Returns RSD_OK, or RSD_ERR_ARG. */
+RSD_API int rsd_plan_decline_unloadable(const rsd_facts *facts, rsd_plan *plan, uint32_t models_listed);
+/* Render a notice's operator message into buf (always NUL-terminated when cap > 0);
+   returns the full length (snprintf-like) or <0. */
+RSD_API int rsd_notice_format(const rsd_facts *facts, const rsd_plan *plan,
+                              const rsd_notice *notice, char *buf, size_t cap);
+/* "already-resident", ...; never NULL. */
+RSD_API const char *rsd_decision_str(int decision);
+/* Reason text; never NULL. */
+RSD_API const char *rsd_reason_str(int reason);
+/* Bare reason name, e.g. "EVICT_CONFIG"; never NULL. */
+RSD_API const char *rsd_reason_name(int reason);
+/* "co-resident", "swap", ...; never NULL. */
+RSD_API const char *rsd_notice_kind_str(int kind);
+/* "info", "warning", "error"; never NULL. */
+RSD_API const char *rsd_notice_level_str(int level);
+/* Template name of a notice message; never NULL. */
+RSD_API const char *rsd_notice_msg_str(int msg);
+/* "chat", "memory", "worker", "target-default", "none"; never NULL. */
+RSD_API const char *rsd_role_str(int role);
+/* "the chat model", ... "a configured model"; never NULL. */
+RSD_API const char *rsd_role_phrase(int role);
+/* True iff the tags protect a model: exact "pinned:true" or "role:scout" (R8). */
+RSD_API bool rsd_tags_protect(const rsd_str *tags, int n_tags);
+
+/* The operator's settings, for rsd_protected_collect (R12). */
+typedef struct rsd_role_sources {
+    rsd_str chat;                     /* orchestrator model */
+    rsd_str memory;                   /* background model */
+    rsd_str worker_default;           /* worker default model */
+    const rsd_str *worker_profiles;   /* every worker profile's model, in order */
+    int n_worker_profiles;
+    const rsd_str *target_defaults;   /* every target's default model, in order */
+    int n_target_defaults;
+} rsd_role_sources;
+
+/* Collect protected ids with roles, first claim wins, trimmed, empty skipped (R12).
+   Returns the count written, or RSD_ERR_BUFFER when cap is too small. */
+RSD_API int rsd_protected_collect(const rsd_role_sources *src, rsd_protected_model *out, int cap);
+
+/* True iff RESIDENCY's value asks for observe-only (R34): observe|off|0|false|user|
+   user-managed, trimmed, any case. NULL/empty/other = managed. */
+RSD_API bool rsd_env_observe(const char *env_value);
+/* True iff a target lifecycle value is "user-managed" (trimmed, any case) (R35). */
+RSD_API bool rsd_lifecycle_user_managed(const char *lifecycle);
+/* Combined verdict (R35): TARGET if user_managed, else ENV if the env value opts out, else NONE. */
+RSD_API rsd_optout rsd_optout_resolve(const char *env_value, bool target_user_managed);
+/* Same, reading getenv("RESIDENCY") itself. */
+RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed);
+
+/* Normalise a target key (W9): lower-case scheme and host, drop a default port
+   (:80 for http, :443 for https), drop query, fragment and trailing '/' of the
+   path; agrees with rsd_url_key and is idempotent on its output. Text before
+   "scheme://" (e.g. "llamacpp|") is kept, lower-cased. Returns the length, or
+   RSD_ERR_BUFFER if it does not fit cap (incl. NUL), RSD_ERR_ARG for NULL out. */
+RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
+
+/* One decision-cache slot; treat as opaque. */
+typedef struct rsd_cache_entry {
+    char key[RSD_TARGET_KEY_MAX];
+    char model[RSD_MODEL_ID_MAX];
+    uint64_t at_ms;           /* when stored */
+    uint64_t used_ms;         /* last hit, for LRU replacement */
+    uint64_t generation;      /* mutation generation it was stored under */
+    rsd_decision decision;
+    rsd_reason reason;
+    bool used;
+} rsd_cache_entry;
+
+/* Decision cache per (normalised target key, model) with a TTL (W2-W4, W9).
+   Caller-owned, fixed size, no allocation. Zeroed = empty, TTL 60 s. */
+typedef struct rsd_decision_cache {
+    uint32_t ttl_ms;          /* 0 = RSD_DECISION_CACHE_TTL_MS */
+    rsd_cache_entry entries[RSD_DECISION_CACHE_MAX];
+} rsd_decision_cache;
+
+/* A cache hit. */
+typedef struct rsd_cache_hit {
+    rsd_decision decision;    /* ALREADY_RESIDENT (after a good load too), DECLINE or OBSERVE */
+    rsd_reason reason;
+    uint64_t age_ms;
+} rsd_cache_hit;
+
+/* Look up (key, model) at now_ms under the given mutation generation. Returns 1 on
+   a live hit (hit filled if non-NULL), 0 on a miss, <0 on bad arguments. */
+RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str model,
+                             uint64_t now_ms, uint64_t generation, rsd_cache_hit *hit);
+/* Store the outcome of a reconcile. mutation_failed = an unload or the load failed.
+   Returns 1 if stored, 0 if the plan must not be cached (failed mutation, probe
+   failure, NONE), <0 on bad arguments or an overlong key/model. */
+RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str model,
+                            const rsd_plan *plan, bool mutation_failed, uint64_t now_ms,
+                            uint64_t generation);
+/* Drop (key, model), or every entry of key when model is empty. Returns the count. */
+RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_str model);
 /* ==== >>reconcile end ===================================================== */
 
-/* ==== >>fit (declarations) ================================================ */
+/* ==== >>payload (declarations) ============================================ */
+/* >>payload:router */
+/* >>payload:router end */
+/* >>payload:ollama */
+/* >>payload:ollama end */
+/* >>payload:lmstudio */
+/* >>payload:lmstudio end */
+/* ==== >>payload end ======================================================= */
 
+/* ==== >>driver (declarations) ============================================= */
+/* >>driver:core */
+/* >>driver:core end */
+/* >>driver:ollama */
+/* >>driver:ollama end */
+/* >>driver:lmstudio */
+/* >>driver:lmstudio end */
+/* ==== >>driver end ======================================================== */
+
+/* ==== >>fit (declarations) ================================================ */
+/* Context-fit clamp (S29, S30): cap a load's context while other models share
+   the server. Manual: [doc:fit] above. */
+enum {
+    RSD_FIT_CEILING_DEFAULT = 131072  /* default ceiling, RESIDENCY_CORESIDENT_CONTEXT */
+};
+/* Ceiling value meaning "clamp disabled" (any request fits under it). */
+#define RSD_FIT_CEILING_OFF 0xFFFFFFFFu
+
+/* Context to load with: requested when n_other_residents == 0, the ceiling is
+   RSD_FIT_CEILING_OFF, or requested <= ceiling; else ceiling. Never raises a
+   request. ceiling 0 means RSD_FIT_CEILING_DEFAULT. */
+RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint32_t ceiling);
+/* Parse RESIDENCY_CORESIDENT_CONTEXT (S30): NULL/empty -> default; off|0|false
+   (trimmed, any case) -> RSD_FIT_CEILING_OFF; a positive integer prefix -> that
+   (saturating at 0xFFFFFFFE); anything else -> RSD_FIT_CEILING_DEFAULT. */
+RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value);
+/* Same, reading getenv("RESIDENCY_CORESIDENT_CONTEXT") itself. */
+RSD_API uint32_t rsd_fit_ceiling_from_env(void);
 /* ==== >>fit end =========================================================== */
 
 /* ==== >>pool (declarations) =============================================== */
+/* Process-pool policy (pure, sans-I/O): slots, per-model FIFO queues, LRU
+   eviction of idle slots, byte reservations, pins, idle TTL. It never forks,
+   never touches a socket, never reads a clock: the host feeds events and pulls
+   actions. See POOL in the manual at the top of this file. */
+enum {
+    RSD_POOL_MAX_SLOTS = 16,          /* hard cap on slots (processes) */
+    RSD_POOL_MAX_MODELS = 64,         /* entries in a pool's model table */
+    RSD_POOL_MAX_MODEL_ID = 128,      /* bytes of a model id, including the NUL */
+    RSD_POOL_MAX_REQUESTS = 1048575,  /* cap on desc.max_requests (20-bit index) */
+    RSD_POOL_DEFAULT_REQUESTS = 1024, /* desc.max_requests when 0 */
+    RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000 /* desc.max_wait_ms when 0 (W26 bound) */
+};
+/* desc.max_wait_ms value that disables the starvation bound. */
+#define RSD_POOL_WAIT_FOREVER 0xFFFFFFFFu
+/* Largest byte figure accepted anywhere in the pool (256 PiB). */
+#define RSD_POOL_MAX_BYTES ((uint64_t)1 << 58)
+/* rsd_pool_step() result when no timer is armed. */
+#define RSD_POOL_NO_DEADLINE UINT64_MAX
+
+/* A request (sokol-style handle: 0 = invalid, generation in the high bits). */
+typedef struct rsd_pool_req { uint32_t id; } rsd_pool_req;
+/* One incarnation of a slot's process (index in the low 8 bits, generation
+   above). The host echoes it in rsd_pool_on_started/on_exited; a stale one
+   (an earlier process in the same slot) is refused. */
+typedef struct rsd_pool_proc { uint32_t id; } rsd_pool_proc;
+
+/* Slot states; see STATE MACHINE in the manual. */
+typedef enum rsd_pool_slot_state {
+    RSD_POOL_SLOT_EMPTY = 0, /* no process, no model, no reservation */
+    RSD_POOL_SLOT_STARTING,  /* SPAWN emitted; waiting for rsd_pool_on_started */
+    RSD_POOL_SLOT_READY,     /* serving its model */
+    RSD_POOL_SLOT_DRAINING,  /* no new admissions; STOP once in-flight reaches 0 */
+    RSD_POOL_SLOT_STOPPING,  /* STOP emitted; waiting for rsd_pool_on_exited */
+    RSD_POOL_SLOT_FAILED,    /* load failed; STOP emitted; waiting for on_exited */
+    RSD_POOL_SLOT_NUM
+} rsd_pool_slot_state;
+
+/* Why a slot is stopped (action.why, event.why). */
+typedef enum rsd_pool_why {
+    RSD_POOL_WHY_NONE = 0,
+    RSD_POOL_WHY_EVICT,       /* LRU idle victim, to make room (count or bytes) */
+    RSD_POOL_WHY_TTL,         /* idle TTL expired */
+    RSD_POOL_WHY_TRIM,        /* rsd_pool_configure lowered the maximum */
+    RSD_POOL_WHY_STARVE,      /* drained for a request waiting past max_wait_ms (W26) */
+    RSD_POOL_WHY_UNLOAD,      /* rsd_pool_unload */
+    RSD_POOL_WHY_SHUTDOWN,    /* rsd_pool_stop */
+    RSD_POOL_WHY_LOAD_FAILED, /* rsd_pool_on_started(ok = false) */
+    RSD_POOL_WHY_NUM
+} rsd_pool_why;
+
+/* Actions pulled with rsd_pool_next_action. */
+typedef enum rsd_pool_action_kind {
+    RSD_POOL_ACTION_NONE = 0,
+    RSD_POOL_ACTION_SPAWN, /* start a process for .model in .slot (reserve .reserve_bytes) */
+    RSD_POOL_ACTION_STOP,  /* stop the process in .slot (.why); report rsd_pool_on_exited */
+    RSD_POOL_ACTION_GRANT, /* waiting request .req may now be sent to .slot */
+    RSD_POOL_ACTION_FAIL,  /* request .req cannot be served (.result); its handle is gone */
+    RSD_POOL_ACTION_NUM
+} rsd_pool_action_kind;
+
+/* One action. Fields not listed for a kind are 0 / -1 / NULL. */
+typedef struct rsd_pool_action {
+    rsd_pool_action_kind kind;
+    int slot;               /* SPAWN, STOP, GRANT: slot index 0..RSD_POOL_MAX_SLOTS-1 */
+    rsd_pool_proc proc;     /* SPAWN, STOP: the process incarnation */
+    int model;              /* model index (SPAWN: to load; STOP: being stopped; GRANT/FAIL) */
+    const char *model_id;   /* NUL-terminated id of .model (owned by the pool) */
+    uint64_t reserve_bytes; /* SPAWN: bytes reserved for the load; STOP: bytes held */
+    rsd_pool_why why;       /* STOP */
+    rsd_pool_req req;       /* GRANT, FAIL */
+    void *user;             /* GRANT, FAIL: the user pointer given to rsd_pool_acquire */
+    int result;             /* FAIL: the reason, an RSD_ERR_* (<0) */
+} rsd_pool_action;
+
+/* One model of the table (rsd_pool_desc.models or rsd_pool_add_model). */
+typedef struct rsd_pool_model_desc {
+    const char *id;          /* model id, copied; 1..RSD_POOL_MAX_MODEL_ID-1 bytes */
+    uint64_t reserve_bytes;  /* VRAM reserved at claim time; 0 = desc.default_reserve_bytes */
+    uint32_t ttl_ms;         /* unload after this long idle since the last request finished; 0 = never */
+    uint32_t max_in_flight;  /* concurrent requests per process (llama-server --parallel); 0 = unlimited */
+    bool pinned;             /* never evicted, trimmed or TTL-unloaded (only unload/stop stop it) */
+} rsd_pool_model_desc;
+
+/* Pool configuration; zeroed means defaults. */
+typedef struct rsd_pool_desc {
+    int max_slots;                 /* resident processes; 0 = 1; clamped to 1..RSD_POOL_MAX_SLOTS */
+    uint32_t max_requests;         /* waiting + running requests tracked; 0 = RSD_POOL_DEFAULT_REQUESTS */
+    uint32_t max_waiting;          /* waiting requests (queue capacity); 0 = max_requests */
+    uint64_t vram_budget_bytes;    /* byte budget for all reservations; 0 = none (count only) */
+    uint64_t default_reserve_bytes;/* reservation of a model that gives none; 0 = 0 */
+    uint32_t max_wait_ms;          /* W26 starvation bound; 0 = default; RSD_POOL_WAIT_FOREVER = off */
+    uint32_t event_log;            /* entries in the event-log ring; 0 = no log */
+    const rsd_pool_model_desc *models; /* initial model table (may be NULL) */
+    int num_models;                /* entries in models */
+    rsd_allocator allocator;       /* zeroed = RSD_DEFAULT_ALLOC/FREE */
+    rsd_logger logger;             /* zeroed = silent */
+} rsd_pool_desc;
+
+/* Event-log entry kinds (for audits such as "only idle slots were evicted"). */
+typedef enum rsd_pool_event_kind {
+    RSD_POOL_EV_NONE = 0,
+    RSD_POOL_EV_CLAIM,       /* slot claimed for a model (SPAWN emitted) */
+    RSD_POOL_EV_READY,       /* load finished */
+    RSD_POOL_EV_LOAD_FAILED, /* load failed */
+    RSD_POOL_EV_DRAIN,       /* slot put in DRAINING (.why STARVE or UNLOAD) */
+    RSD_POOL_EV_STOP,        /* STOP emitted (.why) */
+    RSD_POOL_EV_EXITED,      /* process gone after a STOP */
+    RSD_POOL_EV_CRASHED,     /* process gone without a STOP */
+    RSD_POOL_EV_NUM
+} rsd_pool_event_kind;
+
+/* One event-log entry: the slot as it was when the decision was made. */
+typedef struct rsd_pool_event {
+    rsd_pool_event_kind kind;
+    rsd_pool_why why;
+    int slot, model;
+    uint32_t in_flight;     /* in-flight count at that moment */
+    bool pinned;
+    uint64_t reserve_bytes;
+    uint64_t now_ms;
+    uint64_t clock;         /* pool logical clock */
+} rsd_pool_event;
+
+/* Per-slot part of rsd_pool_stats. */
+typedef struct rsd_pool_slot_info {
+    rsd_pool_slot_state state;
+    int model;                /* -1 when none */
+    const char *model_id;     /* NULL when none */
+    rsd_pool_proc proc;
+    uint32_t in_flight;
+    uint64_t reserve_bytes;
+    uint64_t last_use;        /* logical clock of the last use (LRU key) */
+    uint64_t idle_deadline_ms;/* TTL unload time when idle, else RSD_POOL_NO_DEADLINE */
+    uint32_t ttl_ms;
+    bool pinned;
+    int64_t pid;              /* whatever the host stored with rsd_pool_set_pid; 0 = none */
+} rsd_pool_slot_info;
+
+/* Snapshot of the pool (W34: complete, every slot, plus lifetime counters). */
+typedef struct rsd_pool_stats {
+    int max_slots, live_slots;  /* live = STARTING + READY + DRAINING */
+    int occupied_slots;         /* every non-EMPTY slot */
+    bool stopped;
+    uint32_t waiting, running;  /* requests queued / granted and not released */
+    uint32_t preloads;          /* rsd_pool_preload loads still queued */
+    uint32_t models_waiting;    /* models waiting for a slot */
+    uint64_t reserved_bytes;    /* sum of slot reservations (STOPPING included) */
+    uint64_t budget_bytes;      /* effective budget; 0 = unlimited */
+    uint64_t foreign_bytes;     /* measured VRAM used by others */
+    uint64_t clock;
+    /* lifetime counters */
+    uint64_t acquires, grants_immediate, grants_queued, waits, cancels, releases;
+    uint64_t spawns, readies, load_failures, crashes, exits;
+    uint64_t evictions, ttl_expiries, trims, starve_drains, unloads, fails;
+    uint64_t queue_full, no_fit, max_wait_ms, events_dropped;
+    rsd_pool_slot_info slots[RSD_POOL_MAX_SLOTS];
+} rsd_pool_stats;
+
+/* Per-model snapshot. */
+typedef struct rsd_pool_model_info {
+    const char *id;
+    uint64_t reserve_bytes;
+    uint32_t ttl_ms, max_in_flight;
+    bool pinned;
+    int slot;                 /* -1 when not resident/claimed */
+    rsd_pool_slot_state state;/* state of that slot, EMPTY when none */
+    uint32_t waiting;         /* queued requests for this model */
+    uint32_t running;         /* in-flight on its slot */
+} rsd_pool_model_info;
+
+/* rsd_pool_unload flags. */
+enum {
+    RSD_POOL_UNLOAD_REFUSE_BUSY = 0, /* default: RSD_ERR_POOL_BUSY if any target is busy */
+    RSD_POOL_UNLOAD_DRAIN = 1        /* busy targets drain (no new work), then stop */
+};
+
+typedef struct rsd_pool rsd_pool;
+
+/* Create a pool (the only allocation); NULL on a bad desc or no memory. */
+RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc);
+/* Free the pool. Processes are the host's: call rsd_pool_stop and reap first. */
+RSD_API void rsd_pool_destroy(rsd_pool *pool);
+/* Add a model; returns its index (>= 0) or RSD_ERR_ARG / RSD_ERR_CAPACITY. */
+RSD_API int rsd_pool_add_model(rsd_pool *pool, const rsd_pool_model_desc *model);
+/* Index of the model with this id, or RSD_ERR_NOT_FOUND. */
+RSD_API int rsd_pool_find_model(const rsd_pool *pool, rsd_str id);
+/* Change a model's pin; pinning never stops anything, unpinning may let it be evicted. */
+RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms);
+/* Ask for a request on model: RSD_OK (granted now; *slot set, in-flight counted),
+   RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
+RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
+                             rsd_pool_req *req, int *slot);
+/* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
+   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. */
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
+/* A granted request finished: in-flight--, LRU clock and idle deadline updated. */
+RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
+/* The client went away: drop a waiting request, or release a granted one. */
+RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
+/* Report the end of a load started by SPAWN: ok = healthy; !ok = failed (pool emits STOP). */
+RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms);
+/* Report that a slot's process is gone (after STOP, or a crash); frees slot and reservation. */
+RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms);
+/* Replace a slot's claim-time reservation with the measured figure (P20, W23). */
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms);
+/* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
+RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
+                              uint64_t now_ms);
+/* Store the host's pid (or any id) for the process in proc, shown in stats. */
+RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
+/* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
+RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
+/* Run timers (idle TTL, W26 wait bound); returns the next deadline or RSD_POOL_NO_DEADLINE. */
+RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms);
+/* Set the maximum number of slots (clamped 1..16) and stop idle excess slots (LRU first). */
+RSD_API int rsd_pool_configure(rsd_pool *pool, int max_slots, uint64_t now_ms);
+/* Unload model (-1 = every model): RSD_OK (stopping), RSD_PENDING (draining), <0. */
+RSD_API int rsd_pool_unload(rsd_pool *pool, int model, int flags, uint64_t now_ms);
+/* Stop everything: FAIL every request, STOP every process, refuse later work. */
+RSD_API int rsd_pool_stop(rsd_pool *pool, uint64_t now_ms);
+/* Fill a complete snapshot (W34). */
+RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *stats);
+/* Fill a per-model snapshot; RSD_ERR_ARG for a bad index. */
+RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info);
+/* Pull the oldest event-log entry; false when empty (or no log configured). */
+RSD_API bool rsd_pool_next_event(rsd_pool *pool, rsd_pool_event *event);
+/* Slot index of a process handle (its low 8 bits); -1 for an invalid handle. */
+RSD_API int rsd_pool_proc_slot(rsd_pool_proc proc);
+/* Names for enums (never NULL). */
+RSD_API const char *rsd_pool_slot_state_name(int state);
+/* Name of an rsd_pool_why value (never NULL). */
+RSD_API const char *rsd_pool_why_name(int why);
 
 /* ==== >>pool end ========================================================== */
 
@@ -583,7 +1756,26 @@ static const uint8_t rsdi_json_strclass[256] = {
     1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,
 };
 
-#define RSDI_JSON_ISWS(c) ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t')
+#define RSDI_JSON_ISWS(c) ((c) <= ' ' && ((c) == ' ' || (c) == '\n' || (c) == '\r' || (c) == '\t'))
+/* Index of the first flagged byte in a SWAR mask (little-endian: lowest set bit). */
+#if defined(__GNUC__) || defined(__clang__)
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && !defined(RSDI_JSON_PORTABLE)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define RSDI_JSON_FIRST_BYTE(m) ((unsigned)__builtin_ctzll(m) >> 3)
+#endif
+#endif
+#ifdef __OPTIMIZE_SIZE__ /* -Os: one copy of the parser body */
+#define RSDI_JSON_INLINE static __attribute__((unused))
+#else
+#define RSDI_JSON_INLINE static __inline__ __attribute__((always_inline, unused))
+#endif
+#if defined(__SSE2__) && defined(RSDI_JSON_FIRST_BYTE) && !defined(RSD_JSON_NO_SIMD)
+#include <emmintrin.h>
+#define RSDI_JSON_SSE2 1
+#endif
+#else
+#define RSDI_JSON_INLINE RSDI_PRIVATE
+#endif
 #define RSDI_JSON_ISDIGIT(c) ((unsigned)((c) - '0') < 10u)
 
 RSDI_PRIVATE int rsdi_json_hexval(unsigned c) {
@@ -594,7 +1786,7 @@ RSDI_PRIVATE int rsdi_json_hexval(unsigned c) {
 }
 
 /* Four hex digits at *pp: 0 and *cp, RSD_ERR_TRUNCATED, or RSD_ERR_JSON (*pp at the bad byte). */
-RSDI_PRIVATE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e, unsigned *cp) {
+RSDI_JSON_INLINE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e, unsigned *cp) {
     const unsigned char *p = *pp;
     unsigned v = 0;
     int k, h;
@@ -610,7 +1802,7 @@ RSDI_PRIVATE int rsdi_json_hex4(const unsigned char **pp, const unsigned char *e
 }
 
 /* Validates one UTF-8 sequence starting at the lead byte *pp (>= 0x80). */
-RSDI_PRIVATE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e) {
+RSDI_JSON_INLINE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e) {
     const unsigned char *p = *pp;
     unsigned c = p[0], lo = 0x80, hi = 0xBF;
     int need, k;
@@ -636,13 +1828,29 @@ RSDI_PRIVATE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e
 }
 
 /* Scans a string body from *pp (just past the opening quote) to the closing quote.
-   On success *pp points at the closing quote. On error *pp is the bad byte. */
-RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned char *e,
-                                    uint8_t *flags, const char **what) {
+   Returns RSD_JSON_F_ESCAPED or 0 with *pp at the closing quote, or an error with
+   *pp at the bad byte. */
+RSDI_JSON_INLINE int rsdi_json_scan_str(const unsigned char **pp, const unsigned char *e,
+                                        const char **what) {
     const unsigned char *p = *pp;
     unsigned c, cp, lo;
-    int r;
+    int r, esc = 0;
     for (;;) {
+#ifdef RSDI_JSON_SSE2
+        /* Plain run, 16 bytes at a time; signed < 0x20 also catches bytes >= 0x80. */
+        while (e - p >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+            __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, _mm_set1_epi8('"')),
+                                                  _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'))),
+                                     _mm_cmplt_epi8(x, _mm_set1_epi8(0x20)));
+            int bits = _mm_movemask_epi8(m);
+            if (bits) {
+                p += __builtin_ctz((unsigned)bits);
+                goto special;
+            }
+            p += 16;
+        }
+#endif
         /* Plain run, 8 bytes at a time: stop at '"', '\\', < 0x20 or >= 0x80. */
         while (e - p >= 8) {
             uint64_t w, t1, t2, m;
@@ -651,15 +1859,26 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
             t1 = w ^ (ones * 0x22u);
             t2 = w ^ (ones * 0x5Cu);
             m = ((t1 - ones) & ~t1) | ((t2 - ones) & ~t2) | ((w - ones * 0x20u) & ~w) | w;
-            if (m & high) break;
+            m &= high;
+            if (m) {
+#ifdef RSDI_JSON_FIRST_BYTE
+                p += RSDI_JSON_FIRST_BYTE(m);
+                goto special;
+#else
+                break;
+#endif
+            }
             p += 8;
         }
         while (p < e && !rsdi_json_strclass[*p]) p++;
+#ifdef RSDI_JSON_FIRST_BYTE
+    special:
+#endif
         if (RSDI_UNLIKELY(p >= e)) { *pp = e; *what = "unterminated string"; return RSD_ERR_TRUNCATED; }
         c = *p;
-        if (RSDI_LIKELY(c == '"')) { *pp = p; return 0; }
+        if (RSDI_LIKELY(c == '"')) { *pp = p; return esc; }
         if (c == '\\') {
-            *flags |= RSD_JSON_F_ESCAPED;
+            esc = RSD_JSON_F_ESCAPED;
             if (p + 1 >= e) { *pp = e; *what = "unterminated escape"; return RSD_ERR_TRUNCATED; }
             c = p[1];
             if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
@@ -672,18 +1891,18 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
             r = rsdi_json_hex4(&p, e, &cp);
             if (r) { *pp = p; *what = "bad \\u escape"; return r; }
             if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                *pp = p - 6; *what = "lone low surrogate"; return RSD_ERR_JSON;
+                *pp = p - 1; *what = "lone low surrogate"; return RSD_ERR_JSON;
             }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 if (p >= e) { *pp = e; *what = "high surrogate at end of input"; return RSD_ERR_TRUNCATED; }
                 if (p[0] != '\\') { *pp = p; *what = "lone high surrogate"; return RSD_ERR_JSON; }
                 if (p + 1 >= e) { *pp = e; *what = "high surrogate at end of input"; return RSD_ERR_TRUNCATED; }
-                if (p[1] != 'u') { *pp = p; *what = "lone high surrogate"; return RSD_ERR_JSON; }
+                if (p[1] != 'u') { *pp = p + 1; *what = "lone high surrogate"; return RSD_ERR_JSON; }
                 p += 2;
                 r = rsdi_json_hex4(&p, e, &lo);
                 if (r) { *pp = p; *what = "bad \\u escape"; return r; }
                 if (lo < 0xDC00 || lo > 0xDFFF) {
-                    *pp = p - 6; *what = "high surrogate not followed by a low one"; return RSD_ERR_JSON;
+                    *pp = p - 1; *what = "high surrogate not followed by a low one"; return RSD_ERR_JSON;
                 }
             }
             continue;
@@ -694,8 +1913,26 @@ RSDI_PRIVATE int rsdi_json_scan_str(const unsigned char **pp, const unsigned cha
     }
 }
 
+/* Skips ASCII digits from p; 8 at a time where the SWAR byte index is available. */
+RSDI_JSON_INLINE const unsigned char *rsdi_json_digits(const unsigned char *p, const unsigned char *e) {
+#ifdef RSDI_JSON_FIRST_BYTE
+    while (e - p >= 8) {
+        uint64_t w, nd;
+        const uint64_t hi = 0xF0F0F0F0F0F0F0F0ull, zeros = 0x3030303030303030ull;
+        memcpy(&w, p, 8);
+        /* a byte is a digit iff its high nibble is 3 and adding 6 keeps it 3; carries
+           only leave non-digit bytes, so the lowest flagged byte is exact */
+        nd = ((w & hi) ^ zeros) | (((w + 0x0606060606060606ull) & hi) ^ zeros);
+        if (nd) return p + RSDI_JSON_FIRST_BYTE(nd);
+        p += 8;
+    }
+#endif
+    while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+    return p;
+}
+
 /* Scans a number at *pp; on success *pp is one past it and *flags has F_INT or not. */
-RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned char *e,
+RSDI_JSON_INLINE int rsdi_json_scan_num(const unsigned char **pp, const unsigned char *e,
                                     uint8_t *flags, const char **what) {
     const unsigned char *p = *pp;
     *flags = RSD_JSON_F_INT;
@@ -707,8 +1944,7 @@ RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned cha
         p++;
         if (p < e && RSDI_JSON_ISDIGIT(*p)) { *pp = p; *what = "leading zero"; return RSD_ERR_JSON; }
     } else if (RSDI_JSON_ISDIGIT(*p)) {
-        p++;
-        while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+        p = rsdi_json_digits(p + 1, e);
     } else {
         *pp = p; *what = "expected a digit"; return RSD_ERR_JSON;
     }
@@ -717,7 +1953,7 @@ RSDI_PRIVATE int rsdi_json_scan_num(const unsigned char **pp, const unsigned cha
         p++;
         if (p >= e) { *pp = e; *what = "number ends after '.'"; return RSD_ERR_TRUNCATED; }
         if (!RSDI_JSON_ISDIGIT(*p)) { *pp = p; *what = "expected a digit after '.'"; return RSD_ERR_JSON; }
-        while (p < e && RSDI_JSON_ISDIGIT(*p)) p++;
+        p = rsdi_json_digits(p + 1, e);
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         *flags = 0;
@@ -747,76 +1983,80 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
 #define RSDI_JSON_SKIP_WS() while (p < e && RSDI_JSON_ISWS(*p)) p++
 #define RSDI_JSON_FAIL(c_, w_) do { code = (c_); what = (w_); goto fail; } while (0)
 #define RSDI_JSON_EMIT(type_, flags_, start_, end_) do { \
-    if (toks) { \
-        rsd_json_tok *t_; \
+    if (!counting) { \
+        rsd_json_tok t_; \
         if (RSDI_UNLIKELY(n >= cap)) RSDI_JSON_FAIL(RSD_ERR_JSON_TOKENS, "token array full"); \
-        t_ = toks + n; \
-        t_->type = (uint8_t)(type_); t_->flags = (uint8_t)(flags_); t_->reserved = 0; \
-        t_->start = (uint32_t)(start_); t_->end = (uint32_t)(end_); \
-        t_->parent = cur; t_->next = (int32_t)(n + 1); t_->size = 0; \
+        t_.type = (uint8_t)(type_); t_.flags = (uint8_t)(flags_); t_.reserved = 0; \
+        t_.start = (uint32_t)(start_); t_.end = (uint32_t)(end_); \
+        t_.parent = cur; t_.next = (int32_t)(n + 1); t_.size = 0; \
+        toks[n] = t_; \
         if (cur >= 0) toks[cur].size++; \
     } \
     n++; \
 } while (0)
 
-RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
-                              uint32_t cap, const rsd_json_desc *desc) {
-    const unsigned char *s, *p, *e, *q;
-    uint32_t n = 0, depth = 0, max_depth = RSD_JSON_MAX_DEPTH;
-    size_t max_bytes = RSD_JSON_MAX_BYTES;
+/* Records a failure at p in doc->err (line and column are counted only here). */
+RSDI_PRIVATE int rsdi_json_fail(rsd_json_doc *doc, const unsigned char *s, const unsigned char *p,
+                                const unsigned char *e, int code, const char *what) {
+    size_t off, k;
+    if (p > e) p = e;
+    off = (size_t)(p - s);
+    doc->count = 0;
+    doc->err.code = code;
+    doc->err.offset = off;
+    doc->err.what = what;
+    doc->err.line = 1;
+    doc->err.col = 1;
+    for (k = 0; k < off; k++) {
+        if (s[k] == '\n') { doc->err.line++; doc->err.col = 1; }
+        else doc->err.col++;
+    }
+    return code;
+}
+
+/* The parser. Always inlined with a constant `counting`, so the count pass carries no
+   token-writing branches and the real pass no NULL checks. */
+RSDI_JSON_INLINE int rsdi_json_parse_body(rsd_json_doc *doc, const unsigned char *s,
+                                          const unsigned char *e, rsd_json_tok *toks,
+                                          uint32_t cap, uint32_t max_depth, const int counting) {
+    const unsigned char *p = s, *q;
+    uint32_t n = 0, depth = 0;
     int32_t cur = -1;   /* innermost open container, or the key whose value is being parsed */
     unsigned char objbits[RSD_JSON_DEPTH_CAP / 8];  /* bit d: container at depth d is an object */
     int in_obj = 0, code = RSD_OK, r;
     const char *what = "ok";
     unsigned c;
-    uint8_t flags;
-    size_t off, k;
-
-    if (!doc) return RSD_ERR_ARG;
-    memset(doc, 0, sizeof *doc);
-    doc->err.what = what;
-    if (desc) {
-        if (desc->max_depth > RSD_JSON_DEPTH_CAP) return doc->err.code = RSD_ERR_ARG;
-        if (desc->max_depth) max_depth = desc->max_depth;
-        if (desc->max_bytes && desc->max_bytes < max_bytes) max_bytes = desc->max_bytes;
-    }
-    if (!src) {
-        if (len) return doc->err.code = RSD_ERR_ARG;
-        src = "";
-    }
-    doc->src = src;
-    doc->len = len;
-    doc->toks = toks;
-    doc->cap = toks ? cap : 0;
-    s = p = (const unsigned char *)src;
-    e = s + len;
-    if (len > max_bytes) { p = s + max_bytes; RSDI_JSON_FAIL(RSD_ERR_TOO_LARGE, "input too large"); }
 
 value:
-    RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value");
     c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
+        RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value");
+        c = *p;
+    }
     if (c == '"') {
         q = ++p;
-        flags = 0;
-        r = rsdi_json_scan_str(&p, e, &flags, &what);
-        if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-        RSDI_JSON_EMIT(RSD_JSON_STRING, flags, q - s, p - s);
+        r = rsdi_json_scan_str(&p, e, &what);
+        if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
+        RSDI_JSON_EMIT(RSD_JSON_STRING, r, q - s, p - s);
         p++;
         goto after_value;
     }
     if (c == '-' || RSDI_JSON_ISDIGIT(c)) {
+        uint8_t nflags;
         q = p;
-        r = rsdi_json_scan_num(&p, e, &flags, &what);
+        r = rsdi_json_scan_num(&p, e, &nflags, &what);
         if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-        RSDI_JSON_EMIT(RSD_JSON_NUMBER, flags, q - s, p - s);
+        RSDI_JSON_EMIT(RSD_JSON_NUMBER, nflags, q - s, p - s);
         goto after_value;
     }
     if (c == '{' || c == '[') {
         if (RSDI_UNLIKELY(depth >= max_depth)) RSDI_JSON_FAIL(RSD_ERR_JSON_DEPTH, "nesting too deep");
         RSDI_JSON_EMIT(c == '{' ? RSD_JSON_OBJECT : RSD_JSON_ARRAY, 0, p - s, 0);
-        if (toks) cur = (int32_t)(n - 1);
+        if (!counting) cur = (int32_t)(n - 1);
         in_obj = c == '{';
+        if ((depth & 7) == 0) objbits[depth >> 3] = 0;
         if (in_obj) objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] | (1u << (depth & 7)));
         else objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] & ~(1u << (depth & 7)));
         depth++;
@@ -831,25 +2071,40 @@ value:
         goto value;
     }
     q = p;
-    if (c == 't') r = rsdi_json_scan_lit(&p, e, "true", 4), flags = 1;
-    else if (c == 'f') r = rsdi_json_scan_lit(&p, e, "false", 5), flags = 0;
-    else if (c == 'n') r = rsdi_json_scan_lit(&p, e, "null", 4), flags = 0;
-    else if (c == ']' && depth && !in_obj) RSDI_JSON_FAIL(RSD_ERR_JSON, "trailing comma");
+    if (c == 't') {
+        if (RSDI_LIKELY(e - p >= 4 && memcmp(p, "true", 4) == 0)) p += 4, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "true", 4);
+    } else if (c == 'f') {
+        if (RSDI_LIKELY(e - p >= 5 && memcmp(p, "false", 5) == 0)) p += 5, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "false", 5);
+    } else if (c == 'n') {
+        if (RSDI_LIKELY(e - p >= 4 && memcmp(p, "null", 4) == 0)) p += 4, r = 0;
+        else r = rsdi_json_scan_lit(&p, e, "null", 4);
+    } else if (c == ']' && depth && !in_obj) RSDI_JSON_FAIL(RSD_ERR_JSON, "trailing comma");
     else RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected character");
-    if (r) RSDI_JSON_FAIL(r, r == RSD_ERR_TRUNCATED ? "literal ends early" : "bad literal");
+    if (RSDI_UNLIKELY(r)) RSDI_JSON_FAIL(r, r == RSD_ERR_TRUNCATED ? "literal ends early" : "bad literal");
     RSDI_JSON_EMIT(c == 'n' ? RSD_JSON_NULL : RSD_JSON_BOOL, 0, q - s, p - s);
     goto after_value;
 
 key:
-    /* p < e and *p is not whitespace */
-    if (RSDI_UNLIKELY(*p != '"')) RSDI_JSON_FAIL(RSD_ERR_JSON, *p == '}' ? "trailing comma" : "expected a string key");
+    /* p < e */
+    c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
+        RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a string key");
+        c = *p;
+    }
+    if (RSDI_UNLIKELY(c != '"')) RSDI_JSON_FAIL(RSD_ERR_JSON, c == '}' ? "trailing comma" : "expected a string key");
     q = ++p;
-    flags = RSD_JSON_F_KEY;
-    r = rsdi_json_scan_str(&p, e, &flags, &what);
-    if (RSDI_UNLIKELY(r)) { code = r; goto fail; }
-    RSDI_JSON_EMIT(RSD_JSON_STRING, flags, q - s, p - s);
-    if (toks) cur = (int32_t)(n - 1);
+    r = rsdi_json_scan_str(&p, e, &what);
+    if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
+    RSDI_JSON_EMIT(RSD_JSON_STRING, r | RSD_JSON_F_KEY, q - s, p - s);
+    if (!counting) cur = (int32_t)(n - 1);
     p++;
+    if (RSDI_LIKELY(p < e && *p == ':')) {
+        p++;
+        goto value;
+    }
     RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected ':'");
     if (RSDI_UNLIKELY(*p != ':')) RSDI_JSON_FAIL(RSD_ERR_JSON, "expected ':'");
@@ -859,27 +2114,32 @@ key:
 close:
     /* p is one past the closer of the container at depth - 1 */
     depth--;
-    if (toks) {
+    if (!counting) {
         toks[cur].end = (uint32_t)(p - s);
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
-    if (depth) in_obj = (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1;
+    in_obj = depth ? (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1 : 0;
 
 after_value:
-    if (toks && cur >= 0 && (toks[cur].flags & RSD_JSON_F_KEY)) {
+    if (!counting && in_obj) { /* in an object, cur is the key whose value just ended */
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
-    RSDI_JSON_SKIP_WS();
     if (RSDI_UNLIKELY(depth == 0)) {
+        RSDI_JSON_SKIP_WS();
         if (p != e) RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected data after the value");
         goto done;
     }
     if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, in_obj ? "unclosed object" : "unclosed array");
-    c = *p++;
-    if (c == ',') {
+    c = *p;
+    if (RSDI_UNLIKELY(c <= ' ')) {
         RSDI_JSON_SKIP_WS();
+        if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, in_obj ? "unclosed object" : "unclosed array");
+        c = *p;
+    }
+    p++;
+    if (c == ',') {
         if (RSDI_UNLIKELY(p >= e)) RSDI_JSON_FAIL(RSD_ERR_TRUNCATED, "expected a value after ','");
         if (in_obj) goto key;
         goto value;
@@ -890,7 +2150,7 @@ after_value:
 
 done:
     doc->count = n;
-    if (toks && n < cap) {
+    if (!counting && n < cap) {
         memset(toks + n, 0, sizeof *toks);
         toks[n].parent = -1;
         toks[n].next = (int32_t)n;
@@ -898,19 +2158,41 @@ done:
     return (int)n;
 
 fail:
-    if (p > e) p = e;
-    off = (size_t)(p - s);
-    doc->count = 0;
-    doc->err.code = code;
-    doc->err.offset = off;
-    doc->err.what = what;
-    doc->err.line = 1;
-    doc->err.col = 1;
-    for (k = 0; k < off; k++) {
-        if (s[k] == '\n') { doc->err.line++; doc->err.col = 1; }
-        else doc->err.col++;
+    return rsdi_json_fail(doc, s, p, e, code, what);
+}
+
+RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
+                              uint32_t cap, const rsd_json_desc *desc) {
+    const unsigned char *s;
+    uint32_t max_depth = RSD_JSON_MAX_DEPTH;
+    size_t max_bytes = RSD_JSON_MAX_BYTES;
+
+    if (!doc) return RSD_ERR_ARG;
+    memset(doc, 0, sizeof *doc);
+    doc->err.what = "ok";
+    if (desc) {
+        if (desc->max_depth > RSD_JSON_DEPTH_CAP) {
+            doc->err.what = "max_depth above RSD_JSON_DEPTH_CAP";
+            return doc->err.code = RSD_ERR_ARG;
+        }
+        if (desc->max_depth) max_depth = desc->max_depth;
+        if (desc->max_bytes && desc->max_bytes < max_bytes) max_bytes = desc->max_bytes;
     }
-    return code;
+    if (!src) {
+        if (len) {
+            doc->err.what = "NULL input";
+            return doc->err.code = RSD_ERR_ARG;
+        }
+        src = "";
+    }
+    doc->src = src;
+    doc->len = len;
+    doc->toks = toks;
+    doc->cap = toks ? cap : 0;
+    s = (const unsigned char *)src;
+    if (len > max_bytes) return rsdi_json_fail(doc, s, s + max_bytes, s + len, RSD_ERR_TOO_LARGE, "input too large");
+    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, 0);
+    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, 1);
 }
 
 RSD_API int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
@@ -1055,39 +2337,44 @@ RSD_API int rsd_json_str(const rsd_json_doc *doc, int i, char *buf, size_t cap, 
     return RSD_OK;
 }
 
-RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
-    const rsd_json_tok *t = rsdi_json_tok(doc, i);
-    const unsigned char *p, *e, *q = (const unsigned char *)s;
+/* String token t equals key[0..klen) after unescaping. */
+RSDI_PRIVATE bool rsdi_json_eq(const rsd_json_doc *doc, const rsd_json_tok *t, const char *key,
+                               size_t klen) {
+    const unsigned char *p, *e, *q = (const unsigned char *)key, *qe = q + klen;
     unsigned char tmp[4];
     int k, j;
-    if (!t || !s || t->type != RSD_JSON_STRING || t->end > doc->len || t->start > t->end)
-        return false;
+    if (t->type != RSD_JSON_STRING || t->end > doc->len || t->start > t->end) return false;
     p = (const unsigned char *)doc->src + t->start;
     e = (const unsigned char *)doc->src + t->end;
-    if (!(t->flags & RSD_JSON_F_ESCAPED)) {
-        size_t n = (size_t)(e - p);
-        /* the source holds no NUL, so strncmp == 0 proves s has >= n bytes */
-        return memchr(p, 0, n) == NULL && strncmp(s, (const char *)p, n) == 0 && s[n] == '\0';
-    }
+    if (!(t->flags & RSD_JSON_F_ESCAPED))
+        return (size_t)(e - p) == klen && (klen == 0 || memcmp(p, key, klen) == 0);
+    if ((size_t)(e - p) < klen) return false; /* escapes only ever shrink */
     while (p < e) {
         if (*p != '\\') {
-            if (*q != *p || *q == '\0') return false;
+            if (q >= qe || *q != *p) return false;
             p++, q++;
             continue;
         }
         p = rsdi_json_unesc(p, e, tmp, &k);
         for (j = 0; j < k; j++, q++)
-            if (*q != tmp[j] || *q == '\0') return false;
+            if (q >= qe || *q != tmp[j]) return false;
     }
-    return *q == '\0';
+    return q == qe;
+}
+
+RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
+    const rsd_json_tok *t = rsdi_json_tok(doc, i);
+    return t && s && rsdi_json_eq(doc, t, s, strlen(s));
 }
 
 RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
     const rsd_json_tok *t = rsdi_json_tok(doc, obj);
+    size_t klen;
     int k;
     if (!t || t->type != RSD_JSON_OBJECT || !key) return -1;
+    klen = strlen(key);
     for (k = rsd_json_child(doc, obj); k >= 0; k = rsd_json_next(doc, k))
-        if (rsd_json_str_eq(doc, k, key)) return rsd_json_child(doc, k);
+        if (rsdi_json_eq(doc, doc->toks + k, key, klen)) return k + 1;
     return -1;
 }
 
@@ -1314,16 +2601,22 @@ RSD_API int rsd_json_w_begin_array(rsd_json_writer *w) { return w ? rsdi_jw_open
 RSD_API int rsd_json_w_end_array(rsd_json_writer *w) { return rsdi_jw_close(w, false); }
 
 RSD_API int rsd_json_w_key(rsd_json_writer *w, const char *key) {
+    if (!w) return RSD_ERR_ARG;
+    if (!key) return rsdi_jw_fail(w, RSD_ERR_ARG);
+    return rsd_json_w_keyn(w, key, strlen(key));
+}
+
+RSD_API int rsd_json_w_keyn(rsd_json_writer *w, const char *key, size_t n) {
     uint64_t bit;
     if (!w) return RSD_ERR_ARG;
     if (w->err) return w->err;
-    if (!key) return rsdi_jw_fail(w, RSD_ERR_ARG);
+    if (!key && n) return rsdi_jw_fail(w, RSD_ERR_ARG);
     if (w->depth == 0) return rsdi_jw_fail(w, RSD_ERR_STATE);
     bit = (uint64_t)1 << (w->depth - 1);
     if (!(w->is_obj & bit) || w->after_key) return rsdi_jw_fail(w, RSD_ERR_STATE);
     if ((w->has_item & bit) && rsdi_jw_put(w, ",", 1)) return w->err;
     w->has_item |= bit;
-    if (rsdi_jw_string(w, key, strlen(key)) || rsdi_jw_put(w, ":", 1)) return w->err;
+    if (rsdi_jw_string(w, key, n) || rsdi_jw_put(w, ":", 1)) return w->err;
     w->after_key = true;
     return RSD_OK;
 }
@@ -1397,15 +2690,2314 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
 /* ==== >>json end ========================================================== */
 
 /* ==== >>reconcile (implementation) ======================================== */
+#include <stdlib.h> /* getenv */
+RSD_API const char *rsd_decision_str(int decision) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_DECISIONS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return decision >= 0 && decision < (int)RSD_DECISION_NUM ? s[decision] : "unknown";
+}
 
+RSD_API const char *rsd_reason_str(int reason) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_REASONS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return reason >= 0 && reason < (int)RSD_REASON_NUM ? s[reason] : "unknown";
+}
+
+RSD_API const char *rsd_reason_name(int reason) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) #n,
+        RSD_REASONS(RSDI_X)
+#undef RSDI_X
+        "UNKNOWN"};
+    return reason >= 0 && reason < (int)RSD_REASON_NUM ? s[reason] : "UNKNOWN";
+}
+
+RSD_API const char *rsd_notice_kind_str(int kind) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_NOTICE_KINDS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return kind >= 0 && kind < (int)RSD_NOTICE_KIND_NUM ? s[kind] : "unknown";
+}
+
+RSD_API const char *rsd_notice_level_str(int level) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_NOTICE_LEVELS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return level >= 0 && level < (int)RSD_LEVEL_NUM ? s[level] : "unknown";
+}
+
+RSD_API const char *rsd_notice_msg_str(int msg) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_NOTICE_MSGS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return msg >= 0 && msg < (int)RSD_MSG_NUM ? s[msg] : "unknown";
+}
+
+RSD_API const char *rsd_role_str(int role) {
+    static const char *const s[] = {
+#define RSDI_X(n, str, phrase) str,
+        RSD_ROLES(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return role >= 0 && role < (int)RSD_ROLE_NUM ? s[role] : "unknown";
+}
+
+RSD_API const char *rsd_role_phrase(int role) {
+    static const char *const s[] = {
+#define RSDI_X(n, str, phrase) phrase,
+        RSD_ROLES(RSDI_X)
+#undef RSDI_X
+        "a configured model"};
+    return role >= 0 && role < (int)RSD_ROLE_NUM ? s[role] : s[0];
+}
+
+/* A view is usable: no NULL pointer with a length. */
+RSDI_PRIVATE bool rsdi_str_valid(rsd_str s) { return s.ptr != NULL || s.len == 0; }
+
+RSDI_PRIVATE bool rsdi_is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/* ASCII whitespace trimmed from both ends. */
+RSDI_PRIVATE rsd_str rsdi_str_trim(rsd_str s) {
+    if (!s.ptr) { s.len = 0; return s; }
+    while (s.len && rsdi_is_space(s.ptr[0])) { s.ptr++; s.len--; }
+    while (s.len && rsdi_is_space(s.ptr[s.len - 1])) s.len--;
+    return s;
+}
+
+/* ASCII case-insensitive equality with a lower-case literal. */
+RSDI_PRIVATE bool rsdi_ieq_c(rsd_str s, const char *lit) {
+    size_t i, n = strlen(lit);
+    if (s.len != n) return false;
+    for (i = 0; i < n; i++) {
+        char c = s.ptr[i];
+        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+        if (c != lit[i]) return false;
+    }
+    return true;
+}
+
+/* Total order on views: bytes (unsigned), then length. */
+RSDI_PRIVATE int rsdi_str_cmp(rsd_str a, rsd_str b) {
+    size_t n = a.len < b.len ? a.len : b.len;
+    int c = n ? memcmp(a.ptr, b.ptr, n) : 0;
+    if (c) return c;
+    return a.len < b.len ? -1 : a.len > b.len ? 1 : 0;
+}
+
+RSD_API bool rsd_tags_protect(const rsd_str *tags, int n_tags) {
+    int i;
+    if (!tags || n_tags <= 0) return false;
+    for (i = 0; i < n_tags; i++)
+        if (rsd_str_eq_c(tags[i], "pinned:true") || rsd_str_eq_c(tags[i], "role:scout")) return true;
+    return false;
+}
+
+/* Name k of resident r: 0 = model_id, 1.. = aliases (may be empty = skip). */
+RSDI_PRIVATE rsd_str rsdi_res_name(const rsd_resident *r, int k) {
+    return k == 0 ? r->model_id : r->aliases[k - 1];
+}
+
+/* Role lookup in the protected list (R9): first entry with a known role wins; a
+   bare entry counts when no entry for the id carries a role. */
+RSDI_PRIVATE bool rsdi_protected_role(const rsd_facts *f, rsd_str name, rsd_role *role) {
+    int i;
+    bool bare = false;
+    if (name.len == 0) return false;
+    for (i = 0; i < f->n_protected; i++) {
+        rsd_str id = rsdi_str_trim(f->protected_models[i].model_id);
+        if (id.len == 0 || id.len >= RSD_MODEL_ID_MAX || !rsd_str_eq(id, name)) continue;
+        if (f->protected_models[i].role != RSD_ROLE_NONE) {
+            *role = f->protected_models[i].role;
+            return true;
+        }
+        bare = true;
+    }
+    if (bare) *role = RSD_ROLE_NONE;
+    return bare;
+}
+
+/* Checks a model id: non-empty, short enough, valid view. */
+RSDI_PRIVATE int rsdi_check_id(rsd_str s, bool allow_empty) {
+    if (!rsdi_str_valid(s)) return RSD_ERR_ARG;
+    if (s.len == 0) return allow_empty ? RSD_OK : RSD_ERR_MODEL_ID;
+    return s.len < RSD_MODEL_ID_MAX ? RSD_OK : RSD_ERR_MODEL_ID;
+}
+
+RSDI_PRIVATE int rsdi_check_facts(const rsd_facts *f) {
+    int i, k, r;
+    if ((int)f->strategy < 0 || (int)f->strategy >= (int)RSD_STRATEGY_NUM) return RSD_ERR_ARG;
+    if ((int)f->optout < 0 || (int)f->optout >= (int)RSD_OPTOUT_NUM) return RSD_ERR_ARG;
+    if (f->n_residents < 0 || f->n_protected < 0 || f->n_keep_aliases < 0 || f->n_keep_tags < 0)
+        return RSD_ERR_ARG;
+    if (f->n_residents > RSD_MAX_RESIDENTS || f->n_protected > RSD_MAX_PROTECTED ||
+        f->n_keep_aliases > RSD_MAX_ALIASES || f->n_keep_tags > RSD_MAX_TAGS)
+        return RSD_ERR_RESIDENTS_LIMIT;
+    if ((f->n_residents && !f->residents) || (f->n_protected && !f->protected_models))
+        return RSD_ERR_ARG;
+    if (!rsdi_str_valid(f->target_id) || !rsdi_str_valid(f->runtime_id)) return RSD_ERR_ARG;
+    if ((r = rsdi_check_id(f->keep, false)) < 0) return r;
+    for (k = 0; k < f->n_keep_aliases; k++)
+        if ((r = rsdi_check_id(f->keep_aliases[k], true)) < 0) return r;
+    for (k = 0; k < f->n_keep_tags; k++)
+        if (!rsdi_str_valid(f->keep_tags[k])) return RSD_ERR_ARG;
+    for (i = 0; i < f->n_protected; i++) {
+        int role = (int)f->protected_models[i].role;
+        if (!rsdi_str_valid(f->protected_models[i].model_id)) return RSD_ERR_ARG;
+        if (role < 0 || role >= (int)RSD_ROLE_NUM) return RSD_ERR_ARG;
+    }
+    for (i = 0; i < f->n_residents; i++) {
+        const rsd_resident *res = &f->residents[i];
+        if (res->n_aliases < 0 || res->n_tags < 0) return RSD_ERR_ARG;
+        if (res->n_aliases > RSD_MAX_ALIASES || res->n_tags > RSD_MAX_TAGS)
+            return RSD_ERR_RESIDENTS_LIMIT;
+        if ((r = rsdi_check_id(res->model_id, false)) < 0) return r;
+        for (k = 0; k < res->n_aliases; k++)
+            if ((r = rsdi_check_id(res->aliases[k], true)) < 0) return r;
+        for (k = 0; k < res->n_tags; k++)
+            if (!rsdi_str_valid(res->tags[k])) return RSD_ERR_ARG;
+    }
+    return RSD_OK;
+}
+
+/* Does resident r carry a name of the keep model? */
+RSDI_PRIVATE bool rsdi_matches_keep(const rsd_facts *f, const rsd_resident *r) {
+    int i, j;
+    for (i = 0; i <= r->n_aliases; i++) {
+        rsd_str x = rsdi_res_name(r, i);
+        if (!x.len) continue;
+        if (rsd_str_eq(x, f->keep)) return true;
+        for (j = 0; j < f->n_keep_aliases; j++)
+            if (rsd_str_eq(x, f->keep_aliases[j])) return true;
+    }
+    return false;
+}
+
+/* Working state of one rsd_decide call (on the stack, ~1.5 KiB). */
+typedef struct rsdi_decide_ws {
+    int n;
+    int16_t order[RSD_MAX_RESIDENTS];   /* canonical order: (model_id, index) */
+    int16_t pos[RSD_MAX_RESIDENTS];     /* position of index i in order */
+    int16_t root[RSD_MAX_RESIDENTS];    /* union-find parent */
+    uint8_t tag[RSD_MAX_RESIDENTS], cfg[RSD_MAX_RESIDENTS], role[RSD_MAX_RESIDENTS];
+    uint8_t gsize[RSD_MAX_RESIDENTS];   /* members, at the representative */
+    uint8_t role_set[RSD_MAX_RESIDENTS]; /* group role decided */
+    uint32_t hash[RSD_MAX_RESIDENTS][1 + RSD_MAX_ALIASES]; /* FNV-1a of each name, 0 = empty */
+    int n_others;                       /* non-keep groups, canonical order */
+    int16_t others[RSD_MAX_RESIDENTS];
+    int n_unprot, n_config;             /* eviction tiers (R25), ours first */
+    int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
+} rsdi_decide_ws;
+
+/* FNV-1a, never 0 for a non-empty name (0 marks "no name"). */
+RSDI_PRIVATE uint32_t rsdi_name_hash(rsd_str s) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    if (!s.len) return 0;
+    for (i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 16777619u;
+    return h ? h : 1;
+}
+
+/* Do residents i and j share a non-empty name? Hashes first, bytes to confirm. */
+RSDI_PRIVATE bool rsdi_share_name_h(const rsdi_decide_ws *w, const rsd_facts *f, int i, int j) {
+    const rsd_resident *a = &f->residents[i], *b = &f->residents[j];
+    int x, y;
+    for (x = 0; x <= a->n_aliases; x++) {
+        uint32_t hx = w->hash[i][x];
+        if (!hx) continue;
+        for (y = 0; y <= b->n_aliases; y++)
+            if (w->hash[j][y] == hx && rsd_str_eq(rsdi_res_name(a, x), rsdi_res_name(b, y))) return true;
+    }
+    return false;
+}
+
+RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
+    while (w->root[i] != i) {
+        w->root[i] = w->root[w->root[i]];
+        i = w->root[i];
+    }
+    return i;
+}
+
+/* Appends a notice; returns it zeroed with kind/level/msg set, or NULL if full. */
+RSDI_PRIVATE rsd_notice *rsdi_notice_add(rsd_plan *p, rsd_notice_kind kind, rsd_notice_level level,
+                                         rsd_notice_msg msg, int subject) {
+    rsd_notice *n;
+    if (p->n_notices >= RSD_MAX_NOTICES) return NULL;
+    n = &p->notices[p->n_notices++];
+    memset(n, 0, sizeof *n);
+    n->kind = kind;
+    n->level = level;
+    n->msg = msg;
+    n->subject = subject;
+    n->role = RSD_ROLE_NONE;
+    return n;
+}
+
+/* Builds tiers: groups with the given protection, ours first, canonical order. */
+RSDI_PRIVATE int rsdi_tier(const rsdi_decide_ws *w, const rsd_plan *p, int protection, int16_t *out) {
+    int pass, k, n = 0;
+    for (pass = 0; pass < 2; pass++)
+        for (k = 0; k < w->n_others; k++) {
+            int g = w->others[k];
+            if (p->cls[g].protection != protection) continue;
+            if ((pass == 0) != (p->cls[g].ours != 0)) continue;
+            out[n++] = (int16_t)g;
+        }
+    return n;
+}
+
+RSDI_PRIVATE void rsdi_mark_evict(const rsdi_decide_ws *w, rsd_plan *p, int g) {
+    int i;
+    for (i = 0; i < w->n; i++)
+        if (p->cls[i].group == g) p->cls[i].evict = 1;
+    p->evict[p->n_evict++] = (int16_t)g;
+}
+
+/* R31: one notice per planned eviction. */
+RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
+    int k;
+    for (k = 0; k < p->n_evict; k++) {
+        int g = p->evict[k];
+        const rsd_resident *r = &f->residents[g];
+        rsd_notice *n;
+        if (p->cls[g].protection == RSD_PROTECT_CONFIG) {
+            n = rsdi_notice_add(p, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, RSD_MSG_EVICT_CONFIG, g);
+            if (!n) return;
+            n->detail = RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_CONFIG_PROTECTED;
+            n->config_protected = true;
+            n->role = (rsd_role)p->cls[g].role;
+            if (n->role != RSD_ROLE_NONE) n->detail |= RSD_DETAIL_ROLE;
+        } else if (p->cls[g].ours) {
+            n = rsdi_notice_add(p, RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO, RSD_MSG_EVICT_OURS, g);
+            if (!n) return;
+        } else {
+            n = rsdi_notice_add(p, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, RSD_MSG_EVICT_FOREIGN, g);
+            if (!n) return;
+            n->detail = RSD_DETAIL_SWAPPED_OUT;
+        }
+        if (p->cls[g].protection != RSD_PROTECT_CONFIG && r->has_size_vram) {
+            n->detail |= RSD_DETAIL_FREED_VRAM_BYTES;
+            n->freed_vram_bytes = r->size_vram_bytes;
+        }
+    }
+}
+
+/* Router strategy with known capacity (R30). */
+RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p,
+                                    bool config_evictable) {
+    int64_t needed = (int64_t)f->n_residents + 1 - (int64_t)f->max_instances;
+    int64_t freed = 0, avail_unprot = 0, avail_config = 0;
+    int k;
+    bool any_config = false;
+    rsd_notice *n;
+    p->slots_needed = needed > 0 ? (int)needed : 0;
+    if (needed <= 0) { /* R30a */
+        p->decision = RSD_DECISION_LOAD;
+        p->reason = RSD_REASON_FREE_SLOT;
+        n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_LOADING_ALONGSIDE, -1);
+        if (n) {
+            n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
+            n->resident_count = (uint32_t)f->n_residents + 1;
+            n->max_instances = f->max_instances;
+        }
+        return;
+    }
+    for (k = 0; k < w->n_unprot; k++) avail_unprot += w->gsize[w->unprot[k]];
+    for (k = 0; k < w->n_config; k++) avail_config += w->gsize[w->config[k]];
+    if (avail_unprot + (config_evictable ? avail_config : 0) < needed) {
+        n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, RSD_MSG_DECLINE_ALL_PINNED, -1);
+        p->decision = RSD_DECISION_DECLINE;
+        p->reason = RSD_REASON_DECLINE_ALL_PINNED;
+        if (!config_evictable && avail_unprot + avail_config >= needed) { /* R30c */
+            p->reason = RSD_REASON_DECLINE_PINNED_KEEP;
+            for (k = 0; k < w->n_config && freed + avail_unprot < needed; k++) {
+                p->blocked[p->n_blocked++] = w->config[k];
+                freed += w->gsize[w->config[k]];
+            }
+            if (n) {
+                n->msg = RSD_MSG_DECLINE_PINNED_KEEP;
+                n->config_protected = true;
+                n->detail |= RSD_DETAIL_CONFIG_PROTECTED;
+                if (p->n_blocked && p->cls[p->blocked[0]].role != RSD_ROLE_NONE) {
+                    n->role = (rsd_role)p->cls[p->blocked[0]].role;
+                    n->detail |= RSD_DETAIL_ROLE;
+                }
+            }
+        }
+        if (n) {
+            n->detail |= RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
+            n->resident_count = (uint32_t)f->n_residents;
+            n->max_instances = f->max_instances;
+        }
+        return;
+    }
+    for (k = 0; k < w->n_unprot && freed < needed; k++) {
+        rsdi_mark_evict(w, p, w->unprot[k]);
+        freed += w->gsize[w->unprot[k]];
+    }
+    for (k = 0; config_evictable && k < w->n_config && freed < needed; k++) {
+        rsdi_mark_evict(w, p, w->config[k]);
+        freed += w->gsize[w->config[k]];
+        any_config = true;
+    }
+    p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
+    p->reason = any_config ? RSD_REASON_EVICT_CONFIG : RSD_REASON_EVICT_UNPROTECTED;
+}
+
+RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
+    rsdi_decide_ws w;
+    int i, j, k, r;
+    bool keep_pinned, config_evictable;
+    if (!p) return RSD_ERR_ARG;
+    memset(p, 0, sizeof *p);
+    p->keep_index = -1;
+    if (!f) return RSD_ERR_ARG;
+    if ((r = rsdi_check_facts(f)) < 0) return r;
+    memset(&w, 0, sizeof w);
+    w.n = f->n_residents;
+    p->resident_count = (uint32_t)w.n;
+
+    /* Canonical order (model_id, then index): insertion sort, n <= 64. */
+    for (i = 0; i < w.n; i++) {
+        int16_t x = (int16_t)i;
+        j = i;
+        while (j > 0 && rsdi_str_cmp(f->residents[w.order[j - 1]].model_id, f->residents[x].model_id) > 0) {
+            w.order[j] = w.order[j - 1];
+            j--;
+        }
+        w.order[j] = x;
+    }
+    for (i = 0; i < w.n; i++) {
+        w.pos[w.order[i]] = (int16_t)i;
+        w.root[i] = (int16_t)i;
+        for (k = 0; k <= f->residents[i].n_aliases; k++)
+            w.hash[i][k] = rsdi_name_hash(rsdi_res_name(&f->residents[i], k));
+    }
+    /* Per-entry protection (R8, R10) and identity groups: entries that share any
+       id or alias are one model; the root is the canonical-first member. */
+    for (i = 0; i < w.n; i++) {
+        const rsd_resident *res = &f->residents[i];
+        rsd_role role = RSD_ROLE_NONE;
+        w.tag[i] = (uint8_t)(res->pinned || rsd_tags_protect(res->tags, res->n_tags));
+        for (k = 0; k <= res->n_aliases; k++)
+            if (rsdi_protected_role(f, rsdi_res_name(res, k), &role)) {
+                w.cfg[i] = 1;
+                w.role[i] = (uint8_t)role;
+                break;
+            }
+        for (j = 0; j < i; j++)
+            if (rsdi_share_name_h(&w, f, i, j)) {
+                int a = rsdi_find(&w, i), b = rsdi_find(&w, j);
+                if (a != b) {
+                    if (w.pos[a] < w.pos[b]) w.root[b] = (int16_t)a;
+                    else w.root[a] = (int16_t)b;
+                }
+            }
+    }
+    /* Group aggregates at the representative, walked in canonical order. */
+    for (i = 0; i < w.n; i++) p->cls[i].group = (uint8_t)rsdi_find(&w, i);
+    for (k = 0; k < w.n; k++) {
+        int e = w.order[k], g = p->cls[e].group;
+        rsd_resident_class *c = &p->cls[g];
+        w.gsize[g]++;
+        if (rsdi_matches_keep(f, &f->residents[e])) c->is_keep = 1;
+        if (f->residents[e].loaded_by_us) c->ours = 1;
+        if (w.tag[e]) c->protection = RSD_PROTECT_TAG;
+        else if (w.cfg[e] && c->protection == RSD_PROTECT_NONE) c->protection = RSD_PROTECT_CONFIG;
+        if (w.cfg[e] && !w.role_set[g]) { /* role of the canonical-first configured member */
+            c->role = w.role[e];
+            w.role_set[g] = 1;
+        }
+    }
+    for (i = 0; i < w.n; i++) { /* spread group facts to members */
+        int g = p->cls[i].group;
+        if (g != i) {
+            p->cls[i].is_keep = p->cls[g].is_keep;
+            p->cls[i].ours = p->cls[g].ours;
+            p->cls[i].protection = p->cls[g].protection;
+            p->cls[i].role = p->cls[g].role;
+        }
+        if (p->cls[i].is_keep) {
+            p->keep_resident = true;
+            if (p->keep_index < 0) p->keep_index = i;
+        }
+    }
+    for (k = 0; k < w.n; k++) {
+        int e = w.order[k];
+        if (p->cls[e].group == e && !p->cls[e].is_keep) w.others[w.n_others++] = (int16_t)e;
+    }
+
+    /* R21: context stress. */
+    if (f->context_length && f->model_max_context && f->context_length > f->model_max_context) {
+        rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_OVER_MAX, -1);
+        if (n) {
+            n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_MODEL_MAX_CONTEXT;
+            n->requested_context = f->context_length;
+            n->model_max_context = f->model_max_context;
+        }
+    }
+    /* R22: split stress for every resident, keep included, canonical order. */
+    for (k = 0; k < w.n; k++) {
+        const rsd_resident *res = &f->residents[w.order[k]];
+        if (res->has_size && res->has_size_vram && res->size_bytes > res->size_vram_bytes) {
+            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_SPLIT, w.order[k]);
+            if (n) {
+                n->detail = RSD_DETAIL_RESIDENT_VRAM_BYTES | RSD_DETAIL_RESIDENT_TOTAL_BYTES;
+                n->resident_vram_bytes = res->size_vram_bytes;
+                n->resident_total_bytes = res->size_bytes;
+            }
+        }
+    }
+
+    keep_pinned = f->keep_pinned || rsd_tags_protect(f->keep_tags, f->n_keep_tags);
+    config_evictable = !keep_pinned; /* R26 */
+    if (p->keep_resident) { /* R24 */
+        p->decision = RSD_DECISION_ALREADY_RESIDENT;
+        p->reason = RSD_REASON_KEEP_RESIDENT;
+        if (w.n_others) {
+            rsd_notice *n;
+            if (f->max_instances && (uint32_t)w.n > f->max_instances) {
+                n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_OVER_CAPACITY, -1);
+                if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
+            } else {
+                n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_SERVES_ALONGSIDE, -1);
+                if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | (f->max_instances ? (uint32_t)RSD_DETAIL_MAX_INSTANCES : 0u);
+            }
+            if (n) {
+                n->resident_count = (uint32_t)w.n;
+                n->max_instances = f->max_instances;
+            }
+        }
+    } else {
+        w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);  /* R25 */
+        w.n_config = rsdi_tier(&w, p, RSD_PROTECT_CONFIG, w.config);
+        switch (f->strategy) {
+        case RSD_STRATEGY_JIT: /* R27 */
+            for (k = 0; k < w.n_unprot; k++) p->fallback[p->n_fallback++] = w.unprot[k];
+            for (k = 0; config_evictable && k < w.n_config; k++) p->fallback[p->n_fallback++] = w.config[k];
+            p->decision = RSD_DECISION_LOAD;
+            p->reason = RSD_REASON_JIT_LOAD;
+            break;
+        case RSD_STRATEGY_SCHEDULER: /* R28 */
+            for (k = 0; k < w.n_unprot; k++)
+                if (p->cls[w.unprot[k]].ours) rsdi_mark_evict(&w, p, w.unprot[k]);
+            p->decision = p->n_evict ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
+            p->reason = p->n_evict ? RSD_REASON_SCHEDULER_RELEASE_OURS : RSD_REASON_SCHEDULER_LOAD;
+            break;
+        default: /* router */
+            if (w.n == 0) {
+                p->decision = RSD_DECISION_LOAD;
+                p->reason = RSD_REASON_EMPTY_SERVER;
+            } else if (f->max_instances == 0) { /* R29, improved (W8): evict one */
+                if (w.n_unprot) {
+                    rsdi_mark_evict(&w, p, w.unprot[0]);
+                    p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
+                    p->reason = RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE;
+                } else {
+                    p->decision = RSD_DECISION_LOAD;
+                    p->reason = RSD_REASON_CAPACITY_UNKNOWN_NONE_EVICTABLE;
+                }
+            } else {
+                rsdi_router_known(f, &w, p, config_evictable);
+            }
+            break;
+        }
+        rsdi_evict_notices(f, p);
+    }
+
+    /* S29: clamp the load context while neighbours stay resident. */
+    if (f->context_length &&
+        (p->decision == RSD_DECISION_LOAD || p->decision == RSD_DECISION_LOAD_AFTER_EVICT)) {
+        int neighbours = 0;
+        for (k = 0; k < w.n_others; k++)
+            if (!p->cls[w.others[k]].evict) neighbours++;
+        p->load_context = rsd_fit_context(f->context_length, neighbours, f->context_ceiling);
+        if (p->load_context < f->context_length) {
+            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_CLAMPED, -1);
+            if (n) {
+                n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_LOAD_CONTEXT;
+                n->requested_context = f->context_length;
+                n->load_context = p->load_context;
+            }
+        }
+    }
+
+    p->would = p->decision;
+    if (f->optout != RSD_OPTOUT_NONE) { /* R23 + W19: observe never mutates */
+        p->decision = RSD_DECISION_OBSERVE;
+        p->reason = f->optout == RSD_OPTOUT_TARGET ? RSD_REASON_OBSERVE_TARGET : RSD_REASON_OBSERVE_ENV;
+        p->n_evict = 0;
+        p->n_fallback = 0;
+        for (k = 0; k < p->n_notices; k++) {
+            rsd_notice_msg m = p->notices[k].msg;
+            if (m != RSD_MSG_CONTEXT_OVER_MAX && m != RSD_MSG_SPLIT && m != RSD_MSG_OVER_CAPACITY &&
+                m != RSD_MSG_SERVES_ALONGSIDE)
+                p->notices[k].observe_only = true;
+        }
+    }
+    return RSD_OK;
+}
+
+/* Bounded appender for rsd_notice_format: counts what it could not write. */
+typedef struct rsdi_sb {
+    char *buf;
+    size_t cap, len;
+} rsdi_sb;
+
+RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++, b->len++)
+        if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
+}
+RSDI_PRIVATE void rsdi_sb_c(rsdi_sb *b, const char *s) { rsdi_sb_put(b, s, strlen(s)); }
+RSDI_PRIVATE void rsdi_sb_s(rsdi_sb *b, rsd_str s) { rsdi_sb_put(b, s.ptr ? s.ptr : "", s.ptr ? s.len : 0); }
+RSDI_PRIVATE void rsdi_sb_q(rsdi_sb *b, rsd_str s) { rsdi_sb_c(b, "'"); rsdi_sb_s(b, s); rsdi_sb_c(b, "'"); }
+RSDI_PRIVATE void rsdi_sb_u(rsdi_sb *b, uint64_t v) {
+    char t[24];
+    int n = 0;
+    do { t[sizeof t - 1 - n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    rsdi_sb_put(b, t + sizeof t - n, (size_t)n);
+}
+/* bytes / 1024^3 with one decimal, rounded half up, then " GiB" (R19). */
+RSDI_PRIVATE void rsdi_sb_gib(rsdi_sb *b, uint64_t bytes) {
+    const uint64_t gib = (uint64_t)1 << 30;
+    uint64_t whole = bytes / gib, rem = bytes % gib;
+    uint64_t tenth = (rem * 10 + gib / 2) / gib; /* rem < 2^30, no overflow */
+    if (tenth >= 10) { whole++; tenth -= 10; }
+    rsdi_sb_u(b, whole);
+    rsdi_sb_c(b, ".");
+    rsdi_sb_u(b, tenth);
+    rsdi_sb_c(b, " GiB");
+}
+
+/* Non-keep groups in canonical order; with_roles adds " (role)"; skip_evicted
+   leaves out (would-be) evicted ones. */
+RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan *p, bool with_roles,
+                                 bool skip_evicted, bool quoted) {
+    int16_t order[RSD_MAX_RESIDENTS];
+    int i, j, n = 0, first = 1;
+    for (i = 0; i < f->n_residents && i < RSD_MAX_RESIDENTS; i++) {
+        if (p->cls[i].group != i || p->cls[i].is_keep || (skip_evicted && p->cls[i].evict)) continue;
+        j = n++;
+        while (j > 0 && rsdi_str_cmp(f->residents[order[j - 1]].model_id, f->residents[i].model_id) > 0) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = (int16_t)i;
+    }
+    for (i = 0; i < n; i++) {
+        const rsd_resident_class *c = &p->cls[order[i]];
+        if (!first) rsdi_sb_c(b, ", ");
+        first = 0;
+        if (quoted) rsdi_sb_q(b, f->residents[order[i]].model_id);
+        else rsdi_sb_s(b, f->residents[order[i]].model_id);
+        if (with_roles && c->protection == RSD_PROTECT_CONFIG && c->role != RSD_ROLE_NONE) {
+            rsdi_sb_c(b, " (");
+            rsdi_sb_c(b, rsd_role_str(c->role));
+            rsdi_sb_c(b, ")");
+        }
+    }
+}
+
+RSD_API int rsd_plan_decline_unloadable(const rsd_facts *f, rsd_plan *p, uint32_t models_listed) {
+    rsd_notice *n;
+    int i;
+    if (!f || !p) return RSD_ERR_ARG;
+    p->decision = RSD_DECISION_DECLINE;
+    p->would = RSD_DECISION_DECLINE;
+    p->reason = RSD_REASON_DECLINE_NOT_LOADABLE;
+    p->n_evict = 0;
+    p->n_fallback = 0;
+    p->n_blocked = 0;
+    p->n_notices = 0;
+    p->load_context = 0;
+    for (i = 0; i < RSD_MAX_RESIDENTS; i++) p->cls[i].evict = 0;
+    n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, RSD_MSG_NOT_LOADABLE, -1);
+    if (n) n->resident_count = models_listed; /* no detail upstream; the count is for the text */
+    return RSD_OK;
+}
+
+RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_notice *n,
+                              char *buf, size_t cap) {
+    rsdi_sb b;
+    rsd_str keep, target, subj;
+    int k;
+    if (!f || !p || !n || (!buf && cap)) return RSD_ERR_ARG;
+    if (f->n_residents < 0 || f->n_residents > RSD_MAX_RESIDENTS || (f->n_residents && !f->residents))
+        return RSD_ERR_ARG;
+    if (n->subject >= f->n_residents || n->subject < -1) return RSD_ERR_ARG;
+    b.buf = buf;
+    b.cap = cap;
+    b.len = 0;
+    keep = f->keep;
+    target = f->target_id;
+    subj = n->subject >= 0 ? f->residents[n->subject].model_id : rsd_str_c("");
+    if (n->observe_only) rsdi_sb_c(&b, "observe-only, nothing done: ");
+    switch (n->msg) {
+    case RSD_MSG_CONTEXT_OVER_MAX:
+        rsdi_sb_c(&b, "context length "); rsdi_sb_u(&b, n->requested_context);
+        rsdi_sb_c(&b, " exceeds "); rsdi_sb_s(&b, keep); rsdi_sb_c(&b, "'s ");
+        rsdi_sb_u(&b, n->model_max_context); rsdi_sb_c(&b, "-token limit on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, "; lower the context window to avoid a truncated or split load.");
+        break;
+    case RSD_MSG_SPLIT:
+        rsdi_sb_c(&b, "model "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, " is split across CPU and GPU ("); rsdi_sb_gib(&b, n->resident_vram_bytes);
+        rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->resident_total_bytes);
+        rsdi_sb_c(&b, " on GPU); expect slow generation.");
+        break;
+    case RSD_MSG_OVER_CAPACITY:
+        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " holds "); rsdi_sb_u(&b, n->resident_count);
+        rsdi_sb_c(&b, " models ("); rsdi_sb_others(&b, f, p, true, false, false);
+        rsdi_sb_c(&b, " alongside "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ") above its ");
+        rsdi_sb_u(&b, n->max_instances);
+        rsdi_sb_c(&b, "-instance capacity; unload one or raise the server's limit.");
+        break;
+    case RSD_MSG_SERVES_ALONGSIDE:
+        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " serves "); rsdi_sb_q(&b, keep);
+        rsdi_sb_c(&b, " alongside "); rsdi_sb_others(&b, f, p, true, false, false);
+        rsdi_sb_c(&b, ". residency leaves co-resident models loaded; keep the setup only while "
+                      "weights and KV caches fit in GPU memory.");
+        break;
+    case RSD_MSG_LOADING_ALONGSIDE:
+        rsdi_sb_c(&b, "loading "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " alongside ");
+        rsdi_sb_others(&b, f, p, false, false, false); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, " ("); rsdi_sb_u(&b, n->resident_count); rsdi_sb_c(&b, "/");
+        rsdi_sb_u(&b, n->max_instances); rsdi_sb_c(&b, " instances).");
+        break;
+    case RSD_MSG_DECLINE_PINNED_KEEP:
+        rsdi_sb_c(&b, "cannot load pinned "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on ");
+        rsdi_sb_q(&b, target); rsdi_sb_c(&b, ": it would evict ");
+        for (k = 0; k < p->n_blocked && k < RSD_MAX_RESIDENTS; k++) {
+            int g = p->blocked[k];
+            if (g < 0 || g >= f->n_residents) continue;
+            if (k) rsdi_sb_c(&b, ", ");
+            rsdi_sb_q(&b, f->residents[g].model_id); rsdi_sb_c(&b, " (");
+            rsdi_sb_c(&b, rsd_role_phrase(p->cls[g].role)); rsdi_sb_c(&b, ")");
+        }
+        rsdi_sb_c(&b, " that settings still reference, and a pinned model is never evicted, so the "
+                      "configured model could not return. Unload one manually, unpin ");
+        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on the server, or raise the server's max instances.");
+        break;
+    case RSD_MSG_DECLINE_ALL_PINNED:
+        rsdi_sb_c(&b, "cannot load "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, ": all "); rsdi_sb_u(&b, n->max_instances);
+        rsdi_sb_c(&b, " instance slots hold pinned models ("); rsdi_sb_others(&b, f, p, false, false, false);
+        rsdi_sb_c(&b, "). Unload one manually or raise the server's max instances.");
+        break;
+    case RSD_MSG_EVICT_CONFIG:
+        rsdi_sb_c(&b, "evicting "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, " to make room for "); rsdi_sb_q(&b, keep);
+        rsdi_sb_c(&b, " even though settings still reference it as "); rsdi_sb_c(&b, rsd_role_phrase(n->role));
+        rsdi_sb_c(&b, ": every slot is taken and no unprotected resident is left. Another profile "
+                      "pointed at it will reload it.");
+        break;
+    case RSD_MSG_EVICT_OURS:
+        rsdi_sb_c(&b, "evicting residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " from ");
+        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free a slot for "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ".");
+        break;
+    case RSD_MSG_EVICT_FOREIGN:
+        rsdi_sb_c(&b, "swapping resident "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " for requested ");
+        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, " (residency did not load it; recorded transition instead of a silent unload; set "
+                      "RESIDENCY=observe or mark the target user-managed to forbid swaps).");
+        break;
+    case RSD_MSG_CONTEXT_CLAMPED:
+        rsdi_sb_c(&b, "loading "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " alongside ");
+        rsdi_sb_others(&b, f, p, false, true, false); rsdi_sb_c(&b, ": context clamped ");
+        rsdi_sb_u(&b, n->requested_context); rsdi_sb_c(&b, " to "); rsdi_sb_u(&b, n->load_context);
+        rsdi_sb_c(&b, " tokens");
+        break;
+    case RSD_MSG_NOT_LOADABLE:
+        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);
+        rsdi_sb_c(&b, "; it lists "); rsdi_sb_u(&b, n->resident_count);
+        rsdi_sb_c(&b, " model(s). Residency left the target untouched. Fix the wire model id in "
+                      "settings, or add the preset to the server.");
+        break;
+    default:
+        rsdi_sb_c(&b, rsd_notice_kind_str(n->kind));
+        break;
+    }
+    if (cap) buf[b.len < cap ? b.len : cap - 1] = '\0';
+    return b.len > 0x7fffffff ? 0x7fffffff : (int)b.len;
+}
+
+RSD_API int rsd_protected_collect(const rsd_role_sources *src, rsd_protected_model *out, int cap) {
+    int n = 0, pass, i, k;
+    if (!src || cap < 0 || (cap && !out)) return RSD_ERR_ARG;
+    if (src->n_worker_profiles < 0 || src->n_target_defaults < 0 ||
+        (src->n_worker_profiles && !src->worker_profiles) || (src->n_target_defaults && !src->target_defaults))
+        return RSD_ERR_ARG;
+    for (pass = 0; pass < 5; pass++) {
+        int cnt = pass == 3 ? src->n_worker_profiles : pass == 4 ? src->n_target_defaults : 1;
+        for (i = 0; i < cnt; i++) {
+            rsd_str id = pass == 0 ? src->chat : pass == 1 ? src->memory : pass == 2 ? src->worker_default
+                       : pass == 3 ? src->worker_profiles[i] : src->target_defaults[i];
+            rsd_role role = pass == 0 ? RSD_ROLE_CHAT : pass == 1 ? RSD_ROLE_MEMORY
+                          : pass == 4 ? RSD_ROLE_TARGET_DEFAULT : RSD_ROLE_WORKER;
+            bool dup = false;
+            if (!rsdi_str_valid(id)) return RSD_ERR_ARG;
+            id = rsdi_str_trim(id);
+            if (!id.len) continue;
+            for (k = 0; k < n && !dup; k++) dup = rsd_str_eq(out[k].model_id, id);
+            if (dup) continue;
+            if (n >= cap) return RSD_ERR_BUFFER;
+            out[n].model_id = id;
+            out[n].role = role;
+            n++;
+        }
+    }
+    return n;
+}
+
+RSD_API bool rsd_env_observe(const char *env_value) {
+    static const char *const opt[] = {"observe", "off", "0", "false", "user", "user-managed"};
+    rsd_str v = rsdi_str_trim(rsd_str_c(env_value));
+    size_t i;
+    for (i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if (rsdi_ieq_c(v, opt[i])) return true;
+    return false;
+}
+
+RSD_API bool rsd_lifecycle_user_managed(const char *lifecycle) {
+    return rsdi_ieq_c(rsdi_str_trim(rsd_str_c(lifecycle)), "user-managed");
+}
+
+RSD_API rsd_optout rsd_optout_resolve(const char *env_value, bool target_user_managed) {
+    if (target_user_managed) return RSD_OPTOUT_TARGET;
+    return rsd_env_observe(env_value) ? RSD_OPTOUT_ENV : RSD_OPTOUT_NONE;
+}
+
+RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed) {
+    return rsd_optout_resolve(getenv("RESIDENCY"), target_user_managed);
+}
+
+/* One normalisation pass; rsd_target_key_normalise repeats it to a fixed point. */
+RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
+    size_t i, n = 0, host_end, path_beg, scheme_end = 0, end;
+    const char *s;
+    bool has_scheme = false, http = false, https = false;
+    if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
+    raw = rsdi_str_trim(raw);
+    s = raw.ptr;
+    for (i = 0; i + 2 < raw.len; i++)
+        if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') { has_scheme = true; scheme_end = i; break; }
+    if (has_scheme) {
+        size_t sb = scheme_end; /* scheme starts after the last '|' before it */
+        while (sb > 0 && s[sb - 1] != '|') sb--;
+        {
+            rsd_str sch;
+            sch.ptr = s + sb;
+            sch.len = scheme_end - sb;
+            http = rsdi_ieq_c(sch, "http");
+            https = rsdi_ieq_c(sch, "https");
+        }
+        host_end = scheme_end + 3;
+        while (host_end < raw.len && s[host_end] != '/' && s[host_end] != '?' && s[host_end] != '#') host_end++;
+    } else {
+        host_end = 0;
+    }
+    path_beg = host_end;
+    end = raw.len;
+    if (has_scheme) /* drop query and fragment, as rsd_url_key does */
+        for (i = path_beg; i < end; i++)
+            if (s[i] == '?' || s[i] == '#') { end = i; break; }
+    /* drop trailing '/' of the path */
+    while (end > path_beg && s[end - 1] == '/') end--;
+    {
+        size_t hend = host_end;
+        if (has_scheme) { /* drop default port */
+            size_t port = http ? 3 : https ? 4 : 0;
+            if (port && hend - (scheme_end + 3) > port &&
+                memcmp(s + hend - port, https ? ":443" : ":80", port) == 0) {
+                size_t h = hend - port; /* only a plain host or a [v6] literal before it */
+                bool plain = s[h - 1] == ']';
+                if (!plain) {
+                    plain = true;
+                    for (i = scheme_end + 3; i < h; i++)
+                        if (s[i] == ':') plain = false;
+                }
+                if (plain) hend = h;
+            }
+        }
+        for (i = 0; i < end; i++) {
+            char c = s[i];
+            if (i >= hend && i < host_end) continue;
+            if (i < host_end && c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+            if (n + 1 >= cap) return RSD_ERR_BUFFER;
+            out[n++] = c;
+        }
+    }
+    if (cap == 0) return RSD_ERR_BUFFER;
+    out[n] = '\0';
+    return (int)n;
+}
+
+RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
+    char tmp[RSD_TARGET_KEY_MAX];
+    int r, k, prev;
+    if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
+    r = rsdi_key_norm1(raw, out, cap);
+    /* Stripping can expose more to strip ("a:80 /"): repeat until stable, so
+       the result is idempotent. Every pass that changes the key shortens it. */
+    for (k = 0; r > 0 && (size_t)r < sizeof tmp && k < RSD_TARGET_KEY_MAX; k++) {
+        memcpy(tmp, out, (size_t)r + 1);
+        prev = r;
+        r = rsdi_key_norm1(rsd_str_c(tmp), out, cap);
+        if (r == prev && memcmp(tmp, out, (size_t)r) == 0) break;
+    }
+    return r;
+}
+
+/* Normalised key and model into fixed buffers; <0 when too long. */
+RSDI_PRIVATE int rsdi_cache_keys(rsd_str key, rsd_str model, char *k, char *m) {
+    int r = rsd_target_key_normalise(key, k, RSD_TARGET_KEY_MAX);
+    if (r < 0) return r;
+    if (!rsdi_str_valid(model)) return RSD_ERR_ARG;
+    if (model.len >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
+    if (model.len) memcpy(m, model.ptr, model.len);
+    m[model.len] = '\0';
+    return RSD_OK;
+}
+
+RSDI_PRIVATE uint64_t rsdi_cache_ttl(const rsd_decision_cache *c) {
+    return c->ttl_ms ? c->ttl_ms : (uint64_t)RSD_DECISION_CACHE_TTL_MS;
+}
+
+RSDI_PRIVATE bool rsdi_cache_live(const rsd_decision_cache *c, const rsd_cache_entry *e, uint64_t now_ms,
+                                  uint64_t generation) {
+    return e->used && e->generation == generation && now_ms >= e->at_ms &&
+           now_ms - e->at_ms < rsdi_cache_ttl(c);
+}
+
+RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str model, uint64_t now_ms,
+                             uint64_t generation, rsd_cache_hit *hit) {
+    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
+    int i, r;
+    if (!c) return RSD_ERR_ARG;
+    if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
+    for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) {
+        rsd_cache_entry *e = &c->entries[i];
+        if (!e->used || strcmp(e->key, k) != 0 || strcmp(e->model, m) != 0) continue;
+        if (!rsdi_cache_live(c, e, now_ms, generation)) {
+            e->used = false; /* expired or stale generation */
+            return 0;
+        }
+        e->used_ms = now_ms;
+        if (hit) {
+            hit->decision = e->decision;
+            hit->reason = e->reason;
+            hit->age_ms = now_ms - e->at_ms;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str model, const rsd_plan *plan,
+                            bool mutation_failed, uint64_t now_ms, uint64_t generation) {
+    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
+    rsd_decision d;
+    int i, r, slot = -1;
+    if (!c || !plan) return RSD_ERR_ARG;
+    if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
+    d = plan->decision;
+    if (mutation_failed || d == RSD_DECISION_NONE || (int)d < 0 || (int)d >= (int)RSD_DECISION_NUM ||
+        plan->reason == RSD_REASON_PROBE_FAILED)
+        return 0; /* W4, R41: never cache a failed or degraded reconcile */
+    /* A load that succeeded leaves the keep resident. */
+    if (d == RSD_DECISION_LOAD || d == RSD_DECISION_LOAD_AFTER_EVICT) d = RSD_DECISION_ALREADY_RESIDENT;
+    for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) /* same key: overwrite */
+        if (c->entries[i].used && strcmp(c->entries[i].key, k) == 0 && strcmp(c->entries[i].model, m) == 0) {
+            slot = i;
+            break;
+        }
+    for (i = 0; slot < 0 && i < RSD_DECISION_CACHE_MAX; i++) /* free or dead slot */
+        if (!rsdi_cache_live(c, &c->entries[i], now_ms, generation)) slot = i;
+    if (slot < 0) { /* least recently used, lowest index on ties */
+        slot = 0;
+        for (i = 1; i < RSD_DECISION_CACHE_MAX; i++)
+            if (c->entries[i].used_ms < c->entries[slot].used_ms) slot = i;
+    }
+    memcpy(c->entries[slot].key, k, sizeof k);
+    memcpy(c->entries[slot].model, m, sizeof m);
+    c->entries[slot].at_ms = now_ms;
+    c->entries[slot].used_ms = now_ms;
+    c->entries[slot].generation = generation;
+    c->entries[slot].decision = d;
+    c->entries[slot].reason = plan->reason;
+    c->entries[slot].used = true;
+    return 1;
+}
+
+RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_str model) {
+    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
+    int i, r, n = 0;
+    if (!c) return RSD_ERR_ARG;
+    if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
+    for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) {
+        rsd_cache_entry *e = &c->entries[i];
+        if (!e->used || strcmp(e->key, k) != 0 || (m[0] && strcmp(e->model, m) != 0)) continue;
+        e->used = false;
+        n++;
+    }
+    return n;
+}
 /* ==== >>reconcile end ===================================================== */
 
-/* ==== >>fit (implementation) ============================================== */
+/* ==== >>payload (implementation) ========================================== */
+/* >>payload:router */
+/* >>payload:router end */
+/* >>payload:ollama */
+/* >>payload:ollama end */
+/* >>payload:lmstudio */
+/* >>payload:lmstudio end */
+/* ==== >>payload end ======================================================= */
 
+/* ==== >>driver (implementation) =========================================== */
+/* >>driver:core */
+/* >>driver:core end */
+/* >>driver:ollama */
+/* >>driver:ollama end */
+/* >>driver:lmstudio */
+/* >>driver:lmstudio end */
+/* ==== >>driver end ======================================================== */
+
+/* ==== >>fit (implementation) ============================================== */
+RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint32_t ceiling) {
+    if (ceiling == 0) ceiling = RSD_FIT_CEILING_DEFAULT;
+    if (n_other_residents <= 0 || ceiling == RSD_FIT_CEILING_OFF || requested <= ceiling) return requested;
+    return ceiling;
+}
+
+RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value) {
+    rsd_str v = rsdi_str_trim(rsd_str_c(env_value));
+    size_t i = 0;
+    uint64_t acc = 0;
+    bool neg = false, digits = false;
+    if (v.len == 0) return RSD_FIT_CEILING_DEFAULT;
+    if (rsdi_ieq_c(v, "off") || rsdi_ieq_c(v, "0") || rsdi_ieq_c(v, "false")) return RSD_FIT_CEILING_OFF;
+    /* parseInt(v, 10): optional sign, then the longest digit prefix. */
+    if (v.ptr[0] == '+' || v.ptr[0] == '-') { neg = v.ptr[0] == '-'; i = 1; }
+    for (; i < v.len && v.ptr[i] >= '0' && v.ptr[i] <= '9'; i++) {
+        digits = true;
+        if (acc < 0xFFFFFFFEu) acc = acc * 10 + (uint64_t)(v.ptr[i] - '0');
+    }
+    if (!digits || neg || acc == 0) return RSD_FIT_CEILING_DEFAULT;
+    return acc >= 0xFFFFFFFEu ? 0xFFFFFFFEu : (uint32_t)acc;
+}
+
+RSD_API uint32_t rsd_fit_ceiling_from_env(void) {
+    return rsd_fit_ceiling_parse(getenv("RESIDENCY_CORESIDENT_CONTEXT"));
+}
 /* ==== >>fit end =========================================================== */
 
 /* ==== >>pool (implementation) ============================================= */
+#define RSDI_POOL_NIL 0xFFFFFFFFu
+#define RSDI_POOL_IDX_BITS 20
+#define RSDI_POOL_IDX_MASK ((1u << RSDI_POOL_IDX_BITS) - 1u)
+#define RSDI_POOL_GEN_MASK 0xFFFu
+#define RSDI_POOL_UNLIMITED ((int64_t)1 << 62)
 
+enum { RSDI_PREQ_FREE = 0, RSDI_PREQ_WAITING, RSDI_PREQ_RUNNING, RSDI_PREQ_FAILED,
+       RSDI_PREQ_ORPHAN };
+enum { RSDI_PNTF_NONE = 0, RSDI_PNTF_GRANT, RSDI_PNTF_FAIL };
+
+typedef struct rsdi_pool_reqent {
+    uint32_t gen;          /* 1..4095 while live */
+    uint8_t state;         /* RSDI_PREQ_* */
+    uint8_t ntf;           /* RSDI_PNTF_*: on the notify list */
+    uint8_t preload;       /* rsd_pool_preload: no handle, freed when granted */
+    int16_t model;
+    int8_t slot;
+    int result;            /* FAIL reason */
+    uint64_t enq_ms;
+    void *user;
+} rsdi_pool_reqent;
+
+/* List links live apart from the entries (structure of arrays): walking a model's
+   queue or the notify list then chases 8-byte links that stay in cache, and the
+   entry loads they lead to are independent, so they overlap. */
+typedef struct rsdi_pool_link { uint32_t prev, next; } rsdi_pool_link;
+
+typedef struct rsdi_pool_model {
+    char id[RSD_POOL_MAX_MODEL_ID];
+    uint64_t reserve_bytes;
+    uint32_t ttl_ms, max_in_flight;
+    bool pinned;
+    int slot;                        /* claimed slot or -1 */
+    uint32_t wq_head, wq_tail, wq_count;
+    int want_prev, want_next;        /* list of models waiting for a slot */
+    bool wanting;
+} rsdi_pool_model;
+
+typedef struct rsdi_pool_slot {
+    rsd_pool_slot_state state;
+    int model;
+    uint32_t gen;                    /* process incarnation, 1..2^24-1 */
+    uint32_t in_flight;
+    uint64_t reserve_bytes;
+    uint64_t last_use;
+    uint64_t idle_deadline_ms;
+    int64_t pid;
+    rsd_pool_action_kind pending;    /* SPAWN or STOP waiting to be pulled */
+    rsd_pool_why why;
+    int act_next;                    /* slot action FIFO link */
+    bool in_act;
+    bool drain_after_start;          /* unload(DRAIN) arrived while STARTING */
+} rsdi_pool_slot;
+
+struct rsd_pool {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    int max_slots;
+    uint32_t max_requests, max_waiting, max_wait_ms;
+    uint64_t budget_bytes, default_reserve, measured_total, foreign_bytes;
+    bool stopped;
+    uint64_t clock, now_ms;
+    rsdi_pool_model models[RSD_POOL_MAX_MODELS];
+    int num_models;
+    rsdi_pool_slot slots[RSD_POOL_MAX_SLOTS];
+    int want_head, want_tail;
+    int act_head, act_tail;
+    uint32_t ntf_head, ntf_tail;
+    rsdi_pool_reqent *reqs;
+    rsdi_pool_link *wq;    /* model wait queue links; wq[i].next = free list link */
+    rsdi_pool_link *nt;    /* notify list links */
+    uint32_t free_head, free_tail;
+    uint32_t waiting, running, models_waiting, preloads;
+    uint64_t reserved_total;
+    rsd_pool_event *evlog;
+    uint32_t ev_cap, ev_head, ev_count;
+    rsd_pool_stats ctr; /* counters only (slots[] unused here) */
+    uint64_t work;      /* white-box: model/slot visits in admission passes (W25 tests) */
+    bool trim_pending;  /* live slots above max after configure (busy excess) */
+};
+
+/* a + b saturating at RSD_POOL_NO_DEADLINE (times come from the host). */
+RSDI_PRIVATE uint64_t rsdi_pool_at(uint64_t a, uint64_t b) {
+    return a > RSD_POOL_NO_DEADLINE - b ? RSD_POOL_NO_DEADLINE : a + b;
+}
+
+RSDI_PRIVATE int rsdi_pool_norm_max(int v) {
+    if (v < 1) return 1;
+    return v > RSD_POOL_MAX_SLOTS ? RSD_POOL_MAX_SLOTS : v;
+}
+
+/* Effective byte budget: min(configured, measured); 0 = unlimited. */
+RSDI_PRIVATE uint64_t rsdi_pool_budget(const rsd_pool *p) {
+    if (p->budget_bytes && p->measured_total)
+        return p->budget_bytes < p->measured_total ? p->budget_bytes : p->measured_total;
+    return p->budget_bytes ? p->budget_bytes : p->measured_total;
+}
+
+RSDI_PRIVATE void rsdi_pool_event_log(rsd_pool *p, rsd_pool_event_kind kind, rsd_pool_why why,
+                                      int slot) {
+    rsd_pool_event *e;
+    const rsdi_pool_slot *s = &p->slots[slot];
+    if (!p->ev_cap) return;
+    if (p->ev_count == p->ev_cap) {
+        p->ev_head = (p->ev_head + 1) % p->ev_cap;
+        p->ev_count--;
+        p->ctr.events_dropped++;
+    }
+    e = &p->evlog[(p->ev_head + p->ev_count) % p->ev_cap];
+    p->ev_count++;
+    e->kind = kind;
+    e->why = why;
+    e->slot = slot;
+    e->model = s->model;
+    e->in_flight = s->in_flight;
+    e->pinned = s->model >= 0 && p->models[s->model].pinned;
+    e->reserve_bytes = s->reserve_bytes;
+    e->now_ms = p->now_ms;
+    e->clock = p->clock;
+}
+
+/* ---- request table ------------------------------------------------------- */
+RSDI_PRIVATE rsd_pool_req rsdi_pool_handle(const rsd_pool *p, uint32_t idx) {
+    rsd_pool_req h;
+    h.id = (p->reqs[idx].gen << RSDI_POOL_IDX_BITS) | idx;
+    return h;
+}
+
+RSDI_PRIVATE rsdi_pool_reqent *rsdi_pool_lookup(rsd_pool *p, rsd_pool_req h, uint32_t *idx) {
+    uint32_t i = h.id & RSDI_POOL_IDX_MASK, g = h.id >> RSDI_POOL_IDX_BITS;
+    if (h.id == 0 || i >= p->max_requests) return NULL;
+    if (p->reqs[i].gen != g || p->reqs[i].state == RSDI_PREQ_FREE) return NULL;
+    *idx = i;
+    return &p->reqs[i];
+}
+
+RSDI_PRIVATE uint32_t rsdi_pool_req_alloc(rsd_pool *p) {
+    uint32_t i = p->free_head;
+    rsdi_pool_reqent *r;
+    if (i == RSDI_POOL_NIL) return i;
+    r = &p->reqs[i];
+    p->free_head = p->wq[i].next;
+    if (p->free_head == RSDI_POOL_NIL) p->free_tail = RSDI_POOL_NIL;
+    r->gen = (r->gen & RSDI_POOL_GEN_MASK) + 1u;
+    if (r->gen > RSDI_POOL_GEN_MASK) r->gen = 1;
+    p->wq[i].prev = p->wq[i].next = p->nt[i].prev = p->nt[i].next = RSDI_POOL_NIL;
+    r->ntf = RSDI_PNTF_NONE;
+    r->preload = 0;
+    r->slot = -1;
+    r->result = 0;
+    return i;
+}
+
+/* FIFO free list: a freed entry is reused last, so generations wrap slowly. */
+RSDI_PRIVATE void rsdi_pool_req_free(rsd_pool *p, uint32_t i) {
+    rsdi_pool_reqent *r = &p->reqs[i];
+    r->state = RSDI_PREQ_FREE;
+    r->user = NULL;
+    p->wq[i].next = RSDI_POOL_NIL;
+    if (p->free_tail == RSDI_POOL_NIL) p->free_head = i;
+    else p->wq[p->free_tail].next = i;
+    p->free_tail = i;
+}
+
+/* ---- notify list (pending GRANT / FAIL) ---------------------------------- */
+RSDI_PRIVATE void rsdi_pool_ntf_push(rsd_pool *p, uint32_t i, int kind) {
+    rsdi_pool_reqent *r = &p->reqs[i];
+    r->ntf = (uint8_t)kind;
+    p->nt[i].next = RSDI_POOL_NIL;
+    p->nt[i].prev = p->ntf_tail;
+    if (p->ntf_tail == RSDI_POOL_NIL) p->ntf_head = i;
+    else p->nt[p->ntf_tail].next = i;
+    p->ntf_tail = i;
+}
+
+RSDI_PRIVATE void rsdi_pool_ntf_unlink(rsd_pool *p, uint32_t i) {
+    rsdi_pool_reqent *r = &p->reqs[i];
+    rsdi_pool_link *l = &p->nt[i];
+    if (r->ntf == RSDI_PNTF_NONE) return;
+    if (l->prev != RSDI_POOL_NIL) p->nt[l->prev].next = l->next;
+    else p->ntf_head = l->next;
+    if (l->next != RSDI_POOL_NIL) p->nt[l->next].prev = l->prev;
+    else p->ntf_tail = l->prev;
+    r->ntf = RSDI_PNTF_NONE;
+    l->prev = l->next = RSDI_POOL_NIL;
+}
+
+/* ---- models waiting for a slot (FIFO by arrival of their first waiter) ---- */
+RSDI_PRIVATE void rsdi_pool_want_add(rsd_pool *p, int m) {
+    rsdi_pool_model *md = &p->models[m];
+    if (md->wanting) return;
+    md->wanting = true;
+    md->want_next = -1;
+    md->want_prev = p->want_tail;
+    if (p->want_tail < 0) p->want_head = m;
+    else p->models[p->want_tail].want_next = m;
+    p->want_tail = m;
+    p->models_waiting++;
+}
+
+RSDI_PRIVATE void rsdi_pool_want_del(rsd_pool *p, int m) {
+    rsdi_pool_model *md = &p->models[m];
+    if (!md->wanting) return;
+    if (md->want_prev >= 0) p->models[md->want_prev].want_next = md->want_next;
+    else p->want_head = md->want_next;
+    if (md->want_next >= 0) p->models[md->want_next].want_prev = md->want_prev;
+    else p->want_tail = md->want_prev;
+    md->wanting = false;
+    md->want_prev = md->want_next = -1;
+    p->models_waiting--;
+}
+
+/* ---- per-model wait queues ------------------------------------------------ */
+RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
+    rsdi_pool_model *md = &p->models[m];
+    p->wq[i].next = RSDI_POOL_NIL;
+    p->wq[i].prev = md->wq_tail;
+    if (md->wq_tail == RSDI_POOL_NIL) md->wq_head = i;
+    else p->wq[md->wq_tail].next = i;
+    md->wq_tail = i;
+    md->wq_count++;
+    if (p->reqs[i].preload) p->preloads++;
+    else p->waiting++;
+}
+
+RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
+    rsdi_pool_model *md = &p->models[m];
+    rsdi_pool_link *l = &p->wq[i];
+    if (l->prev != RSDI_POOL_NIL) p->wq[l->prev].next = l->next;
+    else md->wq_head = l->next;
+    if (l->next != RSDI_POOL_NIL) p->wq[l->next].prev = l->prev;
+    else md->wq_tail = l->prev;
+    l->prev = l->next = RSDI_POOL_NIL;
+    md->wq_count--;
+    if (p->reqs[i].preload) p->preloads--;
+    else p->waiting--;
+    if (md->wq_count == 0) rsdi_pool_want_del(p, m);
+}
+
+/* ---- slot actions (FIFO of slots with one pending SPAWN or STOP) ---------- */
+RSDI_PRIVATE void rsdi_pool_act_del(rsd_pool *p, int s) {
+    int *link = &p->act_head, prev = -1;
+    if (!p->slots[s].in_act) return;
+    while (*link >= 0 && *link != s) {
+        prev = *link;
+        link = &p->slots[*link].act_next;
+    }
+    if (*link == s) {
+        *link = p->slots[s].act_next;
+        if (p->act_tail == s) p->act_tail = prev;
+    }
+    p->slots[s].in_act = false;
+    p->slots[s].pending = RSD_POOL_ACTION_NONE;
+}
+
+RSDI_PRIVATE void rsdi_pool_act_push(rsd_pool *p, int s, rsd_pool_action_kind kind) {
+    rsdi_pool_act_del(p, s);
+    p->slots[s].pending = kind;
+    p->slots[s].in_act = true;
+    p->slots[s].act_next = -1;
+    if (p->act_tail < 0) p->act_head = s;
+    else p->slots[p->act_tail].act_next = s;
+    p->act_tail = s;
+}
+
+/* ---- grants and failures -------------------------------------------------- */
+RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
+    rsdi_pool_reqent *r = &p->reqs[i];
+    rsdi_pool_slot *sl = &p->slots[s];
+    uint64_t waited = p->now_ms > r->enq_ms ? p->now_ms - r->enq_ms : 0;
+    rsdi_pool_wq_unlink(p, r->model, i);
+    if (r->preload) { /* the load it asked for is done; nothing runs */
+        rsdi_pool_req_free(p, i);
+        sl->last_use = ++p->clock;
+        return;
+    }
+    r->state = RSDI_PREQ_RUNNING;
+    r->slot = (int8_t)s;
+    sl->in_flight++;
+    sl->last_use = ++p->clock;
+    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    p->running++;
+    p->ctr.grants_queued++;
+    if (waited > p->ctr.max_wait_ms) p->ctr.max_wait_ms = waited;
+    rsdi_pool_ntf_push(p, i, RSDI_PNTF_GRANT);
+}
+
+/* Grant the head waiters of the slot's model while it has room. O(grants). */
+RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
+    rsdi_pool_slot *sl = &p->slots[s];
+    rsdi_pool_model *md = &p->models[sl->model];
+    uint32_t ahead = md->wq_head;
+    int k;
+    /* Long queues: touch entries a few links ahead (the links are dense and cached,
+       the entries are not), so their cache misses overlap. */
+    for (k = 0; k < 8 && ahead != RSDI_POOL_NIL; k++) ahead = p->wq[ahead].next;
+    while (md->wq_head != RSDI_POOL_NIL &&
+           (md->max_in_flight == 0 || sl->in_flight < md->max_in_flight)) {
+#if defined(__GNUC__) || defined(__clang__)
+        if (ahead != RSDI_POOL_NIL) {
+            __builtin_prefetch(&p->reqs[ahead], 1);
+            ahead = p->wq[ahead].next;
+        }
+#endif
+        rsdi_pool_grant(p, s, md->wq_head);
+    }
+}
+
+/* Fail one request (waiting or running) with reason; it leaves its queue now and its
+   handle dies when the FAIL is pulled (or at once on release/cancel). */
+RSDI_PRIVATE void rsdi_pool_fail_req(rsd_pool *p, uint32_t i, int result) {
+    rsdi_pool_reqent *r = &p->reqs[i];
+    if (r->state == RSDI_PREQ_WAITING && r->preload) { /* nobody to tell */
+        rsdi_pool_wq_unlink(p, r->model, i);
+        rsdi_pool_req_free(p, i);
+        return;
+    }
+    if (r->state == RSDI_PREQ_WAITING) {
+        rsdi_pool_wq_unlink(p, r->model, i);
+    } else if (r->state == RSDI_PREQ_RUNNING) {
+        rsdi_pool_ntf_unlink(p, i);
+        p->slots[(int)r->slot].in_flight--;
+        p->running--;
+    } else if (r->state == RSDI_PREQ_ORPHAN) {
+        rsdi_pool_ntf_unlink(p, i);
+    } else {
+        return;
+    }
+    r->state = RSDI_PREQ_FAILED;
+    r->slot = -1;
+    r->result = result;
+    p->ctr.fails++;
+    rsdi_pool_ntf_push(p, i, RSDI_PNTF_FAIL);
+}
+
+RSDI_PRIVATE void rsdi_pool_fail_model_waiters(rsd_pool *p, int m, int result) {
+    while (p->models[m].wq_head != RSDI_POOL_NIL)
+        rsdi_pool_fail_req(p, p->models[m].wq_head, result);
+}
+
+/* ---- slot transitions ----------------------------------------------------- */
+RSDI_PRIVATE rsd_pool_proc rsdi_pool_proc_of(const rsd_pool *p, int s) {
+    rsd_pool_proc h;
+    h.id = (p->slots[s].gen << 8) | (uint32_t)s;
+    return h;
+}
+
+RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
+    rsdi_pool_slot *sl = &p->slots[s];
+    sl->gen = (sl->gen + 1u) & 0xFFFFFFu;
+    if (sl->gen == 0) sl->gen = 1;
+    sl->state = RSD_POOL_SLOT_STARTING;
+    sl->model = m;
+    sl->in_flight = 0;
+    sl->reserve_bytes = p->models[m].reserve_bytes;
+    sl->last_use = ++p->clock;
+    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    sl->pid = 0;
+    sl->drain_after_start = false;
+    sl->why = RSD_POOL_WHY_NONE;
+    p->reserved_total += sl->reserve_bytes;
+    p->models[m].slot = s;
+    rsdi_pool_want_del(p, m);
+    p->ctr.spawns++;
+    rsdi_pool_act_push(p, s, RSD_POOL_ACTION_SPAWN);
+    rsdi_pool_event_log(p, RSD_POOL_EV_CLAIM, RSD_POOL_WHY_NONE, s);
+}
+
+/* The slot's process is gone (or never existed): back to EMPTY, reservation freed,
+   running requests orphaned, the model's waiters go back to wanting a slot. */
+RSDI_PRIVATE void rsdi_pool_vacate(rsd_pool *p, int s) {
+    rsdi_pool_slot *sl = &p->slots[s];
+    int m = sl->model;
+    rsdi_pool_act_del(p, s);
+    p->reserved_total -= sl->reserve_bytes;
+    sl->reserve_bytes = 0;
+    sl->state = RSD_POOL_SLOT_EMPTY;
+    sl->model = -1;
+    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    sl->pid = 0;
+    sl->drain_after_start = false;
+    sl->last_use = ++p->clock;
+    if (sl->in_flight) {
+        /* Orphan what still runs there: its release is then only bookkeeping. O(reqs)
+           but only on a crash with requests in flight. */
+        uint32_t i;
+        for (i = 0; i < p->max_requests && sl->in_flight; i++) {
+            rsdi_pool_reqent *r = &p->reqs[i];
+            if (r->state == RSDI_PREQ_RUNNING && r->slot == s) {
+                sl->in_flight--;
+                p->running--;
+                r->slot = -1;
+                if (r->ntf == RSDI_PNTF_GRANT) { /* the host never saw it: tell it */
+                    rsdi_pool_ntf_unlink(p, i);
+                    r->state = RSDI_PREQ_FAILED;
+                    r->result = RSD_ERR_POOL_CRASHED;
+                    p->ctr.fails++;
+                    rsdi_pool_ntf_push(p, i, RSDI_PNTF_FAIL);
+                } else {
+                    r->state = RSDI_PREQ_ORPHAN;
+                }
+            }
+        }
+        sl->in_flight = 0;
+    }
+    if (m >= 0) {
+        p->models[m].slot = -1;
+        if (p->models[m].wq_count) rsdi_pool_want_add(p, m);
+    }
+}
+
+RSDI_PRIVATE void rsdi_pool_stop_slot(rsd_pool *p, int s, rsd_pool_why why) {
+    rsdi_pool_slot *sl = &p->slots[s];
+    if (sl->state == RSD_POOL_SLOT_STARTING && sl->pending == RSD_POOL_ACTION_SPAWN) {
+        /* The host never saw the SPAWN: there is no process to stop. */
+        rsdi_pool_event_log(p, RSD_POOL_EV_STOP, why, s);
+        p->ctr.spawns--;
+        rsdi_pool_vacate(p, s);
+        return;
+    }
+    sl->state = RSD_POOL_SLOT_STOPPING;
+    sl->why = why;
+    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    rsdi_pool_act_push(p, s, RSD_POOL_ACTION_STOP);
+    rsdi_pool_event_log(p, RSD_POOL_EV_STOP, why, s);
+    switch (why) {
+    case RSD_POOL_WHY_EVICT: p->ctr.evictions++; break;
+    case RSD_POOL_WHY_TTL: p->ctr.ttl_expiries++; break;
+    case RSD_POOL_WHY_TRIM: p->ctr.trims++; break;
+    case RSD_POOL_WHY_UNLOAD: p->ctr.unloads++; break;
+    default: break;
+    }
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_STOP, RSDI_WHERE,
+              "pool: stopping slot %d (%s): %s", s,
+              sl->model >= 0 ? p->models[sl->model].id : "-", rsd_pool_why_name((int)why));
+}
+
+RSDI_PRIVATE bool rsdi_pool_idle(const rsd_pool *p, const rsdi_pool_slot *sl) {
+    return sl->state == RSD_POOL_SLOT_READY && sl->in_flight == 0 &&
+           !p->models[sl->model].pinned;
+}
+
+/* Least-recently-used idle, unpinned READY slot not in excl; -1 when none. O(slots). */
+RSDI_PRIVATE int rsdi_pool_lru_idle(const rsd_pool *p, uint32_t excl, bool busy_ok) {
+    int s, best = -1;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        const rsdi_pool_slot *sl = &p->slots[s];
+        if (excl & (1u << s)) continue;
+        if (sl->state != RSD_POOL_SLOT_READY || p->models[sl->model].pinned) continue;
+        if (!busy_ok && sl->in_flight != 0) continue;
+        if (best < 0 || sl->last_use < p->slots[best].last_use) best = s;
+    }
+    return best;
+}
+
+RSDI_PRIVATE int rsdi_pool_count(const rsd_pool *p, bool live_only) {
+    int s, n = 0;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsd_pool_slot_state st = p->slots[s].state;
+        if (st == RSD_POOL_SLOT_EMPTY) continue;
+        if (live_only && (st == RSD_POOL_SLOT_STOPPING || st == RSD_POOL_SLOT_FAILED)) continue;
+        n++;
+    }
+    return n;
+}
+
+/* Can model m never be admitted as things stand? RSD_ERR_POOL_NO_FIT when it exceeds
+   the whole budget, RSD_ERR_POOL_PINNED when pinned residents leave no slot or bytes
+   (pins are never evicted, so waiting would be forever); else RSD_OK. O(slots). */
+RSDI_PRIVATE int rsdi_pool_never_fits(const rsd_pool *p, int m) {
+    uint64_t budget = rsdi_pool_budget(p), pinned_b = 0;
+    int s, pinned_s = 0;
+    if (budget && p->models[m].reserve_bytes > budget) return RSD_ERR_POOL_NO_FIT;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        const rsdi_pool_slot *sl = &p->slots[s];
+        if (sl->model < 0 || sl->model == m || !p->models[sl->model].pinned) continue;
+        if (sl->state != RSD_POOL_SLOT_STARTING && sl->state != RSD_POOL_SLOT_READY) continue;
+        pinned_s++;
+        pinned_b += sl->reserve_bytes;
+    }
+    if (pinned_s >= p->max_slots) return RSD_ERR_POOL_PINNED;
+    if (budget && p->models[m].reserve_bytes + pinned_b > budget) return RSD_ERR_POOL_PINNED;
+    return RSD_OK;
+}
+
+/* Nobody waits for a slot any more: W26 drains lose their reason, so those slots take
+   work again (their queued requests first). O(slots). */
+RSDI_PRIVATE void rsdi_pool_undrain(rsd_pool *p) {
+    int s;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsdi_pool_slot *sl = &p->slots[s];
+        if (sl->state != RSD_POOL_SLOT_DRAINING || sl->why != RSD_POOL_WHY_STARVE) continue;
+        sl->state = RSD_POOL_SLOT_READY;
+        sl->why = RSD_POOL_WHY_NONE;
+        rsdi_pool_grant_waiters(p, s);
+    }
+}
+
+/* Admission pass (P19 + P31..P35 + W21..W26). Visits each model waiting for a slot
+   in FIFO order; work is O(models x slots), independent of the number of waiters. */
+RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
+    int s, m, next, live;
+    int64_t free_s, free_b, pend_s = 0, pend_b = 0, cap;
+    uint64_t budget;
+    if (p->stopped) return;
+    p->work++;
+    /* P19 trim: idle excess above max, LRU first; busy excess waits. */
+    live = rsdi_pool_count(p, true);
+    while (live > p->max_slots && (s = rsdi_pool_lru_idle(p, 0, false)) >= 0) {
+        rsdi_pool_stop_slot(p, s, RSD_POOL_WHY_TRIM);
+        live--;
+    }
+    p->trim_pending = live > p->max_slots;
+    if (p->want_head < 0) {
+        if (p->ctr.starve_drains) rsdi_pool_undrain(p);
+        return;
+    }
+    budget = rsdi_pool_budget(p);
+    cap = budget ? (int64_t)budget - (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget)
+                 : RSDI_POOL_UNLIMITED;
+    free_s = (int64_t)p->max_slots - rsdi_pool_count(p, false);
+    free_b = cap - (int64_t)p->reserved_total;
+    /* Capacity already on its way out (stopping, or draining toward a stop). */
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsd_pool_slot_state st = p->slots[s].state;
+        if (st == RSD_POOL_SLOT_STOPPING || st == RSD_POOL_SLOT_FAILED ||
+            st == RSD_POOL_SLOT_DRAINING) {
+            pend_s++;
+            pend_b += (int64_t)p->slots[s].reserve_bytes;
+        }
+    }
+    if (free_s < 0) { pend_s += free_s; free_s = 0; }
+    for (m = p->want_head; m >= 0; m = next) {
+        rsdi_pool_model *md = &p->models[m];
+        int64_t r = (int64_t)md->reserve_bytes, avail_s, avail_b;
+        uint32_t picked = 0;
+        int victims = 0, v;
+        bool starving;
+        next = md->want_next;
+        p->work++;
+        if ((v = rsdi_pool_never_fits(p, m)) < 0) { /* can never fit: fail at once */
+            p->ctr.no_fit++;
+            rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
+                      "pool: %s (%llu bytes) cannot fit: %s", md->id,
+                      (unsigned long long)md->reserve_bytes, rsd_result_str(v));
+            rsdi_pool_fail_model_waiters(p, m, v);
+            continue;
+        }
+        if (free_s >= 1 && free_b >= r) { /* empty slot (claim) or grow: P32.2-3 */
+            for (s = 0; s < RSD_POOL_MAX_SLOTS; s++)
+                if (p->slots[s].state == RSD_POOL_SLOT_EMPTY) break;
+            if (s < RSD_POOL_MAX_SLOTS) {
+                rsdi_pool_claim(p, s, m);
+                free_s--;
+                free_b -= r;
+                continue;
+            }
+        }
+        avail_s = free_s + pend_s;
+        avail_b = free_b + pend_b;
+        /* Evict idle LRU slots until count and bytes fit (P32.5, W22). Decide the whole
+           set first: evicting idle slots that cannot make enough room is pointless. */
+        while ((avail_s < 1 || avail_b < r) && (v = rsdi_pool_lru_idle(p, picked, false)) >= 0) {
+            picked |= 1u << v;
+            victims++;
+            avail_s++;
+            avail_b += (int64_t)p->slots[v].reserve_bytes;
+        }
+        starving = p->max_wait_ms != RSD_POOL_WAIT_FOREVER && md->wq_head != RSDI_POOL_NIL &&
+                   p->now_ms >= rsdi_pool_at(p->reqs[md->wq_head].enq_ms, p->max_wait_ms);
+        if (avail_s < 1 || avail_b < r) {
+            /* W26: past the wait bound, busy LRU slots stop taking new work and drain. */
+            uint32_t drain = 0;
+            if (starving) {
+                while ((avail_s < 1 || avail_b < r) &&
+                       (v = rsdi_pool_lru_idle(p, picked | drain, true)) >= 0) {
+                    drain |= 1u << v;
+                    avail_s++;
+                    avail_b += (int64_t)p->slots[v].reserve_bytes;
+                }
+            }
+            if (avail_s < 1 || avail_b < r) continue; /* cannot be covered now: wait */
+            for (v = 0; v < RSD_POOL_MAX_SLOTS; v++) {
+                if (!(drain & (1u << v))) continue;
+                p->slots[v].state = RSD_POOL_SLOT_DRAINING;
+                p->slots[v].why = RSD_POOL_WHY_STARVE;
+                p->slots[v].idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+                p->ctr.starve_drains++;
+                rsdi_pool_event_log(p, RSD_POOL_EV_DRAIN, RSD_POOL_WHY_STARVE, v);
+                rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_DRAIN, RSDI_WHERE,
+                          "pool: draining slot %d (%s) for %s waiting past %u ms", v,
+                          p->models[p->slots[v].model].id, md->id, p->max_wait_ms);
+                pend_s++;
+                pend_b += (int64_t)p->slots[v].reserve_bytes;
+            }
+        }
+        if (victims) {
+            for (v = 0; v < RSD_POOL_MAX_SLOTS; v++) {
+                if (!(picked & (1u << v))) continue;
+                rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_EVICT, RSDI_WHERE,
+                          "pool: evicting %s for %s", p->models[p->slots[v].model].id, md->id);
+                pend_s++;
+                pend_b += (int64_t)p->slots[v].reserve_bytes;
+                rsdi_pool_stop_slot(p, v, RSD_POOL_WHY_EVICT);
+            }
+        }
+        /* Commit: this model holds the free and outgoing capacity it needs, so later
+           models cannot take what is being freed for it (no thrash). */
+        {
+            int64_t ts = 1, tb = r, d;
+            d = free_s < ts ? free_s : ts;
+            free_s -= d;
+            pend_s -= ts - d;
+            if (free_b > 0) {
+                d = free_b < tb ? free_b : tb;
+                free_b -= d;
+                tb -= d;
+            }
+            pend_b -= tb;
+        }
+    }
+}
+
+/* A slot finished a request (or lost one): refill from its queue, arm TTL, drain. */
+RSDI_PRIVATE void rsdi_pool_slot_settled(rsd_pool *p, int s) {
+    rsdi_pool_slot *sl = &p->slots[s];
+    sl->last_use = ++p->clock;
+    if (sl->state == RSD_POOL_SLOT_READY) {
+        if (p->models[sl->model].wq_head != RSDI_POOL_NIL) rsdi_pool_grant_waiters(p, s);
+        if (sl->in_flight == 0) {
+            uint32_t ttl = p->models[sl->model].ttl_ms;
+            sl->idle_deadline_ms = ttl ? rsdi_pool_at(p->now_ms, ttl) : RSD_POOL_NO_DEADLINE;
+            if (p->want_head >= 0 || p->trim_pending) rsdi_pool_pass(p);
+        }
+    } else if (sl->state == RSD_POOL_SLOT_DRAINING && sl->in_flight == 0) {
+        rsdi_pool_stop_slot(p, s, sl->why == RSD_POOL_WHY_NONE ? RSD_POOL_WHY_UNLOAD : sl->why);
+    }
+}
+
+/* ---- public --------------------------------------------------------------- */
+RSD_API int rsd_pool_proc_slot(rsd_pool_proc proc) {
+    return proc.id == 0 || (proc.id & 0xFFu) >= RSD_POOL_MAX_SLOTS ? -1 : (int)(proc.id & 0xFFu);
+}
+
+RSD_API const char *rsd_pool_slot_state_name(int state) {
+    static const char *const n[] = {"empty", "starting", "ready", "draining", "stopping", "failed"};
+    return state >= 0 && state < (int)RSD_POOL_SLOT_NUM ? n[state] : "unknown";
+}
+
+RSD_API const char *rsd_pool_why_name(int why) {
+    static const char *const n[] = {"none", "evict", "ttl", "trim", "starve", "unload",
+                                    "shutdown", "load-failed"};
+    return why >= 0 && why < (int)RSD_POOL_WHY_NUM ? n[why] : "unknown";
+}
+
+RSDI_PRIVATE int rsdi_pool_model_check(const rsd_pool_model_desc *d) {
+    size_t n;
+    if (!d || !d->id) return RSD_ERR_ARG;
+    n = strlen(d->id);
+    if (n == 0 || n >= RSD_POOL_MAX_MODEL_ID) return RSD_ERR_ARG;
+    if (d->reserve_bytes > RSD_POOL_MAX_BYTES) return RSD_ERR_ARG;
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_add_model(rsd_pool *pool, const rsd_pool_model_desc *d) {
+    rsdi_pool_model *md;
+    int m;
+    if (!pool || rsdi_pool_model_check(d) < 0) {
+        if (pool)
+            rsdi_log(&pool->logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_MODEL,
+                     "pool: model id must be 1..127 bytes, reserve <= RSD_POOL_MAX_BYTES",
+                     RSDI_WHERE);
+        return RSD_ERR_ARG;
+    }
+    if (rsd_pool_find_model(pool, rsd_str_c(d->id)) >= 0) return RSD_ERR_ARG;
+    if (pool->num_models >= RSD_POOL_MAX_MODELS) {
+        rsdi_log(&pool->logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_MODEL_TABLE_FULL,
+                 "pool: model table full (RSD_POOL_MAX_MODELS)", RSDI_WHERE);
+        return RSD_ERR_CAPACITY;
+    }
+    m = pool->num_models++;
+    md = &pool->models[m];
+    memset(md, 0, sizeof *md);
+    memcpy(md->id, d->id, strlen(d->id) + 1);
+    md->reserve_bytes = d->reserve_bytes ? d->reserve_bytes : pool->default_reserve;
+    md->ttl_ms = d->ttl_ms;
+    md->max_in_flight = d->max_in_flight;
+    md->pinned = d->pinned;
+    md->slot = -1;
+    md->wq_head = md->wq_tail = RSDI_POOL_NIL;
+    md->want_prev = md->want_next = -1;
+    return m;
+}
+
+RSD_API int rsd_pool_find_model(const rsd_pool *pool, rsd_str id) {
+    int m;
+    if (!pool || !id.ptr || id.len >= RSD_POOL_MAX_MODEL_ID) return RSD_ERR_NOT_FOUND;
+    for (m = 0; m < pool->num_models; m++) {
+        const char *s = pool->models[m].id;
+        if (strncmp(s, id.ptr, id.len) == 0 && s[id.len] == '\0' &&
+            (id.len == 0 || memchr(id.ptr, 0, id.len) == NULL))
+            return m;
+    }
+    return RSD_ERR_NOT_FOUND;
+}
+
+RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
+    rsd_pool_desc d;
+    rsd_pool *p;
+    size_t reqs_bytes, link_bytes, ev_bytes, total, off_reqs, off_wq, off_nt, off_ev;
+    uint32_t i;
+    int k;
+    if (!desc) return NULL;
+    d = *desc;
+    if (rsdi_allocator_check(&d.allocator) < 0) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, NULL, RSDI_WHERE);
+        return NULL;
+    }
+    if (d.max_requests == 0) d.max_requests = RSD_POOL_DEFAULT_REQUESTS;
+    if (d.max_waiting == 0 || d.max_waiting > d.max_requests) d.max_waiting = d.max_requests;
+    if (d.max_wait_ms == 0) d.max_wait_ms = RSD_POOL_DEFAULT_MAX_WAIT_MS;
+    if (d.max_requests > RSD_POOL_MAX_REQUESTS || d.vram_budget_bytes > RSD_POOL_MAX_BYTES ||
+        d.default_reserve_bytes > RSD_POOL_MAX_BYTES || d.num_models < 0 ||
+        d.num_models > RSD_POOL_MAX_MODELS || (d.num_models > 0 && !d.models) ||
+        d.event_log > RSD_POOL_MAX_REQUESTS) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_DESC,
+                 "pool: desc out of range (max_requests, bytes, num_models or event_log)",
+                 RSDI_WHERE);
+        return NULL;
+    }
+    for (k = 0; k < d.num_models; k++) {
+        if (rsdi_pool_model_check(&d.models[k]) < 0) {
+            rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_MODEL,
+                     "pool: bad model in desc.models", RSDI_WHERE);
+            return NULL;
+        }
+    }
+    off_reqs = (sizeof(rsd_pool) + 15u) & ~(size_t)15u;
+    /* One block: pool, entries, two link arrays, event ring (each 16-byte aligned). */
+    if (!rsdi_size_mul(d.max_requests, sizeof(rsdi_pool_reqent), &reqs_bytes) ||
+        !rsdi_size_mul(d.max_requests, sizeof(rsdi_pool_link), &link_bytes) ||
+        !rsdi_size_add(off_reqs, reqs_bytes, &off_wq) ||
+        !rsdi_size_add((off_wq + 15u) & ~(size_t)15u, link_bytes, &off_nt) ||
+        !rsdi_size_add((off_nt + 15u) & ~(size_t)15u, link_bytes, &off_ev) ||
+        !rsdi_size_mul(d.event_log, sizeof(rsd_pool_event), &ev_bytes))
+        return NULL;
+    off_wq = (off_wq + 15u) & ~(size_t)15u;
+    off_nt = (off_nt + 15u) & ~(size_t)15u;
+    off_ev = (off_ev + 15u) & ~(size_t)15u;
+    if (!rsdi_size_add(off_ev, ev_bytes, &total)) return NULL;
+    p = (rsd_pool *)rsdi_malloc(&d.allocator, total);
+    if (!p) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, NULL, RSDI_WHERE);
+        return NULL;
+    }
+    memset(p, 0, sizeof *p);
+    p->alloc = d.allocator;
+    p->logger = d.logger;
+    p->max_slots = rsdi_pool_norm_max(d.max_slots);
+    p->max_requests = d.max_requests;
+    p->max_waiting = d.max_waiting;
+    p->max_wait_ms = d.max_wait_ms;
+    p->budget_bytes = d.vram_budget_bytes;
+    p->default_reserve = d.default_reserve_bytes;
+    p->reqs = (rsdi_pool_reqent *)(void *)((char *)p + off_reqs);
+    p->wq = (rsdi_pool_link *)(void *)((char *)p + off_wq);
+    p->nt = (rsdi_pool_link *)(void *)((char *)p + off_nt);
+    p->evlog = d.event_log ? (rsd_pool_event *)(void *)((char *)p + off_ev) : NULL;
+    p->ev_cap = d.event_log;
+    p->want_head = p->want_tail = -1;
+    p->act_head = p->act_tail = -1;
+    p->ntf_head = p->ntf_tail = RSDI_POOL_NIL;
+    for (k = 0; k < RSD_POOL_MAX_SLOTS; k++) {
+        p->slots[k].model = -1;
+        p->slots[k].act_next = -1;
+        p->slots[k].idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    }
+    for (i = 0; i < p->max_requests; i++) {
+        memset(&p->reqs[i], 0, sizeof p->reqs[i]);
+        p->nt[i].prev = p->nt[i].next = p->wq[i].prev = RSDI_POOL_NIL;
+        p->wq[i].next = i + 1 < p->max_requests ? i + 1 : RSDI_POOL_NIL;
+    }
+    p->free_head = 0;
+    p->free_tail = p->max_requests - 1;
+    for (k = 0; k < d.num_models; k++) {
+        if (rsd_pool_add_model(p, &d.models[k]) < 0) {
+            rsdi_free(&p->alloc, p);
+            return NULL;
+        }
+    }
+    return p;
+}
+
+RSD_API void rsd_pool_destroy(rsd_pool *pool) {
+    rsd_allocator a;
+    if (!pool) return;
+    a = pool->alloc;
+    rsdi_free(&a, pool);
+}
+
+RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms) {
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    pool->models[model].pinned = pinned;
+    if (pinned) {
+        /* A pin wins over a W26 drain: the slot takes work again. */
+        int s = pool->models[model].slot;
+        if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_DRAINING &&
+            pool->slots[s].why == RSD_POOL_WHY_STARVE) {
+            pool->slots[s].state = RSD_POOL_SLOT_READY;
+            pool->slots[s].why = RSD_POOL_WHY_NONE;
+            rsdi_pool_grant_waiters(pool, s);
+        }
+    } else {
+        int s = pool->models[model].slot;
+        if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
+            pool->slots[s].in_flight == 0 && pool->models[model].ttl_ms)
+            pool->slots[s].idle_deadline_ms = rsdi_pool_at(pool->now_ms, pool->models[model].ttl_ms);
+    }
+    rsdi_pool_pass(pool); /* unpin: may be evicted now; pin: waiters may never fit */
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
+                             rsd_pool_req *req, int *slot) {
+    rsdi_pool_model *md;
+    rsdi_pool_reqent *r;
+    uint32_t i;
+    int s, rc;
+    if (req) req->id = 0;
+    if (slot) *slot = -1;
+    if (!pool || !req || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    md = &pool->models[model];
+    pool->ctr.acquires++;
+    s = md->slot;
+    /* Fast path: resident and ready, room, nobody queued ahead (P32.1). */
+    if (RSDI_LIKELY(s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
+                    md->wq_head == RSDI_POOL_NIL &&
+                    (md->max_in_flight == 0 || pool->slots[s].in_flight < md->max_in_flight))) {
+        rsdi_pool_slot *sl = &pool->slots[s];
+        i = rsdi_pool_req_alloc(pool);
+        if (i == RSDI_POOL_NIL) { pool->ctr.queue_full++; return RSD_ERR_CAPACITY; }
+        r = &pool->reqs[i];
+        r->state = RSDI_PREQ_RUNNING;
+        r->model = (int16_t)model;
+        r->slot = (int8_t)s;
+        r->user = user;
+        r->enq_ms = now_ms;
+        sl->in_flight++; /* counted at admission, not at dispatch (#28698) */
+        sl->last_use = ++pool->clock;
+        sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+        pool->running++;
+        pool->ctr.grants_immediate++;
+        *req = rsdi_pool_handle(pool, i);
+        if (slot) *slot = s;
+        return RSD_OK;
+    }
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+        pool->ctr.no_fit++;
+        rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
+                  "pool: %s (%llu bytes) cannot fit: %s", md->id,
+                  (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
+        return rc;
+    }
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
+        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
+        pool->ctr.queue_full++;
+        rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL,
+                 "pool: waiting queue full", RSDI_WHERE);
+        return RSD_ERR_POOL_QUEUE_FULL;
+    }
+    r = &pool->reqs[i];
+    r->state = RSDI_PREQ_WAITING;
+    r->model = (int16_t)model;
+    r->user = user;
+    r->enq_ms = now_ms;
+    rsdi_pool_wq_push(pool, model, i);
+    pool->ctr.waits++;
+    *req = rsdi_pool_handle(pool, i);
+    if (s < 0 && !md->wanting) { /* needs a slot: P35, residents keep flowing */
+        rsdi_pool_want_add(pool, model);
+        rsdi_pool_pass(pool);
+    }
+    return RSD_PENDING;
+}
+
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
+    rsdi_pool_model *md;
+    uint32_t i;
+    int s, rc;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    md = &pool->models[model];
+    s = md->slot;
+    if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
+                   pool->slots[s].state == RSD_POOL_SLOT_STARTING))
+        return RSD_OK;
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+        pool->ctr.no_fit++;
+        return rc;
+    }
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
+        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
+        pool->ctr.queue_full++;
+        return RSD_ERR_POOL_QUEUE_FULL;
+    }
+    pool->reqs[i].state = RSDI_PREQ_WAITING;
+    pool->reqs[i].preload = 1;
+    pool->reqs[i].model = (int16_t)model;
+    pool->reqs[i].user = NULL;
+    pool->reqs[i].enq_ms = pool->now_ms;
+    rsdi_pool_wq_push(pool, model, i);
+    if (s < 0 && !md->wanting) {
+        rsdi_pool_want_add(pool, model);
+        rsdi_pool_pass(pool);
+    }
+    return RSD_PENDING;
+}
+
+RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms, bool cancel) {
+    rsdi_pool_reqent *r;
+    uint32_t i;
+    int s;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    r = rsdi_pool_lookup(pool, req, &i);
+    if (!r) return RSD_ERR_POOL_STALE;
+    switch (r->state) {
+    case RSDI_PREQ_WAITING: {
+        bool was_wanting = pool->models[r->model].wanting;
+        if (!cancel) return RSD_ERR_STATE;
+        rsdi_pool_wq_unlink(pool, r->model, i);
+        rsdi_pool_req_free(pool, i);
+        pool->ctr.cancels++;
+        if (was_wanting && pool->want_head < 0 && pool->ctr.starve_drains) rsdi_pool_pass(pool);
+        return RSD_OK;
+    }
+    case RSDI_PREQ_RUNNING:
+        s = r->slot;
+        rsdi_pool_ntf_unlink(pool, i);
+        rsdi_pool_req_free(pool, i);
+        pool->slots[s].in_flight--;
+        pool->running--;
+        if (cancel) pool->ctr.cancels++;
+        else pool->ctr.releases++;
+        rsdi_pool_slot_settled(pool, s);
+        return RSD_OK;
+    case RSDI_PREQ_FAILED:
+    case RSDI_PREQ_ORPHAN:
+        rsdi_pool_ntf_unlink(pool, i);
+        rsdi_pool_req_free(pool, i);
+        return RSD_OK;
+    default:
+        return RSD_ERR_POOL_STALE;
+    }
+}
+
+RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms) {
+    return rsdi_pool_finish(pool, req, now_ms, false);
+}
+
+RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms) {
+    return rsdi_pool_finish(pool, req, now_ms, true);
+}
+
+RSDI_PRIVATE int rsdi_pool_slot_of(const rsd_pool *pool, rsd_pool_proc proc) {
+    int s = (int)(proc.id & 0xFFu);
+    if (proc.id == 0 || s >= RSD_POOL_MAX_SLOTS) return -1;
+    if (pool->slots[s].state == RSD_POOL_SLOT_EMPTY || pool->slots[s].gen != (proc.id >> 8))
+        return -1;
+    return s;
+}
+
+RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    sl = &pool->slots[s];
+    if (sl->state != RSD_POOL_SLOT_STARTING) return RSD_ERR_STATE;
+    if (sl->pending == RSD_POOL_ACTION_SPAWN) rsdi_pool_act_del(pool, s);
+    if (!ok) {
+        /* W27 + P53: fail only this model's waiters; the slot is stopped and freed. */
+        int m = sl->model;
+        pool->ctr.load_failures++;
+        rsdi_pool_event_log(pool, RSD_POOL_EV_LOAD_FAILED, RSD_POOL_WHY_LOAD_FAILED, s);
+        rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_LOAD_FAILED, RSDI_WHERE,
+                  "pool: %s failed to load in slot %d", pool->models[m].id, s);
+        rsdi_pool_fail_model_waiters(pool, m, RSD_ERR_POOL_LOAD_FAILED);
+        pool->models[m].slot = -1;
+        sl->state = RSD_POOL_SLOT_FAILED;
+        sl->why = RSD_POOL_WHY_LOAD_FAILED;
+        sl->model = m; /* kept for the STOP action; no longer routes requests */
+        rsdi_pool_act_push(pool, s, RSD_POOL_ACTION_STOP);
+        rsdi_pool_pass(pool);
+        return RSD_OK;
+    }
+    sl->state = RSD_POOL_SLOT_READY;
+    sl->last_use = ++pool->clock;
+    pool->ctr.readies++;
+    rsdi_pool_event_log(pool, RSD_POOL_EV_READY, RSD_POOL_WHY_NONE, s);
+    rsdi_pool_grant_waiters(pool, s);
+    if (sl->drain_after_start) {
+        sl->state = RSD_POOL_SLOT_DRAINING;
+        sl->why = RSD_POOL_WHY_UNLOAD;
+        rsdi_pool_event_log(pool, RSD_POOL_EV_DRAIN, RSD_POOL_WHY_UNLOAD, s);
+        if (sl->in_flight == 0) rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_UNLOAD);
+    } else if (sl->in_flight == 0) {
+        uint32_t ttl = pool->models[sl->model].ttl_ms;
+        sl->idle_deadline_ms = ttl ? rsdi_pool_at(pool->now_ms, ttl) : RSD_POOL_NO_DEADLINE;
+        if (pool->want_head >= 0) rsdi_pool_pass(pool);
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    sl = &pool->slots[s];
+    if (sl->state == RSD_POOL_SLOT_STOPPING || sl->state == RSD_POOL_SLOT_FAILED) {
+        pool->ctr.exits++;
+        rsdi_pool_event_log(pool, RSD_POOL_EV_EXITED, sl->why, s);
+    } else {
+        /* Crash (W27): the process is gone, so are its VRAM and its requests. A crash
+           while starting fails that model's waiters, as a failed load does. */
+        pool->ctr.crashes++;
+        rsdi_pool_event_log(pool, RSD_POOL_EV_CRASHED, RSD_POOL_WHY_NONE, s);
+        rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_CRASHED, RSDI_WHERE,
+                  "pool: process in slot %d (%s) exited unexpectedly", s,
+                  sl->model >= 0 ? pool->models[sl->model].id : "-");
+        if (sl->state == RSD_POOL_SLOT_STARTING) {
+            pool->ctr.load_failures++;
+            rsdi_pool_fail_model_waiters(pool, sl->model, RSD_ERR_POOL_CRASHED);
+        }
+    }
+    if (sl->model >= 0 && pool->models[sl->model].slot != s) sl->model = -1;
+    rsdi_pool_vacate(pool, s);
+    rsdi_pool_pass(pool);
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+                                  uint64_t now_ms) {
+    rsdi_pool_slot *sl;
+    int s;
+    if (!pool || bytes > RSD_POOL_MAX_BYTES) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    sl = &pool->slots[s];
+    pool->reserved_total = pool->reserved_total - sl->reserve_bytes + bytes;
+    sl->reserve_bytes = bytes;
+    rsdi_pool_pass(pool);
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
+                              uint64_t now_ms) {
+    if (!pool || total_bytes > RSD_POOL_MAX_BYTES || foreign_bytes > RSD_POOL_MAX_BYTES)
+        return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    pool->measured_total = total_bytes;
+    pool->foreign_bytes = foreign_bytes;
+    rsdi_pool_pass(pool);
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid) {
+    int s;
+    if (!pool) return RSD_ERR_ARG;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    pool->slots[s].pid = pid;
+    return RSD_OK;
+}
+
+RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *a) {
+    uint32_t i;
+    if (!pool || !a) return false;
+    memset(a, 0, sizeof *a);
+    a->slot = -1;
+    a->model = -1;
+    if (pool->act_head >= 0) {
+        int s = pool->act_head;
+        rsdi_pool_slot *sl = &pool->slots[s];
+        a->kind = sl->pending;
+        a->slot = s;
+        a->proc = rsdi_pool_proc_of(pool, s);
+        a->model = sl->model;
+        a->model_id = sl->model >= 0 ? pool->models[sl->model].id : NULL;
+        a->reserve_bytes = sl->reserve_bytes;
+        a->why = a->kind == RSD_POOL_ACTION_STOP ? sl->why : RSD_POOL_WHY_NONE;
+        rsdi_pool_act_del(pool, s);
+        return true;
+    }
+    i = pool->ntf_head;
+    if (i != RSDI_POOL_NIL) {
+        rsdi_pool_reqent *r = &pool->reqs[i];
+#if defined(__GNUC__) || defined(__clang__)
+        { /* bursts of GRANTs: touch the entry a few pulls ahead (see grant_waiters) */
+            uint32_t ahead = pool->nt[i].next;
+            int k;
+            for (k = 0; k < 4 && ahead != RSDI_POOL_NIL; k++) ahead = pool->nt[ahead].next;
+            if (ahead != RSDI_POOL_NIL) __builtin_prefetch(&pool->reqs[ahead]);
+        }
+#endif
+        a->req = rsdi_pool_handle(pool, i);
+        a->model = r->model;
+        a->model_id = pool->models[r->model].id;
+        a->user = r->user;
+        if (r->ntf == RSDI_PNTF_GRANT) {
+            a->kind = RSD_POOL_ACTION_GRANT;
+            a->slot = r->slot;
+            rsdi_pool_ntf_unlink(pool, i);
+        } else {
+            a->kind = RSD_POOL_ACTION_FAIL;
+            a->result = r->result;
+            rsdi_pool_ntf_unlink(pool, i);
+            rsdi_pool_req_free(pool, i);
+        }
+        return true;
+    }
+    return false;
+}
+
+RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
+    uint64_t next = RSD_POOL_NO_DEADLINE;
+    int s, m;
+    if (!pool) return next;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return next;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) { /* idle TTL (llama-swap ttl, keep_alive) */
+        rsdi_pool_slot *sl = &pool->slots[s];
+        if (!rsdi_pool_idle(pool, sl) || sl->idle_deadline_ms == RSD_POOL_NO_DEADLINE) continue;
+        if (sl->idle_deadline_ms <= pool->now_ms) rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_TTL);
+    }
+    rsdi_pool_pass(pool);
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        const rsdi_pool_slot *sl = &pool->slots[s];
+        if (rsdi_pool_idle(pool, sl) && sl->idle_deadline_ms < next) next = sl->idle_deadline_ms;
+    }
+    if (pool->max_wait_ms != RSD_POOL_WAIT_FOREVER) {
+        for (m = pool->want_head; m >= 0; m = pool->models[m].want_next) {
+            uint64_t t = rsdi_pool_at(pool->reqs[pool->models[m].wq_head].enq_ms, pool->max_wait_ms);
+            if (t > pool->now_ms && t < next) next = t;
+        }
+    }
+    return next;
+}
+
+RSD_API int rsd_pool_configure(rsd_pool *pool, int max_slots, uint64_t now_ms) {
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    pool->max_slots = rsdi_pool_norm_max(max_slots);
+    rsdi_pool_pass(pool);
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_unload(rsd_pool *pool, int model, int flags, uint64_t now_ms) {
+    int s, pass_, result = RSD_OK;
+    if (!pool || model < -1 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    /* Pass 0 checks (refuse mode changes nothing when busy); pass 1 acts. */
+    for (pass_ = 0; pass_ < 2; pass_++) {
+        for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+            rsdi_pool_slot *sl = &pool->slots[s];
+            bool busy;
+            if (sl->model < 0 || (model >= 0 && sl->model != model)) continue;
+            if (sl->state != RSD_POOL_SLOT_STARTING && sl->state != RSD_POOL_SLOT_READY &&
+                sl->state != RSD_POOL_SLOT_DRAINING)
+                continue;
+            busy = sl->in_flight > 0 || (sl->state == RSD_POOL_SLOT_STARTING &&
+                                         sl->pending != RSD_POOL_ACTION_SPAWN);
+            if (pass_ == 0) {
+                if (busy && !(flags & RSD_POOL_UNLOAD_DRAIN)) {
+                    rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_BUSY, RSDI_WHERE,
+                              "pool: %s is still serving requests", pool->models[sl->model].id);
+                    return RSD_ERR_POOL_BUSY;
+                }
+                continue;
+            }
+            if (!busy) {
+                if (sl->state == RSD_POOL_SLOT_STARTING) rsdi_pool_fail_model_waiters(pool, sl->model, RSD_ERR_POOL_UNLOADED);
+                rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_UNLOAD);
+            } else if (sl->state == RSD_POOL_SLOT_STARTING) {
+                sl->drain_after_start = true;
+                result = RSD_PENDING;
+            } else {
+                sl->state = RSD_POOL_SLOT_DRAINING;
+                sl->why = RSD_POOL_WHY_UNLOAD;
+                rsdi_pool_event_log(pool, RSD_POOL_EV_DRAIN, RSD_POOL_WHY_UNLOAD, s);
+                result = RSD_PENDING;
+            }
+        }
+    }
+    rsdi_pool_pass(pool);
+    return result;
+}
+
+RSD_API int rsd_pool_stop(rsd_pool *pool, uint64_t now_ms) {
+    int s, m;
+    uint32_t i;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_OK;
+    rsdi_log(&pool->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_STOPPED, "pool: stopped", RSDI_WHERE);
+    /* W28: fail every waiting request, then every running one. */
+    for (m = 0; m < pool->num_models; m++) rsdi_pool_fail_model_waiters(pool, m, RSD_ERR_POOL_STOPPED);
+    if (pool->running) {
+        for (i = 0; i < pool->max_requests; i++) {
+            uint8_t st = pool->reqs[i].state;
+            if (st == RSDI_PREQ_RUNNING || st == RSDI_PREQ_ORPHAN)
+                rsdi_pool_fail_req(pool, i, RSD_ERR_POOL_STOPPED);
+        }
+    }
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsd_pool_slot_state st = pool->slots[s].state;
+        if (st == RSD_POOL_SLOT_STARTING || st == RSD_POOL_SLOT_READY || st == RSD_POOL_SLOT_DRAINING)
+            rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_SHUTDOWN);
+    }
+    pool->stopped = true;
+    return RSD_OK;
+}
+
+RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
+    int s;
+    if (!st) return;
+    if (!pool) { memset(st, 0, sizeof *st); return; }
+    *st = pool->ctr;
+    st->max_slots = pool->max_slots;
+    st->live_slots = rsdi_pool_count(pool, true);
+    st->occupied_slots = rsdi_pool_count(pool, false);
+    st->stopped = pool->stopped;
+    st->waiting = pool->waiting;
+    st->running = pool->running;
+    st->models_waiting = pool->models_waiting;
+    st->preloads = pool->preloads;
+    st->reserved_bytes = pool->reserved_total;
+    st->budget_bytes = rsdi_pool_budget(pool);
+    st->foreign_bytes = pool->foreign_bytes;
+    st->clock = pool->clock;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        const rsdi_pool_slot *sl = &pool->slots[s];
+        rsd_pool_slot_info *o = &st->slots[s];
+        o->state = sl->state;
+        o->model = sl->model;
+        o->model_id = sl->model >= 0 ? pool->models[sl->model].id : NULL;
+        o->proc = rsdi_pool_proc_of(pool, s);
+        if (sl->state == RSD_POOL_SLOT_EMPTY) o->proc.id = 0;
+        o->in_flight = sl->in_flight;
+        o->reserve_bytes = sl->reserve_bytes;
+        o->last_use = sl->last_use;
+        o->idle_deadline_ms = sl->idle_deadline_ms;
+        o->ttl_ms = sl->model >= 0 ? pool->models[sl->model].ttl_ms : 0;
+        o->pinned = sl->model >= 0 && pool->models[sl->model].pinned;
+        o->pid = sl->pid;
+    }
+}
+
+RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info) {
+    const rsdi_pool_model *md;
+    if (!info) return RSD_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    info->slot = -1;
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    md = &pool->models[model];
+    info->id = md->id;
+    info->reserve_bytes = md->reserve_bytes;
+    info->ttl_ms = md->ttl_ms;
+    info->max_in_flight = md->max_in_flight;
+    info->pinned = md->pinned;
+    info->slot = md->slot;
+    info->state = md->slot >= 0 ? pool->slots[md->slot].state : RSD_POOL_SLOT_EMPTY;
+    info->waiting = md->wq_count;
+    info->running = md->slot >= 0 ? pool->slots[md->slot].in_flight : 0;
+    return RSD_OK;
+}
+
+RSD_API bool rsd_pool_next_event(rsd_pool *pool, rsd_pool_event *ev) {
+    if (!pool || !ev || pool->ev_count == 0) return false;
+    *ev = pool->evlog[pool->ev_head];
+    pool->ev_head = (pool->ev_head + 1) % pool->ev_cap;
+    pool->ev_count--;
+    return true;
+}
 /* ==== >>pool end ========================================================== */
 
 #endif /* RESIDENCY_IMPLEMENTATION */

@@ -152,7 +152,195 @@
        [doc:http server]
        [doc:tls]
        [doc:drive]
-       [doc:state]
+       STATE: state directory, cross-process lock, persisted attribution (>>state)
+       -------------------------------------------------------------------------
+       State that must survive a restart or be shared between processes: which
+       models this library loaded on each target (W10), which LM Studio instances
+       it owns (W16), and one lock per target that serialises mutations across
+       processes (W6). Everything is keyed by the normalised target key, a string
+       such as "http://127.0.0.1:8080" from rsd_url_key (prefixes such as
+       "lmstudio|" are fine: any non-empty string up to RSD_STATE_MAX_KEY_BYTES).
+
+       Directory, first that is set and non-empty:
+           desc.dir, $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency (absolute
+           XDG values only, as the XDG spec says), $HOME/.local/state/residency.
+       The environment is read through desc.getenv_fn (default getenv), so tests
+       and hosts can supply it. rsd_state_open creates every missing component
+       with mode 0700 (mkdir -p) and then refuses (RSD_ERR_STATE_DIR, log item
+       STATE_DIR_UNSAFE) a directory that is not a directory, not owned by our
+       effective uid, or world-writable (others could plant files or swap our
+       subdirectories). Group-writable is accepted: with umask 002 and per-user
+       groups a hand-made directory is 0775. Existing modes are never changed.
+       The state dir itself may be a symlink to such a directory (users relocate
+       it); its subdirectories locks/ and attr/ must be real directories. Files
+       are opened with O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK and must be regular files,
+       so a planted symlink or FIFO is refused, never followed or blocked on.
+
+       Layout:
+           <dir>/locks/<name>.lock   cross-process lock + owner record (0600)
+           <dir>/attr/<name>.attr    attribution of one target (0600)
+           <dir>/attr/<name>.lock    short lock around an attribution/generation update
+           <dir>/attr/<name>.gen     mutation generation of one target ("<n>\n")
+           <dir>/attr/<name>.{attr,gen}.tmp  transient, during an update
+       <name> = rsd_state_file_name(key): the key's first bytes with every run of
+       bytes outside [A-Za-z0-9._-] replaced by one '_' (at most
+       RSD_STATE_NAME_PREFIX_BYTES, a leading '.' or '-' also becomes '_'), then
+       '-', then the 64-bit FNV-1a hash of the whole key as 16 lower-case hex
+       digits: "http://127.0.0.1:8080" -> "http_127.0.0.1_8080-75327da3b04bcbf2".
+       The prefix is for humans; the hash keeps distinct keys apart ("a/b" and
+       "a_b", or long keys sharing a prefix). Lock files are never deleted:
+       unlinking a flock file while someone may hold or be opening it lets two
+       processes lock two different inodes. One small file per target remains.
+
+       int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
+           Resolves and creates the directory, allocates the object (one block of
+           about 165 KB from desc.allocator; nothing else allocates). desc NULL or
+           zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
+           mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
+           RSD_ERR_NOMEM. A reconciler without a state dir should run without the
+           lock and without persistence rather than fail (upstream K5).
+       void rsd_state_close(rsd_state *st)       release your locks first
+       const char *rsd_state_dir(const rsd_state *st)
+       int rsd_state_resolve_dir(const rsd_state_desc *d, char *buf, size_t cap)
+           resolution only (no disk access); returns the length
+       int rsd_state_file_name(const char *key, char *buf, size_t cap)
+           cap >= RSD_STATE_MAX_NAME_BYTES; returns the length
+
+       The lock. One rsd_state_lock per acquisition, embedded in the caller's
+       object (for example a reconcile); zero it once. Lock semantics:
+       flock(LOCK_EX) on <dir>/locks/<name>.lock. The kernel releases it when
+       the holder's descriptor closes, including when the process dies (no
+       stale locks, no pid adjudication, no staleness window). flock conflicts
+       between open files, so two acquisitions in one process exclude each other
+       too. After taking it the holder writes an owner record for diagnostics:
+           pid=<pid>\nhost=<hostname>\ntaken_unix_ms=<wall clock>\npurpose=<text>\n
+       and truncates it on release. The record never decides anything; it only
+       feeds rsd_state_lock_owner and the timeout message (a holder that died
+       leaves its record until the next holder overwrites it).
+           int rsd_state_lock_begin(st, lk, key, purpose, now_ms, deadline_ms)
+               no I/O; deadline_ms is absolute on the caller's clock, 0 = now_ms
+               + desc.lock_wait_ms (default 120000). Pass the reconcile's own
+               deadline so one overall deadline bounds lock and load (W5).
+           int rsd_state_lock_step(st, lk, now_ms)
+               never blocks; makes one attempt when now_ms >= lk->wake_ms.
+               RSD_OK: HELD, or UNLOCKED (fail-open: proceed without the lock;
+               lk->error says why). RSD_PENDING: come back at lk->wake_ms.
+               <0: FAILED (fail-closed): RSD_ERR_TIMEOUT, RSD_ERR_LOCK (flock or
+               open failed, or the hook's own negative code).
+               Retries: 5 ms, doubling to 100 ms; the last wake is clamped to the
+               deadline and the deadline is checked after a failed attempt, so
+               the final attempt happens at the deadline. No jitter (no hidden
+               randomness); flock needs none.
+           int rsd_state_lock_try(st, lk, key, purpose)
+               one attempt, no deadline: RSD_OK = HELD, RSD_PENDING = busy (lk
+               left IDLE), <0 = error (lk IDLE).
+           int rsd_state_lock_wait(st, lk, key, purpose, wait_ms)
+               the blocking wrapper: begin + step + nanosleep on CLOCK_MONOTONIC.
+               The only lock call that sleeps. wait_ms 0 = desc.lock_wait_ms.
+           void rsd_state_unlock(st, lk)
+               HELD: truncate the record, LOCK_UN, close. WAITING: abandon (close).
+               UNLOCKED/FAILED: close nothing held; never releases a lock that
+               lk did not take. Always leaves lk IDLE; idempotent.
+           bool rsd_state_lock_held(const rsd_state_lock *lk)
+           int rsd_state_lock_owner(st, key, rsd_lock_owner *out)
+               RSD_OK, or RSD_ERR_NOT_FOUND when free or never taken.
+       Example, a frame loop executing a reconcile's LOCK step:
+           rsd_state_lock lk;  memset(&lk, 0, sizeof lk);   (once)
+           rsd_state_lock_begin(st, &lk, key, "reconcile", now_ms, deadline_ms);
+           every frame:  r = rsd_state_lock_step(st, &lk, now_ms);
+               RSD_PENDING: nothing to do before lk.wake_ms;
+               RSD_OK: mutate (rsd_state_lock_held(&lk) says whether under the
+               lock), then rsd_state_unlock(st, &lk);   r < 0: give up.
+       Blocking CLI: if (rsd_state_lock_wait(st, &lk, key, "cli", 0) == RSD_OK)
+                     { ...; rsd_state_unlock(st, &lk); }
+       Policy at the deadline or on an error: desc.lock_fail_closed false (the
+       default, as upstream K5: serialisation is an optimisation that must never
+       fail a turn) = RSD_OK in state UNLOCKED with a warning log item
+       (LOCK_WAIT_EXPIRED, or LOCK_PROCEED_UNLOCKED for errors) naming the
+       owner record; true = the error, state FAILED, log LOCK_TIMEOUT/LOCK_FAILED.
+       State machine of rsd_state_lock (who may call what):
+           IDLE --begin--> WAITING --step: taken--> HELD --unlock--> IDLE
+                           WAITING --step: busy---> WAITING (wake_ms moves on)
+                           WAITING --step: deadline/error--> UNLOCKED | FAILED
+           UNLOCKED/FAILED --unlock--> IDLE;   WAITING --unlock--> IDLE (abandon)
+           begin on HELD or WAITING is RSD_ERR_STATE; step on IDLE is RSD_ERR_STATE.
+       Lock hook: desc.lock_hook = {try_lock(key, user), unlock(key, user), user}
+       (both or neither) replaces flock entirely, for example with a distributed
+       lock. try_lock must not block: RSD_OK taken, RSD_PENDING busy (retried on
+       the same schedule), <0 error (then the fail-open/closed policy applies).
+       unlock is called exactly once per successful try_lock. With a hook no
+       lock file and no owner record are written.
+       Fork: lock files are O_CLOEXEC. A child forked while a lock is held shares
+       the open file (and so the lock) until it execs or exits; it must not call
+       rsd_state_unlock on the inherited lk (LOCK_UN would release the parent's).
+
+       Attribution. One text file per target:
+           residency-attr 1\n
+           <model>\t<instance>\t<loaded_at_ms>\t<pid>\n      (0..64 lines)
+           end <count>\n
+       Ids escape '\\' '\t' '\n' '\r' as \\ \t \n \r and every other byte below
+       0x20 and 0x7f as \xHH; other bytes (UTF-8) are written as they are. An
+       entry with an instance is an LM Studio instance this library owns (model
+       = its model key); without one it marks a model this library loaded. The
+       trailer detects truncation. The parser is strict: bad magic, escape,
+       number, field count, duplicate (model, instance), an empty model, more
+       than RSD_STATE_MAX_ATTR entries, a wrong count, bytes after the trailer,
+       or a file over RSD_STATE_MAX_FILE_BYTES make the whole file corrupt: it
+       reads as empty, out->corrupt is set and ATTR_CORRUPT is logged; the next
+       add rewrites it. Never a crash (fuzzed: fuzz/fuzz_attr.c).
+           int rsd_state_attr_load(st, key, rsd_attr_set *out)
+               entry count; a missing file is empty. No lock needed: files are
+               replaced by rename, so a reader sees the old or the new version.
+               <0 (RSD_ERR_STATE_IO) only for an unreadable file (a symlink, a
+               directory, EACCES).
+           int rsd_state_attr_add(st, key, model, instance, loaded_at_ms)
+               adds (model, instance) or refreshes its loaded_at_ms and pid;
+               instance NULL or "" = plain attribution. loaded_at_ms is the
+               caller's timestamp (wall-clock ms is the useful choice across
+               restarts). RSD_OK, RSD_ERR_CAPACITY (ATTR_FULL logged),
+               RSD_ERR_ARG (empty model, id over RSD_STATE_MAX_ID_BYTES).
+           int rsd_state_attr_remove(st, key, model, instance)
+               instance NULL = every entry of model (mark and instances);
+               otherwise exactly (model, instance). Returns how many went.
+           int rsd_attr_set_find(const rsd_attr_set *s, model, instance)
+               index, or RSD_ERR_NOT_FOUND; instance NULL = any entry of model.
+       Updates are read-modify-write under <dir>/attr/<name>.lock (flock,
+       independent of the target lock, so they work whether or not the caller
+       holds it): read, change, write <name>.attr.tmp, fsync it, rename over.
+       The directory is not fsynced: after a crash the old or the new version
+       is there, both valid (the rename may be lost, the data never torn).
+       Concurrent adds from many processes lose nothing.
+       These calls are synchronous file I/O (an fsync costs milliseconds); the
+       file lock is polled (1 ms doubling to 20 ms) for at most
+       RSD_STATE_ATTR_LOCK_WAIT_MS of sleep, then RSD_ERR_LOCK (ATTR_LOCK_TIMEOUT).
+       A frame loop should call them from its I/O step, not per frame.
+
+       Generation (W2: a decision cache shared in spirit across processes):
+           int rsd_state_gen_read(st, key, uint64_t *out)
+               0 when never bumped; RSD_ERR_STATE_IO when unreadable or corrupt
+               (then do not trust a cached decision).
+           int rsd_state_gen_bump(st, key, uint64_t *out)
+               after any load/unload on key; under the same short file lock as
+               attribution updates, replaced by rename (no fsync: after a crash
+               every in-memory cache is gone anyway). A corrupt value restarts
+               from the wall clock in ms, never from a number a cache may hold.
+       A cache entry records the generation it saw and is valid while
+       rsd_state_gen_read still returns it.
+
+       Limits: RSD_STATE_MAX_DIR_BYTES 896 (dir path; 64 bytes are kept for
+       file names), RSD_STATE_MAX_KEY_BYTES 2304, RSD_STATE_NAME_PREFIX_BYTES 48,
+       RSD_STATE_MAX_ID_BYTES 255, RSD_STATE_MAX_ATTR 64 entries per target,
+       RSD_STATE_MAX_FILE_BYTES (64 entries with every id byte escaped),
+       RSD_STATE_MAX_PURPOSE_BYTES 63, RSD_STATE_MAX_HOST_BYTES 255,
+       RSD_STATE_LOCK_WAIT_MS_DEFAULT 120000, retries 5..100 ms,
+       RSD_STATE_ATTR_LOCK_WAIT_MS 10000. sizeof(rsd_state_lock) is about 2.5 KB
+       (it keeps the key for the hook); sizeof(rsd_attr_set) about 33 KB.
+       Errors: RSD_ERR_STATE_DIR, RSD_ERR_STATE_IO, RSD_ERR_LOCK, RSD_ERR_TIMEOUT,
+       RSD_ERR_CAPACITY, RSD_ERR_ARG, RSD_ERR_STATE, RSD_ERR_NOT_FOUND.
+       Threading: one rsd_state per thread (it has one scratch buffer); distinct
+       objects, threads and processes may share a directory freely.
+       Platform: POSIX (flock from <sys/file.h>; on Linux NFS maps it to fcntl
+       locks). Not available on Windows yet.
 
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
@@ -201,7 +389,8 @@ typedef struct rsd_url {
 } rsd_url;
 
 /* Parses http(s)://host[:port][/path][?query][#fragment]. Userinfo (user@host),
-   other schemes, bad ports, empty hosts and control bytes are RSD_ERR_URL. */
+   other schemes, bad ports, empty hosts, a query without a path, spaces, control and
+   non-ASCII bytes are RSD_ERR_URL. */
 RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len);
 /* Writes the normalised key ("http://127.0.0.1:8080/v1": lower-case scheme and host,
    default port dropped, trailing slashes removed, query and fragment dropped) NUL-terminated into buf. Returns the
@@ -229,7 +418,8 @@ typedef struct rsd_http_header {
 typedef struct rsd_http_framing {
     int64_t content_length;  /* -1 when absent */
     bool chunked;            /* Transfer-Encoding ends in chunked */
-    bool close;              /* Connection: close, or HTTP/1.0 without keep-alive */
+    bool close;              /* Connection: close, HTTP/1.0 without keep-alive, or a
+                                response body delimited by connection close */
 } rsd_http_framing;
 
 typedef struct rsd_http_response_head {
@@ -291,7 +481,148 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>state (declarations) ============================================== */
+/* State under a state directory: persisted attribution (models / LM Studio instances
+   this library loaded) and a cross-process lock, one file each per target key. */
+enum {
+    RSD_STATE_MAX_DIR_BYTES = 896,       /* longest state directory path */
+    RSD_STATE_MAX_KEY_BYTES = 2304,      /* longest target key (URL key plus a prefix) */
+    RSD_STATE_NAME_PREFIX_BYTES = 48,    /* readable part of a state file name */
+    RSD_STATE_MAX_NAME_BYTES = 80,       /* buffer for a file name: prefix '-' 16 hex NUL */
+    RSD_STATE_MAX_ID_BYTES = 255,        /* longest model id / instance id in an attribution */
+    RSD_STATE_MAX_ATTR = 64,             /* entries in one attribution set (one target) */
+    RSD_STATE_MAX_PURPOSE_BYTES = 63,    /* lock purpose kept in the owner record */
+    RSD_STATE_MAX_HOST_BYTES = 255,      /* host name kept in the owner record */
+    RSD_STATE_LOCK_WAIT_MS_DEFAULT = 120000, /* lock wait budget when the desc says 0 */
+    RSD_STATE_LOCK_RETRY_MIN_MS = 5,     /* first retry delay of a waiting lock */
+    RSD_STATE_LOCK_RETRY_MAX_MS = 100,   /* retry delay doubles up to this */
+    RSD_STATE_ATTR_LOCK_WAIT_MS = 10000, /* longest sleep waiting for the attribution-file lock */
+    /* largest attribution file accepted (every byte of two ids escaped as \xHH) */
+    RSD_STATE_MAX_FILE_BYTES = 64 + RSD_STATE_MAX_ATTR * (8 * RSD_STATE_MAX_ID_BYTES + 48)
+};
 
+typedef struct rsd_state rsd_state;  /* opaque; rsd_state_open / rsd_state_close */
+
+/* A user lock that replaces flock (for example a distributed lock). try_lock must not
+   block: RSD_OK = taken, RSD_PENDING = held elsewhere (retried later), <0 = error. */
+typedef struct rsd_state_lock_hook {
+    int (*try_lock)(const char *key, void *user);
+    void (*unlock)(const char *key, void *user);
+    void *user;
+} rsd_state_lock_hook;
+
+/* Zeroed = defaults: directory from the environment, flock, 120 s, proceed unlocked. */
+typedef struct rsd_state_desc {
+    const char *dir;            /* state directory; NULL/"" = RESIDENCY_STATE_DIR, XDG, HOME */
+    const char *(*getenv_fn)(const char *name, void *user);  /* NULL = getenv */
+    void *getenv_user;
+    rsd_state_lock_hook lock_hook;  /* both functions or neither; set = replaces flock */
+    uint32_t lock_wait_ms;      /* 0 = RSD_STATE_LOCK_WAIT_MS_DEFAULT */
+    bool lock_fail_closed;      /* deadline/error: false = proceed unlocked (warn), true = fail */
+    rsd_allocator allocator;
+    rsd_logger logger;
+} rsd_state_desc;
+
+/* Lock acquisition states (rsd_state_lock.state). */
+typedef enum rsd_lock_state {
+    RSD_LOCK_IDLE = 0,   /* zeroed, released, or a try that found it busy */
+    RSD_LOCK_WAITING,    /* begun: call rsd_state_lock_step at wake_ms */
+    RSD_LOCK_HELD,       /* held (flock or the hook) until rsd_state_unlock */
+    RSD_LOCK_UNLOCKED,   /* fail-open: deadline/error passed, proceed without the lock */
+    RSD_LOCK_FAILED,     /* fail-closed: gave up; error says why */
+    RSD_LOCK_STATE_NUM
+} rsd_lock_state;
+
+/* One lock acquisition, owned by the caller (embed it, zero it). Fields marked
+   read-only may be inspected; the rest is internal. */
+typedef struct rsd_state_lock {
+    int error;                  /* read-only: RSD_OK, or why it is UNLOCKED/FAILED */
+    rsd_lock_state state;       /* read-only */
+    uint64_t wake_ms;           /* read-only: next time rsd_state_lock_step wants to run */
+    uint64_t deadline_ms;       /* read-only: when waiting gives up */
+    uint32_t attempts;          /* read-only: try_lock/flock attempts made */
+    uint32_t backoff_ms;        /* internal */
+    uint64_t begin_ms;          /* internal */
+    int fd;                     /* internal: lock file, -1 when closed */
+    bool via_hook;              /* internal */
+    char name[RSD_STATE_MAX_NAME_BYTES];            /* internal: file name */
+    char purpose[RSD_STATE_MAX_PURPOSE_BYTES + 1];  /* internal */
+    char key[RSD_STATE_MAX_KEY_BYTES + 1];          /* internal */
+} rsd_state_lock;
+
+/* Diagnostics written into a lock file by its holder. */
+typedef struct rsd_lock_owner {
+    int64_t pid;
+    uint64_t taken_unix_ms;     /* wall clock when taken (diagnostics only) */
+    char host[RSD_STATE_MAX_HOST_BYTES + 1];
+    char purpose[RSD_STATE_MAX_PURPOSE_BYTES + 1];
+} rsd_lock_owner;
+
+/* One attribution: a model this library loaded on a target; with instance set, an
+   LM Studio instance this library owns (model = its model key). */
+typedef struct rsd_attr {
+    char model[RSD_STATE_MAX_ID_BYTES + 1];
+    char instance[RSD_STATE_MAX_ID_BYTES + 1];  /* "" = plain attribution */
+    uint64_t loaded_at_ms;      /* caller's timestamp (wall-clock ms recommended) */
+    int64_t pid;                /* process that wrote the entry (diagnostics) */
+} rsd_attr;
+
+/* The attribution of one target, in file order. */
+typedef struct rsd_attr_set {
+    size_t count;
+    bool corrupt;               /* the file was corrupt and was read as empty */
+    rsd_attr items[RSD_STATE_MAX_ATTR];
+} rsd_attr_set;
+
+/* Resolves the state directory (desc->dir, RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency,
+   $HOME/.local/state/residency) into buf without touching the disk; length or <0. */
+RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t cap);
+/* Safe file name for a key: sanitised prefix '-' FNV-1a-64 hex; length or RSD_ERR_ARG/BUFFER. */
+RSD_API int rsd_state_file_name(const char *key, char *buf, size_t cap);
+/* Resolves and creates (0700, mkdir -p) the state dir and allocates the object. */
+RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc);
+/* Frees the object (NULL is fine). Locks must be released first. */
+RSD_API void rsd_state_close(rsd_state *st);
+/* The resolved state directory. */
+RSD_API const char *rsd_state_dir(const rsd_state *st);
+
+/* Starts acquiring key's lock; no I/O. deadline_ms: absolute, on the caller's now_ms
+   clock; 0 = now_ms + lock_wait_ms. Then call rsd_state_lock_step. */
+RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
+                                 const char *purpose, uint64_t now_ms, uint64_t deadline_ms);
+/* Never blocks. One attempt when now_ms >= lk->wake_ms. RSD_OK = HELD or UNLOCKED (proceed),
+   RSD_PENDING = call again at lk->wake_ms, <0 = FAILED (RSD_ERR_TIMEOUT, RSD_ERR_LOCK...). */
+RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms);
+/* One non-blocking attempt: RSD_OK = HELD, RSD_PENDING = held elsewhere (lk left IDLE), <0. */
+RSD_API int rsd_state_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key,
+                               const char *purpose);
+/* Blocking: begin + step + nanosleep until done; wait_ms 0 = desc default. Same results
+   as rsd_state_lock_step. The only lock call that sleeps. */
+RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key,
+                                const char *purpose, uint32_t wait_ms);
+/* Releases a held lock (clears the owner record) or abandons a wait; IDLE after. */
+RSD_API void rsd_state_unlock(rsd_state *st, rsd_state_lock *lk);
+/* True while lk holds the lock (false when proceeding UNLOCKED). */
+RSD_API bool rsd_state_lock_held(const rsd_state_lock *lk);
+/* Reads the owner record of key's lock file: RSD_OK, RSD_ERR_NOT_FOUND (free/never taken). */
+RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner *out);
+
+/* Reads key's attribution into *out: entry count (>= 0); a missing file is empty; a corrupt
+   one is empty with out->corrupt set and ATTR_CORRUPT logged. <0 only on I/O errors. */
+RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out);
+/* Adds (or refreshes) (model, instance) under the file lock; instance NULL/"" = plain.
+   Atomic (temp file, fsync, rename). RSD_OK, RSD_ERR_CAPACITY when full, <0. */
+RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model,
+                               const char *instance, uint64_t loaded_at_ms);
+/* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
+RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
+                                  const char *instance);
+/* Cross-process mutation generation of key (W2): *out = 0 when never bumped. A cache
+   entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
+RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
+/* Increments key's generation after a mutation (load/unload); *out = the new value. */
+RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out);
+/* Index of (model, instance) in set (instance NULL = any), or RSD_ERR_NOT_FOUND. */
+RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance);
 /* ==== >>state end ========================================================= */
 
 #ifdef __cplusplus
@@ -523,6 +854,12 @@ static const uint32_t rsdi_http_tchar_map[8] = {
 #define RSDI_HTTP_VCHAR(c) \
     ((unsigned char)(c) == 0x09 || ((unsigned char)(c) >= 0x20 && (unsigned char)(c) != 0x7F))
 
+/* Fast path: 8 bytes that are all SP..'~' or obs-text (no HTAB, no controls). */
+#define RSDI_HTTP_VB(p, i) ((unsigned char)((unsigned char)(p)[i] - 0x20u) < 0x5Fu || (unsigned char)(p)[i] >= 0x80)
+#define RSDI_HTTP_VCHAR8(p) \
+    (RSDI_HTTP_VB(p, 0) && RSDI_HTTP_VB(p, 1) && RSDI_HTTP_VB(p, 2) && RSDI_HTTP_VB(p, 3) && \
+     RSDI_HTTP_VB(p, 4) && RSDI_HTTP_VB(p, 5) && RSDI_HTTP_VB(p, 6) && RSDI_HTTP_VB(p, 7))
+
 /* The last_len shortcut: is the blank line that ends a head somewhere in
    buf[last_len-3 .. len)? (A previous call saw buf[0..last_len) and said PENDING,
    so the end can only be in the new bytes or straddle the old end.) */
@@ -599,11 +936,11 @@ RSDI_PRIVATE int rsdi_http_headers(const char **pp, const char *e, rsd_http_head
         hdrs[n].name.len = (size_t)(p - name);
         p++;
         while (p < e && (*p == ' ' || *p == '\t')) p++;
-        val = vend = p;
-        while (p < e && RSDI_HTTP_VCHAR(*p)) {
-            if (*p != ' ' && *p != '\t') vend = p + 1;
-            p++;
-        }
+        val = p;
+        while (e - p >= 8 && RSDI_HTTP_VCHAR8(p)) p += 8;
+        while (p < e && RSDI_HTTP_VCHAR(*p)) p++;
+        vend = p;
+        while (vend > val && (vend[-1] == ' ' || vend[-1] == '\t')) vend--;
         r = rsdi_http_eol(&p, e);
         if (r != RSD_OK) return r;
         hdrs[n].value.ptr = val;
@@ -642,7 +979,7 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
     if (expect_continue) *expect_continue = false;
     for (i = 0; i < n; i++) {
         rsd_str name = h[i].name, val = h[i].value;
-        if (rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
+        if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
                 int64_t v = 0;
@@ -657,7 +994,7 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
                 if (cl >= 0 && v != cl) return RSD_ERR_PROTOCOL;
                 cl = v;
             }
-        } else if (rsdi_ieq_lit(name.ptr, name.len, "transfer-encoding")) {
+        } else if (name.len == 17 && rsdi_ieq_lit(name.ptr, name.len, "transfer-encoding")) {
             te_seen = true;
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
@@ -667,14 +1004,14 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
                 te_last_chunked = rsdi_ieq_lit(el.ptr, tl, "chunked");
                 if (te_last_chunked) chunked_count++;
             }
-        } else if (rsdi_ieq_lit(name.ptr, name.len, "connection")) {
+        } else if (name.len == 10 && rsdi_ieq_lit(name.ptr, name.len, "connection")) {
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
                 if (rsdi_ieq_lit(el.ptr, el.len, "close")) conn_close = true;
                 else if (rsdi_ieq_lit(el.ptr, el.len, "keep-alive")) conn_ka = true;
             }
         } else if (request && expect_continue && minor == 1 &&
-                   rsdi_ieq_lit(name.ptr, name.len, "expect")) {
+                   name.len == 6 && rsdi_ieq_lit(name.ptr, name.len, "expect")) {
             if (rsdi_ieq_lit(val.ptr, val.len, "100-continue")) *expect_continue = true;
         }
     }
@@ -959,7 +1296,956 @@ fail:
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>state (implementation) ============================================ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+#ifndef O_NOFOLLOW
+#define O_NOFOLLOW 0
+#endif
+
+struct rsd_state {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    rsd_state_lock_hook hook;
+    uint32_t lock_wait_ms;
+    bool fail_closed;
+    char dir[RSD_STATE_MAX_DIR_BYTES + 1];
+    char host[RSD_STATE_MAX_HOST_BYTES + 1];
+    char filebuf[RSD_STATE_MAX_FILE_BYTES + 1];
+    rsd_attr_set scratch;
+};
+
+enum { RSDI_STATE_PATH_BYTES = RSD_STATE_MAX_DIR_BYTES + 128 };
+
+/* 64-bit FNV-1a over a NUL-terminated string. */
+RSDI_PRIVATE uint64_t rsdi_state_fnv1a64(const char *s) {
+    uint64_t h = 14695981039346656037ull;
+    for (; *s; s++) {
+        h ^= (uint64_t)(unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+RSDI_PRIVATE bool rsdi_state_safe_char(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '.' || c == '_' || c == '-';
+}
+
+RSD_API int rsd_state_file_name(const char *key, char *buf, size_t cap) {
+    static const char hex[] = "0123456789abcdef";
+    size_t klen, n = 0, i;
+    uint64_t h;
+    bool run = false;
+    if (!key || !buf) return RSD_ERR_ARG;
+    klen = strlen(key);
+    if (klen == 0 || klen > RSD_STATE_MAX_KEY_BYTES) return RSD_ERR_ARG;
+    if (cap < RSD_STATE_MAX_NAME_BYTES) return RSD_ERR_BUFFER;
+    /* Runs of bytes outside [A-Za-z0-9._-] become one '_'; a leading '.' or '-' becomes
+       '_' so the name is never hidden, "." / "..", or an option-looking word. */
+    for (i = 0; i < klen && n < RSD_STATE_NAME_PREFIX_BYTES; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (rsdi_state_safe_char(c)) {
+            buf[n] = (n == 0 && (c == '.' || c == '-')) ? '_' : (char)c;
+            n++;
+            run = false;
+        } else if (!run) {
+            buf[n++] = '_';
+            run = true;
+        }
+    }
+    buf[n++] = '-';
+    h = rsdi_state_fnv1a64(key);
+    for (i = 0; i < 16; i++) buf[n++] = hex[(h >> (60 - 4 * i)) & 15u];
+    buf[n] = '\0';
+    return (int)n;
+}
+
+RSDI_PRIVATE const char *rsdi_state_env(const rsd_state_desc *d, const char *name) {
+    const char *v;
+    if (d && d->getenv_fn) v = d->getenv_fn(name, d->getenv_user);
+    else v = getenv(name);
+    return (v && v[0]) ? v : NULL;
+}
+
+/* Joins a and b into buf, dropping trailing slashes of the result (not a lone "/"). */
+RSDI_PRIVATE int rsdi_state_join(char *buf, size_t cap, const char *a, const char *b) {
+    size_t la = strlen(a), lb = b ? strlen(b) : 0, n;
+    while (lb && la > 1 && a[la - 1] == '/') la--;  /* "/xdg/" + "/residency" */
+    if (la + lb + 1 > cap) return RSD_ERR_BUFFER;
+    memcpy(buf, a, la);
+    if (lb) memcpy(buf + la, b, lb);
+    n = la + lb;
+    while (n > 1 && buf[n - 1] == '/') n--;
+    buf[n] = '\0';
+    return (int)n;
+}
+
+RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t cap) {
+    const char *v;
+    int r;
+    if (!buf || cap == 0) return RSD_ERR_ARG;
+    if (cap > RSD_STATE_MAX_DIR_BYTES + 1) cap = RSD_STATE_MAX_DIR_BYTES + 1;
+    if (desc && desc->dir && desc->dir[0]) r = rsdi_state_join(buf, cap, desc->dir, NULL);
+    else if ((v = rsdi_state_env(desc, "RESIDENCY_STATE_DIR")) != NULL)
+        r = rsdi_state_join(buf, cap, v, NULL);
+    else if ((v = rsdi_state_env(desc, "XDG_STATE_HOME")) != NULL && v[0] == '/')
+        r = rsdi_state_join(buf, cap, v, "/residency");  /* XDG: relative values are ignored */
+    else if ((v = rsdi_state_env(desc, "HOME")) != NULL && v[0] == '/')
+        r = rsdi_state_join(buf, cap, v, "/.local/state/residency");
+    else return RSD_ERR_STATE_DIR;
+    return r == RSD_ERR_BUFFER ? RSD_ERR_STATE_DIR : r;
+}
+
+/* A directory we may keep state in: a directory (after symlinks when follow), owned by
+   our effective uid, not writable by others. Group-writable is allowed: with the common
+   umask 002 and per-user groups, a hand-made directory is 0775. */
+RSDI_PRIVATE bool rsdi_state_dir_ok(const char *path, bool follow) {
+    struct stat sb;
+    if ((follow ? stat(path, &sb) : lstat(path, &sb)) != 0) return false;
+    return S_ISDIR(sb.st_mode) && sb.st_uid == geteuid() && (sb.st_mode & 002) == 0;
+}
+
+RSDI_PRIVATE bool rsdi_state_mkdir1(const char *path) {
+    struct stat sb;
+    if (mkdir(path, 0700) == 0) return true;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* mkdir -p with 0700 for every missing component. */
+RSDI_PRIVATE bool rsdi_state_mkdirs(const char *dir) {
+    char p[RSD_STATE_MAX_DIR_BYTES + 1];
+    size_t i, n = strlen(dir);
+    if (n == 0 || n > RSD_STATE_MAX_DIR_BYTES) return false;
+    memcpy(p, dir, n + 1);
+    for (i = 1; i < n; i++) {
+        if (p[i] != '/' || p[i - 1] == '/') continue;
+        p[i] = '\0';
+        if (!rsdi_state_mkdir1(p)) return false;
+        p[i] = '/';
+    }
+    return rsdi_state_mkdir1(p);
+}
+
+RSDI_PRIVATE int rsdi_state_path(const rsd_state *st, char *buf, const char *sub,
+                                 const char *name, const char *ext) {
+    int n = RSD_SNPRINTF(buf, RSDI_STATE_PATH_BYTES, "%s/%s%s%s%s", st->dir, sub,
+                         name ? "/" : "", name ? name : "", ext ? ext : "");
+    return (n < 0 || n >= (int)RSDI_STATE_PATH_BYTES) ? RSD_ERR_STATE_DIR : RSD_OK;
+}
+
+RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
+    rsd_state_desc zero;
+    rsd_state *st;
+    char dir[RSD_STATE_MAX_DIR_BYTES + 1], sub[RSDI_STATE_PATH_BYTES];
+    int r;
+    static const char *const subs[2] = {"locks", "attr"};
+    size_t i;
+    if (!out) return RSD_ERR_ARG;
+    *out = NULL;
+    if (!desc) {
+        memset(&zero, 0, sizeof zero);
+        desc = &zero;
+    }
+    if (rsdi_allocator_check(&desc->allocator) < 0) {
+        rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, NULL, RSDI_WHERE);
+        return RSD_ERR_ARG;
+    }
+    if ((desc->lock_hook.try_lock == NULL) != (desc->lock_hook.unlock == NULL)) return RSD_ERR_ARG;
+    r = rsd_state_resolve_dir(desc, dir, sizeof dir);
+    if (r < 0) {
+        rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_UNRESOLVED, NULL, RSDI_WHERE);
+        return r;
+    }
+    if ((size_t)r + 64 > RSD_STATE_MAX_DIR_BYTES) {
+        rsdi_logf(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_TOO_LONG, RSDI_WHERE,
+                  "state dir path has %d bytes", r);
+        return RSD_ERR_STATE_DIR;
+    }
+    if (!rsdi_state_mkdirs(dir)) {
+        rsdi_logf(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_CREATE_FAILED, RSDI_WHERE,
+                  "mkdir -p %s: %s", dir, strerror(errno));
+        return RSD_ERR_STATE_DIR;
+    }
+    /* The state dir itself may be a symlink (users relocate it); what it names must be ours. */
+    if (!rsdi_state_dir_ok(dir, true)) {
+        rsdi_logf(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_UNSAFE, RSDI_WHERE,
+                  "%s: not a directory owned by uid %ld, or world-writable", dir,
+                  (long)geteuid());
+        return RSD_ERR_STATE_DIR;
+    }
+    for (i = 0; i < 2; i++) {
+        (void)RSD_SNPRINTF(sub, sizeof sub, "%s/%s", dir, subs[i]);
+        if (!rsdi_state_mkdir1(sub) || !rsdi_state_dir_ok(sub, false)) {
+            rsdi_logf(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_UNSAFE, RSDI_WHERE,
+                      "%s: must be a real directory (no symlink), ours, not world-writable", sub);
+            return RSD_ERR_STATE_DIR;
+        }
+    }
+    st = (rsd_state *)rsdi_malloc(&desc->allocator, sizeof *st);
+    if (!st) {
+        rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, NULL, RSDI_WHERE);
+        return RSD_ERR_NOMEM;
+    }
+    memset(st, 0, sizeof *st);
+    st->alloc = desc->allocator;
+    st->logger = desc->logger;
+    st->hook = desc->lock_hook;
+    st->lock_wait_ms = desc->lock_wait_ms ? desc->lock_wait_ms
+                                          : (uint32_t)RSD_STATE_LOCK_WAIT_MS_DEFAULT;
+    st->fail_closed = desc->lock_fail_closed;
+    memcpy(st->dir, dir, (size_t)r + 1);
+    if (gethostname(st->host, sizeof st->host - 1) != 0) memcpy(st->host, "?", 2);
+    st->host[sizeof st->host - 1] = '\0';
+    *out = st;
+    return RSD_OK;
+}
+
+RSD_API void rsd_state_close(rsd_state *st) {
+    rsd_allocator a;
+    if (!st) return;
+    a = st->alloc;
+    rsdi_free(&a, st);
+}
+
+RSD_API const char *rsd_state_dir(const rsd_state *st) { return st ? st->dir : ""; }
+
+/* ---- small POSIX helpers --------------------------------------------------- */
+RSDI_PRIVATE void rsdi_state_close_fd(int fd) {
+    if (fd >= 0) (void)close(fd);  /* no retry on EINTR: the fd is gone either way on Linux */
+}
+
+RSDI_PRIVATE bool rsdi_state_write_all(int fd, const char *p, size_t n, off_t at, bool positioned) {
+    while (n > 0) {
+        ssize_t w = positioned ? pwrite(fd, p, n, at) : write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        p += w;
+        n -= (size_t)w;
+        at += (off_t)w;
+    }
+    return true;
+}
+
+/* Reads up to cap bytes from offset 0; returns bytes read, or -1. */
+RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) {
+    size_t n = 0;
+    while (n < cap) {
+        ssize_t r = pread(fd, buf + n, cap - n, (off_t)n);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    return (long)n;
+}
+
+/* Opens a regular file without following a symlink and without blocking on a FIFO. */
+RSDI_PRIVATE int rsdi_state_open_file(const char *path, int flags, bool create) {
+    struct stat sb;
+    int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0),
+                  0600);
+    if (fd < 0) return -1;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        rsdi_state_close_fd(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
+RSDI_PRIVATE void rsdi_state_sleep_ms(uint32_t ms) {
+    struct timespec ts, rem;
+    ts.tv_sec = (time_t)(ms / 1000u);
+    ts.tv_nsec = (long)(ms % 1000u) * 1000000L;
+    while (nanosleep(&ts, &rem) != 0 && errno == EINTR) ts = rem;
+}
+
+RSDI_PRIVATE uint64_t rsdi_state_mono_ms(void) {
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+RSDI_PRIVATE uint64_t rsdi_state_wall_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Copies s into dst (cap bytes incl. NUL), replacing control bytes by '?'. */
+RSDI_PRIVATE void rsdi_state_copy_clean(char *dst, size_t cap, const char *s) {
+    size_t i = 0;
+    if (s)
+        for (; s[i] && i + 1 < cap; i++)
+            dst[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+    dst[i] = '\0';
+}
+
+/* ---- the cross-process lock ---------------------------------------------------- */
+RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
+                                 const char *purpose, uint64_t now_ms, uint64_t deadline_ms) {
+    size_t klen;
+    if (!st || !lk || !key) return RSD_ERR_ARG;
+    if (lk->state == RSD_LOCK_HELD || lk->state == RSD_LOCK_WAITING) return RSD_ERR_STATE;
+    klen = strlen(key);
+    memset(lk, 0, sizeof *lk);
+    lk->fd = -1;
+    if (rsd_state_file_name(key, lk->name, sizeof lk->name) < 0) {
+        rsdi_log(&st->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_KEY_INVALID, NULL, RSDI_WHERE);
+        return RSD_ERR_ARG;
+    }
+    memcpy(lk->key, key, klen + 1);
+    rsdi_state_copy_clean(lk->purpose, sizeof lk->purpose, purpose ? purpose : "");
+    lk->via_hook = st->hook.try_lock != NULL;
+    lk->begin_ms = now_ms;
+    lk->wake_ms = now_ms;
+    lk->deadline_ms = deadline_ms ? deadline_ms
+                      : (now_ms > UINT64_MAX - st->lock_wait_ms ? UINT64_MAX
+                                                                : now_ms + st->lock_wait_ms);
+    lk->backoff_ms = RSD_STATE_LOCK_RETRY_MIN_MS;
+    lk->state = RSD_LOCK_WAITING;
+    lk->error = RSD_OK;
+    return RSD_OK;
+}
+
+/* Writes the owner record into the held lock file (best effort: diagnostics only). */
+RSDI_PRIVATE void rsdi_state_write_owner(rsd_state *st, rsd_state_lock *lk) {
+    char rec[RSD_STATE_MAX_HOST_BYTES + RSD_STATE_MAX_PURPOSE_BYTES + 128];
+    int n = RSD_SNPRINTF(rec, sizeof rec, "pid=%ld\nhost=%s\ntaken_unix_ms=%llu\npurpose=%s\n",
+                         (long)getpid(), st->host, (unsigned long long)rsdi_state_wall_ms(),
+                         lk->purpose);
+    if (n <= 0 || n >= (int)sizeof rec) return;
+    /* Write first, then cut: a reader never sees an empty file while we hold it. */
+    if (rsdi_state_write_all(lk->fd, rec, (size_t)n, 0, true)) (void)ftruncate(lk->fd, n);
+}
+
+/* One attempt: RSD_OK taken, RSD_PENDING busy, <0 error. */
+RSDI_PRIVATE int rsdi_state_lock_attempt(rsd_state *st, rsd_state_lock *lk) {
+    char path[RSDI_STATE_PATH_BYTES];
+    lk->attempts++;
+    if (lk->via_hook) {
+        int r = st->hook.try_lock(lk->key, st->hook.user);
+        if (r == RSD_OK || r == RSD_PENDING) return r;
+        return r < 0 ? r : RSD_ERR_LOCK;
+    }
+    if (lk->fd < 0) {
+        if (rsdi_state_path(st, path, "locks", lk->name, ".lock") < 0) return RSD_ERR_STATE_DIR;
+        lk->fd = rsdi_state_open_file(path, O_RDWR, true);
+        if (lk->fd < 0) {
+            rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, RSDI_WHERE,
+                      "open %s: %s", path, strerror(errno));
+            return RSD_ERR_LOCK;
+        }
+    }
+    if (flock(lk->fd, LOCK_EX | LOCK_NB) == 0) return RSD_OK;
+    if (errno == EWOULDBLOCK || errno == EAGAIN || errno == EINTR) return RSD_PENDING;
+    rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "flock %s: %s",
+              lk->name, strerror(errno));
+    return RSD_ERR_LOCK;
+}
+
+/* Owner text for messages, from the open lock file. */
+RSDI_PRIVATE void rsdi_state_owner_text(const rsd_state_lock *lk, char *out, size_t cap);
+
+/* Gives up waiting with error err (fail-open: proceed unlocked). */
+RSDI_PRIVATE int rsdi_state_lock_give_up(rsd_state *st, rsd_state_lock *lk, int err, uint64_t now_ms) {
+    char owner[RSD_STATE_MAX_HOST_BYTES + RSD_STATE_MAX_PURPOSE_BYTES + 64];
+    rsdi_state_owner_text(lk, owner, sizeof owner);
+    rsdi_state_close_fd(lk->fd);
+    lk->fd = -1;
+    lk->error = err;
+    if (st->fail_closed) {
+        lk->state = RSD_LOCK_FAILED;
+        rsdi_logf(&st->logger, RSD_LOG_ERROR,
+                  err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_TIMEOUT : RSD_LOGITEM_LOCK_FAILED,
+                  RSDI_WHERE, "lock %s (%s): %s after %llu ms%s", lk->key, lk->purpose,
+                  rsd_result_str(err), (unsigned long long)(now_ms - lk->begin_ms), owner);
+        return err;
+    }
+    lk->state = RSD_LOCK_UNLOCKED;
+    rsdi_logf(&st->logger, RSD_LOG_WARN,
+              err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_WAIT_EXPIRED
+                                     : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED,
+              RSDI_WHERE, "lock %s (%s): %s after %llu ms%s; proceeding without the lock",
+              lk->key, lk->purpose, rsd_result_str(err),
+              (unsigned long long)(now_ms - lk->begin_ms), owner);
+    return RSD_OK;
+}
+
+RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms) {
+    int r;
+    uint64_t next;
+    if (!st || !lk) return RSD_ERR_ARG;
+    switch (lk->state) {
+    case RSD_LOCK_HELD:
+    case RSD_LOCK_UNLOCKED: return RSD_OK;
+    case RSD_LOCK_FAILED: return lk->error < 0 ? lk->error : RSD_ERR_LOCK;
+    case RSD_LOCK_WAITING: break;
+    default: return RSD_ERR_STATE;
+    }
+    if (now_ms < lk->wake_ms) return RSD_PENDING;
+    r = rsdi_state_lock_attempt(st, lk);
+    if (r == RSD_OK) {
+        lk->state = RSD_LOCK_HELD;
+        lk->error = RSD_OK;
+        if (!lk->via_hook) rsdi_state_write_owner(st, lk);
+        return RSD_OK;
+    }
+    if (r < 0) return rsdi_state_lock_give_up(st, lk, r, now_ms);
+    if (now_ms >= lk->deadline_ms) return rsdi_state_lock_give_up(st, lk, RSD_ERR_TIMEOUT, now_ms);
+    next = now_ms > UINT64_MAX - lk->backoff_ms ? UINT64_MAX : now_ms + lk->backoff_ms;
+    lk->wake_ms = next < lk->deadline_ms ? next : lk->deadline_ms;
+    lk->backoff_ms = lk->backoff_ms * 2 > RSD_STATE_LOCK_RETRY_MAX_MS
+                         ? (uint32_t)RSD_STATE_LOCK_RETRY_MAX_MS : lk->backoff_ms * 2;
+    return RSD_PENDING;
+}
+
+RSD_API int rsd_state_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key,
+                               const char *purpose) {
+    int r = rsd_state_lock_begin(st, lk, key, purpose, 0, 1);
+    if (r < 0) return r;
+    r = rsdi_state_lock_attempt(st, lk);
+    if (r == RSD_OK) {
+        lk->state = RSD_LOCK_HELD;
+        if (!lk->via_hook) rsdi_state_write_owner(st, lk);
+        return RSD_OK;
+    }
+    rsdi_state_close_fd(lk->fd);
+    lk->fd = -1;
+    lk->state = RSD_LOCK_IDLE;
+    lk->error = r;
+    return r;
+}
+
+RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key,
+                                const char *purpose, uint32_t wait_ms) {
+    uint64_t now = rsdi_state_mono_ms();
+    int r = rsd_state_lock_begin(st, lk, key, purpose, now, wait_ms ? now + wait_ms : 0);
+    if (r < 0) return r;
+    for (;;) {
+        r = rsd_state_lock_step(st, lk, now);
+        if (r != RSD_PENDING) return r;
+        now = rsdi_state_mono_ms();
+        if (lk->wake_ms > now) {
+            uint64_t d = lk->wake_ms - now;
+            rsdi_state_sleep_ms(d > 1000u ? 1000u : (uint32_t)d);
+            now = rsdi_state_mono_ms();
+        }
+    }
+}
+
+RSD_API void rsd_state_unlock(rsd_state *st, rsd_state_lock *lk) {
+    if (!lk) return;
+    if (lk->state == RSD_LOCK_HELD) {
+        if (lk->via_hook) {
+            if (st && st->hook.unlock) st->hook.unlock(lk->key, st->hook.user);
+        } else if (lk->fd >= 0) {
+            (void)ftruncate(lk->fd, 0);  /* free locks carry no owner record */
+            (void)flock(lk->fd, LOCK_UN);
+        }
+    }
+    if (lk->state != RSD_LOCK_IDLE) rsdi_state_close_fd(lk->fd);
+    lk->fd = -1;
+    lk->state = RSD_LOCK_IDLE;
+}
+
+RSD_API bool rsd_state_lock_held(const rsd_state_lock *lk) {
+    return lk && lk->state == RSD_LOCK_HELD;
+}
+
+/* Parses "name=value" lines of an owner record. */
+RSDI_PRIVATE int rsdi_state_parse_owner(const char *buf, size_t n, rsd_lock_owner *out) {
+    size_t i = 0;
+    bool any = false;
+    memset(out, 0, sizeof *out);
+    while (i < n) {
+        size_t s = i, e, eq;
+        while (i < n && buf[i] != '\n') i++;
+        e = i++;
+        for (eq = s; eq < e && buf[eq] != '='; eq++) {}
+        if (eq >= e) continue;
+        {
+            const char *v = buf + eq + 1;
+            size_t vl = e - eq - 1, kl = eq - s;
+            char tmp[RSD_STATE_MAX_HOST_BYTES + 1];
+            if (vl > RSD_STATE_MAX_HOST_BYTES) vl = RSD_STATE_MAX_HOST_BYTES;
+            memcpy(tmp, v, vl);
+            tmp[vl] = '\0';
+            if (kl == 3 && memcmp(buf + s, "pid", 3) == 0) {
+                out->pid = (int64_t)strtoll(tmp, NULL, 10);
+                any = true;
+            } else if (kl == 4 && memcmp(buf + s, "host", 4) == 0) {
+                rsdi_state_copy_clean(out->host, sizeof out->host, tmp);
+            } else if (kl == 13 && memcmp(buf + s, "taken_unix_ms", 13) == 0) {
+                out->taken_unix_ms = (uint64_t)strtoull(tmp, NULL, 10);
+            } else if (kl == 7 && memcmp(buf + s, "purpose", 7) == 0) {
+                rsdi_state_copy_clean(out->purpose, sizeof out->purpose, tmp);
+            }
+        }
+    }
+    return any ? RSD_OK : RSD_ERR_NOT_FOUND;
+}
+
+RSDI_PRIVATE int rsdi_state_read_owner_fd(int fd, rsd_lock_owner *out) {
+    char buf[RSD_STATE_MAX_HOST_BYTES + RSD_STATE_MAX_PURPOSE_BYTES + 128];
+    long n = rsdi_state_read_all(fd, buf, sizeof buf);
+    if (n < 0) return RSD_ERR_STATE_IO;
+    return rsdi_state_parse_owner(buf, (size_t)n, out);
+}
+
+RSDI_PRIVATE void rsdi_state_owner_text(const rsd_state_lock *lk, char *out, size_t cap) {
+    rsd_lock_owner o;
+    out[0] = '\0';
+    if (lk->fd < 0 || rsdi_state_read_owner_fd(lk->fd, &o) != RSD_OK) return;
+    (void)RSD_SNPRINTF(out, cap, " (owner pid=%lld host=%s purpose=%s)", (long long)o.pid,
+                       o.host, o.purpose);
+}
+
+RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner *out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    int fd, r;
+    if (!st || !key || !out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
+    if (rsdi_state_path(st, path, "locks", name, ".lock") < 0) return RSD_ERR_STATE_DIR;
+    fd = rsdi_state_open_file(path, O_RDONLY, false);
+    if (fd < 0) return errno == ENOENT ? RSD_ERR_NOT_FOUND : RSD_ERR_STATE_IO;
+    r = rsdi_state_read_owner_fd(fd, out);
+    rsdi_state_close_fd(fd);
+    return r;
+}
+
+/* ---- attribution files ------------------------------------------------------- */
+/* Format (text, one file per target, attr/<name>.attr):
+     residency-attr 1\n
+     <model>\t<instance>\t<loaded_at_ms>\t<pid>\n     (0..RSD_STATE_MAX_ATTR lines)
+     end <count>\n
+   ids escape \\ \t \n \r as two bytes and other bytes < 0x20 and 0x7f as \xHH. */
+static const char rsdi_attr_magic[] = "residency-attr 1\n";
+
+RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance) {
+    size_t i;
+    if (!set || !model) return RSD_ERR_ARG;
+    for (i = 0; i < set->count && i < RSD_STATE_MAX_ATTR; i++) {
+        if (strcmp(set->items[i].model, model) != 0) continue;
+        if (instance && strcmp(set->items[i].instance, instance) != 0) continue;
+        return (int)i;
+    }
+    return RSD_ERR_NOT_FOUND;
+}
+
+RSDI_PRIVATE int rsdi_attr_hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Unescapes s[0..n) into dst (RSD_STATE_MAX_ID_BYTES + 1); false when malformed. */
+RSDI_PRIVATE bool rsdi_attr_unescape(const char *s, size_t n, char *dst) {
+    size_t i = 0, o = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i++];
+        if (c < 0x20 || c == 0x7f) return false;  /* raw control bytes never written */
+        if (c == '\\') {
+            if (i >= n) return false;
+            c = (unsigned char)s[i++];
+            if (c == '\\') c = '\\';
+            else if (c == 't') c = '\t';
+            else if (c == 'n') c = '\n';
+            else if (c == 'r') c = '\r';
+            else if (c == 'x') {
+                int h, l;
+                if (i + 2 > n || (h = rsdi_attr_hex(s[i])) < 0 || (l = rsdi_attr_hex(s[i + 1])) < 0)
+                    return false;
+                c = (unsigned char)(h * 16 + l);
+                i += 2;
+                if (c == 0) return false;
+            } else return false;
+        }
+        if (o >= RSD_STATE_MAX_ID_BYTES) return false;
+        dst[o++] = (char)c;
+    }
+    dst[o] = '\0';
+    return true;
+}
+
+/* Parses a decimal in s[0..n) (1..20 digits, no sign) into *v; false on overflow. */
+RSDI_PRIVATE bool rsdi_attr_u64(const char *s, size_t n, uint64_t *v) {
+    uint64_t x = 0;
+    size_t i;
+    if (n == 0 || n > 20) return false;
+    for (i = 0; i < n; i++) {
+        unsigned d;
+        if (s[i] < '0' || s[i] > '9') return false;
+        d = (unsigned)(s[i] - '0');
+        if (x > (UINT64_MAX - d) / 10u) return false;
+        x = x * 10u + d;
+    }
+    *v = x;
+    return true;
+}
+
+/* Strict parser: RSD_OK with *out filled, or RSD_ERR_TRUNCATED / RSD_ERR_PROTOCOL
+   (out is then empty). Never reads outside buf[0..n). */
+RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
+    size_t pos, ml = sizeof rsdi_attr_magic - 1;
+    memset(out, 0, sizeof *out);
+    if (n < ml || memcmp(buf, rsdi_attr_magic, ml) != 0)
+        return n < ml ? RSD_ERR_TRUNCATED : RSD_ERR_PROTOCOL;
+    pos = ml;
+    for (;;) {
+        const char *line = buf + pos, *f[4];
+        size_t len, fl[4], nf = 0, i, s;
+        const char *nl = (const char *)memchr(line, '\n', n - pos);
+        if (!nl) goto bad_trunc;
+        len = (size_t)(nl - line);
+        /* the trailer has no tab; an entry line always has three (ids may read "end 1") */
+        if (len >= 4 && memcmp(line, "end ", 4) == 0 && !memchr(line, '\t', len)) {
+            uint64_t cnt;
+            if (!rsdi_attr_u64(line + 4, len - 4, &cnt) || cnt != out->count) goto bad;
+            if (pos + len + 1 != n) goto bad;  /* nothing after the trailer */
+            return RSD_OK;
+        }
+        for (s = 0, i = 0; i <= len; i++) {
+            if (i == len || line[i] == '\t') {
+                if (nf == 4) goto bad;
+                f[nf] = line + s;
+                fl[nf++] = i - s;
+                s = i + 1;
+            }
+        }
+        if (nf != 4 || out->count >= RSD_STATE_MAX_ATTR) goto bad;
+        {
+            rsd_attr *a = &out->items[out->count];
+            uint64_t pid;
+            if (fl[0] == 0 || !rsdi_attr_unescape(f[0], fl[0], a->model) ||
+                !rsdi_attr_unescape(f[1], fl[1], a->instance) ||
+                !rsdi_attr_u64(f[2], fl[2], &a->loaded_at_ms) || !rsdi_attr_u64(f[3], fl[3], &pid) ||
+                pid > (uint64_t)INT64_MAX)
+                goto bad;
+            a->pid = (int64_t)pid;
+            if (rsd_attr_set_find(out, a->model, a->instance) >= 0) goto bad;  /* duplicate */
+            out->count++;
+        }
+        pos += len + 1;
+    }
+bad_trunc:
+    memset(out, 0, sizeof *out);
+    return RSD_ERR_TRUNCATED;
+bad:
+    memset(out, 0, sizeof *out);
+    return RSD_ERR_PROTOCOL;
+}
+
+RSDI_PRIVATE bool rsdi_attr_put(char *buf, size_t cap, size_t *n, const char *s, size_t len) {
+    if (len > cap - *n) return false;
+    memcpy(buf + *n, s, len);
+    *n += len;
+    return true;
+}
+
+RSDI_PRIVATE bool rsdi_attr_put_escaped(char *buf, size_t cap, size_t *n, const char *s) {
+    static const char hex[] = "0123456789abcdef";
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[4];
+        size_t el = 2;
+        e[0] = '\\';
+        if (c == '\\') e[1] = '\\';
+        else if (c == '\t') e[1] = 't';
+        else if (c == '\n') e[1] = 'n';
+        else if (c == '\r') e[1] = 'r';
+        else if (c < 0x20 || c == 0x7f) {
+            e[1] = 'x';
+            e[2] = hex[c >> 4];
+            e[3] = hex[c & 15u];
+            el = 4;
+        } else {
+            e[0] = (char)c;
+            el = 1;
+        }
+        if (!rsdi_attr_put(buf, cap, n, e, el)) return false;
+    }
+    return true;
+}
+
+/* Writes the file image of set into buf; length, or RSD_ERR_BUFFER / RSD_ERR_ARG. */
+RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap) {
+    size_t n = 0, i;
+    char num[64];
+    int k;
+    if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
+    if (!rsdi_attr_put(buf, cap, &n, rsdi_attr_magic, sizeof rsdi_attr_magic - 1))
+        return RSD_ERR_BUFFER;
+    for (i = 0; i < set->count; i++) {
+        const rsd_attr *a = &set->items[i];
+        if (!a->model[0] || a->pid < 0) return RSD_ERR_ARG;
+        k = RSD_SNPRINTF(num, sizeof num, "\t%llu\t%lld\n", (unsigned long long)a->loaded_at_ms,
+                         (long long)a->pid);
+        if (!rsdi_attr_put_escaped(buf, cap, &n, a->model) ||
+            !rsdi_attr_put(buf, cap, &n, "\t", 1) ||
+            !rsdi_attr_put_escaped(buf, cap, &n, a->instance) ||
+            !rsdi_attr_put(buf, cap, &n, num, (size_t)k))
+            return RSD_ERR_BUFFER;
+    }
+    k = RSD_SNPRINTF(num, sizeof num, "end %u\n", (unsigned)set->count);
+    if (!rsdi_attr_put(buf, cap, &n, num, (size_t)k)) return RSD_ERR_BUFFER;
+    return (int)n;
+}
+
+/* Reads and parses an attribution file into out. Missing = empty; corrupt = empty
+   with out->corrupt and a log item. <0 only when the file exists but cannot be read. */
+RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *out) {
+    int fd = rsdi_state_open_file(path, O_RDONLY, false), r;
+    long n;
+    memset(out, 0, sizeof *out);
+    if (fd < 0) {
+        if (errno == ENOENT) return RSD_OK;
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
+                  path, strerror(errno));
+        return RSD_ERR_STATE_IO;
+    }
+    n = rsdi_state_read_all(fd, st->filebuf, RSD_STATE_MAX_FILE_BYTES + 1);
+    rsdi_state_close_fd(fd);
+    if (n < 0) {
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
+                  path, strerror(errno));
+        return RSD_ERR_STATE_IO;
+    }
+    r = n > (long)RSD_STATE_MAX_FILE_BYTES ? RSD_ERR_TOO_LARGE
+                                           : rsdi_attr_parse(st->filebuf, (size_t)n, out);
+    if (r < 0) {
+        memset(out, 0, sizeof *out);
+        out->corrupt = true;
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE,
+                  "%s (%ld bytes): %s; treated as empty", path, n, rsd_result_str(r));
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    int r;
+    if (!st || !key || !out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
+    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
+    r = rsdi_attr_read(st, path, out);
+    return r < 0 ? r : (int)out->count;
+}
+
+/* Takes the short attribution-file lock (attr/<name>.lock), polling for at most
+   RSD_STATE_ATTR_LOCK_WAIT_MS of accumulated sleep. Returns the fd or <0. */
+RSDI_PRIVATE int rsdi_attr_lock(rsd_state *st, const char *name) {
+    char path[RSDI_STATE_PATH_BYTES];
+    uint32_t slept = 0, delay = 1;
+    int fd;
+    if (rsdi_state_path(st, path, "attr", name, ".lock") < 0) return RSD_ERR_STATE_DIR;
+    fd = rsdi_state_open_file(path, O_RDWR, true);
+    if (fd < 0) {
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, RSDI_WHERE, "open %s: %s",
+                  path, strerror(errno));
+        return RSD_ERR_STATE_IO;
+    }
+    for (;;) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+        if (errno != EWOULDBLOCK && errno != EAGAIN && errno != EINTR) break;
+        if (slept >= RSD_STATE_ATTR_LOCK_WAIT_MS) {
+            rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_LOCK_TIMEOUT, RSDI_WHERE,
+                      "%s busy for %u ms", path, (unsigned)slept);
+            rsdi_state_close_fd(fd);
+            return RSD_ERR_LOCK;
+        }
+        rsdi_state_sleep_ms(delay);
+        slept += delay;
+        delay = delay * 2u > 20u ? 20u : delay * 2u;
+    }
+    rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "flock %s: %s",
+              path, strerror(errno));
+    rsdi_state_close_fd(fd);
+    return RSD_ERR_LOCK;
+}
+
+/* Atomically replaces path with data: temp file, (fsync), rename. The directory is not
+   fsynced: after a crash a reader finds the old or the new version, both valid. The
+   caller holds the attribution file lock, so the temp name can be fixed. */
+RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char *data, size_t n,
+                                    bool sync) {
+    char tmp[RSDI_STATE_PATH_BYTES + 8];
+    int fd, err;
+    bool ok;
+    (void)RSD_SNPRINTF(tmp, sizeof tmp, "%s.tmp", path);
+    (void)unlink(tmp);  /* a stale temp of a writer that died */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) goto fail;
+    ok = rsdi_state_write_all(fd, data, n, 0, false) && (!sync || fsync(fd) == 0);
+    err = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = false;
+        err = errno;
+    }
+    if (!ok) {
+        (void)unlink(tmp);
+        errno = err;
+        goto fail;
+    }
+    return RSD_OK;
+fail:
+    rsdi_logf(&st->logger, RSD_LOG_ERROR, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s",
+              path, strerror(errno));
+    return RSD_ERR_STATE_IO;
+}
+
+RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
+    int n = rsdi_attr_format(set, st->filebuf, RSD_STATE_MAX_FILE_BYTES);
+    if (n < 0) return n;
+    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, true);
+}
+
+/* Shared read-modify-write; op 0 = add, 1 = remove. */
+RSDI_PRIVATE int rsdi_attr_modify(rsd_state *st, const char *key, const char *model,
+                                  const char *instance, uint64_t loaded_at_ms, int op) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    rsd_attr_set *set;
+    int lfd, r, removed = 0;
+    size_t i, o;
+    if (!st || !key || !model || !model[0] || strlen(model) > RSD_STATE_MAX_ID_BYTES ||
+        (instance && strlen(instance) > RSD_STATE_MAX_ID_BYTES))
+        return RSD_ERR_ARG;
+    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
+    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
+    lfd = rsdi_attr_lock(st, name);
+    if (lfd < 0) return lfd;
+    set = &st->scratch;
+    r = rsdi_attr_read(st, path, set);
+    if (r < 0) goto done;
+    if (op == 0) {
+        const char *inst = instance ? instance : "";
+        int at = rsd_attr_set_find(set, model, inst);
+        rsd_attr *a;
+        if (at < 0) {
+            if (set->count >= RSD_STATE_MAX_ATTR) {
+                rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE,
+                          "%s: %u entries", key, (unsigned)set->count);
+                r = RSD_ERR_CAPACITY;
+                goto done;
+            }
+            at = (int)set->count++;
+        }
+        a = &set->items[at];
+        memcpy(a->model, model, strlen(model) + 1);
+        memcpy(a->instance, inst, strlen(inst) + 1);
+        a->loaded_at_ms = loaded_at_ms;
+        a->pid = (int64_t)getpid();
+    } else {
+        for (i = 0, o = 0; i < set->count; i++) {
+            const rsd_attr *a = &set->items[i];
+            if (strcmp(a->model, model) == 0 && (!instance || strcmp(a->instance, instance) == 0)) {
+                removed++;
+                continue;
+            }
+            if (o != i) set->items[o] = *a;
+            o++;
+        }
+        set->count = o;
+        if (removed == 0) {
+            r = 0;
+            goto done;
+        }
+    }
+    r = rsdi_attr_write(st, path, set);
+    if (r == RSD_OK) r = removed;
+done:
+    (void)flock(lfd, LOCK_UN);
+    rsdi_state_close_fd(lfd);
+    return r;
+}
+
+RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model,
+                               const char *instance, uint64_t loaded_at_ms) {
+    return rsdi_attr_modify(st, key, model, instance, loaded_at_ms, 0);
+}
+
+RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
+                                  const char *instance) {
+    return rsdi_attr_modify(st, key, model, instance, 0, 1);
+}
+
+/* ---- cross-process mutation generation (W2) ------------------------------------- */
+/* <dir>/attr/<name>.gen holds "<decimal>\n". RSD_OK with *out (0 = missing),
+   RSD_ERR_STATE_IO when unreadable or corrupt. */
+RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint64_t *out) {
+    char buf[32];
+    long n;
+    int fd = rsdi_state_open_file(path, O_RDONLY, false);
+    *out = 0;
+    if (fd < 0) return errno == ENOENT ? RSD_OK : RSD_ERR_STATE_IO;
+    n = rsdi_state_read_all(fd, buf, sizeof buf);
+    rsdi_state_close_fd(fd);
+    if (n < 2 || buf[n - 1] != '\n' || !rsdi_attr_u64(buf, (size_t)n - 1, out)) {
+        *out = 0;
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE,
+                  "%s: not a generation number", path);
+        return RSD_ERR_STATE_IO;
+    }
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_state_gen_path(rsd_state *st, const char *key, char *name, char *path) {
+    if (!st || !key) return RSD_ERR_ARG;
+    if (rsd_state_file_name(key, name, RSD_STATE_MAX_NAME_BYTES) < 0) return RSD_ERR_ARG;
+    return rsdi_state_path(st, path, "attr", name, ".gen");
+}
+
+RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    int r;
+    if (!out) return RSD_ERR_ARG;
+    *out = 0;
+    r = rsdi_state_gen_path(st, key, name, path);
+    return r < 0 ? r : rsdi_state_gen_read_path(st, path, out);
+}
+
+RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES], buf[32];
+    uint64_t g = 0;
+    int r, lfd, n;
+    if (out) *out = 0;
+    r = rsdi_state_gen_path(st, key, name, path);
+    if (r < 0) return r;
+    lfd = rsdi_attr_lock(st, name);
+    if (lfd < 0) return lfd;
+    /* A corrupt value restarts from the wall clock, never from a small number that a
+       cache may still hold. */
+    if (rsdi_state_gen_read_path(st, path, &g) < 0) g = rsdi_state_wall_ms();
+    g = g == UINT64_MAX ? 1 : g + 1;
+    n = RSD_SNPRINTF(buf, sizeof buf, "%llu\n", (unsigned long long)g);
+    r = rsdi_state_replace(st, path, buf, (size_t)n, false);
+    (void)flock(lfd, LOCK_UN);
+    rsdi_state_close_fd(lfd);
+    if (r == RSD_OK && out) *out = g;
+    return r;
+}
 /* ==== >>state end ========================================================= */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */

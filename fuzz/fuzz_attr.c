@@ -1,0 +1,82 @@
+/* Fuzz target: the attribution file parser (residency_http.h >>state).
+   Invariants:
+   1. parse(input) either fails with an empty set, or succeeds, and then
+      format(set) -> parse gives the same set, and format again gives the same bytes;
+   2. every proper prefix of a formatted file is rejected (truncation is detected);
+   3. the input split at NUL bytes into (model, instance) ids, however hostile,
+      survives format -> parse unchanged (escaping round-trips). */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include <stdlib.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
+
+static rsd_attr_set fz_a, fz_b;
+static char fz_buf[RSD_STATE_MAX_FILE_BYTES + 1], fz_buf2[RSD_STATE_MAX_FILE_BYTES + 1];
+
+static void fz_check(int ok) {
+    if (!ok) abort();
+}
+
+static int fz_same(const rsd_attr_set *x, const rsd_attr_set *y) {
+    size_t i;
+    if (x->count != y->count) return 0;
+    for (i = 0; i < x->count; i++) {
+        const rsd_attr *p = &x->items[i], *q = &y->items[i];
+        if (strcmp(p->model, q->model) != 0 || strcmp(p->instance, q->instance) != 0 ||
+            p->loaded_at_ms != q->loaded_at_ms || p->pid != q->pid)
+            return 0;
+    }
+    return 1;
+}
+
+/* format x, parse it back, compare; also the prefix and idempotence checks. */
+static void fz_roundtrip(const rsd_attr_set *x) {
+    int m = rsdi_attr_format(x, fz_buf, RSD_STATE_MAX_FILE_BYTES), m2;
+    fz_check(m > 0);
+    fz_check(rsdi_attr_parse(fz_buf, (size_t)m, &fz_b) == RSD_OK);
+    fz_check(fz_same(x, &fz_b));
+    m2 = rsdi_attr_format(&fz_b, fz_buf2, RSD_STATE_MAX_FILE_BYTES);
+    fz_check(m2 == m && memcmp(fz_buf, fz_buf2, (size_t)m) == 0);
+    fz_check(rsdi_attr_parse(fz_buf, (size_t)m - 1, &fz_b) < 0 && fz_b.count == 0);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
+    size_t i, start = 0, piece = 0;
+    /* 0. the input as a lock owner record (tolerant parser; must stay in bounds) */
+    {
+        rsd_lock_owner o;
+        (void)rsdi_state_parse_owner((const char *)d, n, &o);
+        fz_check(strlen(o.host) <= RSD_STATE_MAX_HOST_BYTES);
+        fz_check(strlen(o.purpose) <= RSD_STATE_MAX_PURPOSE_BYTES);
+    }
+    /* 1. the input as a file image */
+    if (rsdi_attr_parse((const char *)d, n, &fz_a) == RSD_OK) fz_roundtrip(&fz_a);
+    else fz_check(fz_a.count == 0);
+    /* 3. the input as NUL-separated ids: model, instance, model, instance, ... */
+    memset(&fz_a, 0, sizeof fz_a);
+    for (i = 0; i <= n && fz_a.count < RSD_STATE_MAX_ATTR; i++) {
+        if (i < n && d[i] != 0) continue;
+        {
+            size_t len = i - start;
+            if (len > RSD_STATE_MAX_ID_BYTES) len = RSD_STATE_MAX_ID_BYTES;
+            if (piece % 2 == 0) {
+                rsd_attr *a = &fz_a.items[fz_a.count];
+                memset(a, 0, sizeof *a);
+                memcpy(a->model, d + start, len);
+                a->loaded_at_ms = (uint64_t)n * 1000003u + i;
+                a->pid = (int64_t)piece;
+            } else {
+                rsd_attr *a = &fz_a.items[fz_a.count];
+                memcpy(a->instance, d + start, len);
+                a->instance[len] = '\0';
+                if (a->model[0] && rsd_attr_set_find(&fz_a, a->model, a->instance) < 0)
+                    fz_a.count++;
+            }
+        }
+        piece++;
+        start = i + 1;
+    }
+    fz_roundtrip(&fz_a);
+    return 0;
+}

@@ -1,0 +1,1041 @@
+/* State directory, cross-process lock (flock + hook) and persisted attribution. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_test.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+/* ---- helpers ------------------------------------------------------------------ */
+typedef struct logcap {
+    int items[RSD_LOGITEM_NUM];
+    int total;
+} logcap;
+
+static void log_fn(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    logcap *c = (logcap *)user;
+    (void)level; (void)msg; (void)where;
+    if (item < (uint32_t)RSD_LOGITEM_NUM) c->items[item]++;
+    c->total++;
+    if (getenv("RSD_TEST_VERBOSE")) printf("    log %s: %s\n", rsd_log_item_name(item), msg ? msg : "");
+}
+
+static void rm_rf(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char sub[2048];
+        while (d && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            rm_rf(sub);
+        }
+        if (d) closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static int count_dir(const char *path) {
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+/* Open descriptors of this process (the directory stream's own fd excluded). */
+static int count_fds(void) { return count_dir("/proc/self/fd") - 1; }
+
+static char *make_tmp(char *buf, size_t cap) {
+    snprintf(buf, cap, "/tmp/rsdt-state-XXXXXX");
+    return mkdtemp(buf);
+}
+
+typedef struct fake_env {
+    const char *names[4];
+    const char *values[4];
+} fake_env;
+
+static const char *fake_getenv(const char *name, void *user) {
+    fake_env *e = (fake_env *)user;
+    int i;
+    for (i = 0; i < 4; i++)
+        if (e->names[i] && strcmp(e->names[i], name) == 0) return e->values[i];
+    return NULL;
+}
+
+static rsd_state *open_state(const char *dir, logcap *lc, uint32_t wait_ms, bool fail_closed) {
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    memset(&d, 0, sizeof d);
+    d.dir = dir;
+    d.logger.fn = log_fn;
+    d.logger.user = lc;
+    d.lock_wait_ms = wait_ms;
+    d.lock_fail_closed = fail_closed;
+    if (rsd_state_open(&st, &d) != RSD_OK) return NULL;
+    return st;
+}
+
+static void wr(int fd, char c) { if (write(fd, &c, 1) != 1) _exit(90); }
+static char rd(int fd) { char c = 0; return read(fd, &c, 1) == 1 ? c : 0; }
+
+/* A child that takes `key`, reports 'H' on up[1], then _exits (without unlocking)
+   when anything (or EOF) arrives on down[0]. */
+static pid_t spawn_holder(rsd_state *st, const char *key, int *up_rd, int *down_wr) {
+    int up[2], down[2];
+    pid_t pid;
+    if (pipe(up) != 0 || pipe(down) != 0) return -1;
+    pid = fork();
+    if (pid == 0) {
+        rsd_state_lock lk;
+        memset(&lk, 0, sizeof lk);
+        close(up[0]);
+        close(down[1]);
+        if (rsd_state_lock_try(st, &lk, key, "holder child") != RSD_OK) _exit(3);
+        wr(up[1], 'H');
+        (void)rd(down[0]);
+        _exit(0); /* no unlock: the kernel releases the flock with the process */
+    }
+    close(up[1]);
+    close(down[0]);
+    *up_rd = up[0];
+    *down_wr = down[1];
+    return pid;
+}
+
+static int reap(pid_t pid) {
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static const char *const KEY_ALLOC = "http://127.0.0.1:7070";
+
+/* ---- directory resolution and creation ------------------------------------------ */
+static void test_resolve_order(void) {
+    rsd_state_desc d;
+    fake_env env;
+    char buf[RSD_STATE_MAX_DIR_BYTES + 1];
+    memset(&d, 0, sizeof d);
+    memset(&env, 0, sizeof env);
+    d.getenv_fn = fake_getenv;
+    d.getenv_user = &env;
+    env.names[0] = "RESIDENCY_STATE_DIR"; env.values[0] = "/rsd/dir/";
+    env.names[1] = "XDG_STATE_HOME";      env.values[1] = "/xdg//";
+    env.names[2] = "HOME";                env.values[2] = "/home/u";
+    /* desc wins over everything */
+    d.dir = "/from/desc";
+    CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
+    CHECK_EQ_STR(buf, "/from/desc");
+    d.dir = "";
+    CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
+    CHECK_EQ_STR(buf, "/rsd/dir"); /* trailing slash dropped */
+    env.values[0] = ""; /* empty counts as unset */
+    CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
+    CHECK_EQ_STR(buf, "/xdg/residency");
+    env.values[1] = "relative/xdg"; /* XDG: relative paths are ignored */
+    CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
+    CHECK_EQ_STR(buf, "/home/u/.local/state/residency");
+    env.values[1] = NULL;
+    CHECK_EQ_INT(rsd_state_resolve_dir(&d, buf, sizeof buf), (int)strlen("/home/u/.local/state/residency"));
+    env.values[2] = NULL;
+    CHECK_EQ_INT(rsd_state_resolve_dir(&d, buf, sizeof buf), RSD_ERR_STATE_DIR);
+    env.values[0] = "rel/dir"; /* an explicit RESIDENCY_STATE_DIR may be relative */
+    CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
+    CHECK_EQ_STR(buf, "rel/dir");
+    CHECK_EQ_INT(rsd_state_resolve_dir(&d, buf, 4), RSD_ERR_STATE_DIR);
+    CHECK_EQ_INT(rsd_state_resolve_dir(&d, NULL, 4), RSD_ERR_ARG);
+}
+
+static void test_open_unresolved(void) {
+    rsd_state_desc d;
+    fake_env env;
+    logcap lc;
+    rsd_state *st = (rsd_state *)&lc;
+    memset(&d, 0, sizeof d);
+    memset(&env, 0, sizeof env);
+    memset(&lc, 0, sizeof lc);
+    d.getenv_fn = fake_getenv;
+    d.getenv_user = &env;
+    d.logger.fn = log_fn;
+    d.logger.user = &lc;
+    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_STATE_DIR);
+    CHECK(st == NULL);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNRESOLVED], 1);
+}
+
+static void test_dir_created_0700(void) {
+    char tmp[64], dir[256], p[300];
+    const char *parts[5] = {"/a", "/a/b", "/a/b/c", "/a/b/c/locks", "/a/b/c/attr"};
+    struct stat sb;
+    logcap lc;
+    rsd_state *st;
+    rsd_state_desc d;
+    fake_env env;
+    int i;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    snprintf(dir, sizeof dir, "%s/a/b/c", tmp);
+    /* through the environment seam, not desc->dir */
+    memset(&d, 0, sizeof d);
+    memset(&env, 0, sizeof env);
+    env.names[0] = "RESIDENCY_STATE_DIR";
+    env.values[0] = dir;
+    d.getenv_fn = fake_getenv;
+    d.getenv_user = &env;
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    CHECK_EQ_STR(rsd_state_dir(st), dir);
+    for (i = 0; i < 5; i++) {
+        snprintf(p, sizeof p, "%s%s", tmp, parts[i]);
+        CHECK(stat(p, &sb) == 0 && S_ISDIR(sb.st_mode));
+        CHECK_EQ_INT(sb.st_mode & 0777, 0700);
+    }
+    rsd_state_close(st);
+    /* opening again over the existing tree is fine */
+    st = open_state(dir, &lc, 0, false);
+    CHECK(st != NULL);
+    rsd_state_close(st);
+    CHECK_EQ_INT(lc.total, 0);
+    rm_rf(tmp);
+}
+
+static void test_dir_unsafe(void) {
+    char tmp[64], dir[256], p[300], target[300];
+    logcap lc;
+    rsd_state *st;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    /* world-writable state dir: refused */
+    snprintf(dir, sizeof dir, "%s/open", tmp);
+    REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0777) == 0);
+    CHECK(open_state(dir, &lc, 0, false) == NULL);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    /* group-writable is accepted (umask 002 with per-user groups) */
+    snprintf(dir, sizeof dir, "%s/group", tmp);
+    REQUIRE(mkdir(dir, 0700) == 0 && chmod(dir, 0770) == 0);
+    st = open_state(dir, &lc, 0, false);
+    CHECK(st != NULL);
+    rsd_state_close(st);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    /* owned by someone else: refused (only testable as root, which can chown) */
+    if (geteuid() == 0) {
+        snprintf(dir, sizeof dir, "%s/theirs", tmp);
+        REQUIRE(mkdir(dir, 0700) == 0 && chown(dir, 54321, 54321) == 0);
+        lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE] = 0;
+        CHECK(open_state(dir, &lc, 0, false) == NULL);
+        CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    }
+    /* a regular file where the dir should be: refused */
+    snprintf(dir, sizeof dir, "%s/file", tmp);
+    REQUIRE(close(open(dir, O_CREAT | O_WRONLY, 0600)) == 0);
+    CHECK(open_state(dir, &lc, 0, false) == NULL);
+    /* the state dir itself may be a symlink to a directory of ours */
+    snprintf(target, sizeof target, "%s/real", tmp);
+    snprintf(dir, sizeof dir, "%s/link", tmp);
+    REQUIRE(mkdir(target, 0700) == 0 && symlink(target, dir) == 0);
+    st = open_state(dir, &lc, 0, false);
+    CHECK(st != NULL);
+    rsd_state_close(st);
+    /* but locks/ or attr/ being a symlink is refused (someone could redirect our writes) */
+    snprintf(dir, sizeof dir, "%s/s2", tmp);
+    REQUIRE(mkdir(dir, 0700) == 0);
+    snprintf(p, sizeof p, "%s/locks", dir);
+    REQUIRE(symlink(target, p) == 0);
+    lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE] = 0;
+    CHECK(open_state(dir, &lc, 0, false) == NULL);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
+    rm_rf(tmp);
+}
+
+typedef struct count_alloc {
+    int allocs, frees, fail;
+} count_alloc;
+
+static void *ca_alloc(size_t n, void *user) {
+    count_alloc *c = (count_alloc *)user;
+    if (c->fail) return NULL;
+    c->allocs++;
+    return malloc(n);
+}
+
+static void ca_free(void *p, void *user) {
+    ((count_alloc *)user)->frees++;
+    free(p);
+}
+
+static void test_open_allocator(void) {
+    char tmp[64];
+    count_alloc ca;
+    logcap lc;
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    memset(&ca, 0, sizeof ca);
+    memset(&lc, 0, sizeof lc);
+    memset(&d, 0, sizeof d);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    d.dir = tmp;
+    d.logger.fn = log_fn;
+    d.logger.user = &lc;
+    d.allocator.alloc_fn = ca_alloc;
+    d.allocator.user = &ca;
+    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_ARG); /* half an allocator */
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOCATOR_HALF], 1);
+    d.allocator.free_fn = ca_free;
+    ca.fail = 1;
+    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_NOMEM);
+    CHECK(st == NULL);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOC_FAILED], 1);
+    ca.fail = 0;
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY_ALLOC, "m", NULL, 1), RSD_OK); /* no allocation */
+    rsd_state_close(st);
+    rsd_state_close(NULL);
+    CHECK_EQ_INT(ca.allocs, 1);
+    CHECK_EQ_INT(ca.frees, 1);
+    rm_rf(tmp);
+}
+
+/* ---- file names --------------------------------------------------------------------- */
+static bool name_is_safe(const char *n) {
+    size_t i, len = strlen(n);
+    if (len == 0 || len > RSD_STATE_NAME_PREFIX_BYTES + 17 || n[0] == '.' || n[0] == '-') return false;
+    for (i = 0; i < len; i++)
+        if (!rsdi_state_safe_char((unsigned char)n[i])) return false;
+    return strcmp(n, ".") != 0 && strcmp(n, "..") != 0;
+}
+
+static void test_file_names(void) {
+    char a[RSD_STATE_MAX_NAME_BYTES], b[RSD_STATE_MAX_NAME_BYTES];
+    char longkey[RSD_STATE_MAX_KEY_BYTES + 2];
+    static const char *const hostile[] = {
+        "../../etc/passwd", "..", ".", "/", "-rf", ".hidden", "a/b", "a_b", "a\nb", "\xff\xfe",
+        "lmstudio|http://[::1]:1234/v1", "http://127.0.0.1:8080", " ", "\t"};
+    size_t i, j;
+    /* FNV-1a 64 of "a" is af63dc4c8601ec8c */
+    CHECK_EQ_INT(rsd_state_file_name("a", a, sizeof a), 18);
+    CHECK_EQ_STR(a, "a-af63dc4c8601ec8c");
+    CHECK(rsd_state_file_name("http://127.0.0.1:8080", a, sizeof a) > 0);
+    CHECK(strncmp(a, "http_127.0.0.1_8080-", 20) == 0);
+    CHECK(rsd_state_file_name("llamacpp|http://mini:8080/v1", a, sizeof a) > 0);
+    CHECK(strncmp(a, "llamacpp_http_mini_8080_v1-", 27) == 0);
+    for (i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        CHECK(rsd_state_file_name(hostile[i], a, sizeof a) > 0);
+        CHECK(name_is_safe(a));
+        for (j = 0; j < i; j++) { /* distinct keys never share a name */
+            CHECK(rsd_state_file_name(hostile[j], b, sizeof b) > 0);
+            CHECK(strcmp(a, b) != 0);
+        }
+    }
+    memset(longkey, 'k', sizeof longkey);
+    longkey[RSD_STATE_MAX_KEY_BYTES] = '\0';
+    CHECK_EQ_INT(rsd_state_file_name(longkey, a, sizeof a), RSD_STATE_NAME_PREFIX_BYTES + 17);
+    CHECK(name_is_safe(a));
+    longkey[RSD_STATE_MAX_KEY_BYTES - 1] = 'x'; /* differs only past the readable prefix */
+    CHECK(rsd_state_file_name(longkey, b, sizeof b) > 0);
+    CHECK(strcmp(a, b) != 0 && strncmp(a, b, RSD_STATE_NAME_PREFIX_BYTES) == 0);
+    longkey[RSD_STATE_MAX_KEY_BYTES] = 'k';
+    longkey[RSD_STATE_MAX_KEY_BYTES + 1] = '\0';
+    CHECK_EQ_INT(rsd_state_file_name(longkey, a, sizeof a), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_file_name("", a, sizeof a), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_file_name(NULL, a, sizeof a), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_file_name("a", a, 10), RSD_ERR_BUFFER);
+}
+
+/* ---- the lock ---------------------------------------------------------------------- */
+static const char *const KEY = "http://127.0.0.1:8080";
+
+static void test_lock_take_release(void) {
+    char tmp[64], p[512], name[RSD_STATE_MAX_NAME_BYTES];
+    logcap lc;
+    rsd_state *st;
+    rsd_state_lock lk, lk2;
+    rsd_lock_owner o;
+    struct stat sb;
+    memset(&lc, 0, sizeof lc);
+    memset(&lk, 0, sizeof lk);
+    memset(&lk2, 0, sizeof lk2);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_ERR_NOT_FOUND); /* never taken */
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "test\npurpose"), RSD_OK);
+    CHECK(rsd_state_lock_held(&lk));
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "x", 0, 0), RSD_ERR_STATE); /* still held */
+    /* the owner record names us */
+    CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_OK);
+    CHECK_EQ_INT(o.pid, (long long)getpid());
+    CHECK_EQ_STR(o.purpose, "test?purpose"); /* control bytes cleaned */
+    CHECK(o.host[0] != '\0');
+    CHECK(o.taken_unix_ms > 1600000000000ull);
+    /* flock is per open file: a second acquisition in this process is busy, too */
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, KEY, "second"), RSD_PENDING);
+    CHECK(!rsd_state_lock_held(&lk2));
+    CHECK_EQ_INT(lk2.state, RSD_LOCK_IDLE);
+    /* another key is independent */
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, "http://127.0.0.1:8081", "other"), RSD_OK);
+    rsd_state_unlock(st, &lk2);
+    rsd_state_unlock(st, &lk);
+    CHECK(!rsd_state_lock_held(&lk));
+    CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_ERR_NOT_FOUND); /* record cleared */
+    /* the lock file stays (deleting flock files races) */
+    REQUIRE(rsd_state_file_name(KEY, name, sizeof name) > 0);
+    snprintf(p, sizeof p, "%s/locks/%s.lock", tmp, name);
+    CHECK(stat(p, &sb) == 0 && S_ISREG(sb.st_mode));
+    CHECK_EQ_INT(sb.st_mode & 0777, 0600);
+    rsd_state_unlock(st, &lk); /* idempotent */
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, KEY, "again"), RSD_OK);
+    rsd_state_unlock(st, &lk2);
+    {
+        static char longkey[RSD_STATE_MAX_KEY_BYTES + 1];
+        memset(longkey, 'k', RSD_STATE_MAX_KEY_BYTES);
+        CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, longkey, "longest key"), RSD_OK);
+        CHECK_EQ_STR(lk2.key, longkey);
+        rsd_state_unlock(st, &lk2);
+    }
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, "", "bad key"), RSD_ERR_ARG);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_KEY_INVALID], 1);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+static void test_lock_holder_exit_releases(void) {
+    char tmp[64];
+    logcap lc;
+    rsd_state *st;
+    rsd_state_lock lk;
+    rsd_lock_owner o;
+    int up, down;
+    pid_t pid;
+    memset(&lc, 0, sizeof lc);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    pid = spawn_holder(st, KEY, &up, &down);
+    REQUIRE(pid > 0);
+    CHECK_EQ_INT(rd(up), 'H');
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "parent"), RSD_PENDING);
+    CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_OK);
+    CHECK_EQ_INT(o.pid, (long long)pid);
+    CHECK_EQ_STR(o.purpose, "holder child");
+    wr(down, 'G');
+    CHECK_EQ_INT(reap(pid), 0);
+    /* _exit without unlock: the kernel dropped the lock; no stale window */
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "parent"), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_OK);
+    CHECK_EQ_INT(o.pid, (long long)getpid()); /* the dead holder's record was replaced */
+    rsd_state_unlock(st, &lk);
+    close(up);
+    close(down);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+static void test_lock_blocking_wait(void) {
+    char tmp[64];
+    logcap lc;
+    rsd_state *st;
+    rsd_state_lock lk;
+    int up[2];
+    pid_t pid;
+    memset(&lc, 0, sizeof lc);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, true)) != NULL);
+    REQUIRE(pipe(up) == 0);
+    REQUIRE(rsd_state_lock_try(st, &lk, KEY, "parent") == RSD_OK);
+    pid = fork();
+    if (pid == 0) {
+        rsd_state_lock c;
+        int r;
+        memset(&c, 0, sizeof c);
+        close(up[0]);
+        if (rsd_state_lock_try(st, &c, KEY, "child") != RSD_PENDING) _exit(4);
+        wr(up[1], 'W'); /* seen busy; now wait for it (fail-closed, 60 s budget) */
+        r = rsd_state_lock_wait(st, &c, KEY, "child", 60000);
+        wr(up[1], r == RSD_OK && rsd_state_lock_held(&c) ? 'O' : 'F');
+        rsd_state_unlock(st, &c);
+        _exit(0);
+    }
+    REQUIRE(pid > 0);
+    close(up[1]);
+    CHECK_EQ_INT(rd(up[0]), 'W');
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rd(up[0]), 'O');
+    CHECK_EQ_INT(reap(pid), 0);
+    close(up[0]);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+static void test_lock_deadline_fake_clock(void) {
+    char tmp[64];
+    logcap lc, lc2;
+    rsd_state *st, *st2;
+    rsd_state_lock lk, lk2;
+    int up, down, r, steps = 0;
+    uint64_t now = 1000, expect_wake[] = {1005, 1015, 1035, 1075, 1155, 1255, 1355, 1455, 1500};
+    pid_t pid;
+    memset(&lc, 0, sizeof lc);
+    memset(&lc2, 0, sizeof lc2);
+    memset(&lk, 0, sizeof lk);
+    memset(&lk2, 0, sizeof lk2);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 500, false)) != NULL);
+    REQUIRE((st2 = open_state(tmp, &lc2, 500, true)) != NULL);
+    pid = spawn_holder(st, KEY, &up, &down);
+    REQUIRE(pid > 0);
+    REQUIRE(rd(up) == 'H');
+    /* fail-open (upstream): wait 500 ms on the fake clock, then proceed unlocked */
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "reconcile", now, 0), RSD_OK);
+    CHECK_EQ_INT(lk.deadline_ms, 1500);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, now), RSD_PENDING);
+    CHECK_EQ_INT(lk.attempts, 1);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, now + 3), RSD_PENDING); /* not due: no attempt */
+    CHECK_EQ_INT(lk.attempts, 1);
+    /* retry schedule: 5 ms doubling to 100 ms, last wake clamped to the deadline */
+    for (;;) {
+        if (steps < 9) CHECK_EQ_INT(lk.wake_ms, expect_wake[steps]);
+        now = lk.wake_ms;
+        r = rsd_state_lock_step(st, &lk, now);
+        steps++;
+        if (r != RSD_PENDING || steps > 100) break;
+    }
+    CHECK_EQ_INT(steps, 9);
+    CHECK_EQ_INT(now, 1500);
+    CHECK_EQ_INT(r, RSD_OK);
+    CHECK_EQ_INT(lk.state, RSD_LOCK_UNLOCKED);
+    CHECK_EQ_INT(lk.error, RSD_ERR_TIMEOUT);
+    CHECK(!rsd_state_lock_held(&lk));
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_WAIT_EXPIRED], 1);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, now + 1), RSD_OK); /* stays settled */
+    rsd_state_unlock(st, &lk); /* never releases what it never held */
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "probe"), RSD_PENDING);
+    /* fail-closed: RSD_ERR_TIMEOUT; an explicit deadline (one per reconcile, W5) wins */
+    CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk2, KEY, "reconcile", 0, 30), RSD_OK);
+    now = 0;
+    while ((r = rsd_state_lock_step(st2, &lk2, now)) == RSD_PENDING) now = lk2.wake_ms;
+    CHECK_EQ_INT(r, RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(now, 30);
+    CHECK_EQ_INT(lk2.state, RSD_LOCK_FAILED);
+    CHECK_EQ_INT(lc2.items[RSD_LOGITEM_LOCK_TIMEOUT], 1);
+    CHECK_EQ_INT(lc2.items[RSD_LOGITEM_LOCK_WAIT_EXPIRED], 0);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk2, now), RSD_ERR_TIMEOUT);
+    rsd_state_unlock(st2, &lk2);
+    /* once the holder is gone a waiting acquisition gets it on its next due step */
+    CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk2, KEY, "reconcile", 0, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk2, 0), RSD_PENDING);
+    wr(down, 'G');
+    CHECK_EQ_INT(reap(pid), 0);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk2, lk2.wake_ms), RSD_OK);
+    CHECK(rsd_state_lock_held(&lk2));
+    rsd_state_unlock(st2, &lk2);
+    close(up);
+    close(down);
+    rsd_state_close(st);
+    rsd_state_close(st2);
+    rm_rf(tmp);
+}
+
+/* The lock file cannot be opened (locks/ vanished): fail-open proceeds, fail-closed fails. */
+static void test_lock_open_error_policy(void) {
+    char tmp[64], p[256];
+    logcap lc, lc2;
+    rsd_state *st, *st2;
+    rsd_state_lock lk;
+    memset(&lc, 0, sizeof lc);
+    memset(&lc2, 0, sizeof lc2);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    REQUIRE((st2 = open_state(tmp, &lc2, 0, true)) != NULL);
+    snprintf(p, sizeof p, "%s/locks", tmp);
+    REQUIRE(rmdir(p) == 0);
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "x", 7, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, 7), RSD_OK);
+    CHECK_EQ_INT(lk.state, RSD_LOCK_UNLOCKED);
+    CHECK_EQ_INT(lk.error, RSD_ERR_LOCK);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_OPEN_FAILED], 1);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_PROCEED_UNLOCKED], 1);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk, KEY, "x", 7, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk, 7), RSD_ERR_LOCK);
+    CHECK_EQ_INT(lk.state, RSD_LOCK_FAILED);
+    CHECK_EQ_INT(lc2.items[RSD_LOGITEM_LOCK_FAILED], 1);
+    rsd_state_unlock(st2, &lk);
+    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk, 8), RSD_ERR_STATE); /* IDLE */
+    /* deadline arithmetic saturates */
+    CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk, KEY, "x", UINT64_MAX - 3, 0), RSD_OK);
+    CHECK(lk.deadline_ms == UINT64_MAX);
+    rsd_state_unlock(st2, &lk);
+    rsd_state_close(st);
+    rsd_state_close(st2);
+    rm_rf(tmp);
+}
+
+typedef struct hook_rec {
+    int tries, unlocks, busy_left, fail;
+    char last_key[128];
+} hook_rec;
+
+static int hook_try(const char *key, void *user) {
+    hook_rec *h = (hook_rec *)user;
+    h->tries++;
+    snprintf(h->last_key, sizeof h->last_key, "%s", key);
+    if (h->fail) return RSD_ERR_LOCK;
+    if (h->busy_left > 0) { h->busy_left--; return RSD_PENDING; }
+    return RSD_OK;
+}
+
+static void hook_unlock(const char *key, void *user) {
+    hook_rec *h = (hook_rec *)user;
+    h->unlocks++;
+    snprintf(h->last_key, sizeof h->last_key, "%s", key);
+}
+
+static void test_lock_hook(void) {
+    char tmp[64], p[256];
+    logcap lc;
+    hook_rec h;
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    rsd_state_lock lk;
+    rsd_lock_owner o;
+    int r;
+    uint64_t now = 0;
+    memset(&lc, 0, sizeof lc);
+    memset(&h, 0, sizeof h);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    memset(&d, 0, sizeof d);
+    d.dir = tmp;
+    d.logger.fn = log_fn;
+    d.logger.user = &lc;
+    d.lock_hook.try_lock = hook_try;
+    d.lock_hook.unlock = NULL;
+    d.lock_hook.user = &h;
+    CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_ARG); /* both or neither */
+    d.lock_hook.unlock = hook_unlock;
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    h.busy_left = 2;
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "hooked", now, 0), RSD_OK);
+    while ((r = rsd_state_lock_step(st, &lk, now)) == RSD_PENDING) now = lk.wake_ms;
+    CHECK_EQ_INT(r, RSD_OK);
+    CHECK(rsd_state_lock_held(&lk));
+    CHECK_EQ_INT(h.tries, 3);
+    CHECK_EQ_STR(h.last_key, KEY);
+    snprintf(p, sizeof p, "%s/locks", tmp);
+    CHECK_EQ_INT(count_dir(p), 0); /* flock never used: no lock file */
+    CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_ERR_NOT_FOUND);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(h.unlocks, 1);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(h.unlocks, 1);
+    /* the hook's error: fail-open proceeds unlocked and never calls unlock */
+    h.fail = 1;
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "hooked", 0, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, 0), RSD_OK);
+    CHECK_EQ_INT(lk.state, RSD_LOCK_UNLOCKED);
+    CHECK_EQ_INT(lk.error, RSD_ERR_LOCK);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_PROCEED_UNLOCKED], 1);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(h.unlocks, 1);
+    /* try with the hook */
+    h.fail = 0;
+    h.busy_left = 1;
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "t"), RSD_PENDING);
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "t"), RSD_OK);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(h.unlocks, 2);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+/* ---- attribution ----------------------------------------------------------------- */
+static const char *const HOSTILE_IDS[] = {
+    "plain-model:Q4_K_M", "tab\there", "line\nbreak", "cr\rlf\r\n", "quote\"s'and`", "back\\slash\\",
+    "\\t literal", "ünïcødé 模型 🚀", "\x01\x02ctl\x7f\x1b[0m", "end 3", "residency-attr 1", " spaced "};
+enum { N_HOSTILE = sizeof HOSTILE_IDS / sizeof HOSTILE_IDS[0] };
+
+static void attr_path(const char *tmp, const char *key, char *out, size_t cap) {
+    char name[RSD_STATE_MAX_NAME_BYTES];
+    (void)rsd_state_file_name(key, name, sizeof name);
+    snprintf(out, cap, "%s/attr/%s.attr", tmp, name);
+}
+
+static void write_file(const char *path, const char *data, size_t n) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        if (write(fd, data, n) != (ssize_t)n) CHECK(0);
+        close(fd);
+    }
+}
+
+static void test_attr_roundtrip(void) {
+    char tmp[64], p[512];
+    logcap lc;
+    rsd_state *st;
+    static rsd_attr_set set;
+    size_t i;
+    int at;
+    char longid[RSD_STATE_MAX_ID_BYTES + 2];
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0); /* no file yet */
+    CHECK(!set.corrupt);
+    for (i = 0; i < N_HOSTILE; i++)
+        CHECK_EQ_INT(rsd_state_attr_add(st, KEY, HOSTILE_IDS[i], NULL, 1000 + i), RSD_OK);
+    /* LM Studio owned instances: (model key, instance id) */
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "qwen3-27b", "qwen3-27b:2", 77), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "qwen3-27b", "inst\twith\ntabs", 78), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), (int)N_HOSTILE + 2);
+    for (i = 0; i < N_HOSTILE; i++) {
+        at = rsd_attr_set_find(&set, HOSTILE_IDS[i], "");
+        CHECK_EQ_INT(at, (int)i); /* file order = insertion order */
+        if (at >= 0) {
+            CHECK_EQ_INT(set.items[at].loaded_at_ms, 1000 + i);
+            CHECK_EQ_INT(set.items[at].pid, (long long)getpid());
+        }
+    }
+    CHECK(rsd_attr_set_find(&set, "qwen3-27b", "inst\twith\ntabs") == (int)N_HOSTILE + 1);
+    CHECK(rsd_attr_set_find(&set, "qwen3-27b", NULL) == (int)N_HOSTILE);
+    CHECK_EQ_INT(rsd_attr_set_find(&set, "qwen3-27b", ""), RSD_ERR_NOT_FOUND);
+    /* re-adding refreshes in place */
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "tab\there", "", 5), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), (int)N_HOSTILE + 2);
+    CHECK_EQ_INT(set.items[1].loaded_at_ms, 5);
+    /* the file is one line per entry: escaped ids never break a line */
+    {
+        FILE *f;
+        int lines = 0, c;
+        attr_path(tmp, KEY, p, sizeof p);
+        f = fopen(p, "rb");
+        REQUIRE(f);
+        while ((c = fgetc(f)) != EOF) lines += c == '\n';
+        fclose(f);
+        CHECK_EQ_INT(lines, (int)N_HOSTILE + 2 + 2);
+    }
+    /* removal */
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "qwen3-27b", "qwen3-27b:2"), 1);
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "qwen3-27b", "qwen3-27b:2"), 0);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "qwen3-27b", "", 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "qwen3-27b", NULL), 2); /* mark + instance */
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "line\nbreak", ""), 1);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), (int)N_HOSTILE - 1);
+    CHECK_EQ_INT(rsd_attr_set_find(&set, "line\nbreak", NULL), RSD_ERR_NOT_FOUND);
+    /* other targets are separate files */
+    CHECK_EQ_INT(rsd_state_attr_load(st, "http://127.0.0.1:9999", &set), 0);
+    /* bad arguments */
+    memset(longid, 'm', sizeof longid);
+    longid[RSD_STATE_MAX_ID_BYTES + 1] = '\0';
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, longid, NULL, 0), RSD_ERR_ARG);
+    longid[RSD_STATE_MAX_ID_BYTES] = '\0';
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, longid, longid, 0), RSD_OK); /* exactly the limit */
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "", NULL, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_attr_add(st, "", "m", NULL, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(lc.total, 0);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+static void test_attr_capacity(void) {
+    char tmp[64], id[32];
+    logcap lc;
+    rsd_state *st;
+    static rsd_attr_set set;
+    int i;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        snprintf(id, sizeof id, "m%d", i);
+        CHECK_EQ_INT(rsd_state_attr_add(st, KEY, id, NULL, (uint64_t)i), RSD_OK);
+    }
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "one-too-many", NULL, 0), RSD_ERR_CAPACITY);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_FULL], 1);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m3", NULL, 9), RSD_OK); /* refresh still fits */
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), RSD_STATE_MAX_ATTR);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+static void test_attr_corrupt(void) {
+    char tmp[64], p[512], img[4096], target[512];
+    logcap lc;
+    rsd_state *st;
+    static rsd_attr_set set;
+    size_t n, cut;
+    FILE *f;
+    int bad = 0;
+    static const char *const broken[] = {
+        "", "garbage", "residency-attr 2\nend 0\n", "residency-attr 1\n",
+        "residency-attr 1\nend 1\n", "residency-attr 1\nm\t\t1\t2\nend 0\n",
+        "residency-attr 1\nm\t\t1\nend 1\n", "residency-attr 1\nm\t\tx\t2\nend 1\n",
+        "residency-attr 1\n\t\t1\t2\nend 1\n", "residency-attr 1\nm\\q\t\t1\t2\nend 1\n",
+        "residency-attr 1\nm\\x0\t\t1\t2\nend 1\n", "residency-attr 1\nm\\x00\t\t1\t2\nend 1\n",
+        "residency-attr 1\nm\t\t1\t2\nm\t\t3\t4\nend 2\n", "residency-attr 1\nend 0\nextra",
+        "residency-attr 1\nm\t\t99999999999999999999\t2\nend 1\n",
+        "residency-attr 1\nm\t\t1\t9223372036854775808\nend 1\n",
+        "residency-attr 1\nraw\x01ctl\t\t1\t2\nend 1\n", "residency-attr 1\nm\t\t1\t2\t3\nend 1\n"};
+    size_t i;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    attr_path(tmp, KEY, p, sizeof p);
+    for (i = 0; i < sizeof broken / sizeof broken[0]; i++) {
+        write_file(p, broken[i], strlen(broken[i]));
+        lc.items[RSD_LOGITEM_ATTR_CORRUPT] = 0;
+        CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+        CHECK(set.corrupt);
+        if (lc.items[RSD_LOGITEM_ATTR_CORRUPT] != 1) printf("  not flagged: case %d\n", (int)i);
+        CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 1);
+    }
+    /* a valid file, then every truncated prefix of it: all read as empty + corrupt */
+    unlink(p);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "a\tb", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "c", "inst", 2), RSD_OK);
+    f = fopen(p, "rb");
+    REQUIRE(f);
+    n = fread(img, 1, sizeof img, f);
+    fclose(f);
+    for (cut = 0; cut < n; cut++) {
+        write_file(p, img, cut);
+        if (rsd_state_attr_load(st, KEY, &set) != 0 || !set.corrupt) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    write_file(p, img, n);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 2);
+    CHECK(!set.corrupt);
+    /* an add over a corrupt file starts from empty and repairs it */
+    write_file(p, "\0\0\0junk", 7);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "fresh", NULL, 3), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 1);
+    CHECK_EQ_STR(set.items[0].model, "fresh");
+    /* oversize file */
+    {
+        static char big[RSD_STATE_MAX_FILE_BYTES + 10];
+        memset(big, 'x', sizeof big);
+        write_file(p, big, sizeof big);
+        CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+        CHECK(set.corrupt);
+    }
+    /* a symlink or a directory in place of the file is never followed or read */
+    unlink(p);
+    snprintf(target, sizeof target, "%s/elsewhere", tmp);
+    write_file(target, img, n);
+    REQUIRE(symlink(target, p) == 0);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), RSD_ERR_STATE_IO);
+    CHECK(lc.items[RSD_LOGITEM_ATTR_READ_FAILED] >= 1);
+    unlink(p);
+    REQUIRE(mkdir(p, 0700) == 0);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), RSD_ERR_STATE_IO);
+    CHECK(rsd_state_attr_add(st, KEY, "x", NULL, 0) < 0);
+    rmdir(p);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+enum { CONC_PROCS = 4, CONC_EACH = 12 };
+
+static void test_attr_concurrent(void) {
+    char tmp[64], id[64];
+    logcap lc;
+    rsd_state *st;
+    static rsd_attr_set set;
+    int go[2], i, j, missing = 0;
+    pid_t pids[CONC_PROCS];
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    REQUIRE(pipe(go) == 0);
+    for (i = 0; i < CONC_PROCS; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            close(go[1]);
+            (void)rd(go[0]); /* barrier: EOF when the parent closes its end */
+            for (j = 0; j < CONC_EACH; j++) {
+                snprintf(id, sizeof id, "proc%d\tmodel%d", i, j);
+                if (rsd_state_attr_add(st, KEY, id, NULL, (uint64_t)j) != RSD_OK) _exit(5);
+            }
+            _exit(0);
+        }
+        REQUIRE(pids[i] > 0);
+    }
+    close(go[0]);
+    close(go[1]); /* release all children at once */
+    for (i = 0; i < CONC_PROCS; i++) CHECK_EQ_INT(reap(pids[i]), 0);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), CONC_PROCS * CONC_EACH);
+    for (i = 0; i < CONC_PROCS; i++)
+        for (j = 0; j < CONC_EACH; j++) {
+            snprintf(id, sizeof id, "proc%d\tmodel%d", i, j);
+            if (rsd_attr_set_find(&set, id, "") < 0) missing++;
+        }
+    CHECK_EQ_INT(missing, 0);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+static void test_generation(void) {
+    char tmp[64], p[512], name[RSD_STATE_MAX_NAME_BYTES];
+    logcap lc;
+    rsd_state *st;
+    uint64_t g = 99;
+    int i, go[2];
+    pid_t pids[CONC_PROCS];
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 0);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 1);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 2);
+    CHECK_EQ_INT(rsd_state_gen_read(st, "http://127.0.0.1:1", &g), RSD_OK);
+    CHECK_EQ_INT(g, 0);
+    /* concurrent bumps from 4 processes are all counted */
+    REQUIRE(pipe(go) == 0);
+    for (i = 0; i < CONC_PROCS; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            int j;
+            close(go[1]);
+            (void)rd(go[0]);
+            for (j = 0; j < 10; j++)
+                if (rsd_state_gen_bump(st, KEY, NULL) != RSD_OK) _exit(6);
+            _exit(0);
+        }
+        REQUIRE(pids[i] > 0);
+    }
+    close(go[0]);
+    close(go[1]);
+    for (i = 0; i < CONC_PROCS; i++) CHECK_EQ_INT(reap(pids[i]), 0);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 2 + CONC_PROCS * 10);
+    /* corrupt: read fails (a cache must not trust it); a bump restarts far above */
+    REQUIRE(rsd_state_file_name(KEY, name, sizeof name) > 0);
+    snprintf(p, sizeof p, "%s/attr/%s.gen", tmp, name);
+    write_file(p, "12x\n", 4);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_ERR_STATE_IO);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 1);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK(g > 1600000000000ull);
+    CHECK_EQ_INT(rsd_state_gen_read(st, "", &g), RSD_ERR_ARG);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+static void test_no_fd_leak(void) {
+    char tmp[64], p[512];
+    logcap lc;
+    rsd_state *st;
+    rsd_state_lock lk, lk2;
+    rsd_lock_owner o;
+    static rsd_attr_set set;
+    int before, r;
+    memset(&lc, 0, sizeof lc);
+    memset(&lk, 0, sizeof lk);
+    memset(&lk2, 0, sizeof lk2);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    before = count_fds();
+    REQUIRE(before > 0);
+    REQUIRE((st = open_state(tmp, &lc, 50, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "a"), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, KEY, "b"), RSD_PENDING);
+    CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_OK);
+    /* a wait that expires (fail-open) and one abandoned half-way */
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk2, KEY, "b", 0, 0), RSD_OK);
+    while ((r = rsd_state_lock_step(st, &lk2, lk2.wake_ms)) == RSD_PENDING) {}
+    CHECK_EQ_INT(r, RSD_OK);
+    rsd_state_unlock(st, &lk2);
+    CHECK_EQ_INT(rsd_state_lock_begin(st, &lk2, KEY, "b", 0, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk2, 0), RSD_PENDING);
+    rsd_state_unlock(st, &lk2);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rsd_state_lock_wait(st, &lk, KEY, "c", 0), RSD_OK);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m", "i", 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "m", NULL), 2);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+    attr_path(tmp, KEY, p, sizeof p);
+    write_file(p, "broken", 6);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, "m", NULL), 0);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, NULL), RSD_OK);
+    {
+        uint64_t g;
+        CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    }
+    rsd_state_close(st);
+    CHECK_EQ_INT(count_fds(), before);
+    rm_rf(tmp);
+}
+
+static void test_format_parse_internal(void) {
+    static rsd_attr_set a, b;
+    static char buf[RSD_STATE_MAX_FILE_BYTES + 1];
+    size_t i;
+    int n, n2;
+    memset(&a, 0, sizeof a);
+    for (i = 0; i < N_HOSTILE; i++) {
+        snprintf(a.items[i].model, sizeof a.items[i].model, "%s", HOSTILE_IDS[i]);
+        snprintf(a.items[i].instance, sizeof a.items[i].instance, "%s", HOSTILE_IDS[N_HOSTILE - 1 - i]);
+        a.items[i].loaded_at_ms = UINT64_MAX - i;
+        a.items[i].pid = INT64_MAX - (int64_t)i;
+    }
+    a.count = N_HOSTILE;
+    n = rsdi_attr_format(&a, buf, sizeof buf);
+    REQUIRE(n > 0);
+    CHECK_EQ_INT(rsdi_attr_parse(buf, (size_t)n, &b), RSD_OK);
+    CHECK_EQ_INT(b.count, a.count);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    /* worst case: every byte of both ids escaped as \xHH, full set -> fits the limit */
+    memset(&a, 0, sizeof a);
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        memset(a.items[i].model, 1, RSD_STATE_MAX_ID_BYTES);
+        memset(a.items[i].instance, 2, RSD_STATE_MAX_ID_BYTES);
+        a.items[i].model[0] = (char)(0x20 + (i % 90));
+        a.items[i].model[1] = (char)(0x20 + (i / 90));
+        a.items[i].loaded_at_ms = UINT64_MAX;
+        a.items[i].pid = INT64_MAX;
+    }
+    a.count = RSD_STATE_MAX_ATTR;
+    n2 = rsdi_attr_format(&a, buf, RSD_STATE_MAX_FILE_BYTES);
+    CHECK(n2 > 0);
+    CHECK_EQ_INT(rsdi_attr_parse(buf, (size_t)(n2 > 0 ? n2 : 0), &b), RSD_OK);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    RUN(test_resolve_order);
+    RUN(test_open_unresolved);
+    RUN(test_dir_created_0700);
+    RUN(test_dir_unsafe);
+    RUN(test_open_allocator);
+    RUN(test_file_names);
+    RUN(test_lock_take_release);
+    RUN(test_lock_holder_exit_releases);
+    RUN(test_lock_blocking_wait);
+    RUN(test_lock_deadline_fake_clock);
+    RUN(test_lock_open_error_policy);
+    RUN(test_lock_hook);
+    RUN(test_attr_roundtrip);
+    RUN(test_attr_capacity);
+    RUN(test_attr_corrupt);
+    RUN(test_attr_concurrent);
+    RUN(test_generation);
+    RUN(test_no_fd_leak);
+    RUN(test_format_parse_internal);
+    return RSD_TEST_END();
+}
