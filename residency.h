@@ -663,7 +663,8 @@ extern "C" {
 /* >>results:driver2 (range -100..-109): Ollama and LM Studio payloads and drivers */
 #define RSDI_RESULTS_DRIVER2(X) \
     X(ERR_SERVER_ERROR, -100, "server replied with an error body") \
-    X(ERR_AUTH, -101, "server requires authentication (HTTP 401/403)")
+    X(ERR_AUTH, -101, "server requires authentication (HTTP 401/403)") \
+    X(ERR_NOT_SERVED, -102, "the server does not advertise the requested model")
 /* >>results:proc (range -70..-79) */
 #define RSDI_RESULTS_PROC(X)
 /* >>results:pool */
@@ -2273,8 +2274,271 @@ RSD_API const char *rsd_http_op_str(int op);
 RSD_API const char *rsd_driver_msg_str(int dmsg);
 /* >>driver:core end */
 /* >>driver:ollama */
+/* Ollama runtime for rsd_reconcile (strategy SCHEDULER; wire.md 3, O1-O9, W17).
+     const rsd_runtime *rsd_runtime_ollama(void);
+         Give it as rsd_reconcile_desc.runtime with base_url
+         "http://host:11434" (a trailing "/v1" of the OpenAI-compatible URL is
+         dropped). The machine then:
+         - lists GET <root>/api/ps (probe timeout, W17: every request has one);
+           every entry is resident (Ollama has no loading flag); id = "model"
+           (else "name"), alias = the other (O3, O9); sizes only when given;
+           the keep and the attributed ids (desc.ours) match an entry whose
+           name normalises equal ("llama3.2" ~ "llama3.2:latest"; they are
+           added to it as aliases, so a model attributed as requested is
+           still recognised as ours: W10);
+         - decides with SCHEDULER (R28): release only our stragglers
+           (unprotected residents in desc.ours, the persisted attribution);
+           foreign and protected residents are never touched (O6);
+         - takes the lock only when it will unload or load (O7, R49), lists
+           again under it (W1), unloads one straggler at a time with
+           POST <root>/api/generate {"model":id,"keep_alive":0,"stream":false}
+           (O4), then loads the keep with POST <root>/api/generate
+           {"model":keep,"stream":false,"keep_alive":-1[,"options":{"num_ctx":
+           load_context}]} -- keep_alive -1 as Ollama chats send it (O5), so
+           the model is ours (attr_add) and a later switch releases it; the
+           load blocks until loaded, its timeout is the overall deadline;
+         - waits until /api/ps lists the keep (20 ms doubling to 500 ms, W7);
+         - a keep already resident is never loaded nor attributed (O6, W17:
+           we only pin what we loaded).
+         num_ctx is sent only with desc.context_length (clamped beside other
+         residents, S29 rules); chats must use result.load_context, since a
+         different num_ctx makes Ollama reload the model.
+         Answers: a 2xx {"done":true,...} load is accepted; a body with
+         "error", 404 (unknown model), 400, 500 (load failure, OOM), 503
+         (queue full) are rejections (LOAD_FAILED, restore of what was
+         released). Hostile or unparseable listings: DEGRADED, observe, a
+         notice, nothing mutated, not cached.
+     int rsd_ollama_ps_listing(body, len, toks, n_toks, out)
+         /api/ps (or /api/tags) into the neutral rsd_listing: state LOADED,
+         id/alias as above, sizes, context_length. "models": null is empty.
+         RSD_OK, RSD_ERR_JSON_TYPE (not {"models":[...]}), a JSON error.
+         Entries past RSD_LISTING_MAX_MODELS or its arena set truncated. */
+/* The Ollama runtime adapter (strategy SCHEDULER). */
+RSD_API const rsd_runtime *rsd_runtime_ollama(void);
+/* Parse GET /api/ps into a neutral listing (every entry LOADED). RSD_OK or <0. */
+RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
+                                  rsd_listing *out);
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
+/* LM Studio reconcile (strategy JIT; S1-S35, W13-W16, W19): its own sans-I/O
+   machine, because an LM Studio turn differs from a router's: it detects the API
+   tier, resolves which wire id a request uses, loads with an exact body and
+   only then, on failure, frees room. It speaks the same steps as rsd_reconcile
+   (rsd_step: HTTP, WAIT, LOCK, COMMIT, UNLOCK, DONE) and keeps the same notice
+   type, so a shell drives both with one loop.
+
+       static rsd_lms_reconcile r;       (about 650 KB on x86-64: static or heap)
+       rsd_lms_desc d; memset(&d, 0, sizeof d);
+       d.base_url = "http://studio:1234/v1"; d.model = "qwen3.8-27b";
+       d.explicit_load = true; d.load.context_length = 262144; d.lock = true;
+       d.owned = owned_from_state; d.n_owned = n;     (W16: persisted)
+       rsd_lms_reconcile_begin(&r, &d, now);
+       loop: s = rsd_lms_reconcile_next(&r, now) ... as rsd_reconcile, with
+             rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
+             COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
+             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[].
+       then send the chat with "model": r.result.wire_id.
+
+   Behaviour, in order:
+    1. Catalog (S4-S6, S12): GET <root>/api/v1/models, else /api/v0/models,
+       else /v1/models (probe timeout, default 5000 ms), the tier chosen by
+       body shape (a 0.3 server's 200 {"error":..} on v1 falls through).
+       401/403 stop with RSD_ERR_AUTH; a transport error (refused, timeout)
+       stops at once (a dead server costs one timeout, not three). Failure is
+       DEGRADED (W15: the turn goes on; upstream threw), one notice, nothing
+       mutated. root = S1 (rsd_lms_root_url); the bearer goes on every request.
+    2. Resolution (S14-S17): rsd_lms_resolve with desc.default_model and
+       desc.peers. result.wire_id is the id to send. Notices: resolved to an
+       instance (S23, co-resident/info), LM Link peer (S24, co-resident/
+       warning). UNKNOWN on a complete catalog: DECLINED, RSD_ERR_NOT_SERVED,
+       the S22 message and a will-not-fit/error notice (the completion must
+       not be sent). A truncated catalog (over RSD_LMS_MAX_MODELS or
+       _INSTANCES) is never acted on: a found instance is still used, else
+       DEGRADED with RSD_ERR_LISTING_TRUNCATED and a notice.
+    3. Early exits (S25): a loaded instance -> RESIDENT; no explicit load ->
+       OBSERVED (state JIT: the server loads on first use); tier 0.3/OpenAI
+       -> OBSERVED (no load API).
+    4. Decide (S26, S27): keep = the owning model key, residents = keys with
+       loaded instances (loaded_by_us = one of its instances is owned),
+       strategy JIT, context_length = desc.load.context_length, model max
+       context from desc or the catalog. Plan notices (stress, clamp S29/S30
+       via rsd_decide, observe-only) are appended. OBSERVE (RESIDENCY opt-out
+       or user_managed) never loads (W19; upstream S34 still loaded).
+    5. LOCK (desc.lock), then W1: unless the lock is held and the generation
+       is unchanged, list v1 again and resolve again: an instance that
+       appeared meanwhile is used (no duplicate "<key>:2", wire.md W40).
+    6. Load (S28, S31): POST <root>/api/v1/models/load with the exact body,
+       context_length = the clamped load_context; timeout = what is left of
+       the overall deadline (default 300 000 ms: W13, loads are slow).
+       instance_id (or model_instance_id) -> owned (attr_add, W16), wire_id.
+    7. On failure (any status, an error body, a transport error or timeout):
+       list again first (W14). An instance of the key that was not there
+       before our load is adopted (the load landed after the client gave up,
+       W13). Else free the minimum (W15): the next fallback candidate, in plan
+       rank (ours first), that still has OWNED instances in that fresh
+       listing: unload those (POST /api/v1/models/unload {"instance_id"}),
+       one request each, then load again; repeat per candidate while loads
+       fail, at most RSD_LMS_LOAD_ATTEMPTS loads. Without such a candidate
+       the load is retried once as is (upstream S32). Instances that are not
+       owned (the operator's, other processes', LM Link peers') are never
+       unloaded (S33). An unload failure is a warning and the next candidate
+       is tried.
+    8. All loads failed: the unloaded instances are loaded again ({"model":
+       key, "echo_load_config":true, "context_length": their old context}),
+       bounded by restore_ms after the deadline; notices restored /
+       unrestored; LOAD_FAILED with the server's message (or "HTTP <n>").
+    9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
+       instance id) for the keep's new instance and restored instances,
+       attr_remove[] for unloaded owned instances; UNLOCK; DONE.
+   No TTL cache: every turn needs the catalog for the wire id, and that GET is
+   the whole probe when nothing must load (S35's no-retry-within-60 s is gone).
+   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_LOAD_ATTEMPTS 4,
+   RSD_LMS_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above. */
+enum {
+    RSD_LMS_LOAD_ATTEMPTS = 4,           /* load POSTs per reconcile (first + retries) */
+    RSD_LMS_MAX_OWNED = 64,              /* owned (model, instance) pairs in a desc */
+    RSD_LMS_MAX_PEER_IDS = 128,          /* peer instance ids copied from a desc */
+    RSD_LMS_MAX_EVICT = 16,              /* instances unloaded by one reconcile */
+    RSD_LMS_DEADLINE_MS = 300000,        /* default overall deadline (W13) */
+    RSD_LMS_PROBE_TIMEOUT_MS = 5000,     /* default catalog timeout (S4) */
+    RSD_LMS_RESTORE_MS = 120000          /* default restore budget after a failed load */
+};
+
+/* An instance this library owns on the target (persisted attribution, W16). */
+typedef struct rsd_lms_owned {
+    const char *model;                   /* model key */
+    const char *instance;                /* instance id */
+} rsd_lms_owned;
+
+/* Everything an LM Studio reconcile needs; zeroed = defaults; strings are copied. */
+typedef struct rsd_lms_desc {
+    const char *base_url;                /* "http://h:1234/v1", ws:// works too (S1) */
+    const char *target_key;              /* NULL = normalise("lmstudio|" root) */
+    const char *target_id;               /* for messages; NULL = root */
+    const char *model;                   /* requested id: a key or an instance id */
+    const char *default_model;           /* target's default instance (S15); NULL = none */
+    const char *residency_env;           /* value of RESIDENCY; NULL = managed */
+    bool user_managed;                   /* target lifecycle user-managed: observe */
+    bool explicit_load;                  /* load settings configured (S25); false = server JIT */
+    bool keep_pinned;                    /* R26 */
+    bool lock;                           /* emit LOCK/UNLOCK around mutations */
+    bool has_generation;                 /* generation is meaningful (W1 shortcut) */
+    uint64_t generation;
+    rsd_lms_load_opts load;              /* S28; context_length is clamped (S29) */
+    uint32_t model_max_context;          /* 0 = the catalog's max_context_length */
+    uint32_t context_ceiling;            /* 0 = 131072; RSD_FIT_CEILING_OFF disables */
+    const rsd_protected_model *protected_models;
+    int n_protected;
+    const rsd_lms_owned *owned;          /* W16: instances this library loaded here */
+    int n_owned;
+    const rsd_lms_peer *peers;           /* other LM Studio targets' instances (S17) */
+    int n_peers;
+    uint32_t deadline_ms;                /* 0 = RSD_LMS_DEADLINE_MS (whole reconcile) */
+    uint32_t probe_timeout_ms;           /* 0 = RSD_LMS_PROBE_TIMEOUT_MS */
+    uint32_t restore_ms;                 /* 0 = RSD_LMS_RESTORE_MS */
+    const char *bearer;                  /* API token (S2); NULL = none */
+    rsd_logger logger;
+} rsd_lms_desc;
+
+/* One (model key, instance id) attribution change. */
+typedef struct rsd_lms_attr {
+    char model[RSD_MODEL_ID_MAX];
+    char instance[RSD_MODEL_ID_MAX];
+} rsd_lms_attr;
+
+/* An owned instance unloaded to make room. */
+typedef struct rsd_lms_evicted {
+    char model[RSD_MODEL_ID_MAX];
+    char instance[RSD_MODEL_ID_MAX];
+    uint32_t context_length;             /* its loaded context (restore uses it) */
+    bool restored;
+} rsd_lms_evicted;
+
+/* The outcome of an LM Studio reconcile (final after DONE). */
+typedef struct rsd_lms_result {
+    rsd_outcome outcome;
+    int error;                           /* RSD_OK or why */
+    rsd_lms_tier tier;                   /* detected API tier */
+    rsd_lms_state state;                 /* resolution: UNKNOWN, JIT, INSTANCE */
+    char wire_id[RSD_MODEL_ID_MAX];      /* the model id to send */
+    char model_key[RSD_MODEL_ID_MAX];    /* owning model key (S26) */
+    rsd_decision decision;               /* of the last decide (NONE if none) */
+    rsd_reason reason;
+    uint32_t load_context;               /* context the load used (0 = none) */
+    bool mutated, loaded, adopted, lock_held, redecided, unload_failed;
+    uint32_t requests, load_attempts;
+    uint64_t elapsed_ms;
+    char message[RSD_RECONCILE_TEXT_MAX];
+    int n_evicted;
+    rsd_lms_evicted evicted[RSD_LMS_MAX_EVICT];
+    int n_attr_add;
+    rsd_lms_attr attr_add[RSD_LMS_MAX_EVICT + 1];
+    int n_attr_remove;
+    rsd_lms_attr attr_remove[RSD_LMS_MAX_EVICT];
+} rsd_lms_result;
+
+/* The LM Studio reconcile machine. Public: result, notices, n_notices,
+   notices_dropped, key; the rest is internal. */
+typedef struct rsd_lms_reconcile {
+    rsd_lms_result result;
+    int n_notices;
+    int notices_dropped;
+    rsd_reconcile_notice notices[RSD_RECONCILE_MAX_NOTICES];
+    char key[RSD_TARGET_KEY_MAX];
+    /* internal */
+    rsd_logger logger;
+    char root[RSD_RECONCILE_URL_MAX];
+    char target_id[RSD_RECONCILE_URL_MAX];
+    char model[RSD_MODEL_ID_MAX], default_model[RSD_MODEL_ID_MAX];
+    char auth[RSD_RECONCILE_BEARER_MAX + 8];
+    rsd_optout optout;
+    bool explicit_load, keep_pinned, want_lock, has_gen, locked;
+    uint64_t gen;
+    rsd_lms_load_opts load;
+    uint32_t ctx_max, ctx_ceiling, probe_ms, restore_ms;
+    int n_protected, n_owned, n_peers, n_peer_ids;
+    rsd_protected_model protected_models[RSD_MAX_PROTECTED];
+    char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
+    char owned_model[RSD_LMS_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
+    char owned_inst[RSD_LMS_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
+    char peer_target[RSD_LMS_MAX_PEERS][RSD_MODEL_ID_MAX];
+    int peer_first[RSD_LMS_MAX_PEERS], peer_count[RSD_LMS_MAX_PEERS];
+    char peer_ids[RSD_LMS_MAX_PEER_IDS][RSD_MODEL_ID_MAX];
+    int phase, tier_try, attempts, ci, ui, n_cand, n_unload, ri, evict_mark;
+    uint64_t t0, deadline, restore_deadline;
+    bool retried_plain, in_restore;
+    char first_err[RSD_RECONCILE_TEXT_MAX];
+    char fail_reason[RSD_RECONCILE_TEXT_MAX];
+    int fail_error;
+    char cand[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];        /* fallback keys in rank order */
+    int n_before;
+    char before[16][RSD_MODEL_ID_MAX];                     /* keep's instances before our load */
+    char unload_inst[16][RSD_MODEL_ID_MAX];                /* owned instances of cand[ci] */
+    uint32_t unload_ctx[16];
+    rsd_plan plan;
+    rsd_facts facts;
+    rsd_resident res[RSD_MAX_RESIDENTS];
+    rsd_str owned_views[RSD_LMS_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    rsd_str peer_views[RSD_LMS_MAX_PEER_IDS];
+    rsd_lms_peer peers[RSD_LMS_MAX_PEERS];
+    rsd_step step;
+    char url[RSD_RECONCILE_URL_MAX];
+    char body[RSD_RECONCILE_BODY_MAX];
+    rsd_lms_catalog cat;
+    rsd_lms_reply reply;
+    rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+} rsd_lms_reconcile;
+
+/* Start an LM Studio reconcile (copies d; no I/O). RSD_OK or <0 (next() says DONE). */
+RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d, uint64_t now_ms);
+/* The next step (idempotent while one is outstanding). */
+RSD_API rsd_step rsd_lms_reconcile_next(rsd_lms_reconcile *r, uint64_t now_ms);
+/* Answer the outstanding HTTP step; the body is parsed at once and not kept. */
+RSD_API int rsd_lms_reconcile_feed(rsd_lms_reconcile *r, int transport, int http_status,
+                                   const char *body, size_t len, uint64_t now_ms);
+/* Answer the LOCK step: held, and the generation read under the lock. */
+RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation,
+                                        uint64_t now_ms);
 /* >>driver:lmstudio end */
 /* ==== >>driver end ======================================================== */
 
@@ -6974,8 +7238,895 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
 }
 /* >>driver:core end */
 /* >>driver:ollama */
+RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
+                                  rsd_listing *out) {
+    rsd_json_doc d;
+    int r, arr, e;
+    if (!out) return RSD_ERR_ARG;
+    rsdi_listing_reset(out);
+    r = rsdi_pl_parse(&d, body, len, toks, n_toks);
+    if (r < 0) return r;
+    arr = rsdi_ollama_models_array(&d);
+    if (arr < 0) return arr;
+    out->has_states = true;
+    for (e = arr > 0 ? rsd_json_child(&d, arr) : -1; e >= 0; e = rsd_json_next(&d, e)) {
+        rsd_listed_model *m;
+        rsd_str name, model;
+        size_t mark = out->arena_used;
+        int gn, gm;
+        out->n_seen++;
+        if (out->n >= RSD_LISTING_MAX_MODELS) {
+            out->truncated = true;
+            continue;
+        }
+        if (rsd_json_type_of(&d, e) != RSD_JSON_OBJECT) {
+            out->n_skipped++;
+            continue;
+        }
+        m = &out->models[out->n];
+        memset(m, 0, sizeof *m);
+        name.ptr = model.ptr = "";
+        name.len = model.len = 0;
+        gm = rsdi_listing_name(out, &d, rsdi_pl_member(&d, e, "model"), &model);
+        gn = rsdi_listing_name(out, &d, rsdi_pl_member(&d, e, "name"), &name);
+        if (gm < 0 || gn < 0) {
+            out->arena_used = mark;
+            out->truncated = true;
+            continue;
+        }
+        if (!gm && !gn) {
+            out->arena_used = mark;
+            out->n_skipped++;
+            continue;
+        }
+        m->id = gm ? model : name;
+        if (gm && gn && !rsd_str_eq(model, name)) m->aliases[m->n_aliases++] = name;
+        m->instance.ptr = "";
+        m->state = RSD_MODEL_LOADED;
+        m->has_size = rsdi_pl_u64(&d, rsdi_pl_member(&d, e, "size"), &m->size_bytes);
+        if (!m->has_size) m->size_bytes = 0;
+        m->has_size_vram = rsdi_pl_u64(&d, rsdi_pl_member(&d, e, "size_vram"), &m->size_vram_bytes);
+        if (!m->has_size_vram) m->size_vram_bytes = 0;
+        if (!rsdi_pl_u32_pos(&d, rsdi_pl_member(&d, e, "context_length"), &m->context_length))
+            m->context_length = 0;
+        out->n++;
+    }
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
+    rsd_ollama_load_opts o;
+    int rc, n = -1;
+    if ((rc = rsdi_rc_set_url(r, op == RSD_OP_LOAD || op == RSD_OP_UNLOAD ? "/api/generate" : "/api/ps")) < 0)
+        return rc;
+    if (op == RSD_OP_LOAD) {
+        memset(&o, 0, sizeof o);
+        o.set_keep_alive = true;
+        o.keep_alive_s = -1; /* O5: what the chats send; R28 releases it later */
+        if (r->ctx_len && model && strcmp(model, r->keep) == 0) o.num_ctx = r->plan.load_context;
+        n = rsd_ollama_load_body(r->body, sizeof r->body, rsd_str_c(model), &o);
+    } else if (op == RSD_OP_UNLOAD) {
+        n = rsd_ollama_unload_body(r->body, sizeof r->body, rsd_str_c(model));
+    }
+    if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && n < 0) return n;
+    rsdi_rc_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
+    return RSD_OK;
+}
+
+/* Give entry m the alias name (copied into the listing's arena) when name is not
+   already one of its ids but normalises like one ("k" ~ "k:latest"). */
+RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m, rsd_str name) {
+    char want[2 * RSD_MODEL_ID_MAX], got[2 * RSD_MODEL_ID_MAX];
+    int nw, k;
+    bool hit;
+    if (!name.len || rsd_str_eq(m->id, name)) return;
+    for (k = 0; k < m->n_aliases; k++)
+        if (rsd_str_eq(m->aliases[k], name)) return;
+    if ((nw = rsd_ollama_name_normalise(name, want, sizeof want)) < 0) return;
+    hit = rsd_ollama_name_normalise(m->id, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
+    for (k = 0; k < m->n_aliases && !hit; k++)
+        hit = rsd_ollama_name_normalise(m->aliases[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
+    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || RSD_LISTING_ARENA_BYTES - l->arena_used <= name.len) return;
+    memcpy(l->arena + l->arena_used, name.ptr, name.len);
+    l->arena[l->arena_used + name.len] = '\0';
+    m->aliases[m->n_aliases].ptr = l->arena + l->arena_used;
+    m->aliases[m->n_aliases++].len = name.len;
+    l->arena_used += name.len + 1;
+}
+
+/* O9, W10: the keep and our attributed ids match the entries they name once
+   normalised, so "llama3.2" (as requested, as attributed) is "llama3.2:latest". */
+RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
+    int i, k;
+    for (i = 0; i < l->n; i++) {
+        rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(r->keep));
+        for (k = 0; k < r->n_ours; k++) rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(r->ours[k]));
+    }
+}
+
+RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
+    int rc = rsd_ollama_ps_listing(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    if (rc < 0) return rc;
+    if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
+    rsdi_ollama_names(r, out);
+    return RSD_OK;
+}
+
+RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
+    rsd_ollama_reply g;
+    if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
+    /* a 2xx carrying an error member is a refusal; an unreadable 2xx is taken as
+       accepted: the wait that follows checks /api/ps */
+    if (rsd_ollama_parse_generate(&g, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == RSD_ERR_SERVER_ERROR)
+        return RSD_LOAD_REJECTED;
+    return RSD_LOAD_ACCEPTED;
+}
+
+RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
+    static const rsd_runtime rt = {
+        "ollama", "Ollama", RSD_STRATEGY_SCHEDULER, RSD_RT_LOAD | RSD_RT_WAIT,
+        rsdi_ollama_request, rsdi_ollama_rt_list, NULL, rsdi_ollama_load_answer};
+    return &rt;
+}
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
+/* Phases of an LM Studio reconcile. */
+enum {
+    RSDI_LP_DONE = 0,
+    RSDI_LP_LIST,          /* awaiting a catalog GET (tier_try) */
+    RSDI_LP_LOCK,          /* awaiting lock_done */
+    RSDI_LP_RELIST,        /* awaiting the v1 listing under the lock (W1) */
+    RSDI_LP_LOAD,          /* awaiting the keep's load */
+    RSDI_LP_AFTER,         /* awaiting the listing after a failed load (W14) */
+    RSDI_LP_UNLOAD,        /* awaiting an unload of unload_inst[ui] */
+    RSDI_LP_RESTORE,       /* awaiting the reload of evicted[ri] */
+    RSDI_LP_COMMIT,        /* COMMIT step to hand out */
+    RSDI_LP_COMMIT_OUT,    /* COMMIT handed out */
+    RSDI_LP_UNLOCK,        /* UNLOCK step to hand out */
+    RSDI_LP_UNLOCK_OUT     /* UNLOCK handed out */
+};
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 6, 7)))
+#endif
+RSDI_PRIVATE void rsdi_lms_notice(rsd_lms_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
+                                  rsd_notice_level level, const char *subject, const char *fmt, ...) {
+    rsd_reconcile_notice *n;
+    va_list ap;
+    int len;
+    if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
+        r->notices_dropped++;
+        return;
+    }
+    n = &r->notices[r->n_notices];
+    memset(n, 0, sizeof *n);
+    n->notice.subject = -1;
+    n->dmsg = dmsg;
+    n->notice.kind = kind;
+    n->notice.level = level;
+    rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
+    va_start(ap, fmt);
+    len = vsnprintf(n->text, sizeof n->text, fmt, ap);
+    va_end(ap);
+    n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
+    r->n_notices++;
+}
+
+/* Render the plan's notices while the facts' views are alive (inside a feed). */
+RSDI_PRIVATE void rsdi_lms_emit_plan(rsd_lms_reconcile *r) {
+    int i, len;
+    for (i = 0; i < r->plan.n_notices && i < RSD_MAX_NOTICES; i++) {
+        const rsd_notice *pn = &r->plan.notices[i];
+        rsd_reconcile_notice *n;
+        if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
+            r->notices_dropped++;
+            continue;
+        }
+        n = &r->notices[r->n_notices];
+        memset(n, 0, sizeof *n);
+        n->notice = *pn;
+        n->dmsg = RSD_DMSG_PLAN;
+        if (pn->subject >= 0 && pn->subject < r->facts.n_residents)
+            rsdi_cpy_str(n->subject, sizeof n->subject, r->facts.residents[pn->subject].model_id);
+        len = rsd_notice_format(&r->facts, &r->plan, pn, n->text, sizeof n->text);
+        n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
+        n->notice.subject = -1;
+        r->n_notices++;
+    }
+}
+
+RSDI_PRIVATE void rsdi_lms_done(rsd_lms_reconcile *r, uint64_t now_ms) {
+    r->phase = RSDI_LP_DONE;
+    r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = RSD_STEP_DONE;
+    r->step.result = r->result.error;
+}
+
+/* COMMIT when something changed, UNLOCK when locked, then DONE. */
+RSDI_PRIVATE void rsdi_lms_finish(rsd_lms_reconcile *r, uint64_t now_ms) {
+    r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.key = r->key;
+    if (r->result.mutated) {
+        r->phase = RSDI_LP_COMMIT;
+        r->step.kind = RSD_STEP_COMMIT;
+    } else if (r->locked) {
+        r->phase = RSDI_LP_UNLOCK;
+        r->step.kind = RSD_STEP_UNLOCK;
+    } else {
+        rsdi_lms_done(r, now_ms);
+    }
+}
+
+RSDI_PRIVATE void rsdi_lms_degrade(rsd_lms_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+    r->result.outcome = RSD_OUTCOME_DEGRADED;
+    r->result.error = err < 0 ? err : RSD_ERR_PAYLOAD;
+    if (r->result.decision == RSD_DECISION_NONE) r->result.decision = RSD_DECISION_OBSERVE;
+    rsdi_cpy(r->result.message, sizeof r->result.message, msg);
+    rsdi_lms_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
+                    "LM Studio target '%s' could not be read (%s); observing only, nothing changed.",
+                    r->target_id, msg);
+    rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", msg);
+    rsdi_lms_finish(r, now_ms);
+}
+
+/* Issue an HTTP step: GET <root>path, or POST with r->body[0..body_len). */
+RSDI_PRIVATE void rsdi_lms_http(rsd_lms_reconcile *r, int phase, rsd_http_op op, const char *model,
+                                const char *path, int body_len, uint64_t now_ms) {
+    rsd_step_http *h = &r->step.http;
+    uint64_t dl = phase == RSDI_LP_RESTORE ? r->restore_deadline : r->deadline;
+    uint64_t left = rsdi_rc_left(dl, now_ms), t;
+    size_t a = strlen(r->root), b = strlen(path);
+    memset(&r->step, 0, sizeof r->step);
+    if (a + b + 1 > sizeof r->url) {
+        rsdi_lms_degrade(r, RSD_ERR_URL, "request URL too long", now_ms);
+        return;
+    }
+    memcpy(r->url, r->root, a);
+    memcpy(r->url + a, path, b + 1);
+    r->step.kind = RSD_STEP_HTTP;
+    h->op = op;
+    h->model = model ? model : "";
+    h->url = r->url;
+    h->method = body_len >= 0 ? "POST" : "GET";
+    if (body_len >= 0) {
+        h->body = r->body;
+        h->body_len = (size_t)body_len;
+        h->headers[h->n_headers].name = "Content-Type";
+        h->headers[h->n_headers++].value = "application/json";
+    }
+    if (r->auth[0]) {
+        h->headers[h->n_headers].name = "Authorization";
+        h->headers[h->n_headers++].value = r->auth;
+    }
+    t = op == RSD_OP_LIST ? (r->probe_ms < left ? r->probe_ms : left) : left;
+    if (t < 1) t = 1;
+    h->timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
+    r->phase = phase;
+    r->result.requests++;
+}
+
+RSDI_PRIVATE void rsdi_lms_list(rsd_lms_reconcile *r, int phase, rsd_lms_tier tier, uint64_t now_ms) {
+    rsdi_lms_http(r, phase, RSD_OP_LIST, "",
+                  tier == RSD_LMS_TIER_V1 ? "/api/v1/models" : tier == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models",
+                  -1, now_ms);
+}
+
+/* "POST <url>: timed out" or the server's message or "HTTP <status>". */
+RSDI_PRIVATE void rsdi_lms_why(rsd_lms_reconcile *r, int transport, int status, const rsd_server_error *e,
+                               char *buf, size_t cap) {
+    if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %.300s: %s", r->step.http.method, r->url, rsd_result_str(transport));
+    else if (e && e->present && e->message[0]) (void)RSD_SNPRINTF(buf, cap, "%s", e->message);
+    else (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
+}
+
+/* Is (model key, instance) owned? */
+RSDI_PRIVATE bool rsdi_lms_owned(const rsd_lms_reconcile *r, rsd_str inst) {
+    int i;
+    for (i = 0; i < r->n_owned; i++)
+        if (rsd_str_eq_c(inst, r->owned_inst[i])) return true;
+    return false;
+}
+
+RSDI_PRIVATE void rsdi_lms_own(rsd_lms_reconcile *r, const char *model, const char *inst, bool add_attr) {
+    if (r->n_owned < (int)(sizeof r->owned_inst / sizeof r->owned_inst[0])) {
+        rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, model);
+        rsdi_cpy(r->owned_inst[r->n_owned], RSD_MODEL_ID_MAX, inst);
+        r->n_owned++;
+    }
+    if (add_attr && r->result.n_attr_add < RSD_LMS_MAX_EVICT + 1) {
+        rsdi_cpy(r->result.attr_add[r->result.n_attr_add].model, RSD_MODEL_ID_MAX, model);
+        rsdi_cpy(r->result.attr_add[r->result.n_attr_add++].instance, RSD_MODEL_ID_MAX, inst);
+    }
+}
+
+RSDI_PRIVATE void rsdi_lms_disown(rsd_lms_reconcile *r, const char *inst) {
+    int i;
+    for (i = 0; i < r->n_owned; i++)
+        if (strcmp(r->owned_inst[i], inst) == 0) {
+            r->n_owned--;
+            memmove(r->owned_inst[i], r->owned_inst[r->n_owned], RSD_MODEL_ID_MAX);
+            memmove(r->owned_model[i], r->owned_model[r->n_owned], RSD_MODEL_ID_MAX);
+            return;
+        }
+}
+
+/* Resolve against r->cat (inside a feed); copies wire id, key, state. */
+RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_lms_reconcile *r) {
+    rsd_lms_resolution res;
+    int i;
+    for (i = 0; i < r->n_peers; i++) {
+        r->peers[i].target_id = rsd_str_c(r->peer_target[i]);
+        r->peers[i].instance_ids = r->peer_views + r->peer_first[i];
+        r->peers[i].n_instance_ids = r->peer_count[i];
+    }
+    (void)rsd_lms_resolve(&r->cat, rsd_str_c(r->model), rsd_str_c(r->default_model), r->peers, r->n_peers, &res);
+    r->result.state = res.state;
+    rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, res.wire_id);
+    if (res.model >= 0) rsdi_cpy_str(r->result.model_key, sizeof r->result.model_key, r->cat.models[res.model].key);
+    else rsdi_cpy(r->result.model_key, sizeof r->result.model_key, r->model);
+    return res;
+}
+
+/* Facts from r->cat, decide (JIT), copy the fallback keys. RSD_OK or <0. */
+RSDI_PRIVATE int rsdi_lms_decide(rsd_lms_reconcile *r, int keep_model, bool emit) {
+    rsd_facts *f = &r->facts;
+    int n, i, rc;
+    for (i = 0; i < r->n_owned; i++) r->owned_views[i] = rsd_str_c(r->owned_inst[i]);
+    n = rsd_lms_residents(&r->cat, r->owned_views, r->n_owned, r->res, RSD_MAX_RESIDENTS);
+    if (n < 0) return n == RSD_ERR_BUFFER ? RSD_ERR_RESIDENTS_LIMIT : n;
+    memset(f, 0, sizeof *f);
+    f->strategy = RSD_STRATEGY_JIT;
+    f->optout = r->optout;
+    f->target_id = rsd_str_c(r->target_id);
+    f->runtime_id = rsd_str_c("lmstudio");
+    f->keep = rsd_str_c(r->result.model_key);
+    f->keep_pinned = r->keep_pinned;
+    f->residents = r->res;
+    f->n_residents = n;
+    f->protected_models = r->protected_models;
+    f->n_protected = r->n_protected;
+    f->context_length = r->load.context_length;
+    f->model_max_context = r->ctx_max ? r->ctx_max
+                         : keep_model >= 0 ? r->cat.models[keep_model].max_context_length : 0;
+    f->context_ceiling = r->ctx_ceiling;
+    if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
+    if (emit) rsdi_lms_emit_plan(r);
+    r->n_cand = 0;
+    for (i = 0; i < r->plan.n_fallback; i++) {
+        int e = r->plan.fallback[i];
+        if (e >= 0 && e < n) rsdi_cpy_str(r->cand[r->n_cand++], RSD_MODEL_ID_MAX, r->res[e].model_id);
+    }
+    r->result.decision = r->plan.decision;
+    r->result.reason = r->plan.reason;
+    r->result.load_context = r->plan.load_context;
+    return RSD_OK;
+}
+
+/* Remember the keep's instances before our load (to spot a load that landed late). */
+RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_lms_reconcile *r) {
+    int i;
+    r->n_before = 0;
+    for (i = 0; i < r->cat.n_instances && r->n_before < 16; i++)
+        if (rsd_str_eq_c(r->cat.models[r->cat.instances[i].model].key, r->result.model_key))
+            rsdi_cpy_str(r->before[r->n_before++], RSD_MODEL_ID_MAX, r->cat.instances[i].id);
+}
+
+RSDI_PRIVATE void rsdi_lms_do_load(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsd_lms_load_opts o = r->load;
+    int n;
+    if (now_ms >= r->deadline) {
+        r->fail_error = RSD_ERR_TIMEOUT;
+        rsdi_cpy(r->fail_reason, sizeof r->fail_reason, "the reconcile deadline passed before the load");
+        r->phase = RSDI_LP_DONE;
+        return;
+    }
+    if (o.context_length) o.context_length = r->plan.load_context ? r->plan.load_context : o.context_length;
+    n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(r->result.model_key), &o);
+    if (n < 0) {
+        rsdi_lms_degrade(r, n, "cannot build the load body", now_ms);
+        return;
+    }
+    r->attempts++;
+    r->result.load_attempts = (uint32_t)r->attempts;
+    rsdi_lms_http(r, RSDI_LP_LOAD, RSD_OP_LOAD, r->result.model_key, "/api/v1/models/load", n, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_lms_next_restore(rsd_lms_reconcile *r, uint64_t now_ms) {
+    char ok[RSD_RECONCILE_NOTICE_TEXT_MAX], bad[RSD_RECONCILE_NOTICE_TEXT_MAX];
+    size_t no = 0, nb = 0;
+    int i;
+    if (r->ri < r->result.n_evicted && now_ms < r->restore_deadline) {
+        rsd_lms_load_opts o;
+        int n;
+        memset(&o, 0, sizeof o);
+        o.context_length = r->result.evicted[r->ri].context_length;
+        n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(r->result.evicted[r->ri].model), &o);
+        if (n >= 0) {
+            rsdi_lms_http(r, RSDI_LP_RESTORE, RSD_OP_LOAD, r->result.evicted[r->ri].model, "/api/v1/models/load", n,
+                          now_ms);
+            return;
+        }
+        r->ri++;
+        rsdi_lms_next_restore(r, now_ms);
+        return;
+    }
+    ok[0] = bad[0] = '\0';
+    for (i = 0; i < r->result.n_evicted; i++) {
+        bool good = r->result.evicted[i].restored;
+        char *b = good ? ok : bad;
+        size_t *n = good ? &no : &nb;
+        int w;
+        if (*n >= sizeof ok - 1) continue;
+        w = RSD_SNPRINTF(b + *n, sizeof ok - *n, "%s'%s'", *n ? ", " : "", r->result.evicted[i].model);
+        if (w > 0) *n = *n + (size_t)w > sizeof ok - 1 ? sizeof ok - 1 : *n + (size_t)w;
+    }
+    if (no)
+        rsdi_lms_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, NULL,
+                        "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
+                        r->result.model_key, r->target_id, r->fail_reason, ok);
+    if (nb)
+        rsdi_lms_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
+                        "loading '%s' on '%s' failed (%s) and %s could not be restored; the target may "
+                        "now serve nothing. Reload it on the server.",
+                        r->result.model_key, r->target_id, r->fail_reason, bad);
+    rsdi_lms_finish(r, now_ms);
+}
+
+/* Every load failed: report, then restore what was unloaded (R70-R74, W14). */
+RSDI_PRIVATE void rsdi_lms_load_failed(rsd_lms_reconcile *r, uint64_t now_ms) {
+    r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
+    r->result.error = r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED;
+    rsdi_cpy(r->result.message, sizeof r->result.message, r->fail_reason);
+    rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->model);
+    rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
+                    "loading '%s' on '%s' failed: %s", r->result.model_key, r->target_id, r->fail_reason);
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s",
+              r->result.model_key, r->fail_reason);
+    r->ri = 0;
+    r->restore_deadline = now_ms + r->restore_ms;
+    r->in_restore = true;
+    rsdi_lms_next_restore(r, now_ms);
+}
+
+/* After the listing that follows a failed load (inside its feed): adopt a late
+   instance, else free the next candidate, else retry once, else fail. */
+RSDI_PRIVATE void rsdi_lms_after_failure(rsd_lms_reconcile *r, uint64_t now_ms) {
+    int i, k;
+    for (i = 0; i < r->cat.n_instances; i++) {
+        const rsd_lms_instance *in = &r->cat.instances[i];
+        bool seen = false;
+        if (!rsd_str_eq_c(r->cat.models[in->model].key, r->result.model_key)) continue;
+        for (k = 0; k < r->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, r->before[k]);
+        if (seen) continue;
+        /* W13: our load landed after the client gave up: the instance is ours */
+        rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, in->id);
+        rsdi_lms_own(r, r->result.model_key, r->result.wire_id, true);
+        r->result.state = RSD_LMS_INSTANCE;
+        r->result.adopted = r->result.loaded = r->result.mutated = true;
+        r->result.outcome = RSD_OUTCOME_RESIDENT;
+        r->result.error = RSD_OK;
+        rsdi_lms_finish(r, now_ms);
+        return;
+    }
+    if (r->attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        for (; r->ci < r->n_cand; r->ci++) {
+            r->n_unload = 0;
+            for (i = 0; i < r->cat.n_instances && r->n_unload < 16; i++) {
+                const rsd_lms_instance *in = &r->cat.instances[i];
+                if (!rsd_str_eq_c(r->cat.models[in->model].key, r->cand[r->ci]) || !rsdi_lms_owned(r, in->id)) continue;
+                if (r->result.n_evicted + r->n_unload >= RSD_LMS_MAX_EVICT) break;
+                rsdi_cpy_str(r->unload_inst[r->n_unload], RSD_MODEL_ID_MAX, in->id);
+                r->unload_ctx[r->n_unload++] = in->context_length;
+            }
+            if (r->n_unload > 0) {
+                int n = rsd_lms_unload_body(r->body, sizeof r->body, rsd_str_c(r->unload_inst[0]));
+                r->ui = 0;
+                r->evict_mark = r->result.n_evicted;
+                if (n < 0) continue;
+                rsdi_lms_http(r, RSDI_LP_UNLOAD, RSD_OP_UNLOAD, r->unload_inst[0], "/api/v1/models/unload", n, now_ms);
+                return;
+            }
+        }
+        if (!r->retried_plain && r->attempts == 1 && r->n_cand > 0) { /* upstream S32: retry once */
+            r->retried_plain = true;
+            rsdi_lms_do_load(r, now_ms);
+            if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
+            return;
+        }
+    }
+    rsdi_lms_load_failed(r, now_ms);
+}
+
+/* First catalog in hand (inside its feed): resolve, exit early or decide. */
+RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
+    int rc, i;
+    if (res.state != RSD_LMS_UNKNOWN && strcmp(r->result.wire_id, r->model) != 0)
+        rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, r->model,
+                        "LM Studio resolved '%s' to loaded instance '%s' on target '%s'.", r->model,
+                        r->result.wire_id, r->target_id);
+    if (res.peer_mask) {
+        char peers[RSD_RECONCILE_NOTICE_TEXT_MAX];
+        size_t n = 0;
+        peers[0] = '\0';
+        for (i = 0; i < r->n_peers && i < 32; i++) {
+            int w;
+            if (!((res.peer_mask >> i) & 1u) || n >= sizeof peers - 1) continue;
+            w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->peer_target[i]);
+            if (w > 0) n = n + (size_t)w > sizeof peers - 1 ? sizeof peers - 1 : n + (size_t)w;
+        }
+        rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_WARNING, r->result.wire_id,
+                        "LM Studio instance '%s' is also loaded on %s; this request may be served by that LM "
+                        "Link peer.", r->result.wire_id, peers);
+    }
+    if (res.state == RSD_LMS_UNKNOWN && !r->cat.truncated) { /* S22 */
+        char ids[RSD_RECONCILE_TEXT_MAX];
+        size_t n = 0;
+        ids[0] = '\0';
+        for (i = 0; i < r->cat.n_instances && n < sizeof ids - 1; i++) {
+            int w = RSD_SNPRINTF(ids + n, sizeof ids - n, "%s%.*s", n ? ", " : "", (int)r->cat.instances[i].id.len,
+                                 r->cat.instances[i].id.ptr);
+            if (w > 0) n = n + (size_t)w > sizeof ids - 1 ? sizeof ids - 1 : n + (size_t)w;
+        }
+        (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message,
+                           "LM Studio target '%.100s' does not advertise model '%.100s'. Resident instances: %.160s. Configure "
+                           "an explicit LM Studio load before requesting an unlisted model.",
+                           r->target_id, r->model, n ? ids : "none");
+        r->result.outcome = RSD_OUTCOME_DECLINED;
+        r->result.error = RSD_ERR_NOT_SERVED;
+        r->result.decision = RSD_DECISION_DECLINE;
+        r->result.reason = RSD_REASON_DECLINE_NOT_LOADABLE;
+        rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, r->model, "%s", r->result.message);
+        rsdi_lms_finish(r, now_ms);
+        return;
+    }
+    r->result.error = RSD_OK;
+    if (res.state == RSD_LMS_INSTANCE) {
+        r->result.outcome = RSD_OUTCOME_RESIDENT;
+        r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
+        r->result.reason = RSD_REASON_KEEP_RESIDENT;
+        rsdi_lms_finish(r, now_ms);
+        return;
+    }
+    if (r->cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->explicit_load)) {
+        /* entries were cut off: the keep or a resident may be among them; act on nothing */
+        rsdi_lms_degrade(r, RSD_ERR_LISTING_TRUNCATED, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES", now_ms);
+        return;
+    }
+    r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use (S25) */
+    if (!r->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
+        rsdi_lms_finish(r, now_ms);
+        return;
+    }
+    if ((rc = rsdi_lms_decide(r, res.model, true)) < 0) {
+        rsdi_lms_degrade(r, rc, "the catalog cannot be decided on", now_ms);
+        return;
+    }
+    if (r->plan.decision != RSD_DECISION_LOAD && r->plan.decision != RSD_DECISION_LOAD_AFTER_EVICT) {
+        if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) r->result.outcome = RSD_OUTCOME_RESIDENT;
+        rsdi_lms_finish(r, now_ms); /* OBSERVE (W19: never loads) */
+        return;
+    }
+    rsdi_lms_snapshot_keep(r);
+    if (r->want_lock) {
+        memset(&r->step, 0, sizeof r->step);
+        r->phase = RSDI_LP_LOCK;
+        r->locked = true;
+        r->step.kind = RSD_STEP_LOCK;
+        r->step.key = r->key;
+        r->step.deadline_ms = r->deadline;
+        return;
+    }
+    rsdi_lms_do_load(r, now_ms);
+    if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
+}
+
+RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d, uint64_t now_ms) {
+    char raw[RSD_RECONCILE_URL_MAX + 16];
+    int i, j, rc;
+    if (!r) return RSD_ERR_ARG;
+    memset(&r->result, 0, sizeof r->result);
+    r->n_notices = r->notices_dropped = 0;
+    r->key[0] = '\0';
+    r->t0 = now_ms;
+    r->locked = false;
+    r->phase = RSDI_LP_DONE;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = RSD_STEP_DONE;
+    r->step.result = r->result.error = RSD_ERR_ARG;
+    r->result.outcome = RSD_OUTCOME_DEGRADED;
+    if (!d || !d->model || !d->base_url || d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED ||
+        (d->n_protected && !d->protected_models) || d->n_owned < 0 || d->n_owned > RSD_LMS_MAX_OWNED ||
+        (d->n_owned && !d->owned) || d->n_peers < 0 || d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
+        return RSD_ERR_ARG;
+    rc = rsd_lms_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root - 64);
+    if (rc <= 0 || strchr(r->root, '?') || strchr(r->root, '#')) return r->step.result = r->result.error = RSD_ERR_URL;
+    if (!rsdi_cpy(r->model, sizeof r->model, d->model) || !r->model[0] ||
+        !rsdi_cpy(r->default_model, sizeof r->default_model, d->default_model ? d->default_model : ""))
+        return r->step.result = r->result.error = RSD_ERR_MODEL_ID;
+    if (d->target_key) rsdi_cpy(raw, sizeof raw, d->target_key);
+    else (void)RSD_SNPRINTF(raw, sizeof raw, "lmstudio|%s", r->root);
+    if (rsd_target_key_normalise(rsd_str_c(raw), r->key, sizeof r->key) < 0)
+        return r->step.result = r->result.error = RSD_ERR_BUFFER;
+    rsdi_cpy(r->target_id, sizeof r->target_id, d->target_id ? d->target_id : r->root);
+    r->auth[0] = '\0';
+    if (d->bearer && d->bearer[0]) {
+        const char *p;
+        for (p = d->bearer; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7F) return RSD_ERR_ARG;
+        if (RSD_SNPRINTF(r->auth, sizeof r->auth, "Bearer %s", d->bearer) >= (int)sizeof r->auth) return RSD_ERR_ARG;
+    }
+    r->n_protected = 0;
+    for (i = 0; i < d->n_protected; i++) {
+        const rsd_protected_model *p = &d->protected_models[i];
+        if (!p->model_id.ptr || p->model_id.len >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
+        memcpy(r->protected_ids[i], p->model_id.ptr, p->model_id.len);
+        r->protected_ids[i][p->model_id.len] = '\0';
+        r->protected_models[i].model_id.ptr = r->protected_ids[i];
+        r->protected_models[i].model_id.len = p->model_id.len;
+        r->protected_models[i].role = p->role;
+        r->n_protected++;
+    }
+    r->n_owned = 0;
+    for (i = 0; i < d->n_owned; i++) {
+        if (!d->owned[i].instance || !d->owned[i].instance[0]) continue;
+        if (!rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, d->owned[i].model ? d->owned[i].model : "") ||
+            !rsdi_cpy(r->owned_inst[r->n_owned], RSD_MODEL_ID_MAX, d->owned[i].instance))
+            return RSD_ERR_MODEL_ID;
+        r->n_owned++;
+    }
+    r->n_peers = r->n_peer_ids = 0;
+    for (i = 0; i < d->n_peers; i++) {
+        const rsd_lms_peer *p = &d->peers[i];
+        if ((p->n_instance_ids && !p->instance_ids) || p->n_instance_ids < 0) return RSD_ERR_ARG;
+        rsdi_cpy_str(r->peer_target[i], RSD_MODEL_ID_MAX, p->target_id);
+        r->peer_first[i] = r->n_peer_ids;
+        r->peer_count[i] = 0;
+        for (j = 0; j < p->n_instance_ids && r->n_peer_ids < RSD_LMS_MAX_PEER_IDS; j++) {
+            if (p->instance_ids[j].len >= RSD_MODEL_ID_MAX || !p->instance_ids[j].ptr) continue;
+            rsdi_cpy_str(r->peer_ids[r->n_peer_ids], RSD_MODEL_ID_MAX, p->instance_ids[j]);
+            r->peer_views[r->n_peer_ids] = rsd_str_c(r->peer_ids[r->n_peer_ids]);
+            r->n_peer_ids++;
+            r->peer_count[i]++;
+        }
+        r->n_peers++;
+    }
+    r->logger = d->logger;
+    r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
+    r->explicit_load = d->explicit_load;
+    r->keep_pinned = d->keep_pinned;
+    r->want_lock = d->lock;
+    r->has_gen = d->has_generation;
+    r->gen = d->generation;
+    r->load = d->load;
+    r->ctx_max = d->model_max_context;
+    r->ctx_ceiling = d->context_ceiling;
+    r->probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms : (uint32_t)RSD_LMS_PROBE_TIMEOUT_MS;
+    r->restore_ms = d->restore_ms ? d->restore_ms : (uint32_t)RSD_LMS_RESTORE_MS;
+    r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_LMS_DEADLINE_MS);
+    r->tier_try = RSD_LMS_TIER_V1;
+    r->attempts = r->ci = r->ui = r->n_cand = r->n_unload = r->ri = r->n_before = 0;
+    r->retried_plain = r->in_restore = false;
+    r->first_err[0] = r->fail_reason[0] = '\0';
+    r->fail_error = RSD_OK;
+    r->result.error = RSD_OK;
+    r->result.outcome = RSD_OUTCOME_NONE;
+    rsdi_lms_list(r, RSDI_LP_LIST, RSD_LMS_TIER_V1, now_ms);
+    return RSD_OK;
+}
+
+RSD_API rsd_step rsd_lms_reconcile_next(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsd_step none;
+    if (!r) {
+        memset(&none, 0, sizeof none);
+        none.kind = RSD_STEP_DONE;
+        none.result = RSD_ERR_ARG;
+        return none;
+    }
+    switch (r->phase) {
+    case RSDI_LP_COMMIT:
+        r->phase = RSDI_LP_COMMIT_OUT;
+        return r->step;
+    case RSDI_LP_COMMIT_OUT: /* handed out: UNLOCK when locked, else DONE */
+        if (r->locked) {
+            memset(&r->step, 0, sizeof r->step);
+            r->step.kind = RSD_STEP_UNLOCK;
+            r->step.key = r->key;
+            r->phase = RSDI_LP_UNLOCK_OUT;
+            return r->step;
+        }
+        rsdi_lms_done(r, now_ms);
+        return r->step;
+    case RSDI_LP_UNLOCK:
+        r->phase = RSDI_LP_UNLOCK_OUT;
+        return r->step;
+    case RSDI_LP_UNLOCK_OUT:
+        r->locked = false;
+        rsdi_lms_done(r, now_ms);
+        return r->step;
+    default:
+        return r->step;
+    }
+}
+
+RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
+    if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
+    r->result.lock_held = held;
+    if (!held) {
+        rsdi_lms_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                        "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
+    }
+    if (held && r->has_gen && generation == r->gen) {
+        rsdi_lms_do_load(r, now_ms);
+        if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
+    } else {
+        rsdi_lms_list(r, RSDI_LP_RELIST, RSD_LMS_TIER_V1, now_ms);
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_lms_reconcile_feed(rsd_lms_reconcile *r, int transport, int http_status, const char *body,
+                                   size_t len, uint64_t now_ms) {
+    char why[RSD_RECONCILE_TEXT_MAX];
+    bool ok2xx;
+    int rc;
+    if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
+    if (!body) len = 0;
+    ok2xx = transport == RSD_OK && http_status >= 200 && http_status <= 299;
+    switch (r->phase) {
+    case RSDI_LP_LIST: {
+        rsd_lms_tier tier = (rsd_lms_tier)r->tier_try;
+        if (transport < 0) {
+            rsdi_lms_why(r, transport, 0, NULL, why, sizeof why);
+            rsdi_lms_degrade(r, transport, why, now_ms);
+            return RSD_OK;
+        }
+        rc = rsd_lms_catalog_from_response(&r->cat, tier, http_status, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+        if (rc == RSD_ERR_AUTH) {
+            rsdi_lms_degrade(r, rc, "LM Studio authentication required", now_ms);
+            return RSD_OK;
+        }
+        if (rc < 0) {
+            if (!r->first_err[0] && r->cat.error.message[0]) rsdi_cpy(r->first_err, sizeof r->first_err, r->cat.error.message);
+            if (r->tier_try < RSD_LMS_TIER_OPENAI) {
+                r->tier_try++;
+                rsdi_lms_list(r, RSDI_LP_LIST, (rsd_lms_tier)r->tier_try, now_ms);
+            } else {
+                rsdi_lms_degrade(r, RSD_ERR_PAYLOAD,
+                                 r->first_err[0] ? r->first_err : "LM Studio returned no recognized model catalog", now_ms);
+            }
+            return RSD_OK;
+        }
+        r->result.tier = tier;
+        rsdi_lms_on_catalog(r, now_ms);
+        return RSD_OK;
+    }
+    case RSDI_LP_RELIST: {
+        rsd_lms_resolution res;
+        rc = ok2xx ? rsd_lms_catalog_from_response(&r->cat, RSD_LMS_TIER_V1, http_status, body, len, r->toks,
+                                                   RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
+        if (rc < 0) {
+            rsdi_lms_why(r, transport, http_status, NULL, why, sizeof why);
+            rsdi_lms_degrade(r, transport < 0 ? transport : rc, why, now_ms);
+            return RSD_OK;
+        }
+        res = rsdi_lms_resolve_cat(r);
+        if (res.state == RSD_LMS_INSTANCE) { /* loaded meanwhile: use it, load nothing (W1, W40) */
+            r->result.outcome = RSD_OUTCOME_RESIDENT;
+            r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
+            r->result.reason = RSD_REASON_KEEP_RESIDENT;
+            r->result.redecided = true;
+            rsdi_lms_finish(r, now_ms);
+            return RSD_OK;
+        }
+        if (res.state != RSD_LMS_JIT || (rc = rsdi_lms_decide(r, res.model, false)) < 0) {
+            rsdi_lms_degrade(r, rc < 0 ? rc : RSD_ERR_NOT_SERVED, "the model changed under the lock", now_ms);
+            return RSD_OK;
+        }
+        r->result.redecided = true;
+        rsdi_lms_snapshot_keep(r);
+        rsdi_lms_do_load(r, now_ms);
+        if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
+        return RSD_OK;
+    }
+    case RSDI_LP_LOAD:
+    case RSDI_LP_RESTORE: {
+        bool restore = r->phase == RSDI_LP_RESTORE;
+        rc = ok2xx ? rsd_lms_parse_reply(&r->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
+        if (!ok2xx && transport == RSD_OK)
+            (void)rsd_server_error_parse(&r->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+        if (rc == RSD_OK || (ok2xx && rc != RSD_ERR_SERVER_ERROR)) { /* an unreadable 2xx: loaded, id unknown */
+            bool have_id = rc == RSD_OK && r->reply.instance_id.len > 0;
+            char id[RSD_MODEL_ID_MAX];
+            id[0] = '\0';
+            if (have_id) rsdi_cpy_str(id, sizeof id, r->reply.instance_id);
+            r->result.mutated = true;
+            if (restore) {
+                r->result.evicted[r->ri].restored = true;
+                if (have_id) rsdi_lms_own(r, r->result.evicted[r->ri].model, id, true);
+                r->ri++;
+                rsdi_lms_next_restore(r, now_ms);
+                return RSD_OK;
+            }
+            r->result.loaded = true;
+            r->result.state = RSD_LMS_INSTANCE;
+            rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, have_id ? id : r->model); /* S31 */
+            if (have_id) rsdi_lms_own(r, r->result.model_key, id, true);
+            r->result.outcome = RSD_OUTCOME_RESIDENT;
+            r->result.error = RSD_OK;
+            rsdi_lms_finish(r, now_ms);
+            return RSD_OK;
+        }
+        rsdi_lms_why(r, transport, http_status, &r->reply.error, why, sizeof why);
+        if (restore) {
+            r->ri++;
+            rsdi_lms_next_restore(r, now_ms);
+            return RSD_OK;
+        }
+        rsdi_cpy(r->fail_reason, sizeof r->fail_reason, why);
+        r->fail_error = transport < 0 ? transport : rc == RSD_ERR_SERVER_ERROR ? RSD_ERR_SERVER_ERROR : RSD_ERR_LOAD_REJECTED;
+        rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->result.model_key,
+                        "loading '%s' on '%s' failed (%s); listing again before any retry.", r->result.model_key,
+                        r->target_id, why);
+        rsdi_lms_list(r, RSDI_LP_AFTER, RSD_LMS_TIER_V1, now_ms);
+        return RSD_OK;
+    }
+    case RSDI_LP_AFTER:
+        rc = ok2xx ? rsd_lms_catalog_from_response(&r->cat, RSD_LMS_TIER_V1, http_status, body, len, r->toks,
+                                                   RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
+        if (rc < 0) { /* blind: no further mutation */
+            rsdi_lms_load_failed(r, now_ms);
+            return RSD_OK;
+        }
+        rsdi_lms_after_failure(r, now_ms);
+        return RSD_OK;
+    case RSDI_LP_UNLOAD: {
+        const char *inst = r->unload_inst[r->ui];
+        bool good = ok2xx && rsd_lms_parse_reply(&r->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) != RSD_ERR_SERVER_ERROR;
+        if (good) {
+            rsd_lms_evicted *e = &r->result.evicted[r->result.n_evicted++];
+            rsdi_cpy(e->model, sizeof e->model, r->cand[r->ci]);
+            rsdi_cpy(e->instance, sizeof e->instance, inst);
+            e->context_length = r->unload_ctx[r->ui];
+            e->restored = false;
+            rsdi_cpy(r->result.attr_remove[r->result.n_attr_remove].model, RSD_MODEL_ID_MAX, r->cand[r->ci]);
+            rsdi_cpy(r->result.attr_remove[r->result.n_attr_remove++].instance, RSD_MODEL_ID_MAX, inst);
+            rsdi_lms_disown(r, inst);
+            r->result.mutated = true;
+            rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, r->cand[r->ci],
+                            "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, r->cand[r->ci],
+                            r->target_id, r->result.model_key);
+        } else {
+            if (transport == RSD_OK) (void)rsd_server_error_parse(&r->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+            rsdi_lms_why(r, transport, http_status, transport == RSD_OK ? &r->reply.error : NULL, why, sizeof why);
+            r->result.unload_failed = true;
+            rsdi_lms_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->cand[r->ci],
+                            "unloading instance '%s' of '%s' on '%s' failed: %s", inst, r->cand[r->ci], r->target_id, why);
+            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s: %s", inst, why);
+        }
+        if (++r->ui < r->n_unload) {
+            int n = rsd_lms_unload_body(r->body, sizeof r->body, rsd_str_c(r->unload_inst[r->ui]));
+            if (n >= 0) {
+                rsdi_lms_http(r, RSDI_LP_UNLOAD, RSD_OP_UNLOAD, r->unload_inst[r->ui], "/api/v1/models/unload", n, now_ms);
+                return RSD_OK;
+            }
+        }
+        r->ci++;
+        if (r->result.n_evicted > r->evict_mark) {
+            rsdi_lms_do_load(r, now_ms); /* freed something: retry */
+            if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
+        } else {
+            rsdi_lms_list(r, RSDI_LP_AFTER, RSD_LMS_TIER_V1, now_ms); /* nothing freed: next candidate */
+        }
+        return RSD_OK;
+    }
+    default:
+        return RSD_ERR_STATE;
+    }
+}
 /* >>driver:lmstudio end */
 /* ==== >>driver end ======================================================== */
 
