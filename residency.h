@@ -660,6 +660,10 @@ extern "C" {
     X(ERR_MODEL_LIMIT, -94, "server model limit reached and no resident may be evicted") \
     X(ERR_DISPLACED, -95, "restoring a displaced pinned model displaced the requested model") \
     X(ERR_PAYLOAD, -96, "server payload has the wrong shape")
+/* >>results:driver2 (range -100..-109): Ollama and LM Studio payloads and drivers */
+#define RSDI_RESULTS_DRIVER2(X) \
+    X(ERR_SERVER_ERROR, -100, "server replied with an error body") \
+    X(ERR_AUTH, -101, "server requires authentication (HTTP 401/403)")
 /* >>results:proc (range -70..-79) */
 #define RSDI_RESULTS_PROC(X)
 /* >>results:pool */
@@ -681,7 +685,8 @@ extern "C" {
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
-    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_PROC(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
+    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_DRIVER2(X) RSDI_RESULTS_PROC(X) \
+    RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -1464,8 +1469,334 @@ RSD_API int rsd_payload_error_message(const char *body, size_t len, rsd_json_tok
                                       uint32_t n_toks, char *buf, size_t cap);
 /* >>payload:router end */
 /* >>payload:ollama */
+/* Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation).
+   Each parser takes the response body and a caller token array (size it with
+   rsd_json_parse(doc, body, len, NULL, 0), or give RSD_PAYLOAD_TOKENS_HINT) and
+   fills a fixed-size caller-owned result. Strings in a result are views: into
+   the body when the JSON string had no escapes, else into the result's own
+   arena (decoded). Keep the body alive while the result is used, and copy what
+   must outlive it. Hostile input never crashes and never over-fills: an entry
+   without a usable id (missing, wrong type, empty, RSD_MODEL_ID_MAX bytes or
+   more, a control byte such as a decoded \u0000) is dropped and counted in
+   n_dropped; a wrong-typed optional field reads as absent; a body that is not
+   the expected shape is an error (RSD_ERR_JSON_TYPE), never a half result.
+
+   Shared:
+     int rsd_server_error_parse(out, body, len, toks, cap)
+         The error member of any reply: {"error":"text"} (Ollama, LM Studio
+         0.3/0.4 text form) or {"error":{"type","message","code","param"}}
+         (LM Studio v1 object form). 1 = present (out->message, out->type,
+         out->code filled; truncated and control bytes replaced by ' '),
+         0 = valid JSON with no error member, <0 = not JSON.
+   Ollama (wire.md 3; O3, O4, O9, W17):
+     int rsd_ollama_parse_ps(list, body, len, toks, cap)     GET /api/ps
+     int rsd_ollama_parse_tags(list, body, len, toks, cap)   GET /api/tags
+         {"models":[...]} -> list->models[] (name, model, digest, sizes,
+         context_length, expires_at with expires_unix_ms and expires_forever
+         for keep_alive < 0). "models": null reads as empty. Returns the
+         count kept (>= 0); entries past RSD_OLLAMA_MAX_MODELS are counted in
+         n_dropped and set truncated.
+     int rsd_ollama_tags_has(body, len, toks, cap, name)
+         1 if /api/tags lists name (compared normalised: "llama3.2" ==
+         "llama3.2:latest"), 0 if not, <0 on a bad body. No size cap.
+     int rsd_ollama_residents(list, out, cap)
+         O3/R4: model_id = "model" if non-empty else "name"; the other is an
+         alias when it differs; sizes only when the server gave numbers.
+     int rsd_ollama_name_normalise(name, out, cap)
+         The display form Ollama lists: host/namespace/model:tag with the
+         default host (registry.ollama.ai) and the "library" namespace
+         dropped, ":latest" added when the last segment has no tag.
+         Idempotent. Case is kept (R6 compares exactly).
+         Length, or RSD_ERR_BUFFER / RSD_ERR_MODEL_ID (empty).
+     int rsd_ollama_parse_version(out, body, len, toks, cap)   GET /api/version
+     int rsd_ollama_parse_generate(out, body, len, toks, cap)  POST /api/generate
+         {"done":true,"done_reason":"load"|"unload"} or {"error":...}:
+         RSD_OK, RSD_ERR_SERVER_ERROR (out->error filled), <0 bad body.
+     int rsd_ollama_load_body(buf, cap, model, opts)
+         {"model":m,"stream":false[,"keep_alive":s][,"options":{"num_ctx":n}]}
+     int rsd_ollama_unload_body(buf, cap, model)
+         {"model":m,"keep_alive":0,"stream":false}   (O4 without the prompt)
+   Limits: RSD_OLLAMA_MAX_MODELS 64, RSD_PAYLOAD_ARENA_BYTES 8192 per result,
+   RSD_SERVER_ERROR_MAX 256. */
+enum {
+    RSD_OLLAMA_MAX_MODELS = 64,      /* entries kept from /api/ps or /api/tags */
+    RSD_PAYLOAD_ARENA_BYTES = 8192,  /* decoded copies of escaped strings, per result */
+    RSD_PAYLOAD_TOKENS_HINT = 16384, /* tokens that cover any realistic listing */
+    RSD_SERVER_ERROR_MAX = 256       /* bytes kept of a server error message, incl. NUL */
+};
+
+/* The error member of a server reply (both the text and the object form). */
+typedef struct rsd_server_error {
+    bool present;                        /* the reply had a non-null "error" member */
+    char message[RSD_SERVER_ERROR_MAX];  /* text, or the object's "message"; "" if none */
+    char type[64];                       /* object form: "model_not_found", ...; else "" */
+    char code[64];                       /* object form: "code"; else "" */
+} rsd_server_error;
+
+/* Parse the "error" member of a reply body: 1 present, 0 absent, <0 not JSON. */
+RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,
+                                   rsd_json_tok *toks, uint32_t cap);
+
+/* One model from /api/ps (resident) or /api/tags (installed). */
+typedef struct rsd_ollama_model {
+    rsd_str name;                 /* display name with tag, e.g. "llama3.2:latest" */
+    rsd_str model;                /* same as name on current servers; may differ */
+    rsd_str digest;               /* sha256 hex, "" if absent */
+    rsd_str expires_at;           /* RFC 3339 text (ps only), "" if absent */
+    int64_t expires_unix_ms;      /* expires_at in Unix ms, valid if has_expires */
+    uint64_t size_bytes;          /* total bytes (RAM + VRAM), valid if has_size */
+    uint64_t size_vram_bytes;     /* bytes in VRAM, valid if has_size_vram */
+    uint32_t context_length;      /* effective num_ctx (ps), 0 if absent */
+    bool has_size, has_size_vram, has_expires;
+    bool expires_forever;         /* keep_alive < 0: expires after year 2200 */
+} rsd_ollama_model;
+
+/* Parsed /api/ps or /api/tags. Treat arena fields as private. */
+typedef struct rsd_ollama_list {
+    int n_models;                 /* entries kept, in listing order */
+    int n_entries;                /* entries in the payload */
+    int n_dropped;                /* entries not kept (no usable id, cap, arena) */
+    bool truncated;               /* an entry was dropped for a cap: absence proves nothing */
+    rsd_ollama_model models[RSD_OLLAMA_MAX_MODELS];
+    size_t arena_used;
+    char arena[RSD_PAYLOAD_ARENA_BYTES];
+} rsd_ollama_list;
+
+/* GET /api/ps: resident models. Count kept (>= 0) or <0 (JSON errors, RSD_ERR_JSON_TYPE). */
+RSD_API int rsd_ollama_parse_ps(rsd_ollama_list *out, const char *body, size_t len,
+                                rsd_json_tok *toks, uint32_t cap);
+/* GET /api/tags: installed models (same shape and results as rsd_ollama_parse_ps). */
+RSD_API int rsd_ollama_parse_tags(rsd_ollama_list *out, const char *body, size_t len,
+                                  rsd_json_tok *toks, uint32_t cap);
+/* 1 if /api/tags lists name (normalised compare, no cap), 0 if not, <0 on a bad body. */
+RSD_API int rsd_ollama_tags_has(const char *body, size_t len, rsd_json_tok *toks, uint32_t cap,
+                                rsd_str name);
+/* Fill residents for rsd_decide from a /api/ps list (O3, R4). Count or RSD_ERR_BUFFER. */
+RSD_API int rsd_ollama_residents(const rsd_ollama_list *list, rsd_resident *out, int cap);
+/* Normalise a model name to the form /api/ps lists ("llama3.2" -> "llama3.2:latest"). */
+RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap);
+
+/* GET /api/version. */
+typedef struct rsd_ollama_version {
+    char text[64];                /* "0.12.6" (truncated), "" if absent */
+    int major, minor, patch;      /* -1 where the text has no such number */
+} rsd_ollama_version;
+/* Parse {"version":"x.y.z"}: RSD_OK, RSD_ERR_JSON_TYPE (no version string), <0. */
+RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, size_t len,
+                                     rsd_json_tok *toks, uint32_t cap);
+
+/* done_reason of a /api/generate reply. */
+typedef enum rsd_ollama_done {
+    RSD_OLLAMA_DONE_NONE = 0,     /* absent (not done, or an older server) */
+    RSD_OLLAMA_DONE_LOAD,         /* "load": the model is loaded */
+    RSD_OLLAMA_DONE_UNLOAD,       /* "unload": unload accepted (happens asynchronously) */
+    RSD_OLLAMA_DONE_STOP,         /* "stop" */
+    RSD_OLLAMA_DONE_LENGTH,       /* "length" */
+    RSD_OLLAMA_DONE_OTHER,        /* any other text */
+    RSD_OLLAMA_DONE_NUM
+} rsd_ollama_done;
+
+/* A /api/generate reply (load or unload). */
+typedef struct rsd_ollama_reply {
+    bool done;                    /* "done": true */
+    rsd_ollama_done reason;       /* "done_reason" */
+    rsd_server_error error;       /* "error" member, if any */
+} rsd_ollama_reply;
+/* Parse a /api/generate reply: RSD_OK, RSD_ERR_SERVER_ERROR (error member), <0 bad body. */
+RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, size_t len,
+                                      rsd_json_tok *toks, uint32_t cap);
+
+/* Load request options; zeroed = {"model":m,"stream":false} only. */
+typedef struct rsd_ollama_load_opts {
+    bool set_keep_alive;          /* send keep_alive */
+    int64_t keep_alive_s;         /* seconds; < 0 = forever (what chats send, O5) */
+    uint32_t num_ctx;             /* options.num_ctx; 0 = omit (a different value reloads) */
+} rsd_ollama_load_opts;
+/* Write the load body for POST /api/generate into buf. Length or <0 (RSD_ERR_BUFFER). */
+RSD_API int rsd_ollama_load_body(char *buf, size_t cap, rsd_str model, const rsd_ollama_load_opts *opts);
+/* Write the unload body {"model":m,"keep_alive":0,"stream":false}. Length or <0. */
+RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model);
 /* >>payload:ollama end */
 /* >>payload:lmstudio */
+/* LM Studio payloads (wire.md 4; S1-S17, S28, S31, S33, W13-W16).
+     int rsd_lms_parse_models(cat, body, len, toks, cap)
+         Any catalog, tier by body shape (S4, S6): {"models":[...]} is REST v1
+         (0.4+: key, type, max_context_length, size_bytes, capabilities,
+         loaded_instances[{id, config.context_length}]); {"data":[...]} is v0
+         (0.3: id, state "loaded"/"not-loaded", loaded_context_length) or the
+         OpenAI list (id only) -- the caller tells those two apart by the URL
+         it asked. cat->tier is V1 or V0. Duplicate keys (LM Link) are folded
+         (S10): the first entry wins, missing scalars are filled from later
+         ones, instances are concatenated without duplicate ids. v0 rows
+         become models with one instance {id, context} when loaded (S11).
+         Returns the models kept (>= 0); RSD_ERR_SERVER_ERROR for a
+         200-with-error body ({"error":...}: a 0.3 server asked for v1, or an
+         unknown route); RSD_ERR_JSON_TYPE for any other shape.
+     int rsd_lms_catalog_from_response(cat, tier, status, body, len, toks, cap)
+         One step of tier detection (S4): tier is what was asked (V1 =
+         /api/v1/models, V0 = /api/v0/models, OPENAI = /v1/models). 401/403
+         -> RSD_ERR_AUTH; a 2xx body of that tier's shape -> the count (cat->tier
+         = tier); anything else -> <0 with cat->error holding the server's
+         message or "HTTP <status>" (try the next tier).
+     int rsd_lms_resolve(cat, requested, default_id, peers, n_peers, res)
+         Instance resolution (S15-S17): an instance id equal to requested ->
+         INSTANCE; a key equal to requested -> JIT when it has no instance,
+         else INSTANCE (the instance equal to default_id, else the first with
+         no LM Link peer, else the first); else UNKNOWN (S22). res->wire_id is
+         what to send; res->peer_mask has bit p set when peers[p] (another
+         server's listing, different root) also has that instance loaded.
+     int rsd_lms_residents(cat, owned_ids, n_owned, out, cap)
+         S27: one resident per distinct model key with a loaded instance
+         (listing order); loaded_by_us when one of its instances is owned.
+     int rsd_lms_parse_reply(out, body, len, toks, cap)
+         Load reply {"instance_id"|"model_instance_id", "status",
+         "load_config"|"config": {"context_length"}, "load_time_seconds"} or
+         unload reply {"instance_id"}; RSD_ERR_SERVER_ERROR on an error member
+         (any status: LM Studio answers unknown routes 200 + error).
+     int rsd_lms_load_body(buf, cap, key, opts)
+         The exact S28 body: {"model":k,"echo_load_config":true} then, only
+         when set, context_length, flash_attention, eval_batch_size,
+         num_experts, offload_kv_cache_to_gpu, in that order.
+     int rsd_lms_unload_body(buf, cap, instance_id)   {"instance_id":id}
+     int rsd_lms_root_url(url, out, cap)
+         S1: drop one trailing '/', then one trailing "/v1"; ws:// -> http://,
+         wss:// -> https://.
+   Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
+   RSD_LMS_MAX_PEERS 32; beyond them entries are dropped with truncated set,
+   so an UNKNOWN resolution on a truncated catalog proves nothing. */
+enum {
+    RSD_LMS_MAX_MODELS = 256,     /* catalog models kept (after folding duplicates) */
+    RSD_LMS_MAX_INSTANCES = 64,   /* loaded instances kept */
+    RSD_LMS_MAX_PEERS = 32        /* peer listings rsd_lms_resolve accepts */
+};
+
+/* API tier of an LM Studio server (S4). */
+typedef enum rsd_lms_tier {
+    RSD_LMS_TIER_NONE = 0,
+    RSD_LMS_TIER_V1,              /* 0.4+: /api/v1/models, load and unload exist */
+    RSD_LMS_TIER_V0,              /* 0.3.x: /api/v0/models, observe-only (no load API) */
+    RSD_LMS_TIER_OPENAI,          /* only /v1/models: ids, no state */
+    RSD_LMS_TIER_NUM
+} rsd_lms_tier;
+
+/* Model type as listed. */
+typedef enum rsd_lms_type {
+    RSD_LMS_TYPE_UNKNOWN = 0,
+    RSD_LMS_TYPE_LLM,
+    RSD_LMS_TYPE_VLM,
+    RSD_LMS_TYPE_EMBEDDING,       /* "embedding" (v1) or "embeddings" (v0) */
+    RSD_LMS_TYPE_OTHER,
+    RSD_LMS_TYPE_NUM
+} rsd_lms_type;
+
+/* One catalog model (folded over LM Link duplicates). */
+typedef struct rsd_lms_model {
+    rsd_str key;                  /* model key (v0: the row id) */
+    rsd_lms_type type;
+    uint32_t max_context_length;  /* 0 = not given */
+    uint64_t size_bytes;          /* valid if has_size */
+    bool has_size;
+    bool vision;                  /* capabilities.vision, else type vlm (S9) */
+    bool tools;                   /* trained_for_tool_use / "tool_use" */
+    bool reasoning;               /* capabilities.reasoning is true or an object */
+    int n_instances;              /* instances of this model in rsd_lms_catalog.instances */
+} rsd_lms_model;
+
+/* One loaded instance. */
+typedef struct rsd_lms_instance {
+    rsd_str id;                   /* instance id (the wire model id) */
+    int model;                    /* index into rsd_lms_catalog.models */
+    uint32_t context_length;      /* loaded context; 0 = not reported */
+} rsd_lms_instance;
+
+/* A parsed catalog. Treat arena fields as private. */
+typedef struct rsd_lms_catalog {
+    rsd_lms_tier tier;            /* shape found (V1 or V0), or the tier asked */
+    int n_models;                 /* folded models, first-appearance order */
+    int n_instances;              /* instances, listing order (a model's in order) */
+    int n_entries;                /* entries in the payload, before folding */
+    int n_dropped;                /* entries or instances not kept */
+    bool truncated;               /* something was dropped for a cap */
+    rsd_server_error error;       /* rsd_lms_catalog_from_response: why it failed */
+    rsd_lms_model models[RSD_LMS_MAX_MODELS];
+    rsd_lms_instance instances[RSD_LMS_MAX_INSTANCES];
+    size_t arena_used;
+    char arena[RSD_PAYLOAD_ARENA_BYTES];
+} rsd_lms_catalog;
+
+/* Parse an LM Studio catalog, tier by shape. Models kept (>= 0) or <0. */
+RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
+                                 rsd_json_tok *toks, uint32_t cap);
+/* One tier-detection step (S4, S6): count, RSD_ERR_AUTH, or <0 = try the next tier. */
+RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tier, int status,
+                                          const char *body, size_t len, rsd_json_tok *toks,
+                                          uint32_t cap);
+
+/* Another server's listing, for LM Link peer detection (S17). */
+typedef struct rsd_lms_peer {
+    rsd_str target_id;            /* that target's id (peers with equal ids count once) */
+    const rsd_str *instance_ids;  /* its loaded instance ids */
+    int n_instance_ids;
+} rsd_lms_peer;
+
+/* Resolution states (S15). */
+typedef enum rsd_lms_state {
+    RSD_LMS_UNKNOWN = 0,          /* not advertised (S22) */
+    RSD_LMS_JIT,                  /* a key with no instance: the server loads on use */
+    RSD_LMS_INSTANCE,             /* a loaded instance */
+    RSD_LMS_STATE_NUM
+} rsd_lms_state;
+
+/* Which wire id a request uses. */
+typedef struct rsd_lms_resolution {
+    rsd_lms_state state;
+    int model;                    /* owning model index, or -1 */
+    int instance;                 /* instance index, or -1 */
+    rsd_str wire_id;              /* instance id, or the requested id */
+    uint32_t peer_mask;           /* bit p: peers[p] has wire_id loaded too (S16) */
+} rsd_lms_resolution;
+
+/* Resolve requested against a catalog (S14-S17). RSD_OK or RSD_ERR_ARG. */
+RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_str default_id,
+                            const rsd_lms_peer *peers, int n_peers, rsd_lms_resolution *out);
+/* Residents for rsd_decide (S27): distinct keys with loaded instances. Count or <0. */
+RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_ids, int n_owned,
+                              rsd_resident *out, int cap);
+
+/* A load or unload reply. Treat arena fields as private. */
+typedef struct rsd_lms_reply {
+    rsd_str instance_id;          /* trimmed; "" if absent */
+    rsd_str status;               /* "loaded", ...; "" if absent */
+    rsd_lms_type type;
+    uint32_t context_length;      /* load_config.context_length; 0 if absent */
+    uint32_t load_time_ms;        /* load_time_seconds * 1000, valid if has_load_time */
+    bool has_load_time;
+    rsd_server_error error;       /* error member, if any */
+    size_t arena_used;
+    char arena[2 * RSD_MODEL_ID_MAX];
+} rsd_lms_reply;
+/* Parse a load/unload reply: RSD_OK, RSD_ERR_SERVER_ERROR, <0 bad body. */
+RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len,
+                                rsd_json_tok *toks, uint32_t cap);
+
+/* Tri-state for optional load booleans; zero = omit. */
+typedef enum rsd_lms_flag { RSD_LMS_FLAG_OMIT = 0, RSD_LMS_FLAG_TRUE, RSD_LMS_FLAG_FALSE } rsd_lms_flag;
+/* Explicit load settings (S28); zeroed = {"model":k,"echo_load_config":true} only. */
+typedef struct rsd_lms_load_opts {
+    uint32_t context_length;      /* 0 = omit (the driver passes the clamped value) */
+    rsd_lms_flag flash_attention;
+    uint32_t eval_batch_size;     /* 0 = omit */
+    uint32_t num_experts;         /* 0 = omit */
+    rsd_lms_flag offload_kv_cache_to_gpu;
+} rsd_lms_load_opts;
+/* Write the load body (S28, exact field order). Length or <0 (RSD_ERR_BUFFER). */
+RSD_API int rsd_lms_load_body(char *buf, size_t cap, rsd_str model_key, const rsd_lms_load_opts *opts);
+/* Write {"instance_id":id}. Length or <0. */
+RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id);
+/* S1 root URL into out (NUL-terminated). Length or RSD_ERR_BUFFER / RSD_ERR_ARG. */
+RSD_API int rsd_lms_root_url(rsd_str url, char *out, size_t cap);
+/* "0.4+", "0.3.x", "openai-compat", "none"; never NULL. */
+RSD_API const char *rsd_lms_tier_str(int tier);
 /* >>payload:lmstudio end */
 /* ==== >>payload end ======================================================= */
 
@@ -4509,8 +4840,1020 @@ RSD_API int rsd_payload_error_message(const char *body, size_t len, rsd_json_tok
 }
 /* >>payload:router end */
 /* >>payload:ollama */
+/* Shared helpers of the Ollama and LM Studio payload parsers (rsdi_pl_*). */
+
+/* Where decoded copies of escaped strings go; used is restored to drop an entry. */
+typedef struct rsdi_pl_arena {
+    char *buf;
+    size_t cap;
+    size_t used;
+} rsdi_pl_arena;
+
+enum { RSDI_PL_OK = 0, RSDI_PL_TYPE = -1, RSDI_PL_FULL = -2 };
+
+/* String token i as a view: into the source when it has no escapes, else
+   decoded into the arena (NUL-terminated there). RSDI_PL_TYPE if i is not a
+   string, RSDI_PL_FULL if the arena cannot hold it; *out is "" then. */
+RSDI_PRIVATE int rsdi_pl_str(const rsd_json_doc *d, int i, rsdi_pl_arena *a, rsd_str *out) {
+    const rsd_json_tok *t = rsdi_json_tok(d, i);
+    size_t n = 0;
+    out->ptr = "";
+    out->len = 0;
+    if (!t || t->type != RSD_JSON_STRING) return RSDI_PL_TYPE;
+    if (!(t->flags & RSD_JSON_F_ESCAPED)) {
+        *out = rsd_json_view(d, i);
+        return RSDI_PL_OK;
+    }
+    (void)rsd_json_str(d, i, NULL, 0, &n);
+    if (!a || !a->buf || a->used > a->cap || n >= a->cap - a->used) return RSDI_PL_FULL;
+    if (rsd_json_str(d, i, a->buf + a->used, a->cap - a->used, &n) != RSD_OK) return RSDI_PL_FULL;
+    out->ptr = a->buf + a->used;
+    out->len = n;
+    a->used += n + 1;
+    return RSDI_PL_OK;
+}
+
+/* A usable model or instance id: 1..RSD_MODEL_ID_MAX-1 bytes, no control byte. */
+RSDI_PRIVATE bool rsdi_pl_id_ok(rsd_str s) {
+    size_t i;
+    if (s.len == 0 || s.len >= (size_t)RSD_MODEL_ID_MAX) return false;
+    for (i = 0; i < s.len; i++)
+        if ((unsigned char)s.ptr[i] < 0x20 || (unsigned char)s.ptr[i] == 0x7F) return false;
+    return true;
+}
+
+/* Non-negative integral number (an integer token, or a double without fraction
+   below 2^63, e.g. 6.5e9); false for anything else. */
+RSDI_PRIVATE bool rsdi_pl_u64(const rsd_json_doc *d, int i, uint64_t *out) {
+    int64_t v;
+    double x;
+    if (rsd_json_type_of(d, i) != RSD_JSON_NUMBER) return false;
+    if (rsd_json_int64(d, i, &v) == RSD_OK) {
+        if (v < 0) return false;
+        *out = (uint64_t)v;
+        return true;
+    }
+    if (rsd_json_double(d, i, &x) != RSD_OK) return false;
+    if (!(x >= 0.0) || x >= 9223372036854775808.0 || x != (double)(int64_t)x) return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
+/* rsdi_pl_u64 limited to 1..UINT32_MAX (a context length); false otherwise. */
+RSDI_PRIVATE bool rsdi_pl_u32_pos(const rsd_json_doc *d, int i, uint32_t *out) {
+    uint64_t v;
+    if (!rsdi_pl_u64(d, i, &v) || v == 0 || v > 0xFFFFFFFFu) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* Value of the LAST member named key in object obj (JSON.parse and Go keep the
+   last of duplicate keys), or -1. */
+RSDI_PRIVATE int rsdi_pl_member(const rsd_json_doc *d, int obj, const char *key) {
+    int k, v = -1;
+    if (rsd_json_type_of(d, obj) != RSD_JSON_OBJECT) return -1;
+    for (k = rsd_json_child(d, obj); k >= 0; k = rsd_json_next(d, k))
+        if (rsd_json_str_eq(d, k, key)) v = k + 1;
+    return v;
+}
+
+/* Decoded text of string token i into dst[cap] (cap >= 1): cut at a UTF-8 boundary
+   when it does not fit, control bytes replaced by ' '. False if i is no string. */
+RSDI_PRIVATE bool rsdi_pl_text(const rsd_json_doc *d, int i, char *dst, size_t cap) {
+    size_t n = 0, k;
+    dst[0] = '\0';
+    if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return false;
+    if (rsd_json_str(d, i, dst, cap, &n) == RSD_ERR_BUFFER) {
+        n = cap - 1;
+        k = n;
+        while (k > 0 && ((unsigned char)dst[k - 1] & 0xC0) == 0x80) k--;
+        if (k > 0 && (unsigned char)dst[k - 1] >= 0xC0) {
+            unsigned char lead = (unsigned char)dst[k - 1];
+            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+            if (n - (k - 1) < need) n = k - 1;
+        }
+        dst[n] = '\0';
+    }
+    for (k = 0; k < n; k++)
+        if ((unsigned char)dst[k] < 0x20 || (unsigned char)dst[k] == 0x7F) dst[k] = ' ';
+    return true;
+}
+
+/* Fill *out from the "error" member of object obj; true when one is present
+   (a non-empty string, an object, or any other non-null, non-false value). */
+RSDI_PRIVATE bool rsdi_pl_error(const rsd_json_doc *d, int obj, rsd_server_error *out) {
+    int e = rsdi_pl_member(d, obj, "error"), m;
+    rsd_json_type t = rsd_json_type_of(d, e);
+    memset(out, 0, sizeof *out);
+    if (e < 0 || t == RSD_JSON_NULL) return false;
+    if (t == RSD_JSON_BOOL && d->src[d->toks[e].start] == 'f') return false;
+    if (t == RSD_JSON_STRING) {
+        if (d->toks[e].end == d->toks[e].start) return false;
+        (void)rsdi_pl_text(d, e, out->message, sizeof out->message);
+    } else if (t == RSD_JSON_OBJECT) {
+        (void)rsdi_pl_text(d, rsdi_pl_member(d, e, "message"), out->message, sizeof out->message);
+        (void)rsdi_pl_text(d, rsdi_pl_member(d, e, "type"), out->type, sizeof out->type);
+        m = rsdi_pl_member(d, e, "code");
+        if (rsd_json_type_of(d, m) == RSD_JSON_NUMBER) {
+            rsd_str v = rsd_json_view(d, m);
+            size_t n = v.len < sizeof out->code - 1 ? v.len : sizeof out->code - 1;
+            memcpy(out->code, v.ptr, n);
+            out->code[n] = '\0';
+        } else {
+            (void)rsdi_pl_text(d, m, out->code, sizeof out->code);
+        }
+    }
+    out->present = true;
+    return true;
+}
+
+/* Parse body into d with the caller's tokens; shared argument checks. */
+RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rsd_json_tok *toks,
+                               uint32_t cap) {
+    if ((!body && len) || !toks || cap == 0) return RSD_ERR_ARG;
+    return rsd_json_parse(d, body ? body : "", len, toks, cap);
+}
+
+RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,
+                                   rsd_json_tok *toks, uint32_t cap) {
+    rsd_json_doc d;
+    int r;
+    if (!out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r < 0) return r;
+    return rsdi_pl_error(&d, 0, out) ? 1 : 0;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
+RSDI_PRIVATE int64_t rsdi_pl_days(int64_t y, int64_t m, int64_t dd) {
+    int64_t era, yoe, doy, doe;
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + dd - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* n decimal digits at s[*p] into *v; false if any is not a digit. */
+RSDI_PRIVATE bool rsdi_pl_digits(rsd_str s, size_t *p, int n, int *v) {
+    int k;
+    *v = 0;
+    if (*p > s.len || s.len - *p < (size_t)n) return false;
+    for (k = 0; k < n; k++) {
+        char c = s.ptr[*p + (size_t)k];
+        if (c < '0' || c > '9') return false;
+        *v = *v * 10 + (c - '0');
+    }
+    *p += (size_t)n;
+    return true;
+}
+
+/* RFC 3339 "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)" -> Unix ms and year. */
+RSDI_PRIVATE bool rsdi_pl_rfc3339(rsd_str s, int64_t *ms, int *year) {
+    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    size_t p = 0;
+    int y, mo, dd, h, mi, se, frac = 0, scale = 100, oh = 0, om = 0, sign = 0;
+    bool leap;
+    if (!rsdi_pl_digits(s, &p, 4, &y) || p >= s.len || s.ptr[p++] != '-') return false;
+    if (!rsdi_pl_digits(s, &p, 2, &mo) || p >= s.len || s.ptr[p++] != '-') return false;
+    if (!rsdi_pl_digits(s, &p, 2, &dd) || p >= s.len) return false;
+    if (s.ptr[p] != 'T' && s.ptr[p] != 't' && s.ptr[p] != ' ') return false;
+    p++;
+    if (!rsdi_pl_digits(s, &p, 2, &h) || p >= s.len || s.ptr[p++] != ':') return false;
+    if (!rsdi_pl_digits(s, &p, 2, &mi) || p >= s.len || s.ptr[p++] != ':') return false;
+    if (!rsdi_pl_digits(s, &p, 2, &se) || p >= s.len) return false;
+    leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (mo < 1 || mo > 12 || dd < 1 || dd > mdays[mo - 1] || (mo == 2 && dd == 29 && !leap) ||
+        h > 23 || mi > 59 || se > 60)
+        return false;
+    if (s.ptr[p] == '.') {
+        bool any = false;
+        for (p++; p < s.len && s.ptr[p] >= '0' && s.ptr[p] <= '9'; p++) {
+            any = true;
+            if (scale) { frac += (s.ptr[p] - '0') * scale; scale /= 10; }
+        }
+        if (!any || p >= s.len) return false;
+    }
+    if (s.ptr[p] == 'Z' || s.ptr[p] == 'z') {
+        p++;
+    } else if (s.ptr[p] == '+' || s.ptr[p] == '-') {
+        sign = s.ptr[p++] == '-' ? -1 : 1;
+        if (!rsdi_pl_digits(s, &p, 2, &oh) || p >= s.len || s.ptr[p++] != ':') return false;
+        if (!rsdi_pl_digits(s, &p, 2, &om) || oh > 23 || om > 59) return false;
+    } else {
+        return false;
+    }
+    if (p != s.len) return false;
+    *ms = ((rsdi_pl_days(y, mo, dd) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + se) -
+           (int64_t)sign * ((int64_t)oh * 3600 + (int64_t)om * 60)) * 1000 + frac;
+    *year = y;
+    return true;
+}
+
+/* One /api/ps or /api/tags entry into *m; false drops it (no usable id). */
+RSDI_PRIVATE bool rsdi_ollama_entry(const rsd_json_doc *d, int e, rsdi_pl_arena *a, rsd_ollama_model *m) {
+    int k, v, year = 0;
+    rsd_str s;
+    memset(m, 0, sizeof *m);
+    m->name.ptr = m->model.ptr = m->digest.ptr = m->expires_at.ptr = "";
+    if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) return false;
+    for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
+        v = k + 1;
+        if (rsd_json_str_eq(d, k, "name")) {
+            if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK && rsdi_pl_id_ok(s)) m->name = s;
+            else m->name.len = 0;
+        } else if (rsd_json_str_eq(d, k, "model")) {
+            if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK && rsdi_pl_id_ok(s)) m->model = s;
+            else m->model.len = 0;
+        } else if (rsd_json_str_eq(d, k, "digest")) {
+            if (rsdi_pl_str(d, v, a, &s) != RSDI_PL_OK) s.len = 0;
+            m->digest = s;
+        } else if (rsd_json_str_eq(d, k, "expires_at")) {
+            m->has_expires = false;
+            m->expires_forever = false;
+            m->expires_unix_ms = 0;
+            m->expires_at.len = 0;
+            if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK) {
+                m->expires_at = s;
+                if (rsdi_pl_rfc3339(s, &m->expires_unix_ms, &year)) {
+                    m->has_expires = true;
+                    m->expires_forever = year >= 2200;
+                }
+            }
+        } else if (rsd_json_str_eq(d, k, "size")) {
+            m->has_size = rsdi_pl_u64(d, v, &m->size_bytes);
+            if (!m->has_size) m->size_bytes = 0;
+        } else if (rsd_json_str_eq(d, k, "size_vram")) {
+            m->has_size_vram = rsdi_pl_u64(d, v, &m->size_vram_bytes);
+            if (!m->has_size_vram) m->size_vram_bytes = 0;
+        } else if (rsd_json_str_eq(d, k, "context_length")) {
+            if (!rsdi_pl_u32_pos(d, v, &m->context_length)) m->context_length = 0;
+        }
+    }
+    if (m->name.len == 0) m->name.ptr = "";
+    if (m->model.len == 0) m->model.ptr = "";
+    return m->name.len > 0 || m->model.len > 0;
+}
+
+/* The "models" array of an Ollama listing: its token, 0 for null (empty), or <0. */
+RSDI_PRIVATE int rsdi_ollama_models_array(const rsd_json_doc *d) {
+    int arr;
+    if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
+    arr = rsdi_pl_member(d, 0, "models");
+    if (rsd_json_type_of(d, arr) == RSD_JSON_NULL) return 0;
+    if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY) return RSD_ERR_JSON_TYPE;
+    return arr;
+}
+
+RSDI_PRIVATE int rsdi_ollama_parse_list(rsd_ollama_list *out, const char *body, size_t len,
+                                        rsd_json_tok *toks, uint32_t cap) {
+    rsd_json_doc d;
+    rsdi_pl_arena a;
+    int r, arr, e;
+    size_t mark;
+    if (!out) return RSD_ERR_ARG;
+    out->n_models = out->n_entries = out->n_dropped = 0;
+    out->truncated = false;
+    out->arena_used = 0;
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r < 0) return r;
+    arr = rsdi_ollama_models_array(&d);
+    if (arr <= 0) return arr;
+    a.buf = out->arena;
+    a.cap = sizeof out->arena;
+    a.used = 0;
+    for (e = rsd_json_child(&d, arr); e >= 0; e = rsd_json_next(&d, e)) {
+        out->n_entries++;
+        if (out->n_models >= RSD_OLLAMA_MAX_MODELS) {
+            out->n_dropped++;
+            out->truncated = true;
+            continue;
+        }
+        mark = a.used;
+        if (rsdi_ollama_entry(&d, e, &a, &out->models[out->n_models])) {
+            out->n_models++;
+        } else {
+            a.used = mark;
+            out->n_dropped++;
+        }
+    }
+    out->arena_used = a.used;
+    return out->n_models;
+}
+
+RSD_API int rsd_ollama_parse_ps(rsd_ollama_list *out, const char *body, size_t len,
+                                rsd_json_tok *toks, uint32_t cap) {
+    return rsdi_ollama_parse_list(out, body, len, toks, cap);
+}
+
+RSD_API int rsd_ollama_parse_tags(rsd_ollama_list *out, const char *body, size_t len,
+                                  rsd_json_tok *toks, uint32_t cap) {
+    return rsdi_ollama_parse_list(out, body, len, toks, cap);
+}
+
+/* ASCII case-insensitive prefix test. */
+RSDI_PRIVATE bool rsdi_pl_iprefix(rsd_str s, const char *lit) {
+    size_t n = strlen(lit);
+    rsd_str h;
+    if (s.len < n) return false;
+    h.ptr = s.ptr;
+    h.len = n;
+    return rsdi_ieq_c(h, lit);
+}
+
+RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
+    rsd_str s = rsdi_str_trim(name);
+    size_t i, last = 0, need, slashes = 0;
+    bool tag = false;
+    if (!out && cap) return RSD_ERR_ARG;
+    if (cap) out[0] = '\0';
+    if (!s.ptr) s.len = 0;
+    /* host/namespace/model:tag; the default host and the "library" namespace are
+       not displayed. Only exact part counts are stripped, so the result is stable. */
+    for (i = 0; i < s.len; i++) slashes += s.ptr[i] == '/';
+    if (slashes == 2 && rsdi_pl_iprefix(s, "registry.ollama.ai/")) {
+        s.ptr += 19;
+        s.len -= 19;
+        slashes = 1;
+    }
+    if (slashes == 1 && rsdi_pl_iprefix(s, "library/")) { s.ptr += 8; s.len -= 8; }
+    for (i = 0; i < s.len; i++)
+        if (s.ptr[i] == '/') last = i + 1;
+    if (s.len == 0 || last == s.len) return RSD_ERR_MODEL_ID;
+    for (i = last; i < s.len; i++)
+        if (s.ptr[i] == ':' || s.ptr[i] == '@') tag = true;
+    need = s.len + (tag ? 0 : 7);
+    if (need >= cap) return RSD_ERR_BUFFER;
+    memcpy(out, s.ptr, s.len);
+    if (!tag) memcpy(out + s.len, ":latest", 7);
+    out[need] = '\0';
+    return (int)need;
+}
+
+/* Normalised copy of string token i into buf; length or <0. */
+RSDI_PRIVATE int rsdi_ollama_norm_tok(const rsd_json_doc *d, int i, char *buf, size_t cap) {
+    char raw[2 * RSD_MODEL_ID_MAX];
+    size_t n = 0;
+    if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return RSD_ERR_JSON_TYPE;
+    if (rsd_json_str(d, i, raw, sizeof raw, &n) != RSD_OK) return RSD_ERR_BUFFER;
+    {
+        rsd_str v;
+        v.ptr = raw;
+        v.len = n;
+        if (!rsdi_pl_id_ok(v)) return RSD_ERR_MODEL_ID;
+        return rsd_ollama_name_normalise(v, buf, cap);
+    }
+}
+
+RSD_API int rsd_ollama_tags_has(const char *body, size_t len, rsd_json_tok *toks, uint32_t cap,
+                                rsd_str name) {
+    rsd_json_doc d;
+    char want[2 * RSD_MODEL_ID_MAX], got[2 * RSD_MODEL_ID_MAX];
+    int r, arr, e, k, nw;
+    if (!name.ptr && name.len) return RSD_ERR_ARG;
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r < 0) return r;
+    arr = rsdi_ollama_models_array(&d);
+    if (arr <= 0) return arr;
+    nw = rsd_ollama_name_normalise(name, want, sizeof want);
+    if (nw < 0) return 0;
+    for (e = rsd_json_child(&d, arr); e >= 0; e = rsd_json_next(&d, e)) {
+        if (rsd_json_type_of(&d, e) != RSD_JSON_OBJECT) continue;
+        for (k = rsd_json_child(&d, e); k >= 0; k = rsd_json_next(&d, k)) {
+            if (!rsd_json_str_eq(&d, k, "name") && !rsd_json_str_eq(&d, k, "model")) continue;
+            if (rsdi_ollama_norm_tok(&d, k + 1, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0)
+                return 1;
+        }
+    }
+    return 0;
+}
+
+RSD_API int rsd_ollama_residents(const rsd_ollama_list *list, rsd_resident *out, int cap) {
+    int i;
+    if (!list || (!out && cap) || cap < 0 || list->n_models < 0 || list->n_models > RSD_OLLAMA_MAX_MODELS)
+        return RSD_ERR_ARG;
+    if (list->n_models > cap) return RSD_ERR_BUFFER;
+    for (i = 0; i < list->n_models; i++) {
+        const rsd_ollama_model *m = &list->models[i];
+        rsd_resident *r = &out[i];
+        memset(r, 0, sizeof *r);
+        r->model_id = m->model.len ? m->model : m->name;
+        if (m->model.len && m->name.len && !rsd_str_eq(m->model, m->name)) {
+            r->aliases[0] = m->name;
+            r->n_aliases = 1;
+        }
+        r->size_bytes = m->size_bytes;
+        r->has_size = m->has_size;
+        r->size_vram_bytes = m->size_vram_bytes;
+        r->has_size_vram = m->has_size_vram;
+    }
+    return list->n_models;
+}
+
+RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, size_t len,
+                                     rsd_json_tok *toks, uint32_t cap) {
+    rsd_json_doc d;
+    int r, v, *parts[3], k;
+    const char *p;
+    if (!out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    out->major = out->minor = out->patch = -1;
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r < 0) return r;
+    v = rsdi_pl_member(&d, 0, "version");
+    if (!rsdi_pl_text(&d, v, out->text, sizeof out->text)) return RSD_ERR_JSON_TYPE;
+    parts[0] = &out->major;
+    parts[1] = &out->minor;
+    parts[2] = &out->patch;
+    p = out->text;
+    if (*p == 'v') p++;
+    for (k = 0; k < 3; k++) {
+        int n = 0, digits = 0;
+        while (*p >= '0' && *p <= '9' && digits < 9) n = n * 10 + (*p++ - '0'), digits++;
+        if (!digits) break;
+        *parts[k] = n;
+        if (*p != '.') break;
+        p++;
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, size_t len,
+                                      rsd_json_tok *toks, uint32_t cap) {
+    static const char *const reasons[] = {"", "load", "unload", "stop", "length"};
+    rsd_json_doc d;
+    int r, v, k;
+    bool b = false;
+    if (!out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r < 0) return r;
+    if (rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
+    if (rsdi_pl_error(&d, 0, &out->error)) return RSD_ERR_SERVER_ERROR;
+    if (rsd_json_bool(&d, rsdi_pl_member(&d, 0, "done"), &b) == RSD_OK) out->done = b;
+    v = rsdi_pl_member(&d, 0, "done_reason");
+    if (rsd_json_type_of(&d, v) == RSD_JSON_STRING) {
+        out->reason = RSD_OLLAMA_DONE_OTHER;
+        for (k = 1; k < (int)(sizeof reasons / sizeof reasons[0]); k++)
+            if (rsd_json_str_eq(&d, v, reasons[k])) out->reason = (rsd_ollama_done)k;
+    }
+    return RSD_OK;
+}
+
+/* {"model":m, ...}: shared start of the request bodies; false if m is unusable. */
+RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, const char *key,
+                                     rsd_str model) {
+    rsd_json_w_init(w, buf, cap);
+    if (!model.ptr || !rsdi_pl_id_ok(model)) return false;
+    rsd_json_w_begin_object(w);
+    rsd_json_w_key(w, key);
+    rsd_json_w_strn(w, model.ptr, model.len);
+    return true;
+}
+
+RSD_API int rsd_ollama_load_body(char *buf, size_t cap, rsd_str model, const rsd_ollama_load_opts *opts) {
+    rsd_json_writer w;
+    if (!buf && cap) return RSD_ERR_ARG;
+    if (!rsdi_pl_body_model(&w, buf, cap, "model", model)) return RSD_ERR_MODEL_ID;
+    rsd_json_w_key(&w, "stream");
+    rsd_json_w_bool(&w, false);
+    if (opts && opts->set_keep_alive) {
+        rsd_json_w_key(&w, "keep_alive");
+        rsd_json_w_int(&w, opts->keep_alive_s < 0 ? -1 : opts->keep_alive_s);
+    }
+    if (opts && opts->num_ctx) {
+        rsd_json_w_key(&w, "options");
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "num_ctx");
+        rsd_json_w_int(&w, (int64_t)opts->num_ctx);
+        rsd_json_w_end_object(&w);
+    }
+    rsd_json_w_end_object(&w);
+    return rsd_json_w_finish(&w);
+}
+
+RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model) {
+    rsd_json_writer w;
+    if (!buf && cap) return RSD_ERR_ARG;
+    if (!rsdi_pl_body_model(&w, buf, cap, "model", model)) return RSD_ERR_MODEL_ID;
+    rsd_json_w_key(&w, "keep_alive");
+    rsd_json_w_int(&w, 0);
+    rsd_json_w_key(&w, "stream");
+    rsd_json_w_bool(&w, false);
+    rsd_json_w_end_object(&w);
+    return rsd_json_w_finish(&w);
+}
 /* >>payload:ollama end */
 /* >>payload:lmstudio */
+/* Bits of rsdi_lms_have[]: which scalar fields a folded model already has (S10). */
+enum { RSDI_LMS_HAVE_TYPE = 1, RSDI_LMS_HAVE_CTX = 2, RSDI_LMS_HAVE_SIZE = 4,
+       RSDI_LMS_HAVE_VISION = 8, RSDI_LMS_HAVE_TOOLS = 16, RSDI_LMS_HAVE_REASONING = 32 };
+
+/* Parse state of one catalog. */
+typedef struct rsdi_lms_parse {
+    rsd_lms_catalog *cat;
+    const rsd_json_doc *d;
+    rsdi_pl_arena a;
+    uint8_t have[RSD_LMS_MAX_MODELS];
+} rsdi_lms_parse;
+
+RSD_API const char *rsd_lms_tier_str(int tier) {
+    switch (tier) {
+    case RSD_LMS_TIER_V1: return "0.4+";
+    case RSD_LMS_TIER_V0: return "0.3.x";
+    case RSD_LMS_TIER_OPENAI: return "openai-compat";
+    default: return "none";
+    }
+}
+
+/* A string token as a trimmed id view; false if absent, wrong type or unusable. */
+RSDI_PRIVATE bool rsdi_lms_id(const rsd_json_doc *d, int i, rsdi_pl_arena *a, rsd_str *out) {
+    if (rsdi_pl_str(d, i, a, out) != RSDI_PL_OK) return false;
+    *out = rsdi_str_trim(*out);
+    return rsdi_pl_id_ok(*out);
+}
+
+RSDI_PRIVATE rsd_lms_type rsdi_lms_type(const rsd_json_doc *d, int i) {
+    if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return RSD_LMS_TYPE_UNKNOWN;
+    if (rsd_json_str_eq(d, i, "llm")) return RSD_LMS_TYPE_LLM;
+    if (rsd_json_str_eq(d, i, "vlm")) return RSD_LMS_TYPE_VLM;
+    if (rsd_json_str_eq(d, i, "embedding") || rsd_json_str_eq(d, i, "embeddings"))
+        return RSD_LMS_TYPE_EMBEDDING;
+    return RSD_LMS_TYPE_OTHER;
+}
+
+/* Index of the folded model with key, or -1. */
+RSDI_PRIVATE int rsdi_lms_find(const rsd_lms_catalog *cat, rsd_str key) {
+    int m;
+    for (m = 0; m < cat->n_models; m++)
+        if (rsd_str_eq(cat->models[m].key, key)) return m;
+    return -1;
+}
+
+/* The model for key: the existing one (fold) or a new one; -1 when full. */
+RSDI_PRIVATE int rsdi_lms_model(rsdi_lms_parse *p, rsd_str key) {
+    rsd_lms_catalog *cat = p->cat;
+    int m = rsdi_lms_find(cat, key);
+    if (m >= 0) return m;
+    if (cat->n_models >= RSD_LMS_MAX_MODELS) {
+        cat->n_dropped++;
+        cat->truncated = true;
+        return -1;
+    }
+    m = cat->n_models++;
+    memset(&cat->models[m], 0, sizeof cat->models[m]);
+    cat->models[m].key = key;
+    p->have[m] = 0;
+    return m;
+}
+
+/* Append instance id of model m unless the model already has it (S10). */
+RSDI_PRIVATE void rsdi_lms_instance(rsdi_lms_parse *p, int m, rsd_str id, uint32_t ctx) {
+    rsd_lms_catalog *cat = p->cat;
+    int i;
+    for (i = 0; i < cat->n_instances; i++)
+        if (cat->instances[i].model == m && rsd_str_eq(cat->instances[i].id, id)) return;
+    if (cat->n_instances >= RSD_LMS_MAX_INSTANCES) {
+        cat->n_dropped++;
+        cat->truncated = true;
+        return;
+    }
+    i = cat->n_instances++;
+    cat->instances[i].id = id;
+    cat->instances[i].model = m;
+    cat->instances[i].context_length = ctx;
+    cat->models[m].n_instances++;
+}
+
+/* Scalar fields of one entry, merged "first wins, fill the missing" (S10). */
+typedef struct rsdi_lms_fields {
+    uint8_t have;
+    rsd_lms_type type;
+    uint32_t ctx;
+    uint64_t size;
+    bool vision, tools, reasoning;
+} rsdi_lms_fields;
+
+RSDI_PRIVATE void rsdi_lms_merge(rsdi_lms_parse *p, int m, const rsdi_lms_fields *f) {
+    rsd_lms_model *mo = &p->cat->models[m];
+    uint8_t add = (uint8_t)(f->have & ~p->have[m]);
+    if (add & RSDI_LMS_HAVE_TYPE) mo->type = f->type;
+    if (add & RSDI_LMS_HAVE_CTX) mo->max_context_length = f->ctx;
+    if (add & RSDI_LMS_HAVE_SIZE) { mo->size_bytes = f->size; mo->has_size = true; }
+    if (add & RSDI_LMS_HAVE_VISION) mo->vision = f->vision;
+    if (add & RSDI_LMS_HAVE_TOOLS) mo->tools = f->tools;
+    if (add & RSDI_LMS_HAVE_REASONING) mo->reasoning = f->reasoning;
+    p->have[m] = (uint8_t)(p->have[m] | f->have);
+}
+
+/* One /api/v1/models entry (S7-S10). */
+RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
+    const rsd_json_doc *d = p->d;
+    rsdi_lms_fields f;
+    rsd_str key, id;
+    int k, v, caps = -1, insts = -1, m, i, c;
+    size_t mark = p->a.used;
+    bool b, key_ok = false;
+    memset(&f, 0, sizeof f);
+    if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
+    for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
+        v = k + 1;
+        if (rsd_json_str_eq(d, k, "key")) {
+            key_ok = rsdi_lms_id(d, v, &p->a, &key);
+        } else if (rsd_json_str_eq(d, k, "type")) {
+            f.type = rsdi_lms_type(d, v);
+            f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
+        } else if (rsd_json_str_eq(d, k, "max_context_length")) {
+            if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
+            else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
+        } else if (rsd_json_str_eq(d, k, "size_bytes")) {
+            if (rsdi_pl_u64(d, v, &f.size)) f.have |= RSDI_LMS_HAVE_SIZE;
+            else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_SIZE);
+        } else if (rsd_json_str_eq(d, k, "capabilities")) {
+            caps = v;
+        } else if (rsd_json_str_eq(d, k, "loaded_instances")) {
+            insts = v;
+        }
+    }
+    if (!key_ok) {
+        p->a.used = mark;
+        p->cat->n_dropped++;
+        return;
+    }
+    if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
+        if (rsd_json_bool(d, rsdi_pl_member(d, caps, "vision"), &b) == RSD_OK) {
+            f.vision = b;
+            f.have |= RSDI_LMS_HAVE_VISION;
+        }
+        if (rsd_json_bool(d, rsdi_pl_member(d, caps, "trained_for_tool_use"), &b) == RSD_OK) {
+            f.tools = b;
+            f.have |= RSDI_LMS_HAVE_TOOLS;
+        }
+        v = rsdi_pl_member(d, caps, "reasoning");
+        if (v >= 0) {
+            f.reasoning = rsd_json_type_of(d, v) == RSD_JSON_OBJECT ||
+                          (rsd_json_bool(d, v, &b) == RSD_OK && b);
+            f.have |= RSDI_LMS_HAVE_REASONING;
+        }
+    }
+    if (!(f.have & RSDI_LMS_HAVE_VISION) && (f.have & RSDI_LMS_HAVE_TYPE)) {
+        f.vision = f.type == RSD_LMS_TYPE_VLM;
+        f.have |= RSDI_LMS_HAVE_VISION;
+    }
+    m = rsdi_lms_model(p, key);
+    if (m < 0) {
+        p->a.used = mark;
+        return;
+    }
+    rsdi_lms_merge(p, m, &f);
+    if (rsd_json_type_of(d, insts) != RSD_JSON_ARRAY) return;
+    for (i = rsd_json_child(d, insts); i >= 0; i = rsd_json_next(d, i)) {
+        uint32_t ctx = 0;
+        if (rsd_json_type_of(d, i) != RSD_JSON_OBJECT ||
+            rsdi_pl_str(d, rsdi_pl_member(d, i, "id"), &p->a, &id) != RSDI_PL_OK ||
+            !rsdi_pl_id_ok(id = rsdi_str_trim(id))) {
+            p->cat->n_dropped++;
+            continue;
+        }
+        c = rsdi_pl_member(d, i, "config");
+        if (!rsdi_pl_u32_pos(d, rsdi_pl_member(d, c, "context_length"), &ctx)) ctx = 0;
+        rsdi_lms_instance(p, m, id, ctx);
+    }
+}
+
+/* One /api/v0/models or /v1/models row (S11, S12). */
+RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
+    const rsd_json_doc *d = p->d;
+    rsdi_lms_fields f;
+    rsd_str key;
+    int k, v, m, c;
+    uint32_t loaded_ctx = 0;
+    size_t mark = p->a.used;
+    bool key_ok = false, loaded = false;
+    memset(&f, 0, sizeof f);
+    if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
+    for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
+        v = k + 1;
+        if (rsd_json_str_eq(d, k, "id")) {
+            key_ok = rsdi_lms_id(d, v, &p->a, &key);
+        } else if (rsd_json_str_eq(d, k, "state")) {
+            loaded = rsd_json_str_eq(d, v, "loaded");
+        } else if (rsd_json_str_eq(d, k, "loaded_context_length")) {
+            if (!rsdi_pl_u32_pos(d, v, &loaded_ctx)) loaded_ctx = 0;
+        } else if (rsd_json_str_eq(d, k, "type")) {
+            f.type = rsdi_lms_type(d, v);
+            f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
+        } else if (rsd_json_str_eq(d, k, "max_context_length")) {
+            if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
+            else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
+        } else if (rsd_json_str_eq(d, k, "capabilities")) {
+            f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_TOOLS);
+            f.tools = false;
+            if (rsd_json_type_of(d, v) == RSD_JSON_ARRAY) {
+                f.have |= RSDI_LMS_HAVE_TOOLS;
+                for (c = rsd_json_child(d, v); c >= 0; c = rsd_json_next(d, c))
+                    if (rsd_json_str_eq(d, c, "tool_use")) f.tools = true;
+            }
+        }
+    }
+    if (!key_ok) {
+        p->a.used = mark;
+        p->cat->n_dropped++;
+        return;
+    }
+    if (f.have & RSDI_LMS_HAVE_TYPE) {
+        f.vision = f.type == RSD_LMS_TYPE_VLM;
+        f.have |= RSDI_LMS_HAVE_VISION;
+    }
+    m = rsdi_lms_model(p, key);
+    if (m < 0) {
+        p->a.used = mark;
+        return;
+    }
+    rsdi_lms_merge(p, m, &f);
+    if (loaded || loaded_ctx > 0) rsdi_lms_instance(p, m, p->cat->models[m].key, loaded_ctx);
+}
+
+/* Parse with the shape found; sets cat->tier and cat->error. */
+RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d) {
+    rsdi_lms_parse p;
+    int arr, e;
+    bool v1;
+    if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
+    arr = rsdi_pl_member(d, 0, "models");
+    v1 = rsd_json_type_of(d, arr) == RSD_JSON_ARRAY;
+    if (!v1) {
+        arr = rsdi_pl_member(d, 0, "data");
+        if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY)
+            return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
+    }
+    cat->tier = v1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0;
+    p.cat = cat;
+    p.d = d;
+    p.a.buf = cat->arena;
+    p.a.cap = sizeof cat->arena;
+    p.a.used = 0;
+    for (e = rsd_json_child(d, arr); e >= 0; e = rsd_json_next(d, e)) {
+        cat->n_entries++;
+        if (v1) rsdi_lms_v1_entry(&p, e);
+        else rsdi_lms_v0_entry(&p, e);
+    }
+    cat->arena_used = p.a.used;
+    return cat->n_models;
+}
+
+/* Reset the header of a catalog (the big arrays are written before being read). */
+RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat) {
+    cat->tier = RSD_LMS_TIER_NONE;
+    cat->n_models = cat->n_instances = cat->n_entries = cat->n_dropped = 0;
+    cat->truncated = false;
+    memset(&cat->error, 0, sizeof cat->error);
+    cat->arena_used = 0;
+}
+
+RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
+                                 rsd_json_tok *toks, uint32_t cap) {
+    rsd_json_doc d;
+    int r;
+    if (!cat) return RSD_ERR_ARG;
+    rsdi_lms_reset(cat);
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r < 0) return r;
+    return rsdi_lms_parse_doc(cat, &d);
+}
+
+RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tier, int status,
+                                          const char *body, size_t len, rsd_json_tok *toks,
+                                          uint32_t cap) {
+    rsd_json_doc d;
+    int r;
+    if (!cat || tier <= RSD_LMS_TIER_NONE || tier >= RSD_LMS_TIER_NUM) return RSD_ERR_ARG;
+    rsdi_lms_reset(cat);
+    if (status < 200 || status > 299) {
+        if (rsdi_pl_parse(&d, body, len, toks, cap) > 0 &&
+            rsd_json_type_of(&d, 0) == RSD_JSON_OBJECT)
+            (void)rsdi_pl_error(&d, 0, &cat->error);
+        cat->error.present = true;
+        if (status == 401 || status == 403) {
+            if (!cat->error.message[0])
+                (void)RSD_SNPRINTF(cat->error.message, sizeof cat->error.message,
+                                   "LM Studio authentication required");
+            return RSD_ERR_AUTH;
+        }
+        if (!cat->error.message[0])
+            (void)RSD_SNPRINTF(cat->error.message, sizeof cat->error.message, "HTTP %d", status);
+        return RSD_ERR_HTTP_STATUS;
+    }
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r >= 0) r = rsdi_lms_parse_doc(cat, &d);
+    if (r >= 0 && cat->tier != (tier == RSD_LMS_TIER_V1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0)) {
+        rsdi_lms_reset(cat);
+        r = RSD_ERR_JSON_TYPE;
+    }
+    if (r < 0) {
+        cat->n_models = cat->n_instances = 0;
+        cat->tier = RSD_LMS_TIER_NONE;
+        return r;
+    }
+    cat->tier = tier;
+    return r;
+}
+
+/* Bit mask of peers holding instance id (peers with an equal target id count once). */
+RSDI_PRIVATE uint32_t rsdi_lms_peers(rsd_str id, const rsd_lms_peer *peers, int n_peers) {
+    uint32_t mask = 0;
+    int p, q, j;
+    for (p = 0; p < n_peers; p++) {
+        bool dup = false, has = false;
+        for (q = 0; q < p && !dup; q++)
+            if ((mask >> q) & 1u) dup = rsd_str_eq(peers[q].target_id, peers[p].target_id);
+        if (dup || !peers[p].instance_ids) continue;
+        for (j = 0; j < peers[p].n_instance_ids && !has; j++) has = rsd_str_eq(peers[p].instance_ids[j], id);
+        if (has) mask |= 1u << p;
+    }
+    return mask;
+}
+
+RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_str default_id,
+                            const rsd_lms_peer *peers, int n_peers, rsd_lms_resolution *out) {
+    int m, i, pick;
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->model = out->instance = -1;
+        out->wire_id = requested;
+    }
+    if (!cat || !out || n_peers < 0 || n_peers > RSD_LMS_MAX_PEERS || (n_peers && !peers) ||
+        (!requested.ptr && requested.len) || (!default_id.ptr && default_id.len) ||
+        cat->n_models < 0 || cat->n_models > RSD_LMS_MAX_MODELS || cat->n_instances < 0 ||
+        cat->n_instances > RSD_LMS_MAX_INSTANCES)
+        return RSD_ERR_ARG;
+    if (!requested.ptr) out->wire_id = requested = rsd_str_c(NULL);
+    for (m = 0; m < cat->n_models; m++) {
+        pick = -1;
+        for (i = 0; i < cat->n_instances; i++)
+            if (cat->instances[i].model == m && rsd_str_eq(cat->instances[i].id, requested)) {
+                pick = i;
+                break;
+            }
+        if (pick < 0 && rsd_str_eq(cat->models[m].key, requested)) {
+            int first = -1, quiet = -1;
+            for (i = 0; i < cat->n_instances; i++) {
+                if (cat->instances[i].model != m) continue;
+                if (first < 0) first = i;
+                if (default_id.len && rsd_str_eq(cat->instances[i].id, default_id)) { pick = i; break; }
+                if (quiet < 0 && !rsdi_lms_peers(cat->instances[i].id, peers, n_peers)) quiet = i;
+            }
+            if (pick < 0) pick = quiet >= 0 ? quiet : first;
+            if (pick < 0) {
+                out->state = RSD_LMS_JIT;
+                out->model = m;
+                return RSD_OK;
+            }
+        }
+        if (pick >= 0) {
+            out->state = RSD_LMS_INSTANCE;
+            out->model = m;
+            out->instance = pick;
+            out->wire_id = cat->instances[pick].id;
+            out->peer_mask = rsdi_lms_peers(out->wire_id, peers, n_peers);
+            return RSD_OK;
+        }
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_ids, int n_owned,
+                              rsd_resident *out, int cap) {
+    uint8_t seen[RSD_LMS_MAX_MODELS];
+    int i, j, n = 0, m;
+    if (!cat || (!out && cap) || cap < 0 || n_owned < 0 || (n_owned && !owned_ids) ||
+        cat->n_models < 0 || cat->n_models > RSD_LMS_MAX_MODELS || cat->n_instances < 0 ||
+        cat->n_instances > RSD_LMS_MAX_INSTANCES)
+        return RSD_ERR_ARG;
+    memset(seen, 0, sizeof seen);
+    for (i = 0; i < cat->n_instances; i++) {
+        m = cat->instances[i].model;
+        if (m < 0 || m >= cat->n_models) return RSD_ERR_ARG;
+        if (!seen[m]) {
+            if (n >= cap) return RSD_ERR_BUFFER;
+            seen[m] = (uint8_t)(n + 1 > 255 ? 255 : n + 1);
+            memset(&out[n], 0, sizeof out[n]);
+            out[n].model_id = cat->models[m].key;
+            if (cat->models[m].has_size) {
+                out[n].size_bytes = cat->models[m].size_bytes;
+                out[n].has_size = true;
+            }
+            n++;
+        }
+        for (j = 0; j < n_owned; j++)
+            if (rsd_str_eq(owned_ids[j], cat->instances[i].id)) {
+                int r;
+                for (r = 0; r < n; r++)
+                    if (rsd_str_eq(out[r].model_id, cat->models[m].key)) out[r].loaded_by_us = true;
+            }
+    }
+    return n;
+}
+
+RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len,
+                                rsd_json_tok *toks, uint32_t cap) {
+    rsd_json_doc d;
+    rsdi_pl_arena a;
+    rsd_str s;
+    int r, v, c;
+    double secs;
+    if (!out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    out->instance_id.ptr = out->status.ptr = "";
+    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    if (r < 0) return r;
+    if (rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
+    if (rsdi_pl_error(&d, 0, &out->error)) return RSD_ERR_SERVER_ERROR;
+    a.buf = out->arena;
+    a.cap = sizeof out->arena;
+    a.used = 0;
+    if (rsdi_lms_id(&d, rsdi_pl_member(&d, 0, "instance_id"), &a, &s) ||
+        rsdi_lms_id(&d, rsdi_pl_member(&d, 0, "model_instance_id"), &a, &s))
+        out->instance_id = s;
+    if (rsdi_pl_str(&d, rsdi_pl_member(&d, 0, "status"), &a, &s) == RSDI_PL_OK) out->status = s;
+    out->type = rsdi_lms_type(&d, rsdi_pl_member(&d, 0, "type"));
+    c = rsdi_pl_member(&d, 0, "load_config");
+    if (c < 0) c = rsdi_pl_member(&d, 0, "config");
+    if (!rsdi_pl_u32_pos(&d, rsdi_pl_member(&d, c, "context_length"), &out->context_length))
+        out->context_length = 0;
+    v = rsdi_pl_member(&d, 0, "load_time_seconds");
+    if (rsd_json_double(&d, v, &secs) == RSD_OK && secs >= 0.0) {
+        out->load_time_ms = secs * 1000.0 >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)(secs * 1000.0 + 0.5);
+        out->has_load_time = true;
+    }
+    out->arena_used = a.used;
+    return RSD_OK;
+}
+
+/* Optional boolean member of a load body. */
+RSDI_PRIVATE void rsdi_lms_flag(rsd_json_writer *w, const char *key, rsd_lms_flag f) {
+    if (f != RSD_LMS_FLAG_TRUE && f != RSD_LMS_FLAG_FALSE) return;
+    rsd_json_w_key(w, key);
+    rsd_json_w_bool(w, f == RSD_LMS_FLAG_TRUE);
+}
+
+RSD_API int rsd_lms_load_body(char *buf, size_t cap, rsd_str model_key, const rsd_lms_load_opts *opts) {
+    rsd_json_writer w;
+    if (!buf && cap) return RSD_ERR_ARG;
+    if (!rsdi_pl_body_model(&w, buf, cap, "model", model_key)) return RSD_ERR_MODEL_ID;
+    rsd_json_w_key(&w, "echo_load_config");
+    rsd_json_w_bool(&w, true);
+    if (opts) {
+        if (opts->context_length) {
+            rsd_json_w_key(&w, "context_length");
+            rsd_json_w_int(&w, (int64_t)opts->context_length);
+        }
+        rsdi_lms_flag(&w, "flash_attention", opts->flash_attention);
+        if (opts->eval_batch_size) {
+            rsd_json_w_key(&w, "eval_batch_size");
+            rsd_json_w_int(&w, (int64_t)opts->eval_batch_size);
+        }
+        if (opts->num_experts) {
+            rsd_json_w_key(&w, "num_experts");
+            rsd_json_w_int(&w, (int64_t)opts->num_experts);
+        }
+        rsdi_lms_flag(&w, "offload_kv_cache_to_gpu", opts->offload_kv_cache_to_gpu);
+    }
+    rsd_json_w_end_object(&w);
+    return rsd_json_w_finish(&w);
+}
+
+RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id) {
+    rsd_json_writer w;
+    if (!buf && cap) return RSD_ERR_ARG;
+    if (!rsdi_pl_body_model(&w, buf, cap, "instance_id", instance_id)) return RSD_ERR_MODEL_ID;
+    rsd_json_w_end_object(&w);
+    return rsd_json_w_finish(&w);
+}
+
+RSD_API int rsd_lms_root_url(rsd_str url, char *out, size_t cap) {
+    rsd_str s = url, rest;
+    const char *scheme = "";
+    size_t sl, need;
+    if ((!out && cap) || (!url.ptr && url.len)) return RSD_ERR_ARG;
+    if (cap) out[0] = '\0';
+    if (!s.ptr) s.len = 0;
+    s = rsdi_str_trim(s);
+    if (s.len && s.ptr[s.len - 1] == '/') s.len--;
+    if (s.len >= 3 && memcmp(s.ptr + s.len - 3, "/v1", 3) == 0) s.len -= 3;
+    rest = s;
+    if (rsdi_pl_iprefix(s, "ws://")) { scheme = "http://"; rest.ptr += 5; rest.len -= 5; }
+    else if (rsdi_pl_iprefix(s, "wss://")) { scheme = "https://"; rest.ptr += 6; rest.len -= 6; }
+    sl = strlen(scheme);
+    need = sl + rest.len;
+    if (need >= cap || need > 0x7FFFFFFF) return RSD_ERR_BUFFER;
+    memcpy(out, scheme, sl);
+    if (rest.len) memcpy(out + sl, rest.ptr, rest.len);
+    out[need] = '\0';
+    return (int)need;
+}
 /* >>payload:lmstudio end */
 /* ==== >>payload end ======================================================= */
 
