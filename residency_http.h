@@ -148,8 +148,273 @@
            cut off after about 1 KiB of data; 16-byte chunks (6 per 16) and
            ordinary SSE event chunks pass. Limits are per body; bound the body
            itself with your own max_body_bytes.
-       [doc:http client]
-       [doc:http server]
+       --- http client: non-blocking HTTP/1.1 over POSIX sockets ---------------
+       TL;DR, a frame loop (the host owns the clock and the sleep):
+           rsd_http_client *c = rsd_http_client_create(NULL);   // zeroed desc = defaults
+           rsd_http_request q = {0};
+           q.url = "http://127.0.0.1:8080/v1/models";
+           q.bearer_token = key;                                // optional; never logged
+           rsd_http_req_h h;
+           if (rsd_http_send(c, &q, now_ms, &h) < 0) ...        // no I/O yet
+           for (;;) {                                           // once per frame
+               rsd_pollfd fds[8];
+               int n = rsd_http_client_pollfds(c, fds, 8);      // may be 0
+               uint64_t dl = rsd_http_client_next_deadline(c);  // 0 = now, RSD_DEADLINE_NONE
+               poll((struct pollfd *)fds, n, <min(frame budget, dl - now)>);
+               rsd_http_client_step_polled(c, now = rsd_now_ms(), fds, n);
+               rsd_http_event ev;
+               while (rsd_http_next_event(c, &ev))              // views valid until next call
+                   if (ev.result == RSD_OK) use(ev.status, ev.body);
+                   else log(rsd_result_str(ev.result), ev.sys_errno);
+           }
+           rsd_http_client_destroy(c);
+       and a blocking call (a CLI, a test):
+           rsd_http_event resp;
+           int r = rsd_http_request_sync(c, &q, &resp);          // resolves names too
+           if (r == RSD_OK && resp.status == 200) fwrite(resp.body.ptr, 1, resp.body.len, stdout);
+
+       rsd_pollfd {int fd; short events; short revents;} has the layout of struct
+       pollfd (checked at compile time), RSD_POLLIN/RSD_POLLOUT equal POLLIN/POLLOUT:
+       cast the array for poll(). All times are absolute ms on the caller's clock
+       (rsd_now_ms() is CLOCK_MONOTONIC; tests pass a fake clock). Handles
+       (rsd_http_req_h) are {id}: 0 = invalid, slot in the low 12 bits, a generation
+       above, so a stale handle is detected, never confused with a new request.
+
+       rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
+           Allocates everything now (4 blocks: object, connection table, request
+           table, one buffer block of max_requests x (max_request_bytes +
+           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB, untouched
+           pages stay virtual). NULL on a bad desc or no memory (logged:
+           HTTP_DESC_INVALID / ALLOC_FAILED). Desc fields, 0 = default:
+             max_requests 8 (slots: in flight + completed but not yet pulled),
+             max_conns 8 (sockets: in flight + kept alive; at most 4095),
+             max_header_bytes 16 KiB, max_body_bytes 1 MiB (per slot),
+             max_request_bytes 64 KiB (request head + body), connect_timeout_ms
+             5000, total_timeout_ms 60000, idle_timeout_ms 30000 (a kept-alive
+             socket unused this long is closed by step), no_keepalive,
+             resolve_fn/resolve_user (see names below), allocator, logger.
+       void rsd_http_client_destroy(rsd_http_client *c)
+           Closes every socket (pending requests vanish without events), frees all.
+       int rsd_http_send(c, const rsd_http_request *req, uint64_t now_ms, rsd_http_req_h *out)
+           Validates and queues; does no I/O (step connects and writes). Copies
+           everything it needs: method (NULL = GET, a token of at most 16 bytes),
+           url (http://host[:port]/path), bearer_token (Authorization: Bearer),
+           content_type, extra headers (name must be a token, values without
+           CR/LF/controls: header injection is RSD_ERR_ARG), body (copied; a body,
+           or POST/PUT/PATCH, always sends Content-Length). The request line,
+           Host, headers and body are built into one buffer and go out in ONE
+           write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
+           Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
+           RSD_TIMEOUT_NONE = never) start at now_ms.
+           Where the body goes: by default the slot's own buffer (max_body_bytes);
+           body_buf/body_cap = the caller's buffer (must live until the event);
+           on_body(user, data, len) = streamed from inside step, nothing kept;
+           on_sse(user, event) = parsed as text/event-stream (half the slot buffer
+           receives, half collects an event's data), nothing kept. Streamed bodies
+           are limited by max_stream_bytes (0 = unlimited) only.
+           Errors: RSD_ERR_ARG, RSD_ERR_URL, RSD_ERR_TLS_UNAVAILABLE (https),
+           RSD_ERR_RESOLVE (a name and no resolve_fn), RSD_ERR_TOO_LARGE (request
+           over max_request_bytes), RSD_ERR_CAPACITY (every slot busy; logged).
+       int rsd_http_client_step(c, uint64_t now_ms)
+       int rsd_http_client_step_polled(c, uint64_t now_ms, const rsd_pollfd *fds, int nfds)
+           Never blocks. Starts queued requests (a kept-alive socket to the same
+           address first, else a new non-blocking connect, else the longest-idle
+           kept-alive socket is closed to make room, else it stays queued),
+           finishes connects (SO_ERROR), writes, reads, parses, applies timeouts
+           (after I/O, so bytes that arrived in time count), closes expired idle
+           sockets. step_polled skips sockets listed in fds with revents == 0
+           (the host just polled them); step tries every socket (one poll(0) for
+           a connecting one, a recv that may say EAGAIN for a reading one).
+           Returns the number of completed events waiting (>= 0), RSD_ERR_ARG.
+       bool rsd_http_next_event(c, rsd_http_event *ev)
+           Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
+           status, or an error), sys_errno, status (0 if no head arrived), headers,
+           num_headers, body (empty when streamed or on error), body_bytes (decoded
+           bytes received, streamed ones too), reused, retried, user. Every
+           rsd_http_send that returned RSD_OK produces exactly one event (also on
+           timeout, error or cancel). The views stay valid until the next call on c.
+       int rsd_http_client_pollfds(c, rsd_pollfd *out, int cap)
+           One entry per socket step is waiting on (POLLOUT while connecting or
+           sending, POLLIN while reading); kept-alive idle sockets are not listed.
+           Returns how many it wants (only cap are written when that is more).
+       uint64_t rsd_http_client_next_deadline(c)
+           Earliest connect/total deadline or idle expiry; 0 when a queued request
+           can start now; RSD_DEADLINE_NONE when only socket readiness matters.
+       int rsd_http_cancel(c, rsd_http_req_h h)
+           Closes the request's socket (it cannot be reused mid-request); its event
+           reports RSD_ERR_CANCELLED. RSD_ERR_NOT_FOUND for a stale or completed
+           handle.
+       int rsd_http_request_sync(c, const rsd_http_request *req, rsd_http_event *resp)
+           The blocking wrapper, nothing but the loop above on rsd_now_ms(): send,
+           step, then poll(pollfds, next_deadline) + step_polled until this
+           request's event, which it takes (other requests' events stay queued for
+           rsd_http_next_event). A host name (not an IP literal, not "localhost")
+           is resolved with getaddrinfo here, first address. Returns resp->result;
+           resp's views are valid until the next call on c.
+       uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
+       void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
+           requests, connects, reuses, retries, timeouts, errors.
+
+       Names. rsd_http_send never resolves: IPv4/IPv6 literals and "localhost"
+       (= 127.0.0.1) go straight to connect(); any other name goes through
+       desc.resolve_fn(user, host, out, cap) (write a numeric address, return 0)
+       or fails with RSD_ERR_RESOLVE. Only rsd_http_request_sync calls
+       getaddrinfo, which blocks.
+
+       Request state machine (one slot; one request per socket, no pipelining):
+           FREE -send-> QUEUED -step-> CONNECTING -> SENDING -> HEAD -> BODY -> DONE
+                                 \---(kept-alive socket)--^
+           DONE -next_event-> DELIVERED (views live) -any later call on c-> FREE
+           Any active state -> DONE on error, timeout or cancel.
+           Timeouts: QUEUED and CONNECTING count against connect_timeout_ms (from
+           send) and total_timeout_ms; later states against total_timeout_ms.
+           A request that fires at deadline D completes at the first step with
+           now_ms >= D, exactly, whatever the peer does (a peer dribbling one byte
+           at a time cannot extend it).
+           Keep-alive: after a complete response the socket returns to the idle
+           set unless the response said Connection: close or was HTTP/1.0
+           without keep-alive, the body ran to connection close, extra bytes
+           followed the body, or no_keepalive is set. Stale socket: when a kept-
+           alive socket fails (EOF, ECONNRESET, EPIPE) before any response byte,
+           an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried once,
+           transparently, on a fresh connection (log item HTTP_STALE_RETRY,
+           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run).
+           Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
+
+       Limits and errors (each is an error, never a silent truncation):
+           head over max_header_bytes, or over RSD_HTTP_MAX_HEADERS fields
+                                         RSD_ERR_HEADERS_TOO_LARGE
+           Content-Length over the body buffer, or the decoded chunked / read-to-
+           close body outgrowing it, or a stream over max_stream_bytes
+                                         RSD_ERR_BODY_TOO_LARGE (status is set)
+           connect refused / unreachable RSD_ERR_CONNECT (sys_errno = ECONNREFUSED...)
+           deadline passed               RSD_ERR_TIMEOUT
+           peer closed mid-response      RSD_ERR_CLOSED (body_bytes = what came)
+           other socket error            RSD_ERR_IO (sys_errno)
+           malformed response / chunking RSD_ERR_PROTOCOL
+           cancelled                     RSD_ERR_CANCELLED
+           Logging: only the request line (method and path) and result names
+           appear in log lines; header values, and so the bearer token, never do.
+
+       SSE line reader (pure; the client's on_sse uses it, hosts may too):
+       void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap)
+       int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *used, rsd_sse_event *ev)
+           Feed any split of a text/event-stream. RSD_OK = one event in *ev
+           (event, data with lines joined by '\n', last id; views valid until the
+           next feed), call again with p + *used; RSD_PENDING = all consumed.
+           Lines end in \n, \r\n or \r; ':' lines are comments; "retry" and
+           unknown fields are ignored; a blank line dispatches when at least one
+           data line was seen (a bare "data" line = empty data). Data over cap:
+           RSD_ERR_TOO_LARGE for that event, then the reader goes on.
+           `event:`/`id:` values are kept up to RSD_SSE_MAX_NAME (64) bytes.
+           The llama.cpp router's /models/sse sends one `data: {json}` per event,
+           no `event:` line; OpenAI streaming sends `data: {json}` and a final
+           `data: [DONE]`.
+       --- http server: small non-blocking HTTP/1.1 server ---------------------
+       For simulators, tests, a serve example and a pool front-end. Same shape as
+       the client: step(now)/pollfds/next_deadline, events pulled, no callbacks.
+           rsd_http_server_desc sd = {0};                       // 127.0.0.1, port 0
+           rsd_http_server *s = rsd_http_server_create(&sd);
+           printf("listening on %u\n", rsd_http_server_port(s));
+           for (;;) {
+               rsd_pollfd fds[64];
+               int n = rsd_http_server_pollfds(s, fds, 64);
+               poll((struct pollfd *)fds, n, <until rsd_http_server_next_deadline(s)>);
+               rsd_http_server_step_polled(s, rsd_now_ms(), fds, n);
+               rsd_http_server_event ev;
+               while (rsd_http_server_next_event(s, &ev)) {
+                   if (ev.type == RSD_HTTP_SEV_CLOSED) { forget(ev.req); continue; }
+                   if (rsd_str_eq_c(ev.head->target, "/health"))
+                       rsd_http_respond(s, ev.req, 200, &ctype_json, 1, "{\"status\":\"ok\"}", 15);
+                   else
+                       hold(ev.req);   // answer on a later step: rsd_http_respond(s, h, ...)
+               }
+           }
+
+       rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc)
+           Binds bind_host (numeric; NULL = "127.0.0.1") : port (0 = ephemeral,
+           read it back with rsd_http_server_port), listens (backlog 128,
+           SO_REUSEADDR, O_NONBLOCK|O_CLOEXEC), allocates 3 blocks: object,
+           connection table, one buffer block of max_conns x (max_header_bytes +
+           max_body_bytes + 1 KiB + max_response_bytes). NULL on failure, logged
+           (HTTP_DESC_INVALID, HTTP_LISTEN_FAILED with errno, ALLOC_FAILED).
+           Defaults: max_conns 32 (more clients wait in the backlog),
+           max_header_bytes 8 KiB, max_body_bytes 64 KiB, max_response_bytes
+           256 KiB (the per-connection send buffer: the largest Content-Length
+           response; stream bigger ones), idle_timeout_ms 30000 (idle keep-alive
+           connection closed), request_timeout_ms 10000 (a started request must
+           be complete by then, else 408 and close: the slowloris guard).
+       void rsd_http_server_destroy(s)     closes every socket, frees everything.
+       uint16_t rsd_http_server_port(s)
+       int rsd_http_server_step(s, now_ms)
+       int rsd_http_server_step_polled(s, now_ms, const rsd_pollfd *fds, int nfds)
+           Accepts (while a connection slot is free), flushes pending output, reads,
+           parses (a Content-Length or chunked body is read completely first), and
+           expires. Returns the number of events waiting. With many connections use
+           step_polled: plain step tries a recv on every connection.
+       bool rsd_http_server_next_event(s, rsd_http_server_event *ev)
+           RSD_HTTP_SEV_REQUEST: ev.req (handle), ev.head (method, target,
+           headers, framing), ev.body (decoded). They stay valid until the request
+           is answered, however many steps later.
+           RSD_HTTP_SEV_CLOSED: the client of a request you hold (pulled, not yet
+           answered, or streaming) went away; the handle is dead from now on
+           (calls with it return RSD_ERR_CLOSED). A client that leaves before its
+           REQUEST event was pulled is dropped silently.
+       int rsd_http_server_query(s, rsd_http_sreq_h h, rsd_http_server_event *out)
+           Re-reads a held request (RSD_OK), RSD_ERR_CLOSED, RSD_ERR_NOT_FOUND.
+       int rsd_http_respond(s, h, int status, const rsd_http_header *headers, size_t n,
+                            const void *body, size_t len)
+           Content-Length response; headers are extra lines (Content-Type ...).
+           Written to the socket at once as far as it takes; step sends the rest.
+           The connection then serves its next request (pipelined bytes already
+           read are parsed on the next step), or closes if the request said
+           Connection: close / HTTP/1.0. A HEAD request gets the head only.
+           RSD_ERR_TOO_LARGE (does not fit max_response_bytes; nothing sent),
+           RSD_ERR_ARG (status outside 100..999, header with CR/LF), RSD_ERR_STATE
+           (the request is streaming), RSD_ERR_CLOSED, RSD_ERR_NOT_FOUND (stale).
+       int rsd_http_stream_begin(s, h, int status, headers, n)
+       int rsd_http_stream_write(s, h, const void *data, size_t len)    one chunk
+       int rsd_http_stream_sse(s, h, const char *event, const char *data, size_t len)
+           one SSE event as one chunk: "event: <event>\n" when event is non-NULL,
+           "data: <line>\n" per line of data, then "\n"
+       int rsd_http_stream_end(s, h)                                   last chunk
+       size_t rsd_http_stream_room(s, h)    bytes a write can take now
+           A chunked response written over as many steps as you like (add
+           Content-Type: text/event-stream for SSE). When the send buffer is full,
+           write returns RSD_ERR_CAPACITY: step, then retry. RSD_ERR_CLOSED once
+           the client is gone (you also get a SEV_CLOSED event).
+       int rsd_http_server_pollfds(s, out, cap)   / uint64_t rsd_http_server_next_deadline(s)
+           Like the client's: the listening socket while a slot is free, every
+           connection (POLLIN while its receive buffer has room, POLLOUT while
+           output is pending). next_deadline: 0 when pipelined bytes wait to be
+           parsed, else the earliest idle/request timeout.
+       void rsd_http_server_query_stats(s, out)
+           accepts, requests, responses, bad_requests, closes.
+
+       Connection states: READ (waiting for a head/body) -> PENDING (event queued /
+       held by you) -> [STREAMING] -> answered -> READ (keep-alive) or CLOSING;
+       any state -> closed on EOF/error (SEV_CLOSED if you hold its request).
+       One request per connection at a time: pipelined requests wait in the
+       receive buffer until the current one is answered. A client that half-closes
+       (shutdown(SHUT_WR)) while its request is held counts as gone.
+
+       Bad clients are answered and closed inside step without an event, and
+       without disturbing other connections:
+           malformed request line / header / chunking   400 Bad Request
+           Content-Length or chunked body over max_body_bytes   413
+           head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
+           request not complete within request_timeout_ms   408
+           (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
+           gets "100 Continue" before the body is read.
+
+       MEMORY (client and server): every buffer comes from the desc's allocator
+       in create; send, step, respond and the streams never allocate (a
+       steady-state keep-alive request is 0 allocations: tests count it).
+       PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
+       never a SIGPIPE handler; poll(), never select(). TLS: every connection
+       does its I/O through an internal transport (recv/send/close function
+       pointers, plain sockets now) where mbedTLS will slot in; today an https
+       URL is RSD_ERR_TLS_UNAVAILABLE.
        [doc:tls]
        [doc:drive]
        STATE: state directory, cross-process lock, persisted attribution (>>state)
@@ -2381,7 +2646,7 @@ RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t con
     int st = r->resp.status;
     (void)c;
     r->got_head = true;
-    if (r->is_head || st == 204 || st == 304 || (st >= 100 && st < 200)) {
+    if (rsd_http_response_bodyless(rsd_str_c(r->is_head ? "HEAD" : "GET"), st)) {
         r->body_mode = RSDI_BODY_NONE;
         if (extra) r->extra = true;
         return RSD_OK;

@@ -961,6 +961,199 @@ static void test_fd_hygiene(void) {
     CHECK_EQ_INT(count_fds(), before);
 }
 
+
+/* Raw client helper: send `req`, then read until `want` responses' worth of "HTTP/1.1 "
+   status lines have arrived or the server closes (bounded). */
+static size_t raw_exchange(rsd_http_server *s, srv_ctx *x, int fd, const char *req, char *out, size_t cap,
+                           const char *until) {
+    size_t len = 0;
+    int i;
+    if (req) CHECK(send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
+    out[0] = '\0';
+    for (i = 0; i < 200; i++) {
+        struct pollfd p;
+        ssize_t n;
+        pump_ex(NULL, s, 0, 5, NULL, 0);
+        serve(s, x);
+        p.fd = fd; p.events = POLLIN; p.revents = 0;
+        if (poll(&p, 1, 5) <= 0) continue;
+        n = recv(fd, out + len, cap - 1 - len, 0);
+        if (n <= 0) break;
+        len += (size_t)n;
+        out[len] = '\0';
+        if (until && strstr(out, until)) break;
+        if (!until) { /* until the third complete response */
+            const char *a = strstr(out, "HTTP/1.1 200"), *b = a ? strstr(a + 1, "HTTP/1.1 200") : NULL;
+            const char *c3 = b ? strstr(b + 1, "HTTP/1.1 200") : NULL;
+            if (c3 && strstr(c3, "\r\n\r\nok")) break;
+        }
+    }
+    return len;
+}
+
+/* Pipelined requests, a chunked request body, Expect: 100-continue, HTTP/1.0 close. */
+static void test_server_framing(void) {
+    rsd_http_server *s = rsd_http_server_create(NULL);
+    srv_ctx x;
+    char out[4096];
+    int fd;
+    memset(&x, 0, sizeof x);
+    REQUIRE(s);
+    fd = raw_connect(rsd_http_server_port(s));
+    REQUIRE(fd >= 0);
+    raw_exchange(s, &x, fd, "GET /a HTTP/1.1\r\nHost: x\r\n\r\nPOST /echo HTTP/1.1\r\nHost: x\r\n"
+                 "Content-Length: 3\r\n\r\nabcGET /c HTTP/1.1\r\nHost: x\r\n\r\n", out, sizeof out, NULL);
+    /* three answers, in order, on one connection */
+    CHECK(strstr(out, "\r\n\r\nok") != NULL);
+    CHECK(strstr(out, "Content-Length: 3\r\n\r\nabcHTTP/1.1 200 OK") != NULL);
+    CHECK_EQ_INT(x.requests, 3);
+    raw_exchange(s, &x, fd, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "4\r\nwiki\r\n5;ext=1\r\npedia\r\n0\r\nTrailer: t\r\n\r\n", out, sizeof out, "wikipedia");
+    CHECK(strstr(out, "Content-Length: 9\r\n\r\nwikipedia") != NULL);
+    raw_exchange(s, &x, fd, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
+                 out, sizeof out, "100 Continue\r\n\r\n");
+    CHECK(strncmp(out, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0);
+    raw_exchange(s, &x, fd, "hi", out, sizeof out, "\r\n\r\nhi");
+    CHECK(strstr(out, "HTTP/1.1 200 OK") && strstr(out, "\r\n\r\nhi"));
+    /* HTTP/1.0 without keep-alive: answered with Connection: close, then closed */
+    raw_exchange(s, &x, fd, "GET /x HTTP/1.0\r\n\r\n", out, sizeof out, "no such text: read to the close");
+    CHECK(strstr(out, "Connection: close\r\n") != NULL);
+    CHECK(strstr(out, "\r\n\r\nok") != NULL);
+    close(fd);
+    rsd_http_server_destroy(s);
+}
+
+/* A client that does not read: stream writes hit the send buffer limit, nothing is lost. */
+static void test_server_backpressure(void) {
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    srv_ctx x;
+    char buf[4096], chunk[1000];
+    size_t total = 0, wrote = 0;
+    int fd, i, r = RSD_OK;
+    memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x);
+    memset(chunk, 'z', sizeof chunk);
+    sd.max_response_bytes = 4096;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s);
+    fd = raw_connect(rsd_http_server_port(s));
+    REQUIRE(fd >= 0);
+    CHECK(send(fd, "GET /sse HTTP/1.1\r\n\r\n", 21, 0) == 21);
+    for (i = 0; i < 50 && !x.streaming.id; i++) { pump(NULL, s, 0); serve(s, &x); }
+    REQUIRE(x.streaming.id);
+    for (i = 0; i < 100000 && r == RSD_OK; i++) {
+        r = rsd_http_stream_write(s, x.streaming, chunk, sizeof chunk);
+        if (r == RSD_OK) wrote += sizeof chunk;
+    }
+    CHECK_EQ_INT(r, RSD_ERR_CAPACITY);
+    CHECK(rsd_http_stream_room(s, x.streaming) < sizeof chunk + 32);
+    for (i = 0; i < 2000 && total < wrote; i++) { /* now read it all */
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            char *p;
+            for (p = buf; p < buf + n; p++) total += *p == 'z';
+        }
+        (void)rsd_http_server_step(s, 0);
+        if (n <= 0) {
+            struct pollfd p;
+            p.fd = fd; p.events = POLLIN; p.revents = 0;
+            (void)poll(&p, 1, 5);
+        }
+    }
+    CHECK_EQ_INT(total, wrote);
+    CHECK(rsd_http_stream_room(s, x.streaming) > sizeof chunk);
+    CHECK_EQ_INT(rsd_http_stream_end(s, x.streaming), RSD_OK);
+    close(fd);
+    rsd_http_server_destroy(s);
+}
+
+/* HTTP/1.0-style response without length: the body runs to the close; no reuse. */
+static void test_read_to_close(void) {
+    uint16_t port;
+    int lfd = raw_listen(&port), pfd = -1, i;
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_event ev;
+    bool got = false;
+    char buf[2048];
+    REQUIRE(lfd >= 0 && c);
+    memset(&q, 0, sizeof q);
+    q.url = raw_url(port, "/");
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    for (i = 0; i < 200 && !got; i++) {
+        rsd_pollfd lp;
+        lp.fd = lfd; lp.events = POLLIN; lp.revents = 0;
+        pump_ex(c, NULL, 0, 20, &lp, pfd == -1);
+        if (pfd == -1) {
+            pfd = accept(lfd, NULL, NULL);
+            if (pfd >= 0) {
+                const char *resp = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end";
+                REQUIRE(raw_read_head(pfd, buf, sizeof buf) > 0);
+                CHECK(send(pfd, resp, strlen(resp), 0) > 0);
+                close(pfd);
+                pfd = -2;
+            }
+        }
+        got = rsd_http_next_event(c, &ev);
+    }
+    REQUIRE(got);
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK(rsd_str_eq_c(ev.body, "until the end"));
+    CHECK_EQ_INT(rsd_http_client_pollfds(c, NULL, 0), 0);
+    close(lfd);
+    rsd_http_client_destroy(c);
+}
+
+/* Several requests in flight at once, to two servers, more requests than sockets. */
+static void test_concurrent(void) {
+    rsd_http_client_desc cd;
+    rsd_http_server *s1 = rsd_http_server_create(NULL), *s2 = rsd_http_server_create(NULL);
+    rsd_http_client *c;
+    rsd_http_request q;
+    rsd_http_req_h h[6];
+    rsd_http_event ev;
+    srv_ctx x1, x2;
+    char u1[96], u2[96];
+    int i, got = 0, ok = 0;
+    memset(&cd, 0, sizeof cd); memset(&q, 0, sizeof q); memset(&x1, 0, sizeof x1); memset(&x2, 0, sizeof x2);
+    cd.max_conns = 2;
+    c = rsd_http_client_create(&cd);
+    REQUIRE(s1 && s2 && c);
+    snprintf(u1, sizeof u1, "http://127.0.0.1:%u/health", (unsigned)rsd_http_server_port(s1));
+    snprintf(u2, sizeof u2, "http://localhost:%u/chunked", (unsigned)rsd_http_server_port(s2));
+    for (i = 0; i < 6; i++) {
+        q.url = i & 1 ? u2 : u1;
+        q.user = (void *)(size_t)(i + 1);
+        REQUIRE(rsd_http_send(c, &q, 0, &h[i]) == RSD_OK);
+    }
+    for (i = 0; i < 300 && got < 6; i++) {
+        rsd_pollfd fds[16];
+        int n = rsd_http_client_pollfds(c, fds, 4);
+        n += rsd_http_server_pollfds(s1, fds + n, 6);
+        n += rsd_http_server_pollfds(s2, fds + n, 6);
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)n, rsd_http_client_next_deadline(c) == 0 ? 0 : 20);
+        (void)rsd_http_server_step_polled(s1, 0, fds, n);
+        (void)rsd_http_server_step_polled(s2, 0, fds, n);
+        serve(s1, &x1);
+        serve(s2, &x2);
+        (void)rsd_http_client_step_polled(c, 0, fds, n);
+        while (rsd_http_next_event(c, &ev)) {
+            size_t k = (size_t)ev.user;
+            got++;
+            if (ev.result == RSD_OK &&
+                rsd_str_eq_c(ev.body, k % 2 == 0 ? "hello chunked world" : "ok")) ok++;
+        }
+    }
+    CHECK_EQ_INT(got, 6);
+    CHECK_EQ_INT(ok, 6);
+    CHECK_EQ_INT(x1.requests, 3);
+    CHECK_EQ_INT(x2.requests, 3);
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s1);
+    rsd_http_server_destroy(s2);
+}
+
 /* The blocking wrapper against a server stepped by a forked child. */
 static void test_sync(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
@@ -1034,6 +1227,10 @@ int main(int argc, char **argv) {
     RUN(test_zero_alloc_steady_state);
     RUN(test_alloc_failure_loop);
     RUN(test_fd_hygiene);
+    RUN(test_server_framing);
+    RUN(test_server_backpressure);
+    RUN(test_read_to_close);
+    RUN(test_concurrent);
     RUN(test_sync);
     return RSD_TEST_END();
 }
