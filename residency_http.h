@@ -3261,6 +3261,7 @@ RSDI_PRIVATE void rsdi_sconn_reject(rsd_http_server *s, int k, int status) {
     rsdi_w_puts(&w, "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     cn->tx_len = w.over ? 0 : w.len;
     cn->state = RSDI_SC_CLOSING;
+    cn->req_start = s->now;
     cn->need_parse = false;
     s->stats.bad_requests++;
     rsdi_logf(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_BAD_REQUEST, RSDI_WHERE,
@@ -3429,7 +3430,10 @@ RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_po
         int st = cn->state;
         if (st == RSDI_SC_FREE || st == RSDI_SC_ZOMBIE) continue;
         if (cn->tx_len > cn->tx_off && !rsdi_sconn_flush(s, k)) continue;
-        if (cn->state == RSDI_SC_CLOSING) continue;
+        if (cn->state == RSDI_SC_CLOSING) { /* a peer that never reads its last answer */
+            if (now >= rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)) rsdi_sconn_free(s, k);
+            continue;
+        }
         if (cn->hint != RSDI_HINT_IDLE && !rsdi_sconn_read(s, k)) continue;
         if (cn->state == RSDI_SC_READ && cn->need_parse) rsdi_sconn_parse(s, k);
         if (cn->state == RSDI_SC_READ) { /* timeouts of idle and half-received requests */
@@ -3548,6 +3552,11 @@ RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
     for (k = 0; k < s->n; k++) {
         rsdi_sconn *cn = &s->conns[k];
         uint64_t t;
+        if (cn->state == RSDI_SC_CLOSING) {
+            t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
+            if (t < dl) dl = t;
+            continue;
+        }
         if (cn->state != RSDI_SC_READ) continue;
         if (cn->need_parse) return 0;
         t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
@@ -3566,6 +3575,7 @@ RSDI_PRIVATE void rsdi_sconn_answered(rsd_http_server *s, int k) {
     cn->ev_type = RSD_HTTP_SEV_NONE;
     if (cn->close_after) {
         cn->state = RSDI_SC_CLOSING;
+        cn->req_start = s->now;
         (void)rsdi_sconn_flush(s, k);
         return;
     }

@@ -44,6 +44,7 @@ typedef struct srv_ctx {
     int requests;
     size_t big;                     /* "/big" body size */
     char last_auth[128];
+    char last_host[128];
     char last_body[256];
 } srv_ctx;
 
@@ -64,6 +65,12 @@ static void serve(rsd_http_server *s, srv_ctx *x) {
             size_t n = a.len < sizeof x->last_auth - 1 ? a.len : sizeof x->last_auth - 1;
             if (a.ptr) memcpy(x->last_auth, a.ptr, n);
             x->last_auth[a.ptr ? n : 0] = '\0';
+        }
+        {
+            rsd_str a = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Host");
+            size_t n = a.len < sizeof x->last_host - 1 ? a.len : sizeof x->last_host - 1;
+            if (a.ptr) memcpy(x->last_host, a.ptr, n);
+            x->last_host[a.ptr ? n : 0] = '\0';
         }
         {
             size_t n = ev.body.len < sizeof x->last_body - 1 ? ev.body.len : sizeof x->last_body - 1;
@@ -1154,6 +1161,88 @@ static void test_concurrent(void) {
     rsd_http_server_destroy(s2);
 }
 
+
+static int resolve_calls;
+static int my_resolver(void *user, const char *host, char *out, size_t cap) {
+    (void)user;
+    resolve_calls++;
+    if (strcmp(host, "modelbox") != 0) return -1;
+    snprintf(out, cap, "127.0.0.1");
+    return 0;
+}
+
+/* Names go through the resolver hook (never getaddrinfo in the non-blocking path);
+   IPv6 literals connect directly; Host carries the name as written. */
+static void test_names_and_ipv6(void) {
+    rsd_http_server_desc sd;
+    rsd_http_client_desc cd;
+    rsd_http_server *s4, *s6;
+    rsd_http_client *c;
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_event ev;
+    srv_ctx x;
+    char u[128], host[64];
+    memset(&sd, 0, sizeof sd); memset(&cd, 0, sizeof cd); memset(&q, 0, sizeof q); memset(&x, 0, sizeof x);
+    cd.resolve_fn = my_resolver;
+    c = rsd_http_client_create(&cd);
+    s4 = rsd_http_server_create(NULL);
+    sd.bind_host = "::1";
+    s6 = rsd_http_server_create(&sd);
+    REQUIRE(c && s4);
+    snprintf(u, sizeof u, "http://modelbox:%u/health", (unsigned)rsd_http_server_port(s4));
+    q.url = u;
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    CHECK_EQ_INT(resolve_calls, 1);
+    REQUIRE(exchange(c, s4, &x, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    snprintf(host, sizeof host, "modelbox:%u", (unsigned)rsd_http_server_port(s4));
+    CHECK_EQ_STR(x.last_host, host);
+    q.url = "http://othername:1/";
+    CHECK_EQ_INT(rsd_http_send(c, &q, 0, &h), RSD_ERR_RESOLVE);
+    if (s6) { /* ::1 exists on this machine */
+        snprintf(u, sizeof u, "http://[::1]:%u/health", (unsigned)rsd_http_server_port(s6));
+        q.url = u;
+        REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+        REQUIRE(exchange(c, s6, &x, 0, &ev));
+        CHECK_EQ_INT(ev.result, RSD_OK);
+        CHECK(rsd_str_eq_c(ev.body, "ok"));
+        snprintf(host, sizeof host, "[::1]:%u", (unsigned)rsd_http_server_port(s6));
+        CHECK_EQ_STR(x.last_host, host);
+    }
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s4);
+    rsd_http_server_destroy(s6);
+}
+
+/* Slowloris: a started request that never completes gets 408 and is closed at the deadline. */
+static void test_server_request_timeout(void) {
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    rsd_http_server_stats ss;
+    srv_ctx x;
+    int fd, i;
+    memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x);
+    sd.request_timeout_ms = 100;
+    sd.max_response_bytes = 256;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s);
+    fd = raw_connect(rsd_http_server_port(s));
+    REQUIRE(fd >= 0);
+    CHECK(send(fd, "GET /x HTTP/1.1\r\n", 17, 0) == 17); /* and then nothing */
+    for (i = 0; i < 5; i++) pump_ex(NULL, s, 1000, 5, NULL, 0);
+    CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1100);
+    pump_ex(NULL, s, 1099, 5, NULL, 0);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.bad_requests, 0);
+    pump_ex(NULL, s, 1100, 5, NULL, 0); /* 408 and close */
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.bad_requests, 1);
+    CHECK_EQ_INT(ss.closes, 1);
+    close(fd);
+    rsd_http_server_destroy(s);
+}
+
 /* The blocking wrapper against a server stepped by a forked child. */
 static void test_sync(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
@@ -1231,6 +1320,8 @@ int main(int argc, char **argv) {
     RUN(test_server_backpressure);
     RUN(test_read_to_close);
     RUN(test_concurrent);
+    RUN(test_names_and_ipv6);
+    RUN(test_server_request_timeout);
     RUN(test_sync);
     return RSD_TEST_END();
 }
