@@ -2588,12 +2588,12 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     }
 }
 
-/* Hands decoded body bytes to the streaming callbacks and empties the body area. */
-RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r) {
-    if (r->on_body && r->body_len) r->on_body(r->user, r->body, r->body_len);
+/* Hands decoded body bytes to the streaming callbacks (from inside step). */
+RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r, const char *data, size_t len) {
+    if (r->on_body && len) r->on_body(r->user, data, len);
     if (r->on_sse) {
-        const char *p = r->body;
-        size_t n = r->body_len, used = 0;
+        const char *p = data;
+        size_t n = len, used = 0;
         rsd_sse_event ev;
         while (n) {
             int e = rsd_sse_feed(&r->sse, p, n, &used, &ev);
@@ -2604,7 +2604,6 @@ RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r) {
         }
     }
     r->body_len = 0;
-    if (r->max_stream && r->body_total > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
     return RSD_OK;
 }
 
@@ -2626,15 +2625,18 @@ RSDI_PRIVATE int rsdi_req_feed(rsdi_creq *r, char *src, size_t n) {
         r->body_left -= take;
         if (r->body_left == 0) res = RSD_OK;
     }
+    if (streaming) { /* handed over from where it lies; nothing is kept */
+        int e;
+        r->body_total += take;
+        if (r->max_stream && r->body_total > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
+        e = rsdi_req_stream_out(r, src, take);
+        return e < 0 ? e : res;
+    }
     room = r->body_cap - r->body_len;
     if (take > room) return RSD_ERR_BODY_TOO_LARGE;
     if (take && src != r->body + r->body_len) memmove(r->body + r->body_len, src, take);
     r->body_len += take;
     r->body_total += take;
-    if (streaming) {
-        int e = rsdi_req_stream_out(r);
-        if (e < 0) return e;
-    }
     return res;
 }
 

@@ -1243,6 +1243,72 @@ static void test_server_request_timeout(void) {
     rsd_http_server_destroy(s);
 }
 
+
+typedef struct body_sink {
+    size_t bytes, calls;
+    bool bad;
+} body_sink;
+static void on_body(void *user, const char *data, size_t len) {
+    body_sink *k = (body_sink *)user;
+    size_t i;
+    for (i = 0; i < len; i++)
+        if (data[i] != (char)('a' + (k->bytes + i) % 26)) k->bad = true;
+    k->bytes += len;
+    k->calls++;
+}
+
+/* A body far larger than the slot buffer, streamed through on_body; then the same with
+   a stream limit. */
+static void test_stream_body(void) {
+    rsd_http_server_desc sd;
+    rsd_http_client_desc cd;
+    rsd_http_server *s;
+    rsd_http_client *c;
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_event ev;
+    body_sink k;
+    srv_ctx x;
+    size_t i;
+    memset(&sd, 0, sizeof sd); memset(&cd, 0, sizeof cd); memset(&q, 0, sizeof q);
+    memset(&x, 0, sizeof x); memset(&k, 0, sizeof k);
+    for (i = 0; i < sizeof g_big; i++) g_big[i] = (char)('a' + i % 26);
+    sd.max_response_bytes = 1 << 20;
+    cd.max_body_bytes = 4096;
+    s = rsd_http_server_create(&sd);
+    c = rsd_http_client_create(&cd);
+    REQUIRE(s && c);
+    x.big = 300000;
+    q.url = url(s, "/big");
+    q.on_body = on_body;
+    q.user = &k;
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    REQUIRE(exchange(c, s, &x, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK_EQ_INT(ev.body.len, 0);
+    CHECK_EQ_INT(ev.body_bytes, 300000);
+    CHECK_EQ_INT(k.bytes, 300000);
+    CHECK(k.calls > 10);
+    CHECK(!k.bad);
+    q.max_stream_bytes = 100000;
+    memset(&k, 0, sizeof k);
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    REQUIRE(exchange(c, s, &x, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_ERR_BODY_TOO_LARGE); /* Content-Length says so up front */
+    CHECK_EQ_INT(k.bytes, 0);
+    /* chunked: the limit trips mid-stream, never handing over more than allowed */
+    q.url = url(s, "/chunked");
+    q.max_stream_bytes = 10;
+    memset(&k, 0, sizeof k);
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    REQUIRE(exchange(c, s, &x, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_ERR_BODY_TOO_LARGE);
+    CHECK(k.bytes <= 10);
+    memset(g_big, 0, sizeof g_big);
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s);
+}
+
 /* The blocking wrapper against a server stepped by a forked child. */
 static void test_sync(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
@@ -1322,6 +1388,7 @@ int main(int argc, char **argv) {
     RUN(test_concurrent);
     RUN(test_names_and_ipv6);
     RUN(test_server_request_timeout);
+    RUN(test_stream_body);
     RUN(test_sync);
     return RSD_TEST_END();
 }
