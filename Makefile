@@ -77,7 +77,8 @@ fuzz: | $(B)/fuzz
 	  dict=""; [ -f fuzz/$$t.dict ] && dict="-dict=fuzz/$$t.dict"; \
 	  echo "fuzz $$t for $(FUZZ_SECS)s"; \
 	  $(B)/fuzz/fuzz_$$t $$dict -max_total_time=$(FUZZ_SECS) -print_final_stats=1 \
-	    $(B)/fuzz/work_$$t fuzz/corpus/$$t 2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-' ; \
+	    -artifact_prefix=$(B)/fuzz/ $(FUZZ_ARGS) $(B)/fuzz/work_$$t fuzz/corpus/$$t > $(B)/fuzz/log_$$t.txt 2>&1; \
+	  grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-|Test unit written' $(B)/fuzz/log_$$t.txt | sed "s/^/  $$t: /"; \
 	  test -z "$$(ls $(B)/fuzz/crash-* $(B)/fuzz/leak-* $(B)/fuzz/timeout-* 2>/dev/null)" || exit 1; \
 	done
 

@@ -30,9 +30,8 @@ static int emit(const rsd_json_doc *d, int i, rsd_json_writer *w, char *tmp, siz
     case RSD_JSON_STRING:
         FZ_CHECK(rsd_json_str(d, i, tmp, tmpcap, &n) == RSD_OK);
         if (t->flags & RSD_JSON_F_KEY) {
-            /* keys go through w_key, which takes a C string: use strn via raw when NUL inside */
             if (memchr(tmp, 0, n) == NULL) rsd_json_w_key(w, tmp);
-            else return -1;
+            else rsd_json_w_keyn(w, tmp, n);
             c = rsd_json_child(d, i);
             FZ_CHECK(c == i + 1);
             return emit(d, c, w, tmp, tmpcap);
@@ -72,6 +71,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 1 << 16) return 0;
     cap = (uint32_t)size + 2;
     toks = (rsd_json_tok *)malloc(cap * sizeof *toks);
+    if (size) {
+        /* a small depth limit chosen by the first byte: both passes agree on it too */
+        rsd_json_desc desc;
+        memset(&desc, 0, sizeof desc);
+        desc.max_depth = 1u + data[0] % 8u;
+        r = rsd_json_parse_ex(&d, s, size, toks, cap, &desc);
+        rc = rsd_json_parse_ex(&dc, s, size, NULL, 0, &desc);
+        FZ_CHECK(r == rc && (r > 0 || d.err.offset == dc.err.offset));
+    }
     r = rsd_json_parse(&d, s, size, toks, cap);
     rc = rsd_json_parse(&dc, s, size, NULL, 0);
     FZ_CHECK(r == rc);
@@ -81,6 +89,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_CHECK(d.err.offset <= size && d.err.line >= 1 && d.err.col >= 1 && d.err.what);
         if (r == RSD_ERR_TRUNCATED) FZ_CHECK(d.err.offset == size);
         else FZ_CHECK(d.err.offset < size || r != RSD_ERR_JSON);
+        if (r == RSD_ERR_JSON || r == RSD_ERR_JSON_DEPTH) {
+            /* the error byte is the first one with no valid continuation: the input
+               before it is a valid prefix, and the input through it fails the same way */
+            size_t off = d.err.offset;
+            int rp = rsd_json_parse(&d2, s, off, NULL, 0);
+            FZ_CHECK(rp == RSD_ERR_TRUNCATED || rp > 0);
+            FZ_CHECK(rsd_json_parse(&d2, s, off + 1, NULL, 0) == r && d2.err.offset == off);
+        }
         free(toks);
         return 0;
     }

@@ -785,9 +785,18 @@ static void make_plan(rsd_decision d, rsd_reason why) {
 static void upstream_unloads_then_ttl_skips(void) {
     rsd_cache_hit hit;
     rsd_str key = rsd_str_c("llamacpp|http://mini:8080/v1"), m = rsd_str_c("coder");
+    rsd_resident r[1];
+    rsd_facts f;
     memset(&cache, 0, sizeof cache);
-    CHECK_EQ_INT(rsd_cache_lookup(&cache, key, m, 1000, 0, &hit), 0);
-    make_plan(RSD_DECISION_LOAD_AFTER_EVICT, RSD_REASON_EVICT_UNPROTECTED);
+    CHECK_EQ_INT(rsd_cache_lookup(&cache, key, m, 1000, 0, &hit), 0); /* miss: probe */
+    r[0] = res_of("old-model");
+    r[0].loaded_by_us = true;
+    facts_of(&f, "coder", RSD_STRATEGY_ROUTER, r, 1, 0);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "old-model");
+    REQUIRE(plan.n_notices >= 1);
+    CHECK_EQ_INT(plan.notices[0].kind, RSD_NOTICE_ABOUT_TO_EVICT);
     CHECK_EQ_INT(rsd_cache_store(&cache, key, m, &plan, false, 1000, 0), 1);
     CHECK_EQ_INT(rsd_cache_lookup(&cache, key, m, 1100, 0, &hit), 1); /* +100 ms: no probe */
     CHECK_EQ_INT(hit.decision, RSD_DECISION_ALREADY_RESIDENT);
@@ -795,6 +804,27 @@ static void upstream_unloads_then_ttl_skips(void) {
     CHECK_EQ_INT(rsd_cache_lookup(&cache, key, m, 1000 + 59999, 0, &hit), 1);
     CHECK_EQ_INT(rsd_cache_lookup(&cache, key, m, 1000 + 60000, 0, &hit), 0); /* TTL over */
     CHECK_EQ_INT(rsd_cache_lookup(&cache, key, m, 1000 + 100, 0, &hit), 0);   /* and gone */
+}
+
+/* Driver case 16: list failure degrades to an uncached observe; a failed unload
+   keeps the plan (evict [old-model]) but, unlike upstream (W4), is not cached. */
+static void upstream_degrades_list_and_unload_failures(void) {
+    rsd_cache_hit hit;
+    rsd_str key = rsd_str_c("llamacpp|http://mini:8080/v1"), m = rsd_str_c("coder");
+    rsd_resident r[1];
+    rsd_facts f;
+    memset(&cache, 0, sizeof cache);
+    make_plan(RSD_DECISION_OBSERVE, RSD_REASON_PROBE_FAILED);
+    CHECK_EQ_INT(rsd_cache_store(&cache, key, m, &plan, false, 0, 0), 0);
+    r[0] = res_of("old-model");
+    r[0].loaded_by_us = true;
+    facts_of(&f, "coder", RSD_STRATEGY_ROUTER, r, 1, 1);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_LOAD_AFTER_EVICT);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "old-model");
+    CHECK_EQ_INT(rsd_cache_store(&cache, key, m, &plan, true, 0, 0), 0);
+    CHECK_EQ_INT(rsd_cache_lookup(&cache, key, m, 1, 0, &hit), 0); /* next turn re-probes */
 }
 
 static void upstream_caches_an_opt_out_observation(void) {
@@ -1144,6 +1174,7 @@ int main(int argc, char **argv) {
     RUN(upstream_stress_notices);
     RUN(upstream_unloads_then_ttl_skips);
     RUN(upstream_classifies_configured_models_as_protected);
+    RUN(upstream_degrades_list_and_unload_failures);
     RUN(upstream_caches_an_opt_out_observation);
     RUN(upstream_env_opt_out);
     RUN(upstream_per_target_lifecycle);

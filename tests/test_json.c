@@ -135,7 +135,15 @@ static void test_cases(void) {
             CHECK(d.err.what != NULL && d.err.line >= 1 && d.err.col >= 1);
             CHECK_EQ_INT(dc.err.offset, d.err.offset);
             if (r == RSD_ERR_TRUNCATED) { CHECK_EQ_INT(d.err.offset, c->n); nt++; }
-            else nn++;
+            else {
+                /* the input before the error byte is a valid prefix; through it, the same error */
+                size_t off = d.err.offset;
+                int rp = rsd_json_parse(&dc, guarded(c->s, off), off, toks, 256);
+                CHECK(rp == RSD_ERR_TRUNCATED || rp > 0);
+                CHECK_EQ_INT(rsd_json_parse(&dc, guarded(c->s, off + 1), off + 1, toks, 256), r);
+                CHECK_EQ_INT(dc.err.offset, off);
+                nn++;
+            }
         }
     }
     CHECK(ny >= 40 && nn >= 80 && nt >= 20);
@@ -441,6 +449,8 @@ static int write_doc(char *buf, size_t cap) {
     rsd_json_w_str(&w, hostile);
     rsd_json_w_key(&w, "ctl");
     rsd_json_w_strn(&w, "\0a\0", 3);
+    rsd_json_w_keyn(&w, "k\0", 2);
+    rsd_json_w_null(&w);
     rsd_json_w_key(&w, "all");
     rsd_json_w_str(&w, ctl);
     rsd_json_w_key(&w, "n");
@@ -486,6 +496,8 @@ static void test_writer_roundtrip(void) {
     v = rsd_json_find(&d, 0, "ctl");
     CHECK(rsd_json_str(&d, v, s, sizeof s, &len) == RSD_OK && len == 3 && memcmp(s, "\0a\0", 3) == 0);
     CHECK(rsd_json_str_eq(&d, rsd_json_find(&d, 0, "all"), ctl));
+    v = rsd_json_find(&d, 0, "ctl") + 1; /* the key after the value of "ctl" is "k\0" */
+    CHECK(rsd_json_str(&d, v, s, sizeof s, &len) == RSD_OK && len == 2 && memcmp(s, "k\0", 2) == 0);
     v = rsd_json_find(&d, 0, "n");
     CHECK(rsd_json_int64(&d, rsd_json_at(&d, v, 0), &iv) == RSD_OK && iv == INT64_MIN);
     CHECK(rsd_json_int64(&d, rsd_json_at(&d, v, 1), &iv) == RSD_OK && iv == INT64_MAX);
@@ -608,6 +620,48 @@ static void test_writer_errors(void) {
     }
 }
 
+/* The manual's example, verbatim in spirit: router payload -> ids and states. */
+static void test_manual_example(void) {
+    static const char body[] =
+        "{\"object\":\"list\",\"data\":[{\"id\":\"org/a-Q4_K_M.gguf\",\"status\":{\"value\":\"loaded\","
+        "\"args\":[\"--port\",\"50001\"]},\"tags\":[]},{\"i\\u0064\":\"org/b\",\"status\":{\"value\":\"unloaded\"}},"
+        "{\"id\":7}]}";
+    rsd_json_tok toks[512];
+    rsd_json_doc doc;
+    int n = rsd_json_parse(&doc, body, sizeof body - 1, toks, 512), data, m, seen = 0, loaded = 0;
+    char ids[3][256];
+    REQUIRE(n > 0);
+    data = rsd_json_find(&doc, 0, "data");
+    for (m = rsd_json_child(&doc, data); m >= 0; m = rsd_json_next(&doc, m)) {
+        char id[256];
+        size_t id_len;
+        int st;
+        if (rsd_json_str(&doc, rsd_json_find(&doc, m, "id"), id, sizeof id, &id_len) < 0) continue;
+        memcpy(ids[seen++], id, id_len + 1);
+        st = rsd_json_find(&doc, m, "status");
+        loaded += rsd_json_str_eq(&doc, rsd_json_find(&doc, st, "value"), "loaded");
+    }
+    CHECK_EQ_INT(seen, 2);
+    CHECK_EQ_INT(loaded, 1);
+    CHECK_EQ_STR(ids[0], "org/a-Q4_K_M.gguf");
+    CHECK_EQ_STR(ids[1], "org/b");
+}
+
+/* The manual's writer example. */
+static void test_manual_writer(void) {
+    rsd_json_writer w;
+    char body[512];
+    int len;
+    rsd_json_w_init(&w, body, sizeof body);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "model"); rsd_json_w_str(&w, "org/a \"b\"");
+    rsd_json_w_key(&w, "n_ctx"); rsd_json_w_int(&w, 8192);
+    rsd_json_w_end_object(&w);
+    len = rsd_json_w_finish(&w);
+    CHECK_EQ_INT(len, (int)strlen("{\"model\":\"org/a \\\"b\\\"\",\"n_ctx\":8192}"));
+    CHECK_EQ_STR(body, "{\"model\":\"org/a \\\"b\\\"\",\"n_ctx\":8192}");
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_cases);
@@ -623,5 +677,7 @@ int main(int argc, char **argv) {
     RUN(test_writer_doubles);
     RUN(test_writer_small_buffers);
     RUN(test_writer_errors);
+    RUN(test_manual_example);
+    RUN(test_manual_writer);
     return RSD_TEST_END();
 }
