@@ -1309,6 +1309,74 @@ static void test_stream_body(void) {
     rsd_http_server_destroy(s);
 }
 
+
+/* Malformed or hostile responses from a raw peer: each ends in an error event (or a
+   well-defined OK), never a hang or a crash, and the socket is not reused. */
+static void test_bad_responses(void) {
+    static const struct { const char *resp; int want; } cases[] = {
+        {"HTTP/1.1 2000 OK\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/2 200 OK\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"ICY 200 OK\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFF\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", RSD_ERR_CLOSED},
+        {"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", RSD_OK},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", RSD_OK},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n", RSD_ERR_BODY_TOO_LARGE},
+        {"HTTP/1.1 200 OK\r\nContent-Le", RSD_ERR_CLOSED},
+        {"", RSD_ERR_CLOSED},
+    };
+    size_t k;
+    uint16_t port;
+    int lfd = raw_listen(&port);
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_client_stats cs;
+    REQUIRE(lfd >= 0 && c);
+    REQUIRE(rsdi_fd_nonblock(lfd) == 0); /* accept only what is there */
+    for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        rsd_http_request q;
+        rsd_http_req_h h;
+        rsd_http_event ev;
+        int pfd = -1, i;
+        bool got = false;
+        char buf[2048];
+        memset(&q, 0, sizeof q);
+        q.url = raw_url(port, "/bad");
+        if (getenv("RSD_TEST_VERBOSE")) { printf("  case %u\n", (unsigned)k); fflush(stdout); }
+        REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+        for (i = 0; i < 200 && !got; i++) {
+            rsd_pollfd lp;
+            lp.fd = lfd; lp.events = POLLIN; lp.revents = 0;
+            pump_ex(c, NULL, 0, 20, &lp, pfd == -1);
+            if (pfd == -1) {
+                pfd = accept(lfd, NULL, NULL);
+                if (pfd >= 0) {
+                    REQUIRE(raw_read_head(pfd, buf, sizeof buf) > 0);
+                    if (cases[k].resp[0]) CHECK(send(pfd, cases[k].resp, strlen(cases[k].resp), 0) > 0);
+                    shutdown(pfd, SHUT_WR);
+                }
+            }
+            got = rsd_http_next_event(c, &ev);
+        }
+        if (!got) printf("  case %u: no event\n", (unsigned)k);
+        REQUIRE(got);
+        if (ev.result != cases[k].want) printf("  case %u: %s\n", (unsigned)k, rsd_result_name(ev.result));
+        CHECK_EQ_INT(ev.result, cases[k].want);
+        if (pfd >= 0) close(pfd);
+    }
+    rsd_http_client_query_stats(c, &cs);
+    /* only the 204 left a reusable socket: the next request found it stale and retried */
+    CHECK_EQ_INT(cs.connects, sizeof cases / sizeof cases[0]);
+    CHECK_EQ_INT(cs.reuses, 1);
+    CHECK_EQ_INT(cs.retries, 1);
+    close(lfd);
+    rsd_http_client_destroy(c);
+}
+
 /* The blocking wrapper against a server stepped by a forked child. */
 static void test_sync(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
@@ -1389,6 +1457,7 @@ int main(int argc, char **argv) {
     RUN(test_names_and_ipv6);
     RUN(test_server_request_timeout);
     RUN(test_stream_body);
+    RUN(test_bad_responses);
     RUN(test_sync);
     return RSD_TEST_END();
 }
