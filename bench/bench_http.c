@@ -137,16 +137,20 @@ static int cmp_d(const void *a, const void *b) {
 }
 
 typedef double (*run_fn)(int);
-/* median req/s of 5 runs (after a warm-up run) */
-static double rps(run_fn f, int n, double *lo, double *hi) {
-    double v[5];
-    int i;
-    (void)f(n / 10 + 1);
-    for (i = 0; i < 5; i++) v[i] = (double)n / f(n);
-    qsort(v, 5, sizeof v[0], cmp_d);
-    *lo = v[0];
-    *hi = v[4];
-    return v[2];
+/* The three clients run interleaved (ours, curl, bare, ours, ...) 5 times after a warm-up,
+   so load changes on this shared machine hit all three alike; median req/s, min, max. */
+static void rps3(run_fn f[3], int n, double out[3][3]) {
+    double v[3][5];
+    int i, k;
+    for (k = 0; k < 3; k++) (void)f[k](n / 10 + 1);
+    for (i = 0; i < 5; i++)
+        for (k = 0; k < 3; k++) v[k][i] = (double)n / f[k](n);
+    for (k = 0; k < 3; k++) {
+        qsort(v[k], 5, sizeof v[k][0], cmp_d);
+        out[k][0] = v[k][2];
+        out[k][1] = v[k][0];
+        out[k][2] = v[k][4];
+    }
 }
 
 int main(int argc, char **argv) {
@@ -182,10 +186,12 @@ int main(int argc, char **argv) {
     for (cpu = 0; cpu < 2; cpu++) {
         int n = cpu == 0 ? 8000 : 3000;
         if (cpu == 1 && ncpu < 2) break;
+        run_fn fs[3];
+        fs[0] = run_ours;
+        fs[1] = run_curl;
+        fs[2] = run_raw;
         pin(cpu);
-        table[cpu][0][0] = rps(run_ours, n, &table[cpu][0][1], &table[cpu][0][2]);
-        table[cpu][1][0] = rps(run_curl, n, &table[cpu][1][1], &table[cpu][1][2]);
-        table[cpu][2][0] = rps(run_raw, n, &table[cpu][2][1], &table[cpu][2][2]);
+        rps3(fs, n, table[cpu]);
     }
     /* allocations per steady-state request */
     {
@@ -215,7 +221,7 @@ int main(int argc, char **argv) {
                (double)text_all / 65536.0);
     printf("\nkeep-alive GET /health (15-byte JSON body) on 127.0.0.1, server = rsd_http_server in a\n"
            "forked child pinned to CPU 0; client pinned to CPU 0 (same core) or CPU 1 (cross core).\n"
-           "median of 5 runs [min..max], req/s:\n");
+           "median of 5 interleaved runs [min..max], req/s:\n");
     printf("%-10s %-26s %-26s %-26s\n", "pinning", "ours (request_sync)", "libcurl (reused handle)",
            "bare write/read loop");
     for (cpu = 0; cpu < 2; cpu++) {
