@@ -181,8 +181,8 @@
        above, so a stale handle is detected, never confused with a new request.
 
        rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
-           Allocates everything now (4 blocks: object, connection table, request
-           table, one buffer block of max_requests x (max_request_bytes +
+           Allocates everything now (5 blocks: object, connection table, request
+           table, poll array, one buffer block of max_requests x (max_request_bytes +
            max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB, untouched
            pages stay virtual). NULL on a bad desc or no memory (logged:
            HTTP_DESC_INVALID / ALLOC_FAILED). Desc fields, 0 = default:
@@ -244,6 +244,11 @@
            Closes the request's socket (it cannot be reused mid-request); its event
            reports RSD_ERR_CANCELLED. RSD_ERR_NOT_FOUND for a stale or completed
            handle.
+       int rsd_http_pause(c, rsd_http_req_h h, bool paused)
+           Stops / resumes reading the response (its socket leaves / rejoins
+           pollfds): backpressure for streamed bodies, e.g. a proxy pausing the
+           upstream while rsd_http_stream_room() downstream is low. Timeouts keep
+           running (use RSD_TIMEOUT_NONE for long streams).
        int rsd_http_request_sync(c, const rsd_http_request *req, rsd_http_event *resp)
            The blocking wrapper, nothing but the loop above on rsd_now_ms(): send,
            step, then poll(pollfds, next_deadline) + step_polled until this
@@ -293,8 +298,9 @@
            other socket error            RSD_ERR_IO (sys_errno)
            malformed response / chunking RSD_ERR_PROTOCOL
            cancelled                     RSD_ERR_CANCELLED
-           Logging: only the request line (method and path) and result names
-           appear in log lines; header values, and so the bearer token, never do.
+           Logging: only the request line (method and path, with its query) and
+           result names appear in log lines; header values, and so the bearer
+           token, never do (keep secrets out of URLs).
 
        SSE line reader (pure; the client's on_sse uses it, hosts may too):
        void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap)
@@ -892,6 +898,10 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
 /* Aborts a request: its socket is closed and its event reports RSD_ERR_CANCELLED.
    RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
+/* Stops (paused = true) or resumes reading a request's response: backpressure for a
+   streamed body (e.g. a proxy whose downstream is full). Timeouts keep running.
+   RSD_OK or RSD_ERR_NOT_FOUND. */
+RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused);
 /* Blocking request: resolves names with getaddrinfo, then loops poll() + step on
    rsd_now_ms() until this request completes. Returns resp->result; resp's views are
    valid until the next call on c. Other requests' events stay queued for next_event. */
@@ -2171,7 +2181,7 @@ typedef struct rsdi_creq {
     rsd_http_dechunk dc;
     rsd_sse_reader sse;
     uint64_t connect_deadline, total_deadline, done_seq;
-    bool idempotent, is_head, reused, retried, fresh_only, extra, got_head;
+    bool idempotent, is_head, reused, retried, fresh_only, extra, got_head, paused;
     int result, sys_errno;
     void (*on_body)(void *user, const char *data, size_t len);
     void (*on_sse)(void *user, const rsd_sse_event *ev);
@@ -2431,7 +2441,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->is_head = strcmp(method, "HEAD") == 0;
     r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
                     strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
-    r->reused = r->retried = r->fresh_only = r->extra = r->got_head = false;
+    r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
     r->result = RSD_OK;
     r->sys_errno = 0;
     r->on_body = q->on_body;
@@ -2800,7 +2810,7 @@ RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
         return; /* the answer cannot be there yet: wait for POLLIN */
     }
     if (r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) {
-        if (cn->hint == RSDI_HINT_IDLE) return;
+        if (cn->hint == RSDI_HINT_IDLE || r->paused) return;
         rsdi_req_read(c, i);
     }
 }
@@ -2900,7 +2910,7 @@ RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap
         rsdi_creq *r = &c->reqs[i];
         short ev;
         if (r->state == RSDI_RQ_CONNECTING || r->state == RSDI_RQ_SENDING) ev = POLLOUT;
-        else if (r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) ev = POLLIN;
+        else if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused) ev = POLLIN;
         else continue;
         if (out && n < cap) {
             out[n].fd = c->conns[r->conn].fd;
@@ -2945,6 +2955,16 @@ RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h) {
         c->reqs[i].conn = -1;
     }
     rsdi_req_finish(c, i, RSD_ERR_CANCELLED, 0);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused) {
+    int i;
+    if (!c) return RSD_ERR_ARG;
+    i = rsdi_client_slot(c, h);
+    if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED || c->reqs[i].state > RSDI_RQ_BODY)
+        return RSD_ERR_NOT_FOUND;
+    c->reqs[i].paused = paused;
     return RSD_OK;
 }
 

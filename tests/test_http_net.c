@@ -1296,6 +1296,20 @@ static void test_stream_body(void) {
     REQUIRE(exchange(c, s, &x, 0, &ev));
     CHECK_EQ_INT(ev.result, RSD_ERR_BODY_TOO_LARGE); /* Content-Length says so up front */
     CHECK_EQ_INT(k.bytes, 0);
+    /* paused: nothing is read (no socket in pollfds) until resumed */
+    q.max_stream_bytes = 0;
+    memset(&k, 0, sizeof k);
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    CHECK_EQ_INT(rsd_http_pause(c, h, true), RSD_OK);
+    for (i = 0; i < 10; i++) { pump_ex(c, s, 0, 5, NULL, 0); serve(s, &x); }
+    CHECK_EQ_INT(k.bytes, 0);
+    CHECK_EQ_INT(rsd_http_client_pollfds(c, NULL, 0), 0);
+    CHECK(!rsd_http_next_event(c, &ev));
+    CHECK_EQ_INT(rsd_http_pause(c, h, false), RSD_OK);
+    REQUIRE(exchange(c, s, &x, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK_EQ_INT(k.bytes, 300000);
+    CHECK_EQ_INT(rsd_http_pause(c, h, true), RSD_ERR_NOT_FOUND);
     /* chunked: the limit trips mid-stream, never handing over more than allowed */
     q.url = url(s, "/chunked");
     q.max_stream_bytes = 10;
