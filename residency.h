@@ -652,7 +652,16 @@ extern "C" {
     X(ERR_RESIDENTS_LIMIT, -50, "more residents, aliases, tags or protected ids than the RSD_MAX_* limits") \
     X(ERR_MODEL_ID, -51, "model id empty or longer than RSD_MODEL_ID_MAX - 1 bytes")
 /* >>results:driver (range -90..-99) */
-#define RSDI_RESULTS_DRIVER(X)
+#define RSDI_RESULTS_DRIVER(X) \
+    X(ERR_NOT_ROUTER, -90, "not a llama.cpp router: its model listing reports no load states") \
+    X(ERR_LISTING_TRUNCATED, -91, "model listing over RSD_LISTING_MAX_MODELS or its arena; not acted on") \
+    X(ERR_LOAD_REJECTED, -92, "the server rejected the load request") \
+    X(ERR_LOAD_FAILED, -93, "the server reports the model failed to load") \
+    X(ERR_MODEL_LIMIT, -94, "server model limit reached and no resident may be evicted") \
+    X(ERR_DISPLACED, -95, "restoring a displaced pinned model displaced the requested model") \
+    X(ERR_PAYLOAD, -96, "server payload has the wrong shape")
+/* >>results:proc (range -70..-79) */
+#define RSDI_RESULTS_PROC(X)
 /* >>results:pool */
 #define RSDI_RESULTS_POOL(X) \
     X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
@@ -672,7 +681,7 @@ extern "C" {
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
-    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
+    RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_PROC(X) RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -717,7 +726,16 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(RECONCILE_CACHE_HIT, "reconcile: decision cache hit, no probe") \
     X(FIT_CLAMPED, "fit: load context clamped beside co-resident models")
 /* >>log:driver */
-#define RSDI_LOG_ITEMS_DRIVER(X)
+#define RSDI_LOG_ITEMS_DRIVER(X) \
+    X(DRIVER_DEGRADED, "driver: server unreadable; observing only, not cached") \
+    X(DRIVER_UNLOAD_FAILED, "driver: an unload failed; continuing, result not cached") \
+    X(DRIVER_LOAD_FAILED, "driver: the load failed") \
+    X(DRIVER_LIMIT, "driver: model limit reached; re-listing to evict one more") \
+    X(DRIVER_REDECIDE, "driver: the listing changed under the lock; decided again (W1)") \
+    X(DRIVER_RESTORE, "driver: restored evicted models after a failed load") \
+    X(DRIVER_LOCK_UNLOCKED, "driver: proceeding without the cross-process lock")
+/* >>log:proc */
+#define RSDI_LOG_ITEMS_PROC(X)
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X) \
     X(POOL_BAD_DESC, "pool: desc value out of range") \
@@ -752,7 +770,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
-    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
+    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_PROC(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,
@@ -1311,6 +1329,150 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
 
 /* ==== >>payload (declarations) ============================================ */
 /* >>payload:router */
+/* [doc:payload] (the text for the manual's payload part; other runtimes add theirs)
+   --- payload: server listings -> rsd_listing (>>payload) ----------------------
+       Pure, JSON-only parsers of server payloads into one runtime-neutral
+       listing type that the drivers (>>driver) turn into rsd_facts. Each call
+       takes the caller's JSON token array (no allocation); size it with
+       RSD_LISTING_MAX_TOKENS or count first with rsd_json_parse(.., NULL, 0).
+       rsd_listing { n, models[RSD_LISTING_MAX_MODELS], n_seen, n_skipped,
+         truncated, has_states, arena }
+       rsd_listed_model { id, aliases[4] + n, tags[8] + n, instance, state,
+         failed, exit_code + has_exit_code, size_bytes + has_size,
+         size_vram_bytes + has_size_vram, context_length, max_context, flags }
+         Ids, aliases and tags are decoded (JSON escapes undone) into the
+         listing's own arena: the views point INTO the rsd_listing, so never
+         copy one by value (pass pointers). Entries without a string id, with
+         an empty id, an id of RSD_MODEL_ID_MAX bytes or more, or an id holding
+         a NUL byte are skipped (n_skipped); the same rules drop single aliases
+         and tags. More than RSD_MAX_TAGS tags: the protecting ones (R8) are
+         kept first. More entries than RSD_LISTING_MAX_MODELS, or ids beyond
+         RSD_LISTING_ARENA_BYTES: the first ones are kept and truncated is set;
+         the drivers then refuse to act on the listing (observe, W19), because
+         the keep or a resident may be among the entries cut off.
+       int rsd_listing_find(const rsd_listing *l, rsd_str name);
+           index of the entry whose id or an alias equals name, else -1.
+       rsd_model_state: UNKNOWN, UNLOADED, LOADING, LOADED, SLEEPING,
+         DOWNLOADING, FAILED; rsd_model_state_resident() is true for LOADING,
+         LOADED and SLEEPING (L11: a sleeping model holds its slot).
+     router: llama.cpp router mode (wire.md section 1)
+       int rsd_router_parse_models(body, len, toks, n_toks, rsd_listing *out);
+           GET /v1/models (= /models). RSD_OK with out filled, or the JSON
+           error (RSD_ERR_JSON, _DEPTH, _TOKENS, _TOO_LARGE, RSD_ERR_TRUNCATED).
+           A top level that is not an object, or "data" that is not an array,
+           is an empty listing (L8, L13: {}, null, {"data":[{"id":42}]} -> 0).
+           State (L10): status.value when status is an object, else status
+           itself; "loaded", "loading", "sleeping", "unloaded", "downloading";
+           "downloaded" reads as UNLOADED; status.failed == true on an entry
+           (wire.md 1.4: only on "unloaded") or the legacy value "failed" gives
+           FAILED with exit_code from status.exit_code when it is an integer.
+           Anything else is UNKNOWN. has_states = some entry is not UNKNOWN:
+           false for a plain llama-server (its entries have no status) and for
+           an empty list, which is how a driver tells "not a router" (L14).
+           Also read: aliases[] and tags[] (string elements only, L9),
+           status.args "--ctx-size N" / "-c N" -> context_length,
+           meta.n_ctx_train -> max_context, meta.size -> size_bytes.
+       int rsd_router_parse_props(body, len, toks, n_toks, rsd_router_props *out);
+           GET /props. is_router = (role == "router"); max_instances (L12) is
+           a JSON number, finite and > 0, floored, saturated at 0x7FFFFFFF;
+           strings, null, 0, negatives, fractions below 1 -> 0 = unknown.
+           unlimited = is_router and max_instances is exactly 0 (--models-max
+           0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
+       int rsd_payload_error_message(body, len, toks, n_toks, buf, cap);
+           The message of an error envelope {"error":{"message":..}} (also
+           {"error":"..."} and {"message":".."}), NUL-terminated, truncated to
+           cap; returns its length, or RSD_ERR_NOT_FOUND (no JSON message; a
+           router may answer 500 with a plain-text body), or a JSON error.
+       Limits: RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES 65536,
+       RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of ~75
+       tokens). sizeof(rsd_listing) is about 140 KB (x86-64): keep it off
+       small stacks. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
+       limits, deterministic, agreement with a token-count pass). */
+enum {
+    RSD_LISTING_MAX_MODELS = 256,     /* entries kept from one listing; more = truncated */
+    RSD_LISTING_ARENA_BYTES = 65536,  /* decoded ids, aliases and tags of one listing */
+    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens a driver parses one payload into */
+};
+
+/* Load state of a listed model (wire.md 1.4). */
+#define RSD_MODEL_STATES(X) \
+    X(UNKNOWN, "unknown") \
+    X(UNLOADED, "unloaded") \
+    X(LOADING, "loading") \
+    X(LOADED, "loaded") \
+    X(SLEEPING, "sleeping") \
+    X(DOWNLOADING, "downloading") \
+    X(FAILED, "failed")
+/* State of one listed model; FAILED = unloaded after a failed load or crash. */
+typedef enum rsd_model_state {
+#define RSDI_X(n, s) RSD_MODEL_##n,
+    RSD_MODEL_STATES(RSDI_X)
+#undef RSDI_X
+    RSD_MODEL_STATE_NUM
+} rsd_model_state;
+
+/* Flags of a listed model. */
+enum {
+    RSD_LISTED_ALIASES_CUT = 1u << 0,  /* more aliases than RSD_MAX_ALIASES */
+    RSD_LISTED_TAGS_CUT = 1u << 1      /* more tags than RSD_MAX_TAGS */
+};
+
+/* One model in a server listing. Views point into the owning rsd_listing's arena. */
+typedef struct rsd_listed_model {
+    rsd_str id;                         /* canonical id, 1..RSD_MODEL_ID_MAX-1 bytes, no NUL */
+    rsd_str aliases[RSD_MAX_ALIASES];   /* other names that route to it */
+    int n_aliases;
+    rsd_str tags[RSD_MAX_TAGS];         /* preset tags (protecting ones kept first) */
+    int n_tags;
+    rsd_str instance;                   /* runtime instance id (LM Studio); empty otherwise */
+    rsd_model_state state;
+    bool failed;                        /* the last load/run failed (router failed:true) */
+    bool has_exit_code;
+    bool has_size, has_size_vram;       /* absent sizes are never zero (R5) */
+    int64_t exit_code;                  /* router status.exit_code when has_exit_code */
+    uint64_t size_bytes;                /* total weight bytes when has_size */
+    uint64_t size_vram_bytes;           /* GPU-resident bytes when has_size_vram */
+    uint32_t context_length;            /* context it runs with; 0 = unknown */
+    uint32_t max_context;               /* its trained/maximum context; 0 = unknown */
+    uint32_t flags;                     /* RSD_LISTED_* */
+} rsd_listed_model;
+
+/* A parsed server listing (every model the server reports, in listing order).
+   Self-referential: never copy by value. */
+typedef struct rsd_listing {
+    int n;                              /* entries kept in models[] */
+    uint32_t n_seen;                    /* elements in the payload's list */
+    uint32_t n_skipped;                 /* elements dropped (no usable id) */
+    bool truncated;                     /* entries were cut off: do not act on it */
+    bool has_states;                    /* some entry has a known state (router check, L14) */
+    size_t arena_used;
+    rsd_listed_model models[RSD_LISTING_MAX_MODELS];
+    char arena[RSD_LISTING_ARENA_BYTES];
+} rsd_listing;
+
+/* What a router's GET /props says (wire.md 1.9, L12). */
+typedef struct rsd_router_props {
+    bool is_router;                     /* "role": "router" */
+    bool unlimited;                     /* is_router and max_instances exactly 0 */
+    uint32_t max_instances;             /* > 0 when known; 0 = unknown */
+} rsd_router_props;
+
+/* "unloaded", "loading", ...; never NULL. */
+RSD_API const char *rsd_model_state_str(int state);
+/* True for LOADING, LOADED and SLEEPING: the model holds an instance slot (L11). */
+RSD_API bool rsd_model_state_resident(int state);
+/* Index of the entry whose id or an alias equals name, or -1. */
+RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name);
+/* Parse a llama.cpp router GET /v1/models body into *out (L8-L13). RSD_OK or a JSON error. */
+RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
+                                    uint32_t n_toks, rsd_listing *out);
+/* Parse a router GET /props body (role, max_instances per L12). RSD_OK or a JSON error. */
+RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
+                                   uint32_t n_toks, rsd_router_props *out);
+/* Message of an error envelope into buf (NUL-terminated, truncated); its length,
+   RSD_ERR_NOT_FOUND when there is none, or a JSON error. */
+RSD_API int rsd_payload_error_message(const char *body, size_t len, rsd_json_tok *toks,
+                                      uint32_t n_toks, char *buf, size_t cap);
 /* >>payload:router end */
 /* >>payload:ollama */
 /* >>payload:ollama end */
@@ -1320,6 +1482,475 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
 
 /* ==== >>driver (declarations) ============================================= */
 /* >>driver:core */
+/* [doc:driver] -- the manual of the sans-I/O reconcile driver (placed here, next to
+   its declarations, to keep merges apart; the lead may move it to the top block).
+   --- driver: the sans-I/O reconcile (>>driver) -------------------------------
+       One reconcile = "make model X resident on this server", as a state
+       machine that never touches a socket, a clock, a file or the heap. The
+       caller owns the object, performs the steps it asks for (HTTP requests,
+       waits, the cross-process lock) and feeds the answers back. The shell in
+       residency_http.h runs it over sockets; tests run it with canned answers.
+
+           static rsd_reconcile r;        (big: see sizeof below; not on a stack)
+           rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
+           d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
+           d.cache = &my_cache;  d.lock = true;
+           rsd_reconcile_begin(&r, &d, now_ms());
+           for (;;) {
+               rsd_step s = rsd_reconcile_next(&r, now_ms());
+               while (r.n_notices > seen) show(&r.notices[seen++]);   (live)
+               if (s.kind == RSD_STEP_HTTP)   { send s.http; then
+                   rsd_reconcile_feed(&r, transport_rc, status, body, len, now_ms()); }
+               else if (s.kind == RSD_STEP_WAIT)   sleep_until(s.wake_ms);
+               else if (s.kind == RSD_STEP_LOCK)   { take lock s.key by s.deadline_ms;
+                   rsd_reconcile_lock_done(&r, held, generation_now, now_ms()); }
+               else if (s.kind == RSD_STEP_COMMIT) { persist r.result.attr_add /
+                   attr_remove, bump the generation;
+                   rsd_reconcile_commit_done(&r, new_generation); }   (optional)
+               else if (s.kind == RSD_STEP_UNLOCK) release the lock;
+               else break;                                   (RSD_STEP_DONE)
+           }
+           r.result: outcome, error, decision, reason, message, evicted ...
+
+       int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d,
+                               uint64_t now_ms);
+           Validates and COPIES everything it needs from d (the caller may free
+           its strings afterwards); no I/O. RSD_OK, RSD_ERR_ARG (NULL, no keep,
+           no base_url, a bearer with control bytes, n_protected/n_ours out of
+           range), RSD_ERR_URL (base_url empty, with '?' or '#', or longer than
+           RSD_RECONCILE_URL_MAX - 32), RSD_ERR_MODEL_ID (keep, an own or a
+           protected id of RSD_MODEL_ID_MAX bytes or more), RSD_ERR_BUFFER (the
+           normalised key does not fit RSD_TARGET_KEY_MAX). On error the object
+           is left DONE with result.error set, so next() returns DONE.
+       rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
+           What to do now. Idempotent while a step is outstanding: it returns
+           the same HTTP or LOCK step again until it is answered (do not send
+           it twice); WAIT until now_ms >= wake_ms; COMMIT and UNLOCK count as
+           done when next() is called again. Views in the step point into r
+           and stay valid until the next call that changes r.
+             RSD_STEP_HTTP    s.http: op, model, method ("GET"/"POST"), url
+                              (full, NUL-terminated), headers[n_headers]
+                              (Content-Type: application/json on POSTs,
+                              Authorization: Bearer <token> when d.bearer),
+                              body + body_len (NULL/0 for GET), timeout_ms
+                              (never past the overall deadline, at least 1).
+             RSD_STEP_WAIT    come back at s.wake_ms (absolute, caller's clock).
+             RSD_STEP_LOCK    take the cross-process lock named s.key (the
+                              normalised target key) waiting at most until
+                              s.deadline_ms (the reconcile's own deadline: W5),
+                              then rsd_reconcile_lock_done.
+             RSD_STEP_COMMIT  mutations happened: persist result.attr_add and
+                              result.attr_remove[] under s.key, bump the mutation
+                              generation, optionally tell it with
+                              rsd_reconcile_commit_done. Comes before UNLOCK.
+             RSD_STEP_UNLOCK  release the lock (once per LOCK, always, even when
+                              lock_done said held = false).
+             RSD_STEP_DONE    s.result = result.error; nothing more to do.
+       int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
+                              const char *body, size_t len, uint64_t now_ms);
+           The answer to the outstanding HTTP step. transport is RSD_OK or a
+           negative RSD_ERR_* (RSD_ERR_TIMEOUT, RSD_ERR_CONNECT, ...: then
+           http_status and body are ignored). The body is parsed at once and not
+           kept. RSD_OK, or RSD_ERR_STATE when no HTTP step is outstanding.
+       int rsd_reconcile_lock_done(rsd_reconcile *r, bool held,
+                                   uint64_t generation, uint64_t now_ms);
+           held = the lock is held; false = proceeding without it (a warning
+           notice says so; upstream K5 fail-open). generation = the target's
+           mutation generation read after taking the lock (rsd_state_gen_read).
+           W1: unless held, d.has_generation and generation == d.generation
+           (no process using this library mutated the target since the
+           listing), the machine lists again and decides again before any
+           mutation. RSD_OK or RSD_ERR_STATE.
+       int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
+           After a COMMIT step: the generation after the bump, under which the
+           decision is cached. Without it the cache entry uses d.generation.
+       const char *rsd_outcome_str(int outcome), rsd_step_kind_str(int kind),
+       rsd_http_op_str(int op), rsd_driver_msg_str(int dmsg): never NULL.
+       const rsd_runtime *rsd_runtime_router(void);
+           The llama.cpp router adapter (the default when d.runtime is NULL).
+
+       Desc (zeroed fields are defaults; every string is copied by begin):
+           runtime (NULL = router), base_url (as configured, "http://h:8080/v1";
+           a base without "/v1" works too), target_key (NULL = normalised
+           "<runtime name>|<base_url>" by rsd_target_key_normalise, W9),
+           target_id (messages; NULL = base_url), runtime_id (NULL = runtime
+           name), keep, residency_env (the RESIDENCY value; NULL = unset),
+           user_managed (per-target opt-out), protected_models + n_protected,
+           keep_pinned, context_length, model_max_context (0 = the listing's
+           meta.n_ctx_train when known), context_ceiling, deadline_ms (0 =
+           120000, the whole reconcile: lock wait, unloads, load, wait: W5),
+           probe_timeout_ms (0 = 1500, per listing/props request), restore_ms
+           (0 = 30000: extra time for restoring after a failed load, so the
+           worst case is deadline + restore), bearer, cache (NULL = no TTL fast
+           path), generation + has_generation, ours + n_ours (ids this library
+           loaded on the target: the persisted attribution), lock (emit
+           LOCK/UNLOCK around mutations), logger.
+
+       Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
+        1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
+           once with no request: RESIDENT, OBSERVED or DECLINED, cache_hit set.
+        2. List (GET <root>/v1/models, probe timeout). Failure of any kind
+           (transport, non-2xx, bad JSON, not a router, truncated, more than
+           RSD_MAX_RESIDENTS residents) -> outcome DEGRADED, decision OBSERVE,
+           reason PROBE_FAILED, not cached (R41), nothing mutated; one
+           degraded/info notice says why (upstream was silent, L29: the level
+           is info so a sink can drop it).
+        3. Capacity (GET <root>/props, probe timeout; failure = unknown, R42).
+           unlimited (--models-max 0) is passed to rsd_decide as a free slot.
+        4. rsd_decide on the listing: residents = entries LOADING, LOADED or
+           SLEEPING; keep tags/aliases from the keep's entry in any state
+           (L17); ours from d.ours (id or alias, W10).
+        5. Gate (R45, L18): a plan that evicts while the listing does not
+           name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
+        6. Notices of the plan are rendered to text and appended to
+           r->notices at once (readable while the machine runs).
+        7. OBSERVE (opt-out; W19: never a mutating request) and DECLINE end
+           here and are cached (R52; W3 via rsd_cache_store). ALREADY_RESIDENT
+           ends here (cached) unless the keep is LOADING: then a read-only wait
+           without the lock (L25).
+        8. LOAD / LOAD_AFTER_EVICT: LOCK (when d.lock; R49, L25), then W1 as
+           above: re-list, re-decide, re-gate; new notices only if the plan
+           changed (decision, reason or victims).
+        9. Unload the victims one at a time (POST <root>/models/unload
+           {"model": id}); a failure is a warning notice and the reconcile goes
+           on (R48), but nothing is cached afterwards (W4/W9).
+       10. Load (POST <root>/models/load {"model": keep}) unless the keep is
+           LOADED/SLEEPING (L20); LOADING skips the POST and waits. Answers:
+           2xx -> wait; 400 "already running" -> resident, wait (no attribution);
+           500 "model limit reached" -> a capacity answer: re-list, re-decide
+           with max_instances = the residents now listed, unload what that
+           plan evicts and load again (at most RSD_RECONCILE_LOAD_ATTEMPTS
+           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; any
+           other status -> LOAD_FAILED RSD_ERR_LOAD_REJECTED ("llama.cpp router
+           rejected <url>: HTTP <status>"); a transport error -> LOAD_FAILED.
+       11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
+           capped at 500 ms between polls, the last poll at the deadline; so
+           DONE comes within one poll interval of the model being ready.
+           Transport errors, 5xx and unparseable bodies are retried until the
+           deadline; 4xx fails. failed:true (FAILED) ends the wait: "llama.cpp
+           router reports '<id>' failed to load (exit code N)"
+           RSD_ERR_LOAD_FAILED. A model missing from a listing keeps polling.
+           The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT.
+       12. Failed load with evictions done -> restore (R70-R74, W5): each
+           evicted model in order, POST load + wait, bounded by restore_ms;
+           notices: restored (swap/warning, "... restored 'a' so the target
+           keeps serving.") and unrestored (will-not-fit/error). Restored
+           models keep their attribution (they are not in attr_remove).
+       13. Pinned pass (L24) after a load this reconcile made or waited for,
+           when the decision's listing had tag-pinned residents: GET once;
+           reload each pinned model that is gone; if one was reloaded, GET again
+           and require the keep resident, else LOAD_FAILED RSD_ERR_DISPLACED.
+       14. COMMIT (when anything was mutated) with attr_add (the keep, when a
+           load POST of ours succeeded, R50) and attr_remove (names of evicted,
+           unrestored models found in d.ours); cache: every entry of the key is
+           invalidated after a mutation, then (key, keep) is stored unless an
+           unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
+       Requests: no more than upstream L26-L28 on the same scenario, except
+       the W1 re-list (skipped when the generation proves nothing changed) and
+       the faster polls of step 11.
+       The router never receives a request that names a model on a GET, so no
+       probe can autoload (wire.md 1.7); the machine sends no "?model=" probes.
+
+       Result (r->result; final after DONE, counters live):
+           outcome     RESIDENT (keep loaded or sleeping), OBSERVED (opt-out),
+                       DECLINED, LOAD_FAILED, DEGRADED (could not read the
+                       server, or the deadline passed before any mutation)
+           error       RSD_OK or why: RSD_ERR_NOT_ROUTER, _LISTING_TRUNCATED,
+                       _LOAD_REJECTED, _LOAD_FAILED, _MODEL_LIMIT, _DISPLACED,
+                       _PAYLOAD, RSD_ERR_TIMEOUT, RSD_ERR_CONNECT, RSD_ERR_HTTP_STATUS,
+                       a JSON error, RSD_ERR_RESIDENTS_LIMIT ...
+           message     one line for the operator (the upstream error text)
+           decision, reason, would, keep_resident (before), load_context,
+           cache_hit, cached, mutated, loaded (our load POST succeeded),
+           unload_failed, lock_held, redecided, evicted[] + n_evicted with
+           restored flags, attr_add, attr_remove[] + n_attr_remove,
+           requests, elapsed_ms.
+       Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
+       RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
+       (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
+       .subject) and driver notices: RESTORED (swap/warning), UNRESTORED
+       (will-not-fit/error), LOAD_FAILED (degraded/error), UNLOAD_FAILED
+       (degraded/warning), LOCK_UNLOCKED (degraded/warning), DEGRADED
+       (degraded/info). .text is the rendered line (cut at
+       RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
+
+       Runtimes: rsd_runtime is a table of pure hooks (request builder,
+       listing and capacity parsers, load-answer classifier) plus flags; the
+       llama.cpp router is rsd_runtime_router(). Other runtimes supply their
+       own table and reuse the whole machine.
+
+       Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
+       512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
+       64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
+       is about 900 KB on x86-64 (two listings, 16384 JSON tokens, notices,
+       copied ids): allocate it (static, malloc) and reuse it; begin resets it.
+       No allocation, no globals, no clock, no I/O. Deterministic: the same
+       desc, answers and clock readings give the same steps and result.
+       Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
+       DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED. */
+enum {
+    RSD_RECONCILE_URL_MAX = 2048,          /* bytes of a request URL incl. NUL */
+    RSD_RECONCILE_BEARER_MAX = 512,        /* bytes of a bearer token incl. NUL */
+    RSD_RECONCILE_BODY_MAX = 6 * RSD_MODEL_ID_MAX + 256, /* request body buffer */
+    RSD_RECONCILE_MAX_NOTICES = 64,        /* notices kept per reconcile */
+    RSD_RECONCILE_NOTICE_TEXT_MAX = 512,   /* rendered notice text incl. NUL */
+    RSD_RECONCILE_TEXT_MAX = 512,          /* result.message incl. NUL */
+    RSD_RECONCILE_MAX_OURS = 64,           /* ids in rsd_reconcile_desc.ours */
+    RSD_RECONCILE_MAX_HEADERS = 2,         /* headers of one HTTP step */
+    RSD_RECONCILE_LOAD_ATTEMPTS = 3,       /* load POSTs per reconcile (model-limit retries) */
+    RSD_RECONCILE_DEADLINE_MS = 120000,    /* default overall deadline (W5) */
+    RSD_RECONCILE_PROBE_TIMEOUT_MS = 1500, /* default listing/props timeout (L14) */
+    RSD_RECONCILE_RESTORE_MS = 30000,      /* default restore budget after a failed load */
+    RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll (W7) */
+    RSD_RECONCILE_POLL_MAX_MS = 500        /* poll interval cap */
+};
+
+/* What the caller must do next. */
+#define RSD_STEP_KINDS(X) X(NONE, "none") X(HTTP, "http") X(WAIT, "wait") X(LOCK, "lock") \
+    X(COMMIT, "commit") X(UNLOCK, "unlock") X(DONE, "done")
+/* Kind of an rsd_step. */
+typedef enum rsd_step_kind {
+#define RSDI_X(n, s) RSD_STEP_##n,
+    RSD_STEP_KINDS(RSDI_X)
+#undef RSDI_X
+    RSD_STEP_KIND_NUM
+} rsd_step_kind;
+
+/* Purpose of an HTTP step. */
+#define RSD_HTTP_OPS(X) X(NONE, "none") X(LIST, "list") X(CAPACITY, "capacity") \
+    X(LOAD, "load") X(UNLOAD, "unload") X(POLL, "poll")
+/* Which request an HTTP step is. */
+typedef enum rsd_http_op {
+#define RSDI_X(n, s) RSD_OP_##n,
+    RSD_HTTP_OPS(RSDI_X)
+#undef RSDI_X
+    RSD_OP_NUM
+} rsd_http_op;
+
+/* Final outcome of a reconcile. */
+#define RSD_OUTCOMES(X) X(NONE, "none") X(RESIDENT, "resident") X(OBSERVED, "observed") \
+    X(DECLINED, "declined") X(LOAD_FAILED, "load-failed") X(DEGRADED, "degraded")
+/* How a reconcile ended. */
+typedef enum rsd_outcome {
+#define RSDI_X(n, s) RSD_OUTCOME_##n,
+    RSD_OUTCOMES(RSDI_X)
+#undef RSDI_X
+    RSD_OUTCOME_NUM
+} rsd_outcome;
+
+/* Notices the driver adds to the plan's (PLAN = a notice of rsd_decide). */
+#define RSD_DRIVER_MSGS(X) X(PLAN, "plan") X(RESTORED, "restored") X(UNRESTORED, "unrestored") \
+    X(LOAD_FAILED, "load-failed") X(UNLOAD_FAILED, "unload-failed") \
+    X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded")
+/* Which driver message a notice carries. */
+typedef enum rsd_driver_msg {
+#define RSDI_X(n, s) RSD_DMSG_##n,
+    RSD_DRIVER_MSGS(RSDI_X)
+#undef RSDI_X
+    RSD_DMSG_NUM
+} rsd_driver_msg;
+
+/* How a runtime classifies the answer to its load request. */
+typedef enum rsd_load_answer {
+    RSD_LOAD_ACCEPTED = 0,  /* started (or done): wait for loaded */
+    RSD_LOAD_ALREADY,       /* already running: resident, not ours */
+    RSD_LOAD_LIMIT,         /* capacity full: re-list, evict one more, retry */
+    RSD_LOAD_REJECTED       /* refused: the load failed */
+} rsd_load_answer;
+
+/* One request header of an HTTP step. */
+typedef struct rsd_step_header {
+    const char *name;
+    const char *value;
+} rsd_step_header;
+
+/* An HTTP request to perform (views into the rsd_reconcile). */
+typedef struct rsd_step_http {
+    rsd_http_op op;
+    const char *model;        /* the model it concerns ("" for LIST/CAPACITY) */
+    const char *method;       /* "GET" or "POST" */
+    const char *url;          /* full URL, NUL-terminated */
+    rsd_step_header headers[RSD_RECONCILE_MAX_HEADERS];
+    int n_headers;
+    const char *body;         /* NULL for GET */
+    size_t body_len;
+    uint32_t timeout_ms;      /* >= 1, never past the overall deadline */
+} rsd_step_http;
+
+/* One step of a reconcile. */
+typedef struct rsd_step {
+    rsd_step_kind kind;
+    rsd_step_http http;       /* HTTP */
+    uint64_t wake_ms;         /* WAIT: absolute time to come back */
+    const char *key;          /* LOCK, COMMIT, UNLOCK: normalised target key */
+    uint64_t deadline_ms;     /* LOCK: give up waiting at this absolute time */
+    int result;               /* DONE: result.error */
+} rsd_step;
+
+/* A notice as the driver keeps it: rendered, self-contained. */
+typedef struct rsd_reconcile_notice {
+    rsd_notice notice;        /* kind, level, msg, detail fields; subject is -1 */
+    rsd_driver_msg dmsg;      /* PLAN or a driver message */
+    bool text_cut;            /* text was longer than the buffer */
+    char subject[RSD_MODEL_ID_MAX];           /* the resident it is about, or "" */
+    char text[RSD_RECONCILE_NOTICE_TEXT_MAX]; /* the operator line */
+} rsd_reconcile_notice;
+
+/* One evicted model. */
+typedef struct rsd_evicted {
+    char id[RSD_MODEL_ID_MAX];
+    bool restored;            /* reloaded after a failed load */
+} rsd_evicted;
+
+/* The outcome of a reconcile (final after DONE; counters are live). */
+typedef struct rsd_reconcile_result {
+    rsd_outcome outcome;
+    int error;                /* RSD_OK or why (see the manual) */
+    rsd_decision decision;    /* of the last decide (OBSERVE when degraded) */
+    rsd_reason reason;
+    rsd_decision would;
+    bool keep_resident;       /* the keep was resident in the decision's listing */
+    bool cache_hit, cached, mutated, loaded, unload_failed, lock_held, redecided;
+    uint32_t load_context;    /* clamped context of the plan (0 = none) */
+    uint32_t requests;        /* HTTP steps emitted */
+    uint64_t elapsed_ms;      /* from begin to DONE */
+    char message[RSD_RECONCILE_TEXT_MAX];
+    int n_evicted;
+    rsd_evicted evicted[RSD_MAX_RESIDENTS];
+    char attr_add[RSD_MODEL_ID_MAX];          /* "" = nothing to add */
+    int n_attr_remove;
+    char attr_remove[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+} rsd_reconcile_result;
+
+typedef struct rsd_reconcile rsd_reconcile;
+
+/* A runtime adapter: pure hooks the machine calls. Every hook may use the
+   rsd_reconcile (its key, URLs, buffers, token array). */
+typedef struct rsd_runtime {
+    const char *name;         /* key prefix and default runtime_id, e.g. "llamacpp" */
+    const char *label;        /* for messages, e.g. "llama.cpp router" */
+    rsd_strategy strategy;
+    uint32_t flags;           /* RSD_RT_* */
+    /* Fill out (url in r->url, body in r->body) for op on model. RSD_OK or <0. */
+    int (*request)(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *out);
+    /* Parse a 2xx listing body into out; <0 when it cannot be acted on. */
+    int (*parse_list)(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out);
+    /* Parse a 2xx capacity body: *max (0 unknown), *unlimited. NULL = no probe. */
+    int (*parse_capacity)(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
+                          bool *unlimited);
+    /* Classify the answer to a load request. */
+    rsd_load_answer (*load_answer)(rsd_reconcile *r, int status, const char *body, size_t len);
+} rsd_runtime;
+
+/* Runtime flags. */
+enum {
+    RSD_RT_CATALOG = 1u << 0,    /* the listing names every servable model (enables the R45 gate) */
+    RSD_RT_LOAD = 1u << 1,       /* explicit load request */
+    RSD_RT_WAIT = 1u << 2,       /* poll the listing until the load is done */
+    RSD_RT_PINNED_PASS = 1u << 3 /* L24 restore of displaced pinned models */
+};
+
+/* Everything a reconcile needs; zeroed fields are defaults, strings are copied. */
+typedef struct rsd_reconcile_desc {
+    const rsd_runtime *runtime;       /* NULL = rsd_runtime_router() */
+    const char *base_url;             /* as configured, e.g. "http://mini:8080/v1" */
+    const char *target_key;           /* NULL = normalise("<runtime>|" base_url) */
+    const char *target_id;            /* for messages; NULL = base_url */
+    const char *runtime_id;           /* for messages; NULL = runtime->name */
+    const char *keep;                 /* model to make resident (required) */
+    const char *residency_env;        /* value of RESIDENCY; NULL = unset (managed) */
+    bool user_managed;                /* target lifecycle user-managed (observe) */
+    bool keep_pinned;                 /* the keep will be tag-pinned (R26) */
+    bool lock;                        /* emit LOCK/UNLOCK around mutations */
+    bool has_generation;              /* generation below is meaningful */
+    uint64_t generation;              /* mutation generation read before begin */
+    const rsd_protected_model *protected_models; /* configured ids with roles */
+    int n_protected;                  /* 0..RSD_MAX_PROTECTED */
+    const char *const *ours;          /* ids this library loaded here (attribution) */
+    int n_ours;                       /* 0..RSD_RECONCILE_MAX_OURS */
+    uint32_t context_length, model_max_context, context_ceiling; /* see rsd_facts */
+    uint32_t deadline_ms;             /* 0 = RSD_RECONCILE_DEADLINE_MS, whole reconcile */
+    uint32_t probe_timeout_ms;        /* 0 = RSD_RECONCILE_PROBE_TIMEOUT_MS */
+    uint32_t restore_ms;              /* 0 = RSD_RECONCILE_RESTORE_MS */
+    const char *bearer;               /* API key; NULL = none */
+    rsd_decision_cache *cache;        /* NULL = no TTL fast path */
+    rsd_logger logger;
+} rsd_reconcile_desc;
+
+/* The reconcile state machine. Caller-owned, big, reusable; fields not listed as
+   public are internal. Public: result, notices, n_notices, notices_dropped, key. */
+struct rsd_reconcile {
+    rsd_reconcile_result result;
+    int n_notices;
+    int notices_dropped;
+    rsd_reconcile_notice notices[RSD_RECONCILE_MAX_NOTICES];
+    char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
+    /* internal: copied desc */
+    const rsd_runtime *rt;
+    rsd_logger logger;
+    rsd_decision_cache *cache;
+    char root[RSD_RECONCILE_URL_MAX]; /* base URL without trailing '/' and "/v1" */
+    char target_id[RSD_RECONCILE_URL_MAX];
+    char runtime_id[64];
+    char keep[RSD_MODEL_ID_MAX];
+    char auth[RSD_RECONCILE_BEARER_MAX + 8];
+    rsd_optout optout;
+    bool keep_pinned, want_lock, has_gen;
+    uint64_t gen, commit_gen;
+    uint32_t ctx_len, ctx_max, ctx_ceiling, probe_ms, restore_ms;
+    int n_protected, n_ours;
+    rsd_protected_model protected_models[RSD_MAX_PROTECTED];
+    char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
+    char ours[RSD_RECONCILE_MAX_OURS][RSD_MODEL_ID_MAX];
+    /* internal: machine */
+    int phase, after_wait;
+    bool shown, locked;
+    uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
+    uint32_t poll_delay, max_instances;
+    bool unlimited, posted;
+    int load_attempts, vi, ri, pi, n_victims, n_pinned, n_reloaded;
+    rsd_model_state keep_state;
+    char wait_model[RSD_MODEL_ID_MAX];
+    char victims[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
+    int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
+    char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    bool pinned_gone[RSD_MAX_RESIDENTS];
+    char fail_reason[RSD_RECONCILE_TEXT_MAX];
+    int fail_error;
+    rsd_plan plan;
+    rsd_facts facts;
+    rsd_resident res[RSD_MAX_RESIDENTS];
+    rsd_step step;
+    char url[RSD_RECONCILE_URL_MAX];
+    char body[RSD_RECONCILE_BODY_MAX];
+    rsd_listing snap;                 /* listing the decision was made on */
+    rsd_listing poll;                 /* listing of the latest poll */
+    rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+};
+
+/* Start a reconcile (copies d; no I/O). RSD_OK or <0 (then next() says DONE). */
+RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms);
+/* The next step to perform (idempotent while one is outstanding). */
+RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
+/* Answer the outstanding HTTP step: transport RSD_OK or a negative RSD_ERR_*. */
+RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
+                               const char *body, size_t len, uint64_t now_ms);
+/* Answer the LOCK step: held or proceeding unlocked; generation read under the lock. */
+RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation,
+                                    uint64_t now_ms);
+/* Optional answer to a COMMIT step: the mutation generation after the bump. */
+RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
+/* The llama.cpp router runtime adapter. */
+RSD_API const rsd_runtime *rsd_runtime_router(void);
+/* "resident", "observed", ...; never NULL. */
+RSD_API const char *rsd_outcome_str(int outcome);
+/* "http", "wait", ...; never NULL. */
+RSD_API const char *rsd_step_kind_str(int kind);
+/* "list", "load", ...; never NULL. */
+RSD_API const char *rsd_http_op_str(int op);
+/* "plan", "restored", ...; never NULL. */
+RSD_API const char *rsd_driver_msg_str(int dmsg);
 /* >>driver:core end */
 /* >>driver:ollama */
 /* >>driver:ollama end */
@@ -3672,6 +4303,221 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
 
 /* ==== >>payload (implementation) ========================================== */
 /* >>payload:router */
+RSD_API const char *rsd_model_state_str(int state) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_MODEL_STATES(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return state >= 0 && state < (int)RSD_MODEL_STATE_NUM ? s[state] : "unknown";
+}
+
+RSD_API bool rsd_model_state_resident(int state) {
+    return state == RSD_MODEL_LOADING || state == RSD_MODEL_LOADED || state == RSD_MODEL_SLEEPING;
+}
+
+RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
+    int i, k;
+    if (!l || !name.len || !name.ptr) return -1;
+    for (i = 0; i < l->n && i < RSD_LISTING_MAX_MODELS; i++) {
+        const rsd_listed_model *m = &l->models[i];
+        if (rsd_str_eq(m->id, name)) return i;
+        for (k = 0; k < m->n_aliases && k < RSD_MAX_ALIASES; k++)
+            if (rsd_str_eq(m->aliases[k], name)) return i;
+    }
+    return -1;
+}
+
+/* Reset the header of a listing (entries are written as they are filled). */
+RSDI_PRIVATE void rsdi_listing_reset(rsd_listing *l) {
+    l->n = 0;
+    l->n_seen = 0;
+    l->n_skipped = 0;
+    l->truncated = false;
+    l->has_states = false;
+    l->arena_used = 0;
+}
+
+/* Decode string token i into the listing's arena as a model name: 1..MODEL_ID_MAX-1
+   bytes, no NUL. 1 = ok (*out set), 0 = unusable name, -1 = arena full. */
+RSDI_PRIVATE int rsdi_listing_name(rsd_listing *l, const rsd_json_doc *doc, int i, rsd_str *out) {
+    size_t avail = RSD_LISTING_ARENA_BYTES - l->arena_used, n = 0;
+    char *dst = l->arena + l->arena_used;
+    int r;
+    if (rsd_json_type_of(doc, i) != RSD_JSON_STRING) return 0;
+    r = rsd_json_str(doc, i, dst, avail, &n);
+    if (n == 0 || n >= RSD_MODEL_ID_MAX) return 0;
+    if (r == RSD_ERR_BUFFER) return -1;
+    if (r < 0 || memchr(dst, '\0', n)) return 0;
+    out->ptr = dst;
+    out->len = n;
+    l->arena_used += n + 1; /* keep the NUL: ids are usable as C strings */
+    return 1;
+}
+
+/* Parse "--ctx-size N" / "-c N" from a status.args array; 0 when absent. */
+RSDI_PRIVATE uint32_t rsdi_router_args_ctx(const rsd_json_doc *doc, int args) {
+    int k;
+    uint32_t ctx = 0;
+    if (rsd_json_type_of(doc, args) != RSD_JSON_ARRAY) return 0;
+    for (k = rsd_json_child(doc, args); k >= 0; k = rsd_json_next(doc, k)) {
+        int v = rsd_json_next(doc, k);
+        if (v < 0) break;
+        if (rsd_json_str_eq(doc, k, "--ctx-size") || rsd_json_str_eq(doc, k, "-c")) {
+            rsd_str s = rsd_json_view(doc, v);
+            uint64_t x = 0;
+            size_t j;
+            if (rsd_json_type_of(doc, v) != RSD_JSON_STRING || !s.len || s.len > 10) continue;
+            for (j = 0; j < s.len && s.ptr[j] >= '0' && s.ptr[j] <= '9'; j++) x = x * 10 + (uint64_t)(s.ptr[j] - '0');
+            if (j == s.len && x <= 0xFFFFFFFFu) ctx = (uint32_t)x;
+        }
+    }
+    return ctx;
+}
+
+/* A non-negative integer member of obj, or false. */
+RSDI_PRIVATE bool rsdi_json_u64_member(const rsd_json_doc *doc, int obj, const char *key, uint64_t *out) {
+    int v = rsd_json_find(doc, obj, key);
+    int64_t x;
+    if (v < 0 || rsd_json_int64(doc, v, &x) != RSD_OK || x < 0) return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
+RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
+                                    uint32_t n_toks, rsd_listing *out) {
+    rsd_json_doc doc;
+    int r, data, e;
+    if (!out) return RSD_ERR_ARG;
+    rsdi_listing_reset(out);
+    if ((!body && len) || !toks || !n_toks) return RSD_ERR_ARG;
+    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    if (r < 0) return r;
+    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK; /* L8 */
+    data = rsd_json_find(&doc, 0, "data");
+    if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
+    for (e = rsd_json_child(&doc, data); e >= 0; e = rsd_json_next(&doc, e)) {
+        rsd_listed_model *m;
+        size_t mark = out->arena_used;
+        int st, v, k, got;
+        out->n_seen++;
+        if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
+        if (out->n >= RSD_LISTING_MAX_MODELS) { out->truncated = true; continue; }
+        m = &out->models[out->n];
+        memset(m, 0, sizeof *m);
+        got = rsdi_listing_name(out, &doc, rsd_json_find(&doc, e, "id"), &m->id);
+        if (got < 0) { out->truncated = true; continue; }
+        if (got == 0) { out->n_skipped++; continue; }
+        /* aliases (L9 rules), then tags: protecting tags first when over the limit */
+        v = rsd_json_find(&doc, e, "aliases");
+        if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
+            for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
+                rsd_str a;
+                if (m->n_aliases >= RSD_MAX_ALIASES) { m->flags |= RSD_LISTED_ALIASES_CUT; break; }
+                got = rsdi_listing_name(out, &doc, k, &a);
+                if (got < 0) { out->truncated = true; break; }
+                if (got > 0 && !rsd_str_eq(a, m->id)) m->aliases[m->n_aliases++] = a;
+            }
+        v = rsd_json_find(&doc, e, "tags");
+        if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
+            for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
+                bool prot = rsd_json_str_eq(&doc, k, "pinned:true") || rsd_json_str_eq(&doc, k, "role:scout");
+                rsd_str t;
+                int slot = m->n_tags;
+                if (rsd_json_type_of(&doc, k) != RSD_JSON_STRING) continue;
+                if (slot >= RSD_MAX_TAGS) {
+                    m->flags |= RSD_LISTED_TAGS_CUT;
+                    if (!prot || rsd_tags_protect(m->tags, m->n_tags)) continue;
+                    slot = RSD_MAX_TAGS - 1; /* a protecting tag replaces the last one */
+                }
+                got = rsdi_listing_name(out, &doc, k, &t);
+                if (got < 0) { out->truncated = true; break; }
+                if (got > 0) {
+                    m->tags[slot] = t;
+                    if (slot == m->n_tags) m->n_tags++;
+                }
+            }
+        if (out->truncated) { out->arena_used = mark; continue; }
+        /* state (L10, wire.md 1.4) */
+        st = rsd_json_find(&doc, e, "status");
+        v = st;
+        if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT) {
+            bool failed = false;
+            int64_t code;
+            int f = rsd_json_find(&doc, st, "failed");
+            v = rsd_json_find(&doc, st, "value");
+            if (f >= 0 && rsd_json_bool(&doc, f, &failed) == RSD_OK && failed) m->failed = true;
+            f = rsd_json_find(&doc, st, "exit_code");
+            if (f >= 0 && rsd_json_int64(&doc, f, &code) == RSD_OK) {
+                m->exit_code = code;
+                m->has_exit_code = true;
+            }
+            m->context_length = rsdi_router_args_ctx(&doc, rsd_json_find(&doc, st, "args"));
+        }
+        if (rsd_json_str_eq(&doc, v, "loaded")) m->state = RSD_MODEL_LOADED;
+        else if (rsd_json_str_eq(&doc, v, "loading")) m->state = RSD_MODEL_LOADING;
+        else if (rsd_json_str_eq(&doc, v, "sleeping")) m->state = RSD_MODEL_SLEEPING;
+        else if (rsd_json_str_eq(&doc, v, "unloaded") || rsd_json_str_eq(&doc, v, "downloaded"))
+            m->state = RSD_MODEL_UNLOADED;
+        else if (rsd_json_str_eq(&doc, v, "downloading")) m->state = RSD_MODEL_DOWNLOADING;
+        else if (rsd_json_str_eq(&doc, v, "failed")) {
+            m->state = RSD_MODEL_FAILED;
+            m->failed = true;
+        }
+        if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
+        if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
+        /* meta: trained context and file size, when the child reported them */
+        v = rsd_json_find(&doc, e, "meta");
+        if (rsd_json_type_of(&doc, v) == RSD_JSON_OBJECT) {
+            uint64_t x;
+            if (rsdi_json_u64_member(&doc, v, "n_ctx_train", &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
+            if (rsdi_json_u64_member(&doc, v, "size", &x)) {
+                m->size_bytes = x;
+                m->has_size = true;
+            }
+        }
+        out->n++;
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
+                                   uint32_t n_toks, rsd_router_props *out) {
+    rsd_json_doc doc;
+    int r, v;
+    double x;
+    if (!out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if ((!body && len) || !toks || !n_toks) return RSD_ERR_ARG;
+    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    if (r < 0) return r;
+    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
+    out->is_router = rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "role"), "router");
+    v = rsd_json_find(&doc, 0, "max_instances");
+    if (rsd_json_type_of(&doc, v) != RSD_JSON_NUMBER || rsd_json_double(&doc, v, &x) != RSD_OK) return RSD_OK;
+    if (x >= 1.0) out->max_instances = x >= 2147483647.0 ? 0x7FFFFFFFu : (uint32_t)x; /* floor (L12) */
+    else if (x == 0.0 && out->is_router) out->unlimited = true;
+    return RSD_OK;
+}
+
+RSD_API int rsd_payload_error_message(const char *body, size_t len, rsd_json_tok *toks,
+                                      uint32_t n_toks, char *buf, size_t cap) {
+    rsd_json_doc doc;
+    int r, v, e;
+    size_t n = 0;
+    if ((!body && len) || !toks || !n_toks || (!buf && cap)) return RSD_ERR_ARG;
+    if (cap) buf[0] = '\0';
+    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    if (r < 0) return r;
+    e = rsd_json_find(&doc, 0, "error");
+    v = rsd_json_type_of(&doc, e) == RSD_JSON_OBJECT ? rsd_json_find(&doc, e, "message")
+      : rsd_json_type_of(&doc, e) == RSD_JSON_STRING ? e : rsd_json_find(&doc, 0, "message");
+    if (rsd_json_type_of(&doc, v) != RSD_JSON_STRING) return RSD_ERR_NOT_FOUND;
+    r = rsd_json_str(&doc, v, buf, cap, &n);
+    if (r == RSD_ERR_BUFFER) return cap ? (int)(cap - 1) : (int)(n > 0x7fffffff ? 0x7fffffff : n);
+    if (r < 0) return r;
+    return (int)n;
+}
 /* >>payload:router end */
 /* >>payload:ollama */
 /* >>payload:ollama end */
@@ -3681,6 +4527,1119 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
 
 /* ==== >>driver (implementation) =========================================== */
 /* >>driver:core */
+RSD_API const char *rsd_outcome_str(int outcome) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_OUTCOMES(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return outcome >= 0 && outcome < (int)RSD_OUTCOME_NUM ? s[outcome] : "unknown";
+}
+
+RSD_API const char *rsd_step_kind_str(int kind) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_STEP_KINDS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return kind >= 0 && kind < (int)RSD_STEP_KIND_NUM ? s[kind] : "unknown";
+}
+
+RSD_API const char *rsd_http_op_str(int op) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_HTTP_OPS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return op >= 0 && op < (int)RSD_OP_NUM ? s[op] : "unknown";
+}
+
+RSD_API const char *rsd_driver_msg_str(int dmsg) {
+    static const char *const s[] = {
+#define RSDI_X(n, str) str,
+        RSD_DRIVER_MSGS(RSDI_X)
+#undef RSDI_X
+        "unknown"};
+    return dmsg >= 0 && dmsg < (int)RSD_DMSG_NUM ? s[dmsg] : "unknown";
+}
+
+/* Machine phases (rsd_reconcile.phase). */
+enum {
+    RSDI_PH_DONE = 0,
+    RSDI_PH_START,     /* cache lookup, then the first listing */
+    RSDI_PH_LIST,      /* awaiting the first listing */
+    RSDI_PH_CAP,       /* awaiting the capacity probe */
+    RSDI_PH_LOCK,      /* awaiting lock_done */
+    RSDI_PH_RELIST,    /* awaiting the listing under the lock (W1) */
+    RSDI_PH_UNLOAD,    /* awaiting an unload of victims[vi] */
+    RSDI_PH_LOAD,      /* awaiting the keep's load */
+    RSDI_PH_LIMIT,     /* awaiting the listing after a model-limit answer */
+    RSDI_PH_WAIT,      /* sleeping until wake, then POLL */
+    RSDI_PH_POLL,      /* awaiting a wait-for-loaded poll */
+    RSDI_PH_RESTORE,   /* awaiting the reload of an evicted model */
+    RSDI_PH_PINLIST,   /* awaiting the pinned-pass listing (L24) */
+    RSDI_PH_PINLOAD,   /* awaiting the reload of a displaced pinned model */
+    RSDI_PH_PINCHECK,  /* awaiting the listing that must show the keep resident */
+    RSDI_PH_COMMIT,    /* COMMIT step issued */
+    RSDI_PH_UNLOCK     /* UNLOCK step issued */
+};
+/* What a wait-for-loaded is for (rsd_reconcile.after_wait). */
+enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_PINNED };
+
+/* Bounded copy of a C string; false when it does not fit. */
+RSDI_PRIVATE bool rsdi_cpy(char *dst, size_t cap, const char *src) {
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap) {
+        if (cap) dst[0] = '\0';
+        return false;
+    }
+    if (n) memcpy(dst, src, n);
+    dst[n] = '\0';
+    return true;
+}
+
+/* Copy a view as a C string, truncating to cap - 1. */
+RSDI_PRIVATE void rsdi_cpy_str(char *dst, size_t cap, rsd_str s) {
+    size_t n = s.len < cap - 1 ? s.len : cap - 1;
+    if (n) memcpy(dst, s.ptr, n);
+    dst[n] = '\0';
+}
+
+RSDI_PRIVATE uint64_t rsdi_rc_left(uint64_t deadline, uint64_t now_ms) {
+    return deadline > now_ms ? deadline - now_ms : 0;
+}
+
+/* Append a notice slot (NULL when full: counted in notices_dropped). */
+RSDI_PRIVATE rsd_reconcile_notice *rsdi_rc_notice_slot(rsd_reconcile *r) {
+    rsd_reconcile_notice *n;
+    if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
+        r->notices_dropped++;
+        return NULL;
+    }
+    n = &r->notices[r->n_notices];
+    memset(n, 0, sizeof *n);
+    n->notice.subject = -1;
+    return n;
+}
+
+/* Publish a filled slot (the counter moves last: a poller never sees half a notice). */
+RSDI_PRIVATE void rsdi_rc_notice_publish(rsd_reconcile *r) { r->n_notices++; }
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 6, 7)))
+#endif
+RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
+                                     rsd_notice_level level, const char *subject, const char *fmt, ...) {
+    rsd_reconcile_notice *n = rsdi_rc_notice_slot(r);
+    va_list ap;
+    int len;
+    if (!n) return;
+    n->dmsg = dmsg;
+    n->notice.kind = kind;
+    n->notice.level = level;
+    n->notice.msg = RSD_MSG_NONE;
+    rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
+    va_start(ap, fmt);
+    len = vsnprintf(n->text, sizeof n->text, fmt, ap);
+    va_end(ap);
+    n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
+    rsdi_rc_notice_publish(r);
+}
+
+/* Render and append every notice of the current plan (R47). */
+RSDI_PRIVATE void rsdi_rc_emit_plan(rsd_reconcile *r) {
+    int i;
+    for (i = 0; i < r->plan.n_notices && i < RSD_MAX_NOTICES; i++) {
+        const rsd_notice *pn = &r->plan.notices[i];
+        rsd_reconcile_notice *n = rsdi_rc_notice_slot(r);
+        int len;
+        if (!n) return;
+        n->notice = *pn;
+        n->dmsg = RSD_DMSG_PLAN;
+        if (pn->subject >= 0 && pn->subject < r->facts.n_residents)
+            rsdi_cpy_str(n->subject, sizeof n->subject, r->facts.residents[pn->subject].model_id);
+        len = rsd_notice_format(&r->facts, &r->plan, pn, n->text, sizeof n->text);
+        n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
+        n->notice.subject = -1;
+        rsdi_rc_notice_publish(r);
+        if (pn->level == RSD_LEVEL_ERROR || pn->kind == RSD_NOTICE_SWAP)
+            rsdi_logf(&r->logger, pn->level == RSD_LEVEL_ERROR ? RSD_LOG_WARN : RSD_LOG_INFO,
+                      pn->kind == RSD_NOTICE_WILL_NOT_FIT ? RSD_LOGITEM_RECONCILE_DECLINE
+                                                          : RSD_LOGITEM_RECONCILE_EVICT,
+                      RSDI_WHERE, "%s", n->text);
+    }
+}
+
+/* ---- request building (shared by runtimes) ---- */
+
+/* r->url = root + path. RSD_OK or RSD_ERR_URL when it does not fit. */
+RSDI_PRIVATE int rsdi_rc_set_url(rsd_reconcile *r, const char *path) {
+    size_t a = strlen(r->root), b = strlen(path);
+    if (a + b + 1 > sizeof r->url) return RSD_ERR_URL;
+    memcpy(r->url, r->root, a);
+    memcpy(r->url + a, path, b + 1);
+    return RSD_OK;
+}
+
+/* r->body = {"model": model}; its length or <0. */
+RSDI_PRIVATE int rsdi_rc_model_body(rsd_reconcile *r, const char *model) {
+    rsd_json_writer w;
+    rsd_json_w_init(&w, r->body, sizeof r->body);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "model");
+    rsd_json_w_strn(&w, model, strlen(model));
+    rsd_json_w_end_object(&w);
+    return rsd_json_w_finish(&w);
+}
+
+/* Fill an HTTP step: method, url, optional JSON body, headers. */
+RSDI_PRIVATE void rsdi_rc_http_fill(rsd_reconcile *r, rsd_step_http *h, const char *method, int body_len) {
+    h->method = method;
+    h->url = r->url;
+    h->n_headers = 0;
+    h->body = NULL;
+    h->body_len = 0;
+    if (body_len >= 0) {
+        h->body = r->body;
+        h->body_len = (size_t)body_len;
+        h->headers[h->n_headers].name = "Content-Type";
+        h->headers[h->n_headers++].value = "application/json";
+    }
+    if (r->auth[0]) {
+        h->headers[h->n_headers].name = "Authorization";
+        h->headers[h->n_headers++].value = r->auth;
+    }
+}
+
+/* ---- the llama.cpp router adapter ---- */
+
+RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
+    int rc, n = -1;
+    const char *path = op == RSD_OP_CAPACITY ? "/props"
+                     : op == RSD_OP_LOAD ? "/models/load"
+                     : op == RSD_OP_UNLOAD ? "/models/unload" : "/v1/models";
+    if ((rc = rsdi_rc_set_url(r, path)) < 0) return rc;
+    if (op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) {
+        if ((n = rsdi_rc_model_body(r, model ? model : "")) < 0) return n;
+    }
+    rsdi_rc_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
+    int rc = rsd_router_parse_models(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    if (rc < 0) return rc;
+    if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
+    if (!out->has_states) return RSD_ERR_NOT_ROUTER; /* L14 */
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_router_parse_cap(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
+                                       bool *unlimited) {
+    rsd_router_props p;
+    int rc = rsd_router_parse_props(body, len, r->toks, RSD_LISTING_MAX_TOKENS, &p);
+    *max = rc < 0 ? 0 : p.max_instances;
+    *unlimited = rc < 0 ? false : p.unlimited;
+    return rc;
+}
+
+/* Bounded substring search over a body that need not be NUL-terminated. */
+RSDI_PRIVATE bool rsdi_body_has(const char *body, size_t len, const char *needle) {
+    size_t n = strlen(needle), i;
+    if (!body || len < n) return false;
+    for (i = 0; i + n <= len; i++)
+        if (body[i] == needle[0] && memcmp(body + i, needle, n) == 0) return true;
+    return false;
+}
+
+RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
+    RSDI_UNUSED(r);
+    if (status >= 200 && status < 300) return RSD_LOAD_ACCEPTED;
+    if (status == 400 && rsdi_body_has(body, len, "already running")) return RSD_LOAD_ALREADY;
+    if (status >= 500 && rsdi_body_has(body, len, "model limit reached")) return RSD_LOAD_LIMIT;
+    return RSD_LOAD_REJECTED;
+}
+
+RSD_API const rsd_runtime *rsd_runtime_router(void) {
+    static const rsd_runtime rt = {
+        "llamacpp", "llama.cpp router", RSD_STRATEGY_ROUTER,
+        RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT | RSD_RT_PINNED_PASS,
+        rsdi_router_request, rsdi_router_parse_list, rsdi_router_parse_cap, rsdi_router_load_answer};
+    return &rt;
+}
+
+/* ---- the machine ---- */
+
+RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op, const char *model,
+                                     uint64_t now_ms);
+RSDI_PRIVATE void rsdi_rc_finish(rsd_reconcile *r, uint64_t now_ms);
+RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms);
+
+RSDI_PRIVATE void rsdi_rc_done(rsd_reconcile *r, uint64_t now_ms) {
+    r->phase = RSDI_PH_DONE;
+    r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = RSD_STEP_DONE;
+    r->step.result = r->result.error;
+}
+
+RSDI_PRIVATE void rsdi_rc_unlock_or_done(rsd_reconcile *r, uint64_t now_ms) {
+    if (r->locked) {
+        r->locked = false;
+        r->phase = RSDI_PH_UNLOCK;
+        r->shown = false;
+        memset(&r->step, 0, sizeof r->step);
+        r->step.kind = RSD_STEP_UNLOCK;
+        r->step.key = r->key;
+        return;
+    }
+    rsdi_rc_done(r, now_ms);
+}
+
+/* Store the decision (R50, R52, W3) unless it failed or was degraded. */
+RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uint64_t now_ms) {
+    rsd_outcome o = r->result.outcome;
+    if (!r->cache || r->result.cache_hit) return;
+    if (r->result.mutated) rsd_cache_invalidate(r->cache, rsd_str_c(r->key), rsd_str_c(""));
+    if (r->result.error < 0 || r->result.unload_failed) return; /* R51, W4, W9 */
+    if (o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) return;
+    if (rsd_cache_store(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), &r->plan, false, now_ms,
+                        r->has_gen ? generation : 0) == 1)
+        r->result.cached = true;
+}
+
+/* Attribution removals: names in ours of evicted models that stayed unloaded. */
+RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
+    int i, k, j;
+    r->result.n_attr_remove = 0;
+    for (i = 0; i < r->result.n_evicted; i++) {
+        uint64_t mask;
+        if (r->result.evicted[i].restored) continue;
+        mask = r->victim_ours[r->evicted_victim[i]];
+        for (k = 0; k < r->n_ours && k < 64; k++) {
+            bool dup = false;
+            if (!((mask >> k) & 1u)) continue;
+            for (j = 0; j < r->result.n_attr_remove && !dup; j++)
+                dup = strcmp(r->result.attr_remove[j], r->ours[k]) == 0;
+            if (!dup && r->result.n_attr_remove < RSD_MAX_RESIDENTS)
+                rsdi_cpy(r->result.attr_remove[r->result.n_attr_remove++], RSD_MODEL_ID_MAX, r->ours[k]);
+        }
+    }
+}
+
+RSDI_PRIVATE void rsdi_rc_finish(rsd_reconcile *r, uint64_t now_ms) {
+    rsdi_rc_attr_remove(r);
+    if (r->result.mutated) {
+        r->phase = RSDI_PH_COMMIT;
+        r->shown = false;
+        r->commit_gen = r->gen;
+        memset(&r->step, 0, sizeof r->step);
+        r->step.kind = RSD_STEP_COMMIT;
+        r->step.key = r->key;
+        return;
+    }
+    rsdi_rc_cache_store(r, r->gen, now_ms);
+    rsdi_rc_unlock_or_done(r, now_ms);
+}
+
+/* Observe without acting: the server could not be read (R41, L29). Not cached. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+RSDI_PRIVATE void rsdi_rc_degrade(rsd_reconcile *r, int err, uint64_t now_ms, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(r->result.message, sizeof r->result.message, fmt, ap);
+    va_end(ap);
+    r->result.outcome = RSD_OUTCOME_DEGRADED;
+    r->result.error = err < 0 ? err : RSD_ERR_STATE;
+    r->result.decision = RSD_DECISION_OBSERVE;
+    r->result.would = RSD_DECISION_OBSERVE;
+    r->result.reason = RSD_REASON_PROBE_FAILED;
+    rsdi_rc_drv_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
+                       "residency only observes '%s' this time: %s", r->target_id, r->result.message);
+    rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s: %s", r->key,
+              r->result.message);
+    rsdi_rc_finish(r, now_ms);
+}
+
+/* "GET <url>: HTTP 503" or "GET <url>: timed out" into buf. */
+RSDI_PRIVATE void rsdi_rc_describe(const rsd_reconcile *r, int transport, int status, char *buf, size_t cap) {
+    const char *m = r->step.http.method ? r->step.http.method : "?";
+    if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
+    else (void)RSD_SNPRINTF(buf, cap, "%s %s: HTTP %d", m, r->url, status);
+}
+
+/* Facts from r->snap, then the decision and the gate (R44, R45). */
+RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
+    rsd_facts *f = &r->facts;
+    const rsd_listing *l = &r->snap;
+    int i, k, n = 0, rc, ki;
+    memset(f, 0, sizeof *f);
+    for (i = 0; i < l->n; i++) {
+        const rsd_listed_model *m = &l->models[i];
+        rsd_resident *res;
+        if (!rsd_model_state_resident(m->state)) continue;
+        if (n >= RSD_MAX_RESIDENTS) return RSD_ERR_RESIDENTS_LIMIT;
+        res = &r->res[n++];
+        memset(res, 0, sizeof *res);
+        res->model_id = m->id;
+        for (k = 0; k < m->n_aliases; k++) res->aliases[k] = m->aliases[k];
+        res->n_aliases = m->n_aliases;
+        for (k = 0; k < m->n_tags; k++) res->tags[k] = m->tags[k];
+        res->n_tags = m->n_tags;
+        res->size_bytes = m->size_bytes;
+        res->has_size = m->has_size;
+        res->size_vram_bytes = m->size_vram_bytes;
+        res->has_size_vram = m->has_size_vram;
+        for (k = 0; k < r->n_ours && !res->loaded_by_us; k++) {
+            rsd_str o = rsd_str_c(r->ours[k]);
+            int a;
+            res->loaded_by_us = rsd_str_eq(o, m->id);
+            for (a = 0; a < m->n_aliases && !res->loaded_by_us; a++) res->loaded_by_us = rsd_str_eq(o, m->aliases[a]);
+        }
+    }
+    f->strategy = r->rt->strategy;
+    f->optout = r->optout;
+    f->target_id = rsd_str_c(r->target_id);
+    f->runtime_id = rsd_str_c(r->runtime_id);
+    f->keep = rsd_str_c(r->keep);
+    ki = rsd_listing_find(l, f->keep);
+    r->keep_state = RSD_MODEL_UNKNOWN;
+    if (ki >= 0) { /* L17: the keep's tags and other names from its entry, any state */
+        const rsd_listed_model *m = &l->models[ki];
+        r->keep_state = m->state;
+        for (k = 0; k < m->n_tags; k++) f->keep_tags[k] = m->tags[k];
+        f->n_keep_tags = m->n_tags;
+        if (!rsd_str_eq(m->id, f->keep)) f->keep_aliases[f->n_keep_aliases++] = m->id;
+        for (k = 0; k < m->n_aliases && f->n_keep_aliases < RSD_MAX_ALIASES; k++)
+            if (!rsd_str_eq(m->aliases[k], f->keep)) f->keep_aliases[f->n_keep_aliases++] = m->aliases[k];
+    }
+    f->keep_pinned = r->keep_pinned;
+    f->residents = r->res;
+    f->n_residents = n;
+    f->protected_models = r->protected_models;
+    f->n_protected = r->n_protected;
+    f->max_instances = max_override ? max_override : r->unlimited ? (uint32_t)n + 1 : r->max_instances;
+    f->context_length = r->ctx_len;
+    f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
+    f->context_ceiling = r->ctx_ceiling;
+    if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
+    if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0) /* R45, L18 */
+        rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
+    r->result.decision = r->plan.decision;
+    r->result.reason = r->plan.reason;
+    r->result.would = r->plan.would;
+    r->result.keep_resident = r->plan.keep_resident;
+    r->result.load_context = r->plan.load_context;
+    return RSD_OK;
+}
+
+/* Append the plan's victims to victims[]; returns how many were added. */
+RSDI_PRIVATE int rsdi_rc_take_victims(rsd_reconcile *r) {
+    int i, k, added = 0;
+    for (i = 0; i < r->plan.n_evict && r->n_victims < RSD_MAX_RESIDENTS; i++) {
+        int e = r->plan.evict[i];
+        const rsd_resident *res;
+        uint64_t mask = 0;
+        if (e < 0 || e >= r->facts.n_residents) continue;
+        res = &r->res[e];
+        for (k = 0; k < r->n_ours && k < 64; k++) {
+            rsd_str o = rsd_str_c(r->ours[k]);
+            int a;
+            bool hit = rsd_str_eq(o, res->model_id);
+            for (a = 0; a < res->n_aliases && !hit; a++) hit = rsd_str_eq(o, res->aliases[a]);
+            if (hit) mask |= (uint64_t)1 << k;
+        }
+        rsdi_cpy_str(r->victims[r->n_victims], RSD_MODEL_ID_MAX, res->model_id);
+        r->victim_ours[r->n_victims++] = mask;
+        added++;
+    }
+    return added;
+}
+
+/* Did the new plan change what would be done (decision, reason, victims from `from`)? */
+RSDI_PRIVATE bool rsdi_rc_plan_changed(rsd_reconcile *r, rsd_decision d, rsd_reason why, int from) {
+    int i;
+    if (r->plan.decision != d || r->plan.reason != why || r->plan.n_evict != r->n_victims - from) return true;
+    for (i = 0; i < r->plan.n_evict; i++) {
+        int e = r->plan.evict[i];
+        if (e < 0 || e >= r->facts.n_residents ||
+            !rsd_str_eq_c(r->res[e].model_id, r->victims[from + i]))
+            return true;
+    }
+    return false;
+}
+
+RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay);
+
+RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uint64_t now_ms) {
+    rsdi_cpy(r->wait_model, sizeof r->wait_model, model);
+    r->after_wait = ctx;
+    r->poll_delay = RSD_RECONCILE_POLL_FIRST_MS;
+    r->wait_deadline = ctx == RSDI_W_RESTORE ? r->restore_deadline : r->deadline;
+    rsdi_rc_schedule(r, now_ms, r->poll_delay);
+}
+
+RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
+    r->result.outcome = RSD_OUTCOME_RESIDENT;
+    r->result.error = RSD_OK;
+    if (r->posted) {
+        r->result.loaded = true;
+        rsdi_cpy(r->result.attr_add, sizeof r->result.attr_add, r->keep); /* R50 */
+    }
+    rsdi_rc_finish(r, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
+    if (!(r->rt->flags & RSD_RT_LOAD) || r->keep_state == RSD_MODEL_LOADED ||
+        r->keep_state == RSD_MODEL_SLEEPING) { /* L20: no POST, no pinned pass */
+        rsdi_rc_success(r, now_ms);
+        return;
+    }
+    if (r->keep_state == RSD_MODEL_LOADING && (r->rt->flags & RSD_RT_WAIT)) {
+        rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+        return;
+    }
+    if (now_ms >= r->deadline) {
+        rsdi_rc_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed before the load", now_ms);
+        return;
+    }
+    r->load_attempts++;
+    rsdi_rc_issue_http(r, RSDI_PH_LOAD, RSD_OP_LOAD, r->keep, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
+    if (r->vi < r->n_victims) {
+        if (now_ms >= r->deadline) {
+            rsdi_rc_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
+            return;
+        }
+        rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, r->victims[r->vi], now_ms);
+        return;
+    }
+    rsdi_rc_do_load(r, now_ms);
+}
+
+/* Start mutating on the current plan (after the lock, or without one). */
+RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
+    int i;
+    r->n_victims = 0;
+    r->vi = 0;
+    rsdi_rc_take_victims(r);
+    r->n_pinned = 0;
+    for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) /* L24 snapshot */
+        if (r->plan.cls[i].protection == RSD_PROTECT_TAG && !r->plan.cls[i].is_keep) {
+            rsdi_cpy_str(r->pinned[r->n_pinned], RSD_MODEL_ID_MAX, r->res[i].model_id);
+            r->pinned_gone[r->n_pinned++] = false;
+        }
+    rsdi_rc_next_unload(r, now_ms);
+}
+
+/* After a decision: end, wait read-only, lock, or mutate (R49, L25). */
+RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
+    switch (r->plan.decision) {
+    case RSD_DECISION_OBSERVE:
+        r->result.outcome = RSD_OUTCOME_OBSERVED;
+        rsdi_rc_finish(r, now_ms);
+        return;
+    case RSD_DECISION_DECLINE:
+        r->result.outcome = RSD_OUTCOME_DECLINED;
+        if (r->n_notices > 0) rsdi_cpy(r->result.message, sizeof r->result.message, r->notices[r->n_notices - 1].text);
+        rsdi_rc_finish(r, now_ms);
+        return;
+    case RSD_DECISION_ALREADY_RESIDENT:
+        if (r->keep_state == RSD_MODEL_LOADING && (r->rt->flags & RSD_RT_WAIT)) {
+            rsdi_rc_wait(r, RSDI_W_KEEP_RO, r->keep, now_ms); /* read-only, no lock (L25) */
+            return;
+        }
+        rsdi_rc_success(r, now_ms);
+        return;
+    case RSD_DECISION_LOAD:
+    case RSD_DECISION_LOAD_AFTER_EVICT:
+        if (r->want_lock && !under_lock) {
+            r->phase = RSDI_PH_LOCK;
+            r->locked = true;
+            memset(&r->step, 0, sizeof r->step);
+            r->step.kind = RSD_STEP_LOCK;
+            r->step.key = r->key;
+            r->step.deadline_ms = r->deadline;
+            return;
+        }
+        rsdi_rc_mutate(r, now_ms);
+        return;
+    default:
+        rsdi_rc_degrade(r, RSD_ERR_STATE, now_ms, "no decision");
+        return;
+    }
+}
+
+/* Restore the evicted models one by one (R70, R71), then the notices (R72, R73). */
+RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
+    char ok[RSD_RECONCILE_NOTICE_TEXT_MAX], bad[RSD_RECONCILE_NOTICE_TEXT_MAX];
+    size_t no = 0, nb = 0;
+    int i;
+    if (r->ri < r->result.n_evicted && now_ms < r->restore_deadline) {
+        rsdi_rc_issue_http(r, RSDI_PH_RESTORE, RSD_OP_LOAD, r->result.evicted[r->ri].id, now_ms);
+        return;
+    }
+    ok[0] = bad[0] = '\0';
+    for (i = 0; i < r->result.n_evicted; i++) {
+        bool good = r->result.evicted[i].restored;
+        char *b = good ? ok : bad;
+        size_t *n = good ? &no : &nb;
+        int w;
+        if (*n >= sizeof ok - 1) continue;
+        w = RSD_SNPRINTF(b + *n, sizeof ok - *n, "%s'%s'", *n ? ", " : "", r->result.evicted[i].id);
+        if (w < 0) continue;
+        *n += (size_t)w;
+        if (*n > sizeof ok - 1) *n = sizeof ok - 1;
+    }
+    if (no) {
+        rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, NULL,
+                           "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
+                           r->keep, r->target_id, r->fail_reason, ok);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE, "restored %s", ok);
+    }
+    if (nb)
+        rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
+                           "loading '%s' on '%s' failed (%s) and %s could not be restored; the target may "
+                           "now serve nothing. Reload it on the server.",
+                           r->keep, r->target_id, r->fail_reason, bad);
+    rsdi_rc_finish(r, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+    r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
+    r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
+    rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
+    rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* R74: the load's own error */
+    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
+                       "loading '%s' on '%s' failed: %s", r->keep, r->target_id, msg);
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->keep, msg);
+    if (r->result.n_evicted > 0) { /* R70 */
+        r->ri = 0;
+        r->restore_deadline = now_ms + r->restore_ms;
+        rsdi_rc_next_restore(r, now_ms);
+        return;
+    }
+    rsdi_rc_finish(r, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_rc_next_pinned(rsd_reconcile *r, uint64_t now_ms) {
+    while (r->pi < r->n_pinned && !r->pinned_gone[r->pi]) r->pi++;
+    if (r->pi < r->n_pinned && now_ms < r->deadline) {
+        rsdi_rc_issue_http(r, RSDI_PH_PINLOAD, RSD_OP_LOAD, r->pinned[r->pi], now_ms);
+        return;
+    }
+    if (r->n_reloaded > 0 && now_ms < r->deadline) {
+        rsdi_rc_issue_http(r, RSDI_PH_PINCHECK, RSD_OP_LIST, "", now_ms);
+        return;
+    }
+    rsdi_rc_success(r, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
+    switch (r->after_wait) {
+    case RSDI_W_KEEP:
+        if ((r->rt->flags & RSD_RT_PINNED_PASS) && r->n_pinned > 0 && now_ms < r->deadline) {
+            rsdi_rc_issue_http(r, RSDI_PH_PINLIST, RSD_OP_LIST, "", now_ms);
+            return;
+        }
+        rsdi_rc_success(r, now_ms);
+        return;
+    case RSDI_W_RESTORE:
+        r->result.evicted[r->ri++].restored = true;
+        rsdi_rc_next_restore(r, now_ms);
+        return;
+    case RSDI_W_PINNED:
+        r->n_reloaded++;
+        r->pi++;
+        rsdi_rc_next_pinned(r, now_ms);
+        return;
+    default:
+        rsdi_rc_success(r, now_ms);
+        return;
+    }
+}
+
+RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+    switch (r->after_wait) {
+    case RSDI_W_RESTORE:
+        r->ri++;
+        rsdi_rc_next_restore(r, now_ms);
+        return;
+    case RSDI_W_PINNED:
+        r->pi++;
+        rsdi_rc_next_pinned(r, now_ms);
+        return;
+    default:
+        rsdi_rc_load_failed(r, err, msg, now_ms);
+        return;
+    }
+}
+
+/* Next poll after delay, never past the wait's deadline (the last poll is at it). */
+RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay) {
+    if (now_ms >= r->wait_deadline) {
+        char msg[RSD_MODEL_ID_MAX + 48];
+        (void)RSD_SNPRINTF(msg, sizeof msg, "timed out waiting for '%s' to load", r->wait_model);
+        rsdi_rc_wait_failed(r, RSD_ERR_TIMEOUT, msg, now_ms);
+        return;
+    }
+    r->wake = now_ms + delay;
+    if (r->wake > r->wait_deadline) r->wake = r->wait_deadline;
+    r->phase = RSDI_PH_WAIT;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = RSD_STEP_WAIT;
+    r->step.wake_ms = r->wake;
+}
+
+RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op, const char *model,
+                                     uint64_t now_ms) {
+    uint64_t dl = (phase == RSDI_PH_RESTORE || (phase == RSDI_PH_POLL && r->after_wait == RSDI_W_RESTORE))
+                      ? r->restore_deadline : r->deadline;
+    uint64_t left = rsdi_rc_left(dl, now_ms), t;
+    int rc;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = RSD_STEP_HTTP;
+    r->step.http.op = op;
+    r->step.http.model = model ? model : "";
+    rc = r->rt->request(r, op, model, &r->step.http);
+    if (rc < 0) { /* cannot even build it: nothing was sent */
+        r->result.error = rc;
+        rsdi_cpy(r->result.message, sizeof r->result.message, "cannot build the request URL");
+        if (r->result.mutated) rsdi_rc_finish(r, now_ms);
+        else rsdi_rc_degrade(r, rc, now_ms, "cannot build the request URL");
+        return;
+    }
+    t = (op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) ? left : r->probe_ms;
+    if (t > left) t = left;
+    if (t < 1) t = 1;
+    r->step.http.timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
+    r->phase = phase;
+    r->result.requests++;
+}
+
+RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
+    char raw[RSD_RECONCILE_URL_MAX + 64];
+    size_t n;
+    int i, rc;
+    if (!r) return RSD_ERR_ARG;
+    memset(&r->result, 0, sizeof r->result);
+    r->n_notices = 0;
+    r->notices_dropped = 0;
+    r->phase = RSDI_PH_DONE;
+    r->t0 = now_ms;
+    r->locked = false;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = RSD_STEP_DONE;
+    r->result.outcome = RSD_OUTCOME_DEGRADED;
+    r->result.error = RSD_ERR_ARG;
+    r->step.result = RSD_ERR_ARG;
+    r->key[0] = '\0';
+    if (!d || !d->keep || !d->base_url) return RSD_ERR_ARG;
+    r->rt = d->runtime ? d->runtime : rsd_runtime_router();
+    if (!r->rt->request || !r->rt->parse_list || !r->rt->load_answer || !r->rt->name) return RSD_ERR_ARG;
+    if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
+        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours))
+        return RSD_ERR_ARG;
+    r->logger = d->logger;
+    r->cache = d->cache;
+    rc = RSD_ERR_MODEL_ID;
+    if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep)) goto fail;
+    /* root: base URL without trailing '/' and one trailing "/v1" (L6) */
+    rc = RSD_ERR_URL;
+    n = strlen(d->base_url);
+    if (n == 0 || n + 32 > RSD_RECONCILE_URL_MAX || strchr(d->base_url, '?') || strchr(d->base_url, '#')) goto fail;
+    memcpy(r->root, d->base_url, n + 1);
+    while (n && r->root[n - 1] == '/') r->root[--n] = '\0';
+    if (n >= 3 && memcmp(r->root + n - 3, "/v1", 3) == 0) r->root[n -= 3] = '\0';
+    while (n && r->root[n - 1] == '/') r->root[--n] = '\0';
+    if (!n) goto fail;
+    /* the normalised target key (W9) */
+    rc = RSD_ERR_BUFFER;
+    if (d->target_key && d->target_key[0]) {
+        if (!rsdi_cpy(raw, sizeof raw, d->target_key)) goto fail;
+    } else if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", r->rt->name, d->base_url) >= (int)sizeof raw) {
+        goto fail;
+    }
+    if ((rc = rsd_target_key_normalise(rsd_str_c(raw), r->key, sizeof r->key)) < 0) goto fail;
+    rsdi_cpy(r->target_id, sizeof r->target_id, d->target_id ? d->target_id : d->base_url);
+    rsdi_cpy(r->runtime_id, sizeof r->runtime_id, d->runtime_id ? d->runtime_id : r->rt->name);
+    /* bearer: no control bytes (header injection) */
+    rc = RSD_ERR_ARG;
+    r->auth[0] = '\0';
+    if (d->bearer && d->bearer[0]) {
+        const unsigned char *p = (const unsigned char *)d->bearer;
+        if (strlen(d->bearer) >= RSD_RECONCILE_BEARER_MAX) goto fail;
+        for (; *p; p++)
+            if (*p < 0x20 || *p == 0x7f) goto fail;
+        (void)RSD_SNPRINTF(r->auth, sizeof r->auth, "Bearer %s", d->bearer);
+    }
+    rc = RSD_ERR_MODEL_ID;
+    r->n_protected = d->n_protected;
+    for (i = 0; i < d->n_protected; i++) {
+        rsd_str id = d->protected_models[i].model_id;
+        if ((!id.ptr && id.len) || id.len >= RSD_MODEL_ID_MAX) goto fail;
+        rsdi_cpy_str(r->protected_ids[i], RSD_MODEL_ID_MAX, id);
+        r->protected_models[i].model_id.ptr = r->protected_ids[i];
+        r->protected_models[i].model_id.len = id.len;
+        r->protected_models[i].role = d->protected_models[i].role;
+        if ((int)r->protected_models[i].role < 0 || (int)r->protected_models[i].role >= (int)RSD_ROLE_NUM) {
+            rc = RSD_ERR_ARG;
+            goto fail;
+        }
+    }
+    r->n_ours = 0;
+    for (i = 0; i < d->n_ours; i++) {
+        if (!d->ours[i] || !d->ours[i][0]) continue;
+        if (!rsdi_cpy(r->ours[r->n_ours], RSD_MODEL_ID_MAX, d->ours[i])) goto fail;
+        r->n_ours++;
+    }
+    r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
+    r->keep_pinned = d->keep_pinned;
+    r->want_lock = d->lock;
+    r->has_gen = d->has_generation;
+    r->gen = d->has_generation ? d->generation : 0;
+    r->commit_gen = r->gen;
+    r->ctx_len = d->context_length;
+    r->ctx_max = d->model_max_context;
+    r->ctx_ceiling = d->context_ceiling;
+    r->probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
+    r->restore_ms = d->restore_ms ? d->restore_ms : (uint32_t)RSD_RECONCILE_RESTORE_MS;
+    r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_RECONCILE_DEADLINE_MS);
+    r->restore_deadline = r->deadline;
+    r->max_instances = 0;
+    r->unlimited = false;
+    r->posted = false;
+    r->load_attempts = 0;
+    r->n_victims = r->vi = r->ri = r->pi = r->n_pinned = r->n_reloaded = 0;
+    r->keep_state = RSD_MODEL_UNKNOWN;
+    r->snap.n = 0;
+    r->poll.n = 0;
+    memset(&r->plan, 0, sizeof r->plan);
+    memset(&r->facts, 0, sizeof r->facts);
+    r->result.outcome = RSD_OUTCOME_NONE;
+    r->result.error = RSD_OK;
+    r->result.decision = RSD_DECISION_NONE;
+    r->phase = RSDI_PH_START;
+    r->step.kind = RSD_STEP_NONE;
+    r->step.result = RSD_OK;
+    return RSD_OK;
+fail:
+    r->result.error = rc;
+    r->step.result = rc;
+    return rc;
+}
+
+RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
+    if (!r) {
+        rsd_step s;
+        memset(&s, 0, sizeof s);
+        s.kind = RSD_STEP_DONE;
+        s.result = RSD_ERR_ARG;
+        return s;
+    }
+    switch (r->phase) {
+    case RSDI_PH_START: {
+        rsd_cache_hit hit;
+        if (r->cache && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
+                                         r->has_gen ? r->gen : 0, &hit) == 1) { /* R40 */
+            r->result.cache_hit = true;
+            r->result.decision = hit.decision;
+            r->result.would = hit.decision;
+            r->result.reason = hit.reason;
+            r->result.outcome = hit.decision == RSD_DECISION_OBSERVE ? RSD_OUTCOME_OBSERVED
+                              : hit.decision == RSD_DECISION_DECLINE ? RSD_OUTCOME_DECLINED
+                                                                     : RSD_OUTCOME_RESIDENT;
+            r->result.keep_resident = r->result.outcome == RSD_OUTCOME_RESIDENT;
+            rsdi_logf(&r->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s",
+                      r->key, r->keep);
+            rsdi_rc_done(r, now_ms);
+            break;
+        }
+        rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
+        break;
+    }
+    case RSDI_PH_WAIT:
+        if (now_ms >= r->wake) rsdi_rc_issue_http(r, RSDI_PH_POLL, RSD_OP_LIST, r->wait_model, now_ms);
+        break;
+    case RSDI_PH_COMMIT:
+        if (!r->shown) { r->shown = true; break; }
+        rsdi_rc_cache_store(r, r->commit_gen, now_ms);
+        rsdi_rc_unlock_or_done(r, now_ms);
+        if (r->phase == RSDI_PH_UNLOCK) r->shown = true;
+        break;
+    case RSDI_PH_UNLOCK:
+        if (!r->shown) { r->shown = true; break; }
+        rsdi_rc_done(r, now_ms);
+        break;
+    default:
+        break; /* an outstanding HTTP or LOCK step, or DONE: the same step again */
+    }
+    return r->step;
+}
+
+RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {
+    if (!r || r->phase != RSDI_PH_COMMIT) return RSD_ERR_STATE;
+    r->commit_gen = generation;
+    return RSD_OK;
+}
+
+RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
+    if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
+    r->result.lock_held = held;
+    if (!held) {
+        rsdi_rc_drv_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                           "could not take the residency lock for '%s'; changing it without the lock",
+                           r->target_id);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
+    }
+    if (now_ms >= r->deadline) {
+        rsdi_rc_degrade(r, RSD_ERR_TIMEOUT, now_ms, "the reconcile deadline passed waiting for the lock");
+        return RSD_OK;
+    }
+    if (held && r->has_gen && generation == r->gen) { /* nothing changed since the listing */
+        rsdi_rc_mutate(r, now_ms);
+        return RSD_OK;
+    }
+    r->n_victims = 0;
+    rsdi_rc_take_victims(r); /* the first plan's victims, to compare (W1) */
+    rsdi_rc_issue_http(r, RSDI_PH_RELIST, RSD_OP_LIST, "", now_ms);
+    return RSD_OK;
+}
+
+/* The first listing, or the one under the lock: parse into snap or degrade. */
+RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                       uint64_t now_ms) {
+    char what[RSD_RECONCILE_URL_MAX + 64];
+    int rc;
+    if (transport < 0 || status < 200 || status > 299) {
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        rsdi_rc_degrade(r, transport < 0 ? transport : RSD_ERR_HTTP_STATUS, now_ms, "%s", what);
+        return false;
+    }
+    rc = r->rt->parse_list(r, body, len, &r->snap);
+    if (rc < 0) {
+        rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s", r->url, rsd_result_str(rc));
+        return false;
+    }
+    return true;
+}
+
+/* Decide on r->snap (the first time or again); degrade on bad facts. */
+RSDI_PRIVATE bool rsdi_rc_decide_or_degrade(rsd_reconcile *r, uint32_t max_override, uint64_t now_ms) {
+    int rc = rsdi_rc_decide(r, max_override);
+    if (rc < 0) {
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_RECONCILE_BAD_FACTS, RSDI_WHERE, "%s",
+                  rsd_result_str(rc));
+        if (r->result.mutated) rsdi_rc_load_failed(r, rc, rsd_result_str(rc), now_ms);
+        else rsdi_rc_degrade(r, rc, now_ms, "the listing cannot be decided on: %s", rsd_result_str(rc));
+        return false;
+    }
+    return true;
+}
+
+RSDI_PRIVATE void rsdi_rc_first_decide(rsd_reconcile *r, uint64_t now_ms) {
+    if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) return;
+    rsdi_rc_emit_plan(r);
+    rsdi_rc_after_decide(r, false, now_ms);
+}
+
+RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                               uint64_t now_ms) {
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    bool ok;
+    int rc;
+    if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
+    if (!body) len = 0;
+    if (transport > 0) transport = RSD_ERR_ARG;
+    ok = transport == RSD_OK && status >= 200 && status <= 299;
+    switch (r->phase) {
+    case RSDI_PH_LIST:
+        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
+        if (r->rt->parse_capacity) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
+        else rsdi_rc_first_decide(r, now_ms);
+        break;
+    case RSDI_PH_CAP:
+        if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited); /* R42 */
+        rsdi_rc_first_decide(r, now_ms);
+        break;
+    case RSDI_PH_RELIST: {
+        rsd_decision d0 = r->plan.decision;
+        rsd_reason w0 = r->plan.reason;
+        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
+        if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) break;
+        if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* W1: the world moved while we waited */
+            r->result.redecided = true;
+            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
+                      rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
+            rsdi_rc_emit_plan(r);
+        }
+        rsdi_rc_after_decide(r, true, now_ms);
+        break;
+    }
+    case RSDI_PH_UNLOAD:
+        if (ok) { /* R48.1 */
+            int k = r->result.n_evicted;
+            if (k < RSD_MAX_RESIDENTS) {
+                rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
+                r->result.evicted[k].restored = false;
+                r->evicted_victim[k] = r->vi;
+                r->result.n_evicted++;
+            }
+            r->result.mutated = true;
+        } else { /* swallowed, but never cached (W4, W9) */
+            r->result.unload_failed = true;
+            rsdi_rc_describe(r, transport, status, what, sizeof what);
+            rsdi_rc_drv_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
+                               "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
+                               r->target_id, what);
+            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
+        }
+        r->vi++;
+        rsdi_rc_next_unload(r, now_ms);
+        break;
+    case RSDI_PH_LOAD: {
+        rsd_load_answer a;
+        if (transport < 0) {
+            rsdi_rc_describe(r, transport, status, what, sizeof what);
+            rsdi_rc_load_failed(r, transport, what, now_ms);
+            break;
+        }
+        a = r->rt->load_answer(r, status, body, len);
+        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+            if (a == RSD_LOAD_ACCEPTED) {
+                r->posted = true;
+                r->result.mutated = true;
+            }
+            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+            else rsdi_rc_success(r, now_ms);
+        } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
+            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
+                      r->key);
+            rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
+        } else if (a == RSD_LOAD_LIMIT) {
+            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d (model limit reached)", r->rt->label,
+                               r->url, status);
+            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        } else {
+            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+            rsdi_rc_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
+        }
+        break;
+    }
+    case RSDI_PH_LIMIT: {
+        int from = r->n_victims, i, n = 0;
+        (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
+                           r->rt->label);
+        if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
+            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+            break;
+        }
+        for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
+        /* the answer says the server is full at what it lists now */
+        if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) break;
+        if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
+            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+        } else if (r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT && rsdi_rc_take_victims(r) > 0) {
+            rsdi_rc_emit_plan(r);
+            r->vi = from;
+            rsdi_rc_next_unload(r, now_ms);
+        } else {
+            rsdi_rc_emit_plan(r);
+            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        }
+        break;
+    }
+    case RSDI_PH_POLL: {
+        int k;
+        if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
+            rsdi_rc_describe(r, transport, status, what, sizeof what);
+            rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
+            break;
+        }
+        r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
+                                                                          : r->poll_delay * 2;
+        if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient (W7) */
+            rsdi_rc_schedule(r, now_ms, r->poll_delay);
+            break;
+        }
+        k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
+        if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
+            rsdi_rc_wait_ok(r, now_ms);
+        } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
+            if (r->poll.models[k].has_exit_code)
+                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load (exit code %lld)", r->rt->label,
+                                   r->wait_model, (long long)r->poll.models[k].exit_code);
+            else
+                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load", r->rt->label, r->wait_model);
+            rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+        } else {
+            rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        }
+        break;
+    }
+    case RSDI_PH_RESTORE:
+    case RSDI_PH_PINLOAD: {
+        rsd_load_answer a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
+        bool restore = r->phase == RSDI_PH_RESTORE;
+        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+            if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
+            if (r->rt->flags & RSD_RT_WAIT)
+                rsdi_rc_wait(r, restore ? RSDI_W_RESTORE : RSDI_W_PINNED,
+                             restore ? r->result.evicted[r->ri].id : r->pinned[r->pi], now_ms);
+            else {
+                r->after_wait = restore ? RSDI_W_RESTORE : RSDI_W_PINNED;
+                rsdi_rc_wait_ok(r, now_ms);
+            }
+        } else if (restore) {
+            r->ri++;
+            rsdi_rc_next_restore(r, now_ms);
+        } else {
+            r->pi++;
+            rsdi_rc_next_pinned(r, now_ms);
+        }
+        break;
+    }
+    case RSDI_PH_PINLIST: {
+        int i, k;
+        if (!ok || r->rt->parse_list(r, body, len, &r->poll) < 0) { /* best effort */
+            rsdi_rc_success(r, now_ms);
+            break;
+        }
+        for (i = 0; i < r->n_pinned; i++) {
+            k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
+            r->pinned_gone[i] = k < 0 || !rsd_model_state_resident(r->poll.models[k].state);
+        }
+        r->pi = 0;
+        r->n_reloaded = 0;
+        rsdi_rc_next_pinned(r, now_ms);
+        break;
+    }
+    case RSDI_PH_PINCHECK: {
+        int k;
+        if (ok && r->rt->parse_list(r, body, len, &r->poll) == RSD_OK &&
+            ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
+             !rsd_model_state_resident(r->poll.models[k].state))) {
+            (void)RSD_SNPRINTF(what, sizeof what, "pinned-resident restore displaced '%s'", r->keep);
+            r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
+            r->result.error = RSD_ERR_DISPLACED;
+            rsdi_cpy(r->result.message, sizeof r->result.message, what);
+            rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
+                               "loading '%s' on '%s' failed: %s", r->keep, r->target_id, what);
+            rsdi_rc_finish(r, now_ms);
+            break;
+        }
+        rsdi_rc_success(r, now_ms);
+        break;
+    }
+    default:
+        return RSD_ERR_STATE;
+    }
+    return RSD_OK;
+}
 /* >>driver:core end */
 /* >>driver:ollama */
 /* >>driver:ollama end */

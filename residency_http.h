@@ -1014,6 +1014,10 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 
 /* ==== >>drive end ========================================================= */
 
+/* ==== >>proc (declarations) =============================================== */
+
+/* ==== >>proc end ========================================================== */
+
 /* ==== >>state (declarations) ============================================== */
 /* State under a state directory: persisted attribution (models / LM Studio instances
    this library loaded) and a cross-process lock, one file each per target key. */
@@ -3765,6 +3769,10 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 /* ==== >>drive (implementation) ============================================ */
 
 /* ==== >>drive end ========================================================= */
+
+/* ==== >>proc (implementation) ============================================= */
+
+/* ==== >>proc end ========================================================== */
 
 /* ==== >>state (implementation) ============================================ */
 #include <errno.h>

@@ -1,0 +1,1372 @@
+/* test_driver_router.c -- the sans-I/O reconcile driver against a scripted
+   llama.cpp router model (no sockets, fake clock): upstream cases 6.2, 6.3, 6.4,
+   the L26-L28 request sequences, and the W fixes. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency.h"
+#include "rsd_test.h"
+#include <stdarg.h>
+
+/* ---- a tiny llama.cpp router model (wire.md section 1) ------------------- */
+enum { FM_MAX = 16, LOG_MAX = 96 };
+typedef struct fmodel {
+    char id[64];
+    char alias[64];            /* one alias or "" */
+    char tags[3][32];
+    int ntags;
+    rsd_model_state state;     /* UNLOADED / LOADING / LOADED / SLEEPING */
+    bool failed;
+    int exit_code;
+    uint64_t ready_at;         /* LOADING -> LOADED at this time */
+    bool will_fail;            /* the next load fails (unloaded, failed, exit 1) */
+    int pins;                  /* never displaced by the model's LRU */
+} fmodel;
+
+typedef struct frouter {
+    fmodel m[FM_MAX];
+    int n;
+    int max_instances;         /* real limit; 0 = unlimited */
+    int props_status;          /* 200 = answer props; else that status */
+    bool props_hide_max;       /* props without max_instances */
+    uint64_t load_delay;
+    bool plain;                /* a plain llama-server: no status in listings */
+    /* injections */
+    int list_fail_left;        /* next listings fail with list_fail_transport/status */
+    int list_fail_transport, list_fail_status;
+    const char *list_body;     /* canned listing body (hostile payloads) */
+    int load_status;           /* != 0: answer loads of load_only (or all) with this status */
+    char load_only[64];
+    const char *load_body;
+    int load_limit_left;       /* next loads answer 500 model limit reached */
+    int unload_status;         /* != 0: every unload answers this */
+    char displace[64];         /* a load displaces this model (LRU) when set */
+    int poll_fail_left;        /* list calls after a load fail with CONNECT */
+    bool race_load;            /* someone else loads the model as our load arrives */
+    bool lock_held;            /* LOCK answers held */
+    uint64_t gen;              /* mutation generation (state dir) */
+    bool bump_on_commit;
+    void (*at_lock)(struct frouter *f); /* another process acts while we wait for the lock */
+    /* log */
+    char log[LOG_MAX][160];
+    int nlog;
+    int posts, gets, locks, commits, unlocks;
+    uint64_t latency;          /* ms per request */
+} frouter;
+
+static fmodel *fm_add(frouter *f, const char *id, rsd_model_state st) {
+    fmodel *m = &f->m[f->n++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->id, sizeof m->id, "%s", id);
+    m->state = st;
+    return m;
+}
+static void fm_tag(fmodel *m, const char *t) { snprintf(m->tags[m->ntags++], 32, "%s", t); }
+static fmodel *fm_find(frouter *f, const char *id) {
+    int i;
+    for (i = 0; i < f->n; i++)
+        if (strcmp(f->m[i].id, id) == 0 || (f->m[i].alias[0] && strcmp(f->m[i].alias, id) == 0)) return &f->m[i];
+    return NULL;
+}
+static bool fm_resident(const fmodel *m) {
+    return m->state == RSD_MODEL_LOADING || m->state == RSD_MODEL_LOADED || m->state == RSD_MODEL_SLEEPING;
+}
+static void fr_tick(frouter *f, uint64_t now) {
+    int i;
+    for (i = 0; i < f->n; i++)
+        if (f->m[i].state == RSD_MODEL_LOADING && now >= f->m[i].ready_at) {
+            if (f->m[i].will_fail) {
+                f->m[i].state = RSD_MODEL_UNLOADED;
+                f->m[i].failed = true;
+                f->m[i].exit_code = 1;
+                f->m[i].will_fail = false;
+            } else {
+                f->m[i].state = RSD_MODEL_LOADED;
+            }
+        }
+}
+static void fr_init(frouter *f, int max_instances) {
+    memset(f, 0, sizeof *f);
+    f->max_instances = max_instances;
+    f->props_status = 200;
+    f->lock_held = true;
+    f->latency = 1;
+}
+
+static char body_buf[65536];
+static const char *state_name(rsd_model_state s) {
+    return s == RSD_MODEL_LOADED ? "loaded" : s == RSD_MODEL_LOADING ? "loading"
+         : s == RSD_MODEL_SLEEPING ? "sleeping" : "unloaded";
+}
+static size_t fr_listing(frouter *f) {
+    size_t n = 0;
+    int i, k;
+    n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "{\"object\":\"list\",\"data\":[");
+    for (i = 0; i < f->n; i++) {
+        fmodel *m = &f->m[i];
+        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "%s{\"id\":\"%s\",\"aliases\":[", i ? "," : "", m->id);
+        if (m->alias[0]) n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "\"%s\"", m->alias);
+        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "],\"tags\":[");
+        for (k = 0; k < m->ntags; k++)
+            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "%s\"%s\"", k ? "," : "", m->tags[k]);
+        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "],\"object\":\"model\",\"owned_by\":\"llamacpp\"");
+        if (!f->plain) {
+            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n,
+                                  ",\"status\":{\"value\":\"%s\",\"args\":[\"/bin/llama-server\",\"--port\",\"0\"]",
+                                  state_name(m->state));
+            if (m->failed)
+                n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"exit_code\":%d,\"failed\":true", m->exit_code);
+            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
+        }
+        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
+    }
+    n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "]}");
+    return n;
+}
+
+static void fr_log(frouter *f, const char *fmt, ...) {
+    va_list ap;
+    if (f->nlog >= LOG_MAX) return;
+    va_start(ap, fmt);
+    vsnprintf(f->log[f->nlog++], sizeof f->log[0], fmt, ap);
+    va_end(ap);
+}
+
+/* Answer one HTTP step. */
+static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *transport, int *status,
+                    const char **body, size_t *len) {
+    const char *path = strstr(h->url, "://");
+    path = path ? strchr(path + 3, '/') : NULL;
+    if (!path) path = "";
+    *transport = RSD_OK;
+    *status = 200;
+    *body = "{\"success\":true}";
+    *len = strlen(*body);
+    fr_tick(f, now);
+    if (strcmp(h->method, "GET") == 0) {
+        f->gets++;
+        fr_log(f, "GET %s", path);
+        if (strcmp(path, "/props") == 0) {
+            if (f->props_status != 200) { *status = f->props_status; *body = "{}"; *len = 2; return; }
+            if (f->props_hide_max) *len = (size_t)snprintf(body_buf, sizeof body_buf, "{\"role\":\"router\"}");
+            else *len = (size_t)snprintf(body_buf, sizeof body_buf, "{\"role\":\"router\",\"max_instances\":%d,"
+                                         "\"models_autoload\":true}", f->max_instances);
+            *body = body_buf;
+            return;
+        }
+        if (f->list_fail_left > 0) {
+            f->list_fail_left--;
+            *transport = f->list_fail_transport;
+            *status = f->list_fail_status;
+            *body = "";
+            *len = 0;
+            return;
+        }
+        if (f->poll_fail_left > 0 && f->posts > 0) {
+            f->poll_fail_left--;
+            *transport = RSD_ERR_CONNECT;
+            *len = 0;
+            return;
+        }
+        if (f->list_body) { *body = f->list_body; *len = strlen(f->list_body); return; }
+        *len = fr_listing(f);
+        *body = body_buf;
+        return;
+    }
+    f->posts++;
+    fr_log(f, "POST %s %s", path, h->model);
+    if (strcmp(path, "/models/unload") == 0) {
+        fmodel *m = fm_find(f, h->model);
+        if (f->unload_status) { *status = f->unload_status; *body = "{\"error\":{\"message\":\"boom\"}}"; *len = strlen(*body); return; }
+        if (!m) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is not found\"}}"; *len = strlen(*body); return; }
+        if (!fm_resident(m)) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is not running\"}}"; *len = strlen(*body); return; }
+        m->state = RSD_MODEL_UNLOADED;
+        return;
+    }
+    if (strcmp(path, "/models/load") == 0) {
+        fmodel *m = fm_find(f, h->model);
+        int i, res = 0;
+        if (f->load_status && m && !fm_resident(m) && (!f->load_only[0] || strcmp(f->load_only, h->model) == 0)) {
+            *status = f->load_status;
+            *body = f->load_body ? f->load_body : "{}";
+            *len = strlen(*body);
+            return;
+        }
+        if (!m) { *status = 404; *body = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}"; *len = strlen(*body); return; }
+        if (f->race_load) {
+            f->race_load = false;
+            m->state = RSD_MODEL_LOADING;
+            m->ready_at = now + 50;
+        }
+        if (fm_resident(m)) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is already running\",\"type\":\"invalid_request_error\"}}"; *len = strlen(*body); return; }
+        if (f->load_limit_left > 0) {
+            f->load_limit_left--;
+            *status = 500;
+            *body = "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\",\"type\":\"server_error\"}}";
+            *len = strlen(*body);
+            return;
+        }
+        if (f->displace[0]) { /* the router's own LRU eviction */
+            fmodel *v = fm_find(f, f->displace);
+            if (v) v->state = RSD_MODEL_UNLOADED;
+            f->displace[0] = '\0';
+        }
+        for (i = 0; i < f->n; i++) res += fm_resident(&f->m[i]);
+        if (f->max_instances > 0 && res >= f->max_instances) {
+            *status = 500;
+            *body = "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\",\"type\":\"server_error\"}}";
+            *len = strlen(*body);
+            return;
+        }
+        m->state = RSD_MODEL_LOADING;
+        m->failed = false;
+        m->ready_at = now + f->load_delay;
+        return;
+    }
+    *status = 404;
+    *body = "{\"error\":{\"message\":\"File Not Found\"}}";
+    *len = strlen(*body);
+}
+
+/* ---- harness -------------------------------------------------------------- */
+static rsd_reconcile R;            /* ~850 KB: never on the stack */
+static rsd_decision_cache CACHE;
+static uint64_t NOW;
+static int max_notices_seen_before_done;
+
+static void desc_init(rsd_reconcile_desc *d, const char *keep) {
+    memset(d, 0, sizeof *d);
+    d->base_url = "http://mini:8080/v1";
+    d->target_id = "mini";
+    d->keep = keep;
+    d->cache = &CACHE;
+}
+
+/* Run one reconcile to DONE; returns result.error. */
+static int drive(frouter *f, const rsd_reconcile_desc *d) {
+    int guard, rc;
+    f->nlog = 0;
+    f->posts = f->gets = f->locks = f->commits = f->unlocks = 0;
+    rc = rsd_reconcile_begin(&R, d, NOW);
+    if (rc < 0) return rc;
+    max_notices_seen_before_done = 0;
+    for (guard = 0; guard < 5000; guard++) {
+        rsd_step s = rsd_reconcile_next(&R, NOW);
+        rsd_step again;
+        int tr, st;
+        const char *body;
+        size_t len;
+        switch (s.kind) {
+        case RSD_STEP_HTTP:
+            again = rsd_reconcile_next(&R, NOW); /* idempotent while outstanding */
+            CHECK(again.kind == RSD_STEP_HTTP && again.http.url == s.http.url);
+            CHECK(s.http.timeout_ms >= 1);
+            fr_http(f, &s.http, NOW, &tr, &st, &body, &len);
+            NOW += f->latency;
+            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+            break;
+        case RSD_STEP_WAIT:
+            CHECK(s.wake_ms > NOW || s.wake_ms == NOW);
+            NOW = s.wake_ms;
+            break;
+        case RSD_STEP_LOCK:
+            f->locks++;
+            fr_log(f, "LOCK");
+            if (f->at_lock) f->at_lock(f);
+            CHECK_EQ_INT(rsd_reconcile_lock_done(&R, f->lock_held, f->gen, NOW), RSD_OK);
+            break;
+        case RSD_STEP_COMMIT:
+            f->commits++;
+            fr_log(f, "COMMIT");
+            if (f->bump_on_commit) CHECK_EQ_INT(rsd_reconcile_commit_done(&R, ++f->gen), RSD_OK);
+            break;
+        case RSD_STEP_UNLOCK:
+            f->unlocks++;
+            fr_log(f, "UNLOCK");
+            break;
+        case RSD_STEP_DONE:
+            CHECK_EQ_INT(f->locks, f->unlocks);
+            return s.result;
+        default:
+            CHECK(0);
+            return -999;
+        }
+        if (R.n_notices > max_notices_seen_before_done) max_notices_seen_before_done = R.n_notices;
+    }
+    CHECK(0); /* never finished */
+    return -998;
+}
+
+/* The log joined with " | ", POST/GET only when http_only. */
+static const char *joined(frouter *f, bool http_only) {
+    static char buf[4096];
+    size_t n = 0;
+    int i;
+    buf[0] = '\0';
+    for (i = 0; i < f->nlog; i++) {
+        if (http_only && strncmp(f->log[i], "GET", 3) != 0 && strncmp(f->log[i], "POST", 4) != 0) continue;
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", n ? " | " : "", f->log[i]);
+    }
+    return buf;
+}
+static const char *posts_of(frouter *f) {
+    static char buf[2048];
+    size_t n = 0;
+    int i;
+    buf[0] = '\0';
+    for (i = 0; i < f->nlog; i++)
+        if (strncmp(f->log[i], "POST", 4) == 0)
+            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", n ? " | " : "", f->log[i] + 5);
+    return buf;
+}
+static int count_notices(rsd_notice_kind kind, rsd_notice_level level) {
+    int i, c = 0;
+    for (i = 0; i < R.n_notices; i++)
+        if (R.notices[i].notice.kind == kind && (level == RSD_LEVEL_NONE || R.notices[i].notice.level == level)) c++;
+    return c;
+}
+static bool any_notice_has(const char *s) {
+    int i;
+    for (i = 0; i < R.n_notices; i++)
+        if (strstr(R.notices[i].text, s)) return true;
+    return false;
+}
+static void fresh(void) {
+    memset(&CACHE, 0, sizeof CACHE);
+    NOW = 1000000;
+}
+
+/* ==== 6.2 llamacpp-residency.test.ts ====================================== */
+static rsd_json_tok TOKS[RSD_LISTING_MAX_TOKENS];
+static rsd_listing L;
+
+static int resident_ids(const char *json, char *out, size_t cap) {
+    int i, rc = rsd_router_parse_models(json, strlen(json), TOKS, RSD_LISTING_MAX_TOKENS, &L);
+    size_t n = 0;
+    out[0] = '\0';
+    if (rc < 0) return rc;
+    for (i = 0; i < L.n; i++)
+        if (rsd_model_state_resident(L.models[i].state))
+            n += (size_t)snprintf(out + n, cap - n, "%s%.*s", n ? "," : "", (int)L.models[i].id.len, L.models[i].id.ptr);
+    return L.n;
+}
+
+static void test_6_2_1_parses_resident_ids(void) {
+    char ids[256];
+    const char *j = "{\"data\":[{\"id\":\"a\",\"status\":{\"value\":\"loaded\"}},"
+                    "{\"id\":\"b\",\"tags\":[\"pinned:true\",7,\"role:code\"],\"status\":{\"value\":\"loading\"}},"
+                    "{\"id\":\"c\",\"status\":{\"value\":\"unloaded\"}}]}";
+    CHECK_EQ_INT(resident_ids(j, ids, sizeof ids), 3);
+    CHECK_EQ_STR(ids, "a,b");
+    CHECK_EQ_INT(L.models[1].n_tags, 2); /* string tags only (L9) */
+    CHECK(rsd_str_eq_c(L.models[1].tags[0], "pinned:true"));
+    CHECK(L.has_states);
+    CHECK_EQ_INT(resident_ids("{}", ids, sizeof ids), 0);
+    CHECK_EQ_INT(resident_ids("null", ids, sizeof ids), 0);
+    CHECK_EQ_INT(resident_ids("{\"data\":[{\"id\":42}]}", ids, sizeof ids), 0);
+    CHECK_EQ_INT(L.n_skipped, 1);
+    /* status as a bare string (L10), failed flag, downloading, unknown */
+    CHECK_EQ_INT(resident_ids("{\"data\":[{\"id\":\"s\",\"status\":\"sleeping\"},"
+                              "{\"id\":\"f\",\"status\":{\"value\":\"unloaded\",\"failed\":true,\"exit_code\":3}},"
+                              "{\"id\":\"d\",\"status\":{\"value\":\"downloading\"}},{\"id\":\"u\",\"status\":{\"value\":\"zzz\"}},"
+                              "{\"id\":\"x\\u0000y\",\"status\":\"loaded\"}]}", ids, sizeof ids), 4);
+    CHECK_EQ_STR(ids, "s");
+    CHECK_EQ_INT(L.models[1].state, RSD_MODEL_FAILED);
+    CHECK(L.models[1].has_exit_code && L.models[1].exit_code == 3);
+    CHECK_EQ_INT(L.models[2].state, RSD_MODEL_DOWNLOADING);
+    CHECK_EQ_INT(L.models[3].state, RSD_MODEL_UNKNOWN);
+    CHECK_EQ_INT(L.n_skipped, 1); /* an id with a NUL byte */
+}
+
+static void test_6_2_2_parses_router_capacity(void) {
+    rsd_router_props p;
+    const char *cases[] = {"{\"max_instances\":2}", "{\"max_instances\":0}", "{\"max_instances\":\"2\"}",
+                           "{\"max_instances\":null}", "{\"max_instances\":-3}", "{\"max_instances\":2.9}", "[]"};
+    const int want[] = {2, 0, 0, 0, 0, 2, 0};
+    int i;
+    for (i = 0; i < 7; i++) {
+        CHECK_EQ_INT(rsd_router_parse_props(cases[i], strlen(cases[i]), TOKS, 64, &p), RSD_OK);
+        CHECK_EQ_INT(p.max_instances, want[i]);
+        CHECK(!p.unlimited);
+    }
+    {
+        const char *j = "{\"role\":\"router\",\"max_instances\":0}";
+        CHECK_EQ_INT(rsd_router_parse_props(j, strlen(j), TOKS, 64, &p), RSD_OK);
+    }
+    CHECK(p.is_router && p.unlimited && p.max_instances == 0);
+    CHECK(rsd_router_parse_props("{\"max_instances\":", 17, TOKS, 64, &p) < 0);
+}
+
+/* scout (pinned) + coder resident, capacity 2. */
+static void setup_scout_coder(frouter *f) {
+    fr_init(f, 2);
+    fm_tag(fm_add(f, "scout", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(f, "coder", RSD_MODEL_LOADED);
+}
+
+static void test_6_2_3_scout_keep_never_evicts_coresident_coder(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_scout_coder(&f);
+    desc_init(&d, "scout");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(R.result.decision, RSD_DECISION_ALREADY_RESIDENT);
+}
+
+static void test_6_2_4_coder_keep_leaves_pinned_scout(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_scout_coder(&f);
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
+}
+
+static void test_6_2_5_loads_into_free_slot_without_evicting(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    rsd_step s;
+    fresh();
+    fr_init(&f, 2);
+    fm_tag(fm_add(&f, "scout", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    desc_init(&d, "coder");
+    /* the exact load request */
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    s = rsd_reconcile_next(&R, NOW);
+    CHECK_EQ_STR(s.http.url, "http://mini:8080/v1/models");
+    CHECK_EQ_STR(s.http.method, "GET");
+    CHECK(s.http.body == NULL && s.http.n_headers == 0);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/load coder");
+    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_find(&f, "coder")->state, RSD_MODEL_LOADED);
+    REQUIRE(R.n_notices >= 1);
+    CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_CO_RESIDENT);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(R.result.loaded);
+    CHECK_EQ_STR(R.result.attr_add, "coder");
+}
+
+static void test_6_2_5_load_request_shape(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    rsd_step s;
+    int tr, st;
+    const char *body;
+    size_t len;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    desc_init(&d, "coder");
+    d.bearer = "sk-1";
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    for (;;) {
+        s = rsd_reconcile_next(&R, NOW);
+        REQUIRE(s.kind == RSD_STEP_HTTP);
+        if (s.http.op == RSD_OP_LOAD) break;
+        CHECK_EQ_INT(s.http.n_headers, 1);
+        CHECK_EQ_STR(s.http.headers[0].value, "Bearer sk-1");
+        fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+        rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+    }
+    CHECK_EQ_STR(s.http.url, "http://mini:8080/models/load");
+    CHECK_EQ_STR(s.http.method, "POST");
+    CHECK(s.http.body && s.http.body_len == strlen("{\"model\":\"coder\"}") &&
+          memcmp(s.http.body, "{\"model\":\"coder\"}", s.http.body_len) == 0);
+    CHECK_EQ_INT(s.http.n_headers, 2);
+    CHECK_EQ_STR(s.http.headers[0].name, "Content-Type");
+    CHECK_EQ_STR(s.http.headers[0].value, "application/json");
+    CHECK_EQ_STR(s.http.headers[1].name, "Authorization");
+}
+
+static void setup_capacity_full(frouter *f) {
+    fr_init(f, 3);
+    fm_tag(fm_add(f, "scout", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(f, "configured-model", RSD_MODEL_LOADED);
+    fm_add(f, "old-scratch", RSD_MODEL_LOADED);
+    fm_add(f, "new-code", RSD_MODEL_UNLOADED);
+}
+static rsd_protected_model PROT[4];
+static void protect(rsd_reconcile_desc *d, const char *id, rsd_role role) {
+    PROT[d->n_protected].model_id = rsd_str_c(id);
+    PROT[d->n_protected].role = role;
+    d->protected_models = PROT;
+    d->n_protected++;
+}
+
+static void test_6_2_6_capacity_full_eviction(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_capacity_full(&f);
+    desc_init(&d, "new-code");
+    protect(&d, "configured-model", RSD_ROLE_WORKER);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload old-scratch | /models/load new-code");
+    CHECK_EQ_INT(R.result.n_evicted, 1);
+    CHECK_EQ_STR(R.result.evicted[0].id, "old-scratch");
+    CHECK_EQ_INT(R.result.n_attr_remove, 0); /* it was not ours */
+}
+
+static void test_6_2_7_declines_when_every_slot_pinned(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_tag(fm_add(&f, "scout", RSD_MODEL_LOADED), "pinned:true");
+    fm_tag(fm_add(&f, "scout2", RSD_MODEL_LOADED), "role:scout");
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(f.locks, 0);
+    REQUIRE(R.n_notices >= 1);
+    CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.kind, RSD_NOTICE_WILL_NOT_FIT);
+    CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.level, RSD_LEVEL_ERROR);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
+}
+
+static void test_6_2_8_capacity1_declines_pinned_override(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    rsd_reconcile_notice *n;
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "Nemo-3.5-Lightning", RSD_MODEL_LOADED);
+    fm_tag(fm_add(&f, "scout", RSD_MODEL_UNLOADED), "pinned:true");
+    desc_init(&d, "scout");
+    protect(&d, "Nemo-3.5-Lightning", RSD_ROLE_WORKER);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    REQUIRE(R.n_notices >= 1);
+    n = &R.notices[R.n_notices - 1];
+    CHECK(n->notice.config_protected && (n->notice.detail & RSD_DETAIL_CONFIG_PROTECTED));
+    CHECK(strstr(n->text, "'Nemo-3.5-Lightning' (a worker model)") != NULL);
+    /* then ensuring the worker model itself: no POSTs, no will-not-fit */
+    desc_init(&d, "Nemo-3.5-Lightning");
+    protect(&d, "Nemo-3.5-Lightning", RSD_ROLE_WORKER);
+    d.n_protected = 1;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_NONE), 0);
+}
+
+static void test_6_2_9_capacity1_pinned_override_displaces_unprotected(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "scratch", RSD_MODEL_LOADED);
+    fm_tag(fm_add(&f, "scout", RSD_MODEL_UNLOADED), "pinned:true");
+    desc_init(&d, "scout");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload scratch | /models/load scout");
+}
+
+static void test_6_2_10_managed_false_observes(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_capacity_full(&f);
+    desc_init(&d, "new-code");
+    d.user_managed = true;
+    d.lock = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(f.locks, 0);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
+    CHECK_EQ_INT(R.result.would, RSD_DECISION_LOAD_AFTER_EVICT);
+    CHECK(R.result.cached); /* R52 */
+}
+
+static void test_6_2_11_ttl_dedupes_repeat_ensures(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_scout_coder(&f);
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(f.gets > 0);
+    NOW += 100;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.gets + f.posts, 0);
+    CHECK(R.result.cache_hit);
+    CHECK_EQ_INT(R.result.requests, 0);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    /* a differently written base URL is the same target (W9) */
+    d.base_url = "HTTP://Mini:8080/v1/";
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(R.result.cache_hit);
+    /* after the TTL: probes again */
+    NOW += 60001;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(!R.result.cache_hit && f.gets == 2);
+}
+
+static void test_6_2_12_restores_pinned_displaced_by_capacity_unknown_load(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 0);
+    f.props_status = 404; /* capacity unknown */
+    fm_tag(fm_add(&f, "scout", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(&f, "old-code", RSD_MODEL_LOADED);
+    fm_add(&f, "new-code", RSD_MODEL_UNLOADED);
+    snprintf(f.displace, sizeof f.displace, "scout"); /* the router's LRU picks the pinned scout */
+    desc_init(&d, "new-code");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload old-code | /models/load new-code | /models/load scout");
+    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_find(&f, "new-code")->state, RSD_MODEL_LOADED);
+    CHECK(strstr(joined(&f, true), "unload scout") == NULL);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+}
+
+static void test_6_2_13_does_not_manage_non_router_payloads(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    f.plain = true;
+    fm_add(&f, "model.gguf", RSD_MODEL_LOADED);
+    desc_init(&d, "other");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_NOT_ROUTER);
+    CHECK_EQ_STR(joined(&f, false), "GET /v1/models");
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
+    CHECK(!R.result.cached);
+}
+
+static void test_6_2_14_degrades_fetch_failures_silently(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_scout_coder(&f);
+    f.list_fail_left = 2;
+    f.list_fail_transport = RSD_ERR_CONNECT;
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_CONNECT);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_PROBE_FAILED);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO), 1); /* info only: nothing loud */
+    CHECK_EQ_INT(R.n_notices, 1);
+    CHECK_EQ_INT(f.posts, 0);
+    /* R41: not cached, the next call probes again */
+    f.list_fail_transport = RSD_OK;
+    f.list_fail_status = 503;
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_HTTP_STATUS);
+    CHECK_EQ_INT(f.gets, 1);
+    CHECK(strstr(R.result.message, "HTTP 503") != NULL);
+}
+
+/* ==== 6.3 catalog guard (#127) ============================================ */
+static void setup_catalog(frouter *f) {
+    fr_init(f, 1);
+    fm_add(f, "resident", RSD_MODEL_LOADED);
+    fm_add(f, "wanted", RSD_MODEL_UNLOADED);
+}
+
+static void test_6_3_1_never_unloads_for_unserved_keep(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_catalog(&f);
+    desc_init(&d, "absent");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_DECLINE_NOT_LOADABLE);
+}
+
+static void test_6_3_2_reports_why_residency_was_skipped(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_catalog(&f);
+    desc_init(&d, "absent");
+    drive(&f, &d);
+    REQUIRE(R.n_notices == 1);
+    CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_WILL_NOT_FIT);
+    CHECK_EQ_INT(R.notices[0].notice.level, RSD_LEVEL_ERROR);
+    CHECK(strstr(R.notices[0].text, "does not serve") != NULL);
+    CHECK(strstr(R.notices[0].text, "'mini'") != NULL);
+    CHECK(strstr(R.notices[0].text, "'absent'") != NULL);
+}
+
+static void test_6_3_3_restores_evicted_when_load_rejected_500(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    const char *own[1] = {"resident"};
+    fresh();
+    setup_catalog(&f);
+    f.load_status = 500;
+    snprintf(f.load_only, sizeof f.load_only, "wanted");
+    f.load_body = "{\"error\":{\"code\":500,\"message\":\"failed to spawn server instance\"}}";
+    desc_init(&d, "wanted");
+    d.ours = own;
+    d.n_ours = 1;
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
+    CHECK(strstr(R.result.message, "HTTP 500") != NULL);
+    CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
+    CHECK(any_notice_has("restored"));
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO), 1); /* ours */
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 1);        /* restored */
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
+    CHECK_EQ_INT(R.result.n_attr_remove, 0); /* restored: still ours */
+    CHECK_EQ_STR(R.result.attr_add, "");
+    CHECK(!R.result.cached);
+}
+
+static void test_6_3_4_restores_evicted_when_load_404s(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_catalog(&f);
+    f.load_status = 404; /* TOCTOU: gone after the listing */
+    snprintf(f.load_only, sizeof f.load_only, "wanted");
+    f.load_body = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}";
+    desc_init(&d, "wanted");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
+    CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_find(&f, "wanted")->state, RSD_MODEL_UNLOADED);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload resident | /models/load wanted | /models/load resident");
+}
+
+static void test_6_3_5_evicts_and_loads_when_keep_in_catalog(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_catalog(&f);
+    desc_init(&d, "wanted");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(fm_find(&f, "wanted")->state, RSD_MODEL_LOADED);
+    CHECK(strstr(joined(&f, true), "POST /models/unload resident") != NULL);
+}
+
+/* ==== 6.4 sleeping state (#134) =========================================== */
+static void test_6_4_1_counts_sleeping_as_resident(void) {
+    char ids[64];
+    CHECK_EQ_INT(resident_ids("{\"data\":[{\"id\":\"z\",\"status\":{\"value\":\"sleeping\"}}]}", ids, sizeof ids), 1);
+    CHECK_EQ_STR(ids, "z");
+}
+
+static void test_6_4_2_never_reloads_sleeping_keep(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "nap", RSD_MODEL_SLEEPING);
+    desc_init(&d, "nap");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(fm_find(&f, "nap")->state, RSD_MODEL_SLEEPING);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+}
+
+static void test_6_4_3_does_not_evict_sleeping_keep_capacity1(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "nap", RSD_MODEL_SLEEPING);
+    fm_add(&f, "other", RSD_MODEL_UNLOADED);
+    desc_init(&d, "nap");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+}
+
+static void test_6_4_4_frees_slot_when_sleeping_is_not_keep(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "nap", RSD_MODEL_SLEEPING);
+    fm_add(&f, "keep", RSD_MODEL_UNLOADED);
+    desc_init(&d, "keep");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload nap | /models/load keep");
+    CHECK_EQ_INT(fm_find(&f, "nap")->state, RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(fm_find(&f, "keep")->state, RSD_MODEL_LOADED);
+}
+
+/* ==== L26-L28: exact request sequences ===================================== */
+static void test_L26_keep_resident_capacity_readable(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_scout_coder(&f);
+    desc_init(&d, "coder");
+    d.lock = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, false), "GET /v1/models | GET /props");
+    NOW += 59999;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, false), "");
+}
+
+static void test_L27_free_slot(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 3);
+    fm_add(&f, "a", RSD_MODEL_LOADED);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load coder | GET /v1/models");
+    /* with the lock and an unchanged generation: no extra request (W1 proven moot) */
+    fm_find(&f, "coder")->state = RSD_MODEL_UNLOADED;
+    fresh();
+    f.gen = 7;
+    f.bump_on_commit = true;
+    d.lock = true;
+    d.has_generation = true;
+    d.generation = 7;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, false),
+                 "GET /v1/models | GET /props | LOCK | POST /models/load coder | GET /v1/models | COMMIT | UNLOCK");
+    CHECK(R.result.cached);
+    /* cached under the bumped generation: the next ensure makes no request */
+    d.generation = f.gen;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, false), "");
+    /* with a pinned resident: one more GET for the pinned pass */
+    fresh();
+    fm_find(&f, "coder")->state = RSD_MODEL_UNLOADED;
+    fm_tag(&f.m[0], "pinned:true");
+    d.lock = false;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, false),
+                 "GET /v1/models | GET /props | POST /models/load coder | GET /v1/models | GET /v1/models | COMMIT");
+}
+
+static void test_L28_full_router(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_capacity_full(&f);
+    desc_init(&d, "new-code");
+    protect(&d, "configured-model", RSD_ROLE_WORKER);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-scratch | "
+                                   "POST /models/load new-code | GET /v1/models | GET /v1/models");
+    CHECK_EQ_INT(R.result.requests, 6);
+}
+
+/* ==== W fixes ============================================================== */
+static void other_process_loads_keep(frouter *f) {
+    fmodel *m = fm_find(f, "coder");
+    m->state = RSD_MODEL_LOADED;
+    fm_find(f, "old")->state = RSD_MODEL_UNLOADED;
+    f->gen++;
+}
+static void other_process_loads_x(frouter *f) {
+    fm_add(f, "x", RSD_MODEL_LOADED); /* now 'old' and 'x' hold the two slots */
+    fm_find(f, "old")->state = RSD_MODEL_UNLOADED;
+    fm_find(f, "y")->state = RSD_MODEL_LOADED;
+    f->gen++;
+}
+
+static void test_W1_redecides_under_lock_when_listing_changed(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "old", RSD_MODEL_LOADED);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    f.at_lock = other_process_loads_keep;
+    desc_init(&d, "coder");
+    d.lock = true;
+    d.has_generation = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    /* the other process loaded the keep meanwhile: nothing to do */
+    CHECK_EQ_STR(joined(&f, false), "GET /v1/models | GET /props | LOCK | GET /v1/models | UNLOCK");
+    CHECK(R.result.redecided);
+    CHECK_EQ_INT(R.result.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(f.posts, 0);
+    /* a different victim after the change: the fresh plan's victim is unloaded */
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "old", RSD_MODEL_LOADED);
+    fm_add(&f, "y", RSD_MODEL_UNLOADED);
+    fm_add(&f, "z", RSD_MODEL_LOADED);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    f.at_lock = other_process_loads_x;
+    d.has_generation = false; /* no generation known: always re-list */
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(R.result.redecided);
+    CHECK(strstr(posts_of(&f), "unload old") == NULL);
+    CHECK_EQ_INT(R.result.n_evicted, 2); /* x, y, z hold 3 slots of 2: two must go */
+    CHECK_EQ_INT(fm_find(&f, "coder")->state, RSD_MODEL_LOADED);
+}
+
+static void test_W5_one_overall_deadline(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    uint64_t t0;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "slow", RSD_MODEL_UNLOADED);
+    f.load_delay = 10000000; /* never within the deadline */
+    desc_init(&d, "slow");
+    d.deadline_ms = 5000;
+    t0 = NOW;
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK(strstr(R.result.message, "timed out waiting for 'slow' to load") != NULL);
+    CHECK(NOW - t0 <= 5000 + 2 * f.latency);
+    CHECK(R.result.elapsed_ms <= 5000 + 2 * f.latency);
+    /* a lock granted after the deadline: nothing is mutated */
+    fresh();
+    fm_find(&f, "slow")->state = RSD_MODEL_UNLOADED;
+    f.load_delay = 0;
+    d.lock = true;
+    f.at_lock = NULL;
+    f.posts = 0;
+    t0 = NOW;
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    {
+        int guard;
+        for (guard = 0; guard < 100; guard++) {
+            rsd_step s = rsd_reconcile_next(&R, NOW);
+            int tr, st;
+            const char *body;
+            size_t len;
+            if (s.kind == RSD_STEP_DONE) break;
+            if (s.kind == RSD_STEP_HTTP) {
+                fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+                rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+            } else if (s.kind == RSD_STEP_LOCK) {
+                CHECK_EQ_INT(s.deadline_ms, t0 + 5000);
+                NOW += 6000;
+                rsd_reconcile_lock_done(&R, true, 0, NOW);
+            }
+        }
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+        CHECK_EQ_INT(R.result.error, RSD_ERR_TIMEOUT);
+        CHECK_EQ_INT(f.posts, 0);
+    }
+}
+
+static void test_W7_transient_poll_errors_retried_and_fast_poll(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    uint64_t ready;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "m", RSD_MODEL_UNLOADED);
+    f.load_delay = 137;
+    f.poll_fail_left = 2; /* connection refused twice while it loads */
+    desc_init(&d, "m");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    ready = fm_find(&f, "m")->ready_at;
+    /* DONE within one poll interval of the model becoming ready */
+    CHECK(NOW >= ready);
+    CHECK(NOW - ready <= 160 + 2 * f.latency);
+    /* 5xx during the wait is transient too */
+    fresh();
+    fm_find(&f, "m")->state = RSD_MODEL_UNLOADED;
+    f.load_delay = 3000;
+    f.list_fail_left = 0;
+    f.poll_fail_left = 0;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(NOW - fm_find(&f, "m")->ready_at <= RSD_RECONCILE_POLL_MAX_MS + 2 * f.latency);
+}
+
+static void test_W7_poll_intervals_double_from_20_to_500(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    uint64_t last = 0, gaps[16];
+    int ng = 0, guard;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "m", RSD_MODEL_UNLOADED);
+    f.load_delay = 2000;
+    f.latency = 0;
+    desc_init(&d, "m");
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    for (guard = 0; guard < 200; guard++) {
+        rsd_step s = rsd_reconcile_next(&R, NOW);
+        int tr, st;
+        const char *body;
+        size_t len;
+        if (s.kind == RSD_STEP_DONE) break;
+        if (s.kind == RSD_STEP_WAIT) { NOW = s.wake_ms; continue; }
+        if (s.kind == RSD_STEP_HTTP) {
+            if (s.http.op == RSD_OP_LIST && last && ng < 16) gaps[ng++] = NOW - last;
+            if (s.http.op == RSD_OP_LIST || s.http.op == RSD_OP_LOAD) last = NOW;
+            fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+            rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+        }
+    }
+    REQUIRE(ng >= 7);
+    CHECK_EQ_INT(gaps[0], 20);
+    CHECK_EQ_INT(gaps[1], 40);
+    CHECK_EQ_INT(gaps[2], 80);
+    CHECK_EQ_INT(gaps[3], 160);
+    CHECK_EQ_INT(gaps[4], 320);
+    CHECK_EQ_INT(gaps[5], 500);
+    CHECK_EQ_INT(gaps[6], 500);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+}
+
+static void test_W9_no_cache_after_failed_unload(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 0);
+    f.props_status = 500;
+    fm_add(&f, "old", RSD_MODEL_LOADED);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    f.unload_status = 500;
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(R.result.unload_failed);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(!R.result.cached);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING), 1);
+    NOW += 10;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(!R.result.cache_hit && f.gets >= 1); /* probed again: self-heals (R48) */
+}
+
+static void test_W19_observe_never_mutates(void) {
+    static const char *envs[] = {"observe", " OFF ", "0", "false", "user", "user-managed"};
+    frouter f;
+    rsd_reconcile_desc d;
+    int i, sc;
+    for (sc = 0; sc < 3; sc++)
+        for (i = 0; i < 6; i++) {
+            fresh();
+            if (sc == 0) setup_capacity_full(&f);
+            else if (sc == 1) { fr_init(&f, 4); fm_add(&f, "new-code", RSD_MODEL_UNLOADED); }
+            else { fr_init(&f, 4); fm_add(&f, "new-code", RSD_MODEL_LOADING); }
+            desc_init(&d, "new-code");
+            d.residency_env = envs[i];
+            d.lock = true;
+            CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+            CHECK_EQ_INT(f.posts, 0);
+            CHECK_EQ_INT(f.locks, 0);
+            CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
+            CHECK(!R.result.mutated && R.result.n_evicted == 0);
+        }
+}
+
+static void test_already_running_400_means_resident(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "m", RSD_MODEL_UNLOADED);
+    f.race_load = true; /* another client loads it just before our POST lands */
+    desc_init(&d, "m");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(!R.result.loaded);
+    CHECK_EQ_STR(R.result.attr_add, ""); /* not ours: we did not cause the load */
+    CHECK_EQ_INT(fm_find(&f, "m")->state, RSD_MODEL_LOADED);
+    CHECK(R.result.cached);
+}
+
+static void test_model_limit_500_relists_and_evicts_one_more(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);          /* really 2, but props says 4 */
+    f.props_hide_max = false;
+    fm_add(&f, "a", RSD_MODEL_LOADED);
+    fm_add(&f, "b", RSD_MODEL_LOADED);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    f.load_limit_left = 1;   /* the first load is refused: limit reached */
+    desc_init(&d, "coder");
+    d.lock = true;
+    d.has_generation = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    /* props max 2 => evict one up front; the router still says full once: evict another */
+    CHECK_EQ_STR(posts_of(&f), "/models/unload a | /models/load coder | /models/unload b | /models/load coder");
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(R.result.n_evicted, 2);
+    CHECK_EQ_INT(f.locks, 1);
+    CHECK_EQ_INT(f.unlocks, 1);
+}
+
+static void test_model_limit_500_nothing_evictable_fails_cleanly(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 0);
+    f.props_status = 404;
+    fm_tag(fm_add(&f, "p1", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    f.load_limit_left = 5;
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_MODEL_LIMIT);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK(strstr(R.result.message, "model limit reached") != NULL);
+    CHECK_EQ_INT(fm_find(&f, "p1")->state, RSD_MODEL_LOADED);
+    CHECK(!R.result.cached);
+    CHECK(R.result.requests <= 2 + RSD_RECONCILE_LOAD_ATTEMPTS * 2);
+}
+
+static void test_failed_true_exit_code_ends_wait(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    uint64_t t0;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "broken", RSD_MODEL_UNLOADED)->will_fail = true;
+    f.load_delay = 10;
+    desc_init(&d, "broken");
+    t0 = NOW;
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_FAILED);
+    CHECK(strstr(R.result.message, "llama.cpp router reports 'broken' failed to load (exit code 1)") != NULL);
+    CHECK(NOW - t0 < 100); /* ended at once, not at the deadline */
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR), 1);
+    CHECK_EQ_STR(R.result.attr_add, "");
+}
+
+static void test_keep_loading_waits_read_only_without_lock(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fmodel *m = fm_add(&f, "m", RSD_MODEL_LOADING);
+    m->ready_at = NOW + 300;
+    desc_init(&d, "m");
+    d.lock = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(f.locks, 0); /* L25 */
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(!R.result.mutated && R.result.attr_add[0] == '\0');
+}
+
+static void test_lock_not_held_warns_and_proceeds(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "m", RSD_MODEL_UNLOADED);
+    f.lock_held = false;
+    desc_init(&d, "m");
+    d.lock = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING), 1);
+    CHECK_EQ_INT(f.unlocks, 1);
+    CHECK(strstr(joined(&f, false), "LOCK | GET /v1/models | POST") != NULL); /* unlocked: always re-list */
+}
+
+static void test_attribution_add_and_remove(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    const char *own[2] = {"old-alias", "unrelated"};
+    fresh();
+    fr_init(&f, 1);
+    fmodel *old = fm_add(&f, "old", RSD_MODEL_LOADED);
+    snprintf(old->alias, sizeof old->alias, "old-alias");
+    fm_add(&f, "new", RSD_MODEL_UNLOADED);
+    desc_init(&d, "new");
+    d.ours = own;
+    d.n_ours = 2;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(R.result.attr_add, "new");
+    REQUIRE(R.result.n_attr_remove == 1);
+    CHECK_EQ_STR(R.result.attr_remove[0], "old-alias"); /* W10: the alias is the same model */
+    CHECK_EQ_INT(f.commits, 1);
+    REQUIRE(R.n_notices >= 1);
+    CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_ABOUT_TO_EVICT); /* ours via the alias */
+    CHECK_EQ_STR(R.notices[0].subject, "old");
+}
+
+static void test_hostile_payloads_degrade_to_observe(void) {
+    static char deep[4096], huge[300000];
+    const char *bodies[8];
+    frouter f;
+    rsd_reconcile_desc d;
+    size_t i, n = 0;
+    for (i = 0; i < 2000; i++) deep[i] = '[';
+    deep[2000] = '\0';
+    n += (size_t)snprintf(huge, sizeof huge, "{\"data\":[");
+    for (i = 0; i < 300 && n < sizeof huge - 200; i++)
+        n += (size_t)snprintf(huge + n, sizeof huge - n, "%s{\"id\":\"m%u\",\"status\":{\"value\":\"loaded\"}}",
+                              i ? "," : "", (unsigned)i);
+    snprintf(huge + n, sizeof huge - n, "]}");
+    bodies[0] = "not json at all";
+    bodies[1] = deep;
+    bodies[2] = huge; /* 300 models: over RSD_LISTING_MAX_MODELS => truncated */
+    bodies[3] = "{\"data\":{\"id\":\"x\"}}";
+    bodies[4] = "{\"data\":[1,2,\"x\",null,{\"id\":[]}]}";
+    bodies[5] = "{\"data\":[{\"id\":\"a\",\"status\":{\"value\":5}}]}";
+    bodies[6] = "{\"data\":[{\"id\":\"a\",\"status\":\"loaded\"}]} trailing";
+    bodies[7] = "";
+    for (i = 0; i < 8; i++) {
+        fresh();
+        setup_capacity_full(&f);
+        f.list_body = bodies[i];
+        desc_init(&d, "new-code");
+        d.lock = true;
+        CHECK(drive(&f, &d) < 0);
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+        CHECK_EQ_INT(R.result.decision, RSD_DECISION_OBSERVE);
+        CHECK_EQ_INT(f.posts, 0);
+        CHECK_EQ_INT(f.locks, 0);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO), 1);
+        CHECK(!R.result.cached);
+    }
+    /* 65 residents: over RSD_MAX_RESIDENTS: degrade, do not act */
+    n = (size_t)snprintf(huge, sizeof huge, "{\"data\":[");
+    for (i = 0; i < 65; i++)
+        n += (size_t)snprintf(huge + n, sizeof huge - n, "%s{\"id\":\"m%u\",\"status\":\"loaded\"}", i ? "," : "", (unsigned)i);
+    snprintf(huge + n, sizeof huge - n, "]}");
+    fresh();
+    setup_capacity_full(&f);
+    f.list_body = huge;
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_RESIDENTS_LIMIT);
+    CHECK_EQ_INT(f.posts, 0);
+}
+
+static void test_determinism_same_inputs_same_steps(void) {
+    static char log1[4096];
+    static rsd_reconcile_result r1;
+    static rsd_reconcile_notice n1[RSD_RECONCILE_MAX_NOTICES];
+    frouter f;
+    rsd_reconcile_desc d;
+    int k, n = 0;
+    for (k = 0; k < 2; k++) {
+        fresh();
+        setup_catalog(&f);
+        f.load_status = 500;
+        snprintf(f.load_only, sizeof f.load_only, "wanted");
+        f.load_delay = 77;
+        desc_init(&d, "wanted");
+        d.lock = true;
+        drive(&f, &d);
+        if (k == 0) {
+            snprintf(log1, sizeof log1, "%s", joined(&f, false));
+            r1 = R.result;
+            memcpy(n1, R.notices, sizeof n1);
+            n = R.n_notices;
+        } else {
+            CHECK_EQ_STR(joined(&f, false), log1);
+            CHECK(memcmp(&r1, &R.result, sizeof r1) == 0);
+            CHECK_EQ_INT(R.n_notices, n);
+            CHECK(memcmp(n1, R.notices, sizeof n1[0] * (size_t)n) == 0);
+        }
+    }
+}
+
+static void test_notices_readable_while_running(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_capacity_full(&f);
+    f.load_delay = 400;
+    desc_init(&d, "new-code");
+    protect(&d, "configured-model", RSD_ROLE_WORKER);
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    {
+        int guard, seen_at_unload = -1;
+        for (guard = 0; guard < 200; guard++) {
+            rsd_step s = rsd_reconcile_next(&R, NOW);
+            int tr, st;
+            const char *body;
+            size_t len;
+            if (s.kind == RSD_STEP_DONE) break;
+            if (s.kind == RSD_STEP_WAIT) { NOW = s.wake_ms; continue; }
+            if (s.kind != RSD_STEP_HTTP) continue;
+            if (s.http.op == RSD_OP_UNLOAD) seen_at_unload = R.n_notices;
+            fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+            rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+        }
+        CHECK(seen_at_unload >= 1); /* the swap notice was there before the unload went out */
+        CHECK(strstr(R.notices[0].text, "swapping resident 'old-scratch'") != NULL);
+        CHECK_EQ_STR(R.notices[0].subject, "old-scratch");
+    }
+}
+
+static void test_begin_rejects_bad_desc(void) {
+    rsd_reconcile_desc d;
+    rsd_step s;
+    desc_init(&d, "m");
+    d.bearer = "bad\r\nX-Evil: 1";
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
+    s = rsd_reconcile_next(&R, 0);
+    CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
+    CHECK_EQ_INT(s.result, RSD_ERR_ARG);
+    desc_init(&d, "");
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_MODEL_ID);
+    desc_init(&d, "m");
+    d.base_url = "http://x/v1?q=1";
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_URL);
+    d.base_url = "/";
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_reconcile_begin(NULL, &d, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_OK, 200, "", 0, 0), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, 0, 0), RSD_ERR_STATE);
+    /* key and URLs of a base without /v1 */
+    desc_init(&d, "m");
+    d.base_url = "http://Mini:8080/";
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_OK);
+    CHECK_EQ_STR(R.key, "llamacpp|http://mini:8080");
+    s = rsd_reconcile_next(&R, 0);
+    CHECK_EQ_STR(s.http.url, "http://Mini:8080/v1/models");
+    CHECK_EQ_STR(rsd_outcome_str(RSD_OUTCOME_LOAD_FAILED), "load-failed");
+    CHECK_EQ_STR(rsd_step_kind_str(99), "unknown");
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    RUN(test_6_2_1_parses_resident_ids);
+    RUN(test_6_2_2_parses_router_capacity);
+    RUN(test_6_2_3_scout_keep_never_evicts_coresident_coder);
+    RUN(test_6_2_4_coder_keep_leaves_pinned_scout);
+    RUN(test_6_2_5_loads_into_free_slot_without_evicting);
+    RUN(test_6_2_5_load_request_shape);
+    RUN(test_6_2_6_capacity_full_eviction);
+    RUN(test_6_2_7_declines_when_every_slot_pinned);
+    RUN(test_6_2_8_capacity1_declines_pinned_override);
+    RUN(test_6_2_9_capacity1_pinned_override_displaces_unprotected);
+    RUN(test_6_2_10_managed_false_observes);
+    RUN(test_6_2_11_ttl_dedupes_repeat_ensures);
+    RUN(test_6_2_12_restores_pinned_displaced_by_capacity_unknown_load);
+    RUN(test_6_2_13_does_not_manage_non_router_payloads);
+    RUN(test_6_2_14_degrades_fetch_failures_silently);
+    RUN(test_6_3_1_never_unloads_for_unserved_keep);
+    RUN(test_6_3_2_reports_why_residency_was_skipped);
+    RUN(test_6_3_3_restores_evicted_when_load_rejected_500);
+    RUN(test_6_3_4_restores_evicted_when_load_404s);
+    RUN(test_6_3_5_evicts_and_loads_when_keep_in_catalog);
+    RUN(test_6_4_1_counts_sleeping_as_resident);
+    RUN(test_6_4_2_never_reloads_sleeping_keep);
+    RUN(test_6_4_3_does_not_evict_sleeping_keep_capacity1);
+    RUN(test_6_4_4_frees_slot_when_sleeping_is_not_keep);
+    RUN(test_L26_keep_resident_capacity_readable);
+    RUN(test_L27_free_slot);
+    RUN(test_L28_full_router);
+    RUN(test_W1_redecides_under_lock_when_listing_changed);
+    RUN(test_W5_one_overall_deadline);
+    RUN(test_W7_transient_poll_errors_retried_and_fast_poll);
+    RUN(test_W7_poll_intervals_double_from_20_to_500);
+    RUN(test_W9_no_cache_after_failed_unload);
+    RUN(test_W19_observe_never_mutates);
+    RUN(test_already_running_400_means_resident);
+    RUN(test_model_limit_500_relists_and_evicts_one_more);
+    RUN(test_model_limit_500_nothing_evictable_fails_cleanly);
+    RUN(test_failed_true_exit_code_ends_wait);
+    RUN(test_keep_loading_waits_read_only_without_lock);
+    RUN(test_lock_not_held_warns_and_proceeds);
+    RUN(test_attribution_add_and_remove);
+    RUN(test_hostile_payloads_degrade_to_observe);
+    RUN(test_determinism_same_inputs_same_steps);
+    RUN(test_notices_readable_while_running);
+    RUN(test_begin_rejects_bad_desc);
+    return RSD_TEST_END();
+}
