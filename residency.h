@@ -710,7 +710,18 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 /* >>log:json */
 #define RSDI_LOG_ITEMS_JSON(X)
 /* >>log:http */
-#define RSDI_LOG_ITEMS_HTTP(X)
+#define RSDI_LOG_ITEMS_HTTP(X) \
+    X(HTTP_DESC_INVALID, "http: invalid desc") \
+    X(HTTP_RESOLVE_FAILED, "http client: host could not be resolved") \
+    X(HTTP_CAPACITY, "http client: all request slots busy") \
+    X(HTTP_CONNECT_FAILED, "http client: connect failed") \
+    X(HTTP_TIMEOUT, "http client: request timed out") \
+    X(HTTP_REQUEST_FAILED, "http client: request failed") \
+    X(HTTP_STALE_RETRY, "http client: kept-alive connection was stale, retried once") \
+    X(HTTP_LISTEN_FAILED, "http server: bind/listen failed") \
+    X(HTTP_ACCEPT_FAILED, "http server: accept failed") \
+    X(HTTP_BAD_REQUEST, "http server: bad request answered and closed") \
+    X(HTTP_CLIENT_GONE, "http server: client went away before its answer")
 /* >>log:reconcile */
 #define RSDI_LOG_ITEMS_RECONCILE(X) \
     X(RECONCILE_BAD_FACTS, "reconcile: facts rejected (limit, empty or overlong id)") \

@@ -148,8 +148,279 @@
            cut off after about 1 KiB of data; 16-byte chunks (6 per 16) and
            ordinary SSE event chunks pass. Limits are per body; bound the body
            itself with your own max_body_bytes.
-       [doc:http client]
-       [doc:http server]
+       --- http client: non-blocking HTTP/1.1 over POSIX sockets ---------------
+       TL;DR, a frame loop (the host owns the clock and the sleep):
+           rsd_http_client *c = rsd_http_client_create(NULL);   // zeroed desc = defaults
+           rsd_http_request q = {0};
+           q.url = "http://127.0.0.1:8080/v1/models";
+           q.bearer_token = key;                                // optional; never logged
+           rsd_http_req_h h;
+           if (rsd_http_send(c, &q, now_ms, &h) < 0) ...        // no I/O yet
+           for (;;) {                                           // once per frame
+               rsd_pollfd fds[8];
+               int n = rsd_http_client_pollfds(c, fds, 8);      // may be 0
+               uint64_t dl = rsd_http_client_next_deadline(c);  // 0 = now, RSD_DEADLINE_NONE
+               poll((struct pollfd *)fds, n, <min(frame budget, dl - now)>);
+               rsd_http_client_step_polled(c, now = rsd_now_ms(), fds, n);
+               rsd_http_event ev;
+               while (rsd_http_next_event(c, &ev))              // views valid until next call
+                   if (ev.result == RSD_OK) use(ev.status, ev.body);
+                   else log(rsd_result_str(ev.result), ev.sys_errno);
+           }
+           rsd_http_client_destroy(c);
+       and a blocking call (a CLI, a test):
+           rsd_http_event resp;
+           int r = rsd_http_request_sync(c, &q, &resp);          // resolves names too
+           if (r == RSD_OK && resp.status == 200) fwrite(resp.body.ptr, 1, resp.body.len, stdout);
+
+       rsd_pollfd {int fd; short events; short revents;} has the layout of struct
+       pollfd (checked at compile time), RSD_POLLIN/RSD_POLLOUT equal POLLIN/POLLOUT:
+       cast the array for poll(). All times are absolute ms on the caller's clock
+       (rsd_now_ms() is CLOCK_MONOTONIC; tests pass a fake clock). Handles
+       (rsd_http_req_h) are {id}: 0 = invalid, slot in the low 12 bits, a generation
+       above, so a stale handle is detected, never confused with a new request.
+
+       rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
+           Allocates everything now (5 blocks: object, connection table, request
+           table, poll array, one buffer block of max_requests x (max_request_bytes +
+           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB, untouched
+           pages stay virtual). NULL on a bad desc or no memory (logged:
+           HTTP_DESC_INVALID / ALLOC_FAILED). Desc fields, 0 = default:
+             max_requests 8 (slots: in flight + completed but not yet pulled),
+             max_conns 8 (sockets: in flight + kept alive; at most 4095),
+             max_header_bytes 16 KiB, max_body_bytes 1 MiB (per slot),
+             max_request_bytes 64 KiB (request head + body), connect_timeout_ms
+             5000, total_timeout_ms 60000, idle_timeout_ms 30000 (a kept-alive
+             socket unused this long is closed by step), no_keepalive,
+             resolve_fn/resolve_user (see names below), allocator, logger.
+       void rsd_http_client_destroy(rsd_http_client *c)
+           Closes every socket (pending requests vanish without events), frees all.
+       int rsd_http_send(c, const rsd_http_request *req, uint64_t now_ms, rsd_http_req_h *out)
+           Validates and queues; does no I/O (step connects and writes). Copies
+           everything it needs: method (NULL = GET, a token of at most 16 bytes),
+           url (http://host[:port]/path), bearer_token (Authorization: Bearer),
+           content_type, extra headers (name must be a token, values without
+           CR/LF/controls: header injection is RSD_ERR_ARG), body (copied; a body,
+           or POST/PUT/PATCH, always sends Content-Length). The request line,
+           Host, headers and body are built into one buffer and go out in ONE
+           write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
+           Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
+           RSD_TIMEOUT_NONE = never) start at now_ms.
+           Where the body goes: by default the slot's own buffer (max_body_bytes);
+           body_buf/body_cap = the caller's buffer (must live until the event);
+           on_body(user, data, len) = streamed from inside step, nothing kept;
+           on_sse(user, event) = parsed as text/event-stream (half the slot buffer
+           receives, half collects an event's data), nothing kept. Streamed bodies
+           are limited by max_stream_bytes (0 = unlimited) only.
+           Errors: RSD_ERR_ARG, RSD_ERR_URL, RSD_ERR_TLS_UNAVAILABLE (https),
+           RSD_ERR_RESOLVE (a name and no resolve_fn), RSD_ERR_TOO_LARGE (request
+           over max_request_bytes), RSD_ERR_CAPACITY (every slot busy; logged).
+       int rsd_http_client_step(c, uint64_t now_ms)
+       int rsd_http_client_step_polled(c, uint64_t now_ms, const rsd_pollfd *fds, int nfds)
+           Never blocks. Starts queued requests (a kept-alive socket to the same
+           address first, else a new non-blocking connect, else the longest-idle
+           kept-alive socket is closed to make room, else it stays queued),
+           finishes connects (SO_ERROR), writes, reads, parses, applies timeouts
+           (after I/O, so bytes that arrived in time count), closes expired idle
+           sockets. step_polled skips sockets listed in fds with revents == 0
+           (the host just polled them); step tries every socket (one poll(0) for
+           a connecting one, a recv that may say EAGAIN for a reading one).
+           Returns the number of completed events waiting (>= 0), RSD_ERR_ARG.
+       bool rsd_http_next_event(c, rsd_http_event *ev)
+           Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
+           status, or an error), sys_errno, status (0 if no head arrived), headers,
+           num_headers, body (empty when streamed or on error), body_bytes (decoded
+           bytes received, streamed ones too), reused, retried, user. Every
+           rsd_http_send that returned RSD_OK produces exactly one event (also on
+           timeout, error or cancel). The views stay valid until the next call on c.
+       int rsd_http_client_pollfds(c, rsd_pollfd *out, int cap)
+           One entry per socket step is waiting on (POLLOUT while connecting or
+           sending, POLLIN while reading); kept-alive idle sockets are not listed.
+           Returns how many it wants (only cap are written when that is more).
+       uint64_t rsd_http_client_next_deadline(c)
+           Earliest connect/total deadline or idle expiry; 0 when a queued request
+           can start now; RSD_DEADLINE_NONE when only socket readiness matters.
+       int rsd_http_cancel(c, rsd_http_req_h h)
+           Closes the request's socket (it cannot be reused mid-request); its event
+           reports RSD_ERR_CANCELLED. RSD_ERR_NOT_FOUND for a stale or completed
+           handle.
+       int rsd_http_pause(c, rsd_http_req_h h, bool paused)
+           Stops / resumes reading the response (its socket leaves / rejoins
+           pollfds): backpressure for streamed bodies, e.g. a proxy pausing the
+           upstream while rsd_http_stream_room() downstream is low. Timeouts keep
+           running (use RSD_TIMEOUT_NONE for long streams).
+       int rsd_http_request_sync(c, const rsd_http_request *req, rsd_http_event *resp)
+           The blocking wrapper, nothing but the loop above on rsd_now_ms(): send,
+           step, then poll(pollfds, next_deadline) + step_polled until this
+           request's event, which it takes (other requests' events stay queued for
+           rsd_http_next_event). A host name (not an IP literal, not "localhost")
+           is resolved with getaddrinfo here, first address. Returns resp->result;
+           resp's views are valid until the next call on c.
+       uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
+       void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
+           requests, connects, reuses, retries, timeouts, errors.
+
+       Names. rsd_http_send never resolves: IPv4/IPv6 literals and "localhost"
+       (= 127.0.0.1) go straight to connect(); any other name goes through
+       desc.resolve_fn(user, host, out, cap) (write a numeric address, return 0)
+       or fails with RSD_ERR_RESOLVE. Only rsd_http_request_sync calls
+       getaddrinfo, which blocks.
+
+       Request state machine (one slot; one request per socket, no pipelining):
+           FREE -send-> QUEUED -step-> CONNECTING -> SENDING -> HEAD -> BODY -> DONE
+                                 \---(kept-alive socket)--^
+           DONE -next_event-> DELIVERED (views live) -any later call on c-> FREE
+           Any active state -> DONE on error, timeout or cancel.
+           Timeouts: QUEUED and CONNECTING count against connect_timeout_ms (from
+           send) and total_timeout_ms; later states against total_timeout_ms.
+           A request that fires at deadline D completes at the first step with
+           now_ms >= D, exactly, whatever the peer does (a peer dribbling one byte
+           at a time cannot extend it).
+           Keep-alive: after a complete response the socket returns to the idle
+           set unless the response said Connection: close or was HTTP/1.0
+           without keep-alive, the body ran to connection close, extra bytes
+           followed the body, or no_keepalive is set. Stale socket: when a kept-
+           alive socket fails (EOF, ECONNRESET, EPIPE) before any response byte,
+           an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried once,
+           transparently, on a fresh connection (log item HTTP_STALE_RETRY,
+           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run).
+           Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
+
+       Limits and errors (each is an error, never a silent truncation):
+           head over max_header_bytes, or over RSD_HTTP_MAX_HEADERS fields
+                                         RSD_ERR_HEADERS_TOO_LARGE
+           Content-Length over the body buffer, or the decoded chunked / read-to-
+           close body outgrowing it, or a stream over max_stream_bytes
+                                         RSD_ERR_BODY_TOO_LARGE (status is set)
+           connect refused / unreachable RSD_ERR_CONNECT (sys_errno = ECONNREFUSED...)
+           deadline passed               RSD_ERR_TIMEOUT
+           peer closed mid-response      RSD_ERR_CLOSED (body_bytes = what came)
+           other socket error            RSD_ERR_IO (sys_errno)
+           malformed response / chunking RSD_ERR_PROTOCOL
+           cancelled                     RSD_ERR_CANCELLED
+           Logging: only the request line (method and path, with its query) and
+           result names appear in log lines; header values, and so the bearer
+           token, never do (keep secrets out of URLs).
+
+       SSE line reader (pure; the client's on_sse uses it, hosts may too):
+       void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap)
+       int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *used, rsd_sse_event *ev)
+           Feed any split of a text/event-stream. RSD_OK = one event in *ev
+           (event, data with lines joined by '\n', last id; views valid until the
+           next feed), call again with p + *used; RSD_PENDING = all consumed.
+           Lines end in \n, \r\n or \r; ':' lines are comments; "retry" and
+           unknown fields are ignored; a blank line dispatches when at least one
+           data line was seen (a bare "data" line = empty data). Data over cap:
+           RSD_ERR_TOO_LARGE for that event, then the reader goes on.
+           `event:`/`id:` values are kept up to RSD_SSE_MAX_NAME (64) bytes.
+           The llama.cpp router's /models/sse sends one `data: {json}` per event,
+           no `event:` line; OpenAI streaming sends `data: {json}` and a final
+           `data: [DONE]`.
+       --- http server: small non-blocking HTTP/1.1 server ---------------------
+       For simulators, tests, a serve example and a pool front-end. Same shape as
+       the client: step(now)/pollfds/next_deadline, events pulled, no callbacks.
+           rsd_http_server_desc sd = {0};                       // 127.0.0.1, port 0
+           rsd_http_server *s = rsd_http_server_create(&sd);
+           printf("listening on %u\n", rsd_http_server_port(s));
+           for (;;) {
+               rsd_pollfd fds[64];
+               int n = rsd_http_server_pollfds(s, fds, 64);
+               poll((struct pollfd *)fds, n, <until rsd_http_server_next_deadline(s)>);
+               rsd_http_server_step_polled(s, rsd_now_ms(), fds, n);
+               rsd_http_server_event ev;
+               while (rsd_http_server_next_event(s, &ev)) {
+                   if (ev.type == RSD_HTTP_SEV_CLOSED) { forget(ev.req); continue; }
+                   if (rsd_str_eq_c(ev.head->target, "/health"))
+                       rsd_http_respond(s, ev.req, 200, &ctype_json, 1, "{\"status\":\"ok\"}", 15);
+                   else
+                       hold(ev.req);   // answer on a later step: rsd_http_respond(s, h, ...)
+               }
+           }
+
+       rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc)
+           Binds bind_host (numeric; NULL = "127.0.0.1") : port (0 = ephemeral,
+           read it back with rsd_http_server_port), listens (backlog 128,
+           SO_REUSEADDR, O_NONBLOCK|O_CLOEXEC), allocates 3 blocks: object,
+           connection table, one buffer block of max_conns x (max_header_bytes +
+           max_body_bytes + 1 KiB + max_response_bytes). NULL on failure, logged
+           (HTTP_DESC_INVALID, HTTP_LISTEN_FAILED with errno, ALLOC_FAILED).
+           Defaults: max_conns 32 (more clients wait in the backlog),
+           max_header_bytes 8 KiB, max_body_bytes 64 KiB, max_response_bytes
+           256 KiB (the per-connection send buffer: the largest Content-Length
+           response; stream bigger ones), idle_timeout_ms 30000 (idle keep-alive
+           connection closed), request_timeout_ms 10000 (a started request must
+           be complete by then, else 408 and close: the slowloris guard).
+       void rsd_http_server_destroy(s)     closes every socket, frees everything.
+       uint16_t rsd_http_server_port(s)
+       int rsd_http_server_step(s, now_ms)
+       int rsd_http_server_step_polled(s, now_ms, const rsd_pollfd *fds, int nfds)
+           Accepts (while a connection slot is free), flushes pending output, reads,
+           parses (a Content-Length or chunked body is read completely first), and
+           expires. Returns the number of events waiting. With many connections use
+           step_polled: plain step tries a recv on every connection.
+       bool rsd_http_server_next_event(s, rsd_http_server_event *ev)
+           RSD_HTTP_SEV_REQUEST: ev.req (handle), ev.head (method, target,
+           headers, framing), ev.body (decoded). They stay valid until the request
+           is answered, however many steps later.
+           RSD_HTTP_SEV_CLOSED: the client of a request you hold (pulled, not yet
+           answered, or streaming) went away; the handle is dead from now on
+           (calls with it return RSD_ERR_CLOSED). A client that leaves before its
+           REQUEST event was pulled is dropped silently.
+       int rsd_http_server_query(s, rsd_http_sreq_h h, rsd_http_server_event *out)
+           Re-reads a held request (RSD_OK), RSD_ERR_CLOSED, RSD_ERR_NOT_FOUND.
+       int rsd_http_respond(s, h, int status, const rsd_http_header *headers, size_t n,
+                            const void *body, size_t len)
+           Content-Length response; headers are extra lines (Content-Type ...).
+           Written to the socket at once as far as it takes; step sends the rest.
+           The connection then serves its next request (pipelined bytes already
+           read are parsed on the next step), or closes if the request said
+           Connection: close / HTTP/1.0. A HEAD request gets the head only.
+           RSD_ERR_TOO_LARGE (does not fit max_response_bytes; nothing sent),
+           RSD_ERR_ARG (status outside 100..999, header with CR/LF), RSD_ERR_STATE
+           (the request is streaming), RSD_ERR_CLOSED, RSD_ERR_NOT_FOUND (stale).
+       int rsd_http_stream_begin(s, h, int status, headers, n)
+       int rsd_http_stream_write(s, h, const void *data, size_t len)    one chunk
+       int rsd_http_stream_sse(s, h, const char *event, const char *data, size_t len)
+           one SSE event as one chunk: "event: <event>\n" when event is non-NULL,
+           "data: <line>\n" per line of data, then "\n"
+       int rsd_http_stream_end(s, h)                                   last chunk
+       size_t rsd_http_stream_room(s, h)    bytes a write can take now
+           A chunked response written over as many steps as you like (add
+           Content-Type: text/event-stream for SSE). When the send buffer is full,
+           write returns RSD_ERR_CAPACITY: step, then retry. RSD_ERR_CLOSED once
+           the client is gone (you also get a SEV_CLOSED event).
+       int rsd_http_server_pollfds(s, out, cap)   / uint64_t rsd_http_server_next_deadline(s)
+           Like the client's: the listening socket while a slot is free, every
+           connection (POLLIN while its receive buffer has room, POLLOUT while
+           output is pending). next_deadline: 0 when pipelined bytes wait to be
+           parsed, else the earliest idle/request timeout.
+       void rsd_http_server_query_stats(s, out)
+           accepts, requests, responses, bad_requests, closes.
+
+       Connection states: READ (waiting for a head/body) -> PENDING (event queued /
+       held by you) -> [STREAMING] -> answered -> READ (keep-alive) or CLOSING;
+       any state -> closed on EOF/error (SEV_CLOSED if you hold its request).
+       One request per connection at a time: pipelined requests wait in the
+       receive buffer until the current one is answered. A client that half-closes
+       (shutdown(SHUT_WR)) while its request is held counts as gone.
+
+       Bad clients are answered and closed inside step without an event, and
+       without disturbing other connections:
+           malformed request line / header / chunking   400 Bad Request
+           Content-Length or chunked body over max_body_bytes   413
+           head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
+           request not complete within request_timeout_ms   408
+           (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
+           gets "100 Continue" before the body is read.
+
+       MEMORY (client and server): every buffer comes from the desc's allocator
+       in create; send, step, respond and the streams never allocate (a
+       steady-state keep-alive request is 0 allocations: tests count it).
+       PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
+       never a SIGPIPE handler; poll(), never select(). TLS: every connection
+       does its I/O through an internal transport (recv/send/close function
+       pointers, plain sockets now) where mbedTLS will slot in; today an https
+       URL is RSD_ERR_TLS_UNAVAILABLE.
        [doc:tls]
        [doc:drive]
        STATE: state directory, cross-process lock, persisted attribution (>>state)
@@ -469,10 +740,273 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 /* ==== >>httpparse end ===================================================== */
 
 /* ==== >>http client (declarations) ======================================== */
+/* Poll entry with the layout of POSIX `struct pollfd` {int fd; short events; short
+   revents;} (the implementation checks size, offsets and flag values at compile time),
+   so an array of these can be handed to poll() with a cast. */
+typedef struct rsd_pollfd {
+    int fd;
+    short events;   /* RSD_POLLIN / RSD_POLLOUT */
+    short revents;  /* filled by the host's poll() */
+} rsd_pollfd;
+enum { RSD_POLLIN = 0x001, RSD_POLLOUT = 0x004 };  /* equal to POLLIN / POLLOUT */
+
+#define RSD_DEADLINE_NONE ((uint64_t)-1)   /* next_deadline: nothing scheduled */
+#define RSD_TIMEOUT_NONE 0xFFFFFFFFu       /* a *_timeout_ms field: never time out */
+
+/* Client limits and defaults (a zeroed desc field means the default). */
+enum {
+    RSD_HTTP_MAX_HOST_BYTES = 255,             /* host name / address in a URL */
+    RSD_HTTP_MAX_CONNS_LIMIT = 4095,           /* upper bound for max_conns / max_requests */
+    RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS = 8,  /* concurrent request slots */
+    RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS = 8,     /* sockets (in flight + kept alive) */
+    RSD_HTTP_DEFAULT_MAX_HEADER_BYTES = 16384, /* response head */
+    RSD_HTTP_DEFAULT_MAX_BODY_BYTES = 1048576, /* response body per slot */
+    RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES = 65536,/* request head + body, sent in one write */
+    RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS = 5000,
+    RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS = 60000,
+    RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS = 30000,  /* kept-alive socket closed after this idle time */
+    RSD_SSE_MAX_NAME = 64                      /* SSE `event:` / `id:` values kept (longer: cut) */
+};
+
+/* ---- SSE line reader (pure, incremental; no I/O, no allocation) ---- */
+/* One dispatched server-sent event; views valid until the next rsd_sse_feed. */
+typedef struct rsd_sse_event {
+    rsd_str event;  /* `event:` field, empty when absent */
+    rsd_str data;   /* `data:` lines joined with '\n' */
+    rsd_str id;     /* last `id:` seen (persists across events, as in the spec) */
+} rsd_sse_event;
+
+/* Reader state; set up with rsd_sse_init. Field meanings are internal. */
+typedef struct rsd_sse_reader {
+    char *buf;           /* caller's data buffer */
+    size_t cap;
+    size_t data_len;
+    uint32_t data_lines;
+    uint32_t event_len, id_len, field_len;
+    char event[RSD_SSE_MAX_NAME];
+    char id[RSD_SSE_MAX_NAME];
+    char field[8];
+    int state;
+    int target;
+    bool skip_lf;
+    bool overflow;
+} rsd_sse_reader;
+
+/* Prepares a reader that collects `data:` into buf[0..cap). */
+RSD_API void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap);
+/* Consumes bytes from p[0..n) until an event completes. *used = bytes consumed.
+   RSD_OK: *ev holds an event (call again with p + *used). RSD_PENDING: all consumed,
+   no event yet. RSD_ERR_TOO_LARGE: an event's data overflowed cap; it is dropped, and
+   reading continues with the next event on the next call. Handles \n, \r\n and \r. */
+RSD_API int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *used,
+                         rsd_sse_event *ev);
+
+/* ---- client ---- */
+typedef struct rsd_http_client rsd_http_client;
+/* Handle of an in-flight request: 0 = invalid; slot in the low 12 bits, generation above. */
+typedef struct rsd_http_req_h { uint32_t id; } rsd_http_req_h;
+
+/* Client configuration; zeroed = defaults. Every buffer is allocated by create. */
+typedef struct rsd_http_client_desc {
+    int max_requests;             /* request slots (in flight + unpulled events); 0 = 8 */
+    int max_conns;                /* sockets, in flight + kept alive; 0 = 8 */
+    size_t max_header_bytes;      /* response head limit; 0 = 16 KiB */
+    size_t max_body_bytes;        /* per-slot body buffer and limit; 0 = 1 MiB */
+    size_t max_request_bytes;     /* request head + body limit; 0 = 64 KiB */
+    uint32_t connect_timeout_ms;  /* per-request default; 0 = 5000; RSD_TIMEOUT_NONE = never */
+    uint32_t total_timeout_ms;    /* per-request default; 0 = 60000; RSD_TIMEOUT_NONE = never */
+    uint32_t idle_timeout_ms;     /* kept-alive socket lifetime when idle; 0 = 30000 */
+    bool no_keepalive;            /* close every connection after its response */
+    /* Name resolution for the non-blocking path (never called for numeric hosts or
+       "localhost"): write a numeric address into out (NUL-terminated), return 0, or <0. */
+    int (*resolve_fn)(void *user, const char *host, char *out, size_t cap);
+    void *resolve_user;
+    rsd_allocator allocator;
+    rsd_logger logger;
+} rsd_http_client_desc;
+
+/* One request. Everything is copied by rsd_http_send except body_buf and user. */
+typedef struct rsd_http_request {
+    const char *method;           /* NULL = "GET" */
+    const char *url;              /* "http://127.0.0.1:8080/v1/models" */
+    const char *bearer_token;     /* sends Authorization: Bearer <token>; never logged */
+    const rsd_http_header *headers; /* extra headers (name/value views), copied */
+    size_t num_headers;
+    const char *content_type;     /* sent when non-NULL */
+    const void *body;             /* copied; Content-Length is always sent for a body */
+    size_t body_len;
+    uint32_t connect_timeout_ms;  /* 0 = client default; RSD_TIMEOUT_NONE = never */
+    uint32_t total_timeout_ms;    /* 0 = client default; RSD_TIMEOUT_NONE = never */
+    char *body_buf;               /* optional: receive the body here (live until the event) */
+    size_t body_cap;              /* its size; more body = RSD_ERR_BODY_TOO_LARGE */
+    /* Optional streaming: decoded body bytes are handed over from inside step instead of
+       being kept (the event's body is then empty). */
+    void (*on_body)(void *user, const char *data, size_t len);
+    /* Optional: body parsed as text/event-stream, one call per event from inside step. */
+    void (*on_sse)(void *user, const rsd_sse_event *ev);
+    uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
+    void *user;                   /* returned in the event and passed to the callbacks */
+} rsd_http_request;
+
+/* A completed request (or the response of rsd_http_request_sync). Views point into the
+   client and stay valid until the next call on that client. */
+typedef struct rsd_http_event {
+    rsd_http_req_h req;
+    int result;                   /* RSD_OK (any HTTP status) or an error */
+    int sys_errno;                /* errno behind an I/O or connect error, else 0 */
+    int status;                   /* HTTP status, 0 when no response head arrived */
+    const rsd_http_header *headers;
+    size_t num_headers;
+    rsd_str body;                 /* whole body (empty when streamed) */
+    uint64_t body_bytes;          /* decoded body bytes received (streamed ones too) */
+    bool reused;                  /* went over a kept-alive connection */
+    bool retried;                 /* was retried once on a fresh connection */
+    void *user;
+} rsd_http_event;
+
+/* Counters for tests and diagnostics. */
+typedef struct rsd_http_client_stats {
+    uint64_t requests, connects, reuses, retries, timeouts, errors;
+} rsd_http_client_stats;
+
+/* Monotonic clock in ms (CLOCK_MONOTONIC); the shell's clock for blocking wrappers. */
+RSD_API uint64_t rsd_now_ms(void);
+/* Creates a client, allocating every buffer now; NULL on a bad desc or no memory (logged). */
+RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc);
+/* Closes every socket and frees everything; NULL is fine. */
+RSD_API void rsd_http_client_destroy(rsd_http_client *c);
+/* Validates and queues a request (no I/O: connecting and sending happen in step).
+   RSD_OK and *out, or RSD_ERR_ARG / RSD_ERR_URL / RSD_ERR_RESOLVE / RSD_ERR_TOO_LARGE /
+   RSD_ERR_CAPACITY (all slots busy) / RSD_ERR_TLS_UNAVAILABLE (https). */
+RSD_API int rsd_http_send(rsd_http_client *c, const rsd_http_request *req, uint64_t now_ms,
+                          rsd_http_req_h *out);
+/* Does all ready work without blocking: connects, writes, reads, timeouts. Returns the
+   number of completed events waiting to be pulled (>= 0). Tries every socket. */
+RSD_API int rsd_http_client_step(rsd_http_client *c, uint64_t now_ms);
+/* Like step, after the host's own poll() on the entries from rsd_http_client_pollfds:
+   sockets listed with revents == 0 are skipped (saves syscalls). */
+RSD_API int rsd_http_client_step_polled(rsd_http_client *c, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds);
+/* Pulls the oldest completion; false when none. Views valid until the next call on c. */
+RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev);
+/* Writes up to cap poll entries for the sockets step waits on; returns how many it
+   wants (may exceed cap: then only cap were written). */
+RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap);
+/* Earliest absolute time (ms, the callers' clock) step must run; 0 = now;
+   RSD_DEADLINE_NONE = only socket readiness matters. */
+RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
+/* Aborts a request: its socket is closed and its event reports RSD_ERR_CANCELLED.
+   RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
+RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
+/* Stops (paused = true) or resumes reading a request's response: backpressure for a
+   streamed body (e.g. a proxy whose downstream is full). Timeouts keep running.
+   RSD_OK or RSD_ERR_NOT_FOUND. */
+RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused);
+/* Blocking request: resolves names with getaddrinfo, then loops poll() + step on
+   rsd_now_ms() until this request completes. Returns resp->result; resp's views are
+   valid until the next call on c. Other requests' events stay queued for next_event. */
+RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *req,
+                                  rsd_http_event *resp);
+/* Copies the counters. */
+RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out);
 
 /* ==== >>http client end =================================================== */
 
 /* ==== >>http server (declarations) ======================================== */
+/* Server limits and defaults (a zeroed desc field means the default). */
+enum {
+    RSD_HTTP_SERVER_DEFAULT_MAX_CONNS = 32,
+    RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES = 8192,    /* over: 431 */
+    RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES = 65536,     /* over: 413 */
+    RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES = 262144,/* per-connection send buffer */
+    RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS = 30000,    /* idle keep-alive connection */
+    RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000  /* a started request must complete */
+};
+
+typedef struct rsd_http_server rsd_http_server;
+/* Handle of a received request awaiting its answer; 0 = invalid. */
+typedef struct rsd_http_sreq_h { uint32_t id; } rsd_http_sreq_h;
+
+/* Server configuration; zeroed = defaults. Every buffer is allocated by create. */
+typedef struct rsd_http_server_desc {
+    const char *bind_host;        /* numeric address; NULL = "127.0.0.1" */
+    uint16_t port;                /* 0 = ephemeral: read it back with rsd_http_server_port */
+    int max_conns;                /* 0 = 32; more clients wait in the listen backlog */
+    size_t max_header_bytes;      /* request head limit; 0 = 8 KiB */
+    size_t max_body_bytes;        /* request body limit; 0 = 64 KiB */
+    size_t max_response_bytes;    /* per-connection send buffer; 0 = 256 KiB */
+    uint32_t idle_timeout_ms;     /* 0 = 30000; RSD_TIMEOUT_NONE = never */
+    uint32_t request_timeout_ms;  /* head+body of a started request; 0 = 10000 */
+    rsd_allocator allocator;
+    rsd_logger logger;
+} rsd_http_server_desc;
+
+typedef enum rsd_http_server_event_type {
+    RSD_HTTP_SEV_NONE = 0,
+    RSD_HTTP_SEV_REQUEST,   /* a complete request: answer it now or later */
+    RSD_HTTP_SEV_CLOSED,    /* the client of an unanswered / streaming request went away */
+    RSD_HTTP_SEV_NUM
+} rsd_http_server_event_type;
+
+/* Server event. head and body stay valid until the request is answered (respond or
+   stream_end) or its CLOSED event has been pulled. */
+typedef struct rsd_http_server_event {
+    int type;                            /* rsd_http_server_event_type */
+    rsd_http_sreq_h req;
+    const rsd_http_request_head *head;   /* NULL for CLOSED */
+    rsd_str body;                        /* decoded request body */
+} rsd_http_server_event;
+
+typedef struct rsd_http_server_stats {
+    uint64_t accepts, requests, responses, bad_requests, closes;
+} rsd_http_server_stats;
+
+/* Binds, listens and allocates every buffer; NULL on failure (logged with errno). */
+RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc);
+/* Closes every socket and frees everything; NULL is fine. */
+RSD_API void rsd_http_server_destroy(rsd_http_server *s);
+/* The bound port (useful after port 0). */
+RSD_API uint16_t rsd_http_server_port(const rsd_http_server *s);
+/* Accepts, reads, parses, writes and expires without blocking; returns the number of
+   events waiting to be pulled. Bad requests are answered (400/413/431) and closed here. */
+RSD_API int rsd_http_server_step(rsd_http_server *s, uint64_t now_ms);
+/* Like step after the host's poll() on rsd_http_server_pollfds entries (skips idle ones). */
+RSD_API int rsd_http_server_step_polled(rsd_http_server *s, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds);
+/* Pulls the next event; false when none. */
+RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_event *ev);
+/* Re-reads a pending request (e.g. a deferred one); RSD_OK, or RSD_ERR_NOT_FOUND /
+   RSD_ERR_CLOSED. */
+RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h,
+                                  rsd_http_server_event *out);
+/* Poll entries (listen socket + connections); returns how many it wants. */
+RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run (timeouts); RSD_DEADLINE_NONE if none. */
+RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s);
+/* Answers a request with a Content-Length response (headers are extra lines, e.g.
+   Content-Type). Writes what the socket takes now; step sends the rest. RSD_OK,
+   RSD_ERR_CLOSED (client gone), RSD_ERR_NOT_FOUND (stale handle), RSD_ERR_TOO_LARGE
+   (over max_response_bytes), RSD_ERR_ARG (bad status/header). */
+RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                             const rsd_http_header *headers, size_t num_headers,
+                             const void *body, size_t body_len);
+/* Starts a chunked streaming response (add a Content-Type header, e.g.
+   text/event-stream). Then stream_write / stream_sse any number of times, then stream_end. */
+RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                  const rsd_http_header *headers, size_t num_headers);
+/* Sends one chunk. RSD_ERR_CAPACITY when the send buffer is full (step, then retry);
+   RSD_ERR_CLOSED when the client went away. */
+RSD_API int rsd_http_stream_write(rsd_http_server *s, rsd_http_sreq_h h, const void *data,
+                                  size_t len);
+/* Sends one SSE event as one chunk: optional `event:` line, `data:` per line of data, blank line. */
+RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const char *event,
+                                const char *data, size_t len);
+/* Sends the last chunk; the connection then serves the next request. */
+RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h);
+/* Bytes a stream_write can take right now (0 when the handle is not streaming). */
+RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
+/* Copies the counters. */
+RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out);
 
 /* ==== >>http server end =================================================== */
 
@@ -1288,10 +1822,1947 @@ fail:
 /* ==== >>httpparse end ===================================================== */
 
 /* ==== >>http client (implementation) ====================================== */
+/* ---- >>net: POSIX socket helpers shared by the client and the server ---------- */
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <netdb.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+
+/* rsd_pollfd must be usable as struct pollfd. */
+typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollfd) &&
+                                       offsetof(rsd_pollfd, fd) == offsetof(struct pollfd, fd) &&
+                                       offsetof(rsd_pollfd, events) == offsetof(struct pollfd, events) &&
+                                       offsetof(rsd_pollfd, revents) == offsetof(struct pollfd, revents) &&
+                                       RSD_POLLIN == POLLIN && RSD_POLLOUT == POLLOUT) ? 1 : -1];
+
+#if defined(MSG_NOSIGNAL)
+#define RSDI_SEND_FLAGS MSG_NOSIGNAL
+#else
+#define RSDI_SEND_FLAGS 0
+#endif
+
+enum { RSDI_HINT_UNKNOWN = 0, RSDI_HINT_READY, RSDI_HINT_IDLE };
+
+/* Per-connection transport: plain sockets now; TLS (RSD_HTTP_MBEDTLS) slots in here.
+   recv/send return bytes, 0 = EOF (recv), -1 with errno (EAGAIN = would block). */
+typedef struct rsdi_io {
+    long (*recv_fn)(void *ctx, int fd, char *buf, size_t n);
+    long (*send_fn)(void *ctx, int fd, const char *buf, size_t n);
+    void (*close_fn)(void *ctx, int fd);
+} rsdi_io;
+
+RSDI_PRIVATE long rsdi_plain_recv(void *ctx, int fd, char *buf, size_t n) {
+    ssize_t r;
+    (void)ctx;
+    do { r = recv(fd, buf, n, 0); } while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+
+RSDI_PRIVATE long rsdi_plain_send(void *ctx, int fd, const char *buf, size_t n) {
+    ssize_t r;
+    (void)ctx;
+    do { r = send(fd, buf, n, RSDI_SEND_FLAGS); } while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+
+RSDI_PRIVATE void rsdi_plain_close(void *ctx, int fd) {
+    (void)ctx;
+    (void)close(fd);
+}
+
+static const rsdi_io rsdi_io_plain = {rsdi_plain_recv, rsdi_plain_send, rsdi_plain_close};
+
+RSDI_PRIVATE bool rsdi_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+
+/* O_NONBLOCK and FD_CLOEXEC on an existing descriptor. */
+RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFL, 0);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
+    return 0;
+}
+
+RSDI_PRIVATE void rsdi_sock_opts(int fd) {
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, (socklen_t)sizeof one);
+#if defined(SO_NOSIGPIPE)
+    (void)setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, (socklen_t)sizeof one);
+#endif
+}
+
+/* A non-blocking, close-on-exec stream socket; -1 with errno. */
+RSDI_PRIVATE int rsdi_sock_open(int family) {
+    int fd;
+#if defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC)
+    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+#else
+    fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (rsdi_fd_nonblock(fd) < 0) {
+        int e = errno;
+        (void)close(fd);
+        errno = e;
+        return -1;
+    }
+#endif
+    rsdi_sock_opts(fd);
+    return fd;
+}
+
+typedef struct rsdi_addr {
+    struct sockaddr_storage ss;
+    socklen_t len;
+} rsdi_addr;
+
+/* Numeric IPv4/IPv6 text (NUL-terminated) + port into *a; RSD_OK or RSD_ERR_RESOLVE. */
+RSDI_PRIVATE int rsdi_addr_make(rsdi_addr *a, const char *numeric, uint16_t port) {
+    memset(a, 0, sizeof *a);
+    {
+        struct sockaddr_in *v4 = (struct sockaddr_in *)(void *)&a->ss;
+        if (inet_pton(AF_INET, numeric, &v4->sin_addr) == 1) {
+            v4->sin_family = AF_INET;
+            v4->sin_port = htons(port);
+            a->len = (socklen_t)sizeof *v4;
+            return RSD_OK;
+        }
+    }
+    {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)(void *)&a->ss;
+        if (inet_pton(AF_INET6, numeric, &v6->sin6_addr) == 1) {
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons(port);
+            a->len = (socklen_t)sizeof *v6;
+            return RSD_OK;
+        }
+    }
+    return RSD_ERR_RESOLVE;
+}
+
+RSDI_PRIVATE bool rsdi_addr_eq(const rsdi_addr *a, const rsdi_addr *b) {
+    return a->len == b->len && memcmp(&a->ss, &b->ss, (size_t)a->len) == 0;
+}
+
+RSDI_PRIVATE uint64_t rsdi_deadline(uint64_t start, uint32_t ms) {
+    if (ms == RSD_TIMEOUT_NONE) return RSD_DEADLINE_NONE;
+    if (start > RSD_DEADLINE_NONE - 1 - ms) return RSD_DEADLINE_NONE - 1;
+    return start + ms;
+}
+
+/* Bounded appender used to build heads; `over` latches on overflow. */
+typedef struct rsdi_wbuf {
+    char *p;
+    size_t cap, len;
+    bool over;
+} rsdi_wbuf;
+
+RSDI_PRIVATE void rsdi_w_put(rsdi_wbuf *w, const char *s, size_t n) {
+    if (w->over || n > w->cap - w->len) {
+        w->over = true;
+        return;
+    }
+    if (n) memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+RSDI_PRIVATE void rsdi_w_puts(rsdi_wbuf *w, const char *s) { rsdi_w_put(w, s, strlen(s)); }
+
+RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
+    char t[24];
+    int i = 24;
+    do {
+        t[--i] = "0123456789abcdef"[v % (uint64_t)base];
+        v /= (uint64_t)base;
+    } while (v && i > 0);
+    rsdi_w_put(w, t + i, (size_t)(24 - i));
+}
+
+/* RFC 9110 tchar. */
+RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
+    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
+    size_t i;
+    if (s.len == 0 || !s.ptr) return false;
+    for (i = 0; i < s.len; i++)
+        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
+    return true;
+}
+
+/* Header value: no CR, LF or other control bytes except TAB. */
+RSDI_PRIVATE bool rsdi_value_ok(rsd_str s) {
+    size_t i;
+    if (s.len && !s.ptr) return false;
+    for (i = 0; i < s.len; i++) {
+        unsigned char ch = (unsigned char)s.ptr[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return false;
+    }
+    return true;
+}
+
+RSDI_PRIVATE bool rsdi_headers_ok(const rsd_http_header *h, size_t n) {
+    size_t i;
+    if (n && !h) return false;
+    for (i = 0; i < n; i++)
+        if (!rsdi_token_ok(h[i].name) || !rsdi_value_ok(h[i].value)) return false;
+    return true;
+}
+
+RSDI_PRIVATE void rsdi_w_headers(rsdi_wbuf *w, const rsd_http_header *h, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        rsdi_w_put(w, h[i].name.ptr, h[i].name.len);
+        rsdi_w_put(w, ": ", 2);
+        rsdi_w_put(w, h[i].value.ptr, h[i].value.len);
+        rsdi_w_put(w, "\r\n", 2);
+    }
+}
+
+RSD_API uint64_t rsd_now_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- SSE line reader ---------------------------------------------------------- */
+enum { RSDI_SSE_LINE = 0, RSDI_SSE_FIELD, RSDI_SSE_SPACE, RSDI_SSE_VALUE, RSDI_SSE_SKIP };
+enum { RSDI_SSE_T_NONE = 0, RSDI_SSE_T_DATA, RSDI_SSE_T_EVENT, RSDI_SSE_T_ID };
+
+RSD_API void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap) {
+    if (!r) return;
+    memset(r, 0, sizeof *r);
+    r->buf = buf;
+    r->cap = buf ? cap : 0;
+}
+
+RSDI_PRIVATE void rsdi_sse_reset_event(rsd_sse_reader *r) {
+    r->data_len = 0;
+    r->data_lines = 0;
+    r->event_len = 0;
+    r->overflow = false;
+}
+
+RSDI_PRIVATE void rsdi_sse_data_byte(rsd_sse_reader *r, char ch) {
+    if (r->data_len >= r->cap) {
+        r->overflow = true;
+        return;
+    }
+    r->buf[r->data_len++] = ch;
+}
+
+/* Field name complete (at ':' or end of line): choose where its value goes. */
+RSDI_PRIVATE void rsdi_sse_field_done(rsd_sse_reader *r) {
+    r->target = RSDI_SSE_T_NONE;
+    if (r->field_len == 4 && memcmp(r->field, "data", 4) == 0) {
+        r->target = RSDI_SSE_T_DATA;
+        if (r->data_lines++ > 0) rsdi_sse_data_byte(r, '\n');
+    } else if (r->field_len == 5 && memcmp(r->field, "event", 5) == 0) {
+        r->target = RSDI_SSE_T_EVENT;
+        r->event_len = 0;
+    } else if (r->field_len == 2 && memcmp(r->field, "id", 2) == 0) {
+        r->target = RSDI_SSE_T_ID;
+        r->id_len = 0;
+    }
+}
+
+RSD_API int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *used,
+                         rsd_sse_event *ev) {
+    size_t i;
+    if (used) *used = 0;
+    if (!r || (n && !p) || !used || !ev) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++) {
+        char ch = p[i];
+        if (r->skip_lf) {
+            r->skip_lf = false;
+            if (ch == '\n') continue;
+        }
+        if (ch == '\r' || ch == '\n') {
+            if (ch == '\r') r->skip_lf = true;
+            if (r->state == RSDI_SSE_FIELD) rsdi_sse_field_done(r);
+            if (r->state == RSDI_SSE_LINE) { /* blank line: dispatch */
+                if (r->data_lines > 0) {
+                    bool over = r->overflow;
+                    *used = i + 1;
+                    ev->data.ptr = r->buf ? r->buf : "";
+                    ev->data.len = r->data_len;
+                    ev->event.ptr = r->event;
+                    ev->event.len = r->event_len;
+                    ev->id.ptr = r->id;
+                    ev->id.len = r->id_len;
+                    rsdi_sse_reset_event(r);
+                    if (over) return RSD_ERR_TOO_LARGE;
+                    /* views stay valid: the next feed overwrites them */
+                    return RSD_OK;
+                }
+                rsdi_sse_reset_event(r);
+            }
+            r->state = RSDI_SSE_LINE;
+            r->field_len = 0;
+            continue;
+        }
+        switch (r->state) {
+        case RSDI_SSE_LINE:
+            if (ch == ':') {
+                r->state = RSDI_SSE_SKIP; /* comment */
+                break;
+            }
+            r->state = RSDI_SSE_FIELD;
+            r->field_len = 0;
+            /* fall through */
+        case RSDI_SSE_FIELD:
+            if (ch == ':') {
+                rsdi_sse_field_done(r);
+                r->state = RSDI_SSE_SPACE;
+            } else if (r->field_len < (uint32_t)sizeof r->field) {
+                r->field[r->field_len++] = ch;
+            } else {
+                r->field_len = (uint32_t)sizeof r->field + 1u; /* too long: unknown field */
+                if (r->field_len > sizeof r->field) r->field_len = (uint32_t)sizeof r->field;
+                r->field[0] = '\0';
+            }
+            break;
+        case RSDI_SSE_SPACE:
+            r->state = RSDI_SSE_VALUE;
+            if (ch == ' ') break;
+            /* fall through */
+        case RSDI_SSE_VALUE:
+            if (r->target == RSDI_SSE_T_DATA) rsdi_sse_data_byte(r, ch);
+            else if (r->target == RSDI_SSE_T_EVENT && r->event_len < RSD_SSE_MAX_NAME) r->event[r->event_len++] = ch;
+            else if (r->target == RSDI_SSE_T_ID && r->id_len < RSD_SSE_MAX_NAME) r->id[r->id_len++] = ch;
+            break;
+        default: /* RSDI_SSE_SKIP */
+            break;
+        }
+    }
+    *used = n;
+    return RSD_PENDING;
+}
+
+/* ---- client ------------------------------------------------------------------- */
+enum { RSDI_CC_FREE = 0, RSDI_CC_CONNECTING, RSDI_CC_BUSY, RSDI_CC_IDLE };
+enum {
+    RSDI_RQ_FREE = 0, RSDI_RQ_QUEUED, RSDI_RQ_CONNECTING, RSDI_RQ_SENDING, RSDI_RQ_HEAD,
+    RSDI_RQ_BODY, RSDI_RQ_DONE, RSDI_RQ_DELIVERED
+};
+enum { RSDI_BODY_NONE = 0, RSDI_BODY_LENGTH, RSDI_BODY_CHUNKED, RSDI_BODY_CLOSE };
+enum { RSDI_SLOT_BITS = 12, RSDI_SLOT_MASK = 0xFFF, RSDI_SMALL_ROOM = 256 };
+
+typedef struct rsdi_cconn {
+    int fd;
+    int state;
+    int req;             /* slot using it, -1 */
+    int hint;
+    uint64_t idle_since;
+    rsdi_addr addr;
+    const rsdi_io *io;
+    void *io_ctx;
+} rsdi_cconn;
+
+typedef struct rsdi_creq {
+    int state;
+    uint32_t gen;
+    int conn;
+    rsdi_addr addr;
+    char *tx;
+    size_t tx_len, tx_off, req_line_len;
+    char *head;
+    size_t head_len;
+    char *own_body;      /* the slot's buffer (max_body_bytes) */
+    char *body;          /* body area: own_body or the caller's body_buf */
+    size_t body_cap, body_len;
+    rsd_http_response_head resp;
+    int body_mode;
+    uint64_t body_left, body_total, max_stream;
+    rsd_http_dechunk dc;
+    rsd_sse_reader sse;
+    uint64_t connect_deadline, total_deadline, done_seq;
+    bool idempotent, is_head, reused, retried, fresh_only, extra, got_head, paused;
+    int result, sys_errno;
+    void (*on_body)(void *user, const char *data, size_t len);
+    void (*on_sse)(void *user, const rsd_sse_event *ev);
+    void *user;
+} rsdi_creq;
+
+struct rsd_http_client {
+    rsd_http_client_desc desc;
+    rsdi_cconn *conns;
+    rsdi_creq *reqs;
+    rsd_pollfd *pfds;
+    char *bufs;
+    int nconns, nreqs;
+    int delivered;       /* slot whose event views are live, -1 */
+    uint64_t seq, now;
+    rsd_http_client_stats stats;
+};
+
+RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
+    if (d->max_requests < 0 || d->max_conns < 0 || d->max_requests > RSD_HTTP_MAX_CONNS_LIMIT ||
+        d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT)
+        return RSD_ERR_ARG;
+    if (!d->max_requests) d->max_requests = RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS;
+    if (!d->max_conns) d->max_conns = RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS;
+    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_DEFAULT_MAX_HEADER_BYTES;
+    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_DEFAULT_MAX_BODY_BYTES;
+    if (!d->max_request_bytes) d->max_request_bytes = RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES;
+    if (!d->connect_timeout_ms) d->connect_timeout_ms = RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS;
+    if (!d->total_timeout_ms) d->total_timeout_ms = RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS;
+    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS;
+    if (d->max_header_bytes < 64 || d->max_request_bytes < 64) return RSD_ERR_ARG;
+    return rsdi_allocator_check(&d->allocator);
+}
+
+RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc) {
+    rsd_http_client_desc d;
+    rsd_http_client *c;
+    size_t per = 0, total = 0, sz;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_client_desc_fix(&d) < 0) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http client: invalid desc", RSDI_WHERE);
+        return NULL;
+    }
+    if (!rsdi_size_add(d.max_request_bytes, d.max_header_bytes, &per) ||
+        !rsdi_size_add(per, d.max_body_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d.max_requests, &total)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http client: buffer sizes overflow", RSDI_WHERE);
+        return NULL;
+    }
+    c = (rsd_http_client *)rsdi_malloc(&d.allocator, sizeof *c);
+    if (!c) goto nomem;
+    memset(c, 0, sizeof *c);
+    c->desc = d;
+    c->nconns = d.max_conns;
+    c->nreqs = d.max_requests;
+    c->delivered = -1;
+    sz = sizeof(rsdi_cconn) * (size_t)d.max_conns;
+    c->conns = (rsdi_cconn *)rsdi_malloc(&d.allocator, sz);
+    if (!c->conns) {
+        rsd_http_client_destroy(c);
+        goto nomem;
+    }
+    memset(c->conns, 0, sz);
+    for (i = 0; i < c->nconns; i++) {
+        c->conns[i].fd = -1;
+        c->conns[i].req = -1;
+    }
+    c->reqs = (rsdi_creq *)rsdi_malloc(&d.allocator, sizeof(rsdi_creq) * (size_t)d.max_requests);
+    c->pfds = (rsd_pollfd *)rsdi_malloc(&d.allocator, sizeof(rsd_pollfd) * (size_t)d.max_conns);
+    c->bufs = (char *)rsdi_malloc(&d.allocator, total);
+    if (!c->reqs || !c->pfds || !c->bufs) {
+        rsd_http_client_destroy(c);
+        goto nomem;
+    }
+    memset(c->reqs, 0, sizeof(rsdi_creq) * (size_t)d.max_requests);
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        r->tx = c->bufs + per * (size_t)i;
+        r->head = r->tx + d.max_request_bytes;
+        r->own_body = r->head + d.max_header_bytes;
+        r->gen = 1;
+        r->conn = -1;
+    }
+    return c;
+nomem:
+    rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "http client: allocation failed", RSDI_WHERE);
+    return NULL;
+}
+
+RSDI_PRIVATE void rsdi_cconn_close(rsd_http_client *c, int k) {
+    rsdi_cconn *cn = &c->conns[k];
+    if (cn->fd >= 0) cn->io->close_fn(cn->io_ctx, cn->fd);
+    cn->fd = -1;
+    cn->state = RSDI_CC_FREE;
+    cn->req = -1;
+}
+
+RSD_API void rsd_http_client_destroy(rsd_http_client *c) {
+    rsd_allocator a;
+    int i;
+    if (!c) return;
+    a = c->desc.allocator;
+    if (c->conns)
+        for (i = 0; i < c->nconns; i++)
+            if (c->conns[i].fd >= 0) rsdi_cconn_close(c, i);
+    rsdi_free(&a, c->bufs);
+    rsdi_free(&a, c->pfds);
+    rsdi_free(&a, c->reqs);
+    rsdi_free(&a, c->conns);
+    rsdi_free(&a, c);
+}
+
+RSDI_PRIVATE void rsdi_client_release(rsd_http_client *c) {
+    if (c->delivered >= 0) {
+        rsdi_creq *r = &c->reqs[c->delivered];
+        r->state = RSDI_RQ_FREE;
+        r->gen = (r->gen + 1) & 0xFFFFFu;
+        if (!r->gen) r->gen = 1;
+        c->delivered = -1;
+    }
+}
+
+RSDI_PRIVATE int rsdi_client_slot(const rsd_http_client *c, rsd_http_req_h h) {
+    uint32_t slot = h.id & RSDI_SLOT_MASK;
+    if (slot == 0 || slot > (uint32_t)c->nreqs) return -1;
+    if (c->reqs[slot - 1].gen != (h.id >> RSDI_SLOT_BITS)) return -1;
+    return (int)slot - 1;
+}
+
+/* Request line + head + body into the slot's tx buffer (one write later). */
+RSDI_PRIVATE int rsdi_build_request(rsd_http_client *c, rsdi_creq *r, const rsd_http_request *q,
+                                    const char *method, const rsd_url *u) {
+    rsdi_wbuf w;
+    bool want_len;
+    w.p = r->tx;
+    w.cap = c->desc.max_request_bytes;
+    w.len = 0;
+    w.over = false;
+    rsdi_w_puts(&w, method);
+    rsdi_w_put(&w, " ", 1);
+    if (u->path.len) rsdi_w_put(&w, u->path.ptr, u->path.len);
+    else rsdi_w_put(&w, "/", 1);
+    r->req_line_len = w.len;
+    rsdi_w_puts(&w, " HTTP/1.1\r\nHost: ");
+    if (u->host_kind == RSD_HOST_IPV6) rsdi_w_put(&w, "[", 1);
+    rsdi_w_put(&w, u->host.ptr, u->host.len);
+    if (u->host_kind == RSD_HOST_IPV6) rsdi_w_put(&w, "]", 1);
+    if (u->port_explicit) {
+        rsdi_w_put(&w, ":", 1);
+        rsdi_w_putu(&w, u->port, 10);
+    }
+    rsdi_w_put(&w, "\r\n", 2);
+    if (q->bearer_token) {
+        rsdi_w_puts(&w, "Authorization: Bearer ");
+        rsdi_w_puts(&w, q->bearer_token);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    if (q->content_type) {
+        rsdi_w_puts(&w, "Content-Type: ");
+        rsdi_w_puts(&w, q->content_type);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    want_len = q->body_len > 0 || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+               strcmp(method, "PATCH") == 0;
+    if (want_len) {
+        rsdi_w_puts(&w, "Content-Length: ");
+        rsdi_w_putu(&w, (uint64_t)q->body_len, 10);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    rsdi_w_headers(&w, q->headers, q->num_headers);
+    rsdi_w_put(&w, "\r\n", 2);
+    if (q->body_len) rsdi_w_put(&w, (const char *)q->body, q->body_len);
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    r->tx_len = w.len;
+    r->tx_off = 0;
+    return RSD_OK;
+}
+
+/* Numeric address for the URL's host (no blocking resolution here). */
+RSDI_PRIVATE int rsdi_client_addr(rsd_http_client *c, const rsd_url *u, const char *numeric,
+                                  rsdi_addr *out) {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1], num[RSD_HTTP_MAX_HOST_BYTES + 1];
+    if (u->host.len == 0 || u->host.len > RSD_HTTP_MAX_HOST_BYTES) return RSD_ERR_URL;
+    memcpy(host, u->host.ptr, u->host.len);
+    host[u->host.len] = '\0';
+    if (u->host_kind == RSD_HOST_IPV4 || u->host_kind == RSD_HOST_IPV6)
+        return rsdi_addr_make(out, host, u->port);
+    if (u->host.len == 9) {
+        size_t i;
+        bool lh = true;
+        for (i = 0; i < 9; i++)
+            if ((host[i] | 0x20) != "localhost"[i]) lh = false;
+        if (lh) return rsdi_addr_make(out, "127.0.0.1", u->port);
+    }
+    if (numeric) return rsdi_addr_make(out, numeric, u->port);
+    if (c->desc.resolve_fn) {
+        num[0] = '\0';
+        if (c->desc.resolve_fn(c->desc.resolve_user, host, num, sizeof num) < 0) return RSD_ERR_RESOLVE;
+        num[sizeof num - 1] = '\0';
+        return rsdi_addr_make(out, num, u->port);
+    }
+    return RSD_ERR_RESOLVE;
+}
+
+RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q, uint64_t now,
+                                   rsd_http_req_h *out, const char *numeric) {
+    const char *method;
+    rsd_url u;
+    rsdi_addr addr;
+    rsdi_creq *r;
+    size_t mlen;
+    int i, slot = -1, res;
+    uint32_t ct, tt;
+    if (out) out->id = 0;
+    if (!c || !q || !q->url || !out) return RSD_ERR_ARG;
+    rsdi_client_release(c);
+    method = q->method ? q->method : "GET";
+    mlen = strlen(method);
+    if (mlen > 16 || !rsdi_token_ok(rsd_str_c(method)) || !rsdi_headers_ok(q->headers, q->num_headers) ||
+        (q->body_len && !q->body) || (q->body_buf && !q->body_cap) ||
+        (q->bearer_token && !rsdi_value_ok(rsd_str_c(q->bearer_token))) ||
+        (q->content_type && !rsdi_value_ok(rsd_str_c(q->content_type))))
+        return RSD_ERR_ARG;
+    res = rsd_url_parse(&u, q->url, strlen(q->url));
+    if (res < 0) return res;
+    if (u.tls) return RSD_ERR_TLS_UNAVAILABLE;
+    res = rsdi_client_addr(c, &u, numeric, &addr);
+    if (res < 0) {
+        rsdi_log(&c->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED,
+                 "http client: host is not numeric and no resolver is set", RSDI_WHERE);
+        return res;
+    }
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_FREE) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        rsdi_log(&c->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_CAPACITY, "http client: all request slots busy", RSDI_WHERE);
+        return RSD_ERR_CAPACITY;
+    }
+    r = &c->reqs[slot];
+    res = rsdi_build_request(c, r, q, method, &u);
+    if (res < 0) return res;
+    r->addr = addr;
+    r->conn = -1;
+    r->head_len = 0;
+    r->body_len = 0;
+    r->body_total = 0;
+    r->body_mode = RSDI_BODY_NONE;
+    r->body_left = 0;
+    memset(&r->dc, 0, sizeof r->dc);
+    r->resp.num_headers = 0;
+    r->resp.status = 0;
+    r->is_head = strcmp(method, "HEAD") == 0;
+    r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
+                    strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
+    r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
+    r->result = RSD_OK;
+    r->sys_errno = 0;
+    r->on_body = q->on_body;
+    r->on_sse = q->on_sse;
+    r->max_stream = q->max_stream_bytes;
+    r->user = q->user;
+    if (q->body_buf && !q->on_body && !q->on_sse) {
+        r->body = q->body_buf;
+        r->body_cap = q->body_cap;
+    } else {
+        r->body = r->own_body;
+        r->body_cap = c->desc.max_body_bytes;
+    }
+    if (q->on_sse && c->desc.max_body_bytes < 2 * (size_t)RSDI_SMALL_ROOM) return RSD_ERR_ARG;
+    if (q->on_sse) { /* half the slot buffer receives, the other half collects events */
+        r->body_cap = c->desc.max_body_bytes / 2;
+        rsd_sse_init(&r->sse, r->own_body + r->body_cap, c->desc.max_body_bytes - r->body_cap);
+    }
+    ct = q->connect_timeout_ms ? q->connect_timeout_ms : c->desc.connect_timeout_ms;
+    tt = q->total_timeout_ms ? q->total_timeout_ms : c->desc.total_timeout_ms;
+    r->connect_deadline = rsdi_deadline(now, ct);
+    r->total_deadline = rsdi_deadline(now, tt);
+    r->state = RSDI_RQ_QUEUED;
+    c->stats.requests++;
+    out->id = (r->gen << RSDI_SLOT_BITS) | (uint32_t)(slot + 1);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_send(rsd_http_client *c, const rsd_http_request *req, uint64_t now_ms,
+                          rsd_http_req_h *out) {
+    return rsdi_http_send_ex(c, req, now_ms, out, NULL);
+}
+
+RSDI_PRIVATE void rsdi_req_log(rsd_http_client *c, rsdi_creq *r, int level, uint32_t item,
+                               const char *what) {
+    /* Only the request line (method + path) is logged: never header values. */
+    rsdi_logf(&c->desc.logger, level, item, RSDI_WHERE, "http client: %.*s: %s (%s, errno %d)",
+              (int)r->req_line_len, r->tx, what, rsd_result_name(r->result), r->sys_errno);
+}
+
+/* Completes a request. On success the connection is kept alive when the framing allows. */
+RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err) {
+    rsdi_creq *r = &c->reqs[i];
+    r->result = result;
+    r->sys_errno = err;
+    if (r->conn >= 0) {
+        rsdi_cconn *cn = &c->conns[r->conn];
+        bool keep = result == RSD_OK && !c->desc.no_keepalive && !r->extra &&
+                    !r->resp.framing.close && r->body_mode != RSDI_BODY_CLOSE &&
+                    r->resp.minor_version >= 1;
+        if (keep) {
+            cn->state = RSDI_CC_IDLE;
+            cn->req = -1;
+            cn->idle_since = c->now;
+        } else {
+            rsdi_cconn_close(c, r->conn);
+        }
+        r->conn = -1;
+    }
+    r->state = RSDI_RQ_DONE;
+    r->done_seq = c->seq++;
+    if (result == RSD_ERR_TIMEOUT) {
+        c->stats.timeouts++;
+        rsdi_req_log(c, r, RSD_LOG_WARN, RSD_LOGITEM_HTTP_TIMEOUT, "timed out");
+    } else if (result == RSD_ERR_CONNECT) {
+        c->stats.errors++;
+        rsdi_req_log(c, r, RSD_LOG_WARN, RSD_LOGITEM_HTTP_CONNECT_FAILED, "connect failed");
+    } else if (result < 0 && result != RSD_ERR_CANCELLED) {
+        c->stats.errors++;
+        rsdi_req_log(c, r, RSD_LOG_WARN, RSD_LOGITEM_HTTP_REQUEST_FAILED, "failed");
+    }
+}
+
+RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i);
+RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i);
+
+/* A failure on a kept-alive connection before any response byte: retry an idempotent
+   request once on a fresh connection; otherwise fail. */
+RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int err) {
+    rsdi_creq *r = &c->reqs[i];
+    if (r->reused && !r->retried && r->idempotent && r->head_len == 0 && !r->got_head) {
+        rsdi_cconn_close(c, r->conn);
+        r->conn = -1;
+        r->retried = true;
+        r->fresh_only = true;
+        r->reused = false;
+        r->tx_off = 0;
+        r->state = RSDI_RQ_QUEUED;
+        c->stats.retries++;
+        r->result = result;
+        r->sys_errno = err;
+        rsdi_req_log(c, r, RSD_LOG_INFO, RSD_LOGITEM_HTTP_STALE_RETRY, "stale kept-alive connection, retrying");
+        rsdi_req_start(c, i);
+        if (r->state != RSDI_RQ_QUEUED && r->state != RSDI_RQ_DONE) rsdi_req_progress(c, i);
+        return;
+    }
+    rsdi_req_finish(c, i, result, err);
+}
+
+RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
+    rsdi_creq *r = &c->reqs[i];
+    rsdi_cconn *cn;
+    int k, pick = -1, oldest = -1;
+    int fd;
+    if (!r->fresh_only && !c->desc.no_keepalive) {
+        for (k = 0; k < c->nconns; k++) {
+            cn = &c->conns[k];
+            if (cn->state == RSDI_CC_IDLE && rsdi_addr_eq(&cn->addr, &r->addr)) {
+                cn->state = RSDI_CC_BUSY;
+                cn->req = i;
+                r->conn = k;
+                r->reused = true;
+                r->state = RSDI_RQ_SENDING;
+                c->stats.reuses++;
+                return;
+            }
+        }
+    }
+    for (k = 0; k < c->nconns && pick < 0; k++)
+        if (c->conns[k].state == RSDI_CC_FREE) pick = k;
+    if (pick < 0) { /* evict the longest-idle kept-alive socket */
+        for (k = 0; k < c->nconns; k++)
+            if (c->conns[k].state == RSDI_CC_IDLE &&
+                (oldest < 0 || c->conns[k].idle_since < c->conns[oldest].idle_since))
+                oldest = k;
+        if (oldest < 0) return; /* stays queued */
+        rsdi_cconn_close(c, oldest);
+        pick = oldest;
+    }
+    cn = &c->conns[pick];
+    fd = rsdi_sock_open(r->addr.ss.ss_family);
+    if (fd < 0) {
+        rsdi_req_finish(c, i, RSD_ERR_IO, errno);
+        return;
+    }
+    cn->fd = fd;
+    cn->io = &rsdi_io_plain;
+    cn->io_ctx = NULL;
+    cn->addr = r->addr;
+    cn->req = i;
+    cn->hint = RSDI_HINT_UNKNOWN;
+    r->conn = pick;
+    c->stats.connects++;
+    if (connect(fd, (const struct sockaddr *)(const void *)&r->addr.ss, r->addr.len) == 0) {
+        cn->state = RSDI_CC_BUSY;
+        r->state = RSDI_RQ_SENDING;
+    } else if (errno == EINPROGRESS || errno == EINTR) {
+        cn->state = RSDI_CC_CONNECTING;
+        r->state = RSDI_RQ_CONNECTING;
+    } else {
+        int e = errno;
+        cn->state = RSDI_CC_BUSY;
+        rsdi_req_finish(c, i, RSD_ERR_CONNECT, e);
+    }
+}
+
+/* Hands decoded body bytes to the streaming callbacks (from inside step). */
+RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r, const char *data, size_t len) {
+    if (r->on_body && len) r->on_body(r->user, data, len);
+    if (r->on_sse) {
+        const char *p = data;
+        size_t n = len, used = 0;
+        rsd_sse_event ev;
+        while (n) {
+            int e = rsd_sse_feed(&r->sse, p, n, &used, &ev);
+            p += used;
+            n -= used;
+            if (e == RSD_OK) r->on_sse(r->user, &ev);
+            else if (e != RSD_ERR_TOO_LARGE) break;
+        }
+    }
+    r->body_len = 0;
+    return RSD_OK;
+}
+
+/* Feeds n received body bytes at src (mutable; may be the body area itself).
+   Returns RSD_OK (body complete), RSD_PENDING, or an error. */
+RSDI_PRIVATE int rsdi_req_feed(rsdi_creq *r, char *src, size_t n) {
+    bool streaming = r->on_body || r->on_sse;
+    size_t room, take = n;
+    int res = RSD_PENDING;
+    if (r->body_mode == RSDI_BODY_CHUNKED) {
+        res = rsd_http_dechunk_step(&r->dc, src, &take);
+        if (res < 0) return res;
+        if (res == RSD_OK && r->dc.rest) r->extra = true;
+    } else if (r->body_mode == RSDI_BODY_LENGTH) {
+        if (take > r->body_left) {
+            take = (size_t)r->body_left;
+            r->extra = true;
+        }
+        r->body_left -= take;
+        if (r->body_left == 0) res = RSD_OK;
+    }
+    if (streaming) { /* handed over from where it lies; nothing is kept */
+        int e;
+        r->body_total += take;
+        if (r->max_stream && r->body_total > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
+        e = rsdi_req_stream_out(r, src, take);
+        return e < 0 ? e : res;
+    }
+    room = r->body_cap - r->body_len;
+    if (take > room) return RSD_ERR_BODY_TOO_LARGE;
+    if (take && src != r->body + r->body_len) memmove(r->body + r->body_len, src, take);
+    r->body_len += take;
+    r->body_total += take;
+    return res;
+}
+
+/* The response head is complete: pick the body framing and feed the bytes after it. */
+RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t consumed) {
+    const rsd_http_framing *f = &r->resp.framing;
+    bool streaming = r->on_body || r->on_sse;
+    size_t extra = r->head_len - consumed;
+    int st = r->resp.status;
+    (void)c;
+    r->got_head = true;
+    if (rsd_http_response_bodyless(rsd_str_c(r->is_head ? "HEAD" : "GET"), st)) {
+        r->body_mode = RSDI_BODY_NONE;
+        if (extra) r->extra = true;
+        return RSD_OK;
+    }
+    if (f->chunked) {
+        r->body_mode = RSDI_BODY_CHUNKED;
+    } else if (f->content_length >= 0) {
+        r->body_mode = RSDI_BODY_LENGTH;
+        r->body_left = (uint64_t)f->content_length;
+        if (!streaming && r->body_left > (uint64_t)r->body_cap) return RSD_ERR_BODY_TOO_LARGE;
+        if (streaming && r->max_stream && r->body_left > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
+        if (r->body_left == 0) {
+            if (extra) r->extra = true;
+            return RSD_OK;
+        }
+    } else {
+        r->body_mode = RSDI_BODY_CLOSE;
+    }
+    if (!extra) return RSD_PENDING;
+    return rsdi_req_feed(r, r->head + consumed, extra);
+}
+
+RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
+    rsdi_creq *r = &c->reqs[i];
+    rsdi_cconn *cn = &c->conns[r->conn];
+    char scratch[RSDI_SMALL_ROOM];
+    for (;;) {
+        long n;
+        size_t want;
+        int res;
+        if (r->state == RSDI_RQ_HEAD) {
+            size_t prev = r->head_len, consumed = 0;
+            want = c->desc.max_header_bytes - r->head_len;
+            n = cn->io->recv_fn(cn->io_ctx, cn->fd, r->head + r->head_len, want);
+            if (n < 0) {
+                if (rsdi_would_block(errno)) return;
+                rsdi_req_fail_io(c, i, RSD_ERR_IO, errno);
+                return;
+            }
+            if (n == 0) {
+                rsdi_req_fail_io(c, i, RSD_ERR_CLOSED, 0);
+                return;
+            }
+            r->head_len += (size_t)n;
+        parse:
+            res = rsd_http_parse_response(r->head, r->head_len, prev, &r->resp, &consumed);
+            if (res == RSD_PENDING) {
+                if (r->head_len >= c->desc.max_header_bytes) {
+                    rsdi_req_finish(c, i, RSD_ERR_HEADERS_TOO_LARGE, 0);
+                    return;
+                }
+                if ((size_t)n < want) return;
+                continue;
+            }
+            if (res < 0) {
+                rsdi_req_finish(c, i, res, 0);
+                return;
+            }
+            if (r->resp.status >= 100 && r->resp.status < 200 && r->resp.status != 101) {
+                /* interim response: drop it and parse what follows */
+                memmove(r->head, r->head + consumed, r->head_len - consumed);
+                r->head_len -= consumed;
+                prev = 0;
+                if (r->head_len) goto parse;
+                continue;
+            }
+            if (r->resp.status == 101) {
+                rsdi_req_finish(c, i, RSD_ERR_PROTOCOL, 0);
+                return;
+            }
+            res = rsdi_req_head_done(c, r, consumed);
+            r->head_len = consumed;
+            if (res != RSD_PENDING) {
+                rsdi_req_finish(c, i, res, 0);
+                return;
+            }
+            r->state = RSDI_RQ_BODY;
+            if ((size_t)n < want) return;
+        } else {
+            char *dst;
+            want = r->body_cap - r->body_len;
+            if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
+            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH) {
+                dst = scratch; /* near the limit: read small, decode, then check the room */
+                want = sizeof scratch;
+            } else {
+                dst = r->body + r->body_len;
+            }
+            n = cn->io->recv_fn(cn->io_ctx, cn->fd, dst, want);
+            if (n < 0) {
+                if (rsdi_would_block(errno)) return;
+                rsdi_req_finish(c, i, RSD_ERR_IO, errno);
+                return;
+            }
+            if (n == 0) {
+                if (r->body_mode == RSDI_BODY_CLOSE) {
+                    rsdi_req_finish(c, i, RSD_OK, 0);
+                    return;
+                }
+                rsdi_req_finish(c, i, RSD_ERR_CLOSED, 0);
+                return;
+            }
+            res = rsdi_req_feed(r, dst, (size_t)n);
+            if (res != RSD_PENDING) {
+                rsdi_req_finish(c, i, res, 0);
+                return;
+            }
+            if ((size_t)n < want) return;
+        }
+    }
+}
+
+RSDI_PRIVATE bool rsdi_poll_one(int fd, short ev) {
+    struct pollfd p;
+    p.fd = fd;
+    p.events = ev;
+    p.revents = 0;
+    return poll(&p, 1, 0) > 0;
+}
+
+RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
+    rsdi_creq *r = &c->reqs[i];
+    rsdi_cconn *cn = &c->conns[r->conn];
+    if (r->state == RSDI_RQ_CONNECTING) {
+        int err = 0;
+        socklen_t len = (socklen_t)sizeof err;
+        if (cn->hint == RSDI_HINT_IDLE) return;
+        if (cn->hint == RSDI_HINT_UNKNOWN && !rsdi_poll_one(cn->fd, POLLOUT)) return;
+        if (getsockopt(cn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+        if (err) {
+            rsdi_req_finish(c, i, RSD_ERR_CONNECT, err);
+            return;
+        }
+        cn->state = RSDI_CC_BUSY;
+        r->state = RSDI_RQ_SENDING;
+    }
+    if (r->state == RSDI_RQ_SENDING) {
+        while (r->tx_off < r->tx_len) {
+            long n = cn->io->send_fn(cn->io_ctx, cn->fd, r->tx + r->tx_off, r->tx_len - r->tx_off);
+            if (n < 0) {
+                if (rsdi_would_block(errno)) return;
+                rsdi_req_fail_io(c, i, errno == EPIPE || errno == ECONNRESET ? RSD_ERR_CLOSED : RSD_ERR_IO, errno);
+                return;
+            }
+            r->tx_off += (size_t)n;
+        }
+        r->state = RSDI_RQ_HEAD;
+        r->head_len = 0;
+        return; /* the answer cannot be there yet: wait for POLLIN */
+    }
+    if (r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) {
+        if (cn->hint == RSDI_HINT_IDLE || r->paused) return;
+        rsdi_req_read(c, i);
+    }
+}
+
+RSDI_PRIVATE int rsdi_client_step(rsd_http_client *c, uint64_t now, const rsd_pollfd *fds, int nfds) {
+    int i, k, done = 0;
+    if (!c) return RSD_ERR_ARG;
+    c->now = now;
+    rsdi_client_release(c);
+    for (k = 0; k < c->nconns; k++) c->conns[k].hint = RSDI_HINT_UNKNOWN;
+    if (fds)
+        for (i = 0; i < nfds; i++)
+            for (k = 0; k < c->nconns; k++)
+                if (c->conns[k].fd == fds[i].fd && c->conns[k].state != RSDI_CC_FREE) {
+                    c->conns[k].hint = fds[i].revents ? RSDI_HINT_READY : RSDI_HINT_IDLE;
+                    break;
+                }
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_QUEUED) rsdi_req_start(c, i);
+    for (i = 0; i < c->nreqs; i++) {
+        int st = c->reqs[i].state;
+        if (st >= RSDI_RQ_CONNECTING && st <= RSDI_RQ_BODY) rsdi_req_progress(c, i);
+    }
+    for (i = 0; i < c->nreqs; i++) /* sockets freed above can take queued requests */
+        if (c->reqs[i].state == RSDI_RQ_QUEUED) {
+            rsdi_req_start(c, i);
+            if (c->reqs[i].state == RSDI_RQ_SENDING) rsdi_req_progress(c, i);
+        }
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
+        if ((r->state <= RSDI_RQ_CONNECTING && now >= r->connect_deadline) || now >= r->total_deadline)
+            rsdi_req_finish(c, i, RSD_ERR_TIMEOUT, 0);
+    }
+    for (k = 0; k < c->nconns; k++) {
+        rsdi_cconn *cn = &c->conns[k];
+        if (cn->state == RSDI_CC_IDLE && now >= cn->idle_since &&
+            now - cn->idle_since >= (uint64_t)c->desc.idle_timeout_ms)
+            rsdi_cconn_close(c, k);
+    }
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_DONE) done++;
+    return done;
+}
+
+RSD_API int rsd_http_client_step(rsd_http_client *c, uint64_t now_ms) {
+    return rsdi_client_step(c, now_ms, NULL, 0);
+}
+
+RSD_API int rsd_http_client_step_polled(rsd_http_client *c, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds) {
+    return rsdi_client_step(c, now_ms, fds, nfds);
+}
+
+RSDI_PRIVATE bool rsdi_client_take(rsd_http_client *c, int want, rsd_http_event *ev) {
+    int i, best = -1;
+    rsdi_creq *r;
+    rsdi_client_release(c);
+    if (want >= 0) {
+        if (c->reqs[want].state == RSDI_RQ_DONE) best = want;
+    } else {
+        for (i = 0; i < c->nreqs; i++)
+            if (c->reqs[i].state == RSDI_RQ_DONE && (best < 0 || c->reqs[i].done_seq < c->reqs[best].done_seq))
+                best = i;
+    }
+    if (best < 0) return false;
+    r = &c->reqs[best];
+    memset(ev, 0, sizeof *ev);
+    ev->req.id = (r->gen << RSDI_SLOT_BITS) | (uint32_t)(best + 1);
+    ev->result = r->result;
+    ev->sys_errno = r->sys_errno;
+    if (r->got_head) {
+        ev->status = r->resp.status;
+        ev->headers = r->resp.headers;
+        ev->num_headers = r->resp.num_headers;
+    }
+    ev->body.ptr = r->body ? r->body : "";
+    ev->body.len = (r->result == RSD_OK && !r->on_body && !r->on_sse) ? r->body_len : 0;
+    ev->body_bytes = r->body_total;
+    ev->reused = r->reused;
+    ev->retried = r->retried;
+    ev->user = r->user;
+    r->state = RSDI_RQ_DELIVERED;
+    c->delivered = best;
+    return true;
+}
+
+RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev) {
+    if (!c || !ev) return false;
+    return rsdi_client_take(c, -1, ev);
+}
+
+RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap) {
+    int i, n = 0;
+    if (!c) return 0;
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        short ev;
+        if (r->state == RSDI_RQ_CONNECTING || r->state == RSDI_RQ_SENDING) ev = POLLOUT;
+        else if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused) ev = POLLIN;
+        else continue;
+        if (out && n < cap) {
+            out[n].fd = c->conns[r->conn].fd;
+            out[n].events = ev;
+            out[n].revents = 0;
+        }
+        n++;
+    }
+    return n;
+}
+
+RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
+    uint64_t dl = RSD_DEADLINE_NONE;
+    int i, k;
+    bool can_start = false;
+    if (!c) return dl;
+    for (k = 0; k < c->nconns; k++)
+        if (c->conns[k].state == RSDI_CC_FREE || c->conns[k].state == RSDI_CC_IDLE) can_start = true;
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
+        if (r->state == RSDI_RQ_QUEUED && can_start) return 0;
+        if (r->state <= RSDI_RQ_CONNECTING && r->connect_deadline < dl) dl = r->connect_deadline;
+        if (r->total_deadline < dl) dl = r->total_deadline;
+    }
+    for (k = 0; k < c->nconns; k++)
+        if (c->conns[k].state == RSDI_CC_IDLE) {
+            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->desc.idle_timeout_ms);
+            if (t < dl) dl = t;
+        }
+    return dl;
+}
+
+RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h) {
+    int i;
+    if (!c) return RSD_ERR_ARG;
+    i = rsdi_client_slot(c, h);
+    if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED || c->reqs[i].state > RSDI_RQ_BODY)
+        return RSD_ERR_NOT_FOUND;
+    if (c->reqs[i].conn >= 0) {
+        rsdi_cconn_close(c, c->reqs[i].conn);
+        c->reqs[i].conn = -1;
+    }
+    rsdi_req_finish(c, i, RSD_ERR_CANCELLED, 0);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused) {
+    int i;
+    if (!c) return RSD_ERR_ARG;
+    i = rsdi_client_slot(c, h);
+    if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED || c->reqs[i].state > RSDI_RQ_BODY)
+        return RSD_ERR_NOT_FOUND;
+    c->reqs[i].paused = paused;
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *req,
+                                  rsd_http_event *resp) {
+    char numeric[INET6_ADDRSTRLEN + 1];
+    const char *num = NULL;
+    rsd_http_req_h h;
+    rsd_url u;
+    uint64_t now;
+    int res, slot;
+    if (resp) memset(resp, 0, sizeof *resp);
+    if (!c || !req || !req->url || !resp) return RSD_ERR_ARG;
+    resp->body.ptr = "";
+    res = rsd_url_parse(&u, req->url, strlen(req->url));
+    if (res < 0) return resp->result = res;
+    if (u.host_kind == RSD_HOST_NAME && !c->desc.resolve_fn && u.host.len <= RSD_HTTP_MAX_HOST_BYTES) {
+        char host[RSD_HTTP_MAX_HOST_BYTES + 1];
+        struct addrinfo hints, *ai = NULL;
+        memcpy(host, u.host.ptr, u.host.len);
+        host[u.host.len] = '\0';
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) {
+            rsdi_log(&c->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED, "http client: getaddrinfo failed", RSDI_WHERE);
+            return resp->result = RSD_ERR_RESOLVE;
+        }
+        if (ai->ai_family == AF_INET)
+            num = inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, numeric, (socklen_t)sizeof numeric);
+        else if (ai->ai_family == AF_INET6)
+            num = inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, numeric, (socklen_t)sizeof numeric);
+        freeaddrinfo(ai);
+        if (!num) return resp->result = RSD_ERR_RESOLVE;
+    }
+    now = rsd_now_ms();
+    res = rsdi_http_send_ex(c, req, now, &h, num);
+    if (res < 0) return resp->result = res;
+    slot = (int)(h.id & RSDI_SLOT_MASK) - 1;
+    (void)rsdi_client_step(c, now, NULL, 0);
+    for (;;) {
+        int n, timeout;
+        uint64_t dl;
+        if (rsdi_client_take(c, slot, resp)) return resp->result;
+        n = rsd_http_client_pollfds(c, c->pfds, c->nconns);
+        if (n > c->nconns) n = c->nconns;
+        dl = rsd_http_client_next_deadline(c);
+        now = rsd_now_ms();
+        if (dl == RSD_DEADLINE_NONE) timeout = -1;
+        else if (dl <= now) timeout = 0;
+        else timeout = dl - now > 0x7fffffff ? 0x7fffffff : (int)(dl - now);
+        if (timeout == 0 && n == 0) {
+            (void)rsdi_client_step(c, now, NULL, 0);
+            continue;
+        }
+        if (poll((struct pollfd *)(void *)c->pfds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+            (void)rsd_http_cancel(c, h);
+            if (rsdi_client_take(c, slot, resp)) resp->result = RSD_ERR_IO;
+            return RSD_ERR_IO;
+        }
+        (void)rsdi_client_step(c, rsd_now_ms(), c->pfds, n);
+    }
+}
+
+RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out) {
+    if (!out) return;
+    if (!c) memset(out, 0, sizeof *out);
+    else *out = c->stats;
+}
 
 /* ==== >>http client end =================================================== */
 
 /* ==== >>http server (implementation) ====================================== */
+/* Uses the >>net helpers from the >>http client section above. */
+enum { RSDI_SC_FREE = 0, RSDI_SC_READ, RSDI_SC_PENDING, RSDI_SC_STREAM, RSDI_SC_CLOSING, RSDI_SC_ZOMBIE };
+enum { RSDI_SRV_SLACK = 1024, RSDI_SEV_PULLED = 2 };
+
+typedef struct rsdi_sconn {
+    int fd;
+    int state;
+    int hint;
+    uint32_t gen, dead_gen;
+    char *rx;
+    size_t rx_len, parsed_prev;
+    char *tx;
+    size_t tx_off, tx_len;
+    rsd_http_request_head head;
+    size_t head_len, body_len, req_end;
+    int body_mode;
+    rsd_http_dechunk dc;
+    int ev_type;         /* queued event: RSD_HTTP_SEV_*, NONE when none */
+    uint64_t ev_seq, last_active, req_start;
+    bool delivered;      /* the REQUEST event was pulled (the user holds the handle) */
+    bool zombie_pulled;  /* its CLOSED event was pulled: free on the next next_event */
+    bool need_parse;     /* unparsed bytes (pipelined) wait in rx */
+    bool close_after;
+    const rsdi_io *io;
+    void *io_ctx;
+} rsdi_sconn;
+
+struct rsd_http_server {
+    rsd_http_server_desc desc;
+    int lfd;
+    int lhint;
+    uint16_t port;
+    rsdi_sconn *conns;
+    char *bufs;
+    int n;
+    size_t rx_cap;
+    uint64_t seq, now;
+    rsd_http_server_stats stats;
+};
+
+RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
+    if (d->max_conns < 0 || d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT) return RSD_ERR_ARG;
+    if (!d->max_conns) d->max_conns = RSD_HTTP_SERVER_DEFAULT_MAX_CONNS;
+    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES;
+    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES;
+    if (!d->max_response_bytes) d->max_response_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES;
+    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS;
+    if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!d->bind_host) d->bind_host = "127.0.0.1";
+    if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
+    return rsdi_allocator_check(&d->allocator);
+}
+
+RSDI_PRIVATE uint32_t rsdi_sreq_id(const rsd_http_server *s, int k) {
+    return (s->conns[k].gen << RSDI_SLOT_BITS) | (uint32_t)(k + 1);
+}
+
+RSDI_PRIVATE void rsdi_sconn_bump(rsdi_sconn *cn) {
+    cn->gen = (cn->gen + 1) & 0xFFFFFu;
+    if (!cn->gen) cn->gen = 1;
+}
+
+RSDI_PRIVATE void rsdi_sconn_free(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    if (cn->fd >= 0) cn->io->close_fn(cn->io_ctx, cn->fd);
+    cn->fd = -1;
+    cn->state = RSDI_SC_FREE;
+    cn->ev_type = RSD_HTTP_SEV_NONE;
+    cn->delivered = cn->zombie_pulled = cn->need_parse = cn->close_after = false;
+    rsdi_sconn_bump(cn);
+    s->stats.closes++;
+}
+
+/* The connection is gone (EOF, error, timeout). A request the user holds becomes a
+   CLOSED event; one not yet pulled is dropped. */
+RSDI_PRIVATE void rsdi_sconn_drop(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    if ((cn->state == RSDI_SC_PENDING || cn->state == RSDI_SC_STREAM) && cn->delivered) {
+        if (cn->fd >= 0) cn->io->close_fn(cn->io_ctx, cn->fd);
+        cn->fd = -1;
+        cn->state = RSDI_SC_ZOMBIE;
+        cn->ev_type = RSD_HTTP_SEV_CLOSED;
+        cn->ev_seq = s->seq++;
+        cn->dead_gen = cn->gen;
+        s->stats.closes++;
+        rsdi_log(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CLIENT_GONE,
+                 "http server: client went away before its answer", RSDI_WHERE);
+        return;
+    }
+    if (cn->state == RSDI_SC_PENDING || cn->state == RSDI_SC_STREAM) cn->dead_gen = cn->gen;
+    rsdi_sconn_free(s, k);
+}
+
+RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc) {
+    rsd_http_server_desc d;
+    rsd_http_server *s;
+    rsdi_addr addr;
+    size_t per = 0, total = 0, rx_cap = 0;
+    int i, one = 1;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_server_desc_fix(&d) < 0 || rsdi_addr_make(&addr, d.bind_host, d.port) < 0) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http server: invalid desc", RSDI_WHERE);
+        return NULL;
+    }
+    if (!rsdi_size_add(d.max_header_bytes, d.max_body_bytes, &rx_cap) ||
+        !rsdi_size_add(rx_cap, RSDI_SRV_SLACK, &rx_cap) || !rsdi_size_add(rx_cap, d.max_response_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d.max_conns, &total)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http server: buffer sizes overflow", RSDI_WHERE);
+        return NULL;
+    }
+    s = (rsd_http_server *)rsdi_malloc(&d.allocator, sizeof *s);
+    if (!s) goto nomem;
+    memset(s, 0, sizeof *s);
+    s->desc = d;
+    s->lfd = -1;
+    s->n = d.max_conns;
+    s->rx_cap = rx_cap;
+    s->conns = (rsdi_sconn *)rsdi_malloc(&d.allocator, sizeof(rsdi_sconn) * (size_t)d.max_conns);
+    if (s->conns) {
+        memset(s->conns, 0, sizeof(rsdi_sconn) * (size_t)d.max_conns);
+        for (i = 0; i < s->n; i++) s->conns[i].fd = -1;
+    }
+    s->bufs = (char *)rsdi_malloc(&d.allocator, total);
+    if (!s->conns || !s->bufs) {
+        rsd_http_server_destroy(s);
+        goto nomem;
+    }
+    for (i = 0; i < s->n; i++) {
+        s->conns[i].gen = 1;
+        s->conns[i].rx = s->bufs + per * (size_t)i;
+        s->conns[i].tx = s->conns[i].rx + rx_cap;
+        s->conns[i].io = &rsdi_io_plain;
+    }
+    s->desc.bind_host = NULL; /* not kept: the caller's string need not outlive create */
+    s->lfd = rsdi_sock_open(addr.ss.ss_family);
+    if (s->lfd < 0) goto fail;
+    (void)setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, (socklen_t)sizeof one);
+    if (bind(s->lfd, (const struct sockaddr *)(const void *)&addr.ss, addr.len) < 0) goto fail;
+    if (listen(s->lfd, 128) < 0) goto fail;
+    {
+        struct sockaddr_storage ss;
+        socklen_t len = (socklen_t)sizeof ss;
+        if (getsockname(s->lfd, (struct sockaddr *)(void *)&ss, &len) < 0) goto fail;
+        if (ss.ss_family == AF_INET) s->port = ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
+        else s->port = ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+    }
+    return s;
+fail:
+    rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_LISTEN_FAILED, RSDI_WHERE,
+              "http server: bind/listen on port %u failed: errno %d", (unsigned)d.port, errno);
+    rsd_http_server_destroy(s);
+    return NULL;
+nomem:
+    rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "http server: allocation failed", RSDI_WHERE);
+    return NULL;
+}
+
+RSD_API void rsd_http_server_destroy(rsd_http_server *s) {
+    rsd_allocator a;
+    int i;
+    if (!s) return;
+    a = s->desc.allocator;
+    if (s->conns)
+        for (i = 0; i < s->n; i++)
+            if (s->conns[i].fd >= 0) s->conns[i].io->close_fn(s->conns[i].io_ctx, s->conns[i].fd);
+    if (s->lfd >= 0) (void)close(s->lfd);
+    rsdi_free(&a, s->bufs);
+    rsdi_free(&a, s->conns);
+    rsdi_free(&a, s);
+}
+
+RSD_API uint16_t rsd_http_server_port(const rsd_http_server *s) { return s ? s->port : 0; }
+
+/* Sends pending tx bytes; false when the connection died (already dropped). */
+RSDI_PRIVATE bool rsdi_sconn_flush(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    while (cn->tx_off < cn->tx_len) {
+        long n = cn->io->send_fn(cn->io_ctx, cn->fd, cn->tx + cn->tx_off, cn->tx_len - cn->tx_off);
+        if (n < 0) {
+            if (rsdi_would_block(errno)) return true;
+            rsdi_sconn_drop(s, k);
+            return false;
+        }
+        cn->tx_off += (size_t)n;
+    }
+    cn->tx_off = cn->tx_len = 0;
+    if (cn->state == RSDI_SC_CLOSING) {
+        rsdi_sconn_free(s, k);
+        return false;
+    }
+    return true;
+}
+
+/* Room for n more tx bytes (compacting first); a wbuf over the free tail. */
+RSDI_PRIVATE rsdi_wbuf rsdi_sconn_wbuf(rsd_http_server *s, rsdi_sconn *cn) {
+    rsdi_wbuf w;
+    if (cn->tx_off) {
+        memmove(cn->tx, cn->tx + cn->tx_off, cn->tx_len - cn->tx_off);
+        cn->tx_len -= cn->tx_off;
+        cn->tx_off = 0;
+    }
+    w.p = cn->tx + cn->tx_len;
+    w.cap = s->desc.max_response_bytes - cn->tx_len;
+    w.len = 0;
+    w.over = false;
+    return w;
+}
+
+RSDI_PRIVATE const char *rsdi_reason(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+/* Bad client: a fixed answer, then close once it is sent. Other clients are unaffected. */
+RSDI_PRIVATE void rsdi_sconn_reject(rsd_http_server *s, int k, int status) {
+    rsdi_sconn *cn = &s->conns[k];
+    rsdi_wbuf w;
+    cn->tx_off = cn->tx_len = 0;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_puts(&w, "HTTP/1.1 ");
+    rsdi_w_putu(&w, (uint64_t)status, 10);
+    rsdi_w_put(&w, " ", 1);
+    rsdi_w_puts(&w, rsdi_reason(status));
+    rsdi_w_puts(&w, "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    cn->tx_len = w.over ? 0 : w.len;
+    cn->state = RSDI_SC_CLOSING;
+    cn->req_start = s->now;
+    cn->need_parse = false;
+    s->stats.bad_requests++;
+    rsdi_logf(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_BAD_REQUEST, RSDI_WHERE,
+              "http server: answered %d and closing the connection", status);
+    (void)rsdi_sconn_flush(s, k);
+}
+
+/* Parses what is in rx (state READ); may queue a REQUEST event or reject. */
+RSDI_PRIVATE void rsdi_sconn_parse(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    cn->need_parse = false;
+    if (cn->rx_len == 0) return;
+    if (cn->head_len == 0) {
+        size_t consumed = 0;
+        int r = rsd_http_parse_request(cn->rx, cn->rx_len, cn->parsed_prev, &cn->head, &consumed);
+        cn->parsed_prev = cn->rx_len;
+        if (r == RSD_PENDING) {
+            if (cn->rx_len >= s->desc.max_header_bytes) rsdi_sconn_reject(s, k, 431);
+            return;
+        }
+        if (r == RSD_ERR_HEADERS_TOO_LARGE || (r == RSD_OK && consumed > s->desc.max_header_bytes)) {
+            rsdi_sconn_reject(s, k, 431);
+            return;
+        }
+        if (r < 0) {
+            rsdi_sconn_reject(s, k, 400);
+            return;
+        }
+        cn->head_len = consumed;
+        cn->body_len = 0;
+        memset(&cn->dc, 0, sizeof cn->dc);
+        if (cn->head.framing.chunked) {
+            cn->body_mode = RSDI_BODY_CHUNKED;
+        } else if (cn->head.framing.content_length > 0) {
+            if ((uint64_t)cn->head.framing.content_length > (uint64_t)s->desc.max_body_bytes) {
+                rsdi_sconn_reject(s, k, 413);
+                return;
+            }
+            cn->body_mode = RSDI_BODY_LENGTH;
+        } else {
+            cn->body_mode = RSDI_BODY_NONE;
+        }
+        if (cn->head.expect_continue && cn->body_mode != RSDI_BODY_NONE) {
+            rsdi_wbuf w = rsdi_sconn_wbuf(s, cn);
+            rsdi_w_puts(&w, "HTTP/1.1 100 Continue\r\n\r\n");
+            if (!w.over) cn->tx_len += w.len;
+            if (!rsdi_sconn_flush(s, k)) return;
+        }
+    }
+    if (cn->body_mode == RSDI_BODY_LENGTH) {
+        size_t cl = (size_t)cn->head.framing.content_length;
+        if (cn->rx_len - cn->head_len < cl) return;
+        cn->body_len = cl;
+        cn->req_end = cn->head_len + cl;
+    } else if (cn->body_mode == RSDI_BODY_CHUNKED) {
+        size_t at = cn->head_len + cn->body_len, n = cn->rx_len - at;
+        int r = n ? rsd_http_dechunk_step(&cn->dc, cn->rx + at, &n) : RSD_PENDING;
+        if (r < 0) {
+            rsdi_sconn_reject(s, k, 400);
+            return;
+        }
+        cn->body_len += n;
+        if (cn->body_len > s->desc.max_body_bytes) {
+            rsdi_sconn_reject(s, k, 413);
+            return;
+        }
+        if (r == RSD_PENDING) {
+            cn->rx_len = cn->head_len + cn->body_len;
+            if (cn->rx_len >= s->rx_cap) rsdi_sconn_reject(s, k, 413);
+            return;
+        }
+        cn->req_end = cn->head_len + cn->body_len;
+        cn->rx_len = cn->req_end + cn->dc.rest;
+    } else {
+        cn->req_end = cn->head_len;
+    }
+    cn->state = RSDI_SC_PENDING;
+    cn->ev_type = RSD_HTTP_SEV_REQUEST;
+    cn->ev_seq = s->seq++;
+    cn->delivered = false;
+    cn->close_after = cn->head.framing.close;
+    s->stats.requests++;
+}
+
+/* Reads what is available; false when the connection died. */
+RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    for (;;) {
+        size_t want = s->rx_cap - cn->rx_len;
+        long n;
+        if (want == 0) return true;
+        n = cn->io->recv_fn(cn->io_ctx, cn->fd, cn->rx + cn->rx_len, want);
+        if (n < 0) {
+            if (rsdi_would_block(errno)) return true;
+            rsdi_sconn_drop(s, k);
+            return false;
+        }
+        if (n == 0) {
+            rsdi_sconn_drop(s, k);
+            return false;
+        }
+        if (cn->state == RSDI_SC_READ && cn->rx_len == 0) cn->req_start = s->now;
+        cn->rx_len += (size_t)n;
+        cn->last_active = s->now;
+        if (cn->state == RSDI_SC_READ) cn->need_parse = true;
+        if ((size_t)n < want) return true;
+    }
+}
+
+RSDI_PRIVATE void rsdi_server_accept(rsd_http_server *s) {
+    int k = 0;
+    for (;;) {
+        int fd;
+        while (k < s->n && s->conns[k].state != RSDI_SC_FREE) k++;
+        if (k >= s->n) return; /* full: the rest wait in the backlog */
+        fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (!rsdi_would_block(errno))
+                rsdi_logf(&s->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_ACCEPT_FAILED, RSDI_WHERE,
+                          "http server: accept failed: errno %d", errno);
+            return;
+        }
+        if (rsdi_fd_nonblock(fd) < 0) {
+            (void)close(fd);
+            continue;
+        }
+        rsdi_sock_opts(fd);
+        {
+            rsdi_sconn *cn = &s->conns[k];
+            cn->fd = fd;
+            cn->state = RSDI_SC_READ;
+            cn->io = &rsdi_io_plain;
+            cn->io_ctx = NULL;
+            cn->rx_len = cn->parsed_prev = cn->head_len = cn->body_len = cn->req_end = 0;
+            cn->tx_off = cn->tx_len = 0;
+            cn->last_active = cn->req_start = s->now;
+            cn->hint = RSDI_HINT_READY;
+            s->stats.accepts++;
+        }
+    }
+}
+
+RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_pollfd *fds, int nfds) {
+    int i, k, events = 0;
+    if (!s) return RSD_ERR_ARG;
+    s->now = now;
+    s->lhint = RSDI_HINT_UNKNOWN;
+    for (k = 0; k < s->n; k++) s->conns[k].hint = RSDI_HINT_UNKNOWN;
+    if (fds)
+        for (i = 0; i < nfds; i++) {
+            int h = fds[i].revents ? RSDI_HINT_READY : RSDI_HINT_IDLE;
+            if (fds[i].fd == s->lfd) {
+                s->lhint = h;
+                continue;
+            }
+            for (k = 0; k < s->n; k++)
+                if (s->conns[k].fd == fds[i].fd && s->conns[k].fd >= 0) {
+                    s->conns[k].hint = h;
+                    break;
+                }
+        }
+    if (s->lhint != RSDI_HINT_IDLE) rsdi_server_accept(s);
+    for (k = 0; k < s->n; k++) {
+        rsdi_sconn *cn = &s->conns[k];
+        int st = cn->state;
+        if (st == RSDI_SC_FREE || st == RSDI_SC_ZOMBIE) continue;
+        if (cn->tx_len > cn->tx_off && !rsdi_sconn_flush(s, k)) continue;
+        if (cn->state == RSDI_SC_CLOSING) { /* a peer that never reads its last answer */
+            if (now >= rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)) rsdi_sconn_free(s, k);
+            continue;
+        }
+        if (cn->hint != RSDI_HINT_IDLE && !rsdi_sconn_read(s, k)) continue;
+        if (cn->state == RSDI_SC_READ && cn->need_parse) rsdi_sconn_parse(s, k);
+        if (cn->state == RSDI_SC_READ) { /* timeouts of idle and half-received requests */
+            uint64_t t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
+                                    : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+            if (now >= t) {
+                if (cn->rx_len) rsdi_sconn_reject(s, k, 408);
+                else rsdi_sconn_free(s, k);
+            }
+        }
+    }
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].ev_type != RSD_HTTP_SEV_NONE) events++;
+    return events;
+}
+
+RSD_API int rsd_http_server_step(rsd_http_server *s, uint64_t now_ms) {
+    return rsdi_server_step(s, now_ms, NULL, 0);
+}
+
+RSD_API int rsd_http_server_step_polled(rsd_http_server *s, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds) {
+    return rsdi_server_step(s, now_ms, fds, nfds);
+}
+
+RSDI_PRIVATE void rsdi_sev_fill(rsd_http_server *s, int k, rsd_http_server_event *ev) {
+    rsdi_sconn *cn = &s->conns[k];
+    memset(ev, 0, sizeof *ev);
+    ev->req.id = rsdi_sreq_id(s, k);
+    ev->body.ptr = "";
+    if (cn->state == RSDI_SC_ZOMBIE) {
+        ev->type = RSD_HTTP_SEV_CLOSED;
+        return;
+    }
+    ev->type = RSD_HTTP_SEV_REQUEST;
+    ev->head = &cn->head;
+    ev->body.ptr = cn->rx + cn->head_len;
+    ev->body.len = cn->body_len;
+}
+
+RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_event *ev) {
+    int k, best = -1;
+    if (!s || !ev) return false;
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].state == RSDI_SC_ZOMBIE && s->conns[k].zombie_pulled) {
+            s->conns[k].state = RSDI_SC_FREE;
+            s->conns[k].zombie_pulled = false;
+            rsdi_sconn_bump(&s->conns[k]);
+        }
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].ev_type != RSD_HTTP_SEV_NONE && (best < 0 || s->conns[k].ev_seq < s->conns[best].ev_seq))
+            best = k;
+    if (best < 0) return false;
+    rsdi_sev_fill(s, best, ev);
+    if (s->conns[best].ev_type == RSD_HTTP_SEV_CLOSED) s->conns[best].zombie_pulled = true;
+    else s->conns[best].delivered = true;
+    s->conns[best].ev_type = RSD_HTTP_SEV_NONE;
+    return true;
+}
+
+/* Slot of a live handle, or <0: RSD_ERR_CLOSED / RSD_ERR_NOT_FOUND. */
+RSDI_PRIVATE int rsdi_server_slot(const rsd_http_server *s, rsd_http_sreq_h h) {
+    uint32_t slot = h.id & RSDI_SLOT_MASK, gen = h.id >> RSDI_SLOT_BITS;
+    const rsdi_sconn *cn;
+    if (!s || slot == 0 || slot > (uint32_t)s->n) return RSD_ERR_NOT_FOUND;
+    cn = &s->conns[slot - 1];
+    if (cn->gen != gen) return cn->dead_gen == gen ? RSD_ERR_CLOSED : RSD_ERR_NOT_FOUND;
+    if (cn->state == RSDI_SC_ZOMBIE) return RSD_ERR_CLOSED;
+    if (cn->state != RSDI_SC_PENDING && cn->state != RSDI_SC_STREAM) return RSD_ERR_NOT_FOUND;
+    return (int)slot - 1;
+}
+
+RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h, rsd_http_server_event *out) {
+    int k = rsdi_server_slot(s, h);
+    if (k < 0) return k;
+    if (out) rsdi_sev_fill(s, k, out);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap) {
+    int k, n = 0, free_slots = 0;
+    if (!s) return 0;
+    for (k = 0; k < s->n; k++) {
+        rsdi_sconn *cn = &s->conns[k];
+        short ev = 0;
+        if (cn->state == RSDI_SC_FREE) {
+            free_slots++;
+            continue;
+        }
+        if (cn->state == RSDI_SC_ZOMBIE) continue;
+        if (cn->tx_len > cn->tx_off) ev |= POLLOUT;
+        if (cn->state != RSDI_SC_CLOSING && cn->rx_len < s->rx_cap) ev |= POLLIN;
+        if (!ev) continue;
+        if (out && n < cap) {
+            out[n].fd = cn->fd;
+            out[n].events = ev;
+            out[n].revents = 0;
+        }
+        n++;
+    }
+    if (free_slots && s->lfd >= 0) {
+        if (out && n < cap) {
+            out[n].fd = s->lfd;
+            out[n].events = POLLIN;
+            out[n].revents = 0;
+        }
+        n++;
+    }
+    return n;
+}
+
+RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
+    uint64_t dl = RSD_DEADLINE_NONE;
+    int k;
+    if (!s) return dl;
+    for (k = 0; k < s->n; k++) {
+        rsdi_sconn *cn = &s->conns[k];
+        uint64_t t;
+        if (cn->state == RSDI_SC_CLOSING) {
+            t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
+            if (t < dl) dl = t;
+            continue;
+        }
+        if (cn->state != RSDI_SC_READ) continue;
+        if (cn->need_parse) return 0;
+        t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
+                       : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+        if (t < dl) dl = t;
+    }
+    return dl;
+}
+
+/* The answer is complete: next request on the connection (or close). */
+RSDI_PRIVATE void rsdi_sconn_answered(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    s->stats.responses++;
+    rsdi_sconn_bump(cn);
+    cn->delivered = false;
+    cn->ev_type = RSD_HTTP_SEV_NONE;
+    if (cn->close_after) {
+        cn->state = RSDI_SC_CLOSING;
+        cn->req_start = s->now;
+        (void)rsdi_sconn_flush(s, k);
+        return;
+    }
+    if (cn->rx_len > cn->req_end) memmove(cn->rx, cn->rx + cn->req_end, cn->rx_len - cn->req_end);
+    cn->rx_len -= cn->req_end;
+    cn->req_end = cn->head_len = cn->body_len = cn->parsed_prev = 0;
+    cn->state = RSDI_SC_READ;
+    cn->need_parse = cn->rx_len > 0;
+    cn->last_active = cn->req_start = s->now;
+    (void)rsdi_sconn_flush(s, k);
+}
+
+RSDI_PRIVATE void rsdi_w_status(rsdi_wbuf *w, int status, const rsd_http_header *h, size_t n, bool close) {
+    rsdi_w_puts(w, "HTTP/1.1 ");
+    rsdi_w_putu(w, (uint64_t)status, 10);
+    rsdi_w_put(w, " ", 1);
+    rsdi_w_puts(w, rsdi_reason(status));
+    rsdi_w_put(w, "\r\n", 2);
+    rsdi_w_headers(w, h, n);
+    if (close) rsdi_w_puts(w, "Connection: close\r\n");
+}
+
+RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                             const rsd_http_header *headers, size_t num_headers,
+                             const void *body, size_t body_len) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < 100 || status > 999 || !rsdi_headers_ok(headers, num_headers) || (body_len && !body))
+        return RSD_ERR_ARG;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
+    rsdi_w_puts(&w, "Content-Length: ");
+    rsdi_w_putu(&w, (uint64_t)body_len, 10);
+    rsdi_w_puts(&w, "\r\n\r\n");
+    if (body_len && !rsd_str_eq_c(cn->head.method, "HEAD")) rsdi_w_put(&w, (const char *)body, body_len);
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    cn->tx_len += w.len;
+    rsdi_sconn_answered(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                  const rsd_http_header *headers, size_t num_headers) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
+    rsdi_w_puts(&w, "Transfer-Encoding: chunked\r\n\r\n");
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    cn->tx_len += w.len;
+    cn->state = RSDI_SC_STREAM;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_stream_slot(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_server_slot(s, h);
+    if (k < 0) return k;
+    if (s->conns[k].state != RSDI_SC_STREAM) return RSD_ERR_STATE;
+    return k;
+}
+
+RSD_API int rsd_http_stream_write(rsd_http_server *s, rsd_http_sreq_h h, const void *data, size_t len) {
+    int k = rsdi_stream_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    if (len == 0) return RSD_OK; /* a zero chunk would end the stream */
+    if (!data) return RSD_ERR_ARG;
+    cn = &s->conns[k];
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_putu(&w, (uint64_t)len, 16);
+    rsdi_w_put(&w, "\r\n", 2);
+    rsdi_w_put(&w, (const char *)data, len);
+    rsdi_w_put(&w, "\r\n", 2);
+    if (w.over) return RSD_ERR_CAPACITY;
+    cn->tx_len += w.len;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const char *event,
+                                const char *data, size_t len) {
+    int k = rsdi_stream_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    size_t i, start, body_len, hdr_len;
+    if (k < 0) return k;
+    if ((len && !data) || (event && !rsdi_value_ok(rsd_str_c(event)))) return RSD_ERR_ARG;
+    cn = &s->conns[k];
+    /* size of the event text first (the chunk size line precedes it) */
+    body_len = event ? 8 + strlen(event) : 0; /* "event: " + name + "\n" */
+    for (start = 0, i = 0; i <= len; i++)
+        if (i == len || data[i] == '\n') {
+            body_len += 7 + (i - start); /* "data: " + line + "\n" */
+            start = i + 1;
+        }
+    body_len += 1;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_putu(&w, (uint64_t)body_len, 16);
+    rsdi_w_put(&w, "\r\n", 2);
+    hdr_len = w.len;
+    if (event) {
+        rsdi_w_puts(&w, "event: ");
+        rsdi_w_puts(&w, event);
+        rsdi_w_put(&w, "\n", 1);
+    }
+    for (start = 0, i = 0; i <= len; i++)
+        if (i == len || data[i] == '\n') {
+            size_t e = i;
+            rsdi_w_puts(&w, "data: ");
+            if (e > start && data[e - 1] == '\r') e--;
+            rsdi_w_put(&w, data + start, e - start);
+            if (e != i) rsdi_w_put(&w, " ", 1); /* keep the size: \r became a blank */
+            rsdi_w_put(&w, "\n", 1);
+            start = i + 1;
+        }
+    rsdi_w_put(&w, "\n\r\n", 3);
+    if (w.over) return RSD_ERR_CAPACITY;
+    if (w.len - hdr_len - 2 != body_len) return RSD_ERR_ARG; /* cannot happen */
+    cn->tx_len += w.len;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_stream_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_puts(&w, "0\r\n\r\n");
+    if (w.over) return RSD_ERR_CAPACITY;
+    cn->tx_len += w.len;
+    rsdi_sconn_answered(s, k);
+    return RSD_OK;
+}
+
+RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_stream_slot(s, h);
+    size_t room;
+    if (k < 0) return 0;
+    room = s->desc.max_response_bytes - (s->conns[k].tx_len - s->conns[k].tx_off);
+    return room > 32 ? room - 32 : 0; /* chunk framing */
+}
+
+RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out) {
+    if (!out) return;
+    if (!s) memset(out, 0, sizeof *out);
+    else *out = s->stats;
+}
 
 /* ==== >>http server end =================================================== */
 
