@@ -384,6 +384,15 @@
            one SSE event as one chunk: "event: <event>\n" when event is non-NULL,
            "data: <line>\n" per line of data, then "\n"
        int rsd_http_stream_end(s, h)                                   last chunk
+       int rsd_http_stream_begin_raw(s, h, status, headers, n, int64_t content_length)
+           The same without chunk framing: content_length >= 0 is announced and the
+           writes are the body as is; < 0 = the body ends with the connection
+           (Connection: close; stream_end closes). For simulators: RSIM_STREAM
+           close-delimited bodies, and with rsd_http_abort a mid-body drop.
+       int rsd_http_abort(s, h)
+           Closes the connection of a held or streaming request now (queued bytes
+           go out first if the socket takes them). The handle is dead afterwards
+           (RSD_ERR_CLOSED). For "hang up" and truncation failure injection.
        size_t rsd_http_stream_room(s, h)    bytes a write can take now
            A chunked response written over as many steps as you like (add
            Content-Type: text/event-stream for SSE). When the send buffer is full,
@@ -994,6 +1003,16 @@ RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
    text/event-stream). Then stream_write / stream_sse any number of times, then stream_end. */
 RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
                                   const rsd_http_header *headers, size_t num_headers);
+/* Starts an unchunked streaming response: content_length >= 0 announces that many body
+   bytes (stream_write sends them as they are; writing fewer and then rsd_http_abort
+   simulates a mid-body drop), < 0 = body delimited by the close (Connection: close;
+   stream_end closes). For simulators and failure injection. */
+RSD_API int rsd_http_stream_begin_raw(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                      const rsd_http_header *headers, size_t num_headers,
+                                      int64_t content_length);
+/* Closes a held or streaming request's connection now (what was already queued is sent
+   first if the socket takes it; the rest is dropped). The handle is dead afterwards. */
+RSD_API int rsd_http_abort(rsd_http_server *s, rsd_http_sreq_h h);
 /* Sends one chunk. RSD_ERR_CAPACITY when the send buffer is full (step, then retry);
    RSD_ERR_CLOSED when the client went away. */
 RSD_API int rsd_http_stream_write(rsd_http_server *s, rsd_http_sreq_h h, const void *data,
@@ -3065,6 +3084,7 @@ typedef struct rsdi_sconn {
     bool zombie_pulled;  /* its CLOSED event was pulled: free on the next next_event */
     bool need_parse;     /* unparsed bytes (pipelined) wait in rx */
     bool close_after;
+    bool raw;            /* streaming without chunk framing (stream_begin_raw) */
     const rsdi_io *io;
     void *io_ctx;
 } rsdi_sconn;
@@ -3662,7 +3682,46 @@ RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int sta
     if (w.over) return RSD_ERR_TOO_LARGE;
     cn->tx_len += w.len;
     cn->state = RSDI_SC_STREAM;
+    cn->raw = false;
     (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_begin_raw(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                      const rsd_http_header *headers, size_t num_headers,
+                                      int64_t content_length) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_status(&w, status, headers, num_headers, cn->close_after || content_length < 0);
+    if (content_length >= 0) {
+        rsdi_w_puts(&w, "Content-Length: ");
+        rsdi_w_putu(&w, (uint64_t)content_length, 10);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    rsdi_w_put(&w, "\r\n", 2);
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    cn->tx_len += w.len;
+    cn->state = RSDI_SC_STREAM;
+    cn->raw = true;
+    if (content_length < 0) cn->close_after = true;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_abort(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->tx_len > cn->tx_off && !rsdi_sconn_flush(s, k)) return RSD_OK; /* already gone */
+    cn->dead_gen = cn->gen;
+    rsdi_sconn_free(s, k);
     return RSD_OK;
 }
 
@@ -3682,10 +3741,12 @@ RSD_API int rsd_http_stream_write(rsd_http_server *s, rsd_http_sreq_h h, const v
     if (!data) return RSD_ERR_ARG;
     cn = &s->conns[k];
     w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_putu(&w, (uint64_t)len, 16);
-    rsdi_w_put(&w, "\r\n", 2);
+    if (!cn->raw) {
+        rsdi_w_putu(&w, (uint64_t)len, 16);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
     rsdi_w_put(&w, (const char *)data, len);
-    rsdi_w_put(&w, "\r\n", 2);
+    if (!cn->raw) rsdi_w_put(&w, "\r\n", 2);
     if (w.over) return RSD_ERR_CAPACITY;
     cn->tx_len += w.len;
     (void)rsdi_sconn_flush(s, k);
@@ -3710,8 +3771,10 @@ RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const cha
         }
     body_len += 1;
     w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_putu(&w, (uint64_t)body_len, 16);
-    rsdi_w_put(&w, "\r\n", 2);
+    if (!cn->raw) {
+        rsdi_w_putu(&w, (uint64_t)body_len, 16);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
     hdr_len = w.len;
     if (event) {
         rsdi_w_puts(&w, "event: ");
@@ -3728,9 +3791,10 @@ RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const cha
             rsdi_w_put(&w, "\n", 1);
             start = i + 1;
         }
-    rsdi_w_put(&w, "\n\r\n", 3);
+    rsdi_w_put(&w, "\n", 1);
+    if (!cn->raw) rsdi_w_put(&w, "\r\n", 2);
     if (w.over) return RSD_ERR_CAPACITY;
-    if (w.len - hdr_len - 2 != body_len) return RSD_ERR_ARG; /* cannot happen */
+    if (w.len - hdr_len - (cn->raw ? 0u : 2u) != body_len) return RSD_ERR_ARG; /* cannot happen */
     cn->tx_len += w.len;
     (void)rsdi_sconn_flush(s, k);
     return RSD_OK;
@@ -3742,10 +3806,12 @@ RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h) {
     rsdi_wbuf w;
     if (k < 0) return k;
     cn = &s->conns[k];
-    w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_puts(&w, "0\r\n\r\n");
-    if (w.over) return RSD_ERR_CAPACITY;
-    cn->tx_len += w.len;
+    if (!cn->raw) {
+        w = rsdi_sconn_wbuf(s, cn);
+        rsdi_w_puts(&w, "0\r\n\r\n");
+        if (w.over) return RSD_ERR_CAPACITY;
+        cn->tx_len += w.len;
+    }
     rsdi_sconn_answered(s, k);
     return RSD_OK;
 }
@@ -3755,6 +3821,7 @@ RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h) {
     size_t room;
     if (k < 0) return 0;
     room = s->desc.max_response_bytes - (s->conns[k].tx_len - s->conns[k].tx_off);
+    if (s->conns[k].raw) return room;
     return room > 32 ? room - 32 : 0; /* chunk framing */
 }
 

@@ -104,6 +104,21 @@ static void serve(rsd_http_server *s, srv_ctx *x) {
                 hs[i].value = rsd_str_c(vals[i]);
             }
             (void)rsd_http_respond(s, ev.req, 200, hs, 40, "x", 1);
+        } else if (rsd_str_eq_c(t, "/trunc")) { /* announce 100 bytes, send 10, hang up */
+            CHECK_EQ_INT(rsd_http_stream_begin_raw(s, ev.req, 200, &ct, 1, 100), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_write(s, ev.req, "0123456789", 10), RSD_OK);
+            CHECK_EQ_INT(rsd_http_abort(s, ev.req), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_write(s, ev.req, "x", 1), RSD_ERR_CLOSED);
+        } else if (rsd_str_eq_c(t, "/closedelim")) {
+            CHECK_EQ_INT(rsd_http_stream_begin_raw(s, ev.req, 200, &ct, 1, -1), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_write(s, ev.req, "abc", 3), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_write(s, ev.req, "def", 3), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_end(s, ev.req), RSD_OK);
+        } else if (rsd_str_eq_c(t, "/rawlen")) {
+            CHECK_EQ_INT(rsd_http_stream_begin_raw(s, ev.req, 200, &ct, 1, 6), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_write(s, ev.req, "abc", 3), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_write(s, ev.req, "def", 3), RSD_OK);
+            CHECK_EQ_INT(rsd_http_stream_end(s, ev.req), RSD_OK);
         } else if (rsd_str_eq_c(t, "/echo")) {
             (void)rsd_http_respond(s, ev.req, 200, &ct, 1, ev.body.ptr, ev.body.len);
         } else if (rsd_str_eq_c(t, "/missing")) {
@@ -1391,6 +1406,35 @@ static void test_bad_responses(void) {
     rsd_http_client_destroy(c);
 }
 
+
+/* Failure-injection helpers for simulators: truncated body, close-delimited body,
+   unchunked stream with a length (keep-alive continues). */
+static void test_server_raw_streams(void) {
+    rsd_http_server *s = rsd_http_server_create(NULL);
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_server_stats ss;
+    rsd_http_event ev;
+    srv_ctx x;
+    memset(&x, 0, sizeof x);
+    REQUIRE(s && c);
+    REQUIRE(get(c, s, &x, "/rawlen", NULL, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK(rsd_str_eq_c(ev.body, "abcdef"));
+    REQUIRE(get(c, s, &x, "/rawlen", NULL, 0, &ev));
+    CHECK(ev.result == RSD_OK && ev.reused);
+    REQUIRE(get(c, s, &x, "/trunc", NULL, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_ERR_CLOSED);
+    CHECK_EQ_INT(ev.body_bytes, 10);
+    REQUIRE(get(c, s, &x, "/closedelim", NULL, 0, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK(rsd_str_eq_c(ev.body, "abcdef"));
+    CHECK(!ev.reused); /* the truncation closed the previous connection */
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.accepts, 2);
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s);
+}
+
 /* The blocking wrapper against a server stepped by a forked child. */
 static void test_sync(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
@@ -1472,6 +1516,7 @@ int main(int argc, char **argv) {
     RUN(test_server_request_timeout);
     RUN(test_stream_body);
     RUN(test_bad_responses);
+    RUN(test_server_raw_streams);
     RUN(test_sync);
     return RSD_TEST_END();
 }
