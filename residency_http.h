@@ -529,9 +529,10 @@ typedef enum rsd_proc_state {
 
 /* How children are started (rsd_procs_desc.spawn). */
 typedef enum rsd_proc_spawn_method {
-    RSD_PROC_SPAWN_AUTO = 0,  /* Linux and not survive_parent: FORK (for PDEATHSIG); else POSIX */
+    RSD_PROC_SPAWN_AUTO = 0,  /* Linux: VFORK, or POSIX with survive_parent; elsewhere POSIX */
     RSD_PROC_SPAWN_POSIX,     /* posix_spawn (no PDEATHSIG: needs survive_parent on Linux) */
-    RSD_PROC_SPAWN_FORK,      /* fork + prctl + execve; also forced by RSD_SPAWN_VIA_FORK */
+    RSD_PROC_SPAWN_VFORK,     /* Linux: vfork + prctl(PDEATHSIG) + execve (FORK elsewhere) */
+    RSD_PROC_SPAWN_FORK,      /* fork + prctl + execve; forced by RSD_SPAWN_VIA_FORK */
     RSD_PROC_SPAWN_NUM
 } rsd_proc_spawn_method;
 
@@ -1585,7 +1586,8 @@ struct rsd_procs {
     int max_procs;
     uint32_t ring_bytes, arg_bytes, term_grace_ms, start_deadline_ms, kill_wait_ms;
     uint32_t probe_first_ms, probe_max_ms;
-    bool survive_parent, log_output, use_fork;
+    bool survive_parent, log_output;
+    rsd_proc_spawn_method method; /* resolved: POSIX, VFORK or FORK */
     rsdi_proc_slot *slots;
     rsd_proc_event *events;      /* ring of ev_cap */
     uint32_t ev_cap, ev_head, ev_count;
@@ -1938,8 +1940,44 @@ RSDI_PRIVATE void rsdi_proc_close_from(int from, int keep) {
         if (fd != keep) (void)close((int)fd);
 }
 
-/* fork path. Child: PDEATHSIG, own process group, default signals, stdio, close
-   the rest, cwd, execve; exec errors come back through a close-on-exec pipe. */
+/* Child side of the fork and vfork paths; never returns. PDEATHSIG, own process
+   group, default signal dispositions, stdio, every other descriptor closed, cwd,
+   execve. Only async-signal-safe calls (it may share the parent's memory). An exec
+   error goes to *errp (vfork: shared memory) or down errfd (fork: close-on-exec pipe). */
+RSDI_PRIVATE void rsdi_proc_child(const rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                  char *const *envp, pid_t parent, int errfd,
+                                  volatile int *errp) {
+    int sig, err;
+    struct sigaction sa;
+    sigset_t none;
+#ifdef RSDI_PROC_LINUX
+    if (!p->survive_parent) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) goto fail;
+        if (getppid() != parent) _exit(127); /* the parent died before prctl */
+    }
+#else
+    (void)parent;
+#endif
+    (void)setpgid(0, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (sig = 1; sig < 65; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP) (void)sigaction(sig, &sa, NULL);
+    if (dup2(nullfd, 0) < 0 || dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0) goto fail;
+    rsdi_proc_close_from(3, errfd);
+    if (cwd && chdir(cwd) != 0) goto fail;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(p->path, (char *const *)(uintptr_t)p->argv, envp);
+fail:
+    err = errno ? errno : ENOEXEC;
+    if (errp) *errp = err;
+    if (errfd >= 0) (void)!write(errfd, &err, sizeof err);
+    _exit(127);
+}
+
+/* fork path: portable; the parent blocks on a close-on-exec pipe until exec. fork
+   copies the parent's page tables: slow for a parent with a large heap (bench/). */
 RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
                                 char *const *envp, pid_t *out_pid) {
     int ep[2], err = 0;
@@ -1951,34 +1989,7 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
     sigfillset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, &old);
     pid = fork();
-    if (pid == 0) {
-        int sig;
-        struct sigaction sa;
-        sigset_t none;
-#ifdef RSDI_PROC_LINUX
-        if (!p->survive_parent) {
-            if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) goto fail;
-            if (getppid() != parent) _exit(127); /* the parent died before prctl */
-        }
-#else
-        (void)parent;
-#endif
-        (void)setpgid(0, 0);
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = SIG_DFL;
-        for (sig = 1; sig < 65; sig++)
-            if (sig != SIGKILL && sig != SIGSTOP) (void)sigaction(sig, &sa, NULL);
-        if (dup2(nullfd, 0) < 0 || dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0) goto fail;
-        rsdi_proc_close_from(3, ep[1]);
-        if (cwd && chdir(cwd) != 0) goto fail;
-        sigemptyset(&none);
-        (void)sigprocmask(SIG_SETMASK, &none, NULL);
-        execve(p->path, (char *const *)(uintptr_t)p->argv, envp);
-    fail:
-        err = errno;
-        (void)!write(ep[1], &err, sizeof err);
-        _exit(127);
-    }
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1], NULL);
     err = errno;
     (void)sigprocmask(SIG_SETMASK, &old, NULL);
     close(ep[1]);
@@ -1987,7 +1998,7 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
         return err ? err : EAGAIN;
     }
     (void)setpgid(pid, pid); /* the classic race fix; EACCES after exec is fine */
-    /* Blocks until exec (EOF) or the child's report; both come within microseconds. */
+    /* Blocks until exec (EOF) or the child's report. */
     do n = read(ep[0], &err, sizeof err);
     while (n < 0 && errno == EINTR);
     close(ep[0]);
@@ -1999,6 +2010,35 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
     *out_pid = pid;
     return 0;
 }
+
+#ifdef RSDI_PROC_LINUX
+/* vfork path (Linux default): the child borrows the parent's memory until execve,
+   so the cost does not grow with the parent's heap, like glibc's posix_spawn
+   (CLONE_VM | CLONE_VFORK), and the child can still call prctl. The calling thread
+   is suspended until the child execs or exits; signals are blocked meanwhile so no
+   host handler runs on the shared stack. */
+RSDI_PRIVATE int rsdi_proc_vfork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                 char *const *envp, pid_t *out_pid) {
+    volatile int child_err = 0;
+    int err;
+    pid_t pid, parent = getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    (void)sigprocmask(SIG_SETMASK, &all, &old);
+    pid = vfork();
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, -1, &child_err);
+    err = pid < 0 ? errno : 0;
+    (void)sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) return err ? err : EAGAIN;
+    if (child_err) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        return child_err;
+    }
+    *out_pid = pid;
+    return 0;
+}
+#endif
 
 RSDI_PRIVATE int rsdi_proc_posix_spawn(rsd_procs *p, const char *cwd, int nullfd, int outfd,
                                        char *const *envp, pid_t *out_pid) {
@@ -2270,12 +2310,19 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
     p->probe_max_ms = d.probe_max_ms;
     p->survive_parent = d.survive_parent;
     p->log_output = d.log_output;
-#if defined(RSD_SPAWN_VIA_FORK)
-    p->use_fork = true;
-#elif defined(RSDI_PROC_LINUX)
-    p->use_fork = d.spawn == RSD_PROC_SPAWN_FORK || (d.spawn == RSD_PROC_SPAWN_AUTO && !d.survive_parent);
+    p->method = d.spawn;
+    if (p->method == RSD_PROC_SPAWN_AUTO) {
+#ifdef RSDI_PROC_LINUX
+        p->method = d.survive_parent ? RSD_PROC_SPAWN_POSIX : RSD_PROC_SPAWN_VFORK;
 #else
-    p->use_fork = d.spawn == RSD_PROC_SPAWN_FORK;
+        p->method = RSD_PROC_SPAWN_POSIX;
+#endif
+    }
+#ifndef RSDI_PROC_LINUX
+    if (p->method == RSD_PROC_SPAWN_VFORK) p->method = RSD_PROC_SPAWN_FORK;
+#endif
+#if defined(RSD_SPAWN_VIA_FORK)
+    p->method = RSD_PROC_SPAWN_FORK;
 #endif
     off = (sizeof(rsd_procs) + 15) & ~(size_t)15;
     p->slots = (rsdi_proc_slot *)(void *)((char *)p + off);
@@ -2426,12 +2473,19 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         else {
             if (rsdi_proc_pipe(pipefd) != 0) err = errno ? errno : EMFILE;
             else {
-                bool fork_path = p->use_fork;
+                rsd_proc_spawn_method m = p->method;
 #ifndef RSDI_HAVE_SPAWN_CHDIR
-                if (spec->cwd) fork_path = true;
+                if (spec->cwd && m == RSD_PROC_SPAWN_POSIX) m = RSD_PROC_SPAWN_FORK;
 #endif
-                err = fork_path ? rsdi_proc_fork(p, spec->cwd, nullfd, pipefd[1], envp, &pid)
-                                : rsdi_proc_posix_spawn(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+#ifdef RSDI_PROC_LINUX
+                if (m == RSD_PROC_SPAWN_VFORK)
+                    err = rsdi_proc_vfork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                else
+#endif
+                if (m == RSD_PROC_SPAWN_FORK)
+                    err = rsdi_proc_fork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                else
+                    err = rsdi_proc_posix_spawn(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
                 close(pipefd[1]);
                 if (err) close(pipefd[0]);
                 else s->out_fd = pipefd[0];

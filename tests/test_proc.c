@@ -108,6 +108,7 @@ static int child_main(const char *mode, int argc, char **argv) {
         rsd_proc_spec s;
         memset(&d, 0, sizeof d);
         memset(&s, 0, sizeof s);
+        if (getenv("RSD_TEST_METHOD")) d.spawn = (rsd_proc_spawn_method)atoi(getenv("RSD_TEST_METHOD"));
         s.exe = argv[0];
         s.args = args;
         s.env = env;
@@ -610,7 +611,9 @@ static void test_no_fd_leak_into_child(void) {
 }
 
 static void test_pdeathsig_grandchild_dies(void) {
-    static const char *const env[] = {"RSD_TEST_CHILD=middle", NULL};
+    static const char *const env_v[] = {"RSD_TEST_CHILD=middle", "RSD_TEST_METHOD=2", NULL};
+    static const char *const env_f[] = {"RSD_TEST_CHILD=middle", "RSD_TEST_METHOD=3", NULL};
+    const char *const *env = g_method == RSD_PROC_SPAWN_FORK ? env_f : env_v;
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
@@ -725,7 +728,10 @@ int main(int argc, char **argv) {
     RUN(test_bad_args);
     RUN(test_probe_schedule);
     RUN(test_pdeathsig_grandchild_dies);
-    g_method = RSD_PROC_SPAWN_AUTO;  /* Linux: fork + PDEATHSIG */
+    g_method = RSD_PROC_SPAWN_AUTO;  /* Linux: vfork + PDEATHSIG */
+    run_process_tests();
+    g_method = RSD_PROC_SPAWN_FORK;  /* fork + PDEATHSIG */
+    RUN(test_pdeathsig_grandchild_dies);
     run_process_tests();
     g_method = RSD_PROC_SPAWN_POSIX; /* posix_spawn */
     run_process_tests();
