@@ -586,7 +586,7 @@ typedef struct rsd_proc_spec {
 RSD_API const char *const *rsd_proc_llama_args(void);
 
 /* Events pulled with rsd_procs_next_event. Each process ends with exactly one of
-   SPAWN_FAILED, EXITED or STOPPED; START_TIMEOUT and STUCK are notices before it. */
+   SPAWN_FAILED, EXITED or STOPPED; START_TIMEOUT, STUCK and PROBE come before it. */
 typedef enum rsd_proc_event_kind {
     RSD_PROC_EV_NONE = 0,
     RSD_PROC_EV_SPAWN_FAILED, /* never ran: .err = errno (ENOENT, EACCES, EAGAIN...) */
@@ -594,6 +594,7 @@ typedef enum rsd_proc_event_kind {
     RSD_PROC_EV_STOPPED,      /* exited after rsd_procs_stop or a start timeout: status */
     RSD_PROC_EV_START_TIMEOUT,/* not marked ready by the start deadline; stop begun */
     RSD_PROC_EV_STUCK,        /* SIGKILL sent kill_wait_ms ago and still not reaped */
+    RSD_PROC_EV_PROBE,        /* STARTING: send a readiness probe (GET /health) now */
     RSD_PROC_EV_NUM
 } rsd_proc_event_kind;
 
@@ -647,9 +648,6 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
                             rsd_proc *out);
 /* STARTING -> READY (the host's /health probe said 200). RSD_ERR_STATE otherwise. */
 RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms);
-/* While STARTING: 1 = send a readiness probe now (the schedule advances), 0 = not yet,
-   <0 = not STARTING (stale handle, exited, ready). */
-RSD_API int rsd_procs_probe_due(rsd_procs *p, rsd_proc h, uint64_t now_ms);
 /* SIGTERM the child's process group, SIGKILL after term_grace_ms; STOPPED follows. Also
    RSD_OK when already stopping or gone. */
 RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms);
@@ -1565,8 +1563,9 @@ typedef struct rsdi_proc_slot {
     uint64_t spawn_ms, ready_ms, end_ms, start_deadline_ms;
     uint64_t kill_at_ms;         /* STOPPING: SIGKILL time */
     uint64_t stuck_at_ms;        /* KILLING: STUCK notice time */
-    uint64_t next_probe_ms;
+    uint64_t next_probe_ms, probe_at_ms;
     uint32_t probe_ms;           /* current probe interval */
+    bool probe_pending;          /* a PROBE event is due */
     uint64_t recheck_ms;         /* next waitpid poll (no pidfd, or EOF seen) */
     uint32_t recheck_iv;
     void *user;
@@ -1611,7 +1610,7 @@ RSD_API const char *rsd_proc_state_name(int state) {
 
 RSD_API const char *rsd_proc_event_name(int kind) {
     static const char *const n[] = {"NONE", "SPAWN_FAILED", "EXITED", "STOPPED",
-                                    "START_TIMEOUT", "STUCK"};
+                                    "START_TIMEOUT", "STUCK", "PROBE"};
     return kind >= 0 && kind < (int)RSD_PROC_EV_NUM ? n[kind] : "UNKNOWN";
 }
 
@@ -2535,20 +2534,6 @@ RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
     return RSD_OK;
 }
 
-RSD_API int rsd_procs_probe_due(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
-    rsdi_proc_slot *s = rsdi_proc_get(p, h);
-    uint64_t iv;
-    if (!s) return RSD_ERR_PROC_STALE;
-    if (s->state != RSD_PROC_STARTING) return RSD_ERR_STATE;
-    if (now_ms < s->next_probe_ms) return 0;
-    iv = (uint64_t)s->probe_ms * 2;
-    if (iv > p->probe_max_ms) iv = p->probe_max_ms;
-    s->probe_ms = (uint32_t)iv;
-    s->next_probe_ms = now_ms + iv;
-    if (s->next_probe_ms > s->start_deadline_ms) s->next_probe_ms = s->start_deadline_ms;
-    return 1;
-}
-
 RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
@@ -2587,8 +2572,8 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
         }
         if (s->state == RSD_PROC_STOPPING && s->kill_at_ms < d) d = s->kill_at_ms;
         if (s->state == RSD_PROC_KILLING && !s->stuck_sent && s->stuck_at_ms < d) d = s->stuck_at_ms;
-        /* Without a pidfd, or once the pipe closed, exits are found by polling. */
-        if ((s->pid_fd < 0 || s->eof) && s->recheck_ms < d) d = s->recheck_ms;
+        /* Without a pidfd, exits are found by polling (fast once the pipe closed). */
+        if (s->pid_fd < 0 && s->recheck_ms < d) d = s->recheck_ms;
     }
     return d;
 }
@@ -2602,8 +2587,9 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
         rsdi_proc_drain(p, s, now_ms);
         if (rsdi_proc_try_reap(p, s, now_ms)) continue;
         if (now_ms >= s->recheck_ms) {
-            if (s->eof) {  /* exiting: 1, 2, 4 ... 64 ms */
-                s->recheck_iv = s->recheck_iv < 64 ? s->recheck_iv * 2 : 64;
+            if (s->eof) {  /* probably exiting: 1, 2, 4 ... ms, back to the slow poll */
+                s->recheck_iv = s->recheck_iv * 2 < RSD_PROC_REAP_POLL_MS ? s->recheck_iv * 2
+                                                                           : RSD_PROC_REAP_POLL_MS;
             }
             s->recheck_ms = now_ms + s->recheck_iv;
         }
@@ -2614,6 +2600,17 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
                       (unsigned long long)(now_ms - s->spawn_ms));
             rsdi_proc_event(p, s, RSD_PROC_EV_START_TIMEOUT, now_ms);
             rsdi_proc_begin_stop(p, s, now_ms);
+        }
+        if (s->state == RSD_PROC_STARTING && now_ms >= s->next_probe_ms) {
+            /* readiness probe schedule: first after probe_first_ms, then doubling up to
+               probe_max_ms, never past the start deadline; one PROBE event pending at most */
+            uint64_t iv = (uint64_t)s->probe_ms * 2;
+            if (iv > p->probe_max_ms) iv = p->probe_max_ms;
+            s->probe_ms = (uint32_t)iv;
+            s->next_probe_ms = now_ms + iv;
+            if (s->next_probe_ms > s->start_deadline_ms) s->next_probe_ms = s->start_deadline_ms;
+            s->probe_pending = true;
+            s->probe_at_ms = now_ms;
         }
         if (s->state == RSD_PROC_STOPPING && now_ms >= s->kill_at_ms) rsdi_proc_begin_kill(p, s, now_ms);
         if (s->state == RSD_PROC_KILLING && !s->stuck_sent && now_ms >= s->stuck_at_ms) {
@@ -2640,11 +2637,30 @@ RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap) {
 }
 
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev) {
-    if (!p || !ev || p->ev_count == 0) return false;
-    *ev = p->events[p->ev_head];
-    p->ev_head = (p->ev_head + 1) % p->ev_cap;
-    p->ev_count--;
-    return true;
+    int i;
+    if (!p || !ev) return false;
+    if (p->ev_count) {
+        *ev = p->events[p->ev_head];
+        p->ev_head = (p->ev_head + 1) % p->ev_cap;
+        p->ev_count--;
+        return true;
+    }
+    /* PROBE events are flags, not queue entries: at most one per process, never dropped */
+    for (i = 0; i < p->max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        if (!s->probe_pending) continue;
+        s->probe_pending = false;
+        if (s->state != RSD_PROC_STARTING) continue;
+        memset(ev, 0, sizeof *ev);
+        ev->kind = RSD_PROC_EV_PROBE;
+        ev->proc = rsdi_proc_handle(p, s);
+        ev->pid = (int64_t)s->pid;
+        ev->exit_code = -1;
+        ev->at_ms = s->probe_at_ms;
+        ev->user = s->user;
+        return true;
+    }
+    return false;
 }
 
 RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd_proc_info *info) {

@@ -456,7 +456,6 @@ static void test_early_exit_and_crash(void) {
     CHECK_EQ_INT(rsd_procs_query(p, h, now_ms(), &info), RSD_OK);
     CHECK_EQ_INT(info.state, RSD_PROC_EXITED);
     CHECK_EQ_INT(info.exit_code, 7);
-    CHECK_EQ_INT(rsd_procs_probe_due(p, h, now_ms()), RSD_ERR_STATE);
     rsd_procs_release(p, h);
 
     /* a crash while ready: EXITED with the signal and was_ready */
@@ -561,18 +560,28 @@ static void test_probe_schedule(void) {
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
     rsd_proc h;
+    rsd_proc_event ev;
     uint64_t t = 1000, due[16];
-    int i, n = 0;
+    int i, n = 0, timeouts = 0;
     REQUIRE(p);
     spec_for(&s, env, args);
     s.start_deadline_ms = 3000;
     REQUIRE(rsd_procs_spawn(p, &s, t, &h) == RSD_OK);
-    CHECK_EQ_INT(rsd_procs_probe_due(p, h, 1009), 0);
-    CHECK(rsd_procs_next_deadline(p) <= 1010);
-    /* answer every probe exactly when due: 10, 20, 40 ... 500, 500, clamped to 4000 */
-    for (t = 1000; t <= 4000 && n < 16; t++)
-        if (rsd_procs_probe_due(p, h, t) == 1) due[n++] = t;
-    CHECK_EQ_INT(n, 11);
+    CHECK_EQ_INT(rsd_procs_next_deadline(p), 1010);
+    CHECK_EQ_INT(rsd_procs_step(p, 1009), 1010);
+    CHECK(!rsd_procs_next_event(p, &ev));
+    /* a fake clock, 1 ms per step: PROBE at 10, 20, 40 ... 500, 500, clamped to 4000 */
+    for (t = 1000; t <= 4000; t++) {
+        rsd_procs_step(p, t);
+        while (rsd_procs_next_event(p, &ev)) {
+            if (ev.kind == RSD_PROC_EV_PROBE && n < 16) {
+                CHECK(ev.proc.id == h.id);
+                due[n++] = ev.at_ms;
+            }
+            if (ev.kind == RSD_PROC_EV_START_TIMEOUT) timeouts++;
+        }
+    }
+    CHECK_EQ_INT(n, 10);
     CHECK_EQ_INT(due[0], 1010);
     CHECK_EQ_INT(due[1], 1030);
     CHECK_EQ_INT(due[2], 1070);
@@ -582,12 +591,24 @@ static void test_probe_schedule(void) {
     CHECK_EQ_INT(due[6], 2130);
     CHECK_EQ_INT(due[7], 2630);
     CHECK_EQ_INT(due[8], 3130);
-    CHECK_EQ_INT(due[9], 3630);
-    CHECK_EQ_INT(due[10], 4000);   /* clamped to the start deadline */
-    for (i = 0; i < 11; i++) CHECK(due[i] <= 4000);
-    CHECK_EQ_INT(rsd_procs_mark_ready(p, h, 2000), RSD_OK);
-    CHECK_EQ_INT(rsd_procs_probe_due(p, h, 9000), RSD_ERR_STATE);
+    CHECK_EQ_INT(due[9], 3630);    /* then 4000 is the start deadline: timeout, no probe */
+    CHECK_EQ_INT(timeouts, 1);
+    for (i = 0; i < n; i++) CHECK(due[i] < 4000);
     rsd_procs_destroy(p);  /* SIGKILL + reap */
+    CHECK(no_children());
+    /* a ready process gets no probes; an unpulled probe never piles up */
+    p = mk(0, 0);
+    REQUIRE(p);
+    REQUIRE(rsd_procs_spawn(p, &s, 0, &h) == RSD_OK);
+    for (t = 0; t < 200; t++) rsd_procs_step(p, t);
+    n = 0;
+    while (rsd_procs_next_event(p, &ev)) n += ev.kind == RSD_PROC_EV_PROBE;
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(rsd_procs_mark_ready(p, h, 200), RSD_OK);
+    for (t = 200; t < 2000; t += 7) rsd_procs_step(p, t);
+    CHECK(!rsd_procs_next_event(p, &ev));
+    CHECK(rsd_procs_next_deadline(p) == RSD_PROC_NO_DEADLINE || rsd_procs_next_deadline(p) > 2000);
+    rsd_procs_destroy(p);
     CHECK(no_children());
 }
 
@@ -702,6 +723,95 @@ static void test_bad_args(void) {
     rsd_procs_destroy(NULL);
 }
 
+/* Output lines reach the logger (log_output) at DEBUG with item PROC_OUTPUT. */
+static char log_lines[1024];
+static void log_fn(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    (void)user; (void)where;
+    if (item == RSD_LOGITEM_PROC_OUTPUT && level == RSD_LOG_DEBUG &&
+        strlen(log_lines) + strlen(msg) + 2 < sizeof log_lines) {
+        strcat(log_lines, msg);
+        strcat(log_lines, "|");
+    }
+}
+
+static void test_log_output_lines(void) {
+    static const char *const env[] = {"RSD_TEST_CHILD=exit", NULL};
+    static const char *const args[] = {"0", NULL};
+    rsd_procs_desc d;
+    rsd_procs *p;
+    rsd_proc_spec s;
+    rsd_proc h;
+    rsd_proc_event ev;
+    memset(&d, 0, sizeof d);
+    d.log_output = true;
+    d.logger.fn = log_fn;
+    d.spawn = g_method;
+    d.survive_parent = g_method == RSD_PROC_SPAWN_POSIX;
+    log_lines[0] = '\0';
+    stash_n = 0;
+    p = rsd_procs_create(&d);
+    REQUIRE(p);
+    spec_for(&s, env, args);
+    s.name = "tiny";
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 10000, &ev));
+    CHECK(strstr(log_lines, "]: starting|") != NULL);
+    CHECK(strstr(log_lines, "tiny[") == log_lines);
+    CHECK(strstr(log_lines, "]: error: last words|") != NULL);
+    rsd_procs_destroy(p);
+}
+
+/* stop signals the whole process group: a shell wrapper's own child dies too */
+static void test_stop_reaches_process_group(void) {
+    static const char *const args[] = {"-c", "sleep 1000 & echo $!; wait", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    rsd_proc_event ev;
+    rsd_proc_info info;
+    long long g = 0;
+    int st = 0, guard = 0, pfd;
+    char tail[128];
+    REQUIRE(p);
+    REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    spec_for(&s, NULL, args);
+    s.exe = "sh";  /* found through PATH */
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    do {
+        struct pollfd pf[4];
+        int fds[4], n = rsd_procs_fds(p, fds, 4), i;
+        for (i = 0; i < n; i++) { pf[i].fd = fds[i]; pf[i].events = POLLIN; pf[i].revents = 0; }
+        poll(pf, (nfds_t)n, 100);
+        rsd_procs_step(p, now_ms());
+        rsd_procs_query(p, h, now_ms(), &info);
+    } while (info.out_lines < 1 && ++guard < 200);
+    rsd_procs_tail(p, h, 1, tail, sizeof tail);
+    CHECK(sscanf(tail, "%lld", &g) == 1 && g > 0);
+    CHECK_EQ_INT(rsd_procs_stop(p, h, now_ms()), RSD_OK);
+    REQUIRE(pump(p, h, RSD_PROC_EV_STOPPED, 10000, &ev));
+    CHECK_EQ_INT(ev.term_signal, SIGTERM);
+    CHECK(!ev.killed);
+    if (g > 0) {  /* the sleep was re-parented to us; it died of the same SIGTERM */
+        struct pollfd pf;
+        pfd = (int)syscall(SYS_pidfd_open, (pid_t)g, 0);
+        if (pfd >= 0) {
+            pf.fd = pfd;
+            pf.events = POLLIN;
+            pf.revents = 0;
+            if (poll(&pf, 1, 10000) != 1) {
+                CHECK(!"the wrapper's child survived the stop");
+                kill((pid_t)g, SIGKILL);
+            }
+            close(pfd);
+        }
+        CHECK(waitpid((pid_t)g, &st, 0) == (pid_t)g);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    rsd_procs_destroy(p);
+    CHECK(no_children());
+}
+
 static void run_process_tests(void) {
     RUN(test_port_free_and_passed);
     RUN(test_env_cwd_args);
@@ -713,6 +823,8 @@ static void run_process_tests(void) {
     RUN(test_start_timeout);
     RUN(test_no_fd_leak_into_child);
     RUN(test_destroy_reaps_and_fds);
+    RUN(test_log_output_lines);
+    RUN(test_stop_reaches_process_group);
 }
 
 int main(int argc, char **argv) {
