@@ -2588,8 +2588,9 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
         if (rsdi_proc_try_reap(p, s, now_ms)) continue;
         if (now_ms >= s->recheck_ms) {
             if (s->eof) {  /* probably exiting: 1, 2, 4 ... ms, back to the slow poll */
-                s->recheck_iv = s->recheck_iv * 2 < RSD_PROC_REAP_POLL_MS ? s->recheck_iv * 2
-                                                                           : RSD_PROC_REAP_POLL_MS;
+                s->recheck_iv *= 2;
+                if (s->recheck_iv > (uint32_t)RSD_PROC_REAP_POLL_MS)
+                    s->recheck_iv = (uint32_t)RSD_PROC_REAP_POLL_MS;
             }
             s->recheck_ms = now_ms + s->recheck_iv;
         }
