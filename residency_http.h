@@ -481,10 +481,155 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (declarations) =============================================== */
-/* Child-process supervision: spawn a model server from an argv template on a free
-   port, drain its output into a ring, notice its exit with waitpid(pid, WNOHANG),
-   stop it with SIGTERM then SIGKILL. Non-blocking, driven by rsd_procs_step(now).
-   See PROC in the manual at the top of this file. */
+/* PROC -- child-process supervision (residency_http.h, section >>proc)
+   -------------------------------------------------------------------------
+   Runs model servers (llama-server by default) as child processes for the pool:
+   builds argv from a template, picks a free loopback port, starts the child,
+   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
+   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
+   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
+   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
+
+   Frame loop:
+       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
+       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
+       each frame / after poll():
+           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
+           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
+                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
+           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
+           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
+           ... }
+           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
+       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
+       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
+
+   Mapping to the pool (residency.h >>pool): action SPAWN -> rsd_procs_spawn
+   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
+   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
+   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
+   rsd_pool_on_exited (W27: the slot is freed on any failure or crash) and
+   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
+
+   States (rsd_proc_state):
+       spawn ok --> STARTING --mark_ready--> READY
+       spawn failed --> FAILED                          (SPAWN_FAILED queued)
+       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
+       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
+       STARTING/READY --exits--> EXITED                 (event EXITED)
+       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
+       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
+       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
+       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
+   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
+   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
+   any other exit is EXITED (.was_ready says whether it was serving: a crash).
+
+   int rsd_procs_spawn(p, spec, now_ms, &h)
+       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
+       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
+       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (W31: no wait).
+       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
+       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
+       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close: W30;
+       a port another live child of ours holds is skipped), argv expansion, the
+       environment, PATH lookup of a bare exe name (in the child's PATH when
+       spec.env sets one), then the launch. The child gets: stdin /dev/null,
+       stdout and stderr into one pipe (so the ring keeps their order), every
+       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
+       own process group, default signal dispositions, an empty signal mask, and
+       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
+   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
+       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
+       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
+       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
+       element "{extra}" is replaced by spec.extra's arguments (appended at the
+       end when the template has no "{extra}"). "?flag" followed by a value
+       element is an optional pair: both are emitted when every placeholder of
+       both is set, else neither. "??x" is the literal "?x". A required element
+       with an unset or unknown placeholder, or a bad brace, is
+       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
+       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
+       same expansion into caller buffers without spawning.
+   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
+   spec.cwd: the child's working directory (a relative exe with '/' is
+       resolved there). spec.start_deadline_ms overrides desc's per process.
+
+   Readiness (P44, W31): rsd_procs_step emits PROBE events while STARTING: the
+   first probe_first_ms (10) after the spawn, then the interval doubles up to
+   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
+   deadline. At most one PROBE is pending per process (an unpulled one is not
+   repeated), so a host that ignores them loses nothing. The host sends
+   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
+   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
+   arrives from step, with the status and the ring). No READY within the start
+   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
+
+   Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
+   children too), SIGKILL at now + term_grace_ms (default 10 s), then the reaped
+   exit is awaited: STOPPED comes only once waitpid has it, so the port and VRAM
+   are free when it arrives. If a SIGKILLed child is not reaped within
+   kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues. Signals are only ever sent to a pid we have not reaped, so
+   a recycled pid is never hit.
+
+   Reaping: waitpid(pid, WNOHANG) per child, never waitpid(-1) (the host's other
+   children are not ours); no SIGCHLD handler is installed. Exits are noticed via
+   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
+   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
+   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
+   reported with exit_code -1 and term_signal 0 (status unknown).
+
+   Output: the pipe is non-blocking and drained at every step (up to
+   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
+   full pipe for longer than the host's step interval. The ring keeps the last
+   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
+   last n lines (0 = all), starting at a line boundary, control bytes as '?',
+   cut from the front to fit cap; valid until rsd_procs_release, so error
+   messages can quote it after EXITED. desc.log_output forwards every line to the
+   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line.
+
+   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
+   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
+   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
+   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
+   dropped, so pull them every step.
+
+   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
+       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
+              borrows the parent's memory until exec, so the cost does not grow
+              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
+              here; vfork and posix_spawn ~2 ms). The calling thread is paused
+              until exec; all signals are blocked meanwhile.
+       FORK   fork + the same child code; exec errors come back through an
+              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
+       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
+              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
+              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
+              Linux it needs desc.survive_parent (create fails otherwise);
+              default elsewhere.
+   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
+   kernel sends it when the *thread* that spawned the child exits, so spawn from
+   a thread that lives as long as the supervisor. Only the direct child gets it;
+   a wrapper script's children do not. Elsewhere, and with survive_parent,
+   children outlive a crashed host (llama-server does not watch a pipe).
+
+   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
+   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
+   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
+   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
+   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
+   child: 2 (pipe, pidfd).
+   W30 residual race: the port is free when chosen but not held; another process
+   may bind it before the child does (llama-server then exits 1 within ~10 ms:
+   EXITED with "couldn't bind" in the tail; spawn again).
+   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
+   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   Threading: one rsd_procs per thread; not thread-safe. POSIX only. */
 #ifndef RSD_NO_PROCESS
 enum {
     RSD_PROCS_MAX = 64,                  /* hard cap on desc.max_procs */
