@@ -61,11 +61,13 @@ static void ours(void) {
         int fds[4], n, i;
         uint64_t t = now_ms(), next;
         next = rsd_procs_step(g_p, t);
-        if (rsd_procs_next_event(g_p, &ev)) break;
+        while (rsd_procs_next_event(g_p, &ev))
+            if (ev.kind == RSD_PROC_EV_EXITED) goto done;
         n = rsd_procs_fds(g_p, fds, 4);
         for (i = 0; i < n; i++) { pf[i].fd = fds[i]; pf[i].events = POLLIN; pf[i].revents = 0; }
         poll(pf, (nfds_t)n, next == RSD_PROC_NO_DEADLINE ? 1000 : (int)(next > t ? next - t : 0));
     }
+done:
     rsd_procs_release(g_p, h);
 }
 
