@@ -812,6 +812,29 @@ static void test_stop_reaches_process_group(void) {
     CHECK(no_children());
 }
 
+/* Without a pidfd (non-Linux, old kernels) exits are found by polling waitpid:
+   white-box, the pidfd is closed right after the spawn. */
+static void test_exit_found_without_pidfd(void) {
+    static const char *const env[] = {"RSD_TEST_CHILD=exit", NULL};
+    static const char *const args[] = {"5", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    rsd_proc_event ev;
+    rsdi_proc_slot *sl;
+    REQUIRE(p);
+    spec_for(&s, env, args);
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    sl = rsdi_proc_get(p, h);
+    REQUIRE(sl);
+    if (sl->pid_fd >= 0) { close(sl->pid_fd); sl->pid_fd = -1; }
+    CHECK(rsd_procs_next_deadline(p) != RSD_PROC_NO_DEADLINE);  /* the slow waitpid poll */
+    REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 10000, &ev));
+    CHECK_EQ_INT(ev.exit_code, 5);
+    rsd_procs_destroy(p);
+    CHECK(no_children());
+}
+
 static void run_process_tests(void) {
     RUN(test_port_free_and_passed);
     RUN(test_env_cwd_args);
@@ -825,6 +848,7 @@ static void run_process_tests(void) {
     RUN(test_destroy_reaps_and_fds);
     RUN(test_log_output_lines);
     RUN(test_stop_reaches_process_group);
+    RUN(test_exit_found_without_pidfd);
 }
 
 int main(int argc, char **argv) {
