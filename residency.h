@@ -665,7 +665,11 @@ extern "C" {
     X(ERR_SERVER_ERROR, -100, "server replied with an error body") \
     X(ERR_AUTH, -101, "server requires authentication (HTTP 401/403)")
 /* >>results:proc (range -70..-79) */
-#define RSDI_RESULTS_PROC(X)
+#define RSDI_RESULTS_PROC(X) \
+    X(ERR_SPAWN, -70, "could not start the process (errno in the SPAWN_FAILED event)") \
+    X(ERR_PROC_TEMPLATE, -71, "command template invalid, or a required placeholder unset") \
+    X(ERR_PROC_PORT, -72, "no free loopback port") \
+    X(ERR_PROC_STALE, -73, "stale or invalid process handle")
 /* >>results:pool */
 #define RSDI_RESULTS_POOL(X) \
     X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
@@ -740,7 +744,20 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(DRIVER_RESTORE, "driver: restored evicted models after a failed load") \
     X(DRIVER_LOCK_UNLOCKED, "driver: proceeding without the cross-process lock")
 /* >>log:proc */
-#define RSDI_LOG_ITEMS_PROC(X)
+#define RSDI_LOG_ITEMS_PROC(X) \
+    X(PROC_BAD_DESC, "procs: desc value out of range") \
+    X(PROC_TEMPLATE, "procs: command template invalid or a placeholder unset") \
+    X(PROC_PORT, "procs: no free loopback port") \
+    X(PROC_SPAWN, "procs: process started") \
+    X(PROC_SPAWN_FAILED, "procs: process could not be started") \
+    X(PROC_READY, "procs: process marked ready") \
+    X(PROC_START_TIMEOUT, "procs: not ready by the start deadline; stopping") \
+    X(PROC_STOP, "procs: SIGTERM sent") \
+    X(PROC_KILL, "procs: SIGKILL sent (grace period over, or kill)") \
+    X(PROC_STOPPED, "procs: process exited after a stop") \
+    X(PROC_EXITED, "procs: process exited unexpectedly") \
+    X(PROC_STUCK, "procs: process not reaped after SIGKILL") \
+    X(PROC_OUTPUT, "procs: one line of a child's output (debug)")
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X) \
     X(POOL_BAD_DESC, "pool: desc value out of range") \

@@ -1034,7 +1034,347 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (declarations) =============================================== */
+/* PROC -- child-process supervision (residency_http.h, section >>proc)
+   -------------------------------------------------------------------------
+   Runs model servers (llama-server by default) as child processes for the pool:
+   builds argv from a template, picks a free loopback port, starts the child,
+   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
+   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
+   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
+   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
 
+   Frame loop:
+       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
+       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
+       each frame / after poll():
+           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
+           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
+                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
+           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
+           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
+           ... }
+           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
+       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
+       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
+
+   Mapping to the pool (residency.h >>pool): action SPAWN -> rsd_procs_spawn
+   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
+   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
+   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
+   rsd_pool_on_exited (W27: the slot is freed on any failure or crash) and
+   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
+
+   States (rsd_proc_state):
+       spawn ok --> STARTING --mark_ready--> READY
+       spawn failed --> FAILED                          (SPAWN_FAILED queued)
+       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
+       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
+       STARTING/READY --exits--> EXITED                 (event EXITED)
+       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
+       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
+       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
+       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
+   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
+   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
+   any other exit is EXITED (.was_ready says whether it was serving: a crash).
+
+   int rsd_procs_spawn(p, spec, now_ms, &h)
+       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
+       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
+       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (W31: no wait).
+       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
+       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
+       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close: W30;
+       a port another live child of ours holds is skipped), argv expansion, the
+       environment, PATH lookup of a bare exe name (in the child's PATH when
+       spec.env sets one), then the launch. The child gets: stdin /dev/null,
+       stdout and stderr into one pipe (so the ring keeps their order), every
+       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
+       own process group, default signal dispositions, an empty signal mask, and
+       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
+   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
+       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
+       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
+       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
+       element "{extra}" is replaced by spec.extra's arguments (appended at the
+       end when the template has no "{extra}"). "?flag" followed by a value
+       element is an optional pair: both are emitted when every placeholder of
+       both is set, else neither. "??x" is the literal "?x". A required element
+       with an unset or unknown placeholder, or a bad brace, is
+       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
+       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
+       same expansion into caller buffers without spawning.
+   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
+   spec.cwd: the child's working directory (a relative exe with '/' is
+       resolved there). spec.start_deadline_ms overrides desc's per process.
+
+   Readiness (P44, W31): rsd_procs_step emits PROBE events while STARTING: the
+   first probe_first_ms (10) after the spawn, then the interval doubles up to
+   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
+   deadline. At most one PROBE is pending per process (an unpulled one is not
+   repeated), so a host that ignores them loses nothing. The host sends
+   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
+   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
+   arrives from step, with the status and the ring). No READY within the start
+   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
+
+   Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
+   children too), SIGKILL at now + term_grace_ms (default 10 s), then the reaped
+   exit is awaited: STOPPED comes only once waitpid has it, so the port and VRAM
+   are free when it arrives. If a SIGKILLed child is not reaped within
+   kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues. Signals are only ever sent to a pid we have not reaped, so
+   a recycled pid is never hit.
+
+   Reaping: waitpid(pid, WNOHANG) per child, never waitpid(-1) (the host's other
+   children are not ours); no SIGCHLD handler is installed. Exits are noticed via
+   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
+   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
+   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
+   reported with exit_code -1 and term_signal 0 (status unknown).
+
+   Output: the pipe is non-blocking and drained at every step (up to
+   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
+   full pipe for longer than the host's step interval. The ring keeps the last
+   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
+   last n lines (0 = all), starting at a line boundary, control bytes as '?',
+   cut from the front to fit cap; valid until rsd_procs_release, so error
+   messages can quote it after EXITED. desc.log_output forwards every line to the
+   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line.
+
+   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
+   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
+   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
+   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
+   dropped, so pull them every step.
+
+   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
+       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
+              borrows the parent's memory until exec, so the cost does not grow
+              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
+              here; vfork and posix_spawn ~2 ms). The calling thread is paused
+              until exec; all signals are blocked meanwhile.
+       FORK   fork + the same child code; exec errors come back through an
+              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
+       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
+              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
+              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
+              Linux it needs desc.survive_parent (create fails otherwise);
+              default elsewhere.
+   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
+   kernel sends it when the *thread* that spawned the child exits, so spawn from
+   a thread that lives as long as the supervisor. Only the direct child gets it;
+   a wrapper script's children do not. Elsewhere, and with survive_parent,
+   children outlive a crashed host (llama-server does not watch a pipe).
+
+   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
+   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
+   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
+   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
+   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
+   child: 2 (pipe, pidfd).
+   W30 residual race: the port is free when chosen but not held; another process
+   may bind it before the child does (llama-server then exits 1 within ~10 ms:
+   EXITED with "couldn't bind" in the tail; spawn again).
+   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
+   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   Threading: one rsd_procs per thread; not thread-safe. POSIX only. */
+#ifndef RSD_NO_PROCESS
+enum {
+    RSD_PROCS_MAX = 64,                  /* hard cap on desc.max_procs */
+    RSD_PROCS_DEFAULT = 16,              /* desc.max_procs when 0 */
+    RSD_PROC_MAX_ARGS = 128,             /* argv entries after expansion (argv[0] included) */
+    RSD_PROC_ARG_BYTES_DEFAULT = 8192,   /* desc.arg_bytes when 0: expanded command per process */
+    RSD_PROC_ARG_BYTES_MAX = 1 << 20,    /* cap on desc.arg_bytes */
+    RSD_PROC_MAX_ENV = 1024,             /* entries of a child's environment (inherited + added) */
+    RSD_PROC_MAX_VARS = 16,              /* user placeholders in rsd_proc_spec.vars */
+    RSD_PROC_RING_DEFAULT = 16384,       /* desc.ring_bytes when 0: output kept per process */
+    RSD_PROC_RING_MIN = 256,             /* smaller desc.ring_bytes values are raised to this */
+    RSD_PROC_RING_MAX = 1 << 24,         /* cap on desc.ring_bytes */
+    RSD_PROC_LINE_MAX = 512,             /* longest output line forwarded to the logger */
+    RSD_PROC_NAME_MAX = 64,              /* bytes of a process label, including the NUL */
+    RSD_PROC_PATH_MAX = 4096,            /* longest resolved program path */
+    RSD_PROC_TERM_GRACE_DEFAULT_MS = 10000,     /* SIGTERM -> SIGKILL (desc.term_grace_ms) */
+    RSD_PROC_START_DEADLINE_DEFAULT_MS = 300000,/* STARTING -> START_TIMEOUT (W31, P44) */
+    RSD_PROC_KILL_WAIT_DEFAULT_MS = 5000,       /* SIGKILL -> STUCK notice if not reaped */
+    RSD_PROC_PROBE_FIRST_DEFAULT_MS = 10,       /* first readiness probe after the spawn */
+    RSD_PROC_PROBE_MAX_DEFAULT_MS = 500,        /* probe interval doubles up to this */
+    RSD_PROC_REAP_POLL_MS = 1000,        /* waitpid poll when no pidfd and no pipe EOF */
+    RSD_PROC_DRAIN_STEP_BYTES = 1 << 20, /* most output read from one process per step */
+    RSD_PROC_DESTROY_WAIT_MS = 2000      /* rsd_procs_destroy waits this long per reap */
+};
+/* rsd_procs_step / rsd_procs_next_deadline when no timer is armed. */
+#define RSD_PROC_NO_DEADLINE UINT64_MAX
+
+/* Process handle (index in the low 8 bits, generation above; 0 = invalid). */
+typedef struct rsd_proc { uint32_t id; } rsd_proc;
+
+/* Process states; see the state machine in the manual. */
+typedef enum rsd_proc_state {
+    RSD_PROC_FREE = 0,   /* no process in this slot (or a stale handle) */
+    RSD_PROC_STARTING,   /* running; waiting for rsd_procs_mark_ready */
+    RSD_PROC_READY,      /* running and marked ready */
+    RSD_PROC_STOPPING,   /* SIGTERM sent; SIGKILL at the end of the grace period */
+    RSD_PROC_KILLING,    /* SIGKILL sent; waiting for the reap */
+    RSD_PROC_EXITED,     /* reaped (exit status known); rsd_procs_release frees it */
+    RSD_PROC_FAILED,     /* never ran (spawn failed; errno known); rsd_procs_release */
+    RSD_PROC_STATE_NUM
+} rsd_proc_state;
+
+/* How children are started (rsd_procs_desc.spawn). */
+typedef enum rsd_proc_spawn_method {
+    RSD_PROC_SPAWN_AUTO = 0,  /* Linux: VFORK, or POSIX with survive_parent; elsewhere POSIX */
+    RSD_PROC_SPAWN_POSIX,     /* posix_spawn (no PDEATHSIG: needs survive_parent on Linux) */
+    RSD_PROC_SPAWN_VFORK,     /* Linux: vfork + prctl(PDEATHSIG) + execve (FORK elsewhere) */
+    RSD_PROC_SPAWN_FORK,      /* fork + prctl + execve; forced by RSD_SPAWN_VIA_FORK */
+    RSD_PROC_SPAWN_NUM
+} rsd_proc_spawn_method;
+
+/* Supervisor configuration; zeroed means defaults. */
+typedef struct rsd_procs_desc {
+    int max_procs;              /* process slots; 0 = RSD_PROCS_DEFAULT; 1..RSD_PROCS_MAX */
+    uint32_t ring_bytes;        /* output ring per process; 0 = RSD_PROC_RING_DEFAULT */
+    uint32_t arg_bytes;         /* expanded command per process; 0 = RSD_PROC_ARG_BYTES_DEFAULT */
+    uint32_t term_grace_ms;     /* SIGTERM -> SIGKILL; 0 = RSD_PROC_TERM_GRACE_DEFAULT_MS */
+    uint32_t start_deadline_ms; /* STARTING too long -> START_TIMEOUT + stop; 0 = 300000 */
+    uint32_t kill_wait_ms;      /* SIGKILL not reaped -> STUCK notice; 0 = 5000 */
+    uint32_t probe_first_ms;    /* first readiness probe; 0 = 10 */
+    uint32_t probe_max_ms;      /* probe interval doubles up to this; 0 = 500 */
+    bool survive_parent;        /* false (default): children get SIGKILL when we die (Linux) */
+    bool log_output;            /* forward each child output line to the logger (DEBUG) */
+    rsd_proc_spawn_method spawn;/* RSD_PROC_SPAWN_AUTO by default */
+    rsd_allocator allocator;    /* zeroed = RSD_DEFAULT_ALLOC/FREE */
+    rsd_logger logger;          /* zeroed = silent */
+} rsd_procs_desc;
+
+/* One placeholder value for a command template: {name} -> value. */
+typedef struct rsd_proc_var {
+    const char *name;           /* [A-Za-z0-9_]+, not one of the built-in names */
+    const char *value;          /* NULL or "" = unset */
+} rsd_proc_var;
+
+/* What to run. Strings are read during rsd_procs_spawn only (nothing is kept). */
+typedef struct rsd_proc_spec {
+    const char *exe;            /* program: a path, or a name searched in PATH; NULL = "llama-server" */
+    const char *const *args;    /* argv template after argv[0], NULL-terminated; NULL = rsd_proc_llama_args */
+    const char *const *extra;   /* the user's extra arguments (NULL-terminated): at "{extra}", else appended */
+    const char *model;          /* {model}: model file path */
+    const char *alias;          /* {alias}: served model name; NULL/"" = unset */
+    const char *host;           /* {host}: NULL = "127.0.0.1" */
+    uint16_t port;              /* {port}: 0 = pick a free loopback port (bind port 0, W30) */
+    int64_t ctx;                /* {ctx}: context size; <= 0 = unset */
+    int parallel;               /* {parallel}: slots; <= 0 = unset */
+    const char *ngl;            /* {ngl}: GPU layers ("99", "auto", "all"); NULL/"" = unset */
+    const rsd_proc_var *vars;   /* more placeholders, num_vars of them (<= RSD_PROC_MAX_VARS) */
+    int num_vars;
+    const char *const *env;     /* "NAME=value" set/override, "NAME" unset; NULL-terminated */
+    const char *cwd;            /* working directory; NULL = ours */
+    const char *name;           /* label for logs ({name}); NULL = the model's file name */
+    uint32_t start_deadline_ms; /* 0 = desc.start_deadline_ms */
+    void *user;                 /* echoed in events and info */
+} rsd_proc_spec;
+
+/* The built-in llama-server template (wire.md 2.1, P43):
+   -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel} ?-ngl {ngl}
+   ?--alias {alias} {extra}. NULL-terminated. */
+RSD_API const char *const *rsd_proc_llama_args(void);
+
+/* Events pulled with rsd_procs_next_event. Each process ends with exactly one of
+   SPAWN_FAILED, EXITED or STOPPED; START_TIMEOUT, STUCK and PROBE come before it. */
+typedef enum rsd_proc_event_kind {
+    RSD_PROC_EV_NONE = 0,
+    RSD_PROC_EV_SPAWN_FAILED, /* never ran: .err = errno (ENOENT, EACCES, EAGAIN...) */
+    RSD_PROC_EV_EXITED,       /* died without being asked (early exit or crash): status */
+    RSD_PROC_EV_STOPPED,      /* exited after rsd_procs_stop or a start timeout: status */
+    RSD_PROC_EV_START_TIMEOUT,/* not marked ready by the start deadline; stop begun */
+    RSD_PROC_EV_STUCK,        /* SIGKILL sent kill_wait_ms ago and still not reaped */
+    RSD_PROC_EV_PROBE,        /* STARTING: send a readiness probe (GET /health) now */
+    RSD_PROC_EV_NUM
+} rsd_proc_event_kind;
+
+/* One event. */
+typedef struct rsd_proc_event {
+    rsd_proc_event_kind kind;
+    rsd_proc proc;
+    int64_t pid;                /* 0 for SPAWN_FAILED */
+    int exit_code;              /* EXITED/STOPPED: exit status 0..255, or -1 (signal / unknown) */
+    int term_signal;            /* EXITED/STOPPED: signal that ended it, 0 = none */
+    int err;                    /* SPAWN_FAILED: errno */
+    bool was_ready;             /* it had been marked ready (EXITED = a crash while serving) */
+    bool killed;                /* SIGKILL was needed (the grace period ran out) */
+    bool timed_out;             /* the start deadline passed */
+    uint64_t at_ms;             /* now_ms of the step that saw it */
+    void *user;                 /* rsd_proc_spec.user */
+} rsd_proc_event;
+
+/* Snapshot of one process (rsd_procs_query). */
+typedef struct rsd_proc_info {
+    rsd_proc_state state;
+    int64_t pid;                /* 0 when it never ran */
+    uint16_t port;              /* the port it was given ({port}) */
+    uint64_t spawn_ms, ready_ms;/* now_ms at spawn / mark_ready (0 = not yet) */
+    uint64_t uptime_ms;         /* since spawn, up to now_ms or the reap */
+    uint64_t start_deadline_ms; /* absolute */
+    int exit_code, term_signal; /* as in rsd_proc_event; -1 / 0 while running */
+    bool core_dumped;
+    int err;                    /* spawn errno, 0 = none */
+    bool was_ready, killed, timed_out, stop_requested;
+    uint64_t out_bytes;         /* output bytes read so far (the ring keeps the last ring_bytes) */
+    uint64_t out_lines;         /* newlines read so far */
+    int argc;                   /* expanded argument count, argv[0] included */
+    const char *name;           /* label (owned by the supervisor) */
+    void *user;
+} rsd_proc_info;
+
+typedef struct rsd_procs rsd_procs;
+
+/* Create a supervisor (the only allocation); NULL on a bad desc or no memory. */
+RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc);
+/* SIGKILL every live child and reap it (bounded wait), then free. NULL is fine. */
+RSD_API void rsd_procs_destroy(rsd_procs *p);
+/* Expand spec into argv without running anything (port 0 stays "0"): argc or <0.
+   argv gets up to cap-1 pointers into buf plus a NULL. */
+RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_cap,
+                             const char **argv, int cap);
+/* Start a process: RSD_OK (STARTING, *out set), RSD_ERR_SPAWN (*out set, state FAILED,
+   SPAWN_FAILED queued), or <0 with no process (ERR_ARG, ERR_CAPACITY, ERR_PROC_*). */
+RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
+                            rsd_proc *out);
+/* STARTING -> READY (the host's /health probe said 200). RSD_ERR_STATE otherwise. */
+RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+/* SIGTERM the child's process group, SIGKILL after term_grace_ms; STOPPED follows. Also
+   RSD_OK when already stopping or gone. */
+RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+/* SIGKILL now (no grace); STOPPED follows. */
+RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+/* Free an EXITED/FAILED slot (the handle goes stale). RSD_ERR_STATE while running. */
+RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
+/* Drain pipes, reap exits, run timers; returns the next deadline (or RSD_PROC_NO_DEADLINE). */
+RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
+/* The next time rsd_procs_step has timed work (no side effects). */
+RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
+/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap). */
+RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap);
+/* Pull the oldest event; false when none. */
+RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
+/* Snapshot of one process at now_ms; RSD_ERR_PROC_STALE for a bad handle. */
+RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd_proc_info *info);
+/* The last max_lines output lines (0 = all the ring holds), NUL-terminated in buf with
+   control bytes shown as '?'; returns the length (truncated from the front to fit) or <0. */
+RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap);
+/* The expanded command line, arguments quoted where needed, for messages; length or <0. */
+RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap);
+/* Handles of live processes (not EXITED/FAILED/FREE): count written. */
+RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap);
+/* Names for enums (never NULL). */
+RSD_API const char *rsd_proc_state_name(int state);
+/* Name of an rsd_proc_event_kind (never NULL). */
+RSD_API const char *rsd_proc_event_name(int kind);
+#endif /* RSD_NO_PROCESS */
 /* ==== >>proc end ========================================================== */
 
 /* ==== >>state (declarations) ============================================== */
@@ -3838,7 +4178,1287 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (implementation) ============================================= */
+#ifndef RSD_NO_PROCESS
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <poll.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#define RSDI_PROC_LINUX 1
+#endif
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+/* glibc declares these only under _GNU_SOURCE, which the implementation TU does not
+   set (it asks for _POSIX_C_SOURCE + _DEFAULT_SOURCE); they exist since 2.9/2.29/2.34. */
+#if defined(__GLIBC__) && !defined(__USE_GNU)
+#ifdef __cplusplus
+extern "C" {
+#endif
+int pipe2(int fds[2], int flags);
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29)
+int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *fa, const char *path);
+#endif
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
+int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int from);
+#endif
+#ifdef __cplusplus
+}
+#endif
+#endif
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29))
+#define RSDI_HAVE_SPAWN_CHDIR 1
+#endif
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+#define RSDI_HAVE_SPAWN_CLOSEFROM 1
+#endif
+#if defined(__GLIBC__) || defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || \
+    defined(__OpenBSD__)
+#define RSDI_HAVE_PIPE2 1
+#endif
 
+#define RSDI_PROC_IDX_BITS 8
+#define RSDI_PROC_IDX_MASK 0xFFu
+#define RSDI_PROC_GEN_MAX 0xFFFFFFu
+
+typedef struct rsdi_proc_slot {
+    uint32_t gen;                /* 1..RSDI_PROC_GEN_MAX while in use */
+    rsd_proc_state state;
+    pid_t pid;                   /* > 0 while not reaped */
+    int out_fd;                  /* read end of the output pipe, -1 */
+    int pid_fd;                  /* Linux pidfd, -1 */
+    uint16_t port;
+    bool was_ready, stop_requested, killed, timed_out, eof, core_dumped, stuck_sent;
+    int exit_code, term_signal, err;
+    uint64_t spawn_ms, ready_ms, end_ms, start_deadline_ms;
+    uint64_t kill_at_ms;         /* STOPPING: SIGKILL time */
+    uint64_t stuck_at_ms;        /* KILLING: STUCK notice time */
+    uint64_t next_probe_ms, probe_at_ms;
+    uint32_t probe_ms;           /* current probe interval */
+    bool probe_pending;          /* a PROBE event is due */
+    uint64_t recheck_ms;         /* next waitpid poll (no pidfd, or EOF seen) */
+    uint32_t recheck_iv;
+    void *user;
+    uint64_t out_bytes, out_lines;
+    char *ring;                  /* ring_bytes */
+    char *args;                  /* arg_bytes: NUL-separated expanded argv */
+    size_t args_len;
+    int argc;
+    size_t line_len;             /* log forwarding */
+    char line[RSD_PROC_LINE_MAX];
+    char name[RSD_PROC_NAME_MAX];
+} rsdi_proc_slot;
+
+struct rsd_procs {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    int max_procs;
+    uint32_t ring_bytes, arg_bytes, term_grace_ms, start_deadline_ms, kill_wait_ms;
+    uint32_t probe_first_ms, probe_max_ms;
+    bool survive_parent, log_output;
+    rsd_proc_spawn_method method; /* resolved: POSIX, VFORK or FORK */
+    rsdi_proc_slot *slots;
+    rsd_proc_event *events;      /* ring of ev_cap */
+    uint32_t ev_cap, ev_head, ev_count;
+    uint64_t events_dropped;
+    const char **argv;           /* RSD_PROC_MAX_ARGS + 1 */
+    char **envp;                 /* RSD_PROC_MAX_ENV + 1 */
+    char path[RSD_PROC_PATH_MAX];
+};
+
+static const char *const rsdi_proc_llama_args[] = {
+    "-m", "{model}", "--host", "{host}", "--port", "{port}", "?-c", "{ctx}",
+    "?-np", "{parallel}", "?-ngl", "{ngl}", "?--alias", "{alias}", "{extra}", NULL};
+
+RSD_API const char *const *rsd_proc_llama_args(void) { return rsdi_proc_llama_args; }
+
+RSD_API const char *rsd_proc_state_name(int state) {
+    static const char *const n[] = {"FREE", "STARTING", "READY", "STOPPING", "KILLING",
+                                    "EXITED", "FAILED"};
+    return state >= 0 && state < (int)RSD_PROC_STATE_NUM ? n[state] : "UNKNOWN";
+}
+
+RSD_API const char *rsd_proc_event_name(int kind) {
+    static const char *const n[] = {"NONE", "SPAWN_FAILED", "EXITED", "STOPPED",
+                                    "START_TIMEOUT", "STUCK", "PROBE"};
+    return kind >= 0 && kind < (int)RSD_PROC_EV_NUM ? n[kind] : "UNKNOWN";
+}
+
+/* ---- template expansion ---------------------------------------------------- */
+typedef struct rsdi_proc_out {
+    char *buf;
+    size_t cap, len;
+    const char **argv;
+    int argc, max;
+    bool overflow;
+} rsdi_proc_out;
+
+RSDI_PRIVATE void rsdi_proc_put(rsdi_proc_out *o, const char *s, size_t n) {
+    if (o->overflow || n > o->cap - o->len) { o->overflow = true; return; }
+    memcpy(o->buf + o->len, s, n);
+    o->len += n;
+}
+
+/* Ends the argument being built at start. */
+RSDI_PRIVATE void rsdi_proc_end_arg(rsdi_proc_out *o, size_t start) {
+    rsdi_proc_put(o, "", 1);
+    if (o->overflow) return;
+    if (o->argc >= o->max) { o->overflow = true; return; }
+    if (o->argv) o->argv[o->argc] = o->buf + start;
+    o->argc++;
+}
+
+/* Value of placeholder name (len n) for spec; *known = false for an unknown name.
+   Returns NULL when the value is unset. num is scratch for numbers. */
+RSDI_PRIVATE const char *rsdi_proc_var_value(const rsd_proc_spec *s, const char *nm, size_t n,
+                                            uint16_t port, char *num, size_t numcap,
+                                            bool *known) {
+    int i;
+    *known = true;
+#define RSDI_PV_IS(lit) (n == sizeof(lit) - 1 && memcmp(nm, lit, n) == 0)
+    if (RSDI_PV_IS("model")) return s->model && s->model[0] ? s->model : NULL;
+    if (RSDI_PV_IS("alias")) return s->alias && s->alias[0] ? s->alias : NULL;
+    if (RSDI_PV_IS("host")) return s->host && s->host[0] ? s->host : "127.0.0.1";
+    if (RSDI_PV_IS("ngl")) return s->ngl && s->ngl[0] ? s->ngl : NULL;
+    if (RSDI_PV_IS("name")) return s->name && s->name[0] ? s->name : NULL;
+    if (RSDI_PV_IS("port")) {
+        (void)RSD_SNPRINTF(num, numcap, "%u", (unsigned)port);
+        return num;
+    }
+    if (RSDI_PV_IS("ctx")) {
+        if (s->ctx <= 0) return NULL;
+        (void)RSD_SNPRINTF(num, numcap, "%lld", (long long)s->ctx);
+        return num;
+    }
+    if (RSDI_PV_IS("parallel")) {
+        if (s->parallel <= 0) return NULL;
+        (void)RSD_SNPRINTF(num, numcap, "%d", s->parallel);
+        return num;
+    }
+#undef RSDI_PV_IS
+    for (i = 0; s->vars && i < s->num_vars; i++) {
+        const char *vn = s->vars[i].name;
+        if (vn && strlen(vn) == n && memcmp(vn, nm, n) == 0)
+            return s->vars[i].value && s->vars[i].value[0] ? s->vars[i].value : NULL;
+    }
+    *known = false;
+    return NULL;
+}
+
+/* Checks one template element: RSD_OK when every placeholder is known and set,
+   RSD_PENDING when one is unset, RSD_ERR_PROC_TEMPLATE on bad syntax/unknown names. */
+RSDI_PRIVATE int rsdi_proc_elem_check(const rsd_proc_spec *s, const char *e, uint16_t port) {
+    char num[32];
+    bool unset = false;
+    while (*e) {
+        if (e[0] == '{' && e[1] == '{') { e += 2; continue; }
+        if (e[0] == '}' && e[1] == '}') { e += 2; continue; }
+        if (*e == '}') return RSD_ERR_PROC_TEMPLATE;
+        if (*e == '{') {
+            const char *end = strchr(e + 1, '}');
+            bool known;
+            size_t n;
+            if (!end) return RSD_ERR_PROC_TEMPLATE;
+            n = (size_t)(end - e - 1);
+            if (n == 0) return RSD_ERR_PROC_TEMPLATE;
+            if (!rsdi_proc_var_value(s, e + 1, n, port, num, sizeof num, &known)) {
+                if (!known) return RSD_ERR_PROC_TEMPLATE;
+                unset = true;
+            }
+            e = end + 1;
+            continue;
+        }
+        e++;
+    }
+    return unset ? RSD_PENDING : RSD_OK;
+}
+
+RSDI_PRIVATE void rsdi_proc_emit_elem(rsdi_proc_out *o, const rsd_proc_spec *s, const char *e,
+                                      uint16_t port) {
+    char num[32];
+    size_t start = o->len;
+    while (*e) {
+        if ((e[0] == '{' && e[1] == '{') || (e[0] == '}' && e[1] == '}')) {
+            rsdi_proc_put(o, e, 1);
+            e += 2;
+        } else if (*e == '{') {
+            const char *end = strchr(e + 1, '}');
+            bool known;
+            const char *v = rsdi_proc_var_value(s, e + 1, (size_t)(end - e - 1), port, num,
+                                                sizeof num, &known);
+            if (v) rsdi_proc_put(o, v, strlen(v));
+            e = end + 1;
+        } else {
+            rsdi_proc_put(o, e, 1);
+            e++;
+        }
+    }
+    rsdi_proc_end_arg(o, start);
+}
+
+RSDI_PRIVATE const char *rsdi_proc_exe(const rsd_proc_spec *s) {
+    return s->exe && s->exe[0] ? s->exe : "llama-server";
+}
+
+/* Expands spec into o (argv[0] = exe as given). */
+RSDI_PRIVATE int rsdi_proc_expand(const rsd_proc_spec *s, uint16_t port, rsdi_proc_out *o) {
+    const char *const *t = s->args ? s->args : rsdi_proc_llama_args;
+    const char *exe = rsdi_proc_exe(s);
+    bool extra_done = false;
+    size_t i, start;
+    int r;
+    if (s->num_vars < 0 || s->num_vars > RSD_PROC_MAX_VARS || (s->num_vars && !s->vars))
+        return RSD_ERR_ARG;
+    start = o->len;
+    rsdi_proc_put(o, exe, strlen(exe));
+    rsdi_proc_end_arg(o, start);
+    for (i = 0; t[i]; i++) {
+        const char *e = t[i];
+        if (strcmp(e, "{extra}") == 0) {
+            size_t k;
+            for (k = 0; s->extra && s->extra[k]; k++) {
+                start = o->len;
+                rsdi_proc_put(o, s->extra[k], strlen(s->extra[k]));
+                rsdi_proc_end_arg(o, start);
+            }
+            extra_done = true;
+            continue;
+        }
+        if (e[0] == '?' && e[1] != '?') {
+            /* optional pair: "?flag" then value; both or neither */
+            const char *v = t[i + 1];
+            if (!v) return RSD_ERR_PROC_TEMPLATE;
+            r = rsdi_proc_elem_check(s, e + 1, port);
+            if (r < 0) return r;
+            r = rsdi_proc_elem_check(s, v, port);
+            if (r < 0) return r;
+            if (r == RSD_OK) {
+                rsdi_proc_emit_elem(o, s, e + 1, port);
+                rsdi_proc_emit_elem(o, s, v, port);
+            }
+            i++;
+            continue;
+        }
+        if (e[0] == '?') e++; /* "??x" is the literal "?x" */
+        r = rsdi_proc_elem_check(s, e, port);
+        if (r != RSD_OK) return RSD_ERR_PROC_TEMPLATE;
+        rsdi_proc_emit_elem(o, s, e, port);
+    }
+    if (!extra_done) {
+        size_t k;
+        for (k = 0; s->extra && s->extra[k]; k++) {
+            start = o->len;
+            rsdi_proc_put(o, s->extra[k], strlen(s->extra[k]));
+            rsdi_proc_end_arg(o, start);
+        }
+    }
+    if (o->overflow) return RSD_ERR_CAPACITY;
+    return o->argc;
+}
+
+RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_cap,
+                             const char **argv, int cap) {
+    rsdi_proc_out o;
+    int r;
+    if (!spec || !buf || !argv || cap < 2 || buf_cap == 0) return RSD_ERR_ARG;
+    memset(&o, 0, sizeof o);
+    o.buf = buf;
+    o.cap = buf_cap;
+    o.argv = argv;
+    o.max = cap - 1;
+    r = rsdi_proc_expand(spec, spec->port, &o);
+    if (r < 0) return r;
+    argv[o.argc] = NULL;
+    return o.argc;
+}
+
+/* ---- small POSIX helpers ---------------------------------------------------- */
+/* Moves fd to a number >= 3 (close-on-exec), so dup2 onto 0..2 in the child cannot
+   clobber it. Returns the (possibly new) fd or -1. */
+RSDI_PRIVATE int rsdi_proc_fd_high(int fd) {
+    int nfd;
+    if (fd < 0 || fd > 2) return fd;
+    nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    return nfd;
+}
+
+RSDI_PRIVATE int rsdi_proc_pipe(int fds[2]) {
+#ifdef RSDI_HAVE_PIPE2
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+#else
+    if (pipe(fds) != 0) return -1;
+    (void)fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+#endif
+    fds[0] = rsdi_proc_fd_high(fds[0]);
+    fds[1] = rsdi_proc_fd_high(fds[1]);
+    if (fds[0] < 0 || fds[1] < 0) {
+        if (fds[0] >= 0) close(fds[0]);
+        if (fds[1] >= 0) close(fds[1]);
+        return -1;
+    }
+    return 0;
+}
+
+/* A free loopback TCP port: bind port 0, read it back, close (W30). 0 on failure. */
+RSDI_PRIVATE uint16_t rsdi_proc_free_port(const char *host) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    uint16_t port = 0;
+    int fd;
+#ifdef SOCK_CLOEXEC
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+#else
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+#endif
+    if (fd < 0) return 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    if (!host || inet_pton(AF_INET, host, &a.sin_addr) != 1)
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Resolves exe through PATH (from the child's environment when it sets PATH) into
+   p->path. RSD_OK or an errno value. */
+RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, char *const *envp) {
+    const char *path = NULL, *d;
+    size_t el = strlen(exe);
+    int last_err = ENOENT;
+    if (strchr(exe, '/')) {
+        if (el + 1 > sizeof p->path) return ENAMETOOLONG;
+        memcpy(p->path, exe, el + 1);
+        return 0;
+    }
+    if (envp) {
+        int i;
+        for (i = 0; envp[i]; i++)
+            if (strncmp(envp[i], "PATH=", 5) == 0) path = envp[i] + 5;
+    } else {
+        path = getenv("PATH");
+    }
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+    for (d = path;; d++) {
+        const char *e = strchr(d, ':');
+        size_t dl = e ? (size_t)(e - d) : strlen(d);
+        if (dl == 0) { d = "."; dl = 1; }  /* empty entry = current directory */
+        if (dl + 1 + el + 1 <= sizeof p->path) {
+            memcpy(p->path, d, dl);
+            p->path[dl] = '/';
+            memcpy(p->path + dl + 1, exe, el + 1);
+            if (access(p->path, X_OK) == 0) return 0;
+            if (errno == EACCES) last_err = EACCES;
+        }
+        if (!e) break;
+        d = e;
+    }
+    return last_err;
+}
+
+/* Builds the child's environment into p->envp (environ with spec->env applied).
+   RSD_OK, or RSD_ERR_CAPACITY when it has more than RSD_PROC_MAX_ENV entries. */
+RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
+    extern char **environ;
+    int n = 0, i, k;
+    for (i = 0; environ && environ[i]; i++) {
+        const char *e = environ[i];
+        const char *eq = strchr(e, '=');
+        size_t nl = eq ? (size_t)(eq - e) : strlen(e);
+        bool drop = false;
+        for (k = 0; add[k]; k++) {
+            const char *aeq = strchr(add[k], '=');
+            size_t al = aeq ? (size_t)(aeq - add[k]) : strlen(add[k]);
+            if (al == nl && memcmp(add[k], e, nl) == 0) { drop = true; break; }
+        }
+        if (drop) continue;
+        if (n >= RSD_PROC_MAX_ENV) return RSD_ERR_CAPACITY;
+        p->envp[n++] = environ[i];
+    }
+    for (k = 0; add[k]; k++) {
+        if (!strchr(add[k], '=')) continue;  /* "NAME": unset */
+        if (n >= RSD_PROC_MAX_ENV) return RSD_ERR_CAPACITY;
+        p->envp[n++] = (char *)(uintptr_t)add[k];
+    }
+    p->envp[n] = NULL;
+    return RSD_OK;
+}
+
+/* Closes every descriptor >= from except keep (async-signal-safe: child side). */
+RSDI_PRIVATE void rsdi_proc_close_from(int from, int keep) {
+    struct rlimit rl;
+    long max = 65536, fd;
+#if defined(RSDI_PROC_LINUX) && defined(SYS_close_range)
+    if (keep < from) {
+        if (syscall(SYS_close_range, (unsigned)from, ~0u, 0u) == 0) return;
+    } else if ((keep == from || syscall(SYS_close_range, (unsigned)from, (unsigned)(keep - 1), 0u) == 0) &&
+               syscall(SYS_close_range, (unsigned)(keep + 1), ~0u, 0u) == 0) {
+        return;
+    }
+#endif
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)max)
+        max = (long)rl.rlim_cur;
+    for (fd = from; fd < max; fd++)
+        if (fd != keep) (void)close((int)fd);
+}
+
+/* Child side of the fork and vfork paths; never returns. PDEATHSIG, own process
+   group, default signal dispositions, stdio, every other descriptor closed, cwd,
+   execve. Only async-signal-safe calls (it may share the parent's memory). An exec
+   error goes to *errp (vfork: shared memory) or down errfd (fork: close-on-exec pipe). */
+RSDI_PRIVATE void rsdi_proc_child(const rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                  char *const *envp, pid_t parent, int errfd,
+                                  volatile int *errp) {
+    int sig, err;
+    struct sigaction sa;
+    sigset_t none;
+#ifdef RSDI_PROC_LINUX
+    if (!p->survive_parent) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) goto fail;
+        if (getppid() != parent) _exit(127); /* the parent died before prctl */
+    }
+#else
+    (void)parent;
+#endif
+    (void)setpgid(0, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (sig = 1; sig < 65; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP) (void)sigaction(sig, &sa, NULL);
+    if (dup2(nullfd, 0) < 0 || dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0) goto fail;
+    rsdi_proc_close_from(3, errfd);
+    if (cwd && chdir(cwd) != 0) goto fail;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(p->path, (char *const *)(uintptr_t)p->argv, envp);
+fail:
+    err = errno ? errno : ENOEXEC;
+    if (errp) *errp = err;
+    if (errfd >= 0) (void)!write(errfd, &err, sizeof err);
+    _exit(127);
+}
+
+/* fork path: portable; the parent blocks on a close-on-exec pipe until exec. fork
+   copies the parent's page tables: slow for a parent with a large heap (bench/). */
+RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                char *const *envp, pid_t *out_pid) {
+    int ep[2], err = 0;
+    pid_t pid, parent = getpid();
+    ssize_t n;
+    sigset_t all, old;
+    if (rsdi_proc_pipe(ep) != 0) return errno ? errno : EMFILE;
+    /* Block signals around fork so no host handler runs in the child before exec. */
+    sigfillset(&all);
+    (void)sigprocmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1], NULL);
+    err = errno;
+    (void)sigprocmask(SIG_SETMASK, &old, NULL);
+    close(ep[1]);
+    if (pid < 0) {
+        close(ep[0]);
+        return err ? err : EAGAIN;
+    }
+    (void)setpgid(pid, pid); /* the classic race fix; EACCES after exec is fine */
+    /* Blocks until exec (EOF) or the child's report. */
+    do n = read(ep[0], &err, sizeof err);
+    while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    if (n == (ssize_t)sizeof err) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        return err ? err : ECHILD;
+    }
+    *out_pid = pid;
+    return 0;
+}
+
+#ifdef RSDI_PROC_LINUX
+/* vfork path (Linux default): the child borrows the parent's memory until execve,
+   so the cost does not grow with the parent's heap, like glibc's posix_spawn
+   (CLONE_VM | CLONE_VFORK), and the child can still call prctl. The calling thread
+   is suspended until the child execs or exits; signals are blocked meanwhile so no
+   host handler runs on the shared stack. */
+RSDI_PRIVATE int rsdi_proc_vfork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                 char *const *envp, pid_t *out_pid) {
+    volatile int child_err = 0;
+    int err;
+    pid_t pid, parent = getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    (void)sigprocmask(SIG_SETMASK, &all, &old);
+    pid = vfork();
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, -1, &child_err);
+    err = pid < 0 ? errno : 0;
+    (void)sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) return err ? err : EAGAIN;
+    if (child_err) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        return child_err;
+    }
+    *out_pid = pid;
+    return 0;
+}
+#endif
+
+RSDI_PRIVATE int rsdi_proc_posix_spawn(rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                       char *const *envp, pid_t *out_pid) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none, all;
+    int r;
+    if (posix_spawn_file_actions_init(&fa) != 0) return ENOMEM;
+    if (posix_spawnattr_init(&at) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return ENOMEM;
+    }
+    sigemptyset(&none);
+    sigfillset(&all);
+    r = posix_spawnattr_setflags(&at, (short)(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                              POSIX_SPAWN_SETSIGDEF));
+    if (!r) r = posix_spawnattr_setpgroup(&at, 0);
+    if (!r) r = posix_spawnattr_setsigmask(&at, &none);
+    if (!r) r = posix_spawnattr_setsigdefault(&at, &all);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, nullfd, 0);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, outfd, 1);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, outfd, 2);
+#ifdef RSDI_HAVE_SPAWN_CLOSEFROM
+    if (!r) r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#endif
+    if (!r && cwd) {
+#ifdef RSDI_HAVE_SPAWN_CHDIR
+        r = posix_spawn_file_actions_addchdir_np(&fa, cwd);
+#else
+        r = ENOSYS; /* not reached: rsd_procs_spawn takes the fork path */
+#endif
+    }
+    if (!r) r = posix_spawn(out_pid, p->path, &fa, &at, (char *const *)(uintptr_t)p->argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    return r;
+}
+
+/* ---- slots, events -------------------------------------------------------- */
+RSDI_PRIVATE rsdi_proc_slot *rsdi_proc_get(const rsd_procs *p, rsd_proc h) {
+    uint32_t i = h.id & RSDI_PROC_IDX_MASK, g = h.id >> RSDI_PROC_IDX_BITS;
+    rsdi_proc_slot *s;
+    if (!p || h.id == 0 || i >= (uint32_t)p->max_procs) return NULL;
+    s = &p->slots[i];
+    if (s->state == RSD_PROC_FREE || s->gen != g) return NULL;
+    return s;
+}
+
+RSDI_PRIVATE rsd_proc rsdi_proc_handle(const rsd_procs *p, const rsdi_proc_slot *s) {
+    rsd_proc h;
+    h.id = (s->gen << RSDI_PROC_IDX_BITS) | (uint32_t)(s - p->slots);
+    return h;
+}
+
+RSDI_PRIVATE void rsdi_proc_event(rsd_procs *p, rsdi_proc_slot *s, rsd_proc_event_kind k,
+                                  uint64_t now_ms) {
+    rsd_proc_event *e;
+    if (p->ev_count == p->ev_cap) {  /* drop the oldest */
+        p->ev_head = (p->ev_head + 1) % p->ev_cap;
+        p->ev_count--;
+        p->events_dropped++;
+    }
+    e = &p->events[(p->ev_head + p->ev_count) % p->ev_cap];
+    p->ev_count++;
+    memset(e, 0, sizeof *e);
+    e->kind = k;
+    e->proc = rsdi_proc_handle(p, s);
+    e->pid = (int64_t)s->pid;
+    e->exit_code = s->exit_code;
+    e->term_signal = s->term_signal;
+    e->err = s->err;
+    e->was_ready = s->was_ready;
+    e->killed = s->killed;
+    e->timed_out = s->timed_out;
+    e->at_ms = now_ms;
+    e->user = s->user;
+}
+
+RSDI_PRIVATE bool rsdi_proc_running(const rsdi_proc_slot *s) {
+    return s->state == RSD_PROC_STARTING || s->state == RSD_PROC_READY ||
+           s->state == RSD_PROC_STOPPING || s->state == RSD_PROC_KILLING;
+}
+
+/* Signals the child's process group (the child leads it), else the child. */
+RSDI_PRIVATE void rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
+    if (s->pid <= 0) return;
+    if (kill(-s->pid, sig) != 0) (void)kill(s->pid, sig);
+}
+
+RSDI_PRIVATE void rsdi_proc_close_fds(rsdi_proc_slot *s) {
+    if (s->out_fd >= 0) close(s->out_fd);
+    if (s->pid_fd >= 0) close(s->pid_fd);
+    s->out_fd = s->pid_fd = -1;
+}
+
+/* ---- output ------------------------------------------------------------------ */
+RSDI_PRIVATE void rsdi_proc_log_line(rsd_procs *p, rsdi_proc_slot *s) {
+    size_t n = s->line_len, i;
+    while (n && (s->line[n - 1] == '\r' || s->line[n - 1] == ' ')) n--;
+    s->line[n] = '\0';
+    for (i = 0; i < n; i++)
+        if ((unsigned char)s->line[i] < 0x20 || s->line[i] == 0x7f) s->line[i] = '?';
+    if (n) rsdi_logf(&p->logger, RSD_LOG_DEBUG, RSD_LOGITEM_PROC_OUTPUT, NULL, "%s[%ld]: %s",
+                     s->name, (long)s->pid, s->line);
+    s->line_len = 0;
+}
+
+RSDI_PRIVATE void rsdi_proc_take(rsd_procs *p, rsdi_proc_slot *s, const char *b, size_t n) {
+    size_t i, at = (size_t)(s->out_bytes % p->ring_bytes);
+    for (i = 0; i < n; i++) {
+        s->ring[at] = b[i];
+        if (++at == p->ring_bytes) at = 0;
+        if (b[i] == '\n') s->out_lines++;
+        if (p->log_output) {
+            if (b[i] == '\n') rsdi_proc_log_line(p, s);
+            else if (s->line_len < RSD_PROC_LINE_MAX - 1) s->line[s->line_len++] = b[i];
+        }
+    }
+    s->out_bytes += n;
+}
+
+/* Reads what the pipe holds (at most RSD_PROC_DRAIN_STEP_BYTES). */
+RSDI_PRIVATE void rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    char buf[4096];
+    size_t total = 0;
+    while (s->out_fd >= 0 && total < RSD_PROC_DRAIN_STEP_BYTES) {
+        ssize_t n = read(s->out_fd, buf, sizeof buf);
+        if (n > 0) {
+            rsdi_proc_take(p, s, buf, (size_t)n);
+            total += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        /* EOF (or a read error): the child closed its output, usually by exiting. */
+        close(s->out_fd);
+        s->out_fd = -1;
+        s->eof = true;
+        if (p->log_output && s->line_len) rsdi_proc_log_line(p, s);
+        s->recheck_iv = 1;
+        s->recheck_ms = now_ms + 1;
+        break;
+    }
+}
+
+/* ---- reaping and timers -------------------------------------------------------- */
+RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool known,
+                                   uint64_t now_ms) {
+    bool asked = s->stop_requested || s->timed_out;
+    rsdi_proc_drain(p, s, now_ms); /* what it wrote just before exiting */
+    rsdi_proc_close_fds(s);
+    s->exit_code = -1;
+    s->term_signal = 0;
+    if (known && WIFEXITED(st)) s->exit_code = WEXITSTATUS(st);
+    else if (known && WIFSIGNALED(st)) {
+        s->term_signal = WTERMSIG(st);
+#ifdef WCOREDUMP
+        s->core_dumped = WCOREDUMP(st) != 0;
+#endif
+    }
+    s->end_ms = now_ms;
+    s->state = RSD_PROC_EXITED;
+    rsdi_logf(&p->logger, asked ? RSD_LOG_INFO : RSD_LOG_ERROR,
+              asked ? RSD_LOGITEM_PROC_STOPPED : RSD_LOGITEM_PROC_EXITED, NULL,
+              "%s[%ld]: %s with code %d signal %d%s after %llu ms", s->name, (long)s->pid,
+              asked ? "stopped" : "exited", s->exit_code, s->term_signal,
+              s->killed ? " (SIGKILL)" : "", (unsigned long long)(now_ms - s->spawn_ms));
+    rsdi_proc_event(p, s, asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
+    s->pid = 0;
+}
+
+/* One waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children are not ours). */
+RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    int st = 0;
+    pid_t r;
+    do r = waitpid(s->pid, &st, WNOHANG);
+    while (r < 0 && errno == EINTR);
+    if (r == s->pid) {
+        rsdi_proc_reaped(p, s, st, true, now_ms);
+        return true;
+    }
+    if (r < 0 && errno == ECHILD) { /* SIGCHLD ignored by the host, or reaped elsewhere */
+        rsdi_proc_reaped(p, s, 0, false, now_ms);
+        return true;
+    }
+    return false;
+}
+
+RSDI_PRIVATE void rsdi_proc_begin_kill(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    rsdi_proc_signal(s, SIGKILL);
+    s->killed = true;
+    s->state = RSD_PROC_KILLING;
+    s->stuck_at_ms = now_ms + p->kill_wait_ms;
+    rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_PROC_KILL, NULL, "%s[%ld]: SIGKILL",
+              s->name, (long)s->pid);
+}
+
+RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    s->stop_requested = true;
+    rsdi_proc_signal(s, SIGTERM);
+    s->state = RSD_PROC_STOPPING;
+    s->kill_at_ms = now_ms + p->term_grace_ms;
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOP, NULL,
+              "%s[%ld]: SIGTERM, SIGKILL in %u ms", s->name, (long)s->pid,
+              (unsigned)p->term_grace_ms);
+}
+
+/* ---- public ------------------------------------------------------------------- */
+RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
+    rsd_procs_desc d;
+    rsd_procs *p;
+    size_t per, total, off, slots_sz, ev_sz, argv_sz, envp_sz;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, "procs: half an allocator",
+                 RSDI_WHERE);
+        return NULL;
+    }
+    if (d.max_procs == 0) d.max_procs = RSD_PROCS_DEFAULT;
+    if (d.ring_bytes == 0) d.ring_bytes = RSD_PROC_RING_DEFAULT;
+    if (d.ring_bytes < RSD_PROC_RING_MIN) d.ring_bytes = RSD_PROC_RING_MIN;
+    if (d.arg_bytes == 0) d.arg_bytes = RSD_PROC_ARG_BYTES_DEFAULT;
+    if (d.term_grace_ms == 0) d.term_grace_ms = RSD_PROC_TERM_GRACE_DEFAULT_MS;
+    if (d.start_deadline_ms == 0) d.start_deadline_ms = RSD_PROC_START_DEADLINE_DEFAULT_MS;
+    if (d.kill_wait_ms == 0) d.kill_wait_ms = RSD_PROC_KILL_WAIT_DEFAULT_MS;
+    if (d.probe_first_ms == 0) d.probe_first_ms = RSD_PROC_PROBE_FIRST_DEFAULT_MS;
+    if (d.probe_max_ms == 0) d.probe_max_ms = RSD_PROC_PROBE_MAX_DEFAULT_MS;
+    if (d.probe_max_ms < d.probe_first_ms) d.probe_max_ms = d.probe_first_ms;
+    if (d.max_procs < 1 || d.max_procs > RSD_PROCS_MAX || d.ring_bytes > RSD_PROC_RING_MAX ||
+        d.arg_bytes > RSD_PROC_ARG_BYTES_MAX || (int)d.spawn < 0 ||
+        (int)d.spawn >= (int)RSD_PROC_SPAWN_NUM) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
+                 "procs: desc value out of range", RSDI_WHERE);
+        return NULL;
+    }
+#ifdef RSDI_PROC_LINUX
+    if (d.spawn == RSD_PROC_SPAWN_POSIX && !d.survive_parent) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
+                 "procs: posix_spawn cannot set PDEATHSIG; set survive_parent or use FORK",
+                 RSDI_WHERE);
+        return NULL;
+    }
+#endif
+    /* One block: struct, slots, events, argv, envp, then per slot ring + args. */
+    per = (size_t)d.ring_bytes + (size_t)d.arg_bytes;
+    slots_sz = sizeof(rsdi_proc_slot) * (size_t)d.max_procs;
+    ev_sz = sizeof(rsd_proc_event) * (size_t)d.max_procs * 4;
+    argv_sz = sizeof(char *) * (RSD_PROC_MAX_ARGS + 1);
+    envp_sz = sizeof(char *) * (RSD_PROC_MAX_ENV + 1);
+    total = sizeof(rsd_procs) + slots_sz + ev_sz + argv_sz + envp_sz + per * (size_t)d.max_procs + 64;
+    p = (rsd_procs *)rsdi_malloc(&d.allocator, total);
+    if (!p) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "procs: allocation failed",
+                 RSDI_WHERE);
+        return NULL;
+    }
+    memset(p, 0, sizeof *p);
+    p->alloc = d.allocator;
+    p->logger = d.logger;
+    p->max_procs = d.max_procs;
+    p->ring_bytes = d.ring_bytes;
+    p->arg_bytes = d.arg_bytes;
+    p->term_grace_ms = d.term_grace_ms;
+    p->start_deadline_ms = d.start_deadline_ms;
+    p->kill_wait_ms = d.kill_wait_ms;
+    p->probe_first_ms = d.probe_first_ms;
+    p->probe_max_ms = d.probe_max_ms;
+    p->survive_parent = d.survive_parent;
+    p->log_output = d.log_output;
+    p->method = d.spawn;
+    if (p->method == RSD_PROC_SPAWN_AUTO) {
+#ifdef RSDI_PROC_LINUX
+        p->method = d.survive_parent ? RSD_PROC_SPAWN_POSIX : RSD_PROC_SPAWN_VFORK;
+#else
+        p->method = RSD_PROC_SPAWN_POSIX;
+#endif
+    }
+#ifndef RSDI_PROC_LINUX
+    if (p->method == RSD_PROC_SPAWN_VFORK) p->method = RSD_PROC_SPAWN_FORK;
+#endif
+#if defined(RSD_SPAWN_VIA_FORK)
+    p->method = RSD_PROC_SPAWN_FORK;
+#endif
+    off = (sizeof(rsd_procs) + 15) & ~(size_t)15;
+    p->slots = (rsdi_proc_slot *)(void *)((char *)p + off);
+    off += (slots_sz + 15) & ~(size_t)15;
+    p->events = (rsd_proc_event *)(void *)((char *)p + off);
+    p->ev_cap = (uint32_t)d.max_procs * 4;
+    off += (ev_sz + 15) & ~(size_t)15;
+    p->argv = (const char **)(void *)((char *)p + off);
+    off += argv_sz;
+    p->envp = (char **)(void *)((char *)p + off);
+    off += envp_sz;
+    for (i = 0; i < d.max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        memset(s, 0, sizeof *s);
+        s->out_fd = s->pid_fd = -1;
+        s->ring = (char *)p + off;
+        off += d.ring_bytes;
+        s->args = (char *)p + off;
+        off += d.arg_bytes;
+    }
+    return p;
+}
+
+RSD_API void rsd_procs_destroy(rsd_procs *p) {
+    int i;
+    if (!p) return;
+    for (i = 0; i < p->max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        if (s->pid > 0) {
+            int st, waited = 0;
+            pid_t r;
+            rsdi_proc_signal(s, SIGKILL);
+            for (;;) {
+                r = waitpid(s->pid, &st, WNOHANG);
+                if (r == s->pid || (r < 0 && errno != EINTR)) break;
+                if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
+                    rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                              "%s[%ld]: not reaped after SIGKILL; left behind", s->name,
+                              (long)s->pid);
+                    break;
+                }
+                if (s->pid_fd >= 0) {
+                    struct pollfd pf;
+                    pf.fd = s->pid_fd;
+                    pf.events = POLLIN;
+                    pf.revents = 0;
+                    (void)poll(&pf, 1, 10);
+                    waited += 10;
+                } else {
+                    struct timespec ts;
+                    ts.tv_sec = 0;
+                    ts.tv_nsec = 1000000;
+                    (void)nanosleep(&ts, NULL);
+                    waited += 1;
+                }
+            }
+        }
+        rsdi_proc_close_fds(s);
+    }
+    rsdi_free(&p->alloc, p);
+}
+
+RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
+                            rsd_proc *out) {
+    rsdi_proc_slot *s = NULL;
+    rsdi_proc_out o;
+    char *const *envp;
+    int i, r, err = 0, pipefd[2], nullfd;
+    uint16_t port;
+    pid_t pid = 0;
+    extern char **environ;
+    if (out) out->id = 0;
+    if (!p || !spec || !out) return RSD_ERR_ARG;
+    for (i = 0; i < p->max_procs; i++)
+        if (p->slots[i].state == RSD_PROC_FREE) {
+            s = &p->slots[i];
+            break;
+        }
+    if (!s) return RSD_ERR_CAPACITY;
+    /* W30: a free port, never one another live child of ours was given. */
+    port = spec->port;
+    if (port == 0) {
+        int tries;
+        for (tries = 0; tries < 8 && port == 0; tries++) {
+            int k;
+            port = rsdi_proc_free_port(spec->host);
+            for (k = 0; port && k < p->max_procs; k++)
+                if (rsdi_proc_running(&p->slots[k]) && p->slots[k].port == port) port = 0;
+        }
+        if (port == 0) {
+            rsdi_log(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_PORT, "procs: no free port",
+                     RSDI_WHERE);
+            return RSD_ERR_PROC_PORT;
+        }
+    }
+    memset(&o, 0, sizeof o);
+    o.buf = s->args;
+    o.cap = p->arg_bytes;
+    o.argv = p->argv;
+    o.max = RSD_PROC_MAX_ARGS;
+    r = rsdi_proc_expand(spec, port, &o);
+    if (r < 0) {
+        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_TEMPLATE, RSDI_WHERE,
+                  "procs: command template: %s", rsd_result_str(r));
+        return r;
+    }
+    p->argv[o.argc] = NULL;
+    envp = environ;
+    if (spec->env) {
+        r = rsdi_proc_env(p, spec->env);
+        if (r < 0) return r;
+        envp = p->envp;
+    }
+    /* The slot is now taken, whatever happens to the launch. */
+    {
+        uint32_t gen = s->gen + 1 > RSDI_PROC_GEN_MAX ? 1 : s->gen + 1;
+        char *ring = s->ring, *args = s->args;
+        memset(s, 0, sizeof *s);
+        s->gen = gen;
+        s->ring = ring;
+        s->args = args;
+    }
+    s->out_fd = s->pid_fd = -1;
+    s->args_len = o.len;
+    s->argc = o.argc;
+    s->port = port;
+    s->user = spec->user;
+    s->spawn_ms = now_ms;
+    s->exit_code = -1;
+    {
+        const char *nm = spec->name && spec->name[0] ? spec->name : NULL;
+        const char *src = nm ? nm : (spec->model && spec->model[0] ? spec->model : rsdi_proc_exe(spec));
+        size_t n;
+        if (!nm) {
+            const char *sl = strrchr(src, '/');
+            if (sl && sl[1]) src = sl + 1;
+        }
+        n = strlen(src);
+        if (n > RSD_PROC_NAME_MAX - 1) n = RSD_PROC_NAME_MAX - 1;
+        memcpy(s->name, src, n);
+        s->name[n] = '\0';
+    }
+    *out = rsdi_proc_handle(p, s);
+    err = rsdi_proc_resolve(p, rsdi_proc_exe(spec), spec->env ? envp : NULL);
+    if (!err) {
+        nullfd = rsdi_proc_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (nullfd < 0) err = errno ? errno : EMFILE;
+        else {
+            if (rsdi_proc_pipe(pipefd) != 0) err = errno ? errno : EMFILE;
+            else {
+                rsd_proc_spawn_method m = p->method;
+#ifndef RSDI_HAVE_SPAWN_CHDIR
+                if (spec->cwd && m == RSD_PROC_SPAWN_POSIX) m = RSD_PROC_SPAWN_FORK;
+#endif
+#ifdef RSDI_PROC_LINUX
+                if (m == RSD_PROC_SPAWN_VFORK)
+                    err = rsdi_proc_vfork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                else
+#endif
+                if (m == RSD_PROC_SPAWN_FORK)
+                    err = rsdi_proc_fork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                else
+                    err = rsdi_proc_posix_spawn(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                close(pipefd[1]);
+                if (err) close(pipefd[0]);
+                else s->out_fd = pipefd[0];
+            }
+            close(nullfd);
+        }
+    }
+    if (err) {
+        s->err = err;
+        s->state = RSD_PROC_FAILED;
+        s->end_ms = now_ms;
+        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL,
+                  "%s: could not launch %s: %s", s->name, s->args, strerror(err));
+        rsdi_proc_event(p, s, RSD_PROC_EV_SPAWN_FAILED, now_ms);
+        return RSD_ERR_SPAWN;
+    }
+    (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
+    s->pid = pid;
+#if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
+    {
+        long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
+        s->pid_fd = pfd >= 0 ? rsdi_proc_fd_high((int)pfd) : -1;
+        if (s->pid_fd >= 0) (void)fcntl(s->pid_fd, F_SETFD, FD_CLOEXEC);
+    }
+#endif
+    s->state = RSD_PROC_STARTING;
+    s->start_deadline_ms =
+        now_ms + (spec->start_deadline_ms ? spec->start_deadline_ms : p->start_deadline_ms);
+    s->probe_ms = p->probe_first_ms;
+    s->next_probe_ms = now_ms + p->probe_first_ms;
+    s->recheck_iv = RSD_PROC_REAP_POLL_MS;
+    s->recheck_ms = now_ms + RSD_PROC_REAP_POLL_MS;
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_SPAWN, NULL, "%s[%ld]: port %u: %s",
+              s->name, (long)pid, (unsigned)port, s->args);
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    if (s->state != RSD_PROC_STARTING) return RSD_ERR_STATE;
+    s->state = RSD_PROC_READY;
+    s->was_ready = true;
+    s->ready_ms = now_ms;
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_READY, NULL, "%s[%ld]: ready after %llu ms",
+              s->name, (long)s->pid, (unsigned long long)(now_ms - s->spawn_ms));
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    s->stop_requested = true;
+    if (s->state == RSD_PROC_STARTING || s->state == RSD_PROC_READY)
+        rsdi_proc_begin_stop(p, s, now_ms);
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    s->stop_requested = true;
+    if (rsdi_proc_running(s) && s->state != RSD_PROC_KILLING) rsdi_proc_begin_kill(p, s, now_ms);
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    if (s->state != RSD_PROC_EXITED && s->state != RSD_PROC_FAILED) return RSD_ERR_STATE;
+    s->state = RSD_PROC_FREE;
+    return RSD_OK;
+}
+
+RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
+    uint64_t d = RSD_PROC_NO_DEADLINE;
+    int i;
+    if (!p) return d;
+    for (i = 0; i < p->max_procs; i++) {
+        const rsdi_proc_slot *s = &p->slots[i];
+        if (!rsdi_proc_running(s)) continue;
+        if (s->state == RSD_PROC_STARTING) {
+            if (s->start_deadline_ms < d) d = s->start_deadline_ms;
+            if (s->next_probe_ms < d) d = s->next_probe_ms;
+        }
+        if (s->state == RSD_PROC_STOPPING && s->kill_at_ms < d) d = s->kill_at_ms;
+        if (s->state == RSD_PROC_KILLING && !s->stuck_sent && s->stuck_at_ms < d) d = s->stuck_at_ms;
+        /* Without a pidfd, exits are found by polling (fast once the pipe closed). */
+        if (s->pid_fd < 0 && s->recheck_ms < d) d = s->recheck_ms;
+    }
+    return d;
+}
+
+RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
+    int i;
+    if (!p) return RSD_PROC_NO_DEADLINE;
+    for (i = 0; i < p->max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        if (!rsdi_proc_running(s)) continue;
+        rsdi_proc_drain(p, s, now_ms);
+        if (rsdi_proc_try_reap(p, s, now_ms)) continue;
+        if (now_ms >= s->recheck_ms) {
+            if (s->eof) {  /* probably exiting: 1, 2, 4 ... ms, back to the slow poll */
+                s->recheck_iv *= 2;
+                if (s->recheck_iv > (uint32_t)RSD_PROC_REAP_POLL_MS)
+                    s->recheck_iv = (uint32_t)RSD_PROC_REAP_POLL_MS;
+            }
+            s->recheck_ms = now_ms + s->recheck_iv;
+        }
+        if (s->state == RSD_PROC_STARTING && now_ms >= s->start_deadline_ms) {
+            s->timed_out = true;
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_START_TIMEOUT, NULL,
+                      "%s[%ld]: not ready within %llu ms; stopping", s->name, (long)s->pid,
+                      (unsigned long long)(now_ms - s->spawn_ms));
+            rsdi_proc_event(p, s, RSD_PROC_EV_START_TIMEOUT, now_ms);
+            rsdi_proc_begin_stop(p, s, now_ms);
+        }
+        if (s->state == RSD_PROC_STARTING && now_ms >= s->next_probe_ms) {
+            /* readiness probe schedule: first after probe_first_ms, then doubling up to
+               probe_max_ms, never past the start deadline; one PROBE event pending at most */
+            uint64_t iv = (uint64_t)s->probe_ms * 2;
+            if (iv > p->probe_max_ms) iv = p->probe_max_ms;
+            s->probe_ms = (uint32_t)iv;
+            s->next_probe_ms = now_ms + iv;
+            if (s->next_probe_ms > s->start_deadline_ms) s->next_probe_ms = s->start_deadline_ms;
+            s->probe_pending = true;
+            s->probe_at_ms = now_ms;
+        }
+        if (s->state == RSD_PROC_STOPPING && now_ms >= s->kill_at_ms) rsdi_proc_begin_kill(p, s, now_ms);
+        if (s->state == RSD_PROC_KILLING && !s->stuck_sent && now_ms >= s->stuck_at_ms) {
+            s->stuck_sent = true;
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                      "%s[%ld]: not reaped %u ms after SIGKILL", s->name, (long)s->pid,
+                      (unsigned)p->kill_wait_ms);
+            rsdi_proc_event(p, s, RSD_PROC_EV_STUCK, now_ms);
+        }
+    }
+    return rsd_procs_next_deadline(p);
+}
+
+RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap) {
+    int i, n = 0;
+    if (!p || (!fds && cap > 0)) return RSD_ERR_ARG;
+    for (i = 0; i < p->max_procs; i++) {
+        const rsdi_proc_slot *s = &p->slots[i];
+        if (!rsdi_proc_running(s)) continue;
+        if (s->out_fd >= 0 && n < cap) fds[n++] = s->out_fd;
+        if (s->pid_fd >= 0 && n < cap) fds[n++] = s->pid_fd;
+    }
+    return n;
+}
+
+RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev) {
+    int i;
+    if (!p || !ev) return false;
+    if (p->ev_count) {
+        *ev = p->events[p->ev_head];
+        p->ev_head = (p->ev_head + 1) % p->ev_cap;
+        p->ev_count--;
+        return true;
+    }
+    /* PROBE events are flags, not queue entries: at most one per process, never dropped */
+    for (i = 0; i < p->max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        if (!s->probe_pending) continue;
+        s->probe_pending = false;
+        if (s->state != RSD_PROC_STARTING) continue;
+        memset(ev, 0, sizeof *ev);
+        ev->kind = RSD_PROC_EV_PROBE;
+        ev->proc = rsdi_proc_handle(p, s);
+        ev->pid = (int64_t)s->pid;
+        ev->exit_code = -1;
+        ev->at_ms = s->probe_at_ms;
+        ev->user = s->user;
+        return true;
+    }
+    return false;
+}
+
+RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd_proc_info *info) {
+    const rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!info) return RSD_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    if (!s) return RSD_ERR_PROC_STALE;
+    info->state = s->state;
+    info->pid = (int64_t)s->pid;
+    info->port = s->port;
+    info->spawn_ms = s->spawn_ms;
+    info->ready_ms = s->ready_ms;
+    {
+        uint64_t end = rsdi_proc_running(s) ? now_ms : s->end_ms;
+        info->uptime_ms = end > s->spawn_ms ? end - s->spawn_ms : 0;
+    }
+    info->start_deadline_ms = s->start_deadline_ms;
+    info->exit_code = s->exit_code;
+    info->term_signal = s->term_signal;
+    info->core_dumped = s->core_dumped;
+    info->err = s->err;
+    info->was_ready = s->was_ready;
+    info->killed = s->killed;
+    info->timed_out = s->timed_out;
+    info->stop_requested = s->stop_requested;
+    info->out_bytes = s->out_bytes;
+    info->out_lines = s->out_lines;
+    info->argc = s->argc;
+    info->name = s->name;
+    info->user = s->user;
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap) {
+    const rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    uint64_t have, start, end, k;
+    size_t n, i;
+    int lines = 0;
+    if (!buf || cap == 0) return RSD_ERR_ARG;
+    buf[0] = '\0';
+    if (!s) return RSD_ERR_PROC_STALE;
+    end = s->out_bytes;
+    have = end < p->ring_bytes ? end : p->ring_bytes;
+    start = end - have;
+#define RSDI_RING_AT(pos) (s->ring[(size_t)((pos) % p->ring_bytes)])
+    if (start > 0) {  /* the ring wrapped: drop the partial first line */
+        while (start < end && RSDI_RING_AT(start) != '\n') start++;
+        if (start < end) start++;
+    }
+    /* Walk back over max_lines lines (a final newline does not open a new line). */
+    k = end;
+    if (k > start && RSDI_RING_AT(k - 1) == '\n') k--;
+    while (k > start) {
+        if (RSDI_RING_AT(k - 1) == '\n') {
+            lines++;
+            if (max_lines > 0 && lines >= max_lines) break;
+        }
+        k--;
+    }
+    if (max_lines > 0) start = k;
+    /* Fit into cap - 1 bytes, keeping the end; start at a line boundary if possible. */
+    if (end - start > cap - 1) {
+        uint64_t s2 = end - (cap - 1), j;
+        for (j = s2; j < end; j++)
+            if (RSDI_RING_AT(j) == '\n') break;
+        start = (j + 1 < end) ? j + 1 : s2;
+    }
+    n = (size_t)(end - start);
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)RSDI_RING_AT(start + i);
+        buf[i] = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : (char)c;
+    }
+#undef RSDI_RING_AT
+    buf[n] = '\0';
+    return (int)n;
+}
+
+RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap) {
+    const rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    size_t n = 0, off = 0;
+    int a;
+    if (!buf || cap == 0) return RSD_ERR_ARG;
+    buf[0] = '\0';
+    if (!s) return RSD_ERR_PROC_STALE;
+    for (a = 0; a < s->argc; a++) {
+        const char *arg = s->args + off;
+        size_t l = strlen(arg), i;
+        bool q = l == 0 || strpbrk(arg, " \t\n'\"\\$`*?[]{}()<>|&;#~") != NULL;
+        off += l + 1;
+        if (a && n + 1 < cap) buf[n++] = ' ';
+        if (q && n + 1 < cap) buf[n++] = '\'';
+        for (i = 0; i < l; i++) {
+            if (arg[i] == '\'') {  /* ' -> '\'' */
+                if (n + 4 >= cap) break;
+                memcpy(buf + n, "'\\''", 4);
+                n += 4;
+            } else if (n + 1 < cap) {
+                buf[n++] = arg[i];
+            }
+        }
+        if (q && n + 1 < cap) buf[n++] = '\'';
+    }
+    buf[n] = '\0';
+    return (int)n;
+}
+
+RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
+    int i, n = 0;
+    if (!p || (!out && cap > 0)) return RSD_ERR_ARG;
+    for (i = 0; i < p->max_procs; i++)
+        if (rsdi_proc_running(&p->slots[i]) && n < cap) out[n++] = rsdi_proc_handle(p, &p->slots[i]);
+    return n;
+}
+#endif /* RSD_NO_PROCESS */
 /* ==== >>proc end ========================================================== */
 
 /* ==== >>state (implementation) ============================================ */
