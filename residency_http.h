@@ -431,7 +431,8 @@
        pointers, plain sockets now) where mbedTLS will slot in; today an https
        URL is RSD_ERR_TLS_UNAVAILABLE.
        [doc:tls]
-       [doc:drive]
+       DRIVE: rsd_ensurer runs reconciles over real sockets; its manual is at the
+       top of the >>drive declarations section below.
        STATE: state directory, cross-process lock, persisted attribution (>>state)
        -------------------------------------------------------------------------
        State that must survive a restart or be shared between processes: which
@@ -1030,7 +1031,221 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 /* ==== >>http server end =================================================== */
 
 /* ==== >>drive (declarations) ============================================== */
+/* [doc:drive] -- the manual of the drive module (kept next to its declarations so
+   merges stay apart; the lead may move it into the top block).
+   --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
+       The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
+       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
+       the caller's clock and the state directory. Two ways to use it, one code path:
 
+           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
+           rsd_ensure_req q;  memset(&q, 0, sizeof q);
+           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
+           rsd_ensure_result res;
+           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
+           rsd_ensurer_destroy(e);
+
+       a frame loop (one call per frame, never blocks):
+           rsd_ensure_begin(e, &q, now_ms);                  no I/O
+           every frame:
+               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
+               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
+               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
+               (optional) poll the fds of rsd_ensure_pollfds until
+               rsd_ensure_next_deadline(e) within the frame budget.
+
+       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
+           Allocates everything now, from d->allocator: the object (the reconcile
+           inside is about 900 KB, the attribution set 33 KB, the probe tokens 64 KB),
+           the HTTP client (d->http, its allocator and logger default to d's) and,
+           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
+           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
+           residency). A state directory that cannot be opened is not an error:
+           the ensurer runs without the lock, attribution and generation (upstream
+           K5) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
+           Desc (zeroed = defaults): allocator, logger, http (client limits),
+           state_dir, no_state, lock_fail_closed (state), protected_models +
+           n_protected (configured ids with roles, copied: never evicted unless
+           nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
+           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           60 s), no_cache (no TTL fast path).
+       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
+       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
+           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
+           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
+           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), timeout_ms (0 =
+           120000: the whole ensure, lock wait and load included, W5), probe_timeout_ms
+           (0 = 1500), bearer (API key, never logged or printed), observe (force
+           observe-only: nothing is loaded or unloaded, W19), user_managed (the
+           target's lifecycle is user-managed: observe too), keep_pinned.
+           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
+           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
+           DONE at once with that result (step returns it, query shows it).
+       int rsd_ensure_step(e, uint64_t now_ms)
+           Does all ready work and returns: RSD_PENDING (call again; sleep at most
+           until rsd_ensure_next_deadline or socket activity), or, once done, the
+           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
+           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
+           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
+           says why). Further calls return the same code.
+       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
+       uint64_t rsd_ensure_next_deadline(e)
+           For the host's poll(): the client's sockets, and the earliest of the
+           client's deadlines, the reconcile's next poll (WAIT) and the lock's next
+           attempt. RSD_DEADLINE_NONE when done or only sockets matter.
+       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
+           The notices so far (live while running: print notes[seen..n) after each
+           step). Valid until the next begin.
+       void rsd_ensure_query(e, rsd_ensure_result *out)
+           The result so far (final after done): result, outcome, decision, reason,
+           runtime (the one used, after detection), message, evicted[] (with the
+           restored flags), notices, requests (HTTP requests sent, detection
+           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
+           loaded, mutated, and progress fields (op and model of the last HTTP step:
+           op RSD_OP_POLL means "waiting for model to load"). Pointers stay valid
+           until the next begin.
+       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
+           rsd_now_ms() until done. Returns what the last step returned.
+       int rsd_ensurer_resolve(e, const char *url)
+           Blocking getaddrinfo for the URL's host name (first address), kept in a
+           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
+           resolve hook reads: the non-blocking path never resolves (it fails with
+           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
+           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
+       rsd_http_client *rsd_ensurer_http(e)       the owned client (extra requests)
+       bool rsd_ensurer_has_state(e)              a state directory is in use
+       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
+       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
+
+       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
+       from the step, timeout = the step's), the answer fed back as soon as its
+       event arrives; WAIT -> nothing until now_ms >= wake_ms; LOCK ->
+       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
+       unlocked with a warning notice), then the generation read under the lock;
+       COMMIT -> rsd_state_attr_add(attr_add) and attr_remove(...) on the target
+       key, rsd_state_gen_bump, commit_done; UNLOCK -> rsd_state_unlock. At the
+       start of a reconcile the target's attribution (rsd_state_attr_load: the
+       models this library loaded there, from any process) and generation are
+       read and handed to the reconcile (desc.ours, desc.generation). Without a
+       state directory there is no LOCK step, attribution is only what this
+       ensurer's own cache knows, and the generation is not used.
+
+       Runtime detection (q.runtime AUTO): probes in table order, each one GET
+       under the root URL, until one matches: llama.cpp router (GET /props with
+       "role":"router"), Ollama (GET /api/version with a "version" string), LM
+       Studio (GET /api/v1/models with a "models" array). The answer is cached per
+       target in the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first
+       ensure of a target pays for it. A transport error on the first probe ends
+       the ensure at once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT);
+       no match -> DEGRADED RSD_ERR_NOT_FOUND. A runtime that is recognised but
+       has no driver in this build (Ollama and LM Studio until their drivers land)
+       -> DEGRADED RSD_ERR_NOT_FOUND with a message naming it. Adding a runtime
+       is one table entry (probe path, matcher, driver getter).
+
+       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes),
+       RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
+       reconcile's limits (notices, ids: >>driver). Memory: create only.
+       Threading: one ensurer per thread; any number of ensurers and processes
+       may share a state directory (the lock serialises their mutations).
+       Errors: those of the reconcile (>>driver), of the client (>>http client),
+       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM. */
+enum {
+    RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
+    RSD_ENSURE_PROBE_TOKENS = 4096, /* JSON tokens of one detection probe */
+    RSD_ENSURE_TIMEOUT_MS = 120000  /* default whole-ensure deadline */
+};
+
+/* Which server software a target runs. AUTO (zero) = detect by probing. */
+#define RSD_RUNTIME_KINDS(X) X(AUTO, "auto") X(LLAMACPP, "llamacpp") X(LMSTUDIO, "lmstudio") \
+    X(OLLAMA, "ollama")
+/* Runtime of an ensure. */
+typedef enum rsd_runtime_kind {
+#define RSDI_X(n, s) RSD_RUNTIME_##n,
+    RSD_RUNTIME_KINDS(RSDI_X)
+#undef RSDI_X
+    RSD_RUNTIME_KIND_NUM
+} rsd_runtime_kind;
+
+typedef struct rsd_ensurer rsd_ensurer;
+
+/* Ensurer configuration; zeroed = defaults. */
+typedef struct rsd_ensurer_desc {
+    rsd_allocator allocator;
+    rsd_logger logger;
+    rsd_http_client_desc http;        /* owned client's limits; allocator/logger default to the above */
+    const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
+    bool no_state;                    /* no state directory: no lock, attribution, generation */
+    bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
+    const rsd_protected_model *protected_models; /* configured ids with roles (copied) */
+    int n_protected;                  /* 0..RSD_MAX_PROTECTED */
+    const char *residency_env;        /* RESIDENCY value; NULL = getenv("RESIDENCY") per begin */
+    bool ignore_env;                  /* with residency_env NULL: treat RESIDENCY as unset */
+    uint32_t cache_ttl_ms;            /* decision cache TTL; 0 = 60000 */
+    bool no_cache;                    /* no TTL fast path */
+} rsd_ensurer_desc;
+
+/* One "make this model resident" request; strings are copied by begin. */
+typedef struct rsd_ensure_req {
+    const char *url;                  /* server base URL, "http://127.0.0.1:8080" or ".../v1" */
+    const char *model;                /* the model to make resident */
+    rsd_runtime_kind runtime;         /* AUTO = probe */
+    uint32_t context_length;          /* requested load context; 0 = none */
+    uint32_t timeout_ms;              /* whole ensure; 0 = RSD_ENSURE_TIMEOUT_MS */
+    uint32_t probe_timeout_ms;        /* per listing/probe request; 0 = 1500 */
+    const char *bearer;               /* API key; NULL = none; never logged */
+    bool observe;                     /* observe-only for this request (never mutates) */
+    bool user_managed;                /* the target is user-managed (observe-only) */
+    bool keep_pinned;                 /* the model will be tag-pinned (R26) */
+} rsd_ensure_req;
+
+/* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
+typedef struct rsd_ensure_result {
+    int result;                       /* RSD_PENDING while running, then the final code */
+    rsd_outcome outcome;
+    rsd_decision decision;
+    rsd_reason reason;
+    rsd_runtime_kind runtime;         /* the runtime used (after detection) */
+    bool done, cache_hit, keep_resident, lock_held, loaded, mutated;
+    uint32_t requests;                /* HTTP requests sent (detection probes included) */
+    uint64_t elapsed_ms;
+    const char *message;              /* one line for the operator; "" when none */
+    int n_evicted;
+    const rsd_evicted *evicted;
+    int n_notices;
+    const rsd_reconcile_notice *notices;
+    rsd_http_op op;                   /* progress: op of the last HTTP step (POLL = waiting) */
+    const char *op_model;             /* progress: the model that step concerns ("" none) */
+} rsd_ensure_result;
+
+/* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
+RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
+/* Releases a held lock, closes sockets, frees everything; NULL is fine. */
+RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
+/* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
+RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
+/* Never blocks. RSD_PENDING while running; then the final code (RSD_OK or <0). */
+RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms);
+/* Poll entries of the sockets the ensure waits on; returns how many it wants. */
+RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run; RSD_DEADLINE_NONE when only sockets matter. */
+RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e);
+/* Notices so far (live while running); *out valid until the next begin. */
+RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
+/* The result so far (final once done). */
+RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out);
+/* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
+RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
+/* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
+RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url);
+/* The ensurer's own HTTP client (for extra requests between ensures). */
+RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e);
+/* True when a state directory (lock, attribution, generation) is in use. */
+RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e);
+/* "auto", "llamacpp", "lmstudio", "ollama"; never NULL. */
+RSD_API const char *rsd_runtime_kind_str(int kind);
+/* Parses a runtime name (as rsd_runtime_kind_str, any case; "router" = llamacpp). */
+RSD_API int rsd_runtime_kind_parse(const char *s);
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (declarations) =============================================== */
@@ -4174,7 +4389,696 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 /* ==== >>http server end =================================================== */
 
 /* ==== >>drive (implementation) ============================================ */
+#include <errno.h>
+#include <poll.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
+enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE };
+enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK };
+
+typedef struct rsdi_ensure_name {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1];
+    char addr[64];
+} rsdi_ensure_name;
+
+typedef struct rsdi_ensure_det {
+    char key[RSD_TARGET_KEY_MAX];
+    rsd_runtime_kind kind;
+} rsdi_ensure_det;
+
+struct rsd_ensurer {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    rsd_http_client *http;
+    int (*user_resolve)(void *user, const char *host, char *out, size_t cap);
+    void *user_resolve_user;
+    rsd_state *st;
+    rsd_state_lock lk;
+    bool lk_active;
+    bool ignore_env, has_env, no_cache, lock_fail_closed;
+    char env[128];
+    int n_protected;
+    rsd_protected_model prot[RSD_MAX_PROTECTED];
+    char prot_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
+    rsd_decision_cache cache;
+    rsdi_ensure_name names[RSD_ENSURE_MAX_NAMES];
+    int names_next;
+    rsdi_ensure_det det[RSD_ENSURE_MAX_NAMES];
+    int det_next;
+    /* the current ensure */
+    int phase, final, waiting, probe_i, error;
+    bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
+    rsd_http_req_h h;
+    rsd_runtime_kind kind;
+    rsd_outcome outcome;
+    uint32_t ctx, timeout_ms, probe_ms, requests;
+    uint64_t t0, deadline, wake, last_now, elapsed;
+    rsd_http_op op;
+    char op_model[RSD_MODEL_ID_MAX];
+    char url[RSD_RECONCILE_URL_MAX];
+    char root[RSD_RECONCILE_URL_MAX];
+    char probe_url[RSD_RECONCILE_URL_MAX + 64];
+    char model[RSD_MODEL_ID_MAX];
+    char bearer[RSD_RECONCILE_BEARER_MAX];
+    char key[RSD_TARGET_KEY_MAX];
+    char message[RSD_RECONCILE_TEXT_MAX];
+    rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
+    const char *ours[RSD_RECONCILE_MAX_OURS];
+    rsd_attr_set attrs;
+    rsd_json_tok toks[RSD_ENSURE_PROBE_TOKENS];
+    rsd_reconcile rc;
+};
+
+/* ---- runtime detection: one table entry per probe ------------------------- */
+RSDI_PRIVATE bool rsdi_en_match_router(rsd_ensurer *e, const char *body, size_t len) {
+    rsd_router_props p;
+    memset(&p, 0, sizeof p);
+    return rsd_router_parse_props(body, len, e->toks, RSD_ENSURE_PROBE_TOKENS, &p) == RSD_OK && p.is_router;
+}
+
+/* The root is an object whose member `key` has JSON type `type`. */
+RSDI_PRIVATE bool rsdi_en_match_member(rsd_ensurer *e, const char *body, size_t len, const char *key,
+                                       rsd_json_type type) {
+    rsd_json_doc doc;
+    int v;
+    if (rsd_json_parse(&doc, body, len, e->toks, RSD_ENSURE_PROBE_TOKENS) <= 0) return false;
+    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
+    v = rsd_json_find(&doc, 0, key);
+    return v >= 0 && rsd_json_type_of(&doc, v) == type;
+}
+
+RSDI_PRIVATE bool rsdi_en_match_ollama(rsd_ensurer *e, const char *body, size_t len) {
+    return rsdi_en_match_member(e, body, len, "version", RSD_JSON_STRING);
+}
+
+RSDI_PRIVATE bool rsdi_en_match_lms_v1(rsd_ensurer *e, const char *body, size_t len) {
+    return rsdi_en_match_member(e, body, len, "models", RSD_JSON_ARRAY);
+}
+
+RSDI_PRIVATE bool rsdi_en_match_lms_v0(rsd_ensurer *e, const char *body, size_t len) {
+    return rsdi_en_match_member(e, body, len, "data", RSD_JSON_ARRAY);
+}
+
+typedef struct rsdi_ensure_probe {
+    rsd_runtime_kind kind;
+    const char *label;                 /* for messages */
+    const char *path;                  /* GET under the root URL */
+    bool (*match)(rsd_ensurer *e, const char *body, size_t len);  /* on a 2xx answer */
+    const rsd_runtime *(*driver)(void);/* NULL = recognised, no driver in this build */
+} rsdi_ensure_probe;
+
+/* Probe order = detection order. A new runtime driver: set its getter here. */
+static const rsdi_ensure_probe rsdi_ensure_probes[] = {
+    {RSD_RUNTIME_LLAMACPP, "llama.cpp router", "/props", rsdi_en_match_router, rsd_runtime_router},
+    {RSD_RUNTIME_OLLAMA, "Ollama", "/api/version", rsdi_en_match_ollama, NULL},
+    {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v1/models", rsdi_en_match_lms_v1, NULL},
+    {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v0/models", rsdi_en_match_lms_v0, NULL}
+};
+enum { RSDI_EN_NPROBES = (int)(sizeof rsdi_ensure_probes / sizeof rsdi_ensure_probes[0]) };
+
+RSDI_PRIVATE const rsdi_ensure_probe *rsdi_en_probe_of(rsd_runtime_kind kind) {
+    int i;
+    for (i = 0; i < RSDI_EN_NPROBES; i++)
+        if (rsdi_ensure_probes[i].kind == kind) return &rsdi_ensure_probes[i];
+    return NULL;
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+RSDI_PRIVATE uint64_t rsdi_en_wall_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+RSDI_PRIVATE bool rsdi_en_ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (rsdi_ascii_lower(*a) != rsdi_ascii_lower(*b)) return false;
+    return *a == *b;
+}
+
+/* The client's resolve hook: names resolved by rsd_ensurer_resolve, then the user's. */
+RSDI_PRIVATE int rsdi_en_resolve_hook(void *user, const char *host, char *out, size_t cap) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    int i;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (e->names[i].host[0] && rsdi_en_ieq(e->names[i].host, host))
+            return rsdi_cpy(out, cap, e->names[i].addr) ? 0 : RSD_ERR_BUFFER;
+    if (e->user_resolve) return e->user_resolve(e->user_resolve_user, host, out, cap);
+    return RSD_ERR_RESOLVE;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    if (e->inflight) (void)rsd_http_cancel(e->http, e->h);
+    e->inflight = false;
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    e->lk_active = false;
+    e->reconciling = false;
+    e->outcome = RSD_OUTCOME_DEGRADED;
+    e->error = err < 0 ? err : RSD_ERR_STATE;
+    e->final = e->error;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", e->message);
+}
+
+RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    e->lk_active = false;
+    e->final = e->rc.result.error;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+}
+
+/* ---- create / destroy ---------------------------------------------------------- */
+RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_ensurer *e;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
+        (d.n_protected && !d.protected_models)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid desc", RSDI_WHERE);
+        return NULL;
+    }
+    for (i = 0; i < d.n_protected; i++) {
+        rsd_str id = d.protected_models[i].model_id;
+        if ((!id.ptr && id.len) || id.len >= RSD_MODEL_ID_MAX || (int)d.protected_models[i].role < 0 ||
+            (int)d.protected_models[i].role >= (int)RSD_ROLE_NUM) {
+            rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: bad protected model",
+                     RSDI_WHERE);
+            return NULL;
+        }
+    }
+    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, sizeof *e);
+    if (!e) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "ensurer: allocation failed", RSDI_WHERE);
+        return NULL;
+    }
+    memset(e, 0, sizeof *e);
+    e->alloc = d.allocator;
+    e->logger = d.logger;
+    hd = d.http;
+    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
+    if (!hd.logger.fn) hd.logger = d.logger;
+    e->user_resolve = hd.resolve_fn;
+    e->user_resolve_user = hd.resolve_user;
+    hd.resolve_fn = rsdi_en_resolve_hook;
+    hd.resolve_user = e;
+    e->http = rsd_http_client_create(&hd);
+    if (!e->http) {
+        rsdi_free(&e->alloc, e);
+        return NULL;
+    }
+    if (!d.no_state) {
+        rsd_state_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.dir = d.state_dir;
+        sd.lock_fail_closed = d.lock_fail_closed;
+        sd.allocator = d.allocator;
+        sd.logger = d.logger;
+        if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without (K5) */
+    }
+    e->lock_fail_closed = d.lock_fail_closed;
+    e->ignore_env = d.ignore_env;
+    if (d.residency_env) {
+        e->has_env = true;
+        if (!rsdi_cpy(e->env, sizeof e->env, d.residency_env)) e->env[0] = '\0';
+    }
+    e->no_cache = d.no_cache;
+    e->cache.ttl_ms = d.cache_ttl_ms;
+    e->n_protected = d.n_protected;
+    for (i = 0; i < d.n_protected; i++) {
+        rsdi_cpy_str(e->prot_ids[i], RSD_MODEL_ID_MAX, d.protected_models[i].model_id);
+        e->prot[i].model_id = rsd_str_c(e->prot_ids[i]);
+        e->prot[i].role = d.protected_models[i].role;
+    }
+    e->lk.fd = -1;
+    e->phase = RSDI_EN_IDLE;
+    e->final = RSD_ERR_STATE;
+    return e;
+}
+
+RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
+    rsd_allocator a;
+    if (!e) return;
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    rsd_http_client_destroy(e->http);
+    rsd_state_close(e->st);
+    a = e->alloc;
+    rsdi_free(&a, e);
+}
+
+RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
+
+RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e) { return e && e->st; }
+
+RSD_API const char *rsd_runtime_kind_str(int kind) {
+    switch (kind) {
+#define RSDI_X(n, s) case RSD_RUNTIME_##n: return s;
+        RSD_RUNTIME_KINDS(RSDI_X)
+#undef RSDI_X
+    default: return "unknown";
+    }
+}
+
+RSD_API int rsd_runtime_kind_parse(const char *s) {
+    int k;
+    if (!s) return RSD_ERR_ARG;
+    if (rsdi_en_ieq(s, "router") || rsdi_en_ieq(s, "llama.cpp") || rsdi_en_ieq(s, "llama-server"))
+        return RSD_RUNTIME_LLAMACPP;
+    for (k = 0; k < (int)RSD_RUNTIME_KIND_NUM; k++)
+        if (rsdi_en_ieq(s, rsd_runtime_kind_str(k))) return k;
+    return RSD_ERR_ARG;
+}
+
+RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url) {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1], numeric[INET6_ADDRSTRLEN + 1];
+    struct addrinfo hints, *ai = NULL;
+    const char *num = NULL;
+    rsd_url u;
+    int rc, i;
+    if (!e || !url) return RSD_ERR_ARG;
+    if ((rc = rsd_url_parse(&u, url, strlen(url))) < 0) return rc;
+    if (u.host_kind != RSD_HOST_NAME || u.host.len > RSD_HTTP_MAX_HOST_BYTES) return RSD_OK;
+    memcpy(host, u.host.ptr, u.host.len);
+    host[u.host.len] = '\0';
+    if (rsdi_en_ieq(host, "localhost")) return RSD_OK;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (rsdi_en_ieq(e->names[i].host, host)) return RSD_OK;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) {
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED, RSDI_WHERE, "%s", host);
+        return RSD_ERR_RESOLVE;
+    }
+    if (ai->ai_family == AF_INET)
+        num = inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, numeric,
+                        (socklen_t)sizeof numeric);
+    else if (ai->ai_family == AF_INET6)
+        num = inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, numeric,
+                        (socklen_t)sizeof numeric);
+    freeaddrinfo(ai);
+    if (!num) return RSD_ERR_RESOLVE;
+    i = e->names_next;
+    e->names_next = (e->names_next + 1) % RSD_ENSURE_MAX_NAMES;
+    (void)rsdi_cpy(e->names[i].host, sizeof e->names[i].host, host);
+    (void)rsdi_cpy(e->names[i].addr, sizeof e->names[i].addr, num);
+    return RSD_OK;
+}
+
+/* ---- the run ------------------------------------------------------------------- */
+RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32_t cap) {
+    uint64_t left = e->deadline > now_ms ? e->deadline - now_ms : 1;
+    return left < cap ? (uint32_t)left : cap;
+}
+
+/* Starts the reconcile for e->kind: key, attribution, generation, desc. */
+RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
+    const rsdi_ensure_probe *p = rsdi_en_probe_of(e->kind);
+    const rsd_runtime *rt = p && p->driver ? p->driver() : NULL;
+    char raw[RSD_RECONCILE_URL_MAX + 64];
+    rsd_reconcile_desc d;
+    uint64_t gen = 0;
+    bool has_gen = false;
+    int n_ours = 0, rc;
+    size_t i;
+    if (!rt) {
+        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms, "%s at %s: no %s driver in this build; nothing managed",
+                     p ? p->label : rsd_runtime_kind_str(e->kind), e->url, rsd_runtime_kind_str(e->kind));
+        return;
+    }
+    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, e->url) >= (int)sizeof raw ||
+        rsd_target_key_normalise(rsd_str_c(raw), e->key, sizeof e->key) < 0) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
+        return;
+    }
+    if (e->st) {
+        if (rsd_state_attr_load(e->st, e->key, &e->attrs) >= 0) {
+            for (i = 0; i < e->attrs.count && n_ours < RSD_RECONCILE_MAX_OURS; i++)
+                if (!e->attrs.items[i].instance[0]) e->ours[n_ours++] = e->attrs.items[i].model;
+        }
+        has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    }
+    memset(&d, 0, sizeof d);
+    d.runtime = rt;
+    d.base_url = e->url;
+    d.target_key = e->key;
+    d.keep = e->model;
+    if (e->observe) d.residency_env = "observe";
+    else if (e->has_env) d.residency_env = e->env;
+    else if (!e->ignore_env) d.residency_env = getenv("RESIDENCY");
+    d.user_managed = e->user_managed;
+    d.keep_pinned = e->keep_pinned;
+    d.lock = e->st != NULL;
+    d.has_generation = has_gen;
+    d.generation = gen;
+    d.protected_models = e->n_protected ? e->prot : NULL;
+    d.n_protected = e->n_protected;
+    d.ours = n_ours ? e->ours : NULL;
+    d.n_ours = n_ours;
+    d.context_length = e->ctx;
+    d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
+    d.probe_timeout_ms = e->probe_ms;
+    d.bearer = e->bearer[0] ? e->bearer : NULL;
+    d.cache = e->no_cache ? NULL : &e->cache;
+    d.logger = e->logger;
+    e->reconciling = true;
+    e->phase = RSDI_EN_RUN;
+    rc = rsd_reconcile_begin(&e->rc, &d, now_ms);
+    (void)rc; /* on error the reconcile is DONE with it; step picks it up */
+}
+
+RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
+    const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    rsd_http_request q;
+    int rc;
+    (void)RSD_SNPRINTF(e->probe_url, sizeof e->probe_url, "%s%s", e->root, p->path);
+    memset(&q, 0, sizeof q);
+    q.url = e->probe_url;
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    q.connect_timeout_ms = q.total_timeout_ms;
+    rc = rsd_http_send(e->http, &q, now_ms, &e->h);
+    if (rc < 0) {
+        rsdi_en_fail(e, rc, now_ms, "GET %s: %s", e->probe_url, rsd_result_str(rc));
+        return;
+    }
+    e->requests++;
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+    e->op = RSD_OP_NONE;
+    e->op_model[0] = '\0';
+}
+
+RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
+    const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
+        rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
+                     rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
+                     ev->sys_errno ? strerror(ev->sys_errno) : "");
+        return;
+    }
+    if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;
+    if (ev->result == RSD_OK && ev->status >= 200 && ev->status <= 299 && p->match(e, ev->body.ptr, ev->body.len)) {
+        int i = e->det_next;
+        e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
+        (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
+        e->det[i].kind = p->kind;
+        e->kind = p->kind;
+        rsdi_en_start_run(e, now_ms);
+        return;
+    }
+    if (++e->probe_i >= RSDI_EN_NPROBES) {
+        if (e->saw_auth)
+            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms, "%s requires an API key (HTTP 401/403): set a bearer token",
+                         e->url);
+        else
+            rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
+                         "no llama.cpp router, Ollama or LM Studio server recognised at %s", e->url);
+    }
+}
+
+RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
+    rsd_url u;
+    char k[RSD_TARGET_KEY_MAX];
+    size_t n;
+    int rc, i;
+    if (!e) return RSD_ERR_ARG;
+    if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
+    e->phase = RSDI_EN_DONE;
+    e->inflight = e->reconciling = e->saw_auth = false;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->requests = 0;
+    e->t0 = e->last_now = now_ms;
+    e->elapsed = 0;
+    e->message[0] = '\0';
+    e->op = RSD_OP_NONE;
+    e->op_model[0] = '\0';
+    e->key[0] = '\0';
+    e->kind = RSD_RUNTIME_AUTO;
+    e->outcome = RSD_OUTCOME_NONE;
+    e->error = RSD_OK;
+    e->rc.n_notices = 0;
+    if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
+        return RSD_ERR_ARG;
+    }
+    e->deadline = now_ms + (q->timeout_ms ? q->timeout_ms : (uint32_t)RSD_ENSURE_TIMEOUT_MS);
+    if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
+        rsdi_en_fail(e, RSD_ERR_MODEL_ID, now_ms, "ensure: model id empty or over %d bytes", RSD_MODEL_ID_MAX - 1);
+        return RSD_ERR_MODEL_ID;
+    }
+    if ((rc = rsd_url_parse(&u, q->url, strlen(q->url))) < 0 || strlen(q->url) + 64 > sizeof e->url) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "ensure: bad server URL '%.200s'", q->url);
+        return RSD_ERR_URL;
+    }
+    if (q->bearer && (strlen(q->bearer) >= sizeof e->bearer)) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: bearer token too long");
+        return RSD_ERR_ARG;
+    }
+    (void)rsdi_cpy(e->url, sizeof e->url, q->url);
+    (void)rsdi_cpy(e->bearer, sizeof e->bearer, q->bearer ? q->bearer : "");
+    memcpy(e->root, e->url, strlen(e->url) + 1);
+    n = strlen(e->root);
+    while (n && e->root[n - 1] == '/') e->root[--n] = '\0';
+    if (n >= 3 && memcmp(e->root + n - 3, "/v1", 3) == 0) e->root[n -= 3] = '\0';
+    while (n && e->root[n - 1] == '/') e->root[--n] = '\0';
+    e->ctx = q->context_length;
+    e->timeout_ms = q->timeout_ms;
+    e->probe_ms = q->probe_timeout_ms ? q->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
+    e->observe = q->observe;
+    e->user_managed = q->user_managed;
+    e->keep_pinned = q->keep_pinned;
+    e->kind = q->runtime;
+    if (e->kind == RSD_RUNTIME_AUTO &&
+        rsd_target_key_normalise(rsd_str_c(e->url), k, sizeof k) > 0) {
+        for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+            if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
+    }
+    if (e->kind == RSD_RUNTIME_AUTO) {
+        e->phase = RSDI_EN_DETECT;
+        e->probe_i = 0;
+        return RSD_OK;
+    }
+    rsdi_en_start_run(e, now_ms);
+    return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
+}
+
+/* Sends the reconcile's HTTP step; a send error is fed back as the transport result. */
+RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms) {
+    rsd_http_request q;
+    int rc, i;
+    memset(&q, 0, sizeof q);
+    q.method = s->http.method;
+    q.url = s->http.url;
+    for (i = 0; i < s->http.n_headers && i < RSD_RECONCILE_MAX_HEADERS; i++) {
+        e->hdrs[i].name = rsd_str_c(s->http.headers[i].name);
+        e->hdrs[i].value = rsd_str_c(s->http.headers[i].value);
+    }
+    q.headers = e->hdrs;
+    q.num_headers = (size_t)i;
+    q.body = s->http.body;
+    q.body_len = s->http.body ? s->http.body_len : 0;
+    q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
+    q.connect_timeout_ms = q.total_timeout_ms;
+    e->op = s->http.op;
+    (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
+    rc = rsd_http_send(e->http, &q, now_ms, &e->h);
+    if (rc < 0) {
+        (void)rsd_reconcile_feed(&e->rc, rc, 0, NULL, 0, now_ms);
+        return;
+    }
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+}
+
+RSDI_PRIVATE void rsdi_en_commit(rsd_ensurer *e) {
+    const rsd_reconcile_result *res = &e->rc.result;
+    uint64_t gen = 0;
+    int i;
+    if (!e->st) return;
+    if (res->attr_add[0]) (void)rsd_state_attr_add(e->st, e->key, res->attr_add, NULL, rsdi_en_wall_ms());
+    for (i = 0; i < res->n_attr_remove; i++) (void)rsd_state_attr_remove(e->st, e->key, res->attr_remove[i], NULL);
+    if (rsd_state_gen_bump(e->st, e->key, &gen) == RSD_OK) (void)rsd_reconcile_commit_done(&e->rc, gen);
+}
+
+RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
+    int guard;
+    if (!e) return RSD_ERR_ARG;
+    if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
+    e->last_now = now_ms;
+    for (guard = 0; guard < 256; guard++) {
+        if (e->inflight) {
+            rsd_http_event ev;
+            (void)rsd_http_client_step(e->http, now_ms);
+            while (e->inflight && rsd_http_next_event(e->http, &ev)) {
+                if (ev.req.id != e->h.id) continue; /* someone else's request on our client */
+                e->inflight = false;
+                e->waiting = RSDI_EN_WAIT_NONE;
+                if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
+                else (void)rsd_reconcile_feed(&e->rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
+            }
+            if (e->inflight) return RSD_PENDING;
+            continue;
+        }
+        if (e->phase == RSDI_EN_DONE) return e->final;
+        if (e->phase == RSDI_EN_DETECT) {
+            rsdi_en_probe_send(e, now_ms);
+            continue;
+        }
+        if (e->waiting == RSDI_EN_WAIT_LOCK) {
+            uint64_t gen = 0;
+            bool held;
+            int r = rsd_state_lock_step(e->st, &e->lk, now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (r < 0) { /* fail-closed */
+                rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url,
+                             rsd_result_str(r));
+                return e->final;
+            }
+            held = rsd_state_lock_held(&e->lk);
+            if (held && rsd_state_gen_read(e->st, e->key, &gen) != RSD_OK) gen = ~(uint64_t)0;
+            (void)rsd_reconcile_lock_done(&e->rc, held, gen, now_ms);
+            continue;
+        }
+        {
+            rsd_step s = rsd_reconcile_next(&e->rc, now_ms);
+            switch (s.kind) {
+            case RSD_STEP_HTTP: rsdi_en_http(e, &s, now_ms); break;
+            case RSD_STEP_WAIT:
+                e->waiting = RSDI_EN_WAIT_WAKE;
+                e->wake = s.wake_ms;
+                if (now_ms < s.wake_ms) return RSD_PENDING;
+                break;
+            case RSD_STEP_LOCK:
+                if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+                    (void)rsd_reconcile_lock_done(&e->rc, false, 0, now_ms);
+                    break;
+                }
+                e->lk_active = true;
+                e->waiting = RSDI_EN_WAIT_LOCK;
+                break;
+            case RSD_STEP_COMMIT: rsdi_en_commit(e); break;
+            case RSD_STEP_UNLOCK:
+                if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+                e->lk_active = false;
+                break;
+            case RSD_STEP_DONE: rsdi_en_finish(e, now_ms); return e->final;
+            default: break;
+            }
+        }
+    }
+    return RSD_PENDING;
+}
+
+RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return 0;
+    return rsd_http_client_pollfds(e->http, out, cap);
+}
+
+RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
+    uint64_t dl;
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return RSD_DEADLINE_NONE;
+    switch (e->waiting) {
+    case RSDI_EN_WAIT_HTTP:
+        dl = rsd_http_client_next_deadline(e->http);
+        return dl;
+    case RSDI_EN_WAIT_WAKE: return e->wake;
+    case RSDI_EN_WAIT_LOCK: return e->lk.wake_ms;
+    default: return 0;
+    }
+}
+
+RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
+    if (out) *out = e ? e->rc.notices : NULL;
+    if (!e || !e->reconciling) return 0;
+    return e->rc.n_notices;
+}
+
+RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->message = "";
+    out->op_model = "";
+    if (!e) {
+        out->result = RSD_ERR_ARG;
+        return;
+    }
+    out->done = e->phase == RSDI_EN_DONE;
+    out->result = e->phase == RSDI_EN_DONE ? e->final : e->phase == RSDI_EN_IDLE ? RSD_ERR_STATE : RSD_PENDING;
+    out->runtime = e->kind;
+    out->requests = e->requests;
+    out->elapsed_ms = out->done ? e->elapsed : (e->last_now > e->t0 ? e->last_now - e->t0 : 0);
+    out->op = e->op;
+    out->op_model = e->op_model;
+    if (e->reconciling) {
+        const rsd_reconcile_result *r = &e->rc.result;
+        out->outcome = r->outcome;
+        out->decision = r->decision;
+        out->reason = r->reason;
+        out->cache_hit = r->cache_hit;
+        out->keep_resident = r->keep_resident;
+        out->lock_held = r->lock_held;
+        out->loaded = r->loaded;
+        out->mutated = r->mutated;
+        out->requests += r->requests;
+        out->message = r->message;
+        out->n_evicted = r->n_evicted;
+        out->evicted = r->evicted;
+        out->n_notices = e->rc.n_notices;
+        out->notices = e->rc.notices;
+    } else {
+        out->outcome = e->outcome;
+        out->decision = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_DECISION_OBSERVE : RSD_DECISION_NONE;
+        out->reason = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_REASON_PROBE_FAILED : RSD_REASON_NONE;
+        out->message = e->message;
+        out->evicted = e->rc.result.evicted;
+        out->notices = e->rc.notices;
+    }
+}
+
+RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
+    rsd_pollfd fds[32];
+    int rc;
+    if (out) memset(out, 0, sizeof *out);
+    if (!e) return RSD_ERR_ARG;
+    if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    rc = rsd_ensure_begin(e, q, rsd_now_ms());
+    if (rc == RSD_ERR_STATE) return rc;
+    while ((rc = rsd_ensure_step(e, rsd_now_ms())) == RSD_PENDING) {
+        int n = rsd_ensure_pollfds(e, fds, 32), timeout;
+        uint64_t dl = rsd_ensure_next_deadline(e), now = rsd_now_ms();
+        if (n > 32) n = 32;
+        if (dl == RSD_DEADLINE_NONE) timeout = n ? -1 : 10;
+        else if (dl <= now) timeout = 0;
+        else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
+        if (timeout == 0) continue;
+        if (poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
+    }
+    if (out) rsd_ensure_query(e, out);
+    return rc;
+}
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (implementation) ============================================= */
