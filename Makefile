@@ -16,7 +16,7 @@ TLS_CFLAGS := -DRSD_HTTP_MBEDTLS
 TLS_LIBS   := -lmbedtls -lmbedx509 -lmbedcrypto
 endif
 
-TEST_CFLAGS := -std=c99 $(CWARN) -g -O1 $(SAN) -I. $(TLS_CFLAGS)
+TEST_CFLAGS := -std=c99 $(CWARN) -g -O0 $(SAN) -I. $(TLS_CFLAGS)
 TEST_LIBS   := $(TLS_LIBS)
 EX_CFLAGS   := -std=c99 $(CWARN) -O2 -g -I.
 
@@ -26,6 +26,8 @@ FUZZ_NAMES := $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c))
 REPLAYS    := $(patsubst %,$(B)/fuzz/replay_%,$(FUZZ_NAMES))
 EXAMPLES   := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 HEADERS    := residency.h residency_http.h
+# Project-only helper headers (tests and examples include them).
+AUXH       := $(wildcard tests/*.h examples/*.h)
 
 FUZZ_SECS ?= 60
 T ?= $(FUZZ_NAMES)
@@ -38,7 +40,7 @@ test: compile-matrix symbols readme examples unit replay
 	@cat $(B)/tests/summary
 
 # ---- unit tests under ASan+UBSan -------------------------------------------------
-$(B)/tests/%: tests/%.c tests/rsd_test.h $(HEADERS) | $(B)/tests
+$(B)/tests/%: tests/%.c $(AUXH) $(HEADERS) | $(B)/tests
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LIBS)
 
 # Tests may spawn the example programs (simulators), so those are built first.
@@ -59,8 +61,8 @@ readme: | $(B)/readme
 	@sh tests/readme.sh "$(CC)" "$(CWARN)"
 
 # ---- fuzz corpora replayed under the sanitizers ---------------------------------
-$(B)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay_main.c $(HEADERS) | $(B)/fuzz
-	$(CC) -std=c99 -g -O1 $(SAN) -I. $(filter-out -Wmissing-prototypes,$(CWARN)) fuzz/fuzz_$*.c fuzz/replay_main.c -o $@
+$(B)/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay_main.c $(AUXH) $(HEADERS) | $(B)/fuzz
+	$(CC) -std=c99 -g -O0 $(SAN) -I. $(filter-out -Wmissing-prototypes,$(CWARN)) fuzz/fuzz_$*.c fuzz/replay_main.c -o $@
 
 replay: $(REPLAYS)
 	@for t in $(FUZZ_NAMES); do \
@@ -83,7 +85,7 @@ fuzz: | $(B)/fuzz
 	done
 
 # ---- examples ---------------------------------------------------------------------
-$(B)/examples/%: examples/%.c $(HEADERS) | $(B)/examples
+$(B)/examples/%: examples/%.c $(AUXH) $(HEADERS) | $(B)/examples
 	$(CC) $(EX_CFLAGS) $< -o $@
 
 examples: $(EXAMPLES)

@@ -666,7 +666,11 @@ extern "C" {
     X(ERR_AUTH, -101, "server requires authentication (HTTP 401/403)") \
     X(ERR_NOT_SERVED, -102, "the server does not advertise the requested model")
 /* >>results:proc (range -70..-79) */
-#define RSDI_RESULTS_PROC(X)
+#define RSDI_RESULTS_PROC(X) \
+    X(ERR_SPAWN, -70, "could not start the process (errno in the SPAWN_FAILED event)") \
+    X(ERR_PROC_TEMPLATE, -71, "command template invalid, or a required placeholder unset") \
+    X(ERR_PROC_PORT, -72, "no free loopback port") \
+    X(ERR_PROC_STALE, -73, "stale or invalid process handle")
 /* >>results:pool */
 #define RSDI_RESULTS_POOL(X) \
     X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
@@ -711,7 +715,18 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 /* >>log:json */
 #define RSDI_LOG_ITEMS_JSON(X)
 /* >>log:http */
-#define RSDI_LOG_ITEMS_HTTP(X)
+#define RSDI_LOG_ITEMS_HTTP(X) \
+    X(HTTP_DESC_INVALID, "http: invalid desc") \
+    X(HTTP_RESOLVE_FAILED, "http client: host could not be resolved") \
+    X(HTTP_CAPACITY, "http client: all request slots busy") \
+    X(HTTP_CONNECT_FAILED, "http client: connect failed") \
+    X(HTTP_TIMEOUT, "http client: request timed out") \
+    X(HTTP_REQUEST_FAILED, "http client: request failed") \
+    X(HTTP_STALE_RETRY, "http client: kept-alive connection was stale, retried once") \
+    X(HTTP_LISTEN_FAILED, "http server: bind/listen failed") \
+    X(HTTP_ACCEPT_FAILED, "http server: accept failed") \
+    X(HTTP_BAD_REQUEST, "http server: bad request answered and closed") \
+    X(HTTP_CLIENT_GONE, "http server: client went away before its answer")
 /* >>log:reconcile */
 #define RSDI_LOG_ITEMS_RECONCILE(X) \
     X(RECONCILE_BAD_FACTS, "reconcile: facts rejected (limit, empty or overlong id)") \
@@ -730,7 +745,20 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(DRIVER_RESTORE, "driver: restored evicted models after a failed load") \
     X(DRIVER_LOCK_UNLOCKED, "driver: proceeding without the cross-process lock")
 /* >>log:proc */
-#define RSDI_LOG_ITEMS_PROC(X)
+#define RSDI_LOG_ITEMS_PROC(X) \
+    X(PROC_BAD_DESC, "procs: desc value out of range") \
+    X(PROC_TEMPLATE, "procs: command template invalid or a placeholder unset") \
+    X(PROC_PORT, "procs: no free loopback port") \
+    X(PROC_SPAWN, "procs: process started") \
+    X(PROC_SPAWN_FAILED, "procs: process could not be started") \
+    X(PROC_READY, "procs: process marked ready") \
+    X(PROC_START_TIMEOUT, "procs: not ready by the start deadline; stopping") \
+    X(PROC_STOP, "procs: SIGTERM sent") \
+    X(PROC_KILL, "procs: SIGKILL sent (grace period over, or kill)") \
+    X(PROC_STOPPED, "procs: process exited after a stop") \
+    X(PROC_EXITED, "procs: process exited unexpectedly") \
+    X(PROC_STUCK, "procs: process not reaped after SIGKILL") \
+    X(PROC_OUTPUT, "procs: one line of a child's output (debug)")
 /* >>log:pool */
 #define RSDI_LOG_ITEMS_POOL(X) \
     X(POOL_BAD_DESC, "pool: desc value out of range") \
@@ -1984,7 +2012,8 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            decision, reason, would, keep_resident (before), load_context,
            cache_hit, cached, mutated, loaded (our load POST succeeded),
            unload_failed, lock_held, redecided, evicted[] + n_evicted with
-           restored flags, attr_add, attr_remove[] + n_attr_remove,
+           restored flags, attr_add (+ attr_add_instance), attr_remove[] +
+           n_attr_remove,
            requests, elapsed_ms.
        Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
        RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
@@ -1995,15 +2024,37 @@ RSD_API const char *rsd_lms_tier_str(int tier);
        (degraded/info). .text is the rendered line (cut at
        RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
 
-       Runtimes: rsd_runtime is a table of pure hooks (request builder,
-       listing and capacity parsers, load-answer classifier) plus flags; the
-       llama.cpp router is rsd_runtime_router(). Other runtimes supply their
-       own table and reuse the whole machine.
+       Runtimes: rsd_runtime is a table of pure hooks plus flags; the llama.cpp
+       router is rsd_runtime_router(). Another runtime supplies its own table
+       (its name is the key prefix) and reuses the whole machine:
+           request(r, op, model, out)   build the request: write the URL into
+               r->url (rsdi_rc_set_url(r, path) appends a path to the root),
+               the body into r->body (rsdi_rc_model_body writes {"model":id}),
+               then rsdi_rc_http_fill(r, out, method, body_len or -1) adds the
+               headers. op is LIST, CAPACITY, LOAD, UNLOAD or POLL (POLL is
+               built as LIST). During an UNLOAD, r->op_instance is the victim's
+               listed instance id ("" if none); r->plan.load_context is the
+               clamped context for a LOAD of the keep (model == r->keep).
+           parse_list(r, body, len, out)  fill *out (r->toks is the token
+               array); <0 = the listing cannot be acted on (degrade).
+           parse_capacity(r, ...)   NULL = no capacity request.
+           load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
+               ALREADY, LIMIT (re-list, re-decide with the server full at its
+               listed count, unload the plan's evict list, or with none the
+               first fallback entry, one at a time for JIT: W14; load again,
+               at most RSD_RECONCILE_LOAD_ATTEMPTS loads) or REJECTED. It may
+               set r->result.attr_add_instance (an instance id the load made).
+           r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by begin) is scratch
+           the hooks own. Flags: RSD_RT_CATALOG (listing names every servable
+           model: enables the R45 gate), RSD_RT_LOAD (explicit load; without
+           it the reconcile ends RESIDENT after the unloads and the request
+           itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
+           RSD_RT_PINNED_PASS (L24).
 
        Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
-       is about 900 KB on x86-64 (two listings, 16384 JSON tokens, notices,
+       is 890 936 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
        copied ids): allocate it (static, malloc) and reuse it; begin resets it.
        No allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
@@ -2023,7 +2074,8 @@ enum {
     RSD_RECONCILE_PROBE_TIMEOUT_MS = 1500, /* default listing/props timeout (L14) */
     RSD_RECONCILE_RESTORE_MS = 30000,      /* default restore budget after a failed load */
     RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll (W7) */
-    RSD_RECONCILE_POLL_MAX_MS = 500        /* poll interval cap */
+    RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
+    RSD_RECONCILE_RT_DATA = 8192           /* bytes of runtime-hook scratch in rsd_reconcile */
 };
 
 /* What the caller must do next. */
@@ -2139,6 +2191,7 @@ typedef struct rsd_reconcile_result {
     int n_evicted;
     rsd_evicted evicted[RSD_MAX_RESIDENTS];
     char attr_add[RSD_MODEL_ID_MAX];          /* "" = nothing to add */
+    char attr_add_instance[RSD_MODEL_ID_MAX]; /* instance of attr_add (runtimes with instances) */
     int n_attr_remove;
     char attr_remove[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
 } rsd_reconcile_result;
@@ -2234,6 +2287,8 @@ struct rsd_reconcile {
     char wait_model[RSD_MODEL_ID_MAX];
     char victims[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
+    char victim_inst[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* its listed instance, or "" */
+    int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
     char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
     bool pinned_gone[RSD_MAX_RESIDENTS];
@@ -2245,6 +2300,11 @@ struct rsd_reconcile {
     rsd_step step;
     char url[RSD_RECONCILE_URL_MAX];
     char body[RSD_RECONCILE_BODY_MAX];
+    const char *op_instance;          /* for hooks: instance of the model of the current request, or "" */
+    union {
+        uint64_t align;
+        unsigned char bytes[RSD_RECONCILE_RT_DATA];
+    } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
     rsd_listing snap;                 /* listing the decision was made on */
     rsd_listing poll;                 /* listing of the latest poll */
     rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
@@ -6477,6 +6537,7 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         rsd_resident *res;
         if (!rsd_model_state_resident(m->state)) continue;
         if (n >= RSD_MAX_RESIDENTS) return RSD_ERR_RESIDENTS_LIMIT;
+        r->res_listing[n] = i;
         res = &r->res[n++];
         memset(res, 0, sizeof *res);
         res->model_id = m->id;
@@ -6531,11 +6592,17 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     return RSD_OK;
 }
 
-/* Append the plan's victims to victims[]; returns how many were added. */
-RSDI_PRIVATE int rsdi_rc_take_victims(rsd_reconcile *r) {
-    int i, k, added = 0;
-    for (i = 0; i < r->plan.n_evict && r->n_victims < RSD_MAX_RESIDENTS; i++) {
-        int e = r->plan.evict[i];
+/* Append victims to victims[]: the plan's evict list, or with use_fallback and no
+   evict list the first fallback entry (JIT: one at a time, W14). Returns the count. */
+RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
+    const int16_t *list = r->plan.evict;
+    int cnt = r->plan.n_evict, i, k, added = 0;
+    if (cnt == 0 && use_fallback && r->plan.n_fallback > 0) {
+        list = r->plan.fallback;
+        cnt = 1;
+    }
+    for (i = 0; i < cnt && r->n_victims < RSD_MAX_RESIDENTS; i++) {
+        int e = list[i], li;
         const rsd_resident *res;
         uint64_t mask = 0;
         if (e < 0 || e >= r->facts.n_residents) continue;
@@ -6548,11 +6615,17 @@ RSDI_PRIVATE int rsdi_rc_take_victims(rsd_reconcile *r) {
             if (hit) mask |= (uint64_t)1 << k;
         }
         rsdi_cpy_str(r->victims[r->n_victims], RSD_MODEL_ID_MAX, res->model_id);
+        li = r->res_listing[e];
+        r->victim_inst[r->n_victims][0] = '\0';
+        if (li >= 0 && li < r->snap.n)
+            rsdi_cpy_str(r->victim_inst[r->n_victims], RSD_MODEL_ID_MAX, r->snap.models[li].instance);
         r->victim_ours[r->n_victims++] = mask;
         added++;
     }
     return added;
 }
+
+RSDI_PRIVATE int rsdi_rc_take_victims(rsd_reconcile *r) { return rsdi_rc_take_victims_ex(r, false); }
 
 /* Did the new plan change what would be done (decision, reason, victims from `from`)? */
 RSDI_PRIVATE bool rsdi_rc_plan_changed(rsd_reconcile *r, rsd_decision d, rsd_reason why, int from) {
@@ -6801,6 +6874,7 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->step.kind = RSD_STEP_HTTP;
     r->step.http.op = op;
     r->step.http.model = model ? model : "";
+    r->op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? r->victim_inst[r->vi] : "";
     rc = r->rt->request(r, op, model, &r->step.http);
     if (rc < 0) { /* cannot even build it: nothing was sent */
         r->result.error = rc;
@@ -6916,6 +6990,8 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->poll.n = 0;
     memset(&r->plan, 0, sizeof r->plan);
     memset(&r->facts, 0, sizeof r->facts);
+    memset(&r->rt_data, 0, sizeof r->rt_data);
+    r->op_instance = "";
     r->result.outcome = RSD_OUTCOME_NONE;
     r->result.error = RSD_OK;
     r->result.decision = RSD_DECISION_NONE;
@@ -7139,7 +7215,8 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) break;
         if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
             rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-        } else if (r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT && rsdi_rc_take_victims(r) > 0) {
+        } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
+                   rsdi_rc_take_victims_ex(r, true) > 0) {
             rsdi_rc_emit_plan(r);
             r->vi = from;
             rsdi_rc_next_unload(r, now_ms);

@@ -148,10 +148,291 @@
            cut off after about 1 KiB of data; 16-byte chunks (6 per 16) and
            ordinary SSE event chunks pass. Limits are per body; bound the body
            itself with your own max_body_bytes.
-       [doc:http client]
-       [doc:http server]
+       --- http client: non-blocking HTTP/1.1 over POSIX sockets ---------------
+       TL;DR, a frame loop (the host owns the clock and the sleep):
+           rsd_http_client *c = rsd_http_client_create(NULL);   // zeroed desc = defaults
+           rsd_http_request q = {0};
+           q.url = "http://127.0.0.1:8080/v1/models";
+           q.bearer_token = key;                                // optional; never logged
+           rsd_http_req_h h;
+           if (rsd_http_send(c, &q, now_ms, &h) < 0) ...        // no I/O yet
+           for (;;) {                                           // once per frame
+               rsd_pollfd fds[8];
+               int n = rsd_http_client_pollfds(c, fds, 8);      // may be 0
+               uint64_t dl = rsd_http_client_next_deadline(c);  // 0 = now, RSD_DEADLINE_NONE
+               poll((struct pollfd *)fds, n, <min(frame budget, dl - now)>);
+               rsd_http_client_step_polled(c, now = rsd_now_ms(), fds, n);
+               rsd_http_event ev;
+               while (rsd_http_next_event(c, &ev))              // views valid until next call
+                   if (ev.result == RSD_OK) use(ev.status, ev.body);
+                   else log(rsd_result_str(ev.result), ev.sys_errno);
+           }
+           rsd_http_client_destroy(c);
+       and a blocking call (a CLI, a test):
+           rsd_http_event resp;
+           int r = rsd_http_request_sync(c, &q, &resp);          // resolves names too
+           if (r == RSD_OK && resp.status == 200) fwrite(resp.body.ptr, 1, resp.body.len, stdout);
+
+       rsd_pollfd {int fd; short events; short revents;} has the layout of struct
+       pollfd (checked at compile time), RSD_POLLIN/RSD_POLLOUT equal POLLIN/POLLOUT:
+       cast the array for poll(). All times are absolute ms on the caller's clock
+       (rsd_now_ms() is CLOCK_MONOTONIC; tests pass a fake clock). Handles
+       (rsd_http_req_h) are {id}: 0 = invalid, slot in the low 12 bits, a generation
+       above, so a stale handle is detected, never confused with a new request.
+
+       rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
+           Allocates everything now (5 blocks: object, connection table, request
+           table, poll array, one buffer block of max_requests x (max_request_bytes +
+           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB, untouched
+           pages stay virtual). NULL on a bad desc or no memory (logged:
+           HTTP_DESC_INVALID / ALLOC_FAILED). Desc fields, 0 = default:
+             max_requests 8 (slots: in flight + completed but not yet pulled),
+             max_conns 8 (sockets: in flight + kept alive; at most 4095),
+             max_header_bytes 16 KiB, max_body_bytes 1 MiB (per slot),
+             max_request_bytes 64 KiB (request head + body), connect_timeout_ms
+             5000, total_timeout_ms 60000, idle_timeout_ms 30000 (a kept-alive
+             socket unused this long is closed by step), no_keepalive,
+             resolve_fn/resolve_user (see names below), allocator, logger.
+       void rsd_http_client_destroy(rsd_http_client *c)
+           Closes every socket (pending requests vanish without events), frees all.
+       int rsd_http_send(c, const rsd_http_request *req, uint64_t now_ms, rsd_http_req_h *out)
+           Validates and queues; does no I/O (step connects and writes). Copies
+           everything it needs: method (NULL = GET, a token of at most 16 bytes),
+           url (http://host[:port]/path), bearer_token (Authorization: Bearer),
+           content_type, extra headers (name must be a token, values without
+           CR/LF/controls: header injection is RSD_ERR_ARG), body (copied; a body,
+           or POST/PUT/PATCH, always sends Content-Length). The request line,
+           Host, headers and body are built into one buffer and go out in ONE
+           write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
+           Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
+           RSD_TIMEOUT_NONE = never) start at now_ms.
+           Where the body goes: by default the slot's own buffer (max_body_bytes);
+           body_buf/body_cap = the caller's buffer (must live until the event);
+           on_body(user, data, len) = streamed from inside step, nothing kept;
+           on_sse(user, event) = parsed as text/event-stream (half the slot buffer
+           receives, half collects an event's data), nothing kept. Streamed bodies
+           are limited by max_stream_bytes (0 = unlimited) only.
+           Errors: RSD_ERR_ARG, RSD_ERR_URL, RSD_ERR_TLS_UNAVAILABLE (https),
+           RSD_ERR_RESOLVE (a name and no resolve_fn), RSD_ERR_TOO_LARGE (request
+           over max_request_bytes), RSD_ERR_CAPACITY (every slot busy; logged).
+       int rsd_http_client_step(c, uint64_t now_ms)
+       int rsd_http_client_step_polled(c, uint64_t now_ms, const rsd_pollfd *fds, int nfds)
+           Never blocks. Starts queued requests (a kept-alive socket to the same
+           address first, else a new non-blocking connect, else the longest-idle
+           kept-alive socket is closed to make room, else it stays queued),
+           finishes connects (SO_ERROR), writes, reads, parses, applies timeouts
+           (after I/O, so bytes that arrived in time count), closes expired idle
+           sockets. step_polled skips sockets listed in fds with revents == 0
+           (the host just polled them); step tries every socket (one poll(0) for
+           a connecting one, a recv that may say EAGAIN for a reading one).
+           Returns the number of completed events waiting (>= 0), RSD_ERR_ARG.
+       bool rsd_http_next_event(c, rsd_http_event *ev)
+           Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
+           status, or an error), sys_errno, status (0 if no head arrived), headers,
+           num_headers, body (empty when streamed or on error), body_bytes (decoded
+           bytes received, streamed ones too), reused, retried, user. Every
+           rsd_http_send that returned RSD_OK produces exactly one event (also on
+           timeout, error or cancel). The views stay valid until the next call on c.
+       int rsd_http_client_pollfds(c, rsd_pollfd *out, int cap)
+           One entry per socket step is waiting on (POLLOUT while connecting or
+           sending, POLLIN while reading); kept-alive idle sockets are not listed.
+           Returns how many it wants (only cap are written when that is more).
+       uint64_t rsd_http_client_next_deadline(c)
+           Earliest connect/total deadline or idle expiry; 0 when a queued request
+           can start now; RSD_DEADLINE_NONE when only socket readiness matters.
+       int rsd_http_cancel(c, rsd_http_req_h h)
+           Closes the request's socket (it cannot be reused mid-request); its event
+           reports RSD_ERR_CANCELLED. RSD_ERR_NOT_FOUND for a stale or completed
+           handle.
+       int rsd_http_pause(c, rsd_http_req_h h, bool paused)
+           Stops / resumes reading the response (its socket leaves / rejoins
+           pollfds): backpressure for streamed bodies, e.g. a proxy pausing the
+           upstream while rsd_http_stream_room() downstream is low. Timeouts keep
+           running (use RSD_TIMEOUT_NONE for long streams).
+       int rsd_http_request_sync(c, const rsd_http_request *req, rsd_http_event *resp)
+           The blocking wrapper, nothing but the loop above on rsd_now_ms(): send,
+           step, then poll(pollfds, next_deadline) + step_polled until this
+           request's event, which it takes (other requests' events stay queued for
+           rsd_http_next_event). A host name (not an IP literal, not "localhost")
+           is resolved with getaddrinfo here, first address. Returns resp->result;
+           resp's views are valid until the next call on c.
+       uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
+       void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
+           requests, connects, reuses, retries, timeouts, errors.
+
+       Names. rsd_http_send never resolves: IPv4/IPv6 literals and "localhost"
+       (= 127.0.0.1) go straight to connect(); any other name goes through
+       desc.resolve_fn(user, host, out, cap) (write a numeric address, return 0)
+       or fails with RSD_ERR_RESOLVE. Only rsd_http_request_sync calls
+       getaddrinfo, which blocks.
+
+       Request state machine (one slot; one request per socket, no pipelining):
+           FREE -send-> QUEUED -step-> CONNECTING -> SENDING -> HEAD -> BODY -> DONE
+                                 \---(kept-alive socket)--^
+           DONE -next_event-> DELIVERED (views live) -any later call on c-> FREE
+           Any active state -> DONE on error, timeout or cancel.
+           Timeouts: QUEUED and CONNECTING count against connect_timeout_ms (from
+           send) and total_timeout_ms; later states against total_timeout_ms.
+           A request that fires at deadline D completes at the first step with
+           now_ms >= D, exactly, whatever the peer does (a peer dribbling one byte
+           at a time cannot extend it).
+           Keep-alive: after a complete response the socket returns to the idle
+           set unless the response said Connection: close or was HTTP/1.0
+           without keep-alive, the body ran to connection close, extra bytes
+           followed the body, or no_keepalive is set. Stale socket: when a kept-
+           alive socket fails (EOF, ECONNRESET, EPIPE) before any response byte,
+           an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried once,
+           transparently, on a fresh connection (log item HTTP_STALE_RETRY,
+           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run).
+           Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
+
+       Limits and errors (each is an error, never a silent truncation):
+           head over max_header_bytes, or over RSD_HTTP_MAX_HEADERS fields
+                                         RSD_ERR_HEADERS_TOO_LARGE
+           Content-Length over the body buffer, or the decoded chunked / read-to-
+           close body outgrowing it, or a stream over max_stream_bytes
+                                         RSD_ERR_BODY_TOO_LARGE (status is set)
+           connect refused / unreachable RSD_ERR_CONNECT (sys_errno = ECONNREFUSED...)
+           deadline passed               RSD_ERR_TIMEOUT
+           peer closed mid-response      RSD_ERR_CLOSED (body_bytes = what came)
+           other socket error            RSD_ERR_IO (sys_errno)
+           malformed response / chunking RSD_ERR_PROTOCOL
+           cancelled                     RSD_ERR_CANCELLED
+           Logging: only the request line (method and path, with its query) and
+           result names appear in log lines; header values, and so the bearer
+           token, never do (keep secrets out of URLs).
+
+       SSE line reader (pure; the client's on_sse uses it, hosts may too):
+       void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap)
+       int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *used, rsd_sse_event *ev)
+           Feed any split of a text/event-stream. RSD_OK = one event in *ev
+           (event, data with lines joined by '\n', last id; views valid until the
+           next feed), call again with p + *used; RSD_PENDING = all consumed.
+           Lines end in \n, \r\n or \r; ':' lines are comments; "retry" and
+           unknown fields are ignored; a blank line dispatches when at least one
+           data line was seen (a bare "data" line = empty data). Data over cap:
+           RSD_ERR_TOO_LARGE for that event, then the reader goes on.
+           `event:`/`id:` values are kept up to RSD_SSE_MAX_NAME (64) bytes.
+           The llama.cpp router's /models/sse sends one `data: {json}` per event,
+           no `event:` line; OpenAI streaming sends `data: {json}` and a final
+           `data: [DONE]`.
+       --- http server: small non-blocking HTTP/1.1 server ---------------------
+       For simulators, tests, a serve example and a pool front-end. Same shape as
+       the client: step(now)/pollfds/next_deadline, events pulled, no callbacks.
+           rsd_http_server_desc sd = {0};                       // 127.0.0.1, port 0
+           rsd_http_server *s = rsd_http_server_create(&sd);
+           printf("listening on %u\n", rsd_http_server_port(s));
+           for (;;) {
+               rsd_pollfd fds[64];
+               int n = rsd_http_server_pollfds(s, fds, 64);
+               poll((struct pollfd *)fds, n, <until rsd_http_server_next_deadline(s)>);
+               rsd_http_server_step_polled(s, rsd_now_ms(), fds, n);
+               rsd_http_server_event ev;
+               while (rsd_http_server_next_event(s, &ev)) {
+                   if (ev.type == RSD_HTTP_SEV_CLOSED) { forget(ev.req); continue; }
+                   if (rsd_str_eq_c(ev.head->target, "/health"))
+                       rsd_http_respond(s, ev.req, 200, &ctype_json, 1, "{\"status\":\"ok\"}", 15);
+                   else
+                       hold(ev.req);   // answer on a later step: rsd_http_respond(s, h, ...)
+               }
+           }
+
+       rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc)
+           Binds bind_host (numeric; NULL = "127.0.0.1") : port (0 = ephemeral,
+           read it back with rsd_http_server_port), listens (backlog 128,
+           SO_REUSEADDR, O_NONBLOCK|O_CLOEXEC), allocates 3 blocks: object,
+           connection table, one buffer block of max_conns x (max_header_bytes +
+           max_body_bytes + 1 KiB + max_response_bytes). NULL on failure, logged
+           (HTTP_DESC_INVALID, HTTP_LISTEN_FAILED with errno, ALLOC_FAILED).
+           Defaults: max_conns 32 (more clients wait in the backlog),
+           max_header_bytes 8 KiB, max_body_bytes 64 KiB, max_response_bytes
+           256 KiB (the per-connection send buffer: the largest Content-Length
+           response; stream bigger ones), idle_timeout_ms 30000 (idle keep-alive
+           connection closed), request_timeout_ms 10000 (a started request must
+           be complete by then, else 408 and close: the slowloris guard).
+       void rsd_http_server_destroy(s)     closes every socket, frees everything.
+       uint16_t rsd_http_server_port(s)
+       int rsd_http_server_step(s, now_ms)
+       int rsd_http_server_step_polled(s, now_ms, const rsd_pollfd *fds, int nfds)
+           Accepts (while a connection slot is free), flushes pending output, reads,
+           parses (a Content-Length or chunked body is read completely first), and
+           expires. Returns the number of events waiting. With many connections use
+           step_polled: plain step tries a recv on every connection.
+       bool rsd_http_server_next_event(s, rsd_http_server_event *ev)
+           RSD_HTTP_SEV_REQUEST: ev.req (handle), ev.head (method, target,
+           headers, framing), ev.body (decoded). They stay valid until the request
+           is answered, however many steps later.
+           RSD_HTTP_SEV_CLOSED: the client of a request you hold (pulled, not yet
+           answered, or streaming) went away; the handle is dead from now on
+           (calls with it return RSD_ERR_CLOSED). A client that leaves before its
+           REQUEST event was pulled is dropped silently.
+       int rsd_http_server_query(s, rsd_http_sreq_h h, rsd_http_server_event *out)
+           Re-reads a held request (RSD_OK), RSD_ERR_CLOSED, RSD_ERR_NOT_FOUND.
+       int rsd_http_respond(s, h, int status, const rsd_http_header *headers, size_t n,
+                            const void *body, size_t len)
+           Content-Length response; headers are extra lines (Content-Type ...).
+           Written to the socket at once as far as it takes; step sends the rest.
+           The connection then serves its next request (pipelined bytes already
+           read are parsed on the next step), or closes if the request said
+           Connection: close / HTTP/1.0. A HEAD request gets the head only.
+           RSD_ERR_TOO_LARGE (does not fit max_response_bytes; nothing sent),
+           RSD_ERR_ARG (status outside 100..999, header with CR/LF), RSD_ERR_STATE
+           (the request is streaming), RSD_ERR_CLOSED, RSD_ERR_NOT_FOUND (stale).
+       int rsd_http_stream_begin(s, h, int status, headers, n)
+       int rsd_http_stream_write(s, h, const void *data, size_t len)    one chunk
+       int rsd_http_stream_sse(s, h, const char *event, const char *data, size_t len)
+           one SSE event as one chunk: "event: <event>\n" when event is non-NULL,
+           "data: <line>\n" per line of data, then "\n"
+       int rsd_http_stream_end(s, h)                                   last chunk
+       int rsd_http_stream_begin_raw(s, h, status, headers, n, int64_t content_length)
+           The same without chunk framing: content_length >= 0 is announced and the
+           writes are the body as is; < 0 = the body ends with the connection
+           (Connection: close; stream_end closes). For simulators: RSIM_STREAM
+           close-delimited bodies, and with rsd_http_abort a mid-body drop.
+       int rsd_http_abort(s, h)
+           Closes the connection of a held or streaming request now (queued bytes
+           go out first if the socket takes them). The handle is dead afterwards
+           (RSD_ERR_CLOSED). For "hang up" and truncation failure injection.
+       size_t rsd_http_stream_room(s, h)    bytes a write can take now
+           A chunked response written over as many steps as you like (add
+           Content-Type: text/event-stream for SSE). When the send buffer is full,
+           write returns RSD_ERR_CAPACITY: step, then retry. RSD_ERR_CLOSED once
+           the client is gone (you also get a SEV_CLOSED event).
+       int rsd_http_server_pollfds(s, out, cap)   / uint64_t rsd_http_server_next_deadline(s)
+           Like the client's: the listening socket while a slot is free, every
+           connection (POLLIN while its receive buffer has room, POLLOUT while
+           output is pending). next_deadline: 0 when pipelined bytes wait to be
+           parsed, else the earliest idle/request timeout.
+       void rsd_http_server_query_stats(s, out)
+           accepts, requests, responses, bad_requests, closes.
+
+       Connection states: READ (waiting for a head/body) -> PENDING (event queued /
+       held by you) -> [STREAMING] -> answered -> READ (keep-alive) or CLOSING;
+       any state -> closed on EOF/error (SEV_CLOSED if you hold its request).
+       One request per connection at a time: pipelined requests wait in the
+       receive buffer until the current one is answered. A client that half-closes
+       (shutdown(SHUT_WR)) while its request is held counts as gone.
+
+       Bad clients are answered and closed inside step without an event, and
+       without disturbing other connections:
+           malformed request line / header / chunking   400 Bad Request
+           Content-Length or chunked body over max_body_bytes   413
+           head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
+           request not complete within request_timeout_ms   408
+           (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
+           gets "100 Continue" before the body is read.
+
+       MEMORY (client and server): every buffer comes from the desc's allocator
+       in create; send, step, respond and the streams never allocate (a
+       steady-state keep-alive request is 0 allocations: tests count it).
+       PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
+       never a SIGPIPE handler; poll(), never select(). TLS: every connection
+       does its I/O through an internal transport (recv/send/close function
+       pointers, plain sockets now) where mbedTLS will slot in; today an https
+       URL is RSD_ERR_TLS_UNAVAILABLE.
        [doc:tls]
-       [doc:drive]
+       DRIVE: rsd_ensurer runs reconciles over real sockets; its manual is at the
+       top of the >>drive declarations section below.
        STATE: state directory, cross-process lock, persisted attribution (>>state)
        -------------------------------------------------------------------------
        State that must survive a restart or be shared between processes: which
@@ -469,19 +750,846 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 /* ==== >>httpparse end ===================================================== */
 
 /* ==== >>http client (declarations) ======================================== */
+/* Poll entry with the layout of POSIX `struct pollfd` {int fd; short events; short
+   revents;} (the implementation checks size, offsets and flag values at compile time),
+   so an array of these can be handed to poll() with a cast. */
+typedef struct rsd_pollfd {
+    int fd;
+    short events;   /* RSD_POLLIN / RSD_POLLOUT */
+    short revents;  /* filled by the host's poll() */
+} rsd_pollfd;
+enum { RSD_POLLIN = 0x001, RSD_POLLOUT = 0x004 };  /* equal to POLLIN / POLLOUT */
+
+#define RSD_DEADLINE_NONE ((uint64_t)-1)   /* next_deadline: nothing scheduled */
+#define RSD_TIMEOUT_NONE 0xFFFFFFFFu       /* a *_timeout_ms field: never time out */
+
+/* Client limits and defaults (a zeroed desc field means the default). */
+enum {
+    RSD_HTTP_MAX_HOST_BYTES = 255,             /* host name / address in a URL */
+    RSD_HTTP_MAX_CONNS_LIMIT = 4095,           /* upper bound for max_conns / max_requests */
+    RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS = 8,  /* concurrent request slots */
+    RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS = 8,     /* sockets (in flight + kept alive) */
+    RSD_HTTP_DEFAULT_MAX_HEADER_BYTES = 16384, /* response head */
+    RSD_HTTP_DEFAULT_MAX_BODY_BYTES = 1048576, /* response body per slot */
+    RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES = 65536,/* request head + body, sent in one write */
+    RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS = 5000,
+    RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS = 60000,
+    RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS = 30000,  /* kept-alive socket closed after this idle time */
+    RSD_SSE_MAX_NAME = 64                      /* SSE `event:` / `id:` values kept (longer: cut) */
+};
+
+/* ---- SSE line reader (pure, incremental; no I/O, no allocation) ---- */
+/* One dispatched server-sent event; views valid until the next rsd_sse_feed. */
+typedef struct rsd_sse_event {
+    rsd_str event;  /* `event:` field, empty when absent */
+    rsd_str data;   /* `data:` lines joined with '\n' */
+    rsd_str id;     /* last `id:` seen (persists across events, as in the spec) */
+} rsd_sse_event;
+
+/* Reader state; set up with rsd_sse_init. Field meanings are internal. */
+typedef struct rsd_sse_reader {
+    char *buf;           /* caller's data buffer */
+    size_t cap;
+    size_t data_len;
+    uint32_t data_lines;
+    uint32_t event_len, id_len, field_len;
+    char event[RSD_SSE_MAX_NAME];
+    char id[RSD_SSE_MAX_NAME];
+    char field[8];
+    int state;
+    int target;
+    bool skip_lf;
+    bool overflow;
+} rsd_sse_reader;
+
+/* Prepares a reader that collects `data:` into buf[0..cap). */
+RSD_API void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap);
+/* Consumes bytes from p[0..n) until an event completes. *used = bytes consumed.
+   RSD_OK: *ev holds an event (call again with p + *used). RSD_PENDING: all consumed,
+   no event yet. RSD_ERR_TOO_LARGE: an event's data overflowed cap; it is dropped, and
+   reading continues with the next event on the next call. Handles \n, \r\n and \r. */
+RSD_API int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *used,
+                         rsd_sse_event *ev);
+
+/* ---- client ---- */
+typedef struct rsd_http_client rsd_http_client;
+/* Handle of an in-flight request: 0 = invalid; slot in the low 12 bits, generation above. */
+typedef struct rsd_http_req_h { uint32_t id; } rsd_http_req_h;
+
+/* Client configuration; zeroed = defaults. Every buffer is allocated by create. */
+typedef struct rsd_http_client_desc {
+    int max_requests;             /* request slots (in flight + unpulled events); 0 = 8 */
+    int max_conns;                /* sockets, in flight + kept alive; 0 = 8 */
+    size_t max_header_bytes;      /* response head limit; 0 = 16 KiB */
+    size_t max_body_bytes;        /* per-slot body buffer and limit; 0 = 1 MiB */
+    size_t max_request_bytes;     /* request head + body limit; 0 = 64 KiB */
+    uint32_t connect_timeout_ms;  /* per-request default; 0 = 5000; RSD_TIMEOUT_NONE = never */
+    uint32_t total_timeout_ms;    /* per-request default; 0 = 60000; RSD_TIMEOUT_NONE = never */
+    uint32_t idle_timeout_ms;     /* kept-alive socket lifetime when idle; 0 = 30000 */
+    bool no_keepalive;            /* close every connection after its response */
+    /* Name resolution for the non-blocking path (never called for numeric hosts or
+       "localhost"): write a numeric address into out (NUL-terminated), return 0, or <0. */
+    int (*resolve_fn)(void *user, const char *host, char *out, size_t cap);
+    void *resolve_user;
+    rsd_allocator allocator;
+    rsd_logger logger;
+} rsd_http_client_desc;
+
+/* One request. Everything is copied by rsd_http_send except body_buf and user. */
+typedef struct rsd_http_request {
+    const char *method;           /* NULL = "GET" */
+    const char *url;              /* "http://127.0.0.1:8080/v1/models" */
+    const char *bearer_token;     /* sends Authorization: Bearer <token>; never logged */
+    const rsd_http_header *headers; /* extra headers (name/value views), copied */
+    size_t num_headers;
+    const char *content_type;     /* sent when non-NULL */
+    const void *body;             /* copied; Content-Length is always sent for a body */
+    size_t body_len;
+    uint32_t connect_timeout_ms;  /* 0 = client default; RSD_TIMEOUT_NONE = never */
+    uint32_t total_timeout_ms;    /* 0 = client default; RSD_TIMEOUT_NONE = never */
+    char *body_buf;               /* optional: receive the body here (live until the event) */
+    size_t body_cap;              /* its size; more body = RSD_ERR_BODY_TOO_LARGE */
+    /* Optional streaming: decoded body bytes are handed over from inside step instead of
+       being kept (the event's body is then empty). */
+    void (*on_body)(void *user, const char *data, size_t len);
+    /* Optional: body parsed as text/event-stream, one call per event from inside step. */
+    void (*on_sse)(void *user, const rsd_sse_event *ev);
+    uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
+    void *user;                   /* returned in the event and passed to the callbacks */
+} rsd_http_request;
+
+/* A completed request (or the response of rsd_http_request_sync). Views point into the
+   client and stay valid until the next call on that client. */
+typedef struct rsd_http_event {
+    rsd_http_req_h req;
+    int result;                   /* RSD_OK (any HTTP status) or an error */
+    int sys_errno;                /* errno behind an I/O or connect error, else 0 */
+    int status;                   /* HTTP status, 0 when no response head arrived */
+    const rsd_http_header *headers;
+    size_t num_headers;
+    rsd_str body;                 /* whole body (empty when streamed) */
+    uint64_t body_bytes;          /* decoded body bytes received (streamed ones too) */
+    bool reused;                  /* went over a kept-alive connection */
+    bool retried;                 /* was retried once on a fresh connection */
+    void *user;
+} rsd_http_event;
+
+/* Counters for tests and diagnostics. */
+typedef struct rsd_http_client_stats {
+    uint64_t requests, connects, reuses, retries, timeouts, errors;
+} rsd_http_client_stats;
+
+/* Monotonic clock in ms (CLOCK_MONOTONIC); the shell's clock for blocking wrappers. */
+RSD_API uint64_t rsd_now_ms(void);
+/* Creates a client, allocating every buffer now; NULL on a bad desc or no memory (logged). */
+RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc);
+/* Closes every socket and frees everything; NULL is fine. */
+RSD_API void rsd_http_client_destroy(rsd_http_client *c);
+/* Validates and queues a request (no I/O: connecting and sending happen in step).
+   RSD_OK and *out, or RSD_ERR_ARG / RSD_ERR_URL / RSD_ERR_RESOLVE / RSD_ERR_TOO_LARGE /
+   RSD_ERR_CAPACITY (all slots busy) / RSD_ERR_TLS_UNAVAILABLE (https). */
+RSD_API int rsd_http_send(rsd_http_client *c, const rsd_http_request *req, uint64_t now_ms,
+                          rsd_http_req_h *out);
+/* Does all ready work without blocking: connects, writes, reads, timeouts. Returns the
+   number of completed events waiting to be pulled (>= 0). Tries every socket. */
+RSD_API int rsd_http_client_step(rsd_http_client *c, uint64_t now_ms);
+/* Like step, after the host's own poll() on the entries from rsd_http_client_pollfds:
+   sockets listed with revents == 0 are skipped (saves syscalls). */
+RSD_API int rsd_http_client_step_polled(rsd_http_client *c, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds);
+/* Pulls the oldest completion; false when none. Views valid until the next call on c. */
+RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev);
+/* Writes up to cap poll entries for the sockets step waits on; returns how many it
+   wants (may exceed cap: then only cap were written). */
+RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap);
+/* Earliest absolute time (ms, the callers' clock) step must run; 0 = now;
+   RSD_DEADLINE_NONE = only socket readiness matters. */
+RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
+/* Aborts a request: its socket is closed and its event reports RSD_ERR_CANCELLED.
+   RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
+RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
+/* Stops (paused = true) or resumes reading a request's response: backpressure for a
+   streamed body (e.g. a proxy whose downstream is full). Timeouts keep running.
+   RSD_OK or RSD_ERR_NOT_FOUND. */
+RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused);
+/* Blocking request: resolves names with getaddrinfo, then loops poll() + step on
+   rsd_now_ms() until this request completes. Returns resp->result; resp's views are
+   valid until the next call on c. Other requests' events stay queued for next_event. */
+RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *req,
+                                  rsd_http_event *resp);
+/* Copies the counters. */
+RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out);
 
 /* ==== >>http client end =================================================== */
 
 /* ==== >>http server (declarations) ======================================== */
+/* Server limits and defaults (a zeroed desc field means the default). */
+enum {
+    RSD_HTTP_SERVER_DEFAULT_MAX_CONNS = 32,
+    RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES = 8192,    /* over: 431 */
+    RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES = 65536,     /* over: 413 */
+    RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES = 262144,/* per-connection send buffer */
+    RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS = 30000,    /* idle keep-alive connection */
+    RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000  /* a started request must complete */
+};
+
+typedef struct rsd_http_server rsd_http_server;
+/* Handle of a received request awaiting its answer; 0 = invalid. */
+typedef struct rsd_http_sreq_h { uint32_t id; } rsd_http_sreq_h;
+
+/* Server configuration; zeroed = defaults. Every buffer is allocated by create. */
+typedef struct rsd_http_server_desc {
+    const char *bind_host;        /* numeric address; NULL = "127.0.0.1" */
+    uint16_t port;                /* 0 = ephemeral: read it back with rsd_http_server_port */
+    int max_conns;                /* 0 = 32; more clients wait in the listen backlog */
+    size_t max_header_bytes;      /* request head limit; 0 = 8 KiB */
+    size_t max_body_bytes;        /* request body limit; 0 = 64 KiB */
+    size_t max_response_bytes;    /* per-connection send buffer; 0 = 256 KiB */
+    uint32_t idle_timeout_ms;     /* 0 = 30000; RSD_TIMEOUT_NONE = never */
+    uint32_t request_timeout_ms;  /* head+body of a started request; 0 = 10000 */
+    rsd_allocator allocator;
+    rsd_logger logger;
+} rsd_http_server_desc;
+
+typedef enum rsd_http_server_event_type {
+    RSD_HTTP_SEV_NONE = 0,
+    RSD_HTTP_SEV_REQUEST,   /* a complete request: answer it now or later */
+    RSD_HTTP_SEV_CLOSED,    /* the client of an unanswered / streaming request went away */
+    RSD_HTTP_SEV_NUM
+} rsd_http_server_event_type;
+
+/* Server event. head and body stay valid until the request is answered (respond or
+   stream_end) or its CLOSED event has been pulled. */
+typedef struct rsd_http_server_event {
+    int type;                            /* rsd_http_server_event_type */
+    rsd_http_sreq_h req;
+    const rsd_http_request_head *head;   /* NULL for CLOSED */
+    rsd_str body;                        /* decoded request body */
+} rsd_http_server_event;
+
+typedef struct rsd_http_server_stats {
+    uint64_t accepts, requests, responses, bad_requests, closes;
+} rsd_http_server_stats;
+
+/* Binds, listens and allocates every buffer; NULL on failure (logged with errno). */
+RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc);
+/* Closes every socket and frees everything; NULL is fine. */
+RSD_API void rsd_http_server_destroy(rsd_http_server *s);
+/* The bound port (useful after port 0). */
+RSD_API uint16_t rsd_http_server_port(const rsd_http_server *s);
+/* Accepts, reads, parses, writes and expires without blocking; returns the number of
+   events waiting to be pulled. Bad requests are answered (400/413/431) and closed here. */
+RSD_API int rsd_http_server_step(rsd_http_server *s, uint64_t now_ms);
+/* Like step after the host's poll() on rsd_http_server_pollfds entries (skips idle ones). */
+RSD_API int rsd_http_server_step_polled(rsd_http_server *s, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds);
+/* Pulls the next event; false when none. */
+RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_event *ev);
+/* Re-reads a pending request (e.g. a deferred one); RSD_OK, or RSD_ERR_NOT_FOUND /
+   RSD_ERR_CLOSED. */
+RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h,
+                                  rsd_http_server_event *out);
+/* Poll entries (listen socket + connections); returns how many it wants. */
+RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run (timeouts); RSD_DEADLINE_NONE if none. */
+RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s);
+/* Answers a request with a Content-Length response (headers are extra lines, e.g.
+   Content-Type). Writes what the socket takes now; step sends the rest. RSD_OK,
+   RSD_ERR_CLOSED (client gone), RSD_ERR_NOT_FOUND (stale handle), RSD_ERR_TOO_LARGE
+   (over max_response_bytes), RSD_ERR_ARG (bad status/header). */
+RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                             const rsd_http_header *headers, size_t num_headers,
+                             const void *body, size_t body_len);
+/* Starts a chunked streaming response (add a Content-Type header, e.g.
+   text/event-stream). Then stream_write / stream_sse any number of times, then stream_end. */
+RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                  const rsd_http_header *headers, size_t num_headers);
+/* Starts an unchunked streaming response: content_length >= 0 announces that many body
+   bytes (stream_write sends them as they are; writing fewer and then rsd_http_abort
+   simulates a mid-body drop), < 0 = body delimited by the close (Connection: close;
+   stream_end closes). For simulators and failure injection. */
+RSD_API int rsd_http_stream_begin_raw(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                      const rsd_http_header *headers, size_t num_headers,
+                                      int64_t content_length);
+/* Closes a held or streaming request's connection now (what was already queued is sent
+   first if the socket takes it; the rest is dropped). The handle is dead afterwards. */
+RSD_API int rsd_http_abort(rsd_http_server *s, rsd_http_sreq_h h);
+/* Sends one chunk. RSD_ERR_CAPACITY when the send buffer is full (step, then retry);
+   RSD_ERR_CLOSED when the client went away. */
+RSD_API int rsd_http_stream_write(rsd_http_server *s, rsd_http_sreq_h h, const void *data,
+                                  size_t len);
+/* Sends one SSE event as one chunk: optional `event:` line, `data:` per line of data, blank line. */
+RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const char *event,
+                                const char *data, size_t len);
+/* Sends the last chunk; the connection then serves the next request. */
+RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h);
+/* Bytes a stream_write can take right now (0 when the handle is not streaming). */
+RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
+/* Copies the counters. */
+RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out);
 
 /* ==== >>http server end =================================================== */
 
 /* ==== >>drive (declarations) ============================================== */
+/* [doc:drive] -- the manual of the drive module (kept next to its declarations so
+   merges stay apart; the lead may move it into the top block).
+   --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
+       The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
+       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
+       the caller's clock and the state directory. Two ways to use it, one code path:
 
+           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
+           rsd_ensure_req q;  memset(&q, 0, sizeof q);
+           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
+           rsd_ensure_result res;
+           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
+           rsd_ensurer_destroy(e);
+
+       a frame loop (one call per frame, never blocks):
+           rsd_ensure_begin(e, &q, now_ms);                  no I/O
+           every frame:
+               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
+               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
+               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
+               (optional) poll the fds of rsd_ensure_pollfds until
+               rsd_ensure_next_deadline(e) within the frame budget.
+
+       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
+           Allocates everything now, from d->allocator: the object (the reconcile
+           inside is about 900 KB, the attribution set 33 KB, the probe tokens 64 KB),
+           the HTTP client (d->http, its allocator and logger default to d's) and,
+           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
+           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
+           residency). A state directory that cannot be opened is not an error:
+           the ensurer runs without the lock, attribution and generation (upstream
+           K5) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
+           Desc (zeroed = defaults): allocator, logger, http (client limits),
+           state_dir, no_state, lock_fail_closed (state), protected_models +
+           n_protected (configured ids with roles, copied: never evicted unless
+           nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
+           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           60 s), no_cache (no TTL fast path).
+       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
+       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
+           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
+           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
+           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), timeout_ms (0 =
+           120000: the whole ensure, lock wait and load included, W5), probe_timeout_ms
+           (0 = 1500), bearer (API key, never logged or printed), observe (force
+           observe-only: nothing is loaded or unloaded, W19), user_managed (the
+           target's lifecycle is user-managed: observe too), keep_pinned.
+           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
+           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
+           DONE at once with that result (step returns it, query shows it).
+       int rsd_ensure_step(e, uint64_t now_ms)
+           Does all ready work and returns: RSD_PENDING (call again; sleep at most
+           until rsd_ensure_next_deadline or socket activity), or, once done, the
+           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
+           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
+           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
+           says why). Further calls return the same code.
+       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
+       uint64_t rsd_ensure_next_deadline(e)
+           For the host's poll(): the client's sockets, and the earliest of the
+           client's deadlines, the reconcile's next poll (WAIT) and the lock's next
+           attempt. RSD_DEADLINE_NONE when done or only sockets matter.
+       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
+           The notices so far (live while running: print notes[seen..n) after each
+           step). Valid until the next begin.
+       void rsd_ensure_query(e, rsd_ensure_result *out)
+           The result so far (final after done): result, outcome, decision, reason,
+           runtime (the one used, after detection), message, evicted[] (with the
+           restored flags), notices, requests (HTTP requests sent, detection
+           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
+           loaded, mutated, and progress fields (op and model of the last HTTP step:
+           op RSD_OP_POLL means "waiting for model to load"). Pointers stay valid
+           until the next begin.
+       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
+           rsd_now_ms() until done. Returns what the last step returned.
+       int rsd_ensurer_resolve(e, const char *url)
+           Blocking getaddrinfo for the URL's host name (first address), kept in a
+           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
+           resolve hook reads: the non-blocking path never resolves (it fails with
+           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
+           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
+       rsd_http_client *rsd_ensurer_http(e)       the owned client (extra requests)
+       bool rsd_ensurer_has_state(e)              a state directory is in use
+       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
+       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
+
+       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
+       from the step, timeout = the step's), the answer fed back as soon as its
+       event arrives; WAIT -> nothing until now_ms >= wake_ms; LOCK ->
+       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
+       unlocked with a warning notice), then the generation read under the lock;
+       COMMIT -> rsd_state_attr_add(attr_add) and attr_remove(...) on the target
+       key, rsd_state_gen_bump, commit_done; UNLOCK -> rsd_state_unlock. At the
+       start of a reconcile the target's attribution (rsd_state_attr_load: the
+       models this library loaded there, from any process) and generation are
+       read and handed to the reconcile (desc.ours, desc.generation). Without a
+       state directory there is no LOCK step, attribution is only what this
+       ensurer's own cache knows, and the generation is not used.
+
+       Runtime detection (q.runtime AUTO): probes in table order, each one GET
+       under the root URL, until one matches: llama.cpp router (GET /props with
+       "role":"router"), Ollama (GET /api/version with a "version" string), LM
+       Studio (GET /api/v1/models with a "models" array). The answer is cached per
+       target in the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first
+       ensure of a target pays for it. A transport error on the first probe ends
+       the ensure at once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT);
+       no match -> DEGRADED RSD_ERR_NOT_FOUND. A runtime that is recognised but
+       has no driver in this build (Ollama and LM Studio until their drivers land)
+       -> DEGRADED RSD_ERR_NOT_FOUND with a message naming it. Adding a runtime
+       is one table entry (probe path, matcher, driver getter).
+
+       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes),
+       RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
+       reconcile's limits (notices, ids: >>driver). Memory: create only.
+       Threading: one ensurer per thread; any number of ensurers and processes
+       may share a state directory (the lock serialises their mutations).
+       Errors: those of the reconcile (>>driver), of the client (>>http client),
+       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM. */
+enum {
+    RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
+    RSD_ENSURE_PROBE_TOKENS = 4096, /* JSON tokens of one detection probe */
+    RSD_ENSURE_TIMEOUT_MS = 120000  /* default whole-ensure deadline */
+};
+
+/* Which server software a target runs. AUTO (zero) = detect by probing. */
+#define RSD_RUNTIME_KINDS(X) X(AUTO, "auto") X(LLAMACPP, "llamacpp") X(LMSTUDIO, "lmstudio") \
+    X(OLLAMA, "ollama")
+/* Runtime of an ensure. */
+typedef enum rsd_runtime_kind {
+#define RSDI_X(n, s) RSD_RUNTIME_##n,
+    RSD_RUNTIME_KINDS(RSDI_X)
+#undef RSDI_X
+    RSD_RUNTIME_KIND_NUM
+} rsd_runtime_kind;
+
+typedef struct rsd_ensurer rsd_ensurer;
+
+/* Ensurer configuration; zeroed = defaults. */
+typedef struct rsd_ensurer_desc {
+    rsd_allocator allocator;
+    rsd_logger logger;
+    rsd_http_client_desc http;        /* owned client's limits; allocator/logger default to the above */
+    const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
+    bool no_state;                    /* no state directory: no lock, attribution, generation */
+    bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
+    const rsd_protected_model *protected_models; /* configured ids with roles (copied) */
+    int n_protected;                  /* 0..RSD_MAX_PROTECTED */
+    const char *residency_env;        /* RESIDENCY value; NULL = getenv("RESIDENCY") per begin */
+    bool ignore_env;                  /* with residency_env NULL: treat RESIDENCY as unset */
+    uint32_t cache_ttl_ms;            /* decision cache TTL; 0 = 60000 */
+    bool no_cache;                    /* no TTL fast path */
+} rsd_ensurer_desc;
+
+/* One "make this model resident" request; strings are copied by begin. */
+typedef struct rsd_ensure_req {
+    const char *url;                  /* server base URL, "http://127.0.0.1:8080" or ".../v1" */
+    const char *model;                /* the model to make resident */
+    rsd_runtime_kind runtime;         /* AUTO = probe */
+    uint32_t context_length;          /* requested load context; 0 = none */
+    uint32_t timeout_ms;              /* whole ensure; 0 = RSD_ENSURE_TIMEOUT_MS */
+    uint32_t probe_timeout_ms;        /* per listing/probe request; 0 = 1500 */
+    const char *bearer;               /* API key; NULL = none; never logged */
+    bool observe;                     /* observe-only for this request (never mutates) */
+    bool user_managed;                /* the target is user-managed (observe-only) */
+    bool keep_pinned;                 /* the model will be tag-pinned (R26) */
+} rsd_ensure_req;
+
+/* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
+typedef struct rsd_ensure_result {
+    int result;                       /* RSD_PENDING while running, then the final code */
+    rsd_outcome outcome;
+    rsd_decision decision;
+    rsd_reason reason;
+    rsd_runtime_kind runtime;         /* the runtime used (after detection) */
+    bool done, cache_hit, keep_resident, lock_held, loaded, mutated;
+    uint32_t requests;                /* HTTP requests sent (detection probes included) */
+    uint64_t elapsed_ms;
+    const char *message;              /* one line for the operator; "" when none */
+    int n_evicted;
+    const rsd_evicted *evicted;
+    int n_notices;
+    const rsd_reconcile_notice *notices;
+    rsd_http_op op;                   /* progress: op of the last HTTP step (POLL = waiting) */
+    const char *op_model;             /* progress: the model that step concerns ("" none) */
+} rsd_ensure_result;
+
+/* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
+RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
+/* Releases a held lock, closes sockets, frees everything; NULL is fine. */
+RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
+/* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
+RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
+/* Never blocks. RSD_PENDING while running; then the final code (RSD_OK or <0). */
+RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms);
+/* Poll entries of the sockets the ensure waits on; returns how many it wants. */
+RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run; RSD_DEADLINE_NONE when only sockets matter. */
+RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e);
+/* Notices so far (live while running); *out valid until the next begin. */
+RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
+/* The result so far (final once done). */
+RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out);
+/* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
+RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
+/* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
+RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url);
+/* The ensurer's own HTTP client (for extra requests between ensures). */
+RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e);
+/* True when a state directory (lock, attribution, generation) is in use. */
+RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e);
+/* "auto", "llamacpp", "lmstudio", "ollama"; never NULL. */
+RSD_API const char *rsd_runtime_kind_str(int kind);
+/* Parses a runtime name (as rsd_runtime_kind_str, any case; "router" = llamacpp). */
+RSD_API int rsd_runtime_kind_parse(const char *s);
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (declarations) =============================================== */
+/* PROC -- child-process supervision (residency_http.h, section >>proc)
+   -------------------------------------------------------------------------
+   Runs model servers (llama-server by default) as child processes for the pool:
+   builds argv from a template, picks a free loopback port, starts the child,
+   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
+   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
+   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
+   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
 
+   Frame loop:
+       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
+       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
+       each frame / after poll():
+           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
+           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
+                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
+           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
+           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
+           ... }
+           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
+       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
+       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
+
+   Mapping to the pool (residency.h >>pool): action SPAWN -> rsd_procs_spawn
+   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
+   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
+   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
+   rsd_pool_on_exited (W27: the slot is freed on any failure or crash) and
+   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
+
+   States (rsd_proc_state):
+       spawn ok --> STARTING --mark_ready--> READY
+       spawn failed --> FAILED                          (SPAWN_FAILED queued)
+       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
+       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
+       STARTING/READY --exits--> EXITED                 (event EXITED)
+       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
+       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
+       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
+       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
+   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
+   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
+   any other exit is EXITED (.was_ready says whether it was serving: a crash).
+
+   int rsd_procs_spawn(p, spec, now_ms, &h)
+       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
+       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
+       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (W31: no wait).
+       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
+       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
+       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close: W30;
+       a port another live child of ours holds is skipped), argv expansion, the
+       environment, PATH lookup of a bare exe name (in the child's PATH when
+       spec.env sets one), then the launch. The child gets: stdin /dev/null,
+       stdout and stderr into one pipe (so the ring keeps their order), every
+       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
+       own process group, default signal dispositions, an empty signal mask, and
+       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
+   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
+       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
+       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
+       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
+       element "{extra}" is replaced by spec.extra's arguments (appended at the
+       end when the template has no "{extra}"). "?flag" followed by a value
+       element is an optional pair: both are emitted when every placeholder of
+       both is set, else neither. "??x" is the literal "?x". A required element
+       with an unset or unknown placeholder, or a bad brace, is
+       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
+       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
+       same expansion into caller buffers without spawning.
+   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
+   spec.cwd: the child's working directory (a relative exe with '/' is
+       resolved there). spec.start_deadline_ms overrides desc's per process.
+
+   Readiness (P44, W31): rsd_procs_step emits PROBE events while STARTING: the
+   first probe_first_ms (10) after the spawn, then the interval doubles up to
+   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
+   deadline. At most one PROBE is pending per process (an unpulled one is not
+   repeated), so a host that ignores them loses nothing. The host sends
+   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
+   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
+   arrives from step, with the status and the ring). No READY within the start
+   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
+
+   Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
+   children too), SIGKILL at now + term_grace_ms (default 10 s), then the reaped
+   exit is awaited: STOPPED comes only once waitpid has it, so the port and VRAM
+   are free when it arrives. If a SIGKILLed child is not reaped within
+   kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues. Signals are only ever sent to a pid we have not reaped, so
+   a recycled pid is never hit.
+
+   Reaping: waitpid(pid, WNOHANG) per child, never waitpid(-1) (the host's other
+   children are not ours); no SIGCHLD handler is installed. Exits are noticed via
+   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
+   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
+   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
+   reported with exit_code -1 and term_signal 0 (status unknown).
+
+   Output: the pipe is non-blocking and drained at every step (up to
+   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
+   full pipe for longer than the host's step interval. The ring keeps the last
+   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
+   last n lines (0 = all), starting at a line boundary, control bytes as '?',
+   cut from the front to fit cap; valid until rsd_procs_release, so error
+   messages can quote it after EXITED. desc.log_output forwards every line to the
+   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line.
+
+   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
+   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
+   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
+   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
+   dropped, so pull them every step.
+
+   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
+       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
+              borrows the parent's memory until exec, so the cost does not grow
+              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
+              here; vfork and posix_spawn ~2 ms). The calling thread is paused
+              until exec; all signals are blocked meanwhile.
+       FORK   fork + the same child code; exec errors come back through an
+              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
+       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
+              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
+              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
+              Linux it needs desc.survive_parent (create fails otherwise);
+              default elsewhere.
+   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
+   kernel sends it when the *thread* that spawned the child exits, so spawn from
+   a thread that lives as long as the supervisor. Only the direct child gets it;
+   a wrapper script's children do not. Elsewhere, and with survive_parent,
+   children outlive a crashed host (llama-server does not watch a pipe).
+
+   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
+   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
+   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
+   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
+   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
+   child: 2 (pipe, pidfd).
+   W30 residual race: the port is free when chosen but not held; another process
+   may bind it before the child does (llama-server then exits 1 within ~10 ms:
+   EXITED with "couldn't bind" in the tail; spawn again).
+   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
+   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   Threading: one rsd_procs per thread; not thread-safe. POSIX only. */
+#ifndef RSD_NO_PROCESS
+enum {
+    RSD_PROCS_MAX = 64,                  /* hard cap on desc.max_procs */
+    RSD_PROCS_DEFAULT = 16,              /* desc.max_procs when 0 */
+    RSD_PROC_MAX_ARGS = 128,             /* argv entries after expansion (argv[0] included) */
+    RSD_PROC_ARG_BYTES_DEFAULT = 8192,   /* desc.arg_bytes when 0: expanded command per process */
+    RSD_PROC_ARG_BYTES_MAX = 1 << 20,    /* cap on desc.arg_bytes */
+    RSD_PROC_MAX_ENV = 1024,             /* entries of a child's environment (inherited + added) */
+    RSD_PROC_MAX_VARS = 16,              /* user placeholders in rsd_proc_spec.vars */
+    RSD_PROC_RING_DEFAULT = 16384,       /* desc.ring_bytes when 0: output kept per process */
+    RSD_PROC_RING_MIN = 256,             /* smaller desc.ring_bytes values are raised to this */
+    RSD_PROC_RING_MAX = 1 << 24,         /* cap on desc.ring_bytes */
+    RSD_PROC_LINE_MAX = 512,             /* longest output line forwarded to the logger */
+    RSD_PROC_NAME_MAX = 64,              /* bytes of a process label, including the NUL */
+    RSD_PROC_PATH_MAX = 4096,            /* longest resolved program path */
+    RSD_PROC_TERM_GRACE_DEFAULT_MS = 10000,     /* SIGTERM -> SIGKILL (desc.term_grace_ms) */
+    RSD_PROC_START_DEADLINE_DEFAULT_MS = 300000,/* STARTING -> START_TIMEOUT (W31, P44) */
+    RSD_PROC_KILL_WAIT_DEFAULT_MS = 5000,       /* SIGKILL -> STUCK notice if not reaped */
+    RSD_PROC_PROBE_FIRST_DEFAULT_MS = 10,       /* first readiness probe after the spawn */
+    RSD_PROC_PROBE_MAX_DEFAULT_MS = 500,        /* probe interval doubles up to this */
+    RSD_PROC_REAP_POLL_MS = 1000,        /* waitpid poll when no pidfd and no pipe EOF */
+    RSD_PROC_DRAIN_STEP_BYTES = 1 << 20, /* most output read from one process per step */
+    RSD_PROC_DESTROY_WAIT_MS = 2000      /* rsd_procs_destroy waits this long per reap */
+};
+/* rsd_procs_step / rsd_procs_next_deadline when no timer is armed. */
+#define RSD_PROC_NO_DEADLINE UINT64_MAX
+
+/* Process handle (index in the low 8 bits, generation above; 0 = invalid). */
+typedef struct rsd_proc { uint32_t id; } rsd_proc;
+
+/* Process states; see the state machine in the manual. */
+typedef enum rsd_proc_state {
+    RSD_PROC_FREE = 0,   /* no process in this slot (or a stale handle) */
+    RSD_PROC_STARTING,   /* running; waiting for rsd_procs_mark_ready */
+    RSD_PROC_READY,      /* running and marked ready */
+    RSD_PROC_STOPPING,   /* SIGTERM sent; SIGKILL at the end of the grace period */
+    RSD_PROC_KILLING,    /* SIGKILL sent; waiting for the reap */
+    RSD_PROC_EXITED,     /* reaped (exit status known); rsd_procs_release frees it */
+    RSD_PROC_FAILED,     /* never ran (spawn failed; errno known); rsd_procs_release */
+    RSD_PROC_STATE_NUM
+} rsd_proc_state;
+
+/* How children are started (rsd_procs_desc.spawn). */
+typedef enum rsd_proc_spawn_method {
+    RSD_PROC_SPAWN_AUTO = 0,  /* Linux: VFORK, or POSIX with survive_parent; elsewhere POSIX */
+    RSD_PROC_SPAWN_POSIX,     /* posix_spawn (no PDEATHSIG: needs survive_parent on Linux) */
+    RSD_PROC_SPAWN_VFORK,     /* Linux: vfork + prctl(PDEATHSIG) + execve (FORK elsewhere) */
+    RSD_PROC_SPAWN_FORK,      /* fork + prctl + execve; forced by RSD_SPAWN_VIA_FORK */
+    RSD_PROC_SPAWN_NUM
+} rsd_proc_spawn_method;
+
+/* Supervisor configuration; zeroed means defaults. */
+typedef struct rsd_procs_desc {
+    int max_procs;              /* process slots; 0 = RSD_PROCS_DEFAULT; 1..RSD_PROCS_MAX */
+    uint32_t ring_bytes;        /* output ring per process; 0 = RSD_PROC_RING_DEFAULT */
+    uint32_t arg_bytes;         /* expanded command per process; 0 = RSD_PROC_ARG_BYTES_DEFAULT */
+    uint32_t term_grace_ms;     /* SIGTERM -> SIGKILL; 0 = RSD_PROC_TERM_GRACE_DEFAULT_MS */
+    uint32_t start_deadline_ms; /* STARTING too long -> START_TIMEOUT + stop; 0 = 300000 */
+    uint32_t kill_wait_ms;      /* SIGKILL not reaped -> STUCK notice; 0 = 5000 */
+    uint32_t probe_first_ms;    /* first readiness probe; 0 = 10 */
+    uint32_t probe_max_ms;      /* probe interval doubles up to this; 0 = 500 */
+    bool survive_parent;        /* false (default): children get SIGKILL when we die (Linux) */
+    bool log_output;            /* forward each child output line to the logger (DEBUG) */
+    rsd_proc_spawn_method spawn;/* RSD_PROC_SPAWN_AUTO by default */
+    rsd_allocator allocator;    /* zeroed = RSD_DEFAULT_ALLOC/FREE */
+    rsd_logger logger;          /* zeroed = silent */
+} rsd_procs_desc;
+
+/* One placeholder value for a command template: {name} -> value. */
+typedef struct rsd_proc_var {
+    const char *name;           /* [A-Za-z0-9_]+, not one of the built-in names */
+    const char *value;          /* NULL or "" = unset */
+} rsd_proc_var;
+
+/* What to run. Strings are read during rsd_procs_spawn only (nothing is kept). */
+typedef struct rsd_proc_spec {
+    const char *exe;            /* program: a path, or a name searched in PATH; NULL = "llama-server" */
+    const char *const *args;    /* argv template after argv[0], NULL-terminated; NULL = rsd_proc_llama_args */
+    const char *const *extra;   /* the user's extra arguments (NULL-terminated): at "{extra}", else appended */
+    const char *model;          /* {model}: model file path */
+    const char *alias;          /* {alias}: served model name; NULL/"" = unset */
+    const char *host;           /* {host}: NULL = "127.0.0.1" */
+    uint16_t port;              /* {port}: 0 = pick a free loopback port (bind port 0, W30) */
+    int64_t ctx;                /* {ctx}: context size; <= 0 = unset */
+    int parallel;               /* {parallel}: slots; <= 0 = unset */
+    const char *ngl;            /* {ngl}: GPU layers ("99", "auto", "all"); NULL/"" = unset */
+    const rsd_proc_var *vars;   /* more placeholders, num_vars of them (<= RSD_PROC_MAX_VARS) */
+    int num_vars;
+    const char *const *env;     /* "NAME=value" set/override, "NAME" unset; NULL-terminated */
+    const char *cwd;            /* working directory; NULL = ours */
+    const char *name;           /* label for logs ({name}); NULL = the model's file name */
+    uint32_t start_deadline_ms; /* 0 = desc.start_deadline_ms */
+    void *user;                 /* echoed in events and info */
+} rsd_proc_spec;
+
+/* The built-in llama-server template (wire.md 2.1, P43):
+   -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel} ?-ngl {ngl}
+   ?--alias {alias} {extra}. NULL-terminated. */
+RSD_API const char *const *rsd_proc_llama_args(void);
+
+/* Events pulled with rsd_procs_next_event. Each process ends with exactly one of
+   SPAWN_FAILED, EXITED or STOPPED; START_TIMEOUT, STUCK and PROBE come before it. */
+typedef enum rsd_proc_event_kind {
+    RSD_PROC_EV_NONE = 0,
+    RSD_PROC_EV_SPAWN_FAILED, /* never ran: .err = errno (ENOENT, EACCES, EAGAIN...) */
+    RSD_PROC_EV_EXITED,       /* died without being asked (early exit or crash): status */
+    RSD_PROC_EV_STOPPED,      /* exited after rsd_procs_stop or a start timeout: status */
+    RSD_PROC_EV_START_TIMEOUT,/* not marked ready by the start deadline; stop begun */
+    RSD_PROC_EV_STUCK,        /* SIGKILL sent kill_wait_ms ago and still not reaped */
+    RSD_PROC_EV_PROBE,        /* STARTING: send a readiness probe (GET /health) now */
+    RSD_PROC_EV_NUM
+} rsd_proc_event_kind;
+
+/* One event. */
+typedef struct rsd_proc_event {
+    rsd_proc_event_kind kind;
+    rsd_proc proc;
+    int64_t pid;                /* 0 for SPAWN_FAILED */
+    int exit_code;              /* EXITED/STOPPED: exit status 0..255, or -1 (signal / unknown) */
+    int term_signal;            /* EXITED/STOPPED: signal that ended it, 0 = none */
+    int err;                    /* SPAWN_FAILED: errno */
+    bool was_ready;             /* it had been marked ready (EXITED = a crash while serving) */
+    bool killed;                /* SIGKILL was needed (the grace period ran out) */
+    bool timed_out;             /* the start deadline passed */
+    uint64_t at_ms;             /* now_ms of the step that saw it */
+    void *user;                 /* rsd_proc_spec.user */
+} rsd_proc_event;
+
+/* Snapshot of one process (rsd_procs_query). */
+typedef struct rsd_proc_info {
+    rsd_proc_state state;
+    int64_t pid;                /* 0 when it never ran */
+    uint16_t port;              /* the port it was given ({port}) */
+    uint64_t spawn_ms, ready_ms;/* now_ms at spawn / mark_ready (0 = not yet) */
+    uint64_t uptime_ms;         /* since spawn, up to now_ms or the reap */
+    uint64_t start_deadline_ms; /* absolute */
+    int exit_code, term_signal; /* as in rsd_proc_event; -1 / 0 while running */
+    bool core_dumped;
+    int err;                    /* spawn errno, 0 = none */
+    bool was_ready, killed, timed_out, stop_requested;
+    uint64_t out_bytes;         /* output bytes read so far (the ring keeps the last ring_bytes) */
+    uint64_t out_lines;         /* newlines read so far */
+    int argc;                   /* expanded argument count, argv[0] included */
+    const char *name;           /* label (owned by the supervisor) */
+    void *user;
+} rsd_proc_info;
+
+typedef struct rsd_procs rsd_procs;
+
+/* Create a supervisor (the only allocation); NULL on a bad desc or no memory. */
+RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc);
+/* SIGKILL every live child and reap it (bounded wait), then free. NULL is fine. */
+RSD_API void rsd_procs_destroy(rsd_procs *p);
+/* Expand spec into argv without running anything (port 0 stays "0"): argc or <0.
+   argv gets up to cap-1 pointers into buf plus a NULL. */
+RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_cap,
+                             const char **argv, int cap);
+/* Start a process: RSD_OK (STARTING, *out set), RSD_ERR_SPAWN (*out set, state FAILED,
+   SPAWN_FAILED queued), or <0 with no process (ERR_ARG, ERR_CAPACITY, ERR_PROC_*). */
+RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
+                            rsd_proc *out);
+/* STARTING -> READY (the host's /health probe said 200). RSD_ERR_STATE otherwise. */
+RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+/* SIGTERM the child's process group, SIGKILL after term_grace_ms; STOPPED follows. Also
+   RSD_OK when already stopping or gone. */
+RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+/* SIGKILL now (no grace); STOPPED follows. */
+RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+/* Free an EXITED/FAILED slot (the handle goes stale). RSD_ERR_STATE while running. */
+RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
+/* Drain pipes, reap exits, run timers; returns the next deadline (or RSD_PROC_NO_DEADLINE). */
+RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
+/* The next time rsd_procs_step has timed work (no side effects). */
+RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
+/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap). */
+RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap);
+/* Pull the oldest event; false when none. */
+RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
+/* Snapshot of one process at now_ms; RSD_ERR_PROC_STALE for a bad handle. */
+RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd_proc_info *info);
+/* The last max_lines output lines (0 = all the ring holds), NUL-terminated in buf with
+   control bytes shown as '?'; returns the length (truncated from the front to fit) or <0. */
+RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap);
+/* The expanded command line, arguments quoted where needed, for messages; length or <0. */
+RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap);
+/* Handles of live processes (not EXITED/FAILED/FREE): count written. */
+RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap);
+/* Names for enums (never NULL). */
+RSD_API const char *rsd_proc_state_name(int state);
+/* Name of an rsd_proc_event_kind (never NULL). */
+RSD_API const char *rsd_proc_event_name(int kind);
+#endif /* RSD_NO_PROCESS */
 /* ==== >>proc end ========================================================== */
 
 /* ==== >>state (declarations) ============================================== */
@@ -1288,19 +2396,3973 @@ fail:
 /* ==== >>httpparse end ===================================================== */
 
 /* ==== >>http client (implementation) ====================================== */
+/* ---- >>net: POSIX socket helpers shared by the client and the server ---------- */
+#include <errno.h>
+#include <time.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <netdb.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+
+/* rsd_pollfd must be usable as struct pollfd. */
+typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollfd) &&
+                                       offsetof(rsd_pollfd, fd) == offsetof(struct pollfd, fd) &&
+                                       offsetof(rsd_pollfd, events) == offsetof(struct pollfd, events) &&
+                                       offsetof(rsd_pollfd, revents) == offsetof(struct pollfd, revents) &&
+                                       RSD_POLLIN == POLLIN && RSD_POLLOUT == POLLOUT) ? 1 : -1];
+
+#if defined(MSG_NOSIGNAL)
+#define RSDI_SEND_FLAGS MSG_NOSIGNAL
+#else
+#define RSDI_SEND_FLAGS 0
+#endif
+
+enum { RSDI_HINT_UNKNOWN = 0, RSDI_HINT_READY, RSDI_HINT_IDLE };
+
+/* Per-connection transport: plain sockets now; TLS (RSD_HTTP_MBEDTLS) slots in here.
+   recv/send return bytes, 0 = EOF (recv), -1 with errno (EAGAIN = would block). */
+typedef struct rsdi_io {
+    long (*recv_fn)(void *ctx, int fd, char *buf, size_t n);
+    long (*send_fn)(void *ctx, int fd, const char *buf, size_t n);
+    void (*close_fn)(void *ctx, int fd);
+} rsdi_io;
+
+RSDI_PRIVATE long rsdi_plain_recv(void *ctx, int fd, char *buf, size_t n) {
+    ssize_t r;
+    (void)ctx;
+    do { r = recv(fd, buf, n, 0); } while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+
+RSDI_PRIVATE long rsdi_plain_send(void *ctx, int fd, const char *buf, size_t n) {
+    ssize_t r;
+    (void)ctx;
+    do { r = send(fd, buf, n, RSDI_SEND_FLAGS); } while (r < 0 && errno == EINTR);
+    return (long)r;
+}
+
+RSDI_PRIVATE void rsdi_plain_close(void *ctx, int fd) {
+    (void)ctx;
+    (void)close(fd);
+}
+
+static const rsdi_io rsdi_io_plain = {rsdi_plain_recv, rsdi_plain_send, rsdi_plain_close};
+
+RSDI_PRIVATE bool rsdi_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
+
+/* O_NONBLOCK and FD_CLOEXEC on an existing descriptor. */
+RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
+    int fl = fcntl(fd, F_GETFL, 0);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
+    return 0;
+}
+
+RSDI_PRIVATE void rsdi_sock_opts(int fd) {
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, (socklen_t)sizeof one);
+#if defined(SO_NOSIGPIPE)
+    (void)setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, (socklen_t)sizeof one);
+#endif
+}
+
+/* A non-blocking, close-on-exec stream socket; -1 with errno. */
+RSDI_PRIVATE int rsdi_sock_open(int family) {
+    int fd;
+#if defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC)
+    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+#else
+    fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (rsdi_fd_nonblock(fd) < 0) {
+        int e = errno;
+        (void)close(fd);
+        errno = e;
+        return -1;
+    }
+#endif
+    rsdi_sock_opts(fd);
+    return fd;
+}
+
+typedef struct rsdi_addr {
+    struct sockaddr_storage ss;
+    socklen_t len;
+} rsdi_addr;
+
+/* Numeric IPv4/IPv6 text (NUL-terminated) + port into *a; RSD_OK or RSD_ERR_RESOLVE. */
+RSDI_PRIVATE int rsdi_addr_make(rsdi_addr *a, const char *numeric, uint16_t port) {
+    memset(a, 0, sizeof *a);
+    {
+        struct sockaddr_in *v4 = (struct sockaddr_in *)(void *)&a->ss;
+        if (inet_pton(AF_INET, numeric, &v4->sin_addr) == 1) {
+            v4->sin_family = AF_INET;
+            v4->sin_port = htons(port);
+            a->len = (socklen_t)sizeof *v4;
+            return RSD_OK;
+        }
+    }
+    {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)(void *)&a->ss;
+        if (inet_pton(AF_INET6, numeric, &v6->sin6_addr) == 1) {
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons(port);
+            a->len = (socklen_t)sizeof *v6;
+            return RSD_OK;
+        }
+    }
+    return RSD_ERR_RESOLVE;
+}
+
+RSDI_PRIVATE bool rsdi_addr_eq(const rsdi_addr *a, const rsdi_addr *b) {
+    return a->len == b->len && memcmp(&a->ss, &b->ss, (size_t)a->len) == 0;
+}
+
+RSDI_PRIVATE uint64_t rsdi_deadline(uint64_t start, uint32_t ms) {
+    if (ms == RSD_TIMEOUT_NONE) return RSD_DEADLINE_NONE;
+    if (start > RSD_DEADLINE_NONE - 1 - ms) return RSD_DEADLINE_NONE - 1;
+    return start + ms;
+}
+
+/* Bounded appender used to build heads; `over` latches on overflow. */
+typedef struct rsdi_wbuf {
+    char *p;
+    size_t cap, len;
+    bool over;
+} rsdi_wbuf;
+
+RSDI_PRIVATE void rsdi_w_put(rsdi_wbuf *w, const char *s, size_t n) {
+    if (w->over || n > w->cap - w->len) {
+        w->over = true;
+        return;
+    }
+    if (n) memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+RSDI_PRIVATE void rsdi_w_puts(rsdi_wbuf *w, const char *s) { rsdi_w_put(w, s, strlen(s)); }
+
+RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
+    char t[24];
+    int i = 24;
+    do {
+        t[--i] = "0123456789abcdef"[v % (uint64_t)base];
+        v /= (uint64_t)base;
+    } while (v && i > 0);
+    rsdi_w_put(w, t + i, (size_t)(24 - i));
+}
+
+/* RFC 9110 tchar. */
+RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
+    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
+    size_t i;
+    if (s.len == 0 || !s.ptr) return false;
+    for (i = 0; i < s.len; i++)
+        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
+    return true;
+}
+
+/* Header value: no CR, LF or other control bytes except TAB. */
+RSDI_PRIVATE bool rsdi_value_ok(rsd_str s) {
+    size_t i;
+    if (s.len && !s.ptr) return false;
+    for (i = 0; i < s.len; i++) {
+        unsigned char ch = (unsigned char)s.ptr[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return false;
+    }
+    return true;
+}
+
+RSDI_PRIVATE bool rsdi_headers_ok(const rsd_http_header *h, size_t n) {
+    size_t i;
+    if (n && !h) return false;
+    for (i = 0; i < n; i++)
+        if (!rsdi_token_ok(h[i].name) || !rsdi_value_ok(h[i].value)) return false;
+    return true;
+}
+
+RSDI_PRIVATE void rsdi_w_headers(rsdi_wbuf *w, const rsd_http_header *h, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        rsdi_w_put(w, h[i].name.ptr, h[i].name.len);
+        rsdi_w_put(w, ": ", 2);
+        rsdi_w_put(w, h[i].value.ptr, h[i].value.len);
+        rsdi_w_put(w, "\r\n", 2);
+    }
+}
+
+RSD_API uint64_t rsd_now_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- SSE line reader ---------------------------------------------------------- */
+enum { RSDI_SSE_LINE = 0, RSDI_SSE_FIELD, RSDI_SSE_SPACE, RSDI_SSE_VALUE, RSDI_SSE_SKIP };
+enum { RSDI_SSE_T_NONE = 0, RSDI_SSE_T_DATA, RSDI_SSE_T_EVENT, RSDI_SSE_T_ID };
+
+RSD_API void rsd_sse_init(rsd_sse_reader *r, char *buf, size_t cap) {
+    if (!r) return;
+    memset(r, 0, sizeof *r);
+    r->buf = buf;
+    r->cap = buf ? cap : 0;
+}
+
+RSDI_PRIVATE void rsdi_sse_reset_event(rsd_sse_reader *r) {
+    r->data_len = 0;
+    r->data_lines = 0;
+    r->event_len = 0;
+    r->overflow = false;
+}
+
+RSDI_PRIVATE void rsdi_sse_data_byte(rsd_sse_reader *r, char ch) {
+    if (r->data_len >= r->cap) {
+        r->overflow = true;
+        return;
+    }
+    r->buf[r->data_len++] = ch;
+}
+
+/* Field name complete (at ':' or end of line): choose where its value goes. */
+RSDI_PRIVATE void rsdi_sse_field_done(rsd_sse_reader *r) {
+    r->target = RSDI_SSE_T_NONE;
+    if (r->field_len == 4 && memcmp(r->field, "data", 4) == 0) {
+        r->target = RSDI_SSE_T_DATA;
+        if (r->data_lines++ > 0) rsdi_sse_data_byte(r, '\n');
+    } else if (r->field_len == 5 && memcmp(r->field, "event", 5) == 0) {
+        r->target = RSDI_SSE_T_EVENT;
+        r->event_len = 0;
+    } else if (r->field_len == 2 && memcmp(r->field, "id", 2) == 0) {
+        r->target = RSDI_SSE_T_ID;
+        r->id_len = 0;
+    }
+}
+
+RSD_API int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *used,
+                         rsd_sse_event *ev) {
+    size_t i;
+    if (used) *used = 0;
+    if (!r || (n && !p) || !used || !ev) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++) {
+        char ch = p[i];
+        if (r->skip_lf) {
+            r->skip_lf = false;
+            if (ch == '\n') continue;
+        }
+        if (ch == '\r' || ch == '\n') {
+            if (ch == '\r') r->skip_lf = true;
+            if (r->state == RSDI_SSE_FIELD) rsdi_sse_field_done(r);
+            if (r->state == RSDI_SSE_LINE) { /* blank line: dispatch */
+                if (r->data_lines > 0) {
+                    bool over = r->overflow;
+                    *used = i + 1;
+                    ev->data.ptr = r->buf ? r->buf : "";
+                    ev->data.len = r->data_len;
+                    ev->event.ptr = r->event;
+                    ev->event.len = r->event_len;
+                    ev->id.ptr = r->id;
+                    ev->id.len = r->id_len;
+                    rsdi_sse_reset_event(r);
+                    if (over) return RSD_ERR_TOO_LARGE;
+                    /* views stay valid: the next feed overwrites them */
+                    return RSD_OK;
+                }
+                rsdi_sse_reset_event(r);
+            }
+            r->state = RSDI_SSE_LINE;
+            r->field_len = 0;
+            continue;
+        }
+        switch (r->state) {
+        case RSDI_SSE_LINE:
+            if (ch == ':') {
+                r->state = RSDI_SSE_SKIP; /* comment */
+                break;
+            }
+            r->state = RSDI_SSE_FIELD;
+            r->field_len = 0;
+            /* fall through */
+        case RSDI_SSE_FIELD:
+            if (ch == ':') {
+                rsdi_sse_field_done(r);
+                r->state = RSDI_SSE_SPACE;
+            } else if (r->field_len < (uint32_t)sizeof r->field) {
+                r->field[r->field_len++] = ch;
+            } else {
+                r->field_len = (uint32_t)sizeof r->field + 1u; /* too long: unknown field */
+                if (r->field_len > sizeof r->field) r->field_len = (uint32_t)sizeof r->field;
+                r->field[0] = '\0';
+            }
+            break;
+        case RSDI_SSE_SPACE:
+            r->state = RSDI_SSE_VALUE;
+            if (ch == ' ') break;
+            /* fall through */
+        case RSDI_SSE_VALUE:
+            if (r->target == RSDI_SSE_T_DATA) rsdi_sse_data_byte(r, ch);
+            else if (r->target == RSDI_SSE_T_EVENT && r->event_len < RSD_SSE_MAX_NAME) r->event[r->event_len++] = ch;
+            else if (r->target == RSDI_SSE_T_ID && r->id_len < RSD_SSE_MAX_NAME) r->id[r->id_len++] = ch;
+            break;
+        default: /* RSDI_SSE_SKIP */
+            break;
+        }
+    }
+    *used = n;
+    return RSD_PENDING;
+}
+
+/* ---- client ------------------------------------------------------------------- */
+enum { RSDI_CC_FREE = 0, RSDI_CC_CONNECTING, RSDI_CC_BUSY, RSDI_CC_IDLE };
+enum {
+    RSDI_RQ_FREE = 0, RSDI_RQ_QUEUED, RSDI_RQ_CONNECTING, RSDI_RQ_SENDING, RSDI_RQ_HEAD,
+    RSDI_RQ_BODY, RSDI_RQ_DONE, RSDI_RQ_DELIVERED
+};
+enum { RSDI_BODY_NONE = 0, RSDI_BODY_LENGTH, RSDI_BODY_CHUNKED, RSDI_BODY_CLOSE };
+enum { RSDI_SLOT_BITS = 12, RSDI_SLOT_MASK = 0xFFF, RSDI_SMALL_ROOM = 256 };
+
+typedef struct rsdi_cconn {
+    int fd;
+    int state;
+    int req;             /* slot using it, -1 */
+    int hint;
+    uint64_t idle_since;
+    rsdi_addr addr;
+    const rsdi_io *io;
+    void *io_ctx;
+} rsdi_cconn;
+
+typedef struct rsdi_creq {
+    int state;
+    uint32_t gen;
+    int conn;
+    rsdi_addr addr;
+    char *tx;
+    size_t tx_len, tx_off, req_line_len;
+    char *head;
+    size_t head_len;
+    char *own_body;      /* the slot's buffer (max_body_bytes) */
+    char *body;          /* body area: own_body or the caller's body_buf */
+    size_t body_cap, body_len;
+    rsd_http_response_head resp;
+    int body_mode;
+    uint64_t body_left, body_total, max_stream;
+    rsd_http_dechunk dc;
+    rsd_sse_reader sse;
+    uint64_t connect_deadline, total_deadline, done_seq;
+    bool idempotent, is_head, reused, retried, fresh_only, extra, got_head, paused;
+    int result, sys_errno;
+    void (*on_body)(void *user, const char *data, size_t len);
+    void (*on_sse)(void *user, const rsd_sse_event *ev);
+    void *user;
+} rsdi_creq;
+
+struct rsd_http_client {
+    rsd_http_client_desc desc;
+    rsdi_cconn *conns;
+    rsdi_creq *reqs;
+    rsd_pollfd *pfds;
+    char *bufs;
+    int nconns, nreqs;
+    int delivered;       /* slot whose event views are live, -1 */
+    uint64_t seq, now;
+    rsd_http_client_stats stats;
+};
+
+RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
+    if (d->max_requests < 0 || d->max_conns < 0 || d->max_requests > RSD_HTTP_MAX_CONNS_LIMIT ||
+        d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT)
+        return RSD_ERR_ARG;
+    if (!d->max_requests) d->max_requests = RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS;
+    if (!d->max_conns) d->max_conns = RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS;
+    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_DEFAULT_MAX_HEADER_BYTES;
+    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_DEFAULT_MAX_BODY_BYTES;
+    if (!d->max_request_bytes) d->max_request_bytes = RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES;
+    if (!d->connect_timeout_ms) d->connect_timeout_ms = RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS;
+    if (!d->total_timeout_ms) d->total_timeout_ms = RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS;
+    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS;
+    if (d->max_header_bytes < 64 || d->max_request_bytes < 64) return RSD_ERR_ARG;
+    return rsdi_allocator_check(&d->allocator);
+}
+
+RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc) {
+    rsd_http_client_desc d;
+    rsd_http_client *c;
+    size_t per = 0, total = 0, sz;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_client_desc_fix(&d) < 0) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http client: invalid desc", RSDI_WHERE);
+        return NULL;
+    }
+    if (!rsdi_size_add(d.max_request_bytes, d.max_header_bytes, &per) ||
+        !rsdi_size_add(per, d.max_body_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d.max_requests, &total)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http client: buffer sizes overflow", RSDI_WHERE);
+        return NULL;
+    }
+    c = (rsd_http_client *)rsdi_malloc(&d.allocator, sizeof *c);
+    if (!c) goto nomem;
+    memset(c, 0, sizeof *c);
+    c->desc = d;
+    c->nconns = d.max_conns;
+    c->nreqs = d.max_requests;
+    c->delivered = -1;
+    sz = sizeof(rsdi_cconn) * (size_t)d.max_conns;
+    c->conns = (rsdi_cconn *)rsdi_malloc(&d.allocator, sz);
+    if (!c->conns) {
+        rsd_http_client_destroy(c);
+        goto nomem;
+    }
+    memset(c->conns, 0, sz);
+    for (i = 0; i < c->nconns; i++) {
+        c->conns[i].fd = -1;
+        c->conns[i].req = -1;
+    }
+    c->reqs = (rsdi_creq *)rsdi_malloc(&d.allocator, sizeof(rsdi_creq) * (size_t)d.max_requests);
+    c->pfds = (rsd_pollfd *)rsdi_malloc(&d.allocator, sizeof(rsd_pollfd) * (size_t)d.max_conns);
+    c->bufs = (char *)rsdi_malloc(&d.allocator, total);
+    if (!c->reqs || !c->pfds || !c->bufs) {
+        rsd_http_client_destroy(c);
+        goto nomem;
+    }
+    memset(c->reqs, 0, sizeof(rsdi_creq) * (size_t)d.max_requests);
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        r->tx = c->bufs + per * (size_t)i;
+        r->head = r->tx + d.max_request_bytes;
+        r->own_body = r->head + d.max_header_bytes;
+        r->gen = 1;
+        r->conn = -1;
+    }
+    return c;
+nomem:
+    rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "http client: allocation failed", RSDI_WHERE);
+    return NULL;
+}
+
+RSDI_PRIVATE void rsdi_cconn_close(rsd_http_client *c, int k) {
+    rsdi_cconn *cn = &c->conns[k];
+    if (cn->fd >= 0) cn->io->close_fn(cn->io_ctx, cn->fd);
+    cn->fd = -1;
+    cn->state = RSDI_CC_FREE;
+    cn->req = -1;
+}
+
+RSD_API void rsd_http_client_destroy(rsd_http_client *c) {
+    rsd_allocator a;
+    int i;
+    if (!c) return;
+    a = c->desc.allocator;
+    if (c->conns)
+        for (i = 0; i < c->nconns; i++)
+            if (c->conns[i].fd >= 0) rsdi_cconn_close(c, i);
+    rsdi_free(&a, c->bufs);
+    rsdi_free(&a, c->pfds);
+    rsdi_free(&a, c->reqs);
+    rsdi_free(&a, c->conns);
+    rsdi_free(&a, c);
+}
+
+RSDI_PRIVATE void rsdi_client_release(rsd_http_client *c) {
+    if (c->delivered >= 0) {
+        rsdi_creq *r = &c->reqs[c->delivered];
+        r->state = RSDI_RQ_FREE;
+        r->gen = (r->gen + 1) & 0xFFFFFu;
+        if (!r->gen) r->gen = 1;
+        c->delivered = -1;
+    }
+}
+
+RSDI_PRIVATE int rsdi_client_slot(const rsd_http_client *c, rsd_http_req_h h) {
+    uint32_t slot = h.id & RSDI_SLOT_MASK;
+    if (slot == 0 || slot > (uint32_t)c->nreqs) return -1;
+    if (c->reqs[slot - 1].gen != (h.id >> RSDI_SLOT_BITS)) return -1;
+    return (int)slot - 1;
+}
+
+/* Request line + head + body into the slot's tx buffer (one write later). */
+RSDI_PRIVATE int rsdi_build_request(rsd_http_client *c, rsdi_creq *r, const rsd_http_request *q,
+                                    const char *method, const rsd_url *u) {
+    rsdi_wbuf w;
+    bool want_len;
+    w.p = r->tx;
+    w.cap = c->desc.max_request_bytes;
+    w.len = 0;
+    w.over = false;
+    rsdi_w_puts(&w, method);
+    rsdi_w_put(&w, " ", 1);
+    if (u->path.len) rsdi_w_put(&w, u->path.ptr, u->path.len);
+    else rsdi_w_put(&w, "/", 1);
+    r->req_line_len = w.len;
+    rsdi_w_puts(&w, " HTTP/1.1\r\nHost: ");
+    if (u->host_kind == RSD_HOST_IPV6) rsdi_w_put(&w, "[", 1);
+    rsdi_w_put(&w, u->host.ptr, u->host.len);
+    if (u->host_kind == RSD_HOST_IPV6) rsdi_w_put(&w, "]", 1);
+    if (u->port_explicit) {
+        rsdi_w_put(&w, ":", 1);
+        rsdi_w_putu(&w, u->port, 10);
+    }
+    rsdi_w_put(&w, "\r\n", 2);
+    if (q->bearer_token) {
+        rsdi_w_puts(&w, "Authorization: Bearer ");
+        rsdi_w_puts(&w, q->bearer_token);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    if (q->content_type) {
+        rsdi_w_puts(&w, "Content-Type: ");
+        rsdi_w_puts(&w, q->content_type);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    want_len = q->body_len > 0 || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
+               strcmp(method, "PATCH") == 0;
+    if (want_len) {
+        rsdi_w_puts(&w, "Content-Length: ");
+        rsdi_w_putu(&w, (uint64_t)q->body_len, 10);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    rsdi_w_headers(&w, q->headers, q->num_headers);
+    rsdi_w_put(&w, "\r\n", 2);
+    if (q->body_len) rsdi_w_put(&w, (const char *)q->body, q->body_len);
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    r->tx_len = w.len;
+    r->tx_off = 0;
+    return RSD_OK;
+}
+
+/* Numeric address for the URL's host (no blocking resolution here). */
+RSDI_PRIVATE int rsdi_client_addr(rsd_http_client *c, const rsd_url *u, const char *numeric,
+                                  rsdi_addr *out) {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1], num[RSD_HTTP_MAX_HOST_BYTES + 1];
+    if (u->host.len == 0 || u->host.len > RSD_HTTP_MAX_HOST_BYTES) return RSD_ERR_URL;
+    memcpy(host, u->host.ptr, u->host.len);
+    host[u->host.len] = '\0';
+    if (u->host_kind == RSD_HOST_IPV4 || u->host_kind == RSD_HOST_IPV6)
+        return rsdi_addr_make(out, host, u->port);
+    if (u->host.len == 9) {
+        size_t i;
+        bool lh = true;
+        for (i = 0; i < 9; i++)
+            if ((host[i] | 0x20) != "localhost"[i]) lh = false;
+        if (lh) return rsdi_addr_make(out, "127.0.0.1", u->port);
+    }
+    if (numeric) return rsdi_addr_make(out, numeric, u->port);
+    if (c->desc.resolve_fn) {
+        num[0] = '\0';
+        if (c->desc.resolve_fn(c->desc.resolve_user, host, num, sizeof num) < 0) return RSD_ERR_RESOLVE;
+        num[sizeof num - 1] = '\0';
+        return rsdi_addr_make(out, num, u->port);
+    }
+    return RSD_ERR_RESOLVE;
+}
+
+RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q, uint64_t now,
+                                   rsd_http_req_h *out, const char *numeric) {
+    const char *method;
+    rsd_url u;
+    rsdi_addr addr;
+    rsdi_creq *r;
+    size_t mlen;
+    int i, slot = -1, res;
+    uint32_t ct, tt;
+    if (out) out->id = 0;
+    if (!c || !q || !q->url || !out) return RSD_ERR_ARG;
+    rsdi_client_release(c);
+    method = q->method ? q->method : "GET";
+    mlen = strlen(method);
+    if (mlen > 16 || !rsdi_token_ok(rsd_str_c(method)) || !rsdi_headers_ok(q->headers, q->num_headers) ||
+        (q->body_len && !q->body) || (q->body_buf && !q->body_cap) ||
+        (q->bearer_token && !rsdi_value_ok(rsd_str_c(q->bearer_token))) ||
+        (q->content_type && !rsdi_value_ok(rsd_str_c(q->content_type))))
+        return RSD_ERR_ARG;
+    res = rsd_url_parse(&u, q->url, strlen(q->url));
+    if (res < 0) return res;
+    if (u.tls) return RSD_ERR_TLS_UNAVAILABLE;
+    res = rsdi_client_addr(c, &u, numeric, &addr);
+    if (res < 0) {
+        rsdi_log(&c->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED,
+                 "http client: host is not numeric and no resolver is set", RSDI_WHERE);
+        return res;
+    }
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_FREE) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        rsdi_log(&c->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_CAPACITY, "http client: all request slots busy", RSDI_WHERE);
+        return RSD_ERR_CAPACITY;
+    }
+    r = &c->reqs[slot];
+    res = rsdi_build_request(c, r, q, method, &u);
+    if (res < 0) return res;
+    r->addr = addr;
+    r->conn = -1;
+    r->head_len = 0;
+    r->body_len = 0;
+    r->body_total = 0;
+    r->body_mode = RSDI_BODY_NONE;
+    r->body_left = 0;
+    memset(&r->dc, 0, sizeof r->dc);
+    r->resp.num_headers = 0;
+    r->resp.status = 0;
+    r->is_head = strcmp(method, "HEAD") == 0;
+    r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
+                    strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
+    r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
+    r->result = RSD_OK;
+    r->sys_errno = 0;
+    r->on_body = q->on_body;
+    r->on_sse = q->on_sse;
+    r->max_stream = q->max_stream_bytes;
+    r->user = q->user;
+    if (q->body_buf && !q->on_body && !q->on_sse) {
+        r->body = q->body_buf;
+        r->body_cap = q->body_cap;
+    } else {
+        r->body = r->own_body;
+        r->body_cap = c->desc.max_body_bytes;
+    }
+    if (q->on_sse && c->desc.max_body_bytes < 2 * (size_t)RSDI_SMALL_ROOM) return RSD_ERR_ARG;
+    if (q->on_sse) { /* half the slot buffer receives, the other half collects events */
+        r->body_cap = c->desc.max_body_bytes / 2;
+        rsd_sse_init(&r->sse, r->own_body + r->body_cap, c->desc.max_body_bytes - r->body_cap);
+    }
+    ct = q->connect_timeout_ms ? q->connect_timeout_ms : c->desc.connect_timeout_ms;
+    tt = q->total_timeout_ms ? q->total_timeout_ms : c->desc.total_timeout_ms;
+    r->connect_deadline = rsdi_deadline(now, ct);
+    r->total_deadline = rsdi_deadline(now, tt);
+    r->state = RSDI_RQ_QUEUED;
+    c->stats.requests++;
+    out->id = (r->gen << RSDI_SLOT_BITS) | (uint32_t)(slot + 1);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_send(rsd_http_client *c, const rsd_http_request *req, uint64_t now_ms,
+                          rsd_http_req_h *out) {
+    return rsdi_http_send_ex(c, req, now_ms, out, NULL);
+}
+
+RSDI_PRIVATE void rsdi_req_log(rsd_http_client *c, rsdi_creq *r, int level, uint32_t item,
+                               const char *what) {
+    /* Only the request line (method + path) is logged: never header values. */
+    rsdi_logf(&c->desc.logger, level, item, RSDI_WHERE, "http client: %.*s: %s (%s, errno %d)",
+              (int)r->req_line_len, r->tx, what, rsd_result_name(r->result), r->sys_errno);
+}
+
+/* Completes a request. On success the connection is kept alive when the framing allows. */
+RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err) {
+    rsdi_creq *r = &c->reqs[i];
+    r->result = result;
+    r->sys_errno = err;
+    if (r->conn >= 0) {
+        rsdi_cconn *cn = &c->conns[r->conn];
+        bool keep = result == RSD_OK && !c->desc.no_keepalive && !r->extra &&
+                    !r->resp.framing.close && r->body_mode != RSDI_BODY_CLOSE &&
+                    r->resp.minor_version >= 1;
+        if (keep) {
+            cn->state = RSDI_CC_IDLE;
+            cn->req = -1;
+            cn->idle_since = c->now;
+        } else {
+            rsdi_cconn_close(c, r->conn);
+        }
+        r->conn = -1;
+    }
+    r->state = RSDI_RQ_DONE;
+    r->done_seq = c->seq++;
+    if (result == RSD_ERR_TIMEOUT) {
+        c->stats.timeouts++;
+        rsdi_req_log(c, r, RSD_LOG_WARN, RSD_LOGITEM_HTTP_TIMEOUT, "timed out");
+    } else if (result == RSD_ERR_CONNECT) {
+        c->stats.errors++;
+        rsdi_req_log(c, r, RSD_LOG_WARN, RSD_LOGITEM_HTTP_CONNECT_FAILED, "connect failed");
+    } else if (result < 0 && result != RSD_ERR_CANCELLED) {
+        c->stats.errors++;
+        rsdi_req_log(c, r, RSD_LOG_WARN, RSD_LOGITEM_HTTP_REQUEST_FAILED, "failed");
+    }
+}
+
+RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i);
+RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i);
+
+/* A failure on a kept-alive connection before any response byte: retry an idempotent
+   request once on a fresh connection; otherwise fail. */
+RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int err) {
+    rsdi_creq *r = &c->reqs[i];
+    if (r->reused && !r->retried && r->idempotent && r->head_len == 0 && !r->got_head) {
+        rsdi_cconn_close(c, r->conn);
+        r->conn = -1;
+        r->retried = true;
+        r->fresh_only = true;
+        r->reused = false;
+        r->tx_off = 0;
+        r->state = RSDI_RQ_QUEUED;
+        c->stats.retries++;
+        r->result = result;
+        r->sys_errno = err;
+        rsdi_req_log(c, r, RSD_LOG_INFO, RSD_LOGITEM_HTTP_STALE_RETRY, "stale kept-alive connection, retrying");
+        rsdi_req_start(c, i);
+        if (r->state != RSDI_RQ_QUEUED && r->state != RSDI_RQ_DONE) rsdi_req_progress(c, i);
+        return;
+    }
+    rsdi_req_finish(c, i, result, err);
+}
+
+RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
+    rsdi_creq *r = &c->reqs[i];
+    rsdi_cconn *cn;
+    int k, pick = -1, oldest = -1;
+    int fd;
+    if (!r->fresh_only && !c->desc.no_keepalive) {
+        for (k = 0; k < c->nconns; k++) {
+            cn = &c->conns[k];
+            if (cn->state == RSDI_CC_IDLE && rsdi_addr_eq(&cn->addr, &r->addr)) {
+                cn->state = RSDI_CC_BUSY;
+                cn->req = i;
+                r->conn = k;
+                r->reused = true;
+                r->state = RSDI_RQ_SENDING;
+                c->stats.reuses++;
+                return;
+            }
+        }
+    }
+    for (k = 0; k < c->nconns && pick < 0; k++)
+        if (c->conns[k].state == RSDI_CC_FREE) pick = k;
+    if (pick < 0) { /* evict the longest-idle kept-alive socket */
+        for (k = 0; k < c->nconns; k++)
+            if (c->conns[k].state == RSDI_CC_IDLE &&
+                (oldest < 0 || c->conns[k].idle_since < c->conns[oldest].idle_since))
+                oldest = k;
+        if (oldest < 0) return; /* stays queued */
+        rsdi_cconn_close(c, oldest);
+        pick = oldest;
+    }
+    cn = &c->conns[pick];
+    fd = rsdi_sock_open(r->addr.ss.ss_family);
+    if (fd < 0) {
+        rsdi_req_finish(c, i, RSD_ERR_IO, errno);
+        return;
+    }
+    cn->fd = fd;
+    cn->io = &rsdi_io_plain;
+    cn->io_ctx = NULL;
+    cn->addr = r->addr;
+    cn->req = i;
+    cn->hint = RSDI_HINT_UNKNOWN;
+    r->conn = pick;
+    c->stats.connects++;
+    if (connect(fd, (const struct sockaddr *)(const void *)&r->addr.ss, r->addr.len) == 0) {
+        cn->state = RSDI_CC_BUSY;
+        r->state = RSDI_RQ_SENDING;
+    } else if (errno == EINPROGRESS || errno == EINTR) {
+        cn->state = RSDI_CC_CONNECTING;
+        r->state = RSDI_RQ_CONNECTING;
+    } else {
+        int e = errno;
+        cn->state = RSDI_CC_BUSY;
+        rsdi_req_finish(c, i, RSD_ERR_CONNECT, e);
+    }
+}
+
+/* Hands decoded body bytes to the streaming callbacks (from inside step). */
+RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r, const char *data, size_t len) {
+    if (r->on_body && len) r->on_body(r->user, data, len);
+    if (r->on_sse) {
+        const char *p = data;
+        size_t n = len, used = 0;
+        rsd_sse_event ev;
+        while (n) {
+            int e = rsd_sse_feed(&r->sse, p, n, &used, &ev);
+            p += used;
+            n -= used;
+            if (e == RSD_OK) r->on_sse(r->user, &ev);
+            else if (e != RSD_ERR_TOO_LARGE) break;
+        }
+    }
+    r->body_len = 0;
+    return RSD_OK;
+}
+
+/* Feeds n received body bytes at src (mutable; may be the body area itself).
+   Returns RSD_OK (body complete), RSD_PENDING, or an error. */
+RSDI_PRIVATE int rsdi_req_feed(rsdi_creq *r, char *src, size_t n) {
+    bool streaming = r->on_body || r->on_sse;
+    size_t room, take = n;
+    int res = RSD_PENDING;
+    if (r->body_mode == RSDI_BODY_CHUNKED) {
+        res = rsd_http_dechunk_step(&r->dc, src, &take);
+        if (res < 0) return res;
+        if (res == RSD_OK && r->dc.rest) r->extra = true;
+    } else if (r->body_mode == RSDI_BODY_LENGTH) {
+        if (take > r->body_left) {
+            take = (size_t)r->body_left;
+            r->extra = true;
+        }
+        r->body_left -= take;
+        if (r->body_left == 0) res = RSD_OK;
+    }
+    if (streaming) { /* handed over from where it lies; nothing is kept */
+        int e;
+        r->body_total += take;
+        if (r->max_stream && r->body_total > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
+        e = rsdi_req_stream_out(r, src, take);
+        return e < 0 ? e : res;
+    }
+    room = r->body_cap - r->body_len;
+    if (take > room) return RSD_ERR_BODY_TOO_LARGE;
+    if (take && src != r->body + r->body_len) memmove(r->body + r->body_len, src, take);
+    r->body_len += take;
+    r->body_total += take;
+    return res;
+}
+
+/* The response head is complete: pick the body framing and feed the bytes after it. */
+RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t consumed) {
+    const rsd_http_framing *f = &r->resp.framing;
+    bool streaming = r->on_body || r->on_sse;
+    size_t extra = r->head_len - consumed;
+    int st = r->resp.status;
+    (void)c;
+    r->got_head = true;
+    if (rsd_http_response_bodyless(rsd_str_c(r->is_head ? "HEAD" : "GET"), st)) {
+        r->body_mode = RSDI_BODY_NONE;
+        if (extra) r->extra = true;
+        return RSD_OK;
+    }
+    if (f->chunked) {
+        r->body_mode = RSDI_BODY_CHUNKED;
+    } else if (f->content_length >= 0) {
+        r->body_mode = RSDI_BODY_LENGTH;
+        r->body_left = (uint64_t)f->content_length;
+        if (!streaming && r->body_left > (uint64_t)r->body_cap) return RSD_ERR_BODY_TOO_LARGE;
+        if (streaming && r->max_stream && r->body_left > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
+        if (r->body_left == 0) {
+            if (extra) r->extra = true;
+            return RSD_OK;
+        }
+    } else {
+        r->body_mode = RSDI_BODY_CLOSE;
+    }
+    if (!extra) return RSD_PENDING;
+    return rsdi_req_feed(r, r->head + consumed, extra);
+}
+
+RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
+    rsdi_creq *r = &c->reqs[i];
+    rsdi_cconn *cn = &c->conns[r->conn];
+    char scratch[RSDI_SMALL_ROOM];
+    for (;;) {
+        long n;
+        size_t want;
+        int res;
+        if (r->state == RSDI_RQ_HEAD) {
+            size_t prev = r->head_len, consumed = 0;
+            want = c->desc.max_header_bytes - r->head_len;
+            n = cn->io->recv_fn(cn->io_ctx, cn->fd, r->head + r->head_len, want);
+            if (n < 0) {
+                if (rsdi_would_block(errno)) return;
+                rsdi_req_fail_io(c, i, RSD_ERR_IO, errno);
+                return;
+            }
+            if (n == 0) {
+                rsdi_req_fail_io(c, i, RSD_ERR_CLOSED, 0);
+                return;
+            }
+            r->head_len += (size_t)n;
+        parse:
+            res = rsd_http_parse_response(r->head, r->head_len, prev, &r->resp, &consumed);
+            if (res == RSD_PENDING) {
+                if (r->head_len >= c->desc.max_header_bytes) {
+                    rsdi_req_finish(c, i, RSD_ERR_HEADERS_TOO_LARGE, 0);
+                    return;
+                }
+                if ((size_t)n < want) return;
+                continue;
+            }
+            if (res < 0) {
+                rsdi_req_finish(c, i, res, 0);
+                return;
+            }
+            if (r->resp.status >= 100 && r->resp.status < 200 && r->resp.status != 101) {
+                /* interim response: drop it and parse what follows */
+                memmove(r->head, r->head + consumed, r->head_len - consumed);
+                r->head_len -= consumed;
+                prev = 0;
+                if (r->head_len) goto parse;
+                continue;
+            }
+            if (r->resp.status == 101) {
+                rsdi_req_finish(c, i, RSD_ERR_PROTOCOL, 0);
+                return;
+            }
+            res = rsdi_req_head_done(c, r, consumed);
+            r->head_len = consumed;
+            if (res != RSD_PENDING) {
+                rsdi_req_finish(c, i, res, 0);
+                return;
+            }
+            r->state = RSDI_RQ_BODY;
+            if ((size_t)n < want) return;
+        } else {
+            char *dst;
+            want = r->body_cap - r->body_len;
+            if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
+            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH) {
+                dst = scratch; /* near the limit: read small, decode, then check the room */
+                want = sizeof scratch;
+            } else {
+                dst = r->body + r->body_len;
+            }
+            n = cn->io->recv_fn(cn->io_ctx, cn->fd, dst, want);
+            if (n < 0) {
+                if (rsdi_would_block(errno)) return;
+                rsdi_req_finish(c, i, RSD_ERR_IO, errno);
+                return;
+            }
+            if (n == 0) {
+                if (r->body_mode == RSDI_BODY_CLOSE) {
+                    rsdi_req_finish(c, i, RSD_OK, 0);
+                    return;
+                }
+                rsdi_req_finish(c, i, RSD_ERR_CLOSED, 0);
+                return;
+            }
+            res = rsdi_req_feed(r, dst, (size_t)n);
+            if (res != RSD_PENDING) {
+                rsdi_req_finish(c, i, res, 0);
+                return;
+            }
+            if ((size_t)n < want) return;
+        }
+    }
+}
+
+RSDI_PRIVATE bool rsdi_poll_one(int fd, short ev) {
+    struct pollfd p;
+    p.fd = fd;
+    p.events = ev;
+    p.revents = 0;
+    return poll(&p, 1, 0) > 0;
+}
+
+RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
+    rsdi_creq *r = &c->reqs[i];
+    rsdi_cconn *cn = &c->conns[r->conn];
+    if (r->state == RSDI_RQ_CONNECTING) {
+        int err = 0;
+        socklen_t len = (socklen_t)sizeof err;
+        if (cn->hint == RSDI_HINT_IDLE) return;
+        if (cn->hint == RSDI_HINT_UNKNOWN && !rsdi_poll_one(cn->fd, POLLOUT)) return;
+        if (getsockopt(cn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+        if (err) {
+            rsdi_req_finish(c, i, RSD_ERR_CONNECT, err);
+            return;
+        }
+        cn->state = RSDI_CC_BUSY;
+        r->state = RSDI_RQ_SENDING;
+    }
+    if (r->state == RSDI_RQ_SENDING) {
+        while (r->tx_off < r->tx_len) {
+            long n = cn->io->send_fn(cn->io_ctx, cn->fd, r->tx + r->tx_off, r->tx_len - r->tx_off);
+            if (n < 0) {
+                if (rsdi_would_block(errno)) return;
+                rsdi_req_fail_io(c, i, errno == EPIPE || errno == ECONNRESET ? RSD_ERR_CLOSED : RSD_ERR_IO, errno);
+                return;
+            }
+            r->tx_off += (size_t)n;
+        }
+        r->state = RSDI_RQ_HEAD;
+        r->head_len = 0;
+        return; /* the answer cannot be there yet: wait for POLLIN */
+    }
+    if (r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) {
+        if (cn->hint == RSDI_HINT_IDLE || r->paused) return;
+        rsdi_req_read(c, i);
+    }
+}
+
+RSDI_PRIVATE int rsdi_client_step(rsd_http_client *c, uint64_t now, const rsd_pollfd *fds, int nfds) {
+    int i, k, done = 0;
+    if (!c) return RSD_ERR_ARG;
+    c->now = now;
+    rsdi_client_release(c);
+    for (k = 0; k < c->nconns; k++) c->conns[k].hint = RSDI_HINT_UNKNOWN;
+    if (fds)
+        for (i = 0; i < nfds; i++)
+            for (k = 0; k < c->nconns; k++)
+                if (c->conns[k].fd == fds[i].fd && c->conns[k].state != RSDI_CC_FREE) {
+                    c->conns[k].hint = fds[i].revents ? RSDI_HINT_READY : RSDI_HINT_IDLE;
+                    break;
+                }
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_QUEUED) rsdi_req_start(c, i);
+    for (i = 0; i < c->nreqs; i++) {
+        int st = c->reqs[i].state;
+        if (st >= RSDI_RQ_CONNECTING && st <= RSDI_RQ_BODY) rsdi_req_progress(c, i);
+    }
+    for (i = 0; i < c->nreqs; i++) /* sockets freed above can take queued requests */
+        if (c->reqs[i].state == RSDI_RQ_QUEUED) {
+            rsdi_req_start(c, i);
+            if (c->reqs[i].state == RSDI_RQ_SENDING) rsdi_req_progress(c, i);
+        }
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
+        if ((r->state <= RSDI_RQ_CONNECTING && now >= r->connect_deadline) || now >= r->total_deadline)
+            rsdi_req_finish(c, i, RSD_ERR_TIMEOUT, 0);
+    }
+    for (k = 0; k < c->nconns; k++) {
+        rsdi_cconn *cn = &c->conns[k];
+        if (cn->state == RSDI_CC_IDLE && now >= cn->idle_since &&
+            now - cn->idle_since >= (uint64_t)c->desc.idle_timeout_ms)
+            rsdi_cconn_close(c, k);
+    }
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_DONE) done++;
+    return done;
+}
+
+RSD_API int rsd_http_client_step(rsd_http_client *c, uint64_t now_ms) {
+    return rsdi_client_step(c, now_ms, NULL, 0);
+}
+
+RSD_API int rsd_http_client_step_polled(rsd_http_client *c, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds) {
+    return rsdi_client_step(c, now_ms, fds, nfds);
+}
+
+RSDI_PRIVATE bool rsdi_client_take(rsd_http_client *c, int want, rsd_http_event *ev) {
+    int i, best = -1;
+    rsdi_creq *r;
+    rsdi_client_release(c);
+    if (want >= 0) {
+        if (c->reqs[want].state == RSDI_RQ_DONE) best = want;
+    } else {
+        for (i = 0; i < c->nreqs; i++)
+            if (c->reqs[i].state == RSDI_RQ_DONE && (best < 0 || c->reqs[i].done_seq < c->reqs[best].done_seq))
+                best = i;
+    }
+    if (best < 0) return false;
+    r = &c->reqs[best];
+    memset(ev, 0, sizeof *ev);
+    ev->req.id = (r->gen << RSDI_SLOT_BITS) | (uint32_t)(best + 1);
+    ev->result = r->result;
+    ev->sys_errno = r->sys_errno;
+    if (r->got_head) {
+        ev->status = r->resp.status;
+        ev->headers = r->resp.headers;
+        ev->num_headers = r->resp.num_headers;
+    }
+    ev->body.ptr = r->body ? r->body : "";
+    ev->body.len = (r->result == RSD_OK && !r->on_body && !r->on_sse) ? r->body_len : 0;
+    ev->body_bytes = r->body_total;
+    ev->reused = r->reused;
+    ev->retried = r->retried;
+    ev->user = r->user;
+    r->state = RSDI_RQ_DELIVERED;
+    c->delivered = best;
+    return true;
+}
+
+RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev) {
+    if (!c || !ev) return false;
+    return rsdi_client_take(c, -1, ev);
+}
+
+RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap) {
+    int i, n = 0;
+    if (!c) return 0;
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        short ev;
+        if (r->state == RSDI_RQ_CONNECTING || r->state == RSDI_RQ_SENDING) ev = POLLOUT;
+        else if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused) ev = POLLIN;
+        else continue;
+        if (out && n < cap) {
+            out[n].fd = c->conns[r->conn].fd;
+            out[n].events = ev;
+            out[n].revents = 0;
+        }
+        n++;
+    }
+    return n;
+}
+
+RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
+    uint64_t dl = RSD_DEADLINE_NONE;
+    int i, k;
+    bool can_start = false;
+    if (!c) return dl;
+    for (k = 0; k < c->nconns; k++)
+        if (c->conns[k].state == RSDI_CC_FREE || c->conns[k].state == RSDI_CC_IDLE) can_start = true;
+    for (i = 0; i < c->nreqs; i++) {
+        rsdi_creq *r = &c->reqs[i];
+        if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
+        if (r->state == RSDI_RQ_QUEUED && can_start) return 0;
+        if (r->state <= RSDI_RQ_CONNECTING && r->connect_deadline < dl) dl = r->connect_deadline;
+        if (r->total_deadline < dl) dl = r->total_deadline;
+    }
+    for (k = 0; k < c->nconns; k++)
+        if (c->conns[k].state == RSDI_CC_IDLE) {
+            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->desc.idle_timeout_ms);
+            if (t < dl) dl = t;
+        }
+    return dl;
+}
+
+RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h) {
+    int i;
+    if (!c) return RSD_ERR_ARG;
+    i = rsdi_client_slot(c, h);
+    if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED || c->reqs[i].state > RSDI_RQ_BODY)
+        return RSD_ERR_NOT_FOUND;
+    if (c->reqs[i].conn >= 0) {
+        rsdi_cconn_close(c, c->reqs[i].conn);
+        c->reqs[i].conn = -1;
+    }
+    rsdi_req_finish(c, i, RSD_ERR_CANCELLED, 0);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused) {
+    int i;
+    if (!c) return RSD_ERR_ARG;
+    i = rsdi_client_slot(c, h);
+    if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED || c->reqs[i].state > RSDI_RQ_BODY)
+        return RSD_ERR_NOT_FOUND;
+    c->reqs[i].paused = paused;
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *req,
+                                  rsd_http_event *resp) {
+    char numeric[INET6_ADDRSTRLEN + 1];
+    const char *num = NULL;
+    rsd_http_req_h h;
+    rsd_url u;
+    uint64_t now;
+    int res, slot;
+    if (resp) memset(resp, 0, sizeof *resp);
+    if (!c || !req || !req->url || !resp) return RSD_ERR_ARG;
+    resp->body.ptr = "";
+    res = rsd_url_parse(&u, req->url, strlen(req->url));
+    if (res < 0) return resp->result = res;
+    if (u.host_kind == RSD_HOST_NAME && !c->desc.resolve_fn && u.host.len <= RSD_HTTP_MAX_HOST_BYTES) {
+        char host[RSD_HTTP_MAX_HOST_BYTES + 1];
+        struct addrinfo hints, *ai = NULL;
+        memcpy(host, u.host.ptr, u.host.len);
+        host[u.host.len] = '\0';
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) {
+            rsdi_log(&c->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED, "http client: getaddrinfo failed", RSDI_WHERE);
+            return resp->result = RSD_ERR_RESOLVE;
+        }
+        if (ai->ai_family == AF_INET)
+            num = inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, numeric, (socklen_t)sizeof numeric);
+        else if (ai->ai_family == AF_INET6)
+            num = inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, numeric, (socklen_t)sizeof numeric);
+        freeaddrinfo(ai);
+        if (!num) return resp->result = RSD_ERR_RESOLVE;
+    }
+    now = rsd_now_ms();
+    res = rsdi_http_send_ex(c, req, now, &h, num);
+    if (res < 0) return resp->result = res;
+    slot = (int)(h.id & RSDI_SLOT_MASK) - 1;
+    (void)rsdi_client_step(c, now, NULL, 0);
+    for (;;) {
+        int n, timeout;
+        uint64_t dl;
+        if (rsdi_client_take(c, slot, resp)) return resp->result;
+        n = rsd_http_client_pollfds(c, c->pfds, c->nconns);
+        if (n > c->nconns) n = c->nconns;
+        dl = rsd_http_client_next_deadline(c);
+        now = rsd_now_ms();
+        if (dl == RSD_DEADLINE_NONE) timeout = -1;
+        else if (dl <= now) timeout = 0;
+        else timeout = dl - now > 0x7fffffff ? 0x7fffffff : (int)(dl - now);
+        if (timeout == 0 && n == 0) {
+            (void)rsdi_client_step(c, now, NULL, 0);
+            continue;
+        }
+        if (poll((struct pollfd *)(void *)c->pfds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+            (void)rsd_http_cancel(c, h);
+            if (rsdi_client_take(c, slot, resp)) resp->result = RSD_ERR_IO;
+            return RSD_ERR_IO;
+        }
+        (void)rsdi_client_step(c, rsd_now_ms(), c->pfds, n);
+    }
+}
+
+RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out) {
+    if (!out) return;
+    if (!c) memset(out, 0, sizeof *out);
+    else *out = c->stats;
+}
 
 /* ==== >>http client end =================================================== */
 
 /* ==== >>http server (implementation) ====================================== */
+/* Uses the >>net helpers from the >>http client section above. */
+enum { RSDI_SC_FREE = 0, RSDI_SC_READ, RSDI_SC_PENDING, RSDI_SC_STREAM, RSDI_SC_CLOSING, RSDI_SC_ZOMBIE };
+enum { RSDI_SRV_SLACK = 1024, RSDI_SEV_PULLED = 2 };
+
+typedef struct rsdi_sconn {
+    int fd;
+    int state;
+    int hint;
+    uint32_t gen, dead_gen;
+    char *rx;
+    size_t rx_len, parsed_prev;
+    char *tx;
+    size_t tx_off, tx_len;
+    rsd_http_request_head head;
+    size_t head_len, body_len, req_end;
+    int body_mode;
+    rsd_http_dechunk dc;
+    int ev_type;         /* queued event: RSD_HTTP_SEV_*, NONE when none */
+    uint64_t ev_seq, last_active, req_start;
+    bool delivered;      /* the REQUEST event was pulled (the user holds the handle) */
+    bool zombie_pulled;  /* its CLOSED event was pulled: free on the next next_event */
+    bool need_parse;     /* unparsed bytes (pipelined) wait in rx */
+    bool close_after;
+    bool raw;            /* streaming without chunk framing (stream_begin_raw) */
+    const rsdi_io *io;
+    void *io_ctx;
+} rsdi_sconn;
+
+struct rsd_http_server {
+    rsd_http_server_desc desc;
+    int lfd;
+    int lhint;
+    uint16_t port;
+    rsdi_sconn *conns;
+    char *bufs;
+    int n;
+    size_t rx_cap;
+    uint64_t seq, now;
+    rsd_http_server_stats stats;
+};
+
+RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
+    if (d->max_conns < 0 || d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT) return RSD_ERR_ARG;
+    if (!d->max_conns) d->max_conns = RSD_HTTP_SERVER_DEFAULT_MAX_CONNS;
+    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES;
+    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES;
+    if (!d->max_response_bytes) d->max_response_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES;
+    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS;
+    if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!d->bind_host) d->bind_host = "127.0.0.1";
+    if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
+    return rsdi_allocator_check(&d->allocator);
+}
+
+RSDI_PRIVATE uint32_t rsdi_sreq_id(const rsd_http_server *s, int k) {
+    return (s->conns[k].gen << RSDI_SLOT_BITS) | (uint32_t)(k + 1);
+}
+
+RSDI_PRIVATE void rsdi_sconn_bump(rsdi_sconn *cn) {
+    cn->gen = (cn->gen + 1) & 0xFFFFFu;
+    if (!cn->gen) cn->gen = 1;
+}
+
+RSDI_PRIVATE void rsdi_sconn_free(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    if (cn->fd >= 0) cn->io->close_fn(cn->io_ctx, cn->fd);
+    cn->fd = -1;
+    cn->state = RSDI_SC_FREE;
+    cn->ev_type = RSD_HTTP_SEV_NONE;
+    cn->delivered = cn->zombie_pulled = cn->need_parse = cn->close_after = false;
+    rsdi_sconn_bump(cn);
+    s->stats.closes++;
+}
+
+/* The connection is gone (EOF, error, timeout). A request the user holds becomes a
+   CLOSED event; one not yet pulled is dropped. */
+RSDI_PRIVATE void rsdi_sconn_drop(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    if ((cn->state == RSDI_SC_PENDING || cn->state == RSDI_SC_STREAM) && cn->delivered) {
+        if (cn->fd >= 0) cn->io->close_fn(cn->io_ctx, cn->fd);
+        cn->fd = -1;
+        cn->state = RSDI_SC_ZOMBIE;
+        cn->ev_type = RSD_HTTP_SEV_CLOSED;
+        cn->ev_seq = s->seq++;
+        cn->dead_gen = cn->gen;
+        s->stats.closes++;
+        rsdi_log(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CLIENT_GONE,
+                 "http server: client went away before its answer", RSDI_WHERE);
+        return;
+    }
+    if (cn->state == RSDI_SC_PENDING || cn->state == RSDI_SC_STREAM) cn->dead_gen = cn->gen;
+    rsdi_sconn_free(s, k);
+}
+
+RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc) {
+    rsd_http_server_desc d;
+    rsd_http_server *s;
+    rsdi_addr addr;
+    size_t per = 0, total = 0, rx_cap = 0;
+    int i, one = 1;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_server_desc_fix(&d) < 0 || rsdi_addr_make(&addr, d.bind_host, d.port) < 0) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http server: invalid desc", RSDI_WHERE);
+        return NULL;
+    }
+    if (!rsdi_size_add(d.max_header_bytes, d.max_body_bytes, &rx_cap) ||
+        !rsdi_size_add(rx_cap, RSDI_SRV_SLACK, &rx_cap) || !rsdi_size_add(rx_cap, d.max_response_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d.max_conns, &total)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "http server: buffer sizes overflow", RSDI_WHERE);
+        return NULL;
+    }
+    s = (rsd_http_server *)rsdi_malloc(&d.allocator, sizeof *s);
+    if (!s) goto nomem;
+    memset(s, 0, sizeof *s);
+    s->desc = d;
+    s->lfd = -1;
+    s->n = d.max_conns;
+    s->rx_cap = rx_cap;
+    s->conns = (rsdi_sconn *)rsdi_malloc(&d.allocator, sizeof(rsdi_sconn) * (size_t)d.max_conns);
+    if (s->conns) {
+        memset(s->conns, 0, sizeof(rsdi_sconn) * (size_t)d.max_conns);
+        for (i = 0; i < s->n; i++) s->conns[i].fd = -1;
+    }
+    s->bufs = (char *)rsdi_malloc(&d.allocator, total);
+    if (!s->conns || !s->bufs) {
+        rsd_http_server_destroy(s);
+        goto nomem;
+    }
+    for (i = 0; i < s->n; i++) {
+        s->conns[i].gen = 1;
+        s->conns[i].rx = s->bufs + per * (size_t)i;
+        s->conns[i].tx = s->conns[i].rx + rx_cap;
+        s->conns[i].io = &rsdi_io_plain;
+    }
+    s->desc.bind_host = NULL; /* not kept: the caller's string need not outlive create */
+    s->lfd = rsdi_sock_open(addr.ss.ss_family);
+    if (s->lfd < 0) goto fail;
+    (void)setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, (socklen_t)sizeof one);
+    if (bind(s->lfd, (const struct sockaddr *)(const void *)&addr.ss, addr.len) < 0) goto fail;
+    if (listen(s->lfd, 128) < 0) goto fail;
+    {
+        struct sockaddr_storage ss;
+        socklen_t len = (socklen_t)sizeof ss;
+        if (getsockname(s->lfd, (struct sockaddr *)(void *)&ss, &len) < 0) goto fail;
+        if (ss.ss_family == AF_INET) s->port = ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
+        else s->port = ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
+    }
+    return s;
+fail:
+    rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_LISTEN_FAILED, RSDI_WHERE,
+              "http server: bind/listen on port %u failed: errno %d", (unsigned)d.port, errno);
+    rsd_http_server_destroy(s);
+    return NULL;
+nomem:
+    rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "http server: allocation failed", RSDI_WHERE);
+    return NULL;
+}
+
+RSD_API void rsd_http_server_destroy(rsd_http_server *s) {
+    rsd_allocator a;
+    int i;
+    if (!s) return;
+    a = s->desc.allocator;
+    if (s->conns)
+        for (i = 0; i < s->n; i++)
+            if (s->conns[i].fd >= 0) s->conns[i].io->close_fn(s->conns[i].io_ctx, s->conns[i].fd);
+    if (s->lfd >= 0) (void)close(s->lfd);
+    rsdi_free(&a, s->bufs);
+    rsdi_free(&a, s->conns);
+    rsdi_free(&a, s);
+}
+
+RSD_API uint16_t rsd_http_server_port(const rsd_http_server *s) { return s ? s->port : 0; }
+
+/* Sends pending tx bytes; false when the connection died (already dropped). */
+RSDI_PRIVATE bool rsdi_sconn_flush(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    while (cn->tx_off < cn->tx_len) {
+        long n = cn->io->send_fn(cn->io_ctx, cn->fd, cn->tx + cn->tx_off, cn->tx_len - cn->tx_off);
+        if (n < 0) {
+            if (rsdi_would_block(errno)) return true;
+            rsdi_sconn_drop(s, k);
+            return false;
+        }
+        cn->tx_off += (size_t)n;
+    }
+    cn->tx_off = cn->tx_len = 0;
+    if (cn->state == RSDI_SC_CLOSING) {
+        rsdi_sconn_free(s, k);
+        return false;
+    }
+    return true;
+}
+
+/* Room for n more tx bytes (compacting first); a wbuf over the free tail. */
+RSDI_PRIVATE rsdi_wbuf rsdi_sconn_wbuf(rsd_http_server *s, rsdi_sconn *cn) {
+    rsdi_wbuf w;
+    if (cn->tx_off) {
+        memmove(cn->tx, cn->tx + cn->tx_off, cn->tx_len - cn->tx_off);
+        cn->tx_len -= cn->tx_off;
+        cn->tx_off = 0;
+    }
+    w.p = cn->tx + cn->tx_len;
+    w.cap = s->desc.max_response_bytes - cn->tx_len;
+    w.len = 0;
+    w.over = false;
+    return w;
+}
+
+RSDI_PRIVATE const char *rsdi_reason(int status) {
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
+    }
+}
+
+/* Bad client: a fixed answer, then close once it is sent. Other clients are unaffected. */
+RSDI_PRIVATE void rsdi_sconn_reject(rsd_http_server *s, int k, int status) {
+    rsdi_sconn *cn = &s->conns[k];
+    rsdi_wbuf w;
+    cn->tx_off = cn->tx_len = 0;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_puts(&w, "HTTP/1.1 ");
+    rsdi_w_putu(&w, (uint64_t)status, 10);
+    rsdi_w_put(&w, " ", 1);
+    rsdi_w_puts(&w, rsdi_reason(status));
+    rsdi_w_puts(&w, "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    cn->tx_len = w.over ? 0 : w.len;
+    cn->state = RSDI_SC_CLOSING;
+    cn->req_start = s->now;
+    cn->need_parse = false;
+    s->stats.bad_requests++;
+    rsdi_logf(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_BAD_REQUEST, RSDI_WHERE,
+              "http server: answered %d and closing the connection", status);
+    (void)rsdi_sconn_flush(s, k);
+}
+
+/* Parses what is in rx (state READ); may queue a REQUEST event or reject. */
+RSDI_PRIVATE void rsdi_sconn_parse(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    cn->need_parse = false;
+    if (cn->rx_len == 0) return;
+    if (cn->head_len == 0) {
+        size_t consumed = 0;
+        int r = rsd_http_parse_request(cn->rx, cn->rx_len, cn->parsed_prev, &cn->head, &consumed);
+        cn->parsed_prev = cn->rx_len;
+        if (r == RSD_PENDING) {
+            if (cn->rx_len >= s->desc.max_header_bytes) rsdi_sconn_reject(s, k, 431);
+            return;
+        }
+        if (r == RSD_ERR_HEADERS_TOO_LARGE || (r == RSD_OK && consumed > s->desc.max_header_bytes)) {
+            rsdi_sconn_reject(s, k, 431);
+            return;
+        }
+        if (r < 0) {
+            rsdi_sconn_reject(s, k, 400);
+            return;
+        }
+        cn->head_len = consumed;
+        cn->body_len = 0;
+        memset(&cn->dc, 0, sizeof cn->dc);
+        if (cn->head.framing.chunked) {
+            cn->body_mode = RSDI_BODY_CHUNKED;
+        } else if (cn->head.framing.content_length > 0) {
+            if ((uint64_t)cn->head.framing.content_length > (uint64_t)s->desc.max_body_bytes) {
+                rsdi_sconn_reject(s, k, 413);
+                return;
+            }
+            cn->body_mode = RSDI_BODY_LENGTH;
+        } else {
+            cn->body_mode = RSDI_BODY_NONE;
+        }
+        if (cn->head.expect_continue && cn->body_mode != RSDI_BODY_NONE) {
+            rsdi_wbuf w = rsdi_sconn_wbuf(s, cn);
+            rsdi_w_puts(&w, "HTTP/1.1 100 Continue\r\n\r\n");
+            if (!w.over) cn->tx_len += w.len;
+            if (!rsdi_sconn_flush(s, k)) return;
+        }
+    }
+    if (cn->body_mode == RSDI_BODY_LENGTH) {
+        size_t cl = (size_t)cn->head.framing.content_length;
+        if (cn->rx_len - cn->head_len < cl) return;
+        cn->body_len = cl;
+        cn->req_end = cn->head_len + cl;
+    } else if (cn->body_mode == RSDI_BODY_CHUNKED) {
+        size_t at = cn->head_len + cn->body_len, n = cn->rx_len - at;
+        int r = n ? rsd_http_dechunk_step(&cn->dc, cn->rx + at, &n) : RSD_PENDING;
+        if (r < 0) {
+            rsdi_sconn_reject(s, k, 400);
+            return;
+        }
+        cn->body_len += n;
+        if (cn->body_len > s->desc.max_body_bytes) {
+            rsdi_sconn_reject(s, k, 413);
+            return;
+        }
+        if (r == RSD_PENDING) {
+            cn->rx_len = cn->head_len + cn->body_len;
+            if (cn->rx_len >= s->rx_cap) rsdi_sconn_reject(s, k, 413);
+            return;
+        }
+        cn->req_end = cn->head_len + cn->body_len;
+        cn->rx_len = cn->req_end + cn->dc.rest;
+    } else {
+        cn->req_end = cn->head_len;
+    }
+    cn->state = RSDI_SC_PENDING;
+    cn->ev_type = RSD_HTTP_SEV_REQUEST;
+    cn->ev_seq = s->seq++;
+    cn->delivered = false;
+    cn->close_after = cn->head.framing.close;
+    s->stats.requests++;
+}
+
+/* Reads what is available; false when the connection died. */
+RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    for (;;) {
+        size_t want = s->rx_cap - cn->rx_len;
+        long n;
+        if (want == 0) return true;
+        n = cn->io->recv_fn(cn->io_ctx, cn->fd, cn->rx + cn->rx_len, want);
+        if (n < 0) {
+            if (rsdi_would_block(errno)) return true;
+            rsdi_sconn_drop(s, k);
+            return false;
+        }
+        if (n == 0) {
+            rsdi_sconn_drop(s, k);
+            return false;
+        }
+        if (cn->state == RSDI_SC_READ && cn->rx_len == 0) cn->req_start = s->now;
+        cn->rx_len += (size_t)n;
+        cn->last_active = s->now;
+        if (cn->state == RSDI_SC_READ) cn->need_parse = true;
+        if ((size_t)n < want) return true;
+    }
+}
+
+RSDI_PRIVATE void rsdi_server_accept(rsd_http_server *s) {
+    int k = 0;
+    for (;;) {
+        int fd;
+        while (k < s->n && s->conns[k].state != RSDI_SC_FREE) k++;
+        if (k >= s->n) return; /* full: the rest wait in the backlog */
+        fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (!rsdi_would_block(errno))
+                rsdi_logf(&s->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_ACCEPT_FAILED, RSDI_WHERE,
+                          "http server: accept failed: errno %d", errno);
+            return;
+        }
+        if (rsdi_fd_nonblock(fd) < 0) {
+            (void)close(fd);
+            continue;
+        }
+        rsdi_sock_opts(fd);
+        {
+            rsdi_sconn *cn = &s->conns[k];
+            cn->fd = fd;
+            cn->state = RSDI_SC_READ;
+            cn->io = &rsdi_io_plain;
+            cn->io_ctx = NULL;
+            cn->rx_len = cn->parsed_prev = cn->head_len = cn->body_len = cn->req_end = 0;
+            cn->tx_off = cn->tx_len = 0;
+            cn->last_active = cn->req_start = s->now;
+            cn->hint = RSDI_HINT_READY;
+            s->stats.accepts++;
+        }
+    }
+}
+
+RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_pollfd *fds, int nfds) {
+    int i, k, events = 0;
+    if (!s) return RSD_ERR_ARG;
+    s->now = now;
+    s->lhint = RSDI_HINT_UNKNOWN;
+    for (k = 0; k < s->n; k++) s->conns[k].hint = RSDI_HINT_UNKNOWN;
+    if (fds)
+        for (i = 0; i < nfds; i++) {
+            int h = fds[i].revents ? RSDI_HINT_READY : RSDI_HINT_IDLE;
+            if (fds[i].fd == s->lfd) {
+                s->lhint = h;
+                continue;
+            }
+            for (k = 0; k < s->n; k++)
+                if (s->conns[k].fd == fds[i].fd && s->conns[k].fd >= 0) {
+                    s->conns[k].hint = h;
+                    break;
+                }
+        }
+    if (s->lhint != RSDI_HINT_IDLE) rsdi_server_accept(s);
+    for (k = 0; k < s->n; k++) {
+        rsdi_sconn *cn = &s->conns[k];
+        int st = cn->state;
+        if (st == RSDI_SC_FREE || st == RSDI_SC_ZOMBIE) continue;
+        if (cn->tx_len > cn->tx_off && !rsdi_sconn_flush(s, k)) continue;
+        if (cn->state == RSDI_SC_CLOSING) { /* a peer that never reads its last answer */
+            if (now >= rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)) rsdi_sconn_free(s, k);
+            continue;
+        }
+        if (cn->hint != RSDI_HINT_IDLE && !rsdi_sconn_read(s, k)) continue;
+        if (cn->state == RSDI_SC_READ && cn->need_parse) rsdi_sconn_parse(s, k);
+        if (cn->state == RSDI_SC_READ) { /* timeouts of idle and half-received requests */
+            uint64_t t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
+                                    : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+            if (now >= t) {
+                if (cn->rx_len) rsdi_sconn_reject(s, k, 408);
+                else rsdi_sconn_free(s, k);
+            }
+        }
+    }
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].ev_type != RSD_HTTP_SEV_NONE) events++;
+    return events;
+}
+
+RSD_API int rsd_http_server_step(rsd_http_server *s, uint64_t now_ms) {
+    return rsdi_server_step(s, now_ms, NULL, 0);
+}
+
+RSD_API int rsd_http_server_step_polled(rsd_http_server *s, uint64_t now_ms,
+                                        const rsd_pollfd *fds, int nfds) {
+    return rsdi_server_step(s, now_ms, fds, nfds);
+}
+
+RSDI_PRIVATE void rsdi_sev_fill(rsd_http_server *s, int k, rsd_http_server_event *ev) {
+    rsdi_sconn *cn = &s->conns[k];
+    memset(ev, 0, sizeof *ev);
+    ev->req.id = rsdi_sreq_id(s, k);
+    ev->body.ptr = "";
+    if (cn->state == RSDI_SC_ZOMBIE) {
+        ev->type = RSD_HTTP_SEV_CLOSED;
+        return;
+    }
+    ev->type = RSD_HTTP_SEV_REQUEST;
+    ev->head = &cn->head;
+    ev->body.ptr = cn->rx + cn->head_len;
+    ev->body.len = cn->body_len;
+}
+
+RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_event *ev) {
+    int k, best = -1;
+    if (!s || !ev) return false;
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].state == RSDI_SC_ZOMBIE && s->conns[k].zombie_pulled) {
+            s->conns[k].state = RSDI_SC_FREE;
+            s->conns[k].zombie_pulled = false;
+            rsdi_sconn_bump(&s->conns[k]);
+        }
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].ev_type != RSD_HTTP_SEV_NONE && (best < 0 || s->conns[k].ev_seq < s->conns[best].ev_seq))
+            best = k;
+    if (best < 0) return false;
+    rsdi_sev_fill(s, best, ev);
+    if (s->conns[best].ev_type == RSD_HTTP_SEV_CLOSED) s->conns[best].zombie_pulled = true;
+    else s->conns[best].delivered = true;
+    s->conns[best].ev_type = RSD_HTTP_SEV_NONE;
+    return true;
+}
+
+/* Slot of a live handle, or <0: RSD_ERR_CLOSED / RSD_ERR_NOT_FOUND. */
+RSDI_PRIVATE int rsdi_server_slot(const rsd_http_server *s, rsd_http_sreq_h h) {
+    uint32_t slot = h.id & RSDI_SLOT_MASK, gen = h.id >> RSDI_SLOT_BITS;
+    const rsdi_sconn *cn;
+    if (!s || slot == 0 || slot > (uint32_t)s->n) return RSD_ERR_NOT_FOUND;
+    cn = &s->conns[slot - 1];
+    if (cn->gen != gen) return cn->dead_gen == gen ? RSD_ERR_CLOSED : RSD_ERR_NOT_FOUND;
+    if (cn->state == RSDI_SC_ZOMBIE) return RSD_ERR_CLOSED;
+    if (cn->state != RSDI_SC_PENDING && cn->state != RSDI_SC_STREAM) return RSD_ERR_NOT_FOUND;
+    return (int)slot - 1;
+}
+
+RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h, rsd_http_server_event *out) {
+    int k = rsdi_server_slot(s, h);
+    if (k < 0) return k;
+    if (out) rsdi_sev_fill(s, k, out);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap) {
+    int k, n = 0, free_slots = 0;
+    if (!s) return 0;
+    for (k = 0; k < s->n; k++) {
+        rsdi_sconn *cn = &s->conns[k];
+        short ev = 0;
+        if (cn->state == RSDI_SC_FREE) {
+            free_slots++;
+            continue;
+        }
+        if (cn->state == RSDI_SC_ZOMBIE) continue;
+        if (cn->tx_len > cn->tx_off) ev |= POLLOUT;
+        if (cn->state != RSDI_SC_CLOSING && cn->rx_len < s->rx_cap) ev |= POLLIN;
+        if (!ev) continue;
+        if (out && n < cap) {
+            out[n].fd = cn->fd;
+            out[n].events = ev;
+            out[n].revents = 0;
+        }
+        n++;
+    }
+    if (free_slots && s->lfd >= 0) {
+        if (out && n < cap) {
+            out[n].fd = s->lfd;
+            out[n].events = POLLIN;
+            out[n].revents = 0;
+        }
+        n++;
+    }
+    return n;
+}
+
+RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
+    uint64_t dl = RSD_DEADLINE_NONE;
+    int k;
+    if (!s) return dl;
+    for (k = 0; k < s->n; k++) {
+        rsdi_sconn *cn = &s->conns[k];
+        uint64_t t;
+        if (cn->state == RSDI_SC_CLOSING) {
+            t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
+            if (t < dl) dl = t;
+            continue;
+        }
+        if (cn->state != RSDI_SC_READ) continue;
+        if (cn->need_parse) return 0;
+        t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
+                       : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+        if (t < dl) dl = t;
+    }
+    return dl;
+}
+
+/* The answer is complete: next request on the connection (or close). */
+RSDI_PRIVATE void rsdi_sconn_answered(rsd_http_server *s, int k) {
+    rsdi_sconn *cn = &s->conns[k];
+    s->stats.responses++;
+    rsdi_sconn_bump(cn);
+    cn->delivered = false;
+    cn->ev_type = RSD_HTTP_SEV_NONE;
+    if (cn->close_after) {
+        cn->state = RSDI_SC_CLOSING;
+        cn->req_start = s->now;
+        (void)rsdi_sconn_flush(s, k);
+        return;
+    }
+    if (cn->rx_len > cn->req_end) memmove(cn->rx, cn->rx + cn->req_end, cn->rx_len - cn->req_end);
+    cn->rx_len -= cn->req_end;
+    cn->req_end = cn->head_len = cn->body_len = cn->parsed_prev = 0;
+    cn->state = RSDI_SC_READ;
+    cn->need_parse = cn->rx_len > 0;
+    cn->last_active = cn->req_start = s->now;
+    (void)rsdi_sconn_flush(s, k);
+}
+
+RSDI_PRIVATE void rsdi_w_status(rsdi_wbuf *w, int status, const rsd_http_header *h, size_t n, bool close) {
+    rsdi_w_puts(w, "HTTP/1.1 ");
+    rsdi_w_putu(w, (uint64_t)status, 10);
+    rsdi_w_put(w, " ", 1);
+    rsdi_w_puts(w, rsdi_reason(status));
+    rsdi_w_put(w, "\r\n", 2);
+    rsdi_w_headers(w, h, n);
+    if (close) rsdi_w_puts(w, "Connection: close\r\n");
+}
+
+RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                             const rsd_http_header *headers, size_t num_headers,
+                             const void *body, size_t body_len) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < 100 || status > 999 || !rsdi_headers_ok(headers, num_headers) || (body_len && !body))
+        return RSD_ERR_ARG;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
+    rsdi_w_puts(&w, "Content-Length: ");
+    rsdi_w_putu(&w, (uint64_t)body_len, 10);
+    rsdi_w_puts(&w, "\r\n\r\n");
+    if (body_len && !rsd_str_eq_c(cn->head.method, "HEAD")) rsdi_w_put(&w, (const char *)body, body_len);
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    cn->tx_len += w.len;
+    rsdi_sconn_answered(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                  const rsd_http_header *headers, size_t num_headers) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
+    rsdi_w_puts(&w, "Transfer-Encoding: chunked\r\n\r\n");
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    cn->tx_len += w.len;
+    cn->state = RSDI_SC_STREAM;
+    cn->raw = false;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_begin_raw(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                      const rsd_http_header *headers, size_t num_headers,
+                                      int64_t content_length) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
+    w = rsdi_sconn_wbuf(s, cn);
+    rsdi_w_status(&w, status, headers, num_headers, cn->close_after || content_length < 0);
+    if (content_length >= 0) {
+        rsdi_w_puts(&w, "Content-Length: ");
+        rsdi_w_putu(&w, (uint64_t)content_length, 10);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    rsdi_w_put(&w, "\r\n", 2);
+    if (w.over) return RSD_ERR_TOO_LARGE;
+    cn->tx_len += w.len;
+    cn->state = RSDI_SC_STREAM;
+    cn->raw = true;
+    if (content_length < 0) cn->close_after = true;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_abort(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->tx_len > cn->tx_off && !rsdi_sconn_flush(s, k)) return RSD_OK; /* already gone */
+    cn->dead_gen = cn->gen;
+    rsdi_sconn_free(s, k);
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_stream_slot(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_server_slot(s, h);
+    if (k < 0) return k;
+    if (s->conns[k].state != RSDI_SC_STREAM) return RSD_ERR_STATE;
+    return k;
+}
+
+RSD_API int rsd_http_stream_write(rsd_http_server *s, rsd_http_sreq_h h, const void *data, size_t len) {
+    int k = rsdi_stream_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    if (len == 0) return RSD_OK; /* a zero chunk would end the stream */
+    if (!data) return RSD_ERR_ARG;
+    cn = &s->conns[k];
+    w = rsdi_sconn_wbuf(s, cn);
+    if (!cn->raw) {
+        rsdi_w_putu(&w, (uint64_t)len, 16);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    rsdi_w_put(&w, (const char *)data, len);
+    if (!cn->raw) rsdi_w_put(&w, "\r\n", 2);
+    if (w.over) return RSD_ERR_CAPACITY;
+    cn->tx_len += w.len;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const char *event,
+                                const char *data, size_t len) {
+    int k = rsdi_stream_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    size_t i, start, body_len, hdr_len;
+    if (k < 0) return k;
+    if ((len && !data) || (event && !rsdi_value_ok(rsd_str_c(event)))) return RSD_ERR_ARG;
+    cn = &s->conns[k];
+    /* size of the event text first (the chunk size line precedes it) */
+    body_len = event ? 8 + strlen(event) : 0; /* "event: " + name + "\n" */
+    for (start = 0, i = 0; i <= len; i++)
+        if (i == len || data[i] == '\n') {
+            body_len += 7 + (i - start); /* "data: " + line + "\n" */
+            start = i + 1;
+        }
+    body_len += 1;
+    w = rsdi_sconn_wbuf(s, cn);
+    if (!cn->raw) {
+        rsdi_w_putu(&w, (uint64_t)body_len, 16);
+        rsdi_w_put(&w, "\r\n", 2);
+    }
+    hdr_len = w.len;
+    if (event) {
+        rsdi_w_puts(&w, "event: ");
+        rsdi_w_puts(&w, event);
+        rsdi_w_put(&w, "\n", 1);
+    }
+    for (start = 0, i = 0; i <= len; i++)
+        if (i == len || data[i] == '\n') {
+            size_t e = i;
+            rsdi_w_puts(&w, "data: ");
+            if (e > start && data[e - 1] == '\r') e--;
+            rsdi_w_put(&w, data + start, e - start);
+            if (e != i) rsdi_w_put(&w, " ", 1); /* keep the size: \r became a blank */
+            rsdi_w_put(&w, "\n", 1);
+            start = i + 1;
+        }
+    rsdi_w_put(&w, "\n", 1);
+    if (!cn->raw) rsdi_w_put(&w, "\r\n", 2);
+    if (w.over) return RSD_ERR_CAPACITY;
+    if (w.len - hdr_len - (cn->raw ? 0u : 2u) != body_len) return RSD_ERR_ARG; /* cannot happen */
+    cn->tx_len += w.len;
+    (void)rsdi_sconn_flush(s, k);
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_stream_slot(s, h);
+    rsdi_sconn *cn;
+    rsdi_wbuf w;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (!cn->raw) {
+        w = rsdi_sconn_wbuf(s, cn);
+        rsdi_w_puts(&w, "0\r\n\r\n");
+        if (w.over) return RSD_ERR_CAPACITY;
+        cn->tx_len += w.len;
+    }
+    rsdi_sconn_answered(s, k);
+    return RSD_OK;
+}
+
+RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_stream_slot(s, h);
+    size_t room;
+    if (k < 0) return 0;
+    room = s->desc.max_response_bytes - (s->conns[k].tx_len - s->conns[k].tx_off);
+    if (s->conns[k].raw) return room;
+    return room > 32 ? room - 32 : 0; /* chunk framing */
+}
+
+RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out) {
+    if (!out) return;
+    if (!s) memset(out, 0, sizeof *out);
+    else *out = s->stats;
+}
 
 /* ==== >>http server end =================================================== */
 
 /* ==== >>drive (implementation) ============================================ */
+#include <errno.h>
+#include <poll.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 
+enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE };
+enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK };
+
+typedef struct rsdi_ensure_name {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1];
+    char addr[64];
+} rsdi_ensure_name;
+
+typedef struct rsdi_ensure_det {
+    char key[RSD_TARGET_KEY_MAX];
+    rsd_runtime_kind kind;
+} rsdi_ensure_det;
+
+struct rsd_ensurer {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    rsd_http_client *http;
+    int (*user_resolve)(void *user, const char *host, char *out, size_t cap);
+    void *user_resolve_user;
+    rsd_state *st;
+    rsd_state_lock lk;
+    bool lk_active;
+    bool ignore_env, has_env, no_cache, lock_fail_closed;
+    char env[128];
+    int n_protected;
+    rsd_protected_model prot[RSD_MAX_PROTECTED];
+    char prot_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
+    rsd_decision_cache cache;
+    rsdi_ensure_name names[RSD_ENSURE_MAX_NAMES];
+    int names_next;
+    rsdi_ensure_det det[RSD_ENSURE_MAX_NAMES];
+    int det_next;
+    /* the current ensure */
+    int phase, final, waiting, probe_i, error;
+    bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
+    rsd_http_req_h h;
+    rsd_runtime_kind kind;
+    rsd_outcome outcome;
+    uint32_t ctx, timeout_ms, probe_ms, requests;
+    uint64_t t0, deadline, wake, last_now, elapsed;
+    rsd_http_op op;
+    char op_model[RSD_MODEL_ID_MAX];
+    char url[RSD_RECONCILE_URL_MAX];
+    char root[RSD_RECONCILE_URL_MAX];
+    char probe_url[RSD_RECONCILE_URL_MAX + 64];
+    char model[RSD_MODEL_ID_MAX];
+    char bearer[RSD_RECONCILE_BEARER_MAX];
+    char key[RSD_TARGET_KEY_MAX];
+    char message[RSD_RECONCILE_TEXT_MAX];
+    rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
+    const char *ours[RSD_RECONCILE_MAX_OURS];
+    rsd_attr_set attrs;
+    rsd_json_tok toks[RSD_ENSURE_PROBE_TOKENS];
+    rsd_reconcile rc;
+};
+
+/* ---- runtime detection: one table entry per probe ------------------------- */
+RSDI_PRIVATE bool rsdi_en_match_router(rsd_ensurer *e, const char *body, size_t len) {
+    rsd_router_props p;
+    memset(&p, 0, sizeof p);
+    return rsd_router_parse_props(body, len, e->toks, RSD_ENSURE_PROBE_TOKENS, &p) == RSD_OK && p.is_router;
+}
+
+/* The root is an object whose member `key` has JSON type `type`. */
+RSDI_PRIVATE bool rsdi_en_match_member(rsd_ensurer *e, const char *body, size_t len, const char *key,
+                                       rsd_json_type type) {
+    rsd_json_doc doc;
+    int v;
+    if (rsd_json_parse(&doc, body, len, e->toks, RSD_ENSURE_PROBE_TOKENS) <= 0) return false;
+    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
+    v = rsd_json_find(&doc, 0, key);
+    return v >= 0 && rsd_json_type_of(&doc, v) == type;
+}
+
+RSDI_PRIVATE bool rsdi_en_match_ollama(rsd_ensurer *e, const char *body, size_t len) {
+    return rsdi_en_match_member(e, body, len, "version", RSD_JSON_STRING);
+}
+
+RSDI_PRIVATE bool rsdi_en_match_lms_v1(rsd_ensurer *e, const char *body, size_t len) {
+    return rsdi_en_match_member(e, body, len, "models", RSD_JSON_ARRAY);
+}
+
+RSDI_PRIVATE bool rsdi_en_match_lms_v0(rsd_ensurer *e, const char *body, size_t len) {
+    return rsdi_en_match_member(e, body, len, "data", RSD_JSON_ARRAY);
+}
+
+typedef struct rsdi_ensure_probe {
+    rsd_runtime_kind kind;
+    const char *label;                 /* for messages */
+    const char *path;                  /* GET under the root URL */
+    bool (*match)(rsd_ensurer *e, const char *body, size_t len);  /* on a 2xx answer */
+    const rsd_runtime *(*driver)(void);/* NULL = recognised, no driver in this build */
+} rsdi_ensure_probe;
+
+/* Probe order = detection order. A new runtime driver: set its getter here. */
+static const rsdi_ensure_probe rsdi_ensure_probes[] = {
+    {RSD_RUNTIME_LLAMACPP, "llama.cpp router", "/props", rsdi_en_match_router, rsd_runtime_router},
+    {RSD_RUNTIME_OLLAMA, "Ollama", "/api/version", rsdi_en_match_ollama, NULL},
+    {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v1/models", rsdi_en_match_lms_v1, NULL},
+    {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v0/models", rsdi_en_match_lms_v0, NULL}
+};
+enum { RSDI_EN_NPROBES = (int)(sizeof rsdi_ensure_probes / sizeof rsdi_ensure_probes[0]) };
+
+RSDI_PRIVATE const rsdi_ensure_probe *rsdi_en_probe_of(rsd_runtime_kind kind) {
+    int i;
+    for (i = 0; i < RSDI_EN_NPROBES; i++)
+        if (rsdi_ensure_probes[i].kind == kind) return &rsdi_ensure_probes[i];
+    return NULL;
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+RSDI_PRIVATE uint64_t rsdi_en_wall_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+RSDI_PRIVATE bool rsdi_en_ieq(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (rsdi_ascii_lower(*a) != rsdi_ascii_lower(*b)) return false;
+    return *a == *b;
+}
+
+/* The client's resolve hook: names resolved by rsd_ensurer_resolve, then the user's. */
+RSDI_PRIVATE int rsdi_en_resolve_hook(void *user, const char *host, char *out, size_t cap) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    int i;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (e->names[i].host[0] && rsdi_en_ieq(e->names[i].host, host))
+            return rsdi_cpy(out, cap, e->names[i].addr) ? 0 : RSD_ERR_BUFFER;
+    if (e->user_resolve) return e->user_resolve(e->user_resolve_user, host, out, cap);
+    return RSD_ERR_RESOLVE;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 4, 5)))
+#endif
+RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    if (e->inflight) (void)rsd_http_cancel(e->http, e->h);
+    e->inflight = false;
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    e->lk_active = false;
+    e->reconciling = false;
+    e->outcome = RSD_OUTCOME_DEGRADED;
+    e->error = err < 0 ? err : RSD_ERR_STATE;
+    e->final = e->error;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", e->message);
+}
+
+RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    e->lk_active = false;
+    e->final = e->rc.result.error;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+}
+
+/* ---- create / destroy ---------------------------------------------------------- */
+RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_ensurer *e;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
+        (d.n_protected && !d.protected_models)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid desc", RSDI_WHERE);
+        return NULL;
+    }
+    for (i = 0; i < d.n_protected; i++) {
+        rsd_str id = d.protected_models[i].model_id;
+        if ((!id.ptr && id.len) || id.len >= RSD_MODEL_ID_MAX || (int)d.protected_models[i].role < 0 ||
+            (int)d.protected_models[i].role >= (int)RSD_ROLE_NUM) {
+            rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: bad protected model",
+                     RSDI_WHERE);
+            return NULL;
+        }
+    }
+    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, sizeof *e);
+    if (!e) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "ensurer: allocation failed", RSDI_WHERE);
+        return NULL;
+    }
+    memset(e, 0, sizeof *e);
+    e->alloc = d.allocator;
+    e->logger = d.logger;
+    hd = d.http;
+    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
+    if (!hd.logger.fn) hd.logger = d.logger;
+    e->user_resolve = hd.resolve_fn;
+    e->user_resolve_user = hd.resolve_user;
+    hd.resolve_fn = rsdi_en_resolve_hook;
+    hd.resolve_user = e;
+    e->http = rsd_http_client_create(&hd);
+    if (!e->http) {
+        rsdi_free(&e->alloc, e);
+        return NULL;
+    }
+    if (!d.no_state) {
+        rsd_state_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.dir = d.state_dir;
+        sd.lock_fail_closed = d.lock_fail_closed;
+        sd.allocator = d.allocator;
+        sd.logger = d.logger;
+        if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without (K5) */
+    }
+    e->lock_fail_closed = d.lock_fail_closed;
+    e->ignore_env = d.ignore_env;
+    if (d.residency_env) {
+        e->has_env = true;
+        if (!rsdi_cpy(e->env, sizeof e->env, d.residency_env)) e->env[0] = '\0';
+    }
+    e->no_cache = d.no_cache;
+    e->cache.ttl_ms = d.cache_ttl_ms;
+    e->n_protected = d.n_protected;
+    for (i = 0; i < d.n_protected; i++) {
+        rsdi_cpy_str(e->prot_ids[i], RSD_MODEL_ID_MAX, d.protected_models[i].model_id);
+        e->prot[i].model_id = rsd_str_c(e->prot_ids[i]);
+        e->prot[i].role = d.protected_models[i].role;
+    }
+    e->lk.fd = -1;
+    e->phase = RSDI_EN_IDLE;
+    e->final = RSD_ERR_STATE;
+    return e;
+}
+
+RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
+    rsd_allocator a;
+    if (!e) return;
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    rsd_http_client_destroy(e->http);
+    rsd_state_close(e->st);
+    a = e->alloc;
+    rsdi_free(&a, e);
+}
+
+RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
+
+RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e) { return e && e->st; }
+
+RSD_API const char *rsd_runtime_kind_str(int kind) {
+    switch (kind) {
+#define RSDI_X(n, s) case RSD_RUNTIME_##n: return s;
+        RSD_RUNTIME_KINDS(RSDI_X)
+#undef RSDI_X
+    default: return "unknown";
+    }
+}
+
+RSD_API int rsd_runtime_kind_parse(const char *s) {
+    int k;
+    if (!s) return RSD_ERR_ARG;
+    if (rsdi_en_ieq(s, "router") || rsdi_en_ieq(s, "llama.cpp") || rsdi_en_ieq(s, "llama-server"))
+        return RSD_RUNTIME_LLAMACPP;
+    for (k = 0; k < (int)RSD_RUNTIME_KIND_NUM; k++)
+        if (rsdi_en_ieq(s, rsd_runtime_kind_str(k))) return k;
+    return RSD_ERR_ARG;
+}
+
+RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url) {
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1], numeric[INET6_ADDRSTRLEN + 1];
+    struct addrinfo hints, *ai = NULL;
+    const char *num = NULL;
+    rsd_url u;
+    int rc, i;
+    if (!e || !url) return RSD_ERR_ARG;
+    if ((rc = rsd_url_parse(&u, url, strlen(url))) < 0) return rc;
+    if (u.host_kind != RSD_HOST_NAME || u.host.len > RSD_HTTP_MAX_HOST_BYTES) return RSD_OK;
+    memcpy(host, u.host.ptr, u.host.len);
+    host[u.host.len] = '\0';
+    if (rsdi_en_ieq(host, "localhost")) return RSD_OK;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (rsdi_en_ieq(e->names[i].host, host)) return RSD_OK;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) {
+        rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED, RSDI_WHERE, "%s", host);
+        return RSD_ERR_RESOLVE;
+    }
+    if (ai->ai_family == AF_INET)
+        num = inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr, numeric,
+                        (socklen_t)sizeof numeric);
+    else if (ai->ai_family == AF_INET6)
+        num = inet_ntop(AF_INET6, &((struct sockaddr_in6 *)(void *)ai->ai_addr)->sin6_addr, numeric,
+                        (socklen_t)sizeof numeric);
+    freeaddrinfo(ai);
+    if (!num) return RSD_ERR_RESOLVE;
+    i = e->names_next;
+    e->names_next = (e->names_next + 1) % RSD_ENSURE_MAX_NAMES;
+    (void)rsdi_cpy(e->names[i].host, sizeof e->names[i].host, host);
+    (void)rsdi_cpy(e->names[i].addr, sizeof e->names[i].addr, num);
+    return RSD_OK;
+}
+
+/* ---- the run ------------------------------------------------------------------- */
+RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32_t cap) {
+    uint64_t left = e->deadline > now_ms ? e->deadline - now_ms : 1;
+    return left < cap ? (uint32_t)left : cap;
+}
+
+/* Starts the reconcile for e->kind: key, attribution, generation, desc. */
+RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
+    const rsdi_ensure_probe *p = rsdi_en_probe_of(e->kind);
+    const rsd_runtime *rt = p && p->driver ? p->driver() : NULL;
+    char raw[RSD_RECONCILE_URL_MAX + 64];
+    rsd_reconcile_desc d;
+    uint64_t gen = 0;
+    bool has_gen = false;
+    int n_ours = 0, rc;
+    size_t i;
+    if (!rt) {
+        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms, "%s at %s: no %s driver in this build; nothing managed",
+                     p ? p->label : rsd_runtime_kind_str(e->kind), e->url, rsd_runtime_kind_str(e->kind));
+        return;
+    }
+    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, e->url) >= (int)sizeof raw ||
+        rsd_target_key_normalise(rsd_str_c(raw), e->key, sizeof e->key) < 0) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
+        return;
+    }
+    if (e->st) {
+        if (rsd_state_attr_load(e->st, e->key, &e->attrs) >= 0) {
+            for (i = 0; i < e->attrs.count && n_ours < RSD_RECONCILE_MAX_OURS; i++)
+                if (!e->attrs.items[i].instance[0]) e->ours[n_ours++] = e->attrs.items[i].model;
+        }
+        has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    }
+    memset(&d, 0, sizeof d);
+    d.runtime = rt;
+    d.base_url = e->url;
+    d.target_key = e->key;
+    d.keep = e->model;
+    if (e->observe) d.residency_env = "observe";
+    else if (e->has_env) d.residency_env = e->env;
+    else if (!e->ignore_env) d.residency_env = getenv("RESIDENCY");
+    d.user_managed = e->user_managed;
+    d.keep_pinned = e->keep_pinned;
+    d.lock = e->st != NULL;
+    d.has_generation = has_gen;
+    d.generation = gen;
+    d.protected_models = e->n_protected ? e->prot : NULL;
+    d.n_protected = e->n_protected;
+    d.ours = n_ours ? e->ours : NULL;
+    d.n_ours = n_ours;
+    d.context_length = e->ctx;
+    d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
+    d.probe_timeout_ms = e->probe_ms;
+    d.bearer = e->bearer[0] ? e->bearer : NULL;
+    d.cache = e->no_cache ? NULL : &e->cache;
+    d.logger = e->logger;
+    e->reconciling = true;
+    e->phase = RSDI_EN_RUN;
+    rc = rsd_reconcile_begin(&e->rc, &d, now_ms);
+    (void)rc; /* on error the reconcile is DONE with it; step picks it up */
+}
+
+RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
+    const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    rsd_http_request q;
+    int rc;
+    (void)RSD_SNPRINTF(e->probe_url, sizeof e->probe_url, "%s%s", e->root, p->path);
+    memset(&q, 0, sizeof q);
+    q.url = e->probe_url;
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    q.connect_timeout_ms = q.total_timeout_ms;
+    rc = rsd_http_send(e->http, &q, now_ms, &e->h);
+    if (rc < 0) {
+        rsdi_en_fail(e, rc, now_ms, "GET %s: %s", e->probe_url, rsd_result_str(rc));
+        return;
+    }
+    e->requests++;
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+    e->op = RSD_OP_NONE;
+    e->op_model[0] = '\0';
+}
+
+RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
+    const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
+        rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
+                     rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
+                     ev->sys_errno ? strerror(ev->sys_errno) : "");
+        return;
+    }
+    if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;
+    if (ev->result == RSD_OK && ev->status >= 200 && ev->status <= 299 && p->match(e, ev->body.ptr, ev->body.len)) {
+        int i = e->det_next;
+        e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
+        (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
+        e->det[i].kind = p->kind;
+        e->kind = p->kind;
+        rsdi_en_start_run(e, now_ms);
+        return;
+    }
+    if (++e->probe_i >= RSDI_EN_NPROBES) {
+        if (e->saw_auth)
+            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms, "%s requires an API key (HTTP 401/403): set a bearer token",
+                         e->url);
+        else
+            rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
+                         "no llama.cpp router, Ollama or LM Studio server recognised at %s", e->url);
+    }
+}
+
+RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
+    rsd_url u;
+    char k[RSD_TARGET_KEY_MAX];
+    size_t n;
+    int rc, i;
+    if (!e) return RSD_ERR_ARG;
+    if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
+    e->phase = RSDI_EN_DONE;
+    e->inflight = e->reconciling = e->saw_auth = false;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->requests = 0;
+    e->t0 = e->last_now = now_ms;
+    e->elapsed = 0;
+    e->message[0] = '\0';
+    e->op = RSD_OP_NONE;
+    e->op_model[0] = '\0';
+    e->key[0] = '\0';
+    e->kind = RSD_RUNTIME_AUTO;
+    e->outcome = RSD_OUTCOME_NONE;
+    e->error = RSD_OK;
+    e->rc.n_notices = 0;
+    if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
+        return RSD_ERR_ARG;
+    }
+    e->deadline = now_ms + (q->timeout_ms ? q->timeout_ms : (uint32_t)RSD_ENSURE_TIMEOUT_MS);
+    if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
+        rsdi_en_fail(e, RSD_ERR_MODEL_ID, now_ms, "ensure: model id empty or over %d bytes", RSD_MODEL_ID_MAX - 1);
+        return RSD_ERR_MODEL_ID;
+    }
+    if ((rc = rsd_url_parse(&u, q->url, strlen(q->url))) < 0 || strlen(q->url) + 64 > sizeof e->url) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "ensure: bad server URL '%.200s'", q->url);
+        return RSD_ERR_URL;
+    }
+    if (q->bearer && (strlen(q->bearer) >= sizeof e->bearer)) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: bearer token too long");
+        return RSD_ERR_ARG;
+    }
+    (void)rsdi_cpy(e->url, sizeof e->url, q->url);
+    (void)rsdi_cpy(e->bearer, sizeof e->bearer, q->bearer ? q->bearer : "");
+    memcpy(e->root, e->url, strlen(e->url) + 1);
+    n = strlen(e->root);
+    while (n && e->root[n - 1] == '/') e->root[--n] = '\0';
+    if (n >= 3 && memcmp(e->root + n - 3, "/v1", 3) == 0) e->root[n -= 3] = '\0';
+    while (n && e->root[n - 1] == '/') e->root[--n] = '\0';
+    e->ctx = q->context_length;
+    e->timeout_ms = q->timeout_ms;
+    e->probe_ms = q->probe_timeout_ms ? q->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
+    e->observe = q->observe;
+    e->user_managed = q->user_managed;
+    e->keep_pinned = q->keep_pinned;
+    e->kind = q->runtime;
+    if (e->kind == RSD_RUNTIME_AUTO &&
+        rsd_target_key_normalise(rsd_str_c(e->url), k, sizeof k) > 0) {
+        for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+            if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
+    }
+    if (e->kind == RSD_RUNTIME_AUTO) {
+        e->phase = RSDI_EN_DETECT;
+        e->probe_i = 0;
+        return RSD_OK;
+    }
+    rsdi_en_start_run(e, now_ms);
+    return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
+}
+
+/* Sends the reconcile's HTTP step; a send error is fed back as the transport result. */
+RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms) {
+    rsd_http_request q;
+    int rc, i;
+    memset(&q, 0, sizeof q);
+    q.method = s->http.method;
+    q.url = s->http.url;
+    for (i = 0; i < s->http.n_headers && i < RSD_RECONCILE_MAX_HEADERS; i++) {
+        e->hdrs[i].name = rsd_str_c(s->http.headers[i].name);
+        e->hdrs[i].value = rsd_str_c(s->http.headers[i].value);
+    }
+    q.headers = e->hdrs;
+    q.num_headers = (size_t)i;
+    q.body = s->http.body;
+    q.body_len = s->http.body ? s->http.body_len : 0;
+    q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
+    q.connect_timeout_ms = q.total_timeout_ms;
+    e->op = s->http.op;
+    (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
+    rc = rsd_http_send(e->http, &q, now_ms, &e->h);
+    if (rc < 0) {
+        (void)rsd_reconcile_feed(&e->rc, rc, 0, NULL, 0, now_ms);
+        return;
+    }
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+}
+
+RSDI_PRIVATE void rsdi_en_commit(rsd_ensurer *e) {
+    const rsd_reconcile_result *res = &e->rc.result;
+    uint64_t gen = 0;
+    int i;
+    if (!e->st) return;
+    if (res->attr_add[0]) (void)rsd_state_attr_add(e->st, e->key, res->attr_add, NULL, rsdi_en_wall_ms());
+    for (i = 0; i < res->n_attr_remove; i++) (void)rsd_state_attr_remove(e->st, e->key, res->attr_remove[i], NULL);
+    if (rsd_state_gen_bump(e->st, e->key, &gen) == RSD_OK) (void)rsd_reconcile_commit_done(&e->rc, gen);
+}
+
+RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
+    int guard;
+    if (!e) return RSD_ERR_ARG;
+    if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
+    e->last_now = now_ms;
+    for (guard = 0; guard < 256; guard++) {
+        if (e->inflight) {
+            rsd_http_event ev;
+            (void)rsd_http_client_step(e->http, now_ms);
+            while (e->inflight && rsd_http_next_event(e->http, &ev)) {
+                if (ev.req.id != e->h.id) continue; /* someone else's request on our client */
+                e->inflight = false;
+                e->waiting = RSDI_EN_WAIT_NONE;
+                if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
+                else (void)rsd_reconcile_feed(&e->rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
+            }
+            if (e->inflight) return RSD_PENDING;
+            continue;
+        }
+        if (e->phase == RSDI_EN_DONE) return e->final;
+        if (e->phase == RSDI_EN_DETECT) {
+            rsdi_en_probe_send(e, now_ms);
+            continue;
+        }
+        if (e->waiting == RSDI_EN_WAIT_LOCK) {
+            uint64_t gen = 0;
+            bool held;
+            int r = rsd_state_lock_step(e->st, &e->lk, now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (r < 0) { /* fail-closed */
+                rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url,
+                             rsd_result_str(r));
+                return e->final;
+            }
+            held = rsd_state_lock_held(&e->lk);
+            if (held && rsd_state_gen_read(e->st, e->key, &gen) != RSD_OK) gen = ~(uint64_t)0;
+            (void)rsd_reconcile_lock_done(&e->rc, held, gen, now_ms);
+            continue;
+        }
+        {
+            rsd_step s = rsd_reconcile_next(&e->rc, now_ms);
+            switch (s.kind) {
+            case RSD_STEP_HTTP: rsdi_en_http(e, &s, now_ms); break;
+            case RSD_STEP_WAIT:
+                e->waiting = RSDI_EN_WAIT_WAKE;
+                e->wake = s.wake_ms;
+                if (now_ms < s.wake_ms) return RSD_PENDING;
+                break;
+            case RSD_STEP_LOCK:
+                if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+                    (void)rsd_reconcile_lock_done(&e->rc, false, 0, now_ms);
+                    break;
+                }
+                e->lk_active = true;
+                e->waiting = RSDI_EN_WAIT_LOCK;
+                break;
+            case RSD_STEP_COMMIT: rsdi_en_commit(e); break;
+            case RSD_STEP_UNLOCK:
+                if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+                e->lk_active = false;
+                break;
+            case RSD_STEP_DONE: rsdi_en_finish(e, now_ms); return e->final;
+            default: break;
+            }
+        }
+    }
+    return RSD_PENDING;
+}
+
+RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return 0;
+    return rsd_http_client_pollfds(e->http, out, cap);
+}
+
+RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
+    uint64_t dl;
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return RSD_DEADLINE_NONE;
+    switch (e->waiting) {
+    case RSDI_EN_WAIT_HTTP:
+        dl = rsd_http_client_next_deadline(e->http);
+        return dl;
+    case RSDI_EN_WAIT_WAKE: return e->wake;
+    case RSDI_EN_WAIT_LOCK: return e->lk.wake_ms;
+    default: return 0;
+    }
+}
+
+RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
+    if (out) *out = e ? e->rc.notices : NULL;
+    if (!e || !e->reconciling) return 0;
+    return e->rc.n_notices;
+}
+
+RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    out->message = "";
+    out->op_model = "";
+    if (!e) {
+        out->result = RSD_ERR_ARG;
+        return;
+    }
+    out->done = e->phase == RSDI_EN_DONE;
+    out->result = e->phase == RSDI_EN_DONE ? e->final : e->phase == RSDI_EN_IDLE ? RSD_ERR_STATE : RSD_PENDING;
+    out->runtime = e->kind;
+    out->requests = e->requests;
+    out->elapsed_ms = out->done ? e->elapsed : (e->last_now > e->t0 ? e->last_now - e->t0 : 0);
+    out->op = e->op;
+    out->op_model = e->op_model;
+    if (e->reconciling) {
+        const rsd_reconcile_result *r = &e->rc.result;
+        out->outcome = r->outcome;
+        out->decision = r->decision;
+        out->reason = r->reason;
+        out->cache_hit = r->cache_hit;
+        out->keep_resident = r->keep_resident;
+        out->lock_held = r->lock_held;
+        out->loaded = r->loaded;
+        out->mutated = r->mutated;
+        out->requests += r->requests;
+        out->message = r->message;
+        out->n_evicted = r->n_evicted;
+        out->evicted = r->evicted;
+        out->n_notices = e->rc.n_notices;
+        out->notices = e->rc.notices;
+    } else {
+        out->outcome = e->outcome;
+        out->decision = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_DECISION_OBSERVE : RSD_DECISION_NONE;
+        out->reason = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_REASON_PROBE_FAILED : RSD_REASON_NONE;
+        out->message = e->message;
+        out->evicted = e->rc.result.evicted;
+        out->notices = e->rc.notices;
+    }
+}
+
+RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
+    rsd_pollfd fds[32];
+    int rc;
+    if (out) memset(out, 0, sizeof *out);
+    if (!e) return RSD_ERR_ARG;
+    if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    rc = rsd_ensure_begin(e, q, rsd_now_ms());
+    if (rc == RSD_ERR_STATE) return rc;
+    while ((rc = rsd_ensure_step(e, rsd_now_ms())) == RSD_PENDING) {
+        int n = rsd_ensure_pollfds(e, fds, 32), timeout;
+        uint64_t dl = rsd_ensure_next_deadline(e), now = rsd_now_ms();
+        if (n > 32) n = 32;
+        if (dl == RSD_DEADLINE_NONE) timeout = n ? -1 : 10;
+        else if (dl <= now) timeout = 0;
+        else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
+        if (timeout == 0) continue;
+        if (poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
+    }
+    if (out) rsd_ensure_query(e, out);
+    return rc;
+}
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (implementation) ============================================= */
+#ifndef RSD_NO_PROCESS
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <poll.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <sys/socket.h>
+#include <sys/resource.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#define RSDI_PROC_LINUX 1
+#endif
+#ifndef O_CLOEXEC
+#define O_CLOEXEC 0
+#endif
+/* glibc declares these only under _GNU_SOURCE, which the implementation TU does not
+   set (it asks for _POSIX_C_SOURCE + _DEFAULT_SOURCE); they exist since 2.9/2.29/2.34. */
+#if defined(__GLIBC__) && !defined(__USE_GNU)
+#ifdef __cplusplus
+extern "C" {
+#endif
+int pipe2(int fds[2], int flags);
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29)
+int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *fa, const char *path);
+#endif
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)
+int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int from);
+#endif
+#ifdef __cplusplus
+}
+#endif
+#endif
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29))
+#define RSDI_HAVE_SPAWN_CHDIR 1
+#endif
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+#define RSDI_HAVE_SPAWN_CLOSEFROM 1
+#endif
+#if defined(__GLIBC__) || defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || \
+    defined(__OpenBSD__)
+#define RSDI_HAVE_PIPE2 1
+#endif
 
+#define RSDI_PROC_IDX_BITS 8
+#define RSDI_PROC_IDX_MASK 0xFFu
+#define RSDI_PROC_GEN_MAX 0xFFFFFFu
+
+typedef struct rsdi_proc_slot {
+    uint32_t gen;                /* 1..RSDI_PROC_GEN_MAX while in use */
+    rsd_proc_state state;
+    pid_t pid;                   /* > 0 while not reaped */
+    int out_fd;                  /* read end of the output pipe, -1 */
+    int pid_fd;                  /* Linux pidfd, -1 */
+    uint16_t port;
+    bool was_ready, stop_requested, killed, timed_out, eof, core_dumped, stuck_sent;
+    int exit_code, term_signal, err;
+    uint64_t spawn_ms, ready_ms, end_ms, start_deadline_ms;
+    uint64_t kill_at_ms;         /* STOPPING: SIGKILL time */
+    uint64_t stuck_at_ms;        /* KILLING: STUCK notice time */
+    uint64_t next_probe_ms, probe_at_ms;
+    uint32_t probe_ms;           /* current probe interval */
+    bool probe_pending;          /* a PROBE event is due */
+    uint64_t recheck_ms;         /* next waitpid poll (no pidfd, or EOF seen) */
+    uint32_t recheck_iv;
+    void *user;
+    uint64_t out_bytes, out_lines;
+    char *ring;                  /* ring_bytes */
+    char *args;                  /* arg_bytes: NUL-separated expanded argv */
+    size_t args_len;
+    int argc;
+    size_t line_len;             /* log forwarding */
+    char line[RSD_PROC_LINE_MAX];
+    char name[RSD_PROC_NAME_MAX];
+} rsdi_proc_slot;
+
+struct rsd_procs {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    int max_procs;
+    uint32_t ring_bytes, arg_bytes, term_grace_ms, start_deadline_ms, kill_wait_ms;
+    uint32_t probe_first_ms, probe_max_ms;
+    bool survive_parent, log_output;
+    rsd_proc_spawn_method method; /* resolved: POSIX, VFORK or FORK */
+    rsdi_proc_slot *slots;
+    rsd_proc_event *events;      /* ring of ev_cap */
+    uint32_t ev_cap, ev_head, ev_count;
+    uint64_t events_dropped;
+    const char **argv;           /* RSD_PROC_MAX_ARGS + 1 */
+    char **envp;                 /* RSD_PROC_MAX_ENV + 1 */
+    char path[RSD_PROC_PATH_MAX];
+};
+
+static const char *const rsdi_proc_llama_args[] = {
+    "-m", "{model}", "--host", "{host}", "--port", "{port}", "?-c", "{ctx}",
+    "?-np", "{parallel}", "?-ngl", "{ngl}", "?--alias", "{alias}", "{extra}", NULL};
+
+RSD_API const char *const *rsd_proc_llama_args(void) { return rsdi_proc_llama_args; }
+
+RSD_API const char *rsd_proc_state_name(int state) {
+    static const char *const n[] = {"FREE", "STARTING", "READY", "STOPPING", "KILLING",
+                                    "EXITED", "FAILED"};
+    return state >= 0 && state < (int)RSD_PROC_STATE_NUM ? n[state] : "UNKNOWN";
+}
+
+RSD_API const char *rsd_proc_event_name(int kind) {
+    static const char *const n[] = {"NONE", "SPAWN_FAILED", "EXITED", "STOPPED",
+                                    "START_TIMEOUT", "STUCK", "PROBE"};
+    return kind >= 0 && kind < (int)RSD_PROC_EV_NUM ? n[kind] : "UNKNOWN";
+}
+
+/* ---- template expansion ---------------------------------------------------- */
+typedef struct rsdi_proc_out {
+    char *buf;
+    size_t cap, len;
+    const char **argv;
+    int argc, max;
+    bool overflow;
+} rsdi_proc_out;
+
+RSDI_PRIVATE void rsdi_proc_put(rsdi_proc_out *o, const char *s, size_t n) {
+    if (o->overflow || n > o->cap - o->len) { o->overflow = true; return; }
+    memcpy(o->buf + o->len, s, n);
+    o->len += n;
+}
+
+/* Ends the argument being built at start. */
+RSDI_PRIVATE void rsdi_proc_end_arg(rsdi_proc_out *o, size_t start) {
+    rsdi_proc_put(o, "", 1);
+    if (o->overflow) return;
+    if (o->argc >= o->max) { o->overflow = true; return; }
+    if (o->argv) o->argv[o->argc] = o->buf + start;
+    o->argc++;
+}
+
+/* Value of placeholder name (len n) for spec; *known = false for an unknown name.
+   Returns NULL when the value is unset. num is scratch for numbers. */
+RSDI_PRIVATE const char *rsdi_proc_var_value(const rsd_proc_spec *s, const char *nm, size_t n,
+                                            uint16_t port, char *num, size_t numcap,
+                                            bool *known) {
+    int i;
+    *known = true;
+#define RSDI_PV_IS(lit) (n == sizeof(lit) - 1 && memcmp(nm, lit, n) == 0)
+    if (RSDI_PV_IS("model")) return s->model && s->model[0] ? s->model : NULL;
+    if (RSDI_PV_IS("alias")) return s->alias && s->alias[0] ? s->alias : NULL;
+    if (RSDI_PV_IS("host")) return s->host && s->host[0] ? s->host : "127.0.0.1";
+    if (RSDI_PV_IS("ngl")) return s->ngl && s->ngl[0] ? s->ngl : NULL;
+    if (RSDI_PV_IS("name")) return s->name && s->name[0] ? s->name : NULL;
+    if (RSDI_PV_IS("port")) {
+        (void)RSD_SNPRINTF(num, numcap, "%u", (unsigned)port);
+        return num;
+    }
+    if (RSDI_PV_IS("ctx")) {
+        if (s->ctx <= 0) return NULL;
+        (void)RSD_SNPRINTF(num, numcap, "%lld", (long long)s->ctx);
+        return num;
+    }
+    if (RSDI_PV_IS("parallel")) {
+        if (s->parallel <= 0) return NULL;
+        (void)RSD_SNPRINTF(num, numcap, "%d", s->parallel);
+        return num;
+    }
+#undef RSDI_PV_IS
+    for (i = 0; s->vars && i < s->num_vars; i++) {
+        const char *vn = s->vars[i].name;
+        if (vn && strlen(vn) == n && memcmp(vn, nm, n) == 0)
+            return s->vars[i].value && s->vars[i].value[0] ? s->vars[i].value : NULL;
+    }
+    *known = false;
+    return NULL;
+}
+
+/* Checks one template element: RSD_OK when every placeholder is known and set,
+   RSD_PENDING when one is unset, RSD_ERR_PROC_TEMPLATE on bad syntax/unknown names. */
+RSDI_PRIVATE int rsdi_proc_elem_check(const rsd_proc_spec *s, const char *e, uint16_t port) {
+    char num[32];
+    bool unset = false;
+    while (*e) {
+        if (e[0] == '{' && e[1] == '{') { e += 2; continue; }
+        if (e[0] == '}' && e[1] == '}') { e += 2; continue; }
+        if (*e == '}') return RSD_ERR_PROC_TEMPLATE;
+        if (*e == '{') {
+            const char *end = strchr(e + 1, '}');
+            bool known;
+            size_t n;
+            if (!end) return RSD_ERR_PROC_TEMPLATE;
+            n = (size_t)(end - e - 1);
+            if (n == 0) return RSD_ERR_PROC_TEMPLATE;
+            if (!rsdi_proc_var_value(s, e + 1, n, port, num, sizeof num, &known)) {
+                if (!known) return RSD_ERR_PROC_TEMPLATE;
+                unset = true;
+            }
+            e = end + 1;
+            continue;
+        }
+        e++;
+    }
+    return unset ? RSD_PENDING : RSD_OK;
+}
+
+RSDI_PRIVATE void rsdi_proc_emit_elem(rsdi_proc_out *o, const rsd_proc_spec *s, const char *e,
+                                      uint16_t port) {
+    char num[32];
+    size_t start = o->len;
+    while (*e) {
+        if ((e[0] == '{' && e[1] == '{') || (e[0] == '}' && e[1] == '}')) {
+            rsdi_proc_put(o, e, 1);
+            e += 2;
+        } else if (*e == '{') {
+            const char *end = strchr(e + 1, '}');
+            bool known;
+            const char *v = rsdi_proc_var_value(s, e + 1, (size_t)(end - e - 1), port, num,
+                                                sizeof num, &known);
+            if (v) rsdi_proc_put(o, v, strlen(v));
+            e = end + 1;
+        } else {
+            rsdi_proc_put(o, e, 1);
+            e++;
+        }
+    }
+    rsdi_proc_end_arg(o, start);
+}
+
+RSDI_PRIVATE const char *rsdi_proc_exe(const rsd_proc_spec *s) {
+    return s->exe && s->exe[0] ? s->exe : "llama-server";
+}
+
+/* Expands spec into o (argv[0] = exe as given). */
+RSDI_PRIVATE int rsdi_proc_expand(const rsd_proc_spec *s, uint16_t port, rsdi_proc_out *o) {
+    const char *const *t = s->args ? s->args : rsdi_proc_llama_args;
+    const char *exe = rsdi_proc_exe(s);
+    bool extra_done = false;
+    size_t i, start;
+    int r;
+    if (s->num_vars < 0 || s->num_vars > RSD_PROC_MAX_VARS || (s->num_vars && !s->vars))
+        return RSD_ERR_ARG;
+    start = o->len;
+    rsdi_proc_put(o, exe, strlen(exe));
+    rsdi_proc_end_arg(o, start);
+    for (i = 0; t[i]; i++) {
+        const char *e = t[i];
+        if (strcmp(e, "{extra}") == 0) {
+            size_t k;
+            for (k = 0; s->extra && s->extra[k]; k++) {
+                start = o->len;
+                rsdi_proc_put(o, s->extra[k], strlen(s->extra[k]));
+                rsdi_proc_end_arg(o, start);
+            }
+            extra_done = true;
+            continue;
+        }
+        if (e[0] == '?' && e[1] != '?') {
+            /* optional pair: "?flag" then value; both or neither */
+            const char *v = t[i + 1];
+            if (!v) return RSD_ERR_PROC_TEMPLATE;
+            r = rsdi_proc_elem_check(s, e + 1, port);
+            if (r < 0) return r;
+            r = rsdi_proc_elem_check(s, v, port);
+            if (r < 0) return r;
+            if (r == RSD_OK) {
+                rsdi_proc_emit_elem(o, s, e + 1, port);
+                rsdi_proc_emit_elem(o, s, v, port);
+            }
+            i++;
+            continue;
+        }
+        if (e[0] == '?') e++; /* "??x" is the literal "?x" */
+        r = rsdi_proc_elem_check(s, e, port);
+        if (r != RSD_OK) return RSD_ERR_PROC_TEMPLATE;
+        rsdi_proc_emit_elem(o, s, e, port);
+    }
+    if (!extra_done) {
+        size_t k;
+        for (k = 0; s->extra && s->extra[k]; k++) {
+            start = o->len;
+            rsdi_proc_put(o, s->extra[k], strlen(s->extra[k]));
+            rsdi_proc_end_arg(o, start);
+        }
+    }
+    if (o->overflow) return RSD_ERR_CAPACITY;
+    return o->argc;
+}
+
+RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_cap,
+                             const char **argv, int cap) {
+    rsdi_proc_out o;
+    int r;
+    if (!spec || !buf || !argv || cap < 2 || buf_cap == 0) return RSD_ERR_ARG;
+    memset(&o, 0, sizeof o);
+    o.buf = buf;
+    o.cap = buf_cap;
+    o.argv = argv;
+    o.max = cap - 1;
+    r = rsdi_proc_expand(spec, spec->port, &o);
+    if (r < 0) return r;
+    argv[o.argc] = NULL;
+    return o.argc;
+}
+
+/* ---- small POSIX helpers ---------------------------------------------------- */
+/* Moves fd to a number >= 3 (close-on-exec), so dup2 onto 0..2 in the child cannot
+   clobber it. Returns the (possibly new) fd or -1. */
+RSDI_PRIVATE int rsdi_proc_fd_high(int fd) {
+    int nfd;
+    if (fd < 0 || fd > 2) return fd;
+    nfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    return nfd;
+}
+
+RSDI_PRIVATE int rsdi_proc_pipe(int fds[2]) {
+#ifdef RSDI_HAVE_PIPE2
+    if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+#else
+    if (pipe(fds) != 0) return -1;
+    (void)fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(fds[1], F_SETFD, FD_CLOEXEC);
+#endif
+    fds[0] = rsdi_proc_fd_high(fds[0]);
+    fds[1] = rsdi_proc_fd_high(fds[1]);
+    if (fds[0] < 0 || fds[1] < 0) {
+        if (fds[0] >= 0) close(fds[0]);
+        if (fds[1] >= 0) close(fds[1]);
+        return -1;
+    }
+    return 0;
+}
+
+/* A free loopback TCP port: bind port 0, read it back, close (W30). 0 on failure. */
+RSDI_PRIVATE uint16_t rsdi_proc_free_port(const char *host) {
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    uint16_t port = 0;
+    int fd;
+#ifdef SOCK_CLOEXEC
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+#else
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+#endif
+    if (fd < 0) return 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    if (!host || inet_pton(AF_INET, host, &a.sin_addr) != 1)
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Resolves exe through PATH (from the child's environment when it sets PATH) into
+   p->path. RSD_OK or an errno value. */
+RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, char *const *envp) {
+    const char *path = NULL, *d;
+    size_t el = strlen(exe);
+    int last_err = ENOENT;
+    if (strchr(exe, '/')) {
+        if (el + 1 > sizeof p->path) return ENAMETOOLONG;
+        memcpy(p->path, exe, el + 1);
+        return 0;
+    }
+    if (envp) {
+        int i;
+        for (i = 0; envp[i]; i++)
+            if (strncmp(envp[i], "PATH=", 5) == 0) path = envp[i] + 5;
+    } else {
+        path = getenv("PATH");
+    }
+    if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+    for (d = path;; d++) {
+        const char *e = strchr(d, ':');
+        size_t dl = e ? (size_t)(e - d) : strlen(d);
+        if (dl == 0) { d = "."; dl = 1; }  /* empty entry = current directory */
+        if (dl + 1 + el + 1 <= sizeof p->path) {
+            memcpy(p->path, d, dl);
+            p->path[dl] = '/';
+            memcpy(p->path + dl + 1, exe, el + 1);
+            if (access(p->path, X_OK) == 0) return 0;
+            if (errno == EACCES) last_err = EACCES;
+        }
+        if (!e) break;
+        d = e;
+    }
+    return last_err;
+}
+
+/* Builds the child's environment into p->envp (environ with spec->env applied).
+   RSD_OK, or RSD_ERR_CAPACITY when it has more than RSD_PROC_MAX_ENV entries. */
+RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
+    extern char **environ;
+    int n = 0, i, k;
+    for (i = 0; environ && environ[i]; i++) {
+        const char *e = environ[i];
+        const char *eq = strchr(e, '=');
+        size_t nl = eq ? (size_t)(eq - e) : strlen(e);
+        bool drop = false;
+        for (k = 0; add[k]; k++) {
+            const char *aeq = strchr(add[k], '=');
+            size_t al = aeq ? (size_t)(aeq - add[k]) : strlen(add[k]);
+            if (al == nl && memcmp(add[k], e, nl) == 0) { drop = true; break; }
+        }
+        if (drop) continue;
+        if (n >= RSD_PROC_MAX_ENV) return RSD_ERR_CAPACITY;
+        p->envp[n++] = environ[i];
+    }
+    for (k = 0; add[k]; k++) {
+        if (!strchr(add[k], '=')) continue;  /* "NAME": unset */
+        if (n >= RSD_PROC_MAX_ENV) return RSD_ERR_CAPACITY;
+        p->envp[n++] = (char *)(uintptr_t)add[k];
+    }
+    p->envp[n] = NULL;
+    return RSD_OK;
+}
+
+/* Closes every descriptor >= from except keep (async-signal-safe: child side). */
+RSDI_PRIVATE void rsdi_proc_close_from(int from, int keep) {
+    struct rlimit rl;
+    long max = 65536, fd;
+#if defined(RSDI_PROC_LINUX) && defined(SYS_close_range)
+    if (keep < from) {
+        if (syscall(SYS_close_range, (unsigned)from, ~0u, 0u) == 0) return;
+    } else if ((keep == from || syscall(SYS_close_range, (unsigned)from, (unsigned)(keep - 1), 0u) == 0) &&
+               syscall(SYS_close_range, (unsigned)(keep + 1), ~0u, 0u) == 0) {
+        return;
+    }
+#endif
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < (rlim_t)max)
+        max = (long)rl.rlim_cur;
+    for (fd = from; fd < max; fd++)
+        if (fd != keep) (void)close((int)fd);
+}
+
+/* Child side of the fork and vfork paths; never returns. PDEATHSIG, own process
+   group, default signal dispositions, stdio, every other descriptor closed, cwd,
+   execve. Only async-signal-safe calls (it may share the parent's memory). An exec
+   error goes to *errp (vfork: shared memory) or down errfd (fork: close-on-exec pipe). */
+RSDI_PRIVATE void rsdi_proc_child(const rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                  char *const *envp, pid_t parent, int errfd,
+                                  volatile int *errp) {
+    int sig, err;
+    struct sigaction sa;
+    sigset_t none;
+#ifdef RSDI_PROC_LINUX
+    if (!p->survive_parent) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) goto fail;
+        if (getppid() != parent) _exit(127); /* the parent died before prctl */
+    }
+#else
+    (void)parent;
+#endif
+    (void)setpgid(0, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (sig = 1; sig < 65; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP) (void)sigaction(sig, &sa, NULL);
+    if (dup2(nullfd, 0) < 0 || dup2(outfd, 1) < 0 || dup2(outfd, 2) < 0) goto fail;
+    rsdi_proc_close_from(3, errfd);
+    if (cwd && chdir(cwd) != 0) goto fail;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(p->path, (char *const *)(uintptr_t)p->argv, envp);
+fail:
+    err = errno ? errno : ENOEXEC;
+    if (errp) *errp = err;
+    if (errfd >= 0) (void)!write(errfd, &err, sizeof err);
+    _exit(127);
+}
+
+/* fork path: portable; the parent blocks on a close-on-exec pipe until exec. fork
+   copies the parent's page tables: slow for a parent with a large heap (bench/). */
+RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                char *const *envp, pid_t *out_pid) {
+    int ep[2], err = 0;
+    pid_t pid, parent = getpid();
+    ssize_t n;
+    sigset_t all, old;
+    if (rsdi_proc_pipe(ep) != 0) return errno ? errno : EMFILE;
+    /* Block signals around fork so no host handler runs in the child before exec. */
+    sigfillset(&all);
+    (void)sigprocmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1], NULL);
+    err = errno;
+    (void)sigprocmask(SIG_SETMASK, &old, NULL);
+    close(ep[1]);
+    if (pid < 0) {
+        close(ep[0]);
+        return err ? err : EAGAIN;
+    }
+    (void)setpgid(pid, pid); /* the classic race fix; EACCES after exec is fine */
+    /* Blocks until exec (EOF) or the child's report. */
+    do n = read(ep[0], &err, sizeof err);
+    while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    if (n == (ssize_t)sizeof err) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        return err ? err : ECHILD;
+    }
+    *out_pid = pid;
+    return 0;
+}
+
+#ifdef RSDI_PROC_LINUX
+/* vfork path (Linux default): the child borrows the parent's memory until execve,
+   so the cost does not grow with the parent's heap, like glibc's posix_spawn
+   (CLONE_VM | CLONE_VFORK), and the child can still call prctl. The calling thread
+   is suspended until the child execs or exits; signals are blocked meanwhile so no
+   host handler runs on the shared stack. */
+RSDI_PRIVATE int rsdi_proc_vfork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                 char *const *envp, pid_t *out_pid) {
+    volatile int child_err = 0;
+    int err;
+    pid_t pid, parent = getpid();
+    sigset_t all, old;
+    sigfillset(&all);
+    (void)sigprocmask(SIG_SETMASK, &all, &old);
+    pid = vfork();
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, -1, &child_err);
+    err = pid < 0 ? errno : 0;
+    (void)sigprocmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0) return err ? err : EAGAIN;
+    if (child_err) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        return child_err;
+    }
+    *out_pid = pid;
+    return 0;
+}
+#endif
+
+RSDI_PRIVATE int rsdi_proc_posix_spawn(rsd_procs *p, const char *cwd, int nullfd, int outfd,
+                                       char *const *envp, pid_t *out_pid) {
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    sigset_t none, all;
+    int r;
+    if (posix_spawn_file_actions_init(&fa) != 0) return ENOMEM;
+    if (posix_spawnattr_init(&at) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return ENOMEM;
+    }
+    sigemptyset(&none);
+    sigfillset(&all);
+    r = posix_spawnattr_setflags(&at, (short)(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                              POSIX_SPAWN_SETSIGDEF));
+    if (!r) r = posix_spawnattr_setpgroup(&at, 0);
+    if (!r) r = posix_spawnattr_setsigmask(&at, &none);
+    if (!r) r = posix_spawnattr_setsigdefault(&at, &all);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, nullfd, 0);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, outfd, 1);
+    if (!r) r = posix_spawn_file_actions_adddup2(&fa, outfd, 2);
+#ifdef RSDI_HAVE_SPAWN_CLOSEFROM
+    if (!r) r = posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#endif
+    if (!r && cwd) {
+#ifdef RSDI_HAVE_SPAWN_CHDIR
+        r = posix_spawn_file_actions_addchdir_np(&fa, cwd);
+#else
+        r = ENOSYS; /* not reached: rsd_procs_spawn takes the fork path */
+#endif
+    }
+    if (!r) r = posix_spawn(out_pid, p->path, &fa, &at, (char *const *)(uintptr_t)p->argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    return r;
+}
+
+/* ---- slots, events -------------------------------------------------------- */
+RSDI_PRIVATE rsdi_proc_slot *rsdi_proc_get(const rsd_procs *p, rsd_proc h) {
+    uint32_t i = h.id & RSDI_PROC_IDX_MASK, g = h.id >> RSDI_PROC_IDX_BITS;
+    rsdi_proc_slot *s;
+    if (!p || h.id == 0 || i >= (uint32_t)p->max_procs) return NULL;
+    s = &p->slots[i];
+    if (s->state == RSD_PROC_FREE || s->gen != g) return NULL;
+    return s;
+}
+
+RSDI_PRIVATE rsd_proc rsdi_proc_handle(const rsd_procs *p, const rsdi_proc_slot *s) {
+    rsd_proc h;
+    h.id = (s->gen << RSDI_PROC_IDX_BITS) | (uint32_t)(s - p->slots);
+    return h;
+}
+
+RSDI_PRIVATE void rsdi_proc_event(rsd_procs *p, rsdi_proc_slot *s, rsd_proc_event_kind k,
+                                  uint64_t now_ms) {
+    rsd_proc_event *e;
+    if (p->ev_count == p->ev_cap) {  /* drop the oldest */
+        p->ev_head = (p->ev_head + 1) % p->ev_cap;
+        p->ev_count--;
+        p->events_dropped++;
+    }
+    e = &p->events[(p->ev_head + p->ev_count) % p->ev_cap];
+    p->ev_count++;
+    memset(e, 0, sizeof *e);
+    e->kind = k;
+    e->proc = rsdi_proc_handle(p, s);
+    e->pid = (int64_t)s->pid;
+    e->exit_code = s->exit_code;
+    e->term_signal = s->term_signal;
+    e->err = s->err;
+    e->was_ready = s->was_ready;
+    e->killed = s->killed;
+    e->timed_out = s->timed_out;
+    e->at_ms = now_ms;
+    e->user = s->user;
+}
+
+RSDI_PRIVATE bool rsdi_proc_running(const rsdi_proc_slot *s) {
+    return s->state == RSD_PROC_STARTING || s->state == RSD_PROC_READY ||
+           s->state == RSD_PROC_STOPPING || s->state == RSD_PROC_KILLING;
+}
+
+/* Signals the child's process group (the child leads it), else the child. */
+RSDI_PRIVATE void rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
+    if (s->pid <= 0) return;
+    if (kill(-s->pid, sig) != 0) (void)kill(s->pid, sig);
+}
+
+RSDI_PRIVATE void rsdi_proc_close_fds(rsdi_proc_slot *s) {
+    if (s->out_fd >= 0) close(s->out_fd);
+    if (s->pid_fd >= 0) close(s->pid_fd);
+    s->out_fd = s->pid_fd = -1;
+}
+
+/* ---- output ------------------------------------------------------------------ */
+RSDI_PRIVATE void rsdi_proc_log_line(rsd_procs *p, rsdi_proc_slot *s) {
+    size_t n = s->line_len, i;
+    while (n && (s->line[n - 1] == '\r' || s->line[n - 1] == ' ')) n--;
+    s->line[n] = '\0';
+    for (i = 0; i < n; i++)
+        if ((unsigned char)s->line[i] < 0x20 || s->line[i] == 0x7f) s->line[i] = '?';
+    if (n) rsdi_logf(&p->logger, RSD_LOG_DEBUG, RSD_LOGITEM_PROC_OUTPUT, NULL, "%s[%ld]: %s",
+                     s->name, (long)s->pid, s->line);
+    s->line_len = 0;
+}
+
+RSDI_PRIVATE void rsdi_proc_take(rsd_procs *p, rsdi_proc_slot *s, const char *b, size_t n) {
+    size_t i, at = (size_t)(s->out_bytes % p->ring_bytes);
+    for (i = 0; i < n; i++) {
+        s->ring[at] = b[i];
+        if (++at == p->ring_bytes) at = 0;
+        if (b[i] == '\n') s->out_lines++;
+        if (p->log_output) {
+            if (b[i] == '\n') rsdi_proc_log_line(p, s);
+            else if (s->line_len < RSD_PROC_LINE_MAX - 1) s->line[s->line_len++] = b[i];
+        }
+    }
+    s->out_bytes += n;
+}
+
+/* Reads what the pipe holds (at most RSD_PROC_DRAIN_STEP_BYTES). */
+RSDI_PRIVATE void rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    char buf[4096];
+    size_t total = 0;
+    while (s->out_fd >= 0 && total < RSD_PROC_DRAIN_STEP_BYTES) {
+        ssize_t n = read(s->out_fd, buf, sizeof buf);
+        if (n > 0) {
+            rsdi_proc_take(p, s, buf, (size_t)n);
+            total += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        /* EOF (or a read error): the child closed its output, usually by exiting. */
+        close(s->out_fd);
+        s->out_fd = -1;
+        s->eof = true;
+        if (p->log_output && s->line_len) rsdi_proc_log_line(p, s);
+        s->recheck_iv = 1;
+        s->recheck_ms = now_ms + 1;
+        break;
+    }
+}
+
+/* ---- reaping and timers -------------------------------------------------------- */
+RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool known,
+                                   uint64_t now_ms) {
+    bool asked = s->stop_requested || s->timed_out;
+    rsdi_proc_drain(p, s, now_ms); /* what it wrote just before exiting */
+    rsdi_proc_close_fds(s);
+    s->exit_code = -1;
+    s->term_signal = 0;
+    if (known && WIFEXITED(st)) s->exit_code = WEXITSTATUS(st);
+    else if (known && WIFSIGNALED(st)) {
+        s->term_signal = WTERMSIG(st);
+#ifdef WCOREDUMP
+        s->core_dumped = WCOREDUMP(st) != 0;
+#endif
+    }
+    s->end_ms = now_ms;
+    s->state = RSD_PROC_EXITED;
+    rsdi_logf(&p->logger, asked ? RSD_LOG_INFO : RSD_LOG_ERROR,
+              asked ? RSD_LOGITEM_PROC_STOPPED : RSD_LOGITEM_PROC_EXITED, NULL,
+              "%s[%ld]: %s with code %d signal %d%s after %llu ms", s->name, (long)s->pid,
+              asked ? "stopped" : "exited", s->exit_code, s->term_signal,
+              s->killed ? " (SIGKILL)" : "", (unsigned long long)(now_ms - s->spawn_ms));
+    rsdi_proc_event(p, s, asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
+    s->pid = 0;
+}
+
+/* One waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children are not ours). */
+RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    int st = 0;
+    pid_t r;
+    do r = waitpid(s->pid, &st, WNOHANG);
+    while (r < 0 && errno == EINTR);
+    if (r == s->pid) {
+        rsdi_proc_reaped(p, s, st, true, now_ms);
+        return true;
+    }
+    if (r < 0 && errno == ECHILD) { /* SIGCHLD ignored by the host, or reaped elsewhere */
+        rsdi_proc_reaped(p, s, 0, false, now_ms);
+        return true;
+    }
+    return false;
+}
+
+RSDI_PRIVATE void rsdi_proc_begin_kill(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    rsdi_proc_signal(s, SIGKILL);
+    s->killed = true;
+    s->state = RSD_PROC_KILLING;
+    s->stuck_at_ms = now_ms + p->kill_wait_ms;
+    rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_PROC_KILL, NULL, "%s[%ld]: SIGKILL",
+              s->name, (long)s->pid);
+}
+
+RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    s->stop_requested = true;
+    rsdi_proc_signal(s, SIGTERM);
+    s->state = RSD_PROC_STOPPING;
+    s->kill_at_ms = now_ms + p->term_grace_ms;
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOP, NULL,
+              "%s[%ld]: SIGTERM, SIGKILL in %u ms", s->name, (long)s->pid,
+              (unsigned)p->term_grace_ms);
+}
+
+/* ---- public ------------------------------------------------------------------- */
+RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
+    rsd_procs_desc d;
+    rsd_procs *p;
+    size_t per, total, off, slots_sz, ev_sz, argv_sz, envp_sz;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, "procs: half an allocator",
+                 RSDI_WHERE);
+        return NULL;
+    }
+    if (d.max_procs == 0) d.max_procs = RSD_PROCS_DEFAULT;
+    if (d.ring_bytes == 0) d.ring_bytes = RSD_PROC_RING_DEFAULT;
+    if (d.ring_bytes < RSD_PROC_RING_MIN) d.ring_bytes = RSD_PROC_RING_MIN;
+    if (d.arg_bytes == 0) d.arg_bytes = RSD_PROC_ARG_BYTES_DEFAULT;
+    if (d.term_grace_ms == 0) d.term_grace_ms = RSD_PROC_TERM_GRACE_DEFAULT_MS;
+    if (d.start_deadline_ms == 0) d.start_deadline_ms = RSD_PROC_START_DEADLINE_DEFAULT_MS;
+    if (d.kill_wait_ms == 0) d.kill_wait_ms = RSD_PROC_KILL_WAIT_DEFAULT_MS;
+    if (d.probe_first_ms == 0) d.probe_first_ms = RSD_PROC_PROBE_FIRST_DEFAULT_MS;
+    if (d.probe_max_ms == 0) d.probe_max_ms = RSD_PROC_PROBE_MAX_DEFAULT_MS;
+    if (d.probe_max_ms < d.probe_first_ms) d.probe_max_ms = d.probe_first_ms;
+    if (d.max_procs < 1 || d.max_procs > RSD_PROCS_MAX || d.ring_bytes > RSD_PROC_RING_MAX ||
+        d.arg_bytes > RSD_PROC_ARG_BYTES_MAX || (int)d.spawn < 0 ||
+        (int)d.spawn >= (int)RSD_PROC_SPAWN_NUM) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
+                 "procs: desc value out of range", RSDI_WHERE);
+        return NULL;
+    }
+#ifdef RSDI_PROC_LINUX
+    if (d.spawn == RSD_PROC_SPAWN_POSIX && !d.survive_parent) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC,
+                 "procs: posix_spawn cannot set PDEATHSIG; set survive_parent or use FORK",
+                 RSDI_WHERE);
+        return NULL;
+    }
+#endif
+    /* One block: struct, slots, events, argv, envp, then per slot ring + args. */
+    per = (size_t)d.ring_bytes + (size_t)d.arg_bytes;
+    slots_sz = sizeof(rsdi_proc_slot) * (size_t)d.max_procs;
+    ev_sz = sizeof(rsd_proc_event) * (size_t)d.max_procs * 4;
+    argv_sz = sizeof(char *) * (RSD_PROC_MAX_ARGS + 1);
+    envp_sz = sizeof(char *) * (RSD_PROC_MAX_ENV + 1);
+    total = sizeof(rsd_procs) + slots_sz + ev_sz + argv_sz + envp_sz + per * (size_t)d.max_procs + 64;
+    p = (rsd_procs *)rsdi_malloc(&d.allocator, total);
+    if (!p) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "procs: allocation failed",
+                 RSDI_WHERE);
+        return NULL;
+    }
+    memset(p, 0, sizeof *p);
+    p->alloc = d.allocator;
+    p->logger = d.logger;
+    p->max_procs = d.max_procs;
+    p->ring_bytes = d.ring_bytes;
+    p->arg_bytes = d.arg_bytes;
+    p->term_grace_ms = d.term_grace_ms;
+    p->start_deadline_ms = d.start_deadline_ms;
+    p->kill_wait_ms = d.kill_wait_ms;
+    p->probe_first_ms = d.probe_first_ms;
+    p->probe_max_ms = d.probe_max_ms;
+    p->survive_parent = d.survive_parent;
+    p->log_output = d.log_output;
+    p->method = d.spawn;
+    if (p->method == RSD_PROC_SPAWN_AUTO) {
+#ifdef RSDI_PROC_LINUX
+        p->method = d.survive_parent ? RSD_PROC_SPAWN_POSIX : RSD_PROC_SPAWN_VFORK;
+#else
+        p->method = RSD_PROC_SPAWN_POSIX;
+#endif
+    }
+#ifndef RSDI_PROC_LINUX
+    if (p->method == RSD_PROC_SPAWN_VFORK) p->method = RSD_PROC_SPAWN_FORK;
+#endif
+#if defined(RSD_SPAWN_VIA_FORK)
+    p->method = RSD_PROC_SPAWN_FORK;
+#endif
+    off = (sizeof(rsd_procs) + 15) & ~(size_t)15;
+    p->slots = (rsdi_proc_slot *)(void *)((char *)p + off);
+    off += (slots_sz + 15) & ~(size_t)15;
+    p->events = (rsd_proc_event *)(void *)((char *)p + off);
+    p->ev_cap = (uint32_t)d.max_procs * 4;
+    off += (ev_sz + 15) & ~(size_t)15;
+    p->argv = (const char **)(void *)((char *)p + off);
+    off += argv_sz;
+    p->envp = (char **)(void *)((char *)p + off);
+    off += envp_sz;
+    for (i = 0; i < d.max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        memset(s, 0, sizeof *s);
+        s->out_fd = s->pid_fd = -1;
+        s->ring = (char *)p + off;
+        off += d.ring_bytes;
+        s->args = (char *)p + off;
+        off += d.arg_bytes;
+    }
+    return p;
+}
+
+RSD_API void rsd_procs_destroy(rsd_procs *p) {
+    int i;
+    if (!p) return;
+    for (i = 0; i < p->max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        if (s->pid > 0) {
+            int st, waited = 0;
+            pid_t r;
+            rsdi_proc_signal(s, SIGKILL);
+            for (;;) {
+                r = waitpid(s->pid, &st, WNOHANG);
+                if (r == s->pid || (r < 0 && errno != EINTR)) break;
+                if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
+                    rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                              "%s[%ld]: not reaped after SIGKILL; left behind", s->name,
+                              (long)s->pid);
+                    break;
+                }
+                if (s->pid_fd >= 0) {
+                    struct pollfd pf;
+                    pf.fd = s->pid_fd;
+                    pf.events = POLLIN;
+                    pf.revents = 0;
+                    (void)poll(&pf, 1, 10);
+                    waited += 10;
+                } else {
+                    struct timespec ts;
+                    ts.tv_sec = 0;
+                    ts.tv_nsec = 1000000;
+                    (void)nanosleep(&ts, NULL);
+                    waited += 1;
+                }
+            }
+        }
+        rsdi_proc_close_fds(s);
+    }
+    rsdi_free(&p->alloc, p);
+}
+
+RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
+                            rsd_proc *out) {
+    rsdi_proc_slot *s = NULL;
+    rsdi_proc_out o;
+    char *const *envp;
+    int i, r, err = 0, pipefd[2], nullfd;
+    uint16_t port;
+    pid_t pid = 0;
+    extern char **environ;
+    if (out) out->id = 0;
+    if (!p || !spec || !out) return RSD_ERR_ARG;
+    for (i = 0; i < p->max_procs; i++)
+        if (p->slots[i].state == RSD_PROC_FREE) {
+            s = &p->slots[i];
+            break;
+        }
+    if (!s) return RSD_ERR_CAPACITY;
+    /* W30: a free port, never one another live child of ours was given. */
+    port = spec->port;
+    if (port == 0) {
+        int tries;
+        for (tries = 0; tries < 8 && port == 0; tries++) {
+            int k;
+            port = rsdi_proc_free_port(spec->host);
+            for (k = 0; port && k < p->max_procs; k++)
+                if (rsdi_proc_running(&p->slots[k]) && p->slots[k].port == port) port = 0;
+        }
+        if (port == 0) {
+            rsdi_log(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_PORT, "procs: no free port",
+                     RSDI_WHERE);
+            return RSD_ERR_PROC_PORT;
+        }
+    }
+    memset(&o, 0, sizeof o);
+    o.buf = s->args;
+    o.cap = p->arg_bytes;
+    o.argv = p->argv;
+    o.max = RSD_PROC_MAX_ARGS;
+    r = rsdi_proc_expand(spec, port, &o);
+    if (r < 0) {
+        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_TEMPLATE, RSDI_WHERE,
+                  "procs: command template: %s", rsd_result_str(r));
+        return r;
+    }
+    p->argv[o.argc] = NULL;
+    envp = environ;
+    if (spec->env) {
+        r = rsdi_proc_env(p, spec->env);
+        if (r < 0) return r;
+        envp = p->envp;
+    }
+    /* The slot is now taken, whatever happens to the launch. */
+    {
+        uint32_t gen = s->gen + 1 > RSDI_PROC_GEN_MAX ? 1 : s->gen + 1;
+        char *ring = s->ring, *args = s->args;
+        memset(s, 0, sizeof *s);
+        s->gen = gen;
+        s->ring = ring;
+        s->args = args;
+    }
+    s->out_fd = s->pid_fd = -1;
+    s->args_len = o.len;
+    s->argc = o.argc;
+    s->port = port;
+    s->user = spec->user;
+    s->spawn_ms = now_ms;
+    s->exit_code = -1;
+    {
+        const char *nm = spec->name && spec->name[0] ? spec->name : NULL;
+        const char *src = nm ? nm : (spec->model && spec->model[0] ? spec->model : rsdi_proc_exe(spec));
+        size_t n;
+        if (!nm) {
+            const char *sl = strrchr(src, '/');
+            if (sl && sl[1]) src = sl + 1;
+        }
+        n = strlen(src);
+        if (n > RSD_PROC_NAME_MAX - 1) n = RSD_PROC_NAME_MAX - 1;
+        memcpy(s->name, src, n);
+        s->name[n] = '\0';
+    }
+    *out = rsdi_proc_handle(p, s);
+    err = rsdi_proc_resolve(p, rsdi_proc_exe(spec), spec->env ? envp : NULL);
+    if (!err) {
+        nullfd = rsdi_proc_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
+        if (nullfd < 0) err = errno ? errno : EMFILE;
+        else {
+            if (rsdi_proc_pipe(pipefd) != 0) err = errno ? errno : EMFILE;
+            else {
+                rsd_proc_spawn_method m = p->method;
+#ifndef RSDI_HAVE_SPAWN_CHDIR
+                if (spec->cwd && m == RSD_PROC_SPAWN_POSIX) m = RSD_PROC_SPAWN_FORK;
+#endif
+#ifdef RSDI_PROC_LINUX
+                if (m == RSD_PROC_SPAWN_VFORK)
+                    err = rsdi_proc_vfork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                else
+#endif
+                if (m == RSD_PROC_SPAWN_FORK)
+                    err = rsdi_proc_fork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                else
+                    err = rsdi_proc_posix_spawn(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
+                close(pipefd[1]);
+                if (err) close(pipefd[0]);
+                else s->out_fd = pipefd[0];
+            }
+            close(nullfd);
+        }
+    }
+    if (err) {
+        s->err = err;
+        s->state = RSD_PROC_FAILED;
+        s->end_ms = now_ms;
+        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_SPAWN_FAILED, NULL,
+                  "%s: could not launch %s: %s", s->name, s->args, strerror(err));
+        rsdi_proc_event(p, s, RSD_PROC_EV_SPAWN_FAILED, now_ms);
+        return RSD_ERR_SPAWN;
+    }
+    (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
+    s->pid = pid;
+#if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
+    {
+        long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
+        s->pid_fd = pfd >= 0 ? rsdi_proc_fd_high((int)pfd) : -1;
+        if (s->pid_fd >= 0) (void)fcntl(s->pid_fd, F_SETFD, FD_CLOEXEC);
+    }
+#endif
+    s->state = RSD_PROC_STARTING;
+    s->start_deadline_ms =
+        now_ms + (spec->start_deadline_ms ? spec->start_deadline_ms : p->start_deadline_ms);
+    s->probe_ms = p->probe_first_ms;
+    s->next_probe_ms = now_ms + p->probe_first_ms;
+    s->recheck_iv = RSD_PROC_REAP_POLL_MS;
+    s->recheck_ms = now_ms + RSD_PROC_REAP_POLL_MS;
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_SPAWN, NULL, "%s[%ld]: port %u: %s",
+              s->name, (long)pid, (unsigned)port, s->args);
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    if (s->state != RSD_PROC_STARTING) return RSD_ERR_STATE;
+    s->state = RSD_PROC_READY;
+    s->was_ready = true;
+    s->ready_ms = now_ms;
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_READY, NULL, "%s[%ld]: ready after %llu ms",
+              s->name, (long)s->pid, (unsigned long long)(now_ms - s->spawn_ms));
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    s->stop_requested = true;
+    if (s->state == RSD_PROC_STARTING || s->state == RSD_PROC_READY)
+        rsdi_proc_begin_stop(p, s, now_ms);
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    s->stop_requested = true;
+    if (rsdi_proc_running(s) && s->state != RSD_PROC_KILLING) rsdi_proc_begin_kill(p, s, now_ms);
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!s) return RSD_ERR_PROC_STALE;
+    if (s->state != RSD_PROC_EXITED && s->state != RSD_PROC_FAILED) return RSD_ERR_STATE;
+    s->state = RSD_PROC_FREE;
+    return RSD_OK;
+}
+
+RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
+    uint64_t d = RSD_PROC_NO_DEADLINE;
+    int i;
+    if (!p) return d;
+    for (i = 0; i < p->max_procs; i++) {
+        const rsdi_proc_slot *s = &p->slots[i];
+        if (!rsdi_proc_running(s)) continue;
+        if (s->state == RSD_PROC_STARTING) {
+            if (s->start_deadline_ms < d) d = s->start_deadline_ms;
+            if (s->next_probe_ms < d) d = s->next_probe_ms;
+        }
+        if (s->state == RSD_PROC_STOPPING && s->kill_at_ms < d) d = s->kill_at_ms;
+        if (s->state == RSD_PROC_KILLING && !s->stuck_sent && s->stuck_at_ms < d) d = s->stuck_at_ms;
+        /* Without a pidfd, exits are found by polling (fast once the pipe closed). */
+        if (s->pid_fd < 0 && s->recheck_ms < d) d = s->recheck_ms;
+    }
+    return d;
+}
+
+RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
+    int i;
+    if (!p) return RSD_PROC_NO_DEADLINE;
+    for (i = 0; i < p->max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        if (!rsdi_proc_running(s)) continue;
+        rsdi_proc_drain(p, s, now_ms);
+        if (rsdi_proc_try_reap(p, s, now_ms)) continue;
+        if (now_ms >= s->recheck_ms) {
+            if (s->eof) {  /* probably exiting: 1, 2, 4 ... ms, back to the slow poll */
+                s->recheck_iv *= 2;
+                if (s->recheck_iv > (uint32_t)RSD_PROC_REAP_POLL_MS)
+                    s->recheck_iv = (uint32_t)RSD_PROC_REAP_POLL_MS;
+            }
+            s->recheck_ms = now_ms + s->recheck_iv;
+        }
+        if (s->state == RSD_PROC_STARTING && now_ms >= s->start_deadline_ms) {
+            s->timed_out = true;
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_START_TIMEOUT, NULL,
+                      "%s[%ld]: not ready within %llu ms; stopping", s->name, (long)s->pid,
+                      (unsigned long long)(now_ms - s->spawn_ms));
+            rsdi_proc_event(p, s, RSD_PROC_EV_START_TIMEOUT, now_ms);
+            rsdi_proc_begin_stop(p, s, now_ms);
+        }
+        if (s->state == RSD_PROC_STARTING && now_ms >= s->next_probe_ms) {
+            /* readiness probe schedule: first after probe_first_ms, then doubling up to
+               probe_max_ms, never past the start deadline; one PROBE event pending at most */
+            uint64_t iv = (uint64_t)s->probe_ms * 2;
+            if (iv > p->probe_max_ms) iv = p->probe_max_ms;
+            s->probe_ms = (uint32_t)iv;
+            s->next_probe_ms = now_ms + iv;
+            if (s->next_probe_ms > s->start_deadline_ms) s->next_probe_ms = s->start_deadline_ms;
+            s->probe_pending = true;
+            s->probe_at_ms = now_ms;
+        }
+        if (s->state == RSD_PROC_STOPPING && now_ms >= s->kill_at_ms) rsdi_proc_begin_kill(p, s, now_ms);
+        if (s->state == RSD_PROC_KILLING && !s->stuck_sent && now_ms >= s->stuck_at_ms) {
+            s->stuck_sent = true;
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                      "%s[%ld]: not reaped %u ms after SIGKILL", s->name, (long)s->pid,
+                      (unsigned)p->kill_wait_ms);
+            rsdi_proc_event(p, s, RSD_PROC_EV_STUCK, now_ms);
+        }
+    }
+    return rsd_procs_next_deadline(p);
+}
+
+RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap) {
+    int i, n = 0;
+    if (!p || (!fds && cap > 0)) return RSD_ERR_ARG;
+    for (i = 0; i < p->max_procs; i++) {
+        const rsdi_proc_slot *s = &p->slots[i];
+        if (!rsdi_proc_running(s)) continue;
+        if (s->out_fd >= 0 && n < cap) fds[n++] = s->out_fd;
+        if (s->pid_fd >= 0 && n < cap) fds[n++] = s->pid_fd;
+    }
+    return n;
+}
+
+RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev) {
+    int i;
+    if (!p || !ev) return false;
+    if (p->ev_count) {
+        *ev = p->events[p->ev_head];
+        p->ev_head = (p->ev_head + 1) % p->ev_cap;
+        p->ev_count--;
+        return true;
+    }
+    /* PROBE events are flags, not queue entries: at most one per process, never dropped */
+    for (i = 0; i < p->max_procs; i++) {
+        rsdi_proc_slot *s = &p->slots[i];
+        if (!s->probe_pending) continue;
+        s->probe_pending = false;
+        if (s->state != RSD_PROC_STARTING) continue;
+        memset(ev, 0, sizeof *ev);
+        ev->kind = RSD_PROC_EV_PROBE;
+        ev->proc = rsdi_proc_handle(p, s);
+        ev->pid = (int64_t)s->pid;
+        ev->exit_code = -1;
+        ev->at_ms = s->probe_at_ms;
+        ev->user = s->user;
+        return true;
+    }
+    return false;
+}
+
+RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd_proc_info *info) {
+    const rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    if (!info) return RSD_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    if (!s) return RSD_ERR_PROC_STALE;
+    info->state = s->state;
+    info->pid = (int64_t)s->pid;
+    info->port = s->port;
+    info->spawn_ms = s->spawn_ms;
+    info->ready_ms = s->ready_ms;
+    {
+        uint64_t end = rsdi_proc_running(s) ? now_ms : s->end_ms;
+        info->uptime_ms = end > s->spawn_ms ? end - s->spawn_ms : 0;
+    }
+    info->start_deadline_ms = s->start_deadline_ms;
+    info->exit_code = s->exit_code;
+    info->term_signal = s->term_signal;
+    info->core_dumped = s->core_dumped;
+    info->err = s->err;
+    info->was_ready = s->was_ready;
+    info->killed = s->killed;
+    info->timed_out = s->timed_out;
+    info->stop_requested = s->stop_requested;
+    info->out_bytes = s->out_bytes;
+    info->out_lines = s->out_lines;
+    info->argc = s->argc;
+    info->name = s->name;
+    info->user = s->user;
+    return RSD_OK;
+}
+
+RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap) {
+    const rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    uint64_t have, start, end, k;
+    size_t n, i;
+    int lines = 0;
+    if (!buf || cap == 0) return RSD_ERR_ARG;
+    buf[0] = '\0';
+    if (!s) return RSD_ERR_PROC_STALE;
+    end = s->out_bytes;
+    have = end < p->ring_bytes ? end : p->ring_bytes;
+    start = end - have;
+#define RSDI_RING_AT(pos) (s->ring[(size_t)((pos) % p->ring_bytes)])
+    if (start > 0) {  /* the ring wrapped: drop the partial first line */
+        while (start < end && RSDI_RING_AT(start) != '\n') start++;
+        if (start < end) start++;
+    }
+    /* Walk back over max_lines lines (a final newline does not open a new line). */
+    k = end;
+    if (k > start && RSDI_RING_AT(k - 1) == '\n') k--;
+    while (k > start) {
+        if (RSDI_RING_AT(k - 1) == '\n') {
+            lines++;
+            if (max_lines > 0 && lines >= max_lines) break;
+        }
+        k--;
+    }
+    if (max_lines > 0) start = k;
+    /* Fit into cap - 1 bytes, keeping the end; start at a line boundary if possible. */
+    if (end - start > cap - 1) {
+        uint64_t s2 = end - (cap - 1), j;
+        for (j = s2; j < end; j++)
+            if (RSDI_RING_AT(j) == '\n') break;
+        start = (j + 1 < end) ? j + 1 : s2;
+    }
+    n = (size_t)(end - start);
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)RSDI_RING_AT(start + i);
+        buf[i] = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : (char)c;
+    }
+#undef RSDI_RING_AT
+    buf[n] = '\0';
+    return (int)n;
+}
+
+RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap) {
+    const rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    size_t n = 0, off = 0;
+    int a;
+    if (!buf || cap == 0) return RSD_ERR_ARG;
+    buf[0] = '\0';
+    if (!s) return RSD_ERR_PROC_STALE;
+    for (a = 0; a < s->argc; a++) {
+        const char *arg = s->args + off;
+        size_t l = strlen(arg), i;
+        bool q = l == 0 || strpbrk(arg, " \t\n'\"\\$`*?[]{}()<>|&;#~") != NULL;
+        off += l + 1;
+        if (a && n + 1 < cap) buf[n++] = ' ';
+        if (q && n + 1 < cap) buf[n++] = '\'';
+        for (i = 0; i < l; i++) {
+            if (arg[i] == '\'') {  /* ' -> '\'' */
+                if (n + 4 >= cap) break;
+                memcpy(buf + n, "'\\''", 4);
+                n += 4;
+            } else if (n + 1 < cap) {
+                buf[n++] = arg[i];
+            }
+        }
+        if (q && n + 1 < cap) buf[n++] = '\'';
+    }
+    buf[n] = '\0';
+    return (int)n;
+}
+
+RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
+    int i, n = 0;
+    if (!p || (!out && cap > 0)) return RSD_ERR_ARG;
+    for (i = 0; i < p->max_procs; i++)
+        if (rsdi_proc_running(&p->slots[i]) && n < cap) out[n++] = rsdi_proc_handle(p, &p->slots[i]);
+    return n;
+}
+#endif /* RSD_NO_PROCESS */
 /* ==== >>proc end ========================================================== */
 
 /* ==== >>state (implementation) ============================================ */

@@ -1292,6 +1292,35 @@ static void test_notices_readable_while_running(void) {
     }
 }
 
+/* The framework with another runtime table: a JIT runtime (LM Studio-like
+   strategy) over the router wire, to check the capacity-retry path takes the
+   fallback list one model at a time (W14). */
+static rsd_runtime JIT_RT;
+static void test_framework_jit_runtime_uses_fallback_one_at_a_time(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    JIT_RT = *rsd_runtime_router();
+    JIT_RT.name = "jit";
+    JIT_RT.strategy = RSD_STRATEGY_JIT;
+    JIT_RT.flags = RSD_RT_LOAD | RSD_RT_WAIT;
+    JIT_RT.parse_capacity = NULL;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "cfg", RSD_MODEL_LOADED);
+    fm_add(&f, "a", RSD_MODEL_LOADED);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    desc_init(&d, "coder");
+    d.runtime = &JIT_RT;
+    protect(&d, "cfg", RSD_ROLE_CHAT);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/load coder | /models/unload a | /models/load coder");
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | POST /models/load coder | GET /v1/models | "
+                                   "POST /models/unload a | POST /models/load coder | GET /v1/models");
+    CHECK_EQ_INT(fm_find(&f, "cfg")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_STR(R.key, "jit|http://mini:8080/v1");
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+}
+
 static void test_begin_rejects_bad_desc(void) {
     rsd_reconcile_desc d;
     rsd_step s;
@@ -1367,6 +1396,7 @@ int main(int argc, char **argv) {
     RUN(test_hostile_payloads_degrade_to_observe);
     RUN(test_determinism_same_inputs_same_steps);
     RUN(test_notices_readable_while_running);
+    RUN(test_framework_jit_runtime_uses_fallback_one_at_a_time);
     RUN(test_begin_rejects_bad_desc);
     return RSD_TEST_END();
 }

@@ -1,0 +1,116 @@
+#!/bin/sh
+# make demo -- residency.h keeping models resident on a simulated llama.cpp router.
+# No network, GPU or model files: build/examples/rsd-sim plays the router (capacity 2,
+# 300 ms loads, two models pinned by their preset tags) on a free loopback port, and
+# build/examples/rsd-ensure asks it for models. Every step checks its exit code and
+# the resident list afterwards; any surprise fails the demo.
+set -u
+B=${B:-build}
+SIM=$B/examples/rsd-sim
+ENSURE=$B/examples/rsd-ensure
+for p in "$SIM" "$ENSURE"; do
+    [ -x "$p" ] || { echo "demo: $p is missing (run: make examples)" >&2; exit 1; }
+done
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsd-demo.XXXXXX") || exit 1
+SIM_PID=
+cleanup() {
+    [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The state dir (cross-process lock, attribution of what we loaded) lives in the temp dir.
+export RESIDENCY_STATE_DIR="$TMP/state"
+unset RESIDENCY RESIDENCY_TOKEN
+
+"$SIM" --runtime router --port 0 --models-max 2 --load-ms 300 \
+    --model id=chat-8b,tags=pinned:true \
+    --model id=coder-7b \
+    --model id=writer-12b \
+    --model id=vision-4b \
+    --model id=embed-2b,tags=pinned:true \
+    >"$TMP/sim.out" 2>"$TMP/sim.err" &
+SIM_PID=$!
+
+# The simulator prints "... listening on http://127.0.0.1:PORT" once bound.
+i=0
+while ! grep -q 'listening on' "$TMP/sim.out" 2>/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 100 ] || ! kill -0 "$SIM_PID" 2>/dev/null; then
+        echo "demo: the simulator did not start" >&2
+        cat "$TMP/sim.err" >&2
+        exit 1
+    fi
+    sleep 0.05
+done
+URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$TMP/sim.out" | head -n 1)
+[ -n "$URL" ] || { echo "demo: cannot read the simulator's port" >&2; exit 1; }
+
+echo "residency.h demo: a simulated llama.cpp router at $URL"
+echo "  capacity 2 models (--models-max 2), loads take 300 ms,"
+echo "  chat-8b and embed-2b are pinned by their preset tag (pinned:true)"
+echo "  state dir (lock, attribution): $RESIDENCY_STATE_DIR"
+
+STEP=0
+# run TITLE EXPECTED_EXIT EXPECTED_RESIDENTS rsd-ensure-arguments...
+run() {
+    title=$1 want=$2 want_list=$3
+    shift 3
+    STEP=$((STEP + 1))
+    echo
+    echo "== $STEP. $title"
+    echo "   \$ ${ENV_SHOWN:-}rsd-ensure $*"
+    "$ENSURE" --url "$URL" "$@" >"$TMP/step.out" 2>&1
+    got=$?
+    sed 's/^/   /' "$TMP/step.out"
+    list=$("$ENSURE" --url "$URL" --list 2>&1)
+    echo "   server now: $list"
+    if [ "$got" -ne "$want" ]; then
+        echo "demo: FAILED at step $STEP: rsd-ensure exited $got, expected $want" >&2
+        exit 1
+    fi
+    if [ "$list" != "resident: $want_list" ]; then
+        echo "demo: FAILED at step $STEP: expected 'resident: $want_list'" >&2
+        exit 1
+    fi
+    echo "   ok (exit $got)"
+}
+
+ENV_SHOWN=
+run "Load the pinned chat model on an empty router" 0 \
+    "chat-8b (loaded, pinned)" \
+    --model chat-8b
+
+run "Load a coder beside it: a free slot, so nothing is evicted (co-resident)" 0 \
+    "chat-8b (loaded, pinned), coder-7b (loaded)" \
+    --model coder-7b
+
+run "Ask for a writer: both slots are taken, the unprotected coder is swapped out" 0 \
+    "chat-8b (loaded, pinned), writer-12b (loaded)" \
+    --model writer-12b
+
+run "Load the pinned embedder: the writer is the only unprotected resident, so it goes" 0 \
+    "chat-8b (loaded, pinned), embed-2b (loaded, pinned)" \
+    --model embed-2b
+
+run "Ask for vision while both slots hold pinned models: declined, nothing evicted" 2 \
+    "chat-8b (loaded, pinned), embed-2b (loaded, pinned)" \
+    --model vision-4b
+
+ENV_SHOWN="RESIDENCY=observe "
+export RESIDENCY=observe
+run "Observe-only (RESIDENCY=observe): reports what it would do, changes nothing" 4 \
+    "chat-8b (loaded, pinned), embed-2b (loaded, pinned)" \
+    --model coder-7b
+unset RESIDENCY
+ENV_SHOWN=
+
+run "The same with --observe and --json, for scripts" 4 \
+    "chat-8b (loaded, pinned), embed-2b (loaded, pinned)" \
+    --model coder-7b --observe --json
+
+echo
+echo "demo: all $STEP steps behaved as expected"
+exit 0

@@ -1,0 +1,294 @@
+/* rsd-ensure -- make a model resident on a local inference server, from the shell.
+
+       rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]
+                  [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]
+                  [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]
+       rsd-ensure --url URL --list        (print what the server has resident)
+
+   Prints the reconcile's notices while it runs (and "loading 'x' ... 312 ms" when a
+   load finishes), then one result line; --json prints one JSON object instead.
+   The bearer token comes from --token or $RESIDENCY_TOKEN and is never printed.
+   RESIDENCY=observe (or --observe) makes it observe-only: nothing is loaded or
+   unloaded. The state directory (lock, attribution) defaults to
+   $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/residency.
+
+   Exit codes: 0 resident (also: observe-only and already resident), 2 declined
+   (it would evict a protected model), 3 the load failed, 4 the server was
+   unreachable or is not manageable (observe-only and not resident, unknown
+   runtime), 64 usage error.
+
+   It drives the non-blocking API (rsd_ensure_begin / rsd_ensure_step / poll) so it
+   can print notices as they arrive; rsd_ensure() would do the same loop silently. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EX_RESIDENT = 0, EX_DECLINED = 2, EX_LOAD_FAILED = 3, EX_UNREACHABLE = 4, EX_USAGE = 64 };
+
+static int g_verbose; /* --verbose: library log lines and loop trace on stderr */
+
+static void log_stderr(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    (void)user;
+    (void)where;
+    fprintf(stderr, "rsd-ensure: %llu log %d %s %s\n", (unsigned long long)(rsd_now_ms() % 1000000u), level,
+            rsd_log_item_name(item), msg ? msg : "");
+}
+
+static void usage(const char *why) {
+    if (why) fprintf(stderr, "rsd-ensure: %s\n", why);
+    fprintf(stderr,
+            "usage: rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]\n"
+            "                  [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]\n"
+            "                  [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]\n"
+            "       rsd-ensure --url URL --list\n"
+            "roles: chat, memory, worker, target-default; token also from $RESIDENCY_TOKEN\n");
+}
+
+static int parse_u32(const char *s, uint32_t *out) {
+    char *end;
+    unsigned long v;
+    if (!s || !*s) return -1;
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno || *end || v > 0xFFFFFFFFul || s[0] == '-') return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_role(const char *s, rsd_role *out) {
+    int r;
+    for (r = 0; r < (int)RSD_ROLE_NUM; r++)
+        if (strcmp(s, rsd_role_str(r)) == 0) {
+            *out = (rsd_role)r;
+            return 0;
+        }
+    return -1;
+}
+
+static int exit_code_of(const rsd_ensure_result *r) {
+    switch (r->outcome) {
+    case RSD_OUTCOME_RESIDENT: return EX_RESIDENT;
+    case RSD_OUTCOME_DECLINED: return EX_DECLINED;
+    case RSD_OUTCOME_LOAD_FAILED: return EX_LOAD_FAILED;
+    case RSD_OUTCOME_OBSERVED: return r->keep_resident ? EX_RESIDENT : EX_UNREACHABLE;
+    default: return EX_UNREACHABLE;
+    }
+}
+
+/* --list: GET <root>/v1/models, print "resident: a (loaded), b (loading)". */
+static int list_models(rsd_ensurer *e, const char *url, const char *token) {
+    static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    static rsd_listing l;
+    char u[2200];
+    size_t n = strlen(url);
+    rsd_http_request q;
+    rsd_http_event ev;
+    int i, shown = 0, rc;
+    while (n && url[n - 1] == '/') n--;
+    if (n >= 3 && memcmp(url + n - 3, "/v1", 3) == 0) n -= 3;
+    if (n + 16 > sizeof u) return EX_USAGE;
+    memcpy(u, url, n);
+    memcpy(u + n, "/v1/models", 11);
+    memset(&q, 0, sizeof q);
+    q.url = u;
+    q.bearer_token = token;
+    q.total_timeout_ms = 5000;
+    rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
+    if (rc != RSD_OK || ev.status != 200) {
+        fprintf(stderr, "rsd-ensure: GET %s: %s (HTTP %d)\n", u, rsd_result_str(rc), ev.status);
+        return EX_UNREACHABLE;
+    }
+    if (rsd_router_parse_models(ev.body.ptr, ev.body.len, toks, RSD_LISTING_MAX_TOKENS, &l) != RSD_OK) {
+        fprintf(stderr, "rsd-ensure: GET %s: unreadable listing\n", u);
+        return EX_UNREACHABLE;
+    }
+    printf("resident:");
+    for (i = 0; i < l.n; i++) {
+        const rsd_listed_model *m = &l.models[i];
+        bool pinned = rsd_tags_protect(m->tags, m->n_tags);
+        if (!rsd_model_state_resident(m->state)) continue;
+        printf("%s %.*s (%s%s", shown ? "," : "", (int)m->id.len, m->id.ptr, rsd_model_state_str(m->state),
+               pinned ? ", pinned" : "");
+        printf(")");
+        shown++;
+    }
+    printf("%s\n", shown ? "" : " (nothing)");
+    return 0;
+}
+
+static void json_result(const rsd_ensure_result *r, const char *model, int code) {
+    static char buf[1 << 17];
+    rsd_json_writer w;
+    int i, n;
+    rsd_json_w_init(&w, buf, sizeof buf);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "model"); rsd_json_w_str(&w, model);
+    rsd_json_w_key(&w, "runtime"); rsd_json_w_str(&w, rsd_runtime_kind_str(r->runtime));
+    rsd_json_w_key(&w, "outcome"); rsd_json_w_str(&w, rsd_outcome_str(r->outcome));
+    rsd_json_w_key(&w, "decision"); rsd_json_w_str(&w, rsd_decision_str(r->decision));
+    rsd_json_w_key(&w, "reason"); rsd_json_w_str(&w, rsd_reason_name(r->reason));
+    rsd_json_w_key(&w, "reason_text"); rsd_json_w_str(&w, rsd_reason_str(r->reason));
+    rsd_json_w_key(&w, "result"); rsd_json_w_str(&w, rsd_result_name(r->result));
+    rsd_json_w_key(&w, "message"); rsd_json_w_str(&w, r->message);
+    rsd_json_w_key(&w, "evicted");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < r->n_evicted; i++) rsd_json_w_str(&w, r->evicted[i].id);
+    rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "restored");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < r->n_evicted; i++)
+        if (r->evicted[i].restored) rsd_json_w_str(&w, r->evicted[i].id);
+    rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "notices");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < r->n_notices; i++) {
+        const rsd_reconcile_notice *nt = &r->notices[i];
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "kind"); rsd_json_w_str(&w, rsd_notice_kind_str(nt->notice.kind));
+        rsd_json_w_key(&w, "level"); rsd_json_w_str(&w, rsd_notice_level_str(nt->notice.level));
+        rsd_json_w_key(&w, "message"); rsd_json_w_str(&w, nt->text);
+        rsd_json_w_end_object(&w);
+    }
+    rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "cache_hit"); rsd_json_w_bool(&w, r->cache_hit);
+    rsd_json_w_key(&w, "requests"); rsd_json_w_int(&w, r->requests);
+    rsd_json_w_key(&w, "elapsed_ms"); rsd_json_w_int(&w, (int64_t)r->elapsed_ms);
+    rsd_json_w_key(&w, "exit_code"); rsd_json_w_int(&w, code);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) printf("{\"error\":\"%s\"}\n", rsd_result_name(n));
+    else printf("%s\n", buf);
+}
+
+int main(int argc, char **argv) {
+    static rsd_protected_model prot[RSD_MAX_PROTECTED];
+    rsd_ensurer_desc d;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    const char *url = NULL, *model = NULL, *token = getenv("RESIDENCY_TOKEN");
+    bool json = false, list = false, quiet = false;
+    int i, rc, code, n_prot = 0, seen = 0;
+    char load_model[RSD_MODEL_ID_MAX] = "";
+    uint64_t load_t0 = 0;
+
+    memset(&d, 0, sizeof d);
+    memset(&q, 0, sizeof q);
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEEDV() do { if (!v) { usage("missing value"); return EX_USAGE; } i++; } while (0)
+        if (!strcmp(a, "--url")) { NEEDV(); url = v; }
+        else if (!strcmp(a, "--model")) { NEEDV(); model = v; }
+        else if (!strcmp(a, "--runtime")) {
+            NEEDV();
+            if ((rc = rsd_runtime_kind_parse(v)) < 0) { usage("bad --runtime"); return EX_USAGE; }
+            q.runtime = (rsd_runtime_kind)rc;
+        }
+        else if (!strcmp(a, "--observe")) q.observe = true;
+        else if (!strcmp(a, "--protect")) {
+            char *eq;
+            NEEDV();
+            if (n_prot >= RSD_MAX_PROTECTED) { usage("too many --protect"); return EX_USAGE; }
+            prot[n_prot].role = RSD_ROLE_NONE;
+            eq = strchr(argv[i], '=');
+            if (eq) {
+                *eq = '\0';
+                if (parse_role(eq + 1, &prot[n_prot].role) < 0) { usage("bad role in --protect"); return EX_USAGE; }
+            }
+            if (!argv[i][0]) { usage("empty --protect id"); return EX_USAGE; }
+            prot[n_prot].model_id = rsd_str_c(argv[i]);
+            n_prot++;
+        }
+        else if (!strcmp(a, "--context")) { NEEDV(); if (parse_u32(v, &q.context_length)) { usage("bad --context"); return EX_USAGE; } }
+        else if (!strcmp(a, "--timeout-ms")) { NEEDV(); if (parse_u32(v, &q.timeout_ms)) { usage("bad --timeout-ms"); return EX_USAGE; } }
+        else if (!strcmp(a, "--state-dir")) { NEEDV(); d.state_dir = v; }
+        else if (!strcmp(a, "--no-state")) d.no_state = true;
+        else if (!strcmp(a, "--token")) { NEEDV(); token = v; }
+        else if (!strcmp(a, "--json")) json = true;
+        else if (!strcmp(a, "--quiet")) quiet = true;
+        else if (!strcmp(a, "--verbose")) g_verbose = 1;
+        else if (!strcmp(a, "--list")) list = true;
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(NULL); return 0; }
+        else { usage("unknown option"); return EX_USAGE; }
+#undef NEEDV
+    }
+    if (!url || (!list && !model)) { usage("--url and --model are required"); return EX_USAGE; }
+    d.protected_models = prot;
+    d.n_protected = n_prot;
+    d.no_state = d.no_state || list;
+    if (g_verbose) d.logger.fn = log_stderr;
+    e = rsd_ensurer_create(&d);
+    if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_UNREACHABLE; }
+    if (list) {
+        (void)rsd_ensurer_resolve(e, url);
+        code = list_models(e, url, token && *token ? token : NULL);
+        rsd_ensurer_destroy(e);
+        return code;
+    }
+    q.url = url;
+    q.model = model;
+    q.bearer = token && *token ? token : NULL;
+    (void)rsd_ensurer_resolve(e, url);
+    rc = rsd_ensure_begin(e, &q, rsd_now_ms());
+    if (rc == RSD_ERR_ARG || rc == RSD_ERR_URL || rc == RSD_ERR_MODEL_ID) {
+        rsd_ensure_query(e, &res);
+        usage(res.message);
+        rsd_ensurer_destroy(e);
+        return EX_USAGE;
+    }
+    for (;;) {
+        rsd_pollfd fds[16];
+        const rsd_reconcile_notice *nt;
+        uint64_t now = rsd_now_ms(), dl;
+        int n, timeout;
+        rc = rsd_ensure_step(e, now);
+        n = rsd_ensure_notices(e, &nt);
+        for (; seen < n; seen++)
+            if (!json && !quiet)
+                printf("  %-14s %-7s %s\n", rsd_notice_kind_str(nt[seen].notice.kind),
+                       rsd_notice_level_str(nt[seen].notice.level), nt[seen].text);
+        rsd_ensure_query(e, &res);
+        if (res.op == RSD_OP_LOAD && strcmp(load_model, res.op_model) != 0) {
+            if (load_model[0] && !json && !quiet)
+                printf("loading '%s' ... %llu ms\n", load_model, (unsigned long long)(now - load_t0));
+            snprintf(load_model, sizeof load_model, "%s", res.op_model);
+            load_t0 = now;
+        }
+        fflush(stdout);
+        if (rc != RSD_PENDING) {
+            if (load_model[0] && !json && !quiet)
+                printf("loading '%s' ... %llu ms\n", load_model, (unsigned long long)(now - load_t0));
+            break;
+        }
+        n = rsd_ensure_pollfds(e, fds, 16);
+        if (n > 16) n = 16;
+        dl = rsd_ensure_next_deadline(e);
+        now = rsd_now_ms();
+        if (dl == RSD_DEADLINE_NONE) timeout = n ? 1000 : 10;
+        else timeout = dl <= now ? 0 : dl - now > 1000 ? 1000 : (int)(dl - now);
+        if (g_verbose)
+            fprintf(stderr, "rsd-ensure: %llu step op=%s model=%s requests=%u fds=%d timeout=%d\n",
+                    (unsigned long long)(now % 1000000u), rsd_http_op_str(res.op), res.op_model,
+                    (unsigned)res.requests, n, timeout);
+        if (timeout > 0 && poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
+    }
+    rsd_ensure_query(e, &res);
+    code = exit_code_of(&res);
+    if (json) {
+        json_result(&res, model, code);
+    } else if (!quiet) {
+        printf("%s: '%s' on %s (%s: %s), %llu ms, %u requests%s\n", rsd_outcome_str(res.outcome), model, url,
+               rsd_decision_str(res.decision), rsd_reason_str(res.reason), (unsigned long long)res.elapsed_ms,
+               (unsigned)res.requests, res.cache_hit ? ", cached decision" : "");
+        for (i = 0; i < res.n_evicted; i++)
+            printf("  evicted '%s'%s\n", res.evicted[i].id, res.evicted[i].restored ? " (restored)" : "");
+        if (res.message[0] && res.outcome != RSD_OUTCOME_RESIDENT && res.outcome != RSD_OUTCOME_DECLINED) printf("  %s\n", res.message);
+    }
+    rsd_ensurer_destroy(e);
+    return code;
+}

@@ -1,0 +1,258 @@
+/* rsd-sim -- a faithful fake llama.cpp router, llama-server, Ollama or LM Studio server
+   (spec/wire.md), for tests, `make demo` and benches. The behaviour lives in rsd_sim.h
+   (pure, sans-I/O); this file only wires options, the HTTP server of residency_http.h
+   and a poll() loop. Options: see the top of rsd_sim.h, e.g.
+
+       rsd-sim --runtime router --port 0 --models-max 2 --load-ms 300 \
+               --model id=a,size=4G,tags=pinned --model id=b --model id=c
+
+   It prints "rsd-sim: <runtime> listening on http://HOST:PORT" once the socket is bound
+   (server mode: llama-server's own line, only after the model has loaded, W22), flushes
+   stdout, and exits 0 on SIGINT/SIGTERM (server mode: 1 when the load fails, W21).
+   Server mode with LLAMA_SERVER_ROUTER_PORT in the environment acts as a router child
+   (W29): it prints cmd_child_to_router:state:{...} lines, exits 0 on the line
+   cmd_router_to_child:exit and 1 when stdin reaches EOF. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_sim.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <unistd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { SIM_BODY_BYTES = 1 << 20, SIM_MAX_FDS = 256 };
+
+static volatile sig_atomic_t g_stop; /* the only global: set by the signal handler */
+
+static void on_signal(int sig) {
+    (void)sig;
+    g_stop = 1;
+}
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* rsim ticket <-> server request handle. */
+typedef struct sim_link {
+    uint32_t ticket;
+    rsd_http_sreq_h h;
+} sim_link;
+
+typedef struct sim_app {
+    rsim *sim;
+    rsd_http_server *srv;
+    sim_link links[RSIM_MAX_TICKETS];
+    char *body;
+} sim_app;
+
+static sim_link *link_by_ticket(sim_app *a, uint32_t ticket) {
+    int i;
+    for (i = 0; i < RSIM_MAX_TICKETS; i++)
+        if (a->links[i].ticket == ticket && ticket) return &a->links[i];
+    return NULL;
+}
+
+static sim_link *link_by_handle(sim_app *a, rsd_http_sreq_h h) {
+    int i;
+    for (i = 0; i < RSIM_MAX_TICKETS; i++)
+        if (a->links[i].ticket && a->links[i].h.id == h.id) return &a->links[i];
+    return NULL;
+}
+
+static void link_add(sim_app *a, uint32_t ticket, rsd_http_sreq_h h) {
+    sim_link *l = link_by_ticket(a, 0);
+    int i;
+    for (i = 0; !l && i < RSIM_MAX_TICKETS; i++)
+        if (!a->links[i].ticket) l = &a->links[i];
+    if (l) { l->ticket = ticket; l->h = h; }
+}
+
+/* Sends what rsim produced for request h (one rsim_handle or rsim_pull result). */
+static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r) {
+    rsd_http_header hd[2];
+    size_t nh = 0;
+    hd[nh].name = rsd_str_c("Content-Type");
+    hd[nh++].value = rsd_str_c(r->content_type);
+    if (r->server) {
+        hd[nh].name = rsd_str_c("Server");
+        hd[nh++].value = rsd_str_c(r->server);
+    }
+    switch (r->action) {
+    case RSIM_RESPOND:
+        if (r->truncate) {
+            /* Mid-body drop: the server API has no "close now", so the closest thing is a
+               chunked body that stops half-way and never ends (the client times out). */
+            if (rsd_http_stream_begin(a->srv, h, r->status, hd, nh) == RSD_OK)
+                (void)rsd_http_stream_write(a->srv, h, r->body, r->truncate_at);
+            return;
+        }
+        (void)rsd_http_respond(a->srv, h, r->status, hd, nh, r->body, r->body_len);
+        break;
+    case RSIM_STREAM: (void)rsd_http_stream_begin(a->srv, h, r->status, hd, nh); break;
+    case RSIM_CHUNK:
+        if (r->body_len) (void)rsd_http_stream_write(a->srv, h, r->body, r->body_len);
+        break;
+    case RSIM_END: (void)rsd_http_stream_end(a->srv, h); break;
+    default: break; /* DEFER, HANG, DROP: nothing to send now */
+    }
+}
+
+static void on_request(sim_app *a, const rsd_http_server_event *ev, uint64_t now) {
+    rsim_req q;
+    rsim_resp r;
+    rsd_str auth = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "Authorization");
+    rsd_str xkey = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "X-Api-Key");
+    char method[16], target[RSIM_TARGET_MAX];
+    memset(&q, 0, sizeof q);
+    memset(&r, 0, sizeof r);
+    if (ev->head->method.len >= sizeof method || ev->head->target.len >= sizeof target) {
+        (void)rsd_http_respond(a->srv, ev->req, 414, NULL, 0, "", 0);
+        return;
+    }
+    memcpy(method, ev->head->method.ptr, ev->head->method.len);
+    method[ev->head->method.len] = 0;
+    memcpy(target, ev->head->target.ptr, ev->head->target.len);
+    target[ev->head->target.len] = 0;
+    q.method = method;
+    q.target = target;
+    q.body = ev->body.ptr;
+    q.body_len = ev->body.len;
+    if (auth.ptr && auth.len) { q.authorization = auth.ptr; q.authorization_len = auth.len; }
+    if (xkey.ptr && xkey.len) { q.x_api_key = xkey.ptr; q.x_api_key_len = xkey.len; }
+    r.body = a->body;
+    r.body_cap = SIM_BODY_BYTES;
+    (void)rsim_handle(a->sim, &q, now, &r);
+    if (r.action == RSIM_DEFER || r.action == RSIM_HANG || r.action == RSIM_STREAM) link_add(a, r.ticket, ev->req);
+    deliver(a, ev->req, &r);
+}
+
+/* Router-child control line (W29): state loading|ready|sleeping, ready carries data[0]. */
+static void child_state(sim_app *a, const char *state) {
+    rsim_w w;
+    int n = 0;
+    if (!strcmp(state, "ready")) {
+        rsd_json_w_init(&w, a->body, SIM_BODY_BYTES);
+        rsim_w_child_entry(&w, a->sim, &a->sim->m[0]);
+        n = rsd_json_w_finish(&w);
+    }
+    printf("cmd_child_to_router:state:{\"state\":\"%s\",\"payload\":%s}\n", state, n > 0 ? a->body : "null");
+    fflush(stdout);
+}
+
+static const char *runtime_name(int rt) {
+    static const char *const names[] = {"router", "server", "ollama", "lmstudio"};
+    return rt >= 0 && rt < RSIM_RT_NUM ? names[rt] : "?";
+}
+
+int main(int argc, char **argv) {
+    sim_app a;
+    rsd_http_server_desc d;
+    rsd_pollfd fds[SIM_MAX_FDS];
+    uint64_t t0 = mono_ms();
+    bool printed = false, own_epoch = true, child = false;
+    int i, child_state_seen = -1, child_exit = -1;
+    memset(&a, 0, sizeof a);
+    a.sim = (rsim *)calloc(1, sizeof *a.sim);
+    a.body = (char *)malloc(SIM_BODY_BYTES);
+    if (!a.sim || !a.body) return 2;
+    if (rsim_configure(a.sim, argc, argv) != 0) {
+        fprintf(stderr, "rsd-sim: %s\n", a.sim->err);
+        return 2;
+    }
+    for (i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--epoch")) own_epoch = false;
+    if (own_epoch) a.sim->o.epoch_s = (uint64_t)time(NULL) - t0 / 1000;
+    memset(&d, 0, sizeof d);
+    d.bind_host = a.sim->o.host;
+    d.port = (uint16_t)a.sim->o.port;
+    d.max_body_bytes = SIM_BODY_BYTES;
+    d.max_response_bytes = SIM_BODY_BYTES + 4096;
+    d.idle_timeout_ms = RSD_TIMEOUT_NONE;
+    a.srv = rsd_http_server_create(&d);
+    if (!a.srv) {
+        /* llama-server's message and exit status for a busy port (W21) */
+        fprintf(stderr, "E srv         start: couldn't bind HTTP server socket, hostname: %s, port: %d\n",
+                a.sim->o.host, a.sim->o.port);
+        return 1;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    child = a.sim->o.runtime == RSIM_RT_SERVER && getenv("LLAMA_SERVER_ROUTER_PORT") != NULL;
+    rsim_start(a.sim, mono_ms());
+    while (!g_stop) {
+        rsd_http_server_event ev;
+        rsim_resp r;
+        uint64_t now = mono_ms(), wake, dl;
+        int nfds, timeout;
+        rsim_tick(a.sim, now);
+        if (!printed && (a.sim->o.runtime != RSIM_RT_SERVER || rsim_ready(a.sim))) {
+            if (a.sim->o.runtime == RSIM_RT_SERVER)
+                printf("srv  llama_server: model loaded\nsrv  llama_server: listening on http://%s:%u\n",
+                       a.sim->o.host, (unsigned)rsd_http_server_port(a.srv));
+            else
+                printf("rsd-sim: %s listening on http://%s:%u\n", runtime_name(a.sim->o.runtime), a.sim->o.host,
+                       (unsigned)rsd_http_server_port(a.srv));
+            fflush(stdout);
+            printed = true;
+        }
+        if (rsim_exit_code(a.sim) >= 0) {
+            fprintf(stderr, "E srv  llama_server: exiting due to model loading error\n");
+            break;
+        }
+        if (child && a.sim->m[0].state != child_state_seen) {
+            int st = a.sim->m[0].state;
+            child_state_seen = st;
+            if (st == RSIM_LOADING) child_state(&a, "loading");
+            else if (st == RSIM_LOADED) child_state(&a, "ready");
+            else if (st == RSIM_SLEEPING) child_state(&a, "sleeping");
+        }
+        (void)rsd_http_server_step(a.srv, now);
+        while (rsd_http_server_next_event(a.srv, &ev)) {
+            if (ev.type == RSD_HTTP_SEV_REQUEST) on_request(&a, &ev, now);
+            else if (ev.type == RSD_HTTP_SEV_CLOSED) {
+                sim_link *l = link_by_handle(&a, ev.req);
+                if (l) { rsim_cancel(a.sim, l->ticket, now); l->ticket = 0; }
+            }
+        }
+        memset(&r, 0, sizeof r);
+        r.body = a.body;
+        r.body_cap = SIM_BODY_BYTES;
+        while (rsim_pull(a.sim, now, &r) > 0) {
+            sim_link *l = link_by_ticket(&a, r.ticket);
+            if (!l) continue;
+            deliver(&a, l->h, &r);
+            if (r.action == RSIM_RESPOND || r.action == RSIM_END || r.action == RSIM_DROP) l->ticket = 0;
+        }
+        (void)rsd_http_server_step(a.srv, now); /* flush what was just written */
+        wake = rsim_next_wake_ms(a.sim);
+        dl = rsd_http_server_next_deadline(a.srv);
+        if (dl < wake) wake = dl;
+        now = mono_ms();
+        timeout = wake == (uint64_t)-1 ? 1000 : wake <= now ? 0 : wake - now > 1000 ? 1000 : (int)(wake - now);
+        nfds = rsd_http_server_pollfds(a.srv, fds, SIM_MAX_FDS - 1);
+        if (nfds < 0) nfds = 0;
+        if (child) { fds[nfds].fd = 0; fds[nfds].events = RSD_POLLIN; fds[nfds].revents = 0; nfds++; }
+        if (poll((struct pollfd *)(void *)fds, (nfds_t)nfds, timeout) < 0 && errno != EINTR) break;
+        if (child && fds[nfds - 1].revents) {
+            char line[256];
+            ssize_t got = read(0, line, sizeof line - 1);
+            if (got <= 0) { child_exit = 1; break; }       /* the router died: exit 1 */
+            line[got] = 0;
+            if (strstr(line, "cmd_router_to_child:exit")) { child_exit = 0; break; }
+        }
+    }
+    i = child_exit >= 0 ? child_exit : rsim_exit_code(a.sim);
+    rsd_http_server_destroy(a.srv);
+    free(a.body);
+    free(a.sim);
+    return i >= 0 ? i : 0;
+}

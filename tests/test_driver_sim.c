@@ -1,0 +1,265 @@
+/* test_driver_sim.c -- the llama.cpp router driver against the router simulator
+   (examples/rsd_sim.h), no sockets: every HTTP step goes through rsim_handle, waits
+   advance the simulated clock, deferred answers come from rsim_pull. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency.h"
+#include "../examples/rsd_sim.h"
+#include "rsd_test.h"
+
+static rsim S;
+static rsd_reconcile R;
+static rsd_decision_cache CACHE;
+static char RB[262144];
+static uint64_t NOW;
+
+/* Perform one HTTP step against the simulator: transport, status, body. */
+static void sim_http(const rsd_step_http *h, int *transport, int *status, size_t *len) {
+    const char *path = strstr(h->url, "://");
+    rsim_req q;
+    rsim_resp resp;
+    uint64_t t0 = NOW;
+    int i;
+    path = path ? strchr(path + 3, '/') : NULL;
+    memset(&q, 0, sizeof q);
+    memset(&resp, 0, sizeof resp);
+    q.method = h->method;
+    q.target = path ? path : "/";
+    q.body = h->body;
+    q.body_len = h->body_len;
+    for (i = 0; i < h->n_headers; i++)
+        if (strcmp(h->headers[i].name, "Authorization") == 0) q.authorization = h->headers[i].value;
+    resp.body = RB;
+    resp.body_cap = sizeof RB;
+    rsim_tick(&S, NOW);
+    rsim_handle(&S, &q, NOW, &resp);
+    *transport = RSD_OK;
+    if (resp.action == RSIM_DEFER) { /* e.g. a load waiting for its victim to stop */
+        uint32_t ticket = resp.ticket;
+        for (;;) {
+            uint64_t wake = rsim_next_wake_ms(&S);
+            rsim_resp p;
+            bool got = false;
+            if (wake == UINT64_MAX || wake - t0 > h->timeout_ms) {
+                NOW = t0 + h->timeout_ms;
+                rsim_cancel(&S, ticket, NOW);
+                *transport = RSD_ERR_TIMEOUT;
+                *len = 0;
+                return;
+            }
+            if (wake > NOW) NOW = wake;
+            rsim_tick(&S, NOW);
+            memset(&p, 0, sizeof p);
+            p.body = RB;
+            p.body_cap = sizeof RB;
+            while (rsim_pull(&S, NOW, &p) > 0) {
+                if (p.ticket == ticket && p.action == RSIM_RESPOND) {
+                    resp = p;
+                    got = true;
+                    break;
+                }
+                p.body = RB;
+                p.body_cap = sizeof RB;
+            }
+            if (got) break;
+        }
+    } else if (resp.action == RSIM_HANG) {
+        NOW += h->timeout_ms;
+        rsim_cancel(&S, resp.ticket, NOW);
+        *transport = RSD_ERR_TIMEOUT;
+        *len = 0;
+        return;
+    }
+    *status = resp.status;
+    *len = resp.body_len;
+    NOW += 1;
+}
+
+static int drive(const rsd_reconcile_desc *d) {
+    int guard;
+    if (rsd_reconcile_begin(&R, d, NOW) < 0) return R.result.error;
+    for (guard = 0; guard < 10000; guard++) {
+        rsd_step s = rsd_reconcile_next(&R, NOW);
+        int tr = RSD_OK, st = 0;
+        size_t len = 0;
+        switch (s.kind) {
+        case RSD_STEP_HTTP:
+            sim_http(&s.http, &tr, &st, &len);
+            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, RB, len, NOW), RSD_OK);
+            break;
+        case RSD_STEP_WAIT:
+            NOW = s.wake_ms;
+            rsim_tick(&S, NOW);
+            break;
+        case RSD_STEP_LOCK:
+            rsd_reconcile_lock_done(&R, true, 0, NOW);
+            break;
+        case RSD_STEP_DONE:
+            return s.result;
+        default:
+            break;
+        }
+    }
+    CHECK(0);
+    return -999;
+}
+
+static void sim_router(int models_max, const char *const *specs, int n) {
+    int i;
+    rsim_init(&S, RSIM_RT_ROUTER);
+    S.o.models_max = models_max;
+    for (i = 0; i < n; i++) REQUIRE(rsim_add_model(&S, specs[i]) >= 0);
+    memset(&CACHE, 0, sizeof CACHE);
+    NOW = 1000;
+    rsim_start(&S, NOW);
+    NOW += 1000; /* startup loads finish */
+    rsim_tick(&S, NOW);
+}
+
+static void desc(rsd_reconcile_desc *d, const char *keep) {
+    memset(d, 0, sizeof *d);
+    d->base_url = "http://127.0.0.1:8080/v1";
+    d->target_id = "sim";
+    d->keep = keep;
+    d->cache = &CACHE;
+    d->lock = true;
+}
+
+static int state_of(const char *id) {
+    int i = rsim_find(&S, id);
+    return i < 0 ? -1 : S.m[i].state;
+}
+
+static void test_sim_full_router_evicts_one_and_loads(void) {
+    static const char *const m[] = {"id=a,startup=1", "id=b,startup=1", "id=c"};
+    rsd_reconcile_desc d;
+    uint64_t t0;
+    sim_router(2, m, 3);
+    REQUIRE(state_of("a") == RSIM_LOADED && state_of("b") == RSIM_LOADED);
+    desc(&d, "c");
+    t0 = NOW;
+    CHECK_EQ_INT(drive(&d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(state_of("c"), RSIM_LOADED);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/unload", NULL, 0), 1);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/load", "c", 200), 1);
+    CHECK((state_of("a") == RSIM_LOADED) != (state_of("b") == RSIM_LOADED)); /* exactly one stayed */
+    /* ready after the simulated 300 ms load; DONE within one poll interval of it */
+    CHECK(NOW - t0 >= 300 && NOW - t0 <= 300 + 10 + RSD_RECONCILE_POLL_MAX_MS);
+    /* TTL: no request at all the second time */
+    {
+        uint32_t before = S.log_total;
+        CHECK_EQ_INT(drive(&d), RSD_OK);
+        CHECK(R.result.cache_hit);
+        CHECK_EQ_INT(S.log_total, before);
+    }
+}
+
+static void test_sim_free_slot_and_unlimited(void) {
+    static const char *const m[] = {"id=a,startup=1", "id=b"};
+    rsd_reconcile_desc d;
+    sim_router(0, m, 2); /* --models-max 0: unlimited */
+    S.o.models_max = 0;
+    desc(&d, "b");
+    CHECK_EQ_INT(drive(&d), RSD_OK);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/unload", NULL, 0), 0);
+    CHECK_EQ_INT(state_of("a"), RSIM_LOADED);
+    CHECK_EQ_INT(state_of("b"), RSIM_LOADED);
+}
+
+static void test_sim_pinned_and_configured_protection(void) {
+    static const char *const m[] = {"id=scout,startup=1,tags=pinned:true", "id=cfg,startup=1", "id=junk,startup=1",
+                                    "id=new"};
+    rsd_reconcile_desc d;
+    rsd_protected_model p;
+    sim_router(3, m, 4);
+    desc(&d, "new");
+    p.model_id = rsd_str_c("cfg");
+    p.role = RSD_ROLE_MEMORY;
+    d.protected_models = &p;
+    d.n_protected = 1;
+    CHECK_EQ_INT(drive(&d), RSD_OK);
+    CHECK_EQ_INT(state_of("junk"), RSIM_UNLOADED);
+    CHECK_EQ_INT(state_of("scout"), RSIM_LOADED);
+    CHECK_EQ_INT(state_of("cfg"), RSIM_LOADED);
+    CHECK_EQ_INT(state_of("new"), RSIM_LOADED);
+}
+
+static void test_sim_failed_load_restores_evicted(void) {
+    static const char *const m[] = {"id=a,startup=1", "id=broken,fail=1"};
+    rsd_reconcile_desc d;
+    sim_router(1, m, 2);
+    desc(&d, "broken");
+    CHECK_EQ_INT(drive(&d), RSD_ERR_LOAD_FAILED);
+    CHECK(strstr(R.result.message, "failed to load (exit code 1)") != NULL);
+    CHECK_EQ_INT(state_of("a"), RSIM_LOADED); /* restored */
+    CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
+    CHECK(!R.result.cached);
+}
+
+static void test_sim_sleeping_keep_is_not_reloaded(void) {
+    static const char *const m[] = {"id=nap,startup=1"};
+    rsd_reconcile_desc d;
+    sim_router(1, m, 1);
+    S.o.sleep_idle_s = 1;
+    NOW += 5000;
+    rsim_tick(&S, NOW);
+    REQUIRE(state_of("nap") == RSIM_SLEEPING);
+    desc(&d, "nap");
+    CHECK_EQ_INT(drive(&d), RSD_OK);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", NULL, NULL, 0), 0);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+}
+
+static void test_sim_api_key(void) {
+    static const char *const m[] = {"id=a"};
+    rsd_reconcile_desc d;
+    sim_router(2, m, 1);
+    snprintf(S.o.keys[0], sizeof S.o.keys[0], "sekrit");
+    S.o.nkeys = 1;
+    desc(&d, "a");
+    CHECK_EQ_INT(drive(&d), RSD_ERR_HTTP_STATUS); /* 401 without the key: observe only */
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    d.bearer = "sekrit";
+    CHECK_EQ_INT(drive(&d), RSD_OK);
+    CHECK_EQ_INT(state_of("a"), RSIM_LOADED);
+}
+
+static void test_sim_plain_llama_server_is_not_managed(void) {
+    rsd_reconcile_desc d;
+    rsim_init(&S, RSIM_RT_SERVER);
+    REQUIRE(rsim_add_model(&S, "id=/models/m.gguf") >= 0);
+    memset(&CACHE, 0, sizeof CACHE);
+    NOW = 1000;
+    rsim_start(&S, NOW);
+    NOW += 2000;
+    rsim_tick(&S, NOW);
+    desc(&d, "other");
+    CHECK_EQ_INT(drive(&d), RSD_ERR_NOT_ROUTER);
+    CHECK_EQ_INT(S.log_total, 1);
+}
+
+static void test_sim_other_client_evicts_after_listing(void) {
+    static const char *const m[] = {"id=a,startup=1", "id=b,startup=1", "id=c"};
+    rsd_reconcile_desc d;
+    sim_router(2, m, 3);
+    snprintf(S.o.evict_after_list, sizeof S.o.evict_after_list, "b");
+    desc(&d, "c");
+    CHECK_EQ_INT(drive(&d), RSD_OK); /* W1: re-listed under the lock, b was gone: no eviction needed */
+    CHECK(R.result.redecided);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/unload", NULL, 0), 0);
+    CHECK_EQ_INT(state_of("a"), RSIM_LOADED);
+    CHECK_EQ_INT(state_of("c"), RSIM_LOADED);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    RUN(test_sim_full_router_evicts_one_and_loads);
+    RUN(test_sim_free_slot_and_unlimited);
+    RUN(test_sim_pinned_and_configured_protection);
+    RUN(test_sim_failed_load_restores_evicted);
+    RUN(test_sim_sleeping_keep_is_not_reloaded);
+    RUN(test_sim_api_key);
+    RUN(test_sim_plain_llama_server_is_not_managed);
+    RUN(test_sim_other_client_evicts_after_listing);
+    return RSD_TEST_END();
+}

@@ -1,0 +1,158 @@
+/* rsd-sim over loopback: spawns build/examples/rsd-sim on port 0, reads the port from
+   its "listening on" line, talks HTTP/1.1 to it with plain sockets, stops it with
+   SIGTERM. Everything the program adds to rsd_sim.h (wiring, deferred answers, streams,
+   exit codes) is checked here; the behaviour itself is in test_sim.c. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency.h"
+#include "rsd_test.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define SIM_BIN "build/examples/rsd-sim"
+
+typedef struct simproc {
+    pid_t pid;
+    int out;       /* read end of its stdout */
+    int port;
+    char line[512];
+} simproc;
+
+/* Spawns rsd-sim with args (NULL-terminated) and waits for its listening line. */
+static int sim_spawn(simproc *p, const char *const *args) {
+    char *argv[40];
+    int fds[2], n = 0, i;
+    size_t got = 0;
+    posix_spawn_file_actions_t fa;
+    memset(p, 0, sizeof *p);
+    argv[n++] = (char *)SIM_BIN;
+    for (i = 0; args[i] && n < 39; i++) argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    if (pipe(fds) != 0) return -1;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0); /* its log lines */
+    if (posix_spawn(&p->pid, SIM_BIN, &fa, NULL, argv, environ) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        return -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    p->out = fds[0];
+    while (got + 1 < sizeof p->line) { /* blocks until the line arrives (or the child dies) */
+        ssize_t r = read(p->out, p->line + got, sizeof p->line - 1 - got);
+        char *at;
+        if (r <= 0) return -1;
+        got += (size_t)r;
+        p->line[got] = 0;
+        if ((at = strstr(p->line, "127.0.0.1:")) != NULL && strchr(at, '\n')) {
+            p->port = atoi(at + 10);
+            return p->port > 0 ? 0 : -1;
+        }
+    }
+    return -1;
+}
+
+static int sim_stop(simproc *p) {
+    int st = 0;
+    kill(p->pid, SIGTERM);
+    waitpid(p->pid, &st, 0);
+    close(p->out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* One request on a fresh connection (Connection: close); the raw response in buf. */
+static int http(int port, const char *method, const char *target, const char *body, char *buf, size_t cap) {
+    struct sockaddr_in a;
+    char req[2048];
+    int fd = socket(AF_INET, SOCK_STREAM, 0), n;
+    size_t got = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { if (fd >= 0) close(fd); return -1; }
+    n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                 "Content-Length: %u\r\n\r\n%s", method, target, (unsigned)(body ? strlen(body) : 0), body ? body : "");
+    if (write(fd, req, (size_t)n) != n) { close(fd); return -1; }
+    for (;;) {
+        ssize_t r = read(fd, buf + got, cap - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+        if (got + 1 >= cap) break;
+    }
+    buf[got] = 0;
+    close(fd);
+    return got > 12 ? atoi(buf + 9) : -1;
+}
+
+static const char *body_of(const char *resp) {
+    const char *b = strstr(resp, "\r\n\r\n");
+    return b ? b + 4 : "";
+}
+
+static char RESP[1 << 20];
+
+static void test_router_over_loopback(void) {
+    static const char *const args[] = {"--runtime", "router", "--port", "0", "--models-max", "1", "--load-ms", "50",
+                                       "--model", "id=a,tags=pinned", "--model", "b", NULL};
+    simproc p;
+    REQUIRE(sim_spawn(&p, args) == 0);
+    CHECK(strstr(p.line, "rsd-sim: router listening on http://127.0.0.1:") != NULL);
+    CHECK_EQ_INT(http(p.port, "GET", "/health", NULL, RESP, sizeof RESP), 200);
+    CHECK(strstr(RESP, "Server: llama.cpp\r\n") != NULL);
+    CHECK_EQ_STR(body_of(RESP), "{\"status\":\"ok\"}");
+    CHECK_EQ_INT(http(p.port, "GET", "/props", NULL, RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"role\":\"router\",\"max_instances\":1") != NULL);
+    /* a deferred answer: autoload blocks the request until loaded */
+    CHECK_EQ_INT(http(p.port, "POST", "/v1/chat/completions", "{\"model\":\"a\"}", RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"content\":\"This is a simulated reply.\"") != NULL);
+    /* the explicit load waits for the victim to stop, then answers */
+    CHECK_EQ_INT(http(p.port, "POST", "/models/load", "{\"model\":\"b\"}", RESP, sizeof RESP), 200);
+    CHECK_EQ_STR(body_of(RESP), "{\"success\":true}");
+    CHECK_EQ_INT(http(p.port, "POST", "/models/load", "{\"model\":\"nope\"}", RESP, sizeof RESP), 404);
+    /* a stream: chunked SSE ending in [DONE] */
+    CHECK_EQ_INT(http(p.port, "POST", "/v1/chat/completions", "{\"model\":\"b\",\"stream\":true}", RESP, sizeof RESP), 200);
+    CHECK(strstr(RESP, "text/event-stream") != NULL);
+    CHECK(strstr(RESP, "data: [DONE]") != NULL);
+    CHECK_EQ_INT(http(p.port, "GET", "/_sim/log", NULL, RESP, sizeof RESP), 200);
+    CHECK(strstr(body_of(RESP), "\"path\":\"/models/load\",\"model\":\"b\",\"status\":200") != NULL);
+    CHECK_EQ_INT(sim_stop(&p), 0);
+}
+
+static void test_server_mode_exit_codes(void) {
+    static const char *const ok[] = {"--runtime", "server", "-m", "/m/x.gguf", "--port", "0", "--load-ms", "30", NULL};
+    static const char *const bad[] = {"--runtime", "server", "-m", "/m/x.gguf,fail=1", "--port", "0", "--load-ms", "30", NULL};
+    simproc p;
+    int st = 0;
+    REQUIRE(sim_spawn(&p, ok) == 0);
+    CHECK(strstr(p.line, "llama_server: listening on http://127.0.0.1:") != NULL); /* printed after loading */
+    CHECK_EQ_INT(http(p.port, "GET", "/health", NULL, RESP, sizeof RESP), 200);
+    CHECK_EQ_INT(sim_stop(&p), 0);
+    /* a failing load: no listening line, exit 1 */
+    CHECK(sim_spawn(&p, bad) != 0);
+    waitpid(p.pid, &st, 0);
+    close(p.out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    if (access(SIM_BIN, X_OK) != 0) {
+        printf("  %s not built\n", SIM_BIN);
+        return 1;
+    }
+    RUN(test_router_over_loopback);
+    RUN(test_server_mode_exit_codes);
+    return RSD_TEST_END();
+}
