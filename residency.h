@@ -383,8 +383,15 @@
        ends with a stress/warning notice CONTEXT_CLAMPED, "loading '<keep>'
        alongside <neighbours>: context clamped <from> to <to> tokens", detail
        REQUESTED_CONTEXT and LOAD_CONTEXT. No load, no clamp: load_context 0.
-       [doc:payload]
-       [doc:driver]
+   --- payload, driver: server payloads and the sans-I/O reconcile --------------
+       Their manuals open their own sections (grep the tags): >>payload:router
+       (router /v1/models and /props parsers, the shared rsd_listing),
+       >>payload:ollama and >>payload:lmstudio (Ollama /api/ps, /api/tags;
+       LM Studio v1/v0 catalogs, tiers, LM Link), >>driver:core (the reconcile
+       state machine: rsd_reconcile_begin / next / feed / lock_done, steps
+       HTTP WAIT LOCK COMMIT UNLOCK DONE, outcomes, notices, the runtime table),
+       >>driver:ollama (rsd_runtime_ollama) and >>driver:lmstudio (the LM Studio
+       machine rsd_lms_reconcile_*, same step and notice types).
    POOL (process-pool policy; pure, sans-I/O)
        Keeps up to max_slots model-server processes resident, one model per
        slot, and decides which request runs where. It never forks, never
