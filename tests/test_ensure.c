@@ -449,6 +449,91 @@ static void test_bad_requests(void) {
     rsd_ensurer_destroy(e);
 }
 
+/* A failed load after an eviction restores the victim: LOAD_FAILED, evicted[0].restored. */
+static void test_load_failed_restores(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--fail-ms", "20", "--model", "id=a",
+                                       "--model", "id=b", "--model", "id=c", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *setup, *e;
+    rsd_http_request q;
+    rsd_http_event ev;
+    char url[96];
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    setup = new_ensurer(false, NULL, 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(setup && e);
+    CHECK_EQ_INT(ensure(setup, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(ensure(setup, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    snprintf(url, sizeof url, "%s/_sim/fail-loads", s.url);
+    memset(&q, 0, sizeof q);
+    q.method = "POST";
+    q.url = url;
+    q.content_type = "application/json";
+    q.body = "{\"count\":1}";
+    q.body_len = strlen((const char *)q.body);
+    REQUIRE(rsd_http_request_sync(rsd_ensurer_http(setup), &q, &ev) == RSD_OK && ev.status == 200);
+    base = sim_log(&s);
+    CHECK_EQ_INT(ensure(e, &s, "c", RSD_RUNTIME_LLAMACPP, false, &res), RSD_ERR_LOAD_FAILED);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_LOAD_FAILED);
+    REQUIRE(res.n_evicted == 1);
+    CHECK(res.evicted[0].restored);
+    CHECK(res.message[0] != '\0');
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/unload", NULL), 1);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/load", "c"), 1);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/load", res.evicted[0].id), 1); /* the restore */
+    rsd_ensurer_destroy(setup);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* Someone else holds the target's lock past our deadline: nothing is mutated, the
+   ensure ends DEGRADED with RSD_ERR_TIMEOUT, driven by the lock's own retry schedule. */
+static void test_lock_held_elsewhere(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    rsd_state *st = NULL;
+    rsd_state_desc sd;
+    rsd_state_lock lk;
+    rsd_ensure_req q;
+    char key[RSD_TARGET_KEY_MAX], raw[128];
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
+    REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
+    REQUIRE(rsd_state_lock_try(st, &lk, key, "test") == RSD_OK);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    base = sim_log(&s);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 300;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(!res.mutated && !res.lock_held);
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
+    rsd_state_unlock(st, &lk);
+    /* released: the same ensurer now loads it under the lock */
+    q.timeout_ms = 20000;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(res.lock_held);
+    rsd_state_close(st);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 /* 4 processes ensure 4 different models at once on one router (capacity 2, one pinned
    model resident): the pinned model is never unloaded, our own loads never exceed the
    capacity, every process ends with a coherent result. */
@@ -553,6 +638,8 @@ int main(int argc, char **argv) {
     RUN(test_declined_when_pinned);
     RUN(test_auto_detect_once);
     RUN(test_unreachable);
+    RUN(test_load_failed_restores);
+    RUN(test_lock_held_elsewhere);
     RUN(test_multi_process);
     remove_state_dir();
     return RSD_TEST_END();
