@@ -1102,8 +1102,9 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
            restored flags), notices, requests (HTTP requests sent, detection
            probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
            loaded, mutated, and progress fields (op and model of the last HTTP step:
-           op RSD_OP_POLL means "waiting for model to load"). Pointers stay valid
-           until the next begin.
+           RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model =
+           polling until op_model is loaded). Pointers stay valid until the next
+           begin.
        int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
@@ -1113,7 +1114,8 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
            resolve hook reads: the non-blocking path never resolves (it fails with
            RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
            knows it). IP literals and "localhost" need nothing: RSD_OK at once.
-       rsd_http_client *rsd_ensurer_http(e)       the owned client (extra requests)
+       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
+           between ensures (while one runs, step consumes and drops other events)
        bool rsd_ensurer_has_state(e)              a state directory is in use
        const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
        int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
@@ -1214,7 +1216,7 @@ typedef struct rsd_ensure_result {
     const rsd_evicted *evicted;
     int n_notices;
     const rsd_reconcile_notice *notices;
-    rsd_http_op op;                   /* progress: op of the last HTTP step (POLL = waiting) */
+    rsd_http_op op;                   /* progress: op of the last HTTP step (LIST + op_model = waiting) */
     const char *op_model;             /* progress: the model that step concerns ("" none) */
 } rsd_ensure_result;
 

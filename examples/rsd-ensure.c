@@ -176,6 +176,7 @@ int main(int argc, char **argv) {
     int i, rc, code, n_prot = 0, seen = 0;
     char load_model[RSD_MODEL_ID_MAX] = "";
     uint64_t load_t0 = 0;
+    bool loading = false, line_open = false, show;
 
     memset(&d, 0, sizeof d);
     memset(&q, 0, sizeof q);
@@ -248,23 +249,32 @@ int main(int argc, char **argv) {
         int n, timeout;
         rc = rsd_ensure_step(e, now);
         n = rsd_ensure_notices(e, &nt);
-        for (; seen < n; seen++)
-            if (!json && !quiet)
-                printf("  %-14s %-7s %s\n", rsd_notice_kind_str(nt[seen].notice.kind),
-                       rsd_notice_level_str(nt[seen].notice.level), nt[seen].text);
         rsd_ensure_query(e, &res);
-        if (res.op == RSD_OP_LOAD && strcmp(load_model, res.op_model) != 0) {
-            if (load_model[0] && !json && !quiet)
-                printf("loading '%s' ... %llu ms\n", load_model, (unsigned long long)(now - load_t0));
+        show = !json && !quiet;
+        /* a load ends when the ensure moves on to anything but polling for it (a listing
+           request naming the model is a poll) */
+        if (loading && (rc != RSD_PENDING || !(res.op == RSD_OP_LIST || res.op == RSD_OP_POLL || res.op == RSD_OP_LOAD) ||
+                        strcmp(res.op_model, load_model) != 0)) {
+            if (show) {
+                if (!line_open) printf("loading '%s' ...", load_model);
+                printf(" %llu ms\n", (unsigned long long)(now - load_t0));
+            }
+            loading = line_open = false;
+        }
+        for (; seen < n; seen++) {
+            if (!show) continue;
+            if (line_open) { printf("\n"); line_open = false; }
+            printf("  %-14s %-7s %s\n", rsd_notice_kind_str(nt[seen].notice.kind),
+                   rsd_notice_level_str(nt[seen].notice.level), nt[seen].text);
+        }
+        if (!loading && rc == RSD_PENDING && res.op == RSD_OP_LOAD) {
             snprintf(load_model, sizeof load_model, "%s", res.op_model);
             load_t0 = now;
+            loading = true;
+            if (show) { printf("loading '%s' ...", load_model); line_open = true; }
         }
         fflush(stdout);
-        if (rc != RSD_PENDING) {
-            if (load_model[0] && !json && !quiet)
-                printf("loading '%s' ... %llu ms\n", load_model, (unsigned long long)(now - load_t0));
-            break;
-        }
+        if (rc != RSD_PENDING) break;
         n = rsd_ensure_pollfds(e, fds, 16);
         if (n > 16) n = 16;
         dl = rsd_ensure_next_deadline(e);

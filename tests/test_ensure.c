@@ -1,0 +1,646 @@
+/* test_ensure.c -- the drive module (rsd_ensurer) over loopback against the simulator
+   program build/examples/rsd-sim (spawned with --port 0; its first stdout line names the
+   port). Request sequences are checked in the simulator's own request log (GET
+   /_sim/log), never by wall-clock speed. Nothing here sleeps: the tests wait on pipes,
+   sockets (poll inside rsd_ensure) and waitpid. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_test.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SIM_BIN "build/examples/rsd-sim"
+
+typedef struct sim_proc {
+    pid_t pid;
+    int port;
+    char url[64];
+} sim_proc;
+
+/* Starts rsd-sim with the given arguments (NULL-terminated) plus --port 0 and reads its
+   "listening on http://127.0.0.1:PORT" line from a pipe (a blocking read: no sleep). */
+static int sim_start(sim_proc *s, const char *const *args) {
+    const char *argv[64];
+    char line[256];
+    int fds[2], n = 0, i;
+    size_t got = 0;
+    const char *colon;
+    memset(s, 0, sizeof *s);
+    argv[n++] = SIM_BIN;
+    argv[n++] = "--runtime";
+    argv[n++] = "router";
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    if (access(SIM_BIN, X_OK) != 0 || pipe(fds) != 0) return -1;
+    s->pid = fork();
+    if (s->pid < 0) return -1;
+    if (s->pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execv(SIM_BIN, (char *const *)(void *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    while (got < sizeof line - 1) {
+        ssize_t r = read(fds[0], line + got, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || line[got] == '\n') break;
+        got++;
+    }
+    line[got] = '\0';
+    close(fds[0]); /* the sim writes nothing else to stdout in router mode */
+    colon = strrchr(line, ':');
+    if (!strstr(line, "listening") || !colon) return -1;
+    s->port = atoi(colon + 1);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    return s->port > 0 ? 0 : -1;
+}
+
+static void sim_stop(sim_proc *s) {
+    int st;
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR) {}
+    }
+    s->pid = 0;
+}
+
+/* ---- the simulator's request log -------------------------------------------------- */
+enum { LOG_MAX = 2048 };
+typedef struct log_entry {
+    char method[8], path[64], model[96];
+    int status;
+    int64_t t_ms;
+} log_entry;
+static log_entry g_log[LOG_MAX];
+static rsd_json_tok g_toks[LOG_MAX * 14 + 16];
+
+/* Reads the whole log into g_log; returns the entry count or -1. */
+static int sim_log(const sim_proc *s) {
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_event ev;
+    rsd_json_doc doc;
+    char url[96];
+    int n = -1, arr, i, count;
+    if (!c) return -1;
+    snprintf(url, sizeof url, "%s/_sim/log", s->url);
+    memset(&q, 0, sizeof q);
+    q.url = url;
+    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK && ev.status == 200 &&
+        rsd_json_parse(&doc, ev.body.ptr, ev.body.len, g_toks, (uint32_t)(sizeof g_toks / sizeof g_toks[0])) > 0 &&
+        (arr = rsd_json_find(&doc, 0, "entries")) >= 0) {
+        count = rsd_json_size(&doc, arr);
+        for (i = 0; i < count && i < LOG_MAX; i++) {
+            int o = rsd_json_at(&doc, arr, (uint32_t)i), v;
+            int64_t x = 0;
+            log_entry *e = &g_log[i];
+            memset(e, 0, sizeof *e);
+            if ((v = rsd_json_find(&doc, o, "method")) >= 0) rsd_json_str(&doc, v, e->method, sizeof e->method, NULL);
+            if ((v = rsd_json_find(&doc, o, "path")) >= 0) rsd_json_str(&doc, v, e->path, sizeof e->path, NULL);
+            if ((v = rsd_json_find(&doc, o, "model")) >= 0) rsd_json_str(&doc, v, e->model, sizeof e->model, NULL);
+            if ((v = rsd_json_find(&doc, o, "status")) >= 0 && rsd_json_int64(&doc, v, &x) == RSD_OK) e->status = (int)x;
+            if ((v = rsd_json_find(&doc, o, "t_ms")) >= 0 && rsd_json_int64(&doc, v, &x) == RSD_OK) e->t_ms = x;
+        }
+        n = i;
+    }
+    rsd_http_client_destroy(c);
+    return n;
+}
+
+/* Count entries in [from, n) matching method/path/model (NULL = any). */
+static int log_count(int from, int n, const char *method, const char *path, const char *model) {
+    int i, k = 0;
+    for (i = from; i < n; i++)
+        if ((!method || !strcmp(g_log[i].method, method)) && (!path || !strcmp(g_log[i].path, path)) &&
+            (!model || !strcmp(g_log[i].model, model)))
+            k++;
+    return k;
+}
+
+static int is_list(const log_entry *e) {
+    return !strcmp(e->method, "GET") && (!strcmp(e->path, "/v1/models") || !strcmp(e->path, "/models"));
+}
+
+/* ---- helpers ------------------------------------------------------------------------ */
+static char g_state_dir[256];
+
+static void make_state_dir(void) {
+    char tmpl[] = "/tmp/rsd-test-ensure.XXXXXX";
+    const char *d = mkdtemp(tmpl);
+    snprintf(g_state_dir, sizeof g_state_dir, "%s", d ? d : "");
+}
+
+static void remove_state_dir(void) {
+    char cmd[300];
+    if (!g_state_dir[0] || strncmp(g_state_dir, "/tmp/rsd-test-ensure.", 21) != 0) return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_state_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_state_dir);
+}
+
+static rsd_ensurer *new_ensurer(bool with_state, const rsd_protected_model *prot, int n_prot) {
+    rsd_ensurer_desc d;
+    memset(&d, 0, sizeof d);
+    d.state_dir = g_state_dir;
+    d.no_state = !with_state;
+    d.ignore_env = true;
+    d.protected_models = prot;
+    d.n_protected = n_prot;
+    return rsd_ensurer_create(&d);
+}
+
+static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_runtime_kind rt, bool observe,
+                  rsd_ensure_result *res) {
+    rsd_ensure_req q;
+    memset(&q, 0, sizeof q);
+    q.url = s->url;
+    q.model = model;
+    q.runtime = rt;
+    q.observe = observe;
+    q.timeout_ms = 20000;
+    return rsd_ensure(e, &q, res);
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+/* L26: keep resident -> GET /v1/models, GET /props, done; then the TTL hit makes no request. */
+static void test_l26_resident_then_ttl_hit(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a", "--model", "id=b", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *setup, *e;
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    setup = new_ensurer(false, NULL, 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(setup && e);
+    CHECK_EQ_INT(ensure(setup, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    base = sim_log(&s);
+    REQUIRE(base > 0);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(res.requests, 2);
+    CHECK(!res.cache_hit);
+    n = sim_log(&s);
+    CHECK_EQ_INT(n - base, 2);
+    CHECK(is_list(&g_log[base]));
+    CHECK(!strcmp(g_log[base + 1].method, "GET") && !strcmp(g_log[base + 1].path, "/props"));
+    /* the TTL hit: zero requests, same answer */
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(res.cache_hit);
+    CHECK_EQ_INT(res.requests, 0);
+    CHECK_EQ_INT(sim_log(&s), n);
+    rsd_ensurer_destroy(setup);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* L27: free slot -> GET, GET /props, POST load, polls; the wait ends at the first poll
+   after the simulator finished the load (one fast-poll interval), no unload. */
+static void test_l27_free_slot_fast_poll(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "300", "--model", "id=a", "--model", "id=b", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    int n, i, post = -1, polls = 0, after = 0;
+    REQUIRE(sim_start(&s, args) == 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    CHECK(res.loaded);
+    n = sim_log(&s);
+    REQUIRE(n >= 4);
+    CHECK_EQ_INT(res.requests, n);
+    CHECK(is_list(&g_log[0]));
+    CHECK(!strcmp(g_log[1].path, "/props"));
+    CHECK(!strcmp(g_log[2].method, "POST") && !strcmp(g_log[2].path, "/models/load") && !strcmp(g_log[2].model, "a"));
+    CHECK_EQ_INT(log_count(0, n, "POST", NULL, NULL), 1);          /* one load, no unload */
+    CHECK_EQ_INT(log_count(0, n, "GET", "/props", NULL), 1);
+    post = 2;
+    for (i = post + 1; i < n; i++) {
+        CHECK(is_list(&g_log[i]));
+        polls++;
+        if (g_log[i].t_ms >= g_log[post].t_ms + 300) after++;     /* polls at or after the load's end */
+    }
+    CHECK(polls >= 1);
+    CHECK_EQ_INT(after, 1); /* exactly one poll saw the loaded model: the last one */
+    CHECK(g_log[n - 1].t_ms >= g_log[post].t_ms + 300);
+    /* the attribution was persisted: a fresh ensurer sees 'a' as ours */
+    {
+        rsd_state *st = NULL;
+        rsd_state_desc sd;
+        rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+        char key[RSD_TARGET_KEY_MAX], raw[128];
+        memset(&sd, 0, sizeof sd);
+        sd.dir = g_state_dir;
+        snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
+        REQUIRE(set && rsd_state_open(&st, &sd) == RSD_OK);
+        REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
+        CHECK_EQ_INT(rsd_state_attr_load(st, key, set), 1);
+        CHECK(rsd_attr_set_find(set, "a", NULL) >= 0);
+        rsd_state_close(st);
+        free(set);
+    }
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* L28: full router -> GET, GET /props, POST unload (one victim), POST load, polls. */
+static void test_l28_full_router_swap(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "100", "--model", "id=a",
+                                       "--model", "id=b", "--model", "id=c", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *setup, *e;
+    int base, n, i, unload_at = -1, load_at = -1;
+    REQUIRE(sim_start(&s, args) == 0);
+    setup = new_ensurer(false, NULL, 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(setup && e);
+    CHECK_EQ_INT(ensure(setup, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(ensure(setup, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    base = sim_log(&s);
+    CHECK_EQ_INT(ensure(e, &s, "c", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD_AFTER_EVICT);
+    CHECK_EQ_INT(res.n_evicted, 1);
+    n = sim_log(&s);
+    CHECK_EQ_INT(res.requests, n - base);
+    CHECK(is_list(&g_log[base]));
+    CHECK(!strcmp(g_log[base + 1].path, "/props"));
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/unload", NULL), 1);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/load", NULL), 1);
+    CHECK_EQ_INT(log_count(base, n, "GET", "/props", NULL), 1);
+    for (i = base; i < n; i++) {
+        if (!strcmp(g_log[i].path, "/models/unload")) unload_at = i;
+        if (!strcmp(g_log[i].path, "/models/load")) load_at = i;
+    }
+    CHECK(unload_at == base + 2 && load_at == base + 3);  /* unload before load, nothing between */
+    CHECK(res.n_evicted == 1 && !strcmp(g_log[unload_at].model, res.evicted[0].id));
+    for (i = load_at + 1; i < n; i++) CHECK(is_list(&g_log[i]));
+    rsd_ensurer_destroy(setup);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* Observe never mutates: full router, observe-only -> OBSERVED, no POST at all. Also the
+   RESIDENCY value given in the desc, and a declined plan (pinned slots). */
+static void test_observe_never_mutates(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a",
+                                       "--model", "id=b", "--model", "id=c", "--model", "id=p,tags=pinned:true", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *setup, *e, *env_e;
+    rsd_ensurer_desc d;
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    setup = new_ensurer(false, NULL, 0);
+    e = new_ensurer(true, NULL, 0);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.residency_env = "Observe ";
+    env_e = rsd_ensurer_create(&d);
+    REQUIRE(setup && e && env_e);
+    CHECK_EQ_INT(ensure(setup, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(ensure(setup, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    base = sim_log(&s);
+    CHECK_EQ_INT(ensure(e, &s, "c", RSD_RUNTIME_LLAMACPP, true, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_OBSERVE);
+    CHECK(!res.mutated && res.n_evicted == 0 && !res.keep_resident);
+    CHECK(res.n_notices >= 1); /* what it would have done */
+    CHECK_EQ_INT(ensure(env_e, &s, "c", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_OBSERVED);
+    CHECK_EQ_INT(res.reason, RSD_REASON_OBSERVE_ENV);
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
+    CHECK(n > base);
+    rsd_ensurer_destroy(setup);
+    rsd_ensurer_destroy(e);
+    rsd_ensurer_destroy(env_e);
+    sim_stop(&s);
+}
+
+/* Two pinned residents fill the router: declined, nothing evicted, no POST. */
+static void test_declined_when_pinned(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=p1,tags=pinned:true",
+                                       "--model", "id=p2,tags=pinned:true", "--model", "id=x", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    CHECK_EQ_INT(ensure(e, &s, "p1", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(ensure(e, &s, "p2", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    base = sim_log(&s);
+    CHECK_EQ_INT(ensure(e, &s, "x", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DECLINED);
+    CHECK_EQ_INT(res.n_evicted, 0);
+    CHECK(res.message[0] != '\0');
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* Auto-detection probes once per target and ensurer (GET /props), then not again. */
+static void test_auto_detect_once(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.no_cache = true;
+    d.ignore_env = true;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LLAMACPP);
+    n = sim_log(&s);
+    CHECK(!strcmp(g_log[0].path, "/props"));       /* the probe */
+    CHECK(is_list(&g_log[1]));
+    CHECK_EQ_INT(res.requests, n);
+    base = n;
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.requests, 2);                  /* L26 only: no probe */
+    n = sim_log(&s);
+    CHECK_EQ_INT(n - base, 2);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* An unreachable server: DEGRADED with the connect error, one request, nothing else. */
+static void test_unreachable(void) {
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *e = new_ensurer(true, NULL, 0);
+    static const char *const args[] = {"--model", "id=a", NULL};
+    int rc;
+    REQUIRE(e);
+    /* a port that was just in use and is now closed: start a simulator, stop it */
+    REQUIRE(sim_start(&s, args) == 0);
+    sim_stop(&s);
+    rc = ensure(e, &s, "a", RSD_RUNTIME_AUTO, false, &res);
+    CHECK_EQ_INT(rc, RSD_ERR_CONNECT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(res.requests, 1);
+    CHECK(strstr(res.message, "unreachable") != NULL);
+    rc = ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res);
+    CHECK_EQ_INT(rc, RSD_ERR_CONNECT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(res.requests, 1);
+    CHECK(!res.mutated);
+    rsd_ensurer_destroy(e);
+}
+
+/* Bad requests end at once with a code and a message; the non-blocking API reports them. */
+static void test_bad_requests(void) {
+    rsd_ensurer *e = new_ensurer(false, NULL, 0);
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = "ftp://x";
+    q.model = "a";
+    CHECK_EQ_INT(rsd_ensure_begin(e, &q, 1000), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_ensure_step(e, 1001), RSD_ERR_URL);
+    rsd_ensure_query(e, &res);
+    CHECK(res.done && res.outcome == RSD_OUTCOME_DEGRADED && res.message[0]);
+    q.url = "http://127.0.0.1:9";
+    q.model = "";
+    CHECK_EQ_INT(rsd_ensure_begin(e, &q, 1000), RSD_ERR_MODEL_ID);
+    CHECK_EQ_INT(rsd_ensure_begin(e, NULL, 1000), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_runtime_kind_parse("router"), RSD_RUNTIME_LLAMACPP);
+    CHECK_EQ_INT(rsd_runtime_kind_parse("Ollama"), RSD_RUNTIME_OLLAMA);
+    CHECK_EQ_INT(rsd_runtime_kind_parse("vllm"), RSD_ERR_ARG);
+    CHECK_EQ_STR(rsd_runtime_kind_str(RSD_RUNTIME_LMSTUDIO), "lmstudio");
+    /* a host name the non-blocking path was never told about: RSD_ERR_RESOLVE, no DNS */
+    q.url = "http://no-such-host.invalid:8080";
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    CHECK_EQ_INT(rsd_ensure_begin(e, &q, 1000), RSD_OK);
+    {
+        int rc = RSD_PENDING, guard = 0;
+        while (rc == RSD_PENDING && guard++ < 100) rc = rsd_ensure_step(e, 1000);
+        CHECK_EQ_INT(rc, RSD_ERR_RESOLVE);
+    }
+    rsd_ensurer_destroy(e);
+}
+
+/* A failed load after an eviction restores the victim: LOAD_FAILED, evicted[0].restored. */
+static void test_load_failed_restores(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--fail-ms", "20", "--model", "id=a",
+                                       "--model", "id=b", "--model", "id=c", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *setup, *e;
+    rsd_http_request q;
+    rsd_http_event ev;
+    char url[96];
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    setup = new_ensurer(false, NULL, 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(setup && e);
+    CHECK_EQ_INT(ensure(setup, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(ensure(setup, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    snprintf(url, sizeof url, "%s/_sim/fail-loads", s.url);
+    memset(&q, 0, sizeof q);
+    q.method = "POST";
+    q.url = url;
+    q.content_type = "application/json";
+    q.body = "{\"count\":1}";
+    q.body_len = strlen((const char *)q.body);
+    REQUIRE(rsd_http_request_sync(rsd_ensurer_http(setup), &q, &ev) == RSD_OK && ev.status == 200);
+    base = sim_log(&s);
+    CHECK_EQ_INT(ensure(e, &s, "c", RSD_RUNTIME_LLAMACPP, false, &res), RSD_ERR_LOAD_FAILED);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_LOAD_FAILED);
+    REQUIRE(res.n_evicted == 1);
+    CHECK(res.evicted[0].restored);
+    CHECK(res.message[0] != '\0');
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/unload", NULL), 1);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/load", "c"), 1);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/load", res.evicted[0].id), 1); /* the restore */
+    rsd_ensurer_destroy(setup);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* Someone else holds the target's lock past our deadline: nothing is mutated, the
+   ensure ends DEGRADED with RSD_ERR_TIMEOUT, driven by the lock's own retry schedule. */
+static void test_lock_held_elsewhere(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    rsd_state *st = NULL;
+    rsd_state_desc sd;
+    rsd_state_lock lk;
+    rsd_ensure_req q;
+    char key[RSD_TARGET_KEY_MAX], raw[128];
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
+    REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
+    REQUIRE(rsd_state_lock_try(st, &lk, key, "test") == RSD_OK);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    base = sim_log(&s);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 300;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(!res.mutated && !res.lock_held);
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
+    rsd_state_unlock(st, &lk);
+    /* released: the same ensurer now loads it under the lock */
+    q.timeout_ms = 20000;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(res.lock_held);
+    rsd_state_close(st);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* 4 processes ensure 4 different models at once on one router (capacity 2, one pinned
+   model resident): the pinned model is never unloaded, our own loads never exceed the
+   capacity, every process ends with a coherent result. */
+static void test_multi_process(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "100", "--model", "id=pin,tags=pinned:true",
+                                       "--model", "id=m0", "--model", "id=m1", "--model", "id=m2", "--model", "id=m3", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *setup;
+    pid_t kids[4];
+    int pipes[4][2], i, n, resident, outcomes[4], errors[4];
+    char names[4][16];
+    REQUIRE(sim_start(&s, args) == 0);
+    setup = new_ensurer(false, NULL, 0);
+    REQUIRE(setup);
+    CHECK_EQ_INT(ensure(setup, &s, "pin", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    rsd_ensurer_destroy(setup);
+    fflush(stdout);
+    for (i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "m%d", i);
+        REQUIRE(pipe(pipes[i]) == 0);
+        kids[i] = fork();
+        REQUIRE(kids[i] >= 0);
+        if (kids[i] == 0) {
+            rsd_ensurer *e = new_ensurer(true, NULL, 0);
+            int msg[2] = {-1, -1};
+            close(pipes[i][0]);
+            if (e) {
+                msg[1] = ensure(e, &s, names[i], RSD_RUNTIME_LLAMACPP, false, &res);
+                msg[0] = (int)res.outcome;
+                rsd_ensurer_destroy(e);
+            }
+            if (write(pipes[i][1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(3);
+            _exit(0);
+        }
+        close(pipes[i][1]);
+    }
+    for (i = 0; i < 4; i++) {
+        int msg[2] = {-1, -1}, st = 0;
+        ssize_t got = read(pipes[i][0], msg, sizeof msg); /* blocks until the child answers */
+        close(pipes[i][0]);
+        while (waitpid(kids[i], &st, 0) < 0 && errno == EINTR) {}
+        CHECK(got == (ssize_t)sizeof msg);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        outcomes[i] = msg[0];
+        errors[i] = msg[1];
+    }
+    for (i = 0; i < 4; i++) {
+        /* coherent: either resident (under the lock, one at a time) or a load that failed
+           with a reason; never DEGRADED, never a declined plan (one slot is free to take) */
+        CHECK(outcomes[i] == RSD_OUTCOME_RESIDENT || outcomes[i] == RSD_OUTCOME_LOAD_FAILED);
+        if (outcomes[i] == RSD_OUTCOME_RESIDENT) CHECK_EQ_INT(errors[i], RSD_OK);
+        else CHECK(errors[i] < 0);
+    }
+    n = sim_log(&s);
+    REQUIRE(n > 0);
+    if (getenv("RSD_TEST_VERBOSE")) {
+        for (i = 0; i < 4; i++) printf("  m%d: %s %s\n", i, rsd_outcome_str(outcomes[i]), rsd_result_name(errors[i]));
+        for (i = 0; i < n; i++) printf("  %4d %-4s %-16s %-4s %d t=%lld\n", i, g_log[i].method, g_log[i].path,
+                                       g_log[i].model, g_log[i].status, (long long)g_log[i].t_ms);
+    }
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/unload", "pin"), 0);
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/load", "pin"), 1); /* only the setup load */
+    /* replay our own mutations: never more than 2 resident by our account */
+    resident = 1; /* pin */
+    {
+        char held[8][96];
+        int nh = 0, k, j;
+        snprintf(held[nh++], sizeof held[0], "pin");
+        for (k = 0; k < n; k++) {
+            log_entry *e = &g_log[k];
+            if (strcmp(e->method, "POST") || e->status < 200 || e->status > 299) continue;
+            if (!strcmp(e->path, "/models/unload")) {
+                for (j = 0; j < nh; j++)
+                    if (!strcmp(held[j], e->model)) { memcpy(held[j], held[--nh], sizeof held[0]); break; }
+            } else if (!strcmp(e->path, "/models/load")) {
+                bool dup = false;
+                for (j = 0; j < nh; j++) dup = dup || !strcmp(held[j], e->model);
+                if (!dup && nh < 8) snprintf(held[nh++], sizeof held[0], "%s", e->model);
+                CHECK(nh <= 2);
+            }
+        }
+        resident = nh;
+    }
+    CHECK(resident <= 2);
+    sim_stop(&s);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    if (access(SIM_BIN, X_OK) != 0) {
+        printf("%s missing: run make examples first\n", SIM_BIN);
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    make_state_dir();
+    RUN(test_bad_requests);
+    RUN(test_l26_resident_then_ttl_hit);
+    RUN(test_l27_free_slot_fast_poll);
+    RUN(test_l28_full_router_swap);
+    RUN(test_observe_never_mutates);
+    RUN(test_declined_when_pinned);
+    RUN(test_auto_detect_once);
+    RUN(test_unreachable);
+    RUN(test_load_failed_restores);
+    RUN(test_lock_held_elsewhere);
+    RUN(test_multi_process);
+    remove_state_dir();
+    return RSD_TEST_END();
+}
