@@ -992,7 +992,7 @@ RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h,
 /* Poll entries (listen socket + connections); returns how many it wants. */
 RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap);
 /* Earliest absolute time step must run (timeouts); RSD_DEADLINE_NONE if none. */
-RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s);
+RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s);  /* 0 while events wait to be pulled */
 /* Answers a request with a Content-Length response (headers are extra lines, e.g.
    Content-Type). Writes what the socket takes now; step sends the rest. RSD_OK,
    RSD_ERR_CLOSED (client gone), RSD_ERR_NOT_FOUND (stale handle), RSD_ERR_TOO_LARGE
@@ -4155,6 +4155,7 @@ RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
     for (k = 0; k < s->n; k++) {
         rsdi_sconn *cn = &s->conns[k];
         uint64_t t;
+        if (cn->ev_type != RSD_HTTP_SEV_NONE) return 0;  /* an event waits to be pulled */
         if (cn->state == RSDI_SC_CLOSING) {
             t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
             if (t < dl) dl = t;

@@ -602,6 +602,32 @@ static int raw_connect(uint16_t port) {
     return fd;
 }
 
+/* A request the server has read but the host has not pulled makes next_deadline 0,
+   so a host loop that sleeps until the deadline never sleeps on it. */
+static void test_server_deadline_with_pending_event(void) {
+    rsd_http_server *s = rsd_http_server_create(NULL);
+    rsd_http_server_event sev;
+    rsd_pollfd pf[8];
+    const char *req = "GET /x HTTP/1.1\r\nHost: a\r\n\r\n";
+    int fd, i, n = 0;
+    REQUIRE(s);
+    fd = raw_connect(rsd_http_server_port(s));
+    REQUIRE(fd >= 0);
+    REQUIRE(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+    for (i = 0; i < 200 && n <= 0; i++) {
+        int k = rsd_http_server_pollfds(s, pf, 8);
+        if (k > 0) (void)poll((struct pollfd *)(void *)pf, (nfds_t)k, 50);
+        n = rsd_http_server_step(s, 0);
+    }
+    REQUIRE(n > 0);
+    CHECK(rsd_http_server_next_deadline(s) == 0);
+    REQUIRE(rsd_http_server_next_event(s, &sev));
+    CHECK(rsd_http_server_next_deadline(s) != 0);
+    CHECK_EQ_INT(rsd_http_respond(s, sev.req, 204, NULL, 0, NULL, 0), RSD_OK);
+    close(fd);
+    rsd_http_server_destroy(s);
+}
+
 /* Bad clients get 400 / 413 / 431 and are closed; a good client keeps being served. */
 static void test_server_bad_clients(void) {
     rsd_http_server_desc sd;
@@ -1502,6 +1528,7 @@ int main(int argc, char **argv) {
     RUN(test_dribble_total_timeout);
     RUN(test_stale_retry);
     RUN(test_server_bad_clients);
+    RUN(test_server_deadline_with_pending_event);
     RUN(test_deferred_and_closed);
     RUN(test_sse_stream);
     RUN(test_bearer_not_logged);
