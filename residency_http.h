@@ -1141,8 +1141,8 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
        ensure of a target pays for it. A transport error on the first probe ends
        the ensure at once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT);
        no match -> DEGRADED RSD_ERR_NOT_FOUND. A runtime that is recognised but
-       has no driver in this build (Ollama and LM Studio until their drivers land)
-       -> DEGRADED RSD_ERR_NOT_FOUND with a message naming it. Adding a runtime
+       has no driver here (LM Studio: its machine, rsd_lms_reconcile_*, is not yet
+       wired into the ensurer) -> DEGRADED RSD_ERR_NOT_FOUND with a message naming it. The llama.cpp router and Ollama run. Adding a runtime
        is one table entry (probe path, matcher, driver getter).
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes),
@@ -4501,7 +4501,7 @@ typedef struct rsdi_ensure_probe {
 /* Probe order = detection order. A new runtime driver: set its getter here. */
 static const rsdi_ensure_probe rsdi_ensure_probes[] = {
     {RSD_RUNTIME_LLAMACPP, "llama.cpp router", "/props", rsdi_en_match_router, rsd_runtime_router},
-    {RSD_RUNTIME_OLLAMA, "Ollama", "/api/version", rsdi_en_match_ollama, NULL},
+    {RSD_RUNTIME_OLLAMA, "Ollama", "/api/version", rsdi_en_match_ollama, rsd_runtime_ollama},
     {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v1/models", rsdi_en_match_lms_v1, NULL},
     {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v0/models", rsdi_en_match_lms_v0, NULL}
 };

@@ -391,6 +391,35 @@ static void test_auto_detect_once(void) {
     sim_stop(&s);
 }
 
+/* Ollama, detected by probing: the scheduler strategy loads through /api/generate and
+   ends RESIDENT once /api/ps lists the model; a second ensure sends no POST. */
+static void test_ollama_auto_detect_and_load(void) {
+    static const char *const args[] = {"--runtime", "ollama", "--load-ms", "50", "--model", "id=llama3.2:latest,size=2G", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    int n;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.no_cache = true;
+    d.ignore_env = true;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    CHECK_EQ_INT(ensure(e, &s, "llama3.2", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.runtime, RSD_RUNTIME_OLLAMA);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(0, n, "POST", "/api/generate", NULL), 1);
+    CHECK_EQ_INT(ensure(e, &s, "llama3.2", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/api/generate", NULL), 1);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 /* An unreachable server: DEGRADED with the connect error, one request, nothing else. */
 static void test_unreachable(void) {
     sim_proc s;
@@ -637,6 +666,7 @@ int main(int argc, char **argv) {
     RUN(test_observe_never_mutates);
     RUN(test_declined_when_pinned);
     RUN(test_auto_detect_once);
+    RUN(test_ollama_auto_detect_and_load);
     RUN(test_unreachable);
     RUN(test_load_failed_restores);
     RUN(test_lock_held_elsewhere);
