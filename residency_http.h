@@ -231,12 +231,14 @@
            Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
            status, or an error), sys_errno, status (0 if no head arrived), headers,
            num_headers, body (empty when streamed or on error), body_bytes (decoded
-           bytes received, streamed ones too), reused, retried, user. Every
+           bytes received, streamed ones too), reused, retried, tls_error and
+           tls_verify_flags (https failures, see TLS below), user. Every
            rsd_http_send that returned RSD_OK produces exactly one event (also on
            timeout, error or cancel). The views stay valid until the next call on c.
        int rsd_http_client_pollfds(c, rsd_pollfd *out, int cap)
            One entry per socket step is waiting on (POLLOUT while connecting or
-           sending, POLLIN while reading); kept-alive idle sockets are not listed.
+           sending, POLLIN while reading; during a TLS handshake whichever mbedTLS
+           waits for); kept-alive idle sockets are not listed.
            Returns how many it wants (only cap are written when that is more).
        uint64_t rsd_http_client_next_deadline(c)
            Earliest connect/total deadline or idle expiry; 0 when a queued request
@@ -2151,7 +2153,7 @@ RSDI_PRIVATE rsdi_tls *rsdi_tls_create(const rsd_http_client_desc *d, int nconns
     int k, r;
     char err[128];
     t = (rsdi_tls *)rsdi_malloc(&d->allocator, sizeof *t);
-    if (!t) return NULL;
+    if (!t) goto nomem;
     memset(t, 0, sizeof *t);
     t->allocator = d->allocator;
     t->insecure = d->tls_insecure_skip_verify;
@@ -2160,7 +2162,10 @@ RSDI_PRIVATE rsdi_tls *rsdi_tls_create(const rsd_http_client_desc *d, int nconns
     mbedtls_ctr_drbg_init(&t->drbg);
     mbedtls_x509_crt_init(&t->ca);
     t->conns = (rsdi_tls_conn *)rsdi_malloc(&d->allocator, sizeof(rsdi_tls_conn) * (size_t)nconns);
-    if (!t->conns) goto fail;
+    if (!t->conns) {
+        rsdi_tls_destroy(t);
+        goto nomem;
+    }
     memset(t->conns, 0, sizeof(rsdi_tls_conn) * (size_t)nconns);
     t->nconns = nconns;
     r = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
@@ -2216,6 +2221,9 @@ fail_cfg:
               "tls: config/setup failed: -0x%04x %s", (unsigned)-r, err);
 fail:
     rsdi_tls_destroy(t);
+    return NULL;
+nomem:
+    rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "http client: tls allocation failed", RSDI_WHERE);
     return NULL;
 }
 
