@@ -2,7 +2,8 @@
    `openssl s_server` with a throwaway CA made here by `openssl`: good certificate
    accepted (name and IP literal), wrong host name, IP not in the certificate and
    unknown CA refused with RSD_ERR_TLS_VERIFY, insecure_skip_verify logged, the
-   blocking wrapper, and the connect timeout covering a handshake that never answers.
+   blocking wrapper, keep-alive reuse of a TLS connection (s_server relaying our
+   stdin), and the connect timeout covering a handshake that never answers.
    Without RSD_HTTP_MBEDTLS: https is RSD_ERR_TLS_UNAVAILABLE. Only 127.0.0.1, ports
    from bind(0), no sleeps: s_server's readiness is its "ACCEPT" line read with poll(). */
 #define RESIDENCY_IMPLEMENTATION
@@ -88,6 +89,7 @@ enum { P_CA = 0, P_OTHER_CA, P_SRV_CRT, P_SRV_KEY, P_NAME_CRT, P_NAME_KEY };
 typedef struct sserver {
     pid_t pid;
     int out;      /* its stdout (a pipe we keep draining so it never blocks) */
+    int in;       /* its stdin (relay mode: what we write goes to the TLS peer), or -1 */
     uint16_t port;
 } sserver;
 
@@ -153,48 +155,63 @@ static bool drain(sserver *s, int wait_ms) {
 }
 
 /* Starts s_server -www on a port found with bind(0); retried if the port was taken. */
-static bool start_server(sserver *s, int crt, int key) {
+static bool start_server_ex(sserver *s, int crt, int key, bool relay) {
     int attempt;
     for (attempt = 0; attempt < 5; attempt++) {
         uint16_t port;
-        int lfd = raw_listen(&port), pfd[2];
+        int lfd = raw_listen(&port), pfd[2], ifd[2];
         char acc[32];
         if (lfd < 0) return false;
         close(lfd);
         if (pipe(pfd) < 0) return false;
+        if (pipe(ifd) < 0) return false;
         snprintf(acc, sizeof acc, "127.0.0.1:%u", (unsigned)port);
         s->pid = fork();
         if (s->pid < 0) return false;
         if (s->pid == 0) {
             int nul = open("/dev/null", O_RDWR);
-            dup2(nul, 0);
+            dup2(relay ? ifd[0] : nul, 0);
             dup2(pfd[1], 1);
             dup2(nul, 2);
             close(pfd[0]);
-            execlp("openssl", "openssl", "s_server", "-accept", acc, "-cert", g_path[crt], "-key",
-                   g_path[key], "-www", "-naccept", "100", (char *)NULL);
+            close(ifd[1]);
+            if (relay) /* stdin <-> TLS peer, one connection */
+                execlp("openssl", "openssl", "s_server", "-accept", acc, "-cert", g_path[crt], "-key",
+                       g_path[key], "-naccept", "1", (char *)NULL);
+            else
+                execlp("openssl", "openssl", "s_server", "-accept", acc, "-cert", g_path[crt], "-key",
+                       g_path[key], "-www", "-naccept", "100", (char *)NULL);
             _exit(127);
         }
         close(pfd[1]);
+        close(ifd[0]);
+        s->in = ifd[1];
+        if (!relay) {
+            close(s->in);
+            s->in = -1;
+        }
         s->out = pfd[0];
         s->port = port;
         if (drain(s, 10000)) return true; /* "ACCEPT": listening */
         kill(s->pid, SIGTERM);
         (void)waitpid(s->pid, NULL, 0);
         close(s->out);
+        if (s->in >= 0) close(s->in);
     }
     return false;
 }
+static bool start_server(sserver *s, int crt, int key) { return start_server_ex(s, crt, key, false); }
 
 static void stop_server(sserver *s) {
     if (s->pid <= 0) return;
     kill(s->pid, SIGTERM);
     (void)waitpid(s->pid, NULL, 0);
     close(s->out);
+    if (s->in >= 0) close(s->in);
     s->pid = 0;
 }
 
-static sserver g_srv, g_name_srv;
+static sserver g_srv = {0, -1, -1, 0}, g_name_srv = {0, -1, -1, 0};
 static char g_url[128];
 static const char *url(const char *host, uint16_t port) {
     snprintf(g_url, sizeof g_url, "https://%s:%u/", host, (unsigned)port);
@@ -230,7 +247,7 @@ static void test_tls_good_cert_by_name(void) {
     rsd_http_client_query_stats(c, &st);
     CHECK_EQ_INT(st.errors, 0);
     /* again: s_server -www answers HTTP/1.0 and closes, so this is a new connection
-       (keep-alive reuse over TLS cannot be exercised against s_server) */
+       (keep-alive reuse is test_tls_keepalive_reuse, with s_server in relay mode) */
     run_one(c, url("localhost", g_srv.port), 1000, &ev);
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK_EQ_INT(ev.status, 200);
@@ -395,6 +412,79 @@ static void test_tls_handshake_timeout(void) {
     rsd_http_client_destroy(c);
 }
 
+/* Waits (poll, bounded) until s_server printed what the client sent: "GET <path>". */
+static bool saw_request(sserver *s, rsd_http_client *c, const char *what) {
+    char buf[8192];
+    size_t have = 0;
+    int i;
+    for (i = 0; i < 200; i++) {
+        struct pollfd p[9];
+        int n = rsd_http_client_pollfds(c, (rsd_pollfd *)(void *)p, 8);
+        if (n > 8) n = 8;
+        p[n].fd = s->out;
+        p[n].events = POLLIN;
+        p[n].revents = 0;
+        (void)poll(p, (nfds_t)n + 1, 100);
+        (void)rsd_http_client_step(c, 1000);
+        if (p[n].revents) {
+            ssize_t r = read(s->out, buf + have, sizeof buf - 1 - have);
+            if (r <= 0) return false;
+            have += (size_t)r;
+            buf[have] = '\0';
+            if (strstr(buf, what)) return true;
+            if (have > sizeof buf / 2) { /* keep the tail */
+                memmove(buf, buf + have - 256, 256);
+                have = 256;
+            }
+        }
+    }
+    return false;
+}
+
+/* Keep-alive over TLS: s_server in relay mode (our writes to its stdin go to the TLS
+   peer) answers two requests on one connection; the second one reuses it. */
+static void test_tls_keepalive_reuse(void) {
+    static const char resp[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    sserver rs;
+    rsd_http_client *c;
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_event ev;
+    rsd_http_client_stats st;
+    int k;
+    memset(&rs, 0, sizeof rs);
+    rs.in = -1;
+    REQUIRE(start_server_ex(&rs, P_SRV_CRT, P_SRV_KEY, true));
+    c = client(g_path[P_CA], false);
+    REQUIRE(c);
+    memset(&q, 0, sizeof q);
+    q.url = url("localhost", rs.port);
+    for (k = 0; k < 2; k++) {
+        int i;
+        bool got = false;
+        REQUIRE(rsd_http_send(c, &q, 1000, &h) == RSD_OK);
+        REQUIRE(saw_request(&rs, c, "GET / HTTP/1.1"));
+        REQUIRE(write(rs.in, resp, sizeof resp - 1) == (ssize_t)(sizeof resp - 1));
+        for (i = 0; i < 200 && !got; i++) {
+            rsd_pollfd fds[8];
+            int n = rsd_http_client_pollfds(c, fds, 8);
+            (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), 100);
+            (void)rsd_http_client_step(c, 1000);
+            got = rsd_http_next_event(c, &ev);
+        }
+        REQUIRE(got);
+        CHECK_EQ_INT(ev.result, RSD_OK);
+        CHECK_EQ_INT(ev.status, 200);
+        CHECK_EQ_INT(ev.body.len, 2);
+        CHECK_EQ_INT(ev.reused, k == 1);
+    }
+    rsd_http_client_query_stats(c, &st);
+    CHECK_EQ_INT(st.connects, 1);
+    CHECK_EQ_INT(st.reuses, 1);
+    rsd_http_client_destroy(c);
+    stop_server(&rs);
+}
+
 static void test_tls_openssl_missing(void) {
     /* mbedTLS is compiled in, so the TLS tests must run: openssl is required
        (.ci/run installs it). Failing loudly beats passing without testing. */
@@ -426,6 +516,7 @@ int main(int argc, char **argv) {
     RUN(test_tls_bad_ca_file);
     RUN(test_tls_off);
     RUN(test_tls_handshake_timeout);
+    RUN(test_tls_keepalive_reuse);
     stop_server(&g_srv);
     stop_server(&g_name_srv);
     rm_pki();
