@@ -364,6 +364,35 @@ static void test_tls_bad_ca_file(void) {
     CHECK(client(g_path[P_SRV_KEY], false) == NULL); /* not a certificate */
 }
 
+static int g_alloc_left;
+static void *failing_alloc(size_t n, void *user) {
+    (void)user;
+    if (g_alloc_left-- <= 0) return NULL;
+    return malloc(n);
+}
+static void plain_free(void *p, void *user) { (void)user; free(p); }
+
+/* Every allocation of create failing in turn: NULL, logged, nothing leaked (ASan). */
+static void test_tls_create_alloc_failures(void) {
+    rsd_http_client_desc d;
+    rsd_http_client *c = NULL;
+    int k;
+    memset(&d, 0, sizeof d);
+    d.tls_ca_file = g_path[P_CA];
+    d.allocator.alloc_fn = failing_alloc;
+    d.allocator.free_fn = plain_free;
+    d.logger.fn = log_fn;
+    for (k = 0; k < 32 && !c; k++) {
+        memset(g_items, 0, sizeof g_items);
+        g_alloc_left = k;
+        c = rsd_http_client_create(&d);
+        if (!c) CHECK_EQ_INT(g_items[RSD_LOGITEM_ALLOC_FAILED], 1);
+    }
+    REQUIRE(c);
+    CHECK(k >= 8); /* the 2 TLS allocations went through the allocator too (client: 5) */
+    rsd_http_client_destroy(c);
+}
+
 static void test_tls_off(void) {
     rsd_http_client_desc d;
     rsd_http_client *c;
@@ -515,6 +544,7 @@ int main(int argc, char **argv) {
     RUN(test_tls_sync);
     RUN(test_tls_bad_ca_file);
     RUN(test_tls_off);
+    RUN(test_tls_create_alloc_failures);
     RUN(test_tls_handshake_timeout);
     RUN(test_tls_keepalive_reuse);
     stop_server(&g_srv);
