@@ -734,6 +734,13 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(HTTP_ACCEPT_FAILED, "http server: accept failed") \
     X(HTTP_BAD_REQUEST, "http server: bad request answered and closed") \
     X(HTTP_CLIENT_GONE, "http server: client went away before its answer")
+/* >>log:tls */
+#define RSDI_LOG_ITEMS_TLS(X) \
+    X(TLS_INSECURE, "tls: certificate verification DISABLED (tls_insecure_skip_verify)") \
+    X(TLS_SETUP_FAILED, "tls: setup failed (RNG seed, CA bundle, config)") \
+    X(TLS_NO_CA, "tls: no CA bundle loaded; https refused") \
+    X(TLS_HANDSHAKE_FAILED, "tls: handshake failed") \
+    X(TLS_VERIFY_FAILED, "tls: server certificate verification failed")
 /* >>log:reconcile */
 #define RSDI_LOG_ITEMS_RECONCILE(X) \
     X(RECONCILE_BAD_FACTS, "reconcile: facts rejected (limit, empty or overlong id)") \
@@ -800,7 +807,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
-    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_PROC(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X)
+    RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_PROC(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X) \
+    RSDI_LOG_ITEMS_TLS(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,

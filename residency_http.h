@@ -212,7 +212,8 @@
            on_sse(user, event) = parsed as text/event-stream (half the slot buffer
            receives, half collects an event's data), nothing kept. Streamed bodies
            are limited by max_stream_bytes (0 = unlimited) only.
-           Errors: RSD_ERR_ARG, RSD_ERR_URL, RSD_ERR_TLS_UNAVAILABLE (https),
+           Errors: RSD_ERR_ARG, RSD_ERR_URL, RSD_ERR_TLS_UNAVAILABLE (https without
+           RSD_HTTP_MBEDTLS or with tls_off), RSD_ERR_TLS (https, no CA bundle),
            RSD_ERR_RESOLVE (a name and no resolve_fn), RSD_ERR_TOO_LARGE (request
            over max_request_bytes), RSD_ERR_CAPACITY (every slot busy; logged).
        int rsd_http_client_step(c, uint64_t now_ms)
@@ -230,12 +231,14 @@
            Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
            status, or an error), sys_errno, status (0 if no head arrived), headers,
            num_headers, body (empty when streamed or on error), body_bytes (decoded
-           bytes received, streamed ones too), reused, retried, user. Every
+           bytes received, streamed ones too), reused, retried, tls_error and
+           tls_verify_flags (https failures, see TLS below), user. Every
            rsd_http_send that returned RSD_OK produces exactly one event (also on
            timeout, error or cancel). The views stay valid until the next call on c.
        int rsd_http_client_pollfds(c, rsd_pollfd *out, int cap)
            One entry per socket step is waiting on (POLLOUT while connecting or
-           sending, POLLIN while reading); kept-alive idle sockets are not listed.
+           sending, POLLIN while reading; during a TLS handshake whichever mbedTLS
+           waits for); kept-alive idle sockets are not listed.
            Returns how many it wants (only cap are written when that is more).
        uint64_t rsd_http_client_next_deadline(c)
            Earliest connect/total deadline or idle expiry; 0 when a queued request
@@ -428,9 +431,74 @@
        PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
        never a SIGPIPE handler; poll(), never select(). TLS: every connection
        does its I/O through an internal transport (recv/send/close function
-       pointers, plain sockets now) where mbedTLS will slot in; today an https
-       URL is RSD_ERR_TLS_UNAVAILABLE.
-       [doc:tls]
+       pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
+       TLS: https:// through mbedTLS (RSD_HTTP_MBEDTLS, http client)
+       -------------------------------------------------------------------------
+       Enable: compile the implementation with -DRSD_HTTP_MBEDTLS and link with
+       -lmbedtls -lmbedx509 -lmbedcrypto (Debian/Ubuntu: apt-get install
+       libmbedtls-dev; mbedTLS 2.28 is what is tested; it needs MBEDTLS_FS_IO,
+       MBEDTLS_X509_CRT_PARSE_C, MBEDTLS_SSL_SERVER_NAME_INDICATION and
+       MBEDTLS_ENTROPY_C/CTR_DRBG_C, all in the default config). mbedTLS headers
+       are included by the implementation only; public declarations carry no
+       mbedTLS types. Without the macro an https URL is RSD_ERR_TLS_UNAVAILABLE
+       from rsd_http_send / rsd_http_request_sync (plain http is unaffected).
+       Desc fields (rsd_http_client_desc, ignored without the macro):
+           tls_ca_file               PEM bundle of trusted CAs. NULL = the first
+                                     readable system bundle of
+                                     /etc/ssl/certs/ca-certificates.crt (Debian),
+                                     /etc/pki/tls/certs/ca-bundle.crt (Fedora),
+                                     /etc/ssl/ca-bundle.pem (openSUSE),
+                                     /etc/ssl/cert.pem (Alpine, macOS, BSD).
+                                     An explicit file that does not load makes
+                                     create fail (NULL, log TLS_SETUP_FAILED); no
+                                     system bundle found is not an error at create,
+                                     but every https send is then RSD_ERR_TLS (log
+                                     TLS_NO_CA) unless verification is off.
+           tls_insecure_skip_verify  no chain, validity or host name check at all
+                                     (mbedTLS VERIFY_NONE). Must be set explicitly;
+                                     create logs a RSD_LOG_WARN TLS_INSECURE item.
+           tls_off                   set nothing up (no CA parsing, no TLS memory):
+                                     https = RSD_ERR_TLS_UNAVAILABLE.
+       Verification (the default): the chain must end in a CA of the bundle
+       (TLS 1.2 minimum; mbedTLS's default suites), and the leaf must name the
+       URL's host: a DNS name is sent as SNI and checked by mbedTLS (SAN dNSName,
+       wildcards as mbedTLS does them, else CN); an IP literal (https://127.0.0.1,
+       https://[::1]) sends no SNI (RFC 6066) and must appear as an iPAddress SAN
+       (checked by this library: mbedTLS 2.28 does not match iPAddress names).
+       With resolve_fn or getaddrinfo the name checked is still the URL's host,
+       never the address it resolved to. No client certificates, no session
+       resumption, no ALPN, no renegotiation, no OCSP/CRL.
+       Non-blocking: the handshake runs inside rsd_http_client_step after the TCP
+       connect; WANT_READ / WANT_WRITE become the POLLIN / POLLOUT that
+       rsd_http_client_pollfds reports, and connect_timeout_ms covers TCP connect
+       plus handshake (RSD_ERR_TIMEOUT). Decrypted bytes buffered inside mbedTLS
+       (invisible to poll) make next_deadline return 0, so a poll loop never stalls
+       on them. Keep-alive works over TLS: a connection is reused only for the same
+       address, port and URL host name (what SNI and verification used); close sends a
+       best-effort close_notify. A peer closing without close_notify ends a
+       close-delimited body like plain TCP does (truncation is not detected there;
+       Content-Length / chunked bodies are).
+       Errors (rsd_http_event): RSD_ERR_TLS_VERIFY = certificate refused,
+       ev.tls_verify_flags holds mbedTLS's MBEDTLS_X509_BADCERT_* flags (NOT_TRUSTED
+       0x08 unknown CA, CN_MISMATCH 0x04 wrong name, EXPIRED 0x01, ...);
+       RSD_ERR_TLS = any other handshake failure (protocol, alert, no shared
+       cipher); ev.tls_error is the mbedTLS error code (< 0) in both. Log items
+       TLS_VERIFY_FAILED / TLS_HANDSHAKE_FAILED (RSD_LOG_WARN) carry the host, the
+       code, the flags and mbedTLS's text; keys, session secrets and request
+       headers are never logged.
+       MEMORY: create sets up everything from the desc's allocator (config, RNG,
+       CA chain holder, one mbedtls_ssl_context per max_conns socket), but mbedTLS
+       allocates internally with its own calloc/free: the CA chain when parsed,
+       the record buffers in mbedtls_ssl_setup (at create, about 2 x 16.7 KiB per
+       socket with the default MBEDTLS_SSL_MAX_CONTENT_LEN), and per connection
+       the SNI host name copy, the handshake state and the peer's certificate
+       chain. This library never calls mbedtls_platform_set_calloc_free (it is
+       process-global): route mbedTLS's allocations yourself if you need to.
+       (Whether mbedTLS allocates while reading/writing an established session is
+       not measured here.) Cost with TLS compiled in and not tls_off: parsing the
+       system bundle at every create (Debian's 144 certificates: ~14 ms per
+       create+destroy at -O2 on the shared 2-core box); set tls_off for clients
+       that never use https.
        DRIVE: rsd_ensurer runs reconciles over real sockets; its manual is at the
        top of the >>drive declarations section below.
        STATE: state directory, cross-process lock, persisted attribution (>>state)
@@ -833,6 +901,10 @@ typedef struct rsd_http_client_desc {
     void *resolve_user;
     rsd_allocator allocator;
     rsd_logger logger;
+    /* TLS (only with RSD_HTTP_MBEDTLS; ignored otherwise): */
+    const char *tls_ca_file;      /* PEM CA bundle; NULL = the system bundle (see the manual) */
+    bool tls_insecure_skip_verify;/* no certificate / host name check (logged as TLS_INSECURE) */
+    bool tls_off;                 /* do not set TLS up at all: https = RSD_ERR_TLS_UNAVAILABLE */
 } rsd_http_client_desc;
 
 /* One request. Everything is copied by rsd_http_send except body_buf and user. */
@@ -871,6 +943,8 @@ typedef struct rsd_http_event {
     uint64_t body_bytes;          /* decoded body bytes received (streamed ones too) */
     bool reused;                  /* went over a kept-alive connection */
     bool retried;                 /* was retried once on a fresh connection */
+    int tls_error;                /* RSD_ERR_TLS*: the mbedTLS error code (< 0), else 0 */
+    uint32_t tls_verify_flags;    /* RSD_ERR_TLS_VERIFY: mbedTLS MBEDTLS_X509_BADCERT_* flags */
     void *user;
 } rsd_http_event;
 
@@ -887,7 +961,8 @@ RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc
 RSD_API void rsd_http_client_destroy(rsd_http_client *c);
 /* Validates and queues a request (no I/O: connecting and sending happen in step).
    RSD_OK and *out, or RSD_ERR_ARG / RSD_ERR_URL / RSD_ERR_RESOLVE / RSD_ERR_TOO_LARGE /
-   RSD_ERR_CAPACITY (all slots busy) / RSD_ERR_TLS_UNAVAILABLE (https). */
+   RSD_ERR_CAPACITY (all slots busy) / RSD_ERR_TLS_UNAVAILABLE (https without
+   RSD_HTTP_MBEDTLS, or tls_off) / RSD_ERR_TLS (https and no CA bundle could be loaded). */
 RSD_API int rsd_http_send(rsd_http_client *c, const rsd_http_request *req, uint64_t now_ms,
                           rsd_http_req_h *out);
 /* Does all ready work without blocking: connects, writes, reads, timeouts. Returns the
@@ -2457,6 +2532,344 @@ static const rsdi_io rsdi_io_plain = {rsdi_plain_recv, rsdi_plain_send, rsdi_pla
 
 RSDI_PRIVATE bool rsdi_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 
+/* ---- >>tls: mbedTLS transport (RSD_HTTP_MBEDTLS) -------------------------------
+   One rsdi_tls per client (config, RNG, CA chain) and one rsdi_tls_conn per socket
+   slot, all set up in create (mbedtls_ssl_setup allocates the record buffers then);
+   the handshake runs non-blocking inside step. Without RSD_HTTP_MBEDTLS the hooks
+   below are stubs and https is RSD_ERR_TLS_UNAVAILABLE. */
+enum { RSDI_TLS_HS_DONE = 0, RSDI_TLS_HS_AGAIN = 1 };
+#if defined(RSD_HTTP_MBEDTLS)
+#include <mbedtls/ssl.h>
+#include <mbedtls/entropy.h>
+#include <mbedtls/ctr_drbg.h>
+#include <mbedtls/x509_crt.h>
+#include <mbedtls/error.h>
+#include <mbedtls/net_sockets.h> /* MBEDTLS_ERR_NET_* codes only */
+#include <mbedtls/asn1.h>
+
+typedef struct rsdi_tls_conn {
+    mbedtls_ssl_context ssl;
+    int fd;
+    int sys_errno;       /* errno behind the last failed bio call */
+    short want;          /* POLLIN / POLLOUT the handshake waits for */
+    bool handshaken;
+    size_t ip_len;       /* IP-literal host: 4 or 16 bytes in ip, checked against iPAddress SANs */
+    unsigned char ip[16];
+} rsdi_tls_conn;
+
+typedef struct rsdi_tls {
+    mbedtls_ssl_config conf;
+    mbedtls_entropy_context entropy;
+    mbedtls_ctr_drbg_context drbg;
+    mbedtls_x509_crt ca;
+    bool ca_loaded, insecure;
+    int nconns, nsetup;
+    rsdi_tls_conn *conns;
+    rsd_allocator allocator;
+} rsdi_tls;
+
+/* Tried in order when tls_ca_file is NULL. */
+static const char *const rsdi_tls_system_bundles[] = {
+    "/etc/ssl/certs/ca-certificates.crt", /* Debian, Ubuntu, Arch, Gentoo */
+    "/etc/pki/tls/certs/ca-bundle.crt",   /* Fedora, RHEL */
+    "/etc/ssl/ca-bundle.pem",             /* openSUSE */
+    "/etc/ssl/cert.pem",                  /* Alpine, macOS, BSDs */
+    NULL
+};
+
+RSDI_PRIVATE int rsdi_tls_bio_send(void *ctx, const unsigned char *buf, size_t len) {
+    rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
+    ssize_t r;
+    do { r = send(t->fd, buf, len, RSDI_SEND_FLAGS); } while (r < 0 && errno == EINTR);
+    if (r >= 0) return (int)r;
+    t->sys_errno = errno;
+    if (rsdi_would_block(errno)) return MBEDTLS_ERR_SSL_WANT_WRITE;
+    if (errno == EPIPE || errno == ECONNRESET) return MBEDTLS_ERR_NET_CONN_RESET;
+    return MBEDTLS_ERR_NET_SEND_FAILED;
+}
+
+RSDI_PRIVATE int rsdi_tls_bio_recv(void *ctx, unsigned char *buf, size_t len) {
+    rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
+    ssize_t r;
+    do { r = recv(t->fd, buf, len, 0); } while (r < 0 && errno == EINTR);
+    if (r >= 0) return (int)r;
+    t->sys_errno = errno;
+    if (rsdi_would_block(errno)) return MBEDTLS_ERR_SSL_WANT_READ;
+    if (errno == ECONNRESET) return MBEDTLS_ERR_NET_CONN_RESET;
+    return MBEDTLS_ERR_NET_RECV_FAILED;
+}
+
+/* rsdi_io over an established TLS session: same contract as the plain one. */
+RSDI_PRIVATE long rsdi_tls_recv(void *ctx, int fd, char *buf, size_t n) {
+    rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
+    int r;
+    (void)fd;
+    if (n > 0x40000000u) n = 0x40000000u;
+    r = mbedtls_ssl_read(&t->ssl, (unsigned char *)buf, n);
+    if (r >= 0) return (long)r;
+    if (r == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || r == MBEDTLS_ERR_SSL_CONN_EOF) return 0;
+    if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE) errno = EAGAIN;
+    else if (r == MBEDTLS_ERR_NET_CONN_RESET) errno = ECONNRESET;
+    else errno = t->sys_errno ? t->sys_errno : EIO;
+    return -1;
+}
+
+RSDI_PRIVATE long rsdi_tls_send(void *ctx, int fd, const char *buf, size_t n) {
+    rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
+    int r;
+    (void)fd;
+    if (n > 0x40000000u) n = 0x40000000u;
+    r = mbedtls_ssl_write(&t->ssl, (const unsigned char *)buf, n);
+    if (r >= 0) return (long)r;
+    if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE) errno = EAGAIN;
+    else if (r == MBEDTLS_ERR_NET_CONN_RESET) errno = ECONNRESET;
+    else errno = t->sys_errno ? t->sys_errno : EIO;
+    return -1;
+}
+
+/* Best-effort close_notify (never waits), then the socket; the context is reset for
+   the slot's next connection (its buffers stay allocated). */
+RSDI_PRIVATE void rsdi_tls_close(void *ctx, int fd) {
+    rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
+    if (t->handshaken) (void)mbedtls_ssl_close_notify(&t->ssl);
+    (void)close(fd);
+    (void)mbedtls_ssl_session_reset(&t->ssl);
+    t->fd = -1;
+    t->handshaken = false;
+    t->want = 0;
+}
+
+static const rsdi_io rsdi_io_tls = {rsdi_tls_recv, rsdi_tls_send, rsdi_tls_close};
+
+/* True when the certificate's subjectAltName holds iPAddress == ip[0..n). mbedTLS 2.28
+   neither parses nor matches iPAddress names, so this walks the DER extensions. */
+RSDI_PRIVATE bool rsdi_tls_san_has_ip(const mbedtls_x509_crt *crt, const unsigned char *ip, size_t n) {
+    static const unsigned char san_oid[3] = {0x55, 0x1D, 0x11}; /* 2.5.29.17 */
+    unsigned char *p = crt->v3_ext.p, *end = p + crt->v3_ext.len, *ext_end;
+    size_t len;
+    if (!p || crt->v3_ext.len == 0) return false;
+    if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) != 0) return false;
+    end = p + len;
+    while (p < end) {
+        size_t oid_len;
+        unsigned char *oid;
+        if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) != 0) return false;
+        ext_end = p + len;
+        if (mbedtls_asn1_get_tag(&p, ext_end, &oid_len, MBEDTLS_ASN1_OID) != 0) return false;
+        oid = p;
+        p += oid_len;
+        if (oid_len == sizeof san_oid && memcmp(oid, san_oid, sizeof san_oid) == 0) {
+            unsigned char *q, *q_end;
+            if (p < ext_end && *p == MBEDTLS_ASN1_BOOLEAN) {
+                int crit;
+                if (mbedtls_asn1_get_bool(&p, ext_end, &crit) != 0) return false;
+            }
+            if (mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_OCTET_STRING) != 0) return false;
+            q = p;
+            q_end = p + len;
+            if (mbedtls_asn1_get_tag(&q, q_end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) != 0) return false;
+            q_end = q + len;
+            while (q < q_end) { /* GeneralName: [7] IMPLICIT OCTET STRING is iPAddress */
+                int tag = *q++;
+                if (mbedtls_asn1_get_len(&q, q_end, &len) != 0) return false;
+                if (tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && len == n && memcmp(q, ip, n) == 0) return true;
+                q += len;
+            }
+            return false;
+        }
+        p = ext_end;
+    }
+    return false;
+}
+
+/* Verify hook: for an IP-literal host the leaf must name that address. */
+RSDI_PRIVATE int rsdi_tls_verify_cb(void *ctx, mbedtls_x509_crt *crt, int depth, uint32_t *flags) {
+    rsdi_tls_conn *tc = (rsdi_tls_conn *)ctx;
+    if (depth == 0 && tc->ip_len && !rsdi_tls_san_has_ip(crt, tc->ip, tc->ip_len))
+        *flags |= MBEDTLS_X509_BADCERT_CN_MISMATCH;
+    return 0;
+}
+
+RSDI_PRIVATE void rsdi_tls_destroy(rsdi_tls *t) {
+    int k;
+    rsd_allocator a;
+    if (!t) return;
+    a = t->allocator;
+    for (k = 0; k < t->nsetup; k++) mbedtls_ssl_free(&t->conns[k].ssl);
+    rsdi_free(&a, t->conns);
+    mbedtls_x509_crt_free(&t->ca);
+    mbedtls_ssl_config_free(&t->conf);
+    mbedtls_ctr_drbg_free(&t->drbg);
+    mbedtls_entropy_free(&t->entropy);
+    rsdi_free(&a, t);
+}
+
+/* Everything TLS needs, set up now: RNG, CA chain, config, one context per socket.
+   NULL on failure (logged). */
+RSDI_PRIVATE rsdi_tls *rsdi_tls_create(const rsd_http_client_desc *d, int nconns) {
+    static const char pers[] = "residency_http client";
+    rsdi_tls *t;
+    int k, r;
+    char err[128];
+    t = (rsdi_tls *)rsdi_malloc(&d->allocator, sizeof *t);
+    if (!t) goto nomem;
+    memset(t, 0, sizeof *t);
+    t->allocator = d->allocator;
+    t->insecure = d->tls_insecure_skip_verify;
+    mbedtls_ssl_config_init(&t->conf);
+    mbedtls_entropy_init(&t->entropy);
+    mbedtls_ctr_drbg_init(&t->drbg);
+    mbedtls_x509_crt_init(&t->ca);
+    t->conns = (rsdi_tls_conn *)rsdi_malloc(&d->allocator, sizeof(rsdi_tls_conn) * (size_t)nconns);
+    if (!t->conns) {
+        rsdi_tls_destroy(t);
+        goto nomem;
+    }
+    memset(t->conns, 0, sizeof(rsdi_tls_conn) * (size_t)nconns);
+    t->nconns = nconns;
+    r = mbedtls_ctr_drbg_seed(&t->drbg, mbedtls_entropy_func, &t->entropy,
+                              (const unsigned char *)pers, sizeof pers - 1);
+    if (r != 0) {
+        mbedtls_strerror(r, err, sizeof err);
+        rsdi_logf(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_TLS_SETUP_FAILED, RSDI_WHERE,
+                  "tls: RNG seed failed: -0x%04x %s", (unsigned)-r, err);
+        goto fail;
+    }
+    if (d->tls_ca_file) {
+        r = mbedtls_x509_crt_parse_file(&t->ca, d->tls_ca_file);
+        if (r < 0 || t->ca.version == 0) {
+            mbedtls_strerror(r, err, sizeof err);
+            rsdi_logf(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_TLS_SETUP_FAILED, RSDI_WHERE,
+                      "tls: cannot load CA file %s: -0x%04x %s", d->tls_ca_file, (unsigned)-r, err);
+            goto fail;
+        }
+        t->ca_loaded = true;
+    } else {
+        const char *const *b;
+        for (b = rsdi_tls_system_bundles; *b && !t->ca_loaded; b++) {
+            if (access(*b, R_OK) != 0) continue;
+            r = mbedtls_x509_crt_parse_file(&t->ca, *b);
+            if (r >= 0 && t->ca.version != 0) t->ca_loaded = true;
+        }
+        /* none found: https fails at send (TLS_NO_CA) unless verification is off */
+    }
+    r = mbedtls_ssl_config_defaults(&t->conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
+                                    MBEDTLS_SSL_PRESET_DEFAULT);
+    if (r != 0) goto fail_cfg;
+    mbedtls_ssl_conf_min_version(&t->conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
+    mbedtls_ssl_conf_rng(&t->conf, mbedtls_ctr_drbg_random, &t->drbg);
+    mbedtls_ssl_conf_ca_chain(&t->conf, &t->ca, NULL);
+    mbedtls_ssl_conf_authmode(&t->conf, t->insecure ? MBEDTLS_SSL_VERIFY_NONE : MBEDTLS_SSL_VERIFY_REQUIRED);
+    for (k = 0; k < nconns; k++) {
+        rsdi_tls_conn *tc = &t->conns[k];
+        mbedtls_ssl_init(&tc->ssl);
+        t->nsetup = k + 1;
+        tc->fd = -1;
+        r = mbedtls_ssl_setup(&tc->ssl, &t->conf);
+        if (r != 0) goto fail_cfg;
+        mbedtls_ssl_set_bio(&tc->ssl, tc, rsdi_tls_bio_send, rsdi_tls_bio_recv, NULL);
+        mbedtls_ssl_set_verify(&tc->ssl, rsdi_tls_verify_cb, tc);
+    }
+    if (t->insecure)
+        rsdi_log(&d->logger, RSD_LOG_WARN, RSD_LOGITEM_TLS_INSECURE,
+                 "tls: certificate and host name verification DISABLED by tls_insecure_skip_verify", RSDI_WHERE);
+    return t;
+fail_cfg:
+    mbedtls_strerror(r, err, sizeof err);
+    rsdi_logf(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_TLS_SETUP_FAILED, RSDI_WHERE,
+              "tls: config/setup failed: -0x%04x %s", (unsigned)-r, err);
+fail:
+    rsdi_tls_destroy(t);
+    return NULL;
+nomem:
+    rsdi_log(&d->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "http client: tls allocation failed", RSDI_WHERE);
+    return NULL;
+}
+
+/* Prepares slot k's context for a new connection on fd to host (SNI + name check). */
+RSDI_PRIVATE int rsdi_tls_begin(rsdi_tls *t, int k, int fd, const char *host, const rsdi_io **io,
+                                void **ctx) {
+    rsdi_tls_conn *tc = &t->conns[k];
+    (void)mbedtls_ssl_session_reset(&tc->ssl);
+    tc->fd = fd;
+    tc->sys_errno = 0;
+    tc->handshaken = false;
+    tc->want = POLLOUT;
+    tc->ip_len = 0;
+    if (inet_pton(AF_INET, host, tc->ip) == 1) tc->ip_len = 4;
+    else if (inet_pton(AF_INET6, host, tc->ip) == 1) tc->ip_len = 16;
+    /* a name: SNI + mbedTLS's name check; an address: no SNI (RFC 6066), own SAN check */
+    if (mbedtls_ssl_set_hostname(&tc->ssl, tc->ip_len ? NULL : host) != 0) return RSD_ERR_TLS;
+    *io = &rsdi_io_tls;
+    *ctx = tc;
+    return RSD_OK;
+}
+
+/* One non-blocking handshake step: RSDI_TLS_HS_DONE, RSDI_TLS_HS_AGAIN (wait for
+   tc->want), or RSD_ERR_TLS / RSD_ERR_TLS_VERIFY with *code = the mbedTLS error and
+   *flags = the verify flags. what/cap receives a one-line reason for the log. */
+RSDI_PRIVATE int rsdi_tls_handshake(void *ctx, int *code, uint32_t *flags, char *what, size_t cap) {
+    rsdi_tls_conn *tc = (rsdi_tls_conn *)ctx;
+    int r = mbedtls_ssl_handshake(&tc->ssl);
+    *code = 0;
+    *flags = 0;
+    if (r == 0) {
+        tc->handshaken = true;
+        tc->want = 0;
+        return RSDI_TLS_HS_DONE;
+    }
+    if (r == MBEDTLS_ERR_SSL_WANT_READ || r == MBEDTLS_ERR_SSL_WANT_WRITE) {
+        tc->want = r == MBEDTLS_ERR_SSL_WANT_READ ? POLLIN : POLLOUT;
+        return RSDI_TLS_HS_AGAIN;
+    }
+    *code = r;
+    if (r == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
+        int n;
+        *flags = mbedtls_ssl_get_verify_result(&tc->ssl);
+        n = mbedtls_x509_crt_verify_info(what, cap, "", *flags);
+        if (n <= 0) what[0] = '\0';
+        { /* one line: the info is "reason\nreason\n" */
+            size_t i;
+            for (i = 0; what[i]; i++)
+                if (what[i] == '\n') what[i] = what[i + 1] ? ';' : '\0';
+        }
+        return RSD_ERR_TLS_VERIFY;
+    }
+    mbedtls_strerror(r, what, cap);
+    return RSD_ERR_TLS;
+}
+
+/* POLLIN/POLLOUT the handshake on this connection waits for. */
+RSDI_PRIVATE short rsdi_tls_want(void *ctx) {
+    return ((rsdi_tls_conn *)ctx)->want;
+}
+
+/* Decrypted bytes waiting inside mbedTLS (poll() cannot see them). */
+RSDI_PRIVATE bool rsdi_tls_pending(const rsdi_io *io, void *ctx) {
+    return io == &rsdi_io_tls && mbedtls_ssl_get_bytes_avail(&((rsdi_tls_conn *)ctx)->ssl) > 0;
+}
+
+RSDI_PRIVATE bool rsdi_tls_usable(const rsdi_tls *t) { return t && (t->ca_loaded || t->insecure); }
+#else /* !RSD_HTTP_MBEDTLS: stubs */
+typedef struct rsdi_tls { int unused; } rsdi_tls;
+RSDI_PRIVATE void rsdi_tls_destroy(rsdi_tls *t) { (void)t; }
+RSDI_PRIVATE int rsdi_tls_begin(rsdi_tls *t, int k, int fd, const char *host, const rsdi_io **io,
+                                void **ctx) {
+    (void)t; (void)k; (void)fd; (void)host; (void)io; (void)ctx;
+    return RSD_ERR_TLS_UNAVAILABLE;
+}
+RSDI_PRIVATE int rsdi_tls_handshake(void *ctx, int *code, uint32_t *flags, char *what, size_t cap) {
+    (void)ctx; (void)what; (void)cap;
+    *code = 0;
+    *flags = 0;
+    return RSD_ERR_TLS_UNAVAILABLE;
+}
+RSDI_PRIVATE short rsdi_tls_want(void *ctx) { (void)ctx; return POLLOUT; }
+RSDI_PRIVATE bool rsdi_tls_pending(const rsdi_io *io, void *ctx) { (void)io; (void)ctx; return false; }
+RSDI_PRIVATE bool rsdi_tls_usable(const rsdi_tls *t) { (void)t; return false; }
+#endif /* RSD_HTTP_MBEDTLS */
+/* ---- >>tls end ----------------------------------------------------------------- */
+
 /* O_NONBLOCK and FD_CLOEXEC on an existing descriptor. */
 RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
     int fl = fcntl(fd, F_GETFL, 0);
@@ -2724,7 +3137,7 @@ RSD_API int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *use
 }
 
 /* ---- client ------------------------------------------------------------------- */
-enum { RSDI_CC_FREE = 0, RSDI_CC_CONNECTING, RSDI_CC_BUSY, RSDI_CC_IDLE };
+enum { RSDI_CC_FREE = 0, RSDI_CC_CONNECTING, RSDI_CC_BUSY, RSDI_CC_IDLE, RSDI_CC_HANDSHAKE };
 enum {
     RSDI_RQ_FREE = 0, RSDI_RQ_QUEUED, RSDI_RQ_CONNECTING, RSDI_RQ_SENDING, RSDI_RQ_HEAD,
     RSDI_RQ_BODY, RSDI_RQ_DONE, RSDI_RQ_DELIVERED
@@ -2741,6 +3154,8 @@ typedef struct rsdi_cconn {
     rsdi_addr addr;
     const rsdi_io *io;
     void *io_ctx;
+    bool tls;            /* https: kept-alive reuse also needs the same host name */
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1];
 } rsdi_cconn;
 
 typedef struct rsdi_creq {
@@ -2763,6 +3178,10 @@ typedef struct rsdi_creq {
     uint64_t connect_deadline, total_deadline, done_seq;
     bool idempotent, is_head, reused, retried, fresh_only, extra, got_head, paused;
     int result, sys_errno;
+    bool tls;            /* https: host is the SNI / verified name */
+    char host[RSD_HTTP_MAX_HOST_BYTES + 1];
+    int tls_error;
+    uint32_t tls_flags;
     void (*on_body)(void *user, const char *data, size_t len);
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     void *user;
@@ -2778,6 +3197,7 @@ struct rsd_http_client {
     int delivered;       /* slot whose event views are live, -1 */
     uint64_t seq, now;
     rsd_http_client_stats stats;
+    rsdi_tls *tls;       /* NULL: https = RSD_ERR_TLS_UNAVAILABLE */
 };
 
 RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
@@ -2847,6 +3267,15 @@ RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc
         r->gen = 1;
         r->conn = -1;
     }
+#if defined(RSD_HTTP_MBEDTLS)
+    if (!d.tls_off) {
+        c->tls = rsdi_tls_create(&d, d.max_conns);
+        if (!c->tls) {
+            rsd_http_client_destroy(c);
+            return NULL; /* logged */
+        }
+    }
+#endif
     return c;
 nomem:
     rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "http client: allocation failed", RSDI_WHERE);
@@ -2869,6 +3298,7 @@ RSD_API void rsd_http_client_destroy(rsd_http_client *c) {
     if (c->conns)
         for (i = 0; i < c->nconns; i++)
             if (c->conns[i].fd >= 0) rsdi_cconn_close(c, i);
+    rsdi_tls_destroy(c->tls);
     rsdi_free(&a, c->bufs);
     rsdi_free(&a, c->pfds);
     rsdi_free(&a, c->reqs);
@@ -2989,7 +3419,12 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
         return RSD_ERR_ARG;
     res = rsd_url_parse(&u, q->url, strlen(q->url));
     if (res < 0) return res;
-    if (u.tls) return RSD_ERR_TLS_UNAVAILABLE;
+    if (u.tls && !c->tls) return RSD_ERR_TLS_UNAVAILABLE;
+    if (u.tls && !rsdi_tls_usable(c->tls)) {
+        rsdi_log(&c->desc.logger, RSD_LOG_ERROR, RSD_LOGITEM_TLS_NO_CA,
+                 "tls: no CA bundle was loaded (set tls_ca_file); https refused", RSDI_WHERE);
+        return RSD_ERR_TLS;
+    }
     res = rsdi_client_addr(c, &u, numeric, &addr);
     if (res < 0) {
         rsdi_log(&c->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_RESOLVE_FAILED,
@@ -3010,6 +3445,14 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     if (res < 0) return res;
     r->addr = addr;
     r->conn = -1;
+    r->tls = u.tls;
+    r->host[0] = '\0';
+    if (u.tls) { /* u.host.len <= RSD_HTTP_MAX_HOST_BYTES: checked by rsdi_client_addr */
+        memcpy(r->host, u.host.ptr, u.host.len);
+        r->host[u.host.len] = '\0';
+    }
+    r->tls_error = 0;
+    r->tls_flags = 0;
     r->head_len = 0;
     r->body_len = 0;
     r->body_total = 0;
@@ -3129,7 +3572,8 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     if (!r->fresh_only && !c->desc.no_keepalive) {
         for (k = 0; k < c->nconns; k++) {
             cn = &c->conns[k];
-            if (cn->state == RSDI_CC_IDLE && rsdi_addr_eq(&cn->addr, &r->addr)) {
+            if (cn->state == RSDI_CC_IDLE && rsdi_addr_eq(&cn->addr, &r->addr) && cn->tls == r->tls &&
+                (!r->tls || strcmp(cn->host, r->host) == 0)) {
                 cn->state = RSDI_CC_BUSY;
                 cn->req = i;
                 r->conn = k;
@@ -3163,11 +3607,22 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     cn->addr = r->addr;
     cn->req = i;
     cn->hint = RSDI_HINT_UNKNOWN;
+    cn->tls = r->tls;
+    memcpy(cn->host, r->host, sizeof cn->host);
     r->conn = pick;
     c->stats.connects++;
+    if (r->tls && rsdi_tls_begin(c->tls, pick, fd, r->host, &cn->io, &cn->io_ctx) < 0) {
+        cn->state = RSDI_CC_BUSY;
+        rsdi_req_finish(c, i, RSD_ERR_TLS, 0);
+        return;
+    }
     if (connect(fd, (const struct sockaddr *)(const void *)&r->addr.ss, r->addr.len) == 0) {
         cn->state = RSDI_CC_BUSY;
         r->state = RSDI_RQ_SENDING;
+        if (r->tls) { /* the handshake comes first: still "connecting" */
+            cn->state = RSDI_CC_HANDSHAKE;
+            r->state = RSDI_RQ_CONNECTING;
+        }
     } else if (errno == EINPROGRESS || errno == EINTR) {
         cn->state = RSDI_CC_CONNECTING;
         r->state = RSDI_RQ_CONNECTING;
@@ -3362,7 +3817,7 @@ RSDI_PRIVATE bool rsdi_poll_one(int fd, short ev) {
 RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn = &c->conns[r->conn];
-    if (r->state == RSDI_RQ_CONNECTING) {
+    if (r->state == RSDI_RQ_CONNECTING && cn->state != RSDI_CC_HANDSHAKE) {
         int err = 0;
         socklen_t len = (socklen_t)sizeof err;
         if (cn->hint == RSDI_HINT_IDLE) return;
@@ -3370,6 +3825,33 @@ RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
         if (getsockopt(cn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
         if (err) {
             rsdi_req_finish(c, i, RSD_ERR_CONNECT, err);
+            return;
+        }
+        cn->state = RSDI_CC_BUSY;
+        r->state = RSDI_RQ_SENDING;
+        if (r->tls) {
+            cn->state = RSDI_CC_HANDSHAKE;
+            r->state = RSDI_RQ_CONNECTING;
+            cn->hint = RSDI_HINT_UNKNOWN; /* try the first flight now */
+        }
+    }
+    if (r->state == RSDI_RQ_CONNECTING) { /* TLS handshake; the connect timeout covers it */
+        char what[160];
+        int code = 0, hs;
+        uint32_t flags = 0;
+        if (cn->hint == RSDI_HINT_IDLE) return;
+        what[0] = '\0';
+        hs = rsdi_tls_handshake(cn->io_ctx, &code, &flags, what, sizeof what);
+        if (hs == RSDI_TLS_HS_AGAIN) return;
+        if (hs < 0) {
+            r->tls_error = code;
+            r->tls_flags = flags;
+            rsdi_logf(&c->desc.logger, RSD_LOG_WARN,
+                      hs == RSD_ERR_TLS_VERIFY ? RSD_LOGITEM_TLS_VERIFY_FAILED : RSD_LOGITEM_TLS_HANDSHAKE_FAILED,
+                      RSDI_WHERE, "tls: %s: %s (mbedTLS -0x%04x, verify flags 0x%08x): %s",
+                      r->host, hs == RSD_ERR_TLS_VERIFY ? "certificate verification failed" : "handshake failed",
+                      (unsigned)-code, (unsigned)flags, what);
+            rsdi_req_finish(c, i, hs, 0);
             return;
         }
         cn->state = RSDI_CC_BUSY;
@@ -3406,6 +3888,8 @@ RSDI_PRIVATE int rsdi_client_step(rsd_http_client *c, uint64_t now, const rsd_po
             for (k = 0; k < c->nconns; k++)
                 if (c->conns[k].fd == fds[i].fd && c->conns[k].state != RSDI_CC_FREE) {
                     c->conns[k].hint = fds[i].revents ? RSDI_HINT_READY : RSDI_HINT_IDLE;
+                    if (c->conns[k].hint == RSDI_HINT_IDLE && rsdi_tls_pending(c->conns[k].io, c->conns[k].io_ctx))
+                        c->conns[k].hint = RSDI_HINT_UNKNOWN; /* decrypted bytes poll() cannot see */
                     break;
                 }
     for (i = 0; i < c->nreqs; i++)
@@ -3472,6 +3956,8 @@ RSDI_PRIVATE bool rsdi_client_take(rsd_http_client *c, int want, rsd_http_event 
     ev->body_bytes = r->body_total;
     ev->reused = r->reused;
     ev->retried = r->retried;
+    ev->tls_error = r->tls_error;
+    ev->tls_verify_flags = r->tls_flags;
     ev->user = r->user;
     r->state = RSDI_RQ_DELIVERED;
     c->delivered = best;
@@ -3489,7 +3975,9 @@ RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap
     for (i = 0; i < c->nreqs; i++) {
         rsdi_creq *r = &c->reqs[i];
         short ev;
-        if (r->state == RSDI_RQ_CONNECTING || r->state == RSDI_RQ_SENDING) ev = POLLOUT;
+        if (r->state == RSDI_RQ_CONNECTING && c->conns[r->conn].state == RSDI_CC_HANDSHAKE)
+            ev = rsdi_tls_want(c->conns[r->conn].io_ctx);
+        else if (r->state == RSDI_RQ_CONNECTING || r->state == RSDI_RQ_SENDING) ev = POLLOUT;
         else if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused) ev = POLLIN;
         else continue;
         if (out && n < cap) {
@@ -3513,6 +4001,9 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
         rsdi_creq *r = &c->reqs[i];
         if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
         if (r->state == RSDI_RQ_QUEUED && can_start) return 0;
+        if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused &&
+            rsdi_tls_pending(c->conns[r->conn].io, c->conns[r->conn].io_ctx))
+            return 0;
         if (r->state <= RSDI_RQ_CONNECTING && r->connect_deadline < dl) dl = r->connect_deadline;
         if (r->total_deadline < dl) dl = r->total_deadline;
     }

@@ -855,6 +855,7 @@ static void test_arguments(void) {
     memset(&cd, 0, sizeof cd); memset(&q, 0, sizeof q);
     cd.max_requests = 2;
     cd.max_request_bytes = 128;
+    cd.tls_off = true; /* https must be refused even when built with RSD_HTTP_MBEDTLS */
     c = rsd_http_client_create(&cd);
     REQUIRE(c);
     CHECK_EQ_INT(rsd_http_send(c, &q, 0, &h), RSD_ERR_ARG);
