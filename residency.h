@@ -2930,6 +2930,14 @@ RSD_API const char *rsd_pool_why_name(int why);
 #endif
 
 /* ==== >>util: results, strings, overflow-checked sizes ==================== */
+/* Body of an enum-to-string function over an X(NAME, "string") list: the string of v,
+   or "unknown" outside 0..num-1. */
+#define RSDI_ENUM_STR_X(n, str) str,
+#define RSDI_ENUM_STR(LIST, num, v) \
+    do { \
+        static const char *const rsdi_names_[] = {LIST(RSDI_ENUM_STR_X) "unknown"}; \
+        return (int)(v) >= 0 && (int)(v) < (int)(num) ? rsdi_names_[(int)(v)] : "unknown"; \
+    } while (0)
 RSD_API const char *rsd_result_str(int result) {
     switch (result) {
 #ifdef RSD_NO_ERROR_STRINGS
@@ -3993,21 +4001,11 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
 /* ==== >>reconcile (implementation) ======================================== */
 #include <stdlib.h> /* getenv */
 RSD_API const char *rsd_decision_str(int decision) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_DECISIONS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return decision >= 0 && decision < (int)RSD_DECISION_NUM ? s[decision] : "unknown";
+    RSDI_ENUM_STR(RSD_DECISIONS, RSD_DECISION_NUM, decision);
 }
 
 RSD_API const char *rsd_reason_str(int reason) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_REASONS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return reason >= 0 && reason < (int)RSD_REASON_NUM ? s[reason] : "unknown";
+    RSDI_ENUM_STR(RSD_REASONS, RSD_REASON_NUM, reason);
 }
 
 RSD_API const char *rsd_reason_name(int reason) {
@@ -4020,30 +4018,15 @@ RSD_API const char *rsd_reason_name(int reason) {
 }
 
 RSD_API const char *rsd_notice_kind_str(int kind) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_NOTICE_KINDS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return kind >= 0 && kind < (int)RSD_NOTICE_KIND_NUM ? s[kind] : "unknown";
+    RSDI_ENUM_STR(RSD_NOTICE_KINDS, RSD_NOTICE_KIND_NUM, kind);
 }
 
 RSD_API const char *rsd_notice_level_str(int level) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_NOTICE_LEVELS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return level >= 0 && level < (int)RSD_LEVEL_NUM ? s[level] : "unknown";
+    RSDI_ENUM_STR(RSD_NOTICE_LEVELS, RSD_LEVEL_NUM, level);
 }
 
 RSD_API const char *rsd_notice_msg_str(int msg) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_NOTICE_MSGS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return msg >= 0 && msg < (int)RSD_MSG_NUM ? s[msg] : "unknown";
+    RSDI_ENUM_STR(RSD_NOTICE_MSGS, RSD_MSG_NUM, msg);
 }
 
 RSD_API const char *rsd_role_str(int role) {
@@ -4963,12 +4946,7 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
 /* ==== >>payload (implementation) ========================================== */
 /* >>payload:router */
 RSD_API const char *rsd_model_state_str(int state) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_MODEL_STATES(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return state >= 0 && state < (int)RSD_MODEL_STATE_NUM ? s[state] : "unknown";
+    RSDI_ENUM_STR(RSD_MODEL_STATES, RSD_MODEL_STATE_NUM, state);
 }
 
 RSD_API bool rsd_model_state_resident(int state) {
@@ -6199,39 +6177,19 @@ RSD_API int rsd_lms_root_url(rsd_str url, char *out, size_t cap) {
 /* ==== >>driver (implementation) =========================================== */
 /* >>driver:core */
 RSD_API const char *rsd_outcome_str(int outcome) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_OUTCOMES(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return outcome >= 0 && outcome < (int)RSD_OUTCOME_NUM ? s[outcome] : "unknown";
+    RSDI_ENUM_STR(RSD_OUTCOMES, RSD_OUTCOME_NUM, outcome);
 }
 
 RSD_API const char *rsd_step_kind_str(int kind) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_STEP_KINDS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return kind >= 0 && kind < (int)RSD_STEP_KIND_NUM ? s[kind] : "unknown";
+    RSDI_ENUM_STR(RSD_STEP_KINDS, RSD_STEP_KIND_NUM, kind);
 }
 
 RSD_API const char *rsd_http_op_str(int op) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_HTTP_OPS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return op >= 0 && op < (int)RSD_OP_NUM ? s[op] : "unknown";
+    RSDI_ENUM_STR(RSD_HTTP_OPS, RSD_OP_NUM, op);
 }
 
 RSD_API const char *rsd_driver_msg_str(int dmsg) {
-    static const char *const s[] = {
-#define RSDI_X(n, str) str,
-        RSD_DRIVER_MSGS(RSDI_X)
-#undef RSDI_X
-        "unknown"};
-    return dmsg >= 0 && dmsg < (int)RSD_DMSG_NUM ? s[dmsg] : "unknown";
+    RSDI_ENUM_STR(RSD_DRIVER_MSGS, RSD_DMSG_NUM, dmsg);
 }
 
 /* Machine phases (rsd_reconcile.phase). */
