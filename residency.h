@@ -1416,11 +1416,8 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
            strings, null, 0, negatives, fractions below 1 -> 0 = unknown.
            unlimited = is_router and max_instances is exactly 0 (--models-max
            0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
-       int rsd_payload_error_message(body, len, toks, n_toks, buf, cap);
-           The message of an error envelope {"error":{"message":..}} (also
-           {"error":"..."} and {"message":".."}), NUL-terminated, truncated to
-           cap; returns its length, or RSD_ERR_NOT_FOUND (no JSON message; a
-           router may answer 500 with a plain-text body), or a JSON error.
+       Error bodies: rsd_server_error_parse (>>payload:ollama) reads every
+           runtime's error envelope.
        Limits: RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES 65536,
        RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of ~75
        tokens). sizeof(rsd_listing) is about 140 KB (x86-64): keep it off
@@ -1507,10 +1504,6 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
 /* Parse a router GET /props body (role, max_instances per L12). RSD_OK or a JSON error. */
 RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
                                    uint32_t n_toks, rsd_router_props *out);
-/* Message of an error envelope into buf (NUL-terminated, truncated); its length,
-   RSD_ERR_NOT_FOUND when there is none, or a JSON error. */
-RSD_API int rsd_payload_error_message(const char *body, size_t len, rsd_json_tok *toks,
-                                      uint32_t n_toks, char *buf, size_t cap);
 /* >>payload:router end */
 /* >>payload:ollama */
 /* Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation).
@@ -5135,25 +5128,6 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     if (x >= 1.0) out->max_instances = x >= 2147483647.0 ? 0x7FFFFFFFu : (uint32_t)x; /* floor (L12) */
     else if (x == 0.0 && out->is_router) out->unlimited = true;
     return RSD_OK;
-}
-
-RSD_API int rsd_payload_error_message(const char *body, size_t len, rsd_json_tok *toks,
-                                      uint32_t n_toks, char *buf, size_t cap) {
-    rsd_json_doc doc;
-    int r, v, e;
-    size_t n = 0;
-    if ((!body && len) || !toks || !n_toks || (!buf && cap)) return RSD_ERR_ARG;
-    if (cap) buf[0] = '\0';
-    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
-    if (r < 0) return r;
-    e = rsd_json_find(&doc, 0, "error");
-    v = rsd_json_type_of(&doc, e) == RSD_JSON_OBJECT ? rsd_json_find(&doc, e, "message")
-      : rsd_json_type_of(&doc, e) == RSD_JSON_STRING ? e : rsd_json_find(&doc, 0, "message");
-    if (rsd_json_type_of(&doc, v) != RSD_JSON_STRING) return RSD_ERR_NOT_FOUND;
-    r = rsd_json_str(&doc, v, buf, cap, &n);
-    if (r == RSD_ERR_BUFFER) return cap ? (int)(cap - 1) : (int)(n > 0x7fffffff ? 0x7fffffff : n);
-    if (r < 0) return r;
-    return (int)n;
 }
 /* >>payload:router end */
 /* >>payload:ollama */

@@ -70,7 +70,7 @@ static bool same_listing(const rsd_listing *a, const rsd_listing *b) {
 static void fuzz_parsers(const char *s, size_t n) {
     rsd_json_doc doc;
     rsd_router_props p;
-    char msg[64];
+    rsd_server_error se;
     int count = rsd_json_parse(&doc, s, n, NULL, 0);
     int r1 = rsd_router_parse_models(s, n, toks, RSD_LISTING_MAX_TOKENS, &l1);
     int r2 = rsd_router_parse_models(s, n, toks, RSD_LISTING_MAX_TOKENS, &l2);
@@ -84,9 +84,9 @@ static void fuzz_parsers(const char *s, size_t n) {
     FAILIF(r != r1 && !(count > RSD_LISTING_MAX_TOKENS));
     FAILIF(p.max_instances > 0x7FFFFFFFu);
     FAILIF(p.unlimited && (!p.is_router || p.max_instances != 0));
-    r = rsd_payload_error_message(s, n, toks, RSD_LISTING_MAX_TOKENS, msg, sizeof msg);
-    FAILIF(r >= (int)sizeof msg);
-    if (r >= 0) FAILIF(strlen(msg) != (size_t)r && memchr(msg, '\0', (size_t)r) == NULL);
+    r = rsd_server_error_parse(&se, s, n, toks, RSD_LISTING_MAX_TOKENS);
+    FAILIF(r > 1);
+    FAILIF(memchr(se.message, '\0', sizeof se.message) == NULL);
 }
 
 /* Feed the answers in d (split at 0xFF; first byte of a chunk picks status/transport). */
