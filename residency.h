@@ -616,7 +616,8 @@ extern "C" {
 /* ==== >>results: one X-macro, 0 ok, >0 pending, <0 error ================== */
 /* Each module owns a sub-list and a numeric range:
      general -1..-9, json -10..-19, http -20..-39, tls -40..-49,
-     reconcile -50..-59, pool/process -60..-79, state/lock -80..-89 */
+     reconcile -50..-59, pool/process -60..-79, state/lock -80..-89,
+     driver -90..-109, fleet -110..-119 */
 #define RSDI_RESULTS_CORE(X) \
     X(OK, 0, "ok") \
     X(PENDING, 1, "in progress; call again") \
@@ -694,11 +695,14 @@ extern "C" {
     X(ERR_LOCK, -80, "could not take the cross-process lock") \
     X(ERR_STATE_DIR, -81, "state directory unusable") \
     X(ERR_STATE_IO, -82, "state file I/O failed")
+/* >>results:fleet (range -110..-119): the pool running real processes (residency_http.h) */
+#define RSDI_RESULTS_FLEET(X) \
+    X(ERR_FLEET_START, -110, "model process failed to start or exited before it was ready")
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
     RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_DRIVER2(X) RSDI_RESULTS_PROC(X) \
-    RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X)
+    RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X) RSDI_RESULTS_FLEET(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -804,11 +808,14 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(ATTR_WRITE_FAILED, "attribution file write failed") \
     X(ATTR_FULL, "attribution set full (RSD_STATE_MAX_ATTR)") \
     X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS")
+/* >>log:fleet */
+#define RSDI_LOG_ITEMS_FLEET(X) \
+    X(FLEET_START_FAILED, "fleet: a model process failed to start")
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \
     RSDI_LOG_ITEMS_RECONCILE(X) RSDI_LOG_ITEMS_DRIVER(X) RSDI_LOG_ITEMS_PROC(X) RSDI_LOG_ITEMS_POOL(X) RSDI_LOG_ITEMS_STATE(X) \
-    RSDI_LOG_ITEMS_TLS(X)
+    RSDI_LOG_ITEMS_TLS(X) RSDI_LOG_ITEMS_FLEET(X)
 
 typedef enum rsd_log_item {
 #define RSDI_X(name, str) RSD_LOGITEM_##name,

@@ -1814,6 +1814,134 @@ RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out);
 RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance);
 /* ==== >>state end ========================================================= */
 
+/* ==== >>fleet (declarations) ============================================== */
+/* rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
+   with /health readiness probes over the HTTP client. One object, stepped by the host
+   like the others (step / pollfds / next_deadline / next_event), no threads, no signals.
+   The host sends each granted request to http://127.0.0.1:<port> itself and calls
+   rsd_fleet_release when it is done (rsd_fleet_cancel when its client went away).
+   Needs processes (compiled out by RSD_NO_PROCESS).
+   [doc:fleet] the manual (API, state machine, limits, errors) goes here, as for >>proc. */
+#ifndef RSD_NO_PROCESS
+enum {
+    RSD_FLEET_MAX_MODELS = RSD_POOL_MAX_MODELS, /* model table */
+    RSD_FLEET_MESSAGE_MAX = 1024,               /* event message (reason + last output lines) */
+    RSD_FLEET_SPEC_BYTES = 4096,                /* copied strings of one model's rsd_proc_spec */
+    RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS = 2000   /* one /health probe */
+};
+
+/* One model: the pool's view plus how to start its process. */
+typedef struct rsd_fleet_model_desc {
+    rsd_pool_model_desc pool;   /* id, reserve_bytes, ttl_ms, max_in_flight, pinned */
+    rsd_proc_spec spec;         /* command; every string (and array) is copied at add time;
+                                   spec.port 0 = a free loopback port at each start */
+    const char *health_path;    /* readiness probe; NULL = "/health" (200 = ready, 503 = loading) */
+} rsd_fleet_model_desc;
+
+/* Fleet configuration; zeroed means defaults. The allocator and logger, when set here,
+   are also used by the embedded pool and supervisor unless those set their own. */
+typedef struct rsd_fleet_desc {
+    rsd_pool_desc pool;         /* max_slots, vram budget, queue sizes...; .models is ignored */
+    rsd_procs_desc procs;       /* grace, start deadline, probe pacing, ring size... */
+    const rsd_fleet_model_desc *models; /* initial model table (may be NULL) */
+    int num_models;
+    uint32_t probe_timeout_ms;  /* one /health request; 0 = RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS */
+    rsd_allocator allocator;
+    rsd_logger logger;
+} rsd_fleet_desc;
+
+/* Events pulled with rsd_fleet_next_event. GRANT and FAIL answer a PENDING acquire; the
+   others narrate the processes (for logs, status pages and tests). */
+typedef enum rsd_fleet_event_kind {
+    RSD_FLEET_EV_NONE = 0,
+    RSD_FLEET_EV_GRANT,      /* .req may now be sent to 127.0.0.1:.port */
+    RSD_FLEET_EV_FAIL,       /* .req cannot be served: .result, .message; its handle is gone */
+    RSD_FLEET_EV_STARTING,   /* a process for .model was spawned (.pid, .port) */
+    RSD_FLEET_EV_READY,      /* its /health answered 200 */
+    RSD_FLEET_EV_STOPPING,   /* the pool stops it (.why: evict, ttl, unload, ...) */
+    RSD_FLEET_EV_EXITED,     /* it is gone after a stop (.exit_code, .term_signal) */
+    RSD_FLEET_EV_CRASHED,    /* it died unasked, or never started (.result, .message) */
+    RSD_FLEET_EV_NUM
+} rsd_fleet_event_kind;
+
+/* One event. Strings stay valid until the next rsd_fleet_* call. */
+typedef struct rsd_fleet_event {
+    rsd_fleet_event_kind kind;
+    rsd_pool_req req;           /* GRANT, FAIL */
+    void *user;                 /* GRANT, FAIL: the pointer given to rsd_fleet_acquire */
+    int model;                  /* model index, -1 when none */
+    const char *model_id;       /* NULL when none */
+    int slot;                   /* pool slot, -1 when none */
+    uint16_t port;              /* GRANT, STARTING, READY */
+    int64_t pid;                /* STARTING..CRASHED; 0 when it never ran */
+    int result;                 /* FAIL, CRASHED: an RSD_ERR_* (<0) */
+    rsd_pool_why why;           /* STOPPING */
+    int exit_code, term_signal; /* EXITED, CRASHED (as rsd_proc_event) */
+    const char *message;        /* FAIL, CRASHED: reason, command and last output lines */
+    uint64_t at_ms;
+} rsd_fleet_event;
+
+/* Per-model snapshot for status pages. */
+typedef struct rsd_fleet_model_info {
+    rsd_pool_model_info pool;   /* id, reservation, ttl, pin, slot, state, waiting, running */
+    int64_t pid;                /* 0 when not running */
+    uint16_t port;              /* 0 when not running */
+    uint64_t started_ms;        /* spawn time of the current process, 0 = none */
+    uint64_t ready_ms;          /* when /health said 200, 0 = not yet */
+    uint64_t last_used_ms;      /* when its last request finished (or was granted), 0 = never */
+    uint64_t idle_deadline_ms;  /* TTL unload time while idle, RSD_POOL_NO_DEADLINE otherwise */
+    int last_result;            /* result of its last failed start/crash, 0 = none */
+} rsd_fleet_model_info;
+
+typedef struct rsd_fleet rsd_fleet;
+
+/* Create a fleet (its pool, supervisor and probe client; all allocation happens here). */
+RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc);
+/* Kill every child (SIGKILL, bounded reap) and free. For a graceful end use
+   rsd_fleet_stop and step until rsd_fleet_idle. NULL is fine. */
+RSD_API void rsd_fleet_destroy(rsd_fleet *f);
+/* Add a model (spec strings copied); its index or <0. */
+RSD_API int rsd_fleet_add_model(rsd_fleet *f, const rsd_fleet_model_desc *model);
+/* Index of the model with this id, or RSD_ERR_NOT_FOUND. */
+RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id);
+/* Ask to send a request to model: RSD_OK (*port set: send now), RSD_PENDING (wait for
+   GRANT or FAIL on *req) or <0 (nothing to release). */
+RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
+                              rsd_pool_req *req, uint16_t *port);
+/* The request finished (granted ones only). */
+RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
+/* The client went away: drop a waiting request or release a granted one. */
+RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
+/* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
+RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* Unload a model (-1 = all): flags as rsd_pool_unload. */
+RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms);
+/* Change the maximum of resident processes (idle excess stopped, LRU first). */
+RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms);
+/* Stop everything: fail waiting requests, stop every process, refuse later work. */
+RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms);
+/* True when no process of ours is alive (after rsd_fleet_stop: safe to destroy). */
+RSD_API bool rsd_fleet_idle(const rsd_fleet *f);
+/* Do all pending work: reap, drain output, probe, apply pool actions. Returns RSD_OK or <0. */
+RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms);
+/* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need). */
+RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap);
+/* Next time step has timed work; 0 while events wait to be pulled; UINT64_MAX = none. */
+RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f);
+/* Pull the oldest event; false when none. */
+RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev);
+/* Snapshot of one model at now_ms; RSD_ERR_ARG for a bad index. */
+RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms,
+                                  rsd_fleet_model_info *info);
+/* The embedded pool (stats, event log; do not drive it directly). */
+RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f);
+/* The embedded supervisor (rsd_procs_tail, rsd_procs_query; do not stop its children). */
+RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
+/* Name of an rsd_fleet_event_kind (never NULL). */
+RSD_API const char *rsd_fleet_event_name(int kind);
+#endif /* RSD_NO_PROCESS */
+/* ==== >>fleet end ========================================================= */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
@@ -7811,5 +7939,11 @@ RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
     return r;
 }
 /* ==== >>state end ========================================================= */
+
+/* ==== >>fleet (implementation) ============================================ */
+#ifndef RSD_NO_PROCESS
+/* [impl:fleet] */
+#endif /* RSD_NO_PROCESS */
+/* ==== >>fleet end ========================================================= */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */
