@@ -27,7 +27,7 @@ REPLAYS    := $(patsubst %,$(B)/fuzz/replay_%,$(FUZZ_NAMES))
 EXAMPLES   := $(patsubst examples/%.c,$(B)/examples/%,$(wildcard examples/*.c))
 HEADERS    := residency.h residency_http.h
 # Project-only helper headers (tests and examples include them).
-AUXH       := $(wildcard tests/*.h examples/*.h)
+AUXH       := $(wildcard tests/*.h examples/*.h fuzz/*.h)
 
 FUZZ_SECS ?= 60
 T ?= $(FUZZ_NAMES)

@@ -579,6 +579,9 @@
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE 1
 #endif
+#if defined(__APPLE__) && !defined(_DARWIN_C_SOURCE)
+#define _DARWIN_C_SOURCE 1 /* flock, MSG_NOSIGNAL-less paths: _POSIX_C_SOURCE hides them there */
+#endif
 #endif
 
 #ifndef RESIDENCY_H_INCLUDED
