@@ -580,7 +580,7 @@
 #define _DEFAULT_SOURCE 1
 #endif
 #if defined(__APPLE__) && !defined(_DARWIN_C_SOURCE)
-#define _DARWIN_C_SOURCE 1 /* flock, MSG_NOSIGNAL-less paths: _POSIX_C_SOURCE hides them there */
+#define _DARWIN_C_SOURCE 1 /* _POSIX_C_SOURCE alone hides flock() there (untested platform) */
 #endif
 #endif
 
