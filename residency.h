@@ -23,16 +23,73 @@
        RSD_SNPRINTF              default: snprintf
 
    FEATURE OVERVIEW
+     residency.h (pure: no I/O, no clock, no threads)
        json      strict RFC 8259 tokenizer into caller-owned tokens (zero-copy,
                  bounded depth and size, no allocation) and a bounds-checked writer
                  that escapes any byte sequence.
-       (reconciler, context-fit clamp and process-pool policy: see their sections)
+       reconcile the decision: facts about a server (residents, aliases, tags, pins,
+                 capacity, configured roles) in, a plan out (load, evict which,
+                 decline, observe) with a reason code and operator notices; the
+                 decision cache (TTL per target and model).
+       fit       the context-fit clamp for loads beside other models.
+       payload   parsers for the llama.cpp router, Ollama and LM Studio listings.
+       driver    the reconcile as a sans-I/O state machine per runtime: it asks
+                 for HTTP requests, waits and the lock, and is fed the answers.
+       pool      the process-pool policy: which of N model-server processes runs,
+                 LRU eviction of idle ones only, bytes and count, pins, idle TTL.
+     residency_http.h (the I/O shell, POSIX)
+       url, http URL parsing; a non-blocking HTTP/1.1 client and server (optional
+                 TLS); drive: rsd_ensurer runs a reconcile over sockets (blocking
+                 or one step per frame) with the state directory's flock and
+                 attribution; proc: child processes; state: the state directory;
+                 fleet: the pool running real llama-server processes.
 
-   TL;DR (JSON)
-       rsd_json_tok toks[256];
-       rsd_json_doc doc;
-       int r = rsd_json_parse(&doc, text, len, toks, 256);
-       if (r < 0) printf("%s at %u:%u\n", rsd_result_str(r), doc.err.line, doc.err.col);
+   TL;DR
+       JSON:
+           rsd_json_tok toks[256];
+           rsd_json_doc doc;
+           int r = rsd_json_parse(&doc, text, len, toks, 256);
+           if (r < 0) printf("%s at %u:%u\n", rsd_result_str(r), doc.err.line, doc.err.col);
+       Make a model resident (residency_http.h; blocking, or see rsd_ensure_step):
+           rsd_ensurer *e = rsd_ensurer_create(NULL);
+           rsd_ensure_req q;  memset(&q, 0, sizeof q);
+           q.url = "http://127.0.0.1:8080";  q.model = "qwen3-8b";
+           rsd_ensure_result res;
+           if (rsd_ensure(e, &q, &res) == RSD_OK && res.keep_resident) go();
+           else printf("%s\n", res.message);
+           rsd_ensurer_destroy(e);
+       Decide only (pure; the facts come from your own listing):
+           rsd_plan plan;  rsd_decide(&facts, &plan);
+           -> plan.decision (LOAD, LOAD_AFTER_EVICT, ALREADY_RESIDENT, DECLINE,
+              OBSERVE), plan.evict[], plan.notices[], plan.reason
+       Pool of processes: rsd_pool (policy, below) or rsd_fleet (residency_http.h:
+       the same policy with processes, /health probes and crash handling).
+
+   RECONCILER STATE MACHINE (one ensure; details in >>driver:core and >>drive)
+       AUTO-DETECT (ensurer only: GET /props, /api/version, /api/v1/models)
+         -> CACHE: a live (target, model) hit ends here with no request
+         -> LIST (+ capacity probe) -> DECIDE (rsd_decide) -> GATE (R45)
+         -> OBSERVE / DECLINE / ALREADY_RESIDENT: done (cached)
+         -> LOCK (flock on the target key, bounded; fail-open with a warning)
+         -> LIST + DECIDE again under the lock (W1; the generation file tells
+            whether anyone mutated the target since)
+         -> UNLOAD victims one at a time -> LOAD -> WAIT (poll 20 ms doubling
+            to 500 ms, transient errors retried until the deadline, W7)
+         -> on a failed load: RESTORE what was evicted (R70-R74)
+         -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
+       Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
+       unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
+       0 (resident), 2 (declined), 3 (load failed), 4 (unreachable/observe).
+
+   ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
+       RESIDENCY                     observe|off|0|false|user|user-managed =
+                                     observe-only (never mutate); else managed
+       RESIDENCY_CORESIDENT_CONTEXT  clamp ceiling for loads beside others:
+                                     off|0|false disables, N sets, else 131072
+       RESIDENCY_STATE_DIR           state directory (lock, attribution,
+                                     generation); else $XDG_STATE_HOME/residency,
+                                     else ~/.local/state/residency
+       PATH                          searched for a process's exe (proc)
 
    API REFERENCE
    ---- json: strict tokenizer, accessors, writer -------------------------------
