@@ -224,6 +224,45 @@ static int view_find(const sim_view *v, const char *id) {
     return -1;
 }
 
+/* The requests logged from index `from` on, compacted: "GET /v1/models, GET /props, POST
+   /models/load(b), GET /v1/models x2". Needs fewer than RSIM_LOG_MAX (2048) requests in all. */
+static void sim_seq(const sim_proc *s, int64_t from, char *out, size_t cap) {
+    char url[128], prev[200] = "", cur[200];
+    rsd_http_event ev;
+    rsd_json_doc doc;
+    int arr, o, k, rep = 0;
+    int64_t i = 0;
+    size_t len = 0;
+    out[0] = 0;
+    snprintf(url, sizeof url, "%s/_sim/log", s->url);
+    if (ctl_req("GET", url, NULL, &ev) != RSD_OK || ev.status != 200 ||
+        rsd_json_parse(&doc, ev.body.ptr, ev.body.len, g_ctl_toks, (uint32_t)(sizeof g_ctl_toks / sizeof g_ctl_toks[0])) <= 0 ||
+        (arr = rsd_json_find(&doc, 0, "entries")) < 0)
+        return;
+    for (o = rsd_json_child(&doc, arr);; o = rsd_json_next(&doc, o), i++) {
+        if (o >= 0 && i < from) continue;
+        cur[0] = 0;
+        if (o >= 0) {
+            char m[8] = "", pth[64] = "", model[64] = "";
+            if ((k = rsd_json_find(&doc, o, "method")) >= 0) rsd_json_str(&doc, k, m, sizeof m, NULL);
+            if ((k = rsd_json_find(&doc, o, "path")) >= 0) rsd_json_str(&doc, k, pth, sizeof pth, NULL);
+            if ((k = rsd_json_find(&doc, o, "model")) >= 0) rsd_json_str(&doc, k, model, sizeof model, NULL);
+            if (!strcmp(m, "POST") && model[0]) snprintf(cur, sizeof cur, "%s %s(%s)", m, pth, model);
+            else snprintf(cur, sizeof cur, "%s %s", m, pth);
+        }
+        if (prev[0] && strcmp(prev, cur)) {
+            int w = rep > 1 ? snprintf(out + len, cap - len, "%s%s x%d", len ? ", " : "", prev, rep)
+                            : snprintf(out + len, cap - len, "%s%s", len ? ", " : "", prev);
+            if (w < 0 || (size_t)w >= cap - len) return;
+            len += (size_t)w;
+            rep = 0;
+        }
+        if (o < 0) return;
+        snprintf(prev, sizeof prev, "%s", cur);
+        rep++;
+    }
+}
+
 static int64_t sim_total(const sim_proc *s) {
     sim_view v;
     sim_read(s, &v);
@@ -510,6 +549,7 @@ typedef struct up_ctx {
     char clio[16][96];        /* the process's Clio-loaded registry (R13) */
     int nclio;
     uint32_t requests;        /* HTTP requests sent (cross-check with the sim's log) */
+    int n_evicted;            /* unloads of the last ensure */
     rsd_json_tok toks[8192];
 } up_ctx;
 
@@ -729,6 +769,7 @@ static int up_ensure(up_ctx *u, const char *keep) {
     int i, t, rc = 0;
     bool any_state = false, locked = false;
     u->requests = 0;
+    u->n_evicted = 0;
     snprintf(key, sizeof key, "llamacpp|%s", u->base);
     /* listResident */
     if (up_fetch_models(u, &snap) < 0) return -1; /* -> observe, uncached */
@@ -767,6 +808,7 @@ static int up_ensure(up_ctx *u, const char *keep) {
     if (plan.nevict || !plan.keep_resident) locked = up_lock(u, key, lockpath, sizeof lockpath) == 0;
     for (i = 0; i < plan.nevict; i++) {
         const char *id = res[plan.evict[i]].id;
+        u->n_evicted++;
         if (up_post(u, "unload", id) == 0) { /* forget it in the Clio-loaded registry */
             int k;
             for (k = 0; k < u->nclio; k++)
@@ -819,10 +861,13 @@ enum { F1_RUNS = 5, F1_PATHS = 4 };
 typedef struct f1_path {
     const char *name, *label, *keep;
     const char *before[4];
+    rsd_decision decision;   /* what ours must decide */
+    int n_evict;
 } f1_path;
 
 typedef struct f1_result {
     double ours_req[F1_RUNS], peer_req[F1_RUNS], ours_ms[F1_RUNS], peer_ms[F1_RUNS];
+    char ours_seq[400], peer_seq[400];  /* the last run's requests */
 } f1_result;
 
 static int figure1(const char *state_dir, f1_result *out, const f1_path *paths) {
@@ -852,9 +897,15 @@ static int figure1(const char *state_dir, f1_result *out, const f1_path *paths) 
             w1 = now_us();
             t1 = sim_total(&s);
             out[p].ours_req[r] = (double)(t1 - t0);
+            sim_seq(&s, t0, out[p].ours_seq, sizeof out[p].ours_seq);
             out[p].ours_ms[r] = (w1 - w0) / 1e3;
             if ((int64_t)res.requests != t1 - t0) {
                 fprintf(stderr, "ours %s: result.requests %u, simulator saw %lld\n", paths[p].name, res.requests, (long long)(t1 - t0));
+                bad = 1;
+            }
+            if (res.decision != paths[p].decision || res.n_evicted != paths[p].n_evict) {
+                fprintf(stderr, "ours %s: decision %s with %d evicted, expected %s with %d\n", paths[p].name,
+                        rsd_decision_str(res.decision), res.n_evicted, rsd_decision_str(paths[p].decision), paths[p].n_evict);
                 bad = 1;
             }
             /* upstream */
@@ -862,9 +913,11 @@ static int figure1(const char *state_dir, f1_result *out, const f1_path *paths) 
             t0 = sim_total(&s);
             w0 = now_us();
             if (up_ensure(u, paths[p].keep) != 0) die("upstream replay of %s failed", paths[p].name);
+            if (u->n_evicted != paths[p].n_evict) die("upstream replay of %s: unexpected eviction count", paths[p].name);
             w1 = now_us();
             t1 = sim_total(&s);
             out[p].peer_req[r] = (double)(t1 - t0);
+            sim_seq(&s, t0, out[p].peer_seq, sizeof out[p].peer_seq);
             out[p].peer_ms[r] = (w1 - w0) / 1e3;
             if ((int64_t)u->requests != t1 - t0) {
                 fprintf(stderr, "upstream %s: sent %u, simulator saw %lld\n", paths[p].name, u->requests, (long long)(t1 - t0));
@@ -1176,10 +1229,10 @@ static void rm_rf(const char *dir) {
 }
 
 static const f1_path g_paths[F1_PATHS] = {
-    {"keep", "(a) keep: already resident", "a", {"a", NULL, NULL, NULL}},
-    {"free_slot", "(b) free-slot load beside", "b", {"a", NULL, NULL, NULL}},
-    {"swap", "(c) full router: swap one", "c", {"a", "b", NULL, NULL}},
-    {"swap_pinned", "(c') swap beside a pinned", "c", {"p", "a", NULL, NULL}}};
+    {"keep", "(a) keep: already resident", "a", {"a", NULL, NULL, NULL}, RSD_DECISION_ALREADY_RESIDENT, 0},
+    {"free_slot", "(b) free-slot load beside", "b", {"a", NULL, NULL, NULL}, RSD_DECISION_LOAD, 0},
+    {"swap", "(c) full router: swap one", "c", {"a", "b", NULL, NULL}, RSD_DECISION_LOAD_AFTER_EVICT, 1},
+    {"swap_pinned", "(c') swap beside a pinned", "c", {"p", "a", NULL, NULL}, RSD_DECISION_LOAD_AFTER_EVICT, 1}};
 
 /* Figure 1 lines; returns 1 when ours made more requests than upstream on a path. */
 static int print1(const f1_result *f1) {
@@ -1200,6 +1253,9 @@ static int print1(const f1_result *f1) {
                vmin(r->peer_req, F1_RUNS), vmax(r->peer_req, F1_RUNS), median(r->ours_ms, F1_RUNS), vmin(r->ours_ms, F1_RUNS),
                vmax(r->ours_ms, F1_RUNS), median(r->peer_ms, F1_RUNS), vmin(r->peer_ms, F1_RUNS), vmax(r->peer_ms, F1_RUNS));
     }
+    printf("   request sequences (last run):\n");
+    for (p = 0; p < F1_PATHS; p++)
+        printf("   %-11s ours:     %s\n   %-11s upstream: %s\n", g_paths[p].name, f1[p].ours_seq, "", f1[p].peer_seq);
     printf("   upstream = replay of L26-L28: GET /v1/models, GET /props, [POST /models/unload], POST /models/load,\n"
            "   GET /v1/models every 500 ms until loaded, [one GET: pinned-restore pass], state-file lock (K6).\n"
            "   ours = rsd_ensure, state directory (flock, attribution, generation), no decision cache.\n"
