@@ -121,7 +121,7 @@ static void die(const char *fmt, const char *a) {
 static void sim_start(sim_proc *s, const char *const *args) {
     const char *argv[96];
     char line[256];
-    int fds[2], n = 0, i, port;
+    int fds[2], n = 0, i, port = 0;
     size_t got = 0;
     const char *colon;
     memset(s, 0, sizeof *s);
