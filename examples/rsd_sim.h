@@ -41,7 +41,9 @@
    Every request is appended to s->log (method, path without query, model, status, time);
    rsim_log_count(s, method, path, model, status) counts matching entries (NULL/0 = any,
    RSIM_LOG_PENDING = not answered yet, -1 = hung or cancelled).
-   Control routes under /_sim/ (not logged): GET /_sim/log (the log as JSON), POST
+   Control routes under /_sim/ (not logged): GET /_sim/log (the log as JSON: "total",
+   "entries" [{method, path, model, status, t_ms}], "models" [{id, state, loads,
+   loaded_ms}]: loaded_ms = the time the model last became loaded, -1 never), POST
    /_sim/crash {"model","exit_code"}, POST /_sim/fail-loads {"count"}, POST /_sim/evict
    {"model"} (another client unloads it), POST /_sim/remove {"model"} (gone from the
    catalog), POST /_sim/busy {"model","count"} (pin in-flight requests, W6/W11).
@@ -233,6 +235,8 @@ typedef struct rsim_model {
     bool stopping, waking, will_fail, oom_retried;
     int stop_exit;
     uint64_t last_used_ms, last_task_ms;
+    uint64_t loaded_at_ms;     /* s->now when it last became loaded (valid when loads_done > 0) */
+    uint32_t loads_done;       /* transitions to loaded: finished loads, wakes, Ollama preloads */
     int inflight;
     uint32_t queue_seq;        /* >0: waiting for capacity, FIFO by this number */
     /* Ollama */
@@ -831,6 +835,12 @@ RSIM_FN void rsim_log_model(rsim *s, int li, const char *model) {
     if (li >= 0) rsim_cpy(s->log[li].model, RSIM_NAME_MAX, model, strlen(model));
 }
 
+/* Records the instant a model became loaded (GET /_sim/log "models": loaded_ms). */
+RSIM_FN void rsim_mark_loaded(rsim *s, rsim_model *m) {
+    m->loaded_at_ms = s->now;
+    m->loads_done++;
+}
+
 #define RSIM_LOG_PENDING (-2) /* rsim_log_count: requests not answered yet */
 /* Counts log entries matching every non-NULL field and `status` (0 = any; RSIM_LOG_PENDING =
    not answered yet; -1 = hung or cancelled by the client). */
@@ -1011,6 +1021,7 @@ RSIM_FN void rsim_r_step_models(rsim *s) {
                 if (s->o.runtime == RSIM_RT_SERVER) s->exit_code = 1;
             } else {
                 m->state = RSIM_LOADED;
+                rsim_mark_loaded(s, m);
                 m->ever_ready = true;
                 m->last_task_ms = s->now;
                 if (s->o.runtime == RSIM_RT_SERVER && !s->ready_ms) s->ready_ms = s->now ? s->now : 1;
@@ -1023,6 +1034,7 @@ RSIM_FN void rsim_r_step_models(rsim *s) {
         if (m->waking && m->due_ms <= s->now) {
             m->waking = false;
             m->state = RSIM_LOADED;
+            rsim_mark_loaded(s, m);
             m->last_task_ms = s->now;
             rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_LOADED, -1, 0, false);
         }
@@ -1096,6 +1108,7 @@ RSIM_FN void rsim_o_step_models(rsim *s) {
             if (m->will_fail) { m->state = RSIM_UNLOADED; m->failed = true; }
             else {
                 m->state = RSIM_LOADED;
+                rsim_mark_loaded(s, m);
                 m->failed = false;
                 m->expires_ms = s->now + m->keep_ms;
             }
@@ -1453,6 +1466,7 @@ RSIM_FN void rsim_start(rsim *s, uint64_t now_ms) {
         if (s->o.runtime == RSIM_RT_OLLAMA && m->preloaded) {
             rsim_o_apply_keep(s, m, -2);
             m->state = RSIM_LOADED;
+            rsim_mark_loaded(s, m);
             m->num_ctx = m->ctx;
             m->expires_ms = s->now + m->keep_ms;
         }
@@ -1894,6 +1908,20 @@ RSIM_FN void rsim_w_sim_log(rsim_w *w, const rsim *s) {
         rsim_w_kstr(w, "model", e->model);
         rsim_w_kint(w, "status", e->status);
         rsim_w_kint(w, "t_ms", (int64_t)e->t_ms);
+        rsim_w_obj_end(w);
+    }
+    rsim_w_arr_end(w);
+    /* per model: state and the instant it last became loaded (-1 = never), on the clock
+       the adapter passes (rsd-sim: CLOCK_MONOTONIC ms), so a bench can time load->return */
+    rsim_w_key(w, "models");
+    rsim_w_arr(w);
+    for (i = 0; i < (uint32_t)s->nmodels; i++) {
+        const rsim_model *m = &s->m[i];
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "id", m->id);
+        rsim_w_kstr(w, "state", rsim_state_names[m->state]);
+        rsim_w_kint(w, "loads", (int64_t)m->loads_done);
+        rsim_w_kint(w, "loaded_ms", m->loads_done ? (int64_t)m->loaded_at_ms : -1);
         rsim_w_obj_end(w);
     }
     rsim_w_arr_end(w);
