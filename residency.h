@@ -1078,8 +1078,10 @@ typedef enum rsd_reason {
     X(ABOUT_TO_EVICT, "about-to-evict") \
     X(STRESS, "stress") \
     X(WILL_NOT_FIT, "will-not-fit") \
-    X(DEGRADED, "degraded")
-/* Kind of an operator notice. */
+    X(DEGRADED, "degraded") \
+    X(RESTORED, "restored") \
+    X(LOAD_FAILED, "load-failed")
+/* Kind of an operator notice (RESTORED and LOAD_FAILED come from the drivers). */
 typedef enum rsd_notice_kind {
 #define RSDI_X(n, s) RSD_NOTICE_##n,
     RSD_NOTICE_KINDS(RSDI_X)
@@ -1227,7 +1229,9 @@ enum {
     RSD_DETAIL_FREED_VRAM_BYTES = 1u << 7,
     RSD_DETAIL_SWAPPED_OUT = 1u << 8,     /* the subject's model id */
     RSD_DETAIL_CONFIG_PROTECTED = 1u << 9,
-    RSD_DETAIL_ROLE = 1u << 10
+    RSD_DETAIL_ROLE = 1u << 10,
+    RSD_DETAIL_RESTORED = 1u << 11,      /* driver: ids in result.evicted[] with restored set */
+    RSD_DETAIL_UNRESTORED = 1u << 12     /* driver: ids in result.evicted[] left unloaded */
 };
 
 /* An operator notice (R16). Its text comes from rsd_notice_format. */
@@ -2143,7 +2147,8 @@ typedef enum rsd_load_answer {
     RSD_LOAD_ACCEPTED = 0,  /* started (or done): wait for loaded */
     RSD_LOAD_ALREADY,       /* already running: resident, not ours */
     RSD_LOAD_LIMIT,         /* capacity full: re-list, evict one more, retry */
-    RSD_LOAD_REJECTED       /* refused: the load failed */
+    RSD_LOAD_REJECTED,      /* refused: the load failed */
+    RSD_LOAD_DOWNLOADING    /* the model is downloading: wait, load again when it is done */
 } rsd_load_answer;
 
 /* One request header of an HTTP step. */
@@ -2184,10 +2189,11 @@ typedef struct rsd_reconcile_notice {
     char text[RSD_RECONCILE_NOTICE_TEXT_MAX]; /* the operator line */
 } rsd_reconcile_notice;
 
-/* One evicted model. */
+/* One model that left the server during the reconcile. */
 typedef struct rsd_evicted {
     char id[RSD_MODEL_ID_MAX];
-    bool restored;            /* reloaded after a failed load */
+    bool restored;            /* loaded back (after a failed load, or by the pinned pass) */
+    bool displaced;           /* the server unloaded it (a pinned model its LRU displaced), not us */
 } rsd_evicted;
 
 /* The outcome of a reconcile (final after DONE; counters are live). */
@@ -2297,8 +2303,9 @@ struct rsd_reconcile {
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
     bool unlimited, posted;
-    int load_attempts, vi, ri, pi, n_victims, n_pinned, n_reloaded;
-    rsd_model_state keep_state;
+    int load_attempts, vi, ri, pi, n_victims, n_pinned, n_reloaded, pin_room;
+    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
+    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
     char victims[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
@@ -2306,7 +2313,8 @@ struct rsd_reconcile {
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
     char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
-    bool pinned_gone[RSD_MAX_RESIDENTS];
+    uint8_t pinned_gone[RSD_MAX_RESIDENTS];   /* pass state of pinned[i] */
+    int pin_ev[RSD_MAX_RESIDENTS];            /* result.evicted index of a displaced pinned model */
     char fail_reason[RSD_RECONCILE_TEXT_MAX];
     int fail_error;
     rsd_plan plan;
@@ -6187,14 +6195,15 @@ enum {
     RSDI_PH_WAIT,      /* sleeping until wake, then POLL */
     RSDI_PH_POLL,      /* awaiting a wait-for-loaded poll */
     RSDI_PH_RESTORE,   /* awaiting the reload of an evicted model */
-    RSDI_PH_PINLIST,   /* awaiting the pinned-pass listing (L24) */
-    RSDI_PH_PINLOAD,   /* awaiting the reload of a displaced pinned model */
-    RSDI_PH_PINCHECK,  /* awaiting the listing that must show the keep resident */
+    RSDI_PH_PINLOAD,   /* awaiting the reload of a displaced pinned model (L24, W11) */
+    RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
     RSDI_PH_UNLOCK     /* UNLOCK step issued */
 };
 /* What a wait-for-loaded is for (rsd_reconcile.after_wait). */
-enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_PINNED };
+enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_PINNED, RSDI_W_DOWNLOAD };
+/* A pinned model of the decision, after the keep loaded (rsd_reconcile.pinned_gone). */
+enum { RSDI_PIN_HERE = 0, RSDI_PIN_GONE, RSDI_PIN_RELOADED, RSDI_PIN_NO_ROOM, RSDI_PIN_FAILED, RSDI_PIN_LATE };
 
 /* Bounded copy of a C string; false when it does not fit. */
 RSDI_PRIVATE bool rsdi_cpy(char *dst, size_t cap, const char *src) {
@@ -6254,6 +6263,11 @@ RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_
     va_end(ap);
     n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
     rsdi_rc_notice_publish(r);
+}
+
+/* Set detail bits on the notice just appended, if it is the given driver message. */
+RSDI_PRIVATE void rsdi_rc_last_detail(rsd_reconcile *r, rsd_driver_msg dmsg, uint32_t bits) {
+    if (r->n_notices > 0 && r->notices[r->n_notices - 1].dmsg == dmsg) r->notices[r->n_notices - 1].notice.detail |= bits;
 }
 
 /* Render and append every notice of the current plan (R47). */
@@ -6365,6 +6379,7 @@ RSDI_PRIVATE bool rsdi_body_has(const char *body, size_t len, const char *needle
 RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
     RSDI_UNUSED(r);
     if (status >= 200 && status < 300) return RSD_LOAD_ACCEPTED;
+    if (status == 400 && rsdi_body_has(body, len, "downloading")) return RSD_LOAD_DOWNLOADING; /* rsd-sim */
     if (status == 400 && rsdi_body_has(body, len, "already running")) return RSD_LOAD_ALREADY;
     if (status >= 500 && rsdi_body_has(body, len, "model limit reached")) return RSD_LOAD_LIMIT;
     return RSD_LOAD_REJECTED;
@@ -6425,7 +6440,10 @@ RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
     for (i = 0; i < r->result.n_evicted; i++) {
         uint64_t mask;
         if (r->result.evicted[i].restored) continue;
-        mask = r->victim_ours[r->evicted_victim[i]];
+        if (r->evicted_victim[i] >= 0) mask = r->victim_ours[r->evicted_victim[i]];
+        else /* displaced by the server: match its id */
+            for (mask = 0, k = 0; k < r->n_ours && k < 64; k++)
+                if (strcmp(r->ours[k], r->result.evicted[i].id) == 0) mask |= (uint64_t)1 << k;
         for (k = 0; k < r->n_ours && k < 64; k++) {
             bool dup = false;
             if (!((mask >> k) & 1u)) continue;
@@ -6478,6 +6496,16 @@ RSDI_PRIVATE void rsdi_rc_describe(const rsd_reconcile *r, int transport, int st
     const char *m = r->step.http.method ? r->step.http.method : "?";
     if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
     else (void)RSD_SNPRINTF(buf, cap, "%s %s: HTTP %d", m, r->url, status);
+}
+
+/* ": <the server's error message>" (rsd_server_error_parse) appended to buf, when the
+   body carries one; buf is left as is otherwise. */
+RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t len, char *buf, size_t cap) {
+    rsd_server_error e;
+    size_t n = strlen(buf);
+    if (!body || !len || n + 3 >= cap) return;
+    if (rsd_server_error_parse(&e, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == 1 && e.message[0])
+        (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
 }
 
 /* Facts from r->snap, then the decision and the gate (R44, R45). */
@@ -6599,6 +6627,7 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
 RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uint64_t now_ms) {
     rsdi_cpy(r->wait_model, sizeof r->wait_model, model);
     r->after_wait = ctx;
+    r->wait_state = RSD_MODEL_UNKNOWN;
     r->poll_delay = RSD_RECONCILE_POLL_FIRST_MS;
     r->wait_deadline = ctx == RSDI_W_RESTORE ? r->restore_deadline : r->deadline;
     rsdi_rc_schedule(r, now_ms, r->poll_delay);
@@ -6654,7 +6683,7 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
     for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) /* L24 snapshot */
         if (r->plan.cls[i].protection == RSD_PROTECT_TAG && !r->plan.cls[i].is_keep) {
             rsdi_cpy_str(r->pinned[r->n_pinned], RSD_MODEL_ID_MAX, r->res[i].model_id);
-            r->pinned_gone[r->n_pinned++] = false;
+            r->pinned_gone[r->n_pinned++] = RSDI_PIN_HERE;
         }
     rsdi_rc_next_unload(r, now_ms);
 }
@@ -6680,6 +6709,11 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
         return;
     case RSD_DECISION_LOAD:
     case RSD_DECISION_LOAD_AFTER_EVICT:
+        if (r->keep_state == RSD_MODEL_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT)) {
+            r->dl_seen = true; /* nothing is evicted for a model that is not there yet: wait, then decide again */
+            rsdi_rc_wait(r, RSDI_W_DOWNLOAD, r->keep, now_ms);
+            return;
+        }
         if (r->want_lock && !under_lock) {
             r->phase = RSDI_PH_LOCK;
             r->locked = true;
@@ -6718,17 +6752,20 @@ RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
         *n += (size_t)w;
         if (*n > sizeof ok - 1) *n = sizeof ok - 1;
     }
-    if (no) {
-        rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, NULL,
+    if (no) { /* R72, with its own kind */
+        rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING, NULL,
                            "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
                            r->keep, r->target_id, r->fail_reason, ok);
+        rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE, "restored %s", ok);
     }
-    if (nb)
+    if (nb) { /* R73 */
         rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
                            "loading '%s' on '%s' failed (%s) and %s could not be restored; the target may "
                            "now serve nothing. Reload it on the server.",
                            r->keep, r->target_id, r->fail_reason, bad);
+        rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_UNRESTORED);
+    }
     rsdi_rc_finish(r, now_ms);
 }
 
@@ -6737,7 +6774,7 @@ RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg
     r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
     rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
     rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* R74: the load's own error */
-    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
+    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
                        "loading '%s' on '%s' failed: %s", r->keep, r->target_id, msg);
     rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->keep, msg);
     if (r->result.n_evicted > 0) { /* R70 */
@@ -6749,24 +6786,106 @@ RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg
     rsdi_rc_finish(r, now_ms);
 }
 
-RSDI_PRIVATE void rsdi_rc_next_pinned(rsd_reconcile *r, uint64_t now_ms) {
-    while (r->pi < r->n_pinned && !r->pinned_gone[r->pi]) r->pi++;
-    if (r->pi < r->n_pinned && now_ms < r->deadline) {
-        rsdi_rc_issue_http(r, RSDI_PH_PINLOAD, RSD_OP_LOAD, r->pinned[r->pi], now_ms);
-        return;
+/* The pinned pass is over: notices, then make sure the keep survived the reloads. */
+RSDI_PRIVATE void rsdi_rc_pinned_end(rsd_reconcile *r, uint64_t now_ms) {
+    int i, k;
+    for (i = 0; i < r->n_pinned; i++) {
+        int st = r->pinned_gone[i];
+        if (st == RSDI_PIN_RELOADED) {
+            rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, r->pinned[i],
+                               "loading '%s' on '%s' displaced pinned '%s'; reloaded it into a free slot.", r->keep,
+                               r->target_id, r->pinned[i]);
+            rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
+        } else if (st >= RSDI_PIN_NO_ROOM) {
+            rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, r->pinned[i],
+                               "loading '%s' on '%s' displaced pinned '%s', and residency did not reload it: %s. "
+                               "Reload it on the server, or raise the server's model limit.", r->keep,
+                               r->target_id, r->pinned[i],
+                               st == RSDI_PIN_NO_ROOM ? "the server has no free slot it knows of, and a reload "
+                                                        "could evict the requested model"
+                               : st == RSDI_PIN_FAILED ? "its reload failed" : "the deadline passed");
+            rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
+        }
     }
-    if (r->n_reloaded > 0 && now_ms < r->deadline) {
-        rsdi_rc_issue_http(r, RSDI_PH_PINCHECK, RSD_OP_LIST, "", now_ms);
+    if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
+        ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
+         !rsd_model_state_resident(r->poll.models[k].state))) { /* only a concurrent change gets here */
+        if (now_ms < r->deadline && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE,
+                      "%s: '%s' was displaced after the pinned pass; loading it again", r->key, r->keep);
+            r->keep_state = RSD_MODEL_UNLOADED;
+            rsdi_rc_do_load(r, now_ms); /* the keep wins; pinned_done: no second pass */
+            return;
+        }
+        r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
+        r->result.error = RSD_ERR_DISPLACED;
+        (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message, "'%s' was displaced after it loaded",
+                           r->keep);
+        rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
+                           "loading '%s' on '%s' failed: %s", r->keep, r->target_id, r->result.message);
+        rsdi_rc_finish(r, now_ms);
         return;
     }
     rsdi_rc_success(r, now_ms);
 }
 
+/* Reload the next displaced pinned model while a free slot is known (W11). */
+RSDI_PRIVATE void rsdi_rc_next_pinned(rsd_reconcile *r, uint64_t now_ms) {
+    while (r->pi < r->n_pinned && r->pinned_gone[r->pi] != RSDI_PIN_GONE) r->pi++;
+    if (r->pi < r->n_pinned) {
+        if (r->pin_room <= 0) r->pinned_gone[r->pi] = RSDI_PIN_NO_ROOM;
+        else if (now_ms >= r->deadline) r->pinned_gone[r->pi] = RSDI_PIN_LATE;
+        else {
+            r->pin_room--;
+            rsdi_rc_issue_http(r, RSDI_PH_PINLOAD, RSD_OP_LOAD, r->pinned[r->pi], now_ms);
+            return;
+        }
+        r->pi++;
+        rsdi_rc_next_pinned(r, now_ms);
+        return;
+    }
+    rsdi_rc_pinned_end(r, now_ms);
+}
+
+/* L24 without W11: after the keep loaded, look at the listing that showed it loaded
+   (no extra request) for tag-pinned residents of the decision that are gone. */
+RSDI_PRIVATE void rsdi_rc_pinned_pass(rsd_reconcile *r, uint64_t now_ms) {
+    int i, k, n_res = 0, gone = 0;
+    r->pinned_done = true;
+    for (i = 0; i < r->poll.n; i++) n_res += rsd_model_state_resident(r->poll.models[i].state);
+    for (i = 0; i < r->n_pinned; i++) {
+        k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
+        r->pinned_gone[i] = (uint8_t)(k < 0 || !rsd_model_state_resident(r->poll.models[k].state) ? RSDI_PIN_GONE
+                                                                                                  : RSDI_PIN_HERE);
+        r->pin_ev[i] = -1;
+        if (r->pinned_gone[i] == RSDI_PIN_GONE && r->result.n_evicted < RSD_MAX_RESIDENTS) {
+            rsd_evicted *e = &r->result.evicted[r->result.n_evicted];
+            rsdi_cpy(e->id, sizeof e->id, r->pinned[i]);
+            e->restored = false;
+            e->displaced = true;
+            r->evicted_victim[r->result.n_evicted] = -1;
+            r->pin_ev[i] = r->result.n_evicted++;
+            gone++;
+        }
+    }
+    if (!gone) {
+        rsdi_rc_success(r, now_ms);
+        return;
+    }
+    /* A reload into a full server makes it evict by its own LRU, perhaps the keep:
+       reload only into slots known to be free (capacity unknown = none known). */
+    r->pin_room = r->unlimited ? RSD_MAX_RESIDENTS
+                : r->max_instances > (uint32_t)n_res ? (int)(r->max_instances - (uint32_t)n_res) : 0;
+    r->pi = 0;
+    r->n_reloaded = 0;
+    rsdi_rc_next_pinned(r, now_ms);
+}
+
 RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
     switch (r->after_wait) {
     case RSDI_W_KEEP:
-        if ((r->rt->flags & RSD_RT_PINNED_PASS) && r->n_pinned > 0 && now_ms < r->deadline) {
-            rsdi_rc_issue_http(r, RSDI_PH_PINLIST, RSD_OP_LIST, "", now_ms);
+        if ((r->rt->flags & RSD_RT_PINNED_PASS) && r->n_pinned > 0 && !r->pinned_done) {
+            rsdi_rc_pinned_pass(r, now_ms);
             return;
         }
         rsdi_rc_success(r, now_ms);
@@ -6777,6 +6896,8 @@ RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
         return;
     case RSDI_W_PINNED:
         r->n_reloaded++;
+        r->pinned_gone[r->pi] = RSDI_PIN_RELOADED;
+        if (r->pin_ev[r->pi] >= 0) r->result.evicted[r->pin_ev[r->pi]].restored = true;
         r->pi++;
         rsdi_rc_next_pinned(r, now_ms);
         return;
@@ -6793,7 +6914,7 @@ RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg
         rsdi_rc_next_restore(r, now_ms);
         return;
     case RSDI_W_PINNED:
-        r->pi++;
+        r->pinned_gone[r->pi++] = err == RSD_ERR_TIMEOUT ? RSDI_PIN_LATE : RSDI_PIN_FAILED;
         rsdi_rc_next_pinned(r, now_ms);
         return;
     default:
@@ -6805,8 +6926,9 @@ RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg
 /* Next poll after delay, never past the wait's deadline (the last poll is at it). */
 RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay) {
     if (now_ms >= r->wait_deadline) {
-        char msg[RSD_MODEL_ID_MAX + 48];
-        (void)RSD_SNPRINTF(msg, sizeof msg, "timed out waiting for '%s' to load", r->wait_model);
+        char msg[RSD_MODEL_ID_MAX + 64];
+        (void)RSD_SNPRINTF(msg, sizeof msg, "timed out waiting for '%s' to load%s", r->wait_model,
+                           r->wait_state == RSD_MODEL_DOWNLOADING ? " (still downloading)" : "");
         rsdi_rc_wait_failed(r, RSD_ERR_TIMEOUT, msg, now_ms);
         return;
     }
@@ -6938,8 +7060,9 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->unlimited = false;
     r->posted = false;
     r->load_attempts = 0;
-    r->n_victims = r->vi = r->ri = r->pi = r->n_pinned = r->n_reloaded = 0;
-    r->keep_state = RSD_MODEL_UNKNOWN;
+    r->n_victims = r->vi = r->ri = r->pi = r->n_pinned = r->n_reloaded = r->pin_room = 0;
+    r->dl_seen = r->pinned_done = false;
+    r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
     r->snap.n = 0;
     r->poll.n = 0;
     memset(&r->plan, 0, sizeof r->plan);
@@ -7092,18 +7215,20 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited); /* R42 */
         rsdi_rc_first_decide(r, now_ms);
         break;
-    case RSDI_PH_RELIST: {
+    case RSDI_PH_RELIST:
+    case RSDI_PH_DLLIST: { /* under the lock (W1), or after the keep's download ended */
         rsd_decision d0 = r->plan.decision;
         rsd_reason w0 = r->plan.reason;
+        bool relist = r->phase == RSDI_PH_RELIST;
         if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
         if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) break;
         if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* W1: the world moved while we waited */
-            r->result.redecided = true;
+            r->result.redecided = r->result.redecided || relist;
             rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
                       rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
             rsdi_rc_emit_plan(r);
         }
-        rsdi_rc_after_decide(r, true, now_ms);
+        rsdi_rc_after_decide(r, r->locked, now_ms);
         break;
     }
     case RSDI_PH_UNLOAD:
@@ -7119,6 +7244,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         } else { /* swallowed, but never cached (W4, W9) */
             r->result.unload_failed = true;
             rsdi_rc_describe(r, transport, status, what, sizeof what);
+            if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
             rsdi_rc_drv_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
                                "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
                                r->target_id, what);
@@ -7142,16 +7268,23 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             }
             if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
             else rsdi_rc_success(r, now_ms);
+        } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
+                   r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+            r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
+            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
         } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
             rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
                       r->key);
             rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
         } else if (a == RSD_LOAD_LIMIT) {
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d (model limit reached)", r->rt->label,
-                               r->url, status);
-            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        } else {
             (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+            rsdi_rc_quote_error(r, body, len, what, sizeof what);
+            if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
+                                                               " (model limit reached)");
+            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        } else { /* the server's own words after the status (W18: say why) */
+            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+            rsdi_rc_quote_error(r, body, len, what, sizeof what);
             rsdi_rc_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
         }
         break;
@@ -7184,6 +7317,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         int k;
         if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
             rsdi_rc_describe(r, transport, status, what, sizeof what);
+            rsdi_rc_quote_error(r, body, len, what, sizeof what);
             rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
             break;
         }
@@ -7194,7 +7328,26 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             break;
         }
         k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
-        if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
+        r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
+        if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
+            rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
+            r->n_victims = 0;
+            rsdi_rc_take_victims(r); /* the first plan's, to compare */
+            rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
+        } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* wire.md 1.4: keep waiting */
+            r->dl_seen = true;
+            rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
+            r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
+            if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+                r->keep_state = RSD_MODEL_UNLOADED;
+                rsdi_rc_do_load(r, now_ms);
+            } else {
+                (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
+                rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+            }
+        } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
             rsdi_rc_wait_ok(r, now_ms);
         } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
             if (r->poll.models[k].has_exit_code)
@@ -7225,41 +7378,10 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             r->ri++;
             rsdi_rc_next_restore(r, now_ms);
         } else {
-            r->pi++;
+            r->pinned_gone[r->pi++] = RSDI_PIN_FAILED;
+            r->pin_room++; /* nothing took the slot */
             rsdi_rc_next_pinned(r, now_ms);
         }
-        break;
-    }
-    case RSDI_PH_PINLIST: {
-        int i, k;
-        if (!ok || r->rt->parse_list(r, body, len, &r->poll) < 0) { /* best effort */
-            rsdi_rc_success(r, now_ms);
-            break;
-        }
-        for (i = 0; i < r->n_pinned; i++) {
-            k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
-            r->pinned_gone[i] = k < 0 || !rsd_model_state_resident(r->poll.models[k].state);
-        }
-        r->pi = 0;
-        r->n_reloaded = 0;
-        rsdi_rc_next_pinned(r, now_ms);
-        break;
-    }
-    case RSDI_PH_PINCHECK: {
-        int k;
-        if (ok && r->rt->parse_list(r, body, len, &r->poll) == RSD_OK &&
-            ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
-             !rsd_model_state_resident(r->poll.models[k].state))) {
-            (void)RSD_SNPRINTF(what, sizeof what, "pinned-resident restore displaced '%s'", r->keep);
-            r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
-            r->result.error = RSD_ERR_DISPLACED;
-            rsdi_cpy(r->result.message, sizeof r->result.message, what);
-            rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
-                               "loading '%s' on '%s' failed: %s", r->keep, r->target_id, what);
-            rsdi_rc_finish(r, now_ms);
-            break;
-        }
-        rsdi_rc_success(r, now_ms);
         break;
     }
     default:

@@ -432,7 +432,9 @@ static void test_load_404_restores_released_straggler(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK(strstr(R.result.message, "HTTP 404") != NULL);
+    CHECK(strstr(R.result.message, "HTTP 404: model") != NULL); /* Ollama's own error text is quoted */
     CHECK_EQ_INT(R.result.n_evicted, 1);
+    CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.kind, RSD_NOTICE_RESTORED);
     CHECK(R.result.evicted[0].restored);
     CHECK(fo_find(&f, "mine") >= 0);
     CHECK(any_notice_has("restored 'mine:latest'"));
