@@ -1056,6 +1056,8 @@ typedef enum rsd_decision {
     X(JIT_LOAD, "jit: load now; the fallback list is used only if the load fails") \
     X(SCHEDULER_RELEASE_OURS, "scheduler: release stragglers this process loaded") \
     X(SCHEDULER_LOAD, "scheduler: nothing of ours to release; the request loads") \
+    X(FITS_BYTES, "sizes known: the keep fits in the free memory; nothing evicted (W12)") \
+    X(EVICT_BYTES, "sizes known: evict the fewest unprotected residents that free enough memory (W12)") \
     X(DECLINE_ALL_PINNED, "declined: the slots hold pinned models") \
     X(DECLINE_PINNED_KEEP, "declined: a pinned keep would strand a configured model") \
     X(DECLINE_NOT_LOADABLE, "declined: the server does not serve the keep model") \
@@ -1113,7 +1115,8 @@ typedef enum rsd_notice_level {
     X(EVICT_OURS, "evict-ours") \
     X(EVICT_FOREIGN, "evict-foreign") \
     X(CONTEXT_CLAMPED, "context-clamped") \
-    X(NOT_LOADABLE, "not-loadable")
+    X(NOT_LOADABLE, "not-loadable") \
+    X(BYTES_SHORT, "bytes-short")
 /* Which message a notice carries. */
 typedef enum rsd_notice_msg {
 #define RSDI_X(n, s) RSD_MSG_##n,
@@ -1205,6 +1208,8 @@ typedef struct rsd_facts {
     uint32_t context_length;            /* requested load context; 0 = none */
     uint32_t model_max_context;         /* keep's context limit; 0 = unknown */
     uint32_t context_ceiling;           /* clamp ceiling; 0 = RSD_FIT_CEILING_DEFAULT */
+    uint64_t capacity_bytes;            /* memory the residents share (e.g. VRAM total); 0 = unknown (W12) */
+    uint64_t keep_bytes;                /* what the keep takes once loaded; 0 = unknown (W12) */
 } rsd_facts;
 
 /* Per-resident classification, index-aligned with rsd_facts.residents. */
@@ -1231,7 +1236,10 @@ enum {
     RSD_DETAIL_CONFIG_PROTECTED = 1u << 9,
     RSD_DETAIL_ROLE = 1u << 10,
     RSD_DETAIL_RESTORED = 1u << 11,      /* driver: ids in result.evicted[] with restored set */
-    RSD_DETAIL_UNRESTORED = 1u << 12     /* driver: ids in result.evicted[] left unloaded */
+    RSD_DETAIL_UNRESTORED = 1u << 12,    /* driver: ids in result.evicted[] left unloaded */
+    RSD_DETAIL_KEEP_BYTES = 1u << 13,
+    RSD_DETAIL_FREE_BYTES = 1u << 14,
+    RSD_DETAIL_CAPACITY_BYTES = 1u << 15
 };
 
 /* An operator notice (R16). Its text comes from rsd_notice_format. */
@@ -1245,6 +1253,7 @@ typedef struct rsd_notice {
     uint32_t requested_context, model_max_context, load_context;
     uint32_t resident_count, max_instances;
     uint64_t resident_vram_bytes, resident_total_bytes, freed_vram_bytes;
+    uint64_t keep_bytes, free_bytes, capacity_bytes; /* W12: BYTES_SHORT */
     bool config_protected;
     rsd_role role;
 } rsd_notice;
@@ -2270,6 +2279,8 @@ typedef struct rsd_reconcile_desc {
     const char *bearer;               /* API key; NULL = none */
     rsd_decision_cache *cache;        /* NULL = no TTL fast path */
     rsd_logger logger;
+    uint64_t capacity_bytes;          /* W12: memory the residents share (VRAM total); 0 = unknown */
+    uint64_t keep_bytes;              /* W12: the keep's footprint; 0 = its listed size, else unknown */
 } rsd_reconcile_desc;
 
 /* The reconcile state machine. Caller-owned, big, reusable; fields not listed as
@@ -2293,6 +2304,7 @@ struct rsd_reconcile {
     bool keep_pinned, want_lock, has_gen;
     uint64_t gen, commit_gen;
     uint32_t ctx_len, ctx_max, ctx_ceiling, probe_ms, restore_ms;
+    uint64_t cap_bytes, keep_bytes;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
     char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
@@ -4192,6 +4204,9 @@ typedef struct rsdi_decide_ws {
     int16_t others[RSD_MAX_RESIDENTS];
     int n_unprot, n_config;             /* eviction tiers (R25), ours first */
     int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
+    bool bytes_known;                   /* W12: capacity, keep and every resident sized */
+    uint64_t free_bytes, need_bytes;    /* free now; to free for the keep (0 = it fits) */
+    uint64_t gbytes[RSD_MAX_RESIDENTS]; /* group footprint, at the representative */
 } rsdi_decide_ws;
 
 /* FNV-1a, never 0 for a non-empty name (0 marks "no name"). */
@@ -4288,15 +4303,100 @@ RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
     }
 }
 
+/* W12: a resident's footprint: its GPU bytes if given, else its total bytes. */
+RSDI_PRIVATE bool rsdi_res_bytes(const rsd_resident *r, uint64_t *b) {
+    if (r->has_size_vram) { *b = r->size_vram_bytes; return true; }
+    if (r->has_size) { *b = r->size_bytes; return true; }
+    return false;
+}
+
+RSDI_PRIVATE uint64_t rsdi_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* W12: choose victims from tier a, then tier b, each tier largest first (ties keep the
+   tier order: ours first, then id), until `slots` instances and `bytes` are freed;
+   then spare the picked ones, latest first, that the rest make unneeded. Writes the
+   picks in order to out; returns their count, or -1 (nothing written) when even all
+   candidates do not free enough. */
+RSDI_PRIVATE int rsdi_pick_bytes(const rsdi_decide_ws *w, const int16_t *a, int na, const int16_t *b, int nb,
+                                 int64_t slots, uint64_t bytes, int16_t *out) {
+    int16_t c[RSD_MAX_RESIDENTS];
+    int n = 0, t, i, j, np = 0;
+    int64_t fs = 0;
+    uint64_t fb = 0;
+    for (t = 0; t < 2; t++) {
+        const int16_t *src = t ? b : a;
+        int ns = t ? nb : na, first = n;
+        for (i = 0; i < ns; i++) { /* stable insertion by footprint, descending */
+            int16_t g = src[i];
+            j = n++;
+            while (j > first && w->gbytes[c[j - 1]] < w->gbytes[g]) {
+                c[j] = c[j - 1];
+                j--;
+            }
+            c[j] = g;
+        }
+    }
+    for (i = 0; i < n && (fs < slots || fb < bytes); i++) {
+        out[np++] = c[i];
+        fs += w->gsize[c[i]];
+        fb = rsdi_add_sat(fb, w->gbytes[c[i]]);
+    }
+    if (fs < slots || fb < bytes) return -1;
+    for (i = np - 2; i >= 0; i--) /* the last pick is needed by construction */
+        if (fs - w->gsize[out[i]] >= slots && fb - w->gbytes[out[i]] >= bytes) {
+            fs -= w->gsize[out[i]];
+            fb -= w->gbytes[out[i]];
+            for (j = i; j + 1 < np; j++) out[j] = out[j + 1];
+            np--;
+        }
+    return np;
+}
+
+/* W12: the keep does not fit even after evicting every candidate: say so (the plan
+   then goes on as without sizes). evictable = bytes the candidates hold. */
+RSDI_PRIVATE void rsdi_bytes_short(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p, uint64_t evictable) {
+    rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_WARNING, RSD_MSG_BYTES_SHORT, -1);
+    if (!n) return;
+    n->detail = RSD_DETAIL_KEEP_BYTES | RSD_DETAIL_FREE_BYTES | RSD_DETAIL_CAPACITY_BYTES;
+    n->keep_bytes = f->keep_bytes;
+    n->free_bytes = rsdi_add_sat(w->free_bytes, evictable);
+    n->capacity_bytes = f->capacity_bytes;
+}
+
+/* W12: mark the byte picks (or note the shortfall). Returns true when it planned. */
+RSDI_PRIVATE bool rsdi_evict_bytes(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p, const int16_t *a, int na,
+                                   const int16_t *b, int nb, int64_t slots) {
+    int16_t picks[RSD_MAX_RESIDENTS];
+    int np = rsdi_pick_bytes(w, a, na, b, nb, slots, w->need_bytes, picks), k;
+    bool any_config = false;
+    if (np < 0) {
+        uint64_t all = 0;
+        for (k = 0; k < na; k++) all = rsdi_add_sat(all, w->gbytes[a[k]]);
+        for (k = 0; k < nb; k++) all = rsdi_add_sat(all, w->gbytes[b[k]]);
+        rsdi_bytes_short(f, w, p, all);
+        return false;
+    }
+    for (k = 0; k < np; k++) {
+        rsdi_mark_evict(w, p, picks[k]);
+        any_config = any_config || p->cls[picks[k]].protection == RSD_PROTECT_CONFIG;
+    }
+    p->decision = np ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
+    p->reason = !np ? RSD_REASON_FITS_BYTES : any_config ? RSD_REASON_EVICT_CONFIG : RSD_REASON_EVICT_BYTES;
+    return true;
+}
+
 /* Router strategy with known capacity (R30). */
 RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p,
                                     bool config_evictable) {
     int64_t needed = (int64_t)f->n_residents + 1 - (int64_t)f->max_instances;
     int64_t freed = 0, avail_unprot = 0, avail_config = 0;
     int k;
-    bool any_config = false;
+    bool any_config = false, by_bytes = w->bytes_known && w->need_bytes > 0;
     rsd_notice *n;
     p->slots_needed = needed > 0 ? (int)needed : 0;
+    if (needed <= 0 && by_bytes && /* a free slot, but not the memory (W12) */
+        rsdi_evict_bytes(f, w, p, w->unprot, w->n_unprot, w->config, config_evictable ? w->n_config : 0, 0))
+        return;
     if (needed <= 0) { /* R30a */
         p->decision = RSD_DECISION_LOAD;
         p->reason = RSD_REASON_FREE_SLOT;
@@ -4337,6 +4437,9 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
         }
         return;
     }
+    if (by_bytes &&
+        rsdi_evict_bytes(f, w, p, w->unprot, w->n_unprot, w->config, config_evictable ? w->n_config : 0, needed))
+        return;
     for (k = 0; k < w->n_unprot && freed < needed; k++) {
         rsdi_mark_evict(w, p, w->unprot[k]);
         freed += w->gsize[w->unprot[k]];
@@ -4432,6 +4535,18 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         int e = w.order[k];
         if (p->cls[e].group == e && !p->cls[e].is_keep) w.others[w.n_others++] = (int16_t)e;
     }
+    /* W12: byte accounting, only when everything is sized (else exactly as without) */
+    w.bytes_known = f->capacity_bytes > 0 && f->keep_bytes > 0;
+    {
+        uint64_t used = 0, b = 0;
+        for (i = 0; i < w.n && w.bytes_known; i++) {
+            if (!rsdi_res_bytes(&f->residents[i], &b)) w.bytes_known = false;
+            w.gbytes[p->cls[i].group] = rsdi_add_sat(w.gbytes[p->cls[i].group], b);
+            used = rsdi_add_sat(used, b);
+        }
+        w.free_bytes = f->capacity_bytes > used ? f->capacity_bytes - used : 0;
+        w.need_bytes = f->keep_bytes > w.free_bytes ? f->keep_bytes - w.free_bytes : 0;
+    }
 
     /* R21: context stress. */
     if (f->context_length && f->model_max_context && f->context_length > f->model_max_context) {
@@ -4484,18 +4599,28 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             p->decision = RSD_DECISION_LOAD;
             p->reason = RSD_REASON_JIT_LOAD;
             break;
-        case RSD_STRATEGY_SCHEDULER: /* R28 */
+        case RSD_STRATEGY_SCHEDULER: { /* R28 */
+            int16_t ours[RSD_MAX_RESIDENTS];
+            int n_ours = 0;
             for (k = 0; k < w.n_unprot; k++)
-                if (p->cls[w.unprot[k]].ours) rsdi_mark_evict(&w, p, w.unprot[k]);
+                if (p->cls[w.unprot[k]].ours) ours[n_ours++] = w.unprot[k];
+            if (w.bytes_known && rsdi_evict_bytes(f, &w, p, ours, n_ours, NULL, 0, 0)) {
+                if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours (W12) */
+                break;
+            }
+            for (k = 0; k < n_ours; k++) rsdi_mark_evict(&w, p, ours[k]);
             p->decision = p->n_evict ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
             p->reason = p->n_evict ? RSD_REASON_SCHEDULER_RELEASE_OURS : RSD_REASON_SCHEDULER_LOAD;
             break;
+        }
         default: /* router */
             if (w.n == 0) {
                 p->decision = RSD_DECISION_LOAD;
                 p->reason = RSD_REASON_EMPTY_SERVER;
             } else if (f->max_instances == 0) { /* R29, improved (W8): evict one */
-                if (w.n_unprot) {
+                if (w.bytes_known && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
+                    /* W12: the sizes say how many (maybe none); still never a configured one */
+                } else if (w.n_unprot) {
                     rsdi_mark_evict(&w, p, w.unprot[0]);
                     p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
                     p->reason = RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE;
@@ -4713,6 +4838,13 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         rsdi_sb_others(&b, f, p, false, true, false); rsdi_sb_c(&b, ": context clamped ");
         rsdi_sb_u(&b, n->requested_context); rsdi_sb_c(&b, " to "); rsdi_sb_u(&b, n->load_context);
         rsdi_sb_c(&b, " tokens");
+        break;
+    case RSD_MSG_BYTES_SHORT:
+        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " needs "); rsdi_sb_gib(&b, n->keep_bytes);
+        rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, ", and only ");
+        rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->capacity_bytes);
+        rsdi_sb_c(&b, " can be freed without evicting a protected model; residency evicts no more than "
+                      "without sizes, and the load may fail or spill to CPU.");
         break;
     case RSD_MSG_NOT_LOADABLE:
         rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);
@@ -6563,6 +6695,11 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->context_length = r->ctx_len;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
+    f->capacity_bytes = r->cap_bytes; /* W12 */
+    f->keep_bytes = r->keep_bytes ? r->keep_bytes
+                  : ki < 0 ? 0
+                  : l->models[ki].has_size_vram ? l->models[ki].size_vram_bytes
+                  : l->models[ki].has_size ? l->models[ki].size_bytes : 0;
     if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
     if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0) /* R45, L18 */
         rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
@@ -7052,6 +7189,8 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->ctx_len = d->context_length;
     r->ctx_max = d->model_max_context;
     r->ctx_ceiling = d->context_ceiling;
+    r->cap_bytes = d->capacity_bytes;
+    r->keep_bytes = d->keep_bytes;
     r->probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
     r->restore_ms = d->restore_ms ? d->restore_ms : (uint32_t)RSD_RECONCILE_RESTORE_MS;
     r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_RECONCILE_DEADLINE_MS);

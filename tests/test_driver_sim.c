@@ -251,6 +251,24 @@ static void test_sim_other_client_evicts_after_listing(void) {
     CHECK_EQ_INT(state_of("c"), RSIM_LOADED);
 }
 
+/* wire.md 1.4 "downloading" (rsd-sim: download=MS): the keep downloading is waited
+   for read-only; the resident is evicted only once the download is done. */
+static void test_sim_downloading_keep_is_waited_for(void) {
+    static const char *const m[] = {"id=a,startup=1", "id=big,download=3000"};
+    rsd_reconcile_desc d;
+    sim_router(1, m, 2);
+    REQUIRE(state_of("big") == RSIM_DOWNLOADING);
+    desc(&d, "big");
+    CHECK_EQ_INT(drive(&d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(state_of("big"), RSIM_LOADED);
+    CHECK_EQ_INT(state_of("a"), RSIM_UNLOADED);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/load", "big", 200), 1);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/load", NULL, 400), 0);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/unload", "a", 200), 1);
+    CHECK(NOW >= 4000); /* nothing loaded before the download ended */
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_sim_full_router_evicts_one_and_loads);
@@ -261,5 +279,6 @@ int main(int argc, char **argv) {
     RUN(test_sim_api_key);
     RUN(test_sim_plain_llama_server_is_not_managed);
     RUN(test_sim_other_client_evicts_after_listing);
+    RUN(test_sim_downloading_keep_is_waited_for);
     return RSD_TEST_END();
 }
