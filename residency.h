@@ -1014,7 +1014,40 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w);
 /* ==== >>reconcile (declarations) ========================================== */
 /* The pure reconciler decision: facts in, plan out. No I/O, no allocation, no
    clock. The sans-I/O drivers (llama.cpp router, LM Studio, Ollama), the lock and
-   the state files build on it and come next. Manual: [doc:reconcile] above. */
+   the state files build on it and come next. Manual: [doc:reconcile] above; this
+   part adds what came after it:
+
+   W12, byte-aware eviction (upstream counted instances only, R33).
+       rsd_facts.capacity_bytes  memory the residents share, e.g. the VRAM total
+                                 (the caller's or the server's figure); 0 = unknown
+       rsd_facts.keep_bytes      what the keep takes once loaded; 0 = unknown
+     A resident's footprint is size_vram_bytes when has_size_vram, else
+     size_bytes when has_size. Bytes count only when capacity_bytes, keep_bytes
+     and EVERY resident's footprint are known; otherwise every plan is exactly
+     the plan without sizes (tested: byte for byte). With them: free = capacity
+     - sum of footprints, need = keep_bytes - free (0 when it fits), and
+       ROUTER, capacity known: when need > 0 (a free slot or not), the victims
+         are the fewest that free both the slots (count - freed + 1 <= max) and
+         the bytes: unprotected tier, then configured (not for a pinned keep,
+         R26), each tier largest first (ties: the tier order, ours first, then
+         id), then every picked victim the others make unneeded is spared
+         (latest first). Reason EVICT_BYTES (EVICT_CONFIG if a configured one
+         goes). need == 0: the count rules as before.
+       ROUTER, capacity unknown: need == 0 -> LOAD, reason FITS_BYTES (W8
+         would have evicted one); need > 0 -> the fewest unprotected ones that
+         free it, EVICT_BYTES (never a configured one, as W8).
+       SCHEDULER: only the fewest of our unprotected stragglers that free
+         `need` (none when it fits: LOAD, FITS_BYTES), instead of all of them.
+       JIT: unchanged (the fallback list is used only after a failed load).
+     When even every allowed candidate cannot free enough, the plan is the one
+     without sizes plus a will-not-fit/WARNING notice BYTES_SHORT (detail
+     KEEP_BYTES, FREE_BYTES = free + what the candidates hold, CAPACITY_BYTES):
+     "'<keep>' needs 10.0 GiB on '<target>', and only 2.0 GiB of 32.0 GiB can be
+     freed without evicting a protected model; residency evicts no more than
+     without sizes, and the load may fail or spill to CPU." Sizes never decline
+     a load (the figures are estimates; declines stay the R61 cases).
+     Deterministic as before: the same facts in any listing order give the
+     same plan. */
 enum {
     RSD_MAX_RESIDENTS = 64,       /* residents in one rsd_facts */
     RSD_MAX_ALIASES = 4,          /* aliases per resident, and of the keep model */
@@ -1961,7 +1994,8 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            worst case is deadline + restore), bearer, cache (NULL = no TTL fast
            path), generation + has_generation, ours + n_ours (ids this library
            loaded on the target: the persisted attribution), lock (emit
-           LOCK/UNLOCK around mutations), logger.
+           LOCK/UNLOCK around mutations), logger, capacity_bytes and
+           keep_bytes (W12; 0 = unknown).
 
        Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
         1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
@@ -1997,9 +2031,13 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            500 "model limit reached" -> a capacity answer: re-list, re-decide
            with max_instances = the residents now listed, unload what that
            plan evicts and load again (at most RSD_RECONCILE_LOAD_ATTEMPTS
-           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; any
-           other status -> LOAD_FAILED RSD_ERR_LOAD_REJECTED ("llama.cpp router
-           rejected <url>: HTTP <status>"); a transport error -> LOAD_FAILED.
+           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 400
+           "downloading" -> wait (step 11a); any other status -> LOAD_FAILED
+           RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
+           <status>: <the server's error message>", the message read by
+           rsd_server_error_parse and left out when the body has none, e.g.
+           "... HTTP 404: File Not Found"); a transport error -> LOAD_FAILED.
+           An unload or poll that fails quotes the server's message the same way.
        11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
            capped at 500 ms between polls, the last poll at the deadline; so
            DONE comes within one poll interval of the model being ready.
@@ -2007,16 +2045,59 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            deadline; 4xx fails. failed:true (FAILED) ends the wait: "llama.cpp
            router reports '<id>' failed to load (exit code N)"
            RSD_ERR_LOAD_FAILED. A model missing from a listing keeps polling.
-           The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT.
+           The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
+           (" (still downloading)" appended when the last poll said so).
+       11a. Downloading (wire.md 1.4; a status value, never a failure):
+           - the keep DOWNLOADING in the decision's listing: nothing is
+             evicted, locked or loaded for a model that is not there yet; a
+             read-only wait (polls as above) until its status changes, then
+             list again and decide again (new plan notices only if the plan
+             changed), then go on as usual. A download longer than the
+             deadline ends LOAD_FAILED RSD_ERR_TIMEOUT, nothing mutated.
+           - DOWNLOADING while waiting after our load (a child that downloads
+             first: downloading -> loading -> loaded) keeps waiting.
+           - the load answered "downloading" (RSD_LOAD_DOWNLOADING; rsd-sim
+             answers 400 "model is downloading", the real router's answer is
+             unconfirmed), or the keep went downloading -> unloaded while we
+             waited: the load is POSTed again once the download is done
+             (within RSD_RECONCILE_LOAD_ATTEMPTS), then waited for.
        12. Failed load with evictions done -> restore (R70-R74, W5): each
            evicted model in order, POST load + wait, bounded by restore_ms;
-           notices: restored (swap/warning, "... restored 'a' so the target
-           keeps serving.") and unrestored (will-not-fit/error). Restored
-           models keep their attribution (they are not in attr_remove).
-       13. Pinned pass (L24) after a load this reconcile made or waited for,
-           when the decision's listing had tag-pinned residents: GET once;
-           reload each pinned model that is gone; if one was reloaded, GET again
-           and require the keep resident, else LOAD_FAILED RSD_ERR_DISPLACED.
+           notices: a load-failed/error notice first ("loading '<keep>' on
+           '<target>' failed: <reason>"), then restored/warning (R72 text
+           "... restored 'a' so the target keeps serving.", detail bit
+           RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error, R73,
+           RSD_DETAIL_UNRESTORED); the ids are result.evicted[] with their
+           restored flags. Restored models keep their attribution (they are
+           not in attr_remove).
+       13. Pinned pass (L24, with W11 fixed) after a load this reconcile made
+           or waited for, when the decision's listing had tag-pinned residents
+           (not the keep): the listing of the last poll (the one that showed
+           the keep loaded) is checked; no extra request (upstream made one
+           GET after every such load). Nothing pinned gone: done. A pinned
+           model gone (the server's LRU displaced it) is added to
+           result.evicted with displaced = true and:
+           - reloaded (POST load + wait) only while a free slot is known:
+             capacity known (or unlimited) and fewer residents listed than
+             it. Reloading into a full server makes the router evict by its
+             own LRU, perhaps the keep just loaded, so then it is NOT reloaded
+             (capacity unknown counts as full: on a router, a load that
+             displaced something shows the server was full); notice
+             swap/warning "loading '<keep>' on '<target>' displaced pinned
+             '<p>', and residency did not reload it: <why>. Reload it on the
+             server, or raise the server's model limit." (.subject = p,
+             detail SWAPPED_OUT | UNRESTORED); the turn still succeeds:
+             the user asked for the keep, and it is resident.
+           - reloaded: restored/info "... displaced pinned '<p>'; reloaded it
+             into a free slot." (evicted[].restored set). A reload that fails
+             gives the swap/warning notice above ("its reload failed").
+           After reloads, the last poll must still show the keep resident (a
+           concurrent client can change the server meanwhile): if not, the
+           keep is loaded again (one more load attempt, no second pass), so
+           the pass never leaves the keep displaced. Only with no attempt or
+           time left: LOAD_FAILED RSD_ERR_DISPLACED ("'<keep>' was displaced
+           after it loaded") with a load-failed/error notice; upstream failed
+           the turn whenever its restore displaced the keep.
        14. COMMIT (when anything was mutated) with attr_add (the keep, when a
            load POST of ours succeeded, R50) and attr_remove (names of evicted,
            unrestored models found in d.ours); cache: every entry of the key is
@@ -2024,7 +2105,13 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
        Requests: no more than upstream L26-L28 on the same scenario, except
        the W1 re-list (skipped when the generation proves nothing changed) and
-       the faster polls of step 11.
+       the faster polls of step 11; the pinned pass costs no GET (W11).
+       Sizes (W12): desc.capacity_bytes (e.g. the GPU's VRAM total) and
+       desc.keep_bytes (0 = the keep's listed size_vram or size, when the
+       listing has one) go into rsd_facts; when they and every resident's
+       size are known, rsd_decide evicts by bytes (see >>reconcile). Ollama's
+       /api/ps gives every resident's size_vram; a router lists meta.size for
+       models that have loaded once. Unknown anywhere: count rules as before.
        The router never receives a request that names a model on a GET, so no
        probe can autoload (wire.md 1.7); the machine sends no "?model=" probes.
 
@@ -2039,17 +2126,25 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            message     one line for the operator (the upstream error text)
            decision, reason, would, keep_resident (before), load_context,
            cache_hit, cached, mutated, loaded (our load POST succeeded),
-           unload_failed, lock_held, redecided, evicted[] + n_evicted with
-           restored flags, attr_add (+ attr_add_instance), attr_remove[] +
-           n_attr_remove,
+           unload_failed, lock_held, redecided, evicted[] + n_evicted (models
+           that left the server: our unloads in order, then pinned models the
+           server displaced, displaced = true; restored = loaded back),
+           attr_add (+ attr_add_instance), attr_remove[] + n_attr_remove,
            requests, elapsed_ms.
        Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
        RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
        (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
-       .subject) and driver notices: RESTORED (swap/warning), UNRESTORED
-       (will-not-fit/error), LOAD_FAILED (degraded/error), UNLOAD_FAILED
-       (degraded/warning), LOCK_UNLOCKED (degraded/warning), DEGRADED
-       (degraded/info). .text is the rendered line (cut at
+       .subject) and driver notices (dmsg: kind/level):
+           RESTORED       restored/warning (R72, after a failed load),
+                          restored/info (pinned pass reload)
+           UNRESTORED     will-not-fit/error (R73), swap/warning (pinned pass)
+           LOAD_FAILED    load-failed/error: the keep's load failed (any cause:
+                          rejected, failed:true, timeout, displaced)
+           UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
+           DEGRADED       degraded/info
+         The kinds restored and load-failed are ours (upstream folded them into
+         swap and threw the error); rsd_notice_kind_str gives "restored" and
+         "load-failed". .text is the rendered line (cut at
        RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
 
        Runtimes: rsd_runtime is a table of pure hooks plus flags; the llama.cpp
@@ -2067,6 +2162,7 @@ RSD_API const char *rsd_lms_tier_str(int tier);
                array); <0 = the listing cannot be acted on (degrade).
            parse_capacity(r, ...)   NULL = no capacity request.
            load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
+               DOWNLOADING (wait, load again when the download ends),
                ALREADY, LIMIT (re-list, re-decide with the server full at its
                listed count, unload the plan's evict list, or with none the
                first fallback entry, one at a time for JIT: W14; load again,
