@@ -4713,6 +4713,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             if (w.n == 0) {
                 p->decision = RSD_DECISION_LOAD;
                 p->reason = RSD_REASON_EMPTY_SERVER;
+                if (w.bytes_known && w.need_bytes) rsdi_bytes_short(f, &w, p, 0); /* too big even alone */
             } else if (f->max_instances == 0) { /* R29, improved (W8): evict one */
                 if (w.bytes_known && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
                     /* W12: the sizes say how many (maybe none); still never a configured one */
