@@ -872,6 +872,49 @@ static void test_rejected_load_quotes_server_error(void) {
     CHECK(any_notice_has("unloading 'old' from 'mini' failed (POST http://mini:8080/models/unload: HTTP 500: boom)"));
 }
 
+/* rsd_reconcile_event: a /models/sse event for the waited model (by any of its names)
+   ends the WAIT at once; progress, other models and junk do not. */
+static void test_sse_event_wakes_only_for_the_waited_model(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    rsd_step s;
+    int guard, tr, st;
+    const char *body;
+    size_t len;
+    static const char *const ignored[] = {
+        "{\"model\":\"other\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\"}}",
+        "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":{\"value\":0.5}}}",
+        "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"downloading\"}}",
+        "{\"model\":42}", "[]", "{\"model\":\"coder\"", ""};
+    size_t k;
+    fresh();
+    fr_init(&f, 2);
+    snprintf(fm_add(&f, "coder", RSD_MODEL_UNLOADED)->alias, 64, "c-alias");
+    f.load_delay = 10000;
+    desc_init(&d, "c-alias"); /* requested by its alias; events name the canonical id */
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    for (guard = 0; guard < 100; guard++) {
+        s = rsd_reconcile_next(&R, NOW);
+        if (s.kind != RSD_STEP_HTTP) break;
+        fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+        NOW += 1;
+        CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+    }
+    REQUIRE(s.kind == RSD_STEP_WAIT);
+    CHECK_EQ_STR(s.wait_model, "c-alias");
+    for (k = 0; k < sizeof ignored / sizeof ignored[0]; k++)
+        CHECK_EQ_INT(rsd_reconcile_event(&R, ignored[k], strlen(ignored[k]), NOW), 0);
+    CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
+    {
+        const char *ev = "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":"
+                         "{\"status\":\"unloaded\",\"exit_code\":1}}";
+        CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW), 1);
+    }
+    s = rsd_reconcile_next(&R, NOW); /* polls now, not at the old wake time */
+    CHECK_EQ_INT(s.kind, RSD_STEP_HTTP);
+    CHECK_EQ_INT(s.http.op, RSD_OP_LIST);
+}
+
 /* ==== downloading (wire.md 1.4: a status value, not a failure) =============== */
 
 /* The keep is downloading when we look: nothing is evicted for it yet; we wait
@@ -1604,6 +1647,7 @@ int main(int argc, char **argv) {
     RUN(test_6_2_11_ttl_dedupes_repeat_ensures);
     RUN(test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown);
     RUN(test_rejected_load_quotes_server_error);
+    RUN(test_sse_event_wakes_only_for_the_waited_model);
     RUN(test_downloading_keep_waits_before_evicting);
     RUN(test_load_answer_downloading_keeps_waiting_then_loads);
     RUN(test_child_download_during_load_is_waited_for);
