@@ -1044,8 +1044,11 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w);
      KEEP_BYTES, FREE_BYTES = free + what the candidates hold, CAPACITY_BYTES):
      "'<keep>' needs 10.0 GiB on '<target>', and only 2.0 GiB of 32.0 GiB can be
      freed without evicting a protected model; residency evicts no more than
-     without sizes, and the load may fail or spill to CPU." Sizes never decline
-     a load (the figures are estimates; declines stay the R61 cases).
+     without sizes, and the load may fail or spill to CPU." An empty server
+     too small for the keep gets the same notice (EMPTY_SERVER, load as is).
+     Sizes never decline a load (the figures are estimates; declines stay the
+     R61 cases). rsd_notice gained keep_bytes, free_bytes, capacity_bytes:
+     sizeof(rsd_plan) is now 14 544 bytes, rsd_facts 328 (x86-64).
      Deterministic as before: the same facts in any listing order give the
      same plan. */
 enum {
@@ -2195,7 +2198,7 @@ RSD_API const char *rsd_lms_tier_str(int tier);
        Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
-       is 890 936 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
+       is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
        copied ids): allocate it (static, malloc) and reuse it; begin resets it.
        No allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
