@@ -1033,9 +1033,10 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w);
          id), then every picked victim the others make unneeded is spared
          (latest first). Reason EVICT_BYTES (EVICT_CONFIG if a configured one
          goes). need == 0: the count rules as before.
-       ROUTER, capacity unknown: need == 0 -> LOAD, reason FITS_BYTES (W8
-         would have evicted one); need > 0 -> the fewest unprotected ones that
-         free it, EVICT_BYTES (never a configured one, as W8).
+       ROUTER, capacity unknown: need > 0 -> the fewest unprotected ones that
+         free it, EVICT_BYTES (never a configured one, as W8). need == 0: W8's
+         one eviction stays, because a router limits by count (--models-max),
+         not bytes, and that one keeps its LRU away from a pinned model.
        SCHEDULER: only the fewest of our unprotected stragglers that free
          `need` (none when it fits: LOAD, FITS_BYTES), instead of all of them.
        JIT: unchanged (the fallback list is used only after a failed load).
@@ -4739,8 +4740,9 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
                 p->reason = RSD_REASON_EMPTY_SERVER;
                 if (w.bytes_known && w.need_bytes) rsdi_bytes_short(f, &w, p, 0); /* too big even alone */
             } else if (f->max_instances == 0) { /* R29, improved (W8): evict one */
-                if (w.bytes_known && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
-                    /* W12: the sizes say how many (maybe none); still never a configured one */
+                if (w.bytes_known && w.need_bytes && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
+                    /* W12: as many as the bytes need (one or more); never a configured one. When
+                       the bytes fit, W8's one stays: the router limits by count, not bytes */
                 } else if (w.n_unprot) {
                     rsdi_mark_evict(&w, p, w.unprot[0]);
                     p->decision = RSD_DECISION_LOAD_AFTER_EVICT;

@@ -1306,19 +1306,28 @@ static void w12_scheduler_releases_only_what_is_needed(void) {
     CHECK(!plan.cls[2].evict); /* never a foreign one */
 }
 
-/* Router, capacity unknown (W8 evicts one): the sizes say it fits, so nothing goes. */
+/* Router, capacity unknown (W8 evicts one): the bytes can ask for more, never for
+   fewer (a router limits by count; W8's one keeps its LRU off pinned models). */
 static void w12_router_capacity_unknown_uses_sizes(void) {
-    rsd_resident r[2];
+    rsd_resident r[3];
     rsd_facts f;
     r[0] = sized("a", 4, false);
     r[1] = sized("b", 4, false);
-    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 2, 0);
-    f.capacity_bytes = 24 * GIB;
+    r[2] = sized("c", 2, false);
+    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 3, 0);
+    f.capacity_bytes = 24 * GIB; /* used 10, free 14 */
     f.keep_bytes = 8 * GIB;
     REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
-    CHECK_EQ_INT(plan.decision, RSD_DECISION_LOAD);
-    CHECK_EQ_INT(plan.reason, RSD_REASON_FITS_BYTES);
-    f.keep_bytes = 20 * GIB; /* 4 to free: one of the two equal ones, by id */
+    CHECK_EQ_INT(plan.reason, RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE);
+    REQUIRE(plan.n_evict == 1);
+    f.keep_bytes = 22 * GIB; /* 8 to free: the two largest (a, b by id), not c */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
+    REQUIRE(plan.n_evict == 2);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "a");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "b");
+    f.n_residents = 2;
+    f.keep_bytes = 20 * GIB; /* used 8, free 16: 4 to free: one of the two equal ones, by id */
     REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
     CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
     REQUIRE(plan.n_evict == 1);
