@@ -1074,7 +1074,44 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w);
 /* ==== >>reconcile (declarations) ========================================== */
 /* The pure reconciler decision: facts in, plan out. No I/O, no allocation, no
    clock. The sans-I/O drivers (llama.cpp router, LM Studio, Ollama), the lock and
-   the state files build on it and come next. Manual: [doc:reconcile] above. */
+   the state files build on it and come next. Manual: [doc:reconcile] above; this
+   part adds what came after it:
+
+   W12, byte-aware eviction (upstream counted instances only, R33).
+       rsd_facts.capacity_bytes  memory the residents share, e.g. the VRAM total
+                                 (the caller's or the server's figure); 0 = unknown
+       rsd_facts.keep_bytes      what the keep takes once loaded; 0 = unknown
+     A resident's footprint is size_vram_bytes when has_size_vram, else
+     size_bytes when has_size. Bytes count only when capacity_bytes, keep_bytes
+     and EVERY resident's footprint are known; otherwise every plan is exactly
+     the plan without sizes (tested: byte for byte). With them: free = capacity
+     - sum of footprints, need = keep_bytes - free (0 when it fits), and
+       ROUTER, capacity known: when need > 0 (a free slot or not), the victims
+         are the fewest that free both the slots (count - freed + 1 <= max) and
+         the bytes: unprotected tier, then configured (not for a pinned keep,
+         R26), each tier largest first (ties: the tier order, ours first, then
+         id), then every picked victim the others make unneeded is spared
+         (latest first). Reason EVICT_BYTES (EVICT_CONFIG if a configured one
+         goes). need == 0: the count rules as before.
+       ROUTER, capacity unknown: need > 0 -> the fewest unprotected ones that
+         free it, EVICT_BYTES (never a configured one, as W8). need == 0: W8's
+         one eviction stays, because a router limits by count (--models-max),
+         not bytes, and that one keeps its LRU away from a pinned model.
+       SCHEDULER: only the fewest of our unprotected stragglers that free
+         `need` (none when it fits: LOAD, FITS_BYTES), instead of all of them.
+       JIT: unchanged (the fallback list is used only after a failed load).
+     When even every allowed candidate cannot free enough, the plan is the one
+     without sizes plus a will-not-fit/WARNING notice BYTES_SHORT (detail
+     KEEP_BYTES, FREE_BYTES = free + what the candidates hold, CAPACITY_BYTES):
+     "'<keep>' needs 10.0 GiB on '<target>', and only 2.0 GiB of 32.0 GiB can be
+     freed without evicting a protected model; residency evicts no more than
+     without sizes, and the load may fail or spill to CPU." An empty server
+     too small for the keep gets the same notice (EMPTY_SERVER, load as is).
+     Sizes never decline a load (the figures are estimates; declines stay the
+     R61 cases). rsd_notice gained keep_bytes, free_bytes, capacity_bytes:
+     sizeof(rsd_plan) is now 14 544 bytes, rsd_facts 328 (x86-64).
+     Deterministic as before: the same facts in any listing order give the
+     same plan. */
 enum {
     RSD_MAX_RESIDENTS = 64,       /* residents in one rsd_facts */
     RSD_MAX_ALIASES = 4,          /* aliases per resident, and of the keep model */
@@ -1116,6 +1153,8 @@ typedef enum rsd_decision {
     X(JIT_LOAD, "jit: load now; the fallback list is used only if the load fails") \
     X(SCHEDULER_RELEASE_OURS, "scheduler: release stragglers this process loaded") \
     X(SCHEDULER_LOAD, "scheduler: nothing of ours to release; the request loads") \
+    X(FITS_BYTES, "sizes known: the keep fits in the free memory; nothing evicted (W12)") \
+    X(EVICT_BYTES, "sizes known: evict the fewest unprotected residents that free enough memory (W12)") \
     X(DECLINE_ALL_PINNED, "declined: the slots hold pinned models") \
     X(DECLINE_PINNED_KEEP, "declined: a pinned keep would strand a configured model") \
     X(DECLINE_NOT_LOADABLE, "declined: the server does not serve the keep model") \
@@ -1138,8 +1177,10 @@ typedef enum rsd_reason {
     X(ABOUT_TO_EVICT, "about-to-evict") \
     X(STRESS, "stress") \
     X(WILL_NOT_FIT, "will-not-fit") \
-    X(DEGRADED, "degraded")
-/* Kind of an operator notice. */
+    X(DEGRADED, "degraded") \
+    X(RESTORED, "restored") \
+    X(LOAD_FAILED, "load-failed")
+/* Kind of an operator notice (RESTORED and LOAD_FAILED come from the drivers). */
 typedef enum rsd_notice_kind {
 #define RSDI_X(n, s) RSD_NOTICE_##n,
     RSD_NOTICE_KINDS(RSDI_X)
@@ -1171,7 +1212,8 @@ typedef enum rsd_notice_level {
     X(EVICT_OURS, "evict-ours") \
     X(EVICT_FOREIGN, "evict-foreign") \
     X(CONTEXT_CLAMPED, "context-clamped") \
-    X(NOT_LOADABLE, "not-loadable")
+    X(NOT_LOADABLE, "not-loadable") \
+    X(BYTES_SHORT, "bytes-short")
 /* Which message a notice carries. */
 typedef enum rsd_notice_msg {
 #define RSDI_X(n, s) RSD_MSG_##n,
@@ -1263,6 +1305,8 @@ typedef struct rsd_facts {
     uint32_t context_length;            /* requested load context; 0 = none */
     uint32_t model_max_context;         /* keep's context limit; 0 = unknown */
     uint32_t context_ceiling;           /* clamp ceiling; 0 = RSD_FIT_CEILING_DEFAULT */
+    uint64_t capacity_bytes;            /* memory the residents share (e.g. VRAM total); 0 = unknown (W12) */
+    uint64_t keep_bytes;                /* what the keep takes once loaded; 0 = unknown (W12) */
 } rsd_facts;
 
 /* Per-resident classification, index-aligned with rsd_facts.residents. */
@@ -1287,7 +1331,12 @@ enum {
     RSD_DETAIL_FREED_VRAM_BYTES = 1u << 7,
     RSD_DETAIL_SWAPPED_OUT = 1u << 8,     /* the subject's model id */
     RSD_DETAIL_CONFIG_PROTECTED = 1u << 9,
-    RSD_DETAIL_ROLE = 1u << 10
+    RSD_DETAIL_ROLE = 1u << 10,
+    RSD_DETAIL_RESTORED = 1u << 11,      /* driver: ids in result.evicted[] with restored set */
+    RSD_DETAIL_UNRESTORED = 1u << 12,    /* driver: ids in result.evicted[] left unloaded */
+    RSD_DETAIL_KEEP_BYTES = 1u << 13,
+    RSD_DETAIL_FREE_BYTES = 1u << 14,
+    RSD_DETAIL_CAPACITY_BYTES = 1u << 15
 };
 
 /* An operator notice (R16). Its text comes from rsd_notice_format. */
@@ -1301,6 +1350,7 @@ typedef struct rsd_notice {
     uint32_t requested_context, model_max_context, load_context;
     uint32_t resident_count, max_instances;
     uint64_t resident_vram_bytes, resident_total_bytes, freed_vram_bytes;
+    uint64_t keep_bytes, free_bytes, capacity_bytes; /* W12: BYTES_SHORT */
     bool config_protected;
     rsd_role role;
 } rsd_notice;
@@ -1958,7 +2008,8 @@ RSD_API const char *rsd_lms_tier_str(int tier);
                               Authorization: Bearer <token> when d.bearer),
                               body + body_len (NULL/0 for GET), timeout_ms
                               (never past the overall deadline, at least 1).
-             RSD_STEP_WAIT    come back at s.wake_ms (absolute, caller's clock).
+             RSD_STEP_WAIT    come back at s.wake_ms (absolute, caller's clock);
+                              s.wait_model = the model waited for.
              RSD_STEP_LOCK    take the cross-process lock named s.key (the
                               normalised target key) waiting at most until
                               s.deadline_ms (the reconcile's own deadline: W5),
@@ -1988,6 +2039,22 @@ RSD_API const char *rsd_lms_tier_str(int tier);
        int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
            After a COMMIT step: the generation after the bump, under which the
            decision is cached. Without it the cache entry uses d.generation.
+       int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len,
+                               uint64_t now_ms);
+           Optional, for hosts that keep GET <root>/models/sse open (wire.md
+           1.11): feed each event's data (the JSON after "data: "). During a
+           WAIT (s.wait_model names the model waited for), an event whose
+           "model" is that model (any name the decision's listing gives it) or
+           "*", and whose data.status is not "loading"/"downloading" (progress),
+           ends the wait: the next next() polls at once. The listing stays the
+           truth (the poll confirms), so results are the same as with polls
+           alone; only the latency changes: DONE within a round trip of the
+           "loaded" event instead of up to one poll interval (test: a 350 ms
+           load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
+           when it woke the machine, 0 when the event was ignored (another
+           model, progress, not waiting, not JSON), RSD_ERR_ARG. The shell
+           (residency_http.h >>drive) does not subscribe yet; polling alone is
+           the default and is complete.
        const char *rsd_outcome_str(int outcome), rsd_step_kind_str(int kind),
        rsd_http_op_str(int op), rsd_driver_msg_str(int dmsg): never NULL.
        const rsd_runtime *rsd_runtime_router(void);
@@ -2008,7 +2075,8 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            worst case is deadline + restore), bearer, cache (NULL = no TTL fast
            path), generation + has_generation, ours + n_ours (ids this library
            loaded on the target: the persisted attribution), lock (emit
-           LOCK/UNLOCK around mutations), logger.
+           LOCK/UNLOCK around mutations), logger, capacity_bytes and
+           keep_bytes (W12; 0 = unknown).
 
        Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
         1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
@@ -2044,9 +2112,13 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            500 "model limit reached" -> a capacity answer: re-list, re-decide
            with max_instances = the residents now listed, unload what that
            plan evicts and load again (at most RSD_RECONCILE_LOAD_ATTEMPTS
-           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; any
-           other status -> LOAD_FAILED RSD_ERR_LOAD_REJECTED ("llama.cpp router
-           rejected <url>: HTTP <status>"); a transport error -> LOAD_FAILED.
+           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 400
+           "downloading" -> wait (step 11a); any other status -> LOAD_FAILED
+           RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
+           <status>: <the server's error message>", the message read by
+           rsd_server_error_parse and left out when the body has none, e.g.
+           "... HTTP 404: File Not Found"); a transport error -> LOAD_FAILED.
+           An unload or poll that fails quotes the server's message the same way.
        11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
            capped at 500 ms between polls, the last poll at the deadline; so
            DONE comes within one poll interval of the model being ready.
@@ -2054,16 +2126,59 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            deadline; 4xx fails. failed:true (FAILED) ends the wait: "llama.cpp
            router reports '<id>' failed to load (exit code N)"
            RSD_ERR_LOAD_FAILED. A model missing from a listing keeps polling.
-           The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT.
+           The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
+           (" (still downloading)" appended when the last poll said so).
+       11a. Downloading (wire.md 1.4; a status value, never a failure):
+           - the keep DOWNLOADING in the decision's listing: nothing is
+             evicted, locked or loaded for a model that is not there yet; a
+             read-only wait (polls as above) until its status changes, then
+             list again and decide again (new plan notices only if the plan
+             changed), then go on as usual. A download longer than the
+             deadline ends LOAD_FAILED RSD_ERR_TIMEOUT, nothing mutated.
+           - DOWNLOADING while waiting after our load (a child that downloads
+             first: downloading -> loading -> loaded) keeps waiting.
+           - the load answered "downloading" (RSD_LOAD_DOWNLOADING; rsd-sim
+             answers 400 "model is downloading", the real router's answer is
+             unconfirmed), or the keep went downloading -> unloaded while we
+             waited: the load is POSTed again once the download is done
+             (within RSD_RECONCILE_LOAD_ATTEMPTS), then waited for.
        12. Failed load with evictions done -> restore (R70-R74, W5): each
            evicted model in order, POST load + wait, bounded by restore_ms;
-           notices: restored (swap/warning, "... restored 'a' so the target
-           keeps serving.") and unrestored (will-not-fit/error). Restored
-           models keep their attribution (they are not in attr_remove).
-       13. Pinned pass (L24) after a load this reconcile made or waited for,
-           when the decision's listing had tag-pinned residents: GET once;
-           reload each pinned model that is gone; if one was reloaded, GET again
-           and require the keep resident, else LOAD_FAILED RSD_ERR_DISPLACED.
+           notices: a load-failed/error notice first ("loading '<keep>' on
+           '<target>' failed: <reason>"), then restored/warning (R72 text
+           "... restored 'a' so the target keeps serving.", detail bit
+           RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error, R73,
+           RSD_DETAIL_UNRESTORED); the ids are result.evicted[] with their
+           restored flags. Restored models keep their attribution (they are
+           not in attr_remove).
+       13. Pinned pass (L24, with W11 fixed) after a load this reconcile made
+           or waited for, when the decision's listing had tag-pinned residents
+           (not the keep): the listing of the last poll (the one that showed
+           the keep loaded) is checked; no extra request (upstream made one
+           GET after every such load). Nothing pinned gone: done. A pinned
+           model gone (the server's LRU displaced it) is added to
+           result.evicted with displaced = true and:
+           - reloaded (POST load + wait) only while a free slot is known:
+             capacity known (or unlimited) and fewer residents listed than
+             it. Reloading into a full server makes the router evict by its
+             own LRU, perhaps the keep just loaded, so then it is NOT reloaded
+             (capacity unknown counts as full: on a router, a load that
+             displaced something shows the server was full); notice
+             swap/warning "loading '<keep>' on '<target>' displaced pinned
+             '<p>', and residency did not reload it: <why>. Reload it on the
+             server, or raise the server's model limit." (.subject = p,
+             detail SWAPPED_OUT | UNRESTORED); the turn still succeeds:
+             the user asked for the keep, and it is resident.
+           - reloaded: restored/info "... displaced pinned '<p>'; reloaded it
+             into a free slot." (evicted[].restored set). A reload that fails
+             gives the swap/warning notice above ("its reload failed").
+           After reloads, the last poll must still show the keep resident (a
+           concurrent client can change the server meanwhile): if not, the
+           keep is loaded again (one more load attempt, no second pass), so
+           the pass never leaves the keep displaced. Only with no attempt or
+           time left: LOAD_FAILED RSD_ERR_DISPLACED ("'<keep>' was displaced
+           after it loaded") with a load-failed/error notice; upstream failed
+           the turn whenever its restore displaced the keep.
        14. COMMIT (when anything was mutated) with attr_add (the keep, when a
            load POST of ours succeeded, R50) and attr_remove (names of evicted,
            unrestored models found in d.ours); cache: every entry of the key is
@@ -2071,7 +2186,13 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
        Requests: no more than upstream L26-L28 on the same scenario, except
        the W1 re-list (skipped when the generation proves nothing changed) and
-       the faster polls of step 11.
+       the faster polls of step 11; the pinned pass costs no GET (W11).
+       Sizes (W12): desc.capacity_bytes (e.g. the GPU's VRAM total) and
+       desc.keep_bytes (0 = the keep's listed size_vram or size, when the
+       listing has one) go into rsd_facts; when they and every resident's
+       size are known, rsd_decide evicts by bytes (see >>reconcile). Ollama's
+       /api/ps gives every resident's size_vram; a router lists meta.size for
+       models that have loaded once. Unknown anywhere: count rules as before.
        The router never receives a request that names a model on a GET, so no
        probe can autoload (wire.md 1.7); the machine sends no "?model=" probes.
 
@@ -2086,17 +2207,25 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            message     one line for the operator (the upstream error text)
            decision, reason, would, keep_resident (before), load_context,
            cache_hit, cached, mutated, loaded (our load POST succeeded),
-           unload_failed, lock_held, redecided, evicted[] + n_evicted with
-           restored flags, attr_add (+ attr_add_instance), attr_remove[] +
-           n_attr_remove,
+           unload_failed, lock_held, redecided, evicted[] + n_evicted (models
+           that left the server: our unloads in order, then pinned models the
+           server displaced, displaced = true; restored = loaded back),
+           attr_add (+ attr_add_instance), attr_remove[] + n_attr_remove,
            requests, elapsed_ms.
        Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
        RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
        (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
-       .subject) and driver notices: RESTORED (swap/warning), UNRESTORED
-       (will-not-fit/error), LOAD_FAILED (degraded/error), UNLOAD_FAILED
-       (degraded/warning), LOCK_UNLOCKED (degraded/warning), DEGRADED
-       (degraded/info). .text is the rendered line (cut at
+       .subject) and driver notices (dmsg: kind/level):
+           RESTORED       restored/warning (R72, after a failed load),
+                          restored/info (pinned pass reload)
+           UNRESTORED     will-not-fit/error (R73), swap/warning (pinned pass)
+           LOAD_FAILED    load-failed/error: the keep's load failed (any cause:
+                          rejected, failed:true, timeout, displaced)
+           UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
+           DEGRADED       degraded/info
+         The kinds restored and load-failed are ours (upstream folded them into
+         swap and threw the error); rsd_notice_kind_str gives "restored" and
+         "load-failed". .text is the rendered line (cut at
        RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
 
        Runtimes: rsd_runtime is a table of pure hooks plus flags; the llama.cpp
@@ -2114,6 +2243,7 @@ RSD_API const char *rsd_lms_tier_str(int tier);
                array); <0 = the listing cannot be acted on (degrade).
            parse_capacity(r, ...)   NULL = no capacity request.
            load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
+               DOWNLOADING (wait, load again when the download ends),
                ALREADY, LIMIT (re-list, re-decide with the server full at its
                listed count, unload the plan's evict list, or with none the
                first fallback entry, one at a time for JIT: W14; load again,
@@ -2129,7 +2259,7 @@ RSD_API const char *rsd_lms_tier_str(int tier);
        Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
-       is 890 936 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
+       is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
        copied ids): allocate it (static, malloc) and reuse it; begin resets it.
        No allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
@@ -2203,7 +2333,8 @@ typedef enum rsd_load_answer {
     RSD_LOAD_ACCEPTED = 0,  /* started (or done): wait for loaded */
     RSD_LOAD_ALREADY,       /* already running: resident, not ours */
     RSD_LOAD_LIMIT,         /* capacity full: re-list, evict one more, retry */
-    RSD_LOAD_REJECTED       /* refused: the load failed */
+    RSD_LOAD_REJECTED,      /* refused: the load failed */
+    RSD_LOAD_DOWNLOADING    /* the model is downloading: wait, load again when it is done */
 } rsd_load_answer;
 
 /* One request header of an HTTP step. */
@@ -2230,6 +2361,7 @@ typedef struct rsd_step {
     rsd_step_kind kind;
     rsd_step_http http;       /* HTTP */
     uint64_t wake_ms;         /* WAIT: absolute time to come back */
+    const char *wait_model;   /* WAIT: the model being waited for (for rsd_reconcile_event) */
     const char *key;          /* LOCK, COMMIT, UNLOCK: normalised target key */
     uint64_t deadline_ms;     /* LOCK: give up waiting at this absolute time */
     int result;               /* DONE: result.error */
@@ -2244,10 +2376,11 @@ typedef struct rsd_reconcile_notice {
     char text[RSD_RECONCILE_NOTICE_TEXT_MAX]; /* the operator line */
 } rsd_reconcile_notice;
 
-/* One evicted model. */
+/* One model that left the server during the reconcile. */
 typedef struct rsd_evicted {
     char id[RSD_MODEL_ID_MAX];
-    bool restored;            /* reloaded after a failed load */
+    bool restored;            /* loaded back (after a failed load, or by the pinned pass) */
+    bool displaced;           /* the server unloaded it (a pinned model its LRU displaced), not us */
 } rsd_evicted;
 
 /* The outcome of a reconcile (final after DONE; counters are live). */
@@ -2324,6 +2457,8 @@ typedef struct rsd_reconcile_desc {
     const char *bearer;               /* API key; NULL = none */
     rsd_decision_cache *cache;        /* NULL = no TTL fast path */
     rsd_logger logger;
+    uint64_t capacity_bytes;          /* W12: memory the residents share (VRAM total); 0 = unknown */
+    uint64_t keep_bytes;              /* W12: the keep's footprint; 0 = its listed size, else unknown */
 } rsd_reconcile_desc;
 
 /* The reconcile state machine. Caller-owned, big, reusable; fields not listed as
@@ -2347,6 +2482,7 @@ struct rsd_reconcile {
     bool keep_pinned, want_lock, has_gen;
     uint64_t gen, commit_gen;
     uint32_t ctx_len, ctx_max, ctx_ceiling, probe_ms, restore_ms;
+    uint64_t cap_bytes, keep_bytes;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
     char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
@@ -2357,8 +2493,9 @@ struct rsd_reconcile {
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
     bool unlimited, posted;
-    int load_attempts, vi, ri, pi, n_victims, n_pinned, n_reloaded;
-    rsd_model_state keep_state;
+    int load_attempts, vi, ri, pi, n_victims, n_pinned, n_reloaded, pin_room;
+    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
+    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
     char victims[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
@@ -2366,7 +2503,8 @@ struct rsd_reconcile {
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
     char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
-    bool pinned_gone[RSD_MAX_RESIDENTS];
+    uint8_t pinned_gone[RSD_MAX_RESIDENTS];   /* pass state of pinned[i] */
+    int pin_ev[RSD_MAX_RESIDENTS];            /* result.evicted index of a displaced pinned model */
     char fail_reason[RSD_RECONCILE_TEXT_MAX];
     int fail_error;
     rsd_plan plan;
@@ -2397,6 +2535,9 @@ RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t genera
                                     uint64_t now_ms);
 /* Optional answer to a COMMIT step: the mutation generation after the bump. */
 RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
+/* Optional: one router /models/sse event's data (the JSON after "data: "). When it
+   says the waited model changed, the WAIT ends now (next() polls). 1 woke, 0 not. */
+RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms);
 /* The llama.cpp router runtime adapter. */
 RSD_API const rsd_runtime *rsd_runtime_router(void);
 /* "resident", "observed", ...; never NULL. */
@@ -4244,6 +4385,9 @@ typedef struct rsdi_decide_ws {
     int16_t others[RSD_MAX_RESIDENTS];
     int n_unprot, n_config;             /* eviction tiers (R25), ours first */
     int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
+    bool bytes_known;                   /* W12: capacity, keep and every resident sized */
+    uint64_t free_bytes, need_bytes;    /* free now; to free for the keep (0 = it fits) */
+    uint64_t gbytes[RSD_MAX_RESIDENTS]; /* group footprint, at the representative */
 } rsdi_decide_ws;
 
 /* FNV-1a, never 0 for a non-empty name (0 marks "no name"). */
@@ -4340,15 +4484,100 @@ RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
     }
 }
 
+/* W12: a resident's footprint: its GPU bytes if given, else its total bytes. */
+RSDI_PRIVATE bool rsdi_res_bytes(const rsd_resident *r, uint64_t *b) {
+    if (r->has_size_vram) { *b = r->size_vram_bytes; return true; }
+    if (r->has_size) { *b = r->size_bytes; return true; }
+    return false;
+}
+
+RSDI_PRIVATE uint64_t rsdi_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* W12: choose victims from tier a, then tier b, each tier largest first (ties keep the
+   tier order: ours first, then id), until `slots` instances and `bytes` are freed;
+   then spare the picked ones, latest first, that the rest make unneeded. Writes the
+   picks in order to out; returns their count, or -1 (nothing written) when even all
+   candidates do not free enough. */
+RSDI_PRIVATE int rsdi_pick_bytes(const rsdi_decide_ws *w, const int16_t *a, int na, const int16_t *b, int nb,
+                                 int64_t slots, uint64_t bytes, int16_t *out) {
+    int16_t c[RSD_MAX_RESIDENTS];
+    int n = 0, t, i, j, np = 0;
+    int64_t fs = 0;
+    uint64_t fb = 0;
+    for (t = 0; t < 2; t++) {
+        const int16_t *src = t ? b : a;
+        int ns = t ? nb : na, first = n;
+        for (i = 0; i < ns; i++) { /* stable insertion by footprint, descending */
+            int16_t g = src[i];
+            j = n++;
+            while (j > first && w->gbytes[c[j - 1]] < w->gbytes[g]) {
+                c[j] = c[j - 1];
+                j--;
+            }
+            c[j] = g;
+        }
+    }
+    for (i = 0; i < n && (fs < slots || fb < bytes); i++) {
+        out[np++] = c[i];
+        fs += w->gsize[c[i]];
+        fb = rsdi_add_sat(fb, w->gbytes[c[i]]);
+    }
+    if (fs < slots || fb < bytes) return -1;
+    for (i = np - 2; i >= 0; i--) /* the last pick is needed by construction */
+        if (fs - w->gsize[out[i]] >= slots && fb - w->gbytes[out[i]] >= bytes) {
+            fs -= w->gsize[out[i]];
+            fb -= w->gbytes[out[i]];
+            for (j = i; j + 1 < np; j++) out[j] = out[j + 1];
+            np--;
+        }
+    return np;
+}
+
+/* W12: the keep does not fit even after evicting every candidate: say so (the plan
+   then goes on as without sizes). evictable = bytes the candidates hold. */
+RSDI_PRIVATE void rsdi_bytes_short(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p, uint64_t evictable) {
+    rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_WARNING, RSD_MSG_BYTES_SHORT, -1);
+    if (!n) return;
+    n->detail = RSD_DETAIL_KEEP_BYTES | RSD_DETAIL_FREE_BYTES | RSD_DETAIL_CAPACITY_BYTES;
+    n->keep_bytes = f->keep_bytes;
+    n->free_bytes = rsdi_add_sat(w->free_bytes, evictable);
+    n->capacity_bytes = f->capacity_bytes;
+}
+
+/* W12: mark the byte picks (or note the shortfall). Returns true when it planned. */
+RSDI_PRIVATE bool rsdi_evict_bytes(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p, const int16_t *a, int na,
+                                   const int16_t *b, int nb, int64_t slots) {
+    int16_t picks[RSD_MAX_RESIDENTS];
+    int np = rsdi_pick_bytes(w, a, na, b, nb, slots, w->need_bytes, picks), k;
+    bool any_config = false;
+    if (np < 0) {
+        uint64_t all = 0;
+        for (k = 0; k < na; k++) all = rsdi_add_sat(all, w->gbytes[a[k]]);
+        for (k = 0; k < nb; k++) all = rsdi_add_sat(all, w->gbytes[b[k]]);
+        rsdi_bytes_short(f, w, p, all);
+        return false;
+    }
+    for (k = 0; k < np; k++) {
+        rsdi_mark_evict(w, p, picks[k]);
+        any_config = any_config || p->cls[picks[k]].protection == RSD_PROTECT_CONFIG;
+    }
+    p->decision = np ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
+    p->reason = !np ? RSD_REASON_FITS_BYTES : any_config ? RSD_REASON_EVICT_CONFIG : RSD_REASON_EVICT_BYTES;
+    return true;
+}
+
 /* Router strategy with known capacity (R30). */
 RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p,
                                     bool config_evictable) {
     int64_t needed = (int64_t)f->n_residents + 1 - (int64_t)f->max_instances;
     int64_t freed = 0, avail_unprot = 0, avail_config = 0;
     int k;
-    bool any_config = false;
+    bool any_config = false, by_bytes = w->bytes_known && w->need_bytes > 0;
     rsd_notice *n;
     p->slots_needed = needed > 0 ? (int)needed : 0;
+    if (needed <= 0 && by_bytes && /* a free slot, but not the memory (W12) */
+        rsdi_evict_bytes(f, w, p, w->unprot, w->n_unprot, w->config, config_evictable ? w->n_config : 0, 0))
+        return;
     if (needed <= 0) { /* R30a */
         p->decision = RSD_DECISION_LOAD;
         p->reason = RSD_REASON_FREE_SLOT;
@@ -4389,6 +4618,9 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
         }
         return;
     }
+    if (by_bytes &&
+        rsdi_evict_bytes(f, w, p, w->unprot, w->n_unprot, w->config, config_evictable ? w->n_config : 0, needed))
+        return;
     for (k = 0; k < w->n_unprot && freed < needed; k++) {
         rsdi_mark_evict(w, p, w->unprot[k]);
         freed += w->gsize[w->unprot[k]];
@@ -4484,6 +4716,18 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         int e = w.order[k];
         if (p->cls[e].group == e && !p->cls[e].is_keep) w.others[w.n_others++] = (int16_t)e;
     }
+    /* W12: byte accounting, only when everything is sized (else exactly as without) */
+    w.bytes_known = f->capacity_bytes > 0 && f->keep_bytes > 0;
+    {
+        uint64_t used = 0, b = 0;
+        for (i = 0; i < w.n && w.bytes_known; i++) {
+            if (!rsdi_res_bytes(&f->residents[i], &b)) w.bytes_known = false;
+            w.gbytes[p->cls[i].group] = rsdi_add_sat(w.gbytes[p->cls[i].group], b);
+            used = rsdi_add_sat(used, b);
+        }
+        w.free_bytes = f->capacity_bytes > used ? f->capacity_bytes - used : 0;
+        w.need_bytes = f->keep_bytes > w.free_bytes ? f->keep_bytes - w.free_bytes : 0;
+    }
 
     /* R21: context stress. */
     if (f->context_length && f->model_max_context && f->context_length > f->model_max_context) {
@@ -4536,18 +4780,30 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             p->decision = RSD_DECISION_LOAD;
             p->reason = RSD_REASON_JIT_LOAD;
             break;
-        case RSD_STRATEGY_SCHEDULER: /* R28 */
+        case RSD_STRATEGY_SCHEDULER: { /* R28 */
+            int16_t ours[RSD_MAX_RESIDENTS];
+            int n_ours = 0;
             for (k = 0; k < w.n_unprot; k++)
-                if (p->cls[w.unprot[k]].ours) rsdi_mark_evict(&w, p, w.unprot[k]);
+                if (p->cls[w.unprot[k]].ours) ours[n_ours++] = w.unprot[k];
+            if (w.bytes_known && rsdi_evict_bytes(f, &w, p, ours, n_ours, NULL, 0, 0)) {
+                if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours (W12) */
+                break;
+            }
+            for (k = 0; k < n_ours; k++) rsdi_mark_evict(&w, p, ours[k]);
             p->decision = p->n_evict ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
             p->reason = p->n_evict ? RSD_REASON_SCHEDULER_RELEASE_OURS : RSD_REASON_SCHEDULER_LOAD;
             break;
+        }
         default: /* router */
             if (w.n == 0) {
                 p->decision = RSD_DECISION_LOAD;
                 p->reason = RSD_REASON_EMPTY_SERVER;
+                if (w.bytes_known && w.need_bytes) rsdi_bytes_short(f, &w, p, 0); /* too big even alone */
             } else if (f->max_instances == 0) { /* R29, improved (W8): evict one */
-                if (w.n_unprot) {
+                if (w.bytes_known && w.need_bytes && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
+                    /* W12: as many as the bytes need (one or more); never a configured one. When
+                       the bytes fit, W8's one stays: the router limits by count, not bytes */
+                } else if (w.n_unprot) {
                     rsdi_mark_evict(&w, p, w.unprot[0]);
                     p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
                     p->reason = RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE;
@@ -4765,6 +5021,13 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         rsdi_sb_others(&b, f, p, false, true, false); rsdi_sb_c(&b, ": context clamped ");
         rsdi_sb_u(&b, n->requested_context); rsdi_sb_c(&b, " to "); rsdi_sb_u(&b, n->load_context);
         rsdi_sb_c(&b, " tokens");
+        break;
+    case RSD_MSG_BYTES_SHORT:
+        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " needs "); rsdi_sb_gib(&b, n->keep_bytes);
+        rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, ", and only ");
+        rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->capacity_bytes);
+        rsdi_sb_c(&b, " can be freed without evicting a protected model; residency evicts no more than "
+                      "without sizes, and the load may fail or spill to CPU.");
         break;
     case RSD_MSG_NOT_LOADABLE:
         rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);
@@ -6247,14 +6510,15 @@ enum {
     RSDI_PH_WAIT,      /* sleeping until wake, then POLL */
     RSDI_PH_POLL,      /* awaiting a wait-for-loaded poll */
     RSDI_PH_RESTORE,   /* awaiting the reload of an evicted model */
-    RSDI_PH_PINLIST,   /* awaiting the pinned-pass listing (L24) */
-    RSDI_PH_PINLOAD,   /* awaiting the reload of a displaced pinned model */
-    RSDI_PH_PINCHECK,  /* awaiting the listing that must show the keep resident */
+    RSDI_PH_PINLOAD,   /* awaiting the reload of a displaced pinned model (L24, W11) */
+    RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
     RSDI_PH_UNLOCK     /* UNLOCK step issued */
 };
 /* What a wait-for-loaded is for (rsd_reconcile.after_wait). */
-enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_PINNED };
+enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_PINNED, RSDI_W_DOWNLOAD };
+/* A pinned model of the decision, after the keep loaded (rsd_reconcile.pinned_gone). */
+enum { RSDI_PIN_HERE = 0, RSDI_PIN_GONE, RSDI_PIN_RELOADED, RSDI_PIN_NO_ROOM, RSDI_PIN_FAILED, RSDI_PIN_LATE };
 
 /* Bounded copy of a C string; false when it does not fit. */
 RSDI_PRIVATE bool rsdi_cpy(char *dst, size_t cap, const char *src) {
@@ -6314,6 +6578,11 @@ RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_
     va_end(ap);
     n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
     rsdi_rc_notice_publish(r);
+}
+
+/* Set detail bits on the notice just appended, if it is the given driver message. */
+RSDI_PRIVATE void rsdi_rc_last_detail(rsd_reconcile *r, rsd_driver_msg dmsg, uint32_t bits) {
+    if (r->n_notices > 0 && r->notices[r->n_notices - 1].dmsg == dmsg) r->notices[r->n_notices - 1].notice.detail |= bits;
 }
 
 /* Render and append every notice of the current plan (R47). */
@@ -6425,6 +6694,7 @@ RSDI_PRIVATE bool rsdi_body_has(const char *body, size_t len, const char *needle
 RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
     RSDI_UNUSED(r);
     if (status >= 200 && status < 300) return RSD_LOAD_ACCEPTED;
+    if (status == 400 && rsdi_body_has(body, len, "downloading")) return RSD_LOAD_DOWNLOADING; /* rsd-sim */
     if (status == 400 && rsdi_body_has(body, len, "already running")) return RSD_LOAD_ALREADY;
     if (status >= 500 && rsdi_body_has(body, len, "model limit reached")) return RSD_LOAD_LIMIT;
     return RSD_LOAD_REJECTED;
@@ -6485,7 +6755,10 @@ RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
     for (i = 0; i < r->result.n_evicted; i++) {
         uint64_t mask;
         if (r->result.evicted[i].restored) continue;
-        mask = r->victim_ours[r->evicted_victim[i]];
+        if (r->evicted_victim[i] >= 0) mask = r->victim_ours[r->evicted_victim[i]];
+        else /* displaced by the server: match its id */
+            for (mask = 0, k = 0; k < r->n_ours && k < 64; k++)
+                if (strcmp(r->ours[k], r->result.evicted[i].id) == 0) mask |= (uint64_t)1 << k;
         for (k = 0; k < r->n_ours && k < 64; k++) {
             bool dup = false;
             if (!((mask >> k) & 1u)) continue;
@@ -6538,6 +6811,16 @@ RSDI_PRIVATE void rsdi_rc_describe(const rsd_reconcile *r, int transport, int st
     const char *m = r->step.http.method ? r->step.http.method : "?";
     if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
     else (void)RSD_SNPRINTF(buf, cap, "%s %s: HTTP %d", m, r->url, status);
+}
+
+/* ": <the server's error message>" (rsd_server_error_parse) appended to buf, when the
+   body carries one; buf is left as is otherwise. */
+RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t len, char *buf, size_t cap) {
+    rsd_server_error e;
+    size_t n = strlen(buf);
+    if (!body || !len || n + 3 >= cap) return;
+    if (rsd_server_error_parse(&e, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == 1 && e.message[0])
+        (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
 }
 
 /* Facts from r->snap, then the decision and the gate (R44, R45). */
@@ -6595,6 +6878,11 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->context_length = r->ctx_len;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
+    f->capacity_bytes = r->cap_bytes; /* W12 */
+    f->keep_bytes = r->keep_bytes ? r->keep_bytes
+                  : ki < 0 ? 0
+                  : l->models[ki].has_size_vram ? l->models[ki].size_vram_bytes
+                  : l->models[ki].has_size ? l->models[ki].size_bytes : 0;
     if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
     if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0) /* R45, L18 */
         rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
@@ -6659,6 +6947,7 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
 RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uint64_t now_ms) {
     rsdi_cpy(r->wait_model, sizeof r->wait_model, model);
     r->after_wait = ctx;
+    r->wait_state = RSD_MODEL_UNKNOWN;
     r->poll_delay = RSD_RECONCILE_POLL_FIRST_MS;
     r->wait_deadline = ctx == RSDI_W_RESTORE ? r->restore_deadline : r->deadline;
     rsdi_rc_schedule(r, now_ms, r->poll_delay);
@@ -6714,7 +7003,7 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
     for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) /* L24 snapshot */
         if (r->plan.cls[i].protection == RSD_PROTECT_TAG && !r->plan.cls[i].is_keep) {
             rsdi_cpy_str(r->pinned[r->n_pinned], RSD_MODEL_ID_MAX, r->res[i].model_id);
-            r->pinned_gone[r->n_pinned++] = false;
+            r->pinned_gone[r->n_pinned++] = RSDI_PIN_HERE;
         }
     rsdi_rc_next_unload(r, now_ms);
 }
@@ -6740,6 +7029,11 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
         return;
     case RSD_DECISION_LOAD:
     case RSD_DECISION_LOAD_AFTER_EVICT:
+        if (r->keep_state == RSD_MODEL_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT)) {
+            r->dl_seen = true; /* nothing is evicted for a model that is not there yet: wait, then decide again */
+            rsdi_rc_wait(r, RSDI_W_DOWNLOAD, r->keep, now_ms);
+            return;
+        }
         if (r->want_lock && !under_lock) {
             r->phase = RSDI_PH_LOCK;
             r->locked = true;
@@ -6778,17 +7072,20 @@ RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
         *n += (size_t)w;
         if (*n > sizeof ok - 1) *n = sizeof ok - 1;
     }
-    if (no) {
-        rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, NULL,
+    if (no) { /* R72, with its own kind */
+        rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING, NULL,
                            "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
                            r->keep, r->target_id, r->fail_reason, ok);
+        rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE, "restored %s", ok);
     }
-    if (nb)
+    if (nb) { /* R73 */
         rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
                            "loading '%s' on '%s' failed (%s) and %s could not be restored; the target may "
                            "now serve nothing. Reload it on the server.",
                            r->keep, r->target_id, r->fail_reason, bad);
+        rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_UNRESTORED);
+    }
     rsdi_rc_finish(r, now_ms);
 }
 
@@ -6797,7 +7094,7 @@ RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg
     r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
     rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
     rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* R74: the load's own error */
-    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
+    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
                        "loading '%s' on '%s' failed: %s", r->keep, r->target_id, msg);
     rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->keep, msg);
     if (r->result.n_evicted > 0) { /* R70 */
@@ -6809,24 +7106,106 @@ RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg
     rsdi_rc_finish(r, now_ms);
 }
 
-RSDI_PRIVATE void rsdi_rc_next_pinned(rsd_reconcile *r, uint64_t now_ms) {
-    while (r->pi < r->n_pinned && !r->pinned_gone[r->pi]) r->pi++;
-    if (r->pi < r->n_pinned && now_ms < r->deadline) {
-        rsdi_rc_issue_http(r, RSDI_PH_PINLOAD, RSD_OP_LOAD, r->pinned[r->pi], now_ms);
-        return;
+/* The pinned pass is over: notices, then make sure the keep survived the reloads. */
+RSDI_PRIVATE void rsdi_rc_pinned_end(rsd_reconcile *r, uint64_t now_ms) {
+    int i, k;
+    for (i = 0; i < r->n_pinned; i++) {
+        int st = r->pinned_gone[i];
+        if (st == RSDI_PIN_RELOADED) {
+            rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, r->pinned[i],
+                               "loading '%s' on '%s' displaced pinned '%s'; reloaded it into a free slot.", r->keep,
+                               r->target_id, r->pinned[i]);
+            rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
+        } else if (st >= RSDI_PIN_NO_ROOM) {
+            rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, r->pinned[i],
+                               "loading '%s' on '%s' displaced pinned '%s', and residency did not reload it: %s. "
+                               "Reload it on the server, or raise the server's model limit.", r->keep,
+                               r->target_id, r->pinned[i],
+                               st == RSDI_PIN_NO_ROOM ? "the server has no free slot it knows of, and a reload "
+                                                        "could evict the requested model"
+                               : st == RSDI_PIN_FAILED ? "its reload failed" : "the deadline passed");
+            rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
+        }
     }
-    if (r->n_reloaded > 0 && now_ms < r->deadline) {
-        rsdi_rc_issue_http(r, RSDI_PH_PINCHECK, RSD_OP_LIST, "", now_ms);
+    if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
+        ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
+         !rsd_model_state_resident(r->poll.models[k].state))) { /* only a concurrent change gets here */
+        if (now_ms < r->deadline && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE,
+                      "%s: '%s' was displaced after the pinned pass; loading it again", r->key, r->keep);
+            r->keep_state = RSD_MODEL_UNLOADED;
+            rsdi_rc_do_load(r, now_ms); /* the keep wins; pinned_done: no second pass */
+            return;
+        }
+        r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
+        r->result.error = RSD_ERR_DISPLACED;
+        (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message, "'%s' was displaced after it loaded",
+                           r->keep);
+        rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
+                           "loading '%s' on '%s' failed: %s", r->keep, r->target_id, r->result.message);
+        rsdi_rc_finish(r, now_ms);
         return;
     }
     rsdi_rc_success(r, now_ms);
 }
 
+/* Reload the next displaced pinned model while a free slot is known (W11). */
+RSDI_PRIVATE void rsdi_rc_next_pinned(rsd_reconcile *r, uint64_t now_ms) {
+    while (r->pi < r->n_pinned && r->pinned_gone[r->pi] != RSDI_PIN_GONE) r->pi++;
+    if (r->pi < r->n_pinned) {
+        if (r->pin_room <= 0) r->pinned_gone[r->pi] = RSDI_PIN_NO_ROOM;
+        else if (now_ms >= r->deadline) r->pinned_gone[r->pi] = RSDI_PIN_LATE;
+        else {
+            r->pin_room--;
+            rsdi_rc_issue_http(r, RSDI_PH_PINLOAD, RSD_OP_LOAD, r->pinned[r->pi], now_ms);
+            return;
+        }
+        r->pi++;
+        rsdi_rc_next_pinned(r, now_ms);
+        return;
+    }
+    rsdi_rc_pinned_end(r, now_ms);
+}
+
+/* L24 without W11: after the keep loaded, look at the listing that showed it loaded
+   (no extra request) for tag-pinned residents of the decision that are gone. */
+RSDI_PRIVATE void rsdi_rc_pinned_pass(rsd_reconcile *r, uint64_t now_ms) {
+    int i, k, n_res = 0, gone = 0;
+    r->pinned_done = true;
+    for (i = 0; i < r->poll.n; i++) n_res += rsd_model_state_resident(r->poll.models[i].state);
+    for (i = 0; i < r->n_pinned; i++) {
+        k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
+        r->pinned_gone[i] = (uint8_t)(k < 0 || !rsd_model_state_resident(r->poll.models[k].state) ? RSDI_PIN_GONE
+                                                                                                  : RSDI_PIN_HERE);
+        r->pin_ev[i] = -1;
+        if (r->pinned_gone[i] == RSDI_PIN_GONE && r->result.n_evicted < RSD_MAX_RESIDENTS) {
+            rsd_evicted *e = &r->result.evicted[r->result.n_evicted];
+            rsdi_cpy(e->id, sizeof e->id, r->pinned[i]);
+            e->restored = false;
+            e->displaced = true;
+            r->evicted_victim[r->result.n_evicted] = -1;
+            r->pin_ev[i] = r->result.n_evicted++;
+            gone++;
+        }
+    }
+    if (!gone) {
+        rsdi_rc_success(r, now_ms);
+        return;
+    }
+    /* A reload into a full server makes it evict by its own LRU, perhaps the keep:
+       reload only into slots known to be free (capacity unknown = none known). */
+    r->pin_room = r->unlimited ? RSD_MAX_RESIDENTS
+                : r->max_instances > (uint32_t)n_res ? (int)(r->max_instances - (uint32_t)n_res) : 0;
+    r->pi = 0;
+    r->n_reloaded = 0;
+    rsdi_rc_next_pinned(r, now_ms);
+}
+
 RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
     switch (r->after_wait) {
     case RSDI_W_KEEP:
-        if ((r->rt->flags & RSD_RT_PINNED_PASS) && r->n_pinned > 0 && now_ms < r->deadline) {
-            rsdi_rc_issue_http(r, RSDI_PH_PINLIST, RSD_OP_LIST, "", now_ms);
+        if ((r->rt->flags & RSD_RT_PINNED_PASS) && r->n_pinned > 0 && !r->pinned_done) {
+            rsdi_rc_pinned_pass(r, now_ms);
             return;
         }
         rsdi_rc_success(r, now_ms);
@@ -6837,6 +7216,8 @@ RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
         return;
     case RSDI_W_PINNED:
         r->n_reloaded++;
+        r->pinned_gone[r->pi] = RSDI_PIN_RELOADED;
+        if (r->pin_ev[r->pi] >= 0) r->result.evicted[r->pin_ev[r->pi]].restored = true;
         r->pi++;
         rsdi_rc_next_pinned(r, now_ms);
         return;
@@ -6853,7 +7234,7 @@ RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg
         rsdi_rc_next_restore(r, now_ms);
         return;
     case RSDI_W_PINNED:
-        r->pi++;
+        r->pinned_gone[r->pi++] = err == RSD_ERR_TIMEOUT ? RSDI_PIN_LATE : RSDI_PIN_FAILED;
         rsdi_rc_next_pinned(r, now_ms);
         return;
     default:
@@ -6865,8 +7246,9 @@ RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg
 /* Next poll after delay, never past the wait's deadline (the last poll is at it). */
 RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay) {
     if (now_ms >= r->wait_deadline) {
-        char msg[RSD_MODEL_ID_MAX + 48];
-        (void)RSD_SNPRINTF(msg, sizeof msg, "timed out waiting for '%s' to load", r->wait_model);
+        char msg[RSD_MODEL_ID_MAX + 64];
+        (void)RSD_SNPRINTF(msg, sizeof msg, "timed out waiting for '%s' to load%s", r->wait_model,
+                           r->wait_state == RSD_MODEL_DOWNLOADING ? " (still downloading)" : "");
         rsdi_rc_wait_failed(r, RSD_ERR_TIMEOUT, msg, now_ms);
         return;
     }
@@ -6876,6 +7258,7 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
     memset(&r->step, 0, sizeof r->step);
     r->step.kind = RSD_STEP_WAIT;
     r->step.wake_ms = r->wake;
+    r->step.wait_model = r->wait_model;
 }
 
 RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op, const char *model,
@@ -6990,6 +7373,8 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->ctx_len = d->context_length;
     r->ctx_max = d->model_max_context;
     r->ctx_ceiling = d->context_ceiling;
+    r->cap_bytes = d->capacity_bytes;
+    r->keep_bytes = d->keep_bytes;
     r->probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
     r->restore_ms = d->restore_ms ? d->restore_ms : (uint32_t)RSD_RECONCILE_RESTORE_MS;
     r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_RECONCILE_DEADLINE_MS);
@@ -6998,8 +7383,9 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->unlimited = false;
     r->posted = false;
     r->load_attempts = 0;
-    r->n_victims = r->vi = r->ri = r->pi = r->n_pinned = r->n_reloaded = 0;
-    r->keep_state = RSD_MODEL_UNKNOWN;
+    r->n_victims = r->vi = r->ri = r->pi = r->n_pinned = r->n_reloaded = r->pin_room = 0;
+    r->dl_seen = r->pinned_done = false;
+    r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
     r->snap.n = 0;
     r->poll.n = 0;
     memset(&r->plan, 0, sizeof r->plan);
@@ -7065,6 +7451,30 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
         break; /* an outstanding HTTP or LOCK step, or DONE: the same step again */
     }
     return r->step;
+}
+
+RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms) {
+    rsd_json_doc doc;
+    char model[RSD_MODEL_ID_MAX];
+    size_t n = 0;
+    int m, st, ki;
+    if (!r || (!data && len)) return RSD_ERR_ARG;
+    if (r->phase != RSDI_PH_WAIT || now_ms >= r->wake) return 0;
+    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, RSD_LISTING_MAX_TOKENS) < 0 ||
+        rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
+        return 0;
+    m = rsd_json_find(&doc, 0, "model");
+    if (rsd_json_type_of(&doc, m) != RSD_JSON_STRING || rsd_json_str(&doc, m, model, sizeof model, &n) < 0)
+        return 0;
+    if (strcmp(model, "*") != 0 && strcmp(model, r->wait_model) != 0) { /* the same model by another name? */
+        ki = rsd_listing_find(&r->snap, rsd_str_c(r->wait_model));
+        if (ki < 0 || rsd_listing_find(&r->snap, rsd_str_c(model)) != ki) return 0;
+    }
+    st = rsd_json_find(&doc, rsd_json_find(&doc, 0, "data"), "status");
+    if (rsd_json_str_eq(&doc, st, "loading") || rsd_json_str_eq(&doc, st, "downloading")) return 0; /* progress */
+    r->wake = now_ms; /* the listing stays the truth: poll it now */
+    r->step.wake_ms = now_ms;
+    return 1;
 }
 
 RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {
@@ -7152,18 +7562,20 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited); /* R42 */
         rsdi_rc_first_decide(r, now_ms);
         break;
-    case RSDI_PH_RELIST: {
+    case RSDI_PH_RELIST:
+    case RSDI_PH_DLLIST: { /* under the lock (W1), or after the keep's download ended */
         rsd_decision d0 = r->plan.decision;
         rsd_reason w0 = r->plan.reason;
+        bool relist = r->phase == RSDI_PH_RELIST;
         if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
         if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) break;
         if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* W1: the world moved while we waited */
-            r->result.redecided = true;
+            r->result.redecided = r->result.redecided || relist;
             rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
                       rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
             rsdi_rc_emit_plan(r);
         }
-        rsdi_rc_after_decide(r, true, now_ms);
+        rsdi_rc_after_decide(r, r->locked, now_ms);
         break;
     }
     case RSDI_PH_UNLOAD:
@@ -7179,6 +7591,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         } else { /* swallowed, but never cached (W4, W9) */
             r->result.unload_failed = true;
             rsdi_rc_describe(r, transport, status, what, sizeof what);
+            if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
             rsdi_rc_drv_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
                                "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
                                r->target_id, what);
@@ -7202,16 +7615,23 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             }
             if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
             else rsdi_rc_success(r, now_ms);
+        } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
+                   r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+            r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
+            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
         } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
             rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
                       r->key);
             rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
         } else if (a == RSD_LOAD_LIMIT) {
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d (model limit reached)", r->rt->label,
-                               r->url, status);
-            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        } else {
             (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+            rsdi_rc_quote_error(r, body, len, what, sizeof what);
+            if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
+                                                               " (model limit reached)");
+            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        } else { /* the server's own words after the status (W18: say why) */
+            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+            rsdi_rc_quote_error(r, body, len, what, sizeof what);
             rsdi_rc_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
         }
         break;
@@ -7244,6 +7664,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         int k;
         if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
             rsdi_rc_describe(r, transport, status, what, sizeof what);
+            rsdi_rc_quote_error(r, body, len, what, sizeof what);
             rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
             break;
         }
@@ -7254,7 +7675,26 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             break;
         }
         k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
-        if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
+        r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
+        if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
+            rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
+            r->n_victims = 0;
+            rsdi_rc_take_victims(r); /* the first plan's, to compare */
+            rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
+        } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* wire.md 1.4: keep waiting */
+            r->dl_seen = true;
+            rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
+            r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
+            if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+                r->keep_state = RSD_MODEL_UNLOADED;
+                rsdi_rc_do_load(r, now_ms);
+            } else {
+                (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
+                rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+            }
+        } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
             rsdi_rc_wait_ok(r, now_ms);
         } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
             if (r->poll.models[k].has_exit_code)
@@ -7285,41 +7725,10 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             r->ri++;
             rsdi_rc_next_restore(r, now_ms);
         } else {
-            r->pi++;
+            r->pinned_gone[r->pi++] = RSDI_PIN_FAILED;
+            r->pin_room++; /* nothing took the slot */
             rsdi_rc_next_pinned(r, now_ms);
         }
-        break;
-    }
-    case RSDI_PH_PINLIST: {
-        int i, k;
-        if (!ok || r->rt->parse_list(r, body, len, &r->poll) < 0) { /* best effort */
-            rsdi_rc_success(r, now_ms);
-            break;
-        }
-        for (i = 0; i < r->n_pinned; i++) {
-            k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
-            r->pinned_gone[i] = k < 0 || !rsd_model_state_resident(r->poll.models[k].state);
-        }
-        r->pi = 0;
-        r->n_reloaded = 0;
-        rsdi_rc_next_pinned(r, now_ms);
-        break;
-    }
-    case RSDI_PH_PINCHECK: {
-        int k;
-        if (ok && r->rt->parse_list(r, body, len, &r->poll) == RSD_OK &&
-            ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
-             !rsd_model_state_resident(r->poll.models[k].state))) {
-            (void)RSD_SNPRINTF(what, sizeof what, "pinned-resident restore displaced '%s'", r->keep);
-            r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
-            r->result.error = RSD_ERR_DISPLACED;
-            rsdi_cpy(r->result.message, sizeof r->result.message, what);
-            rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
-                               "loading '%s' on '%s' failed: %s", r->keep, r->target_id, what);
-            rsdi_rc_finish(r, now_ms);
-            break;
-        }
-        rsdi_rc_success(r, now_ms);
         break;
     }
     default:

@@ -6,6 +6,9 @@
    - router with known capacity: the load fits after the evictions, and the
      evictions are minimal; capacity unknown evicts at most one (W8);
    - the same facts twice, and the residents reversed, give the same plan;
+   - W12 bytes: with any size unknown the plan is exactly the plan without sizes;
+     with all known and memory short, the evictions free enough bytes and none
+     of them could be spared (or a BYTES_SHORT notice says it cannot be done);
    - every notice formats, and truncation is consistent.
    Then the clamp/env parsers and the decision cache on the remaining bytes. */
 #define RESIDENCY_IMPLEMENTATION
@@ -177,7 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     rsd_facts f, fr;
     int i, k, rc;
     uint8_t b;
-    bool keep_pinned;
+    bool keep_pinned, bytes_plan = false;
     r.d = d;
     r.n = n;
     r.i = 0;
@@ -224,6 +227,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         prot[i].role = (rsd_role)(u8(&r) % RSD_ROLE_NUM);
     }
     f.protected_models = prot;
+    b = u8(&r);
+    if (b & 1) { /* W12 */
+        f.capacity_bytes = (uint64_t)u8(&r) << 29;
+        f.keep_bytes = (uint64_t)u8(&r) << 28;
+    }
 
     rc = rsd_decide(&f, &p1);
     if (rc < 0) {
@@ -261,8 +269,56 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             check_victim(&f, p1.fallback[k], true, keep_pinned);
             for (i = 0; i < k; i++) FAILIF(share(&res[p1.fallback[i]], &res[p1.fallback[k]]));
         }
-        /* capacity math (R30) and minimality; W8 */
-        if ((f.strategy == RSD_STRATEGY_ROUTER || f.strategy == RSD_STRATEGY_DEFAULT) &&
+        /* W12: the byte oracle */
+        {
+            bool known = f.capacity_bytes > 0 && f.keep_bytes > 0, short_note = false;
+            uint64_t used = 0, free_b, need;
+            for (i = 0; i < f.n_residents; i++) {
+                if (res[i].has_size_vram) used += res[i].size_vram_bytes;
+                else if (res[i].has_size) used += res[i].size_bytes;
+                else known = false;
+            }
+            for (k = 0; k < p1.n_notices; k++) short_note |= p1.notices[k].msg == RSD_MSG_BYTES_SHORT;
+            free_b = f.capacity_bytes > used ? f.capacity_bytes - used : 0;
+            need = f.keep_bytes > free_b ? f.keep_bytes - free_b : 0;
+            bytes_plan = known && need > 0 && !short_note && !p1.keep_resident &&
+                         (p1.decision == RSD_DECISION_LOAD || p1.decision == RSD_DECISION_LOAD_AFTER_EVICT) &&
+                         f.strategy != RSD_STRATEGY_JIT && f.optout == RSD_OPTOUT_NONE;
+            FAILIF(short_note && (!known || need == 0));
+            if (!known && (f.capacity_bytes || f.keep_bytes)) { /* sizes change nothing */
+                fr = f;
+                fr.capacity_bytes = 0;
+                fr.keep_bytes = 0;
+                FAILIF(rsd_decide(&fr, &p2) != RSD_OK);
+                same_plan(&p1, &p2);
+            }
+            if (bytes_plan) {
+                uint8_t gone[RSD_MAX_RESIDENTS], comp[RSD_MAX_RESIDENTS];
+                uint64_t gb[RSD_MAX_RESIDENTS], freed_b = 0;
+                int gs[RSD_MAX_RESIDENTS], freed_s = 0, slots = 0, j;
+                if ((f.strategy == RSD_STRATEGY_ROUTER || f.strategy == RSD_STRATEGY_DEFAULT) && f.max_instances)
+                    slots = f.n_residents + 1 - (int)f.max_instances;
+                memset(gone, 0, sizeof gone);
+                for (k = 0; k < p1.n_evict; k++) {
+                    component(&f, p1.evict[k], comp);
+                    gb[k] = 0;
+                    gs[k] = 0;
+                    for (i = 0; i < f.n_residents; i++)
+                        if (comp[i] && !gone[i]) {
+                            gone[i] = 1;
+                            gs[k]++;
+                            gb[k] += res[i].has_size_vram ? res[i].size_vram_bytes : res[i].size_bytes;
+                        }
+                    freed_b += gb[k];
+                    freed_s += gs[k];
+                }
+                FAILIF(freed_b < need || freed_s < slots); /* it fits after the evictions */
+                for (j = 0; j < p1.n_evict; j++)          /* and no victim could be spared */
+                    FAILIF(freed_b - gb[j] >= need && freed_s - gs[j] >= slots);
+            }
+        }
+        /* capacity math (R30) and minimality; W8 (count rules: not when bytes decided) */
+        if ((f.strategy == RSD_STRATEGY_ROUTER || f.strategy == RSD_STRATEGY_DEFAULT) && !bytes_plan &&
             (p1.decision == RSD_DECISION_LOAD || p1.decision == RSD_DECISION_LOAD_AFTER_EVICT)) {
             if (f.max_instances) {
                 uint8_t gone[RSD_MAX_RESIDENTS], comp[RSD_MAX_RESIDENTS];

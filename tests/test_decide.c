@@ -1158,6 +1158,192 @@ static void notice_format_truncates_safely(void) {
     CHECK_EQ_INT(rsd_notice_format(&f, &plan, &plan.notices[0], small, sizeof small), RSD_ERR_ARG);
 }
 
+
+/* ---- W12: byte-aware eviction when sizes are known ----------------------------- */
+#define GIB ((uint64_t)1 << 30)
+static rsd_resident sized(const char *id, uint64_t gib, bool ours) {
+    rsd_resident r = res_of(id);
+    r.size_vram_bytes = gib * GIB;
+    r.has_size_vram = true;
+    r.loaded_by_us = ours;
+    return r;
+}
+
+/* A free slot but not the memory: evict by bytes (count alone would load beside). */
+static void w12_free_slot_without_memory_evicts_by_bytes(void) {
+    rsd_resident r[2];
+    rsd_facts f;
+    r[0] = sized("a", 8, false);
+    r[1] = sized("b", 4, false);
+    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 2, 4);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_SLOT); /* no sizes: as before */
+    f.capacity_bytes = 16 * GIB; /* used 12, free 4; keep 10 -> 6 to free */
+    f.keep_bytes = 10 * GIB;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_LOAD_AFTER_EVICT);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "a");
+    CHECK_EQ_INT(last_notice(&plan)->kind, RSD_NOTICE_SWAP); /* the eviction notice as usual */
+    /* it fits: nothing evicted, the count rule as before */
+    f.keep_bytes = 4 * GIB;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_SLOT);
+    CHECK_EQ_INT(plan.n_evict, 0);
+}
+
+/* Full by count: the count pick (ours first) would free 2 GiB of the 6 needed; the
+   byte pick takes the one model that frees enough. */
+static void w12_fewest_evictions_that_free_enough(void) {
+    rsd_resident r[3];
+    rsd_facts f;
+    r[0] = sized("a", 2, true);
+    r[1] = sized("b", 2, false);
+    r[2] = sized("c", 12, false);
+    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 3, 3);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "a"); /* count-based, sizes unknown */
+    f.capacity_bytes = 24 * GIB; /* used 16, free 8; keep 14 -> 6 */
+    f.keep_bytes = 14 * GIB;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "c");
+    /* 13 GiB to free: c and then the next largest of the tier (a before b: ours first) */
+    f.keep_bytes = 21 * GIB;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 2);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "c");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "a");
+}
+
+/* Only a configured model can free enough: it goes, and the unprotected one that
+   could not help anyway is spared. Tag-pinned ones never go. */
+static void w12_spares_victims_made_unneeded(void) {
+    rsd_resident r[3];
+    rsd_facts f;
+    rsd_protected_model pm;
+    r[0] = sized("u", 1, false);
+    r[1] = sized("cfg", 10, false);
+    r[2] = sized("pin", 20, false);
+    tag(&r[2], "pinned:true");
+    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 3, 8);
+    pm.model_id = rsd_str_c("cfg");
+    pm.role = RSD_ROLE_MEMORY;
+    f.protected_models = &pm;
+    f.n_protected = 1;
+    f.capacity_bytes = 32 * GIB; /* used 31, free 1; keep 10 -> 9 */
+    f.keep_bytes = 10 * GIB;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_CONFIG);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "cfg");
+    CHECK(!plan.cls[0].evict && !plan.cls[2].evict);
+    /* a pinned keep may not displace the configured model (R26): short of bytes, the
+       plan is the count plan (a free slot) plus a will-not-fit warning */
+    f.keep_pinned = true;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_SLOT);
+    CHECK_EQ_INT(plan.n_evict, 0);
+    REQUIRE(plan.n_notices >= 1);
+    CHECK_EQ_INT(plan.notices[0].kind, RSD_NOTICE_WILL_NOT_FIT);
+    CHECK_EQ_INT(plan.notices[0].level, RSD_LEVEL_WARNING);
+    CHECK_EQ_INT(plan.notices[0].msg, RSD_MSG_BYTES_SHORT);
+    CHECK_EQ_INT(plan.notices[0].free_bytes, 2 * GIB);
+    CHECK_EQ_STR(msg_of(&f, &plan, 0), "'keep' needs 10.0 GiB on 'mini', and only 2.0 GiB of 32.0 GiB can be freed "
+                                       "without evicting a protected model; residency evicts no more than without "
+                                       "sizes, and the load may fail or spill to CPU.");
+}
+
+/* One unsized resident: exactly the plan without sizes. */
+static void w12_unknown_sizes_change_nothing(void) {
+    rsd_resident r[3];
+    rsd_facts f;
+    int strat;
+    r[0] = sized("a", 2, true);
+    r[1] = res_of("b");
+    r[2] = sized("c", 12, false);
+    for (strat = RSD_STRATEGY_ROUTER; strat <= RSD_STRATEGY_SCHEDULER; strat++) {
+        uint32_t max;
+        for (max = 0; max <= 3; max += 3) {
+            facts_of(&f, "keep", (rsd_strategy)strat, r, 3, max);
+            REQUIRE(rsd_decide(&f, &plan2) == RSD_OK);
+            f.capacity_bytes = 24 * GIB;
+            f.keep_bytes = 30 * GIB;
+            REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+            CHECK(memcmp(&plan, &plan2, sizeof plan) == 0);
+        }
+    }
+}
+
+/* Scheduler (Ollama): release only as many of our stragglers as the keep needs. */
+static void w12_scheduler_releases_only_what_is_needed(void) {
+    rsd_resident r[3];
+    rsd_facts f;
+    r[0] = sized("s1", 4, true);
+    r[1] = sized("s2", 6, true);
+    r[2] = sized("theirs", 8, false);
+    facts_of(&f, "keep", RSD_STRATEGY_SCHEDULER, r, 3, 0);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.n_evict, 2); /* R28 without sizes: every straggler of ours */
+    f.capacity_bytes = 24 * GIB;  /* used 18, free 6 */
+    f.keep_bytes = 8 * GIB;        /* 2 to free */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_SCHEDULER_RELEASE_OURS);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "s2");
+    f.keep_bytes = 5 * GIB; /* fits */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_LOAD);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FITS_BYTES);
+    CHECK_EQ_INT(plan.n_evict, 0);
+    f.keep_bytes = 20 * GIB; /* ours free 10 of the 14 needed: all of ours, and a warning */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.n_evict, 2);
+    CHECK_EQ_INT(plan.notices[0].msg, RSD_MSG_BYTES_SHORT);
+    CHECK(!plan.cls[2].evict); /* never a foreign one */
+}
+
+/* Router, capacity unknown (W8 evicts one): the bytes can ask for more, never for
+   fewer (a router limits by count; W8's one keeps its LRU off pinned models). */
+static void w12_router_capacity_unknown_uses_sizes(void) {
+    rsd_resident r[3];
+    rsd_facts f;
+    r[0] = sized("a", 4, false);
+    r[1] = sized("b", 4, false);
+    r[2] = sized("c", 2, false);
+    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 3, 0);
+    f.capacity_bytes = 24 * GIB; /* used 10, free 14 */
+    f.keep_bytes = 8 * GIB;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE);
+    REQUIRE(plan.n_evict == 1);
+    f.keep_bytes = 22 * GIB; /* 8 to free: the two largest (a, b by id), not c */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
+    REQUIRE(plan.n_evict == 2);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "a");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "b");
+    f.n_residents = 2;
+    f.keep_bytes = 20 * GIB; /* used 8, free 16: 4 to free: one of the two equal ones, by id */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "a");
+    /* the same facts listed the other way round: the same victim */
+    {
+        rsd_resident q[2];
+        q[0] = r[1];
+        q[1] = r[0];
+        f.residents = q;
+        REQUIRE(rsd_decide(&f, &plan2) == RSD_OK);
+        REQUIRE(plan2.n_evict == 1);
+        CHECK_EQ_STR(EVICT(&f, &plan2, 0), "a");
+    }
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(upstream_co_hosts_within_known_capacity);
@@ -1206,5 +1392,11 @@ int main(int argc, char **argv) {
     RUN(hostile_duplicates_and_aliases_never_evict_protected);
     RUN(upstream_loadability_gate_declines_without_eviction_notices);
     RUN(notice_format_truncates_safely);
+    RUN(w12_free_slot_without_memory_evicts_by_bytes);
+    RUN(w12_fewest_evictions_that_free_enough);
+    RUN(w12_spares_victims_made_unneeded);
+    RUN(w12_unknown_sizes_change_nothing);
+    RUN(w12_scheduler_releases_only_what_is_needed);
+    RUN(w12_router_capacity_unknown_uses_sizes);
     return RSD_TEST_END();
 }

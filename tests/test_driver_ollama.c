@@ -320,6 +320,43 @@ static void test_O4_R28_release_only_our_stragglers_then_load(void) {
     CHECK(any_notice_has("evicting"));              /* about-to-evict for ours */
 }
 
+/* W12: with the VRAM total and the keep's size given, a keep that fits releases none
+   of our stragglers (R28 alone would release "mine"); one that does not releases
+   the fewest. /api/ps sizes of the fake: 1000, 1001, 1002 bytes. */
+static void test_W12_sizes_known_release_only_what_is_needed(void) {
+    fake_ollama f;
+    rsd_reconcile_desc d;
+    const char *ours[2] = {"mine:latest", "mine2:latest"};
+    fresh();
+    fo_init(&f);
+    fo_resident(&f, "mine");
+    fo_resident(&f, "mine2");
+    fo_resident(&f, "foreign");
+    fo_install(&f, "coder:14b");
+    desc_init(&d, "coder:14b");
+    d.ours = ours;
+    d.n_ours = 2;
+    d.capacity_bytes = 5000; /* 3003 used */
+    d.keep_bytes = 1500;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_FITS_BYTES);
+    CHECK_EQ_INT(R.result.n_evicted, 0);
+    CHECK(fo_find(&f, "mine") >= 0 && fo_find(&f, "mine2") >= 0);
+    /* 2500 needs 503 more: the larger straggler (mine2, 1001 bytes) only */
+    fresh();
+    fo_init(&f);
+    fo_resident(&f, "mine");
+    fo_resident(&f, "mine2");
+    fo_resident(&f, "foreign");
+    fo_install(&f, "coder:14b");
+    d.keep_bytes = 2500;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_SCHEDULER_RELEASE_OURS);
+    REQUIRE(R.result.n_evicted == 1);
+    CHECK_EQ_STR(R.result.evicted[0].id, "mine2:latest");
+    CHECK(fo_find(&f, "mine") >= 0 && fo_find(&f, "foreign") >= 0);
+}
+
 /* O7: nothing of ours to release, keep not resident: lock for the load only */
 static void test_O7_load_without_stragglers_locks_once(void) {
     fake_ollama f;
@@ -432,7 +469,9 @@ static void test_load_404_restores_released_straggler(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK(strstr(R.result.message, "HTTP 404") != NULL);
+    CHECK(strstr(R.result.message, "HTTP 404: model") != NULL); /* Ollama's own error text is quoted */
     CHECK_EQ_INT(R.result.n_evicted, 1);
+    CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.kind, RSD_NOTICE_RESTORED);
     CHECK(R.result.evicted[0].restored);
     CHECK(fo_find(&f, "mine") >= 0);
     CHECK(any_notice_has("restored 'mine:latest'"));
@@ -640,6 +679,7 @@ int main(int argc, char **argv) {
     RUN(test_W17_hung_ps_degrades_with_probe_timeout);
     RUN(test_W7_wait_retries_transient_errors);
     RUN(test_load_404_restores_released_straggler);
+    RUN(test_W12_sizes_known_release_only_what_is_needed);
     RUN(test_load_errors_rejected);
     RUN(test_W1_relist_under_lock);
     RUN(test_cache_hit_skips_probe);

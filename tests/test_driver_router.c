@@ -19,6 +19,9 @@ typedef struct fmodel {
     uint64_t ready_at;         /* LOADING -> LOADED at this time */
     bool will_fail;            /* the next load fails (unloaded, failed, exit 1) */
     int pins;                  /* never displaced by the model's LRU */
+    uint64_t dl_until;         /* DOWNLOADING until then, then UNLOADED (or LOADING if dl_then_load) */
+    bool dl_then_load;         /* a child download: loading follows (wire.md 1.12) */
+    bool dl_on_load;           /* the next load answers "downloading" and starts a download */
 } fmodel;
 
 typedef struct frouter {
@@ -39,6 +42,7 @@ typedef struct frouter {
     int load_limit_left;       /* next loads answer 500 model limit reached */
     int unload_status;         /* != 0: every unload answers this */
     char displace[64];         /* a load displaces this model (LRU) when set */
+    char displace2[64];        /* then the load after that displaces this one */
     int poll_fail_left;        /* list calls after a load fail with CONNECT */
     bool race_load;            /* someone else loads the model as our load arrives */
     bool lock_held;            /* LOCK answers held */
@@ -72,6 +76,11 @@ static bool fm_resident(const fmodel *m) {
 static void fr_tick(frouter *f, uint64_t now) {
     int i;
     for (i = 0; i < f->n; i++)
+        if (f->m[i].state == RSD_MODEL_DOWNLOADING && now >= f->m[i].dl_until) {
+            f->m[i].state = f->m[i].dl_then_load ? RSD_MODEL_LOADING : RSD_MODEL_UNLOADED;
+            f->m[i].ready_at = now + f->load_delay;
+        }
+    for (i = 0; i < f->n; i++)
         if (f->m[i].state == RSD_MODEL_LOADING && now >= f->m[i].ready_at) {
             if (f->m[i].will_fail) {
                 f->m[i].state = RSD_MODEL_UNLOADED;
@@ -94,7 +103,7 @@ static void fr_init(frouter *f, int max_instances) {
 static char body_buf[65536];
 static const char *state_name(rsd_model_state s) {
     return s == RSD_MODEL_LOADED ? "loaded" : s == RSD_MODEL_LOADING ? "loading"
-         : s == RSD_MODEL_SLEEPING ? "sleeping" : "unloaded";
+         : s == RSD_MODEL_SLEEPING ? "sleeping" : s == RSD_MODEL_DOWNLOADING ? "downloading" : "unloaded";
 }
 static size_t fr_listing(frouter *f) {
     size_t n = 0;
@@ -191,6 +200,16 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
             return;
         }
         if (!m) { *status = 404; *body = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}"; *len = strlen(*body); return; }
+        if (m->dl_on_load) {
+            m->dl_on_load = false;
+            m->state = RSD_MODEL_DOWNLOADING;
+        }
+        if (m->state == RSD_MODEL_DOWNLOADING) { /* as rsd-sim answers (UNCONFIRMED upstream) */
+            *status = 400;
+            *body = "{\"error\":{\"code\":400,\"message\":\"model is downloading\",\"type\":\"invalid_request_error\"}}";
+            *len = strlen(*body);
+            return;
+        }
         if (f->race_load) {
             f->race_load = false;
             m->state = RSD_MODEL_LOADING;
@@ -207,7 +226,8 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
         if (f->displace[0]) { /* the router's own LRU eviction */
             fmodel *v = fm_find(f, f->displace);
             if (v) v->state = RSD_MODEL_UNLOADED;
-            f->displace[0] = '\0';
+            snprintf(f->displace, sizeof f->displace, "%s", f->displace2);
+            f->displace2[0] = '\0';
         }
         for (i = 0; i < f->n; i++) res += fm_resident(&f->m[i]);
         if (f->max_instances > 0 && res >= f->max_instances) {
@@ -608,7 +628,11 @@ static void test_6_2_11_ttl_dedupes_repeat_ensures(void) {
     CHECK(!R.result.cache_hit && f.gets == 2);
 }
 
-static void test_6_2_12_restores_pinned_displaced_by_capacity_unknown_load(void) {
+/* Upstream 6.2.12 reloaded the displaced pinned scout; on a real router whose load
+   displaced something the server is full, so that reload would displace the keep
+   (W11). Now: capacity unknown = no free slot known -> not reloaded, one swap/warning
+   notice, the turn succeeds, and no extra GET (the last poll already shows it). */
+static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void) {
     frouter f;
     rsd_reconcile_desc d;
     fresh();
@@ -620,11 +644,81 @@ static void test_6_2_12_restores_pinned_displaced_by_capacity_unknown_load(void)
     snprintf(f.displace, sizeof f.displace, "scout"); /* the router's LRU picks the pinned scout */
     desc_init(&d, "new-code");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(posts_of(&f), "/models/unload old-code | /models/load new-code | /models/load scout");
-    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
+                                   "POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(fm_find(&f, "new-code")->state, RSD_MODEL_LOADED);
-    CHECK(strstr(joined(&f, true), "unload scout") == NULL);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 2); /* old-code's eviction, scout */
+    CHECK_EQ_INT(R.notices[R.n_notices - 1].dmsg, RSD_DMSG_UNRESTORED);
+    CHECK(any_notice_has("displaced pinned 'scout', and residency did not reload it: the server has no free slot"));
+    REQUIRE(R.result.n_evicted == 2);
+    CHECK_EQ_STR(R.result.evicted[1].id, "scout");
+    CHECK(R.result.evicted[1].displaced && !R.result.evicted[1].restored);
+    CHECK(!R.result.evicted[0].displaced);
+    CHECK_EQ_STR(R.notices[R.n_notices - 1].subject, "scout");
+    CHECK(R.notices[R.n_notices - 1].notice.detail & RSD_DETAIL_UNRESTORED);
+}
+
+/* W11: with a free slot known, the displaced pinned model is reloaded (no extra GET
+   before it); a restored/info notice says so. */
+static void test_w11_displaced_pinned_reloaded_into_known_free_slot(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    const char *own[2] = {"scout", "other"};
+    fresh();
+    fr_init(&f, 3);
+    fm_tag(fm_add(&f, "scout", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(&f, "new-code", RSD_MODEL_UNLOADED);
+    snprintf(f.displace, sizeof f.displace, "scout"); /* someone else's doing: 1 of 3 slots used after */
+    desc_init(&d, "new-code");
+    d.ours = own;
+    d.n_ours = 2;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load new-code | GET /v1/models | "
+                                   "POST /models/load scout | GET /v1/models");
+    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_INFO), 1);
+    CHECK(any_notice_has("displaced pinned 'scout'; reloaded it into a free slot"));
+    REQUIRE(R.result.n_evicted == 1);
+    CHECK(R.result.evicted[0].displaced && R.result.evicted[0].restored);
+    CHECK_EQ_INT(R.result.n_attr_remove, 0); /* back, so still ours */
+    /* nothing pinned gone: no pinned request at all */
+    fresh();
+    fm_find(&f, "new-code")->state = RSD_MODEL_UNLOADED;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load new-code | GET /v1/models");
+    CHECK_EQ_INT(R.result.n_evicted, 0);
+}
+
+/* W11: a reload into the free slot that displaces the keep anyway (a concurrent change
+   on the server) never fails the turn: the keep is loaded again, no second pass. */
+static void test_w11_pinned_reload_never_leaves_keep_displaced(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 3);
+    fm_tag(fm_add(&f, "scout", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(&f, "new-code", RSD_MODEL_UNLOADED);
+    snprintf(f.displace, sizeof f.displace, "scout");
+    snprintf(f.displace2, sizeof f.displace2, "new-code"); /* the scout's reload pushes the keep out */
+    desc_init(&d, "new-code");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/load new-code | /models/load scout | /models/load new-code");
+    CHECK_EQ_INT(fm_find(&f, "new-code")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_NONE), 0);
+    /* the same when the deadline has passed: reported, not hidden (RSD_ERR_DISPLACED) */
+    fresh();
+    fm_find(&f, "new-code")->state = RSD_MODEL_UNLOADED;
+    fm_find(&f, "scout")->state = RSD_MODEL_LOADED;
+    snprintf(f.displace, sizeof f.displace, "scout");
+    snprintf(f.displace2, sizeof f.displace2, "new-code");
+    d.deadline_ms = 45; /* the scout's reload wait ends at the deadline */
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_DISPLACED);
+    CHECK_EQ_STR(posts_of(&f), "/models/load new-code | /models/load scout");
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
 }
 
 static void test_6_2_13_does_not_manage_non_router_payloads(void) {
@@ -716,7 +810,13 @@ static void test_6_3_3_restores_evicted_when_load_rejected_500(void) {
     CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
     CHECK(any_notice_has("restored"));
     CHECK_EQ_INT(count_notices(RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO), 1); /* ours */
-    CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 1);        /* restored */
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING), 1);    /* restored (R72) */
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_NONE), 0);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_NONE), 0);
+    CHECK(R.notices[R.n_notices - 1].notice.detail & RSD_DETAIL_RESTORED);
+    CHECK_EQ_STR(rsd_notice_kind_str(RSD_NOTICE_RESTORED), "restored");
+    CHECK_EQ_STR(rsd_notice_kind_str(RSD_NOTICE_LOAD_FAILED), "load-failed");
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
     CHECK_EQ_INT(R.result.n_attr_remove, 0); /* restored: still ours */
@@ -737,6 +837,187 @@ static void test_6_3_4_restores_evicted_when_load_404s(void) {
     CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
     CHECK_EQ_INT(fm_find(&f, "wanted")->state, RSD_MODEL_UNLOADED);
     CHECK_EQ_STR(posts_of(&f), "/models/unload resident | /models/load wanted | /models/load resident");
+    /* the server's own words are quoted after the status (rsd_server_error_parse) */
+    CHECK_EQ_STR(R.result.message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found");
+    CHECK(any_notice_has("failed: llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found"));
+    CHECK(any_notice_has("failed (llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found); "
+                         "restored 'resident'"));
+}
+
+/* A rejection without a JSON error body keeps the bare status; a 500 spawn failure
+   and a failed unload quote theirs. */
+static void test_rejected_load_quotes_server_error(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "wanted", RSD_MODEL_UNLOADED);
+    f.load_status = 500;
+    f.load_body = "{\"error\":{\"code\":500,\"message\":\"failed to spawn server instance\",\"type\":\"server_error\"}}";
+    desc_init(&d, "wanted");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
+    CHECK_EQ_STR(R.result.message,
+                 "llama.cpp router rejected http://mini:8080/models/load: HTTP 500: failed to spawn server instance");
+    f.load_body = "proxy error: Could not establish connection"; /* plain text: not JSON */
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
+    CHECK_EQ_STR(R.result.message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 500");
+    /* unload failure notice */
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "old", RSD_MODEL_LOADED);
+    fm_add(&f, "wanted", RSD_MODEL_UNLOADED);
+    f.unload_status = 500;
+    desc_init(&d, "wanted");
+    drive(&f, &d);
+    CHECK(any_notice_has("unloading 'old' from 'mini' failed (POST http://mini:8080/models/unload: HTTP 500: boom)"));
+}
+
+/* rsd_reconcile_event: a /models/sse event for the waited model (by any of its names)
+   ends the WAIT at once; progress, other models and junk do not. */
+static void test_sse_event_wakes_only_for_the_waited_model(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    rsd_step s;
+    int guard, tr, st;
+    const char *body;
+    size_t len;
+    static const char *const ignored[] = {
+        "{\"model\":\"other\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\"}}",
+        "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":{\"value\":0.5}}}",
+        "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"downloading\"}}",
+        "{\"model\":42}", "[]", "{\"model\":\"coder\"", ""};
+    size_t k;
+    fresh();
+    fr_init(&f, 2);
+    snprintf(fm_add(&f, "coder", RSD_MODEL_UNLOADED)->alias, 64, "c-alias");
+    f.load_delay = 10000;
+    desc_init(&d, "c-alias"); /* requested by its alias; events name the canonical id */
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    for (guard = 0; guard < 100; guard++) {
+        s = rsd_reconcile_next(&R, NOW);
+        if (s.kind != RSD_STEP_HTTP) break;
+        fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+        NOW += 1;
+        CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+    }
+    REQUIRE(s.kind == RSD_STEP_WAIT);
+    CHECK_EQ_STR(s.wait_model, "c-alias");
+    for (k = 0; k < sizeof ignored / sizeof ignored[0]; k++)
+        CHECK_EQ_INT(rsd_reconcile_event(&R, ignored[k], strlen(ignored[k]), NOW), 0);
+    CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
+    {
+        const char *ev = "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":"
+                         "{\"status\":\"unloaded\",\"exit_code\":1}}";
+        CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW), 1);
+    }
+    s = rsd_reconcile_next(&R, NOW); /* polls now, not at the old wake time */
+    CHECK_EQ_INT(s.kind, RSD_STEP_HTTP);
+    CHECK_EQ_INT(s.http.op, RSD_OP_LIST);
+}
+
+/* ==== downloading (wire.md 1.4: a status value, not a failure) =============== */
+
+/* The keep is downloading when we look: nothing is evicted for it yet; we wait
+   read-only, then decide again on the fresh listing, evict and load. */
+static void test_downloading_keep_waits_before_evicting(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fmodel *m;
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "old", RSD_MODEL_LOADED);
+    m = fm_add(&f, "big", RSD_MODEL_DOWNLOADING);
+    m->dl_until = NOW + 3000;
+    f.load_delay = 100;
+    desc_init(&d, "big");
+    d.lock = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(fm_find(&f, "big")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload old | /models/load big");
+    /* the unload came after the download ended (the log: GETs first, then the lock) */
+    CHECK(strstr(joined(&f, false), "GET /v1/models | LOCK") != NULL);
+    CHECK(f.locks == 1 && f.unlocks == 1);
+    CHECK(R.result.loaded);
+    CHECK_EQ_STR(R.result.attr_add, "big");
+}
+
+/* The load answers "downloading" (it started between listing and load): keep
+   waiting, then load again when the download is done. */
+static void test_load_answer_downloading_keeps_waiting_then_loads(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fmodel *m;
+    fresh();
+    fr_init(&f, 2);
+    m = fm_add(&f, "big", RSD_MODEL_UNLOADED);
+    m->dl_on_load = true;
+    m->dl_until = NOW + 2000;
+    desc_init(&d, "big");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_STR(posts_of(&f), "/models/load big | /models/load big");
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_NONE), 0);
+}
+
+/* A child that downloads during its load (downloading -> loading -> loaded): one
+   POST, no failure. */
+static void test_child_download_during_load_is_waited_for(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "hf-model", RSD_MODEL_UNLOADED);
+    f.load_delay = 50;
+    desc_init(&d, "hf-model");
+    f.race_load = false;
+    /* the fake's load starts LOADING; make it DOWNLOADING first */
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_OK);
+    {
+        int guard;
+        for (guard = 0; guard < 1000; guard++) {
+            rsd_step s = rsd_reconcile_next(&R, NOW);
+            int tr, st;
+            const char *body;
+            size_t len;
+            if (s.kind == RSD_STEP_DONE) break;
+            if (s.kind == RSD_STEP_WAIT) { NOW = s.wake_ms; continue; }
+            if (s.kind != RSD_STEP_HTTP) continue;
+            fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+            if (s.http.op == RSD_OP_LOAD) { /* the child reports downloading for 1.5 s */
+                fmodel *m = fm_find(&f, "hf-model");
+                m->state = RSD_MODEL_DOWNLOADING;
+                m->dl_until = NOW + 1500;
+                m->dl_then_load = true;
+            }
+            NOW += 1;
+            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+        }
+    }
+    CHECK_EQ_INT(R.result.error, RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(f.posts, 1);
+    CHECK_EQ_INT(fm_find(&f, "hf-model")->state, RSD_MODEL_LOADED);
+}
+
+/* A download longer than the deadline: LOAD_FAILED with a timeout that says so;
+   the resident was never evicted for it. */
+static void test_downloading_past_deadline_times_out_without_evicting(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 1);
+    fm_add(&f, "old", RSD_MODEL_LOADED);
+    fm_add(&f, "big", RSD_MODEL_DOWNLOADING)->dl_until = NOW + 600000;
+    desc_init(&d, "big");
+    d.deadline_ms = 5000;
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    CHECK_EQ_STR(R.result.message, "timed out waiting for 'big' to load (still downloading)");
+    CHECK_EQ_INT(f.posts, 0);
+    CHECK_EQ_INT(fm_find(&f, "old")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
+    CHECK(!R.result.cached);
 }
 
 static void test_6_3_5_evicts_and_loads_when_keep_in_catalog(void) {
@@ -837,14 +1118,13 @@ static void test_L27_free_slot(void) {
     d.generation = f.gen;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, false), "");
-    /* with a pinned resident: one more GET for the pinned pass */
+    /* with a pinned resident: no extra GET for the pinned pass (upstream made one, W11) */
     fresh();
     fm_find(&f, "coder")->state = RSD_MODEL_UNLOADED;
     fm_tag(&f.m[0], "pinned:true");
     d.lock = false;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(joined(&f, false),
-                 "GET /v1/models | GET /props | POST /models/load coder | GET /v1/models | GET /v1/models | COMMIT");
+    CHECK_EQ_STR(joined(&f, false), "GET /v1/models | GET /props | POST /models/load coder | GET /v1/models | COMMIT");
 }
 
 static void test_L28_full_router(void) {
@@ -856,8 +1136,8 @@ static void test_L28_full_router(void) {
     protect(&d, "configured-model", RSD_ROLE_WORKER);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-scratch | "
-                                   "POST /models/load new-code | GET /v1/models | GET /v1/models");
-    CHECK_EQ_INT(R.result.requests, 6);
+                                   "POST /models/load new-code | GET /v1/models");
+    CHECK_EQ_INT(R.result.requests, 5); /* upstream L28 + one GET for its pinned pass (W11) */
 }
 
 /* ==== W fixes ============================================================== */
@@ -1129,7 +1409,7 @@ static void test_failed_true_exit_code_ends_wait(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_FAILED);
     CHECK(strstr(R.result.message, "llama.cpp router reports 'broken' failed to load (exit code 1)") != NULL);
     CHECK(NOW - t0 < 100); /* ended at once, not at the deadline */
-    CHECK_EQ_INT(count_notices(RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR), 1);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
     CHECK_EQ_STR(R.result.attr_add, "");
 }
 
@@ -1365,7 +1645,15 @@ int main(int argc, char **argv) {
     RUN(test_6_2_9_capacity1_pinned_override_displaces_unprotected);
     RUN(test_6_2_10_managed_false_observes);
     RUN(test_6_2_11_ttl_dedupes_repeat_ensures);
-    RUN(test_6_2_12_restores_pinned_displaced_by_capacity_unknown_load);
+    RUN(test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown);
+    RUN(test_rejected_load_quotes_server_error);
+    RUN(test_sse_event_wakes_only_for_the_waited_model);
+    RUN(test_downloading_keep_waits_before_evicting);
+    RUN(test_load_answer_downloading_keeps_waiting_then_loads);
+    RUN(test_child_download_during_load_is_waited_for);
+    RUN(test_downloading_past_deadline_times_out_without_evicting);
+    RUN(test_w11_displaced_pinned_reloaded_into_known_free_slot);
+    RUN(test_w11_pinned_reload_never_leaves_keep_displaced);
     RUN(test_6_2_13_does_not_manage_non_router_payloads);
     RUN(test_6_2_14_degrades_fetch_failures_silently);
     RUN(test_6_3_1_never_unloads_for_unserved_keep);

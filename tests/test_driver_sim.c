@@ -251,6 +251,112 @@ static void test_sim_other_client_evicts_after_listing(void) {
     CHECK_EQ_INT(state_of("c"), RSIM_LOADED);
 }
 
+/* wire.md 1.4 "downloading" (rsd-sim: download=MS): the keep downloading is waited
+   for read-only; the resident is evicted only once the download is done. */
+static void test_sim_downloading_keep_is_waited_for(void) {
+    static const char *const m[] = {"id=a,startup=1", "id=big,download=3000"};
+    rsd_reconcile_desc d;
+    sim_router(1, m, 2);
+    REQUIRE(state_of("big") == RSIM_DOWNLOADING);
+    desc(&d, "big");
+    CHECK_EQ_INT(drive(&d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(state_of("big"), RSIM_LOADED);
+    CHECK_EQ_INT(state_of("a"), RSIM_UNLOADED);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/load", "big", 200), 1);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/load", NULL, 400), 0);
+    CHECK_EQ_INT(rsim_log_count(&S, "POST", "/models/unload", "a", 200), 1);
+    CHECK(NOW >= 4000); /* nothing loaded before the download ended */
+}
+
+/* Optional event-driven wait: a host subscribed to the router's /models/sse feeds each
+   event to rsd_reconcile_event, which ends the WAIT at once when the waited model
+   changes; the listing is still polled to confirm. The same load with polls alone
+   ends at the next poll (20, 40, 80, 160, 320 ms apart). Returns ms from the load's
+   POST to DONE; *woke = events that cut a wait short. */
+static char SB[8192];
+static uint64_t ensure_with_sse(const char *keep, bool use_sse, int *woke) {
+    rsd_reconcile_desc d;
+    rsim_req q;
+    rsim_resp resp;
+    uint32_t sse = 0;
+    uint64_t posted = 0;
+    int guard;
+    *woke = 0;
+    memset(&q, 0, sizeof q);
+    memset(&resp, 0, sizeof resp);
+    q.method = "GET";
+    q.target = "/models/sse";
+    resp.body = SB;
+    resp.body_cap = sizeof SB;
+    if (use_sse) {
+        CHECK_EQ_INT(rsim_handle(&S, &q, NOW, &resp), RSIM_STREAM);
+        sse = resp.ticket;
+    }
+    desc(&d, keep);
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_OK);
+    for (guard = 0; guard < 100000; guard++) {
+        rsd_step s = rsd_reconcile_next(&R, NOW);
+        int tr = RSD_OK, st = 0;
+        size_t len = 0;
+        if (s.kind == RSD_STEP_DONE) break;
+        if (s.kind == RSD_STEP_HTTP) {
+            if (s.http.op == RSD_OP_LOAD) posted = NOW;
+            sim_http(&s.http, &tr, &st, &len);
+            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, RB, len, NOW), RSD_OK);
+        } else if (s.kind == RSD_STEP_WAIT) {
+            CHECK(s.wait_model != NULL && s.wait_model[0]);
+            if (!use_sse) { NOW = s.wake_ms; rsim_tick(&S, NOW); continue; }
+            while (NOW < s.wake_ms) { /* the host's poll(): the socket or the timer, whichever first */
+                rsim_resp p;
+                bool woke_now = false;
+                NOW++;
+                memset(&p, 0, sizeof p);
+                p.body = SB;
+                p.body_cap = sizeof SB;
+                while (rsim_pull(&S, NOW, &p) > 0) {
+                    if (p.ticket == sse && p.action == RSIM_CHUNK && p.body_len > 8 &&
+                        memcmp(p.body, "data: ", 6) == 0 &&
+                        rsd_reconcile_event(&R, p.body + 6, p.body_len - 8, NOW) == 1) {
+                        woke_now = true;
+                        (*woke)++;
+                    }
+                    p.body = SB;
+                    p.body_cap = sizeof SB;
+                }
+                if (woke_now) break;
+            }
+        } else if (s.kind == RSD_STEP_LOCK) {
+            rsd_reconcile_lock_done(&R, true, 0, NOW);
+        }
+    }
+    if (use_sse) rsim_cancel(&S, sse, NOW);
+    CHECK_EQ_INT(R.result.error, RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    return NOW - posted;
+}
+
+static void test_sim_sse_event_ends_the_wait(void) {
+    static const char *const m[] = {"id=a,startup=1", "id=b,load=350"};
+    int woke;
+    uint64_t polled, evented;
+    sim_router(2, m, 2);
+    polled = ensure_with_sse("b", false, &woke);
+    CHECK(polled >= 350 + 100); /* the next poll after ready: 20+40+80+160 = 300, then +320 */
+    sim_router(2, m, 2);
+    evented = ensure_with_sse("b", true, &woke);
+    CHECK(evented >= 350 && evented <= 352); /* the status_change "loaded" event, then one GET */
+    CHECK_EQ_INT(woke, 1);                   /* loading progress events do not wake */
+    CHECK_EQ_INT(state_of("b"), RSIM_LOADED);
+    /* events for another model, bad data, or outside a WAIT: ignored */
+    {
+        const char *ev = "{\"model\":\"b\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\"}}";
+        CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW), 0); /* DONE: no wait to end */
+    }
+    CHECK_EQ_INT(rsd_reconcile_event(&R, "not json", 8, NOW), 0);
+    CHECK_EQ_INT(rsd_reconcile_event(&R, NULL, 3, NOW), RSD_ERR_ARG);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_sim_full_router_evicts_one_and_loads);
@@ -261,5 +367,7 @@ int main(int argc, char **argv) {
     RUN(test_sim_api_key);
     RUN(test_sim_plain_llama_server_is_not_managed);
     RUN(test_sim_other_client_evicts_after_listing);
+    RUN(test_sim_downloading_keep_is_waited_for);
+    RUN(test_sim_sse_event_ends_the_wait);
     return RSD_TEST_END();
 }
