@@ -248,7 +248,8 @@
              keep_aliases[4] + n, keep_tags[8] + n, keep_pinned,
              residents + n_residents (<= 64), protected_models + n_protected
              (<= 64), max_instances (0 = unknown), context_length (0 = none),
-             model_max_context (0 = unknown), context_ceiling (0 = 131072) }
+             model_max_context (0 = unknown), context_ceiling (0 = 131072),
+             capacity_bytes, keep_bytes (0 = unknown; W12) }
            rsd_resident { model_id, aliases[4] + n, tags[8] + n,
              size_vram_bytes + has_size_vram, size_bytes + has_size (absent is
              never zero), loaded_by_us (attribution), pinned }
@@ -308,8 +309,12 @@
          optout != NONE                OBSERVE            OBSERVE_ENV / _TARGET
          driver: keep not served       DECLINE            DECLINE_NOT_LOADABLE
          driver: listing failed        OBSERVE            PROBE_FAILED (not cached)
+         sizes known (W12)             LOAD / LOAD_AFTER_EVICT  FITS_BYTES /
+                                       EVICT_BYTES: see "W12, byte-aware
+                                       eviction" at >>reconcile (declarations)
        Tag-pinned models and the keep are never in evict or fallback.
-       Capacity counts instances only; sizes feed notices, never the choice.
+       Capacity counts instances unless capacity_bytes, keep_bytes and every
+       resident's size are known (W12); sizes never decline a load.
 
        W8, capacity unknown: upstream evicted every unprotected resident. A load
        adds one model, so freeing one slot always suffices for a count-limited
@@ -410,8 +415,8 @@
        seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
        RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
        RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
-       Sizes (x86-64): rsd_plan 11 376 bytes, rsd_decision_cache 17 672,
-       rsd_facts 312 plus the caller's arrays (rsd_resident 248 each);
+       Sizes (x86-64): rsd_plan 14 544 bytes, rsd_decision_cache 17 672,
+       rsd_facts 328 plus the caller's arrays (rsd_resident 248 each);
        keep them out of small stacks. rsd_decide uses ~1.5 KiB of stack and
        O(n^2) id comparisons for n <= 64 residents.
    --- fit: the context-fit clamp (>>fit) --------------------------------------
