@@ -855,6 +855,100 @@ static void test_bad_args(void) {
     rsd_fleet_destroy(NULL);
 }
 
+/* Lowering the maximum stops the LRU idle process (TRIM); unload with DRAIN waits for
+   the busy one's last release. */
+static void test_configure_and_unload_drain(void) {
+    int fd0 = count_fds(), a, b, stops;
+    rsd_fleet *f;
+    rsd_pool_req r;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(2, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    b = add(f, "b", NULL);
+    CHECK(rsd_fleet_load(f, a, tnow()) >= 0);
+    CHECK(await(f, RSD_FLEET_EV_READY, a, 0) != NULL);
+    port = acquire_wait(f, b, &r);
+    REQUIRE(port > 0);
+    /* max 1: a is idle (trimmed), b is busy (kept) */
+    CHECK_EQ_INT(rsd_fleet_configure(f, 1, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    CHECK(stop_of(a, RSD_POOL_WHY_TRIM) != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
+    /* unload b: refused while busy, or drained */
+    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_ERR_POOL_BUSY);
+    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
+    CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200); /* still serving it */
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, b, 0) != NULL);
+    CHECK(stop_of(b, RSD_POOL_WHY_UNLOAD) != NULL);
+    CHECK(rsd_fleet_idle(f));
+    CHECK(evictions_were_idle(f, &stops));
+    CHECK_EQ_INT(stops, 2);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+typedef struct logcap {
+    int start_failed, ready, dropped;
+    char msg[512];
+} logcap;
+
+static void cap_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    logcap *c = (logcap *)user;
+    (void)level;
+    (void)where;
+    if (item == RSD_LOGITEM_FLEET_START_FAILED) {
+        c->start_failed++;
+        if (msg) snprintf(c->msg, sizeof c->msg, "%s", msg);
+    }
+    if (item == RSD_LOGITEM_FLEET_READY) c->ready++;
+    if (item == RSD_LOGITEM_FLEET_EVENT_DROPPED) c->dropped++;
+}
+
+/* A host that does not pull: the GRANT/FAIL queue (2 x max_requests + 16) drops its
+   oldest entries and counts them; the newest are kept, in order. */
+static void test_event_queue_bounded(void) {
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    rsd_fleet *f;
+    rsd_fleet_event ev;
+    rsd_pool_req r[30];
+    uint16_t port;
+    logcap lc;
+    int i, m, fails = 0, first = -1;
+    memset(&d, 0, sizeof d);
+    memset(&lc, 0, sizeof lc);
+    d.pool.max_requests = 4;
+    d.logger.fn = cap_log;
+    d.logger.user = &lc;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "ghost", NULL);
+    md.spec.exe = "/nonexistent/llama-server";
+    m = rsd_fleet_add_model(f, &md);
+    for (i = 0; i < 30; i++) CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &r[i], &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_events_dropped(f), 30 - (2 * 4 + 16));
+    CHECK(lc.dropped >= 6);
+    CHECK_EQ_INT(lc.start_failed, 30);
+    CHECK(strstr(lc.msg, "No such file or directory") != NULL);
+    CHECK_EQ_INT(rsd_fleet_next_deadline(f), 0);
+    while (rsd_fleet_next_event(f, &ev))
+        if (ev.kind == RSD_FLEET_EV_FAIL) {
+            if (first < 0)
+                for (i = 0; i < 30; i++)
+                    if (r[i].id == ev.req.id) first = i;
+            fails++;
+        }
+    CHECK_EQ_INT(fails, 2 * 4 + 16);
+    CHECK_EQ_INT(first, 6); /* the six oldest were dropped */
+    rsd_fleet_destroy(f);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -880,5 +974,7 @@ int main(int argc, char **argv) {
     RUN(test_bind_failure);
     RUN(test_cancel_waiting);
     RUN(test_destroy_kills);
+    RUN(test_configure_and_unload_drain);
+    RUN(test_event_queue_bounded);
     return RSD_TEST_END();
 }
