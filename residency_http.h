@@ -1836,7 +1836,8 @@ RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const 
            FAIL:  answer ev.user with ev.message (reason, command, last output lines)
            STARTING/READY/STOPPING/EXITED/CRASHED: log, status page }
        rsd_fleet_release(f, req, now) when a granted request is done (rsd_fleet_cancel
-       when its client went away, granted or still waiting).
+       when its client went away, granted or still waiting: a GRANT or FAIL for it that
+       was not pulled yet is withdrawn, so none comes after the cancel).
        rsd_fleet_stop(f, now); step until rsd_fleet_idle(f); rsd_fleet_destroy(f).
 
    What it does with the pool's actions (residency.h >>pool) and the supervisor's
@@ -2004,7 +2005,8 @@ RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *us
                               rsd_pool_req *req, uint16_t *port);
 /* The request finished (granted ones only). */
 RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
-/* The client went away: drop a waiting request or release a granted one. */
+/* The client went away: drop a waiting request or release a granted one; a GRANT or
+   FAIL for it not pulled yet is withdrawn (a FAIL not pulled: RSD_OK too). */
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
@@ -8567,8 +8569,8 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     if (!prd.allocator.alloc_fn && !prd.allocator.free_fn) prd.allocator = d.allocator;
     if (!prd.logger.fn) prd.logger = d.logger;
     memset(&cd, 0, sizeof cd);
-    cd.max_requests = RSD_POOL_MAX_SLOTS;
-    cd.max_conns = RSD_POOL_MAX_SLOTS;
+    cd.max_requests = 2 * RSD_POOL_MAX_SLOTS; /* a probe per process + cancelled ones */
+    cd.max_conns = 2 * RSD_POOL_MAX_SLOTS;
     cd.max_body_bytes = RSDI_FLEET_PROBE_BODY;
     cd.max_request_bytes = 4096;
     cd.connect_timeout_ms = f->probe_timeout_ms;
@@ -8655,10 +8657,28 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
     return r;
 }
 
+/* Removes a queued GRANT/FAIL for req (its host gave up on it); true if one was there. */
+RSDI_PRIVATE bool rsdi_fleet_scrub(rsd_fleet *f, rsd_pool_req req) {
+    uint32_t i;
+    bool hit = false;
+    if (!req.id) return false;
+    for (i = 0; i < f->rq_count; i++) {
+        rsdi_fleet_qev *q = &f->rq[(f->rq_head + i) % f->rq_cap];
+        if (q->ev.req.id == req.id && q->ev.kind != RSD_FLEET_EV_NONE) {
+            q->ev.kind = RSD_FLEET_EV_NONE; /* skipped by next_event */
+            hit = true;
+        }
+    }
+    return hit;
+}
+
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
     int r;
+    bool scrubbed;
     if (!f) return RSD_ERR_ARG;
     r = rsd_pool_cancel(f->pool, req, now_ms);
+    scrubbed = rsdi_fleet_scrub(f, req);
+    if (r == RSD_ERR_POOL_STALE && scrubbed) r = RSD_OK; /* its FAIL was not pulled yet */
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
 }
@@ -8805,6 +8825,10 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
     uint64_t d, x;
     int i;
     if (!f) return UINT64_MAX;
+    while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) {
+        f->rq_head = (f->rq_head + 1) % f->rq_cap;
+        f->rq_count--;
+    }
     if (f->rq_count || f->nq_count) return 0;
     d = rsd_procs_next_deadline(f->procs);
     if (f->pool_deadline < d) d = f->pool_deadline;
@@ -8820,6 +8844,10 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
 RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev) {
     rsdi_fleet_qev *q;
     if (!f || !ev) return false;
+    while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) { /* scrubbed */
+        f->rq_head = (f->rq_head + 1) % f->rq_cap;
+        f->rq_count--;
+    }
     if (f->rq_count && (!f->nq_count || f->rq[f->rq_head].seq < f->nq[f->nq_head].seq)) {
         q = &f->rq[f->rq_head];
         f->rq_head = (f->rq_head + 1) % f->rq_cap;

@@ -949,6 +949,80 @@ static void test_event_queue_bounded(void) {
     rsd_fleet_destroy(f);
 }
 
+/* Cancel after the GRANT was queued but before it was pulled: no GRANT comes later,
+   the slot is not held. Same for a queued FAIL. */
+static void test_cancel_withdraws_queued_events(void) {
+    int fd0 = count_fds(), a, g;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_fleet_model_info mi;
+    rsd_pool_req r;
+    uint16_t port;
+    uint64_t end;
+    log_reset();
+    f = mk_fleet(2, 0); /* room for ghost beside a: its spawn runs in the acquire */
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    sim_model(&md, "ghost", NULL);
+    md.spec.exe = "/nonexistent/llama-server";
+    g = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    /* step without pulling until the pool counts it running (the GRANT is queued) */
+    end = now_ms() + WAIT_MS;
+    do {
+        rsd_pollfd fds[64];
+        int n = rsd_fleet_pollfds(f, fds, 64);
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 64 ? 64 : n), 10);
+        (void)rsd_fleet_step(f, tnow());
+        CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    } while (mi.pool.running == 0 && now_ms() < end);
+    CHECK_EQ_INT(mi.pool.running, 1);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(mi.pool.running, 0);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_READY, a), 1);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, -1), 0);
+    /* a FAIL queued by the acquire itself, withdrawn */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, g, tnow(), NULL, &r, &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r, tnow()), RSD_ERR_POOL_STALE);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, -1), 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, g), 1);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* READY follows the child's output, not only the PROBE schedule: with the first
+   scheduled probe a minute away, the child's "listening" line still brings READY. */
+static void test_output_triggers_probe(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    const logged *st, *rd;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.procs.probe_first_ms = 60000;
+    d.procs.probe_max_ms = 60000;
+    d.procs.start_deadline_ms = 120000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "a", NULL);
+    md.health_path = "/v1/health";
+    a = rsd_fleet_add_model(f, &md);
+    CHECK(rsd_fleet_load(f, a, tnow()) >= 0);
+    rd = await(f, RSD_FLEET_EV_READY, a, 0);
+    st = find_kind(RSD_FLEET_EV_STARTING, a, 0);
+    CHECK(rd != NULL && st != NULL);
+    if (rd && st) CHECK(rd->ev.at_ms < st->ev.at_ms + 60000);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -976,5 +1050,7 @@ int main(int argc, char **argv) {
     RUN(test_destroy_kills);
     RUN(test_configure_and_unload_drain);
     RUN(test_event_queue_bounded);
+    RUN(test_cancel_withdraws_queued_events);
+    RUN(test_output_triggers_probe);
     return RSD_TEST_END();
 }
