@@ -1023,6 +1023,44 @@ static void test_output_triggers_probe(void) {
     CHECK(no_children());
 }
 
+/* /health never answers: each probe times out (probe_timeout_ms) without wedging the
+   next ones; the start deadline ends the wait; no socket is left behind. */
+static void test_hanging_health(void) {
+    static const char *const hang[] = {"--runtime", "server", "--load-ms", "20", "--hang", "/health", NULL};
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r;
+    uint16_t port;
+    const logged *l;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.probe_timeout_ms = 50;
+    d.procs.probe_max_ms = 40;
+    d.procs.start_deadline_ms = 600;
+    d.procs.term_grace_ms = 2000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "h", hang);
+    a = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    l = await(f, RSD_FLEET_EV_FAIL, a, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "not ready within") != NULL);
+    CHECK(strstr(l->msg, "GET /health") != NULL);
+    CHECK(await_idle(f));
+    {
+        rsd_http_client_stats cs;
+        rsd_http_client_query_stats(f->client, &cs); /* white-box: the probes timed out */
+        CHECK(cs.timeouts >= 2);
+    }
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -1052,5 +1090,6 @@ int main(int argc, char **argv) {
     RUN(test_event_queue_bounded);
     RUN(test_cancel_withdraws_queued_events);
     RUN(test_output_triggers_probe);
+    RUN(test_hanging_health);
     return RSD_TEST_END();
 }
