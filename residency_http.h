@@ -1821,13 +1821,106 @@ RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const 
    The host sends each granted request to http://127.0.0.1:<port> itself and calls
    rsd_fleet_release when it is done (rsd_fleet_cancel when its client went away).
    Needs processes (compiled out by RSD_NO_PROCESS).
-   [doc:fleet] the manual (API, state machine, limits, errors) goes here, as for >>proc. */
+   -------------------------------------------------------------------------
+   Frame loop:
+       rsd_fleet_desc d = {0};  d.pool.max_slots = 2;  d.procs.term_grace_ms = 5000;
+       rsd_fleet *f = rsd_fleet_create(&d);                   (all allocation here)
+       int m = rsd_fleet_add_model(f, &md);   md.pool = {id, reserve_bytes, ttl_ms,
+                  max_in_flight, pinned}; md.spec = the rsd_proc_spec (copied)
+       r = rsd_fleet_acquire(f, m, now, conn, &req, &port);
+           RSD_OK: send to 127.0.0.1:port now | RSD_PENDING: wait for GRANT/FAIL on req
+       each frame / after poll() on rsd_fleet_pollfds until rsd_fleet_next_deadline:
+           rsd_fleet_step(f, now);
+           while (rsd_fleet_next_event(f, &ev)) switch (ev.kind) {
+           GRANT: send ev.user's request to 127.0.0.1:ev.port
+           FAIL:  answer ev.user with ev.message (reason, command, last output lines)
+           STARTING/READY/STOPPING/EXITED/CRASHED: log, status page }
+       rsd_fleet_release(f, req, now) when a granted request is done (rsd_fleet_cancel
+       when its client went away, granted or still waiting).
+       rsd_fleet_stop(f, now); step until rsd_fleet_idle(f); rsd_fleet_destroy(f).
+
+   What it does with the pool's actions (residency.h >>pool) and the supervisor's
+   events (>>proc):
+       SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
+                   STARTING. A spawn that fails (missing binary, EACCES, no free port,
+                   template error) fails the model's waiting requests at once (W31:
+                   no deadline is waited for): CRASHED + FAIL(RSD_ERR_FLEET_START).
+       PROBE       GET <health_path> on the child's host:port (a wildcard host is
+                   probed on loopback), at most one in flight per process, each bounded
+                   by probe_timeout_ms. The supervisor paces them (desc.procs.probe_first_ms
+                   10, doubling to probe_max_ms 500); besides, a starting child that
+                   writes output is probed again at once (at most every
+                   RSD_FLEET_OUTPUT_PROBE_GAP_MS): llama-server logs "model loaded" the
+                   moment /health turns 200, so READY follows within a few ms instead of
+                   up to 500. The log is never parsed. 200 = READY and the waiting
+                   requests are granted; 503, refused, timeout = keep waiting.
+       exit while starting (or START_TIMEOUT): the load failed; the model's waiting
+                   requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
+                   "not ready within N ms") and the last output lines (W31). CRASHED.
+       exit while serving: CRASHED (RSD_ERR_POOL_CRASHED); the slot and its bytes are
+                   free at once (W27); requests running there are orphaned (release or
+                   cancel them as usual); the next request respawns the model.
+       STOP        rsd_procs_stop (SIGTERM to its process group, SIGKILL after
+                   desc.procs.term_grace_ms): STOPPING (.why), then EXITED once reaped.
+       GRANT/FAIL  GRANT (.port) / FAIL (.result, .message) events. FAILs that the pool
+                   reports as ERR_POOL_LOAD_FAILED carry RSD_ERR_FLEET_START.
+
+   A model from the fleet's view (rsd_fleet_query_model: pool.state, pid, port):
+       not resident --acquire/load, slot free or an idle LRU victim stopped--> STARTING
+       STARTING --/health 200--> READY --idle LRU victim, TTL, trim, unload, stop-->
+           STOPPING --reaped--> not resident
+       STARTING --spawn error, exit, start deadline--> not resident (waiters FAIL)
+       READY --exits unasked--> not resident (CRASHED); the next request respawns it
+   A busy model (granted requests not released) is never evicted, trimmed or TTL-stopped.
+
+   rsd_fleet_create(desc) -> fleet | NULL
+       desc.pool as rsd_pool_desc (its .models ignored: use desc.models or add_model);
+       desc.procs as rsd_procs_desc (max_procs 0 = RSD_POOL_MAX_SLOTS); probe_timeout_ms.
+       The allocator and logger are passed on to the pool, the supervisor and the probe
+       client unless those set their own.
+   rsd_fleet_add_model(f, md) -> index | RSD_ERR_ARG (bad id, health_path not starting
+       with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars) | RSD_ERR_CAPACITY (table full,
+       or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
+       "/health".
+   rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
+       the pool's errors (no handle): RSD_ERR_POOL_NO_FIT (reservation over the whole
+       budget: at once, nothing started), RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED,
+       RSD_ERR_POOL_QUEUE_FULL, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
+   rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
+       / configure / stop; each applies the pool's resulting actions at once (a SPAWN
+       runs inside the call: about 1-2 ms).
+   rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
+       TTL and the W26 bound run on the now_ms given), pool actions, until nothing moves.
+   rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
+       sockets; returns how many it wants (may exceed cap: only cap written).
+   rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
+       the supervisor's, the pool's and the probes' timers; UINT64_MAX = none.
+   rsd_fleet_next_event(f, &ev): GRANT/FAIL are queued apart from the narration
+       (STARTING..CRASHED) and never crowded out by it; pulled in order. Strings (model_id,
+       message) stay valid until the next rsd_fleet_* call.
+   rsd_fleet_idle(f): no process of ours alive. rsd_fleet_destroy SIGKILLs and reaps
+       what is left (bounded by RSD_PROC_DESTROY_WAIT_MS per child) and frees.
+   rsd_fleet_pool / rsd_fleet_procs: the embedded objects, for stats, the pool's event
+       log (desc.pool.event_log), rsd_procs_tail; do not drive them directly.
+
+   Limits: RSD_FLEET_MAX_MODELS (64) models, RSD_POOL_MAX_SLOTS (16) processes,
+   RSD_FLEET_SPEC_BYTES (4096) of copied spec per model, RSD_FLEET_MESSAGE_MAX (1024)
+   per message (command cut to 320 bytes, last 8 output lines cut from the front).
+   Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
+   oldest is dropped (pull every step). Memory: one block of about 350 KB + 250 bytes
+   per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
+   probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
+   RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
+   given models directly). Threading: one fleet per thread; POSIX only. */
 #ifndef RSD_NO_PROCESS
 enum {
     RSD_FLEET_MAX_MODELS = RSD_POOL_MAX_MODELS, /* model table */
     RSD_FLEET_MESSAGE_MAX = 1024,               /* event message (reason + last output lines) */
     RSD_FLEET_SPEC_BYTES = 4096,                /* copied strings of one model's rsd_proc_spec */
-    RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS = 2000   /* one /health probe */
+    RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS = 2000,  /* one /health probe */
+    RSD_FLEET_HEALTH_PATH_MAX = 256,            /* bytes of health_path, including the NUL */
+    RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5           /* output-triggered probes at most this often */
 };
 
 /* One model: the pool's view plus how to start its process. */
@@ -7942,7 +8035,832 @@ RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
 
 /* ==== >>fleet (implementation) ============================================ */
 #ifndef RSD_NO_PROCESS
-/* [impl:fleet] */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+enum {
+    RSDI_FLEET_NARR_EVENTS = 8 * RSD_POOL_MAX_SLOTS, /* narration ring (drop-oldest) */
+    RSDI_FLEET_TAIL_LINES = 8,                       /* output lines quoted in a message */
+    RSDI_FLEET_CMD_BYTES = 320,                      /* command quoted in a message */
+    RSDI_FLEET_URL_BYTES = 96 + RSD_FLEET_HEALTH_PATH_MAX,
+    RSDI_FLEET_MAX_PASSES = 16,                      /* step loop bound */
+    RSDI_FLEET_PROBE_BODY = 16384
+};
+/* Request handles carry the pool's request-table index in their low 20 bits
+   (RSD_POOL_MAX_REQUESTS); used only to remember which model a request was for. */
+#define RSDI_FLEET_REQ_IDX_MASK 0xFFFFFu
+
+typedef struct rsdi_fleet_model {
+    rsd_proc_spec spec;        /* strings and arrays point into buf */
+    char *buf;                 /* RSD_FLEET_SPEC_BYTES */
+    const char *health_path;   /* in buf */
+    const char *probe_host;    /* numeric host for the probe URL ("127.0.0.1", "[::1]"...) */
+    uint64_t last_used_ms;
+    int last_result;
+    uint32_t msg_gen;
+    char msg[RSD_FLEET_MESSAGE_MAX];
+} rsdi_fleet_model;
+
+typedef struct rsdi_fleet_slot {
+    rsd_pool_proc pp;          /* pool incarnation; 0 = no process here */
+    rsd_proc proc;             /* supervisor handle; 0 = none (or already released) */
+    int model;
+    uint16_t port;
+    int64_t pid;
+    uint64_t started_ms, ready_ms;
+    bool told;                 /* rsd_pool_on_started reported (ok or not) */
+    bool ready;
+    bool stopping;             /* the pool sent STOP */
+    rsd_http_req_h probe;      /* /health request in flight; 0 = none */
+    uint64_t probe_sent_ms;
+    uint64_t out_seen;         /* the child's out_bytes when the last probe was sent */
+} rsdi_fleet_slot;
+
+typedef struct rsdi_fleet_qev {
+    rsd_fleet_event ev;        /* .message NULL while queued */
+    uint64_t seq;
+    int msg_model;             /* message taken from this model's msg at pull, -1 = none */
+    uint32_t msg_gen;
+} rsdi_fleet_qev;
+
+struct rsd_fleet {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    rsd_pool *pool;
+    rsd_procs *procs;
+    rsd_http_client *client;
+    uint32_t probe_timeout_ms;
+    uint32_t max_requests;
+    int num_models;
+    rsdi_fleet_model *models;  /* RSD_FLEET_MAX_MODELS entries */
+    uint8_t *req_model;        /* model of each pool request index (max_requests) */
+    rsdi_fleet_slot slots[RSD_POOL_MAX_SLOTS];
+    rsdi_fleet_qev *rq;        /* GRANT/FAIL ring */
+    uint32_t rq_cap, rq_head, rq_count;
+    rsdi_fleet_qev nq[RSDI_FLEET_NARR_EVENTS]; /* narration ring */
+    uint32_t nq_head, nq_count;
+    uint64_t seq, dropped;
+    uint64_t pool_deadline;
+    bool stopped;
+    char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
+    char tmp[RSD_FLEET_MESSAGE_MAX];
+    char tail[RSD_FLEET_MESSAGE_MAX];
+};
+
+RSDI_PRIVATE const char *const rsdi_fleet_ev_names[RSD_FLEET_EV_NUM] = {
+    "NONE", "GRANT", "FAIL", "STARTING", "READY", "STOPPING", "EXITED", "CRASHED"};
+
+RSD_API const char *rsd_fleet_event_name(int kind) {
+    return kind >= 0 && kind < RSD_FLEET_EV_NUM ? rsdi_fleet_ev_names[kind] : "?";
+}
+
+/* ---- copying a model's spec into its buffer ---- */
+typedef struct rsdi_fleet_arena {
+    char *buf;
+    size_t cap, off;
+    bool over;
+} rsdi_fleet_arena;
+
+RSDI_PRIVATE void *rsdi_fleet_take(rsdi_fleet_arena *a, size_t n, size_t align) {
+    size_t o = (a->off + align - 1) & ~(align - 1);
+    if (a->over || o > a->cap || n > a->cap - o) {
+        a->over = true;
+        return NULL;
+    }
+    a->off = o + n;
+    return a->buf + o;
+}
+
+RSDI_PRIVATE const char *rsdi_fleet_str(rsdi_fleet_arena *a, const char *s) {
+    size_t n;
+    char *d;
+    if (!s) return NULL;
+    n = strlen(s) + 1;
+    d = (char *)rsdi_fleet_take(a, n, 1);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+RSDI_PRIVATE const char *const *rsdi_fleet_strv(rsdi_fleet_arena *a, const char *const *v) {
+    size_t n = 0, i, lim = a->cap / sizeof(char *);
+    const char **d;
+    if (!v) return NULL;
+    while (v[n]) {
+        if (++n >= lim) { a->over = true; return NULL; }
+    }
+    d = (const char **)rsdi_fleet_take(a, (n + 1) * sizeof(char *), sizeof(void *));
+    if (!d) return NULL;
+    for (i = 0; i < n; i++) d[i] = rsdi_fleet_str(a, v[i]);
+    d[n] = NULL;
+    return d;
+}
+
+RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model_desc *md) {
+    rsdi_fleet_arena a;
+    const rsd_proc_spec *s = &md->spec;
+    const char *hp = md->health_path ? md->health_path : "/health";
+    const char *h;
+    a.buf = m->buf;
+    a.cap = RSD_FLEET_SPEC_BYTES;
+    a.off = 0;
+    a.over = false;
+    if (hp[0] != '/' || strlen(hp) >= RSD_FLEET_HEALTH_PATH_MAX) return RSD_ERR_ARG;
+    if (s->num_vars < 0 || s->num_vars > RSD_PROC_MAX_VARS || (s->num_vars && !s->vars))
+        return RSD_ERR_ARG;
+    memset(&m->spec, 0, sizeof m->spec);
+    m->spec.port = s->port;
+    m->spec.ctx = s->ctx;
+    m->spec.parallel = s->parallel;
+    m->spec.start_deadline_ms = s->start_deadline_ms;
+    m->spec.user = s->user;
+    m->spec.args = rsdi_fleet_strv(&a, s->args);
+    m->spec.extra = rsdi_fleet_strv(&a, s->extra);
+    m->spec.env = rsdi_fleet_strv(&a, s->env);
+    if (s->num_vars) {
+        rsd_proc_var *v = (rsd_proc_var *)rsdi_fleet_take(
+            &a, (size_t)s->num_vars * sizeof(rsd_proc_var), sizeof(void *));
+        int i;
+        for (i = 0; v && i < s->num_vars; i++) {
+            v[i].name = rsdi_fleet_str(&a, s->vars[i].name);
+            v[i].value = rsdi_fleet_str(&a, s->vars[i].value);
+        }
+        m->spec.vars = v;
+        m->spec.num_vars = s->num_vars;
+    }
+    m->spec.exe = rsdi_fleet_str(&a, s->exe);
+    m->spec.model = rsdi_fleet_str(&a, s->model);
+    m->spec.alias = rsdi_fleet_str(&a, s->alias);
+    m->spec.host = rsdi_fleet_str(&a, s->host);
+    m->spec.ngl = rsdi_fleet_str(&a, s->ngl);
+    m->spec.cwd = rsdi_fleet_str(&a, s->cwd);
+    m->spec.name = rsdi_fleet_str(&a, s->name);
+    m->health_path = rsdi_fleet_str(&a, hp);
+    /* The probe goes to the address the child binds: a wildcard bind is probed on loopback. */
+    h = s->host;
+    if (!h || !h[0] || !strcmp(h, "0.0.0.0") || !strcmp(h, "localhost")) h = "127.0.0.1";
+    else if (!strcmp(h, "::")) h = "[::1]";
+    if (strchr(h, ':') && h[0] != '[') {
+        size_t n = strlen(h);
+        char *d = n < 64 ? (char *)rsdi_fleet_take(&a, n + 3, 1) : NULL;
+        if (d) { d[0] = '['; memcpy(d + 1, h, n); d[n + 1] = ']'; d[n + 2] = '\0'; }
+        else a.over = true;
+        m->probe_host = d;
+    } else {
+        m->probe_host = strlen(h) < 64 ? rsdi_fleet_str(&a, h) : NULL;
+        if (!m->probe_host) a.over = true;
+    }
+    return a.over ? RSD_ERR_CAPACITY : RSD_OK;
+}
+
+/* ---- events ---- */
+RSDI_PRIVATE void rsdi_fleet_push(rsd_fleet *f, const rsd_fleet_event *ev, int msg_model) {
+    rsdi_fleet_qev *q;
+    bool req = ev->kind == RSD_FLEET_EV_GRANT || ev->kind == RSD_FLEET_EV_FAIL;
+    if (req) {
+        if (f->rq_count == f->rq_cap) { /* host not pulling: drop the oldest */
+            f->rq_head = (f->rq_head + 1) % f->rq_cap;
+            f->rq_count--;
+            f->dropped++;
+        }
+        q = &f->rq[(f->rq_head + f->rq_count++) % f->rq_cap];
+    } else {
+        if (f->nq_count == RSDI_FLEET_NARR_EVENTS) {
+            f->nq_head = (f->nq_head + 1) % RSDI_FLEET_NARR_EVENTS;
+            f->nq_count--;
+            f->dropped++;
+        }
+        q = &f->nq[(f->nq_head + f->nq_count++) % RSDI_FLEET_NARR_EVENTS];
+    }
+    q->ev = *ev;
+    q->ev.message = NULL;
+    q->seq = ++f->seq;
+    q->msg_model = msg_model;
+    q->msg_gen = msg_model >= 0 ? f->models[msg_model].msg_gen : 0;
+}
+
+RSDI_PRIVATE void rsdi_fleet_ev_init(rsd_fleet *f, rsd_fleet_event *ev, rsd_fleet_event_kind kind,
+                                    int model, int slot, uint64_t now_ms) {
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->model = model;
+    ev->slot = slot;
+    ev->at_ms = now_ms;
+    if (model >= 0) {
+        rsd_pool_model_info mi;
+        if (rsd_pool_query_model(f->pool, model, &mi) == RSD_OK) ev->model_id = mi.id;
+    }
+}
+
+RSDI_PRIVATE const char *rsdi_fleet_model_id(const rsd_fleet *f, int model) {
+    rsd_pool_model_info mi;
+    if (model < 0 || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK) return "?";
+    return mi.id;
+}
+
+/* Writes "model <id>: <reason>[; command: ...][; last output:\n...]" into the model's
+   message (quoting the process h when it is still known). */
+RSDI_PRIVATE void rsdi_fleet_note(rsd_fleet *f, int model, rsd_proc h, int result,
+                                  const char *reason) {
+    rsdi_fleet_model *m = &f->models[model];
+    size_t n, cap = sizeof m->msg;
+    int k;
+    k = snprintf(m->msg, cap, "model %s: %s", rsdi_fleet_model_id(f, model), reason);
+    n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
+    if (h.id && rsd_procs_command(f->procs, h, f->tmp, RSDI_FLEET_CMD_BYTES) > 0 && n + 16 < cap) {
+        k = snprintf(m->msg + n, cap - n, "; command: %s", f->tmp);
+        n = k < 0 ? n : n + (size_t)k >= cap ? cap - 1 : n + (size_t)k;
+    }
+    if (h.id && n + 24 < cap &&
+        rsd_procs_tail(f->procs, h, RSDI_FLEET_TAIL_LINES, f->tail, cap - n - 18) > 0) {
+        k = snprintf(m->msg + n, cap - n, "; last output:\n%s", f->tail);
+        n = k < 0 ? n : n + (size_t)k >= cap ? cap - 1 : n + (size_t)k;
+    }
+    while (n > 0 && (m->msg[n - 1] == '\n' || m->msg[n - 1] == ' ')) m->msg[--n] = '\0';
+    m->msg_gen++;
+    m->last_result = result;
+    rsdi_log(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_START_FAILED, m->msg, RSDI_WHERE);
+}
+
+/* ---- slots ---- */
+RSDI_PRIVATE rsdi_fleet_slot *rsdi_fleet_slot_of_proc(rsd_fleet *f, rsd_proc h) {
+    int i;
+    if (!h.id) return NULL;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
+        if (f->slots[i].pp.id && f->slots[i].proc.id == h.id) return &f->slots[i];
+    return NULL;
+}
+
+RSDI_PRIVATE void rsdi_fleet_cancel_probe(rsd_fleet *f, rsdi_fleet_slot *s) {
+    if (s->probe.id) (void)rsd_http_cancel(f->client, s->probe);
+    s->probe.id = 0;
+}
+
+RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    rsd_http_request rq;
+    rsd_proc_info info;
+    char url[RSDI_FLEET_URL_BYTES];
+    const rsdi_fleet_model *m = &f->models[s->model];
+    if (s->probe.id || s->told || s->stopping || !s->proc.id) return false;
+    if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
+        info.state != RSD_PROC_STARTING)
+        return false;
+    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port,
+                   m->health_path);
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.url = url;
+    rq.connect_timeout_ms = f->probe_timeout_ms;
+    rq.total_timeout_ms = f->probe_timeout_ms;
+    s->probe_sent_ms = now_ms;
+    s->out_seen = info.out_bytes;
+    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) {
+        s->probe.id = 0; /* the next PROBE tries again */
+        return false;
+    }
+    return true;
+}
+
+RSDI_PRIVATE void rsdi_fleet_clear_slot(rsdi_fleet_slot *s) {
+    memset(s, 0, sizeof *s);
+    s->model = -1;
+}
+
+/* Pool SPAWN: start the model's process in slot. */
+RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int model,
+                                   uint64_t now_ms) {
+    rsdi_fleet_slot *s = &f->slots[slot];
+    rsd_proc_spec spec = f->models[model].spec;
+    rsd_proc h;
+    rsd_proc_info info;
+    rsd_fleet_event ev;
+    int r;
+    char reason[192];
+    rsdi_fleet_clear_slot(s);
+    s->pp = pp;
+    s->model = model;
+    s->started_ms = now_ms;
+    r = rsd_procs_spawn(f->procs, &spec, now_ms, &h);
+    if (r == RSD_OK && rsd_procs_query(f->procs, h, now_ms, &info) == RSD_OK) {
+        s->proc = h;
+        s->pid = info.pid;
+        s->port = info.port;
+        s->out_seen = 0;
+        (void)rsd_pool_set_pid(f->pool, pp, info.pid);
+        rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_STARTING, model, slot, now_ms);
+        ev.pid = s->pid;
+        ev.port = s->port;
+        rsdi_fleet_push(f, &ev, -1);
+        return;
+    }
+    /* W31: it never ran; the waiting requests fail now, quoting why. */
+    if (r == RSD_ERR_SPAWN && rsd_procs_query(f->procs, h, now_ms, &info) == RSD_OK)
+        (void)snprintf(reason, sizeof reason, "could not start: %s (errno %d)",
+                       strerror(info.err), info.err);
+    else
+        (void)snprintf(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
+    rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
+    if (r == RSD_ERR_SPAWN) (void)rsd_procs_release(f->procs, h);
+    rsdi_fleet_clear_slot(s);
+    rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_CRASHED, model, slot, now_ms);
+    ev.result = RSD_ERR_FLEET_START;
+    ev.exit_code = -1;
+    rsdi_fleet_push(f, &ev, model);
+    (void)rsd_pool_on_started(f->pool, pp, false, now_ms);
+    (void)rsd_pool_on_exited(f->pool, pp, now_ms);
+}
+
+/* The process of slot s is gone (EXITED, STOPPED or SPAWN_FAILED). */
+RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_proc_event *pe,
+                                  uint64_t now_ms) {
+    rsd_fleet_event ev;
+    rsd_pool_proc pp = s->pp;
+    int model = s->model, slot = (int)(s - f->slots), msg_model = -1;
+    char reason[192], status[64];
+    rsd_fleet_event_kind kind = RSD_FLEET_EV_EXITED;
+    int result = 0;
+    rsdi_fleet_cancel_probe(f, s);
+    if (pe->kind == RSD_PROC_EV_SPAWN_FAILED)
+        (void)snprintf(status, sizeof status, "could not start: %s (errno %d)", strerror(pe->err),
+                       pe->err);
+    else if (pe->term_signal)
+        (void)snprintf(status, sizeof status, "killed by signal %d", pe->term_signal);
+    else
+        (void)snprintf(status, sizeof status, "exited with code %d", pe->exit_code);
+    if (!s->told && !s->stopping) { /* W31: an early exit ends the wait at once */
+        (void)snprintf(reason, sizeof reason, "%s before it was ready", status);
+        rsdi_fleet_note(f, model, s->proc, RSD_ERR_FLEET_START, reason);
+        s->told = true;
+        (void)rsd_pool_on_started(f->pool, pp, false, now_ms);
+        kind = RSD_FLEET_EV_CRASHED;
+        result = RSD_ERR_FLEET_START;
+        msg_model = model;
+    } else if (s->ready && !s->stopping) { /* crash while serving */
+        (void)snprintf(reason, sizeof reason, "%s while serving", status);
+        rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
+        kind = RSD_FLEET_EV_CRASHED;
+        result = RSD_ERR_POOL_CRASHED;
+        msg_model = model;
+    } else if (!s->ready && pe->timed_out) { /* never became ready: note written at START_TIMEOUT */
+        kind = RSD_FLEET_EV_CRASHED;
+        result = RSD_ERR_FLEET_START;
+        msg_model = model;
+    }
+    rsdi_fleet_ev_init(f, &ev, kind, model, slot, now_ms);
+    ev.pid = s->pid;
+    ev.port = s->port;
+    ev.result = result;
+    ev.exit_code = pe->exit_code;
+    ev.term_signal = pe->term_signal;
+    rsdi_fleet_push(f, &ev, msg_model);
+    (void)rsd_procs_release(f->procs, s->proc);
+    rsdi_fleet_clear_slot(s);
+    (void)rsd_pool_on_exited(f->pool, pp, now_ms);
+}
+
+/* Applies one pool action. */
+RSDI_PRIVATE void rsdi_fleet_apply(rsd_fleet *f, const rsd_pool_action *a, uint64_t now_ms) {
+    rsd_fleet_event ev;
+    rsdi_fleet_slot *s;
+    switch (a->kind) {
+    case RSD_POOL_ACTION_SPAWN:
+        rsdi_fleet_spawn(f, a->slot, a->proc, a->model, now_ms);
+        break;
+    case RSD_POOL_ACTION_STOP:
+        s = &f->slots[a->slot];
+        if (!s->pp.id || s->pp.id != a->proc.id) break; /* already gone */
+        if (!s->stopping) {
+            s->stopping = true;
+            rsdi_fleet_cancel_probe(f, s);
+            rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_STOPPING, s->model, a->slot, now_ms);
+            ev.pid = s->pid;
+            ev.port = s->port;
+            ev.why = a->why;
+            rsdi_fleet_push(f, &ev, -1);
+        }
+        (void)rsd_procs_stop(f->procs, s->proc, now_ms);
+        break;
+    case RSD_POOL_ACTION_GRANT:
+        rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_GRANT, a->model, a->slot, now_ms);
+        ev.req = a->req;
+        ev.user = a->user;
+        ev.port = a->slot >= 0 && a->slot < RSD_POOL_MAX_SLOTS ? f->slots[a->slot].port : 0;
+        if (a->model >= 0) {
+            f->models[a->model].last_used_ms = now_ms;
+            if ((a->req.id & RSDI_FLEET_REQ_IDX_MASK) < f->max_requests)
+                f->req_model[a->req.id & RSDI_FLEET_REQ_IDX_MASK] = (uint8_t)a->model;
+        }
+        rsdi_fleet_push(f, &ev, -1);
+        break;
+    case RSD_POOL_ACTION_FAIL: {
+        int mm = -1;
+        rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_FAIL, a->model, -1, now_ms);
+        ev.req = a->req;
+        ev.user = a->user;
+        ev.result = a->result;
+        if (a->model >= 0 && (a->result == RSD_ERR_POOL_LOAD_FAILED ||
+                              a->result == RSD_ERR_POOL_CRASHED) &&
+            f->models[a->model].last_result) {
+            mm = a->model;
+            if (a->result == RSD_ERR_POOL_LOAD_FAILED) ev.result = RSD_ERR_FLEET_START;
+        }
+        rsdi_fleet_push(f, &ev, mm);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Drains pool actions and runs its timers until it has nothing more to say. */
+RSDI_PRIVATE int rsdi_fleet_pump(rsd_fleet *f, uint64_t now_ms) {
+    rsd_pool_action a;
+    int n = 0, pass;
+    for (pass = 0; pass < RSDI_FLEET_MAX_PASSES; pass++) {
+        int k = 0;
+        while (rsd_pool_next_action(f->pool, &a)) {
+            rsdi_fleet_apply(f, &a, now_ms);
+            k++;
+        }
+        f->pool_deadline = rsd_pool_step(f->pool, now_ms);
+        n += k;
+        if (k == 0) {
+            /* the step may have queued work (TTL stops, W26 drains) */
+            if (!rsd_pool_next_action(f->pool, &a)) break;
+            rsdi_fleet_apply(f, &a, now_ms);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* ---- public ---- */
+RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
+    rsd_fleet_desc d;
+    rsd_pool_desc pd;
+    rsd_procs_desc prd;
+    rsd_http_client_desc cd;
+    rsd_fleet *f;
+    size_t total, off_models, off_bufs, off_rq, off_rm, sz;
+    uint32_t maxreq;
+    int i;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, "fleet: half an allocator",
+                 RSDI_WHERE);
+        return NULL;
+    }
+    if (d.num_models < 0 || d.num_models > RSD_FLEET_MAX_MODELS || (d.num_models && !d.models))
+        return NULL;
+    maxreq = d.pool.max_requests ? d.pool.max_requests : (uint32_t)RSD_POOL_DEFAULT_REQUESTS;
+    if (maxreq > RSD_POOL_MAX_REQUESTS) return NULL;
+    /* one block: fleet, model table, spec buffers, GRANT/FAIL ring, request->model map */
+    total = sizeof(rsd_fleet);
+    off_models = (total + 15) & ~(size_t)15;
+    total = off_models + sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS;
+    off_bufs = (total + 15) & ~(size_t)15;
+    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * RSD_FLEET_MAX_MODELS;
+    off_rq = (total + 15) & ~(size_t)15;
+    if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
+        !rsdi_size_add(off_rq, sz, &total))
+        return NULL;
+    off_rm = total;
+    if (!rsdi_size_add(total, maxreq, &total)) return NULL;
+    f = (rsd_fleet *)rsdi_malloc(&d.allocator, total);
+    if (!f) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "fleet: no memory", RSDI_WHERE);
+        return NULL;
+    }
+    memset(f, 0, sizeof *f);
+    f->alloc = d.allocator;
+    f->logger = d.logger;
+    f->models = (rsdi_fleet_model *)(void *)((char *)f + off_models);
+    memset(f->models, 0, sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS);
+    for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
+        f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
+    f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
+    f->rq_cap = maxreq * 2 + 16;
+    f->req_model = (uint8_t *)f + off_rm;
+    memset(f->req_model, 0, maxreq);
+    f->max_requests = maxreq;
+    f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
+                                             : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
+    f->pool_deadline = RSD_POOL_NO_DEADLINE;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
+
+    pd = d.pool;
+    pd.models = NULL;
+    pd.num_models = 0;
+    if (!pd.allocator.alloc_fn && !pd.allocator.free_fn) pd.allocator = d.allocator;
+    if (!pd.logger.fn) pd.logger = d.logger;
+    prd = d.procs;
+    if (prd.max_procs == 0) prd.max_procs = RSD_POOL_MAX_SLOTS;
+    if (!prd.allocator.alloc_fn && !prd.allocator.free_fn) prd.allocator = d.allocator;
+    if (!prd.logger.fn) prd.logger = d.logger;
+    memset(&cd, 0, sizeof cd);
+    cd.max_requests = RSD_POOL_MAX_SLOTS;
+    cd.max_conns = RSD_POOL_MAX_SLOTS;
+    cd.max_body_bytes = RSDI_FLEET_PROBE_BODY;
+    cd.max_request_bytes = 4096;
+    cd.connect_timeout_ms = f->probe_timeout_ms;
+    cd.total_timeout_ms = f->probe_timeout_ms;
+    cd.no_keepalive = true;
+    cd.tls_off = true;
+    cd.allocator = d.allocator;
+    cd.logger = d.logger;
+    f->pool = rsd_pool_create(&pd);
+    f->procs = f->pool ? rsd_procs_create(&prd) : NULL;
+    f->client = f->procs ? rsd_http_client_create(&cd) : NULL;
+    if (!f->client) {
+        rsd_fleet_destroy(f);
+        return NULL;
+    }
+    for (i = 0; i < d.num_models; i++)
+        if (rsd_fleet_add_model(f, &d.models[i]) < 0) {
+            rsd_fleet_destroy(f);
+            return NULL;
+        }
+    return f;
+}
+
+RSD_API void rsd_fleet_destroy(rsd_fleet *f) {
+    rsd_allocator a;
+    if (!f) return;
+    a = f->alloc;
+    rsd_procs_destroy(f->procs); /* SIGKILL and reap what is left (bounded) */
+    rsd_http_client_destroy(f->client);
+    rsd_pool_destroy(f->pool);
+    rsdi_free(&a, f);
+}
+
+RSD_API int rsd_fleet_add_model(rsd_fleet *f, const rsd_fleet_model_desc *model) {
+    int r, idx;
+    if (!f || !model) return RSD_ERR_ARG;
+    if (f->num_models >= RSD_FLEET_MAX_MODELS) return RSD_ERR_CAPACITY;
+    r = rsdi_fleet_copy_spec(&f->models[f->num_models], model);
+    if (r < 0) {
+        rsdi_logf(&f->logger, RSD_LOG_ERROR, RSD_LOGITEM_POOL_BAD_MODEL, RSDI_WHERE,
+                  "fleet: model %s: %s", model->pool.id ? model->pool.id : "(null)",
+                  r == RSD_ERR_CAPACITY ? "spec strings over RSD_FLEET_SPEC_BYTES"
+                                        : "bad health_path or vars");
+        return r;
+    }
+    idx = rsd_pool_add_model(f->pool, &model->pool);
+    if (idx < 0) return idx;
+    if (idx != f->num_models) return RSD_ERR_STATE; /* the pool was driven directly */
+    f->num_models++;
+    return idx;
+}
+
+RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
+    if (!f) return RSD_ERR_ARG;
+    return rsd_pool_find_model(f->pool, id);
+}
+
+RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
+                              rsd_pool_req *req, uint16_t *port) {
+    int r, slot = -1;
+    if (req) req->id = 0;
+    if (port) *port = 0;
+    if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
+    if (r == RSD_OK) {
+        if (port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
+        f->models[model].last_used_ms = now_ms;
+    }
+    if (r >= 0 && (req->id & RSDI_FLEET_REQ_IDX_MASK) < f->max_requests)
+        f->req_model[req->id & RSDI_FLEET_REQ_IDX_MASK] = (uint8_t)model;
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
+RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
+    int r;
+    if (!f) return RSD_ERR_ARG;
+    r = rsd_pool_release(f->pool, req, now_ms);
+    if (r == RSD_OK && (req.id & RSDI_FLEET_REQ_IDX_MASK) < f->max_requests) {
+        int m = f->req_model[req.id & RSDI_FLEET_REQ_IDX_MASK];
+        if (m < f->num_models) f->models[m].last_used_ms = now_ms;
+    }
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
+RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
+    int r;
+    if (!f) return RSD_ERR_ARG;
+    r = rsd_pool_cancel(f->pool, req, now_ms);
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
+RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
+    int r;
+    if (!f) return RSD_ERR_ARG;
+    r = rsd_pool_preload(f->pool, model, now_ms);
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
+RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms) {
+    int r;
+    if (!f) return RSD_ERR_ARG;
+    r = rsd_pool_unload(f->pool, model, flags, now_ms);
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
+RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms) {
+    int r;
+    if (!f) return RSD_ERR_ARG;
+    r = rsd_pool_configure(f->pool, max_models, now_ms);
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
+RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms) {
+    int r;
+    if (!f) return RSD_ERR_ARG;
+    f->stopped = true;
+    r = rsd_pool_stop(f->pool, now_ms);
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
+RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
+    int i;
+    rsd_proc h;
+    if (!f) return true;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
+        if (f->slots[i].pp.id) return false;
+    return rsd_procs_live(f->procs, &h, 1) == 0;
+}
+
+/* A starting child that wrote output since the last probe is probed again at once
+   (llama-server logs "model loaded" the moment /health turns 200), at most every
+   RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
+RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *s) {
+    rsd_proc_info info;
+    if (!s->pp.id || !s->proc.id || s->told || s->stopping || s->probe.id) return 0;
+    if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
+        info.out_bytes == s->out_seen)
+        return 0;
+    return s->probe_sent_ms + RSD_FLEET_OUTPUT_PROBE_GAP_MS;
+}
+
+RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
+    int pass, i;
+    if (!f) return RSD_ERR_ARG;
+    for (pass = 0; pass < RSDI_FLEET_MAX_PASSES; pass++) {
+        rsd_proc_event pe;
+        rsd_http_event he;
+        int work = 0;
+        (void)rsd_procs_step(f->procs, now_ms);
+        while (rsd_procs_next_event(f->procs, &pe)) {
+            rsdi_fleet_slot *s = rsdi_fleet_slot_of_proc(f, pe.proc);
+            if (!s) continue; /* e.g. the SPAWN_FAILED of a spawn handled at once */
+            work++;
+            switch (pe.kind) {
+            case RSD_PROC_EV_PROBE: (void)rsdi_fleet_send_probe(f, s, now_ms); break;
+            case RSD_PROC_EV_START_TIMEOUT:
+                if (!s->told && !s->stopping) {
+                    char reason[160];
+                    (void)snprintf(reason, sizeof reason,
+                                   "not ready within %llu ms (GET %s never answered 200); stopped",
+                                   (unsigned long long)(now_ms - s->started_ms),
+                                   f->models[s->model].health_path);
+                    rsdi_fleet_note(f, s->model, s->proc, RSD_ERR_FLEET_START, reason);
+                    s->told = true;
+                    rsdi_fleet_cancel_probe(f, s);
+                    (void)rsd_pool_on_started(f->pool, s->pp, false, now_ms);
+                }
+                break;
+            case RSD_PROC_EV_SPAWN_FAILED:
+            case RSD_PROC_EV_EXITED:
+            case RSD_PROC_EV_STOPPED: rsdi_fleet_gone(f, s, &pe, now_ms); break;
+            default: break; /* STUCK: logged by the supervisor */
+            }
+        }
+        for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+            uint64_t at = rsdi_fleet_output_probe_at(f, &f->slots[i]);
+            if (at && at <= now_ms && rsdi_fleet_send_probe(f, &f->slots[i], now_ms)) work++;
+        }
+        (void)rsd_http_client_step(f->client, now_ms);
+        while (rsd_http_next_event(f->client, &he)) {
+            rsdi_fleet_slot *s = NULL;
+            for (i = 0; i < RSD_POOL_MAX_SLOTS && he.req.id; i++)
+                if (f->slots[i].pp.id && f->slots[i].probe.id == he.req.id) s = &f->slots[i];
+            if (!s) continue;
+            s->probe.id = 0;
+            work++;
+            if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping &&
+                rsd_procs_mark_ready(f->procs, s->proc, now_ms) == RSD_OK) {
+                rsd_fleet_event ev;
+                s->told = true;
+                s->ready = true;
+                s->ready_ms = now_ms;
+                rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
+                ev.pid = s->pid;
+                ev.port = s->port;
+                rsdi_fleet_push(f, &ev, -1);
+                (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
+            }
+            /* 503 (loading), refused, timeout: wait for the next PROBE or output */
+        }
+        work += rsdi_fleet_pump(f, now_ms);
+        if (!work) break;
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap) {
+    int fds[2 * RSD_PROCS_MAX], n, k, w, c;
+    if (!f || cap < 0 || (!out && cap > 0)) return RSD_ERR_ARG;
+    n = rsd_procs_fds(f->procs, fds, 2 * RSD_PROCS_MAX);
+    if (n < 0) n = 0;
+    for (k = 0, w = 0; k < n && w < cap; k++, w++) {
+        out[w].fd = fds[k];
+        out[w].events = RSD_POLLIN;
+        out[w].revents = 0;
+    }
+    c = rsd_http_client_pollfds(f->client, w < cap ? out + w : NULL, cap - w);
+    if (c < 0) c = 0;
+    return n + c;
+}
+
+RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
+    uint64_t d, x;
+    int i;
+    if (!f) return UINT64_MAX;
+    if (f->rq_count || f->nq_count) return 0;
+    d = rsd_procs_next_deadline(f->procs);
+    if (f->pool_deadline < d) d = f->pool_deadline;
+    x = rsd_http_client_next_deadline(f->client);
+    if (x < d) d = x;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        x = rsdi_fleet_output_probe_at(f, &f->slots[i]);
+        if (x && x < d) d = x;
+    }
+    return d;
+}
+
+RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev) {
+    rsdi_fleet_qev *q;
+    if (!f || !ev) return false;
+    if (f->rq_count && (!f->nq_count || f->rq[f->rq_head].seq < f->nq[f->nq_head].seq)) {
+        q = &f->rq[f->rq_head];
+        f->rq_head = (f->rq_head + 1) % f->rq_cap;
+        f->rq_count--;
+    } else if (f->nq_count) {
+        q = &f->nq[f->nq_head];
+        f->nq_head = (f->nq_head + 1) % RSDI_FLEET_NARR_EVENTS;
+        f->nq_count--;
+    } else {
+        return false;
+    }
+    *ev = q->ev;
+    f->out_msg[0] = '\0';
+    if (q->msg_model >= 0 && f->models[q->msg_model].msg_gen == q->msg_gen) {
+        memcpy(f->out_msg, f->models[q->msg_model].msg, sizeof f->out_msg);
+    } else if (ev->kind == RSD_FLEET_EV_FAIL || ev->kind == RSD_FLEET_EV_CRASHED) {
+        (void)snprintf(f->out_msg, sizeof f->out_msg, "model %s: %s",
+                       ev->model_id ? ev->model_id : "?", rsd_result_str(ev->result));
+    }
+    ev->message = f->out_msg[0] ? f->out_msg : NULL;
+    return true;
+}
+
+RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms,
+                                  rsd_fleet_model_info *info) {
+    int i;
+    (void)now_ms;
+    if (!info) return RSD_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    info->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
+    info->last_used_ms = f->models[model].last_used_ms;
+    info->last_result = f->models[model].last_result;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        const rsdi_fleet_slot *s = &f->slots[i];
+        if (!s->pp.id || s->model != model) continue;
+        if (s->stopping && i != info->pool.slot) continue; /* an old process on its way out */
+        info->pid = s->pid;
+        info->port = s->port;
+        info->started_ms = s->started_ms;
+        info->ready_ms = s->ready_ms;
+        break;
+    }
+    if (info->pool.slot >= 0) {
+        rsd_pool_stats st;
+        rsd_pool_query_stats(f->pool, &st);
+        info->idle_deadline_ms = st.slots[info->pool.slot].idle_deadline_ms;
+    }
+    return RSD_OK;
+}
+
+RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f) { return f ? f->pool : NULL; }
+RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f) { return f ? f->procs : NULL; }
 #endif /* RSD_NO_PROCESS */
 /* ==== >>fleet end ========================================================= */
 

@@ -11,7 +11,11 @@
    stdout, and exits 0 on SIGINT/SIGTERM (server mode: 1 when the load fails, W21).
    Server mode with LLAMA_SERVER_ROUTER_PORT in the environment acts as a router child
    (W29): it prints cmd_child_to_router:state:{...} lines, exits 0 on the line
-   cmd_router_to_child:exit and 1 when stdin reaches EOF. */
+   cmd_router_to_child:exit and 1 when stdin reaches EOF.
+   Fault flags of this program (not of rsd_sim.h), for process-supervision tests:
+       --ignore-sigterm   SIGTERM is ignored (only SIGKILL or SIGINT ends it)
+       --print-ready-ms   server mode: when /health turns 200, also print
+                          "rsd-sim: ready at monotonic ms N" (CLOCK_MONOTONIC, for benches) */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_sim.h"
@@ -157,9 +161,16 @@ int main(int argc, char **argv) {
     rsd_http_server_desc d;
     rsd_pollfd fds[SIM_MAX_FDS];
     uint64_t t0 = mono_ms();
-    bool printed = false, own_epoch = true, child = false;
-    int i, child_state_seen = -1, child_exit = -1;
+    bool printed = false, own_epoch = true, child = false, ignore_term = false, print_ready = false;
+    int i, j, child_state_seen = -1, child_exit = -1;
     memset(&a, 0, sizeof a);
+    for (i = 1, j = 1; i < argc; i++) { /* this program's own flags, removed before rsim_configure */
+        if (!strcmp(argv[i], "--ignore-sigterm")) ignore_term = true;
+        else if (!strcmp(argv[i], "--print-ready-ms")) print_ready = true;
+        else argv[j++] = argv[i];
+    }
+    argc = j;
+    argv[argc] = NULL;
     a.sim = (rsim *)calloc(1, sizeof *a.sim);
     a.body = (char *)malloc(SIM_BODY_BYTES);
     if (!a.sim || !a.body) return 2;
@@ -184,7 +195,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    signal(SIGTERM, ignore_term ? SIG_IGN : on_signal);
     signal(SIGPIPE, SIG_IGN);
     child = a.sim->o.runtime == RSIM_RT_SERVER && getenv("LLAMA_SERVER_ROUTER_PORT") != NULL;
     rsim_start(a.sim, mono_ms());
@@ -195,9 +206,11 @@ int main(int argc, char **argv) {
         int nfds, timeout;
         rsim_tick(a.sim, now);
         if (!printed && (a.sim->o.runtime != RSIM_RT_SERVER || rsim_ready(a.sim))) {
-            if (a.sim->o.runtime == RSIM_RT_SERVER)
+            if (a.sim->o.runtime == RSIM_RT_SERVER) {
                 printf("srv  llama_server: model loaded\nsrv  llama_server: listening on http://%s:%u\n",
                        a.sim->o.host, (unsigned)rsd_http_server_port(a.srv));
+                if (print_ready) printf("rsd-sim: ready at monotonic ms %llu\n", (unsigned long long)now);
+            }
             else
                 printf("rsd-sim: %s listening on http://%s:%u\n", runtime_name(a.sim->o.runtime), a.sim->o.host,
                        (unsigned)rsd_http_server_port(a.srv));

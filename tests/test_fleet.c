@@ -1,0 +1,884 @@
+/* test_fleet.c -- rsd_fleet (the pool running real processes) with real children:
+   build/examples/rsd-sim in llama-server mode (/health 503 while loading, then 200;
+   /_sim/crash; fail=1 loads exit 1), plus a missing binary and a taken port.
+   Time is the real monotonic clock; nothing sleeps: every wait is poll() on
+   rsd_fleet_pollfds until the awaited event, with a generous bound (TTL is driven by
+   passing a later now_ms). The pure pool cases are in test_pool.c. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#define SIM_BIN "build/examples/rsd-sim"
+#define WAIT_MS 20000u /* generous bound for any awaited event (ASan, loaded machine) */
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the DIR's own descriptor */
+}
+
+/* No child of ours, alive or zombie. */
+static bool no_children(void) {
+    int st;
+    return waitpid(-1, &st, WNOHANG) == -1 && errno == ECHILD;
+}
+
+/* ---- event log: every event pulled, with its message copied ---- */
+typedef struct logged {
+    rsd_fleet_event ev;
+    char msg[RSD_FLEET_MESSAGE_MAX];
+} logged;
+
+typedef struct tlog {
+    logged e[512];
+    int n;
+    uint64_t tick; /* a later clock for TTL tests: added to now_ms() */
+} tlog;
+
+static tlog g_log; /* test-side only */
+
+static uint64_t tnow(void) { return now_ms() + g_log.tick; }
+
+static void log_reset(void) { memset(&g_log, 0, sizeof g_log); }
+
+static int count_kind(rsd_fleet_event_kind k, int model) {
+    int i, n = 0;
+    for (i = 0; i < g_log.n; i++)
+        if (g_log.e[i].ev.kind == k && (model < 0 || g_log.e[i].ev.model == model)) n++;
+    return n;
+}
+
+static const logged *find_kind(rsd_fleet_event_kind k, int model, int nth) {
+    int i;
+    for (i = 0; i < g_log.n; i++)
+        if (g_log.e[i].ev.kind == k && (model < 0 || g_log.e[i].ev.model == model) && nth-- == 0)
+            return &g_log.e[i];
+    return NULL;
+}
+
+/* Pull every queued event into the log. */
+static void drain(rsd_fleet *f) {
+    rsd_fleet_event ev;
+    while (rsd_fleet_next_event(f, &ev)) {
+        if (g_log.n < (int)(sizeof g_log.e / sizeof g_log.e[0])) {
+            logged *l = &g_log.e[g_log.n++];
+            l->ev = ev;
+            l->msg[0] = 0;
+            if (ev.message) snprintf(l->msg, sizeof l->msg, "%s", ev.message);
+            l->ev.message = l->msg;
+            l->ev.model_id = NULL;
+        }
+        if (getenv("RSD_TEST_VERBOSE"))
+            printf("  ev %-8s model %d slot %d port %u pid %lld result %d why %s%s%s\n",
+                   rsd_fleet_event_name(ev.kind), ev.model, ev.slot, (unsigned)ev.port,
+                   (long long)ev.pid, ev.result, rsd_pool_why_name(ev.why),
+                   ev.message ? " msg: " : "", ev.message ? ev.message : "");
+    }
+}
+
+/* One round: poll the fleet's descriptors until its deadline (at most 50 ms), step,
+   drain. extra (may be NULL) is an HTTP client stepped in the same loop. */
+static void round_once(rsd_fleet *f, rsd_http_client *extra) {
+    rsd_pollfd fds[96];
+    int n = rsd_fleet_pollfds(f, fds, 64), m = 0, timeout = 50;
+    uint64_t d = rsd_fleet_next_deadline(f), now = tnow();
+    if (n > 64) n = 64;
+    if (n < 0) n = 0;
+    if (extra) {
+        uint64_t d2 = rsd_http_client_next_deadline(extra);
+        m = rsd_http_client_pollfds(extra, fds + n, 32);
+        if (m > 32) m = 32;
+        if (m < 0) m = 0;
+        if (d2 < d) d = d2;
+    }
+    if (d <= now) timeout = 0;
+    else if (d - now < 50) timeout = (int)(d - now);
+    (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n + m), timeout);
+    if (extra) (void)rsd_http_client_step(extra, tnow());
+    (void)rsd_fleet_step(f, tnow());
+    drain(f);
+}
+
+/* Loop until an event of kind for model (-1 = any) is in the log (nth occurrence). */
+static const logged *await(rsd_fleet *f, rsd_fleet_event_kind k, int model, int nth) {
+    uint64_t end = now_ms() + WAIT_MS;
+    const logged *l;
+    drain(f);
+    while ((l = find_kind(k, model, nth)) == NULL && now_ms() < end) round_once(f, NULL);
+    return l;
+}
+
+/* Until the fleet has no process left. */
+static bool await_idle(rsd_fleet *f) {
+    uint64_t end = now_ms() + WAIT_MS;
+    while (!rsd_fleet_idle(f) && now_ms() < end) round_once(f, NULL);
+    return rsd_fleet_idle(f);
+}
+
+/* ---- models ---- */
+static const char *const sim_extra_default[] = {"--runtime", "server", "--load-ms", "40", NULL};
+
+static void sim_model(rsd_fleet_model_desc *md, const char *id, const char *const *extra) {
+    static char paths[16][64];
+    static int k;
+    char *p = paths[k++ % 16];
+    memset(md, 0, sizeof *md);
+    snprintf(p, 64, "/models/%s.gguf", id);
+    md->pool.id = id;
+    md->spec.exe = SIM_BIN;
+    md->spec.model = p;
+    md->spec.parallel = 2;
+    md->spec.extra = extra ? extra : sim_extra_default;
+}
+
+static rsd_fleet *mk_fleet(int max_slots, uint32_t grace_ms) {
+    rsd_fleet_desc d;
+    memset(&d, 0, sizeof d);
+    d.pool.max_slots = max_slots;
+    d.pool.event_log = 256;
+    d.procs.term_grace_ms = grace_ms ? grace_ms : 2000;
+    d.procs.start_deadline_ms = 15000;
+    return rsd_fleet_create(&d);
+}
+
+static int add(rsd_fleet *f, const char *id, const char *const *extra) {
+    rsd_fleet_model_desc md;
+    sim_model(&md, id, extra);
+    return rsd_fleet_add_model(f, &md);
+}
+
+/* A blocking HTTP exchange with a child (the test's own client). */
+static int http_status(uint16_t port, const char *method, const char *path, const char *body) {
+    rsd_http_client_desc cd;
+    rsd_http_client *c;
+    rsd_http_request rq;
+    rsd_http_event ev;
+    char url[128];
+    int st = -1;
+    memset(&cd, 0, sizeof cd);
+    cd.tls_off = true;
+    c = rsd_http_client_create(&cd);
+    if (!c) return -1;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned)port, path);
+    memset(&rq, 0, sizeof rq);
+    rq.method = method;
+    rq.url = url;
+    if (body) {
+        rq.body = body;
+        rq.body_len = strlen(body);
+        rq.content_type = "application/json";
+    }
+    rq.total_timeout_ms = 10000;
+    if (rsd_http_request_sync(c, &rq, &ev) == RSD_OK) st = ev.status;
+    rsd_http_client_destroy(c);
+    return st;
+}
+
+/* Acquire and wait for the GRANT: returns the port (0 on failure). */
+static uint16_t acquire_wait(rsd_fleet *f, int model, rsd_pool_req *req) {
+    uint16_t port = 0;
+    int r = rsd_fleet_acquire(f, model, tnow(), NULL, req, &port), i;
+    if (r == RSD_OK) return port;
+    if (r != RSD_PENDING) return 0;
+    {
+        uint64_t end = now_ms() + WAIT_MS;
+        while (now_ms() < end) {
+            drain(f);
+            for (i = 0; i < g_log.n; i++) {
+                const rsd_fleet_event *e = &g_log.e[i].ev;
+                if (e->req.id == req->id && (e->kind == RSD_FLEET_EV_GRANT || e->kind == RSD_FLEET_EV_FAIL)) {
+                    e = &g_log.e[i].ev;
+                    if (e->kind == RSD_FLEET_EV_FAIL) return 0;
+                    port = e->port;
+                    g_log.e[i].ev.req.id = 0; /* consumed */
+                    return port;
+                }
+            }
+            round_once(f, NULL);
+        }
+    }
+    return 0;
+}
+
+static void finish(rsd_fleet *f) {
+    CHECK(rsd_fleet_stop(f, tnow()) >= 0);
+    CHECK(await_idle(f));
+    rsd_fleet_destroy(f);
+}
+
+/* ---- tests ---- */
+static void test_grant_flow(void) {
+    int fd0 = count_fds();
+    rsd_fleet *f;
+    rsd_pool_req req, req2;
+    rsd_fleet_model_info mi;
+    uint16_t port, port2 = 0;
+    int a;
+    const logged *l;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    CHECK_EQ_INT(a, 0);
+    CHECK_EQ_INT(rsd_fleet_find_model(f, rsd_str_c("a")), 0);
+    port = acquire_wait(f, a, &req);
+    CHECK(port > 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, a), 1);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_READY, a), 1);
+    l = find_kind(RSD_FLEET_EV_READY, a, 0);
+    CHECK(l && l->ev.port == port && l->ev.pid > 0);
+    CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200);
+    CHECK_EQ_INT(http_status(port, "POST", "/v1/chat/completions",
+                             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), 200);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    CHECK(mi.pid == l->ev.pid && mi.port == port && mi.ready_ms >= mi.started_ms && mi.started_ms > 0);
+    CHECK_EQ_INT(mi.pool.running, 1);
+    CHECK_EQ_INT(rsd_fleet_release(f, req, tnow()), RSD_OK);
+    /* resident now: granted at once */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &req2, &port2), RSD_OK);
+    CHECK_EQ_INT(port2, port);
+    CHECK_EQ_INT(rsd_fleet_release(f, req2, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_release(f, req2, tnow()), RSD_ERR_POOL_STALE);
+    finish(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 1);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 1);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+static void test_missing_binary(void) {
+    int fd0 = count_fds();
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_pool_req req;
+    uint16_t port;
+    const logged *l;
+    int m;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "ghost", NULL);
+    md.spec.exe = "/nonexistent/dir/llama-server";
+    m = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(m, 0);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), &md, &req, &port), RSD_PENDING);
+    /* promptly: the FAIL is queued by the acquire itself, no step, no deadline */
+    drain(f);
+    l = find_kind(RSD_FLEET_EV_FAIL, m, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.req.id, req.id);
+    CHECK(l->ev.user == (void *)&md);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "No such file or directory") != NULL);
+    CHECK(strstr(l->msg, "/nonexistent/dir/llama-server") != NULL);
+    CHECK(strstr(l->msg, "ghost") != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, m), 1);
+    CHECK(rsd_fleet_idle(f));
+    /* and again: every request fails the same way, nothing stays claimed (W27) */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_PENDING);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, m), 2);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* Every STOP the pool decided with why EVICT (or TTL/TRIM) found the slot idle. */
+static bool evictions_were_idle(rsd_fleet *f, int *stops) {
+    rsd_pool_event pe;
+    bool ok = true;
+    *stops = 0;
+    while (rsd_pool_next_event(rsd_fleet_pool(f), &pe))
+        if (pe.kind == RSD_POOL_EV_STOP) {
+            (*stops)++;
+            if ((pe.why == RSD_POOL_WHY_EVICT || pe.why == RSD_POOL_WHY_TTL ||
+                 pe.why == RSD_POOL_WHY_TRIM) && pe.in_flight != 0)
+                ok = false;
+        }
+    return ok;
+}
+
+static const logged *stop_of(int model, rsd_pool_why why) {
+    int i;
+    for (i = 0; i < g_log.n; i++)
+        if (g_log.e[i].ev.kind == RSD_FLEET_EV_STOPPING && g_log.e[i].ev.model == model &&
+            g_log.e[i].ev.why == why)
+            return &g_log.e[i];
+    return NULL;
+}
+
+/* 6.11.1: two models served at once by independent processes. */
+static void test_two_models_concurrently(void) {
+    int fd0 = count_fds(), a, b;
+    rsd_fleet *f;
+    rsd_pool_req ra, rb;
+    uint16_t pa, pb;
+    rsd_fleet_model_info ia, ib;
+    log_reset();
+    f = mk_fleet(2, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    b = add(f, "b", NULL);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &ra, &pa), RSD_PENDING);
+    pb = acquire_wait(f, b, &rb);
+    pa = acquire_wait(f, a, &ra);
+    CHECK(pa > 0 && pb > 0 && pa != pb);
+    /* both held at once: each answers */
+    CHECK_EQ_INT(http_status(pa, "GET", "/v1/models", NULL), 200);
+    CHECK_EQ_INT(http_status(pb, "GET", "/v1/models", NULL), 200);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &ia), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, b, tnow(), &ib), RSD_OK);
+    CHECK(ia.pid > 0 && ib.pid > 0 && ia.pid != ib.pid);
+    CHECK_EQ_INT(ia.pool.state, RSD_POOL_SLOT_READY);
+    CHECK_EQ_INT(ib.pool.state, RSD_POOL_SLOT_READY);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, ra, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_release(f, rb, tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* 6.11.2: preload a, b, c with max 2: a (the LRU idle one) is stopped, once. */
+static void test_lru_evicts_idle(void) {
+    int fd0 = count_fds(), a, b, c, stops;
+    rsd_fleet *f;
+    rsd_fleet_model_info ia, ib, ic;
+    log_reset();
+    f = mk_fleet(2, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    b = add(f, "b", NULL);
+    c = add(f, "c", NULL);
+    CHECK_EQ_INT(rsd_fleet_load(f, a, tnow()), RSD_PENDING);
+    CHECK(await(f, RSD_FLEET_EV_READY, a, 0) != NULL);
+    CHECK(rsd_fleet_load(f, b, tnow()) >= 0);
+    CHECK(await(f, RSD_FLEET_EV_READY, b, 0) != NULL);
+    CHECK(rsd_fleet_load(f, c, tnow()) >= 0);
+    CHECK(await(f, RSD_FLEET_EV_READY, c, 0) != NULL);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    CHECK(stop_of(a, RSD_POOL_WHY_EVICT) != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 1);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &ia), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, b, tnow(), &ib), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, c, tnow(), &ic), RSD_OK);
+    CHECK(ia.pid == 0 && ia.pool.slot == -1);
+    CHECK(ib.pid > 0 && ic.pid > 0);
+    CHECK(evictions_were_idle(f, &stops));
+    CHECK_EQ_INT(stops, 1);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* 6.11.3 + busy never evicted: max 1, a streaming completion held open on a while b
+   is requested; b does not start and nothing is stopped until a is released. */
+static void test_busy_streaming_never_evicted(void) {
+    static const char *const slow[] = {"--runtime", "server", "--load-ms", "40", "--token-ms", "25", NULL};
+    int fd0 = count_fds(), a, b, stops;
+    rsd_fleet *f;
+    rsd_http_client_desc cd;
+    rsd_http_client *c;
+    rsd_http_request rq;
+    rsd_http_req_h h;
+    rsd_http_event hev;
+    rsd_pool_req ra, rb;
+    uint16_t pa, pb;
+    char url[128];
+    bool done = false;
+    uint64_t end;
+    const logged *g;
+    const char *body = "{\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", slow);
+    b = add(f, "b", NULL);
+    pa = acquire_wait(f, a, &ra);
+    REQUIRE(pa > 0);
+    memset(&cd, 0, sizeof cd);
+    cd.tls_off = true;
+    c = rsd_http_client_create(&cd);
+    REQUIRE(c != NULL);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/chat/completions", (unsigned)pa);
+    memset(&rq, 0, sizeof rq);
+    rq.method = "POST";
+    rq.url = url;
+    rq.body = body;
+    rq.body_len = strlen(body);
+    rq.content_type = "application/json";
+    CHECK_EQ_INT(rsd_http_send(c, &rq, tnow(), &h), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, b, tnow(), NULL, &rb, &pb), RSD_PENDING);
+    end = now_ms() + WAIT_MS;
+    memset(&hev, 0, sizeof hev);
+    while (!done && now_ms() < end) {
+        round_once(f, c);
+        while (rsd_http_next_event(c, &hev)) done = true;
+    }
+    CHECK(done);
+    CHECK_EQ_INT(hev.result, RSD_OK);
+    CHECK_EQ_INT(hev.status, 200);
+    CHECK(hev.body.len > 100 && strstr(hev.body.ptr, "data: [DONE]") != NULL);
+    /* the whole stream ran while b waited: nothing started, nothing stopped */
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, b), 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 0);
+    rsd_http_client_destroy(c);
+    CHECK_EQ_INT(rsd_fleet_release(f, ra, tnow()), RSD_OK);
+    g = await(f, RSD_FLEET_EV_GRANT, b, 0);
+    CHECK(g != NULL);
+    CHECK(stop_of(a, RSD_POOL_WHY_EVICT) != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 1);
+    if (g) {
+        CHECK_EQ_INT(http_status(g->ev.port, "GET", "/health", NULL), 200);
+        CHECK_EQ_INT(rsd_fleet_release(f, g->ev.req, tnow()), RSD_OK);
+    }
+    CHECK(evictions_were_idle(f, &stops));
+    CHECK_EQ_INT(stops, 1);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* 6.11.4: max 2, a and b busy: a new request for a completes while c waits; c runs
+   after b finishes (b is the one stopped). */
+static void test_residents_keep_flowing(void) {
+    int fd0 = count_fds(), a, b, c, stops;
+    rsd_fleet *f;
+    rsd_pool_req ra, rb, rc, ra2;
+    uint16_t pa, pb, pc, pa2 = 0;
+    const logged *g;
+    log_reset();
+    f = mk_fleet(2, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    b = add(f, "b", NULL);
+    c = add(f, "c", NULL);
+    pa = acquire_wait(f, a, &ra);
+    pb = acquire_wait(f, b, &rb);
+    REQUIRE(pa > 0 && pb > 0);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, c, tnow(), NULL, &rc, &pc), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &ra2, &pa2), RSD_OK);
+    CHECK_EQ_INT(pa2, pa);
+    CHECK_EQ_INT(http_status(pa2, "POST", "/v1/chat/completions",
+                             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}"), 200);
+    CHECK_EQ_INT(rsd_fleet_release(f, ra2, tnow()), RSD_OK);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, c), 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, rb, tnow()), RSD_OK);
+    g = await(f, RSD_FLEET_EV_GRANT, c, 0);
+    CHECK(g != NULL);
+    CHECK(stop_of(b, RSD_POOL_WHY_EVICT) != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 0);
+    if (g) CHECK_EQ_INT(rsd_fleet_release(f, g->ev.req, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_release(f, ra, tnow()), RSD_OK);
+    CHECK(evictions_were_idle(f, &stops));
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* Pins: a pinned model is never the victim; with no room beside it, at once PINNED. */
+static void test_pins(void) {
+    int fd0 = count_fds(), a, b, c;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "a", NULL);
+    md.pool.pinned = true;
+    a = rsd_fleet_add_model(f, &md);
+    b = add(f, "b", NULL);
+    c = add(f, "c", NULL);
+    CHECK(rsd_fleet_load(f, a, tnow()) >= 0);
+    CHECK(await(f, RSD_FLEET_EV_READY, a, 0) != NULL);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, b, tnow(), NULL, &r, &port), RSD_ERR_POOL_PINNED);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, b), 0);
+    /* two slots: b and c take turns in the second, a stays */
+    CHECK_EQ_INT(rsd_fleet_configure(f, 2, tnow()), RSD_OK);
+    port = acquire_wait(f, b, &r);
+    CHECK(port > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    port = acquire_wait(f, c, &r);
+    CHECK(port > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    CHECK(stop_of(b, RSD_POOL_WHY_EVICT) != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 0);
+    /* an explicit unload stops a pinned model too */
+    CHECK_EQ_INT(rsd_fleet_unload(f, a, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    CHECK(stop_of(a, RSD_POOL_WHY_UNLOAD) != NULL);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* Idle TTL: driven by a later now_ms, no sleeping. */
+static void test_ttl_expiry(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_fleet_model_info mi;
+    rsd_pool_req r;
+    uint16_t port;
+    uint64_t rel;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "a", NULL);
+    md.pool.ttl_ms = 60000;
+    a = rsd_fleet_add_model(f, &md);
+    port = acquire_wait(f, a, &r);
+    REQUIRE(port > 0);
+    rel = tnow();
+    CHECK_EQ_INT(rsd_fleet_release(f, r, rel), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(mi.idle_deadline_ms, rel + 60000);
+    CHECK(mi.last_used_ms == rel);
+    CHECK(rsd_fleet_next_deadline(f) <= rel + 60000);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 0);
+    g_log.tick = 61000; /* one minute later */
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    CHECK(stop_of(a, RSD_POOL_WHY_TTL) != NULL);
+    /* and it comes back on the next request */
+    port = acquire_wait(f, a, &r);
+    CHECK(port > 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, a), 2);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* Byte budget: a model that can never fit fails at once; two that do not fit together
+   take turns even though the count would allow both. */
+static void test_byte_budget(void) {
+    int fd0 = count_fds(), big, a, b;
+    rsd_fleet *f;
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r;
+    uint16_t port;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.pool.max_slots = 2;
+    d.pool.vram_budget_bytes = 10ull << 30;
+    d.procs.term_grace_ms = 2000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "big", NULL);
+    md.pool.reserve_bytes = 20ull << 30;
+    big = rsd_fleet_add_model(f, &md);
+    sim_model(&md, "a", NULL);
+    md.pool.reserve_bytes = 6ull << 30;
+    a = rsd_fleet_add_model(f, &md);
+    sim_model(&md, "b", NULL);
+    md.pool.reserve_bytes = 6ull << 30;
+    b = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, big, tnow(), NULL, &r, &port), RSD_ERR_POOL_NO_FIT);
+    CHECK_EQ_INT(r.id, 0);
+    drain(f);
+    CHECK_EQ_INT(g_log.n, 0); /* nothing started, nothing to pull */
+    port = acquire_wait(f, a, &r);
+    CHECK(port > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    port = acquire_wait(f, b, &r);
+    CHECK(port > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    CHECK(stop_of(a, RSD_POOL_WHY_EVICT) != NULL);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* A ready process dies: CRASHED with its status and last words; the request running
+   there is orphaned; the next request respawns the model. */
+static void test_crash_and_respawn(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_pool_req r;
+    uint16_t port;
+    const logged *l, *first;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    port = acquire_wait(f, a, &r);
+    REQUIRE(port > 0);
+    first = find_kind(RSD_FLEET_EV_READY, a, 0);
+    (void)http_status(port, "POST", "/_sim/crash", "{\"model\":\"/models/a.gguf\",\"exit_code\":3}");
+    l = await(f, RSD_FLEET_EV_CRASHED, a, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_POOL_CRASHED);
+    CHECK_EQ_INT(l->ev.exit_code, 3);
+    CHECK(strstr(l->msg, "exited with code 3 while serving") != NULL);
+    CHECK(strstr(l->msg, "last output") != NULL);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK); /* orphaned: bookkeeping */
+    CHECK(rsd_fleet_idle(f));
+    port = acquire_wait(f, a, &r);
+    CHECK(port > 0);
+    l = find_kind(RSD_FLEET_EV_READY, a, 1);
+    CHECK(l && first && l->ev.pid != first->ev.pid);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* Stop with a child that ignores SIGTERM: SIGKILL after the grace period. */
+static void test_stop_sigkill(void) {
+    static const char *const stubborn[] = {"--runtime", "server", "--load-ms", "20", "--ignore-sigterm", NULL};
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_pool_req r;
+    uint16_t port;
+    const logged *l;
+    log_reset();
+    f = mk_fleet(1, 150);
+    REQUIRE(f != NULL);
+    a = add(f, "a", stubborn);
+    port = acquire_wait(f, a, &r);
+    REQUIRE(port > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_stop(f, tnow()), RSD_OK);
+    CHECK(!rsd_fleet_idle(f));
+    CHECK(await_idle(f));
+    l = find_kind(RSD_FLEET_EV_EXITED, a, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.term_signal, SIGKILL);
+    CHECK(stop_of(a, RSD_POOL_WHY_SHUTDOWN) != NULL);
+    /* stopped: later work is refused */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_ERR_POOL_STOPPED);
+    rsd_fleet_destroy(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* A load that fails: the child exits 1 while /health says 503 (W31: at once). */
+static void test_early_exit_fails_waiters(void) {
+    static const char *const failing[] = {"--runtime", "server", "--load-ms", "30", "--fail-ms", "30", NULL};
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r1, r2;
+    uint16_t port;
+    const logged *l;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "bad", failing);
+    md.spec.model = "/models/bad.gguf,fail=1";
+    a = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r1, &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r2, &port), RSD_PENDING);
+    CHECK(await(f, RSD_FLEET_EV_FAIL, a, 1) != NULL);
+    l = find_kind(RSD_FLEET_EV_FAIL, a, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "exited with code 1 before it was ready") != NULL);
+    CHECK(strstr(l->msg, "exiting due to model loading error") != NULL);
+    CHECK(strstr(l->msg, "command: ") != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_READY, a), 0);
+    l = find_kind(RSD_FLEET_EV_CRASHED, a, 0);
+    CHECK(l && l->ev.result == RSD_ERR_FLEET_START && l->ev.exit_code == 1);
+    CHECK(rsd_fleet_idle(f));
+    {
+        rsd_fleet_model_info mi;
+        CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+        CHECK_EQ_INT(mi.last_result, RSD_ERR_FLEET_START);
+        CHECK_EQ_INT(mi.pool.slot, -1);
+    }
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* No 200 by the start deadline: the waiters fail with the reason, the child is stopped. */
+static void test_start_timeout(void) {
+    static const char *const slowload[] = {"--runtime", "server", "--load-ms", "600000", NULL};
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r;
+    uint16_t port;
+    const logged *l;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "slow", slowload);
+    md.spec.start_deadline_ms = 300;
+    a = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    l = await(f, RSD_FLEET_EV_FAIL, a, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "not ready within") != NULL);
+    CHECK(await(f, RSD_FLEET_EV_CRASHED, a, 0) != NULL);
+    CHECK(await_idle(f));
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_READY, a), 0);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* The port is taken (W30 residual race): the child exits at once saying so. */
+static void test_bind_failure(void) {
+    int fd0 = count_fds(), a, lfd;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r;
+    uint16_t port;
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof sa;
+    const logged *l;
+    log_reset();
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(lfd >= 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(lfd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(lfd, 4) == 0);
+    CHECK(getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0);
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "clash", NULL);
+    md.spec.port = ntohs(sa.sin_port);
+    a = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    l = await(f, RSD_FLEET_EV_FAIL, a, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "couldn't bind") != NULL);
+    finish(f);
+    close(lfd);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* A waiting request cancelled: no GRANT for it; the model still loads for the next. */
+static void test_cancel_waiting(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_pool_req r1, r2;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r1, &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r1, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r1, tnow()), RSD_ERR_POOL_STALE);
+    port = acquire_wait(f, a, &r2);
+    CHECK(port > 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, -1), 1);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r2, tnow()), RSD_OK); /* a granted one: released */
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* Destroy without a graceful stop: children killed and reaped, descriptors closed. */
+static void test_destroy_kills(void) {
+    int fd0 = count_fds(), a, b;
+    rsd_fleet *f;
+    rsd_pool_req r;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(2, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    b = add(f, "b", NULL);
+    port = acquire_wait(f, a, &r);
+    CHECK(port > 0);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, b, tnow(), NULL, &r, &port), RSD_PENDING); /* starting */
+    rsd_fleet_destroy(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+static void test_bad_args(void) {
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r;
+    uint16_t port;
+    static char longs[RSD_FLEET_SPEC_BYTES + 10];
+    const char *argsv[3];
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "x", NULL);
+    md.health_path = "health";
+    CHECK_EQ_INT(rsd_fleet_add_model(f, &md), RSD_ERR_ARG);
+    memset(longs, 'x', sizeof longs - 1);
+    argsv[0] = longs;
+    argsv[1] = NULL;
+    sim_model(&md, "x", NULL);
+    md.spec.extra = argsv;
+    CHECK_EQ_INT(rsd_fleet_add_model(f, &md), RSD_ERR_CAPACITY);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, 0, tnow(), NULL, &r, &port), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_fleet_acquire(NULL, 0, tnow(), NULL, &r, &port), RSD_ERR_ARG);
+    CHECK(!rsd_fleet_next_event(f, NULL));
+    CHECK_EQ_INT(rsd_fleet_step(NULL, 0), RSD_ERR_ARG);
+    CHECK(rsd_fleet_idle(f));
+    CHECK(rsd_fleet_next_deadline(f) == UINT64_MAX);
+    CHECK_EQ_STR(rsd_fleet_event_name(RSD_FLEET_EV_GRANT), "GRANT");
+    CHECK_EQ_STR(rsd_fleet_event_name(99), "?");
+    rsd_fleet_destroy(f);
+    rsd_fleet_destroy(NULL);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    if (access(SIM_BIN, X_OK) != 0) {
+        printf("  %s missing: run `make examples` first\n", SIM_BIN);
+        rsdt_failed++;
+        return RSD_TEST_END();
+    }
+    RUN(test_bad_args);
+    RUN(test_grant_flow);
+    RUN(test_missing_binary);
+    RUN(test_two_models_concurrently);
+    RUN(test_lru_evicts_idle);
+    RUN(test_busy_streaming_never_evicted);
+    RUN(test_residents_keep_flowing);
+    RUN(test_pins);
+    RUN(test_ttl_expiry);
+    RUN(test_byte_budget);
+    RUN(test_crash_and_respawn);
+    RUN(test_stop_sigkill);
+    RUN(test_early_exit_fails_waiters);
+    RUN(test_start_timeout);
+    RUN(test_bind_failure);
+    RUN(test_cancel_waiting);
+    RUN(test_destroy_kills);
+    return RSD_TEST_END();
+}
