@@ -6,7 +6,8 @@
    strings with rsd_json_parse.
 
    CONFIG FILE (INI; rsrv_parse_ini)
-       # a comment (a whole line starting with '#' or ';'; '#' inside a value is kept)
+       # a comment: a line starting with '#' or ';', or " #" (blank, '#') to the line's
+       # end; a '#' not after a blank is kept (paths, args)
        listen = 127.0.0.1:8080          keys before any section are global
        [global]                         ... and so are keys in [global]
        max_models = 2                   resident processes, 1..16 (default 1)
@@ -570,6 +571,12 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
             s = rsrv_trim(s, &n);
         }
         if (!n || s[0] == '#' || s[0] == ';') continue;
+        for (kn = 1; kn < n; kn++) /* " # comment" after a blank ends the line */
+            if (s[kn] == '#' && (s[kn - 1] == ' ' || s[kn - 1] == '\t')) {
+                n = kn;
+                s = rsrv_trim(s, &n);
+                break;
+            }
         if (s[0] == '[') {
             const char *name;
             size_t nn;
