@@ -10,7 +10,8 @@
 
    Endpoints
      OpenAI:  GET /v1/models; POST /v1/chat/completions, /v1/completions,
-              /v1/embeddings (and every other POST, as the llama.cpp router does) are
+              /v1/embeddings (and every other POST, as the llama.cpp router does; and
+              GETs with ?model=X such as /props?model=X, /slots?model=X) are
               routed by the body's "model" (id or alias) to that model's llama-server,
               started on demand; the least-recently-used idle one is stopped to make
               room (by count and by bytes), a busy one never. Streaming (SSE) answers
@@ -238,7 +239,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         rsd_json_w_end_array(&w);
         rsd_json_w_key(&w, "tags");
         rsd_json_w_begin_array(&w);
-        if (m->pinned) rsd_json_w_str(&w, "pinned");
+        if (m->pinned) rsd_json_w_str(&w, "pinned:true"); /* protected for rsd-ensure (R8) */
         rsd_json_w_end_array(&w);
         rsd_json_w_key(&w, "object");
         rsd_json_w_str(&w, "model");
@@ -541,13 +542,15 @@ static void job_send(srv *s, job *j, uint64_t now) {
              ev.head->target.ptr);
     ct = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Content-Type");
     memset(&q, 0, sizeof q);
-    q.method = "POST";
+    q.method = j->method;
     q.url = url;
     if (ct.ptr && ct.len > 0 && ct.len < sizeof ctype) rsrv_cpy(ctype, sizeof ctype, ct.ptr, ct.len);
     else rsrv_cpy(ctype, sizeof ctype, "application/json", 16);
-    q.content_type = ctype;
-    q.body = ev.body.ptr;
-    q.body_len = ev.body.len;
+    if (ev.body.len) q.content_type = ctype;
+    if (ev.body.len) {
+        q.body = ev.body.ptr;
+        q.body_len = ev.body.len;
+    }
     q.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
     q.on_body = on_up_body;
     q.user = j;
@@ -564,11 +567,47 @@ static void job_send(srv *s, job *j, uint64_t now) {
     j->state = JOB_PROXY;
 }
 
-/* An inference POST: route by the body's model, then acquire a place. */
-static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The `model` query parameter (percent-decoded) as rsrv_body_model reports it: 1 found,
+   0 absent, -2 too long or badly encoded. */
+static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
+    const char *q = (const char *)memchr(target.ptr, '?', target.len), *end = target.ptr + target.len;
+    if (!q) return 0;
+    for (q++; q < end;) {
+        const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
+        if (e - q >= 6 && !memcmp(q, "model=", 6)) {
+            size_t n = 0;
+            for (q += 6; q < e; q++) {
+                char c = *q;
+                if (c == '+') c = ' ';
+                else if (c == '%') {
+                    int hi = q + 2 < e ? hexval(q[1]) : -1, lo = q + 2 < e ? hexval(q[2]) : -1;
+                    if (hi < 0 || lo < 0) return -2;
+                    c = (char)(hi * 16 + lo);
+                    q += 2;
+                }
+                if (n + 1 >= cap) return -2;
+                out[n++] = c;
+            }
+            out[n] = 0;
+            *out_len = n;
+            return 1;
+        }
+        q = e + 1;
+    }
+    return 0;
+}
+
+/* A request for a model (POST: the body's "model"; GET: ?model=): acquire a place, then
+   send it to the model's process. */
+static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, bool from_query) {
     char name[RSRV_ID_MAX];
     size_t len = 0;
-    int r = rsrv_body_model(ev->body.ptr, ev->body.len, name, sizeof name, &len), m;
+    int r = from_query ? query_model(ev->head->target, name, sizeof name, &len)
+                       : rsrv_body_model(ev->body.ptr, ev->body.len, name, sizeof name, &len), m;
     job *j;
     uint16_t port = 0;
     if (r == 0 || r == -1) {
@@ -615,12 +654,14 @@ static bool path_is(const rsd_http_server_event *ev, const char *p) {
 
 static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     bool get = rsd_str_eq_c(ev->head->method, "GET"), post = rsd_str_eq_c(ev->head->method, "POST");
+    char name[RSRV_ID_MAX];
+    size_t len = 0;
     if (get && (path_is(ev, "/health") || path_is(ev, "/v1/health"))) {
         static const char ok[] = "{\"status\":\"ok\"}";
         respond_json(s, ev->req, 200, ok, sizeof ok - 1);
     } else if (get && (path_is(ev, "/v1/models") || path_is(ev, "/models"))) {
         answer_models(s, ev->req, now);
-    } else if (get && path_is(ev, "/props")) {
+    } else if (get && path_is(ev, "/props") && query_model(ev->head->target, name, sizeof name, &len) == 0) {
         answer_props(s, ev->req);
     } else if (get && (path_is(ev, "/status") || path_is(ev, "/_rsd/status"))) {
         answer_status(s, ev->req, now);
@@ -629,7 +670,10 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     } else if (post && path_is(ev, "/models/unload")) {
         answer_unload(s, ev, now);
     } else if (post && !path_is(ev, "/models")) {
-        on_inference(s, ev, now);
+        on_inference(s, ev, now, false);
+    } else if (get && memchr(ev->head->target.ptr, '?', ev->head->target.len) &&
+               query_model(ev->head->target, name, sizeof name, &len) != 0) {
+        on_inference(s, ev, now, true); /* GET /props?model=X, /slots?model=X, ... */
     } else {
         respond_404(s, ev->req);
     }

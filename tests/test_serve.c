@@ -516,11 +516,11 @@ static int raw_read(int fd, char *buf, size_t cap) {
 
 static const char *g_sim_args = "--runtime server --load-ms 20 --token-ms 40 --gen-ms 5";
 
-static void write_config(const char *path, const char *extra_global, const char *models) {
+static void write_config(const char *path, int max_models, const char *models) {
     char text[4096];
     snprintf(text, sizeof text,
-             "listen = 127.0.0.1:0\nmax_models = 2\nllama_server = %s\nargs = %s\nstop_grace = 2\n%s\n%s",
-             SIM_BIN, g_sim_args, extra_global, models);
+             "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n\n%s",
+             max_models, SIM_BIN, g_sim_args, models);
     write_file(path, text);
 }
 
@@ -541,7 +541,7 @@ static void test_serve_pool(void) {
     char buf[8192];
     make_dir();
     snprintf(path, sizeof path, "%s/pool.ini", g_dir);
-    write_config(path, "",
+    write_config(path, 2,
                  "[model alpha]\nmodel = /models/alpha.gguf\naliases = a\n"
                  "[model beta]\nmodel = /models/beta.gguf\nctx = 4096\n"
                  "[model gamma]\nmodel = /models/gamma.gguf\nparallel = 2\n");
@@ -638,7 +638,7 @@ static void test_serve_upstream_hangup(void) {
     char buf[4096];
     make_dir();
     snprintf(path, sizeof path, "%s/hangup.ini", g_dir);
-    write_config(path, "", "[model slow]\nmodel = /models/slow.gguf\nargs = --gen-ms 60000\n");
+    write_config(path, 2, "[model slow]\nmodel = /models/slow.gguf\nargs = --gen-ms 60000\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"slow\"}"), 200);
     REQUIRE(wait_field(&s, "slow", "in_flight", 0));
@@ -673,6 +673,44 @@ static void test_serve_upstream_hangup(void) {
     CHECK(strstr(buf, "upstream 'slow'") != NULL);
     close(fd);
     CHECK(wait_field(&s, "slow", "in_flight", 0));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A pinned model is loaded at boot, listed as protected (tag pinned:true), and a
+   router client that would need to evict it declines (W35); GETs with ?model= go to
+   the model's own process. */
+static void test_serve_pinned(void) {
+    serve_proc s;
+    char path[256], out[4096], st[32];
+    const char *args[] = {"--config", path, NULL};
+    int i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/pinned.ini", g_dir);
+    write_config(path, 1,
+                 "[model keeper]\nmodel = /models/keeper.gguf\npinned = true\n"
+                 "[model other]\nmodel = /models/other.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    for (i = 0; i < 500; i++) { /* loaded with no request */
+        status_state(&s, "keeper", st, sizeof st);
+        if (!strcmp(st, "ready")) break;
+        (void)poll(NULL, 0, 10);
+    }
+    CHECK_EQ_STR(st, "ready");
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    CHECK(strstr(g_body, "\"tags\":[\"pinned:true\"]") != NULL);
+    {
+        const char *eargv[] = {ENSURE_BIN, "--url", s.url, "--model", "other", "--no-state", NULL};
+        CHECK_EQ_INT(run_prog(eargv, out, sizeof out), 2); /* declined: the only resident is protected */
+    }
+    status_state(&s, "keeper", st, sizeof st);
+    CHECK_EQ_STR(st, "ready");
+    CHECK_EQ_INT(status_field(&s, NULL, "evictions"), 0);
+    /* the router's own /props, and the child's through ?model= */
+    CHECK_EQ_INT(http(&s, "GET", "/props", NULL), 200);
+    CHECK(strstr(g_body, "\"role\":\"router\"") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/props?model=keeper", NULL), 200);
+    CHECK(strstr(g_body, "\"role\"") == NULL && strstr(g_body, "total_slots") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/slots?model=nobody", NULL), 404);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
@@ -712,11 +750,11 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini"};
+    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
         (void)unlink(p);
     }
@@ -741,6 +779,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_missing_binary);
     RUN(test_serve_pool);
     RUN(test_serve_upstream_hangup);
+    RUN(test_serve_pinned);
     if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
     return RSD_TEST_END();
 }
