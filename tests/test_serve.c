@@ -638,7 +638,8 @@ static void test_serve_upstream_hangup(void) {
     char buf[4096];
     make_dir();
     snprintf(path, sizeof path, "%s/hangup.ini", g_dir);
-    write_config(path, 2, "[model slow]\nmodel = /models/slow.gguf\nargs = --gen-ms 60000\n");
+    write_config(path, 2, "[model slow]\nmodel = /models/slow.gguf\nargs = --gen-ms 60000\n"
+                          "[model late]\nmodel = /models/late.gguf\nargs = --load-ms 60000\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"slow\"}"), 200);
     REQUIRE(wait_field(&s, "slow", "in_flight", 0));
@@ -673,6 +674,15 @@ static void test_serve_upstream_hangup(void) {
     CHECK(strstr(buf, "upstream 'slow'") != NULL);
     close(fd);
     CHECK(wait_field(&s, "slow", "in_flight", 0));
+
+    /* a client that goes away while its model loads leaves the queue */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("late", false)) == 0);
+    CHECK(wait_field(&s, "late", "waiting", 1));
+    close(fd);
+    CHECK(wait_field(&s, "late", "waiting", 0));
+    CHECK_EQ_INT(status_field(&s, "late", "in_flight"), 0);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
