@@ -301,13 +301,14 @@ RSRV_FN int rsrv_find(const rsrv_config *c, const char *name, size_t n) {
     return -1;
 }
 
-/* A model id or alias: 1..RSRV_ID_MAX-1 printable bytes, no blanks, ',', '[' or ']'. */
+/* A model id or alias: 1..RSRV_ID_MAX-1 printable bytes, no blanks, ',', '[', ']', '"',
+   '\\' or '#'. */
 RSRV_FN bool rsrv_name_ok(const char *s, size_t n) {
     size_t i;
     if (!n || n >= RSRV_ID_MAX) return false;
     for (i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c <= ' ' || c == 0x7f || c == ',' || c == '[' || c == ']' || c == '"' || c == '\\') return false;
+        if (c <= ' ' || c == 0x7f || c == ',' || c == '[' || c == ']' || c == '"' || c == '\\' || c == '#') return false;
     }
     return true;
 }
@@ -707,19 +708,22 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
 #define RSRV_PUT(...) do { w = snprintf(buf + o, o < cap ? cap - o : 0, __VA_ARGS__); \
         if (w < 0 || (size_t)w >= (o < cap ? cap - o : 0)) { return -1; } \
         o += (size_t)w; } while (0)
-    RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %llu\nllama_server = %s\n", c->max_models,
-             (unsigned long long)c->vram_budget_bytes, c->llama_server);
+    /* "key =#v": a value that starts with '#' must not follow a blank (it would be a comment) */
+#define RSRV_KV(key, v) RSRV_PUT("%s =%s%s\n", key, (v)[0] == '#' ? "" : " ", v)
+    RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %llu\n", c->max_models,
+             (unsigned long long)c->vram_budget_bytes);
+    RSRV_KV("llama_server", c->llama_server);
     if (strchr(c->listen_host, ':')) RSRV_PUT("listen = [%s]:%d\n", c->listen_host, c->listen_port);
     else RSRV_PUT("listen = %s:%d\n", c->listen_host, c->listen_port);
     RSRV_PUT("start_timeout = %lums\nstop_grace = %lums\nmax_wait = %lums\n", (unsigned long)c->start_timeout_ms,
              (unsigned long)c->stop_grace_ms, (unsigned long)c->max_wait_ms);
-    if (c->args[0]) RSRV_PUT("args = %s\n", c->args);
+    if (c->args[0]) RSRV_KV("args", c->args);
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
         RSRV_PUT("\n[model %s]\n", m->id);
-        if (m->model[0]) RSRV_PUT("model = %s\n", m->model);
-        if (m->command[0]) RSRV_PUT("command = %s\n", m->command);
-        if (m->args[0]) RSRV_PUT("args = %s\n", m->args);
+        if (m->model[0]) RSRV_KV("model", m->model);
+        if (m->command[0]) RSRV_KV("command", m->command);
+        if (m->args[0]) RSRV_KV("args", m->args);
         if (m->ctx) RSRV_PUT("ctx = %lld\n", (long long)m->ctx);
         if (m->parallel) RSRV_PUT("parallel = %d\n", m->parallel);
         if (m->ngl[0]) RSRV_PUT("ngl = %s\n", m->ngl);
@@ -731,6 +735,7 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
             RSRV_PUT("\n");
         }
     }
+#undef RSRV_KV
 #undef RSRV_PUT
     return (int)o;
 }

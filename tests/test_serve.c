@@ -124,6 +124,17 @@ static void test_config_defaults(void) {
     CHECK(g_cfg.models[0].reserve_bytes == 0);
     CHECK_EQ_INT(parse("", err, sizeof err), 0);
     CHECK_EQ_INT(g_cfg.nmodels, 0);
+    /* '#' right after '=' is a value, and the writer keeps it one (fuzz regression) */
+    REQUIRE(parse("[model a]\nmodel =#weird.gguf # a comment\n", err, sizeof err) == 0);
+    CHECK_EQ_STR(g_cfg.models[0].model, "#weird.gguf");
+    {
+        int n = rsrv_write_ini(&g_cfg, g_ini, sizeof g_ini);
+        REQUIRE(n > 0);
+        rsrv_config_init(&g_cfg2);
+        CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, (size_t)n, "rt", err, sizeof err), 0);
+        CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
+    }
+    CHECK_EQ_INT(parse("[model a#b]\nmodel = x\n", err, sizeof err), -1);
 }
 
 /* Each bad file names its line and the problem. */
