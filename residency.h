@@ -810,7 +810,10 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS")
 /* >>log:fleet */
 #define RSDI_LOG_ITEMS_FLEET(X) \
-    X(FLEET_START_FAILED, "fleet: a model process failed to start")
+    X(FLEET_START_FAILED, "fleet: a model process failed to start") \
+    X(FLEET_CRASHED, "fleet: a ready model process exited unexpectedly") \
+    X(FLEET_READY, "fleet: a model process answered its health probe with 200") \
+    X(FLEET_EVENT_DROPPED, "fleet: event queue full, oldest event dropped (pull events every step)")
 
 #define RSD_LOG_ITEMS(X) \
     RSDI_LOG_ITEMS_CORE(X) RSDI_LOG_ITEMS_JSON(X) RSDI_LOG_ITEMS_HTTP(X) \

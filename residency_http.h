@@ -1836,7 +1836,8 @@ RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const 
            FAIL:  answer ev.user with ev.message (reason, command, last output lines)
            STARTING/READY/STOPPING/EXITED/CRASHED: log, status page }
        rsd_fleet_release(f, req, now) when a granted request is done (rsd_fleet_cancel
-       when its client went away, granted or still waiting).
+       when its client went away, granted or still waiting: a GRANT or FAIL for it that
+       was not pulled yet is withdrawn, so none comes after the cancel).
        rsd_fleet_stop(f, now); step until rsd_fleet_idle(f); rsd_fleet_destroy(f).
 
    What it does with the pool's actions (residency.h >>pool) and the supervisor's
@@ -1908,7 +1909,8 @@ RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const 
    RSD_FLEET_SPEC_BYTES (4096) of copied spec per model, RSD_FLEET_MESSAGE_MAX (1024)
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
-   oldest is dropped (pull every step). Memory: one block of about 350 KB + 250 bytes
+   oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
+   pull every step. Memory: one block of about 355 KB + 195 bytes
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
@@ -2003,7 +2005,8 @@ RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *us
                               rsd_pool_req *req, uint16_t *port);
 /* The request finished (granted ones only). */
 RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
-/* The client went away: drop a waiting request or release a granted one. */
+/* The client went away: drop a waiting request or release a granted one; a GRANT or
+   FAIL for it not pulled yet is withdrawn (a FAIL not pulled: RSD_OK too). */
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
@@ -2026,6 +2029,8 @@ RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev);
 /* Snapshot of one model at now_ms; RSD_ERR_ARG for a bad index. */
 RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms,
                                   rsd_fleet_model_info *info);
+/* Events dropped because the queues were full (the host did not pull them). */
+RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f);
 /* The embedded pool (stats, event log; do not drive it directly). */
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f);
 /* The embedded supervisor (rsd_procs_tail, rsd_procs_query; do not stop its children). */
@@ -8222,6 +8227,8 @@ RSDI_PRIVATE void rsdi_fleet_push(rsd_fleet *f, const rsd_fleet_event *ev, int m
             f->rq_head = (f->rq_head + 1) % f->rq_cap;
             f->rq_count--;
             f->dropped++;
+            rsdi_log(&f->logger, RSD_LOG_ERROR, RSD_LOGITEM_FLEET_EVENT_DROPPED,
+                     "fleet: GRANT/FAIL queue full; oldest dropped", RSDI_WHERE);
         }
         q = &f->rq[(f->rq_head + f->rq_count++) % f->rq_cap];
     } else {
@@ -8229,6 +8236,8 @@ RSDI_PRIVATE void rsdi_fleet_push(rsd_fleet *f, const rsd_fleet_event *ev, int m
             f->nq_head = (f->nq_head + 1) % RSDI_FLEET_NARR_EVENTS;
             f->nq_count--;
             f->dropped++;
+            rsdi_log(&f->logger, RSD_LOG_DEBUG, RSD_LOGITEM_FLEET_EVENT_DROPPED,
+                     "fleet: event queue full; oldest dropped", RSDI_WHERE);
         }
         q = &f->nq[(f->nq_head + f->nq_count++) % RSDI_FLEET_NARR_EVENTS];
     }
@@ -8262,6 +8271,8 @@ RSDI_PRIVATE const char *rsdi_fleet_model_id(const rsd_fleet *f, int model) {
    message (quoting the process h when it is still known). */
 RSDI_PRIVATE void rsdi_fleet_note(rsd_fleet *f, int model, rsd_proc h, int result,
                                   const char *reason) {
+    uint32_t item = result == RSD_ERR_POOL_CRASHED ? (uint32_t)RSD_LOGITEM_FLEET_CRASHED
+                                                   : (uint32_t)RSD_LOGITEM_FLEET_START_FAILED;
     rsdi_fleet_model *m = &f->models[model];
     size_t n, cap = sizeof m->msg;
     int k;
@@ -8279,7 +8290,7 @@ RSDI_PRIVATE void rsdi_fleet_note(rsd_fleet *f, int model, rsd_proc h, int resul
     while (n > 0 && (m->msg[n - 1] == '\n' || m->msg[n - 1] == ' ')) m->msg[--n] = '\0';
     m->msg_gen++;
     m->last_result = result;
-    rsdi_log(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_START_FAILED, m->msg, RSDI_WHERE);
+    rsdi_log(&f->logger, RSD_LOG_WARN, item, m->msg, RSDI_WHERE);
 }
 
 /* ---- slots ---- */
@@ -8558,8 +8569,8 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     if (!prd.allocator.alloc_fn && !prd.allocator.free_fn) prd.allocator = d.allocator;
     if (!prd.logger.fn) prd.logger = d.logger;
     memset(&cd, 0, sizeof cd);
-    cd.max_requests = RSD_POOL_MAX_SLOTS;
-    cd.max_conns = RSD_POOL_MAX_SLOTS;
+    cd.max_requests = 2 * RSD_POOL_MAX_SLOTS; /* a probe per process + cancelled ones */
+    cd.max_conns = 2 * RSD_POOL_MAX_SLOTS;
     cd.max_body_bytes = RSDI_FLEET_PROBE_BODY;
     cd.max_request_bytes = 4096;
     cd.connect_timeout_ms = f->probe_timeout_ms;
@@ -8646,10 +8657,28 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
     return r;
 }
 
+/* Removes a queued GRANT/FAIL for req (its host gave up on it); true if one was there. */
+RSDI_PRIVATE bool rsdi_fleet_scrub(rsd_fleet *f, rsd_pool_req req) {
+    uint32_t i;
+    bool hit = false;
+    if (!req.id) return false;
+    for (i = 0; i < f->rq_count; i++) {
+        rsdi_fleet_qev *q = &f->rq[(f->rq_head + i) % f->rq_cap];
+        if (q->ev.req.id == req.id && q->ev.kind != RSD_FLEET_EV_NONE) {
+            q->ev.kind = RSD_FLEET_EV_NONE; /* skipped by next_event */
+            hit = true;
+        }
+    }
+    return hit;
+}
+
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
     int r;
+    bool scrubbed;
     if (!f) return RSD_ERR_ARG;
     r = rsd_pool_cancel(f->pool, req, now_ms);
+    scrubbed = rsdi_fleet_scrub(f, req);
+    if (r == RSD_ERR_POOL_STALE && scrubbed) r = RSD_OK; /* its FAIL was not pulled yet */
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
 }
@@ -8763,6 +8792,10 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
                 ev.pid = s->pid;
                 ev.port = s->port;
                 rsdi_fleet_push(f, &ev, -1);
+                rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
+                          "fleet: %s ready on port %u after %llu ms",
+                          rsdi_fleet_model_id(f, s->model), (unsigned)s->port,
+                          (unsigned long long)(now_ms - s->started_ms));
                 (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
             }
             /* 503 (loading), refused, timeout: wait for the next PROBE or output */
@@ -8792,6 +8825,10 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
     uint64_t d, x;
     int i;
     if (!f) return UINT64_MAX;
+    while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) {
+        f->rq_head = (f->rq_head + 1) % f->rq_cap;
+        f->rq_count--;
+    }
     if (f->rq_count || f->nq_count) return 0;
     d = rsd_procs_next_deadline(f->procs);
     if (f->pool_deadline < d) d = f->pool_deadline;
@@ -8807,6 +8844,10 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
 RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev) {
     rsdi_fleet_qev *q;
     if (!f || !ev) return false;
+    while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) { /* scrubbed */
+        f->rq_head = (f->rq_head + 1) % f->rq_cap;
+        f->rq_count--;
+    }
     if (f->rq_count && (!f->nq_count || f->rq[f->rq_head].seq < f->nq[f->nq_head].seq)) {
         q = &f->rq[f->rq_head];
         f->rq_head = (f->rq_head + 1) % f->rq_cap;
@@ -8858,6 +8899,8 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     }
     return RSD_OK;
 }
+
+RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f) { return f ? f->dropped : 0; }
 
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f) { return f ? f->pool : NULL; }
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f) { return f ? f->procs : NULL; }

@@ -855,6 +855,212 @@ static void test_bad_args(void) {
     rsd_fleet_destroy(NULL);
 }
 
+/* Lowering the maximum stops the LRU idle process (TRIM); unload with DRAIN waits for
+   the busy one's last release. */
+static void test_configure_and_unload_drain(void) {
+    int fd0 = count_fds(), a, b, stops;
+    rsd_fleet *f;
+    rsd_pool_req r;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(2, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    b = add(f, "b", NULL);
+    CHECK(rsd_fleet_load(f, a, tnow()) >= 0);
+    CHECK(await(f, RSD_FLEET_EV_READY, a, 0) != NULL);
+    port = acquire_wait(f, b, &r);
+    REQUIRE(port > 0);
+    /* max 1: a is idle (trimmed), b is busy (kept) */
+    CHECK_EQ_INT(rsd_fleet_configure(f, 1, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    CHECK(stop_of(a, RSD_POOL_WHY_TRIM) != NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
+    /* unload b: refused while busy, or drained */
+    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_ERR_POOL_BUSY);
+    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
+    CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200); /* still serving it */
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, b, 0) != NULL);
+    CHECK(stop_of(b, RSD_POOL_WHY_UNLOAD) != NULL);
+    CHECK(rsd_fleet_idle(f));
+    CHECK(evictions_were_idle(f, &stops));
+    CHECK_EQ_INT(stops, 2);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+typedef struct logcap {
+    int start_failed, ready, dropped;
+    char msg[512];
+} logcap;
+
+static void cap_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    logcap *c = (logcap *)user;
+    (void)level;
+    (void)where;
+    if (item == RSD_LOGITEM_FLEET_START_FAILED) {
+        c->start_failed++;
+        if (msg) snprintf(c->msg, sizeof c->msg, "%s", msg);
+    }
+    if (item == RSD_LOGITEM_FLEET_READY) c->ready++;
+    if (item == RSD_LOGITEM_FLEET_EVENT_DROPPED) c->dropped++;
+}
+
+/* A host that does not pull: the GRANT/FAIL queue (2 x max_requests + 16) drops its
+   oldest entries and counts them; the newest are kept, in order. */
+static void test_event_queue_bounded(void) {
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    rsd_fleet *f;
+    rsd_fleet_event ev;
+    rsd_pool_req r[30];
+    uint16_t port;
+    logcap lc;
+    int i, m, fails = 0, first = -1;
+    memset(&d, 0, sizeof d);
+    memset(&lc, 0, sizeof lc);
+    d.pool.max_requests = 4;
+    d.logger.fn = cap_log;
+    d.logger.user = &lc;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "ghost", NULL);
+    md.spec.exe = "/nonexistent/llama-server";
+    m = rsd_fleet_add_model(f, &md);
+    for (i = 0; i < 30; i++) CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &r[i], &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_events_dropped(f), 30 - (2 * 4 + 16));
+    CHECK(lc.dropped >= 6);
+    CHECK_EQ_INT(lc.start_failed, 30);
+    CHECK(strstr(lc.msg, "No such file or directory") != NULL);
+    CHECK_EQ_INT(rsd_fleet_next_deadline(f), 0);
+    while (rsd_fleet_next_event(f, &ev))
+        if (ev.kind == RSD_FLEET_EV_FAIL) {
+            if (first < 0)
+                for (i = 0; i < 30; i++)
+                    if (r[i].id == ev.req.id) first = i;
+            fails++;
+        }
+    CHECK_EQ_INT(fails, 2 * 4 + 16);
+    CHECK_EQ_INT(first, 6); /* the six oldest were dropped */
+    rsd_fleet_destroy(f);
+}
+
+/* Cancel after the GRANT was queued but before it was pulled: no GRANT comes later,
+   the slot is not held. Same for a queued FAIL. */
+static void test_cancel_withdraws_queued_events(void) {
+    int fd0 = count_fds(), a, g;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_fleet_model_info mi;
+    rsd_pool_req r;
+    uint16_t port;
+    uint64_t end;
+    log_reset();
+    f = mk_fleet(2, 0); /* room for ghost beside a: its spawn runs in the acquire */
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    sim_model(&md, "ghost", NULL);
+    md.spec.exe = "/nonexistent/llama-server";
+    g = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    /* step without pulling until the pool counts it running (the GRANT is queued) */
+    end = now_ms() + WAIT_MS;
+    do {
+        rsd_pollfd fds[64];
+        int n = rsd_fleet_pollfds(f, fds, 64);
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 64 ? 64 : n), 10);
+        (void)rsd_fleet_step(f, tnow());
+        CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    } while (mi.pool.running == 0 && now_ms() < end);
+    CHECK_EQ_INT(mi.pool.running, 1);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(mi.pool.running, 0);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_READY, a), 1);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, -1), 0);
+    /* a FAIL queued by the acquire itself, withdrawn */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, g, tnow(), NULL, &r, &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, r, tnow()), RSD_ERR_POOL_STALE);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, -1), 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, g), 1);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* READY follows the child's output, not only the PROBE schedule: with the first
+   scheduled probe a minute away, the child's "listening" line still brings READY. */
+static void test_output_triggers_probe(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    const logged *st, *rd;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.procs.probe_first_ms = 60000;
+    d.procs.probe_max_ms = 60000;
+    d.procs.start_deadline_ms = 120000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "a", NULL);
+    md.health_path = "/v1/health";
+    a = rsd_fleet_add_model(f, &md);
+    CHECK(rsd_fleet_load(f, a, tnow()) >= 0);
+    rd = await(f, RSD_FLEET_EV_READY, a, 0);
+    st = find_kind(RSD_FLEET_EV_STARTING, a, 0);
+    CHECK(rd != NULL && st != NULL);
+    if (rd && st) CHECK(rd->ev.at_ms < st->ev.at_ms + 60000);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* /health never answers: each probe times out (probe_timeout_ms) without wedging the
+   next ones; the start deadline ends the wait; no socket is left behind. */
+static void test_hanging_health(void) {
+    static const char *const hang[] = {"--runtime", "server", "--load-ms", "20", "--hang", "/health", NULL};
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    rsd_pool_req r;
+    uint16_t port;
+    const logged *l;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.probe_timeout_ms = 50;
+    d.procs.probe_max_ms = 40;
+    d.procs.start_deadline_ms = 600;
+    d.procs.term_grace_ms = 2000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "h", hang);
+    a = rsd_fleet_add_model(f, &md);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
+    l = await(f, RSD_FLEET_EV_FAIL, a, 0);
+    REQUIRE(l != NULL);
+    CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
+    CHECK(strstr(l->msg, "not ready within") != NULL);
+    CHECK(strstr(l->msg, "GET /health") != NULL);
+    CHECK(await_idle(f));
+    {
+        rsd_http_client_stats cs;
+        rsd_http_client_query_stats(f->client, &cs); /* white-box: the probes timed out */
+        CHECK(cs.timeouts >= 2);
+    }
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -880,5 +1086,10 @@ int main(int argc, char **argv) {
     RUN(test_bind_failure);
     RUN(test_cancel_waiting);
     RUN(test_destroy_kills);
+    RUN(test_configure_and_unload_drain);
+    RUN(test_event_queue_bounded);
+    RUN(test_cancel_withdraws_queued_events);
+    RUN(test_output_triggers_probe);
+    RUN(test_hanging_health);
     return RSD_TEST_END();
 }
