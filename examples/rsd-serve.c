@@ -56,7 +56,9 @@ enum {
     SRV_MAX_CONNS = 64,                  /* downstream connections (= jobs) */
     SRV_MAX_BODY = 1 << 20,              /* request body limit (413 over it) */
     SRV_RESPONSE_BYTES = 256 << 10,      /* per-connection send buffer */
-    SRV_STASH = 1 << 20,                 /* upstream bytes held while the client is slow */
+    SRV_STASH = 8 << 20,                 /* upstream bytes held while the client is slow (the
+                                            client's read loop runs to EAGAIN after a pause,
+                                            so this covers a socket receive buffer) */
     SRV_OUT = 256 << 10,                 /* JSON answers we write ourselves */
     SRV_MAX_FDS = 2 * SRV_MAX_CONNS + 3 * RSD_PROCS_MAX + 64,
     SRV_UPSTREAM_TIMEOUT_MS = 3600000,   /* a proxied request (llama-server's -to default) */
@@ -444,9 +446,7 @@ static job *job_new(srv *s) {
     for (i = 0; i < SRV_MAX_CONNS; i++)
         if (s->jobs[i].state == JOB_FREE) {
             job *j = &s->jobs[i];
-            char *stash = j->stash;
             memset(j, 0, sizeof *j);
-            j->stash = stash;
             j->srv = s;
             return j;
         }
@@ -466,6 +466,8 @@ static void job_free(srv *s, job *j, uint64_t now) {
     job_release(s, j, now, true);
     if (j->paused && j->up_active) (void)rsd_http_pause(s->hc, j->up, false);
     j->state = JOB_FREE;
+    free(j->stash); /* rare (a slow client): give the pages back */
+    j->stash = NULL;
     j->stash_len = 0;
     j->sreq.id = 0;
 }
