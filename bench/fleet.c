@@ -125,7 +125,7 @@ int main(void) {
         mo = median(o2, n);
         mp = median(p2, n);
         ms = median(sched, n);
-        printf("BENCH fleet_ready_overshoot_ms ours=%.1f peer=%.1f unit=ms ratio=%.3f\n", mo, mp,
+        printf("BENCH fleet_ready_overshoot_ms ours=%.1f peer=%.1f unit=ms ratio=%.4f\n", mo, mp,
                mp > 0 ? mo / mp : 0.0);
         printf("readiness overshoot, %d starts, load 150..1350 ms (median ms; max ms)\n", n);
         qsort(o2, (size_t)n, sizeof *o2, cmp_d);
