@@ -658,7 +658,8 @@ static void test_serve_upstream_hangup(void) {
     make_dir();
     snprintf(path, sizeof path, "%s/hangup.ini", g_dir);
     write_config(path, 2, "[model slow]\nmodel = /models/slow.gguf\nargs = --gen-ms 60000\n"
-                          "[model late]\nmodel = /models/late.gguf\nargs = --load-ms 60000\n");
+                          "[model late]\nmodel = /models/late.gguf\nargs = --load-ms 60000\n"
+                          "[model broken]\nmodel = /models/broken.gguf,fail=1\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"slow\"}"), 200);
     REQUIRE(wait_field(&s, "slow", "in_flight", 0));
@@ -693,6 +694,12 @@ static void test_serve_upstream_hangup(void) {
     CHECK(strstr(buf, "upstream 'slow'") != NULL);
     close(fd);
     CHECK(wait_field(&s, "slow", "in_flight", 0));
+
+    /* a model whose process exits while loading fails its request with the output */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
+    CHECK(strstr(g_body, "broken") && strstr(g_body, "exiting due to model loading error"));
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
+    CHECK(strstr(g_body, "\"failed\":true") != NULL);
 
     /* a client that goes away while its model loads leaves the queue */
     fd = raw_connect(s.port);
