@@ -4,18 +4,24 @@
 # 300 ms loads, two models pinned by their preset tags) on a free loopback port, and
 # build/examples/rsd-ensure asks it for models. Every step checks its exit code and
 # the resident list afterwards; any surprise fails the demo.
+# Part 2: build/examples/rsd-serve runs a pool of (simulated) llama-server processes
+# behind one port, at most two at a time; requests go through build/examples/rsd-http.
 set -u
 B=${B:-build}
 SIM=$B/examples/rsd-sim
 ENSURE=$B/examples/rsd-ensure
-for p in "$SIM" "$ENSURE"; do
+SERVE=$B/examples/rsd-serve
+HTTP=$B/examples/rsd-http
+for p in "$SIM" "$ENSURE" "$SERVE" "$HTTP"; do
     [ -x "$p" ] || { echo "demo: $p is missing (run: make examples)" >&2; exit 1; }
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsd-demo.XXXXXX") || exit 1
 SIM_PID=
+SERVE_PID=
 cleanup() {
     [ -n "$SIM_PID" ] && kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
+    [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -110,6 +116,118 @@ ENV_SHOWN=
 run "The same with --observe and --json, for scripts" 4 \
     "chat-8b (loaded, pinned), embed-2b (loaded, pinned)" \
     --model coder-7b --observe --json
+
+echo
+echo "demo: part 1: all $STEP steps behaved as expected"
+
+# ---- part 2: rsd-serve -------------------------------------------------------------
+kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
+SIM_PID=
+cat >"$TMP/serve.ini" <<EOF
+# rsd-serve: three models, at most two resident; rsd-sim plays llama-server
+listen = 127.0.0.1:0
+max_models = 2
+llama_server = $SIM
+args = --runtime server --load-ms 200
+stop_grace = 2
+
+[model chat-8b]
+model = /models/chat-8b.gguf
+aliases = chat
+
+[model coder-7b]
+model = /models/coder-7b.gguf
+
+[model writer-12b]
+model = /models/writer-12b.gguf
+EOF
+"$SERVE" --config "$TMP/serve.ini" >"$TMP/serve.out" 2>"$TMP/serve.err" &
+SERVE_PID=$!
+i=0
+while ! grep -q 'listening on' "$TMP/serve.out" 2>/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 100 ] || ! kill -0 "$SERVE_PID" 2>/dev/null; then
+        echo "demo: rsd-serve did not start" >&2
+        cat "$TMP/serve.err" >&2
+        exit 1
+    fi
+    sleep 0.05
+done
+SURL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$TMP/serve.out" | head -n 1)
+[ -n "$SURL" ] || { echo "demo: cannot read rsd-serve's port" >&2; exit 1; }
+echo
+echo "residency.h demo, part 2: rsd-serve at $SURL"
+echo "  three models (chat-8b, coder-7b, writer-12b), at most 2 resident processes,"
+echo "  each a simulated llama-server (rsd-sim --runtime server) started on demand"
+LOG_SEEN=0
+# prints rsd-serve's log lines that are new since the last call
+show_log() {
+    n=$(wc -l <"$TMP/serve.err")
+    if [ "$n" -gt "$LOG_SEEN" ]; then
+        head -n "$n" "$TMP/serve.err" | tail -n $((n - LOG_SEEN)) | sed 's/^/   log| /'
+    fi
+    LOG_SEEN=$n
+}
+show_log
+# check_list EXPECTED: the resident list, read through the router API (GET /v1/models)
+check_list() {
+    list=$("$ENSURE" --url "$SURL" --list 2>&1)
+    echo "   rsd-serve now: $list"
+    if [ "$list" != "resident: $1" ]; then
+        echo "demo: FAILED at step $STEP: expected 'resident: $1'" >&2
+        exit 1
+    fi
+}
+# chat TITLE MODEL EXPECTED_RESIDENTS
+chat() {
+    STEP=$((STEP + 1))
+    echo
+    echo "== $STEP. $1"
+    echo "   \$ rsd-http -d '{\"model\":\"$2\",\"messages\":[...]}' $SURL/v1/chat/completions"
+    "$HTTP" -d "{\"model\":\"$2\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" \
+        "$SURL/v1/chat/completions" >"$TMP/step.out" 2>"$TMP/step.err"
+    got=$?
+    sed 's/^/   /' "$TMP/step.err"
+    show_log
+    if [ "$got" -ne 0 ] || ! grep -q 'simulated' "$TMP/step.out"; then
+        echo "demo: FAILED at step $STEP: the request did not succeed (exit $got)" >&2
+        cat "$TMP/step.out" >&2
+        exit 1
+    fi
+    echo "   reply: $(sed 's/.*"content":"\([^"]*\)".*/\1/' "$TMP/step.out" | head -c 100)"
+    check_list "$3"
+    echo "   ok"
+}
+
+chat "A request for chat-8b (by its alias 'chat'): its llama-server is started" chat \
+    "chat-8b (loaded)"
+chat "A request for coder-7b: a free slot, so a second process starts beside it" coder-7b \
+    "chat-8b (loaded), coder-7b (loaded)"
+chat "A request for writer-12b: both slots taken, the least recently used idle one goes" writer-12b \
+    "coder-7b (loaded), writer-12b (loaded)"
+if ! grep -q 'chat-8b: stopping .*(evict)' "$TMP/serve.err"; then
+    echo "demo: FAILED at step $STEP: no eviction of chat-8b in rsd-serve's log" >&2
+    exit 1
+fi
+
+STEP=$((STEP + 1))
+echo
+echo "== $STEP. Stop rsd-serve (SIGTERM): every process is stopped, exit 0"
+kill -TERM "$SERVE_PID"
+wait "$SERVE_PID"
+got=$?
+SERVE_PID=
+show_log
+if [ "$got" -ne 0 ]; then
+    echo "demo: FAILED at step $STEP: rsd-serve exited $got, expected 0" >&2
+    exit 1
+fi
+evictions=$(grep -c '(evict)' "$TMP/serve.err")
+if [ "$evictions" -ne 1 ]; then
+    echo "demo: FAILED at step $STEP: expected exactly one eviction in the log, saw $evictions" >&2
+    exit 1
+fi
+echo "   ok (exit 0, one eviction)"
 
 echo
 echo "demo: all $STEP steps behaved as expected"

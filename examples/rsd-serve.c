@@ -1,0 +1,1096 @@
+/* rsd-serve -- several llama-server models behind one port, kept resident by rsd_fleet.
+
+       rsd-serve --config serve.ini
+       rsd-serve --listen 127.0.0.1:8080 --max-models 2 \
+                 --model chat=/models/chat.gguf --ctx 8192 --pinned \
+                 --model coder=/models/coder.gguf --ttl 300
+
+   Configuration: see examples/rsd_serve.h (INI file, flags). `--check` prints the
+   configuration as INI and exits 0 (64 when it is bad).
+
+   Endpoints
+     OpenAI:  GET /v1/models; POST /v1/chat/completions, /v1/completions,
+              /v1/embeddings (and every other POST, as the llama.cpp router does; and
+              GETs with ?model=X such as /props?model=X, /slots?model=X) are
+              routed by the body's "model" (id or alias) to that model's llama-server,
+              started on demand; the least-recently-used idle one is stopped to make
+              room (by count and by bytes), a busy one never. Streaming (SSE) answers
+              are passed through as they arrive, chunk by chunk, never buffered whole.
+              Unknown model: 404 {"error":{"message":..,"type":"invalid_request_error",
+              "param":"model","code":"model_not_found"}}; no "model": 400.
+     Router (llama.cpp router mode, so rsd-ensure and router clients can manage it):
+              GET /models (= /v1/models: data[] with id, aliases, status.value
+              loaded|loading|unloaded, status.args, failed/exit_code), POST /models/load
+              and /models/unload {"model": id}, GET /props {"role":"router",
+              "max_instances": max_models, ...}.
+     Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
+              model with state, pid, port, in-flight, waiting, reservation, last use,
+              ttl, pin, last error; pool counters (evictions, ...).
+   Failures: a client that disconnects releases its place at once; an upstream hang-up
+   or connect failure fails only that request (502, error JSON; after the answer began:
+   the connection is cut); a model whose process cannot start fails its waiting
+   requests at once with the reason (503, the fleet's message: errno, exit status and
+   the last output lines).
+   Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
+   40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
+   Signals: SIGINT/SIGTERM stop every process gracefully (SIGTERM, then SIGKILL after
+   stop_grace) and exit 0; a second signal kills them at once and exits 1.
+   Exit codes: 0 stopped by a signal, 1 cannot listen or start, 64 bad flags or
+   configuration (the message names file:line), 66 the config file cannot be read. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_serve.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+    EX_OK = 0, EX_FAIL = 1, EX_USAGE = 64, EX_NOINPUT = 66,
+    SRV_MAX_CONNS = 64,                  /* downstream connections (= jobs) */
+    SRV_MAX_BODY = 1 << 20,              /* request body limit (413 over it) */
+    SRV_RESPONSE_BYTES = 256 << 10,      /* per-connection send buffer */
+    SRV_STASH = 8 << 20,                 /* upstream bytes held while the client is slow (the
+                                            client's read loop runs to EAGAIN after a pause,
+                                            so this covers a socket receive buffer) */
+    SRV_OUT = 256 << 10,                 /* JSON answers we write ourselves */
+    SRV_MAX_FDS = 2 * SRV_MAX_CONNS + 3 * RSD_PROCS_MAX + 64,
+    SRV_UPSTREAM_TIMEOUT_MS = 3600000,   /* a proxied request (llama-server's -to default) */
+    SRV_CONFIG_MAX = 4 << 20             /* config file size */
+};
+
+static volatile sig_atomic_t g_signals; /* the only global: counted by the signal handler */
+
+static void on_signal(int sig) {
+    (void)sig;
+    g_signals++;
+}
+
+/* ---- per-model command ------------------------------------------------------------ */
+typedef struct srv_model {
+    char cmd_buf[RSRV_CMD_MAX];
+    const char *cmd_argv[RSRV_MAX_ARGS + 1];
+    char extra_buf[2 * RSRV_CMD_MAX];
+    const char *extra_argv[2 * RSRV_MAX_ARGS + 1];
+    rsd_proc_spec spec;
+    rsd_fleet_model_desc desc;
+} srv_model;
+
+/* ---- one downstream request ------------------------------------------------------ */
+typedef enum job_state { JOB_FREE = 0, JOB_WAIT, JOB_PROXY, JOB_DRAIN } job_state;
+
+typedef struct job {
+    job_state state;
+    struct srv *srv;
+    rsd_http_sreq_h sreq;
+    int model;
+    rsd_pool_req preq;
+    bool granted;          /* holds an in-flight place: release or cancel once */
+    rsd_http_req_h up;
+    bool up_active;        /* the upstream request's event is still to come */
+    uint16_t port;
+    bool begun;            /* the answer's head went out */
+    bool client_gone;
+    bool broken;           /* the answer cannot be completed: cut the connection */
+    bool up_done;          /* upstream finished OK; end the answer once the stash is out */
+    bool paused;
+    char *stash;
+    size_t stash_len;
+    uint64_t t0;
+    char method[8];
+    char path[96];
+} job;
+
+typedef struct srv {
+    rsrv_config *cfg;
+    rsrv_opts opts;
+    srv_model *models;
+    rsd_http_server *hs;
+    rsd_http_client *hc;
+    rsd_fleet *fleet;
+    job jobs[SRV_MAX_CONNS];
+    char *out;
+    bool stopping;
+    uint64_t stop_at;
+} srv;
+
+static void logf_(const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+static void logf_(const char *fmt, ...) {
+    va_list ap;
+    fputs("rsd-serve: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static void lib_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    (void)user;
+    (void)where;
+    fprintf(stderr, "rsd-serve: log %d [%s] %s\n", level, rsd_log_item_name(item), msg ? msg : "");
+}
+
+/* ---- answers we write ourselves ----------------------------------------------------- */
+static void respond_json(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n) {
+    rsd_http_header hd[1];
+    hd[0].name = rsd_str_c("Content-Type");
+    hd[0].value = rsd_str_c("application/json; charset=utf-8");
+    (void)rsd_http_respond(s->hs, h, status, hd, 1, body, n);
+}
+
+/* {"error":{"code":C,"message":M,"type":T}} (llama.cpp's envelope, wire.md 1.13). */
+static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg) {
+    rsd_json_writer w;
+    int n;
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "error");
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "code");
+    rsd_json_w_int(&w, status);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, msg);
+    rsd_json_w_key(&w, "type");
+    rsd_json_w_str(&w, type);
+    rsd_json_w_end_object(&w);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) { /* a message that is not UTF-8 (child output): say less */
+        respond_error(s, h, status, type, "error (message not printable)");
+        return;
+    }
+    respond_json(s, h, status, s->out, (size_t)n);
+}
+
+static void respond_404(srv *s, rsd_http_sreq_h h) {
+    static const char body[] = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}";
+    respond_json(s, h, 404, body, sizeof body - 1);
+}
+
+static void respond_unknown_model(srv *s, rsd_http_sreq_h h, const char *name) {
+    rsd_json_writer w;
+    char msg[RSRV_ID_MAX + 64];
+    int n;
+    snprintf(msg, sizeof msg, "The model '%s' does not exist", name);
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "error");
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, msg);
+    rsd_json_w_key(&w, "type");
+    rsd_json_w_str(&w, "invalid_request_error");
+    rsd_json_w_key(&w, "param");
+    rsd_json_w_str(&w, "model");
+    rsd_json_w_key(&w, "code");
+    rsd_json_w_str(&w, "model_not_found");
+    rsd_json_w_end_object(&w);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) respond_404(s, h);
+    else respond_json(s, h, 404, s->out, (size_t)n);
+}
+
+/* Router-style state of a model (wire.md 1.4). */
+static const char *router_state(const rsd_fleet_model_info *mi) {
+    switch (mi->pool.state) {
+    case RSD_POOL_SLOT_STARTING: return "loading";
+    case RSD_POOL_SLOT_READY:
+    case RSD_POOL_SLOT_DRAINING: return "loaded";
+    case RSD_POOL_SLOT_EMPTY: return mi->pool.waiting ? "loading" : "unloaded";
+    default: return "unloaded"; /* STOPPING, FAILED */
+    }
+}
+
+/* GET /models, /v1/models: the router's listing. */
+static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
+    rsd_json_writer w;
+    int i, k, n;
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "object");
+    rsd_json_w_str(&w, "list");
+    rsd_json_w_key(&w, "data");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels; i++) {
+        const rsrv_model *m = &s->cfg->models[i];
+        rsd_fleet_model_info mi;
+        char buf[RSD_PROC_ARG_BYTES_DEFAULT];
+        const char *argv[RSD_PROC_MAX_ARGS];
+        rsd_proc_spec spec;
+        int argc;
+        memset(&mi, 0, sizeof mi);
+        (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "id");
+        rsd_json_w_str(&w, m->id);
+        rsd_json_w_key(&w, "aliases");
+        rsd_json_w_begin_array(&w);
+        for (k = 0; k < m->naliases; k++) rsd_json_w_str(&w, m->aliases[k]);
+        rsd_json_w_end_array(&w);
+        rsd_json_w_key(&w, "tags");
+        rsd_json_w_begin_array(&w);
+        if (m->pinned) rsd_json_w_str(&w, "pinned:true"); /* protected for rsd-ensure (R8) */
+        rsd_json_w_end_array(&w);
+        rsd_json_w_key(&w, "object");
+        rsd_json_w_str(&w, "model");
+        rsd_json_w_key(&w, "owned_by");
+        rsd_json_w_str(&w, "llamacpp");
+        rsd_json_w_key(&w, "created");
+        rsd_json_w_int(&w, (int64_t)time(NULL));
+        rsd_json_w_key(&w, "status");
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "value");
+        rsd_json_w_str(&w, router_state(&mi));
+        rsd_json_w_key(&w, "args");
+        rsd_json_w_begin_array(&w);
+        spec = s->models[i].spec;
+        spec.port = mi.port;
+        argc = rsd_procs_expand(&spec, buf, sizeof buf, argv, RSD_PROC_MAX_ARGS);
+        for (k = 0; k < argc; k++) rsd_json_w_str(&w, argv[k]);
+        rsd_json_w_end_array(&w);
+        if (mi.last_result < 0 && !strcmp(router_state(&mi), "unloaded")) {
+            rsd_json_w_key(&w, "failed");
+            rsd_json_w_bool(&w, true);
+            rsd_json_w_key(&w, "exit_code");
+            rsd_json_w_int(&w, 1);
+        }
+        rsd_json_w_end_object(&w);
+        rsd_json_w_end_object(&w);
+    }
+    rsd_json_w_end_array(&w);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) respond_error(s, h, 500, "server_error", "listing too large");
+    else respond_json(s, h, 200, s->out, (size_t)n);
+}
+
+/* GET /props: the router's properties (wire.md 1.9). */
+static void answer_props(srv *s, rsd_http_sreq_h h) {
+    char body[512];
+    int n = snprintf(body, sizeof body,
+                     "{\"role\":\"router\",\"max_instances\":%d,\"models_autoload\":true,\"model_alias\":\"rsd-serve\","
+                     "\"model_path\":\"none\",\"default_generation_settings\":{\"params\":null,\"n_ctx\":0},"
+                     "\"ui_settings\":{},\"build_info\":\"rsd-serve\",\"cors_proxy_enabled\":false}",
+                     s->cfg->max_models);
+    respond_json(s, h, 200, body, (size_t)n);
+}
+
+/* GET /status: every model and the pool's counters. */
+static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
+    rsd_json_writer w;
+    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    int i, n;
+    if (!st) { respond_error(s, h, 500, "server_error", "out of memory"); return; }
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "max_models");
+    rsd_json_w_int(&w, s->cfg->max_models);
+    rsd_json_w_key(&w, "vram_budget_bytes");
+    rsd_json_w_int(&w, (int64_t)s->cfg->vram_budget_bytes);
+    rsd_json_w_key(&w, "reserved_bytes");
+    rsd_json_w_int(&w, (int64_t)st->reserved_bytes);
+    rsd_json_w_key(&w, "live");
+    rsd_json_w_int(&w, st->live_slots);
+    rsd_json_w_key(&w, "running");
+    rsd_json_w_int(&w, st->running);
+    rsd_json_w_key(&w, "waiting");
+    rsd_json_w_int(&w, st->waiting);
+    rsd_json_w_key(&w, "stopping");
+    rsd_json_w_bool(&w, s->stopping);
+    rsd_json_w_key(&w, "counters");
+    rsd_json_w_begin_object(&w);
+#define SRV_COUNTER(name) rsd_json_w_key(&w, #name); rsd_json_w_int(&w, (int64_t)st->name);
+    SRV_COUNTER(acquires) SRV_COUNTER(grants_immediate) SRV_COUNTER(grants_queued) SRV_COUNTER(cancels)
+    SRV_COUNTER(releases) SRV_COUNTER(spawns) SRV_COUNTER(readies) SRV_COUNTER(load_failures)
+    SRV_COUNTER(crashes) SRV_COUNTER(exits) SRV_COUNTER(evictions) SRV_COUNTER(ttl_expiries)
+    SRV_COUNTER(unloads) SRV_COUNTER(fails) SRV_COUNTER(starve_drains) SRV_COUNTER(no_fit)
+#undef SRV_COUNTER
+    rsd_json_w_end_object(&w);
+    rsd_json_w_key(&w, "models");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels; i++) {
+        const rsrv_model *m = &s->cfg->models[i];
+        rsd_fleet_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "id");
+        rsd_json_w_str(&w, m->id);
+        rsd_json_w_key(&w, "state");
+        rsd_json_w_str(&w, mi.pool.slot >= 0 ? rsd_pool_slot_state_name(mi.pool.state) : "unloaded");
+        rsd_json_w_key(&w, "pid");
+        rsd_json_w_int(&w, mi.pid);
+        rsd_json_w_key(&w, "port");
+        rsd_json_w_int(&w, mi.port);
+        rsd_json_w_key(&w, "in_flight");
+        rsd_json_w_int(&w, mi.pool.running);
+        rsd_json_w_key(&w, "waiting");
+        rsd_json_w_int(&w, mi.pool.waiting);
+        rsd_json_w_key(&w, "reserve_bytes");
+        rsd_json_w_int(&w, (int64_t)mi.pool.reserve_bytes);
+        rsd_json_w_key(&w, "pinned");
+        rsd_json_w_bool(&w, mi.pool.pinned);
+        rsd_json_w_key(&w, "ttl_s");
+        rsd_json_w_double(&w, mi.pool.ttl_ms / 1000.0);
+        rsd_json_w_key(&w, "last_used_ms_ago");
+        if (mi.last_used_ms) rsd_json_w_int(&w, (int64_t)(now - mi.last_used_ms));
+        else rsd_json_w_null(&w);
+        rsd_json_w_key(&w, "idle_unload_in_ms");
+        if (mi.idle_deadline_ms != RSD_POOL_NO_DEADLINE && mi.idle_deadline_ms > 0)
+            rsd_json_w_int(&w, mi.idle_deadline_ms > now ? (int64_t)(mi.idle_deadline_ms - now) : 0);
+        else rsd_json_w_null(&w);
+        rsd_json_w_key(&w, "uptime_ms");
+        if (mi.started_ms) rsd_json_w_int(&w, (int64_t)(now - mi.started_ms));
+        else rsd_json_w_null(&w);
+        rsd_json_w_key(&w, "last_error");
+        if (mi.last_result < 0) rsd_json_w_str(&w, rsd_result_str(mi.last_result));
+        else rsd_json_w_null(&w);
+        rsd_json_w_end_object(&w);
+    }
+    rsd_json_w_end_array(&w);
+    rsd_json_w_end_object(&w);
+    free(st);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) respond_error(s, h, 500, "server_error", "status too large");
+    else respond_json(s, h, 200, s->out, (size_t)n);
+}
+
+/* The "model" of a management body, as a model index; answers and returns -1 when
+   there is none (404 for load as the router, 400 for unload). */
+static int body_model_index(srv *s, const rsd_http_server_event *ev, bool load, char *name, size_t cap) {
+    size_t len = 0;
+    int r = rsrv_body_model(ev->body.ptr, ev->body.len, name, cap, &len), m;
+    if (r == -1) {
+        respond_error(s, ev->req, 500, "server_error", "request body is not a JSON object");
+        return -1;
+    }
+    m = r == 1 ? rsrv_find(s->cfg, name, len) : -1;
+    if (m < 0) {
+        if (load) respond_404(s, ev->req);
+        else respond_error(s, ev->req, 400, "invalid_request_error", "model is not found");
+    }
+    return m;
+}
+
+static bool model_running(srv *s, int m, uint64_t now) {
+    rsd_fleet_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK) return false;
+    return mi.pool.slot >= 0 && (mi.pool.state == RSD_POOL_SLOT_STARTING || mi.pool.state == RSD_POOL_SLOT_READY ||
+                                 mi.pool.state == RSD_POOL_SLOT_DRAINING);
+}
+
+static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    char name[RSRV_ID_MAX];
+    static const char ok[] = "{\"success\":true}";
+    int m = body_model_index(s, ev, true, name, sizeof name), r;
+    if (m < 0) return;
+    if (model_running(s, m, now)) {
+        respond_error(s, ev->req, 400, "invalid_request_error", "model is already running");
+        return;
+    }
+    r = rsd_fleet_load(s->fleet, m, now);
+    if (r < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
+        respond_error(s, ev->req, 500, "server_error", msg);
+        return;
+    }
+    logf_("%s: load requested", s->cfg->models[m].id);
+    respond_json(s, ev->req, 200, ok, sizeof ok - 1);
+}
+
+static void answer_unload(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    char name[RSRV_ID_MAX];
+    static const char ok[] = "{\"success\":true}";
+    int m = body_model_index(s, ev, false, name, sizeof name), r;
+    if (m < 0) return;
+    if (!model_running(s, m, now)) {
+        respond_error(s, ev->req, 400, "invalid_request_error", "model is not running");
+        return;
+    }
+    r = rsd_fleet_unload(s->fleet, m, RSD_POOL_UNLOAD_DRAIN, now);
+    if (r < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot unload '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
+        respond_error(s, ev->req, 500, "server_error", msg);
+        return;
+    }
+    logf_("%s: unload requested", s->cfg->models[m].id);
+    respond_json(s, ev->req, 200, ok, sizeof ok - 1);
+}
+
+/* ---- jobs ------------------------------------------------------------------------ */
+static job *job_by_sreq(srv *s, rsd_http_sreq_h h) {
+    int i;
+    for (i = 0; i < SRV_MAX_CONNS; i++)
+        if (s->jobs[i].state != JOB_FREE && s->jobs[i].sreq.id == h.id) return &s->jobs[i];
+    return NULL;
+}
+
+static job *job_new(srv *s) {
+    int i;
+    for (i = 0; i < SRV_MAX_CONNS; i++)
+        if (s->jobs[i].state == JOB_FREE) {
+            job *j = &s->jobs[i];
+            memset(j, 0, sizeof *j);
+            j->srv = s;
+            return j;
+        }
+    return NULL;
+}
+
+/* Gives the in-flight place back (once). */
+static void job_release(srv *s, job *j, uint64_t now, bool cancel) {
+    if (j->granted) {
+        if (cancel) (void)rsd_fleet_cancel(s->fleet, j->preq, now);
+        else (void)rsd_fleet_release(s->fleet, j->preq, now);
+        j->granted = false;
+    }
+}
+
+static void job_free(srv *s, job *j, uint64_t now) {
+    job_release(s, j, now, true);
+    if (j->paused && j->up_active) (void)rsd_http_pause(s->hc, j->up, false);
+    j->state = JOB_FREE;
+    free(j->stash); /* rare (a slow client): give the pages back */
+    j->stash = NULL;
+    j->stash_len = 0;
+    j->sreq.id = 0;
+}
+
+static void job_log(srv *s, job *j, int status, uint64_t now) {
+    if (s->opts.verbose)
+        logf_("%s %s %s %d %.1f ms", j->method, j->path, s->cfg->models[j->model].id, status, (double)(now - j->t0));
+}
+
+/* The upstream response head of request h (white-box: rsd-serve compiles the
+   implementation, and the client has no public accessor for a head that arrived
+   before the body completed). NULL while no head is known. */
+static const rsd_http_response_head *upstream_head(rsd_http_client *c, rsd_http_req_h h) {
+    int k = rsdi_client_slot(c, h);
+    if (k < 0 || !c->reqs[k].got_head) return NULL;
+    return &c->reqs[k].resp;
+}
+
+/* Starts the downstream answer with the upstream's status, type and framing. */
+static bool job_begin(srv *s, job *j) {
+    const rsd_http_response_head *hd = upstream_head(s->hc, j->up);
+    rsd_http_header out[2];
+    rsd_str ct;
+    size_t nh = 0;
+    int r;
+    if (!hd) return false;
+    ct = rsd_http_header_get(hd->headers, hd->num_headers, "Content-Type");
+    if (ct.ptr) {
+        out[nh].name = rsd_str_c("Content-Type");
+        out[nh++].value = ct;
+    }
+    if (hd->framing.chunked) r = rsd_http_stream_begin(s->hs, j->sreq, hd->status, out, nh);
+    else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd->status, out, nh, hd->framing.content_length);
+    if (r != RSD_OK) return false;
+    j->begun = true;
+    return true;
+}
+
+/* Upstream body bytes (from inside rsd_http_client_step): forwarded at once; held in
+   the stash (and upstream paused) while the client's send buffer is full. */
+static void on_up_body(void *user, const char *data, size_t len) {
+    job *j = (job *)user;
+    srv *s = j->srv;
+    if (j->broken || j->client_gone || !len) return;
+    if (!j->begun && !job_begin(s, j)) { j->broken = true; return; }
+    if (!j->stash_len && rsd_http_stream_room(s->hs, j->sreq) >= len) {
+        int r = rsd_http_stream_write(s->hs, j->sreq, data, len);
+        if (r == RSD_OK) return;
+        if (r != RSD_ERR_CAPACITY) { j->broken = true; return; }
+    }
+    if (!j->stash) j->stash = (char *)malloc(SRV_STASH);
+    if (!j->stash || j->stash_len + len > SRV_STASH) { j->broken = true; return; }
+    memcpy(j->stash + j->stash_len, data, len);
+    j->stash_len += len;
+    if (!j->paused) {
+        (void)rsd_http_pause(s->hc, j->up, true);
+        j->paused = true;
+    }
+}
+
+/* Sends a granted job to its model's process. */
+static void job_send(srv *s, job *j, uint64_t now) {
+    rsd_http_server_event ev;
+    rsd_http_request q;
+    char url[64 + sizeof j->path + RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES];
+    rsd_str ct;
+    char ctype[128];
+    int r;
+    if (rsd_http_server_query(s->hs, j->sreq, &ev) != RSD_OK) { /* the client went away */
+        job_free(s, j, now);
+        return;
+    }
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%.*s", (unsigned)j->port, (int)ev.head->target.len,
+             ev.head->target.ptr);
+    ct = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Content-Type");
+    memset(&q, 0, sizeof q);
+    q.method = j->method;
+    q.url = url;
+    if (ct.ptr && ct.len > 0 && ct.len < sizeof ctype) rsrv_cpy(ctype, sizeof ctype, ct.ptr, ct.len);
+    else rsrv_cpy(ctype, sizeof ctype, "application/json", 16);
+    if (ev.body.len) q.content_type = ctype;
+    if (ev.body.len) {
+        q.body = ev.body.ptr;
+        q.body_len = ev.body.len;
+    }
+    q.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
+    q.on_body = on_up_body;
+    q.user = j;
+    r = rsd_http_send(s->hc, &q, now, &j->up);
+    if (r != RSD_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot reach '%s': %s", s->cfg->models[j->model].id, rsd_result_str(r));
+        respond_error(s, j->sreq, 503, "unavailable_error", msg);
+        job_log(s, j, 503, now);
+        job_free(s, j, now);
+        return;
+    }
+    j->up_active = true;
+    j->state = JOB_PROXY;
+}
+
+static int hexval(char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The `model` query parameter (percent-decoded) as rsrv_body_model reports it: 1 found,
+   0 absent, -2 too long or badly encoded. */
+static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
+    const char *q = (const char *)memchr(target.ptr, '?', target.len), *end = target.ptr + target.len;
+    if (!q) return 0;
+    for (q++; q < end;) {
+        const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
+        if (e - q >= 6 && !memcmp(q, "model=", 6)) {
+            size_t n = 0;
+            for (q += 6; q < e; q++) {
+                char c = *q;
+                if (c == '+') c = ' ';
+                else if (c == '%') {
+                    int hi = q + 2 < e ? hexval(q[1]) : -1, lo = q + 2 < e ? hexval(q[2]) : -1;
+                    if (hi < 0 || lo < 0) return -2;
+                    c = (char)(hi * 16 + lo);
+                    q += 2;
+                }
+                if (n + 1 >= cap) return -2;
+                out[n++] = c;
+            }
+            out[n] = 0;
+            *out_len = n;
+            return 1;
+        }
+        q = e + 1;
+    }
+    return 0;
+}
+
+/* A request for a model (POST: the body's "model"; GET: ?model=): acquire a place, then
+   send it to the model's process. */
+static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, bool from_query) {
+    char name[RSRV_ID_MAX];
+    size_t len = 0;
+    int r = from_query ? query_model(ev->head->target, name, sizeof name, &len)
+                       : rsrv_body_model(ev->body.ptr, ev->body.len, name, sizeof name, &len), m;
+    job *j;
+    uint16_t port = 0;
+    if (r == 0 || r == -1) {
+        respond_error(s, ev->req, 400, "invalid_request_error", "model name is missing from the request");
+        return;
+    }
+    m = r == 1 ? rsrv_find(s->cfg, name, len) : -1;
+    if (m < 0) {
+        respond_unknown_model(s, ev->req, r == 1 ? name : "(too long)");
+        return;
+    }
+    j = job_new(s);
+    if (!j) {
+        respond_error(s, ev->req, 503, "unavailable_error", "too many requests in progress");
+        return;
+    }
+    j->sreq = ev->req;
+    j->model = m;
+    j->t0 = now;
+    rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
+    rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
+    r = rsd_fleet_acquire(s->fleet, m, now, j, &j->preq, &port);
+    if (r == RSD_OK) {
+        j->granted = true;
+        j->port = port;
+        job_send(s, j, now);
+    } else if (r == RSD_PENDING) {
+        j->state = JOB_WAIT;
+    } else {
+        char msg[256];
+        snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
+        respond_error(s, ev->req, 503, "unavailable_error", msg);
+        job_log(s, j, 503, now);
+        j->state = JOB_FREE;
+    }
+}
+
+static bool path_is(const rsd_http_server_event *ev, const char *p) {
+    size_t n = strlen(p), t = ev->head->target.len;
+    const char *q = (const char *)memchr(ev->head->target.ptr, '?', t);
+    if (q) t = (size_t)(q - ev->head->target.ptr);
+    return t == n && !memcmp(ev->head->target.ptr, p, n);
+}
+
+static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    bool get = rsd_str_eq_c(ev->head->method, "GET"), post = rsd_str_eq_c(ev->head->method, "POST");
+    char name[RSRV_ID_MAX];
+    size_t len = 0;
+    if (get && (path_is(ev, "/health") || path_is(ev, "/v1/health"))) {
+        static const char ok[] = "{\"status\":\"ok\"}";
+        respond_json(s, ev->req, 200, ok, sizeof ok - 1);
+    } else if (get && (path_is(ev, "/v1/models") || path_is(ev, "/models"))) {
+        answer_models(s, ev->req, now);
+    } else if (get && path_is(ev, "/props") && query_model(ev->head->target, name, sizeof name, &len) == 0) {
+        answer_props(s, ev->req);
+    } else if (get && (path_is(ev, "/status") || path_is(ev, "/_rsd/status"))) {
+        answer_status(s, ev->req, now);
+    } else if (post && path_is(ev, "/models/load")) {
+        answer_load(s, ev, now);
+    } else if (post && path_is(ev, "/models/unload")) {
+        answer_unload(s, ev, now);
+    } else if (post && !path_is(ev, "/models")) {
+        on_inference(s, ev, now, false);
+    } else if (get && memchr(ev->head->target.ptr, '?', ev->head->target.len) &&
+               query_model(ev->head->target, name, sizeof name, &len) != 0) {
+        on_inference(s, ev, now, true); /* GET /props?model=X, /slots?model=X, ... */
+    } else {
+        respond_404(s, ev->req);
+    }
+}
+
+/* The client of a waiting or streaming request went away. */
+static void on_closed(srv *s, rsd_http_sreq_h h, uint64_t now) {
+    job *j = job_by_sreq(s, h);
+    if (!j) return;
+    j->client_gone = true;
+    if (s->opts.verbose) logf_("%s %s %s: client went away", j->method, j->path, s->cfg->models[j->model].id);
+    if (j->state == JOB_WAIT) { /* leaves the queue */
+        (void)rsd_fleet_cancel(s->fleet, j->preq, now);
+        job_free(s, j, now);
+        return;
+    }
+    job_release(s, j, now, true);
+    if (j->up_active) (void)rsd_http_cancel(s->hc, j->up); /* its event frees the job */
+    else job_free(s, j, now);
+}
+
+/* Ends a proxied answer whose upstream completed and whose stash is out. */
+static void job_finish(srv *s, job *j, uint64_t now) {
+    if (j->begun) (void)rsd_http_stream_end(s->hs, j->sreq);
+    job_free(s, j, now);
+}
+
+static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
+    job *j = (job *)ev->user;
+    if (!j || j->state == JOB_FREE) return;
+    j->up_active = false;
+    j->paused = false;
+    if (j->client_gone) { job_free(s, j, now); return; }
+    if (ev->result != RSD_OK || j->broken) {
+        char msg[512];
+        if (j->begun) {
+            (void)rsd_http_abort(s->hs, j->sreq);
+        } else {
+            snprintf(msg, sizeof msg, "upstream '%s' (127.0.0.1:%u) failed: %s%s%s", s->cfg->models[j->model].id,
+                     (unsigned)j->port, rsd_result_str(ev->result != RSD_OK ? ev->result : RSD_ERR_IO),
+                     ev->sys_errno ? " - " : "", ev->sys_errno ? strerror(ev->sys_errno) : "");
+            respond_error(s, j->sreq, 502, "server_error", msg);
+        }
+        logf_("%s %s %s: upstream failed: %s", j->method, j->path, s->cfg->models[j->model].id,
+              rsd_result_str(ev->result));
+        job_release(s, j, now, false);
+        job_free(s, j, now);
+        return;
+    }
+    job_release(s, j, now, false);
+    job_log(s, j, ev->status, now);
+    if (!j->begun) { /* no body bytes came: answer with the head alone */
+        rsd_http_header out[1];
+        rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
+        size_t nh = 0;
+        if (ct.ptr) {
+            out[0].name = rsd_str_c("Content-Type");
+            out[0].value = ct;
+            nh = 1;
+        }
+        (void)rsd_http_respond(s->hs, j->sreq, ev->status, out, nh, "", 0);
+        job_free(s, j, now);
+        return;
+    }
+    if (j->stash_len) {
+        j->up_done = true;
+        j->state = JOB_DRAIN;
+        return;
+    }
+    job_finish(s, j, now);
+}
+
+/* After each client step: stash flushing, broken answers. */
+static void jobs_service(srv *s, uint64_t now) {
+    int i;
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        job *j = &s->jobs[i];
+        if (j->state != JOB_PROXY && j->state != JOB_DRAIN) continue;
+        if (j->broken && j->up_active) {
+            (void)rsd_http_cancel(s->hc, j->up); /* the event answers (or cuts) */
+            continue;
+        }
+        if (j->stash_len && !j->client_gone) {
+            size_t room = rsd_http_stream_room(s->hs, j->sreq), n = j->stash_len;
+            if (room == 0) continue;
+            if (n > room) n = room;
+            if (rsd_http_stream_write(s->hs, j->sreq, j->stash, n) != RSD_OK) continue;
+            memmove(j->stash, j->stash + n, j->stash_len - n);
+            j->stash_len -= n;
+            if (!j->stash_len) {
+                if (j->state == JOB_DRAIN) job_finish(s, j, now);
+                else if (j->paused) {
+                    (void)rsd_http_pause(s->hc, j->up, false);
+                    j->paused = false;
+                }
+            }
+        }
+    }
+}
+
+/* ---- fleet events ------------------------------------------------------------------ */
+static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
+    const char *id = ev->model_id ? ev->model_id : "?";
+    switch (ev->kind) {
+    case RSD_FLEET_EV_GRANT: {
+        job *j = (job *)ev->user;
+        if (!j || j->state != JOB_WAIT || j->preq.id != ev->req.id) {
+            (void)rsd_fleet_release(s->fleet, ev->req, now);
+            return;
+        }
+        j->granted = true;
+        j->port = ev->port;
+        job_send(s, j, now);
+        break;
+    }
+    case RSD_FLEET_EV_FAIL: {
+        job *j = (job *)ev->user;
+        char msg[RSD_FLEET_MESSAGE_MAX + 128];
+        snprintf(msg, sizeof msg, "cannot serve '%s': %s", id,
+                 ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
+        if (j && j->state == JOB_WAIT && j->preq.id == ev->req.id) {
+            respond_error(s, j->sreq, 503, "unavailable_error", msg);
+            job_log(s, j, 503, now);
+            j->granted = false;
+            job_free(s, j, now);
+        }
+        if (!s->stopping) logf_("%s", msg);
+        break;
+    }
+    case RSD_FLEET_EV_STARTING:
+        logf_("%s: starting pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port);
+        break;
+    case RSD_FLEET_EV_READY: logf_("%s: ready pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port); break;
+    case RSD_FLEET_EV_STOPPING: logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_name(ev->why)); break;
+    case RSD_FLEET_EV_EXITED:
+        logf_("%s: exited pid %lld (code %d%s%s)", id, (long long)ev->pid, ev->exit_code,
+              ev->term_signal ? ", signal " : "", ev->term_signal ? strsignal(ev->term_signal) : "");
+        break;
+    case RSD_FLEET_EV_CRASHED:
+        if (ev->pid)
+            logf_("%s: failed pid %lld: %s", id, (long long)ev->pid,
+                  ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
+        else
+            logf_("%s: failed: %s", id, ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
+        break;
+    default: break;
+    }
+}
+
+/* ---- setup -------------------------------------------------------------------------- */
+static int read_file(const char *path, char **out, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    size_t n = 0, got;
+    char *b;
+    if (!f) return -1;
+    b = (char *)malloc(SRV_CONFIG_MAX + 1);
+    if (!b) { fclose(f); return -1; }
+    while ((got = fread(b + n, 1, SRV_CONFIG_MAX + 1 - n, f)) > 0) {
+        n += got;
+        if (n > SRV_CONFIG_MAX) break;
+    }
+    fclose(f);
+    if (n > SRV_CONFIG_MAX) { free(b); errno = EFBIG; return -1; }
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+/* Builds each model's process spec from the configuration. */
+static int build_models(srv *s) {
+    const rsrv_config *c = s->cfg;
+    static const char *const env[] = {"LLAMA_SERVER_ROUTER_PORT", NULL}; /* wire.md 1.12 hygiene */
+    int i, n, k;
+    for (i = 0; i < c->nmodels; i++) {
+        const rsrv_model *m = &c->models[i];
+        srv_model *sm = &s->models[i];
+        size_t used;
+        memset(sm, 0, sizeof *sm);
+        /* extra = global args, then the model's */
+        n = rsrv_split(c->args, sm->extra_buf, sizeof sm->extra_buf, sm->extra_argv, RSRV_MAX_ARGS + 1);
+        if (n < 0) return -1;
+        for (used = 0, k = 0; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
+        k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
+        if (k < 0) return -1;
+        sm->spec.extra = sm->extra_argv;
+        if (m->command[0]) {
+            if (rsrv_split(m->command, sm->cmd_buf, sizeof sm->cmd_buf, sm->cmd_argv, RSRV_MAX_ARGS + 1) < 1) return -1;
+            sm->spec.exe = sm->cmd_argv[0];
+            sm->spec.args = sm->cmd_argv + 1;
+        } else {
+            sm->spec.exe = c->llama_server;
+            sm->spec.args = NULL; /* the llama-server template */
+        }
+        sm->spec.model = m->model[0] ? m->model : NULL;
+        sm->spec.alias = m->id;
+        sm->spec.ctx = m->ctx;
+        sm->spec.parallel = m->parallel;
+        sm->spec.ngl = m->ngl[0] ? m->ngl : NULL;
+        sm->spec.env = env;
+        sm->spec.name = m->id;
+        sm->spec.start_deadline_ms = c->start_timeout_ms;
+        sm->desc.pool.id = m->id;
+        sm->desc.pool.reserve_bytes = m->reserve_bytes;
+        sm->desc.pool.ttl_ms = m->ttl_ms;
+        sm->desc.pool.max_in_flight = m->parallel > 0 ? (uint32_t)m->parallel : 0;
+        sm->desc.pool.pinned = m->pinned;
+        sm->desc.spec = sm->spec;
+    }
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE]\n"
+            "                 [--llama-server PATH] [--args \"A B\"] [--start-timeout DUR] [--stop-grace DUR]\n"
+            "                 [--max-wait DUR] [--check] [--verbose] [--quiet]\n"
+            "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
+            "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--aliases A,B] [--model-args \"A B\"]]...\n"
+            "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
+            "Exit codes: 0 stopped by SIGINT/SIGTERM, 1 cannot listen or start, 64 bad flags or config,\n"
+            "66 config file unreadable.\n");
+}
+
+int main(int argc, char **argv) {
+    static srv s;
+    rsd_http_server_desc hd;
+    rsd_http_client_desc cd;
+    rsd_fleet_desc fd;
+    rsd_fleet_model_desc *mdesc = NULL;
+    rsd_pollfd *fds;
+    char err[RSRV_ERR_MAX];
+    bool check = false;
+    int i, rc = EX_OK, argc2 = 0;
+    char **argv2;
+    signal(SIGPIPE, SIG_IGN);
+    s.cfg = (rsrv_config *)calloc(1, sizeof *s.cfg);
+    s.out = (char *)malloc(SRV_OUT);
+    fds = (rsd_pollfd *)calloc(SRV_MAX_FDS, sizeof *fds);
+    argv2 = (char **)calloc((size_t)argc + 1, sizeof *argv2);
+    if (!s.cfg || !s.out || !fds || !argv2) return EX_FAIL;
+    rsrv_config_init(s.cfg);
+    /* --check is ours; the rest is rsrv_parse_args' */
+    for (i = 0; i < argc; i++) {
+        if (i && !strcmp(argv[i], "--check")) check = true;
+        else argv2[argc2++] = argv[i];
+    }
+    /* the file first (flags override), so find --config before parsing the flags */
+    for (i = 1; i + 1 < argc2; i++)
+        if (!strcmp(argv2[i], "--config")) {
+            char *text = NULL;
+            size_t len = 0;
+            if (read_file(argv2[i + 1], &text, &len) != 0) {
+                fprintf(stderr, "rsd-serve: %s: %s\n", argv2[i + 1], strerror(errno));
+                return EX_NOINPUT;
+            }
+            if (rsrv_parse_ini(s.cfg, text, len, argv2[i + 1], err, sizeof err) != 0) {
+                fprintf(stderr, "rsd-serve: %s\n", err);
+                free(text);
+                return EX_USAGE;
+            }
+            free(text);
+        }
+    if (rsrv_parse_args(s.cfg, &s.opts, argc2, argv2, err, sizeof err) != 0) {
+        fprintf(stderr, "rsd-serve: %s\n", err);
+        usage(stderr);
+        return EX_USAGE;
+    }
+    if (s.opts.help) { usage(stdout); return EX_OK; }
+    if (s.cfg->nmodels == 0) {
+        fprintf(stderr, "rsd-serve: no models (give --config FILE with [model ID] sections, or --model ID=PATH)\n");
+        usage(stderr);
+        return EX_USAGE;
+    }
+    if (check) {
+        int n = rsrv_write_ini(s.cfg, s.out, SRV_OUT);
+        if (n < 0) return EX_FAIL;
+        fwrite(s.out, 1, (size_t)n, stdout);
+        return EX_OK;
+    }
+    s.models = (srv_model *)calloc((size_t)s.cfg->nmodels, sizeof *s.models);
+    mdesc = (rsd_fleet_model_desc *)calloc((size_t)s.cfg->nmodels, sizeof *mdesc);
+    if (!s.models || !mdesc || build_models(&s) != 0) {
+        fprintf(stderr, "rsd-serve: cannot prepare the model commands\n");
+        return EX_USAGE;
+    }
+    for (i = 0; i < s.cfg->nmodels; i++) mdesc[i] = s.models[i].desc;
+
+    memset(&fd, 0, sizeof fd);
+    fd.pool.max_slots = s.cfg->max_models;
+    fd.pool.vram_budget_bytes = s.cfg->vram_budget_bytes;
+    fd.pool.max_wait_ms = s.cfg->max_wait_ms;
+    fd.pool.max_requests = 4096;
+    fd.procs.max_procs = 2 * s.cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s.cfg->max_models + 2;
+    fd.procs.term_grace_ms = s.cfg->stop_grace_ms ? s.cfg->stop_grace_ms : 1;
+    fd.procs.start_deadline_ms = s.cfg->start_timeout_ms;
+    fd.models = mdesc;
+    fd.num_models = s.cfg->nmodels;
+    if (s.opts.verbose) fd.logger.fn = lib_log;
+    s.fleet = rsd_fleet_create(&fd);
+    if (!s.fleet) {
+        fprintf(stderr, "rsd-serve: cannot create the process pool (see the messages above; --verbose for more)\n");
+        return EX_FAIL;
+    }
+
+    memset(&hd, 0, sizeof hd);
+    hd.bind_host = s.cfg->listen_host;
+    hd.port = (uint16_t)s.cfg->listen_port;
+    hd.max_conns = SRV_MAX_CONNS;
+    hd.max_body_bytes = SRV_MAX_BODY;
+    hd.max_response_bytes = SRV_RESPONSE_BYTES;
+    hd.request_timeout_ms = 60000;
+    if (s.opts.verbose) hd.logger.fn = lib_log;
+    s.hs = rsd_http_server_create(&hd);
+    if (!s.hs) {
+        fprintf(stderr, "rsd-serve: cannot listen on %s:%d: %s\n", s.cfg->listen_host, s.cfg->listen_port,
+                strerror(errno));
+        rsd_fleet_destroy(s.fleet);
+        return EX_FAIL;
+    }
+    memset(&cd, 0, sizeof cd);
+    cd.max_requests = SRV_MAX_CONNS;
+    cd.max_conns = SRV_MAX_CONNS;
+    cd.max_request_bytes = SRV_MAX_BODY + 16384;
+    cd.max_body_bytes = 65536;
+    cd.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
+    if (s.opts.verbose) cd.logger.fn = lib_log;
+    s.hc = rsd_http_client_create(&cd);
+    if (!s.hc) {
+        fprintf(stderr, "rsd-serve: cannot create the HTTP client\n");
+        rsd_http_server_destroy(s.hs);
+        rsd_fleet_destroy(s.fleet);
+        return EX_FAIL;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+
+    printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.cfg->listen_host, ':') ? "[" : "",
+           s.cfg->listen_host, strchr(s.cfg->listen_host, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
+    fflush(stdout);
+    if (!s.opts.quiet)
+        logf_("%d model%s, at most %d resident, llama-server: %s", s.cfg->nmodels, s.cfg->nmodels == 1 ? "" : "s",
+              s.cfg->max_models, s.cfg->llama_server);
+    /* Boot policy (P37): pinned models are loaded at once. */
+    for (i = 0; i < s.cfg->nmodels; i++)
+        if (s.cfg->models[i].pinned) (void)rsd_fleet_load(s.fleet, i, rsd_now_ms());
+
+    for (;;) {
+        uint64_t now = rsd_now_ms(), dl, d2;
+        rsd_http_server_event sev;
+        rsd_http_event cev;
+        rsd_fleet_event fev;
+        int n = 0, k, timeout;
+        if (g_signals && !s.stopping) {
+            s.stopping = true;
+            s.stop_at = now;
+            logf_("stopping: every process gets SIGTERM (SIGKILL after %u ms)", (unsigned)fd.procs.term_grace_ms);
+            (void)rsd_fleet_stop(s.fleet, now);
+        }
+        if (g_signals > 1) {
+            logf_("second signal: killing every process now");
+            rc = EX_FAIL;
+            break;
+        }
+        (void)rsd_http_server_step(s.hs, now);
+        while (rsd_http_server_next_event(s.hs, &sev)) {
+            if (sev.type == RSD_HTTP_SEV_REQUEST) on_request(&s, &sev, now);
+            else if (sev.type == RSD_HTTP_SEV_CLOSED) on_closed(&s, sev.req, now);
+        }
+        (void)rsd_fleet_step(s.fleet, now);
+        while (rsd_fleet_next_event(s.fleet, &fev)) on_fleet(&s, &fev, now);
+        (void)rsd_http_client_step(s.hc, now);
+        while (rsd_http_next_event(s.hc, &cev)) on_upstream(&s, &cev, now);
+        jobs_service(&s, now);
+        /* releases above may have granted waiting requests: pick them up at once */
+        (void)rsd_fleet_step(s.fleet, now);
+        while (rsd_fleet_next_event(s.fleet, &fev)) on_fleet(&s, &fev, now);
+        (void)rsd_http_server_step(s.hs, now); /* flush what was written */
+        if (s.stopping && rsd_fleet_idle(s.fleet)) {
+            logf_("stopped");
+            break;
+        }
+        if (s.stopping && now - s.stop_at > (uint64_t)fd.procs.term_grace_ms + 10000) {
+            logf_("processes did not exit in time; killing them");
+            break;
+        }
+        dl = rsd_http_server_next_deadline(s.hs);
+        d2 = rsd_http_client_next_deadline(s.hc);
+        if (d2 < dl) dl = d2;
+        d2 = rsd_fleet_next_deadline(s.fleet);
+        if (d2 < dl) dl = d2;
+        k = rsd_http_server_pollfds(s.hs, fds, SRV_MAX_FDS);
+        if (k > 0) n += k > SRV_MAX_FDS ? SRV_MAX_FDS : k;
+        k = rsd_http_client_pollfds(s.hc, fds + n, SRV_MAX_FDS - n);
+        if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+        k = rsd_fleet_pollfds(s.fleet, fds + n, SRV_MAX_FDS - n);
+        if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+        now = rsd_now_ms();
+        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = 1000;
+        else if (dl <= now) timeout = 0;
+        else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
+        if (poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+            logf_("poll: %s", strerror(errno));
+            rc = EX_FAIL;
+            break;
+        }
+    }
+    for (i = 0; i < SRV_MAX_CONNS; i++) free(s.jobs[i].stash);
+    rsd_http_client_destroy(s.hc);
+    rsd_http_server_destroy(s.hs);
+    rsd_fleet_destroy(s.fleet);
+    free(mdesc);
+    free(s.models);
+    free(s.out);
+    free(s.cfg);
+    free(fds);
+    free(argv2);
+    return rc;
+}

@@ -1,0 +1,842 @@
+/* rsd_serve.h -- the testable core of examples/rsd-serve.c: its configuration (INI file
+   and command-line flags), argument splitting, and the scan of a request body for its
+   "model". Pure: no I/O, no clock, no allocation (the caller owns the rsrv_config,
+   about 470 KB: calloc it). Not part of the library: everything is `static`, prefixed
+   rsrv_, C99. Include residency.h (or residency_http.h) first: the body scan decodes
+   strings with rsd_json_parse.
+
+   CONFIG FILE (INI; rsrv_parse_ini)
+       # a comment: a line starting with '#' or ';', or " #" (blank, '#') to the line's
+       # end; a '#' not after a blank is kept (paths, args)
+       listen = 127.0.0.1:8080          keys before any section are global
+       [global]                         ... and so are keys in [global]
+       max_models = 2                   resident processes, 1..16 (default 1)
+       vram_budget = 24G                byte budget of all reservations (0 = count only)
+       llama_server = /opt/llama/llama-server   the binary (default "llama-server", PATH)
+       args = --no-webui                extra arguments for every model (before its own)
+       start_timeout = 300              seconds until a start counts as failed (default 300)
+       stop_grace = 10                  seconds from SIGTERM to SIGKILL (default 10)
+       max_wait = 30                    seconds a request may wait for a slot (0 = default 30)
+
+       [model chat-8b]                  one section per model; the id routes requests
+       model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
+                                        127.0.0.1 --port P [-c CTX] [-np N] [-ngl X]
+                                        --alias ID ARGS...)
+       command = /opt/bin/srv --port {port} --weights {model}
+                                        or a whole command line run instead of llama_server;
+                                        {model} {alias} {host} {port} {ctx} {parallel}
+                                        {ngl} {name} are expanded; it must listen on {port}
+                                        and answer GET /health with 200 once ready
+       args = --jinja -fa on            extra arguments (appended)
+       ctx = 8192                       context size (-c)
+       parallel = 4                     slots (-np); also the most requests sent at once
+       ngl = 99                         GPU layers (-ngl): a number, auto or all
+       reserve = 6G                     bytes reserved against vram_budget (K/M/G/T, binary)
+       ttl = 300                        unload after this many seconds idle (0 = never)
+       pinned = true                    never evicted (true/false/yes/no/on/off/1/0)
+       aliases = chat, default          other names that route to this model
+
+   Values run to the end of the line, trimmed; "quotes" and backslashes in args and
+   command group words as in a shell (no expansion). Durations are seconds, or a
+   number with ms/s/m/h. Every model needs `model` or `command`. Ids and aliases are
+   unique across all models. Any other line, key, section, duplicate key or bad value
+   is an error "FILE:LINE: message".
+
+   FLAGS (rsrv_parse_args; applied after the file)
+       --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
+       --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
+       --max-wait DUR  --model ID=PATH  --command ID="CMD LINE"
+       after --model/--command, for that model: --ctx N --parallel N --ngl X
+       --reserve SIZE --ttl DUR --pinned --aliases A,B --model-args "A B"
+       --verbose --quiet --help (flags without effect on the config, returned in opts) */
+#ifndef RSD_SERVE_H_INCLUDED
+#define RSD_SERVE_H_INCLUDED
+
+#ifndef RESIDENCY_H_INCLUDED
+#error "include residency.h (or residency_http.h) before rsd_serve.h"
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RSRV_FN static __attribute__((unused))
+#else
+#define RSRV_FN static
+#endif
+
+enum {
+    RSRV_MAX_MODELS = 64,     /* [model] sections (= RSD_FLEET_MAX_MODELS) */
+    RSRV_ID_MAX = 128,        /* a model id or alias, with the NUL (= RSD_POOL_MAX_MODEL_ID) */
+    RSRV_MAX_ALIASES = 8,     /* aliases per model */
+    RSRV_PATH_MAX = 1024,     /* model path, llama_server path (with the NUL) */
+    RSRV_CMD_MAX = 2048,      /* command / args value (with the NUL) */
+    RSRV_MAX_ARGS = 64,       /* words of one command / args value */
+    RSRV_LINE_MAX = 4096,     /* one config line */
+    RSRV_HOST_MAX = 64,       /* listen host (numeric) */
+    RSRV_NGL_MAX = 16,        /* ngl value */
+    RSRV_ERR_MAX = 512,       /* error message ("file:line: ...") */
+    RSRV_MSG_MAX = 384,       /* the message part of it */
+    RSRV_MAX_SLOTS = 16       /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
+};
+
+/* One model section. */
+typedef struct rsrv_model {
+    char id[RSRV_ID_MAX];
+    char model[RSRV_PATH_MAX];   /* "" = none (then command is set) */
+    char command[RSRV_CMD_MAX];  /* "" = llama_server with the llama-server template */
+    char args[RSRV_CMD_MAX];     /* extra arguments */
+    int64_t ctx;                 /* 0 = not passed */
+    int parallel;                /* 0 = not passed */
+    char ngl[RSRV_NGL_MAX];      /* "" = not passed */
+    uint64_t reserve_bytes;
+    uint32_t ttl_ms;             /* 0 = never */
+    bool pinned;
+    int naliases;
+    char aliases[RSRV_MAX_ALIASES][RSRV_ID_MAX];
+    int line;                    /* where its section starts (0 = from flags) */
+    uint32_t seen;               /* keys set (bit per key), for duplicate detection */
+} rsrv_model;
+
+/* The whole configuration. */
+typedef struct rsrv_config {
+    int max_models;              /* 1..16 */
+    uint64_t vram_budget_bytes;  /* 0 = count only */
+    char llama_server[RSRV_PATH_MAX];
+    char args[RSRV_CMD_MAX];     /* extra arguments for every model */
+    char listen_host[RSRV_HOST_MAX];
+    int listen_port;             /* 0..65535 (0 = ephemeral) */
+    uint32_t start_timeout_ms;
+    uint32_t stop_grace_ms;
+    uint32_t max_wait_ms;        /* 0 = the pool's default */
+    uint32_t seen;               /* global keys set */
+    int nmodels;
+    rsrv_model models[RSRV_MAX_MODELS];
+} rsrv_config;
+
+/* Flags that are not configuration. */
+typedef struct rsrv_opts {
+    const char *config_path;     /* --config FILE, NULL = none */
+    bool verbose, quiet, help;
+} rsrv_opts;
+
+/* ---- small helpers ---------------------------------------------------------------- */
+RSRV_FN void rsrv_cpy(char *dst, size_t cap, const char *s, size_t n) {
+    if (!cap) return;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+RSRV_FN bool rsrv_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* Trims s[0..*n) in place (returns the new start). */
+RSRV_FN const char *rsrv_trim(const char *s, size_t *n) {
+    while (*n && rsrv_space(*s)) { s++; (*n)--; }
+    while (*n && rsrv_space(s[*n - 1])) (*n)--;
+    return s;
+}
+
+/* Unsigned decimal of s[0..n) into *out (<= max); false on anything else. */
+RSRV_FN bool rsrv_parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out) {
+    uint64_t v = 0;
+    size_t i;
+    if (!n || n > 20) return false;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        if (v > (max - (uint64_t)(s[i] - '0')) / 10) return false;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* Bytes: digits with an optional K/M/G/T suffix (binary; "KB", "KiB", "k" all work)
+   and an optional trailing B. Up to RSD_POOL_MAX_BYTES. */
+RSRV_FN bool rsrv_parse_size(const char *s, size_t n, uint64_t *out) {
+    size_t k = 0;
+    uint64_t v, mul = 1;
+    while (k < n && s[k] >= '0' && s[k] <= '9') k++;
+    if (!rsrv_parse_u64(s, k, RSD_POOL_MAX_BYTES, &v)) return false;
+    if (k < n) {
+        switch (s[k]) {
+        case 'k': case 'K': mul = (uint64_t)1 << 10; k++; break;
+        case 'm': case 'M': mul = (uint64_t)1 << 20; k++; break;
+        case 'g': case 'G': mul = (uint64_t)1 << 30; k++; break;
+        case 't': case 'T': mul = (uint64_t)1 << 40; k++; break;
+        default: break;
+        }
+        if (mul > 1 && k < n && s[k] == 'i') k++;
+        if (k < n && (s[k] == 'B' || s[k] == 'b')) k++;
+        if (k != n) return false;
+    }
+    if (v && mul > RSD_POOL_MAX_BYTES / v) return false;
+    *out = v * mul;
+    return true;
+}
+
+/* Duration: seconds, or digits with ms/s/m/h. Up to 0xFFFFFFFE ms. */
+RSRV_FN bool rsrv_parse_duration(const char *s, size_t n, uint32_t *ms) {
+    size_t k = 0;
+    uint64_t v, mul = 1000;
+    while (k < n && s[k] >= '0' && s[k] <= '9') k++;
+    if (!rsrv_parse_u64(s, k, 0xFFFFFFFEu, &v)) return false;
+    if (k < n) {
+        size_t rest = n - k;
+        if (rest == 2 && s[k] == 'm' && s[k + 1] == 's') mul = 1;
+        else if (rest == 1 && s[k] == 's') mul = 1000;
+        else if (rest == 1 && s[k] == 'm') mul = 60000;
+        else if (rest == 1 && s[k] == 'h') mul = 3600000;
+        else return false;
+    }
+    if (v && mul > 0xFFFFFFFEu / v) return false;
+    *ms = (uint32_t)(v * mul);
+    return true;
+}
+
+RSRV_FN bool rsrv_parse_bool(const char *s, size_t n, bool *out) {
+    static const char *const yes[] = {"true", "yes", "on", "1"};
+    static const char *const no[] = {"false", "no", "off", "0"};
+    size_t i;
+    for (i = 0; i < 4; i++) {
+        if (strlen(yes[i]) == n && !memcmp(s, yes[i], n)) { *out = true; return true; }
+        if (strlen(no[i]) == n && !memcmp(s, no[i], n)) { *out = false; return true; }
+    }
+    return false;
+}
+
+/* HOST:PORT, [V6]:PORT, :PORT or PORT. The host must be numeric (the server binds it). */
+RSRV_FN bool rsrv_parse_listen(const char *s, size_t n, char *host, size_t host_cap, int *port) {
+    const char *colon = NULL;
+    size_t i, hn;
+    uint64_t p;
+    if (!n) return false;
+    for (i = n; i > 0; i--)
+        if (s[i - 1] == ':') { colon = s + i - 1; break; }
+    if (s[0] == '[') {
+        const char *close = (const char *)memchr(s, ']', n);
+        if (!close || close + 1 != colon) return false;
+        hn = (size_t)(close - s - 1);
+        if (!hn || hn >= host_cap) return false;
+        rsrv_cpy(host, host_cap, s + 1, hn);
+    } else if (!colon) {
+        if (!rsrv_parse_u64(s, n, 65535, &p)) return false;
+        rsrv_cpy(host, host_cap, "127.0.0.1", 9);
+        *port = (int)p;
+        return true;
+    } else {
+        hn = (size_t)(colon - s);
+        if (hn >= host_cap || memchr(s, ':', hn)) return false; /* bare IPv6 needs brackets */
+        if (hn) rsrv_cpy(host, host_cap, s, hn);
+        else rsrv_cpy(host, host_cap, "127.0.0.1", 9);
+    }
+    for (i = 0; host[i]; i++)
+        if (!((host[i] >= '0' && host[i] <= '9') || (host[i] >= 'a' && host[i] <= 'f') ||
+              (host[i] >= 'A' && host[i] <= 'F') || host[i] == '.' || host[i] == ':'))
+            return false;
+    if (!rsrv_parse_u64(colon + 1, (size_t)(s + n - colon - 1), 65535, &p)) return false;
+    *port = (int)p;
+    return true;
+}
+
+/* Splits s into words as a shell would group them ('single', "double" with \" \\ \$
+   \` escapes, backslash outside quotes), without any expansion. Words go into buf
+   (NUL-separated), pointers into argv[0..cap-1] followed by NULL. Returns the count or
+   -1 (unterminated quote, trailing backslash, too many words, buf too small). */
+RSRV_FN int rsrv_split(const char *s, char *buf, size_t buf_cap, const char **argv, int cap) {
+    size_t o = 0;
+    int n = 0;
+    if (!buf_cap || cap < 1) return -1;
+    for (;;) {
+        bool word = false;
+        char q = 0;
+        while (*s && (rsrv_space(*s) || *s == '\n')) s++;
+        if (!*s) break;
+        if (n + 1 >= cap) return -1;
+        argv[n] = buf + o;
+        for (; *s; s++) {
+            char c = *s;
+            if (!q && (rsrv_space(c) || c == '\n')) break;
+            if (!q && (c == '\'' || c == '"')) { q = c; word = true; continue; }
+            if (q && c == q) { q = 0; continue; }
+            if (c == '\\' && q != '\'') {
+                char d = s[1];
+                if (!d) return -1;
+                if (q == '"' && d != '"' && d != '\\' && d != '$' && d != '`') {
+                    /* backslash kept literally inside double quotes */
+                } else {
+                    c = d;
+                    s++;
+                }
+            }
+            if (o + 1 >= buf_cap) return -1;
+            buf[o++] = c;
+            word = true;
+        }
+        if (q) return -1;
+        if (o + 1 > buf_cap) return -1;
+        buf[o++] = 0;
+        (void)word;
+        n++;
+    }
+    argv[n] = NULL;
+    return n;
+}
+
+/* ---- lookups ---------------------------------------------------------------------- */
+/* Index of the model whose id or alias is name[0..n), or -1. */
+RSRV_FN int rsrv_find(const rsrv_config *c, const char *name, size_t n) {
+    int i, k;
+    if (!n) return -1;
+    for (i = 0; i < c->nmodels; i++) {
+        const rsrv_model *m = &c->models[i];
+        if (strlen(m->id) == n && !memcmp(m->id, name, n)) return i;
+        for (k = 0; k < m->naliases; k++)
+            if (strlen(m->aliases[k]) == n && !memcmp(m->aliases[k], name, n)) return i;
+    }
+    return -1;
+}
+
+/* A model id or alias: 1..RSRV_ID_MAX-1 printable bytes, no blanks, ',', '[', ']', '"',
+   '\\' or '#'. */
+RSRV_FN bool rsrv_name_ok(const char *s, size_t n) {
+    size_t i;
+    if (!n || n >= RSRV_ID_MAX) return false;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == 0x7f || c == ',' || c == '[' || c == ']' || c == '"' || c == '\\' || c == '#') return false;
+    }
+    return true;
+}
+
+/* ---- configuration ------------------------------------------------------------------ */
+RSRV_FN void rsrv_config_init(rsrv_config *c) {
+    memset(c, 0, sizeof *c);
+    c->max_models = 1;
+    rsrv_cpy(c->llama_server, sizeof c->llama_server, "llama-server", 12);
+    rsrv_cpy(c->listen_host, sizeof c->listen_host, "127.0.0.1", 9);
+    c->listen_port = 8080;
+    c->start_timeout_ms = 300000;
+    c->stop_grace_ms = 10000;
+}
+
+/* Adds model id (checked: valid, unique); returns it or NULL with err set. */
+RSRV_FN rsrv_model *rsrv_add_model(rsrv_config *c, const char *id, size_t n, int line, char *err, size_t ecap) {
+    rsrv_model *m;
+    int dup;
+    if (!rsrv_name_ok(id, n)) {
+        snprintf(err, ecap, "bad model id '%.*s' (1..%d bytes, no blanks, commas, quotes or brackets)",
+                 (int)(n > 200 ? 200 : n), id, RSRV_ID_MAX - 1);
+        return NULL;
+    }
+    if ((dup = rsrv_find(c, id, n)) >= 0) {
+        if (c->models[dup].line) snprintf(err, ecap, "model '%.*s' is already defined (line %d)", (int)n, id, c->models[dup].line);
+        else snprintf(err, ecap, "model '%.*s' is already defined", (int)n, id);
+        return NULL;
+    }
+    if (c->nmodels >= RSRV_MAX_MODELS) {
+        snprintf(err, ecap, "too many models (at most %d)", RSRV_MAX_MODELS);
+        return NULL;
+    }
+    m = &c->models[c->nmodels++];
+    memset(m, 0, sizeof *m);
+    rsrv_cpy(m->id, sizeof m->id, id, n);
+    m->line = line;
+    return m;
+}
+
+/* Checks a command/args value splits. */
+RSRV_FN bool rsrv_args_ok(const char *v) {
+    char buf[RSRV_CMD_MAX];
+    const char *argv[RSRV_MAX_ARGS + 1];
+    return rsrv_split(v, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1) >= 0;
+}
+
+/* Copies a string value (checked length); false with err set. */
+RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const char *key, char *err, size_t ecap) {
+    if (n >= cap) {
+        snprintf(err, ecap, "%s is too long (at most %d bytes)", key, (int)cap - 1);
+        return false;
+    }
+    rsrv_cpy(dst, cap, v, n);
+    return true;
+}
+
+/* Global keys, their bit in rsrv_config.seen. */
+static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
+                                               "start_timeout", "stop_grace", "args", "max_wait"};
+static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
+                                              "reserve", "ttl", "pinned", "aliases"};
+
+RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, size_t n) {
+    int i;
+    for (i = 0; i < nkeys; i++)
+        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n)) return i;
+    return -1;
+}
+
+/* Sets global key k to v. false with err set. */
+RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
+    uint64_t x;
+    switch (key) {
+    case 0:
+        if (!rsrv_parse_u64(v, n, RSRV_MAX_SLOTS, &x) || x < 1) {
+            snprintf(err, ecap, "max_models must be an integer from 1 to %d", RSRV_MAX_SLOTS);
+            return false;
+        }
+        c->max_models = (int)x;
+        return true;
+    case 1:
+        if (!rsrv_parse_size(v, n, &c->vram_budget_bytes)) {
+            snprintf(err, ecap, "vram_budget: bad size '%.*s' (bytes, with K/M/G/T)", (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        return true;
+    case 2:
+        if (!n) { snprintf(err, ecap, "llama_server needs a path"); return false; }
+        return rsrv_set_str(c->llama_server, sizeof c->llama_server, v, n, "llama_server", err, ecap);
+    case 3:
+        if (!rsrv_parse_listen(v, n, c->listen_host, sizeof c->listen_host, &c->listen_port)) {
+            snprintf(err, ecap, "listen: bad address '%.*s' (numeric HOST:PORT, [V6]:PORT or PORT)", (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        return true;
+    case 4:
+    case 5:
+    case 7: {
+        uint32_t ms;
+        if (!rsrv_parse_duration(v, n, &ms) || (key == 4 && ms == 0)) {
+            snprintf(err, ecap, "%s: bad duration '%.*s' (seconds, or a number with ms/s/m/h%s)",
+                     rsrv_global_keys[key], (int)(n > 64 ? 64 : n), v, key == 4 ? "; not 0" : "");
+            return false;
+        }
+        if (key == 4) c->start_timeout_ms = ms;
+        else if (key == 5) c->stop_grace_ms = ms;
+        else c->max_wait_ms = ms;
+        return true;
+    }
+    case 6:
+        if (!rsrv_set_str(c->args, sizeof c->args, v, n, "args", err, ecap)) return false;
+        if (!rsrv_args_ok(c->args)) {
+            snprintf(err, ecap, "args: unbalanced quotes or more than %d words", RSRV_MAX_ARGS);
+            return false;
+        }
+        return true;
+    default: break;
+    }
+    snprintf(err, ecap, "unknown key");
+    return false;
+}
+
+/* Sets model key k to v. false with err set. */
+RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *v, size_t n, char *err,
+                            size_t ecap) {
+    uint64_t x;
+    bool b;
+    switch (key) {
+    case 0:
+        if (!n) { snprintf(err, ecap, "model needs a path"); return false; }
+        return rsrv_set_str(m->model, sizeof m->model, v, n, "model", err, ecap);
+    case 1:
+    case 2: {
+        char *dst = key == 1 ? m->command : m->args;
+        char buf[RSRV_CMD_MAX];
+        const char *argv[RSRV_MAX_ARGS + 1];
+        int argc;
+        if (!rsrv_set_str(dst, RSRV_CMD_MAX, v, n, rsrv_model_keys[key], err, ecap)) return false;
+        argc = rsrv_split(dst, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1);
+        if (argc < 0 || (key == 1 && argc == 0)) {
+            snprintf(err, ecap, "%s: %s", rsrv_model_keys[key],
+                     argc == 0 ? "empty command" : "unbalanced quotes, a trailing backslash or too many words");
+            return false;
+        }
+        return true;
+    }
+    case 3:
+        if (!rsrv_parse_u64(v, n, (uint64_t)1 << 40, &x) || x < 1) {
+            snprintf(err, ecap, "ctx must be a positive integer");
+            return false;
+        }
+        m->ctx = (int64_t)x;
+        return true;
+    case 4:
+        if (!rsrv_parse_u64(v, n, 256, &x) || x < 1) {
+            snprintf(err, ecap, "parallel must be an integer from 1 to 256");
+            return false;
+        }
+        m->parallel = (int)x;
+        return true;
+    case 5:
+        if (!((n == 4 && !memcmp(v, "auto", 4)) || (n == 3 && !memcmp(v, "all", 3)) ||
+              (rsrv_parse_u64(v, n, 100000, &x)))) {
+            snprintf(err, ecap, "ngl must be a number, auto or all");
+            return false;
+        }
+        rsrv_cpy(m->ngl, sizeof m->ngl, v, n);
+        return true;
+    case 6:
+        if (!rsrv_parse_size(v, n, &m->reserve_bytes)) {
+            snprintf(err, ecap, "reserve: bad size '%.*s' (bytes, with K/M/G/T)", (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        return true;
+    case 7:
+        if (!rsrv_parse_duration(v, n, &m->ttl_ms)) {
+            snprintf(err, ecap, "ttl: bad duration '%.*s' (seconds, or a number with ms/s/m/h; 0 = never)",
+                     (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        return true;
+    case 8:
+        if (!rsrv_parse_bool(v, n, &b)) {
+            snprintf(err, ecap, "pinned must be true or false");
+            return false;
+        }
+        m->pinned = b;
+        return true;
+    case 9: {
+        size_t i = 0;
+        m->naliases = 0;
+        while (i <= n) {
+            size_t j = i, an;
+            const char *a;
+            int other;
+            while (j < n && v[j] != ',') j++;
+            an = j - i;
+            a = rsrv_trim(v + i, &an);
+            if (an) {
+                if (!rsrv_name_ok(a, an)) {
+                    snprintf(err, ecap, "bad alias '%.*s'", (int)(an > 64 ? 64 : an), a);
+                    return false;
+                }
+                other = rsrv_find(c, a, an);
+                if (other >= 0 || (strlen(m->id) == an && !memcmp(m->id, a, an))) {
+                    snprintf(err, ecap, "alias '%.*s' is already a model id or alias%s%s", (int)an, a,
+                             other >= 0 ? " of " : "", other >= 0 ? c->models[other].id : "");
+                    return false;
+                }
+                if (m->naliases >= RSRV_MAX_ALIASES) {
+                    snprintf(err, ecap, "too many aliases (at most %d)", RSRV_MAX_ALIASES);
+                    return false;
+                }
+                rsrv_cpy(m->aliases[m->naliases++], RSRV_ID_MAX, a, an);
+            }
+            i = j + 1;
+        }
+        return true;
+    }
+    default: break;
+    }
+    snprintf(err, ecap, "unknown key");
+    return false;
+}
+
+/* A model section is complete: it needs model or command. */
+RSRV_FN bool rsrv_model_done(const rsrv_model *m, char *err, size_t ecap) {
+    if (!m->model[0] && !m->command[0]) {
+        snprintf(err, ecap, "model '%s' needs `model = PATH` or `command = ...`", m->id);
+        return false;
+    }
+    return true;
+}
+
+/* Parses an INI text into c (on top of what c holds: call rsrv_config_init first).
+   0, or -1 with err = "file:line: message". */
+RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const char *file, char *err,
+                           size_t ecap) {
+    char msg[RSRV_MSG_MAX];
+    size_t pos = 0;
+    int line = 0, section_line = 0;
+    rsrv_model *cur = NULL;
+    bool global_seen_section = false;
+    if (!file) file = "config";
+    if (!text && len) { snprintf(err, ecap, "%s: no text", file); return -1; }
+    while (pos < len) {
+        size_t end = pos, n, kn, vn;
+        const char *s, *eq, *k, *v;
+        while (end < len && text[end] != '\n') end++;
+        line++;
+        s = text + pos;
+        n = end - pos;
+        pos = end + 1;
+        if (n >= RSRV_LINE_MAX) { snprintf(msg, sizeof msg, "line too long (at most %d bytes)", RSRV_LINE_MAX - 1); goto fail; }
+        if (memchr(s, 0, n)) { snprintf(msg, sizeof msg, "NUL byte in the line"); goto fail; }
+        s = rsrv_trim(s, &n);
+        if (line == 1 && n >= 3 && (unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF) {
+            s += 3;
+            n -= 3;
+            s = rsrv_trim(s, &n);
+        }
+        if (!n || s[0] == '#' || s[0] == ';') continue;
+        for (kn = 1; kn < n; kn++) /* " # comment" after a blank ends the line */
+            if (s[kn] == '#' && (s[kn - 1] == ' ' || s[kn - 1] == '\t')) {
+                n = kn;
+                s = rsrv_trim(s, &n);
+                break;
+            }
+        if (s[0] == '[') {
+            const char *name;
+            size_t nn;
+            if (s[n - 1] != ']') { snprintf(msg, sizeof msg, "a section header ends with ']'"); goto fail; }
+            name = s + 1;
+            nn = n - 2;
+            name = rsrv_trim(name, &nn);
+            if (cur && !rsrv_model_done(cur, msg, sizeof msg)) { line = section_line; goto fail; }
+            cur = NULL;
+            if (nn == 6 && !memcmp(name, "global", 6)) {
+                if (global_seen_section) { snprintf(msg, sizeof msg, "a second [global] section"); goto fail; }
+                global_seen_section = true;
+            } else if (nn > 5 && !memcmp(name, "model", 5) && rsrv_space(name[5])) {
+                size_t idn = nn - 5;
+                const char *id = rsrv_trim(name + 5, &idn);
+                cur = rsrv_add_model(c, id, idn, line, msg, sizeof msg);
+                if (!cur) goto fail;
+                section_line = line;
+            } else {
+                snprintf(msg, sizeof msg, "unknown section [%.*s] (use [global] or [model ID])", (int)(nn > 64 ? 64 : nn), name);
+                goto fail;
+            }
+            continue;
+        }
+        eq = (const char *)memchr(s, '=', n);
+        if (!eq) { snprintf(msg, sizeof msg, "expected `key = value`, '[global]' or '[model ID]'"); goto fail; }
+        kn = (size_t)(eq - s);
+        k = rsrv_trim(s, &kn);
+        vn = n - (size_t)(eq - s) - 1;
+        v = rsrv_trim(eq + 1, &vn);
+        if (!kn) { snprintf(msg, sizeof msg, "missing key before '='"); goto fail; }
+        if (cur) {
+            int key = rsrv_key_index(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]), k, kn);
+            if (key < 0) {
+                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases)",
+                         (int)(kn > 64 ? 64 : kn), k, cur->id);
+                goto fail;
+            }
+            if (cur->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_model_keys[key]); goto fail; }
+            cur->seen |= 1u << key;
+            if (!rsrv_set_model(c, cur, key, v, vn, msg, sizeof msg)) goto fail;
+        } else {
+            int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
+            if (key < 0) {
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait)",
+                         (int)(kn > 64 ? 64 : kn), k);
+                goto fail;
+            }
+            if (c->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_global_keys[key]); goto fail; }
+            c->seen |= 1u << key;
+            if (!rsrv_set_global(c, key, v, vn, msg, sizeof msg)) goto fail;
+        }
+    }
+    if (cur && !rsrv_model_done(cur, msg, sizeof msg)) { line = section_line; goto fail; }
+    return 0;
+fail:
+    snprintf(err, ecap, "%s:%d: %s", file, line, msg);
+    return -1;
+}
+
+/* Parses command-line flags (argv[0] skipped) on top of c. 0, or -1 with err set
+   ("--flag: message"). Non-config flags land in *o. */
+RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv, char *err, size_t ecap) {
+    char msg[RSRV_MSG_MAX];
+    rsrv_model *cur = NULL;
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int gk = -1, mk = -1;
+        if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) { o->verbose = true; continue; }
+        if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) { o->quiet = true; continue; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = true; continue; }
+        if (!strcmp(a, "--pinned")) {
+            if (!cur) { snprintf(err, ecap, "--pinned: comes after --model or --command"); return -1; }
+            cur->pinned = true;
+            continue;
+        }
+        if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
+        if (!strcmp(a, "--config")) { o->config_path = v; i++; continue; }
+        if (!strcmp(a, "--model") || !strcmp(a, "--command")) {
+            const char *eq = strchr(v, '=');
+            if (!eq) { snprintf(err, ecap, "%s: expected ID=%s", a, a[2] == 'm' ? "PATH" : "COMMAND"); return -1; }
+            cur = rsrv_add_model(c, v, (size_t)(eq - v), 0, msg, sizeof msg);
+            if (!cur || !rsrv_set_model(c, cur, a[2] == 'm' ? 0 : 1, eq + 1, strlen(eq + 1), msg, sizeof msg)) {
+                snprintf(err, ecap, "%s: %s", a, msg);
+                return -1;
+            }
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--max-models")) gk = 0;
+        else if (!strcmp(a, "--vram-budget")) gk = 1;
+        else if (!strcmp(a, "--llama-server")) gk = 2;
+        else if (!strcmp(a, "--listen")) gk = 3;
+        else if (!strcmp(a, "--start-timeout")) gk = 4;
+        else if (!strcmp(a, "--stop-grace")) gk = 5;
+        else if (!strcmp(a, "--args")) gk = 6;
+        else if (!strcmp(a, "--max-wait")) gk = 7;
+        else if (!strcmp(a, "--ctx")) mk = 3;
+        else if (!strcmp(a, "--parallel")) mk = 4;
+        else if (!strcmp(a, "--ngl")) mk = 5;
+        else if (!strcmp(a, "--reserve")) mk = 6;
+        else if (!strcmp(a, "--ttl")) mk = 7;
+        else if (!strcmp(a, "--aliases")) mk = 9;
+        else if (!strcmp(a, "--model-args")) mk = 2;
+        else { snprintf(err, ecap, "%s: unknown flag (see --help)", a); return -1; }
+        if (gk >= 0 && !rsrv_set_global(c, gk, v, strlen(v), msg, sizeof msg)) {
+            snprintf(err, ecap, "%s: %s", a, msg);
+            return -1;
+        }
+        if (mk >= 0) {
+            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
+            if (!rsrv_set_model(c, cur, mk, v, strlen(v), msg, sizeof msg)) {
+                snprintf(err, ecap, "%s: %s", a, msg);
+                return -1;
+            }
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* Writes c back as an INI text that rsrv_parse_ini reads into the same configuration.
+   Returns the length, or -1 when cap is too small. */
+RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
+    size_t o = 0;
+    int i, k, w;
+#define RSRV_PUT(...) do { w = snprintf(buf + o, o < cap ? cap - o : 0, __VA_ARGS__); \
+        if (w < 0 || (size_t)w >= (o < cap ? cap - o : 0)) { return -1; } \
+        o += (size_t)w; } while (0)
+    /* "key =#v": a value that starts with '#' must not follow a blank (it would be a comment) */
+#define RSRV_KV(key, v) RSRV_PUT("%s =%s%s\n", key, (v)[0] == '#' ? "" : " ", v)
+    RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %llu\n", c->max_models,
+             (unsigned long long)c->vram_budget_bytes);
+    RSRV_KV("llama_server", c->llama_server);
+    if (strchr(c->listen_host, ':')) RSRV_PUT("listen = [%s]:%d\n", c->listen_host, c->listen_port);
+    else RSRV_PUT("listen = %s:%d\n", c->listen_host, c->listen_port);
+    RSRV_PUT("start_timeout = %lums\nstop_grace = %lums\nmax_wait = %lums\n", (unsigned long)c->start_timeout_ms,
+             (unsigned long)c->stop_grace_ms, (unsigned long)c->max_wait_ms);
+    if (c->args[0]) RSRV_KV("args", c->args);
+    for (i = 0; i < c->nmodels; i++) {
+        const rsrv_model *m = &c->models[i];
+        RSRV_PUT("\n[model %s]\n", m->id);
+        if (m->model[0]) RSRV_KV("model", m->model);
+        if (m->command[0]) RSRV_KV("command", m->command);
+        if (m->args[0]) RSRV_KV("args", m->args);
+        if (m->ctx) RSRV_PUT("ctx = %lld\n", (long long)m->ctx);
+        if (m->parallel) RSRV_PUT("parallel = %d\n", m->parallel);
+        if (m->ngl[0]) RSRV_PUT("ngl = %s\n", m->ngl);
+        RSRV_PUT("reserve = %llu\nttl = %lums\npinned = %s\n", (unsigned long long)m->reserve_bytes,
+                 (unsigned long)m->ttl_ms, m->pinned ? "true" : "false");
+        if (m->naliases) {
+            RSRV_PUT("aliases = ");
+            for (k = 0; k < m->naliases; k++) RSRV_PUT("%s%s", k ? ", " : "", m->aliases[k]);
+            RSRV_PUT("\n");
+        }
+    }
+#undef RSRV_KV
+#undef RSRV_PUT
+    return (int)o;
+}
+
+/* Same configuration (the `seen` and `line` bookkeeping aside)? */
+RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
+    int i, k;
+    if (a->max_models != b->max_models || a->vram_budget_bytes != b->vram_budget_bytes ||
+        strcmp(a->llama_server, b->llama_server) || strcmp(a->args, b->args) ||
+        strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
+        a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
+        a->max_wait_ms != b->max_wait_ms || a->nmodels != b->nmodels)
+        return false;
+    for (i = 0; i < a->nmodels; i++) {
+        const rsrv_model *x = &a->models[i], *y = &b->models[i];
+        if (strcmp(x->id, y->id) || strcmp(x->model, y->model) || strcmp(x->command, y->command) ||
+            strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
+            x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
+            x->naliases != y->naliases)
+            return false;
+        for (k = 0; k < x->naliases; k++)
+            if (strcmp(x->aliases[k], y->aliases[k])) return false;
+    }
+    return true;
+}
+
+/* ---- request body ------------------------------------------------------------------- */
+/* End of the JSON string starting at s[i] == '"': index one past its closing quote, or 0. */
+RSRV_FN size_t rsrv_str_end(const char *s, size_t n, size_t i) {
+    for (i++; i < n; i++) {
+        if (s[i] == '\\') { i++; continue; }
+        if (s[i] == '"') return i + 1;
+    }
+    return 0;
+}
+
+/* Finds the top-level "model" member of a JSON object body without tokenizing the
+   whole body (chat bodies can hold thousands of tokens): a linear scan of the top
+   level, skipping nested values by bracket depth. The first "model" member wins (as
+   rsd_json_find). Returns 1 with the decoded string in out (NUL-terminated, *out_len
+   its length), 0 when there is no "model" member or it is not a string, -1 when the
+   body is not a JSON object as far as the scan goes, -2 when the name does not fit
+   cap. For valid JSON it agrees with rsd_json_parse + rsd_json_find (fuzzed). */
+RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size_t *out_len) {
+    size_t i = 0;
+    rsd_json_tok toks[2];
+    rsd_json_doc doc;
+    if (out_len) *out_len = 0;
+    if (cap) out[0] = 0;
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+    if (i >= n || s[i] != '{') return -1;
+    i++;
+    for (;;) {
+        size_t ke, vs;
+        bool is_model;
+        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+        if (i >= n) return -1;
+        if (s[i] == '}') return 0;
+        if (s[i] == ',') { i++; continue; }
+        if (s[i] != '"') return -1;
+        ke = rsrv_str_end(s, n, i);
+        if (!ke) return -1;
+        if (rsd_json_parse(&doc, s + i, ke - i, toks, 2) != 1) return -1;
+        is_model = rsd_json_str_eq(&doc, 0, "model");
+        i = ke;
+        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+        if (i >= n || s[i] != ':') return -1;
+        i++;
+        while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
+        if (i >= n) return -1;
+        vs = i;
+        if (s[i] == '"') {
+            size_t ve = rsrv_str_end(s, n, i), len = 0;
+            if (!ve) return -1;
+            if (is_model) {
+                if (rsd_json_parse(&doc, s + vs, ve - vs, toks, 2) != 1) return -1;
+                if (rsd_json_str(&doc, 0, out, cap, &len) != RSD_OK) return -2;
+                if (out_len) *out_len = len;
+                return 1;
+            }
+            i = ve;
+        } else if (s[i] == '{' || s[i] == '[') {
+            int depth = 0;
+            for (; i < n; i++) {
+                if (s[i] == '"') {
+                    size_t e = rsrv_str_end(s, n, i);
+                    if (!e) return -1;
+                    i = e - 1;
+                } else if (s[i] == '{' || s[i] == '[') depth++;
+                else if (s[i] == '}' || s[i] == ']') {
+                    if (--depth == 0) { i++; break; }
+                }
+            }
+            if (depth) return -1;
+            if (is_model) return 0;
+        } else {
+            while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') i++;
+            if (i == vs) return -1;
+            if (is_model) return 0;
+        }
+    }
+}
+
+#endif /* RSD_SERVE_H_INCLUDED */

@@ -1,0 +1,821 @@
+/* test_serve.c -- rsd-serve: its configuration parser (examples/rsd_serve.h, pure) and
+   the program itself (build/examples/rsd-serve) with rsd-sim llama-server children
+   (build/examples/rsd-sim --runtime server as the llama_server binary). The program
+   prints "rsd-serve: listening on http://127.0.0.1:PORT" first on stdout; the tests
+   read that line from a pipe and then talk HTTP to it. Nothing sleeps: waits are
+   blocking reads on pipes and sockets, waitpid, or bounded polls of GET /status. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "../examples/rsd_serve.h"
+#include "rsd_test.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#define SERVE_BIN "build/examples/rsd-serve"
+#define SIM_BIN "build/examples/rsd-sim"
+#define ENSURE_BIN "build/examples/rsd-ensure"
+
+static rsrv_config g_cfg, g_cfg2;
+static char g_ini[1 << 16];
+
+static int parse(const char *text, char *err, size_t cap) {
+    rsrv_config_init(&g_cfg);
+    err[0] = 0;
+    return rsrv_parse_ini(&g_cfg, text, strlen(text), "serve.ini", err, cap);
+}
+
+/* ---- configuration ------------------------------------------------------------------ */
+static void test_config_full(void) {
+    char err[RSRV_ERR_MAX];
+    const char *text =
+        "# comment\n"
+        "listen = 127.0.0.1:0\n"
+        "[global]\n"
+        "max_models = 2 # two at a time\n"
+        "vram_budget = 24G\n"
+        "llama_server = /opt/llama/llama-server\n"
+        "args = --runtime server --load-ms 20\n"
+        "start_timeout = 30\n"
+        "stop_grace = 500ms\n"
+        "\n"
+        "[model chat-8b]  # the default\n"
+        "model = /models/chat#8b.gguf\n"
+        "args = --jinja -fa on\n"
+        "ctx = 8192\n"
+        "parallel = 4\n"
+        "ngl = 99\t# all layers\n"
+        "reserve = 6G\n"
+        "ttl = 300\n"
+        "pinned = true\n"
+        "aliases = chat, default\n"
+        "[model  coder ]\r\n"
+        "command = /opt/bin/srv --port {port} --weights \"/m/a b.gguf\" 'x y' z\\ w\r\n"
+        "ttl = 5m\r\n";
+    const char *argv[RSRV_MAX_ARGS + 1];
+    char buf[RSRV_CMD_MAX];
+    int n;
+    REQUIRE(parse(text, err, sizeof err) == 0);
+    CHECK_EQ_STR(err, "");
+    CHECK_EQ_INT(g_cfg.max_models, 2);
+    CHECK(g_cfg.vram_budget_bytes == (uint64_t)24 << 30);
+    CHECK_EQ_STR(g_cfg.llama_server, "/opt/llama/llama-server");
+    CHECK_EQ_STR(g_cfg.listen_host, "127.0.0.1");
+    CHECK_EQ_INT(g_cfg.listen_port, 0);
+    CHECK_EQ_INT(g_cfg.start_timeout_ms, 30000);
+    CHECK_EQ_INT(g_cfg.stop_grace_ms, 500);
+    REQUIRE(g_cfg.nmodels == 2);
+    CHECK_EQ_STR(g_cfg.models[0].id, "chat-8b");
+    CHECK_EQ_STR(g_cfg.models[0].model, "/models/chat#8b.gguf");
+    CHECK_EQ_INT(g_cfg.models[0].ctx, 8192);
+    CHECK_EQ_INT(g_cfg.models[0].parallel, 4);
+    CHECK_EQ_STR(g_cfg.models[0].ngl, "99");
+    CHECK(g_cfg.models[0].reserve_bytes == (uint64_t)6 << 30);
+    CHECK_EQ_INT(g_cfg.models[0].ttl_ms, 300000);
+    CHECK(g_cfg.models[0].pinned);
+    CHECK_EQ_INT(g_cfg.models[0].naliases, 2);
+    CHECK_EQ_STR(g_cfg.models[0].aliases[1], "default");
+    CHECK_EQ_INT(g_cfg.models[0].line, 11);
+    CHECK_EQ_STR(g_cfg.models[1].id, "coder");
+    CHECK_EQ_INT(g_cfg.models[1].ttl_ms, 300000);
+    CHECK(!g_cfg.models[1].pinned);
+    CHECK_EQ_INT(rsrv_find(&g_cfg, "default", 7), 0);
+    CHECK_EQ_INT(rsrv_find(&g_cfg, "coder", 5), 1);
+    CHECK_EQ_INT(rsrv_find(&g_cfg, "code", 4), -1);
+    n = rsrv_split(g_cfg.models[1].command, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1);
+    REQUIRE(n == 7);
+    CHECK_EQ_STR(argv[0], "/opt/bin/srv");
+    CHECK_EQ_STR(argv[2], "{port}");
+    CHECK_EQ_STR(argv[4], "/m/a b.gguf");
+    CHECK_EQ_STR(argv[5], "x y");
+    CHECK_EQ_STR(argv[6], "z w");
+    CHECK(argv[7] == NULL);
+    /* round trip through the writer */
+    n = rsrv_write_ini(&g_cfg, g_ini, sizeof g_ini);
+    REQUIRE(n > 0);
+    rsrv_config_init(&g_cfg2);
+    CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, (size_t)n, "rt", err, sizeof err), 0);
+    CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
+    CHECK_EQ_INT(rsrv_write_ini(&g_cfg, g_ini, 10), -1);
+}
+
+static void test_config_defaults(void) {
+    char err[RSRV_ERR_MAX];
+    REQUIRE(parse("[model a]\nmodel = a.gguf\n", err, sizeof err) == 0);
+    CHECK_EQ_INT(g_cfg.max_models, 1);
+    CHECK_EQ_STR(g_cfg.llama_server, "llama-server");
+    CHECK_EQ_STR(g_cfg.listen_host, "127.0.0.1");
+    CHECK_EQ_INT(g_cfg.listen_port, 8080);
+    CHECK_EQ_INT(g_cfg.start_timeout_ms, 300000);
+    CHECK_EQ_INT(g_cfg.stop_grace_ms, 10000);
+    CHECK_EQ_INT(g_cfg.models[0].ttl_ms, 0);
+    CHECK(g_cfg.models[0].reserve_bytes == 0);
+    CHECK_EQ_INT(parse("", err, sizeof err), 0);
+    CHECK_EQ_INT(g_cfg.nmodels, 0);
+    /* '#' right after '=' is a value, and the writer keeps it one (fuzz regression) */
+    REQUIRE(parse("[model a]\nmodel =#weird.gguf # a comment\n", err, sizeof err) == 0);
+    CHECK_EQ_STR(g_cfg.models[0].model, "#weird.gguf");
+    {
+        int n = rsrv_write_ini(&g_cfg, g_ini, sizeof g_ini);
+        REQUIRE(n > 0);
+        rsrv_config_init(&g_cfg2);
+        CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, (size_t)n, "rt", err, sizeof err), 0);
+        CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
+    }
+    CHECK_EQ_INT(parse("[model a#b]\nmodel = x\n", err, sizeof err), -1);
+}
+
+/* Each bad file names its line and the problem. */
+static void test_config_errors(void) {
+    static const struct { const char *text, *want; } cases[] = {
+        {"max_models = 17\n", "serve.ini:1: max_models must be an integer from 1 to 16"},
+        {"max_models = 0\n", "serve.ini:1: max_models must be"},
+        {"\n\n[model a]\nctx = 4096\n", "serve.ini:3: model 'a' needs `model = PATH` or `command = ...`"},
+        {"[model a]\nmodel = x\n[model b]\nctx = 1\n[model c]\nmodel = y\n", "serve.ini:3: model 'b' needs"},
+        {"[model a]\nmodel = x\n[model a]\nmodel = y\n", "serve.ini:3: model 'a' is already defined (line 1)"},
+        {"[model a]\nmodel = x\naliases = b\n[model b]\nmodel = y\n", "serve.ini:4: model 'b' is already defined"},
+        {"[model a]\nmodel = x\n[model b]\nmodel = y\naliases = c, a\n", "serve.ini:5: alias 'a' is already a model id or alias of a"},
+        {"[globl]\n", "serve.ini:1: unknown section [globl]"},
+        {"[model]\n", "serve.ini:1: unknown section [model]"},
+        {"[model a b]\n", "serve.ini:1: bad model id 'a b'"},
+        {"[model a\n", "serve.ini:1: a section header ends with ']'"},
+        {"# ok\nlisten\n", "serve.ini:2: expected `key = value`"},
+        {"= 3\n", "serve.ini:1: missing key before '='"},
+        {"port = 8080\n", "serve.ini:1: unknown global key 'port'"},
+        {"[model a]\nmodel = x\nsize = 3G\n", "serve.ini:3: unknown key 'size' in [model a]"},
+        {"[model a]\nmodel = x\nreserve = 4Q\n", "serve.ini:3: reserve: bad size '4Q'"},
+        {"[model a]\nmodel = x\nttl = soon\n", "serve.ini:3: ttl: bad duration 'soon'"},
+        {"[model a]\nmodel = x\npinned = maybe\n", "serve.ini:3: pinned must be true or false"},
+        {"[model a]\nmodel = x\nparallel = 0\n", "serve.ini:3: parallel must be an integer from 1 to 256"},
+        {"[model a]\nmodel = x\nngl = lots\n", "serve.ini:3: ngl must be a number, auto or all"},
+        {"[model a]\ncommand = \"srv --x\n", "serve.ini:2: command: unbalanced quotes"},
+        {"[model a]\ncommand =\n", "serve.ini:2: command: empty command"},
+        {"[model a]\nmodel =\n", "serve.ini:2: model needs a path"},
+        {"[model a]\nmodel = x\nmodel = y\n", "serve.ini:3: duplicate key 'model'"},
+        {"listen = localhost:80\n", "serve.ini:1: listen: bad address 'localhost:80'"},
+        {"listen = 127.0.0.1:70000\n", "serve.ini:1: listen: bad address"},
+        {"listen = ::1:80\n", "serve.ini:1: listen: bad address"},
+        {"start_timeout = 0\n", "serve.ini:1: start_timeout: bad duration '0'"},
+        {"[global]\n[global]\n", "serve.ini:2: a second [global] section"},
+        {"[model a]\nmodel = x\nargs = 'unterminated\n", "serve.ini:3: args: unbalanced quotes"},
+    };
+    char err[RSRV_ERR_MAX];
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int r = parse(cases[i].text, err, sizeof err);
+        if (r != -1 || strncmp(err, cases[i].want, strlen(cases[i].want)) != 0) {
+            printf("  case %d: got %d \"%s\", want \"%s...\"\n", (int)i, r, err, cases[i].want);
+            CHECK(0);
+        }
+    }
+}
+
+static void test_config_values(void) {
+    uint64_t b = 0;
+    uint32_t ms = 0;
+    char host[RSRV_HOST_MAX];
+    int port = -1;
+    bool v = false;
+    CHECK(rsrv_parse_size("512", 3, &b) && b == 512);
+    CHECK(rsrv_parse_size("4K", 2, &b) && b == 4096);
+    CHECK(rsrv_parse_size("3MiB", 4, &b) && b == (uint64_t)3 << 20);
+    CHECK(rsrv_parse_size("2gb", 3, &b) && b == (uint64_t)2 << 30);
+    CHECK(rsrv_parse_size("1T", 2, &b) && b == (uint64_t)1 << 40);
+    CHECK(!rsrv_parse_size("", 0, &b));
+    CHECK(!rsrv_parse_size("G", 1, &b));
+    CHECK(!rsrv_parse_size("1.5G", 4, &b));
+    CHECK(!rsrv_parse_size("-1", 2, &b));
+    CHECK(!rsrv_parse_size("99999999999999999999999", 23, &b));
+    CHECK(!rsrv_parse_size("300000T", 7, &b)); /* over RSD_POOL_MAX_BYTES */
+    CHECK(rsrv_parse_duration("0", 1, &ms) && ms == 0);
+    CHECK(rsrv_parse_duration("250ms", 5, &ms) && ms == 250);
+    CHECK(rsrv_parse_duration("2h", 2, &ms) && ms == 7200000);
+    CHECK(!rsrv_parse_duration("2d", 2, &ms));
+    CHECK(!rsrv_parse_duration("5000000", 7, &ms)); /* seconds over 32-bit ms */
+    CHECK(rsrv_parse_bool("on", 2, &v) && v);
+    CHECK(rsrv_parse_bool("0", 1, &v) && !v);
+    CHECK(!rsrv_parse_bool("True", 4, &v));
+    CHECK(rsrv_parse_listen("0.0.0.0:9000", 12, host, sizeof host, &port) && port == 9000 && !strcmp(host, "0.0.0.0"));
+    CHECK(rsrv_parse_listen("[::1]:0", 7, host, sizeof host, &port) && port == 0 && !strcmp(host, "::1"));
+    CHECK(rsrv_parse_listen(":81", 3, host, sizeof host, &port) && port == 81 && !strcmp(host, "127.0.0.1"));
+    CHECK(rsrv_parse_listen("8081", 4, host, sizeof host, &port) && port == 8081);
+    CHECK(!rsrv_parse_listen("", 0, host, sizeof host, &port));
+    CHECK(!rsrv_parse_listen("[::1]", 5, host, sizeof host, &port));
+}
+
+static void test_config_split(void) {
+    const char *argv[4];
+    char buf[64], small[4];
+    CHECK_EQ_INT(rsrv_split("", buf, sizeof buf, argv, 4), 0);
+    CHECK(argv[0] == NULL);
+    CHECK_EQ_INT(rsrv_split("  a  'b c'  ", buf, sizeof buf, argv, 4), 2);
+    CHECK_EQ_STR(argv[1], "b c");
+    CHECK_EQ_INT(rsrv_split("\"a\\\"b\\n\" ''", buf, sizeof buf, argv, 4), 2);
+    CHECK_EQ_STR(argv[0], "a\"b\\n");
+    CHECK_EQ_STR(argv[1], "");
+    CHECK_EQ_INT(rsrv_split("a b c d", buf, sizeof buf, argv, 4), -1); /* 3 words + NULL fit */
+    CHECK_EQ_INT(rsrv_split("abcdef", small, sizeof small, argv, 4), -1);
+    CHECK_EQ_INT(rsrv_split("a\\", buf, sizeof buf, argv, 4), -1);
+    CHECK_EQ_INT(rsrv_split("'a", buf, sizeof buf, argv, 4), -1);
+}
+
+static void test_config_flags(void) {
+    char err[RSRV_ERR_MAX];
+    rsrv_opts o;
+    char *ok[] = {"rsd-serve", "--listen", "127.0.0.1:0", "--max-models", "3", "--llama-server", "/bin/sim",
+                  "--args", "--runtime server", "--model", "a=/m/a.gguf", "--ctx", "2048", "--pinned",
+                  "--aliases", "x,y", "--command", "b=srv --port {port}", "--ttl", "10", "--verbose", "--config",
+                  "f.ini"};
+    char *bad1[] = {"rsd-serve", "--ctx", "5"};
+    char *bad2[] = {"rsd-serve", "--model", "a"};
+    char *bad3[] = {"rsd-serve", "--frobnicate", "1"};
+    char *bad4[] = {"rsd-serve", "--max-models", "99"};
+    char *bad5[] = {"rsd-serve", "--listen"};
+    rsrv_config_init(&g_cfg);
+    memset(&o, 0, sizeof o);
+    REQUIRE(rsrv_parse_args(&g_cfg, &o, (int)(sizeof ok / sizeof ok[0]), ok, err, sizeof err) == 0);
+    CHECK_EQ_INT(g_cfg.max_models, 3);
+    CHECK_EQ_INT(g_cfg.listen_port, 0);
+    CHECK_EQ_STR(g_cfg.llama_server, "/bin/sim");
+    CHECK_EQ_STR(g_cfg.args, "--runtime server");
+    REQUIRE(g_cfg.nmodels == 2);
+    CHECK_EQ_INT(g_cfg.models[0].ctx, 2048);
+    CHECK(g_cfg.models[0].pinned);
+    CHECK_EQ_INT(rsrv_find(&g_cfg, "y", 1), 0);
+    CHECK_EQ_STR(g_cfg.models[1].command, "srv --port {port}");
+    CHECK_EQ_INT(g_cfg.models[1].ttl_ms, 10000);
+    CHECK(o.verbose);
+    CHECK_EQ_STR(o.config_path, "f.ini");
+    rsrv_config_init(&g_cfg);
+    CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 3, bad1, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "--ctx: comes after --model or --command");
+    CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 3, bad2, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "--model: expected ID=PATH");
+    CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 3, bad3, err, sizeof err), -1);
+    CHECK_EQ_STR(err, "--frobnicate: unknown flag (see --help)");
+    CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 3, bad4, err, sizeof err), -1);
+    CHECK(strstr(err, "--max-models: max_models must be") == err);
+    CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 2, bad5, err, sizeof err), -1);
+}
+
+static void test_body_model(void) {
+    char out[16];
+    size_t n = 99;
+    const char *b1 = "{\"messages\":[{\"model\":\"no\",\"x\":\"}\"}],\"model\" : \"chat\\u002d8b\",\"stream\":true}";
+    CHECK_EQ_INT(rsrv_body_model(b1, strlen(b1), out, sizeof out, &n), 1);
+    CHECK_EQ_STR(out, "chat-8b");
+    CHECK_EQ_INT(n, 7);
+    CHECK_EQ_INT(rsrv_body_model("{\"prompt\":\"model\"}", 18, out, sizeof out, &n), 0);
+    CHECK_EQ_INT(rsrv_body_model("{\"model\":7}", 11, out, sizeof out, &n), 0);
+    CHECK_EQ_INT(rsrv_body_model("[1]", 3, out, sizeof out, &n), -1);
+    CHECK_EQ_INT(rsrv_body_model("", 0, out, sizeof out, &n), -1);
+    CHECK_EQ_INT(rsrv_body_model("{\"model\":\"", 10, out, sizeof out, &n), -1);
+    CHECK_EQ_INT(rsrv_body_model("{\"model\":\"0123456789abcdefgh\"}", 30, out, sizeof out, &n), -2);
+}
+
+/* ---- the program -------------------------------------------------------------------- */
+typedef struct serve_proc {
+    pid_t pid;
+    int port;
+    char url[64];
+    char log_path[256];  /* its stderr */
+} serve_proc;
+
+static char g_dir[128];
+static int g_logs; /* serve-N.log files made */
+
+static void make_dir(void) {
+    if (!g_dir[0]) {
+        char tmpl[] = "/tmp/rsd-test-serve.XXXXXX";
+        const char *d = mkdtemp(tmpl);
+        if (d) snprintf(g_dir, sizeof g_dir, "%s", d);
+    }
+}
+
+static int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* Runs rsd-serve with args (NULL-terminated); stderr into a log file; reads the first
+   stdout line ("rsd-serve: listening on http://127.0.0.1:PORT") from a pipe. */
+static int serve_start(serve_proc *s, const char *const *args) {
+    static int seq;
+    const char *argv[64];
+    char line[256];
+    int fds[2], n = 0, i, logfd;
+    size_t got = 0;
+    const char *colon;
+    memset(s, 0, sizeof *s);
+    make_dir();
+    snprintf(s->log_path, sizeof s->log_path, "%s/serve-%d.log", g_dir, ++seq);
+    g_logs = seq;
+    argv[n++] = SERVE_BIN;
+    for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    if (access(SERVE_BIN, X_OK) != 0 || pipe(fds) != 0) return -1;
+    logfd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (logfd < 0) return -1;
+    s->pid = fork();
+    if (s->pid < 0) return -1;
+    if (s->pid == 0) {
+        dup2(fds[1], 1);
+        dup2(logfd, 2);
+        close(fds[0]);
+        close(fds[1]);
+        close(logfd);
+        execv(SERVE_BIN, (char *const *)(void *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    close(logfd);
+    while (got < sizeof line - 1) {
+        ssize_t r = read(fds[0], line + got, 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0 || line[got] == '\n') break;
+        got++;
+    }
+    line[got] = '\0';
+    close(fds[0]);
+    colon = strrchr(line, ':');
+    if (!strstr(line, "rsd-serve: listening on http://127.0.0.1:") || !colon) return -1;
+    s->port = atoi(colon + 1);
+    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+    return s->port > 0 ? 0 : -1;
+}
+
+/* SIGTERM and the exit status (-1 when it did not exit normally). */
+static int serve_stop(serve_proc *s) {
+    int st = 0;
+    if (s->pid <= 0) return -1;
+    kill(s->pid, SIGTERM);
+    while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR) {}
+    s->pid = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs a program to completion; exit status, stderr+stdout into out. */
+static int run_prog(const char *const *argv, char *out, size_t cap) {
+    int fds[2], st = 0;
+    size_t got = 0;
+    pid_t pid;
+    if (pipe(fds) != 0) return -1;
+    pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)(void *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (;;) {
+        ssize_t r = read(fds[0], out + got, got + 1 < cap ? cap - got - 1 : 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    out[got] = 0;
+    close(fds[0]);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char g_body[1 << 16];
+
+/* One request; returns the HTTP status (0 on a transport error), body in g_body. */
+static int http(const serve_proc *s, const char *method, const char *path, const char *body) {
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_event ev;
+    char url[256];
+    int status = 0;
+    g_body[0] = 0;
+    if (!c) return 0;
+    snprintf(url, sizeof url, "%s%s", s->url, path);
+    memset(&q, 0, sizeof q);
+    q.method = method;
+    q.url = url;
+    q.total_timeout_ms = 20000;
+    if (body) {
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = strlen(body);
+    }
+    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
+        size_t n = ev.body.len < sizeof g_body - 1 ? ev.body.len : sizeof g_body - 1;
+        memcpy(g_body, ev.body.ptr, n);
+        g_body[n] = 0;
+        status = ev.status;
+    }
+    rsd_http_client_destroy(c);
+    return status;
+}
+
+/* The /status entry of model id: a field as an integer (-1 when absent or null). */
+static rsd_json_tok g_toks[8192];
+static int64_t status_field(const serve_proc *s, const char *id, const char *field) {
+    rsd_json_doc d;
+    int arr, i, n;
+    if (http(s, "GET", "/status", NULL) != 200) return -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    if (!id) { /* a counter */
+        int64_t v = -1;
+        int c = rsd_json_find(&d, 0, "counters");
+        if (rsd_json_int64(&d, rsd_json_find(&d, c, field), &v) != RSD_OK) return -1;
+        return v;
+    }
+    arr = rsd_json_find(&d, 0, "models");
+    n = rsd_json_size(&d, arr);
+    for (i = 0; i < n; i++) {
+        int o = rsd_json_at(&d, arr, (uint32_t)i);
+        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) {
+            int64_t v = -1;
+            if (rsd_json_int64(&d, rsd_json_find(&d, o, field), &v) != RSD_OK) return -1;
+            return v;
+        }
+    }
+    return -1;
+}
+
+/* The /status state string of model id into out. */
+static void status_state(const serve_proc *s, const char *id, char *out, size_t cap) {
+    rsd_json_doc d;
+    int arr, i, n;
+    out[0] = 0;
+    if (http(s, "GET", "/status", NULL) != 200) return;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return;
+    arr = rsd_json_find(&d, 0, "models");
+    n = rsd_json_size(&d, arr);
+    for (i = 0; i < n; i++) {
+        int o = rsd_json_at(&d, arr, (uint32_t)i);
+        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id))
+            (void)rsd_json_str(&d, rsd_json_find(&d, o, "state"), out, cap, NULL);
+    }
+}
+
+/* Polls the status until id's field equals want: bounded (5 s), 10 ms between looks. */
+static bool wait_field(const serve_proc *s, const char *id, const char *field, int64_t want) {
+    int i;
+    for (i = 0; i < 500; i++) {
+        if (status_field(s, id, field) == want) return true;
+        (void)poll(NULL, 0, 10);
+    }
+    return false;
+}
+
+static bool log_has(const serve_proc *s, const char *needle) {
+    static char buf[1 << 16];
+    FILE *f = fopen(s->log_path, "rb");
+    size_t n;
+    if (!f) return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* A raw loopback connection (for streaming and disconnects). */
+static int raw_connect(int port) {
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static int raw_post(int fd, const char *path, const char *body) {
+    char req[2048];
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %d\r\n\r\n%s", path, (int)strlen(body), body);
+    return write(fd, req, (size_t)n) == n ? 0 : -1;
+}
+
+/* Reads what is there (blocking up to 10 s for the first byte); bytes read, 0 on EOF. */
+static int raw_read(int fd, char *buf, size_t cap) {
+    struct pollfd p;
+    ssize_t r;
+    p.fd = fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 10000) <= 0) return -1;
+    r = read(fd, buf, cap);
+    return (int)r;
+}
+
+static const char *g_sim_args = "--runtime server --load-ms 20 --token-ms 40 --gen-ms 5";
+
+static void write_config(const char *path, int max_models, const char *models) {
+    char text[4096];
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n\n%s",
+             max_models, SIM_BIN, g_sim_args, models);
+    write_file(path, text);
+}
+
+static const char *chat(const char *model, bool stream) {
+    static char b[256];
+    snprintf(b, sizeof b, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]%s}", model,
+             stream ? ",\"stream\":true" : "");
+    return b;
+}
+
+/* The main scenario: three simulated models, at most two resident. */
+static void test_serve_pool(void) {
+    serve_proc s;
+    char path[256], state[32], out[4096];
+    const char *args[] = {"--config", path, NULL};
+    int fd, n, got, reads_before_done = 0;
+    bool done = false;
+    char buf[8192];
+    make_dir();
+    snprintf(path, sizeof path, "%s/pool.ini", g_dir);
+    write_config(path, 2,
+                 "[model alpha]\nmodel = /models/alpha.gguf\naliases = a\n"
+                 "[model beta]\nmodel = /models/beta.gguf\nctx = 4096\n"
+                 "[model gamma]\nmodel = /models/gamma.gguf\nparallel = 2\n");
+    REQUIRE(serve_start(&s, args) == 0);
+
+    /* /v1/models lists the configuration, router style */
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
+    CHECK(strstr(g_body, "\"id\":\"alpha\"") && strstr(g_body, "\"id\":\"beta\"") && strstr(g_body, "\"id\":\"gamma\""));
+    CHECK(strstr(g_body, "\"aliases\":[\"a\"]") != NULL);
+    CHECK(strstr(g_body, "\"status\":{\"value\":\"unloaded\"") != NULL);
+    CHECK(strstr(g_body, "\"--ctx-size\"") || strstr(g_body, "\"-c\",\"4096\""));
+    CHECK_EQ_INT(http(&s, "GET", "/props", NULL), 200);
+    CHECK(strstr(g_body, "\"role\":\"router\"") && strstr(g_body, "\"max_instances\":2"));
+    CHECK_EQ_INT(http(&s, "GET", "/health", NULL), 200);
+    CHECK_EQ_INT(http(&s, "GET", "/nope", NULL), 404);
+    CHECK(strstr(g_body, "not_found_error") != NULL);
+
+    /* unknown model: OpenAI-style 404; no model: 400 */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("delta", false)), 404);
+    CHECK(strstr(g_body, "\"code\":\"model_not_found\"") && strstr(g_body, "delta"));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", "{\"messages\":[]}"), 400);
+
+    /* one chat each (the first by alias): the third evicts the least recently used */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK(strstr(g_body, "simulated") != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/completions", "{\"model\":\"beta\",\"prompt\":\"x\"}"), 200);
+    CHECK_EQ_INT(status_field(&s, NULL, "evictions"), 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("gamma", false)), 200);
+    CHECK_EQ_INT(status_field(&s, NULL, "evictions"), 1);
+    CHECK(wait_field(&s, "alpha", "pid", 0));
+    status_state(&s, "beta", state, sizeof state);
+    CHECK_EQ_STR(state, "ready");
+    CHECK(status_field(&s, "gamma", "pid") > 0);
+    CHECK(log_has(&s, "alpha: stopping pid"));
+    CHECK(log_has(&s, "(evict)"));
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    CHECK(strstr(g_body, "\"id\":\"gamma\",\"aliases\":[],\"tags\":[],\"object\":\"model\"") != NULL);
+
+    /* streaming: chunks arrive one by one, before the end */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("gamma", true)) == 0);
+    n = 0;
+    while (!done && (got = raw_read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0) {
+        n += got;
+        buf[n] = 0;
+        done = strstr(buf, "[DONE]") != NULL;
+        if (!done && strstr(buf, "data: ")) reads_before_done++;
+    }
+    close(fd);
+    CHECK(done);
+    CHECK(strstr(buf, "200") && strstr(buf, "text/event-stream"));
+    /* buffered whole, the first data would arrive together with [DONE]; the stream is
+       ~8 events 40 ms apart, so only a test starved for 300 ms could see them at once */
+    CHECK(reads_before_done >= 1);
+    {
+        const char *p = buf;
+        int events = 0;
+        while ((p = strstr(p, "data: ")) != NULL) { events++; p += 6; }
+        CHECK(events >= 3);
+    }
+
+    /* a client that goes away mid-stream gives its place back */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("beta", true)) == 0);
+    got = raw_read(fd, buf, sizeof buf - 1);
+    CHECK(got > 0);
+    CHECK_EQ_INT(status_field(&s, "beta", "in_flight"), 1);
+    close(fd);
+    CHECK(wait_field(&s, "beta", "in_flight", 0));
+    CHECK(status_field(&s, NULL, "cancels") >= 1);
+
+    /* a router client: rsd-ensure loads alpha through /models/load */
+    {
+        const char *eargv[] = {ENSURE_BIN, "--url", s.url, "--model", "alpha", "--no-state", NULL};
+        int ex = run_prog(eargv, out, sizeof out);
+        if (ex != 0) printf("  rsd-ensure: %s\n", out);
+        CHECK_EQ_INT(ex, 0);
+        status_state(&s, "alpha", state, sizeof state);
+        CHECK_EQ_STR(state, "ready");
+    }
+    /* management: unload, then load by alias */
+    CHECK_EQ_INT(http(&s, "POST", "/models/unload", "{\"model\":\"alpha\"}"), 200);
+    CHECK(wait_field(&s, "alpha", "pid", 0));
+    CHECK_EQ_INT(http(&s, "POST", "/models/unload", "{\"model\":\"alpha\"}"), 400);
+    CHECK_EQ_INT(http(&s, "POST", "/models/unload", "{\"model\":\"zeta\"}"), 400);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"zeta\"}"), 404);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"a\"}"), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"alpha\"}"), 400); /* already running */
+
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK(log_has(&s, "stopped"));
+}
+
+/* An upstream that hangs up fails only its request (502); the next request works. */
+static void test_serve_upstream_hangup(void) {
+    serve_proc s;
+    char path[256], crash_url[96];
+    const char *args[] = {"--config", path, NULL};
+    int fd, got, port;
+    char buf[4096];
+    make_dir();
+    snprintf(path, sizeof path, "%s/hangup.ini", g_dir);
+    write_config(path, 2, "[model slow]\nmodel = /models/slow.gguf\nargs = --gen-ms 60000\n"
+                          "[model late]\nmodel = /models/late.gguf\nargs = --load-ms 60000\n"
+                          "[model broken]\nmodel = /models/broken.gguf,fail=1\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"slow\"}"), 200);
+    REQUIRE(wait_field(&s, "slow", "in_flight", 0));
+    {
+        char st[32];
+        int i;
+        for (i = 0; i < 500; i++) {
+            status_state(&s, "slow", st, sizeof st);
+            if (!strcmp(st, "ready")) break;
+            (void)poll(NULL, 0, 10);
+        }
+        REQUIRE(!strcmp(st, "ready"));
+    }
+    port = (int)status_field(&s, "slow", "port");
+    REQUIRE(port > 0);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("slow", false)) == 0);
+    REQUIRE(wait_field(&s, "slow", "in_flight", 1));
+    /* the child dies while the request is in flight */
+    {
+        serve_proc child;
+        memset(&child, 0, sizeof child);
+        snprintf(child.url, sizeof child.url, "http://127.0.0.1:%d", port);
+        snprintf(crash_url, sizeof crash_url, "/_sim/crash");
+        (void)http(&child, "POST", crash_url, "{\"model\":\"slow\",\"exit_code\":3}");
+    }
+    got = raw_read(fd, buf, sizeof buf - 1);
+    REQUIRE(got > 0);
+    buf[got] = 0;
+    CHECK(strstr(buf, "HTTP/1.1 502") == buf);
+    CHECK(strstr(buf, "upstream 'slow'") != NULL);
+    close(fd);
+    CHECK(wait_field(&s, "slow", "in_flight", 0));
+
+    /* a model whose process exits while loading fails its request with the output */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
+    CHECK(strstr(g_body, "broken") && strstr(g_body, "exiting due to model loading error"));
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
+    CHECK(strstr(g_body, "\"failed\":true") != NULL);
+
+    /* a client that goes away while its model loads leaves the queue */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("late", false)) == 0);
+    CHECK(wait_field(&s, "late", "waiting", 1));
+    close(fd);
+    CHECK(wait_field(&s, "late", "waiting", 0));
+    CHECK_EQ_INT(status_field(&s, "late", "in_flight"), 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A pinned model is loaded at boot, listed as protected (tag pinned:true), and a
+   router client that would need to evict it declines (W35); GETs with ?model= go to
+   the model's own process. */
+static void test_serve_pinned(void) {
+    serve_proc s;
+    char path[256], out[4096], st[32];
+    const char *args[] = {"--config", path, NULL};
+    int i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/pinned.ini", g_dir);
+    write_config(path, 1,
+                 "[model keeper]\nmodel = /models/keeper.gguf\npinned = true\n"
+                 "[model other]\nmodel = /models/other.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    for (i = 0; i < 500; i++) { /* loaded with no request */
+        status_state(&s, "keeper", st, sizeof st);
+        if (!strcmp(st, "ready")) break;
+        (void)poll(NULL, 0, 10);
+    }
+    CHECK_EQ_STR(st, "ready");
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    CHECK(strstr(g_body, "\"tags\":[\"pinned:true\"]") != NULL);
+    {
+        const char *eargv[] = {ENSURE_BIN, "--url", s.url, "--model", "other", "--no-state", NULL};
+        CHECK_EQ_INT(run_prog(eargv, out, sizeof out), 2); /* declined: the only resident is protected */
+    }
+    status_state(&s, "keeper", st, sizeof st);
+    CHECK_EQ_STR(st, "ready");
+    CHECK_EQ_INT(status_field(&s, NULL, "evictions"), 0);
+    /* the router's own /props, and the child's through ?model= */
+    CHECK_EQ_INT(http(&s, "GET", "/props", NULL), 200);
+    CHECK(strstr(g_body, "\"role\":\"router\"") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/props?model=keeper", NULL), 200);
+    CHECK(strstr(g_body, "\"role\"") == NULL && strstr(g_body, "total_slots") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/slots?model=nobody", NULL), 404);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A model whose binary is missing fails its request at once, with the reason. */
+static void test_serve_missing_binary(void) {
+    serve_proc s;
+    const char *args[] = {"--listen", "127.0.0.1:0", "--llama-server", "/nonexistent/llama-server",
+                          "--model", "ghost=/models/ghost.gguf", "--start-timeout", "300", NULL};
+    uint64_t t0;
+    REQUIRE(serve_start(&s, args) == 0);
+    t0 = rsd_now_ms();
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("ghost", false)), 503);
+    CHECK(rsd_now_ms() - t0 < 20000); /* not the 300 s start deadline */
+    CHECK(strstr(g_body, "ghost") != NULL);
+    CHECK(strstr(g_body, "nonexistent") || strstr(g_body, "No such file") || strstr(g_body, "ENOENT"));
+    if (!strstr(g_body, "nonexistent") && !strstr(g_body, "No such file")) printf("  body: %s\n", g_body);
+    CHECK_EQ_INT(status_field(&s, "ghost", "in_flight"), 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A bad line is `file:line: message` and exit 64; an unreadable file exit 66. */
+static void test_serve_bad_config(void) {
+    char path[256], out[2048], want[320];
+    const char *argv1[] = {SERVE_BIN, "--config", path, NULL};
+    const char *argv2[] = {SERVE_BIN, "--config", "/nonexistent/serve.ini", NULL};
+    const char *argv3[] = {SERVE_BIN, "--model", "a=/m/a.gguf", "--max-models", "2", "--check", NULL};
+    make_dir();
+    snprintf(path, sizeof path, "%s/bad.ini", g_dir);
+    write_file(path, "max_models = 2\n[model a]\nmodel = /m/a.gguf\nreserve = lots\n");
+    CHECK_EQ_INT(run_prog(argv1, out, sizeof out), 64);
+    snprintf(want, sizeof want, "%s:4: reserve: bad size 'lots'", path);
+    CHECK(strstr(out, want) != NULL);
+    CHECK_EQ_INT(run_prog(argv2, out, sizeof out), 66);
+    CHECK_EQ_INT(run_prog(argv3, out, sizeof out), 0);
+    CHECK(strstr(out, "max_models = 2") && strstr(out, "[model a]"));
+}
+
+/* Removes the temporary directory and what the tests wrote there. */
+static void remove_dir(void) {
+    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini"};
+    char p[256];
+    int i;
+    if (!g_dir[0]) return;
+    for (i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
+        (void)unlink(p);
+    }
+    for (i = 1; i <= g_logs; i++) {
+        snprintf(p, sizeof p, "%s/serve-%d.log", g_dir, i);
+        (void)unlink(p);
+    }
+    (void)rmdir(g_dir);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    RUN(test_config_full);
+    RUN(test_config_defaults);
+    RUN(test_config_errors);
+    RUN(test_config_values);
+    RUN(test_config_split);
+    RUN(test_config_flags);
+    RUN(test_body_model);
+    RUN(test_serve_bad_config);
+    RUN(test_serve_missing_binary);
+    RUN(test_serve_pool);
+    RUN(test_serve_upstream_hangup);
+    RUN(test_serve_pinned);
+    if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
+    return RSD_TEST_END();
+}
