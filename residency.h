@@ -2411,7 +2411,9 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
        loop: s = rsd_lms_reconcile_next(&r, now) ... as rsd_reconcile, with
              rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
              COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
-             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[].
+             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[],
+             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen).
+       (residency_http.h's rsd_ensurer does all of this: >>drive.)
        then send the chat with "model": r.result.wire_id.
 
    Behaviour, in order:
@@ -2465,9 +2467,19 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
     9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
        instance id) for the keep's new instance and restored instances,
        attr_remove[] for unloaded owned instances; UNLOCK; DONE.
-   No TTL cache: every turn needs the catalog for the wire id, and that GET is
-   the whole probe when nothing must load (S35's no-retry-within-60 s is gone).
-   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_LOAD_ATTEMPTS 4,
+   TTL cache (desc.cache, an rsd_lms_cache the caller owns; NULL = none): a live
+   entry for (key, requested id) under desc.generation ends begin with no request
+   and no notice (result.cache_hit): outcome, decision, reason, tier, state,
+   wire_id and model_key as stored. Stored at DONE: RESIDENT, OBSERVED and
+   DECLINED, never DEGRADED, LOAD_FAILED, after an unload failure or on a
+   truncated catalog (W4); any mutation first drops every entry of the key, and
+   the stored entry carries the generation given by rsd_lms_reconcile_commit_done
+   (else desc.generation). A failed load is never cached, so the fallback is
+   never disabled by the cache (upstream S35, W15).
+   Result fields beyond the names: keep_resident (the first catalog had an
+   instance for the request), cache_hit, cached.
+   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_CACHE_MAX 16 (cache
+   entries), RSD_LMS_LOAD_ATTEMPTS 4,
    RSD_LMS_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above. */
 enum {
     RSD_LMS_LOAD_ATTEMPTS = 4,           /* load POSTs per reconcile (first + retries) */
@@ -2476,8 +2488,32 @@ enum {
     RSD_LMS_MAX_EVICT = 16,              /* instances unloaded by one reconcile */
     RSD_LMS_DEADLINE_MS = 300000,        /* default overall deadline (W13) */
     RSD_LMS_PROBE_TIMEOUT_MS = 5000,     /* default catalog timeout (S4) */
-    RSD_LMS_RESTORE_MS = 120000          /* default restore budget after a failed load */
+    RSD_LMS_RESTORE_MS = 120000,         /* default restore budget after a failed load */
+    RSD_LMS_CACHE_MAX = 16               /* entries of one rsd_lms_cache */
 };
+
+/* One cached LM Studio reconcile; treat as opaque. */
+typedef struct rsd_lms_cache_entry {
+    char key[RSD_TARGET_KEY_MAX];        /* normalised target key */
+    char model[RSD_MODEL_ID_MAX];        /* requested id */
+    char wire_id[RSD_MODEL_ID_MAX];      /* resolved wire id */
+    char model_key[RSD_MODEL_ID_MAX];
+    uint64_t at_ms, used_ms, generation;
+    rsd_outcome outcome;
+    rsd_decision decision;
+    rsd_reason reason;
+    rsd_lms_tier tier;
+    rsd_lms_state state;
+    bool keep_resident;
+    bool used;
+} rsd_lms_cache_entry;
+
+/* TTL cache of LM Studio reconciles per (target key, requested id), with the wire id
+   (W2-W4 as rsd_decision_cache). Caller-owned, zeroed = empty, TTL 60 s. */
+typedef struct rsd_lms_cache {
+    uint32_t ttl_ms;                     /* 0 = RSD_DECISION_CACHE_TTL_MS */
+    rsd_lms_cache_entry entries[RSD_LMS_CACHE_MAX];
+} rsd_lms_cache;
 
 /* An instance this library owns on the target (persisted attribution, W16). */
 typedef struct rsd_lms_owned {
@@ -2512,6 +2548,7 @@ typedef struct rsd_lms_desc {
     uint32_t probe_timeout_ms;           /* 0 = RSD_LMS_PROBE_TIMEOUT_MS */
     uint32_t restore_ms;                 /* 0 = RSD_LMS_RESTORE_MS */
     const char *bearer;                  /* API token (S2); NULL = none */
+    rsd_lms_cache *cache;                /* NULL = no TTL fast path */
     rsd_logger logger;
 } rsd_lms_desc;
 
@@ -2541,6 +2578,8 @@ typedef struct rsd_lms_result {
     rsd_reason reason;
     uint32_t load_context;               /* context the load used (0 = none) */
     bool mutated, loaded, adopted, lock_held, redecided, unload_failed;
+    bool keep_resident;                  /* the first catalog had an instance for the request */
+    bool cache_hit, cached;              /* answered from / stored in desc.cache */
     uint32_t requests, load_attempts;
     uint64_t elapsed_ms;
     char message[RSD_RECONCILE_TEXT_MAX];
@@ -2568,7 +2607,8 @@ typedef struct rsd_lms_reconcile {
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_optout optout;
     bool explicit_load, keep_pinned, want_lock, has_gen, locked;
-    uint64_t gen;
+    uint64_t gen, commit_gen;
+    rsd_lms_cache *cache;
     rsd_lms_load_opts load;
     uint32_t ctx_max, ctx_ceiling, probe_ms, restore_ms;
     int n_protected, n_owned, n_peers, n_peer_ids;
@@ -2614,6 +2654,8 @@ RSD_API int rsd_lms_reconcile_feed(rsd_lms_reconcile *r, int transport, int http
 /* Answer the LOCK step: held, and the generation read under the lock. */
 RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation,
                                         uint64_t now_ms);
+/* Optional answer to a COMMIT step: the mutation generation after the bump (for the cache). */
+RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation);
 /* >>driver:lmstudio end */
 /* ==== >>driver end ======================================================== */
 
@@ -7466,7 +7508,87 @@ RSDI_PRIVATE void rsdi_lms_emit_plan(rsd_lms_reconcile *r) {
     }
 }
 
+/* ---- the TTL cache (W2-W4): per (target key, requested id), with the wire id ---- */
+RSDI_PRIVATE bool rsdi_lms_cache_live(const rsd_lms_cache *c, const rsd_lms_cache_entry *e, uint64_t now_ms,
+                                      uint64_t generation) {
+    uint64_t ttl = c->ttl_ms ? c->ttl_ms : (uint64_t)RSD_DECISION_CACHE_TTL_MS;
+    return e->used && e->generation == generation && now_ms >= e->at_ms && now_ms - e->at_ms < ttl;
+}
+
+/* The entry for (r->key, r->model), or NULL. */
+RSDI_PRIVATE rsd_lms_cache_entry *rsdi_lms_cache_find(rsd_lms_cache *c, const rsd_lms_reconcile *r) {
+    int i;
+    for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
+        if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0 && strcmp(c->entries[i].model, r->model) == 0)
+            return &c->entries[i];
+    return NULL;
+}
+
+/* A live hit ends the reconcile in begin, with no request and no notice. */
+RSDI_PRIVATE bool rsdi_lms_cache_hit(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsd_lms_cache_entry *e;
+    if (!r->cache || !(e = rsdi_lms_cache_find(r->cache, r))) return false;
+    if (!rsdi_lms_cache_live(r->cache, e, now_ms, r->gen)) {
+        e->used = false;
+        return false;
+    }
+    e->used_ms = now_ms;
+    r->result.outcome = e->outcome;
+    r->result.error = e->outcome == RSD_OUTCOME_DECLINED ? RSD_ERR_NOT_SERVED : RSD_OK;
+    r->result.decision = e->decision;
+    r->result.reason = e->reason;
+    r->result.tier = e->tier;
+    r->result.state = e->state;
+    r->result.keep_resident = e->keep_resident;
+    memcpy(r->result.wire_id, e->wire_id, sizeof e->wire_id);
+    memcpy(r->result.model_key, e->model_key, sizeof e->model_key);
+    r->result.cache_hit = true;
+    rsdi_logf(&r->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", r->key, r->model);
+    return true;
+}
+
+/* At DONE: a mutation drops every entry of the key; then RESIDENT, OBSERVED and
+   DECLINED are stored unless an unload failed (W4) or the catalog was truncated. */
+RSDI_PRIVATE void rsdi_lms_cache_store(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsd_lms_cache *c = r->cache;
+    rsd_lms_cache_entry *e;
+    rsd_outcome o = r->result.outcome;
+    int i;
+    if (!c || r->result.cache_hit) return;
+    if (r->result.mutated)
+        for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
+            if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0) c->entries[i].used = false;
+    if ((o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) ||
+        r->result.unload_failed || r->cat.truncated)
+        return;
+    e = rsdi_lms_cache_find(c, r);
+    for (i = 0; !e && i < RSD_LMS_CACHE_MAX; i++) /* a free or dead slot */
+        if (!rsdi_lms_cache_live(c, &c->entries[i], now_ms, c->entries[i].generation)) e = &c->entries[i];
+    if (!e) { /* least recently used, lowest index on ties */
+        e = &c->entries[0];
+        for (i = 1; i < RSD_LMS_CACHE_MAX; i++)
+            if (c->entries[i].used_ms < e->used_ms) e = &c->entries[i];
+    }
+    memset(e, 0, sizeof *e);
+    memcpy(e->key, r->key, sizeof e->key);
+    memcpy(e->model, r->model, sizeof e->model);
+    memcpy(e->wire_id, r->result.wire_id, sizeof e->wire_id);
+    memcpy(e->model_key, r->result.model_key, sizeof e->model_key);
+    e->at_ms = e->used_ms = now_ms;
+    e->generation = r->result.mutated ? r->commit_gen : r->gen;
+    e->outcome = o;
+    e->decision = r->result.decision == RSD_DECISION_LOAD || r->result.decision == RSD_DECISION_LOAD_AFTER_EVICT
+                  ? RSD_DECISION_ALREADY_RESIDENT : r->result.decision;
+    e->reason = r->result.reason;
+    e->tier = r->result.tier;
+    e->state = r->result.state;
+    e->keep_resident = r->result.keep_resident || o == RSD_OUTCOME_RESIDENT;
+    e->used = true;
+    r->result.cached = true;
+}
+
 RSDI_PRIVATE void rsdi_lms_done(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsdi_lms_cache_store(r, now_ms);
     r->phase = RSDI_LP_DONE;
     r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
     memset(&r->step, 0, sizeof r->step);
@@ -7815,6 +7937,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_lms_reconcile *r, uint64_t now_ms) {
     }
     r->result.error = RSD_OK;
     if (res.state == RSD_LMS_INSTANCE) {
+        r->result.keep_resident = true;
         r->result.outcome = RSD_OUTCOME_RESIDENT;
         r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
         r->result.reason = RSD_REASON_KEEP_RESIDENT;
@@ -7859,6 +7982,7 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
     int i, j, rc;
     if (!r) return RSD_ERR_ARG;
     memset(&r->result, 0, sizeof r->result);
+    r->cache = NULL;
     r->n_notices = r->notices_dropped = 0;
     r->key[0] = '\0';
     r->t0 = now_ms;
@@ -7944,7 +8068,19 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
     r->fail_error = RSD_OK;
     r->result.error = RSD_OK;
     r->result.outcome = RSD_OUTCOME_NONE;
+    r->cache = d->cache;
+    r->commit_gen = d->generation;
+    if (rsdi_lms_cache_hit(r, now_ms)) {
+        rsdi_lms_done(r, now_ms);
+        return RSD_OK;
+    }
     rsdi_lms_list(r, RSDI_LP_LIST, RSD_LMS_TIER_V1, now_ms);
+    return RSD_OK;
+}
+
+RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation) {
+    if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
+    r->commit_gen = generation;
     return RSD_OK;
 }
 

@@ -6,14 +6,22 @@
        rsd-ensure --url URL --list        (print what the server has resident)
 
    Prints the reconcile's notices while it runs (and "loading 'x' ... 312 ms" when a
-   load finishes), then one result line; --json prints one JSON object instead.
+   load finishes), then one result line; --json prints one JSON object instead (with
+   "wire_id": the id to send requests with -- LM Studio may resolve the model to a
+   loaded instance such as "qwen:2" -- and "lmstudio_tier" on LM Studio).
+   LM Studio (--runtime lmstudio, or detected): --context N is the load's
+   context_length (clamped beside other residents); an unloaded model on a 0.3 server
+   (no load API) is observe-only (exit 4); a model the server does not advertise is
+   declined (exit 2); only instances this library loaded (persisted in the state
+   directory) are ever unloaded to make room.
    The bearer token comes from --token or $RESIDENCY_TOKEN and is never printed.
    RESIDENCY=observe (or --observe) makes it observe-only: nothing is loaded or
    unloaded. The state directory (lock, attribution) defaults to
    $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/residency.
 
    Exit codes: 0 resident (also: observe-only and already resident), 2 declined
-   (it would evict a protected model), 3 the load failed, 4 the server was
+   (it would evict a protected model; LM Studio: the model is not advertised), 3 the
+   load failed, 4 the server was
    unreachable or is not manageable (observe-only and not resident, unknown
    runtime), 64 usage error.
 
@@ -135,6 +143,8 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
     rsd_json_w_key(&w, "reason_text"); rsd_json_w_str(&w, rsd_reason_str(r->reason));
     rsd_json_w_key(&w, "result"); rsd_json_w_str(&w, rsd_result_name(r->result));
     rsd_json_w_key(&w, "message"); rsd_json_w_str(&w, r->message);
+    rsd_json_w_key(&w, "wire_id"); rsd_json_w_str(&w, r->wire_id);
+    if (r->runtime == RSD_RUNTIME_LMSTUDIO) { rsd_json_w_key(&w, "lmstudio_tier"); rsd_json_w_str(&w, rsd_lms_tier_str(r->lms_tier)); }
     rsd_json_w_key(&w, "evicted");
     rsd_json_w_begin_array(&w);
     for (i = 0; i < r->n_evicted; i++) rsd_json_w_str(&w, r->evicted[i].id);
@@ -297,6 +307,7 @@ int main(int argc, char **argv) {
                (unsigned)res.requests, res.cache_hit ? ", cached decision" : "");
         for (i = 0; i < res.n_evicted; i++)
             printf("  evicted '%s'%s\n", res.evicted[i].id, res.evicted[i].restored ? " (restored)" : "");
+        if (res.wire_id[0] && strcmp(res.wire_id, model) != 0) printf("  send requests as '%s'\n", res.wire_id);
         if (res.message[0] && res.outcome != RSD_OUTCOME_RESIDENT && res.outcome != RSD_OUTCOME_DECLINED) printf("  %s\n", res.message);
     }
     rsd_ensurer_destroy(e);
