@@ -1705,13 +1705,20 @@ RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model);
      int rsd_lms_root_url(url, out, cap)
          S1: drop one trailing '/', then one trailing "/v1"; ws:// -> http://,
          wss:// -> https://.
+   Cost (W20): the parser builds an index as it folds (hashes of keys and
+   instance ids, each model's instances chained), so folding, resolution,
+   residents and the driver's fallback filtering are linear in the listing (plus
+   the peers' ids and the owned ids), not products of them. No allocation: the
+   index lives in the catalog (about 2 KB).
    Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
    RSD_LMS_MAX_PEERS 32; beyond them entries are dropped with truncated set,
    so an UNKNOWN resolution on a truncated catalog proves nothing. */
 enum {
     RSD_LMS_MAX_MODELS = 256,     /* catalog models kept (after folding duplicates) */
     RSD_LMS_MAX_INSTANCES = 64,   /* loaded instances kept */
-    RSD_LMS_MAX_PEERS = 32        /* peer listings rsd_lms_resolve accepts */
+    RSD_LMS_MAX_PEERS = 32,       /* peer listings rsd_lms_resolve accepts */
+    RSD_LMS_MODEL_SLOTS = 2 * RSD_LMS_MAX_MODELS,      /* hash slots over model keys (W20) */
+    RSD_LMS_INSTANCE_SLOTS = 2 * RSD_LMS_MAX_INSTANCES /* hash slots over instance ids (W20) */
 };
 
 /* API tier of an LM Studio server (S4). */
@@ -1753,7 +1760,20 @@ typedef struct rsd_lms_instance {
     uint32_t context_length;      /* loaded context; 0 = not reported */
 } rsd_lms_instance;
 
-/* A parsed catalog. Treat arena fields as private. */
+/* Lookup tables over one catalog (W20): open-addressing hashes of model keys and
+   instance ids, and each model's instances in listing order. Built by the parser as it
+   folds; treat as private. A catalog whose counts differ from the index's (filled by
+   hand) is indexed on the fly, on the stack, by the functions that read it. */
+typedef struct rsd_lms_index {
+    int n_models, n_instances;                      /* what the index covers */
+    uint16_t model_slot[RSD_LMS_MODEL_SLOTS];       /* model index + 1; 0 = empty */
+    uint16_t instance_slot[RSD_LMS_INSTANCE_SLOTS]; /* instance index + 1; 0 = empty */
+    int16_t first[RSD_LMS_MAX_MODELS];              /* a model's first instance, -1 none */
+    int16_t last[RSD_LMS_MAX_MODELS];               /* its last (for appending) */
+    int16_t next[RSD_LMS_MAX_INSTANCES];            /* next instance of the same model, -1 end */
+} rsd_lms_index;
+
+/* A parsed catalog. Treat index and arena fields as private. */
 typedef struct rsd_lms_catalog {
     rsd_lms_tier tier;            /* shape found (V1 or V0), or the tier asked */
     int n_models;                 /* folded models, first-appearance order */
@@ -1764,6 +1784,7 @@ typedef struct rsd_lms_catalog {
     rsd_server_error error;       /* rsd_lms_catalog_from_response: why it failed */
     rsd_lms_model models[RSD_LMS_MAX_MODELS];
     rsd_lms_instance instances[RSD_LMS_MAX_INSTANCES];
+    rsd_lms_index index;          /* W20: lookups without scans */
     size_t arena_used;
     char arena[RSD_PAYLOAD_ARENA_BYTES];
 } rsd_lms_catalog;
@@ -5724,18 +5745,87 @@ RSDI_PRIVATE rsd_lms_type rsdi_lms_type(const rsd_json_doc *d, int i) {
     return RSD_LMS_TYPE_OTHER;
 }
 
-/* Index of the folded model with key, or -1. */
-RSDI_PRIVATE int rsdi_lms_find(const rsd_lms_catalog *cat, rsd_str key) {
-    int m;
-    for (m = 0; m < cat->n_models; m++)
-        if (rsd_str_eq(cat->models[m].key, key)) return m;
+/* ---- the index (W20) ---- */
+RSDI_PRIVATE uint32_t rsdi_lms_hash(rsd_str s) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    if (!s.ptr) return h;
+    for (i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 16777619u;
+    return h;
+}
+
+RSDI_PRIVATE void rsdi_lms_ix_clear(rsd_lms_index *x) {
+    x->n_models = x->n_instances = 0;
+    memset(x->model_slot, 0, sizeof x->model_slot);
+    memset(x->instance_slot, 0, sizeof x->instance_slot);
+}
+
+/* The first model (lowest index) whose key is key, or -1. */
+RSDI_PRIVATE int rsdi_lms_ix_model(const rsd_lms_catalog *cat, const rsd_lms_index *x, rsd_str key) {
+    uint32_t h = rsdi_lms_hash(key), n;
+    for (n = 0; n < RSD_LMS_MODEL_SLOTS; n++, h++) {
+        int m = (int)x->model_slot[h & (RSD_LMS_MODEL_SLOTS - 1)] - 1;
+        if (m < 0) return -1;
+        if (m < cat->n_models && rsd_str_eq(cat->models[m].key, key)) return m;
+    }
     return -1;
+}
+
+/* Next instance after slot *pos (start with *pos = hash of id) whose id is id, or -1. */
+RSDI_PRIVATE int rsdi_lms_ix_inst(const rsd_lms_catalog *cat, const rsd_lms_index *x, rsd_str id, uint32_t *pos,
+                                  uint32_t *probes) {
+    for (; *probes < RSD_LMS_INSTANCE_SLOTS; (*probes)++) {
+        int i = (int)x->instance_slot[*pos & (RSD_LMS_INSTANCE_SLOTS - 1)] - 1;
+        (*pos)++;
+        if (i < 0) {
+            *probes = RSD_LMS_INSTANCE_SLOTS;
+            return -1;
+        }
+        if (i < cat->n_instances && rsd_str_eq(cat->instances[i].id, id)) {
+            (*probes)++;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Index model m (the next one) and instance i (the next one, appended to its model). */
+RSDI_PRIVATE void rsdi_lms_ix_add_model(const rsd_lms_catalog *cat, rsd_lms_index *x, int m) {
+    uint32_t h = rsdi_lms_hash(cat->models[m].key);
+    while (x->model_slot[h & (RSD_LMS_MODEL_SLOTS - 1)]) h++; /* never full: 2x the models */
+    x->model_slot[h & (RSD_LMS_MODEL_SLOTS - 1)] = (uint16_t)(m + 1);
+    x->first[m] = x->last[m] = -1;
+    x->n_models = m + 1;
+}
+
+RSDI_PRIVATE void rsdi_lms_ix_add_inst(const rsd_lms_catalog *cat, rsd_lms_index *x, int i) {
+    uint32_t h = rsdi_lms_hash(cat->instances[i].id);
+    int m = cat->instances[i].model;
+    while (x->instance_slot[h & (RSD_LMS_INSTANCE_SLOTS - 1)]) h++;
+    x->instance_slot[h & (RSD_LMS_INSTANCE_SLOTS - 1)] = (uint16_t)(i + 1);
+    x->next[i] = -1;
+    if (m >= 0 && m < x->n_models) {
+        if (x->last[m] < 0) x->first[m] = (int16_t)i;
+        else x->next[x->last[m]] = (int16_t)i;
+        x->last[m] = (int16_t)i;
+    }
+    x->n_instances = i + 1;
+}
+
+/* The catalog's own index when it covers the catalog, else one built into tmp. */
+RSDI_PRIVATE const rsd_lms_index *rsdi_lms_ix(const rsd_lms_catalog *cat, rsd_lms_index *tmp) {
+    int k;
+    if (cat->index.n_models == cat->n_models && cat->index.n_instances == cat->n_instances) return &cat->index;
+    rsdi_lms_ix_clear(tmp);
+    for (k = 0; k < cat->n_models; k++) rsdi_lms_ix_add_model(cat, tmp, k);
+    for (k = 0; k < cat->n_instances; k++) rsdi_lms_ix_add_inst(cat, tmp, k);
+    return tmp;
 }
 
 /* The model for key: the existing one (fold) or a new one; -1 when full. */
 RSDI_PRIVATE int rsdi_lms_model(rsdi_lms_parse *p, rsd_str key) {
     rsd_lms_catalog *cat = p->cat;
-    int m = rsdi_lms_find(cat, key);
+    int m = rsdi_lms_ix_model(cat, &cat->index, key);
     if (m >= 0) return m;
     if (cat->n_models >= RSD_LMS_MAX_MODELS) {
         cat->n_dropped++;
@@ -5746,15 +5836,17 @@ RSDI_PRIVATE int rsdi_lms_model(rsdi_lms_parse *p, rsd_str key) {
     memset(&cat->models[m], 0, sizeof cat->models[m]);
     cat->models[m].key = key;
     p->have[m] = 0;
+    rsdi_lms_ix_add_model(cat, &cat->index, m);
     return m;
 }
 
 /* Append instance id of model m unless the model already has it (S10). */
 RSDI_PRIVATE void rsdi_lms_instance(rsdi_lms_parse *p, int m, rsd_str id, uint32_t ctx) {
     rsd_lms_catalog *cat = p->cat;
+    uint32_t pos = rsdi_lms_hash(id), probes = 0;
     int i;
-    for (i = 0; i < cat->n_instances; i++)
-        if (cat->instances[i].model == m && rsd_str_eq(cat->instances[i].id, id)) return;
+    while ((i = rsdi_lms_ix_inst(cat, &cat->index, id, &pos, &probes)) >= 0)
+        if (cat->instances[i].model == m) return;
     if (cat->n_instances >= RSD_LMS_MAX_INSTANCES) {
         cat->n_dropped++;
         cat->truncated = true;
@@ -5765,6 +5857,7 @@ RSDI_PRIVATE void rsdi_lms_instance(rsdi_lms_parse *p, int m, rsd_str id, uint32
     cat->instances[i].model = m;
     cat->instances[i].context_length = ctx;
     cat->models[m].n_instances++;
+    rsdi_lms_ix_add_inst(cat, &cat->index, i);
 }
 
 /* Scalar fields of one entry, merged "first wins, fill the missing" (S10). */
@@ -5951,6 +6044,7 @@ RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat) {
     cat->truncated = false;
     memset(&cat->error, 0, sizeof cat->error);
     cat->arena_used = 0;
+    rsdi_lms_ix_clear(&cat->index);
 }
 
 RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
@@ -5994,6 +6088,7 @@ RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tie
     }
     if (r < 0) {
         cat->n_models = cat->n_instances = 0;
+        rsdi_lms_ix_clear(&cat->index);
         cat->tier = RSD_LMS_TIER_NONE;
         return r;
     }
@@ -6001,24 +6096,47 @@ RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tie
     return r;
 }
 
-/* Bit mask of peers holding instance id (peers with an equal target id count once). */
-RSDI_PRIVATE uint32_t rsdi_lms_peers(rsd_str id, const rsd_lms_peer *peers, int n_peers) {
-    uint32_t mask = 0;
-    int p, q, j;
+/* Peer marks (S17, W20): has[i] bit p = peers[p] lists instance i's id; grp[p] = the first
+   peer with the same target id. One pass over the peers' ids, hash lookups into the
+   catalog. */
+RSDI_PRIVATE void rsdi_lms_peer_marks(const rsd_lms_catalog *cat, const rsd_lms_index *x, const rsd_lms_peer *peers,
+                                      int n_peers, uint32_t *has, int *grp) {
+    int p, q, j, i;
+    memset(has, 0, sizeof(uint32_t) * RSD_LMS_MAX_INSTANCES);
     for (p = 0; p < n_peers; p++) {
-        bool dup = false, has = false;
-        for (q = 0; q < p && !dup; q++)
-            if ((mask >> q) & 1u) dup = rsd_str_eq(peers[q].target_id, peers[p].target_id);
-        if (dup || !peers[p].instance_ids) continue;
-        for (j = 0; j < peers[p].n_instance_ids && !has; j++) has = rsd_str_eq(peers[p].instance_ids[j], id);
-        if (has) mask |= 1u << p;
+        grp[p] = p;
+        for (q = 0; q < p; q++)
+            if (rsd_str_eq(peers[q].target_id, peers[p].target_id)) {
+                grp[p] = grp[q];
+                break;
+            }
+        if (!peers[p].instance_ids) continue;
+        for (j = 0; j < peers[p].n_instance_ids; j++) {
+            uint32_t pos = rsdi_lms_hash(peers[p].instance_ids[j]), probes = 0;
+            while ((i = rsdi_lms_ix_inst(cat, x, peers[p].instance_ids[j], &pos, &probes)) >= 0) has[i] |= 1u << p;
+        }
     }
+}
+
+/* Bit mask of peers holding an instance (peers with an equal target id count once). */
+RSDI_PRIVATE uint32_t rsdi_lms_peer_mask(uint32_t has, const int *grp, int n_peers) {
+    uint32_t mask = 0, groups = 0;
+    int p;
+    for (p = 0; p < n_peers; p++)
+        if (((has >> p) & 1u) && !((groups >> grp[p]) & 1u)) {
+            mask |= 1u << p;
+            groups |= 1u << grp[p];
+        }
     return mask;
 }
 
 RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_str default_id,
                             const rsd_lms_peer *peers, int n_peers, rsd_lms_resolution *out) {
-    int m, i, pick;
+    rsd_lms_index tmp;
+    const rsd_lms_index *x;
+    uint32_t has[RSD_LMS_MAX_INSTANCES], pos, probes = 0;
+    int grp[RSD_LMS_MAX_PEERS];
+    int m = -1, mi = -1, ii = -1, mk, i, pick = -1, first = -1, quiet = -1;
     if (out) {
         memset(out, 0, sizeof *out);
         out->model = out->instance = -1;
@@ -6030,69 +6148,90 @@ RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_s
         cat->n_instances > RSD_LMS_MAX_INSTANCES)
         return RSD_ERR_ARG;
     if (!requested.ptr) out->wire_id = requested = rsd_str_c(NULL);
-    for (m = 0; m < cat->n_models; m++) {
-        pick = -1;
-        for (i = 0; i < cat->n_instances; i++)
-            if (cat->instances[i].model == m && rsd_str_eq(cat->instances[i].id, requested)) {
-                pick = i;
-                break;
-            }
-        if (pick < 0 && rsd_str_eq(cat->models[m].key, requested)) {
-            int first = -1, quiet = -1;
-            for (i = 0; i < cat->n_instances; i++) {
-                if (cat->instances[i].model != m) continue;
-                if (first < 0) first = i;
-                if (default_id.len && rsd_str_eq(cat->instances[i].id, default_id)) { pick = i; break; }
-                if (quiet < 0 && !rsdi_lms_peers(cat->instances[i].id, peers, n_peers)) quiet = i;
-            }
-            if (pick < 0) pick = quiet >= 0 ? quiet : first;
-            if (pick < 0) {
-                out->state = RSD_LMS_JIT;
-                out->model = m;
-                return RSD_OK;
-            }
-        }
-        if (pick >= 0) {
-            out->state = RSD_LMS_INSTANCE;
-            out->model = m;
-            out->instance = pick;
-            out->wire_id = cat->instances[pick].id;
-            out->peer_mask = rsdi_lms_peers(out->wire_id, peers, n_peers);
-            return RSD_OK;
+    x = rsdi_lms_ix(cat, &tmp);
+    /* S15 walks the models in order, an instance id match before the key at each: the
+       winner is the lowest model owning such an instance, else the first key match */
+    pos = rsdi_lms_hash(requested);
+    while ((i = rsdi_lms_ix_inst(cat, x, requested, &pos, &probes)) >= 0) {
+        int im = cat->instances[i].model;
+        if (im < 0 || im >= cat->n_models) continue;
+        if (mi < 0 || im < mi || (im == mi && i < ii)) {
+            mi = im;
+            ii = i;
         }
     }
+    mk = rsdi_lms_ix_model(cat, x, requested);
+    if (mi < 0 && mk < 0) return RSD_OK; /* UNKNOWN */
+    if (mk >= 0 && (mi < 0 || mk < mi) && (x->first[mk] < 0 || x->first[mk] >= cat->n_instances)) {
+        out->state = RSD_LMS_JIT;
+        out->model = mk;
+        return RSD_OK;
+    }
+    if (n_peers) rsdi_lms_peer_marks(cat, x, peers, n_peers, has, grp); /* only for an instance */
+    if (mi >= 0 && (mk < 0 || mi <= mk)) {
+        m = mi;
+        pick = ii;
+    } else {
+        m = mk;
+        for (i = x->first[mk]; i >= 0 && i < cat->n_instances; i = x->next[i]) {
+            if (first < 0) first = i;
+            if (default_id.len && rsd_str_eq(cat->instances[i].id, default_id)) { pick = i; break; }
+            if (quiet < 0 && !(n_peers && rsdi_lms_peer_mask(has[i], grp, n_peers))) quiet = i;
+        }
+        if (pick < 0) pick = quiet >= 0 ? quiet : first;
+    }
+    out->state = RSD_LMS_INSTANCE;
+    out->model = m;
+    out->instance = pick;
+    out->wire_id = cat->instances[pick].id;
+    out->peer_mask = n_peers ? rsdi_lms_peer_mask(has[pick], grp, n_peers) : 0;
     return RSD_OK;
+}
+
+/* The first model with model m's key (m itself when keys are unique, as parsed). */
+RSDI_PRIVATE int rsdi_lms_canon(const rsd_lms_catalog *cat, const rsd_lms_index *x, int m) {
+    int c = rsdi_lms_ix_model(cat, x, cat->models[m].key);
+    return c >= 0 && c <= m ? c : m;
 }
 
 RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_ids, int n_owned,
                               rsd_resident *out, int cap) {
-    uint8_t seen[RSD_LMS_MAX_MODELS];
+    rsd_lms_index tmp;
+    const rsd_lms_index *x;
+    int16_t slot[RSD_LMS_MAX_MODELS];
+    bool ours[RSD_LMS_MAX_MODELS];
     int i, j, n = 0, m;
     if (!cat || (!out && cap) || cap < 0 || n_owned < 0 || (n_owned && !owned_ids) ||
         cat->n_models < 0 || cat->n_models > RSD_LMS_MAX_MODELS || cat->n_instances < 0 ||
         cat->n_instances > RSD_LMS_MAX_INSTANCES)
         return RSD_ERR_ARG;
-    memset(seen, 0, sizeof seen);
+    x = rsdi_lms_ix(cat, &tmp);
+    for (m = 0; m < cat->n_models; m++) {
+        slot[m] = -1;
+        ours[m] = false;
+    }
+    /* owned ids -> the (first) model of that key: one hash lookup each (W20) */
+    for (j = 0; j < n_owned; j++) {
+        uint32_t pos = rsdi_lms_hash(owned_ids[j]), probes = 0;
+        while ((i = rsdi_lms_ix_inst(cat, x, owned_ids[j], &pos, &probes)) >= 0) {
+            m = cat->instances[i].model;
+            if (m >= 0 && m < cat->n_models) ours[rsdi_lms_canon(cat, x, m)] = true;
+        }
+    }
     for (i = 0; i < cat->n_instances; i++) {
         m = cat->instances[i].model;
         if (m < 0 || m >= cat->n_models) return RSD_ERR_ARG;
-        if (!seen[m]) {
-            if (n >= cap) return RSD_ERR_BUFFER;
-            seen[m] = (uint8_t)(n + 1 > 255 ? 255 : n + 1);
-            memset(&out[n], 0, sizeof out[n]);
-            out[n].model_id = cat->models[m].key;
-            if (cat->models[m].has_size) {
-                out[n].size_bytes = cat->models[m].size_bytes;
-                out[n].has_size = true;
-            }
-            n++;
+        if (slot[m] >= 0) continue;
+        if (n >= cap) return RSD_ERR_BUFFER;
+        slot[m] = (int16_t)n;
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].model_id = cat->models[m].key;
+        if (cat->models[m].has_size) {
+            out[n].size_bytes = cat->models[m].size_bytes;
+            out[n].has_size = true;
         }
-        for (j = 0; j < n_owned; j++)
-            if (rsd_str_eq(owned_ids[j], cat->instances[i].id)) {
-                int r;
-                for (r = 0; r < n; r++)
-                    if (rsd_str_eq(out[r].model_id, cat->models[m].key)) out[r].loaded_by_us = true;
-            }
+        out[n].loaded_by_us = ours[rsdi_lms_canon(cat, x, m)];
+        n++;
     }
     return n;
 }
@@ -7674,14 +7813,6 @@ RSDI_PRIVATE void rsdi_lms_why(rsd_lms_reconcile *r, int transport, int status, 
     else (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
 }
 
-/* Is (model key, instance) owned? */
-RSDI_PRIVATE bool rsdi_lms_owned(const rsd_lms_reconcile *r, rsd_str inst) {
-    int i;
-    for (i = 0; i < r->n_owned; i++)
-        if (rsd_str_eq_c(inst, r->owned_inst[i])) return true;
-    return false;
-}
-
 RSDI_PRIVATE void rsdi_lms_own(rsd_lms_reconcile *r, const char *model, const char *inst, bool add_attr) {
     if (r->n_owned < (int)(sizeof r->owned_inst / sizeof r->owned_inst[0])) {
         rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, model);
@@ -7757,13 +7888,18 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_lms_reconcile *r, int keep_model, bool emit
     return RSD_OK;
 }
 
+/* The first instance of model key in r->cat (then follow cat.index.next), or -1 (W20). */
+RSDI_PRIVATE int rsdi_lms_first_of(const rsd_lms_reconcile *r, const char *key) {
+    int m = rsdi_lms_ix_model(&r->cat, &r->cat.index, rsd_str_c(key));
+    return m >= 0 ? r->cat.index.first[m] : -1;
+}
+
 /* Remember the keep's instances before our load (to spot a load that landed late). */
 RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_lms_reconcile *r) {
     int i;
     r->n_before = 0;
-    for (i = 0; i < r->cat.n_instances && r->n_before < 16; i++)
-        if (rsd_str_eq_c(r->cat.models[r->cat.instances[i].model].key, r->result.model_key))
-            rsdi_cpy_str(r->before[r->n_before++], RSD_MODEL_ID_MAX, r->cat.instances[i].id);
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && r->n_before < 16; i = r->cat.index.next[i])
+        rsdi_cpy_str(r->before[r->n_before++], RSD_MODEL_ID_MAX, r->cat.instances[i].id);
 }
 
 RSDI_PRIVATE void rsdi_lms_do_load(rsd_lms_reconcile *r, uint64_t now_ms) {
@@ -7846,11 +7982,11 @@ RSDI_PRIVATE void rsdi_lms_load_failed(rsd_lms_reconcile *r, uint64_t now_ms) {
 /* After the listing that follows a failed load (inside its feed): adopt a late
    instance, else free the next candidate, else retry once, else fail. */
 RSDI_PRIVATE void rsdi_lms_after_failure(rsd_lms_reconcile *r, uint64_t now_ms) {
+    bool own[RSD_LMS_MAX_INSTANCES];
     int i, k;
-    for (i = 0; i < r->cat.n_instances; i++) {
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = r->cat.index.next[i]) {
         const rsd_lms_instance *in = &r->cat.instances[i];
         bool seen = false;
-        if (!rsd_str_eq_c(r->cat.models[in->model].key, r->result.model_key)) continue;
         for (k = 0; k < r->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, r->before[k]);
         if (seen) continue;
         /* W13: our load landed after the client gave up: the instance is ours */
@@ -7864,11 +8000,19 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_lms_reconcile *r, uint64_t now_ms) 
         return;
     }
     if (r->attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        /* which listed instances are owned: one lookup per owned id, not a scan per
+           instance per candidate (W20) */
+        memset(own, 0, sizeof own);
+        for (k = 0; k < r->n_owned; k++) {
+            rsd_str id = rsd_str_c(r->owned_inst[k]);
+            uint32_t pos = rsdi_lms_hash(id), probes = 0;
+            while ((i = rsdi_lms_ix_inst(&r->cat, &r->cat.index, id, &pos, &probes)) >= 0) own[i] = true;
+        }
         for (; r->ci < r->n_cand; r->ci++) {
             r->n_unload = 0;
-            for (i = 0; i < r->cat.n_instances && r->n_unload < 16; i++) {
+            for (i = rsdi_lms_first_of(r, r->cand[r->ci]); i >= 0 && r->n_unload < 16; i = r->cat.index.next[i]) {
                 const rsd_lms_instance *in = &r->cat.instances[i];
-                if (!rsd_str_eq_c(r->cat.models[in->model].key, r->cand[r->ci]) || !rsdi_lms_owned(r, in->id)) continue;
+                if (!own[i]) continue;
                 if (r->result.n_evicted + r->n_unload >= RSD_LMS_MAX_EVICT) break;
                 rsdi_cpy_str(r->unload_inst[r->n_unload], RSD_MODEL_ID_MAX, in->id);
                 r->unload_ctx[r->n_unload++] = in->context_length;
