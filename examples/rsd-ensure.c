@@ -3,7 +3,7 @@
        rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]
                   [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]
                   [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]
-       rsd-ensure --url URL --list        (print what the server has resident)
+       rsd-ensure --url URL --list [--runtime lmstudio]   (print what the server has resident)
 
    Prints the reconcile's notices while it runs (and "loading 'x' ... 312 ms" when a
    load finishes), then one result line; --json prints one JSON object instead (with
@@ -53,7 +53,7 @@ static void usage(const char *why) {
             "usage: rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]\n"
             "                  [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]\n"
             "                  [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]\n"
-            "       rsd-ensure --url URL --list\n"
+            "       rsd-ensure --url URL --list [--runtime lmstudio]\n"
             "roles: chat, memory, worker, target-default; token also from $RESIDENCY_TOKEN\n");
 }
 
@@ -86,6 +86,44 @@ static int exit_code_of(const rsd_ensure_result *r) {
     case RSD_OUTCOME_OBSERVED: return r->keep_resident ? EX_RESIDENT : EX_UNREACHABLE;
     default: return EX_UNREACHABLE;
     }
+}
+
+/* --list on LM Studio: GET <root>/api/v1/models (else /api/v0/models), print the loaded
+   instances "resident: a (loaded), q:2 (loaded, instance of q)". */
+static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
+    static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    static rsd_lms_catalog cat;
+    static const char *const paths[2] = {"/api/v1/models", "/api/v0/models"};
+    char root[2048], u[2200];
+    rsd_http_request q;
+    rsd_http_event ev;
+    int t, i, rc = RSD_ERR_NOT_FOUND;
+    if (rsd_lms_root_url(rsd_str_c(url), root, sizeof root) < 0) return EX_USAGE;
+    for (t = 0; t < 2; t++) {
+        snprintf(u, sizeof u, "%s%s", root, paths[t]);
+        memset(&q, 0, sizeof q);
+        q.url = u;
+        q.bearer_token = token;
+        q.total_timeout_ms = 5000;
+        rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
+        if (rc != RSD_OK) break;
+        rc = rsd_lms_catalog_from_response(&cat, t ? RSD_LMS_TIER_V0 : RSD_LMS_TIER_V1, ev.status, ev.body.ptr,
+                                           ev.body.len, toks, RSD_LISTING_MAX_TOKENS);
+        if (rc >= 0 || rc == RSD_ERR_AUTH) break;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "rsd-ensure: GET %s: %s\n", u, rc == RSD_ERR_AUTH ? "LM Studio authentication required" : rsd_result_str(rc));
+        return EX_UNREACHABLE;
+    }
+    printf("resident:");
+    for (i = 0; i < cat.n_instances; i++) {
+        rsd_str key = cat.models[cat.instances[i].model].key, id = cat.instances[i].id;
+        printf("%s %.*s (loaded", i ? "," : "", (int)id.len, id.ptr);
+        if (!rsd_str_eq(key, id)) printf(", instance of %.*s", (int)key.len, key.ptr);
+        printf(")");
+    }
+    printf("%s\n", cat.n_instances ? "" : " (nothing)");
+    return 0;
 }
 
 /* --list: GET <root>/v1/models, print "resident: a (loaded), b (loading)". */
@@ -237,7 +275,8 @@ int main(int argc, char **argv) {
     if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_UNREACHABLE; }
     if (list) {
         (void)rsd_ensurer_resolve(e, url);
-        code = list_models(e, url, token && *token ? token : NULL);
+        if (q.runtime == RSD_RUNTIME_LMSTUDIO) code = list_lmstudio(e, url, token && *token ? token : NULL);
+        else code = list_models(e, url, token && *token ? token : NULL);
         rsd_ensurer_destroy(e);
         return code;
     }

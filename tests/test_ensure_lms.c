@@ -734,6 +734,10 @@ static void test_lms_cli(void) {
     snprintf(a, sizeof a, "--url %s --model c --runtime lmstudio --no-state --token k1", s.url);
     CHECK_EQ_INT(run_cli(a, out, sizeof out), 3);
     CHECK(strstr(out, "load-failed") != NULL);
+    /* --list shows the loaded instances */
+    snprintf(a, sizeof a, "--url %s --runtime lmstudio --token k1 --list", s.url);
+    CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+    CHECK(strncmp(out, "resident: a (loaded)", 20) == 0);
     /* not advertised: declined, 2; usage: 64 */
     snprintf(a, sizeof a, "--url %s --model nope --runtime lmstudio --no-state --token k1 --quiet", s.url);
     CHECK_EQ_INT(run_cli(a, out, sizeof out), 2);
