@@ -2485,6 +2485,8 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
        key, "echo_load_config":true, "context_length": their old context}),
        bounded by restore_ms after the deadline; notices restored /
        unrestored; LOAD_FAILED with the server's message (or "HTTP <n>").
+       The deadline passing before any load was sent (a long lock wait) is
+       DEGRADED RSD_ERR_TIMEOUT instead: nothing was tried nor changed.
     9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
        instance id) for the keep's new instance and restored instances,
        attr_remove[] for unloaded owned instances; UNLOCK; DONE.
@@ -7965,6 +7967,12 @@ RSDI_PRIVATE void rsdi_lms_next_restore(rsd_lms_reconcile *r, uint64_t now_ms) {
 
 /* Every load failed: report, then restore what was unloaded (R70-R74, W14). */
 RSDI_PRIVATE void rsdi_lms_load_failed(rsd_lms_reconcile *r, uint64_t now_ms) {
+    if (r->attempts == 0 && !r->result.mutated && r->result.n_evicted == 0) {
+        /* the deadline passed before any load was sent (e.g. waiting for the lock):
+           nothing was tried nor changed -- DEGRADED, as the router's machine (W5) */
+        rsdi_lms_degrade(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_TIMEOUT, r->fail_reason, now_ms);
+        return;
+    }
     r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
     r->result.error = r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED;
     rsdi_cpy(r->result.message, sizeof r->result.message, r->fail_reason);

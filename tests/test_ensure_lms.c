@@ -618,6 +618,51 @@ static void test_lms_memory_ownership_without_state(void) {
     sim_stop(&s);
 }
 
+/* The lock (same key for ".../v1" and the bare URL): held elsewhere past the deadline ->
+   DEGRADED RSD_ERR_TIMEOUT, nothing mutated; released -> loaded under the lock. */
+static void test_lms_lock_held_elsewhere(void) {
+    static const char *const args[] = {"--load-ms", "20", "--model", "id=a,size=4G", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    rsd_state *st = NULL;
+    rsd_state_desc sd;
+    rsd_state_lock lk;
+    rsd_ensure_req q;
+    char key[RSD_TARGET_KEY_MAX], raw[128], url[96];
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    snprintf(raw, sizeof raw, "lmstudio|%s", s.url);
+    REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
+    REQUIRE(rsd_state_lock_try(st, &lk, key, "test") == RSD_OK);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    base = sim_log(&s);
+    snprintf(url, sizeof url, "%s/v1/", s.url);
+    memset(&q, 0, sizeof q);
+    q.url = url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LMSTUDIO;
+    q.timeout_ms = 300;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(!res.mutated && !res.lock_held);
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
+    rsd_state_unlock(st, &lk);
+    q.timeout_ms = 20000;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(res.lock_held && res.loaded);
+    rsd_state_close(st);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 /* A model the server does not advertise: DECLINED with RSD_ERR_NOT_SERVED, no POST. */
 static void test_lms_not_served(void) {
     static const char *const args[] = {"--model", "id=a,size=4G,loaded=1", NULL};
@@ -765,6 +810,7 @@ int main(int argc, char **argv) {
     RUN(test_lms_auto_detect);
     RUN(test_lms_ownership_persists);
     RUN(test_lms_memory_ownership_without_state);
+    RUN(test_lms_lock_held_elsewhere);
     RUN(test_lms_not_served);
     RUN(test_lms_nonblocking_notices);
     RUN(test_lms_cli);
