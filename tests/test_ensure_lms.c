@@ -225,6 +225,30 @@ static int state_attrs(const sim_proc *s, rsd_attr_set *set) {
     return n;
 }
 
+/* A port can come back in a later test: forget what an earlier simulator on it owned. */
+static void state_forget(const sim_proc *s) {
+    rsd_state *st = NULL;
+    rsd_state_desc sd;
+    rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+    char key[RSD_TARGET_KEY_MAX], raw[128];
+    size_t k;
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    snprintf(raw, sizeof raw, "lmstudio|%s", s->url);
+    if (set && rsd_state_open(&st, &sd) == RSD_OK && rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0 &&
+        rsd_state_attr_load(st, key, set) > 0)
+        for (k = 0; k < set->count; k++) (void)rsd_state_attr_remove(st, key, set->items[k].model, NULL);
+    rsd_state_close(st);
+    free(set);
+}
+
+static int sim_start_clean(sim_proc *s, const char *const *args) {
+    if (sim_start(s, args) != 0) return -1;
+    state_forget(s);
+    return 0;
+}
+#define sim_start sim_start_clean
+
 /* ---- tests ---------------------------------------------------------------------------- */
 
 /* Already loaded (not by us): one GET, RESIDENT, nothing mutated; then the TTL hit answers
@@ -663,6 +687,83 @@ static void test_lms_lock_held_elsewhere(void) {
     sim_stop(&s);
 }
 
+/* 4 processes ensure 4 models at once on one LM Studio (room for two beside a foreign
+   instance), sharing the state directory: the lock serialises them, the foreign instance
+   is never unloaded, every result is coherent, and afterwards the persisted ownership
+   names exactly the owned instances the server still has. */
+static void test_lms_multi_process(void) {
+    static const char *const args[] = {"--vram", "12G", "--load-ms", "40", "--model", "id=x,size=4G,loaded=1",
+                                       "--model", "id=m0,size=4G", "--model", "id=m1,size=4G",
+                                       "--model", "id=m2,size=4G", "--model", "id=m3,size=4G", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+    pid_t kids[4];
+    int pipes[4][2], i, n, resident = 0;
+    char names[4][8], ids[4][64];
+    REQUIRE(set && sim_start(&s, args) == 0);
+    fflush(stdout);
+    for (i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "m%d", i);
+        REQUIRE(pipe(pipes[i]) == 0);
+        kids[i] = fork();
+        REQUIRE(kids[i] >= 0);
+        if (kids[i] == 0) {
+            rsd_ensurer *e = new_ensurer(true, NULL, 0);
+            int msg[2] = {-1, -1};
+            close(pipes[i][0]);
+            if (e) {
+                msg[1] = ensure(e, &s, names[i], &res);
+                msg[0] = (int)res.outcome;
+                rsd_ensurer_destroy(e);
+            }
+            if (write(pipes[i][1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(3);
+            _exit(0);
+        }
+        close(pipes[i][1]);
+    }
+    for (i = 0; i < 4; i++) {
+        int msg[2] = {-1, -1}, st = 0;
+        ssize_t got = read(pipes[i][0], msg, sizeof msg); /* blocks until the child answers */
+        close(pipes[i][0]);
+        while (waitpid(kids[i], &st, 0) < 0 && errno == EINTR) {}
+        CHECK(got == (ssize_t)sizeof msg && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        CHECK(msg[0] == RSD_OUTCOME_RESIDENT || msg[0] == RSD_OUTCOME_LOAD_FAILED);
+        if (msg[0] == RSD_OUTCOME_RESIDENT) {
+            CHECK_EQ_INT(msg[1], RSD_OK);
+            resident++;
+        } else {
+            CHECK(msg[1] < 0);
+        }
+    }
+    CHECK(resident >= 1);
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(0, n, "POST", UNLOAD, "x"), 0);
+    CHECK_EQ_INT(sim_instances(&s, NULL, "x", ids, NULL, 4), 1);
+    /* persisted ownership == the owned instances still loaded */
+    REQUIRE(state_attrs(&s, set) >= 0);
+    {
+        size_t k;
+        int loaded = 0;
+        for (i = 0; i < 4; i++) {
+            int ni = sim_instances(&s, NULL, names[i], ids, NULL, 4), j;
+            for (j = 0; j < ni; j++) {
+                CHECK(rsd_attr_set_find(set, names[i], ids[j]) >= 0);
+                loaded++;
+            }
+        }
+        for (k = 0; k < set->count; k++) {
+            int ni = sim_instances(&s, NULL, set->items[k].model, ids, NULL, 4), j, found = 0;
+            for (j = 0; j < ni; j++) found |= !strcmp(ids[j], set->items[k].instance);
+            CHECK(found);
+        }
+        CHECK_EQ_INT((int)set->count, loaded);
+        CHECK(loaded >= 1 && loaded <= 2);
+    }
+    free(set);
+    sim_stop(&s);
+}
+
 /* A model the server does not advertise: DECLINED with RSD_ERR_NOT_SERVED, no POST. */
 static void test_lms_not_served(void) {
     static const char *const args[] = {"--model", "id=a,size=4G,loaded=1", NULL};
@@ -811,6 +912,7 @@ int main(int argc, char **argv) {
     RUN(test_lms_ownership_persists);
     RUN(test_lms_memory_ownership_without_state);
     RUN(test_lms_lock_held_elsewhere);
+    RUN(test_lms_multi_process);
     RUN(test_lms_not_served);
     RUN(test_lms_nonblocking_notices);
     RUN(test_lms_cli);
