@@ -2423,7 +2423,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
    (rsd_step: HTTP, WAIT, LOCK, COMMIT, UNLOCK, DONE) and keeps the same notice
    type, so a shell drives both with one loop.
 
-       static rsd_lms_reconcile r;       (about 650 KB on x86-64: static or heap)
+       static rsd_lms_reconcile r;       (about 666 KB on x86-64: static or heap)
        rsd_lms_desc d; memset(&d, 0, sizeof d);
        d.base_url = "http://studio:1234/v1"; d.model = "qwen3.8-27b";
        d.explicit_load = true; d.load.context_length = 262144; d.lock = true;
