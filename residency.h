@@ -1823,13 +1823,20 @@ RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model);
      int rsd_lms_root_url(url, out, cap)
          S1: drop one trailing '/', then one trailing "/v1"; ws:// -> http://,
          wss:// -> https://.
+   Cost (W20): the parser builds an index as it folds (hashes of keys and
+   instance ids, each model's instances chained), so folding, resolution,
+   residents and the driver's fallback filtering are linear in the listing (plus
+   the peers' ids and the owned ids), not products of them. No allocation: the
+   index lives in the catalog (about 2 KB).
    Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
    RSD_LMS_MAX_PEERS 32; beyond them entries are dropped with truncated set,
    so an UNKNOWN resolution on a truncated catalog proves nothing. */
 enum {
     RSD_LMS_MAX_MODELS = 256,     /* catalog models kept (after folding duplicates) */
     RSD_LMS_MAX_INSTANCES = 64,   /* loaded instances kept */
-    RSD_LMS_MAX_PEERS = 32        /* peer listings rsd_lms_resolve accepts */
+    RSD_LMS_MAX_PEERS = 32,       /* peer listings rsd_lms_resolve accepts */
+    RSD_LMS_MODEL_SLOTS = 2 * RSD_LMS_MAX_MODELS,      /* hash slots over model keys (W20) */
+    RSD_LMS_INSTANCE_SLOTS = 2 * RSD_LMS_MAX_INSTANCES /* hash slots over instance ids (W20) */
 };
 
 /* API tier of an LM Studio server (S4). */
@@ -1871,7 +1878,20 @@ typedef struct rsd_lms_instance {
     uint32_t context_length;      /* loaded context; 0 = not reported */
 } rsd_lms_instance;
 
-/* A parsed catalog. Treat arena fields as private. */
+/* Lookup tables over one catalog (W20): open-addressing hashes of model keys and
+   instance ids, and each model's instances in listing order. Built by the parser as it
+   folds; treat as private. A catalog whose counts differ from the index's (filled by
+   hand) is indexed on the fly, on the stack, by the functions that read it. */
+typedef struct rsd_lms_index {
+    int n_models, n_instances;                      /* what the index covers */
+    uint16_t model_slot[RSD_LMS_MODEL_SLOTS];       /* model index + 1; 0 = empty */
+    uint16_t instance_slot[RSD_LMS_INSTANCE_SLOTS]; /* instance index + 1; 0 = empty */
+    int16_t first[RSD_LMS_MAX_MODELS];              /* a model's first instance, -1 none */
+    int16_t last[RSD_LMS_MAX_MODELS];               /* its last (for appending) */
+    int16_t next[RSD_LMS_MAX_INSTANCES];            /* next instance of the same model, -1 end */
+} rsd_lms_index;
+
+/* A parsed catalog. Treat index and arena fields as private. */
 typedef struct rsd_lms_catalog {
     rsd_lms_tier tier;            /* shape found (V1 or V0), or the tier asked */
     int n_models;                 /* folded models, first-appearance order */
@@ -1882,6 +1902,7 @@ typedef struct rsd_lms_catalog {
     rsd_server_error error;       /* rsd_lms_catalog_from_response: why it failed */
     rsd_lms_model models[RSD_LMS_MAX_MODELS];
     rsd_lms_instance instances[RSD_LMS_MAX_INSTANCES];
+    rsd_lms_index index;          /* W20: lookups without scans */
     size_t arena_used;
     char arena[RSD_PAYLOAD_ARENA_BYTES];
 } rsd_lms_catalog;
@@ -2611,7 +2632,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
    (rsd_step: HTTP, WAIT, LOCK, COMMIT, UNLOCK, DONE) and keeps the same notice
    type, so a shell drives both with one loop.
 
-       static rsd_lms_reconcile r;       (about 650 KB on x86-64: static or heap)
+       static rsd_lms_reconcile r;       (about 666 KB on x86-64: static or heap)
        rsd_lms_desc d; memset(&d, 0, sizeof d);
        d.base_url = "http://studio:1234/v1"; d.model = "qwen3.8-27b";
        d.explicit_load = true; d.load.context_length = 262144; d.lock = true;
@@ -2620,7 +2641,9 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
        loop: s = rsd_lms_reconcile_next(&r, now) ... as rsd_reconcile, with
              rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
              COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
-             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[].
+             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[],
+             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen).
+       (residency_http.h's rsd_ensurer does all of this: >>drive.)
        then send the chat with "model": r.result.wire_id.
 
    Behaviour, in order:
@@ -2671,12 +2694,24 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
        key, "echo_load_config":true, "context_length": their old context}),
        bounded by restore_ms after the deadline; notices restored /
        unrestored; LOAD_FAILED with the server's message (or "HTTP <n>").
+       The deadline passing before any load was sent (a long lock wait) is
+       DEGRADED RSD_ERR_TIMEOUT instead: nothing was tried nor changed.
     9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
        instance id) for the keep's new instance and restored instances,
        attr_remove[] for unloaded owned instances; UNLOCK; DONE.
-   No TTL cache: every turn needs the catalog for the wire id, and that GET is
-   the whole probe when nothing must load (S35's no-retry-within-60 s is gone).
-   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_LOAD_ATTEMPTS 4,
+   TTL cache (desc.cache, an rsd_lms_cache the caller owns; NULL = none): a live
+   entry for (key, requested id) under desc.generation ends begin with no request
+   and no notice (result.cache_hit): outcome, decision, reason, tier, state,
+   wire_id and model_key as stored. Stored at DONE: RESIDENT, OBSERVED and
+   DECLINED, never DEGRADED, LOAD_FAILED, after an unload failure or on a
+   truncated catalog (W4); any mutation first drops every entry of the key, and
+   the stored entry carries the generation given by rsd_lms_reconcile_commit_done
+   (else desc.generation). A failed load is never cached, so the fallback is
+   never disabled by the cache (upstream S35, W15).
+   Result fields beyond the names: keep_resident (the first catalog had an
+   instance for the request), cache_hit, cached.
+   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_CACHE_MAX 16 (cache
+   entries), RSD_LMS_LOAD_ATTEMPTS 4,
    RSD_LMS_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above. */
 enum {
     RSD_LMS_LOAD_ATTEMPTS = 4,           /* load POSTs per reconcile (first + retries) */
@@ -2685,8 +2720,32 @@ enum {
     RSD_LMS_MAX_EVICT = 16,              /* instances unloaded by one reconcile */
     RSD_LMS_DEADLINE_MS = 300000,        /* default overall deadline (W13) */
     RSD_LMS_PROBE_TIMEOUT_MS = 5000,     /* default catalog timeout (S4) */
-    RSD_LMS_RESTORE_MS = 120000          /* default restore budget after a failed load */
+    RSD_LMS_RESTORE_MS = 120000,         /* default restore budget after a failed load */
+    RSD_LMS_CACHE_MAX = 16               /* entries of one rsd_lms_cache */
 };
+
+/* One cached LM Studio reconcile; treat as opaque. */
+typedef struct rsd_lms_cache_entry {
+    char key[RSD_TARGET_KEY_MAX];        /* normalised target key */
+    char model[RSD_MODEL_ID_MAX];        /* requested id */
+    char wire_id[RSD_MODEL_ID_MAX];      /* resolved wire id */
+    char model_key[RSD_MODEL_ID_MAX];
+    uint64_t at_ms, used_ms, generation;
+    rsd_outcome outcome;
+    rsd_decision decision;
+    rsd_reason reason;
+    rsd_lms_tier tier;
+    rsd_lms_state state;
+    bool keep_resident;
+    bool used;
+} rsd_lms_cache_entry;
+
+/* TTL cache of LM Studio reconciles per (target key, requested id), with the wire id
+   (W2-W4 as rsd_decision_cache). Caller-owned, zeroed = empty, TTL 60 s. */
+typedef struct rsd_lms_cache {
+    uint32_t ttl_ms;                     /* 0 = RSD_DECISION_CACHE_TTL_MS */
+    rsd_lms_cache_entry entries[RSD_LMS_CACHE_MAX];
+} rsd_lms_cache;
 
 /* An instance this library owns on the target (persisted attribution, W16). */
 typedef struct rsd_lms_owned {
@@ -2721,6 +2780,7 @@ typedef struct rsd_lms_desc {
     uint32_t probe_timeout_ms;           /* 0 = RSD_LMS_PROBE_TIMEOUT_MS */
     uint32_t restore_ms;                 /* 0 = RSD_LMS_RESTORE_MS */
     const char *bearer;                  /* API token (S2); NULL = none */
+    rsd_lms_cache *cache;                /* NULL = no TTL fast path */
     rsd_logger logger;
 } rsd_lms_desc;
 
@@ -2750,6 +2810,8 @@ typedef struct rsd_lms_result {
     rsd_reason reason;
     uint32_t load_context;               /* context the load used (0 = none) */
     bool mutated, loaded, adopted, lock_held, redecided, unload_failed;
+    bool keep_resident;                  /* the first catalog had an instance for the request */
+    bool cache_hit, cached;              /* answered from / stored in desc.cache */
     uint32_t requests, load_attempts;
     uint64_t elapsed_ms;
     char message[RSD_RECONCILE_TEXT_MAX];
@@ -2777,7 +2839,8 @@ typedef struct rsd_lms_reconcile {
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_optout optout;
     bool explicit_load, keep_pinned, want_lock, has_gen, locked;
-    uint64_t gen;
+    uint64_t gen, commit_gen;
+    rsd_lms_cache *cache;
     rsd_lms_load_opts load;
     uint32_t ctx_max, ctx_ceiling, probe_ms, restore_ms;
     int n_protected, n_owned, n_peers, n_peer_ids;
@@ -2823,6 +2886,8 @@ RSD_API int rsd_lms_reconcile_feed(rsd_lms_reconcile *r, int transport, int http
 /* Answer the LOCK step: held, and the generation read under the lock. */
 RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation,
                                         uint64_t now_ms);
+/* Optional answer to a COMMIT step: the mutation generation after the bump (for the cache). */
+RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation);
 /* >>driver:lmstudio end */
 /* ==== >>driver end ======================================================== */
 
@@ -6013,18 +6078,87 @@ RSDI_PRIVATE rsd_lms_type rsdi_lms_type(const rsd_json_doc *d, int i) {
     return RSD_LMS_TYPE_OTHER;
 }
 
-/* Index of the folded model with key, or -1. */
-RSDI_PRIVATE int rsdi_lms_find(const rsd_lms_catalog *cat, rsd_str key) {
-    int m;
-    for (m = 0; m < cat->n_models; m++)
-        if (rsd_str_eq(cat->models[m].key, key)) return m;
+/* ---- the index (W20) ---- */
+RSDI_PRIVATE uint32_t rsdi_lms_hash(rsd_str s) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    if (!s.ptr) return h;
+    for (i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 16777619u;
+    return h;
+}
+
+RSDI_PRIVATE void rsdi_lms_ix_clear(rsd_lms_index *x) {
+    x->n_models = x->n_instances = 0;
+    memset(x->model_slot, 0, sizeof x->model_slot);
+    memset(x->instance_slot, 0, sizeof x->instance_slot);
+}
+
+/* The first model (lowest index) whose key is key, or -1. */
+RSDI_PRIVATE int rsdi_lms_ix_model(const rsd_lms_catalog *cat, const rsd_lms_index *x, rsd_str key) {
+    uint32_t h = rsdi_lms_hash(key), n;
+    for (n = 0; n < RSD_LMS_MODEL_SLOTS; n++, h++) {
+        int m = (int)x->model_slot[h & (RSD_LMS_MODEL_SLOTS - 1)] - 1;
+        if (m < 0) return -1;
+        if (m < cat->n_models && rsd_str_eq(cat->models[m].key, key)) return m;
+    }
     return -1;
+}
+
+/* Next instance after slot *pos (start with *pos = hash of id) whose id is id, or -1. */
+RSDI_PRIVATE int rsdi_lms_ix_inst(const rsd_lms_catalog *cat, const rsd_lms_index *x, rsd_str id, uint32_t *pos,
+                                  uint32_t *probes) {
+    for (; *probes < RSD_LMS_INSTANCE_SLOTS; (*probes)++) {
+        int i = (int)x->instance_slot[*pos & (RSD_LMS_INSTANCE_SLOTS - 1)] - 1;
+        (*pos)++;
+        if (i < 0) {
+            *probes = RSD_LMS_INSTANCE_SLOTS;
+            return -1;
+        }
+        if (i < cat->n_instances && rsd_str_eq(cat->instances[i].id, id)) {
+            (*probes)++;
+            return i;
+        }
+    }
+    return -1;
+}
+
+/* Index model m (the next one) and instance i (the next one, appended to its model). */
+RSDI_PRIVATE void rsdi_lms_ix_add_model(const rsd_lms_catalog *cat, rsd_lms_index *x, int m) {
+    uint32_t h = rsdi_lms_hash(cat->models[m].key);
+    while (x->model_slot[h & (RSD_LMS_MODEL_SLOTS - 1)]) h++; /* never full: 2x the models */
+    x->model_slot[h & (RSD_LMS_MODEL_SLOTS - 1)] = (uint16_t)(m + 1);
+    x->first[m] = x->last[m] = -1;
+    x->n_models = m + 1;
+}
+
+RSDI_PRIVATE void rsdi_lms_ix_add_inst(const rsd_lms_catalog *cat, rsd_lms_index *x, int i) {
+    uint32_t h = rsdi_lms_hash(cat->instances[i].id);
+    int m = cat->instances[i].model;
+    while (x->instance_slot[h & (RSD_LMS_INSTANCE_SLOTS - 1)]) h++;
+    x->instance_slot[h & (RSD_LMS_INSTANCE_SLOTS - 1)] = (uint16_t)(i + 1);
+    x->next[i] = -1;
+    if (m >= 0 && m < x->n_models) {
+        if (x->last[m] < 0) x->first[m] = (int16_t)i;
+        else x->next[x->last[m]] = (int16_t)i;
+        x->last[m] = (int16_t)i;
+    }
+    x->n_instances = i + 1;
+}
+
+/* The catalog's own index when it covers the catalog, else one built into tmp. */
+RSDI_PRIVATE const rsd_lms_index *rsdi_lms_ix(const rsd_lms_catalog *cat, rsd_lms_index *tmp) {
+    int k;
+    if (cat->index.n_models == cat->n_models && cat->index.n_instances == cat->n_instances) return &cat->index;
+    rsdi_lms_ix_clear(tmp);
+    for (k = 0; k < cat->n_models; k++) rsdi_lms_ix_add_model(cat, tmp, k);
+    for (k = 0; k < cat->n_instances; k++) rsdi_lms_ix_add_inst(cat, tmp, k);
+    return tmp;
 }
 
 /* The model for key: the existing one (fold) or a new one; -1 when full. */
 RSDI_PRIVATE int rsdi_lms_model(rsdi_lms_parse *p, rsd_str key) {
     rsd_lms_catalog *cat = p->cat;
-    int m = rsdi_lms_find(cat, key);
+    int m = rsdi_lms_ix_model(cat, &cat->index, key);
     if (m >= 0) return m;
     if (cat->n_models >= RSD_LMS_MAX_MODELS) {
         cat->n_dropped++;
@@ -6035,15 +6169,17 @@ RSDI_PRIVATE int rsdi_lms_model(rsdi_lms_parse *p, rsd_str key) {
     memset(&cat->models[m], 0, sizeof cat->models[m]);
     cat->models[m].key = key;
     p->have[m] = 0;
+    rsdi_lms_ix_add_model(cat, &cat->index, m);
     return m;
 }
 
 /* Append instance id of model m unless the model already has it (S10). */
 RSDI_PRIVATE void rsdi_lms_instance(rsdi_lms_parse *p, int m, rsd_str id, uint32_t ctx) {
     rsd_lms_catalog *cat = p->cat;
+    uint32_t pos = rsdi_lms_hash(id), probes = 0;
     int i;
-    for (i = 0; i < cat->n_instances; i++)
-        if (cat->instances[i].model == m && rsd_str_eq(cat->instances[i].id, id)) return;
+    while ((i = rsdi_lms_ix_inst(cat, &cat->index, id, &pos, &probes)) >= 0)
+        if (cat->instances[i].model == m) return;
     if (cat->n_instances >= RSD_LMS_MAX_INSTANCES) {
         cat->n_dropped++;
         cat->truncated = true;
@@ -6054,6 +6190,7 @@ RSDI_PRIVATE void rsdi_lms_instance(rsdi_lms_parse *p, int m, rsd_str id, uint32
     cat->instances[i].model = m;
     cat->instances[i].context_length = ctx;
     cat->models[m].n_instances++;
+    rsdi_lms_ix_add_inst(cat, &cat->index, i);
 }
 
 /* Scalar fields of one entry, merged "first wins, fill the missing" (S10). */
@@ -6240,6 +6377,7 @@ RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat) {
     cat->truncated = false;
     memset(&cat->error, 0, sizeof cat->error);
     cat->arena_used = 0;
+    rsdi_lms_ix_clear(&cat->index);
 }
 
 RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
@@ -6283,6 +6421,7 @@ RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tie
     }
     if (r < 0) {
         cat->n_models = cat->n_instances = 0;
+        rsdi_lms_ix_clear(&cat->index);
         cat->tier = RSD_LMS_TIER_NONE;
         return r;
     }
@@ -6290,24 +6429,47 @@ RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tie
     return r;
 }
 
-/* Bit mask of peers holding instance id (peers with an equal target id count once). */
-RSDI_PRIVATE uint32_t rsdi_lms_peers(rsd_str id, const rsd_lms_peer *peers, int n_peers) {
-    uint32_t mask = 0;
-    int p, q, j;
+/* Peer marks (S17, W20): has[i] bit p = peers[p] lists instance i's id; grp[p] = the first
+   peer with the same target id. One pass over the peers' ids, hash lookups into the
+   catalog. */
+RSDI_PRIVATE void rsdi_lms_peer_marks(const rsd_lms_catalog *cat, const rsd_lms_index *x, const rsd_lms_peer *peers,
+                                      int n_peers, uint32_t *has, int *grp) {
+    int p, q, j, i;
+    memset(has, 0, sizeof(uint32_t) * RSD_LMS_MAX_INSTANCES);
     for (p = 0; p < n_peers; p++) {
-        bool dup = false, has = false;
-        for (q = 0; q < p && !dup; q++)
-            if ((mask >> q) & 1u) dup = rsd_str_eq(peers[q].target_id, peers[p].target_id);
-        if (dup || !peers[p].instance_ids) continue;
-        for (j = 0; j < peers[p].n_instance_ids && !has; j++) has = rsd_str_eq(peers[p].instance_ids[j], id);
-        if (has) mask |= 1u << p;
+        grp[p] = p;
+        for (q = 0; q < p; q++)
+            if (rsd_str_eq(peers[q].target_id, peers[p].target_id)) {
+                grp[p] = grp[q];
+                break;
+            }
+        if (!peers[p].instance_ids) continue;
+        for (j = 0; j < peers[p].n_instance_ids; j++) {
+            uint32_t pos = rsdi_lms_hash(peers[p].instance_ids[j]), probes = 0;
+            while ((i = rsdi_lms_ix_inst(cat, x, peers[p].instance_ids[j], &pos, &probes)) >= 0) has[i] |= 1u << p;
+        }
     }
+}
+
+/* Bit mask of peers holding an instance (peers with an equal target id count once). */
+RSDI_PRIVATE uint32_t rsdi_lms_peer_mask(uint32_t has, const int *grp, int n_peers) {
+    uint32_t mask = 0, groups = 0;
+    int p;
+    for (p = 0; p < n_peers; p++)
+        if (((has >> p) & 1u) && !((groups >> grp[p]) & 1u)) {
+            mask |= 1u << p;
+            groups |= 1u << grp[p];
+        }
     return mask;
 }
 
 RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_str default_id,
                             const rsd_lms_peer *peers, int n_peers, rsd_lms_resolution *out) {
-    int m, i, pick;
+    rsd_lms_index tmp;
+    const rsd_lms_index *x;
+    uint32_t has[RSD_LMS_MAX_INSTANCES], pos, probes = 0;
+    int grp[RSD_LMS_MAX_PEERS];
+    int m = -1, mi = -1, ii = -1, mk, i, pick = -1, first = -1, quiet = -1;
     if (out) {
         memset(out, 0, sizeof *out);
         out->model = out->instance = -1;
@@ -6319,69 +6481,90 @@ RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_s
         cat->n_instances > RSD_LMS_MAX_INSTANCES)
         return RSD_ERR_ARG;
     if (!requested.ptr) out->wire_id = requested = rsd_str_c(NULL);
-    for (m = 0; m < cat->n_models; m++) {
-        pick = -1;
-        for (i = 0; i < cat->n_instances; i++)
-            if (cat->instances[i].model == m && rsd_str_eq(cat->instances[i].id, requested)) {
-                pick = i;
-                break;
-            }
-        if (pick < 0 && rsd_str_eq(cat->models[m].key, requested)) {
-            int first = -1, quiet = -1;
-            for (i = 0; i < cat->n_instances; i++) {
-                if (cat->instances[i].model != m) continue;
-                if (first < 0) first = i;
-                if (default_id.len && rsd_str_eq(cat->instances[i].id, default_id)) { pick = i; break; }
-                if (quiet < 0 && !rsdi_lms_peers(cat->instances[i].id, peers, n_peers)) quiet = i;
-            }
-            if (pick < 0) pick = quiet >= 0 ? quiet : first;
-            if (pick < 0) {
-                out->state = RSD_LMS_JIT;
-                out->model = m;
-                return RSD_OK;
-            }
-        }
-        if (pick >= 0) {
-            out->state = RSD_LMS_INSTANCE;
-            out->model = m;
-            out->instance = pick;
-            out->wire_id = cat->instances[pick].id;
-            out->peer_mask = rsdi_lms_peers(out->wire_id, peers, n_peers);
-            return RSD_OK;
+    x = rsdi_lms_ix(cat, &tmp);
+    /* S15 walks the models in order, an instance id match before the key at each: the
+       winner is the lowest model owning such an instance, else the first key match */
+    pos = rsdi_lms_hash(requested);
+    while ((i = rsdi_lms_ix_inst(cat, x, requested, &pos, &probes)) >= 0) {
+        int im = cat->instances[i].model;
+        if (im < 0 || im >= cat->n_models) continue;
+        if (mi < 0 || im < mi || (im == mi && i < ii)) {
+            mi = im;
+            ii = i;
         }
     }
+    mk = rsdi_lms_ix_model(cat, x, requested);
+    if (mi < 0 && mk < 0) return RSD_OK; /* UNKNOWN */
+    if (mk >= 0 && (mi < 0 || mk < mi) && (x->first[mk] < 0 || x->first[mk] >= cat->n_instances)) {
+        out->state = RSD_LMS_JIT;
+        out->model = mk;
+        return RSD_OK;
+    }
+    if (n_peers) rsdi_lms_peer_marks(cat, x, peers, n_peers, has, grp); /* only for an instance */
+    if (mi >= 0 && (mk < 0 || mi <= mk)) {
+        m = mi;
+        pick = ii;
+    } else {
+        m = mk;
+        for (i = x->first[mk]; i >= 0 && i < cat->n_instances; i = x->next[i]) {
+            if (first < 0) first = i;
+            if (default_id.len && rsd_str_eq(cat->instances[i].id, default_id)) { pick = i; break; }
+            if (quiet < 0 && !(n_peers && rsdi_lms_peer_mask(has[i], grp, n_peers))) quiet = i;
+        }
+        if (pick < 0) pick = quiet >= 0 ? quiet : first;
+    }
+    out->state = RSD_LMS_INSTANCE;
+    out->model = m;
+    out->instance = pick;
+    out->wire_id = cat->instances[pick].id;
+    out->peer_mask = n_peers ? rsdi_lms_peer_mask(has[pick], grp, n_peers) : 0;
     return RSD_OK;
+}
+
+/* The first model with model m's key (m itself when keys are unique, as parsed). */
+RSDI_PRIVATE int rsdi_lms_canon(const rsd_lms_catalog *cat, const rsd_lms_index *x, int m) {
+    int c = rsdi_lms_ix_model(cat, x, cat->models[m].key);
+    return c >= 0 && c <= m ? c : m;
 }
 
 RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_ids, int n_owned,
                               rsd_resident *out, int cap) {
-    uint8_t seen[RSD_LMS_MAX_MODELS];
+    rsd_lms_index tmp;
+    const rsd_lms_index *x;
+    int16_t slot[RSD_LMS_MAX_MODELS];
+    bool ours[RSD_LMS_MAX_MODELS];
     int i, j, n = 0, m;
     if (!cat || (!out && cap) || cap < 0 || n_owned < 0 || (n_owned && !owned_ids) ||
         cat->n_models < 0 || cat->n_models > RSD_LMS_MAX_MODELS || cat->n_instances < 0 ||
         cat->n_instances > RSD_LMS_MAX_INSTANCES)
         return RSD_ERR_ARG;
-    memset(seen, 0, sizeof seen);
+    x = rsdi_lms_ix(cat, &tmp);
+    for (m = 0; m < cat->n_models; m++) {
+        slot[m] = -1;
+        ours[m] = false;
+    }
+    /* owned ids -> the (first) model of that key: one hash lookup each (W20) */
+    for (j = 0; j < n_owned; j++) {
+        uint32_t pos = rsdi_lms_hash(owned_ids[j]), probes = 0;
+        while ((i = rsdi_lms_ix_inst(cat, x, owned_ids[j], &pos, &probes)) >= 0) {
+            m = cat->instances[i].model;
+            if (m >= 0 && m < cat->n_models) ours[rsdi_lms_canon(cat, x, m)] = true;
+        }
+    }
     for (i = 0; i < cat->n_instances; i++) {
         m = cat->instances[i].model;
         if (m < 0 || m >= cat->n_models) return RSD_ERR_ARG;
-        if (!seen[m]) {
-            if (n >= cap) return RSD_ERR_BUFFER;
-            seen[m] = (uint8_t)(n + 1 > 255 ? 255 : n + 1);
-            memset(&out[n], 0, sizeof out[n]);
-            out[n].model_id = cat->models[m].key;
-            if (cat->models[m].has_size) {
-                out[n].size_bytes = cat->models[m].size_bytes;
-                out[n].has_size = true;
-            }
-            n++;
+        if (slot[m] >= 0) continue;
+        if (n >= cap) return RSD_ERR_BUFFER;
+        slot[m] = (int16_t)n;
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].model_id = cat->models[m].key;
+        if (cat->models[m].has_size) {
+            out[n].size_bytes = cat->models[m].size_bytes;
+            out[n].has_size = true;
         }
-        for (j = 0; j < n_owned; j++)
-            if (rsd_str_eq(owned_ids[j], cat->instances[i].id)) {
-                int r;
-                for (r = 0; r < n; r++)
-                    if (rsd_str_eq(out[r].model_id, cat->models[m].key)) out[r].loaded_by_us = true;
-            }
+        out[n].loaded_by_us = ours[rsdi_lms_canon(cat, x, m)];
+        n++;
     }
     return n;
 }
@@ -7943,7 +8126,87 @@ RSDI_PRIVATE void rsdi_lms_emit_plan(rsd_lms_reconcile *r) {
     }
 }
 
+/* ---- the TTL cache (W2-W4): per (target key, requested id), with the wire id ---- */
+RSDI_PRIVATE bool rsdi_lms_cache_live(const rsd_lms_cache *c, const rsd_lms_cache_entry *e, uint64_t now_ms,
+                                      uint64_t generation) {
+    uint64_t ttl = c->ttl_ms ? c->ttl_ms : (uint64_t)RSD_DECISION_CACHE_TTL_MS;
+    return e->used && e->generation == generation && now_ms >= e->at_ms && now_ms - e->at_ms < ttl;
+}
+
+/* The entry for (r->key, r->model), or NULL. */
+RSDI_PRIVATE rsd_lms_cache_entry *rsdi_lms_cache_find(rsd_lms_cache *c, const rsd_lms_reconcile *r) {
+    int i;
+    for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
+        if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0 && strcmp(c->entries[i].model, r->model) == 0)
+            return &c->entries[i];
+    return NULL;
+}
+
+/* A live hit ends the reconcile in begin, with no request and no notice. */
+RSDI_PRIVATE bool rsdi_lms_cache_hit(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsd_lms_cache_entry *e;
+    if (!r->cache || !(e = rsdi_lms_cache_find(r->cache, r))) return false;
+    if (!rsdi_lms_cache_live(r->cache, e, now_ms, r->gen)) {
+        e->used = false;
+        return false;
+    }
+    e->used_ms = now_ms;
+    r->result.outcome = e->outcome;
+    r->result.error = e->outcome == RSD_OUTCOME_DECLINED ? RSD_ERR_NOT_SERVED : RSD_OK;
+    r->result.decision = e->decision;
+    r->result.reason = e->reason;
+    r->result.tier = e->tier;
+    r->result.state = e->state;
+    r->result.keep_resident = e->keep_resident;
+    memcpy(r->result.wire_id, e->wire_id, sizeof e->wire_id);
+    memcpy(r->result.model_key, e->model_key, sizeof e->model_key);
+    r->result.cache_hit = true;
+    rsdi_logf(&r->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", r->key, r->model);
+    return true;
+}
+
+/* At DONE: a mutation drops every entry of the key; then RESIDENT, OBSERVED and
+   DECLINED are stored unless an unload failed (W4) or the catalog was truncated. */
+RSDI_PRIVATE void rsdi_lms_cache_store(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsd_lms_cache *c = r->cache;
+    rsd_lms_cache_entry *e;
+    rsd_outcome o = r->result.outcome;
+    int i;
+    if (!c || r->result.cache_hit) return;
+    if (r->result.mutated)
+        for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
+            if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0) c->entries[i].used = false;
+    if ((o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) ||
+        r->result.unload_failed || r->cat.truncated)
+        return;
+    e = rsdi_lms_cache_find(c, r);
+    for (i = 0; !e && i < RSD_LMS_CACHE_MAX; i++) /* a free or dead slot */
+        if (!rsdi_lms_cache_live(c, &c->entries[i], now_ms, c->entries[i].generation)) e = &c->entries[i];
+    if (!e) { /* least recently used, lowest index on ties */
+        e = &c->entries[0];
+        for (i = 1; i < RSD_LMS_CACHE_MAX; i++)
+            if (c->entries[i].used_ms < e->used_ms) e = &c->entries[i];
+    }
+    memset(e, 0, sizeof *e);
+    memcpy(e->key, r->key, sizeof e->key);
+    memcpy(e->model, r->model, sizeof e->model);
+    memcpy(e->wire_id, r->result.wire_id, sizeof e->wire_id);
+    memcpy(e->model_key, r->result.model_key, sizeof e->model_key);
+    e->at_ms = e->used_ms = now_ms;
+    e->generation = r->result.mutated ? r->commit_gen : r->gen;
+    e->outcome = o;
+    e->decision = r->result.decision == RSD_DECISION_LOAD || r->result.decision == RSD_DECISION_LOAD_AFTER_EVICT
+                  ? RSD_DECISION_ALREADY_RESIDENT : r->result.decision;
+    e->reason = r->result.reason;
+    e->tier = r->result.tier;
+    e->state = r->result.state;
+    e->keep_resident = r->result.keep_resident || o == RSD_OUTCOME_RESIDENT;
+    e->used = true;
+    r->result.cached = true;
+}
+
 RSDI_PRIVATE void rsdi_lms_done(rsd_lms_reconcile *r, uint64_t now_ms) {
+    rsdi_lms_cache_store(r, now_ms);
     r->phase = RSDI_LP_DONE;
     r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
     memset(&r->step, 0, sizeof r->step);
@@ -8029,14 +8292,6 @@ RSDI_PRIVATE void rsdi_lms_why(rsd_lms_reconcile *r, int transport, int status, 
     else (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
 }
 
-/* Is (model key, instance) owned? */
-RSDI_PRIVATE bool rsdi_lms_owned(const rsd_lms_reconcile *r, rsd_str inst) {
-    int i;
-    for (i = 0; i < r->n_owned; i++)
-        if (rsd_str_eq_c(inst, r->owned_inst[i])) return true;
-    return false;
-}
-
 RSDI_PRIVATE void rsdi_lms_own(rsd_lms_reconcile *r, const char *model, const char *inst, bool add_attr) {
     if (r->n_owned < (int)(sizeof r->owned_inst / sizeof r->owned_inst[0])) {
         rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, model);
@@ -8112,13 +8367,18 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_lms_reconcile *r, int keep_model, bool emit
     return RSD_OK;
 }
 
+/* The first instance of model key in r->cat (then follow cat.index.next), or -1 (W20). */
+RSDI_PRIVATE int rsdi_lms_first_of(const rsd_lms_reconcile *r, const char *key) {
+    int m = rsdi_lms_ix_model(&r->cat, &r->cat.index, rsd_str_c(key));
+    return m >= 0 ? r->cat.index.first[m] : -1;
+}
+
 /* Remember the keep's instances before our load (to spot a load that landed late). */
 RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_lms_reconcile *r) {
     int i;
     r->n_before = 0;
-    for (i = 0; i < r->cat.n_instances && r->n_before < 16; i++)
-        if (rsd_str_eq_c(r->cat.models[r->cat.instances[i].model].key, r->result.model_key))
-            rsdi_cpy_str(r->before[r->n_before++], RSD_MODEL_ID_MAX, r->cat.instances[i].id);
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && r->n_before < 16; i = r->cat.index.next[i])
+        rsdi_cpy_str(r->before[r->n_before++], RSD_MODEL_ID_MAX, r->cat.instances[i].id);
 }
 
 RSDI_PRIVATE void rsdi_lms_do_load(rsd_lms_reconcile *r, uint64_t now_ms) {
@@ -8184,6 +8444,12 @@ RSDI_PRIVATE void rsdi_lms_next_restore(rsd_lms_reconcile *r, uint64_t now_ms) {
 
 /* Every load failed: report, then restore what was unloaded (R70-R74, W14). */
 RSDI_PRIVATE void rsdi_lms_load_failed(rsd_lms_reconcile *r, uint64_t now_ms) {
+    if (r->attempts == 0 && !r->result.mutated && r->result.n_evicted == 0) {
+        /* the deadline passed before any load was sent (e.g. waiting for the lock):
+           nothing was tried nor changed -- DEGRADED, as the router's machine (W5) */
+        rsdi_lms_degrade(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_TIMEOUT, r->fail_reason, now_ms);
+        return;
+    }
     r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
     r->result.error = r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED;
     rsdi_cpy(r->result.message, sizeof r->result.message, r->fail_reason);
@@ -8201,11 +8467,11 @@ RSDI_PRIVATE void rsdi_lms_load_failed(rsd_lms_reconcile *r, uint64_t now_ms) {
 /* After the listing that follows a failed load (inside its feed): adopt a late
    instance, else free the next candidate, else retry once, else fail. */
 RSDI_PRIVATE void rsdi_lms_after_failure(rsd_lms_reconcile *r, uint64_t now_ms) {
+    bool own[RSD_LMS_MAX_INSTANCES];
     int i, k;
-    for (i = 0; i < r->cat.n_instances; i++) {
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = r->cat.index.next[i]) {
         const rsd_lms_instance *in = &r->cat.instances[i];
         bool seen = false;
-        if (!rsd_str_eq_c(r->cat.models[in->model].key, r->result.model_key)) continue;
         for (k = 0; k < r->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, r->before[k]);
         if (seen) continue;
         /* W13: our load landed after the client gave up: the instance is ours */
@@ -8219,11 +8485,19 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_lms_reconcile *r, uint64_t now_ms) 
         return;
     }
     if (r->attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        /* which listed instances are owned: one lookup per owned id, not a scan per
+           instance per candidate (W20) */
+        memset(own, 0, sizeof own);
+        for (k = 0; k < r->n_owned; k++) {
+            rsd_str id = rsd_str_c(r->owned_inst[k]);
+            uint32_t pos = rsdi_lms_hash(id), probes = 0;
+            while ((i = rsdi_lms_ix_inst(&r->cat, &r->cat.index, id, &pos, &probes)) >= 0) own[i] = true;
+        }
         for (; r->ci < r->n_cand; r->ci++) {
             r->n_unload = 0;
-            for (i = 0; i < r->cat.n_instances && r->n_unload < 16; i++) {
+            for (i = rsdi_lms_first_of(r, r->cand[r->ci]); i >= 0 && r->n_unload < 16; i = r->cat.index.next[i]) {
                 const rsd_lms_instance *in = &r->cat.instances[i];
-                if (!rsd_str_eq_c(r->cat.models[in->model].key, r->cand[r->ci]) || !rsdi_lms_owned(r, in->id)) continue;
+                if (!own[i]) continue;
                 if (r->result.n_evicted + r->n_unload >= RSD_LMS_MAX_EVICT) break;
                 rsdi_cpy_str(r->unload_inst[r->n_unload], RSD_MODEL_ID_MAX, in->id);
                 r->unload_ctx[r->n_unload++] = in->context_length;
@@ -8292,6 +8566,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_lms_reconcile *r, uint64_t now_ms) {
     }
     r->result.error = RSD_OK;
     if (res.state == RSD_LMS_INSTANCE) {
+        r->result.keep_resident = true;
         r->result.outcome = RSD_OUTCOME_RESIDENT;
         r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
         r->result.reason = RSD_REASON_KEEP_RESIDENT;
@@ -8336,6 +8611,7 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
     int i, j, rc;
     if (!r) return RSD_ERR_ARG;
     memset(&r->result, 0, sizeof r->result);
+    r->cache = NULL;
     r->n_notices = r->notices_dropped = 0;
     r->key[0] = '\0';
     r->t0 = now_ms;
@@ -8421,7 +8697,19 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
     r->fail_error = RSD_OK;
     r->result.error = RSD_OK;
     r->result.outcome = RSD_OUTCOME_NONE;
+    r->cache = d->cache;
+    r->commit_gen = d->generation;
+    if (rsdi_lms_cache_hit(r, now_ms)) {
+        rsdi_lms_done(r, now_ms);
+        return RSD_OK;
+    }
     rsdi_lms_list(r, RSDI_LP_LIST, RSD_LMS_TIER_V1, now_ms);
+    return RSD_OK;
+}
+
+RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation) {
+    if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
+    r->commit_gen = generation;
     return RSD_OK;
 }
 

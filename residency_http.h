@@ -1131,7 +1131,9 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
            Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB, the attribution set 33 KB, the probe tokens 64 KB),
+           inside is about 900 KB -- LM Studio's machine shares its storage -- the
+           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
+           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
            the HTTP client (d->http, its allocator and logger default to d's) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
@@ -1149,8 +1151,9 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
            ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
            LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), timeout_ms (0 =
-           120000: the whole ensure, lock wait and load included, W5), probe_timeout_ms
-           (0 = 1500), bearer (API key, never logged or printed), observe (force
+           120000, LM Studio 300000: the whole ensure, lock wait and load included, W5,
+           W13), probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
+           key, never logged or printed), observe (force
            observe-only: nothing is loaded or unloaded, W19), user_managed (the
            target's lifecycle is user-managed: observe too), keep_pinned.
            RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
@@ -1162,7 +1165,10 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
            final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
            OBSERVED or DECLINED: look at the result), <0 when the load failed or the
            server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
-           says why). Further calls return the same code.
+           says why). LM Studio: a model the server does not advertise ends DECLINED
+           with RSD_ERR_NOT_SERVED (the request must not be sent; upstream S22), a
+           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
+           return the same code.
        int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
        uint64_t rsd_ensure_next_deadline(e)
            For the host's poll(): the client's sockets, and the earliest of the
@@ -1176,9 +1182,11 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
            runtime (the one used, after detection), message, evicted[] (with the
            restored flags), notices, requests (HTTP requests sent, detection
            probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
-           loaded, mutated, and progress fields (op and model of the last HTTP step:
-           RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model =
-           polling until op_model is loaded). Pointers stay valid until the next
+           loaded, mutated, wire_id (the id to send requests with: the model, or on
+           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
+           Studio's API tier), and progress fields (op and model of the last HTTP
+           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
+           = polling until op_model is loaded). Pointers stay valid until the next
            begin.
        int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
@@ -1211,14 +1219,38 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
        Runtime detection (q.runtime AUTO): probes in table order, each one GET
        under the root URL, until one matches: llama.cpp router (GET /props with
        "role":"router"), Ollama (GET /api/version with a "version" string), LM
-       Studio (GET /api/v1/models with a "models" array). The answer is cached per
-       target in the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first
-       ensure of a target pays for it. A transport error on the first probe ends
-       the ensure at once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT);
-       no match -> DEGRADED RSD_ERR_NOT_FOUND. A runtime that is recognised but
-       has no driver here (LM Studio: its machine, rsd_lms_reconcile_*, is not yet
-       wired into the ensurer) -> DEGRADED RSD_ERR_NOT_FOUND with a message naming it. The llama.cpp router and Ollama run. Adding a runtime
-       is one table entry (probe path, matcher, driver getter).
+       Studio (GET /api/v1/models with a "models" array, then GET /api/v0/models
+       with a "data" array for 0.3 servers). The answer is cached per target in
+       the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
+       target pays for it. A transport error on the first probe ends the ensure at
+       once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT); no match ->
+       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+       Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
+       driver getter).
+
+       LM Studio (LMSTUDIO, or detected) runs its own machine, rsd_lms_reconcile_*
+       (>>driver:lmstudio), through the same loop, lock, notices and result:
+         - key "lmstudio|<root>" (S1 root: "/v1" dropped, so both spellings of the
+           URL share lock, attribution and cache); explicit load (S25: ensuring is
+           asking for a load), load.context_length = q.context_length (clamped
+           beside other residents, S29); protected models, RESIDENCY, observe,
+           user_managed, keep_pinned and the bearer as for the other runtimes;
+           observe (and any opt-out) never loads nor unloads (W19);
+         - owned instances (W16): the target's attribution entries that name an
+           instance are handed in as desc.owned; COMMIT removes attr_remove[] and
+           adds attr_add[] (model key, instance id) and bumps the generation. Only
+           owned instances are ever unloaded (S33): an instance loaded by another
+           process using the same state directory is owned too; the operator's
+           and LM Link peers' never. Without a state directory the ensurer keeps
+           what it loaded in memory (RSD_LMS_MAX_OWNED per ensurer, upstream S33);
+         - TTL cache: an rsd_lms_cache in the ensurer (same TTL, generation and
+           no_cache rules as the decision cache) that keeps the wire id, so a hit
+           makes no request and still answers result.wire_id;
+         - detected by probing, the matching GET /api/v1/models answer is the
+           machine's first listing (fed to it, not asked again);
+         - result: evicted[].id are the unloaded instance ids (restored flags as
+           usual); decision/reason of the machine's decide (ALREADY_RESIDENT when
+           the catalog had an instance; NONE on early exits such as 0.3 servers).
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes),
        RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
@@ -1293,6 +1325,8 @@ typedef struct rsd_ensure_result {
     const rsd_reconcile_notice *notices;
     rsd_http_op op;                   /* progress: op of the last HTTP step (LIST + op_model = waiting) */
     const char *op_model;             /* progress: the model that step concerns ("" none) */
+    const char *wire_id;              /* the model id to send requests with (LM Studio: the resolved instance) */
+    rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
 } rsd_ensure_result;
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
@@ -5129,6 +5163,13 @@ typedef struct rsdi_ensure_name {
     char addr[64];
 } rsdi_ensure_name;
 
+/* An LM Studio instance this ensurer loaded, kept in memory when there is no state dir. */
+typedef struct rsdi_ensure_mem {
+    char key[RSD_TARGET_KEY_MAX];
+    char model[RSD_MODEL_ID_MAX];
+    char inst[RSD_MODEL_ID_MAX];
+} rsdi_ensure_mem;
+
 typedef struct rsdi_ensure_det {
     char key[RSD_TARGET_KEY_MAX];
     rsd_runtime_kind kind;
@@ -5174,7 +5215,19 @@ struct rsd_ensurer {
     const char *ours[RSD_RECONCILE_MAX_OURS];
     rsd_attr_set attrs;
     rsd_json_tok toks[RSD_ENSURE_PROBE_TOKENS];
-    rsd_reconcile rc;
+    /* LM Studio (its own machine, rsd_lms_reconcile_*) */
+    bool lms;                         /* the current run is LM Studio's */
+    bool timeout_given;               /* q->timeout_ms was set (else the runtime's default) */
+    uint32_t probe_ms_req;            /* q->probe_timeout_ms as given (0 = the runtime's default) */
+    rsd_lms_cache lcache;
+    int n_owned, n_mem;
+    rsd_lms_owned owned[RSD_LMS_MAX_OWNED];
+    rsdi_ensure_mem mem[RSD_LMS_MAX_OWNED];   /* no state dir: owned instances, this ensurer only */
+    rsd_evicted lev[RSD_LMS_MAX_EVICT];       /* LM Studio evictions as rsd_evicted (instance ids) */
+    union {
+        rsd_reconcile rc;
+        rsd_lms_reconcile lms;
+    } m;                              /* one machine runs at a time */
 };
 
 /* ---- runtime detection: one table entry per probe ------------------------- */
@@ -5212,10 +5265,11 @@ typedef struct rsdi_ensure_probe {
     const char *label;                 /* for messages */
     const char *path;                  /* GET under the root URL */
     bool (*match)(rsd_ensurer *e, const char *body, size_t len);  /* on a 2xx answer */
-    const rsd_runtime *(*driver)(void);/* NULL = recognised, no driver in this build */
+    const rsd_runtime *(*driver)(void);/* rsd_reconcile runtime; NULL = LM Studio's own machine */
 } rsdi_ensure_probe;
 
-/* Probe order = detection order. A new runtime driver: set its getter here. */
+/* Probe order = detection order. A new runtime on rsd_reconcile: one entry with its getter
+   (LM Studio runs rsd_lms_reconcile_*, chosen by kind in rsdi_en_start_run). */
 static const rsdi_ensure_probe rsdi_ensure_probes[] = {
     {RSD_RUNTIME_LLAMACPP, "llama.cpp router", "/props", rsdi_en_match_router, rsd_runtime_router},
     {RSD_RUNTIME_OLLAMA, "Ollama", "/api/version", rsdi_en_match_ollama, rsd_runtime_ollama},
@@ -5280,7 +5334,7 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
     e->lk_active = false;
-    e->final = e->rc.result.error;
+    e->final = e->lms ? e->m.lms.result.error : e->m.rc.result.error;
     e->phase = RSDI_EN_DONE;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
@@ -5345,6 +5399,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     }
     e->no_cache = d.no_cache;
     e->cache.ttl_ms = d.cache_ttl_ms;
+    e->lcache.ttl_ms = d.cache_ttl_ms;
     e->n_protected = d.n_protected;
     for (i = 0; i < d.n_protected; i++) {
         rsdi_cpy_str(e->prot_ids[i], RSD_MODEL_ID_MAX, d.protected_models[i].model_id);
@@ -5432,6 +5487,93 @@ RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32
     return left < cap ? (uint32_t)left : cap;
 }
 
+/* The RESIDENCY value a reconcile sees: forced observe, the desc's, or the environment's. */
+RSDI_PRIVATE const char *rsdi_en_env(const rsd_ensurer *e) {
+    if (e->observe) return "observe";
+    if (e->has_env) return e->env;
+    return e->ignore_env ? NULL : getenv("RESIDENCY");
+}
+
+/* ---- the machine in use: rsd_reconcile, or LM Studio's rsd_lms_reconcile ----------- */
+RSDI_PRIVATE rsd_step rsdi_en_next(rsd_ensurer *e, uint64_t now_ms) {
+    return e->lms ? rsd_lms_reconcile_next(&e->m.lms, now_ms) : rsd_reconcile_next(&e->m.rc, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_en_feed(rsd_ensurer *e, int transport, int status, const char *body, size_t len,
+                               uint64_t now_ms) {
+    if (e->lms) (void)rsd_lms_reconcile_feed(&e->m.lms, transport, status, body, len, now_ms);
+    else (void)rsd_reconcile_feed(&e->m.rc, transport, status, body, len, now_ms);
+}
+
+RSDI_PRIVATE void rsdi_en_lock_done(rsd_ensurer *e, bool held, uint64_t gen, uint64_t now_ms) {
+    if (e->lms) (void)rsd_lms_reconcile_lock_done(&e->m.lms, held, gen, now_ms);
+    else (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
+}
+
+/* LM Studio instances owned on e->key (W16): the persisted attribution entries that name
+   an instance, or without a state directory what this ensurer loaded (upstream S33). */
+RSDI_PRIVATE void rsdi_en_load_owned(rsd_ensurer *e) {
+    size_t i;
+    int k;
+    e->n_owned = 0;
+    if (e->st) {
+        if (rsd_state_attr_load(e->st, e->key, &e->attrs) < 0) return;
+        for (i = 0; i < e->attrs.count && e->n_owned < RSD_LMS_MAX_OWNED; i++)
+            if (e->attrs.items[i].instance[0]) {
+                e->owned[e->n_owned].model = e->attrs.items[i].model;
+                e->owned[e->n_owned++].instance = e->attrs.items[i].instance;
+            }
+        return;
+    }
+    for (k = 0; k < e->n_mem && e->n_owned < RSD_LMS_MAX_OWNED; k++)
+        if (strcmp(e->mem[k].key, e->key) == 0) {
+            e->owned[e->n_owned].model = e->mem[k].model;
+            e->owned[e->n_owned++].instance = e->mem[k].inst;
+        }
+}
+
+/* Starts LM Studio's machine: key "lmstudio|<S1 root>", owned instances, generation. */
+RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
+    char root[RSD_RECONCILE_URL_MAX], raw[RSD_RECONCILE_URL_MAX + 16];
+    rsd_lms_desc d;
+    uint64_t gen = 0;
+    bool has_gen = false;
+    if (rsd_lms_root_url(rsd_str_c(e->url), root, sizeof root) < 0 ||
+        RSD_SNPRINTF(raw, sizeof raw, "lmstudio|%s", root) >= (int)sizeof raw ||
+        rsd_target_key_normalise(rsd_str_c(raw), e->key, sizeof e->key) < 0) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
+        return;
+    }
+    if (!e->timeout_given) e->deadline = e->t0 + (uint64_t)RSD_LMS_DEADLINE_MS; /* W13: loads are slow */
+    rsdi_en_load_owned(e);
+    if (e->st) has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    memset(&d, 0, sizeof d);
+    d.base_url = e->url;
+    d.target_key = e->key;
+    d.model = e->model;
+    d.residency_env = rsdi_en_env(e);
+    d.user_managed = e->user_managed;
+    d.explicit_load = true; /* ensuring residency is an explicit load (S25) */
+    d.keep_pinned = e->keep_pinned;
+    d.lock = e->st != NULL;
+    d.has_generation = has_gen;
+    d.generation = gen;
+    d.load.context_length = e->ctx;
+    d.protected_models = e->n_protected ? e->prot : NULL;
+    d.n_protected = e->n_protected;
+    d.owned = e->n_owned ? e->owned : NULL;
+    d.n_owned = e->n_owned;
+    d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
+    d.probe_timeout_ms = e->probe_ms_req;
+    d.bearer = e->bearer[0] ? e->bearer : NULL;
+    d.cache = e->no_cache ? NULL : &e->lcache;
+    d.logger = e->logger;
+    e->lms = true;
+    e->reconciling = true;
+    e->phase = RSDI_EN_RUN;
+    (void)rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms); /* an error ends it DONE with it */
+}
+
 /* Starts the reconcile for e->kind: key, attribution, generation, desc. */
 RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     const rsdi_ensure_probe *p = rsdi_en_probe_of(e->kind);
@@ -5442,6 +5584,11 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     bool has_gen = false;
     int n_ours = 0, rc;
     size_t i;
+    if (e->kind == RSD_RUNTIME_LMSTUDIO) {
+        rsdi_en_start_lms(e, now_ms);
+        return;
+    }
+    e->lms = false;
     if (!rt) {
         rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms, "%s at %s: no %s driver in this build; nothing managed",
                      p ? p->label : rsd_runtime_kind_str(e->kind), e->url, rsd_runtime_kind_str(e->kind));
@@ -5464,9 +5611,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     d.base_url = e->url;
     d.target_key = e->key;
     d.keep = e->model;
-    if (e->observe) d.residency_env = "observe";
-    else if (e->has_env) d.residency_env = e->env;
-    else if (!e->ignore_env) d.residency_env = getenv("RESIDENCY");
+    d.residency_env = rsdi_en_env(e);
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
     d.lock = e->st != NULL;
@@ -5484,7 +5629,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     d.logger = e->logger;
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
-    rc = rsd_reconcile_begin(&e->rc, &d, now_ms);
+    rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
     (void)rc; /* on error the reconcile is DONE with it; step picks it up */
 }
 
@@ -5526,6 +5671,14 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
         e->det[i].kind = p->kind;
         e->kind = p->kind;
         rsdi_en_start_run(e, now_ms);
+        if (e->lms && e->phase == RSDI_EN_RUN) {
+            /* LM Studio's first step is this very GET: answer it with the probe's reply */
+            rsd_step s = rsdi_en_next(e, now_ms);
+            if (s.kind == RSD_STEP_HTTP && strcmp(s.http.method, "GET") == 0 && strcmp(s.http.url, e->probe_url) == 0) {
+                e->requests--; /* the machine counts it as its own */
+                rsdi_en_feed(e, ev->result, ev->status, ev->body.ptr, ev->body.len, now_ms);
+            }
+        }
         return;
     }
     if (++e->probe_i >= RSDI_EN_NPROBES) {
@@ -5558,7 +5711,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->kind = RSD_RUNTIME_AUTO;
     e->outcome = RSD_OUTCOME_NONE;
     e->error = RSD_OK;
-    e->rc.n_notices = 0;
+    e->lms = false;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -5586,6 +5739,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->ctx = q->context_length;
     e->timeout_ms = q->timeout_ms;
     e->probe_ms = q->probe_timeout_ms ? q->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
+    e->probe_ms_req = q->probe_timeout_ms;
+    e->timeout_given = q->timeout_ms != 0;
     e->observe = q->observe;
     e->user_managed = q->user_managed;
     e->keep_pinned = q->keep_pinned;
@@ -5625,21 +5780,60 @@ RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
     rc = rsd_http_send(e->http, &q, now_ms, &e->h);
     if (rc < 0) {
-        (void)rsd_reconcile_feed(&e->rc, rc, 0, NULL, 0, now_ms);
+        rsdi_en_feed(e, rc, 0, NULL, 0, now_ms);
         return;
     }
     e->inflight = true;
     e->waiting = RSDI_EN_WAIT_HTTP;
 }
 
-RSDI_PRIVATE void rsdi_en_commit(rsd_ensurer *e) {
-    const rsd_reconcile_result *res = &e->rc.result;
+/* Without a state directory: remember (model, instance) owned on e->key in memory. */
+RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_lms_attr *a, bool add) {
+    int k;
+    for (k = 0; k < e->n_mem; k++)
+        if (strcmp(e->mem[k].key, e->key) == 0 && strcmp(e->mem[k].inst, a->instance) == 0) break;
+    if (!add) {
+        if (k < e->n_mem) e->mem[k] = e->mem[--e->n_mem];
+        return;
+    }
+    if (k == e->n_mem) {
+        if (e->n_mem >= RSD_LMS_MAX_OWNED) return; /* full: this one is not remembered */
+        e->n_mem++;
+    }
+    (void)rsdi_cpy(e->mem[k].key, sizeof e->mem[k].key, e->key);
+    (void)rsdi_cpy(e->mem[k].model, sizeof e->mem[k].model, a->model);
+    (void)rsdi_cpy(e->mem[k].inst, sizeof e->mem[k].inst, a->instance);
+}
+
+/* LM Studio COMMIT: unloaded owned instances out, new ones in (W16), generation bump. */
+RSDI_PRIVATE void rsdi_en_commit_lms(rsd_ensurer *e) {
+    const rsd_lms_result *res = &e->m.lms.result;
     uint64_t gen = 0;
     int i;
+    for (i = 0; i < res->n_attr_remove; i++) {
+        if (e->st) (void)rsd_state_attr_remove(e->st, e->key, res->attr_remove[i].model, res->attr_remove[i].instance);
+        else rsdi_en_mem_set(e, &res->attr_remove[i], false);
+    }
+    for (i = 0; i < res->n_attr_add; i++) {
+        if (e->st)
+            (void)rsd_state_attr_add(e->st, e->key, res->attr_add[i].model, res->attr_add[i].instance, rsdi_en_wall_ms());
+        else rsdi_en_mem_set(e, &res->attr_add[i], true);
+    }
+    if (e->st && rsd_state_gen_bump(e->st, e->key, &gen) == RSD_OK) (void)rsd_lms_reconcile_commit_done(&e->m.lms, gen);
+}
+
+RSDI_PRIVATE void rsdi_en_commit(rsd_ensurer *e) {
+    const rsd_reconcile_result *res = &e->m.rc.result;
+    uint64_t gen = 0;
+    int i;
+    if (e->lms) {
+        rsdi_en_commit_lms(e);
+        return;
+    }
     if (!e->st) return;
     if (res->attr_add[0]) (void)rsd_state_attr_add(e->st, e->key, res->attr_add, NULL, rsdi_en_wall_ms());
     for (i = 0; i < res->n_attr_remove; i++) (void)rsd_state_attr_remove(e->st, e->key, res->attr_remove[i], NULL);
-    if (rsd_state_gen_bump(e->st, e->key, &gen) == RSD_OK) (void)rsd_reconcile_commit_done(&e->rc, gen);
+    if (rsd_state_gen_bump(e->st, e->key, &gen) == RSD_OK) (void)rsd_reconcile_commit_done(&e->m.rc, gen);
 }
 
 RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
@@ -5656,7 +5850,7 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->inflight = false;
                 e->waiting = RSDI_EN_WAIT_NONE;
                 if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
-                else (void)rsd_reconcile_feed(&e->rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
+                else rsdi_en_feed(e, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             continue;
@@ -5679,11 +5873,11 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
             }
             held = rsd_state_lock_held(&e->lk);
             if (held && rsd_state_gen_read(e->st, e->key, &gen) != RSD_OK) gen = ~(uint64_t)0;
-            (void)rsd_reconcile_lock_done(&e->rc, held, gen, now_ms);
+            rsdi_en_lock_done(e, held, gen, now_ms);
             continue;
         }
         {
-            rsd_step s = rsd_reconcile_next(&e->rc, now_ms);
+            rsd_step s = rsdi_en_next(e, now_ms);
             switch (s.kind) {
             case RSD_STEP_HTTP: rsdi_en_http(e, &s, now_ms); break;
             case RSD_STEP_WAIT:
@@ -5693,7 +5887,7 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
                 break;
             case RSD_STEP_LOCK:
                 if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
-                    (void)rsd_reconcile_lock_done(&e->rc, false, 0, now_ms);
+                    rsdi_en_lock_done(e, false, 0, now_ms);
                     break;
                 }
                 e->lk_active = true;
@@ -5731,9 +5925,9 @@ RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
 }
 
 RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
-    if (out) *out = e ? e->rc.notices : NULL;
+    if (out) *out = !e ? NULL : e->lms ? e->m.lms.notices : e->m.rc.notices;
     if (!e || !e->reconciling) return 0;
-    return e->rc.n_notices;
+    return e->lms ? e->m.lms.n_notices : e->m.rc.n_notices;
 }
 
 RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
@@ -5741,6 +5935,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     memset(out, 0, sizeof *out);
     out->message = "";
     out->op_model = "";
+    out->wire_id = "";
     if (!e) {
         out->result = RSD_ERR_ARG;
         return;
@@ -5752,8 +5947,32 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     out->elapsed_ms = out->done ? e->elapsed : (e->last_now > e->t0 ? e->last_now - e->t0 : 0);
     out->op = e->op;
     out->op_model = e->op_model;
-    if (e->reconciling) {
-        const rsd_reconcile_result *r = &e->rc.result;
+    out->wire_id = e->model;
+    if (e->reconciling && e->lms) {
+        const rsd_lms_result *r = &e->m.lms.result;
+        int i;
+        out->outcome = r->outcome;
+        out->decision = r->decision;
+        out->reason = r->reason;
+        out->cache_hit = r->cache_hit;
+        out->keep_resident = r->keep_resident;
+        out->lock_held = r->lock_held;
+        out->loaded = r->loaded;
+        out->mutated = r->mutated;
+        out->requests += r->requests;
+        out->message = r->message;
+        for (i = 0; i < r->n_evicted && i < RSD_LMS_MAX_EVICT; i++) {
+            memcpy(e->lev[i].id, r->evicted[i].instance, sizeof e->lev[i].id);
+            e->lev[i].restored = r->evicted[i].restored;
+        }
+        out->n_evicted = i;
+        out->evicted = e->lev;
+        out->n_notices = e->m.lms.n_notices;
+        out->notices = e->m.lms.notices;
+        if (r->wire_id[0]) out->wire_id = r->wire_id;
+        out->lms_tier = r->tier;
+    } else if (e->reconciling) {
+        const rsd_reconcile_result *r = &e->m.rc.result;
         out->outcome = r->outcome;
         out->decision = r->decision;
         out->reason = r->reason;
@@ -5766,15 +5985,15 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->message = r->message;
         out->n_evicted = r->n_evicted;
         out->evicted = r->evicted;
-        out->n_notices = e->rc.n_notices;
-        out->notices = e->rc.notices;
+        out->n_notices = e->m.rc.n_notices;
+        out->notices = e->m.rc.notices;
     } else {
         out->outcome = e->outcome;
         out->decision = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_DECISION_OBSERVE : RSD_DECISION_NONE;
         out->reason = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_REASON_PROBE_FAILED : RSD_REASON_NONE;
         out->message = e->message;
-        out->evicted = e->rc.result.evicted;
-        out->notices = e->rc.notices;
+        out->evicted = e->m.rc.result.evicted;
+        out->notices = e->m.rc.notices;
     }
 }
 

@@ -3,17 +3,25 @@
        rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]
                   [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]
                   [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]
-       rsd-ensure --url URL --list        (print what the server has resident)
+       rsd-ensure --url URL --list [--runtime lmstudio]   (print what the server has resident)
 
    Prints the reconcile's notices while it runs (and "loading 'x' ... 312 ms" when a
-   load finishes), then one result line; --json prints one JSON object instead.
+   load finishes), then one result line; --json prints one JSON object instead (with
+   "wire_id": the id to send requests with -- LM Studio may resolve the model to a
+   loaded instance such as "qwen:2" -- and "lmstudio_tier" on LM Studio).
+   LM Studio (--runtime lmstudio, or detected): --context N is the load's
+   context_length (clamped beside other residents); an unloaded model on a 0.3 server
+   (no load API) is observe-only (exit 4); a model the server does not advertise is
+   declined (exit 2); only instances this library loaded (persisted in the state
+   directory) are ever unloaded to make room.
    The bearer token comes from --token or $RESIDENCY_TOKEN and is never printed.
    RESIDENCY=observe (or --observe) makes it observe-only: nothing is loaded or
    unloaded. The state directory (lock, attribution) defaults to
    $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/residency.
 
    Exit codes: 0 resident (also: observe-only and already resident), 2 declined
-   (it would evict a protected model), 3 the load failed, 4 the server was
+   (it would evict a protected model; LM Studio: the model is not advertised), 3 the
+   load failed, 4 the server was
    unreachable or is not manageable (observe-only and not resident, unknown
    runtime), 64 usage error.
 
@@ -45,7 +53,7 @@ static void usage(const char *why) {
             "usage: rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]\n"
             "                  [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]\n"
             "                  [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]\n"
-            "       rsd-ensure --url URL --list\n"
+            "       rsd-ensure --url URL --list [--runtime lmstudio]\n"
             "roles: chat, memory, worker, target-default; token also from $RESIDENCY_TOKEN\n");
 }
 
@@ -78,6 +86,44 @@ static int exit_code_of(const rsd_ensure_result *r) {
     case RSD_OUTCOME_OBSERVED: return r->keep_resident ? EX_RESIDENT : EX_UNREACHABLE;
     default: return EX_UNREACHABLE;
     }
+}
+
+/* --list on LM Studio: GET <root>/api/v1/models (else /api/v0/models), print the loaded
+   instances "resident: a (loaded), q:2 (loaded, instance of q)". */
+static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
+    static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    static rsd_lms_catalog cat;
+    static const char *const paths[2] = {"/api/v1/models", "/api/v0/models"};
+    char root[2048], u[2200];
+    rsd_http_request q;
+    rsd_http_event ev;
+    int t, i, rc = RSD_ERR_NOT_FOUND;
+    if (rsd_lms_root_url(rsd_str_c(url), root, sizeof root) < 0) return EX_USAGE;
+    for (t = 0; t < 2; t++) {
+        snprintf(u, sizeof u, "%s%s", root, paths[t]);
+        memset(&q, 0, sizeof q);
+        q.url = u;
+        q.bearer_token = token;
+        q.total_timeout_ms = 5000;
+        rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
+        if (rc != RSD_OK) break;
+        rc = rsd_lms_catalog_from_response(&cat, t ? RSD_LMS_TIER_V0 : RSD_LMS_TIER_V1, ev.status, ev.body.ptr,
+                                           ev.body.len, toks, RSD_LISTING_MAX_TOKENS);
+        if (rc >= 0 || rc == RSD_ERR_AUTH) break;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "rsd-ensure: GET %s: %s\n", u, rc == RSD_ERR_AUTH ? "LM Studio authentication required" : rsd_result_str(rc));
+        return EX_UNREACHABLE;
+    }
+    printf("resident:");
+    for (i = 0; i < cat.n_instances; i++) {
+        rsd_str key = cat.models[cat.instances[i].model].key, id = cat.instances[i].id;
+        printf("%s %.*s (loaded", i ? "," : "", (int)id.len, id.ptr);
+        if (!rsd_str_eq(key, id)) printf(", instance of %.*s", (int)key.len, key.ptr);
+        printf(")");
+    }
+    printf("%s\n", cat.n_instances ? "" : " (nothing)");
+    return 0;
 }
 
 /* --list: GET <root>/v1/models, print "resident: a (loaded), b (loading)". */
@@ -135,6 +181,8 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
     rsd_json_w_key(&w, "reason_text"); rsd_json_w_str(&w, rsd_reason_str(r->reason));
     rsd_json_w_key(&w, "result"); rsd_json_w_str(&w, rsd_result_name(r->result));
     rsd_json_w_key(&w, "message"); rsd_json_w_str(&w, r->message);
+    rsd_json_w_key(&w, "wire_id"); rsd_json_w_str(&w, r->wire_id);
+    if (r->runtime == RSD_RUNTIME_LMSTUDIO) { rsd_json_w_key(&w, "lmstudio_tier"); rsd_json_w_str(&w, rsd_lms_tier_str(r->lms_tier)); }
     rsd_json_w_key(&w, "evicted");
     rsd_json_w_begin_array(&w);
     for (i = 0; i < r->n_evicted; i++) rsd_json_w_str(&w, r->evicted[i].id);
@@ -227,7 +275,8 @@ int main(int argc, char **argv) {
     if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_UNREACHABLE; }
     if (list) {
         (void)rsd_ensurer_resolve(e, url);
-        code = list_models(e, url, token && *token ? token : NULL);
+        if (q.runtime == RSD_RUNTIME_LMSTUDIO) code = list_lmstudio(e, url, token && *token ? token : NULL);
+        else code = list_models(e, url, token && *token ? token : NULL);
         rsd_ensurer_destroy(e);
         return code;
     }
@@ -297,6 +346,7 @@ int main(int argc, char **argv) {
                (unsigned)res.requests, res.cache_hit ? ", cached decision" : "");
         for (i = 0; i < res.n_evicted; i++)
             printf("  evicted '%s'%s\n", res.evicted[i].id, res.evicted[i].restored ? " (restored)" : "");
+        if (res.wire_id[0] && strcmp(res.wire_id, model) != 0) printf("  send requests as '%s'\n", res.wire_id);
         if (res.message[0] && res.outcome != RSD_OUTCOME_RESIDENT && res.outcome != RSD_OUTCOME_DECLINED) printf("  %s\n", res.message);
     }
     rsd_ensurer_destroy(e);
