@@ -8431,7 +8431,7 @@ RSDI_PRIVATE void rsdi_lms_next_restore(rsd_lms_reconcile *r, uint64_t now_ms) {
         if (w > 0) *n = *n + (size_t)w > sizeof ok - 1 ? sizeof ok - 1 : *n + (size_t)w;
     }
     if (no)
-        rsdi_lms_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, NULL,
+        rsdi_lms_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING, NULL,
                         "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
                         r->result.model_key, r->target_id, r->fail_reason, ok);
     if (nb)
@@ -8454,7 +8454,7 @@ RSDI_PRIVATE void rsdi_lms_load_failed(rsd_lms_reconcile *r, uint64_t now_ms) {
     r->result.error = r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED;
     rsdi_cpy(r->result.message, sizeof r->result.message, r->fail_reason);
     rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->model);
-    rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_ERROR, NULL,
+    rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
                     "loading '%s' on '%s' failed: %s", r->result.model_key, r->target_id, r->fail_reason);
     rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s",
               r->result.model_key, r->fail_reason);
@@ -8864,7 +8864,7 @@ RSD_API int rsd_lms_reconcile_feed(rsd_lms_reconcile *r, int transport, int http
         }
         rsdi_cpy(r->fail_reason, sizeof r->fail_reason, why);
         r->fail_error = transport < 0 ? transport : rc == RSD_ERR_SERVER_ERROR ? RSD_ERR_SERVER_ERROR : RSD_ERR_LOAD_REJECTED;
-        rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->result.model_key,
+        rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_WARNING, r->result.model_key,
                         "loading '%s' on '%s' failed (%s); listing again before any retry.", r->result.model_key,
                         r->target_id, why);
         rsdi_lms_list(r, RSDI_LP_AFTER, RSD_LMS_TIER_V1, now_ms);

@@ -281,6 +281,13 @@ static bool any_notice_has(const char *s) {
         if (strstr(R.notices[i].text, s)) return true;
     return false;
 }
+/* The kind of the first notice whose text holds s, or -1. */
+static int notice_kind_of(const char *s) {
+    int i;
+    for (i = 0; i < R.n_notices; i++)
+        if (strstr(R.notices[i].text, s)) return (int)R.notices[i].notice.kind;
+    return -1;
+}
 static const char *unloads_of(fake_lms *f) {
     static char buf[2048];
     size_t n = 0;
@@ -587,6 +594,13 @@ static void test_W14_restore_after_failed_retries(void) {
     CHECK(fl_has_inst(&f, "a-model:clio"));
     CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
     CHECK(any_notice_has("restored 'a-model'"));
+    CHECK_EQ_INT(notice_kind_of("restored 'a-model'"), RSD_NOTICE_RESTORED);
+    {
+        int i, load_failed = 0;
+        for (i = 0; i < R.n_notices; i++)
+            if (R.notices[i].notice.kind == RSD_NOTICE_LOAD_FAILED) load_failed++;
+        CHECK(load_failed >= 1);
+    }
     CHECK(R.result.n_attr_remove == 1 && R.result.n_attr_add == 1);
     CHECK_EQ_STR(R.result.attr_add[0].instance, "a-model:clio");
     CHECK_EQ_INT(f.commits, 1);
