@@ -8,7 +8,9 @@
    Prints the reconcile's notices while it runs (and "loading 'x' ... 312 ms" when a
    load finishes), then one result line; --json prints one JSON object instead (with
    "wire_id": the id to send requests with -- LM Studio may resolve the model to a
-   loaded instance such as "qwen:2" -- and "lmstudio_tier" on LM Studio).
+   loaded instance such as "qwen:2" -- and "lmstudio_tier" on LM Studio; "evicted"
+   lists what we unloaded, "displaced" pinned models the server's own LRU pushed out
+   while we loaded, "restored" those loaded back).
    LM Studio (--runtime lmstudio, or detected): --context N is the load's
    context_length (clamped beside other residents); an unloaded model on a 0.3 server
    (no load API) is observe-only (exit 4); a model the server does not advertise is
@@ -185,7 +187,13 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
     if (r->runtime == RSD_RUNTIME_LMSTUDIO) { rsd_json_w_key(&w, "lmstudio_tier"); rsd_json_w_str(&w, rsd_lms_tier_str(r->lms_tier)); }
     rsd_json_w_key(&w, "evicted");
     rsd_json_w_begin_array(&w);
-    for (i = 0; i < r->n_evicted; i++) rsd_json_w_str(&w, r->evicted[i].id);
+    for (i = 0; i < r->n_evicted; i++)
+        if (!r->evicted[i].displaced) rsd_json_w_str(&w, r->evicted[i].id);
+    rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "displaced"); /* pushed out by the server itself (W11), not by us */
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < r->n_evicted; i++)
+        if (r->evicted[i].displaced) rsd_json_w_str(&w, r->evicted[i].id);
     rsd_json_w_end_array(&w);
     rsd_json_w_key(&w, "restored");
     rsd_json_w_begin_array(&w);
@@ -345,7 +353,8 @@ int main(int argc, char **argv) {
                rsd_decision_str(res.decision), rsd_reason_str(res.reason), (unsigned long long)res.elapsed_ms,
                (unsigned)res.requests, res.cache_hit ? ", cached decision" : "");
         for (i = 0; i < res.n_evicted; i++)
-            printf("  evicted '%s'%s\n", res.evicted[i].id, res.evicted[i].restored ? " (restored)" : "");
+            printf("  %s '%s'%s\n", res.evicted[i].displaced ? "displaced by the server" : "evicted",
+                   res.evicted[i].id, res.evicted[i].restored ? " (restored)" : "");
         if (res.wire_id[0] && strcmp(res.wire_id, model) != 0) printf("  send requests as '%s'\n", res.wire_id);
         if (res.message[0] && res.outcome != RSD_OUTCOME_RESIDENT && res.outcome != RSD_OUTCOME_DECLINED) printf("  %s\n", res.message);
     }

@@ -862,6 +862,7 @@ static void test_lms_cli(void) {
     CHECK(json_str_is(out, "outcome", "resident"));
     CHECK(json_str_is(out, "decision", "load"));
     CHECK(json_str_is(out, "wire_id", "a"));
+    CHECK(strstr(out, "\"evicted\":[],\"displaced\":[],\"restored\":[]") != NULL);
     CHECK(strstr(out, "k1") == NULL); /* the token is never printed */
     CHECK_EQ_INT(sim_instances(&s, "k1", "a", ids, ctx, 2), 1);
     CHECK_EQ_INT(ctx[0], 4096);
