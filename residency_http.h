@@ -250,8 +250,30 @@
        int rsd_http_pause(c, rsd_http_req_h h, bool paused)
            Stops / resumes reading the response (its socket leaves / rejoins
            pollfds): backpressure for streamed bodies, e.g. a proxy pausing the
-           upstream while rsd_http_stream_room() downstream is low. Timeouts keep
-           running (use RSD_TIMEOUT_NONE for long streams).
+           upstream while rsd_http_stream_room() downstream is low. It may be
+           called from inside on_body / on_sse and takes effect when that
+           callback returns: step reads nothing more for the request (not even
+           bytes already in the socket buffer) until paused = false, so a proxy
+           holds at most the one piece it could not forward (one receive: at
+           most max_body_bytes, or body_cap; half the slot buffer with on_sse,
+           whose events from that same receive are still all delivered).
+           Resuming needs no wakeup of its own: the socket rejoins pollfds and
+           the next step reads it. Timeouts keep running (use RSD_TIMEOUT_NONE
+           for long streams). RSD_OK, RSD_ERR_NOT_FOUND.
+       int rsd_http_query_head(c, rsd_http_req_h h, rsd_http_head_info *out)
+           The response head as soon as it has arrived, before the body ends:
+           for a proxy that must send status, Content-Type and framing on before
+           the first body byte (it works from inside on_body, which is called
+           only after the head). out: status, minor_version, reason, headers,
+           num_headers, framing (content_length -1 when absent, chunked, close:
+           as announced), bodyless (HEAD/1xx/204/304), done (the request has
+           completed; its event is waiting), paused, body_bytes (decoded so far).
+           RSD_OK; RSD_PENDING while queued, connecting, sending or waiting for
+           the head (interim 1xx heads are skipped, never reported); the
+           request's error (< 0) when it completed without a head; RSD_ERR_NOT_FOUND
+           for a stale handle (its event was pulled and released). The views
+           point into the request's slot and stay valid until its event has
+           been pulled and released, like the event's own views.
        int rsd_http_request_sync(c, const rsd_http_request *req, rsd_http_event *resp)
            The blocking wrapper, nothing but the loop above on rsd_now_ms(): send,
            step, then poll(pollfds, next_deadline) + step_polled until this
@@ -948,6 +970,22 @@ typedef struct rsd_http_event {
     void *user;
 } rsd_http_event;
 
+/* The response head of a request still in flight (rsd_http_query_head). Views point
+   into the request's slot: valid until its event has been pulled and released (the
+   next call on the client after the rsd_http_next_event that returned it). */
+typedef struct rsd_http_head_info {
+    int status;                   /* final status (interim 1xx are never reported) */
+    int minor_version;            /* 1 for HTTP/1.1, 0 for HTTP/1.0 */
+    rsd_str reason;
+    const rsd_http_header *headers;
+    size_t num_headers;
+    rsd_http_framing framing;     /* content_length / chunked / close, as announced */
+    bool bodyless;                /* HEAD, 1xx, 204, 304: no body follows */
+    bool done;                    /* the request has completed (its event is waiting) */
+    bool paused;                  /* reading is paused (rsd_http_pause) */
+    uint64_t body_bytes;          /* decoded body bytes received so far */
+} rsd_http_head_info;
+
 /* Counters for tests and diagnostics. */
 typedef struct rsd_http_client_stats {
     uint64_t requests, connects, reuses, retries, timeouts, errors;
@@ -984,9 +1022,15 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
    RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
 /* Stops (paused = true) or resumes reading a request's response: backpressure for a
-   streamed body (e.g. a proxy whose downstream is full). Timeouts keep running.
-   RSD_OK or RSD_ERR_NOT_FOUND. */
+   streamed body (e.g. a proxy whose downstream is full). Takes effect at once, also
+   when called from inside on_body: no further on_body call until resumed. Timeouts
+   keep running. RSD_OK or RSD_ERR_NOT_FOUND. */
 RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused);
+/* The response head of request h as soon as it has arrived, also while the body is
+   still streaming (call it from on_body too). RSD_OK and *out; RSD_PENDING while no
+   head has arrived; the request's error (< 0) when it completed without a head;
+   RSD_ERR_NOT_FOUND for a stale handle; RSD_ERR_ARG for NULLs. */
+RSD_API int rsd_http_query_head(rsd_http_client *c, rsd_http_req_h h, rsd_http_head_info *out);
 /* Blocking request: resolves names with getaddrinfo, then loops poll() + step on
    rsd_now_ms() until this request completes. Returns resp->result; resp's views are
    valid until the next call on c. Other requests' events stay queued for next_event. */
@@ -3997,12 +4041,12 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
                 return;
             }
             r->state = RSDI_RQ_BODY;
-            if ((size_t)n < want) return;
+            if ((size_t)n < want || r->paused) return; /* paused from on_body: stop here */
         } else {
             char *dst;
             want = r->body_cap - r->body_len;
             if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
-            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH) {
+            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH && !r->on_body && !r->on_sse) {
                 dst = scratch; /* near the limit: read small, decode, then check the room */
                 want = sizeof scratch;
             } else {
@@ -4027,7 +4071,7 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
                 rsdi_req_finish(c, i, res, 0);
                 return;
             }
-            if ((size_t)n < want) return;
+            if ((size_t)n < want || r->paused) return; /* paused from a callback: stop here */
         }
     }
 }
@@ -4262,6 +4306,31 @@ RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused) {
     if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED || c->reqs[i].state > RSDI_RQ_BODY)
         return RSD_ERR_NOT_FOUND;
     c->reqs[i].paused = paused;
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_query_head(rsd_http_client *c, rsd_http_req_h h, rsd_http_head_info *out) {
+    rsdi_creq *r;
+    int i;
+    if (out) memset(out, 0, sizeof *out);
+    if (!c || !out) return RSD_ERR_ARG;
+    i = rsdi_client_slot(c, h);
+    if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED) return RSD_ERR_NOT_FOUND;
+    r = &c->reqs[i];
+    out->done = r->state >= RSDI_RQ_DONE;
+    out->paused = r->paused;
+    out->body_bytes = r->body_total;
+    if (!r->got_head) {
+        if (!out->done) return RSD_PENDING;
+        return r->result < 0 ? r->result : RSD_ERR_PROTOCOL;
+    }
+    out->status = r->resp.status;
+    out->minor_version = r->resp.minor_version;
+    out->reason = r->resp.reason;
+    out->headers = r->resp.headers;
+    out->num_headers = r->resp.num_headers;
+    out->framing = r->resp.framing;
+    out->bodyless = r->body_mode == RSDI_BODY_NONE;
     return RSD_OK;
 }
 
