@@ -252,14 +252,16 @@
            pollfds): backpressure for streamed bodies, e.g. a proxy pausing the
            upstream while rsd_http_stream_room() downstream is low. It may be
            called from inside on_body / on_sse and takes effect when that
-           callback returns: step reads nothing more for the request (not even
-           bytes already in the socket buffer) until paused = false, so a proxy
-           holds at most the one piece it could not forward (one receive: at
-           most max_body_bytes, or body_cap; half the slot buffer with on_sse,
-           whose events from that same receive are still all delivered).
-           Resuming needs no wakeup of its own: the socket rejoins pollfds and
-           the next step reads it. Timeouts keep running (use RSD_TIMEOUT_NONE
-           for long streams). RSD_OK, RSD_ERR_NOT_FOUND.
+           callback returns: no further on_body / on_sse call and no read for
+           the request (not even of bytes already in the socket buffer) until
+           paused = false, so a proxy holds at most the one piece it could not
+           forward (one receive: at most max_body_bytes; max_body_bytes / 2
+           with on_sse). With on_sse, events already received behind the one
+           that paused are kept in the slot and delivered first after the
+           resume (next_deadline says 0 then); the request completes only
+           after them. Resuming needs no wakeup of its own: the socket rejoins
+           pollfds and the next step goes on. Timeouts keep running (use
+           RSD_TIMEOUT_NONE for long streams). RSD_OK, RSD_ERR_NOT_FOUND.
        int rsd_http_query_head(c, rsd_http_req_h h, rsd_http_head_info *out)
            The response head as soon as it has arrived, before the body ends:
            for a proxy that must send status, Content-Type and framing on before
@@ -1023,7 +1025,7 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
 /* Stops (paused = true) or resumes reading a request's response: backpressure for a
    streamed body (e.g. a proxy whose downstream is full). Takes effect at once, also
-   when called from inside on_body: no further on_body call until resumed. Timeouts
+   when called from inside on_body / on_sse: no further callback until resumed. Timeouts
    keep running. RSD_OK or RSD_ERR_NOT_FOUND. */
 RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused);
 /* The response head of request h as soon as it has arrived, also while the body is
@@ -3455,6 +3457,10 @@ typedef struct rsdi_creq {
     void (*on_body)(void *user, const char *data, size_t len);
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     void *user;
+    const char *sse_rest;  /* paused from on_sse: received bytes not yet fed to the reader
+                              (in the head or body area, which nothing writes meanwhile) */
+    size_t sse_rest_len;
+    bool sse_end;          /* ... and the body ended within them: finish once delivered */
 } rsdi_creq;
 
 struct rsd_http_client {
@@ -3735,6 +3741,9 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
                     strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
     r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
+    r->sse_rest = NULL;
+    r->sse_rest_len = 0;
+    r->sse_end = false;
     r->result = RSD_OK;
     r->sys_errno = 0;
     r->on_body = q->on_body;
@@ -3903,15 +3912,22 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     }
 }
 
-/* Hands decoded body bytes to the streaming callbacks (from inside step). */
-RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r, const char *data, size_t len) {
-    if (r->on_body && len) r->on_body(r->user, data, len);
+/* Hands decoded body bytes to the streaming callbacks (from inside step); with_body
+   false = only to the SSE reader (bytes held back by a pause, on_body saw them). */
+RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r, const char *data, size_t len, bool with_body) {
+    if (r->on_body && len && with_body) r->on_body(r->user, data, len);
     if (r->on_sse) {
         const char *p = data;
         size_t n = len, used = 0;
         rsd_sse_event ev;
         while (n) {
-            int e = rsd_sse_feed(&r->sse, p, n, &used, &ev);
+            int e;
+            if (r->paused) { /* paused from on_sse: keep the rest for the resume */
+                r->sse_rest = p;
+                r->sse_rest_len = n;
+                break;
+            }
+            e = rsd_sse_feed(&r->sse, p, n, &used, &ev);
             p += used;
             n -= used;
             if (e == RSD_OK) r->on_sse(r->user, &ev);
@@ -3944,8 +3960,13 @@ RSDI_PRIVATE int rsdi_req_feed(rsdi_creq *r, char *src, size_t n) {
         int e;
         r->body_total += take;
         if (r->max_stream && r->body_total > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
-        e = rsdi_req_stream_out(r, src, take);
-        return e < 0 ? e : res;
+        e = rsdi_req_stream_out(r, src, take, true);
+        if (e < 0) return e;
+        if (r->sse_rest_len) { /* events wait: the request ends after they are out */
+            r->sse_end = res == RSD_OK;
+            return RSD_PENDING;
+        }
+        return res;
     }
     room = r->body_cap - r->body_len;
     if (take > room) return RSD_ERR_BODY_TOO_LARGE;
@@ -4142,6 +4163,17 @@ RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
         return; /* the answer cannot be there yet: wait for POLLIN */
     }
     if (r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) {
+        if (r->sse_rest_len && !r->paused) { /* resumed: the events held back go first */
+            const char *p = r->sse_rest;
+            size_t n = r->sse_rest_len;
+            r->sse_rest_len = 0;
+            (void)rsdi_req_stream_out(r, p, n, false);
+            if (r->sse_rest_len) return;  /* paused again */
+            if (r->sse_end) {
+                rsdi_req_finish(c, i, RSD_OK, 0);
+                return;
+            }
+        }
         if (cn->hint == RSDI_HINT_IDLE || r->paused) return;
         rsdi_req_read(c, i);
     }
@@ -4271,6 +4303,7 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
         rsdi_creq *r = &c->reqs[i];
         if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
         if (r->state == RSDI_RQ_QUEUED && can_start) return 0;
+        if (r->state == RSDI_RQ_BODY && r->sse_rest_len && !r->paused) return 0; /* held events */
         if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused &&
             rsdi_tls_pending(c->conns[r->conn].io, c->conns[r->conn].io_ctx))
             return 0;

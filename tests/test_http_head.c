@@ -397,6 +397,97 @@ static void test_pause_before_head(void) {
     rsd_http_client_destroy(c);
 }
 
+/* ---- pause from on_sse: events already received wait for the resume ---------------- */
+typedef struct sse_ctx {
+    rsd_http_client *c;
+    rsd_http_req_h h;
+    int events;
+    bool bad, paused;
+} sse_ctx;
+
+static void pause_on_sse(void *user, const rsd_sse_event *ev) {
+    sse_ctx *x = (sse_ctx *)user;
+    char want[32];
+    if (x->paused) x->bad = true;
+    snprintf(want, sizeof want, "event %d", x->events);
+    if (!rsd_str_eq_c(ev->data, want)) x->bad = true;
+    x->events++;
+    CHECK_EQ_INT(rsd_http_pause(x->c, x->h, true), RSD_OK);
+    x->paused = true;
+}
+
+/* 40 events and the end of the body arrive in one write; each resume delivers exactly
+   one event, and the request completes only after the last. */
+static void run_sse_pause(bool chunked) {
+    uint16_t port = 0;
+    int lfd = raw_listen(&port), fd, i, k, steps = 0;
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_event ev;
+    sse_ctx x;
+    char body[2048], wire[4096];
+    size_t blen = 0, wlen;
+    bool got = false;
+    REQUIRE(lfd >= 0 && c);
+    for (k = 0; k < 40; k++) blen += (size_t)snprintf(body + blen, sizeof body - blen, "data: event %d\n\n", k);
+    if (chunked)
+        wlen = (size_t)snprintf(wire, sizeof wire,
+                                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                "%zx\r\n%s\r\n0\r\n\r\n", blen, body);
+    else
+        wlen = (size_t)snprintf(wire, sizeof wire,
+                                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %zu\r\n\r\n%s",
+                                blen, body);
+    memset(&x, 0, sizeof x);
+    memset(&q, 0, sizeof q);
+    q.url = url_of(port, "/sse");
+    q.on_sse = pause_on_sse;
+    q.user = &x;
+    x.c = c;
+    REQUIRE(rsd_http_send(c, &q, 0, &x.h) == RSD_OK);
+    fd = accept_request(c, lfd);
+    REQUIRE(fd >= 0);
+    REQUIRE(send_all(fd, wire, wlen));
+    for (i = 0; i < 200 && x.events == 0; i++) pump(c);
+    REQUIRE(x.events == 1);
+    for (i = 0; i < 200 && !got; i++) {
+        int before = x.events;
+        /* paused: nothing happens, the deadline does not say "now" */
+        (void)rsd_http_client_step(c, 0);
+        CHECK_EQ_INT(x.events, before);
+        CHECK(rsd_http_client_next_deadline(c) != 0);
+        CHECK(!rsd_http_next_event(c, &ev));
+        x.paused = false;
+        CHECK_EQ_INT(rsd_http_pause(c, x.h, false), RSD_OK);
+        if (x.events < 40) CHECK_EQ_INT(rsd_http_client_next_deadline(c), 0); /* held events: step now */
+        pump(c);
+        steps++;
+        CHECK(x.events - before <= 1);
+        if (x.events < 40) CHECK(!rsd_http_next_event(c, &ev));
+        while (rsd_http_next_event(c, &ev)) {
+            CHECK_EQ_INT(ev.result, RSD_OK);
+            got = true;
+        }
+        if (x.events == 40 && !got) { /* the last resume may complete at the next step */
+            pump(c);
+            while (rsd_http_next_event(c, &ev)) {
+                CHECK_EQ_INT(ev.result, RSD_OK);
+                got = true;
+            }
+        }
+    }
+    CHECK(got);
+    CHECK(!x.bad);
+    CHECK_EQ_INT(x.events, 40);
+    CHECK_EQ_INT(steps, 39); /* the first event came before the loop */
+    close(fd);
+    close(lfd);
+    rsd_http_client_destroy(c);
+}
+
+static void test_pause_sse_chunked(void) { run_sse_pause(true); }
+static void test_pause_sse_length(void) { run_sse_pause(false); }
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_head_before_body_ends);
@@ -404,5 +495,7 @@ int main(int argc, char **argv) {
     RUN(test_pause_before_head);
     RUN(test_pause_content_length);
     RUN(test_pause_chunked);
+    RUN(test_pause_sse_chunked);
+    RUN(test_pause_sse_length);
     return RSD_TEST_END();
 }
