@@ -250,8 +250,32 @@
        int rsd_http_pause(c, rsd_http_req_h h, bool paused)
            Stops / resumes reading the response (its socket leaves / rejoins
            pollfds): backpressure for streamed bodies, e.g. a proxy pausing the
-           upstream while rsd_http_stream_room() downstream is low. Timeouts keep
-           running (use RSD_TIMEOUT_NONE for long streams).
+           upstream while rsd_http_stream_room() downstream is low. It may be
+           called from inside on_body / on_sse and takes effect when that
+           callback returns: no further on_body / on_sse call and no read for
+           the request (not even of bytes already in the socket buffer) until
+           paused = false, so a proxy holds at most the one piece it could not
+           forward (one receive: at most max_body_bytes; max_body_bytes / 2
+           with on_sse). With on_sse, events already received behind the one
+           that paused are kept in the slot and delivered first after the
+           resume (next_deadline says 0 then); the request completes only
+           after them. Resuming needs no wakeup of its own: the socket rejoins
+           pollfds and the next step goes on. Timeouts keep running (use
+           RSD_TIMEOUT_NONE for long streams). RSD_OK, RSD_ERR_NOT_FOUND.
+       int rsd_http_query_head(c, rsd_http_req_h h, rsd_http_head_info *out)
+           The response head as soon as it has arrived, before the body ends:
+           for a proxy that must send status, Content-Type and framing on before
+           the first body byte (it works from inside on_body, which is called
+           only after the head). out: status, minor_version, reason, headers,
+           num_headers, framing (content_length -1 when absent, chunked, close:
+           as announced), bodyless (HEAD/1xx/204/304), done (the request has
+           completed; its event is waiting), paused, body_bytes (decoded so far).
+           RSD_OK; RSD_PENDING while queued, connecting, sending or waiting for
+           the head (interim 1xx heads are skipped, never reported); the
+           request's error (< 0) when it completed without a head; RSD_ERR_NOT_FOUND
+           for a stale handle (its event was pulled and released). The views
+           point into the request's slot and stay valid until its event has
+           been pulled and released, like the event's own views.
        int rsd_http_request_sync(c, const rsd_http_request *req, rsd_http_event *resp)
            The blocking wrapper, nothing but the loop above on rsd_now_ms(): send,
            step, then poll(pollfds, next_deadline) + step_polled until this
@@ -948,6 +972,22 @@ typedef struct rsd_http_event {
     void *user;
 } rsd_http_event;
 
+/* The response head of a request still in flight (rsd_http_query_head). Views point
+   into the request's slot: valid until its event has been pulled and released (the
+   next call on the client after the rsd_http_next_event that returned it). */
+typedef struct rsd_http_head_info {
+    int status;                   /* final status (interim 1xx are never reported) */
+    int minor_version;            /* 1 for HTTP/1.1, 0 for HTTP/1.0 */
+    rsd_str reason;
+    const rsd_http_header *headers;
+    size_t num_headers;
+    rsd_http_framing framing;     /* content_length / chunked / close, as announced */
+    bool bodyless;                /* HEAD, 1xx, 204, 304: no body follows */
+    bool done;                    /* the request has completed (its event is waiting) */
+    bool paused;                  /* reading is paused (rsd_http_pause) */
+    uint64_t body_bytes;          /* decoded body bytes received so far */
+} rsd_http_head_info;
+
 /* Counters for tests and diagnostics. */
 typedef struct rsd_http_client_stats {
     uint64_t requests, connects, reuses, retries, timeouts, errors;
@@ -984,9 +1024,15 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
    RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
 /* Stops (paused = true) or resumes reading a request's response: backpressure for a
-   streamed body (e.g. a proxy whose downstream is full). Timeouts keep running.
-   RSD_OK or RSD_ERR_NOT_FOUND. */
+   streamed body (e.g. a proxy whose downstream is full). Takes effect at once, also
+   when called from inside on_body / on_sse: no further callback until resumed. Timeouts
+   keep running. RSD_OK or RSD_ERR_NOT_FOUND. */
 RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused);
+/* The response head of request h as soon as it has arrived, also while the body is
+   still streaming (call it from on_body too). RSD_OK and *out; RSD_PENDING while no
+   head has arrived; the request's error (< 0) when it completed without a head;
+   RSD_ERR_NOT_FOUND for a stale handle; RSD_ERR_ARG for NULLs. */
+RSD_API int rsd_http_query_head(rsd_http_client *c, rsd_http_req_h h, rsd_http_head_info *out);
 /* Blocking request: resolves names with getaddrinfo, then loops poll() + step on
    rsd_now_ms() until this request completes. Returns resp->result; resp's views are
    valid until the next call on c. Other requests' events stay queued for next_event. */
@@ -3445,6 +3491,10 @@ typedef struct rsdi_creq {
     void (*on_body)(void *user, const char *data, size_t len);
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     void *user;
+    const char *sse_rest;  /* paused from on_sse: received bytes not yet fed to the reader
+                              (in the head or body area, which nothing writes meanwhile) */
+    size_t sse_rest_len;
+    bool sse_end;          /* ... and the body ended within them: finish once delivered */
 } rsdi_creq;
 
 struct rsd_http_client {
@@ -3725,6 +3775,9 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
                     strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
     r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
+    r->sse_rest = NULL;
+    r->sse_rest_len = 0;
+    r->sse_end = false;
     r->result = RSD_OK;
     r->sys_errno = 0;
     r->on_body = q->on_body;
@@ -3893,15 +3946,22 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     }
 }
 
-/* Hands decoded body bytes to the streaming callbacks (from inside step). */
-RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r, const char *data, size_t len) {
-    if (r->on_body && len) r->on_body(r->user, data, len);
+/* Hands decoded body bytes to the streaming callbacks (from inside step); with_body
+   false = only to the SSE reader (bytes held back by a pause, on_body saw them). */
+RSDI_PRIVATE int rsdi_req_stream_out(rsdi_creq *r, const char *data, size_t len, bool with_body) {
+    if (r->on_body && len && with_body) r->on_body(r->user, data, len);
     if (r->on_sse) {
         const char *p = data;
         size_t n = len, used = 0;
         rsd_sse_event ev;
         while (n) {
-            int e = rsd_sse_feed(&r->sse, p, n, &used, &ev);
+            int e;
+            if (r->paused) { /* paused from on_sse: keep the rest for the resume */
+                r->sse_rest = p;
+                r->sse_rest_len = n;
+                break;
+            }
+            e = rsd_sse_feed(&r->sse, p, n, &used, &ev);
             p += used;
             n -= used;
             if (e == RSD_OK) r->on_sse(r->user, &ev);
@@ -3934,8 +3994,13 @@ RSDI_PRIVATE int rsdi_req_feed(rsdi_creq *r, char *src, size_t n) {
         int e;
         r->body_total += take;
         if (r->max_stream && r->body_total > r->max_stream) return RSD_ERR_BODY_TOO_LARGE;
-        e = rsdi_req_stream_out(r, src, take);
-        return e < 0 ? e : res;
+        e = rsdi_req_stream_out(r, src, take, true);
+        if (e < 0) return e;
+        if (r->sse_rest_len) { /* events wait: the request ends after they are out */
+            r->sse_end = res == RSD_OK;
+            return RSD_PENDING;
+        }
+        return res;
     }
     room = r->body_cap - r->body_len;
     if (take > room) return RSD_ERR_BODY_TOO_LARGE;
@@ -4031,12 +4096,12 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
                 return;
             }
             r->state = RSDI_RQ_BODY;
-            if ((size_t)n < want) return;
+            if ((size_t)n < want || r->paused) return; /* paused from on_body: stop here */
         } else {
             char *dst;
             want = r->body_cap - r->body_len;
             if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
-            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH) {
+            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH && !r->on_body && !r->on_sse) {
                 dst = scratch; /* near the limit: read small, decode, then check the room */
                 want = sizeof scratch;
             } else {
@@ -4061,7 +4126,7 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
                 rsdi_req_finish(c, i, res, 0);
                 return;
             }
-            if ((size_t)n < want) return;
+            if ((size_t)n < want || r->paused) return; /* paused from a callback: stop here */
         }
     }
 }
@@ -4132,6 +4197,17 @@ RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
         return; /* the answer cannot be there yet: wait for POLLIN */
     }
     if (r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) {
+        if (r->sse_rest_len && !r->paused) { /* resumed: the events held back go first */
+            const char *p = r->sse_rest;
+            size_t n = r->sse_rest_len;
+            r->sse_rest_len = 0;
+            (void)rsdi_req_stream_out(r, p, n, false);
+            if (r->sse_rest_len) return;  /* paused again */
+            if (r->sse_end) {
+                rsdi_req_finish(c, i, RSD_OK, 0);
+                return;
+            }
+        }
         if (cn->hint == RSDI_HINT_IDLE || r->paused) return;
         rsdi_req_read(c, i);
     }
@@ -4261,6 +4337,7 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
         rsdi_creq *r = &c->reqs[i];
         if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
         if (r->state == RSDI_RQ_QUEUED && can_start) return 0;
+        if (r->state == RSDI_RQ_BODY && r->sse_rest_len && !r->paused) return 0; /* held events */
         if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused &&
             rsdi_tls_pending(c->conns[r->conn].io, c->conns[r->conn].io_ctx))
             return 0;
@@ -4296,6 +4373,31 @@ RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused) {
     if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED || c->reqs[i].state > RSDI_RQ_BODY)
         return RSD_ERR_NOT_FOUND;
     c->reqs[i].paused = paused;
+    return RSD_OK;
+}
+
+RSD_API int rsd_http_query_head(rsd_http_client *c, rsd_http_req_h h, rsd_http_head_info *out) {
+    rsdi_creq *r;
+    int i;
+    if (out) memset(out, 0, sizeof *out);
+    if (!c || !out) return RSD_ERR_ARG;
+    i = rsdi_client_slot(c, h);
+    if (i < 0 || c->reqs[i].state < RSDI_RQ_QUEUED) return RSD_ERR_NOT_FOUND;
+    r = &c->reqs[i];
+    out->done = r->state >= RSDI_RQ_DONE;
+    out->paused = r->paused;
+    out->body_bytes = r->body_total;
+    if (!r->got_head) {
+        if (!out->done) return RSD_PENDING;
+        return r->result < 0 ? r->result : RSD_ERR_PROTOCOL;
+    }
+    out->status = r->resp.status;
+    out->minor_version = r->resp.minor_version;
+    out->reason = r->resp.reason;
+    out->headers = r->resp.headers;
+    out->num_headers = r->resp.num_headers;
+    out->framing = r->resp.framing;
+    out->bodyless = r->body_mode == RSDI_BODY_NONE;
     return RSD_OK;
 }
 

@@ -56,9 +56,12 @@ enum {
     SRV_MAX_CONNS = 64,                  /* downstream connections (= jobs) */
     SRV_MAX_BODY = 1 << 20,              /* request body limit (413 over it) */
     SRV_RESPONSE_BYTES = 256 << 10,      /* per-connection send buffer */
-    SRV_STASH = 8 << 20,                 /* upstream bytes held while the client is slow (the
-                                            client's read loop runs to EAGAIN after a pause,
-                                            so this covers a socket receive buffer) */
+    SRV_UP_READ = 64 << 10,              /* upstream client slot buffer: at most this many
+                                            body bytes per on_body call */
+    SRV_STASH = SRV_UP_READ,             /* the part of one upstream piece the client's send
+                                            buffer could not take; the upstream is paused
+                                            until it is out (rsd_http_pause stops the read
+                                            loop at once, so one piece is the most) */
     SRV_OUT = 256 << 10,                 /* JSON answers we write ourselves */
     SRV_MAX_FDS = 2 * SRV_MAX_CONNS + 3 * RSD_PROCS_MAX + 64,
     SRV_UPSTREAM_TIMEOUT_MS = 3600000,   /* a proxied request (llama-server's -to default) */
@@ -99,7 +102,7 @@ typedef struct job {
     bool client_gone;
     bool broken;           /* the answer cannot be completed: cut the connection */
     bool up_done;          /* upstream finished OK; end the answer once the stash is out */
-    bool paused;
+    bool paused;           /* upstream reading paused until the stash is out */
     char *stash;
     size_t stash_len;
     uint64_t t0;
@@ -477,51 +480,49 @@ static void job_log(srv *s, job *j, int status, uint64_t now) {
         logf_("%s %s %s %d %.1f ms", j->method, j->path, s->cfg->models[j->model].id, status, (double)(now - j->t0));
 }
 
-/* The upstream response head of request h (white-box: rsd-serve compiles the
-   implementation, and the client has no public accessor for a head that arrived
-   before the body completed). NULL while no head is known. */
-static const rsd_http_response_head *upstream_head(rsd_http_client *c, rsd_http_req_h h) {
-    int k = rsdi_client_slot(c, h);
-    if (k < 0 || !c->reqs[k].got_head) return NULL;
-    return &c->reqs[k].resp;
-}
-
-/* Starts the downstream answer with the upstream's status, type and framing. */
+/* Starts the downstream answer with the upstream's status, type and framing (the
+   upstream head, read while its body streams). */
 static bool job_begin(srv *s, job *j) {
-    const rsd_http_response_head *hd = upstream_head(s->hc, j->up);
+    rsd_http_head_info hd;
     rsd_http_header out[2];
     rsd_str ct;
     size_t nh = 0;
     int r;
-    if (!hd) return false;
-    ct = rsd_http_header_get(hd->headers, hd->num_headers, "Content-Type");
+    if (rsd_http_query_head(s->hc, j->up, &hd) != RSD_OK) return false;
+    ct = rsd_http_header_get(hd.headers, hd.num_headers, "Content-Type");
     if (ct.ptr) {
         out[nh].name = rsd_str_c("Content-Type");
         out[nh++].value = ct;
     }
-    if (hd->framing.chunked) r = rsd_http_stream_begin(s->hs, j->sreq, hd->status, out, nh);
-    else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd->status, out, nh, hd->framing.content_length);
+    if (hd.framing.chunked) r = rsd_http_stream_begin(s->hs, j->sreq, hd.status, out, nh);
+    else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd.status, out, nh, hd.framing.content_length);
     if (r != RSD_OK) return false;
     j->begun = true;
     return true;
 }
 
-/* Upstream body bytes (from inside rsd_http_client_step): forwarded at once; held in
-   the stash (and upstream paused) while the client's send buffer is full. */
+/* Upstream body bytes (from inside rsd_http_client_step): forwarded as far as the
+   client's send buffer takes them; the rest (at most one piece, SRV_UP_READ) goes to
+   the stash and the upstream is paused until jobs_service has sent it. */
 static void on_up_body(void *user, const char *data, size_t len) {
     job *j = (job *)user;
     srv *s = j->srv;
+    size_t room;
     if (j->broken || j->client_gone || !len) return;
     if (!j->begun && !job_begin(s, j)) { j->broken = true; return; }
-    if (!j->stash_len && rsd_http_stream_room(s->hs, j->sreq) >= len) {
-        int r = rsd_http_stream_write(s->hs, j->sreq, data, len);
-        if (r == RSD_OK) return;
-        if (r != RSD_ERR_CAPACITY) { j->broken = true; return; }
+    if (j->stash_len) { j->broken = true; return; } /* cannot happen: paused while stashed */
+    room = rsd_http_stream_room(s->hs, j->sreq);
+    if (room) {
+        size_t n = room < len ? room : len;
+        if (rsd_http_stream_write(s->hs, j->sreq, data, n) != RSD_OK) { j->broken = true; return; }
+        data += n;
+        len -= n;
+        if (!len) return;
     }
     if (!j->stash) j->stash = (char *)malloc(SRV_STASH);
-    if (!j->stash || j->stash_len + len > SRV_STASH) { j->broken = true; return; }
-    memcpy(j->stash + j->stash_len, data, len);
-    j->stash_len += len;
+    if (!j->stash || len > SRV_STASH) { j->broken = true; return; }
+    memcpy(j->stash, data, len);
+    j->stash_len = len;
     if (!j->paused) {
         (void)rsd_http_pause(s->hc, j->up, true);
         j->paused = true;
@@ -999,7 +1000,7 @@ int main(int argc, char **argv) {
     cd.max_requests = SRV_MAX_CONNS;
     cd.max_conns = SRV_MAX_CONNS;
     cd.max_request_bytes = SRV_MAX_BODY + 16384;
-    cd.max_body_bytes = 65536;
+    cd.max_body_bytes = SRV_UP_READ;
     cd.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
     if (s.opts.verbose) cd.logger.fn = lib_log;
     s.hc = rsd_http_client_create(&cd);

@@ -15,7 +15,14 @@
    Fault flags of this program (not of rsd_sim.h), for process-supervision tests:
        --ignore-sigterm   SIGTERM is ignored (only SIGKILL or SIGINT ends it)
        --print-ready-ms   server mode: when /health turns 200, also print
-                          "rsd-sim: ready at monotonic ms N" (CLOCK_MONOTONIC, for benches) */
+                          "rsd-sim: ready at monotonic ms N" (CLOCK_MONOTONIC, for benches)
+       --big-body BYTES   a non-streamed completion (a 200 answer to a POST whose path
+                          contains "/completion") becomes a Content-Length JSON body of
+                          about BYTES bytes, written as the socket takes it (memory stays
+                          bounded): {"id":"chatcmpl-big",...,"message":{"role":"assistant",
+                          "content":"RECORDS"},"finish_reason":"length"}]} where RECORDS is
+                          max(1, BYTES / 16) records of 16 bytes, record k = printf("%015llu ",
+                          k). For backpressure tests: every byte can be checked. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_sim.h"
@@ -48,14 +55,88 @@ static uint64_t mono_ms(void) {
 typedef struct sim_link {
     uint32_t ticket;
     rsd_http_sreq_h h;
+    bool big;          /* --big-body applies to its answer */
 } sim_link;
+
+/* A --big-body answer being written. */
+typedef struct sim_big {
+    rsd_http_sreq_h h; /* 0 = unused */
+    uint64_t off, total;
+} sim_big;
 
 typedef struct sim_app {
     rsim *sim;
     rsd_http_server *srv;
     sim_link links[RSIM_MAX_TICKETS];
     char *body;
+    uint64_t big_body; /* --big-body BYTES, 0 = off */
+    sim_big bigs[RSIM_MAX_TICKETS];
 } sim_app;
+
+static const char big_prefix[] = "{\"id\":\"chatcmpl-big\",\"object\":\"chat.completion\",\"created\":0,"
+                                 "\"model\":\"big\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                                 "\"assistant\",\"content\":\"";
+static const char big_suffix[] = "\"},\"finish_reason\":\"length\"}]}";
+
+/* Bytes [off, off + n) of a big answer of `records` records into out. */
+static void big_fill(char *out, uint64_t off, size_t n, uint64_t records) {
+    const uint64_t plen = sizeof big_prefix - 1, rend = plen + records * 16;
+    char rec[24];
+    uint64_t cur = (uint64_t)-1;
+    size_t i;
+    for (i = 0; i < n; i++, off++) {
+        if (off < plen) out[i] = big_prefix[off];
+        else if (off >= rend) out[i] = big_suffix[off - rend];
+        else {
+            uint64_t k = (off - plen) / 16;
+            if (k != cur) {
+                snprintf(rec, sizeof rec, "%015llu ", (unsigned long long)k);
+                cur = k;
+            }
+            out[i] = rec[(off - plen) % 16];
+        }
+    }
+}
+
+/* Starts a big answer on h. */
+static void big_start(sim_app *a, rsd_http_sreq_h h) {
+    uint64_t records = a->big_body / 16 ? a->big_body / 16 : 1;
+    rsd_http_header hd;
+    int i;
+    hd.name = rsd_str_c("Content-Type");
+    hd.value = rsd_str_c("application/json; charset=utf-8");
+    for (i = 0; i < RSIM_MAX_TICKETS; i++)
+        if (!a->bigs[i].h.id) {
+            a->bigs[i].total = sizeof big_prefix - 1 + records * 16 + sizeof big_suffix - 1;
+            if (rsd_http_stream_begin_raw(a->srv, h, 200, &hd, 1, (int64_t)a->bigs[i].total) != RSD_OK) return;
+            a->bigs[i].h = h;
+            a->bigs[i].off = 0;
+            return;
+        }
+    (void)rsd_http_respond(a->srv, h, 503, NULL, 0, "", 0);
+}
+
+/* Writes what the sockets take of every big answer; ends the finished ones. */
+static void big_pump(sim_app *a) {
+    int i;
+    for (i = 0; i < RSIM_MAX_TICKETS; i++) {
+        sim_big *b = &a->bigs[i];
+        uint64_t records = a->big_body / 16 ? a->big_body / 16 : 1;
+        while (b->h.id && b->off < b->total) {
+            size_t room = rsd_http_stream_room(a->srv, b->h), n;
+            if (room == 0) break;
+            n = room < SIM_BODY_BYTES ? room : SIM_BODY_BYTES;
+            if ((uint64_t)n > b->total - b->off) n = (size_t)(b->total - b->off);
+            big_fill(a->body, b->off, n, records);
+            if (rsd_http_stream_write(a->srv, b->h, a->body, n) != RSD_OK) { b->h.id = 0; break; }
+            b->off += n;
+        }
+        if (b->h.id && b->off == b->total) {
+            (void)rsd_http_stream_end(a->srv, b->h);
+            b->h.id = 0;
+        }
+    }
+}
 
 static sim_link *link_by_ticket(sim_app *a, uint32_t ticket) {
     int i;
@@ -71,16 +152,16 @@ static sim_link *link_by_handle(sim_app *a, rsd_http_sreq_h h) {
     return NULL;
 }
 
-static void link_add(sim_app *a, uint32_t ticket, rsd_http_sreq_h h) {
+static void link_add(sim_app *a, uint32_t ticket, rsd_http_sreq_h h, bool big) {
     sim_link *l = link_by_ticket(a, 0);
     int i;
     for (i = 0; !l && i < RSIM_MAX_TICKETS; i++)
         if (!a->links[i].ticket) l = &a->links[i];
-    if (l) { l->ticket = ticket; l->h = h; }
+    if (l) { l->ticket = ticket; l->h = h; l->big = big; }
 }
 
 /* Sends what rsim produced for request h (one rsim_handle or rsim_pull result). */
-static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r) {
+static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r, bool big) {
     rsd_http_header hd[2];
     size_t nh = 0;
     hd[nh].name = rsd_str_c("Content-Type");
@@ -97,6 +178,10 @@ static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r) {
             if (rsd_http_stream_begin(a->srv, h, r->status, hd, nh) == RSD_OK)
                 (void)rsd_http_stream_write(a->srv, h, r->body, r->truncate_at);
             return;
+        }
+        if (big && r->status == 200) {
+            big_start(a, h);
+            break;
         }
         (void)rsd_http_respond(a->srv, h, r->status, hd, nh, r->body, r->body_len);
         break;
@@ -115,6 +200,7 @@ static void on_request(sim_app *a, const rsd_http_server_event *ev, uint64_t now
     rsd_str auth = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "Authorization");
     rsd_str xkey = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "X-Api-Key");
     char method[16], target[RSIM_TARGET_MAX];
+    bool big;
     memset(&q, 0, sizeof q);
     memset(&r, 0, sizeof r);
     if (ev->head->method.len >= sizeof method || ev->head->target.len >= sizeof target) {
@@ -134,8 +220,10 @@ static void on_request(sim_app *a, const rsd_http_server_event *ev, uint64_t now
     r.body = a->body;
     r.body_cap = SIM_BODY_BYTES;
     (void)rsim_handle(a->sim, &q, now, &r);
-    if (r.action == RSIM_DEFER || r.action == RSIM_HANG || r.action == RSIM_STREAM) link_add(a, r.ticket, ev->req);
-    deliver(a, ev->req, &r);
+    big = a->big_body && !strcmp(method, "POST") && strstr(target, "/completion") != NULL;
+    if (r.action == RSIM_DEFER || r.action == RSIM_HANG || r.action == RSIM_STREAM)
+        link_add(a, r.ticket, ev->req, big);
+    deliver(a, ev->req, &r, big);
 }
 
 /* Router-child control line (W29): state loading|ready|sleeping, ready carries data[0]. */
@@ -161,16 +249,19 @@ int main(int argc, char **argv) {
     rsd_http_server_desc d;
     rsd_pollfd fds[SIM_MAX_FDS];
     uint64_t t0 = mono_ms();
+    unsigned long long big_body = 0;
     bool printed = false, own_epoch = true, child = false, ignore_term = false, print_ready = false;
     int i, j, child_state_seen = -1, child_exit = -1;
     memset(&a, 0, sizeof a);
     for (i = 1, j = 1; i < argc; i++) { /* this program's own flags, removed before rsim_configure */
         if (!strcmp(argv[i], "--ignore-sigterm")) ignore_term = true;
         else if (!strcmp(argv[i], "--print-ready-ms")) print_ready = true;
+        else if (!strcmp(argv[i], "--big-body") && i + 1 < argc) big_body = strtoull(argv[++i], NULL, 10);
         else argv[j++] = argv[i];
     }
     argc = j;
     argv[argc] = NULL;
+    a.big_body = big_body;
     a.sim = (rsim *)calloc(1, sizeof *a.sim);
     a.body = (char *)malloc(SIM_BODY_BYTES);
     if (!a.sim || !a.body) return 2;
@@ -233,7 +324,10 @@ int main(int argc, char **argv) {
             if (ev.type == RSD_HTTP_SEV_REQUEST) on_request(&a, &ev, now);
             else if (ev.type == RSD_HTTP_SEV_CLOSED) {
                 sim_link *l = link_by_handle(&a, ev.req);
+                int k;
                 if (l) { rsim_cancel(a.sim, l->ticket, now); l->ticket = 0; }
+                for (k = 0; k < RSIM_MAX_TICKETS; k++)
+                    if (a.bigs[k].h.id == ev.req.id) a.bigs[k].h.id = 0;
             }
         }
         memset(&r, 0, sizeof r);
@@ -242,15 +336,18 @@ int main(int argc, char **argv) {
         while (rsim_pull(a.sim, now, &r) > 0) {
             sim_link *l = link_by_ticket(&a, r.ticket);
             if (!l) continue;
-            deliver(&a, l->h, &r);
+            deliver(&a, l->h, &r, l->big);
             if (r.action == RSIM_RESPOND || r.action == RSIM_END || r.action == RSIM_DROP) l->ticket = 0;
         }
+        big_pump(&a);
         (void)rsd_http_server_step(a.srv, now); /* flush what was just written */
         wake = rsim_next_wake_ms(a.sim);
         dl = rsd_http_server_next_deadline(a.srv);
         if (dl < wake) wake = dl;
         now = mono_ms();
         timeout = wake == (uint64_t)-1 ? 1000 : wake <= now ? 0 : wake - now > 1000 ? 1000 : (int)(wake - now);
+        for (i = 0; i < RSIM_MAX_TICKETS && timeout; i++) /* a big answer can write more now */
+            if (a.bigs[i].h.id && rsd_http_stream_room(a.srv, a.bigs[i].h) > 0) timeout = 0;
         nfds = rsd_http_server_pollfds(a.srv, fds, SIM_MAX_FDS - 1);
         if (nfds < 0) nfds = 0;
         if (child) { fds[nfds].fd = 0; fds[nfds].events = RSD_POLLIN; fds[nfds].revents = 0; nfds++; }

@@ -648,6 +648,134 @@ static void test_serve_pool(void) {
     CHECK(log_has(&s, "stopped"));
 }
 
+/* rsd-serve's RSS from /proc/PID/status: field "VmRSS:" or "VmHWM:" (peak) in KiB. */
+static long proc_kib(pid_t pid, const char *field) {
+    char path[64], line[256];
+    long v = -1;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, strlen(field))) { v = atol(line + strlen(field)); break; }
+    fclose(f);
+    return v;
+}
+
+/* The big answer of rsd-sim --big-body checked byte by byte as it arrives. */
+typedef struct big_check {
+    uint64_t off, records, bad_at, rec_k;
+    char rec[24];        /* the current record's text */
+    bool bad;
+} big_check;
+
+static const char big_prefix[] = "{\"id\":\"chatcmpl-big\",\"object\":\"chat.completion\",\"created\":0,"
+                                 "\"model\":\"big\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                                 "\"assistant\",\"content\":\"";
+static const char big_suffix[] = "\"},\"finish_reason\":\"length\"}]}";
+
+static void big_feed(big_check *b, const char *p, size_t n) {
+    const uint64_t plen = sizeof big_prefix - 1, rend = plen + b->records * 16;
+    size_t i;
+    for (i = 0; i < n && !b->bad; i++, b->off++) {
+        char want;
+        if (b->off < plen) want = big_prefix[b->off];
+        else if (b->off >= rend) want = b->off - rend < sizeof big_suffix - 1 ? big_suffix[b->off - rend] : 0;
+        else {
+            uint64_t k = (b->off - plen) / 16;
+            if (k != b->rec_k || !b->rec[0]) {
+                snprintf(b->rec, sizeof b->rec, "%015llu ", (unsigned long long)k);
+                b->rec_k = k;
+            }
+            want = b->rec[(b->off - plen) % 16];
+        }
+        if (p[i] != want) { b->bad = true; b->bad_at = b->off; }
+    }
+}
+
+/* A slow client (4 KiB receive buffer, 1 KiB reads, a /status round trip every 256 KiB)
+   fetches a 16 MiB non-streamed answer: every byte arrives intact while rsd-serve's
+   memory stays bounded (the upstream read is paused while the client is behind, instead
+   of rsd-serve buffering the difference). */
+static void test_serve_slow_client(void) {
+    enum { BIG = 16 << 20 };
+    serve_proc s;
+    char path[256], head[8192], buf[1024], st[32];
+    const char *args[] = {"--config", path, NULL};
+    rsd_http_response_head rh;
+    big_check bc;
+    size_t hlen = 0, consumed = 0;
+    uint64_t body = 0, total, next_look = 256 << 10;
+    long hwm0, rss0, rss_max = 0, hwm1;
+    int fd, i, rcv = 4096, res = RSD_PENDING, one = 1;
+    struct sockaddr_in a;
+    make_dir();
+    snprintf(path, sizeof path, "%s/slow.ini", g_dir);
+    write_config(path, 1, "[model big]\nmodel = /models/big.gguf\nargs = --big-body 16777216\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"big\"}"), 200);
+    for (i = 0; i < 500; i++) {
+        status_state(&s, "big", st, sizeof st);
+        if (!strcmp(st, "ready")) break;
+        (void)poll(NULL, 0, 10);
+    }
+    REQUIRE(!strcmp(st, "ready"));
+    /* a small answer first, so the baseline includes the proxy path's buffers */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/embeddings", "{\"model\":\"big\",\"input\":\"x\"}"), 200);
+    rss0 = proc_kib(s.pid, "VmRSS:");
+    hwm0 = proc_kib(s.pid, "VmHWM:");
+    REQUIRE(rss0 > 0 && hwm0 > 0);
+
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv); /* before connect: a small window */
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)s.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("big", false)) == 0);
+    while (res == RSD_PENDING && hlen < sizeof head) {
+        int got = raw_read(fd, head + hlen, 1);
+        if (got <= 0) break;
+        hlen += (size_t)got;
+        res = rsd_http_parse_response(head, hlen, hlen - 1, &rh, &consumed);
+    }
+    REQUIRE(res == RSD_OK);
+    CHECK_EQ_INT(rh.status, 200);
+    REQUIRE(rh.framing.content_length > BIG);
+    total = (uint64_t)rh.framing.content_length;
+    memset(&bc, 0, sizeof bc);
+    bc.records = BIG / 16;
+    CHECK_EQ_INT(total, sizeof big_prefix - 1 + (uint64_t)BIG + sizeof big_suffix - 1);
+    while (body < total) {
+        int got = raw_read(fd, buf, sizeof buf); /* poll, then one small read */
+        if (got <= 0) break;
+        big_feed(&bc, buf, (size_t)got);
+        body += (uint64_t)got;
+        if (body >= next_look) { /* the client is busy elsewhere for a round trip */
+            long rss = proc_kib(s.pid, "VmRSS:");
+            if (rss > rss_max) rss_max = rss;
+            CHECK_EQ_INT(http(&s, "GET", "/health", NULL), 200);
+            next_look += 256 << 10;
+        }
+    }
+    close(fd);
+    CHECK_EQ_INT(body, total);
+    CHECK(!bc.bad);
+    if (bc.bad) printf("  first wrong byte at %llu\n", (unsigned long long)bc.bad_at);
+    hwm1 = proc_kib(s.pid, "VmHWM:");
+    printf("  slow client: %llu bytes; rsd-serve VmRSS %ld KiB before, max %ld KiB during; "
+           "VmHWM %ld -> %ld KiB (+%ld)\n", (unsigned long long)total, rss0, rss_max, hwm0, hwm1, hwm1 - hwm0);
+    /* bounded: one 64 KiB stash, the 256 KiB send buffer, the 64 KiB upstream slot and
+       some slack; the answer itself is 16 MiB */
+    CHECK(rss_max - rss0 < 2048);
+    CHECK(hwm1 - hwm0 < 2048);
+    CHECK(wait_field(&s, "big", "in_flight", 0));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* An upstream that hangs up fails only its request (502); the next request works. */
 static void test_serve_upstream_hangup(void) {
     serve_proc s;
@@ -816,6 +944,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_pool);
     RUN(test_serve_upstream_hangup);
     RUN(test_serve_pinned);
+    RUN(test_serve_slow_client);
     if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
     return RSD_TEST_END();
 }
