@@ -4304,25 +4304,6 @@ RSDI_PRIVATE rsd_str rsdi_res_name(const rsd_resident *r, int k) {
     return k == 0 ? r->model_id : r->aliases[k - 1];
 }
 
-/* Role lookup in the protected list (R9): first entry with a known role wins; a
-   bare entry counts when no entry for the id carries a role. */
-RSDI_PRIVATE bool rsdi_protected_role(const rsd_facts *f, rsd_str name, rsd_role *role) {
-    int i;
-    bool bare = false;
-    if (name.len == 0) return false;
-    for (i = 0; i < f->n_protected; i++) {
-        rsd_str id = rsdi_str_trim(f->protected_models[i].model_id);
-        if (id.len == 0 || id.len >= RSD_MODEL_ID_MAX || !rsd_str_eq(id, name)) continue;
-        if (f->protected_models[i].role != RSD_ROLE_NONE) {
-            *role = f->protected_models[i].role;
-            return true;
-        }
-        bare = true;
-    }
-    if (bare) *role = RSD_ROLE_NONE;
-    return bare;
-}
-
 /* Checks a model id: non-empty, short enough, valid view. */
 RSDI_PRIVATE int rsdi_check_id(rsd_str s, bool allow_empty) {
     if (!rsdi_str_valid(s)) return RSD_ERR_ARG;
@@ -4366,29 +4347,16 @@ RSDI_PRIVATE int rsdi_check_facts(const rsd_facts *f) {
     return RSD_OK;
 }
 
-/* Does resident r carry a name of the keep model? */
-RSDI_PRIVATE bool rsdi_matches_keep(const rsd_facts *f, const rsd_resident *r) {
-    int i, j;
-    for (i = 0; i <= r->n_aliases; i++) {
-        rsd_str x = rsdi_res_name(r, i);
-        if (!x.len) continue;
-        if (rsd_str_eq(x, f->keep)) return true;
-        for (j = 0; j < f->n_keep_aliases; j++)
-            if (rsd_str_eq(x, f->keep_aliases[j])) return true;
-    }
-    return false;
-}
-
-/* Working state of one rsd_decide call (on the stack, ~1.5 KiB). */
+/* Working state of one rsd_decide call (on the stack; see the manual for the figure). */
 typedef struct rsdi_decide_ws {
     int n;
     int16_t order[RSD_MAX_RESIDENTS];   /* canonical order: (model_id, index) */
-    int16_t pos[RSD_MAX_RESIDENTS];     /* position of index i in order */
     int16_t root[RSD_MAX_RESIDENTS];    /* union-find parent */
+    int16_t rep[RSD_MAX_RESIDENTS];     /* at a root: its canonical-first member */
     uint8_t tag[RSD_MAX_RESIDENTS], cfg[RSD_MAX_RESIDENTS], role[RSD_MAX_RESIDENTS];
+    uint8_t ekeep[RSD_MAX_RESIDENTS];   /* the entry carries a keep name */
     uint8_t gsize[RSD_MAX_RESIDENTS];   /* members, at the representative */
     uint8_t role_set[RSD_MAX_RESIDENTS]; /* group role decided */
-    uint32_t hash[RSD_MAX_RESIDENTS][1 + RSD_MAX_ALIASES]; /* FNV-1a of each name, 0 = empty */
     int n_others;                       /* non-keep groups, canonical order */
     int16_t others[RSD_MAX_RESIDENTS];
     int n_unprot, n_config;             /* eviction tiers (R25), ours first */
@@ -4396,28 +4364,96 @@ typedef struct rsdi_decide_ws {
     bool bytes_known;                   /* W12: capacity, keep and every resident sized */
     uint64_t free_bytes, need_bytes;    /* free now; to free for the keep (0 = it fits) */
     uint64_t gbytes[RSD_MAX_RESIDENTS]; /* group footprint, at the representative */
+    uint64_t key[RSD_MAX_RESIDENTS];    /* sort keys, by position in order[] */
 } rsdi_decide_ws;
 
-/* FNV-1a, never 0 for a non-empty name (0 marks "no name"). */
-RSDI_PRIVATE uint32_t rsdi_name_hash(rsd_str s) {
-    uint32_t h = 2166136261u;
-    size_t i;
-    if (!s.len) return 0;
-    for (i = 0; i < s.len; i++) h = (h ^ (uint8_t)s.ptr[i]) * 16777619u;
-    return h ? h : 1;
+/* Name table of one rsd_decide call: every distinct id, alias, protected id and keep
+   name, hashed once, open addressing (linear probing). Sized per call to a power of
+   two above 1.5x the names; only that part is cleared. */
+enum {
+    RSDI_NT_NAMES = RSD_MAX_RESIDENTS * (1 + RSD_MAX_ALIASES) + RSD_MAX_PROTECTED + 1 + RSD_MAX_ALIASES,
+    RSDI_NT_SLOTS = 1024, /* > 1.5 x RSDI_NT_NAMES (389), a power of two */
+    RSDI_NT_PROT = 64,    /* slot.ref: protected entry j is RSDI_NT_PROT * 8 + j */
+    RSDI_NT_KEEP = 80     /* slot.ref: keep name k (0 = keep, 1.. = aliases) is RSDI_NT_KEEP * 8 + k */
+};
+typedef struct rsdi_nt_slot {
+    int16_t ref;    /* the first holder of the name: resident i's name k = i * 8 + k, or see above */
+    int8_t res;     /* first resident carrying the name, -1 = none yet */
+    uint8_t keep;   /* the keep or one of its aliases */
+    uint8_t prot;   /* 0 = not protected, 1 = bare entry (role NONE), 2 = role below */
+    uint8_t role;
+} rsdi_nt_slot;
+typedef struct rsdi_nt {
+    uint32_t mask;
+    uint32_t hash[RSDI_NT_SLOTS];       /* 0 = empty */
+    rsdi_nt_slot slot[RSDI_NT_SLOTS];
+} rsdi_nt;
+
+/* Hash of a name, never 0: 8 bytes at a time in two lanes, then a final mix. Only a
+   hint: equal hashes are confirmed byte for byte, so any hash is correct. */
+RSDI_PRIVATE uint32_t rsdi_name_hash(const char *s, size_t n) {
+    const uint64_t k1 = 0x9e3779b97f4a7c15ull, k2 = 0xc2b2ae3d27d4eb4full;
+    uint64_t h = k2 ^ (uint64_t)n, a = k1, w, w2;
+    size_t i, len = n;
+    while (n >= 16) {
+        memcpy(&w, s, 8);
+        memcpy(&w2, s + 8, 8);
+        h = (h ^ w) * k1;
+        a = (a ^ w2) * k2;
+        s += 16;
+        n -= 16;
+    }
+    if (n >= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * k1;
+        s += 8;
+        n -= 8;
+    }
+    if (n) {
+        if (len >= 8) {
+            memcpy(&w, s + n - 8, 8); /* the last 8 bytes, overlapping */
+        } else {
+            w = 0;
+            for (i = 0; i < n; i++) w |= (uint64_t)(uint8_t)s[i] << (8 * i);
+        }
+        a = (a ^ w) * k2;
+    }
+    h ^= a ^ (a >> 31);
+    h ^= h >> 32;
+    h *= k1;
+    h ^= h >> 29;
+    return (uint32_t)h ? (uint32_t)h : 1u;
 }
 
-/* Do residents i and j share a non-empty name? Hashes first, bytes to confirm. */
-RSDI_PRIVATE bool rsdi_share_name_h(const rsdi_decide_ws *w, const rsd_facts *f, int i, int j) {
-    const rsd_resident *a = &f->residents[i], *b = &f->residents[j];
-    int x, y;
-    for (x = 0; x <= a->n_aliases; x++) {
-        uint32_t hx = w->hash[i][x];
-        if (!hx) continue;
-        for (y = 0; y <= b->n_aliases; y++)
-            if (w->hash[j][y] == hx && rsd_str_eq(rsdi_res_name(a, x), rsdi_res_name(b, y))) return true;
+/* The name a slot's ref stands for. */
+RSDI_PRIVATE rsd_str rsdi_nt_name(const rsd_facts *f, int ref) {
+    int i = ref >> 3, k = ref & 7;
+    if (i < RSDI_NT_PROT) return rsdi_res_name(&f->residents[i], k);
+    if (i < RSDI_NT_KEEP) return rsdi_str_trim(f->protected_models[ref - RSDI_NT_PROT * 8].model_id);
+    return k == 0 ? f->keep : f->keep_aliases[k - 1];
+}
+
+/* The slot of name s (non-empty), inserted for ref when new (*fresh set). */
+RSDI_PRIVATE rsdi_nt_slot *rsdi_nt_get(rsdi_nt *t, const rsd_facts *f, rsd_str s, int ref, bool *fresh) {
+    uint32_t h = rsdi_name_hash(s.ptr, s.len), i = h & t->mask;
+    for (;;) {
+        uint32_t sh = t->hash[i];
+        if (sh == 0) {
+            t->hash[i] = h;
+            t->slot[i].ref = (int16_t)ref;
+            t->slot[i].res = -1;
+            t->slot[i].keep = 0;
+            t->slot[i].prot = 0;
+            t->slot[i].role = 0;
+            *fresh = true;
+            return &t->slot[i];
+        }
+        if (sh == h && rsd_str_eq(rsdi_nt_name(f, t->slot[i].ref), s)) {
+            *fresh = false;
+            return &t->slot[i];
+        }
+        i = (i + 1) & t->mask;
     }
-    return false;
 }
 
 RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
@@ -4426,6 +4462,73 @@ RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
         i = w->root[i];
     }
     return i;
+}
+
+/* Sort key of s at byte offset o: 6 positions of 9 bits (0 = past the end, else
+   byte + 1, so a shorter string sorts first), then the resident index (6 bits). */
+RSDI_PRIVATE uint64_t rsdi_sort_key(rsd_str s, size_t o, int idx) {
+    uint64_t k = 0;
+    size_t j;
+    if (o + 6 <= s.len) {
+        const uint8_t *p = (const uint8_t *)s.ptr + o;
+        for (j = 0; j < 6; j++) k = (k << 9) | ((uint64_t)p[j] + 1);
+    } else {
+        for (j = o; j < o + 6; j++) k = (k << 9) | (j < s.len ? (uint64_t)(uint8_t)s.ptr[j] + 1 : 0);
+    }
+    return (k << 6) | (uint64_t)idx;
+}
+
+/* Bytes s and t share from offset o on (both at least o long), up to max. */
+RSDI_PRIVATE size_t rsdi_common(const char *s, const char *t, size_t o, size_t max) {
+    uint64_t a, b;
+    while (o + 8 <= max) {
+        memcpy(&a, s + o, 8);
+        memcpy(&b, t + o, 8);
+        if (a != b) break;
+        o += 8;
+    }
+    while (o < max && s[o] == t[o]) o++;
+    return o;
+}
+
+/* Canonical order of order[lo, hi): model_id bytes (unsigned), then length, then
+   index; every id in the range is known to start with the same `depth` bytes.
+   Skips the bytes the range shares, sorts on a 6-byte key there, and recurses
+   into runs that tie on the key and go on. */
+RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, rsdi_decide_ws *w, int lo, int hi, size_t depth) {
+    rsd_str first = f->residents[w->order[lo]].model_id;
+    size_t L = first.len;
+    int i, j;
+    for (i = lo + 1; i < hi && L > depth; i++) {
+        rsd_str s = f->residents[w->order[i]].model_id;
+        L = rsdi_common(first.ptr, s.ptr, depth, L < s.len ? L : s.len);
+    }
+    for (i = lo; i < hi; i++) w->key[i] = rsdi_sort_key(f->residents[w->order[i]].model_id, L, w->order[i]);
+    for (i = lo + 1; i < hi; i++) { /* insertion sort: keys are unique (the index) */
+        uint64_t k = w->key[i];
+        j = i;
+        while (j > lo && w->key[j - 1] > k) {
+            w->key[j] = w->key[j - 1];
+            j--;
+        }
+        w->key[j] = k;
+    }
+    for (i = lo; i < hi; i++) w->order[i] = (int16_t)(w->key[i] & 63);
+    for (i = lo; i < hi; i = j) { /* runs equal in all 6 positions, none past the end */
+        uint64_t k = w->key[i] >> 6;
+        for (j = i + 1; j < hi && (w->key[j] >> 6) == k; j++) {}
+        if (j - i > 1 && (k & 511) != 0) rsdi_sort_ids(f, w, i, j, L + 6);
+    }
+}
+
+/* Tag protection (R8): a tag exactly "pinned:true" or "role:scout". */
+RSDI_PRIVATE bool rsdi_tags_protect(const rsd_str *tags, int n_tags) {
+    int i;
+    for (i = 0; i < n_tags; i++) {
+        if (tags[i].len == 11 && memcmp(tags[i].ptr, "pinned:true", 11) == 0) return true;
+        if (tags[i].len == 10 && memcmp(tags[i].ptr, "role:scout", 10) == 0) return true;
+    }
+    return false;
 }
 
 /* Appends a notice; returns it zeroed with kind/level/msg set, or NULL if full. */
@@ -4644,61 +4747,88 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
 
 RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     rsdi_decide_ws w;
-    int i, j, k, r;
-    bool keep_pinned, config_evictable;
+    rsdi_nt t;
+    int i, k, r;
+    uint32_t names, size;
+    bool keep_pinned, config_evictable, fresh;
     if (!p) return RSD_ERR_ARG;
     memset(p, 0, sizeof *p);
     p->keep_index = -1;
     if (!f) return RSD_ERR_ARG;
     if ((r = rsdi_check_facts(f)) < 0) return r;
-    memset(&w, 0, sizeof w);
     w.n = f->n_residents;
+    w.n_others = w.n_unprot = w.n_config = 0;
     p->resident_count = (uint32_t)w.n;
 
-    /* Canonical order (model_id, then index): insertion sort, n <= 64. */
-    for (i = 0; i < w.n; i++) {
-        int16_t x = (int16_t)i;
-        j = i;
-        while (j > 0 && rsdi_str_cmp(f->residents[w.order[j - 1]].model_id, f->residents[x].model_id) > 0) {
-            w.order[j] = w.order[j - 1];
-            j--;
+    /* Canonical order (model_id, then index). */
+    for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i;
+    if (w.n > 1) rsdi_sort_ids(f, &w, 0, w.n, 0);
+
+    /* The name table: protected ids first (R9: the first entry with a role gives
+       the role, else a bare entry protects with none), then the keep's names. */
+    names = (uint32_t)f->n_protected + 1u + (uint32_t)f->n_keep_aliases;
+    for (i = 0; i < w.n; i++) names += 1u + (uint32_t)f->residents[i].n_aliases;
+    for (size = 16; size < names + names / 2 + 1; size *= 2) {}
+    t.mask = size - 1;
+    memset(t.hash, 0, size * sizeof t.hash[0]);
+    for (i = 0; i < f->n_protected; i++) {
+        rsd_str id = rsdi_str_trim(f->protected_models[i].model_id);
+        rsd_role role = f->protected_models[i].role;
+        rsdi_nt_slot *s;
+        if (id.len == 0 || id.len >= RSD_MODEL_ID_MAX) continue;
+        s = rsdi_nt_get(&t, f, id, RSDI_NT_PROT * 8 + i, &fresh);
+        if (s->prot == 2) continue;
+        if (role != RSD_ROLE_NONE) {
+            s->prot = 2;
+            s->role = (uint8_t)role;
+        } else {
+            s->prot = 1;
         }
-        w.order[j] = x;
     }
-    for (i = 0; i < w.n; i++) {
-        w.pos[w.order[i]] = (int16_t)i;
-        w.root[i] = (int16_t)i;
-        for (k = 0; k <= f->residents[i].n_aliases; k++)
-            w.hash[i][k] = rsdi_name_hash(rsdi_res_name(&f->residents[i], k));
+    for (k = 0; k <= f->n_keep_aliases; k++) {
+        rsd_str x = k == 0 ? f->keep : f->keep_aliases[k - 1];
+        if (x.len) rsdi_nt_get(&t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->keep = 1;
     }
-    /* Per-entry protection (R8, R10) and identity groups: entries that share any
-       id or alias are one model; the root is the canonical-first member. */
+    /* Per-entry protection (R8, R10), keep match, and identity groups: entries that
+       share any id or alias are one model. */
     for (i = 0; i < w.n; i++) {
         const rsd_resident *res = &f->residents[i];
-        rsd_role role = RSD_ROLE_NONE;
-        w.tag[i] = (uint8_t)(res->pinned || rsd_tags_protect(res->tags, res->n_tags));
-        for (k = 0; k <= res->n_aliases; k++)
-            if (rsdi_protected_role(f, rsdi_res_name(res, k), &role)) {
+        w.root[i] = (int16_t)i;
+        w.rep[i] = -1;
+        w.cfg[i] = w.role[i] = w.ekeep[i] = 0;
+        w.gsize[i] = w.role_set[i] = 0;
+        w.gbytes[i] = 0;
+        w.tag[i] = (uint8_t)(res->pinned || rsdi_tags_protect(res->tags, res->n_tags));
+        for (k = 0; k <= res->n_aliases; k++) {
+            rsd_str x = rsdi_res_name(res, k);
+            rsdi_nt_slot *s;
+            if (!x.len) continue;
+            s = rsdi_nt_get(&t, f, x, i * 8 + k, &fresh);
+            if (s->res < 0) {
+                s->res = (int8_t)i;
+            } else if (s->res != i) {
+                int a = rsdi_find(&w, i), b = rsdi_find(&w, s->res);
+                if (a != b) w.root[a > b ? a : b] = (int16_t)(a < b ? a : b);
+            }
+            if (s->keep) w.ekeep[i] = 1;
+            if (s->prot && !w.cfg[i]) { /* the id, else the first protected alias */
                 w.cfg[i] = 1;
-                w.role[i] = (uint8_t)role;
-                break;
+                w.role[i] = s->prot == 2 ? s->role : (uint8_t)RSD_ROLE_NONE;
             }
-        for (j = 0; j < i; j++)
-            if (rsdi_share_name_h(&w, f, i, j)) {
-                int a = rsdi_find(&w, i), b = rsdi_find(&w, j);
-                if (a != b) {
-                    if (w.pos[a] < w.pos[b]) w.root[b] = (int16_t)a;
-                    else w.root[a] = (int16_t)b;
-                }
-            }
+        }
     }
+    /* A group's representative is its canonical-first member. */
+    for (k = 0; k < w.n; k++) {
+        int e = w.order[k], g = rsdi_find(&w, e);
+        if (w.rep[g] < 0) w.rep[g] = (int16_t)e;
+    }
+    for (i = 0; i < w.n; i++) p->cls[i].group = (uint8_t)w.rep[rsdi_find(&w, i)];
     /* Group aggregates at the representative, walked in canonical order. */
-    for (i = 0; i < w.n; i++) p->cls[i].group = (uint8_t)rsdi_find(&w, i);
     for (k = 0; k < w.n; k++) {
         int e = w.order[k], g = p->cls[e].group;
         rsd_resident_class *c = &p->cls[g];
         w.gsize[g]++;
-        if (rsdi_matches_keep(f, &f->residents[e])) c->is_keep = 1;
+        if (w.ekeep[e]) c->is_keep = 1;
         if (f->residents[e].loaded_by_us) c->ours = 1;
         if (w.tag[e]) c->protection = RSD_PROTECT_TAG;
         else if (w.cfg[e] && c->protection == RSD_PROTECT_NONE) c->protection = RSD_PROTECT_CONFIG;
@@ -4789,7 +4919,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             p->reason = RSD_REASON_JIT_LOAD;
             break;
         case RSD_STRATEGY_SCHEDULER: { /* R28 */
-            int16_t ours[RSD_MAX_RESIDENTS];
+            int16_t ours[RSD_MAX_RESIDENTS] = {0}; /* = {0}: gcc -O2 maybe-uninitialized */
             int n_ours = 0;
             for (k = 0; k < w.n_unprot; k++)
                 if (p->cls[w.unprot[k]].ours) ours[n_ours++] = w.unprot[k];

@@ -228,7 +228,7 @@ static void random_facts_decide_exactly_as_before(void) {
         if (!compare(&g_case.f, "random", i)) bad++;
         else if (pb.decision != RSD_DECISION_NONE) seen[pb.reason] = 1;
     }
-    CHECK_EQ_INT(bad, 0);
+    REQUIRE(bad == 0);
     /* every reason of the decision table is reached (the two driver-only ones aside) */
     for (r = 1; r < (int)RSD_REASON_NUM; r++)
         if (!seen[r] && r != RSD_REASON_DECLINE_NOT_LOADABLE && r != RSD_REASON_PROBE_FAILED) {
