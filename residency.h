@@ -4365,6 +4365,7 @@ typedef struct rsdi_decide_ws {
     uint64_t free_bytes, need_bytes;    /* free now; to free for the keep (0 = it fits) */
     uint64_t gbytes[RSD_MAX_RESIDENTS]; /* group footprint, at the representative */
     uint64_t key[RSD_MAX_RESIDENTS];    /* sort keys, by position in order[] */
+    uint64_t tmp[RSD_MAX_RESIDENTS];    /* merge scratch */
 } rsdi_decide_ws;
 
 /* Name table of one rsd_decide call: every distinct id, alias, protected id and keep
@@ -4464,17 +4465,20 @@ RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
     return i;
 }
 
-/* Sort key of s at byte offset o: 6 positions of 9 bits (0 = past the end, else
-   byte + 1, so a shorter string sorts first), then the resident index (6 bits). */
+/* Sort key of s at byte offset o: the 7 bytes there, big-endian (zero past the end),
+   then the resident index (6 bits). */
 RSDI_PRIVATE uint64_t rsdi_sort_key(rsd_str s, size_t o, int idx) {
     uint64_t k = 0;
     size_t j;
-    if (o + 6 <= s.len) {
-        const uint8_t *p = (const uint8_t *)s.ptr + o;
-        for (j = 0; j < 6; j++) k = (k << 9) | ((uint64_t)p[j] + 1);
-    } else {
-        for (j = o; j < o + 6; j++) k = (k << 9) | (j < s.len ? (uint64_t)(uint8_t)s.ptr[j] + 1 : 0);
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (o + 8 <= s.len) {
+        memcpy(&k, s.ptr + o, 8);
+        return ((__builtin_bswap64(k) >> 8) << 6) | (uint64_t)idx;
     }
+#endif
+#endif
+    for (j = o; j < o + 7; j++) k = (k << 8) | (j < s.len ? (uint64_t)(uint8_t)s.ptr[j] : 0);
     return (k << 6) | (uint64_t)idx;
 }
 
@@ -4491,10 +4495,46 @@ RSDI_PRIVATE size_t rsdi_common(const char *s, const char *t, size_t o, size_t m
     return o;
 }
 
+/* Sorts n <= 64 unique keys ascending: insertion sort on runs of 8, then branch-free
+   merges (tmp: scratch of n). */
+RSDI_PRIVATE void rsdi_sort_keys(uint64_t *key, int n, uint64_t *tmp) {
+    uint64_t *src = key, *dst = tmp, *x;
+    int i, j, lo, width;
+    for (lo = 0; lo < n; lo += 8) {
+        int hi = lo + 8 < n ? lo + 8 : n;
+        for (i = lo + 1; i < hi; i++) {
+            uint64_t k = key[i];
+            for (j = i; j > lo && key[j - 1] > k; j--) key[j] = key[j - 1];
+            key[j] = k;
+        }
+    }
+    for (width = 8; width < n; width *= 2) {
+        for (lo = 0; lo < n; lo += 2 * width) {
+            int mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n, o = lo;
+            i = lo;
+            j = mid;
+            while (i < mid && j < hi) {
+                uint64_t a = src[i], b = src[j];
+                int take_b = b < a;
+                dst[o++] = take_b ? b : a;
+                j += take_b;
+                i += !take_b;
+            }
+            while (i < mid) dst[o++] = src[i++];
+            while (j < hi) dst[o++] = src[j++];
+        }
+        x = src;
+        src = dst;
+        dst = x;
+    }
+    if (src != key) memcpy(key, src, (size_t)n * sizeof *key);
+}
+
 /* Canonical order of order[lo, hi): model_id bytes (unsigned), then length, then
    index; every id in the range is known to start with the same `depth` bytes.
-   Skips the bytes the range shares, sorts on a 6-byte key there, and recurses
-   into runs that tie on the key and go on. */
+   Skips the bytes the range shares, sorts on a 7-byte key there, and recurses
+   into runs that tie on the key and all go on; a tied run where an id ends
+   inside the key is sorted by whole comparison. */
 RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, rsdi_decide_ws *w, int lo, int hi, size_t depth) {
     rsd_str first = f->residents[w->order[lo]].model_id;
     size_t L = first.len;
@@ -4504,20 +4544,29 @@ RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, rsdi_decide_ws *w, int lo, i
         L = rsdi_common(first.ptr, s.ptr, depth, L < s.len ? L : s.len);
     }
     for (i = lo; i < hi; i++) w->key[i] = rsdi_sort_key(f->residents[w->order[i]].model_id, L, w->order[i]);
-    for (i = lo + 1; i < hi; i++) { /* insertion sort: keys are unique (the index) */
-        uint64_t k = w->key[i];
-        j = i;
-        while (j > lo && w->key[j - 1] > k) {
-            w->key[j] = w->key[j - 1];
-            j--;
-        }
-        w->key[j] = k;
-    }
+    rsdi_sort_keys(w->key + lo, hi - lo, w->tmp);
     for (i = lo; i < hi; i++) w->order[i] = (int16_t)(w->key[i] & 63);
-    for (i = lo; i < hi; i = j) { /* runs equal in all 6 positions, none past the end */
+    for (i = lo; i < hi; i = j) { /* runs that tie on the 7 bytes */
         uint64_t k = w->key[i] >> 6;
-        for (j = i + 1; j < hi && (w->key[j] >> 6) == k; j++) {}
-        if (j - i > 1 && (k & 511) != 0) rsdi_sort_ids(f, w, i, j, L + 6);
+        bool longer = true;
+        int a, b;
+        for (j = i; j < hi && (w->key[j] >> 6) == k; j++)
+            longer = longer && f->residents[w->order[j]].model_id.len >= L + 7;
+        if (j - i < 2) continue;
+        if (longer) { /* all go on: sort the run from the next 7 bytes */
+            rsdi_sort_ids(f, w, i, j, L + 7);
+            continue;
+        }
+        for (a = i + 1; a < j; a++) { /* one ends here: compare whole (stable: index order) */
+            int16_t x = w->order[a];
+            rsd_str sx = f->residents[x].model_id;
+            for (b = a; b > i; b--) {
+                rsd_str sy = f->residents[w->order[b - 1]].model_id;
+                if (rsdi_str_cmp(sy, sx) <= 0) break;
+                w->order[b] = w->order[b - 1];
+            }
+            w->order[b] = x;
+        }
     }
 }
 
