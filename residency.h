@@ -4535,37 +4535,38 @@ RSDI_PRIVATE void rsdi_sort_keys(uint64_t *key, int n, uint64_t *tmp) {
    Skips the bytes the range shares, sorts on a 7-byte key there, and recurses
    into runs that tie on the key and all go on; a tied run where an id ends
    inside the key is sorted by whole comparison. */
-RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, rsdi_decide_ws *w, int lo, int hi, size_t depth) {
-    rsd_str first = f->residents[w->order[lo]].model_id;
+RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *key, uint64_t *tmp, int lo, int hi,
+                               size_t depth) {
+    rsd_str first = f->residents[order[lo]].model_id;
     size_t L = first.len;
     int i, j;
     for (i = lo + 1; i < hi && L > depth; i++) {
-        rsd_str s = f->residents[w->order[i]].model_id;
+        rsd_str s = f->residents[order[i]].model_id;
         L = rsdi_common(first.ptr, s.ptr, depth, L < s.len ? L : s.len);
     }
-    for (i = lo; i < hi; i++) w->key[i] = rsdi_sort_key(f->residents[w->order[i]].model_id, L, w->order[i]);
-    rsdi_sort_keys(w->key + lo, hi - lo, w->tmp);
-    for (i = lo; i < hi; i++) w->order[i] = (int16_t)(w->key[i] & 63);
+    for (i = lo; i < hi; i++) key[i] = rsdi_sort_key(f->residents[order[i]].model_id, L, order[i]);
+    rsdi_sort_keys(key + lo, hi - lo, tmp);
+    for (i = lo; i < hi; i++) order[i] = (int16_t)(key[i] & 63);
     for (i = lo; i < hi; i = j) { /* runs that tie on the 7 bytes */
-        uint64_t k = w->key[i] >> 6;
+        uint64_t k = key[i] >> 6;
         bool longer = true;
         int a, b;
-        for (j = i; j < hi && (w->key[j] >> 6) == k; j++)
-            longer = longer && f->residents[w->order[j]].model_id.len >= L + 7;
+        for (j = i; j < hi && (key[j] >> 6) == k; j++)
+            longer = longer && f->residents[order[j]].model_id.len >= L + 7;
         if (j - i < 2) continue;
         if (longer) { /* all go on: sort the run from the next 7 bytes */
-            rsdi_sort_ids(f, w, i, j, L + 7);
+            rsdi_sort_ids(f, order, key, tmp, i, j, L + 7);
             continue;
         }
         for (a = i + 1; a < j; a++) { /* one ends here: compare whole (stable: index order) */
-            int16_t x = w->order[a];
+            int16_t x = order[a];
             rsd_str sx = f->residents[x].model_id;
             for (b = a; b > i; b--) {
-                rsd_str sy = f->residents[w->order[b - 1]].model_id;
+                rsd_str sy = f->residents[order[b - 1]].model_id;
                 if (rsdi_str_cmp(sy, sx) <= 0) break;
-                w->order[b] = w->order[b - 1];
+                order[b] = order[b - 1];
             }
-            w->order[b] = x;
+            order[b] = x;
         }
     }
 }
@@ -4811,7 +4812,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
 
     /* Canonical order (model_id, then index). */
     for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i;
-    if (w.n > 1) rsdi_sort_ids(f, &w, 0, w.n, 0);
+    if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, 0, w.n, 0);
 
     /* The name table: protected ids first (R9: the first entry with a role gives
        the role, else a bare entry protects with none), then the keep's names. */
@@ -5076,15 +5077,29 @@ RSDI_PRIVATE void rsdi_sb_gib(rsdi_sb *b, uint64_t bytes) {
 RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan *p, bool with_roles,
                                  bool skip_evicted, bool quoted) {
     int16_t order[RSD_MAX_RESIDENTS];
+    uint64_t key[RSD_MAX_RESIDENTS], tmp[RSD_MAX_RESIDENTS];
     int i, j, n = 0, first = 1;
+    bool valid = true;
     for (i = 0; i < f->n_residents && i < RSD_MAX_RESIDENTS; i++) {
         if (p->cls[i].group != i || p->cls[i].is_keep || (skip_evicted && p->cls[i].evict)) continue;
-        j = n++;
-        while (j > 0 && rsdi_str_cmp(f->residents[order[j - 1]].model_id, f->residents[i].model_id) > 0) {
-            order[j] = order[j - 1];
-            j--;
+        valid = valid && rsdi_str_valid(f->residents[i].model_id);
+        order[n++] = (int16_t)i;
+    }
+    if (valid && n > 1) {
+        rsdi_sort_ids(f, order, key, tmp, 0, n, 0);
+    } else { /* facts rsd_decide would refuse (a NULL view): as empty ids, never read */
+        for (i = 1; i < n; i++) {
+            int16_t x = order[i];
+            rsd_str sx = f->residents[x].model_id;
+            if (!sx.ptr) sx.len = 0;
+            for (j = i; j > 0; j--) {
+                rsd_str sy = f->residents[order[j - 1]].model_id;
+                if (!sy.ptr) sy.len = 0;
+                if (rsdi_str_cmp(sy, sx) <= 0) break;
+                order[j] = order[j - 1];
+            }
+            order[j] = x;
         }
-        order[j] = (int16_t)i;
     }
     for (i = 0; i < n; i++) {
         const rsd_resident_class *c = &p->cls[order[i]];
