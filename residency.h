@@ -4373,16 +4373,15 @@ typedef struct rsdi_decide_ws {
    two above 1.5x the names; only that part is cleared. */
 enum {
     RSDI_NT_NAMES = RSD_MAX_RESIDENTS * (1 + RSD_MAX_ALIASES) + RSD_MAX_PROTECTED + 1 + RSD_MAX_ALIASES,
-    RSDI_NT_SLOTS = 1024, /* > 1.5 x RSDI_NT_NAMES (389), a power of two */
+    RSDI_NT_SLOTS = 512,  /* a power of two > RSDI_NT_NAMES (389): load <= 0.76 */
     RSDI_NT_PROT = 64,    /* slot.ref: protected entry j is RSDI_NT_PROT * 8 + j */
     RSDI_NT_KEEP = 80     /* slot.ref: keep name k (0 = keep, 1.. = aliases) is RSDI_NT_KEEP * 8 + k */
 };
 typedef struct rsdi_nt_slot {
     int16_t ref;    /* the first holder of the name: resident i's name k = i * 8 + k, or see above */
     int8_t res;     /* first resident carrying the name, -1 = none yet */
-    uint8_t keep;   /* the keep or one of its aliases */
-    uint8_t prot;   /* 0 = not protected, 1 = bare entry (role NONE), 2 = role below */
-    uint8_t role;
+    uint8_t info;   /* bit 0: the keep or a keep alias; bits 1-2: protection (0 none, 1 bare
+                       entry, 2 role in bits 3-7) */
 } rsdi_nt_slot;
 typedef struct rsdi_nt {
     uint32_t mask;
@@ -4443,9 +4442,7 @@ RSDI_PRIVATE rsdi_nt_slot *rsdi_nt_get(rsdi_nt *t, const rsd_facts *f, rsd_str s
             t->hash[i] = h;
             t->slot[i].ref = (int16_t)ref;
             t->slot[i].res = -1;
-            t->slot[i].keep = 0;
-            t->slot[i].prot = 0;
-            t->slot[i].role = 0;
+            t->slot[i].info = 0;
             *fresh = true;
             return &t->slot[i];
         }
@@ -4530,43 +4527,54 @@ RSDI_PRIVATE void rsdi_sort_keys(uint64_t *key, int n, uint64_t *tmp) {
     if (src != key) memcpy(key, src, (size_t)n * sizeof *key);
 }
 
-/* Canonical order of order[lo, hi): model_id bytes (unsigned), then length, then
-   index; every id in the range is known to start with the same `depth` bytes.
-   Skips the bytes the range shares, sorts on a 7-byte key there, and recurses
-   into runs that tie on the key and all go on; a tied run where an id ends
-   inside the key is sorted by whole comparison. */
-RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *key, uint64_t *tmp, int lo, int hi,
-                               size_t depth) {
-    rsd_str first = f->residents[order[lo]].model_id;
-    size_t L = first.len;
-    int i, j;
-    for (i = lo + 1; i < hi && L > depth; i++) {
-        rsd_str s = f->residents[order[i]].model_id;
-        L = rsdi_common(first.ptr, s.ptr, depth, L < s.len ? L : s.len);
-    }
-    for (i = lo; i < hi; i++) key[i] = rsdi_sort_key(f->residents[order[i]].model_id, L, order[i]);
-    rsdi_sort_keys(key + lo, hi - lo, tmp);
-    for (i = lo; i < hi; i++) order[i] = (int16_t)(key[i] & 63);
-    for (i = lo; i < hi; i = j) { /* runs that tie on the 7 bytes */
-        uint64_t k = key[i] >> 6;
-        bool longer = true;
-        int a, b;
-        for (j = i; j < hi && (key[j] >> 6) == k; j++)
-            longer = longer && f->residents[order[j]].model_id.len >= L + 7;
-        if (j - i < 2) continue;
-        if (longer) { /* all go on: sort the run from the next 7 bytes */
-            rsdi_sort_ids(f, order, key, tmp, i, j, L + 7);
-            continue;
+/* Canonical order of order[0, n), n <= 64: model_id bytes (unsigned), then length,
+   then index. Per range of ids known to share their first `depth` bytes: skip the
+   bytes the range shares, sort on a 7-byte key there; runs that tie on the key and
+   all go on become ranges of their own (a work list, no recursion), a tied run
+   where an id ends inside the key is sorted by whole comparison. */
+RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *key, uint64_t *tmp, int n) {
+    struct { int lo, hi; size_t depth; } todo[RSD_MAX_RESIDENTS / 2 + 1]; /* disjoint, >= 2 each */
+    int nt = 1;
+    todo[0].lo = 0;
+    todo[0].hi = n;
+    todo[0].depth = 0;
+    while (nt > 0) {
+        int lo = todo[nt - 1].lo, hi = todo[nt - 1].hi, i, j;
+        size_t depth = todo[nt - 1].depth, L;
+        rsd_str first = f->residents[order[lo]].model_id;
+        nt--;
+        L = first.len;
+        for (i = lo + 1; i < hi && L > depth; i++) {
+            rsd_str s = f->residents[order[i]].model_id;
+            L = rsdi_common(first.ptr, s.ptr, depth, L < s.len ? L : s.len);
         }
-        for (a = i + 1; a < j; a++) { /* one ends here: compare whole (stable: index order) */
-            int16_t x = order[a];
-            rsd_str sx = f->residents[x].model_id;
-            for (b = a; b > i; b--) {
-                rsd_str sy = f->residents[order[b - 1]].model_id;
-                if (rsdi_str_cmp(sy, sx) <= 0) break;
-                order[b] = order[b - 1];
+        for (i = lo; i < hi; i++) key[i] = rsdi_sort_key(f->residents[order[i]].model_id, L, order[i]);
+        rsdi_sort_keys(key + lo, hi - lo, tmp);
+        for (i = lo; i < hi; i++) order[i] = (int16_t)(key[i] & 63);
+        for (i = lo; i < hi; i = j) { /* runs that tie on the 7 bytes */
+            uint64_t k = key[i] >> 6;
+            bool longer = true;
+            int a, b;
+            for (j = i; j < hi && (key[j] >> 6) == k; j++)
+                longer = longer && f->residents[order[j]].model_id.len >= L + 7;
+            if (j - i < 2) continue;
+            if (longer) { /* all go on: sort the run from the next 7 bytes */
+                todo[nt].lo = i;
+                todo[nt].hi = j;
+                todo[nt].depth = L + 7;
+                nt++;
+                continue;
             }
-            order[b] = x;
+            for (a = i + 1; a < j; a++) { /* one ends here: compare whole (stable: index order) */
+                int16_t x = order[a];
+                rsd_str sx = f->residents[x].model_id;
+                for (b = a; b > i; b--) {
+                    rsd_str sy = f->residents[order[b - 1]].model_id;
+                    if (rsdi_str_cmp(sy, sx) <= 0) break;
+                    order[b] = order[b - 1];
+                }
+                order[b] = x;
+            }
         }
     }
 }
@@ -4812,13 +4820,13 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
 
     /* Canonical order (model_id, then index). */
     for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i;
-    if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, 0, w.n, 0);
+    if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, w.n);
 
     /* The name table: protected ids first (R9: the first entry with a role gives
        the role, else a bare entry protects with none), then the keep's names. */
     names = (uint32_t)f->n_protected + 1u + (uint32_t)f->n_keep_aliases;
     for (i = 0; i < w.n; i++) names += 1u + (uint32_t)f->residents[i].n_aliases;
-    for (size = 16; size < names + names / 2 + 1; size *= 2) {}
+    for (size = 16; size < names + names / 2 + 1 && size < RSDI_NT_SLOTS; size *= 2) {}
     t.mask = size - 1;
     memset(t.hash, 0, size * sizeof t.hash[0]);
     for (i = 0; i < f->n_protected; i++) {
@@ -4827,17 +4835,12 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         rsdi_nt_slot *s;
         if (id.len == 0 || id.len >= RSD_MODEL_ID_MAX) continue;
         s = rsdi_nt_get(&t, f, id, RSDI_NT_PROT * 8 + i, &fresh);
-        if (s->prot == 2) continue;
-        if (role != RSD_ROLE_NONE) {
-            s->prot = 2;
-            s->role = (uint8_t)role;
-        } else {
-            s->prot = 1;
-        }
+        if (((s->info >> 1) & 3) == 2) continue;
+        s->info = (uint8_t)((s->info & 1) | (role != RSD_ROLE_NONE ? 4 | ((unsigned)role << 3) : 2));
     }
     for (k = 0; k <= f->n_keep_aliases; k++) {
         rsd_str x = k == 0 ? f->keep : f->keep_aliases[k - 1];
-        if (x.len) rsdi_nt_get(&t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->keep = 1;
+        if (x.len) rsdi_nt_get(&t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->info |= 1;
     }
     /* Per-entry protection (R8, R10), keep match, and identity groups: entries that
        share any id or alias are one model. */
@@ -4860,10 +4863,10 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
                 int a = rsdi_find(&w, i), b = rsdi_find(&w, s->res);
                 if (a != b) w.root[a > b ? a : b] = (int16_t)(a < b ? a : b);
             }
-            if (s->keep) w.ekeep[i] = 1;
-            if (s->prot && !w.cfg[i]) { /* the id, else the first protected alias */
+            if (s->info & 1) w.ekeep[i] = 1;
+            if ((s->info & 6) && !w.cfg[i]) { /* the id, else the first protected alias */
                 w.cfg[i] = 1;
-                w.role[i] = s->prot == 2 ? s->role : (uint8_t)RSD_ROLE_NONE;
+                w.role[i] = (s->info & 6) == 4 ? (uint8_t)(s->info >> 3) : (uint8_t)RSD_ROLE_NONE;
             }
         }
     }
@@ -5086,7 +5089,7 @@ RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan 
         order[n++] = (int16_t)i;
     }
     if (valid && n > 1) {
-        rsdi_sort_ids(f, order, key, tmp, 0, n, 0);
+        rsdi_sort_ids(f, order, key, tmp, n);
     } else { /* facts rsd_decide would refuse (a NULL view): as empty ids, never read */
         for (i = 1; i < n; i++) {
             int16_t x = order[i];
