@@ -4484,32 +4484,58 @@ RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
     return i;
 }
 
+/* Little-endian GNU C: word loads with bswap/ctz; else byte loops (same results). */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define RSDI_LE_WORDS 1
+#endif
+#endif
+#ifndef RSDI_LE_WORDS
+#define RSDI_LE_WORDS 0
+#endif
+
 /* Sort key of s at byte offset o: the 7 bytes there, big-endian (zero past the end),
    then the resident index (6 bits). */
 RSDI_PRIVATE uint64_t rsdi_sort_key(rsd_str s, size_t o, int idx) {
     uint64_t k = 0;
     size_t j;
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if RSDI_LE_WORDS
     if (o + 8 <= s.len) {
         memcpy(&k, s.ptr + o, 8);
         return ((__builtin_bswap64(k) >> 8) << 6) | (uint64_t)idx;
     }
-#endif
+    if (o >= s.len) return (uint64_t)idx;
+    if (s.len >= 8) { /* the last 8 bytes, shifted so byte o is on top */
+        memcpy(&k, s.ptr + s.len - 8, 8);
+        return (((__builtin_bswap64(k) << (8 * (o + 8 - s.len))) >> 8) << 6) | (uint64_t)idx;
+    }
 #endif
     for (j = o; j < o + 7; j++) k = (k << 8) | (j < s.len ? (uint64_t)(uint8_t)s.ptr[j] : 0);
     return (k << 6) | (uint64_t)idx;
 }
 
-/* Bytes s and t share from offset o on (both at least o long), up to max. */
+/* Bytes s and t share from offset o on (both at least max long, equal before o), up to max. */
 RSDI_PRIVATE size_t rsdi_common(const char *s, const char *t, size_t o, size_t max) {
     uint64_t a, b;
     while (o + 8 <= max) {
         memcpy(&a, s + o, 8);
         memcpy(&b, t + o, 8);
-        if (a != b) break;
+        if (a != b) {
+#if RSDI_LE_WORDS
+            return o + ((size_t)__builtin_ctzll(a ^ b) >> 3);
+#else
+            break;
+#endif
+        }
         o += 8;
     }
+#if RSDI_LE_WORDS
+    if (o < max && max >= 8) { /* the last 8 bytes; those before o are equal */
+        memcpy(&a, s + max - 8, 8);
+        memcpy(&b, t + max - 8, 8);
+        return a == b ? max : max - 8 + ((size_t)__builtin_ctzll(a ^ b) >> 3);
+    }
+#endif
     while (o < max && s[o] == t[o]) o++;
     return o;
 }
