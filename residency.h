@@ -4484,10 +4484,13 @@ RSDI_PRIVATE int rsdi_find(rsdi_decide_ws *w, int i) {
     return i;
 }
 
-/* Little-endian GNU C: word loads with bswap/ctz; else byte loops (same results). */
+/* Little-endian GNU C: word loads with bswap/ctz; else byte loops (same results;
+   -DRSDI_LE_WORDS=0 forces them, as a test of the portable path). */
+#ifndef RSDI_LE_WORDS
 #if defined(__GNUC__) && defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define RSDI_LE_WORDS 1
+#endif
 #endif
 #endif
 #ifndef RSDI_LE_WORDS
