@@ -9,12 +9,17 @@
    - W12 bytes: with any size unknown the plan is exactly the plan without sizes;
      with all known and memory short, the evictions free enough bytes and none
      of them could be spared (or a BYTES_SHORT notice says it cannot be done);
-   - every notice formats, and truncation is consistent.
+   - every notice formats, and truncation is consistent;
+   - differential: the reference copy of the implementation rsd_decide replaced
+     (tests/decide_ref.h, refd_decide) gives a byte-identical plan and the same
+     return code, for the facts and for the residents reversed, and the same
+     text for every notice (whole and truncated).
    Then the clamp/env parsers and the decision cache on the remaining bytes. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include <stdlib.h>
 #include <stdio.h>
+#include "../tests/decide_ref.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
@@ -46,7 +51,7 @@ static rsd_str name(rd *r) {
 
 static rsd_resident res[RSD_MAX_RESIDENTS + 8], rev[RSD_MAX_RESIDENTS + 8];
 static rsd_protected_model prot[16];
-static rsd_plan p1, p2, p3;
+static rsd_plan p1, p2, p3, pref;
 static rsd_decision_cache cache;
 
 static bool is_keep_name(const rsd_facts *f, rsd_str s) {
@@ -135,6 +140,23 @@ static void same_plan(const rsd_plan *a, const rsd_plan *b) {
 static void check_ids_equal(const rsd_facts *fa, const int16_t *a, const rsd_facts *fb, const int16_t *b, int n) {
     int k;
     for (k = 0; k < n; k++) FAILIF(!rsd_str_eq(fa->residents[a[k]].model_id, fb->residents[b[k]].model_id));
+}
+
+/* Differential: the reference implementation on the same facts (its output buffer
+   starts as different garbage) gives the same return code, the same plan byte for
+   byte, and the same notice texts. */
+static void ref_check(const rsd_facts *f, int rc, const rsd_plan *got) {
+    int k;
+    memset(&pref, 0x5a, sizeof pref);
+    FAILIF(refd_decide(f, &pref) != rc);
+    FAILIF(memcmp(&pref, got, sizeof pref) != 0);
+    for (k = 0; k < got->n_notices; k++) {
+        char a[8192], b2[8192];
+        size_t cap = k % 2 ? sizeof a : (size_t)(k % 23);
+        FAILIF(refd_notice_format(f, &pref, &pref.notices[k], a, cap) !=
+               rsd_notice_format(f, got, &got->notices[k], b2, cap));
+        FAILIF(cap && strcmp(a, b2) != 0);
+    }
 }
 
 static void fuzz_cache(rd *r) {
@@ -233,7 +255,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         f.keep_bytes = (uint64_t)u8(&r) << 28;
     }
 
+    memset(&p1, 0xa5, sizeof p1); /* *out is always written */
     rc = rsd_decide(&f, &p1);
+    ref_check(&f, rc, &p1);
     if (rc < 0) {
         FAILIF(p1.decision != RSD_DECISION_NONE || p1.n_evict || p1.n_fallback || p1.n_notices);
         FAILIF(f.n_residents <= RSD_MAX_RESIDENTS && rc == RSD_ERR_RESIDENTS_LIMIT);
@@ -373,6 +397,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         fr = f;
         fr.residents = rev;
         FAILIF(rsd_decide(&fr, &p2) != RSD_OK);
+        ref_check(&fr, RSD_OK, &p2);
         FAILIF(p1.decision != p2.decision || p1.reason != p2.reason || p1.n_evict != p2.n_evict ||
                p1.n_fallback != p2.n_fallback || p1.n_notices != p2.n_notices || p1.load_context != p2.load_context);
         check_ids_equal(&f, p1.evict, &fr, p2.evict, p1.n_evict);
