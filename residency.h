@@ -417,8 +417,8 @@
        RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
        Sizes (x86-64): rsd_plan 14 544 bytes, rsd_decision_cache 17 672,
        rsd_facts 328 plus the caller's arrays (rsd_resident 248 each);
-       keep them out of small stacks. rsd_decide uses ~1.5 KiB of stack and
-       O(n^2) id comparisons for n <= 64 residents.
+       keep them out of small stacks. rsd_decide uses ~7 KiB of stack (x86-64, gcc -O2)
+       and hashes each name once: O(name bytes + n log n) for n <= 64 residents.
    --- fit: the context-fit clamp (>>fit) --------------------------------------
        While other models share a server, cap the context a load asks for: a
        27B model at 262,144 tokens beside a resident 26B made 25 tokens in
