@@ -655,11 +655,13 @@
                index, or RSD_ERR_NOT_FOUND; instance NULL = any entry of model.
        Updates are read-modify-write under <dir>/attr/<name>.lock (flock,
        independent of the target lock, so they work whether or not the caller
-       holds it): read, change, write <name>.attr.tmp, fsync it, rename over.
-       The directory is not fsynced: after a crash the old or the new version
-       is there, both valid (the rename may be lost, the data never torn).
-       Concurrent adds from many processes lose nothing.
-       These calls are synchronous file I/O (an fsync costs milliseconds); the
+       holds it): read, change, write <name>.attr.tmp, rename over. No fsync
+       by default: the attribution describes models loaded on a live server,
+       and a power loss resets that server too, while the rename already
+       protects against a process crash (a reader finds the old or the new
+       version, both valid). desc.attr_fsync = true fsyncs the temp file before
+       the rename (milliseconds per update). Concurrent adds lose nothing.
+       These calls are synchronous file I/O (microseconds without fsync); the
        file lock is polled (1 ms doubling to 20 ms) for at most
        RSD_STATE_ATTR_LOCK_WAIT_MS of sleep, then RSD_ERR_LOCK (ATTR_LOCK_TIMEOUT).
        A frame loop should call them from its I/O step, not per frame.
@@ -1741,6 +1743,7 @@ typedef struct rsd_state_desc {
     rsd_state_lock_hook lock_hook;  /* both functions or neither; set = replaces flock */
     uint32_t lock_wait_ms;      /* 0 = RSD_STATE_LOCK_WAIT_MS_DEFAULT */
     bool lock_fail_closed;      /* deadline/error: false = proceed unlocked (warn), true = fail */
+    bool attr_fsync;            /* fsync attribution temp files before the rename (default off) */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_state_desc;
@@ -1833,7 +1836,7 @@ RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner 
    one is empty with out->corrupt set and ATTR_CORRUPT logged. <0 only on I/O errors. */
 RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out);
 /* Adds (or refreshes) (model, instance) under the file lock; instance NULL/"" = plain.
-   Atomic (temp file, fsync, rename). RSD_OK, RSD_ERR_CAPACITY when full, <0. */
+   Atomic (temp file, rename; fsync only with desc.attr_fsync). RSD_OK, RSD_ERR_CAPACITY, <0. */
 RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model,
                                const char *instance, uint64_t loaded_at_ms);
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
@@ -7327,7 +7330,7 @@ struct rsd_state {
     rsd_logger logger;
     rsd_state_lock_hook hook;
     uint32_t lock_wait_ms;
-    bool fail_closed;
+    bool fail_closed, attr_fsync;
     char dir[RSD_STATE_MAX_DIR_BYTES + 1];
     char host[RSD_STATE_MAX_HOST_BYTES + 1];
     char filebuf[RSD_STATE_MAX_FILE_BYTES + 1];
@@ -7513,6 +7516,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     st->lock_wait_ms = desc->lock_wait_ms ? desc->lock_wait_ms
                                           : (uint32_t)RSD_STATE_LOCK_WAIT_MS_DEFAULT;
     st->fail_closed = desc->lock_fail_closed;
+    st->attr_fsync = desc->attr_fsync;
     memcpy(st->dir, dir, (size_t)r + 1);
     if (gethostname(st->host, sizeof st->host - 1) != 0) memcpy(st->host, "?", 2);
     st->host[sizeof st->host - 1] = '\0';
@@ -8128,7 +8132,7 @@ fail:
 RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
     int n = rsdi_attr_format(set, st->filebuf, RSD_STATE_MAX_FILE_BYTES);
     if (n < 0) return n;
-    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, true);
+    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, st->attr_fsync);
 }
 
 /* Shared read-modify-write; op 0 = add, 1 = remove. */
