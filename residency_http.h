@@ -1219,9 +1219,14 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
        unlocked with a warning notice), then the generation read under the lock;
        COMMIT -> rsd_state_attr_add(attr_add) and attr_remove(...) on the target
        key, rsd_state_gen_bump, commit_done; UNLOCK -> rsd_state_unlock. At the
-       start of a reconcile the target's attribution (rsd_state_attr_load: the
-       models this library loaded there, from any process) and generation are
-       read and handed to the reconcile (desc.ours, desc.generation). Without a
+       start of a reconcile the target's generation is read (one small file)
+       and the decision cache is looked up first: a live entry for (target,
+       model) under that generation ends the ensure at once (cache_hit, no
+       request, no attribution read, the reconcile not even set up; a hit under
+       another generation is a miss). Otherwise the attribution
+       (rsd_state_attr_load: the models this library loaded there, from any
+       process) is read and both go to the reconcile (desc.ours,
+       desc.generation). Without a
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used.
 
@@ -5239,6 +5244,9 @@ struct rsd_ensurer {
     char nosse[RSD_ENSURE_MAX_NAMES][RSD_TARGET_KEY_MAX];
     int nosse_next;
     bool sse_open, sse_fresh, sse_fast;
+    bool hit;                         /* the current ensure ended on the TTL fast path */
+    rsd_decision hit_decision;
+    rsd_reason hit_reason;
     rsd_http_req_h sse_h;
     uint64_t rwake;                   /* the reconcile's own wake of the current WAIT */
     uint32_t sse_events, sse_wakes, n_pend;
@@ -5752,7 +5760,31 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     (void)rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms); /* an error ends it DONE with it */
 }
 
-/* Starts the reconcile for e->kind: key, attribution, generation, desc. */
+/* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
+   up: a live decision-cache entry for (key, model) under this generation (a hit under
+   another generation is a miss) ends the ensure with no request, as the reconcile's own
+   lookup would. A bearer the reconcile would reject takes the slow path (its error). */
+RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
+    rsd_cache_hit hit;
+    const unsigned char *p;
+    for (p = (const unsigned char *)e->bearer; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return false;
+    if (rsd_cache_lookup(&e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &hit) != 1) return false;
+    e->hit = true;
+    e->hit_decision = hit.decision;
+    e->hit_reason = hit.reason;
+    e->outcome = hit.decision == RSD_DECISION_OBSERVE ? RSD_OUTCOME_OBSERVED
+               : hit.decision == RSD_DECISION_DECLINE ? RSD_OUTCOME_DECLINED : RSD_OUTCOME_RESIDENT;
+    e->reconciling = false;
+    e->final = RSD_OK;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    rsdi_logf(&e->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", e->key, e->model);
+    return true;
+}
+
+/* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
 RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     const rsdi_ensure_probe *p = rsdi_en_probe_of(e->kind);
     const rsd_runtime *rt = p && p->driver ? p->driver() : NULL;
@@ -5777,12 +5809,11 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
         rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
         return;
     }
-    if (e->st) {
-        if (rsd_state_attr_load(e->st, e->key, &e->attrs) >= 0) {
-            for (i = 0; i < e->attrs.count && n_ours < RSD_RECONCILE_MAX_OURS; i++)
-                if (!e->attrs.items[i].instance[0]) e->ours[n_ours++] = e->attrs.items[i].model;
-        }
-        has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    if (e->st) has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
+    if (e->st && rsd_state_attr_load(e->st, e->key, &e->attrs) >= 0) {
+        for (i = 0; i < e->attrs.count && n_ours < RSD_RECONCILE_MAX_OURS; i++)
+            if (!e->attrs.items[i].instance[0]) e->ours[n_ours++] = e->attrs.items[i].model;
     }
     memset(&d, 0, sizeof d);
     d.runtime = rt;
@@ -5891,6 +5922,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->outcome = RSD_OUTCOME_NONE;
     e->error = RSD_OK;
     e->lms = false;
+    e->hit = false;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -6179,6 +6211,15 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->n_evicted = r->n_evicted;
         out->evicted = r->evicted;
         out->n_notices = e->m.rc.n_notices;
+        out->notices = e->m.rc.notices;
+    } else if (e->hit) {
+        out->outcome = e->outcome;
+        out->decision = e->hit_decision;
+        out->reason = e->hit_reason;
+        out->cache_hit = true;
+        out->keep_resident = e->outcome == RSD_OUTCOME_RESIDENT;
+        out->message = "";
+        out->evicted = e->m.rc.result.evicted;
         out->notices = e->m.rc.notices;
     } else {
         out->outcome = e->outcome;

@@ -212,6 +212,29 @@ static void test_l26_resident_then_ttl_hit(void) {
     CHECK(res.cache_hit);
     CHECK_EQ_INT(res.requests, 0);
     CHECK_EQ_INT(sim_log(&s), n);
+    /* another process mutated the target (generation bump): the entry is stale, a miss */
+    {
+        rsd_state *st = NULL;
+        rsd_state_desc sd;
+        char key[RSD_TARGET_KEY_MAX], raw[128];
+        uint64_t g = 0;
+        memset(&sd, 0, sizeof sd);
+        sd.dir = g_state_dir;
+        snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
+        REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+        REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
+        CHECK_EQ_INT(rsd_state_gen_bump(st, key, &g), RSD_OK);
+        rsd_state_close(st);
+    }
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK(!res.cache_hit);
+    CHECK_EQ_INT(res.requests, 2);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK); /* cached again */
+    CHECK(res.cache_hit);
+    CHECK_EQ_INT(res.requests, 0);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(sim_log(&s), n + 2);
     rsd_ensurer_destroy(setup);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
