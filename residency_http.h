@@ -1238,9 +1238,9 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
        rsd_reconcile_event: the "loaded" (or failed) event of the waited model
        ends the WAIT at once and the poll that follows confirms it (the listing
        stays the truth, so outcomes are those of polling alone). Events that
-       arrive while a poll or the POST is in flight are kept (up to
-       RSD_ENSURE_SSE_PENDING of RSD_ENSURE_SSE_EVENT_BYTES) and replayed when
-       the next WAIT begins. While the stream is open a wait polls every
+       arrive while a poll or the POST is in flight are kept (the newest
+       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
+       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
        sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
        the latency; fewer requests than upstream on long loads), except the first
        wait after a late subscription or a dropped event, and never later than a
@@ -5403,12 +5403,17 @@ RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
         }
         return;
     }
-    if (e->n_pend < (uint32_t)RSD_ENSURE_SSE_PENDING && ev->data.len < (size_t)RSD_ENSURE_SSE_EVENT_BYTES) {
-        if (ev->data.len) memcpy(e->pend[e->n_pend], ev->data.ptr, ev->data.len);
-        e->pend_len[e->n_pend++] = (uint32_t)ev->data.len;
-    } else {
+    if (ev->data.len >= (size_t)RSD_ENSURE_SSE_EVENT_BYTES) {
         e->sse_fast = true; /* could not keep it: the next WAIT polls on the fast schedule */
+        return;
     }
+    if (e->n_pend == (uint32_t)RSD_ENSURE_SSE_PENDING) { /* full: the newest matter, drop the oldest */
+        memmove(e->pend[0], e->pend[1], sizeof e->pend[0] * (RSD_ENSURE_SSE_PENDING - 1));
+        memmove(e->pend_len, e->pend_len + 1, sizeof e->pend_len[0] * (RSD_ENSURE_SSE_PENDING - 1));
+        e->n_pend--;
+    }
+    if (ev->data.len) memcpy(e->pend[e->n_pend], ev->data.ptr, ev->data.len);
+    e->pend_len[e->n_pend++] = (uint32_t)ev->data.len;
 }
 
 /* Opens GET <root>/models/sse for the current router target; false = poll only. */
