@@ -1247,7 +1247,8 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
        probe timeout before the deadline. A server that refuses the stream (not
        200 text/event-stream, or a transport error before any answer) is
        remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
-       on; a stream that ends mid-wait restores the fast schedule. The stream
+       on; a stream that ends mid-ensure restores the fast schedule and is not
+       reopened before the next ensure. The stream
        holds one client slot and socket while it is open (plus its unpulled
        CANCELLED event until the next step with a request).
 
@@ -5243,7 +5244,7 @@ struct rsd_ensurer {
     uint32_t sse_poll_ms;
     char nosse[RSD_ENSURE_MAX_NAMES][RSD_TARGET_KEY_MAX];
     int nosse_next;
-    bool sse_open, sse_fresh, sse_fast;
+    bool sse_open, sse_fresh, sse_fast, sse_tried; /* tried: opened once in this ensure */
     bool hit;                         /* the current ensure ended on the TTL fast path */
     rsd_decision hit_decision;
     rsd_reason hit_reason;
@@ -5421,7 +5422,7 @@ RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
     rsd_http_request q;
     rsd_http_header h;
     if (e->sse_open) return true;
-    if (e->no_sse || e->lms || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
+    if (e->sse_tried || e->no_sse || e->lms || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
     if (RSD_SNPRINTF(e->sse_url, sizeof e->sse_url, "%s/models/sse", e->root) >= (int)sizeof e->sse_url) return false;
     memset(&q, 0, sizeof q);
     h.name = rsd_str_c("Accept");
@@ -5436,7 +5437,7 @@ RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
     q.user = e;
     if (rsd_http_send(e->http, &q, now_ms, &e->sse_h) < 0) return false; /* e.g. no slot: poll */
     e->requests++;
-    e->sse_open = true;
+    e->sse_open = e->sse_tried = true;
     e->sse_fast = false;
     e->n_pend = 0;
     return true;
@@ -5928,6 +5929,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->error = RSD_OK;
     e->lms = false;
     e->hit = false;
+    e->sse_tried = false;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;

@@ -8,6 +8,7 @@
 #include "rsd_test.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -615,6 +616,115 @@ static void test_context_ceiling_env(void) {
     sim_stop(&s);
 }
 
+/* ---- a fake router without /models/sse (404): the ensurer falls back to polling ---- */
+static void fake_router_serve(int port_fd) {
+    rsd_http_server_desc sd;
+    rsd_http_server *srv;
+    bool loaded[2] = {false, false};
+    int n_sse = 0, n_req = 0;
+    uint16_t port;
+    memset(&sd, 0, sizeof sd);
+    srv = rsd_http_server_create(&sd);
+    if (!srv) _exit(2);
+    port = rsd_http_server_port(srv);
+    if (write(port_fd, &port, sizeof port) != (ssize_t)sizeof port) _exit(3);
+    close(port_fd);
+    for (;;) {
+        rsd_pollfd fds[40];
+        rsd_http_server_event ev;
+        int n = rsd_http_server_pollfds(srv, fds, 40);
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 40 ? 40 : n), 100);
+        rsd_http_server_step(srv, rsd_now_ms());
+        while (rsd_http_server_next_event(srv, &ev)) {
+            char body[1024];
+            rsd_http_header ct;
+            const char *json = "application/json";
+            rsd_str path;
+            int st = 200, k;
+            if (ev.type != RSD_HTTP_SEV_REQUEST) continue;
+            path = ev.head->target;
+            ct.name = rsd_str_c("Content-Type");
+            ct.value = rsd_str_c(json);
+            if (rsd_str_eq_c(path, "/_n")) {
+                snprintf(body, sizeof body, "sse=%d req=%d", n_sse, n_req);
+                ct.value = rsd_str_c("text/plain");
+            } else if (++n_req, rsd_str_eq_c(path, "/models/sse")) {
+                n_sse++;
+                st = 404;
+                snprintf(body, sizeof body, "{\"error\":{\"code\":404,\"message\":\"File Not Found\"}}");
+            } else if (rsd_str_eq_c(path, "/props")) {
+                snprintf(body, sizeof body, "{\"role\":\"router\",\"max_instances\":4}");
+            } else if (rsd_str_eq_c(path, "/models/load")) {
+                k = ev.body.len && memchr(ev.body.ptr, 'b', ev.body.len) ? 1 : 0; /* {"model":"a"|"b"} */
+                loaded[k] = true;
+                snprintf(body, sizeof body, "{\"success\":true}");
+            } else if (rsd_str_eq_c(path, "/v1/models") || rsd_str_eq_c(path, "/models")) {
+                snprintf(body, sizeof body,
+                         "{\"object\":\"list\",\"data\":[{\"id\":\"a\",\"object\":\"model\",\"status\":{\"value\":\"%s\"}},"
+                         "{\"id\":\"b\",\"object\":\"model\",\"status\":{\"value\":\"%s\"}}]}",
+                         loaded[0] ? "loaded" : "unloaded", loaded[1] ? "loaded" : "unloaded");
+            } else {
+                st = 404;
+                snprintf(body, sizeof body, "{}");
+            }
+            rsd_http_respond(srv, ev.req, st, &ct, 1, body, strlen(body));
+        }
+    }
+}
+
+/* The server answers GET /models/sse with 404 (an older router): the first load still
+   succeeds by polling, the target is remembered as without SSE, and the next load on it
+   does not ask again. Every request is counted in result.requests. */
+static void test_sse_refused_falls_back_to_polling(void) {
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    char body[256];
+    int fds[2], sse = -1, req = -1, st;
+    uint16_t port = 0;
+    memset(&s, 0, sizeof s);
+    REQUIRE(pipe(fds) == 0);
+    s.pid = fork();
+    REQUIRE(s.pid >= 0);
+    if (s.pid == 0) {
+        close(fds[0]);
+        fake_router_serve(fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    st = (int)read(fds[0], &port, sizeof port);
+    close(fds[0]);
+    REQUIRE(st == (int)sizeof port && port > 0);
+    s.port = port;
+    snprintf(s.url, sizeof s.url, "http://127.0.0.1:%d", s.port);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 20000;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    REQUIRE(sim_get(&s, "/_n", body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
+    CHECK_EQ_INT(sse, 1);
+    CHECK_EQ_INT((int)res.requests, req);
+    q.model = "b";
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    REQUIRE(sim_get(&s, "/_n", body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
+    CHECK_EQ_INT(sse, 1); /* remembered: not asked again */
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 /* An unreachable server: DEGRADED with the connect error, one request, nothing else. */
 static void test_unreachable(void) {
     sim_proc s;
@@ -864,6 +974,7 @@ int main(int argc, char **argv) {
     RUN(test_ollama_auto_detect_and_load);
     RUN(test_sse_wakes_the_wait);
     RUN(test_context_ceiling_env);
+    RUN(test_sse_refused_falls_back_to_polling);
     RUN(test_unreachable);
     RUN(test_load_failed_restores);
     RUN(test_lock_held_elsewhere);
