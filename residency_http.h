@@ -679,11 +679,13 @@
                index, or RSD_ERR_NOT_FOUND; instance NULL = any entry of model.
        Updates are read-modify-write under <dir>/attr/<name>.lock (flock,
        independent of the target lock, so they work whether or not the caller
-       holds it): read, change, write <name>.attr.tmp, fsync it, rename over.
-       The directory is not fsynced: after a crash the old or the new version
-       is there, both valid (the rename may be lost, the data never torn).
-       Concurrent adds from many processes lose nothing.
-       These calls are synchronous file I/O (an fsync costs milliseconds); the
+       holds it): read, change, write <name>.attr.tmp, rename over. No fsync
+       by default: the attribution describes models loaded on a live server,
+       and a power loss resets that server too, while the rename already
+       protects against a process crash (a reader finds the old or the new
+       version, both valid). desc.attr_fsync = true fsyncs the temp file before
+       the rename (milliseconds per update). Concurrent adds lose nothing.
+       These calls are synchronous file I/O (microseconds without fsync); the
        file lock is polled (1 ms doubling to 20 ms) for at most
        RSD_STATE_ATTR_LOCK_WAIT_MS of sleep, then RSD_ERR_LOCK (ATTR_LOCK_TIMEOUT).
        A frame loop should call them from its I/O step, not per frame.
@@ -1191,12 +1193,18 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
            getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
-           60 s), no_cache (no TTL fast path).
+           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
+           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
+           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
            ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
-           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), timeout_ms (0 =
+           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
+           (the clamp of a load beside other residents, S30: 0 = the
+           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
+           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
+           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
            120000, LM Studio 300000: the whole ensure, lock wait and load included, W5,
            W13), probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
            key, never logged or printed), observe (force
@@ -1251,16 +1259,44 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 
        What a step does with each reconcile step: HTTP -> rsd_http_send (headers
        from the step, timeout = the step's), the answer fed back as soon as its
-       event arrives; WAIT -> nothing until now_ms >= wake_ms; LOCK ->
+       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
+       event ends it, below); LOCK ->
        rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
        unlocked with a warning notice), then the generation read under the lock;
        COMMIT -> rsd_state_attr_add(attr_add) and attr_remove(...) on the target
        key, rsd_state_gen_bump, commit_done; UNLOCK -> rsd_state_unlock. At the
-       start of a reconcile the target's attribution (rsd_state_attr_load: the
-       models this library loaded there, from any process) and generation are
-       read and handed to the reconcile (desc.ours, desc.generation). Without a
+       start of a reconcile the target's generation is read (one small file)
+       and the decision cache is looked up first: a live entry for (target,
+       model) under that generation ends the ensure at once (cache_hit, no
+       request, no attribution read, the reconcile not even set up; a hit under
+       another generation is a miss). Otherwise the attribution
+       (rsd_state_attr_load: the models this library loaded there, from any
+       process) is read and both go to the reconcile (desc.ours,
+       desc.generation). Without a
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used.
+
+       /models/sse (llama.cpp router only; wire.md 1.11): just before a load POST
+       (or when a wait begins without one, e.g. for a model already LOADING) the
+       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
+       more in result.requests) and keeps it open across the WAIT steps of the
+       ensure; it is cancelled when the ensure ends. Each event's data goes to
+       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
+       ends the WAIT at once and the poll that follows confirms it (the listing
+       stays the truth, so outcomes are those of polling alone). Events that
+       arrive while a poll or the POST is in flight are kept (the newest
+       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
+       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
+       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
+       the latency; fewer requests than upstream on long loads), except the first
+       wait after a late subscription or a dropped event, and never later than a
+       probe timeout before the deadline. A server that refuses the stream (not
+       200 text/event-stream, or a transport error before any answer) is
+       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
+       on; a stream that ends mid-ensure restores the fast schedule and is not
+       reopened before the next ensure. The stream
+       holds one client slot and socket while it is open (plus its unpulled
+       CANCELLED event until the next step with a request).
 
        Runtime detection (q.runtime AUTO): probes in table order, each one GET
        under the root URL, until one matches: llama.cpp router (GET /props with
@@ -1298,7 +1334,9 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
            usual); decision/reason of the machine's decide (ALREADY_RESIDENT when
            the catalog had an instance; NONE on early exits such as 0.3 servers).
 
-       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes),
+       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
+       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
+       RSD_ENSURE_SSE_EVENT_BYTES 512,
        RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
        reconcile's limits (notices, ids: >>driver). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
@@ -1308,7 +1346,10 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 enum {
     RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
     RSD_ENSURE_PROBE_TOKENS = 4096, /* JSON tokens of one detection probe */
-    RSD_ENSURE_TIMEOUT_MS = 120000  /* default whole-ensure deadline */
+    RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline */
+    RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
+    RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -1335,9 +1376,11 @@ typedef struct rsd_ensurer_desc {
     const rsd_protected_model *protected_models; /* configured ids with roles (copied) */
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     const char *residency_env;        /* RESIDENCY value; NULL = getenv("RESIDENCY") per begin */
-    bool ignore_env;                  /* with residency_env NULL: treat RESIDENCY as unset */
+    bool ignore_env;                  /* treat RESIDENCY (residency_env NULL) and RESIDENCY_CORESIDENT_CONTEXT as unset */
     uint32_t cache_ttl_ms;            /* decision cache TTL; 0 = 60000 */
     bool no_cache;                    /* no TTL fast path */
+    bool no_sse;                      /* never open GET /models/sse (llama.cpp router): poll only */
+    uint32_t sse_poll_ms;             /* poll interval while /models/sse is open; 0 = 500 */
 } rsd_ensurer_desc;
 
 /* One "make this model resident" request; strings are copied by begin. */
@@ -1346,6 +1389,7 @@ typedef struct rsd_ensure_req {
     const char *model;                /* the model to make resident */
     rsd_runtime_kind runtime;         /* AUTO = probe */
     uint32_t context_length;          /* requested load context; 0 = none */
+    uint32_t context_ceiling;         /* clamp beside other residents; 0 = env/131072; RSD_FIT_CEILING_OFF */
     uint32_t timeout_ms;              /* whole ensure; 0 = RSD_ENSURE_TIMEOUT_MS */
     uint32_t probe_timeout_ms;        /* per listing/probe request; 0 = 1500 */
     const char *bearer;               /* API key; NULL = none; never logged */
@@ -1787,6 +1831,7 @@ typedef struct rsd_state_desc {
     rsd_state_lock_hook lock_hook;  /* both functions or neither; set = replaces flock */
     uint32_t lock_wait_ms;      /* 0 = RSD_STATE_LOCK_WAIT_MS_DEFAULT */
     bool lock_fail_closed;      /* deadline/error: false = proceed unlocked (warn), true = fail */
+    bool attr_fsync;            /* fsync attribution temp files before the rename (default off) */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_state_desc;
@@ -1879,7 +1924,7 @@ RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner 
    one is empty with out->corrupt set and ATTR_CORRUPT logged. <0 only on I/O errors. */
 RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out);
 /* Adds (or refreshes) (model, instance) under the file lock; instance NULL/"" = plain.
-   Atomic (temp file, fsync, rename). RSD_OK, RSD_ERR_CAPACITY when full, <0. */
+   Atomic (temp file, rename; fsync only with desc.attr_fsync). RSD_OK, RSD_ERR_CAPACITY, <0. */
 RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model,
                                const char *instance, uint64_t loaded_at_ms);
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
@@ -5296,13 +5341,28 @@ struct rsd_ensurer {
     int names_next;
     rsdi_ensure_det det[RSD_ENSURE_MAX_NAMES];
     int det_next;
+    /* /models/sse (llama.cpp router): targets known to lack it, the open stream */
+    bool no_sse;
+    uint32_t sse_poll_ms;
+    char nosse[RSD_ENSURE_MAX_NAMES][RSD_TARGET_KEY_MAX];
+    int nosse_next;
+    bool sse_open, sse_fresh, sse_fast, sse_tried; /* tried: opened once in this ensure */
+    bool hit;                         /* the current ensure ended on the TTL fast path */
+    rsd_decision hit_decision;
+    rsd_reason hit_reason;
+    rsd_http_req_h sse_h;
+    uint64_t rwake;                   /* the reconcile's own wake of the current WAIT */
+    uint32_t sse_events, sse_wakes, n_pend;
+    uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
+    char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
+    char sse_url[RSD_RECONCILE_URL_MAX + 16];
     /* the current ensure */
     int phase, final, waiting, probe_i, error;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
     rsd_http_req_h h;
     rsd_runtime_kind kind;
     rsd_outcome outcome;
-    uint32_t ctx, timeout_ms, probe_ms, requests;
+    uint32_t ctx, ctx_ceiling, timeout_ms, probe_ms, requests;
     uint64_t t0, deadline, wake, last_now, elapsed;
     rsd_http_op op;
     char op_model[RSD_MODEL_ID_MAX];
@@ -5411,6 +5471,133 @@ RSDI_PRIVATE int rsdi_en_resolve_hook(void *user, const char *host, char *out, s
     return RSD_ERR_RESOLVE;
 }
 
+RSDI_PRIVATE uint32_t rsdi_en_left(const rsd_ensurer *e, uint64_t now_ms, uint32_t cap);
+
+/* ASCII case-insensitive prefix test of a header value. */
+RSDI_PRIVATE bool rsdi_en_has_prefix(rsd_str v, const char *lit) {
+    size_t i;
+    for (i = 0; lit[i]; i++)
+        if (i >= v.len || rsdi_ascii_lower(v.ptr[i]) != lit[i]) return false;
+    return true;
+}
+
+/* ---- /models/sse: wake a router WAIT at the "loaded" event (the poll still confirms) ---- */
+RSDI_PRIVATE bool rsdi_en_nosse(const rsd_ensurer *e) {
+    int i;
+    for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
+        if (e->nosse[i][0] && strcmp(e->nosse[i], e->key) == 0) return true;
+    return false;
+}
+
+/* One event of the stream (called from inside rsd_http_client_step). During a WAIT it
+   goes to rsd_reconcile_event; between WAITs (a poll or the load POST in flight) it is
+   kept and replayed when the next WAIT begins. A WAIT whose reconcile wake has already
+   passed is due anyway: the event is then dated just before that wake, so the reconcile
+   still judges it (the ensurer itself may be sleeping past it, see rsdi_en_sse_wait). */
+RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    if (!e->sse_open || e->lms || !e->reconciling || e->phase != RSDI_EN_RUN) return;
+    e->sse_events++;
+    if (e->waiting == RSDI_EN_WAIT_WAKE) {
+        uint64_t t = e->last_now < e->rwake ? e->last_now : (e->rwake ? e->rwake - 1 : 0);
+        if (rsd_reconcile_event(&e->m.rc, ev->data.ptr, ev->data.len, t) == 1) {
+            e->wake = e->last_now;
+            e->sse_wakes++;
+        }
+        return;
+    }
+    if (ev->data.len >= (size_t)RSD_ENSURE_SSE_EVENT_BYTES) {
+        e->sse_fast = true; /* could not keep it: the next WAIT polls on the fast schedule */
+        return;
+    }
+    if (e->n_pend == (uint32_t)RSD_ENSURE_SSE_PENDING) { /* full: the newest matter, drop the oldest */
+        memmove(e->pend[0], e->pend[1], sizeof e->pend[0] * (RSD_ENSURE_SSE_PENDING - 1));
+        memmove(e->pend_len, e->pend_len + 1, sizeof e->pend_len[0] * (RSD_ENSURE_SSE_PENDING - 1));
+        e->n_pend--;
+    }
+    if (ev->data.len) memcpy(e->pend[e->n_pend], ev->data.ptr, ev->data.len);
+    e->pend_len[e->n_pend++] = (uint32_t)ev->data.len;
+}
+
+/* Opens GET <root>/models/sse for the current router target; false = poll only. */
+RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
+    rsd_http_request q;
+    rsd_http_header h;
+    if (e->sse_open) return true;
+    if (e->sse_tried || e->no_sse || e->lms || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
+    if (RSD_SNPRINTF(e->sse_url, sizeof e->sse_url, "%s/models/sse", e->root) >= (int)sizeof e->sse_url) return false;
+    memset(&q, 0, sizeof q);
+    h.name = rsd_str_c("Accept");
+    h.value = rsd_str_c("text/event-stream");
+    q.url = e->sse_url;
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.headers = &h;
+    q.num_headers = 1;
+    q.connect_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
+    q.on_sse = rsdi_en_on_sse;
+    q.user = e;
+    if (rsd_http_send(e->http, &q, now_ms, &e->sse_h) < 0) return false; /* e.g. no slot: poll */
+    e->requests++;
+    e->sse_open = e->sse_tried = true;
+    e->sse_fast = false;
+    e->n_pend = 0;
+    return true;
+}
+
+/* Closes the stream when the ensure ends (its CANCELLED event is dropped by a later step). */
+RSDI_PRIVATE void rsdi_en_sse_close(rsd_ensurer *e) {
+    if (e->sse_open) (void)rsd_http_cancel(e->http, e->sse_h);
+    e->sse_open = false;
+    e->n_pend = 0;
+}
+
+/* The stream ended by itself: a refusal (not 200 text/event-stream, or an error before
+   any answer) marks the target as without SSE; any end restores the reconcile's schedule. */
+RSDI_PRIVATE void rsdi_en_sse_ended(rsd_ensurer *e, const rsd_http_event *ev) {
+    rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
+    bool refused = ev->result == RSD_OK
+                       ? (ev->status != 200 || !rsdi_en_has_prefix(ct, "text/event-stream"))
+                       : (ev->result != RSD_ERR_CANCELLED && ev->result != RSD_ERR_TIMEOUT &&
+                          ev->result != RSD_ERR_CLOSED && ev->status == 0);
+    e->sse_open = false;
+    e->n_pend = 0;
+    if (refused) {
+        (void)rsdi_cpy(e->nosse[e->nosse_next], RSD_TARGET_KEY_MAX, e->key);
+        e->nosse_next = (e->nosse_next + 1) % RSD_ENSURE_MAX_NAMES;
+    }
+    if (e->waiting == RSDI_EN_WAIT_WAKE && e->wake > e->rwake) e->wake = e->rwake;
+}
+
+/* A WAIT begins: with the stream open (opened now if a router WAIT has none yet), replay
+   the events kept since the last WAIT, then poll every sse_poll_ms instead of the fast
+   schedule -- the stream gives the latency, the poll only confirms. Not slowed: the first
+   WAIT after opening here (an event may have come before the subscription), after a lost
+   event, or when the slower poll would come within a probe timeout of the deadline. */
+RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
+    uint64_t later;
+    uint32_t i;
+    bool woke = false;
+    if (e->lms) return;
+    if (!e->sse_open && rsdi_en_sse_open(e, now_ms)) e->sse_fresh = true;
+    if (!e->sse_open) return;
+    for (i = 0; i < e->n_pend; i++)
+        if (rsd_reconcile_event(&e->m.rc, e->pend[i], e->pend_len[i], now_ms) == 1) woke = true;
+    e->n_pend = 0;
+    if (woke) {
+        e->wake = now_ms;
+        e->sse_wakes++;
+        e->sse_fast = false;
+        return;
+    }
+    if (e->sse_fresh || e->sse_fast) {
+        e->sse_fresh = e->sse_fast = false;
+        return;
+    }
+    later = now_ms + e->sse_poll_ms;
+    if (later > e->wake && later + e->probe_ms < e->deadline) e->wake = later;
+}
+
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 4, 5)))
 #endif
@@ -5421,6 +5608,7 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
     va_end(ap);
     if (e->inflight) (void)rsd_http_cancel(e->http, e->h);
     e->inflight = false;
+    rsdi_en_sse_close(e);
     if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
     e->lk_active = false;
     e->reconciling = false;
@@ -5434,6 +5622,7 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
 }
 
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
+    rsdi_en_sse_close(e);
     if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
     e->lk_active = false;
     e->final = e->lms ? e->m.lms.result.error : e->m.rc.result.error;
@@ -5500,6 +5689,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         if (!rsdi_cpy(e->env, sizeof e->env, d.residency_env)) e->env[0] = '\0';
     }
     e->no_cache = d.no_cache;
+    e->no_sse = d.no_sse;
+    e->sse_poll_ms = d.sse_poll_ms ? d.sse_poll_ms : (uint32_t)RSD_ENSURE_SSE_POLL_MS;
     e->cache.ttl_ms = d.cache_ttl_ms;
     e->lcache.ttl_ms = d.cache_ttl_ms;
     e->n_protected = d.n_protected;
@@ -5661,6 +5852,7 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     d.has_generation = has_gen;
     d.generation = gen;
     d.load.context_length = e->ctx;
+    d.context_ceiling = e->ctx_ceiling;
     d.protected_models = e->n_protected ? e->prot : NULL;
     d.n_protected = e->n_protected;
     d.owned = e->n_owned ? e->owned : NULL;
@@ -5676,7 +5868,31 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     (void)rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms); /* an error ends it DONE with it */
 }
 
-/* Starts the reconcile for e->kind: key, attribution, generation, desc. */
+/* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
+   up: a live decision-cache entry for (key, model) under this generation (a hit under
+   another generation is a miss) ends the ensure with no request, as the reconcile's own
+   lookup would. A bearer the reconcile would reject takes the slow path (its error). */
+RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
+    rsd_cache_hit hit;
+    const unsigned char *p;
+    for (p = (const unsigned char *)e->bearer; *p; p++)
+        if (*p < 0x20 || *p == 0x7f) return false;
+    if (rsd_cache_lookup(&e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &hit) != 1) return false;
+    e->hit = true;
+    e->hit_decision = hit.decision;
+    e->hit_reason = hit.reason;
+    e->outcome = hit.decision == RSD_DECISION_OBSERVE ? RSD_OUTCOME_OBSERVED
+               : hit.decision == RSD_DECISION_DECLINE ? RSD_OUTCOME_DECLINED : RSD_OUTCOME_RESIDENT;
+    e->reconciling = false;
+    e->final = RSD_OK;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    rsdi_logf(&e->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", e->key, e->model);
+    return true;
+}
+
+/* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
 RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     const rsdi_ensure_probe *p = rsdi_en_probe_of(e->kind);
     const rsd_runtime *rt = p && p->driver ? p->driver() : NULL;
@@ -5701,12 +5917,11 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
         rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
         return;
     }
-    if (e->st) {
-        if (rsd_state_attr_load(e->st, e->key, &e->attrs) >= 0) {
-            for (i = 0; i < e->attrs.count && n_ours < RSD_RECONCILE_MAX_OURS; i++)
-                if (!e->attrs.items[i].instance[0]) e->ours[n_ours++] = e->attrs.items[i].model;
-        }
-        has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    if (e->st) has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
+    if (e->st && rsd_state_attr_load(e->st, e->key, &e->attrs) >= 0) {
+        for (i = 0; i < e->attrs.count && n_ours < RSD_RECONCILE_MAX_OURS; i++)
+            if (!e->attrs.items[i].instance[0]) e->ours[n_ours++] = e->attrs.items[i].model;
     }
     memset(&d, 0, sizeof d);
     d.runtime = rt;
@@ -5724,6 +5939,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     d.ours = n_ours ? e->ours : NULL;
     d.n_ours = n_ours;
     d.context_length = e->ctx;
+    d.context_ceiling = e->ctx_ceiling;
     d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
     d.probe_timeout_ms = e->probe_ms;
     d.bearer = e->bearer[0] ? e->bearer : NULL;
@@ -5814,6 +6030,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->outcome = RSD_OUTCOME_NONE;
     e->error = RSD_OK;
     e->lms = false;
+    e->hit = false;
+    e->sse_tried = false;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -5839,6 +6057,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     if (n >= 3 && memcmp(e->root + n - 3, "/v1", 3) == 0) e->root[n -= 3] = '\0';
     while (n && e->root[n - 1] == '/') e->root[--n] = '\0';
     e->ctx = q->context_length;
+    e->ctx_ceiling = q->context_ceiling ? q->context_ceiling
+                   : e->ignore_env ? (uint32_t)RSD_FIT_CEILING_DEFAULT : rsd_fit_ceiling_from_env();
     e->timeout_ms = q->timeout_ms;
     e->probe_ms = q->probe_timeout_ms ? q->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
     e->probe_ms_req = q->probe_timeout_ms;
@@ -5880,6 +6100,10 @@ RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.connect_timeout_ms = q.total_timeout_ms;
     e->op = s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
+    if (s->http.op == RSD_OP_LOAD) { /* subscribe first: the "loaded" event must not be missed */
+        (void)rsdi_en_sse_open(e, now_ms);
+        e->n_pend = 0;
+    }
     rc = rsd_http_send(e->http, &q, now_ms, &e->h);
     if (rc < 0) {
         rsdi_en_feed(e, rc, 0, NULL, 0, now_ms);
@@ -5944,18 +6168,24 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
     e->last_now = now_ms;
     for (guard = 0; guard < 256; guard++) {
-        if (e->inflight) {
+        if (e->inflight || (e->sse_open && guard == 0)) {
             rsd_http_event ev;
+            bool fed = false;
             (void)rsd_http_client_step(e->http, now_ms);
-            while (e->inflight && rsd_http_next_event(e->http, &ev)) {
-                if (ev.req.id != e->h.id) continue; /* someone else's request on our client */
+            while ((e->inflight || e->sse_open) && rsd_http_next_event(e->http, &ev)) {
+                if (e->sse_open && ev.req.id == e->sse_h.id) {
+                    rsdi_en_sse_ended(e, &ev);
+                    continue;
+                }
+                if (!e->inflight || ev.req.id != e->h.id) continue; /* someone else's request on our client */
                 e->inflight = false;
                 e->waiting = RSDI_EN_WAIT_NONE;
+                fed = true;
                 if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
                 else rsdi_en_feed(e, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
-            continue;
+            if (fed) continue;
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
         if (e->phase == RSDI_EN_DETECT) {
@@ -5978,14 +6208,16 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
             rsdi_en_lock_done(e, held, gen, now_ms);
             continue;
         }
+        if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
         {
             rsd_step s = rsdi_en_next(e, now_ms);
             switch (s.kind) {
             case RSD_STEP_HTTP: rsdi_en_http(e, &s, now_ms); break;
             case RSD_STEP_WAIT:
                 e->waiting = RSDI_EN_WAIT_WAKE;
-                e->wake = s.wake_ms;
-                if (now_ms < s.wake_ms) return RSD_PENDING;
+                e->rwake = e->wake = s.wake_ms;
+                rsdi_en_sse_wait(e, now_ms);
+                if (now_ms < e->wake) return RSD_PENDING;
                 break;
             case RSD_STEP_LOCK:
                 if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
@@ -6088,6 +6320,15 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->n_evicted = r->n_evicted;
         out->evicted = r->evicted;
         out->n_notices = e->m.rc.n_notices;
+        out->notices = e->m.rc.notices;
+    } else if (e->hit) {
+        out->outcome = e->outcome;
+        out->decision = e->hit_decision;
+        out->reason = e->hit_reason;
+        out->cache_hit = true;
+        out->keep_resident = e->outcome == RSD_OUTCOME_RESIDENT;
+        out->message = "";
+        out->evicted = e->m.rc.result.evicted;
         out->notices = e->m.rc.notices;
     } else {
         out->outcome = e->outcome;
@@ -7429,7 +7670,7 @@ struct rsd_state {
     rsd_logger logger;
     rsd_state_lock_hook hook;
     uint32_t lock_wait_ms;
-    bool fail_closed;
+    bool fail_closed, attr_fsync;
     char dir[RSD_STATE_MAX_DIR_BYTES + 1];
     char host[RSD_STATE_MAX_HOST_BYTES + 1];
     char filebuf[RSD_STATE_MAX_FILE_BYTES + 1];
@@ -7615,6 +7856,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     st->lock_wait_ms = desc->lock_wait_ms ? desc->lock_wait_ms
                                           : (uint32_t)RSD_STATE_LOCK_WAIT_MS_DEFAULT;
     st->fail_closed = desc->lock_fail_closed;
+    st->attr_fsync = desc->attr_fsync;
     memcpy(st->dir, dir, (size_t)r + 1);
     if (gethostname(st->host, sizeof st->host - 1) != 0) memcpy(st->host, "?", 2);
     st->host[sizeof st->host - 1] = '\0';
@@ -8230,7 +8472,7 @@ fail:
 RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
     int n = rsdi_attr_format(set, st->filebuf, RSD_STATE_MAX_FILE_BYTES);
     if (n < 0) return n;
-    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, true);
+    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, st->attr_fsync);
 }
 
 /* Shared read-modify-write; op 0 = add, 1 = remove. */

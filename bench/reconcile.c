@@ -1338,9 +1338,11 @@ static void print2(const f2_result *f2) {
            median(f2->ours_tail, F2_LOADS), median(f2->peer_tail, F2_LOADS));
     if (median(f2->ours_req, F2_LOADS) > median(f2->peer_req, F2_LOADS))
         printf("   WARN: on these loads ours sends more requests than upstream (its fast-first polls); not gated.\n");
-    printf("   ours polls %d ms after the POST, doubling to %d ms (RSD_RECONCILE_POLL_FIRST_MS/_MAX_MS): polls at\n"
-           "   +20, +60, +140, +300, +620, then every 500 ms; upstream polls at +0 and every 500 ms.\n",
-           (int)RSD_RECONCILE_POLL_FIRST_MS, (int)RSD_RECONCILE_POLL_MAX_MS);
+    printf("   ours subscribes to GET /models/sse before the POST: the \"loaded\" event wakes the wait and one\n"
+           "   GET /v1/models confirms it; polls every %d ms while the stream is open (RSD_ENSURE_SSE_POLL_MS;\n"
+           "   without a stream: %d ms doubling to %d ms). Upstream polls at +0 and every 500 ms. The tail\n"
+           "   after the last request is the COMMIT (attribution + generation: temp file + rename, no fsync).\n",
+           (int)RSD_ENSURE_SSE_POLL_MS, (int)RSD_RECONCILE_POLL_FIRST_MS, (int)RSD_RECONCILE_POLL_MAX_MS);
 }
 
 static void print3(const f3_result *f3s, const f3_result *f3k, double parse_ns) {
@@ -1374,7 +1376,7 @@ static void print4(const f4_result *f4) {
     printf("   %-32s %10.0f ns   requests that reached the simulator: %lld\n", "ours, with a state directory", f4->ours_state_ns, (long long)f4->reqs_state);
     printf("   %-32s %10.0f ns   requests that reached the simulator: %lld\n", "ours, no state directory", f4->ours_nostate_ns, (long long)f4->reqs_nostate);
     printf("   %-32s %10.1f ns   (C model: key string, hash lookup, compares)\n", "upstream fast path", f4->peer_ns);
-    printf("   With a state directory a hit re-reads the target's attribution and generation files, so a\n"
+    printf("   With a state directory a hit reads the target's generation file (not the attribution), so a\n"
            "   mutation by another process invalidates it (upstream's per-process cache cannot see those).\n");
 }
 

@@ -4,7 +4,7 @@
         peer = upstream K6/K12 lock file: O_CREAT|O_EXCL + JSON owner line + close, then
                read back, check the pid, unlink
    2. attribution update:
-        ours = rsd_state_attr_add (file lock, read, temp file, fsync, rename)
+        ours = rsd_state_attr_add (file lock, read, temp file, rename; fsync only with desc.attr_fsync)
         peer = a naive rewrite: open O_TRUNC, write, fsync (not atomic, no lock)
    Figures are medians of 5 runs of N iterations, in microseconds per operation. */
 #define RESIDENCY_IMPLEMENTATION

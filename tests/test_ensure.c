@@ -8,6 +8,7 @@
 #include "rsd_test.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,10 @@ static int is_list(const log_entry *e) {
     return !strcmp(e->method, "GET") && (!strcmp(e->path, "/v1/models") || !strcmp(e->path, "/models"));
 }
 
+static int is_sse(const log_entry *e) {
+    return !strcmp(e->method, "GET") && !strcmp(e->path, "/models/sse");
+}
+
 /* ---- helpers ------------------------------------------------------------------------ */
 static char g_state_dir[256];
 
@@ -148,15 +153,20 @@ static void remove_state_dir(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_state_dir);
 }
 
-static rsd_ensurer *new_ensurer(bool with_state, const rsd_protected_model *prot, int n_prot) {
+static rsd_ensurer *new_ensurer_sse(bool with_state, const rsd_protected_model *prot, int n_prot, bool sse) {
     rsd_ensurer_desc d;
     memset(&d, 0, sizeof d);
+    d.no_sse = !sse;
     d.state_dir = g_state_dir;
     d.no_state = !with_state;
     d.ignore_env = true;
     d.protected_models = prot;
     d.n_protected = n_prot;
     return rsd_ensurer_create(&d);
+}
+
+static rsd_ensurer *new_ensurer(bool with_state, const rsd_protected_model *prot, int n_prot) {
+    return new_ensurer_sse(with_state, prot, n_prot, true);
 }
 
 static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_runtime_kind rt, bool observe,
@@ -203,13 +213,37 @@ static void test_l26_resident_then_ttl_hit(void) {
     CHECK(res.cache_hit);
     CHECK_EQ_INT(res.requests, 0);
     CHECK_EQ_INT(sim_log(&s), n);
+    /* another process mutated the target (generation bump): the entry is stale, a miss */
+    {
+        rsd_state *st = NULL;
+        rsd_state_desc sd;
+        char key[RSD_TARGET_KEY_MAX], raw[128];
+        uint64_t g = 0;
+        memset(&sd, 0, sizeof sd);
+        sd.dir = g_state_dir;
+        snprintf(raw, sizeof raw, "llamacpp|%s", s.url);
+        REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+        REQUIRE(rsd_target_key_normalise(rsd_str_c(raw), key, sizeof key) > 0);
+        CHECK_EQ_INT(rsd_state_gen_bump(st, key, &g), RSD_OK);
+        rsd_state_close(st);
+    }
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK(!res.cache_hit);
+    CHECK_EQ_INT(res.requests, 2);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK); /* cached again */
+    CHECK(res.cache_hit);
+    CHECK_EQ_INT(res.requests, 0);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
+    CHECK_EQ_INT(sim_log(&s), n + 2);
     rsd_ensurer_destroy(setup);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }
 
 /* L27: free slot -> GET, GET /props, POST load, polls; the wait ends at the first poll
-   after the simulator finished the load (one fast-poll interval), no unload. */
+   after the simulator finished the load (one fast-poll interval), no unload. Polling
+   only (desc.no_sse): the schedule without /models/sse. */
 static void test_l27_free_slot_fast_poll(void) {
     static const char *const args[] = {"--models-max", "2", "--load-ms", "300", "--model", "id=a", "--model", "id=b", NULL};
     sim_proc s;
@@ -217,7 +251,7 @@ static void test_l27_free_slot_fast_poll(void) {
     rsd_ensurer *e;
     int n, i, post = -1, polls = 0, after = 0;
     REQUIRE(sim_start(&s, args) == 0);
-    e = new_ensurer(true, NULL, 0);
+    e = new_ensurer_sse(true, NULL, 0, false);
     REQUIRE(e);
     CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
@@ -290,9 +324,11 @@ static void test_l28_full_router_swap(void) {
         if (!strcmp(g_log[i].path, "/models/unload")) unload_at = i;
         if (!strcmp(g_log[i].path, "/models/load")) load_at = i;
     }
-    CHECK(unload_at == base + 2 && load_at == base + 3);  /* unload before load, nothing between */
+    /* unload before load; between them only the /models/sse subscription (opened before the POST) */
+    CHECK(unload_at == base + 2 && load_at == base + 4 && is_sse(&g_log[base + 3]));
     CHECK(res.n_evicted == 1 && !strcmp(g_log[unload_at].model, res.evicted[0].id));
     for (i = load_at + 1; i < n; i++) CHECK(is_list(&g_log[i]));
+    CHECK_EQ_INT(log_count(base, n, "GET", "/models/sse", NULL), 1);
     rsd_ensurer_destroy(setup);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
@@ -416,6 +452,275 @@ static void test_ollama_auto_detect_and_load(void) {
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
     CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/api/generate", NULL), 1);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* GET url on the sim (blocking); the body into out (NUL-terminated); the status or -1. */
+static int sim_get(const sim_proc *s, const char *path, char *out, size_t cap) {
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_event ev;
+    char url[128];
+    int st = -1;
+    if (!c) return -1;
+    snprintf(url, sizeof url, "%s%s", s->url, path);
+    memset(&q, 0, sizeof q);
+    q.url = url;
+    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
+        size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
+        memcpy(out, ev.body.ptr, n);
+        out[n] = '\0';
+        st = ev.status;
+    }
+    rsd_http_client_destroy(c);
+    return st;
+}
+
+/* The sim's loaded_ms of a model (GET /_sim/log "models"), -1 when never loaded/unknown. */
+static int64_t sim_loaded_ms(const sim_proc *s, const char *id) {
+    static char body[1 << 20];
+    rsd_json_doc doc;
+    int arr, i, count;
+    int64_t x = -1;
+    if (sim_get(s, "/_sim/log", body, sizeof body) != 200 ||
+        rsd_json_parse(&doc, body, strlen(body), g_toks, (uint32_t)(sizeof g_toks / sizeof g_toks[0])) <= 0 ||
+        (arr = rsd_json_find(&doc, 0, "models")) < 0)
+        return -1;
+    count = rsd_json_size(&doc, arr);
+    for (i = 0; i < count; i++) {
+        int o = rsd_json_at(&doc, arr, (uint32_t)i);
+        if (rsd_json_str_eq(&doc, rsd_json_find(&doc, o, "id"), id) &&
+            rsd_json_int64(&doc, rsd_json_find(&doc, o, "loaded_ms"), &x) == RSD_OK)
+            return x;
+    }
+    return -1;
+}
+
+/* /models/sse on the llama.cpp router: the subscription goes out before the load POST, the
+   "loaded" event ends the wait, and one poll confirms it. With sse_poll_ms far beyond the
+   load time, a wait ended by a timed poll would have its only poll ~20 s after the POST:
+   the single poll after the POST must follow the sim's loaded instant (and come well before
+   that timed poll). A second, longer load on the same ensurer (200 ms polls): one stream
+   across all its WAIT steps, every poll but the last before the loaded instant. */
+static void test_sse_wakes_the_wait(void) {
+    static const char *const args[] = {"--models-max", "3", "--load-ms", "300", "--model", "id=a",
+                                       "--model", "id=b,load=900", "--model", "id=c", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e, *e2;
+    rsd_ensure_req q;
+    int n, i, sse = -1, post = -1, lists = 0, base;
+    int64_t loaded;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    d.sse_poll_ms = 20000;
+    e = rsd_ensurer_create(&d);
+    d.sse_poll_ms = 200;
+    e2 = rsd_ensurer_create(&d);
+    REQUIRE(e && e2);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 60000;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    n = sim_log(&s);
+    loaded = sim_loaded_ms(&s, "a");
+    REQUIRE(n > 0 && loaded >= 0);
+    CHECK_EQ_INT(res.requests, n); /* the stream is counted */
+    for (i = 0; i < n; i++) {
+        if (is_sse(&g_log[i]) && sse < 0) sse = i;
+        if (!strcmp(g_log[i].path, "/models/load")) post = i;
+    }
+    REQUIRE(sse >= 0 && post >= 0);
+    CHECK(sse < post); /* subscribed before the load was asked for */
+    CHECK_EQ_INT(log_count(0, n, "GET", "/models/sse", NULL), 1);
+    for (i = post + 1; i < n; i++) {
+        CHECK(is_list(&g_log[i]));
+        lists++;
+        CHECK(g_log[i].t_ms >= loaded);                       /* woken by the event, not before */
+        CHECK(g_log[i].t_ms < g_log[post].t_ms + 20000);      /* not the timed poll */
+    }
+    CHECK_EQ_INT(lists, 1);
+    /* a 900 ms load, polls every 200 ms while the stream is open: still one stream */
+    base = n;
+    q.model = "b";
+    CHECK_EQ_INT(rsd_ensure(e2, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    n = sim_log(&s);
+    loaded = sim_loaded_ms(&s, "b");
+    REQUIRE(loaded >= 0);
+    CHECK_EQ_INT(res.requests, n - base);
+    CHECK_EQ_INT(log_count(base, n, "GET", "/models/sse", NULL), 1);
+    CHECK_EQ_INT(log_count(base, n, "POST", "/models/load", "b"), 1);
+    CHECK(is_list(&g_log[n - 1]) && g_log[n - 1].t_ms >= loaded);
+    post = -1;
+    for (i = base; i < n; i++)
+        if (!strcmp(g_log[i].path, "/models/load")) post = i;
+    REQUIRE(post > base);
+    /* earlier polls did not see it loaded (the marks are whole ms: a poll logged in the
+       loaded instant's own millisecond may precede the mark) */
+    for (i = post + 1; i < n - 1; i++) CHECK(is_list(&g_log[i]) && g_log[i].t_ms <= loaded);
+    rsd_ensurer_destroy(e);
+    rsd_ensurer_destroy(e2);
+    sim_stop(&s);
+}
+
+/* context_ceiling: 0 = RESIDENCY_CORESIDENT_CONTEXT from the environment (unless
+   ignore_env), else the request's value; it reaches the load body beside another resident
+   (Ollama: options.num_ctx, which the sim reports in /api/ps context_length). */
+static void test_context_ceiling_env(void) {
+    static const char *const args[] = {"--runtime", "ollama", "--load-ms", "20", "--model", "id=x:latest,size=1G",
+                                       "--model", "id=y:latest,size=1G", "--model", "id=z:latest,size=1G", NULL};
+    static char body[65536];
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.no_cache = true;
+    d.residency_env = ""; /* RESIDENCY unset, whatever the test's environment says */
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.runtime = RSD_RUNTIME_OLLAMA;
+    q.timeout_ms = 20000;
+    q.model = "x";
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    setenv("RESIDENCY_CORESIDENT_CONTEXT", "4096", 1);
+    q.model = "y";
+    q.context_length = 32768;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    q.model = "z";
+    q.context_ceiling = 8192; /* the request's own ceiling wins over the environment */
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    unsetenv("RESIDENCY_CORESIDENT_CONTEXT");
+    REQUIRE(sim_get(&s, "/api/ps", body, sizeof body) == 200);
+    CHECK(strstr(body, "\"name\":\"y:latest\"") != NULL);
+    CHECK(strstr(body, "\"context_length\":4096") != NULL);
+    CHECK(strstr(body, "\"context_length\":8192") != NULL);
+    CHECK(strstr(body, "\"context_length\":32768") == NULL);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* ---- a fake router without /models/sse (404): the ensurer falls back to polling ---- */
+static void fake_router_serve(int port_fd) {
+    rsd_http_server_desc sd;
+    rsd_http_server *srv;
+    bool loaded[2] = {false, false};
+    int n_sse = 0, n_req = 0;
+    uint16_t port;
+    memset(&sd, 0, sizeof sd);
+    srv = rsd_http_server_create(&sd);
+    if (!srv) _exit(2);
+    port = rsd_http_server_port(srv);
+    if (write(port_fd, &port, sizeof port) != (ssize_t)sizeof port) _exit(3);
+    close(port_fd);
+    for (;;) {
+        rsd_pollfd fds[40];
+        rsd_http_server_event ev;
+        int n = rsd_http_server_pollfds(srv, fds, 40);
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 40 ? 40 : n), 100);
+        rsd_http_server_step(srv, rsd_now_ms());
+        while (rsd_http_server_next_event(srv, &ev)) {
+            char body[1024];
+            rsd_http_header ct;
+            const char *json = "application/json";
+            rsd_str path;
+            int st = 200, k;
+            if (ev.type != RSD_HTTP_SEV_REQUEST) continue;
+            path = ev.head->target;
+            ct.name = rsd_str_c("Content-Type");
+            ct.value = rsd_str_c(json);
+            if (rsd_str_eq_c(path, "/_n")) {
+                snprintf(body, sizeof body, "sse=%d req=%d", n_sse, n_req);
+                ct.value = rsd_str_c("text/plain");
+            } else if (++n_req, rsd_str_eq_c(path, "/models/sse")) {
+                n_sse++;
+                st = 404;
+                snprintf(body, sizeof body, "{\"error\":{\"code\":404,\"message\":\"File Not Found\"}}");
+            } else if (rsd_str_eq_c(path, "/props")) {
+                snprintf(body, sizeof body, "{\"role\":\"router\",\"max_instances\":4}");
+            } else if (rsd_str_eq_c(path, "/models/load")) {
+                k = ev.body.len && memchr(ev.body.ptr, 'b', ev.body.len) ? 1 : 0; /* {"model":"a"|"b"} */
+                loaded[k] = true;
+                snprintf(body, sizeof body, "{\"success\":true}");
+            } else if (rsd_str_eq_c(path, "/v1/models") || rsd_str_eq_c(path, "/models")) {
+                snprintf(body, sizeof body,
+                         "{\"object\":\"list\",\"data\":[{\"id\":\"a\",\"object\":\"model\",\"status\":{\"value\":\"%s\"}},"
+                         "{\"id\":\"b\",\"object\":\"model\",\"status\":{\"value\":\"%s\"}}]}",
+                         loaded[0] ? "loaded" : "unloaded", loaded[1] ? "loaded" : "unloaded");
+            } else {
+                st = 404;
+                snprintf(body, sizeof body, "{}");
+            }
+            rsd_http_respond(srv, ev.req, st, &ct, 1, body, strlen(body));
+        }
+    }
+}
+
+/* The server answers GET /models/sse with 404 (an older router): the first load still
+   succeeds by polling, the target is remembered as without SSE, and the next load on it
+   does not ask again. Every request is counted in result.requests. */
+static void test_sse_refused_falls_back_to_polling(void) {
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    char body[256];
+    int fds[2], sse = -1, req = -1, st;
+    uint16_t port = 0;
+    memset(&s, 0, sizeof s);
+    REQUIRE(pipe(fds) == 0);
+    s.pid = fork();
+    REQUIRE(s.pid >= 0);
+    if (s.pid == 0) {
+        close(fds[0]);
+        fake_router_serve(fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    st = (int)read(fds[0], &port, sizeof port);
+    close(fds[0]);
+    REQUIRE(st == (int)sizeof port && port > 0);
+    s.port = port;
+    snprintf(s.url, sizeof s.url, "http://127.0.0.1:%d", s.port);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 20000;
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    REQUIRE(sim_get(&s, "/_n", body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
+    CHECK_EQ_INT(sse, 1);
+    CHECK_EQ_INT((int)res.requests, req);
+    q.model = "b";
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    REQUIRE(sim_get(&s, "/_n", body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
+    CHECK_EQ_INT(sse, 1); /* remembered: not asked again */
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }
@@ -667,6 +972,9 @@ int main(int argc, char **argv) {
     RUN(test_declined_when_pinned);
     RUN(test_auto_detect_once);
     RUN(test_ollama_auto_detect_and_load);
+    RUN(test_sse_wakes_the_wait);
+    RUN(test_context_ceiling_env);
+    RUN(test_sse_refused_falls_back_to_polling);
     RUN(test_unreachable);
     RUN(test_load_failed_restores);
     RUN(test_lock_held_elsewhere);

@@ -746,6 +746,34 @@ static void test_attr_roundtrip(void) {
     rm_rf(tmp);
 }
 
+/* desc.attr_fsync (opt-in) writes the same files the default (no fsync) path writes, and
+   neither leaves a temp file behind. */
+static void test_attr_fsync_optin(void) {
+    char tmp[64], p[512], t[520];
+    rsd_state *a = NULL, *b = NULL;
+    rsd_state_desc d;
+    static rsd_attr_set set;
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    memset(&d, 0, sizeof d);
+    d.dir = tmp;
+    REQUIRE(rsd_state_open(&a, &d) == RSD_OK);
+    d.attr_fsync = true;
+    REQUIRE(rsd_state_open(&b, &d) == RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(a, KEY, "plain", NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(b, KEY, "synced", NULL, 2), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(a, KEY, &set), 2);
+    CHECK(rsd_attr_set_find(&set, "plain", NULL) == 0 && rsd_attr_set_find(&set, "synced", NULL) == 1);
+    CHECK_EQ_INT(rsd_state_attr_remove(b, KEY, "plain", NULL), 1);
+    CHECK_EQ_INT(rsd_state_attr_load(b, KEY, &set), 1);
+    attr_path(tmp, KEY, p, sizeof p);
+    snprintf(t, sizeof t, "%s.tmp", p);
+    CHECK(access(p, F_OK) == 0);
+    CHECK(access(t, F_OK) != 0);
+    rsd_state_close(a);
+    rsd_state_close(b);
+    rm_rf(tmp);
+}
+
 static void test_attr_capacity(void) {
     char tmp[64], id[32];
     logcap lc;
@@ -1031,6 +1059,7 @@ int main(int argc, char **argv) {
     RUN(test_lock_open_error_policy);
     RUN(test_lock_hook);
     RUN(test_attr_roundtrip);
+    RUN(test_attr_fsync_optin);
     RUN(test_attr_capacity);
     RUN(test_attr_corrupt);
     RUN(test_attr_concurrent);
