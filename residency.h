@@ -2104,8 +2104,9 @@ RSD_API const char *rsd_lms_tier_str(int tier);
            load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
            when it woke the machine, 0 when the event was ignored (another
            model, progress, not waiting, not JSON), RSD_ERR_ARG. The shell
-           (residency_http.h >>drive) does not subscribe yet; polling alone is
-           the default and is complete.
+           (rsd_ensurer, residency_http.h) subscribes to /models/sse on a
+           llama.cpp router while it waits and feeds every event here; without
+           events, polling alone is complete.
        const char *rsd_outcome_str(int outcome), rsd_step_kind_str(int kind),
        rsd_http_op_str(int op), rsd_driver_msg_str(int dmsg): never NULL.
        const rsd_runtime *rsd_runtime_router(void);
