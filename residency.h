@@ -65,7 +65,8 @@
        Pool of processes: rsd_pool (policy, below) or rsd_fleet (residency_http.h:
        the same policy with processes, /health probes and crash handling).
 
-   RECONCILER STATE MACHINE (one ensure; details in >>driver:core and >>drive)
+   RECONCILER STATE MACHINE (one ensure; details: "driver" below, and "drive" in
+   residency_http.h)
        AUTO-DETECT (ensurer only: GET /props, /api/version, /api/v1/models)
          -> CACHE: a live (target, model) hit ends here with no request
          -> LIST (+ capacity probe) -> DECIDE (rsd_decide) -> GATE (R45)
@@ -445,15 +446,665 @@
        ends with a stress/warning notice CONTEXT_CLAMPED, "loading '<keep>'
        alongside <neighbours>: context clamped <from> to <to> tokens", detail
        REQUESTED_CONTEXT and LOAD_CONTEXT. No load, no clamp: load_context 0.
-   --- payload, driver: server payloads and the sans-I/O reconcile --------------
-       Their manuals open their own sections (grep the tags): >>payload:router
-       (router /v1/models and /props parsers, the shared rsd_listing),
-       >>payload:ollama and >>payload:lmstudio (Ollama /api/ps, /api/tags;
-       LM Studio v1/v0 catalogs, tiers, LM Link), >>driver:core (the reconcile
-       state machine: rsd_reconcile_begin / next / feed / lock_done, steps
-       HTTP WAIT LOCK COMMIT UNLOCK DONE, outcomes, notices, the runtime table),
-       >>driver:ollama (rsd_runtime_ollama) and >>driver:lmstudio (the LM Studio
-       machine rsd_lms_reconcile_*, same step and notice types).
+   --- reconcile: W12, byte-aware eviction ------------------------------------
+   W12, byte-aware eviction (upstream counted instances only, R33).
+       rsd_facts.capacity_bytes  memory the residents share, e.g. the VRAM total
+                                 (the caller's or the server's figure); 0 = unknown
+       rsd_facts.keep_bytes      what the keep takes once loaded; 0 = unknown
+     A resident's footprint is size_vram_bytes when has_size_vram, else
+     size_bytes when has_size. Bytes count only when capacity_bytes, keep_bytes
+     and EVERY resident's footprint are known; otherwise every plan is exactly
+     the plan without sizes (tested: byte for byte). With them: free = capacity
+     - sum of footprints, need = keep_bytes - free (0 when it fits), and
+       ROUTER, capacity known: when need > 0 (a free slot or not), the victims
+         are the fewest that free both the slots (count - freed + 1 <= max) and
+         the bytes: unprotected tier, then configured (not for a pinned keep,
+         R26), each tier largest first (ties: the tier order, ours first, then
+         id), then every picked victim the others make unneeded is spared
+         (latest first). Reason EVICT_BYTES (EVICT_CONFIG if a configured one
+         goes). need == 0: the count rules as before.
+       ROUTER, capacity unknown: need > 0 -> the fewest unprotected ones that
+         free it, EVICT_BYTES (never a configured one, as W8). need == 0: W8's
+         one eviction stays, because a router limits by count (--models-max),
+         not bytes, and that one keeps its LRU away from a pinned model.
+       SCHEDULER: only the fewest of our unprotected stragglers that free
+         `need` (none when it fits: LOAD, FITS_BYTES), instead of all of them.
+       JIT: unchanged (the fallback list is used only after a failed load).
+     When even every allowed candidate cannot free enough, the plan is the one
+     without sizes plus a will-not-fit/WARNING notice BYTES_SHORT (detail
+     KEEP_BYTES, FREE_BYTES = free + what the candidates hold, CAPACITY_BYTES):
+     "'<keep>' needs 10.0 GiB on '<target>', and only 2.0 GiB of 32.0 GiB can be
+     freed without evicting a protected model; residency evicts no more than
+     without sizes, and the load may fail or spill to CPU." An empty server
+     too small for the keep gets the same notice (EMPTY_SERVER, load as is).
+     Sizes never decline a load (the figures are estimates; declines stay the
+     R61 cases). rsd_notice gained keep_bytes, free_bytes, capacity_bytes:
+     sizeof(rsd_plan) is now 14 544 bytes, rsd_facts 328 (x86-64).
+     Deterministic as before: the same facts in any listing order give the
+     same plan.
+
+   Cost and stack (supersedes "~1.5 KiB of stack and O(n^2) id comparisons" in
+   the doc block). rsd_decide hashes every id, alias, protected id and keep name
+   once into a per-call open-addressing table on the stack (512 slots of 8 bytes,
+   only the 16..512 slots a call needs are cleared; equal hashes are confirmed
+   byte for byte, so the hash never changes a result). One lookup per name does
+   identity grouping (union-find; a group's representative is its canonical-
+   first member), keep matching and the protected-role rule (R9). The canonical
+   order is a merge sort on 7-byte big-endian keys taken after the bytes the ids
+   share, refined only where ids tie on them. Work is O(total name bytes + n log
+   n) for n <= 64; bench/reconcile.c figure 3 (64 residents): 17.0 -> 4.8 us per
+   decision, 0.46 -> 0.12 of parse+extract, upstream's C model 8.5-9 us (same
+   run, loaded 2-vCPU guest). Stack: ~7 KiB in rsd_decide's frame (gcc 12 -O2
+   x86-64, -fstack-usage: 7 136 bytes; the table 4 100, the working state
+   2 728) plus at most 720 bytes in callees (rsdi_sort_ids); rsd_notice_format
+   ~1.5 KiB (it sorts the co-residents the same way). The plan
+   is still zeroed whole (14.5 KB, ~4% of a decision): "*out is always written"
+   and the unused tail stays zero, so plans compare with memcmp. Notice text is
+   rendered only by rsd_notice_format, never at decide time. tests/decide_ref.h
+   keeps the previous implementation as a test-only oracle: tests/
+   test_decide_ref.c and fuzz/fuzz_decide.c require byte-identical plans and
+   texts.
+
+   --- payload: server listings -> rsd_listing (>>payload) ----------------------
+       Pure, JSON-only parsers of server payloads into one runtime-neutral
+       listing type that the drivers (>>driver) turn into rsd_facts. Each call
+       takes the caller's JSON token array (no allocation); size it with
+       RSD_LISTING_MAX_TOKENS or count first with rsd_json_parse(.., NULL, 0).
+       rsd_listing { n, models[RSD_LISTING_MAX_MODELS], n_seen, n_skipped,
+         truncated, has_states, arena }
+       rsd_listed_model { id, aliases[4] + n, tags[8] + n, instance, state,
+         failed, exit_code + has_exit_code, size_bytes + has_size,
+         size_vram_bytes + has_size_vram, context_length, max_context, flags }
+         Ids, aliases and tags are decoded (JSON escapes undone) into the
+         listing's own arena: the views point INTO the rsd_listing, so never
+         copy one by value (pass pointers). Entries without a string id, with
+         an empty id, an id of RSD_MODEL_ID_MAX bytes or more, or an id holding
+         a NUL byte are skipped (n_skipped); the same rules drop single aliases
+         and tags. More than RSD_MAX_TAGS tags: the protecting ones (R8) are
+         kept first. More entries than RSD_LISTING_MAX_MODELS, or ids beyond
+         RSD_LISTING_ARENA_BYTES: the first ones are kept and truncated is set;
+         the drivers then refuse to act on the listing (observe, W19), because
+         the keep or a resident may be among the entries cut off.
+       int rsd_listing_find(const rsd_listing *l, rsd_str name);
+           index of the entry whose id or an alias equals name, else -1.
+       rsd_model_state: UNKNOWN, UNLOADED, LOADING, LOADED, SLEEPING,
+         DOWNLOADING, FAILED; rsd_model_state_resident() is true for LOADING,
+         LOADED and SLEEPING (L11: a sleeping model holds its slot).
+     router: llama.cpp router mode (wire.md section 1)
+       int rsd_router_parse_models(body, len, toks, n_toks, rsd_listing *out);
+           GET /v1/models (= /models). RSD_OK with out filled, or the JSON
+           error (RSD_ERR_JSON, _DEPTH, _TOKENS, _TOO_LARGE, RSD_ERR_TRUNCATED).
+           A top level that is not an object, or "data" that is not an array,
+           is an empty listing (L8, L13: {}, null, {"data":[{"id":42}]} -> 0).
+           State (L10): status.value when status is an object, else status
+           itself; "loaded", "loading", "sleeping", "unloaded", "downloading";
+           "downloaded" reads as UNLOADED; status.failed == true on an entry
+           (wire.md 1.4: only on "unloaded") or the legacy value "failed" gives
+           FAILED with exit_code from status.exit_code when it is an integer.
+           Anything else is UNKNOWN. has_states = some entry is not UNKNOWN:
+           false for a plain llama-server (its entries have no status) and for
+           an empty list, which is how a driver tells "not a router" (L14).
+           Also read: aliases[] and tags[] (string elements only, L9),
+           status.args "--ctx-size N" / "-c N" -> context_length,
+           meta.n_ctx_train -> max_context, meta.size -> size_bytes.
+       int rsd_router_parse_props(body, len, toks, n_toks, rsd_router_props *out);
+           GET /props. is_router = (role == "router"); max_instances (L12) is
+           a JSON number, finite and > 0, floored, saturated at 0x7FFFFFFF;
+           strings, null, 0, negatives, fractions below 1 -> 0 = unknown.
+           unlimited = is_router and max_instances is exactly 0 (--models-max
+           0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
+       Error bodies: rsd_server_error_parse (>>payload:ollama) reads every
+           runtime's error envelope.
+       Limits: RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES 65536,
+       RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of ~75
+       tokens). sizeof(rsd_listing) is about 140 KB (x86-64): keep it off
+       small stacks. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
+       limits, deterministic, agreement with a token-count pass).
+
+   --- payload: Ollama and LM Studio -------------------------------------------
+   Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation).
+   Each parser takes the response body and a caller token array (size it with
+   rsd_json_parse(doc, body, len, NULL, 0), or give RSD_PAYLOAD_TOKENS_HINT) and
+   fills a fixed-size caller-owned result. Strings in a result are views: into
+   the body when the JSON string had no escapes, else into the result's own
+   arena (decoded). Keep the body alive while the result is used, and copy what
+   must outlive it. Hostile input never crashes and never over-fills: an entry
+   without a usable id (missing, wrong type, empty, RSD_MODEL_ID_MAX bytes or
+   more, a control byte such as a decoded \u0000) is dropped and counted in
+   n_dropped; a wrong-typed optional field reads as absent; a body that is not
+   the expected shape is an error (RSD_ERR_JSON_TYPE), never a half result.
+
+   Shared:
+     int rsd_server_error_parse(out, body, len, toks, cap)
+         The error member of any reply: {"error":"text"} (Ollama, LM Studio
+         0.3/0.4 text form) or {"error":{"type","message","code","param"}}
+         (LM Studio v1 object form). 1 = present (out->message, out->type,
+         out->code filled; truncated and control bytes replaced by ' '),
+         0 = valid JSON with no error member, <0 = not JSON.
+   Ollama (wire.md 3; O3, O4, O9, W17):
+     int rsd_ollama_parse_ps(list, body, len, toks, cap)     GET /api/ps
+     int rsd_ollama_parse_tags(list, body, len, toks, cap)   GET /api/tags
+         {"models":[...]} -> list->models[] (name, model, digest, sizes,
+         context_length, expires_at with expires_unix_ms and expires_forever
+         for keep_alive < 0). "models": null reads as empty. Returns the
+         count kept (>= 0); entries past RSD_OLLAMA_MAX_MODELS are counted in
+         n_dropped and set truncated.
+     int rsd_ollama_tags_has(body, len, toks, cap, name)
+         1 if /api/tags lists name (compared normalised: "llama3.2" ==
+         "llama3.2:latest"), 0 if not, <0 on a bad body. No size cap.
+     int rsd_ollama_residents(list, out, cap)
+         O3/R4: model_id = "model" if non-empty else "name"; the other is an
+         alias when it differs; sizes only when the server gave numbers.
+     int rsd_ollama_name_normalise(name, out, cap)
+         The display form Ollama lists: host/namespace/model:tag with the
+         default host (registry.ollama.ai) and the "library" namespace
+         dropped, ":latest" added when the last segment has no tag.
+         Idempotent. Case is kept (R6 compares exactly).
+         Length, or RSD_ERR_BUFFER / RSD_ERR_MODEL_ID (empty).
+     int rsd_ollama_parse_version(out, body, len, toks, cap)   GET /api/version
+     int rsd_ollama_parse_generate(out, body, len, toks, cap)  POST /api/generate
+         {"done":true,"done_reason":"load"|"unload"} or {"error":...}:
+         RSD_OK, RSD_ERR_SERVER_ERROR (out->error filled), <0 bad body.
+     int rsd_ollama_load_body(buf, cap, model, opts)
+         {"model":m,"stream":false[,"keep_alive":s][,"options":{"num_ctx":n}]}
+     int rsd_ollama_unload_body(buf, cap, model)
+         {"model":m,"keep_alive":0,"stream":false}   (O4 without the prompt)
+   Limits: RSD_OLLAMA_MAX_MODELS 64, RSD_PAYLOAD_ARENA_BYTES 8192 per result,
+   RSD_SERVER_ERROR_MAX 256.
+
+   --- payload: LM Studio -------------------------------------------------------
+   LM Studio payloads (wire.md 4; S1-S17, S28, S31, S33, W13-W16).
+     int rsd_lms_parse_models(cat, body, len, toks, cap)
+         Any catalog, tier by body shape (S4, S6): {"models":[...]} is REST v1
+         (0.4+: key, type, max_context_length, size_bytes, capabilities,
+         loaded_instances[{id, config.context_length}]); {"data":[...]} is v0
+         (0.3: id, state "loaded"/"not-loaded", loaded_context_length) or the
+         OpenAI list (id only) -- the caller tells those two apart by the URL
+         it asked. cat->tier is V1 or V0. Duplicate keys (LM Link) are folded
+         (S10): the first entry wins, missing scalars are filled from later
+         ones, instances are concatenated without duplicate ids. v0 rows
+         become models with one instance {id, context} when loaded (S11).
+         Returns the models kept (>= 0); RSD_ERR_SERVER_ERROR for a
+         200-with-error body ({"error":...}: a 0.3 server asked for v1, or an
+         unknown route); RSD_ERR_JSON_TYPE for any other shape.
+     int rsd_lms_catalog_from_response(cat, tier, status, body, len, toks, cap)
+         One step of tier detection (S4): tier is what was asked (V1 =
+         /api/v1/models, V0 = /api/v0/models, OPENAI = /v1/models). 401/403
+         -> RSD_ERR_AUTH; a 2xx body of that tier's shape -> the count (cat->tier
+         = tier); anything else -> <0 with cat->error holding the server's
+         message or "HTTP <status>" (try the next tier).
+     int rsd_lms_resolve(cat, requested, default_id, peers, n_peers, res)
+         Instance resolution (S15-S17): an instance id equal to requested ->
+         INSTANCE; a key equal to requested -> JIT when it has no instance,
+         else INSTANCE (the instance equal to default_id, else the first with
+         no LM Link peer, else the first); else UNKNOWN (S22). res->wire_id is
+         what to send; res->peer_mask has bit p set when peers[p] (another
+         server's listing, different root) also has that instance loaded.
+     int rsd_lms_residents(cat, owned_ids, n_owned, out, cap)
+         S27: one resident per distinct model key with a loaded instance
+         (listing order); loaded_by_us when one of its instances is owned.
+     int rsd_lms_parse_reply(out, body, len, toks, cap)
+         Load reply {"instance_id"|"model_instance_id", "status",
+         "load_config"|"config": {"context_length"}, "load_time_seconds"} or
+         unload reply {"instance_id"}; RSD_ERR_SERVER_ERROR on an error member
+         (any status: LM Studio answers unknown routes 200 + error).
+     int rsd_lms_load_body(buf, cap, key, opts)
+         The exact S28 body: {"model":k,"echo_load_config":true} then, only
+         when set, context_length, flash_attention, eval_batch_size,
+         num_experts, offload_kv_cache_to_gpu, in that order.
+     int rsd_lms_unload_body(buf, cap, instance_id)   {"instance_id":id}
+     int rsd_lms_root_url(url, out, cap)
+         S1: drop one trailing '/', then one trailing "/v1"; ws:// -> http://,
+         wss:// -> https://.
+   Cost (W20): the parser builds an index as it folds (hashes of keys and
+   instance ids, each model's instances chained), so folding, resolution,
+   residents and the driver's fallback filtering are linear in the listing (plus
+   the peers' ids and the owned ids), not products of them. No allocation: the
+   index lives in the catalog (about 2 KB).
+   Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
+   RSD_LMS_MAX_PEERS 32; beyond them entries are dropped with truncated set,
+   so an UNKNOWN resolution on a truncated catalog proves nothing.
+
+   --- driver: the sans-I/O reconcile (>>driver) -------------------------------
+       One reconcile = "make model X resident on this server", as a state
+       machine that never touches a socket, a clock, a file or the heap. The
+       caller owns the object, performs the steps it asks for (HTTP requests,
+       waits, the cross-process lock) and feeds the answers back. The shell in
+       residency_http.h runs it over sockets; tests run it with canned answers.
+
+           static rsd_reconcile r;        (big: see sizeof below; not on a stack)
+           rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
+           d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
+           d.cache = &my_cache;  d.lock = true;
+           rsd_reconcile_begin(&r, &d, now_ms());
+           for (;;) {
+               rsd_step s = rsd_reconcile_next(&r, now_ms());
+               while (r.n_notices > seen) show(&r.notices[seen++]);   (live)
+               if (s.kind == RSD_STEP_HTTP)   { send s.http; then
+                   rsd_reconcile_feed(&r, transport_rc, status, body, len, now_ms()); }
+               else if (s.kind == RSD_STEP_WAIT)   sleep_until(s.wake_ms);
+               else if (s.kind == RSD_STEP_LOCK)   { take lock s.key by s.deadline_ms;
+                   rsd_reconcile_lock_done(&r, held, generation_now, now_ms()); }
+               else if (s.kind == RSD_STEP_COMMIT) { persist r.result.attr_add /
+                   attr_remove, bump the generation;
+                   rsd_reconcile_commit_done(&r, new_generation); }   (optional)
+               else if (s.kind == RSD_STEP_UNLOCK) release the lock;
+               else break;                                   (RSD_STEP_DONE)
+           }
+           r.result: outcome, error, decision, reason, message, evicted ...
+
+       int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d,
+                               uint64_t now_ms);
+           Validates and COPIES everything it needs from d (the caller may free
+           its strings afterwards); no I/O. RSD_OK, RSD_ERR_ARG (NULL, no keep,
+           no base_url, a bearer with control bytes, n_protected/n_ours out of
+           range), RSD_ERR_URL (base_url empty, with '?' or '#', or longer than
+           RSD_RECONCILE_URL_MAX - 32), RSD_ERR_MODEL_ID (keep, an own or a
+           protected id of RSD_MODEL_ID_MAX bytes or more), RSD_ERR_BUFFER (the
+           normalised key does not fit RSD_TARGET_KEY_MAX). On error the object
+           is left DONE with result.error set, so next() returns DONE.
+       rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
+           What to do now. Idempotent while a step is outstanding: it returns
+           the same HTTP or LOCK step again until it is answered (do not send
+           it twice); WAIT until now_ms >= wake_ms; COMMIT and UNLOCK count as
+           done when next() is called again. Views in the step point into r
+           and stay valid until the next call that changes r.
+             RSD_STEP_HTTP    s.http: op, model, method ("GET"/"POST"), url
+                              (full, NUL-terminated), headers[n_headers]
+                              (Content-Type: application/json on POSTs,
+                              Authorization: Bearer <token> when d.bearer),
+                              body + body_len (NULL/0 for GET), timeout_ms
+                              (never past the overall deadline, at least 1).
+             RSD_STEP_WAIT    come back at s.wake_ms (absolute, caller's clock);
+                              s.wait_model = the model waited for.
+             RSD_STEP_LOCK    take the cross-process lock named s.key (the
+                              normalised target key) waiting at most until
+                              s.deadline_ms (the reconcile's own deadline: W5),
+                              then rsd_reconcile_lock_done.
+             RSD_STEP_COMMIT  mutations happened: persist result.attr_add and
+                              result.attr_remove[] under s.key, bump the mutation
+                              generation, optionally tell it with
+                              rsd_reconcile_commit_done. Comes before UNLOCK.
+             RSD_STEP_UNLOCK  release the lock (once per LOCK, always, even when
+                              lock_done said held = false).
+             RSD_STEP_DONE    s.result = result.error; nothing more to do.
+       int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
+                              const char *body, size_t len, uint64_t now_ms);
+           The answer to the outstanding HTTP step. transport is RSD_OK or a
+           negative RSD_ERR_* (RSD_ERR_TIMEOUT, RSD_ERR_CONNECT, ...: then
+           http_status and body are ignored). The body is parsed at once and not
+           kept. RSD_OK, or RSD_ERR_STATE when no HTTP step is outstanding.
+       int rsd_reconcile_lock_done(rsd_reconcile *r, bool held,
+                                   uint64_t generation, uint64_t now_ms);
+           held = the lock is held; false = proceeding without it (a warning
+           notice says so; upstream K5 fail-open). generation = the target's
+           mutation generation read after taking the lock (rsd_state_gen_read).
+           W1: unless held, d.has_generation and generation == d.generation
+           (no process using this library mutated the target since the
+           listing), the machine lists again and decides again before any
+           mutation. RSD_OK or RSD_ERR_STATE.
+       int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
+           After a COMMIT step: the generation after the bump, under which the
+           decision is cached. Without it the cache entry uses d.generation.
+       int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len,
+                               uint64_t now_ms);
+           Optional, for hosts that keep GET <root>/models/sse open (wire.md
+           1.11): feed each event's data (the JSON after "data: "). During a
+           WAIT (s.wait_model names the model waited for), an event whose
+           "model" is that model (any name the decision's listing gives it) or
+           "*", and whose data.status is not "loading"/"downloading" (progress),
+           ends the wait: the next next() polls at once. The listing stays the
+           truth (the poll confirms), so results are the same as with polls
+           alone; only the latency changes: DONE within a round trip of the
+           "loaded" event instead of up to one poll interval (test: a 350 ms
+           load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
+           when it woke the machine, 0 when the event was ignored (another
+           model, progress, not waiting, not JSON), RSD_ERR_ARG. The shell
+           (rsd_ensurer, residency_http.h) subscribes to /models/sse on a
+           llama.cpp router while it waits and feeds every event here; without
+           events, polling alone is complete.
+       const char *rsd_outcome_str(int outcome), rsd_step_kind_str(int kind),
+       rsd_http_op_str(int op), rsd_driver_msg_str(int dmsg): never NULL.
+       const rsd_runtime *rsd_runtime_router(void);
+           The llama.cpp router adapter (the default when d.runtime is NULL).
+
+       Desc (zeroed fields are defaults; every string is copied by begin):
+           runtime (NULL = router), base_url (as configured, "http://h:8080/v1";
+           a base without "/v1" works too), target_key (NULL = normalised
+           "<runtime name>|<base_url>" by rsd_target_key_normalise, W9),
+           target_id (messages; NULL = base_url), runtime_id (NULL = runtime
+           name), keep, residency_env (the RESIDENCY value; NULL = unset),
+           user_managed (per-target opt-out), protected_models + n_protected,
+           keep_pinned, context_length, model_max_context (0 = the listing's
+           meta.n_ctx_train when known), context_ceiling, deadline_ms (0 =
+           120000, the whole reconcile: lock wait, unloads, load, wait: W5),
+           probe_timeout_ms (0 = 1500, per listing/props request), restore_ms
+           (0 = 30000: extra time for restoring after a failed load, so the
+           worst case is deadline + restore), bearer, cache (NULL = no TTL fast
+           path), generation + has_generation, ours + n_ours (ids this library
+           loaded on the target: the persisted attribution), lock (emit
+           LOCK/UNLOCK around mutations), logger, capacity_bytes and
+           keep_bytes (W12; 0 = unknown).
+
+       Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
+        1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
+           once with no request: RESIDENT, OBSERVED or DECLINED, cache_hit set.
+        2. List (GET <root>/v1/models, probe timeout). Failure of any kind
+           (transport, non-2xx, bad JSON, not a router, truncated, more than
+           RSD_MAX_RESIDENTS residents) -> outcome DEGRADED, decision OBSERVE,
+           reason PROBE_FAILED, not cached (R41), nothing mutated; one
+           degraded/info notice says why (upstream was silent, L29: the level
+           is info so a sink can drop it).
+        3. Capacity (GET <root>/props, probe timeout; failure = unknown, R42).
+           unlimited (--models-max 0) is passed to rsd_decide as a free slot.
+        4. rsd_decide on the listing: residents = entries LOADING, LOADED or
+           SLEEPING; keep tags/aliases from the keep's entry in any state
+           (L17); ours from d.ours (id or alias, W10).
+        5. Gate (R45, L18): a plan that evicts while the listing does not
+           name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
+        6. Notices of the plan are rendered to text and appended to
+           r->notices at once (readable while the machine runs).
+        7. OBSERVE (opt-out; W19: never a mutating request) and DECLINE end
+           here and are cached (R52; W3 via rsd_cache_store). ALREADY_RESIDENT
+           ends here (cached) unless the keep is LOADING: then a read-only wait
+           without the lock (L25).
+        8. LOAD / LOAD_AFTER_EVICT: LOCK (when d.lock; R49, L25), then W1 as
+           above: re-list, re-decide, re-gate; new notices only if the plan
+           changed (decision, reason or victims).
+        9. Unload the victims one at a time (POST <root>/models/unload
+           {"model": id}); a failure is a warning notice and the reconcile goes
+           on (R48), but nothing is cached afterwards (W4/W9).
+       10. Load (POST <root>/models/load {"model": keep}) unless the keep is
+           LOADED/SLEEPING (L20); LOADING skips the POST and waits. Answers:
+           2xx -> wait; 400 "already running" -> resident, wait (no attribution);
+           500 "model limit reached" -> a capacity answer: re-list, re-decide
+           with max_instances = the residents now listed, unload what that
+           plan evicts and load again (at most RSD_RECONCILE_LOAD_ATTEMPTS
+           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 400
+           "downloading" -> wait (step 11a); any other status -> LOAD_FAILED
+           RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
+           <status>: <the server's error message>", the message read by
+           rsd_server_error_parse and left out when the body has none, e.g.
+           "... HTTP 404: File Not Found"); a transport error -> LOAD_FAILED.
+           An unload or poll that fails quotes the server's message the same way.
+       11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
+           capped at 500 ms between polls, the last poll at the deadline; so
+           DONE comes within one poll interval of the model being ready.
+           Transport errors, 5xx and unparseable bodies are retried until the
+           deadline; 4xx fails. failed:true (FAILED) ends the wait: "llama.cpp
+           router reports '<id>' failed to load (exit code N)"
+           RSD_ERR_LOAD_FAILED. A model missing from a listing keeps polling.
+           The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
+           (" (still downloading)" appended when the last poll said so).
+       11a. Downloading (wire.md 1.4; a status value, never a failure):
+           - the keep DOWNLOADING in the decision's listing: nothing is
+             evicted, locked or loaded for a model that is not there yet; a
+             read-only wait (polls as above) until its status changes, then
+             list again and decide again (new plan notices only if the plan
+             changed), then go on as usual. A download longer than the
+             deadline ends LOAD_FAILED RSD_ERR_TIMEOUT, nothing mutated.
+           - DOWNLOADING while waiting after our load (a child that downloads
+             first: downloading -> loading -> loaded) keeps waiting.
+           - the load answered "downloading" (RSD_LOAD_DOWNLOADING; rsd-sim
+             answers 400 "model is downloading", the real router's answer is
+             unconfirmed), or the keep went downloading -> unloaded while we
+             waited: the load is POSTed again once the download is done
+             (within RSD_RECONCILE_LOAD_ATTEMPTS), then waited for.
+       12. Failed load with evictions done -> restore (R70-R74, W5): each
+           evicted model in order, POST load + wait, bounded by restore_ms;
+           notices: a load-failed/error notice first ("loading '<keep>' on
+           '<target>' failed: <reason>"), then restored/warning (R72 text
+           "... restored 'a' so the target keeps serving.", detail bit
+           RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error, R73,
+           RSD_DETAIL_UNRESTORED); the ids are result.evicted[] with their
+           restored flags. Restored models keep their attribution (they are
+           not in attr_remove).
+       13. Pinned pass (L24, with W11 fixed) after a load this reconcile made
+           or waited for, when the decision's listing had tag-pinned residents
+           (not the keep): the listing of the last poll (the one that showed
+           the keep loaded) is checked; no extra request (upstream made one
+           GET after every such load). Nothing pinned gone: done. A pinned
+           model gone (the server's LRU displaced it) is added to
+           result.evicted with displaced = true and:
+           - reloaded (POST load + wait) only while a free slot is known:
+             capacity known (or unlimited) and fewer residents listed than
+             it. Reloading into a full server makes the router evict by its
+             own LRU, perhaps the keep just loaded, so then it is NOT reloaded
+             (capacity unknown counts as full: on a router, a load that
+             displaced something shows the server was full); notice
+             swap/warning "loading '<keep>' on '<target>' displaced pinned
+             '<p>', and residency did not reload it: <why>. Reload it on the
+             server, or raise the server's model limit." (.subject = p,
+             detail SWAPPED_OUT | UNRESTORED); the turn still succeeds:
+             the user asked for the keep, and it is resident.
+           - reloaded: restored/info "... displaced pinned '<p>'; reloaded it
+             into a free slot." (evicted[].restored set). A reload that fails
+             gives the swap/warning notice above ("its reload failed").
+           After reloads, the last poll must still show the keep resident (a
+           concurrent client can change the server meanwhile): if not, the
+           keep is loaded again (one more load attempt, no second pass), so
+           the pass never leaves the keep displaced. Only with no attempt or
+           time left: LOAD_FAILED RSD_ERR_DISPLACED ("'<keep>' was displaced
+           after it loaded") with a load-failed/error notice; upstream failed
+           the turn whenever its restore displaced the keep.
+       14. COMMIT (when anything was mutated) with attr_add (the keep, when a
+           load POST of ours succeeded, R50) and attr_remove (names of evicted,
+           unrestored models found in d.ours); cache: every entry of the key is
+           invalidated after a mutation, then (key, keep) is stored unless an
+           unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
+       Requests: no more than upstream L26-L28 on the same scenario, except
+       the W1 re-list (skipped when the generation proves nothing changed) and
+       the faster polls of step 11; the pinned pass costs no GET (W11).
+       Sizes (W12): desc.capacity_bytes (e.g. the GPU's VRAM total) and
+       desc.keep_bytes (0 = the keep's listed size_vram or size, when the
+       listing has one) go into rsd_facts; when they and every resident's
+       size are known, rsd_decide evicts by bytes (see >>reconcile). Ollama's
+       /api/ps gives every resident's size_vram; a router lists meta.size for
+       models that have loaded once. Unknown anywhere: count rules as before.
+       The router never receives a request that names a model on a GET, so no
+       probe can autoload (wire.md 1.7); the machine sends no "?model=" probes.
+
+       Result (r->result; final after DONE, counters live):
+           outcome     RESIDENT (keep loaded or sleeping), OBSERVED (opt-out),
+                       DECLINED, LOAD_FAILED, DEGRADED (could not read the
+                       server, or the deadline passed before any mutation)
+           error       RSD_OK or why: RSD_ERR_NOT_ROUTER, _LISTING_TRUNCATED,
+                       _LOAD_REJECTED, _LOAD_FAILED, _MODEL_LIMIT, _DISPLACED,
+                       _PAYLOAD, RSD_ERR_TIMEOUT, RSD_ERR_CONNECT, RSD_ERR_HTTP_STATUS,
+                       a JSON error, RSD_ERR_RESIDENTS_LIMIT ...
+           message     one line for the operator (the upstream error text)
+           decision, reason, would, keep_resident (before), load_context,
+           cache_hit, cached, mutated, loaded (our load POST succeeded),
+           unload_failed, lock_held, redecided, evicted[] + n_evicted (models
+           that left the server: our unloads in order, then pinned models the
+           server displaced, displaced = true; restored = loaded back),
+           attr_add (+ attr_add_instance), attr_remove[] + n_attr_remove,
+           requests, elapsed_ms.
+       Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
+       RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
+       (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
+       .subject) and driver notices (dmsg: kind/level):
+           RESTORED       restored/warning (R72, after a failed load),
+                          restored/info (pinned pass reload)
+           UNRESTORED     will-not-fit/error (R73), swap/warning (pinned pass)
+           LOAD_FAILED    load-failed/error: the keep's load failed (any cause:
+                          rejected, failed:true, timeout, displaced)
+           UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
+           DEGRADED       degraded/info
+         The kinds restored and load-failed are ours (upstream folded them into
+         swap and threw the error); rsd_notice_kind_str gives "restored" and
+         "load-failed". .text is the rendered line (cut at
+       RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
+
+       Runtimes: rsd_runtime is a table of pure hooks plus flags; the llama.cpp
+       router is rsd_runtime_router(). Another runtime supplies its own table
+       (its name is the key prefix) and reuses the whole machine:
+           request(r, op, model, out)   build the request: write the URL into
+               r->url (rsdi_rc_set_url(r, path) appends a path to the root),
+               the body into r->body (rsdi_rc_model_body writes {"model":id}),
+               then rsdi_rc_http_fill(r, out, method, body_len or -1) adds the
+               headers. op is LIST, CAPACITY, LOAD, UNLOAD or POLL (POLL is
+               built as LIST). During an UNLOAD, r->op_instance is the victim's
+               listed instance id ("" if none); r->plan.load_context is the
+               clamped context for a LOAD of the keep (model == r->keep).
+           parse_list(r, body, len, out)  fill *out (r->toks is the token
+               array); <0 = the listing cannot be acted on (degrade).
+           parse_capacity(r, ...)   NULL = no capacity request.
+           load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
+               DOWNLOADING (wait, load again when the download ends),
+               ALREADY, LIMIT (re-list, re-decide with the server full at its
+               listed count, unload the plan's evict list, or with none the
+               first fallback entry, one at a time for JIT: W14; load again,
+               at most RSD_RECONCILE_LOAD_ATTEMPTS loads) or REJECTED. It may
+               set r->result.attr_add_instance (an instance id the load made).
+           r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by begin) is scratch
+           the hooks own. Flags: RSD_RT_CATALOG (listing names every servable
+           model: enables the R45 gate), RSD_RT_LOAD (explicit load; without
+           it the reconcile ends RESIDENT after the unloads and the request
+           itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
+           RSD_RT_PINNED_PASS (L24).
+
+       Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
+       512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
+       64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
+       is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
+       copied ids): allocate it (static, malloc) and reuse it; begin resets it.
+       No allocation, no globals, no clock, no I/O. Deterministic: the same
+       desc, answers and clock readings give the same steps and result.
+       Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
+       DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED.
+
+   --- driver: Ollama ----------------------------------------------------------
+   Ollama runtime for rsd_reconcile (strategy SCHEDULER; wire.md 3, O1-O9, W17).
+     const rsd_runtime *rsd_runtime_ollama(void);
+         Give it as rsd_reconcile_desc.runtime with base_url
+         "http://host:11434" (a trailing "/v1" of the OpenAI-compatible URL is
+         dropped). The machine then:
+         - lists GET <root>/api/ps (probe timeout, W17: every request has one);
+           every entry is resident (Ollama has no loading flag); id = "model"
+           (else "name"), alias = the other (O3, O9); sizes only when given;
+           the keep and the attributed ids (desc.ours) match an entry whose
+           name normalises equal ("llama3.2" ~ "llama3.2:latest"; they are
+           added to it as aliases, so a model attributed as requested is
+           still recognised as ours: W10);
+         - decides with SCHEDULER (R28): release only our stragglers
+           (unprotected residents in desc.ours, the persisted attribution);
+           foreign and protected residents are never touched (O6);
+         - takes the lock only when it will unload or load (O7, R49), lists
+           again under it (W1), unloads one straggler at a time with
+           POST <root>/api/generate {"model":id,"keep_alive":0,"stream":false}
+           (O4), then loads the keep with POST <root>/api/generate
+           {"model":keep,"stream":false,"keep_alive":-1[,"options":{"num_ctx":
+           load_context}]} -- keep_alive -1 as Ollama chats send it (O5), so
+           the model is ours (attr_add) and a later switch releases it; the
+           load blocks until loaded, its timeout is the overall deadline;
+         - waits until /api/ps lists the keep (20 ms doubling to 500 ms, W7);
+         - a keep already resident is never loaded nor attributed (O6, W17:
+           we only pin what we loaded).
+         num_ctx is sent only with desc.context_length (clamped beside other
+         residents, S29 rules); chats must use result.load_context, since a
+         different num_ctx makes Ollama reload the model.
+         Answers: a 2xx {"done":true,...} load is accepted; a body with
+         "error", 404 (unknown model), 400, 500 (load failure, OOM), 503
+         (queue full) are rejections (LOAD_FAILED, restore of what was
+         released). Hostile or unparseable listings: DEGRADED, observe, a
+         notice, nothing mutated, not cached.
+     int rsd_ollama_ps_listing(body, len, toks, n_toks, out)
+         /api/ps (or /api/tags) into the neutral rsd_listing: state LOADED,
+         id/alias as above, sizes, context_length. "models": null is empty.
+         RSD_OK, RSD_ERR_JSON_TYPE (not {"models":[...]}), a JSON error.
+         Entries past RSD_LISTING_MAX_MODELS or its arena set truncated.
+
+   --- driver: LM Studio -------------------------------------------------------
+   LM Studio reconcile (strategy JIT; S1-S35, W13-W16, W19): its own sans-I/O
+   machine, because an LM Studio turn differs from a router's: it detects the API
+   tier, resolves which wire id a request uses, loads with an exact body and
+   only then, on failure, frees room. It speaks the same steps as rsd_reconcile
+   (rsd_step: HTTP, WAIT, LOCK, COMMIT, UNLOCK, DONE) and keeps the same notice
+   type, so a shell drives both with one loop.
+
+       static rsd_lms_reconcile r;       (about 666 KB on x86-64: static or heap)
+       rsd_lms_desc d; memset(&d, 0, sizeof d);
+       d.base_url = "http://studio:1234/v1"; d.model = "qwen3.8-27b";
+       d.explicit_load = true; d.load.context_length = 262144; d.lock = true;
+       d.owned = owned_from_state; d.n_owned = n;     (W16: persisted)
+       rsd_lms_reconcile_begin(&r, &d, now);
+       loop: s = rsd_lms_reconcile_next(&r, now) ... as rsd_reconcile, with
+             rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
+             COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
+             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[],
+             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen).
+       (residency_http.h's rsd_ensurer does all of this: >>drive.)
+       then send the chat with "model": r.result.wire_id.
+
+   Behaviour, in order:
+    1. Catalog (S4-S6, S12): GET <root>/api/v1/models, else /api/v0/models,
+       else /v1/models (probe timeout, default 5000 ms), the tier chosen by
+       body shape (a 0.3 server's 200 {"error":..} on v1 falls through).
+       401/403 stop with RSD_ERR_AUTH; a transport error (refused, timeout)
+       stops at once (a dead server costs one timeout, not three). Failure is
+       DEGRADED (W15: the turn goes on; upstream threw), one notice, nothing
+       mutated. root = S1 (rsd_lms_root_url); the bearer goes on every request.
+    2. Resolution (S14-S17): rsd_lms_resolve with desc.default_model and
+       desc.peers. result.wire_id is the id to send. Notices: resolved to an
+       instance (S23, co-resident/info), LM Link peer (S24, co-resident/
+       warning). UNKNOWN on a complete catalog: DECLINED, RSD_ERR_NOT_SERVED,
+       the S22 message and a will-not-fit/error notice (the completion must
+       not be sent). A truncated catalog (over RSD_LMS_MAX_MODELS or
+       _INSTANCES) is never acted on: a found instance is still used, else
+       DEGRADED with RSD_ERR_LISTING_TRUNCATED and a notice.
+    3. Early exits (S25): a loaded instance -> RESIDENT; no explicit load ->
+       OBSERVED (state JIT: the server loads on first use); tier 0.3/OpenAI
+       -> OBSERVED (no load API).
+    4. Decide (S26, S27): keep = the owning model key, residents = keys with
+       loaded instances (loaded_by_us = one of its instances is owned),
+       strategy JIT, context_length = desc.load.context_length, model max
+       context from desc or the catalog. Plan notices (stress, clamp S29/S30
+       via rsd_decide, observe-only) are appended. OBSERVE (RESIDENCY opt-out
+       or user_managed) never loads (W19; upstream S34 still loaded).
+    5. LOCK (desc.lock), then W1: unless the lock is held and the generation
+       is unchanged, list v1 again and resolve again: an instance that
+       appeared meanwhile is used (no duplicate "<key>:2", wire.md W40).
+    6. Load (S28, S31): POST <root>/api/v1/models/load with the exact body,
+       context_length = the clamped load_context; timeout = what is left of
+       the overall deadline (default 300 000 ms: W13, loads are slow).
+       instance_id (or model_instance_id) -> owned (attr_add, W16), wire_id.
+    7. On failure (any status, an error body, a transport error or timeout):
+       list again first (W14). An instance of the key that was not there
+       before our load is adopted (the load landed after the client gave up,
+       W13). Else free the minimum (W15): the next fallback candidate, in plan
+       rank (ours first), that still has OWNED instances in that fresh
+       listing: unload those (POST /api/v1/models/unload {"instance_id"}),
+       one request each, then load again; repeat per candidate while loads
+       fail, at most RSD_LMS_LOAD_ATTEMPTS loads. Without such a candidate
+       the load is retried once as is (upstream S32). Instances that are not
+       owned (the operator's, other processes', LM Link peers') are never
+       unloaded (S33). An unload failure is a warning and the next candidate
+       is tried.
+    8. All loads failed: the unloaded instances are loaded again ({"model":
+       key, "echo_load_config":true, "context_length": their old context}),
+       bounded by restore_ms after the deadline; notices restored /
+       unrestored; LOAD_FAILED with the server's message (or "HTTP <n>").
+       The deadline passing before any load was sent (a long lock wait) is
+       DEGRADED RSD_ERR_TIMEOUT instead: nothing was tried nor changed.
+    9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
+       instance id) for the keep's new instance and restored instances,
+       attr_remove[] for unloaded owned instances; UNLOCK; DONE.
+   TTL cache (desc.cache, an rsd_lms_cache the caller owns; NULL = none): a live
+   entry for (key, requested id) under desc.generation ends begin with no request
+   and no notice (result.cache_hit): outcome, decision, reason, tier, state,
+   wire_id and model_key as stored. Stored at DONE: RESIDENT, OBSERVED and
+   DECLINED, never DEGRADED, LOAD_FAILED, after an unload failure or on a
+   truncated catalog (W4); any mutation first drops every entry of the key, and
+   the stored entry carries the generation given by rsd_lms_reconcile_commit_done
+   (else desc.generation). A failed load is never cached, so the fallback is
+   never disabled by the cache (upstream S35, W15).
+   Result fields beyond the names: keep_resident (the first catalog had an
+   instance for the request), cache_hit, cached.
+   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_CACHE_MAX 16 (cache
+   entries), RSD_LMS_LOAD_ATTEMPTS 4,
+   RSD_LMS_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above.
+
    POOL (process-pool policy; pure, sans-I/O)
        Keeps up to max_slots model-server processes resident, one model per
        slot, and decides which request runs where. It never forks, never
@@ -1081,67 +1732,7 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w);
 
 /* ==== >>reconcile (declarations) ========================================== */
 /* The pure reconciler decision: facts in, plan out. No I/O, no allocation, no
-   clock. The sans-I/O drivers (llama.cpp router, LM Studio, Ollama), the lock and
-   the state files build on it and come next. Manual: [doc:reconcile] above; this
-   part adds what came after it:
-
-   W12, byte-aware eviction (upstream counted instances only, R33).
-       rsd_facts.capacity_bytes  memory the residents share, e.g. the VRAM total
-                                 (the caller's or the server's figure); 0 = unknown
-       rsd_facts.keep_bytes      what the keep takes once loaded; 0 = unknown
-     A resident's footprint is size_vram_bytes when has_size_vram, else
-     size_bytes when has_size. Bytes count only when capacity_bytes, keep_bytes
-     and EVERY resident's footprint are known; otherwise every plan is exactly
-     the plan without sizes (tested: byte for byte). With them: free = capacity
-     - sum of footprints, need = keep_bytes - free (0 when it fits), and
-       ROUTER, capacity known: when need > 0 (a free slot or not), the victims
-         are the fewest that free both the slots (count - freed + 1 <= max) and
-         the bytes: unprotected tier, then configured (not for a pinned keep,
-         R26), each tier largest first (ties: the tier order, ours first, then
-         id), then every picked victim the others make unneeded is spared
-         (latest first). Reason EVICT_BYTES (EVICT_CONFIG if a configured one
-         goes). need == 0: the count rules as before.
-       ROUTER, capacity unknown: need > 0 -> the fewest unprotected ones that
-         free it, EVICT_BYTES (never a configured one, as W8). need == 0: W8's
-         one eviction stays, because a router limits by count (--models-max),
-         not bytes, and that one keeps its LRU away from a pinned model.
-       SCHEDULER: only the fewest of our unprotected stragglers that free
-         `need` (none when it fits: LOAD, FITS_BYTES), instead of all of them.
-       JIT: unchanged (the fallback list is used only after a failed load).
-     When even every allowed candidate cannot free enough, the plan is the one
-     without sizes plus a will-not-fit/WARNING notice BYTES_SHORT (detail
-     KEEP_BYTES, FREE_BYTES = free + what the candidates hold, CAPACITY_BYTES):
-     "'<keep>' needs 10.0 GiB on '<target>', and only 2.0 GiB of 32.0 GiB can be
-     freed without evicting a protected model; residency evicts no more than
-     without sizes, and the load may fail or spill to CPU." An empty server
-     too small for the keep gets the same notice (EMPTY_SERVER, load as is).
-     Sizes never decline a load (the figures are estimates; declines stay the
-     R61 cases). rsd_notice gained keep_bytes, free_bytes, capacity_bytes:
-     sizeof(rsd_plan) is now 14 544 bytes, rsd_facts 328 (x86-64).
-     Deterministic as before: the same facts in any listing order give the
-     same plan.
-
-   Cost and stack (supersedes "~1.5 KiB of stack and O(n^2) id comparisons" in
-   the doc block). rsd_decide hashes every id, alias, protected id and keep name
-   once into a per-call open-addressing table on the stack (512 slots of 8 bytes,
-   only the 16..512 slots a call needs are cleared; equal hashes are confirmed
-   byte for byte, so the hash never changes a result). One lookup per name does
-   identity grouping (union-find; a group's representative is its canonical-
-   first member), keep matching and the protected-role rule (R9). The canonical
-   order is a merge sort on 7-byte big-endian keys taken after the bytes the ids
-   share, refined only where ids tie on them. Work is O(total name bytes + n log
-   n) for n <= 64; bench/reconcile.c figure 3 (64 residents): 17.0 -> 4.8 us per
-   decision, 0.46 -> 0.12 of parse+extract, upstream's C model 8.5-9 us (same
-   run, loaded 2-vCPU guest). Stack: ~7 KiB in rsd_decide's frame (gcc 12 -O2
-   x86-64, -fstack-usage: 7 136 bytes; the table 4 100, the working state
-   2 728) plus at most 720 bytes in callees (rsdi_sort_ids); rsd_notice_format
-   ~1.5 KiB (it sorts the co-residents the same way). The plan
-   is still zeroed whole (14.5 KB, ~4% of a decision): "*out is always written"
-   and the unused tail stays zero, so plans compare with memcmp. Notice text is
-   rendered only by rsd_notice_format, never at decide time. tests/decide_ref.h
-   keeps the previous implementation as a test-only oracle: tests/
-   test_decide_ref.c and fuzz/fuzz_decide.c require byte-identical plans and
-   texts. */
+   clock. Manual: "reconcile" in the doc block at the top of this file. */
 enum {
     RSD_MAX_RESIDENTS = 64,       /* residents in one rsd_facts */
     RSD_MAX_ALIASES = 4,          /* aliases per resident, and of the keep model */
@@ -1514,62 +2105,7 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
 
 /* ==== >>payload (declarations) ============================================ */
 /* >>payload:router */
-/* [doc:payload] (the text for the manual's payload part; other runtimes add theirs)
-   --- payload: server listings -> rsd_listing (>>payload) ----------------------
-       Pure, JSON-only parsers of server payloads into one runtime-neutral
-       listing type that the drivers (>>driver) turn into rsd_facts. Each call
-       takes the caller's JSON token array (no allocation); size it with
-       RSD_LISTING_MAX_TOKENS or count first with rsd_json_parse(.., NULL, 0).
-       rsd_listing { n, models[RSD_LISTING_MAX_MODELS], n_seen, n_skipped,
-         truncated, has_states, arena }
-       rsd_listed_model { id, aliases[4] + n, tags[8] + n, instance, state,
-         failed, exit_code + has_exit_code, size_bytes + has_size,
-         size_vram_bytes + has_size_vram, context_length, max_context, flags }
-         Ids, aliases and tags are decoded (JSON escapes undone) into the
-         listing's own arena: the views point INTO the rsd_listing, so never
-         copy one by value (pass pointers). Entries without a string id, with
-         an empty id, an id of RSD_MODEL_ID_MAX bytes or more, or an id holding
-         a NUL byte are skipped (n_skipped); the same rules drop single aliases
-         and tags. More than RSD_MAX_TAGS tags: the protecting ones (R8) are
-         kept first. More entries than RSD_LISTING_MAX_MODELS, or ids beyond
-         RSD_LISTING_ARENA_BYTES: the first ones are kept and truncated is set;
-         the drivers then refuse to act on the listing (observe, W19), because
-         the keep or a resident may be among the entries cut off.
-       int rsd_listing_find(const rsd_listing *l, rsd_str name);
-           index of the entry whose id or an alias equals name, else -1.
-       rsd_model_state: UNKNOWN, UNLOADED, LOADING, LOADED, SLEEPING,
-         DOWNLOADING, FAILED; rsd_model_state_resident() is true for LOADING,
-         LOADED and SLEEPING (L11: a sleeping model holds its slot).
-     router: llama.cpp router mode (wire.md section 1)
-       int rsd_router_parse_models(body, len, toks, n_toks, rsd_listing *out);
-           GET /v1/models (= /models). RSD_OK with out filled, or the JSON
-           error (RSD_ERR_JSON, _DEPTH, _TOKENS, _TOO_LARGE, RSD_ERR_TRUNCATED).
-           A top level that is not an object, or "data" that is not an array,
-           is an empty listing (L8, L13: {}, null, {"data":[{"id":42}]} -> 0).
-           State (L10): status.value when status is an object, else status
-           itself; "loaded", "loading", "sleeping", "unloaded", "downloading";
-           "downloaded" reads as UNLOADED; status.failed == true on an entry
-           (wire.md 1.4: only on "unloaded") or the legacy value "failed" gives
-           FAILED with exit_code from status.exit_code when it is an integer.
-           Anything else is UNKNOWN. has_states = some entry is not UNKNOWN:
-           false for a plain llama-server (its entries have no status) and for
-           an empty list, which is how a driver tells "not a router" (L14).
-           Also read: aliases[] and tags[] (string elements only, L9),
-           status.args "--ctx-size N" / "-c N" -> context_length,
-           meta.n_ctx_train -> max_context, meta.size -> size_bytes.
-       int rsd_router_parse_props(body, len, toks, n_toks, rsd_router_props *out);
-           GET /props. is_router = (role == "router"); max_instances (L12) is
-           a JSON number, finite and > 0, floored, saturated at 0x7FFFFFFF;
-           strings, null, 0, negatives, fractions below 1 -> 0 = unknown.
-           unlimited = is_router and max_instances is exactly 0 (--models-max
-           0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
-       Error bodies: rsd_server_error_parse (>>payload:ollama) reads every
-           runtime's error envelope.
-       Limits: RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES 65536,
-       RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of ~75
-       tokens). sizeof(rsd_listing) is about 140 KB (x86-64): keep it off
-       small stacks. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
-       limits, deterministic, agreement with a token-count pass). */
+/* Manual: "payload" in the doc block at the top of this file. */
 enum {
     RSD_LISTING_MAX_MODELS = 256,     /* entries kept from one listing; more = truncated */
     RSD_LISTING_ARENA_BYTES = 65536,  /* decoded ids, aliases and tags of one listing */
@@ -1653,55 +2189,7 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
                                    uint32_t n_toks, rsd_router_props *out);
 /* >>payload:router end */
 /* >>payload:ollama */
-/* Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation).
-   Each parser takes the response body and a caller token array (size it with
-   rsd_json_parse(doc, body, len, NULL, 0), or give RSD_PAYLOAD_TOKENS_HINT) and
-   fills a fixed-size caller-owned result. Strings in a result are views: into
-   the body when the JSON string had no escapes, else into the result's own
-   arena (decoded). Keep the body alive while the result is used, and copy what
-   must outlive it. Hostile input never crashes and never over-fills: an entry
-   without a usable id (missing, wrong type, empty, RSD_MODEL_ID_MAX bytes or
-   more, a control byte such as a decoded \u0000) is dropped and counted in
-   n_dropped; a wrong-typed optional field reads as absent; a body that is not
-   the expected shape is an error (RSD_ERR_JSON_TYPE), never a half result.
-
-   Shared:
-     int rsd_server_error_parse(out, body, len, toks, cap)
-         The error member of any reply: {"error":"text"} (Ollama, LM Studio
-         0.3/0.4 text form) or {"error":{"type","message","code","param"}}
-         (LM Studio v1 object form). 1 = present (out->message, out->type,
-         out->code filled; truncated and control bytes replaced by ' '),
-         0 = valid JSON with no error member, <0 = not JSON.
-   Ollama (wire.md 3; O3, O4, O9, W17):
-     int rsd_ollama_parse_ps(list, body, len, toks, cap)     GET /api/ps
-     int rsd_ollama_parse_tags(list, body, len, toks, cap)   GET /api/tags
-         {"models":[...]} -> list->models[] (name, model, digest, sizes,
-         context_length, expires_at with expires_unix_ms and expires_forever
-         for keep_alive < 0). "models": null reads as empty. Returns the
-         count kept (>= 0); entries past RSD_OLLAMA_MAX_MODELS are counted in
-         n_dropped and set truncated.
-     int rsd_ollama_tags_has(body, len, toks, cap, name)
-         1 if /api/tags lists name (compared normalised: "llama3.2" ==
-         "llama3.2:latest"), 0 if not, <0 on a bad body. No size cap.
-     int rsd_ollama_residents(list, out, cap)
-         O3/R4: model_id = "model" if non-empty else "name"; the other is an
-         alias when it differs; sizes only when the server gave numbers.
-     int rsd_ollama_name_normalise(name, out, cap)
-         The display form Ollama lists: host/namespace/model:tag with the
-         default host (registry.ollama.ai) and the "library" namespace
-         dropped, ":latest" added when the last segment has no tag.
-         Idempotent. Case is kept (R6 compares exactly).
-         Length, or RSD_ERR_BUFFER / RSD_ERR_MODEL_ID (empty).
-     int rsd_ollama_parse_version(out, body, len, toks, cap)   GET /api/version
-     int rsd_ollama_parse_generate(out, body, len, toks, cap)  POST /api/generate
-         {"done":true,"done_reason":"load"|"unload"} or {"error":...}:
-         RSD_OK, RSD_ERR_SERVER_ERROR (out->error filled), <0 bad body.
-     int rsd_ollama_load_body(buf, cap, model, opts)
-         {"model":m,"stream":false[,"keep_alive":s][,"options":{"num_ctx":n}]}
-     int rsd_ollama_unload_body(buf, cap, model)
-         {"model":m,"keep_alive":0,"stream":false}   (O4 without the prompt)
-   Limits: RSD_OLLAMA_MAX_MODELS 64, RSD_PAYLOAD_ARENA_BYTES 8192 per result,
-   RSD_SERVER_ERROR_MAX 256. */
+/* Manual: "payload: Ollama and LM Studio" in the doc block at the top of this file. */
 enum {
     RSD_OLLAMA_MAX_MODELS = 64,      /* entries kept from /api/ps or /api/tags */
     RSD_PAYLOAD_ARENA_BYTES = 8192,  /* decoded copies of escaped strings, per result */
@@ -1802,57 +2290,7 @@ RSD_API int rsd_ollama_load_body(char *buf, size_t cap, rsd_str model, const rsd
 RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model);
 /* >>payload:ollama end */
 /* >>payload:lmstudio */
-/* LM Studio payloads (wire.md 4; S1-S17, S28, S31, S33, W13-W16).
-     int rsd_lms_parse_models(cat, body, len, toks, cap)
-         Any catalog, tier by body shape (S4, S6): {"models":[...]} is REST v1
-         (0.4+: key, type, max_context_length, size_bytes, capabilities,
-         loaded_instances[{id, config.context_length}]); {"data":[...]} is v0
-         (0.3: id, state "loaded"/"not-loaded", loaded_context_length) or the
-         OpenAI list (id only) -- the caller tells those two apart by the URL
-         it asked. cat->tier is V1 or V0. Duplicate keys (LM Link) are folded
-         (S10): the first entry wins, missing scalars are filled from later
-         ones, instances are concatenated without duplicate ids. v0 rows
-         become models with one instance {id, context} when loaded (S11).
-         Returns the models kept (>= 0); RSD_ERR_SERVER_ERROR for a
-         200-with-error body ({"error":...}: a 0.3 server asked for v1, or an
-         unknown route); RSD_ERR_JSON_TYPE for any other shape.
-     int rsd_lms_catalog_from_response(cat, tier, status, body, len, toks, cap)
-         One step of tier detection (S4): tier is what was asked (V1 =
-         /api/v1/models, V0 = /api/v0/models, OPENAI = /v1/models). 401/403
-         -> RSD_ERR_AUTH; a 2xx body of that tier's shape -> the count (cat->tier
-         = tier); anything else -> <0 with cat->error holding the server's
-         message or "HTTP <status>" (try the next tier).
-     int rsd_lms_resolve(cat, requested, default_id, peers, n_peers, res)
-         Instance resolution (S15-S17): an instance id equal to requested ->
-         INSTANCE; a key equal to requested -> JIT when it has no instance,
-         else INSTANCE (the instance equal to default_id, else the first with
-         no LM Link peer, else the first); else UNKNOWN (S22). res->wire_id is
-         what to send; res->peer_mask has bit p set when peers[p] (another
-         server's listing, different root) also has that instance loaded.
-     int rsd_lms_residents(cat, owned_ids, n_owned, out, cap)
-         S27: one resident per distinct model key with a loaded instance
-         (listing order); loaded_by_us when one of its instances is owned.
-     int rsd_lms_parse_reply(out, body, len, toks, cap)
-         Load reply {"instance_id"|"model_instance_id", "status",
-         "load_config"|"config": {"context_length"}, "load_time_seconds"} or
-         unload reply {"instance_id"}; RSD_ERR_SERVER_ERROR on an error member
-         (any status: LM Studio answers unknown routes 200 + error).
-     int rsd_lms_load_body(buf, cap, key, opts)
-         The exact S28 body: {"model":k,"echo_load_config":true} then, only
-         when set, context_length, flash_attention, eval_batch_size,
-         num_experts, offload_kv_cache_to_gpu, in that order.
-     int rsd_lms_unload_body(buf, cap, instance_id)   {"instance_id":id}
-     int rsd_lms_root_url(url, out, cap)
-         S1: drop one trailing '/', then one trailing "/v1"; ws:// -> http://,
-         wss:// -> https://.
-   Cost (W20): the parser builds an index as it folds (hashes of keys and
-   instance ids, each model's instances chained), so folding, resolution,
-   residents and the driver's fallback filtering are linear in the listing (plus
-   the peers' ids and the owned ids), not products of them. No allocation: the
-   index lives in the catalog (about 2 KB).
-   Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
-   RSD_LMS_MAX_PEERS 32; beyond them entries are dropped with truncated set,
-   so an UNKNOWN resolution on a truncated catalog proves nothing. */
+/* Manual: "payload: LM Studio" in the doc block at the top of this file. */
 enum {
     RSD_LMS_MAX_MODELS = 256,     /* catalog models kept (after folding duplicates) */
     RSD_LMS_MAX_INSTANCES = 64,   /* loaded instances kept */
@@ -2007,316 +2445,7 @@ RSD_API const char *rsd_lms_tier_str(int tier);
 
 /* ==== >>driver (declarations) ============================================= */
 /* >>driver:core */
-/* [doc:driver] -- the manual of the sans-I/O reconcile driver (placed here, next to
-   its declarations, to keep merges apart; the lead may move it to the top block).
-   --- driver: the sans-I/O reconcile (>>driver) -------------------------------
-       One reconcile = "make model X resident on this server", as a state
-       machine that never touches a socket, a clock, a file or the heap. The
-       caller owns the object, performs the steps it asks for (HTTP requests,
-       waits, the cross-process lock) and feeds the answers back. The shell in
-       residency_http.h runs it over sockets; tests run it with canned answers.
-
-           static rsd_reconcile r;        (big: see sizeof below; not on a stack)
-           rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
-           d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
-           d.cache = &my_cache;  d.lock = true;
-           rsd_reconcile_begin(&r, &d, now_ms());
-           for (;;) {
-               rsd_step s = rsd_reconcile_next(&r, now_ms());
-               while (r.n_notices > seen) show(&r.notices[seen++]);   (live)
-               if (s.kind == RSD_STEP_HTTP)   { send s.http; then
-                   rsd_reconcile_feed(&r, transport_rc, status, body, len, now_ms()); }
-               else if (s.kind == RSD_STEP_WAIT)   sleep_until(s.wake_ms);
-               else if (s.kind == RSD_STEP_LOCK)   { take lock s.key by s.deadline_ms;
-                   rsd_reconcile_lock_done(&r, held, generation_now, now_ms()); }
-               else if (s.kind == RSD_STEP_COMMIT) { persist r.result.attr_add /
-                   attr_remove, bump the generation;
-                   rsd_reconcile_commit_done(&r, new_generation); }   (optional)
-               else if (s.kind == RSD_STEP_UNLOCK) release the lock;
-               else break;                                   (RSD_STEP_DONE)
-           }
-           r.result: outcome, error, decision, reason, message, evicted ...
-
-       int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d,
-                               uint64_t now_ms);
-           Validates and COPIES everything it needs from d (the caller may free
-           its strings afterwards); no I/O. RSD_OK, RSD_ERR_ARG (NULL, no keep,
-           no base_url, a bearer with control bytes, n_protected/n_ours out of
-           range), RSD_ERR_URL (base_url empty, with '?' or '#', or longer than
-           RSD_RECONCILE_URL_MAX - 32), RSD_ERR_MODEL_ID (keep, an own or a
-           protected id of RSD_MODEL_ID_MAX bytes or more), RSD_ERR_BUFFER (the
-           normalised key does not fit RSD_TARGET_KEY_MAX). On error the object
-           is left DONE with result.error set, so next() returns DONE.
-       rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
-           What to do now. Idempotent while a step is outstanding: it returns
-           the same HTTP or LOCK step again until it is answered (do not send
-           it twice); WAIT until now_ms >= wake_ms; COMMIT and UNLOCK count as
-           done when next() is called again. Views in the step point into r
-           and stay valid until the next call that changes r.
-             RSD_STEP_HTTP    s.http: op, model, method ("GET"/"POST"), url
-                              (full, NUL-terminated), headers[n_headers]
-                              (Content-Type: application/json on POSTs,
-                              Authorization: Bearer <token> when d.bearer),
-                              body + body_len (NULL/0 for GET), timeout_ms
-                              (never past the overall deadline, at least 1).
-             RSD_STEP_WAIT    come back at s.wake_ms (absolute, caller's clock);
-                              s.wait_model = the model waited for.
-             RSD_STEP_LOCK    take the cross-process lock named s.key (the
-                              normalised target key) waiting at most until
-                              s.deadline_ms (the reconcile's own deadline: W5),
-                              then rsd_reconcile_lock_done.
-             RSD_STEP_COMMIT  mutations happened: persist result.attr_add and
-                              result.attr_remove[] under s.key, bump the mutation
-                              generation, optionally tell it with
-                              rsd_reconcile_commit_done. Comes before UNLOCK.
-             RSD_STEP_UNLOCK  release the lock (once per LOCK, always, even when
-                              lock_done said held = false).
-             RSD_STEP_DONE    s.result = result.error; nothing more to do.
-       int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
-                              const char *body, size_t len, uint64_t now_ms);
-           The answer to the outstanding HTTP step. transport is RSD_OK or a
-           negative RSD_ERR_* (RSD_ERR_TIMEOUT, RSD_ERR_CONNECT, ...: then
-           http_status and body are ignored). The body is parsed at once and not
-           kept. RSD_OK, or RSD_ERR_STATE when no HTTP step is outstanding.
-       int rsd_reconcile_lock_done(rsd_reconcile *r, bool held,
-                                   uint64_t generation, uint64_t now_ms);
-           held = the lock is held; false = proceeding without it (a warning
-           notice says so; upstream K5 fail-open). generation = the target's
-           mutation generation read after taking the lock (rsd_state_gen_read).
-           W1: unless held, d.has_generation and generation == d.generation
-           (no process using this library mutated the target since the
-           listing), the machine lists again and decides again before any
-           mutation. RSD_OK or RSD_ERR_STATE.
-       int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
-           After a COMMIT step: the generation after the bump, under which the
-           decision is cached. Without it the cache entry uses d.generation.
-       int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len,
-                               uint64_t now_ms);
-           Optional, for hosts that keep GET <root>/models/sse open (wire.md
-           1.11): feed each event's data (the JSON after "data: "). During a
-           WAIT (s.wait_model names the model waited for), an event whose
-           "model" is that model (any name the decision's listing gives it) or
-           "*", and whose data.status is not "loading"/"downloading" (progress),
-           ends the wait: the next next() polls at once. The listing stays the
-           truth (the poll confirms), so results are the same as with polls
-           alone; only the latency changes: DONE within a round trip of the
-           "loaded" event instead of up to one poll interval (test: a 350 ms
-           load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
-           when it woke the machine, 0 when the event was ignored (another
-           model, progress, not waiting, not JSON), RSD_ERR_ARG. The shell
-           (rsd_ensurer, residency_http.h) subscribes to /models/sse on a
-           llama.cpp router while it waits and feeds every event here; without
-           events, polling alone is complete.
-       const char *rsd_outcome_str(int outcome), rsd_step_kind_str(int kind),
-       rsd_http_op_str(int op), rsd_driver_msg_str(int dmsg): never NULL.
-       const rsd_runtime *rsd_runtime_router(void);
-           The llama.cpp router adapter (the default when d.runtime is NULL).
-
-       Desc (zeroed fields are defaults; every string is copied by begin):
-           runtime (NULL = router), base_url (as configured, "http://h:8080/v1";
-           a base without "/v1" works too), target_key (NULL = normalised
-           "<runtime name>|<base_url>" by rsd_target_key_normalise, W9),
-           target_id (messages; NULL = base_url), runtime_id (NULL = runtime
-           name), keep, residency_env (the RESIDENCY value; NULL = unset),
-           user_managed (per-target opt-out), protected_models + n_protected,
-           keep_pinned, context_length, model_max_context (0 = the listing's
-           meta.n_ctx_train when known), context_ceiling, deadline_ms (0 =
-           120000, the whole reconcile: lock wait, unloads, load, wait: W5),
-           probe_timeout_ms (0 = 1500, per listing/props request), restore_ms
-           (0 = 30000: extra time for restoring after a failed load, so the
-           worst case is deadline + restore), bearer, cache (NULL = no TTL fast
-           path), generation + has_generation, ours + n_ours (ids this library
-           loaded on the target: the persisted attribution), lock (emit
-           LOCK/UNLOCK around mutations), logger, capacity_bytes and
-           keep_bytes (W12; 0 = unknown).
-
-       Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
-        1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
-           once with no request: RESIDENT, OBSERVED or DECLINED, cache_hit set.
-        2. List (GET <root>/v1/models, probe timeout). Failure of any kind
-           (transport, non-2xx, bad JSON, not a router, truncated, more than
-           RSD_MAX_RESIDENTS residents) -> outcome DEGRADED, decision OBSERVE,
-           reason PROBE_FAILED, not cached (R41), nothing mutated; one
-           degraded/info notice says why (upstream was silent, L29: the level
-           is info so a sink can drop it).
-        3. Capacity (GET <root>/props, probe timeout; failure = unknown, R42).
-           unlimited (--models-max 0) is passed to rsd_decide as a free slot.
-        4. rsd_decide on the listing: residents = entries LOADING, LOADED or
-           SLEEPING; keep tags/aliases from the keep's entry in any state
-           (L17); ours from d.ours (id or alias, W10).
-        5. Gate (R45, L18): a plan that evicts while the listing does not
-           name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
-        6. Notices of the plan are rendered to text and appended to
-           r->notices at once (readable while the machine runs).
-        7. OBSERVE (opt-out; W19: never a mutating request) and DECLINE end
-           here and are cached (R52; W3 via rsd_cache_store). ALREADY_RESIDENT
-           ends here (cached) unless the keep is LOADING: then a read-only wait
-           without the lock (L25).
-        8. LOAD / LOAD_AFTER_EVICT: LOCK (when d.lock; R49, L25), then W1 as
-           above: re-list, re-decide, re-gate; new notices only if the plan
-           changed (decision, reason or victims).
-        9. Unload the victims one at a time (POST <root>/models/unload
-           {"model": id}); a failure is a warning notice and the reconcile goes
-           on (R48), but nothing is cached afterwards (W4/W9).
-       10. Load (POST <root>/models/load {"model": keep}) unless the keep is
-           LOADED/SLEEPING (L20); LOADING skips the POST and waits. Answers:
-           2xx -> wait; 400 "already running" -> resident, wait (no attribution);
-           500 "model limit reached" -> a capacity answer: re-list, re-decide
-           with max_instances = the residents now listed, unload what that
-           plan evicts and load again (at most RSD_RECONCILE_LOAD_ATTEMPTS
-           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 400
-           "downloading" -> wait (step 11a); any other status -> LOAD_FAILED
-           RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
-           <status>: <the server's error message>", the message read by
-           rsd_server_error_parse and left out when the body has none, e.g.
-           "... HTTP 404: File Not Found"); a transport error -> LOAD_FAILED.
-           An unload or poll that fails quotes the server's message the same way.
-       11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
-           capped at 500 ms between polls, the last poll at the deadline; so
-           DONE comes within one poll interval of the model being ready.
-           Transport errors, 5xx and unparseable bodies are retried until the
-           deadline; 4xx fails. failed:true (FAILED) ends the wait: "llama.cpp
-           router reports '<id>' failed to load (exit code N)"
-           RSD_ERR_LOAD_FAILED. A model missing from a listing keeps polling.
-           The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
-           (" (still downloading)" appended when the last poll said so).
-       11a. Downloading (wire.md 1.4; a status value, never a failure):
-           - the keep DOWNLOADING in the decision's listing: nothing is
-             evicted, locked or loaded for a model that is not there yet; a
-             read-only wait (polls as above) until its status changes, then
-             list again and decide again (new plan notices only if the plan
-             changed), then go on as usual. A download longer than the
-             deadline ends LOAD_FAILED RSD_ERR_TIMEOUT, nothing mutated.
-           - DOWNLOADING while waiting after our load (a child that downloads
-             first: downloading -> loading -> loaded) keeps waiting.
-           - the load answered "downloading" (RSD_LOAD_DOWNLOADING; rsd-sim
-             answers 400 "model is downloading", the real router's answer is
-             unconfirmed), or the keep went downloading -> unloaded while we
-             waited: the load is POSTed again once the download is done
-             (within RSD_RECONCILE_LOAD_ATTEMPTS), then waited for.
-       12. Failed load with evictions done -> restore (R70-R74, W5): each
-           evicted model in order, POST load + wait, bounded by restore_ms;
-           notices: a load-failed/error notice first ("loading '<keep>' on
-           '<target>' failed: <reason>"), then restored/warning (R72 text
-           "... restored 'a' so the target keeps serving.", detail bit
-           RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error, R73,
-           RSD_DETAIL_UNRESTORED); the ids are result.evicted[] with their
-           restored flags. Restored models keep their attribution (they are
-           not in attr_remove).
-       13. Pinned pass (L24, with W11 fixed) after a load this reconcile made
-           or waited for, when the decision's listing had tag-pinned residents
-           (not the keep): the listing of the last poll (the one that showed
-           the keep loaded) is checked; no extra request (upstream made one
-           GET after every such load). Nothing pinned gone: done. A pinned
-           model gone (the server's LRU displaced it) is added to
-           result.evicted with displaced = true and:
-           - reloaded (POST load + wait) only while a free slot is known:
-             capacity known (or unlimited) and fewer residents listed than
-             it. Reloading into a full server makes the router evict by its
-             own LRU, perhaps the keep just loaded, so then it is NOT reloaded
-             (capacity unknown counts as full: on a router, a load that
-             displaced something shows the server was full); notice
-             swap/warning "loading '<keep>' on '<target>' displaced pinned
-             '<p>', and residency did not reload it: <why>. Reload it on the
-             server, or raise the server's model limit." (.subject = p,
-             detail SWAPPED_OUT | UNRESTORED); the turn still succeeds:
-             the user asked for the keep, and it is resident.
-           - reloaded: restored/info "... displaced pinned '<p>'; reloaded it
-             into a free slot." (evicted[].restored set). A reload that fails
-             gives the swap/warning notice above ("its reload failed").
-           After reloads, the last poll must still show the keep resident (a
-           concurrent client can change the server meanwhile): if not, the
-           keep is loaded again (one more load attempt, no second pass), so
-           the pass never leaves the keep displaced. Only with no attempt or
-           time left: LOAD_FAILED RSD_ERR_DISPLACED ("'<keep>' was displaced
-           after it loaded") with a load-failed/error notice; upstream failed
-           the turn whenever its restore displaced the keep.
-       14. COMMIT (when anything was mutated) with attr_add (the keep, when a
-           load POST of ours succeeded, R50) and attr_remove (names of evicted,
-           unrestored models found in d.ours); cache: every entry of the key is
-           invalidated after a mutation, then (key, keep) is stored unless an
-           unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
-       Requests: no more than upstream L26-L28 on the same scenario, except
-       the W1 re-list (skipped when the generation proves nothing changed) and
-       the faster polls of step 11; the pinned pass costs no GET (W11).
-       Sizes (W12): desc.capacity_bytes (e.g. the GPU's VRAM total) and
-       desc.keep_bytes (0 = the keep's listed size_vram or size, when the
-       listing has one) go into rsd_facts; when they and every resident's
-       size are known, rsd_decide evicts by bytes (see >>reconcile). Ollama's
-       /api/ps gives every resident's size_vram; a router lists meta.size for
-       models that have loaded once. Unknown anywhere: count rules as before.
-       The router never receives a request that names a model on a GET, so no
-       probe can autoload (wire.md 1.7); the machine sends no "?model=" probes.
-
-       Result (r->result; final after DONE, counters live):
-           outcome     RESIDENT (keep loaded or sleeping), OBSERVED (opt-out),
-                       DECLINED, LOAD_FAILED, DEGRADED (could not read the
-                       server, or the deadline passed before any mutation)
-           error       RSD_OK or why: RSD_ERR_NOT_ROUTER, _LISTING_TRUNCATED,
-                       _LOAD_REJECTED, _LOAD_FAILED, _MODEL_LIMIT, _DISPLACED,
-                       _PAYLOAD, RSD_ERR_TIMEOUT, RSD_ERR_CONNECT, RSD_ERR_HTTP_STATUS,
-                       a JSON error, RSD_ERR_RESIDENTS_LIMIT ...
-           message     one line for the operator (the upstream error text)
-           decision, reason, would, keep_resident (before), load_context,
-           cache_hit, cached, mutated, loaded (our load POST succeeded),
-           unload_failed, lock_held, redecided, evicted[] + n_evicted (models
-           that left the server: our unloads in order, then pinned models the
-           server displaced, displaced = true; restored = loaded back),
-           attr_add (+ attr_add_instance), attr_remove[] + n_attr_remove,
-           requests, elapsed_ms.
-       Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
-       RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
-       (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
-       .subject) and driver notices (dmsg: kind/level):
-           RESTORED       restored/warning (R72, after a failed load),
-                          restored/info (pinned pass reload)
-           UNRESTORED     will-not-fit/error (R73), swap/warning (pinned pass)
-           LOAD_FAILED    load-failed/error: the keep's load failed (any cause:
-                          rejected, failed:true, timeout, displaced)
-           UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
-           DEGRADED       degraded/info
-         The kinds restored and load-failed are ours (upstream folded them into
-         swap and threw the error); rsd_notice_kind_str gives "restored" and
-         "load-failed". .text is the rendered line (cut at
-       RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
-
-       Runtimes: rsd_runtime is a table of pure hooks plus flags; the llama.cpp
-       router is rsd_runtime_router(). Another runtime supplies its own table
-       (its name is the key prefix) and reuses the whole machine:
-           request(r, op, model, out)   build the request: write the URL into
-               r->url (rsdi_rc_set_url(r, path) appends a path to the root),
-               the body into r->body (rsdi_rc_model_body writes {"model":id}),
-               then rsdi_rc_http_fill(r, out, method, body_len or -1) adds the
-               headers. op is LIST, CAPACITY, LOAD, UNLOAD or POLL (POLL is
-               built as LIST). During an UNLOAD, r->op_instance is the victim's
-               listed instance id ("" if none); r->plan.load_context is the
-               clamped context for a LOAD of the keep (model == r->keep).
-           parse_list(r, body, len, out)  fill *out (r->toks is the token
-               array); <0 = the listing cannot be acted on (degrade).
-           parse_capacity(r, ...)   NULL = no capacity request.
-           load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
-               DOWNLOADING (wait, load again when the download ends),
-               ALREADY, LIMIT (re-list, re-decide with the server full at its
-               listed count, unload the plan's evict list, or with none the
-               first fallback entry, one at a time for JIT: W14; load again,
-               at most RSD_RECONCILE_LOAD_ATTEMPTS loads) or REJECTED. It may
-               set r->result.attr_add_instance (an instance id the load made).
-           r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by begin) is scratch
-           the hooks own. Flags: RSD_RT_CATALOG (listing names every servable
-           model: enables the R45 gate), RSD_RT_LOAD (explicit load; without
-           it the reconcile ends RESIDENT after the unloads and the request
-           itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
-           RSD_RT_PINNED_PASS (L24).
-
-       Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
-       512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
-       64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
-       is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
-       copied ids): allocate it (static, malloc) and reuse it; begin resets it.
-       No allocation, no globals, no clock, no I/O. Deterministic: the same
-       desc, answers and clock readings give the same steps and result.
-       Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
-       DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED. */
+/* Manual: "driver" in the doc block at the top of this file. */
 enum {
     RSD_RECONCILE_URL_MAX = 2048,          /* bytes of a request URL incl. NUL */
     RSD_RECONCILE_BEARER_MAX = 512,        /* bytes of a bearer token incl. NUL */
@@ -2602,45 +2731,7 @@ RSD_API const char *rsd_http_op_str(int op);
 RSD_API const char *rsd_driver_msg_str(int dmsg);
 /* >>driver:core end */
 /* >>driver:ollama */
-/* Ollama runtime for rsd_reconcile (strategy SCHEDULER; wire.md 3, O1-O9, W17).
-     const rsd_runtime *rsd_runtime_ollama(void);
-         Give it as rsd_reconcile_desc.runtime with base_url
-         "http://host:11434" (a trailing "/v1" of the OpenAI-compatible URL is
-         dropped). The machine then:
-         - lists GET <root>/api/ps (probe timeout, W17: every request has one);
-           every entry is resident (Ollama has no loading flag); id = "model"
-           (else "name"), alias = the other (O3, O9); sizes only when given;
-           the keep and the attributed ids (desc.ours) match an entry whose
-           name normalises equal ("llama3.2" ~ "llama3.2:latest"; they are
-           added to it as aliases, so a model attributed as requested is
-           still recognised as ours: W10);
-         - decides with SCHEDULER (R28): release only our stragglers
-           (unprotected residents in desc.ours, the persisted attribution);
-           foreign and protected residents are never touched (O6);
-         - takes the lock only when it will unload or load (O7, R49), lists
-           again under it (W1), unloads one straggler at a time with
-           POST <root>/api/generate {"model":id,"keep_alive":0,"stream":false}
-           (O4), then loads the keep with POST <root>/api/generate
-           {"model":keep,"stream":false,"keep_alive":-1[,"options":{"num_ctx":
-           load_context}]} -- keep_alive -1 as Ollama chats send it (O5), so
-           the model is ours (attr_add) and a later switch releases it; the
-           load blocks until loaded, its timeout is the overall deadline;
-         - waits until /api/ps lists the keep (20 ms doubling to 500 ms, W7);
-         - a keep already resident is never loaded nor attributed (O6, W17:
-           we only pin what we loaded).
-         num_ctx is sent only with desc.context_length (clamped beside other
-         residents, S29 rules); chats must use result.load_context, since a
-         different num_ctx makes Ollama reload the model.
-         Answers: a 2xx {"done":true,...} load is accepted; a body with
-         "error", 404 (unknown model), 400, 500 (load failure, OOM), 503
-         (queue full) are rejections (LOAD_FAILED, restore of what was
-         released). Hostile or unparseable listings: DEGRADED, observe, a
-         notice, nothing mutated, not cached.
-     int rsd_ollama_ps_listing(body, len, toks, n_toks, out)
-         /api/ps (or /api/tags) into the neutral rsd_listing: state LOADED,
-         id/alias as above, sizes, context_length. "models": null is empty.
-         RSD_OK, RSD_ERR_JSON_TYPE (not {"models":[...]}), a JSON error.
-         Entries past RSD_LISTING_MAX_MODELS or its arena set truncated. */
+/* Manual: "driver: Ollama" in the doc block at the top of this file. */
 /* The Ollama runtime adapter (strategy SCHEDULER). */
 RSD_API const rsd_runtime *rsd_runtime_ollama(void);
 /* Parse GET /api/ps into a neutral listing (every entry LOADED). RSD_OK or <0. */
@@ -2648,94 +2739,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
                                   rsd_listing *out);
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
-/* LM Studio reconcile (strategy JIT; S1-S35, W13-W16, W19): its own sans-I/O
-   machine, because an LM Studio turn differs from a router's: it detects the API
-   tier, resolves which wire id a request uses, loads with an exact body and
-   only then, on failure, frees room. It speaks the same steps as rsd_reconcile
-   (rsd_step: HTTP, WAIT, LOCK, COMMIT, UNLOCK, DONE) and keeps the same notice
-   type, so a shell drives both with one loop.
-
-       static rsd_lms_reconcile r;       (about 666 KB on x86-64: static or heap)
-       rsd_lms_desc d; memset(&d, 0, sizeof d);
-       d.base_url = "http://studio:1234/v1"; d.model = "qwen3.8-27b";
-       d.explicit_load = true; d.load.context_length = 262144; d.lock = true;
-       d.owned = owned_from_state; d.n_owned = n;     (W16: persisted)
-       rsd_lms_reconcile_begin(&r, &d, now);
-       loop: s = rsd_lms_reconcile_next(&r, now) ... as rsd_reconcile, with
-             rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
-             COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
-             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[],
-             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen).
-       (residency_http.h's rsd_ensurer does all of this: >>drive.)
-       then send the chat with "model": r.result.wire_id.
-
-   Behaviour, in order:
-    1. Catalog (S4-S6, S12): GET <root>/api/v1/models, else /api/v0/models,
-       else /v1/models (probe timeout, default 5000 ms), the tier chosen by
-       body shape (a 0.3 server's 200 {"error":..} on v1 falls through).
-       401/403 stop with RSD_ERR_AUTH; a transport error (refused, timeout)
-       stops at once (a dead server costs one timeout, not three). Failure is
-       DEGRADED (W15: the turn goes on; upstream threw), one notice, nothing
-       mutated. root = S1 (rsd_lms_root_url); the bearer goes on every request.
-    2. Resolution (S14-S17): rsd_lms_resolve with desc.default_model and
-       desc.peers. result.wire_id is the id to send. Notices: resolved to an
-       instance (S23, co-resident/info), LM Link peer (S24, co-resident/
-       warning). UNKNOWN on a complete catalog: DECLINED, RSD_ERR_NOT_SERVED,
-       the S22 message and a will-not-fit/error notice (the completion must
-       not be sent). A truncated catalog (over RSD_LMS_MAX_MODELS or
-       _INSTANCES) is never acted on: a found instance is still used, else
-       DEGRADED with RSD_ERR_LISTING_TRUNCATED and a notice.
-    3. Early exits (S25): a loaded instance -> RESIDENT; no explicit load ->
-       OBSERVED (state JIT: the server loads on first use); tier 0.3/OpenAI
-       -> OBSERVED (no load API).
-    4. Decide (S26, S27): keep = the owning model key, residents = keys with
-       loaded instances (loaded_by_us = one of its instances is owned),
-       strategy JIT, context_length = desc.load.context_length, model max
-       context from desc or the catalog. Plan notices (stress, clamp S29/S30
-       via rsd_decide, observe-only) are appended. OBSERVE (RESIDENCY opt-out
-       or user_managed) never loads (W19; upstream S34 still loaded).
-    5. LOCK (desc.lock), then W1: unless the lock is held and the generation
-       is unchanged, list v1 again and resolve again: an instance that
-       appeared meanwhile is used (no duplicate "<key>:2", wire.md W40).
-    6. Load (S28, S31): POST <root>/api/v1/models/load with the exact body,
-       context_length = the clamped load_context; timeout = what is left of
-       the overall deadline (default 300 000 ms: W13, loads are slow).
-       instance_id (or model_instance_id) -> owned (attr_add, W16), wire_id.
-    7. On failure (any status, an error body, a transport error or timeout):
-       list again first (W14). An instance of the key that was not there
-       before our load is adopted (the load landed after the client gave up,
-       W13). Else free the minimum (W15): the next fallback candidate, in plan
-       rank (ours first), that still has OWNED instances in that fresh
-       listing: unload those (POST /api/v1/models/unload {"instance_id"}),
-       one request each, then load again; repeat per candidate while loads
-       fail, at most RSD_LMS_LOAD_ATTEMPTS loads. Without such a candidate
-       the load is retried once as is (upstream S32). Instances that are not
-       owned (the operator's, other processes', LM Link peers') are never
-       unloaded (S33). An unload failure is a warning and the next candidate
-       is tried.
-    8. All loads failed: the unloaded instances are loaded again ({"model":
-       key, "echo_load_config":true, "context_length": their old context}),
-       bounded by restore_ms after the deadline; notices restored /
-       unrestored; LOAD_FAILED with the server's message (or "HTTP <n>").
-       The deadline passing before any load was sent (a long lock wait) is
-       DEGRADED RSD_ERR_TIMEOUT instead: nothing was tried nor changed.
-    9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
-       instance id) for the keep's new instance and restored instances,
-       attr_remove[] for unloaded owned instances; UNLOCK; DONE.
-   TTL cache (desc.cache, an rsd_lms_cache the caller owns; NULL = none): a live
-   entry for (key, requested id) under desc.generation ends begin with no request
-   and no notice (result.cache_hit): outcome, decision, reason, tier, state,
-   wire_id and model_key as stored. Stored at DONE: RESIDENT, OBSERVED and
-   DECLINED, never DEGRADED, LOAD_FAILED, after an unload failure or on a
-   truncated catalog (W4); any mutation first drops every entry of the key, and
-   the stored entry carries the generation given by rsd_lms_reconcile_commit_done
-   (else desc.generation). A failed load is never cached, so the fallback is
-   never disabled by the cache (upstream S35, W15).
-   Result fields beyond the names: keep_resident (the first catalog had an
-   instance for the request), cache_hit, cached.
-   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_CACHE_MAX 16 (cache
-   entries), RSD_LMS_LOAD_ATTEMPTS 4,
-   RSD_LMS_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above. */
+/* Manual: "driver: LM Studio" in the doc block at the top of this file. */
 enum {
     RSD_LMS_LOAD_ATTEMPTS = 4,           /* load POSTs per reconcile (first + retries) */
     RSD_LMS_MAX_OWNED = 64,              /* owned (model, instance) pairs in a desc */
@@ -2916,7 +2920,7 @@ RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generat
 
 /* ==== >>fit (declarations) ================================================ */
 /* Context-fit clamp (S29, S30): cap a load's context while other models share
-   the server. Manual: [doc:fit] above. */
+   the server. Manual: "fit" in the doc block at the top of this file. */
 enum {
     RSD_FIT_CEILING_DEFAULT = 131072  /* default ceiling, RESIDENCY_CORESIDENT_CONTEXT */
 };

@@ -717,6 +717,446 @@
        Platform: POSIX (flock from <sys/file.h>; on Linux NFS maps it to fcntl
        locks). Not available on Windows yet.
 
+   --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
+       The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
+       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
+       the caller's clock and the state directory. Two ways to use it, one code path:
+
+           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
+           rsd_ensure_req q;  memset(&q, 0, sizeof q);
+           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
+           rsd_ensure_result res;
+           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
+           rsd_ensurer_destroy(e);
+
+       a frame loop (one call per frame, never blocks):
+           rsd_ensure_begin(e, &q, now_ms);                  no I/O
+           every frame:
+               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
+               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
+               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
+               (optional) poll the fds of rsd_ensure_pollfds until
+               rsd_ensure_next_deadline(e) within the frame budget.
+
+       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
+           Allocates everything now, from d->allocator: the object (the reconcile
+           inside is about 900 KB -- LM Studio's machine shares its storage -- the
+           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
+           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
+           the HTTP client (d->http, its allocator and logger default to d's) and,
+           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
+           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
+           residency). A state directory that cannot be opened is not an error:
+           the ensurer runs without the lock, attribution and generation (upstream
+           K5) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
+           Desc (zeroed = defaults): allocator, logger, http (client limits),
+           state_dir, no_state, lock_fail_closed (state), protected_models +
+           n_protected (configured ids with roles, copied: never evicted unless
+           nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
+           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
+           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
+           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
+       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
+       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
+           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
+           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
+           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
+           (the clamp of a load beside other residents, S30: 0 = the
+           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
+           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
+           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
+           120000, LM Studio 300000: the whole ensure, lock wait and load included, W5,
+           W13), probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
+           key, never logged or printed), observe (force
+           observe-only: nothing is loaded or unloaded, W19), user_managed (the
+           target's lifecycle is user-managed: observe too), keep_pinned.
+           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
+           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
+           DONE at once with that result (step returns it, query shows it).
+       int rsd_ensure_step(e, uint64_t now_ms)
+           Does all ready work and returns: RSD_PENDING (call again; sleep at most
+           until rsd_ensure_next_deadline or socket activity), or, once done, the
+           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
+           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
+           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
+           says why). LM Studio: a model the server does not advertise ends DECLINED
+           with RSD_ERR_NOT_SERVED (the request must not be sent; upstream S22), a
+           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
+           return the same code.
+       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
+       uint64_t rsd_ensure_next_deadline(e)
+           For the host's poll(): the client's sockets, and the earliest of the
+           client's deadlines, the reconcile's next poll (WAIT) and the lock's next
+           attempt. RSD_DEADLINE_NONE when done or only sockets matter.
+       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
+           The notices so far (live while running: print notes[seen..n) after each
+           step). Valid until the next begin.
+       void rsd_ensure_query(e, rsd_ensure_result *out)
+           The result so far (final after done): result, outcome, decision, reason,
+           runtime (the one used, after detection), message, evicted[] (with the
+           restored flags), notices, requests (HTTP requests sent, detection
+           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
+           loaded, mutated, wire_id (the id to send requests with: the model, or on
+           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
+           Studio's API tier), and progress fields (op and model of the last HTTP
+           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
+           = polling until op_model is loaded). Pointers stay valid until the next
+           begin.
+       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
+           rsd_now_ms() until done. Returns what the last step returned.
+       int rsd_ensurer_resolve(e, const char *url)
+           Blocking getaddrinfo for the URL's host name (first address), kept in a
+           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
+           resolve hook reads: the non-blocking path never resolves (it fails with
+           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
+           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
+       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
+           between ensures (while one runs, step consumes and drops other events)
+       bool rsd_ensurer_has_state(e)              a state directory is in use
+       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
+       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
+
+       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
+       from the step, timeout = the step's), the answer fed back as soon as its
+       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
+       event ends it, below); LOCK ->
+       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
+       unlocked with a warning notice), then the generation read under the lock;
+       COMMIT -> rsd_state_attr_add(attr_add) and attr_remove(...) on the target
+       key, rsd_state_gen_bump, commit_done; UNLOCK -> rsd_state_unlock. At the
+       start of a reconcile the target's generation is read (one small file)
+       and the decision cache is looked up first: a live entry for (target,
+       model) under that generation ends the ensure at once (cache_hit, no
+       request, no attribution read, the reconcile not even set up; a hit under
+       another generation is a miss). Otherwise the attribution
+       (rsd_state_attr_load: the models this library loaded there, from any
+       process) is read and both go to the reconcile (desc.ours,
+       desc.generation). Without a
+       state directory there is no LOCK step, attribution is only what this
+       ensurer's own cache knows, and the generation is not used.
+
+       /models/sse (llama.cpp router only; wire.md 1.11): just before a load POST
+       (or when a wait begins without one, e.g. for a model already LOADING) the
+       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
+       more in result.requests) and keeps it open across the WAIT steps of the
+       ensure; it is cancelled when the ensure ends. Each event's data goes to
+       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
+       ends the WAIT at once and the poll that follows confirms it (the listing
+       stays the truth, so outcomes are those of polling alone). Events that
+       arrive while a poll or the POST is in flight are kept (the newest
+       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
+       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
+       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
+       the latency; fewer requests than upstream on long loads), except the first
+       wait after a late subscription or a dropped event, and never later than a
+       probe timeout before the deadline. A server that refuses the stream (not
+       200 text/event-stream, or a transport error before any answer) is
+       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
+       on; a stream that ends mid-ensure restores the fast schedule and is not
+       reopened before the next ensure. The stream
+       holds one client slot and socket while it is open (plus its unpulled
+       CANCELLED event until the next step with a request).
+
+       Runtime detection (q.runtime AUTO): probes in table order, each one GET
+       under the root URL, until one matches: llama.cpp router (GET /props with
+       "role":"router"), Ollama (GET /api/version with a "version" string), LM
+       Studio (GET /api/v1/models with a "models" array, then GET /api/v0/models
+       with a "data" array for 0.3 servers). The answer is cached per target in
+       the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
+       target pays for it. A transport error on the first probe ends the ensure at
+       once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT); no match ->
+       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+       Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
+       driver getter).
+
+       LM Studio (LMSTUDIO, or detected) runs its own machine, rsd_lms_reconcile_*
+       (>>driver:lmstudio), through the same loop, lock, notices and result:
+         - key "lmstudio|<root>" (S1 root: "/v1" dropped, so both spellings of the
+           URL share lock, attribution and cache); explicit load (S25: ensuring is
+           asking for a load), load.context_length = q.context_length (clamped
+           beside other residents, S29); protected models, RESIDENCY, observe,
+           user_managed, keep_pinned and the bearer as for the other runtimes;
+           observe (and any opt-out) never loads nor unloads (W19);
+         - owned instances (W16): the target's attribution entries that name an
+           instance are handed in as desc.owned; COMMIT removes attr_remove[] and
+           adds attr_add[] (model key, instance id) and bumps the generation. Only
+           owned instances are ever unloaded (S33): an instance loaded by another
+           process using the same state directory is owned too; the operator's
+           and LM Link peers' never. Without a state directory the ensurer keeps
+           what it loaded in memory (RSD_LMS_MAX_OWNED per ensurer, upstream S33);
+         - TTL cache: an rsd_lms_cache in the ensurer (same TTL, generation and
+           no_cache rules as the decision cache) that keeps the wire id, so a hit
+           makes no request and still answers result.wire_id;
+         - detected by probing, the matching GET /api/v1/models answer is the
+           machine's first listing (fed to it, not asked again);
+         - result: evicted[].id are the unloaded instance ids (restored flags as
+           usual); decision/reason of the machine's decide (ALREADY_RESIDENT when
+           the catalog had an instance; NONE on early exits such as 0.3 servers).
+
+       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
+       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
+       RSD_ENSURE_SSE_EVENT_BYTES 512,
+       RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
+       reconcile's limits (notices, ids: >>driver). Memory: create only.
+       Threading: one ensurer per thread; any number of ensurers and processes
+       may share a state directory (the lock serialises their mutations).
+       Errors: those of the reconcile (>>driver), of the client (>>http client),
+       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM.
+
+   PROC -- child-process supervision (residency_http.h, section >>proc)
+   -------------------------------------------------------------------------
+   Runs model servers (llama-server by default) as child processes for the pool:
+   builds argv from a template, picks a free loopback port, starts the child,
+   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
+   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
+   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
+   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
+
+   Frame loop:
+       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
+       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
+       each frame / after poll():
+           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
+           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
+                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
+           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
+           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
+           ... }
+           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
+       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
+       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
+
+   Mapping to the pool (residency.h >>pool): action SPAWN -> rsd_procs_spawn
+   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
+   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
+   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
+   rsd_pool_on_exited (W27: the slot is freed on any failure or crash) and
+   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
+
+   States (rsd_proc_state):
+       spawn ok --> STARTING --mark_ready--> READY
+       spawn failed --> FAILED                          (SPAWN_FAILED queued)
+       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
+       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
+       STARTING/READY --exits--> EXITED                 (event EXITED)
+       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
+       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
+       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
+       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
+   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
+   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
+   any other exit is EXITED (.was_ready says whether it was serving: a crash).
+
+   int rsd_procs_spawn(p, spec, now_ms, &h)
+       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
+       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
+       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (W31: no wait).
+       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
+       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
+       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close: W30;
+       a port another live child of ours holds is skipped), argv expansion, the
+       environment, PATH lookup of a bare exe name (in the child's PATH when
+       spec.env sets one), then the launch. The child gets: stdin /dev/null,
+       stdout and stderr into one pipe (so the ring keeps their order), every
+       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
+       own process group, default signal dispositions, an empty signal mask, and
+       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
+   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
+       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
+       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
+       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
+       element "{extra}" is replaced by spec.extra's arguments (appended at the
+       end when the template has no "{extra}"). "?flag" followed by a value
+       element is an optional pair: both are emitted when every placeholder of
+       both is set, else neither. "??x" is the literal "?x". A required element
+       with an unset or unknown placeholder, or a bad brace, is
+       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
+       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
+       same expansion into caller buffers without spawning.
+   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
+   spec.cwd: the child's working directory (a relative exe with '/' is
+       resolved there). spec.start_deadline_ms overrides desc's per process.
+
+   Readiness (P44, W31): rsd_procs_step emits PROBE events while STARTING: the
+   first probe_first_ms (10) after the spawn, then the interval doubles up to
+   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
+   deadline. At most one PROBE is pending per process (an unpulled one is not
+   repeated), so a host that ignores them loses nothing. The host sends
+   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
+   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
+   arrives from step, with the status and the ring). No READY within the start
+   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
+
+   Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
+   children too), SIGKILL at now + term_grace_ms (default 10 s), then the reaped
+   exit is awaited: STOPPED comes only once waitpid has it, so the port and VRAM
+   are free when it arrives. If a SIGKILLed child is not reaped within
+   kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues. Signals are only ever sent to a pid we have not reaped, so
+   a recycled pid is never hit.
+
+   Reaping: waitpid(pid, WNOHANG) per child, never waitpid(-1) (the host's other
+   children are not ours); no SIGCHLD handler is installed. Exits are noticed via
+   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
+   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
+   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
+   reported with exit_code -1 and term_signal 0 (status unknown).
+
+   Output: the pipe is non-blocking and drained at every step (up to
+   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
+   full pipe for longer than the host's step interval. The ring keeps the last
+   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
+   last n lines (0 = all), starting at a line boundary, control bytes as '?',
+   cut from the front to fit cap; valid until rsd_procs_release, so error
+   messages can quote it after EXITED. desc.log_output forwards every line to the
+   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line.
+
+   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
+   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
+   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
+   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
+   dropped, so pull them every step.
+
+   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
+       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
+              borrows the parent's memory until exec, so the cost does not grow
+              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
+              here; vfork and posix_spawn ~2 ms). The calling thread is paused
+              until exec; all signals are blocked meanwhile.
+       FORK   fork + the same child code; exec errors come back through an
+              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
+       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
+              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
+              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
+              Linux it needs desc.survive_parent (create fails otherwise);
+              default elsewhere.
+   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
+   kernel sends it when the *thread* that spawned the child exits, so spawn from
+   a thread that lives as long as the supervisor. Only the direct child gets it;
+   a wrapper script's children do not. Elsewhere, and with survive_parent,
+   children outlive a crashed host (llama-server does not watch a pipe).
+
+   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
+   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
+   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
+   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
+   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
+   child: 2 (pipe, pidfd).
+   W30 residual race: the port is free when chosen but not held; another process
+   may bind it before the child does (llama-server then exits 1 within ~10 ms:
+   EXITED with "couldn't bind" in the tail; spawn again).
+   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
+   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   Threading: one rsd_procs per thread; not thread-safe. POSIX only.
+
+   --- fleet: the pool running real processes (rsd_fleet) ------------------------
+   rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
+   with /health readiness probes over the HTTP client. One object, stepped by the host
+   like the others (step / pollfds / next_deadline / next_event), no threads, no signals.
+   The host sends each granted request to http://127.0.0.1:<port> itself and calls
+   rsd_fleet_release when it is done (rsd_fleet_cancel when its client went away).
+   Needs processes (compiled out by RSD_NO_PROCESS).
+   -------------------------------------------------------------------------
+   Frame loop:
+       rsd_fleet_desc d = {0};  d.pool.max_slots = 2;  d.procs.term_grace_ms = 5000;
+       rsd_fleet *f = rsd_fleet_create(&d);                   (all allocation here)
+       int m = rsd_fleet_add_model(f, &md);   md.pool = {id, reserve_bytes, ttl_ms,
+                  max_in_flight, pinned}; md.spec = the rsd_proc_spec (copied)
+       r = rsd_fleet_acquire(f, m, now, conn, &req, &port);
+           RSD_OK: send to 127.0.0.1:port now | RSD_PENDING: wait for GRANT/FAIL on req
+       each frame / after poll() on rsd_fleet_pollfds until rsd_fleet_next_deadline:
+           rsd_fleet_step(f, now);
+           while (rsd_fleet_next_event(f, &ev)) switch (ev.kind) {
+           GRANT: send ev.user's request to 127.0.0.1:ev.port
+           FAIL:  answer ev.user with ev.message (reason, command, last output lines)
+           STARTING/READY/STOPPING/EXITED/CRASHED: log, status page }
+       rsd_fleet_release(f, req, now) when a granted request is done (rsd_fleet_cancel
+       when its client went away, granted or still waiting: a GRANT or FAIL for it that
+       was not pulled yet is withdrawn, so none comes after the cancel).
+       rsd_fleet_stop(f, now); step until rsd_fleet_idle(f); rsd_fleet_destroy(f).
+
+   What it does with the pool's actions (residency.h >>pool) and the supervisor's
+   events (>>proc):
+       SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
+                   STARTING. A spawn that fails (missing binary, EACCES, no free port,
+                   template error) fails the model's waiting requests at once (W31:
+                   no deadline is waited for): CRASHED + FAIL(RSD_ERR_FLEET_START).
+       PROBE       GET <health_path> on the child's host:port (a wildcard host is
+                   probed on loopback), at most one in flight per process, each bounded
+                   by probe_timeout_ms. The supervisor paces them (desc.procs.probe_first_ms
+                   10, doubling to probe_max_ms 500); besides, a starting child that
+                   writes output is probed again at once (at most every
+                   RSD_FLEET_OUTPUT_PROBE_GAP_MS): llama-server logs "model loaded" the
+                   moment /health turns 200, so READY follows within a few ms instead of
+                   up to 500. The log is never parsed. 200 = READY and the waiting
+                   requests are granted; 503, refused, timeout = keep waiting.
+       exit while starting (or START_TIMEOUT): the load failed; the model's waiting
+                   requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
+                   "not ready within N ms") and the last output lines (W31). CRASHED.
+       exit while serving: CRASHED (RSD_ERR_POOL_CRASHED); the slot and its bytes are
+                   free at once (W27); requests running there are orphaned (release or
+                   cancel them as usual); the next request respawns the model.
+       STOP        rsd_procs_stop (SIGTERM to its process group, SIGKILL after
+                   desc.procs.term_grace_ms): STOPPING (.why), then EXITED once reaped.
+       GRANT/FAIL  GRANT (.port) / FAIL (.result, .message) events. FAILs that the pool
+                   reports as ERR_POOL_LOAD_FAILED carry RSD_ERR_FLEET_START.
+
+   A model from the fleet's view (rsd_fleet_query_model: pool.state, pid, port):
+       not resident --acquire/load, slot free or an idle LRU victim stopped--> STARTING
+       STARTING --/health 200--> READY --idle LRU victim, TTL, trim, unload, stop-->
+           STOPPING --reaped--> not resident
+       STARTING --spawn error, exit, start deadline--> not resident (waiters FAIL)
+       READY --exits unasked--> not resident (CRASHED); the next request respawns it
+   A busy model (granted requests not released) is never evicted, trimmed or TTL-stopped.
+
+   rsd_fleet_create(desc) -> fleet | NULL
+       desc.pool as rsd_pool_desc (its .models ignored: use desc.models or add_model);
+       desc.procs as rsd_procs_desc (max_procs 0 = RSD_POOL_MAX_SLOTS); probe_timeout_ms.
+       The allocator and logger are passed on to the pool, the supervisor and the probe
+       client unless those set their own.
+   rsd_fleet_add_model(f, md) -> index | RSD_ERR_ARG (bad id, health_path not starting
+       with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars) | RSD_ERR_CAPACITY (table full,
+       or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
+       "/health".
+   rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
+       the pool's errors (no handle): RSD_ERR_POOL_NO_FIT (reservation over the whole
+       budget: at once, nothing started), RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED,
+       RSD_ERR_POOL_QUEUE_FULL, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
+   rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
+       / configure / stop; each applies the pool's resulting actions at once (a SPAWN
+       runs inside the call: about 1-2 ms).
+   rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
+       TTL and the W26 bound run on the now_ms given), pool actions, until nothing moves.
+   rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
+       sockets; returns how many it wants (may exceed cap: only cap written).
+   rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
+       the supervisor's, the pool's and the probes' timers; UINT64_MAX = none.
+   rsd_fleet_next_event(f, &ev): GRANT/FAIL are queued apart from the narration
+       (STARTING..CRASHED) and never crowded out by it; pulled in order. Strings (model_id,
+       message) stay valid until the next rsd_fleet_* call.
+   rsd_fleet_idle(f): no process of ours alive. rsd_fleet_destroy SIGKILLs and reaps
+       what is left (bounded by RSD_PROC_DESTROY_WAIT_MS per child) and frees.
+   rsd_fleet_pool / rsd_fleet_procs: the embedded objects, for stats, the pool's event
+       log (desc.pool.event_log), rsd_procs_tail; do not drive them directly.
+
+   Limits: RSD_FLEET_MAX_MODELS (64) models, RSD_POOL_MAX_SLOTS (16) processes,
+   RSD_FLEET_SPEC_BYTES (4096) of copied spec per model, RSD_FLEET_MESSAGE_MAX (1024)
+   per message (command cut to 320 bytes, last 8 output lines cut from the front).
+   Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
+   oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
+   pull every step. Memory: one block of about 355 KB + 195 bytes
+   per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
+   probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
+   RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
+   given models directly). Threading: one fleet per thread; POSIX only.
+
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
@@ -1154,195 +1594,7 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 /* ==== >>http server end =================================================== */
 
 /* ==== >>drive (declarations) ============================================== */
-/* [doc:drive] -- the manual of the drive module (kept next to its declarations so
-   merges stay apart; the lead may move it into the top block).
-   --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
-       The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
-       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
-       the caller's clock and the state directory. Two ways to use it, one code path:
-
-           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
-           rsd_ensure_req q;  memset(&q, 0, sizeof q);
-           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
-           rsd_ensure_result res;
-           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
-           rsd_ensurer_destroy(e);
-
-       a frame loop (one call per frame, never blocks):
-           rsd_ensure_begin(e, &q, now_ms);                  no I/O
-           every frame:
-               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
-               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
-               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
-               (optional) poll the fds of rsd_ensure_pollfds until
-               rsd_ensure_next_deadline(e) within the frame budget.
-
-       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB -- LM Studio's machine shares its storage -- the
-           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
-           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
-           the HTTP client (d->http, its allocator and logger default to d's) and,
-           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
-           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
-           residency). A state directory that cannot be opened is not an error:
-           the ensurer runs without the lock, attribution and generation (upstream
-           K5) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
-           Desc (zeroed = defaults): allocator, logger, http (client limits),
-           state_dir, no_state, lock_fail_closed (state), protected_models +
-           n_protected (configured ids with roles, copied: never evicted unless
-           nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
-           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
-           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
-           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
-       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
-       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
-           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
-           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
-           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
-           (the clamp of a load beside other residents, S30: 0 = the
-           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
-           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
-           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
-           120000, LM Studio 300000: the whole ensure, lock wait and load included, W5,
-           W13), probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
-           key, never logged or printed), observe (force
-           observe-only: nothing is loaded or unloaded, W19), user_managed (the
-           target's lifecycle is user-managed: observe too), keep_pinned.
-           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
-           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
-           DONE at once with that result (step returns it, query shows it).
-       int rsd_ensure_step(e, uint64_t now_ms)
-           Does all ready work and returns: RSD_PENDING (call again; sleep at most
-           until rsd_ensure_next_deadline or socket activity), or, once done, the
-           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
-           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
-           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
-           says why). LM Studio: a model the server does not advertise ends DECLINED
-           with RSD_ERR_NOT_SERVED (the request must not be sent; upstream S22), a
-           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
-           return the same code.
-       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
-       uint64_t rsd_ensure_next_deadline(e)
-           For the host's poll(): the client's sockets, and the earliest of the
-           client's deadlines, the reconcile's next poll (WAIT) and the lock's next
-           attempt. RSD_DEADLINE_NONE when done or only sockets matter.
-       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
-           The notices so far (live while running: print notes[seen..n) after each
-           step). Valid until the next begin.
-       void rsd_ensure_query(e, rsd_ensure_result *out)
-           The result so far (final after done): result, outcome, decision, reason,
-           runtime (the one used, after detection), message, evicted[] (with the
-           restored flags), notices, requests (HTTP requests sent, detection
-           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
-           loaded, mutated, wire_id (the id to send requests with: the model, or on
-           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
-           Studio's API tier), and progress fields (op and model of the last HTTP
-           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
-           = polling until op_model is loaded). Pointers stay valid until the next
-           begin.
-       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
-           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
-           rsd_now_ms() until done. Returns what the last step returned.
-       int rsd_ensurer_resolve(e, const char *url)
-           Blocking getaddrinfo for the URL's host name (first address), kept in a
-           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
-           resolve hook reads: the non-blocking path never resolves (it fails with
-           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
-           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
-       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
-           between ensures (while one runs, step consumes and drops other events)
-       bool rsd_ensurer_has_state(e)              a state directory is in use
-       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
-       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
-
-       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
-       from the step, timeout = the step's), the answer fed back as soon as its
-       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
-       event ends it, below); LOCK ->
-       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
-       unlocked with a warning notice), then the generation read under the lock;
-       COMMIT -> rsd_state_attr_add(attr_add) and attr_remove(...) on the target
-       key, rsd_state_gen_bump, commit_done; UNLOCK -> rsd_state_unlock. At the
-       start of a reconcile the target's generation is read (one small file)
-       and the decision cache is looked up first: a live entry for (target,
-       model) under that generation ends the ensure at once (cache_hit, no
-       request, no attribution read, the reconcile not even set up; a hit under
-       another generation is a miss). Otherwise the attribution
-       (rsd_state_attr_load: the models this library loaded there, from any
-       process) is read and both go to the reconcile (desc.ours,
-       desc.generation). Without a
-       state directory there is no LOCK step, attribution is only what this
-       ensurer's own cache knows, and the generation is not used.
-
-       /models/sse (llama.cpp router only; wire.md 1.11): just before a load POST
-       (or when a wait begins without one, e.g. for a model already LOADING) the
-       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
-       more in result.requests) and keeps it open across the WAIT steps of the
-       ensure; it is cancelled when the ensure ends. Each event's data goes to
-       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
-       ends the WAIT at once and the poll that follows confirms it (the listing
-       stays the truth, so outcomes are those of polling alone). Events that
-       arrive while a poll or the POST is in flight are kept (the newest
-       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
-       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
-       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
-       the latency; fewer requests than upstream on long loads), except the first
-       wait after a late subscription or a dropped event, and never later than a
-       probe timeout before the deadline. A server that refuses the stream (not
-       200 text/event-stream, or a transport error before any answer) is
-       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
-       on; a stream that ends mid-ensure restores the fast schedule and is not
-       reopened before the next ensure. The stream
-       holds one client slot and socket while it is open (plus its unpulled
-       CANCELLED event until the next step with a request).
-
-       Runtime detection (q.runtime AUTO): probes in table order, each one GET
-       under the root URL, until one matches: llama.cpp router (GET /props with
-       "role":"router"), Ollama (GET /api/version with a "version" string), LM
-       Studio (GET /api/v1/models with a "models" array, then GET /api/v0/models
-       with a "data" array for 0.3 servers). The answer is cached per target in
-       the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
-       target pays for it. A transport error on the first probe ends the ensure at
-       once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT); no match ->
-       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
-       Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
-       driver getter).
-
-       LM Studio (LMSTUDIO, or detected) runs its own machine, rsd_lms_reconcile_*
-       (>>driver:lmstudio), through the same loop, lock, notices and result:
-         - key "lmstudio|<root>" (S1 root: "/v1" dropped, so both spellings of the
-           URL share lock, attribution and cache); explicit load (S25: ensuring is
-           asking for a load), load.context_length = q.context_length (clamped
-           beside other residents, S29); protected models, RESIDENCY, observe,
-           user_managed, keep_pinned and the bearer as for the other runtimes;
-           observe (and any opt-out) never loads nor unloads (W19);
-         - owned instances (W16): the target's attribution entries that name an
-           instance are handed in as desc.owned; COMMIT removes attr_remove[] and
-           adds attr_add[] (model key, instance id) and bumps the generation. Only
-           owned instances are ever unloaded (S33): an instance loaded by another
-           process using the same state directory is owned too; the operator's
-           and LM Link peers' never. Without a state directory the ensurer keeps
-           what it loaded in memory (RSD_LMS_MAX_OWNED per ensurer, upstream S33);
-         - TTL cache: an rsd_lms_cache in the ensurer (same TTL, generation and
-           no_cache rules as the decision cache) that keeps the wire id, so a hit
-           makes no request and still answers result.wire_id;
-         - detected by probing, the matching GET /api/v1/models answer is the
-           machine's first listing (fed to it, not asked again);
-         - result: evicted[].id are the unloaded instance ids (restored flags as
-           usual); decision/reason of the machine's decide (ALREADY_RESIDENT when
-           the catalog had an instance; NONE on early exits such as 0.3 servers).
-
-       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
-       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512,
-       RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
-       reconcile's limits (notices, ids: >>driver). Memory: create only.
-       Threading: one ensurer per thread; any number of ensurers and processes
-       may share a state directory (the lock serialises their mutations).
-       Errors: those of the reconcile (>>driver), of the client (>>http client),
-       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM. */
+/* Manual: "drive" in the doc block at the top of this file. */
 enum {
     RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
     RSD_ENSURE_PROBE_TOKENS = 4096, /* JSON tokens of one detection probe */
@@ -1450,155 +1702,7 @@ RSD_API int rsd_runtime_kind_parse(const char *s);
 /* ==== >>drive end ========================================================= */
 
 /* ==== >>proc (declarations) =============================================== */
-/* PROC -- child-process supervision (residency_http.h, section >>proc)
-   -------------------------------------------------------------------------
-   Runs model servers (llama-server by default) as child processes for the pool:
-   builds argv from a template, picks a free loopback port, starts the child,
-   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
-   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
-   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
-   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
-
-   Frame loop:
-       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
-       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
-       each frame / after poll():
-           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
-           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
-           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
-                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
-           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
-           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
-           ... }
-           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
-       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
-       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
-
-   Mapping to the pool (residency.h >>pool): action SPAWN -> rsd_procs_spawn
-   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
-   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
-   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
-   rsd_pool_on_exited (W27: the slot is freed on any failure or crash) and
-   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
-
-   States (rsd_proc_state):
-       spawn ok --> STARTING --mark_ready--> READY
-       spawn failed --> FAILED                          (SPAWN_FAILED queued)
-       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
-       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
-       STARTING/READY --exits--> EXITED                 (event EXITED)
-       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
-       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
-       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
-       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
-   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
-   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
-   any other exit is EXITED (.was_ready says whether it was serving: a crash).
-
-   int rsd_procs_spawn(p, spec, now_ms, &h)
-       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
-       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
-       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (W31: no wait).
-       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
-       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
-       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close: W30;
-       a port another live child of ours holds is skipped), argv expansion, the
-       environment, PATH lookup of a bare exe name (in the child's PATH when
-       spec.env sets one), then the launch. The child gets: stdin /dev/null,
-       stdout and stderr into one pipe (so the ring keeps their order), every
-       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
-       own process group, default signal dispositions, an empty signal mask, and
-       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
-   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
-       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
-       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
-       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
-       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
-       element "{extra}" is replaced by spec.extra's arguments (appended at the
-       end when the template has no "{extra}"). "?flag" followed by a value
-       element is an optional pair: both are emitted when every placeholder of
-       both is set, else neither. "??x" is the literal "?x". A required element
-       with an unset or unknown placeholder, or a bad brace, is
-       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
-       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
-       same expansion into caller buffers without spawning.
-   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
-   spec.cwd: the child's working directory (a relative exe with '/' is
-       resolved there). spec.start_deadline_ms overrides desc's per process.
-
-   Readiness (P44, W31): rsd_procs_step emits PROBE events while STARTING: the
-   first probe_first_ms (10) after the spawn, then the interval doubles up to
-   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
-   deadline. At most one PROBE is pending per process (an unpulled one is not
-   repeated), so a host that ignores them loses nothing. The host sends
-   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
-   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
-   arrives from step, with the status and the ring). No READY within the start
-   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
-
-   Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
-   children too), SIGKILL at now + term_grace_ms (default 10 s), then the reaped
-   exit is awaited: STOPPED comes only once waitpid has it, so the port and VRAM
-   are free when it arrives. If a SIGKILLed child is not reaped within
-   kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
-   reaping continues. Signals are only ever sent to a pid we have not reaped, so
-   a recycled pid is never hit.
-
-   Reaping: waitpid(pid, WNOHANG) per child, never waitpid(-1) (the host's other
-   children are not ours); no SIGCHLD handler is installed. Exits are noticed via
-   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
-   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
-   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
-   reported with exit_code -1 and term_signal 0 (status unknown).
-
-   Output: the pipe is non-blocking and drained at every step (up to
-   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
-   full pipe for longer than the host's step interval. The ring keeps the last
-   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
-   last n lines (0 = all), starting at a line boundary, control bytes as '?',
-   cut from the front to fit cap; valid until rsd_procs_release, so error
-   messages can quote it after EXITED. desc.log_output forwards every line to the
-   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
-   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line.
-
-   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
-   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
-   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
-   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
-   dropped, so pull them every step.
-
-   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
-       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
-              borrows the parent's memory until exec, so the cost does not grow
-              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
-              here; vfork and posix_spawn ~2 ms). The calling thread is paused
-              until exec; all signals are blocked meanwhile.
-       FORK   fork + the same child code; exec errors come back through an
-              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
-       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
-              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
-              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
-              Linux it needs desc.survive_parent (create fails otherwise);
-              default elsewhere.
-   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
-   kernel sends it when the *thread* that spawned the child exits, so spawn from
-   a thread that lives as long as the supervisor. Only the direct child gets it;
-   a wrapper script's children do not. Elsewhere, and with survive_parent,
-   children outlive a crashed host (llama-server does not watch a pipe).
-
-   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
-   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
-   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
-   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
-   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
-   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
-   child: 2 (pipe, pidfd).
-   W30 residual race: the port is free when chosen but not held; another process
-   may bind it before the child does (llama-server then exits 1 within ~10 ms:
-   EXITED with "couldn't bind" in the tail; spawn again).
-   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
-   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
-   Threading: one rsd_procs per thread; not thread-safe. POSIX only. */
+/* Manual: "PROC" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
 enum {
     RSD_PROCS_MAX = 64,                  /* hard cap on desc.max_procs */
@@ -1940,106 +2044,7 @@ RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const 
 /* ==== >>state end ========================================================= */
 
 /* ==== >>fleet (declarations) ============================================== */
-/* rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
-   with /health readiness probes over the HTTP client. One object, stepped by the host
-   like the others (step / pollfds / next_deadline / next_event), no threads, no signals.
-   The host sends each granted request to http://127.0.0.1:<port> itself and calls
-   rsd_fleet_release when it is done (rsd_fleet_cancel when its client went away).
-   Needs processes (compiled out by RSD_NO_PROCESS).
-   -------------------------------------------------------------------------
-   Frame loop:
-       rsd_fleet_desc d = {0};  d.pool.max_slots = 2;  d.procs.term_grace_ms = 5000;
-       rsd_fleet *f = rsd_fleet_create(&d);                   (all allocation here)
-       int m = rsd_fleet_add_model(f, &md);   md.pool = {id, reserve_bytes, ttl_ms,
-                  max_in_flight, pinned}; md.spec = the rsd_proc_spec (copied)
-       r = rsd_fleet_acquire(f, m, now, conn, &req, &port);
-           RSD_OK: send to 127.0.0.1:port now | RSD_PENDING: wait for GRANT/FAIL on req
-       each frame / after poll() on rsd_fleet_pollfds until rsd_fleet_next_deadline:
-           rsd_fleet_step(f, now);
-           while (rsd_fleet_next_event(f, &ev)) switch (ev.kind) {
-           GRANT: send ev.user's request to 127.0.0.1:ev.port
-           FAIL:  answer ev.user with ev.message (reason, command, last output lines)
-           STARTING/READY/STOPPING/EXITED/CRASHED: log, status page }
-       rsd_fleet_release(f, req, now) when a granted request is done (rsd_fleet_cancel
-       when its client went away, granted or still waiting: a GRANT or FAIL for it that
-       was not pulled yet is withdrawn, so none comes after the cancel).
-       rsd_fleet_stop(f, now); step until rsd_fleet_idle(f); rsd_fleet_destroy(f).
-
-   What it does with the pool's actions (residency.h >>pool) and the supervisor's
-   events (>>proc):
-       SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
-                   STARTING. A spawn that fails (missing binary, EACCES, no free port,
-                   template error) fails the model's waiting requests at once (W31:
-                   no deadline is waited for): CRASHED + FAIL(RSD_ERR_FLEET_START).
-       PROBE       GET <health_path> on the child's host:port (a wildcard host is
-                   probed on loopback), at most one in flight per process, each bounded
-                   by probe_timeout_ms. The supervisor paces them (desc.procs.probe_first_ms
-                   10, doubling to probe_max_ms 500); besides, a starting child that
-                   writes output is probed again at once (at most every
-                   RSD_FLEET_OUTPUT_PROBE_GAP_MS): llama-server logs "model loaded" the
-                   moment /health turns 200, so READY follows within a few ms instead of
-                   up to 500. The log is never parsed. 200 = READY and the waiting
-                   requests are granted; 503, refused, timeout = keep waiting.
-       exit while starting (or START_TIMEOUT): the load failed; the model's waiting
-                   requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
-                   "not ready within N ms") and the last output lines (W31). CRASHED.
-       exit while serving: CRASHED (RSD_ERR_POOL_CRASHED); the slot and its bytes are
-                   free at once (W27); requests running there are orphaned (release or
-                   cancel them as usual); the next request respawns the model.
-       STOP        rsd_procs_stop (SIGTERM to its process group, SIGKILL after
-                   desc.procs.term_grace_ms): STOPPING (.why), then EXITED once reaped.
-       GRANT/FAIL  GRANT (.port) / FAIL (.result, .message) events. FAILs that the pool
-                   reports as ERR_POOL_LOAD_FAILED carry RSD_ERR_FLEET_START.
-
-   A model from the fleet's view (rsd_fleet_query_model: pool.state, pid, port):
-       not resident --acquire/load, slot free or an idle LRU victim stopped--> STARTING
-       STARTING --/health 200--> READY --idle LRU victim, TTL, trim, unload, stop-->
-           STOPPING --reaped--> not resident
-       STARTING --spawn error, exit, start deadline--> not resident (waiters FAIL)
-       READY --exits unasked--> not resident (CRASHED); the next request respawns it
-   A busy model (granted requests not released) is never evicted, trimmed or TTL-stopped.
-
-   rsd_fleet_create(desc) -> fleet | NULL
-       desc.pool as rsd_pool_desc (its .models ignored: use desc.models or add_model);
-       desc.procs as rsd_procs_desc (max_procs 0 = RSD_POOL_MAX_SLOTS); probe_timeout_ms.
-       The allocator and logger are passed on to the pool, the supervisor and the probe
-       client unless those set their own.
-   rsd_fleet_add_model(f, md) -> index | RSD_ERR_ARG (bad id, health_path not starting
-       with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars) | RSD_ERR_CAPACITY (table full,
-       or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
-       "/health".
-   rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
-       the pool's errors (no handle): RSD_ERR_POOL_NO_FIT (reservation over the whole
-       budget: at once, nothing started), RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED,
-       RSD_ERR_POOL_QUEUE_FULL, RSD_ERR_CAPACITY, RSD_ERR_ARG.
-   rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
-   rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
-       / configure / stop; each applies the pool's resulting actions at once (a SPAWN
-       runs inside the call: about 1-2 ms).
-   rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
-       TTL and the W26 bound run on the now_ms given), pool actions, until nothing moves.
-   rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
-       sockets; returns how many it wants (may exceed cap: only cap written).
-   rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
-       the supervisor's, the pool's and the probes' timers; UINT64_MAX = none.
-   rsd_fleet_next_event(f, &ev): GRANT/FAIL are queued apart from the narration
-       (STARTING..CRASHED) and never crowded out by it; pulled in order. Strings (model_id,
-       message) stay valid until the next rsd_fleet_* call.
-   rsd_fleet_idle(f): no process of ours alive. rsd_fleet_destroy SIGKILLs and reaps
-       what is left (bounded by RSD_PROC_DESTROY_WAIT_MS per child) and frees.
-   rsd_fleet_pool / rsd_fleet_procs: the embedded objects, for stats, the pool's event
-       log (desc.pool.event_log), rsd_procs_tail; do not drive them directly.
-
-   Limits: RSD_FLEET_MAX_MODELS (64) models, RSD_POOL_MAX_SLOTS (16) processes,
-   RSD_FLEET_SPEC_BYTES (4096) of copied spec per model, RSD_FLEET_MESSAGE_MAX (1024)
-   per message (command cut to 320 bytes, last 8 output lines cut from the front).
-   Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
-   oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 355 KB + 195 bytes
-   per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
-   probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
-   RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
-   given models directly). Threading: one fleet per thread; POSIX only. */
+/* Manual: "fleet" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
 enum {
     RSD_FLEET_MAX_MODELS = RSD_POOL_MAX_MODELS, /* model table */
