@@ -101,6 +101,7 @@ static uint32_t xs(void) { g_rng ^= g_rng << 13; g_rng ^= g_rng >> 17; g_rng ^= 
 static volatile uint64_t g_sink;
 
 /* ---- the simulator process ------------------------------------------------------- */
+#include "../tests/listen_proc.h"
 typedef struct sim_proc {
     pid_t pid;
     char url[64];   /* http://127.0.0.1:PORT */
@@ -120,10 +121,8 @@ static void die(const char *fmt, const char *a) {
 /* Starts rsd-sim (router, port 0) and reads its "listening on http://H:P" line. */
 static void sim_start(sim_proc *s, const char *const *args) {
     const char *argv[96];
-    char line[256];
-    int fds[2], n = 0, i, port = 0;
-    size_t got = 0;
-    const char *colon;
+    listen_proc lp;
+    int n = 0, i;
     memset(s, 0, sizeof *s);
     argv[n++] = SIM_BIN;
     argv[n++] = "--runtime";
@@ -133,37 +132,18 @@ static void sim_start(sim_proc *s, const char *const *args) {
     for (i = 0; args[i] && n < 94; i++) argv[n++] = args[i];
     argv[n] = NULL;
     if (access(SIM_BIN, X_OK) != 0) die("%s not built (make build/examples/rsd-sim)", SIM_BIN);
-    if (pipe(fds) != 0) die("pipe: %s", strerror(errno));
-    s->pid = fork();
-    if (s->pid < 0) die("fork: %s", strerror(errno));
-    if (s->pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv(SIM_BIN, (char *const *)(void *)argv);
-        _exit(127);
-    }
-    g_sim_pid = s->pid;
-    close(fds[1]);
-    while (got < sizeof line - 1) {
-        ssize_t r = read(fds[0], line + got, 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0 || line[got] == '\n') break;
-        got++;
-    }
-    line[got] = '\0';
-    close(fds[0]);
-    colon = strrchr(line, ':');
-    if (!strstr(line, "listening on") || !colon || (port = atoi(colon + 1)) <= 0) die("rsd-sim did not start: %s", line);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", port);
+    i = listen_proc_start(&lp, argv, -1);
+    s->pid = g_sim_pid = lp.pid;
+    if (i != 0) die("rsd-sim did not start: %s", lp.line);
+    snprintf(s->url, sizeof s->url, "%s", lp.url);
     snprintf(s->base, sizeof s->base, "%s/v1", s->url);
 }
 
 static void sim_stop(sim_proc *s) {
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR) {}
-    }
+    listen_proc lp;
+    memset(&lp, 0, sizeof lp);
+    lp.pid = s->pid;
+    (void)listen_proc_stop(&lp);
     s->pid = 0;
     g_sim_pid = 0;
 }

@@ -19,21 +19,13 @@
 
 #define SIM_BIN "build/examples/rsd-sim"
 
-typedef struct sim_proc {
-    pid_t pid;
-    int port;
-    char url[64];
-} sim_proc;
+#include "listen_proc.h"
+typedef listen_proc sim_proc;
 
-/* Starts rsd-sim with the given arguments (NULL-terminated) plus --port 0 and reads its
-   "listening on http://127.0.0.1:PORT" line from a pipe (a blocking read: no sleep). */
+/* Starts rsd-sim --runtime router --port 0 plus args (NULL-terminated). */
 static int sim_start(sim_proc *s, const char *const *args) {
     const char *argv[64];
-    char line[256];
-    int fds[2], n = 0, i;
-    size_t got = 0;
-    const char *colon;
-    memset(s, 0, sizeof *s);
+    int n = 0, i;
     argv[n++] = SIM_BIN;
     argv[n++] = "--runtime";
     argv[n++] = "router";
@@ -41,40 +33,10 @@ static int sim_start(sim_proc *s, const char *const *args) {
     argv[n++] = "0";
     for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    if (access(SIM_BIN, X_OK) != 0 || pipe(fds) != 0) return -1;
-    s->pid = fork();
-    if (s->pid < 0) return -1;
-    if (s->pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execv(SIM_BIN, (char *const *)(void *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    while (got < sizeof line - 1) {
-        ssize_t r = read(fds[0], line + got, 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0 || line[got] == '\n') break;
-        got++;
-    }
-    line[got] = '\0';
-    close(fds[0]); /* the sim writes nothing else to stdout in router mode */
-    colon = strrchr(line, ':');
-    if (!strstr(line, "listening") || !colon) return -1;
-    s->port = atoi(colon + 1);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
-    return s->port > 0 ? 0 : -1;
+    return listen_proc_start(s, argv, -1);
 }
 
-static void sim_stop(sim_proc *s) {
-    int st;
-    if (s->pid > 0) {
-        kill(s->pid, SIGTERM);
-        while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR) {}
-    }
-    s->pid = 0;
-}
+static void sim_stop(sim_proc *s) { (void)listen_proc_stop(s); }
 
 /* ---- the simulator's request log -------------------------------------------------- */
 enum { LOG_MAX = 2048 };

@@ -286,6 +286,7 @@ static void test_body_model(void) {
 }
 
 /* ---- the program -------------------------------------------------------------------- */
+#include "listen_proc.h"
 typedef struct serve_proc {
     pid_t pid;
     int port;
@@ -316,10 +317,8 @@ static int write_file(const char *path, const char *text) {
 static int serve_start(serve_proc *s, const char *const *args) {
     static int seq;
     const char *argv[64];
-    char line[256];
-    int fds[2], n = 0, i, logfd;
-    size_t got = 0;
-    const char *colon;
+    listen_proc lp;
+    int n = 0, i, logfd, r;
     memset(s, 0, sizeof *s);
     make_dir();
     snprintf(s->log_path, sizeof s->log_path, "%s/serve-%d.log", g_dir, ++seq);
@@ -327,45 +326,23 @@ static int serve_start(serve_proc *s, const char *const *args) {
     argv[n++] = SERVE_BIN;
     for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    if (access(SERVE_BIN, X_OK) != 0 || pipe(fds) != 0) return -1;
     logfd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (logfd < 0) return -1;
-    s->pid = fork();
-    if (s->pid < 0) return -1;
-    if (s->pid == 0) {
-        dup2(fds[1], 1);
-        dup2(logfd, 2);
-        close(fds[0]);
-        close(fds[1]);
-        close(logfd);
-        execv(SERVE_BIN, (char *const *)(void *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
+    r = listen_proc_start(&lp, argv, logfd);
     close(logfd);
-    while (got < sizeof line - 1) {
-        ssize_t r = read(fds[0], line + got, 1);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0 || line[got] == '\n') break;
-        got++;
-    }
-    line[got] = '\0';
-    close(fds[0]);
-    colon = strrchr(line, ':');
-    if (!strstr(line, "rsd-serve: listening on http://127.0.0.1:") || !colon) return -1;
-    s->port = atoi(colon + 1);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
-    return s->port > 0 ? 0 : -1;
+    s->pid = lp.pid;
+    s->port = lp.port;
+    memcpy(s->url, lp.url, sizeof s->url);
+    return r == 0 && strstr(lp.line, "rsd-serve: ") ? 0 : -1;
 }
 
 /* SIGTERM and the exit status (-1 when it did not exit normally). */
 static int serve_stop(serve_proc *s) {
-    int st = 0;
-    if (s->pid <= 0) return -1;
-    kill(s->pid, SIGTERM);
-    while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR) {}
+    listen_proc lp;
+    memset(&lp, 0, sizeof lp);
+    lp.pid = s->pid;
     s->pid = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return listen_proc_stop(&lp);
 }
 
 /* Runs a program to completion; exit status, stderr+stdout into out. */
