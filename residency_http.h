@@ -6269,6 +6269,15 @@ RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out)
     return e->lms ? e->m.lms.n_notices : e->m.rc.n_notices;
 }
 
+
+/* The fields rsd_lms_result and rsd_reconcile_result share, copied into an ensure result. */
+#define RSDI_EN_RESULT_COMMON(out, r) do { \
+        (out)->outcome = (r)->outcome; (out)->decision = (r)->decision; \
+        (out)->reason = (r)->reason; (out)->cache_hit = (r)->cache_hit; \
+        (out)->keep_resident = (r)->keep_resident; (out)->lock_held = (r)->lock_held; \
+        (out)->loaded = (r)->loaded; (out)->mutated = (r)->mutated; \
+        (out)->requests += (r)->requests; (out)->message = (r)->message; \
+    } while (0)
 RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
@@ -6290,16 +6299,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     if (e->reconciling && e->lms) {
         const rsd_lms_result *r = &e->m.lms.result;
         int i;
-        out->outcome = r->outcome;
-        out->decision = r->decision;
-        out->reason = r->reason;
-        out->cache_hit = r->cache_hit;
-        out->keep_resident = r->keep_resident;
-        out->lock_held = r->lock_held;
-        out->loaded = r->loaded;
-        out->mutated = r->mutated;
-        out->requests += r->requests;
-        out->message = r->message;
+        RSDI_EN_RESULT_COMMON(out, r);
         for (i = 0; i < r->n_evicted && i < RSD_LMS_MAX_EVICT; i++) {
             memcpy(e->lev[i].id, r->evicted[i].instance, sizeof e->lev[i].id);
             e->lev[i].restored = r->evicted[i].restored;
@@ -6312,16 +6312,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->lms_tier = r->tier;
     } else if (e->reconciling) {
         const rsd_reconcile_result *r = &e->m.rc.result;
-        out->outcome = r->outcome;
-        out->decision = r->decision;
-        out->reason = r->reason;
-        out->cache_hit = r->cache_hit;
-        out->keep_resident = r->keep_resident;
-        out->lock_held = r->lock_held;
-        out->loaded = r->loaded;
-        out->mutated = r->mutated;
-        out->requests += r->requests;
-        out->message = r->message;
+        RSDI_EN_RESULT_COMMON(out, r);
         out->n_evicted = r->n_evicted;
         out->evicted = r->evicted;
         out->n_notices = e->m.rc.n_notices;
@@ -6344,6 +6335,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->notices = e->m.rc.notices;
     }
 }
+#undef RSDI_EN_RESULT_COMMON
 
 RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
     rsd_pollfd fds[32];
