@@ -1202,7 +1202,9 @@
            Every slot (state, model, proc, in-flight, reservation, last use,
            idle deadline, ttl, pin, pid) and lifetime counters (acquires,
            grants, waits, max wait, spawns, readies, load failures, crashes,
-           evictions, TTL expiries, trims, W26 drains, unloads, fails...).
+           evictions, TTL expiries, trims, W26 drains, unloads, fails...);
+           per model also last_used_ms (now_ms of its last grant or finished
+           request, 0 = never).
        rsd_pool_next_event(pool, &ev)
            Optional audit ring (desc.event_log entries; oldest dropped first):
            CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
@@ -3108,6 +3110,7 @@ typedef struct rsd_pool_model_info {
     rsd_pool_slot_state state;/* state of that slot, EMPTY when none */
     uint32_t waiting;         /* queued requests for this model */
     uint32_t running;         /* in-flight on its slot */
+    uint64_t last_used_ms;    /* now_ms of its last grant or finished request; 0 = never */
 } rsd_pool_model_info;
 
 /* rsd_pool_unload flags. */
@@ -9245,6 +9248,7 @@ typedef struct rsdi_pool_model {
     uint32_t wq_head, wq_tail, wq_count;
     int want_prev, want_next;        /* list of models waiting for a slot */
     bool wanting;
+    uint64_t last_used_ms;           /* now_ms of its last grant or finished request */
 } rsdi_pool_model;
 
 typedef struct rsdi_pool_slot {
@@ -9489,6 +9493,7 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     r->slot = (int8_t)s;
     sl->in_flight++;
     sl->last_use = ++p->clock;
+    p->models[r->model].last_used_ms = p->now_ms;
     sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
     p->running++;
     p->ctr.grants_queued++;
@@ -10061,6 +10066,7 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
         r->enq_ms = now_ms;
         sl->in_flight++; /* counted at admission, not at dispatch (#28698) */
         sl->last_use = ++pool->clock;
+        pool->models[model].last_used_ms = now_ms;
         sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
         pool->running++;
         pool->ctr.grants_immediate++;
@@ -10151,6 +10157,7 @@ RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now
     }
     case RSDI_PREQ_RUNNING:
         s = r->slot;
+        pool->models[r->model].last_used_ms = pool->now_ms;
         rsdi_pool_ntf_unlink(pool, i);
         rsdi_pool_req_free(pool, i);
         pool->slots[s].in_flight--;
@@ -10490,6 +10497,7 @@ RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model
     info->state = md->slot >= 0 ? pool->slots[md->slot].state : RSD_POOL_SLOT_EMPTY;
     info->waiting = md->wq_count;
     info->running = md->slot >= 0 ? pool->slots[md->slot].in_flight : 0;
+    info->last_used_ms = md->last_used_ms;
     return RSD_OK;
 }
 

@@ -8612,16 +8612,12 @@ enum {
     RSDI_FLEET_MAX_PASSES = 16,                      /* step loop bound */
     RSDI_FLEET_PROBE_BODY = 16384
 };
-/* Request handles carry the pool's request-table index in their low 20 bits
-   (RSD_POOL_MAX_REQUESTS); used only to remember which model a request was for. */
-#define RSDI_FLEET_REQ_IDX_MASK 0xFFFFFu
 
 typedef struct rsdi_fleet_model {
     rsd_proc_spec spec;        /* strings and arrays point into buf */
     char *buf;                 /* RSD_FLEET_SPEC_BYTES */
     const char *health_path;   /* in buf */
     const char *probe_host;    /* numeric host for the probe URL ("127.0.0.1", "[::1]"...) */
-    uint64_t last_used_ms;
     int last_result;
     uint32_t msg_gen;
     char msg[RSD_FLEET_MESSAGE_MAX];
@@ -8656,10 +8652,8 @@ struct rsd_fleet {
     rsd_procs *procs;
     rsd_http_client *client;
     uint32_t probe_timeout_ms;
-    uint32_t max_requests;
     int num_models;
     rsdi_fleet_model *models;  /* RSD_FLEET_MAX_MODELS entries */
-    uint8_t *req_model;        /* model of each pool request index (max_requests) */
     rsdi_fleet_slot slots[RSD_POOL_MAX_SLOTS];
     rsdi_fleet_qev *rq;        /* GRANT/FAIL ring */
     uint32_t rq_cap, rq_head, rq_count;
@@ -9016,11 +9010,6 @@ RSDI_PRIVATE void rsdi_fleet_apply(rsd_fleet *f, const rsd_pool_action *a, uint6
         ev.req = a->req;
         ev.user = a->user;
         ev.port = a->slot >= 0 && a->slot < RSD_POOL_MAX_SLOTS ? f->slots[a->slot].port : 0;
-        if (a->model >= 0) {
-            f->models[a->model].last_used_ms = now_ms;
-            if ((a->req.id & RSDI_FLEET_REQ_IDX_MASK) < f->max_requests)
-                f->req_model[a->req.id & RSDI_FLEET_REQ_IDX_MASK] = (uint8_t)a->model;
-        }
         rsdi_fleet_push(f, &ev, -1);
         break;
     case RSD_POOL_ACTION_FAIL: {
@@ -9071,7 +9060,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     rsd_procs_desc prd;
     rsd_http_client_desc cd;
     rsd_fleet *f;
-    size_t total, off_models, off_bufs, off_rq, off_rm, sz;
+    size_t total, off_models, off_bufs, off_rq, sz;
     uint32_t maxreq;
     int i;
     if (desc) d = *desc;
@@ -9095,8 +9084,6 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
         return NULL;
-    off_rm = total;
-    if (!rsdi_size_add(total, maxreq, &total)) return NULL;
     f = (rsd_fleet *)rsdi_malloc(&d.allocator, total);
     if (!f) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "fleet: no memory", RSDI_WHERE);
@@ -9111,9 +9098,6 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
     f->rq_cap = maxreq * 2 + 16;
-    f->req_model = (uint8_t *)f + off_rm;
-    memset(f->req_model, 0, maxreq);
-    f->max_requests = maxreq;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
     f->pool_deadline = RSD_POOL_NO_DEADLINE;
@@ -9195,12 +9179,7 @@ RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *us
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
-    if (r == RSD_OK) {
-        if (port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
-        f->models[model].last_used_ms = now_ms;
-    }
-    if (r >= 0 && (req->id & RSDI_FLEET_REQ_IDX_MASK) < f->max_requests)
-        f->req_model[req->id & RSDI_FLEET_REQ_IDX_MASK] = (uint8_t)model;
+    if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
 }
@@ -9209,10 +9188,6 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
     int r;
     if (!f) return RSD_ERR_ARG;
     r = rsd_pool_release(f->pool, req, now_ms);
-    if (r == RSD_OK && (req.id & RSDI_FLEET_REQ_IDX_MASK) < f->max_requests) {
-        int m = f->req_model[req.id & RSDI_FLEET_REQ_IDX_MASK];
-        if (m < f->num_models) f->models[m].last_used_ms = now_ms;
-    }
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
 }
@@ -9440,7 +9415,7 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     info->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
-    info->last_used_ms = f->models[model].last_used_ms;
+    info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
         const rsdi_fleet_slot *s = &f->slots[i];

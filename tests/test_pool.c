@@ -119,6 +119,44 @@ static void test_serves_different_models_concurrently_in_independent_processes(v
     rsd_pool_destroy(h.p);
 }
 
+/* last_used_ms: the now_ms of a model's last grant (immediate or queued) or finished
+   request; preloads and waiting do not count. */
+static void test_model_info_last_used_ms(void) {
+    rsd_pool_model_desc m[2];
+    rsd_pool_model_info mi;
+    host h;
+    rsd_pool_req r1, r2;
+    int s = -1;
+    m[0] = md("a", 0); m[1] = md("b", 0);
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, m, 2);
+    REQUIRE(h.p);
+    h.auto_exit = true;
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK(mi.last_used_ms == 0);
+    h.now = 100;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r1, &s), RSD_PENDING); /* loads first */
+    pump(&h);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK(mi.last_used_ms == 0);                                /* waiting is not use */
+    h.now = 150;
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, true, h.now), RSD_OK);
+    pump(&h);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK(mi.last_used_ms == 150);                              /* queued grant */
+    h.now = 200;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r2, &s), RSD_OK);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK(mi.last_used_ms == 200);                              /* immediate grant */
+    CHECK_EQ_INT(rsd_pool_release(h.p, r1, 300), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_cancel(h.p, r2, 400), RSD_OK);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK(mi.last_used_ms == 400);                              /* finished (release, cancel) */
+    rsd_pool_query_model(h.p, 1, &mi);
+    CHECK(mi.last_used_ms == 0);
+    rsd_pool_destroy(h.p);
+}
+
 static void preload(host *h, int model) {
     rsd_pool_req r = get(h, model, NULL);
     rsd_pool_release(h->p, r, h->now);
@@ -1386,6 +1424,7 @@ static void test_property_random_operations_keep_invariants(void) {
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_serves_different_models_concurrently_in_independent_processes);
+    RUN(test_model_info_last_used_ms);
     RUN(test_evicts_the_least_recently_used_idle_model_when_the_limit_is_full);
     RUN(test_waits_instead_of_evicting_a_process_that_is_still_serving);
     RUN(test_keeps_serving_resident_models_while_an_unloaded_model_waits);
