@@ -19,77 +19,8 @@
 
 #define SIM_BIN "build/examples/rsd-sim"
 
-#include "listen_proc.h"
-typedef listen_proc sim_proc;
-
-/* Starts rsd-sim --runtime router --port 0 plus args (NULL-terminated). */
-static int sim_start(sim_proc *s, const char *const *args) {
-    const char *argv[64];
-    int n = 0, i;
-    argv[n++] = SIM_BIN;
-    argv[n++] = "--runtime";
-    argv[n++] = "router";
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    return listen_proc_start(s, argv, -1);
-}
-
-static void sim_stop(sim_proc *s) { (void)listen_proc_stop(s); }
-
-/* ---- the simulator's request log -------------------------------------------------- */
-enum { LOG_MAX = 2048 };
-typedef struct log_entry {
-    char method[8], path[64], model[96];
-    int status;
-    int64_t t_ms;
-} log_entry;
-static log_entry g_log[LOG_MAX];
-static rsd_json_tok g_toks[LOG_MAX * 14 + 16];
-
-/* Reads the whole log into g_log; returns the entry count or -1. */
-static int sim_log(const sim_proc *s) {
-    rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_request q;
-    rsd_http_event ev;
-    rsd_json_doc doc;
-    char url[96];
-    int n = -1, arr, i, count;
-    if (!c) return -1;
-    snprintf(url, sizeof url, "%s/_sim/log", s->url);
-    memset(&q, 0, sizeof q);
-    q.url = url;
-    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK && ev.status == 200 &&
-        rsd_json_parse(&doc, ev.body.ptr, ev.body.len, g_toks, (uint32_t)(sizeof g_toks / sizeof g_toks[0])) > 0 &&
-        (arr = rsd_json_find(&doc, 0, "entries")) >= 0) {
-        count = rsd_json_size(&doc, arr);
-        for (i = 0; i < count && i < LOG_MAX; i++) {
-            int o = rsd_json_at(&doc, arr, (uint32_t)i), v;
-            int64_t x = 0;
-            log_entry *e = &g_log[i];
-            memset(e, 0, sizeof *e);
-            if ((v = rsd_json_find(&doc, o, "method")) >= 0) rsd_json_str(&doc, v, e->method, sizeof e->method, NULL);
-            if ((v = rsd_json_find(&doc, o, "path")) >= 0) rsd_json_str(&doc, v, e->path, sizeof e->path, NULL);
-            if ((v = rsd_json_find(&doc, o, "model")) >= 0) rsd_json_str(&doc, v, e->model, sizeof e->model, NULL);
-            if ((v = rsd_json_find(&doc, o, "status")) >= 0 && rsd_json_int64(&doc, v, &x) == RSD_OK) e->status = (int)x;
-            if ((v = rsd_json_find(&doc, o, "t_ms")) >= 0 && rsd_json_int64(&doc, v, &x) == RSD_OK) e->t_ms = x;
-        }
-        n = i;
-    }
-    rsd_http_client_destroy(c);
-    return n;
-}
-
-/* Count entries in [from, n) matching method/path/model (NULL = any). */
-static int log_count(int from, int n, const char *method, const char *path, const char *model) {
-    int i, k = 0;
-    for (i = from; i < n; i++)
-        if ((!method || !strcmp(g_log[i].method, method)) && (!path || !strcmp(g_log[i].path, path)) &&
-            (!model || !strcmp(g_log[i].model, model)))
-            k++;
-    return k;
-}
+#define SIM_RUNTIME "router"
+#include "sim_harness.h"
 
 static int is_list(const log_entry *e) {
     return !strcmp(e->method, "GET") && (!strcmp(e->path, "/v1/models") || !strcmp(e->path, "/models"));
@@ -418,34 +349,13 @@ static void test_ollama_auto_detect_and_load(void) {
     sim_stop(&s);
 }
 
-/* GET url on the sim (blocking); the body into out (NUL-terminated); the status or -1. */
-static int sim_get(const sim_proc *s, const char *path, char *out, size_t cap) {
-    rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_request q;
-    rsd_http_event ev;
-    char url[128];
-    int st = -1;
-    if (!c) return -1;
-    snprintf(url, sizeof url, "%s%s", s->url, path);
-    memset(&q, 0, sizeof q);
-    q.url = url;
-    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
-        size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-        memcpy(out, ev.body.ptr, n);
-        out[n] = '\0';
-        st = ev.status;
-    }
-    rsd_http_client_destroy(c);
-    return st;
-}
-
 /* The sim's loaded_ms of a model (GET /_sim/log "models"), -1 when never loaded/unknown. */
 static int64_t sim_loaded_ms(const sim_proc *s, const char *id) {
     static char body[1 << 20];
     rsd_json_doc doc;
     int arr, i, count;
     int64_t x = -1;
-    if (sim_get(s, "/_sim/log", body, sizeof body) != 200 ||
+    if (sim_get(s, "/_sim/log", NULL, body, sizeof body) != 200 ||
         rsd_json_parse(&doc, body, strlen(body), g_toks, (uint32_t)(sizeof g_toks / sizeof g_toks[0])) <= 0 ||
         (arr = rsd_json_find(&doc, 0, "models")) < 0)
         return -1;
@@ -569,7 +479,7 @@ static void test_context_ceiling_env(void) {
     CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     unsetenv("RESIDENCY_CORESIDENT_CONTEXT");
-    REQUIRE(sim_get(&s, "/api/ps", body, sizeof body) == 200);
+    REQUIRE(sim_get(&s, "/api/ps", NULL, body, sizeof body) == 200);
     CHECK(strstr(body, "\"name\":\"y:latest\"") != NULL);
     CHECK(strstr(body, "\"context_length\":4096") != NULL);
     CHECK(strstr(body, "\"context_length\":8192") != NULL);
@@ -674,14 +584,14 @@ static void test_sse_refused_falls_back_to_polling(void) {
     CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
-    REQUIRE(sim_get(&s, "/_n", body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
+    REQUIRE(sim_get(&s, "/_n", NULL, body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
     CHECK_EQ_INT(sse, 1);
     CHECK_EQ_INT((int)res.requests, req);
     q.model = "b";
     CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
-    REQUIRE(sim_get(&s, "/_n", body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
+    REQUIRE(sim_get(&s, "/_n", NULL, body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
     CHECK_EQ_INT(sse, 1); /* remembered: not asked again */
     rsd_ensurer_destroy(e);
     sim_stop(&s);

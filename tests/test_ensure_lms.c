@@ -19,91 +19,9 @@
 #define SIM_BIN "build/examples/rsd-sim"
 #define ENSURE_BIN "build/examples/rsd-ensure"
 
-#include "listen_proc.h"
-typedef listen_proc sim_proc;
-
-/* Starts rsd-sim --runtime lmstudio --port 0 plus args (NULL-terminated). */
-static int sim_start(sim_proc *s, const char *const *args) {
-    const char *argv[64];
-    int n = 0, i;
-    argv[n++] = SIM_BIN;
-    argv[n++] = "--runtime";
-    argv[n++] = "lmstudio";
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    return listen_proc_start(s, argv, -1);
-}
-
-static void sim_stop(sim_proc *s) { (void)listen_proc_stop(s); }
-
-/* ---- the simulator's request log -------------------------------------------------- */
-enum { LOG_MAX = 512 };
-typedef struct log_entry {
-    char method[8], path[64], model[96];
-    int status;
-} log_entry;
-static log_entry g_log[LOG_MAX];
-static rsd_json_tok g_toks[LOG_MAX * 14 + 16];
-
-/* One GET on the simulator with a fresh client (body copied into buf). Status or -1. */
-static int sim_get(const sim_proc *s, const char *path, const char *bearer, char *buf, size_t cap) {
-    rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_request q;
-    rsd_http_event ev;
-    char url[160];
-    int status = -1;
-    if (!c) return -1;
-    snprintf(url, sizeof url, "%s%s", s->url, path);
-    memset(&q, 0, sizeof q);
-    q.url = url;
-    q.bearer_token = bearer;
-    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
-        status = ev.status;
-        if (buf && cap) {
-            size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-            memcpy(buf, ev.body.ptr, n);
-            buf[n] = '\0';
-        }
-    }
-    rsd_http_client_destroy(c);
-    return status;
-}
-
-/* Reads the whole log into g_log; returns the entry count or -1. */
-static int sim_log(const sim_proc *s) {
-    static char body[1 << 18];
-    rsd_json_doc doc;
-    int n = -1, arr, i, count;
-    if (sim_get(s, "/_sim/log", NULL, body, sizeof body) != 200) return -1;
-    if (rsd_json_parse(&doc, body, strlen(body), g_toks, (uint32_t)(sizeof g_toks / sizeof g_toks[0])) > 0 &&
-        (arr = rsd_json_find(&doc, 0, "entries")) >= 0) {
-        count = rsd_json_size(&doc, arr);
-        for (i = 0; i < count && i < LOG_MAX; i++) {
-            int o = rsd_json_at(&doc, arr, (uint32_t)i), v;
-            int64_t x = 0;
-            log_entry *e = &g_log[i];
-            memset(e, 0, sizeof *e);
-            if ((v = rsd_json_find(&doc, o, "method")) >= 0) rsd_json_str(&doc, v, e->method, sizeof e->method, NULL);
-            if ((v = rsd_json_find(&doc, o, "path")) >= 0) rsd_json_str(&doc, v, e->path, sizeof e->path, NULL);
-            if ((v = rsd_json_find(&doc, o, "model")) >= 0) rsd_json_str(&doc, v, e->model, sizeof e->model, NULL);
-            if ((v = rsd_json_find(&doc, o, "status")) >= 0 && rsd_json_int64(&doc, v, &x) == RSD_OK) e->status = (int)x;
-        }
-        n = i;
-    }
-    return n;
-}
-
-/* Count entries in [from, n) matching method/path/model (NULL = any). */
-static int log_count(int from, int n, const char *method, const char *path, const char *model) {
-    int i, k = 0;
-    for (i = from; i < n; i++)
-        if ((!method || !strcmp(g_log[i].method, method)) && (!path || !strcmp(g_log[i].path, path)) &&
-            (!model || !strcmp(g_log[i].model, model)))
-            k++;
-    return k;
-}
+#define SIM_RUNTIME "lmstudio"
+#define LOG_MAX 512
+#include "sim_harness.h"
 
 #define LOAD "/api/v1/models/load"
 #define UNLOAD "/api/v1/models/unload"
