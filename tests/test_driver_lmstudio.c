@@ -275,12 +275,6 @@ static const char *joined(fake_lms *f) {
     for (i = 0; i < f->nlog; i++) n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", n ? " | " : "", f->log[i]);
     return buf;
 }
-static bool any_notice_has(const char *s) {
-    int i;
-    for (i = 0; i < R.n_notices; i++)
-        if (strstr(R.notices[i].text, s)) return true;
-    return false;
-}
 /* The kind of the first notice whose text holds s, or -1. */
 static int notice_kind_of(const char *s) {
     int i;
@@ -288,6 +282,7 @@ static int notice_kind_of(const char *s) {
         if (strstr(R.notices[i].text, s)) return (int)R.notices[i].notice.kind;
     return -1;
 }
+static bool any_notice_has(const char *s) { return notice_kind_of(s) >= 0; }
 static const char *unloads_of(fake_lms *f) {
     static char buf[2048];
     size_t n = 0;
