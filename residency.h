@@ -758,8 +758,9 @@
            alone; only the latency changes: DONE within a round trip of the
            "loaded" event instead of up to one poll interval (test: a 350 ms
            load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
-           when it woke the machine, 0 when the event was ignored (another
-           model, progress, not waiting, not JSON), RSD_ERR_ARG. The shell
+           when the event ends the wait (the poll is due now, or already was),
+           0 when it was ignored (another model, progress, not waiting, not
+           JSON), RSD_ERR_ARG. The shell
            (rsd_ensurer, residency_http.h) subscribes to /models/sse on a
            llama.cpp router while it waits and feeds every event here; without
            events, polling alone is complete.
@@ -7906,7 +7907,7 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     size_t n = 0;
     int m, st, ki;
     if (!r || (!data && len)) return RSD_ERR_ARG;
-    if (r->phase != RSDI_PH_WAIT || now_ms >= r->wake) return 0;
+    if (r->phase != RSDI_PH_WAIT) return 0;
     if (rsd_json_parse(&doc, data ? data : "", len, r->toks, RSD_LISTING_MAX_TOKENS) < 0 ||
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
@@ -7919,9 +7920,11 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     }
     st = rsd_json_find(&doc, rsd_json_find(&doc, 0, "data"), "status");
     if (rsd_json_str_eq(&doc, st, "loading") || rsd_json_str_eq(&doc, st, "downloading")) return 0; /* progress */
-    r->wake = now_ms; /* the listing stays the truth: poll it now */
-    r->step.wake_ms = now_ms;
-    return 1;
+    if (now_ms < r->wake) { /* the listing stays the truth: poll it now */
+        r->wake = now_ms;
+        r->step.wake_ms = now_ms;
+    }
+    return 1; /* a wake already due stays due */
 }
 
 RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {

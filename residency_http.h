@@ -5496,16 +5496,13 @@ RSDI_PRIVATE bool rsdi_en_nosse(const rsd_ensurer *e) {
 
 /* One event of the stream (called from inside rsd_http_client_step). During a WAIT it
    goes to rsd_reconcile_event; between WAITs (a poll or the load POST in flight) it is
-   kept and replayed when the next WAIT begins. A WAIT whose reconcile wake has already
-   passed is due anyway: the event is then dated just before that wake, so the reconcile
-   still judges it (the ensurer itself may be sleeping past it, see rsdi_en_sse_wait). */
+   kept and replayed when the next WAIT begins. */
 RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
     rsd_ensurer *e = (rsd_ensurer *)user;
     if (!e->sse_open || e->lms || !e->reconciling || e->phase != RSDI_EN_RUN) return;
     e->sse_events++;
     if (e->waiting == RSDI_EN_WAIT_WAKE) {
-        uint64_t t = e->last_now < e->rwake ? e->last_now : (e->rwake ? e->rwake - 1 : 0);
-        if (rsd_reconcile_event(&e->m.rc, ev->data.ptr, ev->data.len, t) == 1) {
+        if (rsd_reconcile_event(&e->m.rc, ev->data.ptr, ev->data.len, e->last_now) == 1) {
             e->wake = e->last_now;
             e->sse_wakes++;
         }

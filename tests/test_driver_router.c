@@ -909,6 +909,7 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
         const char *ev = "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":"
                          "{\"status\":\"unloaded\",\"exit_code\":1}}";
         CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW), 1);
+        CHECK_EQ_INT(rsd_reconcile_event(&R, ev, strlen(ev), NOW + 5), 1); /* already due: still ends it */
     }
     s = rsd_reconcile_next(&R, NOW); /* polls now, not at the old wake time */
     CHECK_EQ_INT(s.kind, RSD_STEP_HTTP);
