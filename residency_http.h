@@ -9034,18 +9034,15 @@ RSDI_PRIVATE int rsdi_fleet_pump(rsd_fleet *f, uint64_t now_ms) {
     int n = 0, pass;
     for (pass = 0; pass < RSDI_FLEET_MAX_PASSES; pass++) {
         int k = 0;
+        /* timers first (TTL stops, W26 drains), then every action queued so far; applying
+           them may queue more (a STOP frees room for a SPAWN), so until a pass finds none */
+        f->pool_deadline = rsd_pool_step(f->pool, now_ms);
         while (rsd_pool_next_action(f->pool, &a)) {
             rsdi_fleet_apply(f, &a, now_ms);
             k++;
         }
-        f->pool_deadline = rsd_pool_step(f->pool, now_ms);
         n += k;
-        if (k == 0) {
-            /* the step may have queued work (TTL stops, W26 drains) */
-            if (!rsd_pool_next_action(f->pool, &a)) break;
-            rsdi_fleet_apply(f, &a, now_ms);
-            n++;
-        }
+        if (k == 0) break;
     }
     return n;
 }
