@@ -9047,6 +9047,12 @@ RSDI_PRIVATE int rsdi_fleet_pump(rsd_fleet *f, uint64_t now_ms) {
     return n;
 }
 
+/* Carries out what a pool call queued (the public calls that change the pool end here). */
+RSDI_PRIVATE int rsdi_fleet_then(rsd_fleet *f, int r, uint64_t now_ms) {
+    (void)rsdi_fleet_pump(f, now_ms);
+    return r;
+}
+
 /* ---- public ---- */
 RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     rsd_fleet_desc d;
@@ -9179,11 +9185,7 @@ RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *us
 }
 
 RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
-    int r;
-    if (!f) return RSD_ERR_ARG;
-    r = rsd_pool_release(f->pool, req, now_ms);
-    (void)rsdi_fleet_pump(f, now_ms);
-    return r;
+    return f ? rsdi_fleet_then(f, rsd_pool_release(f->pool, req, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 /* Removes a queued GRANT/FAIL for req (its host gave up on it); true if one was there. */
@@ -9213,27 +9215,15 @@ RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
 }
 
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
-    int r;
-    if (!f) return RSD_ERR_ARG;
-    r = rsd_pool_preload(f->pool, model, now_ms);
-    (void)rsdi_fleet_pump(f, now_ms);
-    return r;
+    return f ? rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms) {
-    int r;
-    if (!f) return RSD_ERR_ARG;
-    r = rsd_pool_unload(f->pool, model, flags, now_ms);
-    (void)rsdi_fleet_pump(f, now_ms);
-    return r;
+    return f ? rsdi_fleet_then(f, rsd_pool_unload(f->pool, model, flags, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms) {
-    int r;
-    if (!f) return RSD_ERR_ARG;
-    r = rsd_pool_configure(f->pool, max_models, now_ms);
-    (void)rsdi_fleet_pump(f, now_ms);
-    return r;
+    return f ? rsdi_fleet_then(f, rsd_pool_configure(f->pool, max_models, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms) {
