@@ -545,7 +545,8 @@
            false for a plain llama-server (its entries have no status) and for
            an empty list, which is how a driver tells "not a router" (L14).
            Also read: aliases[] and tags[] (string elements only, L9),
-           status.args "--ctx-size N" / "-c N" -> context_length,
+           status.args "--ctx-size N" / "-c N" -> context_length (meta.n_ctx,
+           what the child runs with, wins when present),
            meta.n_ctx_train -> max_context, meta.size -> size_bytes.
        int rsd_router_parse_props(body, len, toks, n_toks, rsd_router_props *out);
            GET /props. is_router = (role == "router"); max_instances (L12) is
@@ -779,7 +780,8 @@
            keep_pinned, context_length, model_max_context (0 = the listing's
            meta.n_ctx_train when known), context_ceiling, deadline_ms (0 =
            120000, the whole reconcile: lock wait, unloads, load, wait: W5),
-           probe_timeout_ms (0 = 1500, per listing/props request), restore_ms
+           probe_timeout_ms (0 = 1500, per listing/props request; doubled for
+           each retry after a timeout, see step 2), restore_ms
            (0 = 30000: extra time for restoring after a failed load, so the
            worst case is deadline + restore), bearer, cache (NULL = no TTL fast
            path), generation + has_generation, ours + n_ours (ids this library
@@ -790,13 +792,18 @@
        Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
         1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
            once with no request: RESIDENT, OBSERVED or DECLINED, cache_hit set.
-        2. List (GET <root>/v1/models, probe timeout). Failure of any kind
+        2. List (GET <root>/v1/models, probe timeout). On a router
+           (RSD_RT_PROBE_RETRY) a listing, props or poll request that times out
+           is sent again with twice the timeout (1.5 s, 3 s, 6 s, ...) while the
+           overall deadline allows: a busy server answers late, it is not gone;
+           only the deadline ends the attempts. Any other failure
            (transport, non-2xx, bad JSON, not a router, truncated, more than
            RSD_MAX_RESIDENTS residents) -> outcome DEGRADED, decision OBSERVE,
            reason PROBE_FAILED, not cached (R41), nothing mutated; one
            degraded/info notice says why (upstream was silent, L29: the level
            is info so a sink can drop it).
-        3. Capacity (GET <root>/props, probe timeout; failure = unknown, R42).
+        3. Capacity (GET <root>/props, probe timeout, retried as a listing;
+           failure = unknown, R42).
            unlimited (--models-max 0) is passed to rsd_decide as a free slot.
         4. rsd_decide on the listing: residents = entries LOADING, LOADED or
            SLEEPING; keep tags/aliases from the keep's entry in any state
@@ -814,7 +821,17 @@
            changed (decision, reason or victims).
         9. Unload the victims one at a time (POST <root>/models/unload
            {"model": id}); a failure is a warning notice and the reconcile goes
-           on (R48), but nothing is cached afterwards (W4/W9).
+           on (R48), but nothing is cached afterwards (W4/W9). On a router
+           (RSD_RT_UNLOAD_WAIT) each unload is followed by a wait (polls as in
+           step 11, woken by /models/sse) until the victim is listed unloaded
+           (failed:true or gone counts too), bounded by the overall deadline:
+           the router answers the unload while the child is still stopping, the
+           stopping child still counts against --models-max, and a load sent
+           then makes a July 2026 router unload its own least-recently-used
+           model as well, pinned or not (later routers wait for it instead).
+           A victim still listed at the deadline: LOAD_FAILED RSD_ERR_TIMEOUT
+           "timed out waiting for '<id>' to unload", the load never sent, what
+           was unloaded restored (step 12).
        10. Load (POST <root>/models/load {"model": keep}) unless the keep is
            LOADED/SLEEPING (L20); LOADING skips the POST and waits. Answers:
            2xx -> wait; 400 "already running" -> resident, wait (no attribution);
@@ -834,7 +851,14 @@
            Transport errors, 5xx and unparseable bodies are retried until the
            deadline; 4xx fails. failed:true (FAILED) ends the wait: "llama.cpp
            router reports '<id>' failed to load (exit code N)"
-           RSD_ERR_LOAD_FAILED. A model missing from a listing keeps polling.
+           RSD_ERR_LOAD_FAILED -- but only when it is news: a model already
+           listed failed:true (with the same exit code) when the wait began
+           (an earlier failure, an unload that timed out, a preset never
+           loaded: the router keeps the flag) counts only once the entry has
+           changed since (a poll showing another state or exit code, or a
+           /models/sse event for the model) or after
+           RSD_RECONCILE_FAILED_GRACE_MS (3 s); a router that queues the load
+           lists the old entry until the load starts. A model missing from a listing keeps polling.
            The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
            (" (still downloading)" appended when the last poll said so).
        11a. Downloading (wire.md 1.4; a status value, never a failure):
@@ -851,21 +875,29 @@
              unconfirmed), or the keep went downloading -> unloaded while we
              waited: the load is POSTed again once the download is done
              (within RSD_RECONCILE_LOAD_ATTEMPTS), then waited for.
-       12. Failed load with evictions done -> restore (R70-R74, W5): each
-           evicted model in order, POST load + wait, bounded by restore_ms;
+       12. Failed load -> restore (R70-R74, W5). When the decision had
+           protected residents (step 13's set) and a load POST was sent, the
+           protected ones the server displaced are found first (in the last
+           poll when one came after the POST, else one GET of the listing) and
+           added to result.evicted (displaced = true). Then one restore loop
+           (the same one as step 13's reloads): each evicted model in order,
+           POST load + wait, bounded by restore_ms;
            notices: a load-failed/error notice first ("loading '<keep>' on
            '<target>' failed: <reason>"), then restored/warning (R72 text
            "... restored 'a' so the target keeps serving.", detail bit
            RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error, R73,
-           RSD_DETAIL_UNRESTORED); the ids are result.evicted[] with their
-           restored flags. Restored models keep their attribution (they are
-           not in attr_remove).
-       13. Pinned pass (L24, with W11 fixed) after a load this reconcile made
-           or waited for, when the decision's listing had tag-pinned residents
-           (not the keep): the listing of the last poll (the one that showed
-           the keep loaded) is checked; no extra request (upstream made one
-           GET after every such load). Nothing pinned gone: done. A pinned
-           model gone (the server's LRU displaced it) is added to
+           RSD_DETAIL_UNRESTORED) for our own evictions, then one notice per
+           displaced model as in step 13; the ids are result.evicted[] with
+           their restored flags. Restored models keep their attribution (they
+           are not in attr_remove).
+       13. Protected pass (L24, with W11 fixed) after a load this reconcile
+           made or waited for, when the decision's listing had protected
+           residents other than the keep and the plan's victims: tag-pinned
+           ones and every caller-protected tier (d.protected_models, any role).
+           The listing of the last poll (the one that showed the keep loaded)
+           is checked; no extra request (upstream made one GET after every such
+           load, and only for tag pins). Nothing protected gone: done. A
+           protected model gone (the server's LRU displaced it) is added to
            result.evicted with displaced = true and:
            - reloaded (POST load + wait) only while a free slot is known:
              capacity known (or unlimited) and fewer residents listed than
@@ -881,6 +913,8 @@
            - reloaded: restored/info "... displaced pinned '<p>'; reloaded it
              into a free slot." (evicted[].restored set). A reload that fails
              gives the swap/warning notice above ("its reload failed").
+           The notices say "protected" instead of "pinned" for a model that is
+           protected by the caller rather than by a tag.
            After reloads, the last poll must still show the keep resident (a
            concurrent client can change the server meanwhile): if not, the
            keep is loaded again (one more load attempt, no second pass), so
@@ -888,14 +922,23 @@
            time left: LOAD_FAILED RSD_ERR_DISPLACED ("'<keep>' was displaced
            after it loaded") with a load-failed/error notice; upstream failed
            the turn whenever its restore displaced the keep.
+       13a. Context: a resident keep (already resident, or once loaded) whose
+           listing says it runs with less context than asked (load_context, or
+           d.context_length: the router's meta.n_ctx, else --ctx-size in
+           status.args) gets one stress/warning notice (dmsg CONTEXT, subject
+           the keep): "'<keep>' on '<target>' runs with a context of N tokens,
+           less than the M requested; the server's own setting for the model
+           decides it, not this request." A router's preset sets the context;
+           a load request cannot change it, and the server itself says nothing.
        14. COMMIT (when anything was mutated) with attr_add (the keep, when a
            load POST of ours succeeded, R50) and attr_remove (names of evicted,
            unrestored models found in d.ours); cache: every entry of the key is
            invalidated after a mutation, then (key, keep) is stored unless an
            unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
        Requests: no more than upstream L26-L28 on the same scenario, except
-       the W1 re-list (skipped when the generation proves nothing changed) and
-       the faster polls of step 11; the pinned pass costs no GET (W11).
+       the W1 re-list (skipped when the generation proves nothing changed),
+       the faster polls of step 11 and, on a router, the polls after each
+       unload (step 9: usually one); the pinned pass costs no GET (W11).
        Sizes (W12): desc.capacity_bytes (e.g. the GPU's VRAM total) and
        desc.keep_bytes (0 = the keep's listed size_vram or size, when the
        listing has one) go into rsd_facts; when they and every resident's
@@ -932,6 +975,7 @@
                           rejected, failed:true, timeout, displaced)
            UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
            DEGRADED       degraded/info
+           CONTEXT        stress/warning (step 13a)
          The kinds restored and load-failed are ours (upstream folded them into
          swap and threw the error); rsd_notice_kind_str gives "restored" and
          "load-failed". .text is the rendered line (cut at
@@ -963,11 +1007,15 @@
            model: enables the R45 gate), RSD_RT_LOAD (explicit load; without
            it the reconcile ends RESIDENT after the unloads and the request
            itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
-           RSD_RT_PINNED_PASS (L24).
+           RSD_RT_PINNED_PASS (L24 over every protected tier, and the check for
+           displaced protected models after a failed load), RSD_RT_UNLOAD_WAIT
+           (step 9's wait after an unload), RSD_RT_PROBE_RETRY (step 2's retry
+           of timed-out probes). The router has all six; Ollama LOAD | WAIT.
 
        Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
-       64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
+       64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
+       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11). sizeof(rsd_reconcile)
        is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
        copied ids): allocate it (static, malloc) and reuse it; begin resets it.
        No allocation, no globals, no clock, no I/O. Deterministic: the same

@@ -837,14 +837,16 @@
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used.
 
-       /models/sse (llama.cpp router only; wire.md 1.11): just before a load POST
-       (or when a wait begins without one, e.g. for a model already LOADING) the
+       /models/sse (llama.cpp router only; wire.md 1.11): just before a load or
+       unload POST (or when a wait begins without one, e.g. for a model already
+       LOADING) the
        ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
        more in result.requests) and keeps it open across the WAIT steps of the
        ensure; it is cancelled when the ensure ends. Each event's data goes to
        rsd_reconcile_event: the "loaded" (or failed) event of the waited model
        ends the WAIT at once and the poll that follows confirms it (the listing
-       stays the truth, so outcomes are those of polling alone). Events that
+       stays the truth, so outcomes are those of polling alone); so does the
+       "unloaded" event of a victim the reconcile waits for after an unload. Events that
        arrive while a poll or the POST is in flight are kept (the newest
        RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
        one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
@@ -865,8 +867,13 @@
        Studio (GET /api/v1/models with a "models" array, then GET /api/v0/models
        with a "data" array for 0.3 servers). The answer is cached per target in
        the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
-       target pays for it. A transport error on the first probe ends the ensure at
-       once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT); no match ->
+       target pays for it. A router's /props answer (up to RSD_ENSURE_PROPS_BYTES)
+       is also the reconcile's capacity answer, not asked again: a resident model
+       costs 2 requests (GET /props, GET /v1/models), as upstream. A probe that
+       times out is sent again with twice the timeout while the ensure's deadline
+       allows (a busy server is slow, not gone). Any other transport error on the
+       first probe ends the ensure at once (DEGRADED, the transport error, e.g.
+       RSD_ERR_CONNECT); no match ->
        DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
        Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
        driver getter).
@@ -897,7 +904,7 @@
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
        without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512,
+       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_ENSURE_PROPS_BYTES 2048,
        RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
        reconcile's limits (notices, ids: >>driver). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
