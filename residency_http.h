@@ -1160,7 +1160,11 @@
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
-       that is the mechanism). No SIGCHLD handler is ever installed.
+       that is the mechanism). No SIGCHLD handler is ever installed. Every
+       descriptor the library opens (sockets, accepted connections, pipes, lock
+       and state files) is close-on-exec; the implementation refuses to build
+       (#error) where O_CLOEXEC or FD_CLOEXEC is missing rather than leak them
+       into spawned children.
 */
 #if defined(RESIDENCY_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPLEMENTATION)
 #define RESIDENCY_HTTP_IMPLEMENTATION 1
@@ -2841,6 +2845,13 @@ fail:
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+
+/* Every descriptor this library opens is close-on-exec (sockets, pipes, lock and state
+   files), or a spawned llama-server would inherit the host's sockets and locks. There
+   is no silent fallback: a libc without these (pre-POSIX.1-2008) does not build. */
+#if !defined(O_CLOEXEC) || !defined(FD_CLOEXEC)
+#error "residency_http.h needs O_CLOEXEC and FD_CLOEXEC (POSIX.1-2008) so no descriptor leaks into a child"
+#endif
 
 /* rsd_pollfd must be usable as struct pollfd. */
 typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollfd) &&
@@ -6379,9 +6390,6 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <sys/syscall.h>
 #define RSDI_PROC_LINUX 1
 #endif
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
 /* glibc declares these only under _GNU_SOURCE, which the implementation TU does not
    set (it asks for _POSIX_C_SOURCE + _DEFAULT_SOURCE); they exist since 2.9/2.29/2.34. */
 #if defined(__GLIBC__) && !defined(__USE_GNU)
@@ -7652,9 +7660,6 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
 #ifndef O_NOFOLLOW
 #define O_NOFOLLOW 0
 #endif
