@@ -110,11 +110,18 @@
                            Request with TE: it must end in chunked and must not
                            also have Content-Length, else RSD_ERR_PROTOCOL.
                            HTTP/1.0 with any TE: RSD_ERR_PROTOCOL (9112 6.1).
+             other_codings TE names a coding besides chunked ("gzip, chunked"):
+                           the framing above still holds, but the body is encoded
+                           and nothing in this library decodes it (the server
+                           answers 501, the client fails with RSD_ERR_PROTOCOL).
              close         a "close" token in Connection (comma list, any case),
                            or HTTP/1.0 without a "keep-alive" token; also set
                            for a response whose TE does not end in chunked.
            Request only: expect_continue = HTTP/1.1 and "Expect: 100-continue"
-           (any case). Whether a response has a body at all also depends on
+           (any case). Host (RFC 9112 3.2): an HTTP/1.1 request without one, any
+           request with two, or a value that is not host[:port] (a byte outside
+           letters, digits and -._~%!$&'()*+,;=:[]) is RSD_ERR_PROTOCOL; an empty
+           value is allowed. Whether a response has a body at all also depends on
            the request: see rsd_http_response_bodyless.
        rsd_str rsd_http_header_get(const rsd_http_header *h, size_t n, const char *name)
            First field named name (ASCII case-insensitive); {NULL, 0} when
@@ -323,7 +330,9 @@
            deadline passed               RSD_ERR_TIMEOUT
            peer closed mid-response      RSD_ERR_CLOSED (body_bytes = what came)
            other socket error            RSD_ERR_IO (sys_errno)
-           malformed response / chunking RSD_ERR_PROTOCOL
+           malformed response / chunking, or a transfer coding other than
+           chunked (gzip, ...: the client never asks for one)
+                                         RSD_ERR_PROTOCOL
            cancelled                     RSD_ERR_CANCELLED
            Logging: only the request line (method and path, with its query) and
            result names appear in log lines; header values, and so the bearer
@@ -442,7 +451,9 @@
 
        Bad clients are answered and closed inside step without an event, and
        without disturbing other connections:
-           malformed request line / header / chunking   400 Bad Request
+           malformed request line / header / chunking, no Host in HTTP/1.1,
+           two Host fields, a bad Host value             400 Bad Request
+           Transfer-Encoding with a coding besides chunked (gzip)   501
            Content-Length or chunked body over max_body_bytes   413
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
            request not complete within request_timeout_ms   408
@@ -1160,7 +1171,11 @@
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
-       that is the mechanism). No SIGCHLD handler is ever installed.
+       that is the mechanism). No SIGCHLD handler is ever installed. Every
+       descriptor the library opens (sockets, accepted connections, pipes, lock
+       and state files) is close-on-exec; the implementation refuses to build
+       (#error) where O_CLOEXEC or FD_CLOEXEC is missing rather than leak them
+       into spawned children.
 */
 #if defined(RESIDENCY_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPLEMENTATION)
 #define RESIDENCY_HTTP_IMPLEMENTATION 1
@@ -1235,6 +1250,9 @@ typedef struct rsd_http_framing {
     bool chunked;            /* Transfer-Encoding ends in chunked */
     bool close;              /* Connection: close, HTTP/1.0 without keep-alive, or a
                                 response body delimited by connection close */
+    bool other_codings;      /* Transfer-Encoding names a coding besides chunked (gzip,
+                                ...), which nothing here decodes: the server answers
+                                501, the client fails with RSD_ERR_PROTOCOL */
 } rsd_http_framing;
 
 typedef struct rsd_http_response_head {
@@ -2513,18 +2531,34 @@ RSDI_PRIVATE bool rsdi_http_list_next(rsd_str v, size_t *pos, rsd_str *elem) {
     return true;
 }
 
-/* Framing from the headers (RFC 9112 section 6). */
+/* A Host value: uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2), possibly empty.
+   Bytes outside unreserved / pct-encoded / sub-delims / ':' / '[' ']' (space, '@',
+   '/', '?', '#', '"', obs-text ...) make it invalid. */
+RSDI_PRIVATE bool rsdi_http_host_ok(rsd_str v) {
+    size_t i;
+    for (i = 0; i < v.len; i++) {
+        unsigned char c = (unsigned char)v.ptr[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) continue;
+        if (!memchr("-._~%!$&'()*+,;=:[]", c, 19)) return false;
+    }
+    return true;
+}
+
+/* Framing from the headers (RFC 9112 section 6); for a request also the Host rule. */
 RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor, bool request,
                                    rsd_http_framing *f, bool *expect_continue) {
     size_t i, pos;
     rsd_str el;
     int64_t cl = -1;
     bool te_seen = false, te_last_chunked = false, conn_close = false, conn_ka = false;
-    int chunked_count = 0;
+    bool other_codings = false;
+    int chunked_count = 0, hosts = 0;
     if (expect_continue) *expect_continue = false;
     for (i = 0; i < n; i++) {
         rsd_str name = h[i].name, val = h[i].value;
-        if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
+        if (request && name.len == 4 && rsdi_ieq_lit(name.ptr, name.len, "host")) {
+            if (++hosts > 1 || !rsdi_http_host_ok(val)) return RSD_ERR_PROTOCOL;
+        } else if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
                 int64_t v = 0;
@@ -2548,6 +2582,7 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
                 while (tl < el.len && el.ptr[tl] != ';' && el.ptr[tl] != ' ' && el.ptr[tl] != '\t') tl++;
                 te_last_chunked = rsdi_ieq_lit(el.ptr, tl, "chunked");
                 if (te_last_chunked) chunked_count++;
+                else other_codings = true;
             }
         } else if (name.len == 10 && rsdi_ieq_lit(name.ptr, name.len, "connection")) {
             pos = 0;
@@ -2560,8 +2595,10 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
             if (rsdi_ieq_lit(val.ptr, val.len, "100-continue")) *expect_continue = true;
         }
     }
+    if (request && minor == 1 && hosts == 0) return RSD_ERR_PROTOCOL; /* HTTP/1.1 needs Host */
     f->content_length = cl;
     f->chunked = false;
+    f->other_codings = other_codings;
     f->close = conn_close || (minor == 0 && !conn_ka);
     if (te_seen) {
         /* HTTP/1.0 with Transfer-Encoding is faulty framing (9112 6.1); chunked
@@ -2841,6 +2878,13 @@ fail:
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+
+/* Every descriptor this library opens is close-on-exec (sockets, pipes, lock and state
+   files), or a spawned llama-server would inherit the host's sockets and locks. There
+   is no silent fallback: a libc without these (pre-POSIX.1-2008) does not build. */
+#if !defined(O_CLOEXEC) || !defined(FD_CLOEXEC)
+#error "residency_http.h needs O_CLOEXEC and FD_CLOEXEC (POSIX.1-2008) so no descriptor leaks into a child"
+#endif
 
 /* rsd_pollfd must be usable as struct pollfd. */
 typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollfd) &&
@@ -4073,6 +4117,7 @@ RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t con
         if (extra) r->extra = true;
         return RSD_OK;
     }
+    if (f->other_codings) return RSD_ERR_PROTOCOL; /* never asked for (no TE header sent) */
     if (f->chunked) {
         r->body_mode = RSDI_BODY_CHUNKED;
     } else if (f->content_length >= 0) {
@@ -4794,6 +4839,10 @@ RSDI_PRIVATE void rsdi_sconn_parse(rsd_http_server *s, int k) {
         }
         if (r < 0) {
             rsdi_sconn_reject(s, k, 400);
+            return;
+        }
+        if (cn->head.framing.other_codings) { /* gzip, chunked: nothing here decodes gzip */
+            rsdi_sconn_reject(s, k, 501);
             return;
         }
         cn->head_len = consumed;
@@ -6379,9 +6428,6 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <sys/syscall.h>
 #define RSDI_PROC_LINUX 1
 #endif
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
 /* glibc declares these only under _GNU_SOURCE, which the implementation TU does not
    set (it asks for _POSIX_C_SOURCE + _DEFAULT_SOURCE); they exist since 2.9/2.29/2.34. */
 #if defined(__GLIBC__) && !defined(__USE_GNU)
@@ -7652,9 +7698,6 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
 #ifndef O_NOFOLLOW
 #define O_NOFOLLOW 0
 #endif
