@@ -283,6 +283,21 @@ static void test_body_model(void) {
     CHECK_EQ_INT(rsrv_body_model("", 0, out, sizeof out, &n), -1);
     CHECK_EQ_INT(rsrv_body_model("{\"model\":\"", 10, out, sizeof out, &n), -1);
     CHECK_EQ_INT(rsrv_body_model("{\"model\":\"0123456789abcdefgh\"}", 30, out, sizeof out, &n), -2);
+    /* a duplicate "model": the last one counts, as in llama.cpp */
+    {
+        const char *d1 = "{\"model\":\"first\",\"messages\":[],\"model\":\"second\"}";
+        const char *d2 = "{\"model\":\"first\",\"model\":{\"x\":1}}";
+        const char *d3 = "{\"model\":\"0123456789abcdefgh\",\"model\":\"ok\"}";
+        const char *d4 = "{\"model\":\"first\",\"model\":\"second\"";
+        CHECK_EQ_INT(rsrv_body_model(d1, strlen(d1), out, sizeof out, &n), 1);
+        CHECK_EQ_STR(out, "second");
+        CHECK_EQ_INT(n, 6);
+        CHECK_EQ_INT(rsrv_body_model(d2, strlen(d2), out, sizeof out, &n), 0);
+        CHECK_EQ_STR(out, "");
+        CHECK_EQ_INT(rsrv_body_model(d3, strlen(d3), out, sizeof out, &n), 1);
+        CHECK_EQ_STR(out, "ok");
+        CHECK_EQ_INT(rsrv_body_model(d4, strlen(d4), out, sizeof out, &n), -1); /* unterminated */
+    }
 }
 
 /* ---- the program -------------------------------------------------------------------- */
