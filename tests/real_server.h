@@ -71,17 +71,10 @@ static int real_find(char *bin, size_t cap, char *why, size_t why_cap) {
 
 /* A fresh temporary directory holding tiny-a..tiny-e.gguf (ctx 2048) and broken.gguf. */
 static int real_models(char *dir, size_t cap) {
-    static const char *const names[] = {"tiny-a", "tiny-b", "tiny-c", "tiny-d", "tiny-e", "broken"};
     const char *tmp = getenv("TMPDIR");
-    char path[700];
-    size_t i;
     if (!tmp || !*tmp) tmp = "/tmp";
     if ((size_t)snprintf(dir, cap, "%s/rsd-real-XXXXXX", tmp) >= cap || !mkdtemp(dir)) return -1;
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s.gguf", dir, names[i]);
-        if (tiny_gguf_write(path, names[i], 1000 + i * 7919, 2048, i == 5) != 0) return -1;
-    }
-    return 0;
+    return tiny_gguf_write_set(dir);
 }
 
 /* Removes dir and what is in it (one level of subdirectories, as the tests make). */

@@ -12,6 +12,8 @@
                                                         stops half-way: the load fails
                                                         ("data is not within the file
                                                         bounds")
+       tiny_gguf_write_set(dir)                         tiny-a..tiny-e.gguf (ctx 2048) and
+                                                        broken.gguf into an existing dir
    Returns 0, or -1 (errno set by stdio). Needs <stdio.h> <stdint.h> <string.h>
    <stdlib.h>. Little-endian hosts only (GGUF is little-endian; the bytes are written
    as the host lays them out). */
@@ -162,5 +164,18 @@ static int tiny_gguf_write(const char *path, const char *name, uint64_t seed, ui
     free(head.p);
     free(data.p);
     return rc;
+}
+
+/* The standard set: tiny-a..tiny-e.gguf (ctx 2048, each its own seed) and broken.gguf,
+   written into the existing directory dir. 0, or -1. */
+static int tiny_gguf_write_set(const char *dir) {
+    static const char *const names[] = {"tiny-a", "tiny-b", "tiny-c", "tiny-d", "tiny-e", "broken"};
+    char path[1200];
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s.gguf", dir, names[i]) >= sizeof path) return -1;
+        if (tiny_gguf_write(path, names[i], 1000 + i * 7919, 2048, i == 5) != 0) return -1;
+    }
+    return 0;
 }
 #endif
