@@ -198,7 +198,8 @@
              max_header_bytes 16 KiB, max_body_bytes 1 MiB (per slot),
              max_request_bytes 64 KiB (request head + body), connect_timeout_ms
              5000, total_timeout_ms 60000, idle_timeout_ms 30000 (a kept-alive
-             socket unused this long is closed by step), no_keepalive,
+             socket unused this long is closed by step; a shorter Keep-Alive:
+             timeout= from the server wins, see Keep-alive below), no_keepalive,
              resolve_fn/resolve_user (see names below), allocator, logger.
        void rsd_http_client_destroy(rsd_http_client *c)
            Closes every socket (pending requests vanish without events), frees all.
@@ -212,7 +213,8 @@
            Host, headers and body are built into one buffer and go out in ONE
            write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
            Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
-           RSD_TIMEOUT_NONE = never) start at now_ms.
+           RSD_TIMEOUT_NONE = never) start at now_ms. no_retry: never resend it
+           (see Stale socket below).
            Where the body goes: by default the slot's own buffer (max_body_bytes);
            body_buf/body_cap = the caller's buffer (must live until the event);
            on_body(user, data, len) = streamed from inside step, nothing kept;
@@ -292,7 +294,7 @@
            resp's views are valid until the next call on c.
        uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
        void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
-           requests, connects, reuses, retries, timeouts, errors.
+           requests, connects, reuses, retries, timeouts, errors, stale.
 
        Names. rsd_http_send never resolves: IPv4/IPv6 literals and "localhost"
        (= 127.0.0.1) go straight to connect(); any other name goes through
@@ -313,11 +315,19 @@
            Keep-alive: after a complete response the socket returns to the idle
            set unless the response said Connection: close or was HTTP/1.0
            without keep-alive, the body ran to connection close, extra bytes
-           followed the body, or no_keepalive is set. Stale socket: when a kept-
-           alive socket fails (EOF, ECONNRESET, EPIPE) before any response byte,
-           an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried once,
-           transparently, on a fresh connection (log item HTTP_STALE_RETRY,
-           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run).
+           followed the body, or no_keepalive is set. It stays there for
+           idle_timeout_ms, or less when the response announced the server's own
+           limit ("Keep-Alive: timeout=N", as llama-server's 5 s): it is closed 1 s
+           before the server would close it (at N/2 when N < 2 s; N = 0: not kept).
+           Before an idle socket is reused it is checked without blocking (one
+           MSG_PEEK recv): one the peer closed, reset or wrote to while idle is
+           closed and another (or a fresh connect) is used (stats.stale). Stale
+           socket: when a kept-alive socket still fails (EOF, ECONNRESET, EPIPE)
+           before any response byte -- the peer closed it as the request went out
+           -- the request is retried once, transparently, on a fresh connection
+           (log item HTTP_STALE_RETRY, ev.retried), whatever its method: a server
+           that drops an idle connection has not read it. A request that must
+           never be sent twice sets no_retry and fails with RSD_ERR_CLOSED instead.
            Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
 
        Limits and errors (each is an error, never a silent truncation):
@@ -1411,6 +1421,8 @@ typedef struct rsd_http_request {
     /* Optional: body parsed as text/event-stream, one call per event from inside step. */
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
+    bool no_retry;                /* never sent twice: no retry after a kept-alive socket
+                                     closed before any response byte (see Keep-alive) */
     void *user;                   /* returned in the event and passed to the callbacks */
 } rsd_http_request;
 
@@ -1451,6 +1463,7 @@ typedef struct rsd_http_head_info {
 /* Counters for tests and diagnostics. */
 typedef struct rsd_http_client_stats {
     uint64_t requests, connects, reuses, retries, timeouts, errors;
+    uint64_t stale;               /* kept-alive sockets found closed by the peer before reuse */
 } rsd_http_client_stats;
 
 /* Monotonic clock in ms (CLOCK_MONOTONIC); the shell's clock for blocking wrappers. */
@@ -3551,6 +3564,8 @@ typedef struct rsdi_cconn {
     int req;             /* slot using it, -1 */
     int hint;
     uint64_t idle_since;
+    uint32_t idle_ms;    /* kept while idle this long: idle_timeout_ms, or less when the
+                            peer announced a shorter Keep-Alive: timeout= */
     rsdi_addr addr;
     const rsdi_io *io;
     void *io_ctx;
@@ -3576,7 +3591,7 @@ typedef struct rsdi_creq {
     rsd_http_dechunk dc;
     rsd_sse_reader sse;
     uint64_t connect_deadline, total_deadline, done_seq;
-    bool idempotent, is_head, reused, retried, fresh_only, extra, got_head, paused;
+    bool may_retry, is_head, reused, retried, fresh_only, extra, got_head, paused;
     int result, sys_errno;
     bool tls;            /* https: host is the SNI / verified name */
     char host[RSD_HTTP_MAX_HOST_BYTES + 1];
@@ -3866,8 +3881,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->resp.num_headers = 0;
     r->resp.status = 0;
     r->is_head = strcmp(method, "HEAD") == 0;
-    r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
-                    strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
+    r->may_retry = !q->no_retry;
     r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
     r->sse_rest = NULL;
     r->sse_rest_len = 0;
@@ -3912,6 +3926,29 @@ RSDI_PRIVATE void rsdi_req_log(rsd_http_client *c, rsdi_creq *r, int level, uint
               (int)r->req_line_len, r->tx, what, rsd_result_name(r->result), r->sys_errno);
 }
 
+/* The peer's idle limit from "Keep-Alive: timeout=N" (seconds) in ms; -1 when not
+   announced (absent, malformed, or no timeout parameter). */
+RSDI_PRIVATE long rsdi_keepalive_ms(const rsd_http_header *h, size_t n) {
+    rsd_str v = rsd_http_header_get(h, n, "Keep-Alive");
+    size_t i = 0;
+    while (v.ptr && i < v.len) {
+        size_t j;
+        while (i < v.len && (v.ptr[i] == ' ' || v.ptr[i] == '\t' || v.ptr[i] == ',')) i++;
+        j = i;
+        while (j < v.len && v.ptr[j] != ',') j++;
+        if (j - i > 8 && rsdi_ieq_lit(v.ptr + i, 8, "timeout=")) {
+            long sec = 0;
+            size_t k = i + 8;
+            if (k == j || v.ptr[k] < '0' || v.ptr[k] > '9') return -1;
+            for (; k < j && v.ptr[k] >= '0' && v.ptr[k] <= '9'; k++)
+                if ((sec = sec * 10 + (v.ptr[k] - '0')) > 86400) sec = 86400;
+            return sec * 1000;
+        }
+        i = j;
+    }
+    return -1;
+}
+
 /* Completes a request. On success the connection is kept alive when the framing allows. */
 RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
@@ -3922,10 +3959,17 @@ RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err
         bool keep = result == RSD_OK && !c->desc.no_keepalive && !r->extra &&
                     !r->resp.framing.close && r->body_mode != RSDI_BODY_CLOSE &&
                     r->resp.minor_version >= 1;
+        long ka = keep ? rsdi_keepalive_ms(r->resp.headers, r->resp.num_headers) : -1;
+        if (ka == 0) keep = false;
         if (keep) {
             cn->state = RSDI_CC_IDLE;
             cn->req = -1;
             cn->idle_since = c->now;
+            cn->idle_ms = c->desc.idle_timeout_ms;
+            if (ka > 0) { /* drop it before the peer does: 1 s early, or at half a short one */
+                long keep_ms = ka >= 2000 ? ka - 1000 : ka / 2;
+                if ((uint64_t)keep_ms < cn->idle_ms) cn->idle_ms = (uint32_t)keep_ms;
+            }
         } else {
             rsdi_cconn_close(c, r->conn);
         }
@@ -3948,11 +3992,11 @@ RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err
 RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i);
 RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i);
 
-/* A failure on a kept-alive connection before any response byte: retry an idempotent
-   request once on a fresh connection; otherwise fail. */
+/* A failure on a kept-alive connection before any response byte: retry the request once
+   on a fresh connection (unless it said no_retry); otherwise fail. */
 RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
-    if (r->reused && !r->retried && r->idempotent && r->head_len == 0 && !r->got_head) {
+    if (r->reused && !r->retried && r->may_retry && r->head_len == 0 && !r->got_head) {
         rsdi_cconn_close(c, r->conn);
         r->conn = -1;
         r->retried = true;
@@ -3971,6 +4015,16 @@ RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int er
     rsdi_req_finish(c, i, result, err);
 }
 
+/* An idle kept-alive socket is still usable: no EOF, no reset, and no unasked bytes
+   (a peer's parting 408, or a TLS alert) waiting on it. One MSG_PEEK recv. */
+RSDI_PRIVATE bool rsdi_idle_alive(int fd) {
+    char b;
+    long n;
+    do n = (long)recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n < 0 && rsdi_would_block(errno);
+}
+
 RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn;
@@ -3981,6 +4035,11 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
             cn = &c->conns[k];
             if (cn->state == RSDI_CC_IDLE && rsdi_addr_eq(&cn->addr, &r->addr) && cn->tls == r->tls &&
                 (!r->tls || strcmp(cn->host, r->host) == 0)) {
+                if (!rsdi_idle_alive(cn->fd)) { /* the peer closed it while idle */
+                    rsdi_cconn_close(c, k);
+                    c->stats.stale++;
+                    continue;
+                }
                 cn->state = RSDI_CC_BUSY;
                 cn->req = i;
                 r->conn = k;
@@ -4343,7 +4402,7 @@ RSDI_PRIVATE int rsdi_client_step(rsd_http_client *c, uint64_t now, const rsd_po
     for (k = 0; k < c->nconns; k++) {
         rsdi_cconn *cn = &c->conns[k];
         if (cn->state == RSDI_CC_IDLE && now >= cn->idle_since &&
-            now - cn->idle_since >= (uint64_t)c->desc.idle_timeout_ms)
+            now - cn->idle_since >= (uint64_t)cn->idle_ms)
             rsdi_cconn_close(c, k);
     }
     for (i = 0; i < c->nreqs; i++)
@@ -4441,7 +4500,7 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
     }
     for (k = 0; k < c->nconns; k++)
         if (c->conns[k].state == RSDI_CC_IDLE) {
-            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->desc.idle_timeout_ms);
+            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->conns[k].idle_ms);
             if (t < dl) dl = t;
         }
     return dl;
