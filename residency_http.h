@@ -1632,7 +1632,8 @@ enum {
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_PROPS_BYTES = 2048   /* a router's GET /props answer kept from detection (longer: asked again) */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -5469,8 +5470,12 @@ struct rsd_ensurer {
     uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
     char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
     char sse_url[RSD_RECONCILE_URL_MAX + 16];
+    /* the router's detection answer, kept as the reconcile's capacity answer (GET /props once) */
+    bool props_kept;
+    uint32_t props_len;
+    char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, error;
+    int phase, final, waiting, probe_i, probe_tries, error;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
     rsd_http_req_h h;
     rsd_runtime_kind kind;
@@ -6064,12 +6069,15 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
 RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
     rsd_http_request q;
+    uint64_t t;
     int rc;
     (void)RSD_SNPRINTF(e->probe_url, sizeof e->probe_url, "%s%s", e->root, p->path);
     memset(&q, 0, sizeof q);
     q.url = e->probe_url;
     q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    /* a probe sent again after a timeout gets twice the time */
+    t = (uint64_t)e->probe_ms << e->probe_tries;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t);
     q.connect_timeout_ms = q.total_timeout_ms;
     rc = rsd_http_send(e->http, &q, now_ms, &e->h);
     if (rc < 0) {
@@ -6085,6 +6093,11 @@ RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
 
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    if (ev->result == RSD_ERR_TIMEOUT && now_ms < e->deadline) { /* busy, not gone: the same probe again */
+        if (e->probe_tries < 16) e->probe_tries++;
+        return;
+    }
+    e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
         rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
                      rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
@@ -6098,6 +6111,11 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
         (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
         e->det[i].kind = p->kind;
         e->kind = p->kind;
+        if (p->kind == RSD_RUNTIME_LLAMACPP && ev->body.len <= sizeof e->props_body) { /* the capacity answer too */
+            if (ev->body.len) memcpy(e->props_body, ev->body.ptr, ev->body.len);
+            e->props_len = (uint32_t)ev->body.len;
+            e->props_kept = true;
+        }
         rsdi_en_start_run(e, now_ms);
         if (e->lms && e->phase == RSDI_EN_RUN) {
             /* LM Studio's first step is this very GET: answer it with the probe's reply */
@@ -6142,6 +6160,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->lms = false;
     e->hit = false;
     e->sse_tried = false;
+    e->props_kept = false;
+    e->probe_tries = 0;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -6210,7 +6230,14 @@ RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.connect_timeout_ms = q.total_timeout_ms;
     e->op = s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
-    if (s->http.op == RSD_OP_LOAD) { /* subscribe first: the "loaded" event must not be missed */
+    if (s->http.op == RSD_OP_CAPACITY && e->props_kept && strcmp(s->http.url, e->probe_url) == 0) {
+        e->props_kept = false; /* detection read this very GET: answer it from there (one GET /props) */
+        e->requests--;         /* the reconcile counts it as its own */
+        rsdi_en_feed(e, RSD_OK, 200, e->props_body, e->props_len, now_ms);
+        return;
+    }
+    /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
+    if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
         (void)rsdi_en_sse_open(e, now_ms);
         e->n_pend = 0;
     }
