@@ -134,9 +134,11 @@
        literal gives exactly this, so it means "read more"; note that a prefix of a
        top-level number such as "12" of "123" is itself valid), RSD_ERR_JSON_DEPTH,
        RSD_ERR_JSON_TOKENS (cap too small: size toks with the count pass),
-       RSD_ERR_TOO_LARGE (len over max_bytes), RSD_ERR_ARG (doc NULL, s NULL with
-       len > 0, bad desc). doc->err holds code, offset (the offending byte; len
-       when truncated), 1-based line and byte column, and what, a short static
+       RSD_ERR_TOO_LARGE (len over max_bytes: refused before any byte is read, so
+       it costs nothing however large the input; err.offset = max_bytes, line and
+       col 0), RSD_ERR_ARG (doc NULL, s NULL with len > 0, bad desc). doc->err
+       holds code, offset (the offending byte; len when truncated), 1-based line
+       and byte column (counted only up to offset), and what, a short static
        reason ("trailing comma", "lone high surrogate", ...). On success
        doc->err.code is RSD_OK.
 
@@ -1678,8 +1680,8 @@ typedef struct rsd_json_desc {
 typedef struct rsd_json_err {
     int code;           /* the result returned by the parse (RSD_OK when it succeeded) */
     size_t offset;      /* byte offset of the offending byte (== len when truncated) */
-    uint32_t line;      /* 1-based line of offset */
-    uint32_t col;       /* 1-based column of offset, counted in bytes */
+    uint32_t line;      /* 1-based line of offset; 0 for RSD_ERR_TOO_LARGE (input not read) */
+    uint32_t col;       /* 1-based column of offset, counted in bytes; 0 as line */
     const char *what;   /* short static description, e.g. "trailing comma"; never NULL */
 } rsd_json_err;
 
@@ -3864,7 +3866,12 @@ RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rs
     doc->toks = toks;
     doc->cap = toks ? cap : 0;
     s = (const unsigned char *)src;
-    if (len > max_bytes) return rsdi_json_fail(doc, s, s + max_bytes, s + len, RSD_ERR_TOO_LARGE, "input too large");
+    if (len > max_bytes) { /* refused unread: no line or column is counted */
+        doc->err.code = RSD_ERR_TOO_LARGE;
+        doc->err.offset = max_bytes;
+        doc->err.what = "input too large";
+        return RSD_ERR_TOO_LARGE;
+    }
     if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, 0);
     return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, 1);
 }
