@@ -860,7 +860,8 @@
            changed since (a poll showing another state or exit code, or a
            /models/sse event for the model) or after
            RSD_RECONCILE_FAILED_GRACE_MS (3 s); a router that queues the load
-           lists the old entry until the load starts. A model missing from a listing keeps polling.
+           lists the old entry until the load starts. A model missing from a
+           listing keeps polling.
            The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
            (" (still downloading)" appended when the last poll said so).
        11a. Downloading (wire.md 1.4; a status value, never a failure):
