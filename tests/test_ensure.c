@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -828,6 +829,257 @@ static void test_multi_process(void) {
     sim_stop(&s);
 }
 
+/* ---- state: COMMIT, failed writes, attribution under the lock ------------------------ */
+/* The target key an ensurer uses for a router at s. */
+static void router_key(const sim_proc *s, char *key, size_t cap) {
+    char raw[128];
+    snprintf(raw, sizeof raw, "llamacpp|%s", s->url);
+    if (rsd_target_key_normalise(rsd_str_c(raw), key, cap) <= 0) key[0] = '\0';
+}
+
+/* Steps e on the real clock (poll on its sockets, up to its next deadline) until it is
+   done or until(e) holds; bounded by 60 s. Returns the last step's code. */
+static int drive(rsd_ensurer *e, bool (*until)(rsd_ensurer *)) {
+    uint64_t end = rsd_now_ms() + 60000;
+    int rc = RSD_PENDING;
+    while (rsd_now_ms() < end) {
+        rsd_pollfd fds[16];
+        uint64_t now = rsd_now_ms(), dl;
+        int n, timeout;
+        rc = rsd_ensure_step(e, now);
+        if (until && until(e)) return rc;
+        if (rc != RSD_PENDING) return rc;
+        n = rsd_ensure_pollfds(e, fds, 16);
+        dl = rsd_ensure_next_deadline(e);
+        now = rsd_now_ms();
+        timeout = dl == RSD_DEADLINE_NONE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
+        if (timeout > 0) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), timeout);
+    }
+    return RSD_ERR_TIMEOUT;
+}
+
+static bool in_commit_wait(rsd_ensurer *e) { return e->waiting == RSDI_EN_WAIT_COMMIT; }
+static bool holds_lock(rsd_ensurer *e) { return rsd_state_lock_held(&e->lk) && e->waiting != RSDI_EN_WAIT_LOCK; }
+static bool in_lock_wait(rsd_ensurer *e) { return e->waiting == RSDI_EN_WAIT_LOCK; }
+
+static int notice_of(const rsd_ensure_result *r, rsd_driver_msg dmsg) {
+    int i;
+    for (i = 0; i < r->n_notices; i++)
+        if (r->notices[i].dmsg == dmsg) return i;
+    return -1;
+}
+
+/* COMMIT never blocks a step: with the attribution-file lock held elsewhere the ensure
+   waits in its own step (PENDING, next deadline = the lock's next attempt) and records the
+   load once the lock is free; held past the ensure's deadline (a jump of the clock), the
+   ensure still ends RESIDENT, with a warning notice, state_error, and nothing cached. */
+static void test_commit_lock_is_a_step(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a", "--model", "id=b", NULL};
+    static rsd_attr_set set;
+    sim_proc s;
+    rsd_state *st = NULL;
+    rsd_state_desc sd;
+    rsd_state_lock hold;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    char key[RSD_TARGET_KEY_MAX];
+    uint64_t g = 0, now;
+    int i, rc, k;
+    REQUIRE(sim_start(&s, args) == 0);
+    router_key(&s, key, sizeof key);
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    memset(&hold, 0, sizeof hold);
+    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == RSD_OK);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 60000;
+    REQUIRE(rsd_ensure_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(drive(e, in_commit_wait), RSD_PENDING);
+    REQUIRE(in_commit_wait(e));
+    for (i = 0; i < 5; i++) { /* each step at the lock's wake makes one attempt and returns */
+        now = rsd_ensure_next_deadline(e);
+        CHECK_EQ_INT(rsd_ensure_step(e, now), RSD_PENDING);
+        CHECK(rsd_ensure_next_deadline(e) > now && rsd_ensure_next_deadline(e) <= now + RSD_STATE_ATTR_RETRY_MAX_MS);
+    }
+    CHECK(e->alk.attempts >= 6);
+    CHECK_EQ_INT(rsd_state_attr_load(st, key, &set), 0); /* not recorded yet */
+    rsd_state_unlock(st, &hold);
+    CHECK_EQ_INT(drive(e, NULL), RSD_OK);
+    rsd_ensure_query(e, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.state_error, RSD_OK);
+    CHECK(notice_of(&res, RSD_DMSG_STATE_FAILED) < 0);
+    CHECK_EQ_INT(rsd_state_attr_load(st, key, &set), 1);
+    CHECK(rsd_attr_set_find(&set, "a", NULL) >= 0);
+    CHECK(rsd_state_gen_read(st, key, &g) == RSD_OK && g >= 1);
+    /* held past the deadline: RESIDENT, a warning, nothing recorded, nothing cached */
+    REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == RSD_OK);
+    q.model = "b";
+    REQUIRE(rsd_ensure_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(drive(e, in_commit_wait), RSD_PENDING);
+    REQUIRE(in_commit_wait(e));
+    now = e->deadline + 1;
+    for (k = 0, rc = RSD_PENDING; rc == RSD_PENDING && k < 100; k++) rc = rsd_ensure_step(e, now);
+    CHECK_EQ_INT(rc, RSD_OK);
+    rsd_ensure_query(e, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.state_error, RSD_ERR_TIMEOUT);
+    i = notice_of(&res, RSD_DMSG_STATE_FAILED);
+    REQUIRE(i >= 0);
+    CHECK_EQ_INT(res.notices[i].notice.level, RSD_LEVEL_WARNING);
+    CHECK(strstr(res.notices[i].text, "busy") != NULL);
+    rsd_state_unlock(st, &hold);
+    CHECK_EQ_INT(rsd_state_attr_load(st, key, &set), 1); /* b not recorded */
+    CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK(!res.cache_hit); /* the failed commit cached nothing */
+    CHECK(res.requests > 0);
+    rsd_state_close(st);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
+/* Sets RLIMIT_FSIZE to 0 (a write to any regular file fails with EFBIG, as on a full
+   disk; SIGXFSZ ignored), for a forked child. */
+static int limit_file_writes(void) {
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = 0;
+    signal(SIGXFSZ, SIG_IGN);
+    return setrlimit(RLIMIT_FSIZE, &rl);
+}
+
+/* A state write that really fails (no file may grow: EFBIG): the model is loaded and
+   the ensure succeeds, with a warning notice, state_error, and no cached decision; and
+   rsd-ensure --json says so ("state_error", the notice) with exit code 0. */
+static void test_state_write_failure_warns(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a", "--model", "id=b", NULL};
+    static char out[1 << 16];
+    sim_proc s;
+    pid_t pid;
+    int st = 0, fds[2], i;
+    size_t n = 0;
+    ssize_t got;
+    char dir[300];
+    rsd_json_doc doc;
+    REQUIRE(sim_start(&s, args) == 0);
+    snprintf(dir, sizeof dir, "%s/fsize0", g_state_dir);
+    fflush(stdout);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        rsd_ensurer_desc d;
+        rsd_ensurer *e;
+        rsd_ensure_result res;
+        if (limit_file_writes() != 0) _exit(10);
+        memset(&d, 0, sizeof d);
+        d.state_dir = dir;
+        d.ignore_env = true;
+        d.no_sse = true;
+        e = rsd_ensurer_create(&d);
+        if (!e || !rsd_ensurer_has_state(e)) _exit(11);
+        if (ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res) != RSD_OK) _exit(12);
+        if (res.outcome != RSD_OUTCOME_RESIDENT || !res.loaded) _exit(13);
+        if (res.state_error != RSD_ERR_STATE_IO) _exit(14);
+        i = notice_of(&res, RSD_DMSG_STATE_FAILED);
+        if (i < 0 || res.notices[i].notice.level != RSD_LEVEL_WARNING) _exit(15);
+        if (!strstr(res.notices[i].text, "File too large")) _exit(16);
+        if (ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res) != RSD_OK) _exit(17);
+        if (res.cache_hit || res.requests == 0) _exit(18); /* nothing was cached on it */
+        rsd_ensurer_destroy(e);
+        _exit(0);
+    }
+    CHECK_EQ_INT(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st));
+    CHECK_EQ_INT(WEXITSTATUS(st), 0);
+    /* the CLI */
+    REQUIRE(pipe(fds) == 0);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (dup2(fds[1], 1) < 0 || limit_file_writes() != 0) _exit(120);
+        execl("build/examples/rsd-ensure", "rsd-ensure", "--url", s.url, "--model", "b", "--runtime", "llamacpp",
+              "--state-dir", dir, "--json", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    while (n < sizeof out - 1 && (got = read(fds[0], out + n, sizeof out - 1 - n)) != 0) {
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) break;
+        n += (size_t)got;
+    }
+    out[n] = '\0';
+    close(fds[0]);
+    CHECK_EQ_INT(waitpid(pid, &st, 0), pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* resident: the model is loaded */
+    REQUIRE(rsd_json_parse(&doc, out, n, g_toks, (uint32_t)(sizeof g_toks / sizeof g_toks[0])) > 0);
+    CHECK(rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "outcome"), "resident"));
+    CHECK(rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "state_error"), "ERR_STATE_IO"));
+    CHECK(strstr(out, "\"level\":\"warning\"") != NULL);
+    CHECK(strstr(out, "could not record this change") != NULL);
+    if (rsdt_cur_failed) printf("  rsd-ensure --json: %s\n", out);
+    sim_stop(&s);
+}
+
+/* Two ensures of different models at once on a one-slot router that holds 'c' (ours):
+   the second decides under the lock with the attribution read again there, so it calls
+   'a' (just loaded by the first) residency-loaded -- no "residency did not load it"
+   swap warning -- and never shows the plan the lock overtook (evicting 'c', which the
+   first ensure had already unloaded). */
+static void test_concurrent_attribution_under_lock(void) {
+    static const char *const args[] = {"--models-max", "1", "--load-ms", "100", "--model", "id=a", "--model", "id=b",
+                                       "--model", "id=c", NULL};
+    sim_proc s;
+    rsd_ensurer *e0, *e1, *e2;
+    rsd_ensure_req q1, q2;
+    rsd_ensure_result res;
+    int i, about_a = 0;
+    REQUIRE(sim_start(&s, args) == 0);
+    e0 = new_ensurer(true, NULL, 0);
+    e1 = new_ensurer(true, NULL, 0);
+    e2 = new_ensurer(true, NULL, 0);
+    REQUIRE(e0 && e1 && e2);
+    CHECK_EQ_INT(ensure(e0, &s, "c", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK); /* c: ours */
+    memset(&q1, 0, sizeof q1);
+    q1.url = s.url;
+    q1.runtime = RSD_RUNTIME_LLAMACPP;
+    q1.timeout_ms = 60000;
+    q2 = q1;
+    q1.model = "a";
+    q2.model = "b";
+    REQUIRE(rsd_ensure_begin(e1, &q1, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensure_begin(e2, &q2, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(drive(e1, holds_lock), RSD_PENDING);
+    REQUIRE(holds_lock(e1));
+    CHECK_EQ_INT(drive(e2, in_lock_wait), RSD_PENDING); /* e2 listed and decided, waits for e1 */
+    REQUIRE(in_lock_wait(e2));
+    CHECK_EQ_INT(drive(e1, NULL), RSD_OK);
+    rsd_ensure_query(e1, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(drive(e2, NULL), RSD_OK);
+    rsd_ensure_query(e2, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(res.n_evicted == 1 && !strcmp(res.evicted[0].id, "a"));
+    for (i = 0; i < res.n_notices; i++) {
+        const rsd_reconcile_notice *n = &res.notices[i];
+        if (getenv("RSD_TEST_VERBOSE")) printf("  e2 notice: %s %s\n", rsd_notice_kind_str(n->notice.kind), n->text);
+        CHECK(n->notice.kind != RSD_NOTICE_SWAP);          /* 'a' is ours: no swap warning */
+        CHECK(strstr(n->text, "'c'") == NULL);              /* the overtaken plan never shows */
+        if (n->notice.kind == RSD_NOTICE_ABOUT_TO_EVICT && strstr(n->text, "'a'")) about_a++;
+    }
+    CHECK_EQ_INT(about_a, 1);
+    rsd_ensurer_destroy(e0);
+    rsd_ensurer_destroy(e1);
+    rsd_ensurer_destroy(e2);
+    sim_stop(&s);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     if (access(SIM_BIN, X_OK) != 0) {
@@ -851,6 +1103,9 @@ int main(int argc, char **argv) {
     RUN(test_load_failed_restores);
     RUN(test_lock_held_elsewhere);
     RUN(test_multi_process);
+    RUN(test_commit_lock_is_a_step);
+    RUN(test_state_write_failure_warns);
+    RUN(test_concurrent_attribution_under_lock);
     remove_state_dir();
     return RSD_TEST_END();
 }
