@@ -1094,6 +1094,47 @@ static void test_concurrent_attribution_under_lock(void) {
     sim_stop(&s);
 }
 
+/* A corrupt attribution file: the ensure that finds it says so (one degraded/warning
+   notice: the record was reset, kept as .corrupt) and the next ensure does not repeat it
+   (the file was reset, not left corrupt to be "reset" again at every read). */
+static void test_corrupt_attribution_said_once(void) {
+    static const char *const args[] = {"--models-max", "1", "--load-ms", "50", "--model", "id=a", "--model", "id=b", NULL};
+    sim_proc s;
+    rsd_ensurer *e;
+    rsd_ensure_result res;
+    char key[RSD_TARGET_KEY_MAX], name[RSD_STATE_MAX_NAME_BYTES], path[600], aside[700];
+    FILE *f;
+    int i, resets = 0;
+    REQUIRE(sim_start(&s, args) == 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    router_key(&s, key, sizeof key);
+    REQUIRE(rsd_state_file_name(key, name, sizeof name) > 0);
+    snprintf(path, sizeof path, "%s/attr/%s.attr", g_state_dir, name);
+    snprintf(aside, sizeof aside, "%s.corrupt", path);
+    f = fopen(path, "wb");
+    REQUIRE(f);
+    fputs("residency-attr 1\na\t\t1\n", f); /* truncated */
+    fclose(f);
+    CHECK_EQ_INT(ensure(e, &s, "b", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    for (i = 0; i < res.n_notices; i++)
+        if (res.notices[i].dmsg == RSD_DMSG_ATTR_RESET) {
+            resets++;
+            CHECK_EQ_INT(res.notices[i].notice.level, RSD_LEVEL_WARNING);
+            CHECK(strstr(res.notices[i].text, "corrupt") && strstr(res.notices[i].text, "reset"));
+        }
+    CHECK_EQ_INT(resets, 1);
+    CHECK(access(aside, F_OK) == 0);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK); /* b is ours again */
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(notice_of(&res, RSD_DMSG_ATTR_RESET) < 0);
+    for (i = 0; i < res.n_notices; i++) CHECK(res.notices[i].notice.kind != RSD_NOTICE_SWAP);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     if (access(SIM_BIN, X_OK) != 0) {
@@ -1120,6 +1161,7 @@ int main(int argc, char **argv) {
     RUN(test_commit_lock_is_a_step);
     RUN(test_state_write_failure_warns);
     RUN(test_concurrent_attribution_under_lock);
+    RUN(test_corrupt_attribution_said_once);
     remove_state_dir();
     return RSD_TEST_END();
 }
