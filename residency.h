@@ -1064,6 +1064,9 @@
              bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen)
              (or rsd_lms_reconcile_commit_failed(&r, err, what) when that could
              not be written: a warning notice, result.state_error, no cache).
+             Optional, before lock_done: rsd_lms_reconcile_set_owned(&r, owned,
+             n) with the owned instances read again under the lock (a changed
+             set makes it list and decide again, as rsd_reconcile_set_ours).
        (residency_http.h's rsd_ensurer does all of this: >>drive.)
        then send the chat with "model": r.result.wire_id.
 
@@ -2936,6 +2939,7 @@ typedef struct rsd_lms_reconcile {
     int phase, tier_try, attempts, ci, ui, n_cand, n_unload, ri, evict_mark;
     uint64_t t0, deadline, restore_deadline;
     bool retried_plain, in_restore;
+    bool owned_changed;                  /* set_owned under the lock changed the owned set */
     char first_err[RSD_RECONCILE_TEXT_MAX];
     char fail_reason[RSD_RECONCILE_TEXT_MAX];
     int fail_error;
@@ -2970,6 +2974,8 @@ RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_
                                         uint64_t now_ms);
 /* Optional answer to a COMMIT step: the mutation generation after the bump (for the cache). */
 RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation);
+/* Before lock_done: the owned instances read again under the lock (as rsd_reconcile_set_ours). */
+RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n);
 /* As rsd_reconcile_commit_failed, for LM Studio's machine. */
 RSD_API int rsd_lms_reconcile_commit_failed(rsd_lms_reconcile *r, int error, const char *what);
 /* >>driver:lmstudio end */
@@ -9171,7 +9177,7 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
     r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_LMS_DEADLINE_MS);
     r->tier_try = RSD_LMS_TIER_V1;
     r->attempts = r->ci = r->ui = r->n_cand = r->n_unload = r->ri = r->n_before = 0;
-    r->retried_plain = r->in_restore = false;
+    r->retried_plain = r->in_restore = r->owned_changed = false;
     r->first_err[0] = r->fail_reason[0] = '\0';
     r->fail_error = RSD_OK;
     r->result.error = RSD_OK;
@@ -9239,6 +9245,35 @@ RSD_API rsd_step rsd_lms_reconcile_next(rsd_lms_reconcile *r, uint64_t now_ms) {
     }
 }
 
+RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n) {
+    int i, k, m = 0;
+    bool same;
+    if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
+    if (n < 0 || n > RSD_LMS_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
+            (owned[i].model && strlen(owned[i].model) >= RSD_MODEL_ID_MAX))
+            return RSD_ERR_ARG;
+        m++;
+    }
+    same = m == r->n_owned; /* as sets of instance ids */
+    for (i = 0; i < n && same; i++) {
+        bool found = !owned[i].instance || !owned[i].instance[0];
+        for (k = 0; k < r->n_owned && !found; k++) found = strcmp(r->owned_inst[k], owned[i].instance) == 0;
+        same = found;
+    }
+    if (same) return RSD_OK;
+    r->n_owned = 0;
+    for (i = 0; i < n && r->n_owned < RSD_LMS_MAX_OWNED; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, owned[i].model ? owned[i].model : "");
+        rsdi_cpy(r->owned_inst[r->n_owned++], RSD_MODEL_ID_MAX, owned[i].instance);
+    }
+    r->owned_changed = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
     if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
@@ -9247,7 +9282,7 @@ RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_
                         "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
     }
-    if (held && r->has_gen && generation == r->gen) {
+    if (held && r->has_gen && generation == r->gen && !r->owned_changed) {
         rsdi_lms_do_load(r, now_ms);
         if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
     } else {

@@ -6494,11 +6494,14 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
             }
             held = rsd_state_lock_held(&e->lk);
             if (held && rsd_state_gen_read(e->st, e->key, &gen) != RSD_OK) gen = ~(uint64_t)0;
-            if (!e->lms) { /* the attribution too may have changed while we waited: read it again */
+            if (e->lms) { /* the attribution too may have changed while we waited: read it again */
+                rsdi_en_load_owned(e);
+                (void)rsd_lms_reconcile_set_owned(&e->m.lms, e->owned, e->n_owned);
+            } else {
                 int n_ours = rsdi_en_read_ours(e);
                 (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, n_ours);
-                rsdi_en_reset_notice(e);
             }
+            rsdi_en_reset_notice(e);
             rsdi_en_lock_done(e, held, gen, now_ms);
             continue;
         }

@@ -22,6 +22,7 @@
 
 #define SIM_RUNTIME "router"
 #include "sim_harness.h"
+#include "ensure_step.h"
 
 static int is_list(const log_entry *e) {
     return !strcmp(e->method, "GET") && (!strcmp(e->path, "/v1/models") || !strcmp(e->path, "/models"));
@@ -851,30 +852,7 @@ static void router_key(const sim_proc *s, char *key, size_t cap) {
     if (rsd_target_key_normalise(rsd_str_c(raw), key, cap) <= 0) key[0] = '\0';
 }
 
-/* Steps e on the real clock (poll on its sockets, up to its next deadline) until it is
-   done or until(e) holds; bounded by 60 s. Returns the last step's code. */
-static int drive(rsd_ensurer *e, bool (*until)(rsd_ensurer *)) {
-    uint64_t end = rsd_now_ms() + 60000;
-    int rc = RSD_PENDING;
-    while (rsd_now_ms() < end) {
-        rsd_pollfd fds[16];
-        uint64_t now = rsd_now_ms(), dl;
-        int n, timeout;
-        rc = rsd_ensure_step(e, now);
-        if (until && until(e)) return rc;
-        if (rc != RSD_PENDING) return rc;
-        n = rsd_ensure_pollfds(e, fds, 16);
-        dl = rsd_ensure_next_deadline(e);
-        now = rsd_now_ms();
-        timeout = dl == RSD_DEADLINE_NONE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
-        if (timeout > 0) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), timeout);
-    }
-    return RSD_ERR_TIMEOUT;
-}
-
 static bool in_commit_wait(rsd_ensurer *e) { return e->waiting == RSDI_EN_WAIT_COMMIT; }
-static bool holds_lock(rsd_ensurer *e) { return rsd_state_lock_held(&e->lk) && e->waiting != RSDI_EN_WAIT_LOCK; }
-static bool in_lock_wait(rsd_ensurer *e) { return e->waiting == RSDI_EN_WAIT_LOCK; }
 
 static int notice_of(const rsd_ensure_result *r, rsd_driver_msg dmsg) {
     int i;
