@@ -746,9 +746,26 @@
            (no process using this library mutated the target since the
            listing), the machine lists again and decides again before any
            mutation. RSD_OK or RSD_ERR_STATE.
+       int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n);
+           Optional, while the LOCK step is outstanding (before lock_done): the
+           attribution read again under the lock replaces d.ours (a model
+           another process loaded while this one waited is then known as
+           residency's). A set different from the current one makes lock_done
+           list and decide again even when the generation is unchanged.
+           RSD_OK, RSD_ERR_STATE (no LOCK step), RSD_ERR_ARG (n out of range,
+           an id of RSD_MODEL_ID_MAX bytes or more).
        int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
            After a COMMIT step: the generation after the bump, under which the
            decision is cached. Without it the cache entry uses d.generation.
+       int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what);
+           After a COMMIT step the host could not persist (the attribution or
+           the generation not written: a full disk, a busy file lock):
+           result.state_error = error, one degraded/warning notice (dmsg
+           STATE_FAILED) "could not record this change on '<target>' in the
+           state directory (<what>); other processes sharing it may act on a
+           stale view ...", and nothing is cached (the key's entries are
+           dropped as after any mutation). The outcome is unchanged: the model
+           is as resident as it was. RSD_OK or RSD_ERR_STATE.
        int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len,
                                uint64_t now_ms);
            Optional, for hosts that keep GET <root>/models/sse open (wire.md
@@ -813,14 +830,20 @@
         5. Gate (R45, L18): a plan that evicts while the listing does not
            name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
         6. Notices of the plan are rendered to text and appended to
-           r->notices at once (readable while the machine runs).
+           r->notices at once (readable while the machine runs) -- except for
+           a plan that will take the lock to mutate (LOAD, LOAD_AFTER_EVICT with
+           d.lock): its notices wait for the decision under the lock (step 8)
+           and appear then, so a plan the lock overtakes (another process
+           changed the server meanwhile) never shows.
         7. OBSERVE (opt-out; W19: never a mutating request) and DECLINE end
            here and are cached (R52; W3 via rsd_cache_store). ALREADY_RESIDENT
            ends here (cached) unless the keep is LOADING: then a read-only wait
            without the lock (L25).
         8. LOAD / LOAD_AFTER_EVICT: LOCK (when d.lock; R49, L25), then W1 as
-           above: re-list, re-decide, re-gate; new notices only if the plan
-           changed (decision, reason or victims).
+           above (with the attribution given by set_ours, if any): re-list,
+           re-decide, re-gate; then the notices of the plan decided under the
+           lock (the held ones when it did not change; the new plan's when it
+           did).
         9. Unload the victims one at a time (POST <root>/models/unload
            {"model": id}); a failure is a warning notice and the reconcile goes
            on (R48), but nothing is cached afterwards (W4/W9). On a router
@@ -977,8 +1000,10 @@
            LOAD_FAILED    load-failed/error: the keep's load failed (any cause:
                           rejected, failed:true, timeout, displaced)
            UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
-           DEGRADED       degraded/info
+           DEGRADED       degraded/info       STATE_FAILED   degraded/warning
            CONTEXT        stress/warning (step 13a)
+           ATTR_RESET     degraded/warning (added by the shell: the attribution
+                          file was corrupt and has been reset)
          The kinds restored and load-failed are ours (upstream folded them into
          swap and threw the error); rsd_notice_kind_str gives "restored" and
          "load-failed". .text is the rendered line (cut at
@@ -1085,7 +1110,12 @@
              rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
              COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
              result.attr_add[], rsd_state_attr_remove(...) for attr_remove[],
-             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen).
+             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen)
+             (or rsd_lms_reconcile_commit_failed(&r, err, what) when that could
+             not be written: a warning notice, result.state_error, no cache).
+             Optional, before lock_done: rsd_lms_reconcile_set_owned(&r, owned,
+             n) with the owned instances read again under the lock (a changed
+             set makes it list and decide again, as rsd_reconcile_set_ours).
        (residency_http.h's rsd_ensurer does all of this: >>drive.)
        then send the chat with "model": r.result.wire_id.
 
@@ -2555,7 +2585,8 @@ typedef enum rsd_outcome {
 /* Notices the driver adds to the plan's (PLAN = a notice of rsd_decide). */
 #define RSD_DRIVER_MSGS(X) X(PLAN, "plan") X(RESTORED, "restored") X(UNRESTORED, "unrestored") \
     X(LOAD_FAILED, "load-failed") X(UNLOAD_FAILED, "unload-failed") \
-    X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded") X(CONTEXT, "context")
+    X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded") X(CONTEXT, "context") \
+    X(STATE_FAILED, "state-failed") X(ATTR_RESET, "attr-reset")
 /* Which driver message a notice carries. */
 typedef enum rsd_driver_msg {
 #define RSDI_X(n, s) RSD_DMSG_##n,
@@ -2638,6 +2669,7 @@ typedef struct rsd_reconcile_result {
     char attr_add_instance[RSD_MODEL_ID_MAX]; /* instance of attr_add (runtimes with instances) */
     int n_attr_remove;
     char attr_remove[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    int state_error;          /* RSD_OK, or why the COMMIT was not persisted (commit_failed) */
 } rsd_reconcile_result;
 
 typedef struct rsd_reconcile rsd_reconcile;
@@ -2728,6 +2760,8 @@ struct rsd_reconcile {
     /* internal: machine */
     int phase, after_wait;
     bool shown, locked;
+    bool ours_changed;                /* set_ours under the lock changed the attribution */
+    bool notices_held;                /* the plan's notices wait for the decision under the lock */
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
     bool unlimited, posted;
@@ -2777,11 +2811,17 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
 /* Answer the outstanding HTTP step: transport RSD_OK or a negative RSD_ERR_*. */
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
                                const char *body, size_t len, uint64_t now_ms);
+/* Before lock_done: the attribution (desc.ours) read again under the lock; a changed set
+   makes lock_done list and decide again. RSD_OK, RSD_ERR_STATE (no LOCK step), RSD_ERR_ARG. */
+RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n);
 /* Answer the LOCK step: held or proceeding unlocked; generation read under the lock. */
 RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation,
                                     uint64_t now_ms);
 /* Optional answer to a COMMIT step: the mutation generation after the bump. */
 RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
+/* After a COMMIT step that could not be persisted: a warning notice quoting what,
+   result.state_error = error, nothing cached for the target. RSD_OK or RSD_ERR_STATE. */
+RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what);
 /* Optional: one router /models/sse event's data (the JSON after "data: "). When it
    says the waited model changed, the WAIT ends now (next() polls). 1 woke, 0 not. */
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms);
@@ -2914,6 +2954,7 @@ typedef struct rsd_lms_result {
     rsd_lms_attr attr_add[RSD_LMS_MAX_EVICT + 1];
     int n_attr_remove;
     rsd_lms_attr attr_remove[RSD_LMS_MAX_EVICT];
+    int state_error;                     /* RSD_OK, or why the COMMIT was not persisted */
 } rsd_lms_result;
 
 /* The LM Studio reconcile machine. Public: result, notices, n_notices,
@@ -2947,6 +2988,7 @@ typedef struct rsd_lms_reconcile {
     int phase, tier_try, attempts, ci, ui, n_cand, n_unload, ri, evict_mark;
     uint64_t t0, deadline, restore_deadline;
     bool retried_plain, in_restore;
+    bool owned_changed;                  /* set_owned under the lock changed the owned set */
     char first_err[RSD_RECONCILE_TEXT_MAX];
     char fail_reason[RSD_RECONCILE_TEXT_MAX];
     int fail_error;
@@ -2981,6 +3023,10 @@ RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_
                                         uint64_t now_ms);
 /* Optional answer to a COMMIT step: the mutation generation after the bump (for the cache). */
 RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation);
+/* Before lock_done: the owned instances read again under the lock (as rsd_reconcile_set_ours). */
+RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n);
+/* As rsd_reconcile_commit_failed, for LM Studio's machine. */
+RSD_API int rsd_lms_reconcile_commit_failed(rsd_lms_reconcile *r, int error, const char *what);
 /* >>driver:lmstudio end */
 /* ==== >>driver end ======================================================== */
 
@@ -7127,6 +7173,25 @@ RSDI_PRIVATE void rsdi_rc_emit_plan(rsd_reconcile *r) {
     }
 }
 
+/* The plan's notices, now -- or, for a plan that mutates under the lock, held until the
+   decision is made again under it (lock_done), so a plan the lock overtakes never shows. */
+RSDI_PRIVATE void rsdi_rc_emit_or_hold(rsd_reconcile *r) {
+    bool mutating = r->plan.decision == RSD_DECISION_LOAD || r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT;
+    if (mutating && r->want_lock && !r->locked && r->keep_state != RSD_MODEL_DOWNLOADING) {
+        r->notices_held = true;
+        return;
+    }
+    r->notices_held = false;
+    rsdi_rc_emit_plan(r);
+}
+
+/* The held notices (if any), once the plan they describe is the one carried out. */
+RSDI_PRIVATE void rsdi_rc_release_notices(rsd_reconcile *r) {
+    if (!r->notices_held) return;
+    r->notices_held = false;
+    rsdi_rc_emit_plan(r);
+}
+
 /* ---- request building (shared by runtimes) ---- */
 
 /* r->url = root + path. RSD_OK or RSD_ERR_URL when it does not fit. */
@@ -7259,7 +7324,7 @@ RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uin
     rsd_outcome o = r->result.outcome;
     if (!r->cache || r->result.cache_hit) return;
     if (r->result.mutated) rsd_cache_invalidate(r->cache, rsd_str_c(r->key), rsd_str_c(""));
-    if (r->result.error < 0 || r->result.unload_failed) return; /* R51, W4, W9 */
+    if (r->result.error < 0 || r->result.unload_failed || r->result.state_error < 0) return; /* R51, W4, W9 */
     if (o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) return;
     if (rsd_cache_store(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), &r->plan, false, now_ms,
                         r->has_gen ? generation : 0) == 1)
@@ -7964,6 +8029,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->load_attempts = 0;
     r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
     r->dl_seen = r->pinned_done = r->keep_ok = r->ctx_noticed = r->poll_fresh = r->wait_fresh = false;
+    r->ours_changed = r->notices_held = false;
     r->last_list = NULL;
     r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
     r->snap.n = 0;
@@ -8066,6 +8132,41 @@ RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {
     return RSD_OK;
 }
 
+RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what) {
+    if (!r || r->phase != RSDI_PH_COMMIT) return RSD_ERR_STATE;
+    r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
+    rsdi_rc_drv_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                       "could not record this change on '%s' in the state directory (%s); other processes "
+                       "sharing it may act on a stale view (cached decisions, models residency loaded) "
+                       "until the next change is recorded", r->target_id, what && what[0] ? what
+                       : rsd_result_str(r->result.state_error));
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
+              what ? what : "");
+    return RSD_OK;
+}
+
+RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n) {
+    int i, k, m = 0;
+    bool same;
+    if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
+    if (n < 0 || n > RSD_RECONCILE_MAX_OURS || (n && !ours)) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++)
+        if (ours[i] && ours[i][0] && strlen(ours[i]) >= RSD_MODEL_ID_MAX) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++) m += ours[i] && ours[i][0];
+    same = m == r->n_ours; /* as sets: every new id is already there (no duplicates are kept) */
+    for (i = 0; i < n && same; i++) {
+        bool found = !ours[i] || !ours[i][0];
+        for (k = 0; k < r->n_ours && !found; k++) found = strcmp(r->ours[k], ours[i]) == 0;
+        same = found;
+    }
+    if (same) return RSD_OK;
+    r->n_ours = 0;
+    for (i = 0; i < n; i++)
+        if (ours[i] && ours[i][0]) rsdi_cpy(r->ours[r->n_ours++], RSD_MODEL_ID_MAX, ours[i]);
+    r->ours_changed = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
@@ -8079,7 +8180,8 @@ RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t genera
         rsdi_rc_degrade(r, RSD_ERR_TIMEOUT, now_ms, "the reconcile deadline passed waiting for the lock");
         return RSD_OK;
     }
-    if (held && r->has_gen && generation == r->gen) { /* nothing changed since the listing */
+    if (held && r->has_gen && generation == r->gen && !r->ours_changed) { /* nothing changed since the listing */
+        rsdi_rc_release_notices(r);
         rsdi_rc_mutate(r, now_ms);
         return RSD_OK;
     }
@@ -8133,7 +8235,7 @@ RSDI_PRIVATE bool rsdi_rc_decide_or_degrade(rsd_reconcile *r, uint32_t max_overr
 
 RSDI_PRIVATE void rsdi_rc_first_decide(rsd_reconcile *r, uint64_t now_ms) {
     if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) return;
-    rsdi_rc_emit_plan(r);
+    rsdi_rc_emit_or_hold(r);
     rsdi_rc_after_decide(r, false, now_ms);
 }
 
@@ -8169,7 +8271,14 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             r->result.redecided = r->result.redecided || relist;
             rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
                       rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
-            rsdi_rc_emit_plan(r);
+            if (relist) {
+                r->notices_held = false;
+                rsdi_rc_emit_plan(r);
+            } else {
+                rsdi_rc_emit_or_hold(r);
+            }
+        } else if (relist) {
+            rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
         }
         rsdi_rc_after_decide(r, r->locked, now_ms);
         break;
@@ -8602,7 +8711,7 @@ RSDI_PRIVATE void rsdi_lms_cache_store(rsd_lms_reconcile *r, uint64_t now_ms) {
         for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
             if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0) c->entries[i].used = false;
     if ((o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) ||
-        r->result.unload_failed || r->cat.truncated)
+        r->result.unload_failed || r->cat.truncated || r->result.state_error < 0)
         return;
     e = rsdi_lms_cache_find(c, r);
     for (i = 0; !e && i < RSD_LMS_CACHE_MAX; i++) /* a free or dead slot */
@@ -9117,7 +9226,7 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
     r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_LMS_DEADLINE_MS);
     r->tier_try = RSD_LMS_TIER_V1;
     r->attempts = r->ci = r->ui = r->n_cand = r->n_unload = r->ri = r->n_before = 0;
-    r->retried_plain = r->in_restore = false;
+    r->retried_plain = r->in_restore = r->owned_changed = false;
     r->first_err[0] = r->fail_reason[0] = '\0';
     r->fail_error = RSD_OK;
     r->result.error = RSD_OK;
@@ -9135,6 +9244,19 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
 RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation) {
     if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
     r->commit_gen = generation;
+    return RSD_OK;
+}
+
+RSD_API int rsd_lms_reconcile_commit_failed(rsd_lms_reconcile *r, int error, const char *what) {
+    if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
+    r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
+    rsdi_lms_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                    "could not record this change on LM Studio target '%s' in the state directory (%s); "
+                    "other processes sharing it may act on a stale view (cached decisions, instances "
+                    "residency owns) until the next change is recorded", r->target_id,
+                    what && what[0] ? what : rsd_result_str(r->result.state_error));
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
+              what ? what : "");
     return RSD_OK;
 }
 
@@ -9172,6 +9294,35 @@ RSD_API rsd_step rsd_lms_reconcile_next(rsd_lms_reconcile *r, uint64_t now_ms) {
     }
 }
 
+RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n) {
+    int i, k, m = 0;
+    bool same;
+    if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
+    if (n < 0 || n > RSD_LMS_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
+            (owned[i].model && strlen(owned[i].model) >= RSD_MODEL_ID_MAX))
+            return RSD_ERR_ARG;
+        m++;
+    }
+    same = m == r->n_owned; /* as sets of instance ids */
+    for (i = 0; i < n && same; i++) {
+        bool found = !owned[i].instance || !owned[i].instance[0];
+        for (k = 0; k < r->n_owned && !found; k++) found = strcmp(r->owned_inst[k], owned[i].instance) == 0;
+        same = found;
+    }
+    if (same) return RSD_OK;
+    r->n_owned = 0;
+    for (i = 0; i < n && r->n_owned < RSD_LMS_MAX_OWNED; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, owned[i].model ? owned[i].model : "");
+        rsdi_cpy(r->owned_inst[r->n_owned++], RSD_MODEL_ID_MAX, owned[i].instance);
+    }
+    r->owned_changed = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
     if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
@@ -9180,7 +9331,7 @@ RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_
                         "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
     }
-    if (held && r->has_gen && generation == r->gen) {
+    if (held && r->has_gen && generation == r->gen && !r->owned_changed) {
         rsdi_lms_do_load(r, now_ms);
         if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
     } else {
