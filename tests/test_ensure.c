@@ -1114,6 +1114,7 @@ static void test_corrupt_attribution_said_once(void) {
 }
 
 int main(int argc, char **argv) {
+    int g;
     RSD_TEST_BEGIN(argc, argv);
     if (access(SIM_BIN, X_OK) != 0) {
         printf("%s missing: run make examples first\n", SIM_BIN);
@@ -1121,21 +1122,27 @@ int main(int argc, char **argv) {
         return 1;
     }
     make_state_dir();
-    RUN(test_bad_requests);
-    RUN(test_l26_resident_then_ttl_hit);
-    RUN(test_l27_free_slot_fast_poll);
-    RUN(test_l28_full_router_swap);
-    RUN(test_observe_never_mutates);
-    RUN(test_declined_when_pinned);
-    RUN(test_auto_detect_once);
+    for (g = 0; g < 2; g++) { /* every router test against both router generations of rsd-sim */
+        int before = rsdt_failed;
+        g_router_gen = g_router_gens[g];
+        RUN(test_bad_requests);
+        RUN(test_l26_resident_then_ttl_hit);
+        RUN(test_l27_free_slot_fast_poll);
+        RUN(test_l28_full_router_swap);
+        RUN(test_observe_never_mutates);
+        RUN(test_declined_when_pinned);
+        RUN(test_auto_detect_once);
+        RUN(test_sse_wakes_the_wait);
+        RUN(test_unreachable);
+        RUN(test_load_failed_restores);
+        RUN(test_lock_held_elsewhere);
+        RUN(test_multi_process);
+        if (rsdt_failed > before) printf("  (the failures above: --router-gen %s)\n", g_router_gen);
+    }
+    g_router_gen = NULL;
+    RUN(test_sse_refused_falls_back_to_polling); /* its own fake router, not rsd-sim */
     RUN(test_ollama_auto_detect_and_load);
-    RUN(test_sse_wakes_the_wait);
     RUN(test_context_ceiling_env);
-    RUN(test_sse_refused_falls_back_to_polling);
-    RUN(test_unreachable);
-    RUN(test_load_failed_restores);
-    RUN(test_lock_held_elsewhere);
-    RUN(test_multi_process);
     RUN(test_commit_lock_is_a_step);
     RUN(test_state_write_failure_warns);
     RUN(test_concurrent_attribution_under_lock);
