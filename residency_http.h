@@ -987,6 +987,15 @@
        RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
        host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
        same expansion into caller buffers without spawning.
+   Checking before starting: rsd_procs_check(p, spec, why, cap) tells what a spawn
+       would fail on, without starting anything or taking a port: the template
+       expands (and fits arg_bytes), the environment fits, the program is found
+       (PATH searched as the spawn does, relative paths from spec.cwd) and is an
+       executable file, and with the default llama-server template (spec.args
+       NULL) the model file is a readable file. RSD_OK, or RSD_ERR_SPAWN /
+       RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why ("cannot
+       run /opt/llama-server: No such file or directory"). A check that passes
+       does not promise a start: the model may still fail to load.
    spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
    spec.cwd: the child's working directory (a relative exe with '/' is
        resolved there). spec.start_deadline_ms overrides desc's per process.
@@ -1873,6 +1882,11 @@ RSD_API void rsd_procs_destroy(rsd_procs *p);
    argv gets up to cap-1 pointers into buf plus a NULL. */
 RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_cap,
                              const char **argv, int cap);
+/* What can be checked without starting spec (a spawn would fail): the template expands,
+   the program exists and is executable (PATH searched as a spawn does), and with the
+   default llama-server template the model file is readable. RSD_OK, or RSD_ERR_SPAWN /
+   RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why (cap bytes). */
+RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, size_t cap);
 /* Start a process: RSD_OK (STARTING, *out set), RSD_ERR_SPAWN (*out set, state FAILED,
    SPAWN_FAILED queued), or <0 with no process (ERR_ARG, ERR_CAPACITY, ERR_PROC_*). */
 RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
@@ -2129,6 +2143,9 @@ typedef struct rsd_fleet_model_info {
     uint64_t last_used_ms;      /* when its last request finished (or was granted), 0 = never */
     uint64_t idle_deadline_ms;  /* TTL unload time while idle, RSD_POOL_NO_DEADLINE otherwise */
     int last_result;            /* result of its last failed start/crash, 0 = none */
+    const char *last_error;     /* its message (reason, command, last output lines); NULL =
+                                   none. Valid until the next rsd_fleet_* call that changes it */
+    uint64_t retry_at_ms;       /* after a failed start: no new start before this; 0 = none */
 } rsd_fleet_model_info;
 
 typedef struct rsd_fleet rsd_fleet;
@@ -2153,6 +2170,9 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
+   configuration changed. */
+RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
 /* Unload a model (-1 = all): flags as rsd_pool_unload. */
 RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms);
 /* Change the maximum of resident processes (idle excess stopped, LRU first). */
@@ -6428,6 +6448,7 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <unistd.h>
 #include <poll.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
@@ -6546,6 +6567,7 @@ typedef struct rsdi_proc_out {
 } rsdi_proc_out;
 
 RSDI_PRIVATE void rsdi_proc_put(rsdi_proc_out *o, const char *s, size_t n) {
+    if (!o->buf) { o->len += n; return; } /* counting only (rsd_procs_check) */
     if (o->overflow || n > o->cap - o->len) { o->overflow = true; return; }
     memcpy(o->buf + o->len, s, n);
     o->len += n;
@@ -6724,6 +6746,13 @@ RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_ca
     return o.argc;
 }
 
+/* path, or cwd/path when path is relative and cwd is set, into buf (false: too long). */
+RSDI_PRIVATE bool rsdi_proc_join(const char *cwd, const char *path, char *buf, size_t cap) {
+    int n = path[0] != '/' && cwd && cwd[0] ? RSD_SNPRINTF(buf, cap, "%s/%s", cwd, path)
+                                            : RSD_SNPRINTF(buf, cap, "%s", path);
+    return n >= 0 && (size_t)n < cap;
+}
+
 /* ---- small POSIX helpers ---------------------------------------------------- */
 /* Moves fd to a number >= 3 (close-on-exec), so dup2 onto 0..2 in the child cannot
    clobber it. Returns the (possibly new) fd or -1. */
@@ -6812,6 +6841,58 @@ RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, char *const *e
         d = e;
     }
     return last_err;
+}
+
+RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add);
+
+RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, size_t cap) {
+    rsdi_proc_out o;
+    char file[RSD_PROC_PATH_MAX];
+    const char *exe;
+    char *const *envp = NULL;
+    struct stat sb;
+    int r, err;
+    if (why && cap) why[0] = '\0';
+    if (!p || !spec || (!why && cap)) return RSD_ERR_ARG;
+    memset(&o, 0, sizeof o); /* buf NULL: count only */
+    o.max = RSD_PROC_MAX_ARGS;
+    r = rsdi_proc_expand(spec, 1, &o);
+    if (r < 0 || o.len > p->arg_bytes) {
+        if (cap)
+            (void)RSD_SNPRINTF(why, cap, "command template: %s",
+                               r < 0 ? rsd_result_str(r) : "longer than arg_bytes");
+        return r < 0 ? r : RSD_ERR_CAPACITY;
+    }
+    if (spec->env) {
+        if ((r = rsdi_proc_env(p, spec->env)) < 0) {
+            if (cap) (void)RSD_SNPRINTF(why, cap, "environment: %s", rsd_result_str(r));
+            return r;
+        }
+        envp = p->envp;
+    }
+    exe = rsdi_proc_exe(spec);
+    err = rsdi_proc_resolve(p, exe, envp);
+    if (!err && strchr(exe, '/')) { /* a path: the launch would run exactly this */
+        if (!rsdi_proc_join(spec->cwd, p->path, file, sizeof file)) err = ENAMETOOLONG;
+        else if (stat(file, &sb) != 0) err = errno;
+        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
+        else if (access(file, X_OK) != 0) err = errno;
+    }
+    if (err) {
+        if (cap) (void)RSD_SNPRINTF(why, cap, "cannot run %s: %s", exe, strerror(err));
+        return RSD_ERR_SPAWN;
+    }
+    if (!spec->args && spec->model && spec->model[0]) { /* llama-server's -m FILE */
+        if (!rsdi_proc_join(spec->cwd, spec->model, file, sizeof file)) err = ENAMETOOLONG;
+        else if (stat(file, &sb) != 0) err = errno;
+        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
+        else if (access(file, R_OK) != 0) err = errno;
+        if (err) {
+            if (cap) (void)RSD_SNPRINTF(why, cap, "cannot read model file %s: %s", spec->model, strerror(err));
+            return RSD_ERR_SPAWN;
+        }
+    }
+    return RSD_OK;
 }
 
 /* Builds the child's environment into p->envp (environ with spec->env applied).
@@ -9231,12 +9312,29 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
     return rsd_pool_find_model(f->pool, id);
 }
 
+/* Before a model that is not resident (nor on its way) is given a slot -- which may evict
+   another -- check what can be checked without starting it (rsd_procs_check): a missing
+   binary or model file fails at once, nothing stopped. RSD_OK or RSD_ERR_FLEET_START. */
+RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
+    rsd_pool_model_info mi;
+    rsd_proc none;
+    char why[RSD_FLEET_MESSAGE_MAX / 2];
+    if (f->stopped || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK || mi.slot >= 0 ||
+        mi.waiting)
+        return RSD_OK;
+    if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
+    none.id = 0;
+    rsdi_fleet_note(f, model, none, RSD_ERR_FLEET_START, why);
+    return RSD_ERR_FLEET_START;
+}
+
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
     if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
@@ -9274,7 +9372,14 @@ RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
 }
 
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms) : RSD_ERR_ARG;
+    int r;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
+    return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
+}
+
+RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
+    return f ? rsd_pool_reset_backoff(f->pool, model) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms) {
@@ -9460,6 +9565,8 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
+    info->last_error = f->models[model].last_result ? f->models[model].msg : NULL;
+    info->retry_at_ms = info->pool.retry_at_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
         const rsdi_fleet_slot *s = &f->slots[i];
         if (!s->pp.id || s->model != model) continue;
