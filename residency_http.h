@@ -110,11 +110,18 @@
                            Request with TE: it must end in chunked and must not
                            also have Content-Length, else RSD_ERR_PROTOCOL.
                            HTTP/1.0 with any TE: RSD_ERR_PROTOCOL (9112 6.1).
+             other_codings TE names a coding besides chunked ("gzip, chunked"):
+                           the framing above still holds, but the body is encoded
+                           and nothing in this library decodes it (the server
+                           answers 501, the client fails with RSD_ERR_PROTOCOL).
              close         a "close" token in Connection (comma list, any case),
                            or HTTP/1.0 without a "keep-alive" token; also set
                            for a response whose TE does not end in chunked.
            Request only: expect_continue = HTTP/1.1 and "Expect: 100-continue"
-           (any case). Whether a response has a body at all also depends on
+           (any case). Host (RFC 9112 3.2): an HTTP/1.1 request without one, any
+           request with two, or a value that is not host[:port] (a byte outside
+           letters, digits and -._~%!$&'()*+,;=:[]) is RSD_ERR_PROTOCOL; an empty
+           value is allowed. Whether a response has a body at all also depends on
            the request: see rsd_http_response_bodyless.
        rsd_str rsd_http_header_get(const rsd_http_header *h, size_t n, const char *name)
            First field named name (ASCII case-insensitive); {NULL, 0} when
@@ -333,7 +340,9 @@
            deadline passed               RSD_ERR_TIMEOUT
            peer closed mid-response      RSD_ERR_CLOSED (body_bytes = what came)
            other socket error            RSD_ERR_IO (sys_errno)
-           malformed response / chunking RSD_ERR_PROTOCOL
+           malformed response / chunking, or a transfer coding other than
+           chunked (gzip, ...: the client never asks for one)
+                                         RSD_ERR_PROTOCOL
            cancelled                     RSD_ERR_CANCELLED
            Logging: only the request line (method and path, with its query) and
            result names appear in log lines; header values, and so the bearer
@@ -452,7 +461,9 @@
 
        Bad clients are answered and closed inside step without an event, and
        without disturbing other connections:
-           malformed request line / header / chunking   400 Bad Request
+           malformed request line / header / chunking, no Host in HTTP/1.1,
+           two Host fields, a bad Host value             400 Bad Request
+           Transfer-Encoding with a coding besides chunked (gzip)   501
            Content-Length or chunked body over max_body_bytes   413
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
            request not complete within request_timeout_ms   408
@@ -1179,7 +1190,11 @@
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
-       that is the mechanism). No SIGCHLD handler is ever installed.
+       that is the mechanism). No SIGCHLD handler is ever installed. Every
+       descriptor the library opens (sockets, accepted connections, pipes, lock
+       and state files) is close-on-exec; the implementation refuses to build
+       (#error) where O_CLOEXEC or FD_CLOEXEC is missing rather than leak them
+       into spawned children.
 */
 #if defined(RESIDENCY_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPLEMENTATION)
 #define RESIDENCY_HTTP_IMPLEMENTATION 1
@@ -1254,6 +1269,9 @@ typedef struct rsd_http_framing {
     bool chunked;            /* Transfer-Encoding ends in chunked */
     bool close;              /* Connection: close, HTTP/1.0 without keep-alive, or a
                                 response body delimited by connection close */
+    bool other_codings;      /* Transfer-Encoding names a coding besides chunked (gzip,
+                                ...), which nothing here decodes: the server answers
+                                501, the client fails with RSD_ERR_PROTOCOL */
 } rsd_http_framing;
 
 typedef struct rsd_http_response_head {
@@ -1623,7 +1641,8 @@ enum {
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_PROPS_BYTES = 2048   /* a router's GET /props answer kept from detection (longer: asked again) */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -2546,18 +2565,34 @@ RSDI_PRIVATE bool rsdi_http_list_next(rsd_str v, size_t *pos, rsd_str *elem) {
     return true;
 }
 
-/* Framing from the headers (RFC 9112 section 6). */
+/* A Host value: uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2), possibly empty.
+   Bytes outside unreserved / pct-encoded / sub-delims / ':' / '[' ']' (space, '@',
+   '/', '?', '#', '"', obs-text ...) make it invalid. */
+RSDI_PRIVATE bool rsdi_http_host_ok(rsd_str v) {
+    size_t i;
+    for (i = 0; i < v.len; i++) {
+        unsigned char c = (unsigned char)v.ptr[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) continue;
+        if (!memchr("-._~%!$&'()*+,;=:[]", c, 19)) return false;
+    }
+    return true;
+}
+
+/* Framing from the headers (RFC 9112 section 6); for a request also the Host rule. */
 RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor, bool request,
                                    rsd_http_framing *f, bool *expect_continue) {
     size_t i, pos;
     rsd_str el;
     int64_t cl = -1;
     bool te_seen = false, te_last_chunked = false, conn_close = false, conn_ka = false;
-    int chunked_count = 0;
+    bool other_codings = false;
+    int chunked_count = 0, hosts = 0;
     if (expect_continue) *expect_continue = false;
     for (i = 0; i < n; i++) {
         rsd_str name = h[i].name, val = h[i].value;
-        if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
+        if (request && name.len == 4 && rsdi_ieq_lit(name.ptr, name.len, "host")) {
+            if (++hosts > 1 || !rsdi_http_host_ok(val)) return RSD_ERR_PROTOCOL;
+        } else if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
                 int64_t v = 0;
@@ -2581,6 +2616,7 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
                 while (tl < el.len && el.ptr[tl] != ';' && el.ptr[tl] != ' ' && el.ptr[tl] != '\t') tl++;
                 te_last_chunked = rsdi_ieq_lit(el.ptr, tl, "chunked");
                 if (te_last_chunked) chunked_count++;
+                else other_codings = true;
             }
         } else if (name.len == 10 && rsdi_ieq_lit(name.ptr, name.len, "connection")) {
             pos = 0;
@@ -2593,8 +2629,10 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
             if (rsdi_ieq_lit(val.ptr, val.len, "100-continue")) *expect_continue = true;
         }
     }
+    if (request && minor == 1 && hosts == 0) return RSD_ERR_PROTOCOL; /* HTTP/1.1 needs Host */
     f->content_length = cl;
     f->chunked = false;
+    f->other_codings = other_codings;
     f->close = conn_close || (minor == 0 && !conn_ka);
     if (te_seen) {
         /* HTTP/1.0 with Transfer-Encoding is faulty framing (9112 6.1); chunked
@@ -2874,6 +2912,13 @@ fail:
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+
+/* Every descriptor this library opens is close-on-exec (sockets, pipes, lock and state
+   files), or a spawned llama-server would inherit the host's sockets and locks. There
+   is no silent fallback: a libc without these (pre-POSIX.1-2008) does not build. */
+#if !defined(O_CLOEXEC) || !defined(FD_CLOEXEC)
+#error "residency_http.h needs O_CLOEXEC and FD_CLOEXEC (POSIX.1-2008) so no descriptor leaks into a child"
+#endif
 
 /* rsd_pollfd must be usable as struct pollfd. */
 typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollfd) &&
@@ -4152,6 +4197,7 @@ RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t con
         if (extra) r->extra = true;
         return RSD_OK;
     }
+    if (f->other_codings) return RSD_ERR_PROTOCOL; /* never asked for (no TE header sent) */
     if (f->chunked) {
         r->body_mode = RSDI_BODY_CHUNKED;
     } else if (f->content_length >= 0) {
@@ -4875,6 +4921,10 @@ RSDI_PRIVATE void rsdi_sconn_parse(rsd_http_server *s, int k) {
             rsdi_sconn_reject(s, k, 400);
             return;
         }
+        if (cn->head.framing.other_codings) { /* gzip, chunked: nothing here decodes gzip */
+            rsdi_sconn_reject(s, k, 501);
+            return;
+        }
         cn->head_len = consumed;
         cn->body_len = 0;
         memset(&cn->dc, 0, sizeof cn->dc);
@@ -5440,8 +5490,12 @@ struct rsd_ensurer {
     uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
     char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
     char sse_url[RSD_RECONCILE_URL_MAX + 16];
+    /* the router's detection answer, kept as the reconcile's capacity answer (GET /props once) */
+    bool props_kept;
+    uint32_t props_len;
+    char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, error;
+    int phase, final, waiting, probe_i, probe_tries, error;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
     rsd_http_req_h h;
     rsd_runtime_kind kind;
@@ -6035,12 +6089,15 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
 RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
     rsd_http_request q;
+    uint64_t t;
     int rc;
     (void)RSD_SNPRINTF(e->probe_url, sizeof e->probe_url, "%s%s", e->root, p->path);
     memset(&q, 0, sizeof q);
     q.url = e->probe_url;
     q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    /* a probe sent again after a timeout gets twice the time */
+    t = (uint64_t)e->probe_ms << e->probe_tries;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t);
     q.connect_timeout_ms = q.total_timeout_ms;
     rc = rsd_http_send(e->http, &q, now_ms, &e->h);
     if (rc < 0) {
@@ -6056,6 +6113,11 @@ RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
 
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    if (ev->result == RSD_ERR_TIMEOUT && now_ms < e->deadline) { /* busy, not gone: the same probe again */
+        if (e->probe_tries < 16) e->probe_tries++;
+        return;
+    }
+    e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
         rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
                      rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
@@ -6069,6 +6131,11 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
         (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
         e->det[i].kind = p->kind;
         e->kind = p->kind;
+        if (p->kind == RSD_RUNTIME_LLAMACPP && ev->body.len <= sizeof e->props_body) { /* the capacity answer too */
+            if (ev->body.len) memcpy(e->props_body, ev->body.ptr, ev->body.len);
+            e->props_len = (uint32_t)ev->body.len;
+            e->props_kept = true;
+        }
         rsdi_en_start_run(e, now_ms);
         if (e->lms && e->phase == RSDI_EN_RUN) {
             /* LM Studio's first step is this very GET: answer it with the probe's reply */
@@ -6113,6 +6180,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->lms = false;
     e->hit = false;
     e->sse_tried = false;
+    e->props_kept = false;
+    e->probe_tries = 0;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -6181,7 +6250,14 @@ RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.connect_timeout_ms = q.total_timeout_ms;
     e->op = s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
-    if (s->http.op == RSD_OP_LOAD) { /* subscribe first: the "loaded" event must not be missed */
+    if (s->http.op == RSD_OP_CAPACITY && e->props_kept && strcmp(s->http.url, e->probe_url) == 0) {
+        e->props_kept = false; /* detection read this very GET: answer it from there (one GET /props) */
+        e->requests--;         /* the reconcile counts it as its own */
+        rsdi_en_feed(e, RSD_OK, 200, e->props_body, e->props_len, now_ms);
+        return;
+    }
+    /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
+    if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
         (void)rsdi_en_sse_open(e, now_ms);
         e->n_pend = 0;
     }
@@ -6458,9 +6534,6 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #define RSDI_PROC_LINUX 1
-#endif
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
 #endif
 /* glibc declares these only under _GNU_SOURCE, which the implementation TU does not
    set (it asks for _POSIX_C_SOURCE + _DEFAULT_SOURCE); they exist since 2.9/2.29/2.34. */
@@ -7792,9 +7865,6 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
 #ifndef O_NOFOLLOW
 #define O_NOFOLLOW 0
 #endif

@@ -753,31 +753,37 @@ static void test_server_bad_clients(void) {
     rsd_http_event ev;
     rsd_http_server_stats ss;
     srv_ctx x;
-    const char *bad[3];
-    const char *want[3] = {"HTTP/1.1 400 ", "HTTP/1.1 413 ", "HTTP/1.1 431 "};
-    char big[3000], got[3][256];
-    int fds[3], k, i;
+    enum { NBAD = 6 };
+    const char *bad[NBAD];
+    const char *want[NBAD] = {"HTTP/1.1 400 ", "HTTP/1.1 413 ", "HTTP/1.1 431 ",
+                              "HTTP/1.1 400 ", "HTTP/1.1 400 ", "HTTP/1.1 501 "};
+    char big[3000], got[NBAD][256];
+    int fds[NBAD], k, i;
     memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x); memset(got, 0, sizeof got);
     sd.max_header_bytes = 1024;
     sd.max_body_bytes = 100;
     s = rsd_http_server_create(&sd);
     REQUIRE(s && c);
-    snprintf(big, sizeof big, "GET / HTTP/1.1\r\nX-Big: %02900d\r\n\r\n", 0);
-    bad[0] = "BLAH\x01 / HTTP/1.1\r\n\r\n";
-    bad[1] = "POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n";
+    snprintf(big, sizeof big, "GET / HTTP/1.1\r\nHost: a\r\nX-Big: %02900d\r\n\r\n", 0);
+    bad[0] = "BLAH\x01 / HTTP/1.1\r\nHost: a\r\n\r\n";
+    bad[1] = "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n";
     bad[2] = big;
+    bad[3] = "GET /x HTTP/1.1\r\n\r\n";                       /* no Host */
+    bad[4] = "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"; /* two */
+    bad[5] = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+             "5\r\nxxxxx\r\n0\r\n\r\n";                        /* nothing decodes gzip */
     REQUIRE(get(c, s, &x, "/health", NULL, 0, &ev)); /* a good client is connected */
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < NBAD; k++) {
         fds[k] = raw_connect(rsd_http_server_port(s));
         REQUIRE(fds[k] >= 0);
         CHECK(send(fds[k], bad[k], strlen(bad[k]), MSG_NOSIGNAL) > 0);
     }
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < NBAD; i++) {
         REQUIRE(get(c, s, &x, "/health", NULL, 0, &ev));
         CHECK_EQ_INT(ev.result, RSD_OK);
         CHECK(ev.reused);
     }
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < NBAD; k++) {
         int j;
         size_t len = 0;
         for (j = 0; j < 100; j++) {
@@ -798,8 +804,8 @@ static void test_server_bad_clients(void) {
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK(ev.reused);
     rsd_http_server_query_stats(s, &ss);
-    CHECK_EQ_INT(ss.bad_requests, 3);
-    CHECK_EQ_INT(ss.accepts, 4);
+    CHECK_EQ_INT(ss.bad_requests, NBAD);
+    CHECK_EQ_INT(ss.accepts, NBAD + 1);
     rsd_http_client_destroy(c);
     rsd_http_server_destroy(s);
 }
@@ -1204,7 +1210,7 @@ static void test_server_backpressure(void) {
     REQUIRE(s);
     fd = raw_connect(rsd_http_server_port(s));
     REQUIRE(fd >= 0);
-    CHECK(send(fd, "GET /sse HTTP/1.1\r\n\r\n", 21, 0) == 21);
+    CHECK(send(fd, "GET /sse HTTP/1.1\r\nHost: a\r\n\r\n", 30, 0) == 30);
     for (i = 0; i < 50 && !x.streaming.id; i++) { pump(NULL, s, 0); serve(s, &x); }
     REQUIRE(x.streaming.id);
     for (i = 0; i < 100000 && r == RSD_OK; i++) {
@@ -1501,6 +1507,8 @@ static void test_bad_responses(void) {
         {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", RSD_OK},
         {"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n", RSD_ERR_BODY_TOO_LARGE},
         {"HTTP/1.1 200 OK\r\nContent-Le", RSD_ERR_CLOSED},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\n\x1f\x8b\x08\r\n0\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n\x1f\x8b\x08", RSD_ERR_PROTOCOL},
         {"", RSD_ERR_CLOSED},
     };
     size_t k;

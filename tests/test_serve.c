@@ -285,6 +285,21 @@ static void test_body_model(void) {
     CHECK_EQ_INT(rsrv_body_model("", 0, out, sizeof out, &n), -1);
     CHECK_EQ_INT(rsrv_body_model("{\"model\":\"", 10, out, sizeof out, &n), -1);
     CHECK_EQ_INT(rsrv_body_model("{\"model\":\"0123456789abcdefgh\"}", 30, out, sizeof out, &n), -2);
+    /* a duplicate "model": the last one counts, as in llama.cpp */
+    {
+        const char *d1 = "{\"model\":\"first\",\"messages\":[],\"model\":\"second\"}";
+        const char *d2 = "{\"model\":\"first\",\"model\":{\"x\":1}}";
+        const char *d3 = "{\"model\":\"0123456789abcdefgh\",\"model\":\"ok\"}";
+        const char *d4 = "{\"model\":\"first\",\"model\":\"second\"";
+        CHECK_EQ_INT(rsrv_body_model(d1, strlen(d1), out, sizeof out, &n), 1);
+        CHECK_EQ_STR(out, "second");
+        CHECK_EQ_INT(n, 6);
+        CHECK_EQ_INT(rsrv_body_model(d2, strlen(d2), out, sizeof out, &n), 0);
+        CHECK_EQ_STR(out, "");
+        CHECK_EQ_INT(rsrv_body_model(d3, strlen(d3), out, sizeof out, &n), 1);
+        CHECK_EQ_STR(out, "ok");
+        CHECK_EQ_INT(rsrv_body_model(d4, strlen(d4), out, sizeof out, &n), -1); /* unterminated */
+    }
 }
 
 /* ---- the program -------------------------------------------------------------------- */
@@ -939,6 +954,56 @@ static void test_serve_pinned(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Waits (bounded, 20 s) for pid to exit; its status as listen_proc_stop gives it, -2 when
+   it is still running, and whether a signal ended it. */
+static int wait_exit(pid_t pid, int *sig) {
+    int i, st = 0;
+    *sig = 0;
+    for (i = 0; i < 2000; i++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFSIGNALED(st)) *sig = WTERMSIG(st);
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        if (r < 0 && errno != EINTR) return -1;
+        (void)poll(NULL, 0, 10);
+    }
+    return -2;
+}
+
+/* SIGHUP (a closed terminal, an ssh logout) does not end rsd-serve: it keeps serving
+   with its processes; SIGINT then stops them gracefully and exits 0. */
+static void test_serve_signals(void) {
+    serve_proc s;
+    char path[256], st[32];
+    const char *args[] = {"--config", path, NULL};
+    int pid, i, code, sig;
+    make_dir();
+    snprintf(path, sizeof path, "%s/signals.ini", g_dir);
+    write_config(path, 1, "[model alpha]\nmodel = @/alpha.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
+    pid = (int)status_field(&s, "alpha", "pid");
+    REQUIRE(pid > 0);
+    REQUIRE(kill(s.pid, SIGHUP) == 0);
+    for (i = 0; i < 500 && !log_has(&s, "SIGHUP"); i++) (void)poll(NULL, 0, 10);
+    CHECK(log_has(&s, "SIGHUP: ignored"));
+    CHECK_EQ_INT(http(&s, "GET", "/health", NULL), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
+    CHECK_EQ_INT(status_field(&s, "alpha", "pid"), pid); /* the same process */
+    status_state(&s, "alpha", st, sizeof st);
+    CHECK_EQ_STR(st, "ready");
+    REQUIRE(kill(s.pid, SIGINT) == 0);
+    code = wait_exit(s.pid, &sig);
+    if (code == -2) kill(s.pid, SIGKILL), (void)wait_exit(s.pid, &sig);
+    s.pid = 0;
+    CHECK_EQ_INT(code, 0);
+    CHECK_EQ_INT(sig, 0);
+    CHECK(log_has(&s, "stopping: every process gets SIGTERM"));
+    CHECK(log_has(&s, "alpha: exited") && log_has(&s, "stopped"));
+    CHECK(kill(pid, 0) != 0); /* the child is gone */
+}
+
 /* A model whose binary is missing fails its request at once, with the reason. */
 static void test_serve_missing_binary(void) {
     serve_proc s;
@@ -975,7 +1040,8 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "idle.ini", "slow.ini", "broken.ini"};
+    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini",
+                                        "idle.ini", "slow.ini", "broken.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1018,6 +1084,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_pool);
     RUN(test_serve_upstream_hangup);
     RUN(test_serve_pinned);
+    RUN(test_serve_signals);
     RUN(test_serve_idle_upstream);
     RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);
