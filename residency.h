@@ -1193,6 +1193,11 @@
            may admit waiters at once.
        rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
        rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_set_slot_limit(pool, proc, n, now)
+           The process takes at most n requests at once (its own count, measured:
+           llama-server's total_slots); the smaller of n and the model's
+           max_in_flight applies to that process (0 = none of its own). Requests
+           beyond it queue here, not in the server's accept queue.
        rsd_pool_next_action(pool, &a) -> bool
            STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
        rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
@@ -3121,6 +3126,7 @@ typedef struct rsd_pool_slot_info {
     uint32_t ttl_ms;
     bool pinned;
     int64_t pid;              /* whatever the host stored with rsd_pool_set_pid; 0 = none */
+    uint32_t max_in_flight;   /* requests it takes at once (model and set_slot_limit); 0 = unlimited */
 } rsd_pool_slot_info;
 
 /* Snapshot of the pool (W34: complete, every slot, plus lifetime counters). */
@@ -3200,6 +3206,11 @@ RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t b
 /* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
                               uint64_t now_ms);
+/* The process in proc takes at most max_in_flight requests at once (its own count, e.g.
+   llama-server's total_slots; 0 = no limit of its own): the smaller of this and the
+   model's max_in_flight applies to it. */
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+                                    uint64_t now_ms);
 /* Store the host's pid (or any id) for the process in proc, shown in stats. */
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
@@ -9420,6 +9431,7 @@ typedef struct rsdi_pool_slot {
     uint64_t last_use;
     uint64_t idle_deadline_ms;
     int64_t pid;
+    uint32_t limit;                  /* the process's own concurrency (set_slot_limit); 0 = none */
     rsd_pool_action_kind pending;    /* SPAWN or STOP waiting to be pulled */
     rsd_pool_why why;
     int act_next;                    /* slot action FIFO link */
@@ -9661,6 +9673,13 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     rsdi_pool_ntf_push(p, i, RSDI_PNTF_GRANT);
 }
 
+/* Requests slot s may take at once: the model's max_in_flight and the process's own
+   limit (rsd_pool_set_slot_limit), the smaller when both are set; 0 = unlimited. */
+RSDI_PRIVATE uint32_t rsdi_pool_cap(const rsd_pool *p, int s) {
+    uint32_t m = p->models[p->slots[s].model].max_in_flight, l = p->slots[s].limit;
+    return !l ? m : !m || l < m ? l : m;
+}
+
 /* Grant the head waiters of the slot's model while it has room. O(grants). */
 RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
     rsdi_pool_slot *sl = &p->slots[s];
@@ -9670,8 +9689,8 @@ RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
     /* Long queues: touch entries a few links ahead (the links are dense and cached,
        the entries are not), so their cache misses overlap. */
     for (k = 0; k < 8 && ahead != RSDI_POOL_NIL; k++) ahead = p->wq[ahead].next;
-    while (md->wq_head != RSDI_POOL_NIL &&
-           (md->max_in_flight == 0 || sl->in_flight < md->max_in_flight)) {
+    uint32_t cap = rsdi_pool_cap(p, s);
+    while (md->wq_head != RSDI_POOL_NIL && (cap == 0 || sl->in_flight < cap)) {
 #if defined(__GNUC__) || defined(__clang__)
         if (ahead != RSDI_POOL_NIL) {
             __builtin_prefetch(&p->reqs[ahead], 1);
@@ -9732,6 +9751,7 @@ RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     sl->last_use = ++p->clock;
     sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
     sl->pid = 0;
+    sl->limit = 0;
     sl->drain_after_start = false;
     sl->why = RSD_POOL_WHY_NONE;
     p->reserved_total += sl->reserve_bytes;
@@ -10221,7 +10241,8 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     /* Fast path: resident and ready, room, nobody queued ahead (P32.1). */
     if (RSDI_LIKELY(s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
                     md->wq_head == RSDI_POOL_NIL &&
-                    (md->max_in_flight == 0 || pool->slots[s].in_flight < md->max_in_flight))) {
+                    ((md->max_in_flight == 0 && pool->slots[s].limit == 0) ||
+                     pool->slots[s].in_flight < rsdi_pool_cap(pool, s)))) {
         rsdi_pool_slot *sl = &pool->slots[s];
         i = rsdi_pool_req_alloc(pool);
         if (i == RSDI_POOL_NIL) { pool->ctr.queue_full++; return RSD_ERR_CAPACITY; }
@@ -10522,6 +10543,17 @@ RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid) {
     return RSD_OK;
 }
 
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+                                    uint64_t now_ms) {
+    int s;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    pool->slots[s].limit = max_in_flight;
+    if (pool->slots[s].state == RSD_POOL_SLOT_READY) rsdi_pool_grant_waiters(pool, s);
+    return RSD_OK;
+}
+
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *a) {
     uint32_t i;
     if (!pool || !a) return false;
@@ -10703,6 +10735,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
         o->ttl_ms = sl->model >= 0 ? pool->models[sl->model].ttl_ms : 0;
         o->pinned = sl->model >= 0 && pool->models[sl->model].pinned;
         o->pid = sl->pid;
+        o->max_in_flight = sl->model >= 0 ? rsdi_pool_cap(pool, s) : 0;
     }
 }
 

@@ -1124,8 +1124,16 @@
                    writes output is probed again at once (at most every
                    RSD_FLEET_OUTPUT_PROBE_GAP_MS): llama-server logs "model loaded" the
                    moment /health turns 200, so READY follows within a few ms instead of
-                   up to 500. The log is never parsed. 200 = READY and the waiting
-                   requests are granted; 503, refused, timeout = keep waiting.
+                   up to 500. The log is never parsed. 503, refused, timeout = keep
+                   waiting. After the first 200 one GET /props asks for the child's own
+                   slot count (llama-server's "total_slots", its -np; auto = 4): READY
+                   then, and the process is given at most that many requests at once
+                   (rsd_pool_set_slot_limit; the smaller of it and the model's
+                   max_in_flight), the rest wait in the pool -- not in the child's
+                   accept queue, where llama-server leaves a connection until one of
+                   its HTTP threads is free (a kept-alive idle connection holds one for
+                   its 5 s keep-alive). A /props that fails or has no total_slots
+                   (another server) leaves only max_in_flight.
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
                    "not ready within N ms") and the last output lines (W31). CRASHED.
@@ -8817,7 +8825,8 @@ enum {
     RSDI_FLEET_CMD_BYTES = 320,                      /* command quoted in a message */
     RSDI_FLEET_URL_BYTES = 96 + RSD_FLEET_HEALTH_PATH_MAX,
     RSDI_FLEET_MAX_PASSES = 16,                      /* step loop bound */
-    RSDI_FLEET_PROBE_BODY = 16384
+    RSDI_FLEET_PROBE_BODY = 65536,                   /* a /props answer (chat template included) */
+    RSDI_FLEET_PROPS_TOKENS = 2048                   /* JSON tokens of a /props answer */
 };
 
 typedef struct rsdi_fleet_model {
@@ -8839,6 +8848,7 @@ typedef struct rsdi_fleet_slot {
     uint64_t started_ms, ready_ms;
     bool told;                 /* rsd_pool_on_started reported (ok or not) */
     bool ready;
+    bool healthy;              /* /health said 200; GET /props (its slot count) in flight */
     bool stopping;             /* the pool sent STOP */
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
@@ -8869,6 +8879,7 @@ struct rsd_fleet {
     uint64_t seq, dropped;
     uint64_t pool_deadline;
     bool stopped;
+    rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
     char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
     char tmp[RSD_FLEET_MESSAGE_MAX];
     char tail[RSD_FLEET_MESSAGE_MAX];
@@ -9068,7 +9079,8 @@ RSDI_PRIVATE void rsdi_fleet_cancel_probe(rsd_fleet *f, rsdi_fleet_slot *s) {
     s->probe.id = 0;
 }
 
-RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+/* GET path on a starting child (at most one request per child in flight). */
+RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
     rsd_http_request rq;
     rsd_proc_info info;
     char url[RSDI_FLEET_URL_BYTES];
@@ -9077,8 +9089,7 @@ RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64
     if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
         info.state != RSD_PROC_STARTING)
         return false;
-    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port,
-                   m->health_path);
+    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, path);
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
@@ -9091,6 +9102,45 @@ RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64
         return false;
     }
     return true;
+}
+
+/* The readiness probe (GET health_path), until it has said 200 once. */
+RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    return !s->healthy && rsdi_fleet_get(f, s, f->models[s->model].health_path, now_ms);
+}
+
+/* The child's own slot count from its GET /props answer (llama-server's total_slots,
+   = -np); 0 when it gave none (another server, an error, a body too large). */
+RSDI_PRIVATE uint32_t rsdi_fleet_props_slots(rsd_fleet *f, const rsd_http_event *he) {
+    rsd_json_doc d;
+    int64_t v = 0;
+    if (!he || he->result != RSD_OK || he->status != 200 ||
+        rsd_json_parse(&d, he->body.ptr, he->body.len, f->props_toks, RSDI_FLEET_PROPS_TOKENS) <= 0 ||
+        rsd_json_int64(&d, rsd_json_find(&d, 0, "total_slots"), &v) != RSD_OK || v <= 0 ||
+        v > (int64_t)RSD_POOL_MAX_REQUESTS)
+        return 0;
+    return (uint32_t)v;
+}
+
+/* /health said 200 and /props answered (or could not): READY, at most the child's own
+   slot count of requests at once (the rest queue in the pool, not in its accept queue). */
+RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *props,
+                                   uint64_t now_ms) {
+    rsd_fleet_event ev;
+    uint32_t slots = rsdi_fleet_props_slots(f, props);
+    if (s->told || s->stopping || rsd_procs_mark_ready(f->procs, s->proc, now_ms) != RSD_OK) return;
+    s->told = true;
+    s->ready = true;
+    s->ready_ms = now_ms;
+    if (slots) (void)rsd_pool_set_slot_limit(f->pool, s->pp, slots, now_ms);
+    rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
+    ev.pid = s->pid;
+    ev.port = s->port;
+    rsdi_fleet_push(f, &ev, -1);
+    rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
+              "fleet: %s ready on port %u after %llu ms (%u slots)", rsdi_fleet_model_id(f, s->model),
+              (unsigned)s->port, (unsigned long long)(now_ms - s->started_ms), (unsigned)slots);
+    (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
 }
 
 RSDI_PRIVATE void rsdi_fleet_clear_slot(rsdi_fleet_slot *s) {
@@ -9270,7 +9320,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     rsd_procs_desc prd;
     rsd_http_client_desc cd;
     rsd_fleet *f;
-    size_t total, off_models, off_bufs, off_rq, sz;
+    size_t total, off_models, off_bufs, off_rq, off_toks, sz;
     uint32_t maxreq;
     int i;
     if (desc) d = *desc;
@@ -9294,6 +9344,8 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
         return NULL;
+    off_toks = (total + 15) & ~(size_t)15;
+    total = off_toks + sizeof(rsd_json_tok) * RSDI_FLEET_PROPS_TOKENS;
     f = (rsd_fleet *)rsdi_malloc(&d.allocator, total);
     if (!f) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "fleet: no memory", RSDI_WHERE);
@@ -9307,6 +9359,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
+    f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
     f->rq_cap = maxreq * 2 + 16;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
@@ -9483,7 +9536,7 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
    RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
 RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *s) {
     rsd_proc_info info;
-    if (!s->pp.id || !s->proc.id || s->told || s->stopping || s->probe.id) return 0;
+    if (!s->pp.id || !s->proc.id || s->told || s->healthy || s->stopping || s->probe.id) return 0;
     if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
         info.out_bytes == s->out_seen)
         return 0;
@@ -9535,21 +9588,11 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (!s) continue;
             s->probe.id = 0;
             work++;
-            if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping &&
-                rsd_procs_mark_ready(f->procs, s->proc, now_ms) == RSD_OK) {
-                rsd_fleet_event ev;
-                s->told = true;
-                s->ready = true;
-                s->ready_ms = now_ms;
-                rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
-                ev.pid = s->pid;
-                ev.port = s->port;
-                rsdi_fleet_push(f, &ev, -1);
-                rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
-                          "fleet: %s ready on port %u after %llu ms",
-                          rsdi_fleet_model_id(f, s->model), (unsigned)s->port,
-                          (unsigned long long)(now_ms - s->started_ms));
-                (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
+            if (s->healthy) { /* the /props answer, whatever it says */
+                rsdi_fleet_ready(f, s, &he, now_ms);
+            } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
+                s->healthy = true; /* ask for its slot count before the first grant */
+                if (!rsdi_fleet_get(f, s, "/props", now_ms)) rsdi_fleet_ready(f, s, NULL, now_ms);
             }
             /* 503 (loading), refused, timeout: wait for the next PROBE or output */
         }

@@ -445,6 +445,41 @@ static void test_failed_start_restores_evicted(void) {
     CHECK(no_children());
 }
 
+/* The child's own slot count (GET /props total_slots, here -np 2) bounds the requests
+   sent to it when the model sets no max_in_flight: the third waits in the pool (not in
+   the child's accept queue) and is granted when one finishes. */
+static void test_child_slots_bound_requests(void) {
+    int fd0 = count_fds(), a, i, granted = 0;
+    rsd_fleet *f;
+    rsd_pool_req r[3];
+    rsd_pool_stats st;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL); /* spec.parallel = 2, pool max_in_flight 0 */
+    REQUIRE(acquire_wait(f, a, &r[0]) > 0);
+    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 2);
+    for (i = 1; i < 3; i++) {
+        int rc = rsd_fleet_acquire(f, a, tnow(), NULL, &r[i], &port);
+        if (rc == RSD_OK) granted++;
+        else CHECK_EQ_INT(rc, RSD_PENDING);
+    }
+    CHECK_EQ_INT(granted, 1);
+    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    CHECK_EQ_INT(st.running, 2);
+    CHECK_EQ_INT(st.waiting, 1);
+    CHECK_EQ_INT(rsd_fleet_release(f, r[0], tnow()), RSD_OK);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 2); /* r0 (by acquire_wait), then r2 */
+    CHECK_EQ_INT(rsd_fleet_release(f, r[1], tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_release(f, r[2], tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 /* Every STOP the pool decided with why EVICT (or TTL/TRIM) found the slot idle. */
 static bool evictions_were_idle(rsd_fleet *f, int *stops) {
     rsd_pool_event pe;
@@ -1218,6 +1253,7 @@ int main(int argc, char **argv) {
     RUN(test_missing_binary);
     RUN(test_spawn_failure_backs_off);
     RUN(test_failed_start_restores_evicted);
+    RUN(test_child_slots_bound_requests);
     RUN(test_two_models_concurrently);
     RUN(test_lru_evicts_idle);
     RUN(test_busy_streaming_never_evicted);

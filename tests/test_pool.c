@@ -1374,6 +1374,66 @@ static void test_w26_drain_is_lifted_when_the_starving_request_leaves(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* The process's own concurrency (set_slot_limit, e.g. llama-server's total_slots)
+   bounds what is sent to it, beside the model's max_in_flight (the smaller wins); a
+   larger limit admits the waiters at once. */
+static void test_slot_limit(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    rsd_pool_stats st;
+    host h;
+    rsd_pool_req r[6];
+    rsd_pool_action a;
+    int s, i, granted = 0;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &r[0], &s), RSD_PENDING);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 2, 1), RSD_OK); /* before READY */
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_OK);
+    for (i = 1; i < 4; i++) {
+        int rc = rsd_pool_acquire(h.p, 0, 2, NULL, &r[i], &s);
+        if (rc == RSD_OK) granted++;
+        else CHECK_EQ_INT(rc, RSD_PENDING);
+    }
+    pump(&h);
+    CHECK_EQ_INT(granted + count(&h, RSD_POOL_ACTION_GRANT), 2); /* r0 and r1 */
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.running, 2);
+    CHECK_EQ_INT(st.waiting, 2);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 2);
+    CHECK_EQ_INT(rsd_pool_release(h.p, r[0], 3), RSD_OK); /* one leaves, one goes in */
+    pump(&h);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.running, 2);
+    CHECK_EQ_INT(st.waiting, 1);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 8, 4), RSD_OK); /* grows: admitted */
+    pump(&h);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.running, 3);
+    CHECK_EQ_INT(st.waiting, 0);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 8);
+    rsd_pool_destroy(h.p);
+    /* with a model limit too, the smaller one applies */
+    m.max_in_flight = 3;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &r[0], &s), RSD_PENDING);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 8, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_OK);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 3);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 1, 2), RSD_OK);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 1);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 3, NULL, &r[1], &s), RSD_PENDING); /* r0 runs */
+    a.proc.id ^= 0x100; /* a stale process */
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 4, 3), RSD_ERR_POOL_STALE);
+    rsd_pool_destroy(h.p);
+}
+
 /* ---- failed starts: backoff and restore ------------------------------------------- */
 /* A host whose starts of model `bad` fail: every SPAWN of it gets on_started(false) and
    then on_exited; other SPAWNs start fine; STOPs exit at once. */
@@ -1622,6 +1682,7 @@ int main(int argc, char **argv) {
     RUN(test_measured_reservation_replaces_the_estimate);
     RUN(test_crash_before_grant_is_pulled_fails_the_request);
     RUN(test_w26_drain_is_lifted_when_the_starving_request_leaves);
+    RUN(test_slot_limit);
     RUN(test_failed_start_backs_off);
     RUN(test_crash_while_starting_backs_off);
     RUN(test_failed_start_restores_the_evicted_model);
