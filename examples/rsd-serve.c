@@ -38,7 +38,9 @@
    meanwhile get 503 with the last reason and Retry-After (POST /models/load tries at
    once). An idle upstream connection is dropped before the child's own keep-alive
    timeout, and a request the child closed the socket on before answering is resent
-   once.
+   once. A child is sent at most its own slot count of requests at once (`parallel`,
+   or what its GET /props says: llama-server's total_slots); the rest wait here, in
+   order, not in the child's accept queue.
    Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
    40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
    Signals: SIGINT, SIGTERM and SIGQUIT stop every process gracefully (SIGTERM, then
