@@ -1219,7 +1219,8 @@
            The only allocation: one block of about 14 KiB + 40 bytes per
            max_requests + 48 bytes per event_log entry. destroy does not stop
            processes (they are the host's): call rsd_pool_stop and reap first.
-           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound.
+           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound,
+           start backoff 1 s doubling to 60 s.
        rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
            id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
            default_reserve_bytes) is reserved when a slot is claimed, before
@@ -1236,13 +1237,19 @@
            handle to wait on. Errors (no handle): RSD_ERR_POOL_STOPPED,
            RSD_ERR_POOL_NO_FIT (reservation > whole budget), RSD_ERR_POOL_PINNED
            (pinned residents leave no slot or bytes), RSD_ERR_POOL_QUEUE_FULL,
-           RSD_ERR_CAPACITY (request table full), RSD_ERR_ARG.
+           RSD_ERR_CAPACITY (request table full), RSD_ERR_POOL_BACKOFF (m is not
+           resident and its last start failed less than its backoff ago: see
+           Failed starts), RSD_ERR_ARG.
        rsd_pool_preload(pool, m, now)
            Load m and leave it resident with no request (P9; boot policy P37,
            e.g. preload the pinned models). RSD_OK when READY or STARTING
            already, RSD_PENDING when queued; no GRANT or FAIL ever comes for a
            preload (a failed load is only logged and counted). st.preloads
-           counts those still queued.
+           counts those still queued. An explicit load ignores and clears m's
+           start backoff.
+       rsd_pool_reset_backoff(pool, m or -1)
+           Forgets the failed starts (for a host whose configuration of m
+           changed): the next request starts it at once.
        rsd_pool_release(pool, req, now)   a granted request finished
        rsd_pool_cancel(pool, req, now)    the client went away (waiting or granted)
            Both free the handle. release on a waiting request is RSD_ERR_STATE;
@@ -1265,6 +1272,11 @@
            may admit waiters at once.
        rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
        rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_set_slot_limit(pool, proc, n, now)
+           The process takes at most n requests at once (its own count, measured:
+           llama-server's total_slots); the smaller of n and the model's
+           max_in_flight applies to that process (0 = none of its own). Requests
+           beyond it queue here, not in the server's accept queue.
        rsd_pool_next_action(pool, &a) -> bool
            STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
        rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
@@ -1286,7 +1298,8 @@
            grants, waits, max wait, spawns, readies, load failures, crashes,
            evictions, TTL expiries, trims, W26 drains, unloads, fails...);
            per model also last_used_ms (now_ms of its last grant or finished
-           request, 0 = never).
+           request, 0 = never), start_failures and retry_at_ms (the backoff);
+           counters backoffs (acquires refused) and restores.
        rsd_pool_next_event(pool, &ev)
            Optional audit ring (desc.event_log entries; oldest dropped first):
            CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
@@ -1308,6 +1321,18 @@
        residents keep flowing while others wait. Work per event is
        O(models x slots), independent of the number of waiting requests (W25);
        a load that completes grants its waiters in O(granted).
+
+       Failed starts. A start fails when on_started(!ok) comes, or the process
+       exits while STARTING. Then (1) the model's waiters FAIL; (2) its next
+       start is backed off: acquire answers RSD_ERR_POOL_BACKOFF at once, with
+       nothing queued or stopped, until retry_at_ms = now + desc.start_backoff_ms
+       (1 s) doubled per consecutive failure up to start_backoff_max_ms (60 s);
+       a READY, an explicit preload or rsd_pool_reset_backoff clears it; (3) the
+       idle models that were evicted to make room for that start are loaded
+       again (a preload each, counted in st.restores): a model that cannot
+       start does not cost a healthy one. A model evicted for a start that
+       then succeeds stays evicted. A crash after READY is not a failed start:
+       the next request respawns it at once.
 
        Slot states (who may call what):
            EMPTY    --claim-->  STARTING (SPAWN emitted, reservation taken)
@@ -1336,7 +1361,7 @@
        a 12-bit generation: a stale handle is detected unless its entry was
        reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
        2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off).
-       ERRORS: RSD_ERR_POOL_* (-60..-68) as above, plus RSD_ERR_ARG,
+       ERRORS: RSD_ERR_POOL_* (-60..-69) as above, plus RSD_ERR_ARG,
        RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
        orphan or fail running requests scan the request table once (O(max_
        requests)); every other operation is O(models x slots) or better.
@@ -1489,7 +1514,8 @@ extern "C" {
     X(ERR_POOL_BUSY, -65, "model is still serving requests") \
     X(ERR_POOL_STALE, -66, "stale or invalid pool handle") \
     X(ERR_POOL_UNLOADED, -67, "model unloaded before it was ready") \
-    X(ERR_POOL_PINNED, -68, "no room beside the pinned models")
+    X(ERR_POOL_PINNED, -68, "no room beside the pinned models") \
+    X(ERR_POOL_BACKOFF, -69, "model failed to start recently; not retried before its backoff ends")
 /* >>results:state */
 #define RSDI_RESULTS_STATE(X) \
     X(ERR_LOCK, -80, "could not take the cross-process lock") \
@@ -1590,6 +1616,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(POOL_LOAD_FAILED, "pool: model failed to load") \
     X(POOL_CRASHED, "pool: process exited unexpectedly") \
     X(POOL_BUSY, "pool: unload refused, model busy") \
+    X(POOL_BACKOFF, "pool: start failed; next start of the model backed off") \
+    X(POOL_RESTORE, "pool: reloading a model evicted for a start that failed") \
     X(POOL_STOPPED, "pool: stopped")
 /* >>log:state */
 #define RSDI_LOG_ITEMS_STATE(X) \
@@ -3062,7 +3090,9 @@ enum {
     RSD_POOL_MAX_MODEL_ID = 128,      /* bytes of a model id, including the NUL */
     RSD_POOL_MAX_REQUESTS = 1048575,  /* cap on desc.max_requests (20-bit index) */
     RSD_POOL_DEFAULT_REQUESTS = 1024, /* desc.max_requests when 0 */
-    RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000 /* desc.max_wait_ms when 0 (W26 bound) */
+    RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000, /* desc.max_wait_ms when 0 (W26 bound) */
+    RSD_POOL_DEFAULT_BACKOFF_MS = 1000,   /* desc.start_backoff_ms when 0 */
+    RSD_POOL_DEFAULT_BACKOFF_MAX_MS = 60000 /* desc.start_backoff_max_ms when 0 */
 };
 /* desc.max_wait_ms value that disables the starvation bound. */
 #define RSD_POOL_WAIT_FOREVER 0xFFFFFFFFu
@@ -3144,6 +3174,9 @@ typedef struct rsd_pool_desc {
     uint64_t default_reserve_bytes;/* reservation of a model that gives none; 0 = 0 */
     uint32_t max_wait_ms;          /* W26 starvation bound; 0 = default; RSD_POOL_WAIT_FOREVER = off */
     uint32_t event_log;            /* entries in the event-log ring; 0 = no log */
+    uint32_t start_backoff_ms;     /* after a failed start, no new start for this long, doubling
+                                      per consecutive failure; 0 = 1000 */
+    uint32_t start_backoff_max_ms; /* the doubling stops here; 0 = 60000 */
     const rsd_pool_model_desc *models; /* initial model table (may be NULL) */
     int num_models;                /* entries in models */
     rsd_allocator allocator;       /* zeroed = RSD_DEFAULT_ALLOC/FREE */
@@ -3188,6 +3221,7 @@ typedef struct rsd_pool_slot_info {
     uint32_t ttl_ms;
     bool pinned;
     int64_t pid;              /* whatever the host stored with rsd_pool_set_pid; 0 = none */
+    uint32_t max_in_flight;   /* requests it takes at once (model and set_slot_limit); 0 = unlimited */
 } rsd_pool_slot_info;
 
 /* Snapshot of the pool (W34: complete, every slot, plus lifetime counters). */
@@ -3207,6 +3241,8 @@ typedef struct rsd_pool_stats {
     uint64_t spawns, readies, load_failures, crashes, exits;
     uint64_t evictions, ttl_expiries, trims, starve_drains, unloads, fails;
     uint64_t queue_full, no_fit, max_wait_ms, events_dropped;
+    uint64_t backoffs;          /* acquires refused with RSD_ERR_POOL_BACKOFF */
+    uint64_t restores;          /* models reloaded because the start they were evicted for failed */
     rsd_pool_slot_info slots[RSD_POOL_MAX_SLOTS];
 } rsd_pool_stats;
 
@@ -3221,6 +3257,8 @@ typedef struct rsd_pool_model_info {
     uint32_t waiting;         /* queued requests for this model */
     uint32_t running;         /* in-flight on its slot */
     uint64_t last_used_ms;    /* now_ms of its last grant or finished request; 0 = never */
+    uint32_t start_failures;  /* consecutive failed starts (a READY or a reset clears it) */
+    uint64_t retry_at_ms;     /* no new start before this (backoff); 0 = none */
 } rsd_pool_model_info;
 
 /* rsd_pool_unload flags. */
@@ -3246,7 +3284,8 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
                              rsd_pool_req *req, int *slot);
 /* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
-   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. */
+   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. An
+   explicit load clears the model's start backoff. */
 RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
 /* A granted request finished: in-flight--, LRU clock and idle deadline updated. */
 RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
@@ -3262,12 +3301,20 @@ RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t b
 /* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
                               uint64_t now_ms);
+/* The process in proc takes at most max_in_flight requests at once (its own count, e.g.
+   llama-server's total_slots; 0 = no limit of its own): the smaller of this and the
+   model's max_in_flight applies to it. */
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+                                    uint64_t now_ms);
 /* Store the host's pid (or any id) for the process in proc, shown in stats. */
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
 /* Run timers (idle TTL, W26 wait bound); returns the next deadline or RSD_POOL_NO_DEADLINE. */
 RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms);
+/* Forget model's failed starts (-1 = every model): its next request starts it at once
+   (for a host whose configuration of the model changed). */
+RSD_API int rsd_pool_reset_backoff(rsd_pool *pool, int model);
 /* Set the maximum number of slots (clamped 1..16) and stop idle excess slots (LRU first). */
 RSD_API int rsd_pool_configure(rsd_pool *pool, int max_slots, uint64_t now_ms);
 /* Unload model (-1 = every model): RSD_OK (stopping), RSD_PENDING (draining), <0. */
@@ -9569,6 +9616,10 @@ typedef struct rsdi_pool_model {
     int want_prev, want_next;        /* list of models waiting for a slot */
     bool wanting;
     uint64_t last_used_ms;           /* now_ms of its last grant or finished request */
+    uint32_t start_failures;         /* consecutive failed starts */
+    uint64_t retry_at_ms;            /* backoff: no new start before this; 0 = none */
+    int evicted_for;                 /* the model whose claim evicted it (restored if that
+                                        start fails); -1 = none */
 } rsdi_pool_model;
 
 typedef struct rsdi_pool_slot {
@@ -9580,6 +9631,7 @@ typedef struct rsdi_pool_slot {
     uint64_t last_use;
     uint64_t idle_deadline_ms;
     int64_t pid;
+    uint32_t limit;                  /* the process's own concurrency (set_slot_limit); 0 = none */
     rsd_pool_action_kind pending;    /* SPAWN or STOP waiting to be pulled */
     rsd_pool_why why;
     int act_next;                    /* slot action FIFO link */
@@ -9591,7 +9643,7 @@ struct rsd_pool {
     rsd_allocator alloc;
     rsd_logger logger;
     int max_slots;
-    uint32_t max_requests, max_waiting, max_wait_ms;
+    uint32_t max_requests, max_waiting, max_wait_ms, backoff_ms, backoff_max_ms;
     uint64_t budget_bytes, default_reserve, measured_total, foreign_bytes;
     bool stopped;
     uint64_t clock, now_ms;
@@ -9821,6 +9873,13 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     rsdi_pool_ntf_push(p, i, RSDI_PNTF_GRANT);
 }
 
+/* Requests slot s may take at once: the model's max_in_flight and the process's own
+   limit (rsd_pool_set_slot_limit), the smaller when both are set; 0 = unlimited. */
+RSDI_PRIVATE uint32_t rsdi_pool_cap(const rsd_pool *p, int s) {
+    uint32_t m = p->models[p->slots[s].model].max_in_flight, l = p->slots[s].limit;
+    return !l ? m : !m || l < m ? l : m;
+}
+
 /* Grant the head waiters of the slot's model while it has room. O(grants). */
 RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
     rsdi_pool_slot *sl = &p->slots[s];
@@ -9830,8 +9889,8 @@ RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
     /* Long queues: touch entries a few links ahead (the links are dense and cached,
        the entries are not), so their cache misses overlap. */
     for (k = 0; k < 8 && ahead != RSDI_POOL_NIL; k++) ahead = p->wq[ahead].next;
-    while (md->wq_head != RSDI_POOL_NIL &&
-           (md->max_in_flight == 0 || sl->in_flight < md->max_in_flight)) {
+    uint32_t cap = rsdi_pool_cap(p, s);
+    while (md->wq_head != RSDI_POOL_NIL && (cap == 0 || sl->in_flight < cap)) {
 #if defined(__GNUC__) || defined(__clang__)
         if (ahead != RSDI_POOL_NIL) {
             __builtin_prefetch(&p->reqs[ahead], 1);
@@ -9892,10 +9951,12 @@ RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     sl->last_use = ++p->clock;
     sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
     sl->pid = 0;
+    sl->limit = 0;
     sl->drain_after_start = false;
     sl->why = RSD_POOL_WHY_NONE;
     p->reserved_total += sl->reserve_bytes;
     p->models[m].slot = s;
+    p->models[m].evicted_for = -1;
     rsdi_pool_want_del(p, m);
     p->ctr.spawns++;
     rsdi_pool_act_push(p, s, RSD_POOL_ACTION_SPAWN);
@@ -10135,6 +10196,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
                 if (!(picked & (1u << v))) continue;
                 rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_EVICT, RSDI_WHERE,
                           "pool: evicting %s for %s", p->models[p->slots[v].model].id, md->id);
+                p->models[p->slots[v].model].evicted_for = m;
                 pend_s++;
                 pend_b += (int64_t)p->slots[v].reserve_bytes;
                 rsdi_pool_stop_slot(p, v, RSD_POOL_WHY_EVICT);
@@ -10223,6 +10285,7 @@ RSD_API int rsd_pool_add_model(rsd_pool *pool, const rsd_pool_model_desc *d) {
     md->max_in_flight = d->max_in_flight;
     md->pinned = d->pinned;
     md->slot = -1;
+    md->evicted_for = -1;
     md->wq_head = md->wq_tail = RSDI_POOL_NIL;
     md->want_prev = md->want_next = -1;
     return m;
@@ -10296,6 +10359,10 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     p->max_requests = d.max_requests;
     p->max_waiting = d.max_waiting;
     p->max_wait_ms = d.max_wait_ms;
+    p->backoff_ms = d.start_backoff_ms ? d.start_backoff_ms : (uint32_t)RSD_POOL_DEFAULT_BACKOFF_MS;
+    p->backoff_max_ms = d.start_backoff_max_ms ? d.start_backoff_max_ms
+                                               : (uint32_t)RSD_POOL_DEFAULT_BACKOFF_MAX_MS;
+    if (p->backoff_max_ms < p->backoff_ms) p->backoff_max_ms = p->backoff_ms;
     p->budget_bytes = d.vram_budget_bytes;
     p->default_reserve = d.default_reserve_bytes;
     p->reqs = (rsdi_pool_reqent *)(void *)((char *)p + off_reqs);
@@ -10374,7 +10441,8 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     /* Fast path: resident and ready, room, nobody queued ahead (P32.1). */
     if (RSDI_LIKELY(s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
                     md->wq_head == RSDI_POOL_NIL &&
-                    (md->max_in_flight == 0 || pool->slots[s].in_flight < md->max_in_flight))) {
+                    ((md->max_in_flight == 0 && pool->slots[s].limit == 0) ||
+                     pool->slots[s].in_flight < rsdi_pool_cap(pool, s)))) {
         rsdi_pool_slot *sl = &pool->slots[s];
         i = rsdi_pool_req_alloc(pool);
         if (i == RSDI_POOL_NIL) { pool->ctr.queue_full++; return RSD_ERR_CAPACITY; }
@@ -10393,6 +10461,10 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
         *req = rsdi_pool_handle(pool, i);
         if (slot) *slot = s;
         return RSD_OK;
+    }
+    if (s < 0 && md->retry_at_ms > now_ms) { /* its last start failed: not yet again */
+        pool->ctr.backoffs++;
+        return RSD_ERR_POOL_BACKOFF;
     }
     if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
         pool->ctr.no_fit++;
@@ -10423,15 +10495,12 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     return RSD_PENDING;
 }
 
-RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
-    rsdi_pool_model *md;
+/* Queues a load of model with no request (rsd_pool_preload, and the restore of a model
+   evicted for a start that failed). RSD_OK when READY or STARTING already. */
+RSDI_PRIVATE int rsdi_pool_preload_req(rsd_pool *pool, int model) {
+    rsdi_pool_model *md = &pool->models[model];
     uint32_t i;
-    int s, rc;
-    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
-    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
-    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
-    md = &pool->models[model];
-    s = md->slot;
+    int s = md->slot, rc;
     if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
                    pool->slots[s].state == RSD_POOL_SLOT_STARTING))
         return RSD_OK;
@@ -10455,6 +10524,53 @@ RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
         rsdi_pool_pass(pool);
     }
     return RSD_PENDING;
+}
+
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    pool->models[model].start_failures = 0; /* an explicit load: try now */
+    pool->models[model].retry_at_ms = 0;
+    return rsdi_pool_preload_req(pool, model);
+}
+
+RSD_API int rsd_pool_reset_backoff(rsd_pool *pool, int model) {
+    int m;
+    if (!pool || model < -1 || model >= pool->num_models) return RSD_ERR_ARG;
+    for (m = model < 0 ? 0 : model; m < (model < 0 ? pool->num_models : model + 1); m++) {
+        pool->models[m].start_failures = 0;
+        pool->models[m].retry_at_ms = 0;
+    }
+    return RSD_OK;
+}
+
+/* A start of model m failed (a failed load, or an exit before READY): its next start
+   waits backoff_ms << (failures - 1), at most backoff_max_ms, and the models evicted to
+   make room for it are loaded again. */
+RSDI_PRIVATE void rsdi_pool_start_failed(rsd_pool *p, int m) {
+    rsdi_pool_model *md = &p->models[m];
+    uint64_t d = p->backoff_ms;
+    uint32_t k;
+    int v;
+    if (md->start_failures < 0xFFFFFFFFu) md->start_failures++;
+    for (k = 1; k < md->start_failures && d < p->backoff_max_ms; k++) d *= 2;
+    if (d > p->backoff_max_ms) d = p->backoff_max_ms;
+    md->retry_at_ms = rsdi_pool_at(p->now_ms, d);
+    rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_BACKOFF, RSDI_WHERE,
+              "pool: %s failed to start (%u in a row); next start in %llu ms", md->id,
+              (unsigned)md->start_failures, (unsigned long long)d);
+    for (v = 0; v < p->num_models; v++) {
+        rsdi_pool_model *vm = &p->models[v];
+        if (vm->evicted_for != m) continue;
+        vm->evicted_for = -1;
+        if (vm->slot >= 0 || vm->wanting || p->stopped) continue;
+        if (rsdi_pool_preload_req(p, v) == RSD_PENDING) {
+            p->ctr.restores++;
+            rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_RESTORE, RSDI_WHERE,
+                      "pool: reloading %s (evicted for %s, which failed to start)", vm->id, md->id);
+        }
+    }
 }
 
 RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms, bool cancel) {
@@ -10534,12 +10650,20 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uin
         sl->why = RSD_POOL_WHY_LOAD_FAILED;
         sl->model = m; /* kept for the STOP action; no longer routes requests */
         rsdi_pool_act_push(pool, s, RSD_POOL_ACTION_STOP);
+        rsdi_pool_start_failed(pool, m);
         rsdi_pool_pass(pool);
         return RSD_OK;
     }
     sl->state = RSD_POOL_SLOT_READY;
     sl->last_use = ++pool->clock;
     pool->ctr.readies++;
+    {   /* it started: no backoff, and what it evicted stays evicted */
+        int v, m = sl->model;
+        pool->models[m].start_failures = 0;
+        pool->models[m].retry_at_ms = 0;
+        for (v = 0; v < pool->num_models; v++)
+            if (pool->models[v].evicted_for == m) pool->models[v].evicted_for = -1;
+    }
     rsdi_pool_event_log(pool, RSD_POOL_EV_READY, RSD_POOL_WHY_NONE, s);
     rsdi_pool_grant_waiters(pool, s);
     if (sl->drain_after_start) {
@@ -10557,7 +10681,7 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uin
 
 RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms) {
     rsdi_pool_slot *sl;
-    int s;
+    int s, crashed_starting = -1;
     if (!pool) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
@@ -10576,10 +10700,12 @@ RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_
         if (sl->state == RSD_POOL_SLOT_STARTING) {
             pool->ctr.load_failures++;
             rsdi_pool_fail_model_waiters(pool, sl->model, RSD_ERR_POOL_CRASHED);
+            crashed_starting = sl->model;
         }
     }
     if (sl->model >= 0 && pool->models[sl->model].slot != s) sl->model = -1;
     rsdi_pool_vacate(pool, s);
+    if (crashed_starting >= 0) rsdi_pool_start_failed(pool, crashed_starting);
     rsdi_pool_pass(pool);
     return RSD_OK;
 }
@@ -10614,6 +10740,17 @@ RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid) {
     if (!pool) return RSD_ERR_ARG;
     if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
     pool->slots[s].pid = pid;
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+                                    uint64_t now_ms) {
+    int s;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    pool->slots[s].limit = max_in_flight;
+    if (pool->slots[s].state == RSD_POOL_SLOT_READY) rsdi_pool_grant_waiters(pool, s);
     return RSD_OK;
 }
 
@@ -10798,6 +10935,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
         o->ttl_ms = sl->model >= 0 ? pool->models[sl->model].ttl_ms : 0;
         o->pinned = sl->model >= 0 && pool->models[sl->model].pinned;
         o->pid = sl->pid;
+        o->max_in_flight = sl->model >= 0 ? rsdi_pool_cap(pool, s) : 0;
     }
 }
 
@@ -10818,6 +10956,8 @@ RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model
     info->waiting = md->wq_count;
     info->running = md->slot >= 0 ? pool->slots[md->slot].in_flight : 0;
     info->last_used_ms = md->last_used_ms;
+    info->start_failures = md->start_failures;
+    info->retry_at_ms = md->retry_at_ms;
     return RSD_OK;
 }
 

@@ -1059,6 +1059,15 @@
        RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
        host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
        same expansion into caller buffers without spawning.
+   Checking before starting: rsd_procs_check(p, spec, why, cap) tells what a spawn
+       would fail on, without starting anything or taking a port: the template
+       expands (and fits arg_bytes), the environment fits, the program is found
+       (PATH searched as the spawn does, relative paths from spec.cwd) and is an
+       executable file, and with the default llama-server template (spec.args
+       NULL) the model file is a readable file. RSD_OK, or RSD_ERR_SPAWN /
+       RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why ("cannot
+       run /opt/llama-server: No such file or directory"). A check that passes
+       does not promise a start: the model may still fail to load.
    spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
    spec.cwd: the child's working directory (a relative exe with '/' is
        resolved there). spec.start_deadline_ms overrides desc's per process.
@@ -1176,8 +1185,16 @@
                    writes output is probed again at once (at most every
                    RSD_FLEET_OUTPUT_PROBE_GAP_MS): llama-server logs "model loaded" the
                    moment /health turns 200, so READY follows within a few ms instead of
-                   up to 500. The log is never parsed. 200 = READY and the waiting
-                   requests are granted; 503, refused, timeout = keep waiting.
+                   up to 500. The log is never parsed. 503, refused, timeout = keep
+                   waiting. After the first 200 one GET /props asks for the child's own
+                   slot count (llama-server's "total_slots", its -np; auto = 4): READY
+                   then, and the process is given at most that many requests at once
+                   (rsd_pool_set_slot_limit; the smaller of it and the model's
+                   max_in_flight), the rest wait in the pool -- not in the child's
+                   accept queue, where llama-server leaves a connection until one of
+                   its HTTP threads is free (a kept-alive idle connection holds one for
+                   its 5 s keep-alive). A /props that fails or has no total_slots
+                   (another server) leaves only max_in_flight.
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
                    "not ready within N ms") and the last output lines (W31). CRASHED.
@@ -1954,6 +1971,11 @@ RSD_API void rsd_procs_destroy(rsd_procs *p);
    argv gets up to cap-1 pointers into buf plus a NULL. */
 RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_cap,
                              const char **argv, int cap);
+/* What can be checked without starting spec (a spawn would fail): the template expands,
+   the program exists and is executable (PATH searched as a spawn does), and with the
+   default llama-server template the model file is readable. RSD_OK, or RSD_ERR_SPAWN /
+   RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why (cap bytes). */
+RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, size_t cap);
 /* Start a process: RSD_OK (STARTING, *out set), RSD_ERR_SPAWN (*out set, state FAILED,
    SPAWN_FAILED queued), or <0 with no process (ERR_ARG, ERR_CAPACITY, ERR_PROC_*). */
 RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
@@ -2233,6 +2255,9 @@ typedef struct rsd_fleet_model_info {
     uint64_t last_used_ms;      /* when its last request finished (or was granted), 0 = never */
     uint64_t idle_deadline_ms;  /* TTL unload time while idle, RSD_POOL_NO_DEADLINE otherwise */
     int last_result;            /* result of its last failed start/crash, 0 = none */
+    const char *last_error;     /* its message (reason, command, last output lines); NULL =
+                                   none. Valid until the next rsd_fleet_* call that changes it */
+    uint64_t retry_at_ms;       /* after a failed start: no new start before this; 0 = none */
 } rsd_fleet_model_info;
 
 typedef struct rsd_fleet rsd_fleet;
@@ -2257,6 +2282,9 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
+   configuration changed. */
+RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
 /* Unload a model (-1 = all): flags as rsd_pool_unload. */
 RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms);
 /* Change the maximum of resident processes (idle excess stopped, LRU first). */
@@ -6680,6 +6708,7 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <unistd.h>
 #include <poll.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
@@ -6795,6 +6824,7 @@ typedef struct rsdi_proc_out {
 } rsdi_proc_out;
 
 RSDI_PRIVATE void rsdi_proc_put(rsdi_proc_out *o, const char *s, size_t n) {
+    if (!o->buf) { o->len += n; return; } /* counting only (rsd_procs_check) */
     if (o->overflow || n > o->cap - o->len) { o->overflow = true; return; }
     memcpy(o->buf + o->len, s, n);
     o->len += n;
@@ -6973,6 +7003,13 @@ RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_ca
     return o.argc;
 }
 
+/* path, or cwd/path when path is relative and cwd is set, into buf (false: too long). */
+RSDI_PRIVATE bool rsdi_proc_join(const char *cwd, const char *path, char *buf, size_t cap) {
+    int n = path[0] != '/' && cwd && cwd[0] ? RSD_SNPRINTF(buf, cap, "%s/%s", cwd, path)
+                                            : RSD_SNPRINTF(buf, cap, "%s", path);
+    return n >= 0 && (size_t)n < cap;
+}
+
 /* ---- small POSIX helpers ---------------------------------------------------- */
 /* Moves fd to a number >= 3 (close-on-exec), so dup2 onto 0..2 in the child cannot
    clobber it. Returns the (possibly new) fd or -1. */
@@ -7061,6 +7098,58 @@ RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, char *const *e
         d = e;
     }
     return last_err;
+}
+
+RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add);
+
+RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, size_t cap) {
+    rsdi_proc_out o;
+    char file[RSD_PROC_PATH_MAX];
+    const char *exe;
+    char *const *envp = NULL;
+    struct stat sb;
+    int r, err;
+    if (why && cap) why[0] = '\0';
+    if (!p || !spec || (!why && cap)) return RSD_ERR_ARG;
+    memset(&o, 0, sizeof o); /* buf NULL: count only */
+    o.max = RSD_PROC_MAX_ARGS;
+    r = rsdi_proc_expand(spec, 1, &o);
+    if (r < 0 || o.len > p->arg_bytes) {
+        if (cap)
+            (void)RSD_SNPRINTF(why, cap, "command template: %s",
+                               r < 0 ? rsd_result_str(r) : "longer than arg_bytes");
+        return r < 0 ? r : RSD_ERR_CAPACITY;
+    }
+    if (spec->env) {
+        if ((r = rsdi_proc_env(p, spec->env)) < 0) {
+            if (cap) (void)RSD_SNPRINTF(why, cap, "environment: %s", rsd_result_str(r));
+            return r;
+        }
+        envp = p->envp;
+    }
+    exe = rsdi_proc_exe(spec);
+    err = rsdi_proc_resolve(p, exe, envp);
+    if (!err && strchr(exe, '/')) { /* a path: the launch would run exactly this */
+        if (!rsdi_proc_join(spec->cwd, p->path, file, sizeof file)) err = ENAMETOOLONG;
+        else if (stat(file, &sb) != 0) err = errno;
+        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
+        else if (access(file, X_OK) != 0) err = errno;
+    }
+    if (err) {
+        if (cap) (void)RSD_SNPRINTF(why, cap, "cannot run %s: %s", exe, strerror(err));
+        return RSD_ERR_SPAWN;
+    }
+    if (!spec->args && spec->model && spec->model[0]) { /* llama-server's -m FILE */
+        if (!rsdi_proc_join(spec->cwd, spec->model, file, sizeof file)) err = ENAMETOOLONG;
+        else if (stat(file, &sb) != 0) err = errno;
+        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
+        else if (access(file, R_OK) != 0) err = errno;
+        if (err) {
+            if (cap) (void)RSD_SNPRINTF(why, cap, "cannot read model file %s: %s", spec->model, strerror(err));
+            return RSD_ERR_SPAWN;
+        }
+    }
+    return RSD_OK;
 }
 
 /* Builds the child's environment into p->envp (environ with spec->env applied).
@@ -9044,7 +9133,8 @@ enum {
     RSDI_FLEET_CMD_BYTES = 320,                      /* command quoted in a message */
     RSDI_FLEET_URL_BYTES = 96 + RSD_FLEET_HEALTH_PATH_MAX,
     RSDI_FLEET_MAX_PASSES = 16,                      /* step loop bound */
-    RSDI_FLEET_PROBE_BODY = 16384
+    RSDI_FLEET_PROBE_BODY = 65536,                   /* a /props answer (chat template included) */
+    RSDI_FLEET_PROPS_TOKENS = 2048                   /* JSON tokens of a /props answer */
 };
 
 typedef struct rsdi_fleet_model {
@@ -9066,6 +9156,7 @@ typedef struct rsdi_fleet_slot {
     uint64_t started_ms, ready_ms;
     bool told;                 /* rsd_pool_on_started reported (ok or not) */
     bool ready;
+    bool healthy;              /* /health said 200; GET /props (its slot count) in flight */
     bool stopping;             /* the pool sent STOP */
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
@@ -9096,6 +9187,7 @@ struct rsd_fleet {
     uint64_t seq, dropped;
     uint64_t pool_deadline;
     bool stopped;
+    rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
     char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
     char tmp[RSD_FLEET_MESSAGE_MAX];
     char tail[RSD_FLEET_MESSAGE_MAX];
@@ -9295,7 +9387,8 @@ RSDI_PRIVATE void rsdi_fleet_cancel_probe(rsd_fleet *f, rsdi_fleet_slot *s) {
     s->probe.id = 0;
 }
 
-RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+/* GET path on a starting child (at most one request per child in flight). */
+RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
     rsd_http_request rq;
     rsd_proc_info info;
     char url[RSDI_FLEET_URL_BYTES];
@@ -9304,8 +9397,7 @@ RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64
     if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
         info.state != RSD_PROC_STARTING)
         return false;
-    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port,
-                   m->health_path);
+    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, path);
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
@@ -9318,6 +9410,45 @@ RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64
         return false;
     }
     return true;
+}
+
+/* The readiness probe (GET health_path), until it has said 200 once. */
+RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    return !s->healthy && rsdi_fleet_get(f, s, f->models[s->model].health_path, now_ms);
+}
+
+/* The child's own slot count from its GET /props answer (llama-server's total_slots,
+   = -np); 0 when it gave none (another server, an error, a body too large). */
+RSDI_PRIVATE uint32_t rsdi_fleet_props_slots(rsd_fleet *f, const rsd_http_event *he) {
+    rsd_json_doc d;
+    int64_t v = 0;
+    if (!he || he->result != RSD_OK || he->status != 200 ||
+        rsd_json_parse(&d, he->body.ptr, he->body.len, f->props_toks, RSDI_FLEET_PROPS_TOKENS) <= 0 ||
+        rsd_json_int64(&d, rsd_json_find(&d, 0, "total_slots"), &v) != RSD_OK || v <= 0 ||
+        v > (int64_t)RSD_POOL_MAX_REQUESTS)
+        return 0;
+    return (uint32_t)v;
+}
+
+/* /health said 200 and /props answered (or could not): READY, at most the child's own
+   slot count of requests at once (the rest queue in the pool, not in its accept queue). */
+RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *props,
+                                   uint64_t now_ms) {
+    rsd_fleet_event ev;
+    uint32_t slots = rsdi_fleet_props_slots(f, props);
+    if (s->told || s->stopping || rsd_procs_mark_ready(f->procs, s->proc, now_ms) != RSD_OK) return;
+    s->told = true;
+    s->ready = true;
+    s->ready_ms = now_ms;
+    if (slots) (void)rsd_pool_set_slot_limit(f->pool, s->pp, slots, now_ms);
+    rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
+    ev.pid = s->pid;
+    ev.port = s->port;
+    rsdi_fleet_push(f, &ev, -1);
+    rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
+              "fleet: %s ready on port %u after %llu ms (%u slots)", rsdi_fleet_model_id(f, s->model),
+              (unsigned)s->port, (unsigned long long)(now_ms - s->started_ms), (unsigned)slots);
+    (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
 }
 
 RSDI_PRIVATE void rsdi_fleet_clear_slot(rsdi_fleet_slot *s) {
@@ -9497,7 +9628,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     rsd_procs_desc prd;
     rsd_http_client_desc cd;
     rsd_fleet *f;
-    size_t total, off_models, off_bufs, off_rq, sz;
+    size_t total, off_models, off_bufs, off_rq, off_toks, sz;
     uint32_t maxreq;
     int i;
     if (desc) d = *desc;
@@ -9521,6 +9652,8 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
         return NULL;
+    off_toks = (total + 15) & ~(size_t)15;
+    total = off_toks + sizeof(rsd_json_tok) * RSDI_FLEET_PROPS_TOKENS;
     f = (rsd_fleet *)rsdi_malloc(&d.allocator, total);
     if (!f) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "fleet: no memory", RSDI_WHERE);
@@ -9534,6 +9667,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
+    f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
     f->rq_cap = maxreq * 2 + 16;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
@@ -9609,12 +9743,29 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
     return rsd_pool_find_model(f->pool, id);
 }
 
+/* Before a model that is not resident (nor on its way) is given a slot -- which may evict
+   another -- check what can be checked without starting it (rsd_procs_check): a missing
+   binary or model file fails at once, nothing stopped. RSD_OK or RSD_ERR_FLEET_START. */
+RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
+    rsd_pool_model_info mi;
+    rsd_proc none;
+    char why[RSD_FLEET_MESSAGE_MAX / 2];
+    if (f->stopped || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK || mi.slot >= 0 ||
+        mi.waiting)
+        return RSD_OK;
+    if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
+    none.id = 0;
+    rsdi_fleet_note(f, model, none, RSD_ERR_FLEET_START, why);
+    return RSD_ERR_FLEET_START;
+}
+
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
     if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
@@ -9652,7 +9803,14 @@ RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
 }
 
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms) : RSD_ERR_ARG;
+    int r;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
+    return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
+}
+
+RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
+    return f ? rsd_pool_reset_backoff(f->pool, model) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms) {
@@ -9686,7 +9844,7 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
    RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
 RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *s) {
     rsd_proc_info info;
-    if (!s->pp.id || !s->proc.id || s->told || s->stopping || s->probe.id) return 0;
+    if (!s->pp.id || !s->proc.id || s->told || s->healthy || s->stopping || s->probe.id) return 0;
     if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
         info.out_bytes == s->out_seen)
         return 0;
@@ -9738,21 +9896,11 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (!s) continue;
             s->probe.id = 0;
             work++;
-            if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping &&
-                rsd_procs_mark_ready(f->procs, s->proc, now_ms) == RSD_OK) {
-                rsd_fleet_event ev;
-                s->told = true;
-                s->ready = true;
-                s->ready_ms = now_ms;
-                rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
-                ev.pid = s->pid;
-                ev.port = s->port;
-                rsdi_fleet_push(f, &ev, -1);
-                rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
-                          "fleet: %s ready on port %u after %llu ms",
-                          rsdi_fleet_model_id(f, s->model), (unsigned)s->port,
-                          (unsigned long long)(now_ms - s->started_ms));
-                (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
+            if (s->healthy) { /* the /props answer, whatever it says */
+                rsdi_fleet_ready(f, s, &he, now_ms);
+            } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
+                s->healthy = true; /* ask for its slot count before the first grant */
+                if (!rsdi_fleet_get(f, s, "/props", now_ms)) rsdi_fleet_ready(f, s, NULL, now_ms);
             }
             /* 503 (loading), refused, timeout: wait for the next PROBE or output */
         }
@@ -9838,6 +9986,8 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
+    info->last_error = f->models[model].last_result ? f->models[model].msg : NULL;
+    info->retry_at_ms = info->pool.retry_at_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
         const rsdi_fleet_slot *s = &f->slots[i];
         if (!s->pp.id || s->model != model) continue;

@@ -123,6 +123,9 @@ echo "demo: part 1: all $STEP steps behaved as expected"
 # ---- part 2: rsd-serve -------------------------------------------------------------
 kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
 SIM_PID=
+# rsd-serve checks that a model file is readable before it starts a model: empty files
+mkdir -p "$TMP/models" && : >"$TMP/models/chat-8b.gguf" && : >"$TMP/models/coder-7b.gguf" &&
+    : >"$TMP/models/writer-12b.gguf"
 cat >"$TMP/serve.ini" <<EOF
 # rsd-serve: three models, at most two resident; rsd-sim plays llama-server
 listen = 127.0.0.1:0
@@ -132,14 +135,14 @@ args = --runtime server --load-ms 200
 stop_grace = 2
 
 [model chat-8b]
-model = /models/chat-8b.gguf
+model = $TMP/models/chat-8b.gguf
 aliases = chat
 
 [model coder-7b]
-model = /models/coder-7b.gguf
+model = $TMP/models/coder-7b.gguf
 
 [model writer-12b]
-model = /models/writer-12b.gguf
+model = $TMP/models/writer-12b.gguf
 EOF
 "$SERVE" --config "$TMP/serve.ini" >"$TMP/serve.out" 2>"$TMP/serve.err" &
 SERVE_PID=$!

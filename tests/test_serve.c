@@ -9,6 +9,7 @@
 #include "../examples/rsd_serve.h"
 #include "rsd_test.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -519,11 +521,31 @@ static int raw_read(int fd, char *buf, size_t cap) {
 
 static const char *g_sim_args = "--runtime server --load-ms 20 --token-ms 40 --gen-ms 5";
 
+/* The model files the configurations name ("@/x.gguf" = <dir>/m/x.gguf) exist, empty:
+   rsd-serve checks that a model file is readable before it starts one (rsd-sim reads
+   its options from the name: "@/broken.gguf,fail=1"). */
 static void write_config(const char *path, int max_models, const char *models) {
-    char text[4096];
+    char text[8192], mdir[192], body[4096];
+    const char *p;
+    size_t n = 0;
+    snprintf(mdir, sizeof mdir, "%s/m", g_dir);
+    (void)mkdir(mdir, 0700);
+    for (p = models; *p && n + sizeof mdir < sizeof body; p++) {
+        if (p[0] == '@' && p[1] == '/') {
+            const char *e = strchr(p, '\n');
+            char file[384];
+            size_t k = e ? (size_t)(e - p - 1) : strlen(p + 1);
+            snprintf(file, sizeof file, "%s%.*s", mdir, (int)k, p + 1);
+            write_file(file, "");
+            n += (size_t)snprintf(body + n, sizeof body - n, "%s", mdir);
+            continue;
+        }
+        body[n++] = *p;
+    }
+    body[n] = 0;
     snprintf(text, sizeof text,
              "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n\n%s",
-             max_models, SIM_BIN, g_sim_args, models);
+             max_models, SIM_BIN, g_sim_args, body);
     write_file(path, text);
 }
 
@@ -545,9 +567,9 @@ static void test_serve_pool(void) {
     make_dir();
     snprintf(path, sizeof path, "%s/pool.ini", g_dir);
     write_config(path, 2,
-                 "[model alpha]\nmodel = /models/alpha.gguf\naliases = a\n"
-                 "[model beta]\nmodel = /models/beta.gguf\nctx = 4096\n"
-                 "[model gamma]\nmodel = /models/gamma.gguf\nparallel = 2\n");
+                 "[model alpha]\nmodel = @/alpha.gguf\naliases = a\n"
+                 "[model beta]\nmodel = @/beta.gguf\nctx = 4096\n"
+                 "[model gamma]\nmodel = @/gamma.gguf\nparallel = 2\n");
     REQUIRE(serve_start(&s, args) == 0);
 
     /* /v1/models lists the configuration, router style */
@@ -703,7 +725,7 @@ static void test_serve_slow_client(void) {
     struct sockaddr_in a;
     make_dir();
     snprintf(path, sizeof path, "%s/slow.ini", g_dir);
-    write_config(path, 1, "[model big]\nmodel = /models/big.gguf\nargs = --big-body 16777216\n");
+    write_config(path, 1, "[model big]\nmodel = @/big.gguf\nargs = --big-body 16777216\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"big\"}"), 200);
     for (i = 0; i < 500; i++) {
@@ -777,9 +799,9 @@ static void test_serve_upstream_hangup(void) {
     char buf[4096];
     make_dir();
     snprintf(path, sizeof path, "%s/hangup.ini", g_dir);
-    write_config(path, 2, "[model slow]\nmodel = /models/slow.gguf\nargs = --gen-ms 60000\n"
-                          "[model late]\nmodel = /models/late.gguf\nargs = --load-ms 60000\n"
-                          "[model broken]\nmodel = /models/broken.gguf,fail=1\n");
+    write_config(path, 2, "[model slow]\nmodel = @/slow.gguf\nargs = --gen-ms 60000\n"
+                          "[model late]\nmodel = @/late.gguf\nargs = --load-ms 60000\n"
+                          "[model broken]\nmodel = @/broken.gguf,fail=1\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"slow\"}"), 200);
     REQUIRE(wait_field(&s, "slow", "in_flight", 0));
@@ -843,7 +865,7 @@ static void test_serve_idle_upstream(void) {
     int i;
     make_dir();
     snprintf(path, sizeof path, "%s/idle.ini", g_dir);
-    write_config(path, 1, "[model idle]\nmodel = /models/idle.gguf\nargs = --idle-close-ms 150\n");
+    write_config(path, 1, "[model idle]\nmodel = @/idle.gguf\nargs = --idle-close-ms 150\n");
     REQUIRE(serve_start(&s, args) == 0);
     for (i = 0; i < 3; i++) {
         int st = http(&s, "POST", "/v1/chat/completions", chat("idle", false));
@@ -852,6 +874,45 @@ static void test_serve_idle_upstream(void) {
         (void)poll(NULL, 0, 400); /* past the child's idle close */
     }
     CHECK_EQ_INT(status_field(&s, NULL, "spawns"), 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A model that cannot start does not cost a healthy one: the request for it evicts the
+   idle healthy model, fails 503 with the child's output, the healthy one is started
+   again, and the next requests for the broken one are refused at once (503, not
+   retried) without a second eviction; a missing model file is found before anything
+   is stopped. */
+static void test_serve_broken_keeps_healthy(void) {
+    serve_proc s;
+    char path[256], st[32];
+    const char *args[] = {"--config", path, NULL};
+    int i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/broken.ini", g_dir);
+    write_config(path, 1, "[model good]\nmodel = @/good.gguf\n"
+                          "[model broken]\nmodel = @/broken.gguf,fail=1\n"
+                          "[model gone]\nmodel = /nonexistent/gone.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("good", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("gone", false)), 503);
+    CHECK(strstr(g_body, "cannot read model file /nonexistent/gone.gguf") != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
+    CHECK(strstr(g_body, "exiting due to model loading error") != NULL);
+    for (i = 0; i < 500; i++) { /* good comes back by itself */
+        status_state(&s, "good", st, sizeof st);
+        if (!strcmp(st, "ready")) break;
+        (void)poll(NULL, 0, 10);
+    }
+    CHECK_EQ_STR(st, "ready");
+    for (i = 0; i < 2; i++) {
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
+        CHECK(strstr(g_body, "not retried for") != NULL);
+    }
+    CHECK(status_field(&s, "broken", "retry_in_ms") > 0);
+    CHECK_EQ_INT(status_field(&s, NULL, "evictions"), 1);
+    CHECK_EQ_INT(status_field(&s, NULL, "restores"), 1);
+    CHECK_EQ_INT(status_field(&s, NULL, "backoffs"), 2);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("good", false)), 200);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
@@ -866,8 +927,8 @@ static void test_serve_pinned(void) {
     make_dir();
     snprintf(path, sizeof path, "%s/pinned.ini", g_dir);
     write_config(path, 1,
-                 "[model keeper]\nmodel = /models/keeper.gguf\npinned = true\n"
-                 "[model other]\nmodel = /models/other.gguf\n");
+                 "[model keeper]\nmodel = @/keeper.gguf\npinned = true\n"
+                 "[model other]\nmodel = @/other.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
     for (i = 0; i < 500; i++) { /* loaded with no request */
         status_state(&s, "keeper", st, sizeof st);
@@ -919,7 +980,7 @@ static void test_serve_signals(void) {
     int pid, i, code, sig;
     make_dir();
     snprintf(path, sizeof path, "%s/signals.ini", g_dir);
-    write_config(path, 1, "[model alpha]\nmodel = /models/alpha.gguf\n");
+    write_config(path, 1, "[model alpha]\nmodel = @/alpha.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
     pid = (int)status_field(&s, "alpha", "pid");
@@ -978,7 +1039,8 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini", "idle.ini", "slow.ini"};
+    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini",
+                                        "idle.ini", "slow.ini", "broken.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -990,6 +1052,19 @@ static void remove_dir(void) {
         snprintf(p, sizeof p, "%s/serve-%d.log", g_dir, i);
         (void)unlink(p);
     }
+    snprintf(p, sizeof p, "%s/m", g_dir);
+    {
+        DIR *d = opendir(p);
+        struct dirent *e;
+        char f[512];
+        while (d && (e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.') continue;
+            snprintf(f, sizeof f, "%s/%s", p, e->d_name);
+            (void)unlink(f);
+        }
+        if (d) closedir(d);
+    }
+    (void)rmdir(p);
     (void)rmdir(g_dir);
 }
 
@@ -1010,6 +1085,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_pinned);
     RUN(test_serve_signals);
     RUN(test_serve_idle_upstream);
+    RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);
     if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
     return RSD_TEST_END();
