@@ -233,6 +233,11 @@
            sockets. step_polled skips sockets listed in fds with revents == 0
            (the host just polled them); step tries every socket (one poll(0) for
            a connecting one, a recv that may say EAGAIN for a reading one).
+           One step reads at most 1 MiB for each request (and a single receive
+           once the request's deadline has passed), so a peer that streams
+           faster than on_body / on_sse consume cannot hold a step: the rest
+           waits in the socket (poll reports it) for the next step, and a
+           deadline still fires at the first step past it.
            Returns the number of completed events waiting (>= 0), RSD_ERR_ARG.
        bool rsd_http_next_event(c, rsd_http_event *ev)
            Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
@@ -3544,6 +3549,7 @@ enum {
 };
 enum { RSDI_BODY_NONE = 0, RSDI_BODY_LENGTH, RSDI_BODY_CHUNKED, RSDI_BODY_CLOSE };
 enum { RSDI_SLOT_BITS = 12, RSDI_SLOT_MASK = 0xFFF, RSDI_SMALL_ROOM = 256 };
+enum { RSDI_STEP_READ_BYTES = 1 << 20 }; /* most one step reads for one request */
 
 typedef struct rsdi_cconn {
     int fd;
@@ -4136,14 +4142,20 @@ RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t con
     return rsdi_req_feed(r, r->head + consumed, extra);
 }
 
+/* Reads and parses what the socket has, but at most RSDI_STEP_READ_BYTES per step (and
+   one receive once the request's deadline has passed): a peer that streams faster than
+   the callbacks consume cannot keep a step from returning, and the deadline fires at
+   the first step past it. What is left waits in the socket (poll reports it). */
 RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn = &c->conns[r->conn];
     char scratch[RSDI_SMALL_ROOM];
-    for (;;) {
-        long n;
+    size_t got = 0;
+    long n = 0;
+    for (;; got += (size_t)n) { /* one receive per pass */
         size_t want;
         int res;
+        if (got && (got >= RSDI_STEP_READ_BYTES || c->now >= r->total_deadline)) return;
         if (r->state == RSDI_RQ_HEAD) {
             size_t prev = r->head_len, consumed = 0;
             want = c->desc.max_header_bytes - r->head_len;

@@ -1442,6 +1442,97 @@ static void test_bad_responses(void) {
 }
 
 
+/* ---- hostile peers ------------------------------------------------------------------ */
+static size_t g_sse_events;
+static void count_sse(void *user, const rsd_sse_event *ev) { /* parses each event, as a host does */
+    rsd_json_doc d;
+    rsd_json_tok t[4];
+    int k;
+    (void)user;
+    for (k = 0; k < 4; k++) g_sse_events += rsd_json_parse(&d, ev->data.ptr, ev->data.len, t, 4) == 1;
+}
+
+/* A server (a child process) that streams SSE faster than the client parses it: each
+   step reads a bounded amount and returns, and the total deadline fires at the first
+   step past it, reading at most one receive there. Before the bound, one step read all
+   32 MiB the child sent. */
+static void test_fast_stream_step_bounded(void) {
+    enum { CHILD_BYTES = 32 << 20, BUF = 64 << 10, CBLK = 1 << 20 };
+    rsd_http_client_desc cd;
+    rsd_http_client *c;
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_event ev;
+    rsd_http_head_info hi;
+    uint16_t port;
+    uint64_t prev = 0, max_step = 0;
+    int lfd = raw_listen(&port), i, steps = 0, st = 0;
+    pid_t pid;
+    bool got = false;
+    REQUIRE(lfd >= 0);
+    fflush(stdout);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) { /* child: one connection, an SSE head, then data as fast as it goes */
+        static char block[CBLK];
+        char head[1024];
+        size_t k, sent = 0;
+        int fd = accept(lfd, NULL, NULL);
+        int sb = 4 << 20;
+        if (fd < 0 || raw_read_head(fd, head, sizeof head) <= 0) _exit(1);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
+        for (k = 0; k + 18 <= sizeof block; k += 18) memcpy(block + k, "data: 1234567890\n\n", 18);
+        for (; k < sizeof block; k++) block[k] = ':'; /* ... a comment line runs into the next block */
+        block[sizeof block - 1] = '\n';
+        if (send(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", 53, MSG_NOSIGNAL) != 53) _exit(1);
+        while (sent < CHILD_BYTES) {
+            ssize_t n = send(fd, block, sizeof block, MSG_NOSIGNAL);
+            if (n <= 0) break;
+            sent += (size_t)n;
+        }
+        _exit(0);
+    }
+    close(lfd);
+    memset(&cd, 0, sizeof cd);
+    cd.max_body_bytes = 2 * BUF; /* on_sse: receives of at most BUF bytes */
+    c = rsd_http_client_create(&cd);
+    REQUIRE(c);
+    memset(&q, 0, sizeof q);
+    q.url = raw_url(port, "/models/sse");
+    q.on_sse = count_sse;
+    q.total_timeout_ms = 1000;
+    g_sse_events = 0;
+    CHECK(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    for (i = 0; i < 2000 && prev < 4u * RSDI_STEP_READ_BYTES; i++) {
+        rsd_pollfd pf;
+        if (rsd_http_client_pollfds(c, &pf, 1) == 1) { /* a deep receive queue: the peer runs ahead */
+            int rb = 8 << 20;
+            (void)setsockopt(pf.fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof rb);
+        }
+        pump_ex(c, NULL, 0, 50, NULL, 0);
+        if (rsd_http_query_head(c, h, &hi) != RSD_OK) continue;
+        if (hi.body_bytes - prev > max_step) max_step = hi.body_bytes - prev;
+        if (hi.body_bytes > prev) steps++;
+        prev = hi.body_bytes;
+    }
+    CHECK(prev >= 4u * RSDI_STEP_READ_BYTES);
+    CHECK(steps >= 4);
+    CHECK(max_step <= (uint64_t)RSDI_STEP_READ_BYTES + BUF);
+    CHECK(g_sse_events > 0);
+    /* past the deadline: this very step completes it, after at most one receive */
+    CHECK(rsd_http_query_head(c, h, &hi) == RSD_OK && !hi.done);
+    (void)rsd_http_client_step(c, 1000);
+    got = rsd_http_next_event(c, &ev);
+    CHECK(got);
+    if (got) {
+        CHECK_EQ_INT(ev.result, RSD_ERR_TIMEOUT);
+        CHECK(ev.body_bytes - prev <= BUF);
+    }
+    kill(pid, SIGKILL);
+    CHECK(waitpid(pid, &st, 0) == pid);
+    rsd_http_client_destroy(c);
+}
+
 /* Failure-injection helpers for simulators: truncated body, close-delimited body,
    unchunked stream with a length (keep-alive continues). */
 static void test_server_raw_streams(void) {
@@ -1554,5 +1645,6 @@ int main(int argc, char **argv) {
     RUN(test_bad_responses);
     RUN(test_server_raw_streams);
     RUN(test_sync);
+    RUN(test_fast_stream_step_bounded);
     return RSD_TEST_END();
 }
