@@ -198,7 +198,8 @@
              max_header_bytes 16 KiB, max_body_bytes 1 MiB (per slot),
              max_request_bytes 64 KiB (request head + body), connect_timeout_ms
              5000, total_timeout_ms 60000, idle_timeout_ms 30000 (a kept-alive
-             socket unused this long is closed by step), no_keepalive,
+             socket unused this long is closed by step; a shorter Keep-Alive:
+             timeout= from the server wins, see Keep-alive below), no_keepalive,
              resolve_fn/resolve_user (see names below), allocator, logger.
        void rsd_http_client_destroy(rsd_http_client *c)
            Closes every socket (pending requests vanish without events), frees all.
@@ -212,7 +213,8 @@
            Host, headers and body are built into one buffer and go out in ONE
            write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
            Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
-           RSD_TIMEOUT_NONE = never) start at now_ms.
+           RSD_TIMEOUT_NONE = never) start at now_ms. no_retry: never resend it
+           (see Stale socket below).
            Where the body goes: by default the slot's own buffer (max_body_bytes);
            body_buf/body_cap = the caller's buffer (must live until the event);
            on_body(user, data, len) = streamed from inside step, nothing kept;
@@ -297,7 +299,7 @@
            resp's views are valid until the next call on c.
        uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
        void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
-           requests, connects, reuses, retries, timeouts, errors.
+           requests, connects, reuses, retries, timeouts, errors, stale.
 
        Names. rsd_http_send never resolves: IPv4/IPv6 literals and "localhost"
        (= 127.0.0.1) go straight to connect(); any other name goes through
@@ -318,11 +320,19 @@
            Keep-alive: after a complete response the socket returns to the idle
            set unless the response said Connection: close or was HTTP/1.0
            without keep-alive, the body ran to connection close, extra bytes
-           followed the body, or no_keepalive is set. Stale socket: when a kept-
-           alive socket fails (EOF, ECONNRESET, EPIPE) before any response byte,
-           an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried once,
-           transparently, on a fresh connection (log item HTTP_STALE_RETRY,
-           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run).
+           followed the body, or no_keepalive is set. It stays there for
+           idle_timeout_ms, or less when the response announced the server's own
+           limit ("Keep-Alive: timeout=N", as llama-server's 5 s): it is closed 1 s
+           before the server would close it (at N/2 when N < 2 s; N = 0: not kept).
+           Before an idle socket is reused it is checked without blocking (one
+           MSG_PEEK recv): one the peer closed, reset or wrote to while idle is
+           closed and another (or a fresh connect) is used (stats.stale). Stale
+           socket: when a kept-alive socket still fails (EOF, ECONNRESET, EPIPE)
+           before any response byte -- the peer closed it as the request went out
+           -- the request is retried once, transparently, on a fresh connection
+           (log item HTTP_STALE_RETRY, ev.retried), whatever its method: a server
+           that drops an idle connection has not read it. A request that must
+           never be sent twice sets no_retry and fails with RSD_ERR_CLOSED instead.
            Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
 
        Limits and errors (each is an error, never a silent truncation):
@@ -1441,6 +1451,8 @@ typedef struct rsd_http_request {
     /* Optional: body parsed as text/event-stream, one call per event from inside step. */
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
+    bool no_retry;                /* never sent twice: no retry after a kept-alive socket
+                                     closed before any response byte (see Keep-alive) */
     void *user;                   /* returned in the event and passed to the callbacks */
 } rsd_http_request;
 
@@ -1481,6 +1493,7 @@ typedef struct rsd_http_head_info {
 /* Counters for tests and diagnostics. */
 typedef struct rsd_http_client_stats {
     uint64_t requests, connects, reuses, retries, timeouts, errors;
+    uint64_t stale;               /* kept-alive sockets found closed by the peer before reuse */
 } rsd_http_client_stats;
 
 /* Monotonic clock in ms (CLOCK_MONOTONIC); the shell's clock for blocking wrappers. */
@@ -1659,7 +1672,8 @@ enum {
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_PROPS_BYTES = 2048   /* a router's GET /props answer kept from detection (longer: asked again) */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -3592,6 +3606,8 @@ typedef struct rsdi_cconn {
     int req;             /* slot using it, -1 */
     int hint;
     uint64_t idle_since;
+    uint32_t idle_ms;    /* kept while idle this long: idle_timeout_ms, or less when the
+                            peer announced a shorter Keep-Alive: timeout= */
     rsdi_addr addr;
     const rsdi_io *io;
     void *io_ctx;
@@ -3617,7 +3633,7 @@ typedef struct rsdi_creq {
     rsd_http_dechunk dc;
     rsd_sse_reader sse;
     uint64_t connect_deadline, total_deadline, done_seq;
-    bool idempotent, is_head, reused, retried, fresh_only, extra, got_head, paused;
+    bool may_retry, is_head, reused, retried, fresh_only, extra, got_head, paused;
     int result, sys_errno;
     bool tls;            /* https: host is the SNI / verified name */
     char host[RSD_HTTP_MAX_HOST_BYTES + 1];
@@ -3907,8 +3923,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->resp.num_headers = 0;
     r->resp.status = 0;
     r->is_head = strcmp(method, "HEAD") == 0;
-    r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
-                    strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
+    r->may_retry = !q->no_retry;
     r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
     r->sse_rest = NULL;
     r->sse_rest_len = 0;
@@ -3953,6 +3968,29 @@ RSDI_PRIVATE void rsdi_req_log(rsd_http_client *c, rsdi_creq *r, int level, uint
               (int)r->req_line_len, r->tx, what, rsd_result_name(r->result), r->sys_errno);
 }
 
+/* The peer's idle limit from "Keep-Alive: timeout=N" (seconds) in ms; -1 when not
+   announced (absent, malformed, or no timeout parameter). */
+RSDI_PRIVATE long rsdi_keepalive_ms(const rsd_http_header *h, size_t n) {
+    rsd_str v = rsd_http_header_get(h, n, "Keep-Alive");
+    size_t i = 0;
+    while (v.ptr && i < v.len) {
+        size_t j;
+        while (i < v.len && (v.ptr[i] == ' ' || v.ptr[i] == '\t' || v.ptr[i] == ',')) i++;
+        j = i;
+        while (j < v.len && v.ptr[j] != ',') j++;
+        if (j - i > 8 && rsdi_ieq_lit(v.ptr + i, 8, "timeout=")) {
+            long sec = 0;
+            size_t k = i + 8;
+            if (k == j || v.ptr[k] < '0' || v.ptr[k] > '9') return -1;
+            for (; k < j && v.ptr[k] >= '0' && v.ptr[k] <= '9'; k++)
+                if ((sec = sec * 10 + (v.ptr[k] - '0')) > 86400) sec = 86400;
+            return sec * 1000;
+        }
+        i = j;
+    }
+    return -1;
+}
+
 /* Completes a request. On success the connection is kept alive when the framing allows. */
 RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
@@ -3963,10 +4001,17 @@ RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err
         bool keep = result == RSD_OK && !c->desc.no_keepalive && !r->extra &&
                     !r->resp.framing.close && r->body_mode != RSDI_BODY_CLOSE &&
                     r->resp.minor_version >= 1;
+        long ka = keep ? rsdi_keepalive_ms(r->resp.headers, r->resp.num_headers) : -1;
+        if (ka == 0) keep = false;
         if (keep) {
             cn->state = RSDI_CC_IDLE;
             cn->req = -1;
             cn->idle_since = c->now;
+            cn->idle_ms = c->desc.idle_timeout_ms;
+            if (ka > 0) { /* drop it before the peer does: 1 s early, or at half a short one */
+                long keep_ms = ka >= 2000 ? ka - 1000 : ka / 2;
+                if ((uint64_t)keep_ms < cn->idle_ms) cn->idle_ms = (uint32_t)keep_ms;
+            }
         } else {
             rsdi_cconn_close(c, r->conn);
         }
@@ -3989,11 +4034,11 @@ RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err
 RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i);
 RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i);
 
-/* A failure on a kept-alive connection before any response byte: retry an idempotent
-   request once on a fresh connection; otherwise fail. */
+/* A failure on a kept-alive connection before any response byte: retry the request once
+   on a fresh connection (unless it said no_retry); otherwise fail. */
 RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
-    if (r->reused && !r->retried && r->idempotent && r->head_len == 0 && !r->got_head) {
+    if (r->reused && !r->retried && r->may_retry && r->head_len == 0 && !r->got_head) {
         rsdi_cconn_close(c, r->conn);
         r->conn = -1;
         r->retried = true;
@@ -4012,6 +4057,16 @@ RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int er
     rsdi_req_finish(c, i, result, err);
 }
 
+/* An idle kept-alive socket is still usable: no EOF, no reset, and no unasked bytes
+   (a peer's parting 408, or a TLS alert) waiting on it. One MSG_PEEK recv. */
+RSDI_PRIVATE bool rsdi_idle_alive(int fd) {
+    char b;
+    long n;
+    do n = (long)recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n < 0 && rsdi_would_block(errno);
+}
+
 RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn;
@@ -4022,6 +4077,11 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
             cn = &c->conns[k];
             if (cn->state == RSDI_CC_IDLE && rsdi_addr_eq(&cn->addr, &r->addr) && cn->tls == r->tls &&
                 (!r->tls || strcmp(cn->host, r->host) == 0)) {
+                if (!rsdi_idle_alive(cn->fd)) { /* the peer closed it while idle */
+                    rsdi_cconn_close(c, k);
+                    c->stats.stale++;
+                    continue;
+                }
                 cn->state = RSDI_CC_BUSY;
                 cn->req = i;
                 r->conn = k;
@@ -4390,7 +4450,7 @@ RSDI_PRIVATE int rsdi_client_step(rsd_http_client *c, uint64_t now, const rsd_po
     for (k = 0; k < c->nconns; k++) {
         rsdi_cconn *cn = &c->conns[k];
         if (cn->state == RSDI_CC_IDLE && now >= cn->idle_since &&
-            now - cn->idle_since >= (uint64_t)c->desc.idle_timeout_ms)
+            now - cn->idle_since >= (uint64_t)cn->idle_ms)
             rsdi_cconn_close(c, k);
     }
     for (i = 0; i < c->nreqs; i++)
@@ -4488,7 +4548,7 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
     }
     for (k = 0; k < c->nconns; k++)
         if (c->conns[k].state == RSDI_CC_IDLE) {
-            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->desc.idle_timeout_ms);
+            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->conns[k].idle_ms);
             if (t < dl) dl = t;
         }
     return dl;
@@ -5539,8 +5599,12 @@ struct rsd_ensurer {
     uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
     char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
     char sse_url[RSD_RECONCILE_URL_MAX + 16];
+    /* the router's detection answer, kept as the reconcile's capacity answer (GET /props once) */
+    bool props_kept;
+    uint32_t props_len;
+    char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, error;
+    int phase, final, waiting, probe_i, probe_tries, error;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
     rsd_http_req_h h;
     rsd_runtime_kind kind;
@@ -6134,12 +6198,15 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
 RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
     rsd_http_request q;
+    uint64_t t;
     int rc;
     (void)RSD_SNPRINTF(e->probe_url, sizeof e->probe_url, "%s%s", e->root, p->path);
     memset(&q, 0, sizeof q);
     q.url = e->probe_url;
     q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    /* a probe sent again after a timeout gets twice the time */
+    t = (uint64_t)e->probe_ms << e->probe_tries;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t);
     q.connect_timeout_ms = q.total_timeout_ms;
     rc = rsd_http_send(e->http, &q, now_ms, &e->h);
     if (rc < 0) {
@@ -6155,6 +6222,11 @@ RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
 
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    if (ev->result == RSD_ERR_TIMEOUT && now_ms < e->deadline) { /* busy, not gone: the same probe again */
+        if (e->probe_tries < 16) e->probe_tries++;
+        return;
+    }
+    e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
         rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
                      rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
@@ -6168,6 +6240,11 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
         (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
         e->det[i].kind = p->kind;
         e->kind = p->kind;
+        if (p->kind == RSD_RUNTIME_LLAMACPP && ev->body.len <= sizeof e->props_body) { /* the capacity answer too */
+            if (ev->body.len) memcpy(e->props_body, ev->body.ptr, ev->body.len);
+            e->props_len = (uint32_t)ev->body.len;
+            e->props_kept = true;
+        }
         rsdi_en_start_run(e, now_ms);
         if (e->lms && e->phase == RSDI_EN_RUN) {
             /* LM Studio's first step is this very GET: answer it with the probe's reply */
@@ -6212,6 +6289,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->lms = false;
     e->hit = false;
     e->sse_tried = false;
+    e->props_kept = false;
+    e->probe_tries = 0;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -6280,7 +6359,14 @@ RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.connect_timeout_ms = q.total_timeout_ms;
     e->op = s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
-    if (s->http.op == RSD_OP_LOAD) { /* subscribe first: the "loaded" event must not be missed */
+    if (s->http.op == RSD_OP_CAPACITY && e->props_kept && strcmp(s->http.url, e->probe_url) == 0) {
+        e->props_kept = false; /* detection read this very GET: answer it from there (one GET /props) */
+        e->requests--;         /* the reconcile counts it as its own */
+        rsdi_en_feed(e, RSD_OK, 200, e->props_body, e->props_len, now_ms);
+        return;
+    }
+    /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
+    if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
         (void)rsdi_en_sse_open(e, now_ms);
         e->n_pend = 0;
     }
