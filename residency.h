@@ -1562,6 +1562,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(HTTP_STALE_RETRY, "http client: kept-alive connection was stale, retried once") \
     X(HTTP_LISTEN_FAILED, "http server: bind/listen failed") \
     X(HTTP_ACCEPT_FAILED, "http server: accept failed") \
+    X(HTTP_CONN_EVICTED, "http server: connection table full; oldest idle or unfinished connection dropped") \
     X(HTTP_BAD_REQUEST, "http server: bad request answered and closed") \
     X(HTTP_CLIENT_GONE, "http server: client went away before its answer")
 /* >>log:tls */

@@ -235,6 +235,11 @@
            sockets. step_polled skips sockets listed in fds with revents == 0
            (the host just polled them); step tries every socket (one poll(0) for
            a connecting one, a recv that may say EAGAIN for a reading one).
+           One step reads at most 1 MiB for each request (and a single receive
+           once the request's deadline has passed), so a peer that streams
+           faster than on_body / on_sse consume cannot hold a step: the rest
+           waits in the socket (poll reports it) for the next step, and a
+           deadline still fires at the first step past it.
            Returns the number of completed events waiting (>= 0), RSD_ERR_ARG.
        bool rsd_http_next_event(c, rsd_http_event *ev)
            Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
@@ -390,12 +395,18 @@
            connection table, one buffer block of max_conns x (max_header_bytes +
            max_body_bytes + 1 KiB + max_response_bytes). NULL on failure, logged
            (HTTP_DESC_INVALID, HTTP_LISTEN_FAILED with errno, ALLOC_FAILED).
-           Defaults: max_conns 32 (more clients wait in the backlog),
-           max_header_bytes 8 KiB, max_body_bytes 64 KiB, max_response_bytes
-           256 KiB (the per-connection send buffer: the largest Content-Length
-           response; stream bigger ones), idle_timeout_ms 30000 (idle keep-alive
-           connection closed), request_timeout_ms 10000 (a started request must
-           be complete by then, else 408 and close: the slowloris guard).
+           Defaults: max_conns 32 (more clients wait in the backlog, or take
+           the place of an idle one: below), max_header_bytes 8 KiB,
+           max_body_bytes 64 KiB, max_response_bytes 256 KiB (the per-connection
+           send buffer: the largest Content-Length response; stream bigger
+           ones), idle_timeout_ms 30000 (idle keep-alive connection closed),
+           request_timeout_ms 10000 (a started request must be complete by
+           then, else 408 and close), first_byte_timeout_ms 5000 (a new
+           connection that sends nothing is closed; never later than
+           idle_timeout_ms), head_timeout_ms 5000 (from a request's first byte
+           to the end of its head, else 408 and close; never later than
+           request_timeout_ms). RSD_TIMEOUT_NONE in the last two leaves only
+           the idle / request timeout.
        void rsd_http_server_destroy(s)     closes every socket, frees everything.
        uint16_t rsd_http_server_port(s)
        int rsd_http_server_step(s, now_ms)
@@ -404,6 +415,21 @@
            parses (a Content-Length or chunked body is read completely first), and
            expires. Returns the number of events waiting. With many connections use
            step_polled: plain step tries a recv on every connection.
+           Connection exhaustion: when every slot is taken and another client
+           waits, the connection waiting longest without a complete head (a
+           closing one first, then idle keep-alive, silent new or slowloris ones,
+           oldest first; not one that began waiting in this same ms) is closed to
+           take it (log item HTTP_CONN_EVICTED, stats.evictions). A connection
+           whose head is complete (body being read, request held, streaming) is
+           never dropped: when all are such, new clients wait in the backlog.
+           So idle or slow sockets cannot shut other clients out, however many
+           an attacker opens, and the deadlines above free them anyway.
+           Out of descriptors (accept fails with EMFILE/ENFILE or any error not
+           about one connection): the listener leaves pollfds and is not tried
+           until one of the server's connections closes or
+           RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS (1000) pass (next_deadline says
+           when), logged once per run of failures (HTTP_ACCEPT_FAILED,
+           stats.accept_pauses): a full descriptor table does not spin the host.
        bool rsd_http_server_next_event(s, rsd_http_server_event *ev)
            RSD_HTTP_SEV_REQUEST: ev.req (handle), ev.head (method, target,
            headers, framing), ev.body (decoded). They stay valid until the request
@@ -445,12 +471,15 @@
            write returns RSD_ERR_CAPACITY: step, then retry. RSD_ERR_CLOSED once
            the client is gone (you also get a SEV_CLOSED event).
        int rsd_http_server_pollfds(s, out, cap)   / uint64_t rsd_http_server_next_deadline(s)
-           Like the client's: the listening socket while a slot is free, every
+           Like the client's: the listening socket while a slot is free or one
+           could be freed for a new client (and accept is not paused), every
            connection (POLLIN while its receive buffer has room, POLLOUT while
            output is pending). next_deadline: 0 when pipelined bytes wait to be
-           parsed, else the earliest idle/request timeout.
+           parsed, else the earliest first-byte/head/idle/request timeout or
+           the end of an accept pause.
        void rsd_http_server_query_stats(s, out)
-           accepts, requests, responses, bad_requests, closes.
+           accepts, requests, responses, bad_requests, closes, evictions,
+           accept_pauses.
 
        Connection states: READ (waiting for a head/body) -> PENDING (event queued /
        held by you) -> [STREAMING] -> answered -> READ (keep-alive) or CLOSING;
@@ -466,7 +495,8 @@
            Transfer-Encoding with a coding besides chunked (gzip)   501
            Content-Length or chunked body over max_body_bytes   413
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
-           request not complete within request_timeout_ms   408
+           head not complete within head_timeout_ms, or request within
+           request_timeout_ms                            408
            (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
            gets "100 Continue" before the body is read.
 
@@ -1602,7 +1632,10 @@ enum {
     RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES = 65536,     /* over: 413 */
     RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES = 262144,/* per-connection send buffer */
     RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS = 30000,    /* idle keep-alive connection */
-    RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000  /* a started request must complete */
+    RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000, /* a started request must complete */
+    RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS = 5000, /* a new connection's first byte */
+    RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS = 5000,     /* first byte to the end of the head */
+    RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS = 1000            /* out of descriptors: listener paused */
 };
 
 typedef struct rsd_http_server rsd_http_server;
@@ -1613,12 +1646,17 @@ typedef struct rsd_http_sreq_h { uint32_t id; } rsd_http_sreq_h;
 typedef struct rsd_http_server_desc {
     const char *bind_host;        /* numeric address; NULL = "127.0.0.1" */
     uint16_t port;                /* 0 = ephemeral: read it back with rsd_http_server_port */
-    int max_conns;                /* 0 = 32; more clients wait in the listen backlog */
+    int max_conns;                /* 0 = 32; when full, a new client takes the place of the
+                                     oldest idle or head-incomplete one, else waits in the backlog */
     size_t max_header_bytes;      /* request head limit; 0 = 8 KiB */
     size_t max_body_bytes;        /* request body limit; 0 = 64 KiB */
     size_t max_response_bytes;    /* per-connection send buffer; 0 = 256 KiB */
     uint32_t idle_timeout_ms;     /* 0 = 30000; RSD_TIMEOUT_NONE = never */
     uint32_t request_timeout_ms;  /* head+body of a started request; 0 = 10000 */
+    uint32_t first_byte_timeout_ms; /* accept to the first byte; 0 = 5000; RSD_TIMEOUT_NONE =
+                                     only idle_timeout_ms */
+    uint32_t head_timeout_ms;     /* first byte to the end of the head; 0 = 5000;
+                                     RSD_TIMEOUT_NONE = only request_timeout_ms */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_http_server_desc;
@@ -1641,6 +1679,8 @@ typedef struct rsd_http_server_event {
 
 typedef struct rsd_http_server_stats {
     uint64_t accepts, requests, responses, bad_requests, closes;
+    uint64_t evictions;      /* connections dropped to make room for a new client */
+    uint64_t accept_pauses;  /* times the listener was paused (out of descriptors) */
 } rsd_http_server_stats;
 
 /* Binds, listens and allocates every buffer; NULL on failure (logged with errno). */
@@ -3671,6 +3711,7 @@ enum {
 };
 enum { RSDI_BODY_NONE = 0, RSDI_BODY_LENGTH, RSDI_BODY_CHUNKED, RSDI_BODY_CLOSE };
 enum { RSDI_SLOT_BITS = 12, RSDI_SLOT_MASK = 0xFFF, RSDI_SMALL_ROOM = 256 };
+enum { RSDI_STEP_READ_BYTES = 1 << 20 }; /* most one step reads for one request */
 
 typedef struct rsdi_cconn {
     int fd;
@@ -4309,14 +4350,20 @@ RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t con
     return rsdi_req_feed(r, r->head + consumed, extra);
 }
 
+/* Reads and parses what the socket has, but at most RSDI_STEP_READ_BYTES per step (and
+   one receive once the request's deadline has passed): a peer that streams faster than
+   the callbacks consume cannot keep a step from returning, and the deadline fires at
+   the first step past it. What is left waits in the socket (poll reports it). */
 RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn = &c->conns[r->conn];
     char scratch[RSDI_SMALL_ROOM];
-    for (;;) {
-        long n;
+    size_t got = 0;
+    long n = 0;
+    for (;; got += (size_t)n) { /* one receive per pass */
         size_t want;
         int res;
+        if (got && (got >= RSDI_STEP_READ_BYTES || c->now >= r->total_deadline)) return;
         if (r->state == RSDI_RQ_HEAD) {
             size_t prev = r->head_len, consumed = 0;
             want = c->desc.max_header_bytes - r->head_len;
@@ -4763,6 +4810,7 @@ typedef struct rsdi_sconn {
     bool need_parse;     /* unparsed bytes (pipelined) wait in rx */
     bool close_after;
     bool raw;            /* streaming without chunk framing (stream_begin_raw) */
+    bool fresh;          /* accepted, no byte received yet */
     const rsdi_io *io;
     void *io_ctx;
 } rsdi_sconn;
@@ -4777,6 +4825,9 @@ struct rsd_http_server {
     int n;
     size_t rx_cap;
     uint64_t seq, now;
+    uint64_t accept_resume;  /* accept_paused: try the listener again from then */
+    bool accept_paused;      /* accept ran out of descriptors: not polled, not tried */
+    bool accept_err_logged;  /* one log line per run of accept failures */
     rsd_http_server_stats stats;
 };
 
@@ -4788,6 +4839,8 @@ RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
     if (!d->max_response_bytes) d->max_response_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES;
     if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS;
     if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!d->first_byte_timeout_ms) d->first_byte_timeout_ms = RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
+    if (!d->head_timeout_ms) d->head_timeout_ms = RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS;
     if (!d->bind_host) d->bind_host = "127.0.0.1";
     if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
@@ -4811,6 +4864,7 @@ RSDI_PRIVATE void rsdi_sconn_free(rsd_http_server *s, int k) {
     cn->delivered = cn->zombie_pulled = cn->need_parse = cn->close_after = false;
     rsdi_sconn_bump(cn);
     s->stats.closes++;
+    s->accept_paused = false; /* a descriptor was freed: the listener may go on */
 }
 
 /* The connection is gone (EOF, error, timeout). A request the user holds becomes a
@@ -4825,6 +4879,7 @@ RSDI_PRIVATE void rsdi_sconn_drop(rsd_http_server *s, int k) {
         cn->ev_seq = s->seq++;
         cn->dead_gen = cn->gen;
         s->stats.closes++;
+        s->accept_paused = false;
         rsdi_log(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CLIENT_GONE,
                  "http server: client went away before its answer", RSDI_WHERE);
         return;
@@ -5092,6 +5147,7 @@ RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
             return false;
         }
         if (cn->state == RSDI_SC_READ && cn->rx_len == 0) cn->req_start = s->now;
+        cn->fresh = false;
         cn->rx_len += (size_t)n;
         cn->last_active = s->now;
         if (cn->state == RSDI_SC_READ) cn->need_parse = true;
@@ -5099,25 +5155,95 @@ RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
     }
 }
 
-RSDI_PRIVATE void rsdi_server_accept(rsd_http_server *s) {
+/* When a READ connection times out: a new one's first byte (first_byte_timeout_ms, and
+   never later than idle_timeout_ms), an idle kept-alive one's next request
+   (idle_timeout_ms), the end of a head (head_timeout_ms, and never later than
+   request_timeout_ms) and of the whole request (request_timeout_ms). */
+RSDI_PRIVATE uint64_t rsdi_sconn_deadline(const rsd_http_server *s, const rsdi_sconn *cn) {
+    uint64_t t, u;
+    if (cn->rx_len == 0) {
+        t = rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+        u = cn->fresh ? rsdi_deadline(cn->last_active, s->desc.first_byte_timeout_ms) : t;
+    } else {
+        t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
+        u = cn->head_len ? t : rsdi_deadline(cn->req_start, s->desc.head_timeout_ms);
+    }
+    return u < t ? u : t;
+}
+
+/* The connection to drop for a new client when the table is full: one closing after a
+   rejection first, then the one that has waited longest for its first byte, its next
+   request or the rest of its head. Never one whose head is complete (a request being
+   read, held, streamed or answered). spare_now: not one that began waiting in this
+   very ms (just accepted or just answered). -1 when there is none. */
+RSDI_PRIVATE int rsdi_server_victim(const rsd_http_server *s, bool spare_now) {
+    int k, best = -1;
+    uint64_t bt = 0;
+    for (k = 0; k < s->n; k++) {
+        const rsdi_sconn *cn = &s->conns[k];
+        uint64_t t;
+        if (cn->state == RSDI_SC_CLOSING) {
+            t = 0;
+        } else if (cn->state == RSDI_SC_READ && cn->head_len == 0 && !cn->need_parse) {
+            t = cn->rx_len ? cn->req_start : cn->last_active;
+            if (spare_now && t >= s->now) continue;
+        } else {
+            continue;
+        }
+        if (best < 0 || t < bt) {
+            best = k;
+            bt = t;
+        }
+    }
+    return best;
+}
+
+/* Takes waiting clients into free slots; with evict, into the slot of the victim above
+   once none is free. Returns true when it stopped for want of a slot (clients may still
+   wait in the backlog). Out of descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) or any
+   other error that is not about one connection: the listener pauses (left out of
+   pollfds, not tried) until a connection closes or RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS
+   pass, so a full descriptor table cannot spin the host; one log line per run of
+   failures. */
+RSDI_PRIVATE bool rsdi_server_accept(rsd_http_server *s, bool evict) {
     int k = 0;
-    for (;;) {
-        int fd;
+    while (!s->accept_paused) {
+        int fd, victim = -1;
         while (k < s->n && s->conns[k].state != RSDI_SC_FREE) k++;
-        if (k >= s->n) return; /* full: the rest wait in the backlog */
+        if (k >= s->n && (!evict || (victim = rsdi_server_victim(s, true)) < 0))
+            return true; /* full: the rest wait in the backlog */
         fd = accept(s->lfd, NULL, NULL);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (!rsdi_would_block(errno))
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED || e == EPROTO) continue; /* that one is gone */
+            if (rsdi_would_block(e)) return false;
+            s->accept_paused = true;
+            s->accept_resume = rsdi_deadline(s->now, RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS);
+            s->stats.accept_pauses++;
+            if (!s->accept_err_logged)
                 rsdi_logf(&s->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_ACCEPT_FAILED, RSDI_WHERE,
-                          "http server: accept failed: errno %d", errno);
-            return;
+                          "http server: accept failed: errno %d; not accepting until a connection "
+                          "closes or %u ms pass (logged once)",
+                          e, (unsigned)RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS);
+            s->accept_err_logged = true;
+            return false;
         }
+        s->accept_err_logged = false;
         if (rsdi_fd_nonblock(fd) < 0) {
             (void)close(fd);
             continue;
         }
         rsdi_sock_opts(fd);
+        if (victim >= 0) {
+            rsdi_sconn *v = &s->conns[victim];
+            rsdi_logf(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CONN_EVICTED, RSDI_WHERE,
+                      "http server: all %d connections busy; dropped one %s to take a new client",
+                      s->n, v->state == RSDI_SC_CLOSING ? "closing" : v->rx_len ? "with an unfinished head"
+                                                                          : "waiting idle");
+            rsdi_sconn_free(s, victim);
+            s->stats.evictions++;
+            k = victim;
+        }
         {
             rsdi_sconn *cn = &s->conns[k];
             cn->fd = fd;
@@ -5128,13 +5254,16 @@ RSDI_PRIVATE void rsdi_server_accept(rsd_http_server *s) {
             cn->tx_off = cn->tx_len = 0;
             cn->last_active = cn->req_start = s->now;
             cn->hint = RSDI_HINT_READY;
+            cn->fresh = true;
             s->stats.accepts++;
         }
     }
+    return false;
 }
 
 RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_pollfd *fds, int nfds) {
     int i, k, events = 0;
+    bool full;
     if (!s) return RSD_ERR_ARG;
     s->now = now;
     s->lhint = RSDI_HINT_UNKNOWN;
@@ -5152,7 +5281,8 @@ RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_po
                     break;
                 }
         }
-    if (s->lhint != RSDI_HINT_IDLE) rsdi_server_accept(s);
+    if (s->accept_paused && now >= s->accept_resume) s->accept_paused = false;
+    full = s->lhint != RSDI_HINT_IDLE && rsdi_server_accept(s, false);
     for (k = 0; k < s->n; k++) {
         rsdi_sconn *cn = &s->conns[k];
         int st = cn->state;
@@ -5164,15 +5294,14 @@ RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_po
         }
         if (cn->hint != RSDI_HINT_IDLE && !rsdi_sconn_read(s, k)) continue;
         if (cn->state == RSDI_SC_READ && cn->need_parse) rsdi_sconn_parse(s, k);
-        if (cn->state == RSDI_SC_READ) { /* timeouts of idle and half-received requests */
-            uint64_t t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
-                                    : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
-            if (now >= t) {
-                if (cn->rx_len) rsdi_sconn_reject(s, k, 408);
-                else rsdi_sconn_free(s, k);
-            }
+        if (cn->state == RSDI_SC_READ && now >= rsdi_sconn_deadline(s, cn)) { /* silent or slow */
+            if (cn->rx_len) rsdi_sconn_reject(s, k, 408);
+            else rsdi_sconn_free(s, k);
         }
     }
+    /* Still full and clients waiting: the oldest idle or head-incomplete connection
+       makes room (one that just arrived and has not sent yet is spared this ms). */
+    if (full) (void)rsdi_server_accept(s, true);
     for (k = 0; k < s->n; k++)
         if (s->conns[k].ev_type != RSD_HTTP_SEV_NONE) events++;
     return events;
@@ -5262,7 +5391,7 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
         }
         n++;
     }
-    if (free_slots && s->lfd >= 0) {
+    if (s->lfd >= 0 && !s->accept_paused && (free_slots || rsdi_server_victim(s, false) >= 0)) {
         if (out && n < cap) {
             out[n].fd = s->lfd;
             out[n].events = POLLIN;
@@ -5288,10 +5417,10 @@ RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
         }
         if (cn->state != RSDI_SC_READ) continue;
         if (cn->need_parse) return 0;
-        t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
-                       : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+        t = rsdi_sconn_deadline(s, cn);
         if (t < dl) dl = t;
     }
+    if (s->accept_paused && s->accept_resume < dl) dl = s->accept_resume;
     return dl;
 }
 
