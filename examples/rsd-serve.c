@@ -20,7 +20,8 @@
               "param":"model","code":"model_not_found"}}; no "model": 400.
      Router (llama.cpp router mode, so rsd-ensure and router clients can manage it):
               GET /models (= /v1/models: data[] with id, aliases, status.value
-              loaded|loading|unloaded, status.args, failed/exit_code), POST /models/load
+              loaded|loading|unloaded, status.args with the values of secret flags
+              such as --api-key as ***, failed/exit_code), POST /models/load
               and /models/unload {"model": id}, GET /props {"role":"router",
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
@@ -33,6 +34,8 @@
    the last output lines).
    Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
    40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
+   Every line is one line: control bytes in it (a child's output quoted in a failure,
+   newlines included) are written as \n, \x1b, ... (rsd_text_escape).
    Signals: SIGINT, SIGTERM and SIGQUIT stop every process gracefully (SIGTERM, then
    SIGKILL after stop_grace) and exit 0; a second one kills them at once and exits 1.
    SIGHUP (a closed terminal, an ssh logout) is logged and otherwise ignored: the
@@ -132,20 +135,29 @@ static void logf_(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-static void logf_(const char *fmt, ...) {
-    va_list ap;
-    fputs("rsd-serve: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+/* One log line: "rsd-serve: " and the text with its control bytes made visible
+   (rsd_text_escape), so a child's output lines (quoted in failure messages), a
+   client's path or an odd id stay on one line and send nothing to a terminal. */
+static void log_line(const char *text) {
+    static char esc[4 * 4096 + 1];
+    (void)rsd_text_escape(rsd_str_c(text), esc, sizeof esc);
+    fprintf(stderr, "rsd-serve: %s\n", esc);
     fflush(stderr);
+}
+
+static void logf_(const char *fmt, ...) {
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    log_line(text);
 }
 
 static void lib_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
     (void)user;
     (void)where;
-    fprintf(stderr, "rsd-serve: log %d [%s] %s\n", level, rsd_log_item_name(item), msg ? msg : "");
+    logf_("log %d [%s] %s", level, rsd_log_item_name(item), msg ? msg : "");
 }
 
 /* ---- answers we write ourselves ----------------------------------------------------- */
@@ -233,7 +245,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
-        char buf[RSD_PROC_ARG_BYTES_DEFAULT];
+        char buf[RSD_PROC_ARG_BYTES_DEFAULT], arg[RSD_PROC_ARG_BYTES_DEFAULT + 64];
         const char *argv[RSD_PROC_MAX_ARGS];
         rsd_proc_spec spec;
         int argc;
@@ -265,7 +277,10 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         spec = s->models[i].spec;
         spec.port = mi.port;
         argc = rsd_procs_expand(&spec, buf, sizeof buf, argv, RSD_PROC_MAX_ARGS);
-        for (k = 0; k < argc; k++) rsd_json_w_str(&w, argv[k]);
+        for (k = 0; k < argc; k++) { /* secret values as *** */
+            (void)rsd_arg_redact(k ? argv[k - 1] : NULL, argv[k], arg, sizeof arg);
+            rsd_json_w_str(&w, arg);
+        }
         rsd_json_w_end_array(&w);
         if (mi.last_result < 0 && !strcmp(router_state(&mi), "unloaded")) {
             rsd_json_w_key(&w, "failed");

@@ -870,6 +870,123 @@ static void test_serve_pinned(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Secrets in a model's command line (--api-key VALUE, --hf-token=VALUE, a URL's
+   user:password@) never reach a client or the log: not in the listing's status.args,
+   not in the 503 of a failed start (which quotes the command), not with --verbose. */
+static bool file_has(const char *path, const char *needle) {
+    static char buf[1 << 18];
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (!f) return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* Every line of the log is one of rsd-serve's own ("rsd-serve: ..."): a child's output
+   quoted in a message cannot start a line of its own. */
+static bool log_lines_own(const serve_proc *s) {
+    static char buf[1 << 18];
+    FILE *f = fopen(s->log_path, "rb");
+    size_t n;
+    char *p, *e;
+    if (!f) return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (p = buf; *p; p = e + 1) {
+        e = strchr(p, '\n');
+        if (!e) return false; /* a line without its end */
+        if (strncmp(p, "rsd-serve: ", 11) != 0) {
+            printf("  log line not ours: %.*s\n", (int)(e - p), p);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void test_serve_secrets(void) {
+    serve_proc s;
+    char path[256];
+    const char *args[] = {"--config", path, "--verbose", NULL};
+    make_dir();
+    snprintf(path, sizeof path, "%s/secrets.ini", g_dir);
+    write_config(path, 1,
+                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --api-key sk-alpha-SECRET\n"
+                 "[model broken]\nmodel = /models/broken.gguf,fail=1\n"
+                 "args = --hf-token=hf_BROKEN_SECRET --api-key sk-broken-SECRET -mu https://bob:pw-SECRET@example.org/m.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
+    CHECK(strstr(g_body, "SECRET") == NULL);
+    CHECK(strstr(g_body, "\"--api-key\",\"***\"") != NULL);
+    CHECK(strstr(g_body, "\"--hf-token=***\"") != NULL);
+    CHECK(strstr(g_body, "\"https://***@example.org/m.gguf\"") != NULL);
+    if (strstr(g_body, "SECRET")) printf("  listing: %.600s\n", g_body);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 401); /* its key is asked */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
+    CHECK(strstr(g_body, "unknown option '--hf-token=***'") != NULL); /* the child echoed it */
+    CHECK(strstr(g_body, "--api-key ***") != NULL);
+    CHECK(strstr(g_body, "SECRET") == NULL);
+    if (strstr(g_body, "SECRET")) printf("  503: %s\n", g_body);
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    CHECK(strstr(g_body, "SECRET") == NULL);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK(log_has(&s, "--api-key ***"));
+    CHECK(!file_has(s.log_path, "SECRET"));
+    CHECK(log_has(&s, "; last output:\\nrsd-sim: unknown option")); /* one line */
+    CHECK(log_lines_own(&s));
+}
+
+/* rsd-ensure prints ids a server chose with their control bytes made visible (an ESC
+   sequence or BEL in a model id reaches no terminal), and --json keeps them
+   JSON-escaped, not escaped twice; a URL's password is never echoed. */
+static void test_ensure_output_escaped(void) {
+    static const char evil[] = "evil\x1b[31m\x07x";
+    char model_arg[64], out[8192], url[128];
+    const char *sim_argv[] = {SIM_BIN, "--runtime", "router", "--port", "0", "--models-max", "1",
+                              "--load-ms", "20", "--model", model_arg, "--model", "b", NULL};
+    listen_proc sim;
+    snprintf(model_arg, sizeof model_arg, "id=%s,startup=1", evil);
+    REQUIRE(listen_proc_start(&sim, sim_argv, -1) == 0);
+    {
+        const char *a[] = {ENSURE_BIN, "--url", sim.url, "--list", NULL};
+        int i;
+        for (i = 0; i < 500; i++) { /* startup=1: loaded shortly after the start */
+            CHECK_EQ_INT(run_prog(a, out, sizeof out), 0);
+            if (strstr(out, "(loaded")) break;
+            (void)poll(NULL, 0, 10);
+        }
+        CHECK(strstr(out, "resident: evil\\x1b[31m\\x07x (loaded)") != NULL);
+        CHECK(strpbrk(out, "\x1b\x07") == NULL);
+        if (!strstr(out, "evil\\x1b")) printf("  --list: %s\n", out);
+    }
+    {
+        const char *a[] = {ENSURE_BIN, "--url", sim.url, "--model", "b", "--no-state", NULL};
+        CHECK_EQ_INT(run_prog(a, out, sizeof out), 0);
+        CHECK(strstr(out, "evicted 'evil\\x1b[31m\\x07x'") != NULL);
+        CHECK(strstr(out, "'evil\\x1b[31m\\x07x'") != NULL);
+        CHECK(strpbrk(out, "\x1b\x07") == NULL);
+        if (strpbrk(out, "\x1b\x07") || !strstr(out, "evicted 'evil")) printf("  ensure: %s\n", out);
+    }
+    {
+        const char *a[] = {ENSURE_BIN, "--url", sim.url, "--model", evil, "--no-state", "--json", NULL};
+        CHECK_EQ_INT(run_prog(a, out, sizeof out), 0);
+        CHECK(strstr(out, "\"model\":\"evil\\u001b[31m\\u0007x\"") != NULL);
+        CHECK(strstr(out, "\"evicted\":[\"b\"]") != NULL);
+        CHECK(strpbrk(out, "\x1b\x07") == NULL);
+        if (!strstr(out, "\"model\":\"evil\\u001b")) printf("  --json: %s\n", out);
+    }
+    {
+        const char *a[] = {ENSURE_BIN, "--url", url, "--model", "b", "--no-state", NULL};
+        snprintf(url, sizeof url, "http://user:pw-SECRET@127.0.0.1:%d", sim.port);
+        CHECK_EQ_INT(run_prog(a, out, sizeof out), 64);
+        CHECK(strstr(out, "http://***@127.0.0.1") != NULL);
+        CHECK(strstr(out, "SECRET") == NULL);
+    }
+    (void)listen_proc_stop(&sim);
+}
+
 /* Waits (bounded, 20 s) for pid to exit; its status as listen_proc_stop gives it, -2 when
    it is still running, and whether a signal ended it. */
 static int wait_exit(pid_t pid, int *sig) {
@@ -956,7 +1073,7 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini"};
+    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini", "secrets.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -987,6 +1104,8 @@ int main(int argc, char **argv) {
     RUN(test_serve_upstream_hangup);
     RUN(test_serve_pinned);
     RUN(test_serve_signals);
+    RUN(test_serve_secrets);
+    RUN(test_ensure_output_escaped);
     RUN(test_serve_slow_client);
     if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
     return RSD_TEST_END();
