@@ -832,6 +832,29 @@ static void test_serve_upstream_hangup(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* A child that closes idle keep-alive connections (as llama-server does after 5 s;
+   here after 150 ms): requests after the idle time still go through, on a fresh
+   connection, instead of failing 502 on the socket the child closed. The waits are the
+   idle time itself, which is what is under test. */
+static void test_serve_idle_upstream(void) {
+    serve_proc s;
+    char path[256];
+    const char *args[] = {"--config", path, NULL};
+    int i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/idle.ini", g_dir);
+    write_config(path, 1, "[model idle]\nmodel = /models/idle.gguf\nargs = --idle-close-ms 150\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    for (i = 0; i < 3; i++) {
+        int st = http(&s, "POST", "/v1/chat/completions", chat("idle", false));
+        if (st != 200) printf("  round %d: %d %s\n", i, st, g_body);
+        CHECK_EQ_INT(st, 200);
+        (void)poll(NULL, 0, 400); /* past the child's idle close */
+    }
+    CHECK_EQ_INT(status_field(&s, NULL, "spawns"), 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* A pinned model is loaded at boot, listed as protected (tag pinned:true), and a
    router client that would need to evict it declines (W35); GETs with ?model= go to
    the model's own process. */
@@ -1073,7 +1096,8 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini", "secrets.ini"};
+    static const char *const names[] = {"pool.ini",    "hangup.ini",  "bad.ini",  "pinned.ini", "signals.ini",
+                                        "secrets.ini", "idle.ini", "slow.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1106,6 +1130,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_signals);
     RUN(test_serve_secrets);
     RUN(test_ensure_output_escaped);
+    RUN(test_serve_idle_upstream);
     RUN(test_serve_slow_client);
     if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
     return RSD_TEST_END();
