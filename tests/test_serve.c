@@ -268,6 +268,20 @@ static void test_config_flags(void) {
     CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 3, bad4, err, sizeof err), -1);
     CHECK(strstr(err, "--max-models: max_models must be") == err);
     CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 2, bad5, err, sizeof err), -1);
+    /* send_timeout: the flag, the key, the write-back */
+    {
+        char *st[] = {"rsd-serve", "--send-timeout", "45", "--model", "a=/m/a.gguf"};
+        rsrv_config_init(&g_cfg);
+        CHECK_EQ_INT(g_cfg.send_timeout_ms, 0);
+        REQUIRE(rsrv_parse_args(&g_cfg, &o, 5, st, err, sizeof err) == 0);
+        CHECK_EQ_INT(g_cfg.send_timeout_ms, 45000);
+        REQUIRE(parse("send_timeout = 250ms\n[model a]\nmodel = /m\n", err, sizeof err) == 0);
+        CHECK_EQ_INT(g_cfg.send_timeout_ms, 250);
+        REQUIRE(rsrv_write_ini(&g_cfg, g_ini, sizeof g_ini) > 0);
+        CHECK(strstr(g_ini, "send_timeout = 250ms\n") != NULL);
+        CHECK_EQ_INT(parse("send_timeout = soon\n", err, sizeof err), -1);
+        CHECK(strstr(err, "send_timeout: bad duration 'soon'") != NULL);
+    }
 }
 
 static void test_body_model(void) {
@@ -768,6 +782,98 @@ static void test_serve_slow_client(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* A connection with a tiny receive window that sends a request and then reads nothing. */
+static int stalled_post(int port, const char *body) {
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), rcv = 4096;
+    if (fd < 0) return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv); /* before connect */
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 || raw_post(fd, "/v1/chat/completions", body) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads fd to its end (bounded: 20 s without a byte); the bytes read, -1 on a stall. */
+static long drain_to_eof(int fd) {
+    char buf[65536];
+    long total = 0;
+    for (;;) {
+        int got = raw_read(fd, buf, sizeof buf);
+        if (got == 0) return total;
+        if (got < 0) {
+            struct pollfd p;
+            p.fd = fd;
+            p.events = POLLIN;
+            p.revents = 0;
+            if (poll(&p, 1, 10000) <= 0) return -1;
+            got = (int)read(fd, buf, sizeof buf);
+            if (got <= 0) return got == 0 ? total : -1;
+        }
+        total += got;
+    }
+}
+
+/* A client that stops reading its answer cannot hold its model busy: after
+   send_timeout without progress it is cut and its request cancelled; when another
+   model waits past max_wait, a stalled client of the model that must make room is cut
+   within a second, so the waiting request is served (before: no answer for an hour,
+   the upstream timeout). */
+static void test_serve_stalled_client(void) {
+    serve_proc s;
+    char path[256];
+    const char *args[] = {"--config", path, NULL};
+    int fd;
+    long got;
+    uint64_t t0;
+    make_dir();
+    snprintf(path, sizeof path, "%s/stall.ini", g_dir);
+    /* 1: two models, one resident; alpha's answer is 16 MiB and its client reads nothing */
+    write_config(path, 1,
+                 "max_wait = 1\nsend_timeout = 1h\n"
+                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --big-body 16777216\n"
+                 "[model beta]\nmodel = /models/beta.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    fd = stalled_post(s.port, chat("alpha", false));
+    REQUIRE(fd >= 0);
+    REQUIRE(wait_field(&s, "alpha", "in_flight", 1));
+    t0 = rsd_now_ms();
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("beta", false)), 200);
+    CHECK(strstr(g_body, "simulated") != NULL);
+    CHECK(rsd_now_ms() - t0 < 20000);
+    CHECK(log_has(&s, "alpha: the client read nothing for"));
+    CHECK(log_has(&s, "while its model must make room; disconnected, request cancelled"));
+    got = drain_to_eof(fd); /* what was buffered, then the end */
+    CHECK(got >= 0 && got < 16777216);
+    close(fd);
+    CHECK_EQ_INT(status_field(&s, "alpha", "in_flight"), 0);
+    CHECK(status_field(&s, NULL, "starve_drains") >= 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+
+    /* 2: send_timeout alone, nobody waiting: the stalled request ends after it */
+    write_config(path, 1,
+                 "send_timeout = 500ms\n"
+                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --big-body 16777216\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    fd = stalled_post(s.port, chat("alpha", false));
+    REQUIRE(fd >= 0);
+    REQUIRE(wait_field(&s, "alpha", "in_flight", 1));
+    CHECK(wait_field(&s, "alpha", "in_flight", 0)); /* bounded: 5 s */
+    CHECK(log_has(&s, "alpha: the client read nothing for"));
+    CHECK(!log_has(&s, "must make room"));
+    CHECK(status_field(&s, NULL, "cancels") >= 1);
+    got = drain_to_eof(fd);
+    CHECK(got >= 0 && got < 16777216);
+    close(fd);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/embeddings", "{\"model\":\"alpha\",\"input\":\"x\"}"), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* An upstream that hangs up fails only its request (502); the next request works. */
 static void test_serve_upstream_hangup(void) {
     serve_proc s;
@@ -1097,7 +1203,7 @@ static void test_serve_bad_config(void) {
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
     static const char *const names[] = {"pool.ini",    "hangup.ini",  "bad.ini",  "pinned.ini", "signals.ini",
-                                        "secrets.ini", "idle.ini", "slow.ini"};
+                                        "secrets.ini", "idle.ini", "slow.ini", "stall.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1132,6 +1238,7 @@ int main(int argc, char **argv) {
     RUN(test_ensure_output_escaped);
     RUN(test_serve_idle_upstream);
     RUN(test_serve_slow_client);
+    RUN(test_serve_stalled_client);
     if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
     return RSD_TEST_END();
 }
