@@ -93,6 +93,37 @@
        PATH                          searched for a process's exe (proc)
 
    API REFERENCE
+   ---- text: what reaches a terminal or a log line (>>text) --------------------
+       Text a server or a child chose (model ids, messages, command lines) is
+       passed through these before it is printed, logged or put in an error
+       message; JSON output is written with the JSON writer instead (escaped once).
+
+       size_t rsd_text_escape(rsd_str s, char *buf, size_t cap)
+           Copies s with every byte a terminal could act on made visible: LF, CR
+           and TAB as \n \r \t, the other control bytes (0x00-0x1F), DEL and the
+           UTF-8 C1 controls U+0080-U+009F (ESC [ and CSI sequences, BEL, a fake
+           new log line) as \xHH per byte, and bytes that are not valid UTF-8 as
+           \xHH too. Valid printable UTF-8 and backslashes are copied as they are.
+           rsd_notice_format uses it for every id it quotes.
+       size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap)
+           One argument of a command line as listings, errors and logs show it.
+           A flag is secret when the last word of its name (words split at '-',
+           '_' and '.', before any '='; a last word "file" or "path" is skipped)
+           ends, in any case, with key, keys, secret(s), token, password(s), passwd
+           or credential(s): --api-key, --hf-token, --api-key-file, --ssl-key-file,
+           --db-password, --apikey; not --image-max-tokens (a count), --token-ms
+           or --keep. -hft (llama.cpp's short --hf-token) is secret too. The
+           argument after a secret flag is shown as ***
+           (--api-key ***, --hf-token ***, --api-key-file ***), and
+           --api-key=VALUE as --api-key=***. In any argument, the user:password@
+           part of a URL (scheme://...@host) becomes ***@. Everything else is
+           copied. rsd_procs_command (and so every fleet message) and rsd-serve's
+           model listing use it, and rsd_procs_tail replaces every copy of such a
+           value in a child's output (llama-server echoes an argument it rejects). A secret is best passed in the environment
+           (LLAMA_API_KEY, HF_TOKEN), which nothing here ever shows.
+       Both return the full length (snprintf-like) and NUL-terminate when cap > 0;
+       buf may be NULL with cap 0 to measure. NULL strings read as empty.
+
    ---- json: strict tokenizer, accessors, writer -------------------------------
        Parse into tokens you own, then walk them by index. Nothing is copied and
        nothing is allocated; the source must outlive the doc.
@@ -1686,6 +1717,16 @@ RSD_API rsd_str rsd_str_c(const char *s);
 RSD_API bool rsd_str_eq(rsd_str a, rsd_str b);
 /* Equality with a NUL-terminated string. */
 RSD_API bool rsd_str_eq_c(rsd_str a, const char *s);
+
+/* ==== >>text: what reaches a terminal or a log line ======================= */
+/* s for a terminal or a log line: control bytes, DEL, C1 controls and bytes that
+   are not UTF-8 become \n \r \t or \xHH; the rest is copied. Returns the full
+   length (snprintf-like); NUL-terminates when cap > 0; buf may be NULL with cap 0. */
+RSD_API size_t rsd_text_escape(rsd_str s, char *buf, size_t cap);
+/* Command-line argument arg as it may be shown, given the one before it (prev, NULL
+   for the first): the value of a flag whose name holds key, token, secret or password
+   becomes ***, and a URL's user:password@ becomes ***@. Same return as above. */
+RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap);
 
 /* ==== >>json (declarations) =============================================== */
 /* Limits (see LIMITS in the manual). */
@@ -4465,6 +4506,197 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
 
 /* ==== >>json end ========================================================== */
 
+/* ==== >>text (implementation) ============================================= */
+/* Bounded appender (rsd_text_escape, rsd_arg_redact, rsd_notice_format,
+   rsd_procs_command): writes what fits, counts everything. With sq set, each '
+   becomes '\'' (inside a single-quoted shell word). */
+typedef struct rsdi_sb {
+    char *buf;
+    size_t cap, len;
+    bool sq;
+} rsdi_sb;
+
+RSDI_PRIVATE void rsdi_sb_init(rsdi_sb *b, char *buf, size_t cap) {
+    b->buf = buf;
+    b->cap = buf ? cap : 0;
+    b->len = 0;
+    b->sq = false;
+    if (b->cap) buf[0] = '\0';
+}
+RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (b->sq && s[i] == '\'') {
+            b->sq = false;
+            rsdi_sb_put(b, "'\\''", 4);
+            b->sq = true;
+            continue;
+        }
+        if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
+        b->len++;
+    }
+}
+RSDI_PRIVATE void rsdi_sb_c(rsdi_sb *b, const char *s) { rsdi_sb_put(b, s, strlen(s)); }
+/* NUL-terminates at the end or at the cut; returns the full length. */
+RSDI_PRIVATE size_t rsdi_sb_end(rsdi_sb *b) {
+    if (b->cap) b->buf[b->len < b->cap ? b->len : b->cap - 1] = '\0';
+    return b->len;
+}
+
+RSDI_PRIVATE void rsdi_sb_esc(rsdi_sb *b, rsd_str s) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s.ptr, *e, *q;
+    char x[4];
+    if (!p) return;
+    e = p + s.len;
+    while (p < e) {
+        unsigned c = *p;
+        if (c >= 0x20 && c < 0x7F) {
+            q = p;
+            while (q < e && *q >= 0x20 && *q < 0x7F) q++;
+            rsdi_sb_put(b, (const char *)p, (size_t)(q - p));
+            p = q;
+            continue;
+        }
+        q = p;
+        if (c >= 0x80 && rsdi_json_utf8(&q, e) == 0 && !(c == 0xC2 && p[1] < 0xA0)) {
+            rsdi_sb_put(b, (const char *)p, (size_t)(q - p)); /* valid, not a C1 control */
+            p = q;
+            continue;
+        }
+        if (c == '\n') rsdi_sb_c(b, "\\n");
+        else if (c == '\r') rsdi_sb_c(b, "\\r");
+        else if (c == '\t') rsdi_sb_c(b, "\\t");
+        else {
+            x[0] = '\\';
+            x[1] = 'x';
+            x[2] = hex[c >> 4];
+            x[3] = hex[c & 15];
+            rsdi_sb_put(b, x, 4);
+        }
+        p++;
+    }
+}
+
+RSD_API size_t rsd_text_escape(rsd_str s, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_esc(&b, s);
+    return rsdi_sb_end(&b);
+}
+
+/* A flag (leading '-') whose name a[0..n) names a secret (see the manual): its last
+   word (words split at '-', '_' and '.'; a last "file" or "path" skipped) ends with
+   key(s), secret(s), token, password(s), passwd or credential(s); or -hft. */
+RSDI_PRIVATE bool rsdi_arg_secret_flag(const char *a, size_t n) {
+    static const char *const ends[] = {"key", "keys", "secret", "secrets", "token", "password",
+                                       "passwords", "passwd", "credential", "credentials"};
+    char w[32];
+    size_t i, e = n, b, k, wl;
+    int pass;
+    if (!a || n < 2 || a[0] != '-') return false;
+    if (n == 4 && memcmp(a, "-hft", 4) == 0) return true;
+    for (i = 1; i < n && a[i] == '-'; i++) {}
+    for (pass = 0; pass < 2; pass++) {
+        for (b = e; b > i && a[b - 1] != '-' && a[b - 1] != '_' && a[b - 1] != '.'; b--) {}
+        if (e - b == 0 || e - b >= sizeof w) return false;
+        for (k = 0; k < e - b; k++) {
+            char c = a[b + k];
+            w[k] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+        }
+        wl = e - b;
+        if (pass == 0 && b > i && wl == 4 && (!memcmp(w, "file", 4) || !memcmp(w, "path", 4))) {
+            e = b - 1; /* --api-key-file: the word before */
+            continue;
+        }
+        for (k = 0; k < sizeof ends / sizeof ends[0]; k++) {
+            size_t el = strlen(ends[k]);
+            if (wl >= el && !memcmp(w + wl - el, ends[k], el)) return true;
+        }
+        return false;
+    }
+    return false;
+}
+
+/* The next part of arg (at or after from) that is not to be shown, given the argument
+   before it: the whole value after a secret flag, the value of --secret-flag=VALUE, or
+   the user:password of a URL. True with *off, *len set; false when there is none. */
+RSDI_PRIVATE bool rsdi_arg_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
+                                       size_t *len) {
+    size_t n = strlen(arg), i;
+    const char *eq;
+    if (prev && !strchr(prev, '=') && rsdi_arg_secret_flag(prev, strlen(prev))) {
+        *off = 0;
+        *len = n;
+        return from == 0;
+    }
+    eq = strchr(arg, '=');
+    if (eq && rsdi_arg_secret_flag(arg, (size_t)(eq - arg))) {
+        *off = (size_t)(eq - arg) + 1;
+        *len = n - *off;
+        return from <= *off;
+    }
+    for (i = from; i + 3 <= n; i++) { /* scheme://user:password@host */
+        size_t h, at = 0, end;
+        if (memcmp(arg + i, "://", 3) != 0) continue;
+        h = i + 3;
+        for (end = h; end < n && arg[end] != '/' && arg[end] != '?' && arg[end] != '#'; end++)
+            if (arg[end] == '@') at = end;
+        if (at) {
+            *off = h;
+            *len = at - h;
+            return true;
+        }
+    }
+    return false;
+}
+
+RSDI_PRIVATE void rsdi_sb_redact(rsdi_sb *b, const char *prev, const char *arg) {
+    size_t from = 0, off, len;
+    if (!arg) arg = "";
+    while (rsdi_arg_secret_span(prev, arg, from, &off, &len)) {
+        rsdi_sb_put(b, arg + from, off - from);
+        rsdi_sb_c(b, "***");
+        from = off + len;
+        if (!arg[from]) break;
+    }
+    rsdi_sb_put(b, arg + from, strlen(arg + from));
+}
+
+/* Replaces, in text[0..n) (output a child wrote, which may echo its arguments), every
+   copy of a value rsd_arg_redact hides in the NUL-separated argv args[0..args_len)
+   with *** (as many '*' when shorter than 3 bytes); in place, never longer. Returns
+   the new length. */
+RSDI_PRIVATE size_t rsdi_text_scrub(char *text, size_t n, const char *args, size_t args_len) {
+    const char *prev = NULL, *a = args;
+    while (a && a < args + args_len) {
+        size_t from = 0, off, len, al = strlen(a);
+        while (rsdi_arg_secret_span(prev, a, from, &off, &len)) {
+            size_t i = 0, put = len < 3 ? len : 3;
+            while (len > 0 && i + len <= n) {
+                if (memcmp(text + i, a + off, len) != 0) { i++; continue; }
+                memset(text + i, '*', put);
+                memmove(text + i + put, text + i + len, n - i - len);
+                n -= len - put;
+                i += put;
+            }
+            from = off + len;
+            if (from >= al) break;
+        }
+        prev = a;
+        a += al + 1;
+    }
+    return n;
+}
+
+RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_redact(&b, prev, arg);
+    return rsdi_sb_end(&b);
+}
+/* ==== >>text end ========================================================== */
+
 /* ==== >>reconcile (implementation) ======================================== */
 #include <stdlib.h> /* getenv */
 RSD_API const char *rsd_decision_str(int decision) {
@@ -5330,19 +5562,8 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     return RSD_OK;
 }
 
-/* Bounded appender for rsd_notice_format: counts what it could not write. */
-typedef struct rsdi_sb {
-    char *buf;
-    size_t cap, len;
-} rsdi_sb;
-
-RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++, b->len++)
-        if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
-}
-RSDI_PRIVATE void rsdi_sb_c(rsdi_sb *b, const char *s) { rsdi_sb_put(b, s, strlen(s)); }
-RSDI_PRIVATE void rsdi_sb_s(rsdi_sb *b, rsd_str s) { rsdi_sb_put(b, s.ptr ? s.ptr : "", s.ptr ? s.len : 0); }
+/* Ids and names from the facts (chosen by a server) are escaped for a terminal. */
+RSDI_PRIVATE void rsdi_sb_s(rsdi_sb *b, rsd_str s) { rsdi_sb_esc(b, s); }
 RSDI_PRIVATE void rsdi_sb_q(rsdi_sb *b, rsd_str s) { rsdi_sb_c(b, "'"); rsdi_sb_s(b, s); rsdi_sb_c(b, "'"); }
 RSDI_PRIVATE void rsdi_sb_u(rsdi_sb *b, uint64_t v) {
     char t[24];
@@ -5432,9 +5653,7 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
     if (f->n_residents < 0 || f->n_residents > RSD_MAX_RESIDENTS || (f->n_residents && !f->residents))
         return RSD_ERR_ARG;
     if (n->subject >= f->n_residents || n->subject < -1) return RSD_ERR_ARG;
-    b.buf = buf;
-    b.cap = cap;
-    b.len = 0;
+    rsdi_sb_init(&b, buf, cap);
     keep = f->keep;
     target = f->target_id;
     subj = n->subject >= 0 ? f->residents[n->subject].model_id : rsd_str_c("");
@@ -7168,6 +7387,20 @@ RSDI_PRIVATE rsd_reconcile_notice *rsdi_rc_notice_slot(rsd_reconcile *r) {
     return n;
 }
 
+/* A driver notice's text: formatted, then escaped for a terminal (the subject ids
+   come from the server), cut to fit. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 0)))
+#endif
+RSDI_PRIVATE void rsdi_notice_vtext(rsd_reconcile_notice *n, const char *fmt, va_list ap) {
+    char tmp[sizeof n->text];
+    int len = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    size_t e;
+    if (len < 0) tmp[0] = '\0';
+    e = rsd_text_escape(rsd_str_c(tmp), n->text, sizeof n->text);
+    n->text_cut = len < 0 || (size_t)len >= sizeof tmp || e >= sizeof n->text;
+}
+
 /* Publish a filled slot (the counter moves last: a poller never sees half a notice). */
 RSDI_PRIVATE void rsdi_rc_notice_publish(rsd_reconcile *r) { r->n_notices++; }
 
@@ -7178,7 +7411,6 @@ RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_
                                      rsd_notice_level level, const char *subject, const char *fmt, ...) {
     rsd_reconcile_notice *n = rsdi_rc_notice_slot(r);
     va_list ap;
-    int len;
     if (!n) return;
     n->dmsg = dmsg;
     n->notice.kind = kind;
@@ -7186,9 +7418,8 @@ RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_
     n->notice.msg = RSD_MSG_NONE;
     rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
     va_start(ap, fmt);
-    len = vsnprintf(n->text, sizeof n->text, fmt, ap);
+    rsdi_notice_vtext(n, fmt, ap);
     va_end(ap);
-    n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
     rsdi_rc_notice_publish(r);
 }
 
@@ -8666,7 +8897,6 @@ RSDI_PRIVATE void rsdi_lms_notice(rsd_lms_reconcile *r, rsd_driver_msg dmsg, rsd
                                   rsd_notice_level level, const char *subject, const char *fmt, ...) {
     rsd_reconcile_notice *n;
     va_list ap;
-    int len;
     if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
         r->notices_dropped++;
         return;
@@ -8679,9 +8909,8 @@ RSDI_PRIVATE void rsdi_lms_notice(rsd_lms_reconcile *r, rsd_driver_msg dmsg, rsd
     n->notice.level = level;
     rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
     va_start(ap, fmt);
-    len = vsnprintf(n->text, sizeof n->text, fmt, ap);
+    rsdi_notice_vtext(n, fmt, ap);
     va_end(ap);
-    n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
     r->n_notices++;
 }
 

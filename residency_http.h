@@ -1132,10 +1132,14 @@
    full pipe for longer than the host's step interval. The ring keeps the last
    desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
    last n lines (0 = all), starting at a line boundary, control bytes as '?',
-   cut from the front to fit cap; valid until rsd_procs_release, so error
+   cut from the front to fit cap, every value rsd_arg_redact hides in the
+   command line (an --api-key VALUE the child echoes) replaced by ***; valid
+   until rsd_procs_release, so error
    messages can quote it after EXITED. desc.log_output forwards every line to the
    logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
-   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line.
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line, with the
+   value of every secret flag (--api-key, --hf-token, ...) and URL passwords shown as
+   *** (rsd_arg_redact, residency.h); it is what fleet messages quote.
 
    Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
    rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
@@ -2044,6 +2048,7 @@ RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd
 RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap);
 /* The expanded command line, arguments quoted where needed, for messages; length or <0. */
 RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap);
+/* (secret values and URL passwords shown as ***, as rsd_arg_redact in residency.h) */
 /* Handles of live processes (not EXITED/FAILED/FREE): count written. */
 RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap);
 /* Names for enums (never NULL). */
@@ -5974,10 +5979,12 @@ RSDI_PRIVATE void rsdi_en_unlock_all(rsd_ensurer *e) {
 __attribute__((format(printf, 4, 5)))
 #endif
 RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const char *fmt, ...) {
+    char msg[sizeof e->message];
     va_list ap;
     va_start(ap, fmt);
-    (void)vsnprintf(e->message, sizeof e->message, fmt, ap);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    (void)rsd_arg_redact(NULL, msg, e->message, sizeof e->message); /* a URL's password as *** */
     if (e->inflight) (void)rsd_http_cancel(e->http, e->h);
     e->inflight = false;
     rsdi_en_sse_close(e);
@@ -7529,6 +7536,8 @@ RSDI_PRIVATE void rsdi_proc_log_line(rsd_procs *p, rsdi_proc_slot *s) {
     s->line[n] = '\0';
     for (i = 0; i < n; i++)
         if ((unsigned char)s->line[i] < 0x20 || s->line[i] == 0x7f) s->line[i] = '?';
+    n = rsdi_text_scrub(s->line, n, s->args, s->args_len);
+    s->line[n] = '\0';
     if (n) rsdi_logf(&p->logger, RSD_LOG_DEBUG, RSD_LOGITEM_PROC_OUTPUT, NULL, "%s[%ld]: %s",
                      s->name, (long)s->pid, s->line);
     s->line_len = 0;
@@ -8124,37 +8133,36 @@ RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *
         buf[i] = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : (char)c;
     }
 #undef RSDI_RING_AT
+    n = rsdi_text_scrub(buf, n, s->args, s->args_len); /* a child echoing --api-key VALUE */
     buf[n] = '\0';
     return (int)n;
 }
 
 RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap) {
     const rsdi_proc_slot *s = rsdi_proc_get(p, h);
-    size_t n = 0, off = 0;
+    const char *prev = NULL;
+    size_t off = 0;
+    rsdi_sb b;
     int a;
     if (!buf || cap == 0) return RSD_ERR_ARG;
     buf[0] = '\0';
     if (!s) return RSD_ERR_PROC_STALE;
+    rsdi_sb_init(&b, buf, cap);
     for (a = 0; a < s->argc; a++) {
         const char *arg = s->args + off;
-        size_t l = strlen(arg), i;
+        size_t l = strlen(arg);
         bool q = l == 0 || strpbrk(arg, " \t\n'\"\\$`*?[]{}()<>|&;#~") != NULL;
         off += l + 1;
-        if (a && n + 1 < cap) buf[n++] = ' ';
-        if (q && n + 1 < cap) buf[n++] = '\'';
-        for (i = 0; i < l; i++) {
-            if (arg[i] == '\'') {  /* ' -> '\'' */
-                if (n + 4 >= cap) break;
-                memcpy(buf + n, "'\\''", 4);
-                n += 4;
-            } else if (n + 1 < cap) {
-                buf[n++] = arg[i];
-            }
-        }
-        if (q && n + 1 < cap) buf[n++] = '\'';
+        if (a) rsdi_sb_c(&b, " ");
+        if (q) rsdi_sb_c(&b, "'");
+        b.sq = q;
+        rsdi_sb_redact(&b, prev, arg); /* secrets as *** (rsd_arg_redact) */
+        b.sq = false;
+        if (q) rsdi_sb_c(&b, "'");
+        prev = arg;
     }
-    buf[n] = '\0';
-    return (int)n;
+    (void)rsdi_sb_end(&b);
+    return (int)(b.len < cap ? b.len : cap - 1);
 }
 
 RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
