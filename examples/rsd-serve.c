@@ -26,8 +26,8 @@
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
-               ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
-               backoffs, restores, ...).
+              ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
+              backoffs, restores, ...).
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its
