@@ -96,6 +96,13 @@ BENCH_RUNS :=
 bench: $(BENCH_RUNS)
 	@echo "bench: done"
 
+# ---- cross-compiled tests under qemu-user: make test-arm64 | test-armhf | test-s390x --
+# (tests/cross.sh: static -O1 builds, no sanitizers; skipped with one line without the
+# cross compiler or qemu-user-static)
+.PHONY: test-arm64 test-armhf test-s390x
+test-arm64 test-armhf test-s390x: examples
+	@sh tests/cross.sh $(@:test-%=%) "$(CWARN)"
+
 $(B) $(B)/tests $(B)/fuzz $(B)/examples $(B)/compile $(B)/readme $(B)/bench:
 	@mkdir -p $@
 

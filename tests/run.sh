@@ -14,5 +14,5 @@ for t in "$@"; do
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { echo "$(basename "$t"): exit $rc"; broken=$((broken + 1)); }
 done
 fail=$((fail + broken))
-echo "$pass passed, $fail failed" | tee build/tests/summary
+echo "$pass passed, $fail failed" | tee "${RSD_TEST_SUMMARY:-build/tests/summary}"
 [ "$fail" -eq 0 ]
