@@ -1,7 +1,8 @@
 /* libFuzzer target for the simulators (examples/rsd_sim.h): the input is a script of
    requests against one runtime.
    Build: make fuzz T=sim FUZZ_SECS=60
-   Input: byte 0 picks the runtime (b % 4) and option set (b / 4 % 4); then records
+   Input: byte 0 picks the runtime (b % 4), option set (b / 4 % 4) and router generation
+   (b / 16 % 2: july, later); then records
    separated by '\n': "<c><METHOD> <target>\t<body>" where <c> is one control byte:
    c % 64 = ms to advance before the request, c & 64 = cancel the request if deferred,
    c & 128 = crash model "b" first.
@@ -65,6 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     av[ac++] = (char *)rts[data[0] % 4];
     for (i = 0; i < 4; i++)
         if (extra[data[0] / 4 % 4][i][0]) av[ac++] = (char *)extra[data[0] / 4 % 4][i];
+    av[ac++] = (char *)"--router-gen";
+    av[ac++] = (char *)(data[0] / 16 % 2 ? "later" : "july");
     av[ac++] = (char *)"--model";
     av[ac++] = (char *)"id=a,alias=x,size=2G";
     av[ac++] = (char *)"--model";
