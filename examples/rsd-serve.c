@@ -20,14 +20,18 @@
               "param":"model","code":"model_not_found"}}; no "model": 400.
      Router (llama.cpp router mode, so rsd-ensure and router clients can manage it):
               GET /models (= /v1/models: data[] with id, aliases, status.value
-              loaded|loading|unloaded, status.args, failed/exit_code), POST /models/load
+              loaded|loading|unloaded, status.args with the values of secret flags
+              such as --api-key as ***, failed/exit_code), POST /models/load
               and /models/unload {"model": id}, GET /props {"role":"router",
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
               ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
               backoffs, restores, ...).
-   Failures: a client that disconnects releases its place at once; an upstream hang-up
+   Failures: a client that disconnects releases its place at once; a client that reads
+   nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
+   room for a request waiting past max_wait, or is unloaded) is disconnected and its
+   request cancelled, so it cannot hold a model busy; an upstream hang-up
    or connect failure fails only that request (502, error JSON; after the answer began:
    the connection is cut); a model whose process cannot start fails its waiting
    requests at once with the reason (503, the fleet's message: errno, exit status and
@@ -43,6 +47,8 @@
    order, not in the child's accept queue.
    Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
    40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
+   Every line is one line: control bytes in it (a child's output quoted in a failure,
+   newlines included) are written as \n, \x1b, ... (rsd_text_escape).
    Signals: SIGINT, SIGTERM and SIGQUIT stop every process gracefully (SIGTERM, then
    SIGKILL after stop_grace) and exit 0; a second one kills them at once and exits 1.
    SIGHUP (a closed terminal, an ssh logout) is logged and otherwise ignored: the
@@ -77,6 +83,7 @@ enum {
     SRV_OUT = 256 << 10,                 /* JSON answers we write ourselves */
     SRV_MAX_FDS = 2 * SRV_MAX_CONNS + 3 * RSD_PROCS_MAX + 64,
     SRV_UPSTREAM_TIMEOUT_MS = 3600000,   /* a proxied request (llama-server's -to default) */
+    SRV_STALL_DRAIN_MS = 1000,           /* a stalled client of a model that must make room */
     SRV_CONFIG_MAX = 4 << 20             /* config file size */
 };
 
@@ -120,6 +127,7 @@ typedef struct job {
     char *stash;
     size_t stash_len;
     uint64_t t0;
+    uint64_t stall_since;  /* the stash waits and the client has taken nothing since (0 = not) */
     char method[8];
     char path[96];
 } job;
@@ -134,6 +142,7 @@ typedef struct srv {
     job jobs[SRV_MAX_CONNS];
     char *out;
     bool stopping;
+    uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
 } srv;
 
@@ -142,20 +151,29 @@ static void logf_(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-static void logf_(const char *fmt, ...) {
-    va_list ap;
-    fputs("rsd-serve: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+/* One log line: "rsd-serve: " and the text with its control bytes made visible
+   (rsd_text_escape), so a child's output lines (quoted in failure messages), a
+   client's path or an odd id stay on one line and send nothing to a terminal. */
+static void log_line(const char *text) {
+    static char esc[4 * 4096 + 1];
+    (void)rsd_text_escape(rsd_str_c(text), esc, sizeof esc);
+    fprintf(stderr, "rsd-serve: %s\n", esc);
     fflush(stderr);
+}
+
+static void logf_(const char *fmt, ...) {
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    log_line(text);
 }
 
 static void lib_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
     (void)user;
     (void)where;
-    fprintf(stderr, "rsd-serve: log %d [%s] %s\n", level, rsd_log_item_name(item), msg ? msg : "");
+    logf_("log %d [%s] %s", level, rsd_log_item_name(item), msg ? msg : "");
 }
 
 /* ---- answers we write ourselves ----------------------------------------------------- */
@@ -277,7 +295,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
-        char buf[RSD_PROC_ARG_BYTES_DEFAULT];
+        char buf[RSD_PROC_ARG_BYTES_DEFAULT], arg[RSD_PROC_ARG_BYTES_DEFAULT + 64];
         const char *argv[RSD_PROC_MAX_ARGS];
         rsd_proc_spec spec;
         int argc;
@@ -309,7 +327,10 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         spec = s->models[i].spec;
         spec.port = mi.port;
         argc = rsd_procs_expand(&spec, buf, sizeof buf, argv, RSD_PROC_MAX_ARGS);
-        for (k = 0; k < argc; k++) rsd_json_w_str(&w, argv[k]);
+        for (k = 0; k < argc; k++) { /* secret values as *** */
+            (void)rsd_arg_redact(k ? argv[k - 1] : NULL, argv[k], arg, sizeof arg);
+            rsd_json_w_str(&w, arg);
+        }
         rsd_json_w_end_array(&w);
         if (mi.last_result < 0 && !strcmp(router_state(&mi), "unloaded")) {
             rsd_json_w_key(&w, "failed");
@@ -579,6 +600,7 @@ static void on_up_body(void *user, const char *data, size_t len) {
     if (!j->stash || len > SRV_STASH) { j->broken = true; return; }
     memcpy(j->stash, data, len);
     j->stash_len = len;
+    if (!j->stall_since) j->stall_since = s->now;
     if (!j->paused) {
         (void)rsd_http_pause(s->hc, j->up, true);
         j->paused = true;
@@ -809,7 +831,48 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     job_finish(s, j, now);
 }
 
-/* After each client step: stash flushing, broken answers. */
+/* A client that stopped reading holds its model's place (the upstream is paused for
+   it): it is cut after send_timeout without progress, or after SRV_STALL_DRAIN_MS when
+   its model must make room (drained for a request waiting past max_wait, or an
+   unload), and its request is cancelled. Returns true when it was cut. */
+static bool job_stalled(srv *s, job *j, uint64_t now) {
+    uint32_t limit = s->cfg->send_timeout_ms ? s->cfg->send_timeout_ms : RSRV_SEND_TIMEOUT_DEFAULT_MS;
+    uint64_t idle = now - j->stall_since;
+    bool drain = false;
+    if (!j->stall_since || idle < SRV_STALL_DRAIN_MS) return false;
+    if (idle < limit) {
+        rsd_fleet_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        drain = rsd_fleet_query_model(s->fleet, j->model, now, &mi) == RSD_OK &&
+                mi.pool.state == RSD_POOL_SLOT_DRAINING;
+        if (!drain) return false;
+    }
+    logf_("%s %s %s: the client read nothing for %llu ms%s; disconnected, request cancelled", j->method, j->path,
+          s->cfg->models[j->model].id, (unsigned long long)idle, drain ? " while its model must make room" : "");
+    (void)rsd_http_abort(s->hs, j->sreq);
+    j->client_gone = true;
+    job_release(s, j, now, true);
+    if (j->up_active) (void)rsd_http_cancel(s->hc, j->up); /* its event frees the job */
+    else job_free(s, j, now);
+    return true;
+}
+
+/* The next time jobs_service has a stalled client to look at (UINT64_MAX = none). */
+static uint64_t jobs_deadline(const srv *s) {
+    uint32_t limit = s->cfg->send_timeout_ms ? s->cfg->send_timeout_ms : RSRV_SEND_TIMEOUT_DEFAULT_MS;
+    uint64_t d = UINT64_MAX;
+    int i;
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        const job *j = &s->jobs[i];
+        uint64_t t;
+        if ((j->state != JOB_PROXY && j->state != JOB_DRAIN) || !j->stall_since || j->client_gone) continue;
+        t = j->stall_since + (s->now - j->stall_since < SRV_STALL_DRAIN_MS ? SRV_STALL_DRAIN_MS : limit);
+        if (t < d) d = t;
+    }
+    return d;
+}
+
+/* After each client step: stash flushing, broken answers, stalled clients. */
 static void jobs_service(srv *s, uint64_t now) {
     int i;
     for (i = 0; i < SRV_MAX_CONNS; i++) {
@@ -821,11 +884,15 @@ static void jobs_service(srv *s, uint64_t now) {
         }
         if (j->stash_len && !j->client_gone) {
             size_t room = rsd_http_stream_room(s->hs, j->sreq), n = j->stash_len;
-            if (room == 0) continue;
+            if (room == 0) {
+                (void)job_stalled(s, j, now);
+                continue;
+            }
             if (n > room) n = room;
             if (rsd_http_stream_write(s->hs, j->sreq, j->stash, n) != RSD_OK) continue;
             memmove(j->stash, j->stash + n, j->stash_len - n);
             j->stash_len -= n;
+            j->stall_since = j->stash_len ? now : 0; /* progress */
             if (!j->stash_len) {
                 if (j->state == JOB_DRAIN) job_finish(s, j, now);
                 else if (j->paused) {
@@ -955,7 +1022,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE]\n"
             "                 [--llama-server PATH] [--args \"A B\"] [--start-timeout DUR] [--stop-grace DUR]\n"
-            "                 [--max-wait DUR] [--check] [--verbose] [--quiet]\n"
+            "                 [--max-wait DUR] [--send-timeout DUR] [--check] [--verbose] [--quiet]\n"
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
             "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--aliases A,B] [--model-args \"A B\"]]...\n"
             "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
@@ -1099,6 +1166,7 @@ int main(int argc, char **argv) {
 
     for (;;) {
         uint64_t now = rsd_now_ms(), dl, d2;
+        s.now = now;
         rsd_http_server_event sev;
         rsd_http_event cev;
         rsd_fleet_event fev;
@@ -1144,6 +1212,8 @@ int main(int argc, char **argv) {
         d2 = rsd_http_client_next_deadline(s.hc);
         if (d2 < dl) dl = d2;
         d2 = rsd_fleet_next_deadline(s.fleet);
+        if (d2 < dl) dl = d2;
+        d2 = jobs_deadline(&s);
         if (d2 < dl) dl = d2;
         k = rsd_http_server_pollfds(s.hs, fds, SRV_MAX_FDS);
         if (k > 0) n += k > SRV_MAX_FDS ? SRV_MAX_FDS : k;

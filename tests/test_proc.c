@@ -371,6 +371,29 @@ static void test_env_cwd_args(void) {
     rsd_procs_destroy(p);
 }
 
+/* The command line quoted for messages shows secret values as *** (rsd_arg_redact). */
+static void test_command_redacts_secrets(void) {
+    static const char *const env[] = {"RSD_TEST_CHILD=echo-args", NULL};
+    static const char *const args[] = {"--api-key", "sk-live-123", "--hf-token=hf_abc", "-mu",
+                                       "https://user:pw@example.org/m.gguf", "--note", "it's", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    rsd_proc_event ev;
+    char cmd[1024], tail[1024];
+    REQUIRE(p);
+    spec_for(&s, env, args);
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 10000, &ev));
+    rsd_procs_tail(p, h, 0, tail, sizeof tail);
+    CHECK(strstr(tail, "arg sk-live-123") != NULL); /* the child got the real value */
+    CHECK(rsd_procs_command(p, h, cmd, sizeof cmd) > 0);
+    CHECK(strstr(cmd, " --api-key *** --hf-token=*** -mu https://***@example.org/m.gguf --note 'it'\\''s'") != NULL);
+    CHECK(strstr(cmd, "sk-live") == NULL && strstr(cmd, "hf_abc") == NULL && strstr(cmd, "pw@") == NULL);
+    if (strstr(cmd, "sk-live") || !strstr(cmd, "--api-key ***")) printf("  command: %s\n", cmd);
+    rsd_procs_destroy(p);
+}
+
 static void test_chatty_ring(void) {
     static const char *const env[] = {"RSD_TEST_CHILD=chatty", NULL};
     static const char *const args[] = {"4194304", NULL};
@@ -890,6 +913,7 @@ static void test_exit_found_without_pidfd(void) {
 static void run_process_tests(void) {
     RUN(test_port_free_and_passed);
     RUN(test_env_cwd_args);
+    RUN(test_command_redacts_secrets);
     RUN(test_chatty_ring);
     RUN(test_check_before_spawn);
     RUN(test_spawn_missing_binary);
