@@ -637,8 +637,8 @@ static void test_serve_stalled_client(void) {
     /* 1: two models, one resident; alpha's answer is 16 MiB and its client reads nothing */
     write_config(path, 1,
                  "max_wait = 1\nsend_timeout = 1h\n"
-                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --big-body 16777216\n"
-                 "[model beta]\nmodel = /models/beta.gguf\n");
+                 "[model alpha]\nmodel = @/alpha.gguf\nargs = --big-body 16777216\n"
+                 "[model beta]\nmodel = @/beta.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
     fd = stalled_post(s.port, chat("alpha", false));
     REQUIRE(fd >= 0);
@@ -659,7 +659,7 @@ static void test_serve_stalled_client(void) {
     /* 2: send_timeout alone, nobody waiting: the stalled request ends after it */
     write_config(path, 1,
                  "send_timeout = 500ms\n"
-                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --big-body 16777216\n");
+                 "[model alpha]\nmodel = @/alpha.gguf\nargs = --big-body 16777216\n");
     REQUIRE(serve_start(&s, args) == 0);
     fd = stalled_post(s.port, chat("alpha", false));
     REQUIRE(fd >= 0);
@@ -882,8 +882,8 @@ static void test_serve_secrets(void) {
     make_dir();
     snprintf(path, sizeof path, "%s/secrets.ini", g_dir);
     write_config(path, 1,
-                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --api-key sk-alpha-SECRET\n"
-                 "[model broken]\nmodel = /models/broken.gguf,fail=1\n"
+                 "[model alpha]\nmodel = @/alpha.gguf\nargs = --api-key sk-alpha-SECRET\n"
+                 "[model broken]\nmodel = @/broken.gguf,fail=1\n"
                  "args = --hf-token=hf_BROKEN_SECRET --api-key sk-broken-SECRET -mu https://bob:pw-SECRET@example.org/m.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
