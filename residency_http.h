@@ -1208,6 +1208,11 @@
 
    What it does with the pool's actions (residency.h >>pool) and the supervisor's
    events (>>proc):
+       before      a model that is not resident is admitted (acquire, load), which may
+                   evict another, rsd_procs_check runs on its spec: a missing or
+                   non-executable binary, an unreadable model file or an incomplete
+                   template fails the call at once with RSD_ERR_FLEET_START (the reason
+                   in rsd_fleet_query_model's last_error), nothing stopped or started.
        SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
                    STARTING. A spawn that fails (missing binary, EACCES, no free port,
                    template error) fails the model's waiting requests at once (W31:
@@ -1258,9 +1263,16 @@
        or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
        "/health".
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
-       the pool's errors (no handle): RSD_ERR_POOL_NO_FIT (reservation over the whole
-       budget: at once, nothing started), RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED,
-       RSD_ERR_POOL_QUEUE_FULL, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+       an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
+       "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
+       one before the model's retry_at_ms; 1 s doubling to 60 s, desc.pool.
+       start_backoff_ms; rsd_fleet_load or rsd_fleet_reset_backoff clear it; models
+       evicted for a start that fails are loaded again), RSD_ERR_POOL_NO_FIT
+       (reservation over the whole budget: at once, nothing started),
+       RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
+       RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
+       last_error (the message of its last failed start or crash), retry_at_ms.
    rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
    rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN
