@@ -41,6 +41,14 @@
    newlines included) are written as \n, \x1b, ... (rsd_text_escape).
    Signals: SIGINT, SIGTERM and SIGQUIT stop every process gracefully (SIGTERM, then
    SIGKILL after stop_grace) and exit 0; a second one kills them at once and exits 1.
+   Each model's process leads its own process group, and every signal goes to the
+   group, so a wrapper (command = /bin/sh -c "...") takes its children with it; a
+   model counts as stopped only once its whole group is gone. On Linux rsd-serve is a
+   child subreaper: a wrapper's orphaned children are re-parented to it and reaped.
+   After kill -9 of rsd-serve (nothing runs then) the kernel kills only the direct
+   children (PR_SET_PDEATHSIG): llama-server itself, or a wrapper, whose own children
+   survive. So write wrappers as `/bin/sh -c "exec llama-server ..."`: exec makes the
+   server the direct child and it dies with rsd-serve.
    SIGHUP (a closed terminal, an ssh logout) is logged and otherwise ignored: the
    processes keep running and nothing is reloaded. SIGPIPE is ignored.
    Exit codes: 0 stopped by a signal, 1 cannot listen or start, 64 bad flags or
@@ -58,6 +66,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 enum {
     EX_OK = 0, EX_FAIL = 1, EX_USAGE = 64, EX_NOINPUT = 66,
@@ -983,6 +994,11 @@ int main(int argc, char **argv) {
     int i, rc = EX_OK, argc2 = 0;
     char **argv2;
     signal(SIGPIPE, SIG_IGN);
+#if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
+    /* Orphans of a wrapper command (its children, once it exits) come back to us, so the
+       supervisor reaps them and a model's process group cannot vanish unseen. */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
     s.cfg = (rsrv_config *)calloc(1, sizeof *s.cfg);
     s.out = (char *)malloc(SRV_OUT);
     fds = (rsd_pollfd *)calloc(SRV_MAX_FDS, sizeof *fds);
