@@ -14,7 +14,9 @@
               GETs with ?model=X such as /props?model=X, /slots?model=X) are
               routed by the body's "model" (id or alias) to that model's llama-server,
               started on demand; the least-recently-used idle one is stopped to make
-              room (by count and by bytes), a busy one never. Streaming (SSE) answers
+              room (by count and by bytes), a busy one never. The client's
+              Authorization header goes along (a model run with --api-key checks
+              it). Streaming (SSE) answers
               are passed through as they arrive, chunk by chunk, never buffered whole.
               Unknown model: 404 {"error":{"message":..,"type":"invalid_request_error",
               "param":"model","code":"model_not_found"}}; no "model": 400.
@@ -571,7 +573,8 @@ static void job_send(srv *s, job *j, uint64_t now) {
     rsd_http_server_event ev;
     rsd_http_request q;
     char url[64 + sizeof j->path + RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES];
-    rsd_str ct;
+    rsd_str ct, auth;
+    rsd_http_header fwd[1];
     char ctype[128];
     int r;
     if (rsd_http_server_query(s->hs, j->sreq, &ev) != RSD_OK) { /* the client went away */
@@ -587,6 +590,13 @@ static void job_send(srv *s, job *j, uint64_t now) {
     if (ct.ptr && ct.len > 0 && ct.len < sizeof ctype) rsrv_cpy(ctype, sizeof ctype, ct.ptr, ct.len);
     else rsrv_cpy(ctype, sizeof ctype, "application/json", 16);
     if (ev.body.len) q.content_type = ctype;
+    auth = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Authorization");
+    if (auth.ptr) { /* a model run with --api-key checks the client's own key */
+        fwd[0].name = rsd_str_c("Authorization");
+        fwd[0].value = auth;
+        q.headers = fwd;
+        q.num_headers = 1;
+    }
     if (ev.body.len) {
         q.body = ev.body.ptr;
         q.body_len = ev.body.len;

@@ -404,6 +404,7 @@ static int run_prog(const char *const *argv, char *out, size_t cap) {
 }
 
 static char g_body[1 << 16];
+static const char *g_bearer; /* sent by http() when set */
 
 /* One request; returns the HTTP status (0 on a transport error), body in g_body. */
 static int http(const serve_proc *s, const char *method, const char *path, const char *body) {
@@ -419,6 +420,7 @@ static int http(const serve_proc *s, const char *method, const char *path, const
     q.method = method;
     q.url = url;
     q.total_timeout_ms = 20000;
+    q.bearer_token = g_bearer;
     if (body) {
         q.content_type = "application/json";
         q.body = body;
@@ -1131,6 +1133,9 @@ static void test_serve_secrets(void) {
     CHECK(strstr(g_body, "\"https://***@example.org/m.gguf\"") != NULL);
     if (strstr(g_body, "SECRET")) printf("  listing: %.600s\n", g_body);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 401); /* its key is asked */
+    g_bearer = "sk-alpha-SECRET"; /* the client's Authorization reaches the model */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
+    g_bearer = NULL;
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
     CHECK(strstr(g_body, "unknown option '--hf-token=***'") != NULL); /* the child echoed it */
     CHECK(strstr(g_body, "--api-key ***") != NULL);
