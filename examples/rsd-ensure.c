@@ -10,7 +10,10 @@
    "wire_id": the id to send requests with -- LM Studio may resolve the model to a
    loaded instance such as "qwen:2" -- and "lmstudio_tier" on LM Studio; "evicted"
    lists what we unloaded, "displaced" pinned models the server's own LRU pushed out
-   while we loaded, "restored" those loaded back).
+   while we loaded, "restored" those loaded back; "state_error" is null, or why the change
+   could not be recorded in the state directory, e.g. "ERR_STATE_IO" on a full disk,
+   with a warning notice saying what failed; the exit code still says whether the model
+   is resident).
    LM Studio (--runtime lmstudio, or detected): --context N is the load's
    context_length (clamped beside other residents); an unloaded model on a 0.3 server
    (no load API) is observe-only (exit 4); a model the server does not advertise is
@@ -241,6 +244,9 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "state_error"); /* the change could not be recorded in the state directory */
+    if (r->state_error < 0) rsd_json_w_str(&w, rsd_result_name(r->state_error));
+    else rsd_json_w_null(&w);
     rsd_json_w_key(&w, "cache_hit"); rsd_json_w_bool(&w, r->cache_hit);
     rsd_json_w_key(&w, "requests"); rsd_json_w_int(&w, r->requests);
     rsd_json_w_key(&w, "elapsed_ms"); rsd_json_w_int(&w, (int64_t)r->elapsed_ms);

@@ -28,7 +28,8 @@
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
-              ttl, pin, last error; pool counters (evictions, ...).
+              ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
+              backoffs, restores, ...).
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its
@@ -36,7 +37,16 @@
    or connect failure fails only that request (502, error JSON; after the answer began:
    the connection is cut); a model whose process cannot start fails its waiting
    requests at once with the reason (503, the fleet's message: errno, exit status and
-   the last output lines).
+   the last output lines). What can be checked before a start (the binary, the model
+   file, the command template) is checked before another model is stopped for it; a
+   model evicted for a start that then fails is started again; after a failed start the
+   model is not tried again for 1 s, doubling to 60 s per failure in a row: requests
+   meanwhile get 503 with the last reason and Retry-After (POST /models/load tries at
+   once). An idle upstream connection is dropped before the child's own keep-alive
+   timeout, and a request the child closed the socket on before answering is resent
+   once. A child is sent at most its own slot count of requests at once (`parallel`,
+   or what its GET /props says: llama-server's total_slots); the rest wait here, in
+   order, not in the child's accept queue.
    Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
    40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
    Every line is one line: control bytes in it (a child's output quoted in a failure,
@@ -180,15 +190,27 @@ static void lib_log(void *user, int level, uint32_t item, const char *msg, const
 }
 
 /* ---- answers we write ourselves ----------------------------------------------------- */
-static void respond_json(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n) {
-    rsd_http_header hd[1];
+/* retry_after_s > 0 adds "Retry-After: N". */
+static void respond_json_retry(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n,
+                               uint32_t retry_after_s) {
+    rsd_http_header hd[2];
+    char ra[16];
     hd[0].name = rsd_str_c("Content-Type");
     hd[0].value = rsd_str_c("application/json; charset=utf-8");
-    (void)rsd_http_respond(s->hs, h, status, hd, 1, body, n);
+    snprintf(ra, sizeof ra, "%u", (unsigned)retry_after_s);
+    hd[1].name = rsd_str_c("Retry-After");
+    hd[1].value = rsd_str_c(ra);
+    (void)rsd_http_respond(s->hs, h, status, hd, retry_after_s ? 2 : 1, body, n);
 }
 
-/* {"error":{"code":C,"message":M,"type":T}} (llama.cpp's envelope, wire.md 1.13). */
-static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg) {
+static void respond_json(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n) {
+    respond_json_retry(s, h, status, body, n, 0);
+}
+
+/* {"error":{"code":C,"message":M,"type":T}} (llama.cpp's envelope, wire.md 1.13), with
+   Retry-After when retry_after_s > 0. */
+static void respond_error_retry(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg,
+                                uint32_t retry_after_s) {
     rsd_json_writer w;
     int n;
     rsd_json_w_init(&w, s->out, SRV_OUT);
@@ -205,10 +227,32 @@ static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *typ
     rsd_json_w_end_object(&w);
     n = rsd_json_w_finish(&w);
     if (n < 0) { /* a message that is not UTF-8 (child output): say less */
-        respond_error(s, h, status, type, "error (message not printable)");
+        respond_error_retry(s, h, status, type, "error (message not printable)", retry_after_s);
         return;
     }
-    respond_json(s, h, status, s->out, (size_t)n);
+    respond_json_retry(s, h, status, s->out, (size_t)n, retry_after_s);
+}
+
+static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg) {
+    respond_error_retry(s, h, status, type, msg, 0);
+}
+
+/* 503 for model m that cannot start now: why (the fleet's last reason when NULL), and
+   Retry-After while its next start is backed off. */
+static void respond_unavailable(srv *s, rsd_http_sreq_h h, int m, uint64_t now, const char *why) {
+    rsd_fleet_model_info mi;
+    char msg[RSD_FLEET_MESSAGE_MAX + 192];
+    uint32_t retry = 0;
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    if (mi.retry_at_ms > now) retry = (uint32_t)((mi.retry_at_ms - now + 999) / 1000);
+    if (!why) why = mi.last_error ? mi.last_error : "model process failed to start";
+    if (retry)
+        snprintf(msg, sizeof msg, "cannot serve '%s': %s (its start failed; not retried for %u s)",
+                 s->cfg->models[m].id, why, (unsigned)retry);
+    else
+        snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, why);
+    respond_error_retry(s, h, 503, "unavailable_error", msg, retry);
 }
 
 static void respond_404(srv *s, rsd_http_sreq_h h) {
@@ -358,6 +402,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     SRV_COUNTER(releases) SRV_COUNTER(spawns) SRV_COUNTER(readies) SRV_COUNTER(load_failures)
     SRV_COUNTER(crashes) SRV_COUNTER(exits) SRV_COUNTER(evictions) SRV_COUNTER(ttl_expiries)
     SRV_COUNTER(unloads) SRV_COUNTER(fails) SRV_COUNTER(starve_drains) SRV_COUNTER(no_fit)
+    SRV_COUNTER(backoffs) SRV_COUNTER(restores)
 #undef SRV_COUNTER
     rsd_json_w_end_object(&w);
     rsd_json_w_key(&w, "models");
@@ -398,6 +443,9 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         else rsd_json_w_null(&w);
         rsd_json_w_key(&w, "last_error");
         if (mi.last_result < 0) rsd_json_w_str(&w, rsd_result_str(mi.last_result));
+        else rsd_json_w_null(&w);
+        rsd_json_w_key(&w, "retry_in_ms"); /* its start failed: no new one before then */
+        if (mi.retry_at_ms > now) rsd_json_w_int(&w, (int64_t)(mi.retry_at_ms - now));
         else rsd_json_w_null(&w);
         rsd_json_w_end_object(&w);
     }
@@ -445,8 +493,12 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     }
     r = rsd_fleet_load(s->fleet, m, now);
     if (r < 0) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
+        char msg[RSD_FLEET_MESSAGE_MAX + 160];
+        rsd_fleet_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+        snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id,
+                 r == RSD_ERR_FLEET_START && mi.last_error ? mi.last_error : rsd_result_str(r));
         respond_error(s, ev->req, 500, "server_error", msg);
         return;
     }
@@ -686,6 +738,10 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         job_send(s, j, now);
     } else if (r == RSD_PENDING) {
         j->state = JOB_WAIT;
+    } else if (r == RSD_ERR_POOL_BACKOFF || r == RSD_ERR_FLEET_START) {
+        respond_unavailable(s, ev->req, m, now, NULL);
+        job_log(s, j, 503, now);
+        j->state = JOB_FREE;
     } else {
         char msg[256];
         snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
@@ -890,7 +946,10 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         snprintf(msg, sizeof msg, "cannot serve '%s': %s", id,
                  ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
         if (j && j->state == JOB_WAIT && j->preq.id == ev->req.id) {
-            respond_error(s, j->sreq, 503, "unavailable_error", msg);
+            if (ev->result == RSD_ERR_FLEET_START && ev->model >= 0)
+                respond_unavailable(s, j->sreq, ev->model, now, ev->message);
+            else
+                respond_error(s, j->sreq, 503, "unavailable_error", msg);
             job_log(s, j, 503, now);
             j->granted = false;
             job_free(s, j, now);

@@ -425,6 +425,58 @@ static void test_chatty_ring(void) {
     rsd_procs_destroy(p);
 }
 
+/* rsd_procs_check says what a spawn would fail on, without starting anything: a
+   template placeholder left unset, a program not found / not executable / a directory,
+   and (default llama-server template only) an unreadable model file. */
+static void test_check_before_spawn(void) {
+    static const char *const needs_ctx[] = {"--ctx", "{ctx}", NULL};
+    static const char *const custom[] = {"--model-name", "{model}", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    char why[256];
+    REQUIRE(p);
+    spec_for(&s, NULL, NULL);
+    s.model = self_exe; /* any readable file */
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_OK);
+    CHECK_EQ_STR(why, "");
+    s.exe = "sh"; /* found through PATH */
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_OK);
+    s.exe = "rsd-no-such-binary-xyz";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK_EQ_STR(why, "cannot run rsd-no-such-binary-xyz: No such file or directory");
+    s.exe = "/nonexistent/llama-server";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK(strstr(why, "/nonexistent/llama-server: No such file or directory") != NULL);
+    s.exe = "/tmp";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK(strstr(why, "Is a directory") != NULL);
+    s.exe = "/dev/null";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK(strstr(why, "Permission denied") != NULL);
+    s.exe = self_exe;
+    s.model = "/nonexistent/m.gguf";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK_EQ_STR(why, "cannot read model file /nonexistent/m.gguf: No such file or directory");
+    s.model = "/tmp";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    s.model = NULL; /* the default template needs {model} */
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_PROC_TEMPLATE);
+    CHECK(strstr(why, "command template") != NULL);
+    s.args = needs_ctx;
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_PROC_TEMPLATE);
+    s.ctx = 4096;
+    CHECK_EQ_INT(rsd_procs_check(p, &s, NULL, 0), RSD_OK);
+    s.args = custom; /* {model} of a custom command need not be a file */
+    s.model = "qwen3:8b";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_OK);
+    CHECK_EQ_INT(rsd_procs_check(NULL, &s, why, sizeof why), RSD_ERR_ARG);
+    /* nothing was started */
+    CHECK_EQ_INT(rsd_procs_live(p, &h, 1), 0);
+    CHECK(!rsd_procs_next_event(p, NULL));
+    rsd_procs_destroy(p);
+}
+
 static void test_spawn_missing_binary(void) {
     static const char *const args[] = {NULL};
     const char *bad[] = {"/nonexistent/rsd-no-such-binary", "rsd-no-such-binary-xyz", "/dev/null"};
@@ -963,6 +1015,7 @@ static void run_process_tests(void) {
     RUN(test_env_cwd_args);
     RUN(test_command_redacts_secrets);
     RUN(test_chatty_ring);
+    RUN(test_check_before_spawn);
     RUN(test_spawn_missing_binary);
     RUN(test_early_exit_and_crash);
     RUN(test_stop_graceful);
