@@ -104,6 +104,7 @@ SH_FN int run_prog(const char *const *argv, char *out, size_t cap) {
 }
 
 static char g_body[1 << 16];
+static const char *g_bearer; /* sent by http() when set */
 
 /* One request; returns the HTTP status (0 on a transport error), body in g_body. */
 SH_FN int http(const serve_proc *s, const char *method, const char *path, const char *body) {
@@ -119,6 +120,7 @@ SH_FN int http(const serve_proc *s, const char *method, const char *path, const 
     q.method = method;
     q.url = url;
     q.total_timeout_ms = 20000;
+    q.bearer_token = g_bearer;
     if (body) {
         q.content_type = "application/json";
         q.body = body;

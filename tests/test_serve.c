@@ -839,6 +839,84 @@ static void test_serve_pinned(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Waits (bounded, 20 s) for pid to exit; its status as listen_proc_stop gives it, -2 when
+   it is still running, and whether a signal ended it. */
+static int wait_exit(pid_t pid, int *sig) {
+    int i, st = 0;
+    *sig = 0;
+    for (i = 0; i < 2000; i++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFSIGNALED(st)) *sig = WTERMSIG(st);
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        if (r < 0 && errno != EINTR) return -1;
+        (void)poll(NULL, 0, 10);
+    }
+    return -2;
+}
+
+/* A connect to 127.0.0.1:port succeeds? */
+static bool port_open(int port) {
+    int fd = raw_connect(port);
+    if (fd < 0) return false;
+    close(fd);
+    return true;
+}
+
+/* A model run through a wrapper (command = /bin/sh -c "server ...; true": the shell
+   stays the direct child) is stopped as a whole: the server, here one that ignores
+   SIGTERM, gets SIGKILL at the end of stop_grace through its process group, and
+   rsd-serve exits only once it is gone (before: it exited when the shell did and the
+   server kept listening). With exec in the wrapper, the server dies even with a
+   kill -9 of rsd-serve (PR_SET_PDEATHSIG reaches the direct child). */
+static void test_serve_wrapper_children(void) {
+    serve_proc s;
+    char path[256], text[2048];
+    const char *args[] = {"--config", path, NULL};
+    int port, i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/wrap.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 2\nstop_grace = 300ms\n"
+             "[model wrap]\ncommand = /bin/sh -c \"%s --runtime server --port {port} --load-ms 20 "
+             "--ignore-sigterm -m /models/wrap.gguf --alias wrap; true\"\n"
+             "[model direct]\ncommand = /bin/sh -c \"exec %s --runtime server --port {port} --load-ms 20 "
+             "-m /models/direct.gguf --alias direct\"\n",
+             SIM_BIN, SIM_BIN);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("wrap", false)), 200);
+    port = (int)status_field(&s, "wrap", "port");
+    REQUIRE(port > 0);
+    CHECK(port_open(port));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK(!port_open(port)); /* the server behind the wrapper is gone too */
+    if (port_open(port)) {   /* before the fix: still listening; end it */
+        serve_proc child;
+        memset(&child, 0, sizeof child);
+        snprintf(child.url, sizeof child.url, "http://127.0.0.1:%d", port);
+        (void)http(&child, "POST", "/_sim/crash", "{\"model\":\"wrap\",\"exit_code\":0}");
+    }
+    CHECK(log_has(&s, "wrap: exited"));
+
+    /* exec in the wrapper: kill -9 of rsd-serve still takes the server with it */
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("direct", false)), 200);
+    port = (int)status_field(&s, "direct", "port");
+    REQUIRE(port > 0);
+    CHECK(port_open(port));
+    REQUIRE(kill(s.pid, SIGKILL) == 0);
+    {
+        int sig, code = wait_exit(s.pid, &sig);
+        CHECK_EQ_INT(code, -1);
+        CHECK_EQ_INT(sig, SIGKILL);
+        s.pid = 0;
+    }
+    for (i = 0; i < 500 && port_open(port); i++) (void)poll(NULL, 0, 10);
+    CHECK(!port_open(port));
+}
+
 /* Secrets in a model's command line (--api-key VALUE, --hf-token=VALUE, a URL's
    user:password@) never reach a client or the log: not in the listing's status.args,
    not in the 503 of a failed start (which quotes the command), not with --verbose. */
@@ -893,6 +971,9 @@ static void test_serve_secrets(void) {
     CHECK(strstr(g_body, "\"https://***@example.org/m.gguf\"") != NULL);
     if (strstr(g_body, "SECRET")) printf("  listing: %.600s\n", g_body);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 401); /* its key is asked */
+    g_bearer = "sk-alpha-SECRET"; /* the client's Authorization reaches the model */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
+    g_bearer = NULL;
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
     CHECK(strstr(g_body, "unknown option '--hf-token=***'") != NULL); /* the child echoed it */
     CHECK(strstr(g_body, "--api-key ***") != NULL);
@@ -956,22 +1037,6 @@ static void test_ensure_output_escaped(void) {
     (void)listen_proc_stop(&sim);
 }
 
-/* Waits (bounded, 20 s) for pid to exit; its status as listen_proc_stop gives it, -2 when
-   it is still running, and whether a signal ended it. */
-static int wait_exit(pid_t pid, int *sig) {
-    int i, st = 0;
-    *sig = 0;
-    for (i = 0; i < 2000; i++) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            if (WIFSIGNALED(st)) *sig = WTERMSIG(st);
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        }
-        if (r < 0 && errno != EINTR) return -1;
-        (void)poll(NULL, 0, 10);
-    }
-    return -2;
-}
 
 /* SIGHUP (a closed terminal, an ssh logout) does not end rsd-serve: it keeps serving
    with its processes; SIGINT then stops them gracefully and exits 0. */
@@ -1041,8 +1106,9 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini",
-                                        "secrets.ini", "idle.ini", "slow.ini", "stall.ini", "broken.ini"};
+    static const char *const names[] = {"pool.ini",    "hangup.ini", "bad.ini",  "pinned.ini", "signals.ini",
+                                        "secrets.ini", "idle.ini",   "slow.ini", "stall.ini",  "wrap.ini",
+                                        "broken.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1088,6 +1154,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_signals);
     RUN(test_serve_secrets);
     RUN(test_ensure_output_escaped);
+    RUN(test_serve_wrapper_children);
     RUN(test_serve_idle_upstream);
     RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);
