@@ -134,9 +134,11 @@
        literal gives exactly this, so it means "read more"; note that a prefix of a
        top-level number such as "12" of "123" is itself valid), RSD_ERR_JSON_DEPTH,
        RSD_ERR_JSON_TOKENS (cap too small: size toks with the count pass),
-       RSD_ERR_TOO_LARGE (len over max_bytes), RSD_ERR_ARG (doc NULL, s NULL with
-       len > 0, bad desc). doc->err holds code, offset (the offending byte; len
-       when truncated), 1-based line and byte column, and what, a short static
+       RSD_ERR_TOO_LARGE (len over max_bytes: refused before any byte is read, so
+       it costs nothing however large the input; err.offset = max_bytes, line and
+       col 0), RSD_ERR_ARG (doc NULL, s NULL with len > 0, bad desc). doc->err
+       holds code, offset (the offending byte; len when truncated), 1-based line
+       and byte column (counted only up to offset), and what, a short static
        reason ("trailing comma", "lone high surrogate", ...). On success
        doc->err.code is RSD_OK.
 
@@ -1630,8 +1632,8 @@ typedef struct rsd_json_desc {
 typedef struct rsd_json_err {
     int code;           /* the result returned by the parse (RSD_OK when it succeeded) */
     size_t offset;      /* byte offset of the offending byte (== len when truncated) */
-    uint32_t line;      /* 1-based line of offset */
-    uint32_t col;       /* 1-based column of offset, counted in bytes */
+    uint32_t line;      /* 1-based line of offset; 0 for RSD_ERR_TOO_LARGE (input not read) */
+    uint32_t col;       /* 1-based column of offset, counted in bytes; 0 as line */
     const char *what;   /* short static description, e.g. "trailing comma"; never NULL */
 } rsd_json_err;
 
@@ -2464,6 +2466,7 @@ enum {
     RSD_RECONCILE_RESTORE_MS = 30000,      /* default restore budget after a failed load */
     RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll (W7) */
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
+    RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 8192           /* bytes of runtime-hook scratch in rsd_reconcile */
 };
 
@@ -2503,7 +2506,7 @@ typedef enum rsd_outcome {
 /* Notices the driver adds to the plan's (PLAN = a notice of rsd_decide). */
 #define RSD_DRIVER_MSGS(X) X(PLAN, "plan") X(RESTORED, "restored") X(UNRESTORED, "unrestored") \
     X(LOAD_FAILED, "load-failed") X(UNLOAD_FAILED, "unload-failed") \
-    X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded")
+    X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded") X(CONTEXT, "context")
 /* Which driver message a notice carries. */
 typedef enum rsd_driver_msg {
 #define RSDI_X(n, s) RSD_DMSG_##n,
@@ -2613,7 +2616,9 @@ enum {
     RSD_RT_CATALOG = 1u << 0,    /* the listing names every servable model (enables the R45 gate) */
     RSD_RT_LOAD = 1u << 1,       /* explicit load request */
     RSD_RT_WAIT = 1u << 2,       /* poll the listing until the load is done */
-    RSD_RT_PINNED_PASS = 1u << 3 /* L24 restore of displaced pinned models */
+    RSD_RT_PINNED_PASS = 1u << 3, /* L24 restore of displaced protected models */
+    RSD_RT_UNLOAD_WAIT = 1u << 4, /* after an unload, poll until the victim is listed unloaded */
+    RSD_RT_PROBE_RETRY = 1u << 5  /* a listing/props timeout is retried (doubled) within the deadline */
 };
 
 /* Everything a reconcile needs; zeroed fields are defaults, strings are copied. */
@@ -2677,7 +2682,7 @@ struct rsd_reconcile {
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
     bool unlimited, posted;
-    int load_attempts, vi, ri, pi, n_victims, n_pinned, n_reloaded, pin_room;
+    int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
     bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
@@ -2686,9 +2691,18 @@ struct rsd_reconcile {
     char victim_inst[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* its listed instance, or "" */
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
-    char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
-    uint8_t pinned_gone[RSD_MAX_RESIDENTS];   /* pass state of pinned[i] */
-    int pin_ev[RSD_MAX_RESIDENTS];            /* result.evicted index of a displaced pinned model */
+    char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* protected residents of the decision (not victims) */
+    bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
+    uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
+    bool keep_ok;                             /* the keep loaded (restore pass after success) */
+    bool ctx_noticed;                         /* the context notice was given */
+    bool poll_fresh;                          /* poll holds a listing newer than the last load POST */
+    bool wait_fresh;                          /* the waited model changed since the wait began */
+    bool wait_pre_failed, wait_pre_has_exit;  /* its failed:true / exit_code before the wait */
+    int64_t wait_pre_exit;
+    uint64_t wait_t0;
+    const rsd_listing *last_list;             /* snap or poll, whichever was read last */
+    int probe_tries;                          /* listing/props attempts of the current probe */
     char fail_reason[RSD_RECONCILE_TEXT_MAX];
     int fail_error;
     rsd_plan plan;
@@ -3804,7 +3818,12 @@ RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rs
     doc->toks = toks;
     doc->cap = toks ? cap : 0;
     s = (const unsigned char *)src;
-    if (len > max_bytes) return rsdi_json_fail(doc, s, s + max_bytes, s + len, RSD_ERR_TOO_LARGE, "input too large");
+    if (len > max_bytes) { /* refused unread: no line or column is counted */
+        doc->err.code = RSD_ERR_TOO_LARGE;
+        doc->err.offset = max_bytes;
+        doc->err.what = "input too large";
+        return RSD_ERR_TOO_LARGE;
+    }
     if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, 0);
     return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, 1);
 }
@@ -5761,6 +5780,8 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
         if (rsd_json_type_of(&doc, v) == RSD_JSON_OBJECT) {
             uint64_t x;
             if (rsdi_json_u64_member(&doc, v, "n_ctx_train", &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
+            if (rsdi_json_u64_member(&doc, v, "n_ctx", &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
+                m->context_length = (uint32_t)x;
             if (rsdi_json_u64_member(&doc, v, "size", &x)) {
                 m->size_bytes = x;
                 m->has_size = true;
@@ -6958,14 +6979,14 @@ enum {
     RSDI_PH_WAIT,      /* sleeping until wake, then POLL */
     RSDI_PH_POLL,      /* awaiting a wait-for-loaded poll */
     RSDI_PH_RESTORE,   /* awaiting the reload of an evicted model */
-    RSDI_PH_PINLOAD,   /* awaiting the reload of a displaced pinned model (L24, W11) */
+    RSDI_PH_CHECK,     /* awaiting the listing after a failed load (displaced protected models) */
     RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
     RSDI_PH_UNLOCK     /* UNLOCK step issued */
 };
 /* What a wait-for-loaded is for (rsd_reconcile.after_wait). */
-enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_PINNED, RSDI_W_DOWNLOAD };
-/* A pinned model of the decision, after the keep loaded (rsd_reconcile.pinned_gone). */
+enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_GONE, RSDI_W_DOWNLOAD };
+/* Restore state of an evicted or displaced model (rsd_reconcile.ev_state). */
 enum { RSDI_PIN_HERE = 0, RSDI_PIN_GONE, RSDI_PIN_RELOADED, RSDI_PIN_NO_ROOM, RSDI_PIN_FAILED, RSDI_PIN_LATE };
 
 /* Bounded copy of a C string; false when it does not fit. */
@@ -7151,7 +7172,7 @@ RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_reconcile *r, int statu
 RSD_API const rsd_runtime *rsd_runtime_router(void) {
     static const rsd_runtime rt = {
         "llamacpp", "llama.cpp router", RSD_STRATEGY_ROUTER,
-        RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT | RSD_RT_PINNED_PASS,
+        RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT | RSD_RT_PINNED_PASS | RSD_RT_UNLOAD_WAIT | RSD_RT_PROBE_RETRY,
         rsdi_router_request, rsdi_router_parse_list, rsdi_router_parse_cap, rsdi_router_load_answer};
     return &rt;
 }
@@ -7393,12 +7414,38 @@ RSDI_PRIVATE bool rsdi_rc_plan_changed(rsd_reconcile *r, rsd_decision d, rsd_rea
 RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay);
 
 RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uint64_t now_ms) {
+    const rsd_listing *l = r->last_list;
+    int k = l ? rsd_listing_find(l, rsd_str_c(model)) : -1;
     rsdi_cpy(r->wait_model, sizeof r->wait_model, model);
     r->after_wait = ctx;
     r->wait_state = RSD_MODEL_UNKNOWN;
+    /* failed:true listed before the wait is not proof of this load failing (wire.md 6.3) */
+    r->wait_pre_failed = k >= 0 && l->models[k].state == RSD_MODEL_FAILED;
+    r->wait_pre_has_exit = k >= 0 && l->models[k].has_exit_code;
+    r->wait_pre_exit = r->wait_pre_has_exit ? l->models[k].exit_code : 0;
+    r->wait_fresh = !r->wait_pre_failed;
+    r->wait_t0 = now_ms;
     r->poll_delay = RSD_RECONCILE_POLL_FIRST_MS;
     r->wait_deadline = ctx == RSDI_W_RESTORE ? r->restore_deadline : r->deadline;
     rsdi_rc_schedule(r, now_ms, r->poll_delay);
+}
+
+/* A notice when the keep runs with less context than requested: the server's preset
+   sets it, and the server says nothing (wire.md 6.6). Once per reconcile. */
+RSDI_PRIVATE void rsdi_rc_context_check(rsd_reconcile *r) {
+    const rsd_listing *l = r->last_list;
+    uint32_t want = r->result.load_context ? r->result.load_context : r->ctx_len, have;
+    int k;
+    if (r->ctx_noticed || !want || !l) return;
+    k = rsd_listing_find(l, rsd_str_c(r->keep));
+    if (k < 0 || !rsd_model_state_resident(l->models[k].state)) return;
+    have = l->models[k].context_length;
+    if (!have || have >= want) return;
+    r->ctx_noticed = true;
+    rsdi_rc_drv_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, r->keep,
+                       "'%s' on '%s' runs with a context of %u tokens, less than the %u requested; the "
+                       "server's own setting for the model decides it, not this request.",
+                       r->keep, r->target_id, (unsigned)have, (unsigned)want);
 }
 
 RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
@@ -7408,6 +7455,7 @@ RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
         r->result.loaded = true;
         rsdi_cpy(r->result.attr_add, sizeof r->result.attr_add, r->keep); /* R50 */
     }
+    rsdi_rc_context_check(r);
     rsdi_rc_finish(r, now_ms);
 }
 
@@ -7426,6 +7474,7 @@ RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
         return;
     }
     r->load_attempts++;
+    r->poll_fresh = false;
     rsdi_rc_issue_http(r, RSDI_PH_LOAD, RSD_OP_LOAD, r->keep, now_ms);
 }
 
@@ -7443,16 +7492,19 @@ RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
 
 /* Start mutating on the current plan (after the lock, or without one). */
 RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
-    int i;
+    int i, v;
     r->n_victims = 0;
     r->vi = 0;
     rsdi_rc_take_victims(r);
     r->n_pinned = 0;
-    for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) /* L24 snapshot */
-        if (r->plan.cls[i].protection == RSD_PROTECT_TAG && !r->plan.cls[i].is_keep) {
-            rsdi_cpy_str(r->pinned[r->n_pinned], RSD_MODEL_ID_MAX, r->res[i].model_id);
-            r->pinned_gone[r->n_pinned++] = RSDI_PIN_HERE;
-        }
+    for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) { /* L24 snapshot */
+        bool victim = false;
+        if (r->plan.cls[i].protection == RSD_PROTECT_NONE || r->plan.cls[i].is_keep) continue;
+        for (v = 0; v < r->n_victims && !victim; v++) victim = rsd_str_eq_c(r->res[i].model_id, r->victims[v]);
+        if (victim) continue; /* the plan evicts it: not displaced when it goes */
+        rsdi_cpy_str(r->pinned[r->n_pinned], RSD_MODEL_ID_MAX, r->res[i].model_id);
+        r->pinned_tag[r->n_pinned++] = r->plan.cls[i].protection == RSD_PROTECT_TAG;
+    }
     rsdi_rc_next_unload(r, now_ms);
 }
 
@@ -7499,22 +7551,74 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
     }
 }
 
-/* Restore the evicted models one by one (R70, R71), then the notices (R72, R73). */
+/* Protected residents of the decision (tag pins and caller-protected ids, neither the
+   keep nor a victim) that the latest listing (r->poll) no longer shows resident: the
+   server displaced them. Each is added to result.evicted with displaced = true. */
+RSDI_PRIVATE int rsdi_rc_mark_displaced(rsd_reconcile *r) {
+    int i, j, k, gone = 0;
+    for (i = 0; i < r->n_pinned; i++) {
+        bool dup = false;
+        rsd_evicted *e;
+        k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
+        if (k >= 0 && rsd_model_state_resident(r->poll.models[k].state)) continue;
+        for (j = 0; j < r->result.n_evicted && !dup; j++) dup = strcmp(r->result.evicted[j].id, r->pinned[i]) == 0;
+        if (dup || r->result.n_evicted >= RSD_MAX_RESIDENTS) continue;
+        e = &r->result.evicted[r->result.n_evicted];
+        rsdi_cpy(e->id, sizeof e->id, r->pinned[i]);
+        e->restored = false;
+        e->displaced = true;
+        r->evicted_victim[r->result.n_evicted] = -1;
+        r->ev_state[r->result.n_evicted++] = RSDI_PIN_GONE;
+        gone++;
+    }
+    return gone;
+}
+
+/* "pinned" for a tag-pinned model, "protected" for a caller-protected one. */
+RSDI_PRIVATE const char *rsdi_rc_prot_word(const rsd_reconcile *r, const char *id) {
+    int i;
+    for (i = 0; i < r->n_pinned; i++)
+        if (strcmp(r->pinned[i], id) == 0) return r->pinned_tag[i] ? "pinned" : "protected";
+    return "protected";
+}
+
+RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms);
+
+/* The one restore loop, over result.evicted[] in order. After a failed load (keep_ok
+   false) every model that left is loaded back, bounded by restore_deadline (R70, R71);
+   after a successful one only the displaced protected models, and only while a free
+   slot is known (pin_room), since a load into a full router makes it evict by its own
+   LRU, perhaps the keep just loaded (W11). */
 RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
+    while (r->ri < r->result.n_evicted) {
+        rsd_evicted *e = &r->result.evicted[r->ri];
+        if (!e->restored && (!r->keep_ok || e->displaced)) {
+            if (r->keep_ok && r->pin_room <= 0) r->ev_state[r->ri] = RSDI_PIN_NO_ROOM;
+            else if (now_ms >= r->restore_deadline) r->ev_state[r->ri] = RSDI_PIN_LATE;
+            else {
+                if (r->keep_ok) r->pin_room--;
+                rsdi_rc_issue_http(r, RSDI_PH_RESTORE, RSD_OP_LOAD, e->id, now_ms);
+                return;
+            }
+        }
+        r->ri++;
+    }
+    rsdi_rc_restore_end(r, now_ms);
+}
+
+/* The restore loop is over: notices (R72, R73 for our own evictions after a failed load;
+   one per displaced protected model), then, after a success, make sure the keep survived. */
+RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
     char ok[RSD_RECONCILE_NOTICE_TEXT_MAX], bad[RSD_RECONCILE_NOTICE_TEXT_MAX];
     size_t no = 0, nb = 0;
-    int i;
-    if (r->ri < r->result.n_evicted && now_ms < r->restore_deadline) {
-        rsdi_rc_issue_http(r, RSDI_PH_RESTORE, RSD_OP_LOAD, r->result.evicted[r->ri].id, now_ms);
-        return;
-    }
+    int i, k;
     ok[0] = bad[0] = '\0';
-    for (i = 0; i < r->result.n_evicted; i++) {
+    for (i = 0; i < r->result.n_evicted && !r->keep_ok; i++) {
         bool good = r->result.evicted[i].restored;
         char *b = good ? ok : bad;
         size_t *n = good ? &no : &nb;
         int w;
-        if (*n >= sizeof ok - 1) continue;
+        if (r->result.evicted[i].displaced || *n >= sizeof ok - 1) continue;
         w = RSD_SNPRINTF(b + *n, sizeof ok - *n, "%s'%s'", *n ? ", " : "", r->result.evicted[i].id);
         if (w < 0) continue;
         *n += (size_t)w;
@@ -7534,46 +7638,29 @@ RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
                            r->keep, r->target_id, r->fail_reason, bad);
         rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_UNRESTORED);
     }
-    rsdi_rc_finish(r, now_ms);
-}
-
-RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
-    r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
-    r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
-    rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
-    rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* R74: the load's own error */
-    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
-                       "loading '%s' on '%s' failed: %s", r->keep, r->target_id, msg);
-    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->keep, msg);
-    if (r->result.n_evicted > 0) { /* R70 */
-        r->ri = 0;
-        r->restore_deadline = now_ms + r->restore_ms;
-        rsdi_rc_next_restore(r, now_ms);
-        return;
-    }
-    rsdi_rc_finish(r, now_ms);
-}
-
-/* The pinned pass is over: notices, then make sure the keep survived the reloads. */
-RSDI_PRIVATE void rsdi_rc_pinned_end(rsd_reconcile *r, uint64_t now_ms) {
-    int i, k;
-    for (i = 0; i < r->n_pinned; i++) {
-        int st = r->pinned_gone[i];
-        if (st == RSDI_PIN_RELOADED) {
-            rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, r->pinned[i],
-                               "loading '%s' on '%s' displaced pinned '%s'; reloaded it into a free slot.", r->keep,
-                               r->target_id, r->pinned[i]);
+    for (i = 0; i < r->result.n_evicted; i++) {
+        const rsd_evicted *e = &r->result.evicted[i];
+        int st = r->ev_state[i];
+        if (!e->displaced) continue;
+        if (e->restored) {
+            rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, e->id,
+                               "loading '%s' on '%s' displaced %s '%s'; reloaded it into a free slot.", r->keep,
+                               r->target_id, rsdi_rc_prot_word(r, e->id), e->id);
             rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
-        } else if (st >= RSDI_PIN_NO_ROOM) {
-            rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, r->pinned[i],
-                               "loading '%s' on '%s' displaced pinned '%s', and residency did not reload it: %s. "
+        } else {
+            rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, e->id,
+                               "loading '%s' on '%s' displaced %s '%s', and residency did not reload it: %s. "
                                "Reload it on the server, or raise the server's model limit.", r->keep,
-                               r->target_id, r->pinned[i],
+                               r->target_id, rsdi_rc_prot_word(r, e->id), e->id,
                                st == RSDI_PIN_NO_ROOM ? "the server has no free slot it knows of, and a reload "
                                                         "could evict the requested model"
                                : st == RSDI_PIN_FAILED ? "its reload failed" : "the deadline passed");
             rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
         }
+    }
+    if (!r->keep_ok) {
+        rsdi_rc_finish(r, now_ms);
+        return;
     }
     if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
         ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
@@ -7582,6 +7669,7 @@ RSDI_PRIVATE void rsdi_rc_pinned_end(rsd_reconcile *r, uint64_t now_ms) {
             rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE,
                       "%s: '%s' was displaced after the pinned pass; loading it again", r->key, r->keep);
             r->keep_state = RSD_MODEL_UNLOADED;
+            r->keep_ok = false;
             rsdi_rc_do_load(r, now_ms); /* the keep wins; pinned_done: no second pass */
             return;
         }
@@ -7597,56 +7685,52 @@ RSDI_PRIVATE void rsdi_rc_pinned_end(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_success(r, now_ms);
 }
 
-/* Reload the next displaced pinned model while a free slot is known (W11). */
-RSDI_PRIVATE void rsdi_rc_next_pinned(rsd_reconcile *r, uint64_t now_ms) {
-    while (r->pi < r->n_pinned && r->pinned_gone[r->pi] != RSDI_PIN_GONE) r->pi++;
-    if (r->pi < r->n_pinned) {
-        if (r->pin_room <= 0) r->pinned_gone[r->pi] = RSDI_PIN_NO_ROOM;
-        else if (now_ms >= r->deadline) r->pinned_gone[r->pi] = RSDI_PIN_LATE;
-        else {
-            r->pin_room--;
-            rsdi_rc_issue_http(r, RSDI_PH_PINLOAD, RSD_OP_LOAD, r->pinned[r->pi], now_ms);
+RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+    r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
+    r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
+    rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
+    rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* R74: the load's own error */
+    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
+                       "loading '%s' on '%s' failed: %s", r->keep, r->target_id, msg);
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->keep, msg);
+    r->keep_ok = false;
+    r->ri = 0;
+    r->restore_deadline = now_ms + r->restore_ms;
+    /* a load the server acted on may have displaced protected models too (its own LRU):
+       look at a listing newer than the load POST, reading one when no poll gave it */
+    if (r->n_pinned > 0 && r->load_attempts > 0 && (r->rt->flags & RSD_RT_PINNED_PASS)) {
+        if (!r->poll_fresh) {
+            rsdi_rc_issue_http(r, RSDI_PH_CHECK, RSD_OP_LIST, "", now_ms);
             return;
         }
-        r->pi++;
-        rsdi_rc_next_pinned(r, now_ms);
+        (void)rsdi_rc_mark_displaced(r);
+    }
+    if (r->result.n_evicted > 0) { /* R70 */
+        rsdi_rc_next_restore(r, now_ms);
         return;
     }
-    rsdi_rc_pinned_end(r, now_ms);
+    rsdi_rc_finish(r, now_ms);
 }
 
 /* L24 without W11: after the keep loaded, look at the listing that showed it loaded
-   (no extra request) for tag-pinned residents of the decision that are gone. */
+   (no extra request) for protected residents of the decision that are gone. */
 RSDI_PRIVATE void rsdi_rc_pinned_pass(rsd_reconcile *r, uint64_t now_ms) {
-    int i, k, n_res = 0, gone = 0;
+    int i, n_res = 0;
     r->pinned_done = true;
-    for (i = 0; i < r->poll.n; i++) n_res += rsd_model_state_resident(r->poll.models[i].state);
-    for (i = 0; i < r->n_pinned; i++) {
-        k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
-        r->pinned_gone[i] = (uint8_t)(k < 0 || !rsd_model_state_resident(r->poll.models[k].state) ? RSDI_PIN_GONE
-                                                                                                  : RSDI_PIN_HERE);
-        r->pin_ev[i] = -1;
-        if (r->pinned_gone[i] == RSDI_PIN_GONE && r->result.n_evicted < RSD_MAX_RESIDENTS) {
-            rsd_evicted *e = &r->result.evicted[r->result.n_evicted];
-            rsdi_cpy(e->id, sizeof e->id, r->pinned[i]);
-            e->restored = false;
-            e->displaced = true;
-            r->evicted_victim[r->result.n_evicted] = -1;
-            r->pin_ev[i] = r->result.n_evicted++;
-            gone++;
-        }
-    }
-    if (!gone) {
+    r->keep_ok = true;
+    if (!rsdi_rc_mark_displaced(r)) {
         rsdi_rc_success(r, now_ms);
         return;
     }
+    for (i = 0; i < r->poll.n; i++) n_res += rsd_model_state_resident(r->poll.models[i].state);
     /* A reload into a full server makes it evict by its own LRU, perhaps the keep:
        reload only into slots known to be free (capacity unknown = none known). */
     r->pin_room = r->unlimited ? RSD_MAX_RESIDENTS
                 : r->max_instances > (uint32_t)n_res ? (int)(r->max_instances - (uint32_t)n_res) : 0;
-    r->pi = 0;
+    r->ri = 0;
     r->n_reloaded = 0;
-    rsdi_rc_next_pinned(r, now_ms);
+    r->restore_deadline = r->deadline;
+    rsdi_rc_next_restore(r, now_ms);
 }
 
 RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
@@ -7659,15 +7743,14 @@ RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_rc_success(r, now_ms);
         return;
     case RSDI_W_RESTORE:
-        r->result.evicted[r->ri++].restored = true;
+        r->result.evicted[r->ri].restored = true;
+        r->ev_state[r->ri++] = RSDI_PIN_RELOADED;
+        r->n_reloaded++;
         rsdi_rc_next_restore(r, now_ms);
         return;
-    case RSDI_W_PINNED:
-        r->n_reloaded++;
-        r->pinned_gone[r->pi] = RSDI_PIN_RELOADED;
-        if (r->pin_ev[r->pi] >= 0) r->result.evicted[r->pin_ev[r->pi]].restored = true;
-        r->pi++;
-        rsdi_rc_next_pinned(r, now_ms);
+    case RSDI_W_GONE: /* the victim is listed unloaded: the next unload, or the load */
+        r->vi++;
+        rsdi_rc_next_unload(r, now_ms);
         return;
     default:
         rsdi_rc_success(r, now_ms);
@@ -7678,12 +7761,8 @@ RSDI_PRIVATE void rsdi_rc_wait_ok(rsd_reconcile *r, uint64_t now_ms) {
 RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
     switch (r->after_wait) {
     case RSDI_W_RESTORE:
-        r->ri++;
+        r->ev_state[r->ri++] = err == RSD_ERR_TIMEOUT ? RSDI_PIN_LATE : RSDI_PIN_FAILED;
         rsdi_rc_next_restore(r, now_ms);
-        return;
-    case RSDI_W_PINNED:
-        r->pinned_gone[r->pi++] = err == RSD_ERR_TIMEOUT ? RSDI_PIN_LATE : RSDI_PIN_FAILED;
-        rsdi_rc_next_pinned(r, now_ms);
         return;
     default:
         rsdi_rc_load_failed(r, err, msg, now_ms);
@@ -7695,7 +7774,8 @@ RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg
 RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay) {
     if (now_ms >= r->wait_deadline) {
         char msg[RSD_MODEL_ID_MAX + 64];
-        (void)RSD_SNPRINTF(msg, sizeof msg, "timed out waiting for '%s' to load%s", r->wait_model,
+        (void)RSD_SNPRINTF(msg, sizeof msg, "timed out waiting for '%s' to %s%s", r->wait_model,
+                           r->after_wait == RSDI_W_GONE ? "unload" : "load",
                            r->wait_state == RSD_MODEL_DOWNLOADING ? " (still downloading)" : "");
         rsdi_rc_wait_failed(r, RSD_ERR_TIMEOUT, msg, now_ms);
         return;
@@ -7711,7 +7791,8 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
 
 RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op, const char *model,
                                      uint64_t now_ms) {
-    uint64_t dl = (phase == RSDI_PH_RESTORE || (phase == RSDI_PH_POLL && r->after_wait == RSDI_W_RESTORE))
+    uint64_t dl = (phase == RSDI_PH_RESTORE || phase == RSDI_PH_CHECK ||
+                   (phase == RSDI_PH_POLL && r->after_wait == RSDI_W_RESTORE))
                       ? r->restore_deadline : r->deadline;
     uint64_t left = rsdi_rc_left(dl, now_ms), t;
     int rc;
@@ -7728,7 +7809,8 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
         else rsdi_rc_degrade(r, rc, now_ms, "cannot build the request URL");
         return;
     }
-    t = (op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) ? left : r->probe_ms;
+    /* a probe sent again after a timeout gets twice the time (rsdi_rc_probe_retry) */
+    t = (op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) ? left : (uint64_t)r->probe_ms << r->probe_tries;
     if (t > left) t = left;
     if (t < 1) t = 1;
     r->step.http.timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
@@ -7831,8 +7913,9 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->unlimited = false;
     r->posted = false;
     r->load_attempts = 0;
-    r->n_victims = r->vi = r->ri = r->pi = r->n_pinned = r->n_reloaded = r->pin_room = 0;
-    r->dl_seen = r->pinned_done = false;
+    r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
+    r->dl_seen = r->pinned_done = r->keep_ok = r->ctx_noticed = r->poll_fresh = r->wait_fresh = false;
+    r->last_list = NULL;
     r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
     r->snap.n = 0;
     r->poll.n = 0;
@@ -7918,6 +8001,7 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
         ki = rsd_listing_find(&r->snap, rsd_str_c(r->wait_model));
         if (ki < 0 || rsd_listing_find(&r->snap, rsd_str_c(model)) != ki) return 0;
     }
+    if (strcmp(model, "*") != 0) r->wait_fresh = true; /* the entry moved: a failed:true after this is news */
     st = rsd_json_find(&doc, rsd_json_find(&doc, 0, "data"), "status");
     if (rsd_json_str_eq(&doc, st, "loading") || rsd_json_str_eq(&doc, st, "downloading")) return 0; /* progress */
     if (now_ms < r->wake) { /* the listing stays the truth: poll it now */
@@ -7956,11 +8040,21 @@ RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t genera
     return RSD_OK;
 }
 
-/* The first listing, or the one under the lock: parse into snap or degrade. */
+/* A listing or props request that timed out is sent again, with twice the timeout,
+   while the overall deadline allows: a busy server is slow, not gone. True = sent. */
+RSDI_PRIVATE bool rsdi_rc_probe_retry(rsd_reconcile *r, int transport, uint64_t now_ms) {
+    if (transport != RSD_ERR_TIMEOUT || now_ms >= r->deadline || !(r->rt->flags & RSD_RT_PROBE_RETRY)) return false;
+    if (r->probe_tries < 16) r->probe_tries++;
+    rsdi_rc_issue_http(r, r->phase, r->step.http.op, r->step.http.model, now_ms);
+    return true;
+}
+
+/* The first listing, or the one under the lock: parse into snap, retry or degrade. */
 RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                        uint64_t now_ms) {
     char what[RSD_RECONCILE_URL_MAX + 64];
     int rc;
+    if (rsdi_rc_probe_retry(r, transport, now_ms)) return false;
     if (transport < 0 || status < 200 || status > 299) {
         rsdi_rc_describe(r, transport, status, what, sizeof what);
         rsdi_rc_degrade(r, transport < 0 ? transport : RSD_ERR_HTTP_STATUS, now_ms, "%s", what);
@@ -7971,6 +8065,7 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s", r->url, rsd_result_str(rc));
         return false;
     }
+    r->last_list = &r->snap;
     return true;
 }
 
@@ -8001,6 +8096,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
     if (transport > 0) transport = RSD_ERR_ARG;
+    if (transport != RSD_ERR_TIMEOUT) r->probe_tries = 0;
     ok = transport == RSD_OK && status >= 200 && status <= 299;
     switch (r->phase) {
     case RSDI_PH_LIST:
@@ -8009,6 +8105,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         else rsdi_rc_first_decide(r, now_ms);
         break;
     case RSDI_PH_CAP:
+        if (rsdi_rc_probe_retry(r, transport, now_ms)) break;
         if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited); /* R42 */
         rsdi_rc_first_decide(r, now_ms);
         break;
@@ -8035,9 +8132,14 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
                 rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
                 r->result.evicted[k].restored = false;
                 r->evicted_victim[k] = r->vi;
+                r->ev_state[k] = RSDI_PIN_HERE;
                 r->result.n_evicted++;
             }
             r->result.mutated = true;
+            if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded (wire.md 6.1) */
+                rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
+                break;
+            }
         } else { /* swallowed, but never cached (W4, W9) */
             r->result.unload_failed = true;
             rsdi_rc_describe(r, transport, status, what, sizeof what);
@@ -8094,6 +8196,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
             break;
         }
+        r->last_list = &r->snap;
         for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
         /* the answer says the server is full at what it lists now */
         if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) break;
@@ -8120,13 +8223,26 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         }
         r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
                                                                           : r->poll_delay * 2;
+        if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
+            r->probe_tries++; /* the next poll waits longer */
         if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient (W7) */
             rsdi_rc_schedule(r, now_ms, r->poll_delay);
             break;
         }
+        r->last_list = &r->poll;
+        r->poll_fresh = true;
         k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
         r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
-        if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
+        if (k >= 0 && (r->wait_state != RSD_MODEL_FAILED || r->poll.models[k].has_exit_code != r->wait_pre_has_exit ||
+                       r->poll.models[k].exit_code != r->wait_pre_exit))
+            r->wait_fresh = true; /* the entry moved since the wait began */
+        if (r->after_wait == RSDI_W_GONE) { /* unloaded, failed:true (a stop that timed out) or gone */
+            if (k >= 0 && rsd_model_state_resident(r->wait_state)) rsdi_rc_schedule(r, now_ms, r->poll_delay);
+            else rsdi_rc_wait_ok(r, now_ms);
+        } else if (r->wait_state == RSD_MODEL_FAILED && !r->wait_fresh &&
+                   now_ms - r->wait_t0 < (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS) {
+            rsdi_rc_schedule(r, now_ms, r->poll_delay); /* the failure listed before this wait (wire.md 6.3) */
+        } else if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
             rsdi_rc_schedule(r, now_ms, r->poll_delay);
         } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
             r->n_victims = 0;
@@ -8158,29 +8274,30 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         }
         break;
     }
-    case RSDI_PH_RESTORE:
-    case RSDI_PH_PINLOAD: {
+    case RSDI_PH_RESTORE: {
         rsd_load_answer a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
-        bool restore = r->phase == RSDI_PH_RESTORE;
         if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
             if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
-            if (r->rt->flags & RSD_RT_WAIT)
-                rsdi_rc_wait(r, restore ? RSDI_W_RESTORE : RSDI_W_PINNED,
-                             restore ? r->result.evicted[r->ri].id : r->pinned[r->pi], now_ms);
+            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
             else {
-                r->after_wait = restore ? RSDI_W_RESTORE : RSDI_W_PINNED;
+                r->after_wait = RSDI_W_RESTORE;
                 rsdi_rc_wait_ok(r, now_ms);
             }
-        } else if (restore) {
-            r->ri++;
-            rsdi_rc_next_restore(r, now_ms);
         } else {
-            r->pinned_gone[r->pi++] = RSDI_PIN_FAILED;
-            r->pin_room++; /* nothing took the slot */
-            rsdi_rc_next_pinned(r, now_ms);
+            if (r->keep_ok) r->pin_room++; /* nothing took the slot */
+            r->ev_state[r->ri++] = RSDI_PIN_FAILED;
+            rsdi_rc_next_restore(r, now_ms);
         }
         break;
     }
+    case RSDI_PH_CHECK: /* after a failed load: which protected models did the server displace? */
+        if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
+            r->last_list = &r->poll;
+            (void)rsdi_rc_mark_displaced(r);
+        }
+        if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
+        else rsdi_rc_finish(r, now_ms);
+        break;
     default:
         return RSD_ERR_STATE;
     }

@@ -110,11 +110,18 @@
                            Request with TE: it must end in chunked and must not
                            also have Content-Length, else RSD_ERR_PROTOCOL.
                            HTTP/1.0 with any TE: RSD_ERR_PROTOCOL (9112 6.1).
+             other_codings TE names a coding besides chunked ("gzip, chunked"):
+                           the framing above still holds, but the body is encoded
+                           and nothing in this library decodes it (the server
+                           answers 501, the client fails with RSD_ERR_PROTOCOL).
              close         a "close" token in Connection (comma list, any case),
                            or HTTP/1.0 without a "keep-alive" token; also set
                            for a response whose TE does not end in chunked.
            Request only: expect_continue = HTTP/1.1 and "Expect: 100-continue"
-           (any case). Whether a response has a body at all also depends on
+           (any case). Host (RFC 9112 3.2): an HTTP/1.1 request without one, any
+           request with two, or a value that is not host[:port] (a byte outside
+           letters, digits and -._~%!$&'()*+,;=:[]) is RSD_ERR_PROTOCOL; an empty
+           value is allowed. Whether a response has a body at all also depends on
            the request: see rsd_http_response_bodyless.
        rsd_str rsd_http_header_get(const rsd_http_header *h, size_t n, const char *name)
            First field named name (ASCII case-insensitive); {NULL, 0} when
@@ -191,7 +198,8 @@
              max_header_bytes 16 KiB, max_body_bytes 1 MiB (per slot),
              max_request_bytes 64 KiB (request head + body), connect_timeout_ms
              5000, total_timeout_ms 60000, idle_timeout_ms 30000 (a kept-alive
-             socket unused this long is closed by step), no_keepalive,
+             socket unused this long is closed by step; a shorter Keep-Alive:
+             timeout= from the server wins, see Keep-alive below), no_keepalive,
              resolve_fn/resolve_user (see names below), allocator, logger.
        void rsd_http_client_destroy(rsd_http_client *c)
            Closes every socket (pending requests vanish without events), frees all.
@@ -205,7 +213,8 @@
            Host, headers and body are built into one buffer and go out in ONE
            write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
            Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
-           RSD_TIMEOUT_NONE = never) start at now_ms.
+           RSD_TIMEOUT_NONE = never) start at now_ms. no_retry: never resend it
+           (see Stale socket below).
            Where the body goes: by default the slot's own buffer (max_body_bytes);
            body_buf/body_cap = the caller's buffer (must live until the event);
            on_body(user, data, len) = streamed from inside step, nothing kept;
@@ -285,7 +294,7 @@
            resp's views are valid until the next call on c.
        uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
        void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
-           requests, connects, reuses, retries, timeouts, errors.
+           requests, connects, reuses, retries, timeouts, errors, stale.
 
        Names. rsd_http_send never resolves: IPv4/IPv6 literals and "localhost"
        (= 127.0.0.1) go straight to connect(); any other name goes through
@@ -306,11 +315,19 @@
            Keep-alive: after a complete response the socket returns to the idle
            set unless the response said Connection: close or was HTTP/1.0
            without keep-alive, the body ran to connection close, extra bytes
-           followed the body, or no_keepalive is set. Stale socket: when a kept-
-           alive socket fails (EOF, ECONNRESET, EPIPE) before any response byte,
-           an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried once,
-           transparently, on a fresh connection (log item HTTP_STALE_RETRY,
-           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run).
+           followed the body, or no_keepalive is set. It stays there for
+           idle_timeout_ms, or less when the response announced the server's own
+           limit ("Keep-Alive: timeout=N", as llama-server's 5 s): it is closed 1 s
+           before the server would close it (at N/2 when N < 2 s; N = 0: not kept).
+           Before an idle socket is reused it is checked without blocking (one
+           MSG_PEEK recv): one the peer closed, reset or wrote to while idle is
+           closed and another (or a fresh connect) is used (stats.stale). Stale
+           socket: when a kept-alive socket still fails (EOF, ECONNRESET, EPIPE)
+           before any response byte -- the peer closed it as the request went out
+           -- the request is retried once, transparently, on a fresh connection
+           (log item HTTP_STALE_RETRY, ev.retried), whatever its method: a server
+           that drops an idle connection has not read it. A request that must
+           never be sent twice sets no_retry and fails with RSD_ERR_CLOSED instead.
            Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
 
        Limits and errors (each is an error, never a silent truncation):
@@ -323,7 +340,9 @@
            deadline passed               RSD_ERR_TIMEOUT
            peer closed mid-response      RSD_ERR_CLOSED (body_bytes = what came)
            other socket error            RSD_ERR_IO (sys_errno)
-           malformed response / chunking RSD_ERR_PROTOCOL
+           malformed response / chunking, or a transfer coding other than
+           chunked (gzip, ...: the client never asks for one)
+                                         RSD_ERR_PROTOCOL
            cancelled                     RSD_ERR_CANCELLED
            Logging: only the request line (method and path, with its query) and
            result names appear in log lines; header values, and so the bearer
@@ -442,7 +461,9 @@
 
        Bad clients are answered and closed inside step without an event, and
        without disturbing other connections:
-           malformed request line / header / chunking   400 Bad Request
+           malformed request line / header / chunking, no Host in HTTP/1.1,
+           two Host fields, a bad Host value             400 Bad Request
+           Transfer-Encoding with a coding besides chunked (gzip)   501
            Content-Length or chunked body over max_body_bytes   413
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
            request not complete within request_timeout_ms   408
@@ -1160,7 +1181,11 @@
    PLATFORM NOTES
        POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
-       that is the mechanism). No SIGCHLD handler is ever installed.
+       that is the mechanism). No SIGCHLD handler is ever installed. Every
+       descriptor the library opens (sockets, accepted connections, pipes, lock
+       and state files) is close-on-exec; the implementation refuses to build
+       (#error) where O_CLOEXEC or FD_CLOEXEC is missing rather than leak them
+       into spawned children.
 */
 #if defined(RESIDENCY_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPLEMENTATION)
 #define RESIDENCY_HTTP_IMPLEMENTATION 1
@@ -1235,6 +1260,9 @@ typedef struct rsd_http_framing {
     bool chunked;            /* Transfer-Encoding ends in chunked */
     bool close;              /* Connection: close, HTTP/1.0 without keep-alive, or a
                                 response body delimited by connection close */
+    bool other_codings;      /* Transfer-Encoding names a coding besides chunked (gzip,
+                                ...), which nothing here decodes: the server answers
+                                501, the client fails with RSD_ERR_PROTOCOL */
 } rsd_http_framing;
 
 typedef struct rsd_http_response_head {
@@ -1393,6 +1421,8 @@ typedef struct rsd_http_request {
     /* Optional: body parsed as text/event-stream, one call per event from inside step. */
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
+    bool no_retry;                /* never sent twice: no retry after a kept-alive socket
+                                     closed before any response byte (see Keep-alive) */
     void *user;                   /* returned in the event and passed to the callbacks */
 } rsd_http_request;
 
@@ -1433,6 +1463,7 @@ typedef struct rsd_http_head_info {
 /* Counters for tests and diagnostics. */
 typedef struct rsd_http_client_stats {
     uint64_t requests, connects, reuses, retries, timeouts, errors;
+    uint64_t stale;               /* kept-alive sockets found closed by the peer before reuse */
 } rsd_http_client_stats;
 
 /* Monotonic clock in ms (CLOCK_MONOTONIC); the shell's clock for blocking wrappers. */
@@ -1601,7 +1632,8 @@ enum {
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_PROPS_BYTES = 2048   /* a router's GET /props answer kept from detection (longer: asked again) */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -2513,18 +2545,34 @@ RSDI_PRIVATE bool rsdi_http_list_next(rsd_str v, size_t *pos, rsd_str *elem) {
     return true;
 }
 
-/* Framing from the headers (RFC 9112 section 6). */
+/* A Host value: uri-host [":" port] (RFC 9112 3.2, RFC 3986 3.2.2), possibly empty.
+   Bytes outside unreserved / pct-encoded / sub-delims / ':' / '[' ']' (space, '@',
+   '/', '?', '#', '"', obs-text ...) make it invalid. */
+RSDI_PRIVATE bool rsdi_http_host_ok(rsd_str v) {
+    size_t i;
+    for (i = 0; i < v.len; i++) {
+        unsigned char c = (unsigned char)v.ptr[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) continue;
+        if (!memchr("-._~%!$&'()*+,;=:[]", c, 19)) return false;
+    }
+    return true;
+}
+
+/* Framing from the headers (RFC 9112 section 6); for a request also the Host rule. */
 RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor, bool request,
                                    rsd_http_framing *f, bool *expect_continue) {
     size_t i, pos;
     rsd_str el;
     int64_t cl = -1;
     bool te_seen = false, te_last_chunked = false, conn_close = false, conn_ka = false;
-    int chunked_count = 0;
+    bool other_codings = false;
+    int chunked_count = 0, hosts = 0;
     if (expect_continue) *expect_continue = false;
     for (i = 0; i < n; i++) {
         rsd_str name = h[i].name, val = h[i].value;
-        if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
+        if (request && name.len == 4 && rsdi_ieq_lit(name.ptr, name.len, "host")) {
+            if (++hosts > 1 || !rsdi_http_host_ok(val)) return RSD_ERR_PROTOCOL;
+        } else if (name.len == 14 && rsdi_ieq_lit(name.ptr, name.len, "content-length")) {
             pos = 0;
             while (rsdi_http_list_next(val, &pos, &el)) {
                 int64_t v = 0;
@@ -2548,6 +2596,7 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
                 while (tl < el.len && el.ptr[tl] != ';' && el.ptr[tl] != ' ' && el.ptr[tl] != '\t') tl++;
                 te_last_chunked = rsdi_ieq_lit(el.ptr, tl, "chunked");
                 if (te_last_chunked) chunked_count++;
+                else other_codings = true;
             }
         } else if (name.len == 10 && rsdi_ieq_lit(name.ptr, name.len, "connection")) {
             pos = 0;
@@ -2560,8 +2609,10 @@ RSDI_PRIVATE int rsdi_http_framing(const rsd_http_header *h, size_t n, int minor
             if (rsdi_ieq_lit(val.ptr, val.len, "100-continue")) *expect_continue = true;
         }
     }
+    if (request && minor == 1 && hosts == 0) return RSD_ERR_PROTOCOL; /* HTTP/1.1 needs Host */
     f->content_length = cl;
     f->chunked = false;
+    f->other_codings = other_codings;
     f->close = conn_close || (minor == 0 && !conn_ka);
     if (te_seen) {
         /* HTTP/1.0 with Transfer-Encoding is faulty framing (9112 6.1); chunked
@@ -2841,6 +2892,13 @@ fail:
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+
+/* Every descriptor this library opens is close-on-exec (sockets, pipes, lock and state
+   files), or a spawned llama-server would inherit the host's sockets and locks. There
+   is no silent fallback: a libc without these (pre-POSIX.1-2008) does not build. */
+#if !defined(O_CLOEXEC) || !defined(FD_CLOEXEC)
+#error "residency_http.h needs O_CLOEXEC and FD_CLOEXEC (POSIX.1-2008) so no descriptor leaks into a child"
+#endif
 
 /* rsd_pollfd must be usable as struct pollfd. */
 typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollfd) &&
@@ -3507,6 +3565,8 @@ typedef struct rsdi_cconn {
     int req;             /* slot using it, -1 */
     int hint;
     uint64_t idle_since;
+    uint32_t idle_ms;    /* kept while idle this long: idle_timeout_ms, or less when the
+                            peer announced a shorter Keep-Alive: timeout= */
     rsdi_addr addr;
     const rsdi_io *io;
     void *io_ctx;
@@ -3532,7 +3592,7 @@ typedef struct rsdi_creq {
     rsd_http_dechunk dc;
     rsd_sse_reader sse;
     uint64_t connect_deadline, total_deadline, done_seq;
-    bool idempotent, is_head, reused, retried, fresh_only, extra, got_head, paused;
+    bool may_retry, is_head, reused, retried, fresh_only, extra, got_head, paused;
     int result, sys_errno;
     bool tls;            /* https: host is the SNI / verified name */
     char host[RSD_HTTP_MAX_HOST_BYTES + 1];
@@ -3822,8 +3882,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->resp.num_headers = 0;
     r->resp.status = 0;
     r->is_head = strcmp(method, "HEAD") == 0;
-    r->idempotent = r->is_head || strcmp(method, "GET") == 0 || strcmp(method, "PUT") == 0 ||
-                    strcmp(method, "DELETE") == 0 || strcmp(method, "OPTIONS") == 0;
+    r->may_retry = !q->no_retry;
     r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
     r->sse_rest = NULL;
     r->sse_rest_len = 0;
@@ -3868,6 +3927,29 @@ RSDI_PRIVATE void rsdi_req_log(rsd_http_client *c, rsdi_creq *r, int level, uint
               (int)r->req_line_len, r->tx, what, rsd_result_name(r->result), r->sys_errno);
 }
 
+/* The peer's idle limit from "Keep-Alive: timeout=N" (seconds) in ms; -1 when not
+   announced (absent, malformed, or no timeout parameter). */
+RSDI_PRIVATE long rsdi_keepalive_ms(const rsd_http_header *h, size_t n) {
+    rsd_str v = rsd_http_header_get(h, n, "Keep-Alive");
+    size_t i = 0;
+    while (v.ptr && i < v.len) {
+        size_t j;
+        while (i < v.len && (v.ptr[i] == ' ' || v.ptr[i] == '\t' || v.ptr[i] == ',')) i++;
+        j = i;
+        while (j < v.len && v.ptr[j] != ',') j++;
+        if (j - i > 8 && rsdi_ieq_lit(v.ptr + i, 8, "timeout=")) {
+            long sec = 0;
+            size_t k = i + 8;
+            if (k == j || v.ptr[k] < '0' || v.ptr[k] > '9') return -1;
+            for (; k < j && v.ptr[k] >= '0' && v.ptr[k] <= '9'; k++)
+                if ((sec = sec * 10 + (v.ptr[k] - '0')) > 86400) sec = 86400;
+            return sec * 1000;
+        }
+        i = j;
+    }
+    return -1;
+}
+
 /* Completes a request. On success the connection is kept alive when the framing allows. */
 RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
@@ -3878,10 +3960,17 @@ RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err
         bool keep = result == RSD_OK && !c->desc.no_keepalive && !r->extra &&
                     !r->resp.framing.close && r->body_mode != RSDI_BODY_CLOSE &&
                     r->resp.minor_version >= 1;
+        long ka = keep ? rsdi_keepalive_ms(r->resp.headers, r->resp.num_headers) : -1;
+        if (ka == 0) keep = false;
         if (keep) {
             cn->state = RSDI_CC_IDLE;
             cn->req = -1;
             cn->idle_since = c->now;
+            cn->idle_ms = c->desc.idle_timeout_ms;
+            if (ka > 0) { /* drop it before the peer does: 1 s early, or at half a short one */
+                long keep_ms = ka >= 2000 ? ka - 1000 : ka / 2;
+                if ((uint64_t)keep_ms < cn->idle_ms) cn->idle_ms = (uint32_t)keep_ms;
+            }
         } else {
             rsdi_cconn_close(c, r->conn);
         }
@@ -3904,11 +3993,11 @@ RSDI_PRIVATE void rsdi_req_finish(rsd_http_client *c, int i, int result, int err
 RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i);
 RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i);
 
-/* A failure on a kept-alive connection before any response byte: retry an idempotent
-   request once on a fresh connection; otherwise fail. */
+/* A failure on a kept-alive connection before any response byte: retry the request once
+   on a fresh connection (unless it said no_retry); otherwise fail. */
 RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
-    if (r->reused && !r->retried && r->idempotent && r->head_len == 0 && !r->got_head) {
+    if (r->reused && !r->retried && r->may_retry && r->head_len == 0 && !r->got_head) {
         rsdi_cconn_close(c, r->conn);
         r->conn = -1;
         r->retried = true;
@@ -3927,6 +4016,16 @@ RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int er
     rsdi_req_finish(c, i, result, err);
 }
 
+/* An idle kept-alive socket is still usable: no EOF, no reset, and no unasked bytes
+   (a peer's parting 408, or a TLS alert) waiting on it. One MSG_PEEK recv. */
+RSDI_PRIVATE bool rsdi_idle_alive(int fd) {
+    char b;
+    long n;
+    do n = (long)recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n < 0 && rsdi_would_block(errno);
+}
+
 RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn;
@@ -3937,6 +4036,11 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
             cn = &c->conns[k];
             if (cn->state == RSDI_CC_IDLE && rsdi_addr_eq(&cn->addr, &r->addr) && cn->tls == r->tls &&
                 (!r->tls || strcmp(cn->host, r->host) == 0)) {
+                if (!rsdi_idle_alive(cn->fd)) { /* the peer closed it while idle */
+                    rsdi_cconn_close(c, k);
+                    c->stats.stale++;
+                    continue;
+                }
                 cn->state = RSDI_CC_BUSY;
                 cn->req = i;
                 r->conn = k;
@@ -4073,6 +4177,7 @@ RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t con
         if (extra) r->extra = true;
         return RSD_OK;
     }
+    if (f->other_codings) return RSD_ERR_PROTOCOL; /* never asked for (no TE header sent) */
     if (f->chunked) {
         r->body_mode = RSDI_BODY_CHUNKED;
     } else if (f->content_length >= 0) {
@@ -4298,7 +4403,7 @@ RSDI_PRIVATE int rsdi_client_step(rsd_http_client *c, uint64_t now, const rsd_po
     for (k = 0; k < c->nconns; k++) {
         rsdi_cconn *cn = &c->conns[k];
         if (cn->state == RSDI_CC_IDLE && now >= cn->idle_since &&
-            now - cn->idle_since >= (uint64_t)c->desc.idle_timeout_ms)
+            now - cn->idle_since >= (uint64_t)cn->idle_ms)
             rsdi_cconn_close(c, k);
     }
     for (i = 0; i < c->nreqs; i++)
@@ -4396,7 +4501,7 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
     }
     for (k = 0; k < c->nconns; k++)
         if (c->conns[k].state == RSDI_CC_IDLE) {
-            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->desc.idle_timeout_ms);
+            uint64_t t = rsdi_deadline(c->conns[k].idle_since, c->conns[k].idle_ms);
             if (t < dl) dl = t;
         }
     return dl;
@@ -4794,6 +4899,10 @@ RSDI_PRIVATE void rsdi_sconn_parse(rsd_http_server *s, int k) {
         }
         if (r < 0) {
             rsdi_sconn_reject(s, k, 400);
+            return;
+        }
+        if (cn->head.framing.other_codings) { /* gzip, chunked: nothing here decodes gzip */
+            rsdi_sconn_reject(s, k, 501);
             return;
         }
         cn->head_len = consumed;
@@ -5361,8 +5470,12 @@ struct rsd_ensurer {
     uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
     char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
     char sse_url[RSD_RECONCILE_URL_MAX + 16];
+    /* the router's detection answer, kept as the reconcile's capacity answer (GET /props once) */
+    bool props_kept;
+    uint32_t props_len;
+    char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, error;
+    int phase, final, waiting, probe_i, probe_tries, error;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
     rsd_http_req_h h;
     rsd_runtime_kind kind;
@@ -5956,12 +6069,15 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
 RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
     rsd_http_request q;
+    uint64_t t;
     int rc;
     (void)RSD_SNPRINTF(e->probe_url, sizeof e->probe_url, "%s%s", e->root, p->path);
     memset(&q, 0, sizeof q);
     q.url = e->probe_url;
     q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    /* a probe sent again after a timeout gets twice the time */
+    t = (uint64_t)e->probe_ms << e->probe_tries;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t);
     q.connect_timeout_ms = q.total_timeout_ms;
     rc = rsd_http_send(e->http, &q, now_ms, &e->h);
     if (rc < 0) {
@@ -5977,6 +6093,11 @@ RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
 
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
     const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
+    if (ev->result == RSD_ERR_TIMEOUT && now_ms < e->deadline) { /* busy, not gone: the same probe again */
+        if (e->probe_tries < 16) e->probe_tries++;
+        return;
+    }
+    e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
         rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
                      rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
@@ -5990,6 +6111,11 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
         (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
         e->det[i].kind = p->kind;
         e->kind = p->kind;
+        if (p->kind == RSD_RUNTIME_LLAMACPP && ev->body.len <= sizeof e->props_body) { /* the capacity answer too */
+            if (ev->body.len) memcpy(e->props_body, ev->body.ptr, ev->body.len);
+            e->props_len = (uint32_t)ev->body.len;
+            e->props_kept = true;
+        }
         rsdi_en_start_run(e, now_ms);
         if (e->lms && e->phase == RSDI_EN_RUN) {
             /* LM Studio's first step is this very GET: answer it with the probe's reply */
@@ -6034,6 +6160,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->lms = false;
     e->hit = false;
     e->sse_tried = false;
+    e->props_kept = false;
+    e->probe_tries = 0;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -6102,7 +6230,14 @@ RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.connect_timeout_ms = q.total_timeout_ms;
     e->op = s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
-    if (s->http.op == RSD_OP_LOAD) { /* subscribe first: the "loaded" event must not be missed */
+    if (s->http.op == RSD_OP_CAPACITY && e->props_kept && strcmp(s->http.url, e->probe_url) == 0) {
+        e->props_kept = false; /* detection read this very GET: answer it from there (one GET /props) */
+        e->requests--;         /* the reconcile counts it as its own */
+        rsdi_en_feed(e, RSD_OK, 200, e->props_body, e->props_len, now_ms);
+        return;
+    }
+    /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
+    if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
         (void)rsdi_en_sse_open(e, now_ms);
         e->n_pend = 0;
     }
@@ -6378,9 +6513,6 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #define RSDI_PROC_LINUX 1
-#endif
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
 #endif
 /* glibc declares these only under _GNU_SOURCE, which the implementation TU does not
    set (it asks for _POSIX_C_SOURCE + _DEFAULT_SOURCE); they exist since 2.9/2.29/2.34. */
@@ -7652,9 +7784,6 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#ifndef O_CLOEXEC
-#define O_CLOEXEC 0
-#endif
 #ifndef O_NOFOLLOW
 #define O_NOFOLLOW 0
 #endif

@@ -33,8 +33,10 @@
    the last output lines).
    Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
    40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
-   Signals: SIGINT/SIGTERM stop every process gracefully (SIGTERM, then SIGKILL after
-   stop_grace) and exit 0; a second signal kills them at once and exits 1.
+   Signals: SIGINT, SIGTERM and SIGQUIT stop every process gracefully (SIGTERM, then
+   SIGKILL after stop_grace) and exit 0; a second one kills them at once and exits 1.
+   SIGHUP (a closed terminal, an ssh logout) is logged and otherwise ignored: the
+   processes keep running and nothing is reloaded. SIGPIPE is ignored.
    Exit codes: 0 stopped by a signal, 1 cannot listen or start, 64 bad flags or
    configuration (the message names file:line), 66 the config file cannot be read. */
 #define RESIDENCY_IMPLEMENTATION
@@ -68,11 +70,13 @@ enum {
     SRV_CONFIG_MAX = 4 << 20             /* config file size */
 };
 
-static volatile sig_atomic_t g_signals; /* the only global: counted by the signal handler */
+/* The only globals: counted by the signal handlers. */
+static volatile sig_atomic_t g_signals; /* SIGINT, SIGTERM, SIGQUIT: stop */
+static volatile sig_atomic_t g_hangups; /* SIGHUP: logged, nothing else (yet) */
 
 static void on_signal(int sig) {
-    (void)sig;
-    g_signals++;
+    if (sig == SIGHUP) g_hangups++;
+    else g_signals++;
 }
 
 /* ---- per-model command ------------------------------------------------------------ */
@@ -896,8 +900,8 @@ static void usage(FILE *f) {
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
             "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--aliases A,B] [--model-args \"A B\"]]...\n"
             "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
-            "Exit codes: 0 stopped by SIGINT/SIGTERM, 1 cannot listen or start, 64 bad flags or config,\n"
-            "66 config file unreadable.\n");
+            "Exit codes: 0 stopped by SIGINT/SIGTERM/SIGQUIT (SIGHUP is ignored), 1 cannot listen or start,\n"
+            "64 bad flags or config, 66 config file unreadable.\n");
 }
 
 int main(int argc, char **argv) {
@@ -1010,8 +1014,19 @@ int main(int argc, char **argv) {
         rsd_fleet_destroy(s.fleet);
         return EX_FAIL;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    /* Nothing a terminal or an ssh logout sends ends us ungracefully: SIGINT, SIGTERM
+       and SIGQUIT stop every process first; SIGHUP is logged and ignored; SIGPIPE is
+       ignored (a write to a closed socket or stderr fails with EPIPE instead). */
+    {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        (void)sigaction(SIGINT, &sa, NULL);
+        (void)sigaction(SIGTERM, &sa, NULL);
+        (void)sigaction(SIGQUIT, &sa, NULL);
+        (void)sigaction(SIGHUP, &sa, NULL);
+    }
 
     printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.cfg->listen_host, ':') ? "[" : "",
            s.cfg->listen_host, strchr(s.cfg->listen_host, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
@@ -1029,6 +1044,10 @@ int main(int argc, char **argv) {
         rsd_http_event cev;
         rsd_fleet_event fev;
         int n = 0, k, timeout;
+        if (g_hangups) {
+            g_hangups = 0;
+            logf_("SIGHUP: ignored (the configuration is not reloaded)");
+        }
         if (g_signals && !s.stopping) {
             s.stopping = true;
             s.stop_at = now;

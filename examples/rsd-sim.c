@@ -22,7 +22,9 @@
                           bounded): {"id":"chatcmpl-big",...,"message":{"role":"assistant",
                           "content":"RECORDS"},"finish_reason":"length"}]} where RECORDS is
                           max(1, BYTES / 16) records of 16 bytes, record k = printf("%015llu ",
-                          k). For backpressure tests: every byte can be checked. */
+                          k). For backpressure tests: every byte can be checked.
+       --idle-close-ms N  close a kept-alive connection idle for N ms (llama-server closes
+                          them after 5 s, its "Keep-Alive: timeout=5"); default: never */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_sim.h"
@@ -250,6 +252,7 @@ int main(int argc, char **argv) {
     rsd_pollfd fds[SIM_MAX_FDS];
     uint64_t t0 = mono_ms();
     unsigned long long big_body = 0;
+    uint32_t idle_close_ms = 0;
     bool printed = false, own_epoch = true, child = false, ignore_term = false, print_ready = false;
     int i, j, child_state_seen = -1, child_exit = -1;
     memset(&a, 0, sizeof a);
@@ -257,6 +260,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--ignore-sigterm")) ignore_term = true;
         else if (!strcmp(argv[i], "--print-ready-ms")) print_ready = true;
         else if (!strcmp(argv[i], "--big-body") && i + 1 < argc) big_body = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--idle-close-ms") && i + 1 < argc) idle_close_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
         else argv[j++] = argv[i];
     }
     argc = j;
@@ -277,7 +281,7 @@ int main(int argc, char **argv) {
     d.port = (uint16_t)a.sim->o.port;
     d.max_body_bytes = SIM_BODY_BYTES;
     d.max_response_bytes = SIM_BODY_BYTES + 4096;
-    d.idle_timeout_ms = RSD_TIMEOUT_NONE;
+    d.idle_timeout_ms = idle_close_ms ? idle_close_ms : RSD_TIMEOUT_NONE;
     a.srv = rsd_http_server_create(&d);
     if (!a.srv) {
         /* llama-server's message and exit status for a busy port (W21) */

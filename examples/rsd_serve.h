@@ -774,15 +774,18 @@ RSRV_FN size_t rsrv_str_end(const char *s, size_t n, size_t i) {
 
 /* Finds the top-level "model" member of a JSON object body without tokenizing the
    whole body (chat bodies can hold thousands of tokens): a linear scan of the top
-   level, skipping nested values by bracket depth. The first "model" member wins (as
-   rsd_json_find). Returns 1 with the decoded string in out (NUL-terminated, *out_len
-   its length), 0 when there is no "model" member or it is not a string, -1 when the
-   body is not a JSON object as far as the scan goes, -2 when the name does not fit
-   cap. For valid JSON it agrees with rsd_json_parse + rsd_json_find (fuzzed). */
+   level, skipping nested values by bracket depth. When "model" appears more than once
+   the last one counts, as in llama.cpp (its JSON library keeps the last duplicate).
+   Returns 1 with the decoded string in out (NUL-terminated, *out_len its length), 0
+   when there is no "model" member or the last one is not a string, -1 when the body
+   is not a JSON object as far as the scan goes, -2 when the name does not fit cap.
+   For valid JSON it agrees with rsd_json_parse and the last "model" member of the
+   root (fuzzed). */
 RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size_t *out_len) {
-    size_t i = 0;
+    size_t i = 0, len = 0;
     rsd_json_tok toks[2];
     rsd_json_doc doc;
+    int found = 0; /* what the last "model" member so far gives: 1, 0 or -2 */
     if (out_len) *out_len = 0;
     if (cap) out[0] = 0;
     while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
@@ -793,7 +796,11 @@ RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size
         bool is_model;
         while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
         if (i >= n) return -1;
-        if (s[i] == '}') return 0;
+        if (s[i] == '}') {
+            if (found == 1 && out_len) *out_len = len;
+            if (found != 1 && cap) out[0] = 0;
+            return found;
+        }
         if (s[i] == ',') { i++; continue; }
         if (s[i] != '"') return -1;
         ke = rsrv_str_end(s, n, i);
@@ -808,13 +815,11 @@ RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size
         if (i >= n) return -1;
         vs = i;
         if (s[i] == '"') {
-            size_t ve = rsrv_str_end(s, n, i), len = 0;
+            size_t ve = rsrv_str_end(s, n, i);
             if (!ve) return -1;
             if (is_model) {
                 if (rsd_json_parse(&doc, s + vs, ve - vs, toks, 2) != 1) return -1;
-                if (rsd_json_str(&doc, 0, out, cap, &len) != RSD_OK) return -2;
-                if (out_len) *out_len = len;
-                return 1;
+                found = rsd_json_str(&doc, 0, out, cap, &len) == RSD_OK ? 1 : -2;
             }
             i = ve;
         } else if (s[i] == '{' || s[i] == '[') {
@@ -830,11 +835,11 @@ RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size
                 }
             }
             if (depth) return -1;
-            if (is_model) return 0;
+            if (is_model) found = 0;
         } else {
             while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') i++;
             if (i == vs) return -1;
-            if (is_model) return 0;
+            if (is_model) found = 0;
         }
     }
 }

@@ -11,4 +11,10 @@ static void fz_check_kind(const rsd_http_request_head *h, const char *b, size_t 
     FZ_CHECK(h->method.len > 0 && fz_inside(h->method, b, c));
     FZ_CHECK(h->target.len > 0 && fz_inside(h->target, b, c));
     FZ_CHECK(!h->expect_continue || h->minor_version == 1);
+    { /* Host: one in HTTP/1.1, at most one in 1.0 */
+        size_t i, hosts = 0;
+        for (i = 0; i < h->num_headers; i++)
+            hosts += h->headers[i].name.len == 4 && rsdi_ieq_lit(h->headers[i].name.ptr, 4, "host");
+        FZ_CHECK(hosts == 1 || (hosts == 0 && h->minor_version == 0));
+    }
 }

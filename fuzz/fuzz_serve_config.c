@@ -9,7 +9,7 @@
      ids and aliases unique across models, every args/command splittable;
    - round trip: rsrv_write_ini of a parsed config parses again to an equal config;
    - rsrv_body_model never reads out of bounds, and on valid JSON agrees with
-     rsd_json_parse + rsd_json_find(root, "model"). */
+     rsd_json_parse and the root's last "model" member. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include "../examples/rsd_serve.h"
@@ -52,7 +52,9 @@ static void fz_body(const char *s, size_t n) {
     if (r == 1) FZ_CHECK(len < sizeof out && out[len] == 0);
     t = rsd_json_parse(&doc, s, n, toks, FZ_TOKS);
     if (t > 0 && rsd_json_type_of(&doc, 0) == RSD_JSON_OBJECT) {
-        int v = rsd_json_find(&doc, 0, "model");
+        int v = -1, k; /* the last "model" member counts (as llama.cpp) */
+        for (k = rsd_json_child(&doc, 0); k >= 0; k = rsd_json_next(&doc, k))
+            if (rsd_json_str_eq(&doc, k, "model")) v = k + 1;
         if (v < 0 || rsd_json_type_of(&doc, v) != RSD_JSON_STRING) {
             FZ_CHECK(r == 0);
         } else {

@@ -32,4 +32,10 @@ $CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/stat
 ./$B/static
 $CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only
 ./$B/core_only
-echo "compile matrix: $n configurations + static pair + core-only: ok"
+# a libc without O_CLOEXEC: the implementation refuses to build, with a message saying why
+if $CC -std=c99 $CWARN -isystem tests/compile/no_cloexec -c tests/compile/impl.c -o $B/no_cloexec.o \
+     2>$B/no_cloexec.err; then
+  echo "compile matrix: built without O_CLOEXEC (descriptors would leak into children)"; exit 1
+fi
+grep -q 'O_CLOEXEC' $B/no_cloexec.err || { cat $B/no_cloexec.err; exit 1; }
+echo "compile matrix: $n configurations + static pair + core-only + no-O_CLOEXEC refusal: ok"

@@ -22,6 +22,10 @@ typedef struct fmodel {
     uint64_t dl_until;         /* DOWNLOADING until then, then UNLOADED (or LOADING if dl_then_load) */
     bool dl_then_load;         /* a child download: loading follows (wire.md 1.12) */
     bool dl_on_load;           /* the next load answers "downloading" and starts a download */
+    uint64_t stop_until;       /* stopping after an unload: listed loaded, counted, until then */
+    uint64_t queued_until;     /* a queued load: listed as before (stale failed:true) until then */
+    int n_ctx;                 /* meta.n_ctx when > 0 */
+    int lru_unloaded;          /* times the router's own LRU unloaded it (july) */
 } fmodel;
 
 typedef struct frouter {
@@ -54,6 +58,10 @@ typedef struct frouter {
     int nlog;
     int posts, gets, locks, commits, unlocks;
     uint64_t latency;          /* ms per request */
+    /* the July router (build 10116, wire.md 6.1/6.2) */
+    bool july;                 /* a load over max_instances unloads the LRU resident, stopping counted */
+    uint64_t stop_ms;          /* an unloaded child takes this long to stop */
+    uint64_t queue_ms;         /* a later router: a load waits this long before it starts */
 } frouter;
 
 static fmodel *fm_add(frouter *f, const char *id, rsd_model_state st) {
@@ -75,6 +83,18 @@ static bool fm_resident(const fmodel *m) {
 }
 static void fr_tick(frouter *f, uint64_t now) {
     int i;
+    for (i = 0; i < f->n; i++)
+        if (f->m[i].stop_until && now >= f->m[i].stop_until) {
+            f->m[i].stop_until = 0;
+            f->m[i].state = RSD_MODEL_UNLOADED;
+        }
+    for (i = 0; i < f->n; i++)
+        if (f->m[i].queued_until && now >= f->m[i].queued_until) {
+            f->m[i].queued_until = 0;
+            f->m[i].state = RSD_MODEL_LOADING;
+            f->m[i].failed = false;
+            f->m[i].ready_at = now + f->load_delay;
+        }
     for (i = 0; i < f->n; i++)
         if (f->m[i].state == RSD_MODEL_DOWNLOADING && now >= f->m[i].dl_until) {
             f->m[i].state = f->m[i].dl_then_load ? RSD_MODEL_LOADING : RSD_MODEL_UNLOADED;
@@ -125,6 +145,7 @@ static size_t fr_listing(frouter *f) {
                 n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"exit_code\":%d,\"failed\":true", m->exit_code);
             n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
         }
+        if (m->n_ctx > 0) n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"meta\":{\"n_ctx\":%d}", m->n_ctx);
         n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
     }
     n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "]}");
@@ -187,7 +208,8 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
         if (f->unload_status) { *status = f->unload_status; *body = "{\"error\":{\"message\":\"boom\"}}"; *len = strlen(*body); return; }
         if (!m) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is not found\"}}"; *len = strlen(*body); return; }
         if (!fm_resident(m)) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is not running\"}}"; *len = strlen(*body); return; }
-        m->state = RSD_MODEL_UNLOADED;
+        if (f->stop_ms) m->stop_until = now + f->stop_ms; /* still running, still counted */
+        else m->state = RSD_MODEL_UNLOADED;
         return;
     }
     if (strcmp(path, "/models/load") == 0) {
@@ -230,6 +252,21 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
             f->displace2[0] = '\0';
         }
         for (i = 0; i < f->n; i++) res += fm_resident(&f->m[i]);
+        if (f->july && f->max_instances > 0 && res >= f->max_instances) { /* its own LRU, tags ignored */
+            fmodel *v = NULL;
+            for (i = 0; i < f->n && !v; i++)
+                if (&f->m[i] != m && fm_resident(&f->m[i]) && !f->m[i].stop_until) v = &f->m[i];
+            if (v) {
+                v->state = RSD_MODEL_UNLOADED;
+                v->lru_unloaded++;
+                fr_log(f, "LRU %s", v->id);
+                res--;
+            }
+        }
+        if (f->queue_ms) { /* accepted; the listing shows the old entry until it starts */
+            m->queued_until = now + f->queue_ms;
+            return;
+        }
         if (f->max_instances > 0 && res >= f->max_instances) {
             *status = 500;
             *body = "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\",\"type\":\"server_error\"}}";
@@ -645,7 +682,7 @@ static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void
     desc_init(&d, "new-code");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
-                                   "POST /models/load new-code | GET /v1/models");
+                                   "GET /v1/models | POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(fm_find(&f, "new-code")->state, RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 2); /* old-code's eviction, scout */
@@ -1137,8 +1174,10 @@ static void test_L28_full_router(void) {
     protect(&d, "configured-model", RSD_ROLE_WORKER);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-scratch | "
-                                   "POST /models/load new-code | GET /v1/models");
-    CHECK_EQ_INT(R.result.requests, 5); /* upstream L28 + one GET for its pinned pass (W11) */
+                                   "GET /v1/models | POST /models/load new-code | GET /v1/models");
+    /* upstream L28 + one GET for its pinned pass (W11) + one GET that sees the victim
+       listed unloaded before the load (a July router counts a stopping model: wire.md 6.1) */
+    CHECK_EQ_INT(R.result.requests, 6);
 }
 
 /* ==== W fixes ============================================================== */
@@ -1632,8 +1671,299 @@ static void test_begin_rejects_bad_desc(void) {
     CHECK_EQ_STR(rsd_step_kind_str(99), "unknown");
 }
 
+/* ==== the July router (build 10116): wire.md 6.1-6.3 ======================== */
+/* a, pinned, and b (ours) fill --models-max 2; the unload of b answers while b still
+   runs and counts, so a load sent at once makes this router unload its own LRU (a). */
+static void setup_july(frouter *f) {
+    fr_init(f, 2);
+    f->july = true;
+    f->stop_ms = 30;
+    f->load_delay = 40;
+    fm_tag(fm_add(f, "a", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(f, "b", RSD_MODEL_LOADED);
+    fm_add(f, "c", RSD_MODEL_UNLOADED);
+}
+
+static void test_july_swap_waits_until_the_victim_is_unloaded(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    static const char *ours[] = {"b"};
+    fresh();
+    setup_july(&f);
+    desc_init(&d, "c");
+    d.ours = ours;
+    d.n_ours = 1;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(fm_find(&f, "a")->lru_unloaded, 0); /* never unloaded, not even for a moment */
+    CHECK_EQ_INT(fm_find(&f, "a")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_find(&f, "c")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    REQUIRE(R.result.n_evicted == 1);
+    CHECK_EQ_STR(R.result.evicted[0].id, "b");
+    CHECK(!R.result.evicted[0].displaced);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload b | /models/load c");
+    CHECK(strstr(joined(&f, true), "POST /models/unload b | GET /v1/models | GET /v1/models") != NULL);
+    CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_NONE), 0);
+}
+
+/* The stop outlives the deadline: the load is never sent; b is restored. */
+static void test_july_victim_that_never_stops_times_out_before_the_load(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    setup_july(&f);
+    f.stop_ms = 1000000;
+    desc_init(&d, "c");
+    d.deadline_ms = 2000;
+    d.restore_ms = 100;
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(fm_find(&f, "a")->lru_unloaded, 0);
+    CHECK(strstr(posts_of(&f), "/models/load c") == NULL);
+    CHECK(strstr(R.result.message, "timed out waiting for 'b' to unload") != NULL);
+}
+
+/* A failed load on a router that displaced a caller-protected model: it is found in
+   the listing after the failure and loaded back with what we evicted. */
+static void test_failed_load_restores_displaced_protected_model(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "p", RSD_MODEL_LOADED);
+    fm_add(&f, "v", RSD_MODEL_LOADED);
+    fm_add(&f, "broken", RSD_MODEL_UNLOADED)->will_fail = true;
+    f.load_delay = 10;
+    snprintf(f.displace, sizeof f.displace, "p");
+    desc_init(&d, "broken");
+    protect(&d, "p", RSD_ROLE_CHAT);
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_FAILED);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+    REQUIRE(R.result.n_evicted == 2);
+    CHECK_EQ_STR(R.result.evicted[0].id, "v");
+    CHECK(!R.result.evicted[0].displaced && R.result.evicted[0].restored);
+    CHECK_EQ_STR(R.result.evicted[1].id, "p");
+    CHECK(R.result.evicted[1].displaced && R.result.evicted[1].restored);
+    CHECK_EQ_INT(fm_find(&f, "p")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_find(&f, "v")->state, RSD_MODEL_LOADED);
+    CHECK(any_notice_has("restored 'v' so the target keeps serving"));
+    CHECK(any_notice_has("displaced protected 'p'; reloaded it"));
+}
+
+/* The same with a load rejected outright: no poll saw the server after the POST, so
+   one GET of the listing looks for displaced protected models. */
+static void test_rejected_load_lists_once_for_displaced_protected(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_tag(fm_add(&f, "p", RSD_MODEL_LOADED), "pinned:true");
+    fm_add(&f, "v", RSD_MODEL_LOADED);
+    fm_add(&f, "k", RSD_MODEL_UNLOADED);
+    f.load_status = 400;
+    snprintf(f.load_only, sizeof f.load_only, "k");
+    desc_init(&d, "k");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload v | GET /v1/models | "
+                                   "POST /models/load k | GET /v1/models | POST /models/load v | GET /v1/models");
+    REQUIRE(R.result.n_evicted == 1);
+    CHECK(R.result.evicted[0].restored);
+    /* without protected residents, no such GET */
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "v", RSD_MODEL_LOADED);
+    fm_add(&f, "w", RSD_MODEL_LOADED);
+    fm_add(&f, "k", RSD_MODEL_UNLOADED);
+    f.load_status = 400;
+    snprintf(f.load_only, sizeof f.load_only, "k");
+    desc_init(&d, "k");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload v | GET /v1/models | "
+                                   "POST /models/load k | POST /models/load v | GET /v1/models");
+}
+
+/* Every protected tier is checked after a successful load, not only tag pins. */
+static void test_displaced_caller_protected_model_reloaded(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 3);
+    fm_add(&f, "p", RSD_MODEL_LOADED);
+    fm_add(&f, "v", RSD_MODEL_LOADED);
+    fm_add(&f, "w", RSD_MODEL_LOADED);
+    fm_add(&f, "k", RSD_MODEL_UNLOADED);
+    snprintf(f.displace, sizeof f.displace, "p");
+    desc_init(&d, "k");
+    protect(&d, "p", RSD_ROLE_WORKER);
+    protect(&d, "w", RSD_ROLE_MEMORY);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(fm_find(&f, "p")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_find(&f, "k")->state, RSD_MODEL_LOADED);
+    REQUIRE(R.result.n_evicted == 2);
+    CHECK_EQ_STR(R.result.evicted[1].id, "p");
+    CHECK(R.result.evicted[1].displaced && R.result.evicted[1].restored);
+    CHECK(any_notice_has("loading 'k' on 'mini' displaced protected 'p'; reloaded it into a free slot."));
+}
+
+/* wire.md 6.3: failed:true listed before our load (an earlier failure, or an unload
+   that timed out) is not this load failing. A later router queues the load, and its
+   listing keeps the old entry until the load starts. */
+static void test_stale_failed_flag_is_not_a_failed_load(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fmodel *k;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "a", RSD_MODEL_LOADED);
+    k = fm_add(&f, "k", RSD_MODEL_UNLOADED);
+    k->failed = true;
+    k->exit_code = 1;
+    f.queue_ms = 400;
+    f.load_delay = 50;
+    desc_init(&d, "k");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(k->state, RSD_MODEL_LOADED);
+    /* a failure that stays as it was listed counts once the grace is over */
+    fresh();
+    fr_init(&f, 2);
+    k = fm_add(&f, "k", RSD_MODEL_UNLOADED);
+    k->failed = true;
+    k->exit_code = 1;
+    f.queue_ms = 1000000;
+    desc_init(&d, "k");
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_FAILED);
+    CHECK(R.result.elapsed_ms >= (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS);
+    /* a /models/sse event for the model makes the next failed:true news at once */
+    fresh();
+    fr_init(&f, 2);
+    k = fm_add(&f, "k", RSD_MODEL_UNLOADED);
+    k->failed = true;
+    k->exit_code = 1;
+    k->will_fail = true;
+    f.load_delay = 5;
+    desc_init(&d, "k");
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    {
+        int guard;
+        for (guard = 0; guard < 200; guard++) {
+            rsd_step s = rsd_reconcile_next(&R, NOW);
+            int tr, st;
+            const char *body;
+            size_t len;
+            if (s.kind == RSD_STEP_DONE) break;
+            if (s.kind == RSD_STEP_WAIT) {
+                const char *ev = "{\"model\":\"k\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\"}}";
+                (void)rsd_reconcile_event(&R, ev, strlen(ev), NOW);
+                NOW = s.wake_ms;
+                continue;
+            }
+            if (s.kind != RSD_STEP_HTTP) continue; /* COMMIT: done when next() is called again */
+            fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+            NOW += 1;
+            rsd_reconcile_feed(&R, tr, st, body, len, NOW);
+        }
+    }
+    CHECK_EQ_INT(R.result.error, RSD_ERR_LOAD_FAILED);
+    CHECK(R.result.elapsed_ms < 1000);
+}
+
+/* A listing or props probe that times out is sent again with twice the timeout while
+   the overall deadline allows (a loaded machine answers late, it is not down). */
+static void test_probe_timeout_retried_within_the_deadline(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    rsd_step s;
+    fresh();
+    setup_scout_coder(&f);
+    desc_init(&d, "coder");
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    s = rsd_reconcile_next(&R, NOW);
+    REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
+    CHECK_EQ_INT(s.http.timeout_ms, RSD_RECONCILE_PROBE_TIMEOUT_MS);
+    NOW += s.http.timeout_ms;
+    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
+    s = rsd_reconcile_next(&R, NOW);
+    REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
+    CHECK_EQ_INT(s.http.timeout_ms, 2 * RSD_RECONCILE_PROBE_TIMEOUT_MS);
+    {
+        int tr, st;
+        const char *body;
+        size_t len;
+        fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
+        CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+    }
+    s = rsd_reconcile_next(&R, NOW);
+    REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_CAPACITY);
+    CHECK_EQ_INT(s.http.timeout_ms, RSD_RECONCILE_PROBE_TIMEOUT_MS); /* answered: back to normal */
+    NOW += s.http.timeout_ms;
+    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
+    s = rsd_reconcile_next(&R, NOW);
+    CHECK(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_CAPACITY);
+    /* with no time left it degrades as before */
+    fresh();
+    desc_init(&d, "coder");
+    d.deadline_ms = 1000;
+    REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
+    s = rsd_reconcile_next(&R, NOW);
+    CHECK_EQ_INT(s.http.timeout_ms, 1000);
+    NOW += 1000;
+    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_ERR_TIMEOUT, 0, NULL, 0, NOW), RSD_OK);
+    s = rsd_reconcile_next(&R, NOW);
+    CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+}
+
+/* The server's preset decides the context; more than it runs with gets a notice. */
+static void test_context_above_what_the_model_runs_with_gets_a_notice(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    int i, hits = 0;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "k", RSD_MODEL_LOADED)->n_ctx = 256;
+    desc_init(&d, "k");
+    d.context_length = 4096;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    for (i = 0; i < R.n_notices; i++)
+        if (R.notices[i].dmsg == RSD_DMSG_CONTEXT) {
+            hits++;
+            CHECK_EQ_INT(R.notices[i].notice.kind, RSD_NOTICE_STRESS);
+            CHECK_EQ_INT(R.notices[i].notice.level, RSD_LEVEL_WARNING);
+            CHECK_EQ_STR(R.notices[i].subject, "k");
+        }
+    CHECK_EQ_INT(hits, 1);
+    CHECK(any_notice_has("runs with a context of 256 tokens, less than the 4096 requested"));
+    /* after a load of ours, from the poll that shows it loaded */
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "k", RSD_MODEL_UNLOADED)->n_ctx = 512;
+    desc_init(&d, "k");
+    d.context_length = 1024;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(any_notice_has("runs with a context of 512 tokens, less than the 1024 requested"));
+    /* enough context, or none asked: no notice */
+    fresh();
+    d.context_length = 512;
+    NOW += 100000;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(!any_notice_has("runs with a context"));
+    fresh();
+    d.context_length = 0;
+    NOW += 100000;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK(!any_notice_has("runs with a context"));
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    RUN(test_july_swap_waits_until_the_victim_is_unloaded);
+    RUN(test_july_victim_that_never_stops_times_out_before_the_load);
+    RUN(test_failed_load_restores_displaced_protected_model);
+    RUN(test_rejected_load_lists_once_for_displaced_protected);
+    RUN(test_displaced_caller_protected_model_reloaded);
+    RUN(test_stale_failed_flag_is_not_a_failed_load);
+    RUN(test_probe_timeout_retried_within_the_deadline);
+    RUN(test_context_above_what_the_model_runs_with_gets_a_notice);
     RUN(test_6_2_1_parses_resident_ids);
     RUN(test_6_2_2_parses_router_capacity);
     RUN(test_6_2_3_scout_keep_never_evicts_coresident_coder);

@@ -217,8 +217,11 @@ static void test_l28_full_router_swap(void) {
         if (!strcmp(g_log[i].path, "/models/unload")) unload_at = i;
         if (!strcmp(g_log[i].path, "/models/load")) load_at = i;
     }
-    /* unload before load; between them only the /models/sse subscription (opened before the POST) */
-    CHECK(unload_at == base + 2 && load_at == base + 4 && is_sse(&g_log[base + 3]));
+    /* the /models/sse subscription (opened before the unload POST), the unload, then only
+       listings until the victim is listed unloaded (a July router counts a stopping
+       model against --models-max: wire.md 6.1), then the load */
+    CHECK(unload_at == base + 3 && is_sse(&g_log[base + 2]) && load_at > unload_at + 1);
+    for (i = unload_at + 1; i < load_at; i++) CHECK(is_list(&g_log[i]));
     CHECK(res.n_evicted == 1 && !strcmp(g_log[unload_at].model, res.evicted[0].id));
     for (i = load_at + 1; i < n; i++) CHECK(is_list(&g_log[i]));
     CHECK_EQ_INT(log_count(base, n, "GET", "/models/sse", NULL), 1);
@@ -316,6 +319,18 @@ static void test_auto_detect_once(void) {
     CHECK_EQ_INT(res.requests, 2);                  /* L26 only: no probe */
     n = sim_log(&s);
     CHECK_EQ_INT(n - base, 2);
+    rsd_ensurer_destroy(e);
+    /* a new ensurer detects again: the probe's GET /props is also the capacity answer, so
+       a resident model costs 2 requests (GET /props, GET /v1/models), as upstream clio */
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    base = sim_log(&s);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.requests, 2);
+    n = sim_log(&s);
+    CHECK_EQ_INT(n - base, 2);
+    CHECK(n - base == 2 && !strcmp(g_log[base].path, "/props") && is_list(&g_log[base + 1]));
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }

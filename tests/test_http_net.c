@@ -542,19 +542,17 @@ static void test_dribble_total_timeout(void) {
     rsd_http_client_destroy(c);
 }
 
-/* The server closes idle keep-alive connections (fake clock); the client's next GET
-   finds the socket stale and retries once on a fresh one; a POST is not retried. */
-static void test_stale_retry(void) {
+/* The server closes idle keep-alive connections (fake clock): the client sees that
+   before reusing the socket (stats.stale) and connects afresh, so nothing is retried
+   and a POST goes through too. */
+static void test_stale_idle_not_reused(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_event ev;
     rsd_http_client_stats cs;
     rsd_http_server_stats ss;
-    rsd_http_request q;
-    rsd_http_req_h h;
     srv_ctx x;
-    int i;
     memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x);
     sd.idle_timeout_ms = 100;
     s = rsd_http_server_create(&sd);
@@ -567,28 +565,147 @@ static void test_stale_retry(void) {
     REQUIRE(get(c, s, &x, "/health", NULL, 200, &ev));
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK(rsd_str_eq_c(ev.body, "ok"));
+    CHECK(!ev.retried && !ev.reused);
+    rsd_http_client_query_stats(c, &cs);
+    CHECK_EQ_INT(cs.retries, 0);
+    CHECK_EQ_INT(cs.stale, 1);
+    CHECK_EQ_INT(cs.connects, 2);
+    (void)rsd_http_server_step(s, 400);
+    REQUIRE(get(c, s, &x, "/echo", "POST", 400, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK(!ev.retried);
+    rsd_http_client_query_stats(c, &cs);
+    CHECK_EQ_INT(cs.stale, 2);
+    CHECK_EQ_INT(cs.connects, 3);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.requests, 3);
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s);
+}
+
+/* Accepts one connection on lfd within ~5 s (-1 when none came). */
+static int raw_accept(int lfd) {
+    struct pollfd p;
+    p.fd = lfd; p.events = POLLIN; p.revents = 0;
+    return poll(&p, 1, 5000) == 1 ? accept(lfd, NULL, NULL) : -1;
+}
+
+/* Pumps c until an event (at most ~10 s). */
+static bool raw_wait_event(rsd_http_client *c, rsd_http_event *ev) {
+    int i;
+    for (i = 0; i < 200; i++) {
+        pump_ex(c, NULL, 0, 50, NULL, 0);
+        if (rsd_http_next_event(c, ev)) return true;
+    }
+    return false;
+}
+
+/* The peer closes a kept-alive socket just as a request goes out on it (it read the
+   request, answered nothing): the request is retried once on a fresh connection, a
+   POST too; one sent with no_retry fails with RSD_ERR_CLOSED instead. */
+static void test_stale_retry(void) {
+    static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    uint16_t port;
+    int lfd = raw_listen(&port), fd, fd2;
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_client_stats cs;
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_event ev;
+    char buf[2048];
+    REQUIRE(lfd >= 0 && c);
+    memset(&q, 0, sizeof q);
+    q.url = raw_url(port, "/a");
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    pump_ex(c, NULL, 0, 0, NULL, 0);
+    fd = raw_accept(lfd);
+    REQUIRE(fd >= 0 && raw_read_head(fd, buf, sizeof buf) > 0);
+    CHECK(send(fd, ok, sizeof ok - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof ok - 1));
+    REQUIRE(raw_wait_event(c, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    /* a POST on the kept socket: the peer reads it and hangs up */
+    q.method = "POST";
+    q.body = "x";
+    q.body_len = 1;
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    pump_ex(c, NULL, 0, 0, NULL, 0);
+    REQUIRE(raw_read_head(fd, buf, sizeof buf) > 0);
+    CHECK(strncmp(buf, "POST /a", 7) == 0);
+    close(fd);
+    pump_ex(c, NULL, 0, 50, NULL, 0); /* EOF before any response byte: resent afresh */
+    fd2 = raw_accept(lfd);
+    REQUIRE(fd2 >= 0 && raw_read_head(fd2, buf, sizeof buf) > 0);
+    CHECK(strncmp(buf, "POST /a", 7) == 0);
+    CHECK(send(fd2, ok, sizeof ok - 1, MSG_NOSIGNAL) == (ssize_t)(sizeof ok - 1));
+    REQUIRE(raw_wait_event(c, &ev));
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK_EQ_INT(ev.status, 200);
     CHECK(ev.retried);
     rsd_http_client_query_stats(c, &cs);
     CHECK_EQ_INT(cs.retries, 1);
     CHECK_EQ_INT(cs.connects, 2);
-    /* now the POST */
-    (void)rsd_http_server_step(s, 400);
-    memset(&q, 0, sizeof q);
-    q.method = "POST";
-    q.url = url(s, "/echo");
-    q.body = "x";
-    q.body_len = 1;
-    REQUIRE(rsd_http_send(c, &q, 400, &h) == RSD_OK);
-    REQUIRE(exchange(c, s, &x, 400, &ev));
+    /* the same with no_retry: not resent */
+    q.no_retry = true;
+    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    pump_ex(c, NULL, 0, 0, NULL, 0);
+    REQUIRE(raw_read_head(fd2, buf, sizeof buf) > 0);
+    close(fd2);
+    REQUIRE(raw_wait_event(c, &ev));
     CHECK(ev.result == RSD_ERR_CLOSED || ev.result == RSD_ERR_IO);
     CHECK(!ev.retried);
     rsd_http_client_query_stats(c, &cs);
     CHECK_EQ_INT(cs.retries, 1);
-    for (i = 0; i < 3; i++) pump(c, s, 400);
-    rsd_http_server_query_stats(s, &ss);
-    CHECK_EQ_INT(ss.requests, 2); /* the POST never reached the server */
+    CHECK_EQ_INT(cs.connects, 2);
+    close(lfd);
     rsd_http_client_destroy(c);
-    rsd_http_server_destroy(s);
+}
+
+/* "Keep-Alive: timeout=N" from the server: the idle socket is closed before the server
+   would (1 s early; half of a 1 s limit), not after the client's own idle_timeout_ms;
+   timeout=0 is not kept at all. */
+static void test_keepalive_timeout_honoured(void) {
+    static const char *const heads[] = {
+        "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 200 OK\r\nkeep-alive: max=3, TIMEOUT=1\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=0\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=x\r\nContent-Length: 2\r\n\r\nok"};
+    static const uint64_t want[] = {4000, 500, 0, 30000};
+    uint16_t port;
+    int lfd = raw_listen(&port);
+    unsigned k;
+    REQUIRE(lfd >= 0);
+    for (k = 0; k < sizeof heads / sizeof heads[0]; k++) {
+        rsd_http_client *c = rsd_http_client_create(NULL);
+        rsd_http_request q;
+        rsd_http_req_h h;
+        rsd_http_event ev;
+        char buf[2048];
+        int fd, i;
+        bool got = false;
+        REQUIRE(c);
+        memset(&q, 0, sizeof q);
+        q.url = raw_url(port, "/ka");
+        REQUIRE(rsd_http_send(c, &q, 1000, &h) == RSD_OK);
+        (void)rsd_http_client_step(c, 1000);
+        fd = raw_accept(lfd);
+        REQUIRE(fd >= 0 && raw_read_head(fd, buf, sizeof buf) > 0);
+        CHECK(send(fd, heads[k], strlen(heads[k]), MSG_NOSIGNAL) > 0);
+        for (i = 0; i < 200 && !got; i++) {
+            pump_ex(c, NULL, 1000, 50, NULL, 0);
+            got = rsd_http_next_event(c, &ev);
+        }
+        REQUIRE(got);
+        CHECK_EQ_INT(ev.result, RSD_OK);
+        (void)rsd_http_client_step(c, 1000); /* releases the event */
+        if (want[k] == 0) {
+            CHECK(rsd_http_client_next_deadline(c) == RSD_DEADLINE_NONE); /* closed at once */
+        } else {
+            CHECK_EQ_INT(rsd_http_client_next_deadline(c), 1000 + want[k]);
+        }
+        close(fd);
+        rsd_http_client_destroy(c);
+    }
+    close(lfd);
 }
 
 static int raw_connect(uint16_t port) {
@@ -636,31 +753,37 @@ static void test_server_bad_clients(void) {
     rsd_http_event ev;
     rsd_http_server_stats ss;
     srv_ctx x;
-    const char *bad[3];
-    const char *want[3] = {"HTTP/1.1 400 ", "HTTP/1.1 413 ", "HTTP/1.1 431 "};
-    char big[3000], got[3][256];
-    int fds[3], k, i;
+    enum { NBAD = 6 };
+    const char *bad[NBAD];
+    const char *want[NBAD] = {"HTTP/1.1 400 ", "HTTP/1.1 413 ", "HTTP/1.1 431 ",
+                              "HTTP/1.1 400 ", "HTTP/1.1 400 ", "HTTP/1.1 501 "};
+    char big[3000], got[NBAD][256];
+    int fds[NBAD], k, i;
     memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x); memset(got, 0, sizeof got);
     sd.max_header_bytes = 1024;
     sd.max_body_bytes = 100;
     s = rsd_http_server_create(&sd);
     REQUIRE(s && c);
-    snprintf(big, sizeof big, "GET / HTTP/1.1\r\nX-Big: %02900d\r\n\r\n", 0);
-    bad[0] = "BLAH\x01 / HTTP/1.1\r\n\r\n";
-    bad[1] = "POST /x HTTP/1.1\r\nContent-Length: 5000\r\n\r\n";
+    snprintf(big, sizeof big, "GET / HTTP/1.1\r\nHost: a\r\nX-Big: %02900d\r\n\r\n", 0);
+    bad[0] = "BLAH\x01 / HTTP/1.1\r\nHost: a\r\n\r\n";
+    bad[1] = "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n\r\n";
     bad[2] = big;
+    bad[3] = "GET /x HTTP/1.1\r\n\r\n";                       /* no Host */
+    bad[4] = "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"; /* two */
+    bad[5] = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+             "5\r\nxxxxx\r\n0\r\n\r\n";                        /* nothing decodes gzip */
     REQUIRE(get(c, s, &x, "/health", NULL, 0, &ev)); /* a good client is connected */
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < NBAD; k++) {
         fds[k] = raw_connect(rsd_http_server_port(s));
         REQUIRE(fds[k] >= 0);
         CHECK(send(fds[k], bad[k], strlen(bad[k]), MSG_NOSIGNAL) > 0);
     }
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < NBAD; i++) {
         REQUIRE(get(c, s, &x, "/health", NULL, 0, &ev));
         CHECK_EQ_INT(ev.result, RSD_OK);
         CHECK(ev.reused);
     }
-    for (k = 0; k < 3; k++) {
+    for (k = 0; k < NBAD; k++) {
         int j;
         size_t len = 0;
         for (j = 0; j < 100; j++) {
@@ -681,8 +804,8 @@ static void test_server_bad_clients(void) {
     CHECK_EQ_INT(ev.result, RSD_OK);
     CHECK(ev.reused);
     rsd_http_server_query_stats(s, &ss);
-    CHECK_EQ_INT(ss.bad_requests, 3);
-    CHECK_EQ_INT(ss.accepts, 4);
+    CHECK_EQ_INT(ss.bad_requests, NBAD);
+    CHECK_EQ_INT(ss.accepts, NBAD + 1);
     rsd_http_client_destroy(c);
     rsd_http_server_destroy(s);
 }
@@ -1087,7 +1210,7 @@ static void test_server_backpressure(void) {
     REQUIRE(s);
     fd = raw_connect(rsd_http_server_port(s));
     REQUIRE(fd >= 0);
-    CHECK(send(fd, "GET /sse HTTP/1.1\r\n\r\n", 21, 0) == 21);
+    CHECK(send(fd, "GET /sse HTTP/1.1\r\nHost: a\r\n\r\n", 30, 0) == 30);
     for (i = 0; i < 50 && !x.streaming.id; i++) { pump(NULL, s, 0); serve(s, &x); }
     REQUIRE(x.streaming.id);
     for (i = 0; i < 100000 && r == RSD_OK; i++) {
@@ -1384,6 +1507,8 @@ static void test_bad_responses(void) {
         {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA", RSD_OK},
         {"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n", RSD_ERR_BODY_TOO_LARGE},
         {"HTTP/1.1 200 OK\r\nContent-Le", RSD_ERR_CLOSED},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\n\x1f\x8b\x08\r\n0\r\n\r\n", RSD_ERR_PROTOCOL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n\x1f\x8b\x08", RSD_ERR_PROTOCOL},
         {"", RSD_ERR_CLOSED},
     };
     size_t k;
@@ -1425,10 +1550,12 @@ static void test_bad_responses(void) {
         if (pfd >= 0) close(pfd);
     }
     rsd_http_client_query_stats(c, &cs);
-    /* only the 204 left a reusable socket: the next request found it stale and retried */
+    /* only the 204 left a reusable socket: the next request found it closed by the peer
+       before using it and connected afresh */
     CHECK_EQ_INT(cs.connects, sizeof cases / sizeof cases[0]);
-    CHECK_EQ_INT(cs.reuses, 1);
-    CHECK_EQ_INT(cs.retries, 1);
+    CHECK_EQ_INT(cs.reuses, 0);
+    CHECK_EQ_INT(cs.stale, 1);
+    CHECK_EQ_INT(cs.retries, 0);
     close(lfd);
     rsd_http_client_destroy(c);
 }
@@ -1527,7 +1654,9 @@ int main(int argc, char **argv) {
     RUN(test_timeout_fake_clock);
     RUN(test_connect_refused);
     RUN(test_dribble_total_timeout);
+    RUN(test_stale_idle_not_reused);
     RUN(test_stale_retry);
+    RUN(test_keepalive_timeout_honoured);
     RUN(test_server_bad_clients);
     RUN(test_server_deadline_with_pending_event);
     RUN(test_deferred_and_closed);

@@ -447,38 +447,38 @@ static void test_request_framing(void) {
     static const framing_case cases[] = {
         {"GET / HTTP/1.1\r\nHost: a", RSD_OK, -1, 0, 0, 0},
         {"GET / HTTP/1.0", RSD_OK, -1, 0, 1, 0},
-        {"POST /x HTTP/1.1\r\nContent-Length: 3", RSD_OK, 3, 0, 0, 0},
-        {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked", RSD_OK, -1, 1, 0, 0},
-        {"POST /x HTTP/1.1\r\nTransfer-Encoding: gzip, Chunked", RSD_OK, -1, 1, 0, 0},
-        {"POST /x HTTP/1.1\r\nTransfer-Encoding: gzip", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
-        {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
-        {"POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3", RSD_OK, 3, 0, 0, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked", RSD_OK, -1, 1, 0, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, Chunked", RSD_OK, -1, 1, 0, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"POST /x HTTP/1.0\r\nTransfer-Encoding: chunked", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
-        {"POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3", RSD_OK, 3, 0, 0, 1},
-        {"POST /x HTTP/1.1\r\nExpect: 100-CONTINUE", RSD_OK, -1, 0, 0, 1},
-        {"POST /x HTTP/1.1\r\nExpect: 200-ok", RSD_OK, -1, 0, 0, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 3", RSD_OK, 3, 0, 0, 1},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-CONTINUE", RSD_OK, -1, 0, 0, 1},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nExpect: 200-ok", RSD_OK, -1, 0, 0, 0},
         {"POST /x HTTP/1.0\r\nExpect: 100-continue", RSD_OK, -1, 0, 1, 0}, /* ignored in 1.0 */
-        {"GET / HTTP/1.1\r\nConnection: close", RSD_OK, -1, 0, 1, 0},
+        {"GET / HTTP/1.1\r\nHost: a\r\nConnection: close", RSD_OK, -1, 0, 1, 0},
         {"GET / HTTP/1.0\r\nConnection: keep-alive", RSD_OK, -1, 0, 0, 0},
-        {"\r\n\r\nGET / HTTP/1.1", RSD_OK, -1, 0, 0, 0},   /* leading empty lines skipped */
-        {"\nGET / HTTP/1.1", RSD_OK, -1, 0, 0, 0},
-        {"OPTIONS * HTTP/1.1", RSD_OK, -1, 0, 0, 0},
-        {"GET http://a/b HTTP/1.1", RSD_OK, -1, 0, 0, 0},
+        {"\r\n\r\nGET / HTTP/1.1\r\nHost: a", RSD_OK, -1, 0, 0, 0},   /* leading empty lines skipped */
+        {"\nGET / HTTP/1.1\r\nHost: a", RSD_OK, -1, 0, 0, 0},
+        {"OPTIONS * HTTP/1.1\r\nHost: a", RSD_OK, -1, 0, 0, 0},
+        {"GET http://a/b HTTP/1.1\r\nHost: a", RSD_OK, -1, 0, 0, 0},
         /* malformed request lines */
         {"GET  / HTTP/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET /  HTTP/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET / HTTP/1.1 ", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET / HTTP/2.0", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET / http/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
-        {"GET /a\x01 HTTP/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
-        {"GET /\xc3\xa9 HTTP/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
+        {"GET /a\x01 HTTP/1.1\r\nHost: a", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
+        {"GET /\xc3\xa9 HTTP/1.1\r\nHost: a", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"G(T / HTTP/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {" GET / HTTP/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET\t/ HTTP/1.1", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET / HTTP/1.1\r\nHost : a", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET / HTTP/1.1\r\nHost: a\r\n  folded", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
         {"GET / HTTP/1.1\r\n\rHost: a", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
-        {"GET / HTTP/1.1\r\nContent-Length: 1e3", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
+        {"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 1e3", RSD_ERR_PROTOCOL, 0, 0, 0, 0},
     };
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -499,13 +499,63 @@ static void test_request_framing(void) {
     }
 }
 
+/* Host (RFC 9112 3.2: 400 for none in HTTP/1.1, two, or a bad value) and transfer
+   codings besides chunked (reported as other_codings: the server answers 501). */
+static void test_request_host_and_codings(void) {
+    static const struct { const char *head; int want; int other; } cases[] = {
+        {"GET / HTTP/1.1", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nX: y", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nHost: a\r\nHost: a", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nHost: a\r\nhOsT: b", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.0\r\nHost: a\r\nHost: b", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nHost: a b", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nHost: user@a", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nHost: a/b", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nHost: a\xc3\xa9", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.1\r\nHost: \"a\"", RSD_ERR_PROTOCOL, 0},
+        {"GET / HTTP/1.0", RSD_OK, 0},
+        {"GET / HTTP/1.1\r\nHost:", RSD_OK, 0},
+        {"GET / HTTP/1.1\r\nHOST: 127.0.0.1:8080", RSD_OK, 0},
+        {"GET / HTTP/1.1\r\nHost: [::1]:8080", RSD_OK, 0},
+        {"GET / HTTP/1.1\r\nHost: my-host.example_x~%41", RSD_OK, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked", RSD_OK, 0},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked", RSD_OK, 1},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked", RSD_OK, 1},
+        {"POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity, chunked", RSD_OK, 1},
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[512];
+        rsd_http_request_head h;
+        size_t c = 0;
+        int n = sprintf(buf, "%s\r\n\r\n", cases[i].head);
+        int r = req_parse(buf, (size_t)n, &h, &c);
+        if (r != cases[i].want) printf("  case %zu: got %d\n", i, r);
+        CHECK_EQ_INT(r, cases[i].want);
+        if (r == RSD_OK) CHECK_EQ_INT(h.framing.other_codings, cases[i].other);
+    }
+    { /* responses: no Host rule; other codings are reported */
+        rsd_http_response_head h;
+        size_t c = 0;
+        static const char a[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+        static const char b[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n";
+        static const char d[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+        CHECK_EQ_INT(rsd_http_parse_response(a, sizeof a - 1, 0, &h, &c), RSD_OK);
+        CHECK(h.framing.chunked && h.framing.other_codings);
+        CHECK_EQ_INT(rsd_http_parse_response(b, sizeof b - 1, 0, &h, &c), RSD_OK);
+        CHECK(h.framing.close && h.framing.other_codings);
+        CHECK_EQ_INT(rsd_http_parse_response(d, sizeof d - 1, 0, &h, &c), RSD_OK);
+        CHECK(h.framing.chunked && !h.framing.other_codings);
+    }
+}
+
 static void test_request_header_limit(void) {
     char buf[4096];
     rsd_http_request_head h;
     size_t c = 0, n;
     int i;
-    n = (size_t)sprintf(buf, "GET / HTTP/1.1\r\n");
-    for (i = 0; i < RSD_HTTP_MAX_HEADERS; i++) n += (size_t)sprintf(buf + n, "X-%d:v\r\n", i);
+    n = (size_t)sprintf(buf, "GET / HTTP/1.1\r\nHost: a\r\n");
+    for (i = 1; i < RSD_HTTP_MAX_HEADERS; i++) n += (size_t)sprintf(buf + n, "X-%d:v\r\n", i);
     memcpy(buf + n, "\r\n", 2);
     CHECK_EQ_INT(req_parse(buf, n + 2, &h, &c), RSD_OK);
     CHECK_EQ_INT(h.num_headers, RSD_HTTP_MAX_HEADERS);
@@ -841,6 +891,7 @@ int main(int argc, char **argv) {
     RUN(test_dechunk_guard);
     RUN(test_dechunk_args);
     RUN(test_dechunk_split3);
+    RUN(test_request_host_and_codings);
     RUN(test_url_table);
     RUN(test_url_limits);
     return RSD_TEST_END();

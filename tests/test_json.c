@@ -5,6 +5,7 @@
 #include "rsd_test.h"
 #include <math.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- guard page: input ends exactly where an unreadable page begins ---- */
@@ -263,6 +264,35 @@ static void test_depth_limit(void) {
     CHECK_EQ_INT(rsd_json_parse(&d, NULL, 1, toks, 8), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_json_parse(&d, NULL, 0, toks, 8), RSD_ERR_TRUNCATED);
     CHECK_EQ_INT(rsd_json_parse(NULL, "1", 1, toks, 8), RSD_ERR_ARG);
+}
+
+/* An input over the byte limit is refused without reading it: a 2 GiB + 1 mapping
+   that is all PROT_NONE (touching any byte would crash; run in a child so a crash
+   is a failure, not the end of this program). */
+static void test_too_large_unread(void) {
+    size_t len = (size_t)RSD_JSON_MAX_BYTES + 1;
+    void *m = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    pid_t pid;
+    int st = -1;
+    REQUIRE(m != MAP_FAILED);
+    pid = fork();
+    if (pid == 0) {
+        rsd_json_doc d;
+        rsd_json_tok toks[4];
+        rsd_json_desc desc;
+        int ok = rsd_json_parse(&d, (const char *)m, len, toks, 4) == RSD_ERR_TOO_LARGE &&
+                 d.err.offset == (size_t)RSD_JSON_MAX_BYTES && d.err.line == 0 && d.err.col == 0 &&
+                 rsd_json_parse(&d, (const char *)m, len, NULL, 0) == RSD_ERR_TOO_LARGE;
+        memset(&desc, 0, sizeof desc);
+        desc.max_bytes = 4096;
+        ok = ok && rsd_json_parse_ex(&d, (const char *)m, 4097, toks, 4, &desc) == RSD_ERR_TOO_LARGE &&
+             d.err.offset == 4096 && d.err.line == 0 && d.count == 0;
+        _exit(ok ? 0 : 1);
+    }
+    REQUIRE(pid > 0);
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    munmap(m, len);
 }
 
 static void test_token_cap(void) {
@@ -679,5 +709,6 @@ int main(int argc, char **argv) {
     RUN(test_writer_errors);
     RUN(test_manual_example);
     RUN(test_manual_writer);
+    RUN(test_too_large_unread);
     return RSD_TEST_END();
 }

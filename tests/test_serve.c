@@ -283,6 +283,21 @@ static void test_body_model(void) {
     CHECK_EQ_INT(rsrv_body_model("", 0, out, sizeof out, &n), -1);
     CHECK_EQ_INT(rsrv_body_model("{\"model\":\"", 10, out, sizeof out, &n), -1);
     CHECK_EQ_INT(rsrv_body_model("{\"model\":\"0123456789abcdefgh\"}", 30, out, sizeof out, &n), -2);
+    /* a duplicate "model": the last one counts, as in llama.cpp */
+    {
+        const char *d1 = "{\"model\":\"first\",\"messages\":[],\"model\":\"second\"}";
+        const char *d2 = "{\"model\":\"first\",\"model\":{\"x\":1}}";
+        const char *d3 = "{\"model\":\"0123456789abcdefgh\",\"model\":\"ok\"}";
+        const char *d4 = "{\"model\":\"first\",\"model\":\"second\"";
+        CHECK_EQ_INT(rsrv_body_model(d1, strlen(d1), out, sizeof out, &n), 1);
+        CHECK_EQ_STR(out, "second");
+        CHECK_EQ_INT(n, 6);
+        CHECK_EQ_INT(rsrv_body_model(d2, strlen(d2), out, sizeof out, &n), 0);
+        CHECK_EQ_STR(out, "");
+        CHECK_EQ_INT(rsrv_body_model(d3, strlen(d3), out, sizeof out, &n), 1);
+        CHECK_EQ_STR(out, "ok");
+        CHECK_EQ_INT(rsrv_body_model(d4, strlen(d4), out, sizeof out, &n), -1); /* unterminated */
+    }
 }
 
 /* ---- the program -------------------------------------------------------------------- */
@@ -817,6 +832,29 @@ static void test_serve_upstream_hangup(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* A child that closes idle keep-alive connections (as llama-server does after 5 s;
+   here after 150 ms): requests after the idle time still go through, on a fresh
+   connection, instead of failing 502 on the socket the child closed. The waits are the
+   idle time itself, which is what is under test. */
+static void test_serve_idle_upstream(void) {
+    serve_proc s;
+    char path[256];
+    const char *args[] = {"--config", path, NULL};
+    int i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/idle.ini", g_dir);
+    write_config(path, 1, "[model idle]\nmodel = /models/idle.gguf\nargs = --idle-close-ms 150\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    for (i = 0; i < 3; i++) {
+        int st = http(&s, "POST", "/v1/chat/completions", chat("idle", false));
+        if (st != 200) printf("  round %d: %d %s\n", i, st, g_body);
+        CHECK_EQ_INT(st, 200);
+        (void)poll(NULL, 0, 400); /* past the child's idle close */
+    }
+    CHECK_EQ_INT(status_field(&s, NULL, "spawns"), 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* A pinned model is loaded at boot, listed as protected (tag pinned:true), and a
    router client that would need to evict it declines (W35); GETs with ?model= go to
    the model's own process. */
@@ -855,6 +893,56 @@ static void test_serve_pinned(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Waits (bounded, 20 s) for pid to exit; its status as listen_proc_stop gives it, -2 when
+   it is still running, and whether a signal ended it. */
+static int wait_exit(pid_t pid, int *sig) {
+    int i, st = 0;
+    *sig = 0;
+    for (i = 0; i < 2000; i++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFSIGNALED(st)) *sig = WTERMSIG(st);
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        if (r < 0 && errno != EINTR) return -1;
+        (void)poll(NULL, 0, 10);
+    }
+    return -2;
+}
+
+/* SIGHUP (a closed terminal, an ssh logout) does not end rsd-serve: it keeps serving
+   with its processes; SIGINT then stops them gracefully and exits 0. */
+static void test_serve_signals(void) {
+    serve_proc s;
+    char path[256], st[32];
+    const char *args[] = {"--config", path, NULL};
+    int pid, i, code, sig;
+    make_dir();
+    snprintf(path, sizeof path, "%s/signals.ini", g_dir);
+    write_config(path, 1, "[model alpha]\nmodel = /models/alpha.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
+    pid = (int)status_field(&s, "alpha", "pid");
+    REQUIRE(pid > 0);
+    REQUIRE(kill(s.pid, SIGHUP) == 0);
+    for (i = 0; i < 500 && !log_has(&s, "SIGHUP"); i++) (void)poll(NULL, 0, 10);
+    CHECK(log_has(&s, "SIGHUP: ignored"));
+    CHECK_EQ_INT(http(&s, "GET", "/health", NULL), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
+    CHECK_EQ_INT(status_field(&s, "alpha", "pid"), pid); /* the same process */
+    status_state(&s, "alpha", st, sizeof st);
+    CHECK_EQ_STR(st, "ready");
+    REQUIRE(kill(s.pid, SIGINT) == 0);
+    code = wait_exit(s.pid, &sig);
+    if (code == -2) kill(s.pid, SIGKILL), (void)wait_exit(s.pid, &sig);
+    s.pid = 0;
+    CHECK_EQ_INT(code, 0);
+    CHECK_EQ_INT(sig, 0);
+    CHECK(log_has(&s, "stopping: every process gets SIGTERM"));
+    CHECK(log_has(&s, "alpha: exited") && log_has(&s, "stopped"));
+    CHECK(kill(pid, 0) != 0); /* the child is gone */
+}
+
 /* A model whose binary is missing fails its request at once, with the reason. */
 static void test_serve_missing_binary(void) {
     serve_proc s;
@@ -891,11 +979,11 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini"};
+    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini", "idle.ini", "slow.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
-    for (i = 0; i < 4; i++) {
+    for (i = 0; i < (int)(sizeof names / sizeof names[0]); i++) {
         snprintf(p, sizeof p, "%s/%s", g_dir, names[i]);
         (void)unlink(p);
     }
@@ -921,6 +1009,8 @@ int main(int argc, char **argv) {
     RUN(test_serve_pool);
     RUN(test_serve_upstream_hangup);
     RUN(test_serve_pinned);
+    RUN(test_serve_signals);
+    RUN(test_serve_idle_upstream);
     RUN(test_serve_slow_client);
     if (!rsdt_failed) remove_dir(); /* kept for a look when something failed */
     return RSD_TEST_END();

@@ -1,0 +1,57 @@
+/* bench/bench_util.h -- the benches' clock, sleep and order statistics (shared by
+   bench/reconcile.c and bench/real.c). median and pct copy at most 256 values.
+   Needs <errno.h> <stdlib.h> <time.h>. */
+#ifndef RSD_BENCH_UTIL_H
+#define RSD_BENCH_UTIL_H
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* CPU time of this process (user + system): the pure figures (3, 4) are timed with it so
+   that preemption by other jobs on the shared vCPU does not count. */
+static inline double cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static inline void sleep_ms(double ms) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ms / 1000.0);
+    ts.tv_nsec = (long)((ms - (double)ts.tv_sec * 1000.0) * 1e6);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static inline int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static inline double median(const double *v, int n) {
+    double t[256];
+    int i;
+    if (n <= 0) return 0;
+    for (i = 0; i < n && i < 256; i++) t[i] = v[i];
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+}
+
+static inline double pct(const double *v, int n, double p) {
+    double t[256];
+    int i, k;
+    if (n <= 0) return 0;
+    for (i = 0; i < n && i < 256; i++) t[i] = v[i];
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    k = (int)(p * (n - 1) + 0.5);
+    return t[k];
+}
+
+static inline double vmin(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] < m) m = v[i]; return m; }
+static inline double vmax(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] > m) m = v[i]; return m; }
+#endif
