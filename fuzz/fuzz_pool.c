@@ -7,7 +7,9 @@
 
    Layout: byte 0 max_slots, 1 budget (GiB, 0 = none), 2 model count, 3 max_wait, then
    per model 4 bytes (reserve GiB, ttl, max_in_flight, flags), then 3-byte operations
-   (op, arg lo, arg hi). */
+   (op, arg lo, arg hi). Each operation costs a full check, so inputs are capped at
+   1024 bytes (about 330 operations, fuzz/pool.options); the checker (tests/pool_sim.h)
+   is left out of the coverage map. */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency.h"
 #include <stddef.h>

@@ -11,7 +11,9 @@
    - SSE chunks are "data: ...\n\n"; NDJSON chunks are one JSON object and a newline;
    - after the script, running the clock for an hour answers every deferred request:
      only hung requests and SSE subscribers keep tickets, and no model stays in flight;
-   - the request log counts add up. */
+   - the request log counts add up.
+   Inputs are capped at 1024 bytes (fuzz/sim.options); the simulator state and the
+   answer buffer are allocated once, not per input. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include "../examples/rsd_sim.h"
