@@ -105,6 +105,6 @@ $(B) $(B)/tests $(B)/fuzz $(B)/examples $(B)/compile $(B)/readme $(B)/bench:
 clean:
 	rm -rf $(B)
 
-# ---- demo: the main job on the bundled simulators ----------------------------------
+# ---- demo: the main job on a real llama-server when one is found, else on the simulators ---
 demo: examples
 	@sh examples/demo.sh

@@ -282,20 +282,14 @@ static void our_ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd
 }
 
 /* ---- figure 1: request counts and wall time per path -------------------------------- */
-enum { F1_RUNS = 5, F1_PATHS = 4 };
-typedef struct f1_path {
-    const char *name, *label, *keep;
-    const char *before[4];
-    rsd_decision decision;   /* what ours must decide */
-    int n_evict;
-} f1_path;
+enum { F1_RUNS = 5 };
 
 typedef struct f1_result {
     double ours_req[F1_RUNS], peer_req[F1_RUNS], ours_ms[F1_RUNS], peer_ms[F1_RUNS];
     char ours_seq[400], peer_seq[400];  /* the last run's requests */
 } f1_result;
 
-static int figure1(const char *state_dir, f1_result *out, const f1_path *paths) {
+static int figure1(const char *state_dir, f1_result *out, const up_path *paths) {
     static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=p,tags=pinned:true",
                                        "--model", "id=a", "--model", "id=b", "--model", "id=c", NULL};
     sim_proc s;
@@ -309,7 +303,7 @@ static int figure1(const char *state_dir, f1_result *out, const f1_path *paths) 
     u->base = s.base;
     snprintf(u->root, sizeof u->root, "%s", s.url);
     u->state_dir = state_dir;
-    for (p = 0; p < F1_PATHS; p++) {
+    for (p = 0; p < UP_PATHS; p++) {
         for (r = 0; r < F1_RUNS; r++) {
             rsd_ensure_result res;
             int64_t t0, t1;
@@ -680,35 +674,28 @@ static void rm_rf(const char *dir) {
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
-
-static const f1_path g_paths[F1_PATHS] = {
-    {"keep", "(a) keep: already resident", "a", {"a", NULL, NULL, NULL}, RSD_DECISION_ALREADY_RESIDENT, 0},
-    {"free_slot", "(b) free-slot load beside", "b", {"a", NULL, NULL, NULL}, RSD_DECISION_LOAD, 0},
-    {"swap", "(c) full router: swap one", "c", {"a", "b", NULL, NULL}, RSD_DECISION_LOAD_AFTER_EVICT, 1},
-    {"swap_pinned", "(c') swap beside a pinned", "c", {"p", "a", NULL, NULL}, RSD_DECISION_LOAD_AFTER_EVICT, 1}};
-
 /* Figure 1 lines; returns 1 when ours made more requests than upstream on a path. */
 static int print1(const f1_result *f1) {
     int p, fail = 0;
-    for (p = 0; p < F1_PATHS; p++) {
+    for (p = 0; p < UP_PATHS; p++) {
         double oq = median(f1[p].ours_req, F1_RUNS), pq = median(f1[p].peer_req, F1_RUNS);
         double om = median(f1[p].ours_ms, F1_RUNS), pm = median(f1[p].peer_ms, F1_RUNS);
-        printf("BENCH reconcile_requests_%s ours=%.0f peer=%.0f unit=requests ratio=%.2f\n", g_paths[p].name, oq, pq, oq / pq);
-        printf("BENCH reconcile_wall_%s ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", g_paths[p].name, om, pm, om / pm);
+        printf("BENCH reconcile_requests_%s ours=%.0f peer=%.0f unit=requests ratio=%.2f\n", up_paths[p].name, oq, pq, oq / pq);
+        printf("BENCH reconcile_wall_%s ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", up_paths[p].name, om, pm, om / pm);
         if (oq > pq) fail = 1;
     }
     printf("\n1. common paths on rsd-sim --runtime router --models-max 2 --load-ms 50 (%d runs each, interleaved)\n", F1_RUNS);
     printf("   %-28s %15s %15s   %-26s %-26s\n", "path", "requests ours", "upstream", "wall ms ours med [min-max]", "upstream med [min-max]");
-    for (p = 0; p < F1_PATHS; p++) {
+    for (p = 0; p < UP_PATHS; p++) {
         const f1_result *r = &f1[p];
-        printf("   %-28s %9.0f [%.0f-%.0f] %9.0f [%.0f-%.0f]   %7.2f [%6.2f-%6.2f]   %7.2f [%6.2f-%6.2f]\n", g_paths[p].label,
+        printf("   %-28s %9.0f [%.0f-%.0f] %9.0f [%.0f-%.0f]   %7.2f [%6.2f-%6.2f]   %7.2f [%6.2f-%6.2f]\n", up_paths[p].label,
                median(r->ours_req, F1_RUNS), vmin(r->ours_req, F1_RUNS), vmax(r->ours_req, F1_RUNS), median(r->peer_req, F1_RUNS),
                vmin(r->peer_req, F1_RUNS), vmax(r->peer_req, F1_RUNS), median(r->ours_ms, F1_RUNS), vmin(r->ours_ms, F1_RUNS),
                vmax(r->ours_ms, F1_RUNS), median(r->peer_ms, F1_RUNS), vmin(r->peer_ms, F1_RUNS), vmax(r->peer_ms, F1_RUNS));
     }
     printf("   request sequences (last run):\n");
-    for (p = 0; p < F1_PATHS; p++)
-        printf("   %-11s ours:     %s\n   %-11s upstream: %s\n", g_paths[p].name, f1[p].ours_seq, "", f1[p].peer_seq);
+    for (p = 0; p < UP_PATHS; p++)
+        printf("   %-11s ours:     %s\n   %-11s upstream: %s\n", up_paths[p].name, f1[p].ours_seq, "", f1[p].peer_seq);
     printf("   upstream = replay of L26-L28: GET /v1/models, GET /props, [POST /models/unload], POST /models/load,\n"
            "   GET /v1/models every 500 ms until loaded, [one GET: pinned-restore pass], state-file lock (K6).\n"
            "   ours = rsd_ensure, state directory (flock, attribution, generation), no decision cache.\n"
@@ -802,7 +789,7 @@ static void print4(const f4_result *f4) {
 
 /* Usage: reconcile [FIGURES], e.g. "reconcile 34" runs figures 3 and 4 only (default all). */
 int main(int argc, char **argv) {
-    static f1_result f1[F1_PATHS];
+    static f1_result f1[UP_PATHS];
     static f2_result f2;
     static f3_input in;
     f3_result f3s, f3k;
@@ -818,7 +805,7 @@ int main(int argc, char **argv) {
     g_ctl = rsd_http_client_create(NULL);
     if (!g_ctl) die("client%s", "");
     memset(&f4, 0, sizeof f4);
-    if (strchr(which, '1')) bad = figure1(dir, f1, g_paths);
+    if (strchr(which, '1')) bad = figure1(dir, f1, up_paths);
     if (strchr(which, '2')) figure2(dir, &f2);
     if (strchr(which, '3')) {
         f3_build(&in);

@@ -529,4 +529,21 @@ static int up_ensure(up_ctx *u, const char *keep) {
     if (!plan.keep_resident && u->nclio < 16) snprintf(u->clio[u->nclio++], sizeof u->clio[0], "%s", keep);
     return 0;
 }
+
+/* The common paths (bench/reconcile.c on rsd-sim, bench/real.c on a real router): the
+   router (capacity 2; p tagged pinned:true) starts with `before` resident and the ensure
+   asks for `keep`; ours must decide `decision` with n_evict evictions. */
+enum { UP_PATHS = 4 };
+typedef struct up_path {
+    const char *name, *label, *keep;
+    const char *before[4];
+    rsd_decision decision;   /* what ours must decide */
+    int n_evict;
+} up_path;
+
+static const up_path up_paths[UP_PATHS] = {
+    {"keep", "(a) keep: already resident", "a", {"a", NULL, NULL, NULL}, RSD_DECISION_ALREADY_RESIDENT, 0},
+    {"free_slot", "(b) free-slot load beside", "b", {"a", NULL, NULL, NULL}, RSD_DECISION_LOAD, 0},
+    {"swap", "(c) full router: swap one", "c", {"a", "b", NULL, NULL}, RSD_DECISION_LOAD_AFTER_EVICT, 1},
+    {"swap_pinned", "(c') swap beside a pinned", "c", {"p", "a", NULL, NULL}, RSD_DECISION_LOAD_AFTER_EVICT, 1}};
 #endif

@@ -1,20 +1,40 @@
 #!/bin/sh
-# make demo -- residency.h keeping models resident on a simulated llama.cpp router.
-# No network, GPU or model files: build/examples/rsd-sim plays the router (capacity 2,
-# 300 ms loads, two models pinned by their preset tags) on a free loopback port, and
-# build/examples/rsd-ensure asks it for models. Every step checks its exit code and
-# the resident list afterwards; any surprise fails the demo.
-# Part 2: build/examples/rsd-serve runs a pool of (simulated) llama-server processes
-# behind one port, at most two at a time; requests go through build/examples/rsd-http.
+# make demo -- residency.h keeping models resident on a llama.cpp router.
+# With a real llama-server ($LLAMA_SERVER, else ../shared/llama.cpp/bin/llama-server beside
+# the repository, else llama-server on PATH; RSD_DEMO_SIM=1 skips the search) it runs against
+# the real thing, on tiny random-weight models written on the spot by build/examples/tiny-gguf
+# (they load in milliseconds; their answers are garbage text). Without one,
+# build/examples/rsd-sim plays the router (300 ms loads). Either way: capacity 2, two models
+# pinned by their preset tags, on a free loopback port; build/examples/rsd-ensure asks it for
+# models. Every step checks its exit code and the resident list afterwards; any surprise fails
+# the demo. No network or GPU.
+# Part 2: build/examples/rsd-serve runs a pool of llama-server processes (the real one, or
+# rsd-sim playing it) behind one port, at most two at a time; requests go through
+# build/examples/rsd-http.
 set -u
 B=${B:-build}
 SIM=$B/examples/rsd-sim
 ENSURE=$B/examples/rsd-ensure
 SERVE=$B/examples/rsd-serve
 HTTP=$B/examples/rsd-http
-for p in "$SIM" "$ENSURE" "$SERVE" "$HTTP"; do
+TINY=$B/examples/tiny-gguf
+for p in "$SIM" "$ENSURE" "$SERVE" "$HTTP" "$TINY"; do
     [ -x "$p" ] || { echo "demo: $p is missing (run: make examples)" >&2; exit 1; }
 done
+
+# The real llama-server, if there is one (the same search as the real-server tests).
+LLAMA=
+if [ "${RSD_DEMO_SIM:-}" != 1 ]; then
+    if [ -n "${LLAMA_SERVER:-}" ]; then
+        if [ -f "$LLAMA_SERVER" ] && [ -x "$LLAMA_SERVER" ]; then LLAMA=$LLAMA_SERVER
+        else echo "demo: LLAMA_SERVER=$LLAMA_SERVER is not an executable file" >&2; exit 1; fi
+    elif [ -f ../shared/llama.cpp/bin/llama-server ] && [ -x ../shared/llama.cpp/bin/llama-server ]; then
+        LLAMA=../shared/llama.cpp/bin/llama-server
+    else
+        LLAMA=$(command -v llama-server 2>/dev/null || true)
+    fi
+    [ -n "$LLAMA" ] && LLAMA=$(cd "$(dirname "$LLAMA")" && pwd)/$(basename "$LLAMA")
+fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rsd-demo.XXXXXX") || exit 1
 SIM_PID=
@@ -29,34 +49,61 @@ trap 'exit 130' INT TERM
 
 # The state dir (cross-process lock, attribution of what we loaded) lives in the temp dir.
 export RESIDENCY_STATE_DIR="$TMP/state"
+export LLAMA_CACHE="$TMP/cache"
 unset RESIDENCY RESIDENCY_TOKEN
 
-"$SIM" --runtime router --port 0 --models-max 2 --load-ms 300 \
-    --model id=chat-8b,tags=pinned:true \
-    --model id=coder-7b \
-    --model id=writer-12b \
-    --model id=vision-4b \
-    --model id=embed-2b,tags=pinned:true \
-    >"$TMP/sim.out" 2>"$TMP/sim.err" &
-SIM_PID=$!
+# wait_listening PID FILE WHAT: waits (at most 20 s) until FILE has the
+# "listening on http://127.0.0.1:PORT" line, then prints the URL.
+wait_listening() {
+    i=0
+    while ! grep -q 'listening on http://127.0.0.1:' "$2" 2>/dev/null; do
+        i=$((i + 1))
+        if [ $i -gt 400 ] || ! kill -0 "$1" 2>/dev/null; then
+            echo "demo: $3 did not start" >&2
+            tail -n 20 "$2" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+    sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$2" | head -n 1
+}
 
-# The simulator prints "... listening on http://127.0.0.1:PORT" once bound.
-i=0
-while ! grep -q 'listening on' "$TMP/sim.out" 2>/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 100 ] || ! kill -0 "$SIM_PID" 2>/dev/null; then
-        echo "demo: the simulator did not start" >&2
-        cat "$TMP/sim.err" >&2
-        exit 1
-    fi
-    sleep 0.05
-done
-URL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$TMP/sim.out" | head -n 1)
-[ -n "$URL" ] || { echo "demo: cannot read the simulator's port" >&2; exit 1; }
-
-echo "residency.h demo: a simulated llama.cpp router at $URL"
-echo "  capacity 2 models (--models-max 2), loads take 300 ms,"
-echo "  chat-8b and embed-2b are pinned by their preset tag (pinned:true)"
+MODELS="chat-8b coder-7b writer-12b vision-4b embed-2b"
+if [ -n "$LLAMA" ]; then
+    mkdir -p "$TMP/models" || exit 1
+    # shellcheck disable=SC2086
+    "$TINY" "$TMP/models" $MODELS || { echo "demo: cannot write the tiny models" >&2; exit 1; }
+    for m in $MODELS; do
+        echo "[$m]"
+        echo "model = $TMP/models/$m.gguf"
+        echo "ctx-size = 256"
+        echo "threads = 1"
+        case $m in chat-8b | embed-2b) echo "tags = pinned:true" ;; esac
+        echo
+    done >"$TMP/preset.ini"
+    "$LLAMA" --host 127.0.0.1 --port 0 --models-preset "$TMP/preset.ini" --models-max 2 \
+        </dev/null >"$TMP/sim.out" 2>"$TMP/sim.err" &
+    SIM_PID=$!
+    URL=$(wait_listening "$SIM_PID" "$TMP/sim.err" "llama-server") || exit 1
+    echo "residency.h demo: a REAL llama.cpp router at $URL"
+    echo "  $LLAMA ($("$LLAMA" --version 2>&1 | head -n 1))"
+    echo "  capacity 2 models (--models-max 2), tiny models written by tiny-gguf (they load in ms),"
+    echo "  chat-8b and embed-2b are pinned by their preset tag (pinned:true)"
+else
+    "$SIM" --runtime router --port 0 --models-max 2 --load-ms 300 \
+        --model id=chat-8b,tags=pinned:true \
+        --model id=coder-7b \
+        --model id=writer-12b \
+        --model id=vision-4b \
+        --model id=embed-2b,tags=pinned:true \
+        >"$TMP/sim.out" 2>"$TMP/sim.err" &
+    SIM_PID=$!
+    URL=$(wait_listening "$SIM_PID" "$TMP/sim.out" "the simulator") || exit 1
+    if [ "${RSD_DEMO_SIM:-}" = 1 ]; then why="RSD_DEMO_SIM=1"; else why="no llama-server found"; fi
+    echo "residency.h demo: a SIMULATED llama.cpp router (rsd-sim; $why) at $URL"
+    echo "  capacity 2 models (--models-max 2), loads take 300 ms,"
+    echo "  chat-8b and embed-2b are pinned by their preset tag (pinned:true)"
+fi
 echo "  state dir (lock, attribution): $RESIDENCY_STATE_DIR"
 
 STEP=0
@@ -123,7 +170,36 @@ echo "demo: part 1: all $STEP steps behaved as expected"
 # ---- part 2: rsd-serve -------------------------------------------------------------
 kill "$SIM_PID" 2>/dev/null && wait "$SIM_PID" 2>/dev/null
 SIM_PID=
-cat >"$TMP/serve.ini" <<EOF
+if [ -n "$LLAMA" ]; then
+    cat >"$TMP/serve.ini" <<EOF
+# rsd-serve: three models, at most two resident, each its own real llama-server
+listen = 127.0.0.1:0
+max_models = 2
+llama_server = $LLAMA
+args = --threads 1
+stop_grace = 5
+
+[model chat-8b]
+model = $TMP/models/chat-8b.gguf
+ctx = 256
+aliases = chat
+
+[model coder-7b]
+model = $TMP/models/coder-7b.gguf
+ctx = 256
+
+[model writer-12b]
+model = $TMP/models/writer-12b.gguf
+ctx = 256
+EOF
+    CHILD="a real llama-server"
+    REPLY_MARK='"object":"chat.completion"'
+    REPLY_NOTE="  (random weights: garbage text)"
+else
+    # rsd-serve checks that a model file is readable before it starts a model: empty files
+    mkdir -p "$TMP/models" && : >"$TMP/models/chat-8b.gguf" && : >"$TMP/models/coder-7b.gguf" &&
+        : >"$TMP/models/writer-12b.gguf"
+    cat >"$TMP/serve.ini" <<EOF
 # rsd-serve: three models, at most two resident; rsd-sim plays llama-server
 listen = 127.0.0.1:0
 max_models = 2
@@ -132,33 +208,26 @@ args = --runtime server --load-ms 200
 stop_grace = 2
 
 [model chat-8b]
-model = /models/chat-8b.gguf
+model = $TMP/models/chat-8b.gguf
 aliases = chat
 
 [model coder-7b]
-model = /models/coder-7b.gguf
+model = $TMP/models/coder-7b.gguf
 
 [model writer-12b]
-model = /models/writer-12b.gguf
+model = $TMP/models/writer-12b.gguf
 EOF
+    CHILD="a simulated llama-server (rsd-sim --runtime server)"
+    REPLY_MARK='simulated'
+    REPLY_NOTE=
+fi
 "$SERVE" --config "$TMP/serve.ini" >"$TMP/serve.out" 2>"$TMP/serve.err" &
 SERVE_PID=$!
-i=0
-while ! grep -q 'listening on' "$TMP/serve.out" 2>/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 100 ] || ! kill -0 "$SERVE_PID" 2>/dev/null; then
-        echo "demo: rsd-serve did not start" >&2
-        cat "$TMP/serve.err" >&2
-        exit 1
-    fi
-    sleep 0.05
-done
-SURL=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$TMP/serve.out" | head -n 1)
-[ -n "$SURL" ] || { echo "demo: cannot read rsd-serve's port" >&2; exit 1; }
+SURL=$(wait_listening "$SERVE_PID" "$TMP/serve.out" "rsd-serve") || { cat "$TMP/serve.err" >&2; exit 1; }
 echo
 echo "residency.h demo, part 2: rsd-serve at $SURL"
 echo "  three models (chat-8b, coder-7b, writer-12b), at most 2 resident processes,"
-echo "  each a simulated llama-server (rsd-sim --runtime server) started on demand"
+echo "  each $CHILD started on demand"
 LOG_SEEN=0
 # prints rsd-serve's log lines that are new since the last call
 show_log() {
@@ -189,12 +258,12 @@ chat() {
     got=$?
     sed 's/^/   /' "$TMP/step.err"
     show_log
-    if [ "$got" -ne 0 ] || ! grep -q 'simulated' "$TMP/step.out"; then
+    if [ "$got" -ne 0 ] || ! grep -q "$REPLY_MARK" "$TMP/step.out"; then
         echo "demo: FAILED at step $STEP: the request did not succeed (exit $got)" >&2
         cat "$TMP/step.out" >&2
         exit 1
     fi
-    echo "   reply: $(sed 's/.*"content":"\([^"]*\)".*/\1/' "$TMP/step.out" | head -c 100)"
+    echo "   reply: $(sed 's/.*"content":"\([^"]*\)".*/\1/' "$TMP/step.out" | head -c 60)$REPLY_NOTE"
     check_list "$3"
     echo "   ok"
 }
