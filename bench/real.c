@@ -151,6 +151,7 @@ static void resident_str(const char *url, char *out, size_t cap) {
 static int real_set(const char *url, const char *const *want) {
     double until = now_us() + 60e6;
     up_listing l;
+    double asked[UP_MODELS] = {0}; /* when the unload was sent (listing order is stable: by id) */
     int i, w;
     ctl_bind(url);
     while (now_us() < until) {
@@ -163,7 +164,10 @@ static int real_set(const char *url, const char *const *want) {
             if (!wanted && up_resident_state(l.m[i].state)) {
                 settled = false;
                 busy = true;
-                if (l.m[i].state != UP_ST_LOADING) (void)up_post(g_cu, "unload", l.m[i].id);
+                if (l.m[i].state != UP_ST_LOADING && now_us() - asked[i] > 1e6) { /* again after 1 s */
+                    (void)up_post(g_cu, "unload", l.m[i].id);
+                    asked[i] = now_us();
+                }
             } else if (wanted && l.m[i].state != UP_ST_LOADED) {
                 settled = false;
                 if (l.m[i].state == UP_ST_LOADING) busy = true;
@@ -338,7 +342,7 @@ static rsd_ensurer *new_ensurer(const char *state_dir) {
     return rsd_ensurer_create(&d);
 }
 
-/* rsd_ensure on the router; its requests in *nreq; 0 when the model ends resident. */
+/* rsd_ensure on the router (res->requests = what it sent); 0 when the model ends resident. */
 static int our_ensure(rsd_ensurer *e, const char *url, const char *model, rsd_ensure_result *res) {
     rsd_ensure_req q;
     int rc;
@@ -361,6 +365,7 @@ enum { F1_RUNS = 5 };
 typedef struct f1_result {
     double ours_req[F1_RUNS], peer_req[F1_RUNS], ours_ms[F1_RUNS], peer_ms[F1_RUNS];
     int ours_fail, peer_fail, ours_pinned_lost, peer_pinned_lost;
+    int ours_displaced, ours_restored, peer_restored; /* runs where the router pushed a model out itself / it was loaded back */
     char ours_after[96], peer_after[96];  /* resident afterwards (last run) */
 } f1_result;
 
@@ -397,6 +402,15 @@ static void figure1(const char *url, const char *state_dir, f1_result *out) {
             w0 = now_us();
             if (our_ensure(e, url, path->keep, &res) != 0) out[p].ours_fail++;
             out[p].ours_ms[r] = (now_us() - w0) / 1e3;
+            {
+                bool displaced = false, restored = false;
+                for (k = 0; k < res.n_evicted; k++) {
+                    if (res.evicted[k].displaced) displaced = true;
+                    if (res.evicted[k].restored) restored = true;
+                }
+                out[p].ours_displaced += displaced;
+                out[p].ours_restored += restored;
+            }
             out[p].ours_req[r] = res.requests;
             resident_str(url, out[p].ours_after, sizeof out[p].ours_after);
             if (pinned_before && !listed(out[p].ours_after, "p")) out[p].ours_pinned_lost++;
@@ -405,6 +419,7 @@ static void figure1(const char *url, const char *state_dir, f1_result *out) {
             if (up_ensure(u, path->keep) != 0) out[p].peer_fail++;
             out[p].peer_ms[r] = (now_us() - w0) / 1e3;
             out[p].peer_req[r] = u->requests;
+            out[p].peer_restored += u->n_restored > 0;
             resident_str(url, out[p].peer_after, sizeof out[p].peer_after);
             if (pinned_before && !listed(out[p].peer_after, "p")) out[p].peer_pinned_lost++;
         }
@@ -415,7 +430,7 @@ static void figure1(const char *url, const char *state_dir, f1_result *out) {
 }
 
 /* ---- figure 2: loaded event -> ensure returns --------------------------------------------- */
-enum { F2_LOADS = 24 };
+enum { F2_LOADS = 36 };
 typedef struct f2_result {
     double ours[F2_LOADS], peer[F2_LOADS], ours_req[F2_LOADS], peer_req[F2_LOADS];
     int n_ours, n_peer, missed;
@@ -467,7 +482,7 @@ static void figure2(const char *url, const char *state_dir, f2_result *out) {
 }
 
 /* ---- figure 3: rsd-serve beside the router --------------------------------------------------- */
-enum { F3_LAT = 150, F3_SWAPS = 8, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16 };
+enum { F3_LAT = 150, F3_SWAPS = 15, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16 };
 
 static const char *chat_body(char *buf, size_t cap, const char *model, bool stream, int max_tokens) {
     snprintf(buf, cap, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
@@ -688,6 +703,10 @@ static void print1(const f1_result *f1) {
         printf("   %-28s %9.0f %9.0f %10.2f %10.2f  %d/%-4d     %s | %s\n", up_paths[p].label, median(r->ours_req, F1_RUNS),
                median(r->peer_req, F1_RUNS), median(r->ours_ms, F1_RUNS), median(r->peer_ms, F1_RUNS), r->ours_fail, r->peer_fail,
                r->ours_after, r->peer_after);
+        if (r->ours_displaced || r->ours_restored || r->peer_restored)
+            printf("   %-28s the router pushed a model out itself in %d/%d runs of ours (restored in %d);\n"
+                   "   %-28s upstream's pinned-restore pass loaded one back in %d/%d runs\n", "", r->ours_displaced, F1_RUNS,
+                   r->ours_restored, "", r->peer_restored, F1_RUNS);
         if (r->ours_pinned_lost || r->peer_pinned_lost)
             printf("   %-28s the pinned p was NOT resident afterwards in %d/%d runs of ours, %d/%d of upstream's\n", "", r->ours_pinned_lost,
                    F1_RUNS, r->peer_pinned_lost, F1_RUNS);
