@@ -93,6 +93,37 @@
        PATH                          searched for a process's exe (proc)
 
    API REFERENCE
+   ---- text: what reaches a terminal or a log line (>>text) --------------------
+       Text a server or a child chose (model ids, messages, command lines) is
+       passed through these before it is printed, logged or put in an error
+       message; JSON output is written with the JSON writer instead (escaped once).
+
+       size_t rsd_text_escape(rsd_str s, char *buf, size_t cap)
+           Copies s with every byte a terminal could act on made visible: LF, CR
+           and TAB as \n \r \t, the other control bytes (0x00-0x1F), DEL and the
+           UTF-8 C1 controls U+0080-U+009F (ESC [ and CSI sequences, BEL, a fake
+           new log line) as \xHH per byte, and bytes that are not valid UTF-8 as
+           \xHH too. Valid printable UTF-8 and backslashes are copied as they are.
+           rsd_notice_format uses it for every id it quotes.
+       size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap)
+           One argument of a command line as listings, errors and logs show it.
+           A flag is secret when the last word of its name (words split at '-',
+           '_' and '.', before any '='; a last word "file" or "path" is skipped)
+           ends, in any case, with key, keys, secret(s), token, password(s), passwd
+           or credential(s): --api-key, --hf-token, --api-key-file, --ssl-key-file,
+           --db-password, --apikey; not --image-max-tokens (a count), --token-ms
+           or --keep. -hft (llama.cpp's short --hf-token) is secret too. The
+           argument after a secret flag is shown as ***
+           (--api-key ***, --hf-token ***, --api-key-file ***), and
+           --api-key=VALUE as --api-key=***. In any argument, the user:password@
+           part of a URL (scheme://...@host) becomes ***@. Everything else is
+           copied. rsd_procs_command (and so every fleet message) and rsd-serve's
+           model listing use it, and rsd_procs_tail replaces every copy of such a
+           value in a child's output (llama-server echoes an argument it rejects). A secret is best passed in the environment
+           (LLAMA_API_KEY, HF_TOKEN), which nothing here ever shows.
+       Both return the full length (snprintf-like) and NUL-terminate when cap > 0;
+       buf may be NULL with cap 0 to measure. NULL strings read as empty.
+
    ---- json: strict tokenizer, accessors, writer -------------------------------
        Parse into tokens you own, then walk them by index. Nothing is copied and
        nothing is allocated; the source must outlive the doc.
@@ -547,7 +578,8 @@
            false for a plain llama-server (its entries have no status) and for
            an empty list, which is how a driver tells "not a router" (L14).
            Also read: aliases[] and tags[] (string elements only, L9),
-           status.args "--ctx-size N" / "-c N" -> context_length,
+           status.args "--ctx-size N" / "-c N" -> context_length (meta.n_ctx,
+           what the child runs with, wins when present),
            meta.n_ctx_train -> max_context, meta.size -> size_bytes.
        int rsd_router_parse_props(body, len, toks, n_toks, rsd_router_props *out);
            GET /props. is_router = (role == "router"); max_instances (L12) is
@@ -745,9 +777,26 @@
            (no process using this library mutated the target since the
            listing), the machine lists again and decides again before any
            mutation. RSD_OK or RSD_ERR_STATE.
+       int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n);
+           Optional, while the LOCK step is outstanding (before lock_done): the
+           attribution read again under the lock replaces d.ours (a model
+           another process loaded while this one waited is then known as
+           residency's). A set different from the current one makes lock_done
+           list and decide again even when the generation is unchanged.
+           RSD_OK, RSD_ERR_STATE (no LOCK step), RSD_ERR_ARG (n out of range,
+           an id of RSD_MODEL_ID_MAX bytes or more).
        int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
            After a COMMIT step: the generation after the bump, under which the
            decision is cached. Without it the cache entry uses d.generation.
+       int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what);
+           After a COMMIT step the host could not persist (the attribution or
+           the generation not written: a full disk, a busy file lock):
+           result.state_error = error, one degraded/warning notice (dmsg
+           STATE_FAILED) "could not record this change on '<target>' in the
+           state directory (<what>); other processes sharing it may act on a
+           stale view ...", and nothing is cached (the key's entries are
+           dropped as after any mutation). The outcome is unchanged: the model
+           is as resident as it was. RSD_OK or RSD_ERR_STATE.
        int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len,
                                uint64_t now_ms);
            Optional, for hosts that keep GET <root>/models/sse open (wire.md
@@ -781,7 +830,8 @@
            keep_pinned, context_length, model_max_context (0 = the listing's
            meta.n_ctx_train when known), context_ceiling, deadline_ms (0 =
            120000, the whole reconcile: lock wait, unloads, load, wait: W5),
-           probe_timeout_ms (0 = 1500, per listing/props request), restore_ms
+           probe_timeout_ms (0 = 1500, per listing/props request; doubled for
+           each retry after a timeout, see step 2), restore_ms
            (0 = 30000: extra time for restoring after a failed load, so the
            worst case is deadline + restore), bearer, cache (NULL = no TTL fast
            path), generation + has_generation, ours + n_ours (ids this library
@@ -792,13 +842,18 @@
        Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
         1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
            once with no request: RESIDENT, OBSERVED or DECLINED, cache_hit set.
-        2. List (GET <root>/v1/models, probe timeout). Failure of any kind
+        2. List (GET <root>/v1/models, probe timeout). On a router
+           (RSD_RT_PROBE_RETRY) a listing, props or poll request that times out
+           is sent again with twice the timeout (1.5 s, 3 s, 6 s, ...) while the
+           overall deadline allows: a busy server answers late, it is not gone;
+           only the deadline ends the attempts. Any other failure
            (transport, non-2xx, bad JSON, not a router, truncated, more than
            RSD_MAX_RESIDENTS residents) -> outcome DEGRADED, decision OBSERVE,
            reason PROBE_FAILED, not cached (R41), nothing mutated; one
            degraded/info notice says why (upstream was silent, L29: the level
            is info so a sink can drop it).
-        3. Capacity (GET <root>/props, probe timeout; failure = unknown, R42).
+        3. Capacity (GET <root>/props, probe timeout, retried as a listing;
+           failure = unknown, R42).
            unlimited (--models-max 0) is passed to rsd_decide as a free slot.
         4. rsd_decide on the listing: residents = entries LOADING, LOADED or
            SLEEPING; keep tags/aliases from the keep's entry in any state
@@ -806,17 +861,33 @@
         5. Gate (R45, L18): a plan that evicts while the listing does not
            name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
         6. Notices of the plan are rendered to text and appended to
-           r->notices at once (readable while the machine runs).
+           r->notices at once (readable while the machine runs) -- except for
+           a plan that will take the lock to mutate (LOAD, LOAD_AFTER_EVICT with
+           d.lock): its notices wait for the decision under the lock (step 8)
+           and appear then, so a plan the lock overtakes (another process
+           changed the server meanwhile) never shows.
         7. OBSERVE (opt-out; W19: never a mutating request) and DECLINE end
            here and are cached (R52; W3 via rsd_cache_store). ALREADY_RESIDENT
            ends here (cached) unless the keep is LOADING: then a read-only wait
            without the lock (L25).
         8. LOAD / LOAD_AFTER_EVICT: LOCK (when d.lock; R49, L25), then W1 as
-           above: re-list, re-decide, re-gate; new notices only if the plan
-           changed (decision, reason or victims).
+           above (with the attribution given by set_ours, if any): re-list,
+           re-decide, re-gate; then the notices of the plan decided under the
+           lock (the held ones when it did not change; the new plan's when it
+           did).
         9. Unload the victims one at a time (POST <root>/models/unload
            {"model": id}); a failure is a warning notice and the reconcile goes
-           on (R48), but nothing is cached afterwards (W4/W9).
+           on (R48), but nothing is cached afterwards (W4/W9). On a router
+           (RSD_RT_UNLOAD_WAIT) each unload is followed by a wait (polls as in
+           step 11, woken by /models/sse) until the victim is listed unloaded
+           (failed:true or gone counts too), bounded by the overall deadline:
+           the router answers the unload while the child is still stopping, the
+           stopping child still counts against --models-max, and a load sent
+           then makes a July 2026 router unload its own least-recently-used
+           model as well, pinned or not (later routers wait for it instead).
+           A victim still listed at the deadline: LOAD_FAILED RSD_ERR_TIMEOUT
+           "timed out waiting for '<id>' to unload", the load never sent, what
+           was unloaded restored (step 12).
        10. Load (POST <root>/models/load {"model": keep}) unless the keep is
            LOADED/SLEEPING (L20); LOADING skips the POST and waits. Answers:
            2xx -> wait; 400 "already running" -> resident, wait (no attribution);
@@ -836,7 +907,15 @@
            Transport errors, 5xx and unparseable bodies are retried until the
            deadline; 4xx fails. failed:true (FAILED) ends the wait: "llama.cpp
            router reports '<id>' failed to load (exit code N)"
-           RSD_ERR_LOAD_FAILED. A model missing from a listing keeps polling.
+           RSD_ERR_LOAD_FAILED -- but only when it is news: a model already
+           listed failed:true (with the same exit code) when the wait began
+           (an earlier failure, an unload that timed out, a preset never
+           loaded: the router keeps the flag) counts only once the entry has
+           changed since (a poll showing another state or exit code, or a
+           /models/sse event for the model) or after
+           RSD_RECONCILE_FAILED_GRACE_MS (3 s); a router that queues the load
+           lists the old entry until the load starts. A model missing from a
+           listing keeps polling.
            The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
            (" (still downloading)" appended when the last poll said so).
        11a. Downloading (wire.md 1.4; a status value, never a failure):
@@ -853,21 +932,29 @@
              unconfirmed), or the keep went downloading -> unloaded while we
              waited: the load is POSTed again once the download is done
              (within RSD_RECONCILE_LOAD_ATTEMPTS), then waited for.
-       12. Failed load with evictions done -> restore (R70-R74, W5): each
-           evicted model in order, POST load + wait, bounded by restore_ms;
+       12. Failed load -> restore (R70-R74, W5). When the decision had
+           protected residents (step 13's set) and a load POST was sent, the
+           protected ones the server displaced are found first (in the last
+           poll when one came after the POST, else one GET of the listing) and
+           added to result.evicted (displaced = true). Then one restore loop
+           (the same one as step 13's reloads): each evicted model in order,
+           POST load + wait, bounded by restore_ms;
            notices: a load-failed/error notice first ("loading '<keep>' on
            '<target>' failed: <reason>"), then restored/warning (R72 text
            "... restored 'a' so the target keeps serving.", detail bit
            RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error, R73,
-           RSD_DETAIL_UNRESTORED); the ids are result.evicted[] with their
-           restored flags. Restored models keep their attribution (they are
-           not in attr_remove).
-       13. Pinned pass (L24, with W11 fixed) after a load this reconcile made
-           or waited for, when the decision's listing had tag-pinned residents
-           (not the keep): the listing of the last poll (the one that showed
-           the keep loaded) is checked; no extra request (upstream made one
-           GET after every such load). Nothing pinned gone: done. A pinned
-           model gone (the server's LRU displaced it) is added to
+           RSD_DETAIL_UNRESTORED) for our own evictions, then one notice per
+           displaced model as in step 13; the ids are result.evicted[] with
+           their restored flags. Restored models keep their attribution (they
+           are not in attr_remove).
+       13. Protected pass (L24, with W11 fixed) after a load this reconcile
+           made or waited for, when the decision's listing had protected
+           residents other than the keep and the plan's victims: tag-pinned
+           ones and every caller-protected tier (d.protected_models, any role).
+           The listing of the last poll (the one that showed the keep loaded)
+           is checked; no extra request (upstream made one GET after every such
+           load, and only for tag pins). Nothing protected gone: done. A
+           protected model gone (the server's LRU displaced it) is added to
            result.evicted with displaced = true and:
            - reloaded (POST load + wait) only while a free slot is known:
              capacity known (or unlimited) and fewer residents listed than
@@ -883,6 +970,8 @@
            - reloaded: restored/info "... displaced pinned '<p>'; reloaded it
              into a free slot." (evicted[].restored set). A reload that fails
              gives the swap/warning notice above ("its reload failed").
+           The notices say "protected" instead of "pinned" for a model that is
+           protected by the caller rather than by a tag.
            After reloads, the last poll must still show the keep resident (a
            concurrent client can change the server meanwhile): if not, the
            keep is loaded again (one more load attempt, no second pass), so
@@ -890,14 +979,23 @@
            time left: LOAD_FAILED RSD_ERR_DISPLACED ("'<keep>' was displaced
            after it loaded") with a load-failed/error notice; upstream failed
            the turn whenever its restore displaced the keep.
+       13a. Context: a resident keep (already resident, or once loaded) whose
+           listing says it runs with less context than asked (load_context, or
+           d.context_length: the router's meta.n_ctx, else --ctx-size in
+           status.args) gets one stress/warning notice (dmsg CONTEXT, subject
+           the keep): "'<keep>' on '<target>' runs with a context of N tokens,
+           less than the M requested; the server's own setting for the model
+           decides it, not this request." A router's preset sets the context;
+           a load request cannot change it, and the server itself says nothing.
        14. COMMIT (when anything was mutated) with attr_add (the keep, when a
            load POST of ours succeeded, R50) and attr_remove (names of evicted,
            unrestored models found in d.ours); cache: every entry of the key is
            invalidated after a mutation, then (key, keep) is stored unless an
            unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
        Requests: no more than upstream L26-L28 on the same scenario, except
-       the W1 re-list (skipped when the generation proves nothing changed) and
-       the faster polls of step 11; the pinned pass costs no GET (W11).
+       the W1 re-list (skipped when the generation proves nothing changed),
+       the faster polls of step 11 and, on a router, the polls after each
+       unload (step 9: usually one); the pinned pass costs no GET (W11).
        Sizes (W12): desc.capacity_bytes (e.g. the GPU's VRAM total) and
        desc.keep_bytes (0 = the keep's listed size_vram or size, when the
        listing has one) go into rsd_facts; when they and every resident's
@@ -933,7 +1031,10 @@
            LOAD_FAILED    load-failed/error: the keep's load failed (any cause:
                           rejected, failed:true, timeout, displaced)
            UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
-           DEGRADED       degraded/info
+           DEGRADED       degraded/info       STATE_FAILED   degraded/warning
+           CONTEXT        stress/warning (step 13a)
+           ATTR_RESET     degraded/warning (added by the shell: the attribution
+                          file was corrupt and has been reset)
          The kinds restored and load-failed are ours (upstream folded them into
          swap and threw the error); rsd_notice_kind_str gives "restored" and
          "load-failed". .text is the rendered line (cut at
@@ -965,11 +1066,15 @@
            model: enables the R45 gate), RSD_RT_LOAD (explicit load; without
            it the reconcile ends RESIDENT after the unloads and the request
            itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
-           RSD_RT_PINNED_PASS (L24).
+           RSD_RT_PINNED_PASS (L24 over every protected tier, and the check for
+           displaced protected models after a failed load), RSD_RT_UNLOAD_WAIT
+           (step 9's wait after an unload), RSD_RT_PROBE_RETRY (step 2's retry
+           of timed-out probes). The router has all six; Ollama LOAD | WAIT.
 
        Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
-       64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms. sizeof(rsd_reconcile)
+       64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
+       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11). sizeof(rsd_reconcile)
        is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
        copied ids): allocate it (static, malloc) and reuse it; begin resets it.
        No allocation, no globals, no clock, no I/O. Deterministic: the same
@@ -1036,7 +1141,12 @@
              rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
              COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
              result.attr_add[], rsd_state_attr_remove(...) for attr_remove[],
-             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen).
+             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen)
+             (or rsd_lms_reconcile_commit_failed(&r, err, what) when that could
+             not be written: a warning notice, result.state_error, no cache).
+             Optional, before lock_done: rsd_lms_reconcile_set_owned(&r, owned,
+             n) with the owned instances read again under the lock (a changed
+             set makes it list and decide again, as rsd_reconcile_set_ours).
        (residency_http.h's rsd_ensurer does all of this: >>drive.)
        then send the chat with "model": r.result.wire_id.
 
@@ -1140,7 +1250,8 @@
            The only allocation: one block of about 14 KiB + 40 bytes per
            max_requests + 48 bytes per event_log entry. destroy does not stop
            processes (they are the host's): call rsd_pool_stop and reap first.
-           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound.
+           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound,
+           start backoff 1 s doubling to 60 s.
        rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
            id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
            default_reserve_bytes) is reserved when a slot is claimed, before
@@ -1157,13 +1268,19 @@
            handle to wait on. Errors (no handle): RSD_ERR_POOL_STOPPED,
            RSD_ERR_POOL_NO_FIT (reservation > whole budget), RSD_ERR_POOL_PINNED
            (pinned residents leave no slot or bytes), RSD_ERR_POOL_QUEUE_FULL,
-           RSD_ERR_CAPACITY (request table full), RSD_ERR_ARG.
+           RSD_ERR_CAPACITY (request table full), RSD_ERR_POOL_BACKOFF (m is not
+           resident and its last start failed less than its backoff ago: see
+           Failed starts), RSD_ERR_ARG.
        rsd_pool_preload(pool, m, now)
            Load m and leave it resident with no request (P9; boot policy P37,
            e.g. preload the pinned models). RSD_OK when READY or STARTING
            already, RSD_PENDING when queued; no GRANT or FAIL ever comes for a
            preload (a failed load is only logged and counted). st.preloads
-           counts those still queued.
+           counts those still queued. An explicit load ignores and clears m's
+           start backoff.
+       rsd_pool_reset_backoff(pool, m or -1)
+           Forgets the failed starts (for a host whose configuration of m
+           changed): the next request starts it at once.
        rsd_pool_release(pool, req, now)   a granted request finished
        rsd_pool_cancel(pool, req, now)    the client went away (waiting or granted)
            Both free the handle. release on a waiting request is RSD_ERR_STATE;
@@ -1186,6 +1303,11 @@
            may admit waiters at once.
        rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
        rsd_pool_set_pid(pool, proc, pid)              shown in stats only
+       rsd_pool_set_slot_limit(pool, proc, n, now)
+           The process takes at most n requests at once (its own count, measured:
+           llama-server's total_slots); the smaller of n and the model's
+           max_in_flight applies to that process (0 = none of its own). Requests
+           beyond it queue here, not in the server's accept queue.
        rsd_pool_next_action(pool, &a) -> bool
            STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
        rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
@@ -1207,7 +1329,8 @@
            grants, waits, max wait, spawns, readies, load failures, crashes,
            evictions, TTL expiries, trims, W26 drains, unloads, fails...);
            per model also last_used_ms (now_ms of its last grant or finished
-           request, 0 = never).
+           request, 0 = never), start_failures and retry_at_ms (the backoff);
+           counters backoffs (acquires refused) and restores.
        rsd_pool_next_event(pool, &ev)
            Optional audit ring (desc.event_log entries; oldest dropped first):
            CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
@@ -1229,6 +1352,18 @@
        residents keep flowing while others wait. Work per event is
        O(models x slots), independent of the number of waiting requests (W25);
        a load that completes grants its waiters in O(granted).
+
+       Failed starts. A start fails when on_started(!ok) comes, or the process
+       exits while STARTING. Then (1) the model's waiters FAIL; (2) its next
+       start is backed off: acquire answers RSD_ERR_POOL_BACKOFF at once, with
+       nothing queued or stopped, until retry_at_ms = now + desc.start_backoff_ms
+       (1 s) doubled per consecutive failure up to start_backoff_max_ms (60 s);
+       a READY, an explicit preload or rsd_pool_reset_backoff clears it; (3) the
+       idle models that were evicted to make room for that start are loaded
+       again (a preload each, counted in st.restores): a model that cannot
+       start does not cost a healthy one. A model evicted for a start that
+       then succeeds stays evicted. A crash after READY is not a failed start:
+       the next request respawns it at once.
 
        Slot states (who may call what):
            EMPTY    --claim-->  STARTING (SPAWN emitted, reservation taken)
@@ -1257,7 +1392,7 @@
        a 12-bit generation: a stale handle is detected unless its entry was
        reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
        2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off).
-       ERRORS: RSD_ERR_POOL_* (-60..-68) as above, plus RSD_ERR_ARG,
+       ERRORS: RSD_ERR_POOL_* (-60..-69) as above, plus RSD_ERR_ARG,
        RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
        orphan or fail running requests scan the request table once (O(max_
        requests)); every other operation is O(models x slots) or better.
@@ -1410,7 +1545,8 @@ extern "C" {
     X(ERR_POOL_BUSY, -65, "model is still serving requests") \
     X(ERR_POOL_STALE, -66, "stale or invalid pool handle") \
     X(ERR_POOL_UNLOADED, -67, "model unloaded before it was ready") \
-    X(ERR_POOL_PINNED, -68, "no room beside the pinned models")
+    X(ERR_POOL_PINNED, -68, "no room beside the pinned models") \
+    X(ERR_POOL_BACKOFF, -69, "model failed to start recently; not retried before its backoff ends")
 /* >>results:state */
 #define RSDI_RESULTS_STATE(X) \
     X(ERR_LOCK, -80, "could not take the cross-process lock") \
@@ -1457,6 +1593,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(HTTP_STALE_RETRY, "http client: kept-alive connection was stale, retried once") \
     X(HTTP_LISTEN_FAILED, "http server: bind/listen failed") \
     X(HTTP_ACCEPT_FAILED, "http server: accept failed") \
+    X(HTTP_CONN_EVICTED, "http server: connection table full; oldest idle or unfinished connection dropped") \
     X(HTTP_BAD_REQUEST, "http server: bad request answered and closed") \
     X(HTTP_CLIENT_GONE, "http server: client went away before its answer")
 /* >>log:tls */
@@ -1511,6 +1648,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(POOL_LOAD_FAILED, "pool: model failed to load") \
     X(POOL_CRASHED, "pool: process exited unexpectedly") \
     X(POOL_BUSY, "pool: unload refused, model busy") \
+    X(POOL_BACKOFF, "pool: start failed; next start of the model backed off") \
+    X(POOL_RESTORE, "pool: reloading a model evicted for a start that failed") \
     X(POOL_STOPPED, "pool: stopped")
 /* >>log:state */
 #define RSDI_LOG_ITEMS_STATE(X) \
@@ -1578,6 +1717,16 @@ RSD_API rsd_str rsd_str_c(const char *s);
 RSD_API bool rsd_str_eq(rsd_str a, rsd_str b);
 /* Equality with a NUL-terminated string. */
 RSD_API bool rsd_str_eq_c(rsd_str a, const char *s);
+
+/* ==== >>text: what reaches a terminal or a log line ======================= */
+/* s for a terminal or a log line: control bytes, DEL, C1 controls and bytes that
+   are not UTF-8 become \n \r \t or \xHH; the rest is copied. Returns the full
+   length (snprintf-like); NUL-terminates when cap > 0; buf may be NULL with cap 0. */
+RSD_API size_t rsd_text_escape(rsd_str s, char *buf, size_t cap);
+/* Command-line argument arg as it may be shown, given the one before it (prev, NULL
+   for the first): the value of a flag whose name holds key, token, secret or password
+   becomes ***, and a URL's user:password@ becomes ***@. Same return as above. */
+RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap);
 
 /* ==== >>json (declarations) =============================================== */
 /* Limits (see LIMITS in the manual). */
@@ -2506,7 +2655,8 @@ typedef enum rsd_outcome {
 /* Notices the driver adds to the plan's (PLAN = a notice of rsd_decide). */
 #define RSD_DRIVER_MSGS(X) X(PLAN, "plan") X(RESTORED, "restored") X(UNRESTORED, "unrestored") \
     X(LOAD_FAILED, "load-failed") X(UNLOAD_FAILED, "unload-failed") \
-    X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded") X(CONTEXT, "context")
+    X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded") X(CONTEXT, "context") \
+    X(STATE_FAILED, "state-failed") X(ATTR_RESET, "attr-reset")
 /* Which driver message a notice carries. */
 typedef enum rsd_driver_msg {
 #define RSDI_X(n, s) RSD_DMSG_##n,
@@ -2589,6 +2739,7 @@ typedef struct rsd_reconcile_result {
     char attr_add_instance[RSD_MODEL_ID_MAX]; /* instance of attr_add (runtimes with instances) */
     int n_attr_remove;
     char attr_remove[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    int state_error;          /* RSD_OK, or why the COMMIT was not persisted (commit_failed) */
 } rsd_reconcile_result;
 
 typedef struct rsd_reconcile rsd_reconcile;
@@ -2679,6 +2830,8 @@ struct rsd_reconcile {
     /* internal: machine */
     int phase, after_wait;
     bool shown, locked;
+    bool ours_changed;                /* set_ours under the lock changed the attribution */
+    bool notices_held;                /* the plan's notices wait for the decision under the lock */
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
     bool unlimited, posted;
@@ -2728,11 +2881,17 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
 /* Answer the outstanding HTTP step: transport RSD_OK or a negative RSD_ERR_*. */
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
                                const char *body, size_t len, uint64_t now_ms);
+/* Before lock_done: the attribution (desc.ours) read again under the lock; a changed set
+   makes lock_done list and decide again. RSD_OK, RSD_ERR_STATE (no LOCK step), RSD_ERR_ARG. */
+RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n);
 /* Answer the LOCK step: held or proceeding unlocked; generation read under the lock. */
 RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation,
                                     uint64_t now_ms);
 /* Optional answer to a COMMIT step: the mutation generation after the bump. */
 RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation);
+/* After a COMMIT step that could not be persisted: a warning notice quoting what,
+   result.state_error = error, nothing cached for the target. RSD_OK or RSD_ERR_STATE. */
+RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what);
 /* Optional: one router /models/sse event's data (the JSON after "data: "). When it
    says the waited model changed, the WAIT ends now (next() polls). 1 woke, 0 not. */
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms);
@@ -2865,6 +3024,7 @@ typedef struct rsd_lms_result {
     rsd_lms_attr attr_add[RSD_LMS_MAX_EVICT + 1];
     int n_attr_remove;
     rsd_lms_attr attr_remove[RSD_LMS_MAX_EVICT];
+    int state_error;                     /* RSD_OK, or why the COMMIT was not persisted */
 } rsd_lms_result;
 
 /* The LM Studio reconcile machine. Public: result, notices, n_notices,
@@ -2898,6 +3058,7 @@ typedef struct rsd_lms_reconcile {
     int phase, tier_try, attempts, ci, ui, n_cand, n_unload, ri, evict_mark;
     uint64_t t0, deadline, restore_deadline;
     bool retried_plain, in_restore;
+    bool owned_changed;                  /* set_owned under the lock changed the owned set */
     char first_err[RSD_RECONCILE_TEXT_MAX];
     char fail_reason[RSD_RECONCILE_TEXT_MAX];
     int fail_error;
@@ -2932,6 +3093,10 @@ RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_
                                         uint64_t now_ms);
 /* Optional answer to a COMMIT step: the mutation generation after the bump (for the cache). */
 RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation);
+/* Before lock_done: the owned instances read again under the lock (as rsd_reconcile_set_ours). */
+RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n);
+/* As rsd_reconcile_commit_failed, for LM Studio's machine. */
+RSD_API int rsd_lms_reconcile_commit_failed(rsd_lms_reconcile *r, int error, const char *what);
 /* >>driver:lmstudio end */
 /* ==== >>driver end ======================================================== */
 
@@ -2967,7 +3132,9 @@ enum {
     RSD_POOL_MAX_MODEL_ID = 128,      /* bytes of a model id, including the NUL */
     RSD_POOL_MAX_REQUESTS = 1048575,  /* cap on desc.max_requests (20-bit index) */
     RSD_POOL_DEFAULT_REQUESTS = 1024, /* desc.max_requests when 0 */
-    RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000 /* desc.max_wait_ms when 0 (W26 bound) */
+    RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000, /* desc.max_wait_ms when 0 (W26 bound) */
+    RSD_POOL_DEFAULT_BACKOFF_MS = 1000,   /* desc.start_backoff_ms when 0 */
+    RSD_POOL_DEFAULT_BACKOFF_MAX_MS = 60000 /* desc.start_backoff_max_ms when 0 */
 };
 /* desc.max_wait_ms value that disables the starvation bound. */
 #define RSD_POOL_WAIT_FOREVER 0xFFFFFFFFu
@@ -3049,6 +3216,9 @@ typedef struct rsd_pool_desc {
     uint64_t default_reserve_bytes;/* reservation of a model that gives none; 0 = 0 */
     uint32_t max_wait_ms;          /* W26 starvation bound; 0 = default; RSD_POOL_WAIT_FOREVER = off */
     uint32_t event_log;            /* entries in the event-log ring; 0 = no log */
+    uint32_t start_backoff_ms;     /* after a failed start, no new start for this long, doubling
+                                      per consecutive failure; 0 = 1000 */
+    uint32_t start_backoff_max_ms; /* the doubling stops here; 0 = 60000 */
     const rsd_pool_model_desc *models; /* initial model table (may be NULL) */
     int num_models;                /* entries in models */
     rsd_allocator allocator;       /* zeroed = RSD_DEFAULT_ALLOC/FREE */
@@ -3093,6 +3263,7 @@ typedef struct rsd_pool_slot_info {
     uint32_t ttl_ms;
     bool pinned;
     int64_t pid;              /* whatever the host stored with rsd_pool_set_pid; 0 = none */
+    uint32_t max_in_flight;   /* requests it takes at once (model and set_slot_limit); 0 = unlimited */
 } rsd_pool_slot_info;
 
 /* Snapshot of the pool (W34: complete, every slot, plus lifetime counters). */
@@ -3112,6 +3283,8 @@ typedef struct rsd_pool_stats {
     uint64_t spawns, readies, load_failures, crashes, exits;
     uint64_t evictions, ttl_expiries, trims, starve_drains, unloads, fails;
     uint64_t queue_full, no_fit, max_wait_ms, events_dropped;
+    uint64_t backoffs;          /* acquires refused with RSD_ERR_POOL_BACKOFF */
+    uint64_t restores;          /* models reloaded because the start they were evicted for failed */
     rsd_pool_slot_info slots[RSD_POOL_MAX_SLOTS];
 } rsd_pool_stats;
 
@@ -3126,6 +3299,8 @@ typedef struct rsd_pool_model_info {
     uint32_t waiting;         /* queued requests for this model */
     uint32_t running;         /* in-flight on its slot */
     uint64_t last_used_ms;    /* now_ms of its last grant or finished request; 0 = never */
+    uint32_t start_failures;  /* consecutive failed starts (a READY or a reset clears it) */
+    uint64_t retry_at_ms;     /* no new start before this (backoff); 0 = none */
 } rsd_pool_model_info;
 
 /* rsd_pool_unload flags. */
@@ -3151,7 +3326,8 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
                              rsd_pool_req *req, int *slot);
 /* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
-   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. */
+   when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. An
+   explicit load clears the model's start backoff. */
 RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
 /* A granted request finished: in-flight--, LRU clock and idle deadline updated. */
 RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
@@ -3167,12 +3343,20 @@ RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t b
 /* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
                               uint64_t now_ms);
+/* The process in proc takes at most max_in_flight requests at once (its own count, e.g.
+   llama-server's total_slots; 0 = no limit of its own): the smaller of this and the
+   model's max_in_flight applies to it. */
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+                                    uint64_t now_ms);
 /* Store the host's pid (or any id) for the process in proc, shown in stats. */
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
 /* Run timers (idle TTL, W26 wait bound); returns the next deadline or RSD_POOL_NO_DEADLINE. */
 RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms);
+/* Forget model's failed starts (-1 = every model): its next request starts it at once
+   (for a host whose configuration of the model changed). */
+RSD_API int rsd_pool_reset_backoff(rsd_pool *pool, int model);
 /* Set the maximum number of slots (clamped 1..16) and stop idle excess slots (LRU first). */
 RSD_API int rsd_pool_configure(rsd_pool *pool, int max_slots, uint64_t now_ms);
 /* Unload model (-1 = every model): RSD_OK (stopping), RSD_PENDING (draining), <0. */
@@ -4322,6 +4506,197 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
 
 /* ==== >>json end ========================================================== */
 
+/* ==== >>text (implementation) ============================================= */
+/* Bounded appender (rsd_text_escape, rsd_arg_redact, rsd_notice_format,
+   rsd_procs_command): writes what fits, counts everything. With sq set, each '
+   becomes '\'' (inside a single-quoted shell word). */
+typedef struct rsdi_sb {
+    char *buf;
+    size_t cap, len;
+    bool sq;
+} rsdi_sb;
+
+RSDI_PRIVATE void rsdi_sb_init(rsdi_sb *b, char *buf, size_t cap) {
+    b->buf = buf;
+    b->cap = buf ? cap : 0;
+    b->len = 0;
+    b->sq = false;
+    if (b->cap) buf[0] = '\0';
+}
+RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (b->sq && s[i] == '\'') {
+            b->sq = false;
+            rsdi_sb_put(b, "'\\''", 4);
+            b->sq = true;
+            continue;
+        }
+        if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
+        b->len++;
+    }
+}
+RSDI_PRIVATE void rsdi_sb_c(rsdi_sb *b, const char *s) { rsdi_sb_put(b, s, strlen(s)); }
+/* NUL-terminates at the end or at the cut; returns the full length. */
+RSDI_PRIVATE size_t rsdi_sb_end(rsdi_sb *b) {
+    if (b->cap) b->buf[b->len < b->cap ? b->len : b->cap - 1] = '\0';
+    return b->len;
+}
+
+RSDI_PRIVATE void rsdi_sb_esc(rsdi_sb *b, rsd_str s) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s.ptr, *e, *q;
+    char x[4];
+    if (!p) return;
+    e = p + s.len;
+    while (p < e) {
+        unsigned c = *p;
+        if (c >= 0x20 && c < 0x7F) {
+            q = p;
+            while (q < e && *q >= 0x20 && *q < 0x7F) q++;
+            rsdi_sb_put(b, (const char *)p, (size_t)(q - p));
+            p = q;
+            continue;
+        }
+        q = p;
+        if (c >= 0x80 && rsdi_json_utf8(&q, e) == 0 && !(c == 0xC2 && p[1] < 0xA0)) {
+            rsdi_sb_put(b, (const char *)p, (size_t)(q - p)); /* valid, not a C1 control */
+            p = q;
+            continue;
+        }
+        if (c == '\n') rsdi_sb_c(b, "\\n");
+        else if (c == '\r') rsdi_sb_c(b, "\\r");
+        else if (c == '\t') rsdi_sb_c(b, "\\t");
+        else {
+            x[0] = '\\';
+            x[1] = 'x';
+            x[2] = hex[c >> 4];
+            x[3] = hex[c & 15];
+            rsdi_sb_put(b, x, 4);
+        }
+        p++;
+    }
+}
+
+RSD_API size_t rsd_text_escape(rsd_str s, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_esc(&b, s);
+    return rsdi_sb_end(&b);
+}
+
+/* A flag (leading '-') whose name a[0..n) names a secret (see the manual): its last
+   word (words split at '-', '_' and '.'; a last "file" or "path" skipped) ends with
+   key(s), secret(s), token, password(s), passwd or credential(s); or -hft. */
+RSDI_PRIVATE bool rsdi_arg_secret_flag(const char *a, size_t n) {
+    static const char *const ends[] = {"key", "keys", "secret", "secrets", "token", "password",
+                                       "passwords", "passwd", "credential", "credentials"};
+    char w[32];
+    size_t i, e = n, b, k, wl;
+    int pass;
+    if (!a || n < 2 || a[0] != '-') return false;
+    if (n == 4 && memcmp(a, "-hft", 4) == 0) return true;
+    for (i = 1; i < n && a[i] == '-'; i++) {}
+    for (pass = 0; pass < 2; pass++) {
+        for (b = e; b > i && a[b - 1] != '-' && a[b - 1] != '_' && a[b - 1] != '.'; b--) {}
+        if (e - b == 0 || e - b >= sizeof w) return false;
+        for (k = 0; k < e - b; k++) {
+            char c = a[b + k];
+            w[k] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+        }
+        wl = e - b;
+        if (pass == 0 && b > i && wl == 4 && (!memcmp(w, "file", 4) || !memcmp(w, "path", 4))) {
+            e = b - 1; /* --api-key-file: the word before */
+            continue;
+        }
+        for (k = 0; k < sizeof ends / sizeof ends[0]; k++) {
+            size_t el = strlen(ends[k]);
+            if (wl >= el && !memcmp(w + wl - el, ends[k], el)) return true;
+        }
+        return false;
+    }
+    return false;
+}
+
+/* The next part of arg (at or after from) that is not to be shown, given the argument
+   before it: the whole value after a secret flag, the value of --secret-flag=VALUE, or
+   the user:password of a URL. True with *off, *len set; false when there is none. */
+RSDI_PRIVATE bool rsdi_arg_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
+                                       size_t *len) {
+    size_t n = strlen(arg), i;
+    const char *eq;
+    if (prev && !strchr(prev, '=') && rsdi_arg_secret_flag(prev, strlen(prev))) {
+        *off = 0;
+        *len = n;
+        return from == 0;
+    }
+    eq = strchr(arg, '=');
+    if (eq && rsdi_arg_secret_flag(arg, (size_t)(eq - arg))) {
+        *off = (size_t)(eq - arg) + 1;
+        *len = n - *off;
+        return from <= *off;
+    }
+    for (i = from; i + 3 <= n; i++) { /* scheme://user:password@host */
+        size_t h, at = 0, end;
+        if (memcmp(arg + i, "://", 3) != 0) continue;
+        h = i + 3;
+        for (end = h; end < n && arg[end] != '/' && arg[end] != '?' && arg[end] != '#'; end++)
+            if (arg[end] == '@') at = end;
+        if (at) {
+            *off = h;
+            *len = at - h;
+            return true;
+        }
+    }
+    return false;
+}
+
+RSDI_PRIVATE void rsdi_sb_redact(rsdi_sb *b, const char *prev, const char *arg) {
+    size_t from = 0, off, len;
+    if (!arg) arg = "";
+    while (rsdi_arg_secret_span(prev, arg, from, &off, &len)) {
+        rsdi_sb_put(b, arg + from, off - from);
+        rsdi_sb_c(b, "***");
+        from = off + len;
+        if (!arg[from]) break;
+    }
+    rsdi_sb_put(b, arg + from, strlen(arg + from));
+}
+
+/* Replaces, in text[0..n) (output a child wrote, which may echo its arguments), every
+   copy of a value rsd_arg_redact hides in the NUL-separated argv args[0..args_len)
+   with *** (as many '*' when shorter than 3 bytes); in place, never longer. Returns
+   the new length. */
+RSDI_PRIVATE size_t rsdi_text_scrub(char *text, size_t n, const char *args, size_t args_len) {
+    const char *prev = NULL, *a = args;
+    while (a && a < args + args_len) {
+        size_t from = 0, off, len, al = strlen(a);
+        while (rsdi_arg_secret_span(prev, a, from, &off, &len)) {
+            size_t i = 0, put = len < 3 ? len : 3;
+            while (len > 0 && i + len <= n) {
+                if (memcmp(text + i, a + off, len) != 0) { i++; continue; }
+                memset(text + i, '*', put);
+                memmove(text + i + put, text + i + len, n - i - len);
+                n -= len - put;
+                i += put;
+            }
+            from = off + len;
+            if (from >= al) break;
+        }
+        prev = a;
+        a += al + 1;
+    }
+    return n;
+}
+
+RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_redact(&b, prev, arg);
+    return rsdi_sb_end(&b);
+}
+/* ==== >>text end ========================================================== */
+
 /* ==== >>reconcile (implementation) ======================================== */
 #include <stdlib.h> /* getenv */
 RSD_API const char *rsd_decision_str(int decision) {
@@ -5187,19 +5562,8 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     return RSD_OK;
 }
 
-/* Bounded appender for rsd_notice_format: counts what it could not write. */
-typedef struct rsdi_sb {
-    char *buf;
-    size_t cap, len;
-} rsdi_sb;
-
-RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++, b->len++)
-        if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
-}
-RSDI_PRIVATE void rsdi_sb_c(rsdi_sb *b, const char *s) { rsdi_sb_put(b, s, strlen(s)); }
-RSDI_PRIVATE void rsdi_sb_s(rsdi_sb *b, rsd_str s) { rsdi_sb_put(b, s.ptr ? s.ptr : "", s.ptr ? s.len : 0); }
+/* Ids and names from the facts (chosen by a server) are escaped for a terminal. */
+RSDI_PRIVATE void rsdi_sb_s(rsdi_sb *b, rsd_str s) { rsdi_sb_esc(b, s); }
 RSDI_PRIVATE void rsdi_sb_q(rsdi_sb *b, rsd_str s) { rsdi_sb_c(b, "'"); rsdi_sb_s(b, s); rsdi_sb_c(b, "'"); }
 RSDI_PRIVATE void rsdi_sb_u(rsdi_sb *b, uint64_t v) {
     char t[24];
@@ -5289,9 +5653,7 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
     if (f->n_residents < 0 || f->n_residents > RSD_MAX_RESIDENTS || (f->n_residents && !f->residents))
         return RSD_ERR_ARG;
     if (n->subject >= f->n_residents || n->subject < -1) return RSD_ERR_ARG;
-    b.buf = buf;
-    b.cap = cap;
-    b.len = 0;
+    rsdi_sb_init(&b, buf, cap);
     keep = f->keep;
     target = f->target_id;
     subj = n->subject >= 0 ? f->residents[n->subject].model_id : rsd_str_c("");
@@ -7025,6 +7387,20 @@ RSDI_PRIVATE rsd_reconcile_notice *rsdi_rc_notice_slot(rsd_reconcile *r) {
     return n;
 }
 
+/* A driver notice's text: formatted, then escaped for a terminal (the subject ids
+   come from the server), cut to fit. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 0)))
+#endif
+RSDI_PRIVATE void rsdi_notice_vtext(rsd_reconcile_notice *n, const char *fmt, va_list ap) {
+    char tmp[sizeof n->text];
+    int len = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    size_t e;
+    if (len < 0) tmp[0] = '\0';
+    e = rsd_text_escape(rsd_str_c(tmp), n->text, sizeof n->text);
+    n->text_cut = len < 0 || (size_t)len >= sizeof tmp || e >= sizeof n->text;
+}
+
 /* Publish a filled slot (the counter moves last: a poller never sees half a notice). */
 RSDI_PRIVATE void rsdi_rc_notice_publish(rsd_reconcile *r) { r->n_notices++; }
 
@@ -7035,7 +7411,6 @@ RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_
                                      rsd_notice_level level, const char *subject, const char *fmt, ...) {
     rsd_reconcile_notice *n = rsdi_rc_notice_slot(r);
     va_list ap;
-    int len;
     if (!n) return;
     n->dmsg = dmsg;
     n->notice.kind = kind;
@@ -7043,9 +7418,8 @@ RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_
     n->notice.msg = RSD_MSG_NONE;
     rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
     va_start(ap, fmt);
-    len = vsnprintf(n->text, sizeof n->text, fmt, ap);
+    rsdi_notice_vtext(n, fmt, ap);
     va_end(ap);
-    n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
     rsdi_rc_notice_publish(r);
 }
 
@@ -7076,6 +7450,25 @@ RSDI_PRIVATE void rsdi_rc_emit_plan(rsd_reconcile *r) {
                                                           : RSD_LOGITEM_RECONCILE_EVICT,
                       RSDI_WHERE, "%s", n->text);
     }
+}
+
+/* The plan's notices, now -- or, for a plan that mutates under the lock, held until the
+   decision is made again under it (lock_done), so a plan the lock overtakes never shows. */
+RSDI_PRIVATE void rsdi_rc_emit_or_hold(rsd_reconcile *r) {
+    bool mutating = r->plan.decision == RSD_DECISION_LOAD || r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT;
+    if (mutating && r->want_lock && !r->locked && r->keep_state != RSD_MODEL_DOWNLOADING) {
+        r->notices_held = true;
+        return;
+    }
+    r->notices_held = false;
+    rsdi_rc_emit_plan(r);
+}
+
+/* The held notices (if any), once the plan they describe is the one carried out. */
+RSDI_PRIVATE void rsdi_rc_release_notices(rsd_reconcile *r) {
+    if (!r->notices_held) return;
+    r->notices_held = false;
+    rsdi_rc_emit_plan(r);
 }
 
 /* ---- request building (shared by runtimes) ---- */
@@ -7210,7 +7603,7 @@ RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uin
     rsd_outcome o = r->result.outcome;
     if (!r->cache || r->result.cache_hit) return;
     if (r->result.mutated) rsd_cache_invalidate(r->cache, rsd_str_c(r->key), rsd_str_c(""));
-    if (r->result.error < 0 || r->result.unload_failed) return; /* R51, W4, W9 */
+    if (r->result.error < 0 || r->result.unload_failed || r->result.state_error < 0) return; /* R51, W4, W9 */
     if (o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) return;
     if (rsd_cache_store(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), &r->plan, false, now_ms,
                         r->has_gen ? generation : 0) == 1)
@@ -7915,6 +8308,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->load_attempts = 0;
     r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
     r->dl_seen = r->pinned_done = r->keep_ok = r->ctx_noticed = r->poll_fresh = r->wait_fresh = false;
+    r->ours_changed = r->notices_held = false;
     r->last_list = NULL;
     r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
     r->snap.n = 0;
@@ -8017,6 +8411,41 @@ RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {
     return RSD_OK;
 }
 
+RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what) {
+    if (!r || r->phase != RSDI_PH_COMMIT) return RSD_ERR_STATE;
+    r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
+    rsdi_rc_drv_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                       "could not record this change on '%s' in the state directory (%s); other processes "
+                       "sharing it may act on a stale view (cached decisions, models residency loaded) "
+                       "until the next change is recorded", r->target_id, what && what[0] ? what
+                       : rsd_result_str(r->result.state_error));
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
+              what ? what : "");
+    return RSD_OK;
+}
+
+RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n) {
+    int i, k, m = 0;
+    bool same;
+    if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
+    if (n < 0 || n > RSD_RECONCILE_MAX_OURS || (n && !ours)) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++)
+        if (ours[i] && ours[i][0] && strlen(ours[i]) >= RSD_MODEL_ID_MAX) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++) m += ours[i] && ours[i][0];
+    same = m == r->n_ours; /* as sets: every new id is already there (no duplicates are kept) */
+    for (i = 0; i < n && same; i++) {
+        bool found = !ours[i] || !ours[i][0];
+        for (k = 0; k < r->n_ours && !found; k++) found = strcmp(r->ours[k], ours[i]) == 0;
+        same = found;
+    }
+    if (same) return RSD_OK;
+    r->n_ours = 0;
+    for (i = 0; i < n; i++)
+        if (ours[i] && ours[i][0]) rsdi_cpy(r->ours[r->n_ours++], RSD_MODEL_ID_MAX, ours[i]);
+    r->ours_changed = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
@@ -8030,7 +8459,8 @@ RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t genera
         rsdi_rc_degrade(r, RSD_ERR_TIMEOUT, now_ms, "the reconcile deadline passed waiting for the lock");
         return RSD_OK;
     }
-    if (held && r->has_gen && generation == r->gen) { /* nothing changed since the listing */
+    if (held && r->has_gen && generation == r->gen && !r->ours_changed) { /* nothing changed since the listing */
+        rsdi_rc_release_notices(r);
         rsdi_rc_mutate(r, now_ms);
         return RSD_OK;
     }
@@ -8084,7 +8514,7 @@ RSDI_PRIVATE bool rsdi_rc_decide_or_degrade(rsd_reconcile *r, uint32_t max_overr
 
 RSDI_PRIVATE void rsdi_rc_first_decide(rsd_reconcile *r, uint64_t now_ms) {
     if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) return;
-    rsdi_rc_emit_plan(r);
+    rsdi_rc_emit_or_hold(r);
     rsdi_rc_after_decide(r, false, now_ms);
 }
 
@@ -8120,7 +8550,14 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             r->result.redecided = r->result.redecided || relist;
             rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
                       rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
-            rsdi_rc_emit_plan(r);
+            if (relist) {
+                r->notices_held = false;
+                rsdi_rc_emit_plan(r);
+            } else {
+                rsdi_rc_emit_or_hold(r);
+            }
+        } else if (relist) {
+            rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
         }
         rsdi_rc_after_decide(r, r->locked, now_ms);
         break;
@@ -8460,7 +8897,6 @@ RSDI_PRIVATE void rsdi_lms_notice(rsd_lms_reconcile *r, rsd_driver_msg dmsg, rsd
                                   rsd_notice_level level, const char *subject, const char *fmt, ...) {
     rsd_reconcile_notice *n;
     va_list ap;
-    int len;
     if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
         r->notices_dropped++;
         return;
@@ -8473,9 +8909,8 @@ RSDI_PRIVATE void rsdi_lms_notice(rsd_lms_reconcile *r, rsd_driver_msg dmsg, rsd
     n->notice.level = level;
     rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
     va_start(ap, fmt);
-    len = vsnprintf(n->text, sizeof n->text, fmt, ap);
+    rsdi_notice_vtext(n, fmt, ap);
     va_end(ap);
-    n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
     r->n_notices++;
 }
 
@@ -8553,7 +8988,7 @@ RSDI_PRIVATE void rsdi_lms_cache_store(rsd_lms_reconcile *r, uint64_t now_ms) {
         for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
             if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0) c->entries[i].used = false;
     if ((o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) ||
-        r->result.unload_failed || r->cat.truncated)
+        r->result.unload_failed || r->cat.truncated || r->result.state_error < 0)
         return;
     e = rsdi_lms_cache_find(c, r);
     for (i = 0; !e && i < RSD_LMS_CACHE_MAX; i++) /* a free or dead slot */
@@ -9068,7 +9503,7 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
     r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_LMS_DEADLINE_MS);
     r->tier_try = RSD_LMS_TIER_V1;
     r->attempts = r->ci = r->ui = r->n_cand = r->n_unload = r->ri = r->n_before = 0;
-    r->retried_plain = r->in_restore = false;
+    r->retried_plain = r->in_restore = r->owned_changed = false;
     r->first_err[0] = r->fail_reason[0] = '\0';
     r->fail_error = RSD_OK;
     r->result.error = RSD_OK;
@@ -9086,6 +9521,19 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
 RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation) {
     if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
     r->commit_gen = generation;
+    return RSD_OK;
+}
+
+RSD_API int rsd_lms_reconcile_commit_failed(rsd_lms_reconcile *r, int error, const char *what) {
+    if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
+    r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
+    rsdi_lms_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                    "could not record this change on LM Studio target '%s' in the state directory (%s); "
+                    "other processes sharing it may act on a stale view (cached decisions, instances "
+                    "residency owns) until the next change is recorded", r->target_id,
+                    what && what[0] ? what : rsd_result_str(r->result.state_error));
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
+              what ? what : "");
     return RSD_OK;
 }
 
@@ -9123,6 +9571,35 @@ RSD_API rsd_step rsd_lms_reconcile_next(rsd_lms_reconcile *r, uint64_t now_ms) {
     }
 }
 
+RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n) {
+    int i, k, m = 0;
+    bool same;
+    if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
+    if (n < 0 || n > RSD_LMS_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
+            (owned[i].model && strlen(owned[i].model) >= RSD_MODEL_ID_MAX))
+            return RSD_ERR_ARG;
+        m++;
+    }
+    same = m == r->n_owned; /* as sets of instance ids */
+    for (i = 0; i < n && same; i++) {
+        bool found = !owned[i].instance || !owned[i].instance[0];
+        for (k = 0; k < r->n_owned && !found; k++) found = strcmp(r->owned_inst[k], owned[i].instance) == 0;
+        same = found;
+    }
+    if (same) return RSD_OK;
+    r->n_owned = 0;
+    for (i = 0; i < n && r->n_owned < RSD_LMS_MAX_OWNED; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, owned[i].model ? owned[i].model : "");
+        rsdi_cpy(r->owned_inst[r->n_owned++], RSD_MODEL_ID_MAX, owned[i].instance);
+    }
+    r->owned_changed = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
     if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
@@ -9131,7 +9608,7 @@ RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_
                         "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
     }
-    if (held && r->has_gen && generation == r->gen) {
+    if (held && r->has_gen && generation == r->gen && !r->owned_changed) {
         rsdi_lms_do_load(r, now_ms);
         if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
     } else {
@@ -9369,6 +9846,10 @@ typedef struct rsdi_pool_model {
     int want_prev, want_next;        /* list of models waiting for a slot */
     bool wanting;
     uint64_t last_used_ms;           /* now_ms of its last grant or finished request */
+    uint32_t start_failures;         /* consecutive failed starts */
+    uint64_t retry_at_ms;            /* backoff: no new start before this; 0 = none */
+    int evicted_for;                 /* the model whose claim evicted it (restored if that
+                                        start fails); -1 = none */
 } rsdi_pool_model;
 
 typedef struct rsdi_pool_slot {
@@ -9380,6 +9861,7 @@ typedef struct rsdi_pool_slot {
     uint64_t last_use;
     uint64_t idle_deadline_ms;
     int64_t pid;
+    uint32_t limit;                  /* the process's own concurrency (set_slot_limit); 0 = none */
     rsd_pool_action_kind pending;    /* SPAWN or STOP waiting to be pulled */
     rsd_pool_why why;
     int act_next;                    /* slot action FIFO link */
@@ -9391,7 +9873,7 @@ struct rsd_pool {
     rsd_allocator alloc;
     rsd_logger logger;
     int max_slots;
-    uint32_t max_requests, max_waiting, max_wait_ms;
+    uint32_t max_requests, max_waiting, max_wait_ms, backoff_ms, backoff_max_ms;
     uint64_t budget_bytes, default_reserve, measured_total, foreign_bytes;
     bool stopped;
     uint64_t clock, now_ms;
@@ -9621,6 +10103,13 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     rsdi_pool_ntf_push(p, i, RSDI_PNTF_GRANT);
 }
 
+/* Requests slot s may take at once: the model's max_in_flight and the process's own
+   limit (rsd_pool_set_slot_limit), the smaller when both are set; 0 = unlimited. */
+RSDI_PRIVATE uint32_t rsdi_pool_cap(const rsd_pool *p, int s) {
+    uint32_t m = p->models[p->slots[s].model].max_in_flight, l = p->slots[s].limit;
+    return !l ? m : !m || l < m ? l : m;
+}
+
 /* Grant the head waiters of the slot's model while it has room. O(grants). */
 RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
     rsdi_pool_slot *sl = &p->slots[s];
@@ -9630,8 +10119,8 @@ RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
     /* Long queues: touch entries a few links ahead (the links are dense and cached,
        the entries are not), so their cache misses overlap. */
     for (k = 0; k < 8 && ahead != RSDI_POOL_NIL; k++) ahead = p->wq[ahead].next;
-    while (md->wq_head != RSDI_POOL_NIL &&
-           (md->max_in_flight == 0 || sl->in_flight < md->max_in_flight)) {
+    uint32_t cap = rsdi_pool_cap(p, s);
+    while (md->wq_head != RSDI_POOL_NIL && (cap == 0 || sl->in_flight < cap)) {
 #if defined(__GNUC__) || defined(__clang__)
         if (ahead != RSDI_POOL_NIL) {
             __builtin_prefetch(&p->reqs[ahead], 1);
@@ -9692,10 +10181,12 @@ RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     sl->last_use = ++p->clock;
     sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
     sl->pid = 0;
+    sl->limit = 0;
     sl->drain_after_start = false;
     sl->why = RSD_POOL_WHY_NONE;
     p->reserved_total += sl->reserve_bytes;
     p->models[m].slot = s;
+    p->models[m].evicted_for = -1;
     rsdi_pool_want_del(p, m);
     p->ctr.spawns++;
     rsdi_pool_act_push(p, s, RSD_POOL_ACTION_SPAWN);
@@ -9935,6 +10426,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
                 if (!(picked & (1u << v))) continue;
                 rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_EVICT, RSDI_WHERE,
                           "pool: evicting %s for %s", p->models[p->slots[v].model].id, md->id);
+                p->models[p->slots[v].model].evicted_for = m;
                 pend_s++;
                 pend_b += (int64_t)p->slots[v].reserve_bytes;
                 rsdi_pool_stop_slot(p, v, RSD_POOL_WHY_EVICT);
@@ -10023,6 +10515,7 @@ RSD_API int rsd_pool_add_model(rsd_pool *pool, const rsd_pool_model_desc *d) {
     md->max_in_flight = d->max_in_flight;
     md->pinned = d->pinned;
     md->slot = -1;
+    md->evicted_for = -1;
     md->wq_head = md->wq_tail = RSDI_POOL_NIL;
     md->want_prev = md->want_next = -1;
     return m;
@@ -10096,6 +10589,10 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     p->max_requests = d.max_requests;
     p->max_waiting = d.max_waiting;
     p->max_wait_ms = d.max_wait_ms;
+    p->backoff_ms = d.start_backoff_ms ? d.start_backoff_ms : (uint32_t)RSD_POOL_DEFAULT_BACKOFF_MS;
+    p->backoff_max_ms = d.start_backoff_max_ms ? d.start_backoff_max_ms
+                                               : (uint32_t)RSD_POOL_DEFAULT_BACKOFF_MAX_MS;
+    if (p->backoff_max_ms < p->backoff_ms) p->backoff_max_ms = p->backoff_ms;
     p->budget_bytes = d.vram_budget_bytes;
     p->default_reserve = d.default_reserve_bytes;
     p->reqs = (rsdi_pool_reqent *)(void *)((char *)p + off_reqs);
@@ -10174,7 +10671,8 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     /* Fast path: resident and ready, room, nobody queued ahead (P32.1). */
     if (RSDI_LIKELY(s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
                     md->wq_head == RSDI_POOL_NIL &&
-                    (md->max_in_flight == 0 || pool->slots[s].in_flight < md->max_in_flight))) {
+                    ((md->max_in_flight == 0 && pool->slots[s].limit == 0) ||
+                     pool->slots[s].in_flight < rsdi_pool_cap(pool, s)))) {
         rsdi_pool_slot *sl = &pool->slots[s];
         i = rsdi_pool_req_alloc(pool);
         if (i == RSDI_POOL_NIL) { pool->ctr.queue_full++; return RSD_ERR_CAPACITY; }
@@ -10193,6 +10691,10 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
         *req = rsdi_pool_handle(pool, i);
         if (slot) *slot = s;
         return RSD_OK;
+    }
+    if (s < 0 && md->retry_at_ms > now_ms) { /* its last start failed: not yet again */
+        pool->ctr.backoffs++;
+        return RSD_ERR_POOL_BACKOFF;
     }
     if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
         pool->ctr.no_fit++;
@@ -10223,15 +10725,12 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     return RSD_PENDING;
 }
 
-RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
-    rsdi_pool_model *md;
+/* Queues a load of model with no request (rsd_pool_preload, and the restore of a model
+   evicted for a start that failed). RSD_OK when READY or STARTING already. */
+RSDI_PRIVATE int rsdi_pool_preload_req(rsd_pool *pool, int model) {
+    rsdi_pool_model *md = &pool->models[model];
     uint32_t i;
-    int s, rc;
-    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
-    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
-    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
-    md = &pool->models[model];
-    s = md->slot;
+    int s = md->slot, rc;
     if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
                    pool->slots[s].state == RSD_POOL_SLOT_STARTING))
         return RSD_OK;
@@ -10255,6 +10754,53 @@ RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
         rsdi_pool_pass(pool);
     }
     return RSD_PENDING;
+}
+
+RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
+    if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    pool->models[model].start_failures = 0; /* an explicit load: try now */
+    pool->models[model].retry_at_ms = 0;
+    return rsdi_pool_preload_req(pool, model);
+}
+
+RSD_API int rsd_pool_reset_backoff(rsd_pool *pool, int model) {
+    int m;
+    if (!pool || model < -1 || model >= pool->num_models) return RSD_ERR_ARG;
+    for (m = model < 0 ? 0 : model; m < (model < 0 ? pool->num_models : model + 1); m++) {
+        pool->models[m].start_failures = 0;
+        pool->models[m].retry_at_ms = 0;
+    }
+    return RSD_OK;
+}
+
+/* A start of model m failed (a failed load, or an exit before READY): its next start
+   waits backoff_ms << (failures - 1), at most backoff_max_ms, and the models evicted to
+   make room for it are loaded again. */
+RSDI_PRIVATE void rsdi_pool_start_failed(rsd_pool *p, int m) {
+    rsdi_pool_model *md = &p->models[m];
+    uint64_t d = p->backoff_ms;
+    uint32_t k;
+    int v;
+    if (md->start_failures < 0xFFFFFFFFu) md->start_failures++;
+    for (k = 1; k < md->start_failures && d < p->backoff_max_ms; k++) d *= 2;
+    if (d > p->backoff_max_ms) d = p->backoff_max_ms;
+    md->retry_at_ms = rsdi_pool_at(p->now_ms, d);
+    rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_BACKOFF, RSDI_WHERE,
+              "pool: %s failed to start (%u in a row); next start in %llu ms", md->id,
+              (unsigned)md->start_failures, (unsigned long long)d);
+    for (v = 0; v < p->num_models; v++) {
+        rsdi_pool_model *vm = &p->models[v];
+        if (vm->evicted_for != m) continue;
+        vm->evicted_for = -1;
+        if (vm->slot >= 0 || vm->wanting || p->stopped) continue;
+        if (rsdi_pool_preload_req(p, v) == RSD_PENDING) {
+            p->ctr.restores++;
+            rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_RESTORE, RSDI_WHERE,
+                      "pool: reloading %s (evicted for %s, which failed to start)", vm->id, md->id);
+        }
+    }
 }
 
 RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms, bool cancel) {
@@ -10334,12 +10880,20 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uin
         sl->why = RSD_POOL_WHY_LOAD_FAILED;
         sl->model = m; /* kept for the STOP action; no longer routes requests */
         rsdi_pool_act_push(pool, s, RSD_POOL_ACTION_STOP);
+        rsdi_pool_start_failed(pool, m);
         rsdi_pool_pass(pool);
         return RSD_OK;
     }
     sl->state = RSD_POOL_SLOT_READY;
     sl->last_use = ++pool->clock;
     pool->ctr.readies++;
+    {   /* it started: no backoff, and what it evicted stays evicted */
+        int v, m = sl->model;
+        pool->models[m].start_failures = 0;
+        pool->models[m].retry_at_ms = 0;
+        for (v = 0; v < pool->num_models; v++)
+            if (pool->models[v].evicted_for == m) pool->models[v].evicted_for = -1;
+    }
     rsdi_pool_event_log(pool, RSD_POOL_EV_READY, RSD_POOL_WHY_NONE, s);
     rsdi_pool_grant_waiters(pool, s);
     if (sl->drain_after_start) {
@@ -10357,7 +10911,7 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uin
 
 RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms) {
     rsdi_pool_slot *sl;
-    int s;
+    int s, crashed_starting = -1;
     if (!pool) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
@@ -10376,10 +10930,12 @@ RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_
         if (sl->state == RSD_POOL_SLOT_STARTING) {
             pool->ctr.load_failures++;
             rsdi_pool_fail_model_waiters(pool, sl->model, RSD_ERR_POOL_CRASHED);
+            crashed_starting = sl->model;
         }
     }
     if (sl->model >= 0 && pool->models[sl->model].slot != s) sl->model = -1;
     rsdi_pool_vacate(pool, s);
+    if (crashed_starting >= 0) rsdi_pool_start_failed(pool, crashed_starting);
     rsdi_pool_pass(pool);
     return RSD_OK;
 }
@@ -10414,6 +10970,17 @@ RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid) {
     if (!pool) return RSD_ERR_ARG;
     if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
     pool->slots[s].pid = pid;
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+                                    uint64_t now_ms) {
+    int s;
+    if (!pool) return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
+    pool->slots[s].limit = max_in_flight;
+    if (pool->slots[s].state == RSD_POOL_SLOT_READY) rsdi_pool_grant_waiters(pool, s);
     return RSD_OK;
 }
 
@@ -10598,6 +11165,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
         o->ttl_ms = sl->model >= 0 ? pool->models[sl->model].ttl_ms : 0;
         o->pinned = sl->model >= 0 && pool->models[sl->model].pinned;
         o->pid = sl->pid;
+        o->max_in_flight = sl->model >= 0 ? rsdi_pool_cap(pool, s) : 0;
     }
 }
 
@@ -10618,6 +11186,8 @@ RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model
     info->waiting = md->wq_count;
     info->running = md->slot >= 0 ? pool->slots[md->slot].in_flight : 0;
     info->last_used_ms = md->last_used_ms;
+    info->start_failures = md->start_failures;
+    info->retry_at_ms = md->retry_at_ms;
     return RSD_OK;
 }
 

@@ -235,6 +235,11 @@
            sockets. step_polled skips sockets listed in fds with revents == 0
            (the host just polled them); step tries every socket (one poll(0) for
            a connecting one, a recv that may say EAGAIN for a reading one).
+           One step reads at most 1 MiB for each request (and a single receive
+           once the request's deadline has passed), so a peer that streams
+           faster than on_body / on_sse consume cannot hold a step: the rest
+           waits in the socket (poll reports it) for the next step, and a
+           deadline still fires at the first step past it.
            Returns the number of completed events waiting (>= 0), RSD_ERR_ARG.
        bool rsd_http_next_event(c, rsd_http_event *ev)
            Oldest completion first. ev: req, result (RSD_OK whatever the HTTP
@@ -390,12 +395,18 @@
            connection table, one buffer block of max_conns x (max_header_bytes +
            max_body_bytes + 1 KiB + max_response_bytes). NULL on failure, logged
            (HTTP_DESC_INVALID, HTTP_LISTEN_FAILED with errno, ALLOC_FAILED).
-           Defaults: max_conns 32 (more clients wait in the backlog),
-           max_header_bytes 8 KiB, max_body_bytes 64 KiB, max_response_bytes
-           256 KiB (the per-connection send buffer: the largest Content-Length
-           response; stream bigger ones), idle_timeout_ms 30000 (idle keep-alive
-           connection closed), request_timeout_ms 10000 (a started request must
-           be complete by then, else 408 and close: the slowloris guard).
+           Defaults: max_conns 32 (more clients wait in the backlog, or take
+           the place of an idle one: below), max_header_bytes 8 KiB,
+           max_body_bytes 64 KiB, max_response_bytes 256 KiB (the per-connection
+           send buffer: the largest Content-Length response; stream bigger
+           ones), idle_timeout_ms 30000 (idle keep-alive connection closed),
+           request_timeout_ms 10000 (a started request must be complete by
+           then, else 408 and close), first_byte_timeout_ms 5000 (a new
+           connection that sends nothing is closed; never later than
+           idle_timeout_ms), head_timeout_ms 5000 (from a request's first byte
+           to the end of its head, else 408 and close; never later than
+           request_timeout_ms). RSD_TIMEOUT_NONE in the last two leaves only
+           the idle / request timeout.
        void rsd_http_server_destroy(s)     closes every socket, frees everything.
        uint16_t rsd_http_server_port(s)
        int rsd_http_server_step(s, now_ms)
@@ -404,6 +415,21 @@
            parses (a Content-Length or chunked body is read completely first), and
            expires. Returns the number of events waiting. With many connections use
            step_polled: plain step tries a recv on every connection.
+           Connection exhaustion: when every slot is taken and another client
+           waits, the connection waiting longest without a complete head (a
+           closing one first, then idle keep-alive, silent new or slowloris ones,
+           oldest first; not one that began waiting in this same ms) is closed to
+           take it (log item HTTP_CONN_EVICTED, stats.evictions). A connection
+           whose head is complete (body being read, request held, streaming) is
+           never dropped: when all are such, new clients wait in the backlog.
+           So idle or slow sockets cannot shut other clients out, however many
+           an attacker opens, and the deadlines above free them anyway.
+           Out of descriptors (accept fails with EMFILE/ENFILE or any error not
+           about one connection): the listener leaves pollfds and is not tried
+           until one of the server's connections closes or
+           RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS (1000) pass (next_deadline says
+           when), logged once per run of failures (HTTP_ACCEPT_FAILED,
+           stats.accept_pauses): a full descriptor table does not spin the host.
        bool rsd_http_server_next_event(s, rsd_http_server_event *ev)
            RSD_HTTP_SEV_REQUEST: ev.req (handle), ev.head (method, target,
            headers, framing), ev.body (decoded). They stay valid until the request
@@ -445,12 +471,15 @@
            write returns RSD_ERR_CAPACITY: step, then retry. RSD_ERR_CLOSED once
            the client is gone (you also get a SEV_CLOSED event).
        int rsd_http_server_pollfds(s, out, cap)   / uint64_t rsd_http_server_next_deadline(s)
-           Like the client's: the listening socket while a slot is free, every
+           Like the client's: the listening socket while a slot is free or one
+           could be freed for a new client (and accept is not paused), every
            connection (POLLIN while its receive buffer has room, POLLOUT while
            output is pending). next_deadline: 0 when pipelined bytes wait to be
-           parsed, else the earliest idle/request timeout.
+           parsed, else the earliest first-byte/head/idle/request timeout or
+           the end of an accept pause.
        void rsd_http_server_query_stats(s, out)
-           accepts, requests, responses, bad_requests, closes.
+           accepts, requests, responses, bad_requests, closes, evictions,
+           accept_pauses.
 
        Connection states: READ (waiting for a head/body) -> PENDING (event queued /
        held by you) -> [STREAMING] -> answered -> READ (keep-alive) or CLOSING;
@@ -466,7 +495,8 @@
            Transfer-Encoding with a coding besides chunked (gzip)   501
            Content-Length or chunked body over max_body_bytes   413
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
-           request not complete within request_timeout_ms   408
+           head not complete within head_timeout_ms, or request within
+           request_timeout_ms                            408
            (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
            gets "100 Continue" before the body is read.
 
@@ -576,6 +606,7 @@
            <dir>/attr/<name>.lock    short lock around an attribution/generation update
            <dir>/attr/<name>.gen     mutation generation of one target ("<n>\n")
            <dir>/attr/<name>.{attr,gen}.tmp  transient, during an update
+           <dir>/attr/<name>.attr.corrupt    the last corrupt attribution file, moved aside
        <name> = rsd_state_file_name(key): the key's first bytes with every run of
        bytes outside [A-Za-z0-9._-] replaced by one '_' (at most
        RSD_STATE_NAME_PREFIX_BYTES, a leading '.' or '-' also becomes '_'), then
@@ -680,11 +711,18 @@
        number, field count, duplicate (model, instance), an empty model, more
        than RSD_STATE_MAX_ATTR entries, a wrong count, bytes after the trailer,
        or a file over RSD_STATE_MAX_FILE_BYTES make the whole file corrupt: it
-       reads as empty, out->corrupt is set and ATTR_CORRUPT is logged; the next
-       add rewrites it. Never a crash (fuzzed: fuzz/fuzz_attr.c).
+       reads as empty, out->corrupt is set and ATTR_CORRUPT is logged once. The
+       read that finds it corrupt also resets it: under the attribution-file lock
+       (one non-blocking try) it moves the file aside to <name>.attr.corrupt and
+       sets out->reset, so the next read finds an empty, valid record and the
+       corruption is reported once (the ensurer turns out->reset into a warning
+       notice). When a writer holds the file lock at that moment the reader leaves
+       the file to it (corrupt set, reset not), and the writer moves it aside
+       before rewriting it. Never a crash (fuzzed: fuzz/fuzz_attr.c).
            int rsd_state_attr_load(st, key, rsd_attr_set *out)
                entry count; a missing file is empty. No lock needed: files are
-               replaced by rename, so a reader sees the old or the new version.
+               replaced by rename, so a reader sees the old or the new version
+               (only a corrupt file is reset under the lock, as above).
                <0 (RSD_ERR_STATE_IO) only for an unreadable file (a symlink, a
                directory, EACCES).
            int rsd_state_attr_add(st, key, model, instance, loaded_at_ms)
@@ -706,10 +744,38 @@
        protects against a process crash (a reader finds the old or the new
        version, both valid). desc.attr_fsync = true fsyncs the temp file before
        the rename (milliseconds per update). Concurrent adds lose nothing.
-       These calls are synchronous file I/O (microseconds without fsync); the
-       file lock is polled (1 ms doubling to 20 ms) for at most
-       RSD_STATE_ATTR_LOCK_WAIT_MS of sleep, then RSD_ERR_LOCK (ATTR_LOCK_TIMEOUT).
-       A frame loop should call them from its I/O step, not per frame.
+       These calls are synchronous file I/O (microseconds without fsync); they
+       wait for the file lock (retries 1 ms doubling to 20 ms, sleeping between
+       them) for at most RSD_STATE_ATTR_LOCK_WAIT_MS, then RSD_ERR_LOCK
+       (ATTR_LOCK_TIMEOUT). A loop that must never sleep uses the step form:
+           int rsd_state_attr_lock_begin(st, lk, key, now_ms, deadline_ms)
+               no I/O; starts acquiring key's attribution-file lock into an
+               rsd_state_lock (deadline_ms absolute, 0 = now_ms +
+               RSD_STATE_ATTR_LOCK_WAIT_MS). Then rsd_state_lock_step as for the
+               target lock: one flock attempt per call when now_ms >= lk->wake_ms,
+               retries 1 ms doubling to RSD_STATE_ATTR_RETRY_MAX_MS (20), the last
+               one at the deadline. Always fail-closed: at the deadline
+               RSD_ERR_TIMEOUT (ATTR_LOCK_TIMEOUT logged), state FAILED, whatever
+               desc.lock_fail_closed says (a read-modify-write without its lock
+               could lose another process's entries). A lock hook does not apply
+               to it. Release with rsd_state_unlock.
+           int rsd_state_attr_commit(st, lk, const rsd_attr_change *ch, n,
+                                     loaded_at_ms, uint64_t *gen_out)
+               with lk holding the attribution lock: applies ch[0..n) in order
+               ({model, instance, remove}: add or refresh, or remove exactly as
+               rsd_state_attr_add/_remove do) in one read-modify-write, then
+               bumps the generation (*gen_out = the new value, 0 when the bump
+               failed). The bump is tried even when the attribution write failed,
+               so other processes still drop their cached decisions. RSD_OK, or
+               the first error: RSD_ERR_STATE_IO (a write failed: ENOSPC, EFBIG,
+               EIO...), RSD_ERR_CAPACITY (an add beyond RSD_STATE_MAX_ATTR; the
+               other changes are written), RSD_ERR_ARG, RSD_ERR_STATE (lk not an
+               attribution lock, or not held).
+           const char *rsd_state_last_error(const rsd_state *st)
+               one line about the most recent failure of a write, a read or the
+               attribution lock, with the path and strerror ("write
+               /s/attr/x.attr: No space left on device"); "" before any.
+               rsd_state_attr_commit clears it first.
 
        Generation (W2: a decision cache shared in spirit across processes):
            int rsd_state_gen_read(st, key, uint64_t *out)
@@ -729,7 +795,8 @@
        RSD_STATE_MAX_FILE_BYTES (64 entries with every id byte escaped),
        RSD_STATE_MAX_PURPOSE_BYTES 63, RSD_STATE_MAX_HOST_BYTES 255,
        RSD_STATE_LOCK_WAIT_MS_DEFAULT 120000, retries 5..100 ms,
-       RSD_STATE_ATTR_LOCK_WAIT_MS 10000. sizeof(rsd_state_lock) is about 2.5 KB
+       RSD_STATE_ATTR_LOCK_WAIT_MS 10000, RSD_STATE_ATTR_RETRY_MAX_MS 20,
+       RSD_STATE_DETAIL_BYTES 1200 (rsd_state_last_error). sizeof(rsd_state_lock) is about 2.5 KB
        (it keeps the key for the hook); sizeof(rsd_attr_set) about 33 KB.
        Errors: RSD_ERR_STATE_DIR, RSD_ERR_STATE_IO, RSD_ERR_LOCK, RSD_ERR_TIMEOUT,
        RSD_ERR_CAPACITY, RSD_ERR_ARG, RSD_ERR_STATE, RSD_ERR_NOT_FOUND.
@@ -808,8 +875,9 @@
        int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
        uint64_t rsd_ensure_next_deadline(e)
            For the host's poll(): the client's sockets, and the earliest of the
-           client's deadlines, the reconcile's next poll (WAIT) and the lock's next
-           attempt. RSD_DEADLINE_NONE when done or only sockets matter.
+           client's deadlines, the reconcile's next poll (WAIT) and the next attempt
+           at the target lock or the attribution lock (COMMIT). RSD_DEADLINE_NONE
+           when done or only sockets matter.
        int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
            The notices so far (live while running: print notes[seen..n) after each
            step). Valid until the next begin.
@@ -822,8 +890,10 @@
            LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
            Studio's API tier), and progress fields (op and model of the last HTTP
            step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
-           = polling until op_model is loaded). Pointers stay valid until the next
-           begin.
+           = polling until op_model is loaded; NONE while the COMMIT waits for the
+           attribution lock), state_error (RSD_OK, or why the change was not
+           recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
+           busy attribution lock...). Pointers stay valid until the next begin.
        int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
@@ -844,9 +914,23 @@
        event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
        event ends it, below); LOCK ->
        rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
-       unlocked with a warning notice), then the generation read under the lock;
-       COMMIT -> rsd_state_attr_add(attr_add) and attr_remove(...) on the target
-       key, rsd_state_gen_bump, commit_done; UNLOCK -> rsd_state_unlock. At the
+       unlocked with a warning notice), then the generation and the attribution
+       read again under the lock (rsd_reconcile_set_ours: a model another process
+       loaded while we waited is known as residency's, and a changed attribution
+       makes the reconcile list and decide again); COMMIT -> the attribution
+       changes (the keep in, unrestored victims out; LM Studio: owned instances
+       out and in) and the generation bump in one rsd_state_attr_commit, under
+       the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
+       step never sleeps for it but comes back at its next attempt
+       (rsd_ensure_next_deadline), until the ensure's deadline (at least 50 ms);
+       then commit_done. A COMMIT that cannot be recorded (the lock busy past
+       the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
+       as it would have ended (the model is loaded: RESIDENT, exit code 0 in
+       rsd-ensure) with a degraded/warning notice quoting what failed
+       (rsd_reconcile_commit_failed), result.state_error set, and no decision
+       cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
+       (and reset, see STATE) is one degraded/warning notice of the ensure that
+       reset it: residency no longer knows which models it loaded there. At the
        start of a reconcile the target's generation is read (one small file)
        and the decision cache is looked up first: a live entry for (target,
        model) under that generation ends the ensure at once (cache_hit, no
@@ -858,14 +942,16 @@
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used.
 
-       /models/sse (llama.cpp router only; wire.md 1.11): just before a load POST
-       (or when a wait begins without one, e.g. for a model already LOADING) the
+       /models/sse (llama.cpp router only; wire.md 1.11): just before a load or
+       unload POST (or when a wait begins without one, e.g. for a model already
+       LOADING) the
        ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
        more in result.requests) and keeps it open across the WAIT steps of the
        ensure; it is cancelled when the ensure ends. Each event's data goes to
        rsd_reconcile_event: the "loaded" (or failed) event of the waited model
        ends the WAIT at once and the poll that follows confirms it (the listing
-       stays the truth, so outcomes are those of polling alone). Events that
+       stays the truth, so outcomes are those of polling alone); so does the
+       "unloaded" event of a victim the reconcile waits for after an unload. Events that
        arrive while a poll or the POST is in flight are kept (the newest
        RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
        one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
@@ -886,8 +972,13 @@
        Studio (GET /api/v1/models with a "models" array, then GET /api/v0/models
        with a "data" array for 0.3 servers). The answer is cached per target in
        the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
-       target pays for it. A transport error on the first probe ends the ensure at
-       once (DEGRADED, the transport error, e.g. RSD_ERR_CONNECT); no match ->
+       target pays for it. A router's /props answer (up to RSD_ENSURE_PROPS_BYTES)
+       is also the reconcile's capacity answer, not asked again: a resident model
+       costs 2 requests (GET /props, GET /v1/models), as upstream. A probe that
+       times out is sent again with twice the timeout while the ensure's deadline
+       allows (a busy server is slow, not gone). Any other transport error on the
+       first probe ends the ensure at once (DEGRADED, the transport error, e.g.
+       RSD_ERR_CONNECT); no match ->
        DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
        Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
        driver getter).
@@ -918,7 +1009,7 @@
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
        without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512,
+       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_ENSURE_PROPS_BYTES 2048,
        RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
        reconcile's limits (notices, ids: >>driver). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
@@ -998,6 +1089,15 @@
        RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
        host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
        same expansion into caller buffers without spawning.
+   Checking before starting: rsd_procs_check(p, spec, why, cap) tells what a spawn
+       would fail on, without starting anything or taking a port: the template
+       expands (and fits arg_bytes), the environment fits, the program is found
+       (PATH searched as the spawn does, relative paths from spec.cwd) and is an
+       executable file, and with the default llama-server template (spec.args
+       NULL) the model file is a readable file. RSD_OK, or RSD_ERR_SPAWN /
+       RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why ("cannot
+       run /opt/llama-server: No such file or directory"). A check that passes
+       does not promise a start: the model may still fail to load.
    spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
    spec.cwd: the child's working directory (a relative exe with '/' is
        resolved there). spec.start_deadline_ms overrides desc's per process.
@@ -1032,10 +1132,14 @@
    full pipe for longer than the host's step interval. The ring keeps the last
    desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
    last n lines (0 = all), starting at a line boundary, control bytes as '?',
-   cut from the front to fit cap; valid until rsd_procs_release, so error
+   cut from the front to fit cap, every value rsd_arg_redact hides in the
+   command line (an --api-key VALUE the child echoes) replaced by ***; valid
+   until rsd_procs_release, so error
    messages can quote it after EXITED. desc.log_output forwards every line to the
    logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
-   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line.
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line, with the
+   value of every secret flag (--api-key, --hf-token, ...) and URL passwords shown as
+   *** (rsd_arg_redact, residency.h); it is what fleet messages quote.
 
    Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
    rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
@@ -1115,8 +1219,16 @@
                    writes output is probed again at once (at most every
                    RSD_FLEET_OUTPUT_PROBE_GAP_MS): llama-server logs "model loaded" the
                    moment /health turns 200, so READY follows within a few ms instead of
-                   up to 500. The log is never parsed. 200 = READY and the waiting
-                   requests are granted; 503, refused, timeout = keep waiting.
+                   up to 500. The log is never parsed. 503, refused, timeout = keep
+                   waiting. After the first 200 one GET /props asks for the child's own
+                   slot count (llama-server's "total_slots", its -np; auto = 4): READY
+                   then, and the process is given at most that many requests at once
+                   (rsd_pool_set_slot_limit; the smaller of it and the model's
+                   max_in_flight), the rest wait in the pool -- not in the child's
+                   accept queue, where llama-server leaves a connection until one of
+                   its HTTP threads is free (a kept-alive idle connection holds one for
+                   its 5 s keep-alive). A /props that fails or has no total_slots
+                   (another server) leaves only max_in_flight.
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
                    "not ready within N ms") and the last output lines (W31). CRASHED.
@@ -1524,7 +1636,10 @@ enum {
     RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES = 65536,     /* over: 413 */
     RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES = 262144,/* per-connection send buffer */
     RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS = 30000,    /* idle keep-alive connection */
-    RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000  /* a started request must complete */
+    RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000, /* a started request must complete */
+    RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS = 5000, /* a new connection's first byte */
+    RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS = 5000,     /* first byte to the end of the head */
+    RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS = 1000            /* out of descriptors: listener paused */
 };
 
 typedef struct rsd_http_server rsd_http_server;
@@ -1535,12 +1650,17 @@ typedef struct rsd_http_sreq_h { uint32_t id; } rsd_http_sreq_h;
 typedef struct rsd_http_server_desc {
     const char *bind_host;        /* numeric address; NULL = "127.0.0.1" */
     uint16_t port;                /* 0 = ephemeral: read it back with rsd_http_server_port */
-    int max_conns;                /* 0 = 32; more clients wait in the listen backlog */
+    int max_conns;                /* 0 = 32; when full, a new client takes the place of the
+                                     oldest idle or head-incomplete one, else waits in the backlog */
     size_t max_header_bytes;      /* request head limit; 0 = 8 KiB */
     size_t max_body_bytes;        /* request body limit; 0 = 64 KiB */
     size_t max_response_bytes;    /* per-connection send buffer; 0 = 256 KiB */
     uint32_t idle_timeout_ms;     /* 0 = 30000; RSD_TIMEOUT_NONE = never */
     uint32_t request_timeout_ms;  /* head+body of a started request; 0 = 10000 */
+    uint32_t first_byte_timeout_ms; /* accept to the first byte; 0 = 5000; RSD_TIMEOUT_NONE =
+                                     only idle_timeout_ms */
+    uint32_t head_timeout_ms;     /* first byte to the end of the head; 0 = 5000;
+                                     RSD_TIMEOUT_NONE = only request_timeout_ms */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_http_server_desc;
@@ -1563,6 +1683,8 @@ typedef struct rsd_http_server_event {
 
 typedef struct rsd_http_server_stats {
     uint64_t accepts, requests, responses, bad_requests, closes;
+    uint64_t evictions;      /* connections dropped to make room for a new client */
+    uint64_t accept_pauses;  /* times the listener was paused (out of descriptors) */
 } rsd_http_server_stats;
 
 /* Binds, listens and allocates every buffer; NULL on failure (logged with errno). */
@@ -1701,6 +1823,7 @@ typedef struct rsd_ensure_result {
     const char *op_model;             /* progress: the model that step concerns ("" none) */
     const char *wire_id;              /* the model id to send requests with (LM Studio: the resolved instance) */
     rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
+    int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
 } rsd_ensure_result;
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
@@ -1892,6 +2015,11 @@ RSD_API void rsd_procs_destroy(rsd_procs *p);
    argv gets up to cap-1 pointers into buf plus a NULL. */
 RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_cap,
                              const char **argv, int cap);
+/* What can be checked without starting spec (a spawn would fail): the template expands,
+   the program exists and is executable (PATH searched as a spawn does), and with the
+   default llama-server template the model file is readable. RSD_OK, or RSD_ERR_SPAWN /
+   RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why (cap bytes). */
+RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, size_t cap);
 /* Start a process: RSD_OK (STARTING, *out set), RSD_ERR_SPAWN (*out set, state FAILED,
    SPAWN_FAILED queued), or <0 with no process (ERR_ARG, ERR_CAPACITY, ERR_PROC_*). */
 RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
@@ -1920,6 +2048,7 @@ RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd
 RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap);
 /* The expanded command line, arguments quoted where needed, for messages; length or <0. */
 RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap);
+/* (secret values and URL passwords shown as ***, as rsd_arg_redact in residency.h) */
 /* Handles of live processes (not EXITED/FAILED/FREE): count written. */
 RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap);
 /* Names for enums (never NULL). */
@@ -1944,7 +2073,9 @@ enum {
     RSD_STATE_LOCK_WAIT_MS_DEFAULT = 120000, /* lock wait budget when the desc says 0 */
     RSD_STATE_LOCK_RETRY_MIN_MS = 5,     /* first retry delay of a waiting lock */
     RSD_STATE_LOCK_RETRY_MAX_MS = 100,   /* retry delay doubles up to this */
-    RSD_STATE_ATTR_LOCK_WAIT_MS = 10000, /* longest sleep waiting for the attribution-file lock */
+    RSD_STATE_ATTR_LOCK_WAIT_MS = 10000, /* longest wait for the attribution-file lock (blocking calls) */
+    RSD_STATE_ATTR_RETRY_MAX_MS = 20,    /* attribution-file lock: retry delay 1 ms doubling to this */
+    RSD_STATE_DETAIL_BYTES = 1200,       /* rsd_state_last_error text, with a path */
     /* largest attribution file accepted (every byte of two ids escaped as \xHH) */
     RSD_STATE_MAX_FILE_BYTES = 64 + RSD_STATE_MAX_ATTR * (8 * RSD_STATE_MAX_ID_BYTES + 48)
 };
@@ -1994,6 +2125,7 @@ typedef struct rsd_state_lock {
     uint64_t begin_ms;          /* internal */
     int fd;                     /* internal: lock file, -1 when closed */
     bool via_hook;              /* internal */
+    bool attr;                  /* internal: the short attribution-file lock (rsd_state_attr_lock_begin) */
     char name[RSD_STATE_MAX_NAME_BYTES];            /* internal: file name */
     char purpose[RSD_STATE_MAX_PURPOSE_BYTES + 1];  /* internal */
     char key[RSD_STATE_MAX_KEY_BYTES + 1];          /* internal */
@@ -2020,6 +2152,7 @@ typedef struct rsd_attr {
 typedef struct rsd_attr_set {
     size_t count;
     bool corrupt;               /* the file was corrupt and was read as empty */
+    bool reset;                 /* this call moved the corrupt file aside (<name>.attr.corrupt) */
     rsd_attr items[RSD_STATE_MAX_ATTR];
 } rsd_attr_set;
 
@@ -2071,6 +2204,25 @@ RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *mo
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
 /* Increments key's generation after a mutation (load/unload); *out = the new value. */
 RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out);
+/* One change of a commit: add (or refresh) or remove (model, instance); instance NULL/""
+   = plain attribution (for a remove: NULL = every entry of model). */
+typedef struct rsd_attr_change {
+    const char *model;
+    const char *instance;
+    bool remove;
+} rsd_attr_change;
+/* Starts acquiring key's short attribution-file lock (the one attr_add/remove and gen_bump
+   take); no I/O. Then rsd_state_lock_step (never blocks); always fail-closed. deadline_ms 0 =
+   now_ms + RSD_STATE_ATTR_LOCK_WAIT_MS. Release with rsd_state_unlock. */
+RSD_API int rsd_state_attr_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
+                                      uint64_t now_ms, uint64_t deadline_ms);
+/* With lk holding key's attribution lock: applies changes[0..n) in one rewrite of the file,
+   then bumps the generation (*gen_out, 0 when that failed). Both are tried; RSD_OK or the
+   first error (RSD_ERR_STATE_IO, RSD_ERR_CAPACITY...; rsd_state_last_error says what). */
+RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_attr_change *changes,
+                                  int n, uint64_t loaded_at_ms, uint64_t *gen_out);
+/* One line about the most recent failed state write, read or attribution lock ("" none). */
+RSD_API const char *rsd_state_last_error(const rsd_state *st);
 /* Index of (model, instance) in set (instance NULL = any), or RSD_ERR_NOT_FOUND. */
 RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance);
 /* ==== >>state end ========================================================= */
@@ -2148,6 +2300,9 @@ typedef struct rsd_fleet_model_info {
     uint64_t last_used_ms;      /* when its last request finished (or was granted), 0 = never */
     uint64_t idle_deadline_ms;  /* TTL unload time while idle, RSD_POOL_NO_DEADLINE otherwise */
     int last_result;            /* result of its last failed start/crash, 0 = none */
+    const char *last_error;     /* its message (reason, command, last output lines); NULL =
+                                   none. Valid until the next rsd_fleet_* call that changes it */
+    uint64_t retry_at_ms;       /* after a failed start: no new start before this; 0 = none */
 } rsd_fleet_model_info;
 
 typedef struct rsd_fleet rsd_fleet;
@@ -2172,6 +2327,9 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
+   configuration changed. */
+RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
 /* Unload a model (-1 = all): flags as rsd_pool_unload. */
 RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms);
 /* Change the maximum of resident processes (idle excess stopped, LRU first). */
@@ -3558,6 +3716,7 @@ enum {
 };
 enum { RSDI_BODY_NONE = 0, RSDI_BODY_LENGTH, RSDI_BODY_CHUNKED, RSDI_BODY_CLOSE };
 enum { RSDI_SLOT_BITS = 12, RSDI_SLOT_MASK = 0xFFF, RSDI_SMALL_ROOM = 256 };
+enum { RSDI_STEP_READ_BYTES = 1 << 20 }; /* most one step reads for one request */
 
 typedef struct rsdi_cconn {
     int fd;
@@ -4196,14 +4355,20 @@ RSDI_PRIVATE int rsdi_req_head_done(rsd_http_client *c, rsdi_creq *r, size_t con
     return rsdi_req_feed(r, r->head + consumed, extra);
 }
 
+/* Reads and parses what the socket has, but at most RSDI_STEP_READ_BYTES per step (and
+   one receive once the request's deadline has passed): a peer that streams faster than
+   the callbacks consume cannot keep a step from returning, and the deadline fires at
+   the first step past it. What is left waits in the socket (poll reports it). */
 RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn = &c->conns[r->conn];
     char scratch[RSDI_SMALL_ROOM];
-    for (;;) {
-        long n;
+    size_t got = 0;
+    long n = 0;
+    for (;; got += (size_t)n) { /* one receive per pass */
         size_t want;
         int res;
+        if (got && (got >= RSDI_STEP_READ_BYTES || c->now >= r->total_deadline)) return;
         if (r->state == RSDI_RQ_HEAD) {
             size_t prev = r->head_len, consumed = 0;
             want = c->desc.max_header_bytes - r->head_len;
@@ -4650,6 +4815,7 @@ typedef struct rsdi_sconn {
     bool need_parse;     /* unparsed bytes (pipelined) wait in rx */
     bool close_after;
     bool raw;            /* streaming without chunk framing (stream_begin_raw) */
+    bool fresh;          /* accepted, no byte received yet */
     const rsdi_io *io;
     void *io_ctx;
 } rsdi_sconn;
@@ -4664,6 +4830,9 @@ struct rsd_http_server {
     int n;
     size_t rx_cap;
     uint64_t seq, now;
+    uint64_t accept_resume;  /* accept_paused: try the listener again from then */
+    bool accept_paused;      /* accept ran out of descriptors: not polled, not tried */
+    bool accept_err_logged;  /* one log line per run of accept failures */
     rsd_http_server_stats stats;
 };
 
@@ -4675,6 +4844,8 @@ RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
     if (!d->max_response_bytes) d->max_response_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES;
     if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS;
     if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!d->first_byte_timeout_ms) d->first_byte_timeout_ms = RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
+    if (!d->head_timeout_ms) d->head_timeout_ms = RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS;
     if (!d->bind_host) d->bind_host = "127.0.0.1";
     if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
@@ -4698,6 +4869,7 @@ RSDI_PRIVATE void rsdi_sconn_free(rsd_http_server *s, int k) {
     cn->delivered = cn->zombie_pulled = cn->need_parse = cn->close_after = false;
     rsdi_sconn_bump(cn);
     s->stats.closes++;
+    s->accept_paused = false; /* a descriptor was freed: the listener may go on */
 }
 
 /* The connection is gone (EOF, error, timeout). A request the user holds becomes a
@@ -4712,6 +4884,7 @@ RSDI_PRIVATE void rsdi_sconn_drop(rsd_http_server *s, int k) {
         cn->ev_seq = s->seq++;
         cn->dead_gen = cn->gen;
         s->stats.closes++;
+        s->accept_paused = false;
         rsdi_log(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CLIENT_GONE,
                  "http server: client went away before its answer", RSDI_WHERE);
         return;
@@ -4979,6 +5152,7 @@ RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
             return false;
         }
         if (cn->state == RSDI_SC_READ && cn->rx_len == 0) cn->req_start = s->now;
+        cn->fresh = false;
         cn->rx_len += (size_t)n;
         cn->last_active = s->now;
         if (cn->state == RSDI_SC_READ) cn->need_parse = true;
@@ -4986,25 +5160,95 @@ RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
     }
 }
 
-RSDI_PRIVATE void rsdi_server_accept(rsd_http_server *s) {
+/* When a READ connection times out: a new one's first byte (first_byte_timeout_ms, and
+   never later than idle_timeout_ms), an idle kept-alive one's next request
+   (idle_timeout_ms), the end of a head (head_timeout_ms, and never later than
+   request_timeout_ms) and of the whole request (request_timeout_ms). */
+RSDI_PRIVATE uint64_t rsdi_sconn_deadline(const rsd_http_server *s, const rsdi_sconn *cn) {
+    uint64_t t, u;
+    if (cn->rx_len == 0) {
+        t = rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+        u = cn->fresh ? rsdi_deadline(cn->last_active, s->desc.first_byte_timeout_ms) : t;
+    } else {
+        t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
+        u = cn->head_len ? t : rsdi_deadline(cn->req_start, s->desc.head_timeout_ms);
+    }
+    return u < t ? u : t;
+}
+
+/* The connection to drop for a new client when the table is full: one closing after a
+   rejection first, then the one that has waited longest for its first byte, its next
+   request or the rest of its head. Never one whose head is complete (a request being
+   read, held, streamed or answered). spare_now: not one that began waiting in this
+   very ms (just accepted or just answered). -1 when there is none. */
+RSDI_PRIVATE int rsdi_server_victim(const rsd_http_server *s, bool spare_now) {
+    int k, best = -1;
+    uint64_t bt = 0;
+    for (k = 0; k < s->n; k++) {
+        const rsdi_sconn *cn = &s->conns[k];
+        uint64_t t;
+        if (cn->state == RSDI_SC_CLOSING) {
+            t = 0;
+        } else if (cn->state == RSDI_SC_READ && cn->head_len == 0 && !cn->need_parse) {
+            t = cn->rx_len ? cn->req_start : cn->last_active;
+            if (spare_now && t >= s->now) continue;
+        } else {
+            continue;
+        }
+        if (best < 0 || t < bt) {
+            best = k;
+            bt = t;
+        }
+    }
+    return best;
+}
+
+/* Takes waiting clients into free slots; with evict, into the slot of the victim above
+   once none is free. Returns true when it stopped for want of a slot (clients may still
+   wait in the backlog). Out of descriptors (EMFILE, ENFILE, ENOBUFS, ENOMEM) or any
+   other error that is not about one connection: the listener pauses (left out of
+   pollfds, not tried) until a connection closes or RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS
+   pass, so a full descriptor table cannot spin the host; one log line per run of
+   failures. */
+RSDI_PRIVATE bool rsdi_server_accept(rsd_http_server *s, bool evict) {
     int k = 0;
-    for (;;) {
-        int fd;
+    while (!s->accept_paused) {
+        int fd, victim = -1;
         while (k < s->n && s->conns[k].state != RSDI_SC_FREE) k++;
-        if (k >= s->n) return; /* full: the rest wait in the backlog */
+        if (k >= s->n && (!evict || (victim = rsdi_server_victim(s, true)) < 0))
+            return true; /* full: the rest wait in the backlog */
         fd = accept(s->lfd, NULL, NULL);
         if (fd < 0) {
-            if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (!rsdi_would_block(errno))
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED || e == EPROTO) continue; /* that one is gone */
+            if (rsdi_would_block(e)) return false;
+            s->accept_paused = true;
+            s->accept_resume = rsdi_deadline(s->now, RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS);
+            s->stats.accept_pauses++;
+            if (!s->accept_err_logged)
                 rsdi_logf(&s->desc.logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_ACCEPT_FAILED, RSDI_WHERE,
-                          "http server: accept failed: errno %d", errno);
-            return;
+                          "http server: accept failed: errno %d; not accepting until a connection "
+                          "closes or %u ms pass (logged once)",
+                          e, (unsigned)RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS);
+            s->accept_err_logged = true;
+            return false;
         }
+        s->accept_err_logged = false;
         if (rsdi_fd_nonblock(fd) < 0) {
             (void)close(fd);
             continue;
         }
         rsdi_sock_opts(fd);
+        if (victim >= 0) {
+            rsdi_sconn *v = &s->conns[victim];
+            rsdi_logf(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CONN_EVICTED, RSDI_WHERE,
+                      "http server: all %d connections busy; dropped one %s to take a new client",
+                      s->n, v->state == RSDI_SC_CLOSING ? "closing" : v->rx_len ? "with an unfinished head"
+                                                                          : "waiting idle");
+            rsdi_sconn_free(s, victim);
+            s->stats.evictions++;
+            k = victim;
+        }
         {
             rsdi_sconn *cn = &s->conns[k];
             cn->fd = fd;
@@ -5015,13 +5259,16 @@ RSDI_PRIVATE void rsdi_server_accept(rsd_http_server *s) {
             cn->tx_off = cn->tx_len = 0;
             cn->last_active = cn->req_start = s->now;
             cn->hint = RSDI_HINT_READY;
+            cn->fresh = true;
             s->stats.accepts++;
         }
     }
+    return false;
 }
 
 RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_pollfd *fds, int nfds) {
     int i, k, events = 0;
+    bool full;
     if (!s) return RSD_ERR_ARG;
     s->now = now;
     s->lhint = RSDI_HINT_UNKNOWN;
@@ -5039,7 +5286,8 @@ RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_po
                     break;
                 }
         }
-    if (s->lhint != RSDI_HINT_IDLE) rsdi_server_accept(s);
+    if (s->accept_paused && now >= s->accept_resume) s->accept_paused = false;
+    full = s->lhint != RSDI_HINT_IDLE && rsdi_server_accept(s, false);
     for (k = 0; k < s->n; k++) {
         rsdi_sconn *cn = &s->conns[k];
         int st = cn->state;
@@ -5051,15 +5299,14 @@ RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_po
         }
         if (cn->hint != RSDI_HINT_IDLE && !rsdi_sconn_read(s, k)) continue;
         if (cn->state == RSDI_SC_READ && cn->need_parse) rsdi_sconn_parse(s, k);
-        if (cn->state == RSDI_SC_READ) { /* timeouts of idle and half-received requests */
-            uint64_t t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
-                                    : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
-            if (now >= t) {
-                if (cn->rx_len) rsdi_sconn_reject(s, k, 408);
-                else rsdi_sconn_free(s, k);
-            }
+        if (cn->state == RSDI_SC_READ && now >= rsdi_sconn_deadline(s, cn)) { /* silent or slow */
+            if (cn->rx_len) rsdi_sconn_reject(s, k, 408);
+            else rsdi_sconn_free(s, k);
         }
     }
+    /* Still full and clients waiting: the oldest idle or head-incomplete connection
+       makes room (one that just arrived and has not sent yet is spared this ms). */
+    if (full) (void)rsdi_server_accept(s, true);
     for (k = 0; k < s->n; k++)
         if (s->conns[k].ev_type != RSD_HTTP_SEV_NONE) events++;
     return events;
@@ -5149,7 +5396,7 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
         }
         n++;
     }
-    if (free_slots && s->lfd >= 0) {
+    if (s->lfd >= 0 && !s->accept_paused && (free_slots || rsdi_server_victim(s, false) >= 0)) {
         if (out && n < cap) {
             out[n].fd = s->lfd;
             out[n].events = POLLIN;
@@ -5175,10 +5422,10 @@ RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
         }
         if (cn->state != RSDI_SC_READ) continue;
         if (cn->need_parse) return 0;
-        t = cn->rx_len ? rsdi_deadline(cn->req_start, s->desc.request_timeout_ms)
-                       : rsdi_deadline(cn->last_active, s->desc.idle_timeout_ms);
+        t = rsdi_sconn_deadline(s, cn);
         if (t < dl) dl = t;
     }
+    if (s->accept_paused && s->accept_resume < dl) dl = s->accept_resume;
     return dl;
 }
 
@@ -5417,7 +5664,11 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 #include <arpa/inet.h>
 
 enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE };
-enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK };
+enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT };
+enum {
+    RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
+    RSDI_EN_MAX_CHANGES = RSD_MAX_RESIDENTS + 2 * RSD_LMS_MAX_EVICT + 2
+};
 
 typedef struct rsdi_ensure_name {
     char host[RSD_HTTP_MAX_HOST_BYTES + 1];
@@ -5445,6 +5696,10 @@ struct rsd_ensurer {
     rsd_state *st;
     rsd_state_lock lk;
     bool lk_active;
+    rsd_state_lock alk;               /* the attribution-file lock of a COMMIT */
+    bool alk_active;
+    int n_chg;
+    rsd_attr_change chg[RSDI_EN_MAX_CHANGES]; /* the COMMIT's changes (views into the machine's result) */
     bool ignore_env, has_env, no_cache, lock_fail_closed;
     char env[128];
     int n_protected;
@@ -5713,19 +5968,27 @@ RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
     if (later > e->wake && later + e->probe_ms < e->deadline) e->wake = later;
 }
 
+/* Releases the target lock and a COMMIT's attribution lock, if held or waited for. */
+RSDI_PRIVATE void rsdi_en_unlock_all(rsd_ensurer *e) {
+    if (e->alk_active && e->st) rsd_state_unlock(e->st, &e->alk);
+    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    e->alk_active = e->lk_active = false;
+}
+
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 4, 5)))
 #endif
 RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const char *fmt, ...) {
+    char msg[sizeof e->message];
     va_list ap;
     va_start(ap, fmt);
-    (void)vsnprintf(e->message, sizeof e->message, fmt, ap);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    (void)rsd_arg_redact(NULL, msg, e->message, sizeof e->message); /* a URL's password as *** */
     if (e->inflight) (void)rsd_http_cancel(e->http, e->h);
     e->inflight = false;
     rsdi_en_sse_close(e);
-    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
-    e->lk_active = false;
+    rsdi_en_unlock_all(e);
     e->reconciling = false;
     e->outcome = RSD_OUTCOME_DEGRADED;
     e->error = err < 0 ? err : RSD_ERR_STATE;
@@ -5738,8 +6001,7 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
 
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     rsdi_en_sse_close(e);
-    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
-    e->lk_active = false;
+    rsdi_en_unlock_all(e);
     e->final = e->lms ? e->m.lms.result.error : e->m.rc.result.error;
     e->phase = RSDI_EN_DONE;
     e->waiting = RSDI_EN_WAIT_NONE;
@@ -5815,6 +6077,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         e->prot[i].role = d.protected_models[i].role;
     }
     e->lk.fd = -1;
+    e->alk.fd = -1;
     e->phase = RSDI_EN_IDLE;
     e->final = RSD_ERR_STATE;
     return e;
@@ -5823,7 +6086,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_allocator a;
     if (!e) return;
-    if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+    rsdi_en_unlock_all(e);
     rsd_http_client_destroy(e->http);
     rsd_state_close(e->st);
     a = e->alloc;
@@ -5918,6 +6181,35 @@ RSDI_PRIVATE void rsdi_en_lock_done(rsd_ensurer *e, bool held, uint64_t gen, uin
     else (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
 }
 
+/* The target's plain attribution entries (the models this library loaded there) as ours[];
+   the count. */
+RSDI_PRIVATE int rsdi_en_read_ours(rsd_ensurer *e) {
+    size_t i;
+    int n = 0;
+    if (!e->st || rsd_state_attr_load(e->st, e->key, &e->attrs) < 0) return 0;
+    for (i = 0; i < e->attrs.count && n < RSD_RECONCILE_MAX_OURS; i++)
+        if (!e->attrs.items[i].instance[0]) e->ours[n++] = e->attrs.items[i].model;
+    return n;
+}
+
+/* Says so (once: the read that reset it) when the attribution just read was corrupt. */
+RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
+    char name[RSD_STATE_MAX_NAME_BYTES];
+    if (!e->st || !e->attrs.reset) return;
+    e->attrs.reset = false;
+    if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
+    if (e->lms)
+        rsdi_lms_notice(&e->m.lms, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                        "the record of the LM Studio instances residency loaded on '%s' was corrupt and "
+                        "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
+                        "instance there as not its own", e->url, rsd_state_dir(e->st), name);
+    else
+        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                           "the record of the models residency loaded on '%s' was corrupt and has been "
+                           "reset (kept as %s/attr/%s.attr.corrupt): residency treats every resident "
+                           "there as not its own", e->url, rsd_state_dir(e->st), name);
+}
+
 /* LM Studio instances owned on e->key (W16): the persisted attribution entries that name
    an instance, or without a state directory what this ensurer loaded (upstream S33). */
 RSDI_PRIVATE void rsdi_en_load_owned(rsd_ensurer *e) {
@@ -5980,7 +6272,8 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     e->lms = true;
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
-    (void)rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms); /* an error ends it DONE with it */
+    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) /* an error ends it DONE with it */
+        rsdi_en_reset_notice(e);
 }
 
 /* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
@@ -6016,7 +6309,6 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     uint64_t gen = 0;
     bool has_gen = false;
     int n_ours = 0, rc;
-    size_t i;
     if (e->kind == RSD_RUNTIME_LMSTUDIO) {
         rsdi_en_start_lms(e, now_ms);
         return;
@@ -6034,10 +6326,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     }
     if (e->st) has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
     if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
-    if (e->st && rsd_state_attr_load(e->st, e->key, &e->attrs) >= 0) {
-        for (i = 0; i < e->attrs.count && n_ours < RSD_RECONCILE_MAX_OURS; i++)
-            if (!e->attrs.items[i].instance[0]) e->ours[n_ours++] = e->attrs.items[i].model;
-    }
+    n_ours = rsdi_en_read_ours(e);
     memset(&d, 0, sizeof d);
     d.runtime = rt;
     d.base_url = e->url;
@@ -6063,7 +6352,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
     rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
-    (void)rc; /* on error the reconcile is DONE with it; step picks it up */
+    if (rc == RSD_OK) rsdi_en_reset_notice(e);
+    /* on error the reconcile is DONE with it; step picks it up */
 }
 
 RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
@@ -6268,35 +6558,68 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_lms_attr *a, bool ad
     (void)rsdi_cpy(e->mem[k].inst, sizeof e->mem[k].inst, a->instance);
 }
 
-/* LM Studio COMMIT: unloaded owned instances out, new ones in (W16), generation bump. */
-RSDI_PRIVATE void rsdi_en_commit_lms(rsd_ensurer *e) {
-    const rsd_lms_result *res = &e->m.lms.result;
-    uint64_t gen = 0;
-    int i;
-    for (i = 0; i < res->n_attr_remove; i++) {
-        if (e->st) (void)rsd_state_attr_remove(e->st, e->key, res->attr_remove[i].model, res->attr_remove[i].instance);
-        else rsdi_en_mem_set(e, &res->attr_remove[i], false);
-    }
-    for (i = 0; i < res->n_attr_add; i++) {
-        if (e->st)
-            (void)rsd_state_attr_add(e->st, e->key, res->attr_add[i].model, res->attr_add[i].instance, rsdi_en_wall_ms());
-        else rsdi_en_mem_set(e, &res->attr_add[i], true);
-    }
-    if (e->st && rsd_state_gen_bump(e->st, e->key, &gen) == RSD_OK) (void)rsd_lms_reconcile_commit_done(&e->m.lms, gen);
+RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const char *model, const char *instance, bool remove) {
+    if (e->n_chg >= RSDI_EN_MAX_CHANGES || !model || !model[0]) return;
+    e->chg[e->n_chg].model = model;
+    e->chg[e->n_chg].instance = instance;
+    e->chg[e->n_chg++].remove = remove;
 }
 
-RSDI_PRIVATE void rsdi_en_commit(rsd_ensurer *e) {
-    const rsd_reconcile_result *res = &e->m.rc.result;
+/* The attribution lock answered (r: rsd_state_lock_step's result): the changes and the
+   generation bump in one update, then commit_done -- or commit_failed with why. */
+RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
+    char what[RSD_STATE_DETAIL_BYTES];
     uint64_t gen = 0;
-    int i;
-    if (e->lms) {
-        rsdi_en_commit_lms(e);
+    if (r == RSD_OK) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
+    if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
+    e->alk_active = false;
+    if (r == RSD_OK) {
+        if (e->lms) (void)rsd_lms_reconcile_commit_done(&e->m.lms, gen);
+        else (void)rsd_reconcile_commit_done(&e->m.rc, gen);
         return;
     }
+    (void)RSD_SNPRINTF(what, sizeof what, "%s", rsd_state_last_error(e->st)[0] ? rsd_state_last_error(e->st)
+                                                                              : rsd_result_str(r));
+    if (e->lms) (void)rsd_lms_reconcile_commit_failed(&e->m.lms, r, what);
+    else (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
+}
+
+/* COMMIT: what the machine loaded and unloaded goes into the attribution (router: the
+   keep in, unrestored victims out; LM Studio: unloaded owned instances out, new ones in),
+   and the generation is bumped -- one update under the attribution-file lock, taken
+   without blocking (WAIT_COMMIT: the step comes back at the lock's next attempt), bounded
+   by the ensure's deadline (at least RSDI_EN_COMMIT_GRACE_MS). Without a state directory
+   only LM Studio's in-memory ownership changes. */
+RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
+    uint64_t dl;
+    int i, r;
+    e->n_chg = 0;
+    if (e->lms) {
+        const rsd_lms_result *res = &e->m.lms.result;
+        for (i = 0; i < res->n_attr_remove; i++) {
+            if (e->st) rsdi_en_change(e, res->attr_remove[i].model, res->attr_remove[i].instance, true);
+            else rsdi_en_mem_set(e, &res->attr_remove[i], false);
+        }
+        for (i = 0; i < res->n_attr_add; i++) {
+            if (e->st) rsdi_en_change(e, res->attr_add[i].model, res->attr_add[i].instance, false);
+            else rsdi_en_mem_set(e, &res->attr_add[i], true);
+        }
+    } else {
+        const rsd_reconcile_result *res = &e->m.rc.result;
+        if (res->attr_add[0]) rsdi_en_change(e, res->attr_add, NULL, false);
+        for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, res->attr_remove[i], NULL, true);
+    }
     if (!e->st) return;
-    if (res->attr_add[0]) (void)rsd_state_attr_add(e->st, e->key, res->attr_add, NULL, rsdi_en_wall_ms());
-    for (i = 0; i < res->n_attr_remove; i++) (void)rsd_state_attr_remove(e->st, e->key, res->attr_remove[i], NULL);
-    if (rsd_state_gen_bump(e->st, e->key, &gen) == RSD_OK) (void)rsd_reconcile_commit_done(&e->m.rc, gen);
+    dl = e->deadline > now_ms + RSDI_EN_COMMIT_GRACE_MS ? e->deadline : now_ms + RSDI_EN_COMMIT_GRACE_MS;
+    r = rsd_state_attr_lock_begin(e->st, &e->alk, e->key, now_ms, dl);
+    if (r < 0) {
+        rsdi_en_commit_end(e, r);
+        return;
+    }
+    e->alk_active = true;
+    e->waiting = RSDI_EN_WAIT_COMMIT;
+    e->op = RSD_OP_NONE; /* progress: no HTTP step (a load is no longer being waited for) */
+    e->op_model[0] = '\0';
 }
 
 RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
@@ -6342,7 +6665,22 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
             }
             held = rsd_state_lock_held(&e->lk);
             if (held && rsd_state_gen_read(e->st, e->key, &gen) != RSD_OK) gen = ~(uint64_t)0;
+            if (e->lms) { /* the attribution too may have changed while we waited: read it again */
+                rsdi_en_load_owned(e);
+                (void)rsd_lms_reconcile_set_owned(&e->m.lms, e->owned, e->n_owned);
+            } else {
+                int n_ours = rsdi_en_read_ours(e);
+                (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, n_ours);
+            }
+            rsdi_en_reset_notice(e);
             rsdi_en_lock_done(e, held, gen, now_ms);
+            continue;
+        }
+        if (e->waiting == RSDI_EN_WAIT_COMMIT) {
+            int r = rsd_state_lock_step(e->st, &e->alk, now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            rsdi_en_commit_end(e, r);
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
@@ -6364,7 +6702,7 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->lk_active = true;
                 e->waiting = RSDI_EN_WAIT_LOCK;
                 break;
-            case RSD_STEP_COMMIT: rsdi_en_commit(e); break;
+            case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); break;
             case RSD_STEP_UNLOCK:
                 if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
                 e->lk_active = false;
@@ -6391,6 +6729,7 @@ RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
         return dl;
     case RSDI_EN_WAIT_WAKE: return e->wake;
     case RSDI_EN_WAIT_LOCK: return e->lk.wake_ms;
+    case RSDI_EN_WAIT_COMMIT: return e->alk.wake_ms;
     default: return 0;
     }
 }
@@ -6409,6 +6748,7 @@ RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out)
         (out)->keep_resident = (r)->keep_resident; (out)->lock_held = (r)->lock_held; \
         (out)->loaded = (r)->loaded; (out)->mutated = (r)->mutated; \
         (out)->requests += (r)->requests; (out)->message = (r)->message; \
+        (out)->state_error = (r)->state_error; \
     } while (0)
 RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     if (!out) return;
@@ -6504,6 +6844,7 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <unistd.h>
 #include <poll.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
@@ -6619,6 +6960,7 @@ typedef struct rsdi_proc_out {
 } rsdi_proc_out;
 
 RSDI_PRIVATE void rsdi_proc_put(rsdi_proc_out *o, const char *s, size_t n) {
+    if (!o->buf) { o->len += n; return; } /* counting only (rsd_procs_check) */
     if (o->overflow || n > o->cap - o->len) { o->overflow = true; return; }
     memcpy(o->buf + o->len, s, n);
     o->len += n;
@@ -6797,6 +7139,13 @@ RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_ca
     return o.argc;
 }
 
+/* path, or cwd/path when path is relative and cwd is set, into buf (false: too long). */
+RSDI_PRIVATE bool rsdi_proc_join(const char *cwd, const char *path, char *buf, size_t cap) {
+    int n = path[0] != '/' && cwd && cwd[0] ? RSD_SNPRINTF(buf, cap, "%s/%s", cwd, path)
+                                            : RSD_SNPRINTF(buf, cap, "%s", path);
+    return n >= 0 && (size_t)n < cap;
+}
+
 /* ---- small POSIX helpers ---------------------------------------------------- */
 /* Moves fd to a number >= 3 (close-on-exec), so dup2 onto 0..2 in the child cannot
    clobber it. Returns the (possibly new) fd or -1. */
@@ -6885,6 +7234,58 @@ RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, char *const *e
         d = e;
     }
     return last_err;
+}
+
+RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add);
+
+RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, size_t cap) {
+    rsdi_proc_out o;
+    char file[RSD_PROC_PATH_MAX];
+    const char *exe;
+    char *const *envp = NULL;
+    struct stat sb;
+    int r, err;
+    if (why && cap) why[0] = '\0';
+    if (!p || !spec || (!why && cap)) return RSD_ERR_ARG;
+    memset(&o, 0, sizeof o); /* buf NULL: count only */
+    o.max = RSD_PROC_MAX_ARGS;
+    r = rsdi_proc_expand(spec, 1, &o);
+    if (r < 0 || o.len > p->arg_bytes) {
+        if (cap)
+            (void)RSD_SNPRINTF(why, cap, "command template: %s",
+                               r < 0 ? rsd_result_str(r) : "longer than arg_bytes");
+        return r < 0 ? r : RSD_ERR_CAPACITY;
+    }
+    if (spec->env) {
+        if ((r = rsdi_proc_env(p, spec->env)) < 0) {
+            if (cap) (void)RSD_SNPRINTF(why, cap, "environment: %s", rsd_result_str(r));
+            return r;
+        }
+        envp = p->envp;
+    }
+    exe = rsdi_proc_exe(spec);
+    err = rsdi_proc_resolve(p, exe, envp);
+    if (!err && strchr(exe, '/')) { /* a path: the launch would run exactly this */
+        if (!rsdi_proc_join(spec->cwd, p->path, file, sizeof file)) err = ENAMETOOLONG;
+        else if (stat(file, &sb) != 0) err = errno;
+        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
+        else if (access(file, X_OK) != 0) err = errno;
+    }
+    if (err) {
+        if (cap) (void)RSD_SNPRINTF(why, cap, "cannot run %s: %s", exe, strerror(err));
+        return RSD_ERR_SPAWN;
+    }
+    if (!spec->args && spec->model && spec->model[0]) { /* llama-server's -m FILE */
+        if (!rsdi_proc_join(spec->cwd, spec->model, file, sizeof file)) err = ENAMETOOLONG;
+        else if (stat(file, &sb) != 0) err = errno;
+        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
+        else if (access(file, R_OK) != 0) err = errno;
+        if (err) {
+            if (cap) (void)RSD_SNPRINTF(why, cap, "cannot read model file %s: %s", spec->model, strerror(err));
+            return RSD_ERR_SPAWN;
+        }
+    }
+    return RSD_OK;
 }
 
 /* Builds the child's environment into p->envp (environ with spec->env applied).
@@ -7135,6 +7536,8 @@ RSDI_PRIVATE void rsdi_proc_log_line(rsd_procs *p, rsdi_proc_slot *s) {
     s->line[n] = '\0';
     for (i = 0; i < n; i++)
         if ((unsigned char)s->line[i] < 0x20 || s->line[i] == 0x7f) s->line[i] = '?';
+    n = rsdi_text_scrub(s->line, n, s->args, s->args_len);
+    s->line[n] = '\0';
     if (n) rsdi_logf(&p->logger, RSD_LOG_DEBUG, RSD_LOGITEM_PROC_OUTPUT, NULL, "%s[%ld]: %s",
                      s->name, (long)s->pid, s->line);
     s->line_len = 0;
@@ -7730,37 +8133,36 @@ RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *
         buf[i] = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : (char)c;
     }
 #undef RSDI_RING_AT
+    n = rsdi_text_scrub(buf, n, s->args, s->args_len); /* a child echoing --api-key VALUE */
     buf[n] = '\0';
     return (int)n;
 }
 
 RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap) {
     const rsdi_proc_slot *s = rsdi_proc_get(p, h);
-    size_t n = 0, off = 0;
+    const char *prev = NULL;
+    size_t off = 0;
+    rsdi_sb b;
     int a;
     if (!buf || cap == 0) return RSD_ERR_ARG;
     buf[0] = '\0';
     if (!s) return RSD_ERR_PROC_STALE;
+    rsdi_sb_init(&b, buf, cap);
     for (a = 0; a < s->argc; a++) {
         const char *arg = s->args + off;
-        size_t l = strlen(arg), i;
+        size_t l = strlen(arg);
         bool q = l == 0 || strpbrk(arg, " \t\n'\"\\$`*?[]{}()<>|&;#~") != NULL;
         off += l + 1;
-        if (a && n + 1 < cap) buf[n++] = ' ';
-        if (q && n + 1 < cap) buf[n++] = '\'';
-        for (i = 0; i < l; i++) {
-            if (arg[i] == '\'') {  /* ' -> '\'' */
-                if (n + 4 >= cap) break;
-                memcpy(buf + n, "'\\''", 4);
-                n += 4;
-            } else if (n + 1 < cap) {
-                buf[n++] = arg[i];
-            }
-        }
-        if (q && n + 1 < cap) buf[n++] = '\'';
+        if (a) rsdi_sb_c(&b, " ");
+        if (q) rsdi_sb_c(&b, "'");
+        b.sq = q;
+        rsdi_sb_redact(&b, prev, arg); /* secrets as *** (rsd_arg_redact) */
+        b.sq = false;
+        if (q) rsdi_sb_c(&b, "'");
+        prev = arg;
     }
-    buf[n] = '\0';
-    return (int)n;
+    (void)rsdi_sb_end(&b);
+    return (int)(b.len < cap ? b.len : cap - 1);
 }
 
 RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
@@ -7776,6 +8178,8 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 /* ==== >>state (implementation) ============================================ */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -7797,6 +8201,7 @@ struct rsd_state {
     char dir[RSD_STATE_MAX_DIR_BYTES + 1];
     char host[RSD_STATE_MAX_HOST_BYTES + 1];
     char filebuf[RSD_STATE_MAX_FILE_BYTES + 1];
+    char detail[RSD_STATE_DETAIL_BYTES];  /* rsd_state_last_error */
     rsd_attr_set scratch;
 };
 
@@ -8072,6 +8477,19 @@ RSDI_PRIVATE void rsdi_state_copy_clean(char *dst, size_t cap, const char *s) {
     dst[i] = '\0';
 }
 
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+/* Records one line for rsd_state_last_error. */
+RSDI_PRIVATE void rsdi_state_detail(rsd_state *st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(st->detail, sizeof st->detail, fmt, ap);
+    va_end(ap);
+}
+
+RSD_API const char *rsd_state_last_error(const rsd_state *st) { return st ? st->detail : ""; }
+
 /* ---- the cross-process lock ---------------------------------------------------- */
 RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
                                  const char *purpose, uint64_t now_ms, uint64_t deadline_ms) {
@@ -8114,24 +8532,27 @@ RSDI_PRIVATE void rsdi_state_write_owner(rsd_state *st, rsd_state_lock *lk) {
 RSDI_PRIVATE int rsdi_state_lock_attempt(rsd_state *st, rsd_state_lock *lk) {
     char path[RSDI_STATE_PATH_BYTES];
     lk->attempts++;
-    if (lk->via_hook) {
+    if (lk->via_hook && !lk->attr) {
         int r = st->hook.try_lock(lk->key, st->hook.user);
         if (r == RSD_OK || r == RSD_PENDING) return r;
         return r < 0 ? r : RSD_ERR_LOCK;
     }
     if (lk->fd < 0) {
-        if (rsdi_state_path(st, path, "locks", lk->name, ".lock") < 0) return RSD_ERR_STATE_DIR;
+        if (rsdi_state_path(st, path, lk->attr ? "attr" : "locks", lk->name, ".lock") < 0)
+            return RSD_ERR_STATE_DIR;
         lk->fd = rsdi_state_open_file(path, O_RDWR, true);
         if (lk->fd < 0) {
             rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, RSDI_WHERE,
                       "open %s: %s", path, strerror(errno));
-            return RSD_ERR_LOCK;
+            rsdi_state_detail(st, "open %s: %s", path, strerror(errno));
+            return lk->attr ? RSD_ERR_STATE_IO : RSD_ERR_LOCK;
         }
     }
     if (flock(lk->fd, LOCK_EX | LOCK_NB) == 0) return RSD_OK;
     if (errno == EWOULDBLOCK || errno == EAGAIN || errno == EINTR) return RSD_PENDING;
     rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "flock %s: %s",
               lk->name, strerror(errno));
+    rsdi_state_detail(st, "flock %s: %s", lk->name, strerror(errno));
     return RSD_ERR_LOCK;
 }
 
@@ -8145,6 +8566,16 @@ RSDI_PRIVATE int rsdi_state_lock_give_up(rsd_state *st, rsd_state_lock *lk, int 
     rsdi_state_close_fd(lk->fd);
     lk->fd = -1;
     lk->error = err;
+    if (lk->attr) { /* a read-modify-write without its lock could lose entries: never proceed */
+        lk->state = RSD_LOCK_FAILED;
+        if (err == RSD_ERR_TIMEOUT) {
+            rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_LOCK_TIMEOUT, RSDI_WHERE,
+                      "attr/%s.lock busy for %llu ms", lk->name, (unsigned long long)(now_ms - lk->begin_ms));
+            rsdi_state_detail(st, "%s/attr/%s.lock busy for %llu ms", st->dir, lk->name,
+                              (unsigned long long)(now_ms - lk->begin_ms));
+        }
+        return err;
+    }
     if (st->fail_closed) {
         lk->state = RSD_LOCK_FAILED;
         rsdi_logf(&st->logger, RSD_LOG_ERROR,
@@ -8166,6 +8597,7 @@ RSDI_PRIVATE int rsdi_state_lock_give_up(rsd_state *st, rsd_state_lock *lk, int 
 RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms) {
     int r;
     uint64_t next;
+    uint32_t cap;
     if (!st || !lk) return RSD_ERR_ARG;
     switch (lk->state) {
     case RSD_LOCK_HELD:
@@ -8179,15 +8611,15 @@ RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_
     if (r == RSD_OK) {
         lk->state = RSD_LOCK_HELD;
         lk->error = RSD_OK;
-        if (!lk->via_hook) rsdi_state_write_owner(st, lk);
+        if (!lk->via_hook && !lk->attr) rsdi_state_write_owner(st, lk);
         return RSD_OK;
     }
     if (r < 0) return rsdi_state_lock_give_up(st, lk, r, now_ms);
     if (now_ms >= lk->deadline_ms) return rsdi_state_lock_give_up(st, lk, RSD_ERR_TIMEOUT, now_ms);
     next = now_ms > UINT64_MAX - lk->backoff_ms ? UINT64_MAX : now_ms + lk->backoff_ms;
     lk->wake_ms = next < lk->deadline_ms ? next : lk->deadline_ms;
-    lk->backoff_ms = lk->backoff_ms * 2 > RSD_STATE_LOCK_RETRY_MAX_MS
-                         ? (uint32_t)RSD_STATE_LOCK_RETRY_MAX_MS : lk->backoff_ms * 2;
+    cap = lk->attr ? (uint32_t)RSD_STATE_ATTR_RETRY_MAX_MS : (uint32_t)RSD_STATE_LOCK_RETRY_MAX_MS;
+    lk->backoff_ms = lk->backoff_ms * 2 > cap ? cap : lk->backoff_ms * 2;
     return RSD_PENDING;
 }
 
@@ -8208,11 +8640,9 @@ RSD_API int rsd_state_lock_try(rsd_state *st, rsd_state_lock *lk, const char *ke
     return r;
 }
 
-RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key,
-                                const char *purpose, uint32_t wait_ms) {
-    uint64_t now = rsdi_state_mono_ms();
-    int r = rsd_state_lock_begin(st, lk, key, purpose, now, wait_ms ? now + wait_ms : 0);
-    if (r < 0) return r;
+/* The blocking loop over a begun lock: step, sleep until its wake, on CLOCK_MONOTONIC. */
+RSDI_PRIVATE int rsdi_state_lock_loop(rsd_state *st, rsd_state_lock *lk, uint64_t now) {
+    int r;
     for (;;) {
         r = rsd_state_lock_step(st, lk, now);
         if (r != RSD_PENDING) return r;
@@ -8225,13 +8655,33 @@ RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *k
     }
 }
 
+RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key,
+                                const char *purpose, uint32_t wait_ms) {
+    uint64_t now = rsdi_state_mono_ms();
+    int r = rsd_state_lock_begin(st, lk, key, purpose, now, wait_ms ? now + wait_ms : 0);
+    return r < 0 ? r : rsdi_state_lock_loop(st, lk, now);
+}
+
+RSD_API int rsd_state_attr_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
+                                      uint64_t now_ms, uint64_t deadline_ms) {
+    int r = rsd_state_lock_begin(st, lk, key, "attribution", now_ms,
+                                 deadline_ms ? deadline_ms
+                                 : now_ms > UINT64_MAX - RSD_STATE_ATTR_LOCK_WAIT_MS
+                                     ? UINT64_MAX : now_ms + RSD_STATE_ATTR_LOCK_WAIT_MS);
+    if (r < 0) return r;
+    lk->attr = true;
+    lk->via_hook = false; /* a lock hook replaces the target lock only */
+    lk->backoff_ms = 1;
+    return RSD_OK;
+}
+
 RSD_API void rsd_state_unlock(rsd_state *st, rsd_state_lock *lk) {
     if (!lk) return;
     if (lk->state == RSD_LOCK_HELD) {
         if (lk->via_hook) {
             if (st && st->hook.unlock) st->hook.unlock(lk->key, st->hook.user);
         } else if (lk->fd >= 0) {
-            (void)ftruncate(lk->fd, 0);  /* free locks carry no owner record */
+            if (!lk->attr) (void)ftruncate(lk->fd, 0);  /* free locks carry no owner record */
             (void)flock(lk->fd, LOCK_UN);
         }
     }
@@ -8495,6 +8945,7 @@ RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *o
         if (errno == ENOENT) return RSD_OK;
         rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
                   path, strerror(errno));
+        rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
         return RSD_ERR_STATE_IO;
     }
     n = rsdi_state_read_all(fd, st->filebuf, RSD_STATE_MAX_FILE_BYTES + 1);
@@ -8502,18 +8953,34 @@ RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *o
     if (n < 0) {
         rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
                   path, strerror(errno));
+        rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
         return RSD_ERR_STATE_IO;
     }
     r = n > (long)RSD_STATE_MAX_FILE_BYTES ? RSD_ERR_TOO_LARGE
                                            : rsdi_attr_parse(st->filebuf, (size_t)n, out);
-    if (r < 0) {
+    if (r < 0) { /* the caller logs it once (rsdi_attr_log_corrupt), after trying to reset it */
         memset(out, 0, sizeof *out);
         out->corrupt = true;
-        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE,
-                  "%s (%ld bytes): %s; treated as empty", path, n, rsd_result_str(r));
+        rsdi_state_detail(st, "%s (%ld bytes): %s", path, n, rsd_result_str(r));
     }
     return RSD_OK;
 }
+
+RSDI_PRIVATE void rsdi_attr_log_corrupt(rsd_state *st, const rsd_attr_set *set) {
+    rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE, "%s; treated as empty%s",
+              st->detail, set->reset ? ", reset (the corrupt file is kept as <name>.attr.corrupt)" : "");
+}
+
+/* Under the attribution-file lock: moves a corrupt attribution file aside to
+   <path>.corrupt (the newest one kept, for a post-mortem), so it reads as empty -- and
+   is reported -- once. */
+RSDI_PRIVATE void rsdi_attr_set_aside(const char *path, rsd_attr_set *set) {
+    char aside[RSDI_STATE_PATH_BYTES + 16];
+    (void)RSD_SNPRINTF(aside, sizeof aside, "%s.corrupt", path);
+    if (rename(path, aside) == 0) set->reset = true;
+}
+
+RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key);
 
 RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out) {
     char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
@@ -8523,39 +8990,37 @@ RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *ou
     if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
     if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
     r = rsdi_attr_read(st, path, out);
+    if (r == RSD_OK && out->corrupt) { /* reset it now, unless a writer is at it (it rewrites it) */
+        rsd_state_lock lk;
+        memset(&lk, 0, sizeof lk);
+        if (rsdi_attr_lock_try(st, &lk, key) == RSD_OK) {
+            r = rsdi_attr_read(st, path, out); /* again under the lock: still corrupt? */
+            if (r == RSD_OK && out->corrupt) rsdi_attr_set_aside(path, out);
+            rsd_state_unlock(st, &lk);
+        }
+        if (r == RSD_OK && out->corrupt) rsdi_attr_log_corrupt(st, out);
+    }
     return r < 0 ? r : (int)out->count;
 }
 
-/* Takes the short attribution-file lock (attr/<name>.lock), polling for at most
-   RSD_STATE_ATTR_LOCK_WAIT_MS of accumulated sleep. Returns the fd or <0. */
-RSDI_PRIVATE int rsdi_attr_lock(rsd_state *st, const char *name) {
-    char path[RSDI_STATE_PATH_BYTES];
-    uint32_t slept = 0, delay = 1;
-    int fd;
-    if (rsdi_state_path(st, path, "attr", name, ".lock") < 0) return RSD_ERR_STATE_DIR;
-    fd = rsdi_state_open_file(path, O_RDWR, true);
-    if (fd < 0) {
-        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, RSDI_WHERE, "open %s: %s",
-                  path, strerror(errno));
-        return RSD_ERR_STATE_IO;
-    }
-    for (;;) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-        if (errno != EWOULDBLOCK && errno != EAGAIN && errno != EINTR) break;
-        if (slept >= RSD_STATE_ATTR_LOCK_WAIT_MS) {
-            rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_LOCK_TIMEOUT, RSDI_WHERE,
-                      "%s busy for %u ms", path, (unsigned)slept);
-            rsdi_state_close_fd(fd);
-            return RSD_ERR_LOCK;
-        }
-        rsdi_state_sleep_ms(delay);
-        slept += delay;
-        delay = delay * 2u > 20u ? 20u : delay * 2u;
-    }
-    rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "flock %s: %s",
-              path, strerror(errno));
-    rsdi_state_close_fd(fd);
-    return RSD_ERR_LOCK;
+/* One non-blocking attempt at key's attribution-file lock: RSD_OK = held, else lk is IDLE. */
+RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key) {
+    int r = rsd_state_attr_lock_begin(st, lk, key, 0, 1);
+    if (r < 0) return r;
+    r = rsd_state_lock_step(st, lk, 0);
+    if (r != RSD_OK) rsd_state_unlock(st, lk);
+    return r;
+}
+
+/* Takes key's attribution-file lock, blocking (the step loop with sleeps) for at most
+   RSD_STATE_ATTR_LOCK_WAIT_MS: RSD_OK, RSD_ERR_TIMEOUT (ATTR_LOCK_TIMEOUT logged) or <0. */
+RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key) {
+    uint64_t now = rsdi_state_mono_ms();
+    int r = rsd_state_attr_lock_begin(st, lk, key, now, 0);
+    if (r < 0) return r;
+    r = rsdi_state_lock_loop(st, lk, now);
+    if (r != RSD_OK) rsd_state_unlock(st, lk);
+    return r;
 }
 
 /* Atomically replaces path with data: temp file, (fsync), rename. The directory is not
@@ -8589,6 +9054,7 @@ RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char 
 fail:
     rsdi_logf(&st->logger, RSD_LOG_ERROR, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s",
               path, strerror(errno));
+    rsdi_state_detail(st, "write %s: %s", path, strerror(errno));
     return RSD_ERR_STATE_IO;
 }
 
@@ -8598,73 +9064,111 @@ RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr
     return rsdi_state_replace(st, path, st->filebuf, (size_t)n, st->attr_fsync);
 }
 
-/* Shared read-modify-write; op 0 = add, 1 = remove. */
-RSDI_PRIVATE int rsdi_attr_modify(rsd_state *st, const char *key, const char *model,
-                                  const char *instance, uint64_t loaded_at_ms, int op) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
-    rsd_attr_set *set;
-    int lfd, r, removed = 0;
+RSDI_PRIVATE bool rsdi_attr_change_ok(const rsd_attr_change *c) {
+    return c->model && c->model[0] && strlen(c->model) <= RSD_STATE_MAX_ID_BYTES &&
+           (!c->instance || strlen(c->instance) <= RSD_STATE_MAX_ID_BYTES);
+}
+
+/* Applies one change to set in memory: entries removed (>= 0), or RSD_ERR_CAPACITY. */
+RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *set,
+                                 const rsd_attr_change *c, uint64_t loaded_at_ms) {
     size_t i, o;
-    if (!st || !key || !model || !model[0] || strlen(model) > RSD_STATE_MAX_ID_BYTES ||
-        (instance && strlen(instance) > RSD_STATE_MAX_ID_BYTES))
-        return RSD_ERR_ARG;
-    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
-    lfd = rsdi_attr_lock(st, name);
-    if (lfd < 0) return lfd;
-    set = &st->scratch;
-    r = rsdi_attr_read(st, path, set);
-    if (r < 0) goto done;
-    if (op == 0) {
-        const char *inst = instance ? instance : "";
-        int at = rsd_attr_set_find(set, model, inst);
+    int removed = 0;
+    if (!c->remove) {
+        const char *inst = c->instance ? c->instance : "";
+        int at = rsd_attr_set_find(set, c->model, inst);
         rsd_attr *a;
         if (at < 0) {
             if (set->count >= RSD_STATE_MAX_ATTR) {
                 rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE,
                           "%s: %u entries", key, (unsigned)set->count);
-                r = RSD_ERR_CAPACITY;
-                goto done;
+                rsdi_state_detail(st, "attribution of %s is full (%u entries): '%s' not recorded", key,
+                                  (unsigned)set->count, c->model);
+                return RSD_ERR_CAPACITY;
             }
             at = (int)set->count++;
         }
         a = &set->items[at];
-        memcpy(a->model, model, strlen(model) + 1);
+        memcpy(a->model, c->model, strlen(c->model) + 1);
         memcpy(a->instance, inst, strlen(inst) + 1);
         a->loaded_at_ms = loaded_at_ms;
         a->pid = (int64_t)getpid();
-    } else {
-        for (i = 0, o = 0; i < set->count; i++) {
-            const rsd_attr *a = &set->items[i];
-            if (strcmp(a->model, model) == 0 && (!instance || strcmp(a->instance, instance) == 0)) {
-                removed++;
-                continue;
-            }
-            if (o != i) set->items[o] = *a;
-            o++;
-        }
-        set->count = o;
-        if (removed == 0) {
-            r = 0;
-            goto done;
-        }
+        return 0;
     }
-    r = rsdi_attr_write(st, path, set);
-    if (r == RSD_OK) r = removed;
-done:
-    (void)flock(lfd, LOCK_UN);
-    rsdi_state_close_fd(lfd);
+    for (i = 0, o = 0; i < set->count; i++) {
+        const rsd_attr *a = &set->items[i];
+        if (strcmp(a->model, c->model) == 0 && (!c->instance || strcmp(a->instance, c->instance) == 0)) {
+            removed++;
+            continue;
+        }
+        if (o != i) set->items[o] = *a;
+        o++;
+    }
+    set->count = o;
+    return removed;
+}
+
+/* Under the attribution-file lock: read, apply changes[0..n), write when anything changed
+   (a corrupt file is moved aside and rewritten). RSD_OK (or the count removed with
+   count_removed) or the first error; the changes that could be applied are written even
+   when one failed (RSD_ERR_CAPACITY). */
+RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const rsd_attr_change *ch,
+                                         int n, uint64_t loaded_at_ms, bool count_removed) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    rsd_attr_set *set = &st->scratch;
+    int r, i, removed = 0, err = RSD_OK;
+    bool changed = false;
+    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
+    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
+    r = rsdi_attr_read(st, path, set);
+    if (r < 0) return r;
+    if (set->corrupt) {
+        rsdi_attr_set_aside(path, set);
+        rsdi_attr_log_corrupt(st, set);
+        changed = true; /* rewritten: empty plus the changes */
+    }
+    for (i = 0; i < n; i++) {
+        r = rsdi_attr_apply(st, key, set, &ch[i], loaded_at_ms);
+        if (r < 0) {
+            if (err == RSD_OK) err = r;
+            continue;
+        }
+        removed += r;
+        changed = changed || !ch[i].remove || r > 0;
+    }
+    if (changed && (r = rsdi_attr_write(st, path, set)) < 0) return r;
+    if (err < 0) return err;
+    return count_removed ? removed : RSD_OK;
+}
+
+/* One blocking change (rsd_state_attr_add / _remove): lock, update, unlock. */
+RSDI_PRIVATE int rsdi_attr_modify(rsd_state *st, const char *key, const char *model,
+                                  const char *instance, uint64_t loaded_at_ms, bool remove) {
+    char name[RSD_STATE_MAX_NAME_BYTES];
+    rsd_state_lock lk;
+    rsd_attr_change c;
+    int r;
+    c.model = model;
+    c.instance = instance;
+    c.remove = remove;
+    if (!st || !key || !rsdi_attr_change_ok(&c)) return RSD_ERR_ARG;
+    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
+    memset(&lk, 0, sizeof lk);
+    r = rsdi_attr_lock_wait(st, &lk, key);
+    if (r < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+    r = rsdi_attr_update_locked(st, key, &c, 1, loaded_at_ms, remove);
+    rsd_state_unlock(st, &lk);
     return r;
 }
 
 RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model,
                                const char *instance, uint64_t loaded_at_ms) {
-    return rsdi_attr_modify(st, key, model, instance, loaded_at_ms, 0);
+    return rsdi_attr_modify(st, key, model, instance, loaded_at_ms, false);
 }
 
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance) {
-    return rsdi_attr_modify(st, key, model, instance, 0, 1);
+    return rsdi_attr_modify(st, key, model, instance, 0, true);
 }
 
 /* ---- cross-process mutation generation (W2) ------------------------------------- */
@@ -8702,25 +9206,55 @@ RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out) {
     return r < 0 ? r : rsdi_state_gen_read_path(st, path, out);
 }
 
-RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES], buf[32];
+/* Under the attribution-file lock: generation + 1, replaced by rename. */
+RSDI_PRIVATE int rsdi_state_gen_bump_locked(rsd_state *st, const char *path, uint64_t *out) {
+    char buf[32];
     uint64_t g = 0;
-    int r, lfd, n;
-    if (out) *out = 0;
-    r = rsdi_state_gen_path(st, key, name, path);
-    if (r < 0) return r;
-    lfd = rsdi_attr_lock(st, name);
-    if (lfd < 0) return lfd;
+    int r, n;
     /* A corrupt value restarts from the wall clock, never from a small number that a
        cache may still hold. */
     if (rsdi_state_gen_read_path(st, path, &g) < 0) g = rsdi_state_wall_ms();
     g = g == UINT64_MAX ? 1 : g + 1;
     n = RSD_SNPRINTF(buf, sizeof buf, "%llu\n", (unsigned long long)g);
     r = rsdi_state_replace(st, path, buf, (size_t)n, false);
-    (void)flock(lfd, LOCK_UN);
-    rsdi_state_close_fd(lfd);
     if (r == RSD_OK && out) *out = g;
     return r;
+}
+
+RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    rsd_state_lock lk;
+    int r;
+    if (out) *out = 0;
+    r = rsdi_state_gen_path(st, key, name, path);
+    if (r < 0) return r;
+    memset(&lk, 0, sizeof lk);
+    r = rsdi_attr_lock_wait(st, &lk, key);
+    if (r < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+    r = rsdi_state_gen_bump_locked(st, path, out);
+    rsd_state_unlock(st, &lk);
+    return r;
+}
+
+RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_attr_change *changes,
+                                  int n, uint64_t loaded_at_ms, uint64_t *gen_out) {
+    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    int r = RSD_OK, g, i;
+    if (gen_out) *gen_out = 0;
+    if (!st || !lk || n < 0 || (n && !changes)) return RSD_ERR_ARG;
+    if (!lk->attr || lk->state != RSD_LOCK_HELD) return RSD_ERR_STATE;
+    for (i = 0; i < n; i++)
+        if (!rsdi_attr_change_ok(&changes[i])) return RSD_ERR_ARG;
+    st->detail[0] = '\0';
+    if (n > 0) r = rsdi_attr_update_locked(st, lk->key, changes, n, loaded_at_ms, false);
+    g = rsdi_state_gen_path(st, lk->key, name, path);
+    if (g == RSD_OK) { /* even after a failed write: other processes must drop their caches */
+        char first[RSD_STATE_DETAIL_BYTES];
+        memcpy(first, st->detail, sizeof first);
+        g = rsdi_state_gen_bump_locked(st, path, gen_out);
+        if (r < 0) memcpy(st->detail, first, sizeof first); /* the first failure is the one to tell */
+    }
+    return r < 0 ? r : g;
 }
 /* ==== >>state end ========================================================= */
 
@@ -8736,7 +9270,8 @@ enum {
     RSDI_FLEET_CMD_BYTES = 320,                      /* command quoted in a message */
     RSDI_FLEET_URL_BYTES = 96 + RSD_FLEET_HEALTH_PATH_MAX,
     RSDI_FLEET_MAX_PASSES = 16,                      /* step loop bound */
-    RSDI_FLEET_PROBE_BODY = 16384
+    RSDI_FLEET_PROBE_BODY = 65536,                   /* a /props answer (chat template included) */
+    RSDI_FLEET_PROPS_TOKENS = 2048                   /* JSON tokens of a /props answer */
 };
 
 typedef struct rsdi_fleet_model {
@@ -8758,6 +9293,7 @@ typedef struct rsdi_fleet_slot {
     uint64_t started_ms, ready_ms;
     bool told;                 /* rsd_pool_on_started reported (ok or not) */
     bool ready;
+    bool healthy;              /* /health said 200; GET /props (its slot count) in flight */
     bool stopping;             /* the pool sent STOP */
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
@@ -8788,6 +9324,7 @@ struct rsd_fleet {
     uint64_t seq, dropped;
     uint64_t pool_deadline;
     bool stopped;
+    rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
     char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
     char tmp[RSD_FLEET_MESSAGE_MAX];
     char tail[RSD_FLEET_MESSAGE_MAX];
@@ -8987,7 +9524,8 @@ RSDI_PRIVATE void rsdi_fleet_cancel_probe(rsd_fleet *f, rsdi_fleet_slot *s) {
     s->probe.id = 0;
 }
 
-RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+/* GET path on a starting child (at most one request per child in flight). */
+RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
     rsd_http_request rq;
     rsd_proc_info info;
     char url[RSDI_FLEET_URL_BYTES];
@@ -8996,8 +9534,7 @@ RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64
     if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
         info.state != RSD_PROC_STARTING)
         return false;
-    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port,
-                   m->health_path);
+    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, path);
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
@@ -9010,6 +9547,45 @@ RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64
         return false;
     }
     return true;
+}
+
+/* The readiness probe (GET health_path), until it has said 200 once. */
+RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    return !s->healthy && rsdi_fleet_get(f, s, f->models[s->model].health_path, now_ms);
+}
+
+/* The child's own slot count from its GET /props answer (llama-server's total_slots,
+   = -np); 0 when it gave none (another server, an error, a body too large). */
+RSDI_PRIVATE uint32_t rsdi_fleet_props_slots(rsd_fleet *f, const rsd_http_event *he) {
+    rsd_json_doc d;
+    int64_t v = 0;
+    if (!he || he->result != RSD_OK || he->status != 200 ||
+        rsd_json_parse(&d, he->body.ptr, he->body.len, f->props_toks, RSDI_FLEET_PROPS_TOKENS) <= 0 ||
+        rsd_json_int64(&d, rsd_json_find(&d, 0, "total_slots"), &v) != RSD_OK || v <= 0 ||
+        v > (int64_t)RSD_POOL_MAX_REQUESTS)
+        return 0;
+    return (uint32_t)v;
+}
+
+/* /health said 200 and /props answered (or could not): READY, at most the child's own
+   slot count of requests at once (the rest queue in the pool, not in its accept queue). */
+RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *props,
+                                   uint64_t now_ms) {
+    rsd_fleet_event ev;
+    uint32_t slots = rsdi_fleet_props_slots(f, props);
+    if (s->told || s->stopping || rsd_procs_mark_ready(f->procs, s->proc, now_ms) != RSD_OK) return;
+    s->told = true;
+    s->ready = true;
+    s->ready_ms = now_ms;
+    if (slots) (void)rsd_pool_set_slot_limit(f->pool, s->pp, slots, now_ms);
+    rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
+    ev.pid = s->pid;
+    ev.port = s->port;
+    rsdi_fleet_push(f, &ev, -1);
+    rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
+              "fleet: %s ready on port %u after %llu ms (%u slots)", rsdi_fleet_model_id(f, s->model),
+              (unsigned)s->port, (unsigned long long)(now_ms - s->started_ms), (unsigned)slots);
+    (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
 }
 
 RSDI_PRIVATE void rsdi_fleet_clear_slot(rsdi_fleet_slot *s) {
@@ -9189,7 +9765,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     rsd_procs_desc prd;
     rsd_http_client_desc cd;
     rsd_fleet *f;
-    size_t total, off_models, off_bufs, off_rq, sz;
+    size_t total, off_models, off_bufs, off_rq, off_toks, sz;
     uint32_t maxreq;
     int i;
     if (desc) d = *desc;
@@ -9213,6 +9789,8 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
         return NULL;
+    off_toks = (total + 15) & ~(size_t)15;
+    total = off_toks + sizeof(rsd_json_tok) * RSDI_FLEET_PROPS_TOKENS;
     f = (rsd_fleet *)rsdi_malloc(&d.allocator, total);
     if (!f) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "fleet: no memory", RSDI_WHERE);
@@ -9226,6 +9804,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
+    f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
     f->rq_cap = maxreq * 2 + 16;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
@@ -9301,12 +9880,29 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
     return rsd_pool_find_model(f->pool, id);
 }
 
+/* Before a model that is not resident (nor on its way) is given a slot -- which may evict
+   another -- check what can be checked without starting it (rsd_procs_check): a missing
+   binary or model file fails at once, nothing stopped. RSD_OK or RSD_ERR_FLEET_START. */
+RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
+    rsd_pool_model_info mi;
+    rsd_proc none;
+    char why[RSD_FLEET_MESSAGE_MAX / 2];
+    if (f->stopped || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK || mi.slot >= 0 ||
+        mi.waiting)
+        return RSD_OK;
+    if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
+    none.id = 0;
+    rsdi_fleet_note(f, model, none, RSD_ERR_FLEET_START, why);
+    return RSD_ERR_FLEET_START;
+}
+
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
     if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
@@ -9344,7 +9940,14 @@ RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
 }
 
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms) : RSD_ERR_ARG;
+    int r;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
+    return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
+}
+
+RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
+    return f ? rsd_pool_reset_backoff(f->pool, model) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms) {
@@ -9378,7 +9981,7 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
    RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
 RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *s) {
     rsd_proc_info info;
-    if (!s->pp.id || !s->proc.id || s->told || s->stopping || s->probe.id) return 0;
+    if (!s->pp.id || !s->proc.id || s->told || s->healthy || s->stopping || s->probe.id) return 0;
     if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
         info.out_bytes == s->out_seen)
         return 0;
@@ -9430,21 +10033,11 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (!s) continue;
             s->probe.id = 0;
             work++;
-            if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping &&
-                rsd_procs_mark_ready(f->procs, s->proc, now_ms) == RSD_OK) {
-                rsd_fleet_event ev;
-                s->told = true;
-                s->ready = true;
-                s->ready_ms = now_ms;
-                rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
-                ev.pid = s->pid;
-                ev.port = s->port;
-                rsdi_fleet_push(f, &ev, -1);
-                rsdi_logf(&f->logger, RSD_LOG_INFO, RSD_LOGITEM_FLEET_READY, RSDI_WHERE,
-                          "fleet: %s ready on port %u after %llu ms",
-                          rsdi_fleet_model_id(f, s->model), (unsigned)s->port,
-                          (unsigned long long)(now_ms - s->started_ms));
-                (void)rsd_pool_on_started(f->pool, s->pp, true, now_ms);
+            if (s->healthy) { /* the /props answer, whatever it says */
+                rsdi_fleet_ready(f, s, &he, now_ms);
+            } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
+                s->healthy = true; /* ask for its slot count before the first grant */
+                if (!rsdi_fleet_get(f, s, "/props", now_ms)) rsdi_fleet_ready(f, s, NULL, now_ms);
             }
             /* 503 (loading), refused, timeout: wait for the next PROBE or output */
         }
@@ -9530,6 +10123,8 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
+    info->last_error = f->models[model].last_result ? f->models[model].msg : NULL;
+    info->retry_at_ms = info->pool.retry_at_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
         const rsdi_fleet_slot *s = &f->slots[i];
         if (!s->pp.id || s->model != model) continue;

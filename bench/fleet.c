@@ -87,7 +87,7 @@ int main(void) {
         memset(&md, 0, sizeof md);
         md.pool.id = "m";
         md.spec.exe = SIM_BIN;
-        md.spec.model = "/models/m.gguf";
+        md.spec.model = "/dev/null"; /* rsd-sim reads nothing; the fleet checks it is readable */
         md.spec.extra = extra;
         if (rsd_fleet_add_model(f, &md) != 0) return 1;
         if (rsd_fleet_acquire(f, 0, now_ms(), NULL, &req, &port) != RSD_PENDING) return 1;

@@ -196,6 +196,9 @@ EOF
     REPLY_MARK='"object":"chat.completion"'
     REPLY_NOTE="  (random weights: garbage text)"
 else
+    # rsd-serve checks that a model file is readable before it starts a model: empty files
+    mkdir -p "$TMP/models" && : >"$TMP/models/chat-8b.gguf" && : >"$TMP/models/coder-7b.gguf" &&
+        : >"$TMP/models/writer-12b.gguf"
     cat >"$TMP/serve.ini" <<EOF
 # rsd-serve: three models, at most two resident; rsd-sim plays llama-server
 listen = 127.0.0.1:0
@@ -205,14 +208,14 @@ args = --runtime server --load-ms 200
 stop_grace = 2
 
 [model chat-8b]
-model = /models/chat-8b.gguf
+model = $TMP/models/chat-8b.gguf
 aliases = chat
 
 [model coder-7b]
-model = /models/coder-7b.gguf
+model = $TMP/models/coder-7b.gguf
 
 [model writer-12b]
-model = /models/writer-12b.gguf
+model = $TMP/models/writer-12b.gguf
 EOF
     CHILD="a simulated llama-server (rsd-sim --runtime server)"
     REPLY_MARK='simulated'

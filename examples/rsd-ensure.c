@@ -10,13 +10,20 @@
    "wire_id": the id to send requests with -- LM Studio may resolve the model to a
    loaded instance such as "qwen:2" -- and "lmstudio_tier" on LM Studio; "evicted"
    lists what we unloaded, "displaced" pinned models the server's own LRU pushed out
-   while we loaded, "restored" those loaded back).
+   while we loaded, "restored" those loaded back; "state_error" is null, or why the change
+   could not be recorded in the state directory, e.g. "ERR_STATE_IO" on a full disk,
+   with a warning notice saying what failed; the exit code still says whether the model
+   is resident).
    LM Studio (--runtime lmstudio, or detected): --context N is the load's
    context_length (clamped beside other residents); an unloaded model on a 0.3 server
    (no load API) is observe-only (exit 4); a model the server does not advertise is
    declined (exit 2); only instances this library loaded (persisted in the state
    directory) are ever unloaded to make room.
-   The bearer token comes from --token or $RESIDENCY_TOKEN and is never printed.
+   The bearer token comes from --token or $RESIDENCY_TOKEN and is never printed; nor
+   is a password in the URL (user:password@ shows as ***@). Ids and messages a server
+   chose are printed with their control bytes made visible (\x1b, \r, \n: no
+   terminal escape sequence or forged line gets through); --json writes them
+   JSON-escaped instead.
    RESIDENCY=observe (or --observe) makes it observe-only: nothing is loaded or
    unloaded. The state directory (lock, attribution) defaults to
    $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/residency.
@@ -42,15 +49,41 @@ enum { EX_RESIDENT = 0, EX_DECLINED = 2, EX_LOAD_FAILED = 3, EX_UNREACHABLE = 4,
 
 static int g_verbose; /* --verbose: library log lines and loop trace on stderr */
 
+/* Text a server chose (ids, messages) and the URL, as they may meet a terminal:
+   control bytes made visible (rsd_text_escape), a URL's user:password@ as ***@
+   (rsd_arg_redact). Four rotating buffers, so one printf can hold several. */
+static const char *term(const char *s) {
+    static char bufs[4][4 * RSD_MODEL_ID_MAX + 1024];
+    static int k;
+    char *b = bufs[k++ & 3];
+    (void)rsd_text_escape(rsd_str_c(s), b, sizeof bufs[0]);
+    return b;
+}
+static const char *term_n(const char *s, size_t n) {
+    rsd_str v;
+    static char bufs[2][4 * RSD_MODEL_ID_MAX + 16];
+    static int k;
+    char *b = bufs[k++ & 1];
+    v.ptr = s;
+    v.len = n;
+    (void)rsd_text_escape(v, b, sizeof bufs[0]);
+    return b;
+}
+static const char *term_url(const char *url) {
+    static char b[4096];
+    (void)rsd_arg_redact(NULL, url, b, sizeof b);
+    return term(b);
+}
+
 static void log_stderr(void *user, int level, uint32_t item, const char *msg, const char *where) {
     (void)user;
     (void)where;
     fprintf(stderr, "rsd-ensure: %llu log %d %s %s\n", (unsigned long long)(rsd_now_ms() % 1000000u), level,
-            rsd_log_item_name(item), msg ? msg : "");
+            rsd_log_item_name(item), msg ? term(msg) : "");
 }
 
 static void usage(const char *why) {
-    if (why) fprintf(stderr, "rsd-ensure: %s\n", why);
+    if (why) fprintf(stderr, "rsd-ensure: %s\n", term(why));
     fprintf(stderr,
             "usage: rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]\n"
             "                  [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]\n"
@@ -114,14 +147,14 @@ static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
         if (rc >= 0 || rc == RSD_ERR_AUTH) break;
     }
     if (rc < 0) {
-        fprintf(stderr, "rsd-ensure: GET %s: %s\n", u, rc == RSD_ERR_AUTH ? "LM Studio authentication required" : rsd_result_str(rc));
+        fprintf(stderr, "rsd-ensure: GET %s: %s\n", term_url(u), rc == RSD_ERR_AUTH ? "LM Studio authentication required" : rsd_result_str(rc));
         return EX_UNREACHABLE;
     }
     printf("resident:");
     for (i = 0; i < cat.n_instances; i++) {
         rsd_str key = cat.models[cat.instances[i].model].key, id = cat.instances[i].id;
-        printf("%s %.*s (loaded", i ? "," : "", (int)id.len, id.ptr);
-        if (!rsd_str_eq(key, id)) printf(", instance of %.*s", (int)key.len, key.ptr);
+        printf("%s %s (loaded", i ? "," : "", term_n(id.ptr, id.len));
+        if (!rsd_str_eq(key, id)) printf(", instance of %s", term_n(key.ptr, key.len));
         printf(")");
     }
     printf("%s\n", cat.n_instances ? "" : " (nothing)");
@@ -148,11 +181,11 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token) {
     q.total_timeout_ms = 5000;
     rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
     if (rc != RSD_OK || ev.status != 200) {
-        fprintf(stderr, "rsd-ensure: GET %s: %s (HTTP %d)\n", u, rsd_result_str(rc), ev.status);
+        fprintf(stderr, "rsd-ensure: GET %s: %s (HTTP %d)\n", term_url(u), rsd_result_str(rc), ev.status);
         return EX_UNREACHABLE;
     }
     if (rsd_router_parse_models(ev.body.ptr, ev.body.len, toks, RSD_LISTING_MAX_TOKENS, &l) != RSD_OK) {
-        fprintf(stderr, "rsd-ensure: GET %s: unreadable listing\n", u);
+        fprintf(stderr, "rsd-ensure: GET %s: unreadable listing\n", term_url(u));
         return EX_UNREACHABLE;
     }
     printf("resident:");
@@ -160,7 +193,7 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token) {
         const rsd_listed_model *m = &l.models[i];
         bool pinned = rsd_tags_protect(m->tags, m->n_tags);
         if (!rsd_model_state_resident(m->state)) continue;
-        printf("%s %.*s (%s%s", shown ? "," : "", (int)m->id.len, m->id.ptr, rsd_model_state_str(m->state),
+        printf("%s %s (%s%s", shown ? "," : "", term_n(m->id.ptr, m->id.len), rsd_model_state_str(m->state),
                pinned ? ", pinned" : "");
         printf(")");
         shown++;
@@ -211,6 +244,9 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "state_error"); /* the change could not be recorded in the state directory */
+    if (r->state_error < 0) rsd_json_w_str(&w, rsd_result_name(r->state_error));
+    else rsd_json_w_null(&w);
     rsd_json_w_key(&w, "cache_hit"); rsd_json_w_bool(&w, r->cache_hit);
     rsd_json_w_key(&w, "requests"); rsd_json_w_int(&w, r->requests);
     rsd_json_w_key(&w, "elapsed_ms"); rsd_json_w_int(&w, (int64_t)r->elapsed_ms);
@@ -313,7 +349,7 @@ int main(int argc, char **argv) {
         if (loading && (rc != RSD_PENDING || !(res.op == RSD_OP_LIST || res.op == RSD_OP_POLL || res.op == RSD_OP_LOAD) ||
                         strcmp(res.op_model, load_model) != 0)) {
             if (show) {
-                if (!line_open) printf("loading '%s' ...", load_model);
+                if (!line_open) printf("loading '%s' ...", term(load_model));
                 printf(" %llu ms\n", (unsigned long long)(now - load_t0));
             }
             loading = line_open = false;
@@ -328,7 +364,7 @@ int main(int argc, char **argv) {
             snprintf(load_model, sizeof load_model, "%s", res.op_model);
             load_t0 = now;
             loading = true;
-            if (show) { printf("loading '%s' ...", load_model); line_open = true; }
+            if (show) { printf("loading '%s' ...", term(load_model)); line_open = true; }
         }
         fflush(stdout);
         if (rc != RSD_PENDING) break;
@@ -340,7 +376,7 @@ int main(int argc, char **argv) {
         else timeout = dl <= now ? 0 : dl - now > 1000 ? 1000 : (int)(dl - now);
         if (g_verbose)
             fprintf(stderr, "rsd-ensure: %llu step op=%s model=%s requests=%u fds=%d timeout=%d\n",
-                    (unsigned long long)(now % 1000000u), rsd_http_op_str(res.op), res.op_model,
+                    (unsigned long long)(now % 1000000u), rsd_http_op_str(res.op), term(res.op_model),
                     (unsigned)res.requests, n, timeout);
         if (timeout > 0 && poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
     }
@@ -349,14 +385,14 @@ int main(int argc, char **argv) {
     if (json) {
         json_result(&res, model, code);
     } else if (!quiet) {
-        printf("%s: '%s' on %s (%s: %s), %llu ms, %u requests%s\n", rsd_outcome_str(res.outcome), model, url,
+        printf("%s: '%s' on %s (%s: %s), %llu ms, %u requests%s\n", rsd_outcome_str(res.outcome), term(model), term_url(url),
                rsd_decision_str(res.decision), rsd_reason_str(res.reason), (unsigned long long)res.elapsed_ms,
                (unsigned)res.requests, res.cache_hit ? ", cached decision" : "");
         for (i = 0; i < res.n_evicted; i++)
             printf("  %s '%s'%s\n", res.evicted[i].displaced ? "displaced by the server" : "evicted",
-                   res.evicted[i].id, res.evicted[i].restored ? " (restored)" : "");
-        if (res.wire_id[0] && strcmp(res.wire_id, model) != 0) printf("  send requests as '%s'\n", res.wire_id);
-        if (res.message[0] && res.outcome != RSD_OUTCOME_RESIDENT && res.outcome != RSD_OUTCOME_DECLINED) printf("  %s\n", res.message);
+                   term(res.evicted[i].id), res.evicted[i].restored ? " (restored)" : "");
+        if (res.wire_id[0] && strcmp(res.wire_id, model) != 0) printf("  send requests as '%s'\n", term(res.wire_id));
+        if (res.message[0] && res.outcome != RSD_OUTCOME_RESIDENT && res.outcome != RSD_OUTCOME_DECLINED) printf("  %s\n", term(res.message));
     }
     rsd_ensurer_destroy(e);
     return code;

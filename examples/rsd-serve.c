@@ -20,19 +20,35 @@
               "param":"model","code":"model_not_found"}}; no "model": 400.
      Router (llama.cpp router mode, so rsd-ensure and router clients can manage it):
               GET /models (= /v1/models: data[] with id, aliases, status.value
-              loaded|loading|unloaded, status.args, failed/exit_code), POST /models/load
+              loaded|loading|unloaded, status.args with the values of secret flags
+              such as --api-key as ***, failed/exit_code), POST /models/load
               and /models/unload {"model": id}, GET /props {"role":"router",
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
-              ttl, pin, last error; pool counters (evictions, ...).
-   Failures: a client that disconnects releases its place at once; an upstream hang-up
+              ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
+              backoffs, restores, ...).
+   Failures: a client that disconnects releases its place at once; a client that reads
+   nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
+   room for a request waiting past max_wait, or is unloaded) is disconnected and its
+   request cancelled, so it cannot hold a model busy; an upstream hang-up
    or connect failure fails only that request (502, error JSON; after the answer began:
    the connection is cut); a model whose process cannot start fails its waiting
    requests at once with the reason (503, the fleet's message: errno, exit status and
-   the last output lines).
+   the last output lines). What can be checked before a start (the binary, the model
+   file, the command template) is checked before another model is stopped for it; a
+   model evicted for a start that then fails is started again; after a failed start the
+   model is not tried again for 1 s, doubling to 60 s per failure in a row: requests
+   meanwhile get 503 with the last reason and Retry-After (POST /models/load tries at
+   once). An idle upstream connection is dropped before the child's own keep-alive
+   timeout, and a request the child closed the socket on before answering is resent
+   once. A child is sent at most its own slot count of requests at once (`parallel`,
+   or what its GET /props says: llama-server's total_slots); the rest wait here, in
+   order, not in the child's accept queue.
    Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
    40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
+   Every line is one line: control bytes in it (a child's output quoted in a failure,
+   newlines included) are written as \n, \x1b, ... (rsd_text_escape).
    Signals: SIGINT, SIGTERM and SIGQUIT stop every process gracefully (SIGTERM, then
    SIGKILL after stop_grace) and exit 0; a second one kills them at once and exits 1.
    SIGHUP (a closed terminal, an ssh logout) is logged and otherwise ignored: the
@@ -67,6 +83,7 @@ enum {
     SRV_OUT = 256 << 10,                 /* JSON answers we write ourselves */
     SRV_MAX_FDS = 2 * SRV_MAX_CONNS + 3 * RSD_PROCS_MAX + 64,
     SRV_UPSTREAM_TIMEOUT_MS = 3600000,   /* a proxied request (llama-server's -to default) */
+    SRV_STALL_DRAIN_MS = 1000,           /* a stalled client of a model that must make room */
     SRV_CONFIG_MAX = 4 << 20             /* config file size */
 };
 
@@ -110,6 +127,7 @@ typedef struct job {
     char *stash;
     size_t stash_len;
     uint64_t t0;
+    uint64_t stall_since;  /* the stash waits and the client has taken nothing since (0 = not) */
     char method[8];
     char path[96];
 } job;
@@ -124,6 +142,7 @@ typedef struct srv {
     job jobs[SRV_MAX_CONNS];
     char *out;
     bool stopping;
+    uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
 } srv;
 
@@ -132,32 +151,53 @@ static void logf_(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
-static void logf_(const char *fmt, ...) {
-    va_list ap;
-    fputs("rsd-serve: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+/* One log line: "rsd-serve: " and the text with its control bytes made visible
+   (rsd_text_escape), so a child's output lines (quoted in failure messages), a
+   client's path or an odd id stay on one line and send nothing to a terminal. */
+static void log_line(const char *text) {
+    static char esc[4 * 4096 + 1];
+    (void)rsd_text_escape(rsd_str_c(text), esc, sizeof esc);
+    fprintf(stderr, "rsd-serve: %s\n", esc);
     fflush(stderr);
+}
+
+static void logf_(const char *fmt, ...) {
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    log_line(text);
 }
 
 static void lib_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
     (void)user;
     (void)where;
-    fprintf(stderr, "rsd-serve: log %d [%s] %s\n", level, rsd_log_item_name(item), msg ? msg : "");
+    logf_("log %d [%s] %s", level, rsd_log_item_name(item), msg ? msg : "");
 }
 
 /* ---- answers we write ourselves ----------------------------------------------------- */
-static void respond_json(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n) {
-    rsd_http_header hd[1];
+/* retry_after_s > 0 adds "Retry-After: N". */
+static void respond_json_retry(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n,
+                               uint32_t retry_after_s) {
+    rsd_http_header hd[2];
+    char ra[16];
     hd[0].name = rsd_str_c("Content-Type");
     hd[0].value = rsd_str_c("application/json; charset=utf-8");
-    (void)rsd_http_respond(s->hs, h, status, hd, 1, body, n);
+    snprintf(ra, sizeof ra, "%u", (unsigned)retry_after_s);
+    hd[1].name = rsd_str_c("Retry-After");
+    hd[1].value = rsd_str_c(ra);
+    (void)rsd_http_respond(s->hs, h, status, hd, retry_after_s ? 2 : 1, body, n);
 }
 
-/* {"error":{"code":C,"message":M,"type":T}} (llama.cpp's envelope, wire.md 1.13). */
-static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg) {
+static void respond_json(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n) {
+    respond_json_retry(s, h, status, body, n, 0);
+}
+
+/* {"error":{"code":C,"message":M,"type":T}} (llama.cpp's envelope, wire.md 1.13), with
+   Retry-After when retry_after_s > 0. */
+static void respond_error_retry(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg,
+                                uint32_t retry_after_s) {
     rsd_json_writer w;
     int n;
     rsd_json_w_init(&w, s->out, SRV_OUT);
@@ -174,10 +214,32 @@ static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *typ
     rsd_json_w_end_object(&w);
     n = rsd_json_w_finish(&w);
     if (n < 0) { /* a message that is not UTF-8 (child output): say less */
-        respond_error(s, h, status, type, "error (message not printable)");
+        respond_error_retry(s, h, status, type, "error (message not printable)", retry_after_s);
         return;
     }
-    respond_json(s, h, status, s->out, (size_t)n);
+    respond_json_retry(s, h, status, s->out, (size_t)n, retry_after_s);
+}
+
+static void respond_error(srv *s, rsd_http_sreq_h h, int status, const char *type, const char *msg) {
+    respond_error_retry(s, h, status, type, msg, 0);
+}
+
+/* 503 for model m that cannot start now: why (the fleet's last reason when NULL), and
+   Retry-After while its next start is backed off. */
+static void respond_unavailable(srv *s, rsd_http_sreq_h h, int m, uint64_t now, const char *why) {
+    rsd_fleet_model_info mi;
+    char msg[RSD_FLEET_MESSAGE_MAX + 192];
+    uint32_t retry = 0;
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    if (mi.retry_at_ms > now) retry = (uint32_t)((mi.retry_at_ms - now + 999) / 1000);
+    if (!why) why = mi.last_error ? mi.last_error : "model process failed to start";
+    if (retry)
+        snprintf(msg, sizeof msg, "cannot serve '%s': %s (its start failed; not retried for %u s)",
+                 s->cfg->models[m].id, why, (unsigned)retry);
+    else
+        snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, why);
+    respond_error_retry(s, h, 503, "unavailable_error", msg, retry);
 }
 
 static void respond_404(srv *s, rsd_http_sreq_h h) {
@@ -233,7 +295,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
-        char buf[RSD_PROC_ARG_BYTES_DEFAULT];
+        char buf[RSD_PROC_ARG_BYTES_DEFAULT], arg[RSD_PROC_ARG_BYTES_DEFAULT + 64];
         const char *argv[RSD_PROC_MAX_ARGS];
         rsd_proc_spec spec;
         int argc;
@@ -265,7 +327,10 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         spec = s->models[i].spec;
         spec.port = mi.port;
         argc = rsd_procs_expand(&spec, buf, sizeof buf, argv, RSD_PROC_MAX_ARGS);
-        for (k = 0; k < argc; k++) rsd_json_w_str(&w, argv[k]);
+        for (k = 0; k < argc; k++) { /* secret values as *** */
+            (void)rsd_arg_redact(k ? argv[k - 1] : NULL, argv[k], arg, sizeof arg);
+            rsd_json_w_str(&w, arg);
+        }
         rsd_json_w_end_array(&w);
         if (mi.last_result < 0 && !strcmp(router_state(&mi), "unloaded")) {
             rsd_json_w_key(&w, "failed");
@@ -324,6 +389,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     SRV_COUNTER(releases) SRV_COUNTER(spawns) SRV_COUNTER(readies) SRV_COUNTER(load_failures)
     SRV_COUNTER(crashes) SRV_COUNTER(exits) SRV_COUNTER(evictions) SRV_COUNTER(ttl_expiries)
     SRV_COUNTER(unloads) SRV_COUNTER(fails) SRV_COUNTER(starve_drains) SRV_COUNTER(no_fit)
+    SRV_COUNTER(backoffs) SRV_COUNTER(restores)
 #undef SRV_COUNTER
     rsd_json_w_end_object(&w);
     rsd_json_w_key(&w, "models");
@@ -364,6 +430,9 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         else rsd_json_w_null(&w);
         rsd_json_w_key(&w, "last_error");
         if (mi.last_result < 0) rsd_json_w_str(&w, rsd_result_str(mi.last_result));
+        else rsd_json_w_null(&w);
+        rsd_json_w_key(&w, "retry_in_ms"); /* its start failed: no new one before then */
+        if (mi.retry_at_ms > now) rsd_json_w_int(&w, (int64_t)(mi.retry_at_ms - now));
         else rsd_json_w_null(&w);
         rsd_json_w_end_object(&w);
     }
@@ -411,8 +480,12 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     }
     r = rsd_fleet_load(s->fleet, m, now);
     if (r < 0) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
+        char msg[RSD_FLEET_MESSAGE_MAX + 160];
+        rsd_fleet_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+        snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id,
+                 r == RSD_ERR_FLEET_START && mi.last_error ? mi.last_error : rsd_result_str(r));
         respond_error(s, ev->req, 500, "server_error", msg);
         return;
     }
@@ -527,6 +600,7 @@ static void on_up_body(void *user, const char *data, size_t len) {
     if (!j->stash || len > SRV_STASH) { j->broken = true; return; }
     memcpy(j->stash, data, len);
     j->stash_len = len;
+    if (!j->stall_since) j->stall_since = s->now;
     if (!j->paused) {
         (void)rsd_http_pause(s->hc, j->up, true);
         j->paused = true;
@@ -643,6 +717,10 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         job_send(s, j, now);
     } else if (r == RSD_PENDING) {
         j->state = JOB_WAIT;
+    } else if (r == RSD_ERR_POOL_BACKOFF || r == RSD_ERR_FLEET_START) {
+        respond_unavailable(s, ev->req, m, now, NULL);
+        job_log(s, j, 503, now);
+        j->state = JOB_FREE;
     } else {
         char msg[256];
         snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
@@ -753,7 +831,48 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     job_finish(s, j, now);
 }
 
-/* After each client step: stash flushing, broken answers. */
+/* A client that stopped reading holds its model's place (the upstream is paused for
+   it): it is cut after send_timeout without progress, or after SRV_STALL_DRAIN_MS when
+   its model must make room (drained for a request waiting past max_wait, or an
+   unload), and its request is cancelled. Returns true when it was cut. */
+static bool job_stalled(srv *s, job *j, uint64_t now) {
+    uint32_t limit = s->cfg->send_timeout_ms ? s->cfg->send_timeout_ms : RSRV_SEND_TIMEOUT_DEFAULT_MS;
+    uint64_t idle = now - j->stall_since;
+    bool drain = false;
+    if (!j->stall_since || idle < SRV_STALL_DRAIN_MS) return false;
+    if (idle < limit) {
+        rsd_fleet_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        drain = rsd_fleet_query_model(s->fleet, j->model, now, &mi) == RSD_OK &&
+                mi.pool.state == RSD_POOL_SLOT_DRAINING;
+        if (!drain) return false;
+    }
+    logf_("%s %s %s: the client read nothing for %llu ms%s; disconnected, request cancelled", j->method, j->path,
+          s->cfg->models[j->model].id, (unsigned long long)idle, drain ? " while its model must make room" : "");
+    (void)rsd_http_abort(s->hs, j->sreq);
+    j->client_gone = true;
+    job_release(s, j, now, true);
+    if (j->up_active) (void)rsd_http_cancel(s->hc, j->up); /* its event frees the job */
+    else job_free(s, j, now);
+    return true;
+}
+
+/* The next time jobs_service has a stalled client to look at (UINT64_MAX = none). */
+static uint64_t jobs_deadline(const srv *s) {
+    uint32_t limit = s->cfg->send_timeout_ms ? s->cfg->send_timeout_ms : RSRV_SEND_TIMEOUT_DEFAULT_MS;
+    uint64_t d = UINT64_MAX;
+    int i;
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        const job *j = &s->jobs[i];
+        uint64_t t;
+        if ((j->state != JOB_PROXY && j->state != JOB_DRAIN) || !j->stall_since || j->client_gone) continue;
+        t = j->stall_since + (s->now - j->stall_since < SRV_STALL_DRAIN_MS ? SRV_STALL_DRAIN_MS : limit);
+        if (t < d) d = t;
+    }
+    return d;
+}
+
+/* After each client step: stash flushing, broken answers, stalled clients. */
 static void jobs_service(srv *s, uint64_t now) {
     int i;
     for (i = 0; i < SRV_MAX_CONNS; i++) {
@@ -765,11 +884,15 @@ static void jobs_service(srv *s, uint64_t now) {
         }
         if (j->stash_len && !j->client_gone) {
             size_t room = rsd_http_stream_room(s->hs, j->sreq), n = j->stash_len;
-            if (room == 0) continue;
+            if (room == 0) {
+                (void)job_stalled(s, j, now);
+                continue;
+            }
             if (n > room) n = room;
             if (rsd_http_stream_write(s->hs, j->sreq, j->stash, n) != RSD_OK) continue;
             memmove(j->stash, j->stash + n, j->stash_len - n);
             j->stash_len -= n;
+            j->stall_since = j->stash_len ? now : 0; /* progress */
             if (!j->stash_len) {
                 if (j->state == JOB_DRAIN) job_finish(s, j, now);
                 else if (j->paused) {
@@ -802,7 +925,10 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         snprintf(msg, sizeof msg, "cannot serve '%s': %s", id,
                  ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
         if (j && j->state == JOB_WAIT && j->preq.id == ev->req.id) {
-            respond_error(s, j->sreq, 503, "unavailable_error", msg);
+            if (ev->result == RSD_ERR_FLEET_START && ev->model >= 0)
+                respond_unavailable(s, j->sreq, ev->model, now, ev->message);
+            else
+                respond_error(s, j->sreq, 503, "unavailable_error", msg);
             job_log(s, j, 503, now);
             j->granted = false;
             job_free(s, j, now);
@@ -896,7 +1022,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE]\n"
             "                 [--llama-server PATH] [--args \"A B\"] [--start-timeout DUR] [--stop-grace DUR]\n"
-            "                 [--max-wait DUR] [--check] [--verbose] [--quiet]\n"
+            "                 [--max-wait DUR] [--send-timeout DUR] [--check] [--verbose] [--quiet]\n"
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
             "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--aliases A,B] [--model-args \"A B\"]]...\n"
             "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
@@ -1040,6 +1166,7 @@ int main(int argc, char **argv) {
 
     for (;;) {
         uint64_t now = rsd_now_ms(), dl, d2;
+        s.now = now;
         rsd_http_server_event sev;
         rsd_http_event cev;
         rsd_fleet_event fev;
@@ -1085,6 +1212,8 @@ int main(int argc, char **argv) {
         d2 = rsd_http_client_next_deadline(s.hc);
         if (d2 < dl) dl = d2;
         d2 = rsd_fleet_next_deadline(s.fleet);
+        if (d2 < dl) dl = d2;
+        d2 = jobs_deadline(&s);
         if (d2 < dl) dl = d2;
         k = rsd_http_server_pollfds(s.hs, fds, SRV_MAX_FDS);
         if (k > 0) n += k > SRV_MAX_FDS ? SRV_MAX_FDS : k;

@@ -9,6 +9,10 @@
    It prints "rsd-sim: <runtime> listening on http://HOST:PORT" once the socket is bound
    (server mode: llama-server's own line, only after the model has loaded, W22), flushes
    stdout, and exits 0 on SIGINT/SIGTERM (server mode: 1 when the load fails, W21).
+   `rsd-sim --help` lists every option. Router and server mode close idle keep-alive
+   sockets after --idle-close-ms (5000, as llama.cpp) and send the headers rsim_resp
+   asks for; an answer the router proxied is written chunked over the server's
+   close-delimited mode, so the socket closes after it as the real router's does.
    Server mode with LLAMA_SERVER_ROUTER_PORT in the environment acts as a router child
    (W29): it prints cmd_child_to_router:state:{...} lines, exits 0 on the line
    cmd_router_to_child:exit and 1 when stdin reaches EOF.
@@ -22,9 +26,7 @@
                           bounded): {"id":"chatcmpl-big",...,"message":{"role":"assistant",
                           "content":"RECORDS"},"finish_reason":"length"}]} where RECORDS is
                           max(1, BYTES / 16) records of 16 bytes, record k = printf("%015llu ",
-                          k). For backpressure tests: every byte can be checked.
-       --idle-close-ms N  close a kept-alive connection idle for N ms (llama-server closes
-                          them after 5 s, its "Keep-Alive: timeout=5"); default: never */
+                          k). For backpressure tests: every byte can be checked. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_sim.h"
@@ -58,6 +60,7 @@ typedef struct sim_link {
     uint32_t ticket;
     rsd_http_sreq_h h;
     bool big;          /* --big-body applies to its answer */
+    bool framed;       /* a close_after stream: this program writes the chunk framing */
 } sim_link;
 
 /* A --big-body answer being written. */
@@ -159,18 +162,60 @@ static void link_add(sim_app *a, uint32_t ticket, rsd_http_sreq_h h, bool big) {
     int i;
     for (i = 0; !l && i < RSIM_MAX_TICKETS; i++)
         if (!a->links[i].ticket) l = &a->links[i];
-    if (l) { l->ticket = ticket; l->h = h; l->big = big; }
+    if (l) { l->ticket = ticket; l->h = h; l->big = big; l->framed = false; }
+}
+
+/* One chunk of a body this program frames itself (close_after answers: the server's
+   close-delimited mode carries the chunked framing, so the socket closes after it). */
+static void raw_chunk(sim_app *a, rsd_http_sreq_h h, const char *data, size_t n) {
+    char len[24];
+    int k;
+    if (!n) return;
+    k = snprintf(len, sizeof len, "%zx\r\n", n);
+    (void)rsd_http_stream_write(a->srv, h, len, (size_t)k);
+    (void)rsd_http_stream_write(a->srv, h, data, n);
+    (void)rsd_http_stream_write(a->srv, h, "\r\n", 2);
 }
 
 /* Sends what rsim produced for request h (one rsim_handle or rsim_pull result). */
-static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r, bool big) {
-    rsd_http_header hd[2];
+static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r, bool big, bool *framed) {
+    rsd_http_header hd[6];
     size_t nh = 0;
     hd[nh].name = rsd_str_c("Content-Type");
     hd[nh++].value = rsd_str_c(r->content_type);
     if (r->server) {
         hd[nh].name = rsd_str_c("Server");
         hd[nh++].value = rsd_str_c(r->server);
+    }
+    if (r->keep_alive) {
+        hd[nh].name = rsd_str_c("Keep-Alive");
+        hd[nh++].value = rsd_str_c(r->keep_alive);
+    }
+    if (r->connection_close && !r->close_after) { /* said, but the socket stays usable */
+        rsd_http_server_event q;
+        if (rsd_http_server_query(a->srv, h, &q) != RSD_OK || !q.head->framing.close) {
+            hd[nh].name = rsd_str_c("Connection");
+            hd[nh++].value = rsd_str_c("close");
+        }
+    }
+    if ((r->action == RSIM_RESPOND || r->action == RSIM_STREAM) && r->close_after && !r->truncate && !big) {
+        /* a proxied answer: chunked, "Connection: close", then the socket is closed */
+        hd[nh].name = rsd_str_c("Transfer-Encoding");
+        hd[nh++].value = rsd_str_c("chunked");
+        if (rsd_http_stream_begin_raw(a->srv, h, r->status, hd, nh, -1) != RSD_OK) return;
+        if (r->action == RSIM_STREAM) { *framed = true; return; }
+        raw_chunk(a, h, r->body, r->body_len);
+        (void)rsd_http_stream_write(a->srv, h, "0\r\n\r\n", 5);
+        (void)rsd_http_stream_end(a->srv, h);
+        return;
+    }
+    if (*framed && (r->action == RSIM_CHUNK || r->action == RSIM_END)) {
+        if (r->action == RSIM_CHUNK) raw_chunk(a, h, r->body, r->body_len);
+        else {
+            (void)rsd_http_stream_write(a->srv, h, "0\r\n\r\n", 5);
+            (void)rsd_http_stream_end(a->srv, h);
+        }
+        return;
     }
     switch (r->action) {
     case RSIM_RESPOND:
@@ -225,7 +270,11 @@ static void on_request(sim_app *a, const rsd_http_server_event *ev, uint64_t now
     big = a->big_body && !strcmp(method, "POST") && strstr(target, "/completion") != NULL;
     if (r.action == RSIM_DEFER || r.action == RSIM_HANG || r.action == RSIM_STREAM)
         link_add(a, r.ticket, ev->req, big);
-    deliver(a, ev->req, &r, big);
+    {
+        sim_link *l = r.action == RSIM_STREAM ? link_by_ticket(a, r.ticket) : NULL;
+        bool framed = false;
+        deliver(a, ev->req, &r, big, l ? &l->framed : &framed);
+    }
 }
 
 /* Router-child control line (W29): state loading|ready|sleeping, ready carries data[0]. */
@@ -252,15 +301,31 @@ int main(int argc, char **argv) {
     rsd_pollfd fds[SIM_MAX_FDS];
     uint64_t t0 = mono_ms();
     unsigned long long big_body = 0;
-    uint32_t idle_close_ms = 0;
     bool printed = false, own_epoch = true, child = false, ignore_term = false, print_ready = false;
     int i, j, child_state_seen = -1, child_exit = -1;
     memset(&a, 0, sizeof a);
     for (i = 1, j = 1; i < argc; i++) { /* this program's own flags, removed before rsim_configure */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: rsd-sim [--runtime router|server|ollama|lmstudio] [OPTION]...\n"
+                   "A simulated llama.cpp router, llama-server, Ollama or LM Studio server on one port.\n"
+                   "Prints \"rsd-sim: <runtime> listening on http://HOST:PORT\" once bound (server mode:\n"
+                   "llama-server's own line, after the model has loaded); SIGINT/SIGTERM exit 0.\n"
+                   "Control routes (not logged): GET /_sim/log; POST /_sim/crash {\"model\",\"exit_code\"},\n"
+                   "/_sim/fail-loads {\"count\"}, /_sim/evict {\"model\"}, /_sim/remove {\"model\"},\n"
+                   "/_sim/busy {\"model\",\"count\"}.\n\n");
+            rsim_print_usage(stdout);
+            printf("  this program\n"
+                   "    --help, -h                  this text\n"
+                   "    --ignore-sigterm            SIGTERM is ignored (only SIGKILL or SIGINT ends it)\n"
+                   "    --print-ready-ms            server mode: when /health turns 200, also print\n"
+                   "                                \"rsd-sim: ready at monotonic ms N\"\n"
+                   "    --big-body BYTES            a 200 answer to a POST whose path contains \"/completion\"\n"
+                   "                                becomes a JSON body of about BYTES bytes (backpressure tests)\n");
+            return 0;
+        }
         if (!strcmp(argv[i], "--ignore-sigterm")) ignore_term = true;
         else if (!strcmp(argv[i], "--print-ready-ms")) print_ready = true;
         else if (!strcmp(argv[i], "--big-body") && i + 1 < argc) big_body = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--idle-close-ms") && i + 1 < argc) idle_close_ms = (uint32_t)strtoul(argv[++i], NULL, 10);
         else argv[j++] = argv[i];
     }
     argc = j;
@@ -281,7 +346,7 @@ int main(int argc, char **argv) {
     d.port = (uint16_t)a.sim->o.port;
     d.max_body_bytes = SIM_BODY_BYTES;
     d.max_response_bytes = SIM_BODY_BYTES + 4096;
-    d.idle_timeout_ms = idle_close_ms ? idle_close_ms : RSD_TIMEOUT_NONE;
+    d.idle_timeout_ms = a.sim->o.idle_close_ms ? a.sim->o.idle_close_ms : RSD_TIMEOUT_NONE;
     a.srv = rsd_http_server_create(&d);
     if (!a.srv) {
         /* llama-server's message and exit status for a busy port (W21) */
@@ -340,7 +405,7 @@ int main(int argc, char **argv) {
         while (rsim_pull(a.sim, now, &r) > 0) {
             sim_link *l = link_by_ticket(&a, r.ticket);
             if (!l) continue;
-            deliver(&a, l->h, &r, l->big);
+            deliver(&a, l->h, &r, l->big, &l->framed);
             if (r.action == RSIM_RESPOND || r.action == RSIM_END || r.action == RSIM_DROP) l->ticket = 0;
         }
         big_pump(&a);

@@ -17,6 +17,9 @@
        start_timeout = 300              seconds until a start counts as failed (default 300)
        stop_grace = 10                  seconds from SIGTERM to SIGKILL (default 10)
        max_wait = 30                    seconds a request may wait for a slot (0 = default 30)
+       send_timeout = 30                seconds a client may read nothing of its answer before
+                                        it is disconnected and its request cancelled (0 =
+                                        default 30); 1 s while its model must make room
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -45,7 +48,7 @@
    FLAGS (rsrv_parse_args; applied after the file)
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
-       --max-wait DUR  --model ID=PATH  --command ID="CMD LINE"
+       --max-wait DUR  --send-timeout DUR  --model ID=PATH  --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --aliases A,B --model-args "A B"
        --verbose --quiet --help (flags without effect on the config, returned in opts) */
@@ -81,7 +84,8 @@ enum {
     RSRV_NGL_MAX = 16,        /* ngl value */
     RSRV_ERR_MAX = 512,       /* error message ("file:line: ...") */
     RSRV_MSG_MAX = 384,       /* the message part of it */
-    RSRV_MAX_SLOTS = 16       /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
+    RSRV_MAX_SLOTS = 16,      /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
+    RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000 /* send_timeout when 0 */
 };
 
 /* One model section. */
@@ -113,6 +117,7 @@ typedef struct rsrv_config {
     uint32_t start_timeout_ms;
     uint32_t stop_grace_ms;
     uint32_t max_wait_ms;        /* 0 = the pool's default */
+    uint32_t send_timeout_ms;    /* 0 = RSRV_SEND_TIMEOUT_DEFAULT_MS */
     uint32_t seen;               /* global keys set */
     int nmodels;
     rsrv_model models[RSRV_MAX_MODELS];
@@ -368,7 +373,8 @@ RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const 
 
 /* Global keys, their bit in rsrv_config.seen. */
 static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
-                                               "start_timeout", "stop_grace", "args", "max_wait"};
+                                               "start_timeout", "stop_grace", "args", "max_wait",
+                                               "send_timeout"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases"};
 
@@ -407,7 +413,8 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         return true;
     case 4:
     case 5:
-    case 7: {
+    case 7:
+    case 8: {
         uint32_t ms;
         if (!rsrv_parse_duration(v, n, &ms) || (key == 4 && ms == 0)) {
             snprintf(err, ecap, "%s: bad duration '%.*s' (seconds, or a number with ms/s/m/h%s)",
@@ -416,7 +423,8 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         }
         if (key == 4) c->start_timeout_ms = ms;
         else if (key == 5) c->stop_grace_ms = ms;
-        else c->max_wait_ms = ms;
+        else if (key == 7) c->max_wait_ms = ms;
+        else c->send_timeout_ms = ms;
         return true;
     }
     case 6:
@@ -622,7 +630,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -676,6 +684,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--stop-grace")) gk = 5;
         else if (!strcmp(a, "--args")) gk = 6;
         else if (!strcmp(a, "--max-wait")) gk = 7;
+        else if (!strcmp(a, "--send-timeout")) gk = 8;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -715,8 +724,9 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     RSRV_KV("llama_server", c->llama_server);
     if (strchr(c->listen_host, ':')) RSRV_PUT("listen = [%s]:%d\n", c->listen_host, c->listen_port);
     else RSRV_PUT("listen = %s:%d\n", c->listen_host, c->listen_port);
-    RSRV_PUT("start_timeout = %lums\nstop_grace = %lums\nmax_wait = %lums\n", (unsigned long)c->start_timeout_ms,
-             (unsigned long)c->stop_grace_ms, (unsigned long)c->max_wait_ms);
+    RSRV_PUT("start_timeout = %lums\nstop_grace = %lums\nmax_wait = %lums\nsend_timeout = %lums\n",
+             (unsigned long)c->start_timeout_ms, (unsigned long)c->stop_grace_ms, (unsigned long)c->max_wait_ms,
+             (unsigned long)c->send_timeout_ms);
     if (c->args[0]) RSRV_KV("args", c->args);
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
@@ -747,7 +757,7 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         strcmp(a->llama_server, b->llama_server) || strcmp(a->args, b->args) ||
         strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
         a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
-        a->max_wait_ms != b->max_wait_ms || a->nmodels != b->nmodels)
+        a->max_wait_ms != b->max_wait_ms || a->send_timeout_ms != b->send_timeout_ms || a->nmodels != b->nmodels)
         return false;
     for (i = 0; i < a->nmodels; i++) {
         const rsrv_model *x = &a->models[i], *y = &b->models[i];

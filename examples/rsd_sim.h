@@ -48,62 +48,19 @@
    {"model"} (another client unloads it), POST /_sim/remove {"model"} (gone from the
    catalog), POST /_sim/busy {"model","count"} (pin in-flight requests, W6/W11).
 
-   OPTIONS (rsim_configure; also the rsd-sim command line)
-     common
-       --runtime router|server|ollama|lmstudio   (default router)
-       --host H --port N           stored for the adapter (s->o.host, s->o.port)
-       --model SPEC                add a model; SPEC is comma-separated key=value:
-                                   id=NAME (required; bare first field also works),
-                                   size=4G (bytes, K/M/G/T suffixes, binary),
-                                   tags=pinned|role (| or + separated; tag=x repeats),
-                                   alias=x (repeats), ctx=N (load context), ctx_train=N,
-                                   load=MS (load latency override), fail=1 (every load
-                                   fails), download=MS (router: "downloading" that long), startup=1 (load-on-startup), loaded=1 (resident
-                                   at start: Ollama/LM Studio), embedding=1, host=NAME (LM
-                                   Link peer entry), publisher=P, keep=DUR (Ollama)
-       --load-ms N                 load latency (300)
-       --unload-ms N               graceful stop / Ollama unload latency (10)
-       --wake-ms N                 reload latency when waking from sleep (100)
-       --fail-ms N                 time until a failing load is reported (10)
-       --gen-ms N                  non-streamed inference time (20)
-       --token-ms N                time between streamed chunks (5)
-       --api-key KEY               router/server: Bearer or X-Api-Key; LM Studio: Bearer
-       --fail-loads N              the next N loads fail
-       --delay-ms N                add N ms to every immediate answer
-       --delay PATH=MS             add MS to answers on PATH
-       --error PATH=STATUS[xN]     answer STATUS (server error body) on PATH [N times]
-       --hang PATH[xN]             never answer PATH [N times]
-       --drop PATH[xN]             drop the connection mid-body on PATH [N times]
-       --remove-after-list ID      after the next listing, ID leaves the catalog
-       --evict-after-list ID       after the next listing, ID is unloaded by "someone else"
-       --epoch S                   wall clock (unix seconds) at now_ms == 0 (1795993600)
-     router (llama.cpp, wire.md 1, W1-W20)
-       --models-max N (4; 0 unlimited)  --no-models-autoload  --sleep-idle-seconds N
-       --stop-timeout-ms N (10000)  --stop-hang (graceful stops hang until the timeout,
-       then force-kill with exit 1)  --proxy-error (loading child answers 500 plain text)
-       --metrics
-     server (single-model llama-server, wire.md 2, W21-W28)
-       first --model is the model (id = path or alias)  --parallel N (4)  --ctx N
-       --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)
-       llama-server spellings work too: -m PATH, -c/--ctx-size N, -np N, -a/--alias A,B,
-       --slots; tuning flags (-ngl, -t, -fa, --jinja, --fit, ...) are accepted and ignored
-     ollama (wire.md 3, W30-W37)
-       --max-loaded N (3)  --mem-budget SIZE (0 = none)  --keep-alive DUR (5m)
-       --linger-ms N (50)  --version V (0.12.6)  --queue-max N (512)
-     lmstudio (wire.md 4, W38-W47)
-       --tier 0.4|0.3  --vram SIZE (0 = none; over it a load is 507)  --idempotent-load
-       --legacy-load-shape  --error-string (errors as {"error":"text"})
-       --unknown-route-404  --no-jit  --no-auto-evict  --jit-ttl-s N (3600)  --jit-race
-       --fail-load-status N (500)  --no-greeting (/lmstudio-greeting says not-lmstudio)
+   OPTIONS: rsim_print_usage below (rsd-sim --help prints it, with the program's own flags).
 
    MODEL OF EACH RUNTIME (what is simulated, beyond wire.md's own words)
      router   children are states with timers: loading -> loaded after load_ms (or
               unloaded failed exit 1 after fail_ms), graceful stop unload_ms, wake
               wake_ms, sleep after --sleep-idle-seconds without a task. Capacity counts
-              loading+loaded+sleeping (stopping ones too). Victims: LRU by last_used (set
-              at load start and on proxied POSTs), never loading, busy, or awaited by a
-              queued request. Inference answers a canned "This is a simulated reply."
-              after gen_ms (or streamed, one chunk per token_ms).
+              loading+loaded+sleeping (stopping ones too: they are listed loaded until
+              they exit). Victims by last_used (set at load start and on proxied POSTs):
+              --router-gen july (default) takes the LRU running model whatever it does;
+              later never a loading, busy or awaited one (see --router-gen). Inference
+              answers a canned "This is a simulated reply." after gen_ms (or streamed,
+              one chunk per token_ms). Connections as llama.cpp's HTTP layer: see
+              --idle-close-ms and rsim_resp (keep_alive, connection_close, close_after).
      server   one model; slots = --parallel; inference waits for a free slot.
      ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
               the last request; eviction shortest keep_alive first, then name.
@@ -163,6 +120,13 @@ typedef enum rsim_runtime {
     RSIM_RT_ROUTER = 0, RSIM_RT_SERVER, RSIM_RT_OLLAMA, RSIM_RT_LMSTUDIO, RSIM_RT_NUM
 } rsim_runtime;
 
+/* Which llama.cpp router generation the router runtime follows (--router-gen). */
+typedef enum rsim_gen {
+    RSIM_GEN_JULY = 0,   /* build 10116 (2026-07-23): evicts its own LRU at once, any state */
+    RSIM_GEN_LATER,      /* after the LRU wait queue: waits for stopping models, queues loads */
+    RSIM_GEN_NUM
+} rsim_gen;
+
 /* What the adapter does with an rsim_resp. */
 typedef enum rsim_action {
     RSIM_RESPOND = 0, RSIM_DEFER, RSIM_STREAM, RSIM_HANG, RSIM_CHUNK, RSIM_END, RSIM_DROP
@@ -199,6 +163,10 @@ typedef struct rsim_resp {
     bool truncate;             /* send head with the full length, then body[0..truncate_at), close */
     size_t truncate_at;
     uint32_t ticket;           /* DEFER/STREAM/HANG from rsim_handle; every rsim_pull output */
+    const char *keep_alive;    /* value of a Keep-Alive: header, or NULL for none */
+    bool connection_close;     /* send "Connection: close" (the socket stays usable, as llama.cpp's) */
+    bool close_after;          /* RESPOND/STREAM: chunked body, "Connection: close", then close
+                                  the socket (what the router does with every proxied answer) */
 } rsim_resp;
 
 typedef struct rsim_inst {      /* LM Studio loaded instance */
@@ -275,6 +243,10 @@ typedef struct rsim_ticket {
     uint32_t cursor;           /* SSE */
     bool holds, task, drop, chat, post;
     uint32_t delay_ms;         /* --delay/--delay-ms still to add before the answer goes out */
+    int victim;                /* July router load: the model it waits for to exit, -1 none */
+    bool stalled;              /* its child was told to exit while serving it: nothing more comes */
+    bool cut;                  /* July: its child died mid-stream: the proxy error chunk, then the end */
+    bool proxied;              /* answered by a router child: chunked and closed (close_after) */
     rsim_reply r;
 } rsim_ticket;
 
@@ -304,6 +276,9 @@ typedef struct rsim_fault {
 
 typedef struct rsim_opts {
     int runtime;
+    int router_gen;            /* rsim_gen: 0 = July (build 10116) */
+    uint32_t idle_close_ms;    /* idle keep-alive sockets closed after this; 0 = never */
+    char keep_alive_hdr[40];   /* "timeout=5, max=100" (llama.cpp runtimes with idle_close_ms) */
     char host[64];
     int port;
     int models_max;            /* router: 4 by default, 0 unlimited */
@@ -357,6 +332,79 @@ typedef struct rsim {
 } rsim;
 
 #define RSIM_FOREVER_MS ((uint64_t)9223372036854ull)
+
+/* Prints the options of rsim_configure (what `rsd-sim --help` shows). */
+RSIM_FN void rsim_print_usage(FILE *f) {
+    static const char *const lines[] = {
+        "  common\n",
+        "    --runtime router|server|ollama|lmstudio   (default router)\n",
+        "    --host H --port N           stored for the adapter (s->o.host, s->o.port)\n",
+        "    --model SPEC                add a model; SPEC is comma-separated key=value:\n",
+        "                                id=NAME (required; bare first field also works),\n",
+        "                                size=4G (bytes, K/M/G/T suffixes, binary),\n",
+        "                                tags=pinned|role (| or + separated; tag=x repeats),\n",
+        "                                alias=x (repeats), ctx=N (load context), ctx_train=N,\n",
+        "                                load=MS (load latency override), fail=1 (every load\n",
+        "                                fails), download=MS (router: \"downloading\" that long), startup=1 (load-on-startup), loaded=1 (resident\n",
+        "                                at start: Ollama/LM Studio), embedding=1, host=NAME (LM\n",
+        "                                Link peer entry), publisher=P, keep=DUR (Ollama)\n",
+        "    --load-ms N                 load latency (300)\n",
+        "    --unload-ms N               graceful stop / Ollama unload latency (10)\n",
+        "    --wake-ms N                 reload latency when waking from sleep (100)\n",
+        "    --fail-ms N                 time until a failing load is reported (10)\n",
+        "    --gen-ms N                  non-streamed inference time (20)\n",
+        "    --token-ms N                time between streamed chunks (5)\n",
+        "    --api-key KEY               router/server: Bearer or X-Api-Key; LM Studio: Bearer\n",
+        "    --fail-loads N              the next N loads fail\n",
+        "    --delay-ms N                add N ms to every immediate answer\n",
+        "    --delay PATH=MS             add MS to answers on PATH\n",
+        "    --error PATH=STATUS[xN]     answer STATUS (server error body) on PATH [N times]\n",
+        "    --hang PATH[xN]             never answer PATH [N times]\n",
+        "    --drop PATH[xN]             drop the connection mid-body on PATH [N times]\n",
+        "    --remove-after-list ID      after the next listing, ID leaves the catalog\n",
+        "    --evict-after-list ID       after the next listing, ID is unloaded by \"someone else\"\n",
+        "    --epoch S                   wall clock (unix seconds) at now_ms == 0 (1795993600)\n",
+        "  --idle-close-ms N           router/server: idle keep-alive sockets are closed after N ms and\n",
+        "                              answers say \"Keep-Alive: timeout=ceil(N/1000), max=100\" (5000,\n",
+        "                              as llama.cpp; 0 = never, no header). Both modes also say\n",
+        "                              \"Connection: close\" on every 4xx/5xx (the socket stays usable),\n",
+        "                              and the router closes the socket after every proxied answer\n",
+        "                              (chunked, \"Connection: close\"). Ollama/LM Studio: 0\n",
+        "  router (llama.cpp, wire.md 1, W1-W20)\n",
+        "    --router-gen july|later   which router generation (default july: build 10116, the one\n",
+        "                                measured in spec/wire.md 6). july: at --models-max a load (or an\n",
+        "                                autoload) stops the LRU running model at once, whatever it does\n",
+        "                                (loading: killed; busy: its requests stall, it is killed at the\n",
+        "                                stop timeout, streams end with \"proxy error: Failed to read\n",
+        "                                connection\"; stopping: still counts; tags ignored), answers when\n",
+        "                                it has exited, then checks the limit again (500 when a concurrent\n",
+        "                                load took the place); listing sorted by id, data first;\n",
+        "                                vocab_type 1; build b10116-7e743c3a3; timings in chat answers.\n",
+        "                                later: a load waits for a stopping model, else stops the LRU idle\n",
+        "                                one, else waits (queued) until one is idle; busy and loading\n",
+        "                                models are never victims; listing in catalog order, object first;\n",
+        "                                vocab_type true; build b0-unknown\n",
+        "    --models-max N (4; 0 unlimited)  --no-models-autoload (--models-autoload: on again)\n",
+        "    --sleep-idle-seconds N\n",
+        "    --stop-timeout-ms N (10000)  --stop-hang (graceful stops hang until the timeout,\n",
+        "    then force-kill with exit 1)  --proxy-error (loading child answers 500 plain text)\n",
+        "    --metrics\n",
+        "  server (single-model llama-server, wire.md 2, W21-W28)\n",
+        "    first --model is the model (id = path or alias)  --parallel N (4)  --ctx N\n",
+        "    --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)\n",
+        "    llama-server spellings work too: -m PATH, -c/--ctx-size N, -np N, -a/--alias A,B,\n",
+        "    --slots; tuning flags (-ngl, -t, -fa, --jinja, --fit, ...) are accepted and ignored\n",
+        "  ollama (wire.md 3, W30-W37)\n",
+        "    --max-loaded N (3)  --mem-budget SIZE (0 = none)  --keep-alive DUR (5m)\n",
+        "    --linger-ms N (50)  --version V (0.12.6)  --queue-max N (512)\n",
+        "  lmstudio (wire.md 4, W38-W47)\n",
+        "    --tier 0.4|0.3  --vram SIZE (0 = none; over it a load is 507)  --idempotent-load\n",
+        "    --legacy-load-shape  --error-string (errors as {\"error\":\"text\"})\n",
+        "    --unknown-route-404  --no-jit  --no-auto-evict  --jit-ttl-s N (3600)  --jit-race\n",
+        "    --fail-load-status N (500)  --no-greeting (/lmstudio-greeting says not-lmstudio)\n"};
+    size_t k;
+    for (k = 0; k < sizeof lines / sizeof lines[0]; k++) fputs(lines[k], f);
+}
 
 /* ==== small utilities ==================================================== */
 RSIM_FN size_t rsim_len(const char *p, size_t n) { return p ? (n ? n : strlen(p)) : 0; }
@@ -538,6 +586,15 @@ static const char *const rsim_tokens[] = {"This", " is", " a", " simulated", " r
 enum { RSIM_NTOK = 5 };
 
 /* ==== configuration ======================================================= */
+/* Sets the idle close time and the Keep-Alive header that announces it (llama.cpp's
+   HTTP layer: "timeout=5, max=100"; none for the other runtimes or 0 = never). */
+RSIM_FN void rsim_set_idle_close(rsim *s, uint32_t ms) {
+    s->o.idle_close_ms = ms;
+    s->o.keep_alive_hdr[0] = 0;
+    if (ms && (s->o.runtime == RSIM_RT_ROUTER || s->o.runtime == RSIM_RT_SERVER))
+        snprintf(s->o.keep_alive_hdr, sizeof s->o.keep_alive_hdr, "timeout=%u, max=100", (unsigned)((ms + 999) / 1000));
+}
+
 /* Zeroes s and sets the defaults of `runtime`. */
 RSIM_FN void rsim_init(rsim *s, int runtime) {
     memset(s, 0, sizeof *s);
@@ -545,6 +602,8 @@ RSIM_FN void rsim_init(rsim *s, int runtime) {
     snprintf(s->o.host, sizeof s->o.host, "127.0.0.1");
     s->o.port = runtime == RSIM_RT_OLLAMA ? 11434 : runtime == RSIM_RT_LMSTUDIO ? 1234 : 8080;
     s->o.models_max = 4;
+    s->o.router_gen = RSIM_GEN_JULY;
+    s->o.idle_close_ms = runtime == RSIM_RT_ROUTER || runtime == RSIM_RT_SERVER ? 5000 : 0;
     s->o.sleep_idle_s = -1;
     s->o.load_ms = 300;
     s->o.unload_ms = 10;
@@ -564,6 +623,7 @@ RSIM_FN void rsim_init(rsim *s, int runtime) {
     s->o.fail_load_status = 500;
     s->exit_code = -1;
     s->next_ticket = 1;
+    rsim_set_idle_close(s, s->o.idle_close_ms);
 }
 
 RSIM_FN int rsim_cmp_str(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
@@ -717,6 +777,10 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
         RSIM_OPT("--port", s->o.port = atoi(v))
         RSIM_OPT("--model", if (rsim_add_model(s, v) < 0) return -1)
         RSIM_OPT("--models-max", s->o.models_max = atoi(v))
+        RSIM_OPT("--router-gen", if (!strcmp(v, "july")) s->o.router_gen = RSIM_GEN_JULY;
+                 else if (!strcmp(v, "later")) s->o.router_gen = RSIM_GEN_LATER;
+                 else { snprintf(s->err, sizeof s->err, "unknown router generation '%s' (july|later)", v); return -1; })
+        RSIM_OPT("--idle-close-ms", s->o.idle_close_ms = (uint32_t)strtoul(v, NULL, 10))
         RSIM_FLAG("--no-models-autoload", s->o.no_autoload = true)
         RSIM_FLAG("--models-autoload", s->o.no_autoload = false)
         RSIM_OPT("--sleep-idle-seconds", s->o.sleep_idle_s = atoi(v))
@@ -776,6 +840,7 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
         if (!used) { snprintf(s->err, sizeof s->err, "unknown option '%s'", a); return -1; }
     }
     if (s->o.parallel < 1 || s->o.parallel > RSIM_MAX_SLOTS) s->o.parallel = 4;
+    rsim_set_idle_close(s, s->o.idle_close_ms);
     if (s->o.models_max < 0) s->o.models_max = 0;
     if (rt == RSIM_RT_SERVER && s->nmodels == 0) rsim_add_model(s, "id=/models/model.gguf");
     if (s->o.pending_alias[0] && s->nmodels) {
@@ -892,6 +957,7 @@ RSIM_FN rsim_ticket *rsim_tk_new(rsim *s) {
             t->r.inst = -1;
             t->r.slot = -1;
             t->r.keep = -2;
+            t->victim = -1;
             t->op = RSIM_OP_DONE;
             return t;
         }
@@ -962,26 +1028,49 @@ RSIM_FN void rsim_r_start_load(rsim *s, int i) {
     rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_LOADING, 0, 0, false);
 }
 
-/* The child exits: unloaded, failed when exit_code != 0. */
+RSIM_FN bool rsim_july(const rsim *s) { return s->o.runtime == RSIM_RT_ROUTER && s->o.router_gen == RSIM_GEN_JULY; }
+
+RSIM_FN void rsim_release(rsim *s, rsim_ticket *t);
+
+/* The child exits: unloaded, failed when exit_code != 0. July: what it was serving is
+   cut (a stream gets "proxy error: Failed to read connection" and ends without [DONE];
+   a plain answer becomes a 500 with that text). */
 RSIM_FN void rsim_r_exited(rsim *s, int i, int exit_code) {
     rsim_model *m = &s->m[i];
+    int k;
     m->state = RSIM_UNLOADED;
     m->stopping = m->waking = m->will_fail = false;
     m->failed = exit_code != 0;
     m->exit_code = exit_code;
     rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_UNLOADED, -1, exit_code, false);
+    for (k = 0; rsim_july(s) && k < RSIM_MAX_TICKETS; k++) {
+        rsim_ticket *t = &s->t[k];
+        if (!t->holds || t->r.model != i || (t->op != RSIM_OP_STREAM && t->op != RSIM_OP_GEN)) continue;
+        rsim_release(s, t);
+        t->stalled = false;
+        if (t->op == RSIM_OP_GEN) rsim_reply_set(t, RSIM_O_PLAIN_JSON, 500, "proxy error: Failed to read connection");
+        else { t->cut = true; t->at_ms = s->now; }
+    }
 }
 
 /* Unload: graceful for loaded/sleeping (unload_ms, or the stop timeout then exit 1 with
-   --stop-hang); a loading child is SIGKILLed at once and shows failed, exit 1 (1.6). */
+   --stop-hang); a loading child is SIGKILLed at once and shows failed, exit 1 (1.6).
+   July: a child told to exit while it serves requests stops answering them and is
+   killed at the stop timeout (exit 1, failed), which cuts those requests. */
 RSIM_FN void rsim_r_stop(rsim *s, int i) {
     rsim_model *m = &s->m[i];
+    bool hang;
+    int k;
     if (m->state == RSIM_LOADING) { rsim_r_exited(s, i, 1); return; }
     if (m->stopping || !rsim_running(m)) return;
+    hang = s->o.stop_hang || (rsim_july(s) && m->inflight > 0);
     m->stopping = true;
     m->waking = false;
-    m->stop_exit = s->o.stop_hang ? 1 : 0;
-    m->due_ms = s->now + (s->o.stop_hang ? s->o.stop_timeout_ms : s->o.unload_ms);
+    m->stop_exit = hang ? 1 : 0;
+    m->due_ms = s->now + (hang ? s->o.stop_timeout_ms : s->o.unload_ms);
+    for (k = 0; rsim_july(s) && k < RSIM_MAX_TICKETS; k++)
+        if (s->t[k].holds && s->t[k].r.model == i && (s->t[k].op == RSIM_OP_STREAM || s->t[k].op == RSIM_OP_GEN))
+            s->t[k].stalled = true;
 }
 
 /* True when a request waits for model i: it counts as in flight (never evict it under
@@ -993,13 +1082,16 @@ RSIM_FN bool rsim_has_waiters(const rsim *s, int i) {
     return false;
 }
 
-/* LRU loaded/sleeping instance with nothing in flight (pick_victim); -1 when none. */
+/* Later routers (pick_victim): the LRU loaded/sleeping instance with nothing in flight.
+   July: the LRU running instance whatever it does (loading, busy, stopping; tags are
+   never looked at). -1 when none. */
 RSIM_FN int rsim_r_victim(const rsim *s) {
     int i, v = -1;
     for (i = 0; i < s->nmodels; i++) {
         const rsim_model *m = &s->m[i];
-        if ((m->state != RSIM_LOADED && m->state != RSIM_SLEEPING) || m->stopping || m->waking ||
-            m->inflight > 0 || rsim_has_waiters(s, i))
+        if (rsim_july(s) ? !rsim_running(m)
+                         : (m->state != RSIM_LOADED && m->state != RSIM_SLEEPING) || m->stopping || m->waking ||
+                               m->inflight > 0 || rsim_has_waiters(s, i))
             continue;
         if (v < 0 || m->last_used_ms < s->m[v].last_used_ms) v = i;
     }
@@ -1012,7 +1104,7 @@ RSIM_FN bool rsim_r_has_room(const rsim *s) {
 
 /* Transitions due at s->now (router and server runtimes). */
 RSIM_FN void rsim_r_step_models(rsim *s) {
-    int i;
+    int i, v;
     for (i = 0; i < s->nmodels; i++) {
         rsim_model *m = &s->m[i];
         if (m->state == RSIM_LOADING && m->due_ms <= s->now) {
@@ -1045,19 +1137,23 @@ RSIM_FN void rsim_r_step_models(rsim *s) {
         }
     }
     if (s->o.runtime != RSIM_RT_ROUTER) return;
-    /* explicit loads waiting for their victim (1.5) */
+    /* explicit loads waiting for their victim (1.5). July: for the one it stopped, then
+       the limit is checked once more (a concurrent load may have taken the place: 500).
+       Later: until there is room, stopping the LRU idle model when none is stopping. */
     for (i = 0; i < RSIM_MAX_TICKETS; i++) {
         rsim_ticket *t = &s->t[i];
         if (t->op != RSIM_OP_R_LOAD) continue;
+        if (t->victim >= 0 && s->m[t->victim].stopping) continue;
         if (rsim_running(&s->m[t->r.model])) rsim_lerr(t, 400, "model is already running");
         else if (rsim_r_has_room(s)) {
             rsim_r_start_load(s, t->r.model);
             rsim_reply_set(t, RSIM_O_RAW, 200, "{\"success\":true}");
-        }
+        } else if (rsim_july(s)) rsim_lerr(t, 500, "model limit reached, try again later");
+        else if (!rsim_any_stopping(s) && (v = rsim_r_victim(s)) >= 0) rsim_r_stop(s, v);
     }
     /* the autoload queue (1.7): FIFO, one entry per model */
     for (;;) {
-        int head = -1, v;
+        int head = -1;
         for (i = 0; i < s->nmodels; i++)
             if (s->m[i].queue_seq && s->m[i].state != RSIM_DOWNLOADING &&
                 (head < 0 || s->m[i].queue_seq < s->m[head].queue_seq))
@@ -1065,7 +1161,7 @@ RSIM_FN void rsim_r_step_models(rsim *s) {
         if (head < 0) break;
         if (rsim_r_has_room(s)) { rsim_r_start_load(s, head); continue; }
         if (rsim_any_stopping(s)) break;
-        v = rsim_r_victim(s);
+        v = rsim_r_victim(s); /* July: the LRU whatever it does; later: an idle one or wait */
         if (v >= 0) rsim_r_stop(s, v);
         break;
     }
@@ -1282,6 +1378,7 @@ RSIM_FN void rsim_serve(rsim *s, rsim_ticket *t) {
     }
     if (t->task) m->last_task_ms = s->now;
     if (t->post && s->o.runtime == RSIM_RT_ROUTER) m->last_used_ms = s->now;
+    t->proxied = s->o.runtime == RSIM_RT_ROUTER;
     if (!t->chat) {
         if (t->holds) rsim_release(s, t);
         t->op = RSIM_OP_DONE;
@@ -1375,6 +1472,7 @@ RSIM_FN void rsim_step(rsim *s) {
     int i;
     for (i = 0; i < RSIM_MAX_TICKETS; i++) {
         rsim_ticket *t = &s->t[i];
+        if (t->stalled) continue;
         if (t->op == RSIM_OP_TIMER && t->at_ms <= s->now) t->op = RSIM_OP_DONE;
         else if (t->op == RSIM_OP_GEN && t->at_ms <= s->now) { rsim_release(s, t); t->op = RSIM_OP_DONE; }
         else if (t->op == RSIM_OP_STREAM && t->holds && t->end_ms <= s->now) rsim_release(s, t);
@@ -1418,6 +1516,7 @@ RSIM_FN uint64_t rsim_next_state_ms(const rsim *s) {
     }
     for (i = 0; i < RSIM_MAX_TICKETS; i++) {
         const rsim_ticket *t = &s->t[i];
+        if (t->stalled) continue;
         if (t->op == RSIM_OP_TIMER || t->op == RSIM_OP_GEN || t->op == RSIM_OP_L_LOAD) w = rsim_min(w, t->at_ms);
         if (t->op == RSIM_OP_STREAM && t->holds) w = rsim_min(w, t->end_ms);
     }
@@ -1445,7 +1544,8 @@ RSIM_FN uint64_t rsim_next_wake_ms(const rsim *s) {
     for (i = 0; i < RSIM_MAX_TICKETS; i++) {
         const rsim_ticket *t = &s->t[i];
         if (t->op == RSIM_OP_DONE) w = rsim_min(w, s->now);
-        if (t->op == RSIM_OP_STREAM) w = rsim_min(w, t->phase == 0 ? s->now : t->at_ms);
+        if (t->op == RSIM_OP_STREAM && (t->phase == 0 || t->cut)) w = rsim_min(w, s->now);
+        else if (t->op == RSIM_OP_STREAM && !t->stalled) w = rsim_min(w, t->at_ms);
         if (t->op == RSIM_OP_SSE && t->cursor != s->ev_seq) w = rsim_min(w, s->now);
     }
     return w;
@@ -1572,6 +1672,11 @@ RSIM_FN int rsim_busy(rsim *s, const char *id, int delta, uint64_t now_ms) {
 }
 
 /* ==== rendering ============================================================ */
+/* build_info / system_fingerprint of the router generation (or the single server). */
+RSIM_FN const char *rsim_build(const rsim *s) {
+    return s->o.router_gen == RSIM_GEN_JULY ? "b10116-7e743c3a3" : "b0-unknown";
+}
+
 RSIM_FN uint64_t rsim_unix_s(const rsim *s) { return s->o.epoch_s + s->now / 1000; }
 
 RSIM_FN const char *rsim_err_type(int status) {
@@ -1599,7 +1704,8 @@ RSIM_FN uint32_t rsim_child_ctx(const rsim *s, const rsim_model *m) {
 RSIM_FN void rsim_w_meta(rsim_w *w, const rsim *s, const rsim_model *m) {
     rsim_w_key(w, "meta");
     rsim_w_obj(w);
-    rsim_w_kbool(w, "vocab_type", true);
+    if (rsim_july(s)) rsim_w_kint(w, "vocab_type", 1); /* build 10116 writes the enum; the Aug tree a bool */
+    else rsim_w_kbool(w, "vocab_type", true);
     rsim_w_kint(w, "n_vocab", 32000);
     rsim_w_kint(w, "n_ctx", rsim_child_ctx(s, m));
     rsim_w_kint(w, "n_ctx_train", m->ctx_train);
@@ -1623,8 +1729,7 @@ RSIM_FN void rsim_w_child_entry(rsim_w *w, const rsim *s, const rsim_model *m) {
     rsim_w_arr_end(w);
     rsim_w_key(w, "tags");
     rsim_w_arr(w);
-    if (s->o.runtime == RSIM_RT_SERVER)
-        for (k = 0; k < m->ntags; k++) rsim_w_str(w, m->tags[k]);
+    for (k = 0; k < m->ntags; k++) rsim_w_str(w, m->tags[k]); /* the router passes --tags on */
     rsim_w_arr_end(w);
     rsim_w_kstr(w, "object", "model");
     rsim_w_kint(w, "created", (int64_t)rsim_unix_s(s));
@@ -1663,6 +1768,14 @@ RSIM_FN void rsim_w_router_entry(rsim_w *w, const rsim *s, const rsim_model *m) 
     if (s->o.sleep_idle_s > 0) {
         rsim_w_str(w, "--sleep-idle-seconds");
         snprintf(b, sizeof b, "%d", s->o.sleep_idle_s);
+        rsim_w_str(w, b);
+    }
+    if (m->ntags) { /* the router's option order: ..., --tags a,b, --alias, --ctx-size, --model */
+        size_t o = 0;
+        rsim_w_str(w, "--tags");
+        b[0] = 0;
+        for (k = 0; k < m->ntags; k++)
+            o += (size_t)snprintf(b + o, o < sizeof b ? sizeof b - o : 0, "%s%s", k ? "," : "", m->tags[k]);
         rsim_w_str(w, b);
     }
     rsim_w_str(w, "--alias");
@@ -1718,7 +1831,7 @@ RSIM_FN void rsim_w_child_props(rsim_w *w, const rsim *s, const rsim_model *m) {
     rsim_w_kjson(w, "chat_template_caps", "{\"supports_tools\":false,\"supports_system_role\":true}");
     rsim_w_kstr(w, "bos_token", "<s>");
     rsim_w_kstr(w, "eos_token", "</s>");
-    rsim_w_kstr(w, "build_info", "b0-unknown");
+    rsim_w_kstr(w, "build_info", rsim_build(s));
     rsim_w_kbool(w, "is_sleeping", m->state == RSIM_SLEEPING);
     rsim_w_kbool(w, "cors_proxy_enabled", false);
     rsim_w_obj_end(w);
@@ -1761,6 +1874,14 @@ RSIM_FN void rsim_w_usage(rsim_w *w) {
 }
 
 /* OpenAI chat.completion (non-streamed). */
+/* llama.cpp's "timings" object (July answers and last stream chunks carry it). */
+RSIM_FN void rsim_w_timings(rsim_w *w, const rsim *s) {
+    if (!rsim_july(s)) return;
+    rsim_w_kjson(w, "timings", "{\"cache_n\":0,\"prompt_n\":6,\"prompt_ms\":1.5,\"prompt_per_token_ms\":0.25,"
+                               "\"prompt_per_second\":4000.0,\"predicted_n\":5,\"predicted_ms\":20.0,"
+                               "\"predicted_per_token_ms\":4.0,\"predicted_per_second\":250.0}");
+}
+
 RSIM_FN void rsim_w_chat(rsim_w *w, const rsim *s, const char *model, bool text_completion) {
     rsim_w_obj(w);
     rsim_w_key(w, "choices");
@@ -1781,10 +1902,11 @@ RSIM_FN void rsim_w_chat(rsim_w *w, const rsim *s, const char *model, bool text_
     rsim_w_arr_end(w);
     rsim_w_kint(w, "created", (int64_t)rsim_unix_s(s));
     rsim_w_kstr(w, "model", model);
-    rsim_w_kstr(w, "system_fingerprint", "b0-unknown");
+    rsim_w_kstr(w, "system_fingerprint", rsim_build(s));
     rsim_w_kstr(w, "object", text_completion ? "text_completion" : "chat.completion");
     rsim_w_usage(w);
     rsim_w_kstr(w, "id", "chatcmpl-rsdsim");
+    if (s->o.runtime == RSIM_RT_ROUTER) rsim_w_timings(w, s);
     rsim_w_obj_end(w);
 }
 
@@ -2005,16 +2127,26 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         }
         rsim_w_obj_end(&w);
         break;
-    case RSIM_O_R_MODELS:
+    case RSIM_O_R_MODELS: { /* July: sorted by id, "data" first; later (Aug tree): catalog order */
+        int order[RSIM_MAX_MODELS], n = 0, j;
+        for (i = 0; i < s->nmodels; i++)
+            if (!s->m[i].removed) order[n++] = i;
+        for (i = 1; rsim_july(s) && i < n; i++)
+            for (j = i; j > 0 && strcmp(s->m[order[j]].id, s->m[order[j - 1]].id) < 0; j--) {
+                int x = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = x;
+            }
         rsim_w_obj(&w);
-        rsim_w_kstr(&w, "object", "list");
+        if (!rsim_july(s)) rsim_w_kstr(&w, "object", "list");
         rsim_w_key(&w, "data");
         rsim_w_arr(&w);
-        for (i = 0; i < s->nmodels; i++)
-            if (!s->m[i].removed) rsim_w_router_entry(&w, s, &s->m[i]);
+        for (i = 0; i < n; i++) rsim_w_router_entry(&w, s, &s->m[order[i]]);
         rsim_w_arr_end(&w);
+        if (rsim_july(s)) rsim_w_kstr(&w, "object", "list");
         rsim_w_obj_end(&w);
         break;
+    }
     case RSIM_O_R_PROPS:
         rsim_w_obj(&w);
         rsim_w_kstr(&w, "role", "router");
@@ -2024,7 +2156,7 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         rsim_w_kstr(&w, "model_path", "none");
         rsim_w_kjson(&w, "default_generation_settings", "{\"params\":null,\"n_ctx\":0}");
         rsim_w_kjson(&w, "ui_settings", "{}");
-        rsim_w_kstr(&w, "build_info", "b0-unknown");
+        rsim_w_kstr(&w, "build_info", rsim_build(s));
         rsim_w_kbool(&w, "cors_proxy_enabled", false);
         rsim_w_obj_end(&w);
         break;
@@ -2262,8 +2394,9 @@ RSIM_FN void rsim_render_event(rsim *s, const rsim_event *e, rsim_resp *resp) {
             rsim_w_obj(&w);
             rsim_w_kjson(&w, "stages", "[\"text_model\"]");
             rsim_w_kstr(&w, "current", "text_model");
-            rsim_w_key(&w, "value");
-            rsim_w_num(&w, e->progress_pct / 100.0);
+            rsim_w_key(&w, "value"); /* 0.0 and 1.0, as nlohmann writes them */
+            if (e->progress_pct % 100 == 0) rsim_w_json(&w, e->progress_pct ? "1.0" : "0.0");
+            else rsim_w_num(&w, e->progress_pct / 100.0);
             rsim_w_obj_end(&w);
         }
         if (e->status == RSIM_UNLOADED) rsim_w_kint(&w, "exit_code", e->exit_code);
@@ -2330,9 +2463,10 @@ RSIM_FN void rsim_render_chunk(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         rsim_w_kint(&w, "created", (int64_t)rsim_unix_s(s));
         rsim_w_kstr(&w, "id", "chatcmpl-rsdsim");
         rsim_w_kstr(&w, "model", model);
-        rsim_w_kstr(&w, "system_fingerprint", "b0-unknown");
+        rsim_w_kstr(&w, "system_fingerprint", rsim_build(s));
         rsim_w_kstr(&w, "object", chat ? "chat.completion.chunk" : "text_completion");
         if (tok >= RSIM_NTOK) rsim_w_usage(&w);
+        if (tok >= RSIM_NTOK && s->o.runtime == RSIM_RT_ROUTER) rsim_w_timings(&w, s);
     }
     rsim_w_obj_end(&w);
     n = rsd_json_w_finish(&w);
@@ -2353,7 +2487,23 @@ RSIM_FN void rsim_resp_reset(const rsim *s, rsim_resp *resp) {
     resp->truncate = false;
     resp->truncate_at = 0;
     resp->ticket = 0;
+    resp->keep_alive = NULL;
+    resp->connection_close = resp->close_after = false;
     if (resp->body && resp->body_cap) resp->body[0] = 0;
+}
+
+/* The connection headers of llama.cpp's HTTP layer (both router generations and the
+   single-model server, measured on build 10116): every answer below 400 says
+   "Keep-Alive: timeout=5, max=100"; every 4xx/5xx says "Connection: close" (and the
+   socket stays usable); an answer the router proxied from a child is chunked, says
+   both, and the socket is closed after it. */
+RSIM_FN void rsim_resp_conn(const rsim *s, const rsim_ticket *t, rsim_resp *resp) {
+    if (s->o.runtime != RSIM_RT_ROUTER && s->o.runtime != RSIM_RT_SERVER) return;
+    resp->keep_alive = NULL;
+    resp->connection_close = false;
+    resp->close_after = t->proxied && resp->status < 400;
+    if (resp->status >= 400) resp->connection_close = true;
+    else if (s->o.keep_alive_hdr[0]) resp->keep_alive = s->o.keep_alive_hdr;
 }
 
 /* A finished reply goes out: render, truncate on a drop fault, log, free the ticket. */
@@ -2361,6 +2511,7 @@ RSIM_FN int rsim_emit(rsim *s, rsim_ticket *t, rsim_resp *resp) {
     int r = rsim_render(s, t, resp);
     resp->action = RSIM_RESPOND;
     resp->ticket = t->id;
+    rsim_resp_conn(s, t, resp);
     if (t->drop) { resp->truncate = true; resp->truncate_at = resp->body_len / 2; }
     if (t->log >= 0) s->log[t->log].status = resp->status;
     rsim_tk_free(t);
@@ -2386,11 +2537,21 @@ RSIM_FN int rsim_pull(rsim *s, uint64_t now_ms, rsim_resp *resp) {
             resp->action = RSIM_STREAM;
             resp->ticket = t->id;
             resp->content_type = t->r.out == RSIM_O_O_GEN ? RSIM_CT_NDJSON : RSIM_CT_SSE;
+            rsim_resp_conn(s, t, resp);
             if (t->log >= 0) s->log[t->log].status = 200;
             t->phase = 1;
             return 1;
         }
-        if (t->op == RSIM_OP_STREAM && t->at_ms <= s->now) {
+        if (t->op == RSIM_OP_STREAM && t->cut) { /* July: the child died mid-stream */
+            resp->ticket = t->id;
+            resp->action = RSIM_CHUNK;
+            resp->content_type = RSIM_CT_TEXT;
+            rsim_put(resp, "proxy error: Failed to read connection");
+            t->cut = false;
+            t->step = t->nsteps;
+            return 1;
+        }
+        if (t->op == RSIM_OP_STREAM && !t->stalled && t->at_ms <= s->now) {
             resp->ticket = t->id;
             if (t->step >= t->nsteps) {
                 resp->action = t->drop ? RSIM_DROP : RSIM_END;
@@ -2561,8 +2722,12 @@ RSIM_FN bool rsim_body_stream(const rsim_ctx *c) {
 }
 
 /* ---- llama.cpp router (wire.md 1, W1-W20) ---- */
+/* POST /models/load. At --models-max, July stops its LRU model at once (whatever it is
+   doing, a stopping one included, so an unload just before does not free the place)
+   and answers when that one has exited; later routers wait for a stopping model, else
+   stop the LRU idle one, else wait until one goes idle. */
 RSIM_FN void rsim_router_load(rsim *s, rsim_ctx *c, rsim_ticket *t) {
-    int i, v;
+    int i;
     if (!c->valid) { rsim_parse_error(c, t); return; }
     i = rsim_find(s, c->model);
     if (i < 0) { rsim_404(t); return; }
@@ -2575,11 +2740,10 @@ RSIM_FN void rsim_router_load(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         rsim_reply_set(t, RSIM_O_RAW, 200, "{\"success\":true}");
         return;
     }
-    if (!rsim_any_stopping(s)) {
-        v = rsim_r_victim(s);
-        if (v < 0) { rsim_lerr(t, 500, "model limit reached, try again later"); return; }
-        rsim_r_stop(s, v);
-    }
+    if (rsim_july(s)) {
+        t->victim = rsim_r_victim(s);
+        if (t->victim >= 0) rsim_r_stop(s, t->victim);
+    } else if (!rsim_any_stopping(s) && (i = rsim_r_victim(s)) >= 0) rsim_r_stop(s, i);
     t->op = RSIM_OP_R_LOAD;
 }
 
@@ -3072,6 +3236,7 @@ RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *
         resp->action = RSIM_STREAM;
         resp->content_type = RSIM_CT_SSE;
         resp->ticket = t->id;
+        rsim_resp_conn(s, t, resp);
         if (t->log >= 0) s->log[t->log].status = 200;
         return RSIM_STREAM;
     }

@@ -606,7 +606,12 @@ static void refd_sb_put(refd_sb *b, const char *s, size_t n) {
         if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
 }
 static void refd_sb_c(refd_sb *b, const char *s) { refd_sb_put(b, s, strlen(s)); }
-static void refd_sb_s(refd_sb *b, rsd_str s) { refd_sb_put(b, s.ptr ? s.ptr : "", s.ptr ? s.len : 0); }
+/* ids are escaped for a terminal (rsd_text_escape, tested on its own in test_text) */
+static void refd_sb_s(refd_sb *b, rsd_str s) {
+    static char esc[4 * 4096 + 1];
+    size_t n = rsd_text_escape(s, esc, sizeof esc);
+    refd_sb_put(b, esc, n < sizeof esc ? n : sizeof esc - 1);
+}
 static void refd_sb_q(refd_sb *b, rsd_str s) { refd_sb_c(b, "'"); refd_sb_s(b, s); refd_sb_c(b, "'"); }
 static void refd_sb_u(refd_sb *b, uint64_t v) {
     char t[24];

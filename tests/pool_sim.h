@@ -142,6 +142,11 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
             if (s->proc_state[slot] != 2) return psim_fail(s, "immediate grant into a slot not ready");
         } else if (r == RSD_PENDING) {
             s->req[i].state = PSIM_WAIT;
+        } else if (r == RSD_ERR_POOL_BACKOFF) { /* only for a model not resident, backing off */
+            rsd_pool_model_info mi;
+            if (rsd_pool_query_model(s->pool, (int)(arg % (unsigned)s->nmodels), &mi) != RSD_OK ||
+                mi.slot >= 0 || mi.retry_at_ms <= s->now || mi.start_failures == 0)
+                return psim_fail(s, "acquire: backoff for a model that is not backing off");
         } else if (r != RSD_ERR_POOL_NO_FIT && r != RSD_ERR_POOL_QUEUE_FULL && r != RSD_ERR_POOL_PINNED &&
                    r != RSD_ERR_CAPACITY && r != RSD_ERR_POOL_STOPPED) {
             return psim_fail(s, "acquire: unexpected error");

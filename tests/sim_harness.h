@@ -2,12 +2,17 @@
    0 (its first stdout line names the port; see listen_proc.h), GET from it, and read its
    own request log (GET /_sim/log) so tests count requests instead of timing them.
    Define before including: SIM_BIN (the program) and SIM_RUNTIME ("router",
-   "lmstudio", ...); optionally LOG_MAX (entries kept, default 2048). */
+   "lmstudio", ...); optionally LOG_MAX (entries kept, default 2048). A test file runs
+   its router tests once per router generation by setting g_router_gen ("july",
+   "later"; NULL = rsd-sim's default): sim_start passes it as --router-gen. */
 #ifndef RSD_TESTS_SIM_HARNESS_H
 #define RSD_TESTS_SIM_HARNESS_H
 #include "listen_proc.h"
 
 typedef listen_proc sim_proc;
+
+static const char *g_router_gen; /* --router-gen for every sim_start; NULL = none */
+static const char *const g_router_gens[] = {"july", "later"};
 
 /* Starts rsd-sim --runtime SIM_RUNTIME --port 0 plus args (NULL-terminated). */
 static int sim_start(sim_proc *s, const char *const *args) {
@@ -18,6 +23,10 @@ static int sim_start(sim_proc *s, const char *const *args) {
     argv[n++] = SIM_RUNTIME;
     argv[n++] = "--port";
     argv[n++] = "0";
+    if (g_router_gen) {
+        argv[n++] = "--router-gen";
+        argv[n++] = g_router_gen;
+    }
     for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
     argv[n] = NULL;
     return listen_proc_start(s, argv, -1);

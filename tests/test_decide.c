@@ -1158,6 +1158,26 @@ static void notice_format_truncates_safely(void) {
     CHECK_EQ_INT(rsd_notice_format(&f, &plan, &plan.notices[0], small, sizeof small), RSD_ERR_ARG);
 }
 
+/* Ids a server chose are quoted in notices with their control bytes made visible: an
+   ESC sequence, a BEL or a CR/LF in an id cannot recolour the operator's terminal or
+   forge a log line. */
+static void notice_escapes_server_ids(void) {
+    rsd_resident r[2];
+    rsd_facts f;
+    const char *m;
+    r[0] = res_of("evil\x1b[2J\x1b]0;pwned\x07");
+    r[1] = res_of("two\r\nrsd-ensure: fake line \xc2\x9b" "31m");
+    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 2, 2);
+    f.target_id = rsd_str_c("host\x1b[0m");
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_notices >= 1);
+    m = msg_of(&f, &plan, 0);
+    CHECK(strpbrk(m, "\x1b\x07\r\n") == NULL);
+    CHECK(strstr(m, "\xc2\x9b") == NULL);
+    CHECK(strstr(m, "'host\\x1b[0m'") != NULL);
+    CHECK(strstr(m, "evil\\x1b[2J\\x1b]0;pwned\\x07") != NULL || strstr(m, "two\\r\\nrsd-ensure: fake line \\xc2\\x9b31m") != NULL);
+}
+
 
 /* ---- W12: byte-aware eviction when sizes are known ----------------------------- */
 #define GIB ((uint64_t)1 << 30)
@@ -1392,6 +1412,7 @@ int main(int argc, char **argv) {
     RUN(hostile_duplicates_and_aliases_never_evict_protected);
     RUN(upstream_loadability_gate_declines_without_eviction_notices);
     RUN(notice_format_truncates_safely);
+    RUN(notice_escapes_server_ids);
     RUN(w12_free_slot_without_memory_evicts_by_bytes);
     RUN(w12_fewest_evictions_that_free_enough);
     RUN(w12_spares_victims_made_unneeded);

@@ -22,6 +22,7 @@
 #define SIM_RUNTIME "lmstudio"
 #define LOG_MAX 512
 #include "sim_harness.h"
+#include "ensure_step.h"
 
 #define LOAD "/api/v1/models/load"
 #define UNLOAD "/api/v1/models/unload"
@@ -773,6 +774,50 @@ static void test_lms_cli(void) {
     sim_stop(&s);
 }
 
+/* Two ensures at once sharing a state directory, 8G with a foreign 'x' (4G) loaded: the
+   first loads 'a' beside it; the second ('c') waited for the lock meanwhile and, under
+   it, reads the owned instances again, so it may unload 'a' (residency's now) to make
+   room -- with the set read before the wait 'a' looked foreign and nothing could go. */
+static void test_lms_owned_read_under_lock(void) {
+    static const char *const args[] = {"--vram", "8G", "--load-ms", "60", "--model", "id=x,size=4G,loaded=1",
+                                       "--model", "id=a,size=4G", "--model", "id=c,size=4G", NULL};
+    sim_proc s;
+    rsd_ensurer *e1, *e2;
+    rsd_ensure_req q1, q2;
+    rsd_ensure_result res;
+    int base, n;
+    REQUIRE(sim_start(&s, args) == 0);
+    e1 = new_ensurer(true, NULL, 0);
+    e2 = new_ensurer(true, NULL, 0);
+    REQUIRE(e1 && e2);
+    memset(&q1, 0, sizeof q1);
+    q1.url = s.url;
+    q1.runtime = RSD_RUNTIME_LMSTUDIO;
+    q1.timeout_ms = 60000;
+    q2 = q1;
+    q1.model = "a";
+    q2.model = "c";
+    base = sim_log(&s);
+    REQUIRE(rsd_ensure_begin(e1, &q1, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensure_begin(e2, &q2, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(drive(e1, holds_lock), RSD_PENDING);
+    REQUIRE(holds_lock(e1));
+    CHECK_EQ_INT(drive(e2, in_lock_wait), RSD_PENDING);
+    REQUIRE(in_lock_wait(e2));
+    CHECK_EQ_INT(drive(e1, NULL), RSD_OK);
+    rsd_ensure_query(e1, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(drive(e2, NULL), RSD_OK);
+    rsd_ensure_query(e2, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(res.n_evicted == 1 && !strcmp(res.evicted[0].id, "a"));
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", UNLOAD, "x"), 0); /* the foreign one never */
+    rsd_ensurer_destroy(e1);
+    rsd_ensurer_destroy(e2);
+    sim_stop(&s);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     if (access(SIM_BIN, X_OK) != 0) {
@@ -794,6 +839,7 @@ int main(int argc, char **argv) {
     RUN(test_lms_memory_ownership_without_state);
     RUN(test_lms_lock_held_elsewhere);
     RUN(test_lms_multi_process);
+    RUN(test_lms_owned_read_under_lock);
     RUN(test_lms_not_served);
     RUN(test_lms_nonblocking_notices);
     RUN(test_lms_cli);

@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #define SIM_BIN "build/examples/rsd-sim"
@@ -143,15 +144,47 @@ static bool await_idle(rsd_fleet *f) {
 /* ---- models ---- */
 static const char *const sim_extra_default[] = {"--runtime", "server", "--load-ms", "40", NULL};
 
-static void sim_model(rsd_fleet_model_desc *md, const char *id, const char *const *extra) {
-    static char paths[16][64];
+/* The fleet checks that a model file is readable before it starts (or evicts for) it,
+   so every model the tests name is an (empty) file in a temporary directory; rsd-sim
+   reads its options from the name ("bad.gguf,fail=1"). */
+static char g_mdir[64];
+static char g_mnames[32][64];
+static int g_nmnames;
+
+static const char *model_file(const char *name) {
+    static char paths[16][160];
     static int k;
     char *p = paths[k++ % 16];
+    int i;
+    FILE *fp;
+    if (!g_mdir[0]) {
+        snprintf(g_mdir, sizeof g_mdir, "/tmp/rsd-test-fleet-XXXXXX");
+        if (!mkdtemp(g_mdir)) g_mdir[0] = 0;
+    }
+    snprintf(p, 160, "%s/%s", g_mdir, name);
+    for (i = 0; i < g_nmnames && strcmp(g_mnames[i], name); i++) {}
+    if (i == g_nmnames && g_nmnames < 32) snprintf(g_mnames[g_nmnames++], 64, "%s", name);
+    if ((fp = fopen(p, "ab")) != NULL) fclose(fp);
+    return p;
+}
+
+static void remove_model_files(void) {
+    char p[160];
+    int i;
+    for (i = 0; i < g_nmnames; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_mdir, g_mnames[i]);
+        (void)unlink(p);
+    }
+    if (g_mdir[0]) (void)rmdir(g_mdir);
+}
+
+static void sim_model(rsd_fleet_model_desc *md, const char *id, const char *const *extra) {
+    char name[64];
     memset(md, 0, sizeof *md);
-    snprintf(p, 64, "/models/%s.gguf", id);
+    snprintf(name, sizeof name, "%s.gguf", id);
+    md->spec.model = model_file(name);
     md->pool.id = id;
     md->spec.exe = SIM_BIN;
-    md->spec.model = p;
     md->spec.parallel = 2;
     md->spec.extra = extra ? extra : sim_extra_default;
 }
@@ -271,14 +304,25 @@ static void test_grant_flow(void) {
     CHECK(no_children());
 }
 
+/* An executable file that exec refuses (empty: ENOEXEC): it passes the checks made
+   before a start, so the spawn itself fails. */
+static const char *noexec_file(void) {
+    const char *p = model_file("noexec-server");
+    (void)chmod(p, 0755);
+    return p;
+}
+
+/* What can be checked before a start is checked before anything is stopped for it: a
+   missing binary or model file fails the acquire at once (RSD_ERR_FLEET_START, no
+   handle, no event), the idle healthy model stays, and query_model says why. */
 static void test_missing_binary(void) {
     int fd0 = count_fds();
     rsd_fleet *f;
     rsd_fleet_model_desc md;
+    rsd_fleet_model_info mi;
     rsd_pool_req req;
     uint16_t port;
-    const logged *l;
-    int m;
+    int m, good, nofile;
     log_reset();
     f = mk_fleet(1, 0);
     REQUIRE(f != NULL);
@@ -286,6 +330,53 @@ static void test_missing_binary(void) {
     md.spec.exe = "/nonexistent/dir/llama-server";
     m = rsd_fleet_add_model(f, &md);
     CHECK_EQ_INT(m, 0);
+    good = add(f, "good", NULL);
+    sim_model(&md, "nofile", NULL);
+    md.spec.model = "/nonexistent/models/nofile.gguf";
+    nofile = rsd_fleet_add_model(f, &md);
+    REQUIRE(acquire_wait(f, good, &req) > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, req, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), &md, &req, &port), RSD_ERR_FLEET_START);
+    CHECK_EQ_INT(req.id, 0);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, m, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(mi.last_result, RSD_ERR_FLEET_START);
+    REQUIRE(mi.last_error != NULL);
+    CHECK(strstr(mi.last_error, "No such file or directory") != NULL);
+    CHECK(strstr(mi.last_error, "/nonexistent/dir/llama-server") != NULL);
+    CHECK(strstr(mi.last_error, "ghost") != NULL);
+    CHECK_EQ_INT(rsd_fleet_load(f, m, tnow()), RSD_ERR_FLEET_START);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, nofile, tnow(), NULL, &req, &port), RSD_ERR_FLEET_START);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, nofile, tnow(), &mi), RSD_OK);
+    REQUIRE(mi.last_error != NULL);
+    CHECK(strstr(mi.last_error, "cannot read model file /nonexistent/models/nofile.gguf") != NULL);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, -1), 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, -1), 0);
+    CHECK_EQ_INT(rsd_fleet_query_model(f, good, tnow(), &mi), RSD_OK);
+    CHECK_EQ_INT(mi.pool.state, RSD_POOL_SLOT_READY);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* A spawn that fails after the checks passed (exec refuses the file) fails the waiting
+   request promptly with errno and command, and backs the model off: the next request is
+   refused at once (RSD_ERR_POOL_BACKOFF) instead of spawning again; a reset clears it. */
+static void test_spawn_failure_backs_off(void) {
+    int fd0 = count_fds();
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_fleet_model_info mi;
+    rsd_pool_req req;
+    uint16_t port;
+    const logged *l;
+    int m;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    sim_model(&md, "noexec", NULL);
+    md.spec.exe = noexec_file();
+    m = rsd_fleet_add_model(f, &md);
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), &md, &req, &port), RSD_PENDING);
     /* promptly: the FAIL is queued by the acquire itself, no step, no deadline */
     drain(f);
@@ -294,15 +385,96 @@ static void test_missing_binary(void) {
     CHECK_EQ_INT(l->ev.req.id, req.id);
     CHECK(l->ev.user == (void *)&md);
     CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
-    CHECK(strstr(l->msg, "No such file or directory") != NULL);
-    CHECK(strstr(l->msg, "/nonexistent/dir/llama-server") != NULL);
-    CHECK(strstr(l->msg, "ghost") != NULL);
+    CHECK(strstr(l->msg, "Exec format error") != NULL);
+    CHECK(strstr(l->msg, "noexec-server") != NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, m), 1);
     CHECK(rsd_fleet_idle(f));
-    /* and again: every request fails the same way, nothing stays claimed (W27) */
+    CHECK_EQ_INT(rsd_fleet_query_model(f, m, tnow(), &mi), RSD_OK);
+    CHECK(mi.retry_at_ms > tnow());
+    CHECK(mi.last_error && strstr(mi.last_error, "Exec format error"));
+    CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_ERR_POOL_BACKOFF);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, m), 1); /* not spawned again */
+    CHECK_EQ_INT(rsd_fleet_reset_backoff(f, m), RSD_OK);
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_PENDING);
     drain(f);
-    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, m), 2);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, m), 2); /* nothing stays claimed (W27) */
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* A model that cannot start does not cost a healthy one: the idle model evicted to make
+   room is started again when the load fails, and the next requests for the broken model
+   are refused by its backoff instead of evicting again (one eviction for three). */
+static void test_failed_start_restores_evicted(void) {
+    static const char *const failing[] = {"--runtime", "server", "--load-ms", "30", "--fail-ms", "30", NULL};
+    int fd0 = count_fds(), good, bad, i, r;
+    rsd_fleet *f;
+    rsd_fleet_model_desc md;
+    rsd_fleet_model_info mi;
+    rsd_pool_stats st;
+    rsd_pool_req req;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    good = add(f, "good", NULL);
+    sim_model(&md, "bad", failing);
+    md.spec.model = model_file("bad.gguf,fail=1");
+    bad = rsd_fleet_add_model(f, &md);
+    REQUIRE(acquire_wait(f, good, &req) > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, req, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, bad, tnow(), NULL, &req, &port), RSD_PENDING);
+    CHECK(await(f, RSD_FLEET_EV_FAIL, bad, 0) != NULL);
+    CHECK(await(f, RSD_FLEET_EV_READY, good, 1) != NULL); /* good is back */
+    for (i = 0; i < 2; i++) {
+        r = rsd_fleet_acquire(f, bad, tnow(), NULL, &req, &port);
+        CHECK_EQ_INT(r, RSD_ERR_POOL_BACKOFF);
+    }
+    CHECK_EQ_INT(rsd_fleet_query_model(f, bad, tnow(), &mi), RSD_OK);
+    CHECK(mi.last_error && strstr(mi.last_error, "exiting due to model loading error"));
+    CHECK(mi.retry_at_ms > 0);
+    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    CHECK_EQ_INT(st.evictions, 1);
+    CHECK_EQ_INT(st.restores, 1);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, good, tnow(), NULL, &req, &port), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_release(f, req, tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* The child's own slot count (GET /props total_slots, here -np 2) bounds the requests
+   sent to it when the model sets no max_in_flight: the third waits in the pool (not in
+   the child's accept queue) and is granted when one finishes. */
+static void test_child_slots_bound_requests(void) {
+    int fd0 = count_fds(), a, i, granted = 0;
+    rsd_fleet *f;
+    rsd_pool_req r[3];
+    rsd_pool_stats st;
+    uint16_t port;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL); /* spec.parallel = 2, pool max_in_flight 0 */
+    REQUIRE(acquire_wait(f, a, &r[0]) > 0);
+    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 2);
+    for (i = 1; i < 3; i++) {
+        int rc = rsd_fleet_acquire(f, a, tnow(), NULL, &r[i], &port);
+        if (rc == RSD_OK) granted++;
+        else CHECK_EQ_INT(rc, RSD_PENDING);
+    }
+    CHECK_EQ_INT(granted, 1);
+    rsd_pool_query_stats(rsd_fleet_pool(f), &st);
+    CHECK_EQ_INT(st.running, 2);
+    CHECK_EQ_INT(st.waiting, 1);
+    CHECK_EQ_INT(rsd_fleet_release(f, r[0], tnow()), RSD_OK);
+    drain(f);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 2); /* r0 (by acquire_wait), then r2 */
+    CHECK_EQ_INT(rsd_fleet_release(f, r[1], tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_release(f, r[2], tnow()), RSD_OK);
     finish(f);
     CHECK_EQ_INT(count_fds(), fd0);
     CHECK(no_children());
@@ -635,7 +807,11 @@ static void test_crash_and_respawn(void) {
     port = acquire_wait(f, a, &r);
     REQUIRE(port > 0);
     first = find_kind(RSD_FLEET_EV_READY, a, 0);
-    (void)http_status(port, "POST", "/_sim/crash", "{\"model\":\"/models/a.gguf\",\"exit_code\":3}");
+    {
+        char body[256];
+        snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":3}", model_file("a.gguf"));
+        (void)http_status(port, "POST", "/_sim/crash", body);
+    }
     l = await(f, RSD_FLEET_EV_CRASHED, a, 0);
     REQUIRE(l != NULL);
     CHECK_EQ_INT(l->ev.result, RSD_ERR_POOL_CRASHED);
@@ -696,7 +872,7 @@ static void test_early_exit_fails_waiters(void) {
     f = mk_fleet(1, 0);
     REQUIRE(f != NULL);
     sim_model(&md, "bad", failing);
-    md.spec.model = "/models/bad.gguf,fail=1";
+    md.spec.model = model_file("bad.gguf,fail=1");
     a = rsd_fleet_add_model(f, &md);
     CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r1, &port), RSD_PENDING);
     CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r2, &port), RSD_PENDING);
@@ -929,13 +1105,16 @@ static void test_event_queue_bounded(void) {
     f = rsd_fleet_create(&d);
     REQUIRE(f != NULL);
     sim_model(&md, "ghost", NULL);
-    md.spec.exe = "/nonexistent/llama-server";
+    md.spec.exe = noexec_file();
     m = rsd_fleet_add_model(f, &md);
-    for (i = 0; i < 30; i++) CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &r[i], &port), RSD_PENDING);
+    for (i = 0; i < 30; i++) {
+        CHECK_EQ_INT(rsd_fleet_reset_backoff(f, m), RSD_OK); /* each fails: no backoff here */
+        CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &r[i], &port), RSD_PENDING);
+    }
     CHECK_EQ_INT(rsd_fleet_events_dropped(f), 30 - (2 * 4 + 16));
     CHECK(lc.dropped >= 6);
     CHECK_EQ_INT(lc.start_failed, 30);
-    CHECK(strstr(lc.msg, "No such file or directory") != NULL);
+    CHECK(strstr(lc.msg, "Exec format error") != NULL);
     CHECK_EQ_INT(rsd_fleet_next_deadline(f), 0);
     while (rsd_fleet_next_event(f, &ev))
         if (ev.kind == RSD_FLEET_EV_FAIL) {
@@ -964,7 +1143,7 @@ static void test_cancel_withdraws_queued_events(void) {
     REQUIRE(f != NULL);
     a = add(f, "a", NULL);
     sim_model(&md, "ghost", NULL);
-    md.spec.exe = "/nonexistent/llama-server";
+    md.spec.exe = noexec_file(); /* the spawn fails: a FAIL queued at once */
     g = rsd_fleet_add_model(f, &md);
     CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r, &port), RSD_PENDING);
     /* step without pulling until the pool counts it running (the GRANT is queued) */
@@ -1072,6 +1251,9 @@ int main(int argc, char **argv) {
     RUN(test_bad_args);
     RUN(test_grant_flow);
     RUN(test_missing_binary);
+    RUN(test_spawn_failure_backs_off);
+    RUN(test_failed_start_restores_evicted);
+    RUN(test_child_slots_bound_requests);
     RUN(test_two_models_concurrently);
     RUN(test_lru_evicts_idle);
     RUN(test_busy_streaming_never_evicted);
@@ -1091,5 +1273,6 @@ int main(int argc, char **argv) {
     RUN(test_cancel_withdraws_queued_events);
     RUN(test_output_triggers_probe);
     RUN(test_hanging_health);
+    remove_model_files();
     return RSD_TEST_END();
 }

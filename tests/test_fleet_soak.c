@@ -171,7 +171,8 @@ static void test_soak(void) {
     rsd_fleet_model_desc md;
     rsd_http_client_desc cd;
     static const char *const extra[] = {"--runtime", "server", "--load-ms", "10", "--gen-ms", "1", NULL};
-    static char paths[NMODELS][64];
+    static char paths[NMODELS][96];
+    char dir[64] = "/tmp/rsd-test-soak-XXXXXX";
     static char ids[NMODELS][8];
     const char *env = getenv("RSD_FLEET_SOAK_N");
     int fd0 = count_fds(), k, st;
@@ -185,10 +186,13 @@ static void test_soak(void) {
     d.procs.start_deadline_ms = 30000;
     s.f = rsd_fleet_create(&d);
     REQUIRE(s.f != NULL);
+    REQUIRE(mkdtemp(dir) != NULL); /* the model files must exist: the fleet checks them */
     for (k = 0; k < NMODELS; k++) {
+        FILE *fp;
         memset(&md, 0, sizeof md);
         snprintf(ids[k], sizeof ids[k], "m%d", k);
-        snprintf(paths[k], sizeof paths[k], "/models/m%d.gguf", k);
+        snprintf(paths[k], sizeof paths[k], "%s/m%d.gguf", dir, k);
+        if ((fp = fopen(paths[k], "wb")) != NULL) fclose(fp);
         md.pool.id = ids[k];
         md.pool.max_in_flight = 4;
         md.spec.exe = SIM_BIN;
@@ -231,6 +235,8 @@ static void test_soak(void) {
     }
     rsd_http_client_destroy(s.http);
     rsd_fleet_destroy(s.f);
+    for (k = 0; k < NMODELS; k++) (void)unlink(paths[k]);
+    (void)rmdir(dir);
     CHECK(waitpid(-1, &st, WNOHANG) == -1 && errno == ECHILD);
     CHECK_EQ_INT(count_fds(), fd0);
     printf("  soak: %ld requests, 5 models, 2 slots, %d in flight: %llu ms, %ld spawns, "

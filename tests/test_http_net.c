@@ -6,6 +6,7 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 /* ---- helpers -------------------------------------------------------------------- */
@@ -1561,6 +1562,335 @@ static void test_bad_responses(void) {
 }
 
 
+/* ---- hostile peers ------------------------------------------------------------------ */
+static size_t g_sse_events;
+static void count_sse(void *user, const rsd_sse_event *ev) { /* parses each event, as a host does */
+    rsd_json_doc d;
+    rsd_json_tok t[4];
+    int k;
+    (void)user;
+    for (k = 0; k < 4; k++) g_sse_events += rsd_json_parse(&d, ev->data.ptr, ev->data.len, t, 4) == 1;
+}
+
+/* A server (a child process) that streams SSE faster than the client parses it: each
+   step reads a bounded amount and returns, and the total deadline fires at the first
+   step past it, reading at most one receive there. Before the bound, one step read all
+   32 MiB the child sent. */
+static void test_fast_stream_step_bounded(void) {
+    enum { CHILD_BYTES = 32 << 20, BUF = 64 << 10, CBLK = 1 << 20 };
+    rsd_http_client_desc cd;
+    rsd_http_client *c;
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_event ev;
+    rsd_http_head_info hi;
+    uint16_t port;
+    uint64_t prev = 0, max_step = 0;
+    int lfd = raw_listen(&port), i, steps = 0, st = 0;
+    pid_t pid;
+    bool got = false;
+    REQUIRE(lfd >= 0);
+    fflush(stdout);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) { /* child: one connection, an SSE head, then data as fast as it goes */
+        static char block[CBLK];
+        char head[1024];
+        size_t k, sent = 0;
+        int fd = accept(lfd, NULL, NULL);
+        int sb = 4 << 20;
+        if (fd < 0 || raw_read_head(fd, head, sizeof head) <= 0) _exit(1);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sb, sizeof sb);
+        for (k = 0; k + 18 <= sizeof block; k += 18) memcpy(block + k, "data: 1234567890\n\n", 18);
+        for (; k < sizeof block; k++) block[k] = ':'; /* ... a comment line runs into the next block */
+        block[sizeof block - 1] = '\n';
+        if (send(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", 53, MSG_NOSIGNAL) != 53) _exit(1);
+        while (sent < CHILD_BYTES) {
+            ssize_t n = send(fd, block, sizeof block, MSG_NOSIGNAL);
+            if (n <= 0) break;
+            sent += (size_t)n;
+        }
+        _exit(0);
+    }
+    close(lfd);
+    memset(&cd, 0, sizeof cd);
+    cd.max_body_bytes = 2 * BUF; /* on_sse: receives of at most BUF bytes */
+    c = rsd_http_client_create(&cd);
+    REQUIRE(c);
+    memset(&q, 0, sizeof q);
+    q.url = raw_url(port, "/models/sse");
+    q.on_sse = count_sse;
+    q.total_timeout_ms = 1000;
+    g_sse_events = 0;
+    CHECK(rsd_http_send(c, &q, 0, &h) == RSD_OK);
+    for (i = 0; i < 2000 && prev < 4u * RSDI_STEP_READ_BYTES; i++) {
+        rsd_pollfd pf;
+        if (rsd_http_client_pollfds(c, &pf, 1) == 1) { /* a deep receive queue: the peer runs ahead */
+            int rb = 8 << 20;
+            (void)setsockopt(pf.fd, SOL_SOCKET, SO_RCVBUF, &rb, sizeof rb);
+        }
+        pump_ex(c, NULL, 0, 50, NULL, 0);
+        if (rsd_http_query_head(c, h, &hi) != RSD_OK) continue;
+        if (hi.body_bytes - prev > max_step) max_step = hi.body_bytes - prev;
+        if (hi.body_bytes > prev) steps++;
+        prev = hi.body_bytes;
+    }
+    CHECK(prev >= 4u * RSDI_STEP_READ_BYTES);
+    CHECK(steps >= 4);
+    CHECK(max_step <= (uint64_t)RSDI_STEP_READ_BYTES + BUF);
+    CHECK(g_sse_events > 0);
+    /* past the deadline: this very step completes it, after at most one receive */
+    CHECK(rsd_http_query_head(c, h, &hi) == RSD_OK && !hi.done);
+    (void)rsd_http_client_step(c, 1000);
+    got = rsd_http_next_event(c, &ev);
+    CHECK(got);
+    if (got) {
+        CHECK_EQ_INT(ev.result, RSD_ERR_TIMEOUT);
+        CHECK(ev.body_bytes - prev <= BUF);
+    }
+    kill(pid, SIGKILL);
+    CHECK(waitpid(pid, &st, 0) == pid);
+    rsd_http_client_destroy(c);
+}
+
+/* How many of these raw sockets the server has closed (EOF or reset waiting). */
+static int count_closed(const int *fds, int n) {
+    int i, closed = 0;
+    for (i = 0; i < n; i++) {
+        struct pollfd p;
+        char b[512];
+        p.fd = fds[i]; p.events = POLLIN; p.revents = 0;
+        if (poll(&p, 1, 0) == 1) {
+            ssize_t r = recv(fds[i], b, sizeof b, MSG_DONTWAIT);
+            if (r == 0 || (r < 0 && errno == ECONNRESET)) closed++;
+        }
+    }
+    return closed;
+}
+
+/* Connection exhaustion: a full table of idle sockets, then of slowloris sockets (a head
+   a few bytes at a time), does not shut a new client out: the oldest idle or
+   head-incomplete connection makes room. Connections with a complete request are never
+   dropped: a full table of held requests makes the next client wait, and it is served
+   as soon as one is answered. */
+static void test_server_exhaustion(void) {
+    enum { N = 4 };
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_server_stats ss;
+    rsd_http_event ev;
+    rsd_http_request q;
+    rsd_http_req_h h;
+    rsd_http_sreq_h held[N];
+    srv_ctx x;
+    int fds[N], k, i, nheld = 0;
+    uint64_t now = 1000;
+    bool got;
+    memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x);
+    sd.max_conns = N;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s && c);
+    /* N idle sockets fill the table */
+    for (k = 0; k < N; k++) REQUIRE((fds[k] = raw_connect(rsd_http_server_port(s))) >= 0);
+    for (i = 0; i < 100; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.accepts == N) break;
+        pump_ex(NULL, s, now, 20, NULL, 0);
+    }
+    REQUIRE(ss.accepts == N);
+    now += 100;
+    got = get(c, s, &x, "/health", NULL, now, &ev);
+    CHECK(got);
+    if (got) CHECK_EQ_INT(ev.status, 200);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.evictions, 1);
+    CHECK_EQ_INT(count_closed(fds, N), 1);
+    for (k = 0; k < N; k++) close(fds[k]);
+    rsd_http_client_destroy(c); /* its kept-alive socket goes too */
+    for (i = 0; i < 20; i++) pump_ex(NULL, s, now, 5, NULL, 0);
+    c = rsd_http_client_create(NULL);
+    REQUIRE(c);
+
+    /* N slowloris sockets: a few head bytes per (fake) second, never the blank line */
+    now += 100;
+    for (k = 0; k < N; k++) {
+        REQUIRE((fds[k] = raw_connect(rsd_http_server_port(s))) >= 0);
+        CHECK(send(fds[k], "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL) == 16);
+    }
+    for (i = 0; i < 100; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.accepts == 2 * N + 1) break;
+        pump_ex(NULL, s, now, 20, NULL, 0);
+    }
+    REQUIRE(ss.accepts == 2 * N + 1);
+    for (i = 0; i < 3; i++) {
+        now += 1000;
+        for (k = 0; k < N; k++) CHECK(send(fds[k], "X: y\r\n", 6, MSG_NOSIGNAL) == 6);
+        pump_ex(NULL, s, now, 20, NULL, 0);
+    }
+    got = get(c, s, &x, "/health", NULL, now, &ev);
+    CHECK(got);
+    if (got) CHECK_EQ_INT(ev.status, 200);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.evictions, 2);
+    CHECK_EQ_INT(ss.bad_requests, 0);
+    CHECK_EQ_INT(count_closed(fds, N), 1);
+    for (k = 0; k < N; k++) close(fds[k]);
+    rsd_http_client_destroy(c);
+    for (i = 0; i < 20; i++) pump_ex(NULL, s, now, 5, NULL, 0);
+    c = rsd_http_client_create(NULL);
+    REQUIRE(c);
+
+    /* N held requests: never dropped; the next client waits until one is answered */
+    now += 100;
+    for (k = 0; k < N; k++) {
+        char req[64];
+        int len = snprintf(req, sizeof req, "GET /defer HTTP/1.1\r\nHost: a\r\n\r\n");
+        REQUIRE((fds[k] = raw_connect(rsd_http_server_port(s))) >= 0);
+        CHECK(send(fds[k], req, (size_t)len, MSG_NOSIGNAL) == len);
+    }
+    for (i = 0; i < 200 && nheld < N; i++) {
+        rsd_http_server_event sev;
+        pump_ex(NULL, s, now, 20, NULL, 0);
+        while (nheld < N && rsd_http_server_next_event(s, &sev))
+            if (sev.type == RSD_HTTP_SEV_REQUEST) held[nheld++] = sev.req;
+    }
+    REQUIRE(nheld == N);
+    memset(&q, 0, sizeof q);
+    q.url = url(s, "/health");
+    REQUIRE(rsd_http_send(c, &q, now, &h) == RSD_OK);
+    for (i = 0; i < 20; i++) {
+        now += 100;
+        pump_ex(c, s, now, 5, NULL, 0);
+    }
+    CHECK(!rsd_http_next_event(c, &ev));
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.evictions, 2);
+    CHECK_EQ_INT(rsd_http_respond(s, held[0], 204, NULL, 0, NULL, 0), RSD_OK);
+    close(fds[0]);
+    got = exchange(c, s, &x, now, &ev);
+    CHECK(got);
+    if (got) CHECK_EQ_INT(ev.status, 200);
+    for (k = 1; k < N; k++) {
+        CHECK_EQ_INT(rsd_http_respond(s, held[k], 204, NULL, 0, NULL, 0), RSD_OK);
+        close(fds[k]);
+    }
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s);
+}
+
+/* Short deadlines for a new connection's first byte and for a head, independent of the
+   longer idle and request timeouts; the body keeps the request timeout. */
+static void test_server_first_byte_and_head_deadlines(void) {
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    rsd_http_server_stats ss;
+    int idle, slow, body, i;
+    char buf[256];
+    memset(&sd, 0, sizeof sd);
+    sd.request_timeout_ms = 60000;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s);
+    idle = raw_connect(rsd_http_server_port(s));
+    slow = raw_connect(rsd_http_server_port(s));
+    body = raw_connect(rsd_http_server_port(s));
+    REQUIRE(idle >= 0 && slow >= 0 && body >= 0);
+    for (i = 0; i < 100; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.accepts == 3) break;
+        pump_ex(NULL, s, 1000, 20, NULL, 0);
+    }
+    REQUIRE(ss.accepts == 3);
+    CHECK(send(slow, "GET / HTTP/1.1\r\nHost: a\r\n", 25, MSG_NOSIGNAL) == 25);
+    CHECK(send(body, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc", 51, MSG_NOSIGNAL) == 51);
+    for (i = 0; i < 5; i++) pump_ex(NULL, s, 1000, 5, NULL, 0);
+    CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1000 + RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS);
+    pump_ex(NULL, s, 1000 + RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS - 1, 5, NULL, 0);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.closes, 0);
+    pump_ex(NULL, s, 1000 + RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS, 5, NULL, 0);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.closes, 2);      /* the silent one closed, the slow head got 408 */
+    CHECK_EQ_INT(ss.bad_requests, 1);
+    CHECK_EQ_INT(count_closed(&idle, 1), 1);
+    CHECK(raw_read_head(slow, buf, sizeof buf) > 0 && strncmp(buf, "HTTP/1.1 408 ", 13) == 0);
+    CHECK_EQ_INT(count_closed(&body, 1), 0); /* a body in progress has the request timeout */
+    CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1000 + 60000);
+    close(idle); close(slow); close(body);
+    rsd_http_server_destroy(s);
+}
+
+static int g_accept_logs;
+static void count_accept_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    (void)user; (void)level; (void)msg; (void)where;
+    if (item == RSD_LOGITEM_HTTP_ACCEPT_FAILED) g_accept_logs++;
+}
+
+/* accept() out of descriptors (EMFILE): the listener leaves pollfds and is not tried
+   again until a connection closes or the back-off passes (no spinning, one log line);
+   the waiting client is served once descriptors are free again. */
+static void test_server_accept_emfile(void) {
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    rsd_http_server_stats ss;
+    struct rlimit old_rl, rl;
+    struct sockaddr_in a;
+    srv_ctx x;
+    int dups[64], ndup = 0, cfd, probe, i;
+    bool listed = false;
+    char buf[512];
+    memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x);
+    sd.logger.fn = count_accept_log;
+    g_accept_logs = 0;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s);
+    cfd = socket(AF_INET, SOCK_STREAM, 0); /* the client's descriptor exists before the table fills */
+    REQUIRE(cfd >= 0);
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &old_rl) == 0);
+    probe = dup(0);
+    REQUIRE(probe >= 0);
+    close(probe);
+    rl = old_rl;
+    rl.rlim_cur = (rlim_t)probe + 8;
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &rl) == 0);
+    while (ndup < 64 && (dups[ndup] = dup(0)) >= 0) ndup++;
+    CHECK(errno == EMFILE);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(rsd_http_server_port(s));
+    CHECK(connect(cfd, (struct sockaddr *)&a, sizeof a) == 0);
+    for (i = 0; i < 20; i++) {
+        rsd_pollfd fds[8];
+        int n = rsd_http_server_pollfds(s, fds, 8); /* no connections: only the listener */
+        if (i > 0 && n > 0) listed = true;
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)n, 0);
+        (void)rsd_http_server_step_polled(s, 1000, fds, n);
+    }
+    CHECK(!listed);                      /* not polled again after the failure */
+    CHECK_EQ_INT(g_accept_logs, 1);      /* one line, not one per step */
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.accept_pauses, 1);
+    CHECK_EQ_INT(ss.accepts, 0);
+    CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1000 + RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS);
+    while (ndup > 0) close(dups[--ndup]);
+    CHECK(setrlimit(RLIMIT_NOFILE, &old_rl) == 0);
+    /* the back-off passes: the client that waited is taken and served */
+    CHECK(send(cfd, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n", 28, MSG_NOSIGNAL) == 28);
+    for (i = 0; i < 50; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.responses) break;
+        pump_ex(NULL, s, 1000 + RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS, 20, NULL, 0);
+        serve(s, &x);
+    }
+    CHECK_EQ_INT(ss.accepts, 1);
+    CHECK(raw_read_head(cfd, buf, sizeof buf) > 0 && strncmp(buf, "HTTP/1.1 200 ", 13) == 0);
+    CHECK_EQ_INT(g_accept_logs, 1);
+    close(cfd);
+    rsd_http_server_destroy(s);
+}
+
 /* Failure-injection helpers for simulators: truncated body, close-delimited body,
    unchunked stream with a length (keep-alive continues). */
 static void test_server_raw_streams(void) {
@@ -1675,5 +2005,9 @@ int main(int argc, char **argv) {
     RUN(test_bad_responses);
     RUN(test_server_raw_streams);
     RUN(test_sync);
+    RUN(test_fast_stream_step_bounded);
+    RUN(test_server_exhaustion);
+    RUN(test_server_first_byte_and_head_deadlines);
+    RUN(test_server_accept_emfile);
     return RSD_TEST_END();
 }

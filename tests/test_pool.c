@@ -1374,6 +1374,221 @@ static void test_w26_drain_is_lifted_when_the_starving_request_leaves(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* The process's own concurrency (set_slot_limit, e.g. llama-server's total_slots)
+   bounds what is sent to it, beside the model's max_in_flight (the smaller wins); a
+   larger limit admits the waiters at once. */
+static void test_slot_limit(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    rsd_pool_stats st;
+    host h;
+    rsd_pool_req r[6];
+    rsd_pool_action a;
+    int s, i, granted = 0;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &r[0], &s), RSD_PENDING);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 2, 1), RSD_OK); /* before READY */
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_OK);
+    for (i = 1; i < 4; i++) {
+        int rc = rsd_pool_acquire(h.p, 0, 2, NULL, &r[i], &s);
+        if (rc == RSD_OK) granted++;
+        else CHECK_EQ_INT(rc, RSD_PENDING);
+    }
+    pump(&h);
+    CHECK_EQ_INT(granted + count(&h, RSD_POOL_ACTION_GRANT), 2); /* r0 and r1 */
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.running, 2);
+    CHECK_EQ_INT(st.waiting, 2);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 2);
+    CHECK_EQ_INT(rsd_pool_release(h.p, r[0], 3), RSD_OK); /* one leaves, one goes in */
+    pump(&h);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.running, 2);
+    CHECK_EQ_INT(st.waiting, 1);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 8, 4), RSD_OK); /* grows: admitted */
+    pump(&h);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.running, 3);
+    CHECK_EQ_INT(st.waiting, 0);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 8);
+    rsd_pool_destroy(h.p);
+    /* with a model limit too, the smaller one applies */
+    m.max_in_flight = 3;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 0, NULL, &r[0], &s), RSD_PENDING);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 8, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_on_started(h.p, a.proc, true, 1), RSD_OK);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 3);
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 1, 2), RSD_OK);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.slots[0].max_in_flight, 1);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 3, NULL, &r[1], &s), RSD_PENDING); /* r0 runs */
+    a.proc.id ^= 0x100; /* a stale process */
+    CHECK_EQ_INT(rsd_pool_set_slot_limit(h.p, a.proc, 4, 3), RSD_ERR_POOL_STALE);
+    rsd_pool_destroy(h.p);
+}
+
+/* ---- failed starts: backoff and restore ------------------------------------------- */
+/* A host whose starts of model `bad` fail: every SPAWN of it gets on_started(false) and
+   then on_exited; other SPAWNs start fine; STOPs exit at once. */
+static void pump_bad(host *h, int bad) {
+    rsd_pool_action a;
+    while (rsd_pool_next_action(h->p, &a)) {
+        if (h->nlog < 1024) h->log[h->nlog++] = a;
+        if (a.kind == RSD_POOL_ACTION_SPAWN) rsd_pool_on_started(h->p, a.proc, a.model != bad, h->now);
+        if (a.kind == RSD_POOL_ACTION_STOP) rsd_pool_on_exited(h->p, a.proc, h->now);
+    }
+}
+
+/* A failed start backs the model off: 1 s, doubling, capped; requests meanwhile are
+   refused at once (nothing spawned, nothing queued); a READY, an explicit preload or a
+   reset clears it. */
+static void test_failed_start_backs_off(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    rsd_pool_model_info mi;
+    rsd_pool_stats st;
+    rsd_pool_desc d;
+    host h;
+    rsd_pool_req r;
+    int s, i;
+    memset(&d, 0, sizeof d);
+    d.max_slots = 1;
+    d.models = &m;
+    d.num_models = 1;
+    d.start_backoff_max_ms = 8000;
+    memset(&h, 0, sizeof h);
+    h.p = rsd_pool_create(&d);
+    REQUIRE(h.p);
+    h.now = 1000;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_PENDING);
+    pump_bad(&h, 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 1);
+    CHECK_EQ_INT(last(&h, RSD_POOL_ACTION_FAIL)->result, RSD_ERR_POOL_LOAD_FAILED);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.start_failures, 1);
+    CHECK_EQ_INT(mi.retry_at_ms, 2000);
+    h.now = 1999;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_ERR_POOL_BACKOFF);
+    CHECK_EQ_INT(r.id, 0);
+    pump_bad(&h, 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 1);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.waiting, 0);
+    CHECK_EQ_INT(st.backoffs, 1);
+    /* after the backoff it is tried again; failures double the wait up to the cap */
+    for (i = 0; i < 5; i++) {
+        rsd_pool_query_model(h.p, 0, &mi);
+        h.now = mi.retry_at_ms;
+        CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_PENDING);
+        pump_bad(&h, 0);
+    }
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.start_failures, 6);
+    CHECK_EQ_INT(mi.retry_at_ms - h.now, 8000); /* 1, 2, 4, 8, 8, 8 s */
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 6);
+    /* reset: the next request starts it */
+    CHECK_EQ_INT(rsd_pool_reset_backoff(h.p, -1), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_PENDING);
+    pump_bad(&h, 0);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 7);
+    /* an explicit load ignores the backoff; a READY clears it */
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_ERR_POOL_BACKOFF);
+    CHECK_EQ_INT(rsd_pool_preload(h.p, 0, h.now), RSD_PENDING);
+    pump_bad(&h, -1);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.state, RSD_POOL_SLOT_READY);
+    CHECK_EQ_INT(mi.start_failures, 0);
+    CHECK_EQ_INT(mi.retry_at_ms, 0);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_reset_backoff(h.p, 1), RSD_ERR_ARG);
+    rsd_pool_destroy(h.p);
+}
+
+/* An exit while STARTING is a failed start too (backoff); a crash after READY is not. */
+static void test_crash_while_starting_backs_off(void) {
+    rsd_pool_model_desc m = md("a", 0);
+    rsd_pool_model_info mi;
+    rsd_pool_action a;
+    host h;
+    rsd_pool_req r;
+    int s;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, &m, 1);
+    REQUIRE(h.p);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 10, NULL, &r, &s), RSD_PENDING);
+    REQUIRE(rsd_pool_next_action(h.p, &a) && a.kind == RSD_POOL_ACTION_SPAWN);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, a.proc, 20), RSD_OK);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.start_failures, 1);
+    CHECK_EQ_INT(mi.retry_at_ms, 1020);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 30, NULL, &r, &s), RSD_ERR_POOL_BACKOFF);
+    h.now = 1020;
+    h.auto_start = true;
+    (void)get(&h, 0, &s); /* starts now */
+    REQUIRE(s >= 0);
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.start_failures, 0);
+    CHECK_EQ_INT(rsd_pool_on_exited(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, 1030), RSD_OK); /* crash */
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.retry_at_ms, 0);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 1031, NULL, &r, &s), RSD_PENDING); /* respawned at once */
+    rsd_pool_destroy(h.p);
+}
+
+/* A model that cannot start does not cost a healthy one: the idle model evicted to make
+   room for it is loaded again when the start fails, and the requests that follow are
+   refused by the backoff instead of evicting it again (one eviction, not three). */
+static void test_failed_start_restores_the_evicted_model(void) {
+    rsd_pool_model_desc m[2];
+    rsd_pool_model_info mi;
+    rsd_pool_stats st;
+    host h;
+    rsd_pool_req r;
+    int s, i;
+    m[0] = md("good", 0); m[1] = md("bad", 0);
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, m, 2);
+    REQUIRE(h.p);
+    h.now = 100;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_PENDING);
+    pump_bad(&h, 1);
+    REQUIRE(grant_of(&h, r));
+    CHECK_EQ_INT(rsd_pool_release(h.p, r, h.now), RSD_OK); /* good: ready and idle */
+    for (i = 0; i < 3; i++) { /* three requests for the bad model */
+        h.now += 10;
+        (void)rsd_pool_acquire(h.p, 1, h.now, NULL, &r, &s);
+        pump_bad(&h, 1);
+    }
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.evictions, 1);
+    CHECK_EQ_INT(st.restores, 1);
+    CHECK_EQ_INT(st.backoffs, 2);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 1);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_READY); /* good is back */
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 3);     /* good, bad, good again */
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.start_failures, 0);
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, h.now, NULL, &r, &s), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_release(h.p, r, h.now), RSD_OK);
+    /* a start that succeeds keeps its eviction */
+    h.now += 5000;
+    CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, h.now, NULL, &r, &s), RSD_PENDING);
+    pump_bad(&h, -1);
+    CHECK(grant_of(&h, r) != NULL);
+    CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_EMPTY);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.evictions, 2);
+    CHECK_EQ_INT(st.restores, 1);
+    CHECK_EQ_INT(rsd_pool_release(h.p, r, h.now), RSD_OK);
+    rsd_pool_destroy(h.p);
+}
+
 /* ---- property test ------------------------------------------------------------------ */
 static void test_property_random_operations_keep_invariants(void) {
     rsd_pool_model_desc m[5];
@@ -1467,6 +1682,10 @@ int main(int argc, char **argv) {
     RUN(test_measured_reservation_replaces_the_estimate);
     RUN(test_crash_before_grant_is_pulled_fails_the_request);
     RUN(test_w26_drain_is_lifted_when_the_starving_request_leaves);
+    RUN(test_slot_limit);
+    RUN(test_failed_start_backs_off);
+    RUN(test_crash_while_starting_backs_off);
+    RUN(test_failed_start_restores_the_evicted_model);
     RUN(test_property_random_operations_keep_invariants);
     return RSD_TEST_END();
 }

@@ -371,6 +371,29 @@ static void test_env_cwd_args(void) {
     rsd_procs_destroy(p);
 }
 
+/* The command line quoted for messages shows secret values as *** (rsd_arg_redact). */
+static void test_command_redacts_secrets(void) {
+    static const char *const env[] = {"RSD_TEST_CHILD=echo-args", NULL};
+    static const char *const args[] = {"--api-key", "sk-live-123", "--hf-token=hf_abc", "-mu",
+                                       "https://user:pw@example.org/m.gguf", "--note", "it's", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    rsd_proc_event ev;
+    char cmd[1024], tail[1024];
+    REQUIRE(p);
+    spec_for(&s, env, args);
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 10000, &ev));
+    rsd_procs_tail(p, h, 0, tail, sizeof tail);
+    CHECK(strstr(tail, "arg sk-live-123") != NULL); /* the child got the real value */
+    CHECK(rsd_procs_command(p, h, cmd, sizeof cmd) > 0);
+    CHECK(strstr(cmd, " --api-key *** --hf-token=*** -mu https://***@example.org/m.gguf --note 'it'\\''s'") != NULL);
+    CHECK(strstr(cmd, "sk-live") == NULL && strstr(cmd, "hf_abc") == NULL && strstr(cmd, "pw@") == NULL);
+    if (strstr(cmd, "sk-live") || !strstr(cmd, "--api-key ***")) printf("  command: %s\n", cmd);
+    rsd_procs_destroy(p);
+}
+
 static void test_chatty_ring(void) {
     static const char *const env[] = {"RSD_TEST_CHILD=chatty", NULL};
     static const char *const args[] = {"4194304", NULL};
@@ -397,6 +420,58 @@ static void test_chatty_ring(void) {
     /* a small buffer keeps the end */
     CHECK_EQ_INT(rsd_procs_tail(p, h, 0, tail, 8), 5);
     CHECK_EQ_STR(tail, "done\n");
+    rsd_procs_destroy(p);
+}
+
+/* rsd_procs_check says what a spawn would fail on, without starting anything: a
+   template placeholder left unset, a program not found / not executable / a directory,
+   and (default llama-server template only) an unreadable model file. */
+static void test_check_before_spawn(void) {
+    static const char *const needs_ctx[] = {"--ctx", "{ctx}", NULL};
+    static const char *const custom[] = {"--model-name", "{model}", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    char why[256];
+    REQUIRE(p);
+    spec_for(&s, NULL, NULL);
+    s.model = self_exe; /* any readable file */
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_OK);
+    CHECK_EQ_STR(why, "");
+    s.exe = "sh"; /* found through PATH */
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_OK);
+    s.exe = "rsd-no-such-binary-xyz";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK_EQ_STR(why, "cannot run rsd-no-such-binary-xyz: No such file or directory");
+    s.exe = "/nonexistent/llama-server";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK(strstr(why, "/nonexistent/llama-server: No such file or directory") != NULL);
+    s.exe = "/tmp";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK(strstr(why, "Is a directory") != NULL);
+    s.exe = "/dev/null";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK(strstr(why, "Permission denied") != NULL);
+    s.exe = self_exe;
+    s.model = "/nonexistent/m.gguf";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    CHECK_EQ_STR(why, "cannot read model file /nonexistent/m.gguf: No such file or directory");
+    s.model = "/tmp";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_SPAWN);
+    s.model = NULL; /* the default template needs {model} */
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_PROC_TEMPLATE);
+    CHECK(strstr(why, "command template") != NULL);
+    s.args = needs_ctx;
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_ERR_PROC_TEMPLATE);
+    s.ctx = 4096;
+    CHECK_EQ_INT(rsd_procs_check(p, &s, NULL, 0), RSD_OK);
+    s.args = custom; /* {model} of a custom command need not be a file */
+    s.model = "qwen3:8b";
+    CHECK_EQ_INT(rsd_procs_check(p, &s, why, sizeof why), RSD_OK);
+    CHECK_EQ_INT(rsd_procs_check(NULL, &s, why, sizeof why), RSD_ERR_ARG);
+    /* nothing was started */
+    CHECK_EQ_INT(rsd_procs_live(p, &h, 1), 0);
+    CHECK(!rsd_procs_next_event(p, NULL));
     rsd_procs_destroy(p);
 }
 
@@ -838,7 +913,9 @@ static void test_exit_found_without_pidfd(void) {
 static void run_process_tests(void) {
     RUN(test_port_free_and_passed);
     RUN(test_env_cwd_args);
+    RUN(test_command_redacts_secrets);
     RUN(test_chatty_ring);
+    RUN(test_check_before_spawn);
     RUN(test_spawn_missing_binary);
     RUN(test_early_exit_and_crash);
     RUN(test_stop_graceful);

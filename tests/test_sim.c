@@ -9,14 +9,20 @@ static rsim *S;
 static uint64_t NOW;
 static char BUF[1 << 18];
 static rsim_resp R;
+/* The router generation every SETUP passes (--router-gen): main runs the router tests
+   once per generation. */
+static const char *G_GEN = "july";
+static bool july(void) { return !strcmp(G_GEN, "july"); }
 
 static void setup(int argc, const char *const *argv) {
     static char *av[64];
     int i;
     if (!S) S = (rsim *)calloc(1, sizeof *S);
-    for (i = 0; i < argc && i < 63; i++) av[i + 1] = (char *)argv[i];
+    for (i = 0; i < argc && i < 61; i++) av[i + 1] = (char *)argv[i];
     av[0] = (char *)"rsd-sim";
-    if (rsim_configure(S, argc + 1, av) != 0) printf("  configure: %s\n", S->err);
+    av[i + 1] = (char *)"--router-gen";
+    av[i + 2] = (char *)G_GEN;
+    if (rsim_configure(S, i + 3, av) != 0) printf("  configure: %s\n", S->err);
     NOW = 1000;
     rsim_start(S, NOW);
 }
@@ -114,12 +120,16 @@ static void test_W1_health(void) {
 }
 
 static void test_W2_router_props(void) {
+    char want[512];
     SETUP(ROUTER2);
     get("/props");
     CHECK_EQ_INT(R.status, 200);
-    CHECK_EQ_STR(BUF, "{\"role\":\"router\",\"max_instances\":2,\"models_autoload\":true,\"model_alias\":\"llama-server\","
-                      "\"model_path\":\"none\",\"default_generation_settings\":{\"params\":null,\"n_ctx\":0},"
-                      "\"ui_settings\":{},\"build_info\":\"b0-unknown\",\"cors_proxy_enabled\":false}");
+    snprintf(want, sizeof want,
+             "{\"role\":\"router\",\"max_instances\":2,\"models_autoload\":true,\"model_alias\":\"llama-server\","
+             "\"model_path\":\"none\",\"default_generation_settings\":{\"params\":null,\"n_ctx\":0},"
+             "\"ui_settings\":{},\"build_info\":\"%s\",\"cors_proxy_enabled\":false}",
+             july() ? "b10116-7e743c3a3" : "b0-unknown");
+    CHECK_EQ_STR(BUF, want);
     SETUP("--models-max", "0", "--no-models-autoload", "--model", "a");
     get("/props");
     CHECK(strstr(BUF, "\"max_instances\":0,\"models_autoload\":false") != NULL);
@@ -134,7 +144,8 @@ static void test_W3_models_listing(void) {
     memcpy(first, BUF, sizeof BUF);
     get("/v1/models");
     CHECK_EQ_STR(BUF, first);
-    CHECK(strncmp(BUF, "{\"object\":\"list\",\"data\":[", 25) == 0);
+    if (july()) CHECK(strncmp(BUF, "{\"data\":[", 9) == 0 && strstr(BUF, "],\"object\":\"list\"}") != NULL);
+    else CHECK(strncmp(BUF, "{\"object\":\"list\",\"data\":[", 25) == 0);
     CHECK(strstr(BUF, "\"models\"") == NULL);
     e = rentry("b");
     CHECK(strstr(e, "\"tags\":[\"alpha\",\"role\"]") != NULL);      /* sorted */
@@ -155,8 +166,16 @@ static void test_W3_models_listing(void) {
     adv(300);
     e = rentry("a");
     CHECK(strstr(e, "\"value\":\"loaded\"") != NULL);
-    CHECK(strstr(e, "\"meta\":{\"vocab_type\":true") != NULL);
+    CHECK(strstr(e, july() ? "\"meta\":{\"vocab_type\":1," : "\"meta\":{\"vocab_type\":true,") != NULL);
     CHECK(strstr(e, "\"--port\",\"0\"") == NULL);
+    /* the router's option order, tags included (measured on build 10116) */
+    CHECK(strstr(e, "\"--tags\",\"pinned\",\"--alias\",\"a\",\"--ctx-size\",\"4096\",\"--model\"") != NULL);
+    CHECK(strstr(rentry("b"), "\"--port\",\"0\",\"--tags\",\"alpha,role\",\"--alias\",\"b\"") != NULL);
+    /* July lists by id whatever the catalog order; later routers keep the catalog order */
+    SETUP("--model", "zed", "--model", "alpha", "--model", "mid");
+    get("/models");
+    CHECK((strstr(BUF, "\"id\":\"alpha\"") < strstr(BUF, "\"id\":\"mid\"") &&
+           strstr(BUF, "\"id\":\"mid\"") < strstr(BUF, "\"id\":\"zed\"")) == july());
 }
 
 static void test_W4_load_then_loaded(void) {
@@ -229,13 +248,29 @@ static void test_W6_capacity_lru(void) {
     CHECK(strstr(rentry("b"), "\"failed\"") == NULL);       /* graceful: exit 0 */
     CHECK_EQ_STR(rstate("c"), "loading");
     CHECK_EQ_STR(rstate("a"), "loaded");
-    /* every running model busy or loading: 500, nothing evicted */
     rsim_busy(S, "a", 1, NOW);
-    post("/models/load", "{\"model\":\"b\"}");
-    CHECK_EQ_INT(R.status, 500);
-    CHECK_EQ_STR(BUF, "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\",\"type\":\"server_error\"}}");
-    CHECK_EQ_STR(rstate("a"), "loaded");
-    CHECK_EQ_STR(rstate("c"), "loading");
+    if (july()) {
+        /* July: the LRU goes whatever it does: the busy a (its chat is older than c's
+           load start) */
+        CHECK_EQ_INT(post("/models/load", "{\"model\":\"b\"}"), RSIM_DEFER);
+        tk = R.ticket;
+        CHECK_EQ_INT(wait_reply(tk, 20000), 200); /* a busy child only exits at the stop timeout */
+        CHECK(strstr(rentry("a"), "\"value\":\"unloaded\"") != NULL);
+        CHECK(strstr(rentry("a"), "\"exit_code\":1,\"failed\":true") != NULL);
+        CHECK_EQ_STR(rstate("b"), "loading");
+    } else {
+        /* later: every running model busy or loading: the load waits, nothing evicted,
+           until one is idle: c once it has loaded; the busy a stays */
+        CHECK_EQ_INT(post("/models/load", "{\"model\":\"b\"}"), RSIM_DEFER);
+        tk = R.ticket;
+        CHECK_EQ_STR(rstate("c"), "loading");
+        CHECK_EQ_INT(wait_reply(tk, 2000), 200);
+        CHECK(NOW >= 1000 + 410 + 300);
+        CHECK_EQ_STR(rstate("a"), "loaded");
+        CHECK_EQ_STR(rstate("c"), "unloaded");
+        CHECK(strstr(rentry("c"), "\"failed\"") == NULL);
+        CHECK_EQ_STR(rstate("b"), "loading");
+    }
     /* sleeping instances count toward the cap and can be victims */
     SETUP("--models-max", "1", "--sleep-idle-seconds", "2", "--model", "a", "--model", "b");
     post("/models/load", "{\"model\":\"a\"}");
@@ -349,6 +384,14 @@ static void test_W11_queue(void) {
     CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"b\"}"), RSIM_DEFER);
     tb = R.ticket;
     adv(100);
+    if (july()) { /* no wait queue: the busy a is stopped, its answer cut at the stop timeout */
+        CHECK_EQ_INT(wait_reply(ta, 20000), 500);
+        CHECK_EQ_STR(BUF, "proxy error: Failed to read connection");
+        CHECK_EQ_INT(wait_reply(tb, 2000), 200);
+        CHECK(strstr(rentry("a"), "\"exit_code\":1,\"failed\":true") != NULL);
+        CHECK_EQ_STR(rstate("b"), "loaded");
+        return;
+    }
     CHECK_EQ_STR(rstate("a"), "loaded");    /* busy: not evicted */
     CHECK_EQ_STR(rstate("b"), "unloaded");  /* queued */
     CHECK_EQ_INT(wait_reply(ta, 1000), 200);
@@ -1201,12 +1244,152 @@ static void test_L26_L28_sequences(void) {
     CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_DEFER); /* b still stopping: waits */
     CHECK_EQ_INT(wait_reply(R.ticket, 1000), 200);
     CHECK(poll_until_loaded("c", 100) > 0);
-    CHECK_EQ_STR(rstate("a"), "loaded");
+    /* July (wire.md 6.1): the stopping b still counts, so the router also unloads its LRU,
+       the pinned a; later routers wait for b */
+    CHECK_EQ_STR(rstate("a"), july() ? "unloaded" : "loaded");
     CHECK_EQ_INT(rsim_log_count(S, "POST", "/models/load", NULL, 200), 3);
     CHECK_EQ_INT(rsim_log_count(S, "POST", "/models/unload", "b", 200), 1);
     CHECK_EQ_INT(rsim_log_count(S, "GET", "/props", NULL, 200), 2);
     CHECK(rsim_log_count(S, "GET", "/models", NULL, 200) >= 8);
     CHECK_EQ_INT(rsim_log_count(S, "POST", NULL, NULL, 0), 4); /* 3 loads + 1 unload, nothing else */
+}
+
+/* July (wire.md 6.2, measured): a load at --models-max stops the LRU even while it
+   streams: the stream stalls, the load answers when the child is killed at the stop
+   timeout, the stream ends with the proxy error and no [DONE], the victim shows failed.
+   Later routers never pick a busy victim: the load waits and the stream completes. */
+static void test_gen_stream_victim(void) {
+    uint32_t st, ld = 0;
+    int chunks = 0, done = 0, proxy_err = 0, ended = 0;
+    uint64_t t_load = 0, t_answer = 0, t_last_chunk = 0;
+    SETUP("--models-max", "2", "--token-ms", "100", "--stop-timeout-ms", "10000", "--model", "a", "--model", "b",
+          "--model", "c");
+    post("/models/load", "{\"model\":\"b\"}");
+    adv(10);
+    post("/models/load", "{\"model\":\"a\"}");
+    adv(400);
+    CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"b\",\"stream\":true}"), RSIM_DEFER);
+    st = R.ticket;
+    CHECK_EQ_INT(wait_reply(st, 100), 200);
+    CHECK(R.close_after);                  /* proxied: chunked, then the socket closes */
+    CHECK(R.keep_alive && !strcmp(R.keep_alive, "timeout=5, max=100"));
+    adv(150);
+    CHECK_EQ_INT(finish(post("/v1/chat/completions", "{\"model\":\"a\"}"), 1000), 200); /* b is the LRU */
+    for (;;) {
+        uint64_t w;
+        if (!ld && NOW >= 1000 + 410 + 200) {
+            t_load = NOW;
+            CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_DEFER);
+            ld = R.ticket;
+        }
+        while (rsim_pull(S, NOW, &R) > 0) {
+            if (R.ticket == ld && R.action == RSIM_RESPOND) { t_answer = NOW; CHECK_EQ_INT(R.status, 200); }
+            if (R.ticket != st) continue;
+            if (R.action == RSIM_CHUNK) {
+                chunks++;
+                if (strstr(BUF, "[DONE]")) done++;
+                else if (!strcmp(BUF, "proxy error: Failed to read connection")) proxy_err++;
+                else t_last_chunk = NOW;
+            }
+            if (R.action == RSIM_END) ended = 1;
+        }
+        if (ended && (t_answer || !ld)) break;
+        w = rsim_next_wake_ms(S);
+        if (w == (uint64_t)-1 || w > 1000 + 60000) break;
+        NOW = w > NOW ? w : NOW + 1;
+    }
+    CHECK(ended);
+    CHECK(t_answer > 0);
+    if (july()) {
+        CHECK_EQ_INT(done, 0);
+        CHECK_EQ_INT(proxy_err, 1);
+        CHECK(t_last_chunk <= t_load);           /* stalled from the stop on */
+        CHECK(t_answer >= t_load + 10000);      /* answered when the child was killed */
+        CHECK(strstr(rentry("b"), "\"value\":\"unloaded\",") != NULL);
+        CHECK(strstr(rentry("b"), "\"exit_code\":1,\"failed\":true") != NULL);
+    } else {
+        CHECK_EQ_INT(done, 1);
+        CHECK_EQ_INT(proxy_err, 0);
+        CHECK(strstr(rentry("b"), "\"failed\"") == NULL);
+    }
+    CHECK_EQ_INT(S->m[1].inflight, 0);
+}
+
+/* July picks a loading model too (killed: failed, exit 1) and ignores tags; later routers
+   never stop a loading model: the load waits for it to finish, then stops it. */
+static void test_gen_loading_and_pinned_victims(void) {
+    SETUP("--models-max", "1", "--load-ms", "300", "--model", "id=a,tags=pinned:true", "--model", "b");
+    post("/models/load", "{\"model\":\"a\"}");
+    adv(1);
+    if (july()) {
+        CHECK_EQ_INT(post("/models/load", "{\"model\":\"b\"}"), RSIM_RESPOND);
+        CHECK_EQ_INT(R.status, 200);
+        CHECK(strstr(rentry("a"), "\"value\":\"unloaded\",") != NULL);
+        CHECK(strstr(rentry("a"), "\"exit_code\":1,\"failed\":true") != NULL);
+        CHECK_EQ_STR(rstate("b"), "loading");
+    } else {
+        CHECK_EQ_INT(post("/models/load", "{\"model\":\"b\"}"), RSIM_DEFER);
+        CHECK_EQ_INT(wait_reply(R.ticket, 2000), 200);
+        CHECK(NOW >= 1000 + 300);
+        CHECK(strstr(rentry("a"), "\"failed\"") == NULL);
+        CHECK_EQ_STR(rstate("b"), "loading");
+    }
+    /* two loads racing for one place: July answers the second 500 after the victim
+       exits; later routers queue it (it loads after the first, evicting that one) */
+    SETUP("--models-max", "1", "--load-ms", "300", "--model", "a", "--model", "b", "--model", "c");
+    post("/models/load", "{\"model\":\"a\"}");
+    adv(400);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"b\"}"), RSIM_DEFER);
+    {
+        uint32_t tb = R.ticket, tc;
+        CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_DEFER);
+        tc = R.ticket;
+        CHECK_EQ_INT(wait_reply(tb, 1000), 200);
+        if (july()) {
+            CHECK_EQ_INT(wait_reply(tc, 1000), 500);
+            CHECK_EQ_STR(BUF, "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\",\"type\":\"server_error\"}}");
+        } else {
+            CHECK_EQ_INT(wait_reply(tc, 5000), 200);
+            CHECK_EQ_STR(rstate("b"), "unloaded");
+        }
+    }
+}
+
+/* llama.cpp's connection headers (measured on build 10116, both modes): Keep-Alive on
+   answers below 400, Connection: close on 4xx/5xx, proxied answers close the socket. */
+static void test_connection_headers(void) {
+    SETUP(ROUTER2);
+    get("/health");
+    CHECK(R.keep_alive && !strcmp(R.keep_alive, "timeout=5, max=100"));
+    CHECK(!R.connection_close && !R.close_after);
+    get("/nope");
+    CHECK_EQ_INT(R.status, 404);
+    CHECK(R.keep_alive == NULL && R.connection_close && !R.close_after);
+    post("/models/unload", "{\"model\":\"a\"}");
+    CHECK_EQ_INT(R.status, 400);
+    CHECK(R.connection_close);
+    post("/models/load", "{\"model\":\"a\"}");
+    CHECK(R.keep_alive && !R.close_after);    /* the router's own answer */
+    adv(300);
+    CHECK_EQ_INT(finish(post("/v1/chat/completions", "{\"model\":\"a\"}"), 1000), 200);
+    CHECK(R.close_after && R.keep_alive);
+    CHECK_EQ_INT(get("/models/sse"), RSIM_STREAM);
+    CHECK(R.keep_alive && !R.close_after);
+    SETUP(ROUTER2, "--idle-close-ms", "0");
+    get("/health");
+    CHECK(R.keep_alive == NULL);
+    SETUP(ROUTER2, "--idle-close-ms", "30000");
+    get("/health");
+    CHECK(R.keep_alive && !strcmp(R.keep_alive, "timeout=30, max=100"));
+    SETUP("--runtime", "server", "-m", "/m/x.gguf", "--load-ms", "10");
+    adv(10);
+    get("/health");
+    CHECK(R.keep_alive && !strcmp(R.keep_alive, "timeout=5, max=100"));
+    SETUP("--runtime", "ollama", "--model", "x");
+    get("/api/tags");
+    CHECK(R.keep_alive == NULL && !R.connection_close);
+    SETUP("--router-gen", "august");
+    CHECK(strstr(S->err, "unknown router generation") != NULL);
 }
 
 static void test_router_downloading(void) {
@@ -1229,29 +1412,38 @@ static void test_router_downloading(void) {
 }
 
 int main(int argc, char **argv) {
+    static const char *const gens[] = {"july", "later"};
+    int g;
     RSD_TEST_BEGIN(argc, argv);
-    RUN(test_W1_health);
-    RUN(test_W2_router_props);
-    RUN(test_W3_models_listing);
-    RUN(test_W4_load_then_loaded);
-    RUN(test_W5_load_errors);
-    RUN(test_W6_capacity_lru);
-    RUN(test_W7_unload);
-    RUN(test_W8_aliases);
-    RUN(test_W9_proxy_validation);
-    RUN(test_W10_autoload);
-    RUN(test_W11_queue);
-    RUN(test_W12_get_model_autoloads);
-    RUN(test_W13_loading_child);
-    RUN(test_W14_sleep);
-    RUN(test_W15_crash_and_failed_load);
-    RUN(test_W16_api_key);
-    RUN(test_W17_W18_reload);
-    RUN(test_W19_unknown_route);
-    RUN(test_W20_startup);
-    RUN(test_router_stream);
-    RUN(test_router_downloading);
-    RUN(test_L26_L28_sequences);
+    for (g = 0; g < 2; g++) { /* the router tests against both router generations */
+        G_GEN = gens[g];
+        RUN(test_W1_health);
+        RUN(test_W2_router_props);
+        RUN(test_W3_models_listing);
+        RUN(test_W4_load_then_loaded);
+        RUN(test_W5_load_errors);
+        RUN(test_W6_capacity_lru);
+        RUN(test_W7_unload);
+        RUN(test_W8_aliases);
+        RUN(test_W9_proxy_validation);
+        RUN(test_W10_autoload);
+        RUN(test_W11_queue);
+        RUN(test_W12_get_model_autoloads);
+        RUN(test_W13_loading_child);
+        RUN(test_W14_sleep);
+        RUN(test_W15_crash_and_failed_load);
+        RUN(test_W16_api_key);
+        RUN(test_W17_W18_reload);
+        RUN(test_W19_unknown_route);
+        RUN(test_W20_startup);
+        RUN(test_router_stream);
+        RUN(test_router_downloading);
+        RUN(test_L26_L28_sequences);
+        RUN(test_gen_stream_victim);
+        RUN(test_gen_loading_and_pinned_victims);
+        if (rsdt_failed) printf("  (failures so far; router generation now %s)\n", G_GEN);
+    }
+    RUN(test_connection_headers);
     RUN(test_faults);
     RUN(test_configure);
     RUN(test_W21_W22_server_startup);

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -145,6 +146,140 @@ static void test_server_mode_exit_codes(void) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
 }
 
+/* ---- keep-alive sockets ------------------------------------------------------------- */
+static int connect_to(int port) {
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
+    return fd;
+}
+
+/* Reads one response from fd (Content-Length or chunked) within wait_ms; *eof when the
+   peer closed. The byte count, -1 on timeout or error. */
+static int read_one(int fd, char *buf, size_t cap, int wait_ms, bool *eof) {
+    size_t got = 0;
+    *eof = false;
+    for (;;) {
+        struct pollfd pf;
+        const char *h = strstr(buf, "\r\n\r\n"), *cl;
+        ssize_t r;
+        buf[got] = 0;
+        if (got && (h = strstr(buf, "\r\n\r\n")) != NULL) {
+            if ((cl = strstr(buf, "Content-Length: ")) != NULL && cl < h &&
+                got >= (size_t)(h + 4 - buf) + (size_t)atoi(cl + 16))
+                return (int)got;
+            if (strstr(buf, "Transfer-Encoding: chunked") && strstr(h, "\r\n0\r\n\r\n")) return (int)got;
+        }
+        pf.fd = fd;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        if (poll(&pf, 1, wait_ms) <= 0) return -1;
+        r = read(fd, buf + got, cap - 1 - got);
+        if (r <= 0) { *eof = true; buf[got] = 0; return (int)got; }
+        got += (size_t)r;
+        if (got + 1 >= cap) return (int)got;
+    }
+}
+
+/* Waits (bounded) for the peer to close fd; true when it did. */
+static bool closes(int fd, int wait_ms) {
+    char b[256];
+    struct pollfd pf;
+    pf.fd = fd;
+    pf.events = POLLIN;
+    pf.revents = 0;
+    while (poll(&pf, 1, wait_ms) > 0) {
+        ssize_t r = read(fd, b, sizeof b);
+        if (r <= 0) return true;
+    }
+    return false;
+}
+
+static bool send_req(int fd, const char *method, const char *target, const char *body) {
+    char req[1024];
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %u\r\n\r\n%s", method,
+                     target, (unsigned)(body ? strlen(body) : 0), body ? body : "");
+    return write(fd, req, (size_t)n) == n;
+}
+
+/* llama.cpp's connection behaviour (measured on build 10116): Keep-Alive: timeout=5,
+   max=100 on answers below 400; Connection: close on 4xx/5xx with the socket still
+   usable; every proxied answer chunked with Connection: close, then closed; idle
+   sockets closed after --idle-close-ms. */
+static void test_connections_like_llama_cpp(void) {
+    static const char *const never[] = {"--runtime", "router", "--port", "0", "--load-ms", "20", "--idle-close-ms", "0",
+                                        "--model", "a", NULL};
+    static const char *const fast[] = {"--runtime", "router", "--port", "0", "--idle-close-ms", "200", "--model", "a", NULL};
+    simproc p;
+    bool eof;
+    int fd;
+    REQUIRE(sim_spawn(&p, never) == 0);
+    REQUIRE((fd = connect_to(p.port)) >= 0);
+    CHECK(send_req(fd, "GET", "/nope", NULL));
+    CHECK(read_one(fd, RESP, sizeof RESP, 20000, &eof) > 0);
+    CHECK(strncmp(RESP, "HTTP/1.1 404", 12) == 0);
+    CHECK(strstr(RESP, "\r\nConnection: close\r\n") != NULL);
+    CHECK(strstr(RESP, "Keep-Alive") == NULL);
+    CHECK(!eof);
+    CHECK(send_req(fd, "GET", "/health", NULL)); /* the socket is still usable */
+    CHECK(read_one(fd, RESP, sizeof RESP, 20000, &eof) > 0);
+    CHECK(strncmp(RESP, "HTTP/1.1 200", 12) == 0);
+    CHECK(strstr(RESP, "\r\nKeep-Alive: \r\n") == NULL);
+    CHECK(strstr(RESP, "Keep-Alive: timeout=1, max=100") == NULL); /* 0 = never: no header */
+    CHECK(send_req(fd, "POST", "/v1/chat/completions", "{\"model\":\"a\"}"));
+    CHECK(read_one(fd, RESP, sizeof RESP, 20000, &eof) > 0);
+    CHECK(strncmp(RESP, "HTTP/1.1 200", 12) == 0);
+    CHECK(strstr(RESP, "\r\nTransfer-Encoding: chunked\r\n") != NULL);
+    CHECK(strstr(RESP, "\r\nConnection: close\r\n") != NULL);
+    CHECK(strstr(RESP, "This is a simulated reply.") != NULL);
+    CHECK(eof || closes(fd, 20000)); /* closed although idle sockets are kept (0 = never) */
+    close(fd);
+    REQUIRE((fd = connect_to(p.port)) >= 0); /* a proxied stream: chunked, ends, closed */
+    CHECK(send_req(fd, "POST", "/v1/chat/completions", "{\"model\":\"a\",\"stream\":true}"));
+    CHECK(read_one(fd, RESP, sizeof RESP, 20000, &eof) > 0);
+    CHECK(strstr(RESP, "text/event-stream") != NULL && strstr(RESP, "data: [DONE]") != NULL);
+    CHECK(eof || closes(fd, 20000));
+    close(fd);
+    CHECK_EQ_INT(sim_stop(&p), 0);
+    REQUIRE(sim_spawn(&p, fast) == 0);
+    REQUIRE((fd = connect_to(p.port)) >= 0);
+    CHECK(send_req(fd, "GET", "/health", NULL));
+    CHECK(read_one(fd, RESP, sizeof RESP, 20000, &eof) > 0);
+    CHECK(strstr(RESP, "\r\nKeep-Alive: timeout=1, max=100\r\n") != NULL);
+    CHECK(!eof);
+    CHECK(closes(fd, 20000)); /* idle: closed by the simulator */
+    close(fd);
+    CHECK_EQ_INT(sim_stop(&p), 0);
+}
+
+static void test_help(void) {
+    static const char *const args[] = {"--help", NULL};
+    simproc p;
+    int st = 0;
+    char all[16384];
+    size_t got = 0;
+    CHECK(sim_spawn(&p, args) != 0); /* no listening line */
+    got = strlen(p.line);
+    memcpy(all, p.line, got);
+    for (;;) {
+        ssize_t r = read(p.out, all + got, sizeof all - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    all[got] = 0;
+    waitpid(p.pid, &st, 0);
+    close(p.out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(strstr(all, "usage: rsd-sim") != NULL);
+    CHECK(strstr(all, "--router-gen july|later") != NULL);
+    CHECK(strstr(all, "--idle-close-ms N") != NULL);
+    CHECK(strstr(all, "--big-body BYTES") != NULL);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -154,5 +289,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_router_over_loopback);
     RUN(test_server_mode_exit_codes);
+    RUN(test_connections_like_llama_cpp);
+    RUN(test_help);
     return RSD_TEST_END();
 }

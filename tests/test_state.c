@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -873,6 +874,149 @@ static void test_attr_corrupt(void) {
 
 enum { CONC_PROCS = 4, CONC_EACH = 12 };
 
+/* The attribution-file lock as a step: a second acquisition never blocks (PENDING with a
+   wake 1 ms, 2 ms ... later, on the caller's clock), gives up at its deadline with
+   RSD_ERR_TIMEOUT even when the target lock is fail-open, and a held one commits several
+   changes and the generation bump in one update. */
+static void test_attr_lock_step_and_commit(void) {
+    char tmp[64];
+    logcap lc;
+    rsd_state *st;
+    rsd_state_lock a, b;
+    static rsd_attr_set set;
+    rsd_attr_change ch[3];
+    uint64_t g = 0, now;
+    int r = RSD_PENDING, steps = 0;
+    memset(&lc, 0, sizeof lc);
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &a, KEY, 1000, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &a, 1000), RSD_OK);
+    CHECK(rsd_state_lock_held(&a));
+    CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &b, KEY, 1000, 1100), RSD_OK);
+    for (now = 1000; r == RSD_PENDING && steps < 1000; steps++) {
+        r = rsd_state_lock_step(st, &b, now);
+        if (r == RSD_PENDING) {
+            CHECK(b.wake_ms > now && b.wake_ms <= now + RSD_STATE_ATTR_RETRY_MAX_MS);
+            now = b.wake_ms;
+        }
+    }
+    CHECK_EQ_INT(r, RSD_ERR_TIMEOUT); /* fail-closed although the desc is fail-open */
+    CHECK_EQ_INT(b.state, RSD_LOCK_FAILED);
+    CHECK_EQ_INT(now, 1100);
+    CHECK(b.attempts >= 6);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_LOCK_TIMEOUT], 1);
+    CHECK(strstr(rsd_state_last_error(st), "busy") != NULL);
+    CHECK_EQ_INT(rsd_state_attr_commit(st, &b, NULL, 0, 0, &g), RSD_ERR_STATE); /* not held */
+    rsd_state_unlock(st, &b);
+    /* the holder commits: two adds and a remove, one generation bump */
+    rsd_state_unlock(st, &a);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "old", NULL, 1), RSD_OK);
+    memset(&a, 0, sizeof a);
+    CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &a, KEY, 2000, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &a, 2000), RSD_OK);
+    ch[0].model = "m";   ch[0].instance = NULL;   ch[0].remove = false;
+    ch[1].model = "k";   ch[1].instance = "k:2";  ch[1].remove = false;
+    ch[2].model = "old"; ch[2].instance = NULL;   ch[2].remove = true;
+    CHECK_EQ_INT(rsd_state_attr_commit(st, &a, ch, 3, 77, &g), RSD_OK);
+    CHECK_EQ_INT(g, 1);
+    rsd_state_unlock(st, &a);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 2);
+    CHECK(rsd_attr_set_find(&set, "m", "") >= 0 && rsd_attr_set_find(&set, "k", "k:2") >= 0);
+    CHECK(rsd_attr_set_find(&set, "old", NULL) < 0);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 1);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+/* A write that fails for real (RLIMIT_FSIZE 0 in a child: EFBIG, as on a full disk) is
+   reported: RSD_ERR_STATE_IO from the commit, what failed in rsd_state_last_error, the
+   old file intact, no temp file left behind. */
+static void test_attr_commit_write_fails(void) {
+    char tmp[64], p[512];
+    logcap lc;
+    rsd_state *st;
+    pid_t pid;
+    static rsd_attr_set set;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "before", NULL, 1), RSD_OK);
+    fflush(stdout);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl;
+        rsd_state_lock lk;
+        rsd_attr_change c;
+        uint64_t g = 9;
+        int r;
+        rl.rlim_cur = rl.rlim_max = 0;
+        signal(SIGXFSZ, SIG_IGN);
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(10);
+        memset(&lk, 0, sizeof lk);
+        if (rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) != RSD_OK || rsd_state_lock_step(st, &lk, 0) != RSD_OK) _exit(11);
+        c.model = "after";
+        c.instance = NULL;
+        c.remove = false;
+        r = rsd_state_attr_commit(st, &lk, &c, 1, 2, &g);
+        rsd_state_unlock(st, &lk);
+        if (r != RSD_ERR_STATE_IO) _exit(12);
+        if (g != 0) _exit(13);
+        if (!strstr(rsd_state_last_error(st), "File too large")) _exit(14);
+        _exit(0);
+    }
+    CHECK_EQ_INT(reap(pid), 0);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 1);
+    CHECK(rsd_attr_set_find(&set, "before", NULL) >= 0);
+    attr_path(tmp, KEY, p, sizeof p);
+    strcat(p, ".tmp");
+    CHECK(access(p, F_OK) != 0);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+/* A corrupt attribution file is reset by the read that finds it (moved aside to
+   .attr.corrupt), so it is reported once: the next read finds a valid, empty record.
+   While a writer holds the file lock the reader leaves it to the writer. */
+static void test_attr_corrupt_reset_once(void) {
+    char tmp[64], p[512], aside[600];
+    logcap lc;
+    rsd_state *st;
+    rsd_state_lock lk;
+    static rsd_attr_set set;
+    memset(&lc, 0, sizeof lc);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    attr_path(tmp, KEY, p, sizeof p);
+    snprintf(aside, sizeof aside, "%s.corrupt", p);
+    write_file(p, "garbage", 7);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+    CHECK(set.corrupt && set.reset);
+    CHECK(access(aside, F_OK) == 0);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 1);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+    CHECK(!set.corrupt && !set.reset); /* said once */
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 1);
+    /* a writer holds the file lock: not reset by the reader */
+    write_file(p, "garbage", 7);
+    CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+    CHECK(set.corrupt && !set.reset);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+    CHECK(set.corrupt && set.reset);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
+    CHECK(!set.corrupt);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
 static void test_attr_concurrent(void) {
     char tmp[64], id[64];
     logcap lc;
@@ -1062,6 +1206,9 @@ int main(int argc, char **argv) {
     RUN(test_attr_fsync_optin);
     RUN(test_attr_capacity);
     RUN(test_attr_corrupt);
+    RUN(test_attr_corrupt_reset_once);
+    RUN(test_attr_lock_step_and_commit);
+    RUN(test_attr_commit_write_fails);
     RUN(test_attr_concurrent);
     RUN(test_generation);
     RUN(test_no_fd_leak);
