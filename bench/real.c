@@ -20,8 +20,10 @@
       added latency per non-streaming chat (through the front vs straight to its own
       child for that model, medians, interleaved), time to first byte of a streamed chat
       that needs a cold swap, throughput of 64 concurrent streaming clients (one
-      non-blocking rsd_http_client, 64 slots), and the front process's VmRSS under that
-      load (peak of /proc/PID/status samples).
+      non-blocking rsd_http_client, 64 slots; 3 interleaved rounds, median), and the front
+      process's VmRSS under that load (peak of /proc/PID/status samples every 50 ms).
+   Every llama-server runs with --threads 1: with its default thread count on a loaded
+   2-core machine a tiny model took ~500 ms per token (spinning threads), with one ~0.05 ms.
    The machine may be shared: these are wall-clock figures; the load average is printed.
    usage: real [FIGURES]   ("3" = figure 3 only; default "123"). rsd-serve is
    $RSD_SERVE or build/examples/rsd-serve; its log is kept in the run's temp dir and
@@ -482,7 +484,7 @@ static void figure2(const char *url, const char *state_dir, f2_result *out) {
 }
 
 /* ---- figure 3: rsd-serve beside the router --------------------------------------------------- */
-enum { F3_LAT = 150, F3_SWAPS = 15, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16 };
+enum { F3_LAT = 150, F3_SWAPS = 21, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16, F3_ROUNDS = 3 };
 
 static const char *chat_body(char *buf, size_t cap, const char *model, bool stream, int max_tokens) {
     snprintf(buf, cap, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
@@ -495,7 +497,8 @@ typedef struct f3_side {
     double ttfb[F3_SWAPS];
     int n_ttfb, lat_fail, swap_fail;
     /* 64 streams */
-    double stream_s;
+    double secs[F3_ROUNDS], tps[F3_ROUNDS], cps[F3_ROUNDS]; /* per round: s, tokens/s, chats/s */
+    int rounds;
     long tokens, done_ok, failed, no_done, rss_idle_kb, rss_peak_kb;
     long fail_502, fail_503, fail_transport;
     char first_fail[96];  /* the first stream failure, as "status 502" or a result name */
@@ -564,8 +567,9 @@ static void streams(const char *url, const char *model, pid_t front, f3_side *ou
     q.body_len = strlen(body);
     q.on_sse = stream_on_sse;
     q.total_timeout_ms = 120000;
-    out->rss_idle_kb = vm_rss_kb(front);
-    out->rss_peak_kb = out->rss_idle_kb;
+    long tok0 = out->tokens, ok0 = out->done_ok;
+    double secs;
+    if (out->rounds == 0) out->rss_peak_kb = out->rss_idle_kb = vm_rss_kb(front);
     memset(slots, 0, sizeof slots);
     t0 = now_us();
     next_sample = t0;
@@ -614,7 +618,13 @@ static void streams(const char *url, const char *model, pid_t front, f3_side *ou
         }
         if (now_us() - t0 > 150e6) { fprintf(stderr, "bench-real: 64 streams: gave up after 150 s\n"); break; }
     }
-    out->stream_s = (now_us() - t0) / 1e6;
+    secs = (now_us() - t0) / 1e6;
+    if (out->rounds < F3_ROUNDS) {
+        out->secs[out->rounds] = secs;
+        out->tps[out->rounds] = (double)(out->tokens - tok0) / secs;
+        out->cps[out->rounds] = (double)(out->done_ok - ok0) / secs;
+        out->rounds++;
+    }
     rsd_http_client_destroy(c);
 }
 
@@ -675,8 +685,10 @@ static void figure3(const char *serve_url, const char *router_url, f3_side *ours
     rsd_http_client_destroy(cd);
     rsd_http_client_destroy(cr);
     rsd_http_client_destroy(crd);
-    streams(serve_url, "tiny-a", g_serve.pid, ours);
-    streams(router_url, "tiny-a", g_router.pid, peer);
+    for (i = 0; i < F3_ROUNDS; i++) { /* interleaved rounds: the machine's load drifts */
+        streams(serve_url, "tiny-a", g_serve.pid, ours);
+        streams(router_url, "tiny-a", g_router.pid, peer);
+    }
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
@@ -735,7 +747,7 @@ static void print3(f3_side *o, f3_side *p) {
     double ot = median(o->through, F3_LAT), od = median(o->direct, F3_LAT), pt = median(p->through, F3_LAT), pd = median(p->direct, F3_LAT);
     double oadd = ot - od, padd = pt - pd;
     double ottfb = median(o->ttfb, o->n_ttfb), pttfb = median(p->ttfb, p->n_ttfb);
-    double otps = o->stream_s > 0 ? o->tokens / o->stream_s : 0, ptps = p->stream_s > 0 ? p->tokens / p->stream_s : 0;
+    double otps = median(o->tps, o->rounds), ptps = median(p->tps, p->rounds);
     printf("BENCH real_serve_added_latency_ms ours=%.4f peer=%.4f unit=ms ratio=%.2f\n", oadd, padd, padd != 0 ? oadd / padd : 0);
     printf("BENCH real_serve_ttfb_cold_swap_ms ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", ottfb, pttfb, pttfb > 0 ? ottfb / pttfb : 0);
     printf("BENCH real_serve_stream64_tokens_per_s ours=%.0f peer=%.0f unit=tok/s ratio=%.3f\n", otps, ptps, ptps > 0 ? otps / ptps : 0);
@@ -753,10 +765,14 @@ static void print3(f3_side *o, f3_side *p) {
         printf("   %-44s %5.1f-%-6.1f %5.1f-%-6.1f\n", "  min-max ms", vmin(o->ttfb, o->n_ttfb), vmax(o->ttfb, o->n_ttfb),
                vmin(p->ttfb, p->n_ttfb), vmax(p->ttfb, p->n_ttfb));
     printf("   %-44s %5d/%-6d %5d/%-6d\n", "  failed swaps", o->swap_fail, F3_SWAPS, p->swap_fail, F3_SWAPS);
-    printf("   %-44s %12.2f %12.2f\n", "64 streaming clients, 256 chats x 16 tokens: s", o->stream_s, p->stream_s);
+    printf("   64 streaming clients, 256 chats x 16 tokens a round, %d rounds each (interleaved), medians:\n", F3_ROUNDS);
+    printf("   %-44s %12.2f %12.2f\n", "  s per round", median(o->secs, o->rounds), median(p->secs, p->rounds));
     printf("   %-44s %12.0f %12.0f\n", "  tokens (SSE chunks) per s", otps, ptps);
-    printf("   %-44s %12.1f %12.1f\n", "  chats per s", o->stream_s > 0 ? o->done_ok / o->stream_s : 0, p->stream_s > 0 ? p->done_ok / p->stream_s : 0);
-    printf("   %-44s %5ld/%-6ld %5ld/%-6ld\n", "  failed / cut without [DONE]", o->failed, o->no_done, p->failed, p->no_done);
+    if (o->rounds && p->rounds)
+        printf("   %-44s %5.0f-%-6.0f %5.0f-%-6.0f\n", "    min-max", vmin(o->tps, o->rounds), vmax(o->tps, o->rounds),
+               vmin(p->tps, p->rounds), vmax(p->tps, p->rounds));
+    printf("   %-44s %12.1f %12.1f\n", "  chats per s", median(o->cps, o->rounds), median(p->cps, p->rounds));
+    printf("   %-44s %5ld/%-6ld %5ld/%-6ld\n", "  failed / cut without [DONE], all rounds", o->failed, o->no_done, p->failed, p->no_done);
     if (o->failed || p->failed)
         printf("   %-44s %3ld/%3ld/%-4ld %3ld/%3ld/%-4ld (first: %s | %s)\n", "  failures: 502/503/transport", o->fail_502,
                o->fail_503, o->fail_transport, p->fail_502, p->fail_503, p->fail_transport, o->first_fail[0] ? o->first_fail : "-",
