@@ -213,8 +213,8 @@
            Host, headers and body are built into one buffer and go out in ONE
            write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
            Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
-           RSD_TIMEOUT_NONE = never) start at now_ms. no_retry: never resend it
-           (see Stale socket below).
+           RSD_TIMEOUT_NONE = never) start at now_ms. retry_any_method: resend a
+           POST too (see Stale socket below).
            Where the body goes: by default the slot's own buffer (max_body_bytes);
            body_buf/body_cap = the caller's buffer (must live until the event);
            on_body(user, data, len) = streamed from inside step, nothing kept;
@@ -329,10 +329,11 @@
            closed and another (or a fresh connect) is used (stats.stale). Stale
            socket: when a kept-alive socket still fails (EOF, ECONNRESET, EPIPE)
            before any response byte -- the peer closed it as the request went out
-           -- the request is retried once, transparently, on a fresh connection
-           (log item HTTP_STALE_RETRY, ev.retried), whatever its method: a server
-           that drops an idle connection has not read it. A request that must
-           never be sent twice sets no_retry and fails with RSD_ERR_CLOSED instead.
+           -- an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried
+           once, transparently, on a fresh connection (log item HTTP_STALE_RETRY,
+           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run)
+           unless it set retry_any_method (a proxy whose requests are safe to
+           resend: a server that drops an idle connection has not read it).
            Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
 
        Limits and errors (each is an error, never a silent truncation):
@@ -1560,8 +1561,8 @@ typedef struct rsd_http_request {
     /* Optional: body parsed as text/event-stream, one call per event from inside step. */
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
-    bool no_retry;                /* never sent twice: no retry after a kept-alive socket
-                                     closed before any response byte (see Keep-alive) */
+    bool retry_any_method;        /* a POST/PATCH too is resent once when a kept-alive socket
+                                     closed before any response byte (see Stale socket) */
     void *user;                   /* returned in the event and passed to the callbacks */
 } rsd_http_request;
 
@@ -4068,7 +4069,9 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->resp.num_headers = 0;
     r->resp.status = 0;
     r->is_head = strcmp(method, "HEAD") == 0;
-    r->may_retry = !q->no_retry;
+    r->may_retry = q->retry_any_method || r->is_head || strcmp(method, "GET") == 0 ||
+                   strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
+                   strcmp(method, "OPTIONS") == 0;
     r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
     r->sse_rest = NULL;
     r->sse_rest_len = 0;
@@ -4180,7 +4183,7 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i);
 RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i);
 
 /* A failure on a kept-alive connection before any response byte: retry the request once
-   on a fresh connection (unless it said no_retry); otherwise fail. */
+   on a fresh connection (an idempotent one, or retry_any_method); otherwise fail. */
 RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
     if (r->reused && !r->retried && r->may_retry && r->head_len == 0 && !r->got_head) {

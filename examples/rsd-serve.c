@@ -654,6 +654,7 @@ static void job_send(srv *s, job *j, uint64_t now) {
         q.body_len = ev.body.len;
     }
     q.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
+    q.retry_any_method = true; /* the child closed an idle socket: it never read it */
     q.on_body = on_up_body;
     q.user = j;
     r = rsd_http_send(s->hc, &q, now, &j->up);

@@ -602,8 +602,8 @@ static bool raw_wait_event(rsd_http_client *c, rsd_http_event *ev) {
 }
 
 /* The peer closes a kept-alive socket just as a request goes out on it (it read the
-   request, answered nothing): the request is retried once on a fresh connection, a
-   POST too; one sent with no_retry fails with RSD_ERR_CLOSED instead. */
+   request, answered nothing): a POST with retry_any_method is retried once on a fresh
+   connection; one without fails with RSD_ERR_CLOSED instead. */
 static void test_stale_retry(void) {
     static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     uint16_t port;
@@ -628,6 +628,7 @@ static void test_stale_retry(void) {
     q.method = "POST";
     q.body = "x";
     q.body_len = 1;
+    q.retry_any_method = true;
     REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
     pump_ex(c, NULL, 0, 0, NULL, 0);
     REQUIRE(raw_read_head(fd, buf, sizeof buf) > 0);
@@ -645,8 +646,8 @@ static void test_stale_retry(void) {
     rsd_http_client_query_stats(c, &cs);
     CHECK_EQ_INT(cs.retries, 1);
     CHECK_EQ_INT(cs.connects, 2);
-    /* the same with no_retry: not resent */
-    q.no_retry = true;
+    /* a POST without retry_any_method: not resent (it may have run) */
+    q.retry_any_method = false;
     REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
     pump_ex(c, NULL, 0, 0, NULL, 0);
     REQUIRE(raw_read_head(fd2, buf, sizeof buf) > 0);
