@@ -1130,15 +1130,25 @@
    deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
 
    Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
-   children too), SIGKILL at now + term_grace_ms (default 10 s), then the reaped
-   exit is awaited: STOPPED comes only once waitpid has it, so the port and VRAM
-   are free when it arrives. If a SIGKILLed child is not reaped within
-   kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
-   reaping continues. Signals are only ever sent to a pid we have not reaped, so
-   a recycled pid is never hit.
+   children too), SIGKILL to the group at now + term_grace_ms (default 10 s), then
+   the end of the whole group is awaited: STOPPED comes only once waitpid has the
+   child and no process of its group is left, so the port and VRAM are free when
+   it arrives (a wrapper that dies of the SIGTERM while its server shuts down, or
+   ignores it, does not end the stop early). If a SIGKILLed child is not reaped
+   within kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues; members of its group that outlive SIGKILL by kill_wait_ms
+   are logged and left behind. A child that exits by itself while its group lives
+   on (a wrapper's server) takes the group with it: SIGKILL to the rest, EXITED once
+   it is gone. Signals go to a pid only while it is not reaped, and to the group
+   only while a member exists (the kernel keeps a group's id from being reused
+   until its last member is gone); a process that leaves the group (setsid,
+   setpgid) is not followed.
 
-   Reaping: waitpid(pid, WNOHANG) per child, never waitpid(-1) (the host's other
-   children are not ours); no SIGCHLD handler is installed. Exits are noticed via
+   Reaping: waitpid(-group, WNOHANG) and waitpid(pid, WNOHANG) per child, never
+   waitpid(-1) (the host's other children are not ours); no SIGCHLD handler is
+   installed. A host that is a child subreaper (Linux PR_SET_CHILD_SUBREAPER, as
+   rsd-serve) gets a wrapper's orphans re-parented to it; those of the group are
+   reaped here too, so the last member of a group is always reaped by us. Exits are noticed via
    a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
    RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
    If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
@@ -1179,9 +1189,14 @@
               default elsewhere.
    Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
    kernel sends it when the *thread* that spawned the child exits, so spawn from
-   a thread that lives as long as the supervisor. Only the direct child gets it;
-   a wrapper script's children do not. Elsewhere, and with survive_parent,
-   children outlive a crashed host (llama-server does not watch a pipe).
+   a thread that lives as long as the supervisor. Only the direct child gets it:
+   when the host dies without cleaning up (kill -9, a crash), a wrapper script's
+   children survive it (they are re-parented to init or the nearest subreaper and
+   keep their ports). Write wrappers as `sh -c "exec llama-server ..."`: exec makes
+   the server itself the direct child, and PDEATHSIG survives exec. Elsewhere, and
+   with survive_parent, children outlive a crashed host (llama-server does not
+   watch a pipe). A graceful end (rsd_procs_stop, rsd_procs_destroy) reaches the
+   whole group everywhere.
 
    Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
    desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
@@ -1225,6 +1240,11 @@
 
    What it does with the pool's actions (residency.h >>pool) and the supervisor's
    events (>>proc):
+       before      a model that is not resident is admitted (acquire, load), which may
+                   evict another, rsd_procs_check runs on its spec: a missing or
+                   non-executable binary, an unreadable model file or an incomplete
+                   template fails the call at once with RSD_ERR_FLEET_START (the reason
+                   in rsd_fleet_query_model's last_error), nothing stopped or started.
        SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
                    STARTING. A spawn that fails (missing binary, EACCES, no free port,
                    template error) fails the model's waiting requests at once (W31:
@@ -1275,9 +1295,16 @@
        or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
        "/health".
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
-       the pool's errors (no handle): RSD_ERR_POOL_NO_FIT (reservation over the whole
-       budget: at once, nothing started), RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED,
-       RSD_ERR_POOL_QUEUE_FULL, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+       an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
+       "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
+       one before the model's retry_at_ms; 1 s doubling to 60 s, desc.pool.
+       start_backoff_ms; rsd_fleet_load or rsd_fleet_reset_backoff clear it; models
+       evicted for a start that fails are loaded again), RSD_ERR_POOL_NO_FIT
+       (reservation over the whole budget: at once, nothing started),
+       RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
+       RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
+       last_error (the message of its last failed start or crash), retry_at_ms.
    rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
    rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN
@@ -2029,7 +2056,7 @@ typedef struct rsd_procs rsd_procs;
 
 /* Create a supervisor (the only allocation); NULL on a bad desc or no memory. */
 RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc);
-/* SIGKILL every live child and reap it (bounded wait), then free. NULL is fine. */
+/* SIGKILL every live child's process group and reap it (bounded wait), then free. */
 RSD_API void rsd_procs_destroy(rsd_procs *p);
 /* Expand spec into argv without running anything (port 0 stays "0"): argc or <0.
    argv gets up to cap-1 pointers into buf plus a NULL. */
@@ -6928,6 +6955,7 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 #define RSDI_HAVE_PIPE2 1
 #endif
 
+#define RSDI_PROC_GROUP_POLL_MS 100u /* the rest of a group after the leader: poll cap */
 #define RSDI_PROC_IDX_BITS 8
 #define RSDI_PROC_IDX_MASK 0xFFu
 #define RSDI_PROC_GEN_MAX 0xFFFFFFu
@@ -6935,7 +6963,10 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 typedef struct rsdi_proc_slot {
     uint32_t gen;                /* 1..RSDI_PROC_GEN_MAX while in use */
     rsd_proc_state state;
-    pid_t pid;                   /* > 0 while not reaped */
+    pid_t pid;                   /* > 0 until the terminal event (the leader may be reaped) */
+    pid_t pgid;                  /* its process group (= pid), 0 = none or gone */
+    bool reaped;                 /* the leader is reaped; waiting for the rest of its group */
+    bool ev_asked;               /* the terminal event is STOPPED (else EXITED) */
     int out_fd;                  /* read end of the output pipe, -1 */
     int pid_fd;                  /* Linux pidfd, -1 */
     uint16_t port;
@@ -7562,10 +7593,35 @@ RSDI_PRIVATE bool rsdi_proc_running(const rsdi_proc_slot *s) {
            s->state == RSD_PROC_STOPPING || s->state == RSD_PROC_KILLING;
 }
 
-/* Signals the child's process group (the child leads it), else the child. */
+/* Signals the child's process group (the child leads it; once the leader is reaped the
+   group id stays reserved while any member lives), else the child while not reaped. */
 RSDI_PRIVATE void rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
     if (s->pid <= 0) return;
-    if (kill(-s->pid, sig) != 0) (void)kill(s->pid, sig);
+    if (s->pgid > 0 && kill(-s->pgid, sig) == 0) return;
+    if (!s->reaped) (void)kill(s->pid, sig);
+}
+
+/* Does any process of the child's group still exist (a wrapper's children)? */
+RSDI_PRIVATE bool rsdi_proc_group_alive(const rsdi_proc_slot *s) {
+    return s->pgid > 0 && (kill(-s->pgid, 0) == 0 || errno == EPERM);
+}
+
+/* Reaps members of the group that are our children (orphans re-parented to a child
+   subreaper host) other than the leader; returns true when it reaped the leader, its
+   status in *st. waitpid(-pgid) only: never another child of the host. */
+RSDI_PRIVATE bool rsdi_proc_reap_group(rsdi_proc_slot *s, int *st) {
+    pid_t r;
+    int x = 0;
+    if (s->pgid <= 0) return false;
+    for (;;) {
+        do r = waitpid(-s->pgid, &x, WNOHANG);
+        while (r < 0 && errno == EINTR);
+        if (r <= 0) return false;
+        if (r == s->pid && !s->reaped) {
+            *st = x;
+            return true;
+        }
+    }
 }
 
 RSDI_PRIVATE void rsdi_proc_close_fds(rsdi_proc_slot *s) {
@@ -7627,6 +7683,7 @@ RSDI_PRIVATE void rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_
 }
 
 /* ---- reaping and timers -------------------------------------------------------- */
+RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms);
 RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool known,
                                    uint64_t now_ms) {
     bool asked = s->stop_requested || s->timed_out;
@@ -7642,20 +7699,47 @@ RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool
 #endif
     }
     s->end_ms = now_ms;
-    s->state = RSD_PROC_EXITED;
+    s->reaped = true;
+    s->ev_asked = asked;
     rsdi_logf(&p->logger, asked ? RSD_LOG_INFO : RSD_LOG_ERROR,
               asked ? RSD_LOGITEM_PROC_STOPPED : RSD_LOGITEM_PROC_EXITED, NULL,
               "%s[%ld]: %s with code %d signal %d%s after %llu ms", s->name, (long)s->pid,
               asked ? "stopped" : "exited", s->exit_code, s->term_signal,
               s->killed ? " (SIGKILL)" : "", (unsigned long long)(now_ms - s->spawn_ms));
-    rsdi_proc_event(p, s, asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
+    if (rsdi_proc_group_alive(s)) {
+        /* A wrapper's children outlive it: the event waits until the group is gone (its
+           port and memory are free then). Unasked, nothing can use them: SIGKILL now. */
+        if (!asked) {
+            rsdi_proc_signal(s, SIGKILL);
+            s->state = RSD_PROC_KILLING;
+            s->stuck_at_ms = now_ms + p->kill_wait_ms;
+        }
+        rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_PROC_KILL, NULL,
+                  "%s[%ld]: its process group outlives it; %s", s->name, (long)s->pid,
+                  asked ? "waiting for it (SIGKILL at the end of the grace period)" : "SIGKILL");
+        s->recheck_iv = 1;
+        s->recheck_ms = now_ms + 1;
+        return;
+    }
+    rsdi_proc_finish(p, s, now_ms);
+}
+
+/* The terminal event of a reaped child whose group is gone. */
+RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    s->state = RSD_PROC_EXITED;
+    rsdi_proc_event(p, s, s->ev_asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
     s->pid = 0;
+    s->pgid = 0;
 }
 
 /* One waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children are not ours). */
 RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     int st = 0;
     pid_t r;
+    if (rsdi_proc_reap_group(s, &st)) { /* the leader, found among its group */
+        rsdi_proc_reaped(p, s, st, true, now_ms);
+        return true;
+    }
     do r = waitpid(s->pid, &st, WNOHANG);
     while (r < 0 && errno == EINTR);
     if (r == s->pid) {
@@ -7796,17 +7880,21 @@ RSD_API void rsd_procs_destroy(rsd_procs *p) {
         if (s->pid > 0) {
             int st, waited = 0;
             pid_t r;
-            rsdi_proc_signal(s, SIGKILL);
+            rsdi_proc_signal(s, SIGKILL); /* the whole group */
             for (;;) {
-                r = waitpid(s->pid, &st, WNOHANG);
-                if (r == s->pid || (r < 0 && errno != EINTR)) break;
+                if (rsdi_proc_reap_group(s, &st)) s->reaped = true;
+                if (!s->reaped) {
+                    r = waitpid(s->pid, &st, WNOHANG);
+                    if (r == s->pid || (r < 0 && errno != EINTR)) s->reaped = true;
+                }
+                if (s->reaped && !rsdi_proc_group_alive(s)) break;
                 if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
                     rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
                               "%s[%ld]: not reaped after SIGKILL; left behind", s->name,
                               (long)s->pid);
                     break;
                 }
-                if (s->pid_fd >= 0) {
+                if (!s->reaped && s->pid_fd >= 0) {
                     struct pollfd pf;
                     pf.fd = s->pid_fd;
                     pf.events = POLLIN;
@@ -7946,6 +8034,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
     }
     (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
     s->pid = pid;
+    s->pgid = getpgid(pid) == pid ? pid : 0; /* it leads its own group (set before exec) */
 #if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
     {
         long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
@@ -8026,7 +8115,32 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     if (!p) return RSD_PROC_NO_DEADLINE;
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
+        int st = 0;
         if (!rsdi_proc_running(s)) continue;
+        if (s->reaped) { /* the leader is gone; the rest of its group is not yet */
+            (void)rsdi_proc_reap_group(s, &st);
+            if (!rsdi_proc_group_alive(s)) {
+                rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOPPED, NULL,
+                          "%s[%ld]: process group gone %llu ms after it", s->name, (long)s->pid,
+                          (unsigned long long)(now_ms - s->end_ms));
+                rsdi_proc_finish(p, s, now_ms);
+                continue;
+            }
+            if (s->state == RSD_PROC_STOPPING && now_ms >= s->kill_at_ms) rsdi_proc_begin_kill(p, s, now_ms);
+            if (s->state == RSD_PROC_KILLING && now_ms >= s->stuck_at_ms) {
+                rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                          "%s[%ld]: members of its process group survive SIGKILL; left behind",
+                          s->name, (long)s->pid);
+                rsdi_proc_finish(p, s, now_ms);
+                continue;
+            }
+            if (now_ms >= s->recheck_ms) {
+                s->recheck_iv *= 2;
+                if (s->recheck_iv > RSDI_PROC_GROUP_POLL_MS) s->recheck_iv = RSDI_PROC_GROUP_POLL_MS;
+                s->recheck_ms = now_ms + s->recheck_iv;
+            }
+            continue;
+        }
         rsdi_proc_drain(p, s, now_ms);
         if (rsdi_proc_try_reap(p, s, now_ms)) continue;
         if (now_ms >= s->recheck_ms) {

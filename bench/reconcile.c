@@ -72,6 +72,8 @@ static void die(const char *fmt, const char *a) {
     exit(1);
 }
 
+static const char *g_router_gen = "july"; /* rsd-sim --router-gen: argv[2] (july|later) */
+
 /* Starts rsd-sim (router, port 0) and reads its "listening on http://H:P" line. */
 static void sim_start(sim_proc *s, const char *const *args) {
     const char *argv[96];
@@ -83,6 +85,8 @@ static void sim_start(sim_proc *s, const char *const *args) {
     argv[n++] = "router";
     argv[n++] = "--port";
     argv[n++] = "0";
+    argv[n++] = "--router-gen";
+    argv[n++] = g_router_gen;
     for (i = 0; args[i] && n < 94; i++) argv[n++] = args[i];
     argv[n] = NULL;
     if (access(SIM_BIN, X_OK) != 0) die("%s not built (make build/examples/rsd-sim)", SIM_BIN);
@@ -800,6 +804,7 @@ int main(int argc, char **argv) {
     double t_start = now_us();
     int fail = 0, bad = 0;
     signal(SIGPIPE, SIG_IGN);
+    if (argc > 2) g_router_gen = argv[2];
     dir = mkdtemp(tmpl);
     if (!dir) die("mkdtemp: %s", strerror(errno));
     g_ctl = rsd_http_client_create(NULL);
