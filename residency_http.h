@@ -405,9 +405,11 @@
            then, else 408 and close), first_byte_timeout_ms 5000 (a new
            connection that sends nothing is closed; never later than
            idle_timeout_ms), head_timeout_ms 5000 (from a request's first byte
-           to the end of its head, else 408 and close; never later than
-           request_timeout_ms). RSD_TIMEOUT_NONE in the last two leaves only
-           the idle / request timeout.
+           to the end of its head, else 408 and close), body_timeout_ms 5000
+           (the longest wait for the next byte of a body, else 408 and close);
+           the head and body deadlines are never later than request_timeout_ms.
+           RSD_TIMEOUT_NONE in the last three leaves only the idle / request
+           timeout.
        void rsd_http_server_destroy(s)     closes every socket, frees everything.
        uint16_t rsd_http_server_port(s)
        int rsd_http_server_step(s, now_ms)
@@ -417,14 +419,28 @@
            expires. Returns the number of events waiting. With many connections use
            step_polled: plain step tries a recv on every connection.
            Connection exhaustion: when every slot is taken and another client
-           waits, the connection waiting longest without a complete head (a
-           closing one first, then idle keep-alive, silent new or slowloris ones,
-           oldest first; not one that began waiting in this same ms) is closed to
-           take it (log item HTTP_CONN_EVICTED, stats.evictions). A connection
-           whose head is complete (body being read, request held, streaming) is
-           never dropped: when all are such, new clients wait in the backlog.
-           So idle or slow sockets cannot shut other clients out, however many
-           an attacker opens, and the deadlines above free them anyway.
+           waits, one connection is closed to take it (log item
+           HTTP_CONN_EVICTED, stats.evictions): a closing one first, then the
+           one waiting longest for its first byte, its next keep-alive request
+           or the rest of its head (idle, silent, slowloris), then the one whose
+           body has gone longest without a byte (a slow upload). Not one whose
+           wait began in this same ms (just accepted, just answered, a body byte
+           just read): it becomes a candidate in the next ms, and until then the
+           listener stays out of pollfds and next_deadline is the next ms, so
+           the host neither spins nor oversleeps. A connection whose request is
+           complete (event queued, request held, answer or stream being sent)
+           is never dropped: when all are such, new clients wait in the backlog
+           until one is answered.
+           What a client can still do: the limits are per connection (a
+           deadline for each stage, a size for each buffer) and per table
+           (max_conns). An attacker who opens more sockets than max_conns only
+           makes them take each other's places; one who keeps max_conns
+           requests complete and unanswered (the host holds them) fills the
+           table until the host answers; any one connection can hold its slot
+           for at most first_byte_timeout_ms, then head_timeout_ms, then
+           body_timeout_ms per byte up to request_timeout_ms, or
+           idle_timeout_ms between keep-alive requests, and less when the table
+           is full and others wait.
            Out of descriptors (accept fails with EMFILE/ENFILE or any error not
            about one connection): the listener leaves pollfds and is not tried
            until one of the server's connections closes or
@@ -473,11 +489,12 @@
            the client is gone (you also get a SEV_CLOSED event).
        int rsd_http_server_pollfds(s, out, cap)   / uint64_t rsd_http_server_next_deadline(s)
            Like the client's: the listening socket while a slot is free or one
-           could be freed for a new client (and accept is not paused), every
+           can be freed for a new client now (and accept is not paused), every
            connection (POLLIN while its receive buffer has room, POLLOUT while
            output is pending). next_deadline: 0 when pipelined bytes wait to be
-           parsed, else the earliest first-byte/head/idle/request timeout or
-           the end of an accept pause.
+           parsed, else the earliest first-byte/head/body/idle/request timeout,
+           the end of an accept pause, or the next ms when the table is full and
+           a connection becomes evictable then.
        void rsd_http_server_query_stats(s, out)
            accepts, requests, responses, bad_requests, closes, evictions,
            accept_pauses.
@@ -496,8 +513,8 @@
            Transfer-Encoding with a coding besides chunked (gzip)   501
            Content-Length or chunked body over max_body_bytes   413
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
-           head not complete within head_timeout_ms, or request within
-           request_timeout_ms                            408
+           head not complete within head_timeout_ms, no body byte for
+           body_timeout_ms, or request not within request_timeout_ms   408
            (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
            gets "100 Continue" before the body is read.
 
@@ -1667,6 +1684,7 @@ enum {
     RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000, /* a started request must complete */
     RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS = 5000, /* a new connection's first byte */
     RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS = 5000,     /* first byte to the end of the head */
+    RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS = 5000,     /* longest gap between body bytes */
     RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS = 1000            /* out of descriptors: listener paused */
 };
 
@@ -1689,6 +1707,8 @@ typedef struct rsd_http_server_desc {
                                      only idle_timeout_ms */
     uint32_t head_timeout_ms;     /* first byte to the end of the head; 0 = 5000;
                                      RSD_TIMEOUT_NONE = only request_timeout_ms */
+    uint32_t body_timeout_ms;     /* longest wait for the next byte of a body being read;
+                                     0 = 5000; RSD_TIMEOUT_NONE = only request_timeout_ms */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_http_server_desc;
@@ -4876,6 +4896,7 @@ RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
     if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
     if (!d->first_byte_timeout_ms) d->first_byte_timeout_ms = RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
     if (!d->head_timeout_ms) d->head_timeout_ms = RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS;
+    if (!d->body_timeout_ms) d->body_timeout_ms = RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS;
     if (!d->bind_host) d->bind_host = "127.0.0.1";
     if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
@@ -5192,8 +5213,9 @@ RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
 
 /* When a READ connection times out: a new one's first byte (first_byte_timeout_ms, and
    never later than idle_timeout_ms), an idle kept-alive one's next request
-   (idle_timeout_ms), the end of a head (head_timeout_ms, and never later than
-   request_timeout_ms) and of the whole request (request_timeout_ms). */
+   (idle_timeout_ms), the end of a head (head_timeout_ms), the next byte of a body
+   (body_timeout_ms after the last one) and the whole request (request_timeout_ms,
+   which bounds the head and body deadlines). */
 RSDI_PRIVATE uint64_t rsdi_sconn_deadline(const rsd_http_server *s, const rsdi_sconn *cn) {
     uint64_t t, u;
     if (cn->rx_len == 0) {
@@ -5201,36 +5223,56 @@ RSDI_PRIVATE uint64_t rsdi_sconn_deadline(const rsd_http_server *s, const rsdi_s
         u = cn->fresh ? rsdi_deadline(cn->last_active, s->desc.first_byte_timeout_ms) : t;
     } else {
         t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
-        u = cn->head_len ? t : rsdi_deadline(cn->req_start, s->desc.head_timeout_ms);
+        u = cn->head_len ? rsdi_deadline(cn->last_active, s->desc.body_timeout_ms)
+                         : rsdi_deadline(cn->req_start, s->desc.head_timeout_ms);
     }
     return u < t ? u : t;
 }
 
-/* The connection to drop for a new client when the table is full: one closing after a
-   rejection first, then the one that has waited longest for its first byte, its next
-   request or the rest of its head. Never one whose head is complete (a request being
-   read, held, streamed or answered). spare_now: not one that began waiting in this
-   very ms (just accepted or just answered). -1 when there is none. */
+/* Whether a connection may be dropped for a new client, and in which order: 0 = closing
+   after a rejection (first), 1 = waiting for its first byte, its next request or the
+   rest of its head (since *t), 2 = reading a body (no byte since *t); -1 = never (a
+   request held, streamed or being answered). */
+RSDI_PRIVATE int rsdi_sconn_evict_class(const rsdi_sconn *cn, uint64_t *t) {
+    if (cn->state == RSDI_SC_CLOSING) {
+        *t = 0;
+        return 0;
+    }
+    if (cn->state != RSDI_SC_READ || cn->need_parse) return -1;
+    if (cn->head_len) {
+        *t = cn->last_active;
+        return 2;
+    }
+    *t = cn->rx_len ? cn->req_start : cn->last_active;
+    return 1;
+}
+
+/* The connection to drop for a new client when the table is full: the lowest class
+   above, the longest waiting within it. spare_now: not one whose wait began in this
+   very ms (just accepted, just answered, a body byte just read): it becomes a candidate
+   one ms later (rsdi_server_spared). -1 when there is none. */
 RSDI_PRIVATE int rsdi_server_victim(const rsd_http_server *s, bool spare_now) {
-    int k, best = -1;
+    int k, best = -1, bc = 0;
     uint64_t bt = 0;
     for (k = 0; k < s->n; k++) {
-        const rsdi_sconn *cn = &s->conns[k];
-        uint64_t t;
-        if (cn->state == RSDI_SC_CLOSING) {
-            t = 0;
-        } else if (cn->state == RSDI_SC_READ && cn->head_len == 0 && !cn->need_parse) {
-            t = cn->rx_len ? cn->req_start : cn->last_active;
-            if (spare_now && t >= s->now) continue;
-        } else {
-            continue;
-        }
-        if (best < 0 || t < bt) {
+        uint64_t t = 0;
+        int c = rsdi_sconn_evict_class(&s->conns[k], &t);
+        if (c < 0 || (spare_now && c > 0 && t >= s->now)) continue;
+        if (best < 0 || c < bc || (c == bc && t < bt)) {
             best = k;
+            bc = c;
             bt = t;
         }
     }
     return best;
+}
+
+/* Table full and only spared candidates: a new client can be taken one ms from now. */
+RSDI_PRIVATE bool rsdi_server_spared(const rsd_http_server *s) {
+    int k;
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].state == RSDI_SC_FREE) return false;
+    return rsdi_server_victim(s, true) < 0 && rsdi_server_victim(s, false) >= 0;
 }
 
 /* Takes waiting clients into free slots; with evict, into the slot of the victim above
@@ -5273,8 +5315,10 @@ RSDI_PRIVATE bool rsdi_server_accept(rsd_http_server *s, bool evict) {
             rsdi_sconn *v = &s->conns[victim];
             rsdi_logf(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CONN_EVICTED, RSDI_WHERE,
                       "http server: all %d connections busy; dropped one %s to take a new client",
-                      s->n, v->state == RSDI_SC_CLOSING ? "closing" : v->rx_len ? "with an unfinished head"
-                                                                          : "waiting idle");
+                      s->n, v->state == RSDI_SC_CLOSING ? "closing"
+                            : v->head_len                  ? "with a stalled body"
+                            : v->rx_len                    ? "with an unfinished head"
+                                                           : "waiting idle");
             rsdi_sconn_free(s, victim);
             s->stats.evictions++;
             k = victim;
@@ -5426,7 +5470,7 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
         }
         n++;
     }
-    if (s->lfd >= 0 && !s->accept_paused && (free_slots || rsdi_server_victim(s, false) >= 0)) {
+    if (s->lfd >= 0 && !s->accept_paused && (free_slots || rsdi_server_victim(s, true) >= 0)) {
         if (out && n < cap) {
             out[n].fd = s->lfd;
             out[n].events = POLLIN;
@@ -5456,6 +5500,7 @@ RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
         if (t < dl) dl = t;
     }
     if (s->accept_paused && s->accept_resume < dl) dl = s->accept_resume;
+    if (!s->accept_paused && s->now + 1 < dl && rsdi_server_spared(s)) dl = s->now + 1;
     return dl;
 }
 
