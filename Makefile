@@ -71,16 +71,19 @@ replay: $(REPLAYS)
 	done
 
 # ---- libFuzzer (clang): make fuzz [T=json] [FUZZ_SECS=60] -----------------------
+# fuzz/NAME.options, when present, holds extra libFuzzer flags for that target (one
+# line, e.g. -max_len=1024); FUZZ_ARGS come after them and win.
 fuzz: | $(B)/fuzz
 	@test -n "$(CLANG)" || { echo "make fuzz needs clang (apt-get install clang libclang-rt-14-dev)"; exit 1; }
 	@for t in $(T); do \
 	  $(CLANG) -std=c99 -g -O1 -fsanitize=fuzzer,address,undefined -I. fuzz/fuzz_$$t.c -o $(B)/fuzz/fuzz_$$t || exit 1; \
 	  mkdir -p $(B)/fuzz/work_$$t; \
 	  dict=""; [ -f fuzz/$$t.dict ] && dict="-dict=fuzz/$$t.dict"; \
-	  echo "fuzz $$t for $(FUZZ_SECS)s"; \
-	  $(B)/fuzz/fuzz_$$t $$dict -max_total_time=$(FUZZ_SECS) -print_final_stats=1 \
+	  opts=""; [ -f fuzz/$$t.options ] && opts="$$(cat fuzz/$$t.options)"; \
+	  echo "fuzz $$t for $(FUZZ_SECS)s $$opts"; \
+	  $(B)/fuzz/fuzz_$$t $$dict $$opts -max_total_time=$(FUZZ_SECS) -print_final_stats=1 \
 	    -artifact_prefix=$(B)/fuzz/ $(FUZZ_ARGS) $(B)/fuzz/work_$$t fuzz/corpus/$$t > $(B)/fuzz/log_$$t.txt 2>&1; \
-	  grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|crash-|Test unit written' $(B)/fuzz/log_$$t.txt | sed "s/^/  $$t: /"; \
+	  grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|ERROR|SUMMARY|crash-|Test unit written' $(B)/fuzz/log_$$t.txt | sed "s/^/  $$t: /"; \
 	  test -z "$$(ls $(B)/fuzz/crash-* $(B)/fuzz/leak-* $(B)/fuzz/timeout-* 2>/dev/null)" || exit 1; \
 	done
 

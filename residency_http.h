@@ -213,8 +213,8 @@
            Host, headers and body are built into one buffer and go out in ONE
            write on a TCP_NODELAY socket (no Nagle x delayed-ACK stall, perf.md).
            Per-request connect_timeout_ms / total_timeout_ms (0 = client default,
-           RSD_TIMEOUT_NONE = never) start at now_ms. no_retry: never resend it
-           (see Stale socket below).
+           RSD_TIMEOUT_NONE = never) start at now_ms. retry_any_method: resend a
+           POST too (see Stale socket below).
            Where the body goes: by default the slot's own buffer (max_body_bytes);
            body_buf/body_cap = the caller's buffer (must live until the event);
            on_body(user, data, len) = streamed from inside step, nothing kept;
@@ -329,10 +329,11 @@
            closed and another (or a fresh connect) is used (stats.stale). Stale
            socket: when a kept-alive socket still fails (EOF, ECONNRESET, EPIPE)
            before any response byte -- the peer closed it as the request went out
-           -- the request is retried once, transparently, on a fresh connection
-           (log item HTTP_STALE_RETRY, ev.retried), whatever its method: a server
-           that drops an idle connection has not read it. A request that must
-           never be sent twice sets no_retry and fails with RSD_ERR_CLOSED instead.
+           -- an idempotent request (GET, HEAD, PUT, DELETE, OPTIONS) is retried
+           once, transparently, on a fresh connection (log item HTTP_STALE_RETRY,
+           ev.retried); a POST/PATCH fails with RSD_ERR_CLOSED (it may have run)
+           unless it set retry_any_method (a proxy whose requests are safe to
+           resend: a server that drops an idle connection has not read it).
            Interim 1xx responses are skipped; 101 is RSD_ERR_PROTOCOL.
 
        Limits and errors (each is an error, never a silent truncation):
@@ -404,9 +405,11 @@
            then, else 408 and close), first_byte_timeout_ms 5000 (a new
            connection that sends nothing is closed; never later than
            idle_timeout_ms), head_timeout_ms 5000 (from a request's first byte
-           to the end of its head, else 408 and close; never later than
-           request_timeout_ms). RSD_TIMEOUT_NONE in the last two leaves only
-           the idle / request timeout.
+           to the end of its head, else 408 and close), body_timeout_ms 5000
+           (the longest wait for the next byte of a body, else 408 and close);
+           the head and body deadlines are never later than request_timeout_ms.
+           RSD_TIMEOUT_NONE in the last three leaves only the idle / request
+           timeout.
        void rsd_http_server_destroy(s)     closes every socket, frees everything.
        uint16_t rsd_http_server_port(s)
        int rsd_http_server_step(s, now_ms)
@@ -416,14 +419,28 @@
            expires. Returns the number of events waiting. With many connections use
            step_polled: plain step tries a recv on every connection.
            Connection exhaustion: when every slot is taken and another client
-           waits, the connection waiting longest without a complete head (a
-           closing one first, then idle keep-alive, silent new or slowloris ones,
-           oldest first; not one that began waiting in this same ms) is closed to
-           take it (log item HTTP_CONN_EVICTED, stats.evictions). A connection
-           whose head is complete (body being read, request held, streaming) is
-           never dropped: when all are such, new clients wait in the backlog.
-           So idle or slow sockets cannot shut other clients out, however many
-           an attacker opens, and the deadlines above free them anyway.
+           waits, one connection is closed to take it (log item
+           HTTP_CONN_EVICTED, stats.evictions): a closing one first, then the
+           one waiting longest for its first byte, its next keep-alive request
+           or the rest of its head (idle, silent, slowloris), then the one whose
+           body has gone longest without a byte (a slow upload). Not one whose
+           wait began in this same ms (just accepted, just answered, a body byte
+           just read): it becomes a candidate in the next ms, and until then the
+           listener stays out of pollfds and next_deadline is the next ms, so
+           the host neither spins nor oversleeps. A connection whose request is
+           complete (event queued, request held, answer or stream being sent)
+           is never dropped: when all are such, new clients wait in the backlog
+           until one is answered.
+           What a client can still do: the limits are per connection (a
+           deadline for each stage, a size for each buffer) and per table
+           (max_conns). An attacker who opens more sockets than max_conns only
+           makes them take each other's places; one who keeps max_conns
+           requests complete and unanswered (the host holds them) fills the
+           table until the host answers; any one connection can hold its slot
+           for at most first_byte_timeout_ms, then head_timeout_ms, then
+           body_timeout_ms per byte up to request_timeout_ms, or
+           idle_timeout_ms between keep-alive requests, and less when the table
+           is full and others wait.
            Out of descriptors (accept fails with EMFILE/ENFILE or any error not
            about one connection): the listener leaves pollfds and is not tried
            until one of the server's connections closes or
@@ -472,11 +489,12 @@
            the client is gone (you also get a SEV_CLOSED event).
        int rsd_http_server_pollfds(s, out, cap)   / uint64_t rsd_http_server_next_deadline(s)
            Like the client's: the listening socket while a slot is free or one
-           could be freed for a new client (and accept is not paused), every
+           can be freed for a new client now (and accept is not paused), every
            connection (POLLIN while its receive buffer has room, POLLOUT while
            output is pending). next_deadline: 0 when pipelined bytes wait to be
-           parsed, else the earliest first-byte/head/idle/request timeout or
-           the end of an accept pause.
+           parsed, else the earliest first-byte/head/body/idle/request timeout,
+           the end of an accept pause, or the next ms when the table is full and
+           a connection becomes evictable then.
        void rsd_http_server_query_stats(s, out)
            accepts, requests, responses, bad_requests, closes, evictions,
            accept_pauses.
@@ -495,8 +513,8 @@
            Transfer-Encoding with a coding besides chunked (gzip)   501
            Content-Length or chunked body over max_body_bytes   413
            head over max_header_bytes or RSD_HTTP_MAX_HEADERS fields   431
-           head not complete within head_timeout_ms, or request within
-           request_timeout_ms                            408
+           head not complete within head_timeout_ms, no body byte for
+           body_timeout_ms, or request not within request_timeout_ms   408
            (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
            gets "100 Continue" before the body is read.
 
@@ -1113,15 +1131,25 @@
    deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
 
    Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
-   children too), SIGKILL at now + term_grace_ms (default 10 s), then the reaped
-   exit is awaited: STOPPED comes only once waitpid has it, so the port and VRAM
-   are free when it arrives. If a SIGKILLed child is not reaped within
-   kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
-   reaping continues. Signals are only ever sent to a pid we have not reaped, so
-   a recycled pid is never hit.
+   children too), SIGKILL to the group at now + term_grace_ms (default 10 s), then
+   the end of the whole group is awaited: STOPPED comes only once waitpid has the
+   child and no process of its group is left, so the port and VRAM are free when
+   it arrives (a wrapper that dies of the SIGTERM while its server shuts down, or
+   ignores it, does not end the stop early). If a SIGKILLed child is not reaped
+   within kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues; members of its group that outlive SIGKILL by kill_wait_ms
+   are logged and left behind. A child that exits by itself while its group lives
+   on (a wrapper's server) takes the group with it: SIGKILL to the rest, EXITED once
+   it is gone. Signals go to a pid only while it is not reaped, and to the group
+   only while a member exists (the kernel keeps a group's id from being reused
+   until its last member is gone); a process that leaves the group (setsid,
+   setpgid) is not followed.
 
-   Reaping: waitpid(pid, WNOHANG) per child, never waitpid(-1) (the host's other
-   children are not ours); no SIGCHLD handler is installed. Exits are noticed via
+   Reaping: waitpid(-group, WNOHANG) and waitpid(pid, WNOHANG) per child, never
+   waitpid(-1) (the host's other children are not ours); no SIGCHLD handler is
+   installed. A host that is a child subreaper (Linux PR_SET_CHILD_SUBREAPER, as
+   rsd-serve) gets a wrapper's orphans re-parented to it; those of the group are
+   reaped here too, so the last member of a group is always reaped by us. Exits are noticed via
    a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
    RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
    If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
@@ -1162,9 +1190,14 @@
               default elsewhere.
    Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
    kernel sends it when the *thread* that spawned the child exits, so spawn from
-   a thread that lives as long as the supervisor. Only the direct child gets it;
-   a wrapper script's children do not. Elsewhere, and with survive_parent,
-   children outlive a crashed host (llama-server does not watch a pipe).
+   a thread that lives as long as the supervisor. Only the direct child gets it:
+   when the host dies without cleaning up (kill -9, a crash), a wrapper script's
+   children survive it (they are re-parented to init or the nearest subreaper and
+   keep their ports). Write wrappers as `sh -c "exec llama-server ..."`: exec makes
+   the server itself the direct child, and PDEATHSIG survives exec. Elsewhere, and
+   with survive_parent, children outlive a crashed host (llama-server does not
+   watch a pipe). A graceful end (rsd_procs_stop, rsd_procs_destroy) reaches the
+   whole group everywhere.
 
    Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
    desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
@@ -1208,6 +1241,11 @@
 
    What it does with the pool's actions (residency.h >>pool) and the supervisor's
    events (>>proc):
+       before      a model that is not resident is admitted (acquire, load), which may
+                   evict another, rsd_procs_check runs on its spec: a missing or
+                   non-executable binary, an unreadable model file or an incomplete
+                   template fails the call at once with RSD_ERR_FLEET_START (the reason
+                   in rsd_fleet_query_model's last_error), nothing stopped or started.
        SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
                    STARTING. A spawn that fails (missing binary, EACCES, no free port,
                    template error) fails the model's waiting requests at once (W31:
@@ -1258,9 +1296,16 @@
        or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
        "/health".
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
-       the pool's errors (no handle): RSD_ERR_POOL_NO_FIT (reservation over the whole
-       budget: at once, nothing started), RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED,
-       RSD_ERR_POOL_QUEUE_FULL, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+       an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
+       "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
+       one before the model's retry_at_ms; 1 s doubling to 60 s, desc.pool.
+       start_backoff_ms; rsd_fleet_load or rsd_fleet_reset_backoff clear it; models
+       evicted for a start that fails are loaded again), RSD_ERR_POOL_NO_FIT
+       (reservation over the whole budget: at once, nothing started),
+       RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
+       RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
+       last_error (the message of its last failed start or crash), retry_at_ms.
    rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
    rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN
@@ -1533,8 +1578,8 @@ typedef struct rsd_http_request {
     /* Optional: body parsed as text/event-stream, one call per event from inside step. */
     void (*on_sse)(void *user, const rsd_sse_event *ev);
     uint64_t max_stream_bytes;    /* streamed/SSE body limit; 0 = unlimited */
-    bool no_retry;                /* never sent twice: no retry after a kept-alive socket
-                                     closed before any response byte (see Keep-alive) */
+    bool retry_any_method;        /* a POST/PATCH too is resent once when a kept-alive socket
+                                     closed before any response byte (see Stale socket) */
     void *user;                   /* returned in the event and passed to the callbacks */
 } rsd_http_request;
 
@@ -1639,6 +1684,7 @@ enum {
     RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS = 10000, /* a started request must complete */
     RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS = 5000, /* a new connection's first byte */
     RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS = 5000,     /* first byte to the end of the head */
+    RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS = 5000,     /* longest gap between body bytes */
     RSD_HTTP_SERVER_ACCEPT_BACKOFF_MS = 1000            /* out of descriptors: listener paused */
 };
 
@@ -1661,6 +1707,8 @@ typedef struct rsd_http_server_desc {
                                      only idle_timeout_ms */
     uint32_t head_timeout_ms;     /* first byte to the end of the head; 0 = 5000;
                                      RSD_TIMEOUT_NONE = only request_timeout_ms */
+    uint32_t body_timeout_ms;     /* longest wait for the next byte of a body being read;
+                                     0 = 5000; RSD_TIMEOUT_NONE = only request_timeout_ms */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_http_server_desc;
@@ -2009,7 +2057,7 @@ typedef struct rsd_procs rsd_procs;
 
 /* Create a supervisor (the only allocation); NULL on a bad desc or no memory. */
 RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc);
-/* SIGKILL every live child and reap it (bounded wait), then free. NULL is fine. */
+/* SIGKILL every live child's process group and reap it (bounded wait), then free. */
 RSD_API void rsd_procs_destroy(rsd_procs *p);
 /* Expand spec into argv without running anything (port 0 stays "0"): argc or <0.
    argv gets up to cap-1 pointers into buf plus a NULL. */
@@ -4041,7 +4089,9 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->resp.num_headers = 0;
     r->resp.status = 0;
     r->is_head = strcmp(method, "HEAD") == 0;
-    r->may_retry = !q->no_retry;
+    r->may_retry = q->retry_any_method || r->is_head || strcmp(method, "GET") == 0 ||
+                   strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
+                   strcmp(method, "OPTIONS") == 0;
     r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
     r->sse_rest = NULL;
     r->sse_rest_len = 0;
@@ -4153,7 +4203,7 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i);
 RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i);
 
 /* A failure on a kept-alive connection before any response byte: retry the request once
-   on a fresh connection (unless it said no_retry); otherwise fail. */
+   on a fresh connection (an idempotent one, or retry_any_method); otherwise fail. */
 RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int err) {
     rsdi_creq *r = &c->reqs[i];
     if (r->reused && !r->retried && r->may_retry && r->head_len == 0 && !r->got_head) {
@@ -4846,6 +4896,7 @@ RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
     if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
     if (!d->first_byte_timeout_ms) d->first_byte_timeout_ms = RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
     if (!d->head_timeout_ms) d->head_timeout_ms = RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS;
+    if (!d->body_timeout_ms) d->body_timeout_ms = RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS;
     if (!d->bind_host) d->bind_host = "127.0.0.1";
     if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
@@ -5162,8 +5213,9 @@ RSDI_PRIVATE bool rsdi_sconn_read(rsd_http_server *s, int k) {
 
 /* When a READ connection times out: a new one's first byte (first_byte_timeout_ms, and
    never later than idle_timeout_ms), an idle kept-alive one's next request
-   (idle_timeout_ms), the end of a head (head_timeout_ms, and never later than
-   request_timeout_ms) and of the whole request (request_timeout_ms). */
+   (idle_timeout_ms), the end of a head (head_timeout_ms), the next byte of a body
+   (body_timeout_ms after the last one) and the whole request (request_timeout_ms,
+   which bounds the head and body deadlines). */
 RSDI_PRIVATE uint64_t rsdi_sconn_deadline(const rsd_http_server *s, const rsdi_sconn *cn) {
     uint64_t t, u;
     if (cn->rx_len == 0) {
@@ -5171,36 +5223,56 @@ RSDI_PRIVATE uint64_t rsdi_sconn_deadline(const rsd_http_server *s, const rsdi_s
         u = cn->fresh ? rsdi_deadline(cn->last_active, s->desc.first_byte_timeout_ms) : t;
     } else {
         t = rsdi_deadline(cn->req_start, s->desc.request_timeout_ms);
-        u = cn->head_len ? t : rsdi_deadline(cn->req_start, s->desc.head_timeout_ms);
+        u = cn->head_len ? rsdi_deadline(cn->last_active, s->desc.body_timeout_ms)
+                         : rsdi_deadline(cn->req_start, s->desc.head_timeout_ms);
     }
     return u < t ? u : t;
 }
 
-/* The connection to drop for a new client when the table is full: one closing after a
-   rejection first, then the one that has waited longest for its first byte, its next
-   request or the rest of its head. Never one whose head is complete (a request being
-   read, held, streamed or answered). spare_now: not one that began waiting in this
-   very ms (just accepted or just answered). -1 when there is none. */
+/* Whether a connection may be dropped for a new client, and in which order: 0 = closing
+   after a rejection (first), 1 = waiting for its first byte, its next request or the
+   rest of its head (since *t), 2 = reading a body (no byte since *t); -1 = never (a
+   request held, streamed or being answered). */
+RSDI_PRIVATE int rsdi_sconn_evict_class(const rsdi_sconn *cn, uint64_t *t) {
+    if (cn->state == RSDI_SC_CLOSING) {
+        *t = 0;
+        return 0;
+    }
+    if (cn->state != RSDI_SC_READ || cn->need_parse) return -1;
+    if (cn->head_len) {
+        *t = cn->last_active;
+        return 2;
+    }
+    *t = cn->rx_len ? cn->req_start : cn->last_active;
+    return 1;
+}
+
+/* The connection to drop for a new client when the table is full: the lowest class
+   above, the longest waiting within it. spare_now: not one whose wait began in this
+   very ms (just accepted, just answered, a body byte just read): it becomes a candidate
+   one ms later (rsdi_server_spared). -1 when there is none. */
 RSDI_PRIVATE int rsdi_server_victim(const rsd_http_server *s, bool spare_now) {
-    int k, best = -1;
+    int k, best = -1, bc = 0;
     uint64_t bt = 0;
     for (k = 0; k < s->n; k++) {
-        const rsdi_sconn *cn = &s->conns[k];
-        uint64_t t;
-        if (cn->state == RSDI_SC_CLOSING) {
-            t = 0;
-        } else if (cn->state == RSDI_SC_READ && cn->head_len == 0 && !cn->need_parse) {
-            t = cn->rx_len ? cn->req_start : cn->last_active;
-            if (spare_now && t >= s->now) continue;
-        } else {
-            continue;
-        }
-        if (best < 0 || t < bt) {
+        uint64_t t = 0;
+        int c = rsdi_sconn_evict_class(&s->conns[k], &t);
+        if (c < 0 || (spare_now && c > 0 && t >= s->now)) continue;
+        if (best < 0 || c < bc || (c == bc && t < bt)) {
             best = k;
+            bc = c;
             bt = t;
         }
     }
     return best;
+}
+
+/* Table full and only spared candidates: a new client can be taken one ms from now. */
+RSDI_PRIVATE bool rsdi_server_spared(const rsd_http_server *s) {
+    int k;
+    for (k = 0; k < s->n; k++)
+        if (s->conns[k].state == RSDI_SC_FREE) return false;
+    return rsdi_server_victim(s, true) < 0 && rsdi_server_victim(s, false) >= 0;
 }
 
 /* Takes waiting clients into free slots; with evict, into the slot of the victim above
@@ -5243,8 +5315,10 @@ RSDI_PRIVATE bool rsdi_server_accept(rsd_http_server *s, bool evict) {
             rsdi_sconn *v = &s->conns[victim];
             rsdi_logf(&s->desc.logger, RSD_LOG_INFO, RSD_LOGITEM_HTTP_CONN_EVICTED, RSDI_WHERE,
                       "http server: all %d connections busy; dropped one %s to take a new client",
-                      s->n, v->state == RSDI_SC_CLOSING ? "closing" : v->rx_len ? "with an unfinished head"
-                                                                          : "waiting idle");
+                      s->n, v->state == RSDI_SC_CLOSING ? "closing"
+                            : v->head_len                  ? "with a stalled body"
+                            : v->rx_len                    ? "with an unfinished head"
+                                                           : "waiting idle");
             rsdi_sconn_free(s, victim);
             s->stats.evictions++;
             k = victim;
@@ -5396,7 +5470,7 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
         }
         n++;
     }
-    if (s->lfd >= 0 && !s->accept_paused && (free_slots || rsdi_server_victim(s, false) >= 0)) {
+    if (s->lfd >= 0 && !s->accept_paused && (free_slots || rsdi_server_victim(s, true) >= 0)) {
         if (out && n < cap) {
             out[n].fd = s->lfd;
             out[n].events = POLLIN;
@@ -5426,6 +5500,7 @@ RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
         if (t < dl) dl = t;
     }
     if (s->accept_paused && s->accept_resume < dl) dl = s->accept_resume;
+    if (!s->accept_paused && s->now + 1 < dl && rsdi_server_spared(s)) dl = s->now + 1;
     return dl;
 }
 
@@ -6883,6 +6958,7 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 #define RSDI_HAVE_PIPE2 1
 #endif
 
+#define RSDI_PROC_GROUP_POLL_MS 100u /* the rest of a group after the leader: poll cap */
 #define RSDI_PROC_IDX_BITS 8
 #define RSDI_PROC_IDX_MASK 0xFFu
 #define RSDI_PROC_GEN_MAX 0xFFFFFFu
@@ -6890,7 +6966,10 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 typedef struct rsdi_proc_slot {
     uint32_t gen;                /* 1..RSDI_PROC_GEN_MAX while in use */
     rsd_proc_state state;
-    pid_t pid;                   /* > 0 while not reaped */
+    pid_t pid;                   /* > 0 until the terminal event (the leader may be reaped) */
+    pid_t pgid;                  /* its process group (= pid), 0 = none or gone */
+    bool reaped;                 /* the leader is reaped; waiting for the rest of its group */
+    bool ev_asked;               /* the terminal event is STOPPED (else EXITED) */
     int out_fd;                  /* read end of the output pipe, -1 */
     int pid_fd;                  /* Linux pidfd, -1 */
     uint16_t port;
@@ -7517,10 +7596,35 @@ RSDI_PRIVATE bool rsdi_proc_running(const rsdi_proc_slot *s) {
            s->state == RSD_PROC_STOPPING || s->state == RSD_PROC_KILLING;
 }
 
-/* Signals the child's process group (the child leads it), else the child. */
+/* Signals the child's process group (the child leads it; once the leader is reaped the
+   group id stays reserved while any member lives), else the child while not reaped. */
 RSDI_PRIVATE void rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
     if (s->pid <= 0) return;
-    if (kill(-s->pid, sig) != 0) (void)kill(s->pid, sig);
+    if (s->pgid > 0 && kill(-s->pgid, sig) == 0) return;
+    if (!s->reaped) (void)kill(s->pid, sig);
+}
+
+/* Does any process of the child's group still exist (a wrapper's children)? */
+RSDI_PRIVATE bool rsdi_proc_group_alive(const rsdi_proc_slot *s) {
+    return s->pgid > 0 && (kill(-s->pgid, 0) == 0 || errno == EPERM);
+}
+
+/* Reaps members of the group that are our children (orphans re-parented to a child
+   subreaper host) other than the leader; returns true when it reaped the leader, its
+   status in *st. waitpid(-pgid) only: never another child of the host. */
+RSDI_PRIVATE bool rsdi_proc_reap_group(rsdi_proc_slot *s, int *st) {
+    pid_t r;
+    int x = 0;
+    if (s->pgid <= 0) return false;
+    for (;;) {
+        do r = waitpid(-s->pgid, &x, WNOHANG);
+        while (r < 0 && errno == EINTR);
+        if (r <= 0) return false;
+        if (r == s->pid && !s->reaped) {
+            *st = x;
+            return true;
+        }
+    }
 }
 
 RSDI_PRIVATE void rsdi_proc_close_fds(rsdi_proc_slot *s) {
@@ -7582,6 +7686,7 @@ RSDI_PRIVATE void rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_
 }
 
 /* ---- reaping and timers -------------------------------------------------------- */
+RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms);
 RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool known,
                                    uint64_t now_ms) {
     bool asked = s->stop_requested || s->timed_out;
@@ -7597,20 +7702,47 @@ RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool
 #endif
     }
     s->end_ms = now_ms;
-    s->state = RSD_PROC_EXITED;
+    s->reaped = true;
+    s->ev_asked = asked;
     rsdi_logf(&p->logger, asked ? RSD_LOG_INFO : RSD_LOG_ERROR,
               asked ? RSD_LOGITEM_PROC_STOPPED : RSD_LOGITEM_PROC_EXITED, NULL,
               "%s[%ld]: %s with code %d signal %d%s after %llu ms", s->name, (long)s->pid,
               asked ? "stopped" : "exited", s->exit_code, s->term_signal,
               s->killed ? " (SIGKILL)" : "", (unsigned long long)(now_ms - s->spawn_ms));
-    rsdi_proc_event(p, s, asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
+    if (rsdi_proc_group_alive(s)) {
+        /* A wrapper's children outlive it: the event waits until the group is gone (its
+           port and memory are free then). Unasked, nothing can use them: SIGKILL now. */
+        if (!asked) {
+            rsdi_proc_signal(s, SIGKILL);
+            s->state = RSD_PROC_KILLING;
+            s->stuck_at_ms = now_ms + p->kill_wait_ms;
+        }
+        rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_PROC_KILL, NULL,
+                  "%s[%ld]: its process group outlives it; %s", s->name, (long)s->pid,
+                  asked ? "waiting for it (SIGKILL at the end of the grace period)" : "SIGKILL");
+        s->recheck_iv = 1;
+        s->recheck_ms = now_ms + 1;
+        return;
+    }
+    rsdi_proc_finish(p, s, now_ms);
+}
+
+/* The terminal event of a reaped child whose group is gone. */
+RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+    s->state = RSD_PROC_EXITED;
+    rsdi_proc_event(p, s, s->ev_asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
     s->pid = 0;
+    s->pgid = 0;
 }
 
 /* One waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children are not ours). */
 RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     int st = 0;
     pid_t r;
+    if (rsdi_proc_reap_group(s, &st)) { /* the leader, found among its group */
+        rsdi_proc_reaped(p, s, st, true, now_ms);
+        return true;
+    }
     do r = waitpid(s->pid, &st, WNOHANG);
     while (r < 0 && errno == EINTR);
     if (r == s->pid) {
@@ -7751,17 +7883,21 @@ RSD_API void rsd_procs_destroy(rsd_procs *p) {
         if (s->pid > 0) {
             int st, waited = 0;
             pid_t r;
-            rsdi_proc_signal(s, SIGKILL);
+            rsdi_proc_signal(s, SIGKILL); /* the whole group */
             for (;;) {
-                r = waitpid(s->pid, &st, WNOHANG);
-                if (r == s->pid || (r < 0 && errno != EINTR)) break;
+                if (rsdi_proc_reap_group(s, &st)) s->reaped = true;
+                if (!s->reaped) {
+                    r = waitpid(s->pid, &st, WNOHANG);
+                    if (r == s->pid || (r < 0 && errno != EINTR)) s->reaped = true;
+                }
+                if (s->reaped && !rsdi_proc_group_alive(s)) break;
                 if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
                     rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
                               "%s[%ld]: not reaped after SIGKILL; left behind", s->name,
                               (long)s->pid);
                     break;
                 }
-                if (s->pid_fd >= 0) {
+                if (!s->reaped && s->pid_fd >= 0) {
                     struct pollfd pf;
                     pf.fd = s->pid_fd;
                     pf.events = POLLIN;
@@ -7901,6 +8037,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
     }
     (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
     s->pid = pid;
+    s->pgid = getpgid(pid) == pid ? pid : 0; /* it leads its own group (set before exec) */
 #if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
     {
         long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
@@ -7981,7 +8118,32 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     if (!p) return RSD_PROC_NO_DEADLINE;
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
+        int st = 0;
         if (!rsdi_proc_running(s)) continue;
+        if (s->reaped) { /* the leader is gone; the rest of its group is not yet */
+            (void)rsdi_proc_reap_group(s, &st);
+            if (!rsdi_proc_group_alive(s)) {
+                rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOPPED, NULL,
+                          "%s[%ld]: process group gone %llu ms after it", s->name, (long)s->pid,
+                          (unsigned long long)(now_ms - s->end_ms));
+                rsdi_proc_finish(p, s, now_ms);
+                continue;
+            }
+            if (s->state == RSD_PROC_STOPPING && now_ms >= s->kill_at_ms) rsdi_proc_begin_kill(p, s, now_ms);
+            if (s->state == RSD_PROC_KILLING && now_ms >= s->stuck_at_ms) {
+                rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                          "%s[%ld]: members of its process group survive SIGKILL; left behind",
+                          s->name, (long)s->pid);
+                rsdi_proc_finish(p, s, now_ms);
+                continue;
+            }
+            if (now_ms >= s->recheck_ms) {
+                s->recheck_iv *= 2;
+                if (s->recheck_iv > RSDI_PROC_GROUP_POLL_MS) s->recheck_iv = RSDI_PROC_GROUP_POLL_MS;
+                s->recheck_ms = now_ms + s->recheck_iv;
+            }
+            continue;
+        }
         rsdi_proc_drain(p, s, now_ms);
         if (rsdi_proc_try_reap(p, s, now_ms)) continue;
         if (now_ms >= s->recheck_ms) {

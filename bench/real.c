@@ -20,8 +20,10 @@
       added latency per non-streaming chat (through the front vs straight to its own
       child for that model, medians, interleaved), time to first byte of a streamed chat
       that needs a cold swap, throughput of 64 concurrent streaming clients (one
-      non-blocking rsd_http_client, 64 slots), and the front process's VmRSS under that
-      load (peak of /proc/PID/status samples).
+      non-blocking rsd_http_client, 64 slots; 3 interleaved rounds, median), and the front
+      process's VmRSS under that load (peak of /proc/PID/status samples every 50 ms).
+   Every llama-server runs with --threads 1: with its default thread count on a loaded
+   2-core machine a tiny model took ~500 ms per token (spinning threads), with one ~0.05 ms.
    The machine may be shared: these are wall-clock figures; the load average is printed.
    usage: real [FIGURES]   ("3" = figure 3 only; default "123"). rsd-serve is
    $RSD_SERVE or build/examples/rsd-serve; its log is kept in the run's temp dir and
@@ -151,6 +153,7 @@ static void resident_str(const char *url, char *out, size_t cap) {
 static int real_set(const char *url, const char *const *want) {
     double until = now_us() + 60e6;
     up_listing l;
+    double asked[UP_MODELS] = {0}; /* when the unload was sent (listing order is stable: by id) */
     int i, w;
     ctl_bind(url);
     while (now_us() < until) {
@@ -163,7 +166,10 @@ static int real_set(const char *url, const char *const *want) {
             if (!wanted && up_resident_state(l.m[i].state)) {
                 settled = false;
                 busy = true;
-                if (l.m[i].state != UP_ST_LOADING) (void)up_post(g_cu, "unload", l.m[i].id);
+                if (l.m[i].state != UP_ST_LOADING && now_us() - asked[i] > 1e6) { /* again after 1 s */
+                    (void)up_post(g_cu, "unload", l.m[i].id);
+                    asked[i] = now_us();
+                }
             } else if (wanted && l.m[i].state != UP_ST_LOADED) {
                 settled = false;
                 if (l.m[i].state == UP_ST_LOADING) busy = true;
@@ -338,7 +344,7 @@ static rsd_ensurer *new_ensurer(const char *state_dir) {
     return rsd_ensurer_create(&d);
 }
 
-/* rsd_ensure on the router; its requests in *nreq; 0 when the model ends resident. */
+/* rsd_ensure on the router (res->requests = what it sent); 0 when the model ends resident. */
 static int our_ensure(rsd_ensurer *e, const char *url, const char *model, rsd_ensure_result *res) {
     rsd_ensure_req q;
     int rc;
@@ -361,6 +367,7 @@ enum { F1_RUNS = 5 };
 typedef struct f1_result {
     double ours_req[F1_RUNS], peer_req[F1_RUNS], ours_ms[F1_RUNS], peer_ms[F1_RUNS];
     int ours_fail, peer_fail, ours_pinned_lost, peer_pinned_lost;
+    int ours_displaced, ours_restored, peer_restored; /* runs where the router pushed a model out itself / it was loaded back */
     char ours_after[96], peer_after[96];  /* resident afterwards (last run) */
 } f1_result;
 
@@ -397,6 +404,15 @@ static void figure1(const char *url, const char *state_dir, f1_result *out) {
             w0 = now_us();
             if (our_ensure(e, url, path->keep, &res) != 0) out[p].ours_fail++;
             out[p].ours_ms[r] = (now_us() - w0) / 1e3;
+            {
+                bool displaced = false, restored = false;
+                for (k = 0; k < res.n_evicted; k++) {
+                    if (res.evicted[k].displaced) displaced = true;
+                    if (res.evicted[k].restored) restored = true;
+                }
+                out[p].ours_displaced += displaced;
+                out[p].ours_restored += restored;
+            }
             out[p].ours_req[r] = res.requests;
             resident_str(url, out[p].ours_after, sizeof out[p].ours_after);
             if (pinned_before && !listed(out[p].ours_after, "p")) out[p].ours_pinned_lost++;
@@ -405,6 +421,7 @@ static void figure1(const char *url, const char *state_dir, f1_result *out) {
             if (up_ensure(u, path->keep) != 0) out[p].peer_fail++;
             out[p].peer_ms[r] = (now_us() - w0) / 1e3;
             out[p].peer_req[r] = u->requests;
+            out[p].peer_restored += u->n_restored > 0;
             resident_str(url, out[p].peer_after, sizeof out[p].peer_after);
             if (pinned_before && !listed(out[p].peer_after, "p")) out[p].peer_pinned_lost++;
         }
@@ -415,7 +432,7 @@ static void figure1(const char *url, const char *state_dir, f1_result *out) {
 }
 
 /* ---- figure 2: loaded event -> ensure returns --------------------------------------------- */
-enum { F2_LOADS = 24 };
+enum { F2_LOADS = 36 };
 typedef struct f2_result {
     double ours[F2_LOADS], peer[F2_LOADS], ours_req[F2_LOADS], peer_req[F2_LOADS];
     int n_ours, n_peer, missed;
@@ -467,7 +484,7 @@ static void figure2(const char *url, const char *state_dir, f2_result *out) {
 }
 
 /* ---- figure 3: rsd-serve beside the router --------------------------------------------------- */
-enum { F3_LAT = 150, F3_SWAPS = 8, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16 };
+enum { F3_LAT = 150, F3_SWAPS = 21, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16, F3_ROUNDS = 3 };
 
 static const char *chat_body(char *buf, size_t cap, const char *model, bool stream, int max_tokens) {
     snprintf(buf, cap, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
@@ -480,7 +497,8 @@ typedef struct f3_side {
     double ttfb[F3_SWAPS];
     int n_ttfb, lat_fail, swap_fail;
     /* 64 streams */
-    double stream_s;
+    double secs[F3_ROUNDS], tps[F3_ROUNDS], cps[F3_ROUNDS]; /* per round: s, tokens/s, chats/s */
+    int rounds;
     long tokens, done_ok, failed, no_done, rss_idle_kb, rss_peak_kb;
     long fail_502, fail_503, fail_transport;
     char first_fail[96];  /* the first stream failure, as "status 502" or a result name */
@@ -549,8 +567,9 @@ static void streams(const char *url, const char *model, pid_t front, f3_side *ou
     q.body_len = strlen(body);
     q.on_sse = stream_on_sse;
     q.total_timeout_ms = 120000;
-    out->rss_idle_kb = vm_rss_kb(front);
-    out->rss_peak_kb = out->rss_idle_kb;
+    long tok0 = out->tokens, ok0 = out->done_ok;
+    double secs;
+    if (out->rounds == 0) out->rss_peak_kb = out->rss_idle_kb = vm_rss_kb(front);
     memset(slots, 0, sizeof slots);
     t0 = now_us();
     next_sample = t0;
@@ -599,7 +618,13 @@ static void streams(const char *url, const char *model, pid_t front, f3_side *ou
         }
         if (now_us() - t0 > 150e6) { fprintf(stderr, "bench-real: 64 streams: gave up after 150 s\n"); break; }
     }
-    out->stream_s = (now_us() - t0) / 1e6;
+    secs = (now_us() - t0) / 1e6;
+    if (out->rounds < F3_ROUNDS) {
+        out->secs[out->rounds] = secs;
+        out->tps[out->rounds] = (double)(out->tokens - tok0) / secs;
+        out->cps[out->rounds] = (double)(out->done_ok - ok0) / secs;
+        out->rounds++;
+    }
     rsd_http_client_destroy(c);
 }
 
@@ -660,8 +685,10 @@ static void figure3(const char *serve_url, const char *router_url, f3_side *ours
     rsd_http_client_destroy(cd);
     rsd_http_client_destroy(cr);
     rsd_http_client_destroy(crd);
-    streams(serve_url, "tiny-a", g_serve.pid, ours);
-    streams(router_url, "tiny-a", g_router.pid, peer);
+    for (i = 0; i < F3_ROUNDS; i++) { /* interleaved rounds: the machine's load drifts */
+        streams(serve_url, "tiny-a", g_serve.pid, ours);
+        streams(router_url, "tiny-a", g_router.pid, peer);
+    }
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
@@ -688,6 +715,10 @@ static void print1(const f1_result *f1) {
         printf("   %-28s %9.0f %9.0f %10.2f %10.2f  %d/%-4d     %s | %s\n", up_paths[p].label, median(r->ours_req, F1_RUNS),
                median(r->peer_req, F1_RUNS), median(r->ours_ms, F1_RUNS), median(r->peer_ms, F1_RUNS), r->ours_fail, r->peer_fail,
                r->ours_after, r->peer_after);
+        if (r->ours_displaced || r->ours_restored || r->peer_restored)
+            printf("   %-28s the router pushed a model out itself in %d/%d runs of ours (restored in %d);\n"
+                   "   %-28s upstream's pinned-restore pass loaded one back in %d/%d runs\n", "", r->ours_displaced, F1_RUNS,
+                   r->ours_restored, "", r->peer_restored, F1_RUNS);
         if (r->ours_pinned_lost || r->peer_pinned_lost)
             printf("   %-28s the pinned p was NOT resident afterwards in %d/%d runs of ours, %d/%d of upstream's\n", "", r->ours_pinned_lost,
                    F1_RUNS, r->peer_pinned_lost, F1_RUNS);
@@ -716,7 +747,7 @@ static void print3(f3_side *o, f3_side *p) {
     double ot = median(o->through, F3_LAT), od = median(o->direct, F3_LAT), pt = median(p->through, F3_LAT), pd = median(p->direct, F3_LAT);
     double oadd = ot - od, padd = pt - pd;
     double ottfb = median(o->ttfb, o->n_ttfb), pttfb = median(p->ttfb, p->n_ttfb);
-    double otps = o->stream_s > 0 ? o->tokens / o->stream_s : 0, ptps = p->stream_s > 0 ? p->tokens / p->stream_s : 0;
+    double otps = median(o->tps, o->rounds), ptps = median(p->tps, p->rounds);
     printf("BENCH real_serve_added_latency_ms ours=%.4f peer=%.4f unit=ms ratio=%.2f\n", oadd, padd, padd != 0 ? oadd / padd : 0);
     printf("BENCH real_serve_ttfb_cold_swap_ms ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", ottfb, pttfb, pttfb > 0 ? ottfb / pttfb : 0);
     printf("BENCH real_serve_stream64_tokens_per_s ours=%.0f peer=%.0f unit=tok/s ratio=%.3f\n", otps, ptps, ptps > 0 ? otps / ptps : 0);
@@ -734,10 +765,14 @@ static void print3(f3_side *o, f3_side *p) {
         printf("   %-44s %5.1f-%-6.1f %5.1f-%-6.1f\n", "  min-max ms", vmin(o->ttfb, o->n_ttfb), vmax(o->ttfb, o->n_ttfb),
                vmin(p->ttfb, p->n_ttfb), vmax(p->ttfb, p->n_ttfb));
     printf("   %-44s %5d/%-6d %5d/%-6d\n", "  failed swaps", o->swap_fail, F3_SWAPS, p->swap_fail, F3_SWAPS);
-    printf("   %-44s %12.2f %12.2f\n", "64 streaming clients, 256 chats x 16 tokens: s", o->stream_s, p->stream_s);
+    printf("   64 streaming clients, 256 chats x 16 tokens a round, %d rounds each (interleaved), medians:\n", F3_ROUNDS);
+    printf("   %-44s %12.2f %12.2f\n", "  s per round", median(o->secs, o->rounds), median(p->secs, p->rounds));
     printf("   %-44s %12.0f %12.0f\n", "  tokens (SSE chunks) per s", otps, ptps);
-    printf("   %-44s %12.1f %12.1f\n", "  chats per s", o->stream_s > 0 ? o->done_ok / o->stream_s : 0, p->stream_s > 0 ? p->done_ok / p->stream_s : 0);
-    printf("   %-44s %5ld/%-6ld %5ld/%-6ld\n", "  failed / cut without [DONE]", o->failed, o->no_done, p->failed, p->no_done);
+    if (o->rounds && p->rounds)
+        printf("   %-44s %5.0f-%-6.0f %5.0f-%-6.0f\n", "    min-max", vmin(o->tps, o->rounds), vmax(o->tps, o->rounds),
+               vmin(p->tps, p->rounds), vmax(p->tps, p->rounds));
+    printf("   %-44s %12.1f %12.1f\n", "  chats per s", median(o->cps, o->rounds), median(p->cps, p->rounds));
+    printf("   %-44s %5ld/%-6ld %5ld/%-6ld\n", "  failed / cut without [DONE], all rounds", o->failed, o->no_done, p->failed, p->no_done);
     if (o->failed || p->failed)
         printf("   %-44s %3ld/%3ld/%-4ld %3ld/%3ld/%-4ld (first: %s | %s)\n", "  failures: 502/503/transport", o->fail_502,
                o->fail_503, o->fail_transport, p->fail_502, p->fail_503, p->fail_transport, o->first_fail[0] ? o->first_fail : "-",

@@ -2,7 +2,8 @@
 # requests and wall time per path (fails if ours makes more requests), loaded-to-return
 # latency, decisions/s with 64 residents, TTL-hit cost. -O2, no sanitizers; bench and
 # simulator pinned to CPU 1 together when taskset exists (same vCPU). Runs about 50 s.
-# `build/bench/reconcile 34` runs figures 3 and 4 only.
+# `build/bench/reconcile 34` runs figures 3 and 4 only; `build/bench/reconcile 1234 later` runs
+# them on rsd-sim's later router generation (default july, the measured build 10116).
 BENCH_RUNS += bench-reconcile
 .PHONY: bench-reconcile
 

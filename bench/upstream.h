@@ -251,6 +251,7 @@ typedef struct up_ctx {
     int nclio;
     uint32_t requests;        /* HTTP requests sent (cross-check with the sim's log) */
     int n_evicted;            /* unloads of the last ensure */
+    int n_restored;           /* pinned models the last ensure loaded back (the pinned-restore pass) */
     rsd_json_tok toks[8192];
 } up_ctx;
 
@@ -384,6 +385,7 @@ static int up_restore_pinned(up_ctx *u, const up_listing *before, const char *ke
         const up_model *m = up_find(&cur, pinned[i]->id);
         if (m && up_resident_state(m->state)) continue;
         changed = true;
+        u->n_restored++;
         if (up_ensure_loaded(u, pinned[i]->id, m ? m->state : UP_ST_UNKNOWN) < 0) return -1;
     }
     if (!changed) return 0;
@@ -471,6 +473,7 @@ static int up_ensure(up_ctx *u, const char *keep) {
     bool any_state = false, locked = false;
     u->requests = 0;
     u->n_evicted = 0;
+    u->n_restored = 0;
     snprintf(key, sizeof key, "llamacpp|%s", u->base);
     /* listResident */
     if (up_fetch_models(u, &snap) < 0) return -1; /* -> observe, uncached */

@@ -14,7 +14,9 @@
               GETs with ?model=X such as /props?model=X, /slots?model=X) are
               routed by the body's "model" (id or alias) to that model's llama-server,
               started on demand; the least-recently-used idle one is stopped to make
-              room (by count and by bytes), a busy one never. Streaming (SSE) answers
+              room (by count and by bytes), a busy one never. The client's
+              Authorization header goes along (a model run with --api-key checks
+              it). Streaming (SSE) answers
               are passed through as they arrive, chunk by chunk, never buffered whole.
               Unknown model: 404 {"error":{"message":..,"type":"invalid_request_error",
               "param":"model","code":"model_not_found"}}; no "model": 400.
@@ -51,6 +53,14 @@
    newlines included) are written as \n, \x1b, ... (rsd_text_escape).
    Signals: SIGINT, SIGTERM and SIGQUIT stop every process gracefully (SIGTERM, then
    SIGKILL after stop_grace) and exit 0; a second one kills them at once and exits 1.
+   Each model's process leads its own process group, and every signal goes to the
+   group, so a wrapper (command = /bin/sh -c "...") takes its children with it; a
+   model counts as stopped only once its whole group is gone. On Linux rsd-serve is a
+   child subreaper: a wrapper's orphaned children are re-parented to it and reaped.
+   After kill -9 of rsd-serve (nothing runs then) the kernel kills only the direct
+   children (PR_SET_PDEATHSIG): llama-server itself, or a wrapper, whose own children
+   survive. So write wrappers as `/bin/sh -c "exec llama-server ..."`: exec makes the
+   server the direct child and it dies with rsd-serve.
    SIGHUP (a closed terminal, an ssh logout) is logged and otherwise ignored: the
    processes keep running and nothing is reloaded. SIGPIPE is ignored.
    Exit codes: 0 stopped by a signal, 1 cannot listen or start, 64 bad flags or
@@ -68,6 +78,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 enum {
     EX_OK = 0, EX_FAIL = 1, EX_USAGE = 64, EX_NOINPUT = 66,
@@ -612,7 +625,8 @@ static void job_send(srv *s, job *j, uint64_t now) {
     rsd_http_server_event ev;
     rsd_http_request q;
     char url[64 + sizeof j->path + RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES];
-    rsd_str ct;
+    rsd_str ct, auth;
+    rsd_http_header fwd[1];
     char ctype[128];
     int r;
     if (rsd_http_server_query(s->hs, j->sreq, &ev) != RSD_OK) { /* the client went away */
@@ -628,11 +642,19 @@ static void job_send(srv *s, job *j, uint64_t now) {
     if (ct.ptr && ct.len > 0 && ct.len < sizeof ctype) rsrv_cpy(ctype, sizeof ctype, ct.ptr, ct.len);
     else rsrv_cpy(ctype, sizeof ctype, "application/json", 16);
     if (ev.body.len) q.content_type = ctype;
+    auth = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Authorization");
+    if (auth.ptr) { /* a model run with --api-key checks the client's own key */
+        fwd[0].name = rsd_str_c("Authorization");
+        fwd[0].value = auth;
+        q.headers = fwd;
+        q.num_headers = 1;
+    }
     if (ev.body.len) {
         q.body = ev.body.ptr;
         q.body_len = ev.body.len;
     }
     q.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
+    q.retry_any_method = true; /* the child closed an idle socket: it never read it */
     q.on_body = on_up_body;
     q.user = j;
     r = rsd_http_send(s->hc, &q, now, &j->up);
@@ -1042,6 +1064,11 @@ int main(int argc, char **argv) {
     int i, rc = EX_OK, argc2 = 0;
     char **argv2;
     signal(SIGPIPE, SIG_IGN);
+#if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
+    /* Orphans of a wrapper command (its children, once it exits) come back to us, so the
+       supervisor reaps them and a model's process group cannot vanish unseen. */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
     s.cfg = (rsrv_config *)calloc(1, sizeof *s.cfg);
     s.out = (char *)malloc(SRV_OUT);
     fds = (rsd_pollfd *)calloc(SRV_MAX_FDS, sizeof *fds);

@@ -26,7 +26,8 @@
                           bounded): {"id":"chatcmpl-big",...,"message":{"role":"assistant",
                           "content":"RECORDS"},"finish_reason":"length"}]} where RECORDS is
                           max(1, BYTES / 16) records of 16 bytes, record k = printf("%015llu ",
-                          k). For backpressure tests: every byte can be checked. */
+                          k). For backpressure tests: every byte can be checked.
+   (--idle-close-ms is an rsd_sim.h option: router and server mode default to 5000.) */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_sim.h"

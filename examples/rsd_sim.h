@@ -19,7 +19,11 @@
                       resp.body = buf; resp.body_cap = cap;
                       rsim_handle(s, &q, now_ms, &resp);
            resp.action RSIM_RESPOND  send status/content_type/body now (header `Server:
-                                     <resp.server>` when non-NULL). If resp.truncate:
+                                     <resp.server>` when non-NULL, `Keep-Alive:
+                                     <resp.keep_alive>` when non-NULL, `Connection:
+                                     close` when resp.connection_close, the socket
+                                     staying open; resp.close_after: chunked, then
+                                     close the socket, also for RSIM_STREAM). If resp.truncate:
                                      announce the full Content-Length, send only the first
                                      resp.truncate_at body bytes, then close (mid-body drop).
                        RSIM_DEFER    keep the connection; the answer comes from rsim_pull
@@ -34,6 +38,7 @@
                         resp.body to the stream), RSIM_END (finish the stream),
                         RSIM_DROP (close the connection now).
                       sleep until rsim_next_wake_ms(s) or socket activity.
+       idle sockets:  close a kept-alive socket idle for s->o.idle_close_ms (0 = never).
        client gone:   rsim_cancel(s, ticket, now_ms)   (leaves the router's queue, W11)
        server mode:   rsim_ready(s) true -> print "... srv  llama_server: listening on
                       http://127.0.0.1:<port>" (W22); rsim_exit_code(s) >= 0 -> exit with it.

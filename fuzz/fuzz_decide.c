@@ -14,12 +14,17 @@
      (tests/decide_ref.h, refd_decide) gives a byte-identical plan and the same
      return code, for the facts and for the residents reversed, and the same
      text for every notice (whole and truncated).
-   Then the clamp/env parsers and the decision cache on the remaining bytes. */
+   Then the clamp/env parsers and the decision cache on the remaining bytes.
+   The checks and the reference copy are left out of the coverage map (fuzz_oracle.h);
+   the identity components they need are computed once per input. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include <stdlib.h>
 #include <stdio.h>
+#include "fuzz_oracle.h"
+FZ_ORACLE_BEGIN
 #include "../tests/decide_ref.h"
+FZ_ORACLE_END
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
@@ -54,6 +59,17 @@ static rsd_protected_model prot[16];
 static rsd_plan p1, p2, p3, pref;
 static rsd_decision_cache cache;
 
+FZ_ORACLE_BEGIN
+
+/* Per-input facts the oracle needs again and again, computed once (n <= 64 here):
+   sh[i] bit j = residents i and j share a name; cid[i] = the identity component of i
+   (its smallest index); conf/pin/keepn = configured, pinned, a name is the keep. */
+typedef struct oracle {
+    uint64_t sh[RSD_MAX_RESIDENTS], cmask[RSD_MAX_RESIDENTS];
+    uint8_t conf[RSD_MAX_RESIDENTS], pin[RSD_MAX_RESIDENTS], keepn[RSD_MAX_RESIDENTS];
+} oracle;
+static oracle orc;
+
 static bool is_keep_name(const rsd_facts *f, rsd_str s) {
     int k;
     if (!s.len) return false;
@@ -86,31 +102,46 @@ static bool configured(const rsd_facts *f, const rsd_resident *r) {
 }
 static bool pinned(const rsd_resident *r) { return r->pinned || rsd_tags_protect(r->tags, r->n_tags); }
 
-/* comp[j] = 1 for every resident in the identity component of e (transitive). */
-static void component(const rsd_facts *f, int e, uint8_t *comp) {
-    int i, j, changed = 1;
-    memset(comp, 0, RSD_MAX_RESIDENTS);
-    comp[e] = 1;
-    while (changed) {
-        changed = 0;
-        for (i = 0; i < f->n_residents; i++)
-            if (comp[i])
-                for (j = 0; j < f->n_residents; j++)
-                    if (!comp[j] && share(&f->residents[i], &f->residents[j])) { comp[j] = 1; changed = 1; }
+static void oracle_init(const rsd_facts *f) {
+    int i, j, k, n = f->n_residents;
+    for (i = 0; i < n; i++) {
+        const rsd_resident *r = &f->residents[i];
+        orc.sh[i] = 0;
+        orc.conf[i] = configured(f, r);
+        orc.pin[i] = pinned(r);
+        orc.keepn[i] = 0;
+        for (k = 0; k <= r->n_aliases; k++) orc.keepn[i] |= is_keep_name(f, rname(r, k));
+    }
+    for (i = 0; i < n; i++)
+        for (j = i; j < n; j++)
+            if (share(&f->residents[i], &f->residents[j])) {
+                orc.sh[i] |= (uint64_t)1 << j;
+                orc.sh[j] |= (uint64_t)1 << i;
+            }
+    for (i = 0; i < n; i++) { /* the transitive closure of sharing, from i */
+        uint64_t c = (uint64_t)1 << i, grow;
+        do {
+            grow = c;
+            for (j = 0; j < n; j++)
+                if (c >> j & 1) grow |= orc.sh[j];
+            if (grow == c) break;
+            c = grow;
+        } while (1);
+        orc.cmask[i] = c;
     }
 }
+static bool shares(int a, int b) { return (orc.sh[a] >> b & 1) != 0; }
+static bool in_comp(int e, int j) { return (orc.cmask[e] >> j & 1) != 0; }
 
 static void check_victim(const rsd_facts *f, int e, bool fallback, bool keep_pinned) {
-    uint8_t comp[RSD_MAX_RESIDENTS];
-    int j, k;
+    int j;
     bool any_config = false, any_ours = false;
     FAILIF(e < 0 || e >= f->n_residents);
-    component(f, e, comp);
     for (j = 0; j < f->n_residents; j++) {
-        if (!comp[j]) continue;
-        FAILIF(pinned(&f->residents[j]));
-        for (k = 0; k <= f->residents[j].n_aliases; k++) FAILIF(is_keep_name(f, rname(&f->residents[j], k)));
-        any_config |= configured(f, &f->residents[j]);
+        if (!in_comp(e, j)) continue;
+        FAILIF(orc.pin[j]);
+        FAILIF(orc.keepn[j]);
+        any_config |= orc.conf[j] != 0;
         any_ours |= f->residents[j].loaded_by_us;
     }
     if (any_config) {
@@ -142,6 +173,8 @@ static void check_ids_equal(const rsd_facts *fa, const int16_t *a, const rsd_fac
     for (k = 0; k < n; k++) FAILIF(!rsd_str_eq(fa->residents[a[k]].model_id, fb->residents[b[k]].model_id));
 }
 
+static char fmt_a[8192], fmt_b[8192];
+
 /* Differential: the reference implementation on the same facts (its output buffer
    starts as different garbage) gives the same return code, the same plan byte for
    byte, and the same notice texts. */
@@ -151,13 +184,184 @@ static void ref_check(const rsd_facts *f, int rc, const rsd_plan *got) {
     FAILIF(refd_decide(f, &pref) != rc);
     FAILIF(memcmp(&pref, got, sizeof pref) != 0);
     for (k = 0; k < got->n_notices; k++) {
-        char a[8192], b2[8192];
-        size_t cap = k % 2 ? sizeof a : (size_t)(k % 23);
-        FAILIF(refd_notice_format(f, &pref, &pref.notices[k], a, cap) !=
-               rsd_notice_format(f, got, &got->notices[k], b2, cap));
-        FAILIF(cap && strcmp(a, b2) != 0);
+        size_t cap = k % 2 ? sizeof fmt_a : (size_t)(k % 23);
+        FAILIF(refd_notice_format(f, &pref, &pref.notices[k], fmt_a, cap) !=
+               rsd_notice_format(f, got, &got->notices[k], fmt_b, cap));
+        FAILIF(cap && strcmp(fmt_a, fmt_b) != 0);
     }
 }
+
+/* Freed bytes and slots of the evictions, each component counted once. */
+static void evict_sums(const rsd_facts *f, const rsd_plan *p, uint8_t *gone, uint64_t *gb, int *gs) {
+    int i, k;
+    memset(gone, 0, RSD_MAX_RESIDENTS);
+    for (k = 0; k < p->n_evict; k++) {
+        gb[k] = 0;
+        gs[k] = 0;
+        for (i = 0; i < f->n_residents; i++)
+            if (in_comp(p->evict[k], i) && !gone[i]) {
+                const rsd_resident *r = &f->residents[i];
+                gone[i] = 1;
+                gs[k]++;
+                gb[k] += r->has_size_vram ? r->size_vram_bytes : r->size_bytes;
+            }
+    }
+}
+
+/* Every invariant of a successful plan p1 for the facts f (see the top comment). */
+static void check_plan(const rsd_facts *f) {
+    const rsd_resident *res_ = f->residents;
+    rsd_facts fr;
+    int i, k;
+    bool keep_pinned, bytes_plan, oracle_keep = false;
+    FAILIF(f->n_residents > RSD_MAX_RESIDENTS);
+    oracle_init(f);
+    keep_pinned = f->keep_pinned || rsd_tags_protect(f->keep_tags, f->n_keep_tags);
+    for (i = 0; i < f->n_residents; i++) oracle_keep |= orc.keepn[i] != 0;
+    FAILIF(oracle_keep != p1.keep_resident);
+    FAILIF(p1.keep_resident && p1.decision != RSD_DECISION_ALREADY_RESIDENT && p1.decision != RSD_DECISION_OBSERVE);
+    FAILIF(p1.keep_resident && (p1.n_evict || p1.n_fallback));
+    if (f->optout != RSD_OPTOUT_NONE) {
+        FAILIF(p1.decision != RSD_DECISION_OBSERVE || p1.n_evict || p1.n_fallback);
+    } else {
+        FAILIF(p1.decision == RSD_DECISION_OBSERVE || p1.decision == RSD_DECISION_NONE);
+        FAILIF((p1.decision == RSD_DECISION_LOAD_AFTER_EVICT) != (p1.n_evict > 0));
+        FAILIF(p1.would != p1.decision);
+    }
+    if (p1.decision == RSD_DECISION_DECLINE) {
+        FAILIF(!p1.n_notices || p1.notices[p1.n_notices - 1].kind != RSD_NOTICE_WILL_NOT_FIT);
+    }
+    FAILIF(p1.n_fallback && f->strategy != RSD_STRATEGY_JIT);
+    for (k = 0; k < p1.n_evict; k++) {
+        check_victim(f, p1.evict[k], false, keep_pinned);
+        for (i = 0; i < k; i++) {
+            FAILIF(p1.evict[i] == p1.evict[k]);
+            FAILIF(shares(p1.evict[i], p1.evict[k]));
+        }
+    }
+    for (k = 0; k < p1.n_fallback; k++) {
+        check_victim(f, p1.fallback[k], true, keep_pinned);
+        for (i = 0; i < k; i++) FAILIF(shares(p1.fallback[i], p1.fallback[k]));
+    }
+    /* W12: the byte oracle */
+    {
+        bool known = f->capacity_bytes > 0 && f->keep_bytes > 0, short_note = false;
+        uint64_t used = 0, free_b, need;
+        for (i = 0; i < f->n_residents; i++) {
+            if (res_[i].has_size_vram) used += res_[i].size_vram_bytes;
+            else if (res_[i].has_size) used += res_[i].size_bytes;
+            else known = false;
+        }
+        for (k = 0; k < p1.n_notices; k++) short_note |= p1.notices[k].msg == RSD_MSG_BYTES_SHORT;
+        free_b = f->capacity_bytes > used ? f->capacity_bytes - used : 0;
+        need = f->keep_bytes > free_b ? f->keep_bytes - free_b : 0;
+        bytes_plan = known && need > 0 && !short_note && !p1.keep_resident &&
+                     (p1.decision == RSD_DECISION_LOAD || p1.decision == RSD_DECISION_LOAD_AFTER_EVICT) &&
+                     f->strategy != RSD_STRATEGY_JIT && f->optout == RSD_OPTOUT_NONE;
+        FAILIF(short_note && (!known || need == 0));
+        if (!known && (f->capacity_bytes || f->keep_bytes)) { /* sizes change nothing */
+            fr = *f;
+            fr.capacity_bytes = 0;
+            fr.keep_bytes = 0;
+            FAILIF(rsd_decide(&fr, &p2) != RSD_OK);
+            same_plan(&p1, &p2);
+        }
+        if (bytes_plan) {
+            uint8_t gone[RSD_MAX_RESIDENTS];
+            uint64_t gb[RSD_MAX_RESIDENTS], freed_b = 0;
+            int gs[RSD_MAX_RESIDENTS], freed_s = 0, slots = 0, j;
+            if ((f->strategy == RSD_STRATEGY_ROUTER || f->strategy == RSD_STRATEGY_DEFAULT) && f->max_instances)
+                slots = f->n_residents + 1 - (int)f->max_instances;
+            evict_sums(f, &p1, gone, gb, gs);
+            for (k = 0; k < p1.n_evict; k++) {
+                freed_b += gb[k];
+                freed_s += gs[k];
+            }
+            FAILIF(freed_b < need || freed_s < slots); /* it fits after the evictions */
+            for (j = 0; j < p1.n_evict; j++)          /* and no victim could be spared */
+                FAILIF(freed_b - gb[j] >= need && freed_s - gs[j] >= slots);
+        }
+    }
+    /* capacity math (R30) and minimality; W8 (count rules: not when bytes decided) */
+    if ((f->strategy == RSD_STRATEGY_ROUTER || f->strategy == RSD_STRATEGY_DEFAULT) && !bytes_plan &&
+        (p1.decision == RSD_DECISION_LOAD || p1.decision == RSD_DECISION_LOAD_AFTER_EVICT)) {
+        if (f->max_instances) {
+            uint8_t gone[RSD_MAX_RESIDENTS];
+            uint64_t gb[RSD_MAX_RESIDENTS];
+            int gs[RSD_MAX_RESIDENTS], freed = 0, freed_last = 0;
+            evict_sums(f, &p1, gone, gb, gs);
+            for (k = 0; k < p1.n_evict; k++) {
+                freed += gs[k];
+                freed_last = gs[k];
+            }
+            FAILIF(f->n_residents - freed + 1 > (int)f->max_instances);
+            /* tiers: a configured model goes only after every unprotected one */
+            for (k = 0; k < p1.n_evict; k++)
+                if (orc.conf[p1.evict[k]] || p1.cls[p1.evict[k]].protection == RSD_PROTECT_CONFIG) {
+                    for (i = 0; i < f->n_residents; i++) {
+                        int j2, prot_or_keep = 0;
+                        for (j2 = 0; j2 < f->n_residents; j2++)
+                            if (in_comp(i, j2) && (orc.pin[j2] || orc.conf[j2] || orc.keepn[j2])) prot_or_keep = 1;
+                        if (!prot_or_keep) FAILIF(!gone[i]);
+                    }
+                    break;
+                }
+            if (p1.n_evict) FAILIF(f->n_residents - (freed - freed_last) + 1 <= (int)f->max_instances);
+        } else {
+            FAILIF(p1.n_evict > 1);
+        }
+    }
+    if (f->context_length && p1.load_context) FAILIF(p1.load_context > f->context_length);
+    /* notices format; truncation is consistent */
+    for (k = 0; k < p1.n_notices; k++) {
+        char small[16];
+        int len = rsd_notice_format(f, &p1, &p1.notices[k], NULL, 0);
+        FAILIF(len < 0);
+        FAILIF(rsd_notice_format(f, &p1, &p1.notices[k], fmt_a, sizeof fmt_a) != len);
+        FAILIF(len < (int)sizeof fmt_a && fmt_a[len] != '\0');
+        FAILIF(rsd_notice_format(f, &p1, &p1.notices[k], small, sizeof small) != len);
+        FAILIF(strlen(small) >= sizeof small);
+    }
+    /* determinism: again, and with the residents reversed */
+    FAILIF(rsd_decide(f, &p2) != RSD_OK);
+    same_plan(&p1, &p2);
+    for (i = 0; i < f->n_residents; i++) rev[i] = res_[f->n_residents - 1 - i];
+    fr = *f;
+    fr.residents = rev;
+    FAILIF(rsd_decide(&fr, &p2) != RSD_OK);
+    ref_check(&fr, RSD_OK, &p2);
+    FAILIF(p1.decision != p2.decision || p1.reason != p2.reason || p1.n_evict != p2.n_evict ||
+           p1.n_fallback != p2.n_fallback || p1.n_notices != p2.n_notices || p1.load_context != p2.load_context);
+    check_ids_equal(f, p1.evict, &fr, p2.evict, p1.n_evict);
+    check_ids_equal(f, p1.fallback, &fr, p2.fallback, p1.n_fallback);
+    /* the loadability gate leaves a decline with one will-not-fit notice */
+    FAILIF(rsd_plan_decline_unloadable(f, &p2, (uint32_t)f->n_residents) != RSD_OK);
+    FAILIF(p2.decision != RSD_DECISION_DECLINE || p2.n_evict || p2.n_fallback || p2.n_notices != 1);
+    FAILIF(rsd_notice_format(f, &p2, &p2.notices[0], NULL, 0) <= 0);
+}
+
+/* The clamp and env parsers on a string s of length len, and the target-key
+   normaliser (idempotent). */
+static void check_strings(const char *s, size_t len, uint32_t req) {
+    uint32_t c = rsd_fit_ceiling_parse(s);
+    char k1[RSD_TARGET_KEY_MAX], k2[RSD_TARGET_KEY_MAX];
+    rsd_str v;
+    int l1, l2;
+    FAILIF(c == 0);
+    FAILIF(rsd_fit_context(req, 0, c) != req);
+    FAILIF(rsd_fit_context(req, 1, c) > req);
+    FAILIF(rsd_fit_context(req, 1, c) != req && rsd_fit_context(req, 1, c) != c);
+    (void)rsd_env_observe(s);
+    (void)rsd_lifecycle_user_managed(s);
+    v.ptr = s;
+    v.len = len;
+    l1 = rsd_target_key_normalise(v, k1, sizeof k1);
+    if (l1 >= 0) { /* idempotent */
+        l2 = rsd_target_key_normalise(rsd_str_c(k1), k2, sizeof k2);
+        FAILIF(l2 != l1 || strcmp(k1, k2) != 0);
+    }
+}
+FZ_ORACLE_END
 
 static void fuzz_cache(rd *r) {
     int ops = u8(r) % 64, i;
@@ -199,15 +403,13 @@ static void fuzz_cache(rd *r) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     rd r;
-    rsd_facts f, fr;
+    rsd_facts f;
     int i, k, rc;
     uint8_t b;
-    bool keep_pinned, bytes_plan = false;
     r.d = d;
     r.n = n;
     r.i = 0;
     memset(&f, 0, sizeof f);
-    memset(res, 0, sizeof res);
     f.strategy = (rsd_strategy)(u8(&r) % 4);
     b = u8(&r);
     f.optout = b % 8 == 0 ? RSD_OPTOUT_ENV : b % 8 == 1 ? RSD_OPTOUT_TARGET : RSD_OPTOUT_NONE;
@@ -227,6 +429,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     for (i = 0; i < f.n_residents; i++) {
         rsd_resident *x = &res[i];
         uint8_t fl;
+        memset(x, 0, sizeof *x);
         x->model_id = name(&r);
         fl = u8(&r);
         x->loaded_by_us = (fl & 1) != 0;
@@ -262,178 +465,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         FAILIF(p1.decision != RSD_DECISION_NONE || p1.n_evict || p1.n_fallback || p1.n_notices);
         FAILIF(f.n_residents <= RSD_MAX_RESIDENTS && rc == RSD_ERR_RESIDENTS_LIMIT);
     } else {
-        bool oracle_keep = false;
         FAILIF(rc != RSD_OK);
-        FAILIF(f.n_residents > RSD_MAX_RESIDENTS);
-        keep_pinned = f.keep_pinned || rsd_tags_protect(f.keep_tags, f.n_keep_tags);
-        for (i = 0; i < f.n_residents; i++)
-            for (k = 0; k <= res[i].n_aliases; k++) oracle_keep |= is_keep_name(&f, rname(&res[i], k));
-        FAILIF(oracle_keep != p1.keep_resident);
-        FAILIF(p1.keep_resident && p1.decision != RSD_DECISION_ALREADY_RESIDENT && p1.decision != RSD_DECISION_OBSERVE);
-        FAILIF(p1.keep_resident && (p1.n_evict || p1.n_fallback));
-        if (f.optout != RSD_OPTOUT_NONE) {
-            FAILIF(p1.decision != RSD_DECISION_OBSERVE || p1.n_evict || p1.n_fallback);
-        } else {
-            FAILIF(p1.decision == RSD_DECISION_OBSERVE || p1.decision == RSD_DECISION_NONE);
-            FAILIF((p1.decision == RSD_DECISION_LOAD_AFTER_EVICT) != (p1.n_evict > 0));
-            FAILIF(p1.would != p1.decision);
-        }
-        if (p1.decision == RSD_DECISION_DECLINE) {
-            FAILIF(!p1.n_notices || p1.notices[p1.n_notices - 1].kind != RSD_NOTICE_WILL_NOT_FIT);
-        }
-        FAILIF(p1.n_fallback && f.strategy != RSD_STRATEGY_JIT);
-        for (k = 0; k < p1.n_evict; k++) {
-            check_victim(&f, p1.evict[k], false, keep_pinned);
-            for (i = 0; i < k; i++) {
-                FAILIF(p1.evict[i] == p1.evict[k]);
-                FAILIF(share(&res[p1.evict[i]], &res[p1.evict[k]]));
-            }
-        }
-        for (k = 0; k < p1.n_fallback; k++) {
-            check_victim(&f, p1.fallback[k], true, keep_pinned);
-            for (i = 0; i < k; i++) FAILIF(share(&res[p1.fallback[i]], &res[p1.fallback[k]]));
-        }
-        /* W12: the byte oracle */
-        {
-            bool known = f.capacity_bytes > 0 && f.keep_bytes > 0, short_note = false;
-            uint64_t used = 0, free_b, need;
-            for (i = 0; i < f.n_residents; i++) {
-                if (res[i].has_size_vram) used += res[i].size_vram_bytes;
-                else if (res[i].has_size) used += res[i].size_bytes;
-                else known = false;
-            }
-            for (k = 0; k < p1.n_notices; k++) short_note |= p1.notices[k].msg == RSD_MSG_BYTES_SHORT;
-            free_b = f.capacity_bytes > used ? f.capacity_bytes - used : 0;
-            need = f.keep_bytes > free_b ? f.keep_bytes - free_b : 0;
-            bytes_plan = known && need > 0 && !short_note && !p1.keep_resident &&
-                         (p1.decision == RSD_DECISION_LOAD || p1.decision == RSD_DECISION_LOAD_AFTER_EVICT) &&
-                         f.strategy != RSD_STRATEGY_JIT && f.optout == RSD_OPTOUT_NONE;
-            FAILIF(short_note && (!known || need == 0));
-            if (!known && (f.capacity_bytes || f.keep_bytes)) { /* sizes change nothing */
-                fr = f;
-                fr.capacity_bytes = 0;
-                fr.keep_bytes = 0;
-                FAILIF(rsd_decide(&fr, &p2) != RSD_OK);
-                same_plan(&p1, &p2);
-            }
-            if (bytes_plan) {
-                uint8_t gone[RSD_MAX_RESIDENTS], comp[RSD_MAX_RESIDENTS];
-                uint64_t gb[RSD_MAX_RESIDENTS], freed_b = 0;
-                int gs[RSD_MAX_RESIDENTS], freed_s = 0, slots = 0, j;
-                if ((f.strategy == RSD_STRATEGY_ROUTER || f.strategy == RSD_STRATEGY_DEFAULT) && f.max_instances)
-                    slots = f.n_residents + 1 - (int)f.max_instances;
-                memset(gone, 0, sizeof gone);
-                for (k = 0; k < p1.n_evict; k++) {
-                    component(&f, p1.evict[k], comp);
-                    gb[k] = 0;
-                    gs[k] = 0;
-                    for (i = 0; i < f.n_residents; i++)
-                        if (comp[i] && !gone[i]) {
-                            gone[i] = 1;
-                            gs[k]++;
-                            gb[k] += res[i].has_size_vram ? res[i].size_vram_bytes : res[i].size_bytes;
-                        }
-                    freed_b += gb[k];
-                    freed_s += gs[k];
-                }
-                FAILIF(freed_b < need || freed_s < slots); /* it fits after the evictions */
-                for (j = 0; j < p1.n_evict; j++)          /* and no victim could be spared */
-                    FAILIF(freed_b - gb[j] >= need && freed_s - gs[j] >= slots);
-            }
-        }
-        /* capacity math (R30) and minimality; W8 (count rules: not when bytes decided) */
-        if ((f.strategy == RSD_STRATEGY_ROUTER || f.strategy == RSD_STRATEGY_DEFAULT) && !bytes_plan &&
-            (p1.decision == RSD_DECISION_LOAD || p1.decision == RSD_DECISION_LOAD_AFTER_EVICT)) {
-            if (f.max_instances) {
-                uint8_t gone[RSD_MAX_RESIDENTS], comp[RSD_MAX_RESIDENTS];
-                int freed = 0, freed_last = 0;
-                memset(gone, 0, sizeof gone);
-                for (k = 0; k < p1.n_evict; k++) {
-                    component(&f, p1.evict[k], comp);
-                    freed_last = 0;
-                    for (i = 0; i < f.n_residents; i++)
-                        if (comp[i] && !gone[i]) { gone[i] = 1; freed++; freed_last++; }
-                }
-                FAILIF(f.n_residents - freed + 1 > (int)f.max_instances);
-                /* tiers: a configured model goes only after every unprotected one */
-                for (k = 0; k < p1.n_evict; k++)
-                    if (configured(&f, &res[p1.evict[k]]) || p1.cls[p1.evict[k]].protection == RSD_PROTECT_CONFIG) {
-                        for (i = 0; i < f.n_residents; i++) {
-                            component(&f, i, comp);
-                            {
-                                int j2, prot_or_keep = 0;
-                                for (j2 = 0; j2 < f.n_residents; j2++) {
-                                    int a2;
-                                    if (!comp[j2]) continue;
-                                    if (pinned(&res[j2]) || configured(&f, &res[j2])) prot_or_keep = 1;
-                                    for (a2 = 0; a2 <= res[j2].n_aliases; a2++)
-                                        if (is_keep_name(&f, rname(&res[j2], a2))) prot_or_keep = 1;
-                                }
-                                if (!prot_or_keep) FAILIF(!gone[i]);
-                            }
-                        }
-                        break;
-                    }
-                if (p1.n_evict) FAILIF(f.n_residents - (freed - freed_last) + 1 <= (int)f.max_instances);
-            } else {
-                FAILIF(p1.n_evict > 1);
-            }
-        }
-        if (f.context_length && p1.load_context) FAILIF(p1.load_context > f.context_length);
-        /* notices format; truncation is consistent */
-        for (k = 0; k < p1.n_notices; k++) {
-            char big[8192], small[16];
-            int len = rsd_notice_format(&f, &p1, &p1.notices[k], NULL, 0);
-            FAILIF(len < 0);
-            FAILIF(rsd_notice_format(&f, &p1, &p1.notices[k], big, sizeof big) != len);
-            FAILIF(len < (int)sizeof big && big[len] != '\0');
-            FAILIF(rsd_notice_format(&f, &p1, &p1.notices[k], small, sizeof small) != len);
-            FAILIF(strlen(small) >= sizeof small);
-        }
-        /* determinism: again, and with the residents reversed */
-        FAILIF(rsd_decide(&f, &p2) != RSD_OK);
-        same_plan(&p1, &p2);
-        for (i = 0; i < f.n_residents; i++) rev[i] = res[f.n_residents - 1 - i];
-        fr = f;
-        fr.residents = rev;
-        FAILIF(rsd_decide(&fr, &p2) != RSD_OK);
-        ref_check(&fr, RSD_OK, &p2);
-        FAILIF(p1.decision != p2.decision || p1.reason != p2.reason || p1.n_evict != p2.n_evict ||
-               p1.n_fallback != p2.n_fallback || p1.n_notices != p2.n_notices || p1.load_context != p2.load_context);
-        check_ids_equal(&f, p1.evict, &fr, p2.evict, p1.n_evict);
-        check_ids_equal(&f, p1.fallback, &fr, p2.fallback, p1.n_fallback);
-        /* the loadability gate leaves a decline with one will-not-fit notice */
-        FAILIF(rsd_plan_decline_unloadable(&f, &p2, (uint32_t)f.n_residents) != RSD_OK);
-        FAILIF(p2.decision != RSD_DECISION_DECLINE || p2.n_evict || p2.n_fallback || p2.n_notices != 1);
-        FAILIF(rsd_notice_format(&f, &p2, &p2.notices[0], NULL, 0) <= 0);
+        check_plan(&f);
     }
 
     /* clamp and env parsing on the remaining bytes as a string */
     {
         char s[64];
-        uint32_t c, req = (uint32_t)u8(&r) << 12;
+        uint32_t req = (uint32_t)u8(&r) << 12;
         size_t len = r.n - r.i < sizeof s - 1 ? r.n - r.i : sizeof s - 1;
         memcpy(s, d + r.i, len);
         s[len] = '\0';
-        c = rsd_fit_ceiling_parse(s);
-        FAILIF(c == 0);
-        FAILIF(rsd_fit_context(req, 0, c) != req);
-        FAILIF(rsd_fit_context(req, 1, c) > req);
-        FAILIF(rsd_fit_context(req, 1, c) != req && rsd_fit_context(req, 1, c) != c);
-        (void)rsd_env_observe(s);
-        (void)rsd_lifecycle_user_managed(s);
-        {
-            char k1[RSD_TARGET_KEY_MAX], k2[RSD_TARGET_KEY_MAX];
-            rsd_str v;
-            int l1, l2;
-            v.ptr = s;
-            v.len = len;
-            l1 = rsd_target_key_normalise(v, k1, sizeof k1);
-            if (l1 >= 0) { /* idempotent */
-                l2 = rsd_target_key_normalise(rsd_str_c(k1), k2, sizeof k2);
-                FAILIF(l2 != l1 || strcmp(k1, k2) != 0);
-            }
-        }
+        check_strings(s, len, req);
     }
     fuzz_cache(&r);
     return 0;

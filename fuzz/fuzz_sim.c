@@ -1,7 +1,8 @@
 /* libFuzzer target for the simulators (examples/rsd_sim.h): the input is a script of
    requests against one runtime.
    Build: make fuzz T=sim FUZZ_SECS=60
-   Input: byte 0 picks the runtime (b % 4) and option set (b / 4 % 4); then records
+   Input: byte 0 picks the runtime (b % 4), option set (b / 4 % 4) and router generation
+   (b / 16 % 2: july, later); then records
    separated by '\n': "<c><METHOD> <target>\t<body>" where <c> is one control byte:
    c % 64 = ms to advance before the request, c & 64 = cancel the request if deferred,
    c & 128 = crash model "b" first.
@@ -11,10 +12,13 @@
    - SSE chunks are "data: ...\n\n"; NDJSON chunks are one JSON object and a newline;
    - after the script, running the clock for an hour answers every deferred request:
      only hung requests and SSE subscribers keep tickets, and no model stays in flight;
-   - the request log counts add up. */
+   - the request log counts add up.
+   Inputs are capped at 1024 bytes (fuzz/sim.options); the simulator state and the
+   answer buffer are allocated once, not per input. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include "../examples/rsd_sim.h"
+#include "fuzz_oracle.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -24,6 +28,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 enum { FZ_BODY = 1 << 20 };
 
+/* Allocated once: the simulator (about 600 KB; rsim_configure zeroes it) and the
+   1 MB answer buffer. */
+static rsim fz_sim;
+static char fz_body[FZ_BODY];
+
+FZ_ORACLE_BEGIN
 static void fz_check_out(const rsim_resp *r) {
     if (r->action == RSIM_RESPOND) {
         rsd_json_doc d;
@@ -40,6 +50,7 @@ static void fz_check_out(const rsim_resp *r) {
         FZ_CHECK(rsd_json_parse(&d, r->body, r->body_len - 1, NULL, 0) > 0);
     }
 }
+FZ_ORACLE_END
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const char *const rts[] = {"router", "server", "ollama", "lmstudio"};
@@ -52,19 +63,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int ac = 0, i;
     size_t p = 1;
     uint64_t now = 1000;
-    rsim *s;
+    rsim *s = &fz_sim;
     rsim_resp r;
-    char *body;
     uint32_t answered = 0;
     if (size < 1) return 0;
-    s = (rsim *)calloc(1, sizeof *s);
-    body = (char *)malloc(FZ_BODY);
-    if (!s || !body) { free(s); free(body); return 0; }
     av[ac++] = (char *)"fuzz";
     av[ac++] = (char *)"--runtime";
     av[ac++] = (char *)rts[data[0] % 4];
     for (i = 0; i < 4; i++)
         if (extra[data[0] / 4 % 4][i][0]) av[ac++] = (char *)extra[data[0] / 4 % 4][i];
+    av[ac++] = (char *)"--router-gen";
+    av[ac++] = (char *)(data[0] / 16 % 2 ? "later" : "july");
     av[ac++] = (char *)"--model";
     av[ac++] = (char *)"id=a,alias=x,size=2G";
     av[ac++] = (char *)"--model";
@@ -74,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(rsim_configure(s, ac, av) == 0);
     rsim_start(s, now);
     memset(&r, 0, sizeof r);
-    r.body = body;
+    r.body = fz_body;
     r.body_cap = FZ_BODY;
     while (p < size) {
         const uint8_t *rec = data + p, *nl = (const uint8_t *)memchr(rec, '\n', size - p);
@@ -138,7 +147,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(rsim_log_count(s, NULL, NULL, NULL, RSIM_LOG_PENDING) == 0 || s->log_total > RSIM_LOG_MAX);
     FZ_CHECK(rsim_log_count(s, NULL, NULL, NULL, 0) == (int)(s->log_total < RSIM_LOG_MAX ? s->log_total : RSIM_LOG_MAX));
     (void)answered;
-    free(body);
-    free(s);
     return 0;
 }

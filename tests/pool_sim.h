@@ -129,13 +129,16 @@ static int psim_check(psim *s, int max_slots, uint64_t budget) {
     return 0;
 }
 
-/* One operation decoded from (op, arg). Returns <0 on an invariant failure. */
+/* One operation decoded from (op, arg). Returns <0 on an invariant failure. An
+   operation that finds nothing to do makes no pool call; the pool is then as the
+   last check left it, so it is not pumped and checked again. */
 static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t budget) {
     int i, r, slot;
+    bool called = true;
     switch (op % 8) {
     case 0: case 1: /* acquire */
         for (i = 0; i < s->nreq && s->req[i].state != PSIM_FREE; i++) {}
-        if (i == PSIM_MAX_REQ) break;
+        if (i == PSIM_MAX_REQ) { called = false; break; }
         r = rsd_pool_acquire(s->pool, (int)(arg % (unsigned)s->nmodels), s->now, NULL, &s->req[i].h, &slot);
         if (r == RSD_OK) {
             s->req[i].state = PSIM_RUN; s->req[i].slot = slot; s->granted++;
@@ -155,27 +158,29 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
         if (i == s->nreq && s->req[i].state != PSIM_FREE) s->nreq++;
         break;
     case 2: case 3: /* release a running request (arg picks which) */
+        called = false;
         for (i = 0; i < s->nreq; i++) {
             int k = (int)((arg + (unsigned)i) % (unsigned)s->nreq);
             if (s->req[k].state == PSIM_RUN) {
                 if (rsd_pool_release(s->pool, s->req[k].h, s->now) != RSD_OK) return psim_fail(s, "release failed");
-                s->req[k].state = PSIM_FREE; s->released++;
+                s->req[k].state = PSIM_FREE; s->released++; called = true;
                 break;
             }
         }
         break;
     case 4: /* host finishes a process transition: start ok/fail, or exit after STOP, or crash */
+        called = false;
         for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
             int k = (int)((arg + (unsigned)i) % RSD_POOL_MAX_SLOTS);
             if (s->proc_state[k] == 1) {
                 bool ok = (arg & 0x30) != 0x30;
                 if (rsd_pool_on_started(s->pool, s->proc[k], ok, s->now) != RSD_OK) return psim_fail(s, "on_started");
-                s->proc_state[k] = ok ? 2 : 1;
+                s->proc_state[k] = ok ? 2 : 1; called = true;
                 break;
             }
             if (s->proc_state[k] == 3) {
                 if (rsd_pool_on_exited(s->pool, s->proc[k], s->now) != RSD_OK) return psim_fail(s, "on_exited");
-                s->proc_state[k] = 0;
+                s->proc_state[k] = 0; called = true;
                 break;
             }
         }
@@ -185,11 +190,12 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
         (void)rsd_pool_step(s->pool, s->now);
         break;
     case 6: /* cancel a waiting or running request */
+        called = false;
         for (i = 0; i < s->nreq; i++) {
             int k = (int)((arg + (unsigned)i) % (unsigned)s->nreq);
             if (s->req[k].state == PSIM_WAIT || (s->req[k].state == PSIM_RUN && (arg & 1))) {
                 if (rsd_pool_cancel(s->pool, s->req[k].h, s->now) != RSD_OK) return psim_fail(s, "cancel failed");
-                s->req[k].state = PSIM_FREE; s->cancelled++;
+                s->req[k].state = PSIM_FREE; s->cancelled++; called = true;
                 break;
             }
         }
@@ -197,7 +203,8 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
     case 7: /* rare: crash a ready process (arg & 0xF0 == 0xF0), else a step */
         if ((arg & 0xF0) == 0xF0) {
             int k = (int)(arg % RSD_POOL_MAX_SLOTS);
-            if (s->proc_state[k] == 2) {
+            called = s->proc_state[k] == 2;
+            if (called) {
                 if (rsd_pool_on_exited(s->pool, s->proc[k], s->now) != RSD_OK) return psim_fail(s, "crash exit");
                 s->proc_state[k] = 0;
                 for (i = 0; i < s->nreq; i++) /* the host's proxies fail; it releases them */
@@ -211,6 +218,7 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
         }
         break;
     }
+    if (!called) return 0;
     if (psim_pump(s) < 0) return -1;
     return psim_check(s, max_slots, budget);
 }

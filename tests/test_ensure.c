@@ -1137,16 +1137,16 @@ int main(int argc, char **argv) {
         RUN(test_load_failed_restores);
         RUN(test_lock_held_elsewhere);
         RUN(test_multi_process);
+        RUN(test_commit_lock_is_a_step);
+        RUN(test_state_write_failure_warns);
+        RUN(test_concurrent_attribution_under_lock);
+        RUN(test_corrupt_attribution_said_once);
         if (rsdt_failed > before) printf("  (the failures above: --router-gen %s)\n", g_router_gen);
     }
     g_router_gen = NULL;
     RUN(test_sse_refused_falls_back_to_polling); /* its own fake router, not rsd-sim */
     RUN(test_ollama_auto_detect_and_load);
     RUN(test_context_ceiling_env);
-    RUN(test_commit_lock_is_a_step);
-    RUN(test_state_write_failure_warns);
-    RUN(test_concurrent_attribution_under_lock);
-    RUN(test_corrupt_attribution_said_once);
     remove_state_dir();
     return RSD_TEST_END();
 }

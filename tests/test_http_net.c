@@ -602,8 +602,8 @@ static bool raw_wait_event(rsd_http_client *c, rsd_http_event *ev) {
 }
 
 /* The peer closes a kept-alive socket just as a request goes out on it (it read the
-   request, answered nothing): the request is retried once on a fresh connection, a
-   POST too; one sent with no_retry fails with RSD_ERR_CLOSED instead. */
+   request, answered nothing): a POST with retry_any_method is retried once on a fresh
+   connection; one without fails with RSD_ERR_CLOSED instead. */
 static void test_stale_retry(void) {
     static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     uint16_t port;
@@ -628,6 +628,7 @@ static void test_stale_retry(void) {
     q.method = "POST";
     q.body = "x";
     q.body_len = 1;
+    q.retry_any_method = true;
     REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
     pump_ex(c, NULL, 0, 0, NULL, 0);
     REQUIRE(raw_read_head(fd, buf, sizeof buf) > 0);
@@ -645,8 +646,8 @@ static void test_stale_retry(void) {
     rsd_http_client_query_stats(c, &cs);
     CHECK_EQ_INT(cs.retries, 1);
     CHECK_EQ_INT(cs.connects, 2);
-    /* the same with no_retry: not resent */
-    q.no_retry = true;
+    /* a POST without retry_any_method: not resent (it may have run) */
+    q.retry_any_method = false;
     REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
     pump_ex(c, NULL, 0, 0, NULL, 0);
     REQUIRE(raw_read_head(fd2, buf, sizeof buf) > 0);
@@ -1781,7 +1782,8 @@ static void test_server_exhaustion(void) {
 }
 
 /* Short deadlines for a new connection's first byte and for a head, independent of the
-   longer idle and request timeouts; the body keeps the request timeout. */
+   longer idle and request timeouts; without a body timeout the body keeps the request
+   timeout. */
 static void test_server_first_byte_and_head_deadlines(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
@@ -1790,6 +1792,7 @@ static void test_server_first_byte_and_head_deadlines(void) {
     char buf[256];
     memset(&sd, 0, sizeof sd);
     sd.request_timeout_ms = 60000;
+    sd.body_timeout_ms = RSD_TIMEOUT_NONE; /* the body deadline: test_server_body_deadline */
     s = rsd_http_server_create(&sd);
     REQUIRE(s);
     idle = raw_connect(rsd_http_server_port(s));
@@ -1818,6 +1821,155 @@ static void test_server_first_byte_and_head_deadlines(void) {
     CHECK_EQ_INT(count_closed(&body, 1), 0); /* a body in progress has the request timeout */
     CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1000 + 60000);
     close(idle); close(slow); close(body);
+    rsd_http_server_destroy(s);
+}
+
+/* A body that stops arriving is answered 408 body_timeout_ms after its last byte, long
+   before the request timeout; every byte that arrives moves the deadline on. */
+static void test_server_body_deadline(void) {
+    enum { BT = RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS };
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    rsd_http_server_stats ss;
+    const char *req = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nabc";
+    char buf[256];
+    int fd, i;
+    memset(&sd, 0, sizeof sd);
+    sd.request_timeout_ms = 60000;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s);
+    REQUIRE((fd = raw_connect(rsd_http_server_port(s))) >= 0);
+    CHECK(send(fd, req, strlen(req), MSG_NOSIGNAL) == (ssize_t)strlen(req));
+    for (i = 0; i < 100; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.accepts == 1) break;
+        pump_ex(NULL, s, 1000, 20, NULL, 0);
+    }
+    REQUIRE(ss.accepts == 1);
+    CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1000 + BT);
+    CHECK(send(fd, "d", 1, MSG_NOSIGNAL) == 1);
+    for (i = 0; i < 100 && rsd_http_server_next_deadline(s) != 4000 + BT; i++) pump_ex(NULL, s, 4000, 20, NULL, 0);
+    CHECK_EQ_INT(rsd_http_server_next_deadline(s), 4000 + BT);
+    pump_ex(NULL, s, 4000 + BT - 1, 5, NULL, 0);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.closes, 0);
+    pump_ex(NULL, s, 4000 + BT, 5, NULL, 0);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.bad_requests, 1);
+    CHECK(raw_read_head(fd, buf, sizeof buf) > 0 && strncmp(buf, "HTTP/1.1 408 ", 13) == 0);
+    close(fd);
+    rsd_http_server_destroy(s);
+}
+
+/* A full table of slow uploads (head complete, body a byte a second) does not shut a
+   new client out: the one whose body has gone longest without a byte makes room. A
+   held request in the same table is never the one dropped. */
+static void test_server_exhaustion_slow_bodies(void) {
+    enum { N = 4 };
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_server_stats ss;
+    rsd_http_server_event sev;
+    rsd_http_event ev;
+    rsd_http_sreq_h held;
+    srv_ctx x;
+    const char *slow = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1000\r\n\r\nb";
+    const char *defer = "GET /defer HTTP/1.1\r\nHost: a\r\n\r\n";
+    int fds[N], k, i, r;
+    uint64_t now = 1000;
+    bool got, have = false;
+    memset(&sd, 0, sizeof sd); memset(&x, 0, sizeof x); memset(&held, 0, sizeof held);
+    sd.max_conns = N;
+    sd.request_timeout_ms = 60000;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s && c);
+    /* fds[0] holds a request; the others upload slowly */
+    REQUIRE((fds[0] = raw_connect(rsd_http_server_port(s))) >= 0);
+    CHECK(send(fds[0], defer, strlen(defer), MSG_NOSIGNAL) == (ssize_t)strlen(defer));
+    for (i = 0; i < 200 && !have; i++) {
+        pump_ex(NULL, s, now, 20, NULL, 0);
+        while (rsd_http_server_next_event(s, &sev))
+            if (sev.type == RSD_HTTP_SEV_REQUEST) { held = sev.req; have = true; }
+    }
+    REQUIRE(have);
+    for (k = 1; k < N; k++) {
+        REQUIRE((fds[k] = raw_connect(rsd_http_server_port(s))) >= 0);
+        CHECK(send(fds[k], slow, strlen(slow), MSG_NOSIGNAL) == (ssize_t)strlen(slow));
+    }
+    for (i = 0; i < 100; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.accepts == N) break;
+        pump_ex(NULL, s, now, 20, NULL, 0);
+    }
+    REQUIRE(ss.accepts == N);
+    /* a byte a second on each; fds[2] skips the last round (it is the most stalled) */
+    for (r = 0; r < 3; r++) {
+        now += 1000;
+        for (k = 1; k < N; k++)
+            if (r < 2 || k != 2) CHECK(send(fds[k], "b", 1, MSG_NOSIGNAL) == 1);
+        for (i = 0; i < 3; i++) pump_ex(NULL, s, now, 5, NULL, 0);
+    }
+    now += 1;
+    got = get(c, s, &x, "/health", NULL, now, &ev);
+    CHECK(got);
+    if (got) CHECK_EQ_INT(ev.status, 200);
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.evictions, 1);
+    CHECK_EQ_INT(ss.bad_requests, 0);
+    CHECK_EQ_INT(count_closed(fds + 2, 1), 1);
+    CHECK_EQ_INT(count_closed(fds, 2), 0);
+    CHECK_EQ_INT(count_closed(fds + 3, 1), 0);
+    CHECK_EQ_INT(rsd_http_respond(s, held, 204, NULL, 0, NULL, 0), RSD_OK);
+    for (k = 0; k < N; k++) close(fds[k]);
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s);
+}
+
+/* A full table whose every candidate arrived in this same ms, and a client waiting: the
+   step can take nobody now, so the server does not ask to be woken by the listener (a
+   fake clock that never moves would spin) and its deadline is the next ms, when the
+   waiting client is taken. */
+static void test_server_full_no_spin(void) {
+    enum { N = 2 };
+    rsd_http_server_desc sd;
+    rsd_http_server *s;
+    rsd_http_server_stats ss;
+    rsd_pollfd pf[8];
+    int fds[N + 1], k, i, n;
+    memset(&sd, 0, sizeof sd);
+    sd.max_conns = N;
+    s = rsd_http_server_create(&sd);
+    REQUIRE(s);
+    for (k = 0; k < N; k++) REQUIRE((fds[k] = raw_connect(rsd_http_server_port(s))) >= 0);
+    for (i = 0; i < 100; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.accepts == N) break;
+        pump_ex(NULL, s, 1000, 20, NULL, 0);
+    }
+    REQUIRE(ss.accepts == N);
+    REQUIRE((fds[N] = raw_connect(rsd_http_server_port(s))) >= 0); /* waits in the backlog */
+    for (i = 0; i < 5; i++) {
+        CHECK_EQ_INT(rsd_http_server_step(s, 1000), 0);
+        n = rsd_http_server_pollfds(s, pf, 8);
+        REQUIRE(n <= 8);
+        CHECK_EQ_INT(poll((struct pollfd *)(void *)pf, (nfds_t)n, 0), 0); /* nothing wakes at once */
+        CHECK_EQ_INT(rsd_http_server_next_deadline(s), 1001);
+    }
+    rsd_http_server_query_stats(s, &ss);
+    CHECK_EQ_INT(ss.evictions, 0);
+    for (i = 0; i < 100; i++) {
+        rsd_http_server_query_stats(s, &ss);
+        if (ss.accepts == N + 1) break;
+        pump_ex(NULL, s, 1001, 20, NULL, 0);
+    }
+    CHECK_EQ_INT(ss.accepts, N + 1);
+    CHECK_EQ_INT(ss.evictions, 1);
+    CHECK_EQ_INT(count_closed(fds, N), 1);
+    /* the new one is spared in its own ms, then the table is an ordinary full one */
+    n = rsd_http_server_pollfds(s, pf, 8);
+    CHECK(rsd_http_server_next_deadline(s) > 1001);
+    for (k = 0; k <= N; k++) close(fds[k]);
     rsd_http_server_destroy(s);
 }
 
@@ -2008,6 +2160,9 @@ int main(int argc, char **argv) {
     RUN(test_fast_stream_step_bounded);
     RUN(test_server_exhaustion);
     RUN(test_server_first_byte_and_head_deadlines);
+    RUN(test_server_body_deadline);
+    RUN(test_server_exhaustion_slow_bodies);
+    RUN(test_server_full_no_spin);
     RUN(test_server_accept_emfile);
     return RSD_TEST_END();
 }

@@ -386,7 +386,9 @@ static void test_command_redacts_secrets(void) {
     REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 10000, &ev));
     rsd_procs_tail(p, h, 0, tail, sizeof tail);
-    CHECK(strstr(tail, "arg sk-live-123") != NULL); /* the child got the real value */
+    /* the child's output echoes its arguments: the tail shows the secrets as *** too */
+    CHECK(strstr(tail, "arg --api-key\narg ***\narg --hf-token=***\narg -mu\narg https://***@example.org/m.gguf\n") != NULL);
+    CHECK(strstr(tail, "sk-live") == NULL && strstr(tail, "hf_abc") == NULL);
     CHECK(rsd_procs_command(p, h, cmd, sizeof cmd) > 0);
     CHECK(strstr(cmd, " --api-key *** --hf-token=*** -mu https://***@example.org/m.gguf --note 'it'\\''s'") != NULL);
     CHECK(strstr(cmd, "sk-live") == NULL && strstr(cmd, "hf_abc") == NULL && strstr(cmd, "pw@") == NULL);
@@ -866,24 +868,122 @@ static void test_stop_reaches_process_group(void) {
     REQUIRE(pump(p, h, RSD_PROC_EV_STOPPED, 10000, &ev));
     CHECK_EQ_INT(ev.term_signal, SIGTERM);
     CHECK(!ev.killed);
-    if (g > 0) {  /* the sleep was re-parented to us; it died of the same SIGTERM */
-        struct pollfd pf;
-        pfd = (int)syscall(SYS_pidfd_open, (pid_t)g, 0);
-        if (pfd >= 0) {
-            pf.fd = pfd;
-            pf.events = POLLIN;
-            pf.revents = 0;
-            if (poll(&pf, 1, 10000) != 1) {
-                CHECK(!"the wrapper's child survived the stop");
-                kill((pid_t)g, SIGKILL);
-            }
-            close(pfd);
-        }
-        CHECK(waitpid((pid_t)g, &st, 0) == (pid_t)g);
-        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    if (g > 0) {  /* the sleep was re-parented to us and died of the same SIGTERM: STOPPED
+                     came only once the group was gone, and the supervisor reaped it */
+        (void)pfd;
+        (void)st;
+        CHECK(kill((pid_t)g, 0) != 0 && errno == ESRCH);
+        if (kill((pid_t)g, 0) == 0) kill((pid_t)g, SIGKILL), (void)waitpid((pid_t)g, &st, 0);
     }
     prctl(PR_SET_CHILD_SUBREAPER, 0);
     rsd_procs_destroy(p);
+    CHECK(no_children());
+}
+
+/* Waits (bounded by polls of p) until the child's first output line; its tail then. */
+static void first_line(rsd_procs *p, rsd_proc h, char *tail, size_t cap) {
+    rsd_proc_info info;
+    int guard = 0;
+    do {
+        struct pollfd pf[4];
+        int fds[4], n = rsd_procs_fds(p, fds, 4), i;
+        for (i = 0; i < n; i++) { pf[i].fd = fds[i]; pf[i].events = POLLIN; pf[i].revents = 0; }
+        poll(pf, (nfds_t)n, 100);
+        rsd_procs_step(p, now_ms());
+        rsd_procs_query(p, h, now_ms(), &info);
+    } while (info.out_lines < 1 && ++guard < 200);
+    rsd_procs_tail(p, h, 1, tail, cap);
+}
+
+/* A wrapper that dies of the SIGTERM while its child ignores it: STOPPED waits for the
+   whole group (the child holds the port and the memory), SIGKILL reaches the child at
+   the end of the grace period. Before, STOPPED came with the wrapper's exit and the
+   child lived on. */
+static void test_stop_waits_for_the_group(void) {
+    /* the inner sh says its pid only once it ignores SIGTERM, then becomes the sleep */
+    static const char *const args[] = {"-c", "sh -c 'trap \"\" TERM; echo $$; exec sleep 1000' & wait", NULL};
+    rsd_procs *p = mk(300, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    rsd_proc_event ev;
+    long long g = 0;
+    uint64_t t0;
+    char tail[128];
+    int st;
+    REQUIRE(p);
+    REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    spec_for(&s, NULL, args);
+    s.exe = "sh";
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    first_line(p, h, tail, sizeof tail);
+    CHECK(sscanf(tail, "%lld", &g) == 1 && g > 0);
+    t0 = now_ms();
+    CHECK_EQ_INT(rsd_procs_stop(p, h, t0), RSD_OK);
+    REQUIRE(pump(p, h, RSD_PROC_EV_STOPPED, 10000, &ev));
+    CHECK_EQ_INT(ev.term_signal, SIGTERM); /* the wrapper's own end */
+    CHECK(ev.killed);                      /* the group needed SIGKILL */
+    CHECK(ev.at_ms >= t0 + 300);
+    if (g > 0) {
+        CHECK(kill((pid_t)g, 0) != 0 && errno == ESRCH); /* gone (and reaped) by STOPPED */
+        if (kill((pid_t)g, 0) == 0) kill((pid_t)g, SIGKILL), (void)waitpid((pid_t)g, &st, 0);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    rsd_procs_destroy(p);
+    CHECK(no_children());
+}
+
+/* A wrapper that exits by itself leaves children nobody can use: they get SIGKILL and
+   EXITED comes once they are gone. */
+static void test_exit_takes_the_group(void) {
+    static const char *const args[] = {"-c", "sleep 1000 & echo $!; read x; exit 3", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    rsd_proc_event ev;
+    long long g = 0;
+    char tail[128];
+    int st;
+    REQUIRE(p);
+    REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    spec_for(&s, NULL, args);
+    s.exe = "sh"; /* stdin is /dev/null: read fails at once, then exit 3 */
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 10000, &ev));
+    CHECK_EQ_INT(ev.exit_code, 3);
+    CHECK(!ev.killed);
+    rsd_procs_tail(p, h, 1, tail, sizeof tail);
+    CHECK(sscanf(tail, "%lld", &g) == 1 && g > 0);
+    if (g > 0) {
+        CHECK(kill((pid_t)g, 0) != 0 && errno == ESRCH);
+        if (kill((pid_t)g, 0) == 0) kill((pid_t)g, SIGKILL), (void)waitpid((pid_t)g, &st, 0);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    rsd_procs_destroy(p);
+    CHECK(no_children());
+}
+
+/* rsd_procs_destroy SIGKILLs a wrapper's children too, and reaps them. */
+static void test_destroy_takes_the_group(void) {
+    static const char *const args[] = {"-c", "sh -c 'trap \"\" TERM; echo $$; exec sleep 1000' & wait", NULL};
+    rsd_procs *p = mk(0, 0);
+    rsd_proc_spec s;
+    rsd_proc h;
+    long long g = 0;
+    char tail[128];
+    int st;
+    REQUIRE(p);
+    REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+    spec_for(&s, NULL, args);
+    s.exe = "sh";
+    REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
+    first_line(p, h, tail, sizeof tail);
+    CHECK(sscanf(tail, "%lld", &g) == 1 && g > 0);
+    rsd_procs_destroy(p);
+    if (g > 0) {
+        CHECK(kill((pid_t)g, 0) != 0 && errno == ESRCH);
+        if (kill((pid_t)g, 0) == 0) kill((pid_t)g, SIGKILL), (void)waitpid((pid_t)g, &st, 0);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
     CHECK(no_children());
 }
 
@@ -925,6 +1025,9 @@ static void run_process_tests(void) {
     RUN(test_destroy_reaps_and_fds);
     RUN(test_log_output_lines);
     RUN(test_stop_reaches_process_group);
+    RUN(test_stop_waits_for_the_group);
+    RUN(test_exit_takes_the_group);
+    RUN(test_destroy_takes_the_group);
     RUN(test_exit_found_without_pidfd);
 }
 

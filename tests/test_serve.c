@@ -317,221 +317,7 @@ static void test_body_model(void) {
 }
 
 /* ---- the program -------------------------------------------------------------------- */
-#include "listen_proc.h"
-typedef struct serve_proc {
-    pid_t pid;
-    int port;
-    char url[64];
-    char log_path[256];  /* its stderr */
-} serve_proc;
-
-static char g_dir[128];
-static int g_logs; /* serve-N.log files made */
-
-static void make_dir(void) {
-    if (!g_dir[0]) {
-        char tmpl[] = "/tmp/rsd-test-serve.XXXXXX";
-        const char *d = mkdtemp(tmpl);
-        if (d) snprintf(g_dir, sizeof g_dir, "%s", d);
-    }
-}
-
-static int write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    fputs(text, f);
-    return fclose(f);
-}
-
-/* Runs rsd-serve with args (NULL-terminated); stderr into a log file; reads the first
-   stdout line ("rsd-serve: listening on http://127.0.0.1:PORT") from a pipe. */
-static int serve_start(serve_proc *s, const char *const *args) {
-    static int seq;
-    const char *argv[64];
-    listen_proc lp;
-    int n = 0, i, logfd, r;
-    memset(s, 0, sizeof *s);
-    make_dir();
-    snprintf(s->log_path, sizeof s->log_path, "%s/serve-%d.log", g_dir, ++seq);
-    g_logs = seq;
-    argv[n++] = SERVE_BIN;
-    for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    logfd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (logfd < 0) return -1;
-    r = listen_proc_start(&lp, argv, logfd);
-    close(logfd);
-    s->pid = lp.pid;
-    s->port = lp.port;
-    memcpy(s->url, lp.url, sizeof s->url);
-    return r == 0 && strstr(lp.line, "rsd-serve: ") ? 0 : -1;
-}
-
-/* SIGTERM and the exit status (-1 when it did not exit normally). */
-static int serve_stop(serve_proc *s) {
-    listen_proc lp;
-    memset(&lp, 0, sizeof lp);
-    lp.pid = s->pid;
-    s->pid = 0;
-    return listen_proc_stop(&lp);
-}
-
-/* Runs a program to completion; exit status, stderr+stdout into out. */
-static int run_prog(const char *const *argv, char *out, size_t cap) {
-    int fds[2], st = 0;
-    size_t got = 0;
-    pid_t pid;
-    if (pipe(fds) != 0) return -1;
-    pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)(void *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    for (;;) {
-        ssize_t r = read(fds[0], out + got, got + 1 < cap ? cap - got - 1 : 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    out[got] = 0;
-    close(fds[0]);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static char g_body[1 << 16];
-
-/* One request; returns the HTTP status (0 on a transport error), body in g_body. */
-static int http(const serve_proc *s, const char *method, const char *path, const char *body) {
-    rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_request q;
-    rsd_http_event ev;
-    char url[256];
-    int status = 0;
-    g_body[0] = 0;
-    if (!c) return 0;
-    snprintf(url, sizeof url, "%s%s", s->url, path);
-    memset(&q, 0, sizeof q);
-    q.method = method;
-    q.url = url;
-    q.total_timeout_ms = 20000;
-    if (body) {
-        q.content_type = "application/json";
-        q.body = body;
-        q.body_len = strlen(body);
-    }
-    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
-        size_t n = ev.body.len < sizeof g_body - 1 ? ev.body.len : sizeof g_body - 1;
-        memcpy(g_body, ev.body.ptr, n);
-        g_body[n] = 0;
-        status = ev.status;
-    }
-    rsd_http_client_destroy(c);
-    return status;
-}
-
-/* The /status entry of model id: a field as an integer (-1 when absent or null). */
-static rsd_json_tok g_toks[8192];
-static int64_t status_field(const serve_proc *s, const char *id, const char *field) {
-    rsd_json_doc d;
-    int arr, i, n;
-    if (http(s, "GET", "/status", NULL) != 200) return -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    if (!id) { /* a counter */
-        int64_t v = -1;
-        int c = rsd_json_find(&d, 0, "counters");
-        if (rsd_json_int64(&d, rsd_json_find(&d, c, field), &v) != RSD_OK) return -1;
-        return v;
-    }
-    arr = rsd_json_find(&d, 0, "models");
-    n = rsd_json_size(&d, arr);
-    for (i = 0; i < n; i++) {
-        int o = rsd_json_at(&d, arr, (uint32_t)i);
-        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) {
-            int64_t v = -1;
-            if (rsd_json_int64(&d, rsd_json_find(&d, o, field), &v) != RSD_OK) return -1;
-            return v;
-        }
-    }
-    return -1;
-}
-
-/* The /status state string of model id into out. */
-static void status_state(const serve_proc *s, const char *id, char *out, size_t cap) {
-    rsd_json_doc d;
-    int arr, i, n;
-    out[0] = 0;
-    if (http(s, "GET", "/status", NULL) != 200) return;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return;
-    arr = rsd_json_find(&d, 0, "models");
-    n = rsd_json_size(&d, arr);
-    for (i = 0; i < n; i++) {
-        int o = rsd_json_at(&d, arr, (uint32_t)i);
-        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id))
-            (void)rsd_json_str(&d, rsd_json_find(&d, o, "state"), out, cap, NULL);
-    }
-}
-
-/* Polls the status until id's field equals want: bounded (5 s), 10 ms between looks. */
-static bool wait_field(const serve_proc *s, const char *id, const char *field, int64_t want) {
-    int i;
-    for (i = 0; i < 500; i++) {
-        if (status_field(s, id, field) == want) return true;
-        (void)poll(NULL, 0, 10);
-    }
-    return false;
-}
-
-static bool log_has(const serve_proc *s, const char *needle) {
-    static char buf[1 << 16];
-    FILE *f = fopen(s->log_path, "rb");
-    size_t n;
-    if (!f) return false;
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strstr(buf, needle) != NULL;
-}
-
-/* A raw loopback connection (for streaming and disconnects). */
-static int raw_connect(int port) {
-    struct sockaddr_in a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    if (fd < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-static int raw_post(int fd, const char *path, const char *body) {
-    char req[2048];
-    int n = snprintf(req, sizeof req,
-                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %d\r\n\r\n%s", path, (int)strlen(body), body);
-    return write(fd, req, (size_t)n) == n ? 0 : -1;
-}
-
-/* Reads what is there (blocking up to 10 s for the first byte); bytes read, 0 on EOF. */
-static int raw_read(int fd, char *buf, size_t cap) {
-    struct pollfd p;
-    ssize_t r;
-    p.fd = fd;
-    p.events = POLLIN;
-    p.revents = 0;
-    if (poll(&p, 1, 10000) <= 0) return -1;
-    r = read(fd, buf, cap);
-    return (int)r;
-}
+#include "serve_harness.h"
 
 static const char *g_sim_args = "--runtime server --load-ms 20 --token-ms 40 --gen-ms 5";
 
@@ -561,13 +347,6 @@ static void write_config(const char *path, int max_models, const char *models) {
              "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = %s\nstop_grace = 2\n\n%s",
              max_models, SIM_BIN, g_sim_args, body);
     write_file(path, text);
-}
-
-static const char *chat(const char *model, bool stream) {
-    static char b[256];
-    snprintf(b, sizeof b, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]%s}", model,
-             stream ? ",\"stream\":true" : "");
-    return b;
 }
 
 /* The main scenario: three simulated models, at most two resident. */
@@ -858,8 +637,8 @@ static void test_serve_stalled_client(void) {
     /* 1: two models, one resident; alpha's answer is 16 MiB and its client reads nothing */
     write_config(path, 1,
                  "max_wait = 1\nsend_timeout = 1h\n"
-                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --big-body 16777216\n"
-                 "[model beta]\nmodel = /models/beta.gguf\n");
+                 "[model alpha]\nmodel = @/alpha.gguf\nargs = --big-body 16777216\n"
+                 "[model beta]\nmodel = @/beta.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
     fd = stalled_post(s.port, chat("alpha", false));
     REQUIRE(fd >= 0);
@@ -880,7 +659,7 @@ static void test_serve_stalled_client(void) {
     /* 2: send_timeout alone, nobody waiting: the stalled request ends after it */
     write_config(path, 1,
                  "send_timeout = 500ms\n"
-                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --big-body 16777216\n");
+                 "[model alpha]\nmodel = @/alpha.gguf\nargs = --big-body 16777216\n");
     REQUIRE(serve_start(&s, args) == 0);
     fd = stalled_post(s.port, chat("alpha", false));
     REQUIRE(fd >= 0);
@@ -1060,6 +839,84 @@ static void test_serve_pinned(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Waits (bounded, 20 s) for pid to exit; its status as listen_proc_stop gives it, -2 when
+   it is still running, and whether a signal ended it. */
+static int wait_exit(pid_t pid, int *sig) {
+    int i, st = 0;
+    *sig = 0;
+    for (i = 0; i < 2000; i++) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (WIFSIGNALED(st)) *sig = WTERMSIG(st);
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        if (r < 0 && errno != EINTR) return -1;
+        (void)poll(NULL, 0, 10);
+    }
+    return -2;
+}
+
+/* A connect to 127.0.0.1:port succeeds? */
+static bool port_open(int port) {
+    int fd = raw_connect(port);
+    if (fd < 0) return false;
+    close(fd);
+    return true;
+}
+
+/* A model run through a wrapper (command = /bin/sh -c "server ...; true": the shell
+   stays the direct child) is stopped as a whole: the server, here one that ignores
+   SIGTERM, gets SIGKILL at the end of stop_grace through its process group, and
+   rsd-serve exits only once it is gone (before: it exited when the shell did and the
+   server kept listening). With exec in the wrapper, the server dies even with a
+   kill -9 of rsd-serve (PR_SET_PDEATHSIG reaches the direct child). */
+static void test_serve_wrapper_children(void) {
+    serve_proc s;
+    char path[256], text[2048];
+    const char *args[] = {"--config", path, NULL};
+    int port, i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/wrap.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 2\nstop_grace = 300ms\n"
+             "[model wrap]\ncommand = /bin/sh -c \"%s --runtime server --port {port} --load-ms 20 "
+             "--ignore-sigterm -m /models/wrap.gguf --alias wrap; true\"\n"
+             "[model direct]\ncommand = /bin/sh -c \"exec %s --runtime server --port {port} --load-ms 20 "
+             "-m /models/direct.gguf --alias direct\"\n",
+             SIM_BIN, SIM_BIN);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("wrap", false)), 200);
+    port = (int)status_field(&s, "wrap", "port");
+    REQUIRE(port > 0);
+    CHECK(port_open(port));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK(!port_open(port)); /* the server behind the wrapper is gone too */
+    if (port_open(port)) {   /* before the fix: still listening; end it */
+        serve_proc child;
+        memset(&child, 0, sizeof child);
+        snprintf(child.url, sizeof child.url, "http://127.0.0.1:%d", port);
+        (void)http(&child, "POST", "/_sim/crash", "{\"model\":\"wrap\",\"exit_code\":0}");
+    }
+    CHECK(log_has(&s, "wrap: exited"));
+
+    /* exec in the wrapper: kill -9 of rsd-serve still takes the server with it */
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("direct", false)), 200);
+    port = (int)status_field(&s, "direct", "port");
+    REQUIRE(port > 0);
+    CHECK(port_open(port));
+    REQUIRE(kill(s.pid, SIGKILL) == 0);
+    {
+        int sig, code = wait_exit(s.pid, &sig);
+        CHECK_EQ_INT(code, -1);
+        CHECK_EQ_INT(sig, SIGKILL);
+        s.pid = 0;
+    }
+    for (i = 0; i < 500 && port_open(port); i++) (void)poll(NULL, 0, 10);
+    CHECK(!port_open(port));
+}
+
 /* Secrets in a model's command line (--api-key VALUE, --hf-token=VALUE, a URL's
    user:password@) never reach a client or the log: not in the listing's status.args,
    not in the 503 of a failed start (which quotes the command), not with --verbose. */
@@ -1103,8 +960,8 @@ static void test_serve_secrets(void) {
     make_dir();
     snprintf(path, sizeof path, "%s/secrets.ini", g_dir);
     write_config(path, 1,
-                 "[model alpha]\nmodel = /models/alpha.gguf\nargs = --api-key sk-alpha-SECRET\n"
-                 "[model broken]\nmodel = /models/broken.gguf,fail=1\n"
+                 "[model alpha]\nmodel = @/alpha.gguf\nargs = --api-key sk-alpha-SECRET\n"
+                 "[model broken]\nmodel = @/broken.gguf,fail=1\n"
                  "args = --hf-token=hf_BROKEN_SECRET --api-key sk-broken-SECRET -mu https://bob:pw-SECRET@example.org/m.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
@@ -1114,6 +971,9 @@ static void test_serve_secrets(void) {
     CHECK(strstr(g_body, "\"https://***@example.org/m.gguf\"") != NULL);
     if (strstr(g_body, "SECRET")) printf("  listing: %.600s\n", g_body);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 401); /* its key is asked */
+    g_bearer = "sk-alpha-SECRET"; /* the client's Authorization reaches the model */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
+    g_bearer = NULL;
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
     CHECK(strstr(g_body, "unknown option '--hf-token=***'") != NULL); /* the child echoed it */
     CHECK(strstr(g_body, "--api-key ***") != NULL);
@@ -1177,22 +1037,6 @@ static void test_ensure_output_escaped(void) {
     (void)listen_proc_stop(&sim);
 }
 
-/* Waits (bounded, 20 s) for pid to exit; its status as listen_proc_stop gives it, -2 when
-   it is still running, and whether a signal ended it. */
-static int wait_exit(pid_t pid, int *sig) {
-    int i, st = 0;
-    *sig = 0;
-    for (i = 0; i < 2000; i++) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            if (WIFSIGNALED(st)) *sig = WTERMSIG(st);
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        }
-        if (r < 0 && errno != EINTR) return -1;
-        (void)poll(NULL, 0, 10);
-    }
-    return -2;
-}
 
 /* SIGHUP (a closed terminal, an ssh logout) does not end rsd-serve: it keeps serving
    with its processes; SIGINT then stops them gracefully and exits 0. */
@@ -1262,8 +1106,9 @@ static void test_serve_bad_config(void) {
 
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
-    static const char *const names[] = {"pool.ini", "hangup.ini", "bad.ini", "pinned.ini", "signals.ini",
-                                        "secrets.ini", "idle.ini", "slow.ini", "stall.ini", "broken.ini"};
+    static const char *const names[] = {"pool.ini",    "hangup.ini", "bad.ini",  "pinned.ini", "signals.ini",
+                                        "secrets.ini", "idle.ini",   "slow.ini", "stall.ini",  "wrap.ini",
+                                        "broken.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1309,6 +1154,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_signals);
     RUN(test_serve_secrets);
     RUN(test_ensure_output_escaped);
+    RUN(test_serve_wrapper_children);
     RUN(test_serve_idle_upstream);
     RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);

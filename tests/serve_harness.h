@@ -1,0 +1,242 @@
+/* serve_harness.h -- running build/examples/rsd-serve for the loopback tests (test_serve,
+   rsd-sim children) and the real-server tests (test_real_serve, llama-server children):
+   start it and read its listening line, stop it, talk HTTP to it, read GET /status, and
+   raw sockets for streaming and disconnects. Not part of the library. Include after
+   residency_http.h and rsd_test.h; needs <dirent.h> <errno.h> <fcntl.h> <poll.h>
+   <signal.h> <stdio.h> <stdlib.h> <string.h> <sys/socket.h> <sys/stat.h> <sys/wait.h>
+   <netinet/in.h> <netinet/tcp.h> <arpa/inet.h> <unistd.h>. SERVE_BIN is the program. */
+#ifndef RSD_TESTS_SERVE_HARNESS_H
+#define RSD_TESTS_SERVE_HARNESS_H
+#ifndef SERVE_BIN
+#define SERVE_BIN "build/examples/rsd-serve"
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define SH_FN static __attribute__((unused)) /* a test file uses what it needs */
+#else
+#define SH_FN static
+#endif
+#include "listen_proc.h"
+typedef struct serve_proc {
+    pid_t pid;
+    int port;
+    char url[64];
+    char log_path[256];  /* its stderr */
+} serve_proc;
+
+static char g_dir[128];
+static int g_logs; /* serve-N.log files made */
+
+SH_FN void make_dir(void) {
+    if (!g_dir[0]) {
+        char tmpl[] = "/tmp/rsd-test-serve.XXXXXX";
+        const char *d = mkdtemp(tmpl);
+        if (d) snprintf(g_dir, sizeof g_dir, "%s", d);
+    }
+}
+
+SH_FN int write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    fputs(text, f);
+    return fclose(f);
+}
+
+/* Runs rsd-serve with args (NULL-terminated); stderr into a log file; reads the first
+   stdout line ("rsd-serve: listening on http://127.0.0.1:PORT") from a pipe. */
+SH_FN int serve_start(serve_proc *s, const char *const *args) {
+    static int seq;
+    const char *argv[64];
+    listen_proc lp;
+    int n = 0, i, logfd, r;
+    memset(s, 0, sizeof *s);
+    make_dir();
+    snprintf(s->log_path, sizeof s->log_path, "%s/serve-%d.log", g_dir, ++seq);
+    g_logs = seq;
+    argv[n++] = SERVE_BIN;
+    for (i = 0; args[i] && n < 62; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    logfd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (logfd < 0) return -1;
+    r = listen_proc_start(&lp, argv, logfd);
+    close(logfd);
+    s->pid = lp.pid;
+    s->port = lp.port;
+    memcpy(s->url, lp.url, sizeof s->url);
+    return r == 0 && strstr(lp.line, "rsd-serve: ") ? 0 : -1;
+}
+
+/* SIGTERM and the exit status (-1 when it did not exit normally). */
+SH_FN int serve_stop(serve_proc *s) {
+    listen_proc lp;
+    memset(&lp, 0, sizeof lp);
+    lp.pid = s->pid;
+    s->pid = 0;
+    return listen_proc_stop(&lp);
+}
+
+/* Runs a program to completion; exit status, stderr+stdout into out. */
+SH_FN int run_prog(const char *const *argv, char *out, size_t cap) {
+    int fds[2], st = 0;
+    size_t got = 0;
+    pid_t pid;
+    if (pipe(fds) != 0) return -1;
+    pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], (char *const *)(void *)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (;;) {
+        ssize_t r = read(fds[0], out + got, got + 1 < cap ? cap - got - 1 : 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    out[got] = 0;
+    close(fds[0]);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char g_body[1 << 16];
+static const char *g_bearer; /* sent by http() when set */
+
+/* One request; returns the HTTP status (0 on a transport error), body in g_body. */
+SH_FN int http(const serve_proc *s, const char *method, const char *path, const char *body) {
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_event ev;
+    char url[256];
+    int status = 0;
+    g_body[0] = 0;
+    if (!c) return 0;
+    snprintf(url, sizeof url, "%s%s", s->url, path);
+    memset(&q, 0, sizeof q);
+    q.method = method;
+    q.url = url;
+    q.total_timeout_ms = 20000;
+    q.bearer_token = g_bearer;
+    if (body) {
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = strlen(body);
+    }
+    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) {
+        size_t n = ev.body.len < sizeof g_body - 1 ? ev.body.len : sizeof g_body - 1;
+        memcpy(g_body, ev.body.ptr, n);
+        g_body[n] = 0;
+        status = ev.status;
+    }
+    rsd_http_client_destroy(c);
+    return status;
+}
+
+/* The /status entry of model id: a field as an integer (-1 when absent or null). */
+static rsd_json_tok g_toks[8192];
+SH_FN int64_t status_field(const serve_proc *s, const char *id, const char *field) {
+    rsd_json_doc d;
+    int arr, i, n;
+    if (http(s, "GET", "/status", NULL) != 200) return -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    if (!id) { /* a counter */
+        int64_t v = -1;
+        int c = rsd_json_find(&d, 0, "counters");
+        if (rsd_json_int64(&d, rsd_json_find(&d, c, field), &v) != RSD_OK) return -1;
+        return v;
+    }
+    arr = rsd_json_find(&d, 0, "models");
+    n = rsd_json_size(&d, arr);
+    for (i = 0; i < n; i++) {
+        int o = rsd_json_at(&d, arr, (uint32_t)i);
+        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) {
+            int64_t v = -1;
+            if (rsd_json_int64(&d, rsd_json_find(&d, o, field), &v) != RSD_OK) return -1;
+            return v;
+        }
+    }
+    return -1;
+}
+
+/* The /status state string of model id into out. */
+SH_FN void status_state(const serve_proc *s, const char *id, char *out, size_t cap) {
+    rsd_json_doc d;
+    int arr, i, n;
+    out[0] = 0;
+    if (http(s, "GET", "/status", NULL) != 200) return;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return;
+    arr = rsd_json_find(&d, 0, "models");
+    n = rsd_json_size(&d, arr);
+    for (i = 0; i < n; i++) {
+        int o = rsd_json_at(&d, arr, (uint32_t)i);
+        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id))
+            (void)rsd_json_str(&d, rsd_json_find(&d, o, "state"), out, cap, NULL);
+    }
+}
+
+/* Polls the status until id's field equals want: bounded (5 s), 10 ms between looks. */
+SH_FN bool wait_field(const serve_proc *s, const char *id, const char *field, int64_t want) {
+    int i;
+    for (i = 0; i < 500; i++) {
+        if (status_field(s, id, field) == want) return true;
+        (void)poll(NULL, 0, 10);
+    }
+    return false;
+}
+
+SH_FN bool log_has(const serve_proc *s, const char *needle) {
+    static char buf[1 << 16];
+    FILE *f = fopen(s->log_path, "rb");
+    size_t n;
+    if (!f) return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* A raw loopback connection (for streaming and disconnects). */
+SH_FN int raw_connect(int port) {
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+SH_FN int raw_post(int fd, const char *path, const char *body) {
+    char req[2048];
+    int n = snprintf(req, sizeof req,
+                     "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %d\r\n\r\n%s", path, (int)strlen(body), body);
+    return write(fd, req, (size_t)n) == n ? 0 : -1;
+}
+
+/* Reads what is there (blocking up to 10 s for the first byte); bytes read, 0 on EOF. */
+SH_FN int raw_read(int fd, char *buf, size_t cap) {
+    struct pollfd p;
+    ssize_t r;
+    p.fd = fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 10000) <= 0) return -1;
+    r = read(fd, buf, cap);
+    return (int)r;
+}
+
+SH_FN const char *chat(const char *model, bool stream) {
+    static char b[256];
+    snprintf(b, sizeof b, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]%s}", model,
+             stream ? ",\"stream\":true" : "");
+    return b;
+}
+#endif
