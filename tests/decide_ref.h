@@ -522,7 +522,7 @@ static int refd_decide(const rsd_facts *f, rsd_plan *p) {
             p->reason = RSD_REASON_JIT_LOAD;
             break;
         case RSD_STRATEGY_SCHEDULER: { /* R28 */
-            int16_t ours[RSD_MAX_RESIDENTS];
+            int16_t ours[RSD_MAX_RESIDENTS] = {0}; /* zeroed: gcc -O1 cannot see n_ours bound the reads */
             int n_ours = 0;
             for (k = 0; k < w.n_unprot; k++)
                 if (p->cls[w.unprot[k]].ours) ours[n_ours++] = w.unprot[k];

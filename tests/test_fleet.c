@@ -172,7 +172,7 @@ static void remove_model_files(void) {
     char p[160];
     int i;
     for (i = 0; i < g_nmnames; i++) {
-        snprintf(p, sizeof p, "%s/%s", g_mdir, g_mnames[i]);
+        snprintf(p, sizeof p, "%.63s/%.63s", g_mdir, g_mnames[i]);
         (void)unlink(p);
     }
     if (g_mdir[0]) (void)rmdir(g_mdir);
