@@ -188,9 +188,10 @@ SH_FN bool wait_field(const serve_proc *s, const char *id, const char *field, in
     return false;
 }
 
-SH_FN bool log_has(const serve_proc *s, const char *needle) {
-    static char buf[1 << 16];
-    FILE *f = fopen(s->log_path, "rb");
+/* Whether the first 256 KiB of the file at path hold needle. */
+SH_FN bool file_has(const char *path, const char *needle) {
+    static char buf[1 << 18];
+    FILE *f = fopen(path, "rb");
     size_t n;
     if (!f) return false;
     n = fread(buf, 1, sizeof buf - 1, f);
@@ -198,6 +199,8 @@ SH_FN bool log_has(const serve_proc *s, const char *needle) {
     buf[n] = 0;
     return strstr(buf, needle) != NULL;
 }
+
+SH_FN bool log_has(const serve_proc *s, const char *needle) { return file_has(s->log_path, needle); }
 
 /* A raw loopback connection (for streaming and disconnects). */
 SH_FN int raw_connect(int port) {

@@ -920,16 +920,6 @@ static void test_serve_wrapper_children(void) {
 /* Secrets in a model's command line (--api-key VALUE, --hf-token=VALUE, a URL's
    user:password@) never reach a client or the log: not in the listing's status.args,
    not in the 503 of a failed start (which quotes the command), not with --verbose. */
-static bool file_has(const char *path, const char *needle) {
-    static char buf[1 << 18];
-    FILE *f = fopen(path, "rb");
-    size_t n;
-    if (!f) return false;
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return strstr(buf, needle) != NULL;
-}
 
 /* Every line of the log is one of rsd-serve's own ("rsd-serve: ..."): a child's output
    quoted in a message cannot start a line of its own. */
