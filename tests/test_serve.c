@@ -917,10 +917,6 @@ static void test_serve_wrapper_children(void) {
     CHECK(!port_open(port));
 }
 
-/* Secrets in a model's command line (--api-key VALUE, --hf-token=VALUE, a URL's
-   user:password@) never reach a client or the log: not in the listing's status.args,
-   not in the 503 of a failed start (which quotes the command), not with --verbose. */
-
 /* Every line of the log is one of rsd-serve's own ("rsd-serve: ..."): a child's output
    quoted in a message cannot start a line of its own. */
 static bool log_lines_own(const serve_proc *s) {
@@ -943,6 +939,9 @@ static bool log_lines_own(const serve_proc *s) {
     return true;
 }
 
+/* Secrets in a model's command line (--api-key VALUE, --hf-token=VALUE, a URL's
+   user:password@) never reach a client or the log: not in the listing's status.args,
+   not in the 503 of a failed start (which quotes the command), not with --verbose. */
 static void test_serve_secrets(void) {
     serve_proc s;
     char path[256];
