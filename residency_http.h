@@ -2368,6 +2368,10 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id);
    GRANT or FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port);
+/* rsd_fleet_acquire with rsd_pool_acquire_ex flags (RSD_POOL_ACQUIRE_EXCLUSIVE: the
+   request runs alone on its model's process, after it drained). */
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port);
 /* The request finished (granted ones only). */
 RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* The client went away: drop a waiting request or release a granted one; a GRANT or
@@ -2375,6 +2379,16 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* A VRAM lease for a workload outside the fleet (rsd_pool_lease_take): idle, unpinned
+   processes are stopped, least recently used first, until the reservations plus the
+   leases fit the budget; starts that would break it wait; release (or the ttl) gives
+   the bytes back and, with desc.restore, restarts what it stopped. info.stopped holds
+   the model indexes it stopped. RSD_OK granted and free, RSD_PENDING granted with
+   victims still exiting, RSD_ERR_POOL_NO_FIT declined (nothing was stopped). */
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease);
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
 /* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
    configuration changed. */
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
@@ -10060,12 +10074,17 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
 
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port) {
+    return rsd_fleet_acquire_ex(f, model, 0, now_ms, user, req, port);
+}
+
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
-    r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
+    r = rsd_pool_acquire_ex(f->pool, model, flags, now_ms, user, req, &slot);
     if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
@@ -10106,6 +10125,21 @@ RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
+}
+
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease) {
+    if (lease) lease->id = 0;
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_take(f->pool, desc, now_ms, lease), now_ms)
+             : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info) {
+    return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms) {
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_release(f->pool, lease, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
