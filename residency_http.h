@@ -1304,6 +1304,15 @@
        (reservation over the whole budget: at once, nothing started),
        RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
        RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_acquire_ex(f, m, flags, now, user, &req, &port): with the pool's acquire
+       flags; RSD_POOL_ACQUIRE_EXCLUSIVE runs the request alone on m's process once it
+       has drained (benchmarks, calibration); other models keep flowing.
+   rsd_fleet_lease_take(f, &lease_desc, now, &lease) / rsd_fleet_lease_query /
+   rsd_fleet_lease_release: a VRAM lease for a workload outside the fleet, as the
+       pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
+       why "lease"), never a busy or pinned one; starts that would break it wait;
+       release or its ttl gives the bytes back and, with lease_desc.restore, restarts
+       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes).
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms.
    rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
