@@ -2351,6 +2351,8 @@ typedef struct rsd_fleet_model_info {
     const char *last_error;     /* its message (reason, command, last output lines); NULL =
                                    none. Valid until the next rsd_fleet_* call that changes it */
     uint64_t retry_at_ms;       /* after a failed start: no new start before this; 0 = none */
+    int exit_code;              /* its last process's exit status (128+N: killed by signal N;
+                                   127: never ran), with last_result; 0 = none */
 } rsd_fleet_model_info;
 
 typedef struct rsd_fleet rsd_fleet;
@@ -9442,6 +9444,7 @@ typedef struct rsdi_fleet_model {
     const char *health_path;   /* in buf */
     const char *probe_host;    /* numeric host for the probe URL ("127.0.0.1", "[::1]"...) */
     int last_result;
+    int exit_code;             /* of its last process (128+signal, 127 never ran) */
     uint32_t msg_gen;
     char msg[RSD_FLEET_MESSAGE_MAX];
 } rsdi_fleet_model;
@@ -9789,6 +9792,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
     else
         (void)snprintf(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
     rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
+    f->models[model].exit_code = 127;
     if (r == RSD_ERR_SPAWN) (void)rsd_procs_release(f->procs, h);
     rsdi_fleet_clear_slot(s);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_CRASHED, model, slot, now_ms);
@@ -9835,6 +9839,9 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         result = RSD_ERR_FLEET_START;
         msg_model = model;
     }
+    if (kind == RSD_FLEET_EV_CRASHED) /* the status that goes with last_result */
+        f->models[model].exit_code = pe->kind == RSD_PROC_EV_SPAWN_FAILED ? 127
+                                     : pe->term_signal ? 128 + pe->term_signal : pe->exit_code;
     rsdi_fleet_ev_init(f, &ev, kind, model, slot, now_ms);
     ev.pid = s->pid;
     ev.port = s->port;
@@ -10055,6 +10062,7 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
     none.id = 0;
     rsdi_fleet_note(f, model, none, RSD_ERR_FLEET_START, why);
+    f->models[model].exit_code = 127;
     return RSD_ERR_FLEET_START;
 }
 
@@ -10285,6 +10293,7 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
+    info->exit_code = f->models[model].exit_code;
     info->last_error = f->models[model].last_result ? f->models[model].msg : NULL;
     info->retry_at_ms = info->pool.retry_at_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {

@@ -78,6 +78,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #if defined(__linux__)
 #include <sys/prctl.h>
 #endif
@@ -113,6 +116,8 @@ static void on_signal(int sig) {
 typedef struct srv_model {
     char cmd_buf[RSRV_CMD_MAX];
     const char *cmd_argv[RSRV_MAX_ARGS + 1];
+    char env_buf[RSRV_CMD_MAX];
+    const char *env[RSRV_MAX_ENV + 2];   /* the model's NAME=VALUE, then the hygiene entry */
     char extra_buf[2 * RSRV_CMD_MAX];
     const char *extra_argv[2 * RSRV_MAX_ARGS + 1];
     rsd_proc_spec spec;
@@ -157,6 +162,7 @@ typedef struct srv {
     bool stopping;
     uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
+    char listen_addr[RSRV_HOST_MAX]; /* the listen host, resolved (numeric) */
 } srv;
 
 static void logf_(const char *fmt, ...)
@@ -348,8 +354,8 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         if (mi.last_result < 0 && !strcmp(router_state(&mi), "unloaded")) {
             rsd_json_w_key(&w, "failed");
             rsd_json_w_bool(&w, true);
-            rsd_json_w_key(&w, "exit_code");
-            rsd_json_w_int(&w, 1);
+            rsd_json_w_key(&w, "exit_code"); /* its own; 128+N for signal N; 127 never ran */
+            rsd_json_w_int(&w, mi.exit_code);
         }
         rsd_json_w_end_object(&w);
         rsd_json_w_end_object(&w);
@@ -674,16 +680,17 @@ static int hexval(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-/* The `model` query parameter (percent-decoded) as rsrv_body_model reports it: 1 found,
+/* Query parameter `name` (percent-decoded) as rsrv_body_model reports it: 1 found,
    0 absent, -2 too long or badly encoded. */
-static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
+static int query_param(rsd_str target, const char *name, char *out, size_t cap, size_t *out_len) {
     const char *q = (const char *)memchr(target.ptr, '?', target.len), *end = target.ptr + target.len;
+    size_t nl = strlen(name);
     if (!q) return 0;
     for (q++; q < end;) {
         const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
-        if (e - q >= 6 && !memcmp(q, "model=", 6)) {
+        if ((size_t)(e - q) > nl && !memcmp(q, name, nl) && q[nl] == '=') {
             size_t n = 0;
-            for (q += 6; q < e; q++) {
+            for (q += nl + 1; q < e; q++) {
                 char c = *q;
                 if (c == '+') c = ' ';
                 else if (c == '%') {
@@ -704,6 +711,39 @@ static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
     return 0;
 }
 
+static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
+    return query_param(target, "model", out, cap, out_len);
+}
+
+/* ?autoload=: absent = on (rsd-serve starts models on demand); "true" or "1" = on,
+   anything else = off, as the llama.cpp router. */
+static bool query_autoload(rsd_str target) {
+    char v[16];
+    size_t n = 0;
+    int r = query_param(target, "autoload", v, sizeof v, &n);
+    if (r == 0) return true;
+    return r == 1 && (!strcmp(v, "true") || !strcmp(v, "1"));
+}
+
+/* With ?autoload=false a request is served only by a model that is ready now: 400
+   "model is not loaded" when it is not resident, 503 "Loading model" while it starts
+   (what the router and its child answer). true when it answered. */
+static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m, uint64_t now) {
+    rsd_fleet_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    if (query_autoload(ev->head->target)) return false;
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    if (mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_READY) return false;
+    if (mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_STARTING) {
+        static const char body[] = "{\"error\":{\"message\":\"Loading model\",\"type\":\"unavailable_error\",\"code\":503}}";
+        respond_json(s, ev->req, 503, body, sizeof body - 1);
+    } else {
+        static const char body[] = "{\"error\":{\"code\":400,\"message\":\"model is not loaded\",\"type\":\"invalid_request_error\"}}";
+        respond_json(s, ev->req, 400, body, sizeof body - 1);
+    }
+    return true;
+}
+
 /* A request for a model (POST: the body's "model"; GET: ?model=): acquire a place, then
    send it to the model's process. */
 static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, bool from_query) {
@@ -722,6 +762,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         respond_unknown_model(s, ev->req, r == 1 ? name : "(too long)");
         return;
     }
+    if (refuse_no_autoload(s, ev, m, now)) return;
     j = job_new(s);
     if (!j) {
         respond_error(s, ev->req, 503, "unavailable_error", "too many requests in progress");
@@ -997,19 +1038,17 @@ static int read_file(const char *path, char **out, size_t *len) {
     return 0;
 }
 
-/* Builds each model's process spec from the configuration. */
-static int build_models(srv *s) {
-    const rsrv_config *c = s->cfg;
-    static const char *const env[] = {"LLAMA_SERVER_ROUTER_PORT", NULL}; /* wire.md 1.12 hygiene */
-    int i, n, k;
-    for (i = 0; i < c->nmodels; i++) {
-        const rsrv_model *m = &c->models[i];
-        srv_model *sm = &s->models[i];
-        size_t used;
-        memset(sm, 0, sizeof *sm);
-        /* extra = global args, then the model's */
-        n = rsrv_split(c->args, sm->extra_buf, sizeof sm->extra_buf, sm->extra_argv, RSRV_MAX_ARGS + 1);
+/* Builds model m's process spec from configuration c into sm. */
+static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm) {
+    int n, k;
+    size_t used;
+    memset(sm, 0, sizeof *sm);
+    {
+        /* extra = the global args (llama_server models only: a command is a whole
+           command line), then the model's */
+        n = m->command[0] ? 0 : rsrv_split(c->args, sm->extra_buf, sizeof sm->extra_buf, sm->extra_argv, RSRV_MAX_ARGS + 1);
         if (n < 0) return -1;
+        sm->extra_argv[n] = NULL;
         for (used = 0, k = 0; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
         k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
         if (k < 0) return -1;
@@ -1027,7 +1066,11 @@ static int build_models(srv *s) {
         sm->spec.ctx = m->ctx;
         sm->spec.parallel = m->parallel;
         sm->spec.ngl = m->ngl[0] ? m->ngl : NULL;
-        sm->spec.env = env;
+        k = rsrv_env_split(m->env, sm->env_buf, sizeof sm->env_buf, sm->env, RSRV_MAX_ENV + 1);
+        if (k < 0) return -1;
+        sm->env[k] = "LLAMA_SERVER_ROUTER_PORT"; /* wire.md 1.12 hygiene: never inherited */
+        sm->env[k + 1] = NULL;
+        sm->spec.env = sm->env;
         sm->spec.name = m->id;
         sm->spec.start_deadline_ms = c->start_timeout_ms;
         sm->desc.pool.id = m->id;
@@ -1038,6 +1081,66 @@ static int build_models(srv *s) {
         sm->desc.spec = sm->spec;
     }
     return 0;
+}
+
+static int build_models(srv *s) {
+    int i;
+    for (i = 0; i < s->cfg->nmodels; i++)
+        if (build_model(s->cfg, &s->cfg->models[i], &s->models[i]) != 0) return -1;
+    return 0;
+}
+
+/* --check's look at the files: each model's program (llama_server or the command's)
+   and, for llama_server models, the model file, as a start would check them
+   (rsd_procs_check). Problems appended to out as "WHERE: why\n"; their count. */
+static int check_files(srv *s, const char *file, char *out, size_t cap) {
+    rsd_procs_desc pd;
+    rsd_procs *p;
+    int i, bad = 0;
+    memset(&pd, 0, sizeof pd);
+    pd.max_procs = 1;
+    p = rsd_procs_create(&pd);
+    if (!p) return 0;
+    for (i = 0; i < s->cfg->nmodels; i++) {
+        const rsrv_model *m = &s->cfg->models[i];
+        char why[512], where[RSRV_PATH_MAX + 32];
+        size_t o = strlen(out);
+        if (rsd_procs_check(p, &s->models[i].spec, why, sizeof why) == RSD_OK) continue;
+        if (m->command[0]) rsrv_where(file, m, 1, where, sizeof where);
+        else if (strstr(why, "model file")) rsrv_where(file, m, 0, where, sizeof where);
+        else if (s->cfg->key_line[2]) snprintf(where, sizeof where, "%s:%d", file ? file : "config", s->cfg->key_line[2]);
+        else snprintf(where, sizeof where, "%s", file && !s->cfg->seen ? "--llama-server" : "llama_server");
+        snprintf(out + o, o < cap ? cap - o : 0, "%s: model '%s': %s\n", where, m->id, why);
+        bad++;
+    }
+    rsd_procs_destroy(p);
+    return bad;
+}
+
+/* The listen host as a numeric address: a host name is resolved once, here (the first
+   IPv4 or IPv6 address getaddrinfo gives). false with err set. */
+static bool resolve_listen(const char *host, char *out, size_t cap, char *err, size_t ecap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    int r;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    r = getaddrinfo(host, NULL, &hints, &res);
+    if (r != 0) {
+        snprintf(err, ecap, "listen: cannot resolve '%s': %s", host, gai_strerror(r));
+        return false;
+    }
+    for (ai = res; ai; ai = ai->ai_next)
+        if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+            getnameinfo(ai->ai_addr, ai->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0)
+            break;
+    freeaddrinfo(res);
+    if (!ai) {
+        snprintf(err, ecap, "listen: '%s' has no IPv4 or IPv6 address", host);
+        return false;
+    }
+    return true;
 }
 
 static void usage(FILE *f) {
@@ -1085,6 +1188,11 @@ int main(int argc, char **argv) {
         if (!strcmp(argv2[i], "--config")) {
             char *text = NULL;
             size_t len = 0;
+            struct stat sb;
+            if (stat(argv2[i + 1], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+                fprintf(stderr, "rsd-serve: %s: is a directory (give the config file)\n", argv2[i + 1]);
+                return EX_NOINPUT;
+            }
             if (read_file(argv2[i + 1], &text, &len) != 0) {
                 fprintf(stderr, "rsd-serve: %s: %s\n", argv2[i + 1], strerror(errno));
                 return EX_NOINPUT;
@@ -1107,24 +1215,39 @@ int main(int argc, char **argv) {
         usage(stderr);
         return EX_USAGE;
     }
+    s.models = (srv_model *)calloc(RSRV_MAX_MODELS, sizeof *s.models);
+    mdesc = (rsd_fleet_model_desc *)calloc(RSRV_MAX_MODELS, sizeof *mdesc);
+    if (!s.models || !mdesc || build_models(&s) != 0) {
+        fprintf(stderr, "rsd-serve: cannot prepare the model commands\n");
+        return EX_USAGE;
+    }
+    {
+        /* What parses but cannot work: refused at start; --check also looks at the files. */
+        char *probs = (char *)calloc(1, SRV_OUT);
+        int bad;
+        if (!probs) return EX_FAIL;
+        bad = rsrv_check(s.cfg, s.opts.config_path, probs, SRV_OUT);
+        if (check) bad += check_files(&s, s.opts.config_path, probs, SRV_OUT);
+        if (bad) {
+            fprintf(stderr, "%s", probs);
+            fprintf(stderr, "rsd-serve: %d problem%s in the configuration\n", bad, bad == 1 ? "" : "s");
+            free(probs);
+            return EX_USAGE;
+        }
+        free(probs);
+    }
     if (check) {
         int n = rsrv_write_ini(s.cfg, s.out, SRV_OUT);
         if (n < 0) return EX_FAIL;
         fwrite(s.out, 1, (size_t)n, stdout);
         return EX_OK;
     }
-    s.models = (srv_model *)calloc((size_t)s.cfg->nmodels, sizeof *s.models);
-    mdesc = (rsd_fleet_model_desc *)calloc((size_t)s.cfg->nmodels, sizeof *mdesc);
-    if (!s.models || !mdesc || build_models(&s) != 0) {
-        fprintf(stderr, "rsd-serve: cannot prepare the model commands\n");
-        return EX_USAGE;
-    }
     for (i = 0; i < s.cfg->nmodels; i++) mdesc[i] = s.models[i].desc;
 
     memset(&fd, 0, sizeof fd);
     fd.pool.max_slots = s.cfg->max_models;
     fd.pool.vram_budget_bytes = s.cfg->vram_budget_bytes;
-    fd.pool.max_wait_ms = s.cfg->max_wait_ms;
+    fd.pool.max_wait_ms = rsrv_eff_max_wait(s.cfg);
     fd.pool.max_requests = 4096;
     fd.procs.max_procs = 2 * s.cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s.cfg->max_models + 2;
     fd.procs.term_grace_ms = s.cfg->stop_grace_ms ? s.cfg->stop_grace_ms : 1;
@@ -1139,7 +1262,12 @@ int main(int argc, char **argv) {
     }
 
     memset(&hd, 0, sizeof hd);
-    hd.bind_host = s.cfg->listen_host;
+    if (!resolve_listen(s.cfg->listen_host, s.listen_addr, sizeof s.listen_addr, err, sizeof err)) {
+        fprintf(stderr, "rsd-serve: %s\n", err);
+        rsd_fleet_destroy(s.fleet);
+        return EX_FAIL;
+    }
+    hd.bind_host = s.listen_addr;
     hd.port = (uint16_t)s.cfg->listen_port;
     hd.max_conns = SRV_MAX_CONNS;
     hd.max_body_bytes = SRV_MAX_BODY;
@@ -1181,15 +1309,18 @@ int main(int argc, char **argv) {
         (void)sigaction(SIGHUP, &sa, NULL);
     }
 
-    printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.cfg->listen_host, ':') ? "[" : "",
-           s.cfg->listen_host, strchr(s.cfg->listen_host, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
+    printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.listen_addr, ':') ? "[" : "",
+           s.listen_addr, strchr(s.listen_addr, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
     fflush(stdout);
     if (!s.opts.quiet)
         logf_("%d model%s, at most %d resident, llama-server: %s", s.cfg->nmodels, s.cfg->nmodels == 1 ? "" : "s",
               s.cfg->max_models, s.cfg->llama_server);
-    /* Boot policy (P37): pinned models are loaded at once. */
+    /* Boot policy (P37): pinned models are loaded at once, then preload ones (not
+       pinned: evicted like any other when room is needed). */
     for (i = 0; i < s.cfg->nmodels; i++)
         if (s.cfg->models[i].pinned) (void)rsd_fleet_load(s.fleet, i, rsd_now_ms());
+    for (i = 0; i < s.cfg->nmodels; i++)
+        if (s.cfg->models[i].preload && !s.cfg->models[i].pinned) (void)rsd_fleet_load(s.fleet, i, rsd_now_ms());
 
     for (;;) {
         uint64_t now = rsd_now_ms(), dl, d2;

@@ -1,0 +1,288 @@
+/* test_serve_ops.c -- rsd-serve as an operated service: --check, per-model env and
+   preload, host names in listen, ?autoload=false, the real exit status of a failed
+   start, command models without the global args, bounded queues, reload (SIGHUP and
+   POST /_rsd/reload) and the watchdog. The program (build/examples/rsd-serve) runs
+   rsd-sim llama-server children (build/examples/rsd-sim --runtime server) or small
+   shell wrappers around them. Nothing sleeps: waits are pipe reads, waitpid, or bounded
+   polls of GET /status and of files the children write. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "../examples/rsd_serve.h"
+#include "rsd_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#define SERVE_BIN "build/examples/rsd-serve"
+#define SIM_BIN "build/examples/rsd-sim"
+#include "serve_harness.h"
+
+static rsrv_config g_cfg, g_cfg2;
+static char g_ini[1 << 16];
+static const char *g_sim_args = "--runtime server --load-ms 20 --token-ms 40 --gen-ms 5";
+
+static int parse(const char *text, char *err, size_t cap) {
+    rsrv_config_init(&g_cfg);
+    err[0] = 0;
+    return rsrv_parse_ini(&g_cfg, text, strlen(text), "ops.ini", err, cap);
+}
+
+/* Polls until the file at path holds needle: bounded (10 s), 10 ms between looks. */
+static bool wait_file_has(const char *path, const char *needle) {
+    int i;
+    for (i = 0; i < 1000; i++) {
+        if (file_has(path, needle)) return true;
+        (void)poll(NULL, 0, 10);
+    }
+    return false;
+}
+
+/* Polls the log of s until it holds needle (bounded, 10 s). */
+SH_FN bool wait_log(const serve_proc *s, const char *needle) { return wait_file_has(s->log_path, needle); }
+
+/* ---- the new keys, the writer, the structural checks (pure) ------------------------ */
+static void test_ops_config_keys(void) {
+    char err[RSRV_ERR_MAX];
+    const char *text =
+        "max_queue = 5\n"
+        "vram_budget = 24G\n"
+        "[model a]\n"
+        "model = /m/a.gguf\n"
+        "env = CUDA_VISIBLE_DEVICES=0, LLAMA_ARG_X=1 ,EMPTY=\n"
+        "preload = yes\n"
+        "max_queue = 2\n"
+        "reserve = 6144M\n"
+        "ttl = 300\n"
+        "[model b]\n"
+        "command = srv --port {port}\n";
+    char buf[RSRV_CMD_MAX];
+    const char *e[RSRV_MAX_ENV + 1];
+    REQUIRE(parse(text, err, sizeof err) == 0);
+    CHECK_EQ_INT(g_cfg.max_queue, 5);
+    CHECK(g_cfg.models[0].preload);
+    CHECK(!g_cfg.models[0].pinned);
+    CHECK_EQ_INT(g_cfg.models[0].max_queue, 2);
+    CHECK_EQ_INT(rsrv_eff_model_queue(&g_cfg, &g_cfg.models[0]), 2);
+    CHECK_EQ_INT(rsrv_eff_model_queue(&g_cfg, &g_cfg.models[1]), 5); /* the global one */
+    CHECK_EQ_INT(g_cfg.models[0].key_line[6], 8);                     /* reserve's line */
+    REQUIRE(rsrv_env_split(g_cfg.models[0].env, buf, sizeof buf, e, RSRV_MAX_ENV + 1) == 3);
+    CHECK_EQ_STR(e[0], "CUDA_VISIBLE_DEVICES=0");
+    CHECK_EQ_STR(e[1], "LLAMA_ARG_X=1");
+    CHECK_EQ_STR(e[2], "EMPTY=");
+    CHECK(e[3] == NULL);
+    /* written back: effective values, the largest exact unit, a round trip */
+    REQUIRE(rsrv_write_ini(&g_cfg, g_ini, sizeof g_ini) > 0);
+    CHECK(strstr(g_ini, "vram_budget = 24G\n") != NULL);
+    CHECK(strstr(g_ini, "reserve = 6G\n") != NULL);
+    CHECK(strstr(g_ini, "ttl = 5m\n") != NULL);
+    CHECK(strstr(g_ini, "max_wait = 30s\n") != NULL);    /* not 0 */
+    CHECK(strstr(g_ini, "send_timeout = 30s\n") != NULL); /* not 0 */
+    CHECK(strstr(g_ini, "start_timeout = 5m\n") != NULL);
+    CHECK(strstr(g_ini, "preload = true\n") != NULL);
+    CHECK(strstr(g_ini, "[model b]\ncommand = srv --port {port}\nreserve = 0\nttl = 0 # never") != NULL);
+    rsrv_config_init(&g_cfg2);
+    CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, strlen(g_ini), "rt", err, sizeof err), 0);
+    CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
+    /* bad values */
+    CHECK_EQ_INT(parse("[model a]\nmodel = x\nenv = 1X=2\n", err, sizeof err), -1);
+    CHECK(strstr(err, "ops.ini:3: env: expected NAME=VALUE") == err);
+    CHECK_EQ_INT(parse("[model a]\nmodel = x\nenv = NOVALUE\n", err, sizeof err), -1);
+    CHECK_EQ_INT(parse("[model a]\nmodel = x\npreload = perhaps\n", err, sizeof err), -1);
+    CHECK(strstr(err, "ops.ini:3: preload must be true or false") == err);
+    CHECK_EQ_INT(parse("max_queue = 0\n", err, sizeof err), -1);
+    CHECK(strstr(err, "ops.ini:1: max_queue must be an integer") == err);
+    /* host names in listen (resolved by the program) */
+    REQUIRE(parse("listen = localhost:8081\n", err, sizeof err) == 0);
+    CHECK_EQ_STR(g_cfg.listen_host, "localhost");
+    CHECK_EQ_INT(g_cfg.listen_port, 8081);
+    CHECK_EQ_INT(parse("listen = [localhost]:80\n", err, sizeof err), -1);
+}
+
+static void test_ops_config_check(void) {
+    char err[RSRV_ERR_MAX], out[4096];
+    const char *text =
+        "max_models = 1\n"
+        "vram_budget = 8G\n"
+        "[model a]\n"
+        "command = srv --port {prot} --m {model}\n" /* line 4: unknown, no {port} */
+        "model = /m/a.gguf\n"
+        "pinned = true\n"
+        "[model b]\n"
+        "model = /m/b.gguf\n"
+        "command = srv --port {port}\n" /* line 9: model never used */
+        "reserve = 9G\n"                 /* line 10: above the budget */
+        "pinned = true\n";               /* line 11: two pinned, max_models 1 */
+    REQUIRE(parse(text, err, sizeof err) == 0);
+    out[0] = 0;
+    CHECK_EQ_INT(rsrv_check(&g_cfg, "ops.ini", out, sizeof out), 5);
+    CHECK(strstr(out, "ops.ini:4: command: unknown placeholder {prot}") != NULL);
+    CHECK(strstr(out, "ops.ini:4: command has no {port}") != NULL);
+    CHECK(strstr(out, "ops.ini:8: both `model` and `command` in [model b]") != NULL);
+    CHECK(strstr(out, "ops.ini:10: reserve 9G is above vram_budget 8G") != NULL);
+    CHECK(strstr(out, "ops.ini:11: 2 pinned models but max_models = 1") != NULL);
+    if (!strstr(out, "ops.ini:8:")) printf("%s", out);
+    REQUIRE(parse("[model a]\nmodel = /m/a.gguf\ncommand = srv --port {port} -m {model}\n", err, sizeof err) == 0);
+    out[0] = 0;
+    CHECK_EQ_INT(rsrv_check(&g_cfg, "ops.ini", out, sizeof out), 0);
+    CHECK_EQ_STR(out, "");
+}
+
+/* The program's --check: files too, FILE:LINE each, exit 64; a directory exit 66. */
+static void test_ops_check_program(void) {
+    char path[256], model[256], text[2048], out[8192], want[512];
+    const char *argv1[] = {SERVE_BIN, "--config", path, "--check", NULL};
+    const char *argv2[] = {SERVE_BIN, "--config", g_dir, "--check", NULL};
+    make_dir();
+    argv2[2] = g_dir;
+    snprintf(path, sizeof path, "%s/check.ini", g_dir);
+    snprintf(model, sizeof model, "%s/check-ok.gguf", g_dir);
+    write_file(model, "");
+    snprintf(text, sizeof text,
+             "llama_server = /nonexistent/llama-server\n" /* 1 */
+             "[model a]\n"
+             "model = %s\n"                              /* 3 */
+             "[model b]\n"
+             "model = %s/missing.gguf\n"                 /* 5 */
+             "[model c]\n"
+             "command = /nonexistent/srv --port {port}\n", /* 7 */
+             model, g_dir);
+    write_file(path, text);
+    CHECK_EQ_INT(run_prog(argv1, out, sizeof out), 64);
+    snprintf(want, sizeof want, "%s:1: model 'a': cannot run /nonexistent/llama-server", path);
+    CHECK(strstr(out, want) != NULL);
+    snprintf(want, sizeof want, "%s:7: model 'c': cannot run /nonexistent/srv", path);
+    CHECK(strstr(out, want) != NULL);
+    if (!strstr(out, want)) printf("%s\n", out);
+    /* the model file: with a binary that exists */
+    snprintf(text, sizeof text,
+             "llama_server = %s\nvram_budget = 3G\n[model a]\nmodel = %s\nreserve = 1536M\n[model b]\nmodel = %s/missing.gguf\n",
+             SIM_BIN, model, g_dir);
+    write_file(path, text);
+    CHECK_EQ_INT(run_prog(argv1, out, sizeof out), 64);
+    snprintf(want, sizeof want, "%s:7: model 'b': cannot read model file %s/missing.gguf", path, g_dir);
+    CHECK(strstr(out, want) != NULL);
+    if (!strstr(out, want)) printf("%s\n", out);
+    /* all fine: the configuration as INI, sizes and durations readable, defaults shown */
+    snprintf(text, sizeof text, "llama_server = %s\nvram_budget = 3G\n[model a]\nmodel = %s\nreserve = 1536M\nttl = 90\n",
+             SIM_BIN, model);
+    write_file(path, text);
+    CHECK_EQ_INT(run_prog(argv1, out, sizeof out), 0);
+    CHECK(strstr(out, "vram_budget = 3G\n") && strstr(out, "reserve = 1536M\n") && strstr(out, "ttl = 90s\n"));
+    CHECK(strstr(out, "max_wait = 30s\n") && strstr(out, "send_timeout = 30s\n") && strstr(out, "max_queue = 32\n"));
+    /* a directory for a config file */
+    CHECK_EQ_INT(run_prog(argv2, out, sizeof out), 66);
+    CHECK(strstr(out, "is a directory") != NULL);
+}
+
+/* rsd-sim llama-server children through a shell wrapper that first writes what it
+   sees to FILE: "exec" keeps the server the direct child. */
+static void sim_wrapper(char *out, size_t cap, const char *file, const char *what, const char *id) {
+    snprintf(out, cap, "/bin/sh -c \"echo %s > %s; exec %s %s --port {port} -m /models/%s.gguf --alias %s\"", what,
+             file, SIM_BIN, g_sim_args, id, id);
+}
+
+/* env reaches the child; preload starts at boot without a pin; the global args are not
+   given to a command; listen takes a host name. */
+static void test_ops_env_preload(void) {
+    serve_proc s;
+    char path[256], envfile[256], cmd[1024], text[4096], state[32];
+    const char *args[] = {"--config", path, NULL};
+    make_dir();
+    snprintf(path, sizeof path, "%s/env.ini", g_dir);
+    snprintf(envfile, sizeof envfile, "%s/env.out", g_dir);
+    sim_wrapper(cmd, sizeof cmd, envfile, "\\\"cuda=$CUDA_VISIBLE_DEVICES x=$LLAMA_ARG_X\\\"", "pre");
+    snprintf(text, sizeof text,
+             "listen = localhost:0\nmax_models = 2\nstop_grace = 2\n"
+             "args = --no-such-flag-for-a-command\n" /* would make rsd-sim exit 64 */
+             "[model pre]\ncommand = %s\nenv = CUDA_VISIBLE_DEVICES=0, LLAMA_ARG_X=1\npreload = true\n",
+             cmd);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK(strstr(s.url, "127.0.0.1") || strstr(s.url, "[::1]")); /* localhost, resolved */
+    /* started without a request */
+    {
+        int i;
+        for (i = 0; i < 500; i++) {
+            status_state(&s, "pre", state, sizeof state);
+            if (!strcmp(state, "ready")) break;
+            (void)poll(NULL, 0, 10);
+        }
+    }
+    CHECK_EQ_STR(state, "ready");
+    CHECK_EQ_INT(http(&s, "GET", "/status", NULL), 200);
+    CHECK(strstr(g_body, "\"pinned\":false") != NULL);
+    CHECK(wait_file_has(envfile, "cuda=0 x=1"));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("pre", false)), 200);
+    CHECK(!log_has(&s, "no-such-flag"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* ?autoload=false: served only by a model that is ready (the router's 400 otherwise);
+   nothing is started for it. */
+static void test_ops_autoload(void) {
+    serve_proc s;
+    char path[256], text[2048];
+    const char *args[] = {"--config", path, NULL};
+    make_dir();
+    snprintf(path, sizeof path, "%s/auto.gguf", g_dir);
+    write_file(path, "");
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = %s\nstop_grace = 2\n[model a]\nmodel = %s\n",
+             SIM_BIN, g_sim_args, path);
+    snprintf(path, sizeof path, "%s/auto.ini", g_dir);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "GET", "/props?model=a&autoload=false", NULL), 400);
+    CHECK(strstr(g_body, "\"message\":\"model is not loaded\"") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/slots?autoload=0&model=a", NULL), 400);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions?autoload=false", chat("a", false)), 400);
+    CHECK_EQ_INT(status_field(&s, NULL, "spawns"), 0);
+    CHECK_EQ_INT(status_field(&s, "a", "pid"), 0);
+    /* autoload=true (or absent) starts it; then autoload=false is served */
+    CHECK_EQ_INT(http(&s, "GET", "/props?model=a&autoload=true", NULL), 200);
+    CHECK_EQ_INT(http(&s, "GET", "/props?model=a&autoload=false", NULL), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions?autoload=false", chat("a", false)), 200);
+    CHECK_EQ_INT(status_field(&s, NULL, "spawns"), 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A failed start is listed with the child's own exit status (before: always 1). */
+static void test_ops_exit_status(void) {
+    serve_proc s;
+    char path[256];
+    const char *args[] = {"--config", path, NULL};
+    make_dir();
+    snprintf(path, sizeof path, "%s/exit.ini", g_dir);
+    write_file(path, "listen = 127.0.0.1:0\nstop_grace = 2\n[model three]\ncommand = /bin/sh -c \"exit 3\" {port}\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("three", false)), 503);
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    CHECK(strstr(g_body, "\"failed\":true,\"exit_code\":3") != NULL);
+    if (!strstr(g_body, "\"exit_code\":3")) printf("  %s\n", g_body);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    RUN(test_ops_config_keys);
+    RUN(test_ops_config_check);
+    RUN(test_ops_check_program);
+    RUN(test_ops_env_preload);
+    RUN(test_ops_autoload);
+    RUN(test_ops_exit_status);
+    return RSD_TEST_END();
+}
