@@ -146,6 +146,8 @@ typedef struct job {
     size_t stash_len;
     uint64_t t0;
     uint64_t stall_since;  /* the stash waits and the client has taken nothing since (0 = not) */
+    uint64_t seq;          /* arrival order (queue positions) */
+    int queue_pos;         /* its place in its model's queue when it joined (1 = first); 0 = never waited */
     char method[8];
     char path[96];
 } job;
@@ -163,7 +165,11 @@ typedef struct srv {
     uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
     char listen_addr[RSRV_HOST_MAX]; /* the listen host, resolved (numeric) */
+    uint64_t job_seq;
+    uint64_t queue_full;   /* requests refused with 429 (max_queue) */
 } srv;
+
+static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
 
 static void logf_(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -401,6 +407,10 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     rsd_json_w_int(&w, st->waiting);
     rsd_json_w_key(&w, "stopping");
     rsd_json_w_bool(&w, s->stopping);
+    rsd_json_w_key(&w, "max_queue");
+    rsd_json_w_int(&w, rsrv_eff_max_queue(s->cfg));
+    rsd_json_w_key(&w, "queue_full"); /* requests refused with 429 */
+    rsd_json_w_int(&w, (int64_t)s->queue_full);
     rsd_json_w_key(&w, "counters");
     rsd_json_w_begin_object(&w);
 #define SRV_COUNTER(name) rsd_json_w_key(&w, #name); rsd_json_w_int(&w, (int64_t)st->name);
@@ -453,6 +463,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         rsd_json_w_key(&w, "retry_in_ms"); /* its start failed: no new one before then */
         if (mi.retry_at_ms > now) rsd_json_w_int(&w, (int64_t)(mi.retry_at_ms - now));
         else rsd_json_w_null(&w);
+        status_queue(s, &w, i, now);
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_array(&w);
@@ -576,6 +587,16 @@ static void job_log(srv *s, job *j, int status, uint64_t now) {
         logf_("%s %s %s %d %.1f ms", j->method, j->path, s->cfg->models[j->model].id, status, (double)(now - j->t0));
 }
 
+/* "X-Queue-Position: N" on the answer of a request that waited (its place when it
+   joined its model's queue, 1 = first); 1 header written or 0. */
+static size_t job_queue_header(const job *j, rsd_http_header *h, char *buf, size_t cap) {
+    if (!j->queue_pos) return 0;
+    snprintf(buf, cap, "%d", j->queue_pos);
+    h->name = rsd_str_c("X-Queue-Position");
+    h->value = rsd_str_c(buf);
+    return 1;
+}
+
 /* Starts the downstream answer with the upstream's status, type and framing (the
    upstream head, read while its body streams). */
 static bool job_begin(srv *s, job *j) {
@@ -584,12 +605,14 @@ static bool job_begin(srv *s, job *j) {
     rsd_str ct;
     size_t nh = 0;
     int r;
+    char qp[16];
     if (rsd_http_query_head(s->hc, j->up, &hd) != RSD_OK) return false;
     ct = rsd_http_header_get(hd.headers, hd.num_headers, "Content-Type");
     if (ct.ptr) {
         out[nh].name = rsd_str_c("Content-Type");
         out[nh++].value = ct;
     }
+    nh += job_queue_header(j, out + nh, qp, sizeof qp);
     if (hd.framing.chunked) r = rsd_http_stream_begin(s->hs, j->sreq, hd.status, out, nh);
     else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd.status, out, nh, hd.framing.content_length);
     if (r != RSD_OK) return false;
@@ -744,6 +767,80 @@ static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m, u
     return true;
 }
 
+/* ---- bounded queues ------------------------------------------------------------------ */
+/* Requests waiting for a process: for model m (-1 = all). */
+static int queue_count(const srv *s, int m) {
+    int i, n = 0;
+    for (i = 0; i < SRV_MAX_CONNS; i++)
+        if (s->jobs[i].state == JOB_WAIT && (m < 0 || s->jobs[i].model == m)) n++;
+    return n;
+}
+
+/* The current place (1 = next) of waiting job j in its model's queue. */
+static int queue_place(const srv *s, const job *j) {
+    int i, n = 1;
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        const job *o = &s->jobs[i];
+        if (o != j && o->state == JOB_WAIT && o->model == j->model && o->seq < j->seq) n++;
+    }
+    return n;
+}
+
+/* 429 with Retry-After when a request for m would wait past max_queue: its model's
+   own queue is full, or the queue in all is and m cannot take it now. A model whose
+   start is backed off is left to the acquire (503 with the reason). true = answered. */
+static bool queue_refuse(srv *s, const rsd_http_server_event *ev, int m, uint64_t now, bool waiting_now) {
+    const rsrv_model *md = &s->cfg->models[m];
+    int mine = queue_count(s, m) - (waiting_now ? 1 : 0), all = queue_count(s, -1) - (waiting_now ? 1 : 0);
+    int lim_m = rsrv_eff_model_queue(s->cfg, md), lim_all = rsrv_eff_max_queue(s->cfg);
+    rsd_fleet_model_info mi;
+    char msg[RSRV_ID_MAX + 160];
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    if (mi.retry_at_ms > now) return false;
+    if (mine < lim_m && (all < lim_all || (!waiting_now && mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_READY)))
+        return false;
+    if (mine >= lim_m)
+        snprintf(msg, sizeof msg, "too many requests waiting for '%s' (max_queue %d); retry later", md->id, lim_m);
+    else
+        snprintf(msg, sizeof msg, "too many requests waiting (max_queue %d in all); retry later", lim_all);
+    s->queue_full++;
+    respond_error_retry(s, ev->req, 429, "rate_limit_error", msg, 1);
+    if (s->opts.verbose) logf_("%.*s: 429 (%s)", (int)ev->head->target.len, ev->head->target.ptr, msg);
+    return true;
+}
+
+/* Per-model queue detail for /status: the waiting requests in order. */
+static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now) {
+    int i, k, n = 0, idx[SRV_MAX_CONNS];
+    rsd_json_w_key(w, "max_queue");
+    rsd_json_w_int(w, rsrv_eff_model_queue(s->cfg, &s->cfg->models[m]));
+    for (i = 0; i < SRV_MAX_CONNS; i++)
+        if (s->jobs[i].state == JOB_WAIT && s->jobs[i].model == m) idx[n++] = i;
+    for (i = 1; i < n; i++) /* by arrival */
+        for (k = i; k > 0 && s->jobs[idx[k]].seq < s->jobs[idx[k - 1]].seq; k--) {
+            int t = idx[k];
+            idx[k] = idx[k - 1];
+            idx[k - 1] = t;
+        }
+    rsd_json_w_key(w, "queue");
+    rsd_json_w_begin_array(w);
+    for (i = 0; i < n; i++) {
+        const job *j = &s->jobs[idx[i]];
+        rsd_json_w_begin_object(w);
+        rsd_json_w_key(w, "position");
+        rsd_json_w_int(w, i + 1);
+        rsd_json_w_key(w, "waited_ms");
+        rsd_json_w_int(w, (int64_t)(now - j->t0));
+        rsd_json_w_key(w, "method");
+        rsd_json_w_str(w, j->method);
+        rsd_json_w_key(w, "path");
+        rsd_json_w_str(w, j->path);
+        rsd_json_w_end_object(w);
+    }
+    rsd_json_w_end_array(w);
+}
+
 /* A request for a model (POST: the body's "model"; GET: ?model=): acquire a place, then
    send it to the model's process. */
 static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, bool from_query) {
@@ -763,6 +860,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         return;
     }
     if (refuse_no_autoload(s, ev, m, now)) return;
+    if (queue_refuse(s, ev, m, now, false)) return;
     j = job_new(s);
     if (!j) {
         respond_error(s, ev->req, 503, "unavailable_error", "too many requests in progress");
@@ -771,6 +869,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     j->sreq = ev->req;
     j->model = m;
     j->t0 = now;
+    j->seq = ++s->job_seq;
     rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
     rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
     r = rsd_fleet_acquire(s->fleet, m, now, j, &j->preq, &port);
@@ -780,6 +879,12 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         job_send(s, j, now);
     } else if (r == RSD_PENDING) {
         j->state = JOB_WAIT;
+        if (queue_refuse(s, ev, m, now, true)) { /* it would wait past max_queue */
+            j->state = JOB_FREE;
+            (void)rsd_fleet_cancel(s->fleet, j->preq, now);
+            return;
+        }
+        j->queue_pos = queue_place(s, j);
     } else if (r == RSD_ERR_POOL_BACKOFF || r == RSD_ERR_FLEET_START) {
         respond_unavailable(s, ev->req, m, now, NULL);
         job_log(s, j, 503, now);
@@ -874,14 +979,16 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     job_release(s, j, now, false);
     job_log(s, j, ev->status, now);
     if (!j->begun) { /* no body bytes came: answer with the head alone */
-        rsd_http_header out[1];
+        rsd_http_header out[2];
         rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
         size_t nh = 0;
+        char qp[16];
         if (ct.ptr) {
             out[0].name = rsd_str_c("Content-Type");
             out[0].value = ct;
             nh = 1;
         }
+        nh += job_queue_header(j, out + nh, qp, sizeof qp);
         (void)rsd_http_respond(s->hs, j->sreq, ev->status, out, nh, "", 0);
         job_free(s, j, now);
         return;

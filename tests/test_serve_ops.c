@@ -276,6 +276,95 @@ static void test_ops_exit_status(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+
+/* Reads an answer on fd until it is complete enough to hold needle (or EOF/10 s). */
+static bool raw_wait_for(int fd, char *buf, size_t cap, const char *needle) {
+    size_t n = 0;
+    int got;
+    buf[0] = 0;
+    while (n + 1 < cap && (got = raw_read(fd, buf + n, cap - 1 - n)) > 0) {
+        n += (size_t)got;
+        buf[n] = 0;
+        if (strstr(buf, needle)) return true;
+    }
+    return false;
+}
+
+/* max_queue: past it 429 with Retry-After; a request that waited says where it stood
+   (X-Queue-Position) and /status lists the queue in order. */
+static void test_ops_queue(void) {
+    serve_proc s;
+    char path[256], text[2048], buf[8192];
+    const char *args[] = {"--config", path, NULL};
+    int fd1, fd2, fd3, fdb;
+    make_dir();
+    snprintf(path, sizeof path, "%s/q.gguf", g_dir);
+    write_file(path, "");
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 2\nllama_server = %s\nargs = %s --hang /v1/chat/completionsx1\n"
+             "stop_grace = 2\nmax_queue = 3\n"
+             "[model a]\nmodel = %s\nparallel = 1\nmax_queue = 2\n"
+             "[model b]\nmodel = %s\nparallel = 1\n",
+             SIM_BIN, g_sim_args, path, path);
+    snprintf(path, sizeof path, "%s/q.ini", g_dir);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    /* a's one slot is held by a request its child never answers */
+    fd1 = raw_connect(s.port);
+    REQUIRE(fd1 >= 0);
+    REQUIRE(raw_post(fd1, "/v1/chat/completions", chat("a", false)) == 0);
+    CHECK(wait_field(&s, "a", "in_flight", 1));
+    fd2 = raw_connect(s.port);
+    fd3 = raw_connect(s.port);
+    REQUIRE(fd2 >= 0 && fd3 >= 0);
+    REQUIRE(raw_post(fd2, "/v1/chat/completions", chat("a", false)) == 0);
+    CHECK(wait_field(&s, "a", "waiting", 1));
+    REQUIRE(raw_post(fd3, "/v1/chat/completions", chat("a", false)) == 0);
+    CHECK(wait_field(&s, "a", "waiting", 2));
+    /* a's own queue is full */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 429);
+    CHECK(strstr(g_body, "max_queue 2") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/status", NULL), 200);
+    CHECK(strstr(g_body, "\"max_queue\":2,\"queue\":[{\"position\":1,") != NULL);
+    CHECK(strstr(g_body, "{\"position\":2,") != NULL);
+    CHECK(strstr(g_body, "\"queue_full\":1") != NULL);
+    /* the queue in all (3): b's slot held, one more waits for b, the next is refused */
+    fdb = raw_connect(s.port);
+    REQUIRE(fdb >= 0);
+    REQUIRE(raw_post(fdb, "/v1/chat/completions", chat("b", false)) == 0);
+    CHECK(wait_field(&s, "b", "in_flight", 1));
+    {
+        int fdb2 = raw_connect(s.port);
+        REQUIRE(fdb2 >= 0);
+        REQUIRE(raw_post(fdb2, "/v1/chat/completions", chat("b", false)) == 0);
+        CHECK(wait_field(&s, "b", "waiting", 1));
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 429);
+        CHECK(strstr(g_body, "max_queue 3 in all") != NULL);
+        close(fdb2);
+    }
+    close(fdb);
+    /* the held request goes: the first waiter is served, and says it stood first */
+    close(fd1);
+    CHECK(raw_wait_for(fd2, buf, sizeof buf, "simulated"));
+    CHECK(strstr(buf, "HTTP/1.1 200") != NULL);
+    CHECK(strstr(buf, "X-Queue-Position: 1\r\n") != NULL);
+    if (!strstr(buf, "X-Queue-Position")) printf("  %s\n", buf);
+    CHECK(raw_wait_for(fd3, buf, sizeof buf, "simulated"));
+    CHECK(strstr(buf, "X-Queue-Position: 2\r\n") != NULL);
+    close(fd2);
+    close(fd3);
+    /* a request that never waited has no position */
+    {
+        int fd4 = raw_connect(s.port);
+        REQUIRE(fd4 >= 0);
+        REQUIRE(raw_post(fd4, "/v1/chat/completions", chat("a", false)) == 0);
+        CHECK(raw_wait_for(fd4, buf, sizeof buf, "simulated"));
+        CHECK(strstr(buf, "X-Queue-Position") == NULL);
+        close(fd4);
+    }
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(test_ops_config_keys);
@@ -284,5 +373,6 @@ int main(void) {
     RUN(test_ops_env_preload);
     RUN(test_ops_autoload);
     RUN(test_ops_exit_status);
+    RUN(test_ops_queue);
     return RSD_TEST_END();
 }
