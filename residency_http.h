@@ -1295,6 +1295,11 @@
        with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars) | RSD_ERR_CAPACITY (table full,
        or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
        "/health".
+   rsd_fleet_set_model(f, m, md, now): model m (same id) gets md's spec and pool
+       settings (reserve_bytes, ttl_ms, max_in_flight, pinned); its start backoff and
+       last failure are forgotten. The next start uses the new spec; a process that
+       runs keeps its command (rsd_fleet_unload with RSD_POOL_UNLOAD_DRAIN restarts it
+       once idle). Errors as add_model; on an error nothing changed.
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
        an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
        "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
@@ -1329,7 +1334,7 @@
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 355 KB + 195 bytes
+   pull every step. Memory: one block of about 359 KB + 195 bytes
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
@@ -2377,6 +2382,10 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* Replace model's command and pool settings (same id): the next start uses the new
+   spec; a running process is not touched (unload it to restart it). Its start backoff
+   and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms);
 /* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
    configuration changed. */
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
@@ -9490,6 +9499,7 @@ struct rsd_fleet {
     uint64_t pool_deadline;
     bool stopped;
     rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
+    char *spare;               /* RSD_FLEET_SPEC_BYTES: rsd_fleet_set_model copies here first */
     char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
     char tmp[RSD_FLEET_MESSAGE_MAX];
     char tail[RSD_FLEET_MESSAGE_MAX];
@@ -9953,7 +9963,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     off_models = (total + 15) & ~(size_t)15;
     total = off_models + sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS;
     off_bufs = (total + 15) & ~(size_t)15;
-    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * RSD_FLEET_MAX_MODELS;
+    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * (RSD_FLEET_MAX_MODELS + 1); /* + the spare */
     off_rq = (total + 15) & ~(size_t)15;
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
@@ -9972,6 +9982,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     memset(f->models, 0, sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS);
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
+    f->spare = (char *)f + off_bufs + (size_t)RSD_FLEET_MAX_MODELS * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
     f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
     f->rq_cap = maxreq * 2 + 16;
@@ -10042,6 +10053,31 @@ RSD_API int rsd_fleet_add_model(rsd_fleet *f, const rsd_fleet_model_desc *model)
     if (idx != f->num_models) return RSD_ERR_STATE; /* the pool was driven directly */
     f->num_models++;
     return idx;
+}
+
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms) {
+    rsdi_fleet_model t;
+    rsd_pool_model_desc pd;
+    int r;
+    char *old;
+    if (!f || !md || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    pd = md->pool;
+    if (pd.id && strcmp(pd.id, rsdi_fleet_model_id(f, model)) != 0) return RSD_ERR_ARG;
+    memset(&t, 0, sizeof t);
+    t.buf = f->spare;
+    if ((r = rsdi_fleet_copy_spec(&t, md)) < 0) return r;
+    pd.id = NULL;
+    if ((r = rsd_pool_set_model(f->pool, model, &pd, now_ms)) < 0) return r;
+    old = f->models[model].buf; /* the new copy becomes the model's, its old buffer the spare */
+    f->models[model].spec = t.spec;
+    f->models[model].health_path = t.health_path;
+    f->models[model].probe_host = t.probe_host;
+    f->models[model].buf = f->spare;
+    f->spare = old;
+    f->models[model].last_result = 0;
+    f->models[model].exit_code = 0;
+    (void)rsd_pool_reset_backoff(f->pool, model);
+    return rsdi_fleet_then(f, RSD_OK, now_ms);
 }
 
 RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {

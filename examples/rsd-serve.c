@@ -78,6 +78,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -103,13 +104,18 @@ enum {
     SRV_CONFIG_MAX = 4 << 20             /* config file size */
 };
 
-/* The only globals: counted by the signal handlers. */
+/* The only globals: counted by the signal handlers, which also write a byte to the
+   self-pipe so the loop's poll wakes at once (the work is done in the loop). */
 static volatile sig_atomic_t g_signals; /* SIGINT, SIGTERM, SIGQUIT: stop */
-static volatile sig_atomic_t g_hangups; /* SIGHUP: logged, nothing else (yet) */
+static volatile sig_atomic_t g_hangups; /* SIGHUP: reload the configuration */
+static int g_wake_fd = -1;              /* the self-pipe's write end */
 
 static void on_signal(int sig) {
+    int e = errno;
     if (sig == SIGHUP) g_hangups++;
     else g_signals++;
+    if (g_wake_fd >= 0) { ssize_t w = write(g_wake_fd, "", 1); (void)w; }
+    errno = e;
 }
 
 /* ---- per-model command ------------------------------------------------------------ */
@@ -167,9 +173,15 @@ typedef struct srv {
     char listen_addr[RSRV_HOST_MAX]; /* the listen host, resolved (numeric) */
     uint64_t job_seq;
     uint64_t queue_full;   /* requests refused with 429 (max_queue) */
+    int argc;              /* the command line (flags are applied again on a reload) */
+    char **argv;
+    bool restart[RSRV_MAX_MODELS]; /* changed by a reload while running: load once it stopped */
+    uint64_t reloads, reload_failures;
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
+static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now);
+static bool model_running(srv *s, int m, uint64_t now);
 
 static void logf_(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -321,6 +333,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
         char buf[RSD_PROC_ARG_BYTES_DEFAULT], arg[RSD_PROC_ARG_BYTES_DEFAULT + 64];
+        if (m->retired) continue; /* removed by a reload */
         const char *argv[RSD_PROC_MAX_ARGS];
         rsd_proc_spec spec;
         int argc;
@@ -426,11 +439,16 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
+        if (m->retired && !model_running(s, i, now)) continue; /* removed by a reload, gone */
         memset(&mi, 0, sizeof mi);
         (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
         rsd_json_w_begin_object(&w);
         rsd_json_w_key(&w, "id");
         rsd_json_w_str(&w, m->id);
+        if (m->retired) { /* still draining after a reload removed it */
+            rsd_json_w_key(&w, "removed");
+            rsd_json_w_bool(&w, true);
+        }
         rsd_json_w_key(&w, "state");
         rsd_json_w_str(&w, mi.pool.slot >= 0 ? rsd_pool_slot_state_name(mi.pool.state) : "unloaded");
         rsd_json_w_key(&w, "pid");
@@ -922,6 +940,8 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         answer_load(s, ev, now);
     } else if (post && path_is(ev, "/models/unload")) {
         answer_unload(s, ev, now);
+    } else if (post && path_is(ev, "/_rsd/reload")) {
+        answer_reload(s, ev, now);
     } else if (post && !path_is(ev, "/models")) {
         on_inference(s, ev, now, false);
     } else if (get && memchr(ev->head->target.ptr, '?', ev->head->target.len) &&
@@ -1114,6 +1134,13 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     case RSD_FLEET_EV_EXITED:
         logf_("%s: exited pid %lld (code %d%s%s)", id, (long long)ev->pid, ev->exit_code,
               ev->term_signal ? ", signal " : "", ev->term_signal ? strsignal(ev->term_signal) : "");
+        if (ev->model >= 0 && ev->model < RSRV_MAX_MODELS && s->restart[ev->model]) {
+            s->restart[ev->model] = false; /* changed by a reload while it ran: start it anew */
+            if (!s->stopping && !model_running(s, ev->model, now)) {
+                logf_("%s: starting again with its new configuration", id);
+                (void)rsd_fleet_load(s->fleet, ev->model, now);
+            }
+        }
         break;
     case RSD_FLEET_EV_CRASHED:
         if (ev->pid)
@@ -1143,6 +1170,33 @@ static int read_file(const char *path, char **out, size_t *len) {
     *out = b;
     *len = n;
     return 0;
+}
+
+/* The configuration: the --config file first, then the flags over it (at start and
+   on every reload). 0, EX_NOINPUT (the file cannot be read, or is a directory),
+   EX_USAGE (a bad line: err is FILE:LINE: message) or -1 (a bad flag), err set. */
+static int load_config(rsrv_config *c, rsrv_opts *o, int argc, char **argv, char *err, size_t ecap) {
+    int i;
+    for (i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config")) {
+            char *text = NULL;
+            size_t len = 0;
+            struct stat sb;
+            if (stat(argv[i + 1], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+                snprintf(err, ecap, "%s: is a directory (give the config file)", argv[i + 1]);
+                return EX_NOINPUT;
+            }
+            if (read_file(argv[i + 1], &text, &len) != 0) {
+                snprintf(err, ecap, "%s: %s", argv[i + 1], strerror(errno));
+                return EX_NOINPUT;
+            }
+            if (rsrv_parse_ini(c, text, len, argv[i + 1], err, ecap) != 0) {
+                free(text);
+                return EX_USAGE;
+            }
+            free(text);
+        }
+    return rsrv_parse_args(c, o, argc, argv, err, ecap) != 0 ? -1 : 0;
 }
 
 /* Builds model m's process spec from configuration c into sm. */
@@ -1250,6 +1304,221 @@ static bool resolve_listen(const char *host, char *out, size_t cap, char *err, s
     return true;
 }
 
+
+/* ---- reload (SIGHUP, POST /_rsd/reload) ------------------------------------------- */
+typedef struct reload_out {
+    char added[2048], removed[2048], changed[2048], updated[2048], unchanged[2048];
+    char kept[512];          /* global keys that take effect only at a restart */
+    char err[RSRV_ERR_MAX * 8];
+} reload_out;
+
+static void list_add(char *list, size_t cap, const char *word) {
+    size_t n = strlen(list);
+    if (n < cap) snprintf(list + n, cap - n, "%s%s", n ? " " : "", word);
+}
+
+/* Index of the model whose id (not alias, retired or not) is id, or -1. */
+static int find_id(const rsrv_config *c, const char *id) {
+    int i;
+    for (i = 0; i < c->nmodels; i++)
+        if (!strcmp(c->models[i].id, id)) return i;
+    return -1;
+}
+
+/* Fails the requests waiting for model m (removed by a reload) with a 503. */
+static void fail_waiting(srv *s, int m, uint64_t now) {
+    int i;
+    char msg[RSRV_ID_MAX + 96];
+    snprintf(msg, sizeof msg, "model '%s' was removed from the configuration (reload)", s->cfg->models[m].id);
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        job *j = &s->jobs[i];
+        if (j->state != JOB_WAIT || j->model != m) continue;
+        (void)rsd_fleet_cancel(s->fleet, j->preq, now);
+        respond_error(s, j->sreq, 503, "unavailable_error", msg);
+        job_log(s, j, 503, now);
+        job_free(s, j, now);
+    }
+}
+
+/* Reads the configuration again (file, then the command line's flags) and applies the
+   difference: new models are added (started when pinned or preload), removed ones
+   take no new requests (waiting ones get 503), drain and stop; a model whose process
+   would differ is restarted once idle (drained, then started again if it was running);
+   one whose ttl, pin, aliases, preload or max_queue changed is updated in place; the
+   rest is untouched (same process). A bad file changes nothing: 0, or -1 with ro->err
+   ("FILE:LINE: message"). listen, stop_grace, vram_budget and max_wait take effect
+   only at a restart (named in ro->kept). Every change forgets the model's backoff. */
+static int do_reload(srv *s, uint64_t now, reload_out *ro) {
+    rsrv_config *nc = (rsrv_config *)calloc(1, sizeof *nc), *mc = (rsrv_config *)calloc(1, sizeof *mc), *oc = s->cfg;
+    rsrv_opts o;
+    int rc, i, j, bad;
+    memset(ro, 0, sizeof *ro);
+    if (!nc || !mc) {
+        snprintf(ro->err, sizeof ro->err, "out of memory");
+        goto fail;
+    }
+    if (!s->opts.config_path) {
+        snprintf(ro->err, sizeof ro->err, "started without --config: there is no file to reload");
+        goto fail;
+    }
+    rsrv_config_init(nc);
+    memset(&o, 0, sizeof o);
+    rc = load_config(nc, &o, s->argc, s->argv, ro->err, sizeof ro->err);
+    if (rc) goto fail;
+    if (nc->nmodels == 0) {
+        snprintf(ro->err, sizeof ro->err, "%s: no [model ID] sections", s->opts.config_path);
+        goto fail;
+    }
+    bad = rsrv_check(nc, s->opts.config_path, ro->err, sizeof ro->err);
+    if (bad) {
+        size_t n = strlen(ro->err);
+        while (n && ro->err[n - 1] == '\n') ro->err[--n] = 0;
+        goto fail;
+    }
+    /* the merged table: every old index keeps its model (fleet indices are stable) */
+    *mc = *nc;
+    for (i = 0; i < oc->nmodels; i++) {
+        j = find_id(nc, oc->models[i].id);
+        mc->models[i] = j >= 0 ? nc->models[j] : oc->models[i];
+        mc->models[i].retired = j < 0;
+    }
+    mc->nmodels = oc->nmodels;
+    for (j = 0; j < nc->nmodels; j++) {
+        if (find_id(oc, nc->models[j].id) >= 0) continue;
+        if (mc->nmodels >= RSRV_MAX_MODELS) {
+            snprintf(ro->err, sizeof ro->err, "more than %d different models over reloads: restart rsd-serve",
+                     RSRV_MAX_MODELS);
+            goto fail;
+        }
+        mc->models[mc->nmodels++] = nc->models[j];
+    }
+    if (strcmp(mc->listen_host, oc->listen_host) || mc->listen_port != oc->listen_port) {
+        list_add(ro->kept, sizeof ro->kept, "listen");
+        memcpy(mc->listen_host, oc->listen_host, sizeof mc->listen_host);
+        mc->listen_port = oc->listen_port;
+    }
+    if (mc->stop_grace_ms != oc->stop_grace_ms) { list_add(ro->kept, sizeof ro->kept, "stop_grace"); mc->stop_grace_ms = oc->stop_grace_ms; }
+    if (mc->vram_budget_bytes != oc->vram_budget_bytes) {
+        list_add(ro->kept, sizeof ro->kept, "vram_budget");
+        mc->vram_budget_bytes = oc->vram_budget_bytes;
+    }
+    if (rsrv_eff_max_wait(mc) != rsrv_eff_max_wait(oc)) { list_add(ro->kept, sizeof ro->kept, "max_wait"); mc->max_wait_ms = oc->max_wait_ms; }
+    /* apply */
+    s->cfg = mc;
+    for (i = 0; i < mc->nmodels; i++) {
+        rsrv_model *m = &mc->models[i];
+        const rsrv_model *om = i < oc->nmodels ? &oc->models[i] : NULL;
+        srv_model *sm = &s->models[i];
+        bool start = false;
+        if (build_model(mc, m, sm) != 0) { /* cannot happen: the parser checked the splits */
+            m->retired = true;
+            continue;
+        }
+        if (!om) {
+            if (rsd_fleet_add_model(s->fleet, &sm->desc) != i) { m->retired = true; continue; }
+            list_add(ro->added, sizeof ro->added, m->id);
+            start = m->pinned || m->preload;
+        } else if (m->retired) {
+            if (!om->retired) {
+                list_add(ro->removed, sizeof ro->removed, m->id);
+                fail_waiting(s, i, now);
+                sm->desc.pool.pinned = false;
+                (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+                if (model_running(s, i, now)) (void)rsd_fleet_unload(s->fleet, i, RSD_POOL_UNLOAD_DRAIN, now);
+            }
+            s->restart[i] = false;
+            continue;
+        } else if (om->retired) {
+            (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+            list_add(ro->added, sizeof ro->added, m->id);
+            start = m->pinned || m->preload;
+        } else if (rsrv_model_process_differs(oc, om, mc, m)) {
+            (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+            list_add(ro->changed, sizeof ro->changed, m->id);
+            if (model_running(s, i, now)) {
+                (void)rsd_fleet_unload(s->fleet, i, RSD_POOL_UNLOAD_DRAIN, now);
+                s->restart[i] = true;
+            } else {
+                start = m->pinned || m->preload;
+            }
+        } else if (!rsrv_model_equal(oc, om, mc, m)) {
+            (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+            list_add(ro->updated, sizeof ro->updated, m->id);
+            start = m->pinned && !om->pinned;
+        } else {
+            list_add(ro->unchanged, sizeof ro->unchanged, m->id);
+        }
+        if (start && !model_running(s, i, now)) (void)rsd_fleet_load(s->fleet, i, now);
+    }
+    if (mc->max_models != oc->max_models) (void)rsd_fleet_configure(s->fleet, mc->max_models, now);
+    free(oc);
+    free(nc);
+    s->reloads++;
+    return 0;
+fail:
+    free(nc);
+    free(mc);
+    s->reload_failures++;
+    return -1;
+}
+
+/* The reload's outcome as one log line. */
+static void reload_log(const reload_out *ro, int r, const char *why) {
+    if (r != 0) {
+        logf_("%s: the configuration was not reloaded (the old one stays): %s", why, ro->err);
+        return;
+    }
+    logf_("%s: configuration reloaded: added [%s] removed [%s] changed [%s] (restarted once idle) updated [%s] "
+          "unchanged [%s]%s%s%s", why, ro->added, ro->removed, ro->changed, ro->updated, ro->unchanged,
+          ro->kept[0] ? "; at the next restart only: [" : "", ro->kept, ro->kept[0] ? "]" : "");
+}
+
+static void json_list(rsd_json_writer *w, const char *key, const char *list) {
+    const char *p = list;
+    rsd_json_w_key(w, key);
+    rsd_json_w_begin_array(w);
+    while (*p) {
+        const char *e = strchr(p, ' ');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char word[RSRV_ID_MAX + 16];
+        rsrv_cpy(word, sizeof word, p, n);
+        rsd_json_w_str(w, word);
+        p += n;
+        while (*p == ' ') p++;
+    }
+    rsd_json_w_end_array(w);
+}
+
+/* POST /_rsd/reload: 200 {"success":true,"added":[..],"removed":[..],"changed":[..],
+   "updated":[..],"unchanged":[..],"restart_needed":[global keys]}, or 400 with the
+   FILE:LINE message (the old configuration stays). */
+static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    static reload_out ro;
+    rsd_json_writer w;
+    int r = do_reload(s, now, &ro), n;
+    reload_log(&ro, r, "POST /_rsd/reload");
+    if (r != 0) {
+        char msg[sizeof ro.err + 64];
+        snprintf(msg, sizeof msg, "%s (the old configuration stays)", ro.err);
+        respond_error(s, ev->req, 400, "invalid_request_error", msg);
+        return;
+    }
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "success");
+    rsd_json_w_bool(&w, true);
+    json_list(&w, "added", ro.added);
+    json_list(&w, "removed", ro.removed);
+    json_list(&w, "changed", ro.changed);
+    json_list(&w, "updated", ro.updated);
+    json_list(&w, "unchanged", ro.unchanged);
+    json_list(&w, "restart_needed", ro.kept);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) respond_error(s, ev->req, 500, "server_error", "answer too large");
+    else respond_json(s, ev->req, 200, s->out, (size_t)n);
+}
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE]\n"
@@ -1271,7 +1540,7 @@ int main(int argc, char **argv) {
     rsd_pollfd *fds;
     char err[RSRV_ERR_MAX];
     bool check = false;
-    int i, rc = EX_OK, argc2 = 0;
+    int i, rc = EX_OK, argc2 = 0, wake[2] = {-1, -1};
     char **argv2;
     signal(SIGPIPE, SIG_IGN);
 #if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
@@ -1290,31 +1559,13 @@ int main(int argc, char **argv) {
         if (i && !strcmp(argv[i], "--check")) check = true;
         else argv2[argc2++] = argv[i];
     }
-    /* the file first (flags override), so find --config before parsing the flags */
-    for (i = 1; i + 1 < argc2; i++)
-        if (!strcmp(argv2[i], "--config")) {
-            char *text = NULL;
-            size_t len = 0;
-            struct stat sb;
-            if (stat(argv2[i + 1], &sb) == 0 && S_ISDIR(sb.st_mode)) {
-                fprintf(stderr, "rsd-serve: %s: is a directory (give the config file)\n", argv2[i + 1]);
-                return EX_NOINPUT;
-            }
-            if (read_file(argv2[i + 1], &text, &len) != 0) {
-                fprintf(stderr, "rsd-serve: %s: %s\n", argv2[i + 1], strerror(errno));
-                return EX_NOINPUT;
-            }
-            if (rsrv_parse_ini(s.cfg, text, len, argv2[i + 1], err, sizeof err) != 0) {
-                fprintf(stderr, "rsd-serve: %s\n", err);
-                free(text);
-                return EX_USAGE;
-            }
-            free(text);
-        }
-    if (rsrv_parse_args(s.cfg, &s.opts, argc2, argv2, err, sizeof err) != 0) {
+    s.argc = argc2;
+    s.argv = argv2;
+    rc = load_config(s.cfg, &s.opts, argc2, argv2, err, sizeof err);
+    if (rc) {
         fprintf(stderr, "rsd-serve: %s\n", err);
-        usage(stderr);
-        return EX_USAGE;
+        if (rc < 0) usage(stderr);
+        return rc < 0 ? EX_USAGE : rc;
     }
     if (s.opts.help) { usage(stdout); return EX_OK; }
     if (s.cfg->nmodels == 0) {
@@ -1403,8 +1654,18 @@ int main(int argc, char **argv) {
         return EX_FAIL;
     }
     /* Nothing a terminal or an ssh logout sends ends us ungracefully: SIGINT, SIGTERM
-       and SIGQUIT stop every process first; SIGHUP is logged and ignored; SIGPIPE is
-       ignored (a write to a closed socket or stderr fails with EPIPE instead). */
+       and SIGQUIT stop every process first; SIGHUP reloads the configuration; SIGPIPE
+       is ignored (a write to a closed socket or stderr fails with EPIPE instead). The
+       handlers only count and write a byte to the self-pipe the loop polls. */
+    if (pipe(wake) != 0 || fcntl(wake[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(wake[1], F_SETFL, O_NONBLOCK) != 0 ||
+        fcntl(wake[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(wake[1], F_SETFD, FD_CLOEXEC) != 0) {
+        fprintf(stderr, "rsd-serve: cannot create the self-pipe: %s\n", strerror(errno));
+        rsd_http_client_destroy(s.hc);
+        rsd_http_server_destroy(s.hs);
+        rsd_fleet_destroy(s.fleet);
+        return EX_FAIL;
+    }
+    g_wake_fd = wake[1];
     {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -1436,9 +1697,14 @@ int main(int argc, char **argv) {
         rsd_http_event cev;
         rsd_fleet_event fev;
         int n = 0, k, timeout;
+        {
+            char drain[64]; /* the self-pipe's bytes: they only woke the poll */
+            while (read(wake[0], drain, sizeof drain) > 0) {}
+        }
         if (g_hangups) {
+            static reload_out ro;
             g_hangups = 0;
-            logf_("SIGHUP: ignored (the configuration is not reloaded)");
+            if (!s.stopping) reload_log(&ro, do_reload(&s, now, &ro), "SIGHUP");
         }
         if (g_signals && !s.stopping) {
             s.stopping = true;
@@ -1486,6 +1752,11 @@ int main(int argc, char **argv) {
         if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
         k = rsd_fleet_pollfds(s.fleet, fds + n, SRV_MAX_FDS - n);
         if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+        if (n < SRV_MAX_FDS) {
+            fds[n].fd = wake[0];
+            fds[n].events = RSD_POLLIN;
+            fds[n++].revents = 0;
+        }
         now = rsd_now_ms();
         if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = 1000;
         else if (dl <= now) timeout = 0;
@@ -1496,6 +1767,9 @@ int main(int argc, char **argv) {
             break;
         }
     }
+    g_wake_fd = -1;
+    close(wake[0]);
+    close(wake[1]);
     for (i = 0; i < SRV_MAX_CONNS; i++) free(s.jobs[i].stash);
     rsd_http_client_destroy(s.hc);
     rsd_http_server_destroy(s.hs);

@@ -132,6 +132,8 @@ typedef struct rsrv_model {
     int line;                    /* where its section starts (0 = from flags) */
     uint32_t seen;               /* keys set (bit per key), for duplicate detection */
     int key_line[RSRV_KEYS_MAX]; /* the line of each key set (0 = not in the file) */
+    bool retired;                /* removed by a reload (rsd-serve keeps its index); never
+                                    found by rsrv_find; the parser never sets it */
 } rsrv_model;
 
 /* The whole configuration. */
@@ -333,6 +335,7 @@ RSRV_FN int rsrv_find(const rsrv_config *c, const char *name, size_t n) {
     if (!n) return -1;
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
+        if (m->retired) continue;
         if (strlen(m->id) == n && !memcmp(m->id, name, n)) return i;
         for (k = 0; k < m->naliases; k++)
             if (strlen(m->aliases[k]) == n && !memcmp(m->aliases[k], name, n)) return i;
@@ -904,6 +907,19 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
 #undef RSRV_KV
 #undef RSRV_PUT
     return (int)o;
+}
+
+/* Would model x of ca run a different process than y of cb: its command line, model
+   file, args, ctx, parallel, ngl, env, reservation, or (for llama_server models) the
+   binary, the global args or the start timeout? (ttl, pin, aliases, preload and
+   max_queue change nothing in the process.) */
+RSRV_FN bool rsrv_model_process_differs(const rsrv_config *ca, const rsrv_model *x, const rsrv_config *cb,
+                                        const rsrv_model *y) {
+    if (strcmp(x->model, y->model) || strcmp(x->command, y->command) || strcmp(x->args, y->args) ||
+        x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) || strcmp(x->env, y->env) ||
+        x->reserve_bytes != y->reserve_bytes || ca->start_timeout_ms != cb->start_timeout_ms)
+        return true;
+    return !x->command[0] && (strcmp(ca->llama_server, cb->llama_server) || strcmp(ca->args, cb->args));
 }
 
 /* Same model configuration (effective values; `seen`, `line` aside)? */

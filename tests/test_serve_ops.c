@@ -365,6 +365,113 @@ static void test_ops_queue(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+
+/* Polls /status until model id's pid is > 0 and differs from not (bounded, 10 s). */
+static int64_t wait_new_pid(const serve_proc *s, const char *id, int64_t not) {
+    int i;
+    for (i = 0; i < 1000; i++) {
+        int64_t p = status_field(s, id, "pid");
+        if (p > 0 && p != not) return p;
+        (void)poll(NULL, 0, 10);
+    }
+    return -1;
+}
+
+static void write_reload_config(const char *path, const char *model, const char *models) {
+    char text[8192];
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 4\nllama_server = %s\nargs = %s\nstop_grace = 2\n%s",
+             SIM_BIN, g_sim_args, models);
+    (void)model;
+    write_file(path, text);
+}
+
+/* SIGHUP and POST /_rsd/reload: added, removed (drained, stopped), changed (restarted),
+   unchanged (same pid); a bad file keeps the old configuration and says FILE:LINE; a
+   change forgets the model's start backoff. */
+static void test_ops_reload(void) {
+    serve_proc s;
+    char path[256], model[256], m[4096], want[512];
+    const char *args[] = {"--config", path, NULL};
+    int64_t keep_pid, chg_pid, gone_pid;
+    make_dir();
+    snprintf(model, sizeof model, "%s/r.gguf", g_dir);
+    write_file(model, "");
+    snprintf(path, sizeof path, "%s/reload.ini", g_dir);
+    snprintf(m, sizeof m,
+             "[model keep]\nmodel = %s\npinned = true\n"
+             "[model chg]\nmodel = %s\nctx = 1024\n"
+             "[model gone]\nmodel = %s\n"
+             "[model fix]\ncommand = /bin/sh -c \"exit 3\" {port}\n",
+             model, model, model);
+    write_reload_config(path, model, m);
+    REQUIRE(serve_start(&s, args) == 0);
+    keep_pid = wait_new_pid(&s, "keep", 0);
+    CHECK(keep_pid > 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("chg", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("gone", false)), 200);
+    chg_pid = status_field(&s, "chg", "pid");
+    gone_pid = status_field(&s, "gone", "pid");
+    CHECK(chg_pid > 0 && gone_pid > 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("fix", false)), 503);
+    CHECK(status_field(&s, "fix", "retry_in_ms") > 0); /* backed off */
+
+    /* the new file: chg's ctx changes, gone goes, fresh comes (preload), fix is fixed */
+    snprintf(m, sizeof m,
+             "[model keep]\nmodel = %s\npinned = true\n"
+             "[model chg]\nmodel = %s\nctx = 2048\n"
+             "[model fresh]\nmodel = %s\npreload = true\n"
+             "[model fix]\ncommand = %s %s --port {port} -m /models/fix.gguf --alias fix\n",
+             model, model, model, SIM_BIN, g_sim_args);
+    write_reload_config(path, model, m);
+    REQUIRE(kill(s.pid, SIGHUP) == 0);
+    CHECK(wait_log(&s, "SIGHUP: configuration reloaded: added [fresh] removed [gone] changed [chg fix]"));
+    CHECK(wait_new_pid(&s, "chg", chg_pid) > 0);
+    CHECK(wait_new_pid(&s, "fresh", 0) > 0);
+    CHECK_EQ_INT(status_field(&s, "keep", "pid"), keep_pid);
+    CHECK_EQ_INT(status_field(&s, "fix", "retry_in_ms"), -1); /* null: the backoff is gone */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("fix", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("gone", false)), 404);
+    CHECK(wait_log(&s, "gone: exited"));
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    CHECK(strstr(g_body, "\"id\":\"gone\"") == NULL);
+    CHECK(strstr(g_body, "\"--ctx-size\",\"2048\"") || strstr(g_body, "\"-c\",\"2048\""));
+    if (!strstr(g_body, "2048")) printf("  %s\n", g_body);
+
+    /* a bad file: 400 with FILE:LINE, the old configuration runs on */
+    write_file(path, "listen = 127.0.0.1:0\n[model keep]\nttl = soon\n");
+    CHECK_EQ_INT(http(&s, "POST", "/_rsd/reload", NULL), 400);
+    snprintf(want, sizeof want, "%s:3: ttl: bad duration 'soon'", path);
+    CHECK(strstr(g_body, want) != NULL);
+    CHECK(strstr(g_body, "the old configuration stays") != NULL);
+    CHECK(log_has(&s, want));
+    CHECK_EQ_INT(status_field(&s, "keep", "pid"), keep_pid);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("fresh", false)), 200);
+    /* what cannot work is refused too */
+    snprintf(m, sizeof m, "[model keep]\ncommand = srv --port {prot}\n");
+    write_reload_config(path, model, m);
+    CHECK_EQ_INT(http(&s, "POST", "/_rsd/reload", NULL), 400);
+    CHECK(strstr(g_body, "unknown placeholder {prot}") != NULL);
+
+    /* the good file again: nothing moves, the answer says so */
+    snprintf(m, sizeof m,
+             "[model keep]\nmodel = %s\npinned = true\n"
+             "[model chg]\nmodel = %s\nctx = 2048\nttl = 1h\n"
+             "[model fresh]\nmodel = %s\npreload = true\n"
+             "[model fix]\ncommand = %s %s --port {port} -m /models/fix.gguf --alias fix\n",
+             model, model, model, SIM_BIN, g_sim_args);
+    write_reload_config(path, model, m);
+    chg_pid = status_field(&s, "chg", "pid");
+    CHECK_EQ_INT(http(&s, "POST", "/_rsd/reload", NULL), 200);
+    CHECK(strstr(g_body, "\"added\":[],\"removed\":[],\"changed\":[],\"updated\":[\"chg\"],"
+                         "\"unchanged\":[\"keep\",\"fix\",\"fresh\"]") != NULL);
+    if (!strstr(g_body, "\"updated\":[\"chg\"]")) printf("  %s\n", g_body);
+    CHECK_EQ_INT(status_field(&s, "chg", "pid"), chg_pid);
+    CHECK_EQ_INT(status_field(&s, "keep", "pid"), keep_pid);
+    CHECK_EQ_INT(status_field(&s, "chg", "ttl_s"), 3600);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     RUN(test_ops_config_keys);
@@ -374,5 +481,6 @@ int main(void) {
     RUN(test_ops_autoload);
     RUN(test_ops_exit_status);
     RUN(test_ops_queue);
+    RUN(test_ops_reload);
     return RSD_TEST_END();
 }
