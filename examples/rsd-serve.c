@@ -992,12 +992,14 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
         }
         logf_("%s %s %s: upstream failed: %s", j->method, j->path, s->cfg->models[j->model].id,
               rsd_result_str(ev->result));
+        if (!j->broken) (void)rsd_fleet_report(s->fleet, j->model, j->port, 502, now); /* the watchdog counts it */
         job_release(s, j, now, false);
         job_free(s, j, now);
         return;
     }
     job_release(s, j, now, false);
     job_log(s, j, ev->status, now);
+    (void)rsd_fleet_report(s->fleet, j->model, j->port, ev->status, now); /* 5xx in a row: the watchdog */
     if (!j->begun) { /* no body bytes came: answer with the head alone */
         rsd_http_header out[2];
         rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
@@ -1403,6 +1405,14 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         mc->vram_budget_bytes = oc->vram_budget_bytes;
     }
     if (rsrv_eff_max_wait(mc) != rsrv_eff_max_wait(oc)) { list_add(ro->kept, sizeof ro->kept, "max_wait"); mc->max_wait_ms = oc->max_wait_ms; }
+    if (mc->watchdog_ms != oc->watchdog_ms || rsrv_eff_wd_failures(mc) != rsrv_eff_wd_failures(oc) ||
+        rsrv_eff_wd_errors(mc) != rsrv_eff_wd_errors(oc) || rsrv_eff_wd_restarts(mc) != rsrv_eff_wd_restarts(oc)) {
+        list_add(ro->kept, sizeof ro->kept, "watchdog");
+        mc->watchdog_ms = oc->watchdog_ms;
+        mc->watchdog_failures = oc->watchdog_failures;
+        mc->watchdog_errors = oc->watchdog_errors;
+        mc->watchdog_restarts = oc->watchdog_restarts;
+    }
     /* apply */
     s->cfg = mc;
     for (i = 0; i < mc->nmodels; i++) {
@@ -1612,6 +1622,10 @@ int main(int argc, char **argv) {
     fd.procs.start_deadline_ms = s.cfg->start_timeout_ms;
     fd.models = mdesc;
     fd.num_models = s.cfg->nmodels;
+    fd.watchdog_interval_ms = s.cfg->watchdog_ms;
+    fd.watchdog_failures = (uint32_t)rsrv_eff_wd_failures(s.cfg);
+    fd.watchdog_errors = s.cfg->watchdog_ms ? (uint32_t)rsrv_eff_wd_errors(s.cfg) : 0;
+    fd.watchdog_restarts = (uint32_t)rsrv_eff_wd_restarts(s.cfg);
     if (s.opts.verbose) fd.logger.fn = lib_log;
     s.fleet = rsd_fleet_create(&fd);
     if (!s.fleet) {

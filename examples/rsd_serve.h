@@ -25,6 +25,14 @@
                                         default 30); 1 s while its model must make room
        max_queue = 32                   requests waiting for a process in all (default 32,
                                         1..4096); past it 429 with Retry-After
+       watchdog = 10s                   poll each ready child's /health this often (default 0
+                                        = off); a child that fails watchdog_failures polls in
+                                        a row (default 3; each poll bounded by the interval,
+                                        at most 2 s), or answers watchdog_errors requests in
+                                        a row with 5xx (default 5; 503 aside), is killed and
+                                        started again after 1 s, doubling to 60 s; after
+                                        watchdog_restarts restarts in a row (default 5) it is
+                                        left stopped until a request asks for it
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -65,7 +73,7 @@
    FLAGS (rsrv_parse_args; applied after the file)
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
-       --max-wait DUR  --send-timeout DUR  --max-queue N  --model ID=PATH
+       --max-wait DUR  --send-timeout DUR  --max-queue N  --watchdog DUR  --model ID=PATH
        --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --preload --aliases A,B --model-args "A B"
@@ -149,6 +157,10 @@ typedef struct rsrv_config {
     uint32_t max_wait_ms;        /* 0 = the pool's default */
     uint32_t send_timeout_ms;    /* 0 = RSRV_SEND_TIMEOUT_DEFAULT_MS */
     int max_queue;               /* requests waiting in all at most; 0 = RSRV_MAX_QUEUE_DEFAULT */
+    uint32_t watchdog_ms;        /* health poll interval of ready children; 0 = no watchdog */
+    int watchdog_failures;       /* failed polls in a row before a restart; 0 = 3 */
+    int watchdog_errors;         /* 5xx answers in a row before a restart; 0 = 5 */
+    int watchdog_restarts;       /* restarts in a row before it gives up; 0 = 5 */
     uint32_t seen;               /* global keys set */
     int key_line[RSRV_KEYS_MAX]; /* the line of each global key set (0 = not in the file) */
     int nmodels;
@@ -411,7 +423,9 @@ RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const 
 /* Global keys, their bit in rsrv_config.seen. */
 static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
                                                "start_timeout", "stop_grace", "args", "max_wait",
-                                               "send_timeout", "max_queue"};
+                                               "send_timeout", "max_queue", "watchdog",
+                                               "watchdog_failures", "watchdog_errors",
+                                               "watchdog_restarts"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
                                               "max_queue"};
@@ -515,6 +529,27 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
             return false;
         }
         c->max_queue = (int)x;
+        return true;
+    case 10: {
+        uint32_t ms;
+        if (!rsrv_parse_duration(v, n, &ms) || (ms && ms < 10)) {
+            snprintf(err, ecap, "watchdog: bad duration '%.*s' (the health poll interval: 0 = off, at least 10ms)",
+                     (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        c->watchdog_ms = ms;
+        return true;
+    }
+    case 11:
+    case 12:
+    case 13:
+        if (!rsrv_parse_u64(v, n, 1000, &x) || x < 1) {
+            snprintf(err, ecap, "%s must be an integer from 1 to 1000", rsrv_global_keys[key]);
+            return false;
+        }
+        if (key == 11) c->watchdog_failures = (int)x;
+        else if (key == 12) c->watchdog_errors = (int)x;
+        else c->watchdog_restarts = (int)x;
         return true;
     default: break;
     }
@@ -739,7 +774,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -797,6 +832,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--max-wait")) gk = 7;
         else if (!strcmp(a, "--send-timeout")) gk = 8;
         else if (!strcmp(a, "--max-queue")) gk = 9;
+        else if (!strcmp(a, "--watchdog")) gk = 10;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -831,6 +867,9 @@ RSRV_FN uint32_t rsrv_eff_send_timeout(const rsrv_config *c) {
     return c->send_timeout_ms ? c->send_timeout_ms : (uint32_t)RSRV_SEND_TIMEOUT_DEFAULT_MS;
 }
 RSRV_FN int rsrv_eff_max_queue(const rsrv_config *c) { return c->max_queue ? c->max_queue : RSRV_MAX_QUEUE_DEFAULT; }
+RSRV_FN int rsrv_eff_wd_failures(const rsrv_config *c) { return c->watchdog_failures ? c->watchdog_failures : 3; }
+RSRV_FN int rsrv_eff_wd_errors(const rsrv_config *c) { return c->watchdog_errors ? c->watchdog_errors : 5; }
+RSRV_FN int rsrv_eff_wd_restarts(const rsrv_config *c) { return c->watchdog_restarts ? c->watchdog_restarts : 5; }
 RSRV_FN int rsrv_eff_model_queue(const rsrv_config *c, const rsrv_model *m) {
     int all = rsrv_eff_max_queue(c);
     return m->max_queue && m->max_queue < all ? m->max_queue : all;
@@ -883,6 +922,9 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
              rsrv_fmt_duration(c->start_timeout_ms, t1, sizeof t1), rsrv_fmt_duration(c->stop_grace_ms, t2, sizeof t2),
              rsrv_fmt_duration(rsrv_eff_max_wait(c), t3, sizeof t3),
              rsrv_fmt_duration(rsrv_eff_send_timeout(c), t4, sizeof t4), rsrv_eff_max_queue(c));
+    RSRV_PUT("watchdog = %s%s\nwatchdog_failures = %d\nwatchdog_errors = %d\nwatchdog_restarts = %d\n",
+             rsrv_fmt_duration(c->watchdog_ms, t1, sizeof t1), c->watchdog_ms ? "" : " # off", rsrv_eff_wd_failures(c),
+             rsrv_eff_wd_errors(c), rsrv_eff_wd_restarts(c));
     if (c->args[0]) RSRV_KV("args", c->args);
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
@@ -944,7 +986,9 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
         a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
         rsrv_eff_max_wait(a) != rsrv_eff_max_wait(b) || rsrv_eff_send_timeout(a) != rsrv_eff_send_timeout(b) ||
-        rsrv_eff_max_queue(a) != rsrv_eff_max_queue(b) || a->nmodels != b->nmodels)
+        rsrv_eff_max_queue(a) != rsrv_eff_max_queue(b) || a->watchdog_ms != b->watchdog_ms ||
+        rsrv_eff_wd_failures(a) != rsrv_eff_wd_failures(b) || rsrv_eff_wd_errors(a) != rsrv_eff_wd_errors(b) ||
+        rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels)
         return false;
     for (i = 0; i < a->nmodels; i++)
         if (!rsrv_model_equal(a, &a->models[i], b, &b->models[i])) return false;

@@ -472,7 +472,119 @@ static void test_ops_reload(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
-int main(void) {
+
+/* The watchdog: a ready child that stops answering /health (SIGSTOP) is killed and
+   started again, and the log says why. */
+static void test_ops_watchdog_health(void) {
+    serve_proc s;
+    char path[256], model[256], text[2048];
+    const char *args[] = {"--config", path, NULL};
+    int64_t pid, pid2;
+    make_dir();
+    snprintf(model, sizeof model, "%s/w.gguf", g_dir);
+    write_file(model, "");
+    snprintf(path, sizeof path, "%s/wd.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = %s\nstop_grace = 2\nwatchdog = 100ms\n"
+             "watchdog_failures = 2\n[model w]\nmodel = %s\n",
+             SIM_BIN, g_sim_args, model);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("w", false)), 200);
+    pid = status_field(&s, "w", "pid");
+    REQUIRE(pid > 0);
+    REQUIRE(kill((pid_t)pid, SIGSTOP) == 0);
+    pid2 = wait_new_pid(&s, "w", pid);
+    CHECK(pid2 > 0);
+    if (pid2 <= 0) (void)kill((pid_t)pid, SIGCONT);
+    CHECK(wait_log(&s, "restarted by the watchdog (1 of at most 5 in a row"));
+    CHECK(log_has(&s, "did not answer"));
+    CHECK(log_has(&s, "2 polls in a row"));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("w", false)), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* Completions that keep failing with 5xx restart the child; after watchdog_restarts
+   restarts in a row it is left stopped (the cap). */
+static void test_ops_watchdog_errors(void) {
+    serve_proc s;
+    char path[256], model[256], text[2048];
+    const char *args[] = {"--config", path, NULL};
+    int64_t pid;
+    int i;
+    make_dir();
+    snprintf(model, sizeof model, "%s/e.gguf", g_dir);
+    write_file(model, "");
+    snprintf(path, sizeof path, "%s/wde.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = %s --error /v1/chat/completions=500x3\nstop_grace = 2\n"
+             "watchdog = 1s\nwatchdog_errors = 3\nwatchdog_restarts = 1\n[model e]\nmodel = %s\n",
+             SIM_BIN, g_sim_args, model);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"e\"}"), 200);
+    CHECK(wait_log(&s, "e: ready pid"));
+    pid = status_field(&s, "e", "pid");
+    CHECK(pid > 0);
+    for (i = 0; i < 3; i++) CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("e", false)), 500);
+    CHECK(wait_log(&s, "3 answers in a row failed with 5xx (the last 500)"));
+    CHECK(wait_log(&s, "restarted by the watchdog (1 of at most 1 in a row"));
+    pid = wait_new_pid(&s, "e", pid);
+    CHECK(pid > 0);
+    /* the new child fails its first three too: killed again, and now left stopped */
+    for (i = 0; i < 3; i++) CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("e", false)), 500);
+    CHECK(wait_log(&s, "stopped by the watchdog, not restarted (1 restarts in a row)"));
+    CHECK(wait_field(&s, "e", "pid", 0));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* /health, /v1/models, /models, /status, /_rsd/status, /metrics and /props polls (and
+   the watchdog's own) never count as use: the idle timer runs on and the model is
+   unloaded at its ttl while they go on. */
+static void test_ops_polls_not_use(void) {
+    serve_proc s;
+    char path[256], model[256], text[2048];
+    const char *args[] = {"--config", path, NULL};
+    static const char *const polls[] = {"/health", "/v1/models", "/models", "/status", "/_rsd/status", "/metrics", "/props"};
+    int64_t left1, left2, ago1, ago2;
+    int i;
+    make_dir();
+    snprintf(model, sizeof model, "%s/p.gguf", g_dir);
+    write_file(model, "");
+    snprintf(path, sizeof path, "%s/polls.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = %s\nstop_grace = 2\nwatchdog = 20ms\n"
+             "[model p]\nmodel = %s\nttl = 8s\n",
+             SIM_BIN, g_sim_args, model);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("p", false)), 200);
+    left1 = status_field(&s, "p", "idle_unload_in_ms");
+    ago1 = status_field(&s, "p", "last_used_ms_ago");
+    CHECK(left1 > 0 && ago1 >= 0);
+    if (!(left1 > 0)) printf("  idle_unload_in_ms %lld\n", (long long)left1);
+    for (i = 0; i < 21; i++) (void)http(&s, "GET", polls[i % 7], NULL);
+    (void)poll(NULL, 0, 50); /* a few watchdog polls for sure (20 ms apart) */
+    left2 = status_field(&s, "p", "idle_unload_in_ms");
+    ago2 = status_field(&s, "p", "last_used_ms_ago");
+    /* the timer ran on (or, on a machine slow enough, already ran out) */
+    CHECK((left2 >= 0 && left2 < left1) || (left2 == -1 && status_field(&s, "p", "pid") == 0));
+    CHECK(ago2 > ago1);
+    if (!(left2 >= 0 && left2 < left1)) printf("  idle_unload_in_ms %lld -> %lld\n", (long long)left1, (long long)left2);
+    CHECK_EQ_INT(status_field(&s, NULL, "spawns"), 1);
+    /* polled all along, it still goes at its ttl */
+    for (i = 0; i < 1000 && status_field(&s, "p", "pid") != 0; i++) {
+        (void)http(&s, "GET", polls[i % 7], NULL);
+        (void)poll(NULL, 0, 10);
+    }
+    CHECK_EQ_INT(status_field(&s, "p", "pid"), 0);
+    CHECK(log_has(&s, "p: stopping pid"));
+    CHECK(log_has(&s, "(ttl)"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
     RUN(test_ops_config_keys);
     RUN(test_ops_config_check);
@@ -482,5 +594,8 @@ int main(void) {
     RUN(test_ops_exit_status);
     RUN(test_ops_queue);
     RUN(test_ops_reload);
+    RUN(test_ops_watchdog_health);
+    RUN(test_ops_watchdog_errors);
+    RUN(test_ops_polls_not_use);
     return RSD_TEST_END();
 }
