@@ -1261,6 +1261,10 @@
            llama-server --parallel so requests beyond it queue here, FIFO);
            pinned: never evicted, trimmed or TTL-unloaded.
        rsd_pool_find_model(pool, id), rsd_pool_set_pinned(pool, m, on, now)
+       rsd_pool_set_model(pool, m, &model_desc, now): new reserve_bytes, ttl_ms,
+           max_in_flight and pinned for model m (the id must be the same or NULL);
+           a resident process keeps the reservation it was admitted with until it
+           stops; the TTL and the cap apply at once. RSD_ERR_ARG as add_model.
        rsd_pool_acquire(pool, m, now, user, &req, &slot)
            RSD_OK: granted now, in-flight counted now (at admission, not at
            dispatch: a slot holding a granted request is never idle, the
@@ -3362,6 +3366,8 @@ RSD_API int rsd_pool_add_model(rsd_pool *pool, const rsd_pool_model_desc *model)
 RSD_API int rsd_pool_find_model(const rsd_pool *pool, rsd_str id);
 /* Change a model's pin; pinning never stops anything, unpinning may let it be evicted. */
 RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms);
+/* Change a model's reservation, TTL, in-flight cap and pin (same id, or id NULL). */
+RSD_API int rsd_pool_set_model(rsd_pool *pool, int model, const rsd_pool_model_desc *d, uint64_t now_ms);
 /* Ask for a request on model: RSD_OK (granted now; *slot set, in-flight counted),
    RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
@@ -10742,6 +10748,20 @@ RSD_API void rsd_pool_destroy(rsd_pool *pool) {
     if (!pool) return;
     a = pool->alloc;
     rsdi_free(&a, pool);
+}
+
+RSD_API int rsd_pool_set_model(rsd_pool *pool, int model, const rsd_pool_model_desc *d, uint64_t now_ms) {
+    rsd_pool_model_desc c;
+    rsdi_pool_model *md;
+    if (!pool || !d || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    md = &pool->models[model];
+    c = *d;
+    if (!c.id) c.id = md->id;
+    if (rsdi_pool_model_check(&c) < 0 || strcmp(c.id, md->id) != 0) return RSD_ERR_ARG;
+    md->reserve_bytes = c.reserve_bytes ? c.reserve_bytes : pool->default_reserve;
+    md->ttl_ms = c.ttl_ms;
+    md->max_in_flight = c.max_in_flight;
+    return rsd_pool_set_pinned(pool, model, c.pinned, now_ms); /* the pin's rules, then a pass */
 }
 
 RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms) {

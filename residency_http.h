@@ -1295,6 +1295,11 @@
        with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars) | RSD_ERR_CAPACITY (table full,
        or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
        "/health".
+   rsd_fleet_set_model(f, m, md, now): model m (same id) gets md's spec and pool
+       settings (reserve_bytes, ttl_ms, max_in_flight, pinned); its start backoff and
+       last failure are forgotten. The next start uses the new spec; a process that
+       runs keeps its command (rsd_fleet_unload with RSD_POOL_UNLOAD_DRAIN restarts it
+       once idle). Errors as add_model; on an error nothing changed.
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
        an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
        "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
@@ -1338,7 +1343,7 @@
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 355 KB + 195 bytes
+   pull every step. Memory: one block of about 359 KB + 195 bytes
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
@@ -2293,7 +2298,13 @@ enum {
     RSD_FLEET_SPEC_BYTES = 4096,                /* copied strings of one model's rsd_proc_spec */
     RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS = 2000,  /* one /health probe */
     RSD_FLEET_HEALTH_PATH_MAX = 256,            /* bytes of health_path, including the NUL */
-    RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5           /* output-triggered probes at most this often */
+    RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5,          /* output-triggered probes at most this often */
+    RSD_FLEET_WATCHDOG_FAILURES_DEFAULT = 3,    /* failed /health polls in a row before a restart */
+    RSD_FLEET_WATCHDOG_ERRORS_DEFAULT = 5,      /* 5xx answers in a row before a restart */
+    RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT = 5,    /* watchdog restarts in a row, then it gives up */
+    RSD_FLEET_WATCHDOG_BACKOFF_MS = 1000,       /* first restart delay (doubles per restart) */
+    RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS = 60000,  /* restart delay cap */
+    RSD_FLEET_WATCHDOG_STABLE_MS = 60000        /* up this long and healthy: the count starts over */
 };
 
 /* One model: the pool's view plus how to start its process. */
@@ -2312,6 +2323,15 @@ typedef struct rsd_fleet_desc {
     const rsd_fleet_model_desc *models; /* initial model table (may be NULL) */
     int num_models;
     uint32_t probe_timeout_ms;  /* one /health request; 0 = RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS */
+    /* Watchdog (off unless watchdog_interval_ms is set): a READY process is polled with
+       GET health_path every watchdog_interval_ms (each poll bounded by the smaller of
+       the interval and probe_timeout_ms); watchdog_failures failed polls in a row (not
+       200: timeout, refused, 5xx), or watchdog_errors 5xx answers in a row reported
+       with rsd_fleet_report, and it is killed and started again after a backoff. */
+    uint32_t watchdog_interval_ms;  /* 0 = no health polls once ready */
+    uint32_t watchdog_failures;     /* 0 = RSD_FLEET_WATCHDOG_FAILURES_DEFAULT */
+    uint32_t watchdog_errors;       /* 0 = RSD_FLEET_WATCHDOG_ERRORS_DEFAULT */
+    uint32_t watchdog_restarts;     /* 0 = RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_fleet_desc;
@@ -2360,6 +2380,8 @@ typedef struct rsd_fleet_model_info {
     const char *last_error;     /* its message (reason, command, last output lines); NULL =
                                    none. Valid until the next rsd_fleet_* call that changes it */
     uint64_t retry_at_ms;       /* after a failed start: no new start before this; 0 = none */
+    int exit_code;              /* its last process's exit status (128+N: killed by signal N;
+                                   127: never ran), with last_result; 0 = none */
 } rsd_fleet_model_info;
 
 typedef struct rsd_fleet rsd_fleet;
@@ -2398,6 +2420,15 @@ RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, 
                                  rsd_pool_lease *lease);
 RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
 RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
+/* Replace model's command and pool settings (same id): the next start uses the new
+   spec; a running process is not touched (unload it to restart it). Its start backoff
+   and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms);
+/* The host's outcome of a request it sent to model's process on port: its HTTP status,
+   or 502 when the connection failed. 5xx in a row (503 "busy/loading" aside) count
+   toward the watchdog's error limit; anything else resets the count. Needs the watchdog
+   (watchdog_interval_ms or watchdog_errors set). RSD_OK, or RSD_ERR_ARG. */
+RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms);
 /* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
    configuration changed. */
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
@@ -9465,6 +9496,9 @@ typedef struct rsdi_fleet_model {
     const char *health_path;   /* in buf */
     const char *probe_host;    /* numeric host for the probe URL ("127.0.0.1", "[::1]"...) */
     int last_result;
+    int exit_code;             /* of its last process (128+signal, 127 never ran) */
+    uint32_t wd_restarts;      /* watchdog restarts in a row */
+    uint64_t wd_restart_at;    /* load it again then (0 = none) */
     uint32_t msg_gen;
     char msg[RSD_FLEET_MESSAGE_MAX];
 } rsdi_fleet_model;
@@ -9483,6 +9517,10 @@ typedef struct rsdi_fleet_slot {
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
     uint64_t out_seen;         /* the child's out_bytes when the last probe was sent */
+    uint64_t wd_next_ms;       /* next watchdog poll (READY) */
+    uint32_t wd_fails;         /* failed polls in a row */
+    uint32_t wd_errors;        /* 5xx answers in a row (rsd_fleet_report) */
+    char wd_why[160];          /* set when the watchdog killed it */
 } rsdi_fleet_slot;
 
 typedef struct rsdi_fleet_qev {
@@ -9499,6 +9537,8 @@ struct rsd_fleet {
     rsd_procs *procs;
     rsd_http_client *client;
     uint32_t probe_timeout_ms;
+    uint32_t wd_interval, wd_failures, wd_errors, wd_restarts; /* the watchdog (interval 0 = no polls) */
+    bool wd_on;
     int num_models;
     rsdi_fleet_model *models;  /* RSD_FLEET_MAX_MODELS entries */
     rsdi_fleet_slot slots[RSD_POOL_MAX_SLOTS];
@@ -9510,6 +9550,7 @@ struct rsd_fleet {
     uint64_t pool_deadline;
     bool stopped;
     rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
+    char *spare;               /* RSD_FLEET_SPEC_BYTES: rsd_fleet_set_model copies here first */
     char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
     char tmp[RSD_FLEET_MESSAGE_MAX];
     char tail[RSD_FLEET_MESSAGE_MAX];
@@ -9762,6 +9803,7 @@ RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_h
     s->told = true;
     s->ready = true;
     s->ready_ms = now_ms;
+    s->wd_next_ms = f->wd_interval ? now_ms + f->wd_interval : 0;
     if (slots) (void)rsd_pool_set_slot_limit(f->pool, s->pp, slots, now_ms);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
     ev.pid = s->pid;
@@ -9812,6 +9854,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
     else
         (void)snprintf(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
     rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
+    f->models[model].exit_code = 127;
     if (r == RSD_ERR_SPAWN) (void)rsd_procs_release(f->procs, h);
     rsdi_fleet_clear_slot(s);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_CRASHED, model, slot, now_ms);
@@ -9828,7 +9871,7 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
     rsd_fleet_event ev;
     rsd_pool_proc pp = s->pp;
     int model = s->model, slot = (int)(s - f->slots), msg_model = -1;
-    char reason[192], status[64];
+    char reason[384], status[64];
     rsd_fleet_event_kind kind = RSD_FLEET_EV_EXITED;
     int result = 0;
     rsdi_fleet_cancel_probe(f, s);
@@ -9847,6 +9890,24 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         kind = RSD_FLEET_EV_CRASHED;
         result = RSD_ERR_FLEET_START;
         msg_model = model;
+    } else if (s->ready && !s->stopping && s->wd_why[0]) { /* the watchdog killed it */
+        rsdi_fleet_model *fm = &f->models[model];
+        fm->wd_restarts++;
+        if (fm->wd_restarts <= f->wd_restarts) {
+            uint64_t delay = (uint64_t)RSD_FLEET_WATCHDOG_BACKOFF_MS << (fm->wd_restarts - 1 < 6 ? fm->wd_restarts - 1 : 6);
+            if (delay > RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS) delay = RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS;
+            fm->wd_restart_at = now_ms + delay;
+            (void)snprintf(reason, sizeof reason, "restarted by the watchdog (%u of at most %u in a row, in %llu ms): %s",
+                           (unsigned)fm->wd_restarts, (unsigned)f->wd_restarts, (unsigned long long)delay, s->wd_why);
+        } else {
+            fm->wd_restart_at = 0;
+            (void)snprintf(reason, sizeof reason, "stopped by the watchdog, not restarted (%u restarts in a row): %s",
+                           (unsigned)(fm->wd_restarts - 1), s->wd_why);
+        }
+        rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
+        kind = RSD_FLEET_EV_CRASHED;
+        result = RSD_ERR_POOL_CRASHED;
+        msg_model = model;
     } else if (s->ready && !s->stopping) { /* crash while serving */
         (void)snprintf(reason, sizeof reason, "%s while serving", status);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
@@ -9858,6 +9919,9 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         result = RSD_ERR_FLEET_START;
         msg_model = model;
     }
+    if (kind == RSD_FLEET_EV_CRASHED) /* the status that goes with last_result */
+        f->models[model].exit_code = pe->kind == RSD_PROC_EV_SPAWN_FAILED ? 127
+                                     : pe->term_signal ? 128 + pe->term_signal : pe->exit_code;
     rsdi_fleet_ev_init(f, &ev, kind, model, slot, now_ms);
     ev.pid = s->pid;
     ev.port = s->port;
@@ -9969,7 +10033,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     off_models = (total + 15) & ~(size_t)15;
     total = off_models + sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS;
     off_bufs = (total + 15) & ~(size_t)15;
-    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * RSD_FLEET_MAX_MODELS;
+    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * (RSD_FLEET_MAX_MODELS + 1); /* + the spare */
     off_rq = (total + 15) & ~(size_t)15;
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
@@ -9988,11 +10052,17 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     memset(f->models, 0, sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS);
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
+    f->spare = (char *)f + off_bufs + (size_t)RSD_FLEET_MAX_MODELS * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
     f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
     f->rq_cap = maxreq * 2 + 16;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
+    f->wd_interval = d.watchdog_interval_ms;
+    f->wd_on = d.watchdog_interval_ms || d.watchdog_errors;
+    f->wd_failures = d.watchdog_failures ? d.watchdog_failures : (uint32_t)RSD_FLEET_WATCHDOG_FAILURES_DEFAULT;
+    f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
+    f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
     f->pool_deadline = RSD_POOL_NO_DEADLINE;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
@@ -10060,6 +10130,32 @@ RSD_API int rsd_fleet_add_model(rsd_fleet *f, const rsd_fleet_model_desc *model)
     return idx;
 }
 
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms) {
+    rsdi_fleet_model t;
+    rsd_pool_model_desc pd;
+    int r;
+    char *old;
+    if (!f || !md || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    pd = md->pool;
+    if (pd.id && strcmp(pd.id, rsdi_fleet_model_id(f, model)) != 0) return RSD_ERR_ARG;
+    memset(&t, 0, sizeof t);
+    t.buf = f->spare;
+    if ((r = rsdi_fleet_copy_spec(&t, md)) < 0) return r;
+    pd.id = NULL;
+    if ((r = rsd_pool_set_model(f->pool, model, &pd, now_ms)) < 0) return r;
+    old = f->models[model].buf; /* the new copy becomes the model's, its old buffer the spare */
+    f->models[model].spec = t.spec;
+    f->models[model].health_path = t.health_path;
+    f->models[model].probe_host = t.probe_host;
+    f->models[model].buf = f->spare;
+    f->spare = old;
+    f->models[model].last_result = 0;
+    f->models[model].exit_code = 0;
+    f->models[model].wd_restarts = 0;
+    (void)rsd_pool_reset_backoff(f->pool, model);
+    return rsdi_fleet_then(f, RSD_OK, now_ms);
+}
+
 RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
     if (!f) return RSD_ERR_ARG;
     return rsd_pool_find_model(f->pool, id);
@@ -10078,6 +10174,7 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
     none.id = 0;
     rsdi_fleet_note(f, model, none, RSD_ERR_FLEET_START, why);
+    f->models[model].exit_code = 127;
     return RSD_ERR_FLEET_START;
 }
 
@@ -10193,6 +10290,93 @@ RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *
     return s->probe_sent_ms + RSD_FLEET_OUTPUT_PROBE_GAP_MS;
 }
 
+/* ---- watchdog ---- */
+/* Kills the process of slot s (it is READY and broken); gone() tells why and schedules
+   its restart. */
+RSDI_PRIVATE void rsdi_fleet_wd_kill(rsd_fleet *f, rsdi_fleet_slot *s, const char *why, uint64_t now_ms) {
+    if (s->wd_why[0] || s->stopping || !s->proc.id) return;
+    (void)snprintf(s->wd_why, sizeof s->wd_why, "%s", why);
+    rsdi_fleet_cancel_probe(f, s);
+    rsdi_logf(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_CRASHED, RSDI_WHERE, "fleet: %s pid %lld: watchdog: %s; killed",
+              rsdi_fleet_model_id(f, s->model), (long long)s->pid, why);
+    (void)rsd_procs_kill(f->procs, s->proc, now_ms);
+}
+
+/* A READY process due for its health poll gets one (GET health_path). */
+RSDI_PRIVATE bool rsdi_fleet_wd_poll(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    rsd_http_request rq;
+    char url[RSDI_FLEET_URL_BYTES];
+    const rsdi_fleet_model *m;
+    uint32_t to;
+    if (!f->wd_interval || !s->pp.id || !s->ready || s->stopping || s->wd_why[0] || s->probe.id ||
+        !s->wd_next_ms || now_ms < s->wd_next_ms)
+        return false;
+    m = &f->models[s->model];
+    to = f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms;
+    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, m->health_path);
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.url = url;
+    rq.connect_timeout_ms = to;
+    rq.total_timeout_ms = to;
+    s->probe_sent_ms = now_ms;
+    s->wd_next_ms = now_ms + f->wd_interval;
+    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;
+    return s->probe.id != 0;
+}
+
+/* The answer to a health poll of READY slot s. */
+RSDI_PRIVATE void rsdi_fleet_wd_answer(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *he, uint64_t now_ms) {
+    char why[160];
+    if (he->result == RSD_OK && he->status == 200) {
+        s->wd_fails = 0;
+        if (now_ms - s->ready_ms >= RSD_FLEET_WATCHDOG_STABLE_MS) f->models[s->model].wd_restarts = 0;
+        return;
+    }
+    s->wd_fails++;
+    if (s->wd_fails < f->wd_failures) return;
+    if (he->result == RSD_OK)
+        (void)snprintf(why, sizeof why, "GET %s answered %d, %u polls in a row", f->models[s->model].health_path,
+                       he->status, (unsigned)s->wd_fails);
+    else
+        (void)snprintf(why, sizeof why, "GET %s did not answer (%s), %u polls in a row", f->models[s->model].health_path,
+                       rsd_result_str(he->result), (unsigned)s->wd_fails);
+    rsdi_fleet_wd_kill(f, s, why, now_ms);
+}
+
+RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms) {
+    int i;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if (!f->wd_on) return RSD_OK;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        rsdi_fleet_slot *s = &f->slots[i];
+        char why[160];
+        if (!s->pp.id || s->model != model || s->port != port || !s->ready || s->stopping) continue;
+        if (http_status < 500 || http_status > 599 || http_status == 503) {
+            s->wd_errors = 0;
+            continue;
+        }
+        if (++s->wd_errors < f->wd_errors) continue;
+        (void)snprintf(why, sizeof why, "%u answers in a row failed with 5xx (the last %d)", (unsigned)s->wd_errors,
+                       http_status);
+        rsdi_fleet_wd_kill(f, s, why, now_ms);
+    }
+    return RSD_OK;
+}
+
+/* Models whose watchdog restart is due are loaded again. */
+RSDI_PRIVATE int rsdi_fleet_wd_restarts(rsd_fleet *f, uint64_t now_ms) {
+    int i, n = 0;
+    for (i = 0; i < f->num_models; i++) {
+        rsdi_fleet_model *m = &f->models[i];
+        if (!m->wd_restart_at || now_ms < m->wd_restart_at || f->stopped) continue;
+        m->wd_restart_at = 0;
+        n++;
+        if (rsdi_fleet_precheck(f, i) == RSD_OK) (void)rsd_pool_preload(f->pool, i, now_ms);
+    }
+    return n;
+}
+
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
     int pass, i;
     if (!f) return RSD_ERR_ARG;
@@ -10229,7 +10413,9 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
         for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
             uint64_t at = rsdi_fleet_output_probe_at(f, &f->slots[i]);
             if (at && at <= now_ms && rsdi_fleet_send_probe(f, &f->slots[i], now_ms)) work++;
+            if (rsdi_fleet_wd_poll(f, &f->slots[i], now_ms)) work++;
         }
+        work += rsdi_fleet_wd_restarts(f, now_ms);
         (void)rsd_http_client_step(f->client, now_ms);
         while (rsd_http_next_event(f->client, &he)) {
             rsdi_fleet_slot *s = NULL;
@@ -10238,7 +10424,9 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (!s) continue;
             s->probe.id = 0;
             work++;
-            if (s->healthy) { /* the /props answer, whatever it says */
+            if (s->ready) { /* a watchdog poll */
+                rsdi_fleet_wd_answer(f, s, &he, now_ms);
+            } else if (s->healthy) { /* the /props answer, whatever it says */
                 rsdi_fleet_ready(f, s, &he, now_ms);
             } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
                 s->healthy = true; /* ask for its slot count before the first grant */
@@ -10281,9 +10469,15 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
     x = rsd_http_client_next_deadline(f->client);
     if (x < d) d = x;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        const rsdi_fleet_slot *s = &f->slots[i];
         x = rsdi_fleet_output_probe_at(f, &f->slots[i]);
         if (x && x < d) d = x;
+        if (f->wd_interval && s->pp.id && s->ready && !s->stopping && !s->wd_why[0] && !s->probe.id &&
+            s->wd_next_ms && s->wd_next_ms < d)
+            d = s->wd_next_ms;
     }
+    for (i = 0; i < f->num_models; i++)
+        if (f->models[i].wd_restart_at && f->models[i].wd_restart_at < d) d = f->models[i].wd_restart_at;
     return d;
 }
 
@@ -10328,6 +10522,7 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
+    info->exit_code = f->models[model].exit_code;
     info->last_error = f->models[model].last_result ? f->models[model].msg : NULL;
     info->retry_at_ms = info->pool.retry_at_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
