@@ -80,11 +80,16 @@
          -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
        Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
        unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
-       0 (resident), 2 (declined), 3 (load failed), 4 (unreachable/observe).
+       0 (resident), 2 (declined), 3 (load failed), 4 (observe-only and not
+       resident), and a DEGRADED one by its result: 5 (server unreachable:
+       RSD_ERR_CONNECT, _TIMEOUT, _RESOLVE, _CLOSED, _IO, _TLS), 7 (RSD_ERR_AUTH),
+       else 6 (not a model server).
 
    ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
        RESIDENCY                     observe|off|0|false|user|user-managed =
                                      observe-only (never mutate); else managed
+                                     (a value not in that list nor on|1|true|
+                                     managed: warned about once per ensurer)
        RESIDENCY_CORESIDENT_CONTEXT  clamp ceiling for loads beside others:
                                      off|0|false disables, N sets, else 131072
        RESIDENCY_STATE_DIR           state directory (lock, attribution,

@@ -165,6 +165,7 @@ static int degraded_code(int result) {
     case RSD_ERR_IO: case RSD_ERR_TLS: case RSD_ERR_TLS_VERIFY:
         return EX_UNREACHABLE;
     case RSD_ERR_AUTH: return EX_AUTH;
+    case RSD_ERR_TLS_UNAVAILABLE: return EX_USAGE; /* an https URL, and this build has no TLS */
     default: return EX_NOT_SERVER;
     }
 }
@@ -301,7 +302,9 @@ static int list_cmd(rsd_ensurer *e, const char *url, const char *token, rsd_runt
     return list_models(e, url, token, res.runtime == RSD_RUNTIME_OLLAMA);
 }
 
-static void json_result(const rsd_ensure_result *r, const char *model, int code) {
+static const char *reason_text(const rsd_ensure_result *r, bool observe_flag);
+
+static void json_result(const rsd_ensure_result *r, const char *model, int code, bool observe_flag) {
     static char buf[1 << 17];
     rsd_json_writer w;
     int i, n;
@@ -312,7 +315,7 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
     rsd_json_w_key(&w, "outcome"); rsd_json_w_str(&w, rsd_outcome_str(r->outcome));
     rsd_json_w_key(&w, "decision"); rsd_json_w_str(&w, rsd_decision_str(r->decision));
     rsd_json_w_key(&w, "reason"); rsd_json_w_str(&w, rsd_reason_name(r->reason));
-    rsd_json_w_key(&w, "reason_text"); rsd_json_w_str(&w, rsd_reason_str(r->reason));
+    rsd_json_w_key(&w, "reason_text"); rsd_json_w_str(&w, reason_text(r, observe_flag));
     rsd_json_w_key(&w, "result"); rsd_json_w_str(&w, rsd_result_name(r->result));
     rsd_json_w_key(&w, "message"); rsd_json_w_str(&w, r->message);
     rsd_json_w_key(&w, "wire_id"); rsd_json_w_str(&w, r->wire_id);
@@ -504,7 +507,7 @@ int main(int argc, char **argv) {
     rsd_ensure_query(e, &res);
     code = exit_code_of(&res);
     if (json) {
-        json_result(&res, model, code);
+        json_result(&res, model, code, q.observe);
     } else if (!quiet && res.outcome == RSD_OUTCOME_DEGRADED) {
         print_degraded(&res, code);
     } else if (!quiet) {

@@ -35,13 +35,13 @@ static char g_out[1 << 15], g_err[1 << 14];
 /* Runs rsd-ensure with args (NULL-terminated); env is "NAME=VALUE" or "NAME=" (unset)
    entries applied in the child. Its stdout into g_out, stderr into g_err; the exit
    status, or -1. */
-static int cli_env(const char *const *env, const char *const *args) {
+static int prog_env(const char *bin, const char *const *env, const char *const *args) {
     const char *argv[40];
     int o[2], e[2], st = 0, n = 0, i;
     size_t no = 0, ne = 0;
     bool oo = true, eo = true;
     pid_t pid;
-    argv[n++] = ENSURE_BIN;
+    argv[n++] = bin;
     for (i = 0; args[i] && n < 39; i++) argv[n++] = args[i];
     argv[n] = NULL;
     g_out[0] = g_err[0] = '\0';
@@ -97,6 +97,8 @@ static int cli_env(const char *const *env, const char *const *args) {
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+static int cli_env(const char *const *env, const char *const *args) { return prog_env(ENSURE_BIN, env, args); }
 
 /* The same with RESIDENCY and RESIDENCY_TOKEN unset. */
 static int cli(const char *const *args) {
@@ -203,6 +205,30 @@ static void test_help_version(void) {
     CHECK(strncmp(g_out, "usage: rsd-ensure", 17) == 0);
     CHECK_EQ_INT(cli(v), 0);
     CHECK_EQ_STR(g_out, "rsd-ensure (residency.h) " RSD_VERSION_STRING "\n");
+    {   /* the README's exit-code table has a row for each code the help lists */
+        static char readme[1 << 17];
+        static const char *const codes[] = {"0", "2", "3", "4", "5", "6", "7", "64"};
+        FILE *f = fopen("README.md", "rb");
+        size_t n = f ? fread(readme, 1, sizeof readme - 1, f) : 0;
+        unsigned k;
+        if (f) fclose(f);
+        readme[n] = '\0';
+        CHECK(n > 0);
+        CHECK_EQ_INT(cli(h), 0);
+        for (k = 0; k < sizeof codes / sizeof codes[0]; k++) {
+            char row[16], line[16];
+            snprintf(row, sizeof row, "\n| %s | ", codes[k]);
+            snprintf(line, sizeof line, "\n  %-3s ", codes[k]);
+            CHECK(strstr(readme, row) != NULL);
+            CHECK(strstr(g_out, line) != NULL);
+            if (rsdt_cur_failed) { printf("  exit code %s\n", codes[k]); break; }
+        }
+    }
+    /* the README starts rsd-sim by hand: its --help is there too */
+    CHECK_EQ_INT(prog_env(SIM_BIN, NULL, h), 0);
+    CHECK(strncmp(g_out, "usage: rsd-sim", 14) == 0);
+    CHECK(strstr(g_out, "--models-max") != NULL && strstr(g_out, "--load-ms") != NULL);
+    CHECK(g_err[0] == '\0');
 }
 
 static void test_bad_usage(void) {
@@ -247,6 +273,15 @@ static void test_unreachable(void) {
     CHECK(strstr(g_out, "\"result\":\"ERR_CONNECT\"") != NULL);
     CHECK(strstr(g_out, "\"exit_code\":5") != NULL);
     SHOW_ON_FAIL();
+#ifdef RSD_HTTP_MBEDTLS
+    /* mbedTLS is installed (the tests build with it): so are the examples, and an https
+       URL is tried, not refused by the build */
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", port);
+    snprintf(want, sizeof want, "server unreachable: connection refused (%s)\n", url);
+    CHECK_EQ_INT(cli(a), 5);
+    CHECK_EQ_STR(g_out, want);
+    SHOW_ON_FAIL();
+#endif
 }
 
 static void check_not_server(const char *url, int status) {
@@ -307,6 +342,13 @@ static void test_observe(void) {
         CHECK(strstr(g_out, "not resident") != NULL);
         CHECK(strstr(g_out, "observe-only: --observe") != NULL);
         CHECK(strstr(g_out, "RESIDENCY") == NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", s.url, "--model", "b", "--no-state", "--observe", "--json", NULL};
+        CHECK_EQ_INT(cli(a), 4);
+        CHECK(strstr(g_out, "\"reason_text\":\"observe-only: --observe\"") != NULL);
+        CHECK(strstr(g_out, "\"exit_code\":4") != NULL);
         SHOW_ON_FAIL();
     }
     {
