@@ -907,7 +907,10 @@
            RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
            <status>: <the server's error message>", the message read by
            rsd_server_error_parse and left out when the body has none, e.g.
-           "... HTTP 404: File Not Found"); a transport error -> LOAD_FAILED.
+           "... HTTP 404: File Not Found"; on a 4xx, when the listing names every
+           servable model (RSD_RT_CATALOG) and the keep is not in it, followed by
+           "; '<id>' is not served there: it serves N models: a, b, c, d, e and
+           K more"); a transport error -> LOAD_FAILED.
            An unload or poll that fails quotes the server's message the same way.
        11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
            capped at 500 ms between polls, the last poll at the deadline; so

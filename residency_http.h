@@ -859,7 +859,10 @@
            state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
            60 s), no_cache (no TTL fast path), no_sse (never subscribe to
            /models/sse: poll only), sse_poll_ms (poll interval of a wait while
            the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
@@ -996,8 +999,11 @@
        times out is sent again with twice the timeout while the ensure's deadline
        allows (a busy server is slow, not gone). Any other transport error on the
        first probe ends the ensure at once (DEGRADED, the transport error, e.g.
-       RSD_ERR_CONNECT); no match ->
-       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+       RSD_ERR_CONNECT, message "server unreachable: connection refused (URL)"); no
+       match -> DEGRADED RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not
+       as a llama.cpp router, Ollama or LM Studio (GET /props: HTTP 404)"), or
+       RSD_ERR_AUTH when a probe was answered 401/403 ("URL asks for an API key ...
+       and none was given", or "URL refused the API key given").
        Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
        driver getter).
 
