@@ -6492,10 +6492,15 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
         char why[128];
+        bool transport = ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE ||
+                         ev->result == RSD_ERR_TIMEOUT || ev->result == RSD_ERR_CLOSED || ev->result == RSD_ERR_IO ||
+                         ev->result == RSD_ERR_TLS || ev->result == RSD_ERR_TLS_VERIFY;
         /* plain words: "connection refused", "timed out", "name resolution failed" */
         (void)rsdi_cpy(why, sizeof why, ev->sys_errno ? strerror(ev->sys_errno) : rsd_result_str(ev->result));
         why[0] = rsdi_ascii_lower(why[0]);
-        rsdi_en_fail(e, ev->result, now_ms, "server unreachable: %s (%s)", why, e->url);
+        if (transport) rsdi_en_fail(e, ev->result, now_ms, "server unreachable: %s (%s)", why, e->url);
+        else /* it answered, but not in HTTP a model server speaks (another protocol, a huge head) */
+            rsdi_en_fail(e, ev->result, now_ms, "not a model server: GET %s: %s", e->probe_url, why);
         return;
     }
     if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;

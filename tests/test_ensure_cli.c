@@ -122,7 +122,8 @@ typedef struct plain_server {
 } plain_server;
 
 /* Forks a child serving every request with `status` and a small HTML page (what a
-   static file server answers); 0 with the port, or -1. */
+   static file server answers), or, with status 0, a server that is not HTTP at all (it
+   greets like sshd and closes); 0 with the port, or -1. */
 static int plain_start(plain_server *ps, int status) {
     int fds[2];
     uint16_t port = 0;
@@ -131,6 +132,26 @@ static int plain_start(plain_server *ps, int status) {
     fflush(stdout);
     ps->pid = fork();
     if (ps->pid < 0) return -1;
+    if (ps->pid == 0 && status == 0) { /* not HTTP at all: a greeting line, then close */
+        struct sockaddr_in a;
+        socklen_t len = sizeof a;
+        int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd;
+        static const char hello[] = "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n";
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 16) != 0 ||
+            getsockname(lfd, (struct sockaddr *)&a, &len) != 0)
+            _exit(1);
+        port = ntohs(a.sin_port);
+        if (write(fds[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+        close(fds[1]);
+        for (;;)
+            if ((cfd = accept(lfd, NULL, NULL)) >= 0) {
+                if (write(cfd, hello, sizeof hello - 1) < 0) {}
+                close(cfd);
+            }
+    }
     if (ps->pid == 0) {
         rsd_http_server *s = rsd_http_server_create(NULL);
         static const char page[] = "<!DOCTYPE html><html><body><h1>Directory listing</h1></body></html>\n";
@@ -321,6 +342,17 @@ static void test_not_a_model_server(void) {
     check_not_server(p200.url, 200);
     plain_stop(&p404);
     plain_stop(&p200);
+    {   /* not even HTTP: "not a model server", not "unreachable" */
+        plain_server ssh;
+        REQUIRE(plain_start(&ssh, 0) == 0);
+        {
+            const char *a[] = {"--url", ssh.url, "--model", "m", "--no-state", NULL};
+            CHECK_EQ_INT(cli(a), 6);
+            CHECK(strncmp(g_out, "not a model server: GET ", 24) == 0);
+            SHOW_ON_FAIL();
+        }
+        plain_stop(&ssh);
+    }
 }
 
 /* ---- 13, 14: observe-only, the flag named as the flag --------------------------------- */
