@@ -474,6 +474,27 @@ static void test_residency_typo_lib(void) {
         rsd_ensurer_destroy(e);
     }
     sim_stop(&s);
+    {   /* LM Studio's machine says it too */
+        static const char *const lms[] = {SIM_BIN, "--runtime", "lmstudio", "--port", "0", "--load-ms", "10",
+                                          "--model", "id=a,size=1G", NULL};
+        listen_proc l;
+        REQUIRE(listen_proc_start(&l, lms, -1) == 0);
+        memset(&d, 0, sizeof d);
+        d.no_state = true;
+        d.residency_env = "obsreve";
+        e = rsd_ensurer_create(&d);
+        REQUIRE(e != NULL);
+        memset(&q, 0, sizeof q);
+        q.url = l.url;
+        q.model = "a";
+        CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+        CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LMSTUDIO);
+        CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+        for (warned = 0, i = 0; i < res.n_notices; i++) warned += res.notices[i].dmsg == RSD_DMSG_ENV_UNKNOWN;
+        CHECK_EQ_INT(warned, 1);
+        rsd_ensurer_destroy(e);
+        (void)listen_proc_stop(&l);
+    }
 }
 
 /* ---- 13: an unknown model, answered with what the server serves ---------------------- */
