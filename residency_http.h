@@ -859,7 +859,10 @@
            state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
            60 s), no_cache (no TTL fast path), no_sse (never subscribe to
            /models/sse: poll only), sse_poll_ms (poll interval of a wait while
            the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
@@ -996,8 +999,11 @@
        times out is sent again with twice the timeout while the ensure's deadline
        allows (a busy server is slow, not gone). Any other transport error on the
        first probe ends the ensure at once (DEGRADED, the transport error, e.g.
-       RSD_ERR_CONNECT); no match ->
-       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+       RSD_ERR_CONNECT, message "server unreachable: connection refused (URL)"); no
+       match -> DEGRADED RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not
+       as a llama.cpp router, Ollama or LM Studio (GET /props: HTTP 404)"), or
+       RSD_ERR_AUTH when a probe was answered 401/403 ("URL asks for an API key ...
+       and none was given", or "URL refused the API key given").
        Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
        driver getter).
 
@@ -5859,8 +5865,9 @@ struct rsd_ensurer {
     uint32_t props_len;
     char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, probe_tries, error;
+    int phase, final, waiting, probe_i, probe_tries, error, probe0_status;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
+    bool env_warned;                  /* the ENV_UNKNOWN notice was given (once per ensurer) */
     rsd_http_req_h h;
     rsd_runtime_kind kind;
     rsd_outcome outcome;
@@ -6339,6 +6346,21 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
                            "there as not its own", e->url, rsd_state_dir(e->st), name);
 }
 
+/* Says so once per ensurer when RESIDENCY holds a value residency does not know (a typo
+   such as "obsreve" must not silently mean "manage"). */
+RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
+    static const char fmt[] = "RESIDENCY='%.60s' is not a value residency knows, so it manages this "
+                              "target as if RESIDENCY were unset; for observe-only use observe, off, 0, "
+                              "false, user or user-managed, to manage on purpose on, 1, true or managed";
+    const char *v = e->observe ? NULL : rsdi_en_env(e);
+    if (e->env_warned || rsd_env_known(v)) return;
+    e->env_warned = true;
+    if (e->lms)
+        rsdi_lms_notice(&e->m.lms, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+    else
+        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+}
+
 /* LM Studio instances owned on e->key (W16): the persisted attribution entries that name
    an instance, or without a state directory what this ensurer loaded (upstream S33). */
 RSDI_PRIVATE void rsdi_en_load_owned(rsd_ensurer *e) {
@@ -6401,8 +6423,10 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     e->lms = true;
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
-    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) /* an error ends it DONE with it */
+    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) { /* an error ends it DONE with it */
+        rsdi_en_env_notice(e);
         rsdi_en_reset_notice(e);
+    }
 }
 
 /* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
@@ -6481,7 +6505,10 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
     rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
-    if (rc == RSD_OK) rsdi_en_reset_notice(e);
+    if (rc == RSD_OK) {
+        rsdi_en_env_notice(e);
+        rsdi_en_reset_notice(e);
+    }
     /* on error the reconcile is DONE with it; step picks it up */
 }
 
@@ -6518,12 +6545,20 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
-        rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
-                     rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
-                     ev->sys_errno ? strerror(ev->sys_errno) : "");
+        char why[128];
+        bool transport = ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE ||
+                         ev->result == RSD_ERR_TIMEOUT || ev->result == RSD_ERR_CLOSED || ev->result == RSD_ERR_IO ||
+                         ev->result == RSD_ERR_TLS || ev->result == RSD_ERR_TLS_VERIFY;
+        /* plain words: "connection refused", "timed out", "name resolution failed" */
+        (void)rsdi_cpy(why, sizeof why, ev->sys_errno ? strerror(ev->sys_errno) : rsd_result_str(ev->result));
+        why[0] = rsdi_ascii_lower(why[0]);
+        if (transport) rsdi_en_fail(e, ev->result, now_ms, "server unreachable: %s (%s)", why, e->url);
+        else /* it answered, but not in HTTP a model server speaks (another protocol, a huge head) */
+            rsdi_en_fail(e, ev->result, now_ms, "not a model server: GET %s: %s", e->probe_url, why);
         return;
     }
     if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;
+    if (e->probe_i == 0) e->probe0_status = ev->status;
     if (ev->result == RSD_OK && ev->status >= 200 && ev->status <= 299 && p->match(e, ev->body.ptr, ev->body.len)) {
         int i = e->det_next;
         e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
@@ -6548,11 +6583,13 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     if (++e->probe_i >= RSDI_EN_NPROBES) {
         if (e->saw_auth)
-            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms, "%s requires an API key (HTTP 401/403): set a bearer token",
-                         e->url);
+            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms,
+                         e->bearer[0] ? "%s refused the API key given (HTTP 401/403)"
+                                      : "%s asks for an API key (HTTP 401/403) and none was given", e->url);
         else
             rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
-                         "no llama.cpp router, Ollama or LM Studio server recognised at %s", e->url);
+                         "not a model server: %s answers, but not as a llama.cpp router, Ollama or LM "
+                         "Studio (GET %s: HTTP %d)", e->url, rsdi_ensure_probes[0].path, e->probe0_status);
     }
 }
 
@@ -6581,6 +6618,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->sse_tried = false;
     e->props_kept = false;
     e->probe_tries = 0;
+    e->probe0_status = 0;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
