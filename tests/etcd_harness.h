@@ -20,6 +20,12 @@
 #include <unistd.h>
 #include <poll.h>
 
+#if defined(__GNUC__) || defined(__clang__)
+#define ETCD_FN static __attribute__((unused))
+#else
+#define ETCD_FN static
+#endif
+
 typedef struct etcd_proc {
     pid_t pid;
     int client_port, peer_port;
@@ -30,7 +36,7 @@ typedef struct etcd_proc {
 } etcd_proc;
 
 /* The etcd binary: $ETCD, /usr/bin/etcd, else the first "etcd" on PATH. false when none. */
-static bool etcd_find(char *out, size_t cap) {
+ETCD_FN bool etcd_find(char *out, size_t cap) {
     const char *env = getenv("ETCD"), *path = getenv("PATH");
     if (env && env[0] && access(env, X_OK) == 0) {
         snprintf(out, cap, "%s", env);
@@ -53,7 +59,7 @@ static bool etcd_find(char *out, size_t cap) {
 }
 
 /* A port the kernel gave to a socket bound on 127.0.0.1:0 (then closed). */
-static int etcd_free_port(void) {
+ETCD_FN int etcd_free_port(void) {
     struct sockaddr_in a;
     socklen_t l = sizeof a;
     int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
@@ -68,7 +74,7 @@ static int etcd_free_port(void) {
 }
 
 /* GET url/health answered 200 with "true" in it. */
-static bool etcd_healthy(const etcd_proc *p) {
+ETCD_FN bool etcd_healthy(const etcd_proc *p) {
     rsd_http_client_desc cd;
     rsd_http_client *c;
     rsd_http_request q;
@@ -92,7 +98,7 @@ static bool etcd_healthy(const etcd_proc *p) {
     return ok;
 }
 
-static void etcd_launch(etcd_proc *p) {
+ETCD_FN void etcd_launch(etcd_proc *p) {
     char data[300], log[300], curl[64], purl[64], cluster[96];
     snprintf(data, sizeof data, "%s/data", p->dir);
     snprintf(log, sizeof log, "%s/etcd.log", p->dir);
@@ -117,7 +123,7 @@ static void etcd_launch(etcd_proc *p) {
 }
 
 /* Waits (bounded: 60 s) until /health answers or the process exited. */
-static bool etcd_wait_ready(etcd_proc *p) {
+ETCD_FN bool etcd_wait_ready(etcd_proc *p) {
     uint64_t end = rsd_now_ms() + 60000;
     while (rsd_now_ms() < end) {
         int st;
@@ -132,7 +138,7 @@ static bool etcd_wait_ready(etcd_proc *p) {
 }
 
 /* Starts etcd; prefix names this run's keys (coord = etcd://.../prefix). 0 or -1. */
-static int etcd_start(etcd_proc *p, const char *prefix) {
+ETCD_FN int etcd_start(etcd_proc *p, const char *prefix) {
     int attempt;
     memset(p, 0, sizeof *p);
     if (!etcd_find(p->bin, sizeof p->bin)) return -1;
@@ -156,7 +162,7 @@ static int etcd_start(etcd_proc *p, const char *prefix) {
 }
 
 /* Stops the process group (SIGTERM, SIGKILL after 10 s); the data stays (etcd_restart). */
-static void etcd_kill(etcd_proc *p, int sig) {
+ETCD_FN void etcd_kill(etcd_proc *p, int sig) {
     uint64_t end = rsd_now_ms() + 10000;
     if (p->pid <= 0) return;
     kill(-p->pid, sig);
@@ -175,13 +181,13 @@ static void etcd_kill(etcd_proc *p, int sig) {
 }
 
 /* Starts it again on the same ports and data (after etcd_kill). 0 or -1. */
-static int etcd_restart(etcd_proc *p) {
+ETCD_FN int etcd_restart(etcd_proc *p) {
     etcd_launch(p);
     return p->pid > 0 && etcd_wait_ready(p) ? 0 : -1;
 }
 
 /* Stops it and removes its directory. */
-static void etcd_stop(etcd_proc *p) {
+ETCD_FN void etcd_stop(etcd_proc *p) {
     char cmd[320];
     etcd_kill(p, SIGTERM);
     if (p->dir[0] && strstr(p->dir, "rsd-etcd-")) {
@@ -192,7 +198,7 @@ static void etcd_stop(etcd_proc *p) {
 }
 
 /* POST body to path on the gateway; the status (body into buf), or -1. */
-static int etcd_post(const etcd_proc *p, const char *path, const char *body, char *buf, size_t cap) {
+ETCD_FN int etcd_post(const etcd_proc *p, const char *path, const char *body, char *buf, size_t cap) {
     rsd_http_client_desc cd;
     rsd_http_client *c;
     rsd_http_request q;
