@@ -1839,7 +1839,9 @@ typedef struct rsd_ensurer_desc {
     const char *coord;                /* "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD (unless ignore_env) */
     const char *coord_host;           /* this host's id there; NULL = hostname */
     uint32_t coord_lease_ttl_s;       /* lease (lock) lifetime after a holder dies; 0 = 5 */
-    const char *coord_auth_token;     /* etcd auth token (Authorization header); never logged */
+    const char *coord_auth_token;     /* etcd auth token (Authorization header); NULL = $RESIDENCY_COORD_TOKEN */
+    const char *coord_user;           /* etcd user (authenticates itself); NULL = $RESIDENCY_COORD_USER */
+    const char *coord_password;       /* its password; NULL = $RESIDENCY_COORD_PASSWORD; never logged */
 } rsd_ensurer_desc;
 
 /* One "make this model resident" request; strings are copied by begin. */
@@ -2305,6 +2307,8 @@ typedef struct rsd_etcd_desc {
     uint32_t request_timeout_ms;      /* one request; 0 = RSD_ETCD_REQUEST_MS */
     bool fail_closed;                 /* lock deadline / etcd unreachable fails instead of proceeding */
     const char *auth_token;           /* etcd auth token, sent as the Authorization header; never logged */
+    const char *auth_user;            /* etcd user: the coordinator authenticates (and again when the token expires) */
+    const char *auth_password;        /* its password; never logged */
     const rsd_protected_model *protected_models; /* this host's, published for the other hosts */
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     rsd_http_client_desc http;        /* TLS options (tls_ca_file ...), limits; allocator/logger default below */
@@ -6235,7 +6239,11 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             cd.url = cu;
             cd.host_id = d.coord_host;
             cd.lease_ttl_s = d.coord_lease_ttl_s;
-            cd.auth_token = d.coord_auth_token;
+#define RSDI_EN_COORD_ENV(f, name) (d.f ? d.f : d.ignore_env ? NULL : getenv(name))
+            cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
+            cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
+            cd.auth_password = RSDI_EN_COORD_ENV(coord_password, "RESIDENCY_COORD_PASSWORD");
+#undef RSDI_EN_COORD_ENV
             cd.fail_closed = d.lock_fail_closed;
             cd.protected_models = d.protected_models;
             cd.n_protected = d.n_protected;
@@ -9727,7 +9735,7 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
 #include <unistd.h>
 
 enum { RSDI_EO_NONE = 0, RSDI_EO_READ, RSDI_EO_LOCK, RSDI_EO_COMMIT };
-enum { RSDI_ES_IDLE = 0, RSDI_ES_SEND, RSDI_ES_GRANT, RSDI_ES_TXN, RSDI_ES_SLEEP };
+enum { RSDI_ES_IDLE = 0, RSDI_ES_SEND, RSDI_ES_GRANT, RSDI_ES_TXN, RSDI_ES_SLEEP, RSDI_ES_AUTH };
 enum {
     RSDI_ETCD_VALS_BYTES = 2 * RSD_STATE_MAX_FILE_BYTES + 65536, /* decoded values of one answer */
     RSDI_ETCD_REQ_BYTES = (RSD_STATE_MAX_FILE_BYTES / 3 + 2) * 4 + 8192, /* one request body */
@@ -9747,6 +9755,7 @@ typedef struct rsdi_etcd_ans {
     int64_t revision, id, ttl, code;
     bool succeeded, has_error, truncated;
     char error[160];
+    char token[1024];                 /* /v3/auth/authenticate */
     int n_kvs;
     rsdi_etcd_kv kvs[RSD_ETCD_MAX_KVS];
     char *vals;
@@ -9761,7 +9770,8 @@ struct rsd_etcd {
     char prefix[RSD_ETCD_MAX_PREFIX_BYTES + 1];
     char host[RSD_ETCD_MAX_HOST_BYTES + 1];
     char auth[1024];
-    bool has_auth, fail_closed, prot_published;
+    char user[256], pass[256];
+    bool has_auth, has_login, fail_closed, prot_published;
     uint32_t ttl_s, req_ms;
     int n_own;
     rsd_protected_model own[RSD_MAX_PROTECTED];
@@ -9954,6 +9964,9 @@ RSDI_PRIVATE int rsdi_etcd_parse(const char *body, size_t len, rsd_json_tok *tok
     if (rsd_json_type_of(&d, root) != RSD_JSON_OBJECT) return RSD_ERR_PAYLOAD;
     (void)rsdi_etcd_i64(&d, rsd_json_find(&d, rsd_json_find(&d, root, "header"), "revision"), &a->revision);
     if ((t = rsd_json_find(&d, root, "succeeded")) >= 0) (void)rsd_json_bool(&d, t, &a->succeeded);
+    if ((t = rsd_json_find(&d, root, "token")) >= 0 &&
+        rsd_json_str(&d, t, a->token, sizeof a->token, NULL) != RSD_OK)
+        a->token[0] = '\0';
     if ((t = rsd_json_find(&d, root, "error")) >= 0) {
         a->has_error = true;
         if (rsd_json_str(&d, t, a->error, sizeof a->error, NULL) == RSD_ERR_JSON_TYPE) a->error[0] = '\0';
@@ -10159,6 +10172,7 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     d = *desc;
     if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
         (d.n_protected && !d.protected_models) || (d.auth_token && strlen(d.auth_token) >= 1024) ||
+        (d.auth_user && strlen(d.auth_user) >= 256) || (d.auth_password && strlen(d.auth_password) >= 256) ||
         (d.host_id && (!d.host_id[0] || strlen(d.host_id) > RSD_ETCD_MAX_HOST_BYTES)))
         return RSD_ERR_ARG;
     co = (rsd_etcd *)rsdi_malloc(&d.allocator, sizeof *co);
@@ -10202,6 +10216,11 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     if (d.auth_token && d.auth_token[0]) {
         co->has_auth = true;
         (void)rsdi_cpy(co->auth, sizeof co->auth, d.auth_token);
+    }
+    if (d.auth_user && d.auth_user[0]) {
+        co->has_login = true;
+        (void)rsdi_cpy(co->user, sizeof co->user, d.auth_user);
+        (void)rsdi_cpy(co->pass, sizeof co->pass, d.auth_password ? d.auth_password : "");
     }
     co->fail_closed = d.fail_closed;
     co->ttl_s = d.lease_ttl_s ? d.lease_ttl_s : (uint32_t)RSD_ETCD_LEASE_TTL_S;
@@ -10397,7 +10416,22 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
     w.cap = sizeof co->req;
     w.n = 0;
     w.over = false;
-    if (co->op == RSDI_EO_LOCK && (!co->lease || now_ms >= co->lease_ref + (uint64_t)co->ttl_s * 500u)) {
+    if (co->has_login && !co->has_auth) { /* a token first (simple tokens expire: again on code 16) */
+        rsd_json_writer jw;
+        int k;
+        rsd_json_w_init(&jw, co->req, sizeof co->req);
+        rsd_json_w_begin_object(&jw);
+        rsd_json_w_key(&jw, "name");
+        rsd_json_w_str(&jw, co->user);
+        rsd_json_w_key(&jw, "password");
+        rsd_json_w_str(&jw, co->pass);
+        rsd_json_w_end_object(&jw);
+        k = rsd_json_w_finish(&jw);
+        w.n = k > 0 ? (size_t)k : 0;
+        w.over = k <= 0;
+        path = "/v3/auth/authenticate";
+        co->sub = RSDI_ES_AUTH;
+    } else if (co->op == RSDI_EO_LOCK && (!co->lease || now_ms >= co->lease_ref + (uint64_t)co->ttl_s * 500u)) {
         char b[64];
         (void)RSD_SNPRINTF(b, sizeof b, "{\"TTL\":\"%u\"}", (unsigned)co->ttl_s);
         rsdi_ew_raw(&w, b);
@@ -10527,7 +10561,19 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
         return;
     }
     pr = rsdi_etcd_parse(ev->body.ptr, ev->body.len, co->toks, RSDI_ETCD_TOKS, a);
-    if (ev->status == 401 || ev->status == 403 || (a->has_error && (a->code == 16 || a->code == 7))) {
+    if (co->has_login && a->has_error && a->code == 16 && co->sub != RSDI_ES_AUTH && co->tries++ < 4) {
+        co->has_auth = false; /* the token expired (or etcd restarted): authenticate again */
+        co->sub = RSDI_ES_SEND;
+        return;
+    }
+    if (co->sub == RSDI_ES_AUTH && ev->status == 200 && !a->has_error && a->token[0]) {
+        (void)rsdi_cpy(co->auth, sizeof co->auth, a->token);
+        co->has_auth = true;
+        co->sub = RSDI_ES_SEND;
+        return;
+    }
+    if (ev->status == 401 || ev->status == 403 || (a->has_error && (a->code == 16 || a->code == 7)) ||
+        (a->has_error && strstr(a->error, "user name is empty")) || co->sub == RSDI_ES_AUTH) {
         rsdi_etcd_msg(co, RSD_ERR_AUTH, "etcd at %s refused us (HTTP %d): %s", co->root, ev->status, a->error);
         co->down_at = 0;
         if (co->op == RSDI_EO_LOCK) rsdi_etcd_lock_give_up(co, RSD_ERR_AUTH);

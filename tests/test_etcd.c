@@ -291,6 +291,50 @@ static void test_etcd_lease_expiry(void) {
     rsd_etcd_destroy(b);
 }
 
+/* etcd with authentication on (a second etcd): the coordinator logs in with a user and
+   password (the token goes raw in the Authorization header, as the gateway wants it; it
+   answers 401 to "Bearer <token>"); no or wrong credentials are an auth error, so the lock
+   fails open (or closed) saying so. */
+static void test_etcd_auth(void) {
+    etcd_proc ep;
+    char ans[512];
+    rsd_etcd_desc d;
+    rsd_etcd *good = NULL, *bad = NULL, *none = NULL;
+    rsd_etcd_view v;
+    const char *key = "router|http://127.0.0.1:1/auth";
+    REQUIRE(etcd_start(&ep, "/auth") == 0);
+    CHECK_EQ_INT(etcd_post(&ep, "/v3/auth/role/add", "{\"name\":\"root\"}", ans, sizeof ans), 200);
+    CHECK_EQ_INT(etcd_post(&ep, "/v3/auth/user/add", "{\"name\":\"root\",\"password\":\"s3cret\"}", ans, sizeof ans), 200);
+    CHECK_EQ_INT(etcd_post(&ep, "/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}", ans, sizeof ans), 200);
+    CHECK_EQ_INT(etcd_post(&ep, "/v3/auth/enable", "{}", ans, sizeof ans), 200);
+    memset(&d, 0, sizeof d);
+    d.url = ep.coord;
+    d.http.tls_off = true;
+    d.auth_user = "root";
+    d.auth_password = "s3cret";
+    REQUIRE(rsd_etcd_create(&good, &d) == RSD_OK);
+    d.auth_password = "wrong";
+    REQUIRE(rsd_etcd_create(&bad, &d) == RSD_OK);
+    d.auth_user = d.auth_password = NULL;
+    REQUIRE(rsd_etcd_create(&none, &d) == RSD_OK);
+    REQUIRE(rsd_etcd_lock_begin(good, key, "t", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+    CHECK_EQ_INT(co_run(good), RSD_OK);
+    rsd_etcd_query(good, &v);
+    CHECK(v.held);
+    REQUIRE(rsd_etcd_lock_begin(bad, key, "t", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+    CHECK_EQ_INT(co_run(bad), RSD_OK); /* fail-open */
+    rsd_etcd_query(bad, &v);
+    CHECK(!v.held);
+    CHECK(strstr(v.message, "refused") != NULL);
+    CHECK(strstr(v.message, "s3cret") == NULL && strstr(v.message, "wrong") == NULL);
+    REQUIRE(rsd_etcd_read_begin(none, key, rsd_now_ms(), 0) == RSD_OK);
+    CHECK_EQ_INT(co_run(none), RSD_ERR_AUTH);
+    rsd_etcd_destroy(good);
+    rsd_etcd_destroy(bad);
+    rsd_etcd_destroy(none);
+    etcd_stop(&ep);
+}
+
 /* ---- two hosts on one router ---------------------------------------------------------- */
 static rsd_ensurer *host_new(const char *coord, const char *host, const char *state, const char *protect,
                              bool fail_closed, uint32_t ttl_s) {
@@ -612,6 +656,7 @@ int main(int argc, char **argv) {
     RUN(test_etcd_coordinator);
     RUN(test_etcd_fencing);
     RUN(test_etcd_lease_expiry);
+    RUN(test_etcd_auth);
     RUN(test_etcd_two_hosts);
     RUN(test_etcd_control_without_etcd);
     RUN(test_etcd_kill9_mid_swap);
