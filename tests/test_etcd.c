@@ -576,6 +576,70 @@ static void test_etcd_kill9_mid_swap(void) {
     sim_stop(&sim);
 }
 
+/* A stale holder through the ensurer: host A takes the lock and sends a slow load, then
+   stalls (not stepped: no keepalive) past its lease; host B takes the lock and swaps; when A
+   resumes, its commit is refused by the fencing revision: A's ensure ends with the
+   state_error and a warning, and the shared record is B's, not A's. */
+static void test_etcd_stale_holder_ensure(void) {
+    const char *args[] = {"--models-max", "2", "--load-ms", "5", "--unload-ms", "1", "--model", "id=slow,load=2500",
+                          "--model", "id=fast", NULL};
+    char sa[300], sb[300];
+    sim_proc sim;
+    rsd_ensurer *a, *b;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_etcd_view v;
+    uint64_t end;
+    int rc = RSD_PENDING, i;
+    bool warned = false;
+    REQUIRE(sim_start(&sim, args) == 0);
+    snprintf(sa, sizeof sa, "%s/stale-a", g_tmp);
+    snprintf(sb, sizeof sb, "%s/stale-b", g_tmp);
+    a = host_new(g_etcd.coord, "host-a", sa, NULL, false, 2);
+    b = host_new(g_etcd.coord, "host-b", sb, NULL, false, 2);
+    REQUIRE(a && b);
+    req_init(&q, sim.url, "slow");
+    REQUIRE(rsd_ensure_begin(a, &q, rsd_now_ms()) == RSD_OK);
+    end = rsd_now_ms() + 60000;
+    while (!sim_has_load(&sim, "slow") && rsd_now_ms() < end) { /* A: lock, then the load POST */
+        rsd_pollfd fds[16];
+        int n;
+        rc = rsd_ensure_step(a, rsd_now_ms());
+        REQUIRE(rc == RSD_PENDING);
+        n = rsd_ensure_pollfds(a, fds, 16);
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
+    }
+    rsd_etcd_query(a->co, &v);
+    REQUIRE(v.held);
+    /* A stalls; B waits for A's lease to run out, takes the lock, loads fast */
+    req_init(&q, sim.url, "fast");
+    CHECK_EQ_INT(rsd_ensure(b, &q, &res), RSD_OK);
+    CHECK(res.lock_held);
+    /* A resumes: its load finishes, its commit is refused */
+    end = rsd_now_ms() + 60000;
+    while (rc == RSD_PENDING && rsd_now_ms() < end) {
+        rsd_pollfd fds[16];
+        int n;
+        rc = rsd_ensure_step(a, rsd_now_ms());
+        n = rsd_ensure_pollfds(a, fds, 16);
+        if (rc == RSD_PENDING) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
+    }
+    rsd_ensure_query(a, &res);
+    CHECK_EQ_INT(res.state_error, RSD_ERR_LOCK);
+    for (i = 0; i < res.n_notices; i++)
+        if (res.notices[i].dmsg == RSD_DMSG_STATE_FAILED && strstr(res.notices[i].text, "no longer ours")) warned = true;
+    CHECK(warned);
+    rsd_etcd_query(b->co, &v);
+    REQUIRE(rsd_etcd_read_begin(b->co, b->key, rsd_now_ms(), 0) == RSD_OK);
+    CHECK_EQ_INT(co_run(b->co), RSD_OK);
+    rsd_etcd_query(b->co, &v);
+    CHECK(rsd_attr_set_find(v.attrs, "fast", NULL) >= 0);
+    CHECK(rsd_attr_set_find(v.attrs, "slow", NULL) < 0);
+    rsd_ensurer_destroy(a);
+    rsd_ensurer_destroy(b);
+    sim_stop(&sim);
+}
+
 /* ---- etcd stopped mid-run ------------------------------------------------------------------ */
 static bool has_notice(const rsd_ensure_result *r, rsd_driver_msg m) {
     int i;
@@ -660,6 +724,7 @@ int main(int argc, char **argv) {
     RUN(test_etcd_two_hosts);
     RUN(test_etcd_control_without_etcd);
     RUN(test_etcd_kill9_mid_swap);
+    RUN(test_etcd_stale_holder_ensure);
     RUN(test_etcd_stopped_mid_run);
     etcd_stop(&g_etcd);
     {
