@@ -823,10 +823,117 @@
        Platform: POSIX (flock from <sys/file.h>; on Linux NFS maps it to fcntl
        locks). Not available on Windows yet.
 
+   ETCD: the lock and the attribution for several hosts (>>etcd)
+       -------------------------------------------------------------------------
+       The state directory's lock and record hold only among processes of one host.
+       When several hosts share one inference server (workstations or edge boxes in
+       front of one GPU server, a router behind a LAN address), point every host's
+       ensurer at one etcd v3 cluster: RESIDENCY_COORD=etcd://host:2379[/prefix] (or
+       desc.coord). The lock, the attribution and the generation of each target then
+       live there, and nothing else changes in the ensurer: the same reconcile, the
+       same notices, the same fail-open rule. Only etcd's JSON gateway is used (POST
+       /v3/kv/range, /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive,
+       /v3/auth/authenticate; etcd 3.4+ serves it under /v3), over this file's HTTP
+       client: keys and values base64, int64 fields as JSON strings, no new dependency.
+
+       Keys, under the prefix ("/residency" when the URL has no path), with <name> =
+       rsd_state_file_name(target key) as for the state directory:
+           <prefix>/lock/<name>   the lock: a key bound to this host's lease; value =
+                                  "host=..\npid=..\ntaken_unix_ms=..\npurpose=..\n"
+           <prefix>/attr/<name>   the attribution, in the attribution file's format
+           <prefix>/gen/<name>    the generation, decimal
+           <prefix>/prot/<host>   the models this host protects (desc.protected_models;
+                                  the attribution format, instance = the role name)
+       URL: etcd://host[:port][/prefix] (port 2379 by default), etcds:// for TLS (the
+       client's tls_ca_file / tls_insecure_skip_verify apply), or http(s)://. A host
+       name is resolved by rsd_ensure (or rsd_ensurer_resolve(e, "http://host:2379")).
+
+       What it does, per ensure (each is one request; the steps never block):
+         - read: at the start, before the decision cache is consulted, one txn reads the
+           target's attribution and generation and every host's protections (the first
+           read of a coordinator also writes this host's protections). The other hosts'
+           protected models are added to the reconcile's protected_models: no host
+           evicts what another protects. A failed read is a degraded/warning notice; the
+           ensure goes on with an empty record (and the lock then decides).
+         - lock: a txn "create_revision(lock) == 0 ? put(lock, lease) : read", whose
+           answer also reads the attribution, generation and protections again (so the
+           reconcile lists again when they changed, as with the state directory). The
+           lease (desc.coord_lease_ttl_s, default 5 s) is granted before the first lock
+           and again after half its TTL; while the lock is held every step sends a
+           keepalive a third of a TTL after the last one. A busy lock is tried again
+           after 5 ms doubling to 100 ms until the lock's deadline (the ensure's), then
+           the file lock's rule: fail-open (proceed unlocked; warning notice naming the
+           holder's record) or fail-closed (desc.lock_fail_closed: the ensure fails).
+           The fencing revision is the lock key's create_revision (the txn's revision).
+         - commit: one txn "create_revision(lock) == fence AND mod_revision(attr) == as
+           read ? put(attr), put(gen + 1)". A holder whose lease expired (it stalled, or
+           was cut off, longer than the TTL) finds the key gone or someone else's: the
+           commit is refused (RSD_ERR_LOCK, "no longer ours", as a commit that could not
+           be recorded: warning notice, result.state_error). An unlocked (fail-open)
+           commit compares only the attribution and is re-applied on the new record when
+           another host changed it (RSD_ETCD_COMMIT_TRIES).
+         - unlock: the key is deleted if its create_revision is still the fence; the
+           ensure ends when etcd answered (bounded by the request timeout). A holder
+           that dies (kill -9, power, network) never unlocks: its key goes with its
+           lease, a TTL later.
+       etcd unreachable (refused, timed out, 5xx): each operation retries (5 ms doubling
+       to 500 ms) for at most one lease TTL and never past its deadline, then the lock
+       fails open or closed as above, the read and the commit say so in a warning
+       notice; after that, operations within one TTL make one attempt only (a dead etcd
+       costs one TTL per ensure, not one per step). Authentication: desc.coord_user +
+       coord_password (RESIDENCY_COORD_USER / _PASSWORD) log in with POST
+       /v3/auth/authenticate and again when etcd says the token is invalid (simple
+       tokens expire after 5 minutes idle); or desc.coord_auth_token
+       (RESIDENCY_COORD_TOKEN). The token goes raw in the Authorization header (the
+       gateway answers 401 to "Bearer <token>"); a refused or missing login is
+       RSD_ERR_AUTH. Credentials are never logged.
+       Guarantees, with every host on the same etcd and prefix: one host at a time
+       mutates a target (while leases are honoured); a host never evicts a model
+       another host protects (protections published before the decision); the record
+       of what residency loaded is shared and changes only with a valid fence.
+       Not guaranteed: a holder that stalls past its TTL may still send the unload or
+       load it was about to send (only its record is refused, and the next holder
+       lists again); a host that first publishes its protections while another host
+       is deciding is seen from that host's next ensure; the server's own users (not
+       going through residency) are not locked out; protections stay in etcd until
+       the host publishes new ones (delete <prefix>/prot/<host> to retire a host).
+
+       Public API (the ensurer calls these; a host may too):
+       int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
+           Allocates everything now (the object, about 1.2 MB with the token array and
+           an answer buffer, and its own HTTP client with room for one whole
+           attribution). d: url (required), host_id (NULL = gethostname), lease_ttl_s
+           (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
+           auth_password, protected_models + n_protected (this host's), http (TLS and
+           limits), allocator, logger. RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM.
+       int rsd_etcd_read_begin(co, key, now_ms, deadline_ms)
+       int rsd_etcd_lock_begin(co, key, purpose, now_ms, deadline_ms)
+       int rsd_etcd_commit_begin(co, changes, n, loaded_at_ms, now_ms, deadline_ms)
+       int rsd_etcd_unlock_begin(co, now_ms)
+           Start an operation (no I/O; one at a time: RSD_ERR_STATE otherwise).
+           deadline_ms 0 = one lease TTL from now. changes are rsd_attr_change as for
+           rsd_state_attr_commit and must stay valid until it is done.
+       int rsd_etcd_step(co, now_ms)
+           RSD_PENDING while an operation (or a release) runs, then its result: read
+           RSD_OK / the error; lock RSD_OK (held, or fail-open: not held) / the error
+           (fail-closed: RSD_ERR_TIMEOUT busy, RSD_ERR_CONNECT..., RSD_ERR_AUTH); commit
+           RSD_OK / RSD_ERR_LOCK (fenced) / the error.
+       int rsd_etcd_pollfds(co, out, cap)  uint64_t rsd_etcd_next_deadline(co)
+       void rsd_etcd_query(co, rsd_etcd_view *out)
+           held, lost (the lease ran out while held), fence, has_gen/gen, attrs,
+           attr_corrupt, the other hosts' protected_models, owner (the holder's record
+           when busy), message (why it failed or proceeded unlocked), root, prefix.
+       int rsd_etcd_parse_url(url, root, cap, prefix, cap)
+       Limits: RSD_ETCD_MAX_PREFIX_BYTES 128, RSD_ETCD_MAX_HOST_BYTES 128,
+       RSD_ETCD_MAX_KEY_BYTES 512, RSD_ETCD_MAX_KVS 96 per answer, RSD_MAX_PROTECTED
+       protections in all (further ones are dropped). Threading: one coordinator per
+       thread. Fuzzed: fuzz/fuzz_etcd.c (the answers).
+
    --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
        The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
        performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
-       the caller's clock and the state directory. Two ways to use it, one code path:
+       the caller's clock and the state directory (or etcd: ETCD above, the same
+       steps on the other backend). Two ways to use it, one code path:
 
            rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
            rsd_ensure_req q;  memset(&q, 0, sizeof q);
@@ -862,7 +969,10 @@
            getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
            60 s), no_cache (no TTL fast path), no_sse (never subscribe to
            /models/sse: poll only), sse_poll_ms (poll interval of a wait while
-           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
+           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
+           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
+           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
+           coord_auth_token / coord_user / coord_password (see ETCD above).
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -916,7 +1026,8 @@
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
        int rsd_ensurer_resolve(e, const char *url)
-           Blocking getaddrinfo for the URL's host name (first address), kept in a
+           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
+           first address), kept in a
            small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
            resolve hook reads: the non-blocking path never resolves (it fails with
            RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
@@ -958,7 +1069,15 @@
        process) is read and both go to the reconcile (desc.ours,
        desc.generation). Without a
        state directory there is no LOCK step, attribution is only what this
-       ensurer's own cache knows, and the generation is not used.
+       ensurer's own cache knows, and the generation is not used. With etcd
+       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
+       generation come from there instead, whether or not a state directory
+       exists: the ensure first reads them (one request, before the cache is
+       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
+       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
+       delete, and every step also keeps the held lock's lease alive (see ETCD).
+       With etcd an LM Studio ensure sends its first listing itself (the
+       detection probe's answer is not reused: one more GET).
 
        /models/sse (llama.cpp router only; wire.md 1.11): just before a load or
        unload POST (or when a wait begins without one, e.g. for a model already
@@ -6320,7 +6439,20 @@ RSD_API int rsd_runtime_kind_parse(const char *s) {
     return RSD_ERR_ARG;
 }
 
+RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
+
+/* The URL's host, and etcd's when the ensurer uses it. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url) {
+    int r = rsdi_en_resolve_one(e, url);
+    if (e && e->co) {
+        rsd_etcd_view v;
+        rsd_etcd_query(e->co, &v);
+        (void)rsdi_en_resolve_one(e, v.root); /* a failure shows up as etcd unreachable */
+    }
+    return r;
+}
+
+RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url) {
     char host[RSD_HTTP_MAX_HOST_BYTES + 1], numeric[INET6_ADDRSTRLEN + 1];
     struct addrinfo hints, *ai = NULL;
     const char *num = NULL;
@@ -7189,11 +7321,6 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
     if (out) memset(out, 0, sizeof *out);
     if (!e) return RSD_ERR_ARG;
     if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
-    if (e->co) { /* etcd's host name too */
-        rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
-        (void)rsd_ensurer_resolve(e, v.root);
-    }
     rc = rsd_ensure_begin(e, q, rsd_now_ms());
     if (rc == RSD_ERR_STATE) return rc;
     while ((rc = rsd_ensure_step(e, rsd_now_ms())) == RSD_PENDING) {

@@ -27,6 +27,8 @@
    RESIDENCY=observe (or --observe) makes it observe-only: nothing is loaded or
    unloaded. The state directory (lock, attribution) defaults to
    $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/residency.
+   RESIDENCY_COORD=etcd://host:2379[/prefix] keeps them on etcd instead, shared by every
+   host that uses the same server (RESIDENCY_COORD_USER / _PASSWORD / _TOKEN to log in).
 
    Exit codes: 0 resident (also: observe-only and already resident), 2 declined
    (it would evict a protected model; LM Studio: the model is not advertised), 3 the
@@ -316,6 +318,14 @@ int main(int argc, char **argv) {
     d.no_state = d.no_state || list;
     if (g_verbose) d.logger.fn = log_stderr;
     e = rsd_ensurer_create(&d);
+    if (!e && getenv("RESIDENCY_COORD") && getenv("RESIDENCY_COORD")[0]) {
+        char root[320], prefix[160];
+        if (rsd_etcd_parse_url(getenv("RESIDENCY_COORD"), root, sizeof root, prefix, sizeof prefix) != RSD_OK) {
+            fprintf(stderr, "rsd-ensure: bad RESIDENCY_COORD '%s' (etcd://host:2379[/prefix])\n",
+                    term(getenv("RESIDENCY_COORD")));
+            return EX_USAGE;
+        }
+    }
     if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_UNREACHABLE; }
     if (list) {
         (void)rsd_ensurer_resolve(e, url);
