@@ -859,7 +859,10 @@
            state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
            60 s), no_cache (no TTL fast path), no_sse (never subscribe to
            /models/sse: poll only), sse_poll_ms (poll interval of a wait while
            the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
@@ -996,8 +999,11 @@
        times out is sent again with twice the timeout while the ensure's deadline
        allows (a busy server is slow, not gone). Any other transport error on the
        first probe ends the ensure at once (DEGRADED, the transport error, e.g.
-       RSD_ERR_CONNECT); no match ->
-       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+       RSD_ERR_CONNECT, message "server unreachable: connection refused (URL)"); no
+       match -> DEGRADED RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not
+       as a llama.cpp router, Ollama or LM Studio (GET /props: HTTP 404)"), or
+       RSD_ERR_AUTH when a probe was answered 401/403 ("URL asks for an API key ...
+       and none was given", or "URL refused the API key given").
        Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
        driver getter).
 
@@ -1309,6 +1315,15 @@
        (reservation over the whole budget: at once, nothing started),
        RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
        RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_acquire_ex(f, m, flags, now, user, &req, &port): with the pool's acquire
+       flags; RSD_POOL_ACQUIRE_EXCLUSIVE runs the request alone on m's process once it
+       has drained (benchmarks, calibration); other models keep flowing.
+   rsd_fleet_lease_take(f, &lease_desc, now, &lease) / rsd_fleet_lease_query /
+   rsd_fleet_lease_release: a VRAM lease for a workload outside the fleet, as the
+       pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
+       why "lease"), never a busy or pinned one; starts that would break it wait;
+       release or its ttl gives the bytes back and, with lease_desc.restore, restarts
+       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes).
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms,
        exit_code (of the process that failed: its status, 128+N for signal N, 127 when
@@ -2406,6 +2421,10 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id);
    GRANT or FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port);
+/* rsd_fleet_acquire with rsd_pool_acquire_ex flags (RSD_POOL_ACQUIRE_EXCLUSIVE: the
+   request runs alone on its model's process, after it drained). */
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port);
 /* The request finished (granted ones only). */
 RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* The client went away: drop a waiting request or release a granted one; a GRANT or
@@ -2413,6 +2432,16 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* A VRAM lease for a workload outside the fleet (rsd_pool_lease_take): idle, unpinned
+   processes are stopped, least recently used first, until the reservations plus the
+   leases fit the budget; starts that would break it wait; release (or the ttl) gives
+   the bytes back and, with desc.restore, restarts what it stopped. info.stopped holds
+   the model indexes it stopped. RSD_OK granted and free, RSD_PENDING granted with
+   victims still exiting, RSD_ERR_POOL_NO_FIT declined (nothing was stopped). */
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease);
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
 /* Replace model's command and pool settings (same id): the next start uses the new
    spec; a running process is not touched (unload it to restart it). Its start backoff
    and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
@@ -5852,8 +5881,9 @@ struct rsd_ensurer {
     uint32_t props_len;
     char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, probe_tries, error;
+    int phase, final, waiting, probe_i, probe_tries, error, probe0_status;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
+    bool env_warned;                  /* the ENV_UNKNOWN notice was given (once per ensurer) */
     rsd_http_req_h h;
     rsd_runtime_kind kind;
     rsd_outcome outcome;
@@ -6332,6 +6362,21 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
                            "there as not its own", e->url, rsd_state_dir(e->st), name);
 }
 
+/* Says so once per ensurer when RESIDENCY holds a value residency does not know (a typo
+   such as "obsreve" must not silently mean "manage"). */
+RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
+    static const char fmt[] = "RESIDENCY='%.60s' is not a value residency knows, so it manages this "
+                              "target as if RESIDENCY were unset; for observe-only use observe, off, 0, "
+                              "false, user or user-managed, to manage on purpose on, 1, true or managed";
+    const char *v = e->observe ? NULL : rsdi_en_env(e);
+    if (e->env_warned || rsd_env_known(v)) return;
+    e->env_warned = true;
+    if (e->lms)
+        rsdi_lms_notice(&e->m.lms, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+    else
+        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+}
+
 /* LM Studio instances owned on e->key (W16): the persisted attribution entries that name
    an instance, or without a state directory what this ensurer loaded (upstream S33). */
 RSDI_PRIVATE void rsdi_en_load_owned(rsd_ensurer *e) {
@@ -6394,8 +6439,10 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     e->lms = true;
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
-    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) /* an error ends it DONE with it */
+    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) { /* an error ends it DONE with it */
+        rsdi_en_env_notice(e);
         rsdi_en_reset_notice(e);
+    }
 }
 
 /* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
@@ -6474,7 +6521,10 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
     rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
-    if (rc == RSD_OK) rsdi_en_reset_notice(e);
+    if (rc == RSD_OK) {
+        rsdi_en_env_notice(e);
+        rsdi_en_reset_notice(e);
+    }
     /* on error the reconcile is DONE with it; step picks it up */
 }
 
@@ -6511,12 +6561,20 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
-        rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
-                     rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
-                     ev->sys_errno ? strerror(ev->sys_errno) : "");
+        char why[128];
+        bool transport = ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE ||
+                         ev->result == RSD_ERR_TIMEOUT || ev->result == RSD_ERR_CLOSED || ev->result == RSD_ERR_IO ||
+                         ev->result == RSD_ERR_TLS || ev->result == RSD_ERR_TLS_VERIFY;
+        /* plain words: "connection refused", "timed out", "name resolution failed" */
+        (void)rsdi_cpy(why, sizeof why, ev->sys_errno ? strerror(ev->sys_errno) : rsd_result_str(ev->result));
+        why[0] = rsdi_ascii_lower(why[0]);
+        if (transport) rsdi_en_fail(e, ev->result, now_ms, "server unreachable: %s (%s)", why, e->url);
+        else /* it answered, but not in HTTP a model server speaks (another protocol, a huge head) */
+            rsdi_en_fail(e, ev->result, now_ms, "not a model server: GET %s: %s", e->probe_url, why);
         return;
     }
     if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;
+    if (e->probe_i == 0) e->probe0_status = ev->status;
     if (ev->result == RSD_OK && ev->status >= 200 && ev->status <= 299 && p->match(e, ev->body.ptr, ev->body.len)) {
         int i = e->det_next;
         e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
@@ -6541,11 +6599,13 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     if (++e->probe_i >= RSDI_EN_NPROBES) {
         if (e->saw_auth)
-            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms, "%s requires an API key (HTTP 401/403): set a bearer token",
-                         e->url);
+            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms,
+                         e->bearer[0] ? "%s refused the API key given (HTTP 401/403)"
+                                      : "%s asks for an API key (HTTP 401/403) and none was given", e->url);
         else
             rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
-                         "no llama.cpp router, Ollama or LM Studio server recognised at %s", e->url);
+                         "not a model server: %s answers, but not as a llama.cpp router, Ollama or LM "
+                         "Studio (GET %s: HTTP %d)", e->url, rsdi_ensure_probes[0].path, e->probe0_status);
     }
 }
 
@@ -6574,6 +6634,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->sse_tried = false;
     e->props_kept = false;
     e->probe_tries = 0;
+    e->probe0_status = 0;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -10173,12 +10234,17 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
 
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port) {
+    return rsd_fleet_acquire_ex(f, model, 0, now_ms, user, req, port);
+}
+
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
-    r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
+    r = rsd_pool_acquire_ex(f->pool, model, flags, now_ms, user, req, &slot);
     if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
@@ -10219,6 +10285,21 @@ RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
+}
+
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease) {
+    if (lease) lease->id = 0;
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_take(f->pool, desc, now_ms, lease), now_ms)
+             : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info) {
+    return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms) {
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_release(f->pool, lease, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
