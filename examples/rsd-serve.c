@@ -1314,7 +1314,8 @@ static int check_files(srv *s, const char *file, char *out, size_t cap) {
         if (m->command[0]) rsrv_where(file, m, 1, where, sizeof where);
         else if (strstr(why, "model file")) rsrv_where(file, m, 0, where, sizeof where);
         else if (s->cfg->key_line[2]) snprintf(where, sizeof where, "%s:%d", file ? file : "config", s->cfg->key_line[2]);
-        else snprintf(where, sizeof where, "%s", file && !s->cfg->seen ? "--llama-server" : "llama_server");
+        else snprintf(where, sizeof where, "%s",
+                      strcmp(s->cfg->llama_server, "llama-server") ? "--llama-server" : "llama_server (the default, from PATH)");
         snprintf(out + o, o < cap ? cap - o : 0, "%s: model '%s': %s\n", where, m->id, why);
         bad++;
     }
@@ -1547,7 +1548,12 @@ static void json_list(rsd_json_writer *w, const char *key, const char *list) {
 static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     static reload_out ro;
     rsd_json_writer w;
-    int r = do_reload(s, now, &ro), n;
+    int r, n;
+    if (s->stopping) {
+        respond_error(s, ev->req, 503, "unavailable_error", "rsd-serve is stopping");
+        return;
+    }
+    r = do_reload(s, now, &ro);
     reload_log(&ro, r, "POST /_rsd/reload");
     if (r != 0) {
         char msg[sizeof ro.err + 64];
