@@ -29,7 +29,10 @@
    is a password in the URL (user:password@ shows as ***@). Ids and messages a server
    chose are printed with their control bytes made visible (\x1b, \r, \n: no
    terminal escape sequence or forged line gets through); --json writes them
-   JSON-escaped instead. */
+   JSON-escaped instead.
+   RESIDENCY_COORD=etcd://host:2379[/prefix] keeps the lock and attribution on etcd
+   instead of the state directory, shared by every host that uses the same server
+   (RESIDENCY_COORD_USER / _PASSWORD / _TOKEN to log in). */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 
@@ -434,6 +437,14 @@ int main(int argc, char **argv) {
     d.no_state = d.no_state || list;
     if (g_verbose) d.logger.fn = log_stderr;
     e = rsd_ensurer_create(&d);
+    if (!e && getenv("RESIDENCY_COORD") && getenv("RESIDENCY_COORD")[0]) {
+        char root[320], prefix[160];
+        if (rsd_etcd_parse_url(getenv("RESIDENCY_COORD"), root, sizeof root, prefix, sizeof prefix) != RSD_OK) {
+            fprintf(stderr, "rsd-ensure: bad RESIDENCY_COORD '%s' (etcd://host:2379[/prefix])\n",
+                    term(getenv("RESIDENCY_COORD")));
+            return EX_USAGE;
+        }
+    }
     if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_FAIL; }
     if (list) {
         code = list_cmd(e, url, token && *token ? token : NULL, q.runtime);
