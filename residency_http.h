@@ -1444,7 +1444,23 @@
        release or its ttl gives the bytes back and, with lease_desc.restore, restarts
        what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes).
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
-       last_error (the message of its last failed start or crash), retry_at_ms.
+       last_error (the message of its last failed start or crash), retry_at_ms,
+       exit_code (of the process that failed: its status, 128+N for signal N, 127 when
+       it never ran).
+   Watchdog (desc.watchdog_*; off by default): every READY process is polled with GET
+       health_path each watchdog_interval_ms (a step of rsd_fleet_step on the now_ms
+       given, never a sleep; each poll bounded by the smaller of the interval and
+       probe_timeout_ms). watchdog_failures (3) failed polls in a row -- not 200:
+       timeout, refused, an error status -- or watchdog_errors (5) answers in a row
+       with a 5xx other than 503 that the host reports with rsd_fleet_report(f, m,
+       port, status, now) (502 for a failed connection; any other status resets the
+       count), and the process is SIGKILLed: CRASHED (RSD_ERR_POOL_CRASHED) with the
+       message "restarted by the watchdog (N of at most R in a row, in D ms): why"; its
+       slot is free at once and the model is loaded again after D = 1 s doubling to
+       60 s. After watchdog_restarts (5) restarts in a row -- a process up and healthy
+       for 60 s starts the count over, and so does rsd_fleet_set_model -- it is left
+       stopped ("stopped by the watchdog, not restarted"); the next acquire starts it
+       as usual. Polls never count as use: no grant, no idle timer reset.
    rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
    rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN

@@ -5,8 +5,13 @@
                  --model chat=/models/chat.gguf --ctx 8192 --pinned \
                  --model coder=/models/coder.gguf --ttl 300
 
-   Configuration: see examples/rsd_serve.h (INI file, flags). `--check` prints the
-   configuration as INI and exits 0 (64 when it is bad).
+   Configuration: see examples/rsd_serve.h (INI file, flags). What parses but cannot
+   work (rsrv_check: an unknown {placeholder}, a command without {port}, ...) is
+   refused at start with FILE:LINE each. `--check` also checks the files (each model's
+   binary and model file, as a start would) and prints the effective configuration as
+   INI (defaults instead of 0, sizes and durations in the largest exact unit) and exits
+   0; 64 with every problem on its own FILE:LINE line; 66 when the config file cannot
+   be read or is a directory.
 
    Endpoints
      OpenAI:  GET /v1/models; POST /v1/chat/completions, /v1/completions,
@@ -20,16 +25,26 @@
               are passed through as they arrive, chunk by chunk, never buffered whole.
               Unknown model: 404 {"error":{"message":..,"type":"invalid_request_error",
               "param":"model","code":"model_not_found"}}; no "model": 400.
+              ?autoload=false (anything but true or 1), as the llama.cpp router: only a
+              ready model serves it; 400 "model is not loaded" when it is not running,
+              503 "Loading model" while it starts; nothing is started for it.
      Router (llama.cpp router mode, so rsd-ensure and router clients can manage it):
               GET /models (= /v1/models: data[] with id, aliases, status.value
               loaded|loading|unloaded, status.args with the values of secret flags
-              such as --api-key as ***, failed/exit_code), POST /models/load
+              such as --api-key as ***; after a failed start failed:true and the
+              child's own exit_code: 128+N when signal N ended it, 127 when it never
+              ran), POST /models/load
               and /models/unload {"model": id}, GET /props {"role":"router",
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
-              ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
-              backoffs, restores, ...).
+              ttl, pin, last error, retry_in_ms (backoff), max_queue and the queue in
+              order (position, waited_ms, method, path); pool counters (evictions,
+              backoffs, restores, ...), max_queue, queue_full (429s).
+              POST /_rsd/reload: reload the configuration (below); 200 with what
+              changed, 400 with FILE:LINE when the file is bad.
+              None of these (nor /metrics, /props, the watchdog's polls) counts as
+              use of a model: they start nothing and never reset its idle timer.
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its
@@ -46,7 +61,31 @@
    timeout, and a request the child closed the socket on before answering is resent
    once. A child is sent at most its own slot count of requests at once (`parallel`,
    or what its GET /props says: llama-server's total_slots); the rest wait here, in
-   order, not in the child's accept queue.
+   order, not in the child's accept queue, at most max_queue of them per model and in
+   all (default 32): a request that would wait past it gets 429 with Retry-After: 1 (503
+   while its model's start is backed off); one that waited answers with
+   X-Queue-Position: N, where it stood when it joined (1 = first).
+   Watchdog (watchdog = DUR, off by default; rsd_fleet's watchdog options): every ready
+   child's /health is polled each DUR; watchdog_failures failed polls in a row (3), or
+   watchdog_errors proxied answers in a row with 5xx (5; 503 aside; a failed connection
+   counts), and it is killed and started again after 1 s, doubling to 60 s; after
+   watchdog_restarts restarts in a row (5) it is left stopped until a request asks for
+   it. The log line ("failed pid N: model X: restarted by the watchdog (1 of at most 5
+   in a row, in 1000 ms): GET /health did not answer (timed out), 3 polls in a row")
+   says why.
+   Reload (SIGHUP or POST /_rsd/reload): the --config file is read again and the
+   command line's flags applied over it. New models are added (started when pinned or
+   preload); removed ones take no new requests (their waiting ones get 503), finish
+   what runs and stop; a model whose process would differ (model, command, args, ctx,
+   parallel, ngl, env, reserve; llama_server, global args or start_timeout for
+   llama_server models) is drained and, if it was running, started again with the new
+   settings; ttl, pinned, aliases, preload and max_queue change in place; the rest
+   keeps its process. Every change forgets the model's start backoff. listen,
+   stop_grace, vram_budget, max_wait and the watchdog settings apply only at the next
+   start (the answer lists them in restart_needed). A bad file, or one that cannot work,
+   changes nothing: "FILE:LINE: message" is logged (and answered, 400). A model id
+   keeps its index for the life of the process: at most 64 different ids over all
+   reloads.
    Log (stderr): one line per process event ("rsd-serve: chat: starting pid 123 port
    40211", "... ready", "... stopping (evict)", "... exited"), requests with --verbose.
    Every line is one line: control bytes in it (a child's output quoted in a failure,
@@ -61,10 +100,13 @@
    children (PR_SET_PDEATHSIG): llama-server itself, or a wrapper, whose own children
    survive. So write wrappers as `/bin/sh -c "exec llama-server ..."`: exec makes the
    server the direct child and it dies with rsd-serve.
-   SIGHUP (a closed terminal, an ssh logout) is logged and otherwise ignored: the
-   processes keep running and nothing is reloaded. SIGPIPE is ignored.
-   Exit codes: 0 stopped by a signal, 1 cannot listen or start, 64 bad flags or
-   configuration (the message names file:line), 66 the config file cannot be read. */
+   SIGHUP reloads the configuration (above; with an unchanged file nothing moves, so a
+   closed terminal or an ssh logout costs nothing). The handlers only count the signal
+   and write a byte to a self-pipe the loop polls; the work is done in the loop.
+   SIGPIPE is ignored.
+   Exit codes: 0 stopped by a signal, 1 cannot listen or start (a listen host name that
+   does not resolve included), 64 bad flags or configuration (the message names
+   file:line), 66 the config file cannot be read or is a directory. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_serve.h"
@@ -1272,7 +1314,8 @@ static int check_files(srv *s, const char *file, char *out, size_t cap) {
         if (m->command[0]) rsrv_where(file, m, 1, where, sizeof where);
         else if (strstr(why, "model file")) rsrv_where(file, m, 0, where, sizeof where);
         else if (s->cfg->key_line[2]) snprintf(where, sizeof where, "%s:%d", file ? file : "config", s->cfg->key_line[2]);
-        else snprintf(where, sizeof where, "%s", file && !s->cfg->seen ? "--llama-server" : "llama_server");
+        else snprintf(where, sizeof where, "%s",
+                      strcmp(s->cfg->llama_server, "llama-server") ? "--llama-server" : "llama_server (the default, from PATH)");
         snprintf(out + o, o < cap ? cap - o : 0, "%s: model '%s': %s\n", where, m->id, why);
         bad++;
     }
@@ -1505,7 +1548,12 @@ static void json_list(rsd_json_writer *w, const char *key, const char *list) {
 static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     static reload_out ro;
     rsd_json_writer w;
-    int r = do_reload(s, now, &ro), n;
+    int r, n;
+    if (s->stopping) {
+        respond_error(s, ev->req, 503, "unavailable_error", "rsd-serve is stopping");
+        return;
+    }
+    r = do_reload(s, now, &ro);
     reload_log(&ro, r, "POST /_rsd/reload");
     if (r != 0) {
         char msg[sizeof ro.err + 64];
@@ -1533,12 +1581,16 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE]\n"
             "                 [--llama-server PATH] [--args \"A B\"] [--start-timeout DUR] [--stop-grace DUR]\n"
-            "                 [--max-wait DUR] [--send-timeout DUR] [--check] [--verbose] [--quiet]\n"
+            "                 [--max-wait DUR] [--send-timeout DUR] [--max-queue N] [--watchdog DUR]\n"
+            "                 [--check] [--verbose] [--quiet]\n"
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
-            "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--aliases A,B] [--model-args \"A B\"]]...\n"
+            "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--preload] [--aliases A,B]\n"
+            "                  [--model-args \"A B\"] [--env \"A=1,B=2\"] [--model-max-queue N]]...\n"
             "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
-            "Exit codes: 0 stopped by SIGINT/SIGTERM/SIGQUIT (SIGHUP is ignored), 1 cannot listen or start,\n"
-            "64 bad flags or config, 66 config file unreadable.\n");
+            "--check: report what cannot work (FILE:LINE each), else print the effective configuration.\n"
+            "SIGHUP or POST /_rsd/reload reloads the --config file.\n"
+            "Exit codes: 0 stopped by SIGINT/SIGTERM/SIGQUIT, 1 cannot listen or start,\n"
+            "64 bad flags or config, 66 config file unreadable or a directory.\n");
 }
 
 int main(int argc, char **argv) {

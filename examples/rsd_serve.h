@@ -117,7 +117,8 @@ enum {
     RSRV_MAX_QUEUE_DEFAULT = 32,          /* max_queue (in all) when 0 */
     RSRV_MAX_QUEUE_MAX = 4096,            /* max_queue upper bound */
     RSRV_MAX_ENV = 16,                    /* env entries per model */
-    RSRV_KEYS_MAX = 16                    /* keys per section (key_line) */
+    RSRV_KEYS_MAX = 16,                   /* keys per section (key_line) */
+    RSRV_TEXT_MAX = 24                    /* a size or duration as written */
 };
 
 /* One model section. */
@@ -142,6 +143,7 @@ typedef struct rsrv_model {
     int key_line[RSRV_KEYS_MAX]; /* the line of each key set (0 = not in the file) */
     bool retired;                /* removed by a reload (rsd-serve keeps its index); never
                                     found by rsrv_find; the parser never sets it */
+    char text[RSRV_KEYS_MAX][RSRV_TEXT_MAX]; /* sizes and durations as written ("" = not) */
 } rsrv_model;
 
 /* The whole configuration. */
@@ -163,6 +165,7 @@ typedef struct rsrv_config {
     int watchdog_restarts;       /* restarts in a row before it gives up; 0 = 5 */
     uint32_t seen;               /* global keys set */
     int key_line[RSRV_KEYS_MAX]; /* the line of each global key set (0 = not in the file) */
+    char text[RSRV_KEYS_MAX][RSRV_TEXT_MAX]; /* sizes and durations as written ("" = not) */
     int nmodels;
     rsrv_model models[RSRV_MAX_MODELS];
 } rsrv_config;
@@ -474,9 +477,16 @@ RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, si
     return -1;
 }
 
+/* Keeps a size or duration as written (for rsrv_write_ini). */
+RSRV_FN void rsrv_keep_text(char *dst, const char *v, size_t n) {
+    if (n < RSRV_TEXT_MAX) rsrv_cpy(dst, RSRV_TEXT_MAX, v, n);
+    else dst[0] = 0;
+}
+
 /* Sets global key k to v. false with err set. */
 RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
     uint64_t x;
+    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10) rsrv_keep_text(c->text[key], v, n);
     switch (key) {
     case 0:
         if (!rsrv_parse_u64(v, n, RSRV_MAX_SLOTS, &x) || x < 1) {
@@ -562,6 +572,7 @@ RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *
                             size_t ecap) {
     uint64_t x;
     bool b;
+    if (key == 6 || key == 7) rsrv_keep_text(m->text[key], v, n);
     switch (key) {
     case 0:
         if (!n) { snprintf(err, ecap, "model needs a path"); return false; }
@@ -900,10 +911,22 @@ RSRV_FN const char *rsrv_fmt_duration(uint32_t ms, char *buf, size_t cap) {
     return buf;
 }
 
+/* text when it reads as the size (or duration) v, else v in the largest exact unit. */
+RSRV_FN const char *rsrv_written_size(const char *text, uint64_t v, char *buf, size_t cap) {
+    uint64_t t;
+    if (text[0] && rsrv_parse_size(text, strlen(text), &t) && t == v) return text;
+    return rsrv_fmt_size(v, buf, cap);
+}
+RSRV_FN const char *rsrv_written_duration(const char *text, uint32_t v, char *buf, size_t cap) {
+    uint32_t t;
+    if (text[0] && rsrv_parse_duration(text, strlen(text), &t) && t == v) return text;
+    return rsrv_fmt_duration(v, buf, cap);
+}
+
 /* Writes c back as an INI text that rsrv_parse_ini reads into the same configuration
    (rsrv_config_equal): every key with its effective value (defaults instead of 0),
-   sizes and durations in the largest exact unit, and a comment where a value means
-   something special ("0 # count only"). Returns the length, or -1 when cap is too small. */
+   sizes and durations as they were written (the largest exact unit for defaults), and
+   a comment where a value means something special ("0 # count only"). Returns the length, or -1 when cap is too small. */
 RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     size_t o = 0;
     int i, k, w;
@@ -914,16 +937,17 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     /* "key =#v": a value that starts with '#' must not follow a blank (it would be a comment) */
 #define RSRV_KV(key, v) RSRV_PUT("%s =%s%s\n", key, (v)[0] == '#' ? "" : " ", v)
     RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %s%s\n", c->max_models,
-             rsrv_fmt_size(c->vram_budget_bytes, t1, sizeof t1), c->vram_budget_bytes ? "" : " # none: models are counted only");
+             rsrv_written_size(c->text[1], c->vram_budget_bytes, t1, sizeof t1), c->vram_budget_bytes ? "" : " # none: models are counted only");
     RSRV_KV("llama_server", c->llama_server);
     if (strchr(c->listen_host, ':')) RSRV_PUT("listen = [%s]:%d\n", c->listen_host, c->listen_port);
     else RSRV_PUT("listen = %s:%d\n", c->listen_host, c->listen_port);
     RSRV_PUT("start_timeout = %s\nstop_grace = %s\nmax_wait = %s\nsend_timeout = %s\nmax_queue = %d\n",
-             rsrv_fmt_duration(c->start_timeout_ms, t1, sizeof t1), rsrv_fmt_duration(c->stop_grace_ms, t2, sizeof t2),
-             rsrv_fmt_duration(rsrv_eff_max_wait(c), t3, sizeof t3),
-             rsrv_fmt_duration(rsrv_eff_send_timeout(c), t4, sizeof t4), rsrv_eff_max_queue(c));
+             rsrv_written_duration(c->text[4], c->start_timeout_ms, t1, sizeof t1),
+             rsrv_written_duration(c->text[5], c->stop_grace_ms, t2, sizeof t2),
+             rsrv_written_duration(c->text[7], rsrv_eff_max_wait(c), t3, sizeof t3),
+             rsrv_written_duration(c->text[8], rsrv_eff_send_timeout(c), t4, sizeof t4), rsrv_eff_max_queue(c));
     RSRV_PUT("watchdog = %s%s\nwatchdog_failures = %d\nwatchdog_errors = %d\nwatchdog_restarts = %d\n",
-             rsrv_fmt_duration(c->watchdog_ms, t1, sizeof t1), c->watchdog_ms ? "" : " # off", rsrv_eff_wd_failures(c),
+             rsrv_written_duration(c->text[10], c->watchdog_ms, t1, sizeof t1), c->watchdog_ms ? "" : " # off", rsrv_eff_wd_failures(c),
              rsrv_eff_wd_errors(c), rsrv_eff_wd_restarts(c));
     if (c->args[0]) RSRV_KV("args", c->args);
     for (i = 0; i < c->nmodels; i++) {
@@ -937,7 +961,8 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
         if (m->parallel) RSRV_PUT("parallel = %d\n", m->parallel);
         if (m->ngl[0]) RSRV_PUT("ngl = %s\n", m->ngl);
         RSRV_PUT("reserve = %s\nttl = %s%s\npinned = %s\npreload = %s\nmax_queue = %d\n",
-                 rsrv_fmt_size(m->reserve_bytes, t1, sizeof t1), rsrv_fmt_duration(m->ttl_ms, t2, sizeof t2),
+                 rsrv_written_size(m->text[6], m->reserve_bytes, t1, sizeof t1),
+                 rsrv_written_duration(m->text[7], m->ttl_ms, t2, sizeof t2),
                  m->ttl_ms ? "" : " # never unloaded for idleness", m->pinned ? "true" : "false",
                  m->preload ? "true" : "false", rsrv_eff_model_queue(c, m));
         if (m->naliases) {

@@ -871,6 +871,41 @@ static void test_pinned_model_is_never_evicted_ttl_unloaded_or_trimmed(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* rsd_pool_set_model: the new TTL, cap and pin apply; the id cannot change. */
+static void test_set_model_changes_ttl_cap_and_pin(void) {
+    rsd_pool_model_desc m[1], d;
+    rsd_pool_model_info mi;
+    host h;
+    m[0] = md("a", 0);
+    m[0].ttl_ms = 0;
+    memset(&h, 0, sizeof h);
+    h.p = mk(1, 0, m, 1);
+    REQUIRE(h.p);
+    h.auto_start = h.auto_exit = true;
+    preload(&h, 0);
+    CHECK(rsd_pool_step(h.p, 1000) == RSD_POOL_NO_DEADLINE); /* no TTL yet */
+    d = m[0];
+    d.id = NULL;
+    d.ttl_ms = 50;
+    d.max_in_flight = 2;
+    d.reserve_bytes = 7;
+    CHECK_EQ_INT(rsd_pool_set_model(h.p, 0, &d, 1000), RSD_OK);
+    REQUIRE(rsd_pool_query_model(h.p, 0, &mi) == RSD_OK);
+    CHECK_EQ_INT(mi.ttl_ms, 50);
+    CHECK_EQ_INT(mi.max_in_flight, 2);
+    CHECK(mi.reserve_bytes == 7);
+    CHECK(rsd_pool_step(h.p, 1001) == 1050); /* the idle model now has a TTL deadline */
+    d.id = "b";
+    CHECK_EQ_INT(rsd_pool_set_model(h.p, 0, &d, 1000), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_pool_set_model(h.p, 1, &m[0], 1000), RSD_ERR_ARG);
+    d.id = "a";
+    d.pinned = true;
+    CHECK_EQ_INT(rsd_pool_set_model(h.p, 0, &d, 1000), RSD_OK);
+    REQUIRE(rsd_pool_query_model(h.p, 0, &mi) == RSD_OK);
+    CHECK(mi.pinned);
+    rsd_pool_destroy(h.p);
+}
+
 static void test_ttl_expiry_counts_from_the_last_request_finished(void) {
     rsd_pool_model_desc m[2];
     host h;
@@ -1673,6 +1708,7 @@ int main(int argc, char **argv) {
     RUN(test_w34_stats_complete);
     RUN(test_inflight_counted_at_admission_not_dispatch);
     RUN(test_pinned_model_is_never_evicted_ttl_unloaded_or_trimmed);
+    RUN(test_set_model_changes_ttl_cap_and_pin);
     RUN(test_ttl_expiry_counts_from_the_last_request_finished);
     RUN(test_configure_trims_idle_excess_lru_first_and_busy_later);
     RUN(test_p4_max_slots_normalised);

