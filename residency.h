@@ -4146,13 +4146,25 @@ RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
 }
 
 RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
-    const rsd_json_tok *t = rsdi_json_tok(doc, obj);
+    const rsd_json_tok *t = rsdi_json_tok(doc, obj), *kt;
+    uint32_t k, end;
     size_t klen;
-    int k, v = -1;
+    int v = -1;
     if (!t || t->type != RSD_JSON_OBJECT || !key) return -1;
     klen = strlen(key);
-    for (k = rsd_json_child(doc, obj); k >= 0; k = rsd_json_next(doc, k))
-        if (rsdi_json_eq(doc, doc->toks + k, key, klen)) v = k + 1; /* the last one wins */
+    end = t->next > 0 && (uint32_t)t->next < doc->count ? (uint32_t)t->next : doc->count;
+    /* every member is read (a later duplicate wins): keys are walked by their O(1)
+       subtree skip, and an unescaped key is compared by length before its bytes */
+    for (k = (uint32_t)obj + 1; k < end; k = (uint32_t)kt->next) {
+        kt = doc->toks + k;
+        if (kt->type != RSD_JSON_STRING || kt->end > doc->len || kt->start > kt->end) break;
+        if (kt->flags & RSD_JSON_F_ESCAPED) {
+            if (rsdi_json_eq(doc, kt, key, klen)) v = (int)k + 1;
+        } else if (kt->end - kt->start == klen && (klen == 0 || memcmp(doc->src + kt->start, key, klen) == 0)) {
+            v = (int)k + 1;
+        }
+        if (kt->next <= (int32_t)k) break; /* a hand-made token array: never loop */
+    }
     return v;
 }
 
