@@ -435,13 +435,21 @@
          state dir will share one across processes); an entry stored under
          another generation is a miss. Full: an expired slot, else the least
          recently used (lowest slot on ties) is replaced.
+           int rsd_root_url(rsd_str url, char *out, size_t cap);
+               The one root-URL rule, for every runtime: spaces trimmed,
+               ws:// -> http://, wss:// -> https://, trailing '/' dropped, then
+               one trailing "/v1", then trailing '/' ("http://h:8080/v1/" ->
+               "http://h:8080"). Requests go to root + path. RSD_ERR_URL for an
+               empty root or one with a query or fragment.
            int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
-               W9: "llamacpp|HTTP://Mini:8080/v1/" -> "llamacpp|http://mini:8080/v1";
-               lower-cases up to the host, drops :80 (http) and :443 (https),
-               query, fragment and trailing '/'; idempotent. Meant to give the
-               same text as rsd_url_key (residency_http.h) on a valid URL, so a
-               driver may pass "<runtime>|" + that key. The cache applies it
-               to every key it is given.
+               The one key of a server, shared by the lock, the caches and the
+               state files of every process: "llamacpp|HTTP://Mini:08080/v1/"
+               -> "llamacpp|http://mini:8080". Lower-cases up to the host, reads
+               ws/wss as http/https, writes the port without leading zeros and
+               drops :80 (http) and :443 (https), drops query and fragment, and
+               keeps the path as rsd_root_url does; idempotent. The drivers key
+               "<runtime>|<base URL>" with it; the cache applies it to every key
+               it is given.
 
        Results: RSD_ERR_RESIDENTS_LIMIT (-50), RSD_ERR_MODEL_ID (-51), plus
        RSD_ERR_ARG and RSD_ERR_BUFFER. Log items (for the drivers):
@@ -555,11 +563,14 @@
            (and JSON.parse, Go): {"id":"a","id":"b"} lists "b". rsd_json_find
            follows the same rule.
          - Ids: an id, alias, tag or instance id is usable when it is a string of
-           1..RSD_MODEL_ID_MAX-1 bytes (decoded) with no control byte (below
-           0x20, or DEL: a decoded \u0000 or \u0001 included). An entry without
-           a usable id is skipped and counted (n_skipped, LM Studio: n_dropped);
-           an unusable alias or tag is left out. LM Studio's keys and instance
-           ids are also trimmed of surrounding spaces.
+           1..RSD_MODEL_ID_MAX-1 bytes (decoded) without a NUL byte (a decoded
+           \u0000). Other control bytes (a decoded \u0001, ESC) are kept, by
+           every parser and by the request bodies: the server lists that model,
+           so it stays manageable; terminal and log text escapes them
+           (rsd_text_escape). An entry without a usable id is skipped and
+           counted (n_skipped, LM Studio: n_dropped); an unusable alias or tag is
+           left out. LM Studio's keys and instance ids are also trimmed of
+           surrounding spaces.
          - Strings are copies: ids, aliases and tags are decoded (JSON escapes
            undone) into the result's own arena, NUL-terminated, so a result
            never points into the body and outlives it. The views point INTO the
@@ -689,9 +700,7 @@
          when set, context_length, flash_attention, eval_batch_size,
          num_experts, offload_kv_cache_to_gpu, in that order.
      int rsd_lms_unload_body(buf, cap, instance_id)   {"instance_id":id}
-     int rsd_lms_root_url(url, out, cap)
-         S1: drop one trailing '/', then one trailing "/v1"; ws:// -> http://,
-         wss:// -> https://.
+     The root URL is rsd_root_url's (>>reconcile, beside the target key).
    Cost (W20): the parser builds an index as it folds (hashes of keys and
    instance ids, each model's instances chained), so folding, resolution,
    residents and the driver's fallback filtering are linear in the listing (plus
@@ -1156,7 +1165,7 @@
        401/403 stop with RSD_ERR_AUTH; a transport error (refused, timeout)
        stops at once (a dead server costs one timeout, not three). Failure is
        DEGRADED (W15: the turn goes on; upstream threw), one notice, nothing
-       mutated. root = S1 (rsd_lms_root_url); the bearer goes on every request.
+       mutated. root = rsd_root_url's; the bearer goes on every request.
     2. Resolution (S14-S17): rsd_lms_resolve with desc.default_model and
        desc.peers. result.wire_id is the id to send. Notices: resolved to an
        instance (S23, co-resident/info), LM Link peer (S24, co-resident/
@@ -2209,10 +2218,17 @@ RSD_API rsd_optout rsd_optout_resolve(const char *env_value, bool target_user_ma
 /* Same, reading getenv("RESIDENCY") itself. */
 RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed);
 
-/* Normalise a target key (W9): lower-case scheme and host, drop a default port
-   (:80 for http, :443 for https), drop query, fragment and trailing '/' of the
-   path; agrees with rsd_url_key and is idempotent on its output. Text before
-   "scheme://" (e.g. "llamacpp|") is kept, lower-cased. Returns the length, or
+/* The root URL of a configured base URL into out (NUL-terminated): spaces trimmed,
+   ws:// -> http://, wss:// -> https://, trailing '/' dropped, then one trailing "/v1",
+   then trailing '/'. Requests go to root + "/v1/models" and so on. Length, or
+   RSD_ERR_URL (empty root, a query or fragment), RSD_ERR_BUFFER, RSD_ERR_ARG. */
+RSD_API int rsd_root_url(rsd_str url, char *out, size_t cap);
+/* Normalise a target key: ["runtime|"]URL, the one key of a server that the lock, the
+   caches and the state files share. Scheme, host and the prefix lower-cased; ws/wss read
+   as http/https; the port without leading zeros and dropped when it is the default
+   (80, 443); query and fragment dropped; the path as rsd_root_url leaves it (so
+   "http://h:08080/", "http://H:8080" and "http://h:8080/v1" are one key). A text without
+   "scheme://" loses only trailing '/'. Idempotent. Returns the length, or
    RSD_ERR_BUFFER if it does not fit cap (incl. NUL), RSD_ERR_ARG for NULL out. */
 RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
 
@@ -2554,8 +2570,6 @@ typedef struct rsd_lms_load_opts {
 RSD_API int rsd_lms_load_body(char *buf, size_t cap, rsd_str model_key, const rsd_lms_load_opts *opts);
 /* Write {"instance_id":id}. Length or <0. */
 RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id);
-/* S1 root URL into out (NUL-terminated). Length or RSD_ERR_BUFFER / RSD_ERR_ARG. */
-RSD_API int rsd_lms_root_url(rsd_str url, char *out, size_t cap);
 /* "0.4+", "0.3.x", "openai-compat", "none"; never NULL. */
 RSD_API const char *rsd_lms_tier_str(int tier);
 /* >>payload:lmstudio end */
@@ -4734,15 +4748,17 @@ RSDI_PRIVATE rsd_str rsdi_str_trim(rsd_str s) {
     return s;
 }
 
+/* ASCII lower case (no locale). */
+RSDI_PRIVATE char rsdi_ascii_lower(char c) {
+    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
 /* ASCII case-insensitive equality with a lower-case literal. */
 RSDI_PRIVATE bool rsdi_ieq_c(rsd_str s, const char *lit) {
     size_t i, n = strlen(lit);
     if (s.len != n) return false;
-    for (i = 0; i < n; i++) {
-        char c = s.ptr[i];
-        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
-        if (c != lit[i]) return false;
-    }
+    for (i = 0; i < n; i++)
+        if (rsdi_ascii_lower(s.ptr[i]) != lit[i]) return false;
     return true;
 }
 
@@ -5773,65 +5789,105 @@ RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed) {
     return rsd_optout_resolve(getenv("RESIDENCY"), target_user_managed);
 }
 
+/* The root-URL rule, the one place it is written: the path without trailing '/', then
+   without one trailing "/v1", then without trailing '/' again. */
+RSDI_PRIVATE rsd_str rsdi_root_path(rsd_str p) {
+    while (p.len && p.ptr[p.len - 1] == '/') p.len--;
+    if (p.len >= 3 && memcmp(p.ptr + p.len - 3, "/v1", 3) == 0) p.len -= 3;
+    while (p.len && p.ptr[p.len - 1] == '/') p.len--;
+    return p;
+}
+
+/* ASCII case-insensitive prefix test. */
+RSDI_PRIVATE bool rsdi_iprefix(rsd_str s, const char *lit) {
+    size_t n = strlen(lit);
+    rsd_str h;
+    if (s.len < n) return false;
+    h.ptr = s.ptr;
+    h.len = n;
+    return rsdi_ieq_c(h, lit);
+}
+
+RSD_API int rsd_root_url(rsd_str url, char *out, size_t cap) {
+    rsd_str s;
+    const char *scheme = "";
+    size_t sl, need;
+    if ((!out && cap) || !rsdi_str_valid(url)) return RSD_ERR_ARG;
+    if (cap) out[0] = '\0';
+    s = rsdi_str_trim(url);
+    if (s.len && (memchr(s.ptr, '?', s.len) || memchr(s.ptr, '#', s.len))) return RSD_ERR_URL;
+    s = rsdi_root_path(s);
+    if (rsdi_iprefix(s, "ws://")) { scheme = "http://"; s.ptr += 5; s.len -= 5; }
+    else if (rsdi_iprefix(s, "wss://")) { scheme = "https://"; s.ptr += 6; s.len -= 6; }
+    if (!s.len) return RSD_ERR_URL;
+    sl = strlen(scheme);
+    need = sl + s.len;
+    if (need >= cap || need > 0x7FFFFFFF) return RSD_ERR_BUFFER;
+    memcpy(out, scheme, sl);
+    memcpy(out + sl, s.ptr, s.len);
+    out[need] = '\0';
+    return (int)need;
+}
+
+/* Appends n bytes of p to out[*o] (lower-cased when lower); false when cap is reached. */
+RSDI_PRIVATE bool rsdi_key_put(char *out, size_t cap, size_t *o, const char *p, size_t n, bool lower) {
+    size_t i;
+    if (n >= cap || *o >= cap - n) return false;
+    for (i = 0; i < n; i++) out[(*o)++] = lower ? rsdi_ascii_lower(p[i]) : p[i];
+    return true;
+}
+
 /* One normalisation pass; rsd_target_key_normalise repeats it to a fixed point. */
 RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
-    size_t i, n = 0, host_end, path_beg, scheme_end = 0, end;
-    const char *s;
-    bool has_scheme = false, http = false, https = false;
+    size_t i, o = 0, sb, se = 0, hb, he, pe, colon;
+    rsd_str sch, path;
+    const char *s, *def = NULL;
+    bool has_scheme = false, ok = true;
     if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
     raw = rsdi_str_trim(raw);
     s = raw.ptr;
     for (i = 0; i + 2 < raw.len; i++)
-        if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') { has_scheme = true; scheme_end = i; break; }
-    if (has_scheme) {
-        size_t sb = scheme_end; /* scheme starts after the last '|' before it */
-        while (sb > 0 && s[sb - 1] != '|') sb--;
-        {
-            rsd_str sch;
-            sch.ptr = s + sb;
-            sch.len = scheme_end - sb;
-            http = rsdi_ieq_c(sch, "http");
-            https = rsdi_ieq_c(sch, "https");
-        }
-        host_end = scheme_end + 3;
-        while (host_end < raw.len && s[host_end] != '/' && s[host_end] != '?' && s[host_end] != '#') host_end++;
+        if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') { has_scheme = true; se = i; break; }
+    if (!has_scheme) { /* a plain key: only trailing '/' dropped */
+        while (raw.len && s[raw.len - 1] == '/') raw.len--;
+        ok = rsdi_key_put(out, cap, &o, s, raw.len, false);
     } else {
-        host_end = 0;
-    }
-    path_beg = host_end;
-    end = raw.len;
-    if (has_scheme) /* drop query and fragment, as rsd_url_key does */
-        for (i = path_beg; i < end; i++)
-            if (s[i] == '?' || s[i] == '#') { end = i; break; }
-    /* drop trailing '/' of the path */
-    while (end > path_beg && s[end - 1] == '/') end--;
-    {
-        size_t hend = host_end;
-        if (has_scheme) { /* drop default port */
-            size_t port = http ? 3 : https ? 4 : 0;
-            if (port && hend - (scheme_end + 3) > port &&
-                memcmp(s + hend - port, https ? ":443" : ":80", port) == 0) {
-                size_t h = hend - port; /* only a plain host or a [v6] literal before it */
-                bool plain = s[h - 1] == ']';
-                if (!plain) {
-                    plain = true;
-                    for (i = scheme_end + 3; i < h; i++)
-                        if (s[i] == ':') plain = false;
-                }
-                if (plain) hend = h;
-            }
+        for (sb = se; sb > 0 && s[sb - 1] != '|'; sb--) {} /* the scheme follows a "runtime|" prefix */
+        sch.ptr = s + sb;
+        sch.len = se - sb;
+        ok = rsdi_key_put(out, cap, &o, s, sb, true);
+        if (rsdi_ieq_c(sch, "http") || rsdi_ieq_c(sch, "ws")) { ok = ok && rsdi_key_put(out, cap, &o, "http://", 7, false); def = "80"; }
+        else if (rsdi_ieq_c(sch, "https") || rsdi_ieq_c(sch, "wss")) { ok = ok && rsdi_key_put(out, cap, &o, "https://", 8, false); def = "443"; }
+        else ok = ok && rsdi_key_put(out, cap, &o, s + sb, se + 3 - sb, true);
+        hb = se + 3;
+        for (he = hb; he < raw.len && s[he] != '/' && s[he] != '?' && s[he] != '#'; he++) {}
+        /* a port: digits after the last ':' of a plain host or after a [v6] literal */
+        colon = he;
+        for (i = he; i > hb; i--)
+            if (s[i - 1] == ':' || s[i - 1] == ']') { colon = s[i - 1] == ':' ? i - 1 : he; break; }
+        if (colon < he) {
+            for (i = hb; i < colon && s[colon - 1] != ']'; i++)
+                if (s[i] == ':') colon = he; /* an unbracketed v6 text: no port */
+            for (i = colon + 1; i < he; i++)
+                if (s[i] < '0' || s[i] > '9') colon = he;
+            if (colon + 1 == he) colon = he;
         }
-        for (i = 0; i < end; i++) {
-            char c = s[i];
-            if (i >= hend && i < host_end) continue;
-            if (i < host_end && c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
-            if (n + 1 >= cap) return RSD_ERR_BUFFER;
-            out[n++] = c;
+        ok = ok && rsdi_key_put(out, cap, &o, s + hb, colon - hb, true);
+        if (colon < he) {
+            size_t d = colon + 1;
+            while (d + 1 < he && s[d] == '0') d++; /* ":08080" is ":8080" */
+            if (!def || he - d != strlen(def) || memcmp(s + d, def, he - d) != 0)
+                ok = ok && rsdi_key_put(out, cap, &o, ":", 1, false) && rsdi_key_put(out, cap, &o, s + d, he - d, false);
         }
+        for (pe = he; pe < raw.len && s[pe] != '?' && s[pe] != '#'; pe++) {} /* query, fragment dropped */
+        path.ptr = s + he;
+        path.len = pe - he;
+        path = rsdi_root_path(path);
+        ok = ok && rsdi_key_put(out, cap, &o, path.ptr, path.len, false);
     }
-    if (cap == 0) return RSD_ERR_BUFFER;
-    out[n] = '\0';
-    return (int)n;
+    if (!ok || cap == 0 || o >= cap) return RSD_ERR_BUFFER;
+    out[o] = '\0';
+    return (int)o;
 }
 
 RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
@@ -5958,19 +6014,15 @@ RSD_API bool rsd_model_state_resident(int state) {
 
 /* The payload layer: helpers every runtime parser (router, Ollama, LM Studio) uses. */
 
-/* The one id rule of every payload parser: a usable model, alias, tag or instance id
-   is 1..RSD_MODEL_ID_MAX-1 bytes (decoded) with no control byte (below 0x20, or DEL;
-   a decoded \u0000 or \u0001 included). Anything else is dropped where it is read. */
+/* The one id rule of every payload parser and request body: a usable model, alias, tag
+   or instance id is 1..RSD_MODEL_ID_MAX-1 bytes (decoded) without a NUL byte, so it is
+   also a C string. Other control bytes are kept: a server may list such a model, and it
+   stays manageable; text that reaches a terminal or a log escapes them (>>text). */
 RSDI_PRIVATE bool rsdi_id_ok(rsd_str s) {
-    size_t i;
-    if (!s.ptr || s.len == 0 || s.len >= (size_t)RSD_MODEL_ID_MAX) return false;
-    for (i = 0; i < s.len; i++)
-        if ((unsigned char)s.ptr[i] < 0x20 || (unsigned char)s.ptr[i] == 0x7F) return false;
-    return true;
+    return s.ptr && s.len > 0 && s.len < (size_t)RSD_MODEL_ID_MAX && !memchr(s.ptr, '\0', s.len);
 }
 
-
-/* Where decoded copies of escaped strings go; used is restored to drop an entry. */
+/* Where the copied strings of one result go; used is restored to drop an entry. */
 typedef struct rsdi_pl_arena {
     char *buf;
     size_t cap;
@@ -6352,16 +6404,6 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
     return RSD_OK;
 }
 
-/* ASCII case-insensitive prefix test. */
-RSDI_PRIVATE bool rsdi_pl_iprefix(rsd_str s, const char *lit) {
-    size_t n = strlen(lit);
-    rsd_str h;
-    if (s.len < n) return false;
-    h.ptr = s.ptr;
-    h.len = n;
-    return rsdi_ieq_c(h, lit);
-}
-
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
     rsd_str s = rsdi_str_trim(name);
     size_t i, last = 0, need, slashes = 0;
@@ -6372,12 +6414,12 @@ RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
     /* host/namespace/model:tag; the default host and the "library" namespace are
        not displayed. Only exact part counts are stripped, so the result is stable. */
     for (i = 0; i < s.len; i++) slashes += s.ptr[i] == '/';
-    if (slashes == 2 && rsdi_pl_iprefix(s, "registry.ollama.ai/")) {
+    if (slashes == 2 && rsdi_iprefix(s, "registry.ollama.ai/")) {
         s.ptr += 19;
         s.len -= 19;
         slashes = 1;
     }
-    if (slashes == 1 && rsdi_pl_iprefix(s, "library/")) { s.ptr += 8; s.len -= 8; }
+    if (slashes == 1 && rsdi_iprefix(s, "library/")) { s.ptr += 8; s.len -= 8; }
     for (i = 0; i < s.len; i++)
         if (s.ptr[i] == '/') last = i + 1;
     if (s.len == 0 || last == s.len) return RSD_ERR_MODEL_ID;
@@ -7096,27 +7138,6 @@ RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id) {
     return rsd_json_w_finish(&w);
 }
 
-RSD_API int rsd_lms_root_url(rsd_str url, char *out, size_t cap) {
-    rsd_str s = url, rest;
-    const char *scheme = "";
-    size_t sl, need;
-    if ((!out && cap) || (!url.ptr && url.len)) return RSD_ERR_ARG;
-    if (cap) out[0] = '\0';
-    if (!s.ptr) s.len = 0;
-    s = rsdi_str_trim(s);
-    if (s.len && s.ptr[s.len - 1] == '/') s.len--;
-    if (s.len >= 3 && memcmp(s.ptr + s.len - 3, "/v1", 3) == 0) s.len -= 3;
-    rest = s;
-    if (rsdi_pl_iprefix(s, "ws://")) { scheme = "http://"; rest.ptr += 5; rest.len -= 5; }
-    else if (rsdi_pl_iprefix(s, "wss://")) { scheme = "https://"; rest.ptr += 6; rest.len -= 6; }
-    sl = strlen(scheme);
-    need = sl + rest.len;
-    if (need >= cap || need > 0x7FFFFFFF) return RSD_ERR_BUFFER;
-    memcpy(out, scheme, sl);
-    if (rest.len) memcpy(out + sl, rest.ptr, rest.len);
-    out[need] = '\0';
-    return (int)need;
-}
 /* >>payload:lmstudio end */
 /* ==== >>payload end ======================================================= */
 
@@ -8024,7 +8045,6 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
     char raw[RSD_RECONCILE_URL_MAX + 64];
-    size_t n;
     int i, rc;
     if (!r) return RSD_ERR_ARG;
     memset(&r->result, 0, sizeof r->result);
@@ -8051,13 +8071,9 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep)) goto fail;
     /* root: base URL without trailing '/' and one trailing "/v1" (L6) */
     rc = RSD_ERR_URL;
-    n = strlen(d->base_url);
-    if (n == 0 || n + 32 > RSD_RECONCILE_URL_MAX || strchr(d->base_url, '?') || strchr(d->base_url, '#')) goto fail;
-    memcpy(r->root, d->base_url, n + 1);
-    while (n && r->root[n - 1] == '/') r->root[--n] = '\0';
-    if (n >= 3 && memcmp(r->root + n - 3, "/v1", 3) == 0) r->root[n -= 3] = '\0';
-    while (n && r->root[n - 1] == '/') r->root[--n] = '\0';
-    if (!n) goto fail;
+    if (strlen(d->base_url) + 32 > RSD_RECONCILE_URL_MAX ||
+        rsd_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root) <= 0)
+        goto fail;
     /* the normalised target key (W9) */
     rc = RSD_ERR_BUFFER;
     if (d->target_key && d->target_key[0]) {
@@ -9191,7 +9207,7 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
         (d->n_protected && !d->protected_models) || d->n_owned < 0 || d->n_owned > RSD_LMS_MAX_OWNED ||
         (d->n_owned && !d->owned) || d->n_peers < 0 || d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
         return RSD_ERR_ARG;
-    rc = rsd_lms_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root - 64);
+    rc = rsd_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root - 64);
     if (rc <= 0 || strchr(r->root, '?') || strchr(r->root, '#')) return r->step.result = r->result.error = RSD_ERR_URL;
     if (!rsdi_cpy(r->model, sizeof r->model, d->model) || !r->model[0] ||
         !rsdi_cpy(r->default_model, sizeof r->default_model, d->default_model ? d->default_model : ""))

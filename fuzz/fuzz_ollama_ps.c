@@ -6,7 +6,7 @@
      as one with plenty, and one token fewer is RSD_ERR_JSON_TOKENS (never partial);
    - kept + skipped <= seen; at most RSD_LISTING_MAX_MODELS kept; kept + skipped ==
      seen unless truncated;
-   - every kept id and alias passes the id rule (1..255 bytes, no control byte), lies
+   - every kept id and alias passes the id rule (1..255 bytes, no NUL byte), lies
      inside the listing's arena and is NUL-terminated there (copied, never a view of
      the body); arena_used <= its size; every entry is LOADED;
    - the listing written back as JSON ({"model": id, "name": alias}) parses to the
@@ -30,7 +30,7 @@ static void check_id(const rsd_listing *l, rsd_str s) {
     FZ_CHECK(s.len > 0 && s.len < RSD_MODEL_ID_MAX);
     FZ_CHECK(s.ptr >= l->arena && s.ptr + s.len < l->arena + sizeof l->arena);
     FZ_CHECK(s.ptr[s.len] == '\0');
-    for (i = 0; i < s.len; i++) FZ_CHECK((unsigned char)s.ptr[i] >= 0x20 && (unsigned char)s.ptr[i] != 0x7F);
+    for (i = 0; i < s.len; i++) FZ_CHECK(s.ptr[i] != '\0');
 }
 
 static void check_list(const rsd_listing *l) {

@@ -3,7 +3,7 @@
    split at 0xFF bytes is a sequence of server answers fed to a reconcile.
    Invariants:
    - parsers never crash; every kept id, alias and tag is 1..RSD_MODEL_ID_MAX-1
-     bytes, free of control bytes, inside the listing's arena, NUL-terminated there; n is
+     bytes, NUL-free, inside the listing's arena, NUL-terminated there; n is
      within RSD_LISTING_MAX_MODELS and n + n_skipped <= n_seen; has_states
      matches the entries; the same input parses the same way twice; the parse
      succeeds exactly when a token-count pass does (token budget permitting);
@@ -26,11 +26,10 @@ static rsd_reconcile rc;
 static rsd_decision_cache cache;
 
 static void check_name(const rsd_listing *l, rsd_str s) {
-    size_t i;
     FAILIF(s.len == 0 || s.len >= RSD_MODEL_ID_MAX);
     FAILIF(s.ptr < l->arena || s.ptr + s.len >= l->arena + RSD_LISTING_ARENA_BYTES);
     FAILIF(s.ptr[s.len] != '\0');
-    for (i = 0; i < s.len; i++) FAILIF((unsigned char)s.ptr[i] < 0x20 || (unsigned char)s.ptr[i] == 0x7F);
+    FAILIF(memchr(s.ptr, '\0', s.len) != NULL);
 }
 
 static void check_listing(const rsd_listing *l) {

@@ -14,6 +14,13 @@ static rsd_lms_catalog cat;
 static char big[1 << 20];
 
 static int S(rsd_str s, const char *c) { return rsd_str_eq_c(s, c); }
+/* A view of n bytes (may hold a NUL). */
+static rsd_str SN(const char *p, size_t n) {
+    rsd_str s;
+    s.ptr = p;
+    s.len = n;
+    return s;
+}
 /* A string literal and its length. */
 #define SL(lit) lit, (sizeof lit - 1)
 
@@ -142,15 +149,16 @@ static void test_ollama_ps_hostile_entries_dropped(void) {
                  longid);
     REQUIRE(n > 0 && n < (int)sizeof b);
     CHECK_EQ_INT(rsd_ollama_ps_listing(b, (size_t)n, toks, NTOK, &ol), RSD_OK);
-    CHECK_EQ_INT(ol.n, 3);
+    CHECK_EQ_INT(ol.n, 4);
     CHECK_EQ_INT(ol.n_seen, 13);
-    CHECK_EQ_INT(ol.n_skipped, 10);
+    CHECK_EQ_INT(ol.n_skipped, 9);
     CHECK(!ol.truncated);
-    CHECK(S(ol.models[0].id, "ok:1") && ol.models[0].n_aliases == 0);
-    CHECK(S(ol.models[1].id, "dup:2"));                         /* last duplicate wins */
-    CHECK(S(ol.models[2].id, "\xc3\xa9t\xc3\xa9:1"));          /* decoded into the arena */
-    CHECK(ol.models[2].n_aliases == 1 && S(ol.models[2].aliases[0], "esc/name:1"));
-    CHECK(ol.models[2].id.ptr >= ol.arena && ol.models[2].id.ptr < ol.arena + sizeof ol.arena);
+    CHECK(S(ol.models[0].id, "tab\tname"));                    /* a control byte is kept (not NUL) */
+    CHECK(S(ol.models[1].id, "ok:1") && ol.models[1].n_aliases == 0);
+    CHECK(S(ol.models[2].id, "dup:2"));                         /* last duplicate wins */
+    CHECK(S(ol.models[3].id, "\xc3\xa9t\xc3\xa9:1"));          /* decoded into the arena */
+    CHECK(ol.models[3].n_aliases == 1 && S(ol.models[3].aliases[0], "esc/name:1"));
+    CHECK(ol.models[3].id.ptr >= ol.arena && ol.models[3].id.ptr < ol.arena + sizeof ol.arena);
 }
 
 static void test_ollama_ps_huge_array_capped(void) {
@@ -275,7 +283,9 @@ static void test_ollama_request_bodies(void) {
     CHECK_EQ_STR(b, "{\"model\":\"llama3.2:latest\",\"keep_alive\":0,\"stream\":false}");
     CHECK_EQ_INT(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("")), RSD_ERR_MODEL_ID);
     CHECK_EQ_INT(rsd_ollama_unload_body(b, 10, rsd_str_c("llama3.2")), RSD_ERR_BUFFER);
-    CHECK_EQ_INT(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("a\nb")), RSD_ERR_MODEL_ID);
+    CHECK(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("a\nb")) > 0); /* the id rule: only NUL is refused */
+    CHECK_EQ_STR(b, "{\"model\":\"a\\nb\",\"keep_alive\":0,\"stream\":false}");
+    CHECK_EQ_INT(rsd_ollama_unload_body(b, sizeof b, SN("a\0b", 3)), RSD_ERR_MODEL_ID);
 }
 
 static void test_server_error_forms(void) {
@@ -347,30 +357,38 @@ static void test_every_parser_duplicate_key_last_wins(void) {
     CHECK_EQ_INT(rsd_json_find(&d, 0, "k"), 4);
 }
 
-/* An id holding a control byte (here a decoded \u0001) is dropped by every parser and
-   counted; so is a model or instance id of any runtime, an alias or a tag. */
-static void test_every_parser_drops_control_byte_ids(void) {
-    static const char router[] = "{\"data\":[{\"id\":\"a\\u0001b\"},{\"id\":\"ok\",\"aliases\":[\"x\\u0001\",\"al\"],"
-                                 "\"tags\":[\"\\u007f\",\"t\"]},{\"id\":\"del\\u007f\"}]}";
-    static const char ps[] = "{\"models\":[{\"model\":\"a\\u0001b\"},{\"name\":\"a\\u0001b\",\"model\":\"\"},"
-                             "{\"name\":\"ok\",\"model\":\"ok\"},{\"name\":\"x\\u0001\",\"model\":\"m\"}]}";
-    static const char v1[] = "{\"models\":[{\"key\":\"a\\u0001b\"},{\"key\":\"ok\",\"loaded_instances\":"
-                             "[{\"id\":\"i\\u0001\"},{\"id\":\"ok:2\"}]}]}";
-    static const char v0[] = "{\"data\":[{\"id\":\"a\\u0001b\",\"state\":\"loaded\"},{\"id\":\"ok\"}]}";
+/* One id rule: an id holding a control byte (here a decoded \u0001) is kept by every
+   parser, and an id holding a NUL (a decoded \u0000) is dropped by every parser and
+   counted; the same for aliases, tags and instance ids. */
+static void test_every_parser_same_id_rule(void) {
+    static const char router[] = "{\"data\":[{\"id\":\"a\\u0001b\"},{\"id\":\"ok\",\"aliases\":[\"x\\u0000\",\"al\\u0001\"],"
+                                 "\"tags\":[\"\\u0000\",\"t\\u0001\"]},{\"id\":\"nul\\u0000\"}]}";
+    static const char ps[] = "{\"models\":[{\"model\":\"a\\u0001b\"},{\"name\":\"a\\u0000b\",\"model\":\"\"},"
+                             "{\"name\":\"x\\u0000\",\"model\":\"m\"}]}";
+    static const char v1[] = "{\"models\":[{\"key\":\"a\\u0001b\"},{\"key\":\"k\\u0000\"},{\"key\":\"ok\",\"loaded_instances\":"
+                             "[{\"id\":\"i\\u0000\"},{\"id\":\"ok\\u0001\"}]}]}";
+    static const char v0[] = "{\"data\":[{\"id\":\"a\\u0001b\",\"state\":\"loaded\"},{\"id\":\"n\\u0000\"}]}";
+    char b[128];
     CHECK_EQ_INT(rsd_router_parse_models(router, sizeof router - 1, toks, NTOK, &rl), RSD_OK);
-    REQUIRE(rl.n == 1);
-    CHECK(S(rl.models[0].id, "ok") && rl.n_skipped == 2);
-    CHECK(rl.models[0].n_aliases == 1 && S(rl.models[0].aliases[0], "al"));
-    CHECK(rl.models[0].n_tags == 1 && S(rl.models[0].tags[0], "t"));
+    REQUIRE(rl.n == 2);
+    CHECK(S(rl.models[0].id, "a\x01" "b") && S(rl.models[1].id, "ok") && rl.n_skipped == 1);
+    CHECK(rl.models[1].n_aliases == 1 && S(rl.models[1].aliases[0], "al\x01"));
+    CHECK(rl.models[1].n_tags == 1 && S(rl.models[1].tags[0], "t\x01"));
     CHECK_EQ_INT(rsd_ollama_ps_listing(ps, sizeof ps - 1, toks, NTOK, &ol), RSD_OK);
     REQUIRE(ol.n == 2);
-    CHECK(S(ol.models[0].id, "ok") && S(ol.models[1].id, "m") && ol.models[1].n_aliases == 0);
-    CHECK_EQ_INT(ol.n_skipped, 2);
-    CHECK_EQ_INT(rsd_lms_parse_models(&cat, v1, sizeof v1 - 1, toks, NTOK), 1);
-    CHECK(S(cat.models[0].key, "ok") && cat.n_instances == 1 && S(cat.instances[0].id, "ok:2"));
+    CHECK(S(ol.models[0].id, "a\x01" "b") && S(ol.models[1].id, "m") && ol.models[1].n_aliases == 0);
+    CHECK_EQ_INT(ol.n_skipped, 1);
+    CHECK_EQ_INT(rsd_lms_parse_models(&cat, v1, sizeof v1 - 1, toks, NTOK), 2);
+    CHECK(S(cat.models[0].key, "a\x01" "b") && S(cat.models[1].key, "ok"));
+    CHECK(cat.n_instances == 1 && S(cat.instances[0].id, "ok\x01"));
     CHECK_EQ_INT(cat.n_dropped, 2);
     CHECK_EQ_INT(rsd_lms_parse_models(&cat, v0, sizeof v0 - 1, toks, NTOK), 1);
-    CHECK(S(cat.models[0].key, "ok") && cat.n_instances == 0 && cat.n_dropped == 1);
+    CHECK(S(cat.models[0].key, "a\x01" "b") && cat.n_instances == 1 && cat.n_dropped == 1);
+    /* what a parser keeps, the request bodies can name */
+    CHECK(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("a\x01" "b")) > 0);
+    CHECK(rsd_lms_unload_body(b, sizeof b, rsd_str_c("a\x01" "b")) > 0);
+    CHECK_EQ_STR(b, "{\"instance_id\":\"a\\u0001b\"}");
+    CHECK_EQ_INT(rsd_lms_load_body(b, sizeof b, SN("a\0b", 3), NULL), RSD_ERR_MODEL_ID);
 }
 
 /* Parsed strings are copies: the results stay whole when the body is gone. */
@@ -737,20 +755,26 @@ static void test_lms_load_body_exact(void) {
 /* S1 */
 static void test_lms_root_url(void) {
     char o[64];
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h:1234/v1/"), o, sizeof o) == 13);
+    CHECK(rsd_root_url(rsd_str_c("http://h:1234/v1/"), o, sizeof o) == 13);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h:1234/v1"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("http://h:1234/v1"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h:1234/"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("http://h:1234/"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("ws://h:1234"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("ws://h:1234"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("wss://h/v1/"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("wss://h/v1/"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "https://h");
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h/v1/v1"), o, sizeof o) > 0); /* one /v1 only */
+    CHECK(rsd_root_url(rsd_str_c("http://h/v1/v1"), o, sizeof o) > 0); /* one /v1 only */
     CHECK_EQ_STR(o, "http://h/v1");
-    CHECK_EQ_INT(rsd_lms_root_url(rsd_str_c("http://h:1234"), o, 13), RSD_ERR_BUFFER);
-    CHECK_EQ_INT(rsd_lms_root_url(rsd_str_c("http://h:1234"), NULL, 4), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("http://h:1234"), o, 13), RSD_ERR_BUFFER);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("http://h:1234"), NULL, 4), RSD_ERR_ARG);
+    /* the one rule for every runtime: all trailing '/' around the "/v1", spaces, errors */
+    CHECK(rsd_root_url(rsd_str_c(" http://h:8080//v1// "), o, sizeof o) > 0);
+    CHECK_EQ_STR(o, "http://h:8080");
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("http://h/?x"), o, sizeof o), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("/v1/"), o, sizeof o), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c(""), o, sizeof o), RSD_ERR_URL);
 }
 
 /* rsd_decide on LM Studio facts (S27 + R27): JIT plans never evict up front;
@@ -807,7 +831,7 @@ int main(int argc, char **argv) {
     RUN(test_ollama_generate_replies);
     RUN(test_ollama_request_bodies);
     RUN(test_every_parser_duplicate_key_last_wins);
-    RUN(test_every_parser_drops_control_byte_ids);
+    RUN(test_every_parser_same_id_rule);
     RUN(test_every_parser_copies_its_strings);
     RUN(test_server_error_forms);
     RUN(test_server_error_truncates_on_utf8_boundary);
