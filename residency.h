@@ -21,6 +21,9 @@
        RSD_NO_MALLOC             no libc defaults: a user allocator is mandatory
        RSD_NO_ERROR_STRINGS      rsd_result_str() returns bare names only
        RSD_SNPRINTF              default: snprintf
+       RSD_NO_OLLAMA             no Ollama payload parsers nor driver: rsd_runtime_ollama()
+                                 returns NULL (the shell's feature macros are in its
+                                 manual)
 
    FEATURE OVERVIEW
      residency.h (pure: no I/O, no clock, no threads)
@@ -6449,7 +6452,6 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     return RSD_OK;
 }
 /* >>payload:router end */
-/* >>payload:ollama */
 RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,
                                    rsd_json_tok *toks, uint32_t cap) {
     rsd_json_doc d;
@@ -6461,6 +6463,19 @@ RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size
     return rsdi_pl_error(&d, 0, out) ? 1 : 0;
 }
 
+/* {"model":m, ...}: shared start of the request bodies; false if m is unusable. */
+RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, const char *key,
+                                     rsd_str model) {
+    rsd_json_w_init(w, buf, cap);
+    if (!model.ptr || !rsdi_id_ok(model)) return false;
+    rsd_json_w_begin_object(w);
+    rsd_json_w_key(w, key);
+    rsd_json_w_strn(w, model.ptr, model.len);
+    return true;
+}
+
+/* >>payload:ollama */
+#ifndef RSD_NO_OLLAMA
 /* The "models" array of an Ollama listing: its token, 0 for null (empty), or <0. */
 RSDI_PRIVATE int rsdi_ollama_models_array(const rsd_json_doc *d) {
     int arr;
@@ -6606,17 +6621,6 @@ RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, s
     return RSD_OK;
 }
 
-/* {"model":m, ...}: shared start of the request bodies; false if m is unusable. */
-RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, const char *key,
-                                     rsd_str model) {
-    rsd_json_w_init(w, buf, cap);
-    if (!model.ptr || !rsdi_id_ok(model)) return false;
-    rsd_json_w_begin_object(w);
-    rsd_json_w_key(w, key);
-    rsd_json_w_strn(w, model.ptr, model.len);
-    return true;
-}
-
 RSD_API int rsd_ollama_load_body(char *buf, size_t cap, rsd_str model, const rsd_ollama_load_opts *opts) {
     rsd_json_writer w;
     if (!buf && cap) return RSD_ERR_ARG;
@@ -6649,6 +6653,7 @@ RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model) {
     rsd_json_w_end_object(&w);
     return rsd_json_w_finish(&w);
 }
+#endif /* RSD_NO_OLLAMA */
 /* >>payload:ollama end */
 /* >>payload:lmstudio */
 /* Bits of rsdi_lms_have[]: which scalar fields a folded model already has (S10). */
@@ -8715,6 +8720,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
 }
 /* >>driver:core end */
 /* >>driver:ollama */
+#ifndef RSD_NO_OLLAMA
 RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
     rsd_ollama_load_opts o;
     int rc, n = -1;
@@ -8789,6 +8795,10 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
         rsdi_ollama_request, rsdi_ollama_rt_list, NULL, rsdi_ollama_load_answer};
     return &rt;
 }
+#else
+/* Compiled out: no Ollama adapter (the ensurer says so and manages nothing). */
+RSD_API const rsd_runtime *rsd_runtime_ollama(void) { return NULL; }
+#endif /* RSD_NO_OLLAMA */
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
 /* Phases of an LM Studio reconcile. */

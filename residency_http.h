@@ -15,6 +15,17 @@
        RESIDENCY_HTTP_IMPLEMENTATION  same as RESIDENCY_IMPLEMENTATION: the shell uses
                                       the core's internals, so both are instantiated
        RSD_HTTP_MBEDTLS               enable https:// through mbedTLS 2.28+
+     Feature macros (a program pays only for what it uses; each combination is built
+     by the compile matrix):
+       RSD_NO_HTTP_SERVER             no HTTP server (rsd_http_server_*): the
+                                      declarations stay, the implementation goes
+       RSD_NO_PROC                    no process supervisor and no fleet (rsd_procs_*,
+                                      rsd_proc_*, rsd_fleet_*); the same as the older
+                                      spelling RSD_NO_PROCESS
+       RSD_NO_OLLAMA                  no Ollama payloads nor driver (residency.h):
+                                      rsd_runtime_ollama() is NULL, and the ensurer
+                                      answers an Ollama target with "no ollama driver
+                                      in this build", managing nothing
 
    API REFERENCE
        --- url ---------------------------------------------------------------
@@ -1473,6 +1484,9 @@
        (#error) where O_CLOEXEC or FD_CLOEXEC is missing rather than leak them
        into spawned children.
 */
+#if defined(RSD_NO_PROC) && !defined(RSD_NO_PROCESS)
+#define RSD_NO_PROCESS 1
+#endif
 #if defined(RESIDENCY_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPLEMENTATION)
 #define RESIDENCY_HTTP_IMPLEMENTATION 1
 #endif
@@ -5059,6 +5073,7 @@ RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_clie
 /* ==== >>http client end =================================================== */
 
 /* ==== >>http server (implementation) ====================================== */
+#ifndef RSD_NO_HTTP_SERVER
 /* Uses the >>net helpers from the >>http client section above. */
 enum { RSDI_SC_FREE = 0, RSDI_SC_READ, RSDI_SC_PENDING, RSDI_SC_STREAM, RSDI_SC_CLOSING, RSDI_SC_ZOMBIE };
 enum { RSDI_SRV_SLACK = 1024, RSDI_SEV_PULLED = 2 };
@@ -5941,6 +5956,7 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
     else *out = s->stats;
 }
 
+#endif /* RSD_NO_HTTP_SERVER */
 /* ==== >>http server end =================================================== */
 
 /* ==== >>drive (implementation) ============================================ */
