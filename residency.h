@@ -21,6 +21,9 @@
        RSD_NO_MALLOC             no libc defaults: a user allocator is mandatory
        RSD_NO_ERROR_STRINGS      rsd_result_str() returns bare names only
        RSD_SNPRINTF              default: snprintf
+       RSD_NO_OLLAMA             no Ollama payload parsers nor driver: rsd_runtime_ollama()
+                                 returns NULL (the shell's feature macros are in its
+                                 manual)
 
    FEATURE OVERVIEW
      residency.h (pure: no I/O, no clock, no threads)
@@ -200,8 +203,10 @@
        int  rsd_json_child(doc, i)              first child or -1
        int  rsd_json_next(doc, i)               next sibling or -1, O(1)
        int  rsd_json_parent(doc, i)             parent or -1 (a value's parent is its key)
-       int  rsd_json_find(doc, obj, "key")      value of the first member whose decoded
-                                                key equals "key", or -1 (obj not an
+       int  rsd_json_find(doc, obj, "key")      value of the last member whose decoded
+                                                key equals "key" (duplicate keys: the
+                                                last wins, as in llama.cpp's reader and
+                                                JSON.parse), or -1 (obj not an
                                                 object, key missing). Keys written with
                                                 escapes match ("m\u006fdel" == "model");
                                                 unescaped keys compare by length then memcmp.
@@ -441,13 +446,21 @@
          state dir will share one across processes); an entry stored under
          another generation is a miss. Full: an expired slot, else the least
          recently used (lowest slot on ties) is replaced.
+           int rsd_root_url(rsd_str url, char *out, size_t cap);
+               The one root-URL rule, for every runtime: spaces trimmed,
+               ws:// -> http://, wss:// -> https://, trailing '/' dropped, then
+               one trailing "/v1", then trailing '/' ("http://h:8080/v1/" ->
+               "http://h:8080"). Requests go to root + path. RSD_ERR_URL for an
+               empty root or one with a query or fragment.
            int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
-               W9: "llamacpp|HTTP://Mini:8080/v1/" -> "llamacpp|http://mini:8080/v1";
-               lower-cases up to the host, drops :80 (http) and :443 (https),
-               query, fragment and trailing '/'; idempotent. Meant to give the
-               same text as rsd_url_key (residency_http.h) on a valid URL, so a
-               driver may pass "<runtime>|" + that key. The cache applies it
-               to every key it is given.
+               The one key of a server, shared by the lock, the caches and the
+               state files of every process: "llamacpp|HTTP://Mini:08080/v1/"
+               -> "llamacpp|http://mini:8080". Lower-cases up to the host, reads
+               ws/wss as http/https, writes the port without leading zeros and
+               drops :80 (http) and :443 (https), drops query and fragment, and
+               keeps the path as rsd_root_url does; idempotent. The drivers key
+               "<runtime>|<base URL>" with it; the cache applies it to every key
+               it is given.
 
        Results: RSD_ERR_RESIDENTS_LIMIT (-50), RSD_ERR_MODEL_ID (-51), plus
        RSD_ERR_ARG and RSD_ERR_BUFFER. Log items (for the drivers):
@@ -556,16 +569,28 @@
        rsd_listed_model { id, aliases[4] + n, tags[8] + n, instance, state,
          failed, exit_code + has_exit_code, size_bytes + has_size,
          size_vram_bytes + has_size_vram, context_length, max_context, flags }
-         Ids, aliases and tags are decoded (JSON escapes undone) into the
-         listing's own arena: the views point INTO the rsd_listing, so never
-         copy one by value (pass pointers). Entries without a string id, with
-         an empty id, an id of RSD_MODEL_ID_MAX bytes or more, or an id holding
-         a NUL byte are skipped (n_skipped); the same rules drop single aliases
-         and tags. More than RSD_MAX_TAGS tags: the protecting ones (R8) are
-         kept first. More entries than RSD_LISTING_MAX_MODELS, or ids beyond
-         RSD_LISTING_ARENA_BYTES: the first ones are kept and truncated is set;
-         the drivers then refuse to act on the listing (observe, W19), because
-         the keep or a resident may be among the entries cut off.
+       One set of rules for every runtime's parser (router, Ollama, LM Studio):
+         - Duplicate keys: the last one wins, as in llama.cpp's own JSON reader
+           (and JSON.parse, Go): {"id":"a","id":"b"} lists "b". rsd_json_find
+           follows the same rule.
+         - Ids: an id, alias, tag or instance id is usable when it is a string of
+           1..RSD_MODEL_ID_MAX-1 bytes (decoded) without a NUL byte (a decoded
+           \u0000). Other control bytes (a decoded \u0001, ESC) are kept, by
+           every parser and by the request bodies: the server lists that model,
+           so it stays manageable; terminal and log text escapes them
+           (rsd_text_escape). An entry without a usable id is skipped and
+           counted (n_skipped, LM Studio: n_dropped); an unusable alias or tag is
+           left out. LM Studio's keys and instance ids are also trimmed of
+           surrounding spaces.
+         - Strings are copies: ids, aliases and tags are decoded (JSON escapes
+           undone) into the result's own arena, NUL-terminated, so a result
+           never points into the body and outlives it. The views point INTO the
+           result, so never copy one by value (pass pointers).
+       More than RSD_MAX_TAGS tags: the protecting ones (R8) are kept first.
+       More entries than RSD_LISTING_MAX_MODELS, or ids beyond
+       RSD_LISTING_ARENA_BYTES: the first ones are kept and truncated is set;
+       the drivers then refuse to act on the listing (observe, W19), because
+       the keep or a resident may be among the entries cut off.
        int rsd_listing_find(const rsd_listing *l, rsd_str name);
            index of the entry whose id or an alias equals name, else -1.
        rsd_model_state: UNKNOWN, UNLOADED, LOADING, LOADED, SLEEPING,
@@ -604,17 +629,14 @@
        limits, deterministic, agreement with a token-count pass).
 
    --- payload: Ollama and LM Studio -------------------------------------------
-   Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation).
-   Each parser takes the response body and a caller token array (size it with
-   rsd_json_parse(doc, body, len, NULL, 0), or give RSD_PAYLOAD_TOKENS_HINT) and
-   fills a fixed-size caller-owned result. Strings in a result are views: into
-   the body when the JSON string had no escapes, else into the result's own
-   arena (decoded). Keep the body alive while the result is used, and copy what
-   must outlive it. Hostile input never crashes and never over-fills: an entry
-   without a usable id (missing, wrong type, empty, RSD_MODEL_ID_MAX bytes or
-   more, a control byte such as a decoded \u0000) is dropped and counted in
-   n_dropped; a wrong-typed optional field reads as absent; a body that is not
-   the expected shape is an error (RSD_ERR_JSON_TYPE), never a half result.
+   Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation),
+   under the rules above. Each parser takes the response body and a caller token
+   array (size it with rsd_json_parse(doc, body, len, NULL, 0), or give
+   RSD_LISTING_MAX_TOKENS) and fills a fixed-size caller-owned result whose strings
+   are copies in the result itself. Hostile input never crashes and never
+   over-fills: an entry without a usable id is dropped and counted; a wrong-typed
+   optional field reads as absent; a body that is not the expected shape is an
+   error (RSD_ERR_JSON_TYPE), never a half result.
 
    Shared:
      int rsd_server_error_parse(out, body, len, toks, cap)
@@ -624,19 +646,13 @@
          out->code filled; truncated and control bytes replaced by ' '),
          0 = valid JSON with no error member, <0 = not JSON.
    Ollama (wire.md 3; O3, O4, O9, W17):
-     int rsd_ollama_parse_ps(list, body, len, toks, cap)     GET /api/ps
-     int rsd_ollama_parse_tags(list, body, len, toks, cap)   GET /api/tags
-         {"models":[...]} -> list->models[] (name, model, digest, sizes,
-         context_length, expires_at with expires_unix_ms and expires_forever
-         for keep_alive < 0). "models": null reads as empty. Returns the
-         count kept (>= 0); entries past RSD_OLLAMA_MAX_MODELS are counted in
-         n_dropped and set truncated.
-     int rsd_ollama_tags_has(body, len, toks, cap, name)
-         1 if /api/tags lists name (compared normalised: "llama3.2" ==
-         "llama3.2:latest"), 0 if not, <0 on a bad body. No size cap.
-     int rsd_ollama_residents(list, out, cap)
-         O3/R4: model_id = "model" if non-empty else "name"; the other is an
-         alias when it differs; sizes only when the server gave numbers.
+     int rsd_ollama_ps_listing(body, len, toks, n_toks, out)   GET /api/ps
+         /api/ps (or /api/tags) into the neutral rsd_listing: every entry
+         LOADED; id = "model" when usable, else "name", and the other an alias
+         when it differs; sizes only when the server gave numbers (absent is
+         never zero); context_length. "models": null is empty. RSD_OK,
+         RSD_ERR_JSON_TYPE (not {"models":[...]}), a JSON error. Entries past
+         RSD_LISTING_MAX_MODELS or its arena set truncated.
      int rsd_ollama_name_normalise(name, out, cap)
          The display form Ollama lists: host/namespace/model:tag with the
          default host (registry.ollama.ai) and the "library" namespace
@@ -651,8 +667,7 @@
          {"model":m,"stream":false[,"keep_alive":s][,"options":{"num_ctx":n}]}
      int rsd_ollama_unload_body(buf, cap, model)
          {"model":m,"keep_alive":0,"stream":false}   (O4 without the prompt)
-   Limits: RSD_OLLAMA_MAX_MODELS 64, RSD_PAYLOAD_ARENA_BYTES 8192 per result,
-   RSD_SERVER_ERROR_MAX 256.
+   Limits: RSD_SERVER_ERROR_MAX 256; LM Studio below.
 
    --- payload: LM Studio -------------------------------------------------------
    LM Studio payloads (wire.md 4; S1-S17, S28, S31, S33, W13-W16).
@@ -662,8 +677,9 @@
          loaded_instances[{id, config.context_length}]); {"data":[...]} is v0
          (0.3: id, state "loaded"/"not-loaded", loaded_context_length) or the
          OpenAI list (id only) -- the caller tells those two apart by the URL
-         it asked. cat->tier is V1 or V0. Duplicate keys (LM Link) are folded
-         (S10): the first entry wins, missing scalars are filled from later
+         it asked. cat->tier is V1 or V0. Entries listing one model key twice
+         (LM Link) are folded (S10) -- this is about entries, not about JSON
+         keys, where the last wins as everywhere: the first entry wins, missing scalars are filled from later
          ones, instances are concatenated without duplicate ids. v0 rows
          become models with one instance {id, context} when loaded (S11).
          Returns the models kept (>= 0); RSD_ERR_SERVER_ERROR for a
@@ -695,17 +711,16 @@
          when set, context_length, flash_attention, eval_batch_size,
          num_experts, offload_kv_cache_to_gpu, in that order.
      int rsd_lms_unload_body(buf, cap, instance_id)   {"instance_id":id}
-     int rsd_lms_root_url(url, out, cap)
-         S1: drop one trailing '/', then one trailing "/v1"; ws:// -> http://,
-         wss:// -> https://.
+     The root URL is rsd_root_url's (>>reconcile, beside the target key).
    Cost (W20): the parser builds an index as it folds (hashes of keys and
    instance ids, each model's instances chained), so folding, resolution,
    residents and the driver's fallback filtering are linear in the listing (plus
    the peers' ids and the owned ids), not products of them. No allocation: the
    index lives in the catalog (about 2 KB).
    Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
-   RSD_LMS_MAX_PEERS 32; beyond them entries are dropped with truncated set,
-   so an UNKNOWN resolution on a truncated catalog proves nothing.
+   RSD_LMS_MAX_PEERS 32, RSD_LMS_ARENA_BYTES 16384 (the copied keys and
+   instance ids); beyond them entries are dropped with truncated set, so an
+   UNKNOWN resolution on a truncated catalog proves nothing.
 
    --- driver: the sans-I/O reconcile (>>driver) -------------------------------
        One reconcile = "make model X resident on this server", as a state
@@ -1130,11 +1145,7 @@
          (queue full) are rejections (LOAD_FAILED, restore of what was
          released). Hostile or unparseable listings: DEGRADED, observe, a
          notice, nothing mutated, not cached.
-     int rsd_ollama_ps_listing(body, len, toks, n_toks, out)
-         /api/ps (or /api/tags) into the neutral rsd_listing: state LOADED,
-         id/alias as above, sizes, context_length. "models": null is empty.
-         RSD_OK, RSD_ERR_JSON_TYPE (not {"models":[...]}), a JSON error.
-         Entries past RSD_LISTING_MAX_MODELS or its arena set truncated.
+     The listing comes from rsd_ollama_ps_listing (>>payload).
 
    --- driver: LM Studio -------------------------------------------------------
    LM Studio reconcile (strategy JIT; S1-S35, W13-W16, W19): its own sans-I/O
@@ -1170,7 +1181,7 @@
        401/403 stop with RSD_ERR_AUTH; a transport error (refused, timeout)
        stops at once (a dead server costs one timeout, not three). Failure is
        DEGRADED (W15: the turn goes on; upstream threw), one notice, nothing
-       mutated. root = S1 (rsd_lms_root_url); the bearer goes on every request.
+       mutated. root = rsd_root_url's; the bearer goes on every request.
     2. Resolution (S14-S17): rsd_lms_resolve with desc.default_model and
        desc.peers. result.wire_id is the id to send. Notices: resolved to an
        instance (S23, co-resident/info), LM Link peer (S24, co-resident/
@@ -1869,7 +1880,7 @@ RSD_API int rsd_json_child(const rsd_json_doc *doc, int i);
 RSD_API int rsd_json_next(const rsd_json_doc *doc, int i);
 /* Parent of i (for an object member's value: its key) or -1. */
 RSD_API int rsd_json_parent(const rsd_json_doc *doc, int i);
-/* Value of member `key` in object obj (escapes in the source key are decoded), or -1. */
+/* Value of the last member `key` in object obj (escapes in keys decoded), or -1. */
 RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key);
 /* Element idx of array arr, or -1. O(idx). */
 RSD_API int rsd_json_at(const rsd_json_doc *doc, int arr, uint32_t idx);
@@ -2267,10 +2278,17 @@ RSD_API rsd_optout rsd_optout_resolve(const char *env_value, bool target_user_ma
 /* Same, reading getenv("RESIDENCY") itself. */
 RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed);
 
-/* Normalise a target key (W9): lower-case scheme and host, drop a default port
-   (:80 for http, :443 for https), drop query, fragment and trailing '/' of the
-   path; agrees with rsd_url_key and is idempotent on its output. Text before
-   "scheme://" (e.g. "llamacpp|") is kept, lower-cased. Returns the length, or
+/* The root URL of a configured base URL into out (NUL-terminated): spaces trimmed,
+   ws:// -> http://, wss:// -> https://, trailing '/' dropped, then one trailing "/v1",
+   then trailing '/'. Requests go to root + "/v1/models" and so on. Length, or
+   RSD_ERR_URL (empty root, a query or fragment), RSD_ERR_BUFFER, RSD_ERR_ARG. */
+RSD_API int rsd_root_url(rsd_str url, char *out, size_t cap);
+/* Normalise a target key: ["runtime|"]URL, the one key of a server that the lock, the
+   caches and the state files share. Scheme, host and the prefix lower-cased; ws/wss read
+   as http/https; the port without leading zeros and dropped when it is the default
+   (80, 443); query and fragment dropped; the path as rsd_root_url leaves it (so
+   "http://h:08080/", "http://H:8080" and "http://h:8080/v1" are one key). A text without
+   "scheme://" loses only trailing '/'. Idempotent. Returns the length, or
    RSD_ERR_BUFFER if it does not fit cap (incl. NUL), RSD_ERR_ARG for NULL out. */
 RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
 
@@ -2402,9 +2420,6 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
 /* >>payload:ollama */
 /* Manual: "payload: Ollama and LM Studio" in the doc block at the top of this file. */
 enum {
-    RSD_OLLAMA_MAX_MODELS = 64,      /* entries kept from /api/ps or /api/tags */
-    RSD_PAYLOAD_ARENA_BYTES = 8192,  /* decoded copies of escaped strings, per result */
-    RSD_PAYLOAD_TOKENS_HINT = 16384, /* tokens that cover any realistic listing */
     RSD_SERVER_ERROR_MAX = 256       /* bytes kept of a server error message, incl. NUL */
 };
 
@@ -2420,42 +2435,9 @@ typedef struct rsd_server_error {
 RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,
                                    rsd_json_tok *toks, uint32_t cap);
 
-/* One model from /api/ps (resident) or /api/tags (installed). */
-typedef struct rsd_ollama_model {
-    rsd_str name;                 /* display name with tag, e.g. "llama3.2:latest" */
-    rsd_str model;                /* same as name on current servers; may differ */
-    rsd_str digest;               /* sha256 hex, "" if absent */
-    rsd_str expires_at;           /* RFC 3339 text (ps only), "" if absent */
-    int64_t expires_unix_ms;      /* expires_at in Unix ms, valid if has_expires */
-    uint64_t size_bytes;          /* total bytes (RAM + VRAM), valid if has_size */
-    uint64_t size_vram_bytes;     /* bytes in VRAM, valid if has_size_vram */
-    uint32_t context_length;      /* effective num_ctx (ps), 0 if absent */
-    bool has_size, has_size_vram, has_expires;
-    bool expires_forever;         /* keep_alive < 0: expires after year 2200 */
-} rsd_ollama_model;
-
-/* Parsed /api/ps or /api/tags. Treat arena fields as private. */
-typedef struct rsd_ollama_list {
-    int n_models;                 /* entries kept, in listing order */
-    int n_entries;                /* entries in the payload */
-    int n_dropped;                /* entries not kept (no usable id, cap, arena) */
-    bool truncated;               /* an entry was dropped for a cap: absence proves nothing */
-    rsd_ollama_model models[RSD_OLLAMA_MAX_MODELS];
-    size_t arena_used;
-    char arena[RSD_PAYLOAD_ARENA_BYTES];
-} rsd_ollama_list;
-
-/* GET /api/ps: resident models. Count kept (>= 0) or <0 (JSON errors, RSD_ERR_JSON_TYPE). */
-RSD_API int rsd_ollama_parse_ps(rsd_ollama_list *out, const char *body, size_t len,
-                                rsd_json_tok *toks, uint32_t cap);
-/* GET /api/tags: installed models (same shape and results as rsd_ollama_parse_ps). */
-RSD_API int rsd_ollama_parse_tags(rsd_ollama_list *out, const char *body, size_t len,
-                                  rsd_json_tok *toks, uint32_t cap);
-/* 1 if /api/tags lists name (normalised compare, no cap), 0 if not, <0 on a bad body. */
-RSD_API int rsd_ollama_tags_has(const char *body, size_t len, rsd_json_tok *toks, uint32_t cap,
-                                rsd_str name);
-/* Fill residents for rsd_decide from a /api/ps list (O3, R4). Count or RSD_ERR_BUFFER. */
-RSD_API int rsd_ollama_residents(const rsd_ollama_list *list, rsd_resident *out, int cap);
+/* Parse GET /api/ps into a neutral listing (every entry LOADED). RSD_OK or <0. */
+RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
+                                  rsd_listing *out);
 /* Normalise a model name to the form /api/ps lists ("llama3.2" -> "llama3.2:latest"). */
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap);
 
@@ -2506,6 +2488,7 @@ enum {
     RSD_LMS_MAX_MODELS = 256,     /* catalog models kept (after folding duplicates) */
     RSD_LMS_MAX_INSTANCES = 64,   /* loaded instances kept */
     RSD_LMS_MAX_PEERS = 32,       /* peer listings rsd_lms_resolve accepts */
+    RSD_LMS_ARENA_BYTES = 16384,  /* copied keys and instance ids of one catalog */
     RSD_LMS_MODEL_SLOTS = 2 * RSD_LMS_MAX_MODELS,      /* hash slots over model keys (W20) */
     RSD_LMS_INSTANCE_SLOTS = 2 * RSD_LMS_MAX_INSTANCES /* hash slots over instance ids (W20) */
 };
@@ -2575,7 +2558,7 @@ typedef struct rsd_lms_catalog {
     rsd_lms_instance instances[RSD_LMS_MAX_INSTANCES];
     rsd_lms_index index;          /* W20: lookups without scans */
     size_t arena_used;
-    char arena[RSD_PAYLOAD_ARENA_BYTES];
+    char arena[RSD_LMS_ARENA_BYTES];
 } rsd_lms_catalog;
 
 /* Parse an LM Studio catalog, tier by shape. Models kept (>= 0) or <0. */
@@ -2647,8 +2630,6 @@ typedef struct rsd_lms_load_opts {
 RSD_API int rsd_lms_load_body(char *buf, size_t cap, rsd_str model_key, const rsd_lms_load_opts *opts);
 /* Write {"instance_id":id}. Length or <0. */
 RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id);
-/* S1 root URL into out (NUL-terminated). Length or RSD_ERR_BUFFER / RSD_ERR_ARG. */
-RSD_API int rsd_lms_root_url(rsd_str url, char *out, size_t cap);
 /* "0.4+", "0.3.x", "openai-compat", "none"; never NULL. */
 RSD_API const char *rsd_lms_tier_str(int tier);
 /* >>payload:lmstudio end */
@@ -2967,9 +2948,6 @@ RSD_API const char *rsd_driver_msg_str(int dmsg);
 /* Manual: "driver: Ollama" in the doc block at the top of this file. */
 /* The Ollama runtime adapter (strategy SCHEDULER). */
 RSD_API const rsd_runtime *rsd_runtime_ollama(void);
-/* Parse GET /api/ps into a neutral listing (every entry LOADED). RSD_OK or <0. */
-RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
-                                  rsd_listing *out);
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
 /* Manual: "driver: LM Studio" in the doc block at the top of this file. */
@@ -4298,14 +4276,26 @@ RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
 }
 
 RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
-    const rsd_json_tok *t = rsdi_json_tok(doc, obj);
+    const rsd_json_tok *t = rsdi_json_tok(doc, obj), *kt;
+    uint32_t k, end;
     size_t klen;
-    int k;
+    int v = -1;
     if (!t || t->type != RSD_JSON_OBJECT || !key) return -1;
     klen = strlen(key);
-    for (k = rsd_json_child(doc, obj); k >= 0; k = rsd_json_next(doc, k))
-        if (rsdi_json_eq(doc, doc->toks + k, key, klen)) return k + 1;
-    return -1;
+    end = t->next > 0 && (uint32_t)t->next < doc->count ? (uint32_t)t->next : doc->count;
+    /* every member is read (a later duplicate wins): keys are walked by their O(1)
+       subtree skip, and an unescaped key is compared by length before its bytes */
+    for (k = (uint32_t)obj + 1; k < end; k = (uint32_t)kt->next) {
+        kt = doc->toks + k;
+        if (kt->type != RSD_JSON_STRING || kt->end > doc->len || kt->start > kt->end) break;
+        if (kt->flags & RSD_JSON_F_ESCAPED) {
+            if (rsdi_json_eq(doc, kt, key, klen)) v = (int)k + 1;
+        } else if (kt->end - kt->start == klen && (klen == 0 || memcmp(doc->src + kt->start, key, klen) == 0)) {
+            v = (int)k + 1;
+        }
+        if (kt->next <= (int32_t)k) break; /* a hand-made token array: never loop */
+    }
+    return v;
 }
 
 RSD_API int rsd_json_at(const rsd_json_doc *doc, int arr, uint32_t idx) {
@@ -4874,15 +4864,17 @@ RSDI_PRIVATE rsd_str rsdi_str_trim(rsd_str s) {
     return s;
 }
 
+/* ASCII lower case (no locale). */
+RSDI_PRIVATE char rsdi_ascii_lower(char c) {
+    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
 /* ASCII case-insensitive equality with a lower-case literal. */
 RSDI_PRIVATE bool rsdi_ieq_c(rsd_str s, const char *lit) {
     size_t i, n = strlen(lit);
     if (s.len != n) return false;
-    for (i = 0; i < n; i++) {
-        char c = s.ptr[i];
-        if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
-        if (c != lit[i]) return false;
-    }
+    for (i = 0; i < n; i++)
+        if (rsdi_ascii_lower(s.ptr[i]) != lit[i]) return false;
     return true;
 }
 
@@ -4894,11 +4886,17 @@ RSDI_PRIVATE int rsdi_str_cmp(rsd_str a, rsd_str b) {
     return a.len < b.len ? -1 : a.len > b.len ? 1 : 0;
 }
 
+/* The tag-protection rule, written only here: a tag exactly "pinned:true" or "role:scout". */
+RSDI_PRIVATE bool rsdi_tag_protects(rsd_str t) {
+    return (t.len == 11 && memcmp(t.ptr, "pinned:true", 11) == 0) ||
+           (t.len == 10 && memcmp(t.ptr, "role:scout", 10) == 0);
+}
+
 RSD_API bool rsd_tags_protect(const rsd_str *tags, int n_tags) {
     int i;
     if (!tags || n_tags <= 0) return false;
     for (i = 0; i < n_tags; i++)
-        if (rsd_str_eq_c(tags[i], "pinned:true") || rsd_str_eq_c(tags[i], "role:scout")) return true;
+        if (rsdi_tag_protects(tags[i])) return true;
     return false;
 }
 
@@ -5211,16 +5209,6 @@ RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *ke
     }
 }
 
-/* Tag protection (R8): a tag exactly "pinned:true" or "role:scout". */
-RSDI_PRIVATE bool rsdi_tags_protect(const rsd_str *tags, int n_tags) {
-    int i;
-    for (i = 0; i < n_tags; i++) {
-        if (tags[i].len == 11 && memcmp(tags[i].ptr, "pinned:true", 11) == 0) return true;
-        if (tags[i].len == 10 && memcmp(tags[i].ptr, "role:scout", 10) == 0) return true;
-    }
-    return false;
-}
-
 /* Appends a notice; returns it zeroed with kind/level/msg set, or NULL if full. */
 RSDI_PRIVATE rsd_notice *rsdi_notice_add(rsd_plan *p, rsd_notice_kind kind, rsd_notice_level level,
                                          rsd_notice_msg msg, int subject) {
@@ -5483,7 +5471,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         w.cfg[i] = w.role[i] = w.ekeep[i] = 0;
         w.gsize[i] = w.role_set[i] = 0;
         w.gbytes[i] = 0;
-        w.tag[i] = (uint8_t)(res->pinned || rsdi_tags_protect(res->tags, res->n_tags));
+        w.tag[i] = (uint8_t)(res->pinned || rsd_tags_protect(res->tags, res->n_tags));
         for (k = 0; k <= res->n_aliases; k++) {
             rsd_str x = rsdi_res_name(res, k);
             rsdi_nt_slot *s;
@@ -5927,65 +5915,105 @@ RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed) {
     return rsd_optout_resolve(getenv("RESIDENCY"), target_user_managed);
 }
 
+/* The root-URL rule, the one place it is written: the path without trailing '/', then
+   without one trailing "/v1", then without trailing '/' again. */
+RSDI_PRIVATE rsd_str rsdi_root_path(rsd_str p) {
+    while (p.len && p.ptr[p.len - 1] == '/') p.len--;
+    if (p.len >= 3 && memcmp(p.ptr + p.len - 3, "/v1", 3) == 0) p.len -= 3;
+    while (p.len && p.ptr[p.len - 1] == '/') p.len--;
+    return p;
+}
+
+/* ASCII case-insensitive prefix test. */
+RSDI_PRIVATE bool rsdi_iprefix(rsd_str s, const char *lit) {
+    size_t n = strlen(lit);
+    rsd_str h;
+    if (s.len < n) return false;
+    h.ptr = s.ptr;
+    h.len = n;
+    return rsdi_ieq_c(h, lit);
+}
+
+RSD_API int rsd_root_url(rsd_str url, char *out, size_t cap) {
+    rsd_str s;
+    const char *scheme = "";
+    size_t sl, need;
+    if ((!out && cap) || !rsdi_str_valid(url)) return RSD_ERR_ARG;
+    if (cap) out[0] = '\0';
+    s = rsdi_str_trim(url);
+    if (s.len && (memchr(s.ptr, '?', s.len) || memchr(s.ptr, '#', s.len))) return RSD_ERR_URL;
+    s = rsdi_root_path(s);
+    if (rsdi_iprefix(s, "ws://")) { scheme = "http://"; s.ptr += 5; s.len -= 5; }
+    else if (rsdi_iprefix(s, "wss://")) { scheme = "https://"; s.ptr += 6; s.len -= 6; }
+    if (!s.len) return RSD_ERR_URL;
+    sl = strlen(scheme);
+    need = sl + s.len;
+    if (need >= cap || need > 0x7FFFFFFF) return RSD_ERR_BUFFER;
+    memcpy(out, scheme, sl);
+    memcpy(out + sl, s.ptr, s.len);
+    out[need] = '\0';
+    return (int)need;
+}
+
+/* Appends n bytes of p to out[*o] (lower-cased when lower); false when cap is reached. */
+RSDI_PRIVATE bool rsdi_key_put(char *out, size_t cap, size_t *o, const char *p, size_t n, bool lower) {
+    size_t i;
+    if (n >= cap || *o >= cap - n) return false;
+    for (i = 0; i < n; i++) out[(*o)++] = lower ? rsdi_ascii_lower(p[i]) : p[i];
+    return true;
+}
+
 /* One normalisation pass; rsd_target_key_normalise repeats it to a fixed point. */
 RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
-    size_t i, n = 0, host_end, path_beg, scheme_end = 0, end;
-    const char *s;
-    bool has_scheme = false, http = false, https = false;
+    size_t i, o = 0, sb, se = 0, hb, he, pe, colon;
+    rsd_str sch, path;
+    const char *s, *def = NULL;
+    bool has_scheme = false, ok = true;
     if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
     raw = rsdi_str_trim(raw);
     s = raw.ptr;
     for (i = 0; i + 2 < raw.len; i++)
-        if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') { has_scheme = true; scheme_end = i; break; }
-    if (has_scheme) {
-        size_t sb = scheme_end; /* scheme starts after the last '|' before it */
-        while (sb > 0 && s[sb - 1] != '|') sb--;
-        {
-            rsd_str sch;
-            sch.ptr = s + sb;
-            sch.len = scheme_end - sb;
-            http = rsdi_ieq_c(sch, "http");
-            https = rsdi_ieq_c(sch, "https");
-        }
-        host_end = scheme_end + 3;
-        while (host_end < raw.len && s[host_end] != '/' && s[host_end] != '?' && s[host_end] != '#') host_end++;
+        if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') { has_scheme = true; se = i; break; }
+    if (!has_scheme) { /* a plain key: only trailing '/' dropped */
+        while (raw.len && s[raw.len - 1] == '/') raw.len--;
+        ok = rsdi_key_put(out, cap, &o, s, raw.len, false);
     } else {
-        host_end = 0;
-    }
-    path_beg = host_end;
-    end = raw.len;
-    if (has_scheme) /* drop query and fragment, as rsd_url_key does */
-        for (i = path_beg; i < end; i++)
-            if (s[i] == '?' || s[i] == '#') { end = i; break; }
-    /* drop trailing '/' of the path */
-    while (end > path_beg && s[end - 1] == '/') end--;
-    {
-        size_t hend = host_end;
-        if (has_scheme) { /* drop default port */
-            size_t port = http ? 3 : https ? 4 : 0;
-            if (port && hend - (scheme_end + 3) > port &&
-                memcmp(s + hend - port, https ? ":443" : ":80", port) == 0) {
-                size_t h = hend - port; /* only a plain host or a [v6] literal before it */
-                bool plain = s[h - 1] == ']';
-                if (!plain) {
-                    plain = true;
-                    for (i = scheme_end + 3; i < h; i++)
-                        if (s[i] == ':') plain = false;
-                }
-                if (plain) hend = h;
-            }
+        for (sb = se; sb > 0 && s[sb - 1] != '|'; sb--) {} /* the scheme follows a "runtime|" prefix */
+        sch.ptr = s + sb;
+        sch.len = se - sb;
+        ok = rsdi_key_put(out, cap, &o, s, sb, true);
+        if (rsdi_ieq_c(sch, "http") || rsdi_ieq_c(sch, "ws")) { ok = ok && rsdi_key_put(out, cap, &o, "http://", 7, false); def = "80"; }
+        else if (rsdi_ieq_c(sch, "https") || rsdi_ieq_c(sch, "wss")) { ok = ok && rsdi_key_put(out, cap, &o, "https://", 8, false); def = "443"; }
+        else ok = ok && rsdi_key_put(out, cap, &o, s + sb, se + 3 - sb, true);
+        hb = se + 3;
+        for (he = hb; he < raw.len && s[he] != '/' && s[he] != '?' && s[he] != '#'; he++) {}
+        /* a port: digits after the last ':' of a plain host or after a [v6] literal */
+        colon = he;
+        for (i = he; i > hb; i--)
+            if (s[i - 1] == ':' || s[i - 1] == ']') { colon = s[i - 1] == ':' ? i - 1 : he; break; }
+        if (colon < he) {
+            for (i = hb; i < colon && s[colon - 1] != ']'; i++)
+                if (s[i] == ':') colon = he; /* an unbracketed v6 text: no port */
+            for (i = colon + 1; i < he; i++)
+                if (s[i] < '0' || s[i] > '9') colon = he;
+            if (colon + 1 == he) colon = he;
         }
-        for (i = 0; i < end; i++) {
-            char c = s[i];
-            if (i >= hend && i < host_end) continue;
-            if (i < host_end && c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
-            if (n + 1 >= cap) return RSD_ERR_BUFFER;
-            out[n++] = c;
+        ok = ok && rsdi_key_put(out, cap, &o, s + hb, colon - hb, true);
+        if (colon < he) {
+            size_t d = colon + 1;
+            while (d + 1 < he && s[d] == '0') d++; /* ":08080" is ":8080" */
+            if (!def || he - d != strlen(def) || memcmp(s + d, def, he - d) != 0)
+                ok = ok && rsdi_key_put(out, cap, &o, ":", 1, false) && rsdi_key_put(out, cap, &o, s + d, he - d, false);
         }
+        for (pe = he; pe < raw.len && s[pe] != '?' && s[pe] != '#'; pe++) {} /* query, fragment dropped */
+        path.ptr = s + he;
+        path.len = pe - he;
+        path = rsdi_root_path(path);
+        ok = ok && rsdi_key_put(out, cap, &o, path.ptr, path.len, false);
     }
-    if (cap == 0) return RSD_ERR_BUFFER;
-    out[n] = '\0';
-    return (int)n;
+    if (!ok || cap == 0 || o >= cap) return RSD_ERR_BUFFER;
+    out[o] = '\0';
+    return (int)o;
 }
 
 RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
@@ -6110,6 +6138,138 @@ RSD_API bool rsd_model_state_resident(int state) {
     return state == RSD_MODEL_LOADING || state == RSD_MODEL_LOADED || state == RSD_MODEL_SLEEPING;
 }
 
+/* The payload layer: helpers every runtime parser (router, Ollama, LM Studio) uses. */
+
+/* The one id rule of every payload parser and request body: a usable model, alias, tag
+   or instance id is 1..RSD_MODEL_ID_MAX-1 bytes (decoded) without a NUL byte, so it is
+   also a C string. Other control bytes are kept: a server may list such a model, and it
+   stays manageable; text that reaches a terminal or a log escapes them (>>text). */
+RSDI_PRIVATE bool rsdi_id_ok(rsd_str s) {
+    return s.ptr && s.len > 0 && s.len < (size_t)RSD_MODEL_ID_MAX && !memchr(s.ptr, '\0', s.len);
+}
+
+/* Where the copied strings of one result go; used is restored to drop an entry. */
+typedef struct rsdi_pl_arena {
+    char *buf;
+    size_t cap;
+    size_t used;
+} rsdi_pl_arena;
+
+/* What rsdi_pl_copy requires of a string: any text, an id (rsdi_id_ok), or an id once
+   the spaces around it are trimmed (LM Studio's keys and instance ids). */
+enum { RSDI_PL_TEXT = 0, RSDI_PL_ID = 1, RSDI_PL_ID_TRIM = 2 };
+
+/* String token i decoded (JSON escapes undone) and copied into the arena, NUL-terminated
+   there: parsed results never point into the body. rule is an RSDI_PL_* above; the
+   length limit of an id applies to the text as listed. 1 = copied (*out set), 0 = not
+   a string or not a usable id, -1 = the arena cannot hold it (the caller marks its
+   result truncated). *out is "" unless 1. */
+RSDI_PRIVATE int rsdi_pl_copy(const rsd_json_doc *d, int i, rsdi_pl_arena *a, int rule, rsd_str *out) {
+    size_t n = 0;
+    rsd_str v;
+    int r;
+    out->ptr = "";
+    out->len = 0;
+    if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return 0;
+    if (!a->buf || a->used >= a->cap) r = rsd_json_str(d, i, NULL, 0, &n);
+    else r = rsd_json_str(d, i, a->buf + a->used, a->cap - a->used, &n);
+    if (rule != RSDI_PL_TEXT && (n == 0 || n >= (size_t)RSD_MODEL_ID_MAX)) return 0;
+    if (r == RSD_ERR_BUFFER) return -1;
+    if (r != RSD_OK) return 0;
+    v.ptr = a->buf + a->used;
+    v.len = n;
+    a->used += n + 1;
+    if (rule == RSDI_PL_ID_TRIM) v = rsdi_str_trim(v);
+    if (rule != RSDI_PL_TEXT && !rsdi_id_ok(v)) {
+        a->used -= n + 1;
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Non-negative integral number (an integer token, or a double without fraction
+   below 2^63, e.g. 6.5e9); false for anything else. */
+RSDI_PRIVATE bool rsdi_pl_u64(const rsd_json_doc *d, int i, uint64_t *out) {
+    int64_t v;
+    double x;
+    if (rsd_json_type_of(d, i) != RSD_JSON_NUMBER) return false;
+    if (rsd_json_int64(d, i, &v) == RSD_OK) {
+        if (v < 0) return false;
+        *out = (uint64_t)v;
+        return true;
+    }
+    if (rsd_json_double(d, i, &x) != RSD_OK) return false;
+    if (!(x >= 0.0) || x >= 9223372036854775808.0 || x != (double)(int64_t)x) return false;
+    *out = (uint64_t)x;
+    return true;
+}
+
+/* rsdi_pl_u64 limited to 1..UINT32_MAX (a context length); false otherwise. */
+RSDI_PRIVATE bool rsdi_pl_u32_pos(const rsd_json_doc *d, int i, uint32_t *out) {
+    uint64_t v;
+    if (!rsdi_pl_u64(d, i, &v) || v == 0 || v > 0xFFFFFFFFu) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* Decoded text of string token i into dst[cap] (cap >= 1): cut at a UTF-8 boundary
+   when it does not fit, control bytes replaced by ' '. False if i is no string. */
+RSDI_PRIVATE bool rsdi_pl_text(const rsd_json_doc *d, int i, char *dst, size_t cap) {
+    size_t n = 0, k;
+    dst[0] = '\0';
+    if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return false;
+    if (rsd_json_str(d, i, dst, cap, &n) == RSD_ERR_BUFFER) {
+        n = cap - 1;
+        k = n;
+        while (k > 0 && ((unsigned char)dst[k - 1] & 0xC0) == 0x80) k--;
+        if (k > 0 && (unsigned char)dst[k - 1] >= 0xC0) {
+            unsigned char lead = (unsigned char)dst[k - 1];
+            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+            if (n - (k - 1) < need) n = k - 1;
+        }
+        dst[n] = '\0';
+    }
+    for (k = 0; k < n; k++)
+        if ((unsigned char)dst[k] < 0x20 || (unsigned char)dst[k] == 0x7F) dst[k] = ' ';
+    return true;
+}
+
+/* Fill *out from the "error" member of object obj; true when one is present
+   (a non-empty string, an object, or any other non-null, non-false value). */
+RSDI_PRIVATE bool rsdi_pl_error(const rsd_json_doc *d, int obj, rsd_server_error *out) {
+    int e = rsd_json_find(d, obj, "error"), m;
+    rsd_json_type t = rsd_json_type_of(d, e);
+    memset(out, 0, sizeof *out);
+    if (e < 0 || t == RSD_JSON_NULL) return false;
+    if (t == RSD_JSON_BOOL && d->src[d->toks[e].start] == 'f') return false;
+    if (t == RSD_JSON_STRING) {
+        if (d->toks[e].end == d->toks[e].start) return false;
+        (void)rsdi_pl_text(d, e, out->message, sizeof out->message);
+    } else if (t == RSD_JSON_OBJECT) {
+        (void)rsdi_pl_text(d, rsd_json_find(d, e, "message"), out->message, sizeof out->message);
+        (void)rsdi_pl_text(d, rsd_json_find(d, e, "type"), out->type, sizeof out->type);
+        m = rsd_json_find(d, e, "code");
+        if (rsd_json_type_of(d, m) == RSD_JSON_NUMBER) {
+            rsd_str v = rsd_json_view(d, m);
+            size_t n = v.len < sizeof out->code - 1 ? v.len : sizeof out->code - 1;
+            memcpy(out->code, v.ptr, n);
+            out->code[n] = '\0';
+        } else {
+            (void)rsdi_pl_text(d, m, out->code, sizeof out->code);
+        }
+    }
+    out->present = true;
+    return true;
+}
+
+/* Parse body into d with the caller's tokens; shared argument checks. */
+RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rsd_json_tok *toks,
+                               uint32_t cap) {
+    if ((!body && len) || !toks || cap == 0) return RSD_ERR_ARG;
+    return rsd_json_parse(d, body ? body : "", len, toks, cap);
+}
+
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
     int i, k;
     if (!l || !name.len || !name.ptr) return -1;
@@ -6132,21 +6292,17 @@ RSDI_PRIVATE void rsdi_listing_reset(rsd_listing *l) {
     l->arena_used = 0;
 }
 
-/* Decode string token i into the listing's arena as a model name: 1..MODEL_ID_MAX-1
-   bytes, no NUL. 1 = ok (*out set), 0 = unusable name, -1 = arena full. */
+/* Copy string token i into the listing's arena as an id (rsdi_pl_copy with the id rule).
+   1 = ok (*out set), 0 = unusable id, -1 = arena full. */
 RSDI_PRIVATE int rsdi_listing_name(rsd_listing *l, const rsd_json_doc *doc, int i, rsd_str *out) {
-    size_t avail = RSD_LISTING_ARENA_BYTES - l->arena_used, n = 0;
-    char *dst = l->arena + l->arena_used;
+    rsdi_pl_arena a;
     int r;
-    if (rsd_json_type_of(doc, i) != RSD_JSON_STRING) return 0;
-    r = rsd_json_str(doc, i, dst, avail, &n);
-    if (n == 0 || n >= RSD_MODEL_ID_MAX) return 0;
-    if (r == RSD_ERR_BUFFER) return -1;
-    if (r < 0 || memchr(dst, '\0', n)) return 0;
-    out->ptr = dst;
-    out->len = n;
-    l->arena_used += n + 1; /* keep the NUL: ids are usable as C strings */
-    return 1;
+    a.buf = l->arena;
+    a.cap = RSD_LISTING_ARENA_BYTES;
+    a.used = l->arena_used;
+    r = rsdi_pl_copy(doc, i, &a, RSDI_PL_ID, out);
+    l->arena_used = a.used;
+    return r;
 }
 
 /* Parse "--ctx-size N" / "-c N" from a status.args array; 0 when absent. */
@@ -6169,15 +6325,6 @@ RSDI_PRIVATE uint32_t rsdi_router_args_ctx(const rsd_json_doc *doc, int args) {
     return ctx;
 }
 
-/* A non-negative integer member of obj, or false. */
-RSDI_PRIVATE bool rsdi_json_u64_member(const rsd_json_doc *doc, int obj, const char *key, uint64_t *out) {
-    int v = rsd_json_find(doc, obj, key);
-    int64_t x;
-    if (v < 0 || rsd_json_int64(doc, v, &x) != RSD_OK || x < 0) return false;
-    *out = (uint64_t)x;
-    return true;
-}
-
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out) {
     rsd_json_doc doc;
@@ -6193,17 +6340,25 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
     for (e = rsd_json_child(&doc, data); e >= 0; e = rsd_json_next(&doc, e)) {
         rsd_listed_model *m;
         size_t mark = out->arena_used;
-        int st, v, k, got;
+        int st = -1, v, k, got, id = -1, aliases = -1, tags = -1, meta = -1;
         out->n_seen++;
         if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
         if (out->n >= RSD_LISTING_MAX_MODELS) { out->truncated = true; continue; }
         m = &out->models[out->n];
         memset(m, 0, sizeof *m);
-        got = rsdi_listing_name(out, &doc, rsd_json_find(&doc, e, "id"), &m->id);
+        /* one pass over the members; a later duplicate key replaces an earlier one */
+        for (k = rsd_json_child(&doc, e); k >= 0; k = rsd_json_next(&doc, k)) {
+            if (rsd_json_str_eq(&doc, k, "id")) id = k + 1;
+            else if (rsd_json_str_eq(&doc, k, "status")) st = k + 1;
+            else if (rsd_json_str_eq(&doc, k, "aliases")) aliases = k + 1;
+            else if (rsd_json_str_eq(&doc, k, "tags")) tags = k + 1;
+            else if (rsd_json_str_eq(&doc, k, "meta")) meta = k + 1;
+        }
+        got = rsdi_listing_name(out, &doc, id, &m->id);
         if (got < 0) { out->truncated = true; continue; }
         if (got == 0) { out->n_skipped++; continue; }
         /* aliases (L9 rules), then tags: protecting tags first when over the limit */
-        v = rsd_json_find(&doc, e, "aliases");
+        v = aliases;
         if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
             for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
                 rsd_str a;
@@ -6212,28 +6367,29 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
                 if (got < 0) { out->truncated = true; break; }
                 if (got > 0 && !rsd_str_eq(a, m->id)) m->aliases[m->n_aliases++] = a;
             }
-        v = rsd_json_find(&doc, e, "tags");
+        v = tags;
         if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
             for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
-                bool prot = rsd_json_str_eq(&doc, k, "pinned:true") || rsd_json_str_eq(&doc, k, "role:scout");
+                size_t at = out->arena_used;
                 rsd_str t;
                 int slot = m->n_tags;
                 if (rsd_json_type_of(&doc, k) != RSD_JSON_STRING) continue;
-                if (slot >= RSD_MAX_TAGS) {
-                    m->flags |= RSD_LISTED_TAGS_CUT;
-                    if (!prot || rsd_tags_protect(m->tags, m->n_tags)) continue;
-                    slot = RSD_MAX_TAGS - 1; /* a protecting tag replaces the last one */
-                }
+                if (slot >= RSD_MAX_TAGS) m->flags |= RSD_LISTED_TAGS_CUT;
                 got = rsdi_listing_name(out, &doc, k, &t);
                 if (got < 0) { out->truncated = true; break; }
-                if (got > 0) {
-                    m->tags[slot] = t;
-                    if (slot == m->n_tags) m->n_tags++;
+                if (got == 0) continue;
+                if (slot >= RSD_MAX_TAGS) {
+                    if (!rsdi_tag_protects(t) || rsd_tags_protect(m->tags, m->n_tags)) {
+                        out->arena_used = at; /* not kept */
+                        continue;
+                    }
+                    slot = RSD_MAX_TAGS - 1; /* a protecting tag replaces the last one */
                 }
+                m->tags[slot] = t;
+                if (slot == m->n_tags) m->n_tags++;
             }
         if (out->truncated) { out->arena_used = mark; continue; }
         /* state (L10, wire.md 1.4) */
-        st = rsd_json_find(&doc, e, "status");
         v = st;
         if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT) {
             bool failed = false;
@@ -6261,13 +6417,13 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
         if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
         if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
         /* meta: trained context and file size, when the child reported them */
-        v = rsd_json_find(&doc, e, "meta");
+        v = meta;
         if (rsd_json_type_of(&doc, v) == RSD_JSON_OBJECT) {
             uint64_t x;
-            if (rsdi_json_u64_member(&doc, v, "n_ctx_train", &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
-            if (rsdi_json_u64_member(&doc, v, "n_ctx", &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
+            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "n_ctx_train"), &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
+            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "n_ctx"), &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
                 m->context_length = (uint32_t)x;
-            if (rsdi_json_u64_member(&doc, v, "size", &x)) {
+            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "size"), &x)) {
                 m->size_bytes = x;
                 m->has_size = true;
             }
@@ -6296,141 +6452,6 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     return RSD_OK;
 }
 /* >>payload:router end */
-/* >>payload:ollama */
-/* Shared helpers of the Ollama and LM Studio payload parsers (rsdi_pl_*). */
-
-/* Where decoded copies of escaped strings go; used is restored to drop an entry. */
-typedef struct rsdi_pl_arena {
-    char *buf;
-    size_t cap;
-    size_t used;
-} rsdi_pl_arena;
-
-enum { RSDI_PL_OK = 0, RSDI_PL_TYPE = -1, RSDI_PL_FULL = -2 };
-
-/* String token i as a view: into the source when it has no escapes, else
-   decoded into the arena (NUL-terminated there). RSDI_PL_TYPE if i is not a
-   string, RSDI_PL_FULL if the arena cannot hold it; *out is "" then. */
-RSDI_PRIVATE int rsdi_pl_str(const rsd_json_doc *d, int i, rsdi_pl_arena *a, rsd_str *out) {
-    const rsd_json_tok *t = rsdi_json_tok(d, i);
-    size_t n = 0;
-    out->ptr = "";
-    out->len = 0;
-    if (!t || t->type != RSD_JSON_STRING) return RSDI_PL_TYPE;
-    if (!(t->flags & RSD_JSON_F_ESCAPED)) {
-        *out = rsd_json_view(d, i);
-        return RSDI_PL_OK;
-    }
-    (void)rsd_json_str(d, i, NULL, 0, &n);
-    if (!a || !a->buf || a->used > a->cap || n >= a->cap - a->used) return RSDI_PL_FULL;
-    if (rsd_json_str(d, i, a->buf + a->used, a->cap - a->used, &n) != RSD_OK) return RSDI_PL_FULL;
-    out->ptr = a->buf + a->used;
-    out->len = n;
-    a->used += n + 1;
-    return RSDI_PL_OK;
-}
-
-/* A usable model or instance id: 1..RSD_MODEL_ID_MAX-1 bytes, no control byte. */
-RSDI_PRIVATE bool rsdi_pl_id_ok(rsd_str s) {
-    size_t i;
-    if (s.len == 0 || s.len >= (size_t)RSD_MODEL_ID_MAX) return false;
-    for (i = 0; i < s.len; i++)
-        if ((unsigned char)s.ptr[i] < 0x20 || (unsigned char)s.ptr[i] == 0x7F) return false;
-    return true;
-}
-
-/* Non-negative integral number (an integer token, or a double without fraction
-   below 2^63, e.g. 6.5e9); false for anything else. */
-RSDI_PRIVATE bool rsdi_pl_u64(const rsd_json_doc *d, int i, uint64_t *out) {
-    int64_t v;
-    double x;
-    if (rsd_json_type_of(d, i) != RSD_JSON_NUMBER) return false;
-    if (rsd_json_int64(d, i, &v) == RSD_OK) {
-        if (v < 0) return false;
-        *out = (uint64_t)v;
-        return true;
-    }
-    if (rsd_json_double(d, i, &x) != RSD_OK) return false;
-    if (!(x >= 0.0) || x >= 9223372036854775808.0 || x != (double)(int64_t)x) return false;
-    *out = (uint64_t)x;
-    return true;
-}
-
-/* rsdi_pl_u64 limited to 1..UINT32_MAX (a context length); false otherwise. */
-RSDI_PRIVATE bool rsdi_pl_u32_pos(const rsd_json_doc *d, int i, uint32_t *out) {
-    uint64_t v;
-    if (!rsdi_pl_u64(d, i, &v) || v == 0 || v > 0xFFFFFFFFu) return false;
-    *out = (uint32_t)v;
-    return true;
-}
-
-/* Value of the LAST member named key in object obj (JSON.parse and Go keep the
-   last of duplicate keys), or -1. */
-RSDI_PRIVATE int rsdi_pl_member(const rsd_json_doc *d, int obj, const char *key) {
-    int k, v = -1;
-    if (rsd_json_type_of(d, obj) != RSD_JSON_OBJECT) return -1;
-    for (k = rsd_json_child(d, obj); k >= 0; k = rsd_json_next(d, k))
-        if (rsd_json_str_eq(d, k, key)) v = k + 1;
-    return v;
-}
-
-/* Decoded text of string token i into dst[cap] (cap >= 1): cut at a UTF-8 boundary
-   when it does not fit, control bytes replaced by ' '. False if i is no string. */
-RSDI_PRIVATE bool rsdi_pl_text(const rsd_json_doc *d, int i, char *dst, size_t cap) {
-    size_t n = 0, k;
-    dst[0] = '\0';
-    if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return false;
-    if (rsd_json_str(d, i, dst, cap, &n) == RSD_ERR_BUFFER) {
-        n = cap - 1;
-        k = n;
-        while (k > 0 && ((unsigned char)dst[k - 1] & 0xC0) == 0x80) k--;
-        if (k > 0 && (unsigned char)dst[k - 1] >= 0xC0) {
-            unsigned char lead = (unsigned char)dst[k - 1];
-            size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-            if (n - (k - 1) < need) n = k - 1;
-        }
-        dst[n] = '\0';
-    }
-    for (k = 0; k < n; k++)
-        if ((unsigned char)dst[k] < 0x20 || (unsigned char)dst[k] == 0x7F) dst[k] = ' ';
-    return true;
-}
-
-/* Fill *out from the "error" member of object obj; true when one is present
-   (a non-empty string, an object, or any other non-null, non-false value). */
-RSDI_PRIVATE bool rsdi_pl_error(const rsd_json_doc *d, int obj, rsd_server_error *out) {
-    int e = rsdi_pl_member(d, obj, "error"), m;
-    rsd_json_type t = rsd_json_type_of(d, e);
-    memset(out, 0, sizeof *out);
-    if (e < 0 || t == RSD_JSON_NULL) return false;
-    if (t == RSD_JSON_BOOL && d->src[d->toks[e].start] == 'f') return false;
-    if (t == RSD_JSON_STRING) {
-        if (d->toks[e].end == d->toks[e].start) return false;
-        (void)rsdi_pl_text(d, e, out->message, sizeof out->message);
-    } else if (t == RSD_JSON_OBJECT) {
-        (void)rsdi_pl_text(d, rsdi_pl_member(d, e, "message"), out->message, sizeof out->message);
-        (void)rsdi_pl_text(d, rsdi_pl_member(d, e, "type"), out->type, sizeof out->type);
-        m = rsdi_pl_member(d, e, "code");
-        if (rsd_json_type_of(d, m) == RSD_JSON_NUMBER) {
-            rsd_str v = rsd_json_view(d, m);
-            size_t n = v.len < sizeof out->code - 1 ? v.len : sizeof out->code - 1;
-            memcpy(out->code, v.ptr, n);
-            out->code[n] = '\0';
-        } else {
-            (void)rsdi_pl_text(d, m, out->code, sizeof out->code);
-        }
-    }
-    out->present = true;
-    return true;
-}
-
-/* Parse body into d with the caller's tokens; shared argument checks. */
-RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rsd_json_tok *toks,
-                               uint32_t cap) {
-    if ((!body && len) || !toks || cap == 0) return RSD_ERR_ARG;
-    return rsd_json_parse(d, body ? body : "", len, toks, cap);
-}
-
 RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,
                                    rsd_json_tok *toks, uint32_t cap) {
     rsd_json_doc d;
@@ -6442,182 +6463,83 @@ RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size
     return rsdi_pl_error(&d, 0, out) ? 1 : 0;
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
-RSDI_PRIVATE int64_t rsdi_pl_days(int64_t y, int64_t m, int64_t dd) {
-    int64_t era, yoe, doy, doe;
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + dd - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-/* n decimal digits at s[*p] into *v; false if any is not a digit. */
-RSDI_PRIVATE bool rsdi_pl_digits(rsd_str s, size_t *p, int n, int *v) {
-    int k;
-    *v = 0;
-    if (*p > s.len || s.len - *p < (size_t)n) return false;
-    for (k = 0; k < n; k++) {
-        char c = s.ptr[*p + (size_t)k];
-        if (c < '0' || c > '9') return false;
-        *v = *v * 10 + (c - '0');
-    }
-    *p += (size_t)n;
+/* {"model":m, ...}: shared start of the request bodies; false if m is unusable. */
+RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, const char *key,
+                                     rsd_str model) {
+    rsd_json_w_init(w, buf, cap);
+    if (!model.ptr || !rsdi_id_ok(model)) return false;
+    rsd_json_w_begin_object(w);
+    rsd_json_w_key(w, key);
+    rsd_json_w_strn(w, model.ptr, model.len);
     return true;
 }
 
-/* RFC 3339 "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)" -> Unix ms and year. */
-RSDI_PRIVATE bool rsdi_pl_rfc3339(rsd_str s, int64_t *ms, int *year) {
-    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    size_t p = 0;
-    int y, mo, dd, h, mi, se, frac = 0, scale = 100, oh = 0, om = 0, sign = 0;
-    bool leap;
-    if (!rsdi_pl_digits(s, &p, 4, &y) || p >= s.len || s.ptr[p++] != '-') return false;
-    if (!rsdi_pl_digits(s, &p, 2, &mo) || p >= s.len || s.ptr[p++] != '-') return false;
-    if (!rsdi_pl_digits(s, &p, 2, &dd) || p >= s.len) return false;
-    if (s.ptr[p] != 'T' && s.ptr[p] != 't' && s.ptr[p] != ' ') return false;
-    p++;
-    if (!rsdi_pl_digits(s, &p, 2, &h) || p >= s.len || s.ptr[p++] != ':') return false;
-    if (!rsdi_pl_digits(s, &p, 2, &mi) || p >= s.len || s.ptr[p++] != ':') return false;
-    if (!rsdi_pl_digits(s, &p, 2, &se) || p >= s.len) return false;
-    leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    if (mo < 1 || mo > 12 || dd < 1 || dd > mdays[mo - 1] || (mo == 2 && dd == 29 && !leap) ||
-        h > 23 || mi > 59 || se > 60)
-        return false;
-    if (s.ptr[p] == '.') {
-        bool any = false;
-        for (p++; p < s.len && s.ptr[p] >= '0' && s.ptr[p] <= '9'; p++) {
-            any = true;
-            if (scale) { frac += (s.ptr[p] - '0') * scale; scale /= 10; }
-        }
-        if (!any || p >= s.len) return false;
-    }
-    if (s.ptr[p] == 'Z' || s.ptr[p] == 'z') {
-        p++;
-    } else if (s.ptr[p] == '+' || s.ptr[p] == '-') {
-        sign = s.ptr[p++] == '-' ? -1 : 1;
-        if (!rsdi_pl_digits(s, &p, 2, &oh) || p >= s.len || s.ptr[p++] != ':') return false;
-        if (!rsdi_pl_digits(s, &p, 2, &om) || oh > 23 || om > 59) return false;
-    } else {
-        return false;
-    }
-    if (p != s.len) return false;
-    *ms = ((rsdi_pl_days(y, mo, dd) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + se) -
-           (int64_t)sign * ((int64_t)oh * 3600 + (int64_t)om * 60)) * 1000 + frac;
-    *year = y;
-    return true;
-}
-
-/* One /api/ps or /api/tags entry into *m; false drops it (no usable id). */
-RSDI_PRIVATE bool rsdi_ollama_entry(const rsd_json_doc *d, int e, rsdi_pl_arena *a, rsd_ollama_model *m) {
-    int k, v, year = 0;
-    rsd_str s;
-    memset(m, 0, sizeof *m);
-    m->name.ptr = m->model.ptr = m->digest.ptr = m->expires_at.ptr = "";
-    if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) return false;
-    for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
-        v = k + 1;
-        if (rsd_json_str_eq(d, k, "name")) {
-            if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK && rsdi_pl_id_ok(s)) m->name = s;
-            else m->name.len = 0;
-        } else if (rsd_json_str_eq(d, k, "model")) {
-            if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK && rsdi_pl_id_ok(s)) m->model = s;
-            else m->model.len = 0;
-        } else if (rsd_json_str_eq(d, k, "digest")) {
-            if (rsdi_pl_str(d, v, a, &s) != RSDI_PL_OK) s.len = 0;
-            m->digest = s;
-        } else if (rsd_json_str_eq(d, k, "expires_at")) {
-            m->has_expires = false;
-            m->expires_forever = false;
-            m->expires_unix_ms = 0;
-            m->expires_at.len = 0;
-            if (rsdi_pl_str(d, v, a, &s) == RSDI_PL_OK) {
-                m->expires_at = s;
-                if (rsdi_pl_rfc3339(s, &m->expires_unix_ms, &year)) {
-                    m->has_expires = true;
-                    m->expires_forever = year >= 2200;
-                }
-            }
-        } else if (rsd_json_str_eq(d, k, "size")) {
-            m->has_size = rsdi_pl_u64(d, v, &m->size_bytes);
-            if (!m->has_size) m->size_bytes = 0;
-        } else if (rsd_json_str_eq(d, k, "size_vram")) {
-            m->has_size_vram = rsdi_pl_u64(d, v, &m->size_vram_bytes);
-            if (!m->has_size_vram) m->size_vram_bytes = 0;
-        } else if (rsd_json_str_eq(d, k, "context_length")) {
-            if (!rsdi_pl_u32_pos(d, v, &m->context_length)) m->context_length = 0;
-        }
-    }
-    if (m->name.len == 0) m->name.ptr = "";
-    if (m->model.len == 0) m->model.ptr = "";
-    return m->name.len > 0 || m->model.len > 0;
-}
-
+/* >>payload:ollama */
+#ifndef RSD_NO_OLLAMA
 /* The "models" array of an Ollama listing: its token, 0 for null (empty), or <0. */
 RSDI_PRIVATE int rsdi_ollama_models_array(const rsd_json_doc *d) {
     int arr;
     if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = rsdi_pl_member(d, 0, "models");
+    arr = rsd_json_find(d, 0, "models");
     if (rsd_json_type_of(d, arr) == RSD_JSON_NULL) return 0;
     if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY) return RSD_ERR_JSON_TYPE;
     return arr;
 }
 
-RSDI_PRIVATE int rsdi_ollama_parse_list(rsd_ollama_list *out, const char *body, size_t len,
-                                        rsd_json_tok *toks, uint32_t cap) {
+RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
+                                  rsd_listing *out) {
     rsd_json_doc d;
-    rsdi_pl_arena a;
     int r, arr, e;
-    size_t mark;
     if (!out) return RSD_ERR_ARG;
-    out->n_models = out->n_entries = out->n_dropped = 0;
-    out->truncated = false;
-    out->arena_used = 0;
-    r = rsdi_pl_parse(&d, body, len, toks, cap);
+    rsdi_listing_reset(out);
+    r = rsdi_pl_parse(&d, body, len, toks, n_toks);
     if (r < 0) return r;
     arr = rsdi_ollama_models_array(&d);
-    if (arr <= 0) return arr;
-    a.buf = out->arena;
-    a.cap = sizeof out->arena;
-    a.used = 0;
-    for (e = rsd_json_child(&d, arr); e >= 0; e = rsd_json_next(&d, e)) {
-        out->n_entries++;
-        if (out->n_models >= RSD_OLLAMA_MAX_MODELS) {
-            out->n_dropped++;
+    if (arr < 0) return arr;
+    out->has_states = true;
+    for (e = arr > 0 ? rsd_json_child(&d, arr) : -1; e >= 0; e = rsd_json_next(&d, e)) {
+        rsd_listed_model *m;
+        rsd_str name, model;
+        size_t mark = out->arena_used;
+        int gn, gm;
+        out->n_seen++;
+        if (out->n >= RSD_LISTING_MAX_MODELS) {
             out->truncated = true;
             continue;
         }
-        mark = a.used;
-        if (rsdi_ollama_entry(&d, e, &a, &out->models[out->n_models])) {
-            out->n_models++;
-        } else {
-            a.used = mark;
-            out->n_dropped++;
+        if (rsd_json_type_of(&d, e) != RSD_JSON_OBJECT) {
+            out->n_skipped++;
+            continue;
         }
+        m = &out->models[out->n];
+        memset(m, 0, sizeof *m);
+        name.ptr = model.ptr = "";
+        name.len = model.len = 0;
+        gm = rsdi_listing_name(out, &d, rsd_json_find(&d, e, "model"), &model);
+        gn = rsdi_listing_name(out, &d, rsd_json_find(&d, e, "name"), &name);
+        if (gm < 0 || gn < 0) {
+            out->arena_used = mark;
+            out->truncated = true;
+            continue;
+        }
+        if (!gm && !gn) {
+            out->arena_used = mark;
+            out->n_skipped++;
+            continue;
+        }
+        m->id = gm ? model : name;
+        if (gm && gn && !rsd_str_eq(model, name)) m->aliases[m->n_aliases++] = name;
+        m->instance.ptr = "";
+        m->state = RSD_MODEL_LOADED;
+        m->has_size = rsdi_pl_u64(&d, rsd_json_find(&d, e, "size"), &m->size_bytes);
+        if (!m->has_size) m->size_bytes = 0;
+        m->has_size_vram = rsdi_pl_u64(&d, rsd_json_find(&d, e, "size_vram"), &m->size_vram_bytes);
+        if (!m->has_size_vram) m->size_vram_bytes = 0;
+        if (!rsdi_pl_u32_pos(&d, rsd_json_find(&d, e, "context_length"), &m->context_length))
+            m->context_length = 0;
+        out->n++;
     }
-    out->arena_used = a.used;
-    return out->n_models;
-}
-
-RSD_API int rsd_ollama_parse_ps(rsd_ollama_list *out, const char *body, size_t len,
-                                rsd_json_tok *toks, uint32_t cap) {
-    return rsdi_ollama_parse_list(out, body, len, toks, cap);
-}
-
-RSD_API int rsd_ollama_parse_tags(rsd_ollama_list *out, const char *body, size_t len,
-                                  rsd_json_tok *toks, uint32_t cap) {
-    return rsdi_ollama_parse_list(out, body, len, toks, cap);
-}
-
-/* ASCII case-insensitive prefix test. */
-RSDI_PRIVATE bool rsdi_pl_iprefix(rsd_str s, const char *lit) {
-    size_t n = strlen(lit);
-    rsd_str h;
-    if (s.len < n) return false;
-    h.ptr = s.ptr;
-    h.len = n;
-    return rsdi_ieq_c(h, lit);
+    return RSD_OK;
 }
 
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
@@ -6630,12 +6552,12 @@ RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
     /* host/namespace/model:tag; the default host and the "library" namespace are
        not displayed. Only exact part counts are stripped, so the result is stable. */
     for (i = 0; i < s.len; i++) slashes += s.ptr[i] == '/';
-    if (slashes == 2 && rsdi_pl_iprefix(s, "registry.ollama.ai/")) {
+    if (slashes == 2 && rsdi_iprefix(s, "registry.ollama.ai/")) {
         s.ptr += 19;
         s.len -= 19;
         slashes = 1;
     }
-    if (slashes == 1 && rsdi_pl_iprefix(s, "library/")) { s.ptr += 8; s.len -= 8; }
+    if (slashes == 1 && rsdi_iprefix(s, "library/")) { s.ptr += 8; s.len -= 8; }
     for (i = 0; i < s.len; i++)
         if (s.ptr[i] == '/') last = i + 1;
     if (s.len == 0 || last == s.len) return RSD_ERR_MODEL_ID;
@@ -6649,66 +6571,6 @@ RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
     return (int)need;
 }
 
-/* Normalised copy of string token i into buf; length or <0. */
-RSDI_PRIVATE int rsdi_ollama_norm_tok(const rsd_json_doc *d, int i, char *buf, size_t cap) {
-    char raw[2 * RSD_MODEL_ID_MAX];
-    size_t n = 0;
-    if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return RSD_ERR_JSON_TYPE;
-    if (rsd_json_str(d, i, raw, sizeof raw, &n) != RSD_OK) return RSD_ERR_BUFFER;
-    {
-        rsd_str v;
-        v.ptr = raw;
-        v.len = n;
-        if (!rsdi_pl_id_ok(v)) return RSD_ERR_MODEL_ID;
-        return rsd_ollama_name_normalise(v, buf, cap);
-    }
-}
-
-RSD_API int rsd_ollama_tags_has(const char *body, size_t len, rsd_json_tok *toks, uint32_t cap,
-                                rsd_str name) {
-    rsd_json_doc d;
-    char want[2 * RSD_MODEL_ID_MAX], got[2 * RSD_MODEL_ID_MAX];
-    int r, arr, e, k, nw;
-    if (!name.ptr && name.len) return RSD_ERR_ARG;
-    r = rsdi_pl_parse(&d, body, len, toks, cap);
-    if (r < 0) return r;
-    arr = rsdi_ollama_models_array(&d);
-    if (arr <= 0) return arr;
-    nw = rsd_ollama_name_normalise(name, want, sizeof want);
-    if (nw < 0) return 0;
-    for (e = rsd_json_child(&d, arr); e >= 0; e = rsd_json_next(&d, e)) {
-        if (rsd_json_type_of(&d, e) != RSD_JSON_OBJECT) continue;
-        for (k = rsd_json_child(&d, e); k >= 0; k = rsd_json_next(&d, k)) {
-            if (!rsd_json_str_eq(&d, k, "name") && !rsd_json_str_eq(&d, k, "model")) continue;
-            if (rsdi_ollama_norm_tok(&d, k + 1, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0)
-                return 1;
-        }
-    }
-    return 0;
-}
-
-RSD_API int rsd_ollama_residents(const rsd_ollama_list *list, rsd_resident *out, int cap) {
-    int i;
-    if (!list || (!out && cap) || cap < 0 || list->n_models < 0 || list->n_models > RSD_OLLAMA_MAX_MODELS)
-        return RSD_ERR_ARG;
-    if (list->n_models > cap) return RSD_ERR_BUFFER;
-    for (i = 0; i < list->n_models; i++) {
-        const rsd_ollama_model *m = &list->models[i];
-        rsd_resident *r = &out[i];
-        memset(r, 0, sizeof *r);
-        r->model_id = m->model.len ? m->model : m->name;
-        if (m->model.len && m->name.len && !rsd_str_eq(m->model, m->name)) {
-            r->aliases[0] = m->name;
-            r->n_aliases = 1;
-        }
-        r->size_bytes = m->size_bytes;
-        r->has_size = m->has_size;
-        r->size_vram_bytes = m->size_vram_bytes;
-        r->has_size_vram = m->has_size_vram;
-    }
-    return list->n_models;
-}
-
 RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, size_t len,
                                      rsd_json_tok *toks, uint32_t cap) {
     rsd_json_doc d;
@@ -6719,7 +6581,7 @@ RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, 
     out->major = out->minor = out->patch = -1;
     r = rsdi_pl_parse(&d, body, len, toks, cap);
     if (r < 0) return r;
-    v = rsdi_pl_member(&d, 0, "version");
+    v = rsd_json_find(&d, 0, "version");
     if (!rsdi_pl_text(&d, v, out->text, sizeof out->text)) return RSD_ERR_JSON_TYPE;
     parts[0] = &out->major;
     parts[1] = &out->minor;
@@ -6749,25 +6611,14 @@ RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, s
     if (r < 0) return r;
     if (rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
     if (rsdi_pl_error(&d, 0, &out->error)) return RSD_ERR_SERVER_ERROR;
-    if (rsd_json_bool(&d, rsdi_pl_member(&d, 0, "done"), &b) == RSD_OK) out->done = b;
-    v = rsdi_pl_member(&d, 0, "done_reason");
+    if (rsd_json_bool(&d, rsd_json_find(&d, 0, "done"), &b) == RSD_OK) out->done = b;
+    v = rsd_json_find(&d, 0, "done_reason");
     if (rsd_json_type_of(&d, v) == RSD_JSON_STRING) {
         out->reason = RSD_OLLAMA_DONE_OTHER;
         for (k = 1; k < (int)(sizeof reasons / sizeof reasons[0]); k++)
             if (rsd_json_str_eq(&d, v, reasons[k])) out->reason = (rsd_ollama_done)k;
     }
     return RSD_OK;
-}
-
-/* {"model":m, ...}: shared start of the request bodies; false if m is unusable. */
-RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, const char *key,
-                                     rsd_str model) {
-    rsd_json_w_init(w, buf, cap);
-    if (!model.ptr || !rsdi_pl_id_ok(model)) return false;
-    rsd_json_w_begin_object(w);
-    rsd_json_w_key(w, key);
-    rsd_json_w_strn(w, model.ptr, model.len);
-    return true;
 }
 
 RSD_API int rsd_ollama_load_body(char *buf, size_t cap, rsd_str model, const rsd_ollama_load_opts *opts) {
@@ -6802,6 +6653,7 @@ RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model) {
     rsd_json_w_end_object(&w);
     return rsd_json_w_finish(&w);
 }
+#endif /* RSD_NO_OLLAMA */
 /* >>payload:ollama end */
 /* >>payload:lmstudio */
 /* Bits of rsdi_lms_have[]: which scalar fields a folded model already has (S10). */
@@ -6825,11 +6677,16 @@ RSD_API const char *rsd_lms_tier_str(int tier) {
     }
 }
 
-/* A string token as a trimmed id view; false if absent, wrong type or unusable. */
-RSDI_PRIVATE bool rsdi_lms_id(const rsd_json_doc *d, int i, rsdi_pl_arena *a, rsd_str *out) {
-    if (rsdi_pl_str(d, i, a, out) != RSDI_PL_OK) return false;
-    *out = rsdi_str_trim(*out);
-    return rsdi_pl_id_ok(*out);
+/* A string token copied as a trimmed id: 1 ok, 0 absent, wrong type or unusable, -1 the
+   arena is full (the catalog is then truncated). */
+RSDI_PRIVATE int rsdi_lms_id(const rsd_json_doc *d, int i, rsdi_pl_arena *a, rsd_str *out) {
+    return rsdi_pl_copy(d, i, a, RSDI_PL_ID_TRIM, out);
+}
+
+/* An entry or instance not kept: counted; a full arena also truncates the catalog. */
+RSDI_PRIVATE void rsdi_lms_drop(rsd_lms_catalog *cat, int why) {
+    cat->n_dropped++;
+    if (why < 0) cat->truncated = true;
 }
 
 RSDI_PRIVATE rsd_lms_type rsdi_lms_type(const rsd_json_doc *d, int i) {
@@ -6984,7 +6841,8 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     rsd_str key, id;
     int k, v, caps = -1, insts = -1, m, i, c;
     size_t mark = p->a.used;
-    bool b, key_ok = false;
+    bool b;
+    int key_ok = 0;
     memset(&f, 0, sizeof f);
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
@@ -7006,21 +6864,21 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
             insts = v;
         }
     }
-    if (!key_ok) {
+    if (key_ok <= 0) {
         p->a.used = mark;
-        p->cat->n_dropped++;
+        rsdi_lms_drop(p->cat, key_ok);
         return;
     }
     if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
-        if (rsd_json_bool(d, rsdi_pl_member(d, caps, "vision"), &b) == RSD_OK) {
+        if (rsd_json_bool(d, rsd_json_find(d, caps, "vision"), &b) == RSD_OK) {
             f.vision = b;
             f.have |= RSDI_LMS_HAVE_VISION;
         }
-        if (rsd_json_bool(d, rsdi_pl_member(d, caps, "trained_for_tool_use"), &b) == RSD_OK) {
+        if (rsd_json_bool(d, rsd_json_find(d, caps, "trained_for_tool_use"), &b) == RSD_OK) {
             f.tools = b;
             f.have |= RSDI_LMS_HAVE_TOOLS;
         }
-        v = rsdi_pl_member(d, caps, "reasoning");
+        v = rsd_json_find(d, caps, "reasoning");
         if (v >= 0) {
             f.reasoning = rsd_json_type_of(d, v) == RSD_JSON_OBJECT ||
                           (rsd_json_bool(d, v, &b) == RSD_OK && b);
@@ -7040,14 +6898,13 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     if (rsd_json_type_of(d, insts) != RSD_JSON_ARRAY) return;
     for (i = rsd_json_child(d, insts); i >= 0; i = rsd_json_next(d, i)) {
         uint32_t ctx = 0;
-        if (rsd_json_type_of(d, i) != RSD_JSON_OBJECT ||
-            rsdi_pl_str(d, rsdi_pl_member(d, i, "id"), &p->a, &id) != RSDI_PL_OK ||
-            !rsdi_pl_id_ok(id = rsdi_str_trim(id))) {
-            p->cat->n_dropped++;
+        int got = rsdi_lms_id(d, rsd_json_find(d, i, "id"), &p->a, &id);
+        if (got <= 0) {
+            rsdi_lms_drop(p->cat, got);
             continue;
         }
-        c = rsdi_pl_member(d, i, "config");
-        if (!rsdi_pl_u32_pos(d, rsdi_pl_member(d, c, "context_length"), &ctx)) ctx = 0;
+        c = rsd_json_find(d, i, "config");
+        if (!rsdi_pl_u32_pos(d, rsd_json_find(d, c, "context_length"), &ctx)) ctx = 0;
         rsdi_lms_instance(p, m, id, ctx);
     }
 }
@@ -7060,7 +6917,8 @@ RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
     int k, v, m, c;
     uint32_t loaded_ctx = 0;
     size_t mark = p->a.used;
-    bool key_ok = false, loaded = false;
+    bool loaded = false;
+    int key_ok = 0;
     memset(&f, 0, sizeof f);
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
@@ -7087,9 +6945,9 @@ RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
             }
         }
     }
-    if (!key_ok) {
+    if (key_ok <= 0) {
         p->a.used = mark;
-        p->cat->n_dropped++;
+        rsdi_lms_drop(p->cat, key_ok);
         return;
     }
     if (f.have & RSDI_LMS_HAVE_TYPE) {
@@ -7111,10 +6969,10 @@ RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d)
     int arr, e;
     bool v1;
     if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = rsdi_pl_member(d, 0, "models");
+    arr = rsd_json_find(d, 0, "models");
     v1 = rsd_json_type_of(d, arr) == RSD_JSON_ARRAY;
     if (!v1) {
-        arr = rsdi_pl_member(d, 0, "data");
+        arr = rsd_json_find(d, 0, "data");
         if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY)
             return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
     }
@@ -7349,16 +7207,16 @@ RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len
     a.buf = out->arena;
     a.cap = sizeof out->arena;
     a.used = 0;
-    if (rsdi_lms_id(&d, rsdi_pl_member(&d, 0, "instance_id"), &a, &s) ||
-        rsdi_lms_id(&d, rsdi_pl_member(&d, 0, "model_instance_id"), &a, &s))
+    if (rsdi_lms_id(&d, rsd_json_find(&d, 0, "instance_id"), &a, &s) > 0 ||
+        rsdi_lms_id(&d, rsd_json_find(&d, 0, "model_instance_id"), &a, &s) > 0)
         out->instance_id = s;
-    if (rsdi_pl_str(&d, rsdi_pl_member(&d, 0, "status"), &a, &s) == RSDI_PL_OK) out->status = s;
-    out->type = rsdi_lms_type(&d, rsdi_pl_member(&d, 0, "type"));
-    c = rsdi_pl_member(&d, 0, "load_config");
-    if (c < 0) c = rsdi_pl_member(&d, 0, "config");
-    if (!rsdi_pl_u32_pos(&d, rsdi_pl_member(&d, c, "context_length"), &out->context_length))
+    if (rsdi_pl_copy(&d, rsd_json_find(&d, 0, "status"), &a, RSDI_PL_TEXT, &s) > 0) out->status = s;
+    out->type = rsdi_lms_type(&d, rsd_json_find(&d, 0, "type"));
+    c = rsd_json_find(&d, 0, "load_config");
+    if (c < 0) c = rsd_json_find(&d, 0, "config");
+    if (!rsdi_pl_u32_pos(&d, rsd_json_find(&d, c, "context_length"), &out->context_length))
         out->context_length = 0;
-    v = rsdi_pl_member(&d, 0, "load_time_seconds");
+    v = rsd_json_find(&d, 0, "load_time_seconds");
     if (rsd_json_double(&d, v, &secs) == RSD_OK && secs >= 0.0) {
         out->load_time_ms = secs * 1000.0 >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)(secs * 1000.0 + 0.5);
         out->has_load_time = true;
@@ -7408,27 +7266,6 @@ RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id) {
     return rsd_json_w_finish(&w);
 }
 
-RSD_API int rsd_lms_root_url(rsd_str url, char *out, size_t cap) {
-    rsd_str s = url, rest;
-    const char *scheme = "";
-    size_t sl, need;
-    if ((!out && cap) || (!url.ptr && url.len)) return RSD_ERR_ARG;
-    if (cap) out[0] = '\0';
-    if (!s.ptr) s.len = 0;
-    s = rsdi_str_trim(s);
-    if (s.len && s.ptr[s.len - 1] == '/') s.len--;
-    if (s.len >= 3 && memcmp(s.ptr + s.len - 3, "/v1", 3) == 0) s.len -= 3;
-    rest = s;
-    if (rsdi_pl_iprefix(s, "ws://")) { scheme = "http://"; rest.ptr += 5; rest.len -= 5; }
-    else if (rsdi_pl_iprefix(s, "wss://")) { scheme = "https://"; rest.ptr += 6; rest.len -= 6; }
-    sl = strlen(scheme);
-    need = sl + rest.len;
-    if (need >= cap || need > 0x7FFFFFFF) return RSD_ERR_BUFFER;
-    memcpy(out, scheme, sl);
-    if (rest.len) memcpy(out + sl, rest.ptr, rest.len);
-    out[need] = '\0';
-    return (int)need;
-}
 /* >>payload:lmstudio end */
 /* ==== >>payload end ======================================================= */
 
@@ -8358,7 +8195,6 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
     char raw[RSD_RECONCILE_URL_MAX + 64];
-    size_t n;
     int i, rc;
     if (!r) return RSD_ERR_ARG;
     memset(&r->result, 0, sizeof r->result);
@@ -8385,13 +8221,9 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep)) goto fail;
     /* root: base URL without trailing '/' and one trailing "/v1" (L6) */
     rc = RSD_ERR_URL;
-    n = strlen(d->base_url);
-    if (n == 0 || n + 32 > RSD_RECONCILE_URL_MAX || strchr(d->base_url, '?') || strchr(d->base_url, '#')) goto fail;
-    memcpy(r->root, d->base_url, n + 1);
-    while (n && r->root[n - 1] == '/') r->root[--n] = '\0';
-    if (n >= 3 && memcmp(r->root + n - 3, "/v1", 3) == 0) r->root[n -= 3] = '\0';
-    while (n && r->root[n - 1] == '/') r->root[--n] = '\0';
-    if (!n) goto fail;
+    if (strlen(d->base_url) + 32 > RSD_RECONCILE_URL_MAX ||
+        rsd_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root) <= 0)
+        goto fail;
     /* the normalised target key (W9) */
     rc = RSD_ERR_BUFFER;
     if (d->target_key && d->target_key[0]) {
@@ -8888,62 +8720,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
 }
 /* >>driver:core end */
 /* >>driver:ollama */
-RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
-                                  rsd_listing *out) {
-    rsd_json_doc d;
-    int r, arr, e;
-    if (!out) return RSD_ERR_ARG;
-    rsdi_listing_reset(out);
-    r = rsdi_pl_parse(&d, body, len, toks, n_toks);
-    if (r < 0) return r;
-    arr = rsdi_ollama_models_array(&d);
-    if (arr < 0) return arr;
-    out->has_states = true;
-    for (e = arr > 0 ? rsd_json_child(&d, arr) : -1; e >= 0; e = rsd_json_next(&d, e)) {
-        rsd_listed_model *m;
-        rsd_str name, model;
-        size_t mark = out->arena_used;
-        int gn, gm;
-        out->n_seen++;
-        if (out->n >= RSD_LISTING_MAX_MODELS) {
-            out->truncated = true;
-            continue;
-        }
-        if (rsd_json_type_of(&d, e) != RSD_JSON_OBJECT) {
-            out->n_skipped++;
-            continue;
-        }
-        m = &out->models[out->n];
-        memset(m, 0, sizeof *m);
-        name.ptr = model.ptr = "";
-        name.len = model.len = 0;
-        gm = rsdi_listing_name(out, &d, rsdi_pl_member(&d, e, "model"), &model);
-        gn = rsdi_listing_name(out, &d, rsdi_pl_member(&d, e, "name"), &name);
-        if (gm < 0 || gn < 0) {
-            out->arena_used = mark;
-            out->truncated = true;
-            continue;
-        }
-        if (!gm && !gn) {
-            out->arena_used = mark;
-            out->n_skipped++;
-            continue;
-        }
-        m->id = gm ? model : name;
-        if (gm && gn && !rsd_str_eq(model, name)) m->aliases[m->n_aliases++] = name;
-        m->instance.ptr = "";
-        m->state = RSD_MODEL_LOADED;
-        m->has_size = rsdi_pl_u64(&d, rsdi_pl_member(&d, e, "size"), &m->size_bytes);
-        if (!m->has_size) m->size_bytes = 0;
-        m->has_size_vram = rsdi_pl_u64(&d, rsdi_pl_member(&d, e, "size_vram"), &m->size_vram_bytes);
-        if (!m->has_size_vram) m->size_vram_bytes = 0;
-        if (!rsdi_pl_u32_pos(&d, rsdi_pl_member(&d, e, "context_length"), &m->context_length))
-            m->context_length = 0;
-        out->n++;
-    }
-    return RSD_OK;
-}
-
+#ifndef RSD_NO_OLLAMA
 RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
     rsd_ollama_load_opts o;
     int rc, n = -1;
@@ -9018,6 +8795,10 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
         rsdi_ollama_request, rsdi_ollama_rt_list, NULL, rsdi_ollama_load_answer};
     return &rt;
 }
+#else
+/* Compiled out: no Ollama adapter (the ensurer says so and manages nothing). */
+RSD_API const rsd_runtime *rsd_runtime_ollama(void) { return NULL; }
+#endif /* RSD_NO_OLLAMA */
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
 /* Phases of an LM Studio reconcile. */
@@ -9582,7 +9363,7 @@ RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d,
         (d->n_protected && !d->protected_models) || d->n_owned < 0 || d->n_owned > RSD_LMS_MAX_OWNED ||
         (d->n_owned && !d->owned) || d->n_peers < 0 || d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
         return RSD_ERR_ARG;
-    rc = rsd_lms_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root - 64);
+    rc = rsd_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root - 64);
     if (rc <= 0 || strchr(r->root, '?') || strchr(r->root, '#')) return r->step.result = r->result.error = RSD_ERR_URL;
     if (!rsdi_cpy(r->model, sizeof r->model, d->model) || !r->model[0] ||
         !rsdi_cpy(r->default_model, sizeof r->default_model, d->default_model ? d->default_model : ""))

@@ -15,6 +15,17 @@
        RESIDENCY_HTTP_IMPLEMENTATION  same as RESIDENCY_IMPLEMENTATION: the shell uses
                                       the core's internals, so both are instantiated
        RSD_HTTP_MBEDTLS               enable https:// through mbedTLS 2.28+
+     Feature macros (a program pays only for what it uses; each combination is built
+     by the compile matrix):
+       RSD_NO_HTTP_SERVER             no HTTP server (rsd_http_server_*): the
+                                      declarations stay, the implementation goes
+       RSD_NO_PROC                    no process supervisor and no fleet (rsd_procs_*,
+                                      rsd_proc_*, rsd_fleet_*); the same as the older
+                                      spelling RSD_NO_PROCESS
+       RSD_NO_OLLAMA                  no Ollama payloads nor driver (residency.h):
+                                      rsd_runtime_ollama() is NULL, and the ensurer
+                                      answers an Ollama target with "no ollama driver
+                                      in this build", managing nothing
 
    API REFERENCE
        --- url ---------------------------------------------------------------
@@ -41,19 +52,9 @@
            any byte <= 0x20, 0x7F or >= 0x80 anywhere (spaces, controls,
            raw UTF-8), an empty host, len 0 or len > RSD_URL_MAX_BYTES (2048).
            The fragment is validated like the rest, then dropped.
-       int rsd_url_key(const rsd_url *u, char *buf, size_t cap)
-           Writes the normalised key NUL-terminated into buf and returns its
-           length (> 0). Rules: scheme and host lower-cased (ASCII), IPv6 in
-           brackets, the port only when it differs from the scheme's default
-           (explicit ":80" on http is dropped, ":443" on http is kept), the
-           path without query or fragment and without trailing slashes
-           ("/" becomes ""). "HTTP://LocalHost:80/v1/?x#y" -> "http://localhost/v1".
-           The key is never longer than the URL it came from, and it is a
-           fixed point: rsd_url_key(rsd_url_parse(key)) == key. Returns
-           RSD_ERR_BUFFER when cap < length + 1 (buf untouched), RSD_ERR_ARG for
-           NULLs or a zeroed/invalid url. Two URLs naming the same server
-           endpoint modulo case/default port/trailing slash share a key; %-
-           encoding and "." segments are NOT normalised.
+       The key of a server (locks, caches, state files) is the core's
+       rsd_target_key_normalise, the one key function: "HTTP://LocalHost:080/v1/?x#y"
+       -> "http://localhost" for every URL rsd_url_parse accepts.
        --- httpparse: pure HTTP/1.x head parsers and chunked decoder ---------
        No sockets, no allocation, no state but what the caller holds. These
        are the fuzzed core under the client and the server.
@@ -600,7 +601,7 @@
        models this library loaded on each target (W10), which LM Studio instances
        it owns (W16), and one lock per target that serialises mutations across
        processes (W6). Everything is keyed by the normalised target key, a string
-       such as "http://127.0.0.1:8080" from rsd_url_key (prefixes such as
+       such as "http://127.0.0.1:8080" from rsd_target_key_normalise (prefixes such as
        "lmstudio|" are fine: any non-empty string up to RSD_STATE_MAX_KEY_BYTES).
 
        Directory, first that is set and non-empty:
@@ -1499,6 +1500,9 @@
        (#error) where O_CLOEXEC or FD_CLOEXEC is missing rather than leak them
        into spawned children.
 */
+#if defined(RSD_NO_PROC) && !defined(RSD_NO_PROCESS)
+#define RSD_NO_PROCESS 1
+#endif
 #if defined(RESIDENCY_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPLEMENTATION)
 #define RESIDENCY_HTTP_IMPLEMENTATION 1
 #endif
@@ -1544,10 +1548,6 @@ typedef struct rsd_url {
    other schemes, bad ports, empty hosts, a query without a path, spaces, control and
    non-ASCII bytes are RSD_ERR_URL. */
 RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len);
-/* Writes the normalised key ("http://127.0.0.1:8080/v1": lower-case scheme and host,
-   default port dropped, trailing slashes removed, query and fragment dropped) NUL-terminated into buf. Returns the
-   key length (>0) or RSD_ERR_BUFFER. Caches and locks are keyed by it. */
-RSD_API int rsd_url_key(const rsd_url *u, char *buf, size_t cap);
 /* ==== >>url end =========================================================== */
 
 /* ==== >>httpparse (declarations) ========================================== */
@@ -2703,18 +2703,14 @@ RSD_API const char *rsd_fleet_event_name(int kind);
 #define RESIDENCY_HTTP_IMPL_INCLUDED 1
 
 /* ==== >>url (implementation) ============================================== */
-/* ASCII-only helpers (no locale), shared by >>url and >>httpparse. */
-RSDI_PRIVATE char rsdi_ascii_lower(char c) {
-    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
-
+/* ASCII-only helpers (no locale), shared by >>url and >>httpparse (rsdi_ascii_lower and
+   rsdi_ieq_c are the core's). */
 /* Case-insensitive equality of s[0..n) with a lower-case NUL-terminated literal. */
 RSDI_PRIVATE bool rsdi_ieq_lit(const char *s, size_t n, const char *lit) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        if (lit[i] == '\0' || rsdi_ascii_lower(s[i]) != lit[i]) return false;
-    }
-    return lit[n] == '\0';
+    rsd_str v;
+    v.ptr = s;
+    v.len = n;
+    return rsdi_ieq_c(v, lit);
 }
 
 RSDI_PRIVATE int rsdi_hexval(char c) {
@@ -2875,37 +2871,6 @@ RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len) {
     u.path.len = i - auth_end;
     *out = u;
     return RSD_OK;
-}
-
-RSD_API int rsd_url_key(const rsd_url *u, char *buf, size_t cap) {
-    size_t n = 0, i, plen;
-    char port[8];
-    int portlen = 0;
-    if (!u || !buf || u->host_kind <= RSD_HOST_INVALID || u->host_kind >= RSD_HOST_NUM ||
-        (u->host.len && !u->host.ptr) || (u->path.len && !u->path.ptr))
-        return RSD_ERR_ARG;
-    if (u->port != (u->tls ? 443 : 80)) portlen = RSD_SNPRINTF(port, sizeof port, ":%u", (unsigned)u->port);
-    plen = 0;
-    while (plen < u->path.len && u->path.ptr[plen] != '?' && u->path.ptr[plen] != '#') plen++;
-    while (plen > 0 && u->path.ptr[plen - 1] == '/') plen--;
-    /* scheme "://" host ([host] for IPv6) [":" port] path NUL */
-    if (u->host.len > RSD_URL_MAX_BYTES || plen > RSD_URL_MAX_BYTES ||
-        (u->tls ? 8u : 7u) + u->host.len + (u->host_kind == RSD_HOST_IPV6 ? 2u : 0u) +
-                (size_t)portlen + plen + 1 > cap)
-        return RSD_ERR_BUFFER;
-    memcpy(buf, u->tls ? "https://" : "http://", u->tls ? 8u : 7u);
-    n = u->tls ? 8u : 7u;
-    if (u->host_kind == RSD_HOST_IPV6) buf[n++] = '[';
-    for (i = 0; i < u->host.len; i++) buf[n++] = rsdi_ascii_lower(u->host.ptr[i]);
-    if (u->host_kind == RSD_HOST_IPV6) buf[n++] = ']';
-    if (portlen > 0) {
-        memcpy(buf + n, port, (size_t)portlen);
-        n += (size_t)portlen;
-    }
-    if (plen) memcpy(buf + n, u->path.ptr, plen);
-    n += plen;
-    buf[n] = '\0';
-    return (int)n;
 }
 
 /* ==== >>url end =========================================================== */
@@ -5124,6 +5089,7 @@ RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_clie
 /* ==== >>http client end =================================================== */
 
 /* ==== >>http server (implementation) ====================================== */
+#ifndef RSD_NO_HTTP_SERVER
 /* Uses the >>net helpers from the >>http client section above. */
 enum { RSDI_SC_FREE = 0, RSDI_SC_READ, RSDI_SC_PENDING, RSDI_SC_STREAM, RSDI_SC_CLOSING, RSDI_SC_ZOMBIE };
 enum { RSDI_SRV_SLACK = 1024, RSDI_SEV_PULLED = 2 };
@@ -6006,6 +5972,7 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
     else *out = s->stats;
 }
 
+#endif /* RSD_NO_HTTP_SERVER */
 /* ==== >>http server end =================================================== */
 
 /* ==== >>drive (implementation) ============================================ */
@@ -6746,7 +6713,7 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     rsd_lms_desc d;
     uint64_t gen = 0;
     bool has_gen = false;
-    if (rsd_lms_root_url(rsd_str_c(e->url), root, sizeof root) < 0 ||
+    if (rsd_root_url(rsd_str_c(e->url), root, sizeof root) < 0 ||
         RSD_SNPRINTF(raw, sizeof raw, "lmstudio|%s", root) >= (int)sizeof raw ||
         rsd_target_key_normalise(rsd_str_c(raw), e->key, sizeof e->key) < 0) {
         rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
@@ -6955,7 +6922,6 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
 RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
     rsd_url u;
     char k[RSD_TARGET_KEY_MAX];
-    size_t n;
     int rc, i;
     if (!e) return RSD_ERR_ARG;
     if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
@@ -6999,11 +6965,10 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     }
     (void)rsdi_cpy(e->url, sizeof e->url, q->url);
     (void)rsdi_cpy(e->bearer, sizeof e->bearer, q->bearer ? q->bearer : "");
-    memcpy(e->root, e->url, strlen(e->url) + 1);
-    n = strlen(e->root);
-    while (n && e->root[n - 1] == '/') e->root[--n] = '\0';
-    if (n >= 3 && memcmp(e->root + n - 3, "/v1", 3) == 0) e->root[n -= 3] = '\0';
-    while (n && e->root[n - 1] == '/') e->root[--n] = '\0';
+    if (rsd_root_url(rsd_str_c(e->url), e->root, sizeof e->root) <= 0) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "ensure: bad server URL '%.200s'", q->url);
+        return RSD_ERR_URL;
+    }
     e->ctx = q->context_length;
     e->ctx_ceiling = q->context_ceiling ? q->context_ceiling
                    : e->ignore_env ? (uint32_t)RSD_FIT_CEILING_DEFAULT : rsd_fit_ceiling_from_env();

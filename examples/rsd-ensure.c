@@ -204,7 +204,7 @@ static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
     rsd_http_request q;
     rsd_http_event ev;
     int t, i, rc = RSD_ERR_NOT_FOUND;
-    if (rsd_lms_root_url(rsd_str_c(url), root, sizeof root) < 0) return EX_USAGE;
+    if (rsd_root_url(rsd_str_c(url), root, sizeof root) < 0) return EX_USAGE;
     for (t = 0; t < 2; t++) {
         snprintf(u, sizeof u, "%s%s", root, paths[t]);
         memset(&q, 0, sizeof q);

@@ -28,8 +28,8 @@ static rsd_decision_cache cache;
 static void check_name(const rsd_listing *l, rsd_str s) {
     FAILIF(s.len == 0 || s.len >= RSD_MODEL_ID_MAX);
     FAILIF(s.ptr < l->arena || s.ptr + s.len >= l->arena + RSD_LISTING_ARENA_BYTES);
-    FAILIF(memchr(s.ptr, '\0', s.len) != NULL);
     FAILIF(s.ptr[s.len] != '\0');
+    FAILIF(memchr(s.ptr, '\0', s.len) != NULL);
 }
 
 static void check_listing(const rsd_listing *l) {

@@ -1,7 +1,9 @@
-/* Fuzz rsd_url_parse / rsd_url_key. Invariants: views lie inside the input; the
-   key is never longer than the input, parses, and is a fixed point
-   (key(parse(key)) == key) with the same scheme, host kind and port; every prefix
-   parses without crashing. */
+/* Fuzz rsd_url_parse and the target key (rsd_target_key_normalise) of the URLs it
+   accepts. Invariants: views lie inside the input; the key is never longer than the
+   input, parses, and is a fixed point (key(key) == key) with the same scheme, host
+   kind and port; it equals the key built from the parsed fields (scheme, lower-case
+   host, the port unless default, the path up to '?' without trailing '/', one "/v1"
+   and trailing '/' again); every prefix parses without crashing. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include <stdlib.h>
@@ -45,14 +47,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!b) abort();
         memcpy(b, data, size);
         FZ_CHECK(rsd_url_parse(&u, b, size) == RSD_OK);
-        kl = rsd_url_key(&u, k, sizeof k);
+        rsd_str bs;
+        bs.ptr = b;
+        bs.len = size;
+        kl = rsd_target_key_normalise(bs, k, sizeof k);
         FZ_CHECK(kl > 0 && (size_t)kl <= size && strlen(k) == (size_t)kl);
-        FZ_CHECK(rsd_url_key(&u, k2, (size_t)kl) == RSD_ERR_BUFFER);
+        FZ_CHECK(rsd_target_key_normalise(bs, k2, (size_t)kl) == RSD_ERR_BUFFER);
         FZ_CHECK(rsd_url_parse(&u2, k, (size_t)kl) == RSD_OK);
-        kl2 = rsd_url_key(&u2, k2, sizeof k2);
+        kl2 = rsd_target_key_normalise(rsd_str_c(k), k2, sizeof k2);
         FZ_CHECK(kl2 == kl && strcmp(k, k2) == 0);
         FZ_CHECK(u2.tls == u.tls && u2.port == u.port && u2.host_kind == u.host_kind);
         FZ_CHECK(u2.host.len == u.host.len);
+        { /* the key from the parsed fields */
+            char ref[RSD_URL_MAX_BYTES + 16];
+            size_t n = 0, j, pl = 0;
+            n += (size_t)snprintf(ref, sizeof ref, "%s", u.tls ? "https://" : "http://");
+            if (u.host_kind == RSD_HOST_IPV6) ref[n++] = '[';
+            for (j = 0; j < u.host.len; j++)
+                ref[n++] = (char)(u.host.ptr[j] >= 'A' && u.host.ptr[j] <= 'Z' ? u.host.ptr[j] + 32 : u.host.ptr[j]);
+            if (u.host_kind == RSD_HOST_IPV6) ref[n++] = ']';
+            if (u.port != (u.tls ? 443 : 80)) n += (size_t)snprintf(ref + n, sizeof ref - n, ":%u", (unsigned)u.port);
+            while (pl < u.path.len && u.path.ptr[pl] != '?') pl++;
+            while (pl && u.path.ptr[pl - 1] == '/') pl--;
+            for (;;) { /* the key's fixed point: every trailing "/v1" */
+                if (pl >= 3 && memcmp(u.path.ptr + pl - 3, "/v1", 3) == 0) pl -= 3;
+                else break;
+                while (pl && u.path.ptr[pl - 1] == '/') pl--;
+            }
+            memcpy(ref + n, u.path.ptr, pl);
+            ref[n + pl] = '\0';
+            FZ_CHECK(strcmp(ref, k) == 0);
+        }
         free(b);
     }
     return 0;

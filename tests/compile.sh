@@ -1,7 +1,7 @@
 #!/bin/sh
 # Compile matrix: both headers as C99, C11 and C++11 with gcc and clang (when present),
 # with and without RSD_HTTP_MBEDTLS; a declaration-only TU linked with the implementation;
-# RSD_STATIC in two TUs; residency.h alone.
+# RSD_STATIC in two TUs; residency.h alone; the feature macros in every combination.
 CC=$1; CXX=$2; CLANG=$3; CLANGXX=$4; TLS=$5; CWARN=$6; CXXWARN=$7
 B=build/compile; set -e
 n=0
@@ -28,6 +28,16 @@ for tls in 0 1; do
     LIBS="$LIBS -lstdc++" one "$c" c++ c++11 $EXTRA
   done
 done
+# feature macros: every combination builds, links and runs (gcc C99; the full set also C++11)
+nf=0
+for o in 0 1; do for h in 0 1; do for p in 0 1; do
+  f=; [ $o = 1 ] && f="$f -DRSD_NO_OLLAMA"; [ $h = 1 ] && f="$f -DRSD_NO_HTTP_SERVER"; [ $p = 1 ] && f="$f -DRSD_NO_PROC"
+  $CC -std=c99 $CWARN $f tests/compile/features.c -o $B/features-$o$h$p
+  ./$B/features-$o$h$p
+  nf=$((nf + 1))
+done; done; done
+$CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC tests/compile/features.c -o $B/features-cxx
+./$B/features-cxx
 $CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static
 ./$B/static
 $CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only
@@ -38,4 +48,4 @@ if $CC -std=c99 $CWARN -isystem tests/compile/no_cloexec -c tests/compile/impl.c
   echo "compile matrix: built without O_CLOEXEC (descriptors would leak into children)"; exit 1
 fi
 grep -q 'O_CLOEXEC' $B/no_cloexec.err || { cat $B/no_cloexec.err; exit 1; }
-echo "compile matrix: $n configurations + static pair + core-only + no-O_CLOEXEC refusal: ok"
+echo "compile matrix: $n configurations + $nf feature-macro combinations (+ C++11) + static pair + core-only + no-O_CLOEXEC refusal: ok"

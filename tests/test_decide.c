@@ -888,8 +888,8 @@ static void w4_failed_unloads_are_never_cached(void) {
 static void w9_target_keys_are_normalised(void) {
     char out[RSD_TARGET_KEY_MAX];
     rsd_cache_hit hit;
-    CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c("llamacpp|HTTP://Mini:8080/v1/"), out, sizeof out), 28);
-    CHECK_EQ_STR(out, "llamacpp|http://mini:8080/v1");
+    CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c("llamacpp|HTTP://Mini:8080/v1/"), out, sizeof out), 25);
+    CHECK_EQ_STR(out, "llamacpp|http://mini:8080");
     rsd_target_key_normalise(rsd_str_c("ollama|http://Box:80/"), out, sizeof out);
     CHECK_EQ_STR(out, "ollama|http://box");
     rsd_target_key_normalise(rsd_str_c("lmstudio|https://Box:443/API/"), out, sizeof out);
@@ -899,9 +899,22 @@ static void w9_target_keys_are_normalised(void) {
     rsd_target_key_normalise(rsd_str_c("http://box:18080//"), out, sizeof out);
     CHECK_EQ_STR(out, "http://box:18080");
     rsd_target_key_normalise(rsd_str_c("llamacpp|http://Box:8080/v1/?x=1#f"), out, sizeof out);
-    CHECK_EQ_STR(out, "llamacpp|http://box:8080/v1");
-    CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c(out), out + 64, sizeof out - 64), 27); /* idempotent */
-    CHECK_EQ_STR(out + 64, "llamacpp|http://box:8080/v1");
+    CHECK_EQ_STR(out, "llamacpp|http://box:8080");
+    CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c(out), out + 64, sizeof out - 64), 24); /* idempotent */
+    CHECK_EQ_STR(out + 64, "llamacpp|http://box:8080");
+    /* one server, one key: a zero-padded port, case, a trailing '/' or "/v1", ws:// */
+    rsd_target_key_normalise(rsd_str_c("llamacpp|http://h:08080/"), out, sizeof out);
+    CHECK_EQ_STR(out, "llamacpp|http://h:8080");
+    rsd_target_key_normalise(rsd_str_c("llamacpp|http://H:8080"), out, sizeof out);
+    CHECK_EQ_STR(out, "llamacpp|http://h:8080");
+    rsd_target_key_normalise(rsd_str_c("llamacpp|http://h:8080/v1"), out, sizeof out);
+    CHECK_EQ_STR(out, "llamacpp|http://h:8080");
+    rsd_target_key_normalise(rsd_str_c("lmstudio|ws://h:1234/"), out, sizeof out);
+    CHECK_EQ_STR(out, "lmstudio|http://h:1234");
+    rsd_target_key_normalise(rsd_str_c("x|http://[::1]:080/"), out, sizeof out);
+    CHECK_EQ_STR(out, "x|http://[::1]");
+    rsd_target_key_normalise(rsd_str_c("x|http://h:0/"), out, sizeof out);
+    CHECK_EQ_STR(out, "x|http://h:0");
     rsd_target_key_normalise(rsd_str_c("plain-key/"), out, sizeof out);
     CHECK_EQ_STR(out, "plain-key");
     CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c("http://abcdef"), out, 5), RSD_ERR_BUFFER);

@@ -6,6 +6,7 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
+#include "state_dir.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -33,21 +34,6 @@ static int is_sse(const log_entry *e) {
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
-static char g_state_dir[256];
-
-static void make_state_dir(void) {
-    char tmpl[] = "/tmp/rsd-test-ensure.XXXXXX";
-    const char *d = mkdtemp(tmpl);
-    snprintf(g_state_dir, sizeof g_state_dir, "%s", d ? d : "");
-}
-
-static void remove_state_dir(void) {
-    char cmd[300];
-    if (!g_state_dir[0] || strncmp(g_state_dir, "/tmp/rsd-test-ensure.", 21) != 0) return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_state_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_state_dir);
-}
-
 static rsd_ensurer *new_ensurer_sse(bool with_state, const rsd_protected_model *prot, int n_prot, bool sse) {
     rsd_ensurer_desc d;
     memset(&d, 0, sizeof d);
@@ -1121,7 +1107,7 @@ int main(int argc, char **argv) {
         printf("0 passed, 1 failed\n");
         return 1;
     }
-    make_state_dir();
+    make_state_dir("ensure");
     for (g = 0; g < 2; g++) { /* every router test against both router generations of rsd-sim */
         int before = rsdt_failed;
         g_router_gen = g_router_gens[g];

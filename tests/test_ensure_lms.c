@@ -6,6 +6,7 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
+#include "state_dir.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -46,21 +47,6 @@ static int sim_instances(const sim_proc *s, const char *bearer, const char *key,
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
-static char g_state_dir[256];
-
-static void make_state_dir(void) {
-    char tmpl[] = "/tmp/rsd-test-ensure-lms.XXXXXX";
-    const char *d = mkdtemp(tmpl);
-    snprintf(g_state_dir, sizeof g_state_dir, "%s", d ? d : "");
-}
-
-static void remove_state_dir(void) {
-    char cmd[300];
-    if (!g_state_dir[0] || strncmp(g_state_dir, "/tmp/rsd-test-ensure-lms.", 25) != 0) return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_state_dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_state_dir);
-}
-
 static rsd_ensurer *new_ensurer(bool with_state, const rsd_protected_model *prot, int n_prot) {
     rsd_ensurer_desc d;
     memset(&d, 0, sizeof d);
@@ -825,7 +811,7 @@ int main(int argc, char **argv) {
         printf("0 passed, 1 failed\n");
         return 1;
     }
-    make_state_dir();
+    make_state_dir("ensure-lms");
     RUN(test_lms_resident_then_ttl_hit);
     RUN(test_lms_load_beside);
     RUN(test_lms_fallback_unloads_minimum);

@@ -9,11 +9,18 @@
 
 #define NTOK 65536
 static rsd_json_tok toks[NTOK];
-static rsd_ollama_list ol;
+static rsd_listing ol;
 static rsd_lms_catalog cat;
 static char big[1 << 20];
 
 static int S(rsd_str s, const char *c) { return rsd_str_eq_c(s, c); }
+/* A view of n bytes (may hold a NUL). */
+static rsd_str SN(const char *p, size_t n) {
+    rsd_str s;
+    s.ptr = p;
+    s.len = n;
+    return s;
+}
 /* A string literal and its length. */
 #define SL(lit) lit, (sizeof lit - 1)
 
@@ -25,18 +32,14 @@ static const char PS_WIRE[] =
     "\"expires_at\":\"2025-10-17T16:47:07.93355-07:00\",\"size_vram\":5333539264,\"context_length\":4096}]}";
 
 static void test_ollama_ps_wire_example(void) {
-    int n = rsd_ollama_parse_ps(&ol, PS_WIRE, sizeof PS_WIRE - 1, toks, NTOK);
-    CHECK_EQ_INT(n, 1);
-    CHECK(S(ol.models[0].name, "gemma3:latest"));
-    CHECK(S(ol.models[0].model, "gemma3:latest"));
-    CHECK(S(ol.models[0].digest, "a2af"));
+    CHECK_EQ_INT(rsd_ollama_ps_listing(PS_WIRE, sizeof PS_WIRE - 1, toks, NTOK, &ol), RSD_OK);
+    CHECK_EQ_INT(ol.n, 1);
+    CHECK(S(ol.models[0].id, "gemma3:latest") && ol.models[0].n_aliases == 0); /* name == model */
+    CHECK(ol.models[0].state == RSD_MODEL_LOADED);
     CHECK(ol.models[0].has_size && ol.models[0].size_bytes == 6591830464ull);
     CHECK(ol.models[0].has_size_vram && ol.models[0].size_vram_bytes == 5333539264ull);
     CHECK_EQ_INT(ol.models[0].context_length, 4096);
-    CHECK(ol.models[0].has_expires && !ol.models[0].expires_forever);
-    /* 2025-10-17T23:47:07.933Z */
-    CHECK(ol.models[0].expires_unix_ms == 1760744827933ll);
-    CHECK_EQ_INT(ol.n_dropped, 0);
+    CHECK_EQ_INT(ol.n_skipped, 0);
     CHECK(!ol.truncated);
 }
 
@@ -46,17 +49,16 @@ static void test_ollama_ps_maps_sizes_and_name_fallback(void) {
         "{\"models\":[{\"name\":\"qwen3:8b\",\"model\":\"\",\"size\":100,\"size_vram\":60},"
         "{\"name\":\"llama3.2:latest\",\"model\":\"llama3.2:latest\"},"
         "{\"name\":\"alias:latest\",\"model\":\"real:latest\",\"size\":\"big\",\"size_vram\":-1}]}";
-    rsd_resident r[8];
-    int n = rsd_ollama_parse_ps(&ol, b, sizeof b - 1, toks, NTOK);
-    REQUIRE(n == 3);
-    CHECK_EQ_INT(rsd_ollama_residents(&ol, r, 8), 3);
-    CHECK(S(r[0].model_id, "qwen3:8b") && r[0].n_aliases == 0);
-    CHECK(r[0].has_size && r[0].size_bytes == 100 && r[0].has_size_vram && r[0].size_vram_bytes == 60);
-    CHECK(S(r[1].model_id, "llama3.2:latest") && r[1].n_aliases == 0); /* same id: no alias */
-    CHECK(!r[1].has_size && !r[1].has_size_vram);                     /* absent is never zero */
-    CHECK(S(r[2].model_id, "real:latest") && r[2].n_aliases == 1 && S(r[2].aliases[0], "alias:latest"));
-    CHECK(!r[2].has_size && !r[2].has_size_vram);                     /* wrong type, negative */
-    CHECK_EQ_INT(rsd_ollama_residents(&ol, r, 2), RSD_ERR_BUFFER);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(b, sizeof b - 1, toks, NTOK, &ol), RSD_OK);
+    REQUIRE(ol.n == 3);
+    CHECK(S(ol.models[0].id, "qwen3:8b") && ol.models[0].n_aliases == 0);
+    CHECK(ol.models[0].has_size && ol.models[0].size_bytes == 100);
+    CHECK(ol.models[0].has_size_vram && ol.models[0].size_vram_bytes == 60);
+    CHECK(S(ol.models[1].id, "llama3.2:latest") && ol.models[1].n_aliases == 0); /* same id: no alias */
+    CHECK(!ol.models[1].has_size && !ol.models[1].has_size_vram);                /* absent is never zero */
+    CHECK(S(ol.models[2].id, "real:latest") && ol.models[2].n_aliases == 1 &&
+          S(ol.models[2].aliases[0], "alias:latest"));
+    CHECK(!ol.models[2].has_size && !ol.models[2].has_size_vram);                /* wrong type, negative */
 }
 
 /* O9 + W17: keep "llama3.2" matches "llama3.2:latest" once normalised; the
@@ -68,9 +70,15 @@ static void test_ollama_keep_matches_by_alias_and_normalised_name(void) {
     rsd_facts f;
     static rsd_plan p;
     char norm[RSD_MODEL_ID_MAX];
-    int n = rsd_ollama_parse_ps(&ol, b, sizeof b - 1, toks, NTOK);
-    REQUIRE(n == 2 && rsd_ollama_residents(&ol, r, 4) == 2);
-    r[0].loaded_by_us = r[1].loaded_by_us = true;
+    int i;
+    REQUIRE(rsd_ollama_ps_listing(b, sizeof b - 1, toks, NTOK, &ol) == RSD_OK && ol.n == 2);
+    memset(r, 0, sizeof r);
+    for (i = 0; i < 2; i++) {
+        r[i].model_id = ol.models[i].id;
+        r[i].n_aliases = ol.models[i].n_aliases;
+        if (r[i].n_aliases) r[i].aliases[0] = ol.models[i].aliases[0];
+        r[i].loaded_by_us = true;
+    }
     memset(&f, 0, sizeof f);
     f.strategy = RSD_STRATEGY_SCHEDULER;
     f.keep = rsd_str_c("mine");
@@ -106,37 +114,24 @@ static void test_ollama_name_normalise(void) {
     CHECK(rsd_ollama_name_normalise(rsd_str_c("qwen3:latest"), o, sizeof o) == 12);
 }
 
-static void test_ollama_ps_forever_and_timezones(void) {
-    static const char b[] =
-        "{\"models\":[{\"name\":\"a:1\",\"expires_at\":\"2318-04-11T23:47:16.854775807+01:00\"},"
-        "{\"name\":\"b:1\",\"expires_at\":\"1970-01-01T00:00:00Z\"},"
-        "{\"name\":\"c:1\",\"expires_at\":\"2025-02-29T00:00:00Z\"},"
-        "{\"name\":\"d:1\",\"expires_at\":\"2024-02-29T12:00:00.5+05:30\"},"
-        "{\"name\":\"e:1\",\"expires_at\":17}]}";
-    REQUIRE(rsd_ollama_parse_ps(&ol, b, sizeof b - 1, toks, NTOK) == 5);
-    CHECK(ol.models[0].has_expires && ol.models[0].expires_forever);
-    CHECK(ol.models[1].has_expires && ol.models[1].expires_unix_ms == 0 && !ol.models[1].expires_forever);
-    CHECK(!ol.models[2].has_expires && S(ol.models[2].expires_at, "2025-02-29T00:00:00Z")); /* not leap */
-    CHECK(ol.models[3].has_expires && ol.models[3].expires_unix_ms == 1709188200500ll);
-    CHECK(!ol.models[4].has_expires && ol.models[4].expires_at.len == 0);
-}
-
 static void test_ollama_ps_empty_null_and_bad_shapes(void) {
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("{\"models\":[]}"), toks, NTOK), 0);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("{\"models\":null}"), toks, NTOK), 0);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("{}"), toks, NTOK), RSD_ERR_JSON_TYPE);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("[]"), toks, NTOK), RSD_ERR_JSON_TYPE);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("{\"models\":{}}"), toks, NTOK), RSD_ERR_JSON_TYPE);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("{\"models\":\"x\"}"), toks, NTOK), RSD_ERR_JSON_TYPE);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("{\"models\":["), toks, NTOK), RSD_ERR_TRUNCATED);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("Ollama is running"), toks, NTOK), RSD_ERR_JSON);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL(""), toks, NTOK), RSD_ERR_TRUNCATED);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, SL("{}"), NULL, 0), RSD_ERR_ARG);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(NULL, SL("{}"), toks, NTOK), RSD_ERR_ARG);
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, NULL, 3, toks, NTOK), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":[]}"), toks, NTOK, &ol), RSD_OK);
+    CHECK_EQ_INT(ol.n, 0);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":null}"), toks, NTOK, &ol), RSD_OK);
+    CHECK_EQ_INT(ol.n, 0);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{}"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("[]"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":{}}"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":\"x\"}"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":["), toks, NTOK, &ol), RSD_ERR_TRUNCATED);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("Ollama is running"), toks, NTOK, &ol), RSD_ERR_JSON);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL(""), toks, NTOK, &ol), RSD_ERR_TRUNCATED);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{}"), NULL, 0, &ol), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{}"), toks, NTOK, NULL), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(NULL, 3, toks, NTOK, &ol), RSD_ERR_ARG);
     /* too few tokens is an error, never a partial list */
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, PS_WIRE, sizeof PS_WIRE - 1, toks, 8), RSD_ERR_JSON_TOKENS);
-    CHECK_EQ_INT(ol.n_models, 0);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(PS_WIRE, sizeof PS_WIRE - 1, toks, 8, &ol), RSD_ERR_JSON_TOKENS);
+    CHECK_EQ_INT(ol.n, 0);
 }
 
 static void test_ollama_ps_hostile_entries_dropped(void) {
@@ -153,53 +148,54 @@ static void test_ollama_ps_hostile_entries_dropped(void) {
                  "{\"name\":\"esc\\u002Fname:1\",\"model\":\"\\u00e9t\\u00e9:1\"}]}",
                  longid);
     REQUIRE(n > 0 && n < (int)sizeof b);
-    n = rsd_ollama_parse_ps(&ol, b, (size_t)n, toks, NTOK);
-    CHECK_EQ_INT(n, 3);
-    CHECK_EQ_INT(ol.n_entries, 13);
-    CHECK_EQ_INT(ol.n_dropped, 10);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(b, (size_t)n, toks, NTOK, &ol), RSD_OK);
+    CHECK_EQ_INT(ol.n, 4);
+    CHECK_EQ_INT(ol.n_seen, 13);
+    CHECK_EQ_INT(ol.n_skipped, 9);
     CHECK(!ol.truncated);
-    CHECK(S(ol.models[0].name, "ok:1") && ol.models[0].model.len == 0);
-    CHECK(S(ol.models[1].name, "dup:2"));                       /* last duplicate wins */
-    CHECK(S(ol.models[2].name, "esc/name:1"));                  /* decoded into the arena */
-    CHECK(S(ol.models[2].model, "\xc3\xa9t\xc3\xa9:1"));
-    CHECK(ol.models[2].name.ptr >= ol.arena && ol.models[2].name.ptr < ol.arena + sizeof ol.arena);
+    CHECK(S(ol.models[0].id, "tab\tname"));                    /* a control byte is kept (not NUL) */
+    CHECK(S(ol.models[1].id, "ok:1") && ol.models[1].n_aliases == 0);
+    CHECK(S(ol.models[2].id, "dup:2"));                         /* last duplicate wins */
+    CHECK(S(ol.models[3].id, "\xc3\xa9t\xc3\xa9:1"));          /* decoded into the arena */
+    CHECK(ol.models[3].n_aliases == 1 && S(ol.models[3].aliases[0], "esc/name:1"));
+    CHECK(ol.models[3].id.ptr >= ol.arena && ol.models[3].id.ptr < ol.arena + sizeof ol.arena);
 }
 
 static void test_ollama_ps_huge_array_capped(void) {
     size_t n = 0;
-    int i, r;
+    int i;
     n += (size_t)snprintf(big + n, sizeof big - n, "{\"models\":[");
     for (i = 0; i < 1000; i++)
         n += (size_t)snprintf(big + n, sizeof big - n, "%s{\"name\":\"m%d:latest\",\"size\":%d}", i ? "," : "", i, i);
     n += (size_t)snprintf(big + n, sizeof big - n, "]}");
-    r = rsd_ollama_parse_ps(&ol, big, n, toks, NTOK);
-    CHECK_EQ_INT(r, RSD_OLLAMA_MAX_MODELS);
-    CHECK_EQ_INT(ol.n_entries, 1000);
-    CHECK_EQ_INT(ol.n_dropped, 1000 - RSD_OLLAMA_MAX_MODELS);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(big, n, toks, NTOK, &ol), RSD_OK);
+    CHECK_EQ_INT(ol.n, RSD_LISTING_MAX_MODELS);
+    CHECK_EQ_INT(ol.n_seen, 1000);
     CHECK(ol.truncated);
-    CHECK(S(ol.models[63].name, "m63:latest"));
-    /* tags_has has no cap: entry 999 is found */
-    CHECK_EQ_INT(rsd_ollama_tags_has(big, n, toks, NTOK, rsd_str_c("m999")), 1);
-    CHECK_EQ_INT(rsd_ollama_tags_has(big, n, toks, NTOK, rsd_str_c("m1000")), 0);
+    CHECK(S(ol.models[63].id, "m63:latest"));
 }
 
 static void test_ollama_ps_arena_exhaustion(void) {
     size_t n = 0;
-    int i, r;
-    /* 40 escaped names of 240 bytes: 9.6 KiB of decoded text > the 8 KiB arena */
+    int i;
+    /* 200 entries, each an escaped name and model of 240 bytes: 96 KB of decoded text
+       > the 64 KiB arena */
     n += (size_t)snprintf(big + n, sizeof big - n, "{\"models\":[");
-    for (i = 0; i < 40; i++) {
+    for (i = 0; i < 200; i++) {
         int k;
-        n += (size_t)snprintf(big + n, sizeof big - n, "%s{\"name\":\"\\u0041%02d", i ? "," : "", i);
-        for (k = 0; k < 237; k++) big[n++] = 'z';
+        n += (size_t)snprintf(big + n, sizeof big - n, "%s{\"name\":\"\\u0041%03d", i ? "," : "", i);
+        for (k = 0; k < 236; k++) big[n++] = 'z';
+        n += (size_t)snprintf(big + n, sizeof big - n, "\",\"model\":\"\\u0042%03d", i);
+        for (k = 0; k < 236; k++) big[n++] = 'z';
         n += (size_t)snprintf(big + n, sizeof big - n, "\"}");
     }
     n += (size_t)snprintf(big + n, sizeof big - n, "]}");
-    r = rsd_ollama_parse_ps(&ol, big, n, toks, NTOK);
-    CHECK(r > 0 && r < 40);
-    CHECK_EQ_INT(r + ol.n_dropped, 40);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(big, n, toks, NTOK, &ol), RSD_OK);
+    CHECK(ol.n > 0 && ol.n < 200);
+    CHECK(ol.truncated); /* a cut listing is never acted on */
     CHECK(ol.arena_used <= sizeof ol.arena);
-    for (i = 0; i < r; i++) CHECK(ol.models[i].name.len == 240 && ol.models[i].name.ptr[0] == 'A');
+    for (i = 0; i < ol.n; i++)
+        CHECK(ol.models[i].id.len == 240 && ol.models[i].id.ptr[0] == 'B' && ol.models[i].n_aliases == 1);
 }
 
 static void test_ollama_deep_nesting_is_an_error(void) {
@@ -209,7 +205,7 @@ static void test_ollama_deep_nesting_is_an_error(void) {
     for (i = 0; i < 200; i++) big[n++] = '[';
     for (i = 0; i < 200; i++) big[n++] = ']';
     n += (size_t)snprintf(big + n, sizeof big - n, "}]}");
-    CHECK_EQ_INT(rsd_ollama_parse_ps(&ol, big, n, toks, NTOK), RSD_ERR_JSON_DEPTH);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(big, n, toks, NTOK, &ol), RSD_ERR_JSON_DEPTH);
 }
 
 static void test_ollama_tags_wire_example(void) {
@@ -220,15 +216,14 @@ static void test_ollama_tags_wire_example(void) {
         "\"parameter_size\":\"3.2B\",\"quantization_level\":\"Q4_K_M\"}},"
         "{\"name\":\"gpt-oss:120b-cloud\",\"model\":\"gpt-oss:120b-cloud\",\"remote_model\":\"gpt-oss:120b\","
         "\"remote_host\":\"https://ollama.com:443\",\"capabilities\":[\"completion\"]}]}";
-    CHECK_EQ_INT(rsd_ollama_parse_tags(&ol, b, sizeof b - 1, toks, NTOK), 2);
-    CHECK(ol.models[0].has_size && ol.models[0].size_bytes == 2019393189ull && !ol.models[0].has_expires);
-    CHECK_EQ_INT(rsd_ollama_tags_has(b, sizeof b - 1, toks, NTOK, rsd_str_c("llama3.2")), 1);
-    CHECK_EQ_INT(rsd_ollama_tags_has(b, sizeof b - 1, toks, NTOK, rsd_str_c("llama3.2:latest")), 1);
-    CHECK_EQ_INT(rsd_ollama_tags_has(b, sizeof b - 1, toks, NTOK, rsd_str_c("llama3.2:8b")), 0);
-    CHECK_EQ_INT(rsd_ollama_tags_has(b, sizeof b - 1, toks, NTOK, rsd_str_c("gpt-oss:120b-cloud")), 1);
-    CHECK_EQ_INT(rsd_ollama_tags_has(b, sizeof b - 1, toks, NTOK, rsd_str_c("")), 0);
-    CHECK_EQ_INT(rsd_ollama_tags_has(SL("{\"models\":null}"), toks, NTOK, rsd_str_c("x")), 0);
-    CHECK_EQ_INT(rsd_ollama_tags_has(SL("{\"error\":\"x\"}"), toks, NTOK, rsd_str_c("x")), RSD_ERR_JSON_TYPE);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(b, sizeof b - 1, toks, NTOK, &ol), RSD_OK);
+    CHECK_EQ_INT(ol.n, 2);
+    CHECK(ol.models[0].has_size && ol.models[0].size_bytes == 2019393189ull);
+    CHECK(S(ol.models[1].id, "gpt-oss:120b-cloud"));
+    CHECK_EQ_INT(rsd_listing_find(&ol, rsd_str_c("llama3.2:latest")), 0);
+    CHECK_EQ_INT(rsd_listing_find(&ol, rsd_str_c("llama3.2:8b")), -1);
+    CHECK_EQ_INT(rsd_listing_find(&ol, rsd_str_c("")), -1);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"error\":\"x\"}"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
 }
 
 static void test_ollama_version(void) {
@@ -288,7 +283,9 @@ static void test_ollama_request_bodies(void) {
     CHECK_EQ_STR(b, "{\"model\":\"llama3.2:latest\",\"keep_alive\":0,\"stream\":false}");
     CHECK_EQ_INT(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("")), RSD_ERR_MODEL_ID);
     CHECK_EQ_INT(rsd_ollama_unload_body(b, 10, rsd_str_c("llama3.2")), RSD_ERR_BUFFER);
-    CHECK_EQ_INT(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("a\nb")), RSD_ERR_MODEL_ID);
+    CHECK(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("a\nb")) > 0); /* the id rule: only NUL is refused */
+    CHECK_EQ_STR(b, "{\"model\":\"a\\nb\",\"keep_alive\":0,\"stream\":false}");
+    CHECK_EQ_INT(rsd_ollama_unload_body(b, sizeof b, SN("a\0b", 3)), RSD_ERR_MODEL_ID);
 }
 
 static void test_server_error_forms(void) {
@@ -322,6 +319,92 @@ static void test_server_error_truncates_on_utf8_boundary(void) {
     n += (size_t)snprintf(big + n, sizeof big - n, "tail\"}");
     CHECK_EQ_INT(rsd_server_error_parse(&e, big, n, toks, NTOK), 1);
     CHECK_EQ_INT(strlen(e.message), 254);
+}
+
+/* ------------------------------------------------ one rule for every runtime ---- */
+static rsd_listing rl;
+
+/* A duplicate key: the last one wins in every parser (llama.cpp's reader, JSON.parse
+   and Go agree), for the id and for every other member. */
+static void test_every_parser_duplicate_key_last_wins(void) {
+    static const char router[] = "{\"data\":[{\"id\":\"first\",\"status\":{\"value\":\"loaded\"},"
+                                 "\"id\":\"second\",\"status\":{\"value\":\"unloaded\"}}],\"data\":[{\"id\":\"third\"}]}";
+    static const char ps[] = "{\"models\":[{\"model\":\"first\",\"size\":1,\"model\":\"second\",\"size\":2}]}";
+    static const char v1[] = "{\"models\":[{\"key\":\"first\",\"max_context_length\":1,\"key\":\"second\","
+                             "\"max_context_length\":2}]}";
+    static const char v0[] = "{\"data\":[{\"id\":\"first\",\"state\":\"loaded\",\"id\":\"second\"}]}";
+    rsd_lms_reply rep;
+    rsd_json_doc d;
+    CHECK_EQ_INT(rsd_router_parse_models(router, sizeof router - 1, toks, NTOK, &rl), RSD_OK);
+    REQUIRE(rl.n == 1);
+    CHECK(S(rl.models[0].id, "third")); /* the last "data" */
+    CHECK_EQ_INT(rsd_router_parse_models(SL("{\"data\":[{\"id\":\"first\",\"status\":{\"value\":\"loaded\"},"
+                                            "\"id\":\"second\",\"status\":{\"value\":\"unloaded\"}}]}"),
+                                         toks, NTOK, &rl), RSD_OK);
+    REQUIRE(rl.n == 1);
+    CHECK(S(rl.models[0].id, "second") && rl.models[0].state == RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(rsd_ollama_ps_listing(ps, sizeof ps - 1, toks, NTOK, &ol), RSD_OK);
+    REQUIRE(ol.n == 1);
+    CHECK(S(ol.models[0].id, "second") && ol.models[0].size_bytes == 2);
+    CHECK_EQ_INT(rsd_lms_parse_models(&cat, v1, sizeof v1 - 1, toks, NTOK), 1);
+    CHECK(S(cat.models[0].key, "second") && cat.models[0].max_context_length == 2);
+    CHECK_EQ_INT(rsd_lms_parse_models(&cat, v0, sizeof v0 - 1, toks, NTOK), 1);
+    CHECK(S(cat.models[0].key, "second") && cat.n_instances == 1 && S(cat.instances[0].id, "second"));
+    CHECK_EQ_INT(rsd_lms_parse_reply(&rep, SL("{\"instance_id\":\"a\",\"instance_id\":\"b\"}"), toks, NTOK), RSD_OK);
+    CHECK(S(rep.instance_id, "b"));
+    /* and the JSON accessor the parsers stand on */
+    REQUIRE(rsd_json_parse(&d, SL("{\"k\":1,\"k\":2}"), toks, NTOK) == 5);
+    CHECK_EQ_INT(rsd_json_find(&d, 0, "k"), 4);
+}
+
+/* One id rule: an id holding a control byte (here a decoded \u0001) is kept by every
+   parser, and an id holding a NUL (a decoded \u0000) is dropped by every parser and
+   counted; the same for aliases, tags and instance ids. */
+static void test_every_parser_same_id_rule(void) {
+    static const char router[] = "{\"data\":[{\"id\":\"a\\u0001b\"},{\"id\":\"ok\",\"aliases\":[\"x\\u0000\",\"al\\u0001\"],"
+                                 "\"tags\":[\"\\u0000\",\"t\\u0001\"]},{\"id\":\"nul\\u0000\"}]}";
+    static const char ps[] = "{\"models\":[{\"model\":\"a\\u0001b\"},{\"name\":\"a\\u0000b\",\"model\":\"\"},"
+                             "{\"name\":\"x\\u0000\",\"model\":\"m\"}]}";
+    static const char v1[] = "{\"models\":[{\"key\":\"a\\u0001b\"},{\"key\":\"k\\u0000\"},{\"key\":\"ok\",\"loaded_instances\":"
+                             "[{\"id\":\"i\\u0000\"},{\"id\":\"ok\\u0001\"}]}]}";
+    static const char v0[] = "{\"data\":[{\"id\":\"a\\u0001b\",\"state\":\"loaded\"},{\"id\":\"n\\u0000\"}]}";
+    char b[128];
+    CHECK_EQ_INT(rsd_router_parse_models(router, sizeof router - 1, toks, NTOK, &rl), RSD_OK);
+    REQUIRE(rl.n == 2);
+    CHECK(S(rl.models[0].id, "a\x01" "b") && S(rl.models[1].id, "ok") && rl.n_skipped == 1);
+    CHECK(rl.models[1].n_aliases == 1 && S(rl.models[1].aliases[0], "al\x01"));
+    CHECK(rl.models[1].n_tags == 1 && S(rl.models[1].tags[0], "t\x01"));
+    CHECK_EQ_INT(rsd_ollama_ps_listing(ps, sizeof ps - 1, toks, NTOK, &ol), RSD_OK);
+    REQUIRE(ol.n == 2);
+    CHECK(S(ol.models[0].id, "a\x01" "b") && S(ol.models[1].id, "m") && ol.models[1].n_aliases == 0);
+    CHECK_EQ_INT(ol.n_skipped, 1);
+    CHECK_EQ_INT(rsd_lms_parse_models(&cat, v1, sizeof v1 - 1, toks, NTOK), 2);
+    CHECK(S(cat.models[0].key, "a\x01" "b") && S(cat.models[1].key, "ok"));
+    CHECK(cat.n_instances == 1 && S(cat.instances[0].id, "ok\x01"));
+    CHECK_EQ_INT(cat.n_dropped, 2);
+    CHECK_EQ_INT(rsd_lms_parse_models(&cat, v0, sizeof v0 - 1, toks, NTOK), 1);
+    CHECK(S(cat.models[0].key, "a\x01" "b") && cat.n_instances == 1 && cat.n_dropped == 1);
+    /* what a parser keeps, the request bodies can name */
+    CHECK(rsd_ollama_unload_body(b, sizeof b, rsd_str_c("a\x01" "b")) > 0);
+    CHECK(rsd_lms_unload_body(b, sizeof b, rsd_str_c("a\x01" "b")) > 0);
+    CHECK_EQ_STR(b, "{\"instance_id\":\"a\\u0001b\"}");
+    CHECK_EQ_INT(rsd_lms_load_body(b, sizeof b, SN("a\0b", 3), NULL), RSD_ERR_MODEL_ID);
+}
+
+/* Parsed strings are copies: the results stay whole when the body is gone. */
+static void test_every_parser_copies_its_strings(void) {
+    static char body[256];
+    int n;
+    n = snprintf(body, sizeof body, "{\"data\":[{\"id\":\"plain\",\"aliases\":[\"al\"]}]}");
+    REQUIRE(rsd_router_parse_models(body, (size_t)n, toks, NTOK, &rl) == RSD_OK && rl.n == 1);
+    n = snprintf(body, sizeof body, "{\"models\":[{\"name\":\"n:1\",\"model\":\"m:1\"}]}");
+    REQUIRE(rsd_ollama_ps_listing(body, (size_t)n, toks, NTOK, &ol) == RSD_OK && ol.n == 1);
+    n = snprintf(body, sizeof body, "{\"models\":[{\"key\":\"k\",\"loaded_instances\":[{\"id\":\"k:2\"}]}]}");
+    REQUIRE(rsd_lms_parse_models(&cat, body, (size_t)n, toks, NTOK) == 1);
+    memset(body, '#', sizeof body);
+    CHECK(S(rl.models[0].id, "plain") && S(rl.models[0].aliases[0], "al"));
+    CHECK(S(ol.models[0].id, "m:1") && S(ol.models[0].aliases[0], "n:1"));
+    CHECK(S(cat.models[0].key, "k") && S(cat.instances[0].id, "k:2"));
 }
 
 /* ------------------------------------------------------------- LM Studio ---- */
@@ -672,20 +755,26 @@ static void test_lms_load_body_exact(void) {
 /* S1 */
 static void test_lms_root_url(void) {
     char o[64];
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h:1234/v1/"), o, sizeof o) == 13);
+    CHECK(rsd_root_url(rsd_str_c("http://h:1234/v1/"), o, sizeof o) == 13);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h:1234/v1"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("http://h:1234/v1"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h:1234/"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("http://h:1234/"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("ws://h:1234"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("ws://h:1234"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "http://h:1234");
-    CHECK(rsd_lms_root_url(rsd_str_c("wss://h/v1/"), o, sizeof o) > 0);
+    CHECK(rsd_root_url(rsd_str_c("wss://h/v1/"), o, sizeof o) > 0);
     CHECK_EQ_STR(o, "https://h");
-    CHECK(rsd_lms_root_url(rsd_str_c("http://h/v1/v1"), o, sizeof o) > 0); /* one /v1 only */
+    CHECK(rsd_root_url(rsd_str_c("http://h/v1/v1"), o, sizeof o) > 0); /* one /v1 only */
     CHECK_EQ_STR(o, "http://h/v1");
-    CHECK_EQ_INT(rsd_lms_root_url(rsd_str_c("http://h:1234"), o, 13), RSD_ERR_BUFFER);
-    CHECK_EQ_INT(rsd_lms_root_url(rsd_str_c("http://h:1234"), NULL, 4), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("http://h:1234"), o, 13), RSD_ERR_BUFFER);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("http://h:1234"), NULL, 4), RSD_ERR_ARG);
+    /* the one rule for every runtime: all trailing '/' around the "/v1", spaces, errors */
+    CHECK(rsd_root_url(rsd_str_c(" http://h:8080//v1// "), o, sizeof o) > 0);
+    CHECK_EQ_STR(o, "http://h:8080");
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("http://h/?x"), o, sizeof o), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c("/v1/"), o, sizeof o), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_root_url(rsd_str_c(""), o, sizeof o), RSD_ERR_URL);
 }
 
 /* rsd_decide on LM Studio facts (S27 + R27): JIT plans never evict up front;
@@ -732,7 +821,6 @@ int main(int argc, char **argv) {
     RUN(test_ollama_ps_maps_sizes_and_name_fallback);
     RUN(test_ollama_keep_matches_by_alias_and_normalised_name);
     RUN(test_ollama_name_normalise);
-    RUN(test_ollama_ps_forever_and_timezones);
     RUN(test_ollama_ps_empty_null_and_bad_shapes);
     RUN(test_ollama_ps_hostile_entries_dropped);
     RUN(test_ollama_ps_huge_array_capped);
@@ -742,6 +830,9 @@ int main(int argc, char **argv) {
     RUN(test_ollama_version);
     RUN(test_ollama_generate_replies);
     RUN(test_ollama_request_bodies);
+    RUN(test_every_parser_duplicate_key_last_wins);
+    RUN(test_every_parser_same_id_rule);
+    RUN(test_every_parser_copies_its_strings);
     RUN(test_server_error_forms);
     RUN(test_server_error_truncates_on_utf8_boundary);
     RUN(test_lms_v1_wire_example);

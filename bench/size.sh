@@ -1,0 +1,44 @@
+#!/bin/sh
+# Code size (.text bytes, -Os, no TLS, the host compiler; x86-64 on the CI machine):
+#   text_full         the whole implementation: both headers, one TU, every feature
+#   text_router_only  a program that only ensures on a llama.cpp router (rsd_ensure: JSON,
+#                     decision, router driver, HTTP client, state), linked with
+#                     --gc-sections and the feature macros it does not need, less the
+#                     .text of an empty program built the same way (the C runtime's start)
+# Peers: the figures the issue measured before the consolidation (text_full 142188) and
+# this router-only program built from main before this branch (119223).
+CC=$1; OUT=$2
+set -e
+printf '#define RESIDENCY_IMPLEMENTATION\n#include "residency_http.h"\n' > "$OUT/size_full.c"
+$CC -std=c99 -Os -I. -c "$OUT/size_full.c" -o "$OUT/size_full.o"
+full=$(size -A "$OUT/size_full.o" | awk '$1 == ".text" { print $2 }')
+cat > "$OUT/size_router.c" <<'PROG'
+#define RSD_NO_LMSTUDIO
+#define RSD_NO_OLLAMA
+#define RSD_NO_HTTP_SERVER
+#define RSD_NO_PROC
+#define RESIDENCY_IMPLEMENTATION
+#include "residency_http.h"
+int main(int argc, char **argv) {
+    rsd_ensurer *e = rsd_ensurer_create(NULL);
+    rsd_ensure_req q;
+    rsd_ensure_result r;
+    int rc;
+    if (!e || argc < 3) return 2;
+    memset(&q, 0, sizeof q);
+    q.url = argv[1];
+    q.model = argv[2];
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    rc = rsd_ensure(e, &q, &r);
+    rsd_ensurer_destroy(e);
+    return rc < 0;
+}
+PROG
+printf 'int main(void) { return 0; }\n' > "$OUT/size_empty.c"
+LD="-Os -ffunction-sections -fdata-sections -Wl,--gc-sections"
+$CC -std=c99 $LD -I. "$OUT/size_router.c" -o "$OUT/size_router"
+$CC -std=c99 $LD "$OUT/size_empty.c" -o "$OUT/size_empty"
+t() { size -A "$1" | awk '$1 == ".text" { print $2 }'; }
+router=$(( $(t "$OUT/size_router") - $(t "$OUT/size_empty") ))
+awk -v o="$full" -v p=142188 -v t=98304 'BEGIN { printf "BENCH text_full ours=%d peer=%d unit=bytes ratio=%.3f target=%d\n", o, p, o / p, t }'
+awk -v o="$router" -v p=119223 -v t=49152 'BEGIN { printf "BENCH text_router_only ours=%d peer=%d unit=bytes ratio=%.3f target=%d\n", o, p, o / p, t }'
