@@ -1023,7 +1023,9 @@
            Studio's API tier), and progress fields (op and model of the last HTTP
            step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
            = polling until op_model is loaded; NONE while the COMMIT waits for the
-           attribution lock), state_error (RSD_OK, or why the change was not
+           attribution lock; lock_waiting = waiting for the target lock that another
+           ensure, perhaps in another process, holds while it changes the server),
+           state_error (RSD_OK, or why the change was not
            recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
            busy attribution lock...). Pointers stay valid until the next begin.
        int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
@@ -2034,6 +2036,7 @@ typedef struct rsd_ensure_result {
     const char *wire_id;              /* the model id to send requests with (LM Studio: the resolved instance) */
     rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
     int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
+    bool lock_waiting;                /* progress: waiting for the target lock another ensure holds */
 } rsd_ensure_result;
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
@@ -7343,6 +7346,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     out->elapsed_ms = out->done ? e->elapsed : (e->last_now > e->t0 ? e->last_now - e->t0 : 0);
     out->op = e->op;
     out->op_model = e->op_model;
+    out->lock_waiting = e->phase == RSDI_EN_RUN && e->waiting == RSDI_EN_WAIT_LOCK;
     out->wire_id = e->model;
     if (e->reconciling && e->lms) {
         const rsd_lms_result *r = &e->m.lms.result;

@@ -11,7 +11,9 @@
    can print notices as they arrive; rsd_ensure() would do the same loop silently.
    While a load runs it prints "loading 'x' ..." and, when it ends, the time it took;
    while it waits on a load someone else started (the model is listed as loading) it
-   prints "waiting for 'x' (being loaded by someone else) ...". The last line is the
+   prints "waiting for 'x' (being loaded by someone else) ...", and while another ensure
+   holds the target lock (it is changing the same server) "waiting for the residency
+   lock ..." (rsd_ensure_result.lock_waiting). The last line is the
    result; --json prints one JSON object instead (with "wire_id": the id to send
    requests with -- LM Studio may resolve the model to a loaded instance such as
    "qwen:2" -- and "lmstudio_tier" on LM Studio; "evicted" lists what we unloaded,
@@ -386,7 +388,8 @@ int main(int argc, char **argv) {
     int i, rc, code, n_prot = 0, seen = 0;
     char load_model[RSD_MODEL_ID_MAX] = "";
     uint64_t load_t0 = 0;
-    bool loading = false, line_open = false, show, loaded_by_us = false;
+    bool loading = false, line_open = false, show, loaded_by_us = false, locked_out = false;
+    uint64_t lock_t0 = 0;
 
     memset(&d, 0, sizeof d);
     memset(&q, 0, sizeof q);
@@ -486,6 +489,23 @@ int main(int argc, char **argv) {
             if (line_open) { printf("\n"); line_open = false; }
             printf("  %-14s %-7s %s\n", rsd_notice_kind_str(nt[seen].notice.kind),
                    rsd_notice_level_str(nt[seen].notice.level), nt[seen].text);
+        }
+        /* the target lock is held by another ensure (another rsd-ensure changing this server) */
+        if (locked_out && !res.lock_waiting) {
+            if (show) {
+                if (!line_open) printf("waiting for the residency lock ...");
+                printf(" %llu ms\n", (unsigned long long)(now - lock_t0));
+            }
+            locked_out = line_open = false;
+        }
+        if (!locked_out && !loading && rc == RSD_PENDING && res.lock_waiting) {
+            locked_out = true;
+            lock_t0 = now;
+            if (show) {
+                if (line_open) printf("\n");
+                printf("waiting for the residency lock (another ensure is changing this server) ...");
+                line_open = true;
+            }
         }
         /* our load, or a poll for the keep before any load of ours: someone else is loading it */
         if (!loading && rc == RSD_PENDING &&

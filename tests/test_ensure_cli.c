@@ -11,6 +11,7 @@
 #include "rsd_test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -580,6 +581,55 @@ static void test_wait_progress(void) {
     sim_stop(&s);
 }
 
+/* Two rsd-ensure processes on one server and one state directory: the second, which
+   must change the server too, waits for the target lock the first holds through its
+   load, and says so. */
+static void test_lock_wait_progress(void) {
+    static const char *const args[] = {"--load-ms", "3000", "--model", "id=a", "--model", "id=b", NULL};
+    char dir[] = "/tmp/rsd-test-cli-state.XXXXXX";
+    sim_proc s;
+    pid_t first;
+    int i, n = 0, st = 0;
+    REQUIRE(mkdtemp(dir) != NULL);
+    REQUIRE(sim_start(&s, args) == 0);
+    fflush(stdout);
+    first = fork();
+    REQUIRE(first >= 0);
+    if (first == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0) { dup2(nul, 1); dup2(nul, 2); }
+        execl(ENSURE_BIN, ENSURE_BIN, "--url", s.url, "--model", "b", "--state-dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    /* the first one's load is under way (its POST arrived): it holds the lock */
+    for (i = 0; i < 1000; i++) {
+        n = sim_log(&s);
+        if (n > 0 && log_count(0, n, "POST", "/models/load", "b") > 0) break;
+        (void)poll(NULL, 0, 5);
+    }
+    CHECK(n > 0 && log_count(0, n, "POST", "/models/load", "b") == 1);
+    {
+        /* 'a' fits beside 'b': a change, so it needs the lock (asking for 'b' too would
+           only wait on b's load, which test_wait_progress covers) */
+        const char *a[] = {"--url", s.url, "--model", "a", "--state-dir", dir, NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK(strstr(g_out, "waiting for the residency lock (another ensure is changing this server) ... ") != NULL);
+        CHECK(strstr(g_out, "resident: 'a' on ") != NULL);
+        SHOW_ON_FAIL();
+    }
+    CHECK_EQ_INT(waitpid(first, &st, 0), first);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/load", "b"), 1);
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/load", "a"), 1);
+    sim_stop(&s);
+    {   /* the state directory: a few small files, one level deep */
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) printf("  could not remove %s\n", dir);
+    }
+}
+
 /* ---- 12: --list on every runtime, detected or given ------------------------------------ */
 static void test_list_runtimes(void) {
     static const char *const oll[] = {"--runtime", "ollama", "--port", "0", "--model", "id=llama3:8b,loaded=1",
@@ -708,6 +758,7 @@ int main(int argc, char **argv) {
     RUN(test_residency_typo_lib);
     RUN(test_unknown_model);
     RUN(test_wait_progress);
+    RUN(test_lock_wait_progress);
     RUN(test_list_runtimes);
     RUN(test_real_router_words);
     return RSD_TEST_END();
