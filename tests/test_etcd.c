@@ -548,6 +548,14 @@ static void test_etcd_kill9_mid_swap(void) {
     t = rsd_now_ms();
     while (!sim_has_load(&sim, "x") && rsd_now_ms() < t + 60000) (void)poll(NULL, 0, 20);
     CHECK(sim_has_load(&sim, "x"));
+    { /* the child holds the lock now (it sent the load under it) */
+        rsd_etcd_view v;
+        REQUIRE(rsd_etcd_lock_begin(e->co, e->key, "probe", rsd_now_ms(), rsd_now_ms() + 100) == RSD_OK);
+        CHECK_EQ_INT(co_run(e->co), RSD_OK);
+        rsd_etcd_query(e->co, &v);
+        CHECK(!v.held);
+        CHECK(strstr(v.owner, "host=host-a") != NULL);
+    }
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     t_kill = rsd_now_ms();
