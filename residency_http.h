@@ -899,6 +899,16 @@
        going through residency) are not locked out; protections stay in etcd until
        the host publishes new ones (delete <prefix>/prot/<host> to retire a host).
 
+       The gateway as measured on etcd 3.4.23 (the parser relies on no more): proto3
+       JSON leaves out default fields ("succeeded" is absent when a txn's compare
+       failed, "kvs" and "count" when a range is empty); int64 fields are JSON strings;
+       each kv carries key, create_revision, mod_revision, version, value and "lease";
+       /v3/lease/keepalive answers one {"result":{...}} and ends the (chunked) body, and
+       for an expired lease it is HTTP 200 without "TTL"; a put or txn on an expired
+       lease is HTTP 404 {"error":"etcdserver: requested lease not found","code":5}
+       (chunked, with a Grpc-Trailer-Content-Type trailer); with auth on, no token is
+       HTTP 400 code 3 "user name is empty" and a bad one 401 code 16.
+
        Public API (the ensurer calls these; a host may too):
        int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
            Allocates everything now (the object, about 1.2 MB with the token array and
@@ -911,7 +921,8 @@
        int rsd_etcd_lock_begin(co, key, purpose, now_ms, deadline_ms)
        int rsd_etcd_commit_begin(co, changes, n, loaded_at_ms, now_ms, deadline_ms)
        int rsd_etcd_unlock_begin(co, now_ms)
-           Start an operation (no I/O; one at a time: RSD_ERR_STATE otherwise).
+           Start an operation (no I/O; one at a time: a begin abandons the one running;
+           lock_begin while held is RSD_ERR_STATE).
            deadline_ms 0 = one lease TTL from now. changes are rsd_attr_change as for
            rsd_state_attr_commit and must stay valid until it is done.
        int rsd_etcd_step(co, now_ms)
@@ -6028,6 +6039,7 @@ struct rsd_ensurer {
     rsd_etcd *co;                     /* etcd: lock, attribution and generation (else the state dir) */
     int co_then, co_read_err;
     bool co_read;                     /* this ensure's first read from etcd is done */
+    bool co_told;                     /* this ensure said the etcd record is corrupt */
     int n_prot_all;                   /* the configured protected models plus the other hosts' */
     rsd_protected_model prot_all[RSD_MAX_PROTECTED];
     rsd_state_lock lk;
@@ -6584,6 +6596,7 @@ RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
         rsd_etcd_query(e->co, &v);
         e->attrs = *v.attrs;
         e->attrs.reset = false;
+        e->attrs.corrupt = v.attr_corrupt;
         if (e->co_read_err < 0) e->attrs.count = 0;
         return (int)e->attrs.count;
     }
@@ -6658,6 +6671,23 @@ RSDI_PRIVATE int rsdi_en_read_ours(rsd_ensurer *e) {
 /* Says so (once: the read that reset it) when the attribution just read was corrupt. */
 RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     char name[RSD_STATE_MAX_NAME_BYTES];
+    if (e->co && e->attrs.corrupt && !e->co_told && e->reconciling) { /* once per ensure */
+        rsd_etcd_view v;
+        rsd_etcd_query(e->co, &v);
+        e->co_told = true;
+        if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
+        if (e->lms)
+            rsdi_lms_notice(&e->m.lms, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                            "the record of the LM Studio instances residency loaded on '%s' (etcd %s/attr/%s) "
+                            "is corrupt: residency treats every loaded instance there as not its own until "
+                            "the next change rewrites it", e->url, v.prefix, name);
+        else
+            rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                               "the record of the models residency loaded on '%s' (etcd %s/attr/%s) is "
+                               "corrupt: residency treats every resident there as not its own until the "
+                               "next change rewrites it", e->url, v.prefix, name);
+        return;
+    }
     if (!e->st || !e->attrs.reset) return;
     e->attrs.reset = false;
     if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
@@ -6948,6 +6978,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->probe_tries = 0;
     e->probe0_status = 0;
     e->co_read = false;
+    e->co_told = false;
     e->co_read_err = RSD_OK;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
@@ -10453,7 +10484,11 @@ RSD_API void rsd_etcd_destroy(rsd_etcd *co) {
 RSDI_PRIVATE int rsdi_etcd_begin(rsd_etcd *co, int op, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
     char name[RSD_STATE_MAX_NAME_BYTES];
     if (!co) return RSD_ERR_ARG;
-    if (co->op != RSDI_EO_NONE) return RSD_ERR_STATE;
+    if (co->op != RSDI_EO_NONE) { /* a new operation abandons the running one */
+        if (co->inflight) (void)rsd_http_cancel(co->http, co->h);
+        co->inflight = false;
+        co->op = RSDI_EO_NONE;
+    }
     if (key) {
         if (!key[0] || strlen(key) > RSD_STATE_MAX_KEY_BYTES || rsd_state_file_name(key, name, sizeof name) < 0)
             return RSD_ERR_ARG;
@@ -10483,7 +10518,7 @@ RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, 
 RSD_API int rsd_etcd_lock_begin(rsd_etcd *co, const char *key, const char *purpose, uint64_t now_ms,
                                 uint64_t deadline_ms) {
     int r;
-    if (co && (co->held || co->op != RSDI_EO_NONE)) return RSD_ERR_STATE;
+    if (co && co->held) return RSD_ERR_STATE;
     r = rsdi_etcd_begin(co, RSDI_EO_LOCK, key, now_ms, deadline_ms);
     if (r == RSD_OK) {
         co->lost = false;

@@ -548,6 +548,14 @@ static void test_etcd_kill9_mid_swap(void) {
     t = rsd_now_ms();
     while (!sim_has_load(&sim, "x") && rsd_now_ms() < t + 60000) (void)poll(NULL, 0, 20);
     CHECK(sim_has_load(&sim, "x"));
+    { /* the child holds the lock now (it sent the load under it) */
+        rsd_etcd_view v;
+        REQUIRE(rsd_etcd_lock_begin(e->co, e->key, "probe", rsd_now_ms(), rsd_now_ms() + 100) == RSD_OK);
+        CHECK_EQ_INT(co_run(e->co), RSD_OK);
+        rsd_etcd_query(e->co, &v);
+        CHECK(!v.held);
+        CHECK(strstr(v.owner, "host=host-a") != NULL);
+    }
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
     t_kill = rsd_now_ms();
@@ -640,6 +648,89 @@ static void test_etcd_stale_holder_ensure(void) {
     sim_stop(&sim);
 }
 
+/* A corrupt record in etcd (someone wrote garbage under <prefix>/attr/<name>): one warning
+   notice per ensure, read as empty (nothing crashes, nothing is trusted), and the next
+   change rewrites it as a valid record. */
+static void test_etcd_corrupt_record(void) {
+    const char *args[] = {"--models-max", "1", "--load-ms", "5", "--unload-ms", "1", "--model", "id=p",
+                          "--model", "id=q", NULL};
+    char sd[300], name[RSD_STATE_MAX_NAME_BYTES], key[400], body[1024], ans[512];
+    sim_proc sim;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_etcd_view v;
+    size_t n;
+    int i, told = 0;
+    REQUIRE(sim_start(&sim, args) == 0);
+    snprintf(sd, sizeof sd, "%s/corrupt", g_tmp);
+    e = host_new(g_etcd.coord, "host-c", sd, NULL, false, 0);
+    REQUIRE(e);
+    req_init(&q, sim.url, "p");
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    REQUIRE(rsd_state_file_name(e->key, name, sizeof name) > 0);
+    snprintf(key, sizeof key, "/test/attr/%s", name);
+    n = (size_t)snprintf(body, sizeof body, "{\"key\":\"");
+    n += rsdi_b64_encode((const unsigned char *)key, strlen(key), body + n);
+    n += (size_t)snprintf(body + n, sizeof body - n, "\",\"value\":\"");
+    n += rsdi_b64_encode((const unsigned char *)"residency-attr 1\np\t\t1\n", 22, body + n); /* truncated */
+    snprintf(body + n, sizeof body - n, "\"}");
+    CHECK_EQ_INT(etcd_post(&g_etcd, "/v3/kv/put", body, ans, sizeof ans), 200);
+    req_init(&q, sim.url, "q");
+    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    for (i = 0; i < res.n_notices; i++) told += res.notices[i].dmsg == RSD_DMSG_ATTR_RESET;
+    CHECK_EQ_INT(told, 1);
+    REQUIRE(rsd_etcd_read_begin(e->co, e->key, rsd_now_ms(), 0) == RSD_OK);
+    CHECK_EQ_INT(co_run(e->co), RSD_OK);
+    rsd_etcd_query(e->co, &v);
+    CHECK(!v.attr_corrupt);
+    CHECK(rsd_attr_set_find(v.attrs, "q", NULL) >= 0);
+    rsd_ensurer_destroy(e);
+    sim_stop(&sim);
+}
+
+/* LM Studio through etcd: the owned instances are shared. Host A (protecting "a") loads a,
+   host B loads b; then A needs room for c: it unloads B's instance b (loaded by residency,
+   so owned by every host on this etcd), never its protected a, and the record shows it. */
+static void test_etcd_lmstudio_shared(void) {
+    const char *argv[] = {SIM_BIN, "--runtime", "lmstudio", "--port", "0", "--vram", "8G", "--load-ms", "5",
+                          "--model", "id=a,size=4G", "--model", "id=b,size=4G", "--model", "id=c,size=4G", NULL};
+    char sa[300], sb[300];
+    listen_proc sim;
+    rsd_ensurer *a, *b;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_etcd_view v;
+    REQUIRE(listen_proc_start(&sim, argv, -1) == 0);
+    snprintf(sa, sizeof sa, "%s/lms-a", g_tmp);
+    snprintf(sb, sizeof sb, "%s/lms-b", g_tmp);
+    a = host_new(g_etcd.coord, "lms-host-a", sa, "a", false, 0);
+    b = host_new(g_etcd.coord, "lms-host-b", sb, NULL, false, 0);
+    REQUIRE(a && b);
+    req_init(&q, sim.url, "a");
+    q.runtime = RSD_RUNTIME_LMSTUDIO;
+    CHECK_EQ_INT(rsd_ensure(a, &q, &res), RSD_OK);
+    CHECK(res.lock_held && res.loaded);
+    q.model = "b";
+    CHECK_EQ_INT(rsd_ensure(b, &q, &res), RSD_OK);
+    CHECK(res.lock_held && res.loaded);
+    rsd_etcd_query(b->co, &v);
+    CHECK(rsd_attr_set_find(v.attrs, "a", "a") >= 0);
+    CHECK(rsd_attr_set_find(v.attrs, "b", "b") >= 0);
+    q.model = "c";
+    CHECK_EQ_INT(rsd_ensure(a, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    REQUIRE(res.n_evicted == 1);
+    CHECK_EQ_STR(res.evicted[0].id, "b");
+    rsd_etcd_query(a->co, &v);
+    CHECK(rsd_attr_set_find(v.attrs, "a", "a") >= 0);
+    CHECK(rsd_attr_set_find(v.attrs, "b", NULL) < 0);
+    CHECK(rsd_attr_set_find(v.attrs, "c", "c") >= 0);
+    rsd_ensurer_destroy(a);
+    rsd_ensurer_destroy(b);
+    listen_proc_stop(&sim);
+}
+
 /* ---- etcd stopped mid-run ------------------------------------------------------------------ */
 static bool has_notice(const rsd_ensure_result *r, rsd_driver_msg m) {
     int i;
@@ -725,6 +816,8 @@ int main(int argc, char **argv) {
     RUN(test_etcd_control_without_etcd);
     RUN(test_etcd_kill9_mid_swap);
     RUN(test_etcd_stale_holder_ensure);
+    RUN(test_etcd_corrupt_record);
+    RUN(test_etcd_lmstudio_shared);
     RUN(test_etcd_stopped_mid_run);
     etcd_stop(&g_etcd);
     {
