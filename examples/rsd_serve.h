@@ -20,6 +20,10 @@
        send_timeout = 30                seconds a client may read nothing of its answer before
                                         it is disconnected and its request cancelled (0 =
                                         default 30); 1 s while its model must make room
+       lock_models = chat-8b, coder     a locked host: only these models (ids or aliases)
+                                        are served and listed; a request naming none gets
+                                        the first, one naming another gets 409, and when
+                                        none of them is configured every request gets 503
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -38,6 +42,8 @@
        ttl = 300                        unload after this many seconds idle (0 = never)
        pinned = true                    never evicted (true/false/yes/no/on/off/1/0)
        aliases = chat, default          other names that route to this model
+       session_affinity = true          a session's requests go to the slot holding its
+                                        KV cache (see rsd_serve_affinity.h; default false)
 
    Values run to the end of the line, trimmed; "quotes" and backslashes in args and
    command group words as in a shell (no expansion). Durations are seconds, or a
@@ -48,9 +54,11 @@
    FLAGS (rsrv_parse_args; applied after the file)
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
-       --max-wait DUR  --send-timeout DUR  --model ID=PATH  --command ID="CMD LINE"
+       --max-wait DUR  --send-timeout DUR  --lock-models A,B  --model ID=PATH
+       --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --aliases A,B --model-args "A B"
+       --session-affinity
        --verbose --quiet --help (flags without effect on the config, returned in opts) */
 #ifndef RSD_SERVE_H_INCLUDED
 #define RSD_SERVE_H_INCLUDED
@@ -100,6 +108,7 @@ typedef struct rsrv_model {
     uint64_t reserve_bytes;
     uint32_t ttl_ms;             /* 0 = never */
     bool pinned;
+    bool session_affinity;       /* requests of one session go to the slot holding its KV */
     int naliases;
     char aliases[RSRV_MAX_ALIASES][RSRV_ID_MAX];
     int line;                    /* where its section starts (0 = from flags) */
@@ -119,6 +128,8 @@ typedef struct rsrv_config {
     uint32_t max_wait_ms;        /* 0 = the pool's default */
     uint32_t send_timeout_ms;    /* 0 = RSRV_SEND_TIMEOUT_DEFAULT_MS */
     uint32_t seen;               /* global keys set */
+    int nlock;                   /* lock_models: only these are served (0 = any) */
+    char lock_models[RSRV_MAX_MODELS][RSRV_ID_MAX];
     int nmodels;
     rsrv_model models[RSRV_MAX_MODELS];
 } rsrv_config;
@@ -374,9 +385,9 @@ RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const 
 /* Global keys, their bit in rsrv_config.seen. */
 static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
                                                "start_timeout", "stop_grace", "args", "max_wait",
-                                               "send_timeout"};
+                                               "send_timeout", "lock_models"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
-                                              "reserve", "ttl", "pinned", "aliases"};
+                                              "reserve", "ttl", "pinned", "aliases", "session_affinity"};
 
 RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, size_t n) {
     int i;
@@ -425,6 +436,38 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         else if (key == 5) c->stop_grace_ms = ms;
         else if (key == 7) c->max_wait_ms = ms;
         else c->send_timeout_ms = ms;
+        return true;
+    }
+    case 9: {
+        size_t i = 0;
+        c->nlock = 0;
+        while (i <= n) {
+            size_t j = i, an;
+            const char *a;
+            while (j < n && v[j] != ',') j++;
+            an = j - i;
+            a = rsrv_trim(v + i, &an);
+            if (an) {
+                int k;
+                if (!rsrv_name_ok(a, an)) {
+                    snprintf(err, ecap, "lock_models: bad model name '%.*s'", (int)(an > 64 ? 64 : an), a);
+                    return false;
+                }
+                for (k = 0; k < c->nlock; k++)
+                    if (strlen(c->lock_models[k]) == an && !memcmp(c->lock_models[k], a, an)) break;
+                if (k < c->nlock) {
+                    snprintf(err, ecap, "lock_models: '%.*s' is listed twice", (int)an, a);
+                    return false;
+                }
+                if (c->nlock >= RSRV_MAX_MODELS) {
+                    snprintf(err, ecap, "lock_models: too many names (at most %d)", RSRV_MAX_MODELS);
+                    return false;
+                }
+                rsrv_cpy(c->lock_models[c->nlock++], RSRV_ID_MAX, a, an);
+            }
+            i = j + 1;
+        }
+        if (!c->nlock) { snprintf(err, ecap, "lock_models needs at least one model name"); return false; }
         return true;
     }
     case 6:
@@ -500,11 +543,13 @@ RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *
         }
         return true;
     case 8:
+    case 10:
         if (!rsrv_parse_bool(v, n, &b)) {
-            snprintf(err, ecap, "pinned must be true or false");
+            snprintf(err, ecap, "%s must be true or false", rsrv_model_keys[key]);
             return false;
         }
-        m->pinned = b;
+        if (key == 8) m->pinned = b;
+        else m->session_affinity = b;
         return true;
     case 9: {
         size_t i = 0;
@@ -620,7 +665,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         if (cur) {
             int key = rsrv_key_index(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases)",
+                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases, session_affinity)",
                          (int)(kn > 64 ? 64 : kn), k, cur->id);
                 goto fail;
             }
@@ -630,7 +675,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, lock_models)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -663,6 +708,11 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
             cur->pinned = true;
             continue;
         }
+        if (!strcmp(a, "--session-affinity")) {
+            if (!cur) { snprintf(err, ecap, "--session-affinity: comes after --model or --command"); return -1; }
+            cur->session_affinity = true;
+            continue;
+        }
         if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
         if (!strcmp(a, "--config")) { o->config_path = v; i++; continue; }
         if (!strcmp(a, "--model") || !strcmp(a, "--command")) {
@@ -685,6 +735,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--args")) gk = 6;
         else if (!strcmp(a, "--max-wait")) gk = 7;
         else if (!strcmp(a, "--send-timeout")) gk = 8;
+        else if (!strcmp(a, "--lock-models")) gk = 9;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -728,6 +779,11 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
              (unsigned long)c->start_timeout_ms, (unsigned long)c->stop_grace_ms, (unsigned long)c->max_wait_ms,
              (unsigned long)c->send_timeout_ms);
     if (c->args[0]) RSRV_KV("args", c->args);
+    if (c->nlock) {
+        RSRV_PUT("lock_models = ");
+        for (k = 0; k < c->nlock; k++) RSRV_PUT("%s%s", k ? ", " : "", c->lock_models[k]);
+        RSRV_PUT("\n");
+    }
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
         RSRV_PUT("\n[model %s]\n", m->id);
@@ -739,6 +795,7 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
         if (m->ngl[0]) RSRV_PUT("ngl = %s\n", m->ngl);
         RSRV_PUT("reserve = %llu\nttl = %lums\npinned = %s\n", (unsigned long long)m->reserve_bytes,
                  (unsigned long)m->ttl_ms, m->pinned ? "true" : "false");
+        if (m->session_affinity) RSRV_PUT("session_affinity = true\n");
         if (m->naliases) {
             RSRV_PUT("aliases = ");
             for (k = 0; k < m->naliases; k++) RSRV_PUT("%s%s", k ? ", " : "", m->aliases[k]);
@@ -757,13 +814,17 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         strcmp(a->llama_server, b->llama_server) || strcmp(a->args, b->args) ||
         strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
         a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
-        a->max_wait_ms != b->max_wait_ms || a->send_timeout_ms != b->send_timeout_ms || a->nmodels != b->nmodels)
+        a->max_wait_ms != b->max_wait_ms || a->send_timeout_ms != b->send_timeout_ms || a->nmodels != b->nmodels ||
+        a->nlock != b->nlock)
         return false;
+    for (i = 0; i < a->nlock; i++)
+        if (strcmp(a->lock_models[i], b->lock_models[i])) return false;
     for (i = 0; i < a->nmodels; i++) {
         const rsrv_model *x = &a->models[i], *y = &b->models[i];
         if (strcmp(x->id, y->id) || strcmp(x->model, y->model) || strcmp(x->command, y->command) ||
             strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
             x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
+            x->session_affinity != y->session_affinity ||
             x->naliases != y->naliases)
             return false;
         for (k = 0; k < x->naliases; k++)
@@ -791,7 +852,13 @@ RSRV_FN size_t rsrv_str_end(const char *s, size_t n, size_t i) {
    is not a JSON object as far as the scan goes, -2 when the name does not fit cap.
    For valid JSON it agrees with rsd_json_parse and the last "model" member of the
    root (fuzzed). */
+RSRV_FN int rsrv_body_member(const char *s, size_t n, const char *key, char *out, size_t cap, size_t *out_len);
 RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size_t *out_len) {
+    return rsrv_body_member(s, n, "model", out, cap, out_len);
+}
+
+/* rsrv_body_model for any top-level string member `key` (e.g. "prompt_cache_key"). */
+RSRV_FN int rsrv_body_member(const char *s, size_t n, const char *key, char *out, size_t cap, size_t *out_len) {
     size_t i = 0, len = 0;
     rsd_json_tok toks[2];
     rsd_json_doc doc;
@@ -816,7 +883,7 @@ RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size
         ke = rsrv_str_end(s, n, i);
         if (!ke) return -1;
         if (rsd_json_parse(&doc, s + i, ke - i, toks, 2) != 1) return -1;
-        is_model = rsd_json_str_eq(&doc, 0, "model");
+        is_model = rsd_json_str_eq(&doc, 0, key);
         i = ke;
         while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
         if (i >= n || s[i] != ':') return -1;
