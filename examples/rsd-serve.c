@@ -157,7 +157,7 @@ enum { AFF_NONE = 0, AFF_SAMPLE, AFF_ERASE, AFF_READY };
 
 /* Per model: session affinity counters (GET /_rsd/affinity). */
 typedef struct srv_aff_stats {
-    uint64_t warm, fresh, erased, erase_failed, unpinned, samples_failed;
+    uint64_t warm, fresh, handoffs, erased, erase_failed, unpinned, samples_failed;
 } srv_aff_stats;
 
 typedef struct srv {
@@ -811,9 +811,12 @@ static void aff_on_upstream(srv *s, job *j, const rsd_http_event *ev, uint64_t n
         } else {
             if (!a->slot[k].owned) st->fresh++;
             else if (!erase) st->warm++;
+            else st->handoffs++;
             rsrv_aff_take(a, k, j->aff_has, j->aff_session);
             j->aff_slot = k;
-            if (erase && !a->no_erase) {
+            if (erase && s->cfg->models[j->model].session_no_erase) {
+                /* session_erase = false: the child's own prompt cache keeps what it held */
+            } else if (erase && !a->no_erase) {
                 char target[48];
                 snprintf(target, sizeof target, "/slots/%d?action=erase", k);
                 j->aff_phase = AFF_ERASE;
@@ -853,7 +856,8 @@ static void aff_on_upstream(srv *s, job *j, const rsd_http_event *ev, uint64_t n
 }
 
 /* GET /_rsd/affinity: per session_affinity model, its slots as rsd-serve sees them and
-   the counters (warm, fresh, erased, erase_failed, unpinned, samples_failed). */
+   the counters (warm, fresh, handoffs: slots given over from another session, erased,
+   erase_failed, unpinned, samples_failed). */
 static void answer_affinity(srv *s, rsd_http_sreq_h h) {
     rsd_json_writer w;
     int i, k, n;
@@ -871,7 +875,8 @@ static void answer_affinity(srv *s, rsd_http_sreq_h h) {
         rsd_json_w_key(&w, "pid");
         rsd_json_w_int(&w, a->pid);
 #define SRV_AFF_COUNTER(name) rsd_json_w_key(&w, #name); rsd_json_w_int(&w, (int64_t)st->name);
-        SRV_AFF_COUNTER(warm) SRV_AFF_COUNTER(fresh) SRV_AFF_COUNTER(erased) SRV_AFF_COUNTER(erase_failed)
+        SRV_AFF_COUNTER(warm) SRV_AFF_COUNTER(fresh) SRV_AFF_COUNTER(handoffs) SRV_AFF_COUNTER(erased)
+        SRV_AFF_COUNTER(erase_failed)
         SRV_AFF_COUNTER(unpinned) SRV_AFF_COUNTER(samples_failed)
 #undef SRV_AFF_COUNTER
         rsd_json_w_key(&w, "slots");

@@ -44,6 +44,8 @@
        aliases = chat, default          other names that route to this model
        session_affinity = true          a session's requests go to the slot holding its
                                         KV cache (see rsd_serve_affinity.h; default false)
+       session_erase = false            with session_affinity: do not erase a slot handed
+                                        to another session (default true: erase it first)
 
    Values run to the end of the line, trimmed; "quotes" and backslashes in args and
    command group words as in a shell (no expansion). Durations are seconds, or a
@@ -58,7 +60,7 @@
        --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --aliases A,B --model-args "A B"
-       --session-affinity
+       --session-affinity --no-session-erase
        --verbose --quiet --help (flags without effect on the config, returned in opts) */
 #ifndef RSD_SERVE_H_INCLUDED
 #define RSD_SERVE_H_INCLUDED
@@ -109,6 +111,8 @@ typedef struct rsrv_model {
     uint32_t ttl_ms;             /* 0 = never */
     bool pinned;
     bool session_affinity;       /* requests of one session go to the slot holding its KV */
+    bool session_no_erase;       /* session_erase = false: a slot handed to another session
+                                    is not erased first */
     int naliases;
     char aliases[RSRV_MAX_ALIASES][RSRV_ID_MAX];
     int line;                    /* where its section starts (0 = from flags) */
@@ -387,7 +391,8 @@ static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "lla
                                                "start_timeout", "stop_grace", "args", "max_wait",
                                                "send_timeout", "lock_models"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
-                                              "reserve", "ttl", "pinned", "aliases", "session_affinity"};
+                                              "reserve", "ttl", "pinned", "aliases", "session_affinity",
+                                              "session_erase"};
 
 RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, size_t n) {
     int i;
@@ -544,12 +549,14 @@ RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *
         return true;
     case 8:
     case 10:
+    case 11:
         if (!rsrv_parse_bool(v, n, &b)) {
             snprintf(err, ecap, "%s must be true or false", rsrv_model_keys[key]);
             return false;
         }
         if (key == 8) m->pinned = b;
-        else m->session_affinity = b;
+        else if (key == 10) m->session_affinity = b;
+        else m->session_no_erase = !b;
         return true;
     case 9: {
         size_t i = 0;
@@ -665,7 +672,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         if (cur) {
             int key = rsrv_key_index(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases, session_affinity)",
+                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases, session_affinity, session_erase)",
                          (int)(kn > 64 ? 64 : kn), k, cur->id);
                 goto fail;
             }
@@ -711,6 +718,11 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         if (!strcmp(a, "--session-affinity")) {
             if (!cur) { snprintf(err, ecap, "--session-affinity: comes after --model or --command"); return -1; }
             cur->session_affinity = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-session-erase")) {
+            if (!cur) { snprintf(err, ecap, "--no-session-erase: comes after --model or --command"); return -1; }
+            cur->session_no_erase = true;
             continue;
         }
         if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
@@ -796,6 +808,7 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
         RSRV_PUT("reserve = %llu\nttl = %lums\npinned = %s\n", (unsigned long long)m->reserve_bytes,
                  (unsigned long)m->ttl_ms, m->pinned ? "true" : "false");
         if (m->session_affinity) RSRV_PUT("session_affinity = true\n");
+        if (m->session_no_erase) RSRV_PUT("session_erase = false\n");
         if (m->naliases) {
             RSRV_PUT("aliases = ");
             for (k = 0; k < m->naliases; k++) RSRV_PUT("%s%s", k ? ", " : "", m->aliases[k]);
@@ -824,7 +837,7 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         if (strcmp(x->id, y->id) || strcmp(x->model, y->model) || strcmp(x->command, y->command) ||
             strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
             x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
-            x->session_affinity != y->session_affinity ||
+            x->session_affinity != y->session_affinity || x->session_no_erase != y->session_no_erase ||
             x->naliases != y->naliases)
             return false;
         for (k = 0; k < x->naliases; k++)

@@ -34,6 +34,13 @@
        Erasing needs llama-server's --slot-save-path (without it the erase answers 501
        and rsd-serve adds the flag itself for models run with the llama-server
        template; an erase that fails is logged and the request goes on).
+       session_erase = false keeps the pinning and skips the erase. Measured on
+       llama-server b10116 (bench/affinity.c: 8 sessions x 10 turns, 4 slots): the
+       server keeps a prompt cache in host memory (--cache-ram, 8 GiB by default) and
+       restores a session's prefix into whatever slot it lands on, so pinning alone
+       re-processes as many tokens as letting the server pick (ratio 1.00), while
+       erasing on every hand-over re-processes about 4 times as many: erase only where
+       sessions must not share a slot's KV.
 
    LEASE BODY
        rsrv_lease_body: {"bytes": N or "6G", "ttl_ms": T, "restore": true|false};

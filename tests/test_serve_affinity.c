@@ -64,6 +64,11 @@ static void test_config_keys(void) {
     CHECK(strstr(err, "serve.ini:1:") && strstr(err, "listed twice"));
     CHECK_EQ_INT(parse("lock_models = ,\n", err, sizeof err), -1);
     CHECK(strstr(err, "at least one") != NULL);
+    CHECK_EQ_INT(parse("[model a]\nmodel = /m\nsession_affinity = true\nsession_erase = off\n", err, sizeof err), 0);
+    CHECK(g_cfg.models[0].session_no_erase);
+    n = rsrv_write_ini(&g_cfg, ini, sizeof ini);
+    REQUIRE(n > 0);
+    CHECK(strstr(ini, "session_erase = false") != NULL);
     CHECK_EQ_INT(parse("[model a]\nmodel = /m\nsession_affinity = maybe\n", err, sizeof err), -1);
     CHECK(strstr(err, "serve.ini:3: session_affinity must be true or false") != NULL);
     /* flags */
@@ -364,6 +369,7 @@ static void test_serve_affinity_sim(void) {
     CHECK(with > 0);
     CHECK_EQ_INT(aff_field(&s, "fresh"), 4);
     CHECK_EQ_INT(aff_field(&s, "erased"), 20);
+    CHECK_EQ_INT(aff_field(&s, "handoffs"), 20);
     CHECK_EQ_INT(aff_field(&s, "warm"), 0);
     CHECK_EQ_INT(aff_field(&s, "erase_failed"), 0);
     CHECK_EQ_INT(aff_field(&s, "samples_failed"), 0);
@@ -449,6 +455,31 @@ static void test_serve_affinity_no_erase(void) {
     CHECK_EQ_INT(aff_field(&s, "erased"), 0);
     CHECK_EQ_INT(aff_field(&s, "erase_failed"), 2);
     CHECK(log_has(&s, "cannot erase slots (start it with --slot-save-path)"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* session_erase = false: a slot is handed over without an erase (the child's prompt
+   cache keeps what it held). */
+static void test_serve_affinity_keep(void) {
+    serve_proc s;
+    char path[256], cfg[1024];
+    const char *args[] = {"--config", path, NULL};
+    static const char *who[] = {"a", "b", "c"};
+    int k;
+    make_dir();
+    snprintf(path, sizeof path, "%s/keep.ini", g_dir);
+    snprintf(cfg, sizeof cfg, "[model chat]\nmodel = %s\nparallel = 2\nsession_affinity = true\nsession_erase = false\n",
+             model_file("chat"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    for (k = 0; k < 3; k++) CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", session_body("chat", who[k], 0, true)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", session_body("chat", "c", 1, true)), 200);
+    CHECK(timing("cache_n") > 0); /* c is warm on its slot */
+    CHECK_EQ_INT(aff_field(&s, "fresh"), 2);
+    CHECK_EQ_INT(aff_field(&s, "handoffs"), 1);
+    CHECK_EQ_INT(aff_field(&s, "warm"), 1);
+    CHECK_EQ_INT(aff_field(&s, "erased"), 0);
+    CHECK_EQ_INT(aff_field(&s, "erase_failed"), 0);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
@@ -666,6 +697,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_affinity_sim);
     RUN(test_serve_affinity_warm);
     RUN(test_serve_affinity_no_erase);
+    RUN(test_serve_affinity_keep);
     RUN(test_serve_locked);
     RUN(test_serve_listing_fields);
     RUN(test_serve_exclusive);
