@@ -29,7 +29,32 @@
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
               ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
-              backoffs, restores, ...).
+              backoffs, restores, ...). GET /v1/models/ID (percent-encoded id or
+              alias): one listing entry, or 404 `model "ID" was not found`; GET
+              /api/v0/models: the listing again. Entries carry created (the process's
+              start, seconds), owned_by, max_context_length (ctx or null),
+              loaded_context_length while loaded (ctx / parallel) and status.last_used
+              (ms since the epoch, null = never).
+     Leases:  POST /_rsd/lease {"bytes": N|"6G", "ttl_ms": T, "restore": B}: idle,
+              unpinned processes stop (LRU first) until reservations plus leases fit
+              vram_budget; 200 {"id","granted","requested","ready","restore",
+              "expires_in_ms","stopped":[ids]}, 409 declined (nothing can be stopped),
+              503 no vram_budget or too many leases, 400 a bad body. GET
+              /_rsd/lease/ID its state, DELETE /_rsd/lease/ID releases it (restore:
+              what it stopped starts again); past ttl_ms it is released by itself.
+     Locked host (lock_models): only the listed models are served and listed; a
+              request naming none gets the first, another model 409 "model switching
+              is disabled on this host; served models: ...", none configured 503 "no
+              models are selected on this locked host".
+     Sessions (session_affinity on a model; rsd_serve_affinity.h has the policy): a
+              completion request's session (prompt_cache_key, or X-Session-Id) goes to
+              its warm slot, else a fresh one, else the LRU idle slot, erased first
+              (POST /slots/ID?action=erase, awaited) when another session owns it
+              (session_erase = false: never); "id_slot" is added to the body; the
+              child gets --slot-save-path DIR (a temporary directory) so it may erase.
+              GET /_rsd/affinity: slot owners and counters.
+     Exclusive: X-Residency-Exclusive: 1 runs the request alone on its model's
+              process (it drains first; other models keep flowing).
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its

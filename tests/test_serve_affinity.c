@@ -685,6 +685,32 @@ static void test_serve_lease(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* examples/game_loop.c against rsd-serve: the ensure, then the cutscene's lease (b, the
+   least recently used idle model, is stopped for it and comes back on release). */
+static void test_game_loop_lease(void) {
+    serve_proc s;
+    char path[256], cfg[1024], out[16384];
+    const char *args[] = {"--config", path, NULL};
+    const char *gargv[] = {"build/examples/game_loop", NULL, "a", "4G", NULL};
+    int i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/game.ini", g_dir);
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = 8G\n[model a]\nmodel = %s\nreserve = 4G\n"
+             "[model b]\nmodel = %s\nreserve = 4G\n", model_file("a"), model_file("b"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    gargv[1] = s.url;
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    CHECK_EQ_INT(run_prog(gargv, out, sizeof out), 0);
+    CHECK(strstr(out, "resident: a") != NULL);
+    CHECK(strstr(out, "\"stopped\":[\"b\"]") != NULL);
+    CHECK(strstr(out, "cutscene plays") != NULL && strstr(out, "released") != NULL);
+    for (i = 0; i < 500 && status_field(&s, "b", "pid") <= 0; i++) (void)poll(NULL, 0, 10);
+    CHECK(status_field(&s, "b", "pid") > 0); /* restored */
+    if (rsdt_cur_failed) printf("%s\n", out);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -702,5 +728,6 @@ int main(int argc, char **argv) {
     RUN(test_serve_listing_fields);
     RUN(test_serve_exclusive);
     RUN(test_serve_lease);
+    RUN(test_game_loop_lease);
     return RSD_TEST_END();
 }
