@@ -80,11 +80,16 @@
          -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
        Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
        unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
-       0 (resident), 2 (declined), 3 (load failed), 4 (unreachable/observe).
+       0 (resident), 2 (declined), 3 (load failed), 4 (observe-only and not
+       resident), and a DEGRADED one by its result: 5 (server unreachable:
+       RSD_ERR_CONNECT, _TIMEOUT, _RESOLVE, _CLOSED, _IO, _TLS), 7 (RSD_ERR_AUTH),
+       else 6 (not a model server).
 
    ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
        RESIDENCY                     observe|off|0|false|user|user-managed =
                                      observe-only (never mutate); else managed
+                                     (a value not in that list nor on|1|true|
+                                     managed: warned about once per ensurer)
        RESIDENCY_CORESIDENT_CONTEXT  clamp ceiling for loads beside others:
                                      off|0|false disables, N sets, else 131072
        RESIDENCY_STATE_DIR           state directory (lock, attribution,
@@ -406,8 +411,11 @@
 
        Opt-outs (environment):
            RESIDENCY=observe|off|0|false|user|user-managed (trimmed, any case)
-               observe-only; unset, empty or anything else: managed.
+               observe-only; unset, empty, on|1|true|managed: managed. Any other
+               value also means managed, and the ensurer says so once (a warning
+               notice naming the accepted values): a typo never silently manages.
            bool rsd_env_observe(const char *value);
+           bool rsd_env_known(const char *value);   one of the values above (or unset)
            bool rsd_lifecycle_user_managed(const char *lifecycle);
            rsd_optout rsd_optout_resolve(const char *env_value, bool user_managed);
                TARGET when the target is user-managed, else ENV when the value
@@ -899,7 +907,10 @@
            RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
            <status>: <the server's error message>", the message read by
            rsd_server_error_parse and left out when the body has none, e.g.
-           "... HTTP 404: File Not Found"); a transport error -> LOAD_FAILED.
+           "... HTTP 404: File Not Found"; on a 4xx, when the listing names every
+           servable model (RSD_RT_CATALOG) and the keep is not in it, followed by
+           "; '<id>' is not served there: it serves N models: a, b, c, d, e and
+           K more"); a transport error -> LOAD_FAILED.
            An unload or poll that fails quotes the server's message the same way.
        11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
            capped at 500 ms between polls, the last poll at the deadline; so
@@ -1035,6 +1046,8 @@
            CONTEXT        stress/warning (step 13a)
            ATTR_RESET     degraded/warning (added by the shell: the attribution
                           file was corrupt and has been reset)
+           ENV_UNKNOWN    degraded/warning (added by the shell, once per ensurer:
+                          RESIDENCY holds a value it does not know; managed)
          The kinds restored and load-failed are ours (upstream folded them into
          swap and threw the error); rsd_notice_kind_str gives "restored" and
          "load-failed". .text is the rendered line (cut at
@@ -1261,6 +1274,10 @@
            llama-server --parallel so requests beyond it queue here, FIFO);
            pinned: never evicted, trimmed or TTL-unloaded.
        rsd_pool_find_model(pool, id), rsd_pool_set_pinned(pool, m, on, now)
+       rsd_pool_set_model(pool, m, &model_desc, now): new reserve_bytes, ttl_ms,
+           max_in_flight and pinned for model m (the id must be the same or NULL);
+           a resident process keeps the reservation it was admitted with until it
+           stops; the TTL and the cap apply at once. RSD_ERR_ARG as add_model.
        rsd_pool_acquire(pool, m, now, user, &req, &slot)
            RSD_OK: granted now, in-flight counted now (at admission, not at
            dispatch: a slot holding a granted request is never idle, the
@@ -2239,6 +2256,10 @@ RSD_API int rsd_protected_collect(const rsd_role_sources *src, rsd_protected_mod
 /* True iff RESIDENCY's value asks for observe-only (R34): observe|off|0|false|user|
    user-managed, trimmed, any case. NULL/empty/other = managed. */
 RSD_API bool rsd_env_observe(const char *env_value);
+/* True iff RESIDENCY's value is one residency knows: NULL, empty, an opt-out above, or an
+   explicit managed value on|1|true|managed (trimmed, any case). Anything else (a typo such
+   as "obsreve") still means managed; the ensurer warns about it once. */
+RSD_API bool rsd_env_known(const char *env_value);
 /* True iff a target lifecycle value is "user-managed" (trimmed, any case) (R35). */
 RSD_API bool rsd_lifecycle_user_managed(const char *lifecycle);
 /* Combined verdict (R35): TARGET if user_managed, else ENV if the env value opts out, else NONE. */
@@ -2692,7 +2713,7 @@ typedef enum rsd_outcome {
 #define RSD_DRIVER_MSGS(X) X(PLAN, "plan") X(RESTORED, "restored") X(UNRESTORED, "unrestored") \
     X(LOAD_FAILED, "load-failed") X(UNLOAD_FAILED, "unload-failed") \
     X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded") X(CONTEXT, "context") \
-    X(STATE_FAILED, "state-failed") X(ATTR_RESET, "attr-reset")
+    X(STATE_FAILED, "state-failed") X(ATTR_RESET, "attr-reset") X(ENV_UNKNOWN, "env-unknown")
 /* Which driver message a notice carries. */
 typedef enum rsd_driver_msg {
 #define RSDI_X(n, s) RSD_DMSG_##n,
@@ -3362,6 +3383,8 @@ RSD_API int rsd_pool_add_model(rsd_pool *pool, const rsd_pool_model_desc *model)
 RSD_API int rsd_pool_find_model(const rsd_pool *pool, rsd_str id);
 /* Change a model's pin; pinning never stops anything, unpinning may let it be evicted. */
 RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms);
+/* Change a model's reservation, TTL, in-flight cap and pin (same id, or id NULL). */
+RSD_API int rsd_pool_set_model(rsd_pool *pool, int model, const rsd_pool_model_desc *d, uint64_t now_ms);
 /* Ask for a request on model: RSD_OK (granted now; *slot set, in-flight counted),
    RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
@@ -5881,6 +5904,16 @@ RSD_API bool rsd_env_observe(const char *env_value) {
     return false;
 }
 
+RSD_API bool rsd_env_known(const char *env_value) {
+    static const char *const managed[] = {"on", "1", "true", "managed"};
+    rsd_str v = rsdi_str_trim(rsd_str_c(env_value));
+    size_t i;
+    if (!v.len || rsd_env_observe(env_value)) return true;
+    for (i = 0; i < sizeof managed / sizeof managed[0]; i++)
+        if (rsdi_ieq_c(v, managed[i])) return true;
+    return false;
+}
+
 RSD_API bool rsd_lifecycle_user_managed(const char *lifecycle) {
     return rsdi_ieq_c(rsdi_str_trim(rsd_str_c(lifecycle)), "user-managed");
 }
@@ -7775,6 +7808,28 @@ RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t
         (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
 }
 
+/* When the listing names every servable model and the keep is not among them: "; it
+   serves N models: a, b, c, d, e and 3 more" appended to buf (an unknown model id is the
+   usual cause of a rejected load). */
+RSDI_PRIVATE void rsdi_rc_served_ids(const rsd_reconcile *r, char *buf, size_t cap) {
+    const rsd_listing *l = r->last_list;
+    size_t n = strlen(buf);
+    int i;
+    if (!(r->rt->flags & RSD_RT_CATALOG) || !l || rsd_listing_find(l, rsd_str_c(r->keep)) >= 0) return;
+    if (l->n == 0) {
+        (void)RSD_SNPRINTF(buf + n, cap - n, "; '%s' is not served there: it lists no model", r->keep);
+        return;
+    }
+    (void)RSD_SNPRINTF(buf + n, cap - n, "; '%s' is not served there: it serves %d model%s: ", r->keep, l->n,
+                       l->n == 1 ? "" : "s");
+    for (i = 0; i < l->n && i < 5; i++) {
+        n = strlen(buf);
+        (void)RSD_SNPRINTF(buf + n, cap - n, "%s%.*s", i ? ", " : "", (int)l->models[i].id.len, l->models[i].id.ptr);
+    }
+    n = strlen(buf);
+    if (l->n > 5) (void)RSD_SNPRINTF(buf + n, cap - n, " and %d more", l->n - 5);
+}
+
 /* Facts from r->snap, then the decision and the gate (R44, R45). */
 RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     rsd_facts *f = &r->facts;
@@ -8711,6 +8766,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         } else { /* the server's own words after the status (W18: say why) */
             (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
             rsdi_rc_quote_error(r, body, len, what, sizeof what);
+            if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
             rsdi_rc_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
         }
         break;
@@ -10742,6 +10798,20 @@ RSD_API void rsd_pool_destroy(rsd_pool *pool) {
     if (!pool) return;
     a = pool->alloc;
     rsdi_free(&a, pool);
+}
+
+RSD_API int rsd_pool_set_model(rsd_pool *pool, int model, const rsd_pool_model_desc *d, uint64_t now_ms) {
+    rsd_pool_model_desc c;
+    rsdi_pool_model *md;
+    if (!pool || !d || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    md = &pool->models[model];
+    c = *d;
+    if (!c.id) c.id = md->id;
+    if (rsdi_pool_model_check(&c) < 0 || strcmp(c.id, md->id) != 0) return RSD_ERR_ARG;
+    md->reserve_bytes = c.reserve_bytes ? c.reserve_bytes : pool->default_reserve;
+    md->ttl_ms = c.ttl_ms;
+    md->max_in_flight = c.max_in_flight;
+    return rsd_pool_set_pinned(pool, model, c.pinned, now_ms); /* the pin's rules, then a pass */
 }
 
 RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms) {
