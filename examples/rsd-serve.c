@@ -45,6 +45,32 @@
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
               use of a model: they start nothing and never reset its idle timer.
+              GET /v1/models/ID (percent-encoded id or
+              alias): one listing entry, or 404 `model "ID" was not found`; GET
+              /api/v0/models: the listing again. Entries carry created (the process's
+              start, seconds), owned_by, max_context_length (ctx or null),
+              loaded_context_length while loaded (ctx / parallel) and status.last_used
+              (ms since the epoch, null = never).
+     Leases:  POST /_rsd/lease {"bytes": N|"6G", "ttl_ms": T, "restore": B}: idle,
+              unpinned processes stop (LRU first) until reservations plus leases fit
+              vram_budget; 200 {"id","granted","requested","ready","restore",
+              "expires_in_ms","stopped":[ids]}, 409 declined (nothing can be stopped),
+              503 no vram_budget or too many leases, 400 a bad body. GET
+              /_rsd/lease/ID its state, DELETE /_rsd/lease/ID releases it (restore:
+              what it stopped starts again); past ttl_ms it is released by itself.
+     Locked host (lock_models): only the listed models are served and listed; a
+              request naming none gets the first, another model 409 "model switching
+              is disabled on this host; served models: ...", none configured 503 "no
+              models are selected on this locked host".
+     Sessions (session_affinity on a model; rsd_serve_affinity.h has the policy): a
+              completion request's session (prompt_cache_key, or X-Session-Id) goes to
+              its warm slot, else a fresh one, else the LRU idle slot, erased first
+              (POST /slots/ID?action=erase, awaited) when another session owns it
+              (session_erase = false: never); "id_slot" is added to the body; the
+              child gets --slot-save-path DIR (a temporary directory) so it may erase.
+              GET /_rsd/affinity: slot owners and counters.
+     Exclusive: X-Residency-Exclusive: 1 runs the request alone on its model's
+              process (it drains first; other models keep flowing).
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its
@@ -110,6 +136,7 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_serve.h"
+#include "rsd_serve_affinity.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -118,6 +145,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include <fcntl.h>
@@ -198,7 +226,20 @@ typedef struct job {
     int queue_pos;         /* its place in its model's queue when it joined (1 = first); 0 = never waited */
     char method[8];
     char path[96];
+    int aff_phase;         /* session affinity: AFF_* (0 = none for this request) */
+    int aff_slot;          /* the child slot it holds in the model's rsrv_aff (-1 = none) */
+    char *body2;           /* the body with "id_slot" added (NULL = the client's) */
+    size_t body2_len;
+    bool aff_has;          /* it has a session (prompt_cache_key or X-Session-Id) */
+    uint64_t aff_session;  /* its hash */
 } job;
+
+enum { AFF_NONE = 0, AFF_SAMPLE, AFF_ERASE, AFF_READY };
+
+/* Per model: session affinity counters (GET /_rsd/affinity). */
+typedef struct srv_aff_stats {
+    uint64_t warm, fresh, handoffs, erased, erase_failed, unpinned, samples_failed;
+} srv_aff_stats;
 
 typedef struct srv {
     rsrv_config *cfg;
@@ -208,6 +249,11 @@ typedef struct srv {
     rsd_http_client *hc;
     rsd_fleet *fleet;
     job jobs[SRV_MAX_CONNS];
+    rsrv_aff *aff;         /* per model: who owns its process's slots */
+    srv_aff_stats *aff_stats;
+    rsd_json_tok *aff_toks;
+    char slot_dir[64];     /* --slot-save-path given to affinity models ("" = none) */
+    uint64_t boot_unix_ms; /* wall clock at the loop's clock 0 (listing times) */
     char *out;
     bool stopping;
     uint64_t now;          /* the loop's clock (for the client's callbacks) */
@@ -361,16 +407,22 @@ static const char *router_state(const rsd_fleet_model_info *mi) {
     }
 }
 
-/* GET /models, /v1/models: the router's listing. */
-static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
+/* Wall-clock seconds / ms of a loop-clock time (rsd_now_ms is monotonic). */
+static uint64_t unix_ms_of(const srv *s, uint64_t t) { return s->boot_unix_ms + t; }
+
+/* GET /models, /v1/models, /api/v0/models: the router's listing; only >= 0: that
+   model's entry alone (GET /v1/models/ID). A locked host lists its locked set. */
+static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
     rsd_json_writer w;
     int i, k, n;
     rsd_json_w_init(&w, s->out, SRV_OUT);
-    rsd_json_w_begin_object(&w);
-    rsd_json_w_key(&w, "object");
-    rsd_json_w_str(&w, "list");
-    rsd_json_w_key(&w, "data");
-    rsd_json_w_begin_array(&w);
+    if (only < 0) {
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "object");
+        rsd_json_w_str(&w, "list");
+        rsd_json_w_key(&w, "data");
+        rsd_json_w_begin_array(&w);
+    }
     for (i = 0; i < s->cfg->nmodels; i++) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
@@ -379,8 +431,11 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         const char *argv[RSD_PROC_MAX_ARGS];
         rsd_proc_spec spec;
         int argc;
+        bool loaded;
+        if ((only >= 0 && i != only) || !rsrv_lock_allows(s->cfg, i)) continue;
         memset(&mi, 0, sizeof mi);
         (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
+        loaded = !strcmp(router_state(&mi), "loaded");
         rsd_json_w_begin_object(&w);
         rsd_json_w_key(&w, "id");
         rsd_json_w_str(&w, m->id);
@@ -396,12 +451,22 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         rsd_json_w_str(&w, "model");
         rsd_json_w_key(&w, "owned_by");
         rsd_json_w_str(&w, "llamacpp");
-        rsd_json_w_key(&w, "created");
-        rsd_json_w_int(&w, (int64_t)time(NULL));
+        rsd_json_w_key(&w, "created"); /* the process's start, else now (seconds) */
+        rsd_json_w_int(&w, (int64_t)(unix_ms_of(s, mi.started_ms ? mi.started_ms : now) / 1000));
+        rsd_json_w_key(&w, "max_context_length"); /* ctx as configured (null: the model's own) */
+        if (m->ctx) rsd_json_w_int(&w, m->ctx);
+        else rsd_json_w_null(&w);
+        if (loaded && m->ctx) { /* what one request gets: ctx / slots */
+            rsd_json_w_key(&w, "loaded_context_length");
+            rsd_json_w_int(&w, m->ctx / (m->parallel > 1 ? m->parallel : 1));
+        }
         rsd_json_w_key(&w, "status");
         rsd_json_w_begin_object(&w);
         rsd_json_w_key(&w, "value");
         rsd_json_w_str(&w, router_state(&mi));
+        rsd_json_w_key(&w, "last_used"); /* ms since the epoch, null = never */
+        if (mi.last_used_ms) rsd_json_w_int(&w, (int64_t)unix_ms_of(s, mi.last_used_ms));
+        else rsd_json_w_null(&w);
         rsd_json_w_key(&w, "args");
         rsd_json_w_begin_array(&w);
         spec = s->models[i].spec;
@@ -421,8 +486,10 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         rsd_json_w_end_object(&w);
         rsd_json_w_end_object(&w);
     }
-    rsd_json_w_end_array(&w);
-    rsd_json_w_end_object(&w);
+    if (only < 0) {
+        rsd_json_w_end_array(&w);
+        rsd_json_w_end_object(&w);
+    }
     n = rsd_json_w_finish(&w);
     if (n < 0) respond_error(s, h, 500, "server_error", "listing too large");
     else respond_json(s, h, 200, s->out, (size_t)n);
@@ -564,6 +631,12 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     static const char ok[] = "{\"success\":true}";
     int m = body_model_index(s, ev, true, name, sizeof name), r;
     if (m < 0) return;
+    if (!rsrv_lock_allows(s->cfg, m)) { /* a locked host loads nothing else */
+        char msg[RSRV_MAX_MODELS * (RSRV_ID_MAX + 4) + 96];
+        int g = rsrv_lock_gate(s->cfg, true, name, strlen(name), &r, msg, sizeof msg);
+        respond_error(s, ev->req, g ? g : 409, "invalid_request_error", msg);
+        return;
+    }
     if (model_running(s, m, now)) {
         respond_error(s, ev->req, 400, "invalid_request_error", "model is already running");
         return;
@@ -618,6 +691,7 @@ static job *job_new(srv *s) {
             job *j = &s->jobs[i];
             memset(j, 0, sizeof *j);
             j->srv = s;
+            j->aff_slot = -1;
             return j;
         }
     return NULL;
@@ -625,6 +699,10 @@ static job *job_new(srv *s) {
 
 /* Gives the in-flight place back (once). */
 static void job_release(srv *s, job *j, uint64_t now, bool cancel) {
+    if (j->aff_slot >= 0) { /* finishing never erases: the slot keeps its session's KV */
+        rsrv_aff_put(&s->aff[j->model], j->aff_slot);
+        j->aff_slot = -1;
+    }
     if (j->granted) {
         if (cancel) (void)rsd_fleet_cancel(s->fleet, j->preq, now);
         else (void)rsd_fleet_release(s->fleet, j->preq, now);
@@ -638,6 +716,8 @@ static void job_free(srv *s, job *j, uint64_t now) {
     j->state = JOB_FREE;
     free(j->stash); /* rare (a slow client): give the pages back */
     j->stash = NULL;
+    free(j->body2);
+    j->body2 = NULL;
     j->stash_len = 0;
     j->sreq.id = 0;
 }
@@ -710,6 +790,8 @@ static void on_up_body(void *user, const char *data, size_t len) {
 }
 
 /* Sends a granted job to its model's process. */
+static bool aff_begin(srv *s, job *j, const rsd_http_server_event *ev, uint64_t now);
+
 static void job_send(srv *s, job *j, uint64_t now) {
     rsd_http_server_event ev;
     rsd_http_request q;
@@ -722,6 +804,7 @@ static void job_send(srv *s, job *j, uint64_t now) {
         job_free(s, j, now);
         return;
     }
+    if (aff_begin(s, j, &ev, now)) return; /* it samples the child's slots first */
     snprintf(url, sizeof url, "http://127.0.0.1:%u%.*s", (unsigned)j->port, (int)ev.head->target.len,
              ev.head->target.ptr);
     ct = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Content-Type");
@@ -738,7 +821,10 @@ static void job_send(srv *s, job *j, uint64_t now) {
         q.headers = fwd;
         q.num_headers = 1;
     }
-    if (ev.body.len) {
+    if (j->body2) {
+        q.body = j->body2;
+        q.body_len = j->body2_len;
+    } else if (ev.body.len) {
         q.body = ev.body.ptr;
         q.body_len = ev.body.len;
     }
@@ -759,8 +845,202 @@ static void job_send(srv *s, job *j, uint64_t now) {
     j->state = JOB_PROXY;
 }
 
+/* ---- session affinity (the policy is rsd_serve_affinity.h's) ---------------------- */
+enum { SRV_AFF_TOKS = 8192, SRV_AFF_TIMEOUT_MS = 10000 };
+
+/* A side request to j's child (GET /slots, the erase) whose event comes back to j. */
+static bool aff_send(srv *s, job *j, const char *method, const char *target, const rsd_http_server_event *ev,
+                     uint64_t now) {
+    rsd_http_request q;
+    rsd_http_header fwd[1];
+    rsd_str auth = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "Authorization");
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned)j->port, target);
+    memset(&q, 0, sizeof q);
+    q.method = method;
+    q.url = url;
+    if (auth.ptr) { /* a child run with --api-key wants it on /slots too */
+        fwd[0].name = rsd_str_c("Authorization");
+        fwd[0].value = auth;
+        q.headers = fwd;
+        q.num_headers = 1;
+    }
+    q.total_timeout_ms = SRV_AFF_TIMEOUT_MS;
+    q.user = j;
+    if (rsd_http_send(s->hc, &q, now, &j->up) != RSD_OK) return false;
+    j->up_active = true;
+    j->state = JOB_PROXY;
+    return true;
+}
+
+/* Before a granted completion request of a session_affinity model goes out: sample the
+   child's /slots (its answer continues in aff_on_upstream). False: send it as it is. */
+static bool aff_begin(srv *s, job *j, const rsd_http_server_event *ev, uint64_t now) {
+    rsrv_aff *a;
+    rsd_fleet_model_info mi;
+    char key[4096];
+    size_t kl = 0;
+    rsd_str hv;
+    int r;
+    if (j->aff_phase != AFF_NONE || !s->cfg->models[j->model].session_affinity || strcmp(j->method, "POST") ||
+        !(strstr(j->path, "completion") || strstr(j->path, "infill")))
+        return false;
+    j->aff_phase = AFF_READY;
+    a = &s->aff[j->model];
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, j->model, now, &mi);
+    if (a->pid != mi.pid) rsrv_aff_reset(a, mi.pid); /* a new process: its slots are empty */
+    hv = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "X-Session-Id");
+    r = rsrv_body_member(ev->body.ptr, ev->body.len, "prompt_cache_key", key, sizeof key, &kl);
+    if (r == -1) return false; /* not a JSON object: nothing to pin */
+    if (r == 1 && kl) {
+        j->aff_has = true;
+        j->aff_session = rsrv_aff_hash(key, kl);
+    } else if (hv.ptr && hv.len) {
+        j->aff_has = true;
+        j->aff_session = rsrv_aff_hash(hv.ptr, hv.len);
+    }
+    j->aff_phase = AFF_SAMPLE;
+    if (aff_send(s, j, "GET", "/slots", ev, now)) return true;
+    j->aff_phase = AFF_READY;
+    s->aff_stats[j->model].samples_failed++;
+    return false;
+}
+
+/* The sample or the erase answered: pick the slot (erasing it first when another
+   session owns it), then send the request with "id_slot". */
+static void aff_on_upstream(srv *s, job *j, const rsd_http_event *ev, uint64_t now) {
+    rsrv_aff *a = &s->aff[j->model];
+    srv_aff_stats *st = &s->aff_stats[j->model];
+    rsd_http_server_event sev;
+    int k;
+    if (rsd_http_server_query(s->hs, j->sreq, &sev) != RSD_OK) { job_free(s, j, now); return; }
+    if (j->aff_phase == AFF_SAMPLE) {
+        bool erase = false;
+        j->aff_phase = AFF_READY;
+        if (ev->result != RSD_OK || ev->status != 200 ||
+            rsrv_aff_sample(a, ev->body.ptr, ev->body.len, s->aff_toks, SRV_AFF_TOKS) <= 0) {
+            st->samples_failed++;
+        } else if ((k = rsrv_aff_choose(a, j->aff_has, j->aff_session, &erase)) < 0) {
+            st->unpinned++; /* no idle slot: the child picks */
+        } else {
+            if (!a->slot[k].owned) st->fresh++;
+            else if (!erase) st->warm++;
+            else st->handoffs++;
+            rsrv_aff_take(a, k, j->aff_has, j->aff_session);
+            j->aff_slot = k;
+            if (erase && s->cfg->models[j->model].session_no_erase) {
+                /* session_erase = false: the child's own prompt cache keeps what it held */
+            } else if (erase && !a->no_erase) {
+                char target[48];
+                snprintf(target, sizeof target, "/slots/%d?action=erase", k);
+                j->aff_phase = AFF_ERASE;
+                if (aff_send(s, j, "POST", target, &sev, now)) return;
+                j->aff_phase = AFF_READY;
+                st->erase_failed++;
+            } else if (erase) {
+                st->erase_failed++;
+            }
+        }
+    } else { /* AFF_ERASE */
+        j->aff_phase = AFF_READY;
+        if (ev->result == RSD_OK && ev->status == 200) {
+            st->erased++;
+        } else {
+            st->erase_failed++; /* swallowed: the request goes on */
+            if (ev->status == 501 && !a->no_erase) {
+                a->no_erase = true;
+                logf_("%s: the child cannot erase slots (start it with --slot-save-path); sessions may share a slot's KV",
+                      s->cfg->models[j->model].id);
+            }
+        }
+    }
+    if (j->aff_slot >= 0) {
+        j->body2 = (char *)malloc(sev.body.len + 32);
+        if (j->body2) {
+            int n = rsrv_body_with_slot(sev.body.ptr, sev.body.len, j->aff_slot, j->body2, sev.body.len + 32);
+            if (n < 0) {
+                free(j->body2);
+                j->body2 = NULL;
+            } else {
+                j->body2_len = (size_t)n;
+            }
+        }
+    }
+    job_send(s, j, now);
+}
+
+/* GET /_rsd/affinity: per session_affinity model, its slots as rsd-serve sees them and
+   the counters (warm, fresh, handoffs: slots given over from another session, erased,
+   erase_failed, unpinned, samples_failed). */
+static void answer_affinity(srv *s, rsd_http_sreq_h h) {
+    rsd_json_writer w;
+    int i, k, n;
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "models");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels; i++) {
+        const rsrv_aff *a = &s->aff[i];
+        const srv_aff_stats *st = &s->aff_stats[i];
+        if (!s->cfg->models[i].session_affinity) continue;
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "id");
+        rsd_json_w_str(&w, s->cfg->models[i].id);
+        rsd_json_w_key(&w, "pid");
+        rsd_json_w_int(&w, a->pid);
+#define SRV_AFF_COUNTER(name) rsd_json_w_key(&w, #name); rsd_json_w_int(&w, (int64_t)st->name);
+        SRV_AFF_COUNTER(warm) SRV_AFF_COUNTER(fresh) SRV_AFF_COUNTER(handoffs) SRV_AFF_COUNTER(erased)
+        SRV_AFF_COUNTER(erase_failed)
+        SRV_AFF_COUNTER(unpinned) SRV_AFF_COUNTER(samples_failed)
+#undef SRV_AFF_COUNTER
+        rsd_json_w_key(&w, "slots");
+        rsd_json_w_begin_array(&w);
+        for (k = 0; k < a->nslots; k++) {
+            char hex[24];
+            rsd_json_w_begin_object(&w);
+            rsd_json_w_key(&w, "id");
+            rsd_json_w_int(&w, k);
+            rsd_json_w_key(&w, "owner"); /* the session's hash; null = fresh, "" = keyless */
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)a->slot[k].owner);
+            if (!a->slot[k].owned) rsd_json_w_null(&w);
+            else rsd_json_w_str(&w, a->slot[k].keyless ? "" : hex);
+            rsd_json_w_key(&w, "held");
+            rsd_json_w_bool(&w, a->slot[k].held);
+            rsd_json_w_end_object(&w);
+        }
+        rsd_json_w_end_array(&w);
+        rsd_json_w_end_object(&w);
+    }
+    rsd_json_w_end_array(&w);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) respond_error(s, h, 500, "server_error", "too large");
+    else respond_json(s, h, 200, s->out, (size_t)n);
+}
+
 static int hexval(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decodes p[0..e) into out (NUL-terminated; '+' is a blank when plus); its
+   length, or -1 when it is badly encoded or does not fit cap. */
+static int pct_decode(const char *q, const char *e, bool plus, char *out, size_t cap) {
+    size_t n = 0;
+    for (; q < e; q++) {
+        char c = *q;
+        if (c == '+' && plus) c = ' ';
+        else if (c == '%') {
+            int hi = q + 2 < e ? hexval(q[1]) : -1, lo = q + 2 < e ? hexval(q[2]) : -1;
+            if (hi < 0 || lo < 0) return -1;
+            c = (char)(hi * 16 + lo);
+            q += 2;
+        }
+        if (n + 1 >= cap) return -1;
+        out[n++] = c;
+    }
+    out[n] = 0;
+    return (int)n;
 }
 
 /* Query parameter `name` (percent-decoded) as rsrv_body_model reports it: 1 found,
@@ -772,21 +1052,9 @@ static int query_param(rsd_str target, const char *name, char *out, size_t cap, 
     for (q++; q < end;) {
         const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
         if ((size_t)(e - q) > nl && !memcmp(q, name, nl) && q[nl] == '=') {
-            size_t n = 0;
-            for (q += nl + 1; q < e; q++) {
-                char c = *q;
-                if (c == '+') c = ' ';
-                else if (c == '%') {
-                    int hi = q + 2 < e ? hexval(q[1]) : -1, lo = q + 2 < e ? hexval(q[2]) : -1;
-                    if (hi < 0 || lo < 0) return -2;
-                    c = (char)(hi * 16 + lo);
-                    q += 2;
-                }
-                if (n + 1 >= cap) return -2;
-                out[n++] = c;
-            }
-            out[n] = 0;
-            *out_len = n;
+            int n = pct_decode(q + nl + 1, e, true, out, cap);
+            if (n < 0) return -2;
+            *out_len = (size_t)n;
             return 1;
         }
         q = e + 1;
@@ -910,17 +1178,31 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
                        : rsrv_body_model(ev->body.ptr, ev->body.len, name, sizeof name, &len), m;
     job *j;
     uint16_t port = 0;
-    if (r == 0 || r == -1) {
+    rsd_str xh;
+    int flags = 0;
+    if (r == -1 || (r == 0 && !s->cfg->nlock)) {
         respond_error(s, ev->req, 400, "invalid_request_error", "model name is missing from the request");
         return;
     }
-    m = r == 1 ? rsrv_find(s->cfg, name, len) : -1;
+    if (s->cfg->nlock) { /* a locked host: its gate answers */
+        char msg[RSRV_MAX_MODELS * (RSRV_ID_MAX + 4) + 96];
+        int g = rsrv_lock_gate(s->cfg, r != 0, name, r == 1 ? len : 0, &m, msg, sizeof msg);
+        if (g) {
+            respond_error(s, ev->req, g, g == RSRV_GATE_CONFLICT ? "invalid_request_error" : "unavailable_error", msg);
+            return;
+        }
+    } else {
+        m = r == 1 ? rsrv_find(s->cfg, name, len) : -1;
+    }
     if (m < 0) {
         respond_unknown_model(s, ev->req, r == 1 ? name : "(too long)");
         return;
     }
     if (refuse_no_autoload(s, ev, m, now)) return;
     if (queue_refuse(s, ev, m, now, false)) return;
+    /* X-Residency-Exclusive: 1 runs alone on its model's process (benchmarks) */
+    xh = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "X-Residency-Exclusive");
+    if (xh.ptr && (rsd_str_eq_c(xh, "1") || rsd_str_eq_c(xh, "true"))) flags = RSD_POOL_ACQUIRE_EXCLUSIVE;
     j = job_new(s);
     if (!j) {
         respond_error(s, ev->req, 503, "unavailable_error", "too many requests in progress");
@@ -932,7 +1214,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     j->seq = ++s->job_seq;
     rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
     rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
-    r = rsd_fleet_acquire(s->fleet, m, now, j, &j->preq, &port);
+    r = rsd_fleet_acquire_ex(s->fleet, m, flags, now, j, &j->preq, &port);
     if (r == RSD_OK) {
         j->granted = true;
         j->port = port;
@@ -958,11 +1240,117 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     }
 }
 
+/* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------ */
+/* {"id", "granted", "requested", "ready", "restore", "expires_in_ms", "stopped": [ids]} */
+static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, uint64_t now) {
+    rsd_pool_lease_info li;
+    rsd_json_writer w;
+    int i, n;
+    memset(&li, 0, sizeof li);
+    if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK) {
+        respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
+        return;
+    }
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "id");
+    rsd_json_w_int(&w, l.id);
+    rsd_json_w_key(&w, "granted");
+    rsd_json_w_int(&w, (int64_t)li.granted);
+    rsd_json_w_key(&w, "requested");
+    rsd_json_w_int(&w, (int64_t)li.requested);
+    rsd_json_w_key(&w, "ready");
+    rsd_json_w_bool(&w, li.ready);
+    rsd_json_w_key(&w, "restore");
+    rsd_json_w_bool(&w, li.restore);
+    rsd_json_w_key(&w, "expires_in_ms");
+    if (li.expires_ms == RSD_POOL_NO_DEADLINE) rsd_json_w_null(&w);
+    else rsd_json_w_int(&w, li.expires_ms > now ? (int64_t)(li.expires_ms - now) : 0);
+    rsd_json_w_key(&w, "stopped");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels && i < 64; i++)
+        if (li.stopped & ((uint64_t)1 << i)) rsd_json_w_str(&w, s->cfg->models[i].id);
+    rsd_json_w_end_array(&w);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) respond_error(s, h, 500, "server_error", "too large");
+    else respond_json(s, h, 200, s->out, (size_t)n);
+}
+
+/* POST /_rsd/lease {"bytes": N, "ttl_ms": T, "restore": B}: 200 granted (in full or in
+   part: "granted" < "requested"), 409 declined (nothing idle and unpinned to stop), 503
+   no byte budget or too many leases, 400 a bad body. */
+static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    rsd_pool_lease_desc d;
+    rsd_pool_lease l;
+    char err[256];
+    int r;
+    if (!rsrv_lease_body(ev->body.ptr, ev->body.len, &d, err, sizeof err)) {
+        respond_error(s, ev->req, 400, "invalid_request_error", err);
+        return;
+    }
+    if (!s->cfg->vram_budget_bytes) {
+        respond_error(s, ev->req, 503, "unavailable_error", "this host has no byte budget to lease (set vram_budget)");
+        return;
+    }
+    r = rsd_fleet_lease_take(s->fleet, &d, now, &l);
+    if (r == RSD_OK || r == RSD_PENDING) {
+        logf_("lease %u: %llu bytes asked, ttl %lu ms", (unsigned)l.id, (unsigned long long)d.bytes,
+              (unsigned long)d.ttl_ms);
+        lease_answer(s, ev->req, l, now);
+    } else if (r == RSD_ERR_POOL_NO_FIT) {
+        respond_error(s, ev->req, 409, "invalid_request_error",
+                      "lease declined: every process that holds the budget is busy or pinned");
+    } else {
+        char msg[160];
+        snprintf(msg, sizeof msg, "lease not taken: %s", rsd_result_str(r));
+        respond_error(s, ev->req, 503, "unavailable_error", msg);
+    }
+}
+
+/* GET and DELETE /_rsd/lease/ID. */
+static void answer_lease(srv *s, const rsd_http_server_event *ev, bool del, uint64_t now) {
+    const char *p = ev->head->target.ptr + 12, *e = ev->head->target.ptr + ev->head->target.len;
+    const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
+    rsd_pool_lease l;
+    uint64_t id = 0;
+    if (q) e = q;
+    if (!rsrv_parse_u64(p, (size_t)(e - p), 0xFFFFFFFFu, &id) || !id) {
+        respond_error(s, ev->req, 404, "not_found_error", "lease not found (released, expired or never taken)");
+        return;
+    }
+    l.id = (uint32_t)id;
+    if (!del) { lease_answer(s, ev->req, l, now); return; }
+    if (rsd_fleet_lease_release(s->fleet, l, now) != RSD_OK) {
+        respond_error(s, ev->req, 404, "not_found_error", "lease not found (released, expired or never taken)");
+        return;
+    }
+    logf_("lease %u: released", (unsigned)l.id);
+    respond_json(s, ev->req, 200, "{\"released\":true}", 17);
+}
+
+/* GET /v1/models/ID (percent-encoded id or alias): that entry, or 404. */
+static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    const char *p = ev->head->target.ptr + 11, *e = ev->head->target.ptr + ev->head->target.len;
+    const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
+    char id[RSRV_ID_MAX * 3], msg[sizeof id + 32];
+    int n = pct_decode(p, q ? q : e, false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
+    if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models(s, ev->req, now, m); return; }
+    if (n < 0) snprintf(id, sizeof id, "(bad id)");
+    snprintf(msg, sizeof msg, "model \"%s\" was not found", id);
+    respond_error(s, ev->req, 404, "not_found_error", msg);
+}
+
 static bool path_is(const rsd_http_server_event *ev, const char *p) {
     size_t n = strlen(p), t = ev->head->target.len;
     const char *q = (const char *)memchr(ev->head->target.ptr, '?', t);
     if (q) t = (size_t)(q - ev->head->target.ptr);
     return t == n && !memcmp(ev->head->target.ptr, p, n);
+}
+
+static bool path_starts(const rsd_http_server_event *ev, const char *p) {
+    size_t n = strlen(p);
+    return ev->head->target.len > n && !memcmp(ev->head->target.ptr, p, n);
 }
 
 static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
@@ -972,8 +1360,16 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     if (get && (path_is(ev, "/health") || path_is(ev, "/v1/health"))) {
         static const char ok[] = "{\"status\":\"ok\"}";
         respond_json(s, ev->req, 200, ok, sizeof ok - 1);
-    } else if (get && (path_is(ev, "/v1/models") || path_is(ev, "/models"))) {
-        answer_models(s, ev->req, now);
+    } else if (get && (path_is(ev, "/v1/models") || path_is(ev, "/models") || path_is(ev, "/api/v0/models"))) {
+        answer_models(s, ev->req, now, -1);
+    } else if (get && path_starts(ev, "/v1/models/")) {
+        answer_model_one(s, ev, now);
+    } else if (get && path_is(ev, "/_rsd/affinity")) {
+        answer_affinity(s, ev->req);
+    } else if (post && path_is(ev, "/_rsd/lease")) {
+        answer_lease_take(s, ev, now);
+    } else if ((get || rsd_str_eq_c(ev->head->method, "DELETE")) && path_starts(ev, "/_rsd/lease/")) {
+        answer_lease(s, ev, !get, now);
     } else if (get && path_is(ev, "/props") && query_model(ev->head->target, name, sizeof name, &len) == 0) {
         answer_props(s, ev->req);
     } else if (get && (path_is(ev, "/status") || path_is(ev, "/_rsd/status"))) {
@@ -1022,6 +1418,7 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     j->up_active = false;
     j->paused = false;
     if (j->client_gone) { job_free(s, j, now); return; }
+    if (j->aff_phase == AFF_SAMPLE || j->aff_phase == AFF_ERASE) { aff_on_upstream(s, j, ev, now); return; }
     if (ev->result != RSD_OK || j->broken) {
         char msg[512];
         if (j->begun) {
@@ -1243,8 +1640,22 @@ static int load_config(rsrv_config *c, rsrv_opts *o, int argc, char **argv, char
     return rsrv_parse_args(c, o, argc, argv, err, ecap) != 0 ? -1 : 0;
 }
 
-/* Builds model m's process spec from configuration c into sm. */
-static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm) {
+/* A directory for the children's --slot-save-path once a model wants session affinity
+   (llama-server erases a slot only with one): made the first time one does. */
+static void need_slot_dir(srv *s, const rsrv_config *c) {
+    int i;
+    for (i = 0; i < c->nmodels && !s->slot_dir[0]; i++)
+        if (c->models[i].session_affinity && !c->models[i].command[0]) {
+            char tmpl[] = "/tmp/rsd-serve-slots.XXXXXX";
+            if (mkdtemp(tmpl)) snprintf(s->slot_dir, sizeof s->slot_dir, "%s", tmpl);
+            else logf_("cannot make a directory for --slot-save-path: %s (slots cannot be erased)", strerror(errno));
+            break;
+        }
+}
+
+/* Builds model m's process spec from configuration c into sm (slot_dir: the
+   --slot-save-path for session affinity, "" = none). */
+static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm, const char *slot_dir) {
     int n, k;
     size_t used;
     memset(sm, 0, sizeof *sm);
@@ -1257,6 +1668,13 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm)
         for (used = 0, k = 0; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
         k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
         if (k < 0) return -1;
+        /* session affinity erases slots: llama-server allows that only with a slot save path */
+        if (m->session_affinity && !m->command[0] && slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
+            !strstr(c->args, "--slot-save-path") && !strstr(m->args, "--slot-save-path")) {
+            sm->extra_argv[n + k] = "--slot-save-path";
+            sm->extra_argv[n + k + 1] = slot_dir;
+            sm->extra_argv[n + k + 2] = NULL;
+        }
         sm->spec.extra = sm->extra_argv;
         if (m->command[0]) {
             if (rsrv_split(m->command, sm->cmd_buf, sizeof sm->cmd_buf, sm->cmd_argv, RSRV_MAX_ARGS + 1) < 1) return -1;
@@ -1291,7 +1709,7 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm)
 static int build_models(srv *s) {
     int i;
     for (i = 0; i < s->cfg->nmodels; i++)
-        if (build_model(s->cfg, &s->cfg->models[i], &s->models[i]) != 0) return -1;
+        if (build_model(s->cfg, &s->cfg->models[i], &s->models[i], s->slot_dir) != 0) return -1;
     return 0;
 }
 
@@ -1458,12 +1876,13 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
     }
     /* apply */
     s->cfg = mc;
+    need_slot_dir(s, mc);
     for (i = 0; i < mc->nmodels; i++) {
         rsrv_model *m = &mc->models[i];
         const rsrv_model *om = i < oc->nmodels ? &oc->models[i] : NULL;
         srv_model *sm = &s->models[i];
         bool start = false;
-        if (build_model(mc, m, sm) != 0) { /* cannot happen: the parser checked the splits */
+        if (build_model(mc, m, sm, s->slot_dir) != 0) { /* cannot happen: the parser checked the splits */
             m->retired = true;
             continue;
         }
@@ -1662,6 +2081,20 @@ int main(int argc, char **argv) {
         fwrite(s.out, 1, (size_t)n, stdout);
         return EX_OK;
     }
+    s.aff = (rsrv_aff *)calloc(RSRV_MAX_MODELS, sizeof *s.aff);
+    s.aff_stats = (srv_aff_stats *)calloc(RSRV_MAX_MODELS, sizeof *s.aff_stats);
+    s.aff_toks = (rsd_json_tok *)calloc(SRV_AFF_TOKS, sizeof *s.aff_toks);
+    if (!s.aff || !s.aff_stats || !s.aff_toks) return EX_FAIL;
+    {
+        struct timeval tv;
+        (void)gettimeofday(&tv, NULL);
+        s.boot_unix_ms = (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u - rsd_now_ms();
+    }
+    need_slot_dir(&s, s.cfg);
+    if (s.slot_dir[0] && build_models(&s) != 0) return EX_USAGE; /* again, with --slot-save-path */
+    for (i = 0; i < s.cfg->nlock; i++)
+        if (rsrv_lock_model(s.cfg, i) < 0)
+            fprintf(stderr, "rsd-serve: lock_models: '%s' is not a configured model; skipped\n", s.cfg->lock_models[i]);
     for (i = 0; i < s.cfg->nmodels; i++) mdesc[i] = s.models[i].desc;
 
     memset(&fd, 0, sizeof fd);
@@ -1842,6 +2275,10 @@ int main(int argc, char **argv) {
     rsd_fleet_destroy(s.fleet);
     free(mdesc);
     free(s.models);
+    free(s.aff);
+    free(s.aff_stats);
+    free(s.aff_toks);
+    if (s.slot_dir[0]) (void)rmdir(s.slot_dir); /* empty unless a client saved a slot there */
     free(s.out);
     free(s.cfg);
     free(fds);

@@ -33,6 +33,10 @@
                                         started again after 1 s, doubling to 60 s; after
                                         watchdog_restarts restarts in a row (default 5) it is
                                         left stopped until a request asks for it
+       lock_models = chat-8b, coder     a locked host: only these models (ids or aliases)
+                                        are served and listed; a request naming none gets
+                                        the first, one naming another gets 409, and when
+                                        none of them is configured every request gets 503
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -58,6 +62,10 @@
        preload = true                   started at boot, not pinned (evicted like any other)
        max_queue = 4                    requests waiting for this model (default: the global
                                         max_queue, which also bounds it)
+       session_affinity = true          a session's requests go to the slot holding its
+                                        KV cache (see rsd_serve_affinity.h; default false)
+       session_erase = false            with session_affinity: do not erase a slot handed
+                                        to another session (default true: erase it first)
 
    Placeholders in `command` are {model} {alias} {host} {port} {ctx} {parallel} {ngl}
    {name} and {extra} (the model's args); {{ is a brace. rsrv_check finds what parses
@@ -73,11 +81,11 @@
    FLAGS (rsrv_parse_args; applied after the file)
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
-       --max-wait DUR  --send-timeout DUR  --max-queue N  --watchdog DUR  --model ID=PATH
-       --command ID="CMD LINE"
+       --max-wait DUR  --send-timeout DUR  --max-queue N  --watchdog DUR  --lock-models A,B
+       --model ID=PATH  --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --preload --aliases A,B --model-args "A B"
-       --env "A=1,B=2" --model-max-queue N
+       --env "A=1,B=2" --model-max-queue N --session-affinity --no-session-erase
        --verbose --quiet --help (flags without effect on the config, returned in opts) */
 #ifndef RSD_SERVE_H_INCLUDED
 #define RSD_SERVE_H_INCLUDED
@@ -133,6 +141,9 @@ typedef struct rsrv_model {
     uint64_t reserve_bytes;
     uint32_t ttl_ms;             /* 0 = never */
     bool pinned;
+    bool session_affinity;       /* requests of one session go to the slot holding its KV */
+    bool session_no_erase;       /* session_erase = false: a slot handed to another session
+                                    is not erased first */
     int naliases;
     char aliases[RSRV_MAX_ALIASES][RSRV_ID_MAX];
     char env[RSRV_CMD_MAX];      /* "NAME=VALUE, NAME2=VALUE2" for the child ("" = none) */
@@ -166,6 +177,8 @@ typedef struct rsrv_config {
     uint32_t seen;               /* global keys set */
     int key_line[RSRV_KEYS_MAX]; /* the line of each global key set (0 = not in the file) */
     char text[RSRV_KEYS_MAX][RSRV_TEXT_MAX]; /* sizes and durations as written ("" = not) */
+    int nlock;                   /* lock_models: only these are served (0 = any) */
+    char lock_models[RSRV_MAX_MODELS][RSRV_ID_MAX];
     int nmodels;
     rsrv_model models[RSRV_MAX_MODELS];
 } rsrv_config;
@@ -428,10 +441,10 @@ static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "lla
                                                "start_timeout", "stop_grace", "args", "max_wait",
                                                "send_timeout", "max_queue", "watchdog",
                                                "watchdog_failures", "watchdog_errors",
-                                               "watchdog_restarts"};
+                                               "watchdog_restarts", "lock_models"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
-                                              "max_queue"};
+                                              "max_queue", "session_affinity", "session_erase"};
 
 /* One env entry NAME=VALUE: NAME is [A-Za-z_][A-Za-z0-9_]*. */
 RSRV_FN bool rsrv_env_entry_ok(const char *s, size_t n) {
@@ -524,6 +537,38 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         else if (key == 5) c->stop_grace_ms = ms;
         else if (key == 7) c->max_wait_ms = ms;
         else c->send_timeout_ms = ms;
+        return true;
+    }
+    case 14: {
+        size_t i = 0;
+        c->nlock = 0;
+        while (i <= n) {
+            size_t j = i, an;
+            const char *a;
+            while (j < n && v[j] != ',') j++;
+            an = j - i;
+            a = rsrv_trim(v + i, &an);
+            if (an) {
+                int k;
+                if (!rsrv_name_ok(a, an)) {
+                    snprintf(err, ecap, "lock_models: bad model name '%.*s'", (int)(an > 64 ? 64 : an), a);
+                    return false;
+                }
+                for (k = 0; k < c->nlock; k++)
+                    if (strlen(c->lock_models[k]) == an && !memcmp(c->lock_models[k], a, an)) break;
+                if (k < c->nlock) {
+                    snprintf(err, ecap, "lock_models: '%.*s' is listed twice", (int)an, a);
+                    return false;
+                }
+                if (c->nlock >= RSRV_MAX_MODELS) {
+                    snprintf(err, ecap, "lock_models: too many names (at most %d)", RSRV_MAX_MODELS);
+                    return false;
+                }
+                rsrv_cpy(c->lock_models[c->nlock++], RSRV_ID_MAX, a, an);
+            }
+            i = j + 1;
+        }
+        if (!c->nlock) { snprintf(err, ecap, "lock_models needs at least one model name"); return false; }
         return true;
     }
     case 6:
@@ -628,11 +673,15 @@ RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *
         }
         return true;
     case 8:
+    case 13:
+    case 14:
         if (!rsrv_parse_bool(v, n, &b)) {
-            snprintf(err, ecap, "pinned must be true or false");
+            snprintf(err, ecap, "%s must be true or false", rsrv_model_keys[key]);
             return false;
         }
-        m->pinned = b;
+        if (key == 8) m->pinned = b;
+        else if (key == 13) m->session_affinity = b;
+        else m->session_no_erase = !b;
         return true;
     case 9: {
         size_t i = 0;
@@ -774,7 +823,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         if (cur) {
             int key = rsrv_key_index(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases, env, preload, max_queue)",
+                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases, env, preload, max_queue, session_affinity, session_erase)",
                          (int)(kn > 64 ? 64 : kn), k, cur->id);
                 goto fail;
             }
@@ -785,7 +834,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -820,6 +869,16 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
             else cur->preload = true;
             continue;
         }
+        if (!strcmp(a, "--session-affinity")) {
+            if (!cur) { snprintf(err, ecap, "--session-affinity: comes after --model or --command"); return -1; }
+            cur->session_affinity = true;
+            continue;
+        }
+        if (!strcmp(a, "--no-session-erase")) {
+            if (!cur) { snprintf(err, ecap, "--no-session-erase: comes after --model or --command"); return -1; }
+            cur->session_no_erase = true;
+            continue;
+        }
         if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
         if (!strcmp(a, "--config")) { o->config_path = v; i++; continue; }
         if (!strcmp(a, "--model") || !strcmp(a, "--command")) {
@@ -844,6 +903,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--send-timeout")) gk = 8;
         else if (!strcmp(a, "--max-queue")) gk = 9;
         else if (!strcmp(a, "--watchdog")) gk = 10;
+        else if (!strcmp(a, "--lock-models")) gk = 14;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -950,6 +1010,11 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
              rsrv_written_duration(c->text[10], c->watchdog_ms, t1, sizeof t1), c->watchdog_ms ? "" : " # off", rsrv_eff_wd_failures(c),
              rsrv_eff_wd_errors(c), rsrv_eff_wd_restarts(c));
     if (c->args[0]) RSRV_KV("args", c->args);
+    if (c->nlock) {
+        RSRV_PUT("lock_models = ");
+        for (k = 0; k < c->nlock; k++) RSRV_PUT("%s%s", k ? ", " : "", c->lock_models[k]);
+        RSRV_PUT("\n");
+    }
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
         RSRV_PUT("\n[model %s]\n", m->id);
@@ -965,6 +1030,8 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
                  rsrv_written_duration(m->text[7], m->ttl_ms, t2, sizeof t2),
                  m->ttl_ms ? "" : " # never unloaded for idleness", m->pinned ? "true" : "false",
                  m->preload ? "true" : "false", rsrv_eff_model_queue(c, m));
+        if (m->session_affinity) RSRV_PUT("session_affinity = true\n");
+        if (m->session_no_erase) RSRV_PUT("session_erase = false\n");
         if (m->naliases) {
             RSRV_PUT("aliases = ");
             for (k = 0; k < m->naliases; k++) RSRV_PUT("%s%s", k ? ", " : "", m->aliases[k]);
@@ -984,7 +1051,8 @@ RSRV_FN bool rsrv_model_process_differs(const rsrv_config *ca, const rsrv_model 
                                         const rsrv_model *y) {
     if (strcmp(x->model, y->model) || strcmp(x->command, y->command) || strcmp(x->args, y->args) ||
         x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) || strcmp(x->env, y->env) ||
-        x->reserve_bytes != y->reserve_bytes || ca->start_timeout_ms != cb->start_timeout_ms)
+        x->reserve_bytes != y->reserve_bytes || ca->start_timeout_ms != cb->start_timeout_ms ||
+        (!x->command[0] && x->session_affinity != y->session_affinity)) /* --slot-save-path */
         return true;
     return !x->command[0] && (strcmp(ca->llama_server, cb->llama_server) || strcmp(ca->args, cb->args));
 }
@@ -995,7 +1063,8 @@ RSRV_FN bool rsrv_model_equal(const rsrv_config *ca, const rsrv_model *x, const 
     if (strcmp(x->id, y->id) || strcmp(x->model, y->model) || strcmp(x->command, y->command) ||
         strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
         x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
-        strcmp(x->env, y->env) || x->preload != y->preload ||
+        strcmp(x->env, y->env) || x->preload != y->preload || x->session_affinity != y->session_affinity ||
+        x->session_no_erase != y->session_no_erase ||
         rsrv_eff_model_queue(ca, x) != rsrv_eff_model_queue(cb, y) || x->naliases != y->naliases)
         return false;
     for (k = 0; k < x->naliases; k++)
@@ -1013,8 +1082,11 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         rsrv_eff_max_wait(a) != rsrv_eff_max_wait(b) || rsrv_eff_send_timeout(a) != rsrv_eff_send_timeout(b) ||
         rsrv_eff_max_queue(a) != rsrv_eff_max_queue(b) || a->watchdog_ms != b->watchdog_ms ||
         rsrv_eff_wd_failures(a) != rsrv_eff_wd_failures(b) || rsrv_eff_wd_errors(a) != rsrv_eff_wd_errors(b) ||
-        rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels)
+        rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels ||
+        a->nlock != b->nlock)
         return false;
+    for (i = 0; i < a->nlock; i++)
+        if (strcmp(a->lock_models[i], b->lock_models[i])) return false;
     for (i = 0; i < a->nmodels; i++)
         if (!rsrv_model_equal(a, &a->models[i], b, &b->models[i])) return false;
     return true;
@@ -1111,7 +1183,13 @@ RSRV_FN size_t rsrv_str_end(const char *s, size_t n, size_t i) {
    is not a JSON object as far as the scan goes, -2 when the name does not fit cap.
    For valid JSON it agrees with rsd_json_parse and the last "model" member of the
    root (fuzzed). */
+RSRV_FN int rsrv_body_member(const char *s, size_t n, const char *key, char *out, size_t cap, size_t *out_len);
 RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size_t *out_len) {
+    return rsrv_body_member(s, n, "model", out, cap, out_len);
+}
+
+/* rsrv_body_model for any top-level string member `key` (e.g. "prompt_cache_key"). */
+RSRV_FN int rsrv_body_member(const char *s, size_t n, const char *key, char *out, size_t cap, size_t *out_len) {
     size_t i = 0, len = 0;
     rsd_json_tok toks[2];
     rsd_json_doc doc;
@@ -1136,7 +1214,7 @@ RSRV_FN int rsrv_body_model(const char *s, size_t n, char *out, size_t cap, size
         ke = rsrv_str_end(s, n, i);
         if (!ke) return -1;
         if (rsd_json_parse(&doc, s + i, ke - i, toks, 2) != 1) return -1;
-        is_model = rsd_json_str_eq(&doc, 0, "model");
+        is_model = rsd_json_str_eq(&doc, 0, key);
         i = ke;
         while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n')) i++;
         if (i >= n || s[i] != ':') return -1;

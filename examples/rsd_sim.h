@@ -66,7 +66,16 @@
               answers a canned "This is a simulated reply." after gen_ms (or streamed,
               one chunk per token_ms). Connections as llama.cpp's HTTP layer: see
               --idle-close-ms and rsim_resp (keep_alive, connection_close, close_after).
-     server   one model; slots = --parallel; inference waits for a free slot.
+     server   one model; slots = --parallel; inference waits for a free slot. Each slot
+              keeps a KV cache of its last prompt and answer (by message: a message is
+              4 + bytes/4 tokens); a task takes its body's id_slot (in range: it waits
+              for that slot; out of range: ignored), else the idle slot sharing more
+              than 10 % of the prompt, else the least recently used idle one; chat
+              answers carry timings {cache_n, prompt_n} from that cache. GET /slots
+              lists is_processing and n_prompt_tokens; POST /slots/ID?action=erase
+              (501 without --slot-save-path, 400 "Invalid slot ID" / "Invalid action",
+              out of range 200 n_erased 0) waits until the slot is idle, then answers
+              {"id_slot":ID,"n_erased":N}: as llama-server b10116 does.
      ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
               the last request; eviction shortest keep_alive first, then name.
      lmstudio REST loads block load_ms then add an instance (key, key:2, ...); JIT loads
@@ -224,6 +233,11 @@ typedef struct rsim_model {
     uint64_t jit_ttl_ms;
 } rsim_model;
 
+/* A piece of a prompt as the server mode's KV cache sees it: one chat message (or the
+   whole prompt string), by hash, worth n tokens (4 + bytes / 4). */
+typedef struct rsim_chunk { uint64_t h; uint32_t n; } rsim_chunk;
+enum { RSIM_PROMPT_MAX = 40, RSIM_KV_MAX = 48 };
+
 typedef struct rsim_reply {     /* what a request will answer, rendered at send time */
     int out;                   /* rsim_out_kind */
     int status;
@@ -235,6 +249,11 @@ typedef struct rsim_reply {     /* what a request will answer, rendered at send 
     uint32_t ctx;
     char msg[RSIM_MSG_MAX];
     char aux[RSIM_NAME_MAX];
+    int want_slot;             /* server: the body's id_slot (or the erase's slot), -1 none */
+    bool erase;                /* server: POST /slots/N?action=erase waiting for slot N */
+    int nprompt;               /* server: the prompt's chunks (0 = not a chat/completion) */
+    rsim_chunk prompt[RSIM_PROMPT_MAX];
+    uint32_t cache_n, prompt_n; /* server: timings of the answer (tokens reused / processed) */
 } rsim_reply;
 
 typedef struct rsim_ticket {
@@ -287,7 +306,7 @@ typedef struct rsim_opts {
     char host[64];
     int port;
     int models_max;            /* router: 4 by default, 0 unlimited */
-    bool no_autoload, stop_hang, proxy_error, metrics, no_slots;
+    bool no_autoload, stop_hang, proxy_error, metrics, no_slots, slot_save;
     int sleep_idle_s;          /* -1 off */
     uint32_t load_ms, unload_ms, wake_ms, fail_ms, gen_ms, token_ms, stop_timeout_ms;
     uint32_t delay_ms;
@@ -311,7 +330,13 @@ typedef struct rsim_opts {
     char pending_alias[RSIM_NAME_MAX]; /* -a given before -m */
 } rsim_opts;
 
-typedef struct rsim_slot { bool busy, used; int id_task; } rsim_slot;
+typedef struct rsim_slot {
+    bool busy, used;
+    int id_task;
+    uint64_t last;             /* task counter when last used (llama.cpp's LRU pick) */
+    int nkv;                   /* what its KV cache holds: the last prompt and its answer */
+    rsim_chunk kv[RSIM_KV_MAX];
+} rsim_slot;
 
 typedef struct rsim {
     rsim_opts o;
@@ -399,6 +424,7 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "    --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)\n",
         "    llama-server spellings work too: -m PATH, -c/--ctx-size N, -np N, -a/--alias A,B,\n",
         "    --slots; tuning flags (-ngl, -t, -fa, --jinja, --fit, ...) are accepted and ignored\n",
+        "    --slot-save-path DIR (allows POST /slots/ID?action=erase; nothing is written)\n",
         "  ollama (wire.md 3, W30-W37)\n",
         "    --max-loaded N (3)  --mem-budget SIZE (0 = none)  --keep-alive DUR (5m)\n",
         "    --linger-ms N (50)  --version V (0.12.6)  --queue-max N (512)\n",
@@ -820,6 +846,7 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
         RSIM_OPT("-a", if (rsim_add_alias(s, v) < 0) return -1)
         RSIM_OPT("--alias", if (rsim_add_alias(s, v) < 0) return -1)
         RSIM_FLAG("--slots", s->o.no_slots = false)
+        RSIM_OPT("--slot-save-path", s->o.slot_save = true)
         if (rsim_ignored_flag(a, &used)) { if (used) { if (!v) { snprintf(s->err, sizeof s->err, "%s needs a value", a); return -1; } i++; } continue; }
         RSIM_OPT("--max-loaded", s->o.max_loaded = atoi(v))
         RSIM_OPT("--mem-budget", s->o.mem_budget = rsim_parse_size(v))
@@ -961,6 +988,7 @@ RSIM_FN rsim_ticket *rsim_tk_new(rsim *s) {
             t->r.model = -1;
             t->r.inst = -1;
             t->r.slot = -1;
+            t->r.want_slot = -1;
             t->r.keep = -2;
             t->victim = -1;
             t->op = RSIM_OP_DONE;
@@ -1363,6 +1391,70 @@ RSIM_FN int rsim_free_slot(const rsim *s) {
     return -1;
 }
 
+/* A message's chunk: role and content (as sent, escapes and all). */
+RSIM_FN rsim_chunk rsim_chunk_of(const char *role, size_t rn, const char *text, size_t n) {
+    rsim_chunk c;
+    uint64_t h = 14695981039346656037ull;
+    size_t i;
+    for (i = 0; i < rn; i++) { h ^= (unsigned char)role[i]; h *= 1099511628211ull; }
+    h ^= 0x1f;
+    h *= 1099511628211ull;
+    for (i = 0; i < n; i++) { h ^= (unsigned char)text[i]; h *= 1099511628211ull; }
+    c.h = h;
+    c.n = 4 + (uint32_t)(n / 4);
+    return c;
+}
+
+/* Tokens of the prompt that slot k's KV cache holds already (common prefix). */
+RSIM_FN uint32_t rsim_slot_lcp(const rsim *s, int k, const rsim_reply *r) {
+    const rsim_slot *sl = &s->slots[k];
+    uint32_t n = 0;
+    int i;
+    for (i = 0; i < r->nprompt && i < sl->nkv && sl->kv[i].h == r->prompt[i].h; i++) n += r->prompt[i].n;
+    return n;
+}
+
+/* Server mode's slot for a task, as llama.cpp picks it: the id_slot asked for (when
+   in range; the task waits for it), else the idle slot whose cache shares the largest
+   part of the prompt (more than 10 %, slot_prompt_similarity), else the least
+   recently used idle slot. -1 while none is free. */
+RSIM_FN int rsim_pick_slot(const rsim *s, const rsim_reply *r) {
+    int k, best = -1, lru = -1, n = s->o.parallel < RSIM_MAX_SLOTS ? s->o.parallel : RSIM_MAX_SLOTS;
+    uint32_t total = 0, best_n = 0;
+    if (r->want_slot >= 0 && r->want_slot < n) return s->slots[r->want_slot].busy ? -1 : r->want_slot;
+    for (k = 0; k < r->nprompt; k++) total += r->prompt[k].n;
+    for (k = 0; k < n; k++) {
+        uint32_t l;
+        if (s->slots[k].busy) continue;
+        l = rsim_slot_lcp(s, k, r);
+        if (total && l * 10 > total && l > best_n) { best = k; best_n = l; }
+        if (lru < 0 || s->slots[k].last < s->slots[lru].last) lru = k;
+    }
+    return best >= 0 ? best : lru;
+}
+
+/* The task runs on slot k: timings from what its cache holds, then the cache holds
+   the prompt and the answer (a chunk for the assistant message the client sends back). */
+RSIM_FN void rsim_slot_run(rsim *s, int k, rsim_reply *r) {
+    rsim_slot *sl = &s->slots[k];
+    uint32_t total = 0, lcp = rsim_slot_lcp(s, k, r);
+    int i;
+    for (i = 0; i < r->nprompt; i++) total += r->prompt[i].n;
+    if (!r->nprompt) total = 6;
+    if (lcp >= total) lcp = total ? total - 1 : 0; /* the last token is always evaluated */
+    r->cache_n = lcp;
+    r->prompt_n = total - lcp;
+    sl->nkv = 0;
+    for (i = 0; i < r->nprompt && sl->nkv < RSIM_KV_MAX; i++) sl->kv[sl->nkv++] = r->prompt[i];
+    if (r->nprompt && sl->nkv < RSIM_KV_MAX) {
+        char text[64];
+        text[0] = 0;
+        for (i = 0; i < RSIM_NTOK; i++) strcat(text, rsim_tokens[i]);
+        sl->kv[sl->nkv++] = rsim_chunk_of("assistant", 9, text, strlen(text));
+    }
+    sl->last = (uint64_t)++s->task_seq;
+}
+
 RSIM_FN int rsim_stream_steps(int out) {
     return out == RSIM_O_CHAT ? RSIM_NTOK + 3 : out == RSIM_O_OAI_COMPL ? RSIM_NTOK + 2 : RSIM_NTOK + 1;
 }
@@ -1392,8 +1484,9 @@ RSIM_FN void rsim_serve(rsim *s, rsim_ticket *t) {
     }
     rsim_hold(s, t);
     if (s->o.runtime == RSIM_RT_SERVER) {
-        int k = rsim_free_slot(s);
+        int k = rsim_pick_slot(s, &t->r);
         if (k >= 0) {
+            rsim_slot_run(s, k, &t->r);
             s->slots[k].busy = s->slots[k].used = true;
             s->slots[k].id_task = ++s->task_seq;
             t->r.slot = k;
@@ -1432,7 +1525,21 @@ RSIM_FN void rsim_progress(rsim *s) {
             }
             break;
         case RSIM_RT_SERVER:
-            if (m->state == RSIM_LOADED && !m->waking && (!t->chat || rsim_free_slot(s) >= 0)) rsim_serve(s, t);
+            if (t->r.erase) { /* POST /slots/N?action=erase: once slot N is idle */
+                if (!s->slots[t->r.want_slot].busy) {
+                    rsim_slot *sl = &s->slots[t->r.want_slot];
+                    uint32_t n = 0;
+                    int k;
+                    for (k = 0; k < sl->nkv; k++) n += sl->kv[k].n;
+                    sl->nkv = 0;
+                    sl->used = true;
+                    sl->id_task = ++s->task_seq;
+                    snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"n_erased\":%u}", t->r.want_slot, (unsigned)n);
+                    rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+                }
+                break;
+            }
+            if (m->state == RSIM_LOADED && !m->waking && (!t->chat || rsim_pick_slot(s, &t->r) >= 0)) rsim_serve(s, t);
             break;
         case RSIM_RT_OLLAMA:
             if (m->state == RSIM_LOADED && (!t->r.ctx || t->r.ctx == m->num_ctx)) rsim_serve(s, t);
@@ -1855,7 +1962,14 @@ RSIM_FN void rsim_w_slots(rsim_w *w, const rsim *s, const rsim_model *m) {
         rsim_w_kbool(w, "is_processing", busy);
         if (used) {
             rsim_w_kint(w, "id_task", s->o.runtime == RSIM_RT_SERVER ? s->slots[k].id_task : 1);
-            rsim_w_kint(w, "n_prompt_tokens", 6);
+            if (s->o.runtime == RSIM_RT_SERVER) {
+                uint32_t nt = 0;
+                int q;
+                for (q = 0; q < s->slots[k].nkv; q++) nt += s->slots[k].kv[q].n;
+                rsim_w_kint(w, "n_prompt_tokens", nt);
+            } else {
+                rsim_w_kint(w, "n_prompt_tokens", 6);
+            }
             rsim_w_kint(w, "n_prompt_tokens_processed", 6);
             rsim_w_kint(w, "n_prompt_tokens_cache", 0);
             rsim_w_kjson(w, "params", "{\"n_predict\":-1,\"temperature\":0.8}");
@@ -1887,7 +2001,7 @@ RSIM_FN void rsim_w_timings(rsim_w *w, const rsim *s) {
                                "\"predicted_per_token_ms\":4.0,\"predicted_per_second\":250.0}");
 }
 
-RSIM_FN void rsim_w_chat(rsim_w *w, const rsim *s, const char *model, bool text_completion) {
+RSIM_FN void rsim_w_chat(rsim_w *w, const rsim *s, const rsim_reply *r, const char *model, bool text_completion) {
     rsim_w_obj(w);
     rsim_w_key(w, "choices");
     rsim_w_arr(w);
@@ -1912,6 +2026,14 @@ RSIM_FN void rsim_w_chat(rsim_w *w, const rsim *s, const char *model, bool text_
     rsim_w_usage(w);
     rsim_w_kstr(w, "id", "chatcmpl-rsdsim");
     if (s->o.runtime == RSIM_RT_ROUTER) rsim_w_timings(w, s);
+    if (s->o.runtime == RSIM_RT_SERVER && r) { /* what the slot's cache saved */
+        char b[256];
+        snprintf(b, sizeof b, "{\"cache_n\":%u,\"prompt_n\":%u,\"prompt_ms\":1.5,\"prompt_per_token_ms\":0.25,"
+                 "\"prompt_per_second\":4000.0,\"predicted_n\":5,\"predicted_ms\":20.0,"
+                 "\"predicted_per_token_ms\":4.0,\"predicted_per_second\":250.0}", (unsigned)r->cache_n,
+                 (unsigned)r->prompt_n);
+        rsim_w_kjson(w, "timings", b);
+    }
     rsim_w_obj_end(w);
 }
 
@@ -2166,7 +2288,7 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         rsim_w_obj_end(&w);
         break;
     case RSIM_O_CHAT: case RSIM_O_OAI_COMPL:
-        rsim_w_chat(&w, s, s->o.runtime == RSIM_RT_LMSTUDIO ? r->aux : m ? rsim_child_id(s, m) : "", r->out == RSIM_O_OAI_COMPL);
+        rsim_w_chat(&w, s, r, s->o.runtime == RSIM_RT_LMSTUDIO ? r->aux : m ? rsim_child_id(s, m) : "", r->out == RSIM_O_OAI_COMPL);
         break;
     case RSIM_O_COMPLETION:
         rsim_w_obj(&w);
@@ -2855,6 +2977,48 @@ RSIM_FN void rsim_router_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
 }
 
 /* ---- single-model llama-server (wire.md 2, W21-W28) ---- */
+/* The body's prompt as KV chunks (messages[], or "prompt") and its id_slot. */
+RSIM_FN void rsim_server_prompt(rsim *s, const rsim_ctx *c, rsim_reply *r) {
+    int msgs = rsim_t_get(c, 0, "messages"), p = rsim_t_get(c, 0, "prompt"), e;
+    double d;
+    if (rsim_t_num(c, rsim_t_get(c, 0, "id_slot"), &d) && d >= 0 && d < s->o.parallel && d < RSIM_MAX_SLOTS)
+        r->want_slot = (int)d; /* out of range: ignored, as llama.cpp does */
+    r->nprompt = 0;
+    if (msgs >= 0 && rsd_json_type_of(&c->doc, msgs) == RSD_JSON_ARRAY) {
+        for (e = rsd_json_child(&c->doc, msgs); e >= 0 && r->nprompt < RSIM_PROMPT_MAX; e = rsd_json_next(&c->doc, e)) {
+            rsd_str role = rsd_json_view(&c->doc, rsim_t_get(c, e, "role"));
+            rsd_str text = rsd_json_view(&c->doc, rsim_t_get(c, e, "content"));
+            r->prompt[r->nprompt++] = rsim_chunk_of(role.ptr ? role.ptr : "", role.len, text.ptr ? text.ptr : "", text.len);
+        }
+    } else if (p >= 0) {
+        rsd_str text = rsd_json_view(&c->doc, p);
+        r->prompt[r->nprompt++] = rsim_chunk_of("", 0, text.ptr ? text.ptr : "", text.len);
+    }
+}
+
+/* POST /slots/ID?action=erase (needs --slot-save-path, as llama.cpp: 501 without). */
+RSIM_FN void rsim_server_slot_action(rsim *s, rsim_ctx *c, rsim_ticket *t) {
+    char a[32], *end = NULL, msg[96];
+    const char *id = c->path + 7;
+    long k;
+    if (!s->o.slot_save) {
+        rsim_lerr(t, 501, "This server does not support slots action. Start it with `--slot-save-path`");
+        return;
+    }
+    if (!rsim_query(c, "action", a, sizeof a) || strcmp(a, "erase")) { rsim_lerr(t, 400, "Invalid action"); return; }
+    k = strtol(id, &end, 10);
+    if (!*id || !end || *end) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
+    if (k < 0 || k >= s->o.parallel || k >= RSIM_MAX_SLOTS) { /* llama.cpp: nothing to erase */
+        snprintf(msg, sizeof msg, "{\"id_slot\":%ld,\"n_erased\":0}", k);
+        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+        return;
+    }
+    t->r.erase = true; /* waits for the slot to be idle (rsim_progress) */
+    t->r.want_slot = (int)k;
+    t->task = true;
+    t->op = RSIM_OP_WAIT;
+}
+
 RSIM_FN void rsim_server_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     rsim_model *m = &s->m[0];
     int out;
@@ -2882,8 +3046,12 @@ RSIM_FN void rsim_server_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         }
         t->r.out = RSIM_O_C_SLOTS;
         t->task = true;
+    } else if (c->post && !strncmp(c->path, "/slots/", 7)) {
+        rsim_server_slot_action(s, c, t);
+        return;
     } else if (c->post && (out = rsim_infer_out(c->path, &chat)) != 0 && strcmp(c->path, "/props")) {
         if (!c->valid) { rsim_parse_error(c, t); return; }
+        rsim_server_prompt(s, c, &t->r);
         if (out == RSIM_O_RAW) rsim_cpy(t->r.msg, sizeof t->r.msg, "{}", 2);
         t->r.out = out;
         t->chat = chat;

@@ -1,0 +1,186 @@
+/* test_real_affinity.c -- rsd-serve's session affinity and leases with REAL llama-server
+   children (single-model mode, tiny models made on the spot): the child's /slots is
+   read, id_slot in the body is honoured (a warm session's next turn reuses its cache:
+   timings.cache_n > 0), the erase shape POST /slots/ID?action=erase works once
+   rsd-serve has added --slot-save-path (a handed-over slot starts empty: cache_n 0),
+   and a lease stops an idle child and brings it back. Skipped (one line, "0 passed, 0
+   failed") when no llama-server is found (tests/real_server.h). Waits are bounded polls. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "real_server.h"
+#include "serve_harness.h"
+
+static char g_bin[1024];   /* the real llama-server */
+static char g_models[600]; /* tiny-a..tiny-e.gguf, broken.gguf */
+
+/* rsd-serve on DIR/name.ini with the [model] sections in models ("@" = the models dir). */
+static int start_on(serve_proc *s, const char *name, const char *global, const char *models) {
+    char path[700], text[8192], body[4096];
+    const char *args[] = {"--config", path, NULL};
+    const char *p;
+    size_t n = 0;
+    for (p = models; *p && n + sizeof g_models < sizeof body; p++) {
+        if (*p == '@') n += (size_t)snprintf(body + n, sizeof body - n, "%s", g_models);
+        else body[n++] = *p;
+    }
+    body[n] = 0;
+    snprintf(path, sizeof path, "%s/%s.ini", g_models, name);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = -t 1\nstart_timeout = 60\nstop_grace = 5\n%s\n%s", g_bin,
+             global, body);
+    if (write_file(path, text) != 0) return -1;
+    return serve_start(s, args);
+}
+
+static int64_t body_int(const char *obj, const char *key) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    int o = 0;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    if (obj) o = rsd_json_find(&d, 0, obj);
+    (void)rsd_json_int64(&d, rsd_json_find(&d, o, key), &v);
+    return v;
+}
+
+static int64_t aff_field(const serve_proc *s, const char *field) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_at(&d, rsd_json_find(&d, 0, "models"), 0), field), &v);
+    return v;
+}
+
+/* Turn t of session who: its history (fixed assistant answers) and a new question. */
+static const char *turn(const char *who, int t) {
+    static char b[8192];
+    size_t o = 0;
+    int k;
+    o += (size_t)snprintf(b + o, sizeof b - o,
+                          "{\"model\":\"chat\",\"prompt_cache_key\":\"%s\",\"max_tokens\":2,\"messages\":[", who);
+    for (k = 0; k <= t; k++) {
+        o += (size_t)snprintf(b + o, sizeof b - o, "%s{\"role\":\"user\",\"content\":\"%s asks question %d about things\"}",
+                              k ? "," : "", who, k);
+        if (k < t) o += (size_t)snprintf(b + o, sizeof b - o, ",{\"role\":\"assistant\",\"content\":\"fine\"}");
+    }
+    snprintf(b + o, sizeof b - o, "]}");
+    return b;
+}
+
+static void test_real_affinity(void) {
+    serve_proc s;
+    static const char *who[] = {"s0", "s1", "s2", "s3"};
+    int k;
+    REQUIRE(start_on(&s, "aff", "",
+                     "[model chat]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 4\nsession_affinity = true\n") == 0);
+    for (k = 0; k < 4; k++) {
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", turn(who[k], 0)), 200);
+        CHECK_EQ_INT(body_int("timings", "cache_n"), 0); /* fresh slots */
+    }
+    CHECK_EQ_INT(aff_field(&s, "fresh"), 4);
+    CHECK_EQ_INT(aff_field(&s, "samples_failed"), 0);
+    /* second turns: back on their own slots (id_slot), the history comes from the cache */
+    for (k = 0; k < 4; k++) {
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", turn(who[k], 1)), 200);
+        CHECK(body_int("timings", "cache_n") > 5);
+    }
+    CHECK_EQ_INT(aff_field(&s, "warm"), 4);
+    /* a fifth session: s0's slot (least recently used) is erased for it first; the real
+       server answered the erase (200), and the request found the slot empty */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", turn("s4", 0)), 200);
+    CHECK_EQ_INT(body_int("timings", "cache_n"), 0);
+    CHECK_EQ_INT(aff_field(&s, "erased"), 1);
+    CHECK_EQ_INT(aff_field(&s, "erase_failed"), 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", turn("s4", 1)), 200);
+    CHECK(body_int("timings", "cache_n") > 5);
+    CHECK_EQ_INT(aff_field(&s, "warm"), 5);
+    /* the child's /slots (through rsd-serve) saw the slots used */
+    CHECK_EQ_INT(http(&s, "GET", "/slots?model=chat", NULL), 200);
+    CHECK(strstr(g_body, "\"id_task\"") != NULL && strstr(g_body, "\"is_processing\":false") != NULL);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A lease stops the idle child (LRU), holds its bytes, and DELETE brings it back. */
+static void test_real_lease(void) {
+    serve_proc s;
+    char p[64];
+    int64_t id, pid_a;
+    int i;
+    REQUIRE(start_on(&s, "lease", "max_models = 2\nvram_budget = 8G\n",
+                     "[model a]\nmodel = @/tiny-a.gguf\nctx = 256\nreserve = 4G\n"
+                     "[model b]\nmodel = @/tiny-b.gguf\nctx = 256\nreserve = 4G\n") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"a\"}"), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"b\"}"), 200);
+    for (i = 0; i < 1500; i++) {
+        char sa[32], sb[32];
+        status_state(&s, "a", sa, sizeof sa);
+        status_state(&s, "b", sb, sizeof sb);
+        if (!strcmp(sa, "ready") && !strcmp(sb, "ready")) break;
+        (void)poll(NULL, 0, 20);
+    }
+    CHECK(i < 1500);
+    pid_a = status_field(&s, "a", "pid");
+    CHECK(pid_a > 0);
+    CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"3G\",\"restore\":true}"), 200);
+    CHECK(body_int(NULL, "granted") == (int64_t)3 << 30);
+    id = body_int(NULL, "id");
+    REQUIRE(id > 0);
+    snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
+    for (i = 0; i < 1500; i++) {
+        if (http(&s, "GET", p, NULL) == 200 && strstr(g_body, "\"ready\":true")) break;
+        (void)poll(NULL, 0, 20);
+    }
+    CHECK(i < 1500);
+    CHECK(strstr(g_body, "\"stopped\":[\"a\"]") != NULL);
+    CHECK(kill((pid_t)pid_a, 0) != 0);
+    CHECK_EQ_INT(http(&s, "DELETE", p, NULL), 200);
+    for (i = 0; i < 1500 && status_field(&s, "a", "pid") <= 0; i++) (void)poll(NULL, 0, 20);
+    CHECK(status_field(&s, "a", "pid") > 0 && status_field(&s, "a", "pid") != pid_a);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+int main(int argc, char **argv) {
+    char cache[700];
+    RSD_TEST_BEGIN(argc, argv);
+    REAL_SKIP_OR_FIND(g_bin);
+    signal(SIGPIPE, SIG_IGN);
+    (void)real_start; /* the router starter: not used here */
+    if (access(SERVE_BIN, X_OK) != 0) {
+        printf("  %s missing: run `make examples` first\n", SERVE_BIN);
+        rsdt_failed++;
+        return RSD_TEST_END();
+    }
+    if (real_models(g_models, sizeof g_models) != 0) {
+        printf("  cannot write the tiny models\n");
+        rsdt_failed++;
+        return RSD_TEST_END();
+    }
+    snprintf(cache, sizeof cache, "%s/cache", g_models);
+    setenv("LLAMA_CACHE", cache, 1); /* rsd-serve's children inherit it */
+    RUN(test_real_affinity);
+    RUN(test_real_lease);
+    if (!rsdt_failed) {
+        real_rmdir(g_models);
+        if (g_dir[0]) real_rmdir(g_dir);
+    }
+    return RSD_TEST_END();
+}
