@@ -85,7 +85,10 @@ enum {
     RSRV_ERR_MAX = 512,       /* error message ("file:line: ...") */
     RSRV_MSG_MAX = 384,       /* the message part of it */
     RSRV_MAX_SLOTS = 16,      /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
-    RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000 /* send_timeout when 0 */
+    RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000, /* send_timeout when 0 */
+    RSRV_KEY_MAX = 256,       /* api_key / admin_key (with the NUL) */
+    RSRV_EVENT_HISTORY_DEFAULT = 512, /* event_history when 0 */
+    RSRV_EVENT_HISTORY_MAX = 65536
 };
 
 /* One model section. */
@@ -118,6 +121,10 @@ typedef struct rsrv_config {
     uint32_t stop_grace_ms;
     uint32_t max_wait_ms;        /* 0 = the pool's default */
     uint32_t send_timeout_ms;    /* 0 = RSRV_SEND_TIMEOUT_DEFAULT_MS */
+    char api_key[RSRV_KEY_MAX];  /* "" = none: every endpoint but /health and / needs it */
+    char admin_key[RSRV_KEY_MAX];/* "" = api_key guards management too */
+    char cors[RSRV_CMD_MAX];     /* "" = off, "*", or origins separated by commas */
+    uint32_t event_history;      /* events kept for replay; 0 = RSRV_EVENT_HISTORY_DEFAULT */
     uint32_t seen;               /* global keys set */
     int nmodels;
     rsrv_model models[RSRV_MAX_MODELS];
@@ -371,10 +378,59 @@ RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const 
     return true;
 }
 
+/* An API key: 1..RSRV_KEY_MAX-1 printable ASCII bytes, no blanks (it goes in a header). */
+RSRV_FN bool rsrv_key_ok(const char *s, size_t n) {
+    size_t i;
+    if (!n || n >= RSRV_KEY_MAX) return false;
+    for (i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f) return false;
+    return true;
+}
+
+/* A cors value: "*", or origins (scheme://host[:port], no path) separated by commas. */
+RSRV_FN bool rsrv_cors_ok(const char *s, size_t n) {
+    size_t i = 0;
+    if (n == 1 && s[0] == '*') return true;
+    if (!n) return false;
+    while (i <= n) {
+        size_t j = i, on, k;
+        const char *o;
+        while (j < n && s[j] != ',') j++;
+        on = j - i;
+        o = rsrv_trim(s + i, &on);
+        if (on < 8 || !(memcmp(o, "http://", 7) == 0 || (on > 8 && memcmp(o, "https://", 8) == 0))) return false;
+        for (k = (o[4] == 's' ? 8 : 7); k < on; k++)
+            if ((unsigned char)o[k] <= ' ' || (unsigned char)o[k] >= 0x7f || o[k] == '/' || o[k] == '"' ||
+                o[k] == '*')
+                return false;
+        if (k == (size_t)(o[4] == 's' ? 8 : 7)) return false;
+        i = j + 1;
+    }
+    return true;
+}
+
+/* Whether origin[0..n) is allowed by the cors value (exact match of one entry, or "*"). */
+RSRV_FN bool rsrv_cors_allows(const char *cors, const char *origin, size_t n) {
+    size_t i = 0, len = strlen(cors);
+    if (!len || !n) return false;
+    if (len == 1 && cors[0] == '*') return true;
+    while (i <= len) {
+        size_t j = i, on;
+        const char *o;
+        while (j < len && cors[j] != ',') j++;
+        on = j - i;
+        o = rsrv_trim(cors + i, &on);
+        if (on == n && !memcmp(o, origin, n)) return true;
+        i = j + 1;
+    }
+    return false;
+}
+
 /* Global keys, their bit in rsrv_config.seen. */
 static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
                                                "start_timeout", "stop_grace", "args", "max_wait",
-                                               "send_timeout"};
+                                               "send_timeout", "api_key", "admin_key", "cors",
+                                               "event_history"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases"};
 
@@ -433,6 +489,29 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
             snprintf(err, ecap, "args: unbalanced quotes or more than %d words", RSRV_MAX_ARGS);
             return false;
         }
+        return true;
+    case 9:
+    case 10:
+        if (!rsrv_key_ok(v, n)) {
+            snprintf(err, ecap, "%s must be 1 to %d printable bytes without blanks", rsrv_global_keys[key],
+                     RSRV_KEY_MAX - 1);
+            return false;
+        }
+        rsrv_cpy(key == 9 ? c->api_key : c->admin_key, RSRV_KEY_MAX, v, n);
+        return true;
+    case 11:
+        if (!rsrv_cors_ok(v, n)) {
+            snprintf(err, ecap, "cors: '%.*s' is neither * nor a list of origins such as "
+                     "https://app.example, http://localhost:3000", (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        return rsrv_set_str(c->cors, sizeof c->cors, v, n, "cors", err, ecap);
+    case 12:
+        if (!rsrv_parse_u64(v, n, RSRV_EVENT_HISTORY_MAX, &x) || x < 1) {
+            snprintf(err, ecap, "event_history must be an integer from 1 to %d", RSRV_EVENT_HISTORY_MAX);
+            return false;
+        }
+        c->event_history = (uint32_t)x;
         return true;
     default: break;
     }
@@ -630,7 +709,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, api_key, admin_key, cors, event_history)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -685,6 +764,10 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--args")) gk = 6;
         else if (!strcmp(a, "--max-wait")) gk = 7;
         else if (!strcmp(a, "--send-timeout")) gk = 8;
+        else if (!strcmp(a, "--api-key")) gk = 9;
+        else if (!strcmp(a, "--admin-key")) gk = 10;
+        else if (!strcmp(a, "--cors")) gk = 11;
+        else if (!strcmp(a, "--event-history")) gk = 12;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -728,6 +811,11 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
              (unsigned long)c->start_timeout_ms, (unsigned long)c->stop_grace_ms, (unsigned long)c->max_wait_ms,
              (unsigned long)c->send_timeout_ms);
     if (c->args[0]) RSRV_KV("args", c->args);
+    if (c->api_key[0]) RSRV_KV("api_key", c->api_key);
+    if (c->admin_key[0]) RSRV_KV("admin_key", c->admin_key);
+    if (c->cors[0]) RSRV_KV("cors", c->cors);
+    RSRV_PUT("event_history = %lu\n",
+             (unsigned long)(c->event_history ? c->event_history : RSRV_EVENT_HISTORY_DEFAULT));
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
         RSRV_PUT("\n[model %s]\n", m->id);
@@ -757,7 +845,10 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         strcmp(a->llama_server, b->llama_server) || strcmp(a->args, b->args) ||
         strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
         a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
-        a->max_wait_ms != b->max_wait_ms || a->send_timeout_ms != b->send_timeout_ms || a->nmodels != b->nmodels)
+        a->max_wait_ms != b->max_wait_ms || a->send_timeout_ms != b->send_timeout_ms || a->nmodels != b->nmodels ||
+        strcmp(a->api_key, b->api_key) || strcmp(a->admin_key, b->admin_key) || strcmp(a->cors, b->cors) ||
+        (a->event_history ? a->event_history : RSRV_EVENT_HISTORY_DEFAULT) !=
+            (b->event_history ? b->event_history : RSRV_EVENT_HISTORY_DEFAULT))
         return false;
     for (i = 0; i < a->nmodels; i++) {
         const rsrv_model *x = &a->models[i], *y = &b->models[i];
