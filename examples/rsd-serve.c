@@ -227,6 +227,7 @@ static void lib_log(void *user, int level, uint32_t item, const char *msg, const
 /* retry_after_s > 0 adds "Retry-After: N". */
 static size_t cors_headers(srv *s, rsd_http_sreq_h h, rsd_http_header *hd, size_t n);
 static void ev_request(srv *s, const char *kind, int m, uint64_t now, int64_t waited_ms);
+static void ev_check_failed(srv *s, int m, uint64_t now);
 static void respond_json_retry(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n,
                                uint32_t retry_after_s) {
     rsd_http_header hd[4];
@@ -539,6 +540,7 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
         snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id,
                  r == RSD_ERR_FLEET_START && mi.last_error ? mi.last_error : rsd_result_str(r));
+        if (r == RSD_ERR_FLEET_START) ev_check_failed(s, m, now);
         respond_error(s, ev->req, 500, "server_error", msg);
         return;
     }
@@ -787,6 +789,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         j->queued = true;
         ev_request(s, "queued", m, now, -1);
     } else if (r == RSD_ERR_POOL_BACKOFF || r == RSD_ERR_FLEET_START) {
+        if (r == RSD_ERR_FLEET_START) ev_check_failed(s, m, now);
         respond_unavailable(s, ev->req, m, now, NULL);
         job_log(s, j, 503, now);
         j->state = JOB_FREE;
@@ -1154,6 +1157,22 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     }
     default: break;
     }
+}
+
+/* A start refused by the checks before it (binary, model file, template): failed_start
+   with "before_start": true and the reason; nothing was stopped or spawned. */
+static void ev_check_failed(srv *s, int m, uint64_t now) {
+    rsd_json_writer w;
+    srv_event *e = ev_begin(s, &w, "failed_start", m, now);
+    rsd_fleet_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    s->mstat[m].failed_starts++;
+    rsd_json_w_key(&w, "before_start");
+    rsd_json_w_bool(&w, true);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, mi.last_error ? mi.last_error : "the check before its start failed");
+    ev_commit(s, e, &w);
 }
 
 /* A request event (queued, grant after a wait, load, unload). */
@@ -1539,8 +1558,11 @@ static const char *const srv_page[] = {
     "  var pre = $(\"events\"), line = document.createElement(\"div\"), d;\n"
     "  try { d = JSON.parse(data); } catch (e) { d = {}; }\n"
     "  line.className = \"ev ev-\" + kind;\n"
-    "  line.textContent = (d.time_ms ? new Date(d.time_ms).toLocaleTimeString() + \" \" : \"\") + kind +\n"
-    "    (d.model ? \" \" + d.model : \"\") + \" \" + data;\n"
+    "  var t = d.time_ms, m = d.model, rest;\n"
+    "  delete d.id; delete d.time_ms; delete d.event; delete d.model;\n"
+    "  rest = JSON.stringify(d);\n"
+    "  line.textContent = (t ? new Date(t).toLocaleTimeString() + \" \" : \"\") + \"#\" + id + \" \" + kind +\n"
+    "    (m ? \" \" + m : \"\") + (rest === \"{}\" ? \"\" : \" \" + rest);\n"
     "  pre.appendChild(line);\n"
     "  while (pre.childNodes.length > 500) pre.removeChild(pre.firstChild);\n"
     "  pre.scrollTop = pre.scrollHeight;\n"
@@ -1573,6 +1595,11 @@ static const char *const srv_page[] = {
     "    }\n"
     "    return pump();\n"
     "  }).catch(function () { setTimeout(events, 2000); });\n"
+    "}\n"
+    "if (location.hash.indexOf(\"#key=\") === 0) { /* a key given in the URL's fragment (never sent) */\n"
+    "  key = decodeURIComponent(location.hash.slice(5));\n"
+    "  sessionStorage.setItem(\"rsd-key\", key);\n"
+    "  history.replaceState(null, \"\", location.pathname);\n"
     "}\n"
     "$(\"key\").value = key;\n"
     "$(\"savekey\").onclick = function () {\n"
