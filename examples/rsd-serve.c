@@ -6,7 +6,7 @@
                  --model coder=/models/coder.gguf --ttl 300
 
    Configuration: see examples/rsd_serve.h (INI file, flags). `--check` prints the
-   configuration as INI and exits 0 (64 when it is bad).
+   configuration as INI (api_key and admin_key as ***) and exits 0 (64 when it is bad).
 
    Endpoints
      OpenAI:  GET /v1/models; POST /v1/chat/completions, /v1/completions,
@@ -30,6 +30,63 @@
               model with state, pid, port, in-flight, waiting, reservation, last use,
               ttl, pin, last error, retry_in_ms (backoff); pool counters (evictions,
               backoffs, restores, ...).
+     Events:  GET /models/sse: the llama.cpp router's stream (text/event-stream, one
+              `data: {"model":ID,"event":KIND,"data":{...}}` per event, no id: lines):
+              model_status {"status":"loading"} when a process starts, status_change
+              {"status":"loaded","info":{id, aliases, ...}} when it is ready, and
+              status_change {"status":"unloaded","exit_code":N} when it is gone (N > 0:
+              it failed or crashed). It starts with what happens next.
+              GET /_rsd/events: every residency event as `id: N`, `event: KIND`,
+              `data: {"id","time_ms" (unix ms),"event","model",...}`: queued (a request
+              waits), grant (it got its place; waited_ms), start (pid, port), ready
+              (time_to_ready_ms), evict (the LRU idle victim: "for" = the models it
+              makes room for, "considered" = every other resident model with its state,
+              in-flight, pin, idle time and why it was kept: busy, pinned, starting,
+              used more recently, ...), stop (reason: ttl, unload, shutdown, starve,
+              trim), exit (exit_code, signal), crash (died while serving), failed_start
+              (exit, timeout or spawn error with the child's last lines; before_start:
+              true when the checks refused it), load, unload (asked through the API).
+              The last event_history events (default 512) are kept: ?since=ID (or a
+              Last-Event-ID header) replays those after ID first; without it the
+              stream starts with what happens next.
+              Both are non-blocking: at most 16 streams are open (503 past that); a
+              stream whose client reads too slowly falls behind, and once its next
+              event has left the history it gets `event: skipped` with data
+              {"skipped":N,"next":ID} and goes on from the oldest kept. A quiet stream
+              gets a `: keepalive` comment every 15 s.
+     Metrics: GET /metrics: Prometheus text format (version 0.0.4): per model
+              rsd_serve_model_state{model,state} (1 for its state: unloaded,
+              starting, ready, draining, stopping, failed), requests_total, in_flight,
+              queued, starts_total, readies_total, failed_starts_total,
+              evictions_total, crashes_total, time_to_ready_seconds (its last start),
+              last_use_timestamp_seconds, process_resident_bytes{model,pid} (from
+              /proc/PID/statm; omitted where there is none); the pool's gauges
+              (pool_live, pool_max_models, pool_running, pool_waiting,
+              pool_reserved_bytes) and counters (pool_*_total, as in /status).
+     Page:    GET / (and /index.html): one self-contained HTML page (inline CSS and
+              script, nothing fetched from elsewhere) with each model's state, pid,
+              port, in-flight, queue, last use and ttl, load and unload buttons, and
+              the live /_rsd/events stream. It holds no data itself: its own requests
+              carry the key typed into its field (or given as /#key=KEY; kept in the
+              tab's sessionStorage), so it reads the stream with fetch (EventSource
+              cannot send a key).
+   Auth: with api_key set (--api-key, or RSD_API_KEY in the environment when neither
+   the file nor a flag sets one) every endpoint but /health, /v1/health and the page
+   needs `Authorization: Bearer KEY` or `X-Api-Key: KEY`; with admin_key set
+   (RSD_ADMIN_KEY), /models/load, /models/unload, /status and /_rsd/* need it instead,
+   and it opens the rest too. Otherwise: 401 {"error":{"message":"Invalid API
+   Key","type":"authentication_error","code":401}} (llama-server's own body) with
+   WWW-Authenticate: Bearer. Keys are compared in constant time. A model whose
+   arguments (global args, its args, or its command) hold --api-key K (or
+   --api-key=K) is sent `Authorization: Bearer K` with every request; other models
+   get the client's Authorization header.
+   CORS (cors = * or a list of origins; off by default): OPTIONS answers 204 with
+   Access-Control-Allow-Origin, -Methods (GET, POST, OPTIONS), -Headers
+   (Authorization, Content-Type, X-Api-Key, Last-Event-ID) and -Max-Age 600 for an
+   allowed Origin (204 without them otherwise); every answer to an allowed Origin,
+   proxied or ours, carries Access-Control-Allow-Origin (the origin, or * for cors =
+   *), and with a list every answer carries Vary: Origin. While cors is off OPTIONS
+   gets 404 and no answer carries CORS headers.
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its

@@ -20,6 +20,19 @@
        send_timeout = 30                seconds a client may read nothing of its answer before
                                         it is disconnected and its request cancelled (0 =
                                         default 30); 1 s while its model must make room
+       api_key = sk-...                 every endpoint but /health and the page at / needs
+                                        "Authorization: Bearer KEY" or "X-Api-Key: KEY"
+                                        (1..255 printable bytes, no blanks; default none;
+                                        rsd-serve also reads RSD_API_KEY)
+       admin_key = adm-...              management (/models/load, /models/unload, /status,
+                                        /_rsd/*) needs this one instead; it opens the rest
+                                        too (default: api_key guards management;
+                                        RSD_ADMIN_KEY)
+       cors = *                         CORS: * or origins separated by commas
+                                        (https://app.example, http://localhost:3000);
+                                        default off
+       event_history = 512              events kept for GET /_rsd/events?since=ID replay,
+                                        1..65536 (default 512; about 2 KB each)
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -48,7 +61,8 @@
    FLAGS (rsrv_parse_args; applied after the file)
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
-       --max-wait DUR  --send-timeout DUR  --model ID=PATH  --command ID="CMD LINE"
+       --max-wait DUR  --send-timeout DUR  --api-key K  --admin-key K  --cors ORIGINS
+       --event-history N  --model ID=PATH  --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --aliases A,B --model-args "A B"
        --verbose --quiet --help (flags without effect on the config, returned in opts) */
