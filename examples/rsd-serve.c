@@ -73,7 +73,7 @@
    Auth: with api_key set (--api-key, or RSD_API_KEY in the environment when neither
    the file nor a flag sets one) every endpoint but /health, /v1/health and the page
    needs `Authorization: Bearer KEY` or `X-Api-Key: KEY`; with admin_key set
-   (RSD_ADMIN_KEY), /models/load, /models/unload, /status and /_rsd/* need it instead,
+   (RSD_ADMIN_KEY), /models/load, /models/unload, /status and /_rsd/... need it instead,
    and it opens the rest too. Otherwise: 401 {"error":{"message":"Invalid API
    Key","type":"authentication_error","code":401}} (llama-server's own body) with
    WWW-Authenticate: Bearer. Keys are compared in constant time. A model whose

@@ -25,7 +25,7 @@
                                         (1..255 printable bytes, no blanks; default none;
                                         rsd-serve also reads RSD_API_KEY)
        admin_key = adm-...              management (/models/load, /models/unload, /status,
-                                        /_rsd/*) needs this one instead; it opens the rest
+                                        /_rsd/...) needs this one instead; it opens the rest
                                         too (default: api_key guards management;
                                         RSD_ADMIN_KEY)
        cors = *                         CORS: * or origins separated by commas
