@@ -475,6 +475,40 @@ static void test_api_events(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* An eviction names what it made room for and why every other resident model stayed:
+   a is busy (a 3 s answer), b idle, so c's start evicts b, and says a was busy. */
+static void test_api_evict_explains(void) {
+    static sse_buf ev;
+    serve_proc s;
+    char path[256], buf[256];
+    const char *args[] = {"--config", path, NULL};
+    const char *p;
+    int fd;
+    write_ini(path, sizeof path, "explain", 2, "",
+              "[model a]\nmodel = @/a.gguf\nargs = --gen-ms 3000\n[model b]\nmodel = @/b.gguf\n"
+              "[model c]\nmodel = @/c.gguf\npinned = false\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    memset(&ev, 0, sizeof ev);
+    ev.fd = sse_open(s.port, "/_rsd/events", NULL);
+    REQUIRE(ev.fd >= 0 && sse_wait(&ev, ": rsd-serve events"));
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0 && raw_post(fd, "/v1/chat/completions", chat("a", false)) == 0);
+    CHECK(sse_wait(&ev, "\"event\":\"grant\",\"model\":\"a\""));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("c", false)), 200);
+    CHECK(sse_wait(&ev, "event: evict\n"));
+    CHECK(sse_wait(&ev, "\"event\":\"ready\",\"model\":\"c\""));
+    p = strstr(ev.b, "event: evict\n");
+    CHECK(p && strstr(p, "\"model\":\"b\"") && strstr(p, "\"for\":[\"c\"]"));
+    CHECK(p && strstr(p, "\"considered\":[{\"model\":\"a\",\"state\":\"ready\",\"in_flight\":1,\"pinned\":false,"
+                         "\"idle_ms\":null,\"kept_because\":\"busy\"}"));
+    if (p && !strstr(p, "\"kept_because\":\"busy\"")) printf("  %.600s\n", p);
+    CHECK(raw_read(fd, buf, sizeof buf) > 0 && !strncmp(buf, "HTTP/1.1 200", 12)); /* a's answer comes */
+    close(fd);
+    close(ev.fd);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* rsd-ensure against rsd-serve waits on /models/sse: fewer requests than polling. */
 static void test_api_ensure_waits_on_events(void) {
     serve_proc s;
@@ -499,6 +533,25 @@ static void test_api_ensure_waits_on_events(void) {
     /* polling alone takes 11 or more here (20 ms doubling to 500 ms); the stream, the
        listing before, the load and a few confirmations under sse_poll_ms 500 */
     CHECK(requests > 0 && requests <= 9);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    /* with a key: --token opens the listing, the stream and the load alike */
+    g_sim_args = "--runtime server --load-ms 1500";
+    write_ini(path, sizeof path, "ensure-key", 1, "api_key = ENS-K\n", "[model a]\nmodel = @/a.gguf\n");
+    g_sim_args = saved;
+    REQUIRE(serve_start(&s, args) == 0);
+    snprintf(url, sizeof url, "%s", s.url);
+    {
+        const char *argv[] = {ENSURE_BIN, "--url", url, "--model", "a", "--no-state", "--json", "--token", "ENS-K", NULL};
+        const char *nokey[] = {ENSURE_BIN, "--url", url, "--model", "a", "--no-state", "--json", NULL};
+        CHECK(run_prog(nokey, out, sizeof out) != 0);
+        CHECK(strstr(out, "401") != NULL);
+        CHECK_EQ_INT(run_prog(argv, out, sizeof out), 0);
+    }
+    CHECK(strstr(out, "\"outcome\":\"resident\"") != NULL);
+    p = strstr(out, "\"requests\":");
+    requests = p ? atoi(p + 11) : -1;
+    CHECK(requests > 0 && requests <= 9);
+    if (requests > 9 || !strstr(out, "\"outcome\":\"resident\"")) printf("  rsd-ensure --token: %.600s\n", out);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
@@ -854,6 +907,7 @@ int main(int argc, char **argv) {
     RUN(test_api_cors);
     RUN(test_api_real_child_key);
     RUN(test_api_events);
+    RUN(test_api_evict_explains);
     RUN(test_api_ensure_waits_on_events);
     RUN(test_api_metrics);
     RUN(test_api_page);
