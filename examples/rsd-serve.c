@@ -157,7 +157,8 @@ enum {
     SRV_STALL_DRAIN_MS = 1000,           /* a stalled client of a model that must make room */
     SRV_CONFIG_MAX = 4 << 20,            /* config file size */
     SRV_MAX_SUBS = 16,                   /* open event streams (/_rsd/events, /models/sse) */
-    SRV_EVENT_BYTES = 2048,              /* one event's JSON and its router form */
+    SRV_EVENT_BYTES = 4096,              /* one event's JSON and its router form */
+    SRV_ROUTER_EVENT_BYTES = 1536,       /* ... of which the router form may take this much */
     SRV_SSE_KEEPALIVE_MS = 15000         /* a comment on a quiet event stream */
 };
 
@@ -192,6 +193,7 @@ typedef struct srv_mstat {
 typedef struct srv_event {
     uint64_t id;
     char kind[16];
+    int model;             /* -1 = none */
     uint16_t len, router_off, router_len;
     char text[SRV_EVENT_BYTES];
 } srv_event;
@@ -994,8 +996,9 @@ static srv_event *ev_begin(srv *s, rsd_json_writer *w, const char *kind, int m, 
     srv_event *e = &s->events[(s->ev_last + 1) % s->ev_cap];
     memset(e, 0, offsetof(srv_event, text));
     e->id = s->ev_last + 1;
+    e->model = m;
     rsrv_cpy(e->kind, sizeof e->kind, kind, strlen(kind));
-    rsd_json_w_init(w, e->text, SRV_EVENT_BYTES);
+    rsd_json_w_init(w, e->text, SRV_EVENT_BYTES - SRV_ROUTER_EVENT_BYTES);
     rsd_json_w_begin_object(w);
     rsd_json_w_key(w, "id");
     rsd_json_w_int(w, (int64_t)e->id);
@@ -1016,12 +1019,16 @@ static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w) {
     rsd_json_w_end_object(w);
     n = rsd_json_w_finish(w);
     if (n < 0) { /* too long or not UTF-8 (child output): the event without its details */
-        rsd_json_w_init(w, e->text, SRV_EVENT_BYTES);
+        rsd_json_w_init(w, e->text, SRV_EVENT_BYTES - SRV_ROUTER_EVENT_BYTES);
         rsd_json_w_begin_object(w);
         rsd_json_w_key(w, "id");
         rsd_json_w_int(w, (int64_t)e->id);
         rsd_json_w_key(w, "event");
         rsd_json_w_str(w, e->kind);
+        if (e->model >= 0) {
+            rsd_json_w_key(w, "model");
+            rsd_json_w_str(w, s->cfg->models[e->model].id);
+        }
         rsd_json_w_key(w, "truncated");
         rsd_json_w_bool(w, true);
         rsd_json_w_end_object(w);

@@ -32,7 +32,7 @@
                                         (https://app.example, http://localhost:3000);
                                         default off
        event_history = 512              events kept for GET /_rsd/events?since=ID replay,
-                                        1..65536 (default 512; about 2 KB each)
+                                        1..16384 (default 512; 4 KB each)
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -102,7 +102,7 @@ enum {
     RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000, /* send_timeout when 0 */
     RSRV_KEY_MAX = 256,       /* api_key / admin_key (with the NUL) */
     RSRV_EVENT_HISTORY_DEFAULT = 512, /* event_history when 0 */
-    RSRV_EVENT_HISTORY_MAX = 65536
+    RSRV_EVENT_HISTORY_MAX = 16384
 };
 
 /* One model section. */

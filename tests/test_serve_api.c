@@ -172,7 +172,7 @@ static void test_api_config(void) {
             {"cors = a.example\n", "api.ini:1: cors: 'a.example' is neither * nor a list of origins"},
             {"cors = https://a.example/path\n", "cors: 'https://a.example/path' is neither"},
             {"cors = http://\n", "is neither"},
-            {"event_history = 0\n", "event_history must be an integer from 1 to 65536"},
+            {"event_history = 0\n", "event_history must be an integer from 1 to 16384"},
             {"event_history = lots\n", "event_history must be"},
         };
         size_t i;
