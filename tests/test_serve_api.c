@@ -12,6 +12,7 @@
 #include "rsd_test.h"
 
 #include <dirent.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -899,6 +900,179 @@ static void test_api_real_child_key(void) {
     real_rmdir(dir);
 }
 
+/* ---- chromium over the DevTools protocol (--remote-debugging-pipe: fd 3 in, fd 4 out,
+   one NUL-terminated JSON message each way) ---------------------------------------------- */
+typedef struct cdp {
+    pid_t pid;
+    int to, from; /* our ends */
+    int seq;
+    char session[128];
+    char msg[1 << 18];
+} cdp;
+
+static int cdp_start(cdp *c, const char *chromium, const char *profile_arg) {
+    int in[2], out[2];
+    memset(c, 0, offsetof(cdp, msg));
+    if (pipe(in) != 0 || pipe(out) != 0) return -1;
+    c->pid = fork();
+    if (c->pid < 0) return -1;
+    if (c->pid == 0) {
+        int nul = open("/dev/null", O_WRONLY);
+        const char *argv[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                              profile_arg, "--remote-debugging-pipe", "about:blank", NULL};
+        /* the child reads fd 3 and writes fd 4 */
+        int r = dup(in[0]), w = dup(out[1]);
+        if (r < 0 || w < 0) _exit(127);
+        if (dup2(r, 3) < 0 || dup2(w, 4) < 0) _exit(127);
+        if (nul >= 0) { dup2(nul, 1); dup2(nul, 2); }
+        execv(argv[0], (char *const *)(void *)argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->to = in[1];
+    c->from = out[0];
+    return 0;
+}
+
+/* Sends {"id":N,[sessionId,]"method":M,"params":P} and reads until the answer with that
+   id (bounded: 30 s of silence); the answer in c->msg. */
+static bool cdp_call(cdp *c, const char *method, const char *params) {
+    char req[8192];
+    int n, id = ++c->seq;
+    size_t got = 0;
+    char want[32];
+    if (c->session[0])
+        n = snprintf(req, sizeof req, "{\"id\":%d,\"sessionId\":\"%s\",\"method\":\"%s\",\"params\":%s}", id, c->session,
+                     method, params);
+    else
+        n = snprintf(req, sizeof req, "{\"id\":%d,\"method\":\"%s\",\"params\":%s}", id, method, params);
+    if (getenv("CDP_DEBUG")) fprintf(stderr, "cdp> %s\n", req);
+    if (n <= 0 || (size_t)n >= sizeof req || write(c->to, req, (size_t)n + 1) != n + 1) return false;
+    snprintf(want, sizeof want, "{\"id\":%d,", id);
+    for (;;) {
+        char *z;
+        struct pollfd pf;
+        ssize_t r;
+        while ((z = (char *)memchr(c->msg, 0, got)) != NULL) { /* whole messages */
+            size_t len = (size_t)(z - c->msg) + 1;
+            if (!strncmp(c->msg, want, strlen(want))) {
+                if (getenv("CDP_DEBUG")) fprintf(stderr, "cdp< %.400s\n", c->msg);
+                return true;
+            }
+            memmove(c->msg, c->msg + len, got - len);
+            got -= len;
+        }
+        if (got + 1 >= sizeof c->msg) return false;
+        pf.fd = c->from;
+        pf.events = POLLIN;
+        pf.revents = 0;
+        if (poll(&pf, 1, 30000) <= 0) return false;
+        r = read(c->from, c->msg + got, sizeof c->msg - got - 1);
+        if (r <= 0) return false;
+        got += (size_t)r;
+    }
+}
+
+/* Evaluates expr in the page (a promise is awaited); its value as JSON text is in the
+   answer ("result":{"type":..,"value":..}). */
+static bool cdp_eval(cdp *c, const char *expr) {
+    char params[4096], esc[3000];
+    size_t o = 0;
+    const char *p;
+    for (p = expr; *p && o + 2 < sizeof esc; p++) {
+        if (*p == '"' || *p == '\\') esc[o++] = '\\';
+        esc[o++] = *p;
+    }
+    esc[o] = 0;
+    snprintf(params, sizeof params, "{\"expression\":\"%s\",\"awaitPromise\":true,\"returnByValue\":true}", esc);
+    return cdp_call(c, "Runtime.evaluate", params);
+}
+
+static void cdp_stop(cdp *c) {
+    int st;
+    c->session[0] = 0;
+    (void)cdp_call(c, "Browser.close", "{}");
+    close(c->to);
+    close(c->from);
+    kill(c->pid, SIGTERM);
+    while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {}
+}
+
+/* The page's load and unload buttons, clicked in a real browser: they send the admin
+   key (given as /#key=K), and the model starts and stops. */
+static void test_api_page_buttons(void) {
+    static cdp c;
+    serve_proc s;
+    char path[256], prof_arg[340], params[512], st[32];
+    const char *args[] = {"--config", path, NULL};
+    const char *chromium = "/usr/bin/chromium";
+    const char *p, *q;
+    int i;
+    write_ini(path, sizeof path, "buttons", 1, "admin_key = BTN-ADMIN\n",
+              "[model a]\nmodel = @/a.gguf\n[model b]\nmodel = @/b.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    if (access(chromium, X_OK) != 0) {
+        printf("  status page buttons: skipped (no %s)\n", chromium);
+        CHECK_EQ_INT(serve_stop(&s), 0);
+        return;
+    }
+    snprintf(prof_arg, sizeof prof_arg, "--user-data-dir=%s/chromium-profile3", g_dir);
+    REQUIRE(cdp_start(&c, chromium, prof_arg) == 0);
+    snprintf(params, sizeof params, "{\"url\":\"%s/#key=BTN-ADMIN\"}", s.url);
+    REQUIRE(cdp_call(&c, "Target.createTarget", params));
+    p = strstr(c.msg, "\"targetId\":\"");
+    REQUIRE(p != NULL);
+    p += 12;
+    q = strchr(p, '"');
+    REQUIRE(q != NULL);
+    snprintf(params, sizeof params, "{\"targetId\":\"%.*s\",\"flatten\":true}", (int)(q - p), p);
+    REQUIRE(cdp_call(&c, "Target.attachToTarget", params));
+    p = strstr(c.msg, "\"sessionId\":\"");
+    REQUIRE(p != NULL);
+    p += 13;
+    q = strchr(p, '"');
+    REQUIRE(q != NULL && (size_t)(q - p) < sizeof c.session);
+    memcpy(c.session, p, (size_t)(q - p));
+    c.session[q - p] = 0;
+    /* wait (in the page, bounded) for the table, then click b's load button */
+    for (i = 0; i < 50; i++) { /* "Execution context was destroyed" while the page loads: again */
+        CHECK(cdp_eval(&c, "new Promise(function (ok) { var n = 0; (function look() {"
+                           " if (document.body && document.body.dataset.rendered === '2') ok('rendered');"
+                           " else if (++n > 300) ok('timeout'); else setTimeout(look, 50); })(); })"));
+        if (!strstr(c.msg, "\"error\":{")) break;
+        (void)poll(NULL, 0, 20);
+    }
+    CHECK(strstr(c.msg, "\"value\":\"rendered\"") != NULL);
+    if (!strstr(c.msg, "\"value\":\"rendered\"")) printf("  cdp: %.500s\n", c.msg);
+    CHECK(cdp_eval(&c, "document.querySelector('tr[data-model=\"b\"] button.load').click(); 'clicked'"));
+    CHECK(strstr(c.msg, "\"value\":\"clicked\"") != NULL);
+    g_bearer = "BTN-ADMIN";
+    for (i = 0; i < 1500; i++) {
+        status_state(&s, "b", st, sizeof st);
+        if (!strcmp(st, "ready")) break;
+        (void)poll(NULL, 0, 20);
+    }
+    CHECK_EQ_STR(st, "ready");
+    /* the page follows (its event stream): b's row says ready; then unload it */
+    CHECK(cdp_eval(&c, "new Promise(function (ok) { var n = 0; (function look() {"
+                       " var td = document.querySelector('tr[data-model=\"b\"] td.state');"
+                       " if (td && td.textContent === 'ready') ok('ready');"
+                       " else if (++n > 300) ok('timeout'); else setTimeout(look, 50); })(); })"));
+    CHECK(strstr(c.msg, "\"value\":\"ready\"") != NULL);
+    CHECK(cdp_eval(&c, "document.querySelector('tr[data-model=\"b\"] button.unload').click(); 'clicked'"));
+    for (i = 0; i < 1500; i++) {
+        status_state(&s, "b", st, sizeof st);
+        if (!strcmp(st, "unloaded")) break;
+        (void)poll(NULL, 0, 20);
+    }
+    CHECK_EQ_STR(st, "unloaded");
+    g_bearer = NULL;
+    cdp_stop(&c);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK(log_has(&s, "b: load requested") && log_has(&s, "b: unload requested"));
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_api_config);
@@ -912,5 +1086,6 @@ int main(int argc, char **argv) {
     RUN(test_api_metrics);
     RUN(test_api_page);
     RUN(test_api_page_key);
+    RUN(test_api_page_buttons);
     return RSD_TEST_END();
 }
