@@ -78,8 +78,9 @@
    Key","type":"authentication_error","code":401}} (llama-server's own body) with
    WWW-Authenticate: Bearer. Keys are compared in constant time. A model whose
    arguments (global args, its args, or its command) hold --api-key K (or
-   --api-key=K) is sent `Authorization: Bearer K` with every request; other models
-   get the client's Authorization header.
+   --api-key=K) is sent `Authorization: Bearer K` with every request, and with the
+   readiness probes (so its GET /props still tells its slot count); other models get
+   the client's Authorization header.
    CORS (cors = * or a list of origins; off by default): OPTIONS answers 204 with
    Access-Control-Allow-Origin, -Methods (GET, POST, OPTIONS), -Headers
    (Authorization, Content-Type, X-Api-Key, Last-Event-ID) and -Max-Age 600 for an
@@ -1999,6 +2000,7 @@ static int build_models(srv *s) {
         sm->desc.pool.pinned = m->pinned;
         sm->desc.spec = sm->spec;
         child_key(sm);
+        sm->desc.probe_bearer = sm->child_auth[0] ? sm->child_auth + 7 : NULL; /* its /props wants the key */
     }
     return 0;
 }

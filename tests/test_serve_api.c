@@ -860,7 +860,7 @@ static void test_api_real_child_key(void) {
     char bin[1024], why[512], dir[600], cache[700], path[256], models[1200];
     serve_proc s;
     real_server rs;
-    const char *args[] = {"--config", path, NULL};
+    const char *vargs[] = {"--config", path, "--verbose", NULL};
     const char *rargs[] = {"-m", models, "-c", "256", "-t", "1", "--api-key", "REAL-KEY", NULL};
     const char *body = "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}";
     const char *p401;
@@ -884,10 +884,10 @@ static void test_api_real_child_key(void) {
         static char text[4096];
         snprintf(text, sizeof text,
                  "listen = 127.0.0.1:0\nmax_models = 1\nllama_server = %s\nstart_timeout = 60\nstop_grace = 5\n"
-                 "api_key = OUTER\n[model tiny]\nmodel = %s\nctx = 256\nargs = -t 1 --api-key REAL-KEY\n", bin, models);
+                 "api_key = OUTER\n[model tiny]\nmodel = %s\nctx = 256\nargs = -t 1 -np 2 --api-key REAL-KEY\n", bin, models);
         REQUIRE(write_file(path, text) == 0);
     }
-    REQUIRE(serve_start(&s, args) == 0);
+    REQUIRE(serve_start(&s, vargs) == 0);
     CHECK_EQ_INT(raw_req(s.port, "POST", "/v1/chat/completions", "Authorization: Bearer wrong\r\n", body, out, sizeof out), 401);
     p401 = strstr(out, "\r\n\r\n");
     CHECK(p401 && !strcmp(p401 + 4, "{\"error\":{\"message\":\"Invalid API Key\",\"type\":\"authentication_error\",\"code\":401}}"));
@@ -897,6 +897,7 @@ static void test_api_real_child_key(void) {
     CHECK_EQ_INT(raw_req(s.port, "GET", "/props?model=tiny", "Authorization: Bearer OUTER\r\n", NULL, out, sizeof out), 200);
     CHECK_EQ_INT(serve_stop(&s), 0);
     CHECK(!log_has(&s, "REAL-KEY"));
+    CHECK(log_has(&s, "ms (2 slots)")); /* its /props, asked with its key, told its -np */
     real_rmdir(dir);
 }
 
