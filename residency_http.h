@@ -859,7 +859,10 @@
            state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
            60 s), no_cache (no TTL fast path), no_sse (never subscribe to
            /models/sse: poll only), sse_poll_ms (poll interval of a wait while
            the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
@@ -996,8 +999,11 @@
        times out is sent again with twice the timeout while the ensure's deadline
        allows (a busy server is slow, not gone). Any other transport error on the
        first probe ends the ensure at once (DEGRADED, the transport error, e.g.
-       RSD_ERR_CONNECT); no match ->
-       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+       RSD_ERR_CONNECT, message "server unreachable: connection refused (URL)"); no
+       match -> DEGRADED RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not
+       as a llama.cpp router, Ollama or LM Studio (GET /props: HTTP 404)"), or
+       RSD_ERR_AUTH when a probe was answered 401/403 ("URL asks for an API key ...
+       and none was given", or "URL refused the API key given").
        Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
        driver getter).
 
@@ -1295,8 +1301,14 @@
        with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars, a probe_bearer with control
        bytes) | RSD_ERR_CAPACITY (table full, or the spec's strings and arrays over
        RSD_FLEET_SPEC_BYTES). health_path NULL = "/health". probe_bearer: the child's own
-       API key, sent with its /health and /props probes (llama-server run with
-       --api-key answers /props 401 without it, and its slot count is then unknown).
+       API key, sent with its /health and /props probes and watchdog polls (llama-server
+       run with --api-key answers /props 401 without it, and its slot count is then
+       unknown).
+   rsd_fleet_set_model(f, m, md, now): model m (same id) gets md's spec and pool
+       settings (reserve_bytes, ttl_ms, max_in_flight, pinned); its start backoff and
+       last failure are forgotten. The next start uses the new spec; a process that
+       runs keeps its command (rsd_fleet_unload with RSD_POOL_UNLOAD_DRAIN restarts it
+       once idle). Errors as add_model; on an error nothing changed.
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
        an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
        "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
@@ -1306,6 +1318,15 @@
        (reservation over the whole budget: at once, nothing started),
        RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
        RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_acquire_ex(f, m, flags, now, user, &req, &port): with the pool's acquire
+       flags; RSD_POOL_ACQUIRE_EXCLUSIVE runs the request alone on m's process once it
+       has drained (benchmarks, calibration); other models keep flowing.
+   rsd_fleet_lease_take(f, &lease_desc, now, &lease) / rsd_fleet_lease_query /
+   rsd_fleet_lease_release: a VRAM lease for a workload outside the fleet, as the
+       pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
+       why "lease"), never a busy or pinned one; starts that would break it wait;
+       release or its ttl gives the bytes back and, with lease_desc.restore, restarts
+       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes).
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms.
    rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
@@ -1331,7 +1352,7 @@
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 355 KB + 195 bytes
+   pull every step. Memory: one block of about 359 KB + 195 bytes
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
@@ -2286,7 +2307,13 @@ enum {
     RSD_FLEET_SPEC_BYTES = 4096,                /* copied strings of one model's rsd_proc_spec */
     RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS = 2000,  /* one /health probe */
     RSD_FLEET_HEALTH_PATH_MAX = 256,            /* bytes of health_path, including the NUL */
-    RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5           /* output-triggered probes at most this often */
+    RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5,          /* output-triggered probes at most this often */
+    RSD_FLEET_WATCHDOG_FAILURES_DEFAULT = 3,    /* failed /health polls in a row before a restart */
+    RSD_FLEET_WATCHDOG_ERRORS_DEFAULT = 5,      /* 5xx answers in a row before a restart */
+    RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT = 5,    /* watchdog restarts in a row, then it gives up */
+    RSD_FLEET_WATCHDOG_BACKOFF_MS = 1000,       /* first restart delay (doubles per restart) */
+    RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS = 60000,  /* restart delay cap */
+    RSD_FLEET_WATCHDOG_STABLE_MS = 60000        /* up this long and healthy: the count starts over */
 };
 
 /* One model: the pool's view plus how to start its process. */
@@ -2308,6 +2335,15 @@ typedef struct rsd_fleet_desc {
     const rsd_fleet_model_desc *models; /* initial model table (may be NULL) */
     int num_models;
     uint32_t probe_timeout_ms;  /* one /health request; 0 = RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS */
+    /* Watchdog (off unless watchdog_interval_ms is set): a READY process is polled with
+       GET health_path every watchdog_interval_ms (each poll bounded by the smaller of
+       the interval and probe_timeout_ms); watchdog_failures failed polls in a row (not
+       200: timeout, refused, 5xx), or watchdog_errors 5xx answers in a row reported
+       with rsd_fleet_report, and it is killed and started again after a backoff. */
+    uint32_t watchdog_interval_ms;  /* 0 = no health polls once ready */
+    uint32_t watchdog_failures;     /* 0 = RSD_FLEET_WATCHDOG_FAILURES_DEFAULT */
+    uint32_t watchdog_errors;       /* 0 = RSD_FLEET_WATCHDOG_ERRORS_DEFAULT */
+    uint32_t watchdog_restarts;     /* 0 = RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_fleet_desc;
@@ -2356,6 +2392,8 @@ typedef struct rsd_fleet_model_info {
     const char *last_error;     /* its message (reason, command, last output lines); NULL =
                                    none. Valid until the next rsd_fleet_* call that changes it */
     uint64_t retry_at_ms;       /* after a failed start: no new start before this; 0 = none */
+    int exit_code;              /* its last process's exit status (128+N: killed by signal N;
+                                   127: never ran), with last_result; 0 = none */
 } rsd_fleet_model_info;
 
 typedef struct rsd_fleet rsd_fleet;
@@ -2373,6 +2411,10 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id);
    GRANT or FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port);
+/* rsd_fleet_acquire with rsd_pool_acquire_ex flags (RSD_POOL_ACQUIRE_EXCLUSIVE: the
+   request runs alone on its model's process, after it drained). */
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port);
 /* The request finished (granted ones only). */
 RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* The client went away: drop a waiting request or release a granted one; a GRANT or
@@ -2380,6 +2422,25 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* A VRAM lease for a workload outside the fleet (rsd_pool_lease_take): idle, unpinned
+   processes are stopped, least recently used first, until the reservations plus the
+   leases fit the budget; starts that would break it wait; release (or the ttl) gives
+   the bytes back and, with desc.restore, restarts what it stopped. info.stopped holds
+   the model indexes it stopped. RSD_OK granted and free, RSD_PENDING granted with
+   victims still exiting, RSD_ERR_POOL_NO_FIT declined (nothing was stopped). */
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease);
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
+/* Replace model's command and pool settings (same id): the next start uses the new
+   spec; a running process is not touched (unload it to restart it). Its start backoff
+   and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms);
+/* The host's outcome of a request it sent to model's process on port: its HTTP status,
+   or 502 when the connection failed. 5xx in a row (503 "busy/loading" aside) count
+   toward the watchdog's error limit; anything else resets the count. Needs the watchdog
+   (watchdog_interval_ms or watchdog_errors set). RSD_OK, or RSD_ERR_ARG. */
+RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms);
 /* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
    configuration changed. */
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
@@ -5810,8 +5871,9 @@ struct rsd_ensurer {
     uint32_t props_len;
     char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, probe_tries, error;
+    int phase, final, waiting, probe_i, probe_tries, error, probe0_status;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
+    bool env_warned;                  /* the ENV_UNKNOWN notice was given (once per ensurer) */
     rsd_http_req_h h;
     rsd_runtime_kind kind;
     rsd_outcome outcome;
@@ -6290,6 +6352,21 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
                            "there as not its own", e->url, rsd_state_dir(e->st), name);
 }
 
+/* Says so once per ensurer when RESIDENCY holds a value residency does not know (a typo
+   such as "obsreve" must not silently mean "manage"). */
+RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
+    static const char fmt[] = "RESIDENCY='%.60s' is not a value residency knows, so it manages this "
+                              "target as if RESIDENCY were unset; for observe-only use observe, off, 0, "
+                              "false, user or user-managed, to manage on purpose on, 1, true or managed";
+    const char *v = e->observe ? NULL : rsdi_en_env(e);
+    if (e->env_warned || rsd_env_known(v)) return;
+    e->env_warned = true;
+    if (e->lms)
+        rsdi_lms_notice(&e->m.lms, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+    else
+        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+}
+
 /* LM Studio instances owned on e->key (W16): the persisted attribution entries that name
    an instance, or without a state directory what this ensurer loaded (upstream S33). */
 RSDI_PRIVATE void rsdi_en_load_owned(rsd_ensurer *e) {
@@ -6352,8 +6429,10 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     e->lms = true;
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
-    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) /* an error ends it DONE with it */
+    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) { /* an error ends it DONE with it */
+        rsdi_en_env_notice(e);
         rsdi_en_reset_notice(e);
+    }
 }
 
 /* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
@@ -6432,7 +6511,10 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
     rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
-    if (rc == RSD_OK) rsdi_en_reset_notice(e);
+    if (rc == RSD_OK) {
+        rsdi_en_env_notice(e);
+        rsdi_en_reset_notice(e);
+    }
     /* on error the reconcile is DONE with it; step picks it up */
 }
 
@@ -6469,12 +6551,20 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
-        rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
-                     rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
-                     ev->sys_errno ? strerror(ev->sys_errno) : "");
+        char why[128];
+        bool transport = ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE ||
+                         ev->result == RSD_ERR_TIMEOUT || ev->result == RSD_ERR_CLOSED || ev->result == RSD_ERR_IO ||
+                         ev->result == RSD_ERR_TLS || ev->result == RSD_ERR_TLS_VERIFY;
+        /* plain words: "connection refused", "timed out", "name resolution failed" */
+        (void)rsdi_cpy(why, sizeof why, ev->sys_errno ? strerror(ev->sys_errno) : rsd_result_str(ev->result));
+        why[0] = rsdi_ascii_lower(why[0]);
+        if (transport) rsdi_en_fail(e, ev->result, now_ms, "server unreachable: %s (%s)", why, e->url);
+        else /* it answered, but not in HTTP a model server speaks (another protocol, a huge head) */
+            rsdi_en_fail(e, ev->result, now_ms, "not a model server: GET %s: %s", e->probe_url, why);
         return;
     }
     if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;
+    if (e->probe_i == 0) e->probe0_status = ev->status;
     if (ev->result == RSD_OK && ev->status >= 200 && ev->status <= 299 && p->match(e, ev->body.ptr, ev->body.len)) {
         int i = e->det_next;
         e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
@@ -6499,11 +6589,13 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     if (++e->probe_i >= RSDI_EN_NPROBES) {
         if (e->saw_auth)
-            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms, "%s requires an API key (HTTP 401/403): set a bearer token",
-                         e->url);
+            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms,
+                         e->bearer[0] ? "%s refused the API key given (HTTP 401/403)"
+                                      : "%s asks for an API key (HTTP 401/403) and none was given", e->url);
         else
             rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
-                         "no llama.cpp router, Ollama or LM Studio server recognised at %s", e->url);
+                         "not a model server: %s answers, but not as a llama.cpp router, Ollama or LM "
+                         "Studio (GET %s: HTTP %d)", e->url, rsdi_ensure_probes[0].path, e->probe0_status);
     }
 }
 
@@ -6532,6 +6624,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->sse_tried = false;
     e->props_kept = false;
     e->probe_tries = 0;
+    e->probe0_status = 0;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -9448,6 +9541,9 @@ typedef struct rsdi_fleet_model {
     const char *probe_host;    /* numeric host for the probe URL ("127.0.0.1", "[::1]"...) */
     const char *probe_bearer;  /* in buf; NULL = none */
     int last_result;
+    int exit_code;             /* of its last process (128+signal, 127 never ran) */
+    uint32_t wd_restarts;      /* watchdog restarts in a row */
+    uint64_t wd_restart_at;    /* load it again then (0 = none) */
     uint32_t msg_gen;
     char msg[RSD_FLEET_MESSAGE_MAX];
 } rsdi_fleet_model;
@@ -9466,6 +9562,10 @@ typedef struct rsdi_fleet_slot {
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
     uint64_t out_seen;         /* the child's out_bytes when the last probe was sent */
+    uint64_t wd_next_ms;       /* next watchdog poll (READY) */
+    uint32_t wd_fails;         /* failed polls in a row */
+    uint32_t wd_errors;        /* 5xx answers in a row (rsd_fleet_report) */
+    char wd_why[160];          /* set when the watchdog killed it */
 } rsdi_fleet_slot;
 
 typedef struct rsdi_fleet_qev {
@@ -9482,6 +9582,8 @@ struct rsd_fleet {
     rsd_procs *procs;
     rsd_http_client *client;
     uint32_t probe_timeout_ms;
+    uint32_t wd_interval, wd_failures, wd_errors, wd_restarts; /* the watchdog (interval 0 = no polls) */
+    bool wd_on;
     int num_models;
     rsdi_fleet_model *models;  /* RSD_FLEET_MAX_MODELS entries */
     rsdi_fleet_slot slots[RSD_POOL_MAX_SLOTS];
@@ -9493,6 +9595,7 @@ struct rsd_fleet {
     uint64_t pool_deadline;
     bool stopped;
     rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
+    char *spare;               /* RSD_FLEET_SPEC_BYTES: rsd_fleet_set_model copies here first */
     char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
     char tmp[RSD_FLEET_MESSAGE_MAX];
     char tail[RSD_FLEET_MESSAGE_MAX];
@@ -9752,6 +9855,7 @@ RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_h
     s->told = true;
     s->ready = true;
     s->ready_ms = now_ms;
+    s->wd_next_ms = f->wd_interval ? now_ms + f->wd_interval : 0;
     if (slots) (void)rsd_pool_set_slot_limit(f->pool, s->pp, slots, now_ms);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
     ev.pid = s->pid;
@@ -9802,6 +9906,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
     else
         (void)snprintf(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
     rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
+    f->models[model].exit_code = 127;
     if (r == RSD_ERR_SPAWN) (void)rsd_procs_release(f->procs, h);
     rsdi_fleet_clear_slot(s);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_CRASHED, model, slot, now_ms);
@@ -9818,7 +9923,7 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
     rsd_fleet_event ev;
     rsd_pool_proc pp = s->pp;
     int model = s->model, slot = (int)(s - f->slots), msg_model = -1;
-    char reason[192], status[64];
+    char reason[384], status[64];
     rsd_fleet_event_kind kind = RSD_FLEET_EV_EXITED;
     int result = 0;
     rsdi_fleet_cancel_probe(f, s);
@@ -9837,6 +9942,24 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         kind = RSD_FLEET_EV_CRASHED;
         result = RSD_ERR_FLEET_START;
         msg_model = model;
+    } else if (s->ready && !s->stopping && s->wd_why[0]) { /* the watchdog killed it */
+        rsdi_fleet_model *fm = &f->models[model];
+        fm->wd_restarts++;
+        if (fm->wd_restarts <= f->wd_restarts) {
+            uint64_t delay = (uint64_t)RSD_FLEET_WATCHDOG_BACKOFF_MS << (fm->wd_restarts - 1 < 6 ? fm->wd_restarts - 1 : 6);
+            if (delay > RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS) delay = RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS;
+            fm->wd_restart_at = now_ms + delay;
+            (void)snprintf(reason, sizeof reason, "restarted by the watchdog (%u of at most %u in a row, in %llu ms): %s",
+                           (unsigned)fm->wd_restarts, (unsigned)f->wd_restarts, (unsigned long long)delay, s->wd_why);
+        } else {
+            fm->wd_restart_at = 0;
+            (void)snprintf(reason, sizeof reason, "stopped by the watchdog, not restarted (%u restarts in a row): %s",
+                           (unsigned)(fm->wd_restarts - 1), s->wd_why);
+        }
+        rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
+        kind = RSD_FLEET_EV_CRASHED;
+        result = RSD_ERR_POOL_CRASHED;
+        msg_model = model;
     } else if (s->ready && !s->stopping) { /* crash while serving */
         (void)snprintf(reason, sizeof reason, "%s while serving", status);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
@@ -9848,6 +9971,9 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         result = RSD_ERR_FLEET_START;
         msg_model = model;
     }
+    if (kind == RSD_FLEET_EV_CRASHED) /* the status that goes with last_result */
+        f->models[model].exit_code = pe->kind == RSD_PROC_EV_SPAWN_FAILED ? 127
+                                     : pe->term_signal ? 128 + pe->term_signal : pe->exit_code;
     rsdi_fleet_ev_init(f, &ev, kind, model, slot, now_ms);
     ev.pid = s->pid;
     ev.port = s->port;
@@ -9959,7 +10085,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     off_models = (total + 15) & ~(size_t)15;
     total = off_models + sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS;
     off_bufs = (total + 15) & ~(size_t)15;
-    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * RSD_FLEET_MAX_MODELS;
+    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * (RSD_FLEET_MAX_MODELS + 1); /* + the spare */
     off_rq = (total + 15) & ~(size_t)15;
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
@@ -9978,11 +10104,17 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     memset(f->models, 0, sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS);
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
+    f->spare = (char *)f + off_bufs + (size_t)RSD_FLEET_MAX_MODELS * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
     f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
     f->rq_cap = maxreq * 2 + 16;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
+    f->wd_interval = d.watchdog_interval_ms;
+    f->wd_on = d.watchdog_interval_ms || d.watchdog_errors;
+    f->wd_failures = d.watchdog_failures ? d.watchdog_failures : (uint32_t)RSD_FLEET_WATCHDOG_FAILURES_DEFAULT;
+    f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
+    f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
     f->pool_deadline = RSD_POOL_NO_DEADLINE;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
@@ -10050,6 +10182,33 @@ RSD_API int rsd_fleet_add_model(rsd_fleet *f, const rsd_fleet_model_desc *model)
     return idx;
 }
 
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms) {
+    rsdi_fleet_model t;
+    rsd_pool_model_desc pd;
+    int r;
+    char *old;
+    if (!f || !md || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    pd = md->pool;
+    if (pd.id && strcmp(pd.id, rsdi_fleet_model_id(f, model)) != 0) return RSD_ERR_ARG;
+    memset(&t, 0, sizeof t);
+    t.buf = f->spare;
+    if ((r = rsdi_fleet_copy_spec(&t, md)) < 0) return r;
+    pd.id = NULL;
+    if ((r = rsd_pool_set_model(f->pool, model, &pd, now_ms)) < 0) return r;
+    old = f->models[model].buf; /* the new copy becomes the model's, its old buffer the spare */
+    f->models[model].spec = t.spec;
+    f->models[model].health_path = t.health_path;
+    f->models[model].probe_host = t.probe_host;
+    f->models[model].probe_bearer = t.probe_bearer; /* in the new buffer too */
+    f->models[model].buf = f->spare;
+    f->spare = old;
+    f->models[model].last_result = 0;
+    f->models[model].exit_code = 0;
+    f->models[model].wd_restarts = 0;
+    (void)rsd_pool_reset_backoff(f->pool, model);
+    return rsdi_fleet_then(f, RSD_OK, now_ms);
+}
+
 RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
     if (!f) return RSD_ERR_ARG;
     return rsd_pool_find_model(f->pool, id);
@@ -10068,17 +10227,23 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
     none.id = 0;
     rsdi_fleet_note(f, model, none, RSD_ERR_FLEET_START, why);
+    f->models[model].exit_code = 127;
     return RSD_ERR_FLEET_START;
 }
 
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port) {
+    return rsd_fleet_acquire_ex(f, model, 0, now_ms, user, req, port);
+}
+
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
-    r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
+    r = rsd_pool_acquire_ex(f->pool, model, flags, now_ms, user, req, &slot);
     if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
@@ -10119,6 +10284,21 @@ RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
+}
+
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease) {
+    if (lease) lease->id = 0;
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_take(f->pool, desc, now_ms, lease), now_ms)
+             : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info) {
+    return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms) {
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_release(f->pool, lease, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
@@ -10163,6 +10343,94 @@ RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *
     return s->probe_sent_ms + RSD_FLEET_OUTPUT_PROBE_GAP_MS;
 }
 
+/* ---- watchdog ---- */
+/* Kills the process of slot s (it is READY and broken); gone() tells why and schedules
+   its restart. */
+RSDI_PRIVATE void rsdi_fleet_wd_kill(rsd_fleet *f, rsdi_fleet_slot *s, const char *why, uint64_t now_ms) {
+    if (s->wd_why[0] || s->stopping || !s->proc.id) return;
+    (void)snprintf(s->wd_why, sizeof s->wd_why, "%s", why);
+    rsdi_fleet_cancel_probe(f, s);
+    rsdi_logf(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_CRASHED, RSDI_WHERE, "fleet: %s pid %lld: watchdog: %s; killed",
+              rsdi_fleet_model_id(f, s->model), (long long)s->pid, why);
+    (void)rsd_procs_kill(f->procs, s->proc, now_ms);
+}
+
+/* A READY process due for its health poll gets one (GET health_path). */
+RSDI_PRIVATE bool rsdi_fleet_wd_poll(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    rsd_http_request rq;
+    char url[RSDI_FLEET_URL_BYTES];
+    const rsdi_fleet_model *m;
+    uint32_t to;
+    if (!f->wd_interval || !s->pp.id || !s->ready || s->stopping || s->wd_why[0] || s->probe.id ||
+        !s->wd_next_ms || now_ms < s->wd_next_ms)
+        return false;
+    m = &f->models[s->model];
+    to = f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms;
+    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, m->health_path);
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.url = url;
+    rq.connect_timeout_ms = to;
+    rq.total_timeout_ms = to;
+    rq.bearer_token = m->probe_bearer;
+    s->probe_sent_ms = now_ms;
+    s->wd_next_ms = now_ms + f->wd_interval;
+    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;
+    return s->probe.id != 0;
+}
+
+/* The answer to a health poll of READY slot s. */
+RSDI_PRIVATE void rsdi_fleet_wd_answer(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *he, uint64_t now_ms) {
+    char why[160];
+    if (he->result == RSD_OK && he->status == 200) {
+        s->wd_fails = 0;
+        if (now_ms - s->ready_ms >= RSD_FLEET_WATCHDOG_STABLE_MS) f->models[s->model].wd_restarts = 0;
+        return;
+    }
+    s->wd_fails++;
+    if (s->wd_fails < f->wd_failures) return;
+    if (he->result == RSD_OK)
+        (void)snprintf(why, sizeof why, "GET %s answered %d, %u polls in a row", f->models[s->model].health_path,
+                       he->status, (unsigned)s->wd_fails);
+    else
+        (void)snprintf(why, sizeof why, "GET %s did not answer (%s), %u polls in a row", f->models[s->model].health_path,
+                       rsd_result_str(he->result), (unsigned)s->wd_fails);
+    rsdi_fleet_wd_kill(f, s, why, now_ms);
+}
+
+RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms) {
+    int i;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if (!f->wd_on) return RSD_OK;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        rsdi_fleet_slot *s = &f->slots[i];
+        char why[160];
+        if (!s->pp.id || s->model != model || s->port != port || !s->ready || s->stopping) continue;
+        if (http_status < 500 || http_status > 599 || http_status == 503) {
+            s->wd_errors = 0;
+            continue;
+        }
+        if (++s->wd_errors < f->wd_errors) continue;
+        (void)snprintf(why, sizeof why, "%u answers in a row failed with 5xx (the last %d)", (unsigned)s->wd_errors,
+                       http_status);
+        rsdi_fleet_wd_kill(f, s, why, now_ms);
+    }
+    return RSD_OK;
+}
+
+/* Models whose watchdog restart is due are loaded again. */
+RSDI_PRIVATE int rsdi_fleet_wd_restarts(rsd_fleet *f, uint64_t now_ms) {
+    int i, n = 0;
+    for (i = 0; i < f->num_models; i++) {
+        rsdi_fleet_model *m = &f->models[i];
+        if (!m->wd_restart_at || now_ms < m->wd_restart_at || f->stopped) continue;
+        m->wd_restart_at = 0;
+        n++;
+        if (rsdi_fleet_precheck(f, i) == RSD_OK) (void)rsd_pool_preload(f->pool, i, now_ms);
+    }
+    return n;
+}
+
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
     int pass, i;
     if (!f) return RSD_ERR_ARG;
@@ -10199,7 +10467,9 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
         for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
             uint64_t at = rsdi_fleet_output_probe_at(f, &f->slots[i]);
             if (at && at <= now_ms && rsdi_fleet_send_probe(f, &f->slots[i], now_ms)) work++;
+            if (rsdi_fleet_wd_poll(f, &f->slots[i], now_ms)) work++;
         }
+        work += rsdi_fleet_wd_restarts(f, now_ms);
         (void)rsd_http_client_step(f->client, now_ms);
         while (rsd_http_next_event(f->client, &he)) {
             rsdi_fleet_slot *s = NULL;
@@ -10208,7 +10478,9 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (!s) continue;
             s->probe.id = 0;
             work++;
-            if (s->healthy) { /* the /props answer, whatever it says */
+            if (s->ready) { /* a watchdog poll */
+                rsdi_fleet_wd_answer(f, s, &he, now_ms);
+            } else if (s->healthy) { /* the /props answer, whatever it says */
                 rsdi_fleet_ready(f, s, &he, now_ms);
             } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
                 s->healthy = true; /* ask for its slot count before the first grant */
@@ -10251,9 +10523,15 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
     x = rsd_http_client_next_deadline(f->client);
     if (x < d) d = x;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        const rsdi_fleet_slot *s = &f->slots[i];
         x = rsdi_fleet_output_probe_at(f, &f->slots[i]);
         if (x && x < d) d = x;
+        if (f->wd_interval && s->pp.id && s->ready && !s->stopping && !s->wd_why[0] && !s->probe.id &&
+            s->wd_next_ms && s->wd_next_ms < d)
+            d = s->wd_next_ms;
     }
+    for (i = 0; i < f->num_models; i++)
+        if (f->models[i].wd_restart_at && f->models[i].wd_restart_at < d) d = f->models[i].wd_restart_at;
     return d;
 }
 
@@ -10298,6 +10576,7 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
+    info->exit_code = f->models[model].exit_code;
     info->last_error = f->models[model].last_result ? f->models[model].msg : NULL;
     info->retry_at_ms = info->pool.retry_at_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {

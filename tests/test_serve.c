@@ -166,7 +166,7 @@ static void test_config_errors(void) {
         {"[model a]\ncommand =\n", "serve.ini:2: command: empty command"},
         {"[model a]\nmodel =\n", "serve.ini:2: model needs a path"},
         {"[model a]\nmodel = x\nmodel = y\n", "serve.ini:3: duplicate key 'model'"},
-        {"listen = localhost:80\n", "serve.ini:1: listen: bad address 'localhost:80'"},
+        {"listen = local!host:80\n", "serve.ini:1: listen: bad address 'local!host:80'"},
         {"listen = 127.0.0.1:70000\n", "serve.ini:1: listen: bad address"},
         {"listen = ::1:80\n", "serve.ini:1: listen: bad address"},
         {"start_timeout = 0\n", "serve.ini:1: start_timeout: bad duration '0'"},
@@ -1028,8 +1028,9 @@ static void test_ensure_output_escaped(void) {
 }
 
 
-/* SIGHUP (a closed terminal, an ssh logout) does not end rsd-serve: it keeps serving
-   with its processes; SIGINT then stops them gracefully and exits 0. */
+/* SIGHUP (a closed terminal, an ssh logout, or a reload asked for) does not end
+   rsd-serve: it reloads the unchanged file and keeps serving with the same processes;
+   SIGINT then stops them gracefully and exits 0. */
 static void test_serve_signals(void) {
     serve_proc s;
     char path[256], st[32];
@@ -1044,7 +1045,7 @@ static void test_serve_signals(void) {
     REQUIRE(pid > 0);
     REQUIRE(kill(s.pid, SIGHUP) == 0);
     for (i = 0; i < 500 && !log_has(&s, "SIGHUP"); i++) (void)poll(NULL, 0, 10);
-    CHECK(log_has(&s, "SIGHUP: ignored"));
+    CHECK(log_has(&s, "SIGHUP: configuration reloaded"));
     CHECK_EQ_INT(http(&s, "GET", "/health", NULL), 200);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("alpha", false)), 200);
     CHECK_EQ_INT(status_field(&s, "alpha", "pid"), pid); /* the same process */
@@ -1082,7 +1083,7 @@ static void test_serve_bad_config(void) {
     char path[256], out[2048], want[320];
     const char *argv1[] = {SERVE_BIN, "--config", path, NULL};
     const char *argv2[] = {SERVE_BIN, "--config", "/nonexistent/serve.ini", NULL};
-    const char *argv3[] = {SERVE_BIN, "--model", "a=/m/a.gguf", "--max-models", "2", "--check", NULL};
+    const char *argv3[] = {SERVE_BIN, "--llama-server", SIM_BIN, "--model", "a=" SIM_BIN, "--max-models", "2", "--check", NULL};
     make_dir();
     snprintf(path, sizeof path, "%s/bad.ini", g_dir);
     write_file(path, "max_models = 2\n[model a]\nmodel = /m/a.gguf\nreserve = lots\n");
