@@ -45,7 +45,9 @@
                                         (https://app.example, http://localhost:3000);
                                         default off
        event_history = 512              events kept for GET /_rsd/events?since=ID replay,
-                                        1..16384 (default 512; 4 KB each)
+                                        1..16384 (default 512; 4 KB each). A reload
+                                        applies new keys and cors at once; the history
+                                        keeps its size until a restart
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host

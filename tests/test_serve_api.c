@@ -284,6 +284,30 @@ static void test_api_auth(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* A reload (POST /_rsd/reload) takes new keys and cors at once; the event history
+   keeps its size until a restart, and says so. */
+static void test_api_reload_keys(void) {
+    static char out[1 << 16];
+    serve_proc s;
+    char path[256];
+    const char *args[] = {"--config", path, NULL};
+    write_ini(path, sizeof path, "reload", 1, "api_key = OLD-K\n", "[model a]\nmodel = @/a.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(raw_req(s.port, "GET", "/v1/models", "X-Api-Key: OLD-K\r\n", NULL, out, sizeof out), 200);
+    write_ini(path, sizeof path, "reload", 1, "api_key = NEW-K\nadmin_key = ADM-K\ncors = *\nevent_history = 64\n",
+              "[model a]\nmodel = @/a.gguf\n");
+    CHECK_EQ_INT(raw_req(s.port, "POST", "/_rsd/reload", "X-Api-Key: OLD-K\r\n", "{}", out, sizeof out), 200);
+    CHECK(strstr(out, "\"restart_needed\":[\"event_history\"]") != NULL);
+    if (!strstr(out, "event_history")) printf("  reload: %.600s\n", out);
+    CHECK_EQ_INT(raw_req(s.port, "GET", "/v1/models", "X-Api-Key: OLD-K\r\n", NULL, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_req(s.port, "GET", "/v1/models", "X-Api-Key: NEW-K\r\nOrigin: http://x.example\r\n", NULL, out,
+                         sizeof out), 200);
+    CHECK(strstr(out, "\r\nAccess-Control-Allow-Origin: *\r\n") != NULL);
+    CHECK_EQ_INT(raw_req(s.port, "GET", "/status", "X-Api-Key: NEW-K\r\n", NULL, out, sizeof out), 401);
+    CHECK_EQ_INT(raw_req(s.port, "GET", "/status", "X-Api-Key: ADM-K\r\n", NULL, out, sizeof out), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* ---- CORS ----------------------------------------------------------------------------- */
 static void test_api_cors(void) {
     static char out[1 << 16];
@@ -1079,6 +1103,7 @@ int main(int argc, char **argv) {
     RUN(test_api_config);
     RUN(test_api_check_hides_keys);
     RUN(test_api_auth);
+    RUN(test_api_reload_keys);
     RUN(test_api_cors);
     RUN(test_api_real_child_key);
     RUN(test_api_events);
