@@ -1431,9 +1431,12 @@
        The allocator and logger are passed on to the pool, the supervisor and the probe
        client unless those set their own.
    rsd_fleet_add_model(f, md) -> index | RSD_ERR_ARG (bad id, health_path not starting
-       with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars) | RSD_ERR_CAPACITY (table full,
-       or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
-       "/health".
+       with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars, a probe_bearer with control
+       bytes) | RSD_ERR_CAPACITY (table full, or the spec's strings and arrays over
+       RSD_FLEET_SPEC_BYTES). health_path NULL = "/health". probe_bearer: the child's own
+       API key, sent with its /health and /props probes and watchdog polls (llama-server
+       run with --api-key answers /props 401 without it, and its slot count is then
+       unknown).
    rsd_fleet_set_model(f, m, md, now): model m (same id) gets md's spec and pool
        settings (reserve_bytes, ttl_ms, max_in_flight, pinned); its start backoff and
        last failure are forgotten. The next start uses the new spec; a process that
@@ -2556,6 +2559,9 @@ typedef struct rsd_fleet_model_desc {
     rsd_proc_spec spec;         /* command; every string (and array) is copied at add time;
                                    spec.port 0 = a free loopback port at each start */
     const char *health_path;    /* readiness probe; NULL = "/health" (200 = ready, 503 = loading) */
+    const char *probe_bearer;   /* sent as "Authorization: Bearer ..." with the probes (a child
+                                   run with --api-key answers /props 401 without it); copied;
+                                   NULL = none */
 } rsd_fleet_model_desc;
 
 /* Fleet configuration; zeroed means defaults. The allocator and logger, when set here,
@@ -11047,6 +11053,7 @@ typedef struct rsdi_fleet_model {
     char *buf;                 /* RSD_FLEET_SPEC_BYTES */
     const char *health_path;   /* in buf */
     const char *probe_host;    /* numeric host for the probe URL ("127.0.0.1", "[::1]"...) */
+    const char *probe_bearer;  /* in buf; NULL = none */
     int last_result;
     int exit_code;             /* of its last process (128+signal, 127 never ran) */
     uint32_t wd_restarts;      /* watchdog restarts in a row */
@@ -11166,6 +11173,11 @@ RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model
     a.off = 0;
     a.over = false;
     if (hp[0] != '/' || strlen(hp) >= RSD_FLEET_HEALTH_PATH_MAX) return RSD_ERR_ARG;
+    if (md->probe_bearer) { /* it goes in a header line */
+        const unsigned char *c;
+        for (c = (const unsigned char *)md->probe_bearer; *c; c++)
+            if (*c < 0x20 || *c == 0x7f) return RSD_ERR_ARG;
+    }
     if (s->num_vars < 0 || s->num_vars > RSD_PROC_MAX_VARS || (s->num_vars && !s->vars))
         return RSD_ERR_ARG;
     memset(&m->spec, 0, sizeof m->spec);
@@ -11196,6 +11208,7 @@ RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model
     m->spec.cwd = rsdi_fleet_str(&a, s->cwd);
     m->spec.name = rsdi_fleet_str(&a, s->name);
     m->health_path = rsdi_fleet_str(&a, hp);
+    m->probe_bearer = md->probe_bearer && md->probe_bearer[0] ? rsdi_fleet_str(&a, md->probe_bearer) : NULL;
     /* The probe goes to the address the child binds: a wildcard bind is probed on loopback. */
     h = s->host;
     if (!h || !h[0] || !strcmp(h, "0.0.0.0") || !strcmp(h, "localhost")) h = "127.0.0.1";
@@ -11318,6 +11331,7 @@ RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *p
     rq.url = url;
     rq.connect_timeout_ms = f->probe_timeout_ms;
     rq.total_timeout_ms = f->probe_timeout_ms;
+    rq.bearer_token = m->probe_bearer;
     s->probe_sent_ms = now_ms;
     s->out_seen = info.out_bytes;
     if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) {
@@ -11699,6 +11713,7 @@ RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_d
     f->models[model].spec = t.spec;
     f->models[model].health_path = t.health_path;
     f->models[model].probe_host = t.probe_host;
+    f->models[model].probe_bearer = t.probe_bearer; /* in the new buffer too */
     f->models[model].buf = f->spare;
     f->spare = old;
     f->models[model].last_result = 0;
@@ -11871,6 +11886,7 @@ RSDI_PRIVATE bool rsdi_fleet_wd_poll(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t 
     rq.url = url;
     rq.connect_timeout_ms = to;
     rq.total_timeout_ms = to;
+    rq.bearer_token = m->probe_bearer;
     s->probe_sent_ms = now_ms;
     s->wd_next_ms = now_ms + f->wd_interval;
     if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;

@@ -9,7 +9,8 @@
    work (rsrv_check: an unknown {placeholder}, a command without {port}, ...) is
    refused at start with FILE:LINE each. `--check` also checks the files (each model's
    binary and model file, as a start would) and prints the effective configuration as
-   INI (defaults instead of 0, sizes and durations in the largest exact unit) and exits
+   INI (api_key and admin_key as ***, defaults instead of 0, sizes and durations as
+   written or in the largest exact unit) and exits
    0; 64 with every problem on its own FILE:LINE line; 66 when the config file cannot
    be read or is a directory.
 
@@ -71,6 +72,64 @@
               GET /_rsd/affinity: slot owners and counters.
      Exclusive: X-Residency-Exclusive: 1 runs the request alone on its model's
               process (it drains first; other models keep flowing).
+     Events:  GET /models/sse: the llama.cpp router's stream (text/event-stream, one
+              `data: {"model":ID,"event":KIND,"data":{...}}` per event, no id: lines):
+              model_status {"status":"loading"} when a process starts, status_change
+              {"status":"loaded","info":{id, aliases, ...}} when it is ready, and
+              status_change {"status":"unloaded","exit_code":N} when it is gone (N > 0:
+              it failed or crashed). It starts with what happens next.
+              GET /_rsd/events: every residency event as `id: N`, `event: KIND`,
+              `data: {"id","time_ms" (unix ms),"event","model",...}`: queued (a request
+              waits), grant (it got its place; waited_ms), start (pid, port), ready
+              (time_to_ready_ms), evict (the LRU idle victim: "for" = the models it
+              makes room for, "considered" = every other resident model with its state,
+              in-flight, pin, idle time and why it was kept: busy, pinned, starting,
+              used more recently, ...), stop (reason: ttl, unload, shutdown, starve,
+              trim), exit (exit_code, signal), crash (died while serving), failed_start
+              (exit, timeout or spawn error with the child's last lines; before_start:
+              true when the checks refused it), load, unload (asked through the API).
+              The last event_history events (default 512) are kept: ?since=ID (or a
+              Last-Event-ID header) replays those after ID first; without it the
+              stream starts with what happens next.
+              Both are non-blocking: at most 16 streams are open (503 past that); a
+              stream whose client reads too slowly falls behind, and once its next
+              event has left the history it gets `event: skipped` with data
+              {"skipped":N,"next":ID} and goes on from the oldest kept. A quiet stream
+              gets a `: keepalive` comment every 15 s.
+     Metrics: GET /metrics: Prometheus text format (version 0.0.4): per model
+              rsd_serve_model_state{model,state} (1 for its state: unloaded,
+              starting, ready, draining, stopping, failed), requests_total, in_flight,
+              queued, starts_total, readies_total, failed_starts_total,
+              evictions_total, crashes_total, time_to_ready_seconds (its last start),
+              last_use_timestamp_seconds, process_resident_bytes{model,pid} (from
+              /proc/PID/statm; omitted where there is none); the pool's gauges
+              (pool_live, pool_max_models, pool_running, pool_waiting,
+              pool_reserved_bytes) and counters (pool_*_total, as in /status).
+     Page:    GET / (and /index.html): one self-contained HTML page (inline CSS and
+              script, nothing fetched from elsewhere) with each model's state, pid,
+              port, in-flight, queue, last use and ttl, load and unload buttons, and
+              the live /_rsd/events stream. It holds no data itself: its own requests
+              carry the key typed into its field (or given as /#key=KEY; kept in the
+              tab's sessionStorage), so it reads the stream with fetch (EventSource
+              cannot send a key).
+   Auth: with api_key set (--api-key, or RSD_API_KEY in the environment when neither
+   the file nor a flag sets one) every endpoint but /health, /v1/health and the page
+   needs `Authorization: Bearer KEY` or `X-Api-Key: KEY`; with admin_key set
+   (RSD_ADMIN_KEY), /models/load, /models/unload, /status and /_rsd/... need it instead,
+   and it opens the rest too. Otherwise: 401 {"error":{"message":"Invalid API
+   Key","type":"authentication_error","code":401}} (llama-server's own body) with
+   WWW-Authenticate: Bearer. Keys are compared in constant time. A model whose
+   arguments (global args, its args, or its command) hold --api-key K (or
+   --api-key=K) is sent `Authorization: Bearer K` with every request, and with the
+   readiness probes (so its GET /props still tells its slot count); other models get
+   the client's Authorization header.
+   CORS (cors = * or a list of origins; off by default): OPTIONS answers 204 with
+   Access-Control-Allow-Origin, -Methods (GET, POST, OPTIONS), -Headers
+   (Authorization, Content-Type, X-Api-Key, Last-Event-ID) and -Max-Age 600 for an
+   allowed Origin (204 without them otherwise); every answer to an allowed Origin,
+   proxied or ours, carries Access-Control-Allow-Origin (the origin, or * for cors =
+   *), and with a list every answer carries Vary: Origin. While cors is off OPTIONS
+   gets 404 and no answer carries CORS headers.
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its
@@ -139,6 +198,7 @@
 #include "rsd_serve_affinity.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -171,7 +231,11 @@ enum {
     SRV_MAX_FDS = 2 * SRV_MAX_CONNS + 3 * RSD_PROCS_MAX + 64,
     SRV_UPSTREAM_TIMEOUT_MS = 3600000,   /* a proxied request (llama-server's -to default) */
     SRV_STALL_DRAIN_MS = 1000,           /* a stalled client of a model that must make room */
-    SRV_CONFIG_MAX = 4 << 20             /* config file size */
+    SRV_CONFIG_MAX = 4 << 20,            /* config file size */
+    SRV_MAX_SUBS = 16,                   /* open event streams (/_rsd/events, /models/sse) */
+    SRV_EVENT_BYTES = 4096,              /* one event's JSON and its router form */
+    SRV_ROUTER_EVENT_BYTES = 1536,       /* ... of which the router form may take this much */
+    SRV_SSE_KEEPALIVE_MS = 15000         /* a comment on a quiet event stream */
 };
 
 /* The only globals: counted by the signal handlers, which also write a byte to the
@@ -198,7 +262,31 @@ typedef struct srv_model {
     const char *extra_argv[2 * RSRV_MAX_ARGS + 1];
     rsd_proc_spec spec;
     rsd_fleet_model_desc desc;
+    char child_auth[RSRV_KEY_MAX + 8]; /* "Bearer K" from its --api-key K, "" = none */
 } srv_model;
+
+/* Per-model counters for /metrics (what the fleet's events tell). */
+typedef struct srv_mstat {
+    uint64_t requests, starts, readies, failed_starts, evictions, crashes;
+    uint64_t started_at, ready_ms_last, ready_ms_sum;
+} srv_mstat;
+
+/* One residency event of the history: its JSON (text[0..len)) and, for the events the
+   llama.cpp router also sends, the router's form (text[router_off..+router_len)). */
+typedef struct srv_event {
+    uint64_t id;
+    char kind[16];
+    int model;             /* -1 = none */
+    uint16_t len, router_off, router_len;
+    char text[SRV_EVENT_BYTES];
+} srv_event;
+
+/* An open event stream: the next event id it is to get. */
+typedef struct srv_sub {
+    bool used, router;
+    rsd_http_sreq_h h;
+    uint64_t next, last_write, skipped;
+} srv_sub;
 
 /* ---- one downstream request ------------------------------------------------------ */
 typedef enum job_state { JOB_FREE = 0, JOB_WAIT, JOB_PROXY, JOB_DRAIN } job_state;
@@ -232,6 +320,7 @@ typedef struct job {
     size_t body2_len;
     bool aff_has;          /* it has a session (prompt_cache_key or X-Session-Id) */
     uint64_t aff_session;  /* its hash */
+    bool queued;           /* waited for its place (a grant event when it gets it) */
 } job;
 
 enum { AFF_NONE = 0, AFF_SAMPLE, AFF_ERASE, AFF_READY };
@@ -258,6 +347,12 @@ typedef struct srv {
     bool stopping;
     uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
+    srv_mstat mstat[RSRV_MAX_MODELS];
+    srv_event *events;     /* the history ring: event id e at events[e % ev_cap] */
+    uint32_t ev_cap;
+    uint64_t ev_last;      /* id of the newest event (0 = none yet) */
+    srv_sub subs[SRV_MAX_SUBS];
+    uint64_t epoch_ms, epoch_loop_ms; /* wall clock at loop time epoch_loop_ms */
     char listen_addr[RSRV_HOST_MAX]; /* the listen host, resolved (numeric) */
     uint64_t job_seq;
     uint64_t queue_full;   /* requests refused with 429 (max_queue) */
@@ -303,16 +398,23 @@ static void lib_log(void *user, int level, uint32_t item, const char *msg, const
 
 /* ---- answers we write ourselves ----------------------------------------------------- */
 /* retry_after_s > 0 adds "Retry-After: N". */
+static size_t cors_headers(srv *s, rsd_http_sreq_h h, rsd_http_header *hd, size_t n);
+static void ev_request(srv *s, const char *kind, int m, uint64_t now, int64_t waited_ms);
+static void ev_check_failed(srv *s, int m, uint64_t now);
 static void respond_json_retry(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n,
                                uint32_t retry_after_s) {
-    rsd_http_header hd[2];
+    rsd_http_header hd[4];
+    size_t nh = 1;
     char ra[16];
     hd[0].name = rsd_str_c("Content-Type");
     hd[0].value = rsd_str_c("application/json; charset=utf-8");
     snprintf(ra, sizeof ra, "%u", (unsigned)retry_after_s);
-    hd[1].name = rsd_str_c("Retry-After");
-    hd[1].value = rsd_str_c(ra);
-    (void)rsd_http_respond(s->hs, h, status, hd, retry_after_s ? 2 : 1, body, n);
+    if (retry_after_s) {
+        hd[nh].name = rsd_str_c("Retry-After");
+        hd[nh++].value = rsd_str_c(ra);
+    }
+    nh = cors_headers(s, h, hd, nh);
+    (void)rsd_http_respond(s->hs, h, status, hd, nh, body, n);
 }
 
 static void respond_json(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n) {
@@ -649,10 +751,12 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
         snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id,
                  r == RSD_ERR_FLEET_START && mi.last_error ? mi.last_error : rsd_result_str(r));
+        if (r == RSD_ERR_FLEET_START) ev_check_failed(s, m, now);
         respond_error(s, ev->req, 500, "server_error", msg);
         return;
     }
     logf_("%s: load requested", s->cfg->models[m].id);
+    ev_request(s, "load", m, now, -1);
     respond_json(s, ev->req, 200, ok, sizeof ok - 1);
 }
 
@@ -673,6 +777,7 @@ static void answer_unload(srv *s, const rsd_http_server_event *ev, uint64_t now)
         return;
     }
     logf_("%s: unload requested", s->cfg->models[m].id);
+    ev_request(s, "unload", m, now, -1);
     respond_json(s, ev->req, 200, ok, sizeof ok - 1);
 }
 
@@ -741,7 +846,7 @@ static size_t job_queue_header(const job *j, rsd_http_header *h, char *buf, size
    upstream head, read while its body streams). */
 static bool job_begin(srv *s, job *j) {
     rsd_http_head_info hd;
-    rsd_http_header out[2];
+    rsd_http_header out[4];
     rsd_str ct;
     size_t nh = 0;
     int r;
@@ -753,6 +858,7 @@ static bool job_begin(srv *s, job *j) {
         out[nh++].value = ct;
     }
     nh += job_queue_header(j, out + nh, qp, sizeof qp);
+    nh = cors_headers(s, j->sreq, out, nh);
     if (hd.framing.chunked) r = rsd_http_stream_begin(s->hs, j->sreq, hd.status, out, nh);
     else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd.status, out, nh, hd.framing.content_length);
     if (r != RSD_OK) return false;
@@ -815,7 +921,8 @@ static void job_send(srv *s, job *j, uint64_t now) {
     else rsrv_cpy(ctype, sizeof ctype, "application/json", 16);
     if (ev.body.len) q.content_type = ctype;
     auth = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Authorization");
-    if (auth.ptr) { /* a model run with --api-key checks the client's own key */
+    if (s->models[j->model].child_auth[0]) auth = rsd_str_c(s->models[j->model].child_auth); /* its own --api-key */
+    if (auth.ptr) { /* else the client's own key goes along (a model may check it) */
         fwd[0].name = rsd_str_c("Authorization");
         fwd[0].value = auth;
         q.headers = fwd;
@@ -1211,6 +1318,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     j->sreq = ev->req;
     j->model = m;
     j->t0 = now;
+    s->mstat[m].requests++;
     j->seq = ++s->job_seq;
     rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
     rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
@@ -1227,7 +1335,10 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
             return;
         }
         j->queue_pos = queue_place(s, j);
+        j->queued = true;
+        ev_request(s, "queued", m, now, -1);
     } else if (r == RSD_ERR_POOL_BACKOFF || r == RSD_ERR_FLEET_START) {
+        if (r == RSD_ERR_FLEET_START) ev_check_failed(s, m, now);
         respond_unavailable(s, ev->req, m, now, NULL);
         job_log(s, j, 503, now);
         j->state = JOB_FREE;
@@ -1353,13 +1464,863 @@ static bool path_starts(const rsd_http_server_event *ev, const char *p) {
     return ev->head->target.len > n && !memcmp(ev->head->target.ptr, p, n);
 }
 
+/* ---- auth, CORS ------------------------------------------------------------------- */
+/* Equal without an early exit: the time depends on the key's length only. */
+static bool key_equal(const char *key, rsd_str got) {
+    size_t n = strlen(key), i;
+    unsigned d = got.len == n ? 0u : 1u;
+    for (i = 0; i < n; i++) d |= (unsigned)(unsigned char)key[i] ^ (unsigned)(unsigned char)(i < got.len ? got.ptr[i] : 0);
+    return d == 0;
+}
+
+/* The key a request carries: "Authorization: Bearer K" or "X-Api-Key: K" (as llama-server). */
+static rsd_str request_key(const rsd_http_server_event *ev) {
+    rsd_str a = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "Authorization"), none = {NULL, 0};
+    if (a.ptr && a.len > 7 && (a.ptr[0] == 'B' || a.ptr[0] == 'b') && !memcmp(a.ptr + 1, "earer ", 6)) {
+        a.ptr += 7;
+        a.len -= 7;
+        while (a.len && a.ptr[0] == ' ') { a.ptr++; a.len--; }
+        return a;
+    }
+    a = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "X-Api-Key");
+    return a.ptr ? a : none;
+}
+
+/* Management: /models/load, /models/unload, /status and everything under /_rsd/. */
+static bool admin_path(const rsd_http_server_event *ev) {
+    rsd_str t = ev->head->target;
+    return path_is(ev, "/models/load") || path_is(ev, "/models/unload") || path_is(ev, "/status") ||
+           (t.len >= 6 && !memcmp(t.ptr, "/_rsd/", 6));
+}
+
+/* Whether the request may go on (api_key for everything, admin_key for management when
+   set; the admin key opens everything). /health and the status page need no key. */
+static bool auth_ok(const srv *s, const rsd_http_server_event *ev, bool admin) {
+    rsd_str k = request_key(ev);
+    const char *api = s->cfg->api_key, *adm = s->cfg->admin_key;
+    bool has = k.ptr != NULL;
+    if (admin) {
+        if (adm[0]) return has && key_equal(adm, k);
+        return !api[0] || (has && key_equal(api, k));
+    }
+    if (!api[0]) return true;
+    return has && (key_equal(api, k) || (adm[0] && key_equal(adm, k)));
+}
+
+/* CORS headers for the answer to request h (appended at hd[n]; the new count). */
+static size_t cors_headers(srv *s, rsd_http_sreq_h h, rsd_http_header *hd, size_t n) {
+    rsd_http_server_event ev;
+    rsd_str origin;
+    bool star;
+    if (!s->cfg->cors[0] || rsd_http_server_query(s->hs, h, &ev) != RSD_OK) return n;
+    origin = rsd_http_header_get(ev.head->headers, ev.head->num_headers, "Origin");
+    star = !strcmp(s->cfg->cors, "*");
+    if (!star) {
+        hd[n].name = rsd_str_c("Vary");
+        hd[n++].value = rsd_str_c("Origin");
+    }
+    if (!origin.ptr || !rsrv_cors_allows(s->cfg->cors, origin.ptr, origin.len)) return n;
+    hd[n].name = rsd_str_c("Access-Control-Allow-Origin");
+    hd[n++].value = star ? rsd_str_c("*") : origin;
+    return n;
+}
+
+/* OPTIONS: the CORS preflight. 204 with the allow headers for an allowed origin; 204
+   without them otherwise (the browser then refuses); 404 while cors is off. */
+static void answer_preflight(srv *s, const rsd_http_server_event *ev) {
+    rsd_http_header hd[8];
+    size_t n = cors_headers(s, ev->req, hd, 0), i;
+    bool allowed = false;
+    if (!s->cfg->cors[0]) { respond_404(s, ev->req); return; }
+    for (i = 0; i < n; i++) allowed |= rsd_str_eq_c(hd[i].name, "Access-Control-Allow-Origin");
+    if (allowed) {
+        hd[n].name = rsd_str_c("Access-Control-Allow-Methods");
+        hd[n++].value = rsd_str_c("GET, POST, OPTIONS");
+        hd[n].name = rsd_str_c("Access-Control-Allow-Headers");
+        hd[n++].value = rsd_str_c("Authorization, Content-Type, X-Api-Key, Last-Event-ID");
+        hd[n].name = rsd_str_c("Access-Control-Max-Age");
+        hd[n++].value = rsd_str_c("600");
+    }
+    (void)rsd_http_respond(s->hs, ev->req, 204, hd, n, "", 0);
+}
+
+/* 401 as llama-server words it, with WWW-Authenticate: Bearer. */
+static void respond_unauthorized(srv *s, rsd_http_sreq_h h, bool admin) {
+    static const char api[] = "{\"error\":{\"message\":\"Invalid API Key\",\"type\":\"authentication_error\",\"code\":401}}";
+    static const char adm[] =
+        "{\"error\":{\"message\":\"Invalid API Key (this endpoint needs the admin key)\",\"type\":\"authentication_error\",\"code\":401}}";
+    rsd_http_header hd[4];
+    size_t n = 0;
+    hd[n].name = rsd_str_c("Content-Type");
+    hd[n++].value = rsd_str_c("application/json; charset=utf-8");
+    hd[n].name = rsd_str_c("WWW-Authenticate");
+    hd[n++].value = rsd_str_c("Bearer");
+    n = cors_headers(s, h, hd, n);
+    if (admin && s->cfg->admin_key[0]) (void)rsd_http_respond(s->hs, h, 401, hd, n, adm, sizeof adm - 1);
+    else (void)rsd_http_respond(s->hs, h, 401, hd, n, api, sizeof api - 1);
+}
+
+/* The key a model's own arguments give it (--api-key K or --api-key=K; the last wins):
+   rsd-serve sends it to that model as "Authorization: Bearer K". */
+static void child_key(srv_model *sm) {
+    const char *const *lists[2];
+    int l, k;
+    lists[0] = sm->cmd_argv[0] ? sm->cmd_argv : NULL;
+    lists[1] = sm->extra_argv;
+    sm->child_auth[0] = 0;
+    for (l = 0; l < 2; l++) {
+        const char *const *a = lists[l];
+        if (!a) continue;
+        for (k = 0; a[k]; k++) {
+            const char *v = NULL;
+            if (!strcmp(a[k], "--api-key") && a[k + 1]) v = a[k + 1];
+            else if (!strncmp(a[k], "--api-key=", 10)) v = a[k] + 10;
+            if (v && rsrv_key_ok(v, strlen(v))) snprintf(sm->child_auth, sizeof sm->child_auth, "Bearer %s", v);
+        }
+    }
+}
+
+/* ---- events: the history ring, /_rsd/events and /models/sse ---------------------- */
+/* Wall-clock milliseconds of loop time t. */
+static int64_t wall_ms(const srv *s, uint64_t t) {
+    return (int64_t)s->epoch_ms + (int64_t)(t - s->epoch_loop_ms);
+}
+
+/* Starts event number s->ev_last + 1 of kind for model m (-1 = none): its writer is
+   left inside the object for the caller's fields; ev_commit ends it. */
+static srv_event *ev_begin(srv *s, rsd_json_writer *w, const char *kind, int m, uint64_t now) {
+    srv_event *e = &s->events[(s->ev_last + 1) % s->ev_cap];
+    memset(e, 0, offsetof(srv_event, text));
+    e->id = s->ev_last + 1;
+    e->model = m;
+    rsrv_cpy(e->kind, sizeof e->kind, kind, strlen(kind));
+    rsd_json_w_init(w, e->text, SRV_EVENT_BYTES - SRV_ROUTER_EVENT_BYTES);
+    rsd_json_w_begin_object(w);
+    rsd_json_w_key(w, "id");
+    rsd_json_w_int(w, (int64_t)e->id);
+    rsd_json_w_key(w, "time_ms");
+    rsd_json_w_int(w, wall_ms(s, now));
+    rsd_json_w_key(w, "event");
+    rsd_json_w_str(w, kind);
+    if (m >= 0) {
+        rsd_json_w_key(w, "model");
+        rsd_json_w_str(w, s->cfg->models[m].id);
+    }
+    return e;
+}
+
+/* Ends the event and publishes it (a router-format text may follow via ev_router). */
+static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w) {
+    int n;
+    rsd_json_w_end_object(w);
+    n = rsd_json_w_finish(w);
+    if (n < 0) { /* too long or not UTF-8 (child output): the event without its details */
+        rsd_json_w_init(w, e->text, SRV_EVENT_BYTES - SRV_ROUTER_EVENT_BYTES);
+        rsd_json_w_begin_object(w);
+        rsd_json_w_key(w, "id");
+        rsd_json_w_int(w, (int64_t)e->id);
+        rsd_json_w_key(w, "event");
+        rsd_json_w_str(w, e->kind);
+        if (e->model >= 0) {
+            rsd_json_w_key(w, "model");
+            rsd_json_w_str(w, s->cfg->models[e->model].id);
+        }
+        rsd_json_w_key(w, "truncated");
+        rsd_json_w_bool(w, true);
+        rsd_json_w_end_object(w);
+        n = rsd_json_w_finish(w);
+    }
+    e->len = n > 0 ? (uint16_t)n : 0;
+    e->router_off = e->len + 1;
+    e->router_len = 0;
+    s->ev_last = e->id;
+}
+
+/* The llama.cpp router's /models/sse event for the event just committed:
+   {"model":ID,"event":KIND,"data":{"status":STATUS,...}}. exit_code < 0 = none; info =
+   the loaded model's listing entry. */
+static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char *status, int exit_code, bool info) {
+    rsd_json_writer w;
+    int n, k;
+    const rsrv_model *md = &s->cfg->models[m];
+    rsd_json_w_init(&w, e->text + e->router_off, SRV_EVENT_BYTES - e->router_off);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "model");
+    rsd_json_w_str(&w, md->id);
+    rsd_json_w_key(&w, "event");
+    rsd_json_w_str(&w, kind);
+    rsd_json_w_key(&w, "data");
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "status");
+    rsd_json_w_str(&w, status);
+    if (exit_code >= 0) {
+        rsd_json_w_key(&w, "exit_code");
+        rsd_json_w_int(&w, exit_code);
+    }
+    if (info) {
+        rsd_json_w_key(&w, "info");
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "id");
+        rsd_json_w_str(&w, md->id);
+        rsd_json_w_key(&w, "aliases");
+        rsd_json_w_begin_array(&w);
+        for (k = 0; k < md->naliases; k++) rsd_json_w_str(&w, md->aliases[k]);
+        rsd_json_w_end_array(&w);
+        rsd_json_w_key(&w, "object");
+        rsd_json_w_str(&w, "model");
+        rsd_json_w_key(&w, "owned_by");
+        rsd_json_w_str(&w, "llamacpp");
+        rsd_json_w_end_object(&w);
+    }
+    rsd_json_w_end_object(&w);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    e->router_len = n > 0 ? (uint16_t)n : 0;
+}
+
+static const char *state_name(const rsd_fleet_model_info *mi) {
+    return mi->pool.slot >= 0 ? rsd_pool_slot_state_name(mi->pool.state) : "unloaded";
+}
+
+/* The evict event: victim m, the models it made room for (resident no more, requests
+   waiting), and every other resident model with why it was not chosen. */
+static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
+    rsd_json_writer w;
+    srv_event *e = ev_begin(s, &w, "evict", fe->model, now);
+    rsd_fleet_model_info vi, mi;
+    int i;
+    memset(&vi, 0, sizeof vi);
+    (void)rsd_fleet_query_model(s->fleet, fe->model, now, &vi);
+    rsd_json_w_key(&w, "pid");
+    rsd_json_w_int(&w, fe->pid);
+    rsd_json_w_key(&w, "reason");
+    rsd_json_w_str(&w, s->cfg->vram_budget_bytes ? "least recently used idle model, stopped to make room (count or bytes)"
+                                                   : "least recently used idle model, stopped to make room");
+    rsd_json_w_key(&w, "idle_ms");
+    if (vi.last_used_ms) rsd_json_w_int(&w, (int64_t)(now - vi.last_used_ms));
+    else rsd_json_w_null(&w);
+    rsd_json_w_key(&w, "for");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels; i++) {
+        memset(&mi, 0, sizeof mi);
+        if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK) continue;
+        if (mi.pool.waiting && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING))
+            rsd_json_w_str(&w, s->cfg->models[i].id);
+    }
+    rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "considered");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels; i++) {
+        const char *why;
+        memset(&mi, 0, sizeof mi);
+        if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK || mi.pool.slot < 0) continue;
+        if (mi.pool.state == RSD_POOL_SLOT_STARTING) why = mi.pool.waiting ? "the model room is made for" : "starting";
+        else if (mi.pool.state == RSD_POOL_SLOT_STOPPING) why = "already stopping";
+        else if (mi.pool.pinned) why = "pinned";
+        else if (mi.pool.running) why = "busy";
+        else if (mi.pool.state == RSD_POOL_SLOT_DRAINING) why = "draining";
+        else why = "used more recently";
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "model");
+        rsd_json_w_str(&w, s->cfg->models[i].id);
+        rsd_json_w_key(&w, "state");
+        rsd_json_w_str(&w, state_name(&mi));
+        rsd_json_w_key(&w, "in_flight");
+        rsd_json_w_int(&w, mi.pool.running);
+        rsd_json_w_key(&w, "pinned");
+        rsd_json_w_bool(&w, mi.pool.pinned);
+        rsd_json_w_key(&w, "idle_ms");
+        if (mi.last_used_ms && !mi.pool.running) rsd_json_w_int(&w, (int64_t)(now - mi.last_used_ms));
+        else rsd_json_w_null(&w);
+        rsd_json_w_key(&w, "kept_because");
+        rsd_json_w_str(&w, why);
+        rsd_json_w_end_object(&w);
+    }
+    rsd_json_w_end_array(&w);
+    ev_commit(s, e, &w);
+}
+
+/* Records one fleet event in the history (and its router form) and in the counters. */
+static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
+    rsd_json_writer w;
+    srv_event *e;
+    srv_mstat *st;
+    int m = fe->model;
+    if (m < 0 || m >= s->cfg->nmodels) return;
+    st = &s->mstat[m];
+    switch (fe->kind) {
+    case RSD_FLEET_EV_STARTING:
+        st->starts++;
+        st->started_at = now;
+        e = ev_begin(s, &w, "start", m, now);
+        rsd_json_w_key(&w, "pid");
+        rsd_json_w_int(&w, fe->pid);
+        rsd_json_w_key(&w, "port");
+        rsd_json_w_int(&w, fe->port);
+        ev_commit(s, e, &w);
+        ev_router(s, e, m, "model_status", "loading", -1, false);
+        break;
+    case RSD_FLEET_EV_READY:
+        st->readies++;
+        st->ready_ms_last = st->started_at && now >= st->started_at ? now - st->started_at : 0;
+        st->ready_ms_sum += st->ready_ms_last;
+        e = ev_begin(s, &w, "ready", m, now);
+        rsd_json_w_key(&w, "pid");
+        rsd_json_w_int(&w, fe->pid);
+        rsd_json_w_key(&w, "port");
+        rsd_json_w_int(&w, fe->port);
+        rsd_json_w_key(&w, "time_to_ready_ms");
+        rsd_json_w_int(&w, (int64_t)st->ready_ms_last);
+        ev_commit(s, e, &w);
+        ev_router(s, e, m, "status_change", "loaded", -1, true);
+        break;
+    case RSD_FLEET_EV_STOPPING:
+        if (fe->why == RSD_POOL_WHY_EVICT) {
+            st->evictions++;
+            ev_evict(s, fe, now);
+            break;
+        }
+        e = ev_begin(s, &w, "stop", m, now);
+        rsd_json_w_key(&w, "pid");
+        rsd_json_w_int(&w, fe->pid);
+        rsd_json_w_key(&w, "reason");
+        rsd_json_w_str(&w, rsd_pool_why_name(fe->why));
+        ev_commit(s, e, &w);
+        break;
+    case RSD_FLEET_EV_EXITED:
+        e = ev_begin(s, &w, "exit", m, now);
+        rsd_json_w_key(&w, "pid");
+        rsd_json_w_int(&w, fe->pid);
+        rsd_json_w_key(&w, "exit_code");
+        rsd_json_w_int(&w, fe->exit_code);
+        rsd_json_w_key(&w, "signal");
+        rsd_json_w_int(&w, fe->term_signal);
+        ev_commit(s, e, &w);
+        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code >= 0 ? fe->exit_code : 0, false);
+        break;
+    case RSD_FLEET_EV_CRASHED: {
+        bool start = fe->result == RSD_ERR_FLEET_START;
+        if (start) st->failed_starts++;
+        else st->crashes++;
+        e = ev_begin(s, &w, start ? "failed_start" : "crash", m, now);
+        rsd_json_w_key(&w, "pid");
+        rsd_json_w_int(&w, fe->pid);
+        rsd_json_w_key(&w, "exit_code");
+        rsd_json_w_int(&w, fe->exit_code);
+        rsd_json_w_key(&w, "signal");
+        rsd_json_w_int(&w, fe->term_signal);
+        rsd_json_w_key(&w, "message");
+        rsd_json_w_str(&w, fe->message && fe->message[0] ? fe->message : rsd_result_str(fe->result));
+        ev_commit(s, e, &w);
+        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code > 0 ? fe->exit_code : 1, false);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* A start refused by the checks before it (binary, model file, template): failed_start
+   with "before_start": true and the reason; nothing was stopped or spawned. */
+static void ev_check_failed(srv *s, int m, uint64_t now) {
+    rsd_json_writer w;
+    srv_event *e = ev_begin(s, &w, "failed_start", m, now);
+    rsd_fleet_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    s->mstat[m].failed_starts++;
+    rsd_json_w_key(&w, "before_start");
+    rsd_json_w_bool(&w, true);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, mi.last_error ? mi.last_error : "the check before its start failed");
+    ev_commit(s, e, &w);
+}
+
+/* A request event (queued, grant after a wait, load, unload). */
+static void ev_request(srv *s, const char *kind, int m, uint64_t now, int64_t waited_ms) {
+    rsd_json_writer w;
+    srv_event *e = ev_begin(s, &w, kind, m, now);
+    rsd_fleet_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    rsd_json_w_key(&w, "state");
+    rsd_json_w_str(&w, state_name(&mi));
+    rsd_json_w_key(&w, "waiting");
+    rsd_json_w_int(&w, mi.pool.waiting);
+    rsd_json_w_key(&w, "in_flight");
+    rsd_json_w_int(&w, mi.pool.running);
+    if (waited_ms >= 0) {
+        rsd_json_w_key(&w, "waited_ms");
+        rsd_json_w_int(&w, waited_ms);
+    }
+    ev_commit(s, e, &w);
+}
+
+static srv_sub *sub_by_sreq(srv *s, rsd_http_sreq_h h) {
+    int i;
+    for (i = 0; i < SRV_MAX_SUBS; i++)
+        if (s->subs[i].used && s->subs[i].h.id == h.id) return &s->subs[i];
+    return NULL;
+}
+
+/* The number in "since=N" of the target, or of a Last-Event-ID header; -1 = none. */
+static int64_t since_id(const rsd_http_server_event *ev) {
+    rsd_str t = ev->head->target, le;
+    const char *q = (const char *)memchr(t.ptr, '?', t.len), *end = t.ptr + t.len;
+    uint64_t v;
+    for (q = q ? q + 1 : end; q < end;) {
+        const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
+        if (e - q > 6 && !memcmp(q, "since=", 6) && rsrv_parse_u64(q + 6, (size_t)(e - q - 6), (uint64_t)INT64_MAX, &v))
+            return (int64_t)v;
+        q = e + 1;
+    }
+    le = rsd_http_header_get(ev->head->headers, ev->head->num_headers, "Last-Event-ID");
+    if (le.ptr && rsrv_parse_u64(le.ptr, le.len, (uint64_t)INT64_MAX, &v)) return (int64_t)v;
+    return -1;
+}
+
+/* GET /_rsd/events (router = false) and /models/sse (router = true): an SSE stream that
+   stays open. The events stream replays the history after ?since=ID (or Last-Event-ID);
+   /models/sse starts with what happens next, as the router's. */
+static void answer_sse(srv *s, const rsd_http_server_event *ev, bool router, uint64_t now) {
+    rsd_http_header hd[6];
+    size_t n = 0;
+    int i;
+    srv_sub *sub = NULL;
+    int64_t since = router ? -1 : since_id(ev);
+    for (i = 0; i < SRV_MAX_SUBS && !sub; i++)
+        if (!s->subs[i].used) sub = &s->subs[i];
+    if (!sub) {
+        respond_error_retry(s, ev->req, 503, "unavailable_error", "too many event streams open", 1);
+        return;
+    }
+    hd[n].name = rsd_str_c("Content-Type");
+    hd[n++].value = rsd_str_c("text/event-stream");
+    hd[n].name = rsd_str_c("Cache-Control");
+    hd[n++].value = rsd_str_c("no-cache");
+    hd[n].name = rsd_str_c("X-Accel-Buffering");
+    hd[n++].value = rsd_str_c("no");
+    n = cors_headers(s, ev->req, hd, n);
+    if (rsd_http_stream_begin(s->hs, ev->req, 200, hd, n) != RSD_OK) return;
+    memset(sub, 0, sizeof *sub);
+    sub->used = true;
+    sub->router = router;
+    sub->h = ev->req;
+    sub->next = since >= 0 ? (uint64_t)since + 1 : s->ev_last + 1;
+    if (sub->next > s->ev_last + 1) sub->next = s->ev_last + 1;
+    sub->last_write = now;
+    if (!router) { /* one comment at once, so a client sees the stream is open */
+        (void)rsd_http_stream_write(s->hs, sub->h, ": rsd-serve events\n\n", 20);
+    }
+}
+
+/* Writes what each subscriber has not seen yet, as far as its send buffer takes it; one
+   that fell behind the history skips to its oldest event with an "event: skipped"
+   marker (its data: how many were lost). Never waits for a subscriber. */
+static void subs_pump(srv *s, uint64_t now) {
+    static char frame[SRV_EVENT_BYTES + 128];
+    uint64_t oldest = s->ev_last >= s->ev_cap ? s->ev_last - s->ev_cap + 1 : 1;
+    int i;
+    for (i = 0; i < SRV_MAX_SUBS; i++) {
+        srv_sub *b = &s->subs[i];
+        if (!b->used) continue;
+        if (b->next < oldest) {
+            int fl = snprintf(frame, sizeof frame, "event: skipped\ndata: {\"skipped\":%llu,\"next\":%llu}\n\n",
+                              (unsigned long long)(oldest - b->next), (unsigned long long)oldest);
+            if (!b->router) {
+                if (rsd_http_stream_room(s->hs, b->h) < (size_t)fl + 32) continue;
+                if (rsd_http_stream_write(s->hs, b->h, frame, (size_t)fl) != RSD_OK) continue;
+            }
+            b->skipped += oldest - b->next;
+            b->next = oldest;
+        }
+        while (b->next <= s->ev_last) {
+            const srv_event *e = &s->events[b->next % s->ev_cap];
+            int fl;
+            if (b->router) {
+                if (!e->router_len) { b->next++; continue; }
+                fl = snprintf(frame, sizeof frame, "data: %.*s\n\n", (int)e->router_len, e->text + e->router_off);
+            } else {
+                fl = snprintf(frame, sizeof frame, "id: %llu\nevent: %s\ndata: %.*s\n\n", (unsigned long long)e->id,
+                              e->kind, (int)e->len, e->text);
+            }
+            if (fl <= 0 || (size_t)fl >= sizeof frame) { b->next++; continue; }
+            if (rsd_http_stream_room(s->hs, b->h) < (size_t)fl + 32) break; /* later, or skipped */
+            if (rsd_http_stream_write(s->hs, b->h, frame, (size_t)fl) != RSD_OK) break;
+            b->next++;
+            b->last_write = now;
+        }
+        if (now - b->last_write >= SRV_SSE_KEEPALIVE_MS && rsd_http_stream_room(s->hs, b->h) > 64) {
+            if (rsd_http_stream_write(s->hs, b->h, ": keepalive\n\n", 13) == RSD_OK) b->last_write = now;
+        }
+    }
+}
+
+/* The next keep-alive comment due (UINT64_MAX = no subscriber). */
+static uint64_t subs_deadline(const srv *s) {
+    uint64_t d = UINT64_MAX;
+    int i;
+    for (i = 0; i < SRV_MAX_SUBS; i++)
+        if (s->subs[i].used && s->subs[i].last_write + SRV_SSE_KEEPALIVE_MS < d)
+            d = s->subs[i].last_write + SRV_SSE_KEEPALIVE_MS;
+    return d;
+}
+
+/* ---- GET /metrics -------------------------------------------------------------------- */
+typedef struct mbuf {
+    char *p;
+    size_t n, cap;
+    bool full;
+} mbuf;
+
+static void mput(mbuf *b, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void mput(mbuf *b, const char *fmt, ...) {
+    va_list ap;
+    int w;
+    if (b->full) return;
+    va_start(ap, fmt);
+    w = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= b->cap - b->n) { b->full = true; return; }
+    b->n += (size_t)w;
+}
+
+/* A label value in the text format: \\, \" and \n escaped. */
+static const char *mlabel(const char *v, char *out, size_t cap) {
+    size_t o = 0;
+    for (; *v && o + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"') { out[o++] = '\\'; out[o++] = *v; }
+        else if (*v == '\n') { out[o++] = '\\'; out[o++] = 'n'; }
+        else out[o++] = *v;
+    }
+    out[o] = 0;
+    return out;
+}
+
+/* Resident bytes of process pid from /proc/PID/statm (Linux); -1 where unknown. */
+static int64_t proc_rss(int64_t pid) {
+#if defined(__linux__)
+    char path[64];
+    unsigned long long size = 0, res = 0;
+    FILE *f;
+    long page = sysconf(_SC_PAGESIZE);
+    int got;
+    if (pid <= 0 || page <= 0) return -1;
+    snprintf(path, sizeof path, "/proc/%lld/statm", (long long)pid);
+    f = fopen(path, "r");
+    if (!f) return -1;
+    got = fscanf(f, "%llu %llu", &size, &res);
+    fclose(f);
+    return got == 2 ? (int64_t)(res * (unsigned long long)page) : -1;
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+static void answer_metrics(srv *s, rsd_http_sreq_h h, uint64_t now) {
+    static const char *const states[] = {"unloaded", "starting", "ready", "draining", "stopping", "failed"};
+    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    rsd_fleet_model_info *mi = (rsd_fleet_model_info *)calloc((size_t)s->cfg->nmodels + 1, sizeof *mi);
+    char lab[2 * RSRV_ID_MAX + 8];
+    rsd_http_header hd[3];
+    size_t nh = 0;
+    mbuf b;
+    int i, k;
+    if (!st || !mi) {
+        free(st);
+        free(mi);
+        respond_error(s, h, 500, "server_error", "out of memory");
+        return;
+    }
+    b.p = s->out;
+    b.n = 0;
+    b.cap = SRV_OUT;
+    b.full = false;
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
+    for (i = 0; i < s->cfg->nmodels; i++) (void)rsd_fleet_query_model(s->fleet, i, now, &mi[i]);
+#define SRV_FAMILY(name, type, help) mput(&b, "# HELP rsd_serve_" name " " help "\n# TYPE rsd_serve_" name " " type "\n")
+#define SRV_EACH(body) for (i = 0; i < s->cfg->nmodels; i++) { \
+        if (s->cfg->models[i].retired && !model_running(s, i, now)) continue; /* removed by a reload */ \
+        mlabel(s->cfg->models[i].id, lab, sizeof lab); body; }
+    SRV_FAMILY("model_state", "gauge", "1 for the state each model is in (unloaded, starting, ready, draining, stopping, failed).");
+    SRV_EACH(for (k = 0; k < 6; k++) {
+        const char *cur = state_name(&mi[i]);
+        bool failed = !strcmp(cur, "unloaded") && mi[i].last_result < 0;
+        bool on = k == 5 ? failed : (!strcmp(cur, states[k]) && !(k == 0 && failed));
+        mput(&b, "rsd_serve_model_state{model=\"%s\",state=\"%s\"} %d\n", lab, states[k], on ? 1 : 0);
+    })
+    SRV_FAMILY("requests_total", "counter", "Requests routed to the model.");
+    SRV_EACH(mput(&b, "rsd_serve_requests_total{model=\"%s\"} %llu\n", lab, (unsigned long long)s->mstat[i].requests))
+    SRV_FAMILY("in_flight", "gauge", "Requests the model's process is answering now.");
+    SRV_EACH(mput(&b, "rsd_serve_in_flight{model=\"%s\"} %u\n", lab, (unsigned)mi[i].pool.running))
+    SRV_FAMILY("queued", "gauge", "Requests waiting for the model.");
+    SRV_EACH(mput(&b, "rsd_serve_queued{model=\"%s\"} %u\n", lab, (unsigned)mi[i].pool.waiting))
+    SRV_FAMILY("starts_total", "counter", "Processes started for the model.");
+    SRV_EACH(mput(&b, "rsd_serve_starts_total{model=\"%s\"} %llu\n", lab, (unsigned long long)s->mstat[i].starts))
+    SRV_FAMILY("failed_starts_total", "counter", "Starts that failed (spawn error, exit or timeout before ready).");
+    SRV_EACH(mput(&b, "rsd_serve_failed_starts_total{model=\"%s\"} %llu\n", lab, (unsigned long long)s->mstat[i].failed_starts))
+    SRV_FAMILY("evictions_total", "counter", "Times the model was stopped to make room for another.");
+    SRV_EACH(mput(&b, "rsd_serve_evictions_total{model=\"%s\"} %llu\n", lab, (unsigned long long)s->mstat[i].evictions))
+    SRV_FAMILY("crashes_total", "counter", "Times the model's process died while serving.");
+    SRV_EACH(mput(&b, "rsd_serve_crashes_total{model=\"%s\"} %llu\n", lab, (unsigned long long)s->mstat[i].crashes))
+    SRV_FAMILY("time_to_ready_seconds", "gauge", "Start to ready of the model's last start.");
+    SRV_EACH(if (s->mstat[i].readies) mput(&b, "rsd_serve_time_to_ready_seconds{model=\"%s\"} %.3f\n", lab,
+                                          (double)s->mstat[i].ready_ms_last / 1000.0))
+    SRV_FAMILY("readies_total", "counter", "Starts that became ready.");
+    SRV_EACH(mput(&b, "rsd_serve_readies_total{model=\"%s\"} %llu\n", lab, (unsigned long long)s->mstat[i].readies))
+    SRV_FAMILY("last_use_timestamp_seconds", "gauge", "Unix time of the model's last use.");
+    SRV_EACH(if (mi[i].last_used_ms) mput(&b, "rsd_serve_last_use_timestamp_seconds{model=\"%s\"} %.3f\n", lab,
+                                         (double)wall_ms(s, mi[i].last_used_ms) / 1000.0))
+    SRV_FAMILY("process_resident_bytes", "gauge", "Resident memory of the model's process (Linux /proc/PID/statm).");
+    SRV_EACH({
+        int64_t rss = mi[i].pid > 0 ? proc_rss(mi[i].pid) : -1;
+        if (rss >= 0) mput(&b, "rsd_serve_process_resident_bytes{model=\"%s\",pid=\"%lld\"} %lld\n", lab,
+                           (long long)mi[i].pid, (long long)rss);
+    })
+    SRV_FAMILY("pool_live", "gauge", "Processes starting, ready or draining.");
+    mput(&b, "rsd_serve_pool_live %d\n", st->live_slots);
+    SRV_FAMILY("pool_max_models", "gauge", "Most processes resident at once.");
+    mput(&b, "rsd_serve_pool_max_models %d\n", s->cfg->max_models);
+    SRV_FAMILY("pool_running", "gauge", "Requests in flight in all.");
+    mput(&b, "rsd_serve_pool_running %u\n", (unsigned)st->running);
+    SRV_FAMILY("pool_waiting", "gauge", "Requests waiting in all.");
+    mput(&b, "rsd_serve_pool_waiting %u\n", (unsigned)st->waiting);
+    SRV_FAMILY("pool_reserved_bytes", "gauge", "Bytes reserved against vram_budget.");
+    mput(&b, "rsd_serve_pool_reserved_bytes %llu\n", (unsigned long long)st->reserved_bytes);
+#define SRV_PC(name, help) SRV_FAMILY("pool_" #name "_total", "counter", help); \
+    mput(&b, "rsd_serve_pool_" #name "_total %llu\n", (unsigned long long)st->name);
+    SRV_PC(acquires, "Requests that asked for a place.")
+    SRV_PC(grants_immediate, "Requests granted at once.")
+    SRV_PC(grants_queued, "Requests granted after a wait.")
+    SRV_PC(cancels, "Requests cancelled (client gone).")
+    SRV_PC(releases, "Requests finished.")
+    SRV_PC(spawns, "Processes spawned.")
+    SRV_PC(readies, "Processes that became ready.")
+    SRV_PC(load_failures, "Starts that failed.")
+    SRV_PC(crashes, "Processes that died unasked.")
+    SRV_PC(exits, "Processes gone after a stop.")
+    SRV_PC(evictions, "Idle models stopped to make room.")
+    SRV_PC(ttl_expiries, "Models stopped after their ttl.")
+    SRV_PC(unloads, "Models unloaded on request.")
+    SRV_PC(fails, "Requests failed by the pool.")
+    SRV_PC(starve_drains, "Models drained for a request waiting past max_wait.")
+    SRV_PC(no_fit, "Requests whose model cannot fit the budget.")
+    SRV_PC(backoffs, "Requests refused while a failed model backs off.")
+    SRV_PC(restores, "Models started again after the start they made room for failed.")
+#undef SRV_PC
+#undef SRV_EACH
+#undef SRV_FAMILY
+    free(st);
+    free(mi);
+    if (b.full) { respond_error(s, h, 500, "server_error", "metrics too large"); return; }
+    hd[nh].name = rsd_str_c("Content-Type");
+    hd[nh++].value = rsd_str_c("text/plain; version=0.0.4; charset=utf-8");
+    nh = cors_headers(s, h, hd, nh);
+    (void)rsd_http_respond(s->hs, h, 200, hd, nh, b.p, b.n);
+}
+
+/* GET /: the status page, self-contained (no external assets); in parts under the 4095
+   bytes a C99 string literal may have. */
+static const char *const srv_page[] = {
+    "<!doctype html>\n"
+    "<html lang=\"en\"><head><meta charset=\"utf-8\"><title>rsd-serve</title>\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<style>\n"
+    "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}\n"
+    "h1{font-size:1.3em;margin:0 0 .5em}\n"
+    "table{border-collapse:collapse;background:#fff;margin:.5em 0 1em}\n"
+    "th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;white-space:nowrap}\n"
+    "th{background:#eee}\n"
+    "td.state{font-weight:600}\n"
+    "tr.ready td.state{color:#070}tr.starting td.state{color:#a60}tr.unloaded td.state{color:#777}\n"
+    "tr.stopping td.state,tr.draining td.state{color:#a60}tr.failed td.state{color:#b00}\n"
+    "#events{font:12px/1.35 ui-monospace,monospace;background:#fff;border:1px solid #ccc;padding:.4em;\n"
+    "max-height:22em;overflow:auto;white-space:pre-wrap;margin:0}\n"
+    "#msg{color:#b00}\n"
+    "button{font-size:12px}\n"
+    "</style></head>\n"
+    "<body>\n"
+    "<h1>rsd-serve</h1>\n"
+    "<p><label>Key <input id=\"key\" type=\"password\" size=\"24\" placeholder=\"api or admin key, if set\"></label>\n"
+    "<button id=\"savekey\">use</button> <span id=\"pool\"></span> <span id=\"msg\"></span></p>\n"
+    "<table id=\"models\"><thead><tr><th>model</th><th>state</th><th>pid</th><th>port</th><th>in flight</th>\n"
+    "<th>queue</th><th>last use</th><th>ttl</th><th></th></tr></thead><tbody></tbody></table>\n"
+    "<h2 style=\"font-size:1.1em\">Events</h2>\n"
+    "<pre id=\"events\"></pre>\n"
+    "<script>\n"
+    "\"use strict\";\n"
+    "var key = sessionStorage.getItem(\"rsd-key\") || \"\", lastId = 0, timer = 0;\n"
+    "function $(id) { return document.getElementById(id); }\n"
+    "function hdrs(json) {\n"
+    "  var h = {};\n"
+    "  if (key) h[\"Authorization\"] = \"Bearer \" + key;\n"
+    "  if (json) h[\"Content-Type\"] = \"application/json\";\n"
+    "  return h;\n"
+    "}\n"
+    "function ago(ms) {\n"
+    "  if (ms === null || ms === undefined) return \"never\";\n"
+    "  if (ms < 1000) return ms + \" ms ago\";\n"
+    "  if (ms < 120000) return Math.round(ms / 1000) + \" s ago\";\n"
+    "  return Math.round(ms / 60000) + \" min ago\";\n"
+    "}\n"
+    "function cell(tr, cls, text) {\n"
+    "  var td = document.createElement(\"td\");\n"
+    "  td.className = cls;\n"
+    "  td.textContent = text;\n"
+    "  tr.appendChild(td);\n"
+    "  return td;\n"
+    "}\n"
+    "function act(what, id) {\n"
+    "  fetch(\"/models/\" + what, {method: \"POST\", headers: hdrs(true), body: JSON.stringify({model: id})})\n"
+    "    .then(function (r) { return r.json().then(function (j) {\n"
+    "      $(\"msg\").textContent = r.ok ? \"\" : what + \" \" + id + \": \" + ((j.error && j.error.message) || r.status);\n"
+    "      refresh();\n"
+    "    }); })\n"
+    "    .catch(function (e) { $(\"msg\").textContent = String(e); });\n"
+    "}\n"
+    "function render(j) {\n"
+    "  var tb = $(\"models\").tBodies[0];\n"
+    "  tb.textContent = \"\";\n"
+    "  j.models.forEach(function (m) {\n"
+    "    var tr = document.createElement(\"tr\"), st = m.state, b;\n"
+    "    if (st === \"unloaded\" && m.last_error) st = \"failed\";\n"
+    "    tr.dataset.model = m.id;\n"
+    "    tr.className = st;\n"
+    "    cell(tr, \"id\", m.id);\n"
+    "    cell(tr, \"state\", m.state).title = m.last_error || \"\";\n"
+    "    cell(tr, \"pid\", m.pid ? String(m.pid) : \"\");\n"
+    "    cell(tr, \"port\", m.port ? String(m.port) : \"\");\n"
+    "    cell(tr, \"in_flight\", String(m.in_flight));\n"
+    "    cell(tr, \"waiting\", String(m.waiting));\n"
+    "    cell(tr, \"last_use\", ago(m.last_used_ms_ago));\n"
+    "    cell(tr, \"ttl\", m.ttl_s ? m.ttl_s + \" s\" : \"never\");\n"
+    "    var td = cell(tr, \"actions\", \"\");\n"
+    "    b = document.createElement(\"button\"); b.textContent = \"load\"; b.className = \"load\";\n"
+    "    b.onclick = function () { act(\"load\", m.id); }; td.appendChild(b);\n"
+    "    b = document.createElement(\"button\"); b.textContent = \"unload\"; b.className = \"unload\";\n"
+    "    b.onclick = function () { act(\"unload\", m.id); }; td.appendChild(b);\n"
+    "    tb.appendChild(tr);\n"
+    "  });\n",
+    "  $(\"pool\").textContent = j.live + \" of \" + j.max_models + \" resident, \" + j.running + \" in flight, \" +\n"
+    "    j.waiting + \" waiting\";\n"
+    "  document.body.dataset.rendered = String(j.models.length);\n"
+    "}\n"
+    "function refresh() {\n"
+    "  return fetch(\"/status\", {headers: hdrs(false)}).then(function (r) {\n"
+    "    if (r.status === 401) { $(\"msg\").textContent = \"this server needs a key: enter it above\"; return; }\n"
+    "    return r.json().then(render);\n"
+    "  }).catch(function (e) { $(\"msg\").textContent = String(e); });\n"
+    "}\n"
+    "function soon() { if (!timer) timer = setTimeout(function () { timer = 0; refresh(); }, 150); }\n"
+    "function show(id, kind, data) {\n"
+    "  var pre = $(\"events\"), line = document.createElement(\"div\"), d;\n"
+    "  try { d = JSON.parse(data); } catch (e) { d = {}; }\n"
+    "  line.className = \"ev ev-\" + kind;\n"
+    "  var t = d.time_ms, m = d.model, rest;\n"
+    "  delete d.id; delete d.time_ms; delete d.event; delete d.model;\n"
+    "  rest = JSON.stringify(d);\n"
+    "  line.textContent = (t ? new Date(t).toLocaleTimeString() + \" \" : \"\") + \"#\" + id + \" \" + kind +\n"
+    "    (m ? \" \" + m : \"\") + (rest === \"{}\" ? \"\" : \" \" + rest);\n"
+    "  pre.appendChild(line);\n"
+    "  while (pre.childNodes.length > 500) pre.removeChild(pre.firstChild);\n"
+    "  pre.scrollTop = pre.scrollHeight;\n"
+    "}\n"
+    "/* EventSource cannot send a key, so the stream is read with fetch. */\n"
+    "function events() {\n"
+    "  fetch(\"/_rsd/events?since=\" + lastId, {headers: hdrs(false)}).then(function (r) {\n"
+    "    if (!r.ok || !r.body) { setTimeout(events, 2000); return; }\n"
+    "    var rd = r.body.getReader(), dec = new TextDecoder(), buf = \"\";\n"
+    "    function pump() {\n"
+    "      return rd.read().then(function (x) {\n"
+    "        if (x.done) { setTimeout(events, 1000); return; }\n"
+    "        buf += dec.decode(x.value, {stream: true});\n"
+    "        var at;\n"
+    "        while ((at = buf.indexOf(\"\\n\\n\")) >= 0) {\n"
+    "          var block = buf.slice(0, at), id = \"\", kind = \"message\", data = \"\";\n"
+    "          buf = buf.slice(at + 2);\n"
+    "          block.split(\"\\n\").forEach(function (l) {\n"
+    "            if (l.indexOf(\"id: \") === 0) id = l.slice(4);\n"
+    "            else if (l.indexOf(\"event: \") === 0) kind = l.slice(7);\n"
+    "            else if (l.indexOf(\"data: \") === 0) data += l.slice(6);\n"
+    "          });\n"
+    "          if (!data) continue;\n"
+    "          if (id) lastId = +id;\n"
+    "          show(id, kind, data);\n"
+    "          soon();\n"
+    "        }\n"
+    "        return pump();\n"
+    "      });\n"
+    "    }\n"
+    "    return pump();\n"
+    "  }).catch(function () { setTimeout(events, 2000); });\n"
+    "}\n"
+    "if (location.hash.indexOf(\"#key=\") === 0) { /* a key given in the URL's fragment (never sent) */\n"
+    "  key = decodeURIComponent(location.hash.slice(5));\n"
+    "  sessionStorage.setItem(\"rsd-key\", key);\n"
+    "  history.replaceState(null, \"\", location.pathname);\n"
+    "}\n"
+    "$(\"key\").value = key;\n"
+    "$(\"savekey\").onclick = function () {\n"
+    "  key = $(\"key\").value;\n"
+    "  sessionStorage.setItem(\"rsd-key\", key);\n"
+    "  $(\"msg\").textContent = \"\";\n"
+    "  refresh();\n"
+    "};\n"
+    "refresh();\n"
+    "events();\n"
+    "setInterval(refresh, 5000);\n"
+    "</script>\n"
+    "</body></html>\n",
+    NULL};
+
+/* GET /: the status page. */
+static void answer_page(srv *s, rsd_http_sreq_h h) {
+    rsd_http_header hd[4];
+    size_t n = 0, k;
+    for (k = 0; srv_page[k]; k++) {
+        size_t l = strlen(srv_page[k]);
+        memcpy(s->out + n, srv_page[k], l);
+        n += l;
+    }
+    hd[0].name = rsd_str_c("Content-Type");
+    hd[0].value = rsd_str_c("text/html; charset=utf-8");
+    hd[1].name = rsd_str_c("Cache-Control");
+    hd[1].value = rsd_str_c("no-cache");
+    k = cors_headers(s, h, hd, 2);
+    (void)rsd_http_respond(s->hs, h, 200, hd, k, s->out, n);
+}
+
 static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     bool get = rsd_str_eq_c(ev->head->method, "GET"), post = rsd_str_eq_c(ev->head->method, "POST");
     char name[RSRV_ID_MAX];
     size_t len = 0;
+    if (rsd_str_eq_c(ev->head->method, "OPTIONS")) {
+        answer_preflight(s, ev);
+        return;
+    }
     if (get && (path_is(ev, "/health") || path_is(ev, "/v1/health"))) {
         static const char ok[] = "{\"status\":\"ok\"}";
         respond_json(s, ev->req, 200, ok, sizeof ok - 1);
+        return;
+    }
+    if (get && (path_is(ev, "/") || path_is(ev, "/index.html"))) { /* no data in it: every fetch is checked */
+        answer_page(s, ev->req);
+        return;
+    }
+    if (!auth_ok(s, ev, admin_path(ev))) {
+        respond_unauthorized(s, ev->req, admin_path(ev));
+        return;
+    }
+    if (get && path_is(ev, "/metrics")) {
+        answer_metrics(s, ev->req, now);
+    } else if (get && path_is(ev, "/_rsd/events")) {
+        answer_sse(s, ev, false, now);
+    } else if (get && path_is(ev, "/models/sse")) {
+        answer_sse(s, ev, true, now);
     } else if (get && (path_is(ev, "/v1/models") || path_is(ev, "/models") || path_is(ev, "/api/v0/models"))) {
         answer_models(s, ev->req, now, -1);
     } else if (get && path_starts(ev, "/v1/models/")) {
@@ -1393,6 +2354,8 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
 /* The client of a waiting or streaming request went away. */
 static void on_closed(srv *s, rsd_http_sreq_h h, uint64_t now) {
     job *j = job_by_sreq(s, h);
+    srv_sub *b = sub_by_sreq(s, h);
+    if (b) b->used = false;
     if (!j) return;
     j->client_gone = true;
     if (s->opts.verbose) logf_("%s %s %s: client went away", j->method, j->path, s->cfg->models[j->model].id);
@@ -1440,7 +2403,7 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     job_log(s, j, ev->status, now);
     (void)rsd_fleet_report(s->fleet, j->model, j->port, ev->status, now); /* 5xx in a row: the watchdog */
     if (!j->begun) { /* no body bytes came: answer with the head alone */
-        rsd_http_header out[2];
+        rsd_http_header out[4];
         rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
         size_t nh = 0;
         char qp[16];
@@ -1450,6 +2413,7 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
             nh = 1;
         }
         nh += job_queue_header(j, out + nh, qp, sizeof qp);
+        nh = cors_headers(s, j->sreq, out, nh);
         (void)rsd_http_respond(s->hs, j->sreq, ev->status, out, nh, "", 0);
         job_free(s, j, now);
         return;
@@ -1538,6 +2502,7 @@ static void jobs_service(srv *s, uint64_t now) {
 /* ---- fleet events ------------------------------------------------------------------ */
 static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     const char *id = ev->model_id ? ev->model_id : "?";
+    ev_fleet(s, ev, now);
     switch (ev->kind) {
     case RSD_FLEET_EV_GRANT: {
         job *j = (job *)ev->user;
@@ -1547,6 +2512,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         }
         j->granted = true;
         j->port = ev->port;
+        if (j->queued) ev_request(s, "grant", j->model, now, (int64_t)(now - j->t0));
         job_send(s, j, now);
         break;
     }
@@ -1702,6 +2668,25 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm,
         sm->desc.pool.max_in_flight = m->parallel > 0 ? (uint32_t)m->parallel : 0;
         sm->desc.pool.pinned = m->pinned;
         sm->desc.spec = sm->spec;
+        child_key(sm);
+        sm->desc.probe_bearer = sm->child_auth[0] ? sm->child_auth + 7 : NULL; /* its /props wants the key */
+    }
+    return 0;
+}
+
+/* RSD_API_KEY / RSD_ADMIN_KEY when the file and the flags set no key. */
+static int env_keys(rsrv_config *c) {
+    static const char *const names[2] = {"RSD_API_KEY", "RSD_ADMIN_KEY"};
+    int i;
+    for (i = 0; i < 2; i++) {
+        const char *v = getenv(names[i]);
+        char *dst = i ? c->admin_key : c->api_key;
+        if (!v || !v[0] || dst[0]) continue;
+        if (!rsrv_key_ok(v, strlen(v))) {
+            fprintf(stderr, "rsd-serve: %s must be 1 to %d printable bytes without blanks\n", names[i], RSRV_KEY_MAX - 1);
+            return -1;
+        }
+        rsrv_cpy(dst, RSRV_KEY_MAX, v, strlen(v));
     }
     return 0;
 }
@@ -1828,6 +2813,10 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
     memset(&o, 0, sizeof o);
     rc = load_config(nc, &o, s->argc, s->argv, ro->err, sizeof ro->err);
     if (rc) goto fail;
+    if (env_keys(nc) != 0) {
+        snprintf(ro->err, sizeof ro->err, "RSD_API_KEY or RSD_ADMIN_KEY is not a valid key");
+        goto fail;
+    }
     if (nc->nmodels == 0) {
         snprintf(ro->err, sizeof ro->err, "%s: no [model ID] sections", s->opts.config_path);
         goto fail;
@@ -1873,6 +2862,10 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         mc->watchdog_failures = oc->watchdog_failures;
         mc->watchdog_errors = oc->watchdog_errors;
         mc->watchdog_restarts = oc->watchdog_restarts;
+    }
+    if ((mc->event_history ? mc->event_history : RSRV_EVENT_HISTORY_DEFAULT) != s->ev_cap) {
+        list_add(ro->kept, sizeof ro->kept, "event_history"); /* the ring is sized at start */
+        mc->event_history = oc->event_history;
     }
     /* apply */
     s->cfg = mc;
@@ -2001,7 +2994,8 @@ static void usage(FILE *f) {
             "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE]\n"
             "                 [--llama-server PATH] [--args \"A B\"] [--start-timeout DUR] [--stop-grace DUR]\n"
             "                 [--max-wait DUR] [--send-timeout DUR] [--max-queue N] [--watchdog DUR]\n"
-            "                 [--check] [--verbose] [--quiet]\n"
+            "                 [--lock-models A,B] [--api-key K] [--admin-key K] [--cors '*'|ORIGINS]\n"
+            "                 [--event-history N] [--check] [--verbose] [--quiet]\n"
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
             "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--preload] [--aliases A,B]\n"
             "                  [--model-args \"A B\"] [--env \"A=1,B=2\"] [--model-max-queue N]]...\n"
@@ -2049,6 +3043,7 @@ int main(int argc, char **argv) {
         return rc < 0 ? EX_USAGE : rc;
     }
     if (s.opts.help) { usage(stdout); return EX_OK; }
+    if (env_keys(s.cfg) != 0) return EX_USAGE;
     if (s.cfg->nmodels == 0) {
         fprintf(stderr, "rsd-serve: no models (give --config FILE with [model ID] sections, or --model ID=PATH)\n");
         usage(stderr);
@@ -2076,7 +3071,10 @@ int main(int argc, char **argv) {
         free(probs);
     }
     if (check) {
-        int n = rsrv_write_ini(s.cfg, s.out, SRV_OUT);
+        int n;
+        if (s.cfg->api_key[0]) rsrv_cpy(s.cfg->api_key, sizeof s.cfg->api_key, "***", 3); /* never printed */
+        if (s.cfg->admin_key[0]) rsrv_cpy(s.cfg->admin_key, sizeof s.cfg->admin_key, "***", 3);
+        n = rsrv_write_ini(s.cfg, s.out, SRV_OUT);
         if (n < 0) return EX_FAIL;
         fwrite(s.out, 1, (size_t)n, stdout);
         return EX_OK;
@@ -2095,6 +3093,19 @@ int main(int argc, char **argv) {
     for (i = 0; i < s.cfg->nlock; i++)
         if (rsrv_lock_model(s.cfg, i) < 0)
             fprintf(stderr, "rsd-serve: lock_models: '%s' is not a configured model; skipped\n", s.cfg->lock_models[i]);
+    s.ev_cap = s.cfg->event_history ? s.cfg->event_history : RSRV_EVENT_HISTORY_DEFAULT;
+    s.events = (srv_event *)calloc(s.ev_cap, sizeof *s.events);
+    if (!s.events) {
+        fprintf(stderr, "rsd-serve: cannot allocate the event history (%u events)\n", (unsigned)s.ev_cap);
+        return EX_FAIL;
+    }
+    s.epoch_loop_ms = rsd_now_ms();
+    s.epoch_ms = (uint64_t)time(NULL) * 1000u;
+    {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+            s.epoch_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)(ts.tv_nsec / 1000000);
+    }
     for (i = 0; i < s.cfg->nmodels; i++) mdesc[i] = s.models[i].desc;
 
     memset(&fd, 0, sizeof fd);
@@ -2229,6 +3240,7 @@ int main(int argc, char **argv) {
         /* releases above may have granted waiting requests: pick them up at once */
         (void)rsd_fleet_step(s.fleet, now);
         while (rsd_fleet_next_event(s.fleet, &fev)) on_fleet(&s, &fev, now);
+        subs_pump(&s, now);
         (void)rsd_http_server_step(s.hs, now); /* flush what was written */
         if (s.stopping && rsd_fleet_idle(s.fleet)) {
             logf_("stopped");
@@ -2244,6 +3256,8 @@ int main(int argc, char **argv) {
         d2 = rsd_fleet_next_deadline(s.fleet);
         if (d2 < dl) dl = d2;
         d2 = jobs_deadline(&s);
+        if (d2 < dl) dl = d2;
+        d2 = subs_deadline(&s);
         if (d2 < dl) dl = d2;
         k = rsd_http_server_pollfds(s.hs, fds, SRV_MAX_FDS);
         if (k > 0) n += k > SRV_MAX_FDS ? SRV_MAX_FDS : k;
@@ -2274,6 +3288,7 @@ int main(int argc, char **argv) {
     rsd_http_server_destroy(s.hs);
     rsd_fleet_destroy(s.fleet);
     free(mdesc);
+    free(s.events);
     free(s.models);
     free(s.aff);
     free(s.aff_stats);

@@ -37,6 +37,21 @@
                                         are served and listed; a request naming none gets
                                         the first, one naming another gets 409, and when
                                         none of them is configured every request gets 503
+       api_key = sk-...                 every endpoint but /health and the page at / needs
+                                        "Authorization: Bearer KEY" or "X-Api-Key: KEY"
+                                        (1..255 printable bytes, no blanks; default none;
+                                        rsd-serve also reads RSD_API_KEY)
+       admin_key = adm-...              management (/models/load, /models/unload, /status,
+                                        /_rsd/...) needs this one instead; it opens the rest
+                                        too (default: api_key guards management;
+                                        RSD_ADMIN_KEY)
+       cors = *                         CORS: * or origins separated by commas
+                                        (https://app.example, http://localhost:3000);
+                                        default off
+       event_history = 512              events kept for GET /_rsd/events?since=ID replay,
+                                        1..16384 (default 512; 4 KB each). A reload
+                                        applies new keys and cors at once; the history
+                                        keeps its size until a restart
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -82,7 +97,8 @@
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
        --max-wait DUR  --send-timeout DUR  --max-queue N  --watchdog DUR  --lock-models A,B
-       --model ID=PATH  --command ID="CMD LINE"
+       --api-key K  --admin-key K  --cors ORIGINS  --event-history N  --model ID=PATH
+       --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --preload --aliases A,B --model-args "A B"
        --env "A=1,B=2" --model-max-queue N --session-affinity --no-session-erase
@@ -125,8 +141,11 @@ enum {
     RSRV_MAX_QUEUE_DEFAULT = 32,          /* max_queue (in all) when 0 */
     RSRV_MAX_QUEUE_MAX = 4096,            /* max_queue upper bound */
     RSRV_MAX_ENV = 16,                    /* env entries per model */
-    RSRV_KEYS_MAX = 16,                   /* keys per section (key_line) */
-    RSRV_TEXT_MAX = 24                    /* a size or duration as written */
+    RSRV_KEYS_MAX = 24,                   /* keys per section (key_line) */
+    RSRV_TEXT_MAX = 24,                   /* a size or duration as written */
+    RSRV_KEY_MAX = 256,                   /* api_key / admin_key (with the NUL) */
+    RSRV_EVENT_HISTORY_DEFAULT = 512,     /* event_history when 0 */
+    RSRV_EVENT_HISTORY_MAX = 16384
 };
 
 /* One model section. */
@@ -174,6 +193,10 @@ typedef struct rsrv_config {
     int watchdog_failures;       /* failed polls in a row before a restart; 0 = 3 */
     int watchdog_errors;         /* 5xx answers in a row before a restart; 0 = 5 */
     int watchdog_restarts;       /* restarts in a row before it gives up; 0 = 5 */
+    char api_key[RSRV_KEY_MAX];  /* "" = none: every endpoint but /health and / needs it */
+    char admin_key[RSRV_KEY_MAX];/* "" = api_key guards management too */
+    char cors[RSRV_CMD_MAX];     /* "" = off, "*", or origins separated by commas */
+    uint32_t event_history;      /* events kept for replay; 0 = RSRV_EVENT_HISTORY_DEFAULT */
     uint32_t seen;               /* global keys set */
     int key_line[RSRV_KEYS_MAX]; /* the line of each global key set (0 = not in the file) */
     char text[RSRV_KEYS_MAX][RSRV_TEXT_MAX]; /* sizes and durations as written ("" = not) */
@@ -436,12 +459,61 @@ RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const 
     return true;
 }
 
+/* An API key: 1..RSRV_KEY_MAX-1 printable ASCII bytes, no blanks (it goes in a header). */
+RSRV_FN bool rsrv_key_ok(const char *s, size_t n) {
+    size_t i;
+    if (!n || n >= RSRV_KEY_MAX) return false;
+    for (i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= ' ' || (unsigned char)s[i] >= 0x7f) return false;
+    return true;
+}
+
+/* A cors value: "*", or origins (scheme://host[:port], no path) separated by commas. */
+RSRV_FN bool rsrv_cors_ok(const char *s, size_t n) {
+    size_t i = 0;
+    if (n == 1 && s[0] == '*') return true;
+    if (!n) return false;
+    while (i <= n) {
+        size_t j = i, on, k;
+        const char *o;
+        while (j < n && s[j] != ',') j++;
+        on = j - i;
+        o = rsrv_trim(s + i, &on);
+        if (on < 8 || !(memcmp(o, "http://", 7) == 0 || (on > 8 && memcmp(o, "https://", 8) == 0))) return false;
+        for (k = (o[4] == 's' ? 8 : 7); k < on; k++)
+            if ((unsigned char)o[k] <= ' ' || (unsigned char)o[k] >= 0x7f || o[k] == '/' || o[k] == '"' ||
+                o[k] == '*')
+                return false;
+        if (k == (size_t)(o[4] == 's' ? 8 : 7)) return false;
+        i = j + 1;
+    }
+    return true;
+}
+
+/* Whether origin[0..n) is allowed by the cors value (exact match of one entry, or "*"). */
+RSRV_FN bool rsrv_cors_allows(const char *cors, const char *origin, size_t n) {
+    size_t i = 0, len = strlen(cors);
+    if (!len || !n) return false;
+    if (len == 1 && cors[0] == '*') return true;
+    while (i <= len) {
+        size_t j = i, on;
+        const char *o;
+        while (j < len && cors[j] != ',') j++;
+        on = j - i;
+        o = rsrv_trim(cors + i, &on);
+        if (on == n && !memcmp(o, origin, n)) return true;
+        i = j + 1;
+    }
+    return false;
+}
+
 /* Global keys, their bit in rsrv_config.seen. */
 static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
                                                "start_timeout", "stop_grace", "args", "max_wait",
                                                "send_timeout", "max_queue", "watchdog",
                                                "watchdog_failures", "watchdog_errors",
-                                               "watchdog_restarts", "lock_models"};
+                                               "watchdog_restarts", "lock_models", "api_key", "admin_key",
+                                               "cors", "event_history"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
                                               "max_queue", "session_affinity", "session_erase"};
@@ -605,6 +677,29 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         if (key == 11) c->watchdog_failures = (int)x;
         else if (key == 12) c->watchdog_errors = (int)x;
         else c->watchdog_restarts = (int)x;
+        return true;
+    case 15:
+    case 16:
+        if (!rsrv_key_ok(v, n)) {
+            snprintf(err, ecap, "%s must be 1 to %d printable bytes without blanks", rsrv_global_keys[key],
+                     RSRV_KEY_MAX - 1);
+            return false;
+        }
+        rsrv_cpy(key == 15 ? c->api_key : c->admin_key, RSRV_KEY_MAX, v, n);
+        return true;
+    case 17:
+        if (!rsrv_cors_ok(v, n)) {
+            snprintf(err, ecap, "cors: '%.*s' is neither * nor a list of origins such as "
+                     "https://app.example, http://localhost:3000", (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        return rsrv_set_str(c->cors, sizeof c->cors, v, n, "cors", err, ecap);
+    case 18:
+        if (!rsrv_parse_u64(v, n, RSRV_EVENT_HISTORY_MAX, &x) || x < 1) {
+            snprintf(err, ecap, "event_history must be an integer from 1 to %d", RSRV_EVENT_HISTORY_MAX);
+            return false;
+        }
+        c->event_history = (uint32_t)x;
         return true;
     default: break;
     }
@@ -834,7 +929,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -904,6 +999,10 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--max-queue")) gk = 9;
         else if (!strcmp(a, "--watchdog")) gk = 10;
         else if (!strcmp(a, "--lock-models")) gk = 14;
+        else if (!strcmp(a, "--api-key")) gk = 15;
+        else if (!strcmp(a, "--admin-key")) gk = 16;
+        else if (!strcmp(a, "--cors")) gk = 17;
+        else if (!strcmp(a, "--event-history")) gk = 18;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -1015,6 +1114,11 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
         for (k = 0; k < c->nlock; k++) RSRV_PUT("%s%s", k ? ", " : "", c->lock_models[k]);
         RSRV_PUT("\n");
     }
+    if (c->api_key[0]) RSRV_KV("api_key", c->api_key);
+    if (c->admin_key[0]) RSRV_KV("admin_key", c->admin_key);
+    if (c->cors[0]) RSRV_KV("cors", c->cors);
+    RSRV_PUT("event_history = %lu\n",
+             (unsigned long)(c->event_history ? c->event_history : RSRV_EVENT_HISTORY_DEFAULT));
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
         RSRV_PUT("\n[model %s]\n", m->id);
@@ -1083,7 +1187,10 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         rsrv_eff_max_queue(a) != rsrv_eff_max_queue(b) || a->watchdog_ms != b->watchdog_ms ||
         rsrv_eff_wd_failures(a) != rsrv_eff_wd_failures(b) || rsrv_eff_wd_errors(a) != rsrv_eff_wd_errors(b) ||
         rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels ||
-        a->nlock != b->nlock)
+        a->nlock != b->nlock ||
+        strcmp(a->api_key, b->api_key) || strcmp(a->admin_key, b->admin_key) || strcmp(a->cors, b->cors) ||
+        (a->event_history ? a->event_history : RSRV_EVENT_HISTORY_DEFAULT) !=
+            (b->event_history ? b->event_history : RSRV_EVENT_HISTORY_DEFAULT))
         return false;
     for (i = 0; i < a->nlock; i++)
         if (strcmp(a->lock_models[i], b->lock_models[i])) return false;
