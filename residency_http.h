@@ -6783,6 +6783,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->sse_tried = false;
     e->co_read = false;
     e->co_read_err = RSD_OK;
+    memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
