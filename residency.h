@@ -15,7 +15,6 @@
        RSD_STATIC                make every function static (private copy per TU)
        RSD_DLL                   __declspec(dllexport/dllimport) on Windows
        RSD_API                   override the declaration prefix entirely
-       RSD_ASSERT(c)             default: assert(c); only for programmer errors
        RSD_DEFAULT_ALLOC(sz,u)   default allocator (default: malloc(sz))
        RSD_DEFAULT_FREE(p,u)     default free (default: free(p)); both or neither
        RSD_NO_MALLOC             no libc defaults: a user allocator is mandatory
@@ -860,11 +859,24 @@
            path), generation + has_generation, ours + n_ours (ids this library
            loaded on the target: the persisted attribution), lock (emit
            LOCK/UNLOCK around mutations), logger, capacity_bytes and
-           keep_bytes (W12; 0 = unknown).
+           keep_bytes (W12; 0 = unknown); capacity_known + max_instances +
+           unlimited (the server's instance limit is already known, e.g. from
+           detection: no capacity request); first_listing + first_listing_len
+           (the answer to the first listing GET, already read: begin takes it
+           as that answer and does not send it; it is parsed in begin and not
+           kept). For runtimes with instances (LM Studio): default_model,
+           explicit_load, load (the load body's options; its context is
+           context_length, clamped, or load.context_length when that is 0),
+           owned + n_owned (instances this library loaded there, up to
+           RSD_RECONCILE_MAX_OWNED), peers + n_peers (LM Link). The defaults of
+           deadline_ms, probe_timeout_ms and restore_ms are the runtime's when it
+           has its own (LM Studio: 300000, 5000, 120000).
 
        Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
-        1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends at
-           once with no request: RESIDENT, OBSERVED or DECLINED, cache_hit set.
+        1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends the
+           reconcile in begin with no request and no notice: RESIDENT, OBSERVED
+           or DECLINED (with the code it had) and the wire id, cache_hit set.
+           Otherwise begin already issues the first request (next() returns it).
         2. List (GET <root>/v1/models, probe timeout). On a router
            (RSD_RT_PROBE_RETRY) a listing, props or poll request that times out
            is sent again with twice the timeout (1.5 s, 3 s, 6 s, ...) while the
@@ -1045,8 +1057,10 @@
            unload_failed, lock_held, redecided, evicted[] + n_evicted (models
            that left the server: our unloads in order, then pinned models the
            server displaced, displaced = true; restored = loaded back),
-           attr_add (+ attr_add_instance), attr_remove[] + n_attr_remove,
-           requests, elapsed_ms.
+           attr_add[] + n_attr_add and attr_remove[] + n_attr_remove (model,
+           instance: views into r, valid until the next begin), wire_id (the id
+           to send: the keep, or the instance resolved or loaded), model_key,
+           requests, load_attempts, elapsed_ms.
        Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
        RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
        (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
@@ -1068,17 +1082,23 @@
          "load-failed". .text is the rendered line (cut at
        RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
 
-       Runtimes: rsd_runtime is a table of pure hooks plus flags; the llama.cpp
-       router is rsd_runtime_router(). Another runtime supplies its own table
-       (its name is the key prefix) and reuses the whole machine:
+       Runtimes: rsd_runtime is a table of hooks plus flags and defaults; the
+       llama.cpp router is rsd_runtime_router(), Ollama rsd_runtime_ollama(),
+       LM Studio rsd_runtime_lmstudio(). Another runtime supplies its own table
+       (its name is the key prefix) and reuses the whole machine -- begin's desc
+       checks, the cache, notices, lock, COMMIT, UNLOCK, the restore loop and the
+       result -- without touching the implementation (examples/custom_runtime.c
+       shows one). Hooks of the router order:
            request(r, op, model, out)   build the request: write the URL into
-               r->url (rsdi_rc_set_url(r, path) appends a path to the root),
-               the body into r->body (rsdi_rc_model_body writes {"model":id}),
-               then rsdi_rc_http_fill(r, out, method, body_len or -1) adds the
-               headers. op is LIST, CAPACITY, LOAD, UNLOAD or POLL (POLL is
-               built as LIST). During an UNLOAD, r->op_instance is the victim's
-               listed instance id ("" if none); r->plan.load_context is the
-               clamped context for a LOAD of the keep (model == r->keep).
+               r->url (rsd_reconcile_set_url(r, path) appends a path to the
+               root), the body into r->body (rsd_reconcile_model_body writes
+               {"model":id}), then rsd_reconcile_http_fill(r, out, method,
+               body_len or -1) adds the headers. op is LIST, CAPACITY, LOAD,
+               UNLOAD or POLL (POLL is built as LIST). During an UNLOAD,
+               r->op_instance is the victim's listed instance id ("" if none);
+               during a restoring LOAD r->op_evicted is the entry brought back;
+               r->plan.load_context is the clamped context for a LOAD of the keep
+               (model == r->keep).
            parse_list(r, body, len, out)  fill *out (r->toks is the token
                array); <0 = the listing cannot be acted on (degrade).
            parse_capacity(r, ...)   NULL = no capacity request.
@@ -1088,16 +1108,38 @@
                listed count, unload the plan's evict list, or with none the
                first fallback entry, one at a time for JIT: W14; load again,
                at most RSD_RECONCILE_LOAD_ATTEMPTS loads) or REJECTED. It may
-               set r->result.attr_add_instance (an instance id the load made).
-           r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by begin) is scratch
-           the hooks own. Flags: RSD_RT_CATALOG (listing names every servable
-           model: enables the R45 gate), RSD_RT_LOAD (explicit load; without
-           it the reconcile ends RESIDENT after the unloads and the request
-           itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
-           RSD_RT_PINNED_PASS (L24 over every protected tier, and the check for
-           displaced protected models after a failed load), RSD_RT_UNLOAD_WAIT
-           (step 9's wait after an unload), RSD_RT_PROBE_RETRY (step 2's retry
-           of timed-out probes). The router has all six; Ollama LOAD | WAIT.
+               write r->made_instance (an instance id the load made: it becomes
+               result.wire_id and is attributed as ours).
+           deadline_ms, probe_timeout_ms, restore_ms: the runtime's defaults
+               (0 = the machine's); root(base_url, out, cap): its root URL rule
+               (NULL = drop trailing '/' and one "/v1"); a runtime with it is
+               keyed by its root.
+       A runtime with its own order sets start, answer and locked: start(r,
+       now) issues the first request after a cache miss; every request it
+       issues with rsd_reconcile_http(r, stage, op, model, restoring, now)
+       (built by its request hook) is answered to answer(r, transport, status,
+       body, len, now) with r->stage = stage; locked(r, held, unchanged, now)
+       follows lock_done (unchanged = held and nothing changed since begin). It
+       uses the machine's lifecycle: rsd_reconcile_add_notice, rsd_reconcile_
+       decide (r->facts filled by the hook; the plan's notices), rsd_reconcile_
+       lock, rsd_reconcile_evicted and rsd_reconcile_attr (what left, what is
+       ours), rsd_reconcile_load_failed (LOAD_FAILED, notice, the restore loop)
+       and rsd_reconcile_finish (COMMIT, UNLOCK, cache, DONE). LM Studio is
+       built this way. r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by
+       begin) is scratch the hooks own. Flags: RSD_RT_CATALOG (listing names
+       every servable model: enables the R45 gate), RSD_RT_LOAD (explicit load;
+       without it the reconcile ends RESIDENT after the unloads and the request
+       itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
+       RSD_RT_PINNED_PASS (L24 over every protected tier, and the check for
+       displaced protected models after a failed load), RSD_RT_UNLOAD_WAIT
+       (step 9's wait after an unload), RSD_RT_PROBE_RETRY (step 2's retry of
+       timed-out probes), RSD_RT_INSTANCES (models run as instances with their
+       own ids: each unloaded instance leaves the attribution, a restore makes
+       a new one). The router has the first six; Ollama LOAD | WAIT; LM Studio
+       LOAD | INSTANCES.
+       int rsd_reconcile_target_key(rt, base_url, out, cap)
+           The key begin uses when desc.target_key is NULL (for a host that
+           needs it before begin: generation, attribution).
 
        Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
@@ -1148,29 +1190,23 @@
      The listing comes from rsd_ollama_ps_listing (>>payload).
 
    --- driver: LM Studio -------------------------------------------------------
-   LM Studio reconcile (strategy JIT; S1-S35, W13-W16, W19): its own sans-I/O
-   machine, because an LM Studio turn differs from a router's: it detects the API
-   tier, resolves which wire id a request uses, loads with an exact body and
-   only then, on failure, frees room. It speaks the same steps as rsd_reconcile
-   (rsd_step: HTTP, WAIT, LOCK, COMMIT, UNLOCK, DONE) and keeps the same notice
-   type, so a shell drives both with one loop.
+   LM Studio runtime for rsd_reconcile (strategy JIT; S1-S35, W13-W16, W19), a
+   runtime with its own order: it detects the API tier, resolves which wire id a
+   request uses, loads with an exact body and only then, on failure, frees room.
 
-       static rsd_lms_reconcile r;       (about 666 KB on x86-64: static or heap)
-       rsd_lms_desc d; memset(&d, 0, sizeof d);
-       d.base_url = "http://studio:1234/v1"; d.model = "qwen3.8-27b";
-       d.explicit_load = true; d.load.context_length = 262144; d.lock = true;
+       static rsd_reconcile r;
+       rsd_reconcile_desc d; memset(&d, 0, sizeof d);
+       d.runtime = rsd_runtime_lmstudio();
+       d.base_url = "http://studio:1234/v1"; d.keep = "qwen3.8-27b";
+       d.explicit_load = true; d.context_length = 262144; d.lock = true;
        d.owned = owned_from_state; d.n_owned = n;     (W16: persisted)
-       rsd_lms_reconcile_begin(&r, &d, now);
-       loop: s = rsd_lms_reconcile_next(&r, now) ... as rsd_reconcile, with
-             rsd_lms_reconcile_feed / rsd_lms_reconcile_lock_done;
-             COMMIT: rsd_state_attr_add(key, a.model, a.instance, t) for each
-             result.attr_add[], rsd_state_attr_remove(...) for attr_remove[],
-             bump the generation, rsd_lms_reconcile_commit_done(&r, new_gen)
-             (or rsd_lms_reconcile_commit_failed(&r, err, what) when that could
-             not be written: a warning notice, result.state_error, no cache).
-             Optional, before lock_done: rsd_lms_reconcile_set_owned(&r, owned,
-             n) with the owned instances read again under the lock (a changed
-             set makes it list and decide again, as rsd_reconcile_set_ours).
+       rsd_reconcile_begin(&r, &d, now); then the loop above; COMMIT:
+             rsd_state_attr_remove(key, a.model, a.instance) for each
+             result.attr_remove[], rsd_state_attr_add(...) for attr_add[], bump
+             the generation, rsd_reconcile_commit_done (or _commit_failed).
+             Optional, before lock_done: rsd_reconcile_set_owned(&r, owned, n)
+             with the owned instances read again under the lock (a changed set
+             makes it list and decide again, as rsd_reconcile_set_ours).
        (residency_http.h's rsd_ensurer does all of this: >>drive.)
        then send the chat with "model": r.result.wire_id.
 
@@ -1227,20 +1263,36 @@
     9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
        instance id) for the keep's new instance and restored instances,
        attr_remove[] for unloaded owned instances; UNLOCK; DONE.
-   TTL cache (desc.cache, an rsd_lms_cache the caller owns; NULL = none): a live
-   entry for (key, requested id) under desc.generation ends begin with no request
-   and no notice (result.cache_hit): outcome, decision, reason, tier, state,
-   wire_id and model_key as stored. Stored at DONE: RESIDENT, OBSERVED and
-   DECLINED, never DEGRADED, LOAD_FAILED, after an unload failure or on a
-   truncated catalog (W4); any mutation first drops every entry of the key, and
-   the stored entry carries the generation given by rsd_lms_reconcile_commit_done
-   (else desc.generation). A failed load is never cached, so the fallback is
-   never disabled by the cache (upstream S35, W15).
-   Result fields beyond the names: keep_resident (the first catalog had an
-   instance for the request), cache_hit, cached.
-   Result codes added: RSD_ERR_NOT_SERVED. Limits: RSD_LMS_CACHE_MAX 16 (cache
-   entries), RSD_LMS_LOAD_ATTEMPTS 4,
-   RSD_LMS_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above.
+   TTL cache (desc.cache, the rsd_decision_cache): as for every runtime, plus:
+   the entry keeps tier, resolution, wire_id and model_key, so a hit answers them;
+   a DECLINED (RSD_ERR_NOT_SERVED) is cached with its code; a truncated catalog
+   is never cached. A failed load is never cached, so the fallback is never
+   disabled by the cache (upstream S35, W15).
+   Result fields: tier, state (resolution), wire_id, model_key, adopted,
+   load_attempts; evicted[] (id = the instance, model = its key, context_length);
+   attr_add[] / attr_remove[] as (model key, instance id). Result codes added:
+   RSD_ERR_NOT_SERVED. Limits: RSD_LMS_LOAD_ATTEMPTS 4, RSD_LMS_MAX_EVICT 16,
+   RSD_RECONCILE_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above.
+
+   --- driver: detection -------------------------------------------------------
+   Which runtime a server runs, as a sans-I/O step (an engine with its own HTTP
+   stack uses it as the ensurer does):
+       rsd_detect d;   (about 100 KB: the JSON tokens)
+       rsd_detect_begin(&d, base_url, bearer, probe_timeout_ms, deadline, now);
+       while ((s = rsd_detect_next(&d, now)).kind == RSD_STEP_HTTP)
+           send s.http (a GET), rsd_detect_feed(&d, transport, status, body, len, now);
+       d.runtime (NULL = none; d.error, d.message say why)
+   Probes in order, each one GET under the root URL, until one matches: llama.cpp
+   router (GET /props with "role":"router": d.capacity_known, max_instances and
+   unlimited are its instance limit, for desc.capacity_known), Ollama (GET
+   /api/version with a "version" string), LM Studio (GET /api/v1/models with a
+   "models" array: d.first_listing says this answer is the runtime's first
+   listing, for desc.first_listing; then GET /api/v0/models with a "data" array
+   for 0.3 servers). A probe that times out is sent again with twice the timeout
+   while the deadline allows (a busy server is slow, not gone). A refused
+   connection, a failed resolve or any transport error on the first probe ends
+   it (d.error = that error, "<url> unreachable: GET <probe>: <why>"); no match:
+   RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
 
    POOL (process-pool policy; pure, sans-I/O)
        Keeps up to max_slots model-server processes resident, one model per
@@ -1274,7 +1326,7 @@
            The only allocation: one block of about 14 KiB + 40 bytes per
            max_requests + 48 bytes per event_log entry. destroy does not stop
            processes (they are the host's): call rsd_pool_stop and reap first.
-           Zeroed desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound,
+           A zeroed (or NULL) desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound,
            start backoff 1 s doubling to 60 s.
        rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
            id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
@@ -2302,6 +2354,12 @@ typedef struct rsd_cache_entry {
     rsd_decision decision;
     rsd_reason reason;
     bool used;
+    bool keep_resident;       /* the keep was resident (stored by a reconcile) */
+    int outcome;              /* rsd_outcome stored by a reconcile; 0 = from the decision */
+    int error;                /* the reconcile's result code (a decline may carry one) */
+    int tier, state;          /* LM Studio: API tier and resolution */
+    char wire_id[RSD_MODEL_ID_MAX];   /* "" = the model itself */
+    char model_key[RSD_MODEL_ID_MAX]; /* "" = the model itself */
 } rsd_cache_entry;
 
 /* Decision cache per (normalised target key, model) with a TTL (W2-W4, W9).
@@ -2316,6 +2374,12 @@ typedef struct rsd_cache_hit {
     rsd_decision decision;    /* ALREADY_RESIDENT (after a good load too), DECLINE or OBSERVE */
     rsd_reason reason;
     uint64_t age_ms;
+    int outcome;              /* rsd_outcome of the reconcile that stored it */
+    int error;                /* its result code */
+    bool keep_resident;
+    int tier, state;          /* LM Studio: API tier and resolution (0 otherwise) */
+    const char *wire_id;      /* the id to send ("" = the model); valid until the entry changes */
+    const char *model_key;    /* the model it concerns ("" = the model) */
 } rsd_cache_hit;
 
 /* Look up (key, model) at now_ms under the given mutation generation. Returns 1 on
@@ -2648,13 +2712,21 @@ enum {
     RSD_RECONCILE_MAX_OURS = 64,           /* ids in rsd_reconcile_desc.ours */
     RSD_RECONCILE_MAX_HEADERS = 2,         /* headers of one HTTP step */
     RSD_RECONCILE_LOAD_ATTEMPTS = 3,       /* load POSTs per reconcile (model-limit retries) */
-    RSD_RECONCILE_DEADLINE_MS = 120000,    /* default overall deadline (W5) */
-    RSD_RECONCILE_PROBE_TIMEOUT_MS = 1500, /* default listing/props timeout (L14) */
+    RSD_RECONCILE_DEADLINE_MS = 120000,    /* default overall deadline */
+    RSD_RECONCILE_PROBE_TIMEOUT_MS = 1500, /* default listing/props timeout */
     RSD_RECONCILE_RESTORE_MS = 30000,      /* default restore budget after a failed load */
-    RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll (W7) */
+    RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll */
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
-    RSD_RECONCILE_RT_DATA = 8192           /* bytes of runtime-hook scratch in rsd_reconcile */
+    RSD_RECONCILE_RT_DATA = 8192,          /* bytes of runtime-hook scratch in rsd_reconcile */
+    RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
+    RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
+    RSD_RECONCILE_MAX_OWNED = 64,          /* owned (model, instance) pairs in a desc */
+    RSD_LMS_MAX_PEER_IDS = 128,            /* LM Studio: peer instance ids copied from a desc */
+    RSD_LMS_MAX_EVICT = 16,                /* LM Studio: instances unloaded by one reconcile */
+    RSD_LMS_DEADLINE_MS = 300000,          /* LM Studio's default overall deadline (loads are slow) */
+    RSD_LMS_PROBE_TIMEOUT_MS = 5000,       /* LM Studio's default catalog timeout */
+    RSD_LMS_RESTORE_MS = 120000            /* LM Studio's default restore budget */
 };
 
 /* What the caller must do next. */
@@ -2751,12 +2823,20 @@ typedef struct rsd_reconcile_notice {
     char text[RSD_RECONCILE_NOTICE_TEXT_MAX]; /* the operator line */
 } rsd_reconcile_notice;
 
-/* One model that left the server during the reconcile. */
+/* One model (or, on a runtime with instances, one instance) that left the server. */
 typedef struct rsd_evicted {
-    char id[RSD_MODEL_ID_MAX];
+    char id[RSD_MODEL_ID_MAX];    /* the model id; the instance id on a runtime with instances */
+    char model[RSD_MODEL_ID_MAX]; /* the owning model key of an instance ("" otherwise) */
+    uint32_t context_length;      /* the instance's loaded context (its restore uses it); 0 = none */
     bool restored;            /* loaded back (after a failed load, or by the pinned pass) */
     bool displaced;           /* the server unloaded it (a pinned model its LRU displaced), not us */
 } rsd_evicted;
+
+/* One attribution change: views into the rsd_reconcile, valid until the next begin. */
+typedef struct rsd_attr_ref {
+    const char *model;        /* model id (the model key on a runtime with instances) */
+    const char *instance;     /* instance id, "" for a plain model */
+} rsd_attr_ref;
 
 /* The outcome of a reconcile (final after DONE; counters are live). */
 typedef struct rsd_reconcile_result {
@@ -2767,23 +2847,32 @@ typedef struct rsd_reconcile_result {
     rsd_decision would;
     bool keep_resident;       /* the keep was resident in the decision's listing */
     bool cache_hit, cached, mutated, loaded, unload_failed, lock_held, redecided;
+    bool adopted;             /* a load that landed after its request gave up was taken as ours */
     uint32_t load_context;    /* clamped context of the plan (0 = none) */
     uint32_t requests;        /* HTTP steps emitted */
+    uint32_t load_attempts;   /* load requests for the keep */
     uint64_t elapsed_ms;      /* from begin to DONE */
+    rsd_lms_tier tier;        /* API tier found (LM Studio; NONE otherwise) */
+    rsd_lms_state state;      /* how the request resolved (LM Studio; UNKNOWN otherwise) */
+    char wire_id[RSD_MODEL_ID_MAX];   /* the model id to send requests with */
+    char model_key[RSD_MODEL_ID_MAX]; /* the model the reconcile loads (the keep, or its owning key) */
     char message[RSD_RECONCILE_TEXT_MAX];
     int n_evicted;
     rsd_evicted evicted[RSD_MAX_RESIDENTS];
-    char attr_add[RSD_MODEL_ID_MAX];          /* "" = nothing to add */
-    char attr_add_instance[RSD_MODEL_ID_MAX]; /* instance of attr_add (runtimes with instances) */
+    int n_attr_add;
+    rsd_attr_ref attr_add[RSD_RECONCILE_MAX_ATTR];
     int n_attr_remove;
-    char attr_remove[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    rsd_attr_ref attr_remove[RSD_RECONCILE_MAX_ATTR];
     int state_error;          /* RSD_OK, or why the COMMIT was not persisted (commit_failed) */
 } rsd_reconcile_result;
 
 typedef struct rsd_reconcile rsd_reconcile;
 
-/* A runtime adapter: pure hooks the machine calls. Every hook may use the
-   rsd_reconcile (its key, URLs, buffers, token array). */
+/* A runtime adapter: hooks the machine calls, plus flags and defaults. The first four
+   serve the router order (list, capacity, decide, unload, load, wait); a runtime with
+   its own order (LM Studio: load first, free room on failure) sets start, answer and
+   locked and drives the machine's lifecycle functions (rsd_reconcile_http, _notice,
+   _degrade, _lock, _finish, _load_failed). Every hook may use the rsd_reconcile. */
 typedef struct rsd_runtime {
     const char *name;         /* key prefix and default runtime_id, e.g. "llamacpp" */
     const char *label;        /* for messages, e.g. "llama.cpp router" */
@@ -2796,19 +2885,38 @@ typedef struct rsd_runtime {
     /* Parse a 2xx capacity body: *max (0 unknown), *unlimited. NULL = no probe. */
     int (*parse_capacity)(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
                           bool *unlimited);
-    /* Classify the answer to a load request. */
+    /* Classify the answer to a load request (may set r->made_instance). */
     rsd_load_answer (*load_answer)(rsd_reconcile *r, int status, const char *body, size_t len);
+    /* Defaults of the desc's timeouts for this runtime; 0 = the machine's. */
+    uint32_t deadline_ms, probe_timeout_ms, restore_ms;
+    /* Root URL from the configured base URL (RSD_OK or <0); NULL = drop trailing '/'
+       and one "/v1". A runtime with this hook keys its target by the root. */
+    int (*root)(const char *base_url, char *out, size_t cap);
+    /* Own order (all three or none): start issues the first step after a cache miss;
+       answer takes every HTTP answer of a step issued with a stage >= 0;
+       locked follows lock_done (unchanged: held and nothing changed since begin). */
+    void (*start)(rsd_reconcile *r, uint64_t now_ms);
+    void (*answer)(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                   uint64_t now_ms);
+    void (*locked)(rsd_reconcile *r, bool held, bool unchanged, uint64_t now_ms);
 } rsd_runtime;
 
 /* Runtime flags. */
 enum {
-    RSD_RT_CATALOG = 1u << 0,    /* the listing names every servable model (enables the R45 gate) */
+    RSD_RT_CATALOG = 1u << 0,    /* the listing names every servable model (enables the gate) */
     RSD_RT_LOAD = 1u << 1,       /* explicit load request */
     RSD_RT_WAIT = 1u << 2,       /* poll the listing until the load is done */
-    RSD_RT_PINNED_PASS = 1u << 3, /* L24 restore of displaced protected models */
+    RSD_RT_PINNED_PASS = 1u << 3, /* restore displaced protected models after a load */
     RSD_RT_UNLOAD_WAIT = 1u << 4, /* after an unload, poll until the victim is listed unloaded */
-    RSD_RT_PROBE_RETRY = 1u << 5  /* a listing/props timeout is retried (doubled) within the deadline */
+    RSD_RT_PROBE_RETRY = 1u << 5, /* a listing/props timeout is retried (doubled) within the deadline */
+    RSD_RT_INSTANCES = 1u << 6    /* models run as instances with their own ids (attribution by instance) */
 };
+
+/* An instance this library owns on the target (persisted attribution). */
+typedef struct rsd_owned {
+    const char *model;                   /* model key */
+    const char *instance;                /* instance id */
+} rsd_owned;
 
 /* Everything a reconcile needs; zeroed fields are defaults, strings are copied. */
 typedef struct rsd_reconcile_desc {
@@ -2820,7 +2928,7 @@ typedef struct rsd_reconcile_desc {
     const char *keep;                 /* model to make resident (required) */
     const char *residency_env;        /* value of RESIDENCY; NULL = unset (managed) */
     bool user_managed;                /* target lifecycle user-managed (observe) */
-    bool keep_pinned;                 /* the keep will be tag-pinned (R26) */
+    bool keep_pinned;                 /* the keep will be tag-pinned */
     bool lock;                        /* emit LOCK/UNLOCK around mutations */
     bool has_generation;              /* generation below is meaningful */
     uint64_t generation;              /* mutation generation read before begin */
@@ -2829,18 +2937,58 @@ typedef struct rsd_reconcile_desc {
     const char *const *ours;          /* ids this library loaded here (attribution) */
     int n_ours;                       /* 0..RSD_RECONCILE_MAX_OURS */
     uint32_t context_length, model_max_context, context_ceiling; /* see rsd_facts */
-    uint32_t deadline_ms;             /* 0 = RSD_RECONCILE_DEADLINE_MS, whole reconcile */
-    uint32_t probe_timeout_ms;        /* 0 = RSD_RECONCILE_PROBE_TIMEOUT_MS */
-    uint32_t restore_ms;              /* 0 = RSD_RECONCILE_RESTORE_MS */
+    uint32_t deadline_ms;             /* 0 = the runtime's default, whole reconcile */
+    uint32_t probe_timeout_ms;        /* 0 = the runtime's default */
+    uint32_t restore_ms;              /* 0 = the runtime's default */
     const char *bearer;               /* API key; NULL = none */
     rsd_decision_cache *cache;        /* NULL = no TTL fast path */
     rsd_logger logger;
-    uint64_t capacity_bytes;          /* W12: memory the residents share (VRAM total); 0 = unknown */
-    uint64_t keep_bytes;              /* W12: the keep's footprint; 0 = its listed size, else unknown */
+    uint64_t capacity_bytes;          /* memory the residents share (VRAM total); 0 = unknown */
+    uint64_t keep_bytes;              /* the keep's footprint; 0 = its listed size, else unknown */
+    bool capacity_known;              /* max_instances/unlimited below are the server's (no capacity request) */
+    bool unlimited;                   /* with capacity_known: no instance limit */
+    uint32_t max_instances;           /* with capacity_known: the limit (0 = unknown) */
+    const char *first_listing;        /* the answer to the first listing GET, already read (e.g. by
+                                         detection): begin takes it as that answer; NULL = none */
+    size_t first_listing_len;
+    /* runtimes with instances (LM Studio) */
+    const char *default_model;        /* the target's default instance; NULL = none */
+    bool explicit_load;               /* load settings configured; false = the server loads on first use */
+    rsd_lms_load_opts load;           /* load options (the context is context_length, clamped) */
+    const rsd_owned *owned;           /* instances this library loaded here */
+    int n_owned;                      /* 0..RSD_RECONCILE_MAX_OWNED */
+    const rsd_lms_peer *peers;        /* other targets' instances (LM Link) */
+    int n_peers;                      /* 0..RSD_LMS_MAX_PEERS */
 } rsd_reconcile_desc;
 
+/* LM Studio's part of an rsd_reconcile (internal). */
+typedef struct rsd_lms_machine {
+    int tier_try, ci, ui, n_cand, n_unload, evict_mark, n_before, n_owned, n_peers, n_peer_ids, n_made;
+    bool explicit_load, retried_plain;
+    rsd_lms_load_opts load;
+    char default_model[RSD_MODEL_ID_MAX];
+    char first_err[RSD_RECONCILE_TEXT_MAX];
+    char owned_model[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
+    char owned_inst[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
+    char made[RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];   /* instance ids our loads made */
+    char peer_target[RSD_LMS_MAX_PEERS][RSD_MODEL_ID_MAX];
+    int peer_first[RSD_LMS_MAX_PEERS], peer_count[RSD_LMS_MAX_PEERS];
+    char peer_ids[RSD_LMS_MAX_PEER_IDS][RSD_MODEL_ID_MAX];
+    char cand[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];        /* fallback keys in rank order */
+    char before[16][RSD_MODEL_ID_MAX];                     /* keep's instances before our load */
+    char unload_inst[16][RSD_MODEL_ID_MAX];                /* owned instances of cand[ci] */
+    uint32_t unload_ctx[16];
+    rsd_str owned_views[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    rsd_str peer_views[RSD_LMS_MAX_PEER_IDS];
+    rsd_lms_peer peers[RSD_LMS_MAX_PEERS];
+    rsd_lms_catalog cat;
+    rsd_lms_reply reply;
+} rsd_lms_machine;
+
 /* The reconcile state machine. Caller-owned, big, reusable; fields not listed as
-   public are internal. Public: result, notices, n_notices, notices_dropped, key. */
+   public are internal. Public: result, notices, n_notices, notices_dropped, key; for
+   runtime hooks also root, keep, target_id, url, body, toks, op_instance, op_evicted,
+   made_instance, stage, plan, rt_data. */
 struct rsd_reconcile {
     rsd_reconcile_result result;
     int n_notices;
@@ -2867,9 +3015,14 @@ struct rsd_reconcile {
     char ours[RSD_RECONCILE_MAX_OURS][RSD_MODEL_ID_MAX];
     /* internal: machine */
     int phase, after_wait;
+    int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
+    bool stage_restoring;             /* that step is bounded by the restore budget */
+    char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
     bool shown, locked;
-    bool ours_changed;                /* set_ours under the lock changed the attribution */
+    bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
     bool notices_held;                /* the plan's notices wait for the decision under the lock */
+    bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
+    bool cap_known;                   /* desc.capacity_known: no capacity request */
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
     bool unlimited, posted;
@@ -2903,10 +3056,13 @@ struct rsd_reconcile {
     char url[RSD_RECONCILE_URL_MAX];
     char body[RSD_RECONCILE_BODY_MAX];
     const char *op_instance;          /* for hooks: instance of the model of the current request, or "" */
+    const rsd_evicted *op_evicted;    /* for hooks: the entry a restoring LOAD brings back, or NULL */
+    char made_instance[RSD_MODEL_ID_MAX]; /* for hooks: load_answer writes the instance a load made */
     union {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
     } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
+    rsd_lms_machine lms;              /* LM Studio's state */
     rsd_listing snap;                 /* listing the decision was made on */
     rsd_listing poll;                 /* listing of the latest poll */
     rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
@@ -2922,6 +3078,8 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
 /* Before lock_done: the attribution (desc.ours) read again under the lock; a changed set
    makes lock_done list and decide again. RSD_OK, RSD_ERR_STATE (no LOCK step), RSD_ERR_ARG. */
 RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n);
+/* Before lock_done: the owned instances (desc.owned) read again under the lock, as set_ours. */
+RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, int n);
 /* Answer the LOCK step: held or proceeding unlocked; generation read under the lock. */
 RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation,
                                     uint64_t now_ms);
@@ -2943,6 +3101,43 @@ RSD_API const char *rsd_step_kind_str(int kind);
 RSD_API const char *rsd_http_op_str(int op);
 /* "plan", "restored", ...; never NULL. */
 RSD_API const char *rsd_driver_msg_str(int dmsg);
+
+/* The normalised target key of base_url on runtime rt (NULL = router): "<name>|<base_url>",
+   or "<name>|<root>" for a runtime with a root hook. Its length or <0. */
+RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url, char *out, size_t cap);
+
+/* For runtime hooks: the machine's lifecycle, the same for every runtime. */
+/* r->url = root + path. RSD_OK or RSD_ERR_URL when it does not fit. */
+RSD_API int rsd_reconcile_set_url(rsd_reconcile *r, const char *path);
+/* r->body = {"model": model}; its length or <0. */
+RSD_API int rsd_reconcile_model_body(rsd_reconcile *r, const char *model);
+/* Fill a request: method, r->url, r->body[0..body_len) (body_len < 0: none), headers. */
+RSD_API void rsd_reconcile_http_fill(rsd_reconcile *r, rsd_step_http *h, const char *method, int body_len);
+/* Own order: issue an HTTP step (built by rt->request) whose answer goes to rt->answer
+   with r->stage = stage (>= 0); restoring = bounded by the restore budget. */
+RSD_API void rsd_reconcile_http(rsd_reconcile *r, int stage, rsd_http_op op, const char *model,
+                                bool restoring, uint64_t now_ms);
+/* Append a driver notice (formatted, escaped for a terminal; dropped and counted when full). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 6, 7)))
+#endif
+RSD_API void rsd_reconcile_add_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
+                                  rsd_notice_level level, const char *subject, const char *fmt, ...);
+/* Decide on facts (r->facts, filled by the hook) into r->plan and the result's decision
+   fields; emit = append the plan's notices now. RSD_OK or <0. */
+RSD_API int rsd_reconcile_decide(rsd_reconcile *r, bool emit);
+/* Own order: issue the LOCK step (rt->locked follows lock_done). */
+RSD_API void rsd_reconcile_lock(rsd_reconcile *r);
+/* End: COMMIT when anything was mutated, UNLOCK when locked, cache, DONE. */
+RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms);
+/* The keep's load failed for good: LOAD_FAILED with err and msg, a notice, then the
+   evicted entries are loaded back (the restore loop) and the reconcile finishes. */
+RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms);
+/* Record an eviction (into result.evicted; attribution removal when it was owned). */
+RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
+                                           uint32_t context_length);
+/* Add an attribution (views must live as long as r: r's own strings). */
+RSD_API void rsd_reconcile_attr(rsd_reconcile *r, bool add, const char *model, const char *instance);
 /* >>driver:core end */
 /* >>driver:ollama */
 /* Manual: "driver: Ollama" in the doc block at the top of this file. */
@@ -2951,188 +3146,50 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void);
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
 /* Manual: "driver: LM Studio" in the doc block at the top of this file. */
+/* The LM Studio runtime adapter (strategy JIT; its own order: load first, free room on failure). */
+RSD_API const rsd_runtime *rsd_runtime_lmstudio(void);
+/* >>driver:lmstudio end */
+/* >>driver:detect */
+/* Manual: "driver: detection" in the doc block at the top of this file. */
 enum {
-    RSD_LMS_LOAD_ATTEMPTS = 4,           /* load POSTs per reconcile (first + retries) */
-    RSD_LMS_MAX_OWNED = 64,              /* owned (model, instance) pairs in a desc */
-    RSD_LMS_MAX_PEER_IDS = 128,          /* peer instance ids copied from a desc */
-    RSD_LMS_MAX_EVICT = 16,              /* instances unloaded by one reconcile */
-    RSD_LMS_DEADLINE_MS = 300000,        /* default overall deadline (W13) */
-    RSD_LMS_PROBE_TIMEOUT_MS = 5000,     /* default catalog timeout (S4) */
-    RSD_LMS_RESTORE_MS = 120000,         /* default restore budget after a failed load */
-    RSD_LMS_CACHE_MAX = 16               /* entries of one rsd_lms_cache */
+    RSD_DETECT_TOKENS = 4096          /* JSON tokens of one detection answer */
 };
 
-/* One cached LM Studio reconcile; treat as opaque. */
-typedef struct rsd_lms_cache_entry {
-    char key[RSD_TARGET_KEY_MAX];        /* normalised target key */
-    char model[RSD_MODEL_ID_MAX];        /* requested id */
-    char wire_id[RSD_MODEL_ID_MAX];      /* resolved wire id */
-    char model_key[RSD_MODEL_ID_MAX];
-    uint64_t at_ms, used_ms, generation;
-    rsd_outcome outcome;
-    rsd_decision decision;
-    rsd_reason reason;
-    rsd_lms_tier tier;
-    rsd_lms_state state;
-    bool keep_resident;
-    bool used;
-} rsd_lms_cache_entry;
-
-/* TTL cache of LM Studio reconciles per (target key, requested id), with the wire id
-   (W2-W4 as rsd_decision_cache). Caller-owned, zeroed = empty, TTL 60 s. */
-typedef struct rsd_lms_cache {
-    uint32_t ttl_ms;                     /* 0 = RSD_DECISION_CACHE_TTL_MS */
-    rsd_lms_cache_entry entries[RSD_LMS_CACHE_MAX];
-} rsd_lms_cache;
-
-/* An instance this library owns on the target (persisted attribution, W16). */
-typedef struct rsd_lms_owned {
-    const char *model;                   /* model key */
-    const char *instance;                /* instance id */
-} rsd_lms_owned;
-
-/* Everything an LM Studio reconcile needs; zeroed = defaults; strings are copied. */
-typedef struct rsd_lms_desc {
-    const char *base_url;                /* "http://h:1234/v1", ws:// works too (S1) */
-    const char *target_key;              /* NULL = normalise("lmstudio|" root) */
-    const char *target_id;               /* for messages; NULL = root */
-    const char *model;                   /* requested id: a key or an instance id */
-    const char *default_model;           /* target's default instance (S15); NULL = none */
-    const char *residency_env;           /* value of RESIDENCY; NULL = managed */
-    bool user_managed;                   /* target lifecycle user-managed: observe */
-    bool explicit_load;                  /* load settings configured (S25); false = server JIT */
-    bool keep_pinned;                    /* R26 */
-    bool lock;                           /* emit LOCK/UNLOCK around mutations */
-    bool has_generation;                 /* generation is meaningful (W1 shortcut) */
-    uint64_t generation;
-    rsd_lms_load_opts load;              /* S28; context_length is clamped (S29) */
-    uint32_t model_max_context;          /* 0 = the catalog's max_context_length */
-    uint32_t context_ceiling;            /* 0 = 131072; RSD_FIT_CEILING_OFF disables */
-    const rsd_protected_model *protected_models;
-    int n_protected;
-    const rsd_lms_owned *owned;          /* W16: instances this library loaded here */
-    int n_owned;
-    const rsd_lms_peer *peers;           /* other LM Studio targets' instances (S17) */
-    int n_peers;
-    uint32_t deadline_ms;                /* 0 = RSD_LMS_DEADLINE_MS (whole reconcile) */
-    uint32_t probe_timeout_ms;           /* 0 = RSD_LMS_PROBE_TIMEOUT_MS */
-    uint32_t restore_ms;                 /* 0 = RSD_LMS_RESTORE_MS */
-    const char *bearer;                  /* API token (S2); NULL = none */
-    rsd_lms_cache *cache;                /* NULL = no TTL fast path */
-    rsd_logger logger;
-} rsd_lms_desc;
-
-/* One (model key, instance id) attribution change. */
-typedef struct rsd_lms_attr {
-    char model[RSD_MODEL_ID_MAX];
-    char instance[RSD_MODEL_ID_MAX];
-} rsd_lms_attr;
-
-/* An owned instance unloaded to make room. */
-typedef struct rsd_lms_evicted {
-    char model[RSD_MODEL_ID_MAX];
-    char instance[RSD_MODEL_ID_MAX];
-    uint32_t context_length;             /* its loaded context (restore uses it) */
-    bool restored;
-} rsd_lms_evicted;
-
-/* The outcome of an LM Studio reconcile (final after DONE). */
-typedef struct rsd_lms_result {
-    rsd_outcome outcome;
-    int error;                           /* RSD_OK or why */
-    rsd_lms_tier tier;                   /* detected API tier */
-    rsd_lms_state state;                 /* resolution: UNKNOWN, JIT, INSTANCE */
-    char wire_id[RSD_MODEL_ID_MAX];      /* the model id to send */
-    char model_key[RSD_MODEL_ID_MAX];    /* owning model key (S26) */
-    rsd_decision decision;               /* of the last decide (NONE if none) */
-    rsd_reason reason;
-    uint32_t load_context;               /* context the load used (0 = none) */
-    bool mutated, loaded, adopted, lock_held, redecided, unload_failed;
-    bool keep_resident;                  /* the first catalog had an instance for the request */
-    bool cache_hit, cached;              /* answered from / stored in desc.cache */
-    uint32_t requests, load_attempts;
-    uint64_t elapsed_ms;
-    char message[RSD_RECONCILE_TEXT_MAX];
-    int n_evicted;
-    rsd_lms_evicted evicted[RSD_LMS_MAX_EVICT];
-    int n_attr_add;
-    rsd_lms_attr attr_add[RSD_LMS_MAX_EVICT + 1];
-    int n_attr_remove;
-    rsd_lms_attr attr_remove[RSD_LMS_MAX_EVICT];
-    int state_error;                     /* RSD_OK, or why the COMMIT was not persisted */
-} rsd_lms_result;
-
-/* The LM Studio reconcile machine. Public: result, notices, n_notices,
-   notices_dropped, key; the rest is internal. */
-typedef struct rsd_lms_reconcile {
-    rsd_lms_result result;
-    int n_notices;
-    int notices_dropped;
-    rsd_reconcile_notice notices[RSD_RECONCILE_MAX_NOTICES];
-    char key[RSD_TARGET_KEY_MAX];
+/* Which runtime a server runs, found by probing (sans-I/O: the caller sends the GETs). */
+typedef struct rsd_detect {
+    /* result, final once next() says DONE */
+    const rsd_runtime *runtime;       /* the runtime found; NULL = none */
+    int error;                        /* RSD_OK, RSD_ERR_NOT_FOUND, RSD_ERR_AUTH, or the transport error */
+    char message[2 * RSD_RECONCILE_URL_MAX + 192]; /* why none was found */
+    bool capacity_known, unlimited;   /* a router's GET /props: its instance limit */
+    uint32_t max_instances;
+    bool first_listing;               /* the matching answer is the runtime's first listing (kept below) */
+    uint32_t requests;                /* GETs sent */
+    const char *url;                  /* the GET of the outstanding step (for messages) */
     /* internal */
-    rsd_logger logger;
+    int probe, tries, probe0_status;
+    bool saw_auth, has_bearer;
+    uint32_t probe_ms;
+    uint64_t deadline;
+    char base[RSD_RECONCILE_URL_MAX];
     char root[RSD_RECONCILE_URL_MAX];
-    char target_id[RSD_RECONCILE_URL_MAX];
-    char model[RSD_MODEL_ID_MAX], default_model[RSD_MODEL_ID_MAX];
+    char probe_url[RSD_RECONCILE_URL_MAX + 64];
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
-    rsd_optout optout;
-    bool explicit_load, keep_pinned, want_lock, has_gen, locked;
-    uint64_t gen, commit_gen;
-    rsd_lms_cache *cache;
-    rsd_lms_load_opts load;
-    uint32_t ctx_max, ctx_ceiling, probe_ms, restore_ms;
-    int n_protected, n_owned, n_peers, n_peer_ids;
-    rsd_protected_model protected_models[RSD_MAX_PROTECTED];
-    char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
-    char owned_model[RSD_LMS_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
-    char owned_inst[RSD_LMS_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
-    char peer_target[RSD_LMS_MAX_PEERS][RSD_MODEL_ID_MAX];
-    int peer_first[RSD_LMS_MAX_PEERS], peer_count[RSD_LMS_MAX_PEERS];
-    char peer_ids[RSD_LMS_MAX_PEER_IDS][RSD_MODEL_ID_MAX];
-    int phase, tier_try, attempts, ci, ui, n_cand, n_unload, ri, evict_mark;
-    uint64_t t0, deadline, restore_deadline;
-    bool retried_plain, in_restore;
-    bool owned_changed;                  /* set_owned under the lock changed the owned set */
-    char first_err[RSD_RECONCILE_TEXT_MAX];
-    char fail_reason[RSD_RECONCILE_TEXT_MAX];
-    int fail_error;
-    char cand[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];        /* fallback keys in rank order */
-    int n_before;
-    char before[16][RSD_MODEL_ID_MAX];                     /* keep's instances before our load */
-    char unload_inst[16][RSD_MODEL_ID_MAX];                /* owned instances of cand[ci] */
-    uint32_t unload_ctx[16];
-    rsd_plan plan;
-    rsd_facts facts;
-    rsd_resident res[RSD_MAX_RESIDENTS];
-    rsd_str owned_views[RSD_LMS_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
-    rsd_str peer_views[RSD_LMS_MAX_PEER_IDS];
-    rsd_lms_peer peers[RSD_LMS_MAX_PEERS];
     rsd_step step;
-    char url[RSD_RECONCILE_URL_MAX];
-    char body[RSD_RECONCILE_BODY_MAX];
-    rsd_lms_catalog cat;
-    rsd_lms_reply reply;
-    rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
-} rsd_lms_reconcile;
+    rsd_json_tok toks[RSD_DETECT_TOKENS];
+} rsd_detect;
 
-/* Start an LM Studio reconcile (copies d; no I/O). RSD_OK or <0 (next() says DONE). */
-RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d, uint64_t now_ms);
-/* The next step (idempotent while one is outstanding). */
-RSD_API rsd_step rsd_lms_reconcile_next(rsd_lms_reconcile *r, uint64_t now_ms);
-/* Answer the outstanding HTTP step; the body is parsed at once and not kept. */
-RSD_API int rsd_lms_reconcile_feed(rsd_lms_reconcile *r, int transport, int http_status,
-                                   const char *body, size_t len, uint64_t now_ms);
-/* Answer the LOCK step: held, and the generation read under the lock. */
-RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation,
-                                        uint64_t now_ms);
-/* Optional answer to a COMMIT step: the mutation generation after the bump (for the cache). */
-RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation);
-/* Before lock_done: the owned instances read again under the lock (as rsd_reconcile_set_ours). */
-RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n);
-/* As rsd_reconcile_commit_failed, for LM Studio's machine. */
-RSD_API int rsd_lms_reconcile_commit_failed(rsd_lms_reconcile *r, int error, const char *what);
-/* >>driver:lmstudio end */
+/* Start detecting the runtime at base_url (bearer NULL = none; probe_timeout_ms 0 = 1500
+   per GET, doubled after each timeout until deadline_ms, absolute). RSD_OK or <0. */
+RSD_API int rsd_detect_begin(rsd_detect *d, const char *base_url, const char *bearer, uint32_t probe_timeout_ms,
+                             uint64_t deadline_ms, uint64_t now_ms);
+/* The next step: HTTP (a GET to send) or DONE. */
+RSD_API rsd_step rsd_detect_next(rsd_detect *d, uint64_t now_ms);
+/* Answer the outstanding GET (transport RSD_OK or <0; why = the host's words for a
+   transport error, e.g. strerror(errno), NULL = rsd_result_str). RSD_OK or RSD_ERR_STATE. */
+RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int http_status, const char *body, size_t len,
+                            const char *why, uint64_t now_ms);
+/* >>driver:detect end */
 /* ==== >>driver end ======================================================== */
 
 /* ==== >>fit (declarations) ================================================ */
@@ -3351,7 +3408,7 @@ enum {
 
 typedef struct rsd_pool rsd_pool;
 
-/* Create a pool (the only allocation); NULL on a bad desc or no memory. */
+/* Create a pool (the only allocation); desc NULL = defaults; NULL on a bad desc or no memory. */
 RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc);
 /* Free the pool. Processes are the host's: call rsd_pool_stop and reap first. */
 RSD_API void rsd_pool_destroy(rsd_pool *pool);
@@ -3484,10 +3541,6 @@ RSD_API const char *rsd_pool_why_name(int why);
 #include <stdio.h>
 #include <stdarg.h>
 
-#ifndef RSD_ASSERT
-#include <assert.h>
-#define RSD_ASSERT(c) assert(c)
-#endif
 #if defined(RSD_DEFAULT_ALLOC) != defined(RSD_DEFAULT_FREE)
 #error "residency.h: define both RSD_DEFAULT_ALLOC and RSD_DEFAULT_FREE, or neither"
 #endif
@@ -6071,24 +6124,26 @@ RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str 
             hit->decision = e->decision;
             hit->reason = e->reason;
             hit->age_ms = now_ms - e->at_ms;
+            hit->outcome = e->outcome ? e->outcome
+                         : e->decision == RSD_DECISION_OBSERVE ? (int)RSD_OUTCOME_OBSERVED
+                         : e->decision == RSD_DECISION_DECLINE ? (int)RSD_OUTCOME_DECLINED : (int)RSD_OUTCOME_RESIDENT;
+            hit->error = e->error;
+            hit->keep_resident = e->outcome ? e->keep_resident : hit->outcome == (int)RSD_OUTCOME_RESIDENT;
+            hit->tier = e->tier;
+            hit->state = e->state;
+            hit->wire_id = e->wire_id;
+            hit->model_key = e->model_key;
         }
         return 1;
     }
     return 0;
 }
 
-RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str model, const rsd_plan *plan,
-                            bool mutation_failed, uint64_t now_ms, uint64_t generation) {
-    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
-    rsd_decision d;
-    int i, r, slot = -1;
-    if (!c || !plan) return RSD_ERR_ARG;
-    if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
-    d = plan->decision;
-    if (mutation_failed || d == RSD_DECISION_NONE || (int)d < 0 || (int)d >= (int)RSD_DECISION_NUM ||
-        plan->reason == RSD_REASON_PROBE_FAILED)
-        return 0; /* W4, R41: never cache a failed or degraded reconcile */
-    /* A load that succeeded leaves the keep resident. */
+/* The slot for (k, m), stored now with decision d (a successful load leaves the keep
+   resident); the caller may add a reconcile's fields. */
+RSDI_PRIVATE rsd_cache_entry *rsdi_cache_put(rsd_decision_cache *c, const char *k, const char *m, rsd_decision d,
+                                             rsd_reason why, uint64_t now_ms, uint64_t generation) {
+    int i, slot = -1;
     if (d == RSD_DECISION_LOAD || d == RSD_DECISION_LOAD_AFTER_EVICT) d = RSD_DECISION_ALREADY_RESIDENT;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) /* same key: overwrite */
         if (c->entries[i].used && strcmp(c->entries[i].key, k) == 0 && strcmp(c->entries[i].model, m) == 0) {
@@ -6102,14 +6157,30 @@ RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str m
         for (i = 1; i < RSD_DECISION_CACHE_MAX; i++)
             if (c->entries[i].used_ms < c->entries[slot].used_ms) slot = i;
     }
-    memcpy(c->entries[slot].key, k, sizeof k);
-    memcpy(c->entries[slot].model, m, sizeof m);
+    memset(&c->entries[slot], 0, sizeof c->entries[slot]);
+    memcpy(c->entries[slot].key, k, RSD_TARGET_KEY_MAX);
+    memcpy(c->entries[slot].model, m, RSD_MODEL_ID_MAX);
     c->entries[slot].at_ms = now_ms;
     c->entries[slot].used_ms = now_ms;
     c->entries[slot].generation = generation;
     c->entries[slot].decision = d;
-    c->entries[slot].reason = plan->reason;
+    c->entries[slot].reason = why;
     c->entries[slot].used = true;
+    return &c->entries[slot];
+}
+
+RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str model, const rsd_plan *plan,
+                            bool mutation_failed, uint64_t now_ms, uint64_t generation) {
+    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
+    rsd_decision d;
+    int r;
+    if (!c || !plan) return RSD_ERR_ARG;
+    if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
+    d = plan->decision;
+    if (mutation_failed || d == RSD_DECISION_NONE || (int)d < 0 || (int)d >= (int)RSD_DECISION_NUM ||
+        plan->reason == RSD_REASON_PROBE_FAILED)
+        return 0; /* W4, R41: never cache a failed or degraded reconcile */
+    (void)rsdi_cache_put(c, k, m, d, plan->reason, now_ms, generation);
     return 1;
 }
 
@@ -7304,7 +7375,8 @@ enum {
     RSDI_PH_CHECK,     /* awaiting the listing after a failed load (displaced protected models) */
     RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
-    RSDI_PH_UNLOCK     /* UNLOCK step issued */
+    RSDI_PH_UNLOCK,    /* UNLOCK step issued */
+    RSDI_PH_RUNTIME    /* awaiting an answer for the runtime's own order (r->stage) */
 };
 /* What a wait-for-loaded is for (rsd_reconcile.after_wait). */
 enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_GONE, RSDI_W_DOWNLOAD };
@@ -7364,11 +7436,8 @@ RSDI_PRIVATE void rsdi_notice_vtext(rsd_reconcile_notice *n, const char *fmt, va
 /* Publish a filled slot (the counter moves last: a poller never sees half a notice). */
 RSDI_PRIVATE void rsdi_rc_notice_publish(rsd_reconcile *r) { r->n_notices++; }
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 6, 7)))
-#endif
-RSDI_PRIVATE void rsdi_rc_drv_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
-                                     rsd_notice_level level, const char *subject, const char *fmt, ...) {
+RSD_API void rsd_reconcile_add_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
+                                  rsd_notice_level level, const char *subject, const char *fmt, ...) {
     rsd_reconcile_notice *n = rsdi_rc_notice_slot(r);
     va_list ap;
     if (!n) return;
@@ -7434,7 +7503,7 @@ RSDI_PRIVATE void rsdi_rc_release_notices(rsd_reconcile *r) {
 /* ---- request building (shared by runtimes) ---- */
 
 /* r->url = root + path. RSD_OK or RSD_ERR_URL when it does not fit. */
-RSDI_PRIVATE int rsdi_rc_set_url(rsd_reconcile *r, const char *path) {
+RSD_API int rsd_reconcile_set_url(rsd_reconcile *r, const char *path) {
     size_t a = strlen(r->root), b = strlen(path);
     if (a + b + 1 > sizeof r->url) return RSD_ERR_URL;
     memcpy(r->url, r->root, a);
@@ -7443,7 +7512,7 @@ RSDI_PRIVATE int rsdi_rc_set_url(rsd_reconcile *r, const char *path) {
 }
 
 /* r->body = {"model": model}; its length or <0. */
-RSDI_PRIVATE int rsdi_rc_model_body(rsd_reconcile *r, const char *model) {
+RSD_API int rsd_reconcile_model_body(rsd_reconcile *r, const char *model) {
     rsd_json_writer w;
     rsd_json_w_init(&w, r->body, sizeof r->body);
     rsd_json_w_begin_object(&w);
@@ -7454,7 +7523,7 @@ RSDI_PRIVATE int rsdi_rc_model_body(rsd_reconcile *r, const char *model) {
 }
 
 /* Fill an HTTP step: method, url, optional JSON body, headers. */
-RSDI_PRIVATE void rsdi_rc_http_fill(rsd_reconcile *r, rsd_step_http *h, const char *method, int body_len) {
+RSD_API void rsd_reconcile_http_fill(rsd_reconcile *r, rsd_step_http *h, const char *method, int body_len) {
     h->method = method;
     h->url = r->url;
     h->n_headers = 0;
@@ -7479,11 +7548,11 @@ RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const cha
     const char *path = op == RSD_OP_CAPACITY ? "/props"
                      : op == RSD_OP_LOAD ? "/models/load"
                      : op == RSD_OP_UNLOAD ? "/models/unload" : "/v1/models";
-    if ((rc = rsdi_rc_set_url(r, path)) < 0) return rc;
+    if ((rc = rsd_reconcile_set_url(r, path)) < 0) return rc;
     if (op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) {
-        if ((n = rsdi_rc_model_body(r, model ? model : "")) < 0) return n;
+        if ((n = rsd_reconcile_model_body(r, model ? model : "")) < 0) return n;
     }
-    rsdi_rc_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
+    rsd_reconcile_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
     return RSD_OK;
 }
 
@@ -7526,7 +7595,8 @@ RSD_API const rsd_runtime *rsd_runtime_router(void) {
     static const rsd_runtime rt = {
         "llamacpp", "llama.cpp router", RSD_STRATEGY_ROUTER,
         RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT | RSD_RT_PINNED_PASS | RSD_RT_UNLOAD_WAIT | RSD_RT_PROBE_RETRY,
-        rsdi_router_request, rsdi_router_parse_list, rsdi_router_parse_cap, rsdi_router_load_answer};
+        rsdi_router_request, rsdi_router_parse_list, rsdi_router_parse_cap, rsdi_router_load_answer,
+        0, 0, 0, NULL, NULL, NULL, NULL};
     return &rt;
 }
 
@@ -7534,8 +7604,16 @@ RSD_API const rsd_runtime *rsd_runtime_router(void) {
 
 RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op, const char *model,
                                      uint64_t now_ms);
-RSDI_PRIVATE void rsdi_rc_finish(rsd_reconcile *r, uint64_t now_ms);
-RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms);
+
+/* An instance a load made (r->made_instance) of model: kept, and attributed to us. */
+RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
+    char *m;
+    if (r->lms.n_made >= (int)(sizeof r->lms.made / sizeof r->lms.made[0])) return NULL;
+    m = r->lms.made[r->lms.n_made++];
+    rsdi_cpy(m, RSD_MODEL_ID_MAX, r->made_instance);
+    rsd_reconcile_attr(r, true, model, m);
+    return m;
+}
 
 RSDI_PRIVATE void rsdi_rc_done(rsd_reconcile *r, uint64_t now_ms) {
     r->phase = RSDI_PH_DONE;
@@ -7558,21 +7636,63 @@ RSDI_PRIVATE void rsdi_rc_unlock_or_done(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_done(r, now_ms);
 }
 
-/* Store the decision (R50, R52, W3) unless it failed or was degraded. */
+/* Store the outcome (R50, R52, W3) unless it failed or was degraded: RESIDENT, OBSERVED
+   and DECLINED (with its code), never after a failed unload, a failed COMMIT, or when the
+   runtime said not to (no_cache: e.g. a truncated catalog). A mutation first drops every
+   entry of the key. */
 RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uint64_t now_ms) {
     rsd_outcome o = r->result.outcome;
+    rsd_cache_entry *e;
+    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
     if (!r->cache || r->result.cache_hit) return;
     if (r->result.mutated) rsd_cache_invalidate(r->cache, rsd_str_c(r->key), rsd_str_c(""));
-    if (r->result.error < 0 || r->result.unload_failed || r->result.state_error < 0) return; /* R51, W4, W9 */
+    if (r->no_cache || r->result.unload_failed || r->result.state_error < 0) return; /* R51, W4, W9 */
     if (o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) return;
-    if (rsd_cache_store(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), &r->plan, false, now_ms,
-                        r->has_gen ? generation : 0) == 1)
-        r->result.cached = true;
+    if (r->result.error < 0 && o != RSD_OUTCOME_DECLINED) return;
+    if (r->result.reason == RSD_REASON_PROBE_FAILED) return;
+    if (rsdi_cache_keys(rsd_str_c(r->key), rsd_str_c(r->keep), k, m) < 0) return;
+    e = rsdi_cache_put(r->cache, k, m, r->result.decision, r->result.reason, now_ms, r->has_gen ? generation : 0);
+    e->outcome = (int)o;
+    e->error = r->result.error;
+    e->keep_resident = o == RSD_OUTCOME_RESIDENT;
+    e->tier = (int)r->result.tier;
+    e->state = (int)r->result.state;
+    if (strcmp(r->result.wire_id, r->keep) != 0) memcpy(e->wire_id, r->result.wire_id, sizeof e->wire_id);
+    if (strcmp(r->result.model_key, r->keep) != 0) memcpy(e->model_key, r->result.model_key, sizeof e->model_key);
+    r->result.cached = true;
 }
 
-/* Attribution removals: names in ours of evicted models that stayed unloaded. */
+RSD_API void rsd_reconcile_attr(rsd_reconcile *r, bool add, const char *model, const char *instance) {
+    int *n = add ? &r->result.n_attr_add : &r->result.n_attr_remove;
+    rsd_attr_ref *a = add ? r->result.attr_add : r->result.attr_remove;
+    if (!model || !model[0] || *n >= RSD_RECONCILE_MAX_ATTR) return;
+    a[*n].model = model;
+    a[*n].instance = instance ? instance : "";
+    (*n)++;
+}
+
+RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
+                                           uint32_t context_length) {
+    int k = r->result.n_evicted;
+    rsd_evicted *e;
+    if (k >= RSD_MAX_RESIDENTS) return NULL;
+    e = &r->result.evicted[k];
+    memset(e, 0, sizeof *e);
+    rsdi_cpy(e->id, sizeof e->id, id);
+    rsdi_cpy(e->model, sizeof e->model, model ? model : "");
+    e->context_length = context_length;
+    r->evicted_victim[k] = -1;
+    r->ev_state[k] = RSDI_PIN_HERE;
+    r->result.n_evicted++;
+    return e;
+}
+
+/* Attribution removals of plain models: names in ours of evicted models that stayed
+   unloaded. (A runtime with instances removes each instance as it unloads it: a
+   restore makes a new one.) */
 RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
     int i, k, j;
+    if (r->rt->flags & RSD_RT_INSTANCES) return;
     r->result.n_attr_remove = 0;
     for (i = 0; i < r->result.n_evicted; i++) {
         uint64_t mask;
@@ -7585,14 +7705,13 @@ RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
             bool dup = false;
             if (!((mask >> k) & 1u)) continue;
             for (j = 0; j < r->result.n_attr_remove && !dup; j++)
-                dup = strcmp(r->result.attr_remove[j], r->ours[k]) == 0;
-            if (!dup && r->result.n_attr_remove < RSD_MAX_RESIDENTS)
-                rsdi_cpy(r->result.attr_remove[r->result.n_attr_remove++], RSD_MODEL_ID_MAX, r->ours[k]);
+                dup = strcmp(r->result.attr_remove[j].model, r->ours[k]) == 0;
+            if (!dup) rsd_reconcile_attr(r, false, r->ours[k], "");
         }
     }
 }
 
-RSDI_PRIVATE void rsdi_rc_finish(rsd_reconcile *r, uint64_t now_ms) {
+RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_attr_remove(r);
     if (r->result.mutated) {
         r->phase = RSDI_PH_COMMIT;
@@ -7621,11 +7740,11 @@ RSDI_PRIVATE void rsdi_rc_degrade(rsd_reconcile *r, int err, uint64_t now_ms, co
     r->result.decision = RSD_DECISION_OBSERVE;
     r->result.would = RSD_DECISION_OBSERVE;
     r->result.reason = RSD_REASON_PROBE_FAILED;
-    rsdi_rc_drv_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
+    rsd_reconcile_add_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
                        "residency only observes '%s' this time: %s", r->target_id, r->result.message);
     rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s: %s", r->key,
               r->result.message);
-    rsdi_rc_finish(r, now_ms);
+    rsd_reconcile_finish(r, now_ms);
 }
 
 /* "GET <url>: HTTP 503" or "GET <url>: timed out" into buf. */
@@ -7643,6 +7762,15 @@ RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t
     if (!body || !len || n + 3 >= cap) return;
     if (rsd_server_error_parse(&e, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == 1 && e.message[0])
         (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
+}
+
+/* The plan's decision in the result. */
+RSDI_PRIVATE void rsdi_rc_plan_result(rsd_reconcile *r) {
+    r->result.decision = r->plan.decision;
+    r->result.reason = r->plan.reason;
+    r->result.would = r->plan.would;
+    r->result.keep_resident = r->plan.keep_resident;
+    r->result.load_context = r->plan.load_context;
 }
 
 /* When the listing names every servable model and the keep is not among them: "; it
@@ -7730,11 +7858,16 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
     if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0) /* R45, L18 */
         rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
-    r->result.decision = r->plan.decision;
-    r->result.reason = r->plan.reason;
-    r->result.would = r->plan.would;
-    r->result.keep_resident = r->plan.keep_resident;
-    r->result.load_context = r->plan.load_context;
+    rsdi_rc_plan_result(r);
+    return RSD_OK;
+}
+
+RSD_API int rsd_reconcile_decide(rsd_reconcile *r, bool emit) {
+    int rc;
+    if (!r) return RSD_ERR_ARG;
+    if ((rc = rsd_decide(&r->facts, &r->plan)) < 0) return rc;
+    rsdi_rc_plan_result(r);
+    if (emit) rsdi_rc_emit_plan(r);
     return RSD_OK;
 }
 
@@ -7817,7 +7950,7 @@ RSDI_PRIVATE void rsdi_rc_context_check(rsd_reconcile *r) {
     have = l->models[k].context_length;
     if (!have || have >= want) return;
     r->ctx_noticed = true;
-    rsdi_rc_drv_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, r->keep,
+    rsd_reconcile_add_notice(r, RSD_DMSG_CONTEXT, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, r->keep,
                        "'%s' on '%s' runs with a context of %u tokens, less than the %u requested; the "
                        "server's own setting for the model decides it, not this request.",
                        r->keep, r->target_id, (unsigned)have, (unsigned)want);
@@ -7826,12 +7959,12 @@ RSDI_PRIVATE void rsdi_rc_context_check(rsd_reconcile *r) {
 RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
     r->result.outcome = RSD_OUTCOME_RESIDENT;
     r->result.error = RSD_OK;
-    if (r->posted) {
+    if (r->posted && !r->result.loaded) {
         r->result.loaded = true;
-        rsdi_cpy(r->result.attr_add, sizeof r->result.attr_add, r->keep); /* R50 */
+        rsd_reconcile_attr(r, true, r->keep, r->keep_instance); /* R50 */
     }
     rsdi_rc_context_check(r);
-    rsdi_rc_finish(r, now_ms);
+    rsd_reconcile_finish(r, now_ms);
 }
 
 RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
@@ -7845,7 +7978,7 @@ RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
         return;
     }
     if (now_ms >= r->deadline) {
-        rsdi_rc_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed before the load", now_ms);
+        rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed before the load", now_ms);
         return;
     }
     r->load_attempts++;
@@ -7856,7 +7989,7 @@ RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
 RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
     if (r->vi < r->n_victims) {
         if (now_ms >= r->deadline) {
-            rsdi_rc_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
+            rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
             return;
         }
         rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, r->victims[r->vi], now_ms);
@@ -7883,17 +8016,26 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_next_unload(r, now_ms);
 }
 
+RSD_API void rsd_reconcile_lock(rsd_reconcile *r) {
+    r->phase = RSDI_PH_LOCK;
+    r->locked = true;
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = RSD_STEP_LOCK;
+    r->step.key = r->key;
+    r->step.deadline_ms = r->deadline;
+}
+
 /* After a decision: end, wait read-only, lock, or mutate (R49, L25). */
 RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
     switch (r->plan.decision) {
     case RSD_DECISION_OBSERVE:
         r->result.outcome = RSD_OUTCOME_OBSERVED;
-        rsdi_rc_finish(r, now_ms);
+        rsd_reconcile_finish(r, now_ms);
         return;
     case RSD_DECISION_DECLINE:
         r->result.outcome = RSD_OUTCOME_DECLINED;
         if (r->n_notices > 0) rsdi_cpy(r->result.message, sizeof r->result.message, r->notices[r->n_notices - 1].text);
-        rsdi_rc_finish(r, now_ms);
+        rsd_reconcile_finish(r, now_ms);
         return;
     case RSD_DECISION_ALREADY_RESIDENT:
         if (r->keep_state == RSD_MODEL_LOADING && (r->rt->flags & RSD_RT_WAIT)) {
@@ -7910,12 +8052,7 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
             return;
         }
         if (r->want_lock && !under_lock) {
-            r->phase = RSDI_PH_LOCK;
-            r->locked = true;
-            memset(&r->step, 0, sizeof r->step);
-            r->step.kind = RSD_STEP_LOCK;
-            r->step.key = r->key;
-            r->step.deadline_ms = r->deadline;
+            rsd_reconcile_lock(r);
             return;
         }
         rsdi_rc_mutate(r, now_ms);
@@ -7972,7 +8109,7 @@ RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
             else if (now_ms >= r->restore_deadline) r->ev_state[r->ri] = RSDI_PIN_LATE;
             else {
                 if (r->keep_ok) r->pin_room--;
-                rsdi_rc_issue_http(r, RSDI_PH_RESTORE, RSD_OP_LOAD, e->id, now_ms);
+                rsdi_rc_issue_http(r, RSDI_PH_RESTORE, RSD_OP_LOAD, e->model[0] ? e->model : e->id, now_ms);
                 return;
             }
         }
@@ -7994,23 +8131,24 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
         size_t *n = good ? &no : &nb;
         int w;
         if (r->result.evicted[i].displaced || *n >= sizeof ok - 1) continue;
-        w = RSD_SNPRINTF(b + *n, sizeof ok - *n, "%s'%s'", *n ? ", " : "", r->result.evicted[i].id);
+        w = RSD_SNPRINTF(b + *n, sizeof ok - *n, "%s'%s'", *n ? ", " : "",
+                         r->result.evicted[i].model[0] ? r->result.evicted[i].model : r->result.evicted[i].id);
         if (w < 0) continue;
         *n += (size_t)w;
         if (*n > sizeof ok - 1) *n = sizeof ok - 1;
     }
     if (no) { /* R72, with its own kind */
-        rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING, NULL,
+        rsd_reconcile_add_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING, NULL,
                            "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
-                           r->keep, r->target_id, r->fail_reason, ok);
+                           r->result.model_key, r->target_id, r->fail_reason, ok);
         rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE, "restored %s", ok);
     }
     if (nb) { /* R73 */
-        rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
+        rsd_reconcile_add_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
                            "loading '%s' on '%s' failed (%s) and %s could not be restored; the target may "
                            "now serve nothing. Reload it on the server.",
-                           r->keep, r->target_id, r->fail_reason, bad);
+                           r->result.model_key, r->target_id, r->fail_reason, bad);
         rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_UNRESTORED);
     }
     for (i = 0; i < r->result.n_evicted; i++) {
@@ -8018,12 +8156,12 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
         int st = r->ev_state[i];
         if (!e->displaced) continue;
         if (e->restored) {
-            rsdi_rc_drv_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, e->id,
+            rsd_reconcile_add_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, e->id,
                                "loading '%s' on '%s' displaced %s '%s'; reloaded it into a free slot.", r->keep,
                                r->target_id, rsdi_rc_prot_word(r, e->id), e->id);
             rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
         } else {
-            rsdi_rc_drv_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, e->id,
+            rsd_reconcile_add_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, e->id,
                                "loading '%s' on '%s' displaced %s '%s', and residency did not reload it: %s. "
                                "Reload it on the server, or raise the server's model limit.", r->keep,
                                r->target_id, rsdi_rc_prot_word(r, e->id), e->id,
@@ -8034,7 +8172,7 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
         }
     }
     if (!r->keep_ok) {
-        rsdi_rc_finish(r, now_ms);
+        rsd_reconcile_finish(r, now_ms);
         return;
     }
     if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
@@ -8052,22 +8190,23 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
         r->result.error = RSD_ERR_DISPLACED;
         (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message, "'%s' was displaced after it loaded",
                            r->keep);
-        rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
+        rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
                            "loading '%s' on '%s' failed: %s", r->keep, r->target_id, r->result.message);
-        rsdi_rc_finish(r, now_ms);
+        rsd_reconcile_finish(r, now_ms);
         return;
     }
     rsdi_rc_success(r, now_ms);
 }
 
-RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
     r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
     r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
     rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
     rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* R74: the load's own error */
-    rsdi_rc_drv_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
-                       "loading '%s' on '%s' failed: %s", r->keep, r->target_id, msg);
-    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->keep, msg);
+    rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
+                       "loading '%s' on '%s' failed: %s", r->result.model_key, r->target_id, msg);
+    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->result.model_key,
+              msg);
     r->keep_ok = false;
     r->ri = 0;
     r->restore_deadline = now_ms + r->restore_ms;
@@ -8084,7 +8223,7 @@ RSDI_PRIVATE void rsdi_rc_load_failed(rsd_reconcile *r, int err, const char *msg
         rsdi_rc_next_restore(r, now_ms);
         return;
     }
-    rsdi_rc_finish(r, now_ms);
+    rsd_reconcile_finish(r, now_ms);
 }
 
 /* L24 without W11: after the keep loaded, look at the listing that showed it loaded
@@ -8140,7 +8279,7 @@ RSDI_PRIVATE void rsdi_rc_wait_failed(rsd_reconcile *r, int err, const char *msg
         rsdi_rc_next_restore(r, now_ms);
         return;
     default:
-        rsdi_rc_load_failed(r, err, msg, now_ms);
+        rsd_reconcile_load_failed(r, err, msg, now_ms);
         return;
     }
 }
@@ -8166,21 +8305,23 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
 
 RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op, const char *model,
                                      uint64_t now_ms) {
-    uint64_t dl = (phase == RSDI_PH_RESTORE || phase == RSDI_PH_CHECK ||
-                   (phase == RSDI_PH_POLL && r->after_wait == RSDI_W_RESTORE))
-                      ? r->restore_deadline : r->deadline;
-    uint64_t left = rsdi_rc_left(dl, now_ms), t;
+    bool restoring = phase == RSDI_PH_RESTORE || phase == RSDI_PH_CHECK ||
+                     (phase == RSDI_PH_POLL && r->after_wait == RSDI_W_RESTORE) ||
+                     (phase == RSDI_PH_RUNTIME && r->stage_restoring);
+    uint64_t left = rsdi_rc_left(restoring ? r->restore_deadline : r->deadline, now_ms), t;
     int rc;
     memset(&r->step, 0, sizeof r->step);
     r->step.kind = RSD_STEP_HTTP;
     r->step.http.op = op;
     r->step.http.model = model ? model : "";
     r->op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? r->victim_inst[r->vi] : "";
+    r->op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
+    if (phase != RSDI_PH_RUNTIME) r->stage = -1;
     rc = r->rt->request(r, op, model, &r->step.http);
     if (rc < 0) { /* cannot even build it: nothing was sent */
         r->result.error = rc;
         rsdi_cpy(r->result.message, sizeof r->result.message, "cannot build the request URL");
-        if (r->result.mutated) rsdi_rc_finish(r, now_ms);
+        if (r->result.mutated) rsd_reconcile_finish(r, now_ms);
         else rsdi_rc_degrade(r, rc, now_ms, "cannot build the request URL");
         return;
     }
@@ -8193,9 +8334,175 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->result.requests++;
 }
 
-RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
-    char raw[RSD_RECONCILE_URL_MAX + 64];
+RSD_API void rsd_reconcile_http(rsd_reconcile *r, int stage, rsd_http_op op, const char *model,
+                                bool restoring, uint64_t now_ms) {
+    r->stage = stage < 0 ? 0 : stage;
+    r->stage_restoring = restoring;
+    rsdi_rc_issue_http(r, RSDI_PH_RUNTIME, op, model, now_ms);
+}
+
+/* The root URL of base_url: the runtime's rule, or without trailing '/' and one "/v1" (L6). */
+RSDI_PRIVATE int rsdi_rc_root(const rsd_runtime *rt, const char *base_url, char *out, size_t cap) {
+    if (rt->root) return rt->root(base_url, out, cap) < 0 ? RSD_ERR_URL : RSD_OK;
+    if (strlen(base_url) + 32 > cap) return RSD_ERR_URL;
+    return rsd_root_url(rsd_str_c(base_url), out, cap) > 0 ? RSD_OK : RSD_ERR_URL;
+}
+
+RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url, char *out, size_t cap) {
+    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX];
+    int rc;
+    if (!out || !base_url) return RSD_ERR_ARG;
+    if (!rt) rt = rsd_runtime_router();
+    if (rt->root) { /* keyed by its root (W9) */
+        if ((rc = rsdi_rc_root(rt, base_url, root, sizeof root)) < 0) return rc;
+        base_url = root;
+    }
+    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base_url) >= (int)sizeof raw) return RSD_ERR_BUFFER;
+    return rsd_target_key_normalise(rsd_str_c(raw), out, cap);
+}
+
+/* desc.owned and desc.peers into r->lms (runtimes with instances). */
+RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
+    rsd_lms_machine *m = &r->lms;
+    int i, j;
+    m->n_owned = m->n_peers = m->n_peer_ids = 0;
+    for (i = 0; i < d->n_owned; i++) {
+        if (!d->owned[i].instance || !d->owned[i].instance[0]) continue;
+        if (!rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, d->owned[i].model ? d->owned[i].model : "") ||
+            !rsdi_cpy(m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX, d->owned[i].instance))
+            return RSD_ERR_MODEL_ID;
+        m->n_owned++;
+    }
+    for (i = 0; i < d->n_peers; i++) {
+        const rsd_lms_peer *p = &d->peers[i];
+        if ((p->n_instance_ids && !p->instance_ids) || p->n_instance_ids < 0) return RSD_ERR_ARG;
+        rsdi_cpy_str(m->peer_target[i], RSD_MODEL_ID_MAX, p->target_id);
+        m->peer_first[i] = m->n_peer_ids;
+        m->peer_count[i] = 0;
+        for (j = 0; j < p->n_instance_ids && m->n_peer_ids < RSD_LMS_MAX_PEER_IDS; j++) {
+            if (p->instance_ids[j].len >= RSD_MODEL_ID_MAX || !p->instance_ids[j].ptr) continue;
+            rsdi_cpy_str(m->peer_ids[m->n_peer_ids], RSD_MODEL_ID_MAX, p->instance_ids[j]);
+            m->peer_views[m->n_peer_ids] = rsd_str_c(m->peer_ids[m->n_peer_ids]);
+            m->n_peer_ids++;
+            m->peer_count[i]++;
+        }
+        m->n_peers++;
+    }
+    return RSD_OK;
+}
+
+/* Validate d and copy what the reconcile needs (no I/O). */
+RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
+    const rsd_runtime *rt;
     int i, rc;
+    if (!d || !d->keep || !d->base_url) return RSD_ERR_ARG;
+    rt = r->rt = d->runtime ? d->runtime : rsd_runtime_router();
+    if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->start) ||
+        (rt->start && (!rt->answer || !rt->locked)))
+        return RSD_ERR_ARG;
+    if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
+        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours) || d->n_owned < 0 ||
+        d->n_owned > RSD_RECONCILE_MAX_OWNED || (d->n_owned && !d->owned) || d->n_peers < 0 ||
+        d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
+        return RSD_ERR_ARG;
+    r->logger = d->logger;
+    r->cache = d->cache;
+    if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep) ||
+        !rsdi_cpy(r->lms.default_model, sizeof r->lms.default_model, d->default_model ? d->default_model : ""))
+        return RSD_ERR_MODEL_ID;
+    if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
+    if (d->target_key && d->target_key[0]) { /* the normalised target key (W9) */
+        char raw[RSD_RECONCILE_URL_MAX + 64];
+        if (!rsdi_cpy(raw, sizeof raw, d->target_key)) return RSD_ERR_BUFFER;
+        if ((rc = rsd_target_key_normalise(rsd_str_c(raw), r->key, sizeof r->key)) < 0) return rc;
+    } else if ((rc = rsd_reconcile_target_key(rt, d->base_url, r->key, sizeof r->key)) < 0) {
+        return rc;
+    }
+    rsdi_cpy(r->target_id, sizeof r->target_id, d->target_id ? d->target_id : rt->root ? r->root : d->base_url);
+    rsdi_cpy(r->runtime_id, sizeof r->runtime_id, d->runtime_id ? d->runtime_id : rt->name);
+    r->auth[0] = '\0'; /* bearer: no control bytes (header injection) */
+    if (d->bearer && d->bearer[0]) {
+        const unsigned char *p = (const unsigned char *)d->bearer;
+        if (strlen(d->bearer) >= RSD_RECONCILE_BEARER_MAX) return RSD_ERR_ARG;
+        for (; *p; p++)
+            if (*p < 0x20 || *p == 0x7f) return RSD_ERR_ARG;
+        (void)RSD_SNPRINTF(r->auth, sizeof r->auth, "Bearer %s", d->bearer);
+    }
+    r->n_protected = d->n_protected;
+    for (i = 0; i < d->n_protected; i++) {
+        rsd_str id = d->protected_models[i].model_id;
+        if ((!id.ptr && id.len) || id.len >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
+        rsdi_cpy_str(r->protected_ids[i], RSD_MODEL_ID_MAX, id);
+        r->protected_models[i].model_id.ptr = r->protected_ids[i];
+        r->protected_models[i].model_id.len = id.len;
+        r->protected_models[i].role = d->protected_models[i].role;
+        if ((int)r->protected_models[i].role < 0 || (int)r->protected_models[i].role >= (int)RSD_ROLE_NUM)
+            return RSD_ERR_ARG;
+    }
+    r->n_ours = 0;
+    for (i = 0; i < d->n_ours; i++) {
+        if (!d->ours[i] || !d->ours[i][0]) continue;
+        if (!rsdi_cpy(r->ours[r->n_ours], RSD_MODEL_ID_MAX, d->ours[i])) return RSD_ERR_MODEL_ID;
+        r->n_ours++;
+    }
+    if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
+    r->lms.explicit_load = d->explicit_load;
+    r->lms.load = d->load;
+    r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
+    r->keep_pinned = d->keep_pinned;
+    r->want_lock = d->lock;
+    r->has_gen = d->has_generation;
+    r->gen = d->has_generation ? d->generation : 0;
+    r->commit_gen = r->gen;
+    r->ctx_len = d->context_length ? d->context_length : d->load.context_length;
+    r->ctx_max = d->model_max_context;
+    r->ctx_ceiling = d->context_ceiling;
+    r->cap_bytes = d->capacity_bytes;
+    r->keep_bytes = d->keep_bytes;
+    r->cap_known = d->capacity_known;
+    r->max_instances = d->capacity_known ? d->max_instances : 0;
+    r->unlimited = d->capacity_known && d->unlimited;
+    r->probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms
+                : rt->probe_timeout_ms ? rt->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
+    r->restore_ms = d->restore_ms ? d->restore_ms : rt->restore_ms ? rt->restore_ms : (uint32_t)RSD_RECONCILE_RESTORE_MS;
+    r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms
+                            : rt->deadline_ms ? rt->deadline_ms : (uint32_t)RSD_RECONCILE_DEADLINE_MS);
+    r->restore_deadline = r->deadline;
+    rsdi_cpy(r->result.model_key, sizeof r->result.model_key, r->keep);
+    rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->keep);
+    return RSD_OK;
+}
+
+/* The machine's own state back to the start. */
+RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
+    rsd_lms_machine *m = &r->lms;
+    r->posted = false;
+    r->load_attempts = 0;
+    r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
+    r->dl_seen = r->pinned_done = r->keep_ok = r->ctx_noticed = r->poll_fresh = r->wait_fresh = false;
+    r->ours_changed = r->notices_held = r->no_cache = r->stage_restoring = false;
+    r->stage = -1;
+    r->last_list = NULL;
+    r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
+    r->keep_instance[0] = r->made_instance[0] = r->fail_reason[0] = '\0';
+    r->fail_error = RSD_OK;
+    r->snap.n = 0;
+    r->poll.n = 0;
+    memset(&r->plan, 0, sizeof r->plan);
+    memset(&r->facts, 0, sizeof r->facts);
+    memset(&r->rt_data, 0, sizeof r->rt_data);
+    r->op_instance = "";
+    r->op_evicted = NULL;
+    m->tier_try = RSD_LMS_TIER_V1;
+    m->ci = m->ui = m->n_cand = m->n_unload = m->evict_mark = m->n_before = m->n_made = 0;
+    m->retried_plain = false;
+    m->first_err[0] = '\0';
+}
+
+RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms);
+
+RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
+    int rc;
     if (!r) return RSD_ERR_ARG;
     memset(&r->result, 0, sizeof r->result);
     r->n_notices = 0;
@@ -8209,102 +8516,52 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->result.error = RSD_ERR_ARG;
     r->step.result = RSD_ERR_ARG;
     r->key[0] = '\0';
-    if (!d || !d->keep || !d->base_url) return RSD_ERR_ARG;
-    r->rt = d->runtime ? d->runtime : rsd_runtime_router();
-    if (!r->rt->request || !r->rt->parse_list || !r->rt->load_answer || !r->rt->name) return RSD_ERR_ARG;
-    if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
-        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours))
-        return RSD_ERR_ARG;
-    r->logger = d->logger;
-    r->cache = d->cache;
-    rc = RSD_ERR_MODEL_ID;
-    if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep)) goto fail;
-    /* root: base URL without trailing '/' and one trailing "/v1" (L6) */
-    rc = RSD_ERR_URL;
-    if (strlen(d->base_url) + 32 > RSD_RECONCILE_URL_MAX ||
-        rsd_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root) <= 0)
-        goto fail;
-    /* the normalised target key (W9) */
-    rc = RSD_ERR_BUFFER;
-    if (d->target_key && d->target_key[0]) {
-        if (!rsdi_cpy(raw, sizeof raw, d->target_key)) goto fail;
-    } else if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", r->rt->name, d->base_url) >= (int)sizeof raw) {
-        goto fail;
+    r->cache = NULL;
+    if ((rc = rsdi_rc_copy_desc(r, d, now_ms)) < 0) {
+        r->result.error = rc;
+        r->step.result = rc;
+        return rc;
     }
-    if ((rc = rsd_target_key_normalise(rsd_str_c(raw), r->key, sizeof r->key)) < 0) goto fail;
-    rsdi_cpy(r->target_id, sizeof r->target_id, d->target_id ? d->target_id : d->base_url);
-    rsdi_cpy(r->runtime_id, sizeof r->runtime_id, d->runtime_id ? d->runtime_id : r->rt->name);
-    /* bearer: no control bytes (header injection) */
-    rc = RSD_ERR_ARG;
-    r->auth[0] = '\0';
-    if (d->bearer && d->bearer[0]) {
-        const unsigned char *p = (const unsigned char *)d->bearer;
-        if (strlen(d->bearer) >= RSD_RECONCILE_BEARER_MAX) goto fail;
-        for (; *p; p++)
-            if (*p < 0x20 || *p == 0x7f) goto fail;
-        (void)RSD_SNPRINTF(r->auth, sizeof r->auth, "Bearer %s", d->bearer);
-    }
-    rc = RSD_ERR_MODEL_ID;
-    r->n_protected = d->n_protected;
-    for (i = 0; i < d->n_protected; i++) {
-        rsd_str id = d->protected_models[i].model_id;
-        if ((!id.ptr && id.len) || id.len >= RSD_MODEL_ID_MAX) goto fail;
-        rsdi_cpy_str(r->protected_ids[i], RSD_MODEL_ID_MAX, id);
-        r->protected_models[i].model_id.ptr = r->protected_ids[i];
-        r->protected_models[i].model_id.len = id.len;
-        r->protected_models[i].role = d->protected_models[i].role;
-        if ((int)r->protected_models[i].role < 0 || (int)r->protected_models[i].role >= (int)RSD_ROLE_NUM) {
-            rc = RSD_ERR_ARG;
-            goto fail;
-        }
-    }
-    r->n_ours = 0;
-    for (i = 0; i < d->n_ours; i++) {
-        if (!d->ours[i] || !d->ours[i][0]) continue;
-        if (!rsdi_cpy(r->ours[r->n_ours], RSD_MODEL_ID_MAX, d->ours[i])) goto fail;
-        r->n_ours++;
-    }
-    r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
-    r->keep_pinned = d->keep_pinned;
-    r->want_lock = d->lock;
-    r->has_gen = d->has_generation;
-    r->gen = d->has_generation ? d->generation : 0;
-    r->commit_gen = r->gen;
-    r->ctx_len = d->context_length;
-    r->ctx_max = d->model_max_context;
-    r->ctx_ceiling = d->context_ceiling;
-    r->cap_bytes = d->capacity_bytes;
-    r->keep_bytes = d->keep_bytes;
-    r->probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
-    r->restore_ms = d->restore_ms ? d->restore_ms : (uint32_t)RSD_RECONCILE_RESTORE_MS;
-    r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_RECONCILE_DEADLINE_MS);
-    r->restore_deadline = r->deadline;
-    r->max_instances = 0;
-    r->unlimited = false;
-    r->posted = false;
-    r->load_attempts = 0;
-    r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
-    r->dl_seen = r->pinned_done = r->keep_ok = r->ctx_noticed = r->poll_fresh = r->wait_fresh = false;
-    r->ours_changed = r->notices_held = false;
-    r->last_list = NULL;
-    r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
-    r->snap.n = 0;
-    r->poll.n = 0;
-    memset(&r->plan, 0, sizeof r->plan);
-    memset(&r->facts, 0, sizeof r->facts);
-    memset(&r->rt_data, 0, sizeof r->rt_data);
-    r->op_instance = "";
+    rsdi_rc_reset_run(r);
     r->result.outcome = RSD_OUTCOME_NONE;
     r->result.error = RSD_OK;
     r->result.decision = RSD_DECISION_NONE;
     r->phase = RSDI_PH_START;
     r->step.kind = RSD_STEP_NONE;
     r->step.result = RSD_OK;
+    rsdi_rc_start(r, now_ms); /* the cache (a hit ends it here), else the first request */
+    if (d->first_listing) { /* the first listing is in hand: that answer at once */
+        if (r->step.kind == RSD_STEP_HTTP && r->step.http.op == RSD_OP_LIST) {
+            r->result.requests--; /* not sent: it came with the desc */
+            (void)rsd_reconcile_feed(r, RSD_OK, 200, d->first_listing, d->first_listing_len, now_ms);
+        }
+    }
     return RSD_OK;
-fail:
-    r->result.error = rc;
-    r->step.result = rc;
-    return rc;
+}
+
+/* The cache (R40), else the first request. */
+RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms) {
+    rsd_cache_hit hit;
+    if (r->cache && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
+                                     r->has_gen ? r->gen : 0, &hit) == 1) { /* R40: no request, no notice */
+        r->result.cache_hit = true;
+        r->result.decision = hit.decision;
+        r->result.would = hit.decision;
+        r->result.reason = hit.reason;
+        r->result.outcome = (rsd_outcome)hit.outcome;
+        r->result.error = hit.error;
+        r->result.keep_resident = hit.keep_resident;
+        r->result.tier = (rsd_lms_tier)hit.tier;
+        r->result.state = (rsd_lms_state)hit.state;
+        if (hit.wire_id[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, hit.wire_id);
+        if (hit.model_key[0]) rsdi_cpy(r->result.model_key, sizeof r->result.model_key, hit.model_key);
+        rsdi_logf(&r->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s",
+                  r->key, r->keep);
+        rsdi_rc_done(r, now_ms);
+        return;
+    }
+    if (r->rt->start) r->rt->start(r, now_ms); /* the runtime's own order */
+    else rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
 }
 
 RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
@@ -8316,26 +8573,9 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
         return s;
     }
     switch (r->phase) {
-    case RSDI_PH_START: {
-        rsd_cache_hit hit;
-        if (r->cache && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
-                                         r->has_gen ? r->gen : 0, &hit) == 1) { /* R40 */
-            r->result.cache_hit = true;
-            r->result.decision = hit.decision;
-            r->result.would = hit.decision;
-            r->result.reason = hit.reason;
-            r->result.outcome = hit.decision == RSD_DECISION_OBSERVE ? RSD_OUTCOME_OBSERVED
-                              : hit.decision == RSD_DECISION_DECLINE ? RSD_OUTCOME_DECLINED
-                                                                     : RSD_OUTCOME_RESIDENT;
-            r->result.keep_resident = r->result.outcome == RSD_OUTCOME_RESIDENT;
-            rsdi_logf(&r->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s",
-                      r->key, r->keep);
-            rsdi_rc_done(r, now_ms);
-            break;
-        }
-        rsdi_rc_issue_http(r, RSDI_PH_LIST, RSD_OP_LIST, "", now_ms);
+    case RSDI_PH_START:
+        rsdi_rc_start(r, now_ms);
         break;
-    }
     case RSDI_PH_WAIT:
         if (now_ms >= r->wake) rsdi_rc_issue_http(r, RSDI_PH_POLL, RSD_OP_LIST, r->wait_model, now_ms);
         break;
@@ -8391,11 +8631,18 @@ RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {
 RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what) {
     if (!r || r->phase != RSDI_PH_COMMIT) return RSD_ERR_STATE;
     r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
-    rsdi_rc_drv_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                       "could not record this change on '%s' in the state directory (%s); other processes "
-                       "sharing it may act on a stale view (cached decisions, models residency loaded) "
-                       "until the next change is recorded", r->target_id, what && what[0] ? what
-                       : rsd_result_str(r->result.state_error));
+    if (r->rt->flags & RSD_RT_INSTANCES)
+        rsd_reconcile_add_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                             "could not record this change on %s target '%s' in the state directory (%s); "
+                             "other processes sharing it may act on a stale view (cached decisions, instances "
+                             "residency owns) until the next change is recorded", r->rt->label, r->target_id,
+                             what && what[0] ? what : rsd_result_str(r->result.state_error));
+    else
+        rsd_reconcile_add_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                             "could not record this change on '%s' in the state directory (%s); other processes "
+                             "sharing it may act on a stale view (cached decisions, models residency loaded) "
+                             "until the next change is recorded", r->target_id, what && what[0] ? what
+                             : rsd_result_str(r->result.state_error));
     rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
               what ? what : "");
     return RSD_OK;
@@ -8423,11 +8670,46 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
     return RSD_OK;
 }
 
+RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, int n) {
+    rsd_lms_machine *m;
+    int i, k, c = 0;
+    bool same;
+    if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
+    if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
+    m = &r->lms;
+    for (i = 0; i < n; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
+            (owned[i].model && strlen(owned[i].model) >= RSD_MODEL_ID_MAX))
+            return RSD_ERR_ARG;
+        c++;
+    }
+    same = c == m->n_owned; /* as sets of instance ids */
+    for (i = 0; i < n && same; i++) {
+        bool found = !owned[i].instance || !owned[i].instance[0];
+        for (k = 0; k < m->n_owned && !found; k++) found = strcmp(m->owned_inst[k], owned[i].instance) == 0;
+        same = found;
+    }
+    if (same) return RSD_OK;
+    m->n_owned = 0;
+    for (i = 0; i < n && m->n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, owned[i].model ? owned[i].model : "");
+        rsdi_cpy(m->owned_inst[m->n_owned++], RSD_MODEL_ID_MAX, owned[i].instance);
+    }
+    r->ours_changed = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     r->result.lock_held = held;
+    if (r->rt->locked) { /* the runtime's own order */
+        r->rt->locked(r, held, held && r->has_gen && generation == r->gen && !r->ours_changed, now_ms);
+        return RSD_OK;
+    }
     if (!held) {
-        rsdi_rc_drv_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+        rsd_reconcile_add_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                            "could not take the residency lock for '%s'; changing it without the lock",
                            r->target_id);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
@@ -8482,7 +8764,7 @@ RSDI_PRIVATE bool rsdi_rc_decide_or_degrade(rsd_reconcile *r, uint32_t max_overr
     if (rc < 0) {
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_RECONCILE_BAD_FACTS, RSDI_WHERE, "%s",
                   rsd_result_str(rc));
-        if (r->result.mutated) rsdi_rc_load_failed(r, rc, rsd_result_str(rc), now_ms);
+        if (r->result.mutated) rsd_reconcile_load_failed(r, rc, rsd_result_str(rc), now_ms);
         else rsdi_rc_degrade(r, rc, now_ms, "the listing cannot be decided on: %s", rsd_result_str(rc));
         return false;
     }
@@ -8502,13 +8784,17 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     int rc;
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
+    if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
+        r->rt->answer(r, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
+        return RSD_OK;
+    }
     if (transport > 0) transport = RSD_ERR_ARG;
     if (transport != RSD_ERR_TIMEOUT) r->probe_tries = 0;
     ok = transport == RSD_OK && status >= 200 && status <= 299;
     switch (r->phase) {
     case RSDI_PH_LIST:
         if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
-        if (r->rt->parse_capacity) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
+        if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
         else rsdi_rc_first_decide(r, now_ms);
         break;
     case RSDI_PH_CAP:
@@ -8558,7 +8844,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             r->result.unload_failed = true;
             rsdi_rc_describe(r, transport, status, what, sizeof what);
             if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            rsdi_rc_drv_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
+            rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
                                "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
                                r->target_id, what);
             rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
@@ -8570,14 +8856,17 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         rsd_load_answer a;
         if (transport < 0) {
             rsdi_rc_describe(r, transport, status, what, sizeof what);
-            rsdi_rc_load_failed(r, transport, what, now_ms);
+            rsd_reconcile_load_failed(r, transport, what, now_ms);
             break;
         }
+        r->made_instance[0] = '\0';
         a = r->rt->load_answer(r, status, body, len);
         if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
             if (a == RSD_LOAD_ACCEPTED) {
                 r->posted = true;
                 r->result.mutated = true;
+                rsdi_cpy(r->keep_instance, sizeof r->keep_instance, r->made_instance);
+                if (r->made_instance[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance);
             }
             if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
             else rsdi_rc_success(r, now_ms);
@@ -8594,12 +8883,12 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             rsdi_rc_quote_error(r, body, len, what, sizeof what);
             if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
                                                                " (model limit reached)");
-            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
         } else { /* the server's own words after the status (W18: say why) */
             (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
             rsdi_rc_quote_error(r, body, len, what, sizeof what);
             if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
-            rsdi_rc_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
+            rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
         }
         break;
     }
@@ -8608,7 +8897,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
                            r->rt->label);
         if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
-            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
             break;
         }
         r->last_list = &r->snap;
@@ -8624,7 +8913,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             rsdi_rc_next_unload(r, now_ms);
         } else {
             rsdi_rc_emit_plan(r);
-            rsdi_rc_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
         }
         break;
     }
@@ -8690,9 +8979,13 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         break;
     }
     case RSDI_PH_RESTORE: {
-        rsd_load_answer a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
+        rsd_load_answer a;
+        r->made_instance[0] = '\0';
+        a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
         if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
             if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
+            if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
+                                                                                      : r->result.evicted[r->ri].id);
             if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
             else {
                 r->after_wait = RSDI_W_RESTORE;
@@ -8711,7 +9004,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
             (void)rsdi_rc_mark_displaced(r);
         }
         if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
-        else rsdi_rc_finish(r, now_ms);
+        else rsd_reconcile_finish(r, now_ms);
         break;
     default:
         return RSD_ERR_STATE;
@@ -8724,7 +9017,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
 RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
     rsd_ollama_load_opts o;
     int rc, n = -1;
-    if ((rc = rsdi_rc_set_url(r, op == RSD_OP_LOAD || op == RSD_OP_UNLOAD ? "/api/generate" : "/api/ps")) < 0)
+    if ((rc = rsd_reconcile_set_url(r, op == RSD_OP_LOAD || op == RSD_OP_UNLOAD ? "/api/generate" : "/api/ps")) < 0)
         return rc;
     if (op == RSD_OP_LOAD) {
         memset(&o, 0, sizeof o);
@@ -8736,7 +9029,7 @@ RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const cha
         n = rsd_ollama_unload_body(r->body, sizeof r->body, rsd_str_c(model));
     }
     if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && n < 0) return n;
-    rsdi_rc_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
+    rsd_reconcile_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
     return RSD_OK;
 }
 
@@ -8792,7 +9085,7 @@ RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int statu
 RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
     static const rsd_runtime rt = {
         "ollama", "Ollama", RSD_STRATEGY_SCHEDULER, RSD_RT_LOAD | RSD_RT_WAIT,
-        rsdi_ollama_request, rsdi_ollama_rt_list, NULL, rsdi_ollama_load_answer};
+        rsdi_ollama_request, rsdi_ollama_rt_list, NULL, rsdi_ollama_load_answer, 0, 0, 0, NULL, NULL, NULL, NULL};
     return &rt;
 }
 #else
@@ -8801,524 +9094,325 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void) { return NULL; }
 #endif /* RSD_NO_OLLAMA */
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
-/* Phases of an LM Studio reconcile. */
-enum {
-    RSDI_LP_DONE = 0,
-    RSDI_LP_LIST,          /* awaiting a catalog GET (tier_try) */
-    RSDI_LP_LOCK,          /* awaiting lock_done */
-    RSDI_LP_RELIST,        /* awaiting the v1 listing under the lock (W1) */
-    RSDI_LP_LOAD,          /* awaiting the keep's load */
-    RSDI_LP_AFTER,         /* awaiting the listing after a failed load (W14) */
-    RSDI_LP_UNLOAD,        /* awaiting an unload of unload_inst[ui] */
-    RSDI_LP_RESTORE,       /* awaiting the reload of evicted[ri] */
-    RSDI_LP_COMMIT,        /* COMMIT step to hand out */
-    RSDI_LP_COMMIT_OUT,    /* COMMIT handed out */
-    RSDI_LP_UNLOCK,        /* UNLOCK step to hand out */
-    RSDI_LP_UNLOCK_OUT     /* UNLOCK handed out */
-};
+/* LM Studio as a runtime of rsd_reconcile with its own order: the catalog by API tier,
+   the wire id resolved, the keep loaded first and room freed only when that fails. */
+enum { RSDI_LS_LIST = 0, RSDI_LS_RELIST, RSDI_LS_LOAD, RSDI_LS_AFTER, RSDI_LS_UNLOAD };
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 6, 7)))
-#endif
-RSDI_PRIVATE void rsdi_lms_notice(rsd_lms_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
-                                  rsd_notice_level level, const char *subject, const char *fmt, ...) {
-    rsd_reconcile_notice *n;
-    va_list ap;
-    if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
-        r->notices_dropped++;
-        return;
-    }
-    n = &r->notices[r->n_notices];
-    memset(n, 0, sizeof *n);
-    n->notice.subject = -1;
-    n->dmsg = dmsg;
-    n->notice.kind = kind;
-    n->notice.level = level;
-    rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
-    va_start(ap, fmt);
-    rsdi_notice_vtext(n, fmt, ap);
-    va_end(ap);
-    r->n_notices++;
+RSDI_PRIVATE int rsdi_lms_root(const char *base_url, char *out, size_t cap) {
+    int rc = rsd_root_url(rsd_str_c(base_url), out, cap - 64);
+    return rc <= 0 || strchr(out, '?') || strchr(out, '#') ? RSD_ERR_URL : RSD_OK;
 }
 
-/* Render the plan's notices while the facts' views are alive (inside a feed). */
-RSDI_PRIVATE void rsdi_lms_emit_plan(rsd_lms_reconcile *r) {
-    int i, len;
-    for (i = 0; i < r->plan.n_notices && i < RSD_MAX_NOTICES; i++) {
-        const rsd_notice *pn = &r->plan.notices[i];
-        rsd_reconcile_notice *n;
-        if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
-            r->notices_dropped++;
-            continue;
+RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
+    rsd_lms_load_opts o;
+    int rc, n = -1;
+    const char *path = op == RSD_OP_LOAD ? "/api/v1/models/load"
+                     : op == RSD_OP_UNLOAD ? "/api/v1/models/unload"
+                     : r->lms.tier_try == RSD_LMS_TIER_V1 ? "/api/v1/models"
+                     : r->lms.tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
+    if ((rc = rsd_reconcile_set_url(r, path)) < 0) return rc;
+    if (op == RSD_OP_LOAD) {
+        if (r->op_evicted) { /* a restore: the key with its old context */
+            memset(&o, 0, sizeof o);
+            o.context_length = r->op_evicted->context_length;
+        } else { /* the exact body, the clamped context (S28, S29) */
+            o = r->lms.load;
+            o.context_length = r->ctx_len ? (r->plan.load_context ? r->plan.load_context : r->ctx_len) : 0;
         }
-        n = &r->notices[r->n_notices];
-        memset(n, 0, sizeof *n);
-        n->notice = *pn;
-        n->dmsg = RSD_DMSG_PLAN;
-        if (pn->subject >= 0 && pn->subject < r->facts.n_residents)
-            rsdi_cpy_str(n->subject, sizeof n->subject, r->facts.residents[pn->subject].model_id);
-        len = rsd_notice_format(&r->facts, &r->plan, pn, n->text, sizeof n->text);
-        n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
-        n->notice.subject = -1;
-        r->n_notices++;
+        n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(model ? model : ""), &o);
+    } else if (op == RSD_OP_UNLOAD) {
+        n = rsd_lms_unload_body(r->body, sizeof r->body, rsd_str_c(model ? model : ""));
     }
+    if ((op == RSD_OP_LOAD || op == RSD_OP_UNLOAD) && n < 0) return n;
+    rsd_reconcile_http_fill(r, h, n >= 0 ? "POST" : "GET", n);
+    return RSD_OK;
 }
 
-/* ---- the TTL cache (W2-W4): per (target key, requested id), with the wire id ---- */
-RSDI_PRIVATE bool rsdi_lms_cache_live(const rsd_lms_cache *c, const rsd_lms_cache_entry *e, uint64_t now_ms,
-                                      uint64_t generation) {
-    uint64_t ttl = c->ttl_ms ? c->ttl_ms : (uint64_t)RSD_DECISION_CACHE_TTL_MS;
-    return e->used && e->generation == generation && now_ms >= e->at_ms && now_ms - e->at_ms < ttl;
+/* A 2xx that is not an error body is a load (an unreadable one too: loaded, id unknown);
+   the instance id it names goes to r->made_instance. */
+RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
+    int rc;
+    if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
+    rc = rsd_lms_parse_reply(&r->lms.reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    if (rc == RSD_ERR_SERVER_ERROR) return RSD_LOAD_REJECTED;
+    if (rc == RSD_OK && r->lms.reply.instance_id.len > 0)
+        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms.reply.instance_id);
+    return RSD_LOAD_ACCEPTED;
 }
 
-/* The entry for (r->key, r->model), or NULL. */
-RSDI_PRIVATE rsd_lms_cache_entry *rsdi_lms_cache_find(rsd_lms_cache *c, const rsd_lms_reconcile *r) {
-    int i;
-    for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
-        if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0 && strcmp(c->entries[i].model, r->model) == 0)
-            return &c->entries[i];
-    return NULL;
+RSDI_PRIVATE void rsdi_lms_list(rsd_reconcile *r, int stage, uint64_t now_ms) {
+    rsd_reconcile_http(r, stage, RSD_OP_LIST, "", false, now_ms);
 }
 
-/* A live hit ends the reconcile in begin, with no request and no notice. */
-RSDI_PRIVATE bool rsdi_lms_cache_hit(rsd_lms_reconcile *r, uint64_t now_ms) {
-    rsd_lms_cache_entry *e;
-    if (!r->cache || !(e = rsdi_lms_cache_find(r->cache, r))) return false;
-    if (!rsdi_lms_cache_live(r->cache, e, now_ms, r->gen)) {
-        e->used = false;
-        return false;
-    }
-    e->used_ms = now_ms;
-    r->result.outcome = e->outcome;
-    r->result.error = e->outcome == RSD_OUTCOME_DECLINED ? RSD_ERR_NOT_SERVED : RSD_OK;
-    r->result.decision = e->decision;
-    r->result.reason = e->reason;
-    r->result.tier = e->tier;
-    r->result.state = e->state;
-    r->result.keep_resident = e->keep_resident;
-    memcpy(r->result.wire_id, e->wire_id, sizeof e->wire_id);
-    memcpy(r->result.model_key, e->model_key, sizeof e->model_key);
-    r->result.cache_hit = true;
-    rsdi_logf(&r->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", r->key, r->model);
-    return true;
-}
-
-/* At DONE: a mutation drops every entry of the key; then RESIDENT, OBSERVED and
-   DECLINED are stored unless an unload failed (W4) or the catalog was truncated. */
-RSDI_PRIVATE void rsdi_lms_cache_store(rsd_lms_reconcile *r, uint64_t now_ms) {
-    rsd_lms_cache *c = r->cache;
-    rsd_lms_cache_entry *e;
-    rsd_outcome o = r->result.outcome;
-    int i;
-    if (!c || r->result.cache_hit) return;
-    if (r->result.mutated)
-        for (i = 0; i < RSD_LMS_CACHE_MAX; i++)
-            if (c->entries[i].used && strcmp(c->entries[i].key, r->key) == 0) c->entries[i].used = false;
-    if ((o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) ||
-        r->result.unload_failed || r->cat.truncated || r->result.state_error < 0)
-        return;
-    e = rsdi_lms_cache_find(c, r);
-    for (i = 0; !e && i < RSD_LMS_CACHE_MAX; i++) /* a free or dead slot */
-        if (!rsdi_lms_cache_live(c, &c->entries[i], now_ms, c->entries[i].generation)) e = &c->entries[i];
-    if (!e) { /* least recently used, lowest index on ties */
-        e = &c->entries[0];
-        for (i = 1; i < RSD_LMS_CACHE_MAX; i++)
-            if (c->entries[i].used_ms < e->used_ms) e = &c->entries[i];
-    }
-    memset(e, 0, sizeof *e);
-    memcpy(e->key, r->key, sizeof e->key);
-    memcpy(e->model, r->model, sizeof e->model);
-    memcpy(e->wire_id, r->result.wire_id, sizeof e->wire_id);
-    memcpy(e->model_key, r->result.model_key, sizeof e->model_key);
-    e->at_ms = e->used_ms = now_ms;
-    e->generation = r->result.mutated ? r->commit_gen : r->gen;
-    e->outcome = o;
-    e->decision = r->result.decision == RSD_DECISION_LOAD || r->result.decision == RSD_DECISION_LOAD_AFTER_EVICT
-                  ? RSD_DECISION_ALREADY_RESIDENT : r->result.decision;
-    e->reason = r->result.reason;
-    e->tier = r->result.tier;
-    e->state = r->result.state;
-    e->keep_resident = r->result.keep_resident || o == RSD_OUTCOME_RESIDENT;
-    e->used = true;
-    r->result.cached = true;
-}
-
-RSDI_PRIVATE void rsdi_lms_done(rsd_lms_reconcile *r, uint64_t now_ms) {
-    rsdi_lms_cache_store(r, now_ms);
-    r->phase = RSDI_LP_DONE;
-    r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_DONE;
-    r->step.result = r->result.error;
-}
-
-/* COMMIT when something changed, UNLOCK when locked, then DONE. */
-RSDI_PRIVATE void rsdi_lms_finish(rsd_lms_reconcile *r, uint64_t now_ms) {
-    r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.key = r->key;
-    if (r->result.mutated) {
-        r->phase = RSDI_LP_COMMIT;
-        r->step.kind = RSD_STEP_COMMIT;
-    } else if (r->locked) {
-        r->phase = RSDI_LP_UNLOCK;
-        r->step.kind = RSD_STEP_UNLOCK;
-    } else {
-        rsdi_lms_done(r, now_ms);
-    }
-}
-
-RSDI_PRIVATE void rsdi_lms_degrade(rsd_lms_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+RSDI_PRIVATE void rsdi_lms_degrade(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
     r->result.outcome = RSD_OUTCOME_DEGRADED;
     r->result.error = err < 0 ? err : RSD_ERR_PAYLOAD;
     if (r->result.decision == RSD_DECISION_NONE) r->result.decision = RSD_DECISION_OBSERVE;
     rsdi_cpy(r->result.message, sizeof r->result.message, msg);
-    rsdi_lms_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
-                    "LM Studio target '%s' could not be read (%s); observing only, nothing changed.",
-                    r->target_id, msg);
+    rsd_reconcile_add_notice(r, RSD_DMSG_DEGRADED, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL,
+                         "LM Studio target '%s' could not be read (%s); observing only, nothing changed.",
+                         r->target_id, msg);
     rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", msg);
-    rsdi_lms_finish(r, now_ms);
-}
-
-/* Issue an HTTP step: GET <root>path, or POST with r->body[0..body_len). */
-RSDI_PRIVATE void rsdi_lms_http(rsd_lms_reconcile *r, int phase, rsd_http_op op, const char *model,
-                                const char *path, int body_len, uint64_t now_ms) {
-    rsd_step_http *h = &r->step.http;
-    uint64_t dl = phase == RSDI_LP_RESTORE ? r->restore_deadline : r->deadline;
-    uint64_t left = rsdi_rc_left(dl, now_ms), t;
-    size_t a = strlen(r->root), b = strlen(path);
-    memset(&r->step, 0, sizeof r->step);
-    if (a + b + 1 > sizeof r->url) {
-        rsdi_lms_degrade(r, RSD_ERR_URL, "request URL too long", now_ms);
-        return;
-    }
-    memcpy(r->url, r->root, a);
-    memcpy(r->url + a, path, b + 1);
-    r->step.kind = RSD_STEP_HTTP;
-    h->op = op;
-    h->model = model ? model : "";
-    h->url = r->url;
-    h->method = body_len >= 0 ? "POST" : "GET";
-    if (body_len >= 0) {
-        h->body = r->body;
-        h->body_len = (size_t)body_len;
-        h->headers[h->n_headers].name = "Content-Type";
-        h->headers[h->n_headers++].value = "application/json";
-    }
-    if (r->auth[0]) {
-        h->headers[h->n_headers].name = "Authorization";
-        h->headers[h->n_headers++].value = r->auth;
-    }
-    t = op == RSD_OP_LIST ? (r->probe_ms < left ? r->probe_ms : left) : left;
-    if (t < 1) t = 1;
-    h->timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
-    r->phase = phase;
-    r->result.requests++;
-}
-
-RSDI_PRIVATE void rsdi_lms_list(rsd_lms_reconcile *r, int phase, rsd_lms_tier tier, uint64_t now_ms) {
-    rsdi_lms_http(r, phase, RSD_OP_LIST, "",
-                  tier == RSD_LMS_TIER_V1 ? "/api/v1/models" : tier == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models",
-                  -1, now_ms);
+    rsd_reconcile_finish(r, now_ms);
 }
 
 /* "POST <url>: timed out" or the server's message or "HTTP <status>". */
-RSDI_PRIVATE void rsdi_lms_why(rsd_lms_reconcile *r, int transport, int status, const rsd_server_error *e,
+RSDI_PRIVATE void rsdi_lms_why(rsd_reconcile *r, int transport, int status, const rsd_server_error *e,
                                char *buf, size_t cap) {
     if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %.300s: %s", r->step.http.method, r->url, rsd_result_str(transport));
     else if (e && e->present && e->message[0]) (void)RSD_SNPRINTF(buf, cap, "%s", e->message);
     else (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
 }
 
-RSDI_PRIVATE void rsdi_lms_own(rsd_lms_reconcile *r, const char *model, const char *inst, bool add_attr) {
-    if (r->n_owned < (int)(sizeof r->owned_inst / sizeof r->owned_inst[0])) {
-        rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, model);
-        rsdi_cpy(r->owned_inst[r->n_owned], RSD_MODEL_ID_MAX, inst);
-        r->n_owned++;
-    }
-    if (add_attr && r->result.n_attr_add < RSD_LMS_MAX_EVICT + 1) {
-        rsdi_cpy(r->result.attr_add[r->result.n_attr_add].model, RSD_MODEL_ID_MAX, model);
-        rsdi_cpy(r->result.attr_add[r->result.n_attr_add++].instance, RSD_MODEL_ID_MAX, inst);
-    }
+/* Remember (model, inst) as owned for the rest of this reconcile. */
+RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *inst) {
+    rsd_lms_machine *m = &r->lms;
+    if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
+    rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, model);
+    rsdi_cpy(m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX, inst);
+    m->n_owned++;
 }
 
-RSDI_PRIVATE void rsdi_lms_disown(rsd_lms_reconcile *r, const char *inst) {
+RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
+    rsd_lms_machine *m = &r->lms;
     int i;
-    for (i = 0; i < r->n_owned; i++)
-        if (strcmp(r->owned_inst[i], inst) == 0) {
-            r->n_owned--;
-            memmove(r->owned_inst[i], r->owned_inst[r->n_owned], RSD_MODEL_ID_MAX);
-            memmove(r->owned_model[i], r->owned_model[r->n_owned], RSD_MODEL_ID_MAX);
+    for (i = 0; i < m->n_owned; i++)
+        if (strcmp(m->owned_inst[i], inst) == 0) {
+            m->n_owned--;
+            memmove(m->owned_inst[i], m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX);
+            memmove(m->owned_model[i], m->owned_model[m->n_owned], RSD_MODEL_ID_MAX);
             return;
         }
 }
 
-/* Resolve against r->cat (inside a feed); copies wire id, key, state. */
-RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_lms_reconcile *r) {
+/* Parse a catalog answer into r->lms.cat; a truncated one is never cached. */
+RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
+    int rc = rsd_lms_catalog_from_response(&r->lms.cat, tier, status, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    r->no_cache = r->lms.cat.truncated;
+    return rc;
+}
+
+/* Resolve against the catalog (inside a feed); copies wire id, key, state. */
+RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
+    rsd_lms_machine *m = &r->lms;
     rsd_lms_resolution res;
     int i;
-    for (i = 0; i < r->n_peers; i++) {
-        r->peers[i].target_id = rsd_str_c(r->peer_target[i]);
-        r->peers[i].instance_ids = r->peer_views + r->peer_first[i];
-        r->peers[i].n_instance_ids = r->peer_count[i];
+    for (i = 0; i < m->n_peers; i++) {
+        m->peers[i].target_id = rsd_str_c(m->peer_target[i]);
+        m->peers[i].instance_ids = m->peer_views + m->peer_first[i];
+        m->peers[i].n_instance_ids = m->peer_count[i];
     }
-    (void)rsd_lms_resolve(&r->cat, rsd_str_c(r->model), rsd_str_c(r->default_model), r->peers, r->n_peers, &res);
+    (void)rsd_lms_resolve(&m->cat, rsd_str_c(r->keep), rsd_str_c(m->default_model), m->peers, m->n_peers, &res);
     r->result.state = res.state;
     rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, res.wire_id);
-    if (res.model >= 0) rsdi_cpy_str(r->result.model_key, sizeof r->result.model_key, r->cat.models[res.model].key);
-    else rsdi_cpy(r->result.model_key, sizeof r->result.model_key, r->model);
+    if (res.model >= 0) rsdi_cpy_str(r->result.model_key, sizeof r->result.model_key, m->cat.models[res.model].key);
+    else rsdi_cpy(r->result.model_key, sizeof r->result.model_key, r->keep);
     return res;
 }
 
-/* Facts from r->cat, decide (JIT), copy the fallback keys. RSD_OK or <0. */
-RSDI_PRIVATE int rsdi_lms_decide(rsd_lms_reconcile *r, int keep_model, bool emit) {
+/* Facts from the catalog, decide (JIT), copy the fallback keys. RSD_OK or <0. */
+RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
+    rsd_lms_machine *m = &r->lms;
     rsd_facts *f = &r->facts;
     int n, i, rc;
-    for (i = 0; i < r->n_owned; i++) r->owned_views[i] = rsd_str_c(r->owned_inst[i]);
-    n = rsd_lms_residents(&r->cat, r->owned_views, r->n_owned, r->res, RSD_MAX_RESIDENTS);
+    for (i = 0; i < m->n_owned; i++) m->owned_views[i] = rsd_str_c(m->owned_inst[i]);
+    n = rsd_lms_residents(&m->cat, m->owned_views, m->n_owned, r->res, RSD_MAX_RESIDENTS);
     if (n < 0) return n == RSD_ERR_BUFFER ? RSD_ERR_RESIDENTS_LIMIT : n;
     memset(f, 0, sizeof *f);
-    f->strategy = RSD_STRATEGY_JIT;
+    f->strategy = r->rt->strategy;
     f->optout = r->optout;
     f->target_id = rsd_str_c(r->target_id);
-    f->runtime_id = rsd_str_c("lmstudio");
+    f->runtime_id = rsd_str_c(r->runtime_id);
     f->keep = rsd_str_c(r->result.model_key);
     f->keep_pinned = r->keep_pinned;
     f->residents = r->res;
     f->n_residents = n;
     f->protected_models = r->protected_models;
     f->n_protected = r->n_protected;
-    f->context_length = r->load.context_length;
-    f->model_max_context = r->ctx_max ? r->ctx_max
-                         : keep_model >= 0 ? r->cat.models[keep_model].max_context_length : 0;
+    f->context_length = r->ctx_len;
+    f->model_max_context = r->ctx_max ? r->ctx_max : keep_model >= 0 ? m->cat.models[keep_model].max_context_length : 0;
     f->context_ceiling = r->ctx_ceiling;
-    if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
-    if (emit) rsdi_lms_emit_plan(r);
-    r->n_cand = 0;
+    if ((rc = rsd_reconcile_decide(r, emit)) < 0) return rc;
+    m->n_cand = 0;
     for (i = 0; i < r->plan.n_fallback; i++) {
         int e = r->plan.fallback[i];
-        if (e >= 0 && e < n) rsdi_cpy_str(r->cand[r->n_cand++], RSD_MODEL_ID_MAX, r->res[e].model_id);
+        if (e >= 0 && e < n) rsdi_cpy_str(m->cand[m->n_cand++], RSD_MODEL_ID_MAX, r->res[e].model_id);
     }
-    r->result.decision = r->plan.decision;
-    r->result.reason = r->plan.reason;
-    r->result.load_context = r->plan.load_context;
     return RSD_OK;
 }
 
-/* The first instance of model key in r->cat (then follow cat.index.next), or -1 (W20). */
-RSDI_PRIVATE int rsdi_lms_first_of(const rsd_lms_reconcile *r, const char *key) {
-    int m = rsdi_lms_ix_model(&r->cat, &r->cat.index, rsd_str_c(key));
-    return m >= 0 ? r->cat.index.first[m] : -1;
+/* The first instance of model key in the catalog (then follow cat.index.next), or -1 (W20). */
+RSDI_PRIVATE int rsdi_lms_first_of(const rsd_reconcile *r, const char *key) {
+    int m = rsdi_lms_ix_model(&r->lms.cat, &r->lms.cat.index, rsd_str_c(key));
+    return m >= 0 ? r->lms.cat.index.first[m] : -1;
 }
 
 /* Remember the keep's instances before our load (to spot a load that landed late). */
-RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_lms_reconcile *r) {
+RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_reconcile *r) {
+    rsd_lms_machine *m = &r->lms;
     int i;
-    r->n_before = 0;
-    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && r->n_before < 16; i = r->cat.index.next[i])
-        rsdi_cpy_str(r->before[r->n_before++], RSD_MODEL_ID_MAX, r->cat.instances[i].id);
+    m->n_before = 0;
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && m->n_before < 16; i = m->cat.index.next[i])
+        rsdi_cpy_str(m->before[m->n_before++], RSD_MODEL_ID_MAX, m->cat.instances[i].id);
 }
 
-RSDI_PRIVATE void rsdi_lms_do_load(rsd_lms_reconcile *r, uint64_t now_ms) {
-    rsd_lms_load_opts o = r->load;
-    int n;
-    if (now_ms >= r->deadline) {
-        r->fail_error = RSD_ERR_TIMEOUT;
-        rsdi_cpy(r->fail_reason, sizeof r->fail_reason, "the reconcile deadline passed before the load");
-        r->phase = RSDI_LP_DONE;
-        return;
-    }
-    if (o.context_length) o.context_length = r->plan.load_context ? r->plan.load_context : o.context_length;
-    n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(r->result.model_key), &o);
-    if (n < 0) {
-        rsdi_lms_degrade(r, n, "cannot build the load body", now_ms);
-        return;
-    }
-    r->attempts++;
-    r->result.load_attempts = (uint32_t)r->attempts;
-    rsdi_lms_http(r, RSDI_LP_LOAD, RSD_OP_LOAD, r->result.model_key, "/api/v1/models/load", n, now_ms);
-}
-
-RSDI_PRIVATE void rsdi_lms_next_restore(rsd_lms_reconcile *r, uint64_t now_ms) {
-    char ok[RSD_RECONCILE_NOTICE_TEXT_MAX], bad[RSD_RECONCILE_NOTICE_TEXT_MAX];
-    size_t no = 0, nb = 0;
-    int i;
-    if (r->ri < r->result.n_evicted && now_ms < r->restore_deadline) {
-        rsd_lms_load_opts o;
-        int n;
-        memset(&o, 0, sizeof o);
-        o.context_length = r->result.evicted[r->ri].context_length;
-        n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(r->result.evicted[r->ri].model), &o);
-        if (n >= 0) {
-            rsdi_lms_http(r, RSDI_LP_RESTORE, RSD_OP_LOAD, r->result.evicted[r->ri].model, "/api/v1/models/load", n,
-                          now_ms);
-            return;
-        }
-        r->ri++;
-        rsdi_lms_next_restore(r, now_ms);
-        return;
-    }
-    ok[0] = bad[0] = '\0';
-    for (i = 0; i < r->result.n_evicted; i++) {
-        bool good = r->result.evicted[i].restored;
-        char *b = good ? ok : bad;
-        size_t *n = good ? &no : &nb;
-        int w;
-        if (*n >= sizeof ok - 1) continue;
-        w = RSD_SNPRINTF(b + *n, sizeof ok - *n, "%s'%s'", *n ? ", " : "", r->result.evicted[i].model);
-        if (w > 0) *n = *n + (size_t)w > sizeof ok - 1 ? sizeof ok - 1 : *n + (size_t)w;
-    }
-    if (no)
-        rsdi_lms_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING, NULL,
-                        "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
-                        r->result.model_key, r->target_id, r->fail_reason, ok);
-    if (nb)
-        rsdi_lms_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
-                        "loading '%s' on '%s' failed (%s) and %s could not be restored; the target may "
-                        "now serve nothing. Reload it on the server.",
-                        r->result.model_key, r->target_id, r->fail_reason, bad);
-    rsdi_lms_finish(r, now_ms);
-}
-
-/* Every load failed: report, then restore what was unloaded (R70-R74, W14). */
-RSDI_PRIVATE void rsdi_lms_load_failed(rsd_lms_reconcile *r, uint64_t now_ms) {
-    if (r->attempts == 0 && !r->result.mutated && r->result.n_evicted == 0) {
-        /* the deadline passed before any load was sent (e.g. waiting for the lock):
-           nothing was tried nor changed -- DEGRADED, as the router's machine (W5) */
+/* Every load failed: the deadline passing before any was sent is DEGRADED (nothing was
+   tried nor changed); else LOAD_FAILED and the restore loop (R70-R74, W14). */
+RSDI_PRIVATE void rsdi_lms_load_failed(rsd_reconcile *r, uint64_t now_ms) {
+    if (r->load_attempts == 0 && !r->result.mutated && r->result.n_evicted == 0) {
         rsdi_lms_degrade(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_TIMEOUT, r->fail_reason, now_ms);
         return;
     }
-    r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
-    r->result.error = r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED;
-    rsdi_cpy(r->result.message, sizeof r->result.message, r->fail_reason);
-    rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->model);
-    rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
-                    "loading '%s' on '%s' failed: %s", r->result.model_key, r->target_id, r->fail_reason);
-    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s",
-              r->result.model_key, r->fail_reason);
-    r->ri = 0;
-    r->restore_deadline = now_ms + r->restore_ms;
-    r->in_restore = true;
-    rsdi_lms_next_restore(r, now_ms);
+    rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->keep);
+    rsd_reconcile_load_failed(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_LOAD_REJECTED, r->fail_reason, now_ms);
 }
 
-/* After the listing that follows a failed load (inside its feed): adopt a late
-   instance, else free the next candidate, else retry once, else fail. */
-RSDI_PRIVATE void rsdi_lms_after_failure(rsd_lms_reconcile *r, uint64_t now_ms) {
+RSDI_PRIVATE void rsdi_lms_do_load(rsd_reconcile *r, uint64_t now_ms) {
+    if (now_ms >= r->deadline) {
+        r->fail_error = RSD_ERR_TIMEOUT;
+        rsdi_cpy(r->fail_reason, sizeof r->fail_reason, "the reconcile deadline passed before the load");
+        rsdi_lms_load_failed(r, now_ms);
+        return;
+    }
+    r->load_attempts++;
+    r->result.load_attempts = (uint32_t)r->load_attempts;
+    rsd_reconcile_http(r, RSDI_LS_LOAD, RSD_OP_LOAD, r->result.model_key, false, now_ms);
+}
+
+/* After the listing that follows a failed load: adopt a late instance, else free the
+   next candidate, else retry once, else fail. */
+RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
+    rsd_lms_machine *m = &r->lms;
     bool own[RSD_LMS_MAX_INSTANCES];
     int i, k;
-    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = r->cat.index.next[i]) {
-        const rsd_lms_instance *in = &r->cat.instances[i];
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat.index.next[i]) {
+        const rsd_lms_instance *in = &m->cat.instances[i];
         bool seen = false;
-        for (k = 0; k < r->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, r->before[k]);
+        for (k = 0; k < m->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, m->before[k]);
         if (seen) continue;
         /* W13: our load landed after the client gave up: the instance is ours */
         rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, in->id);
-        rsdi_lms_own(r, r->result.model_key, r->result.wire_id, true);
+        rsdi_lms_own(r, r->result.model_key, r->result.wire_id);
+        rsd_reconcile_attr(r, true, r->result.model_key, r->result.wire_id);
         r->result.state = RSD_LMS_INSTANCE;
         r->result.adopted = r->result.loaded = r->result.mutated = true;
         r->result.outcome = RSD_OUTCOME_RESIDENT;
         r->result.error = RSD_OK;
-        rsdi_lms_finish(r, now_ms);
+        rsd_reconcile_finish(r, now_ms);
         return;
     }
-    if (r->attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
-        /* which listed instances are owned: one lookup per owned id, not a scan per
-           instance per candidate (W20) */
+    if (r->load_attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        /* which listed instances are owned: one lookup per owned id (W20) */
         memset(own, 0, sizeof own);
-        for (k = 0; k < r->n_owned; k++) {
-            rsd_str id = rsd_str_c(r->owned_inst[k]);
+        for (k = 0; k < m->n_owned; k++) {
+            rsd_str id = rsd_str_c(m->owned_inst[k]);
             uint32_t pos = rsdi_lms_hash(id), probes = 0;
-            while ((i = rsdi_lms_ix_inst(&r->cat, &r->cat.index, id, &pos, &probes)) >= 0) own[i] = true;
+            while ((i = rsdi_lms_ix_inst(&m->cat, &m->cat.index, id, &pos, &probes)) >= 0) own[i] = true;
         }
-        for (; r->ci < r->n_cand; r->ci++) {
-            r->n_unload = 0;
-            for (i = rsdi_lms_first_of(r, r->cand[r->ci]); i >= 0 && r->n_unload < 16; i = r->cat.index.next[i]) {
-                const rsd_lms_instance *in = &r->cat.instances[i];
+        for (; m->ci < m->n_cand; m->ci++) {
+            m->n_unload = 0;
+            for (i = rsdi_lms_first_of(r, m->cand[m->ci]); i >= 0 && m->n_unload < 16; i = m->cat.index.next[i]) {
+                const rsd_lms_instance *in = &m->cat.instances[i];
                 if (!own[i]) continue;
-                if (r->result.n_evicted + r->n_unload >= RSD_LMS_MAX_EVICT) break;
-                rsdi_cpy_str(r->unload_inst[r->n_unload], RSD_MODEL_ID_MAX, in->id);
-                r->unload_ctx[r->n_unload++] = in->context_length;
+                if (r->result.n_evicted + m->n_unload >= RSD_LMS_MAX_EVICT) break;
+                rsdi_cpy_str(m->unload_inst[m->n_unload], RSD_MODEL_ID_MAX, in->id);
+                m->unload_ctx[m->n_unload++] = in->context_length;
             }
-            if (r->n_unload > 0) {
-                int n = rsd_lms_unload_body(r->body, sizeof r->body, rsd_str_c(r->unload_inst[0]));
-                r->ui = 0;
-                r->evict_mark = r->result.n_evicted;
-                if (n < 0) continue;
-                rsdi_lms_http(r, RSDI_LP_UNLOAD, RSD_OP_UNLOAD, r->unload_inst[0], "/api/v1/models/unload", n, now_ms);
+            if (m->n_unload > 0) {
+                m->ui = 0;
+                m->evict_mark = r->result.n_evicted;
+                rsd_reconcile_http(r, RSDI_LS_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[0], false, now_ms);
                 return;
             }
         }
-        if (!r->retried_plain && r->attempts == 1 && r->n_cand > 0) { /* upstream S32: retry once */
-            r->retried_plain = true;
+        if (!m->retried_plain && r->load_attempts == 1 && m->n_cand > 0) { /* upstream S32: retry once */
+            m->retried_plain = true;
             rsdi_lms_do_load(r, now_ms);
-            if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
             return;
         }
     }
     rsdi_lms_load_failed(r, now_ms);
 }
 
-/* First catalog in hand (inside its feed): resolve, exit early or decide. */
-RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_lms_reconcile *r, uint64_t now_ms) {
-    rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
-    int rc, i;
-    if (res.state != RSD_LMS_UNKNOWN && strcmp(r->result.wire_id, r->model) != 0)
-        rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, r->model,
-                        "LM Studio resolved '%s' to loaded instance '%s' on target '%s'.", r->model,
-                        r->result.wire_id, r->target_id);
-    if (res.peer_mask) {
-        char peers[RSD_RECONCILE_NOTICE_TEXT_MAX];
-        size_t n = 0;
-        peers[0] = '\0';
-        for (i = 0; i < r->n_peers && i < 32; i++) {
-            int w;
-            if (!((res.peer_mask >> i) & 1u) || n >= sizeof peers - 1) continue;
-            w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->peer_target[i]);
-            if (w > 0) n = n + (size_t)w > sizeof peers - 1 ? sizeof peers - 1 : n + (size_t)w;
-        }
-        rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_WARNING, r->result.wire_id,
-                        "LM Studio instance '%s' is also loaded on %s; this request may be served by that LM "
-                        "Link peer.", r->result.wire_id, peers);
+/* The notices of a resolution: to a loaded instance (S23), an LM Link peer (S24). */
+RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_resolution *res) {
+    char peers[RSD_RECONCILE_NOTICE_TEXT_MAX];
+    size_t n = 0;
+    int i;
+    if (res->state != RSD_LMS_UNKNOWN && strcmp(r->result.wire_id, r->keep) != 0)
+        rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, r->keep,
+                             "LM Studio resolved '%s' to loaded instance '%s' on target '%s'.", r->keep,
+                             r->result.wire_id, r->target_id);
+    if (!res->peer_mask) return;
+    peers[0] = '\0';
+    for (i = 0; i < r->lms.n_peers && i < 32; i++) {
+        int w;
+        if (!((res->peer_mask >> i) & 1u) || n >= sizeof peers - 1) continue;
+        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms.peer_target[i]);
+        if (w > 0) n = n + (size_t)w > sizeof peers - 1 ? sizeof peers - 1 : n + (size_t)w;
     }
-    if (res.state == RSD_LMS_UNKNOWN && !r->cat.truncated) { /* S22 */
-        char ids[RSD_RECONCILE_TEXT_MAX];
-        size_t n = 0;
-        ids[0] = '\0';
-        for (i = 0; i < r->cat.n_instances && n < sizeof ids - 1; i++) {
-            int w = RSD_SNPRINTF(ids + n, sizeof ids - n, "%s%.*s", n ? ", " : "", (int)r->cat.instances[i].id.len,
-                                 r->cat.instances[i].id.ptr);
-            if (w > 0) n = n + (size_t)w > sizeof ids - 1 ? sizeof ids - 1 : n + (size_t)w;
-        }
-        (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message,
-                           "LM Studio target '%.100s' does not advertise model '%.100s'. Resident instances: %.160s. Configure "
-                           "an explicit LM Studio load before requesting an unlisted model.",
-                           r->target_id, r->model, n ? ids : "none");
-        r->result.outcome = RSD_OUTCOME_DECLINED;
-        r->result.error = RSD_ERR_NOT_SERVED;
-        r->result.decision = RSD_DECISION_DECLINE;
-        r->result.reason = RSD_REASON_DECLINE_NOT_LOADABLE;
-        rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, r->model, "%s", r->result.message);
-        rsdi_lms_finish(r, now_ms);
+    rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_WARNING, r->result.wire_id,
+                         "LM Studio instance '%s' is also loaded on %s; this request may be served by that LM "
+                         "Link peer.", r->result.wire_id, peers);
+}
+
+/* S22: the request names nothing the complete catalog serves. */
+RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r, uint64_t now_ms) {
+    const rsd_lms_catalog *c = &r->lms.cat;
+    char ids[RSD_RECONCILE_TEXT_MAX];
+    size_t n = 0;
+    int i;
+    ids[0] = '\0';
+    for (i = 0; i < c->n_instances && n < sizeof ids - 1; i++) {
+        int w = RSD_SNPRINTF(ids + n, sizeof ids - n, "%s%.*s", n ? ", " : "", (int)c->instances[i].id.len,
+                             c->instances[i].id.ptr);
+        if (w > 0) n = n + (size_t)w > sizeof ids - 1 ? sizeof ids - 1 : n + (size_t)w;
+    }
+    (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message,
+                       "LM Studio target '%.100s' does not advertise model '%.100s'. Resident instances: %.160s. Configure "
+                       "an explicit LM Studio load before requesting an unlisted model.",
+                       r->target_id, r->keep, n ? ids : "none");
+    r->result.outcome = RSD_OUTCOME_DECLINED;
+    r->result.error = RSD_ERR_NOT_SERVED;
+    r->result.decision = RSD_DECISION_DECLINE;
+    r->result.reason = RSD_REASON_DECLINE_NOT_LOADABLE;
+    rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, r->keep, "%s", r->result.message);
+    rsd_reconcile_finish(r, now_ms);
+}
+
+/* The catalog has an instance for the request: RESIDENT, nothing loaded (the first
+   catalog: keep_resident; the one under the lock: redecided). */
+RSDI_PRIVATE void rsdi_lms_has_instance(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
+    if (under_lock) r->result.redecided = true;
+    else r->result.keep_resident = true;
+    r->result.outcome = RSD_OUTCOME_RESIDENT;
+    r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
+    r->result.reason = RSD_REASON_KEEP_RESIDENT;
+    rsd_reconcile_finish(r, now_ms);
+}
+
+/* First catalog in hand (inside its feed): resolve, exit early or decide. */
+RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
+    rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
+    int rc;
+    rsdi_lms_resolution_notices(r, &res);
+    if (res.state == RSD_LMS_UNKNOWN && !r->lms.cat.truncated) {
+        rsdi_lms_not_served(r, now_ms);
         return;
     }
     r->result.error = RSD_OK;
     if (res.state == RSD_LMS_INSTANCE) {
-        r->result.keep_resident = true;
-        r->result.outcome = RSD_OUTCOME_RESIDENT;
-        r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
-        r->result.reason = RSD_REASON_KEEP_RESIDENT;
-        rsdi_lms_finish(r, now_ms);
+        rsdi_lms_has_instance(r, false, now_ms);
         return;
     }
-    if (r->cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->explicit_load)) {
+    if (r->lms.cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms.explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
         rsdi_lms_degrade(r, RSD_ERR_LISTING_TRUNCATED, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES", now_ms);
         return;
     }
     r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use (S25) */
-    if (!r->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
-        rsdi_lms_finish(r, now_ms);
+    if (!r->lms.explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
+        rsd_reconcile_finish(r, now_ms);
         return;
     }
     if ((rc = rsdi_lms_decide(r, res.model, true)) < 0) {
@@ -9327,383 +9421,352 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_lms_reconcile *r, uint64_t now_ms) {
     }
     if (r->plan.decision != RSD_DECISION_LOAD && r->plan.decision != RSD_DECISION_LOAD_AFTER_EVICT) {
         if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) r->result.outcome = RSD_OUTCOME_RESIDENT;
-        rsdi_lms_finish(r, now_ms); /* OBSERVE (W19: never loads) */
+        rsd_reconcile_finish(r, now_ms); /* OBSERVE (W19: never loads) */
         return;
     }
     rsdi_lms_snapshot_keep(r);
-    if (r->want_lock) {
-        memset(&r->step, 0, sizeof r->step);
-        r->phase = RSDI_LP_LOCK;
-        r->locked = true;
-        r->step.kind = RSD_STEP_LOCK;
-        r->step.key = r->key;
-        r->step.deadline_ms = r->deadline;
-        return;
-    }
-    rsdi_lms_do_load(r, now_ms);
-    if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
+    if (r->want_lock) rsd_reconcile_lock(r);
+    else rsdi_lms_do_load(r, now_ms);
 }
 
-RSD_API int rsd_lms_reconcile_begin(rsd_lms_reconcile *r, const rsd_lms_desc *d, uint64_t now_ms) {
-    char raw[RSD_RECONCILE_URL_MAX + 16];
-    int i, j, rc;
-    if (!r) return RSD_ERR_ARG;
-    memset(&r->result, 0, sizeof r->result);
-    r->cache = NULL;
-    r->n_notices = r->notices_dropped = 0;
-    r->key[0] = '\0';
-    r->t0 = now_ms;
-    r->locked = false;
-    r->phase = RSDI_LP_DONE;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_DONE;
-    r->step.result = r->result.error = RSD_ERR_ARG;
-    r->result.outcome = RSD_OUTCOME_DEGRADED;
-    if (!d || !d->model || !d->base_url || d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED ||
-        (d->n_protected && !d->protected_models) || d->n_owned < 0 || d->n_owned > RSD_LMS_MAX_OWNED ||
-        (d->n_owned && !d->owned) || d->n_peers < 0 || d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
-        return RSD_ERR_ARG;
-    rc = rsd_root_url(rsd_str_c(d->base_url), r->root, sizeof r->root - 64);
-    if (rc <= 0 || strchr(r->root, '?') || strchr(r->root, '#')) return r->step.result = r->result.error = RSD_ERR_URL;
-    if (!rsdi_cpy(r->model, sizeof r->model, d->model) || !r->model[0] ||
-        !rsdi_cpy(r->default_model, sizeof r->default_model, d->default_model ? d->default_model : ""))
-        return r->step.result = r->result.error = RSD_ERR_MODEL_ID;
-    if (d->target_key) rsdi_cpy(raw, sizeof raw, d->target_key);
-    else (void)RSD_SNPRINTF(raw, sizeof raw, "lmstudio|%s", r->root);
-    if (rsd_target_key_normalise(rsd_str_c(raw), r->key, sizeof r->key) < 0)
-        return r->step.result = r->result.error = RSD_ERR_BUFFER;
-    rsdi_cpy(r->target_id, sizeof r->target_id, d->target_id ? d->target_id : r->root);
-    r->auth[0] = '\0';
-    if (d->bearer && d->bearer[0]) {
-        const char *p;
-        for (p = d->bearer; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7F) return RSD_ERR_ARG;
-        if (RSD_SNPRINTF(r->auth, sizeof r->auth, "Bearer %s", d->bearer) >= (int)sizeof r->auth) return RSD_ERR_ARG;
-    }
-    r->n_protected = 0;
-    for (i = 0; i < d->n_protected; i++) {
-        const rsd_protected_model *p = &d->protected_models[i];
-        if (!p->model_id.ptr || p->model_id.len >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
-        memcpy(r->protected_ids[i], p->model_id.ptr, p->model_id.len);
-        r->protected_ids[i][p->model_id.len] = '\0';
-        r->protected_models[i].model_id.ptr = r->protected_ids[i];
-        r->protected_models[i].model_id.len = p->model_id.len;
-        r->protected_models[i].role = p->role;
-        r->n_protected++;
-    }
-    r->n_owned = 0;
-    for (i = 0; i < d->n_owned; i++) {
-        if (!d->owned[i].instance || !d->owned[i].instance[0]) continue;
-        if (!rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, d->owned[i].model ? d->owned[i].model : "") ||
-            !rsdi_cpy(r->owned_inst[r->n_owned], RSD_MODEL_ID_MAX, d->owned[i].instance))
-            return RSD_ERR_MODEL_ID;
-        r->n_owned++;
-    }
-    r->n_peers = r->n_peer_ids = 0;
-    for (i = 0; i < d->n_peers; i++) {
-        const rsd_lms_peer *p = &d->peers[i];
-        if ((p->n_instance_ids && !p->instance_ids) || p->n_instance_ids < 0) return RSD_ERR_ARG;
-        rsdi_cpy_str(r->peer_target[i], RSD_MODEL_ID_MAX, p->target_id);
-        r->peer_first[i] = r->n_peer_ids;
-        r->peer_count[i] = 0;
-        for (j = 0; j < p->n_instance_ids && r->n_peer_ids < RSD_LMS_MAX_PEER_IDS; j++) {
-            if (p->instance_ids[j].len >= RSD_MODEL_ID_MAX || !p->instance_ids[j].ptr) continue;
-            rsdi_cpy_str(r->peer_ids[r->n_peer_ids], RSD_MODEL_ID_MAX, p->instance_ids[j]);
-            r->peer_views[r->n_peer_ids] = rsd_str_c(r->peer_ids[r->n_peer_ids]);
-            r->n_peer_ids++;
-            r->peer_count[i]++;
-        }
-        r->n_peers++;
-    }
-    r->logger = d->logger;
-    r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
-    r->explicit_load = d->explicit_load;
-    r->keep_pinned = d->keep_pinned;
-    r->want_lock = d->lock;
-    r->has_gen = d->has_generation;
-    r->gen = d->generation;
-    r->load = d->load;
-    r->ctx_max = d->model_max_context;
-    r->ctx_ceiling = d->context_ceiling;
-    r->probe_ms = d->probe_timeout_ms ? d->probe_timeout_ms : (uint32_t)RSD_LMS_PROBE_TIMEOUT_MS;
-    r->restore_ms = d->restore_ms ? d->restore_ms : (uint32_t)RSD_LMS_RESTORE_MS;
-    r->deadline = now_ms + (d->deadline_ms ? d->deadline_ms : (uint32_t)RSD_LMS_DEADLINE_MS);
-    r->tier_try = RSD_LMS_TIER_V1;
-    r->attempts = r->ci = r->ui = r->n_cand = r->n_unload = r->ri = r->n_before = 0;
-    r->retried_plain = r->in_restore = r->owned_changed = false;
-    r->first_err[0] = r->fail_reason[0] = '\0';
-    r->fail_error = RSD_OK;
-    r->result.error = RSD_OK;
-    r->result.outcome = RSD_OUTCOME_NONE;
-    r->cache = d->cache;
-    r->commit_gen = d->generation;
-    if (rsdi_lms_cache_hit(r, now_ms)) {
-        rsdi_lms_done(r, now_ms);
-        return RSD_OK;
-    }
-    rsdi_lms_list(r, RSDI_LP_LIST, RSD_LMS_TIER_V1, now_ms);
-    return RSD_OK;
+RSDI_PRIVATE void rsdi_lms_start(rsd_reconcile *r, uint64_t now_ms) {
+    r->lms.tier_try = RSD_LMS_TIER_V1;
+    rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
 }
 
-RSD_API int rsd_lms_reconcile_commit_done(rsd_lms_reconcile *r, uint64_t generation) {
-    if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
-    r->commit_gen = generation;
-    return RSD_OK;
-}
-
-RSD_API int rsd_lms_reconcile_commit_failed(rsd_lms_reconcile *r, int error, const char *what) {
-    if (!r || (r->phase != RSDI_LP_COMMIT_OUT && r->phase != RSDI_LP_COMMIT)) return RSD_ERR_STATE;
-    r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
-    rsdi_lms_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                    "could not record this change on LM Studio target '%s' in the state directory (%s); "
-                    "other processes sharing it may act on a stale view (cached decisions, instances "
-                    "residency owns) until the next change is recorded", r->target_id,
-                    what && what[0] ? what : rsd_result_str(r->result.state_error));
-    rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
-              what ? what : "");
-    return RSD_OK;
-}
-
-RSD_API rsd_step rsd_lms_reconcile_next(rsd_lms_reconcile *r, uint64_t now_ms) {
-    rsd_step none;
-    if (!r) {
-        memset(&none, 0, sizeof none);
-        none.kind = RSD_STEP_DONE;
-        none.result = RSD_ERR_ARG;
-        return none;
-    }
-    switch (r->phase) {
-    case RSDI_LP_COMMIT:
-        r->phase = RSDI_LP_COMMIT_OUT;
-        return r->step;
-    case RSDI_LP_COMMIT_OUT: /* handed out: UNLOCK when locked, else DONE */
-        if (r->locked) {
-            memset(&r->step, 0, sizeof r->step);
-            r->step.kind = RSD_STEP_UNLOCK;
-            r->step.key = r->key;
-            r->phase = RSDI_LP_UNLOCK_OUT;
-            return r->step;
-        }
-        rsdi_lms_done(r, now_ms);
-        return r->step;
-    case RSDI_LP_UNLOCK:
-        r->phase = RSDI_LP_UNLOCK_OUT;
-        return r->step;
-    case RSDI_LP_UNLOCK_OUT:
-        r->locked = false;
-        rsdi_lms_done(r, now_ms);
-        return r->step;
-    default:
-        return r->step;
-    }
-}
-
-RSD_API int rsd_lms_reconcile_set_owned(rsd_lms_reconcile *r, const rsd_lms_owned *owned, int n) {
-    int i, k, m = 0;
-    bool same;
-    if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
-    if (n < 0 || n > RSD_LMS_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
-    for (i = 0; i < n; i++) {
-        if (!owned[i].instance || !owned[i].instance[0]) continue;
-        if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
-            (owned[i].model && strlen(owned[i].model) >= RSD_MODEL_ID_MAX))
-            return RSD_ERR_ARG;
-        m++;
-    }
-    same = m == r->n_owned; /* as sets of instance ids */
-    for (i = 0; i < n && same; i++) {
-        bool found = !owned[i].instance || !owned[i].instance[0];
-        for (k = 0; k < r->n_owned && !found; k++) found = strcmp(r->owned_inst[k], owned[i].instance) == 0;
-        same = found;
-    }
-    if (same) return RSD_OK;
-    r->n_owned = 0;
-    for (i = 0; i < n && r->n_owned < RSD_LMS_MAX_OWNED; i++) {
-        if (!owned[i].instance || !owned[i].instance[0]) continue;
-        rsdi_cpy(r->owned_model[r->n_owned], RSD_MODEL_ID_MAX, owned[i].model ? owned[i].model : "");
-        rsdi_cpy(r->owned_inst[r->n_owned++], RSD_MODEL_ID_MAX, owned[i].instance);
-    }
-    r->owned_changed = true;
-    return RSD_OK;
-}
-
-RSD_API int rsd_lms_reconcile_lock_done(rsd_lms_reconcile *r, bool held, uint64_t generation, uint64_t now_ms) {
-    if (!r || r->phase != RSDI_LP_LOCK) return RSD_ERR_STATE;
-    r->result.lock_held = held;
+RSDI_PRIVATE void rsdi_lms_locked(rsd_reconcile *r, bool held, bool unchanged, uint64_t now_ms) {
     if (!held) {
-        rsdi_lms_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                        "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
+        rsd_reconcile_add_notice(r, RSD_DMSG_LOCK_UNLOCKED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                             "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
     }
-    if (held && r->has_gen && generation == r->gen && !r->owned_changed) {
-        rsdi_lms_do_load(r, now_ms);
-        if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
-    } else {
-        rsdi_lms_list(r, RSDI_LP_RELIST, RSD_LMS_TIER_V1, now_ms);
+    if (unchanged) rsdi_lms_do_load(r, now_ms);
+    else rsdi_lms_list(r, RSDI_LS_RELIST, now_ms); /* W1 */
+}
+
+/* The catalog by tier: v1, else v0, else the OpenAI listing. */
+RSDI_PRIVATE void rsdi_lms_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   uint64_t now_ms) {
+    rsd_lms_machine *m = &r->lms;
+    rsd_lms_tier tier = (rsd_lms_tier)m->tier_try;
+    char why[RSD_RECONCILE_TEXT_MAX];
+    int rc;
+    if (transport < 0) { /* a dead server costs one timeout, not three */
+        rsdi_lms_why(r, transport, 0, NULL, why, sizeof why);
+        rsdi_lms_degrade(r, transport, why, now_ms);
+        return;
     }
+    rc = rsdi_lms_catalog(r, tier, status, body, len);
+    if (rc == RSD_ERR_AUTH) {
+        rsdi_lms_degrade(r, rc, "LM Studio authentication required", now_ms);
+        return;
+    }
+    if (rc < 0) {
+        if (!m->first_err[0] && m->cat.error.message[0]) rsdi_cpy(m->first_err, sizeof m->first_err, m->cat.error.message);
+        if (m->tier_try < RSD_LMS_TIER_OPENAI) {
+            m->tier_try++;
+            rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
+        } else {
+            rsdi_lms_degrade(r, RSD_ERR_PAYLOAD, m->first_err[0] ? m->first_err : "LM Studio returned no recognized model catalog",
+                             now_ms);
+        }
+        return;
+    }
+    r->result.tier = tier;
+    rsdi_lms_on_catalog(r, now_ms);
+}
+
+/* The v1 catalog under the lock (W1): an instance that appeared meanwhile is used. */
+RSDI_PRIVATE void rsdi_lms_on_relist(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                     uint64_t now_ms) {
+    char why[RSD_RECONCILE_TEXT_MAX];
+    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
+    rsd_lms_resolution res;
+    int rc = ok2xx ? rsdi_lms_catalog(r, RSD_LMS_TIER_V1, status, body, len) : RSD_ERR_HTTP_STATUS;
+    if (rc < 0) {
+        rsdi_lms_why(r, transport, status, NULL, why, sizeof why);
+        rsdi_lms_degrade(r, transport < 0 ? transport : rc, why, now_ms);
+        return;
+    }
+    res = rsdi_lms_resolve_cat(r);
+    if (res.state == RSD_LMS_INSTANCE) { /* loaded meanwhile: use it, load nothing (W1, W40) */
+        rsdi_lms_has_instance(r, true, now_ms);
+        return;
+    }
+    if (res.state != RSD_LMS_JIT || (rc = rsdi_lms_decide(r, res.model, false)) < 0) {
+        rsdi_lms_degrade(r, rc < 0 ? rc : RSD_ERR_NOT_SERVED, "the model changed under the lock", now_ms);
+        return;
+    }
+    r->result.redecided = true;
+    rsdi_lms_snapshot_keep(r);
+    rsdi_lms_do_load(r, now_ms);
+}
+
+/* The keep's load: loaded (the instance it made is ours, S31), or list again (W14). */
+RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   uint64_t now_ms) {
+    rsd_lms_machine *m = &r->lms;
+    char why[RSD_RECONCILE_TEXT_MAX];
+    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
+    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
+    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    if (rc == RSD_OK || (ok2xx && rc != RSD_ERR_SERVER_ERROR)) { /* an unreadable 2xx: loaded, id unknown */
+        r->result.mutated = r->result.loaded = true;
+        r->result.state = RSD_LMS_INSTANCE;
+        r->made_instance[0] = '\0';
+        if (rc == RSD_OK && m->reply.instance_id.len > 0)
+            rsdi_cpy_str(r->made_instance, sizeof r->made_instance, m->reply.instance_id);
+        rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance[0] ? r->made_instance : r->keep);
+        if (r->made_instance[0]) {
+            rsdi_lms_own(r, r->result.model_key, r->made_instance);
+            (void)rsdi_rc_made(r, r->result.model_key);
+        }
+        r->result.outcome = RSD_OUTCOME_RESIDENT;
+        r->result.error = RSD_OK;
+        rsd_reconcile_finish(r, now_ms);
+        return;
+    }
+    rsdi_lms_why(r, transport, status, &m->reply.error, why, sizeof why);
+    rsdi_cpy(r->fail_reason, sizeof r->fail_reason, why);
+    r->fail_error = transport < 0 ? transport : rc == RSD_ERR_SERVER_ERROR ? RSD_ERR_SERVER_ERROR : RSD_ERR_LOAD_REJECTED;
+    rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_WARNING, r->result.model_key,
+                         "loading '%s' on '%s' failed (%s); listing again before any retry.", r->result.model_key,
+                         r->target_id, why);
+    rsdi_lms_list(r, RSDI_LS_AFTER, now_ms);
+}
+
+/* One unload of an owned instance of the current candidate; then the next, then load again. */
+RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                     uint64_t now_ms) {
+    rsd_lms_machine *m = &r->lms;
+    const char *inst = m->unload_inst[m->ui], *cand = m->cand[m->ci];
+    char why[RSD_RECONCILE_TEXT_MAX];
+    bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
+    rsd_evicted *e;
+    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) != RSD_ERR_SERVER_ERROR) {
+        if ((e = rsd_reconcile_evicted(r, inst, cand, m->unload_ctx[m->ui])) != NULL)
+            rsd_reconcile_attr(r, false, e->model, e->id); /* the instance is gone; a restore makes a new one */
+        rsdi_lms_disown(r, inst);
+        r->result.mutated = true;
+        rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, cand,
+                             "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, cand,
+                             r->target_id, r->result.model_key);
+    } else {
+        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+        rsdi_lms_why(r, transport, status, transport == RSD_OK ? &m->reply.error : NULL, why, sizeof why);
+        r->result.unload_failed = true;
+        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, cand,
+                             "unloading instance '%s' of '%s' on '%s' failed: %s", inst, cand, r->target_id, why);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s: %s", inst, why);
+    }
+    if (++m->ui < m->n_unload) {
+        rsd_reconcile_http(r, RSDI_LS_UNLOAD, RSD_OP_UNLOAD, m->unload_inst[m->ui], false, now_ms);
+        return;
+    }
+    m->ci++;
+    if (r->result.n_evicted > m->evict_mark) rsdi_lms_do_load(r, now_ms); /* freed something: retry */
+    else rsdi_lms_list(r, RSDI_LS_AFTER, now_ms);                         /* nothing freed: next candidate */
+}
+
+RSDI_PRIVATE void rsdi_lms_answer(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  uint64_t now_ms) {
+    switch (r->stage) {
+    case RSDI_LS_LIST: rsdi_lms_on_list(r, transport, status, body, len, now_ms); return;
+    case RSDI_LS_RELIST: rsdi_lms_on_relist(r, transport, status, body, len, now_ms); return;
+    case RSDI_LS_LOAD: rsdi_lms_on_load(r, transport, status, body, len, now_ms); return;
+    case RSDI_LS_AFTER: /* the listing after a failed load; blind: no further mutation */
+        if (transport == RSD_OK && status >= 200 && status <= 299 &&
+            rsdi_lms_catalog(r, RSD_LMS_TIER_V1, status, body, len) >= 0)
+            rsdi_lms_after_failure(r, now_ms);
+        else
+            rsdi_lms_load_failed(r, now_ms);
+        return;
+    case RSDI_LS_UNLOAD: rsdi_lms_on_unload(r, transport, status, body, len, now_ms); return;
+    default: return;
+    }
+}
+
+RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
+    static const rsd_runtime rt = {
+        "lmstudio", "LM Studio", RSD_STRATEGY_JIT, RSD_RT_LOAD | RSD_RT_INSTANCES,
+        rsdi_lms_request, NULL, NULL, rsdi_lms_load_answer,
+        RSD_LMS_DEADLINE_MS, RSD_LMS_PROBE_TIMEOUT_MS, RSD_LMS_RESTORE_MS, rsdi_lms_root,
+        rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked};
+    return &rt;
+}
+/* >>driver:lmstudio end */
+/* >>driver:detect */
+/* The root is an object whose member `key` has JSON type `type`. */
+RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, const char *key, rsd_json_type type) {
+    rsd_json_doc doc;
+    int v;
+    if (rsd_json_parse(&doc, body, len, d->toks, RSD_DETECT_TOKENS) <= 0) return false;
+    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
+    v = rsd_json_find(&doc, 0, key);
+    return v >= 0 && rsd_json_type_of(&doc, v) == type;
+}
+
+RSDI_PRIVATE bool rsdi_det_router(rsd_detect *d, const char *body, size_t len) {
+    rsd_router_props p;
+    memset(&p, 0, sizeof p);
+    if (rsd_router_parse_props(body, len, d->toks, RSD_DETECT_TOKENS, &p) != RSD_OK || !p.is_router) return false;
+    d->capacity_known = true; /* the reconcile's capacity answer too: GET /props once */
+    d->max_instances = p.max_instances;
+    d->unlimited = p.unlimited;
+    return true;
+}
+
+RSDI_PRIVATE bool rsdi_det_ollama(rsd_detect *d, const char *body, size_t len) {
+    return rsdi_det_member(d, body, len, "version", RSD_JSON_STRING);
+}
+
+RSDI_PRIVATE bool rsdi_det_lms_v1(rsd_detect *d, const char *body, size_t len) {
+    return rsdi_det_member(d, body, len, "models", RSD_JSON_ARRAY);
+}
+
+RSDI_PRIVATE bool rsdi_det_lms_v0(rsd_detect *d, const char *body, size_t len) {
+    return rsdi_det_member(d, body, len, "data", RSD_JSON_ARRAY);
+}
+
+typedef struct rsdi_det_probe {
+    const char *path;                                    /* GET under the root URL */
+    bool (*match)(rsd_detect *d, const char *body, size_t len); /* on a 2xx answer */
+    const rsd_runtime *(*runtime)(void);
+    bool first_listing;                                  /* the answer is the runtime's first listing */
+} rsdi_det_probe;
+
+/* Probe order = detection order. */
+static const rsdi_det_probe rsdi_det_probes[] = {
+    {"/props", rsdi_det_router, rsd_runtime_router, false},
+    {"/api/version", rsdi_det_ollama, rsd_runtime_ollama, false},
+    {"/api/v1/models", rsdi_det_lms_v1, rsd_runtime_lmstudio, true},
+    {"/api/v0/models", rsdi_det_lms_v0, rsd_runtime_lmstudio, false}
+};
+enum { RSDI_DET_NPROBES = (int)(sizeof rsdi_det_probes / sizeof rsdi_det_probes[0]) };
+
+RSDI_PRIVATE void rsdi_det_done(rsd_detect *d, int err) {
+    d->error = err;
+    d->probe = RSDI_DET_NPROBES;
+    memset(&d->step, 0, sizeof d->step);
+    d->step.kind = RSD_STEP_DONE;
+    d->step.result = err;
+}
+
+RSD_API int rsd_detect_begin(rsd_detect *d, const char *base_url, const char *bearer, uint32_t probe_timeout_ms,
+                             uint64_t deadline_ms, uint64_t now_ms) {
+    int rc;
+    if (!d) return RSD_ERR_ARG;
+    memset(&d->step, 0, sizeof d->step);
+    d->runtime = NULL;
+    d->capacity_known = d->unlimited = d->first_listing = d->saw_auth = false;
+    d->max_instances = d->requests = 0;
+    d->message[0] = d->auth[0] = '\0';
+    d->url = "";
+    d->tries = d->probe = d->probe0_status = 0;
+    d->has_bearer = bearer && bearer[0];
+    d->error = RSD_ERR_ARG;
+    d->step.kind = RSD_STEP_DONE;
+    d->step.result = RSD_ERR_ARG;
+    if (!base_url || !rsdi_cpy(d->base, sizeof d->base, base_url)) return RSD_ERR_ARG;
+    if ((rc = rsdi_rc_root(rsd_runtime_router(), base_url, d->root, sizeof d->root)) < 0) {
+        rsdi_det_done(d, rc);
+        return rc;
+    }
+    if (bearer && bearer[0] && RSD_SNPRINTF(d->auth, sizeof d->auth, "Bearer %s", bearer) >= (int)sizeof d->auth) {
+        rsdi_det_done(d, RSD_ERR_ARG);
+        return RSD_ERR_ARG;
+    }
+    d->probe_ms = probe_timeout_ms ? probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
+    d->deadline = deadline_ms;
+    d->error = RSD_OK;
+    d->step.kind = RSD_STEP_NONE;
+    d->step.result = RSD_OK;
+    (void)now_ms;
     return RSD_OK;
 }
 
-RSD_API int rsd_lms_reconcile_feed(rsd_lms_reconcile *r, int transport, int http_status, const char *body,
-                                   size_t len, uint64_t now_ms) {
-    char why[RSD_RECONCILE_TEXT_MAX];
-    bool ok2xx;
-    int rc;
-    if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
-    if (!body) len = 0;
-    ok2xx = transport == RSD_OK && http_status >= 200 && http_status <= 299;
-    switch (r->phase) {
-    case RSDI_LP_LIST: {
-        rsd_lms_tier tier = (rsd_lms_tier)r->tier_try;
-        if (transport < 0) {
-            rsdi_lms_why(r, transport, 0, NULL, why, sizeof why);
-            rsdi_lms_degrade(r, transport, why, now_ms);
-            return RSD_OK;
-        }
-        rc = rsd_lms_catalog_from_response(&r->cat, tier, http_status, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
-        if (rc == RSD_ERR_AUTH) {
-            rsdi_lms_degrade(r, rc, "LM Studio authentication required", now_ms);
-            return RSD_OK;
-        }
-        if (rc < 0) {
-            if (!r->first_err[0] && r->cat.error.message[0]) rsdi_cpy(r->first_err, sizeof r->first_err, r->cat.error.message);
-            if (r->tier_try < RSD_LMS_TIER_OPENAI) {
-                r->tier_try++;
-                rsdi_lms_list(r, RSDI_LP_LIST, (rsd_lms_tier)r->tier_try, now_ms);
-            } else {
-                rsdi_lms_degrade(r, RSD_ERR_PAYLOAD,
-                                 r->first_err[0] ? r->first_err : "LM Studio returned no recognized model catalog", now_ms);
-            }
-            return RSD_OK;
-        }
-        r->result.tier = tier;
-        rsdi_lms_on_catalog(r, now_ms);
-        return RSD_OK;
+RSD_API rsd_step rsd_detect_next(rsd_detect *d, uint64_t now_ms) {
+    rsd_step_http *h;
+    uint64_t t, left;
+    if (!d) {
+        rsd_step s;
+        memset(&s, 0, sizeof s);
+        s.kind = RSD_STEP_DONE;
+        s.result = RSD_ERR_ARG;
+        return s;
     }
-    case RSDI_LP_RELIST: {
-        rsd_lms_resolution res;
-        rc = ok2xx ? rsd_lms_catalog_from_response(&r->cat, RSD_LMS_TIER_V1, http_status, body, len, r->toks,
-                                                   RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
-        if (rc < 0) {
-            rsdi_lms_why(r, transport, http_status, NULL, why, sizeof why);
-            rsdi_lms_degrade(r, transport < 0 ? transport : rc, why, now_ms);
-            return RSD_OK;
-        }
-        res = rsdi_lms_resolve_cat(r);
-        if (res.state == RSD_LMS_INSTANCE) { /* loaded meanwhile: use it, load nothing (W1, W40) */
-            r->result.outcome = RSD_OUTCOME_RESIDENT;
-            r->result.decision = RSD_DECISION_ALREADY_RESIDENT;
-            r->result.reason = RSD_REASON_KEEP_RESIDENT;
-            r->result.redecided = true;
-            rsdi_lms_finish(r, now_ms);
-            return RSD_OK;
-        }
-        if (res.state != RSD_LMS_JIT || (rc = rsdi_lms_decide(r, res.model, false)) < 0) {
-            rsdi_lms_degrade(r, rc < 0 ? rc : RSD_ERR_NOT_SERVED, "the model changed under the lock", now_ms);
-            return RSD_OK;
-        }
-        r->result.redecided = true;
-        rsdi_lms_snapshot_keep(r);
-        rsdi_lms_do_load(r, now_ms);
-        if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
-        return RSD_OK;
+    if (d->step.kind != RSD_STEP_NONE) return d->step; /* outstanding, or DONE */
+    memset(&d->step, 0, sizeof d->step);
+    (void)RSD_SNPRINTF(d->probe_url, sizeof d->probe_url, "%s%s", d->root, rsdi_det_probes[d->probe].path);
+    h = &d->step.http;
+    d->step.kind = RSD_STEP_HTTP;
+    h->op = RSD_OP_LIST;
+    h->model = "";
+    h->method = "GET";
+    h->url = d->url = d->probe_url;
+    if (d->auth[0]) {
+        h->headers[0].name = "Authorization";
+        h->headers[0].value = d->auth;
+        h->n_headers = 1;
     }
-    case RSDI_LP_LOAD:
-    case RSDI_LP_RESTORE: {
-        bool restore = r->phase == RSDI_LP_RESTORE;
-        rc = ok2xx ? rsd_lms_parse_reply(&r->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
-        if (!ok2xx && transport == RSD_OK)
-            (void)rsd_server_error_parse(&r->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
-        if (rc == RSD_OK || (ok2xx && rc != RSD_ERR_SERVER_ERROR)) { /* an unreadable 2xx: loaded, id unknown */
-            bool have_id = rc == RSD_OK && r->reply.instance_id.len > 0;
-            char id[RSD_MODEL_ID_MAX];
-            id[0] = '\0';
-            if (have_id) rsdi_cpy_str(id, sizeof id, r->reply.instance_id);
-            r->result.mutated = true;
-            if (restore) {
-                r->result.evicted[r->ri].restored = true;
-                if (have_id) rsdi_lms_own(r, r->result.evicted[r->ri].model, id, true);
-                r->ri++;
-                rsdi_lms_next_restore(r, now_ms);
-                return RSD_OK;
-            }
-            r->result.loaded = true;
-            r->result.state = RSD_LMS_INSTANCE;
-            rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, have_id ? id : r->model); /* S31 */
-            if (have_id) rsdi_lms_own(r, r->result.model_key, id, true);
-            r->result.outcome = RSD_OUTCOME_RESIDENT;
-            r->result.error = RSD_OK;
-            rsdi_lms_finish(r, now_ms);
-            return RSD_OK;
-        }
-        rsdi_lms_why(r, transport, http_status, &r->reply.error, why, sizeof why);
-        if (restore) {
-            r->ri++;
-            rsdi_lms_next_restore(r, now_ms);
-            return RSD_OK;
-        }
-        rsdi_cpy(r->fail_reason, sizeof r->fail_reason, why);
-        r->fail_error = transport < 0 ? transport : rc == RSD_ERR_SERVER_ERROR ? RSD_ERR_SERVER_ERROR : RSD_ERR_LOAD_REJECTED;
-        rsdi_lms_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_WARNING, r->result.model_key,
-                        "loading '%s' on '%s' failed (%s); listing again before any retry.", r->result.model_key,
-                        r->target_id, why);
-        rsdi_lms_list(r, RSDI_LP_AFTER, RSD_LMS_TIER_V1, now_ms);
-        return RSD_OK;
-    }
-    case RSDI_LP_AFTER:
-        rc = ok2xx ? rsd_lms_catalog_from_response(&r->cat, RSD_LMS_TIER_V1, http_status, body, len, r->toks,
-                                                   RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
-        if (rc < 0) { /* blind: no further mutation */
-            rsdi_lms_load_failed(r, now_ms);
-            return RSD_OK;
-        }
-        rsdi_lms_after_failure(r, now_ms);
-        return RSD_OK;
-    case RSDI_LP_UNLOAD: {
-        const char *inst = r->unload_inst[r->ui];
-        bool good = ok2xx && rsd_lms_parse_reply(&r->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) != RSD_ERR_SERVER_ERROR;
-        if (good) {
-            rsd_lms_evicted *e = &r->result.evicted[r->result.n_evicted++];
-            rsdi_cpy(e->model, sizeof e->model, r->cand[r->ci]);
-            rsdi_cpy(e->instance, sizeof e->instance, inst);
-            e->context_length = r->unload_ctx[r->ui];
-            e->restored = false;
-            rsdi_cpy(r->result.attr_remove[r->result.n_attr_remove].model, RSD_MODEL_ID_MAX, r->cand[r->ci]);
-            rsdi_cpy(r->result.attr_remove[r->result.n_attr_remove++].instance, RSD_MODEL_ID_MAX, inst);
-            rsdi_lms_disown(r, inst);
-            r->result.mutated = true;
-            rsdi_lms_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, r->cand[r->ci],
-                            "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, r->cand[r->ci],
-                            r->target_id, r->result.model_key);
-        } else {
-            if (transport == RSD_OK) (void)rsd_server_error_parse(&r->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
-            rsdi_lms_why(r, transport, http_status, transport == RSD_OK ? &r->reply.error : NULL, why, sizeof why);
-            r->result.unload_failed = true;
-            rsdi_lms_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->cand[r->ci],
-                            "unloading instance '%s' of '%s' on '%s' failed: %s", inst, r->cand[r->ci], r->target_id, why);
-            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s: %s", inst, why);
-        }
-        if (++r->ui < r->n_unload) {
-            int n = rsd_lms_unload_body(r->body, sizeof r->body, rsd_str_c(r->unload_inst[r->ui]));
-            if (n >= 0) {
-                rsdi_lms_http(r, RSDI_LP_UNLOAD, RSD_OP_UNLOAD, r->unload_inst[r->ui], "/api/v1/models/unload", n, now_ms);
-                return RSD_OK;
-            }
-        }
-        r->ci++;
-        if (r->result.n_evicted > r->evict_mark) {
-            rsdi_lms_do_load(r, now_ms); /* freed something: retry */
-            if (r->phase == RSDI_LP_DONE) rsdi_lms_load_failed(r, now_ms);
-        } else {
-            rsdi_lms_list(r, RSDI_LP_AFTER, RSD_LMS_TIER_V1, now_ms); /* nothing freed: next candidate */
-        }
-        return RSD_OK;
-    }
-    default:
-        return RSD_ERR_STATE;
-    }
+    /* a probe sent again after a timeout gets twice the time */
+    left = d->deadline > now_ms ? d->deadline - now_ms : 1;
+    t = (uint64_t)d->probe_ms << d->tries;
+    if (t > left) t = left;
+    h->timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
+    d->requests++;
+    return d->step;
 }
-/* >>driver:lmstudio end */
+
+RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char *body, size_t len,
+                            const char *why, uint64_t now_ms) {
+    const rsdi_det_probe *p;
+    if (!d || d->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
+    if (!body) len = 0;
+    p = &rsdi_det_probes[d->probe];
+    d->step.kind = RSD_STEP_NONE;
+    if (transport == RSD_ERR_TIMEOUT && now_ms < d->deadline) { /* busy, not gone: the same probe again */
+        if (d->tries < 16) d->tries++;
+        return RSD_OK;
+    }
+    d->tries = 0;
+    if (transport < 0 && (transport == RSD_ERR_CONNECT || transport == RSD_ERR_RESOLVE || d->probe == 0)) {
+        char w[128];
+        bool unreachable = transport == RSD_ERR_CONNECT || transport == RSD_ERR_RESOLVE || transport == RSD_ERR_TIMEOUT ||
+                           transport == RSD_ERR_CLOSED || transport == RSD_ERR_IO || transport == RSD_ERR_TLS ||
+                           transport == RSD_ERR_TLS_VERIFY;
+        /* plain words: "connection refused", "timed out", "name resolution failed" */
+        (void)rsdi_cpy(w, sizeof w, why && why[0] ? why : rsd_result_str(transport));
+        if (w[0] >= 'A' && w[0] <= 'Z') w[0] = (char)(w[0] - 'A' + 'a');
+        if (unreachable) (void)RSD_SNPRINTF(d->message, sizeof d->message, "server unreachable: %s (%s)", w, d->base);
+        else /* it answered, but not in HTTP a model server speaks (another protocol, a huge head) */
+            (void)RSD_SNPRINTF(d->message, sizeof d->message, "not a model server: GET %s: %s", d->probe_url, w);
+        rsdi_det_done(d, transport);
+        return RSD_OK;
+    }
+    if (transport == RSD_OK && (status == 401 || status == 403)) d->saw_auth = true;
+    if (d->probe == 0) d->probe0_status = status;
+    if (transport == RSD_OK && status >= 200 && status <= 299 && p->match(d, body, len)) {
+        d->runtime = p->runtime();
+        d->first_listing = p->first_listing;
+        rsdi_det_done(d, RSD_OK);
+        return RSD_OK;
+    }
+    if (++d->probe < RSDI_DET_NPROBES) return RSD_OK;
+    if (d->saw_auth) {
+        (void)RSD_SNPRINTF(d->message, sizeof d->message,
+                           d->has_bearer ? "%s refused the API key given (HTTP 401/403)"
+                                         : "%s asks for an API key (HTTP 401/403) and none was given", d->base);
+        rsdi_det_done(d, RSD_ERR_AUTH);
+    } else {
+        (void)RSD_SNPRINTF(d->message, sizeof d->message,
+                           "not a model server: %s answers, but not as a llama.cpp router, Ollama or LM "
+                           "Studio (GET %s: HTTP %d)", d->base, rsdi_det_probes[0].path, d->probe0_status);
+        rsdi_det_done(d, RSD_ERR_NOT_FOUND);
+    }
+    return RSD_OK;
+}
+/* >>driver:detect end */
 /* ==== >>driver end ======================================================== */
 
 /* ==== >>fit (implementation) ============================================== */
@@ -10489,8 +10552,8 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     size_t reqs_bytes, link_bytes, ev_bytes, total, off_reqs, off_wq, off_nt, off_ev;
     uint32_t i;
     int k;
-    if (!desc) return NULL;
-    d = *desc;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d); /* NULL = the defaults, as every create */
     if (rsdi_allocator_check(&d.allocator) < 0) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOCATOR_HALF, NULL, RSDI_WHERE);
         return NULL;

@@ -1120,55 +1120,44 @@
        holds one client slot and socket while it is open (plus its unpulled
        CANCELLED event until the next step with a request).
 
-       Runtime detection (q.runtime AUTO): probes in table order, each one GET
-       under the root URL, until one matches: llama.cpp router (GET /props with
-       "role":"router"), Ollama (GET /api/version with a "version" string), LM
-       Studio (GET /api/v1/models with a "models" array, then GET /api/v0/models
-       with a "data" array for 0.3 servers). The answer is cached per target in
-       the ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
-       target pays for it. A router's /props answer (up to RSD_ENSURE_PROPS_BYTES)
-       is also the reconcile's capacity answer, not asked again: a resident model
-       costs 2 requests (GET /props, GET /v1/models), as upstream. A probe that
-       times out is sent again with twice the timeout while the ensure's deadline
-       allows (a busy server is slow, not gone). Any other transport error on the
-       first probe ends the ensure at once (DEGRADED, the transport error, e.g.
-       RSD_ERR_CONNECT, message "server unreachable: connection refused (URL)"); no
-       match -> DEGRADED RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not
-       as a llama.cpp router, Ollama or LM Studio (GET /props: HTTP 404)"), or
-       RSD_ERR_AUTH when a probe was answered 401/403 ("URL asks for an API key ...
-       and none was given", or "URL refused the API key given").
-       Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
-       driver getter).
+       Runtime detection (q.runtime AUTO) is the core's rsd_detect (>>driver:
+       detect), driven over the ensurer's client: one GET per probe under the root
+       URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
+       0.3). The answer is cached per target in the ensurer (RSD_ENSURE_MAX_NAMES
+       entries), so only the first ensure of a target pays for it. What the probe
+       read is handed to the reconcile, not asked again: a router's /props as its
+       instance limit (desc.capacity_known), so a resident model costs 2 requests
+       (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
+       as its first listing (desc.first_listing). No match -> DEGRADED
+       RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not as a llama.cpp
+       router, Ollama or LM Studio (GET /props: HTTP 404)"), or RSD_ERR_AUTH when
+       a probe was answered 401/403 ("URL asks for an API key ... and none was
+       given", or "URL refused the API key given"); a refused connection or any
+       transport error on the first probe ends the ensure at once (DEGRADED, the
+       transport error, e.g. RSD_ERR_CONNECT, message "server unreachable:
+       connection refused (URL)").
 
-       LM Studio (LMSTUDIO, or detected) runs its own machine, rsd_lms_reconcile_*
-       (>>driver:lmstudio), through the same loop, lock, notices and result:
-         - key "lmstudio|<root>" (S1 root: "/v1" dropped, so both spellings of the
-           URL share lock, attribution and cache); explicit load (S25: ensuring is
-           asking for a load), load.context_length = q.context_length (clamped
-           beside other residents, S29); protected models, RESIDENCY, observe,
-           user_managed, keep_pinned and the bearer as for the other runtimes;
-           observe (and any opt-out) never loads nor unloads (W19);
-         - owned instances (W16): the target's attribution entries that name an
-           instance are handed in as desc.owned; COMMIT removes attr_remove[] and
-           adds attr_add[] (model key, instance id) and bumps the generation. Only
-           owned instances are ever unloaded (S33): an instance loaded by another
-           process using the same state directory is owned too; the operator's
-           and LM Link peers' never. Without a state directory the ensurer keeps
-           what it loaded in memory (RSD_LMS_MAX_OWNED per ensurer, upstream S33);
-         - TTL cache: an rsd_lms_cache in the ensurer (same TTL, generation and
-           no_cache rules as the decision cache) that keeps the wire id, so a hit
-           makes no request and still answers result.wire_id;
-         - detected by probing, the matching GET /api/v1/models answer is the
-           machine's first listing (fed to it, not asked again);
-         - result: evicted[].id are the unloaded instance ids (restored flags as
-           usual); decision/reason of the machine's decide (ALREADY_RESIDENT when
-           the catalog had an instance; NONE on early exits such as 0.3 servers).
+       Every runtime runs the one machine (rsd_reconcile with the runtime's
+       adapter), through the same loop, lock, notices, cache and result. The
+       target key is rsd_reconcile_target_key's ("<runtime>|<url>", LM Studio:
+       "lmstudio|<root>", so both spellings of its URL share lock, attribution
+       and cache). The target's attribution entries go in as desc.ours (plain
+       models) and desc.owned (instances, LM Studio); COMMIT removes
+       result.attr_remove[] and adds result.attr_add[] and bumps the generation.
+       Only owned instances are ever unloaded: an instance loaded by another
+       process using the same state directory is owned too; the operator's and
+       LM Link peers' never. Without a state directory the ensurer remembers the
+       instances it loaded in memory (RSD_RECONCILE_MAX_OWNED per ensurer).
+       The TTL cache keeps the wire id, so an LM Studio hit makes no request and
+       still answers result.wire_id and lms_tier. A runtime with its own
+       default deadline (LM Studio: 300 s, loads are slow) uses it when
+       q.timeout_ms is 0. result.evicted[].id are what left the server (LM
+       Studio: the unloaded instance ids).
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
        without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_ENSURE_PROPS_BYTES 2048,
-       RSD_ENSURE_PROBE_TOKENS 4096 (JSON tokens of a detection probe), the
-       reconcile's limits (notices, ids: >>driver). Memory: create only.
+       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
+       detection answer), the reconcile's limits (notices, ids: >>driver). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
        may share a state directory (the lock serialises their mutations).
        Errors: those of the reconcile (>>driver), of the client (>>http client),
@@ -1969,12 +1958,10 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 /* Manual: "drive" in the doc block at the top of this file. */
 enum {
     RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
-    RSD_ENSURE_PROBE_TOKENS = 4096, /* JSON tokens of one detection probe */
-    RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline */
+    RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
-    RSD_ENSURE_PROPS_BYTES = 2048   /* a router's GET /props answer kept from detection (longer: asked again) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -6015,7 +6002,7 @@ enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT
 enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOCK };
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
-    RSDI_EN_MAX_CHANGES = RSD_MAX_RESIDENTS + 2 * RSD_LMS_MAX_EVICT + 2
+    RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
 };
 
 typedef struct rsdi_ensure_name {
@@ -6023,7 +6010,7 @@ typedef struct rsdi_ensure_name {
     char addr[64];
 } rsdi_ensure_name;
 
-/* An LM Studio instance this ensurer loaded, kept in memory when there is no state dir. */
+/* An instance this ensurer loaded, kept in memory when there is no state dir. */
 typedef struct rsdi_ensure_mem {
     char key[RSD_TARGET_KEY_MAX];
     char model[RSD_MODEL_ID_MAX];
@@ -6034,6 +6021,15 @@ typedef struct rsdi_ensure_det {
     char key[RSD_TARGET_KEY_MAX];
     rsd_runtime_kind kind;
 } rsdi_ensure_det;
+
+/* What detection learnt that the reconcile can use: the router's instance limit, and
+   the first listing when the probe was that very GET. */
+typedef struct rsdi_en_found {
+    bool capacity_known, unlimited;
+    uint32_t max_instances;
+    const char *listing;
+    size_t listing_len;
+} rsdi_en_found;
 
 struct rsd_ensurer {
     rsd_allocator alloc;
@@ -6071,108 +6067,53 @@ struct rsd_ensurer {
     int nosse_next;
     bool sse_open, sse_fresh, sse_fast, sse_tried; /* tried: opened once in this ensure */
     bool hit;                         /* the current ensure ended on the TTL fast path */
-    rsd_decision hit_decision;
-    rsd_reason hit_reason;
+    rsd_cache_hit hit_v;              /* that hit */
     rsd_http_req_h sse_h;
     uint64_t rwake;                   /* the reconcile's own wake of the current WAIT */
     uint32_t sse_events, sse_wakes, n_pend;
     uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
     char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
     char sse_url[RSD_RECONCILE_URL_MAX + 16];
-    /* the router's detection answer, kept as the reconcile's capacity answer (GET /props once) */
-    bool props_kept;
-    uint32_t props_len;
-    char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, probe_tries, error, probe0_status;
-    bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
+    int phase, final, waiting, error;
+    bool inflight, reconciling, observe, user_managed, keep_pinned;
+    bool timeout_given;               /* q->timeout_ms was set (else the runtime's default) */
     bool env_warned;                  /* the ENV_UNKNOWN notice was given (once per ensurer) */
+    rsdi_en_found found;              /* what detection found (kept while etcd is read first) */
     rsd_http_req_h h;
     rsd_runtime_kind kind;
+    const rsd_runtime *rt;            /* the runtime of the current run */
     rsd_outcome outcome;
-    uint32_t ctx, ctx_ceiling, timeout_ms, probe_ms, requests;
+    uint32_t ctx, ctx_ceiling, timeout_ms, probe_ms, probe_ms_req, requests;
     uint64_t t0, deadline, wake, last_now, elapsed;
     rsd_http_op op;
     char op_model[RSD_MODEL_ID_MAX];
     char url[RSD_RECONCILE_URL_MAX];
     char root[RSD_RECONCILE_URL_MAX];
-    char probe_url[RSD_RECONCILE_URL_MAX + 64];
     char model[RSD_MODEL_ID_MAX];
     char bearer[RSD_RECONCILE_BEARER_MAX];
     char key[RSD_TARGET_KEY_MAX];
     char message[RSD_RECONCILE_TEXT_MAX];
     rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
+    int n_ours, n_owned, n_mem;
     const char *ours[RSD_RECONCILE_MAX_OURS];
+    rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
+    rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
-    rsd_json_tok toks[RSD_ENSURE_PROBE_TOKENS];
-    /* LM Studio (its own machine, rsd_lms_reconcile_*) */
-    bool lms;                         /* the current run is LM Studio's */
-    bool timeout_given;               /* q->timeout_ms was set (else the runtime's default) */
-    uint32_t probe_ms_req;            /* q->probe_timeout_ms as given (0 = the runtime's default) */
-    rsd_lms_cache lcache;
-    int n_owned, n_mem;
-    rsd_lms_owned owned[RSD_LMS_MAX_OWNED];
-    rsdi_ensure_mem mem[RSD_LMS_MAX_OWNED];   /* no state dir: owned instances, this ensurer only */
-    rsd_evicted lev[RSD_LMS_MAX_EVICT];       /* LM Studio evictions as rsd_evicted (instance ids) */
     union {
-        rsd_reconcile rc;
-        rsd_lms_reconcile lms;
-    } m;                              /* one machine runs at a time */
+        rsd_detect det;               /* while detecting */
+        rsd_reconcile rc;             /* while reconciling */
+    } m;
 };
 
-/* ---- runtime detection: one table entry per probe ------------------------- */
-RSDI_PRIVATE bool rsdi_en_match_router(rsd_ensurer *e, const char *body, size_t len) {
-    rsd_router_props p;
-    memset(&p, 0, sizeof p);
-    return rsd_router_parse_props(body, len, e->toks, RSD_ENSURE_PROBE_TOKENS, &p) == RSD_OK && p.is_router;
-}
-
-/* The root is an object whose member `key` has JSON type `type`. */
-RSDI_PRIVATE bool rsdi_en_match_member(rsd_ensurer *e, const char *body, size_t len, const char *key,
-                                       rsd_json_type type) {
-    rsd_json_doc doc;
-    int v;
-    if (rsd_json_parse(&doc, body, len, e->toks, RSD_ENSURE_PROBE_TOKENS) <= 0) return false;
-    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
-    v = rsd_json_find(&doc, 0, key);
-    return v >= 0 && rsd_json_type_of(&doc, v) == type;
-}
-
-RSDI_PRIVATE bool rsdi_en_match_ollama(rsd_ensurer *e, const char *body, size_t len) {
-    return rsdi_en_match_member(e, body, len, "version", RSD_JSON_STRING);
-}
-
-RSDI_PRIVATE bool rsdi_en_match_lms_v1(rsd_ensurer *e, const char *body, size_t len) {
-    return rsdi_en_match_member(e, body, len, "models", RSD_JSON_ARRAY);
-}
-
-RSDI_PRIVATE bool rsdi_en_match_lms_v0(rsd_ensurer *e, const char *body, size_t len) {
-    return rsdi_en_match_member(e, body, len, "data", RSD_JSON_ARRAY);
-}
-
-typedef struct rsdi_ensure_probe {
-    rsd_runtime_kind kind;
-    const char *label;                 /* for messages */
-    const char *path;                  /* GET under the root URL */
-    bool (*match)(rsd_ensurer *e, const char *body, size_t len);  /* on a 2xx answer */
-    const rsd_runtime *(*driver)(void);/* rsd_reconcile runtime; NULL = LM Studio's own machine */
-} rsdi_ensure_probe;
-
-/* Probe order = detection order. A new runtime on rsd_reconcile: one entry with its getter
-   (LM Studio runs rsd_lms_reconcile_*, chosen by kind in rsdi_en_start_run). */
-static const rsdi_ensure_probe rsdi_ensure_probes[] = {
-    {RSD_RUNTIME_LLAMACPP, "llama.cpp router", "/props", rsdi_en_match_router, rsd_runtime_router},
-    {RSD_RUNTIME_OLLAMA, "Ollama", "/api/version", rsdi_en_match_ollama, rsd_runtime_ollama},
-    {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v1/models", rsdi_en_match_lms_v1, NULL},
-    {RSD_RUNTIME_LMSTUDIO, "LM Studio", "/api/v0/models", rsdi_en_match_lms_v0, NULL}
-};
-enum { RSDI_EN_NPROBES = (int)(sizeof rsdi_ensure_probes / sizeof rsdi_ensure_probes[0]) };
-
-RSDI_PRIVATE const rsdi_ensure_probe *rsdi_en_probe_of(rsd_runtime_kind kind) {
-    int i;
-    for (i = 0; i < RSDI_EN_NPROBES; i++)
-        if (rsdi_ensure_probes[i].kind == kind) return &rsdi_ensure_probes[i];
-    return NULL;
+/* The runtime adapter of a kind (NULL for AUTO). */
+RSDI_PRIVATE const rsd_runtime *rsdi_en_runtime_of(rsd_runtime_kind kind) {
+    switch (kind) {
+    case RSD_RUNTIME_LLAMACPP: return rsd_runtime_router();
+    case RSD_RUNTIME_OLLAMA: return rsd_runtime_ollama();
+    case RSD_RUNTIME_LMSTUDIO: return rsd_runtime_lmstudio();
+    default: return NULL;
+    }
 }
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -6222,7 +6163,7 @@ RSDI_PRIVATE bool rsdi_en_nosse(const rsd_ensurer *e) {
    kept and replayed when the next WAIT begins. */
 RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
     rsd_ensurer *e = (rsd_ensurer *)user;
-    if (!e->sse_open || e->lms || !e->reconciling || e->phase != RSDI_EN_RUN) return;
+    if (!e->sse_open || !e->reconciling || e->phase != RSDI_EN_RUN) return;
     e->sse_events++;
     if (e->waiting == RSDI_EN_WAIT_WAKE) {
         if (rsd_reconcile_event(&e->m.rc, ev->data.ptr, ev->data.len, e->last_now) == 1) {
@@ -6249,7 +6190,7 @@ RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
     rsd_http_request q;
     rsd_http_header h;
     if (e->sse_open) return true;
-    if (e->sse_tried || e->no_sse || e->lms || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
+    if (e->sse_tried || e->no_sse || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
     if (RSD_SNPRINTF(e->sse_url, sizeof e->sse_url, "%s/models/sse", e->root) >= (int)sizeof e->sse_url) return false;
     memset(&q, 0, sizeof q);
     h.name = rsd_str_c("Accept");
@@ -6303,7 +6244,6 @@ RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
     uint64_t later;
     uint32_t i;
     bool woke = false;
-    if (e->lms) return;
     if (!e->sse_open && rsdi_en_sse_open(e, now_ms)) e->sse_fresh = true;
     if (!e->sse_open) return;
     for (i = 0; i < e->n_pend; i++)
@@ -6358,7 +6298,7 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     rsdi_en_sse_close(e);
     rsdi_en_unlock_all(e);
-    e->final = e->lms ? e->m.lms.result.error : e->m.rc.result.error;
+    e->final = e->m.rc.result.error;
     e->phase = RSDI_EN_DONE;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
@@ -6456,7 +6396,6 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     e->no_sse = d.no_sse;
     e->sse_poll_ms = d.sse_poll_ms ? d.sse_poll_ms : (uint32_t)RSD_ENSURE_SSE_POLL_MS;
     e->cache.ttl_ms = d.cache_ttl_ms;
-    e->lcache.ttl_ms = d.cache_ttl_ms;
     e->n_protected = d.n_protected;
     for (i = 0; i < d.n_protected; i++) {
         rsdi_cpy_str(e->prot_ids[i], RSD_MODEL_ID_MAX, d.protected_models[i].model_id);
@@ -6566,22 +6505,7 @@ RSDI_PRIVATE const char *rsdi_en_env(const rsd_ensurer *e) {
     return e->ignore_env ? NULL : getenv("RESIDENCY");
 }
 
-/* ---- the machine in use: rsd_reconcile, or LM Studio's rsd_lms_reconcile ----------- */
-RSDI_PRIVATE rsd_step rsdi_en_next(rsd_ensurer *e, uint64_t now_ms) {
-    return e->lms ? rsd_lms_reconcile_next(&e->m.lms, now_ms) : rsd_reconcile_next(&e->m.rc, now_ms);
-}
-
-RSDI_PRIVATE void rsdi_en_feed(rsd_ensurer *e, int transport, int status, const char *body, size_t len,
-                               uint64_t now_ms) {
-    if (e->lms) (void)rsd_lms_reconcile_feed(&e->m.lms, transport, status, body, len, now_ms);
-    else (void)rsd_reconcile_feed(&e->m.rc, transport, status, body, len, now_ms);
-}
-
-RSDI_PRIVATE void rsdi_en_lock_done(rsd_ensurer *e, bool held, uint64_t gen, uint64_t now_ms) {
-    if (e->lms) (void)rsd_lms_reconcile_lock_done(&e->m.lms, held, gen, now_ms);
-    else (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
-}
-
+/* ---- the run: one machine (rsd_reconcile) with the runtime's adapter ---------------- */
 /* The target's generation from etcd (as last read) or the state dir; false = unknown. */
 RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
     *gen = 0;
@@ -6652,26 +6576,42 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
     rsd_etcd_view v;
     if (!e->co || e->co_read_err >= 0) return;
     rsd_etcd_query(e->co, &v);
-    if (e->lms)
-        rsdi_lms_notice(&e->m.lms, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                        "could not read the shared record for '%s' from etcd (%s): residency treats every "
-                        "loaded instance there as not its own", e->url, v.message[0] ? v.message : rsd_result_str(e->co_read_err));
+    if (e->rt->flags & RSD_RT_INSTANCES)
+        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "could not read the shared record for '%s' from etcd (%s): residency treats every "
+                                 "loaded instance there as not its own", e->url,
+                                 v.message[0] ? v.message : rsd_result_str(e->co_read_err));
     else
-        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                           "could not read the shared record for '%s' from etcd (%s): residency treats every "
-                           "resident there as not its own, and other hosts' protections are unknown", e->url,
-                           v.message[0] ? v.message : rsd_result_str(e->co_read_err));
+        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "could not read the shared record for '%s' from etcd (%s): residency treats every "
+                                 "resident there as not its own, and other hosts' protections are unknown", e->url,
+                                 v.message[0] ? v.message : rsd_result_str(e->co_read_err));
 }
 
-/* The target's plain attribution entries (the models this library loaded there) as ours[];
-   the count. */
-RSDI_PRIVATE int rsdi_en_read_ours(rsd_ensurer *e) {
+/* The target's attribution: plain entries (models this library loaded there) as ours[],
+   entries naming an instance as owned[] -- or, without a state directory, the instances
+   this ensurer loaded itself (upstream S33). */
+RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     size_t i;
-    int n = 0;
-    if (rsdi_en_attr_load(e) < 0) return 0;
-    for (i = 0; i < e->attrs.count && n < RSD_RECONCILE_MAX_OURS; i++)
-        if (!e->attrs.items[i].instance[0]) e->ours[n++] = e->attrs.items[i].model;
-    return n;
+    int k;
+    e->n_ours = e->n_owned = 0;
+    if (!e->st && !e->co) {
+        for (k = 0; k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
+            if (strcmp(e->mem[k].key, e->key) == 0) {
+                e->owned[e->n_owned].model = e->mem[k].model;
+                e->owned[e->n_owned++].instance = e->mem[k].inst;
+            }
+        return;
+    }
+    if (rsdi_en_attr_load(e) < 0) return;
+    for (i = 0; i < e->attrs.count; i++) {
+        if (!e->attrs.items[i].instance[0]) {
+            if (e->n_ours < RSD_RECONCILE_MAX_OURS) e->ours[e->n_ours++] = e->attrs.items[i].model;
+        } else if (e->n_owned < RSD_RECONCILE_MAX_OWNED) {
+            e->owned[e->n_owned].model = e->attrs.items[i].model;
+            e->owned[e->n_owned++].instance = e->attrs.items[i].instance;
+        }
+    }
 }
 
 /* Says so (once: the read that reset it) when the attribution just read was corrupt. */
@@ -6682,31 +6622,31 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
         rsd_etcd_query(e->co, &v);
         e->co_told = true;
         if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-        if (e->lms)
-            rsdi_lms_notice(&e->m.lms, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                            "the record of the LM Studio instances residency loaded on '%s' (etcd %s/attr/%s) "
-                            "is corrupt: residency treats every loaded instance there as not its own until "
-                            "the next change rewrites it", e->url, v.prefix, name);
+        if (e->rt->flags & RSD_RT_INSTANCES)
+            rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                     "the record of the %s instances residency loaded on '%s' (etcd %s/attr/%s) "
+                                     "is corrupt: residency treats every loaded instance there as not its own "
+                                     "until the next change rewrites it", e->rt->label, e->url, v.prefix, name);
         else
-            rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                               "the record of the models residency loaded on '%s' (etcd %s/attr/%s) is "
-                               "corrupt: residency treats every resident there as not its own until the "
-                               "next change rewrites it", e->url, v.prefix, name);
+            rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                     "the record of the models residency loaded on '%s' (etcd %s/attr/%s) is "
+                                     "corrupt: residency treats every resident there as not its own until the "
+                                     "next change rewrites it", e->url, v.prefix, name);
         return;
     }
     if (!e->st || !e->attrs.reset) return;
     e->attrs.reset = false;
     if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-    if (e->lms)
-        rsdi_lms_notice(&e->m.lms, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                        "the record of the LM Studio instances residency loaded on '%s' was corrupt and "
-                        "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
-                        "instance there as not its own", e->url, rsd_state_dir(e->st), name);
+    if (e->rt->flags & RSD_RT_INSTANCES)
+        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "the record of the %s instances residency loaded on '%s' was corrupt and "
+                                 "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
+                                 "instance there as not its own", e->rt->label, e->url, rsd_state_dir(e->st), name);
     else
-        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                           "the record of the models residency loaded on '%s' was corrupt and has been "
-                           "reset (kept as %s/attr/%s.attr.corrupt): residency treats every resident "
-                           "there as not its own", e->url, rsd_state_dir(e->st), name);
+        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "the record of the models residency loaded on '%s' was corrupt and has been "
+                                 "reset (kept as %s/attr/%s.attr.corrupt): residency treats every resident "
+                                 "there as not its own", e->url, rsd_state_dir(e->st), name);
 }
 
 /* Says so once per ensurer when RESIDENCY holds a value residency does not know (a typo
@@ -6718,79 +6658,7 @@ RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
     const char *v = e->observe ? NULL : rsdi_en_env(e);
     if (e->env_warned || rsd_env_known(v)) return;
     e->env_warned = true;
-    if (e->lms)
-        rsdi_lms_notice(&e->m.lms, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
-    else
-        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
-}
-
-/* LM Studio instances owned on e->key (W16): the persisted attribution entries that name
-   an instance, or without a state directory what this ensurer loaded (upstream S33). */
-RSDI_PRIVATE void rsdi_en_load_owned(rsd_ensurer *e) {
-    size_t i;
-    int k;
-    e->n_owned = 0;
-    if (e->st || e->co) {
-        if (rsdi_en_attr_load(e) < 0) return;
-        for (i = 0; i < e->attrs.count && e->n_owned < RSD_LMS_MAX_OWNED; i++)
-            if (e->attrs.items[i].instance[0]) {
-                e->owned[e->n_owned].model = e->attrs.items[i].model;
-                e->owned[e->n_owned++].instance = e->attrs.items[i].instance;
-            }
-        return;
-    }
-    for (k = 0; k < e->n_mem && e->n_owned < RSD_LMS_MAX_OWNED; k++)
-        if (strcmp(e->mem[k].key, e->key) == 0) {
-            e->owned[e->n_owned].model = e->mem[k].model;
-            e->owned[e->n_owned++].instance = e->mem[k].inst;
-        }
-}
-
-/* Starts LM Studio's machine: key "lmstudio|<S1 root>", owned instances, generation. */
-RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
-    char root[RSD_RECONCILE_URL_MAX], raw[RSD_RECONCILE_URL_MAX + 16];
-    rsd_lms_desc d;
-    uint64_t gen = 0;
-    bool has_gen = false;
-    if (rsd_root_url(rsd_str_c(e->url), root, sizeof root) < 0 ||
-        RSD_SNPRINTF(raw, sizeof raw, "lmstudio|%s", root) >= (int)sizeof raw ||
-        rsd_target_key_normalise(rsd_str_c(raw), e->key, sizeof e->key) < 0) {
-        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
-        return;
-    }
-    if (!e->timeout_given) e->deadline = e->t0 + (uint64_t)RSD_LMS_DEADLINE_MS; /* W13: loads are slow */
-    if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again when it answered */
-    rsdi_en_load_owned(e);
-    has_gen = rsdi_en_gen(e, &gen);
-    memset(&d, 0, sizeof d);
-    d.base_url = e->url;
-    d.target_key = e->key;
-    d.model = e->model;
-    d.residency_env = rsdi_en_env(e);
-    d.user_managed = e->user_managed;
-    d.explicit_load = true; /* ensuring residency is an explicit load (S25) */
-    d.keep_pinned = e->keep_pinned;
-    d.lock = e->st != NULL || e->co != NULL;
-    d.has_generation = has_gen;
-    d.generation = gen;
-    d.load.context_length = e->ctx;
-    d.context_ceiling = e->ctx_ceiling;
-    d.protected_models = rsdi_en_protected(e, &d.n_protected);
-    d.owned = e->n_owned ? e->owned : NULL;
-    d.n_owned = e->n_owned;
-    d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
-    d.probe_timeout_ms = e->probe_ms_req;
-    d.bearer = e->bearer[0] ? e->bearer : NULL;
-    d.cache = e->no_cache ? NULL : &e->lcache;
-    d.logger = e->logger;
-    e->lms = true;
-    e->reconciling = true;
-    e->phase = RSDI_EN_RUN;
-    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) { /* an error ends it DONE with it */
-        rsdi_en_env_notice(e);
-        rsdi_en_reset_notice(e);
-        rsdi_en_co_notice(e);
-    }
+    rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
 }
 
 /* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
@@ -6798,18 +6666,14 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
    another generation is a miss) ends the ensure with no request, as the reconcile's own
    lookup would. A bearer the reconcile would reject takes the slow path (its error). */
 RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
-    rsd_cache_hit hit;
     const unsigned char *p;
     for (p = (const unsigned char *)e->bearer; *p; p++)
         if (*p < 0x20 || *p == 0x7f) return false;
-    if (rsd_cache_lookup(&e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &hit) != 1) return false;
+    if (rsd_cache_lookup(&e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &e->hit_v) != 1) return false;
     e->hit = true;
-    e->hit_decision = hit.decision;
-    e->hit_reason = hit.reason;
-    e->outcome = hit.decision == RSD_DECISION_OBSERVE ? RSD_OUTCOME_OBSERVED
-               : hit.decision == RSD_DECISION_DECLINE ? RSD_OUTCOME_DECLINED : RSD_OUTCOME_RESIDENT;
+    e->outcome = (rsd_outcome)e->hit_v.outcome;
     e->reconciling = false;
-    e->final = RSD_OK;
+    e->final = e->hit_v.error;
     e->phase = RSDI_EN_DONE;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
@@ -6818,33 +6682,33 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
 }
 
 /* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
-RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
-    const rsdi_ensure_probe *p = rsdi_en_probe_of(e->kind);
-    const rsd_runtime *rt = p && p->driver ? p->driver() : NULL;
-    char raw[RSD_RECONCILE_URL_MAX + 64];
+RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint64_t now_ms) {
+    const rsd_runtime *rt = rsdi_en_runtime_of(e->kind);
     rsd_reconcile_desc d;
     uint64_t gen = 0;
     bool has_gen = false;
-    int n_ours = 0, rc;
-    if (e->kind == RSD_RUNTIME_LMSTUDIO) {
-        rsdi_en_start_lms(e, now_ms);
-        return;
-    }
-    e->lms = false;
+    int rc;
     if (!rt) {
         rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms, "%s at %s: no %s driver in this build; nothing managed",
-                     p ? p->label : rsd_runtime_kind_str(e->kind), e->url, rsd_runtime_kind_str(e->kind));
+                     rsd_runtime_kind_str(e->kind), e->url, rsd_runtime_kind_str(e->kind));
         return;
     }
-    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, e->url) >= (int)sizeof raw ||
-        rsd_target_key_normalise(rsd_str_c(raw), e->key, sizeof e->key) < 0) {
+    e->rt = rt;
+    if (rsd_reconcile_target_key(rt, e->url, e->key, sizeof e->key) < 0) {
         rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
         return;
     }
-    if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again when it answered */
+    if (!e->timeout_given && rt->deadline_ms) e->deadline = e->t0 + rt->deadline_ms; /* e.g. slow LM Studio loads */
+    if (f) { /* what detection found (the listing only while its answer is in hand) */
+        e->found = *f;
+        e->found.listing = NULL;
+        e->found.listing_len = 0;
+    }
+    if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again (f NULL) when it answered */
+    if (!f) f = &e->found;
     has_gen = rsdi_en_gen(e, &gen);
     if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
-    n_ours = rsdi_en_read_ours(e);
+    rsdi_en_read_attr(e);
     memset(&d, 0, sizeof d);
     d.runtime = rt;
     d.base_url = e->url;
@@ -6853,19 +6717,29 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     d.residency_env = rsdi_en_env(e);
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
+    d.explicit_load = true; /* ensuring residency is an explicit load (S25) */
     d.lock = e->st != NULL || e->co != NULL;
     d.has_generation = has_gen;
     d.generation = gen;
     d.protected_models = rsdi_en_protected(e, &d.n_protected);
-    d.ours = n_ours ? e->ours : NULL;
-    d.n_ours = n_ours;
+    d.ours = e->n_ours ? e->ours : NULL;
+    d.n_ours = e->n_ours;
+    d.owned = e->n_owned ? e->owned : NULL;
+    d.n_owned = e->n_owned;
     d.context_length = e->ctx;
     d.context_ceiling = e->ctx_ceiling;
     d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
-    d.probe_timeout_ms = e->probe_ms;
+    d.probe_timeout_ms = e->probe_ms_req;
     d.bearer = e->bearer[0] ? e->bearer : NULL;
     d.cache = e->no_cache ? NULL : &e->cache;
     d.logger = e->logger;
+    if (f) {
+        d.capacity_known = f->capacity_known;
+        d.unlimited = f->unlimited;
+        d.max_instances = f->max_instances;
+        d.first_listing = f->listing;
+        d.first_listing_len = f->listing_len;
+    }
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
     rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
@@ -6877,85 +6751,33 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     /* on error the reconcile is DONE with it; step picks it up */
 }
 
-RSDI_PRIVATE void rsdi_en_probe_send(rsd_ensurer *e, uint64_t now_ms) {
-    const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
-    rsd_http_request q;
-    uint64_t t;
-    int rc;
-    (void)RSD_SNPRINTF(e->probe_url, sizeof e->probe_url, "%s%s", e->root, p->path);
-    memset(&q, 0, sizeof q);
-    q.url = e->probe_url;
-    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
-    /* a probe sent again after a timeout gets twice the time */
-    t = (uint64_t)e->probe_ms << e->probe_tries;
-    q.total_timeout_ms = rsdi_en_left(e, now_ms, t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t);
-    q.connect_timeout_ms = q.total_timeout_ms;
-    rc = rsd_http_send(e->http, &q, now_ms, &e->h);
-    if (rc < 0) {
-        rsdi_en_fail(e, rc, now_ms, "GET %s: %s", e->probe_url, rsd_result_str(rc));
-        return;
-    }
-    e->requests++;
-    e->inflight = true;
-    e->waiting = RSDI_EN_WAIT_HTTP;
-    e->op = RSD_OP_NONE;
-    e->op_model[0] = '\0';
-}
-
+/* A detection answer: the next probe, or the run with what it found, or the end. */
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
-    const rsdi_ensure_probe *p = &rsdi_ensure_probes[e->probe_i];
-    if (ev->result == RSD_ERR_TIMEOUT && now_ms < e->deadline) { /* busy, not gone: the same probe again */
-        if (e->probe_tries < 16) e->probe_tries++;
+    rsd_detect *d = &e->m.det;
+    rsdi_en_found f;
+    (void)rsd_detect_feed(d, ev->result, ev->status, ev->body.ptr, ev->body.len,
+                          ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
+    if (rsd_detect_next(d, now_ms).kind != RSD_STEP_DONE) return; /* the next probe (or the same, later) */
+    if (!d->runtime) {
+        rsdi_en_fail(e, d->error, now_ms, "%s", d->message);
         return;
     }
-    e->probe_tries = 0;
-    if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
-        char why[128];
-        bool transport = ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE ||
-                         ev->result == RSD_ERR_TIMEOUT || ev->result == RSD_ERR_CLOSED || ev->result == RSD_ERR_IO ||
-                         ev->result == RSD_ERR_TLS || ev->result == RSD_ERR_TLS_VERIFY;
-        /* plain words: "connection refused", "timed out", "name resolution failed" */
-        (void)rsdi_cpy(why, sizeof why, ev->sys_errno ? strerror(ev->sys_errno) : rsd_result_str(ev->result));
-        why[0] = rsdi_ascii_lower(why[0]);
-        if (transport) rsdi_en_fail(e, ev->result, now_ms, "server unreachable: %s (%s)", why, e->url);
-        else /* it answered, but not in HTTP a model server speaks (another protocol, a huge head) */
-            rsdi_en_fail(e, ev->result, now_ms, "not a model server: GET %s: %s", e->probe_url, why);
-        return;
-    }
-    if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;
-    if (e->probe_i == 0) e->probe0_status = ev->status;
-    if (ev->result == RSD_OK && ev->status >= 200 && ev->status <= 299 && p->match(e, ev->body.ptr, ev->body.len)) {
+    {
         int i = e->det_next;
         e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
         (void)rsd_target_key_normalise(rsd_str_c(e->url), e->det[i].key, sizeof e->det[i].key);
-        e->det[i].kind = p->kind;
-        e->kind = p->kind;
-        if (p->kind == RSD_RUNTIME_LLAMACPP && ev->body.len <= sizeof e->props_body) { /* the capacity answer too */
-            if (ev->body.len) memcpy(e->props_body, ev->body.ptr, ev->body.len);
-            e->props_len = (uint32_t)ev->body.len;
-            e->props_kept = true;
-        }
-        rsdi_en_start_run(e, now_ms);
-        if (e->lms && e->phase == RSDI_EN_RUN && e->reconciling) { /* (not while etcd is read first) */
-            /* LM Studio's first step is this very GET: answer it with the probe's reply */
-            rsd_step s = rsdi_en_next(e, now_ms);
-            if (s.kind == RSD_STEP_HTTP && strcmp(s.http.method, "GET") == 0 && strcmp(s.http.url, e->probe_url) == 0) {
-                e->requests--; /* the machine counts it as its own */
-                rsdi_en_feed(e, ev->result, ev->status, ev->body.ptr, ev->body.len, now_ms);
-            }
-        }
-        return;
+        e->kind = (rsd_runtime_kind)rsd_runtime_kind_parse(d->runtime->name);
+        e->det[i].kind = e->kind;
     }
-    if (++e->probe_i >= RSDI_EN_NPROBES) {
-        if (e->saw_auth)
-            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms,
-                         e->bearer[0] ? "%s refused the API key given (HTTP 401/403)"
-                                      : "%s asks for an API key (HTTP 401/403) and none was given", e->url);
-        else
-            rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
-                         "not a model server: %s answers, but not as a llama.cpp router, Ollama or LM "
-                         "Studio (GET %s: HTTP %d)", e->url, rsdi_ensure_probes[0].path, e->probe0_status);
+    memset(&f, 0, sizeof f);
+    f.capacity_known = d->capacity_known;
+    f.unlimited = d->unlimited;
+    f.max_instances = d->max_instances;
+    if (d->first_listing) { /* the runtime's first request is this very GET */
+        f.listing = ev->body.ptr ? ev->body.ptr : "";
+        f.listing_len = ev->body.len;
     }
+    rsdi_en_start_run(e, &f, now_ms); /* the detection state is gone from here on */
 }
 
 RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
@@ -6965,7 +6787,7 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     if (!e) return RSD_ERR_ARG;
     if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
     e->phase = RSDI_EN_DONE;
-    e->inflight = e->reconciling = e->saw_auth = false;
+    e->inflight = e->reconciling = false;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->requests = 0;
     e->t0 = e->last_now = now_ms;
@@ -6977,15 +6799,13 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->kind = RSD_RUNTIME_AUTO;
     e->outcome = RSD_OUTCOME_NONE;
     e->error = RSD_OK;
-    e->lms = false;
+    e->rt = rsd_runtime_router();
     e->hit = false;
     e->sse_tried = false;
-    e->props_kept = false;
-    e->probe_tries = 0;
-    e->probe0_status = 0;
     e->co_read = false;
     e->co_told = false;
     e->co_read_err = RSD_OK;
+    memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -7026,18 +6846,22 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
+        if ((rc = rsd_detect_begin(&e->m.det, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
+            rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
+            return rc;
+        }
         e->phase = RSDI_EN_DETECT;
-        e->probe_i = 0;
         return RSD_OK;
     }
-    rsdi_en_start_run(e, now_ms);
+    rsdi_en_start_run(e, NULL, now_ms);
     return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
 }
 
-/* Sends the reconcile's HTTP step; a send error is fed back as the transport result. */
-RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms) {
+/* Sends an HTTP step (the reconcile's or detection's); false when it could not be sent
+   (*send_rc says why). */
+RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_ms, int *send_rc) {
     rsd_http_request q;
-    int rc, i;
+    int i;
     memset(&q, 0, sizeof q);
     q.method = s->http.method;
     q.url = s->http.url;
@@ -7051,30 +6875,22 @@ RSDI_PRIVATE void rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.body_len = s->http.body ? s->http.body_len : 0;
     q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
     q.connect_timeout_ms = q.total_timeout_ms;
-    e->op = s->http.op;
+    e->op = e->phase == RSDI_EN_DETECT ? RSD_OP_NONE : s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
-    if (s->http.op == RSD_OP_CAPACITY && e->props_kept && strcmp(s->http.url, e->probe_url) == 0) {
-        e->props_kept = false; /* detection read this very GET: answer it from there (one GET /props) */
-        e->requests--;         /* the reconcile counts it as its own */
-        rsdi_en_feed(e, RSD_OK, 200, e->props_body, e->props_len, now_ms);
-        return;
-    }
     /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
     if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
         (void)rsdi_en_sse_open(e, now_ms);
         e->n_pend = 0;
     }
-    rc = rsd_http_send(e->http, &q, now_ms, &e->h);
-    if (rc < 0) {
-        rsdi_en_feed(e, rc, 0, NULL, 0, now_ms);
-        return;
-    }
+    *send_rc = rsd_http_send(e->http, &q, now_ms, &e->h);
+    if (*send_rc < 0) return false;
     e->inflight = true;
     e->waiting = RSDI_EN_WAIT_HTTP;
+    return true;
 }
 
 /* Without a state directory: remember (model, instance) owned on e->key in memory. */
-RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_lms_attr *a, bool add) {
+RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool add) {
     int k;
     for (k = 0; k < e->n_mem; k++)
         if (strcmp(e->mem[k].key, e->key) == 0 && strcmp(e->mem[k].inst, a->instance) == 0) break;
@@ -7083,7 +6899,7 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_lms_attr *a, bool ad
         return;
     }
     if (k == e->n_mem) {
-        if (e->n_mem >= RSD_LMS_MAX_OWNED) return; /* full: this one is not remembered */
+        if (e->n_mem >= RSD_RECONCILE_MAX_OWNED) return; /* full: this one is not remembered */
         e->n_mem++;
     }
     (void)rsdi_cpy(e->mem[k].key, sizeof e->mem[k].key, e->key);
@@ -7091,10 +6907,17 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_lms_attr *a, bool ad
     (void)rsdi_cpy(e->mem[k].inst, sizeof e->mem[k].inst, a->instance);
 }
 
-RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const char *model, const char *instance, bool remove) {
-    if (e->n_chg >= RSDI_EN_MAX_CHANGES || !model || !model[0]) return;
-    e->chg[e->n_chg].model = model;
-    e->chg[e->n_chg].instance = instance;
+/* One attribution change of the COMMIT: into the state directory's update, or (no state
+   directory) an instance into the ensurer's memory. */
+RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool remove) {
+    if (!a->model || !a->model[0]) return;
+    if (!e->st && !e->co) {
+        if (a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
+        return;
+    }
+    if (e->n_chg >= RSDI_EN_MAX_CHANGES) return;
+    e->chg[e->n_chg].model = a->model;
+    e->chg[e->n_chg].instance = a->instance && a->instance[0] ? a->instance : NULL; /* plain: every entry of it */
     e->chg[e->n_chg++].remove = remove;
 }
 
@@ -7109,8 +6932,7 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
         gen = v.gen;
         if (r != RSD_OK) {
             (void)RSD_SNPRINTF(what, sizeof what, "%s", v.message[0] ? v.message : rsd_result_str(r));
-            if (e->lms) (void)rsd_lms_reconcile_commit_failed(&e->m.lms, r, what);
-            else (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
+            (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
             return;
         }
     }
@@ -7118,41 +6940,26 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
     if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
     e->alk_active = false;
     if (r == RSD_OK) {
-        if (e->lms) (void)rsd_lms_reconcile_commit_done(&e->m.lms, gen);
-        else (void)rsd_reconcile_commit_done(&e->m.rc, gen);
+        (void)rsd_reconcile_commit_done(&e->m.rc, gen);
         return;
     }
     (void)RSD_SNPRINTF(what, sizeof what, "%s", rsd_state_last_error(e->st)[0] ? rsd_state_last_error(e->st)
                                                                               : rsd_result_str(r));
-    if (e->lms) (void)rsd_lms_reconcile_commit_failed(&e->m.lms, r, what);
-    else (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
+    (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
 }
 
-/* COMMIT: what the machine loaded and unloaded goes into the attribution (router: the
-   keep in, unrestored victims out; LM Studio: unloaded owned instances out, new ones in),
-   and the generation is bumped -- one update under the attribution-file lock, taken
-   without blocking (WAIT_COMMIT: the step comes back at the lock's next attempt), bounded
-   by the ensure's deadline (at least RSDI_EN_COMMIT_GRACE_MS). Without a state directory
-   only LM Studio's in-memory ownership changes. */
+/* COMMIT: what the machine loaded and unloaded goes into the attribution (removals
+   first, then additions), and the generation is bumped -- one update under the
+   attribution-file lock, taken without blocking (WAIT_COMMIT: the step comes back at the
+   lock's next attempt), bounded by the ensure's deadline (at least RSDI_EN_COMMIT_GRACE_MS).
+   Without a state directory only the in-memory instances change. */
 RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
+    const rsd_reconcile_result *res = &e->m.rc.result;
     uint64_t dl;
     int i, r;
     e->n_chg = 0;
-    if (e->lms) {
-        const rsd_lms_result *res = &e->m.lms.result;
-        for (i = 0; i < res->n_attr_remove; i++) {
-            if (e->st || e->co) rsdi_en_change(e, res->attr_remove[i].model, res->attr_remove[i].instance, true);
-            else rsdi_en_mem_set(e, &res->attr_remove[i], false);
-        }
-        for (i = 0; i < res->n_attr_add; i++) {
-            if (e->st || e->co) rsdi_en_change(e, res->attr_add[i].model, res->attr_add[i].instance, false);
-            else rsdi_en_mem_set(e, &res->attr_add[i], true);
-        }
-    } else {
-        const rsd_reconcile_result *res = &e->m.rc.result;
-        if (res->attr_add[0]) rsdi_en_change(e, res->attr_add, NULL, false);
-        for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, res->attr_remove[i], NULL, true);
-    }
+    for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, &res->attr_remove[i], true);
+    for (i = 0; i < res->n_attr_add; i++) rsdi_en_change(e, &res->attr_add[i], false);
     dl = e->deadline > now_ms + RSDI_EN_COMMIT_GRACE_MS ? e->deadline : now_ms + RSDI_EN_COMMIT_GRACE_MS;
     if (e->co) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
         r = rsd_etcd_commit_begin(e->co, e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
@@ -7203,20 +7010,62 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
         held = rsd_state_lock_held(&e->lk);
     }
     if (held && !rsdi_en_gen(e, &gen)) gen = ~(uint64_t)0;
-    if (e->lms) { /* the attribution too may have changed while we waited: read it again */
-        rsdi_en_load_owned(e);
-        (void)rsd_lms_reconcile_set_owned(&e->m.lms, e->owned, e->n_owned);
-    } else {
-        int n_ours = rsdi_en_read_ours(e);
-        (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, n_ours);
-    }
+    rsdi_en_read_attr(e); /* it may have changed while we waited */
+    (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, e->n_ours);
+    (void)rsd_reconcile_set_owned(&e->m.rc, e->owned, e->n_owned);
     rsdi_en_reset_notice(e);
-    rsdi_en_lock_done(e, held, gen, now_ms);
+    (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
     return true;
 }
 
+/* One step of the reconcile: perform what it asks. False = come back later (PENDING). */
+RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
+    rsd_step s = rsd_reconcile_next(&e->m.rc, now_ms);
+    int rc;
+    switch (s.kind) {
+    case RSD_STEP_HTTP:
+        if (!rsdi_en_http(e, &s, now_ms, &rc)) (void)rsd_reconcile_feed(&e->m.rc, rc, 0, NULL, 0, now_ms);
+        return true;
+    case RSD_STEP_WAIT:
+        e->waiting = RSDI_EN_WAIT_WAKE;
+        e->rwake = e->wake = s.wake_ms;
+        rsdi_en_sse_wait(e, now_ms);
+        return now_ms >= e->wake;
+    case RSD_STEP_LOCK:
+        if (e->co) {
+            if (rsd_etcd_lock_begin(e->co, e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+                (void)rsd_reconcile_lock_done(&e->m.rc, false, 0, now_ms);
+                return true;
+            }
+            e->waiting = RSDI_EN_WAIT_COORD;
+            e->co_then = RSDI_EN_CO_LOCK;
+            return true;
+        }
+        if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+            (void)rsd_reconcile_lock_done(&e->m.rc, false, 0, now_ms);
+            return true;
+        }
+        e->lk_active = true;
+        e->waiting = RSDI_EN_WAIT_LOCK;
+        return true;
+    case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); return true;
+    case RSD_STEP_UNLOCK:
+        if (e->co) { /* released now; the ensure ends once etcd deleted the key */
+            (void)rsd_etcd_unlock_begin(e->co, now_ms);
+            e->waiting = RSDI_EN_WAIT_COORD;
+            e->co_then = RSDI_EN_CO_UNLOCK;
+            return true;
+        }
+        if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
+        e->lk_active = false;
+        return true;
+    case RSD_STEP_DONE: rsdi_en_finish(e, now_ms); return true;
+    default: return true;
+    }
+}
+
 RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
-    int guard;
+    int guard, rc;
     if (!e) return RSD_ERR_ARG;
     if (e->co) (void)rsd_etcd_step(e->co, now_ms); /* the lease's keepalive, a release in the background */
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
@@ -7236,14 +7085,20 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->waiting = RSDI_EN_WAIT_NONE;
                 fed = true;
                 if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
-                else rsdi_en_feed(e, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
+                else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             if (fed) continue;
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
         if (e->phase == RSDI_EN_DETECT) {
-            rsdi_en_probe_send(e, now_ms);
+            rsd_step s = rsd_detect_next(&e->m.det, now_ms);
+            if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
+            if (!rsdi_en_http(e, &s, now_ms, &rc)) {
+                rsdi_en_fail(e, rc, now_ms, "GET %s: %s", s.http.url, rsd_result_str(rc));
+                return e->final;
+            }
+            e->requests++;
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_LOCK) {
@@ -7260,7 +7115,7 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
             if (e->co_then == RSDI_EN_CO_READ) {
                 e->co_read = true;
                 e->co_read_err = r;
-                rsdi_en_start_run(e, now_ms);
+                rsdi_en_start_run(e, NULL, now_ms);
             } else if (e->co_then == RSDI_EN_CO_LOCK) {
                 if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
             } else if (e->co_then == RSDI_EN_CO_COMMIT) {
@@ -7276,48 +7131,8 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
-        {
-            rsd_step s = rsdi_en_next(e, now_ms);
-            switch (s.kind) {
-            case RSD_STEP_HTTP: rsdi_en_http(e, &s, now_ms); break;
-            case RSD_STEP_WAIT:
-                e->waiting = RSDI_EN_WAIT_WAKE;
-                e->rwake = e->wake = s.wake_ms;
-                rsdi_en_sse_wait(e, now_ms);
-                if (now_ms < e->wake) return RSD_PENDING;
-                break;
-            case RSD_STEP_LOCK:
-                if (e->co) {
-                    if (rsd_etcd_lock_begin(e->co, e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
-                        rsdi_en_lock_done(e, false, 0, now_ms);
-                        break;
-                    }
-                    e->waiting = RSDI_EN_WAIT_COORD;
-                    e->co_then = RSDI_EN_CO_LOCK;
-                    break;
-                }
-                if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
-                    rsdi_en_lock_done(e, false, 0, now_ms);
-                    break;
-                }
-                e->lk_active = true;
-                e->waiting = RSDI_EN_WAIT_LOCK;
-                break;
-            case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); break;
-            case RSD_STEP_UNLOCK:
-                if (e->co) { /* released now; the ensure ends once etcd deleted the key */
-                    (void)rsd_etcd_unlock_begin(e->co, now_ms);
-                    e->waiting = RSDI_EN_WAIT_COORD;
-                    e->co_then = RSDI_EN_CO_UNLOCK;
-                    break;
-                }
-                if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
-                e->lk_active = false;
-                break;
-            case RSD_STEP_DONE: rsdi_en_finish(e, now_ms); return e->final;
-            default: break;
-            }
-        }
+        if (!rsdi_en_run_step(e, now_ms)) return RSD_PENDING;
+        if (e->phase == RSDI_EN_DONE) return e->final;
     }
     return RSD_PENDING;
 }
@@ -7351,21 +7166,11 @@ RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
 }
 
 RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
-    if (out) *out = !e ? NULL : e->lms ? e->m.lms.notices : e->m.rc.notices;
+    if (out) *out = e ? e->m.rc.notices : NULL;
     if (!e || !e->reconciling) return 0;
-    return e->lms ? e->m.lms.n_notices : e->m.rc.n_notices;
+    return e->m.rc.n_notices;
 }
 
-
-/* The fields rsd_lms_result and rsd_reconcile_result share, copied into an ensure result. */
-#define RSDI_EN_RESULT_COMMON(out, r) do { \
-        (out)->outcome = (r)->outcome; (out)->decision = (r)->decision; \
-        (out)->reason = (r)->reason; (out)->cache_hit = (r)->cache_hit; \
-        (out)->keep_resident = (r)->keep_resident; (out)->lock_held = (r)->lock_held; \
-        (out)->loaded = (r)->loaded; (out)->mutated = (r)->mutated; \
-        (out)->requests += (r)->requests; (out)->message = (r)->message; \
-        (out)->state_error = (r)->state_error; \
-    } while (0)
 RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
@@ -7385,46 +7190,40 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     out->op_model = e->op_model;
     out->lock_waiting = e->phase == RSDI_EN_RUN && e->waiting == RSDI_EN_WAIT_LOCK;
     out->wire_id = e->model;
-    if (e->reconciling && e->lms) {
-        const rsd_lms_result *r = &e->m.lms.result;
-        int i;
-        RSDI_EN_RESULT_COMMON(out, r);
-        for (i = 0; i < r->n_evicted && i < RSD_LMS_MAX_EVICT; i++) {
-            memcpy(e->lev[i].id, r->evicted[i].instance, sizeof e->lev[i].id);
-            e->lev[i].restored = r->evicted[i].restored;
-        }
-        out->n_evicted = i;
-        out->evicted = e->lev;
-        out->n_notices = e->m.lms.n_notices;
-        out->notices = e->m.lms.notices;
+    out->evicted = e->m.rc.result.evicted;
+    out->notices = e->m.rc.notices;
+    if (e->reconciling) {
+        const rsd_reconcile_result *r = &e->m.rc.result;
+        out->outcome = r->outcome;
+        out->decision = r->decision;
+        out->reason = r->reason;
+        out->cache_hit = r->cache_hit;
+        out->keep_resident = r->keep_resident;
+        out->lock_held = r->lock_held;
+        out->loaded = r->loaded;
+        out->mutated = r->mutated;
+        out->requests += r->requests;
+        out->message = r->message;
+        out->state_error = r->state_error;
+        out->n_evicted = r->n_evicted;
+        out->n_notices = e->m.rc.n_notices;
         if (r->wire_id[0]) out->wire_id = r->wire_id;
         out->lms_tier = r->tier;
-    } else if (e->reconciling) {
-        const rsd_reconcile_result *r = &e->m.rc.result;
-        RSDI_EN_RESULT_COMMON(out, r);
-        out->n_evicted = r->n_evicted;
-        out->evicted = r->evicted;
-        out->n_notices = e->m.rc.n_notices;
-        out->notices = e->m.rc.notices;
     } else if (e->hit) {
         out->outcome = e->outcome;
-        out->decision = e->hit_decision;
-        out->reason = e->hit_reason;
+        out->decision = e->hit_v.decision;
+        out->reason = e->hit_v.reason;
         out->cache_hit = true;
-        out->keep_resident = e->outcome == RSD_OUTCOME_RESIDENT;
-        out->message = "";
-        out->evicted = e->m.rc.result.evicted;
-        out->notices = e->m.rc.notices;
+        out->keep_resident = e->hit_v.keep_resident;
+        if (e->hit_v.wire_id[0]) out->wire_id = e->hit_v.wire_id;
+        out->lms_tier = (rsd_lms_tier)e->hit_v.tier;
     } else {
         out->outcome = e->outcome;
         out->decision = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_DECISION_OBSERVE : RSD_DECISION_NONE;
         out->reason = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_REASON_PROBE_FAILED : RSD_REASON_NONE;
         out->message = e->message;
-        out->evicted = e->m.rc.result.evicted;
-        out->notices = e->m.rc.notices;
     }
 }
-#undef RSDI_EN_RESULT_COMMON
 
 RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
     rsd_pollfd fds[32];

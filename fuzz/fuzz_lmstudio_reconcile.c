@@ -1,4 +1,4 @@
-/* libFuzzer target: the LM Studio reconcile machine (rsd_lms_reconcile_*) driven
+/* libFuzzer target: the LM Studio reconcile machine (rsd_reconcile_* with rsd_runtime_lmstudio()) driven
    by fuzz-chosen answers: statuses, transport errors, canned catalogs and
    replies, or raw fuzz bytes as bodies; lock answers and generations.
    Build: make fuzz T=lmstudio_reconcile FUZZ_SECS=60
@@ -19,7 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FZ_CHECK(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (line %d)\n", #c, __LINE__); abort(); } } while (0)
 
-static rsd_lms_reconcile R;
+static rsd_reconcile R;
 static rsd_json_tok TOK[2048];
 
 static const char *const BODIES[] = {
@@ -53,7 +53,7 @@ static unsigned take(cursor *c) {
 }
 
 /* Is id one of the owned instances (desc) or loaded in this run? */
-static int owned(const rsd_lms_desc *d, const char *id, char loaded[][RSD_MODEL_ID_MAX], int nl) {
+static int owned(const rsd_reconcile_desc *d, const char *id, char loaded[][RSD_MODEL_ID_MAX], int nl) {
     int i;
     for (i = 0; i < d->n_owned; i++)
         if (strcmp(d->owned[i].instance, id) == 0) return 1;
@@ -64,8 +64,8 @@ static int owned(const rsd_lms_desc *d, const char *id, char loaded[][RSD_MODEL_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cursor c;
-    rsd_lms_desc d;
-    rsd_lms_owned own[3];
+    rsd_reconcile_desc d;
+    rsd_owned own[3];
     unsigned flags, steps = 0;
     int locks = 0, unlocks = 0, commits = 0, keep_loads = 0, i, nl = 0;
     bool observe, posted = false;
@@ -79,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&d, 0, sizeof d);
     d.base_url = "http://studio:1234/v1";
     d.target_id = "studio";
-    d.model = (flags & 3) == 0 ? "k" : (flags & 3) == 1 ? "kk" : (flags & 3) == 2 ? "k:clio" : "zzz";
+    d.runtime = rsd_runtime_lmstudio();
+    d.keep = (flags & 3) == 0 ? "k" : (flags & 3) == 1 ? "kk" : (flags & 3) == 2 ? "k:clio" : "zzz";
     d.default_model = (flags & 4) ? "kk" : NULL;
     d.explicit_load = (flags & 8) != 0;
     d.lock = (flags & 16) != 0;
@@ -87,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     d.generation = (flags >> 12) & 3;
     d.residency_env = (flags & 64) ? "observe" : NULL;
     d.user_managed = (flags & 128) != 0;
-    d.load.context_length = (flags & 256) ? 262144 : 0;
+    d.context_length = (flags & 256) ? 262144 : 0;
     d.deadline_ms = (flags & 512) ? 3000 : 0;
     d.n_owned = (int)((flags >> 10) & 3);
     for (i = 0; i < d.n_owned; i++) {
@@ -96,15 +97,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     d.owned = own;
     observe = d.residency_env || d.user_managed;
-    FZ_CHECK(rsd_lms_reconcile_begin(&R, &d, now) == RSD_OK);
+    FZ_CHECK(rsd_reconcile_begin(&R, &d, now) == RSD_OK);
     for (;;) {
-        rsd_step s = rsd_lms_reconcile_next(&R, now);
+        rsd_step s = rsd_reconcile_next(&R, now);
         FZ_CHECK(++steps < 200);
         if (s.kind == RSD_STEP_DONE) break;
         if (s.kind == RSD_STEP_LOCK) {
             unsigned b = take(&c);
             locks++;
-            FZ_CHECK(rsd_lms_reconcile_lock_done(&R, (b & 1) != 0, (b >> 1) & 3, now) == RSD_OK);
+            FZ_CHECK(rsd_reconcile_lock_done(&R, (b & 1) != 0, (b >> 1) & 3, now) == RSD_OK);
             continue;
         }
         if (s.kind == RSD_STEP_UNLOCK) { unlocks++; continue; }
@@ -153,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 len = n;
             }
             now += 1 + (b >> 7) * 2000;
-            FZ_CHECK(rsd_lms_reconcile_feed(&R, transport, status, body, len, now) == RSD_OK);
+            FZ_CHECK(rsd_reconcile_feed(&R, transport, status, body, len, now) == RSD_OK);
         }
         for (i = nl = 0; i < R.result.n_attr_add && nl < 64; i++) snprintf(loaded[nl++], RSD_MODEL_ID_MAX, "%s", R.result.attr_add[i].instance);
     }
@@ -166,7 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (i = 0; i < R.result.n_attr_remove; i++) FZ_CHECK(owned(&d, R.result.attr_remove[i].instance, loaded, 0));
     for (i = 0; i < R.result.n_evicted; i++) {
         int j, hit = 0;
-        for (j = 0; j < d.n_owned; j++) hit |= strcmp(d.owned[j].instance, R.result.evicted[i].instance) == 0;
+        for (j = 0; j < d.n_owned; j++) hit |= strcmp(d.owned[j].instance, R.result.evicted[i].id) == 0;
         FZ_CHECK(hit);
     }
     FZ_CHECK(R.result.wire_id[0] != '\0' || R.result.outcome == RSD_OUTCOME_DEGRADED);

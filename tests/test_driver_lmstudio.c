@@ -1,4 +1,4 @@
-/* test_driver_lmstudio.c -- the LM Studio reconcile (rsd_lms_reconcile_*) against
+/* test_driver_lmstudio.c -- the LM Studio reconcile (rsd_reconcile_* with rsd_runtime_lmstudio()) against
    a scripted LM Studio modelled on the upstream fake (F1-F10) and wire.md 4
    (W38-W47); no sockets, fake clock. Upstream cases 6.5 (clamp), 6.6 (REST
    residency), 6.7 (instance resolution) by number, the W fixes (W1, W13-W16,
@@ -36,7 +36,7 @@ typedef struct fake_lms {
 } fake_lms;
 
 static uint64_t NOW;
-static rsd_lms_reconcile R;
+static rsd_reconcile R;
 static rsd_json_tok TOK[4096];
 static char BODY[131072];
 
@@ -207,36 +207,37 @@ static void fl_http(fake_lms *f, const rsd_step_http *h, int *transport, int *st
     }
 }
 
-static void desc_init(rsd_lms_desc *d, const char *model) {
+static void desc_init(rsd_reconcile_desc *d, const char *model) {
     memset(d, 0, sizeof *d);
     d->base_url = "http://dynamo:1234/v1";
     d->target_id = "dynamo";
-    d->model = model;
+    d->runtime = rsd_runtime_lmstudio();
+    d->keep = model;
     d->lock = true;
 }
-static void explicit_ctx(rsd_lms_desc *d, uint32_t ctx) {
+static void explicit_ctx(rsd_reconcile_desc *d, uint32_t ctx) {
     d->explicit_load = true;
-    d->load.context_length = ctx;
+    d->context_length = ctx;
 }
 
-static int drive(fake_lms *f, const rsd_lms_desc *d) {
+static int drive(fake_lms *f, const rsd_reconcile_desc *d) {
     int guard, rc;
     f->nlog = f->posts = f->gets = f->loads = f->unloads = f->locks = f->unlocks = f->commits = 0;
-    rc = rsd_lms_reconcile_begin(&R, d, NOW);
+    rc = rsd_reconcile_begin(&R, d, NOW);
     if (rc < 0) return rc;
     for (guard = 0; guard < 500; guard++) {
-        rsd_step s = rsd_lms_reconcile_next(&R, NOW), again;
+        rsd_step s = rsd_reconcile_next(&R, NOW), again;
         int tr = 0, st = 0;
         const char *body = "";
         size_t len = 0;
         switch (s.kind) {
         case RSD_STEP_HTTP:
-            again = rsd_lms_reconcile_next(&R, NOW);
+            again = rsd_reconcile_next(&R, NOW);
             CHECK(again.kind == RSD_STEP_HTTP && again.http.url == s.http.url);
             CHECK(s.http.timeout_ms >= 1);
             fl_http(f, &s.http, &tr, &st, &body, &len);
             NOW += 1;
-            CHECK_EQ_INT(rsd_lms_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
             break;
         case RSD_STEP_WAIT:
             NOW = s.wake_ms > NOW ? s.wake_ms : NOW;
@@ -245,7 +246,7 @@ static int drive(fake_lms *f, const rsd_lms_desc *d) {
             f->locks++;
             fo_log(f, "LOCK");
             if (f->at_lock) f->at_lock(f);
-            CHECK_EQ_INT(rsd_lms_reconcile_lock_done(&R, true, f->gen, NOW), RSD_OK);
+            CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, f->gen, NOW), RSD_OK);
             break;
         case RSD_STEP_COMMIT:
             f->commits++;
@@ -297,7 +298,7 @@ static const char *unloads_of(fake_lms *f) {
 /* ---- 6.5: the context-fit clamp through the driver ----------------------- */
 static void test_6_5_1_alone_is_never_clamped(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_empty(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
@@ -308,7 +309,7 @@ static void test_6_5_1_alone_is_never_clamped(void) {
 }
 static void test_6_5_2_clamps_beside_another_model(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
@@ -318,7 +319,7 @@ static void test_6_5_2_clamps_beside_another_model(void) {
 }
 static void test_6_5_3_never_raises_a_request_that_fits(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
@@ -327,7 +328,7 @@ static void test_6_5_3_never_raises_a_request_that_fits(void) {
 }
 static void test_6_5_4_5_ceiling_override_and_off(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
@@ -343,7 +344,7 @@ static void test_6_5_4_5_ceiling_override_and_off(void) {
 /* ---- 6.6: REST residency -------------------------------------------------- */
 static void test_6_6_11_no_load_settings_keeps_server_jit(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -355,7 +356,7 @@ static void test_6_6_11_no_load_settings_keeps_server_jit(void) {
 }
 static void test_6_6_12_exact_body_once_with_bearer(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.token = "secret";
     desc_init(&d, "coder-unloaded");
@@ -375,7 +376,7 @@ static void test_6_6_12_exact_body_once_with_bearer(void) {
 }
 static void test_6_6_3_auth_required(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.token = "secret";
     desc_init(&d, "qwen3.8-27b");
@@ -391,7 +392,7 @@ static void test_6_6_3_auth_required(void) {
 }
 static void test_6_6_13_lm_link_same_key_is_observe_only(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "qwen3.8-27b");
     explicit_ctx(&d, 131072);
@@ -403,7 +404,7 @@ static void test_6_6_13_lm_link_same_key_is_observe_only(void) {
 }
 static void test_6_6_14_retry_without_releasing_foreign_instances(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.fail_loads = 1;
     desc_init(&d, "coder-unloaded");
@@ -419,8 +420,8 @@ static void test_6_6_14_retry_without_releasing_foreign_instances(void) {
 }
 static void test_6_6_15_releases_only_an_instance_we_loaded(void) {
     fake_lms f;
-    rsd_lms_desc d;
-    rsd_lms_owned owned[1];
+    rsd_reconcile_desc d;
+    rsd_owned owned[1];
     char om[RSD_MODEL_ID_MAX], oi[RSD_MODEL_ID_MAX];
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
@@ -448,7 +449,7 @@ static void test_6_6_15_releases_only_an_instance_we_loaded(void) {
 }
 static void test_6_6_16_v0_server_is_observe_only(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.v03 = true;
     desc_init(&d, "coder-unloaded");
@@ -462,7 +463,7 @@ static void test_6_6_16_v0_server_is_observe_only(void) {
 /* S6: a 0.3 server answers v1 with 200 + error: detection by shape falls through */
 static void test_S6_v1_200_with_error_falls_through(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.v1_200_error = true;
     desc_init(&d, "qwen3.8-27b");
@@ -477,7 +478,7 @@ static void test_S6_v1_200_with_error_falls_through(void) {
 /* ---- 6.7: instance resolution --------------------------------------------- */
 static void test_6_7_2_bare_key_resolves_to_host_default_without_loading(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "qwen3.8-27b");
     d.default_model = "qwen3.8-27b-zbook";
@@ -490,7 +491,7 @@ static void test_6_7_2_bare_key_resolves_to_host_default_without_loading(void) {
 }
 static void test_6_7_4_catalogued_key_without_instances_keeps_jit(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -500,7 +501,7 @@ static void test_6_7_4_catalogued_key_without_instances_keeps_jit(void) {
 }
 static void test_6_7_5_cross_host_instance_flagged_as_lm_link_peer(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     rsd_lms_peer peer;
     rsd_str zb[2];
     fl_init(&f);
@@ -519,7 +520,7 @@ static void test_6_7_5_cross_host_instance_flagged_as_lm_link_peer(void) {
 }
 static void test_6_7_6_unadvertised_model_refused_before_completion(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "nope");
     explicit_ctx(&d, 4096);
@@ -533,7 +534,7 @@ static void test_6_7_6_unadvertised_model_refused_before_completion(void) {
 /* W13: long load timeout; a load that lands after the client gave up is adopted */
 static void test_W13_long_load_and_late_landing_adopted(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.load_timeouts = 1;
     desc_init(&d, "coder-unloaded");
@@ -548,8 +549,8 @@ static void test_W13_long_load_and_late_landing_adopted(void) {
 /* W15: free the minimum, one candidate at a time (ours ranked first) */
 static void test_W15_unloads_one_candidate_at_a_time(void) {
     fake_lms f;
-    rsd_lms_desc d;
-    rsd_lms_owned owned[2];
+    rsd_reconcile_desc d;
+    rsd_owned owned[2];
     fl_init(&f);
     fe_inst(fe_add(&f, "a-model", "llm", 32768), "a-model:clio", 8192);
     fe_inst(fe_add(&f, "b-model", "llm", 32768), "b-model:clio", 8192);
@@ -571,8 +572,8 @@ static void test_W15_unloads_one_candidate_at_a_time(void) {
 /* W14: restore what was unloaded when every retry failed */
 static void test_W14_restore_after_failed_retries(void) {
     fake_lms f;
-    rsd_lms_desc d;
-    rsd_lms_owned owned[1];
+    rsd_reconcile_desc d;
+    rsd_owned owned[1];
     fl_init(&f);
     fe_inst(fe_add(&f, "a-model", "llm", 32768), "a-model:clio", 8192);
     owned[0].model = "a-model";
@@ -603,7 +604,7 @@ static void test_W14_restore_after_failed_retries(void) {
 /* W19: observe never loads, even with explicit load settings (upstream S34 did) */
 static void test_W19_observe_never_loads(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
@@ -623,7 +624,7 @@ static void test_W19_observe_never_loads(void) {
 static void at_lock_other_loads(fake_lms *f) { fe_inst(fl_entry(f, "coder-unloaded"), "coder-unloaded", 4096); f->gen++; }
 static void test_W1_relist_under_lock_uses_instance_loaded_meanwhile(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.at_lock = at_lock_other_loads;
     desc_init(&d, "coder-unloaded");
@@ -637,7 +638,7 @@ static void test_W1_relist_under_lock_uses_instance_loaded_meanwhile(void) {
 }
 static void test_W1_unchanged_generation_skips_relist(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 4096);
@@ -650,8 +651,8 @@ static void test_W1_unchanged_generation_skips_relist(void) {
 /* unload failures: a warning, the next candidate is tried */
 static void test_unload_failure_moves_to_next_candidate(void) {
     fake_lms f;
-    rsd_lms_desc d;
-    rsd_lms_owned owned[2];
+    rsd_reconcile_desc d;
+    rsd_owned owned[2];
     fl_init(&f);
     fe_inst(fe_add(&f, "a-model", "llm", 32768), "a-model:clio", 8192);
     fe_inst(fe_add(&f, "b-model", "llm", 32768), "b-model:clio", 8192);
@@ -674,7 +675,7 @@ static void test_unload_failure_moves_to_next_candidate(void) {
 /* a dead server costs one request, not three tiers */
 static void test_transport_error_stops_detection(void) {
     fake_lms f;
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     fl_init(&f);
     f.list_fail_transport = RSD_ERR_CONNECT;
     desc_init(&d, "qwen3.8-27b");
@@ -704,7 +705,7 @@ static void test_hostile_catalogs_degrade_and_never_mutate(void) {
     bodies[7] = "";
     for (i = 0; i < 8; i++) {
         fake_lms f;
-        rsd_lms_desc d;
+        rsd_reconcile_desc d;
         fl_init(&f);
         f.list_body = bodies[i];
         desc_init(&d, "coder-unloaded");
@@ -719,24 +720,24 @@ static void test_hostile_catalogs_degrade_and_never_mutate(void) {
     }
 }
 static void test_begin_rejects_bad_desc(void) {
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     desc_init(&d, "m");
     d.base_url = NULL;
-    CHECK_EQ_INT(rsd_lms_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
-    CHECK(rsd_lms_reconcile_next(&R, 0).kind == RSD_STEP_DONE);
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
+    CHECK(rsd_reconcile_next(&R, 0).kind == RSD_STEP_DONE);
     desc_init(&d, "");
-    CHECK_EQ_INT(rsd_lms_reconcile_begin(&R, &d, 0), RSD_ERR_MODEL_ID);
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_MODEL_ID);
     desc_init(&d, "m");
     d.bearer = "a\nb";
-    CHECK_EQ_INT(rsd_lms_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_ARG);
     desc_init(&d, "m");
     d.base_url = "http://h/?x";
-    CHECK_EQ_INT(rsd_lms_reconcile_begin(&R, &d, 0), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_ERR_URL);
     desc_init(&d, "m");
-    CHECK_EQ_INT(rsd_lms_reconcile_begin(&R, &d, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, 0), RSD_OK);
     CHECK_EQ_STR(R.key, "lmstudio|http://dynamo:1234");
-    CHECK_EQ_INT(rsd_lms_reconcile_feed(&R, RSD_OK, 200, "{}", 2, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_lms_reconcile_lock_done(&R, true, 0, 0), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_reconcile_feed(&R, RSD_OK, 200, "{}", 2, 0), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, 0, 0), RSD_ERR_STATE);
 }
 
 int main(int argc, char **argv) {

@@ -5,6 +5,9 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include "rsd_test.h"
+
+/* The model the reconcile attributed to us ("" when none). */
+#define ATTR_ADD(r) ((r).result.n_attr_add ? (r).result.attr_add[0].model : "")
 #include <stdarg.h>
 
 /* ---- a tiny Ollama (wire.md 3.3, 3.4) ------------------------------------- */
@@ -241,7 +244,7 @@ static bool any_notice_has(const char *s) {
 static bool removed(const char *id) {
     int i;
     for (i = 0; i < R.result.n_attr_remove; i++)
-        if (strcmp(R.result.attr_remove[i], id) == 0) return true;
+        if (strcmp(R.result.attr_remove[i].model, id) == 0) return true;
     return false;
 }
 static void fresh(void) {
@@ -282,7 +285,7 @@ static void test_O9_keep_resident_by_name_is_not_loaded_nor_attributed(void) {
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(R.result.decision, RSD_DECISION_ALREADY_RESIDENT);
     CHECK_EQ_STR(joined(&f), "GET /api/ps");       /* one probe, no lock, no POST */
-    CHECK_EQ_STR(R.result.attr_add, "");           /* O6/W17: already resident, not ours */
+    CHECK_EQ_STR(ATTR_ADD(R), "");           /* O6/W17: already resident, not ours */
     CHECK(any_notice_has("alongside"));            /* co-resident notice */
 }
 
@@ -313,7 +316,7 @@ static void test_O4_R28_release_only_our_stragglers_then_load(void) {
                  "POST /api/generate {\"model\":\"mine:latest\",\"keep_alive\":0,\"stream\":false} | "
                  "POST /api/generate {\"model\":\"coder:14b\",\"stream\":false,\"keep_alive\":-1} | "
                  "GET /api/ps | COMMIT | UNLOCK");
-    CHECK_EQ_STR(R.result.attr_add, "coder:14b");   /* we caused its load (R50) */
+    CHECK_EQ_STR(ATTR_ADD(R), "coder:14b");   /* we caused its load (R50) */
     CHECK(removed("mine:latest"));
     CHECK(!removed("cfg:latest"));
     CHECK(fo_find(&f, "foreign") >= 0 && fo_find(&f, "cfg") >= 0 && fo_find(&f, "mine") < 0);
@@ -372,7 +375,7 @@ static void test_O7_load_without_stragglers_locks_once(void) {
     CHECK_EQ_INT(f.posts, 1);
     CHECK(fo_find(&f, "foreign") >= 0);
     /* the keep as named in the request; it appears in /api/ps as k:latest */
-    CHECK_EQ_STR(R.result.attr_add, "k");
+    CHECK_EQ_STR(ATTR_ADD(R), "k");
 }
 
 /* O5 + clamp: num_ctx only for the keep, clamped beside residents; restore loads
@@ -476,7 +479,7 @@ static void test_load_404_restores_released_straggler(void) {
     CHECK(fo_find(&f, "mine") >= 0);
     CHECK(any_notice_has("restored 'mine:latest'"));
     CHECK(!R.result.cached);
-    CHECK_EQ_STR(R.result.attr_add, "");
+    CHECK_EQ_STR(ATTR_ADD(R), "");
     CHECK(!removed("mine:latest"));                 /* restored: still ours */
 }
 
@@ -656,8 +659,8 @@ static void test_W10_attribution_by_requested_name_still_ours(void) {
     fo_install(&f, "j");
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(R.result.attr_add, "k");
-    snprintf(attr, sizeof attr, "%s", R.result.attr_add);
+    CHECK_EQ_STR(ATTR_ADD(R), "k");
+    snprintf(attr, sizeof attr, "%s", ATTR_ADD(R));
     ours[0] = attr;
     desc_init(&d, "j");
     d.ours = ours;

@@ -4,6 +4,9 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
 #include "rsd_test.h"
+
+/* The model the reconcile attributed to us ("" when none). */
+#define ATTR_ADD(r) ((r).result.n_attr_add ? (r).result.attr_add[0].model : "")
 #include <stdarg.h>
 
 /* ---- a tiny llama.cpp router model (wire.md section 1) ------------------- */
@@ -505,7 +508,7 @@ static void test_6_2_5_loads_into_free_slot_without_evicting(void) {
     CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_CO_RESIDENT);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(R.result.loaded);
-    CHECK_EQ_STR(R.result.attr_add, "coder");
+    CHECK_EQ_STR(ATTR_ADD(R), "coder");
 }
 
 static void test_6_2_5_load_request_shape(void) {
@@ -857,7 +860,7 @@ static void test_6_3_3_restores_evicted_when_load_rejected_500(void) {
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
     CHECK_EQ_INT(R.result.n_attr_remove, 0); /* restored: still ours */
-    CHECK_EQ_STR(R.result.attr_add, "");
+    CHECK_EQ_STR(ATTR_ADD(R), "");
     CHECK(!R.result.cached);
 }
 
@@ -977,7 +980,7 @@ static void test_downloading_keep_waits_before_evicting(void) {
     CHECK(strstr(joined(&f, false), "GET /v1/models | LOCK") != NULL);
     CHECK(f.locks == 1 && f.unlocks == 1);
     CHECK(R.result.loaded);
-    CHECK_EQ_STR(R.result.attr_add, "big");
+    CHECK_EQ_STR(ATTR_ADD(R), "big");
 }
 
 /* The load answers "downloading" (it started between listing and load): keep
@@ -1391,7 +1394,7 @@ static void test_already_running_400_means_resident(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(!R.result.loaded);
-    CHECK_EQ_STR(R.result.attr_add, ""); /* not ours: we did not cause the load */
+    CHECK_EQ_STR(ATTR_ADD(R), ""); /* not ours: we did not cause the load */
     CHECK_EQ_INT(fm_find(&f, "m")->state, RSD_MODEL_LOADED);
     CHECK(R.result.cached);
 }
@@ -1450,7 +1453,7 @@ static void test_failed_true_exit_code_ends_wait(void) {
     CHECK(strstr(R.result.message, "llama.cpp router reports 'broken' failed to load (exit code 1)") != NULL);
     CHECK(NOW - t0 < 100); /* ended at once, not at the deadline */
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
-    CHECK_EQ_STR(R.result.attr_add, "");
+    CHECK_EQ_STR(ATTR_ADD(R), "");
 }
 
 static void test_keep_loading_waits_read_only_without_lock(void) {
@@ -1466,7 +1469,7 @@ static void test_keep_loading_waits_read_only_without_lock(void) {
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.locks, 0); /* L25 */
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK(!R.result.mutated && R.result.attr_add[0] == '\0');
+    CHECK(!R.result.mutated && ATTR_ADD(R)[0] == '\0');
 }
 
 static void test_lock_not_held_warns_and_proceeds(void) {
@@ -1497,9 +1500,9 @@ static void test_attribution_add_and_remove(void) {
     d.ours = own;
     d.n_ours = 2;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(R.result.attr_add, "new");
+    CHECK_EQ_STR(ATTR_ADD(R), "new");
     REQUIRE(R.result.n_attr_remove == 1);
-    CHECK_EQ_STR(R.result.attr_remove[0], "old-alias"); /* W10: the alias is the same model */
+    CHECK_EQ_STR(R.result.attr_remove[0].model, "old-alias"); /* W10: the alias is the same model */
     CHECK_EQ_INT(f.commits, 1);
     REQUIRE(R.n_notices >= 1);
     CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_ABOUT_TO_EVICT); /* ours via the alias */

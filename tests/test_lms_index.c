@@ -225,11 +225,11 @@ static void test_index_hand_filled(void) {
 /* A reconcile on the largest catalog: the requested key is the last one, the fallback
    after a 507 unloads the owned instance of the first candidate only. */
 static void test_index_reconcile_max_catalog(void) {
-    static rsd_lms_reconcile r;
+    static rsd_reconcile r;
     static char body[1 << 20];
     rsd_json_writer w;
-    rsd_lms_desc d;
-    rsd_lms_owned own[2];
+    rsd_reconcile_desc d;
+    rsd_owned own[2];
     rsd_step s;
     int m, len, n_unload = 0;
     uint64_t now = 1000;
@@ -260,8 +260,9 @@ static void test_index_reconcile_max_catalog(void) {
     len = rsd_json_w_finish(&w);
     REQUIRE(len > 0);
     memset(&d, 0, sizeof d);
+    d.runtime = rsd_runtime_lmstudio();
     d.base_url = "http://127.0.0.1:1234/v1";
-    d.model = "m255";
+    d.keep = "m255";
     d.explicit_load = true;
     own[0].model = "m213";
     own[0].instance = "m213";
@@ -269,29 +270,29 @@ static void test_index_reconcile_max_catalog(void) {
     own[1].instance = "m160";
     d.owned = own;
     d.n_owned = 2;
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, now) == RSD_OK);
-    s = rsd_lms_reconcile_next(&r, now);
+    REQUIRE(rsd_reconcile_begin(&r, &d, now) == RSD_OK);
+    s = rsd_reconcile_next(&r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
-    CHECK_EQ_INT(rsd_lms_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
-    CHECK_EQ_INT(r.cat.n_models, RSD_LMS_MAX_MODELS);
-    CHECK(!r.cat.truncated);
+    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
+    CHECK_EQ_INT(r.lms.cat.n_models, RSD_LMS_MAX_MODELS);
+    CHECK(!r.lms.cat.truncated);
     CHECK_EQ_STR(r.result.model_key, "m255");
-    s = rsd_lms_reconcile_next(&r, now);
+    s = rsd_reconcile_next(&r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
-    CHECK_EQ_INT(rsd_lms_reconcile_feed(&r, RSD_OK, 507, "{\"error\":\"insufficient VRAM\"}", 29, now), RSD_OK);
-    s = rsd_lms_reconcile_next(&r, now);
+    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 507, "{\"error\":\"insufficient VRAM\"}", 29, now), RSD_OK);
+    s = rsd_reconcile_next(&r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST); /* W14: list again */
-    CHECK_EQ_INT(rsd_lms_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
     for (;;) {
-        s = rsd_lms_reconcile_next(&r, now);
+        s = rsd_reconcile_next(&r, now);
         if (s.kind != RSD_STEP_HTTP || s.http.op != RSD_OP_UNLOAD) break;
         CHECK(!strcmp(s.http.model, "m160") || !strcmp(s.http.model, "m213"));
         n_unload++;
-        CHECK_EQ_INT(rsd_lms_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"x\"}", 19, now), RSD_OK);
+        CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"x\"}", 19, now), RSD_OK);
     }
     CHECK_EQ_INT(n_unload, 1); /* the minimum: one candidate */
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
-    CHECK_EQ_INT(rsd_lms_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"m255\"}", 22, now), RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"m255\"}", 22, now), RSD_OK);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_STR(r.result.wire_id, "m255");
     CHECK_EQ_INT(r.result.n_evicted, 1);
@@ -302,62 +303,63 @@ static void test_index_reconcile_max_catalog(void) {
 /* The TTL cache of the machine (sans I/O): a hit makes no request and keeps the wire id;
    a mutation is stored under the generation given by commit_done. */
 static void test_lms_machine_cache(void) {
-    static rsd_lms_reconcile r;
-    static rsd_lms_cache c;
+    static rsd_reconcile r;
+    static rsd_decision_cache c;
     static const char cat_body[] = "{\"models\":[{\"key\":\"q\",\"loaded_instances\":[{\"id\":\"q:2\"}]},{\"key\":\"z\"}]}";
-    rsd_lms_desc d;
+    rsd_reconcile_desc d;
     rsd_step s;
     memset(&c, 0, sizeof c);
     memset(&d, 0, sizeof d);
+    d.runtime = rsd_runtime_lmstudio();
     d.base_url = "http://127.0.0.1:1234";
-    d.model = "q";
+    d.keep = "q";
     d.explicit_load = true;
     d.cache = &c;
     d.has_generation = true;
     d.generation = 5;
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, 1000) == RSD_OK);
-    s = rsd_lms_reconcile_next(&r, 1000);
+    REQUIRE(rsd_reconcile_begin(&r, &d, 1000) == RSD_OK);
+    s = rsd_reconcile_next(&r, 1000);
     REQUIRE(s.kind == RSD_STEP_HTTP);
-    rsd_lms_reconcile_feed(&r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 1001);
-    s = rsd_lms_reconcile_next(&r, 1001);
+    rsd_reconcile_feed(&r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 1001);
+    s = rsd_reconcile_next(&r, 1001);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
     CHECK(r.result.cached && !r.result.cache_hit);
     CHECK_EQ_STR(r.result.wire_id, "q:2");
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, 2000) == RSD_OK);
-    s = rsd_lms_reconcile_next(&r, 2000);
+    REQUIRE(rsd_reconcile_begin(&r, &d, 2000) == RSD_OK);
+    s = rsd_reconcile_next(&r, 2000);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
     CHECK(r.result.cache_hit && r.result.requests == 0);
     CHECK_EQ_STR(r.result.wire_id, "q:2");
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
     /* another generation or past the TTL: a miss */
     d.generation = 6;
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, 3000) == RSD_OK);
-    CHECK_EQ_INT(rsd_lms_reconcile_next(&r, 3000).kind, RSD_STEP_HTTP);
+    REQUIRE(rsd_reconcile_begin(&r, &d, 3000) == RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_next(&r, 3000).kind, RSD_STEP_HTTP);
     d.generation = 5;
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, 1000 + RSD_DECISION_CACHE_TTL_MS + 1) == RSD_OK);
-    CHECK_EQ_INT(rsd_lms_reconcile_next(&r, 1000 + RSD_DECISION_CACHE_TTL_MS + 1).kind, RSD_STEP_HTTP);
+    REQUIRE(rsd_reconcile_begin(&r, &d, 1000 + RSD_DECISION_CACHE_TTL_MS + 1) == RSD_OK);
+    CHECK_EQ_INT(rsd_reconcile_next(&r, 1000 + RSD_DECISION_CACHE_TTL_MS + 1).kind, RSD_STEP_HTTP);
     /* a load: COMMIT, commit_done(9): cached under 9 */
-    d.model = "z";
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, 5000) == RSD_OK);
-    (void)rsd_lms_reconcile_next(&r, 5000);
-    rsd_lms_reconcile_feed(&r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 5000);
-    s = rsd_lms_reconcile_next(&r, 5000);
+    d.keep = "z";
+    REQUIRE(rsd_reconcile_begin(&r, &d, 5000) == RSD_OK);
+    (void)rsd_reconcile_next(&r, 5000);
+    rsd_reconcile_feed(&r, RSD_OK, 200, cat_body, sizeof cat_body - 1, 5000);
+    s = rsd_reconcile_next(&r, 5000);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
-    rsd_lms_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"z\"}", 18, 5001);
-    s = rsd_lms_reconcile_next(&r, 5001);
+    rsd_reconcile_feed(&r, RSD_OK, 200, "{\"instance_id\":\"z\"}", 18, 5001);
+    s = rsd_reconcile_next(&r, 5001);
     REQUIRE(s.kind == RSD_STEP_COMMIT);
-    CHECK_EQ_INT(rsd_lms_reconcile_commit_done(&r, 9), RSD_OK);
-    s = rsd_lms_reconcile_next(&r, 5002);
+    CHECK_EQ_INT(rsd_reconcile_commit_done(&r, 9), RSD_OK);
+    s = rsd_reconcile_next(&r, 5002);
     CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
     CHECK(r.result.cached);
     d.generation = 9;
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, 6000) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(&r, &d, 6000) == RSD_OK);
     CHECK(r.result.cache_hit);
     CHECK_EQ_STR(r.result.wire_id, "z");
-    d.model = "q"; /* the mutation dropped the key's other entries */
-    REQUIRE(rsd_lms_reconcile_begin(&r, &d, 6000) == RSD_OK);
+    d.keep = "q"; /* the mutation dropped the key's other entries */
+    REQUIRE(rsd_reconcile_begin(&r, &d, 6000) == RSD_OK);
     CHECK(!r.result.cache_hit);
-    CHECK_EQ_INT(rsd_lms_reconcile_commit_done(&r, 1), RSD_ERR_STATE);
+    CHECK_EQ_INT(rsd_reconcile_commit_done(&r, 1), RSD_ERR_STATE);
 }
 
 int main(int argc, char **argv) {
