@@ -4,7 +4,6 @@
    usage: game_loop [URL] [MODEL]   (defaults: http://127.0.0.1:8080 default) */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -40,7 +39,7 @@ int main(int argc, char **argv) {
         now = rsd_now_ms();
         if (dl > frame_end) dl = frame_end;
         budget = dl > now ? (int)(dl - now) : 0;
-        if (budget > 0) poll((struct pollfd *)(void *)fds, (nfds_t)nfds, budget);
+        if (budget > 0) rsd_poll(fds, nfds, budget); /* poll(), or WSAPoll() on Windows */
         rc = rsd_ensure_step(e, rsd_now_ms());           /* never blocks */
         n = rsd_ensure_notices(e, &notes);               /* notices arrive while it runs */
         for (; seen < n; seen++) printf("frame %u: %s\n", frame, notes[seen].text);
