@@ -33,10 +33,9 @@ for src in tests/test_*.c; do
   case " $skip " in *" $t "*) echo "test-windows: $t not built for Windows (see tests/windows.sh)"; continue ;; esac
   srcs="$srcs $src"
 done
-# examples/rsd-serve.c runs a fleet: not built either (see above); game_loop, rsd-ensure
-# and rsd-sim: not ported yet
+# examples/rsd-serve.c runs a fleet: not built either (see above)
 for src in examples/*.c; do
-  case $src in examples/rsd-serve.c|examples/game_loop.c|examples/rsd-ensure.c|examples/rsd-sim.c) continue ;; esac
+  case $src in examples/rsd-serve.c) continue ;; esac
   srcs="$srcs $src"
 done
 export CC CWARN B
@@ -69,6 +68,10 @@ EOF
   chmod +x "$B/tests/$t"
   tests="$tests $B/tests/$t"
 done
+# the example programs against each other: rsd-ensure.exe -> rsd-sim.exe
+printf '#!/bin/sh\nexec sh tests/windows_smoke.sh "%s" "%s"\n' "$WINE" "$B" >"$B/tests/rsd-ensure.exe_vs_rsd-sim.exe"
+chmod +x "$B/tests/rsd-ensure.exe_vs_rsd-sim.exe"
+tests="$tests $B/tests/rsd-ensure.exe_vs_rsd-sim.exe"
 echo "test-windows: $($CC --version | head -n 1), run under $("$WINE" --version 2>/dev/null)"
 RSD_TEST_EXE_DIR=$B/bin RSD_TEST_SUMMARY=$B/summary sh tests/run.sh $tests; rc=$?
 "$WINESERVER" -k >/dev/null 2>&1
