@@ -3168,7 +3168,9 @@ typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollf
                                        offsetof(rsd_pollfd, revents) == offsetof(struct pollfd, revents) &&
                                        RSD_POLLIN == POLLIN && RSD_POLLOUT == POLLOUT) ? 1 : -1];
 
-#if defined(MSG_NOSIGNAL)
+/* RSDI_FORCE_BSD (a compile check, tests/compile.sh): take the paths macOS takes
+   (no MSG_NOSIGNAL, SOCK_NONBLOCK, pipe2, PR_SET_PDEATHSIG) on a Linux build. */
+#if defined(MSG_NOSIGNAL) && !defined(RSDI_FORCE_BSD)
 #define RSDI_SEND_FLAGS MSG_NOSIGNAL
 #else
 #define RSDI_SEND_FLAGS 0
@@ -3737,7 +3739,7 @@ RSDI_PRIVATE int rsdi_sock_open(int family) {
         errno = e;
         return -1;
     }
-#elif defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC)
+#elif defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
     fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
 #else
@@ -7183,7 +7185,7 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <sys/resource.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
-#if defined(__linux__)
+#if defined(__linux__) && !defined(RSDI_FORCE_BSD)
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #define RSDI_PROC_LINUX 1
@@ -7205,14 +7207,16 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 }
 #endif
 #endif
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29))
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29)) && \
+    !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_SPAWN_CHDIR 1
 #endif
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)) && \
+    !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_SPAWN_CLOSEFROM 1
 #endif
-#if defined(__GLIBC__) || defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || \
-    defined(__OpenBSD__)
+#if (defined(__GLIBC__) || defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || \
+     defined(__OpenBSD__)) && !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_PIPE2 1
 #endif
 
@@ -7518,7 +7522,7 @@ RSDI_PRIVATE uint16_t rsdi_proc_free_port(const char *host) {
     socklen_t al = sizeof a;
     uint16_t port = 0;
     int fd;
-#ifdef SOCK_CLOEXEC
+#if defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 #else
     fd = socket(AF_INET, SOCK_STREAM, 0);
