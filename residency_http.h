@@ -526,7 +526,14 @@
        in create; send, step, respond and the streams never allocate (a
        steady-state keep-alive request is 0 allocations: tests count it).
        PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
-       never a SIGPIPE handler; poll(), never select(). TLS: every connection
+       never a SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
+       2, WSAPoll; each client and server takes a WSAStartup reference in create
+       and returns it in destroy (the user never calls it); sockets are
+       non-blocking (FIONBIO) and not inherited by children; WSAGetLastError
+       codes are mapped to the errno values reported in sys_errno. Include
+       windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
+       old winsock.h clashes with winsock2.h). Process supervision (>>proc,
+       >>fleet) is compiled out on Windows for now, as with RSD_NO_PROCESS. TLS: every connection
        does its I/O through an internal transport (recv/send/close function
        pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
        TLS: https:// through mbedTLS (RSD_HTTP_MBEDTLS, http client)
@@ -621,6 +628,13 @@
        it); its subdirectories locks/ and attr/ must be real directories. Files
        are opened with O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK and must be regular files,
        so a planted symlink or FIFO is refused, never followed or blocked on.
+       Windows: desc.dir, %RESIDENCY_STATE_DIR%, then %LOCALAPPDATA%\residency;
+       paths are UTF-8. The directory must be a directory (locks\ and attr\ not
+       reparse points); ownership is left to its ACL (a user's own LOCALAPPDATA).
+       Files are opened with CreateFileW (not inheritable, shared for read, write
+       and delete), the lock is LockFileEx on one byte far past the end (so it
+       never stops a reader), the atomic replace is MoveFileExW with
+       MOVEFILE_REPLACE_EXISTING.
 
        Layout:
            <dir>/locks/<name>.lock   cross-process lock + owner record (0600)
