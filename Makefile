@@ -87,9 +87,9 @@ fuzz: | $(B)/fuzz
 	  test -z "$$(ls $(B)/fuzz/crash-* $(B)/fuzz/leak-* $(B)/fuzz/timeout-* 2>/dev/null)" || exit 1; \
 	done
 
-# ---- examples ---------------------------------------------------------------------
+# ---- examples (with https:// through mbedTLS when its header is installed) ------------
 $(B)/examples/%: examples/%.c $(AUXH) $(HEADERS) | $(B)/examples
-	$(CC) $(EX_CFLAGS) $< -o $@
+	$(CC) $(EX_CFLAGS) $(TLS_CFLAGS) $< -o $@ $(TLS_LIBS)
 
 examples: $(EXAMPLES)
 
@@ -121,5 +121,10 @@ clean:
 	rm -rf $(B)
 
 # ---- demo: the main job on a real llama-server when one is found, else on the simulators ---
-demo: examples
+# Builds only the programs the demo runs, in parallel (DEMO_JOBS at once, default: the
+# number of CPUs) unless make itself was given -j.
+DEMO_EXAMPLES := $(patsubst %,$(B)/examples/%,rsd-sim rsd-ensure rsd-serve rsd-http tiny-gguf)
+DEMO_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+demo:
+	@$(MAKE) --no-print-directory $(if $(findstring -j,$(MAKEFLAGS)),,-j$(DEMO_JOBS)) $(DEMO_EXAMPLES)
 	@sh examples/demo.sh

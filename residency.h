@@ -80,11 +80,16 @@
          -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
        Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
        unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
-       0 (resident), 2 (declined), 3 (load failed), 4 (unreachable/observe).
+       0 (resident), 2 (declined), 3 (load failed), 4 (observe-only and not
+       resident), and a DEGRADED one by its result: 5 (server unreachable:
+       RSD_ERR_CONNECT, _TIMEOUT, _RESOLVE, _CLOSED, _IO, _TLS), 7 (RSD_ERR_AUTH),
+       else 6 (not a model server).
 
    ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
        RESIDENCY                     observe|off|0|false|user|user-managed =
                                      observe-only (never mutate); else managed
+                                     (a value not in that list nor on|1|true|
+                                     managed: warned about once per ensurer)
        RESIDENCY_CORESIDENT_CONTEXT  clamp ceiling for loads beside others:
                                      off|0|false disables, N sets, else 131072
        RESIDENCY_STATE_DIR           state directory (lock, attribution,
@@ -406,8 +411,11 @@
 
        Opt-outs (environment):
            RESIDENCY=observe|off|0|false|user|user-managed (trimmed, any case)
-               observe-only; unset, empty or anything else: managed.
+               observe-only; unset, empty, on|1|true|managed: managed. Any other
+               value also means managed, and the ensurer says so once (a warning
+               notice naming the accepted values): a typo never silently manages.
            bool rsd_env_observe(const char *value);
+           bool rsd_env_known(const char *value);   one of the values above (or unset)
            bool rsd_lifecycle_user_managed(const char *lifecycle);
            rsd_optout rsd_optout_resolve(const char *env_value, bool user_managed);
                TARGET when the target is user-managed, else ENV when the value
@@ -899,7 +907,10 @@
            RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
            <status>: <the server's error message>", the message read by
            rsd_server_error_parse and left out when the body has none, e.g.
-           "... HTTP 404: File Not Found"); a transport error -> LOAD_FAILED.
+           "... HTTP 404: File Not Found"; on a 4xx, when the listing names every
+           servable model (RSD_RT_CATALOG) and the keep is not in it, followed by
+           "; '<id>' is not served there: it serves N models: a, b, c, d, e and
+           K more"); a transport error -> LOAD_FAILED.
            An unload or poll that fails quotes the server's message the same way.
        11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
            capped at 500 ms between polls, the last poll at the deadline; so
@@ -1035,6 +1046,8 @@
            CONTEXT        stress/warning (step 13a)
            ATTR_RESET     degraded/warning (added by the shell: the attribution
                           file was corrupt and has been reset)
+           ENV_UNKNOWN    degraded/warning (added by the shell, once per ensurer:
+                          RESIDENCY holds a value it does not know; managed)
          The kinds restored and load-failed are ours (upstream folded them into
          swap and threw the error); rsd_notice_kind_str gives "restored" and
          "load-failed". .text is the rendered line (cut at
@@ -1261,6 +1274,10 @@
            llama-server --parallel so requests beyond it queue here, FIFO);
            pinned: never evicted, trimmed or TTL-unloaded.
        rsd_pool_find_model(pool, id), rsd_pool_set_pinned(pool, m, on, now)
+       rsd_pool_set_model(pool, m, &model_desc, now): new reserve_bytes, ttl_ms,
+           max_in_flight and pinned for model m (the id must be the same or NULL);
+           a resident process keeps the reservation it was admitted with until it
+           stops; the TTL and the cap apply at once. RSD_ERR_ARG as add_model.
        rsd_pool_acquire(pool, m, now, user, &req, &slot)
            RSD_OK: granted now, in-flight counted now (at admission, not at
            dispatch: a slot holding a granted request is never idle, the
@@ -1271,6 +1288,14 @@
            RSD_ERR_CAPACITY (request table full), RSD_ERR_POOL_BACKOFF (m is not
            resident and its last start failed less than its backoff ago: see
            Failed starts), RSD_ERR_ARG.
+       rsd_pool_acquire_ex(pool, m, flags, now, user, &req, &slot)
+           acquire with flags. RSD_POOL_ACQUIRE_EXCLUSIVE (benchmarks,
+           calibration): the request runs alone on m's process. It joins m's
+           FIFO like any other; when it reaches the head it waits for the
+           process to drain (no request behind it overtakes it), is granted
+           when in-flight is 0, and while it runs nothing else is admitted to
+           that process. Its release (or cancel) lets the queue move on; the
+           process is not restarted. Other models keep flowing throughout.
        rsd_pool_preload(pool, m, now)
            Load m and leave it resident with no request (P9; boot policy P37,
            e.g. preload the pinned models). RSD_OK when READY or STARTING
@@ -1335,6 +1360,26 @@
            Optional audit ring (desc.event_log entries; oldest dropped first):
            CLAIM, READY, LOAD_FAILED, DRAIN, STOP (why), EXITED, CRASHED, each
            with the slot's in-flight count and pin at decision time.
+       rsd_pool_lease_take(pool, &lease_desc, now, &lease)
+       rsd_pool_lease_query(pool, lease, &info), rsd_pool_lease_release(pool, lease, now)
+           A byte lease holds part of the VRAM budget for a workload outside
+           the pool (a game's renderer during a cutscene, another program).
+           Taking one stops idle, unpinned processes in LRU order (STOP, why
+           "lease") until the reservations that stay plus every lease fit the
+           budget; a busy or pinned process is never stopped, so the grant may
+           be partial (info.granted < info.requested). RSD_OK: granted and free
+           now; RSD_PENDING: granted, the stopped processes are still exiting
+           (info.ready turns true once they have); RSD_ERR_POOL_NO_FIT:
+           declined, nothing stopped (everything busy or pinned, or the pool
+           has no byte budget); RSD_ERR_CAPACITY: RSD_POOL_MAX_LEASES live.
+           While it lives no start that would break it begins: those models
+           wait (they are not failed, even one that fits the budget but not
+           beside the lease). Release, or lease_desc.ttl_ms passing in
+           rsd_pool_step, gives the bytes back; with lease_desc.restore the
+           models it stopped are loaded again at once (a preload each, counted
+           in st.restores), else on their next request. info.stopped is a
+           bitmask of the model indexes it stopped; st.leased_bytes the bytes
+           held; counters leases, leases_declined, lease_stops, lease_expiries.
 
        Admission (P31-P35, W21-W26). Requests for a READY model with room go
        straight through. Otherwise the request joins its model's FIFO; a model
@@ -1349,7 +1394,13 @@
        lifted again when no model waits for a slot any more, and by a pin);
        (4) holds what it needs, so later models cannot take capacity being
        freed for it. A busy slot is never evicted or trimmed; requests for
-       residents keep flowing while others wait. Work per event is
+       residents keep flowing while others wait. So queued requests are
+       collated by model: on one slot, A B C A B C arriving together (or while
+       A serves) are served A A B B C C, three loads instead of six; and the
+       age bound keeps a model that never goes idle from starving the others
+       (past max_wait_ms its process drains, the waiting model goes next, and
+       the first model's later requests wait their turn). When one stop frees
+       room for several waiting models, one pass starts them all. Work per event is
        O(models x slots), independent of the number of waiting requests (W25);
        a load that completes grants its waiters in O(granted).
 
@@ -1391,7 +1442,8 @@
        RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
        a 12-bit generation: a stale handle is detected unless its entry was
        reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
-       2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off).
+       2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off),
+       RSD_POOL_MAX_LEASES 8 (lease handles carry a 28-bit generation).
        ERRORS: RSD_ERR_POOL_* (-60..-69) as above, plus RSD_ERR_ARG,
        RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
        orphan or fail running requests scan the request table once (O(max_
@@ -1650,6 +1702,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(POOL_BUSY, "pool: unload refused, model busy") \
     X(POOL_BACKOFF, "pool: start failed; next start of the model backed off") \
     X(POOL_RESTORE, "pool: reloading a model evicted for a start that failed") \
+    X(POOL_LEASE, "pool: a byte lease granted or released") \
     X(POOL_STOPPED, "pool: stopped")
 /* >>log:state */
 #define RSDI_LOG_ITEMS_STATE(X) \
@@ -2203,6 +2256,10 @@ RSD_API int rsd_protected_collect(const rsd_role_sources *src, rsd_protected_mod
 /* True iff RESIDENCY's value asks for observe-only (R34): observe|off|0|false|user|
    user-managed, trimmed, any case. NULL/empty/other = managed. */
 RSD_API bool rsd_env_observe(const char *env_value);
+/* True iff RESIDENCY's value is one residency knows: NULL, empty, an opt-out above, or an
+   explicit managed value on|1|true|managed (trimmed, any case). Anything else (a typo such
+   as "obsreve") still means managed; the ensurer warns about it once. */
+RSD_API bool rsd_env_known(const char *env_value);
 /* True iff a target lifecycle value is "user-managed" (trimmed, any case) (R35). */
 RSD_API bool rsd_lifecycle_user_managed(const char *lifecycle);
 /* Combined verdict (R35): TARGET if user_managed, else ENV if the env value opts out, else NONE. */
@@ -2656,7 +2713,7 @@ typedef enum rsd_outcome {
 #define RSD_DRIVER_MSGS(X) X(PLAN, "plan") X(RESTORED, "restored") X(UNRESTORED, "unrestored") \
     X(LOAD_FAILED, "load-failed") X(UNLOAD_FAILED, "unload-failed") \
     X(LOCK_UNLOCKED, "lock-unlocked") X(DEGRADED, "degraded") X(CONTEXT, "context") \
-    X(STATE_FAILED, "state-failed") X(ATTR_RESET, "attr-reset")
+    X(STATE_FAILED, "state-failed") X(ATTR_RESET, "attr-reset") X(ENV_UNKNOWN, "env-unknown")
 /* Which driver message a notice carries. */
 typedef enum rsd_driver_msg {
 #define RSDI_X(n, s) RSD_DMSG_##n,
@@ -3134,7 +3191,8 @@ enum {
     RSD_POOL_DEFAULT_REQUESTS = 1024, /* desc.max_requests when 0 */
     RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000, /* desc.max_wait_ms when 0 (W26 bound) */
     RSD_POOL_DEFAULT_BACKOFF_MS = 1000,   /* desc.start_backoff_ms when 0 */
-    RSD_POOL_DEFAULT_BACKOFF_MAX_MS = 60000 /* desc.start_backoff_max_ms when 0 */
+    RSD_POOL_DEFAULT_BACKOFF_MAX_MS = 60000, /* desc.start_backoff_max_ms when 0 */
+    RSD_POOL_MAX_LEASES = 8           /* live byte leases (rsd_pool_lease_take) at once */
 };
 /* desc.max_wait_ms value that disables the starvation bound. */
 #define RSD_POOL_WAIT_FOREVER 0xFFFFFFFFu
@@ -3171,6 +3229,7 @@ typedef enum rsd_pool_why {
     RSD_POOL_WHY_UNLOAD,      /* rsd_pool_unload */
     RSD_POOL_WHY_SHUTDOWN,    /* rsd_pool_stop */
     RSD_POOL_WHY_LOAD_FAILED, /* rsd_pool_on_started(ok = false) */
+    RSD_POOL_WHY_LEASE,       /* idle victim stopped to free bytes for a lease */
     RSD_POOL_WHY_NUM
 } rsd_pool_why;
 
@@ -3264,6 +3323,7 @@ typedef struct rsd_pool_slot_info {
     bool pinned;
     int64_t pid;              /* whatever the host stored with rsd_pool_set_pid; 0 = none */
     uint32_t max_in_flight;   /* requests it takes at once (model and set_slot_limit); 0 = unlimited */
+    bool exclusive;           /* an exclusive request runs on it (nothing else is admitted) */
 } rsd_pool_slot_info;
 
 /* Snapshot of the pool (W34: complete, every slot, plus lifetime counters). */
@@ -3285,6 +3345,8 @@ typedef struct rsd_pool_stats {
     uint64_t queue_full, no_fit, max_wait_ms, events_dropped;
     uint64_t backoffs;          /* acquires refused with RSD_ERR_POOL_BACKOFF */
     uint64_t restores;          /* models reloaded because the start they were evicted for failed */
+    uint64_t leased_bytes;      /* bytes held by live leases (kept out of every start) */
+    uint64_t leases, leases_declined, lease_stops, lease_expiries; /* lifetime */
     rsd_pool_slot_info slots[RSD_POOL_MAX_SLOTS];
 } rsd_pool_stats;
 
@@ -3321,10 +3383,23 @@ RSD_API int rsd_pool_add_model(rsd_pool *pool, const rsd_pool_model_desc *model)
 RSD_API int rsd_pool_find_model(const rsd_pool *pool, rsd_str id);
 /* Change a model's pin; pinning never stops anything, unpinning may let it be evicted. */
 RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms);
+/* Change a model's reservation, TTL, in-flight cap and pin (same id, or id NULL). */
+RSD_API int rsd_pool_set_model(rsd_pool *pool, int model, const rsd_pool_model_desc *d, uint64_t now_ms);
 /* Ask for a request on model: RSD_OK (granted now; *slot set, in-flight counted),
    RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
                              rsd_pool_req *req, int *slot);
+/* rsd_pool_acquire_ex flags. */
+enum {
+    RSD_POOL_ACQUIRE_EXCLUSIVE = 1 /* run alone on the model's process (benchmarks,
+                                      calibration): it is granted once the process has
+                                      drained, and nothing else is admitted to that
+                                      process until it is released; other models and
+                                      the requests queued behind it keep their order */
+};
+/* rsd_pool_acquire with flags (0 = rsd_pool_acquire). RSD_ERR_ARG for unknown flags. */
+RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t now_ms,
+                                void *user, rsd_pool_req *req, int *slot);
 /* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
    when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. An
    explicit load clears the model's start backoff. */
@@ -3363,6 +3438,44 @@ RSD_API int rsd_pool_configure(rsd_pool *pool, int max_slots, uint64_t now_ms);
 RSD_API int rsd_pool_unload(rsd_pool *pool, int model, int flags, uint64_t now_ms);
 /* Stop everything: FAIL every request, STOP every process, refuse later work. */
 RSD_API int rsd_pool_stop(rsd_pool *pool, uint64_t now_ms);
+/* ---- byte leases: room in the budget for someone else ----------------------
+   A lease holds bytes of the VRAM budget for a workload outside the pool (a game's
+   renderer, a cutscene, another program). Taking one stops idle, unpinned processes
+   in least-recently-used order until the reservations plus every lease fit the
+   budget; a busy or pinned process is never stopped, so the grant may be partial.
+   While it lives, no start that would break it begins: those models wait (they are
+   not failed). Releasing it (or its ttl passing, in rsd_pool_step) gives the bytes
+   back and, with .restore, reloads what it stopped. A pool without a byte budget
+   (vram_budget_bytes = 0 and no rsd_pool_set_vram total) has nothing to lease. */
+typedef struct rsd_pool_lease { uint32_t id; } rsd_pool_lease; /* 0 = invalid */
+
+typedef struct rsd_pool_lease_desc {
+    uint64_t bytes;   /* bytes wanted; 1..RSD_POOL_MAX_BYTES */
+    uint32_t ttl_ms;  /* released by rsd_pool_step this long after it was taken; 0 = never */
+    bool restore;     /* on release, reload the models it stopped (else on their next request) */
+} rsd_pool_lease_desc;
+
+typedef struct rsd_pool_lease_info {
+    uint64_t requested, granted; /* granted < requested: busy or pinned processes hold the rest */
+    bool ready;                  /* the granted bytes are free now (its victims have exited) */
+    uint64_t expires_ms;         /* RSD_POOL_NO_DEADLINE without a ttl */
+    uint64_t stopped;            /* bit m set: model m was stopped for it */
+    int num_stopped;
+    bool restore;
+} rsd_pool_lease_info;
+
+/* Take a lease: RSD_OK (granted, fully or in part, and free now), RSD_PENDING (granted;
+   the processes it stopped are still exiting: rsd_pool_lease_query says when it is
+   ready), RSD_ERR_POOL_NO_FIT (declined: nothing can be freed, or no byte budget;
+   nothing was stopped), RSD_ERR_CAPACITY (RSD_POOL_MAX_LEASES live), RSD_ERR_ARG. */
+RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                rsd_pool_lease *lease);
+/* Fill info for a live lease; RSD_ERR_POOL_STALE for a released or invalid one. */
+RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease lease,
+                                 rsd_pool_lease_info *info);
+/* Give a lease's bytes back (and reload what it stopped when it asked to). */
+RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease lease, uint64_t now_ms);
+
 /* Fill a complete snapshot (W34). */
 RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *stats);
 /* Fill a per-model snapshot; RSD_ERR_ARG for a bad index. */
@@ -5791,6 +5904,16 @@ RSD_API bool rsd_env_observe(const char *env_value) {
     return false;
 }
 
+RSD_API bool rsd_env_known(const char *env_value) {
+    static const char *const managed[] = {"on", "1", "true", "managed"};
+    rsd_str v = rsdi_str_trim(rsd_str_c(env_value));
+    size_t i;
+    if (!v.len || rsd_env_observe(env_value)) return true;
+    for (i = 0; i < sizeof managed / sizeof managed[0]; i++)
+        if (rsdi_ieq_c(v, managed[i])) return true;
+    return false;
+}
+
 RSD_API bool rsd_lifecycle_user_managed(const char *lifecycle) {
     return rsdi_ieq_c(rsdi_str_trim(rsd_str_c(lifecycle)), "user-managed");
 }
@@ -7685,6 +7808,28 @@ RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t
         (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
 }
 
+/* When the listing names every servable model and the keep is not among them: "; it
+   serves N models: a, b, c, d, e and 3 more" appended to buf (an unknown model id is the
+   usual cause of a rejected load). */
+RSDI_PRIVATE void rsdi_rc_served_ids(const rsd_reconcile *r, char *buf, size_t cap) {
+    const rsd_listing *l = r->last_list;
+    size_t n = strlen(buf);
+    int i;
+    if (!(r->rt->flags & RSD_RT_CATALOG) || !l || rsd_listing_find(l, rsd_str_c(r->keep)) >= 0) return;
+    if (l->n == 0) {
+        (void)RSD_SNPRINTF(buf + n, cap - n, "; '%s' is not served there: it lists no model", r->keep);
+        return;
+    }
+    (void)RSD_SNPRINTF(buf + n, cap - n, "; '%s' is not served there: it serves %d model%s: ", r->keep, l->n,
+                       l->n == 1 ? "" : "s");
+    for (i = 0; i < l->n && i < 5; i++) {
+        n = strlen(buf);
+        (void)RSD_SNPRINTF(buf + n, cap - n, "%s%.*s", i ? ", " : "", (int)l->models[i].id.len, l->models[i].id.ptr);
+    }
+    n = strlen(buf);
+    if (l->n > 5) (void)RSD_SNPRINTF(buf + n, cap - n, " and %d more", l->n - 5);
+}
+
 /* Facts from r->snap, then the decision and the gate (R44, R45). */
 RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     rsd_facts *f = &r->facts;
@@ -8621,6 +8766,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
         } else { /* the server's own words after the status (W18: say why) */
             (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
             rsdi_rc_quote_error(r, body, len, what, sizeof what);
+            if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
             rsdi_rc_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
         }
         break;
@@ -9824,6 +9970,7 @@ typedef struct rsdi_pool_reqent {
     uint8_t state;         /* RSDI_PREQ_* */
     uint8_t ntf;           /* RSDI_PNTF_*: on the notify list */
     uint8_t preload;       /* rsd_pool_preload: no handle, freed when granted */
+    uint8_t exclusive;     /* RSD_POOL_ACQUIRE_EXCLUSIVE: runs alone on its process */
     int16_t model;
     int8_t slot;
     int result;            /* FAIL reason */
@@ -9867,7 +10014,15 @@ typedef struct rsdi_pool_slot {
     int act_next;                    /* slot action FIFO link */
     bool in_act;
     bool drain_after_start;          /* unload(DRAIN) arrived while STARTING */
+    bool exclusive;                  /* an exclusive request runs: nothing else admitted */
 } rsdi_pool_slot;
+
+typedef struct rsdi_pool_leaseent {
+    uint32_t gen;          /* 0 = free */
+    bool restore;
+    uint64_t requested, granted, expires_ms;
+    uint64_t stopped;      /* bit m: model m stopped for it */
+} rsdi_pool_leaseent;
 
 struct rsd_pool {
     rsd_allocator alloc;
@@ -9894,7 +10049,12 @@ struct rsd_pool {
     rsd_pool_stats ctr; /* counters only (slots[] unused here) */
     uint64_t work;      /* white-box: model/slot visits in admission passes (W25 tests) */
     bool trim_pending;  /* live slots above max after configure (busy excess) */
+    rsdi_pool_leaseent leases[RSD_POOL_MAX_LEASES];
+    uint32_t lease_gen[RSD_POOL_MAX_LEASES]; /* last generation handed out per entry */
+    uint64_t leased_total; /* sum of the live leases' granted bytes */
 };
+
+RSDI_PRIVATE void rsdi_pool_lease_end(rsd_pool *p, int i);
 
 /* a + b saturating at RSD_POOL_NO_DEADLINE (times come from the host). */
 RSDI_PRIVATE uint64_t rsdi_pool_at(uint64_t a, uint64_t b) {
@@ -9963,6 +10123,7 @@ RSDI_PRIVATE uint32_t rsdi_pool_req_alloc(rsd_pool *p) {
     p->wq[i].prev = p->wq[i].next = p->nt[i].prev = p->nt[i].next = RSDI_POOL_NIL;
     r->ntf = RSDI_PNTF_NONE;
     r->preload = 0;
+    r->exclusive = 0;
     r->slot = -1;
     r->result = 0;
     return i;
@@ -10120,13 +10281,17 @@ RSDI_PRIVATE void rsdi_pool_grant_waiters(rsd_pool *p, int s) {
        the entries are not), so their cache misses overlap. */
     for (k = 0; k < 8 && ahead != RSDI_POOL_NIL; k++) ahead = p->wq[ahead].next;
     uint32_t cap = rsdi_pool_cap(p, s);
-    while (md->wq_head != RSDI_POOL_NIL && (cap == 0 || sl->in_flight < cap)) {
+    while (md->wq_head != RSDI_POOL_NIL && !sl->exclusive && (cap == 0 || sl->in_flight < cap)) {
 #if defined(__GNUC__) || defined(__clang__)
         if (ahead != RSDI_POOL_NIL) {
             __builtin_prefetch(&p->reqs[ahead], 1);
             ahead = p->wq[ahead].next;
         }
 #endif
+        if (p->reqs[md->wq_head].exclusive) { /* it waits for the process to drain */
+            if (sl->in_flight != 0) break;
+            sl->exclusive = true;
+        }
         rsdi_pool_grant(p, s, md->wq_head);
     }
 }
@@ -10144,6 +10309,7 @@ RSDI_PRIVATE void rsdi_pool_fail_req(rsd_pool *p, uint32_t i, int result) {
         rsdi_pool_wq_unlink(p, r->model, i);
     } else if (r->state == RSDI_PREQ_RUNNING) {
         rsdi_pool_ntf_unlink(p, i);
+        if (r->exclusive) p->slots[(int)r->slot].exclusive = false;
         p->slots[(int)r->slot].in_flight--;
         p->running--;
     } else if (r->state == RSDI_PREQ_ORPHAN) {
@@ -10183,6 +10349,7 @@ RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     sl->pid = 0;
     sl->limit = 0;
     sl->drain_after_start = false;
+    sl->exclusive = false;
     sl->why = RSD_POOL_WHY_NONE;
     p->reserved_total += sl->reserve_bytes;
     p->models[m].slot = s;
@@ -10206,6 +10373,7 @@ RSDI_PRIVATE void rsdi_pool_vacate(rsd_pool *p, int s) {
     sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
     sl->pid = 0;
     sl->drain_after_start = false;
+    sl->exclusive = false;
     sl->last_use = ++p->clock;
     if (sl->in_flight) {
         /* Orphan what still runs there: its release is then only bookkeeping. O(reqs)
@@ -10345,6 +10513,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
     budget = rsdi_pool_budget(p);
     cap = budget ? (int64_t)budget - (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget)
                  : RSDI_POOL_UNLIMITED;
+    cap -= (int64_t)p->leased_total; /* a lease's bytes go to no start */
     free_s = (int64_t)p->max_slots - rsdi_pool_count(p, false);
     free_b = cap - (int64_t)p->reserved_total;
     /* Capacity already on its way out (stopping, or draining toward a stop). */
@@ -10477,7 +10646,7 @@ RSD_API const char *rsd_pool_slot_state_name(int state) {
 
 RSD_API const char *rsd_pool_why_name(int why) {
     static const char *const n[] = {"none", "evict", "ttl", "trim", "starve", "unload",
-                                    "shutdown", "load-failed"};
+                                    "shutdown", "load-failed", "lease"};
     return why >= 0 && why < (int)RSD_POOL_WHY_NUM ? n[why] : "unknown";
 }
 
@@ -10631,6 +10800,20 @@ RSD_API void rsd_pool_destroy(rsd_pool *pool) {
     rsdi_free(&a, pool);
 }
 
+RSD_API int rsd_pool_set_model(rsd_pool *pool, int model, const rsd_pool_model_desc *d, uint64_t now_ms) {
+    rsd_pool_model_desc c;
+    rsdi_pool_model *md;
+    if (!pool || !d || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    md = &pool->models[model];
+    c = *d;
+    if (!c.id) c.id = md->id;
+    if (rsdi_pool_model_check(&c) < 0 || strcmp(c.id, md->id) != 0) return RSD_ERR_ARG;
+    md->reserve_bytes = c.reserve_bytes ? c.reserve_bytes : pool->default_reserve;
+    md->ttl_ms = c.ttl_ms;
+    md->max_in_flight = c.max_in_flight;
+    return rsd_pool_set_pinned(pool, model, c.pinned, now_ms); /* the pin's rules, then a pass */
+}
+
 RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t now_ms) {
     if (!pool || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
@@ -10656,27 +10839,39 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
 
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
                              rsd_pool_req *req, int *slot) {
+    return rsd_pool_acquire_ex(pool, model, 0, now_ms, user, req, slot);
+}
+
+RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t now_ms,
+                                void *user, rsd_pool_req *req, int *slot) {
     rsdi_pool_model *md;
     rsdi_pool_reqent *r;
     uint32_t i;
     int s, rc;
+    bool excl = (flags & RSD_POOL_ACQUIRE_EXCLUSIVE) != 0;
     if (req) req->id = 0;
     if (slot) *slot = -1;
-    if (!pool || !req || model < 0 || model >= pool->num_models) return RSD_ERR_ARG;
+    if (!pool || !req || model < 0 || model >= pool->num_models ||
+        (flags & ~RSD_POOL_ACQUIRE_EXCLUSIVE))
+        return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     if (pool->stopped) return RSD_ERR_POOL_STOPPED;
     md = &pool->models[model];
     pool->ctr.acquires++;
     s = md->slot;
-    /* Fast path: resident and ready, room, nobody queued ahead (P32.1). */
+    /* Fast path: resident and ready, room, nobody queued ahead (P32.1); an exclusive
+       request only on an idle process, and nothing beside a running exclusive one. */
     if (RSDI_LIKELY(s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
-                    md->wq_head == RSDI_POOL_NIL &&
-                    ((md->max_in_flight == 0 && pool->slots[s].limit == 0) ||
-                     pool->slots[s].in_flight < rsdi_pool_cap(pool, s)))) {
+                    md->wq_head == RSDI_POOL_NIL && !pool->slots[s].exclusive &&
+                    (excl ? pool->slots[s].in_flight == 0
+                          : ((md->max_in_flight == 0 && pool->slots[s].limit == 0) ||
+                             pool->slots[s].in_flight < rsdi_pool_cap(pool, s))))) {
         rsdi_pool_slot *sl = &pool->slots[s];
         i = rsdi_pool_req_alloc(pool);
         if (i == RSDI_POOL_NIL) { pool->ctr.queue_full++; return RSD_ERR_CAPACITY; }
         r = &pool->reqs[i];
+        r->exclusive = (uint8_t)excl;
+        sl->exclusive = excl;
         r->state = RSDI_PREQ_RUNNING;
         r->model = (int16_t)model;
         r->slot = (int8_t)s;
@@ -10712,6 +10907,7 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     }
     r = &pool->reqs[i];
     r->state = RSDI_PREQ_WAITING;
+    r->exclusive = (uint8_t)excl;
     r->model = (int16_t)model;
     r->user = user;
     r->enq_ms = now_ms;
@@ -10814,15 +11010,21 @@ RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now
     switch (r->state) {
     case RSDI_PREQ_WAITING: {
         bool was_wanting = pool->models[r->model].wanting;
+        int m = r->model, ms = pool->models[r->model].slot;
         if (!cancel) return RSD_ERR_STATE;
-        rsdi_pool_wq_unlink(pool, r->model, i);
+        rsdi_pool_wq_unlink(pool, m, i);
         rsdi_pool_req_free(pool, i);
         pool->ctr.cancels++;
+        /* An exclusive request at the head held those behind it: they may go now. */
+        if (ms >= 0 && pool->slots[ms].state == RSD_POOL_SLOT_READY &&
+            pool->models[m].wq_head != RSDI_POOL_NIL)
+            rsdi_pool_grant_waiters(pool, ms);
         if (was_wanting && pool->want_head < 0 && pool->ctr.starve_drains) rsdi_pool_pass(pool);
         return RSD_OK;
     }
     case RSDI_PREQ_RUNNING:
         s = r->slot;
+        if (r->exclusive) pool->slots[s].exclusive = false;
         pool->models[r->model].last_used_ms = pool->now_ms;
         rsdi_pool_ntf_unlink(pool, i);
         rsdi_pool_req_free(pool, i);
@@ -11039,6 +11241,16 @@ RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
     if (!pool) return next;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     if (pool->stopped) return next;
+    for (s = 0; s < RSD_POOL_MAX_LEASES; s++) { /* lease ttl */
+        rsdi_pool_leaseent *le = &pool->leases[s];
+        if (!le->gen) continue;
+        if (le->expires_ms <= pool->now_ms) {
+            pool->ctr.lease_expiries++;
+            rsdi_pool_lease_end(pool, s);
+        } else if (le->expires_ms < next) {
+            next = le->expires_ms;
+        }
+    }
     for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) { /* idle TTL (llama-swap ttl, keep_alive) */
         rsdi_pool_slot *sl = &pool->slots[s];
         if (!rsdi_pool_idle(pool, sl) || sl->idle_deadline_ms == RSD_POOL_NO_DEADLINE) continue;
@@ -11049,6 +11261,8 @@ RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
         const rsdi_pool_slot *sl = &pool->slots[s];
         if (rsdi_pool_idle(pool, sl) && sl->idle_deadline_ms < next) next = sl->idle_deadline_ms;
     }
+    for (s = 0; s < RSD_POOL_MAX_LEASES; s++)
+        if (pool->leases[s].gen && pool->leases[s].expires_ms < next) next = pool->leases[s].expires_ms;
     if (pool->max_wait_ms != RSD_POOL_WAIT_FOREVER) {
         for (m = pool->want_head; m >= 0; m = pool->models[m].want_next) {
             uint64_t t = rsdi_pool_at(pool->reqs[pool->models[m].wq_head].enq_ms, pool->max_wait_ms);
@@ -11133,6 +11347,119 @@ RSD_API int rsd_pool_stop(rsd_pool *pool, uint64_t now_ms) {
     return RSD_OK;
 }
 
+/* ---- leases --------------------------------------------------------------- */
+RSDI_PRIVATE int rsdi_pool_lease_slot(const rsd_pool *p, rsd_pool_lease h) {
+    uint32_t i = h.id & 0xFu;
+    if (!p || h.id == 0 || i >= RSD_POOL_MAX_LEASES || !p->leases[i].gen ||
+        p->leases[i].gen != (h.id >> 4))
+        return -1;
+    return (int)i;
+}
+
+/* Budget minus what others use (foreign); -1 when the pool has no byte budget. */
+RSDI_PRIVATE int64_t rsdi_pool_byte_cap(const rsd_pool *p) {
+    uint64_t b = rsdi_pool_budget(p);
+    if (!b) return -1;
+    return (int64_t)b - (int64_t)(p->foreign_bytes < b ? p->foreign_bytes : b);
+}
+
+/* Drop lease i: its bytes go back to starts, what it stopped comes back if asked. */
+RSDI_PRIVATE void rsdi_pool_lease_end(rsd_pool *p, int i) {
+    rsdi_pool_leaseent *le = &p->leases[i];
+    int m;
+    p->leased_total -= le->granted;
+    rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_LEASE, RSDI_WHERE,
+              "pool: lease of %llu bytes released", (unsigned long long)le->granted);
+    le->gen = 0;
+    if (le->restore && !p->stopped) {
+        for (m = 0; m < p->num_models; m++) {
+            if (!(le->stopped & ((uint64_t)1 << m))) continue;
+            if (p->models[m].slot >= 0 || p->models[m].wanting) continue;
+            if (rsdi_pool_preload_req(p, m) == RSD_PENDING) p->ctr.restores++;
+        }
+    }
+    le->stopped = 0;
+    if (p->want_head >= 0) rsdi_pool_pass(p);
+}
+
+RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                rsd_pool_lease *lease) {
+    int64_t cap, held = 0, avail;
+    uint32_t picked = 0, gen;
+    int i, s, v;
+    rsdi_pool_leaseent *le;
+    if (lease) lease->id = 0;
+    if (!pool || !desc || !lease || desc->bytes == 0 || desc->bytes > RSD_POOL_MAX_BYTES)
+        return RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    if (pool->stopped) return RSD_ERR_POOL_STOPPED;
+    for (i = 0; i < RSD_POOL_MAX_LEASES && pool->leases[i].gen; i++) {}
+    if (i == RSD_POOL_MAX_LEASES) return RSD_ERR_CAPACITY;
+    if ((cap = rsdi_pool_byte_cap(pool)) < 0) { pool->ctr.leases_declined++; return RSD_ERR_POOL_NO_FIT; }
+    /* What stays: every reservation but those already on their way out. */
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
+        rsd_pool_slot_state st = pool->slots[s].state;
+        if (st != RSD_POOL_SLOT_EMPTY && st != RSD_POOL_SLOT_STOPPING && st != RSD_POOL_SLOT_FAILED)
+            held += (int64_t)pool->slots[s].reserve_bytes;
+    }
+    avail = cap - (int64_t)pool->leased_total - held;
+    while (avail < (int64_t)desc->bytes && (v = rsdi_pool_lru_idle(pool, picked, false)) >= 0) {
+        picked |= 1u << v;
+        avail += (int64_t)pool->slots[v].reserve_bytes;
+    }
+    if (avail <= 0) { pool->ctr.leases_declined++; return RSD_ERR_POOL_NO_FIT; }
+    le = &pool->leases[i];
+    gen = pool->lease_gen[i] = (pool->lease_gen[i] + 1u) & 0x0FFFFFFFu;
+    if (!gen) gen = pool->lease_gen[i] = 1;
+    le->gen = gen;
+    le->requested = desc->bytes;
+    le->granted = avail < (int64_t)desc->bytes ? (uint64_t)avail : desc->bytes;
+    le->expires_ms = desc->ttl_ms ? rsdi_pool_at(pool->now_ms, desc->ttl_ms) : RSD_POOL_NO_DEADLINE;
+    le->restore = desc->restore;
+    le->stopped = 0;
+    pool->leased_total += le->granted;
+    pool->ctr.leases++;
+    for (v = 0; v < RSD_POOL_MAX_SLOTS; v++) {
+        if (!(picked & (1u << v))) continue;
+        le->stopped |= (uint64_t)1 << pool->slots[v].model;
+        pool->ctr.lease_stops++;
+        rsdi_pool_stop_slot(pool, v, RSD_POOL_WHY_LEASE);
+    }
+    rsdi_logf(&pool->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_LEASE, RSDI_WHERE,
+              "pool: lease of %llu bytes granted %llu", (unsigned long long)desc->bytes,
+              (unsigned long long)le->granted);
+    lease->id = (gen << 4) | (uint32_t)i;
+    return (int64_t)pool->reserved_total + (int64_t)pool->leased_total <= cap ? RSD_OK : RSD_PENDING;
+}
+
+RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease lease,
+                                 rsd_pool_lease_info *info) {
+    const rsdi_pool_leaseent *le;
+    int i = rsdi_pool_lease_slot(pool, lease), m;
+    if (!info) return RSD_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    if (i < 0) return RSD_ERR_POOL_STALE;
+    le = &pool->leases[i];
+    info->requested = le->requested;
+    info->granted = le->granted;
+    info->ready = (int64_t)pool->reserved_total + (int64_t)pool->leased_total <=
+                  rsdi_pool_byte_cap(pool);
+    info->expires_ms = le->expires_ms;
+    info->stopped = le->stopped;
+    for (m = 0; m < RSD_POOL_MAX_MODELS; m++)
+        if (le->stopped & ((uint64_t)1 << m)) info->num_stopped++;
+    info->restore = le->restore;
+    return RSD_OK;
+}
+
+RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease lease, uint64_t now_ms) {
+    int i = rsdi_pool_lease_slot(pool, lease);
+    if (i < 0) return pool ? RSD_ERR_POOL_STALE : RSD_ERR_ARG;
+    if (now_ms > pool->now_ms) pool->now_ms = now_ms;
+    rsdi_pool_lease_end(pool, i);
+    return RSD_OK;
+}
+
 RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
     int s;
     if (!st) return;
@@ -11166,7 +11493,9 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
         o->pinned = sl->model >= 0 && pool->models[sl->model].pinned;
         o->pid = sl->pid;
         o->max_in_flight = sl->model >= 0 ? rsdi_pool_cap(pool, s) : 0;
+        o->exclusive = sl->exclusive;
     }
+    st->leased_bytes = pool->leased_total;
 }
 
 RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info) {

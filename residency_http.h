@@ -841,10 +841,117 @@
        Platform: POSIX (flock from <sys/file.h>; on Linux NFS maps it to fcntl
        locks). Not available on Windows yet.
 
+   ETCD: the lock and the attribution for several hosts (>>etcd)
+       -------------------------------------------------------------------------
+       The state directory's lock and record hold only among processes of one host.
+       When several hosts share one inference server (workstations or edge boxes in
+       front of one GPU server, a router behind a LAN address), point every host's
+       ensurer at one etcd v3 cluster: RESIDENCY_COORD=etcd://host:2379[/prefix] (or
+       desc.coord). The lock, the attribution and the generation of each target then
+       live there, and nothing else changes in the ensurer: the same reconcile, the
+       same notices, the same fail-open rule. Only etcd's JSON gateway is used (POST
+       /v3/kv/range, /v3/kv/txn, /v3/lease/grant, /v3/lease/keepalive,
+       /v3/auth/authenticate; etcd 3.4+ serves it under /v3), over this file's HTTP
+       client: keys and values base64, int64 fields as JSON strings, no new dependency.
+
+       Keys, under the prefix ("/residency" when the URL has no path), with <name> =
+       rsd_state_file_name(target key) as for the state directory:
+           <prefix>/lock/<name>   the lock: a key bound to this host's lease; value =
+                                  "host=..\npid=..\ntaken_unix_ms=..\npurpose=..\n"
+           <prefix>/attr/<name>   the attribution, in the attribution file's format
+           <prefix>/gen/<name>    the generation, decimal
+           <prefix>/prot/<host>   the models this host protects (desc.protected_models;
+                                  the attribution format, instance = the role name)
+       URL: etcd://host[:port][/prefix] (port 2379 by default), etcds:// for TLS (the
+       client's tls_ca_file / tls_insecure_skip_verify apply), or http(s)://. A host
+       name is resolved by rsd_ensure (or rsd_ensurer_resolve(e, "http://host:2379")).
+
+       What it does, per ensure (each is one request; the steps never block):
+         - read: at the start, before the decision cache is consulted, one txn reads the
+           target's attribution and generation and every host's protections (the first
+           read of a coordinator also writes this host's protections). The other hosts'
+           protected models are added to the reconcile's protected_models: no host
+           evicts what another protects. A failed read is a degraded/warning notice; the
+           ensure goes on with an empty record (and the lock then decides).
+         - lock: a txn "create_revision(lock) == 0 ? put(lock, lease) : read", whose
+           answer also reads the attribution, generation and protections again (so the
+           reconcile lists again when they changed, as with the state directory). The
+           lease (desc.coord_lease_ttl_s, default 5 s) is granted before the first lock
+           and again after half its TTL; while the lock is held every step sends a
+           keepalive a third of a TTL after the last one. A busy lock is tried again
+           after 5 ms doubling to 100 ms until the lock's deadline (the ensure's), then
+           the file lock's rule: fail-open (proceed unlocked; warning notice naming the
+           holder's record) or fail-closed (desc.lock_fail_closed: the ensure fails).
+           The fencing revision is the lock key's create_revision (the txn's revision).
+         - commit: one txn "create_revision(lock) == fence AND mod_revision(attr) == as
+           read ? put(attr), put(gen + 1)". A holder whose lease expired (it stalled, or
+           was cut off, longer than the TTL) finds the key gone or someone else's: the
+           commit is refused (RSD_ERR_LOCK, "no longer ours", as a commit that could not
+           be recorded: warning notice, result.state_error). An unlocked (fail-open)
+           commit compares only the attribution and is re-applied on the new record when
+           another host changed it (RSD_ETCD_COMMIT_TRIES).
+         - unlock: the key is deleted if its create_revision is still the fence; the
+           ensure ends when etcd answered (bounded by the request timeout). A holder
+           that dies (kill -9, power, network) never unlocks: its key goes with its
+           lease, a TTL later.
+       etcd unreachable (refused, timed out, 5xx): each operation retries (5 ms doubling
+       to 500 ms) for at most one lease TTL and never past its deadline, then the lock
+       fails open or closed as above, the read and the commit say so in a warning
+       notice; after that, operations within one TTL make one attempt only (a dead etcd
+       costs one TTL per ensure, not one per step). Authentication: desc.coord_user +
+       coord_password (RESIDENCY_COORD_USER / _PASSWORD) log in with POST
+       /v3/auth/authenticate and again when etcd says the token is invalid (simple
+       tokens expire after 5 minutes idle); or desc.coord_auth_token
+       (RESIDENCY_COORD_TOKEN). The token goes raw in the Authorization header (the
+       gateway answers 401 to "Bearer <token>"); a refused or missing login is
+       RSD_ERR_AUTH. Credentials are never logged.
+       Guarantees, with every host on the same etcd and prefix: one host at a time
+       mutates a target (while leases are honoured); a host never evicts a model
+       another host protects (protections published before the decision); the record
+       of what residency loaded is shared and changes only with a valid fence.
+       Not guaranteed: a holder that stalls past its TTL may still send the unload or
+       load it was about to send (only its record is refused, and the next holder
+       lists again); a host that first publishes its protections while another host
+       is deciding is seen from that host's next ensure; the server's own users (not
+       going through residency) are not locked out; protections stay in etcd until
+       the host publishes new ones (delete <prefix>/prot/<host> to retire a host).
+
+       Public API (the ensurer calls these; a host may too):
+       int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
+           Allocates everything now (the object, about 1.2 MB with the token array and
+           an answer buffer, and its own HTTP client with room for one whole
+           attribution). d: url (required), host_id (NULL = gethostname), lease_ttl_s
+           (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
+           auth_password, protected_models + n_protected (this host's), http (TLS and
+           limits), allocator, logger. RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM.
+       int rsd_etcd_read_begin(co, key, now_ms, deadline_ms)
+       int rsd_etcd_lock_begin(co, key, purpose, now_ms, deadline_ms)
+       int rsd_etcd_commit_begin(co, changes, n, loaded_at_ms, now_ms, deadline_ms)
+       int rsd_etcd_unlock_begin(co, now_ms)
+           Start an operation (no I/O; one at a time: RSD_ERR_STATE otherwise).
+           deadline_ms 0 = one lease TTL from now. changes are rsd_attr_change as for
+           rsd_state_attr_commit and must stay valid until it is done.
+       int rsd_etcd_step(co, now_ms)
+           RSD_PENDING while an operation (or a release) runs, then its result: read
+           RSD_OK / the error; lock RSD_OK (held, or fail-open: not held) / the error
+           (fail-closed: RSD_ERR_TIMEOUT busy, RSD_ERR_CONNECT..., RSD_ERR_AUTH); commit
+           RSD_OK / RSD_ERR_LOCK (fenced) / the error.
+       int rsd_etcd_pollfds(co, out, cap)  uint64_t rsd_etcd_next_deadline(co)
+       void rsd_etcd_query(co, rsd_etcd_view *out)
+           held, lost (the lease ran out while held), fence, has_gen/gen, attrs,
+           attr_corrupt, the other hosts' protected_models, owner (the holder's record
+           when busy), message (why it failed or proceeded unlocked), root, prefix.
+       int rsd_etcd_parse_url(url, root, cap, prefix, cap)
+       Limits: RSD_ETCD_MAX_PREFIX_BYTES 128, RSD_ETCD_MAX_HOST_BYTES 128,
+       RSD_ETCD_MAX_KEY_BYTES 512, RSD_ETCD_MAX_KVS 96 per answer, RSD_MAX_PROTECTED
+       protections in all (further ones are dropped). Threading: one coordinator per
+       thread. Fuzzed: fuzz/fuzz_etcd.c (the answers).
+
    --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
        The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
        performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
-       the caller's clock and the state directory. Two ways to use it, one code path:
+       the caller's clock and the state directory (or etcd: ETCD above, the same
+       steps on the other backend). Two ways to use it, one code path:
 
            rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
            rsd_ensure_req q;  memset(&q, 0, sizeof q);
@@ -877,10 +984,16 @@
            state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env), cache_ttl_ms (0 =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
            60 s), no_cache (no TTL fast path), no_sse (never subscribe to
            /models/sse: poll only), sse_poll_ms (poll interval of a wait while
-           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500).
+           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
+           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
+           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
+           coord_auth_token / coord_user / coord_password (see ETCD above).
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -934,7 +1047,8 @@
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
        int rsd_ensurer_resolve(e, const char *url)
-           Blocking getaddrinfo for the URL's host name (first address), kept in a
+           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
+           first address), kept in a
            small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
            resolve hook reads: the non-blocking path never resolves (it fails with
            RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
@@ -976,7 +1090,15 @@
        process) is read and both go to the reconcile (desc.ours,
        desc.generation). Without a
        state directory there is no LOCK step, attribution is only what this
-       ensurer's own cache knows, and the generation is not used.
+       ensurer's own cache knows, and the generation is not used. With etcd
+       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
+       generation come from there instead, whether or not a state directory
+       exists: the ensure first reads them (one request, before the cache is
+       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
+       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
+       delete, and every step also keeps the held lock's lease alive (see ETCD).
+       With etcd an LM Studio ensure sends its first listing itself (the
+       detection probe's answer is not reused: one more GET).
 
        /models/sse (llama.cpp router only; wire.md 1.11): just before a load or
        unload POST (or when a wait begins without one, e.g. for a model already
@@ -1014,8 +1136,11 @@
        times out is sent again with twice the timeout while the ensure's deadline
        allows (a busy server is slow, not gone). Any other transport error on the
        first probe ends the ensure at once (DEGRADED, the transport error, e.g.
-       RSD_ERR_CONNECT); no match ->
-       DEGRADED RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+       RSD_ERR_CONNECT, message "server unreachable: connection refused (URL)"); no
+       match -> DEGRADED RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not
+       as a llama.cpp router, Ollama or LM Studio (GET /props: HTTP 404)"), or
+       RSD_ERR_AUTH when a probe was answered 401/403 ("URL asks for an API key ...
+       and none was given", or "URL refused the API key given").
        Adding a runtime on rsd_reconcile is one table entry (probe path, matcher,
        driver getter).
 
@@ -1313,6 +1438,11 @@
        with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars) | RSD_ERR_CAPACITY (table full,
        or the spec's strings and arrays over RSD_FLEET_SPEC_BYTES). health_path NULL =
        "/health".
+   rsd_fleet_set_model(f, m, md, now): model m (same id) gets md's spec and pool
+       settings (reserve_bytes, ttl_ms, max_in_flight, pinned); its start backoff and
+       last failure are forgotten. The next start uses the new spec; a process that
+       runs keeps its command (rsd_fleet_unload with RSD_POOL_UNLOAD_DRAIN restarts it
+       once idle). Errors as add_model; on an error nothing changed.
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
        an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
        "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
@@ -1322,6 +1452,15 @@
        (reservation over the whole budget: at once, nothing started),
        RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
        RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   rsd_fleet_acquire_ex(f, m, flags, now, user, &req, &port): with the pool's acquire
+       flags; RSD_POOL_ACQUIRE_EXCLUSIVE runs the request alone on m's process once it
+       has drained (benchmarks, calibration); other models keep flowing.
+   rsd_fleet_lease_take(f, &lease_desc, now, &lease) / rsd_fleet_lease_query /
+   rsd_fleet_lease_release: a VRAM lease for a workload outside the fleet, as the
+       pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
+       why "lease"), never a busy or pinned one; starts that would break it wait;
+       release or its ttl gives the bytes back and, with lease_desc.restore, restarts
+       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes).
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms.
    rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
@@ -1347,7 +1486,7 @@
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 355 KB + 195 bytes
+   pull every step. Memory: one block of about 359 KB + 195 bytes
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
@@ -1875,6 +2014,13 @@ typedef struct rsd_ensurer_desc {
     bool no_cache;                    /* no TTL fast path */
     bool no_sse;                      /* never open GET /models/sse (llama.cpp router): poll only */
     uint32_t sse_poll_ms;             /* poll interval while /models/sse is open; 0 = 500 */
+    /* Several hosts: lock, attribution and generation on etcd instead of the state dir. */
+    const char *coord;                /* "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD (unless ignore_env) */
+    const char *coord_host;           /* this host's id there; NULL = hostname */
+    uint32_t coord_lease_ttl_s;       /* lease (lock) lifetime after a holder dies; 0 = 5 */
+    const char *coord_auth_token;     /* etcd auth token (Authorization header); NULL = $RESIDENCY_COORD_TOKEN */
+    const char *coord_user;           /* etcd user (authenticates itself); NULL = $RESIDENCY_COORD_USER */
+    const char *coord_password;       /* its password; NULL = $RESIDENCY_COORD_PASSWORD; never logged */
 } rsd_ensurer_desc;
 
 /* One "make this model resident" request; strings are copied by begin. */
@@ -2315,6 +2461,87 @@ RSD_API const char *rsd_state_last_error(const rsd_state *st);
 RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance);
 /* ==== >>state end ========================================================= */
 
+/* ==== >>etcd (declarations) =============================================== */
+/* Manual: "ETCD" in the doc block at the top of this file. The lock, the attribution and
+   the generation of a target on etcd v3 (its JSON gateway), for several hosts. */
+enum {
+    RSD_ETCD_LEASE_TTL_S = 5,          /* default lease (and so lock) lifetime after a holder dies */
+    RSD_ETCD_REQUEST_MS = 2000,        /* default timeout of one etcd request */
+    RSD_ETCD_MAX_PREFIX_BYTES = 128,   /* key prefix ("/residency" by default) */
+    RSD_ETCD_MAX_HOST_BYTES = 128,     /* this host's id in owner records and protections */
+    RSD_ETCD_MAX_KEY_BYTES = 512,      /* longest etcd key this library writes or reads back */
+    RSD_ETCD_MAX_KVS = 96,             /* key-value pairs kept from one answer */
+    RSD_ETCD_RETRY_MIN_MS = 5,         /* a busy lock is tried again after 5 ms ... */
+    RSD_ETCD_RETRY_MAX_MS = 100,       /* ... doubling to 100 ms */
+    RSD_ETCD_COMMIT_TRIES = 8          /* commits re-based on a changed attribution (unlocked) */
+};
+
+typedef struct rsd_etcd rsd_etcd;
+
+/* etcd coordinator configuration; zeroed = defaults (url is required). */
+typedef struct rsd_etcd_desc {
+    const char *url;                  /* etcd://host:port[/prefix], etcds://... (TLS), http(s)://... */
+    const char *host_id;              /* this host in owner records and protections; NULL = hostname */
+    uint32_t lease_ttl_s;             /* lease lifetime; 0 = RSD_ETCD_LEASE_TTL_S */
+    uint32_t request_timeout_ms;      /* one request; 0 = RSD_ETCD_REQUEST_MS */
+    bool fail_closed;                 /* lock deadline / etcd unreachable fails instead of proceeding */
+    const char *auth_token;           /* etcd auth token, sent as the Authorization header; never logged */
+    const char *auth_user;            /* etcd user: the coordinator authenticates (and again when the token expires) */
+    const char *auth_password;        /* its password; never logged */
+    const rsd_protected_model *protected_models; /* this host's, published for the other hosts */
+    int n_protected;                  /* 0..RSD_MAX_PROTECTED */
+    rsd_http_client_desc http;        /* TLS options (tls_ca_file ...), limits; allocator/logger default below */
+    rsd_allocator allocator;
+    rsd_logger logger;
+} rsd_etcd_desc;
+
+/* What the coordinator knows after its last operation (views live until the next begin). */
+typedef struct rsd_etcd_view {
+    int result;                       /* of the last operation: RSD_OK, RSD_PENDING, <0 */
+    bool held;                        /* the lock is held (fenced by fence) */
+    bool lost;                        /* the lease ran out while held: commits are refused */
+    int64_t fence;                    /* the lock key's create_revision while held */
+    bool has_gen;                     /* gen was read (a corrupt value reads as unknown) */
+    uint64_t gen;                     /* the target's mutation generation */
+    bool attr_corrupt;                /* the stored attribution was corrupt: read as empty */
+    const rsd_attr_set *attrs;        /* the target's attribution as last read */
+    int n_protected;                  /* the other hosts' protected models */
+    const rsd_protected_model *protected_models;
+    const char *owner;                /* the lock holder's record when busy ("" none) */
+    const char *message;              /* why the last operation failed or proceeded unlocked ("" none) */
+    const char *root;                 /* the gateway's root URL ("http://host:2379") */
+    const char *prefix;               /* the key prefix ("/residency") */
+} rsd_etcd_view;
+
+/* Creates the coordinator (its own HTTP client; no I/O). RSD_OK, RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM. */
+RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc);
+/* Frees everything; a held lock is left to its lease (unlock and step first to release it now). */
+RSD_API void rsd_etcd_destroy(rsd_etcd *co);
+/* Starts reading key's attribution, generation and every host's protections (no I/O). */
+RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, uint64_t deadline_ms);
+/* Starts taking key's lock (a lease-bound key); the answer also reads what read_begin reads. */
+RSD_API int rsd_etcd_lock_begin(rsd_etcd *co, const char *key, const char *purpose, uint64_t now_ms,
+                                uint64_t deadline_ms);
+/* Starts the commit: changes applied to the attribution and the generation bumped in one
+   transaction, refused when the lock was lost. changes stay the caller's until done. */
+RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, int n,
+                                  uint64_t loaded_at_ms, uint64_t now_ms, uint64_t deadline_ms);
+/* Releases the lock: not held from now on; the key is deleted (if still ours) by the next
+   steps, which return RSD_PENDING until etcd answered. Abandons a lock wait. */
+RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms);
+/* Never blocks: sends, reads, keeps the lease alive. RSD_PENDING while an operation runs,
+   then its result (RSD_OK, or <0); RSD_OK when idle. */
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms);
+/* The client's sockets for the host's poll(); how many it wants. */
+RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap);
+/* Earliest time step must run (a retry, the next keepalive, a timeout); RSD_DEADLINE_NONE. */
+RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co);
+/* What the last operation found. */
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
+/* Splits "etcd://h:p/prefix" into the gateway root ("http://h:p") and the prefix. RSD_OK or RSD_ERR_URL. */
+RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap);
+/* ==== >>etcd end ========================================================== */
+
 /* ==== >>fleet (declarations) ============================================== */
 /* Manual: "fleet" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
@@ -2324,7 +2551,13 @@ enum {
     RSD_FLEET_SPEC_BYTES = 4096,                /* copied strings of one model's rsd_proc_spec */
     RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS = 2000,  /* one /health probe */
     RSD_FLEET_HEALTH_PATH_MAX = 256,            /* bytes of health_path, including the NUL */
-    RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5           /* output-triggered probes at most this often */
+    RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5,          /* output-triggered probes at most this often */
+    RSD_FLEET_WATCHDOG_FAILURES_DEFAULT = 3,    /* failed /health polls in a row before a restart */
+    RSD_FLEET_WATCHDOG_ERRORS_DEFAULT = 5,      /* 5xx answers in a row before a restart */
+    RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT = 5,    /* watchdog restarts in a row, then it gives up */
+    RSD_FLEET_WATCHDOG_BACKOFF_MS = 1000,       /* first restart delay (doubles per restart) */
+    RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS = 60000,  /* restart delay cap */
+    RSD_FLEET_WATCHDOG_STABLE_MS = 60000        /* up this long and healthy: the count starts over */
 };
 
 /* One model: the pool's view plus how to start its process. */
@@ -2343,6 +2576,15 @@ typedef struct rsd_fleet_desc {
     const rsd_fleet_model_desc *models; /* initial model table (may be NULL) */
     int num_models;
     uint32_t probe_timeout_ms;  /* one /health request; 0 = RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS */
+    /* Watchdog (off unless watchdog_interval_ms is set): a READY process is polled with
+       GET health_path every watchdog_interval_ms (each poll bounded by the smaller of
+       the interval and probe_timeout_ms); watchdog_failures failed polls in a row (not
+       200: timeout, refused, 5xx), or watchdog_errors 5xx answers in a row reported
+       with rsd_fleet_report, and it is killed and started again after a backoff. */
+    uint32_t watchdog_interval_ms;  /* 0 = no health polls once ready */
+    uint32_t watchdog_failures;     /* 0 = RSD_FLEET_WATCHDOG_FAILURES_DEFAULT */
+    uint32_t watchdog_errors;       /* 0 = RSD_FLEET_WATCHDOG_ERRORS_DEFAULT */
+    uint32_t watchdog_restarts;     /* 0 = RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_fleet_desc;
@@ -2391,6 +2633,8 @@ typedef struct rsd_fleet_model_info {
     const char *last_error;     /* its message (reason, command, last output lines); NULL =
                                    none. Valid until the next rsd_fleet_* call that changes it */
     uint64_t retry_at_ms;       /* after a failed start: no new start before this; 0 = none */
+    int exit_code;              /* its last process's exit status (128+N: killed by signal N;
+                                   127: never ran), with last_result; 0 = none */
 } rsd_fleet_model_info;
 
 typedef struct rsd_fleet rsd_fleet;
@@ -2408,6 +2652,10 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id);
    GRANT or FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port);
+/* rsd_fleet_acquire with rsd_pool_acquire_ex flags (RSD_POOL_ACQUIRE_EXCLUSIVE: the
+   request runs alone on its model's process, after it drained). */
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port);
 /* The request finished (granted ones only). */
 RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* The client went away: drop a waiting request or release a granted one; a GRANT or
@@ -2415,6 +2663,25 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
+/* A VRAM lease for a workload outside the fleet (rsd_pool_lease_take): idle, unpinned
+   processes are stopped, least recently used first, until the reservations plus the
+   leases fit the budget; starts that would break it wait; release (or the ttl) gives
+   the bytes back and, with desc.restore, restarts what it stopped. info.stopped holds
+   the model indexes it stopped. RSD_OK granted and free, RSD_PENDING granted with
+   victims still exiting, RSD_ERR_POOL_NO_FIT declined (nothing was stopped). */
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease);
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
+/* Replace model's command and pool settings (same id): the next start uses the new
+   spec; a running process is not touched (unload it to restart it). Its start backoff
+   and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms);
+/* The host's outcome of a request it sent to model's process on port: its HTTP status,
+   or 502 when the connection failed. 5xx in a row (503 "busy/loading" aside) count
+   toward the watchdog's error limit; anything else resets the count. Needs the watchdog
+   (watchdog_interval_ms or watchdog_errors set). RSD_OK, or RSD_ERR_ARG. */
+RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms);
 /* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
    configuration changed. */
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
@@ -6017,7 +6284,10 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 #endif
 
 enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE };
-enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT };
+enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT,
+       RSDI_EN_WAIT_COORD };
+/* what a coordinator (etcd) operation the ensure waits on was for */
+enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOCK };
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = RSD_MAX_RESIDENTS + 2 * RSD_LMS_MAX_EVICT + 2
@@ -6047,6 +6317,11 @@ struct rsd_ensurer {
     int (*user_resolve)(void *user, const char *host, char *out, size_t cap);
     void *user_resolve_user;
     rsd_state *st;
+    rsd_etcd *co;                     /* etcd: lock, attribution and generation (else the state dir) */
+    int co_then, co_read_err;
+    bool co_read;                     /* this ensure's first read from etcd is done */
+    int n_prot_all;                   /* the configured protected models plus the other hosts' */
+    rsd_protected_model prot_all[RSD_MAX_PROTECTED];
     rsd_state_lock lk;
     bool lk_active;
     rsd_state_lock alk;               /* the attribution-file lock of a COMMIT */
@@ -6083,8 +6358,9 @@ struct rsd_ensurer {
     uint32_t props_len;
     char props_body[RSD_ENSURE_PROPS_BYTES];
     /* the current ensure */
-    int phase, final, waiting, probe_i, probe_tries, error;
+    int phase, final, waiting, probe_i, probe_tries, error, probe0_status;
     bool inflight, reconciling, observe, user_managed, keep_pinned, saw_auth;
+    bool env_warned;                  /* the ENV_UNKNOWN notice was given (once per ensurer) */
     rsd_http_req_h h;
     rsd_runtime_kind kind;
     rsd_outcome outcome;
@@ -6319,6 +6595,7 @@ RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
 
 /* Releases the target lock and a COMMIT's attribution lock, if held or waited for. */
 RSDI_PRIVATE void rsdi_en_unlock_all(rsd_ensurer *e) {
+    if (e->co) (void)rsd_etcd_unlock_begin(e->co, e->last_now); /* the next steps delete the key, else its lease */
     if (e->alk_active && e->st) rsd_state_unlock(e->st, &e->alk);
     if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
     e->alk_active = e->lk_active = false;
@@ -6408,6 +6685,37 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         sd.logger = d.logger;
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without (K5) */
     }
+    {
+        const char *cu = d.coord ? d.coord : d.ignore_env ? NULL : getenv("RESIDENCY_COORD");
+        if (cu && cu[0]) {
+            rsd_etcd_desc cd;
+            memset(&cd, 0, sizeof cd);
+            cd.url = cu;
+            cd.host_id = d.coord_host;
+            cd.lease_ttl_s = d.coord_lease_ttl_s;
+#define RSDI_EN_COORD_ENV(f, name) (d.f ? d.f : d.ignore_env ? NULL : getenv(name))
+            cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
+            cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
+            cd.auth_password = RSDI_EN_COORD_ENV(coord_password, "RESIDENCY_COORD_PASSWORD");
+#undef RSDI_EN_COORD_ENV
+            cd.fail_closed = d.lock_fail_closed;
+            cd.protected_models = d.protected_models;
+            cd.n_protected = d.n_protected;
+            cd.http = d.http; /* TLS options, limits */
+            cd.http.resolve_fn = hd.resolve_fn;
+            cd.http.resolve_user = hd.resolve_user;
+            cd.allocator = d.allocator;
+            cd.logger = d.logger;
+            if (rsd_etcd_create(&e->co, &cd) != RSD_OK) { /* a bad coordinator is a configuration error */
+                rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
+                          "ensurer: cannot use the coordinator '%.200s'", cu);
+                rsd_state_close(e->st);
+                rsd_http_client_destroy(e->http);
+                rsdi_free(&e->alloc, e);
+                return NULL;
+            }
+        }
+    }
     e->lock_fail_closed = d.lock_fail_closed;
     e->ignore_env = d.ignore_env;
     if (d.residency_env) {
@@ -6436,6 +6744,7 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_allocator a;
     if (!e) return;
     rsdi_en_unlock_all(e);
+    rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
     rsd_state_close(e->st);
     a = e->alloc;
@@ -6465,7 +6774,20 @@ RSD_API int rsd_runtime_kind_parse(const char *s) {
     return RSD_ERR_ARG;
 }
 
+RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
+
+/* The URL's host, and etcd's when the ensurer uses it. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url) {
+    int r = rsdi_en_resolve_one(e, url);
+    if (e && e->co) {
+        rsd_etcd_view v;
+        rsd_etcd_query(e->co, &v);
+        (void)rsdi_en_resolve_one(e, v.root); /* a failure shows up as etcd unreachable */
+    }
+    return r;
+}
+
+RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url) {
     char host[RSD_HTTP_MAX_HOST_BYTES + 1], numeric[INET6_ADDRSTRLEN + 1];
     struct addrinfo hints, *ai = NULL;
     const char *num = NULL;
@@ -6530,12 +6852,92 @@ RSDI_PRIVATE void rsdi_en_lock_done(rsd_ensurer *e, bool held, uint64_t gen, uin
     else (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
 }
 
+/* The target's generation from etcd (as last read) or the state dir; false = unknown. */
+RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
+    *gen = 0;
+    if (e->co) {
+        rsd_etcd_view v;
+        rsd_etcd_query(e->co, &v);
+        if (e->co_read_err < 0 || !v.has_gen) return false;
+        *gen = v.gen;
+        return true;
+    }
+    return e->st && rsd_state_gen_read(e->st, e->key, gen) == RSD_OK;
+}
+
+/* The target's attribution into e->attrs, from etcd (as last read) or the state dir. */
+RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
+    if (e->co) {
+        rsd_etcd_view v;
+        rsd_etcd_query(e->co, &v);
+        e->attrs = *v.attrs;
+        e->attrs.reset = false;
+        if (e->co_read_err < 0) e->attrs.count = 0;
+        return (int)e->attrs.count;
+    }
+    if (!e->st) return RSD_ERR_STATE;
+    return rsd_state_attr_load(e->st, e->key, &e->attrs);
+}
+
+/* The protected models a reconcile gets: the configured ones, with etcd also every other
+   host's (published by their ensurers), up to RSD_MAX_PROTECTED. */
+RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n) {
+    rsd_etcd_view v;
+    int i;
+    if (!e->co) {
+        *n = e->n_protected;
+        return e->n_protected ? e->prot : NULL;
+    }
+    rsd_etcd_query(e->co, &v);
+    e->n_prot_all = 0;
+    for (i = 0; i < e->n_protected; i++) e->prot_all[e->n_prot_all++] = e->prot[i];
+    for (i = 0; i < v.n_protected && e->n_prot_all < RSD_MAX_PROTECTED; i++)
+        e->prot_all[e->n_prot_all++] = v.protected_models[i];
+    *n = e->n_prot_all;
+    return e->n_prot_all ? e->prot_all : NULL;
+}
+
+/* etcd: the first read of an ensure (attribution, generation, the hosts' protections),
+   before the reconcile starts; start_run / start_lms run again when it answered. */
+RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
+    uint64_t dl;
+    int r;
+    if (!e->co || e->co_read) return false;
+    dl = e->deadline < now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2 ? e->deadline : now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2;
+    r = rsd_etcd_read_begin(e->co, e->key, now_ms, dl);
+    e->phase = RSDI_EN_RUN;
+    if (r < 0) {
+        e->co_read = true;
+        e->co_read_err = r;
+        return false;
+    }
+    e->waiting = RSDI_EN_WAIT_COORD;
+    e->co_then = RSDI_EN_CO_READ;
+    return true;
+}
+
+/* etcd could not be read at the start: one warning notice (after begin). */
+RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
+    rsd_etcd_view v;
+    if (!e->co || e->co_read_err >= 0) return;
+    rsd_etcd_query(e->co, &v);
+    if (e->lms)
+        rsdi_lms_notice(&e->m.lms, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                        "could not read the shared record for '%s' from etcd (%s): residency treats every "
+                        "loaded instance there as not its own", e->url, v.message[0] ? v.message : rsd_result_str(e->co_read_err));
+    else
+        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                           "could not read the shared record for '%s' from etcd (%s): residency treats every "
+                           "resident there as not its own, and other hosts' protections are unknown", e->url,
+                           v.message[0] ? v.message : rsd_result_str(e->co_read_err));
+}
+
 /* The target's plain attribution entries (the models this library loaded there) as ours[];
    the count. */
 RSDI_PRIVATE int rsdi_en_read_ours(rsd_ensurer *e) {
     size_t i;
     int n = 0;
-    if (!e->st || rsd_state_attr_load(e->st, e->key, &e->attrs) < 0) return 0;
+    if (rsdi_en_attr_load(e) < 0) return 0;
     for (i = 0; i < e->attrs.count && n < RSD_RECONCILE_MAX_OURS; i++)
         if (!e->attrs.items[i].instance[0]) e->ours[n++] = e->attrs.items[i].model;
     return n;
@@ -6559,14 +6961,29 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
                            "there as not its own", e->url, rsd_state_dir(e->st), name);
 }
 
+/* Says so once per ensurer when RESIDENCY holds a value residency does not know (a typo
+   such as "obsreve" must not silently mean "manage"). */
+RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
+    static const char fmt[] = "RESIDENCY='%.60s' is not a value residency knows, so it manages this "
+                              "target as if RESIDENCY were unset; for observe-only use observe, off, 0, "
+                              "false, user or user-managed, to manage on purpose on, 1, true or managed";
+    const char *v = e->observe ? NULL : rsdi_en_env(e);
+    if (e->env_warned || rsd_env_known(v)) return;
+    e->env_warned = true;
+    if (e->lms)
+        rsdi_lms_notice(&e->m.lms, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+    else
+        rsdi_rc_drv_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
+}
+
 /* LM Studio instances owned on e->key (W16): the persisted attribution entries that name
    an instance, or without a state directory what this ensurer loaded (upstream S33). */
 RSDI_PRIVATE void rsdi_en_load_owned(rsd_ensurer *e) {
     size_t i;
     int k;
     e->n_owned = 0;
-    if (e->st) {
-        if (rsd_state_attr_load(e->st, e->key, &e->attrs) < 0) return;
+    if (e->st || e->co) {
+        if (rsdi_en_attr_load(e) < 0) return;
         for (i = 0; i < e->attrs.count && e->n_owned < RSD_LMS_MAX_OWNED; i++)
             if (e->attrs.items[i].instance[0]) {
                 e->owned[e->n_owned].model = e->attrs.items[i].model;
@@ -6594,8 +7011,9 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
         return;
     }
     if (!e->timeout_given) e->deadline = e->t0 + (uint64_t)RSD_LMS_DEADLINE_MS; /* W13: loads are slow */
+    if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again when it answered */
     rsdi_en_load_owned(e);
-    if (e->st) has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    has_gen = rsdi_en_gen(e, &gen);
     memset(&d, 0, sizeof d);
     d.base_url = e->url;
     d.target_key = e->key;
@@ -6604,13 +7022,12 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     d.user_managed = e->user_managed;
     d.explicit_load = true; /* ensuring residency is an explicit load (S25) */
     d.keep_pinned = e->keep_pinned;
-    d.lock = e->st != NULL;
+    d.lock = e->st != NULL || e->co != NULL;
     d.has_generation = has_gen;
     d.generation = gen;
     d.load.context_length = e->ctx;
     d.context_ceiling = e->ctx_ceiling;
-    d.protected_models = e->n_protected ? e->prot : NULL;
-    d.n_protected = e->n_protected;
+    d.protected_models = rsdi_en_protected(e, &d.n_protected);
     d.owned = e->n_owned ? e->owned : NULL;
     d.n_owned = e->n_owned;
     d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
@@ -6621,8 +7038,11 @@ RSDI_PRIVATE void rsdi_en_start_lms(rsd_ensurer *e, uint64_t now_ms) {
     e->lms = true;
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
-    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) /* an error ends it DONE with it */
+    if (rsd_lms_reconcile_begin(&e->m.lms, &d, now_ms) == RSD_OK) { /* an error ends it DONE with it */
+        rsdi_en_env_notice(e);
         rsdi_en_reset_notice(e);
+        rsdi_en_co_notice(e);
+    }
 }
 
 /* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
@@ -6673,7 +7093,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
         rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
         return;
     }
-    if (e->st) has_gen = rsd_state_gen_read(e->st, e->key, &gen) == RSD_OK;
+    if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again when it answered */
+    has_gen = rsdi_en_gen(e, &gen);
     if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
     n_ours = rsdi_en_read_ours(e);
     memset(&d, 0, sizeof d);
@@ -6684,11 +7105,10 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     d.residency_env = rsdi_en_env(e);
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
-    d.lock = e->st != NULL;
+    d.lock = e->st != NULL || e->co != NULL;
     d.has_generation = has_gen;
     d.generation = gen;
-    d.protected_models = e->n_protected ? e->prot : NULL;
-    d.n_protected = e->n_protected;
+    d.protected_models = rsdi_en_protected(e, &d.n_protected);
     d.ours = n_ours ? e->ours : NULL;
     d.n_ours = n_ours;
     d.context_length = e->ctx;
@@ -6701,7 +7121,11 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, uint64_t now_ms) {
     e->reconciling = true;
     e->phase = RSDI_EN_RUN;
     rc = rsd_reconcile_begin(&e->m.rc, &d, now_ms);
-    if (rc == RSD_OK) rsdi_en_reset_notice(e);
+    if (rc == RSD_OK) {
+        rsdi_en_env_notice(e);
+        rsdi_en_reset_notice(e);
+        rsdi_en_co_notice(e);
+    }
     /* on error the reconcile is DONE with it; step picks it up */
 }
 
@@ -6738,12 +7162,20 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     e->probe_tries = 0;
     if (ev->result < 0 && (ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE || e->probe_i == 0)) {
-        rsdi_en_fail(e, ev->result, now_ms, "%s unreachable: GET %s: %s%s%s", e->url, e->probe_url,
-                     rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
-                     ev->sys_errno ? strerror(ev->sys_errno) : "");
+        char why[128];
+        bool transport = ev->result == RSD_ERR_CONNECT || ev->result == RSD_ERR_RESOLVE ||
+                         ev->result == RSD_ERR_TIMEOUT || ev->result == RSD_ERR_CLOSED || ev->result == RSD_ERR_IO ||
+                         ev->result == RSD_ERR_TLS || ev->result == RSD_ERR_TLS_VERIFY;
+        /* plain words: "connection refused", "timed out", "name resolution failed" */
+        (void)rsdi_cpy(why, sizeof why, ev->sys_errno ? strerror(ev->sys_errno) : rsd_result_str(ev->result));
+        why[0] = rsdi_ascii_lower(why[0]);
+        if (transport) rsdi_en_fail(e, ev->result, now_ms, "server unreachable: %s (%s)", why, e->url);
+        else /* it answered, but not in HTTP a model server speaks (another protocol, a huge head) */
+            rsdi_en_fail(e, ev->result, now_ms, "not a model server: GET %s: %s", e->probe_url, why);
         return;
     }
     if (ev->result == RSD_OK && (ev->status == 401 || ev->status == 403)) e->saw_auth = true;
+    if (e->probe_i == 0) e->probe0_status = ev->status;
     if (ev->result == RSD_OK && ev->status >= 200 && ev->status <= 299 && p->match(e, ev->body.ptr, ev->body.len)) {
         int i = e->det_next;
         e->det_next = (e->det_next + 1) % RSD_ENSURE_MAX_NAMES;
@@ -6756,7 +7188,7 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
             e->props_kept = true;
         }
         rsdi_en_start_run(e, now_ms);
-        if (e->lms && e->phase == RSDI_EN_RUN) {
+        if (e->lms && e->phase == RSDI_EN_RUN && e->reconciling) { /* (not while etcd is read first) */
             /* LM Studio's first step is this very GET: answer it with the probe's reply */
             rsd_step s = rsdi_en_next(e, now_ms);
             if (s.kind == RSD_STEP_HTTP && strcmp(s.http.method, "GET") == 0 && strcmp(s.http.url, e->probe_url) == 0) {
@@ -6768,11 +7200,13 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     }
     if (++e->probe_i >= RSDI_EN_NPROBES) {
         if (e->saw_auth)
-            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms, "%s requires an API key (HTTP 401/403): set a bearer token",
-                         e->url);
+            rsdi_en_fail(e, RSD_ERR_AUTH, now_ms,
+                         e->bearer[0] ? "%s refused the API key given (HTTP 401/403)"
+                                      : "%s asks for an API key (HTTP 401/403) and none was given", e->url);
         else
             rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
-                         "no llama.cpp router, Ollama or LM Studio server recognised at %s", e->url);
+                         "not a model server: %s answers, but not as a llama.cpp router, Ollama or LM "
+                         "Studio (GET %s: HTTP %d)", e->url, rsdi_ensure_probes[0].path, e->probe0_status);
     }
 }
 
@@ -6801,6 +7235,9 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->sse_tried = false;
     e->props_kept = false;
     e->probe_tries = 0;
+    e->probe0_status = 0;
+    e->co_read = false;
+    e->co_read_err = RSD_OK;
     if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
@@ -6919,7 +7356,18 @@ RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const char *model, const char *
 RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
     char what[RSD_STATE_DETAIL_BYTES];
     uint64_t gen = 0;
-    if (r == RSD_OK) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
+    if (e->co) { /* etcd: the transaction has answered (r) */
+        rsd_etcd_view v;
+        rsd_etcd_query(e->co, &v);
+        gen = v.gen;
+        if (r != RSD_OK) {
+            (void)RSD_SNPRINTF(what, sizeof what, "%s", v.message[0] ? v.message : rsd_result_str(r));
+            if (e->lms) (void)rsd_lms_reconcile_commit_failed(&e->m.lms, r, what);
+            else (void)rsd_reconcile_commit_failed(&e->m.rc, r, what);
+            return;
+        }
+    }
+    if (r == RSD_OK && !e->co) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
     if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
     e->alk_active = false;
     if (r == RSD_OK) {
@@ -6946,11 +7394,11 @@ RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
     if (e->lms) {
         const rsd_lms_result *res = &e->m.lms.result;
         for (i = 0; i < res->n_attr_remove; i++) {
-            if (e->st) rsdi_en_change(e, res->attr_remove[i].model, res->attr_remove[i].instance, true);
+            if (e->st || e->co) rsdi_en_change(e, res->attr_remove[i].model, res->attr_remove[i].instance, true);
             else rsdi_en_mem_set(e, &res->attr_remove[i], false);
         }
         for (i = 0; i < res->n_attr_add; i++) {
-            if (e->st) rsdi_en_change(e, res->attr_add[i].model, res->attr_add[i].instance, false);
+            if (e->st || e->co) rsdi_en_change(e, res->attr_add[i].model, res->attr_add[i].instance, false);
             else rsdi_en_mem_set(e, &res->attr_add[i], true);
         }
     } else {
@@ -6958,8 +7406,20 @@ RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
         if (res->attr_add[0]) rsdi_en_change(e, res->attr_add, NULL, false);
         for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, res->attr_remove[i], NULL, true);
     }
-    if (!e->st) return;
     dl = e->deadline > now_ms + RSDI_EN_COMMIT_GRACE_MS ? e->deadline : now_ms + RSDI_EN_COMMIT_GRACE_MS;
+    if (e->co) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
+        r = rsd_etcd_commit_begin(e->co, e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
+        if (r < 0) {
+            rsdi_en_commit_end(e, r);
+            return;
+        }
+        e->waiting = RSDI_EN_WAIT_COORD;
+        e->co_then = RSDI_EN_CO_COMMIT;
+        e->op = RSD_OP_NONE;
+        e->op_model[0] = '\0';
+        return;
+    }
+    if (!e->st) return;
     r = rsd_state_attr_lock_begin(e->st, &e->alk, e->key, now_ms, dl);
     if (r < 0) {
         rsdi_en_commit_end(e, r);
@@ -6971,9 +7431,47 @@ RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
     e->op_model[0] = '\0';
 }
 
+/* The target lock answered (r: the flock step's or etcd's result): fail-closed ends the
+   ensure (false); else the generation and the attribution read again under the lock go
+   to the machine with lock_done. */
+RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
+    uint64_t gen = 0;
+    bool held;
+    if (r < 0) { /* fail-closed */
+        const char *why = rsd_result_str(r);
+        rsd_etcd_view v;
+        if (e->co) {
+            rsd_etcd_query(e->co, &v);
+            if (v.message[0]) why = v.message;
+        }
+        rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url, why);
+        return false;
+    }
+    if (e->co) {
+        rsd_etcd_view v;
+        rsd_etcd_query(e->co, &v);
+        held = v.held;
+        e->co_read_err = RSD_OK; /* the lock's answer carried a fresh read (or the last one stands) */
+    } else {
+        held = rsd_state_lock_held(&e->lk);
+    }
+    if (held && !rsdi_en_gen(e, &gen)) gen = ~(uint64_t)0;
+    if (e->lms) { /* the attribution too may have changed while we waited: read it again */
+        rsdi_en_load_owned(e);
+        (void)rsd_lms_reconcile_set_owned(&e->m.lms, e->owned, e->n_owned);
+    } else {
+        int n_ours = rsdi_en_read_ours(e);
+        (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, n_ours);
+    }
+    rsdi_en_reset_notice(e);
+    rsdi_en_lock_done(e, held, gen, now_ms);
+    return true;
+}
+
 RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
     int guard;
     if (!e) return RSD_ERR_ARG;
+    if (e->co) (void)rsd_etcd_step(e->co, now_ms); /* the lease's keepalive, a release in the background */
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
     e->last_now = now_ms;
     for (guard = 0; guard < 256; guard++) {
@@ -7002,27 +7500,25 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_LOCK) {
-            uint64_t gen = 0;
-            bool held;
             int r = rsd_state_lock_step(e->st, &e->lk, now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
-            if (r < 0) { /* fail-closed */
-                rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url,
-                             rsd_result_str(r));
-                return e->final;
+            if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
+            continue;
+        }
+        if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
+            int r = rsd_etcd_step(e->co, now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (e->co_then == RSDI_EN_CO_READ) {
+                e->co_read = true;
+                e->co_read_err = r;
+                rsdi_en_start_run(e, now_ms);
+            } else if (e->co_then == RSDI_EN_CO_LOCK) {
+                if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
+            } else if (e->co_then == RSDI_EN_CO_COMMIT) {
+                rsdi_en_commit_end(e, r);
             }
-            held = rsd_state_lock_held(&e->lk);
-            if (held && rsd_state_gen_read(e->st, e->key, &gen) != RSD_OK) gen = ~(uint64_t)0;
-            if (e->lms) { /* the attribution too may have changed while we waited: read it again */
-                rsdi_en_load_owned(e);
-                (void)rsd_lms_reconcile_set_owned(&e->m.lms, e->owned, e->n_owned);
-            } else {
-                int n_ours = rsdi_en_read_ours(e);
-                (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, n_ours);
-            }
-            rsdi_en_reset_notice(e);
-            rsdi_en_lock_done(e, held, gen, now_ms);
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_COMMIT) {
@@ -7044,6 +7540,15 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
                 if (now_ms < e->wake) return RSD_PENDING;
                 break;
             case RSD_STEP_LOCK:
+                if (e->co) {
+                    if (rsd_etcd_lock_begin(e->co, e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+                        rsdi_en_lock_done(e, false, 0, now_ms);
+                        break;
+                    }
+                    e->waiting = RSDI_EN_WAIT_COORD;
+                    e->co_then = RSDI_EN_CO_LOCK;
+                    break;
+                }
                 if (!e->st || rsd_state_lock_begin(e->st, &e->lk, s.key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
                     rsdi_en_lock_done(e, false, 0, now_ms);
                     break;
@@ -7053,6 +7558,12 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
                 break;
             case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); break;
             case RSD_STEP_UNLOCK:
+                if (e->co) { /* released now; the ensure ends once etcd deleted the key */
+                    (void)rsd_etcd_unlock_begin(e->co, now_ms);
+                    e->waiting = RSDI_EN_WAIT_COORD;
+                    e->co_then = RSDI_EN_CO_UNLOCK;
+                    break;
+                }
                 if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
                 e->lk_active = false;
                 break;
@@ -7065,8 +7576,11 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
 }
 
 RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
+    int n;
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return 0;
-    return rsd_http_client_pollfds(e->http, out, cap);
+    n = rsd_http_client_pollfds(e->http, out, cap);
+    if (e->co) n += rsd_etcd_pollfds(e->co, out + (n < cap ? n : cap), n < cap ? cap - n : 0);
+    return n;
 }
 
 RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
@@ -7075,12 +7589,18 @@ RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
     switch (e->waiting) {
     case RSDI_EN_WAIT_HTTP:
         dl = rsd_http_client_next_deadline(e->http);
-        return dl;
-    case RSDI_EN_WAIT_WAKE: return e->wake;
-    case RSDI_EN_WAIT_LOCK: return e->lk.wake_ms;
-    case RSDI_EN_WAIT_COMMIT: return e->alk.wake_ms;
+        break;
+    case RSDI_EN_WAIT_WAKE: dl = e->wake; break;
+    case RSDI_EN_WAIT_LOCK: dl = e->lk.wake_ms; break;
+    case RSDI_EN_WAIT_COMMIT: dl = e->alk.wake_ms; break;
+    case RSDI_EN_WAIT_COORD: dl = RSD_DEADLINE_NONE; break; /* etcd's own, below */
     default: return 0;
     }
+    if (e->co) { /* etcd's requests, retries and the lease's keepalive */
+        uint64_t c = rsd_etcd_next_deadline(e->co);
+        if (c < dl) dl = c;
+    }
+    return dl;
 }
 
 RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
@@ -9922,6 +10442,1072 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
 }
 /* ==== >>state end ========================================================= */
 
+/* ==== >>etcd (implementation) ============================================= */
+/* Uses the >>http client, the JSON module and the attribution format of >>state. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { RSDI_EO_NONE = 0, RSDI_EO_READ, RSDI_EO_LOCK, RSDI_EO_COMMIT };
+enum { RSDI_ES_IDLE = 0, RSDI_ES_SEND, RSDI_ES_GRANT, RSDI_ES_TXN, RSDI_ES_SLEEP, RSDI_ES_AUTH };
+enum {
+    RSDI_ETCD_VALS_BYTES = 2 * RSD_STATE_MAX_FILE_BYTES + 65536, /* decoded values of one answer */
+    RSDI_ETCD_REQ_BYTES = (RSD_STATE_MAX_FILE_BYTES / 3 + 2) * 4 + 8192, /* one request body */
+    RSDI_ETCD_TOKS = 8192,
+    RSDI_ETCD_OWNER_BYTES = 512
+};
+
+typedef struct rsdi_etcd_kv {
+    char key[RSD_ETCD_MAX_KEY_BYTES];
+    size_t val_off, val_len;          /* into the answer's vals */
+    int64_t create_rev, mod_rev;
+} rsdi_etcd_kv;
+
+/* One parsed gateway answer (every endpoint's shape: header, succeeded, responses[] of
+   response_range kvs, top-level kvs, ID/TTL at the top or under "result", error/code). */
+typedef struct rsdi_etcd_ans {
+    int64_t revision, id, ttl, code;
+    bool succeeded, has_error, truncated;
+    char error[160];
+    char token[1024];                 /* /v3/auth/authenticate */
+    int n_kvs;
+    rsdi_etcd_kv kvs[RSD_ETCD_MAX_KVS];
+    char *vals;
+    size_t vals_cap, vals_len;
+} rsdi_etcd_ans;
+
+struct rsd_etcd {
+    rsd_allocator alloc;
+    rsd_logger logger;
+    rsd_http_client *http;
+    char root[RSD_HTTP_MAX_HOST_BYTES + 64];
+    char prefix[RSD_ETCD_MAX_PREFIX_BYTES + 1];
+    char host[RSD_ETCD_MAX_HOST_BYTES + 1];
+    char auth[1024];
+    char user[256], pass[256];
+    bool has_auth, has_login, fail_closed, prot_published;
+    uint32_t ttl_s, req_ms;
+    int n_own;
+    rsd_protected_model own[RSD_MAX_PROTECTED];
+    char own_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
+    /* the lease */
+    int64_t lease;
+    uint64_t lease_ref;               /* when the lease was last granted or refreshed (sent) */
+    bool ka_inflight;
+    uint64_t ka_sent;
+    rsd_http_req_h ka_h;
+    /* a release in the background: the lock key deleted if its create_revision is unl_fence */
+    bool unl_pending, unl_inflight;
+    int64_t unl_fence;
+    uint64_t unl_deadline;
+    rsd_http_req_h unl_h;
+    char unl_key[RSD_ETCD_MAX_KEY_BYTES];
+    /* the operation */
+    int op, sub, result, tries;
+    bool inflight;
+    rsd_http_req_h h;
+    uint64_t wake, deadline, backoff, err_since, down_at, sent_at;
+    bool busy_seen;                   /* the lock was found taken at least once */
+    const rsd_attr_change *chg;
+    int n_chg;
+    uint64_t loaded_at;
+    char purpose[RSD_STATE_MAX_PURPOSE_BYTES + 1];
+    char k_lock[RSD_ETCD_MAX_KEY_BYTES], k_attr[RSD_ETCD_MAX_KEY_BYTES], k_gen[RSD_ETCD_MAX_KEY_BYTES];
+    char k_prot[RSD_ETCD_MAX_KEY_BYTES], k_prot_self[RSD_ETCD_MAX_KEY_BYTES];
+    char tkey[RSD_STATE_MAX_KEY_BYTES + 1];
+    /* what is known */
+    bool held, lost, has_gen, attr_corrupt;
+    int64_t fence, attr_mod;
+    uint64_t gen, gen_next;
+    rsd_attr_set attrs, next;
+    int n_rprot;
+    rsd_protected_model rprot[RSD_MAX_PROTECTED];
+    char rprot_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
+    char owner[RSDI_ETCD_OWNER_BYTES];
+    char message[512];
+    char attr_text[RSD_STATE_MAX_FILE_BYTES];
+    char url[RSD_HTTP_MAX_HOST_BYTES + 96];
+    char req[RSDI_ETCD_REQ_BYTES];
+    rsdi_etcd_ans ans;
+    rsd_json_tok toks[RSDI_ETCD_TOKS];
+};
+
+RSDI_PRIVATE uint64_t rsdi_etcd_wall_ms(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- base64 (RFC 4648, padded) ------------------------------------------------ */
+RSDI_PRIVATE size_t rsdi_b64_len(size_t n) { return (n + 2) / 3 * 4; }
+
+RSDI_PRIVATE size_t rsdi_b64_encode(const unsigned char *s, size_t n, char *out) {
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t i, o = 0;
+    for (i = 0; i + 2 < n; i += 3) {
+        uint32_t v = ((uint32_t)s[i] << 16) | ((uint32_t)s[i + 1] << 8) | s[i + 2];
+        out[o++] = a[(v >> 18) & 63];
+        out[o++] = a[(v >> 12) & 63];
+        out[o++] = a[(v >> 6) & 63];
+        out[o++] = a[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
+        out[o++] = a[(v >> 18) & 63];
+        out[o++] = a[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? a[(v >> 6) & 63] : '=';
+        out[o++] = '=';
+    }
+    return o;
+}
+
+RSDI_PRIVATE int rsdi_b64_val(char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Strict decode of s[0..n) into out (cap bytes): the length, or -1 (bad input, too long). */
+RSDI_PRIVATE long rsdi_b64_decode(const char *s, size_t n, char *out, size_t cap) {
+    size_t i, o = 0;
+    if (n % 4) return -1;
+    for (i = 0; i < n; i += 4) {
+        int v0 = rsdi_b64_val(s[i]), v1 = rsdi_b64_val(s[i + 1]), v2, v3;
+        bool last = i + 4 == n;
+        uint32_t v;
+        if (v0 < 0 || v1 < 0) return -1;
+        v2 = (last && s[i + 2] == '=') ? -2 : rsdi_b64_val(s[i + 2]);
+        v3 = (last && s[i + 3] == '=') ? -2 : rsdi_b64_val(s[i + 3]);
+        if (v2 == -1 || v3 == -1 || (v2 == -2 && v3 != -2)) return -1;
+        v = ((uint32_t)v0 << 18) | ((uint32_t)v1 << 12) | ((uint32_t)(v2 < 0 ? 0 : v2) << 6) |
+            (uint32_t)(v3 < 0 ? 0 : v3);
+        if (o + 3 > cap && (o + (size_t)(v2 < 0 ? 1 : v3 < 0 ? 2 : 3) > cap)) return -1;
+        out[o++] = (char)(v >> 16);
+        if (v2 >= 0) out[o++] = (char)((v >> 8) & 0xff);
+        if (v3 >= 0) out[o++] = (char)(v & 0xff);
+    }
+    return (long)o;
+}
+
+/* ---- the gateway's answers -------------------------------------------------------- */
+/* An int64 written as a JSON string ("123", as the gateway writes them) or a number. */
+RSDI_PRIVATE bool rsdi_etcd_i64(const rsd_json_doc *d, int t, int64_t *out) {
+    rsd_str v;
+    size_t i;
+    int64_t x = 0;
+    if (t < 0) return false;
+    if (rsd_json_type_of(d, t) == RSD_JSON_NUMBER) return rsd_json_int64(d, t, out) == RSD_OK;
+    if (rsd_json_type_of(d, t) != RSD_JSON_STRING) return false;
+    v = rsd_json_view(d, t);
+    if (v.len == 0 || v.len > 19) return false;
+    for (i = 0; i < v.len; i++) {
+        if (v.ptr[i] < '0' || v.ptr[i] > '9') return false;
+        if (x > (INT64_MAX - (v.ptr[i] - '0')) / 10) return false;
+        x = x * 10 + (v.ptr[i] - '0');
+    }
+    *out = x;
+    return true;
+}
+
+/* A base64 JSON string into buf (cap): the length, or -1. */
+RSDI_PRIVATE long rsdi_etcd_b64_tok(const rsd_json_doc *d, int t, char *buf, size_t cap) {
+    rsd_str v;
+    if (t < 0 || rsd_json_type_of(d, t) != RSD_JSON_STRING) return -1;
+    v = rsd_json_view(d, t); /* the base64 alphabet has no JSON escapes but "\/" */
+    if (memchr(v.ptr, '\\', v.len)) {
+        char tmp[RSD_ETCD_MAX_KEY_BYTES * 2];
+        size_t n;
+        if (rsd_json_str(d, t, tmp, sizeof tmp, &n) != RSD_OK) return -1;
+        return rsdi_b64_decode(tmp, n, buf, cap);
+    }
+    return rsdi_b64_decode(v.ptr, v.len, buf, cap);
+}
+
+RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int arr, rsdi_etcd_ans *a) {
+    int k;
+    if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY) return;
+    for (k = rsd_json_child(d, arr); k >= 0; k = rsd_json_next(d, k)) {
+        rsdi_etcd_kv *kv;
+        long n;
+        int v;
+        if (rsd_json_type_of(d, k) != RSD_JSON_OBJECT) continue;
+        if (a->n_kvs >= RSD_ETCD_MAX_KVS) {
+            a->truncated = true;
+            return;
+        }
+        kv = &a->kvs[a->n_kvs];
+        memset(kv, 0, sizeof *kv);
+        n = rsdi_etcd_b64_tok(d, rsd_json_find(d, k, "key"), kv->key, sizeof kv->key - 1);
+        if (n <= 0 || memchr(kv->key, '\0', (size_t)n)) continue; /* not a key of ours */
+        kv->key[n] = '\0';
+        v = rsd_json_find(d, k, "value");
+        kv->val_off = a->vals_len;
+        if (v >= 0) {
+            n = rsdi_etcd_b64_tok(d, v, a->vals + a->vals_len, a->vals_cap - a->vals_len);
+            if (n < 0) {
+                a->truncated = true;
+                continue;
+            }
+            kv->val_len = (size_t)n;
+            a->vals_len += (size_t)n;
+        }
+        (void)rsdi_etcd_i64(d, rsd_json_find(d, k, "create_revision"), &kv->create_rev);
+        (void)rsdi_etcd_i64(d, rsd_json_find(d, k, "mod_revision"), &kv->mod_rev);
+        a->n_kvs++;
+    }
+}
+
+/* Parses one answer body into a (a->vals/vals_cap set by the caller). RSD_OK or RSD_ERR_JSON /
+   RSD_ERR_PAYLOAD (not an object). Never reads beyond body[len). */
+RSDI_PRIVATE int rsdi_etcd_parse(const char *body, size_t len, rsd_json_tok *toks, uint32_t ntoks,
+                                 rsdi_etcd_ans *a) {
+    rsd_json_doc d;
+    int root, t, r, k;
+    char *vals = a->vals;
+    size_t cap = a->vals_cap;
+    memset(a, 0, sizeof *a);
+    a->vals = vals;
+    a->vals_cap = cap;
+    r = rsd_json_parse(&d, body, len, toks, ntoks);
+    if (r < 0) return RSD_ERR_JSON;
+    root = 0;
+    if (rsd_json_type_of(&d, root) != RSD_JSON_OBJECT) return RSD_ERR_PAYLOAD;
+    (void)rsdi_etcd_i64(&d, rsd_json_find(&d, rsd_json_find(&d, root, "header"), "revision"), &a->revision);
+    if ((t = rsd_json_find(&d, root, "succeeded")) >= 0) (void)rsd_json_bool(&d, t, &a->succeeded);
+    if ((t = rsd_json_find(&d, root, "token")) >= 0 &&
+        rsd_json_str(&d, t, a->token, sizeof a->token, NULL) != RSD_OK)
+        a->token[0] = '\0';
+    if ((t = rsd_json_find(&d, root, "error")) >= 0) {
+        a->has_error = true;
+        if (rsd_json_str(&d, t, a->error, sizeof a->error, NULL) == RSD_ERR_JSON_TYPE) a->error[0] = '\0';
+        (void)rsdi_etcd_i64(&d, rsd_json_find(&d, root, "code"), &a->code);
+    }
+    t = rsd_json_find(&d, root, "result");
+    t = rsd_json_type_of(&d, t) == RSD_JSON_OBJECT ? t : root;
+    (void)rsdi_etcd_i64(&d, rsd_json_find(&d, t, "ID"), &a->id);
+    (void)rsdi_etcd_i64(&d, rsd_json_find(&d, t, "TTL"), &a->ttl);
+    if (a->revision == 0) (void)rsdi_etcd_i64(&d, rsd_json_find(&d, rsd_json_find(&d, t, "header"), "revision"),
+                                              &a->revision);
+    rsdi_etcd_kvs(&d, rsd_json_find(&d, root, "kvs"), a);
+    t = rsd_json_find(&d, root, "responses");
+    if (rsd_json_type_of(&d, t) == RSD_JSON_ARRAY)
+        for (k = rsd_json_child(&d, t); k >= 0; k = rsd_json_next(&d, k))
+            rsdi_etcd_kvs(&d, rsd_json_find(&d, rsd_json_find(&d, k, "response_range"), "kvs"), a);
+    return RSD_OK;
+}
+
+/* ---- building requests ------------------------------------------------------------ */
+typedef struct rsdi_etcd_w {
+    char *buf;
+    size_t cap, n;
+    bool over;
+} rsdi_etcd_w;
+
+RSDI_PRIVATE void rsdi_ew_raw(rsdi_etcd_w *w, const char *s) {
+    size_t l = strlen(s);
+    if (w->over || l > w->cap - w->n) {
+        w->over = true;
+        return;
+    }
+    memcpy(w->buf + w->n, s, l);
+    w->n += l;
+}
+
+RSDI_PRIVATE void rsdi_ew_b64(rsdi_etcd_w *w, const char *s, size_t n) {
+    if (w->over || rsdi_b64_len(n) + 2 > w->cap - w->n) {
+        w->over = true;
+        return;
+    }
+    w->buf[w->n++] = '"';
+    w->n += rsdi_b64_encode((const unsigned char *)s, n, w->buf + w->n);
+    w->buf[w->n++] = '"';
+}
+
+RSDI_PRIVATE void rsdi_ew_i64(rsdi_etcd_w *w, int64_t v) {
+    char num[32];
+    (void)RSD_SNPRINTF(num, sizeof num, "\"%lld\"", (long long)v);
+    rsdi_ew_raw(w, num);
+}
+
+/* {"key":K[,"range_end":E]} as a request_range */
+RSDI_PRIVATE void rsdi_ew_range(rsdi_etcd_w *w, const char *key, bool prefix) {
+    rsdi_ew_raw(w, "{\"request_range\":{\"key\":");
+    rsdi_ew_b64(w, key, strlen(key));
+    if (prefix) { /* every key that starts with key: the end is key with its last byte + 1 */
+        char end[RSD_ETCD_MAX_KEY_BYTES];
+        size_t l = strlen(key);
+        memcpy(end, key, l);
+        end[l - 1] = (char)(end[l - 1] + 1);
+        rsdi_ew_raw(w, ",\"range_end\":");
+        rsdi_ew_b64(w, end, l);
+    }
+    rsdi_ew_raw(w, "}}");
+}
+
+RSDI_PRIVATE void rsdi_ew_put(rsdi_etcd_w *w, const char *key, const char *val, size_t n, int64_t lease) {
+    rsdi_ew_raw(w, "{\"request_put\":{\"key\":");
+    rsdi_ew_b64(w, key, strlen(key));
+    rsdi_ew_raw(w, ",\"value\":");
+    rsdi_ew_b64(w, val, n);
+    if (lease) {
+        rsdi_ew_raw(w, ",\"lease\":");
+        rsdi_ew_i64(w, lease);
+    }
+    rsdi_ew_raw(w, "}}");
+}
+
+/* the three reads every answer carries: attribution, generation, every host's protections */
+RSDI_PRIVATE void rsdi_ew_reads(rsdi_etcd_w *w, const rsd_etcd *co) {
+    rsdi_ew_range(w, co->k_attr, false);
+    rsdi_ew_raw(w, ",");
+    rsdi_ew_range(w, co->k_gen, false);
+    rsdi_ew_raw(w, ",");
+    rsdi_ew_range(w, co->k_prot, true);
+}
+
+/* ---- what an answer says ----------------------------------------------------------- */
+RSDI_PRIVATE int rsdi_etcd_role_parse(const char *s) {
+    int r;
+    for (r = 0; r < (int)RSD_ROLE_NUM; r++)
+        if (strcmp(rsd_role_str(r), s) == 0) return r;
+    return 0;
+}
+
+/* The reads of an answer (absent keys included: a missing attribution is empty). */
+RSDI_PRIVATE void rsdi_etcd_take_reads(rsd_etcd *co, const rsdi_etcd_ans *a, bool lock_too) {
+    int i;
+    co->attrs.count = 0;
+    co->attrs.corrupt = co->attrs.reset = false;
+    co->attr_mod = 0;
+    co->attr_corrupt = false;
+    co->has_gen = true;
+    co->gen = 0;
+    co->n_rprot = 0;
+    if (lock_too) co->owner[0] = '\0';
+    for (i = 0; i < a->n_kvs; i++) {
+        const rsdi_etcd_kv *kv = &a->kvs[i];
+        const char *v = a->vals + kv->val_off;
+        if (strcmp(kv->key, co->k_attr) == 0) {
+            co->attr_mod = kv->mod_rev;
+            if (kv->val_len && rsdi_attr_parse(v, kv->val_len, &co->attrs) < 0) {
+                co->attr_corrupt = true; /* read as empty; the next commit rewrites it */
+                rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE, "etcd %s", co->k_attr);
+            }
+        } else if (strcmp(kv->key, co->k_gen) == 0) {
+            char num[32];
+            uint64_t g = 0;
+            size_t k;
+            bool ok = kv->val_len > 0 && kv->val_len < sizeof num;
+            for (k = 0; ok && k < kv->val_len; k++) {
+                ok = v[k] >= '0' && v[k] <= '9' && g <= (UINT64_MAX - (uint64_t)(v[k] - '0')) / 10;
+                if (ok) g = g * 10 + (uint64_t)(v[k] - '0');
+            }
+            co->has_gen = ok;
+            co->gen = ok ? g : 0;
+        } else if (lock_too && strcmp(kv->key, co->k_lock) == 0) {
+            size_t n = kv->val_len < sizeof co->owner - 1 ? kv->val_len : sizeof co->owner - 1;
+            size_t k;
+            memcpy(co->owner, v, n);
+            for (k = 0; k < n; k++)
+                if ((unsigned char)co->owner[k] < 0x20) co->owner[k] = ' ';
+            co->owner[n] = '\0';
+        } else if (strncmp(kv->key, co->k_prot, strlen(co->k_prot)) == 0 && strcmp(kv->key, co->k_prot_self) != 0) {
+            size_t k;
+            if (rsdi_attr_parse(v, kv->val_len, &co->next) < 0) continue; /* someone's bad record: ignored */
+            for (k = 0; k < co->next.count && co->n_rprot < RSD_MAX_PROTECTED; k++) {
+                const rsd_attr *p = &co->next.items[k];
+                if (strlen(p->model) >= RSD_MODEL_ID_MAX) continue;
+                memcpy(co->rprot_ids[co->n_rprot], p->model, strlen(p->model) + 1);
+                co->rprot[co->n_rprot].model_id = rsd_str_c(co->rprot_ids[co->n_rprot]);
+                co->rprot[co->n_rprot].role = (rsd_role)rsdi_etcd_role_parse(p->instance);
+                co->n_rprot++;
+            }
+        }
+    }
+}
+
+/* The lock key as an answer's failure branch saw it: its create_revision (0 = absent). */
+RSDI_PRIVATE int64_t rsdi_etcd_lock_rev(const rsd_etcd *co, const rsdi_etcd_ans *a) {
+    int i;
+    for (i = 0; i < a->n_kvs; i++)
+        if (strcmp(a->kvs[i].key, co->k_lock) == 0) return a->kvs[i].create_rev;
+    return 0;
+}
+
+/* ---- create / destroy ---------------------------------------------------------------- */
+RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap) {
+    const char *rest;
+    bool tls = false;
+    rsd_url u;
+    size_t n, hl;
+    if (!url || !root || !prefix) return RSD_ERR_ARG;
+    if (strncmp(url, "etcd://", 7) == 0) rest = url + 7;
+    else if (strncmp(url, "etcds://", 8) == 0) rest = url + 8, tls = true;
+    else if (strncmp(url, "http://", 7) == 0) rest = url + 7;
+    else if (strncmp(url, "https://", 8) == 0) rest = url + 8, tls = true;
+    else return RSD_ERR_URL;
+    n = strlen(rest);
+    if (n + 9 > root_cap || n + 9 > RSD_URL_MAX_BYTES) return RSD_ERR_URL;
+    (void)RSD_SNPRINTF(root, root_cap, "%s%s", tls ? "https://" : "http://", rest);
+    if (rsd_url_parse(&u, root, strlen(root)) != RSD_OK) return RSD_ERR_URL;
+    if (memchr(u.path.ptr ? u.path.ptr : "", '?', u.path.len)) return RSD_ERR_URL;
+    hl = (size_t)(u.path.ptr ? u.path.ptr - root : (ptrdiff_t)strlen(root));
+    /* the prefix: the path without trailing slashes; none = "/residency" */
+    n = u.path.len;
+    while (n && u.path.ptr[n - 1] == '/') n--;
+    if (n == 0) {
+        if (prefix_cap < sizeof "/residency") return RSD_ERR_URL;
+        memcpy(prefix, "/residency", sizeof "/residency");
+    } else {
+        if (n + 1 > prefix_cap || n > RSD_ETCD_MAX_PREFIX_BYTES) return RSD_ERR_URL;
+        memcpy(prefix, u.path.ptr, n);
+        prefix[n] = '\0';
+    }
+    root[hl] = '\0';
+    if (!u.port_explicit) { /* etcd's client port, not 80/443 */
+        if (hl + 6 > root_cap) return RSD_ERR_URL;
+        memcpy(root + hl, ":2379", 6);
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
+    rsd_etcd_desc d;
+    rsd_http_client_desc hd;
+    rsd_etcd *co;
+    int i, r;
+    if (!out) return RSD_ERR_ARG;
+    *out = NULL;
+    if (!desc || !desc->url) return RSD_ERR_ARG;
+    d = *desc;
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
+        (d.n_protected && !d.protected_models) || (d.auth_token && strlen(d.auth_token) >= 1024) ||
+        (d.auth_user && strlen(d.auth_user) >= 256) || (d.auth_password && strlen(d.auth_password) >= 256) ||
+        (d.host_id && (!d.host_id[0] || strlen(d.host_id) > RSD_ETCD_MAX_HOST_BYTES)))
+        return RSD_ERR_ARG;
+    co = (rsd_etcd *)rsdi_malloc(&d.allocator, sizeof *co);
+    if (!co) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "etcd: allocation failed", RSDI_WHERE);
+        return RSD_ERR_NOMEM;
+    }
+    memset(co, 0, sizeof *co);
+    co->alloc = d.allocator;
+    co->logger = d.logger;
+    r = rsd_etcd_parse_url(d.url, co->root, sizeof co->root, co->prefix, sizeof co->prefix);
+    if (r != RSD_OK) {
+        rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
+                  "etcd: bad coordinator URL '%.200s' (etcd://host:port[/prefix])", d.url);
+        rsdi_free(&co->alloc, co);
+        return r;
+    }
+    co->ans.vals = (char *)rsdi_malloc(&d.allocator, RSDI_ETCD_VALS_BYTES);
+    if (!co->ans.vals) {
+        rsdi_free(&co->alloc, co);
+        return RSD_ERR_NOMEM;
+    }
+    co->ans.vals_cap = RSDI_ETCD_VALS_BYTES;
+    hd = d.http;
+    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
+    if (!hd.logger.fn) hd.logger = d.logger;
+    if (hd.max_requests < 4) hd.max_requests = 4;
+    if (hd.max_conns < 3) hd.max_conns = 3;
+    if (hd.max_request_bytes < (size_t)RSDI_ETCD_REQ_BYTES + 2048) hd.max_request_bytes = RSDI_ETCD_REQ_BYTES + 2048;
+    if (hd.max_body_bytes < (size_t)RSDI_ETCD_VALS_BYTES * 2) hd.max_body_bytes = (size_t)RSDI_ETCD_VALS_BYTES * 2;
+    co->http = rsd_http_client_create(&hd);
+    if (!co->http) {
+        rsdi_free(&co->alloc, co->ans.vals);
+        rsdi_free(&co->alloc, co);
+        return RSD_ERR_NOMEM;
+    }
+    if (d.host_id) (void)rsdi_cpy(co->host, sizeof co->host, d.host_id);
+    else if (gethostname(co->host, sizeof co->host - 1) != 0 || !co->host[0])
+        (void)rsdi_cpy(co->host, sizeof co->host, "localhost");
+    co->host[sizeof co->host - 1] = '\0';
+    if (d.auth_token && d.auth_token[0]) {
+        co->has_auth = true;
+        (void)rsdi_cpy(co->auth, sizeof co->auth, d.auth_token);
+    }
+    if (d.auth_user && d.auth_user[0]) {
+        co->has_login = true;
+        (void)rsdi_cpy(co->user, sizeof co->user, d.auth_user);
+        (void)rsdi_cpy(co->pass, sizeof co->pass, d.auth_password ? d.auth_password : "");
+    }
+    co->fail_closed = d.fail_closed;
+    co->ttl_s = d.lease_ttl_s ? d.lease_ttl_s : (uint32_t)RSD_ETCD_LEASE_TTL_S;
+    co->req_ms = d.request_timeout_ms ? d.request_timeout_ms : (uint32_t)RSD_ETCD_REQUEST_MS;
+    for (i = 0; i < d.n_protected; i++) {
+        rsd_str id = d.protected_models[i].model_id;
+        if (!id.ptr || !id.len || id.len >= RSD_MODEL_ID_MAX) continue;
+        memcpy(co->own_ids[co->n_own], id.ptr, id.len);
+        co->own_ids[co->n_own][id.len] = '\0';
+        co->own[co->n_own].model_id = rsd_str_c(co->own_ids[co->n_own]);
+        co->own[co->n_own++].role = d.protected_models[i].role;
+    }
+    (void)RSD_SNPRINTF(co->k_prot, sizeof co->k_prot, "%s/prot/", co->prefix);
+    (void)RSD_SNPRINTF(co->k_prot_self, sizeof co->k_prot_self, "%s/prot/%s", co->prefix, co->host);
+    *out = co;
+    return RSD_OK;
+}
+
+RSD_API void rsd_etcd_destroy(rsd_etcd *co) {
+    rsd_allocator a;
+    if (!co) return;
+    rsd_http_client_destroy(co->http);
+    a = co->alloc;
+    rsdi_free(&a, co->ans.vals);
+    rsdi_free(&a, co);
+}
+
+/* ---- the operations ---------------------------------------------------------------- */
+RSDI_PRIVATE int rsdi_etcd_begin(rsd_etcd *co, int op, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
+    char name[RSD_STATE_MAX_NAME_BYTES];
+    if (!co) return RSD_ERR_ARG;
+    if (co->op != RSDI_EO_NONE) return RSD_ERR_STATE;
+    if (key) {
+        if (!key[0] || strlen(key) > RSD_STATE_MAX_KEY_BYTES || rsd_state_file_name(key, name, sizeof name) < 0)
+            return RSD_ERR_ARG;
+        memcpy(co->tkey, key, strlen(key) + 1);
+        (void)RSD_SNPRINTF(co->k_lock, sizeof co->k_lock, "%s/lock/%s", co->prefix, name);
+        (void)RSD_SNPRINTF(co->k_attr, sizeof co->k_attr, "%s/attr/%s", co->prefix, name);
+        (void)RSD_SNPRINTF(co->k_gen, sizeof co->k_gen, "%s/gen/%s", co->prefix, name);
+    }
+    co->op = op;
+    co->sub = RSDI_ES_SEND;
+    co->result = RSD_PENDING;
+    co->deadline = deadline_ms ? deadline_ms : now_ms + (uint64_t)co->ttl_s * 1000u;
+    co->backoff = RSD_ETCD_RETRY_MIN_MS;
+    co->wake = now_ms;
+    co->tries = 0;
+    co->busy_seen = false;
+    co->message[0] = '\0';
+    /* etcd found unreachable moments ago: one attempt, not another full wait */
+    co->err_since = co->down_at && now_ms < co->down_at + (uint64_t)co->ttl_s * 1000u ? co->down_at : 0;
+    return RSD_OK;
+}
+
+RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
+    return rsdi_etcd_begin(co, RSDI_EO_READ, key, now_ms, deadline_ms);
+}
+
+RSD_API int rsd_etcd_lock_begin(rsd_etcd *co, const char *key, const char *purpose, uint64_t now_ms,
+                                uint64_t deadline_ms) {
+    int r;
+    if (co && (co->held || co->op != RSDI_EO_NONE)) return RSD_ERR_STATE;
+    r = rsdi_etcd_begin(co, RSDI_EO_LOCK, key, now_ms, deadline_ms);
+    if (r == RSD_OK) {
+        co->lost = false;
+        (void)rsdi_cpy(co->purpose, sizeof co->purpose, purpose ? purpose : "");
+    }
+    return r;
+}
+
+RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, int n, uint64_t loaded_at_ms,
+                                  uint64_t now_ms, uint64_t deadline_ms) {
+    int i, r;
+    if (!co || n < 0 || (n && !changes) || !co->tkey[0]) return RSD_ERR_ARG;
+    for (i = 0; i < n; i++)
+        if (!rsdi_attr_change_ok(&changes[i])) return RSD_ERR_ARG;
+    r = rsdi_etcd_begin(co, RSDI_EO_COMMIT, NULL, now_ms, deadline_ms);
+    if (r == RSD_OK) {
+        co->chg = changes;
+        co->n_chg = n;
+        co->loaded_at = loaded_at_ms;
+    }
+    return r;
+}
+
+RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) {
+    if (!co) return RSD_ERR_ARG;
+    if (co->op == RSDI_EO_LOCK) { /* abandon a wait (a txn in flight may still take it: its lease ends it) */
+        if (co->inflight) (void)rsd_http_cancel(co->http, co->h);
+        co->inflight = false;
+        co->op = RSDI_EO_NONE;
+        co->sub = RSDI_ES_IDLE;
+        co->result = RSD_OK;
+    }
+    co->lost = false;
+    if (!co->held) return RSD_OK;
+    co->held = false; /* a new lock may be taken at once: the delete compares the old revision */
+    co->unl_pending = true;
+    co->unl_fence = co->fence;
+    co->unl_deadline = now_ms + co->req_ms;
+    memcpy(co->unl_key, co->k_lock, sizeof co->unl_key);
+    return RSD_OK;
+}
+
+/* Ends the operation with r. */
+RSDI_PRIVATE void rsdi_etcd_end(rsd_etcd *co, int r) {
+    co->result = r;
+    co->op = RSDI_EO_NONE;
+    co->sub = RSDI_ES_IDLE;
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+RSDI_PRIVATE void rsdi_etcd_msg(rsd_etcd *co, int r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(co->message, sizeof co->message, fmt, ap);
+    va_end(ap);
+    (void)r;
+}
+
+/* A lock that could not be taken: fail-open (RSD_OK, not held, a warning) or closed. */
+RSDI_PRIVATE void rsdi_etcd_lock_give_up(rsd_etcd *co, int err) {
+    if (co->fail_closed) {
+        rsdi_logf(&co->logger, RSD_LOG_ERROR, err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_TIMEOUT : RSD_LOGITEM_LOCK_FAILED,
+                  RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
+        rsdi_etcd_end(co, err);
+        return;
+    }
+    rsdi_logf(&co->logger, RSD_LOG_WARN, err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_WAIT_EXPIRED
+                                                               : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED,
+              RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
+    rsdi_etcd_end(co, RSD_OK);
+}
+
+/* A transport error, an error status or an unreadable answer: retried (backoff) while
+   etcd may come back -- at most one lease TTL from the first error and never past the
+   operation's deadline -- then the operation ends with err. */
+RSDI_PRIVATE void rsdi_etcd_trouble(rsd_etcd *co, int err, uint64_t now_ms, const char *what) {
+    uint64_t bound;
+    if (!co->err_since) co->err_since = now_ms;
+    bound = co->err_since + (uint64_t)co->ttl_s * 1000u;
+    if (bound > co->deadline) bound = co->deadline;
+    if (now_ms + co->backoff < bound) {
+        co->sub = RSDI_ES_SLEEP;
+        co->wake = now_ms + co->backoff;
+        co->backoff = co->backoff * 2 > 500 ? 500 : co->backoff * 2;
+        return;
+    }
+    co->down_at = co->err_since;
+    rsdi_etcd_msg(co, err, "etcd at %s unusable: %s", co->root, what);
+    if (co->op == RSDI_EO_LOCK) {
+        rsdi_etcd_lock_give_up(co, err);
+        return;
+    }
+    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s", co->message);
+    rsdi_etcd_end(co, err);
+}
+
+/* Sends body to path; RSD_OK or the send error. */
+RSDI_PRIVATE int rsdi_etcd_send(rsd_etcd *co, const char *path, const char *body, size_t len, uint64_t now_ms,
+                                uint64_t limit, rsd_http_req_h *h) {
+    rsd_http_request q;
+    rsd_http_header hdr;
+    uint64_t left = limit > now_ms ? limit - now_ms : 1;
+    memset(&q, 0, sizeof q);
+    (void)RSD_SNPRINTF(co->url, sizeof co->url, "%s%s", co->root, path);
+    q.method = "POST";
+    q.url = co->url;
+    q.content_type = "application/json";
+    q.body = body;
+    q.body_len = len;
+    q.total_timeout_ms = (uint32_t)(left < co->req_ms ? left : co->req_ms);
+    q.connect_timeout_ms = q.total_timeout_ms;
+    q.retry_any_method = true; /* every etcd request here is safe to send again */
+    if (co->has_auth) {
+        hdr.name = rsd_str_c("Authorization");
+        hdr.value = rsd_str_c(co->auth);
+        q.headers = &hdr;
+        q.num_headers = 1;
+    }
+    return rsd_http_send(co->http, &q, now_ms, h);
+}
+
+/* Builds and sends the operation's next request. */
+RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
+    rsdi_etcd_w w;
+    const char *path = "/v3/kv/txn";
+    char owner[RSDI_ETCD_OWNER_BYTES];
+    int r, i;
+    w.buf = co->req;
+    w.cap = sizeof co->req;
+    w.n = 0;
+    w.over = false;
+    if (co->has_login && !co->has_auth) { /* a token first (simple tokens expire: again on code 16) */
+        rsd_json_writer jw;
+        int k;
+        rsd_json_w_init(&jw, co->req, sizeof co->req);
+        rsd_json_w_begin_object(&jw);
+        rsd_json_w_key(&jw, "name");
+        rsd_json_w_str(&jw, co->user);
+        rsd_json_w_key(&jw, "password");
+        rsd_json_w_str(&jw, co->pass);
+        rsd_json_w_end_object(&jw);
+        k = rsd_json_w_finish(&jw);
+        w.n = k > 0 ? (size_t)k : 0;
+        w.over = k <= 0;
+        path = "/v3/auth/authenticate";
+        co->sub = RSDI_ES_AUTH;
+    } else if (co->op == RSDI_EO_LOCK && (!co->lease || now_ms >= co->lease_ref + (uint64_t)co->ttl_s * 500u)) {
+        char b[64];
+        (void)RSD_SNPRINTF(b, sizeof b, "{\"TTL\":\"%u\"}", (unsigned)co->ttl_s);
+        rsdi_ew_raw(&w, b);
+        path = "/v3/lease/grant";
+        co->sub = RSDI_ES_GRANT;
+    } else if (co->op == RSDI_EO_READ) {
+        rsdi_ew_raw(&w, "{\"success\":[");
+        if (!co->prot_published) { /* this host's protections, once per coordinator (kept: not leased) */
+            co->next.count = 0;
+            for (i = 0; i < co->n_own && i < RSD_STATE_MAX_ATTR; i++) {
+                rsd_attr *a = &co->next.items[co->next.count++];
+                memset(a, 0, sizeof *a);
+                (void)rsdi_cpy(a->model, sizeof a->model, co->own_ids[i]);
+                if (co->own[i].role) (void)rsdi_cpy(a->instance, sizeof a->instance, rsd_role_str((int)co->own[i].role));
+            }
+            r = rsdi_attr_format(&co->next, co->attr_text, sizeof co->attr_text);
+            if (r > 0) {
+                rsdi_ew_put(&w, co->k_prot_self, co->attr_text, (size_t)r, 0);
+                rsdi_ew_raw(&w, ",");
+            }
+        }
+        rsdi_ew_reads(&w, co);
+        rsdi_ew_raw(&w, "]}");
+        co->sub = RSDI_ES_TXN;
+    } else if (co->op == RSDI_EO_LOCK) {
+        int n = RSD_SNPRINTF(owner, sizeof owner, "host=%s\npid=%ld\ntaken_unix_ms=%llu\npurpose=%s\n", co->host,
+                             (long)getpid(), (unsigned long long)rsdi_etcd_wall_ms(), co->purpose);
+        rsdi_ew_raw(&w, "{\"compare\":[{\"key\":");
+        rsdi_ew_b64(&w, co->k_lock, strlen(co->k_lock));
+        rsdi_ew_raw(&w, ",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}],\"success\":[");
+        rsdi_ew_put(&w, co->k_lock, owner, n > 0 && (size_t)n < sizeof owner ? (size_t)n : 0, co->lease);
+        rsdi_ew_raw(&w, ",");
+        rsdi_ew_reads(&w, co);
+        rsdi_ew_raw(&w, "],\"failure\":[");
+        rsdi_ew_range(&w, co->k_lock, false);
+        rsdi_ew_raw(&w, ",");
+        rsdi_ew_reads(&w, co);
+        rsdi_ew_raw(&w, "]}");
+        co->sub = RSDI_ES_TXN;
+    } else if (co->op == RSDI_EO_COMMIT) {
+        char gv[32];
+        uint64_t g = co->has_gen ? co->gen + 1 : rsdi_etcd_wall_ms(); /* unknown: never a value a cache holds */
+        co->next = co->attrs;
+        for (i = 0; i < co->n_chg; i++) {
+            const rsd_attr_change *c = &co->chg[i];
+            if (!c->remove) {
+                const char *inst = c->instance ? c->instance : "";
+                int at = rsd_attr_set_find(&co->next, c->model, inst);
+                if (at < 0) {
+                    if (co->next.count >= RSD_STATE_MAX_ATTR) continue; /* full: not recorded */
+                    at = (int)co->next.count++;
+                }
+                (void)rsdi_cpy(co->next.items[at].model, sizeof co->next.items[at].model, c->model);
+                (void)rsdi_cpy(co->next.items[at].instance, sizeof co->next.items[at].instance, inst);
+                co->next.items[at].loaded_at_ms = co->loaded_at;
+                co->next.items[at].pid = (int64_t)getpid();
+            } else {
+                size_t k, o;
+                for (k = 0, o = 0; k < co->next.count; k++) {
+                    const rsd_attr *a = &co->next.items[k];
+                    if (strcmp(a->model, c->model) == 0 && (!c->instance || strcmp(a->instance, c->instance) == 0))
+                        continue;
+                    if (o != k) co->next.items[o] = *a;
+                    o++;
+                }
+                co->next.count = o;
+            }
+        }
+        r = rsdi_attr_format(&co->next, co->attr_text, sizeof co->attr_text);
+        if (r < 0) {
+            rsdi_etcd_msg(co, r, "etcd commit: the attribution does not format (%s)", rsd_result_str(r));
+            rsdi_etcd_end(co, r);
+            return;
+        }
+        co->gen_next = g;
+        (void)RSD_SNPRINTF(gv, sizeof gv, "%llu", (unsigned long long)g);
+        rsdi_ew_raw(&w, "{\"compare\":[");
+        if (co->held) { /* the fencing revision: refused unless our lock key is still the one */
+            rsdi_ew_raw(&w, "{\"key\":");
+            rsdi_ew_b64(&w, co->k_lock, strlen(co->k_lock));
+            rsdi_ew_raw(&w, ",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":");
+            rsdi_ew_i64(&w, co->fence);
+            rsdi_ew_raw(&w, "},");
+        }
+        rsdi_ew_raw(&w, "{\"key\":");
+        rsdi_ew_b64(&w, co->k_attr, strlen(co->k_attr));
+        rsdi_ew_raw(&w, ",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":");
+        rsdi_ew_i64(&w, co->attr_mod);
+        rsdi_ew_raw(&w, "}],\"success\":[");
+        rsdi_ew_put(&w, co->k_attr, co->attr_text, (size_t)r, 0);
+        rsdi_ew_raw(&w, ",");
+        rsdi_ew_put(&w, co->k_gen, gv, strlen(gv), 0);
+        rsdi_ew_raw(&w, "],\"failure\":[");
+        rsdi_ew_range(&w, co->k_lock, false);
+        rsdi_ew_raw(&w, ",");
+        rsdi_ew_reads(&w, co);
+        rsdi_ew_raw(&w, "]}");
+        co->sub = RSDI_ES_TXN;
+    }
+    if (w.over) {
+        rsdi_etcd_msg(co, RSD_ERR_TOO_LARGE, "etcd request over %u bytes", (unsigned)sizeof co->req);
+        rsdi_etcd_end(co, RSD_ERR_TOO_LARGE);
+        return;
+    }
+    co->sent_at = now_ms;
+    r = rsdi_etcd_send(co, path, co->req, w.n, now_ms,
+                       co->deadline > now_ms + co->req_ms ? co->deadline : now_ms + co->req_ms, &co->h);
+    if (r < 0) {
+        co->sub = RSDI_ES_SEND;
+        rsdi_etcd_trouble(co, r, now_ms, rsd_result_str(r));
+        return;
+    }
+    co->inflight = true;
+}
+
+/* The operation's answer arrived. */
+RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint64_t now_ms) {
+    rsdi_etcd_ans *a = &co->ans;
+    char what[256];
+    int pr;
+    co->inflight = false;
+    if (ev->result < 0) {
+        (void)RSD_SNPRINTF(what, sizeof what, "%s%s%s", rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
+                           ev->sys_errno ? strerror(ev->sys_errno) : "");
+        co->sub = RSDI_ES_SEND;
+        rsdi_etcd_trouble(co, ev->result, now_ms, what);
+        return;
+    }
+    pr = rsdi_etcd_parse(ev->body.ptr, ev->body.len, co->toks, RSDI_ETCD_TOKS, a);
+    if (co->has_login && a->has_error && a->code == 16 && co->sub != RSDI_ES_AUTH && co->tries++ < 4) {
+        co->has_auth = false; /* the token expired (or etcd restarted): authenticate again */
+        co->sub = RSDI_ES_SEND;
+        return;
+    }
+    if (co->sub == RSDI_ES_AUTH && ev->status == 200 && !a->has_error && a->token[0]) {
+        (void)rsdi_cpy(co->auth, sizeof co->auth, a->token);
+        co->has_auth = true;
+        co->sub = RSDI_ES_SEND;
+        return;
+    }
+    if (ev->status == 401 || ev->status == 403 || (a->has_error && (a->code == 16 || a->code == 7)) ||
+        (a->has_error && strstr(a->error, "user name is empty")) || co->sub == RSDI_ES_AUTH) {
+        rsdi_etcd_msg(co, RSD_ERR_AUTH, "etcd at %s refused us (HTTP %d): %s", co->root, ev->status, a->error);
+        co->down_at = 0;
+        if (co->op == RSDI_EO_LOCK) rsdi_etcd_lock_give_up(co, RSD_ERR_AUTH);
+        else rsdi_etcd_end(co, RSD_ERR_AUTH);
+        return;
+    }
+    if (a->has_error && a->code == 5 && strstr(a->error, "lease not found")) { /* our lease ran out */
+        co->lease = 0;
+        co->sub = RSDI_ES_SEND;
+        if (co->tries++ < 4) return; /* grant a new one and try again at once */
+    }
+    if (pr < 0 || ev->status != 200 || a->has_error) {
+        (void)RSD_SNPRINTF(what, sizeof what, "HTTP %d%s%s", ev->status, a->error[0] ? ": " : "", a->error);
+        co->sub = RSDI_ES_SEND;
+        rsdi_etcd_trouble(co, pr < 0 ? pr : RSD_ERR_HTTP_STATUS, now_ms, what);
+        return;
+    }
+    co->err_since = co->down_at = 0;
+    if (co->sub == RSDI_ES_GRANT) {
+        if (a->id == 0 || a->ttl <= 0) {
+            co->sub = RSDI_ES_SEND;
+            rsdi_etcd_trouble(co, RSD_ERR_PAYLOAD, now_ms, "lease grant answered without an ID");
+            return;
+        }
+        co->lease = a->id;
+        co->lease_ref = co->sent_at;
+        co->sub = RSDI_ES_SEND;
+        return;
+    }
+    switch (co->op) {
+    case RSDI_EO_READ:
+        rsdi_etcd_take_reads(co, a, false);
+        co->prot_published = true;
+        rsdi_etcd_end(co, RSD_OK);
+        return;
+    case RSDI_EO_LOCK:
+        rsdi_etcd_take_reads(co, a, true);
+        if (a->succeeded) {
+            co->held = true;
+            co->lost = false;
+            co->fence = a->revision; /* the txn's revision = our lock key's create_revision */
+            co->owner[0] = '\0';
+            rsdi_etcd_end(co, RSD_OK);
+            return;
+        }
+        co->busy_seen = true;
+        if (now_ms >= co->deadline) {
+            rsdi_etcd_msg(co, RSD_ERR_TIMEOUT, "etcd lock %s still held at the deadline by %s", co->k_lock,
+                          co->owner[0] ? co->owner : "(no record)");
+            rsdi_etcd_lock_give_up(co, RSD_ERR_TIMEOUT);
+            return;
+        }
+        co->sub = RSDI_ES_SLEEP;
+        co->wake = now_ms + co->backoff;
+        if (co->wake > co->deadline) co->wake = co->deadline;
+        co->backoff = co->backoff * 2 > (uint64_t)RSD_ETCD_RETRY_MAX_MS ? (uint64_t)RSD_ETCD_RETRY_MAX_MS : co->backoff * 2;
+        return;
+    case RSDI_EO_COMMIT:
+        if (a->succeeded) {
+            co->attrs = co->next;
+            co->has_gen = true;
+            co->gen = co->gen_next;
+            co->attr_mod = a->revision;
+            co->attr_corrupt = false;
+            rsdi_etcd_end(co, RSD_OK);
+            return;
+        }
+        {
+            bool was_held = co->held;
+            int64_t rev = rsdi_etcd_lock_rev(co, a);
+            rsdi_etcd_take_reads(co, a, true);
+            if (was_held && rev != co->fence) { /* fenced: our lease ran out and the key went */
+                co->held = false;
+                co->lost = true;
+                rsdi_etcd_msg(co, RSD_ERR_LOCK,
+                              "etcd refused the commit: the lock %s is no longer ours (lease expired; now %s)",
+                              co->k_lock, co->owner[0] ? co->owner : "free");
+                rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "%s", co->message);
+                rsdi_etcd_end(co, RSD_ERR_LOCK);
+                return;
+            }
+            /* the attribution changed under an unlocked commit: apply ours to the new one */
+            if (++co->tries >= RSD_ETCD_COMMIT_TRIES || now_ms >= co->deadline) {
+                rsdi_etcd_msg(co, RSD_ERR_TIMEOUT, "etcd commit: the attribution kept changing (%d tries)", co->tries);
+                rsdi_etcd_end(co, RSD_ERR_TIMEOUT);
+                return;
+            }
+            co->sub = RSDI_ES_SEND;
+            return;
+        }
+    default: return;
+    }
+}
+
+RSDI_PRIVATE void rsdi_etcd_ka_answer(rsd_etcd *co, const rsd_http_event *ev) {
+    rsdi_etcd_ans *a = &co->ans;
+    co->ka_inflight = false;
+    if (ev->result < 0) return; /* etcd unreachable: the lease runs down; a commit is fenced then */
+    if (rsdi_etcd_parse(ev->body.ptr, ev->body.len, co->toks, RSDI_ETCD_TOKS, a) < 0) return;
+    if (ev->status == 200 && a->ttl > 0 && a->id == co->lease) {
+        co->lease_ref = co->ka_sent;
+        return;
+    }
+    if (ev->status == 200 || (a->has_error && a->code == 5)) { /* no TTL: the lease is gone */
+        co->lease = 0;
+        if (co->held) {
+            co->lost = true;
+            rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE,
+                      "etcd %s: the lease expired while held", co->k_lock);
+        }
+    }
+}
+
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
+    rsd_http_event ev;
+    int guard;
+    if (!co) return RSD_ERR_ARG;
+    for (guard = 0; guard < 8; guard++) {
+        bool any = false;
+        (void)rsd_http_client_step(co->http, now_ms);
+        while (rsd_http_next_event(co->http, &ev)) {
+            if (co->ka_inflight && ev.req.id == co->ka_h.id) rsdi_etcd_ka_answer(co, &ev);
+            else if (co->unl_inflight && ev.req.id == co->unl_h.id) /* done or not: the lease ends it */
+                co->unl_inflight = co->unl_pending = false;
+            else if (co->inflight && ev.req.id == co->h.id) {
+                rsdi_etcd_answer(co, &ev, now_ms);
+                any = true;
+            }
+        }
+        /* keep a held lock's lease alive: a third of its TTL after the last refresh */
+        if (co->held && co->lease && !co->ka_inflight && now_ms >= co->lease_ref + (uint64_t)co->ttl_s * 1000u / 3) {
+            char b[64];
+            int n = RSD_SNPRINTF(b, sizeof b, "{\"ID\":\"%lld\"}", (long long)co->lease);
+            co->ka_sent = now_ms;
+            if (rsdi_etcd_send(co, "/v3/lease/keepalive", b, (size_t)n, now_ms, now_ms + co->req_ms, &co->ka_h) == RSD_OK)
+                co->ka_inflight = true;
+            else
+                co->lease_ref = now_ms; /* no slot now: try again a third later */
+            any = true;
+        }
+        if (co->unl_pending && !co->unl_inflight) { /* delete the key only while it is still ours */
+            char b[4 * RSD_ETCD_MAX_KEY_BYTES / 3 * 2 + 256];
+            rsdi_etcd_w w;
+            w.buf = b;
+            w.cap = sizeof b;
+            w.n = 0;
+            w.over = false;
+            rsdi_ew_raw(&w, "{\"compare\":[{\"key\":");
+            rsdi_ew_b64(&w, co->unl_key, strlen(co->unl_key));
+            rsdi_ew_raw(&w, ",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":");
+            rsdi_ew_i64(&w, co->unl_fence);
+            rsdi_ew_raw(&w, "}],\"success\":[{\"request_delete_range\":{\"key\":");
+            rsdi_ew_b64(&w, co->unl_key, strlen(co->unl_key));
+            rsdi_ew_raw(&w, "}}]}");
+            if (w.over || now_ms >= co->unl_deadline ||
+                rsdi_etcd_send(co, "/v3/kv/txn", b, w.n, now_ms, co->unl_deadline, &co->unl_h) != RSD_OK)
+                co->unl_pending = false; /* the lease releases it */
+            else
+                co->unl_inflight = true;
+            any = true;
+        }
+        if (co->op != RSDI_EO_NONE && !co->inflight &&
+            (co->sub == RSDI_ES_SEND || (co->sub == RSDI_ES_SLEEP && now_ms >= co->wake))) {
+            rsdi_etcd_send_next(co, now_ms);
+            any = true;
+        }
+        if (!any) break;
+    }
+    if (co->op != RSDI_EO_NONE || co->unl_pending) return RSD_PENDING;
+    return co->result == RSD_PENDING ? RSD_OK : co->result;
+}
+
+RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) {
+    return co ? rsd_http_client_pollfds(co->http, out, cap) : 0;
+}
+
+RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) {
+    uint64_t dl;
+    if (!co) return RSD_DEADLINE_NONE;
+    dl = rsd_http_client_next_deadline(co->http);
+    if (co->op != RSDI_EO_NONE && !co->inflight) {
+        uint64_t w = co->sub == RSDI_ES_SLEEP ? co->wake : 0;
+        if (w < dl) dl = w;
+    }
+    if (co->held && co->lease && !co->ka_inflight) {
+        uint64_t k = co->lease_ref + (uint64_t)co->ttl_s * 1000u / 3;
+        if (k < dl) dl = k;
+    }
+    return dl;
+}
+
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!co) {
+        out->result = RSD_ERR_ARG;
+        out->message = out->owner = out->root = out->prefix = "";
+        return;
+    }
+    out->result = co->op != RSDI_EO_NONE ? RSD_PENDING : co->result;
+    out->held = co->held;
+    out->lost = co->lost;
+    out->fence = co->fence;
+    out->has_gen = co->has_gen;
+    out->gen = co->gen;
+    out->attr_corrupt = co->attr_corrupt;
+    out->attrs = &co->attrs;
+    out->n_protected = co->n_rprot;
+    out->protected_models = co->n_rprot ? co->rprot : NULL;
+    out->owner = co->owner;
+    out->message = co->message;
+    out->root = co->root;
+    out->prefix = co->prefix;
+}
+/* ==== >>etcd end ========================================================== */
+
 /* ==== >>fleet (implementation) ============================================ */
 #ifndef RSD_NO_PROCESS
 #include <errno.h>
@@ -9944,6 +11530,9 @@ typedef struct rsdi_fleet_model {
     const char *health_path;   /* in buf */
     const char *probe_host;    /* numeric host for the probe URL ("127.0.0.1", "[::1]"...) */
     int last_result;
+    int exit_code;             /* of its last process (128+signal, 127 never ran) */
+    uint32_t wd_restarts;      /* watchdog restarts in a row */
+    uint64_t wd_restart_at;    /* load it again then (0 = none) */
     uint32_t msg_gen;
     char msg[RSD_FLEET_MESSAGE_MAX];
 } rsdi_fleet_model;
@@ -9962,6 +11551,10 @@ typedef struct rsdi_fleet_slot {
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
     uint64_t out_seen;         /* the child's out_bytes when the last probe was sent */
+    uint64_t wd_next_ms;       /* next watchdog poll (READY) */
+    uint32_t wd_fails;         /* failed polls in a row */
+    uint32_t wd_errors;        /* 5xx answers in a row (rsd_fleet_report) */
+    char wd_why[160];          /* set when the watchdog killed it */
 } rsdi_fleet_slot;
 
 typedef struct rsdi_fleet_qev {
@@ -9978,6 +11571,8 @@ struct rsd_fleet {
     rsd_procs *procs;
     rsd_http_client *client;
     uint32_t probe_timeout_ms;
+    uint32_t wd_interval, wd_failures, wd_errors, wd_restarts; /* the watchdog (interval 0 = no polls) */
+    bool wd_on;
     int num_models;
     rsdi_fleet_model *models;  /* RSD_FLEET_MAX_MODELS entries */
     rsdi_fleet_slot slots[RSD_POOL_MAX_SLOTS];
@@ -9989,6 +11584,7 @@ struct rsd_fleet {
     uint64_t pool_deadline;
     bool stopped;
     rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
+    char *spare;               /* RSD_FLEET_SPEC_BYTES: rsd_fleet_set_model copies here first */
     char out_msg[RSD_FLEET_MESSAGE_MAX]; /* message of the last pulled event */
     char tmp[RSD_FLEET_MESSAGE_MAX];
     char tail[RSD_FLEET_MESSAGE_MAX];
@@ -10241,6 +11837,7 @@ RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_h
     s->told = true;
     s->ready = true;
     s->ready_ms = now_ms;
+    s->wd_next_ms = f->wd_interval ? now_ms + f->wd_interval : 0;
     if (slots) (void)rsd_pool_set_slot_limit(f->pool, s->pp, slots, now_ms);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_READY, s->model, (int)(s - f->slots), now_ms);
     ev.pid = s->pid;
@@ -10291,6 +11888,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
     else
         (void)snprintf(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
     rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
+    f->models[model].exit_code = 127;
     if (r == RSD_ERR_SPAWN) (void)rsd_procs_release(f->procs, h);
     rsdi_fleet_clear_slot(s);
     rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_CRASHED, model, slot, now_ms);
@@ -10307,7 +11905,7 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
     rsd_fleet_event ev;
     rsd_pool_proc pp = s->pp;
     int model = s->model, slot = (int)(s - f->slots), msg_model = -1;
-    char reason[192], status[64];
+    char reason[384], status[64];
     rsd_fleet_event_kind kind = RSD_FLEET_EV_EXITED;
     int result = 0;
     rsdi_fleet_cancel_probe(f, s);
@@ -10326,6 +11924,24 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         kind = RSD_FLEET_EV_CRASHED;
         result = RSD_ERR_FLEET_START;
         msg_model = model;
+    } else if (s->ready && !s->stopping && s->wd_why[0]) { /* the watchdog killed it */
+        rsdi_fleet_model *fm = &f->models[model];
+        fm->wd_restarts++;
+        if (fm->wd_restarts <= f->wd_restarts) {
+            uint64_t delay = (uint64_t)RSD_FLEET_WATCHDOG_BACKOFF_MS << (fm->wd_restarts - 1 < 6 ? fm->wd_restarts - 1 : 6);
+            if (delay > RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS) delay = RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS;
+            fm->wd_restart_at = now_ms + delay;
+            (void)snprintf(reason, sizeof reason, "restarted by the watchdog (%u of at most %u in a row, in %llu ms): %s",
+                           (unsigned)fm->wd_restarts, (unsigned)f->wd_restarts, (unsigned long long)delay, s->wd_why);
+        } else {
+            fm->wd_restart_at = 0;
+            (void)snprintf(reason, sizeof reason, "stopped by the watchdog, not restarted (%u restarts in a row): %s",
+                           (unsigned)(fm->wd_restarts - 1), s->wd_why);
+        }
+        rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
+        kind = RSD_FLEET_EV_CRASHED;
+        result = RSD_ERR_POOL_CRASHED;
+        msg_model = model;
     } else if (s->ready && !s->stopping) { /* crash while serving */
         (void)snprintf(reason, sizeof reason, "%s while serving", status);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
@@ -10337,6 +11953,9 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         result = RSD_ERR_FLEET_START;
         msg_model = model;
     }
+    if (kind == RSD_FLEET_EV_CRASHED) /* the status that goes with last_result */
+        f->models[model].exit_code = pe->kind == RSD_PROC_EV_SPAWN_FAILED ? 127
+                                     : pe->term_signal ? 128 + pe->term_signal : pe->exit_code;
     rsdi_fleet_ev_init(f, &ev, kind, model, slot, now_ms);
     ev.pid = s->pid;
     ev.port = s->port;
@@ -10448,7 +12067,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     off_models = (total + 15) & ~(size_t)15;
     total = off_models + sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS;
     off_bufs = (total + 15) & ~(size_t)15;
-    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * RSD_FLEET_MAX_MODELS;
+    total = off_bufs + (size_t)RSD_FLEET_SPEC_BYTES * (RSD_FLEET_MAX_MODELS + 1); /* + the spare */
     off_rq = (total + 15) & ~(size_t)15;
     if (!rsdi_size_mul((size_t)maxreq * 2 + 16, sizeof(rsdi_fleet_qev), &sz) ||
         !rsdi_size_add(off_rq, sz, &total))
@@ -10467,11 +12086,17 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     memset(f->models, 0, sizeof(rsdi_fleet_model) * RSD_FLEET_MAX_MODELS);
     for (i = 0; i < RSD_FLEET_MAX_MODELS; i++)
         f->models[i].buf = (char *)f + off_bufs + (size_t)i * RSD_FLEET_SPEC_BYTES;
+    f->spare = (char *)f + off_bufs + (size_t)RSD_FLEET_MAX_MODELS * RSD_FLEET_SPEC_BYTES;
     f->rq = (rsdi_fleet_qev *)(void *)((char *)f + off_rq);
     f->props_toks = (rsd_json_tok *)(void *)((char *)f + off_toks);
     f->rq_cap = maxreq * 2 + 16;
     f->probe_timeout_ms = d.probe_timeout_ms ? d.probe_timeout_ms
                                              : (uint32_t)RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS;
+    f->wd_interval = d.watchdog_interval_ms;
+    f->wd_on = d.watchdog_interval_ms || d.watchdog_errors;
+    f->wd_failures = d.watchdog_failures ? d.watchdog_failures : (uint32_t)RSD_FLEET_WATCHDOG_FAILURES_DEFAULT;
+    f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
+    f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
     f->pool_deadline = RSD_POOL_NO_DEADLINE;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
@@ -10539,6 +12164,32 @@ RSD_API int rsd_fleet_add_model(rsd_fleet *f, const rsd_fleet_model_desc *model)
     return idx;
 }
 
+RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_desc *md, uint64_t now_ms) {
+    rsdi_fleet_model t;
+    rsd_pool_model_desc pd;
+    int r;
+    char *old;
+    if (!f || !md || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    pd = md->pool;
+    if (pd.id && strcmp(pd.id, rsdi_fleet_model_id(f, model)) != 0) return RSD_ERR_ARG;
+    memset(&t, 0, sizeof t);
+    t.buf = f->spare;
+    if ((r = rsdi_fleet_copy_spec(&t, md)) < 0) return r;
+    pd.id = NULL;
+    if ((r = rsd_pool_set_model(f->pool, model, &pd, now_ms)) < 0) return r;
+    old = f->models[model].buf; /* the new copy becomes the model's, its old buffer the spare */
+    f->models[model].spec = t.spec;
+    f->models[model].health_path = t.health_path;
+    f->models[model].probe_host = t.probe_host;
+    f->models[model].buf = f->spare;
+    f->spare = old;
+    f->models[model].last_result = 0;
+    f->models[model].exit_code = 0;
+    f->models[model].wd_restarts = 0;
+    (void)rsd_pool_reset_backoff(f->pool, model);
+    return rsdi_fleet_then(f, RSD_OK, now_ms);
+}
+
 RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
     if (!f) return RSD_ERR_ARG;
     return rsd_pool_find_model(f->pool, id);
@@ -10557,17 +12208,23 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
     none.id = 0;
     rsdi_fleet_note(f, model, none, RSD_ERR_FLEET_START, why);
+    f->models[model].exit_code = 127;
     return RSD_ERR_FLEET_START;
 }
 
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
                               rsd_pool_req *req, uint16_t *port) {
+    return rsd_fleet_acquire_ex(f, model, 0, now_ms, user, req, port);
+}
+
+RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
+                                 rsd_pool_req *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
     if (!f || !req || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
-    r = rsd_pool_acquire(f->pool, model, now_ms, user, req, &slot);
+    r = rsd_pool_acquire_ex(f->pool, model, flags, now_ms, user, req, &slot);
     if (r == RSD_OK && port && slot >= 0 && slot < RSD_POOL_MAX_SLOTS) *port = f->slots[slot].port;
     (void)rsdi_fleet_pump(f, now_ms);
     return r;
@@ -10608,6 +12265,21 @@ RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
+}
+
+RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
+                                 rsd_pool_lease *lease) {
+    if (lease) lease->id = 0;
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_take(f->pool, desc, now_ms, lease), now_ms)
+             : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info) {
+    return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms) {
+    return f ? rsdi_fleet_then(f, rsd_pool_lease_release(f->pool, lease, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
@@ -10652,6 +12324,93 @@ RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *
     return s->probe_sent_ms + RSD_FLEET_OUTPUT_PROBE_GAP_MS;
 }
 
+/* ---- watchdog ---- */
+/* Kills the process of slot s (it is READY and broken); gone() tells why and schedules
+   its restart. */
+RSDI_PRIVATE void rsdi_fleet_wd_kill(rsd_fleet *f, rsdi_fleet_slot *s, const char *why, uint64_t now_ms) {
+    if (s->wd_why[0] || s->stopping || !s->proc.id) return;
+    (void)snprintf(s->wd_why, sizeof s->wd_why, "%s", why);
+    rsdi_fleet_cancel_probe(f, s);
+    rsdi_logf(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_CRASHED, RSDI_WHERE, "fleet: %s pid %lld: watchdog: %s; killed",
+              rsdi_fleet_model_id(f, s->model), (long long)s->pid, why);
+    (void)rsd_procs_kill(f->procs, s->proc, now_ms);
+}
+
+/* A READY process due for its health poll gets one (GET health_path). */
+RSDI_PRIVATE bool rsdi_fleet_wd_poll(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
+    rsd_http_request rq;
+    char url[RSDI_FLEET_URL_BYTES];
+    const rsdi_fleet_model *m;
+    uint32_t to;
+    if (!f->wd_interval || !s->pp.id || !s->ready || s->stopping || s->wd_why[0] || s->probe.id ||
+        !s->wd_next_ms || now_ms < s->wd_next_ms)
+        return false;
+    m = &f->models[s->model];
+    to = f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms;
+    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, m->health_path);
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.url = url;
+    rq.connect_timeout_ms = to;
+    rq.total_timeout_ms = to;
+    s->probe_sent_ms = now_ms;
+    s->wd_next_ms = now_ms + f->wd_interval;
+    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;
+    return s->probe.id != 0;
+}
+
+/* The answer to a health poll of READY slot s. */
+RSDI_PRIVATE void rsdi_fleet_wd_answer(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *he, uint64_t now_ms) {
+    char why[160];
+    if (he->result == RSD_OK && he->status == 200) {
+        s->wd_fails = 0;
+        if (now_ms - s->ready_ms >= RSD_FLEET_WATCHDOG_STABLE_MS) f->models[s->model].wd_restarts = 0;
+        return;
+    }
+    s->wd_fails++;
+    if (s->wd_fails < f->wd_failures) return;
+    if (he->result == RSD_OK)
+        (void)snprintf(why, sizeof why, "GET %s answered %d, %u polls in a row", f->models[s->model].health_path,
+                       he->status, (unsigned)s->wd_fails);
+    else
+        (void)snprintf(why, sizeof why, "GET %s did not answer (%s), %u polls in a row", f->models[s->model].health_path,
+                       rsd_result_str(he->result), (unsigned)s->wd_fails);
+    rsdi_fleet_wd_kill(f, s, why, now_ms);
+}
+
+RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms) {
+    int i;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    if (!f->wd_on) return RSD_OK;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        rsdi_fleet_slot *s = &f->slots[i];
+        char why[160];
+        if (!s->pp.id || s->model != model || s->port != port || !s->ready || s->stopping) continue;
+        if (http_status < 500 || http_status > 599 || http_status == 503) {
+            s->wd_errors = 0;
+            continue;
+        }
+        if (++s->wd_errors < f->wd_errors) continue;
+        (void)snprintf(why, sizeof why, "%u answers in a row failed with 5xx (the last %d)", (unsigned)s->wd_errors,
+                       http_status);
+        rsdi_fleet_wd_kill(f, s, why, now_ms);
+    }
+    return RSD_OK;
+}
+
+/* Models whose watchdog restart is due are loaded again. */
+RSDI_PRIVATE int rsdi_fleet_wd_restarts(rsd_fleet *f, uint64_t now_ms) {
+    int i, n = 0;
+    for (i = 0; i < f->num_models; i++) {
+        rsdi_fleet_model *m = &f->models[i];
+        if (!m->wd_restart_at || now_ms < m->wd_restart_at || f->stopped) continue;
+        m->wd_restart_at = 0;
+        n++;
+        if (rsdi_fleet_precheck(f, i) == RSD_OK) (void)rsd_pool_preload(f->pool, i, now_ms);
+    }
+    return n;
+}
+
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
     int pass, i;
     if (!f) return RSD_ERR_ARG;
@@ -10688,7 +12447,9 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
         for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
             uint64_t at = rsdi_fleet_output_probe_at(f, &f->slots[i]);
             if (at && at <= now_ms && rsdi_fleet_send_probe(f, &f->slots[i], now_ms)) work++;
+            if (rsdi_fleet_wd_poll(f, &f->slots[i], now_ms)) work++;
         }
+        work += rsdi_fleet_wd_restarts(f, now_ms);
         (void)rsd_http_client_step(f->client, now_ms);
         while (rsd_http_next_event(f->client, &he)) {
             rsdi_fleet_slot *s = NULL;
@@ -10697,7 +12458,9 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (!s) continue;
             s->probe.id = 0;
             work++;
-            if (s->healthy) { /* the /props answer, whatever it says */
+            if (s->ready) { /* a watchdog poll */
+                rsdi_fleet_wd_answer(f, s, &he, now_ms);
+            } else if (s->healthy) { /* the /props answer, whatever it says */
                 rsdi_fleet_ready(f, s, &he, now_ms);
             } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
                 s->healthy = true; /* ask for its slot count before the first grant */
@@ -10740,9 +12503,15 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
     x = rsd_http_client_next_deadline(f->client);
     if (x < d) d = x;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        const rsdi_fleet_slot *s = &f->slots[i];
         x = rsdi_fleet_output_probe_at(f, &f->slots[i]);
         if (x && x < d) d = x;
+        if (f->wd_interval && s->pp.id && s->ready && !s->stopping && !s->wd_why[0] && !s->probe.id &&
+            s->wd_next_ms && s->wd_next_ms < d)
+            d = s->wd_next_ms;
     }
+    for (i = 0; i < f->num_models; i++)
+        if (f->models[i].wd_restart_at && f->models[i].wd_restart_at < d) d = f->models[i].wd_restart_at;
     return d;
 }
 
@@ -10787,6 +12556,7 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;
     info->last_result = f->models[model].last_result;
+    info->exit_code = f->models[model].exit_code;
     info->last_error = f->models[model].last_result ? f->models[model].msg : NULL;
     info->retry_at_ms = info->pool.retry_at_ms;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {

@@ -114,8 +114,10 @@ run() {
     STEP=$((STEP + 1))
     echo
     echo "== $STEP. $title"
-    echo "   \$ ${ENV_SHOWN:-}rsd-ensure $*"
-    "$ENSURE" --url "$URL" "$@" >"$TMP/step.out" 2>&1
+    # the line shown is the line run: it can be pasted as it is (from the repository)
+    cmd="${ENV_SHOWN:-}$ENSURE --url $URL $*"
+    echo "   \$ $cmd"
+    eval "$cmd" >"$TMP/step.out" 2>&1
     got=$?
     sed 's/^/   /' "$TMP/step.out"
     list=$("$ENSURE" --url "$URL" --list 2>&1)
@@ -153,11 +155,9 @@ run "Ask for vision while both slots hold pinned models: declined, nothing evict
     --model vision-4b
 
 ENV_SHOWN="RESIDENCY=observe "
-export RESIDENCY=observe
-run "Observe-only (RESIDENCY=observe): reports what it would do, changes nothing" 4 \
+run "Observe-only (RESIDENCY=observe): reports what it would do, changes nothing (exit 4)" 4 \
     "chat-8b (loaded, pinned), embed-2b (loaded, pinned)" \
     --model coder-7b
-unset RESIDENCY
 ENV_SHOWN=
 
 run "The same with --observe and --json, for scripts" 4 \
@@ -252,9 +252,9 @@ chat() {
     STEP=$((STEP + 1))
     echo
     echo "== $STEP. $1"
-    echo "   \$ rsd-http -d '{\"model\":\"$2\",\"messages\":[...]}' $SURL/v1/chat/completions"
-    "$HTTP" -d "{\"model\":\"$2\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}" \
-        "$SURL/v1/chat/completions" >"$TMP/step.out" 2>"$TMP/step.err"
+    cmd="$HTTP -d '{\"model\":\"$2\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}' $SURL/v1/chat/completions"
+    echo "   \$ $cmd"
+    eval "$cmd" >"$TMP/step.out" 2>"$TMP/step.err"
     got=$?
     sed 's/^/   /' "$TMP/step.err"
     show_log

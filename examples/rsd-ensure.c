@@ -1,41 +1,38 @@
 /* rsd-ensure -- make a model resident on a local inference server, from the shell.
 
-       rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]
-                  [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]
-                  [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]
-       rsd-ensure --url URL --list [--runtime lmstudio]   (print what the server has resident)
+       rsd-ensure --url URL --model ID [OPTION]...
+       rsd-ensure --url URL --list [--runtime R] [--token T]
+       rsd-ensure --help | --version
 
-   Prints the reconcile's notices while it runs (and "loading 'x' ... 312 ms" when a
-   load finishes), then one result line; --json prints one JSON object instead (with
-   "wire_id": the id to send requests with -- LM Studio may resolve the model to a
-   loaded instance such as "qwen:2" -- and "lmstudio_tier" on LM Studio; "evicted"
-   lists what we unloaded, "displaced" pinned models the server's own LRU pushed out
-   while we loaded, "restored" those loaded back; "state_error" is null, or why the change
-   could not be recorded in the state directory, e.g. "ERR_STATE_IO" on a full disk,
-   with a warning notice saying what failed; the exit code still says whether the model
-   is resident).
-   LM Studio (--runtime lmstudio, or detected): --context N is the load's
-   context_length (clamped beside other residents); an unloaded model on a 0.3 server
-   (no load API) is observe-only (exit 4); a model the server does not advertise is
-   declined (exit 2); only instances this library loaded (persisted in the state
-   directory) are ever unloaded to make room.
+   `rsd-ensure --help` is the manual (options, environment, exit codes); this comment
+   says how the program works.
+
+   It drives the non-blocking API (rsd_ensure_begin / rsd_ensure_step / poll) so it
+   can print notices as they arrive; rsd_ensure() would do the same loop silently.
+   While a load runs it prints "loading 'x' ..." and, when it ends, the time it took;
+   while it waits on a load someone else started (the model is listed as loading) it
+   prints "waiting for 'x' (being loaded by someone else) ...". The last line is the
+   result; --json prints one JSON object instead (with "wire_id": the id to send
+   requests with -- LM Studio may resolve the model to a loaded instance such as
+   "qwen:2" -- and "lmstudio_tier" on LM Studio; "evicted" lists what we unloaded,
+   "displaced" pinned models the server's own LRU pushed out while we loaded,
+   "restored" those loaded back; "state_error" is null, or why the change could not be
+   recorded in the state directory, e.g. "ERR_STATE_IO" on a full disk, with a warning
+   notice saying what failed; the exit code still says whether the model is resident).
+
+   --list is an observe-only ensure (which finds and recognises the server with the
+   library's own probes and words: "server unreachable: ...", "not a model server: ...")
+   followed by one GET of the runtime's listing: GET /v1/models on a llama.cpp router,
+   GET /api/ps on Ollama, GET /api/v1/models (or /api/v0/models) on LM Studio.
+
    The bearer token comes from --token or $RESIDENCY_TOKEN and is never printed; nor
    is a password in the URL (user:password@ shows as ***@). Ids and messages a server
    chose are printed with their control bytes made visible (\x1b, \r, \n: no
    terminal escape sequence or forged line gets through); --json writes them
    JSON-escaped instead.
-   RESIDENCY=observe (or --observe) makes it observe-only: nothing is loaded or
-   unloaded. The state directory (lock, attribution) defaults to
-   $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/residency.
-
-   Exit codes: 0 resident (also: observe-only and already resident), 2 declined
-   (it would evict a protected model; LM Studio: the model is not advertised), 3 the
-   load failed, 4 the server was
-   unreachable or is not manageable (observe-only and not resident, unknown
-   runtime), 64 usage error.
-
-   It drives the non-blocking API (rsd_ensure_begin / rsd_ensure_step / poll) so it
-   can print notices as they arrive; rsd_ensure() would do the same loop silently. */
+   RESIDENCY_COORD=etcd://host:2379[/prefix] keeps the lock and attribution on etcd
+   instead of the state directory, shared by every host that uses the same server
+   (RESIDENCY_COORD_USER / _PASSWORD / _TOKEN to log in). */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 
@@ -44,7 +41,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EX_RESIDENT = 0, EX_DECLINED = 2, EX_LOAD_FAILED = 3, EX_UNREACHABLE = 4, EX_USAGE = 64 };
+/* Exit codes (the help text lists them; keep the README and residency.h's in step). */
+enum {
+    EX_RESIDENT = 0,     /* resident (also: observe-only and already resident) */
+    EX_FAIL = 1,         /* internal: the ensurer could not be created */
+    EX_DECLINED = 2,     /* declined: it would evict a protected model; LM Studio: not advertised */
+    EX_LOAD_FAILED = 3,  /* the load failed */
+    EX_OBSERVED = 4,     /* observe-only and not resident: nothing was done */
+    EX_UNREACHABLE = 5,  /* server unreachable: no connection, timed out, name not resolved */
+    EX_NOT_SERVER = 6,   /* it answers, but not as a model server this library can read */
+    EX_AUTH = 7,         /* the server asks for an API key, or refused the one given */
+    EX_USAGE = 64        /* bad command line */
+};
 
 static int g_verbose; /* --verbose: library log lines and loop trace on stderr */
 
@@ -81,14 +89,53 @@ static void log_stderr(void *user, int level, uint32_t item, const char *msg, co
             rsd_log_item_name(item), msg ? term(msg) : "");
 }
 
-static void usage(const char *why) {
-    if (why) fprintf(stderr, "rsd-ensure: %s\n", term(why));
-    fprintf(stderr,
-            "usage: rsd-ensure --url URL --model ID [--runtime auto|llamacpp|lmstudio|ollama]\n"
-            "                  [--observe] [--protect ID[=role]]... [--context N] [--timeout-ms N]\n"
-            "                  [--state-dir DIR | --no-state] [--token T] [--json] [--quiet]\n"
-            "       rsd-ensure --url URL --list [--runtime lmstudio]\n"
-            "roles: chat, memory, worker, target-default; token also from $RESIDENCY_TOKEN\n");
+static void help(void) {
+    printf("usage: rsd-ensure --url URL --model ID [OPTION]...\n"
+           "       rsd-ensure --url URL --list [--runtime R] [--token T]\n"
+           "Makes model ID resident on the inference server at URL (a llama.cpp router, LM Studio\n"
+           "or Ollama; rsd-serve too), evicting an unprotected model when the server is full.\n"
+           "\n"
+           "  --url URL            the server, http://HOST:PORT (or .../v1)\n"
+           "  --model ID           the model to make resident\n"
+           "  --list               print what the server has resident and exit\n"
+           "  --runtime R          auto (default: detected), llamacpp, lmstudio or ollama\n"
+           "  --observe            observe-only: report what it would do, load or unload nothing\n"
+           "  --protect ID[=ROLE]  never evict ID (repeatable); ROLE: chat, memory, worker,\n"
+           "                       target-default\n"
+           "  --context N          context length of the load (LM Studio; clamped beside others)\n"
+           "  --timeout-ms N       the whole ensure, lock wait and load included (default 120000,\n"
+           "                       LM Studio 300000)\n"
+           "  --state-dir DIR      lock and attribution files (default $RESIDENCY_STATE_DIR,\n"
+           "                       $XDG_STATE_HOME/residency, ~/.local/state/residency)\n"
+           "  --no-state           no state directory: no lock, nothing recorded\n"
+           "  --token T            bearer token (API key); default $RESIDENCY_TOKEN; never printed\n"
+           "  --json               print one JSON object instead of the lines\n"
+           "  --quiet              print nothing; the exit code says it all\n"
+           "  --verbose            the library's log lines and the step loop on stderr\n"
+           "  --help, --version    this text; the version\n"
+           "\n"
+           "Environment: RESIDENCY=observe (or off, 0, false, user, user-managed) makes every run\n"
+           "observe-only; on, 1, true or managed (or unset) manage; any other value manages too\n"
+           "and is warned about. RESIDENCY_TOKEN, RESIDENCY_STATE_DIR as above.\n"
+           "\n"
+           "Exit codes:\n"
+           "  0   resident (also: observe-only and already resident; --list printed)\n"
+           "  2   declined: making room would evict a protected model (LM Studio: the model\n"
+           "      is not advertised)\n"
+           "  3   the load failed\n"
+           "  4   observe-only (--observe, RESIDENCY, or a server that cannot load) and the\n"
+           "      model is not resident: nothing was done\n"
+           "  5   server unreachable: connection refused, timed out, name not resolved\n"
+           "  6   not a model server: it answers, but not as a llama.cpp router, Ollama or\n"
+           "      LM Studio (or its listing cannot be read)\n"
+           "  7   the server asks for an API key (--token), or refused the one given\n"
+           "  64  bad command line\n");
+}
+
+/* "--bogus: unknown option (see --help)" on stderr; the usage exit code. */
+static int bad_usage(const char *opt, const char *why) {
+    fprintf(stderr, "rsd-ensure: %s%s%s (see --help)\n", opt ? term(opt) : "", opt ? ": " : "", why);
+    return EX_USAGE;
 }
 
 static int parse_u32(const char *s, uint32_t *out) {
@@ -112,14 +159,38 @@ static int parse_role(const char *s, rsd_role *out) {
     return -1;
 }
 
+/* Why an ensure could not read the server, as an exit code: unreachable, not a model
+   server, or an API key wanted. */
+static int degraded_code(int result) {
+    switch (result) {
+    case RSD_ERR_CONNECT: case RSD_ERR_TIMEOUT: case RSD_ERR_RESOLVE: case RSD_ERR_CLOSED:
+    case RSD_ERR_IO: case RSD_ERR_TLS: case RSD_ERR_TLS_VERIFY:
+        return EX_UNREACHABLE;
+    case RSD_ERR_AUTH: return EX_AUTH;
+    case RSD_ERR_TLS_UNAVAILABLE: return EX_USAGE; /* an https URL, and this build has no TLS */
+    default: return EX_NOT_SERVER;
+    }
+}
+
 static int exit_code_of(const rsd_ensure_result *r) {
     switch (r->outcome) {
     case RSD_OUTCOME_RESIDENT: return EX_RESIDENT;
     case RSD_OUTCOME_DECLINED: return EX_DECLINED;
     case RSD_OUTCOME_LOAD_FAILED: return EX_LOAD_FAILED;
-    case RSD_OUTCOME_OBSERVED: return r->keep_resident ? EX_RESIDENT : EX_UNREACHABLE;
-    default: return EX_UNREACHABLE;
+    case RSD_OUTCOME_OBSERVED: return r->keep_resident ? EX_RESIDENT : EX_OBSERVED;
+    default: return degraded_code(r->result);
     }
+}
+
+/* The line for an ensure that could not read the server: the library's message, which
+   starts "server unreachable: " or "not a model server: " when the ensurer found that
+   out itself; a listing that failed later is given the same first words here. */
+static void print_degraded(const rsd_ensure_result *r, int code) {
+    const char *m = r->message && r->message[0] ? r->message : rsd_result_str(r->result);
+    const char *head = code == EX_UNREACHABLE ? "server unreachable: " : code == EX_NOT_SERVER ? "not a model server: " : "";
+    if (head[0] && strncmp(m, head, strlen(head)) == 0) head = "";
+    printf("%s%s\n", head, term(m));
+    if (code == EX_AUTH) printf("  the API key goes in --token or $RESIDENCY_TOKEN\n");
 }
 
 /* --list on LM Studio: GET <root>/api/v1/models (else /api/v0/models), print the loaded
@@ -146,8 +217,8 @@ static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
         if (rc >= 0 || rc == RSD_ERR_AUTH) break;
     }
     if (rc < 0) {
-        fprintf(stderr, "rsd-ensure: GET %s: %s\n", term_url(u), rc == RSD_ERR_AUTH ? "LM Studio authentication required" : rsd_result_str(rc));
-        return EX_UNREACHABLE;
+        printf("GET %s: %s\n", term_url(u), rc == RSD_ERR_AUTH ? "LM Studio asks for an API key (--token or $RESIDENCY_TOKEN)" : rsd_result_str(rc));
+        return rc == RSD_ERR_AUTH ? EX_AUTH : degraded_code(rc);
     }
     printf("resident:");
     for (i = 0; i < cat.n_instances; i++) {
@@ -160,10 +231,12 @@ static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
     return 0;
 }
 
-/* --list: GET <root>/v1/models, print "resident: a (loaded), b (loading)". */
-static int list_models(rsd_ensurer *e, const char *url, const char *token) {
+/* --list on a llama.cpp router (GET <root>/v1/models) or Ollama (GET <root>/api/ps): print
+   "resident: a (loaded), b (loading)". */
+static int list_models(rsd_ensurer *e, const char *url, const char *token, bool ollama) {
     static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
     static rsd_listing l;
+    const char *path = ollama ? "/api/ps" : "/v1/models";
     char u[2200];
     size_t n = strlen(url);
     rsd_http_request q;
@@ -173,19 +246,27 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token) {
     if (n >= 3 && memcmp(url + n - 3, "/v1", 3) == 0) n -= 3;
     if (n + 16 > sizeof u) return EX_USAGE;
     memcpy(u, url, n);
-    memcpy(u + n, "/v1/models", 11);
+    memcpy(u + n, path, strlen(path) + 1);
     memset(&q, 0, sizeof q);
     q.url = u;
     q.bearer_token = token;
     q.total_timeout_ms = 5000;
     rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
-    if (rc != RSD_OK || ev.status != 200) {
-        fprintf(stderr, "rsd-ensure: GET %s: %s (HTTP %d)\n", term_url(u), rsd_result_str(rc), ev.status);
+    if (rc != RSD_OK) {
+        printf("server unreachable: GET %s: %s\n", term_url(u), rsd_result_str(rc));
         return EX_UNREACHABLE;
     }
-    if (rsd_router_parse_models(ev.body.ptr, ev.body.len, toks, RSD_LISTING_MAX_TOKENS, &l) != RSD_OK) {
-        fprintf(stderr, "rsd-ensure: GET %s: unreadable listing\n", term_url(u));
-        return EX_UNREACHABLE;
+    if (ev.status == 401 || ev.status == 403) {
+        printf("GET %s: HTTP %d: the server asks for an API key (--token or $RESIDENCY_TOKEN)\n", term_url(u), ev.status);
+        return EX_AUTH;
+    }
+    rc = ev.status != 200 ? RSD_ERR_HTTP_STATUS
+       : ollama ? rsd_ollama_ps_listing(ev.body.ptr, ev.body.len, toks, RSD_LISTING_MAX_TOKENS, &l)
+                : rsd_router_parse_models(ev.body.ptr, ev.body.len, toks, RSD_LISTING_MAX_TOKENS, &l);
+    if (rc != RSD_OK) {
+        if (ev.status != 200) printf("not a model server: GET %s: HTTP %d\n", term_url(u), ev.status);
+        else printf("not a model server: GET %s: unreadable listing (%s)\n", term_url(u), rsd_result_str(rc));
+        return EX_NOT_SERVER;
     }
     printf("resident:");
     for (i = 0; i < l.n; i++) {
@@ -201,7 +282,31 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token) {
     return 0;
 }
 
-static void json_result(const rsd_ensure_result *r, const char *model, int code) {
+/* --list: an observe-only ensure finds and recognises the server (the same probes, and
+   the same words when it cannot), then the runtime's own listing is printed. */
+static int list_cmd(rsd_ensurer *e, const char *url, const char *token, rsd_runtime_kind runtime) {
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    int code;
+    memset(&q, 0, sizeof q);
+    q.url = url;
+    q.model = "rsd-ensure--list"; /* observe-only: never loaded, only looked up */
+    q.runtime = runtime;
+    q.observe = true;
+    q.bearer = token;
+    (void)rsd_ensure(e, &q, &res);
+    if (res.outcome == RSD_OUTCOME_DEGRADED) {
+        code = exit_code_of(&res);
+        print_degraded(&res, code);
+        return code;
+    }
+    if (res.runtime == RSD_RUNTIME_LMSTUDIO) return list_lmstudio(e, url, token);
+    return list_models(e, url, token, res.runtime == RSD_RUNTIME_OLLAMA);
+}
+
+static const char *reason_text(const rsd_ensure_result *r, bool observe_flag);
+
+static void json_result(const rsd_ensure_result *r, const char *model, int code, bool observe_flag) {
     static char buf[1 << 17];
     rsd_json_writer w;
     int i, n;
@@ -212,7 +317,7 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
     rsd_json_w_key(&w, "outcome"); rsd_json_w_str(&w, rsd_outcome_str(r->outcome));
     rsd_json_w_key(&w, "decision"); rsd_json_w_str(&w, rsd_decision_str(r->decision));
     rsd_json_w_key(&w, "reason"); rsd_json_w_str(&w, rsd_reason_name(r->reason));
-    rsd_json_w_key(&w, "reason_text"); rsd_json_w_str(&w, rsd_reason_str(r->reason));
+    rsd_json_w_key(&w, "reason_text"); rsd_json_w_str(&w, reason_text(r, observe_flag));
     rsd_json_w_key(&w, "result"); rsd_json_w_str(&w, rsd_result_name(r->result));
     rsd_json_w_key(&w, "message"); rsd_json_w_str(&w, r->message);
     rsd_json_w_key(&w, "wire_id"); rsd_json_w_str(&w, r->wire_id);
@@ -256,6 +361,19 @@ static void json_result(const rsd_ensure_result *r, const char *model, int code)
     else printf("%s\n", buf);
 }
 
+/* The reason part of the result line: the observe-only cause in the user's words
+   (--observe is the flag, not RESIDENCY). */
+static const char *reason_text(const rsd_ensure_result *r, bool observe_flag) {
+    static char b[160];
+    if (r->reason == RSD_REASON_OBSERVE_ENV) {
+        const char *v = getenv("RESIDENCY");
+        if (observe_flag) return "observe-only: --observe";
+        snprintf(b, sizeof b, "observe-only: RESIDENCY=%s", term(v ? v : ""));
+        return b;
+    }
+    return rsd_reason_str(r->reason);
+}
+
 int main(int argc, char **argv) {
     static rsd_protected_model prot[RSD_MAX_PROTECTED];
     rsd_ensurer_desc d;
@@ -267,37 +385,38 @@ int main(int argc, char **argv) {
     int i, rc, code, n_prot = 0, seen = 0;
     char load_model[RSD_MODEL_ID_MAX] = "";
     uint64_t load_t0 = 0;
-    bool loading = false, line_open = false, show;
+    bool loading = false, line_open = false, show, loaded_by_us = false;
 
     memset(&d, 0, sizeof d);
     memset(&q, 0, sizeof q);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEEDV() do { if (!v) { usage("missing value"); return EX_USAGE; } i++; } while (0)
+#define NEEDV() do { if (!v) return bad_usage(a, "needs a value"); i++; } while (0)
         if (!strcmp(a, "--url")) { NEEDV(); url = v; }
         else if (!strcmp(a, "--model")) { NEEDV(); model = v; }
         else if (!strcmp(a, "--runtime")) {
             NEEDV();
-            if ((rc = rsd_runtime_kind_parse(v)) < 0) { usage("bad --runtime"); return EX_USAGE; }
+            if ((rc = rsd_runtime_kind_parse(v)) < 0) return bad_usage(a, "auto, llamacpp, lmstudio or ollama");
             q.runtime = (rsd_runtime_kind)rc;
         }
         else if (!strcmp(a, "--observe")) q.observe = true;
         else if (!strcmp(a, "--protect")) {
             char *eq;
             NEEDV();
-            if (n_prot >= RSD_MAX_PROTECTED) { usage("too many --protect"); return EX_USAGE; }
+            if (n_prot >= RSD_MAX_PROTECTED) return bad_usage(a, "given too often");
             prot[n_prot].role = RSD_ROLE_NONE;
             eq = strchr(argv[i], '=');
             if (eq) {
                 *eq = '\0';
-                if (parse_role(eq + 1, &prot[n_prot].role) < 0) { usage("bad role in --protect"); return EX_USAGE; }
+                if (parse_role(eq + 1, &prot[n_prot].role) < 0)
+                    return bad_usage(a, "bad role (chat, memory, worker, target-default)");
             }
-            if (!argv[i][0]) { usage("empty --protect id"); return EX_USAGE; }
+            if (!argv[i][0]) return bad_usage(a, "empty model id");
             prot[n_prot].model_id = rsd_str_c(argv[i]);
             n_prot++;
         }
-        else if (!strcmp(a, "--context")) { NEEDV(); if (parse_u32(v, &q.context_length)) { usage("bad --context"); return EX_USAGE; } }
-        else if (!strcmp(a, "--timeout-ms")) { NEEDV(); if (parse_u32(v, &q.timeout_ms)) { usage("bad --timeout-ms"); return EX_USAGE; } }
+        else if (!strcmp(a, "--context")) { NEEDV(); if (parse_u32(v, &q.context_length)) return bad_usage(a, "not a number"); }
+        else if (!strcmp(a, "--timeout-ms")) { NEEDV(); if (parse_u32(v, &q.timeout_ms)) return bad_usage(a, "not a number"); }
         else if (!strcmp(a, "--state-dir")) { NEEDV(); d.state_dir = v; }
         else if (!strcmp(a, "--no-state")) d.no_state = true;
         else if (!strcmp(a, "--token")) { NEEDV(); token = v; }
@@ -305,21 +424,29 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--quiet")) quiet = true;
         else if (!strcmp(a, "--verbose")) g_verbose = 1;
         else if (!strcmp(a, "--list")) list = true;
-        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(NULL); return 0; }
-        else { usage("unknown option"); return EX_USAGE; }
+        else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(); return 0; }
+        else if (!strcmp(a, "--version")) { printf("rsd-ensure (residency.h) %s\n", RSD_VERSION_STRING); return 0; }
+        else return bad_usage(a, "unknown option");
 #undef NEEDV
     }
-    if (!url || (!list && !model)) { usage("--url and --model are required"); return EX_USAGE; }
+    if (!url) return bad_usage("--url", "required");
+    if (!list && !model) return bad_usage("--model", "required (or --list)");
     d.protected_models = prot;
     d.n_protected = n_prot;
     d.no_state = d.no_state || list;
     if (g_verbose) d.logger.fn = log_stderr;
     e = rsd_ensurer_create(&d);
-    if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_UNREACHABLE; }
+    if (!e && getenv("RESIDENCY_COORD") && getenv("RESIDENCY_COORD")[0]) {
+        char root[320], prefix[160];
+        if (rsd_etcd_parse_url(getenv("RESIDENCY_COORD"), root, sizeof root, prefix, sizeof prefix) != RSD_OK) {
+            fprintf(stderr, "rsd-ensure: bad RESIDENCY_COORD '%s' (etcd://host:2379[/prefix])\n",
+                    term(getenv("RESIDENCY_COORD")));
+            return EX_USAGE;
+        }
+    }
+    if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_FAIL; }
     if (list) {
-        (void)rsd_ensurer_resolve(e, url);
-        if (q.runtime == RSD_RUNTIME_LMSTUDIO) code = list_lmstudio(e, url, token && *token ? token : NULL);
-        else code = list_models(e, url, token && *token ? token : NULL);
+        code = list_cmd(e, url, token && *token ? token : NULL, q.runtime);
         rsd_ensurer_destroy(e);
         return code;
     }
@@ -330,9 +457,9 @@ int main(int argc, char **argv) {
     rc = rsd_ensure_begin(e, &q, rsd_now_ms());
     if (rc == RSD_ERR_ARG || rc == RSD_ERR_URL || rc == RSD_ERR_MODEL_ID) {
         rsd_ensure_query(e, &res);
-        usage(res.message);
+        code = bad_usage(rc == RSD_ERR_URL ? "--url" : rc == RSD_ERR_MODEL_ID ? "--model" : NULL, term(res.message));
         rsd_ensurer_destroy(e);
-        return EX_USAGE;
+        return code;
     }
     for (;;) {
         rsd_pollfd fds[16];
@@ -343,12 +470,12 @@ int main(int argc, char **argv) {
         n = rsd_ensure_notices(e, &nt);
         rsd_ensure_query(e, &res);
         show = !json && !quiet;
-        /* a load ends when the ensure moves on to anything but polling for it (a listing
-           request naming the model is a poll) */
+        /* a load (or a wait on one) ends when the ensure moves on to anything but polling
+           for it (a listing request naming the model is a poll) */
         if (loading && (rc != RSD_PENDING || !(res.op == RSD_OP_LIST || res.op == RSD_OP_POLL || res.op == RSD_OP_LOAD) ||
                         strcmp(res.op_model, load_model) != 0)) {
             if (show) {
-                if (!line_open) printf("loading '%s' ...", term(load_model));
+                if (!line_open) printf("%s '%s' ...", loaded_by_us ? "loading" : "waiting for", term(load_model));
                 printf(" %llu ms\n", (unsigned long long)(now - load_t0));
             }
             loading = line_open = false;
@@ -359,11 +486,19 @@ int main(int argc, char **argv) {
             printf("  %-14s %-7s %s\n", rsd_notice_kind_str(nt[seen].notice.kind),
                    rsd_notice_level_str(nt[seen].notice.level), nt[seen].text);
         }
-        if (!loading && rc == RSD_PENDING && res.op == RSD_OP_LOAD) {
+        /* our load, or a poll for the keep before any load of ours: someone else is loading it */
+        if (!loading && rc == RSD_PENDING &&
+            (res.op == RSD_OP_LOAD || ((res.op == RSD_OP_LIST || res.op == RSD_OP_POLL) && !loaded_by_us &&
+                                       strcmp(res.op_model, model) == 0))) {
             snprintf(load_model, sizeof load_model, "%s", res.op_model);
             load_t0 = now;
             loading = true;
-            if (show) { printf("loading '%s' ...", term(load_model)); line_open = true; }
+            loaded_by_us = res.op == RSD_OP_LOAD;
+            if (show) {
+                if (loaded_by_us) printf("loading '%s' ...", term(load_model));
+                else printf("waiting for '%s' (being loaded by someone else) ...", term(load_model));
+                line_open = true;
+            }
         }
         fflush(stdout);
         if (rc != RSD_PENDING) break;
@@ -382,10 +517,13 @@ int main(int argc, char **argv) {
     rsd_ensure_query(e, &res);
     code = exit_code_of(&res);
     if (json) {
-        json_result(&res, model, code);
+        json_result(&res, model, code, q.observe);
+    } else if (!quiet && res.outcome == RSD_OUTCOME_DEGRADED) {
+        print_degraded(&res, code);
     } else if (!quiet) {
-        printf("%s: '%s' on %s (%s: %s), %llu ms, %u requests%s\n", rsd_outcome_str(res.outcome), term(model), term_url(url),
-               rsd_decision_str(res.decision), rsd_reason_str(res.reason), (unsigned long long)res.elapsed_ms,
+        printf("%s: '%s' on %s%s (%s: %s), %llu ms, %u requests%s\n", rsd_outcome_str(res.outcome), term(model),
+               term_url(url), res.outcome == RSD_OUTCOME_OBSERVED ? (res.keep_resident ? ", resident" : ", not resident") : "",
+               rsd_decision_str(res.decision), reason_text(&res, q.observe), (unsigned long long)res.elapsed_ms,
                (unsigned)res.requests, res.cache_hit ? ", cached decision" : "");
         for (i = 0; i < res.n_evicted; i++)
             printf("  %s '%s'%s\n", res.evicted[i].displaced ? "displaced by the server" : "evicted",

@@ -78,6 +78,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #if defined(__linux__)
 #include <sys/prctl.h>
 #endif
@@ -100,19 +104,26 @@ enum {
     SRV_CONFIG_MAX = 4 << 20             /* config file size */
 };
 
-/* The only globals: counted by the signal handlers. */
+/* The only globals: counted by the signal handlers, which also write a byte to the
+   self-pipe so the loop's poll wakes at once (the work is done in the loop). */
 static volatile sig_atomic_t g_signals; /* SIGINT, SIGTERM, SIGQUIT: stop */
-static volatile sig_atomic_t g_hangups; /* SIGHUP: logged, nothing else (yet) */
+static volatile sig_atomic_t g_hangups; /* SIGHUP: reload the configuration */
+static int g_wake_fd = -1;              /* the self-pipe's write end */
 
 static void on_signal(int sig) {
+    int e = errno;
     if (sig == SIGHUP) g_hangups++;
     else g_signals++;
+    if (g_wake_fd >= 0) { ssize_t w = write(g_wake_fd, "", 1); (void)w; }
+    errno = e;
 }
 
 /* ---- per-model command ------------------------------------------------------------ */
 typedef struct srv_model {
     char cmd_buf[RSRV_CMD_MAX];
     const char *cmd_argv[RSRV_MAX_ARGS + 1];
+    char env_buf[RSRV_CMD_MAX];
+    const char *env[RSRV_MAX_ENV + 2];   /* the model's NAME=VALUE, then the hygiene entry */
     char extra_buf[2 * RSRV_CMD_MAX];
     const char *extra_argv[2 * RSRV_MAX_ARGS + 1];
     rsd_proc_spec spec;
@@ -141,6 +152,8 @@ typedef struct job {
     size_t stash_len;
     uint64_t t0;
     uint64_t stall_since;  /* the stash waits and the client has taken nothing since (0 = not) */
+    uint64_t seq;          /* arrival order (queue positions) */
+    int queue_pos;         /* its place in its model's queue when it joined (1 = first); 0 = never waited */
     char method[8];
     char path[96];
 } job;
@@ -157,7 +170,18 @@ typedef struct srv {
     bool stopping;
     uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
+    char listen_addr[RSRV_HOST_MAX]; /* the listen host, resolved (numeric) */
+    uint64_t job_seq;
+    uint64_t queue_full;   /* requests refused with 429 (max_queue) */
+    int argc;              /* the command line (flags are applied again on a reload) */
+    char **argv;
+    bool restart[RSRV_MAX_MODELS]; /* changed by a reload while running: load once it stopped */
+    uint64_t reloads, reload_failures;
 } srv;
+
+static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
+static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now);
+static bool model_running(srv *s, int m, uint64_t now);
 
 static void logf_(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -309,6 +333,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
         char buf[RSD_PROC_ARG_BYTES_DEFAULT], arg[RSD_PROC_ARG_BYTES_DEFAULT + 64];
+        if (m->retired) continue; /* removed by a reload */
         const char *argv[RSD_PROC_MAX_ARGS];
         rsd_proc_spec spec;
         int argc;
@@ -348,8 +373,8 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now) {
         if (mi.last_result < 0 && !strcmp(router_state(&mi), "unloaded")) {
             rsd_json_w_key(&w, "failed");
             rsd_json_w_bool(&w, true);
-            rsd_json_w_key(&w, "exit_code");
-            rsd_json_w_int(&w, 1);
+            rsd_json_w_key(&w, "exit_code"); /* its own; 128+N for signal N; 127 never ran */
+            rsd_json_w_int(&w, mi.exit_code);
         }
         rsd_json_w_end_object(&w);
         rsd_json_w_end_object(&w);
@@ -395,6 +420,10 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     rsd_json_w_int(&w, st->waiting);
     rsd_json_w_key(&w, "stopping");
     rsd_json_w_bool(&w, s->stopping);
+    rsd_json_w_key(&w, "max_queue");
+    rsd_json_w_int(&w, rsrv_eff_max_queue(s->cfg));
+    rsd_json_w_key(&w, "queue_full"); /* requests refused with 429 */
+    rsd_json_w_int(&w, (int64_t)s->queue_full);
     rsd_json_w_key(&w, "counters");
     rsd_json_w_begin_object(&w);
 #define SRV_COUNTER(name) rsd_json_w_key(&w, #name); rsd_json_w_int(&w, (int64_t)st->name);
@@ -410,11 +439,16 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         const rsrv_model *m = &s->cfg->models[i];
         rsd_fleet_model_info mi;
+        if (m->retired && !model_running(s, i, now)) continue; /* removed by a reload, gone */
         memset(&mi, 0, sizeof mi);
         (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
         rsd_json_w_begin_object(&w);
         rsd_json_w_key(&w, "id");
         rsd_json_w_str(&w, m->id);
+        if (m->retired) { /* still draining after a reload removed it */
+            rsd_json_w_key(&w, "removed");
+            rsd_json_w_bool(&w, true);
+        }
         rsd_json_w_key(&w, "state");
         rsd_json_w_str(&w, mi.pool.slot >= 0 ? rsd_pool_slot_state_name(mi.pool.state) : "unloaded");
         rsd_json_w_key(&w, "pid");
@@ -447,6 +481,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         rsd_json_w_key(&w, "retry_in_ms"); /* its start failed: no new one before then */
         if (mi.retry_at_ms > now) rsd_json_w_int(&w, (int64_t)(mi.retry_at_ms - now));
         else rsd_json_w_null(&w);
+        status_queue(s, &w, i, now);
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_array(&w);
@@ -570,6 +605,16 @@ static void job_log(srv *s, job *j, int status, uint64_t now) {
         logf_("%s %s %s %d %.1f ms", j->method, j->path, s->cfg->models[j->model].id, status, (double)(now - j->t0));
 }
 
+/* "X-Queue-Position: N" on the answer of a request that waited (its place when it
+   joined its model's queue, 1 = first); 1 header written or 0. */
+static size_t job_queue_header(const job *j, rsd_http_header *h, char *buf, size_t cap) {
+    if (!j->queue_pos) return 0;
+    snprintf(buf, cap, "%d", j->queue_pos);
+    h->name = rsd_str_c("X-Queue-Position");
+    h->value = rsd_str_c(buf);
+    return 1;
+}
+
 /* Starts the downstream answer with the upstream's status, type and framing (the
    upstream head, read while its body streams). */
 static bool job_begin(srv *s, job *j) {
@@ -578,12 +623,14 @@ static bool job_begin(srv *s, job *j) {
     rsd_str ct;
     size_t nh = 0;
     int r;
+    char qp[16];
     if (rsd_http_query_head(s->hc, j->up, &hd) != RSD_OK) return false;
     ct = rsd_http_header_get(hd.headers, hd.num_headers, "Content-Type");
     if (ct.ptr) {
         out[nh].name = rsd_str_c("Content-Type");
         out[nh++].value = ct;
     }
+    nh += job_queue_header(j, out + nh, qp, sizeof qp);
     if (hd.framing.chunked) r = rsd_http_stream_begin(s->hs, j->sreq, hd.status, out, nh);
     else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd.status, out, nh, hd.framing.content_length);
     if (r != RSD_OK) return false;
@@ -674,16 +721,17 @@ static int hexval(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-/* The `model` query parameter (percent-decoded) as rsrv_body_model reports it: 1 found,
+/* Query parameter `name` (percent-decoded) as rsrv_body_model reports it: 1 found,
    0 absent, -2 too long or badly encoded. */
-static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
+static int query_param(rsd_str target, const char *name, char *out, size_t cap, size_t *out_len) {
     const char *q = (const char *)memchr(target.ptr, '?', target.len), *end = target.ptr + target.len;
+    size_t nl = strlen(name);
     if (!q) return 0;
     for (q++; q < end;) {
         const char *amp = (const char *)memchr(q, '&', (size_t)(end - q)), *e = amp ? amp : end;
-        if (e - q >= 6 && !memcmp(q, "model=", 6)) {
+        if ((size_t)(e - q) > nl && !memcmp(q, name, nl) && q[nl] == '=') {
             size_t n = 0;
-            for (q += 6; q < e; q++) {
+            for (q += nl + 1; q < e; q++) {
                 char c = *q;
                 if (c == '+') c = ' ';
                 else if (c == '%') {
@@ -704,6 +752,113 @@ static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
     return 0;
 }
 
+static int query_model(rsd_str target, char *out, size_t cap, size_t *out_len) {
+    return query_param(target, "model", out, cap, out_len);
+}
+
+/* ?autoload=: absent = on (rsd-serve starts models on demand); "true" or "1" = on,
+   anything else = off, as the llama.cpp router. */
+static bool query_autoload(rsd_str target) {
+    char v[16];
+    size_t n = 0;
+    int r = query_param(target, "autoload", v, sizeof v, &n);
+    if (r == 0) return true;
+    return r == 1 && (!strcmp(v, "true") || !strcmp(v, "1"));
+}
+
+/* With ?autoload=false a request is served only by a model that is ready now: 400
+   "model is not loaded" when it is not resident, 503 "Loading model" while it starts
+   (what the router and its child answer). true when it answered. */
+static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m, uint64_t now) {
+    rsd_fleet_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    if (query_autoload(ev->head->target)) return false;
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    if (mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_READY) return false;
+    if (mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_STARTING) {
+        static const char body[] = "{\"error\":{\"message\":\"Loading model\",\"type\":\"unavailable_error\",\"code\":503}}";
+        respond_json(s, ev->req, 503, body, sizeof body - 1);
+    } else {
+        static const char body[] = "{\"error\":{\"code\":400,\"message\":\"model is not loaded\",\"type\":\"invalid_request_error\"}}";
+        respond_json(s, ev->req, 400, body, sizeof body - 1);
+    }
+    return true;
+}
+
+/* ---- bounded queues ------------------------------------------------------------------ */
+/* Requests waiting for a process: for model m (-1 = all). */
+static int queue_count(const srv *s, int m) {
+    int i, n = 0;
+    for (i = 0; i < SRV_MAX_CONNS; i++)
+        if (s->jobs[i].state == JOB_WAIT && (m < 0 || s->jobs[i].model == m)) n++;
+    return n;
+}
+
+/* The current place (1 = next) of waiting job j in its model's queue. */
+static int queue_place(const srv *s, const job *j) {
+    int i, n = 1;
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        const job *o = &s->jobs[i];
+        if (o != j && o->state == JOB_WAIT && o->model == j->model && o->seq < j->seq) n++;
+    }
+    return n;
+}
+
+/* 429 with Retry-After when a request for m would wait past max_queue: its model's
+   own queue is full, or the queue in all is and m cannot take it now. A model whose
+   start is backed off is left to the acquire (503 with the reason). true = answered. */
+static bool queue_refuse(srv *s, const rsd_http_server_event *ev, int m, uint64_t now, bool waiting_now) {
+    const rsrv_model *md = &s->cfg->models[m];
+    int mine = queue_count(s, m) - (waiting_now ? 1 : 0), all = queue_count(s, -1) - (waiting_now ? 1 : 0);
+    int lim_m = rsrv_eff_model_queue(s->cfg, md), lim_all = rsrv_eff_max_queue(s->cfg);
+    rsd_fleet_model_info mi;
+    char msg[RSRV_ID_MAX + 160];
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    if (mi.retry_at_ms > now) return false;
+    if (mine < lim_m && (all < lim_all || (!waiting_now && mi.pool.slot >= 0 && mi.pool.state == RSD_POOL_SLOT_READY)))
+        return false;
+    if (mine >= lim_m)
+        snprintf(msg, sizeof msg, "too many requests waiting for '%s' (max_queue %d); retry later", md->id, lim_m);
+    else
+        snprintf(msg, sizeof msg, "too many requests waiting (max_queue %d in all); retry later", lim_all);
+    s->queue_full++;
+    respond_error_retry(s, ev->req, 429, "rate_limit_error", msg, 1);
+    if (s->opts.verbose) logf_("%.*s: 429 (%s)", (int)ev->head->target.len, ev->head->target.ptr, msg);
+    return true;
+}
+
+/* Per-model queue detail for /status: the waiting requests in order. */
+static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now) {
+    int i, k, n = 0, idx[SRV_MAX_CONNS];
+    rsd_json_w_key(w, "max_queue");
+    rsd_json_w_int(w, rsrv_eff_model_queue(s->cfg, &s->cfg->models[m]));
+    for (i = 0; i < SRV_MAX_CONNS; i++)
+        if (s->jobs[i].state == JOB_WAIT && s->jobs[i].model == m) idx[n++] = i;
+    for (i = 1; i < n; i++) /* by arrival */
+        for (k = i; k > 0 && s->jobs[idx[k]].seq < s->jobs[idx[k - 1]].seq; k--) {
+            int t = idx[k];
+            idx[k] = idx[k - 1];
+            idx[k - 1] = t;
+        }
+    rsd_json_w_key(w, "queue");
+    rsd_json_w_begin_array(w);
+    for (i = 0; i < n; i++) {
+        const job *j = &s->jobs[idx[i]];
+        rsd_json_w_begin_object(w);
+        rsd_json_w_key(w, "position");
+        rsd_json_w_int(w, i + 1);
+        rsd_json_w_key(w, "waited_ms");
+        rsd_json_w_int(w, (int64_t)(now - j->t0));
+        rsd_json_w_key(w, "method");
+        rsd_json_w_str(w, j->method);
+        rsd_json_w_key(w, "path");
+        rsd_json_w_str(w, j->path);
+        rsd_json_w_end_object(w);
+    }
+    rsd_json_w_end_array(w);
+}
+
 /* A request for a model (POST: the body's "model"; GET: ?model=): acquire a place, then
    send it to the model's process. */
 static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, bool from_query) {
@@ -722,6 +877,8 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         respond_unknown_model(s, ev->req, r == 1 ? name : "(too long)");
         return;
     }
+    if (refuse_no_autoload(s, ev, m, now)) return;
+    if (queue_refuse(s, ev, m, now, false)) return;
     j = job_new(s);
     if (!j) {
         respond_error(s, ev->req, 503, "unavailable_error", "too many requests in progress");
@@ -730,6 +887,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     j->sreq = ev->req;
     j->model = m;
     j->t0 = now;
+    j->seq = ++s->job_seq;
     rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
     rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
     r = rsd_fleet_acquire(s->fleet, m, now, j, &j->preq, &port);
@@ -739,6 +897,12 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         job_send(s, j, now);
     } else if (r == RSD_PENDING) {
         j->state = JOB_WAIT;
+        if (queue_refuse(s, ev, m, now, true)) { /* it would wait past max_queue */
+            j->state = JOB_FREE;
+            (void)rsd_fleet_cancel(s->fleet, j->preq, now);
+            return;
+        }
+        j->queue_pos = queue_place(s, j);
     } else if (r == RSD_ERR_POOL_BACKOFF || r == RSD_ERR_FLEET_START) {
         respond_unavailable(s, ev->req, m, now, NULL);
         job_log(s, j, 503, now);
@@ -776,6 +940,8 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         answer_load(s, ev, now);
     } else if (post && path_is(ev, "/models/unload")) {
         answer_unload(s, ev, now);
+    } else if (post && path_is(ev, "/_rsd/reload")) {
+        answer_reload(s, ev, now);
     } else if (post && !path_is(ev, "/models")) {
         on_inference(s, ev, now, false);
     } else if (get && memchr(ev->head->target.ptr, '?', ev->head->target.len) &&
@@ -826,21 +992,25 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
         }
         logf_("%s %s %s: upstream failed: %s", j->method, j->path, s->cfg->models[j->model].id,
               rsd_result_str(ev->result));
+        if (!j->broken) (void)rsd_fleet_report(s->fleet, j->model, j->port, 502, now); /* the watchdog counts it */
         job_release(s, j, now, false);
         job_free(s, j, now);
         return;
     }
     job_release(s, j, now, false);
     job_log(s, j, ev->status, now);
+    (void)rsd_fleet_report(s->fleet, j->model, j->port, ev->status, now); /* 5xx in a row: the watchdog */
     if (!j->begun) { /* no body bytes came: answer with the head alone */
-        rsd_http_header out[1];
+        rsd_http_header out[2];
         rsd_str ct = rsd_http_header_get(ev->headers, ev->num_headers, "Content-Type");
         size_t nh = 0;
+        char qp[16];
         if (ct.ptr) {
             out[0].name = rsd_str_c("Content-Type");
             out[0].value = ct;
             nh = 1;
         }
+        nh += job_queue_header(j, out + nh, qp, sizeof qp);
         (void)rsd_http_respond(s->hs, j->sreq, ev->status, out, nh, "", 0);
         job_free(s, j, now);
         return;
@@ -966,6 +1136,13 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     case RSD_FLEET_EV_EXITED:
         logf_("%s: exited pid %lld (code %d%s%s)", id, (long long)ev->pid, ev->exit_code,
               ev->term_signal ? ", signal " : "", ev->term_signal ? strsignal(ev->term_signal) : "");
+        if (ev->model >= 0 && ev->model < RSRV_MAX_MODELS && s->restart[ev->model]) {
+            s->restart[ev->model] = false; /* changed by a reload while it ran: start it anew */
+            if (!s->stopping && !model_running(s, ev->model, now)) {
+                logf_("%s: starting again with its new configuration", id);
+                (void)rsd_fleet_load(s->fleet, ev->model, now);
+            }
+        }
         break;
     case RSD_FLEET_EV_CRASHED:
         if (ev->pid)
@@ -997,19 +1174,44 @@ static int read_file(const char *path, char **out, size_t *len) {
     return 0;
 }
 
-/* Builds each model's process spec from the configuration. */
-static int build_models(srv *s) {
-    const rsrv_config *c = s->cfg;
-    static const char *const env[] = {"LLAMA_SERVER_ROUTER_PORT", NULL}; /* wire.md 1.12 hygiene */
-    int i, n, k;
-    for (i = 0; i < c->nmodels; i++) {
-        const rsrv_model *m = &c->models[i];
-        srv_model *sm = &s->models[i];
-        size_t used;
-        memset(sm, 0, sizeof *sm);
-        /* extra = global args, then the model's */
-        n = rsrv_split(c->args, sm->extra_buf, sizeof sm->extra_buf, sm->extra_argv, RSRV_MAX_ARGS + 1);
+/* The configuration: the --config file first, then the flags over it (at start and
+   on every reload). 0, EX_NOINPUT (the file cannot be read, or is a directory),
+   EX_USAGE (a bad line: err is FILE:LINE: message) or -1 (a bad flag), err set. */
+static int load_config(rsrv_config *c, rsrv_opts *o, int argc, char **argv, char *err, size_t ecap) {
+    int i;
+    for (i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--config")) {
+            char *text = NULL;
+            size_t len = 0;
+            struct stat sb;
+            if (stat(argv[i + 1], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+                snprintf(err, ecap, "%s: is a directory (give the config file)", argv[i + 1]);
+                return EX_NOINPUT;
+            }
+            if (read_file(argv[i + 1], &text, &len) != 0) {
+                snprintf(err, ecap, "%s: %s", argv[i + 1], strerror(errno));
+                return EX_NOINPUT;
+            }
+            if (rsrv_parse_ini(c, text, len, argv[i + 1], err, ecap) != 0) {
+                free(text);
+                return EX_USAGE;
+            }
+            free(text);
+        }
+    return rsrv_parse_args(c, o, argc, argv, err, ecap) != 0 ? -1 : 0;
+}
+
+/* Builds model m's process spec from configuration c into sm. */
+static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm) {
+    int n, k;
+    size_t used;
+    memset(sm, 0, sizeof *sm);
+    {
+        /* extra = the global args (llama_server models only: a command is a whole
+           command line), then the model's */
+        n = m->command[0] ? 0 : rsrv_split(c->args, sm->extra_buf, sizeof sm->extra_buf, sm->extra_argv, RSRV_MAX_ARGS + 1);
         if (n < 0) return -1;
+        sm->extra_argv[n] = NULL;
         for (used = 0, k = 0; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
         k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
         if (k < 0) return -1;
@@ -1027,7 +1229,11 @@ static int build_models(srv *s) {
         sm->spec.ctx = m->ctx;
         sm->spec.parallel = m->parallel;
         sm->spec.ngl = m->ngl[0] ? m->ngl : NULL;
-        sm->spec.env = env;
+        k = rsrv_env_split(m->env, sm->env_buf, sizeof sm->env_buf, sm->env, RSRV_MAX_ENV + 1);
+        if (k < 0) return -1;
+        sm->env[k] = "LLAMA_SERVER_ROUTER_PORT"; /* wire.md 1.12 hygiene: never inherited */
+        sm->env[k + 1] = NULL;
+        sm->spec.env = sm->env;
         sm->spec.name = m->id;
         sm->spec.start_deadline_ms = c->start_timeout_ms;
         sm->desc.pool.id = m->id;
@@ -1038,6 +1244,289 @@ static int build_models(srv *s) {
         sm->desc.spec = sm->spec;
     }
     return 0;
+}
+
+static int build_models(srv *s) {
+    int i;
+    for (i = 0; i < s->cfg->nmodels; i++)
+        if (build_model(s->cfg, &s->cfg->models[i], &s->models[i]) != 0) return -1;
+    return 0;
+}
+
+/* --check's look at the files: each model's program (llama_server or the command's)
+   and, for llama_server models, the model file, as a start would check them
+   (rsd_procs_check). Problems appended to out as "WHERE: why\n"; their count. */
+static int check_files(srv *s, const char *file, char *out, size_t cap) {
+    rsd_procs_desc pd;
+    rsd_procs *p;
+    int i, bad = 0;
+    memset(&pd, 0, sizeof pd);
+    pd.max_procs = 1;
+    p = rsd_procs_create(&pd);
+    if (!p) return 0;
+    for (i = 0; i < s->cfg->nmodels; i++) {
+        const rsrv_model *m = &s->cfg->models[i];
+        char why[512], where[RSRV_PATH_MAX + 32];
+        size_t o = strlen(out);
+        if (rsd_procs_check(p, &s->models[i].spec, why, sizeof why) == RSD_OK) continue;
+        if (m->command[0]) rsrv_where(file, m, 1, where, sizeof where);
+        else if (strstr(why, "model file")) rsrv_where(file, m, 0, where, sizeof where);
+        else if (s->cfg->key_line[2]) snprintf(where, sizeof where, "%s:%d", file ? file : "config", s->cfg->key_line[2]);
+        else snprintf(where, sizeof where, "%s", file && !s->cfg->seen ? "--llama-server" : "llama_server");
+        snprintf(out + o, o < cap ? cap - o : 0, "%s: model '%s': %s\n", where, m->id, why);
+        bad++;
+    }
+    rsd_procs_destroy(p);
+    return bad;
+}
+
+/* The listen host as a numeric address: a host name is resolved once, here (the first
+   IPv4 or IPv6 address getaddrinfo gives). false with err set. */
+static bool resolve_listen(const char *host, char *out, size_t cap, char *err, size_t ecap) {
+    struct addrinfo hints, *res = NULL, *ai;
+    int r;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    r = getaddrinfo(host, NULL, &hints, &res);
+    if (r != 0) {
+        snprintf(err, ecap, "listen: cannot resolve '%s': %s", host, gai_strerror(r));
+        return false;
+    }
+    for (ai = res; ai; ai = ai->ai_next)
+        if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
+            getnameinfo(ai->ai_addr, ai->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST) == 0)
+            break;
+    freeaddrinfo(res);
+    if (!ai) {
+        snprintf(err, ecap, "listen: '%s' has no IPv4 or IPv6 address", host);
+        return false;
+    }
+    return true;
+}
+
+
+/* ---- reload (SIGHUP, POST /_rsd/reload) ------------------------------------------- */
+typedef struct reload_out {
+    char added[2048], removed[2048], changed[2048], updated[2048], unchanged[2048];
+    char kept[512];          /* global keys that take effect only at a restart */
+    char err[RSRV_ERR_MAX * 8];
+} reload_out;
+
+static void list_add(char *list, size_t cap, const char *word) {
+    size_t n = strlen(list);
+    if (n < cap) snprintf(list + n, cap - n, "%s%s", n ? " " : "", word);
+}
+
+/* Index of the model whose id (not alias, retired or not) is id, or -1. */
+static int find_id(const rsrv_config *c, const char *id) {
+    int i;
+    for (i = 0; i < c->nmodels; i++)
+        if (!strcmp(c->models[i].id, id)) return i;
+    return -1;
+}
+
+/* Fails the requests waiting for model m (removed by a reload) with a 503. */
+static void fail_waiting(srv *s, int m, uint64_t now) {
+    int i;
+    char msg[RSRV_ID_MAX + 96];
+    snprintf(msg, sizeof msg, "model '%s' was removed from the configuration (reload)", s->cfg->models[m].id);
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        job *j = &s->jobs[i];
+        if (j->state != JOB_WAIT || j->model != m) continue;
+        (void)rsd_fleet_cancel(s->fleet, j->preq, now);
+        respond_error(s, j->sreq, 503, "unavailable_error", msg);
+        job_log(s, j, 503, now);
+        job_free(s, j, now);
+    }
+}
+
+/* Reads the configuration again (file, then the command line's flags) and applies the
+   difference: new models are added (started when pinned or preload), removed ones
+   take no new requests (waiting ones get 503), drain and stop; a model whose process
+   would differ is restarted once idle (drained, then started again if it was running);
+   one whose ttl, pin, aliases, preload or max_queue changed is updated in place; the
+   rest is untouched (same process). A bad file changes nothing: 0, or -1 with ro->err
+   ("FILE:LINE: message"). listen, stop_grace, vram_budget and max_wait take effect
+   only at a restart (named in ro->kept). Every change forgets the model's backoff. */
+static int do_reload(srv *s, uint64_t now, reload_out *ro) {
+    rsrv_config *nc = (rsrv_config *)calloc(1, sizeof *nc), *mc = (rsrv_config *)calloc(1, sizeof *mc), *oc = s->cfg;
+    rsrv_opts o;
+    int rc, i, j, bad;
+    memset(ro, 0, sizeof *ro);
+    if (!nc || !mc) {
+        snprintf(ro->err, sizeof ro->err, "out of memory");
+        goto fail;
+    }
+    if (!s->opts.config_path) {
+        snprintf(ro->err, sizeof ro->err, "started without --config: there is no file to reload");
+        goto fail;
+    }
+    rsrv_config_init(nc);
+    memset(&o, 0, sizeof o);
+    rc = load_config(nc, &o, s->argc, s->argv, ro->err, sizeof ro->err);
+    if (rc) goto fail;
+    if (nc->nmodels == 0) {
+        snprintf(ro->err, sizeof ro->err, "%s: no [model ID] sections", s->opts.config_path);
+        goto fail;
+    }
+    bad = rsrv_check(nc, s->opts.config_path, ro->err, sizeof ro->err);
+    if (bad) {
+        size_t n = strlen(ro->err);
+        while (n && ro->err[n - 1] == '\n') ro->err[--n] = 0;
+        goto fail;
+    }
+    /* the merged table: every old index keeps its model (fleet indices are stable) */
+    *mc = *nc;
+    for (i = 0; i < oc->nmodels; i++) {
+        j = find_id(nc, oc->models[i].id);
+        mc->models[i] = j >= 0 ? nc->models[j] : oc->models[i];
+        mc->models[i].retired = j < 0;
+    }
+    mc->nmodels = oc->nmodels;
+    for (j = 0; j < nc->nmodels; j++) {
+        if (find_id(oc, nc->models[j].id) >= 0) continue;
+        if (mc->nmodels >= RSRV_MAX_MODELS) {
+            snprintf(ro->err, sizeof ro->err, "more than %d different models over reloads: restart rsd-serve",
+                     RSRV_MAX_MODELS);
+            goto fail;
+        }
+        mc->models[mc->nmodels++] = nc->models[j];
+    }
+    if (strcmp(mc->listen_host, oc->listen_host) || mc->listen_port != oc->listen_port) {
+        list_add(ro->kept, sizeof ro->kept, "listen");
+        memcpy(mc->listen_host, oc->listen_host, sizeof mc->listen_host);
+        mc->listen_port = oc->listen_port;
+    }
+    if (mc->stop_grace_ms != oc->stop_grace_ms) { list_add(ro->kept, sizeof ro->kept, "stop_grace"); mc->stop_grace_ms = oc->stop_grace_ms; }
+    if (mc->vram_budget_bytes != oc->vram_budget_bytes) {
+        list_add(ro->kept, sizeof ro->kept, "vram_budget");
+        mc->vram_budget_bytes = oc->vram_budget_bytes;
+    }
+    if (rsrv_eff_max_wait(mc) != rsrv_eff_max_wait(oc)) { list_add(ro->kept, sizeof ro->kept, "max_wait"); mc->max_wait_ms = oc->max_wait_ms; }
+    if (mc->watchdog_ms != oc->watchdog_ms || rsrv_eff_wd_failures(mc) != rsrv_eff_wd_failures(oc) ||
+        rsrv_eff_wd_errors(mc) != rsrv_eff_wd_errors(oc) || rsrv_eff_wd_restarts(mc) != rsrv_eff_wd_restarts(oc)) {
+        list_add(ro->kept, sizeof ro->kept, "watchdog");
+        mc->watchdog_ms = oc->watchdog_ms;
+        mc->watchdog_failures = oc->watchdog_failures;
+        mc->watchdog_errors = oc->watchdog_errors;
+        mc->watchdog_restarts = oc->watchdog_restarts;
+    }
+    /* apply */
+    s->cfg = mc;
+    for (i = 0; i < mc->nmodels; i++) {
+        rsrv_model *m = &mc->models[i];
+        const rsrv_model *om = i < oc->nmodels ? &oc->models[i] : NULL;
+        srv_model *sm = &s->models[i];
+        bool start = false;
+        if (build_model(mc, m, sm) != 0) { /* cannot happen: the parser checked the splits */
+            m->retired = true;
+            continue;
+        }
+        if (!om) {
+            if (rsd_fleet_add_model(s->fleet, &sm->desc) != i) { m->retired = true; continue; }
+            list_add(ro->added, sizeof ro->added, m->id);
+            start = m->pinned || m->preload;
+        } else if (m->retired) {
+            if (!om->retired) {
+                list_add(ro->removed, sizeof ro->removed, m->id);
+                fail_waiting(s, i, now);
+                sm->desc.pool.pinned = false;
+                (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+                if (model_running(s, i, now)) (void)rsd_fleet_unload(s->fleet, i, RSD_POOL_UNLOAD_DRAIN, now);
+            }
+            s->restart[i] = false;
+            continue;
+        } else if (om->retired) {
+            (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+            list_add(ro->added, sizeof ro->added, m->id);
+            start = m->pinned || m->preload;
+        } else if (rsrv_model_process_differs(oc, om, mc, m)) {
+            (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+            list_add(ro->changed, sizeof ro->changed, m->id);
+            if (model_running(s, i, now)) {
+                (void)rsd_fleet_unload(s->fleet, i, RSD_POOL_UNLOAD_DRAIN, now);
+                s->restart[i] = true;
+            } else {
+                start = m->pinned || m->preload;
+            }
+        } else if (!rsrv_model_equal(oc, om, mc, m)) {
+            (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
+            list_add(ro->updated, sizeof ro->updated, m->id);
+            start = m->pinned && !om->pinned;
+        } else {
+            list_add(ro->unchanged, sizeof ro->unchanged, m->id);
+        }
+        if (start && !model_running(s, i, now)) (void)rsd_fleet_load(s->fleet, i, now);
+    }
+    if (mc->max_models != oc->max_models) (void)rsd_fleet_configure(s->fleet, mc->max_models, now);
+    free(oc);
+    free(nc);
+    s->reloads++;
+    return 0;
+fail:
+    free(nc);
+    free(mc);
+    s->reload_failures++;
+    return -1;
+}
+
+/* The reload's outcome as one log line. */
+static void reload_log(const reload_out *ro, int r, const char *why) {
+    if (r != 0) {
+        logf_("%s: the configuration was not reloaded (the old one stays): %s", why, ro->err);
+        return;
+    }
+    logf_("%s: configuration reloaded: added [%s] removed [%s] changed [%s] (restarted once idle) updated [%s] "
+          "unchanged [%s]%s%s%s", why, ro->added, ro->removed, ro->changed, ro->updated, ro->unchanged,
+          ro->kept[0] ? "; at the next restart only: [" : "", ro->kept, ro->kept[0] ? "]" : "");
+}
+
+static void json_list(rsd_json_writer *w, const char *key, const char *list) {
+    const char *p = list;
+    rsd_json_w_key(w, key);
+    rsd_json_w_begin_array(w);
+    while (*p) {
+        const char *e = strchr(p, ' ');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        char word[RSRV_ID_MAX + 16];
+        rsrv_cpy(word, sizeof word, p, n);
+        rsd_json_w_str(w, word);
+        p += n;
+        while (*p == ' ') p++;
+    }
+    rsd_json_w_end_array(w);
+}
+
+/* POST /_rsd/reload: 200 {"success":true,"added":[..],"removed":[..],"changed":[..],
+   "updated":[..],"unchanged":[..],"restart_needed":[global keys]}, or 400 with the
+   FILE:LINE message (the old configuration stays). */
+static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    static reload_out ro;
+    rsd_json_writer w;
+    int r = do_reload(s, now, &ro), n;
+    reload_log(&ro, r, "POST /_rsd/reload");
+    if (r != 0) {
+        char msg[sizeof ro.err + 64];
+        snprintf(msg, sizeof msg, "%s (the old configuration stays)", ro.err);
+        respond_error(s, ev->req, 400, "invalid_request_error", msg);
+        return;
+    }
+    rsd_json_w_init(&w, s->out, SRV_OUT);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "success");
+    rsd_json_w_bool(&w, true);
+    json_list(&w, "added", ro.added);
+    json_list(&w, "removed", ro.removed);
+    json_list(&w, "changed", ro.changed);
+    json_list(&w, "updated", ro.updated);
+    json_list(&w, "unchanged", ro.unchanged);
+    json_list(&w, "restart_needed", ro.kept);
+    rsd_json_w_end_object(&w);
+    n = rsd_json_w_finish(&w);
+    if (n < 0) respond_error(s, ev->req, 500, "server_error", "answer too large");
+    else respond_json(s, ev->req, 200, s->out, (size_t)n);
 }
 
 static void usage(FILE *f) {
@@ -1061,7 +1550,7 @@ int main(int argc, char **argv) {
     rsd_pollfd *fds;
     char err[RSRV_ERR_MAX];
     bool check = false;
-    int i, rc = EX_OK, argc2 = 0;
+    int i, rc = EX_OK, argc2 = 0, wake[2] = {-1, -1};
     char **argv2;
     signal(SIGPIPE, SIG_IGN);
 #if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
@@ -1080,26 +1569,13 @@ int main(int argc, char **argv) {
         if (i && !strcmp(argv[i], "--check")) check = true;
         else argv2[argc2++] = argv[i];
     }
-    /* the file first (flags override), so find --config before parsing the flags */
-    for (i = 1; i + 1 < argc2; i++)
-        if (!strcmp(argv2[i], "--config")) {
-            char *text = NULL;
-            size_t len = 0;
-            if (read_file(argv2[i + 1], &text, &len) != 0) {
-                fprintf(stderr, "rsd-serve: %s: %s\n", argv2[i + 1], strerror(errno));
-                return EX_NOINPUT;
-            }
-            if (rsrv_parse_ini(s.cfg, text, len, argv2[i + 1], err, sizeof err) != 0) {
-                fprintf(stderr, "rsd-serve: %s\n", err);
-                free(text);
-                return EX_USAGE;
-            }
-            free(text);
-        }
-    if (rsrv_parse_args(s.cfg, &s.opts, argc2, argv2, err, sizeof err) != 0) {
+    s.argc = argc2;
+    s.argv = argv2;
+    rc = load_config(s.cfg, &s.opts, argc2, argv2, err, sizeof err);
+    if (rc) {
         fprintf(stderr, "rsd-serve: %s\n", err);
-        usage(stderr);
-        return EX_USAGE;
+        if (rc < 0) usage(stderr);
+        return rc < 0 ? EX_USAGE : rc;
     }
     if (s.opts.help) { usage(stdout); return EX_OK; }
     if (s.cfg->nmodels == 0) {
@@ -1107,30 +1583,49 @@ int main(int argc, char **argv) {
         usage(stderr);
         return EX_USAGE;
     }
+    s.models = (srv_model *)calloc(RSRV_MAX_MODELS, sizeof *s.models);
+    mdesc = (rsd_fleet_model_desc *)calloc(RSRV_MAX_MODELS, sizeof *mdesc);
+    if (!s.models || !mdesc || build_models(&s) != 0) {
+        fprintf(stderr, "rsd-serve: cannot prepare the model commands\n");
+        return EX_USAGE;
+    }
+    {
+        /* What parses but cannot work: refused at start; --check also looks at the files. */
+        char *probs = (char *)calloc(1, SRV_OUT);
+        int bad;
+        if (!probs) return EX_FAIL;
+        bad = rsrv_check(s.cfg, s.opts.config_path, probs, SRV_OUT);
+        if (check) bad += check_files(&s, s.opts.config_path, probs, SRV_OUT);
+        if (bad) {
+            fprintf(stderr, "%s", probs);
+            fprintf(stderr, "rsd-serve: %d problem%s in the configuration\n", bad, bad == 1 ? "" : "s");
+            free(probs);
+            return EX_USAGE;
+        }
+        free(probs);
+    }
     if (check) {
         int n = rsrv_write_ini(s.cfg, s.out, SRV_OUT);
         if (n < 0) return EX_FAIL;
         fwrite(s.out, 1, (size_t)n, stdout);
         return EX_OK;
     }
-    s.models = (srv_model *)calloc((size_t)s.cfg->nmodels, sizeof *s.models);
-    mdesc = (rsd_fleet_model_desc *)calloc((size_t)s.cfg->nmodels, sizeof *mdesc);
-    if (!s.models || !mdesc || build_models(&s) != 0) {
-        fprintf(stderr, "rsd-serve: cannot prepare the model commands\n");
-        return EX_USAGE;
-    }
     for (i = 0; i < s.cfg->nmodels; i++) mdesc[i] = s.models[i].desc;
 
     memset(&fd, 0, sizeof fd);
     fd.pool.max_slots = s.cfg->max_models;
     fd.pool.vram_budget_bytes = s.cfg->vram_budget_bytes;
-    fd.pool.max_wait_ms = s.cfg->max_wait_ms;
+    fd.pool.max_wait_ms = rsrv_eff_max_wait(s.cfg);
     fd.pool.max_requests = 4096;
     fd.procs.max_procs = 2 * s.cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s.cfg->max_models + 2;
     fd.procs.term_grace_ms = s.cfg->stop_grace_ms ? s.cfg->stop_grace_ms : 1;
     fd.procs.start_deadline_ms = s.cfg->start_timeout_ms;
     fd.models = mdesc;
     fd.num_models = s.cfg->nmodels;
+    fd.watchdog_interval_ms = s.cfg->watchdog_ms;
+    fd.watchdog_failures = (uint32_t)rsrv_eff_wd_failures(s.cfg);
+    fd.watchdog_errors = s.cfg->watchdog_ms ? (uint32_t)rsrv_eff_wd_errors(s.cfg) : 0;
+    fd.watchdog_restarts = (uint32_t)rsrv_eff_wd_restarts(s.cfg);
     if (s.opts.verbose) fd.logger.fn = lib_log;
     s.fleet = rsd_fleet_create(&fd);
     if (!s.fleet) {
@@ -1139,7 +1634,12 @@ int main(int argc, char **argv) {
     }
 
     memset(&hd, 0, sizeof hd);
-    hd.bind_host = s.cfg->listen_host;
+    if (!resolve_listen(s.cfg->listen_host, s.listen_addr, sizeof s.listen_addr, err, sizeof err)) {
+        fprintf(stderr, "rsd-serve: %s\n", err);
+        rsd_fleet_destroy(s.fleet);
+        return EX_FAIL;
+    }
+    hd.bind_host = s.listen_addr;
     hd.port = (uint16_t)s.cfg->listen_port;
     hd.max_conns = SRV_MAX_CONNS;
     hd.max_body_bytes = SRV_MAX_BODY;
@@ -1168,8 +1668,18 @@ int main(int argc, char **argv) {
         return EX_FAIL;
     }
     /* Nothing a terminal or an ssh logout sends ends us ungracefully: SIGINT, SIGTERM
-       and SIGQUIT stop every process first; SIGHUP is logged and ignored; SIGPIPE is
-       ignored (a write to a closed socket or stderr fails with EPIPE instead). */
+       and SIGQUIT stop every process first; SIGHUP reloads the configuration; SIGPIPE
+       is ignored (a write to a closed socket or stderr fails with EPIPE instead). The
+       handlers only count and write a byte to the self-pipe the loop polls. */
+    if (pipe(wake) != 0 || fcntl(wake[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(wake[1], F_SETFL, O_NONBLOCK) != 0 ||
+        fcntl(wake[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(wake[1], F_SETFD, FD_CLOEXEC) != 0) {
+        fprintf(stderr, "rsd-serve: cannot create the self-pipe: %s\n", strerror(errno));
+        rsd_http_client_destroy(s.hc);
+        rsd_http_server_destroy(s.hs);
+        rsd_fleet_destroy(s.fleet);
+        return EX_FAIL;
+    }
+    g_wake_fd = wake[1];
     {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -1181,15 +1691,18 @@ int main(int argc, char **argv) {
         (void)sigaction(SIGHUP, &sa, NULL);
     }
 
-    printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.cfg->listen_host, ':') ? "[" : "",
-           s.cfg->listen_host, strchr(s.cfg->listen_host, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
+    printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.listen_addr, ':') ? "[" : "",
+           s.listen_addr, strchr(s.listen_addr, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
     fflush(stdout);
     if (!s.opts.quiet)
         logf_("%d model%s, at most %d resident, llama-server: %s", s.cfg->nmodels, s.cfg->nmodels == 1 ? "" : "s",
               s.cfg->max_models, s.cfg->llama_server);
-    /* Boot policy (P37): pinned models are loaded at once. */
+    /* Boot policy (P37): pinned models are loaded at once, then preload ones (not
+       pinned: evicted like any other when room is needed). */
     for (i = 0; i < s.cfg->nmodels; i++)
         if (s.cfg->models[i].pinned) (void)rsd_fleet_load(s.fleet, i, rsd_now_ms());
+    for (i = 0; i < s.cfg->nmodels; i++)
+        if (s.cfg->models[i].preload && !s.cfg->models[i].pinned) (void)rsd_fleet_load(s.fleet, i, rsd_now_ms());
 
     for (;;) {
         uint64_t now = rsd_now_ms(), dl, d2;
@@ -1198,9 +1711,14 @@ int main(int argc, char **argv) {
         rsd_http_event cev;
         rsd_fleet_event fev;
         int n = 0, k, timeout;
+        {
+            char drain[64]; /* the self-pipe's bytes: they only woke the poll */
+            while (read(wake[0], drain, sizeof drain) > 0) {}
+        }
         if (g_hangups) {
+            static reload_out ro;
             g_hangups = 0;
-            logf_("SIGHUP: ignored (the configuration is not reloaded)");
+            if (!s.stopping) reload_log(&ro, do_reload(&s, now, &ro), "SIGHUP");
         }
         if (g_signals && !s.stopping) {
             s.stopping = true;
@@ -1248,6 +1766,11 @@ int main(int argc, char **argv) {
         if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
         k = rsd_fleet_pollfds(s.fleet, fds + n, SRV_MAX_FDS - n);
         if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+        if (n < SRV_MAX_FDS) {
+            fds[n].fd = wake[0];
+            fds[n].events = RSD_POLLIN;
+            fds[n++].revents = 0;
+        }
         now = rsd_now_ms();
         if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = 1000;
         else if (dl <= now) timeout = 0;
@@ -1258,6 +1781,9 @@ int main(int argc, char **argv) {
             break;
         }
     }
+    g_wake_fd = -1;
+    close(wake[0]);
+    close(wake[1]);
     for (i = 0; i < SRV_MAX_CONNS; i++) free(s.jobs[i].stash);
     rsd_http_client_destroy(s.hc);
     rsd_http_server_destroy(s.hs);

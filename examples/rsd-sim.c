@@ -333,7 +333,7 @@ int main(int argc, char **argv) {
     a.body = (char *)malloc(SIM_BODY_BYTES);
     if (!a.sim || !a.body) return 2;
     if (rsim_configure(a.sim, argc, argv) != 0) {
-        fprintf(stderr, "rsd-sim: %s\n", a.sim->err);
+        fprintf(stderr, "rsd-sim: %s (see --help)\n", a.sim->err);
         return 2;
     }
     for (i = 1; i < argc; i++)

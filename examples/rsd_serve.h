@@ -8,18 +8,31 @@
    CONFIG FILE (INI; rsrv_parse_ini)
        # a comment: a line starting with '#' or ';', or " #" (blank, '#') to the line's
        # end; a '#' not after a blank is kept (paths, args)
-       listen = 127.0.0.1:8080          keys before any section are global
+       listen = 127.0.0.1:8080          keys before any section are global; HOST:PORT,
+                                        [V6]:PORT or PORT; a host name (localhost:8080)
+                                        is resolved once at start
        [global]                         ... and so are keys in [global]
        max_models = 2                   resident processes, 1..16 (default 1)
        vram_budget = 24G                byte budget of all reservations (0 = count only)
        llama_server = /opt/llama/llama-server   the binary (default "llama-server", PATH)
-       args = --no-webui                extra arguments for every model (before its own)
+       args = --no-webui                extra arguments for every llama_server model (before
+                                        its own); never given to `command` models
        start_timeout = 300              seconds until a start counts as failed (default 300)
        stop_grace = 10                  seconds from SIGTERM to SIGKILL (default 10)
        max_wait = 30                    seconds a request may wait for a slot (0 = default 30)
        send_timeout = 30                seconds a client may read nothing of its answer before
                                         it is disconnected and its request cancelled (0 =
                                         default 30); 1 s while its model must make room
+       max_queue = 32                   requests waiting for a process in all (default 32,
+                                        1..4096); past it 429 with Retry-After
+       watchdog = 10s                   poll each ready child's /health this often (default 0
+                                        = off); a child that fails watchdog_failures polls in
+                                        a row (default 3; each poll bounded by the interval,
+                                        at most 2 s), or answers watchdog_errors requests in
+                                        a row with 5xx (default 5; 503 aside), is killed and
+                                        started again after 1 s, doubling to 60 s; after
+                                        watchdog_restarts restarts in a row (default 5) it is
+                                        left stopped until a request asks for it
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -38,7 +51,19 @@
        ttl = 300                        unload after this many seconds idle (0 = never)
        pinned = true                    never evicted (true/false/yes/no/on/off/1/0)
        aliases = chat, default          other names that route to this model
+       env = CUDA_VISIBLE_DEVICES=0, LLAMA_ARG_X=1
+                                        the child's environment: NAME=VALUE entries, comma
+                                        separated (a value cannot hold a comma), set on top
+                                        of rsd-serve's own (at most 16)
+       preload = true                   started at boot, not pinned (evicted like any other)
+       max_queue = 4                    requests waiting for this model (default: the global
+                                        max_queue, which also bounds it)
 
+   Placeholders in `command` are {model} {alias} {host} {port} {ctx} {parallel} {ngl}
+   {name} and {extra} (the model's args); {{ is a brace. rsrv_check finds what parses
+   but cannot work (an unknown placeholder, a command without {port}, `model` and
+   `command` in one section when the command has no {model}, more pinned models than
+   max_models, a reserve above vram_budget), each "FILE:LINE: message".
    Values run to the end of the line, trimmed; "quotes" and backslashes in args and
    command group words as in a shell (no expansion). Durations are seconds, or a
    number with ms/s/m/h. Every model needs `model` or `command`. Ids and aliases are
@@ -48,9 +73,11 @@
    FLAGS (rsrv_parse_args; applied after the file)
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
-       --max-wait DUR  --send-timeout DUR  --model ID=PATH  --command ID="CMD LINE"
+       --max-wait DUR  --send-timeout DUR  --max-queue N  --watchdog DUR  --model ID=PATH
+       --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
-       --reserve SIZE --ttl DUR --pinned --aliases A,B --model-args "A B"
+       --reserve SIZE --ttl DUR --pinned --preload --aliases A,B --model-args "A B"
+       --env "A=1,B=2" --model-max-queue N
        --verbose --quiet --help (flags without effect on the config, returned in opts) */
 #ifndef RSD_SERVE_H_INCLUDED
 #define RSD_SERVE_H_INCLUDED
@@ -80,12 +107,17 @@ enum {
     RSRV_CMD_MAX = 2048,      /* command / args value (with the NUL) */
     RSRV_MAX_ARGS = 64,       /* words of one command / args value */
     RSRV_LINE_MAX = 4096,     /* one config line */
-    RSRV_HOST_MAX = 64,       /* listen host (numeric) */
+    RSRV_HOST_MAX = 256,      /* listen host (numeric, or a name resolved once at start) */
     RSRV_NGL_MAX = 16,        /* ngl value */
     RSRV_ERR_MAX = 512,       /* error message ("file:line: ...") */
     RSRV_MSG_MAX = 384,       /* the message part of it */
     RSRV_MAX_SLOTS = 16,      /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
-    RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000 /* send_timeout when 0 */
+    RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000, /* send_timeout when 0 */
+    RSRV_MAX_WAIT_DEFAULT_MS = 30000,     /* max_wait when 0 (= RSD_POOL_DEFAULT_MAX_WAIT_MS) */
+    RSRV_MAX_QUEUE_DEFAULT = 32,          /* max_queue (in all) when 0 */
+    RSRV_MAX_QUEUE_MAX = 4096,            /* max_queue upper bound */
+    RSRV_MAX_ENV = 16,                    /* env entries per model */
+    RSRV_KEYS_MAX = 16                    /* keys per section (key_line) */
 };
 
 /* One model section. */
@@ -102,8 +134,14 @@ typedef struct rsrv_model {
     bool pinned;
     int naliases;
     char aliases[RSRV_MAX_ALIASES][RSRV_ID_MAX];
+    char env[RSRV_CMD_MAX];      /* "NAME=VALUE, NAME2=VALUE2" for the child ("" = none) */
+    bool preload;                /* started at boot (not pinned: may be evicted) */
+    int max_queue;               /* requests waiting for it at most; 0 = the global max_queue */
     int line;                    /* where its section starts (0 = from flags) */
     uint32_t seen;               /* keys set (bit per key), for duplicate detection */
+    int key_line[RSRV_KEYS_MAX]; /* the line of each key set (0 = not in the file) */
+    bool retired;                /* removed by a reload (rsd-serve keeps its index); never
+                                    found by rsrv_find; the parser never sets it */
 } rsrv_model;
 
 /* The whole configuration. */
@@ -118,7 +156,13 @@ typedef struct rsrv_config {
     uint32_t stop_grace_ms;
     uint32_t max_wait_ms;        /* 0 = the pool's default */
     uint32_t send_timeout_ms;    /* 0 = RSRV_SEND_TIMEOUT_DEFAULT_MS */
+    int max_queue;               /* requests waiting in all at most; 0 = RSRV_MAX_QUEUE_DEFAULT */
+    uint32_t watchdog_ms;        /* health poll interval of ready children; 0 = no watchdog */
+    int watchdog_failures;       /* failed polls in a row before a restart; 0 = 3 */
+    int watchdog_errors;         /* 5xx answers in a row before a restart; 0 = 5 */
+    int watchdog_restarts;       /* restarts in a row before it gives up; 0 = 5 */
     uint32_t seen;               /* global keys set */
+    int key_line[RSRV_KEYS_MAX]; /* the line of each global key set (0 = not in the file) */
     int nmodels;
     rsrv_model models[RSRV_MAX_MODELS];
 } rsrv_config;
@@ -214,7 +258,8 @@ RSRV_FN bool rsrv_parse_bool(const char *s, size_t n, bool *out) {
     return false;
 }
 
-/* HOST:PORT, [V6]:PORT, :PORT or PORT. The host must be numeric (the server binds it). */
+/* HOST:PORT, [V6]:PORT, :PORT or PORT. HOST is a numeric IPv4 address or a host name
+   (letters, digits, '.', '-', '_'; rsd-serve resolves it once at start); [V6] is numeric. */
 RSRV_FN bool rsrv_parse_listen(const char *s, size_t n, char *host, size_t host_cap, int *port) {
     const char *colon = NULL;
     size_t i, hn;
@@ -239,10 +284,13 @@ RSRV_FN bool rsrv_parse_listen(const char *s, size_t n, char *host, size_t host_
         if (hn) rsrv_cpy(host, host_cap, s, hn);
         else rsrv_cpy(host, host_cap, "127.0.0.1", 9);
     }
-    for (i = 0; host[i]; i++)
-        if (!((host[i] >= '0' && host[i] <= '9') || (host[i] >= 'a' && host[i] <= 'f') ||
-              (host[i] >= 'A' && host[i] <= 'F') || host[i] == '.' || host[i] == ':'))
-            return false;
+    for (i = 0; host[i]; i++) {
+        char h = host[i];
+        bool hex = (h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F');
+        bool name = (h >= '0' && h <= '9') || (h >= 'a' && h <= 'z') || (h >= 'A' && h <= 'Z') || h == '.' ||
+                    h == '-' || h == '_';
+        if (s[0] == '[' ? !(hex || h == '.' || h == ':') : !name) return false;
+    }
     if (!rsrv_parse_u64(colon + 1, (size_t)(s + n - colon - 1), 65535, &p)) return false;
     *port = (int)p;
     return true;
@@ -299,6 +347,7 @@ RSRV_FN int rsrv_find(const rsrv_config *c, const char *name, size_t n) {
     if (!n) return -1;
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
+        if (m->retired) continue;
         if (strlen(m->id) == n && !memcmp(m->id, name, n)) return i;
         for (k = 0; k < m->naliases; k++)
             if (strlen(m->aliases[k]) == n && !memcmp(m->aliases[k], name, n)) return i;
@@ -374,9 +423,49 @@ RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const 
 /* Global keys, their bit in rsrv_config.seen. */
 static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
                                                "start_timeout", "stop_grace", "args", "max_wait",
-                                               "send_timeout"};
+                                               "send_timeout", "max_queue", "watchdog",
+                                               "watchdog_failures", "watchdog_errors",
+                                               "watchdog_restarts"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
-                                              "reserve", "ttl", "pinned", "aliases"};
+                                              "reserve", "ttl", "pinned", "aliases", "env", "preload",
+                                              "max_queue"};
+
+/* One env entry NAME=VALUE: NAME is [A-Za-z_][A-Za-z0-9_]*. */
+RSRV_FN bool rsrv_env_entry_ok(const char *s, size_t n) {
+    size_t i;
+    const char *eq = (const char *)memchr(s, '=', n);
+    if (!eq || eq == s) return false;
+    for (i = 0; s + i < eq; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' || (i && c >= '0' && c <= '9')))
+            return false;
+    }
+    return true;
+}
+
+/* Splits an env value ("A=1, B=x y") at commas into "NAME=VALUE" strings (trimmed) in
+   buf, pointers in out[0..cap-1] then NULL. The count, or -1 (a bad entry, too many). */
+RSRV_FN int rsrv_env_split(const char *v, char *buf, size_t buf_cap, const char **out, int cap) {
+    size_t i = 0, n = strlen(v), o = 0;
+    int k = 0;
+    while (i <= n) {
+        size_t j = i, en;
+        const char *e;
+        while (j < n && v[j] != ',') j++;
+        en = j - i;
+        e = rsrv_trim(v + i, &en);
+        if (en) {
+            if (!rsrv_env_entry_ok(e, en) || k + 1 >= cap || o + en + 1 > buf_cap) return -1;
+            memcpy(buf + o, e, en);
+            buf[o + en] = 0;
+            out[k++] = buf + o;
+            o += en + 1;
+        }
+        i = j + 1;
+    }
+    if (cap > 0) out[k] = NULL;
+    return k;
+}
 
 RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, size_t n) {
     int i;
@@ -407,7 +496,7 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         return rsrv_set_str(c->llama_server, sizeof c->llama_server, v, n, "llama_server", err, ecap);
     case 3:
         if (!rsrv_parse_listen(v, n, c->listen_host, sizeof c->listen_host, &c->listen_port)) {
-            snprintf(err, ecap, "listen: bad address '%.*s' (numeric HOST:PORT, [V6]:PORT or PORT)", (int)(n > 64 ? 64 : n), v);
+            snprintf(err, ecap, "listen: bad address '%.*s' (HOST:PORT, [V6]:PORT or PORT; HOST an IPv4 address or a host name)", (int)(n > 64 ? 64 : n), v);
             return false;
         }
         return true;
@@ -433,6 +522,34 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
             snprintf(err, ecap, "args: unbalanced quotes or more than %d words", RSRV_MAX_ARGS);
             return false;
         }
+        return true;
+    case 9:
+        if (!rsrv_parse_u64(v, n, RSRV_MAX_QUEUE_MAX, &x) || x < 1) {
+            snprintf(err, ecap, "max_queue must be an integer from 1 to %d", RSRV_MAX_QUEUE_MAX);
+            return false;
+        }
+        c->max_queue = (int)x;
+        return true;
+    case 10: {
+        uint32_t ms;
+        if (!rsrv_parse_duration(v, n, &ms) || (ms && ms < 10)) {
+            snprintf(err, ecap, "watchdog: bad duration '%.*s' (the health poll interval: 0 = off, at least 10ms)",
+                     (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        c->watchdog_ms = ms;
+        return true;
+    }
+    case 11:
+    case 12:
+    case 13:
+        if (!rsrv_parse_u64(v, n, 1000, &x) || x < 1) {
+            snprintf(err, ecap, "%s must be an integer from 1 to 1000", rsrv_global_keys[key]);
+            return false;
+        }
+        if (key == 11) c->watchdog_failures = (int)x;
+        else if (key == 12) c->watchdog_errors = (int)x;
+        else c->watchdog_restarts = (int)x;
         return true;
     default: break;
     }
@@ -537,6 +654,32 @@ RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *
         }
         return true;
     }
+    case 10: {
+        char buf[RSRV_CMD_MAX];
+        const char *e[RSRV_MAX_ENV + 1];
+        if (!rsrv_set_str(m->env, sizeof m->env, v, n, "env", err, ecap)) return false;
+        if (rsrv_env_split(m->env, buf, sizeof buf, e, RSRV_MAX_ENV + 1) < 0) {
+            snprintf(err, ecap, "env: expected NAME=VALUE, NAME2=VALUE2 (at most %d; NAME is letters, digits, _)",
+                     RSRV_MAX_ENV);
+            m->env[0] = 0;
+            return false;
+        }
+        return true;
+    }
+    case 11:
+        if (!rsrv_parse_bool(v, n, &b)) {
+            snprintf(err, ecap, "preload must be true or false");
+            return false;
+        }
+        m->preload = b;
+        return true;
+    case 12:
+        if (!rsrv_parse_u64(v, n, RSRV_MAX_QUEUE_MAX, &x) || x < 1) {
+            snprintf(err, ecap, "max_queue must be an integer from 1 to %d", RSRV_MAX_QUEUE_MAX);
+            return false;
+        }
+        m->max_queue = (int)x;
+        return true;
     default: break;
     }
     snprintf(err, ecap, "unknown key");
@@ -620,22 +763,24 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         if (cur) {
             int key = rsrv_key_index(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases)",
+                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases, env, preload, max_queue)",
                          (int)(kn > 64 ? 64 : kn), k, cur->id);
                 goto fail;
             }
             if (cur->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_model_keys[key]); goto fail; }
             cur->seen |= 1u << key;
+            cur->key_line[key] = line;
             if (!rsrv_set_model(c, cur, key, v, vn, msg, sizeof msg)) goto fail;
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
             if (c->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_global_keys[key]); goto fail; }
             c->seen |= 1u << key;
+            c->key_line[key] = line;
             if (!rsrv_set_global(c, key, v, vn, msg, sizeof msg)) goto fail;
         }
     }
@@ -658,9 +803,10 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) { o->verbose = true; continue; }
         if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) { o->quiet = true; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = true; continue; }
-        if (!strcmp(a, "--pinned")) {
-            if (!cur) { snprintf(err, ecap, "--pinned: comes after --model or --command"); return -1; }
-            cur->pinned = true;
+        if (!strcmp(a, "--pinned") || !strcmp(a, "--preload")) {
+            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
+            if (a[3] == 'i') cur->pinned = true;
+            else cur->preload = true;
             continue;
         }
         if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
@@ -685,6 +831,8 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--args")) gk = 6;
         else if (!strcmp(a, "--max-wait")) gk = 7;
         else if (!strcmp(a, "--send-timeout")) gk = 8;
+        else if (!strcmp(a, "--max-queue")) gk = 9;
+        else if (!strcmp(a, "--watchdog")) gk = 10;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -692,6 +840,8 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--ttl")) mk = 7;
         else if (!strcmp(a, "--aliases")) mk = 9;
         else if (!strcmp(a, "--model-args")) mk = 2;
+        else if (!strcmp(a, "--env")) mk = 10;
+        else if (!strcmp(a, "--model-max-queue")) mk = 12;
         else { snprintf(err, ecap, "%s: unknown flag (see --help)", a); return -1; }
         if (gk >= 0 && !rsrv_set_global(c, gk, v, strlen(v), msg, sizeof msg)) {
             snprintf(err, ecap, "%s: %s", a, msg);
@@ -709,24 +859,72 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
     return 0;
 }
 
-/* Writes c back as an INI text that rsrv_parse_ini reads into the same configuration.
-   Returns the length, or -1 when cap is too small. */
+/* Effective values: what a 0 (unset) means. */
+RSRV_FN uint32_t rsrv_eff_max_wait(const rsrv_config *c) {
+    return c->max_wait_ms ? c->max_wait_ms : (uint32_t)RSRV_MAX_WAIT_DEFAULT_MS;
+}
+RSRV_FN uint32_t rsrv_eff_send_timeout(const rsrv_config *c) {
+    return c->send_timeout_ms ? c->send_timeout_ms : (uint32_t)RSRV_SEND_TIMEOUT_DEFAULT_MS;
+}
+RSRV_FN int rsrv_eff_max_queue(const rsrv_config *c) { return c->max_queue ? c->max_queue : RSRV_MAX_QUEUE_DEFAULT; }
+RSRV_FN int rsrv_eff_wd_failures(const rsrv_config *c) { return c->watchdog_failures ? c->watchdog_failures : 3; }
+RSRV_FN int rsrv_eff_wd_errors(const rsrv_config *c) { return c->watchdog_errors ? c->watchdog_errors : 5; }
+RSRV_FN int rsrv_eff_wd_restarts(const rsrv_config *c) { return c->watchdog_restarts ? c->watchdog_restarts : 5; }
+RSRV_FN int rsrv_eff_model_queue(const rsrv_config *c, const rsrv_model *m) {
+    int all = rsrv_eff_max_queue(c);
+    return m->max_queue && m->max_queue < all ? m->max_queue : all;
+}
+
+/* A size in the largest binary unit that divides it exactly ("24G", "512M", "100"). */
+RSRV_FN const char *rsrv_fmt_size(uint64_t v, char *buf, size_t cap) {
+    static const char units[] = "TGMK";
+    int i;
+    for (i = 0; v && i < 4; i++) {
+        int sh = 40 - 10 * i;
+        if (!(v & (((uint64_t)1 << sh) - 1))) {
+            snprintf(buf, cap, "%llu%c", (unsigned long long)(v >> sh), units[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, cap, "%llu", (unsigned long long)v);
+    return buf;
+}
+
+/* A duration in the largest unit that divides it exactly ("5m", "30s", "250ms", "0"). */
+RSRV_FN const char *rsrv_fmt_duration(uint32_t ms, char *buf, size_t cap) {
+    if (ms && ms % 3600000u == 0) snprintf(buf, cap, "%luh", (unsigned long)(ms / 3600000u));
+    else if (ms && ms % 60000u == 0) snprintf(buf, cap, "%lum", (unsigned long)(ms / 60000u));
+    else if (ms && ms % 1000u == 0) snprintf(buf, cap, "%lus", (unsigned long)(ms / 1000u));
+    else if (ms) snprintf(buf, cap, "%lums", (unsigned long)ms);
+    else snprintf(buf, cap, "0");
+    return buf;
+}
+
+/* Writes c back as an INI text that rsrv_parse_ini reads into the same configuration
+   (rsrv_config_equal): every key with its effective value (defaults instead of 0),
+   sizes and durations in the largest exact unit, and a comment where a value means
+   something special ("0 # count only"). Returns the length, or -1 when cap is too small. */
 RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     size_t o = 0;
     int i, k, w;
+    char t1[32], t2[32], t3[32], t4[32];
 #define RSRV_PUT(...) do { w = snprintf(buf + o, o < cap ? cap - o : 0, __VA_ARGS__); \
         if (w < 0 || (size_t)w >= (o < cap ? cap - o : 0)) { return -1; } \
         o += (size_t)w; } while (0)
     /* "key =#v": a value that starts with '#' must not follow a blank (it would be a comment) */
 #define RSRV_KV(key, v) RSRV_PUT("%s =%s%s\n", key, (v)[0] == '#' ? "" : " ", v)
-    RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %llu\n", c->max_models,
-             (unsigned long long)c->vram_budget_bytes);
+    RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %s%s\n", c->max_models,
+             rsrv_fmt_size(c->vram_budget_bytes, t1, sizeof t1), c->vram_budget_bytes ? "" : " # none: models are counted only");
     RSRV_KV("llama_server", c->llama_server);
     if (strchr(c->listen_host, ':')) RSRV_PUT("listen = [%s]:%d\n", c->listen_host, c->listen_port);
     else RSRV_PUT("listen = %s:%d\n", c->listen_host, c->listen_port);
-    RSRV_PUT("start_timeout = %lums\nstop_grace = %lums\nmax_wait = %lums\nsend_timeout = %lums\n",
-             (unsigned long)c->start_timeout_ms, (unsigned long)c->stop_grace_ms, (unsigned long)c->max_wait_ms,
-             (unsigned long)c->send_timeout_ms);
+    RSRV_PUT("start_timeout = %s\nstop_grace = %s\nmax_wait = %s\nsend_timeout = %s\nmax_queue = %d\n",
+             rsrv_fmt_duration(c->start_timeout_ms, t1, sizeof t1), rsrv_fmt_duration(c->stop_grace_ms, t2, sizeof t2),
+             rsrv_fmt_duration(rsrv_eff_max_wait(c), t3, sizeof t3),
+             rsrv_fmt_duration(rsrv_eff_send_timeout(c), t4, sizeof t4), rsrv_eff_max_queue(c));
+    RSRV_PUT("watchdog = %s%s\nwatchdog_failures = %d\nwatchdog_errors = %d\nwatchdog_restarts = %d\n",
+             rsrv_fmt_duration(c->watchdog_ms, t1, sizeof t1), c->watchdog_ms ? "" : " # off", rsrv_eff_wd_failures(c),
+             rsrv_eff_wd_errors(c), rsrv_eff_wd_restarts(c));
     if (c->args[0]) RSRV_KV("args", c->args);
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
@@ -734,11 +932,14 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
         if (m->model[0]) RSRV_KV("model", m->model);
         if (m->command[0]) RSRV_KV("command", m->command);
         if (m->args[0]) RSRV_KV("args", m->args);
+        if (m->env[0]) RSRV_KV("env", m->env);
         if (m->ctx) RSRV_PUT("ctx = %lld\n", (long long)m->ctx);
         if (m->parallel) RSRV_PUT("parallel = %d\n", m->parallel);
         if (m->ngl[0]) RSRV_PUT("ngl = %s\n", m->ngl);
-        RSRV_PUT("reserve = %llu\nttl = %lums\npinned = %s\n", (unsigned long long)m->reserve_bytes,
-                 (unsigned long)m->ttl_ms, m->pinned ? "true" : "false");
+        RSRV_PUT("reserve = %s\nttl = %s%s\npinned = %s\npreload = %s\nmax_queue = %d\n",
+                 rsrv_fmt_size(m->reserve_bytes, t1, sizeof t1), rsrv_fmt_duration(m->ttl_ms, t2, sizeof t2),
+                 m->ttl_ms ? "" : " # never unloaded for idleness", m->pinned ? "true" : "false",
+                 m->preload ? "true" : "false", rsrv_eff_model_queue(c, m));
         if (m->naliases) {
             RSRV_PUT("aliases = ");
             for (k = 0; k < m->naliases; k++) RSRV_PUT("%s%s", k ? ", " : "", m->aliases[k]);
@@ -750,26 +951,120 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     return (int)o;
 }
 
-/* Same configuration (the `seen` and `line` bookkeeping aside)? */
+/* Would model x of ca run a different process than y of cb: its command line, model
+   file, args, ctx, parallel, ngl, env, reservation, or (for llama_server models) the
+   binary, the global args or the start timeout? (ttl, pin, aliases, preload and
+   max_queue change nothing in the process.) */
+RSRV_FN bool rsrv_model_process_differs(const rsrv_config *ca, const rsrv_model *x, const rsrv_config *cb,
+                                        const rsrv_model *y) {
+    if (strcmp(x->model, y->model) || strcmp(x->command, y->command) || strcmp(x->args, y->args) ||
+        x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) || strcmp(x->env, y->env) ||
+        x->reserve_bytes != y->reserve_bytes || ca->start_timeout_ms != cb->start_timeout_ms)
+        return true;
+    return !x->command[0] && (strcmp(ca->llama_server, cb->llama_server) || strcmp(ca->args, cb->args));
+}
+
+/* Same model configuration (effective values; `seen`, `line` aside)? */
+RSRV_FN bool rsrv_model_equal(const rsrv_config *ca, const rsrv_model *x, const rsrv_config *cb, const rsrv_model *y) {
+    int k;
+    if (strcmp(x->id, y->id) || strcmp(x->model, y->model) || strcmp(x->command, y->command) ||
+        strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
+        x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
+        strcmp(x->env, y->env) || x->preload != y->preload ||
+        rsrv_eff_model_queue(ca, x) != rsrv_eff_model_queue(cb, y) || x->naliases != y->naliases)
+        return false;
+    for (k = 0; k < x->naliases; k++)
+        if (strcmp(x->aliases[k], y->aliases[k])) return false;
+    return true;
+}
+
+/* Same configuration (effective values; the `seen` and `line` bookkeeping aside)? */
 RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
-    int i, k;
+    int i;
     if (a->max_models != b->max_models || a->vram_budget_bytes != b->vram_budget_bytes ||
         strcmp(a->llama_server, b->llama_server) || strcmp(a->args, b->args) ||
         strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
         a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
-        a->max_wait_ms != b->max_wait_ms || a->send_timeout_ms != b->send_timeout_ms || a->nmodels != b->nmodels)
+        rsrv_eff_max_wait(a) != rsrv_eff_max_wait(b) || rsrv_eff_send_timeout(a) != rsrv_eff_send_timeout(b) ||
+        rsrv_eff_max_queue(a) != rsrv_eff_max_queue(b) || a->watchdog_ms != b->watchdog_ms ||
+        rsrv_eff_wd_failures(a) != rsrv_eff_wd_failures(b) || rsrv_eff_wd_errors(a) != rsrv_eff_wd_errors(b) ||
+        rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels)
         return false;
-    for (i = 0; i < a->nmodels; i++) {
-        const rsrv_model *x = &a->models[i], *y = &b->models[i];
-        if (strcmp(x->id, y->id) || strcmp(x->model, y->model) || strcmp(x->command, y->command) ||
-            strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
-            x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
-            x->naliases != y->naliases)
-            return false;
-        for (k = 0; k < x->naliases; k++)
-            if (strcmp(x->aliases[k], y->aliases[k])) return false;
-    }
+    for (i = 0; i < a->nmodels; i++)
+        if (!rsrv_model_equal(a, &a->models[i], b, &b->models[i])) return false;
     return true;
+}
+
+/* Where a model key was set, for messages: "FILE:LINE" from the file, "--model ID"
+   from the flags. */
+RSRV_FN void rsrv_where(const char *file, const rsrv_model *m, int key, char *out, size_t cap) {
+    int line = m ? (key >= 0 && m->key_line[key] ? m->key_line[key] : m->line) : 0;
+    if (line) snprintf(out, cap, "%s:%d", file ? file : "config", line);
+    else if (m) snprintf(out, cap, "--%s %s", m->command[0] ? "command" : "model", m->id);
+    else snprintf(out, cap, "flags");
+}
+
+/* The placeholders a command may use (rsd_procs_expand's; {extra} = the model's args). */
+RSRV_FN bool rsrv_placeholder_known(const char *s, size_t n) {
+    static const char *const names[] = {"model", "alias", "host", "port", "ctx", "parallel", "ngl", "name", "extra"};
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == n && !memcmp(names[i], s, n)) return true;
+    return false;
+}
+
+/* Checks what parses but cannot work, each problem on its own line "WHERE: message\n"
+   appended to out (WHERE = FILE:LINE, or the flag): an unknown {placeholder} in a
+   command, a command without {port}, `model` and `command` in one section when the
+   command has no {model}, more pinned models than max_models, a reserve above a
+   vram_budget. Returns the number of problems. (Files are checked by the program.) */
+RSRV_FN int rsrv_check(const rsrv_config *c, const char *file, char *out, size_t cap) {
+    size_t o = strlen(out);
+    int i, bad = 0, pinned = 0, last_pin = -1;
+    char where[RSRV_PATH_MAX + 32];
+#define RSRV_PROBLEM(...) do { int w_ = snprintf(out + o, o < cap ? cap - o : 0, __VA_ARGS__); \
+        if (w_ > 0) { o = o + (size_t)w_ < cap ? o + (size_t)w_ : (cap ? cap - 1 : 0); } \
+        bad++; } while (0)
+    for (i = 0; i < c->nmodels; i++) {
+        const rsrv_model *m = &c->models[i];
+        if (m->pinned) { pinned++; last_pin = i; }
+        if (m->command[0]) {
+            const char *p = m->command, *e;
+            bool port = false, model = false;
+            rsrv_where(file, m, 1, where, sizeof where);
+            while ((p = strchr(p, '{')) != NULL) {
+                if (p[1] == '{') { p += 2; continue; }
+                e = strchr(p + 1, '}');
+                if (!e) { RSRV_PROBLEM("%s: command: a '{' without its '}' (write {{ for a brace)\n", where); break; }
+                if (!rsrv_placeholder_known(p + 1, (size_t)(e - p - 1)))
+                    RSRV_PROBLEM("%s: command: unknown placeholder {%.*s} (known: {model} {alias} {host} {port} {ctx} "
+                                 "{parallel} {ngl} {name} {extra})\n", where, (int)(e - p - 1 > 64 ? 64 : e - p - 1), p + 1);
+                if (e - p - 1 == 4 && !memcmp(p + 1, "port", 4)) port = true;
+                if (e - p - 1 == 5 && !memcmp(p + 1, "model", 5)) model = true;
+                p = e + 1;
+            }
+            if (!port) RSRV_PROBLEM("%s: command has no {port}: it must listen on the port rsd-serve gives it\n", where);
+            if (m->model[0] && !model) {
+                rsrv_where(file, m, 0, where, sizeof where);
+                RSRV_PROBLEM("%s: both `model` and `command` in [model %s]: the command runs instead of llama_server "
+                             "and has no {model}, so the model file is never used\n", where, m->id);
+            }
+        }
+        if (c->vram_budget_bytes && m->reserve_bytes > c->vram_budget_bytes) {
+            char t1[32], t2[32];
+            rsrv_where(file, m, 6, where, sizeof where);
+            RSRV_PROBLEM("%s: reserve %s is above vram_budget %s: model '%s' can never start\n", where,
+                         rsrv_fmt_size(m->reserve_bytes, t1, sizeof t1), rsrv_fmt_size(c->vram_budget_bytes, t2, sizeof t2),
+                         m->id);
+        }
+    }
+    if (pinned > c->max_models) {
+        rsrv_where(file, &c->models[last_pin], 8, where, sizeof where);
+        RSRV_PROBLEM("%s: %d pinned models but max_models = %d: they cannot all be resident\n", where, pinned,
+                     c->max_models);
+    }
+#undef RSRV_PROBLEM
+    return bad;
 }
 
 /* ---- request body ------------------------------------------------------------------- */

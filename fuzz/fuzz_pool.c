@@ -1,8 +1,9 @@
 /* fuzz_pool: bytes -> a pool configuration and an operation sequence (acquire, release,
    cancel, start ok/failed, exit, crash, time, configure, unload, pin, measured VRAM,
-   preload, stop). After every operation the invariants of tests/pool_sim.h must hold: never more
+   preload, stop, exclusive acquires, byte leases taken and given back). After every operation the invariants of tests/pool_sim.h must hold: never more
    slots than max, never over the byte budget, no STOP for a busy or pinned slot (except
-   stop/unload), counts consistent with the host's view; at the end, driven to
+   stop/unload), no start that breaks a lease, an exclusive request alone on its
+   process, counts consistent with the host's view; at the end, driven to
    quiescence, every request was GRANTed or FAILed. A violation traps.
 
    Layout: byte 0 max_slots, 1 budget (GiB, 0 = none), 2 model count, 3 max_wait, then
@@ -72,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     s.nmodels = nm;
     cur_max = max_slots;
     s.max_now = max_slots;
+    s.lease_budget = budget;
     for (; pos + 3 <= n && !s.err[0]; pos += 3) {
         unsigned op = d[pos], arg = (unsigned)d[pos + 1] | ((unsigned)d[pos + 2] << 8);
         if (op >= 0xF0) { /* control operations */
@@ -91,11 +93,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             case 3: measured = (uint64_t)(arg % 32) * FZ_GiB;
                 rsd_pool_set_vram(s.pool, measured, (uint64_t)((arg >> 5) % 8) * FZ_GiB, s.now);
                 budget = 0; /* the measured figure may shrink below what is reserved */
+                s.lease_budget = 0;
                 break;
             case 4:
                 if ((arg & 0xFF) == 0xAB) rsd_pool_stop(s.pool, s.now);
                 break;
             case 5: (void)rsd_pool_preload(s.pool, (int)(arg % (unsigned)nm), s.now); break;
+            case 6: if (psim_lease(&s, (arg & 0x4000) == 0, arg) < 0) fz_die(&s); break;
             default: (void)rsd_pool_step(s.pool, s.now); break;
             }
             if (psim_pump(&s) < 0 || psim_check(&s, cur_max, budget) < 0) fz_die(&s);

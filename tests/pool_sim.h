@@ -10,7 +10,7 @@
 #define PSIM_MAX_REQ 4096
 enum { PSIM_FREE = 0, PSIM_WAIT, PSIM_RUN };
 
-typedef struct psim_req { rsd_pool_req h; int state, model, slot; } psim_req;
+typedef struct psim_req { rsd_pool_req h; int state, model, slot; bool excl; } psim_req;
 typedef struct psim {
     rsd_pool *pool;
     uint64_t now;
@@ -22,6 +22,8 @@ typedef struct psim {
     int nreq;
     unsigned long granted, failed, released, cancelled, spawns, stops, evict_busy;
     int max_now;           /* current max_slots: no SPAWN may take occupancy above it */
+    uint64_t lease_budget; /* the byte budget leases are held in (0 = not checked) */
+    rsd_pool_lease lease[RSD_POOL_MAX_LEASES];
     char err[256];
 } psim;
 
@@ -49,6 +51,8 @@ static int psim_pump(psim *s) {
             if (s->proc_state[a.slot] != 0) return psim_fail(s, "SPAWN into a live slot");
             rsd_pool_query_stats(s->pool, &st);
             if (s->max_now && st.occupied_slots > s->max_now) return psim_fail(s, "SPAWN above max");
+            if (s->lease_budget && st.reserved_bytes + st.leased_bytes > s->lease_budget)
+                return psim_fail(s, "SPAWN breaks a lease");
             s->proc_state[a.slot] = 1;
             s->proc[a.slot] = a.proc;
             s->spawns++;
@@ -74,6 +78,9 @@ static int psim_pump(psim *s) {
             i = psim_find(s, a.req);
             if (i < 0 || s->req[i].state != PSIM_WAIT) return psim_fail(s, "GRANT for unknown request");
             if (s->proc_state[a.slot] != 2) return psim_fail(s, "GRANT into a slot not ready");
+            rsd_pool_query_stats(s->pool, &st);
+            if (s->req[i].excl && st.slots[a.slot].in_flight != 1)
+                return psim_fail(s, "exclusive GRANT beside other requests");
             s->req[i].state = PSIM_RUN;
             s->req[i].slot = a.slot;
             s->granted++;
@@ -112,6 +119,9 @@ static int psim_check(psim *s, int max_slots, uint64_t budget) {
         if (s->req[i].state == PSIM_WAIT) waiting++;
         if (s->req[i].state == PSIM_RUN) { running++; per_slot[s->req[i].slot]++; }
     }
+    for (i = 0; i < s->nreq; i++) /* an exclusive request runs alone */
+        if (s->req[i].state == PSIM_RUN && s->req[i].excl && per_slot[s->req[i].slot] != 1)
+            return psim_fail(s, "exclusive request not alone on its process");
     /* waiting+running in the pool includes grants not yet pulled: pump first */
     if ((int)st.waiting != waiting) return psim_fail(s, "waiting count disagrees");
     if ((int)st.running != running) return psim_fail(s, "running count disagrees");
@@ -119,7 +129,12 @@ static int psim_check(psim *s, int max_slots, uint64_t budget) {
         if ((int)st.slots[i].in_flight != per_slot[i]) return psim_fail(s, "in-flight disagrees");
     for (i = 0; i < s->nmodels; i++) {
         rsd_pool_model_info mi;
+        int k;
+        bool excl = false; /* an exclusive request, waiting or running, holds the queue */
+        for (k = 0; k < s->nreq; k++)
+            excl |= s->req[k].state != PSIM_FREE && s->req[k].model == i && s->req[k].excl;
         rsd_pool_query_model(s->pool, i, &mi);
+        if (excl) continue;
         if (mi.waiting && mi.state == RSD_POOL_SLOT_READY && mi.max_in_flight == 0)
             return psim_fail(s, "waiter behind a ready model with room");
         if (mi.waiting && mi.state == RSD_POOL_SLOT_READY && mi.running < mi.max_in_flight)
@@ -139,7 +154,10 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
     case 0: case 1: /* acquire */
         for (i = 0; i < s->nreq && s->req[i].state != PSIM_FREE; i++) {}
         if (i == PSIM_MAX_REQ) { called = false; break; }
-        r = rsd_pool_acquire(s->pool, (int)(arg % (unsigned)s->nmodels), s->now, NULL, &s->req[i].h, &slot);
+        s->req[i].excl = (arg & 0xF000) == 0xF000; /* rare: an exclusive request */
+        r = rsd_pool_acquire_ex(s->pool, (int)(arg % (unsigned)s->nmodels),
+                                s->req[i].excl ? RSD_POOL_ACQUIRE_EXCLUSIVE : 0, s->now, NULL,
+                                &s->req[i].h, &slot);
         if (r == RSD_OK) {
             s->req[i].state = PSIM_RUN; s->req[i].slot = slot; s->granted++;
             if (s->proc_state[slot] != 2) return psim_fail(s, "immediate grant into a slot not ready");
@@ -223,10 +241,38 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
     return psim_check(s, max_slots, budget);
 }
 
+/* Take (take = true) or give back a lease; arg picks bytes, ttl, restore, which. */
+static int psim_lease(psim *s, bool take, unsigned arg) {
+    int i = (int)(arg % RSD_POOL_MAX_LEASES), r;
+    if (take) {
+        rsd_pool_lease_desc d;
+        memset(&d, 0, sizeof d);
+        d.bytes = (uint64_t)(1 + (arg >> 3) % 12) << 30;
+        d.ttl_ms = ((arg >> 7) % 4) * 500u;
+        d.restore = (arg & 0x800) != 0;
+        if (s->lease[i].id) { /* what the release starts is pulled before the next call */
+            (void)rsd_pool_lease_release(s->pool, s->lease[i], s->now);
+            s->lease[i].id = 0;
+            if (psim_pump(s) < 0) return -1;
+        }
+        r = rsd_pool_lease_take(s->pool, &d, s->now, &s->lease[i]);
+        if (r < 0 && s->lease[i].id) return psim_fail(s, "declined lease with a handle");
+        if (r < 0 && r != RSD_ERR_POOL_NO_FIT && r != RSD_ERR_CAPACITY && r != RSD_ERR_POOL_STOPPED)
+            return psim_fail(s, "lease: unexpected error");
+    } else if (s->lease[i].id) {
+        r = rsd_pool_lease_release(s->pool, s->lease[i], s->now);
+        if (r != RSD_OK && r != RSD_ERR_POOL_STALE) return psim_fail(s, "lease release");
+        s->lease[i].id = 0;
+    }
+    return 0;
+}
+
 /* Drive to quiescence: release everything, finish every start/stop, step time forward.
    Afterwards nothing may be waiting or running: every request was GRANTed or FAILed. */
 static int psim_drain(psim *s, int max_slots, uint64_t budget) {
     int round, i;
+    for (i = 0; i < RSD_POOL_MAX_LEASES; i++) /* leases hold starts: give them back */
+        if (s->lease[i].id) (void)rsd_pool_lease_release(s->pool, s->lease[i], s->now);
     for (round = 0; round < 10000; round++) {
         bool any = false;
         rsd_pool_stats st;

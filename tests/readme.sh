@@ -12,4 +12,14 @@ for f in $B/snippet_*.c; do
   fi
   n=$((n + 1))
 done
-echo "readme: $n snippets compile"
+# The packages the README tells a newcomer to install are the ones .ci/run installs, word
+# for word (a package added to CI must be added to the README too).
+ci=$(sed -n 's/^pkgs="\(.*\)"$/\1/p' .ci/run)
+rd=$(sed -n 's/^sudo apt-get install \(.*\)$/\1/p' README.md)
+if [ -z "$ci" ] || [ "$ci" != "$rd" ]; then
+  echo "README's package list is not .ci/run's:"
+  echo "  README:  $rd"
+  echo "  .ci/run: $ci"
+  exit 1
+fi
+echo "readme: $n snippets compile; the package list is .ci/run's"

@@ -755,9 +755,9 @@ static void test_lms_cli(void) {
     snprintf(a, sizeof a, "--url %s --model c --runtime lmstudio --no-state --token k1 --observe --json", s.url);
     CHECK_EQ_INT(run_cli(a, out, sizeof out), 4);
     CHECK(json_str_is(out, "outcome", "observed"));
-    /* no token: not manageable, 4 */
+    /* no token: the server asks for an API key, 7 */
     snprintf(a, sizeof a, "--url %s --model a --runtime lmstudio --no-state --quiet", s.url);
-    CHECK_EQ_INT(run_cli(a, out, sizeof out), 4);
+    CHECK_EQ_INT(run_cli(a, out, sizeof out), 7);
     /* c does not fit beside a, and a is not ours (no state): the load fails, 3 */
     snprintf(a, sizeof a, "--url %s --model c --runtime lmstudio --no-state --token k1", s.url);
     CHECK_EQ_INT(run_cli(a, out, sizeof out), 3);

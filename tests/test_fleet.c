@@ -1240,6 +1240,97 @@ static void test_hanging_health(void) {
     CHECK(no_children());
 }
 
+/* A VRAM lease with real children: the idle, least recently used process is stopped
+   (never the busy one), the lease is ready once it has exited, a start that would
+   break it waits, and the release restarts what it stopped. */
+static void test_lease_stops_idle_and_restores(void) {
+    int fd0 = count_fds(), a, b, c;
+    rsd_fleet *f;
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    rsd_pool_req ra, rb, rc;
+    rsd_pool_lease lease;
+    rsd_pool_lease_desc ld;
+    rsd_pool_lease_info li;
+    uint16_t port = 0;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.pool.max_slots = 3;
+    d.pool.vram_budget_bytes = 10ull << 30;
+    d.procs.term_grace_ms = 2000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "a", NULL);
+    md.pool.reserve_bytes = 4ull << 30;
+    a = rsd_fleet_add_model(f, &md);
+    sim_model(&md, "b", NULL);
+    md.pool.reserve_bytes = 4ull << 30;
+    b = rsd_fleet_add_model(f, &md);
+    sim_model(&md, "c", NULL);
+    md.pool.reserve_bytes = 4ull << 30;
+    c = rsd_fleet_add_model(f, &md);
+    CHECK(acquire_wait(f, a, &ra) > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, ra, tnow()), RSD_OK); /* a idle, least recently used */
+    CHECK(acquire_wait(f, b, &rb) > 0);                      /* b busy */
+    memset(&ld, 0, sizeof ld);
+    ld.bytes = 5ull << 30;
+    ld.restore = true;
+    CHECK_EQ_INT(rsd_fleet_lease_take(f, &ld, tnow(), &lease), RSD_PENDING);
+    CHECK(await(f, RSD_FLEET_EV_STOPPING, a, 0) != NULL);
+    CHECK(stop_of(a, RSD_POOL_WHY_LEASE) != NULL);
+    CHECK(stop_of(b, RSD_POOL_WHY_LEASE) == NULL);
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    CHECK_EQ_INT(rsd_fleet_lease_query(f, lease, &li), RSD_OK);
+    CHECK(li.ready);
+    CHECK(li.granted == 5ull << 30);
+    CHECK(li.stopped == (1ull << a));
+    /* c (4 GiB) does not fit beside b (4) and the lease (5): it waits, it is not failed */
+    CHECK_EQ_INT(rsd_fleet_acquire(f, c, tnow(), NULL, &rc, &port), RSD_PENDING);
+    round_once(f, NULL); /* a start would be decided and spawned right here */
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, c), 0);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, -1), 0);
+    CHECK_EQ_INT(rsd_fleet_cancel(f, rc, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_lease_release(f, lease, tnow()), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_READY, a, 1) != NULL); /* restored without a request */
+    CHECK_EQ_INT(rsd_fleet_lease_query(f, lease, &li), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_fleet_release(f, rb, tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* An exclusive request waits for its process to drain and runs alone; the request
+   queued behind it runs after it, on the same process (no restart). */
+static void test_exclusive_request(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet *f;
+    rsd_pool_req r1, ex, r2;
+    uint16_t port = 0, port1;
+    const logged *g;
+    log_reset();
+    f = mk_fleet(1, 0);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    port1 = acquire_wait(f, a, &r1);
+    CHECK(port1 > 0);
+    CHECK_EQ_INT(rsd_fleet_acquire_ex(f, a, RSD_POOL_ACQUIRE_EXCLUSIVE, tnow(), NULL, &ex, &port), RSD_PENDING);
+    CHECK_EQ_INT(rsd_fleet_acquire(f, a, tnow(), NULL, &r2, &port), RSD_PENDING);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 1); /* only r1's */
+    CHECK_EQ_INT(rsd_fleet_release(f, r1, tnow()), RSD_OK);
+    g = await(f, RSD_FLEET_EV_GRANT, a, 1);
+    CHECK(g != NULL && g->ev.req.id == ex.id && g->ev.port == port1);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_GRANT, a), 2);
+    CHECK_EQ_INT(rsd_fleet_release(f, ex, tnow()), RSD_OK);
+    g = await(f, RSD_FLEET_EV_GRANT, a, 2);
+    CHECK(g != NULL && g->ev.req.id == r2.id);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, a), 1);
+    CHECK_EQ_INT(rsd_fleet_release(f, r2, tnow()), RSD_OK);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -1273,6 +1364,8 @@ int main(int argc, char **argv) {
     RUN(test_cancel_withdraws_queued_events);
     RUN(test_output_triggers_probe);
     RUN(test_hanging_health);
+    RUN(test_lease_stops_idle_and_restores);
+    RUN(test_exclusive_request);
     remove_model_files();
     return RSD_TEST_END();
 }

@@ -1615,16 +1615,24 @@ static void test_property_random_operations_keep_invariants(void) {
         REQUIRE(s.pool);
         s.nmodels = 5;
         s.max_now = 2;
+        s.lease_budget = 10 * GiB;
         seed = 12345u + (uint32_t)run * 7919u;
         for (i = 0; i < 20000 && !s.err[0]; i++) {
             unsigned op, arg;
             seed ^= seed << 13; seed ^= seed >> 17; seed ^= seed << 5;
             op = seed & 0xFF;
             arg = seed >> 8;
-            if (psim_op(&s, op, arg, 2, 10 * GiB) < 0) break;
+            if ((op & 0xF8) == 0xF8 && run >= 1) { /* now and then a lease taken or given back */
+                if (psim_lease(&s, (arg & 1) == 0, arg >> 1) < 0 || psim_pump(&s) < 0 ||
+                    psim_check(&s, 2, 10 * GiB) < 0)
+                    break;
+            } else if (psim_op(&s, op, arg, 2, 10 * GiB) < 0) {
+                break;
+            }
             while (rsd_pool_next_event(s.pool, &ev)) { /* only idle, unpinned slots were evicted */
                 if (ev.kind == RSD_POOL_EV_STOP && (ev.why == RSD_POOL_WHY_EVICT ||
-                    ev.why == RSD_POOL_WHY_TTL || ev.why == RSD_POOL_WHY_TRIM))
+                    ev.why == RSD_POOL_WHY_TTL || ev.why == RSD_POOL_WHY_TRIM ||
+                    ev.why == RSD_POOL_WHY_LEASE))
                     if (ev.in_flight != 0 || ev.pinned) psim_fail(&s, "evicted a busy or pinned slot");
             }
         }

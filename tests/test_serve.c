@@ -166,7 +166,7 @@ static void test_config_errors(void) {
         {"[model a]\ncommand =\n", "serve.ini:2: command: empty command"},
         {"[model a]\nmodel =\n", "serve.ini:2: model needs a path"},
         {"[model a]\nmodel = x\nmodel = y\n", "serve.ini:3: duplicate key 'model'"},
-        {"listen = localhost:80\n", "serve.ini:1: listen: bad address 'localhost:80'"},
+        {"listen = local!host:80\n", "serve.ini:1: listen: bad address 'local!host:80'"},
         {"listen = 127.0.0.1:70000\n", "serve.ini:1: listen: bad address"},
         {"listen = ::1:80\n", "serve.ini:1: listen: bad address"},
         {"start_timeout = 0\n", "serve.ini:1: start_timeout: bad duration '0'"},
@@ -1081,7 +1081,7 @@ static void test_serve_bad_config(void) {
     char path[256], out[2048], want[320];
     const char *argv1[] = {SERVE_BIN, "--config", path, NULL};
     const char *argv2[] = {SERVE_BIN, "--config", "/nonexistent/serve.ini", NULL};
-    const char *argv3[] = {SERVE_BIN, "--model", "a=/m/a.gguf", "--max-models", "2", "--check", NULL};
+    const char *argv3[] = {SERVE_BIN, "--llama-server", SIM_BIN, "--model", "a=" SIM_BIN, "--max-models", "2", "--check", NULL};
     make_dir();
     snprintf(path, sizeof path, "%s/bad.ini", g_dir);
     write_file(path, "max_models = 2\n[model a]\nmodel = /m/a.gguf\nreserve = lots\n");

@@ -1,0 +1,714 @@
+/* test_ensure_cli.c -- build/examples/rsd-ensure as a product: --help and --version,
+   options named in errors, the exit codes scripts tell apart (unreachable, not a model
+   server, observe-only and not resident, an API key wanted), plain words for each,
+   --list on every runtime, an unknown model answered with the ids the server serves,
+   a line of progress while waiting on someone else's load, and the RESIDENCY typo
+   warning (once per ensurer, in the library). Against rsd-sim on port 0, a plain HTTP
+   server of our own (404 or 200 HTML for everything, as `python3 -m http.server` answers),
+   a closed port, and, when one is found, the real llama-server (tests/real_server.h). */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_test.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_RUNTIME "router"
+#define ENSURE_BIN "build/examples/rsd-ensure"
+#define HTTP_BIN "build/examples/rsd-http"
+#include "sim_harness.h"
+#include "real_server.h"
+
+static char g_out[1 << 15], g_err[1 << 14];
+
+/* Runs rsd-ensure with args (NULL-terminated); env is "NAME=VALUE" or "NAME=" (unset)
+   entries applied in the child. Its stdout into g_out, stderr into g_err; the exit
+   status, or -1. */
+static int prog_env(const char *bin, const char *const *env, const char *const *args) {
+    const char *argv[40];
+    int o[2], e[2], st = 0, n = 0, i;
+    size_t no = 0, ne = 0;
+    bool oo = true, eo = true;
+    pid_t pid;
+    argv[n++] = bin;
+    for (i = 0; args[i] && n < 39; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    g_out[0] = g_err[0] = '\0';
+    if (pipe(o) != 0) return -1;
+    if (pipe(e) != 0) { close(o[0]); close(o[1]); return -1; }
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        close(o[0]); close(o[1]); close(e[0]); close(e[1]);
+        for (i = 0; env && env[i]; i++) {
+            char name[64];
+            const char *eq = strchr(env[i], '=');
+            snprintf(name, sizeof name, "%.*s", (int)(eq - env[i]), env[i]);
+            if (eq[1]) setenv(name, eq + 1, 1);
+            else unsetenv(name);
+        }
+        execv(argv[0], (char *const *)(void *)argv);
+        _exit(127);
+    }
+    close(o[1]);
+    close(e[1]);
+    while (oo || eo) {
+        struct pollfd p[2];
+        int k = 0;
+        if (oo) { p[k].fd = o[0]; p[k].events = POLLIN; k++; }
+        if (eo) { p[k].fd = e[0]; p[k].events = POLLIN; k++; }
+        if (poll(p, (nfds_t)k, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (i = 0; i < k; i++) {
+            bool is_out = p[i].fd == o[0];
+            char *buf = is_out ? g_out : g_err;
+            size_t cap = is_out ? sizeof g_out : sizeof g_err, *got = is_out ? &no : &ne;
+            ssize_t r;
+            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            r = read(p[i].fd, buf + *got, *got + 1 < cap ? cap - *got - 1 : 0);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                if (is_out) oo = false;
+                else eo = false;
+                continue;
+            }
+            *got += (size_t)r;
+            buf[*got] = '\0';
+        }
+    }
+    close(o[0]);
+    close(e[0]);
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int cli_env(const char *const *env, const char *const *args) { return prog_env(ENSURE_BIN, env, args); }
+
+/* The same with RESIDENCY and RESIDENCY_TOKEN unset. */
+static int cli(const char *const *args) {
+    static const char *const clean[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", NULL};
+    return cli_env(clean, args);
+}
+
+static int count_of(const char *hay, const char *needle) {
+    int n = 0;
+    for (; (hay = strstr(hay, needle)) != NULL; hay += strlen(needle)) n++;
+    return n;
+}
+
+#define SHOW_ON_FAIL() do { if (rsdt_cur_failed) printf("  stdout: %s\n  stderr: %s\n", g_out, g_err); } while (0)
+
+/* ---- a plain HTTP server that is not a model server -------------------------------- */
+typedef struct plain_server {
+    pid_t pid;
+    int port;
+    char url[64];
+} plain_server;
+
+/* Forks a child serving every request with `status` and a small HTML page (what a
+   static file server answers), or, with status 0, a server that is not HTTP at all (it
+   greets like sshd and closes); 0 with the port, or -1. */
+static int plain_start(plain_server *ps, int status) {
+    int fds[2];
+    uint16_t port = 0;
+    memset(ps, 0, sizeof *ps);
+    if (pipe(fds) != 0) return -1;
+    fflush(stdout);
+    ps->pid = fork();
+    if (ps->pid < 0) return -1;
+    if (ps->pid == 0 && status == 0) { /* not HTTP at all: a greeting line, then close */
+        struct sockaddr_in a;
+        socklen_t len = sizeof a;
+        int lfd = socket(AF_INET, SOCK_STREAM, 0), cfd;
+        static const char hello[] = "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n";
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) != 0 || listen(lfd, 16) != 0 ||
+            getsockname(lfd, (struct sockaddr *)&a, &len) != 0)
+            _exit(1);
+        port = ntohs(a.sin_port);
+        if (write(fds[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(1);
+        close(fds[1]);
+        for (;;)
+            if ((cfd = accept(lfd, NULL, NULL)) >= 0) {
+                if (write(cfd, hello, sizeof hello - 1) < 0) {}
+                close(cfd);
+            }
+    }
+    if (ps->pid == 0) {
+        rsd_http_server *s = rsd_http_server_create(NULL);
+        static const char page[] = "<!DOCTYPE html><html><body><h1>Directory listing</h1></body></html>\n";
+        rsd_http_header h;
+        close(fds[0]);
+        port = s ? rsd_http_server_port(s) : 0;
+        if (write(fds[1], &port, sizeof port) != (ssize_t)sizeof port || !s) _exit(1);
+        close(fds[1]);
+        h.name = rsd_str_c("Content-Type");
+        h.value = rsd_str_c("text/html; charset=utf-8");
+        for (;;) {
+            rsd_pollfd pf[40];
+            rsd_http_server_event ev;
+            int n = rsd_http_server_pollfds(s, pf, 40);
+            if (n > 40) n = 40;
+            (void)poll((struct pollfd *)(void *)pf, (nfds_t)n, 1000);
+            rsd_http_server_step_polled(s, rsd_now_ms(), pf, n);
+            while (rsd_http_server_next_event(s, &ev))
+                if (ev.type == RSD_HTTP_SEV_REQUEST)
+                    (void)rsd_http_respond(s, ev.req, status, &h, 1, page, sizeof page - 1);
+        }
+    }
+    close(fds[1]);
+    if (read(fds[0], &port, sizeof port) != (ssize_t)sizeof port || port == 0) port = 0;
+    close(fds[0]);
+    ps->port = port;
+    snprintf(ps->url, sizeof ps->url, "http://127.0.0.1:%d", (int)port);
+    return port ? 0 : -1;
+}
+
+static void plain_stop(plain_server *ps) {
+    if (ps->pid <= 0) return;
+    kill(ps->pid, SIGKILL);
+    while (waitpid(ps->pid, NULL, 0) < 0 && errno == EINTR) {}
+    ps->pid = 0;
+}
+
+/* A loopback port nothing listens on (bound, read back, closed). */
+static int closed_port(void) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+/* ---- 11: help, version, errors that name the option --------------------------------- */
+static void test_help_version(void) {
+    static const char *const h[] = {"--help", NULL}, *const hs[] = {"-h", NULL}, *const v[] = {"--version", NULL};
+    CHECK_EQ_INT(cli(h), 0);
+    CHECK(strncmp(g_out, "usage: rsd-ensure --url URL --model ID", 38) == 0);
+    CHECK(g_err[0] == '\0'); /* the help goes to stdout */
+    CHECK(strstr(g_out, "--verbose") != NULL);
+    CHECK(strstr(g_out, "--list") != NULL && strstr(g_out, "--version") != NULL);
+    /* every exit code is documented */
+    CHECK(strstr(g_out, "\n  0   resident") != NULL);
+    CHECK(strstr(g_out, "\n  2   declined") != NULL);
+    CHECK(strstr(g_out, "\n  3   the load failed") != NULL);
+    CHECK(strstr(g_out, "\n  4   observe-only") != NULL);
+    CHECK(strstr(g_out, "\n  5   server unreachable") != NULL);
+    CHECK(strstr(g_out, "\n  6   not a model server") != NULL);
+    CHECK(strstr(g_out, "\n  7   ") != NULL);
+    CHECK(strstr(g_out, "\n  64  bad command line") != NULL);
+    SHOW_ON_FAIL();
+    CHECK_EQ_INT(cli(hs), 0);
+    CHECK(strncmp(g_out, "usage: rsd-ensure", 17) == 0);
+    CHECK_EQ_INT(cli(v), 0);
+    CHECK_EQ_STR(g_out, "rsd-ensure (residency.h) " RSD_VERSION_STRING "\n");
+    {   /* the README's exit-code table has a row for each code the help lists */
+        static char readme[1 << 17];
+        static const char *const codes[] = {"0", "2", "3", "4", "5", "6", "7", "64"};
+        FILE *f = fopen("README.md", "rb");
+        size_t n = f ? fread(readme, 1, sizeof readme - 1, f) : 0;
+        unsigned k;
+        if (f) fclose(f);
+        readme[n] = '\0';
+        CHECK(n > 0);
+        CHECK_EQ_INT(cli(h), 0);
+        for (k = 0; k < sizeof codes / sizeof codes[0]; k++) {
+            char row[16], line[16];
+            snprintf(row, sizeof row, "\n| %s | ", codes[k]);
+            snprintf(line, sizeof line, "\n  %-3s ", codes[k]);
+            CHECK(strstr(readme, row) != NULL);
+            CHECK(strstr(g_out, line) != NULL);
+            if (rsdt_cur_failed) { printf("  exit code %s\n", codes[k]); break; }
+        }
+    }
+    /* the README starts rsd-sim by hand: its --help is there too */
+    CHECK_EQ_INT(prog_env(SIM_BIN, NULL, h), 0);
+    CHECK(strncmp(g_out, "usage: rsd-sim", 14) == 0);
+    CHECK(strstr(g_out, "--models-max") != NULL && strstr(g_out, "--load-ms") != NULL);
+    CHECK(g_err[0] == '\0');
+}
+
+static void test_bad_usage(void) {
+    static const char *const a1[] = {"--bogus", NULL};
+    static const char *const a2[] = {"--model", "m", "--url", NULL};
+    static const char *const a3[] = {"--url", "http://127.0.0.1:1", "--model", "m", "--context", "x", NULL};
+    static const char *const a4[] = {"--url", "http://127.0.0.1:1", NULL};
+    static const char *const a5[] = {"--url", "http://127.0.0.1:1", "--model", "m", "--runtime", "vllm", NULL};
+    static const char *const a6[] = {"--model", "m", NULL};
+    CHECK_EQ_INT(cli(a1), 64);
+    CHECK_EQ_STR(g_err, "rsd-ensure: --bogus: unknown option (see --help)\n");
+    CHECK(g_out[0] == '\0');
+    CHECK_EQ_INT(cli(a2), 64);
+    CHECK_EQ_STR(g_err, "rsd-ensure: --url: needs a value (see --help)\n");
+    CHECK_EQ_INT(cli(a3), 64);
+    CHECK(strstr(g_err, "--context: ") != NULL);
+    CHECK_EQ_INT(cli(a4), 64);
+    CHECK(strstr(g_err, "--model: required") != NULL);
+    CHECK_EQ_INT(cli(a5), 64);
+    CHECK(strstr(g_err, "--runtime: auto, llamacpp, lmstudio or ollama") != NULL);
+    CHECK_EQ_INT(cli(a6), 64);
+    CHECK(strstr(g_err, "--url: required") != NULL);
+    SHOW_ON_FAIL();
+}
+
+/* ---- 13, 14: unreachable, and not a model server ------------------------------------ */
+static void test_unreachable(void) {
+    char url[64], want[128];
+    int port = closed_port();
+    const char *a[] = {"--url", url, "--model", "m", "--no-state", NULL};
+    const char *l[] = {"--url", url, "--list", NULL};
+    const char *j[] = {"--url", url, "--model", "m", "--no-state", "--json", NULL};
+    REQUIRE(port > 0);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+    snprintf(want, sizeof want, "server unreachable: connection refused (%s)\n", url);
+    CHECK_EQ_INT(cli(a), 5);
+    CHECK_EQ_STR(g_out, want);
+    CHECK(strstr(g_out, "observe") == NULL); /* not "degraded: ... (observe: observe: ...)" */
+    CHECK_EQ_INT(cli(l), 5);
+    CHECK_EQ_STR(g_out, want);
+    CHECK_EQ_INT(cli(j), 5);
+    CHECK(strstr(g_out, "\"result\":\"ERR_CONNECT\"") != NULL);
+    CHECK(strstr(g_out, "\"exit_code\":5") != NULL);
+    SHOW_ON_FAIL();
+#ifdef RSD_HTTP_MBEDTLS
+    /* mbedTLS is installed (the tests build with it): so are the examples, and an https
+       URL is tried, not refused by the build */
+    snprintf(url, sizeof url, "https://127.0.0.1:%d", port);
+    snprintf(want, sizeof want, "server unreachable: connection refused (%s)\n", url);
+    CHECK_EQ_INT(cli(a), 5);
+    CHECK_EQ_STR(g_out, want);
+    SHOW_ON_FAIL();
+#endif
+}
+
+static void check_not_server(const char *url, int status) {
+    static const char *const rts[] = {NULL, "llamacpp", "ollama", "lmstudio"};
+    int i;
+    for (i = 0; i < 4; i++) {
+        const char *a[] = {"--url", url, "--model", "m", "--no-state", NULL, NULL, NULL};
+        const char *l[] = {"--url", url, "--list", NULL, NULL, NULL};
+        if (rts[i]) {
+            a[5] = l[3] = "--runtime";
+            a[6] = l[4] = rts[i];
+        }
+        CHECK_EQ_INT(cli(a), 6);
+        CHECK(strstr(g_out, "not a model server: ") != NULL);
+        CHECK(strstr(g_out, "ok (HTTP") == NULL);
+        CHECK_EQ_INT(cli(l), 6);
+        CHECK(strstr(g_out, "not a model server: ") != NULL);
+        CHECK(strstr(g_out, "ok (HTTP") == NULL && strstr(g_out, "resident:") == NULL);
+        if (rsdt_cur_failed) {
+            printf("  HTTP %d, runtime %s\n", status, rts[i] ? rts[i] : "auto");
+            SHOW_ON_FAIL();
+            return;
+        }
+    }
+}
+
+static void test_not_a_model_server(void) {
+    plain_server p404, p200;
+    REQUIRE(plain_start(&p404, 404) == 0);
+    REQUIRE(plain_start(&p200, 200) == 0);
+    check_not_server(p404.url, 404);
+    {   /* detection names what it asked and what came back */
+        const char *a[] = {"--url", p404.url, "--model", "m", "--no-state", NULL};
+        CHECK_EQ_INT(cli(a), 6);
+        CHECK(strstr(g_out, "not as a llama.cpp router, Ollama or LM Studio (GET /props: HTTP 404)") != NULL);
+    }
+    check_not_server(p200.url, 200);
+    plain_stop(&p404);
+    plain_stop(&p200);
+    {   /* not even HTTP: "not a model server", not "unreachable" */
+        plain_server ssh;
+        REQUIRE(plain_start(&ssh, 0) == 0);
+        {
+            const char *a[] = {"--url", ssh.url, "--model", "m", "--no-state", NULL};
+            CHECK_EQ_INT(cli(a), 6);
+            CHECK(strncmp(g_out, "not a model server: GET ", 24) == 0);
+            SHOW_ON_FAIL();
+        }
+        plain_stop(&ssh);
+    }
+}
+
+/* ---- 13, 14: observe-only, the flag named as the flag --------------------------------- */
+static void test_observe(void) {
+    static const char *const args[] = {"--load-ms", "20", "--model", "id=a", "--model", "id=b", NULL};
+    static const char *const env_obs[] = {"RESIDENCY=observe", "RESIDENCY_TOKEN=", NULL};
+    sim_proc s;
+    int base;
+    REQUIRE(sim_start(&s, args) == 0);
+    {
+        const char *a[] = {"--url", s.url, "--model", "a", "--no-state", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+    }
+    base = sim_log(&s);
+    {
+        const char *a[] = {"--url", s.url, "--model", "b", "--no-state", "--observe", NULL};
+        CHECK_EQ_INT(cli(a), 4);
+        CHECK(strstr(g_out, "observed: 'b' on ") != NULL);
+        CHECK(strstr(g_out, "not resident") != NULL);
+        CHECK(strstr(g_out, "observe-only: --observe") != NULL);
+        CHECK(strstr(g_out, "RESIDENCY") == NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", s.url, "--model", "b", "--no-state", "--observe", "--json", NULL};
+        CHECK_EQ_INT(cli(a), 4);
+        CHECK(strstr(g_out, "\"reason_text\":\"observe-only: --observe\"") != NULL);
+        CHECK(strstr(g_out, "\"exit_code\":4") != NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", s.url, "--model", "b", "--no-state", NULL};
+        CHECK_EQ_INT(cli_env(env_obs, a), 4);
+        CHECK(strstr(g_out, "observe-only: RESIDENCY=observe") != NULL);
+        SHOW_ON_FAIL();
+    }
+    {   /* observe-only and already resident: 0 */
+        const char *a[] = {"--url", s.url, "--model", "a", "--no-state", "--observe", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK(strstr(g_out, ", resident (") != NULL);
+    }
+    {   /* nothing was loaded by any of them */
+        int n = sim_log(&s);
+        CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
+    }
+    sim_stop(&s);
+}
+
+/* ---- 15: RESIDENCY typo ----------------------------------------------------------------- */
+static void test_residency_typo_cli(void) {
+    static const char *const args[] = {"--model", "id=a", "--model", "id=b", NULL};
+    static const char *const typo[] = {"RESIDENCY=obsreve", "RESIDENCY_TOKEN=", NULL};
+    static const char *const on[] = {"RESIDENCY=managed", "RESIDENCY_TOKEN=", NULL};
+    sim_proc s;
+    REQUIRE(sim_start(&s, args) == 0);
+    {
+        const char *a[] = {"--url", s.url, "--model", "a", "--no-state", NULL};
+        CHECK_EQ_INT(cli_env(typo, a), 0); /* a typo still manages ... */
+        CHECK_EQ_INT(count_of(g_out, "RESIDENCY='obsreve' is not a value residency knows"), 1); /* ... loudly, once */
+        CHECK(strstr(g_out, "observe, off, 0, false, user or user-managed") != NULL);
+        CHECK(strstr(g_out, "on, 1, true or managed") != NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", s.url, "--model", "b", "--no-state", "--json", NULL};
+        CHECK_EQ_INT(cli_env(typo, a), 0);
+        CHECK(strstr(g_out, "\"kind\":\"degraded\",\"level\":\"warning\",\"message\":\"RESIDENCY='obsreve'") != NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", s.url, "--model", "a", "--no-state", NULL};
+        CHECK_EQ_INT(cli_env(on, a), 0);
+        CHECK(strstr(g_out, "not a value residency knows") == NULL);
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK(strstr(g_out, "not a value residency knows") == NULL);
+    }
+    sim_stop(&s);
+}
+
+/* The notice is the library's, once per ensurer (not once per ensure); known values and
+   --observe say nothing. */
+static void test_residency_typo_lib(void) {
+    static const char *const args[] = {"--model", "id=a", "--model", "id=b", NULL};
+    static const char *const vals[] = {"obsreve", " Managed ", "ON", "1", "true", "off", "", NULL};
+    sim_proc s;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    int i, k, warned;
+    CHECK(!rsd_env_known("obsreve"));
+    CHECK(!rsd_env_known("yes"));
+    CHECK(rsd_env_known(NULL) && rsd_env_known("") && rsd_env_known(" on ") && rsd_env_known("MANAGED"));
+    CHECK(rsd_env_known("observe") && rsd_env_known("user-managed") && rsd_env_known("0"));
+    REQUIRE(sim_start(&s, args) == 0);
+    for (k = 0; vals[k]; k++) {
+        memset(&d, 0, sizeof d);
+        d.no_state = true;
+        d.no_cache = true;
+        d.residency_env = vals[k];
+        e = rsd_ensurer_create(&d);
+        REQUIRE(e != NULL);
+        warned = 0;
+        for (i = 0; i < 3; i++) {
+            int j;
+            memset(&q, 0, sizeof q);
+            q.url = s.url;
+            q.model = i == 1 ? "b" : "a";
+            (void)rsd_ensure(e, &q, &res);
+            for (j = 0; j < res.n_notices; j++)
+                if (res.notices[j].dmsg == RSD_DMSG_ENV_UNKNOWN) {
+                    warned++;
+                    CHECK_EQ_INT(res.notices[j].notice.level, RSD_LEVEL_WARNING);
+                    CHECK(strstr(res.notices[j].text, vals[k]) != NULL);
+                }
+        }
+        CHECK_EQ_INT(warned, k == 0 ? 1 : 0);
+        if (rsdt_cur_failed) printf("  RESIDENCY='%s': %d warnings\n", vals[k], warned);
+        rsd_ensurer_destroy(e);
+    }
+    sim_stop(&s);
+    {   /* LM Studio's machine says it too */
+        static const char *const lms[] = {SIM_BIN, "--runtime", "lmstudio", "--port", "0", "--load-ms", "10",
+                                          "--model", "id=a,size=1G", NULL};
+        listen_proc l;
+        REQUIRE(listen_proc_start(&l, lms, -1) == 0);
+        memset(&d, 0, sizeof d);
+        d.no_state = true;
+        d.residency_env = "obsreve";
+        e = rsd_ensurer_create(&d);
+        REQUIRE(e != NULL);
+        memset(&q, 0, sizeof q);
+        q.url = l.url;
+        q.model = "a";
+        CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+        CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LMSTUDIO);
+        CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+        for (warned = 0, i = 0; i < res.n_notices; i++) warned += res.notices[i].dmsg == RSD_DMSG_ENV_UNKNOWN;
+        CHECK_EQ_INT(warned, 1);
+        rsd_ensurer_destroy(e);
+        (void)listen_proc_stop(&l);
+    }
+}
+
+/* ---- 13: an unknown model, answered with what the server serves ---------------------- */
+static void test_unknown_model(void) {
+    static const char *const few[] = {"--model", "id=alpha", "--model", "id=beta", NULL};
+    static const char *const many[] = {"--model", "id=m1", "--model", "id=m2", "--model", "id=m3", "--model", "id=m4",
+                                       "--model", "id=m5", "--model", "id=m6", "--model", "id=m7", NULL};
+    sim_proc s;
+    REQUIRE(sim_start(&s, few) == 0);
+    {
+        const char *a[] = {"--url", s.url, "--model", "nope", "--no-state", NULL};
+        CHECK_EQ_INT(cli(a), 3);
+        CHECK(strstr(g_out, "'nope' is not served there: it serves 2 models: alpha, beta") != NULL);
+        SHOW_ON_FAIL();
+    }
+    sim_stop(&s);
+    REQUIRE(sim_start(&s, many) == 0);
+    {
+        const char *a[] = {"--url", s.url, "--model", "nope", "--no-state", "--json", NULL};
+        CHECK_EQ_INT(cli(a), 3);
+        CHECK(strstr(g_out, "it serves 7 models: m1, m2, m3, m4, m5 and 2 more") != NULL);
+        SHOW_ON_FAIL();
+    }
+    {   /* a served model that fails to load is not called unknown */
+        const char *a[] = {"--url", s.url, "--model", "m1", "--no-state", NULL};
+        char body[64];
+        rsd_http_client *c = rsd_http_client_create(NULL);
+        rsd_http_request q;
+        rsd_http_event ev;
+        char u[128];
+        REQUIRE(c != NULL);
+        snprintf(u, sizeof u, "%s/_sim/fail-loads", s.url);
+        snprintf(body, sizeof body, "{\"count\":1}");
+        memset(&q, 0, sizeof q);
+        q.method = "POST";
+        q.url = u;
+        q.body = body;
+        q.body_len = strlen(body);
+        q.content_type = "application/json";
+        CHECK_EQ_INT(rsd_http_request_sync(c, &q, &ev), RSD_OK);
+        rsd_http_client_destroy(c);
+        CHECK_EQ_INT(cli(a), 3);
+        CHECK(strstr(g_out, "is not served there") == NULL);
+        SHOW_ON_FAIL();
+    }
+    sim_stop(&s);
+}
+
+/* ---- 13: progress while waiting on a load someone else started ----------------------- */
+static void test_wait_progress(void) {
+    /* the other load takes 4 s: rsd-ensure starts and lists long before it ends, however
+       busy the machine (it is a spawn and two requests) */
+    static const char *const args[] = {"--load-ms", "4000", "--model", "id=a", "--model", "id=b", NULL};
+    sim_proc s;
+    rsd_http_client *c;
+    rsd_http_request q;
+    rsd_http_event ev;
+    char u[128];
+    int n;
+    REQUIRE(sim_start(&s, args) == 0);
+    c = rsd_http_client_create(NULL);
+    REQUIRE(c != NULL);
+    snprintf(u, sizeof u, "%s/models/load", s.url);
+    memset(&q, 0, sizeof q);
+    q.method = "POST";
+    q.url = u;
+    q.body = "{\"model\":\"b\"}";
+    q.body_len = strlen(q.body);
+    q.content_type = "application/json";
+    CHECK_EQ_INT(rsd_http_request_sync(c, &q, &ev), RSD_OK);
+    CHECK_EQ_INT(ev.status, 200);
+    rsd_http_client_destroy(c);
+    {
+        const char *a[] = {"--url", s.url, "--model", "b", "--no-state", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK(strstr(g_out, "waiting for 'b' (being loaded by someone else) ... ") != NULL);
+        CHECK(strstr(g_out, "loading 'b'") == NULL);
+        CHECK(strstr(g_out, "resident: 'b' on ") != NULL);
+        SHOW_ON_FAIL();
+    }
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/load", NULL), 1); /* only the other one's */
+    sim_stop(&s);
+}
+
+/* ---- 12: --list on every runtime, detected or given ------------------------------------ */
+static void test_list_runtimes(void) {
+    static const char *const oll[] = {"--runtime", "ollama", "--port", "0", "--model", "id=llama3:8b,loaded=1",
+                                      "--model", "id=qwen:7b", NULL};
+    static const char *const lms[] = {"--runtime", "lmstudio", "--port", "0", "--api-key", "k1", "--model",
+                                      "id=a,size=1G,loaded=1", "--model", "id=c,size=1G", NULL};
+    static const char *const rt[] = {"--runtime", "router", "--port", "0", "--load-ms", "20", "--model", "id=x",
+                                     "--model", "id=y", NULL};
+    const char *argv[16];
+    listen_proc o, l, r;
+    int i;
+    argv[0] = SIM_BIN;
+    for (i = 0; oll[i]; i++) argv[i + 1] = oll[i];
+    argv[i + 1] = NULL;
+    REQUIRE(listen_proc_start(&o, argv, -1) == 0);
+    for (i = 0; lms[i]; i++) argv[i + 1] = lms[i];
+    argv[i + 1] = NULL;
+    REQUIRE(listen_proc_start(&l, argv, -1) == 0);
+    for (i = 0; rt[i]; i++) argv[i + 1] = rt[i];
+    argv[i + 1] = NULL;
+    REQUIRE(listen_proc_start(&r, argv, -1) == 0);
+    {
+        const char *a[] = {"--url", o.url, "--list", NULL};
+        const char *b[] = {"--url", o.url, "--list", "--runtime", "ollama", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK_EQ_STR(g_out, "resident: llama3:8b (loaded)\n");
+        CHECK_EQ_INT(cli(b), 0);
+        CHECK_EQ_STR(g_out, "resident: llama3:8b (loaded)\n");
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", l.url, "--list", "--token", "k1", NULL};
+        const char *b[] = {"--url", l.url, "--list", "--runtime", "lmstudio", "--token", "k1", NULL};
+        const char *c[] = {"--url", l.url, "--list", NULL};
+        const char *d[] = {"--url", l.url, "--list", "--token", "wrong", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK_EQ_STR(g_out, "resident: a (loaded)\n");
+        CHECK_EQ_INT(cli(b), 0);
+        CHECK_EQ_STR(g_out, "resident: a (loaded)\n");
+        CHECK_EQ_INT(cli(c), 7);
+        CHECK(strstr(g_out, "asks for an API key") != NULL);
+        CHECK_EQ_INT(cli(d), 7);
+        CHECK(strstr(g_out, "refused the API key") != NULL);
+        CHECK(strstr(g_out, "wrong") == NULL); /* never printed */
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", r.url, "--list", NULL};
+        const char *b[] = {"--url", r.url, "--list", "--runtime", "llamacpp", NULL};
+        const char *e[] = {"--url", r.url, "--model", "x", "--no-state", "--quiet", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK_EQ_STR(g_out, "resident: (nothing)\n");
+        CHECK_EQ_INT(cli(e), 0);
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK_EQ_STR(g_out, "resident: x (loaded)\n");
+        CHECK_EQ_INT(cli(b), 0);
+        CHECK_EQ_STR(g_out, "resident: x (loaded)\n");
+        SHOW_ON_FAIL();
+    }
+    (void)listen_proc_stop(&o);
+    (void)listen_proc_stop(&l);
+    (void)listen_proc_stop(&r);
+}
+
+/* ---- the real llama.cpp router: an unknown model, --list, observe -------------------- */
+static char REAL_BIN[1024];
+static bool g_real;
+
+static void test_real_router_words(void) {
+    char dir[512], ini[700];
+    real_server S;
+    FILE *f;
+    const char *args[] = {"--models-preset", ini, "--models-max", "2", NULL};
+    if (!g_real) {
+        printf("  real llama-server not found: skipped\n");
+        return;
+    }
+    REQUIRE(real_models(dir, sizeof dir) == 0);
+    snprintf(ini, sizeof ini, "%s/preset.ini", dir);
+    f = fopen(ini, "w");
+    REQUIRE(f != NULL);
+    fprintf(f, "[tiny-a]\nmodel = %s/tiny-a.gguf\nctx-size = 256\n\n[tiny-b]\nmodel = %s/tiny-b.gguf\nctx-size = 256\n",
+            dir, dir);
+    fclose(f);
+    REQUIRE(real_start(&S, REAL_BIN, dir, args, 60000) == 0);
+    {
+        const char *a[] = {"--url", S.url, "--model", "nope", "--no-state", NULL};
+        CHECK_EQ_INT(cli(a), 3);
+        CHECK(strstr(g_out, "HTTP 404") != NULL);
+        CHECK(strstr(g_out, "'nope' is not served there: it serves 2 models: tiny-a, tiny-b") != NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", S.url, "--model", "tiny-a", "--no-state", "--observe", NULL};
+        CHECK_EQ_INT(cli(a), 4);
+        CHECK(strstr(g_out, "observe-only: --observe") != NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", S.url, "--model", "tiny-a", "--no-state", NULL};
+        const char *l[] = {"--url", S.url, "--list", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK_EQ_INT(cli(l), 0);
+        CHECK_EQ_STR(g_out, "resident: tiny-a (loaded)\n");
+        SHOW_ON_FAIL();
+    }
+    real_stop(&S);
+    real_rmdir(dir);
+}
+
+int main(int argc, char **argv) {
+    char why[256];
+    RSD_TEST_BEGIN(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    if (access(ENSURE_BIN, X_OK) != 0 || access(SIM_BIN, X_OK) != 0) {
+        printf("%s or %s missing (make examples)\n1 passed, 1 failed\n", ENSURE_BIN, SIM_BIN);
+        return 1;
+    }
+    g_real = real_find(REAL_BIN, sizeof REAL_BIN, why, sizeof why) == 0;
+    RUN(test_help_version);
+    RUN(test_bad_usage);
+    RUN(test_unreachable);
+    RUN(test_not_a_model_server);
+    RUN(test_observe);
+    RUN(test_residency_typo_cli);
+    RUN(test_residency_typo_lib);
+    RUN(test_unknown_model);
+    RUN(test_wait_progress);
+    RUN(test_list_runtimes);
+    RUN(test_real_router_words);
+    return RSD_TEST_END();
+}
