@@ -19,14 +19,19 @@ fi
 B=build/win
 mkdir -p "$B/bin" "$B/tests" || exit 1
 # Not built for Windows (said, not hidden): they test POSIX-only machinery.
-#   test_proc, test_fleet, test_fleet_soak, test_serve, test_real_serve
+#   test_proc, test_fleet, test_fleet_soak, test_serve, test_serve_cut, test_serve_ops,
+#   test_real_serve
 #             process supervision (>>proc, >>fleet) has no Windows code yet: compiled out
+#   test_etcd starts the Linux etcd binary, which wine cannot run
+#   test_ensure_cli
+#             starts build/examples/rsd-ensure with POSIX calls (rsd-ensure.exe is run
+#             below, against rsd-sim.exe)
 #   test_real_router, test_real_harness
 #             start the real Linux llama-server binary, which wine cannot run
 #   test_hostile, test_sim_net, test_tls, test_ensure_lms
 #             fork() a POSIX child or server (no fork on Windows)
 #   test_ensure, test_http_head, test_http_net, test_state: not ported yet (POSIX test code)
-skip="test_ensure test_http_head test_http_net test_state test_proc test_fleet test_fleet_soak test_serve test_real_serve test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
+skip="test_ensure test_http_head test_http_net test_state test_etcd test_ensure_cli test_serve_cut test_serve_ops test_proc test_fleet test_fleet_soak test_serve test_real_serve test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
 srcs=""
 for src in tests/test_*.c; do
   t=$(basename "$src" .c)
