@@ -10536,11 +10536,7 @@ struct rsd_etcd {
     rsd_json_tok toks[RSDI_ETCD_TOKS];
 };
 
-RSDI_PRIVATE uint64_t rsdi_etcd_wall_ms(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+RSDI_PRIVATE uint64_t rsdi_etcd_wall_ms(void) { return rsdi_wall_ms(); }
 
 /* ---- base64 (RFC 4648, padded) ------------------------------------------------ */
 RSDI_PRIVATE size_t rsdi_b64_len(size_t n) { return (n + 2) / 3 * 4; }
