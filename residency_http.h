@@ -183,8 +183,12 @@
 
        rsd_pollfd {int fd; short events; short revents;} has the layout of struct
        pollfd (checked at compile time), RSD_POLLIN/RSD_POLLOUT equal POLLIN/POLLOUT:
-       cast the array for poll(). All times are absolute ms on the caller's clock
-       (rsd_now_ms() is CLOCK_MONOTONIC; tests pass a fake clock). Handles
+       cast the array for poll(). On Windows it is {uintptr_t fd (a SOCKET); short
+       events; short revents;}, the layout of WSAPOLLFD, with RSD_POLLIN/RSD_POLLOUT
+       equal to POLLRDNORM/POLLWRNORM: cast the array for WSAPoll(). rsd_poll(fds,
+       n, timeout_ms) is either one (and, with n 0, a plain sleep, which WSAPoll
+       refuses). All times are absolute ms on the caller's clock (rsd_now_ms() is
+       CLOCK_MONOTONIC, QueryPerformanceCounter on Windows; tests pass a fake clock). Handles
        (rsd_http_req_h) are {id}: 0 = invalid, slot in the low 12 bits, a generation
        above, so a stale handle is detected, never confused with a new request.
 
@@ -523,7 +527,14 @@
        in create; send, step, respond and the streams never allocate (a
        steady-state keep-alive request is 0 allocations: tests count it).
        PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
-       never a SIGPIPE handler; poll(), never select(). TLS: every connection
+       never a SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
+       2, WSAPoll; each client and server takes a WSAStartup reference in create
+       and returns it in destroy (the user never calls it); sockets are
+       non-blocking (FIONBIO) and not inherited by children; WSAGetLastError
+       codes are mapped to the errno values reported in sys_errno. Include
+       windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
+       old winsock.h clashes with winsock2.h). Process supervision (>>proc,
+       >>fleet) is compiled out on Windows for now, as with RSD_NO_PROCESS. TLS: every connection
        does its I/O through an internal transport (recv/send/close function
        pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
        TLS: https:// through mbedTLS (RSD_HTTP_MBEDTLS, http client)
@@ -618,6 +629,13 @@
        it); its subdirectories locks/ and attr/ must be real directories. Files
        are opened with O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK and must be regular files,
        so a planted symlink or FIFO is refused, never followed or blocked on.
+       Windows: desc.dir, %RESIDENCY_STATE_DIR%, then %LOCALAPPDATA%\residency;
+       paths are UTF-8. The directory must be a directory (locks\ and attr\ not
+       reparse points); ownership is left to its ACL (a user's own LOCALAPPDATA).
+       Files are opened with CreateFileW (not inheritable, shared for read, write
+       and delete), the lock is LockFileEx on one byte far past the end (so it
+       never stops a reader), the atomic replace is MoveFileExW with
+       MOVEFILE_REPLACE_EXISTING.
 
        Layout:
            <dir>/locks/<name>.lock   cross-process lock + owner record (0600)
@@ -1523,6 +1541,12 @@
 #ifndef RESIDENCY_HTTP_H_INCLUDED
 #define RESIDENCY_HTTP_H_INCLUDED
 
+/* Windows: process supervision (>>proc, >>fleet) has no Windows code yet, so it is
+   compiled out there as if RSD_NO_PROCESS were given. */
+#if defined(_WIN32) && !defined(RSD_NO_PROCESS)
+#define RSD_NO_PROCESS 1
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -1632,12 +1656,28 @@ RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
 /* Poll entry with the layout of POSIX `struct pollfd` {int fd; short events; short
    revents;} (the implementation checks size, offsets and flag values at compile time),
    so an array of these can be handed to poll() with a cast. */
+#if defined(_WIN32)
+/* Windows: the layout of WSAPOLLFD {SOCKET fd; SHORT events; SHORT revents;}, flags
+   equal to POLLRDNORM / POLLWRNORM, so the array goes to WSAPoll() with a cast. */
+typedef struct rsd_pollfd {
+    uintptr_t fd;   /* a SOCKET */
+    short events;   /* RSD_POLLIN / RSD_POLLOUT */
+    short revents;  /* filled by the host's WSAPoll() */
+} rsd_pollfd;
+enum { RSD_POLLIN = 0x0100, RSD_POLLOUT = 0x0010 };  /* equal to POLLRDNORM / POLLWRNORM */
+#else
 typedef struct rsd_pollfd {
     int fd;
     short events;   /* RSD_POLLIN / RSD_POLLOUT */
     short revents;  /* filled by the host's poll() */
 } rsd_pollfd;
 enum { RSD_POLLIN = 0x001, RSD_POLLOUT = 0x004 };  /* equal to POLLIN / POLLOUT */
+#endif
+
+/* Waits up to timeout_ms (-1 = no limit) until one of fds is ready: poll(), or
+   WSAPoll() on Windows; with nfds 0 it only sleeps (WSAPoll refuses an empty set).
+   Returns how many are ready (0 = timeout), -1 with errno. */
+RSD_API int rsd_poll(rsd_pollfd *fds, int nfds, int timeout_ms);
 
 #define RSD_DEADLINE_NONE ((uint64_t)-1)   /* next_deadline: nothing scheduled */
 #define RSD_TIMEOUT_NONE 0xFFFFFFFFu       /* a *_timeout_ms field: never time out */
@@ -3341,11 +3381,40 @@ fail:
 /* ==== >>httpparse end ===================================================== */
 
 /* ==== >>http client (implementation) ====================================== */
-/* ---- >>net: POSIX socket helpers shared by the client and the server ---------- */
+/* ---- >>net: socket helpers shared by the client and the server ----------------
+   The only place that knows which socket API it is: POSIX sockets, or Winsock 2 on
+   Windows (_WIN32). Everything above calls these wrappers; a failed call leaves a
+   POSIX errno value in errno on both (Winsock's WSAGetLastError() codes are mapped).
+   On Windows a SOCKET is held in an int: socket handles are kernel handles, which
+   Windows keeps within 32 bits on 64-bit systems, and INVALID_SOCKET becomes -1. */
 #include <errno.h>
 #include <time.h>
-#include <unistd.h>
 #include <fcntl.h>
+#if defined(_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#include <windows.h>
+#if defined(_MSC_VER)
+#pragma comment(lib, "ws2_32.lib")
+#endif
+#if !defined(POLLRDNORM) || !defined(POLLWRNORM)
+#error "residency_http.h on Windows needs WSAPoll (Windows Vista or later: _WIN32_WINNT >= 0x0600)"
+#endif
+#ifndef MSG_DONTWAIT
+#define MSG_DONTWAIT 0 /* every socket of ours is non-blocking already */
+#endif
+/* rsd_pollfd must be usable as WSAPOLLFD. */
+typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(WSAPOLLFD) &&
+                                       offsetof(rsd_pollfd, fd) == offsetof(WSAPOLLFD, fd) &&
+                                       offsetof(rsd_pollfd, events) == offsetof(WSAPOLLFD, events) &&
+                                       offsetof(rsd_pollfd, revents) == offsetof(WSAPOLLFD, revents) &&
+                                       RSD_POLLIN == POLLRDNORM && RSD_POLLOUT == POLLWRNORM) ? 1 : -1];
+#define RSDI_SEND_FLAGS 0
+#else
+#include <unistd.h>
 #include <poll.h>
 #include <netdb.h>
 #include <sys/types.h>
@@ -3368,11 +3437,175 @@ typedef char rsdi_pollfd_layout_check[(sizeof(rsd_pollfd) == sizeof(struct pollf
                                        offsetof(rsd_pollfd, revents) == offsetof(struct pollfd, revents) &&
                                        RSD_POLLIN == POLLIN && RSD_POLLOUT == POLLOUT) ? 1 : -1];
 
-#if defined(MSG_NOSIGNAL)
+/* RSDI_FORCE_BSD (a compile check, tests/compile.sh): take the paths macOS takes
+   (no MSG_NOSIGNAL, SOCK_NONBLOCK, pipe2, PR_SET_PDEATHSIG) on a Linux build. */
+#if defined(MSG_NOSIGNAL) && !defined(RSDI_FORCE_BSD)
 #define RSDI_SEND_FLAGS MSG_NOSIGNAL
 #else
 #define RSDI_SEND_FLAGS 0
 #endif
+#endif /* _WIN32 */
+
+#if defined(_WIN32)
+/* A Winsock error code as the POSIX errno value the code above tests for. */
+RSDI_PRIVATE int rsdi_wsa_errno(int w) {
+    switch (w) {
+    case 0: return 0;
+    case WSAEWOULDBLOCK: return EWOULDBLOCK;
+    case WSAEINPROGRESS: case WSAEALREADY: return EINPROGRESS;
+    case WSAEINTR: return EINTR;
+    case WSAECONNREFUSED: return ECONNREFUSED;
+    case WSAECONNRESET: case WSAENETRESET: return ECONNRESET;
+    case WSAECONNABORTED: return ECONNABORTED;
+    case WSAESHUTDOWN: return EPIPE;
+    case WSAENOTCONN: return ENOTCONN;
+    case WSAETIMEDOUT: return ETIMEDOUT;
+    case WSAENETUNREACH: case WSAENETDOWN: return ENETUNREACH;
+    case WSAEHOSTUNREACH: case WSAEHOSTDOWN: return EHOSTUNREACH;
+    case WSAEADDRINUSE: return EADDRINUSE;
+    case WSAEADDRNOTAVAIL: return EADDRNOTAVAIL;
+    case WSAEAFNOSUPPORT: case WSAEPFNOSUPPORT: return EAFNOSUPPORT;
+    case WSAEMFILE: return EMFILE;
+    case WSAENOBUFS: return ENOBUFS;
+    case WSAEACCES: return EACCES;
+    case WSAEINVAL: return EINVAL;
+    case WSAENOTSOCK: case WSAEBADF: return EBADF;
+    case WSAEMSGSIZE: return EMSGSIZE;
+    case WSANOTINITIALISED: case WSASYSNOTREADY: case WSAVERNOTSUPPORTED: return ENETDOWN;
+    default: return EIO;
+    }
+}
+RSDI_PRIVATE int rsdi_sock_fail(void) {
+    errno = rsdi_wsa_errno(WSAGetLastError());
+    return -1;
+}
+/* Winsock counts WSAStartup/WSACleanup pairs itself: each object that uses sockets
+   takes one reference in create and gives it back in destroy. */
+RSDI_PRIVATE int rsdi_net_up(void) {
+    WSADATA wd;
+    int r = WSAStartup(MAKEWORD(2, 2), &wd);
+    if (r != 0) {
+        errno = rsdi_wsa_errno(r);
+        return -1;
+    }
+    return 0;
+}
+RSDI_PRIVATE void rsdi_net_down(void) { (void)WSACleanup(); }
+#else
+RSDI_PRIVATE int rsdi_net_up(void) { return 0; }
+RSDI_PRIVATE void rsdi_net_down(void) {}
+#endif
+
+RSDI_PRIVATE void rsdi_sock_close(int fd) {
+#if defined(_WIN32)
+    (void)closesocket((SOCKET)fd);
+#else
+    (void)close(fd);
+#endif
+}
+
+/* recv/send: bytes, 0 = EOF (recv), -1 with errno (EAGAIN/EWOULDBLOCK = would block). */
+RSDI_PRIVATE long rsdi_sock_recv(int fd, char *buf, size_t n, int flags) {
+#if defined(_WIN32)
+    int r = recv((SOCKET)fd, buf, n > 0x40000000u ? 0x40000000 : (int)n, flags);
+    return r == SOCKET_ERROR ? (long)rsdi_sock_fail() : (long)r;
+#else
+    ssize_t r;
+    do { r = recv(fd, buf, n, flags); } while (r < 0 && errno == EINTR);
+    return (long)r;
+#endif
+}
+
+RSDI_PRIVATE long rsdi_sock_send(int fd, const char *buf, size_t n) {
+#if defined(_WIN32)
+    int r = send((SOCKET)fd, buf, n > 0x40000000u ? 0x40000000 : (int)n, 0);
+    return r == SOCKET_ERROR ? (long)rsdi_sock_fail() : (long)r;
+#else
+    ssize_t r;
+    do { r = send(fd, buf, n, RSDI_SEND_FLAGS); } while (r < 0 && errno == EINTR);
+    return (long)r;
+#endif
+}
+
+/* poll() / WSAPoll() over an rsd_pollfd array; with no entries it only waits
+   (WSAPoll refuses an empty set). -1 with errno. */
+RSD_API int rsd_poll(rsd_pollfd *fds, int n, int timeout_ms) {
+#if defined(_WIN32)
+    int r;
+    if (n <= 0) {
+        Sleep(timeout_ms < 0 ? INFINITE : (DWORD)timeout_ms);
+        return 0;
+    }
+    r = WSAPoll((WSAPOLLFD *)(void *)fds, (ULONG)n, timeout_ms);
+    return r == SOCKET_ERROR ? rsdi_sock_fail() : r;
+#else
+    return poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout_ms);
+#endif
+}
+
+RSDI_PRIVATE int rsdi_sock_connect(int fd, const struct sockaddr *sa, socklen_t len) {
+#if defined(_WIN32)
+    if (connect((SOCKET)fd, sa, len) == 0) return 0;
+    (void)rsdi_sock_fail();
+    if (errno == EWOULDBLOCK) errno = EINPROGRESS; /* Winsock's word for a started connect */
+    return -1;
+#else
+    return connect(fd, sa, len);
+#endif
+}
+
+/* The pending error of a connecting socket (SO_ERROR) as an errno value, 0 = none. */
+RSDI_PRIVATE int rsdi_sock_error(int fd) {
+    int err = 0;
+    socklen_t len = (socklen_t)sizeof err;
+#if defined(_WIN32)
+    if (getsockopt((SOCKET)fd, SOL_SOCKET, SO_ERROR, (char *)&err, &len) != 0) return rsdi_wsa_errno(WSAGetLastError());
+    return rsdi_wsa_errno(err);
+#else
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) return errno;
+    return err;
+#endif
+}
+
+/* bind + listen; -1 with errno. */
+RSDI_PRIVATE int rsdi_sock_listen(int fd, const struct sockaddr *sa, socklen_t len, int backlog) {
+#if defined(_WIN32)
+    if (bind((SOCKET)fd, sa, len) != 0 || listen((SOCKET)fd, backlog) != 0) return rsdi_sock_fail();
+    return 0;
+#else
+    if (bind(fd, sa, len) < 0 || listen(fd, backlog) < 0) return -1;
+    return 0;
+#endif
+}
+
+/* The next pending connection; -1 with errno (EAGAIN/EWOULDBLOCK = none). The caller
+   makes it non-blocking and close-on-exec (rsdi_fd_nonblock). */
+RSDI_PRIVATE int rsdi_sock_accept(int lfd) {
+#if defined(_WIN32)
+    SOCKET sk = accept((SOCKET)lfd, NULL, NULL);
+    return sk == INVALID_SOCKET ? rsdi_sock_fail() : (int)sk;
+#else
+    return accept(lfd, NULL, NULL);
+#endif
+}
+
+/* The local address of a socket; -1 with errno. */
+RSDI_PRIVATE int rsdi_sock_name(int fd, struct sockaddr_storage *ss) {
+    socklen_t len = (socklen_t)sizeof *ss;
+#if defined(_WIN32)
+    return getsockname((SOCKET)fd, (struct sockaddr *)(void *)ss, &len) != 0 ? rsdi_sock_fail() : 0;
+#else
+    return getsockname(fd, (struct sockaddr *)(void *)ss, &len) < 0 ? -1 : 0;
+#endif
+}
+
+RSDI_PRIVATE void rsdi_sock_setint(int fd, int level, int name, int v) {
+#if defined(_WIN32)
+    (void)setsockopt((SOCKET)fd, level, name, (const char *)&v, (int)sizeof v);
+#else
+    (void)setsockopt(fd, level, name, &v, (socklen_t)sizeof v);
+#endif
+}
 
 enum { RSDI_HINT_UNKNOWN = 0, RSDI_HINT_READY, RSDI_HINT_IDLE };
 
@@ -3385,22 +3618,18 @@ typedef struct rsdi_io {
 } rsdi_io;
 
 RSDI_PRIVATE long rsdi_plain_recv(void *ctx, int fd, char *buf, size_t n) {
-    ssize_t r;
     (void)ctx;
-    do { r = recv(fd, buf, n, 0); } while (r < 0 && errno == EINTR);
-    return (long)r;
+    return rsdi_sock_recv(fd, buf, n, 0);
 }
 
 RSDI_PRIVATE long rsdi_plain_send(void *ctx, int fd, const char *buf, size_t n) {
-    ssize_t r;
     (void)ctx;
-    do { r = send(fd, buf, n, RSDI_SEND_FLAGS); } while (r < 0 && errno == EINTR);
-    return (long)r;
+    return rsdi_sock_send(fd, buf, n);
 }
 
 RSDI_PRIVATE void rsdi_plain_close(void *ctx, int fd) {
     (void)ctx;
-    (void)close(fd);
+    rsdi_sock_close(fd);
 }
 
 static const rsdi_io rsdi_io_plain = {rsdi_plain_recv, rsdi_plain_send, rsdi_plain_close};
@@ -3454,8 +3683,7 @@ static const char *const rsdi_tls_system_bundles[] = {
 
 RSDI_PRIVATE int rsdi_tls_bio_send(void *ctx, const unsigned char *buf, size_t len) {
     rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
-    ssize_t r;
-    do { r = send(t->fd, buf, len, RSDI_SEND_FLAGS); } while (r < 0 && errno == EINTR);
+    long r = rsdi_sock_send(t->fd, (const char *)buf, len);
     if (r >= 0) return (int)r;
     t->sys_errno = errno;
     if (rsdi_would_block(errno)) return MBEDTLS_ERR_SSL_WANT_WRITE;
@@ -3465,8 +3693,7 @@ RSDI_PRIVATE int rsdi_tls_bio_send(void *ctx, const unsigned char *buf, size_t l
 
 RSDI_PRIVATE int rsdi_tls_bio_recv(void *ctx, unsigned char *buf, size_t len) {
     rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
-    ssize_t r;
-    do { r = recv(t->fd, buf, len, 0); } while (r < 0 && errno == EINTR);
+    long r = rsdi_sock_recv(t->fd, (char *)buf, len, 0);
     if (r >= 0) return (int)r;
     t->sys_errno = errno;
     if (rsdi_would_block(errno)) return MBEDTLS_ERR_SSL_WANT_READ;
@@ -3507,7 +3734,7 @@ RSDI_PRIVATE long rsdi_tls_send(void *ctx, int fd, const char *buf, size_t n) {
 RSDI_PRIVATE void rsdi_tls_close(void *ctx, int fd) {
     rsdi_tls_conn *t = (rsdi_tls_conn *)ctx;
     if (t->handshaken) (void)mbedtls_ssl_close_notify(&t->ssl);
-    (void)close(fd);
+    rsdi_sock_close(fd);
     (void)mbedtls_ssl_session_reset(&t->ssl);
     t->fd = -1;
     t->handshaken = false;
@@ -3745,26 +3972,43 @@ RSDI_PRIVATE bool rsdi_tls_usable(const rsdi_tls *t) { (void)t; return false; }
 #endif /* RSD_HTTP_MBEDTLS */
 /* ---- >>tls end ----------------------------------------------------------------- */
 
-/* O_NONBLOCK and FD_CLOEXEC on an existing descriptor. */
+/* Non-blocking and not inherited by children: O_NONBLOCK and FD_CLOEXEC, or on
+   Windows FIONBIO and no HANDLE_FLAG_INHERIT. */
 RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
+#if defined(_WIN32)
+    u_long on = 1;
+    if (ioctlsocket((SOCKET)fd, FIONBIO, &on) != 0) return rsdi_sock_fail();
+    (void)SetHandleInformation((HANDLE)(uintptr_t)(SOCKET)fd, HANDLE_FLAG_INHERIT, 0);
+    return 0;
+#else
     int fl = fcntl(fd, F_GETFL, 0);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
     return 0;
+#endif
 }
 
 RSDI_PRIVATE void rsdi_sock_opts(int fd) {
-    int one = 1;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, (socklen_t)sizeof one);
+    rsdi_sock_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1);
 #if defined(SO_NOSIGPIPE)
-    (void)setsockopt(fd, SOL_SOCKET, SO_NOSIGPIPE, &one, (socklen_t)sizeof one);
+    rsdi_sock_setint(fd, SOL_SOCKET, SO_NOSIGPIPE, 1);
 #endif
 }
 
 /* A non-blocking, close-on-exec stream socket; -1 with errno. */
 RSDI_PRIVATE int rsdi_sock_open(int family) {
     int fd;
-#if defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC)
+#if defined(_WIN32)
+    SOCKET sk = WSASocketW(family, SOCK_STREAM, IPPROTO_TCP, NULL, 0, WSA_FLAG_NO_HANDLE_INHERIT);
+    if (sk == INVALID_SOCKET) return rsdi_sock_fail();
+    fd = (int)sk;
+    if (rsdi_fd_nonblock(fd) < 0) {
+        int e = errno;
+        rsdi_sock_close(fd);
+        errno = e;
+        return -1;
+    }
+#elif defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
     fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
 #else
@@ -3772,7 +4016,7 @@ RSDI_PRIVATE int rsdi_sock_open(int family) {
     if (fd < 0) return -1;
     if (rsdi_fd_nonblock(fd) < 0) {
         int e = errno;
-        (void)close(fd);
+        rsdi_sock_close(fd);
         errno = e;
         return -1;
     }
@@ -3892,9 +4136,31 @@ RSDI_PRIVATE void rsdi_w_headers(rsdi_wbuf *w, const rsd_http_header *h, size_t 
 }
 
 RSD_API uint64_t rsd_now_ms(void) {
+#if defined(_WIN32)
+    LARGE_INTEGER f, t;
+    if (!QueryPerformanceFrequency(&f) || !QueryPerformanceCounter(&t) || f.QuadPart <= 0) return 0;
+    return (uint64_t)(t.QuadPart / f.QuadPart) * 1000u +
+           (uint64_t)(t.QuadPart % f.QuadPart) * 1000u / (uint64_t)f.QuadPart;
+#else
     struct timespec ts;
     if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+#endif
+}
+
+/* Milliseconds since 1970 on the wall clock (0 when unknown). */
+RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
+#if defined(_WIN32)
+    FILETIME ft;
+    uint64_t t;
+    GetSystemTimeAsFileTime(&ft);
+    t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime; /* 100 ns since 1601 */
+    return t < 116444736000000000ull ? 0 : (t - 116444736000000000ull) / 10000u;
+#else
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+#endif
 }
 
 /* ---- SSE line reader ---------------------------------------------------------- */
@@ -4070,6 +4336,7 @@ typedef struct rsdi_creq {
 } rsdi_creq;
 
 struct rsd_http_client {
+    bool net_ref;          /* holds a reference on the socket layer (rsdi_net_up) */
     rsd_http_client_desc desc;
     rsdi_cconn *conns;
     rsdi_creq *reqs;
@@ -4120,6 +4387,13 @@ RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc
     memset(c, 0, sizeof *c);
     c->desc = d;
     c->nconns = d.max_conns;
+    if (rsdi_net_up() < 0) {
+        rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
+                  "http client: the socket layer did not start: errno %d", errno);
+        rsdi_free(&d.allocator, c);
+        return NULL;
+    }
+    c->net_ref = true;
     c->nreqs = d.max_requests;
     c->delivered = -1;
     sz = sizeof(rsdi_cconn) * (size_t)d.max_conns;
@@ -4181,6 +4455,7 @@ RSD_API void rsd_http_client_destroy(rsd_http_client *c) {
         for (i = 0; i < c->nconns; i++)
             if (c->conns[i].fd >= 0) rsdi_cconn_close(c, i);
     rsdi_tls_destroy(c->tls);
+    if (c->net_ref) rsdi_net_down();
     rsdi_free(&a, c->bufs);
     rsdi_free(&a, c->pfds);
     rsdi_free(&a, c->reqs);
@@ -4484,9 +4759,7 @@ RSDI_PRIVATE void rsdi_req_fail_io(rsd_http_client *c, int i, int result, int er
    (a peer's parting 408, or a TLS alert) waiting on it. One MSG_PEEK recv. */
 RSDI_PRIVATE bool rsdi_idle_alive(int fd) {
     char b;
-    long n;
-    do n = (long)recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
+    long n = rsdi_sock_recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && rsdi_would_block(errno);
 }
 
@@ -4547,7 +4820,7 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
         rsdi_req_finish(c, i, RSD_ERR_TLS, 0);
         return;
     }
-    if (connect(fd, (const struct sockaddr *)(const void *)&r->addr.ss, r->addr.len) == 0) {
+    if (rsdi_sock_connect(fd, (const struct sockaddr *)(const void *)&r->addr.ss, r->addr.len) == 0) {
         cn->state = RSDI_CC_BUSY;
         r->state = RSDI_RQ_SENDING;
         if (r->tls) { /* the handshake comes first: still "connecting" */
@@ -4757,22 +5030,21 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
 }
 
 RSDI_PRIVATE bool rsdi_poll_one(int fd, short ev) {
-    struct pollfd p;
+    rsd_pollfd p;
     p.fd = fd;
     p.events = ev;
     p.revents = 0;
-    return poll(&p, 1, 0) > 0;
+    return rsd_poll(&p, 1, 0) > 0;
 }
 
 RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
     rsdi_creq *r = &c->reqs[i];
     rsdi_cconn *cn = &c->conns[r->conn];
     if (r->state == RSDI_RQ_CONNECTING && cn->state != RSDI_CC_HANDSHAKE) {
-        int err = 0;
-        socklen_t len = (socklen_t)sizeof err;
+        int err;
         if (cn->hint == RSDI_HINT_IDLE) return;
-        if (cn->hint == RSDI_HINT_UNKNOWN && !rsdi_poll_one(cn->fd, POLLOUT)) return;
-        if (getsockopt(cn->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+        if (cn->hint == RSDI_HINT_UNKNOWN && !rsdi_poll_one(cn->fd, RSD_POLLOUT)) return;
+        err = rsdi_sock_error(cn->fd);
         if (err) {
             rsdi_req_finish(c, i, RSD_ERR_CONNECT, err);
             return;
@@ -4847,7 +5119,7 @@ RSDI_PRIVATE int rsdi_client_step(rsd_http_client *c, uint64_t now, const rsd_po
     if (fds)
         for (i = 0; i < nfds; i++)
             for (k = 0; k < c->nconns; k++)
-                if (c->conns[k].fd == fds[i].fd && c->conns[k].state != RSDI_CC_FREE) {
+                if (c->conns[k].fd == (int)fds[i].fd && c->conns[k].state != RSDI_CC_FREE) {
                     c->conns[k].hint = fds[i].revents ? RSDI_HINT_READY : RSDI_HINT_IDLE;
                     if (c->conns[k].hint == RSDI_HINT_IDLE && rsdi_tls_pending(c->conns[k].io, c->conns[k].io_ctx))
                         c->conns[k].hint = RSDI_HINT_UNKNOWN; /* decrypted bytes poll() cannot see */
@@ -5078,7 +5350,7 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
             (void)rsdi_client_step(c, now, NULL, 0);
             continue;
         }
-        if (poll((struct pollfd *)(void *)c->pfds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+        if (rsd_poll(c->pfds, n, timeout) < 0 && errno != EINTR) {
             (void)rsd_http_cancel(c, h);
             if (rsdi_client_take(c, slot, resp)) resp->result = RSD_ERR_IO;
             return RSD_ERR_IO;
@@ -5127,6 +5399,7 @@ typedef struct rsdi_sconn {
 } rsdi_sconn;
 
 struct rsd_http_server {
+    bool net_ref;          /* holds a reference on the socket layer (rsdi_net_up) */
     rsd_http_server_desc desc;
     int lfd;
     int lhint;
@@ -5205,7 +5478,7 @@ RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc
     rsd_http_server *s;
     rsdi_addr addr;
     size_t per = 0, total = 0, rx_cap = 0;
-    int i, one = 1;
+    int i;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     if (rsdi_server_desc_fix(&d) < 0 || rsdi_addr_make(&addr, d.bind_host, d.port) < 0) {
@@ -5223,6 +5496,8 @@ RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc
     memset(s, 0, sizeof *s);
     s->desc = d;
     s->lfd = -1;
+    if (rsdi_net_up() < 0) goto fail;
+    s->net_ref = true;
     s->n = d.max_conns;
     s->rx_cap = rx_cap;
     s->conns = (rsdi_sconn *)rsdi_malloc(&d.allocator, sizeof(rsdi_sconn) * (size_t)d.max_conns);
@@ -5244,13 +5519,13 @@ RSD_API rsd_http_server *rsd_http_server_create(const rsd_http_server_desc *desc
     s->desc.bind_host = NULL; /* not kept: the caller's string need not outlive create */
     s->lfd = rsdi_sock_open(addr.ss.ss_family);
     if (s->lfd < 0) goto fail;
-    (void)setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, (socklen_t)sizeof one);
-    if (bind(s->lfd, (const struct sockaddr *)(const void *)&addr.ss, addr.len) < 0) goto fail;
-    if (listen(s->lfd, 128) < 0) goto fail;
+#if !defined(_WIN32) /* Windows' SO_REUSEADDR would let another socket steal the port */
+    rsdi_sock_setint(s->lfd, SOL_SOCKET, SO_REUSEADDR, 1);
+#endif
+    if (rsdi_sock_listen(s->lfd, (const struct sockaddr *)(const void *)&addr.ss, addr.len, 128) < 0) goto fail;
     {
         struct sockaddr_storage ss;
-        socklen_t len = (socklen_t)sizeof ss;
-        if (getsockname(s->lfd, (struct sockaddr *)(void *)&ss, &len) < 0) goto fail;
+        if (rsdi_sock_name(s->lfd, &ss) < 0) goto fail;
         if (ss.ss_family == AF_INET) s->port = ntohs(((struct sockaddr_in *)(void *)&ss)->sin_port);
         else s->port = ntohs(((struct sockaddr_in6 *)(void *)&ss)->sin6_port);
     }
@@ -5273,7 +5548,8 @@ RSD_API void rsd_http_server_destroy(rsd_http_server *s) {
     if (s->conns)
         for (i = 0; i < s->n; i++)
             if (s->conns[i].fd >= 0) s->conns[i].io->close_fn(s->conns[i].io_ctx, s->conns[i].fd);
-    if (s->lfd >= 0) (void)close(s->lfd);
+    if (s->lfd >= 0) rsdi_sock_close(s->lfd);
+    if (s->net_ref) rsdi_net_down();
     rsdi_free(&a, s->bufs);
     rsdi_free(&a, s->conns);
     rsdi_free(&a, s);
@@ -5545,7 +5821,7 @@ RSDI_PRIVATE bool rsdi_server_accept(rsd_http_server *s, bool evict) {
         while (k < s->n && s->conns[k].state != RSDI_SC_FREE) k++;
         if (k >= s->n && (!evict || (victim = rsdi_server_victim(s, true)) < 0))
             return true; /* full: the rest wait in the backlog */
-        fd = accept(s->lfd, NULL, NULL);
+        fd = rsdi_sock_accept(s->lfd);
         if (fd < 0) {
             int e = errno;
             if (e == EINTR || e == ECONNABORTED || e == EPROTO) continue; /* that one is gone */
@@ -5563,7 +5839,7 @@ RSDI_PRIVATE bool rsdi_server_accept(rsd_http_server *s, bool evict) {
         }
         s->accept_err_logged = false;
         if (rsdi_fd_nonblock(fd) < 0) {
-            (void)close(fd);
+            rsdi_sock_close(fd);
             continue;
         }
         rsdi_sock_opts(fd);
@@ -5606,12 +5882,12 @@ RSDI_PRIVATE int rsdi_server_step(rsd_http_server *s, uint64_t now, const rsd_po
     if (fds)
         for (i = 0; i < nfds; i++) {
             int h = fds[i].revents ? RSDI_HINT_READY : RSDI_HINT_IDLE;
-            if (fds[i].fd == s->lfd) {
+            if ((int)fds[i].fd == s->lfd) {
                 s->lhint = h;
                 continue;
             }
             for (k = 0; k < s->n; k++)
-                if (s->conns[k].fd == fds[i].fd && s->conns[k].fd >= 0) {
+                if (s->conns[k].fd == (int)fds[i].fd && s->conns[k].fd >= 0) {
                     s->conns[k].hint = h;
                     break;
                 }
@@ -5984,16 +6260,18 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 
 /* ==== >>drive (implementation) ============================================ */
 #include <errno.h>
-#include <poll.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if !defined(_WIN32) /* Windows: winsock2.h / ws2tcpip.h from >>net */
+#include <poll.h>
+#include <netdb.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#endif
 
 enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE };
 enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT,
@@ -6117,11 +6395,7 @@ RSDI_PRIVATE const rsd_runtime *rsdi_en_runtime_of(rsd_runtime_kind kind) {
 }
 
 /* ---- helpers ------------------------------------------------------------------ */
-RSDI_PRIVATE uint64_t rsdi_en_wall_ms(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+RSDI_PRIVATE uint64_t rsdi_en_wall_ms(void) { return rsdi_wall_ms(); }
 
 RSDI_PRIVATE bool rsdi_en_ieq(const char *a, const char *b) {
     for (; *a && *b; a++, b++)
@@ -7241,7 +7515,7 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
         else if (dl <= now) timeout = 0;
         else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
         if (timeout == 0) continue;
-        if (poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
+        if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
     }
     if (out) rsd_ensure_query(e, out);
     return rc;
@@ -7266,7 +7540,7 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 #include <sys/resource.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
-#if defined(__linux__)
+#if defined(__linux__) && !defined(RSDI_FORCE_BSD)
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #define RSDI_PROC_LINUX 1
@@ -7288,14 +7562,16 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 }
 #endif
 #endif
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29))
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 29)) && \
+    !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_SPAWN_CHDIR 1
 #endif
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34)) && \
+    !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_SPAWN_CLOSEFROM 1
 #endif
-#if defined(__GLIBC__) || defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || \
-    defined(__OpenBSD__)
+#if (defined(__GLIBC__) || defined(__linux__) || defined(__FreeBSD__) || defined(__NetBSD__) || \
+     defined(__OpenBSD__)) && !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_PIPE2 1
 #endif
 
@@ -7601,7 +7877,7 @@ RSDI_PRIVATE uint16_t rsdi_proc_free_port(const char *host) {
     socklen_t al = sizeof a;
     uint16_t port = 0;
     int fd;
-#ifdef SOCK_CLOEXEC
+#if defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
     fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 #else
     fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -8686,10 +8962,15 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#if defined(_WIN32) /* windows.h from >>net */
+#include <io.h>
+#include <process.h>
+#else
+#include <unistd.h>
+#include <sys/file.h>
+#endif
 
 #ifndef O_NOFOLLOW
 #define O_NOFOLLOW 0
@@ -8782,10 +9063,15 @@ RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t 
     if (desc && desc->dir && desc->dir[0]) r = rsdi_state_join(buf, cap, desc->dir, NULL);
     else if ((v = rsdi_state_env(desc, "RESIDENCY_STATE_DIR")) != NULL)
         r = rsdi_state_join(buf, cap, v, NULL);
+#if defined(_WIN32)
+    else if ((v = rsdi_state_env(desc, "LOCALAPPDATA")) != NULL)
+        r = rsdi_state_join(buf, cap, v, "\\residency");
+#else
     else if ((v = rsdi_state_env(desc, "XDG_STATE_HOME")) != NULL && v[0] == '/')
         r = rsdi_state_join(buf, cap, v, "/residency");  /* XDG: relative values are ignored */
     else if ((v = rsdi_state_env(desc, "HOME")) != NULL && v[0] == '/')
         r = rsdi_state_join(buf, cap, v, "/.local/state/residency");
+#endif
     else return RSD_ERR_STATE_DIR;
     return r == RSD_ERR_BUFFER ? RSD_ERR_STATE_DIR : r;
 }
@@ -8793,16 +9079,81 @@ RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t 
 /* A directory we may keep state in: a directory (after symlinks when follow), owned by
    our effective uid, not writable by others. Group-writable is allowed: with the common
    umask 002 and per-user groups, a hand-made directory is 0775. */
+#if defined(_WIN32)
+/* Windows: paths are UTF-8 here and UTF-16 for the W calls; errors become errno values. */
+RSDI_PRIVATE int rsdi_win_errno(DWORD w) {
+    switch (w) {
+    case ERROR_FILE_NOT_FOUND: case ERROR_PATH_NOT_FOUND: case ERROR_INVALID_DRIVE: return ENOENT;
+    case ERROR_ACCESS_DENIED: return EACCES;
+    case ERROR_SHARING_VIOLATION: case ERROR_LOCK_VIOLATION: case ERROR_IO_PENDING: return EWOULDBLOCK;
+    case ERROR_FILE_EXISTS: case ERROR_ALREADY_EXISTS: return EEXIST;
+    case ERROR_DISK_FULL: case ERROR_HANDLE_DISK_FULL: return ENOSPC;
+    case ERROR_NOT_ENOUGH_MEMORY: case ERROR_OUTOFMEMORY: return ENOMEM;
+    case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
+    case ERROR_FILENAME_EXCED_RANGE: return ENAMETOOLONG;
+    case ERROR_DIRECTORY: return ENOTDIR;
+    case ERROR_INVALID_PARAMETER: case ERROR_INVALID_NAME: return EINVAL;
+    default: return EIO;
+    }
+}
+RSDI_PRIVATE bool rsdi_win_path(const char *path, wchar_t *w, int cap) {
+    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, cap) > 0) return true;
+    errno = ENAMETOOLONG;
+    return false;
+}
+enum { RSDI_WPATH = RSD_STATE_MAX_DIR_BYTES + 160 };
+#endif
+
+/* A directory we may keep state in: a directory (after symlinks when follow), owned by
+   our effective uid, not writable by others. Group-writable is allowed: with the common
+   umask 002 and per-user groups, a hand-made directory is 0775. Windows: a directory,
+   not a reparse point unless follow; its ACL (the user's own %LOCALAPPDATA%) is what
+   keeps others out, and it is not inspected. */
 RSDI_PRIVATE bool rsdi_state_dir_ok(const char *path, bool follow) {
+#if defined(_WIN32)
+    wchar_t w[RSDI_WPATH];
+    DWORD a;
+    if (!rsdi_win_path(path, w, RSDI_WPATH)) return false;
+    a = GetFileAttributesW(w);
+    if (a == INVALID_FILE_ATTRIBUTES || !(a & FILE_ATTRIBUTE_DIRECTORY)) return false;
+    return follow || !(a & FILE_ATTRIBUTE_REPARSE_POINT);
+#else
     struct stat sb;
     if ((follow ? stat(path, &sb) : lstat(path, &sb)) != 0) return false;
     return S_ISDIR(sb.st_mode) && sb.st_uid == geteuid() && (sb.st_mode & 002) == 0;
+#endif
+}
+
+RSDI_PRIVATE long rsdi_state_euid(void) {
+#if defined(_WIN32)
+    return 0; /* no uid: ownership is the directory's ACL */
+#else
+    return (long)geteuid();
+#endif
 }
 
 RSDI_PRIVATE bool rsdi_state_mkdir1(const char *path) {
+#if defined(_WIN32)
+    wchar_t w[RSDI_WPATH];
+    DWORD a;
+    if (!rsdi_win_path(path, w, RSDI_WPATH)) return false;
+    if (CreateDirectoryW(w, NULL)) return true;
+    errno = rsdi_win_errno(GetLastError());
+    a = GetFileAttributesW(w);
+    return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
+#else
     struct stat sb;
     if (mkdir(path, 0700) == 0) return true;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+#endif
+}
+
+RSDI_PRIVATE bool rsdi_state_is_sep(char c) {
+#if defined(_WIN32)
+    return c == '/' || c == '\\';
+#else
+    return c == '/';
+#endif
 }
 
 /* mkdir -p with 0700 for every missing component. */
@@ -8812,10 +9163,11 @@ RSDI_PRIVATE bool rsdi_state_mkdirs(const char *dir) {
     if (n == 0 || n > RSD_STATE_MAX_DIR_BYTES) return false;
     memcpy(p, dir, n + 1);
     for (i = 1; i < n; i++) {
-        if (p[i] != '/' || p[i - 1] == '/') continue;
+        char sep = p[i];
+        if (!rsdi_state_is_sep(sep) || rsdi_state_is_sep(p[i - 1])) continue;
         p[i] = '\0';
         if (!rsdi_state_mkdir1(p)) return false;
-        p[i] = '/';
+        p[i] = sep;
     }
     return rsdi_state_mkdir1(p);
 }
@@ -8864,7 +9216,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     if (!rsdi_state_dir_ok(dir, true)) {
         rsdi_logf(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_STATE_DIR_UNSAFE, RSDI_WHERE,
                   "%s: not a directory owned by uid %ld, or world-writable", dir,
-                  (long)geteuid());
+                  rsdi_state_euid());
         return RSD_ERR_STATE_DIR;
     }
     for (i = 0; i < 2; i++) {
@@ -8889,7 +9241,14 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     st->fail_closed = desc->lock_fail_closed;
     st->attr_fsync = desc->attr_fsync;
     memcpy(st->dir, dir, (size_t)r + 1);
+#if defined(_WIN32)
+    {
+        DWORD hn = (DWORD)(sizeof st->host - 1);
+        if (!GetComputerNameA(st->host, &hn)) memcpy(st->host, "?", 2);
+    }
+#else
     if (gethostname(st->host, sizeof st->host - 1) != 0) memcpy(st->host, "?", 2);
+#endif
     st->host[sizeof st->host - 1] = '\0';
     *out = st;
     return RSD_OK;
@@ -8904,21 +9263,49 @@ RSD_API void rsd_state_close(rsd_state *st) {
 
 RSD_API const char *rsd_state_dir(const rsd_state *st) { return st ? st->dir : ""; }
 
-/* ---- small POSIX helpers --------------------------------------------------- */
+/* ---- small file helpers (POSIX, or Win32 under _WIN32) ------------------------
+   A file is an int descriptor on both: on Windows a CRT descriptor over a handle
+   from CreateFileW (not inheritable, shared for read, write and delete so a holder's
+   open file never blocks a reader or a rename), reached with _get_osfhandle. */
+#if defined(_WIN32)
+RSDI_PRIVATE HANDLE rsdi_state_h(int fd) { return (HANDLE)_get_osfhandle(fd); }
+RSDI_PRIVATE int rsdi_state_winfail(void) {
+    errno = rsdi_win_errno(GetLastError());
+    return -1;
+}
+#endif
+
 RSDI_PRIVATE void rsdi_state_close_fd(int fd) {
+#if defined(_WIN32)
+    if (fd >= 0) (void)_close(fd);
+#else
     if (fd >= 0) (void)close(fd);  /* no retry on EINTR: the fd is gone either way on Linux */
+#endif
 }
 
-RSDI_PRIVATE bool rsdi_state_write_all(int fd, const char *p, size_t n, off_t at, bool positioned) {
+RSDI_PRIVATE bool rsdi_state_write_all(int fd, const char *p, size_t n, int64_t at, bool positioned) {
     while (n > 0) {
-        ssize_t w = positioned ? pwrite(fd, p, n, at) : write(fd, p, n);
+#if defined(_WIN32)
+        DWORD w = 0;
+        OVERLAPPED ov;
+        memset(&ov, 0, sizeof ov);
+        ov.Offset = (DWORD)((uint64_t)at & 0xffffffffu);
+        ov.OffsetHigh = (DWORD)((uint64_t)at >> 32);
+        if (!WriteFile(rsdi_state_h(fd), p, n > 0x40000000u ? 0x40000000u : (DWORD)n, &w,
+                       positioned ? &ov : NULL)) {
+            (void)rsdi_state_winfail();
+            return false;
+        }
+#else
+        ssize_t w = positioned ? pwrite(fd, p, n, (off_t)at) : write(fd, p, n);
         if (w < 0) {
             if (errno == EINTR) continue;
             return false;
         }
+#endif
         p += w;
         n -= (size_t)w;
-        at += (off_t)w;
+        at += (int64_t)w;
     }
     return true;
 }
@@ -8927,22 +9314,56 @@ RSDI_PRIVATE bool rsdi_state_write_all(int fd, const char *p, size_t n, off_t at
 RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) {
     size_t n = 0;
     while (n < cap) {
+#if defined(_WIN32)
+        DWORD r = 0;
+        OVERLAPPED ov;
+        memset(&ov, 0, sizeof ov);
+        ov.Offset = (DWORD)n;
+        if (!ReadFile(rsdi_state_h(fd), buf + n, (DWORD)(cap - n > 0x40000000u ? 0x40000000u : cap - n), &r, &ov)) {
+            if (GetLastError() == ERROR_HANDLE_EOF) break;
+            return (long)rsdi_state_winfail();
+        }
+#else
         ssize_t r = pread(fd, buf + n, cap - n, (off_t)n);
         if (r < 0) {
             if (errno == EINTR) continue;
             return -1;
         }
+#endif
         if (r == 0) break;
         n += (size_t)r;
     }
     return (long)n;
 }
 
-/* Opens a regular file without following a symlink and without blocking on a FIFO. */
-RSDI_PRIVATE int rsdi_state_open_file(const char *path, int flags, bool create) {
+/* Opens a regular file without following a symlink and without blocking on a FIFO.
+   flags: O_RDONLY, O_RDWR or O_WRONLY; excl: create it, and fail when it exists. */
+RSDI_PRIVATE int rsdi_state_open_ex(const char *path, int flags, bool create, bool excl) {
+#if defined(_WIN32)
+    wchar_t w[RSDI_WPATH];
+    HANDLE h;
+    int fd;
+    DWORD acc = flags == O_RDONLY ? GENERIC_READ : flags == O_WRONLY ? GENERIC_WRITE : GENERIC_READ | GENERIC_WRITE;
+    DWORD disp = excl ? CREATE_NEW : create ? OPEN_ALWAYS : OPEN_EXISTING;
+    if (!rsdi_win_path(path, w, RSDI_WPATH)) return -1;
+    h = CreateFileW(w, acc, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL, disp,
+                    FILE_ATTRIBUTE_NORMAL | FILE_FLAG_OPEN_REPARSE_POINT, NULL);
+    if (h == INVALID_HANDLE_VALUE) return rsdi_state_winfail();
+    if (GetFileType(h) != FILE_TYPE_DISK) {
+        (void)CloseHandle(h);
+        errno = EINVAL;
+        return -1;
+    }
+    fd = _open_osfhandle((intptr_t)h, flags == O_RDONLY ? _O_RDONLY : 0);
+    if (fd < 0) {
+        (void)CloseHandle(h);
+        errno = EMFILE;
+    }
+    return fd;
+#else
     struct stat sb;
-    int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0),
-                  0600);
+    int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (create ? O_CREAT : 0) |
+                            (excl ? O_EXCL : 0), 0600);
     if (fd < 0) return -1;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         rsdi_state_close_fd(fd);
@@ -8950,26 +9371,103 @@ RSDI_PRIVATE int rsdi_state_open_file(const char *path, int flags, bool create) 
         return -1;
     }
     return fd;
+#endif
+}
+
+RSDI_PRIVATE int rsdi_state_open_file(const char *path, int flags, bool create) {
+    return rsdi_state_open_ex(path, flags, create, false);
+}
+
+RSDI_PRIVATE void rsdi_state_truncate(int fd, int64_t n) {
+#if defined(_WIN32)
+    LARGE_INTEGER at;
+    at.QuadPart = n;
+    if (SetFilePointerEx(rsdi_state_h(fd), at, NULL, FILE_BEGIN)) (void)SetEndOfFile(rsdi_state_h(fd));
+#else
+    (void)ftruncate(fd, (off_t)n);
+#endif
+}
+
+RSDI_PRIVATE bool rsdi_state_fsync(int fd) {
+#if defined(_WIN32)
+    return FlushFileBuffers(rsdi_state_h(fd)) ? true : (rsdi_state_winfail(), false);
+#else
+    return fsync(fd) == 0;
+#endif
+}
+
+/* The cross-process lock on an open file, never waiting: 0 taken, -1 with errno
+   (EWOULDBLOCK = someone else holds it). flock(LOCK_EX|LOCK_NB); on Windows LockFileEx
+   of one byte far past the end, so the lock never stops a reader of the contents. */
+#if defined(_WIN32)
+#define RSDI_LOCK_BYTE_HIGH 0x40000000u /* offset 2^62 */
+#endif
+RSDI_PRIVATE int rsdi_state_flock(int fd) {
+#if defined(_WIN32)
+    OVERLAPPED ov;
+    memset(&ov, 0, sizeof ov);
+    ov.OffsetHigh = RSDI_LOCK_BYTE_HIGH;
+    if (LockFileEx(rsdi_state_h(fd), LOCKFILE_EXCLUSIVE_LOCK | LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &ov)) return 0;
+    return rsdi_state_winfail();
+#else
+    return flock(fd, LOCK_EX | LOCK_NB);
+#endif
+}
+
+RSDI_PRIVATE void rsdi_state_funlock(int fd) {
+#if defined(_WIN32)
+    OVERLAPPED ov;
+    memset(&ov, 0, sizeof ov);
+    ov.OffsetHigh = RSDI_LOCK_BYTE_HIGH;
+    (void)UnlockFileEx(rsdi_state_h(fd), 0, 1, 0, &ov);
+#else
+    (void)flock(fd, LOCK_UN);
+#endif
+}
+
+/* Atomic replacement of to by from (rename; MoveFileExW with REPLACE_EXISTING). */
+RSDI_PRIVATE int rsdi_state_rename(const char *from, const char *to) {
+#if defined(_WIN32)
+    wchar_t wf[RSDI_WPATH], wt[RSDI_WPATH];
+    if (!rsdi_win_path(from, wf, RSDI_WPATH) || !rsdi_win_path(to, wt, RSDI_WPATH)) return -1;
+    if (MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) return 0;
+    return rsdi_state_winfail();
+#else
+    return rename(from, to);
+#endif
+}
+
+RSDI_PRIVATE void rsdi_state_unlink(const char *path) {
+#if defined(_WIN32)
+    wchar_t w[RSDI_WPATH];
+    if (rsdi_win_path(path, w, RSDI_WPATH)) (void)DeleteFileW(w);
+#else
+    (void)unlink(path);
+#endif
+}
+
+RSDI_PRIVATE long rsdi_state_pid(void) {
+#if defined(_WIN32)
+    return (long)GetCurrentProcessId();
+#else
+    return (long)getpid();
+#endif
 }
 
 RSDI_PRIVATE void rsdi_state_sleep_ms(uint32_t ms) {
+#if defined(_WIN32)
+    Sleep((DWORD)ms);
+#else
     struct timespec ts, rem;
     ts.tv_sec = (time_t)(ms / 1000u);
     ts.tv_nsec = (long)(ms % 1000u) * 1000000L;
     while (nanosleep(&ts, &rem) != 0 && errno == EINTR) ts = rem;
+#endif
 }
 
-RSDI_PRIVATE uint64_t rsdi_state_mono_ms(void) {
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+RSDI_PRIVATE uint64_t rsdi_state_mono_ms(void) { return rsd_now_ms(); }
 
-RSDI_PRIVATE uint64_t rsdi_state_wall_ms(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+RSDI_PRIVATE uint64_t rsdi_state_wall_ms(void) { return rsdi_wall_ms(); }
 
 /* Copies s into dst (cap bytes incl. NUL), replacing control bytes by '?'. */
 RSDI_PRIVATE void rsdi_state_copy_clean(char *dst, size_t cap, const char *s) {
@@ -9024,11 +9522,11 @@ RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *
 RSDI_PRIVATE void rsdi_state_write_owner(rsd_state *st, rsd_state_lock *lk) {
     char rec[RSD_STATE_MAX_HOST_BYTES + RSD_STATE_MAX_PURPOSE_BYTES + 128];
     int n = RSD_SNPRINTF(rec, sizeof rec, "pid=%ld\nhost=%s\ntaken_unix_ms=%llu\npurpose=%s\n",
-                         (long)getpid(), st->host, (unsigned long long)rsdi_state_wall_ms(),
+                         rsdi_state_pid(), st->host, (unsigned long long)rsdi_state_wall_ms(),
                          lk->purpose);
     if (n <= 0 || n >= (int)sizeof rec) return;
     /* Write first, then cut: a reader never sees an empty file while we hold it. */
-    if (rsdi_state_write_all(lk->fd, rec, (size_t)n, 0, true)) (void)ftruncate(lk->fd, n);
+    if (rsdi_state_write_all(lk->fd, rec, (size_t)n, 0, true)) rsdi_state_truncate(lk->fd, n);
 }
 
 /* One attempt: RSD_OK taken, RSD_PENDING busy, <0 error. */
@@ -9051,7 +9549,7 @@ RSDI_PRIVATE int rsdi_state_lock_attempt(rsd_state *st, rsd_state_lock *lk) {
             return lk->attr ? RSD_ERR_STATE_IO : RSD_ERR_LOCK;
         }
     }
-    if (flock(lk->fd, LOCK_EX | LOCK_NB) == 0) return RSD_OK;
+    if (rsdi_state_flock(lk->fd) == 0) return RSD_OK;
     if (errno == EWOULDBLOCK || errno == EAGAIN || errno == EINTR) return RSD_PENDING;
     rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "flock %s: %s",
               lk->name, strerror(errno));
@@ -9184,8 +9682,8 @@ RSD_API void rsd_state_unlock(rsd_state *st, rsd_state_lock *lk) {
         if (lk->via_hook) {
             if (st && st->hook.unlock) st->hook.unlock(lk->key, st->hook.user);
         } else if (lk->fd >= 0) {
-            if (!lk->attr) (void)ftruncate(lk->fd, 0);  /* free locks carry no owner record */
-            (void)flock(lk->fd, LOCK_UN);
+            if (!lk->attr) rsdi_state_truncate(lk->fd, 0);  /* free locks carry no owner record */
+            rsdi_state_funlock(lk->fd);
         }
     }
     if (lk->state != RSD_LOCK_IDLE) rsdi_state_close_fd(lk->fd);
@@ -9480,7 +9978,7 @@ RSDI_PRIVATE void rsdi_attr_log_corrupt(rsd_state *st, const rsd_attr_set *set) 
 RSDI_PRIVATE void rsdi_attr_set_aside(const char *path, rsd_attr_set *set) {
     char aside[RSDI_STATE_PATH_BYTES + 16];
     (void)RSD_SNPRINTF(aside, sizeof aside, "%s.corrupt", path);
-    if (rename(path, aside) == 0) set->reset = true;
+    if (rsdi_state_rename(path, aside) == 0) set->reset = true;
 }
 
 RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key);
@@ -9535,21 +10033,25 @@ RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char 
     int fd, err;
     bool ok;
     (void)RSD_SNPRINTF(tmp, sizeof tmp, "%s.tmp", path);
-    (void)unlink(tmp);  /* a stale temp of a writer that died */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    rsdi_state_unlink(tmp);  /* a stale temp of a writer that died */
+    fd = rsdi_state_open_ex(tmp, O_WRONLY, true, true);
     if (fd < 0) goto fail;
-    ok = rsdi_state_write_all(fd, data, n, 0, false) && (!sync || fsync(fd) == 0);
+    ok = rsdi_state_write_all(fd, data, n, 0, false) && (!sync || rsdi_state_fsync(fd));
     err = errno;
+#if defined(_WIN32)
+    if (_close(fd) != 0 && ok) {
+#else
     if (close(fd) != 0 && ok) {
+#endif
         ok = false;
         err = errno;
     }
-    if (ok && rename(tmp, path) != 0) {
+    if (ok && rsdi_state_rename(tmp, path) != 0) {
         ok = false;
         err = errno;
     }
     if (!ok) {
-        (void)unlink(tmp);
+        rsdi_state_unlink(tmp);
         errno = err;
         goto fail;
     }
@@ -9595,7 +10097,7 @@ RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *s
         memcpy(a->model, c->model, strlen(c->model) + 1);
         memcpy(a->instance, inst, strlen(inst) + 1);
         a->loaded_at_ms = loaded_at_ms;
-        a->pid = (int64_t)getpid();
+        a->pid = (int64_t)rsdi_state_pid();
         return 0;
     }
     for (i = 0, o = 0; i < set->count; i++) {
@@ -9855,11 +10357,7 @@ struct rsd_etcd {
     rsd_json_tok toks[RSDI_ETCD_TOKS];
 };
 
-RSDI_PRIVATE uint64_t rsdi_etcd_wall_ms(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+RSDI_PRIVATE uint64_t rsdi_etcd_wall_ms(void) { return rsdi_wall_ms(); }
 
 /* ---- base64 (RFC 4648, padded) ------------------------------------------------ */
 RSDI_PRIVATE size_t rsdi_b64_len(size_t n) { return (n + 2) / 3 * 4; }

@@ -9,7 +9,6 @@
    usage: game_loop [URL] [MODEL] [LEASE_BYTES]   (defaults: http://127.0.0.1:8080 default) */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +23,7 @@ static void wait_frame(rsd_pollfd *fds, int nfds, uint64_t dl, uint64_t frame_en
     int budget;
     if (dl > frame_end) dl = frame_end;
     budget = dl > now ? (int)(dl - now) : 0;
-    if (budget > 0) poll((struct pollfd *)(void *)fds, (nfds_t)nfds, budget);
+    if (budget > 0) rsd_poll(fds, nfds, budget); /* poll(), or WSAPoll() on Windows */
 }
 
 /* The cutscene with a VRAM lease: ask, wait for ready, play CUTSCENE_FRAMES, release. */

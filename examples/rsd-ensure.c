@@ -39,7 +39,6 @@
 #include "../residency_http.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,7 +532,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "rsd-ensure: %llu step op=%s model=%s requests=%u fds=%d timeout=%d\n",
                     (unsigned long long)(now % 1000000u), rsd_http_op_str(res.op), term(res.op_model),
                     (unsigned)res.requests, n, timeout);
-        if (timeout > 0 && poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) break;
+        if (timeout > 0 && rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
     }
     rsd_ensure_query(e, &res);
     code = exit_code_of(&res);

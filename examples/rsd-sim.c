@@ -33,8 +33,9 @@
 #include "rsd_sim.h"
 
 #include <errno.h>
-#include <poll.h>
+#if !defined(_WIN32)
 #include <unistd.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,11 +51,7 @@ static void on_signal(int sig) {
     g_stop = 1;
 }
 
-static uint64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+static uint64_t mono_ms(void) { return rsd_now_ms(); }
 
 /* rsim ticket <-> server request handle. */
 typedef struct sim_link {
@@ -357,8 +354,12 @@ int main(int argc, char **argv) {
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, ignore_term ? SIG_IGN : on_signal);
+#if defined(_WIN32) /* no SIGPIPE; a router's child (stdin commands) is POSIX-only */
+    child = false;
+#else
     signal(SIGPIPE, SIG_IGN);
     child = a.sim->o.runtime == RSIM_RT_SERVER && getenv("LLAMA_SERVER_ROUTER_PORT") != NULL;
+#endif
     rsim_start(a.sim, mono_ms());
     while (!g_stop) {
         rsd_http_server_event ev;
@@ -421,7 +422,8 @@ int main(int argc, char **argv) {
         nfds = rsd_http_server_pollfds(a.srv, fds, SIM_MAX_FDS - 1);
         if (nfds < 0) nfds = 0;
         if (child) { fds[nfds].fd = 0; fds[nfds].events = RSD_POLLIN; fds[nfds].revents = 0; nfds++; }
-        if (poll((struct pollfd *)(void *)fds, (nfds_t)nfds, timeout) < 0 && errno != EINTR) break;
+        if (rsd_poll(fds, nfds, timeout) < 0 && errno != EINTR) break;
+#if !defined(_WIN32)
         if (child && fds[nfds - 1].revents) {
             char line[256];
             ssize_t got = read(0, line, sizeof line - 1);
@@ -429,6 +431,7 @@ int main(int argc, char **argv) {
             line[got] = 0;
             if (strstr(line, "cmd_router_to_child:exit")) { child_exit = 0; break; }
         }
+#endif
     }
     i = child_exit >= 0 ? child_exit : rsim_exit_code(a.sim);
     rsd_http_server_destroy(a.srv);

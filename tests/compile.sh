@@ -38,6 +38,21 @@ for o in 0 1; do for h in 0 1; do for p in 0 1; do
 done; done; done
 $CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC tests/compile/features.c -o $B/features-cxx
 ./$B/features-cxx
+# macOS's paths on this Linux build (RSDI_FORCE_BSD: no MSG_NOSIGNAL, SOCK_NONBLOCK,
+# pipe2, posix_spawn chdir/closefrom, PR_SET_PDEATHSIG; SO_NOSIGPIPE given Darwin's
+# value): built, linked and started, never run against a macOS kernel
+LIBS= one "$CC" c c99 -DRSDI_FORCE_BSD -DSO_NOSIGPIPE=0x1022
+LIBS=-lstdc++ one "$CXX" c++ c++11 -DRSDI_FORCE_BSD -DSO_NOSIGPIPE=0x1022
+# Windows x86-64 (mingw-w64, when installed): both headers as C99 and C++11, compiled
+# and linked (not run here: make test-windows runs the tests under wine)
+for mc in x86_64-w64-mingw32-gcc x86_64-w64-mingw32-g++; do
+  command -v $mc >/dev/null 2>&1 || { echo "compile matrix: $mc not found, Windows rows skipped"; continue; }
+  case $mc in *g++) l=c++; s=c++11; w=$CXXWARN; x="-x c++" ;; *) l=c; s=c99; w=$CWARN; x="-x c" ;; esac
+  $mc $x -std=$s $w -c tests/compile/impl.c -o $B/impl-win-$s.o
+  $mc $x -std=$s $w -c tests/compile/decl_only.c -o $B/decl-win-$s.o
+  $mc -static $B/impl-win-$s.o $B/decl-win-$s.o -o $B/link-win-$s.exe -lws2_32
+  n=$((n + 1))
+done
 $CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static
 ./$B/static
 $CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only

@@ -4,21 +4,14 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
-#include <sys/mman.h>
-#include <unistd.h>
+#include "guard_page.h"
 
 /* ---- guard page: copy n bytes so they end exactly at a PROT_NONE page -------- */
 static char *guard_base;
 static size_t guard_page;
 
 static char *guarded(const char *src, size_t n) {
-    if (!guard_base) {
-        guard_page = (size_t)sysconf(_SC_PAGESIZE);
-        guard_base = (char *)mmap(NULL, guard_page * 3, PROT_READ | PROT_WRITE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (guard_base == (char *)MAP_FAILED) { guard_base = NULL; return NULL; }
-        if (mprotect(guard_base + guard_page * 2, guard_page, PROT_NONE) != 0) return NULL;
-    }
+    if (!guard_base && !(guard_base = (char *)rsdt_guard(2, &guard_page))) return NULL;
     if (n > guard_page * 2) return NULL;
     memcpy(guard_base + guard_page * 2 - n, src, n);
     return guard_base + guard_page * 2 - n;
