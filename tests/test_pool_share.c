@@ -5,57 +5,7 @@
 #include "../residency.h"
 #include "rsd_test.h"
 
-#define GiB ((uint64_t)1 << 30)
-
-typedef struct host {
-    rsd_pool *p;
-    rsd_pool_action log[512];
-    int nlog;
-    bool auto_start, auto_exit;
-    uint64_t now;
-} host;
-
-static void pump(host *h) {
-    rsd_pool_action a;
-    while (rsd_pool_next_action(h->p, &a)) {
-        if (h->nlog < 512) h->log[h->nlog++] = a;
-        if (a.kind == RSD_POOL_ACTION_SPAWN && h->auto_start) rsd_pool_on_started(h->p, a.proc, true, h->now);
-        if (a.kind == RSD_POOL_ACTION_STOP && h->auto_exit) rsd_pool_on_exited(h->p, a.proc, h->now);
-    }
-}
-
-static int count(const host *h, rsd_pool_action_kind k) {
-    int i, n = 0;
-    for (i = 0; i < h->nlog; i++) n += h->log[i].kind == k;
-    return n;
-}
-
-static int count_why(const host *h, rsd_pool_why why) {
-    int i, n = 0;
-    for (i = 0; i < h->nlog; i++) n += h->log[i].kind == RSD_POOL_ACTION_STOP && h->log[i].why == why;
-    return n;
-}
-
-static bool granted(const host *h, rsd_pool_req r) {
-    int i;
-    for (i = 0; i < h->nlog; i++)
-        if (h->log[i].kind == RSD_POOL_ACTION_GRANT && h->log[i].req.id == r.id) return true;
-    return false;
-}
-
-static const rsd_pool_action *last_of(const host *h, rsd_pool_action_kind k) {
-    int i;
-    for (i = h->nlog - 1; i >= 0; i--) if (h->log[i].kind == k) return &h->log[i];
-    return NULL;
-}
-
-static rsd_pool_model_desc md(const char *id, uint64_t bytes) {
-    rsd_pool_model_desc m;
-    memset(&m, 0, sizeof m);
-    m.id = id;
-    m.reserve_bytes = bytes;
-    return m;
-}
+#include "pool_host.h"
 
 static void start(host *h, int max_slots, uint64_t budget, const rsd_pool_model_desc *m, int n,
                   uint32_t max_wait_ms) {
@@ -96,33 +46,33 @@ static void test_exclusive_waits_for_the_drain_and_runs_alone(void) {
     REQUIRE(h.p);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 1, NULL, &a1, &s), RSD_PENDING);
     pump(&h);
-    CHECK(granted(&h, a1));
+    CHECK((grant_of(&h, a1) != NULL));
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 2, NULL, &a2, &s), RSD_OK);
     /* The exclusive one waits for a1 and a2; a3 arrives later and queues behind it. */
     CHECK_EQ_INT(rsd_pool_acquire_ex(h.p, 0, RSD_POOL_ACQUIRE_EXCLUSIVE, 3, NULL, &ex, &s), RSD_PENDING);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 4, NULL, &a3, &s), RSD_PENDING);
     pump(&h);
-    CHECK(!granted(&h, ex));
-    CHECK(!granted(&h, a3));
+    CHECK(!(grant_of(&h, ex) != NULL));
+    CHECK(!(grant_of(&h, a3) != NULL));
     /* Other models keep flowing. */
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 5, NULL, &b1, &s), RSD_PENDING);
     pump(&h);
-    CHECK(granted(&h, b1));
+    CHECK((grant_of(&h, b1) != NULL));
     CHECK_EQ_INT(rsd_pool_release(h.p, a1, 6), RSD_OK);
     pump(&h);
-    CHECK(!granted(&h, ex));
+    CHECK(!(grant_of(&h, ex) != NULL));
     CHECK_EQ_INT(rsd_pool_release(h.p, a2, 7), RSD_OK);
     pump(&h);
-    CHECK(granted(&h, ex));
-    CHECK(!granted(&h, a3));
+    CHECK((grant_of(&h, ex) != NULL));
+    CHECK(!(grant_of(&h, a3) != NULL));
     CHECK_EQ_INT(in_flight(h.p, 0), 1);
     rsd_pool_query_stats(h.p, &st);
-    CHECK(st.slots[last_of(&h, RSD_POOL_ACTION_GRANT)->slot].exclusive);
+    CHECK(st.slots[last(&h, RSD_POOL_ACTION_GRANT)->slot].exclusive);
     CHECK_EQ_INT(rsd_pool_release(h.p, ex, 8), RSD_OK);
     pump(&h);
-    CHECK(granted(&h, a3));
+    CHECK((grant_of(&h, a3) != NULL));
     rsd_pool_query_stats(h.p, &st);
-    CHECK(!st.slots[last_of(&h, RSD_POOL_ACTION_GRANT)->slot].exclusive);
+    CHECK(!st.slots[last(&h, RSD_POOL_ACTION_GRANT)->slot].exclusive);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0); /* a drain, not a restart */
     rsd_pool_release(h.p, a3, 9);
     rsd_pool_release(h.p, b1, 9);
@@ -144,10 +94,10 @@ static void test_exclusive_on_an_idle_process_is_granted_at_once(void) {
     /* unlimited concurrency, yet nothing is admitted beside it */
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 4, NULL, &a2, &s), RSD_PENDING);
     pump(&h);
-    CHECK(!granted(&h, a2));
+    CHECK(!(grant_of(&h, a2) != NULL));
     CHECK_EQ_INT(rsd_pool_cancel(h.p, ex, 5), RSD_OK); /* a cancel ends it as a release does */
     pump(&h);
-    CHECK(granted(&h, a2));
+    CHECK((grant_of(&h, a2) != NULL));
     CHECK_EQ_INT(rsd_pool_acquire_ex(h.p, 0, 2, 6, NULL, &ex, &s), RSD_ERR_ARG);
     rsd_pool_release(h.p, a2, 7);
     rsd_pool_destroy(h.p);
@@ -164,12 +114,12 @@ static void test_exclusive_flag_dies_with_its_process(void) {
     REQUIRE(h.p);
     CHECK_EQ_INT(rsd_pool_acquire_ex(h.p, 0, RSD_POOL_ACQUIRE_EXCLUSIVE, 1, NULL, &ex, &s), RSD_PENDING);
     pump(&h);
-    CHECK(granted(&h, ex));
-    proc = last_of(&h, RSD_POOL_ACTION_SPAWN)->proc;
+    CHECK((grant_of(&h, ex) != NULL));
+    proc = last(&h, RSD_POOL_ACTION_SPAWN)->proc;
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 2, NULL, &a, &s), RSD_PENDING);
     CHECK_EQ_INT(rsd_pool_on_exited(h.p, proc, 3), RSD_OK); /* crash */
     pump(&h);
-    CHECK(granted(&h, a)); /* restarted, and the new process is not exclusive */
+    CHECK((grant_of(&h, a) != NULL)); /* restarted, and the new process is not exclusive */
     rsd_pool_release(h.p, ex, 4);
     rsd_pool_release(h.p, a, 4);
     rsd_pool_destroy(h.p);
@@ -190,10 +140,10 @@ static void test_cancelled_exclusive_waiter_lets_the_queue_go(void) {
     CHECK_EQ_INT(rsd_pool_acquire_ex(h.p, 0, RSD_POOL_ACQUIRE_EXCLUSIVE, 2, NULL, &ex, &s), RSD_PENDING);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 3, NULL, &a2, &s), RSD_PENDING);
     pump(&h);
-    CHECK(!granted(&h, a2));
+    CHECK(!(grant_of(&h, a2) != NULL));
     CHECK_EQ_INT(rsd_pool_cancel(h.p, ex, 4), RSD_OK);
     pump(&h);
-    CHECK(granted(&h, a2)); /* beside a1: the model takes any number at once */
+    CHECK((grant_of(&h, a2) != NULL)); /* beside a1: the model takes any number at once */
     rsd_pool_release(h.p, a1, 5);
     rsd_pool_release(h.p, a2, 5);
     rsd_pool_destroy(h.p);
@@ -217,7 +167,7 @@ static void collate(bool burst) {
     pump(&h);
     if (burst) { /* the first load finishes after every request arrived */
         h.auto_start = true;
-        rsd_pool_on_started(h.p, last_of(&h, RSD_POOL_ACTION_SPAWN)->proc, true, 10);
+        rsd_pool_on_started(h.p, last(&h, RSD_POOL_ACTION_SPAWN)->proc, true, 10);
         pump(&h);
     }
     /* Serve: release whatever is granted, in grant order, until all six ran. */
@@ -225,7 +175,7 @@ static void collate(bool burst) {
         for (i = 0; i < 6; i++) {
             int j, seen = 0;
             for (j = 0; j < norder; j++) seen |= order[j] == i;
-            if (seen || !granted(&h, r[i])) continue;
+            if (seen || !(grant_of(&h, r[i]) != NULL)) continue;
             order[norder++] = i;
             rsd_pool_release(h.p, r[i], 20 + (uint64_t)k);
             pump(&h);
@@ -254,24 +204,24 @@ static void test_a_busy_model_yields_after_max_wait(void) {
     REQUIRE(h.p);
     rsd_pool_acquire(h.p, 0, 0, NULL, &a_cur, &s);
     pump(&h);
-    CHECK(granted(&h, a_cur));
+    CHECK((grant_of(&h, a_cur) != NULL));
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 1, NULL, &b, &s), RSD_PENDING);
     for (t = 100; t <= 2000; t += 100) {
         rsd_pool_step(h.p, t);
         pump(&h);
-        if (granted(&h, b)) break;
+        if ((grant_of(&h, b) != NULL)) break;
         rsd_pool_acquire(h.p, 0, t, NULL, &a_next, &s); /* the next A overlaps the current */
         rsd_pool_release(h.p, a_cur, t);
         pump(&h);
         a_cur = a_next;
-        if (granted(&h, b)) break;
+        if ((grant_of(&h, b) != NULL)) break;
     }
     /* a_cur is either still running on the draining A process or queued for A. */
-    if (!granted(&h, b)) {
+    if (!(grant_of(&h, b) != NULL)) {
         rsd_pool_release(h.p, a_cur, t);
         pump(&h);
     }
-    CHECK(granted(&h, b));
+    CHECK((grant_of(&h, b) != NULL));
     CHECK(t <= 1200);      /* within the bound plus one step */
     CHECK(t >= 1000);      /* and not before it: A was never idle */
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_STARVE), 1);
@@ -293,7 +243,7 @@ static void test_k_freed_slots_start_k_loads(void) {
     h.auto_exit = false;
     rsd_pool_acquire(h.p, 0, 1, NULL, &x, &s);
     pump(&h);
-    CHECK(granted(&h, x));
+    CHECK((grant_of(&h, x) != NULL));
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 2, NULL, &c, &s), RSD_PENDING);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 2, 3, NULL, &d, &s), RSD_PENDING);
     pump(&h);
@@ -302,10 +252,10 @@ static void test_k_freed_slots_start_k_loads(void) {
     pump(&h);
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_EVICT), 1);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), spawns);
-    rsd_pool_on_exited(h.p, last_of(&h, RSD_POOL_ACTION_STOP)->proc, 5);
+    rsd_pool_on_exited(h.p, last(&h, RSD_POOL_ACTION_STOP)->proc, 5);
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), spawns + 2);
-    CHECK(granted(&h, c) && granted(&h, d));
+    CHECK((grant_of(&h, c) != NULL) && (grant_of(&h, d) != NULL));
     rsd_pool_release(h.p, c, 6);
     rsd_pool_release(h.p, d, 6);
     rsd_pool_destroy(h.p);
@@ -444,7 +394,7 @@ static void test_lease_holds_starts_and_release_lets_them_go(void) {
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_FAIL), 0);
     CHECK_EQ_INT(rsd_pool_lease_release(h.p, l, 4), RSD_OK);
     pump(&h);
-    CHECK(granted(&h, r));
+    CHECK((grant_of(&h, r) != NULL));
     rsd_pool_release(h.p, r, 5);
     rsd_pool_destroy(h.p);
 }
