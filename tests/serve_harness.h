@@ -74,8 +74,9 @@ SH_FN int serve_stop(serve_proc *s) {
     return listen_proc_stop(&lp);
 }
 
-/* Runs a program to completion; exit status, stderr+stdout into out. */
-SH_FN int run_prog(const char *const *argv, char *out, size_t cap) {
+/* Runs a program to completion; exit status, its stdout (and stderr unless
+   stdout_only: then stderr goes to /dev/null) into out. */
+SH_FN int run_prog_out(const char *const *argv, char *out, size_t cap, int stdout_only) {
     int fds[2], st = 0;
     size_t got = 0;
     pid_t pid;
@@ -83,8 +84,9 @@ SH_FN int run_prog(const char *const *argv, char *out, size_t cap) {
     pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        int err = stdout_only ? open("/dev/null", O_WRONLY) : fds[1];
         dup2(fds[1], 1);
-        dup2(fds[1], 2);
+        if (err >= 0) dup2(err, 2);
         close(fds[0]);
         close(fds[1]);
         execv(argv[0], (char *const *)(void *)argv);
@@ -101,6 +103,11 @@ SH_FN int run_prog(const char *const *argv, char *out, size_t cap) {
     close(fds[0]);
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs a program to completion; exit status, stderr+stdout into out. */
+SH_FN int run_prog(const char *const *argv, char *out, size_t cap) {
+    return run_prog_out(argv, out, cap, 0);
 }
 
 static char g_body[1 << 16];

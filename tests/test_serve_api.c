@@ -723,32 +723,7 @@ static void test_api_metrics(void) {
 /* ---- the status page ---------------------------------------------------------------------- */
 /* Runs argv with stdout to out (stderr to /dev/null); exit status. */
 static int run_stdout(const char *const *argv, char *out, size_t cap) {
-    int fds[2], st = 0;
-    size_t got = 0;
-    pid_t pid;
-    if (pipe(fds) != 0) return -1;
-    pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        int nul = open("/dev/null", O_WRONLY);
-        dup2(fds[1], 1);
-        if (nul >= 0) dup2(nul, 2);
-        close(fds[0]);
-        close(fds[1]);
-        execv(argv[0], (char *const *)(void *)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    for (;;) {
-        ssize_t r = read(fds[0], out + got, got + 1 < cap ? cap - got - 1 : 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    out[got] = 0;
-    close(fds[0]);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return run_prog_out(argv, out, cap, 1);
 }
 
 /* The text of <td class="cls"> in the page's row of model id ("" when none). */
