@@ -48,7 +48,7 @@ if ! printf '%s\n' $srcs | xargs -P "${JOBS:-2}" -n 1 sh -c '
     t=$(basename "$0" .c)
     [ -f "$B/bin/$t.exe" ] && [ -z "$(find "$0" residency.h residency_http.h tests/*.h examples/*.h \
         -newer "$B/bin/$t.exe" 2>/dev/null)" ] && exit 0  # up to date
-    $CC -std=c99 $CWARN -O1 -g -static -I. "$0" -o "$B/bin/$t.exe" -lws2_32 2>"$B/bin/$t.err" ||
+    $CC -std=c99 $CWARN -O1 -g -static -I. "$0" -o "$B/bin/$t.exe" -lws2_32 -lshell32 2>"$B/bin/$t.err" ||
       { cat "$B/bin/$t.err"; echo "test-windows: $t does not build"; exit 255; }'
 then exit 1; fi
 # A private wine prefix, and one wineserver kept up for the whole run (each program
