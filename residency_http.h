@@ -534,7 +534,7 @@
        codes are mapped to the errno values reported in sys_errno. Include
        windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
        old winsock.h clashes with winsock2.h). Process supervision (>>proc,
-       >>fleet) is compiled out on Windows for now, as with RSD_NO_PROCESS. TLS: every connection
+       >>fleet) on Windows: see "Windows" in the PROC manual. TLS: every connection
        does its I/O through an internal transport (recv/send/close function
        pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
        TLS: https:// through mbedTLS (RSD_HTTP_MBEDTLS, http client)
@@ -1357,7 +1357,52 @@
    EXITED with "couldn't bind" in the tail; spawn again).
    Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
    RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
-   Threading: one rsd_procs per thread; not thread-safe. POSIX only.
+   Threading: one rsd_procs per thread; not thread-safe.
+
+   Windows (_WIN32; Windows 10 and later, tested under wine): the same supervisor,
+   states and events; only these primitives differ.
+       Launch   CreateProcessW, no shell: argv[0] and every argument are quoted so that
+                the Microsoft C runtime's parser (CommandLineToArgvW, the MSVCRT/UCRT
+                startup) gives each back unchanged: an argument without blanks or '"'
+                as it is, else inside "..." with each '"' as \" and the backslashes
+                before a '"' or the closing quote doubled. Strings are UTF-8, passed as
+                UTF-16 (a child reading GetCommandLineW gets them exactly; one using an
+                ANSI main() gets them through its code page). The command line is at
+                most 32767 UTF-16 units (E2BIG, SPAWN_FAILED). A bare exe name is looked
+                up in PATH (';'-separated; ".exe" is tried when the name has no
+                extension; the current directory only when PATH lists it); a path
+                without an extension gets ".exe" when only that file exists; a relative
+                path is taken from spec.cwd. spec.env is applied to our environment
+                (names compared case-insensitively) into a block of at most 32768
+                UTF-16 units (RSD_ERR_CAPACITY). desc.spawn is ignored.
+       Handles  stdin is NUL, stdout and stderr one anonymous pipe (64 KiB buffer);
+                only those two handles are inherited (PROC_THREAD_ATTRIBUTE_HANDLE_LIST).
+                The child starts suspended, is put in a job object of its own, then
+                resumed, so whatever it starts is in the job too: the job is the
+                process group. Without survive_parent the job has
+                JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: when the host ends in any way (a
+                crash, TerminateProcess) the system closes its handles and every
+                process of every job dies with it. With no console of the host's own
+                the child gets CREATE_NO_WINDOW (no console window pops up).
+       Output   nothing a host can poll: rsd_procs_fds returns no descriptors, and
+                rsd_procs_next_deadline asks for a step 10 ms after output, doubling to
+                100 ms while a child is quiet. Each step reads what PeekNamedPipe says
+                is there (a ReadFile that cannot block) and checks the process handle
+                with a zero wait. A broken pipe is the end of output.
+       Stop     CTRL_BREAK_EVENT to the child's process group (it was created with
+                CREATE_NEW_PROCESS_GROUP and shares the host's console), then
+                TerminateJobObject after term_grace_ms. A host with no console (a GUI
+                program, a service, wine without a terminal) cannot send it: the stop
+                is then TerminateJobObject at once (log item PROC_STOP says so; the
+                event has killed set). llama-server ends at once on CTRL_BREAK (it
+                handles only CTRL_C). rsd_procs_kill and rsd_procs_destroy terminate
+                the job; destroy waits up to RSD_PROC_DESTROY_WAIT_MS for the child.
+       Status   exit_code is GetExitCodeProcess's code as an int (an NTSTATUS such as
+                0xC0000005, an access violation, reads negative); a process we
+                terminated reads as term_signal 9 (SIGKILL), exit_code -1. A wrapper's
+                children: the job's active process count (the group outlives its
+                leader as on POSIX; wine reports 0, so there the leader's exit ends it).
+       Sockets  the free-port probe takes a WSAStartup reference in create.
 
    --- fleet: the pool running real processes (rsd_fleet) ------------------------
    rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
@@ -1512,10 +1557,12 @@
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
-   given models directly). Threading: one fleet per thread; POSIX only.
+   given models directly). Threading: one fleet per thread. Windows: as the supervisor
+   ("Windows" in PROC): rsd_fleet_pollfds gives only the probe sockets, and
+   rsd_fleet_next_deadline includes the supervisor's pipe timer.
 
    PLATFORM NOTES
-       POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
+       POSIX (Linux, macOS, BSD) and Windows (see "Windows" in PROC). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
        that is the mechanism). No SIGCHLD handler is ever installed. Every
        descriptor the library opens (sockets, accepted connections, pipes, lock
@@ -2285,7 +2332,8 @@ RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
 RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
 /* The next time rsd_procs_step has timed work (no side effects). */
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
-/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap). */
+/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap).
+   Windows: none (the supervisor checks its pipes on the timer of next_deadline). */
 RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
