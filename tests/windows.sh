@@ -22,9 +22,6 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #   test_proc the POSIX machinery in depth (fork/vfork/posix_spawn, PR_SET_PDEATHSIG,
 #             /bin/sh wrappers, process groups, descriptor leaks); the supervisor on
 #             Windows is tested by test_proc_portable (built here)
-#   test_fleet, test_fleet_soak
-#             POSIX test code (waitpid, /proc/self/fd, sh wrappers); the fleet on Windows
-#             runs in tests/windows_smoke.sh (rsd-serve.exe with rsd-sim.exe children)
 #   test_serve, test_serve_cut, test_serve_ops, test_serve_api, test_serve_affinity
 #             drive rsd-serve through tests/serve_harness.h (fork/exec, pipes, signals);
 #             rsd-serve.exe itself runs in tests/windows_smoke.sh
@@ -39,7 +36,7 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #   test_hostile, test_sim_net, test_tls, test_ensure_lms
 #             fork() a POSIX child or server (no fork on Windows)
 #   test_ensure, test_http_head, test_http_net, test_state: not ported yet (POSIX test code)
-skip="test_ensure test_http_head test_http_net test_state test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_fleet test_fleet_soak test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
+skip="test_ensure test_http_head test_http_net test_state test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
 srcs=""
 for src in tests/test_*.c; do
   t=$(basename "$src" .c)
