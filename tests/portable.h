@@ -12,7 +12,8 @@
        tp_no_children()              no child process of ours, alive or zombie (Windows:
                                      there are no zombies; true)
        tp_sock_close(fd)             close a socket from socket()
-       tp_net_init()                 Windows: WSAStartup for the test's own sockets */
+       tp_net_init()                 Windows: WSAStartup for the test's own sockets
+       tp_setenv(name, value)        set (value NULL: remove) a variable of ours */
 #ifndef RSD_TESTS_PORTABLE_H
 #define RSD_TESTS_PORTABLE_H
 #include <stdio.h>
@@ -109,6 +110,18 @@ TP_FN bool tp_no_children(void) {
 #else
     int st;
     return waitpid(-1, &st, WNOHANG) == -1 && errno == ECHILD;
+#endif
+}
+
+TP_FN void tp_setenv(const char *name, const char *value) {
+#if defined(_WIN32)
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s=%s", name, value ? value : "");
+    (void)_putenv(buf); /* "NAME=" removes it */
+    (void)SetEnvironmentVariableA(name, value);
+#else
+    if (value) (void)setenv(name, value, 1);
+    else (void)unsetenv(name);
 #endif
 }
 
