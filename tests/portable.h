@@ -8,12 +8,14 @@
                                      where tests/windows.sh builds the examples)
        tp_runnable(path)             the program exists (and is executable on POSIX)
        tp_open_handles()             descriptors open in this process (Windows: handles),
-                                     for leak checks; -1 when unknown
+                                     for leak checks; -1 when unknown (wine: always), so
+                                     a leak check compares -1 with -1 there
        tp_no_children()              no child process of ours, alive or zombie (Windows:
                                      there are no zombies; true)
        tp_sock_close(fd)             close a socket from socket()
        tp_net_init()                 Windows: WSAStartup for the test's own sockets
-       tp_setenv(name, value)        set (value NULL: remove) a variable of ours */
+       tp_setenv(name, value)        set (value NULL: remove) a variable of ours
+       tp_mkdir(path)                a directory of our own (0700 on POSIX); 0 or -1 */
 #ifndef RSD_TESTS_PORTABLE_H
 #define RSD_TESTS_PORTABLE_H
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #else
 #include <dirent.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #endif
 #if defined(__GNUC__) || defined(__clang__)
@@ -90,8 +93,8 @@ TP_FN bool tp_runnable(const char *path) {
 
 TP_FN int tp_open_handles(void) {
 #if defined(_WIN32)
-    DWORD n = 0;
-    return GetProcessHandleCount(GetCurrentProcess(), &n) ? (int)n : -1;
+    DWORD n = 0; /* wine answers 0: unknown (a live process always holds handles) */
+    return GetProcessHandleCount(GetCurrentProcess(), &n) && n > 0 ? (int)n : -1;
 #else
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
@@ -122,6 +125,14 @@ TP_FN void tp_setenv(const char *name, const char *value) {
 #else
     if (value) (void)setenv(name, value, 1);
     else (void)unsetenv(name);
+#endif
+}
+
+TP_FN int tp_mkdir(const char *path) {
+#if defined(_WIN32)
+    return _mkdir(path);
+#else
+    return mkdir(path, 0700);
 #endif
 }
 
