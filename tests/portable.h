@@ -15,7 +15,12 @@
        tp_sock_close(fd)             close a socket from socket()
        tp_net_init()                 Windows: WSAStartup for the test's own sockets
        tp_setenv(name, value)        set (value NULL: remove) a variable of ours
-       tp_mkdir(path)                a directory of our own (0700 on POSIX); 0 or -1 */
+       tp_mkdir(path)                a directory of our own (0700 on POSIX); 0 or -1
+   With TP_POSIX_SOCKET_NAMES defined first, a test written against POSIX sockets builds
+   on Windows as it is: socket, accept, connect, send, recv, read, write, close, poll,
+   shutdown and setsockopt on a socket become Winsock calls (through the library's own
+   wrappers where it has them, so errno is set as on POSIX). Only for tests whose
+   read/write/close are on sockets alone. */
 #ifndef RSD_TESTS_PORTABLE_H
 #define RSD_TESTS_PORTABLE_H
 #include <stdio.h>
@@ -150,4 +155,24 @@ TP_FN void tp_sock_close(int fd) {
     (void)close(fd);
 #endif
 }
+
+#if defined(_WIN32) && defined(TP_POSIX_SOCKET_NAMES)
+typedef unsigned long nfds_t;
+#define MSG_NOSIGNAL 0
+#define SHUT_WR SD_SEND
+#define socket(a, b, c) ((int)socket((a), (b), (c)))
+#define accept(l, a, b) ((int)accept((SOCKET)(l), (a), (b)))
+#define connect(fd, a, l) connect((SOCKET)(fd), (a), (l))
+#define bind(fd, a, l) bind((SOCKET)(fd), (a), (l))
+#define listen(fd, n) listen((SOCKET)(fd), (n))
+#define getsockname(fd, a, l) getsockname((SOCKET)(fd), (a), (l))
+#define shutdown(fd, h) shutdown((SOCKET)(fd), (h))
+#define setsockopt(fd, l, o, v, n) setsockopt((SOCKET)(fd), (l), (o), (const char *)(const void *)(v), (n))
+#define send(fd, b, n, f) rsdi_sock_send((fd), (const char *)(const void *)(b), (size_t)(n))
+#define recv(fd, b, n, f) rsdi_sock_recv((fd), (char *)(void *)(b), (size_t)(n), (f))
+#define read(fd, b, n) rsdi_sock_recv((fd), (char *)(void *)(b), (size_t)(n), 0)
+#define write(fd, b, n) rsdi_sock_send((fd), (const char *)(const void *)(b), (size_t)(n))
+#define close(fd) rsdi_sock_close(fd)
+#define poll(p, n, t) WSAPoll((p), (ULONG)(n), (t))
+#endif
 #endif
