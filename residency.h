@@ -1277,7 +1277,7 @@
    --- driver: detection -------------------------------------------------------
    Which runtime a server runs, as a sans-I/O step (an engine with its own HTTP
    stack uses it as the ensurer does):
-       rsd_detect d;   (about 100 KB: the JSON tokens)
+       rsd_detect d;   d.toks = toks; d.n_toks = n;   (the caller's JSON tokens)
        rsd_detect_begin(&d, base_url, bearer, probe_timeout_ms, deadline, now);
        while ((s = rsd_detect_next(&d, now)).kind == RSD_STEP_HTTP)
            send s.http (a GET), rsd_detect_feed(&d, transport, status, body, len, now);
@@ -2400,9 +2400,11 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
 /* >>payload:router */
 /* Manual: "payload" in the doc block at the top of this file. */
 enum {
-    RSD_LISTING_MAX_MODELS = 256,     /* entries kept from one listing; more = truncated */
-    RSD_LISTING_ARENA_BYTES = 65536,  /* decoded ids, aliases and tags of one listing */
-    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens a driver parses one payload into */
+    RSD_LISTING_DEFAULT_MODELS = 128, /* entries of a listing made with the defaults (64 residents, 64 more) */
+    RSD_LISTING_ARENA_PER_MODEL = 128, /* default arena bytes per entry (ids, aliases, tags) */
+    RSD_LISTING_MAX_MODELS = 256,     /* a large listing: tests and tools size theirs with these */
+    RSD_LISTING_ARENA_BYTES = 65536,  /* its arena (decoded ids, aliases and tags) */
+    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens for a payload of that size */
 };
 
 /* Load state of a listed model (wire.md 1.4). */
@@ -2448,8 +2450,9 @@ typedef struct rsd_listed_model {
     uint32_t flags;                     /* RSD_LISTED_* */
 } rsd_listed_model;
 
-/* A parsed server listing (every model the server reports, in listing order).
-   Self-referential: never copy by value. */
+/* A parsed server listing (every model the server reports, in listing order). Its
+   storage (models[], arena) is the caller's, given by rsd_listing_init, or allocated by
+   rsd_listing_create. */
 typedef struct rsd_listing {
     int n;                              /* entries kept in models[] */
     uint32_t n_seen;                    /* elements in the payload's list */
@@ -2457,9 +2460,19 @@ typedef struct rsd_listing {
     bool truncated;                     /* entries were cut off: do not act on it */
     bool has_states;                    /* some entry has a known state (router check, L14) */
     size_t arena_used;
-    rsd_listed_model models[RSD_LISTING_MAX_MODELS];
-    char arena[RSD_LISTING_ARENA_BYTES];
+    /* the storage: everything above is the parsed header, reset by every parse */
+    rsd_listed_model *models;
+    char *arena;
+    int max_models;                     /* room in models[] */
+    size_t arena_bytes;                 /* room in arena */
 } rsd_listing;
+
+/* Sizes of a listing made by rsd_listing_create; zeroed = defaults. */
+typedef struct rsd_listing_desc {
+    int max_models;                     /* 0 = RSD_LISTING_DEFAULT_MODELS (128) */
+    size_t arena_bytes;                 /* 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
+    rsd_allocator allocator;
+} rsd_listing_desc;
 
 /* What a router's GET /props says (wire.md 1.9, L12). */
 typedef struct rsd_router_props {
@@ -2472,6 +2485,16 @@ typedef struct rsd_router_props {
 RSD_API const char *rsd_model_state_str(int state);
 /* True for LOADING, LOADED and SLEEPING: the model holds an instance slot (L11). */
 RSD_API bool rsd_model_state_resident(int state);
+/* Give l caller storage: models[0..max_models) and arena[0..arena_bytes). No allocation.
+   RSD_OK, RSD_ERR_ARG (NULL storage, max_models < 1 or arena_bytes < RSD_MODEL_ID_MAX). */
+RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_models, char *arena,
+                             size_t arena_bytes);
+/* A listing and its storage in one block from d's allocator (NULL = defaults); NULL on
+   failure. rsd_listing_destroy frees it. */
+RSD_API rsd_listing *rsd_listing_create(const rsd_listing_desc *d);
+RSD_API void rsd_listing_destroy(rsd_listing *l);
+/* Bytes rsd_listing_create(d) allocates (0 = d is invalid). */
+RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d);
 /* Index of the entry whose id or an alias equals name, or -1. */
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name);
 /* Parse a llama.cpp router GET /v1/models body into *out (L8-L13). RSD_OK or a JSON error. */
@@ -2719,6 +2742,8 @@ enum {
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 8192,          /* bytes of runtime-hook scratch in rsd_reconcile */
+    RSD_RECONCILE_TOKENS_PER_MODEL = 48,   /* default JSON tokens per listing entry (a real router's ~70) */
+    RSD_RECONCILE_BODY_PER_MODEL = 1024,   /* default answer bytes per listing entry (a real router's ~700) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
     RSD_RECONCILE_MAX_OWNED = 64,          /* owned (model, instance) pairs in a desc */
@@ -2993,8 +3018,13 @@ struct rsd_reconcile {
     rsd_reconcile_result result;
     int n_notices;
     int notices_dropped;
-    rsd_reconcile_notice notices[RSD_RECONCILE_MAX_NOTICES];
+    rsd_reconcile_notice *notices;    /* RSD_RECONCILE_MAX_NOTICES of them (in the tables) */
     char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
+    /* internal: the tables rsd_reconcile_init allocated, sized by its limits */
+    void *tables;
+    rsd_allocator tables_alloc;
+    uint32_t max_tokens;              /* toks[] entries */
+    size_t max_body;                  /* bytes of an answer it parses */
     /* internal: copied desc */
     const rsd_runtime *rt;
     rsd_logger logger;
@@ -3011,8 +3041,8 @@ struct rsd_reconcile {
     uint64_t cap_bytes, keep_bytes;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
-    char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
-    char ours[RSD_RECONCILE_MAX_OURS][RSD_MODEL_ID_MAX];
+    char (*protected_ids)[RSD_MODEL_ID_MAX];  /* RSD_MAX_PROTECTED rows (in the tables) */
+    char (*ours)[RSD_MODEL_ID_MAX];           /* RSD_RECONCILE_MAX_OURS rows (in the tables) */
     /* internal: machine */
     int phase, after_wait;
     int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
@@ -3030,12 +3060,12 @@ struct rsd_reconcile {
     bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
-    char victims[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    char (*victims)[RSD_MODEL_ID_MAX];        /* RSD_MAX_RESIDENTS rows each, in the tables */
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
-    char victim_inst[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* its listed instance, or "" */
+    char (*victim_inst)[RSD_MODEL_ID_MAX];    /* its listed instance, or "" */
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
-    char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* protected residents of the decision (not victims) */
+    char (*pinned)[RSD_MODEL_ID_MAX];         /* protected residents of the decision (not victims) */
     bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
     uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
     bool keep_ok;                             /* the keep loaded (restore pass after success) */
@@ -3062,12 +3092,31 @@ struct rsd_reconcile {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
     } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
-    rsd_lms_machine lms;              /* LM Studio's state */
-    rsd_listing snap;                 /* listing the decision was made on */
-    rsd_listing poll;                 /* listing of the latest poll */
-    rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    rsd_lms_machine *lms;             /* LM Studio's state (in the tables; NULL with RSD_NO_LMSTUDIO) */
+    rsd_listing snap;                 /* listing the decision was made on (storage in the tables) */
+    rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
+    rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
 };
 
+/* Sizes of the tables rsd_reconcile_init allocates; zeroed = defaults (a server with 64
+   residents and 128 models listed). */
+typedef struct rsd_reconcile_limits {
+    int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
+    size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = 128 per entry */
+    uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
+    size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
+    rsd_allocator allocator;          /* for the tables; zeroed = RSD_DEFAULT_ALLOC */
+} rsd_reconcile_limits;
+
+/* Allocate r's tables, sized by lim (NULL = defaults), through lim's allocator: the only
+   allocation of a reconcile; begin and the steps reuse them. RSD_OK, RSD_ERR_ARG (NULL r,
+   a limit out of range, one allocator hook without the other), RSD_ERR_NOMEM. */
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
+/* Free the tables of rsd_reconcile_init (r itself is the caller's). */
+RSD_API void rsd_reconcile_release(rsd_reconcile *r);
+/* Bytes of a reconcile with lim (NULL = defaults): sizeof(rsd_reconcile) plus its tables;
+   0 when lim is invalid. */
+RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
 /* Start a reconcile (copies d; no I/O). RSD_OK or <0 (then next() says DONE). */
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms);
 /* The next step to perform (idempotent while one is outstanding). */
@@ -3151,9 +3200,6 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void);
 /* >>driver:lmstudio end */
 /* >>driver:detect */
 /* Manual: "driver: detection" in the doc block at the top of this file. */
-enum {
-    RSD_DETECT_TOKENS = 4096          /* JSON tokens of one detection answer */
-};
 
 /* Which runtime a server runs, found by probing (sans-I/O: the caller sends the GETs). */
 typedef struct rsd_detect {
@@ -3176,7 +3222,10 @@ typedef struct rsd_detect {
     char probe_url[RSD_RECONCILE_URL_MAX + 64];
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_step step;
-    rsd_json_tok toks[RSD_DETECT_TOKENS];
+    /* the caller's, set before begin (begin keeps them): the JSON tokens an answer is
+       parsed into, e.g. a reconcile's r.toks and r.max_tokens */
+    rsd_json_tok *toks;
+    uint32_t n_toks;
 } rsd_detect;
 
 /* Start detecting the runtime at base_url (bearer NULL = none; probe_timeout_ms 0 = 1500
@@ -6344,7 +6393,7 @@ RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rs
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
     int i, k;
     if (!l || !name.len || !name.ptr) return -1;
-    for (i = 0; i < l->n && i < RSD_LISTING_MAX_MODELS; i++) {
+    for (i = 0; i < l->n && i < l->max_models; i++) {
         const rsd_listed_model *m = &l->models[i];
         if (rsd_str_eq(m->id, name)) return i;
         for (k = 0; k < m->n_aliases && k < RSD_MAX_ALIASES; k++)
@@ -6363,13 +6412,63 @@ RSDI_PRIVATE void rsdi_listing_reset(rsd_listing *l) {
     l->arena_used = 0;
 }
 
+RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_models, char *arena,
+                             size_t arena_bytes) {
+    if (!l || !models || !arena || max_models < 1 || arena_bytes < (size_t)RSD_MODEL_ID_MAX) return RSD_ERR_ARG;
+    memset(l, 0, sizeof *l);
+    l->models = models;
+    l->max_models = max_models;
+    l->arena = arena;
+    l->arena_bytes = arena_bytes;
+    return RSD_OK;
+}
+
+/* The sizes of a listing desc with its defaults applied; false = invalid. */
+RSDI_PRIVATE bool rsdi_listing_sizes(const rsd_listing_desc *d, int *models, size_t *arena) {
+    *models = d && d->max_models ? d->max_models : (int)RSD_LISTING_DEFAULT_MODELS;
+    *arena = d && d->arena_bytes ? d->arena_bytes : (size_t)*models * RSD_LISTING_ARENA_PER_MODEL;
+    return *models >= 1 && *models <= (1 << 20) && *arena >= (size_t)RSD_MODEL_ID_MAX && *arena <= ((size_t)1 << 30);
+}
+
+/* A listing made by rsd_listing_create: the header, its allocator, then the storage. */
+typedef struct rsdi_listing_block {
+    rsd_listing l;
+    rsd_allocator al;
+    union { uint64_t u; void *p; double d; } align;
+} rsdi_listing_block;
+
+RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d) {
+    int n;
+    size_t a;
+    if (!rsdi_listing_sizes(d, &n, &a)) return 0;
+    return sizeof(rsdi_listing_block) + (size_t)n * sizeof(rsd_listed_model) + a;
+}
+
+RSD_API rsd_listing *rsd_listing_create(const rsd_listing_desc *d) {
+    rsdi_listing_block *b;
+    int n;
+    size_t a, bytes = rsd_listing_footprint(d);
+    if (!bytes || !rsdi_listing_sizes(d, &n, &a) || rsdi_allocator_check(d ? &d->allocator : NULL) < 0) return NULL;
+    if (!(b = (rsdi_listing_block *)rsdi_malloc(d ? &d->allocator : NULL, bytes))) return NULL;
+    memset(&b->al, 0, sizeof b->al);
+    if (d) b->al = d->allocator;
+    (void)rsd_listing_init(&b->l, (rsd_listed_model *)(void *)(b + 1), n,
+                           (char *)(void *)(b + 1) + (size_t)n * sizeof(rsd_listed_model), a);
+    return &b->l;
+}
+
+RSD_API void rsd_listing_destroy(rsd_listing *l) {
+    rsdi_listing_block *b = (rsdi_listing_block *)(void *)l;
+    if (b) rsdi_free(&b->al, b);
+}
+
 /* Copy string token i into the listing's arena as an id (rsdi_pl_copy with the id rule).
    1 = ok (*out set), 0 = unusable id, -1 = arena full. */
 RSDI_PRIVATE int rsdi_listing_name(rsd_listing *l, const rsd_json_doc *doc, int i, rsd_str *out) {
     rsdi_pl_arena a;
     int r;
     a.buf = l->arena;
-    a.cap = RSD_LISTING_ARENA_BYTES;
+    a.cap = l->arena_bytes;
     a.used = l->arena_used;
     r = rsdi_pl_copy(doc, i, &a, RSDI_PL_ID, out);
     l->arena_used = a.used;
@@ -6402,7 +6501,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
     int r, data, e;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
-    if ((!body && len) || !toks || !n_toks) return RSD_ERR_ARG;
+    if ((!body && len) || !toks || !n_toks || !out->models || !out->arena) return RSD_ERR_ARG;
     r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK; /* L8 */
@@ -6414,7 +6513,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
         int st = -1, v, k, got, id = -1, aliases = -1, tags = -1, meta = -1;
         out->n_seen++;
         if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
-        if (out->n >= RSD_LISTING_MAX_MODELS) { out->truncated = true; continue; }
+        if (out->n >= out->max_models) { out->truncated = true; continue; }
         m = &out->models[out->n];
         memset(m, 0, sizeof *m);
         /* one pass over the members; a later duplicate key replaces an earlier one */
@@ -6563,6 +6662,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
     int r, arr, e;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
+    if (!out->models || !out->arena) return RSD_ERR_ARG;
     r = rsdi_pl_parse(&d, body, len, toks, n_toks);
     if (r < 0) return r;
     arr = rsdi_ollama_models_array(&d);
@@ -6574,7 +6674,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
         size_t mark = out->arena_used;
         int gn, gm;
         out->n_seen++;
-        if (out->n >= RSD_LISTING_MAX_MODELS) {
+        if (out->n >= out->max_models) {
             out->truncated = true;
             continue;
         }
@@ -7557,7 +7657,7 @@ RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const cha
 }
 
 RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_router_parse_models(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    int rc = rsd_router_parse_models(body, len, r->toks, r->max_tokens, out);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     if (!out->has_states) return RSD_ERR_NOT_ROUTER; /* L14 */
@@ -7567,7 +7667,7 @@ RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size
 RSDI_PRIVATE int rsdi_router_parse_cap(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
                                        bool *unlimited) {
     rsd_router_props p;
-    int rc = rsd_router_parse_props(body, len, r->toks, RSD_LISTING_MAX_TOKENS, &p);
+    int rc = rsd_router_parse_props(body, len, r->toks, r->max_tokens, &p);
     *max = rc < 0 ? 0 : p.max_instances;
     *unlimited = rc < 0 ? false : p.unlimited;
     return rc;
@@ -7608,8 +7708,8 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 /* An instance a load made (r->made_instance) of model: kept, and attributed to us. */
 RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
     char *m;
-    if (r->lms.n_made >= (int)(sizeof r->lms.made / sizeof r->lms.made[0])) return NULL;
-    m = r->lms.made[r->lms.n_made++];
+    if (r->lms->n_made >= (int)(sizeof r->lms->made / sizeof r->lms->made[0])) return NULL;
+    m = r->lms->made[r->lms->n_made++];
     rsdi_cpy(m, RSD_MODEL_ID_MAX, r->made_instance);
     rsd_reconcile_attr(r, true, model, m);
     return m;
@@ -7750,7 +7850,11 @@ RSDI_PRIVATE void rsdi_rc_degrade(rsd_reconcile *r, int err, uint64_t now_ms, co
 /* "GET <url>: HTTP 503" or "GET <url>: timed out" into buf. */
 RSDI_PRIVATE void rsdi_rc_describe(const rsd_reconcile *r, int transport, int status, char *buf, size_t cap) {
     const char *m = r->step.http.method ? r->step.http.method : "?";
-    if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
+    if (transport == RSD_ERR_TOO_LARGE) {
+        if (RSD_SNPRINTF(buf, cap, "%s %s: the answer is larger than this reconcile's %lu bytes (raise max_body_bytes "
+                         "in rsd_reconcile_limits)", m, r->url, (unsigned long)r->max_body) < 0 && cap)
+            buf[0] = '\0';
+    } else if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
     else (void)RSD_SNPRINTF(buf, cap, "%s %s: HTTP %d", m, r->url, status);
 }
 
@@ -7760,7 +7864,7 @@ RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t
     rsd_server_error e;
     size_t n = strlen(buf);
     if (!body || !len || n + 3 >= cap) return;
-    if (rsd_server_error_parse(&e, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == 1 && e.message[0])
+    if (rsd_server_error_parse(&e, body, len, r->toks, r->max_tokens) == 1 && e.message[0])
         (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
 }
 
@@ -8363,7 +8467,7 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
 
 /* desc.owned and desc.peers into r->lms (runtimes with instances). */
 RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i, j;
     m->n_owned = m->n_peers = m->n_peer_ids = 0;
     for (i = 0; i < d->n_owned; i++) {
@@ -8408,7 +8512,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->logger = d->logger;
     r->cache = d->cache;
     if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep) ||
-        !rsdi_cpy(r->lms.default_model, sizeof r->lms.default_model, d->default_model ? d->default_model : ""))
+        !rsdi_cpy(r->lms->default_model, sizeof r->lms->default_model, d->default_model ? d->default_model : ""))
         return RSD_ERR_MODEL_ID;
     if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
     if (d->target_key && d->target_key[0]) { /* the normalised target key (W9) */
@@ -8446,8 +8550,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         r->n_ours++;
     }
     if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
-    r->lms.explicit_load = d->explicit_load;
-    r->lms.load = d->load;
+    r->lms->explicit_load = d->explicit_load;
+    r->lms->load = d->load;
     r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
     r->keep_pinned = d->keep_pinned;
     r->want_lock = d->lock;
@@ -8475,7 +8579,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
 
 /* The machine's own state back to the start. */
 RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     r->posted = false;
     r->load_attempts = 0;
     r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
@@ -8499,6 +8603,94 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     m->first_err[0] = '\0';
 }
 
+/* The tables of a reconcile: sizes with the defaults applied; false = invalid limits. */
+typedef struct rsdi_rc_sizes {
+    int models;
+    size_t arena, body, total;
+    uint32_t toks;
+} rsdi_rc_sizes;
+
+RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+
+RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_sizes *z) {
+    size_t t;
+    rsd_listing_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.max_models = lim ? lim->max_models : 0;
+    ld.arena_bytes = lim ? lim->arena_bytes : 0;
+    if (!rsdi_listing_sizes(&ld, &z->models, &z->arena)) return false;
+    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)z->models * RSD_RECONCILE_TOKENS_PER_MODEL;
+    if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
+    z->toks = (uint32_t)t;
+    z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
+    if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
+    z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
+               (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
+#ifndef RSD_NO_LMSTUDIO
+               rsdi_al8(sizeof(rsd_lms_machine)) +
+#endif
+               2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
+               (size_t)z->toks * sizeof(rsd_json_tok);
+    return true;
+}
+
+RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim) {
+    rsdi_rc_sizes z;
+    return rsdi_rc_sizes_of(lim, &z) ? sizeof(rsd_reconcile) + z.total : 0;
+}
+
+/* The next n bytes of a table block (n a multiple of 8). */
+RSDI_PRIVATE void *rsdi_rc_carve(unsigned char **at, size_t n) {
+    void *p = *at;
+    *at += rsdi_al8(n);
+    return p;
+}
+
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim) {
+    rsdi_rc_sizes z;
+    unsigned char *at;
+    rsd_allocator al;
+    if (!r) return RSD_ERR_ARG;
+    memset(r, 0, sizeof *r);
+    memset(&al, 0, sizeof al);
+    if (lim) al = lim->allocator;
+    if (!rsdi_rc_sizes_of(lim, &z) || rsdi_allocator_check(&al) < 0) return RSD_ERR_ARG;
+    if (!(r->tables = rsdi_malloc(&al, z.total))) return RSD_ERR_NOMEM;
+    r->tables_alloc = al;
+    at = (unsigned char *)r->tables;
+    r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES);
+    r->protected_ids = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_PROTECTED);
+    r->ours = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_RECONCILE_MAX_OURS);
+    r->victims = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->victim_inst = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->pinned = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+#ifndef RSD_NO_LMSTUDIO
+    r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
+    memset(r->lms, 0, sizeof *r->lms);
+#endif
+    {
+        rsd_listed_model *m1 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
+        char *a1 = (char *)rsdi_rc_carve(&at, z.arena);
+        rsd_listed_model *m2 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
+        char *a2 = (char *)rsdi_rc_carve(&at, z.arena);
+        (void)rsd_listing_init(&r->snap, m1, z.models, a1, z.arena);
+        (void)rsd_listing_init(&r->poll, m2, z.models, a2, z.arena);
+    }
+    r->toks = (rsd_json_tok *)(void *)at;
+    r->max_tokens = z.toks;
+    r->max_body = z.body;
+    r->phase = RSDI_PH_DONE;
+    r->step.kind = RSD_STEP_DONE;
+    return RSD_OK;
+}
+
+RSD_API void rsd_reconcile_release(rsd_reconcile *r) {
+    if (!r || !r->tables) return;
+    rsdi_free(&r->tables_alloc, r->tables);
+    memset(r, 0, sizeof *r);
+    r->step.kind = RSD_STEP_DONE;
+}
+
 RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms);
 
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
@@ -8517,6 +8709,12 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->step.result = RSD_ERR_ARG;
     r->key[0] = '\0';
     r->cache = NULL;
+    if (!r->tables) { /* never given its tables */
+        r->result.error = r->step.result = RSD_ERR_STATE;
+        rsdi_cpy(r->result.message, sizeof r->result.message,
+                 "rsd_reconcile_begin: call rsd_reconcile_init first (it allocates the tables)");
+        return RSD_ERR_STATE;
+    }
     if ((rc = rsdi_rc_copy_desc(r, d, now_ms)) < 0) {
         r->result.error = rc;
         r->step.result = rc;
@@ -8602,7 +8800,7 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     int m, st, ki;
     if (!r || (!data && len)) return RSD_ERR_ARG;
     if (r->phase != RSDI_PH_WAIT) return 0;
-    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, RSD_LISTING_MAX_TOKENS) < 0 ||
+    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, r->max_tokens) < 0 ||
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
     m = rsd_json_find(&doc, 0, "model");
@@ -8676,7 +8874,7 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
-    m = &r->lms;
+    m = r->lms;
     for (i = 0; i < n; i++) {
         if (!owned[i].instance || !owned[i].instance[0]) continue;
         if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
@@ -8750,6 +8948,12 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         return false;
     }
     rc = r->rt->parse_list(r, body, len, &r->snap);
+    if (rc == RSD_ERR_LISTING_TRUNCATED || rc == RSD_ERR_JSON_TOKENS) { /* over this reconcile's limits */
+        rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s; this reconcile holds %d models and %lu JSON tokens "
+                        "(raise max_models or max_tokens in rsd_reconcile_limits)", r->url, rsd_result_str(rc),
+                        r->snap.max_models, (unsigned long)r->max_tokens);
+        return false;
+    }
     if (rc < 0) {
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s", r->url, rsd_result_str(rc));
         return false;
@@ -8784,6 +8988,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     int rc;
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
+    if (transport == RSD_OK && len > r->max_body) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
         r->rt->answer(r, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
         return RSD_OK;
@@ -9046,7 +9251,7 @@ RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m,
     hit = rsd_ollama_name_normalise(m->id, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
     for (k = 0; k < m->n_aliases && !hit; k++)
         hit = rsd_ollama_name_normalise(m->aliases[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
-    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || RSD_LISTING_ARENA_BYTES - l->arena_used <= name.len) return;
+    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || l->arena_bytes - l->arena_used <= name.len) return;
     memcpy(l->arena + l->arena_used, name.ptr, name.len);
     l->arena[l->arena_used + name.len] = '\0';
     m->aliases[m->n_aliases].ptr = l->arena + l->arena_used;
@@ -9065,7 +9270,7 @@ RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
 }
 
 RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_ollama_ps_listing(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    int rc = rsd_ollama_ps_listing(body, len, r->toks, r->max_tokens, out);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     rsdi_ollama_names(r, out);
@@ -9077,7 +9282,7 @@ RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int statu
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
     /* a 2xx carrying an error member is a refusal; an unreadable 2xx is taken as
        accepted: the wait that follows checks /api/ps */
-    if (rsd_ollama_parse_generate(&g, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == RSD_ERR_SERVER_ERROR)
+    if (rsd_ollama_parse_generate(&g, body, len, r->toks, r->max_tokens) == RSD_ERR_SERVER_ERROR)
         return RSD_LOAD_REJECTED;
     return RSD_LOAD_ACCEPTED;
 }
@@ -9108,15 +9313,15 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
     int rc, n = -1;
     const char *path = op == RSD_OP_LOAD ? "/api/v1/models/load"
                      : op == RSD_OP_UNLOAD ? "/api/v1/models/unload"
-                     : r->lms.tier_try == RSD_LMS_TIER_V1 ? "/api/v1/models"
-                     : r->lms.tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
+                     : r->lms->tier_try == RSD_LMS_TIER_V1 ? "/api/v1/models"
+                     : r->lms->tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
     if ((rc = rsd_reconcile_set_url(r, path)) < 0) return rc;
     if (op == RSD_OP_LOAD) {
         if (r->op_evicted) { /* a restore: the key with its old context */
             memset(&o, 0, sizeof o);
             o.context_length = r->op_evicted->context_length;
         } else { /* the exact body, the clamped context (S28, S29) */
-            o = r->lms.load;
+            o = r->lms->load;
             o.context_length = r->ctx_len ? (r->plan.load_context ? r->plan.load_context : r->ctx_len) : 0;
         }
         n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(model ? model : ""), &o);
@@ -9133,10 +9338,10 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
 RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
     int rc;
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
-    rc = rsd_lms_parse_reply(&r->lms.reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    rc = rsd_lms_parse_reply(&r->lms->reply, body, len, r->toks, r->max_tokens);
     if (rc == RSD_ERR_SERVER_ERROR) return RSD_LOAD_REJECTED;
-    if (rc == RSD_OK && r->lms.reply.instance_id.len > 0)
-        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms.reply.instance_id);
+    if (rc == RSD_OK && r->lms->reply.instance_id.len > 0)
+        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms->reply.instance_id);
     return RSD_LOAD_ACCEPTED;
 }
 
@@ -9166,7 +9371,7 @@ RSDI_PRIVATE void rsdi_lms_why(rsd_reconcile *r, int transport, int status, cons
 
 /* Remember (model, inst) as owned for the rest of this reconcile. */
 RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *inst) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
     rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, model);
     rsdi_cpy(m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX, inst);
@@ -9174,7 +9379,7 @@ RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *
 }
 
 RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i;
     for (i = 0; i < m->n_owned; i++)
         if (strcmp(m->owned_inst[i], inst) == 0) {
@@ -9185,16 +9390,16 @@ RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
         }
 }
 
-/* Parse a catalog answer into r->lms.cat; a truncated one is never cached. */
+/* Parse a catalog answer into r->lms->cat; a truncated one is never cached. */
 RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
-    int rc = rsd_lms_catalog_from_response(&r->lms.cat, tier, status, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
-    r->no_cache = r->lms.cat.truncated;
+    int rc = rsd_lms_catalog_from_response(&r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
+    r->no_cache = r->lms->cat.truncated;
     return rc;
 }
 
 /* Resolve against the catalog (inside a feed); copies wire id, key, state. */
 RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_lms_resolution res;
     int i;
     for (i = 0; i < m->n_peers; i++) {
@@ -9212,7 +9417,7 @@ RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
 
 /* Facts from the catalog, decide (JIT), copy the fallback keys. RSD_OK or <0. */
 RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_facts *f = &r->facts;
     int n, i, rc;
     for (i = 0; i < m->n_owned; i++) m->owned_views[i] = rsd_str_c(m->owned_inst[i]);
@@ -9243,13 +9448,13 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
 
 /* The first instance of model key in the catalog (then follow cat.index.next), or -1 (W20). */
 RSDI_PRIVATE int rsdi_lms_first_of(const rsd_reconcile *r, const char *key) {
-    int m = rsdi_lms_ix_model(&r->lms.cat, &r->lms.cat.index, rsd_str_c(key));
-    return m >= 0 ? r->lms.cat.index.first[m] : -1;
+    int m = rsdi_lms_ix_model(&r->lms->cat, &r->lms->cat.index, rsd_str_c(key));
+    return m >= 0 ? r->lms->cat.index.first[m] : -1;
 }
 
 /* Remember the keep's instances before our load (to spot a load that landed late). */
 RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i;
     m->n_before = 0;
     for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && m->n_before < 16; i = m->cat.index.next[i])
@@ -9282,7 +9487,7 @@ RSDI_PRIVATE void rsdi_lms_do_load(rsd_reconcile *r, uint64_t now_ms) {
 /* After the listing that follows a failed load: adopt a late instance, else free the
    next candidate, else retry once, else fail. */
 RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     bool own[RSD_LMS_MAX_INSTANCES];
     int i, k;
     for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat.index.next[i]) {
@@ -9345,10 +9550,10 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
                              r->result.wire_id, r->target_id);
     if (!res->peer_mask) return;
     peers[0] = '\0';
-    for (i = 0; i < r->lms.n_peers && i < 32; i++) {
+    for (i = 0; i < r->lms->n_peers && i < 32; i++) {
         int w;
         if (!((res->peer_mask >> i) & 1u) || n >= sizeof peers - 1) continue;
-        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms.peer_target[i]);
+        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms->peer_target[i]);
         if (w > 0) n = n + (size_t)w > sizeof peers - 1 ? sizeof peers - 1 : n + (size_t)w;
     }
     rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_WARNING, r->result.wire_id,
@@ -9358,7 +9563,7 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
 
 /* S22: the request names nothing the complete catalog serves. */
 RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r, uint64_t now_ms) {
-    const rsd_lms_catalog *c = &r->lms.cat;
+    const rsd_lms_catalog *c = &r->lms->cat;
     char ids[RSD_RECONCILE_TEXT_MAX];
     size_t n = 0;
     int i;
@@ -9396,7 +9601,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
     rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
     int rc;
     rsdi_lms_resolution_notices(r, &res);
-    if (res.state == RSD_LMS_UNKNOWN && !r->lms.cat.truncated) {
+    if (res.state == RSD_LMS_UNKNOWN && !r->lms->cat.truncated) {
         rsdi_lms_not_served(r, now_ms);
         return;
     }
@@ -9405,13 +9610,13 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_lms_has_instance(r, false, now_ms);
         return;
     }
-    if (r->lms.cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms.explicit_load)) {
+    if (r->lms->cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
         rsdi_lms_degrade(r, RSD_ERR_LISTING_TRUNCATED, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES", now_ms);
         return;
     }
     r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use (S25) */
-    if (!r->lms.explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
+    if (!r->lms->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
         rsd_reconcile_finish(r, now_ms);
         return;
     }
@@ -9430,7 +9635,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
 }
 
 RSDI_PRIVATE void rsdi_lms_start(rsd_reconcile *r, uint64_t now_ms) {
-    r->lms.tier_try = RSD_LMS_TIER_V1;
+    r->lms->tier_try = RSD_LMS_TIER_V1;
     rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
 }
 
@@ -9447,7 +9652,7 @@ RSDI_PRIVATE void rsdi_lms_locked(rsd_reconcile *r, bool held, bool unchanged, u
 /* The catalog by tier: v1, else v0, else the OpenAI listing. */
 RSDI_PRIVATE void rsdi_lms_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_lms_tier tier = (rsd_lms_tier)m->tier_try;
     char why[RSD_RECONCILE_TEXT_MAX];
     int rc;
@@ -9505,11 +9710,11 @@ RSDI_PRIVATE void rsdi_lms_on_relist(rsd_reconcile *r, int transport, int status
 /* The keep's load: loaded (the instance it made is ours, S31), or list again (W14). */
 RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
-    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
-    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) : RSD_ERR_HTTP_STATUS;
+    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
     if (rc == RSD_OK || (ok2xx && rc != RSD_ERR_SERVER_ERROR)) { /* an unreadable 2xx: loaded, id unknown */
         r->result.mutated = r->result.loaded = true;
         r->result.state = RSD_LMS_INSTANCE;
@@ -9538,12 +9743,12 @@ RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, 
 /* One unload of an owned instance of the current candidate; then the next, then load again. */
 RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                      uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     const char *inst = m->unload_inst[m->ui], *cand = m->cand[m->ci];
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
     rsd_evicted *e;
-    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) != RSD_ERR_SERVER_ERROR) {
+    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) != RSD_ERR_SERVER_ERROR) {
         if ((e = rsd_reconcile_evicted(r, inst, cand, m->unload_ctx[m->ui])) != NULL)
             rsd_reconcile_attr(r, false, e->model, e->id); /* the instance is gone; a restore makes a new one */
         rsdi_lms_disown(r, inst);
@@ -9552,7 +9757,7 @@ RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status
                              "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, cand,
                              r->target_id, r->result.model_key);
     } else {
-        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
         rsdi_lms_why(r, transport, status, transport == RSD_OK ? &m->reply.error : NULL, why, sizeof why);
         r->result.unload_failed = true;
         rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, cand,
@@ -9600,7 +9805,7 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
 RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, const char *key, rsd_json_type type) {
     rsd_json_doc doc;
     int v;
-    if (rsd_json_parse(&doc, body, len, d->toks, RSD_DETECT_TOKENS) <= 0) return false;
+    if (rsd_json_parse(&doc, body, len, d->toks, d->n_toks) <= 0) return false;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
     v = rsd_json_find(&doc, 0, key);
     return v >= 0 && rsd_json_type_of(&doc, v) == type;
@@ -9609,7 +9814,7 @@ RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, c
 RSDI_PRIVATE bool rsdi_det_router(rsd_detect *d, const char *body, size_t len) {
     rsd_router_props p;
     memset(&p, 0, sizeof p);
-    if (rsd_router_parse_props(body, len, d->toks, RSD_DETECT_TOKENS, &p) != RSD_OK || !p.is_router) return false;
+    if (rsd_router_parse_props(body, len, d->toks, d->n_toks, &p) != RSD_OK || !p.is_router) return false;
     d->capacity_known = true; /* the reconcile's capacity answer too: GET /props once */
     d->max_instances = p.max_instances;
     d->unlimited = p.unlimited;
@@ -9667,7 +9872,7 @@ RSD_API int rsd_detect_begin(rsd_detect *d, const char *base_url, const char *be
     d->error = RSD_ERR_ARG;
     d->step.kind = RSD_STEP_DONE;
     d->step.result = RSD_ERR_ARG;
-    if (!base_url || !rsdi_cpy(d->base, sizeof d->base, base_url)) return RSD_ERR_ARG;
+    if (!base_url || !rsdi_cpy(d->base, sizeof d->base, base_url) || !d->toks || d->n_toks < 64) return RSD_ERR_ARG;
     if ((rc = rsdi_rc_root(rsd_runtime_router(), base_url, d->root, sizeof d->root)) < 0) {
         rsdi_det_done(d, rc);
         return rc;

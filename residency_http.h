@@ -2001,7 +2001,10 @@ enum {
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_HTTP_REQUESTS = 3,   /* the owned client's default request slots and sockets */
+    RSD_ENSURE_HTTP_REQUEST_BYTES = 16384, /* its default request limit (URL, headers, a load body) */
+    RSD_ENSURE_HTTP_HEADER_BYTES = 16384   /* its default response head limit */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -2021,7 +2024,9 @@ typedef struct rsd_ensurer rsd_ensurer;
 typedef struct rsd_ensurer_desc {
     rsd_allocator allocator;
     rsd_logger logger;
-    rsd_http_client_desc http;        /* owned client's limits; allocator/logger default to the above */
+    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_* and bodies of
+                                         limits.max_body_bytes); allocator/logger default to the above */
+    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults); allocator as above */
     const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
     bool no_state;                    /* no state directory: no lock, attribution, generation */
     bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
@@ -2082,6 +2087,9 @@ typedef struct rsd_ensure_result {
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
+/* Bytes rsd_ensurer_create(desc) allocates (NULL = defaults), without the state directory,
+   etcd and TLS; 0 when desc is invalid. */
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 /* Releases a held lock, closes sockets, frees everything; NULL is fine. */
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
 /* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
@@ -4365,6 +4373,16 @@ RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
     return rsdi_allocator_check(&d->allocator);
 }
 
+/* Bytes rsd_http_client_create allocates for d (already fixed), without TLS; 0 = overflow. */
+RSDI_PRIVATE size_t rsdi_client_footprint(const rsd_http_client_desc *d) {
+    size_t per = 0, total = 0;
+    if (!rsdi_size_add(d->max_request_bytes, d->max_header_bytes, &per) || !rsdi_size_add(per, d->max_body_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d->max_requests, &total))
+        return 0;
+    return sizeof(rsd_http_client) + total + (sizeof(rsdi_cconn) + sizeof(rsd_pollfd)) * (size_t)d->max_conns +
+           sizeof(rsdi_creq) * (size_t)d->max_requests;
+}
+
 RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc) {
     rsd_http_client_desc d;
     rsd_http_client *c;
@@ -6378,9 +6396,9 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
-    union {
-        rsd_detect det;               /* while detecting */
-        rsd_reconcile rc;             /* while reconciling */
+    struct {
+        rsd_detect det;               /* while detecting (its tokens are rc's) */
+        rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
     } m;
 };
 
@@ -6579,6 +6597,26 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
+/* The owned client's desc: the user's, with the ensurer's defaults where it is zero (one
+   listing request and the /models/sse stream at a time; bodies as large as the reconcile
+   parses). */
+RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
+    rsd_http_client_desc hd = d->http;
+    rsd_reconcile_limits lim = d->limits;
+    if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
+    if (!hd.logger.fn) hd.logger = d->logger;
+    if (!hd.max_requests) hd.max_requests = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_conns) hd.max_conns = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_request_bytes) hd.max_request_bytes = RSD_ENSURE_HTTP_REQUEST_BYTES;
+    if (!hd.max_header_bytes) hd.max_header_bytes = RSD_ENSURE_HTTP_HEADER_BYTES;
+    if (!hd.max_body_bytes) {
+        int models = lim.max_models ? lim.max_models : (int)RSD_LISTING_DEFAULT_MODELS;
+        hd.max_body_bytes = lim.max_body_bytes ? lim.max_body_bytes
+                          : models > 0 ? (size_t)models * RSD_RECONCILE_BODY_PER_MODEL : 0;
+    }
+    return hd;
+}
+
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
@@ -6608,15 +6646,24 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     memset(e, 0, sizeof *e);
     e->alloc = d.allocator;
     e->logger = d.logger;
-    hd = d.http;
-    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
-    if (!hd.logger.fn) hd.logger = d.logger;
+    hd = rsdi_en_http_desc(&d);
     e->user_resolve = hd.resolve_fn;
     e->user_resolve_user = hd.resolve_user;
     hd.resolve_fn = rsdi_en_resolve_hook;
     hd.resolve_user = e;
+    {
+        rsd_reconcile_limits lim = d.limits;
+        if (!lim.allocator.alloc_fn) lim.allocator = d.allocator;
+        if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
+            rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
+                      RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
+            rsdi_free(&e->alloc, e);
+            return NULL;
+        }
+    }
     e->http = rsd_http_client_create(&hd);
     if (!e->http) {
+        rsd_reconcile_release(&e->m.rc);
         rsdi_free(&e->alloc, e);
         return NULL;
     }
@@ -6655,6 +6702,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
                           "ensurer: cannot use the coordinator '%.200s'", cu);
                 rsd_state_close(e->st);
                 rsd_http_client_destroy(e->http);
+                rsd_reconcile_release(&e->m.rc);
                 rsdi_free(&e->alloc, e);
                 return NULL;
             }
@@ -6690,8 +6738,23 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
     rsd_state_close(e->st);
+    rsd_reconcile_release(&e->m.rc);
     a = e->alloc;
     rsdi_free(&a, e);
+}
+
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_reconcile_limits lim;
+    size_t rc, http;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    hd = rsdi_en_http_desc(&d);
+    lim = d.limits;
+    if (rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) || !(rc = rsd_reconcile_footprint(&lim)))
+        return 0;
+    return sizeof(rsd_ensurer) - sizeof(rsd_reconcile) + rc + http;
 }
 
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
@@ -7120,6 +7183,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
+        e->m.det.toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->m.det.n_toks = e->m.rc.max_tokens;
         if ((rc = rsd_detect_begin(&e->m.det, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
