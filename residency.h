@@ -23,6 +23,9 @@
        RSD_NO_OLLAMA             no Ollama payload parsers nor driver: rsd_runtime_ollama()
                                  returns NULL (the shell's feature macros are in its
                                  manual)
+       RSD_NO_LMSTUDIO           no LM Studio payload parsers nor driver (rsd_lms_*
+                                 but rsd_lms_tier_str): rsd_runtime_lmstudio() returns
+                                 NULL; detection still recognises an LM Studio server
 
    FEATURE OVERVIEW
      residency.h (pure: no I/O, no clock, no threads)
@@ -3092,7 +3095,7 @@ struct rsd_reconcile {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
     } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
-    rsd_lms_machine *lms;             /* LM Studio's state (in the tables; NULL with RSD_NO_LMSTUDIO) */
+    rsd_lms_machine *lms;             /* instances and LM Studio's state (in the tables) */
     rsd_listing snap;                 /* listing the decision was made on (storage in the tables) */
     rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
     rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
@@ -6827,6 +6830,15 @@ RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model) {
 #endif /* RSD_NO_OLLAMA */
 /* >>payload:ollama end */
 /* >>payload:lmstudio */
+RSD_API const char *rsd_lms_tier_str(int tier) {
+    switch (tier) {
+    case RSD_LMS_TIER_V1: return "0.4+";
+    case RSD_LMS_TIER_V0: return "0.3.x";
+    case RSD_LMS_TIER_OPENAI: return "openai-compat";
+    default: return "none";
+    }
+}
+#ifndef RSD_NO_LMSTUDIO
 /* Bits of rsdi_lms_have[]: which scalar fields a folded model already has (S10). */
 enum { RSDI_LMS_HAVE_TYPE = 1, RSDI_LMS_HAVE_CTX = 2, RSDI_LMS_HAVE_SIZE = 4,
        RSDI_LMS_HAVE_VISION = 8, RSDI_LMS_HAVE_TOOLS = 16, RSDI_LMS_HAVE_REASONING = 32 };
@@ -6839,14 +6851,6 @@ typedef struct rsdi_lms_parse {
     uint8_t have[RSD_LMS_MAX_MODELS];
 } rsdi_lms_parse;
 
-RSD_API const char *rsd_lms_tier_str(int tier) {
-    switch (tier) {
-    case RSD_LMS_TIER_V1: return "0.4+";
-    case RSD_LMS_TIER_V0: return "0.3.x";
-    case RSD_LMS_TIER_OPENAI: return "openai-compat";
-    default: return "none";
-    }
-}
 
 /* A string token copied as a trimmed id: 1 ok, 0 absent, wrong type or unusable, -1 the
    arena is full (the catalog is then truncated). */
@@ -7437,6 +7441,7 @@ RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id) {
     return rsd_json_w_finish(&w);
 }
 
+#endif /* RSD_NO_LMSTUDIO */
 /* >>payload:lmstudio end */
 /* ==== >>payload end ======================================================= */
 
@@ -8626,9 +8631,7 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
     z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
                (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
-#ifndef RSD_NO_LMSTUDIO
                rsdi_al8(sizeof(rsd_lms_machine)) +
-#endif
                2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
                (size_t)z->toks * sizeof(rsd_json_tok);
     return true;
@@ -8664,10 +8667,8 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->victims = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
     r->victim_inst = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
     r->pinned = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
-#ifndef RSD_NO_LMSTUDIO
     r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
     memset(r->lms, 0, sizeof *r->lms);
-#endif
     {
         rsd_listed_model *m1 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
         char *a1 = (char *)rsdi_rc_carve(&at, z.arena);
@@ -9299,6 +9300,7 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void) { return NULL; }
 #endif /* RSD_NO_OLLAMA */
 /* >>driver:ollama end */
 /* >>driver:lmstudio */
+#ifndef RSD_NO_LMSTUDIO
 /* LM Studio as a runtime of rsd_reconcile with its own order: the catalog by API tier,
    the wire id resolved, the keep loaded first and room freed only when that fails. */
 enum { RSDI_LS_LIST = 0, RSDI_LS_RELIST, RSDI_LS_LOAD, RSDI_LS_AFTER, RSDI_LS_UNLOAD };
@@ -9799,6 +9801,10 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
         rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked};
     return &rt;
 }
+#else
+/* Compiled out: no LM Studio adapter (the ensurer says so and manages nothing). */
+RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) { return NULL; }
+#endif /* RSD_NO_LMSTUDIO */
 /* >>driver:lmstudio end */
 /* >>driver:detect */
 /* The root is an object whose member `key` has JSON type `type`. */

@@ -26,6 +26,13 @@
                                       rsd_runtime_ollama() is NULL, and the ensurer
                                       answers an Ollama target with "no ollama driver
                                       in this build", managing nothing
+       RSD_NO_LMSTUDIO                no LM Studio payloads nor driver (residency.h),
+                                      answered the same way ("no lmstudio driver ...")
+       RSD_NO_ETCD                    no etcd coordinator: rsd_etcd_create returns
+                                      RSD_ERR_NOT_FOUND, so an ensurer given a
+                                      coordinator (desc.coord, $RESIDENCY_COORD) is
+                                      not created; the state directory is used
+                                      otherwise
 
    API REFERENCE
        --- url ---------------------------------------------------------------
@@ -10329,6 +10336,7 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
 /* ==== >>state end ========================================================= */
 
 /* ==== >>etcd (implementation) ============================================= */
+#ifndef RSD_NO_ETCD
 /* Uses the >>http client, the JSON module and the attribution format of >>state. */
 #include <errno.h>
 #include <stdarg.h>
@@ -11392,6 +11400,41 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     out->root = co->root;
     out->prefix = co->prefix;
 }
+#else /* RSD_NO_ETCD: the coordinator is compiled out; create says so, the rest does nothing */
+RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
+    if (out) *out = NULL;
+    if (desc) rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
+                       "etcd coordinator: not in this build (RSD_NO_ETCD)", RSDI_WHERE);
+    return RSD_ERR_NOT_FOUND;
+}
+RSD_API void rsd_etcd_destroy(rsd_etcd *co) { (void)co; }
+RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)key, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_lock_begin(rsd_etcd *co, const char *key, const char *purpose, uint64_t now_ms,
+                                uint64_t deadline_ms) {
+    (void)co, (void)key, (void)purpose, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, int n,
+                                  uint64_t loaded_at_ms, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)changes, (void)n, (void)loaded_at_ms, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
+RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
+RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_DEADLINE_NONE; }
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
+    (void)co;
+    if (out) memset(out, 0, sizeof *out);
+}
+RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap) {
+    (void)url, (void)root, (void)root_cap, (void)prefix, (void)prefix_cap;
+    return RSD_ERR_URL;
+}
+#endif /* RSD_NO_ETCD */
 /* ==== >>etcd end ========================================================== */
 
 /* ==== >>fleet (implementation) ============================================ */

@@ -20,6 +20,7 @@ $CC -std=c99 -Os -I. -c "$OUT/size_full.c" -o "$OUT/size_full.o"
 full=$(size -A "$OUT/size_full.o" | awk '$1 == ".text" { print $2 }')
 cat > "$OUT/size_router.c" <<'PROG'
 #define RSD_NO_LMSTUDIO
+#define RSD_NO_ETCD
 #define RSD_NO_OLLAMA
 #define RSD_NO_HTTP_SERVER
 #define RSD_NO_PROC
