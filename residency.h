@@ -472,9 +472,10 @@
        seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
        RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
        RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
-       Sizes (x86-64): rsd_plan 14 544 bytes, rsd_decision_cache 17 672,
-       rsd_facts 328 plus the caller's arrays (rsd_resident 248 each);
-       keep them out of small stacks. rsd_decide uses ~7 KiB of stack (x86-64, gcc -O2)
+       Sizes (x86-64; tests/test_sizes.c checks them): rsd_plan under 16 KiB,
+       rsd_decision_cache under 40 KiB, rsd_facts under 512 bytes plus the
+       caller's arrays (rsd_resident under 256 bytes each); keep the plan and
+       the cache out of small stacks. rsd_decide uses ~7 KiB of stack (x86-64, gcc -O2)
        and hashes each name once: O(name bytes + n log n) for n <= 64 residents.
    --- fit: the context-fit clamp (>>fit) --------------------------------------
        While other models share a server, cap the context a load asks for: a
@@ -534,8 +535,7 @@
      without sizes, and the load may fail or spill to CPU." An empty server
      too small for the keep gets the same notice (EMPTY_SERVER, load as is).
      Sizes never decline a load (the figures are estimates; declines stay the
-     R61 cases). rsd_notice gained keep_bytes, free_bytes, capacity_bytes:
-     sizeof(rsd_plan) is now 14 544 bytes, rsd_facts 328 (x86-64).
+     R61 cases). rsd_notice carries keep_bytes, free_bytes, capacity_bytes.
      Deterministic as before: the same facts in any listing order give the
      same plan.
 
@@ -554,7 +554,7 @@
    x86-64, -fstack-usage: 7 136 bytes; the table 4 100, the working state
    2 728) plus at most 720 bytes in callees (rsdi_sort_ids); rsd_notice_format
    ~1.5 KiB (it sorts the co-residents the same way). The plan
-   is still zeroed whole (14.5 KB, ~4% of a decision): "*out is always written"
+   is still zeroed whole (under 16 KiB, ~4% of a decision): "*out is always written"
    and the unused tail stays zero, so plans compare with memcmp. Notice text is
    rendered only by rsd_notice_format, never at decide time. tests/decide_ref.h
    keeps the previous implementation as a test-only oracle: tests/
@@ -624,10 +624,18 @@
            0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
        Error bodies: rsd_server_error_parse (>>payload:ollama) reads every
            runtime's error envelope.
-       Limits: RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES 65536,
-       RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of ~75
-       tokens). sizeof(rsd_listing) is about 140 KB (x86-64): keep it off
-       small stacks. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
+       Storage: an rsd_listing is a header (under 64 bytes) over the caller's
+       storage: rsd_listing_init(l, models, max_models, arena, arena_bytes)
+       gives it arrays the caller owns (no allocation); rsd_listing_create(desc)
+       allocates header and storage in one block from desc->allocator (zeroed
+       desc: RSD_LISTING_DEFAULT_MODELS 128 entries, RSD_LISTING_ARENA_PER_MODEL
+       128 arena bytes per entry), rsd_listing_footprint(desc) says how much,
+       rsd_listing_destroy frees it. A listing without storage is RSD_ERR_ARG
+       to every parser. More entries than max_models, or strings beyond
+       arena_bytes: the first ones are kept and truncated is set (nothing is
+       written past either). RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES
+       65536 and RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of
+       ~75 tokens) size a large listing and its tokens, for tools and tests. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
        limits, deterministic, agreement with a token-count pass).
 
    --- payload: Ollama and LM Studio -------------------------------------------
@@ -718,7 +726,7 @@
    instance ids, each model's instances chained), so folding, resolution,
    residents and the driver's fallback filtering are linear in the listing (plus
    the peers' ids and the owned ids), not products of them. No allocation: the
-   index lives in the catalog (about 2 KB).
+   index lives in the catalog (under 3 KiB; the catalog under 32 KiB).
    Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
    RSD_LMS_MAX_PEERS 32, RSD_LMS_ARENA_BYTES 16384 (the copied keys and
    instance ids); beyond them entries are dropped with truncated set, so an
@@ -731,7 +739,8 @@
        waits, the cross-process lock) and feeds the answers back. The shell in
        residency_http.h runs it over sockets; tests run it with canned answers.
 
-           static rsd_reconcile r;        (big: see sizeof below; not on a stack)
+           static rsd_reconcile r;        (see Memory below; not on a small stack)
+           rsd_reconcile_init(&r, NULL);  (once: its tables, the defaults)
            rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
            d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
            d.cache = &my_cache;  d.lock = true;
@@ -1147,10 +1156,31 @@
        Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
-       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11). sizeof(rsd_reconcile)
-       is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
-       copied ids): allocate it (static, malloc) and reuse it; begin resets it.
-       No allocation, no globals, no clock, no I/O. Deterministic: the same
+       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11).
+       Memory: the caller owns the rsd_reconcile (under 96 KiB on x86-64: the
+       result, the plan, the facts, URLs; static or malloc'd, not a small
+       stack) and gives it its tables once with
+           int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
+       which allocates one block through lim->allocator (zeroed: the default
+       allocator): the notices, the copied ids, the LM Studio state, both
+       listings' storage and the JSON tokens, sized by lim (zeroed fields are
+       defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       128: a server with 64 residents and as many more listed), arena_bytes
+       (their ids, aliases and tags, 128 per entry), max_tokens (JSON tokens of
+       one answer, RSD_RECONCILE_TOKENS_PER_MODEL 48 per entry), max_body_bytes
+       (the largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1024 per
+       entry; a real router entry is about 70 tokens and 700 bytes). RSD_OK,
+       RSD_ERR_ARG (bad limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees
+       the block; rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus
+       the block (under 640 KiB with the defaults, checked by tests/
+       test_sizes.c). begin reuses the tables; begin on a reconcile that was
+       never given them is RSD_ERR_STATE (result.message says so). An answer
+       over the limits is never acted on: more entries than max_models
+       (RSD_ERR_LISTING_TRUNCATED), more tokens than max_tokens
+       (RSD_ERR_JSON_TOKENS) or more bytes than max_body_bytes
+       (RSD_ERR_TOO_LARGE) make a listing DEGRADED with a message naming the
+       limit to raise; a load answer over max_body_bytes is a failed load.
+       Past init: no allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
        Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
        DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED.

@@ -936,9 +936,8 @@
 
        Public API (the ensurer calls these; a host may too):
        int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
-           Allocates everything now (the object, about 1.2 MB with the token array and
-           an answer buffer, and its own HTTP client with room for one whole
-           attribution). d: url (required), host_id (NULL = gethostname), lease_ttl_s
+           Allocates everything now (the object with its token array and an answer
+           buffer, and its own HTTP client with room for one whole attribution). d: url (required), host_id (NULL = gethostname), lease_ttl_s
            (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
            auth_password, protected_models + n_protected (this host's), http (TLS and
            limits), allocator, logger. RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM.
@@ -989,18 +988,20 @@
                rsd_ensure_next_deadline(e) within the frame budget.
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB -- LM Studio's machine shares its storage -- the
-           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
-           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
-           the HTTP client (d->http, its allocator and logger default to d's) and,
+           Allocates everything now, from d->allocator: the object, its
+           reconcile's tables (rsd_reconcile_init with d->limits; detection
+           parses into the same tokens), the HTTP client (d->http, its allocator
+           and logger default to d's; zeroed sizes are the ensurer's:
+           RSD_ENSURE_HTTP_REQUESTS 3 slots and sockets -- a listing and the
+           /models/sse stream --, RSD_ENSURE_HTTP_REQUEST_BYTES and
+           _HEADER_BYTES 16 KiB, bodies of the reconcile's max_body_bytes) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
            residency). A state directory that cannot be opened is not an error:
            the ensurer runs without the lock, attribution and generation (upstream
            K5) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
            Desc (zeroed = defaults): allocator, logger, http (client limits),
-           state_dir, no_state, lock_fail_closed (state), protected_models +
+           limits (the reconcile's tables: rsd_reconcile_limits), state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
            getenv("RESIDENCY") at each begin unless ignore_env; a value that is
@@ -1013,6 +1014,11 @@
            hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
            a bad value makes create fail) with coord_host, coord_lease_ttl_s,
            coord_auth_token / coord_user / coord_password (see ETCD above).
+       size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
+           The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
+           state directory, etcd and TLS not counted): under 1400 KiB with the
+           defaults on x86-64 (tests/test_sizes.c checks it), about half of it
+           the client's three 160 KiB slots; smaller limits shrink both.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or

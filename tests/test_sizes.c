@@ -44,6 +44,14 @@ static char *router_listing(int n, int idlen) {
 /* The figures the manual gives (residency.h, "driver", Limits and sizes; residency_http.h,
    "ensure", Memory). */
 static void test_manual_size_figures(void) {
+#if defined(__x86_64__) || defined(_M_X64)
+    CHECK(sizeof(rsd_plan) < 16 * 1024);
+    CHECK(sizeof(rsd_decision_cache) < 40 * 1024);
+    CHECK(sizeof(rsd_facts) < 512);
+    CHECK(sizeof(rsd_resident) < 256);
+    CHECK(sizeof(rsd_lms_index) < 3 * 1024);
+    CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
+#endif
     CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
     CHECK(sizeof(rsd_listing) <= 64);
     CHECK(rsd_reconcile_footprint(NULL) > sizeof(rsd_reconcile));
