@@ -9012,11 +9012,258 @@ RSDI_PRIVATE void rsdi_rc_first_decide(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_after_decide(r, false, now_ms);
 }
 
+/* The first listing: the capacity probe next, or the decision. */
+RSDI_PRIVATE void rsdi_rc_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    (void)ok;
+    if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
+    if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
+    else rsdi_rc_first_decide(r, now_ms);
+}
+
+/* The capacity answer (R42: a failure is "unknown"), then the decision. */
+RSDI_PRIVATE void rsdi_rc_on_cap(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                 bool ok, uint64_t now_ms) {
+    (void)status;
+    if (rsdi_rc_probe_retry(r, transport, now_ms)) return;
+    if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited); /* R42 */
+    rsdi_rc_first_decide(r, now_ms);
+}
+
+/* The listing under the lock (W1), or after the keep's download ended: decide again. */
+RSDI_PRIVATE void rsdi_rc_on_relist(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    bool ok, uint64_t now_ms) {
+    rsd_decision d0 = r->plan.decision;
+    rsd_reason w0 = r->plan.reason;
+    bool relist = r->phase == RSDI_PH_RELIST;
+    (void)ok;
+    if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
+    if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) return;
+    if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* W1: the world moved while we waited */
+        r->result.redecided = r->result.redecided || relist;
+        rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
+                  rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
+        if (relist) {
+            r->notices_held = false;
+            rsdi_rc_emit_plan(r);
+        } else {
+            rsdi_rc_emit_or_hold(r);
+        }
+    } else if (relist) {
+        rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
+    }
+    rsdi_rc_after_decide(r, r->locked, now_ms);
+}
+
+/* A victim's unload answer: recorded and waited for, or a warning (R48); the next one. */
+RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    bool ok, uint64_t now_ms) {
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    if (ok) { /* R48.1 */
+        int k = r->result.n_evicted;
+        if (k < RSD_MAX_RESIDENTS) {
+            rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
+            r->result.evicted[k].restored = false;
+            r->evicted_victim[k] = r->vi;
+            r->ev_state[k] = RSDI_PIN_HERE;
+            r->result.n_evicted++;
+        }
+        r->result.mutated = true;
+        if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded (wire.md 6.1) */
+            rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
+            return;
+        }
+    } else { /* swallowed, but never cached (W4, W9) */
+        r->result.unload_failed = true;
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
+                           "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
+                           r->target_id, what);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
+    }
+    r->vi++;
+    rsdi_rc_next_unload(r, now_ms);
+}
+
+/* The keep's load answer: wait, wait for a download, a capacity answer, or a failure. */
+RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    rsd_load_answer a;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    (void)ok;
+    if (transport < 0) {
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        rsd_reconcile_load_failed(r, transport, what, now_ms);
+        return;
+    }
+    r->made_instance[0] = '\0';
+    a = r->rt->load_answer(r, status, body, len);
+    if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+        if (a == RSD_LOAD_ACCEPTED) {
+            r->posted = true;
+            r->result.mutated = true;
+            rsdi_cpy(r->keep_instance, sizeof r->keep_instance, r->made_instance);
+            if (r->made_instance[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance);
+        }
+        if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+        else rsdi_rc_success(r, now_ms);
+    } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
+               r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
+        rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+    } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
+                  r->key);
+        rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
+    } else if (a == RSD_LOAD_LIMIT) {
+        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
+                                                           " (model limit reached)");
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+    } else { /* the server's own words after the status (W18: say why) */
+        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
+        rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
+    }
+}
+
+/* The listing after a "model limit reached": decide with the server full, evict, load again. */
+RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   bool ok, uint64_t now_ms) {
+    int from = r->n_victims, i, n = 0;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    (void)transport;
+    (void)status;
+    (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
+                       r->rt->label);
+    if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        return;
+    }
+    r->last_list = &r->snap;
+    for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
+    /* the answer says the server is full at what it lists now */
+    if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) return;
+    if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
+        rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+    } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
+               rsdi_rc_take_victims_ex(r, true) > 0) {
+        rsdi_rc_emit_plan(r);
+        r->vi = from;
+        rsdi_rc_next_unload(r, now_ms);
+    } else {
+        rsdi_rc_emit_plan(r);
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+    }
+}
+
+/* A poll while waiting (W7): done, failed, downloading, or poll again. */
+RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    int k;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    int rc;
+    if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
+        return;
+    }
+    r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
+                                                                      : r->poll_delay * 2;
+    if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
+        r->probe_tries++; /* the next poll waits longer */
+    if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient (W7) */
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        return;
+    }
+    r->last_list = &r->poll;
+    r->poll_fresh = true;
+    k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
+    r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
+    if (k >= 0 && (r->wait_state != RSD_MODEL_FAILED || r->poll.models[k].has_exit_code != r->wait_pre_has_exit ||
+                   r->poll.models[k].exit_code != r->wait_pre_exit))
+        r->wait_fresh = true; /* the entry moved since the wait began */
+    if (r->after_wait == RSDI_W_GONE) { /* unloaded, failed:true (a stop that timed out) or gone */
+        if (k >= 0 && rsd_model_state_resident(r->wait_state)) rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        else rsdi_rc_wait_ok(r, now_ms);
+    } else if (r->wait_state == RSD_MODEL_FAILED && !r->wait_fresh &&
+               now_ms - r->wait_t0 < (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS) {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay); /* the failure listed before this wait (wire.md 6.3) */
+    } else if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
+        r->n_victims = 0;
+        rsdi_rc_take_victims(r); /* the first plan's, to compare */
+        rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
+    } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* wire.md 1.4: keep waiting */
+        r->dl_seen = true;
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
+        r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
+        if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+            r->keep_state = RSD_MODEL_UNLOADED;
+            rsdi_rc_do_load(r, now_ms);
+        } else {
+            (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
+            rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+        }
+    } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
+        rsdi_rc_wait_ok(r, now_ms);
+    } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
+        if (r->poll.models[k].has_exit_code)
+            (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load (exit code %lld)", r->rt->label,
+                               r->wait_model, (long long)r->poll.models[k].exit_code);
+        else
+            (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load", r->rt->label, r->wait_model);
+        rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+    } else {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    }
+}
+
+/* A restore load's answer: wait for it, or the next one. */
+RSDI_PRIVATE void rsdi_rc_on_restore(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                     bool ok, uint64_t now_ms) {
+    rsd_load_answer a;
+    (void)ok;
+    r->made_instance[0] = '\0';
+    a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
+    if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+        if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
+        if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
+                                                                                  : r->result.evicted[r->ri].id);
+        if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
+        else {
+            r->after_wait = RSDI_W_RESTORE;
+            rsdi_rc_wait_ok(r, now_ms);
+        }
+    } else {
+        if (r->keep_ok) r->pin_room++; /* nothing took the slot */
+        r->ev_state[r->ri++] = RSDI_PIN_FAILED;
+        rsdi_rc_next_restore(r, now_ms);
+    }
+}
+
+/* After a failed load: which protected models did the server displace? Then restore. */
+RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   bool ok, uint64_t now_ms) {
+    (void)transport;
+    (void)status;
+    if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
+        r->last_list = &r->poll;
+        (void)rsdi_rc_mark_displaced(r);
+    }
+    if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
+    else rsd_reconcile_finish(r, now_ms);
+}
+
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                uint64_t now_ms) {
-    char what[RSD_RECONCILE_URL_MAX + 96];
     bool ok;
-    int rc;
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
     if (transport == RSD_OK && len > r->max_body) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
@@ -9029,218 +9276,32 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     ok = transport == RSD_OK && status >= 200 && status <= 299;
     switch (r->phase) {
     case RSDI_PH_LIST:
-        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
-        if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
-        else rsdi_rc_first_decide(r, now_ms);
+        rsdi_rc_on_list(r, transport, status, body, len, ok, now_ms);
         break;
     case RSDI_PH_CAP:
-        if (rsdi_rc_probe_retry(r, transport, now_ms)) break;
-        if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited); /* R42 */
-        rsdi_rc_first_decide(r, now_ms);
+        rsdi_rc_on_cap(r, transport, status, body, len, ok, now_ms);
         break;
     case RSDI_PH_RELIST:
-    case RSDI_PH_DLLIST: { /* under the lock (W1), or after the keep's download ended */
-        rsd_decision d0 = r->plan.decision;
-        rsd_reason w0 = r->plan.reason;
-        bool relist = r->phase == RSDI_PH_RELIST;
-        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
-        if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) break;
-        if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* W1: the world moved while we waited */
-            r->result.redecided = r->result.redecided || relist;
-            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
-                      rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
-            if (relist) {
-                r->notices_held = false;
-                rsdi_rc_emit_plan(r);
-            } else {
-                rsdi_rc_emit_or_hold(r);
-            }
-        } else if (relist) {
-            rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
-        }
-        rsdi_rc_after_decide(r, r->locked, now_ms);
+    case RSDI_PH_DLLIST:
+        rsdi_rc_on_relist(r, transport, status, body, len, ok, now_ms);
         break;
-    }
     case RSDI_PH_UNLOAD:
-        if (ok) { /* R48.1 */
-            int k = r->result.n_evicted;
-            if (k < RSD_MAX_RESIDENTS) {
-                rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
-                r->result.evicted[k].restored = false;
-                r->evicted_victim[k] = r->vi;
-                r->ev_state[k] = RSDI_PIN_HERE;
-                r->result.n_evicted++;
-            }
-            r->result.mutated = true;
-            if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded (wire.md 6.1) */
-                rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
-                break;
-            }
-        } else { /* swallowed, but never cached (W4, W9) */
-            r->result.unload_failed = true;
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
-                               "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
-                               r->target_id, what);
-            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
-        }
-        r->vi++;
-        rsdi_rc_next_unload(r, now_ms);
+        rsdi_rc_on_unload(r, transport, status, body, len, ok, now_ms);
         break;
-    case RSDI_PH_LOAD: {
-        rsd_load_answer a;
-        if (transport < 0) {
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            rsd_reconcile_load_failed(r, transport, what, now_ms);
-            break;
-        }
-        r->made_instance[0] = '\0';
-        a = r->rt->load_answer(r, status, body, len);
-        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
-            if (a == RSD_LOAD_ACCEPTED) {
-                r->posted = true;
-                r->result.mutated = true;
-                rsdi_cpy(r->keep_instance, sizeof r->keep_instance, r->made_instance);
-                if (r->made_instance[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance);
-            }
-            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-            else rsdi_rc_success(r, now_ms);
-        } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
-                   r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
-            r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
-            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-        } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
-            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
-                      r->key);
-            rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
-        } else if (a == RSD_LOAD_LIMIT) {
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
-                                                               " (model limit reached)");
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        } else { /* the server's own words after the status (W18: say why) */
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
-            rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
-        }
+    case RSDI_PH_LOAD:
+        rsdi_rc_on_load(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_LIMIT: {
-        int from = r->n_victims, i, n = 0;
-        (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
-                           r->rt->label);
-        if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-            break;
-        }
-        r->last_list = &r->snap;
-        for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
-        /* the answer says the server is full at what it lists now */
-        if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) break;
-        if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
-            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-        } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
-                   rsdi_rc_take_victims_ex(r, true) > 0) {
-            rsdi_rc_emit_plan(r);
-            r->vi = from;
-            rsdi_rc_next_unload(r, now_ms);
-        } else {
-            rsdi_rc_emit_plan(r);
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        }
+    case RSDI_PH_LIMIT:
+        rsdi_rc_on_limit(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_POLL: {
-        int k;
-        if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
-            break;
-        }
-        r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
-                                                                          : r->poll_delay * 2;
-        if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
-            r->probe_tries++; /* the next poll waits longer */
-        if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient (W7) */
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-            break;
-        }
-        r->last_list = &r->poll;
-        r->poll_fresh = true;
-        k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
-        r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
-        if (k >= 0 && (r->wait_state != RSD_MODEL_FAILED || r->poll.models[k].has_exit_code != r->wait_pre_has_exit ||
-                       r->poll.models[k].exit_code != r->wait_pre_exit))
-            r->wait_fresh = true; /* the entry moved since the wait began */
-        if (r->after_wait == RSDI_W_GONE) { /* unloaded, failed:true (a stop that timed out) or gone */
-            if (k >= 0 && rsd_model_state_resident(r->wait_state)) rsdi_rc_schedule(r, now_ms, r->poll_delay);
-            else rsdi_rc_wait_ok(r, now_ms);
-        } else if (r->wait_state == RSD_MODEL_FAILED && !r->wait_fresh &&
-                   now_ms - r->wait_t0 < (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS) {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay); /* the failure listed before this wait (wire.md 6.3) */
-        } else if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
-            r->n_victims = 0;
-            rsdi_rc_take_victims(r); /* the first plan's, to compare */
-            rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
-        } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* wire.md 1.4: keep waiting */
-            r->dl_seen = true;
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
-            r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
-            if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
-                r->keep_state = RSD_MODEL_UNLOADED;
-                rsdi_rc_do_load(r, now_ms);
-            } else {
-                (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
-                rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
-            }
-        } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
-            rsdi_rc_wait_ok(r, now_ms);
-        } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
-            if (r->poll.models[k].has_exit_code)
-                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load (exit code %lld)", r->rt->label,
-                                   r->wait_model, (long long)r->poll.models[k].exit_code);
-            else
-                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load", r->rt->label, r->wait_model);
-            rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
-        } else {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        }
+    case RSDI_PH_POLL:
+        rsdi_rc_on_poll(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_RESTORE: {
-        rsd_load_answer a;
-        r->made_instance[0] = '\0';
-        a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
-        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
-            if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
-            if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
-                                                                                      : r->result.evicted[r->ri].id);
-            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
-            else {
-                r->after_wait = RSDI_W_RESTORE;
-                rsdi_rc_wait_ok(r, now_ms);
-            }
-        } else {
-            if (r->keep_ok) r->pin_room++; /* nothing took the slot */
-            r->ev_state[r->ri++] = RSDI_PIN_FAILED;
-            rsdi_rc_next_restore(r, now_ms);
-        }
+    case RSDI_PH_RESTORE:
+        rsdi_rc_on_restore(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_CHECK: /* after a failed load: which protected models did the server displace? */
-        if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
-            r->last_list = &r->poll;
-            (void)rsdi_rc_mark_displaced(r);
-        }
-        if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
-        else rsd_reconcile_finish(r, now_ms);
+    case RSDI_PH_CHECK:
+        rsdi_rc_on_check(r, transport, status, body, len, ok, now_ms);
         break;
     default:
         return RSD_ERR_STATE;
