@@ -26,6 +26,13 @@
                                       rsd_runtime_ollama() is NULL, and the ensurer
                                       answers an Ollama target with "no ollama driver
                                       in this build", managing nothing
+       RSD_NO_LMSTUDIO                no LM Studio payloads nor driver (residency.h),
+                                      answered the same way ("no lmstudio driver ...")
+       RSD_NO_ETCD                    no etcd coordinator: rsd_etcd_create returns
+                                      RSD_ERR_NOT_FOUND, so an ensurer given a
+                                      coordinator (desc.coord, $RESIDENCY_COORD) is
+                                      not created; the state directory is used
+                                      otherwise
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
@@ -630,18 +637,20 @@
                rsd_ensure_next_deadline(e) within the frame budget.
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB -- LM Studio's machine shares its storage -- the
-           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
-           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
-           the HTTP client (d->http, its allocator and logger default to d's) and,
+           Allocates everything now, from d->allocator: the object, its
+           reconcile's tables (rsd_reconcile_init with d->limits; detection
+           parses into the same tokens), the HTTP client (d->http, its allocator
+           and logger default to d's; zeroed sizes are the ensurer's:
+           RSD_ENSURE_HTTP_REQUESTS 3 slots and sockets -- a listing and the
+           /models/sse stream --, RSD_ENSURE_HTTP_REQUEST_BYTES and
+           _HEADER_BYTES 16 KiB, bodies of the reconcile's max_body_bytes) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
            residency). A state directory that cannot be opened is not an error:
            the ensurer runs without the lock, attribution and generation (it fails
            open) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
            Desc (zeroed = defaults): allocator, logger, http (client limits),
-           state_dir, no_state, lock_fail_closed (state), protected_models +
+           limits (the reconcile's tables: rsd_reconcile_limits), state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left), residency_env (the RESIDENCY value; NULL =
            getenv("RESIDENCY") at each begin unless ignore_env; a value that is
@@ -654,6 +663,11 @@
            hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
            a bad value makes create fail) with coord_host, coord_lease_ttl_s,
            coord_auth_token / coord_user / coord_password (see ETCD above).
+       size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
+           The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
+           state directory, etcd and TLS not counted): under 1400 KiB with the
+           defaults on x86-64 (tests/test_sizes.c checks it), about half of it
+           the client's three 160 KiB slots; smaller limits shrink both.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -1372,9 +1386,9 @@
 
        Public API (the ensurer calls these; a host may too):
        int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
-           Allocates everything now (the object, about 1.2 MB with the token array and
-           an answer buffer, and its own HTTP client with room for one whole
-           attribution). d: url (required), host_id (NULL = gethostname), lease_ttl_s
+           Allocates everything now (the object with its token array and an answer
+           buffer, and its own HTTP client with room for one whole attribution).
+           d: url (required), host_id (NULL = gethostname), lease_ttl_s
            (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
            auth_password, protected_models + n_protected (this host's), http (TLS and
            limits), allocator, logger. RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM.
@@ -2039,7 +2053,10 @@ enum {
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_HTTP_REQUESTS = 3,   /* the owned client's default request slots and sockets */
+    RSD_ENSURE_HTTP_REQUEST_BYTES = 16384, /* its default request limit (URL, headers, a load body) */
+    RSD_ENSURE_HTTP_HEADER_BYTES = 16384   /* its default response head limit */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -2059,7 +2076,9 @@ typedef struct rsd_ensurer rsd_ensurer;
 typedef struct rsd_ensurer_desc {
     rsd_allocator allocator;
     rsd_logger logger;
-    rsd_http_client_desc http;        /* owned client's limits; allocator/logger default to the above */
+    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_* and bodies of
+                                         limits.max_body_bytes); allocator/logger default to the above */
+    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults); allocator as above */
     const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
     bool no_state;                    /* no state directory: no lock, attribution, generation */
     bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
@@ -2120,6 +2139,9 @@ typedef struct rsd_ensure_result {
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
+/* Bytes rsd_ensurer_create(desc) allocates (NULL = defaults), without the state directory,
+   etcd and TLS; 0 when desc is invalid. */
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 /* Releases a held lock, closes sockets, frees everything; NULL is fine. */
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
 /* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
@@ -4429,6 +4451,16 @@ RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
     return rsdi_allocator_check(&d->allocator);
 }
 
+/* Bytes rsd_http_client_create allocates for d (already fixed), without TLS; 0 = overflow. */
+RSDI_PRIVATE size_t rsdi_client_footprint(const rsd_http_client_desc *d) {
+    size_t per = 0, total = 0;
+    if (!rsdi_size_add(d->max_request_bytes, d->max_header_bytes, &per) || !rsdi_size_add(per, d->max_body_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d->max_requests, &total))
+        return 0;
+    return sizeof(rsd_http_client) + total + (sizeof(rsdi_cconn) + sizeof(rsd_pollfd)) * (size_t)d->max_conns +
+           sizeof(rsdi_creq) * (size_t)d->max_requests;
+}
+
 RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc) {
     rsd_http_client_desc d;
     rsd_http_client *c;
@@ -6442,9 +6474,9 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
-    union {
-        rsd_detect det;               /* while detecting */
-        rsd_reconcile rc;             /* while reconciling */
+    struct {
+        rsd_detect det;               /* while detecting (its tokens are rc's) */
+        rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
     } m;
 };
 
@@ -6643,6 +6675,26 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
+/* The owned client's desc: the user's, with the ensurer's defaults where it is zero (one
+   listing request and the /models/sse stream at a time; bodies as large as the reconcile
+   parses). */
+RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
+    rsd_http_client_desc hd = d->http;
+    rsd_reconcile_limits lim = d->limits;
+    if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
+    if (!hd.logger.fn) hd.logger = d->logger;
+    if (!hd.max_requests) hd.max_requests = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_conns) hd.max_conns = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_request_bytes) hd.max_request_bytes = RSD_ENSURE_HTTP_REQUEST_BYTES;
+    if (!hd.max_header_bytes) hd.max_header_bytes = RSD_ENSURE_HTTP_HEADER_BYTES;
+    if (!hd.max_body_bytes) {
+        int models = lim.max_models ? lim.max_models : (int)RSD_LISTING_DEFAULT_MODELS;
+        hd.max_body_bytes = lim.max_body_bytes ? lim.max_body_bytes
+                          : models > 0 ? (size_t)models * RSD_RECONCILE_BODY_PER_MODEL : 0;
+    }
+    return hd;
+}
+
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
@@ -6672,15 +6724,24 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     memset(e, 0, sizeof *e);
     e->alloc = d.allocator;
     e->logger = d.logger;
-    hd = d.http;
-    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
-    if (!hd.logger.fn) hd.logger = d.logger;
+    hd = rsdi_en_http_desc(&d);
     e->user_resolve = hd.resolve_fn;
     e->user_resolve_user = hd.resolve_user;
     hd.resolve_fn = rsdi_en_resolve_hook;
     hd.resolve_user = e;
+    {
+        rsd_reconcile_limits lim = d.limits;
+        if (!lim.allocator.alloc_fn) lim.allocator = d.allocator;
+        if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
+            rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
+                      RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
+            rsdi_free(&e->alloc, e);
+            return NULL;
+        }
+    }
     e->http = rsd_http_client_create(&hd);
     if (!e->http) {
+        rsd_reconcile_release(&e->m.rc);
         rsdi_free(&e->alloc, e);
         return NULL;
     }
@@ -6719,6 +6780,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
                           "ensurer: cannot use the coordinator '%.200s'", cu);
                 rsd_state_close(e->st);
                 rsd_http_client_destroy(e->http);
+                rsd_reconcile_release(&e->m.rc);
                 rsdi_free(&e->alloc, e);
                 return NULL;
             }
@@ -6754,8 +6816,23 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
     rsd_state_close(e->st);
+    rsd_reconcile_release(&e->m.rc);
     a = e->alloc;
     rsdi_free(&a, e);
+}
+
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_reconcile_limits lim;
+    size_t rc, http;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    hd = rsdi_en_http_desc(&d);
+    lim = d.limits;
+    if (rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) || !(rc = rsd_reconcile_footprint(&lim)))
+        return 0;
+    return sizeof(rsd_ensurer) - sizeof(rsd_reconcile) + rc + http;
 }
 
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
@@ -7184,6 +7261,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
+        e->m.det.toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->m.det.n_toks = e->m.rc.max_tokens;
         if ((rc = rsd_detect_begin(&e->m.det, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
@@ -10806,6 +10885,7 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
 /* ==== state end =========================================================== */
 
 /* ==== >>etcd ============================================================== */
+#ifndef RSD_NO_ETCD
 /* Uses the HTTP client, the JSON module and the attribution format of the state section. */
 #include <errno.h>
 #include <stdarg.h>
@@ -11869,6 +11949,41 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     out->root = co->root;
     out->prefix = co->prefix;
 }
+#else /* RSD_NO_ETCD: the coordinator is compiled out; create says so, the rest does nothing */
+RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
+    if (out) *out = NULL;
+    if (desc) rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
+                       "etcd coordinator: not in this build (RSD_NO_ETCD)", RSDI_WHERE);
+    return RSD_ERR_NOT_FOUND;
+}
+RSD_API void rsd_etcd_destroy(rsd_etcd *co) { (void)co; }
+RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)key, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_lock_begin(rsd_etcd *co, const char *key, const char *purpose, uint64_t now_ms,
+                                uint64_t deadline_ms) {
+    (void)co, (void)key, (void)purpose, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, int n,
+                                  uint64_t loaded_at_ms, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)changes, (void)n, (void)loaded_at_ms, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
+RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
+RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_DEADLINE_NONE; }
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
+    (void)co;
+    if (out) memset(out, 0, sizeof *out);
+}
+RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap) {
+    (void)url, (void)root, (void)root_cap, (void)prefix, (void)prefix_cap;
+    return RSD_ERR_URL;
+}
+#endif /* RSD_NO_ETCD */
 /* ==== etcd end ============================================================ */
 
 /* ==== >>fleet ============================================================= */
