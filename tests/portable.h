@@ -7,6 +7,10 @@
        tp_exe(name)                  build/examples/NAME (Windows: build/win/bin/NAME.exe,
                                      where tests/windows.sh builds the examples)
        tp_runnable(path)             the program exists (and is executable on POSIX)
+       tp_exe_cmd(name)              tp_exe for a popen() command line (Windows: cmd.exe
+                                     wants backslashes)
+       TP_DEVNULL                    "/dev/null" (Windows: "NUL"), for a command line
+       tp_pclose_code(st)            a popen'ed program's exit code from pclose's status
        tp_open_handles()             descriptors open in this process (Windows: handles),
                                      for leak checks; -1 when unknown (wine: always), so
                                      a leak check compares -1 with -1 there
@@ -87,6 +91,24 @@ TP_FN const char *tp_exe(const char *name) {
 #endif
     return p;
 }
+
+TP_FN const char *tp_exe_cmd(const char *name) {
+    char *p = (char *)tp_exe(name);
+#if defined(_WIN32)
+    char *c;
+    for (c = p; *c; c++)
+        if (*c == '/') *c = '\\';
+#endif
+    return p;
+}
+
+#if defined(_WIN32)
+#define TP_DEVNULL "NUL"
+#define tp_pclose_code(st) (st)
+#else
+#define TP_DEVNULL "/dev/null"
+#define tp_pclose_code(st) (WIFEXITED(st) ? WEXITSTATUS(st) : -1)
+#endif
 
 TP_FN bool tp_runnable(const char *path) {
 #if defined(_WIN32)

@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#if !defined(_WIN32)
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
-#define SIM_BIN "build/examples/rsd-sim"
-#define ENSURE_BIN "build/examples/rsd-ensure"
+#define SIM_BIN tp_exe("rsd-sim")
+#define ENSURE_BIN tp_exe("rsd-ensure")
 
 #define SIM_RUNTIME "lmstudio"
 #define LOG_MAX 512
@@ -554,6 +556,7 @@ static void test_lms_lock_held_elsewhere(void) {
     sim_stop(&s);
 }
 
+#if !defined(_WIN32) /* fork() */
 /* 4 processes ensure 4 models at once on one LM Studio (room for two beside a foreign
    instance), sharing the state directory: the lock serialises them, the foreign instance
    is never unloaded, every result is coherent, and afterwards the persisted ownership
@@ -630,6 +633,7 @@ static void test_lms_multi_process(void) {
     free(set);
     sim_stop(&s);
 }
+#endif
 
 /* A model the server does not advertise: DECLINED with RSD_ERR_NOT_SERVED, no POST. */
 static void test_lms_not_served(void) {
@@ -676,7 +680,7 @@ static void test_lms_nonblocking_notices(void) {
         rsd_ensure_query(e, &res);
         if (res.op == RSD_OP_LOAD) seen_load_op = 1;
         if (rsd_ensure_notices(e, &nt) > 0) live_notices = 1;
-        if (timeout) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), timeout);
+        if (timeout) (void)rsd_poll(fds, n > 8 ? 8 : n, timeout);
     }
     CHECK_EQ_INT(rc, RSD_OK);
     rsd_ensure_query(e, &res);
@@ -689,11 +693,11 @@ static void test_lms_nonblocking_notices(void) {
 
 /* ---- the rsd-ensure program ----------------------------------------------------------- */
 static int run_cli(const char *args, char *out, size_t cap) {
-    char cmd[512];
+    char cmd[1024];
     FILE *f;
     size_t n = 0;
     int st;
-    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", ENSURE_BIN, args);
+    snprintf(cmd, sizeof cmd, "%s %s 2>" TP_DEVNULL, tp_exe_cmd("rsd-ensure"), args);
     f = popen(cmd, "r");
     if (!f) return -1;
     while (n < cap - 1) {
@@ -703,7 +707,7 @@ static int run_cli(const char *args, char *out, size_t cap) {
     }
     out[n] = '\0';
     st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tp_pclose_code(st);
 }
 
 static bool json_str_is(const char *body, const char *key, const char *want) {
@@ -721,7 +725,7 @@ static void test_lms_cli(void) {
     sim_proc s;
     char a[512], out[1 << 14], ids[2][64];
     uint32_t ctx[2];
-    REQUIRE(access(ENSURE_BIN, X_OK) == 0);
+    REQUIRE(tp_runnable(ENSURE_BIN));
     REQUIRE(sim_start(&s, args) == 0);
     snprintf(a, sizeof a, "--url %s/v1 --model a --runtime lmstudio --no-state --token k1 --context 4096 --json", s.url);
     CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
@@ -806,7 +810,7 @@ static void test_lms_owned_read_under_lock(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
-    if (access(SIM_BIN, X_OK) != 0) {
+    if (!tp_runnable(SIM_BIN)) {
         printf("%s missing: run make examples first\n", SIM_BIN);
         printf("0 passed, 1 failed\n");
         return 1;
@@ -824,11 +828,16 @@ int main(int argc, char **argv) {
     RUN(test_lms_ownership_persists);
     RUN(test_lms_memory_ownership_without_state);
     RUN(test_lms_lock_held_elsewhere);
+#if !defined(_WIN32)
     RUN(test_lms_multi_process);
+#endif
     RUN(test_lms_owned_read_under_lock);
     RUN(test_lms_not_served);
     RUN(test_lms_nonblocking_notices);
     RUN(test_lms_cli);
+#if defined(_WIN32)
+    printf("skip: test_lms_multi_process: 4 ensuring processes by fork(); no fork on Windows\n");
+#endif
     remove_state_dir();
     return RSD_TEST_END();
 }

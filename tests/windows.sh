@@ -33,9 +33,9 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #             below, against rsd-sim.exe)
 #   test_real_router, test_real_harness
 #             start the real Linux llama-server binary, which wine cannot run
-#   test_hostile, test_sim_net, test_tls, test_ensure_lms
+#   test_hostile, test_sim_net, test_tls
 #             fork() a POSIX child or server (no fork on Windows)
-skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
+skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls"
 srcs=""
 for src in tests/test_*.c; do
   t=$(basename "$src" .c)
