@@ -29,12 +29,17 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #             start the real Linux llama-server binary, which wine cannot run
 #   test_etcd starts the Linux etcd binary, which wine cannot run
 #   test_ensure_cli
-#             starts build/examples/rsd-ensure with POSIX calls (rsd-ensure.exe is run
-#             below, against rsd-sim.exe)
+#             runs rsd-ensure through its own fork/exec harness with separate stdout and
+#             stderr pipes (rsd-ensure.exe runs in tests/windows_smoke.sh and, through
+#             popen, in test_ensure_lms)
 #   test_real_router, test_real_harness
 #             start the real Linux llama-server binary, which wine cannot run
-#   test_hostile, test_sim_net, test_tls
-#             fork() a POSIX child or server (no fork on Windows)
+#   test_sim_net, test_hostile
+#             start rsd-sim / rsd-serve with posix_spawn or fork and check the exit
+#             status a SIGTERM gives (Windows has no SIGTERM; under wine a stop is a
+#             terminate); the same routes run through test_ensure, test_fleet and
+#             tests/windows_smoke.sh
+#   test_tls  mbedTLS is not built for Windows, and its test server is a fork()ed child
 skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls"
 srcs=""
 for src in tests/test_*.c; do
