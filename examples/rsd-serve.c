@@ -65,10 +65,12 @@
               models are selected on this locked host".
      Sessions (session_affinity on a model; rsd_serve_affinity.h has the policy): a
               completion request's session (prompt_cache_key, or X-Session-Id) goes to
-              its warm slot, else a fresh one, else the LRU idle slot, erased first
-              (POST /slots/ID?action=erase, awaited) when another session owns it
-              (session_erase = false: never); "id_slot" is added to the body; the
-              child gets --slot-save-path DIR (a temporary directory) so it may erase.
+              its warm slot, else a fresh one, else the LRU idle slot; with
+              session_erase = true that slot is erased first (POST
+              /slots/ID?action=erase, awaited) when another session owns it, and the
+              child gets --slot-save-path DIR (a temporary directory) so it may erase
+              (default: no erase, the child's prompt cache keeps what it held);
+              "id_slot" is added to the body.
               GET /_rsd/affinity: slot owners and counters.
      Exclusive: X-Residency-Exclusive: 1 runs the request alone on its model's
               process (it drains first; other models keep flowing).
@@ -1036,8 +1038,8 @@ static void aff_on_upstream(srv *s, job *j, const rsd_http_event *ev, uint64_t n
             else st->handoffs++;
             rsrv_aff_take(a, k, j->aff_has, j->aff_session);
             j->aff_slot = k;
-            if (erase && s->cfg->models[j->model].session_no_erase) {
-                /* session_erase = false: the child's own prompt cache keeps what it held */
+            if (erase && !s->cfg->models[j->model].session_erase) {
+                /* session_erase off (the default): the child's own prompt cache keeps what it held */
             } else if (erase && !a->no_erase) {
                 char target[48];
                 snprintf(target, sizeof target, "/slots/%d?action=erase", k);
@@ -2607,11 +2609,11 @@ static int load_config(rsrv_config *c, rsrv_opts *o, int argc, char **argv, char
 }
 
 /* A directory for the children's --slot-save-path once a model wants session affinity
-   (llama-server erases a slot only with one): made the first time one does. */
+   with session_erase (llama-server erases a slot only with one): made the first time one does. */
 static void need_slot_dir(srv *s, const rsrv_config *c) {
     int i;
     for (i = 0; i < c->nmodels && !s->slot_dir[0]; i++)
-        if (c->models[i].session_affinity && !c->models[i].command[0]) {
+        if (c->models[i].session_affinity && c->models[i].session_erase && !c->models[i].command[0]) {
             char tmpl[] = "/tmp/rsd-serve-slots.XXXXXX";
             if (mkdtemp(tmpl)) snprintf(s->slot_dir, sizeof s->slot_dir, "%s", tmpl);
             else logf_("cannot make a directory for --slot-save-path: %s (slots cannot be erased)", strerror(errno));
@@ -2634,8 +2636,8 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm,
         for (used = 0, k = 0; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
         k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
         if (k < 0) return -1;
-        /* session affinity erases slots: llama-server allows that only with a slot save path */
-        if (m->session_affinity && !m->command[0] && slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
+        /* session_erase erases slots: llama-server allows that only with a slot save path */
+        if (m->session_affinity && m->session_erase && !m->command[0] && slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
             !strstr(c->args, "--slot-save-path") && !strstr(m->args, "--slot-save-path")) {
             sm->extra_argv[n + k] = "--slot-save-path";
             sm->extra_argv[n + k + 1] = slot_dir;

@@ -91,7 +91,8 @@ static void test_real_affinity(void) {
     static const char *who[] = {"s0", "s1", "s2", "s3"};
     int k;
     REQUIRE(start_on(&s, "aff", "",
-                     "[model chat]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 4\nsession_affinity = true\n") == 0);
+                     "[model chat]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 4\nsession_affinity = true\n"
+                     "session_erase = true\n") == 0);
     for (k = 0; k < 4; k++) {
         CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", turn(who[k], 0)), 200);
         CHECK_EQ_INT(body_int("timings", "cache_n"), 0); /* fresh slots */
