@@ -295,7 +295,8 @@
              capacity_bytes, keep_bytes (0 = unknown; W12) }
            rsd_resident { model_id, aliases[4] + n, tags[8] + n,
              size_vram_bytes + has_size_vram, size_bytes + has_size (absent is
-             never zero), loaded_by_us (attribution), pinned }
+             never zero), loaded_by_us (attribution), pinned, last_used_ms
+             (its last use, ms since the epoch; 0 = unknown) }
            rsd_protected_model { model_id (trimmed; empty skipped), role }
          Model ids are rsd_str views, not copies: the caller keeps the strings
          alive while the facts and the plan are used (the plan names residents
@@ -320,12 +321,27 @@
        role is kept. Residents that share any id or alias are ONE model (an
        identity group): protected if any member is, the keep if any member is,
        evicted once (by the canonical-first member's id), freeing all its slots.
+       A group's last use is its members' latest last_used_ms.
        Determinism: residents are taken in canonical order (model_id bytes,
        then index), so the same facts in any listing order give the same plan;
        ties are broken by id (upstream used listing order).
 
+       Least recently used. Among the candidates of equal protection (a tier)
+       the victims go in this order: the ones this library loaded first, then
+       the least recently used first (a model with no known use, 0, before
+       any used one: never used is the least recent), then by id, which
+       therefore decides only when no last use tells them apart. The reason
+       says which rule chose (EVICT_LRU rather than EVICT_UNPROTECTED when a
+       last use was known in the tier), and so does each eviction notice
+       (victim_rule LRU, UNUSED or BY_ID; its text adds "(least recently
+       used)", "(no use of it is known)" or "(no last use is known: first by
+       id)" after the model's name; with RSD_DETAIL_LAST_USED, last_used_ms is
+       the victim's last use). The same order is JIT's fallback and the
+       scheduler's release. Byte-aware picks (W12) stay largest first, ties in
+       this order, and their notices carry no rule.
+
        Decision table (keep = the requested model; others = non-keep groups;
-       tiers: unprotected, then configured, each "loaded by us" first):
+       tiers: unprotected, then configured, each in the order above):
          keep resident, any strategy   ALREADY_RESIDENT   KEEP_RESIDENT; one
                                        notice if others: stress over-capacity
                                        (count > max) else co-resident
@@ -335,7 +351,8 @@
                                        or LOAD            CAPACITY_UNKNOWN_NONE_EVICTABLE
          ROUTER, free slot             LOAD               FREE_SLOT (co-resident
                                        "loading ... (N+1/C instances)")
-         ROUTER, full                  LOAD_AFTER_EVICT   EVICT_UNPROTECTED /
+         ROUTER, full                  LOAD_AFTER_EVICT   EVICT_LRU (a last use
+                                       known) / EVICT_UNPROTECTED (none) /
                                        EVICT_CONFIG: the fewest groups, tier
                                        order, so that count - freed + 1 <= max
          ROUTER, full, only pinned     DECLINE            DECLINE_ALL_PINNED
@@ -363,7 +380,8 @@
        adds one model, so freeing one slot always suffices for a count-limited
        server that was at or under its limit; and evicting one we chose stops a
        full router from displacing a pinned model itself. So we evict exactly
-       one unprotected resident (ours first, then by id), never a configured
+       one unprotected resident (the first of its tier: ours first, then the
+       least recently used, then by id), never a configured
        one, and load without eviction when none is unprotected.
 
        W19, observe: decision OBSERVE never loads or unloads, for every runtime
@@ -378,7 +396,7 @@
              or -1), detail (RSD_DETAIL_* bits), requested_context,
              model_max_context, load_context, resident_count, max_instances,
              resident_vram_bytes, resident_total_bytes, freed_vram_bytes,
-             config_protected, role }
+             config_protected, role, victim_rule, last_used_ms }
          msg                  kind/level              detail bits
          CONTEXT_OVER_MAX     stress/warning          REQUESTED_CONTEXT MODEL_MAX_CONTEXT
          SPLIT                stress/warning          RESIDENT_VRAM_BYTES RESIDENT_TOTAL_BYTES
@@ -388,9 +406,9 @@
          DECLINE_PINNED_KEEP  will-not-fit/error      RESIDENT_COUNT MAX_INSTANCES
                                                       CONFIG_PROTECTED [ROLE]
          DECLINE_ALL_PINNED   will-not-fit/error      RESIDENT_COUNT MAX_INSTANCES
-         EVICT_CONFIG         swap/warning            SWAPPED_OUT CONFIG_PROTECTED [ROLE]
-         EVICT_OURS           about-to-evict/info     [FREED_VRAM_BYTES]
-         EVICT_FOREIGN        swap/warning            SWAPPED_OUT [FREED_VRAM_BYTES]
+         EVICT_CONFIG         swap/warning            SWAPPED_OUT CONFIG_PROTECTED [ROLE] [LAST_USED]
+         EVICT_OURS           about-to-evict/info     [FREED_VRAM_BYTES] [LAST_USED]
+         EVICT_FOREIGN        swap/warning            SWAPPED_OUT [FREED_VRAM_BYTES] [LAST_USED]
          CONTEXT_CLAMPED      stress/warning          REQUESTED_CONTEXT LOAD_CONTEXT
          NOT_LOADABLE         will-not-fit/error      (none)
        int rsd_notice_format(facts, plan, notice, buf, cap);
@@ -469,9 +487,9 @@
        seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
        RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
        RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
-       Sizes (x86-64): rsd_plan 14 544 bytes, rsd_decision_cache 17 672,
-       rsd_facts 328 plus the caller's arrays (rsd_resident 248 each);
-       keep them out of small stacks. rsd_decide uses ~7 KiB of stack (x86-64, gcc -O2)
+       Sizes (x86-64): rsd_plan 16 656 bytes, rsd_decision_cache 17 672,
+       rsd_facts 328 plus the caller's arrays (rsd_resident 256 each);
+       keep them out of small stacks. rsd_decide uses ~8.5 KiB of stack (x86-64, gcc -O2)
        and hashes each name once: O(name bytes + n log n) for n <= 64 residents.
    --- fit: the context-fit clamp (>>fit) --------------------------------------
        While other models share a server, cap the context a load asks for: a
@@ -532,7 +550,8 @@
      too small for the keep gets the same notice (EMPTY_SERVER, load as is).
      Sizes never decline a load (the figures are estimates; declines stay the
      R61 cases). rsd_notice gained keep_bytes, free_bytes, capacity_bytes:
-     sizeof(rsd_plan) is now 14 544 bytes, rsd_facts 328 (x86-64).
+     sizeof(rsd_plan) was then 14 544 bytes (16 656 since the notices carry the
+     victim rule), rsd_facts 328 (x86-64).
      Deterministic as before: the same facts in any listing order give the
      same plan.
 
@@ -547,16 +566,16 @@
    share, refined only where ids tie on them. Work is O(total name bytes + n log
    n) for n <= 64; bench/reconcile.c figure 3 (64 residents): 17.0 -> 4.8 us per
    decision, 0.46 -> 0.12 of parse+extract, upstream's C model 8.5-9 us (same
-   run, loaded 2-vCPU guest). Stack: ~7 KiB in rsd_decide's frame (gcc 12 -O2
-   x86-64, -fstack-usage: 7 136 bytes; the table 4 100, the working state
-   2 728) plus at most 720 bytes in callees (rsdi_sort_ids); rsd_notice_format
+   run, loaded 2-vCPU guest). Stack: ~8.5 KiB in rsd_decide's frame (gcc 12 -O2
+   x86-64, -fstack-usage: 8 672 bytes with its phases inlined; the table 5 124,
+   the working state 3 240) plus at most 720 bytes in callees (rsdi_sort_ids); rsd_notice_format
    ~1.5 KiB (it sorts the co-residents the same way). The plan
    is still zeroed whole (14.5 KB, ~4% of a decision): "*out is always written"
    and the unused tail stays zero, so plans compare with memcmp. Notice text is
    rendered only by rsd_notice_format, never at decide time. tests/decide_ref.h
-   keeps the previous implementation as a test-only oracle: tests/
-   test_decide_ref.c and fuzz/fuzz_decide.c require byte-identical plans and
-   texts.
+   is a slow, obvious oracle of what the fast paths compute (identity groups,
+   classification, the candidate order with least recently used): tests/
+   test_decide_ref.c and fuzz/fuzz_decide.c require rsd_decide to agree with it.
 
    --- payload: server listings -> rsd_listing (>>payload) ----------------------
        Pure, JSON-only parsers of server payloads into one runtime-neutral
@@ -2038,6 +2057,7 @@ typedef enum rsd_decision {
     X(EMPTY_SERVER, "nothing resident; load") \
     X(FREE_SLOT, "a free instance slot exists; load beside the residents") \
     X(EVICT_UNPROTECTED, "every slot taken; evict the fewest unprotected residents") \
+    X(EVICT_LRU, "every slot taken; evict the least recently used unprotected residents") \
     X(EVICT_CONFIG, "every slot taken and no unprotected resident left; evict a configured model") \
     X(CAPACITY_UNKNOWN_EVICT_ONE, "capacity unknown; evict one unprotected resident (W8)") \
     X(CAPACITY_UNKNOWN_NONE_EVICTABLE, "capacity unknown and nothing unprotected; load as is") \
@@ -2167,6 +2187,7 @@ typedef struct rsd_resident {
     bool has_size;
     bool loaded_by_us;                  /* attribution: we loaded it (R13) */
     bool pinned;                        /* protect as if tagged pinned:true */
+    uint64_t last_used_ms;              /* its last use, ms since the epoch; 0 = unknown */
 } rsd_resident;
 
 /* One configured model id with its role (R9). */
@@ -2210,6 +2231,15 @@ typedef struct rsd_resident_class {
     uint8_t group;         /* index of its identity group's representative */
 } rsd_resident_class;
 
+/* Why an eviction notice's victim went before the other candidates of its tier. */
+typedef enum rsd_victim_rule {
+    RSD_VICTIM_NONE = 0,   /* not a victim chosen by order (byte-aware picks: largest first) */
+    RSD_VICTIM_LRU,        /* the least recently used of its tier (its last use is known) */
+    RSD_VICTIM_UNUSED,     /* no use of it is known, while others of its tier have one */
+    RSD_VICTIM_BY_ID,      /* no last use is known in its tier: the first by id */
+    RSD_VICTIM_NUM
+} rsd_victim_rule;
+
 /* Detail fields present on a notice (bit mask). */
 enum {
     RSD_DETAIL_REQUESTED_CONTEXT = 1u << 0,
@@ -2227,7 +2257,8 @@ enum {
     RSD_DETAIL_UNRESTORED = 1u << 12,    /* driver: ids in result.evicted[] left unloaded */
     RSD_DETAIL_KEEP_BYTES = 1u << 13,
     RSD_DETAIL_FREE_BYTES = 1u << 14,
-    RSD_DETAIL_CAPACITY_BYTES = 1u << 15
+    RSD_DETAIL_CAPACITY_BYTES = 1u << 15,
+    RSD_DETAIL_LAST_USED = 1u << 16       /* last_used_ms: the subject's last use */
 };
 
 /* An operator notice (R16). Its text comes from rsd_notice_format. */
@@ -2244,6 +2275,8 @@ typedef struct rsd_notice {
     uint64_t keep_bytes, free_bytes, capacity_bytes; /* W12: BYTES_SHORT */
     bool config_protected;
     rsd_role role;
+    rsd_victim_rule victim_rule; /* eviction notices: why this victim (NONE otherwise) */
+    uint64_t last_used_ms;       /* with RSD_DETAIL_LAST_USED: the subject's last use (ms since the epoch) */
 } rsd_notice;
 
 /* The plan (R15 + W18). Index lists refer to rsd_facts.residents; the plan is
@@ -5015,6 +5048,9 @@ typedef struct rsdi_decide_ws {
     int16_t others[RSD_MAX_RESIDENTS];
     int n_unprot, n_config;             /* eviction tiers (R25), ours first */
     int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
+    uint64_t glast[RSD_MAX_RESIDENTS];  /* group's last use (its members' latest), at the representative */
+    bool keep_pinned;                   /* the keep is (will be) tag-pinned: configured ones stay (R26) */
+    bool picked_by_bytes;               /* W12: the victims were chosen by size, not by order */
     bool bytes_known;                   /* W12: capacity, keep and every resident sized */
     uint64_t free_bytes, need_bytes;    /* free now; to free for the keep (0 = it fits) */
     uint64_t gbytes[RSD_MAX_RESIDENTS]; /* group footprint, at the representative */
@@ -5031,11 +5067,15 @@ enum {
     RSDI_NT_PROT = 64,    /* slot.ref: protected entry j is RSDI_NT_PROT * 8 + j */
     RSDI_NT_KEEP = 80     /* slot.ref: keep name k (0 = keep, 1.. = aliases) is RSDI_NT_KEEP * 8 + k */
 };
+/* How the protected list names a name (R9): not at all, by a bare entry, or with a role
+   (the first entry with a role gives it). */
+enum { RSDI_NT_UNLISTED = 0, RSDI_NT_BARE = 1, RSDI_NT_ROLE = 2 };
 typedef struct rsdi_nt_slot {
-    int16_t ref;    /* the first holder of the name: resident i's name k = i * 8 + k, or see above */
-    int8_t res;     /* first resident carrying the name, -1 = none yet */
-    uint8_t info;   /* bit 0: the keep or a keep alias; bits 1-2: protection (0 none, 1 bare
-                       entry, 2 role in bits 3-7) */
+    int16_t ref;      /* the first holder of the name: resident i's name k = i * 8 + k, or see above */
+    int8_t res;       /* first resident carrying the name, -1 = none yet */
+    uint8_t is_keep;  /* the keep or a keep alias */
+    uint8_t listed;   /* RSDI_NT_UNLISTED, _BARE or _ROLE */
+    uint8_t role;     /* with RSDI_NT_ROLE: its rsd_role */
 } rsdi_nt_slot;
 typedef struct rsdi_nt {
     uint32_t mask;
@@ -5096,7 +5136,9 @@ RSDI_PRIVATE rsdi_nt_slot *rsdi_nt_get(rsdi_nt *t, const rsd_facts *f, rsd_str s
             t->hash[i] = h;
             t->slot[i].ref = (int16_t)ref;
             t->slot[i].res = -1;
-            t->slot[i].info = 0;
+            t->slot[i].is_keep = 0;
+            t->slot[i].listed = RSDI_NT_UNLISTED;
+            t->slot[i].role = (uint8_t)RSD_ROLE_NONE;
             *fresh = true;
             return &t->slot[i];
         }
@@ -5277,17 +5319,39 @@ RSDI_PRIVATE rsd_notice *rsdi_notice_add(rsd_plan *p, rsd_notice_kind kind, rsd_
     return n;
 }
 
-/* Builds tiers: groups with the given protection, ours first, canonical order. */
+/* Builds a tier: the groups with the given protection, ours first, then least recently
+   used first (an unknown last use, 0, first of all), then canonical order. */
 RSDI_PRIVATE int rsdi_tier(const rsdi_decide_ws *w, const rsd_plan *p, int protection, int16_t *out) {
-    int pass, k, n = 0;
-    for (pass = 0; pass < 2; pass++)
-        for (k = 0; k < w->n_others; k++) {
+    int pass, k, j, n = 0;
+    for (pass = 0; pass < 2; pass++) {
+        int first = n;
+        for (k = 0; k < w->n_others; k++) { /* others[] is canonical: a stable insertion by last use */
             int g = w->others[k];
             if (p->cls[g].protection != protection) continue;
             if ((pass == 0) != (p->cls[g].ours != 0)) continue;
-            out[n++] = (int16_t)g;
+            for (j = n++; j > first && w->glast[out[j - 1]] > w->glast[g]; j--) out[j] = out[j - 1];
+            out[j] = (int16_t)g;
         }
+    }
     return n;
+}
+
+/* Why victim g came first among the candidates of its protection (its tier). */
+RSDI_PRIVATE rsd_victim_rule rsdi_victim_rule(const rsdi_decide_ws *w, const rsd_plan *p, int g) {
+    int k;
+    if (w->picked_by_bytes) return RSD_VICTIM_NONE;
+    if (w->glast[g]) return RSD_VICTIM_LRU;
+    for (k = 0; k < w->n_others; k++)
+        if (p->cls[w->others[k]].protection == p->cls[g].protection && w->glast[w->others[k]]) return RSD_VICTIM_UNUSED;
+    return RSD_VICTIM_BY_ID;
+}
+
+/* True when a last use is known for a group of tier list[0, n). */
+RSDI_PRIVATE bool rsdi_tier_used(const rsdi_decide_ws *w, const int16_t *list, int n) {
+    int k;
+    for (k = 0; k < n; k++)
+        if (w->glast[list[k]]) return true;
+    return false;
 }
 
 RSDI_PRIVATE void rsdi_mark_evict(const rsdi_decide_ws *w, rsd_plan *p, int g) {
@@ -5297,8 +5361,8 @@ RSDI_PRIVATE void rsdi_mark_evict(const rsdi_decide_ws *w, rsd_plan *p, int g) {
     p->evict[p->n_evict++] = (int16_t)g;
 }
 
-/* R31: one notice per planned eviction. */
-RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
+/* R31: one notice per planned eviction, saying why this victim. */
+RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
     int k;
     for (k = 0; k < p->n_evict; k++) {
         int g = p->evict[k];
@@ -5322,6 +5386,11 @@ RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
         if (p->cls[g].protection != RSD_PROTECT_CONFIG && r->has_size_vram) {
             n->detail |= RSD_DETAIL_FREED_VRAM_BYTES;
             n->freed_vram_bytes = r->size_vram_bytes;
+        }
+        n->victim_rule = rsdi_victim_rule(w, p, g);
+        if (w->glast[g]) {
+            n->detail |= RSD_DETAIL_LAST_USED;
+            n->last_used_ms = w->glast[g];
         }
     }
 }
@@ -5403,6 +5472,7 @@ RSDI_PRIVATE bool rsdi_evict_bytes(const rsd_facts *f, rsdi_decide_ws *w, rsd_pl
         rsdi_mark_evict(w, p, picks[k]);
         any_config = any_config || p->cls[picks[k]].protection == RSD_PROTECT_CONFIG;
     }
+    w->picked_by_bytes = np > 0;
     p->decision = np ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
     p->reason = !np ? RSD_REASON_FITS_BYTES : any_config ? RSD_REASON_EVICT_CONFIG : RSD_REASON_EVICT_BYTES;
     return true;
@@ -5473,97 +5543,97 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
         any_config = true;
     }
     p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
-    p->reason = any_config ? RSD_REASON_EVICT_CONFIG : RSD_REASON_EVICT_UNPROTECTED;
+    p->reason = any_config ? RSD_REASON_EVICT_CONFIG
+              : rsdi_tier_used(w, w->unprot, w->n_unprot) ? RSD_REASON_EVICT_LRU : RSD_REASON_EVICT_UNPROTECTED;
 }
 
-RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
-    rsdi_decide_ws w;
-    rsdi_nt t;
-    int i, k, r;
-    uint32_t names, size;
-    bool keep_pinned, config_evictable, fresh;
-    if (!p) return RSD_ERR_ARG;
-    memset(p, 0, sizeof *p);
-    p->keep_index = -1;
-    if (!f) return RSD_ERR_ARG;
-    if ((r = rsdi_check_facts(f)) < 0) return r;
-    w.n = f->n_residents;
-    w.n_others = w.n_unprot = w.n_config = 0;
-    p->resident_count = (uint32_t)w.n;
+/* ---- rsd_decide, phase by phase ----------------------------------------------------- */
 
-    /* Canonical order (model_id, then index). */
-    for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i;
-    if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, w.n);
-
-    /* The name table: protected ids first (R9: the first entry with a role gives
-       the role, else a bare entry protects with none), then the keep's names. */
-    names = (uint32_t)f->n_protected + 1u + (uint32_t)f->n_keep_aliases;
-    for (i = 0; i < w.n; i++) names += 1u + (uint32_t)f->residents[i].n_aliases;
+/* Phase 1, names: the name table holds the protected ids first (R9: the first entry
+   with a role gives the role, else a bare entry protects with none), then the keep's
+   names. */
+RSDI_PRIVATE void rsdi_decide_names(const rsd_facts *f, rsdi_nt *t) {
+    uint32_t names = (uint32_t)f->n_protected + 1u + (uint32_t)f->n_keep_aliases, size;
+    int i, k;
+    bool fresh;
+    for (i = 0; i < f->n_residents; i++) names += 1u + (uint32_t)f->residents[i].n_aliases;
     for (size = 16; size < names + names / 2 + 1 && size < RSDI_NT_SLOTS; size *= 2) {}
-    t.mask = size - 1;
-    memset(t.hash, 0, size * sizeof t.hash[0]);
+    t->mask = size - 1;
+    memset(t->hash, 0, size * sizeof t->hash[0]);
     for (i = 0; i < f->n_protected; i++) {
         rsd_str id = rsdi_str_trim(f->protected_models[i].model_id);
         rsd_role role = f->protected_models[i].role;
         rsdi_nt_slot *s;
         if (id.len == 0 || id.len >= RSD_MODEL_ID_MAX) continue;
-        s = rsdi_nt_get(&t, f, id, RSDI_NT_PROT * 8 + i, &fresh);
-        if (((s->info >> 1) & 3) == 2) continue;
-        s->info = (uint8_t)((s->info & 1) | (role != RSD_ROLE_NONE ? 4 | ((unsigned)role << 3) : 2));
+        s = rsdi_nt_get(t, f, id, RSDI_NT_PROT * 8 + i, &fresh);
+        if (s->listed == RSDI_NT_ROLE) continue; /* an earlier entry gave the role */
+        if (role != RSD_ROLE_NONE) {
+            s->listed = RSDI_NT_ROLE;
+            s->role = (uint8_t)role;
+        } else {
+            s->listed = RSDI_NT_BARE;
+        }
     }
     for (k = 0; k <= f->n_keep_aliases; k++) {
         rsd_str x = k == 0 ? f->keep : f->keep_aliases[k - 1];
-        if (x.len) rsdi_nt_get(&t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->info |= 1;
+        if (x.len) rsdi_nt_get(t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->is_keep = 1;
     }
-    /* Per-entry protection (R8, R10), keep match, and identity groups: entries that
-       share any id or alias are one model. */
-    for (i = 0; i < w.n; i++) {
+}
+
+/* Phase 2, identity groups: per-entry protection (R8, R10) and keep match; entries
+   that share any id or alias are one model, represented by its canonical-first
+   member, which holds the group's facts (keep, ours, protection, role, last use);
+   then every member gets them, and others[] lists the non-keep groups in canonical
+   order. */
+RSDI_PRIVATE void rsdi_decide_groups(const rsd_facts *f, rsdi_decide_ws *w, rsdi_nt *t, rsd_plan *p) {
+    int i, k;
+    bool fresh;
+    for (i = 0; i < w->n; i++) {
         const rsd_resident *res = &f->residents[i];
-        w.root[i] = (int16_t)i;
-        w.rep[i] = -1;
-        w.cfg[i] = w.role[i] = w.ekeep[i] = 0;
-        w.gsize[i] = w.role_set[i] = 0;
-        w.gbytes[i] = 0;
-        w.tag[i] = (uint8_t)(res->pinned || rsd_tags_protect(res->tags, res->n_tags));
+        w->root[i] = (int16_t)i;
+        w->rep[i] = -1;
+        w->cfg[i] = w->role[i] = w->ekeep[i] = 0;
+        w->gsize[i] = w->role_set[i] = 0;
+        w->gbytes[i] = w->glast[i] = 0;
+        w->tag[i] = (uint8_t)(res->pinned || rsd_tags_protect(res->tags, res->n_tags));
         for (k = 0; k <= res->n_aliases; k++) {
             rsd_str x = rsdi_res_name(res, k);
             rsdi_nt_slot *s;
             if (!x.len) continue;
-            s = rsdi_nt_get(&t, f, x, i * 8 + k, &fresh);
+            s = rsdi_nt_get(t, f, x, i * 8 + k, &fresh);
             if (s->res < 0) {
                 s->res = (int8_t)i;
             } else if (s->res != i) {
-                int a = rsdi_find(&w, i), b = rsdi_find(&w, s->res);
-                if (a != b) w.root[a > b ? a : b] = (int16_t)(a < b ? a : b);
+                int a = rsdi_find(w, i), b = rsdi_find(w, s->res);
+                if (a != b) w->root[a > b ? a : b] = (int16_t)(a < b ? a : b);
             }
-            if (s->info & 1) w.ekeep[i] = 1;
-            if ((s->info & 6) && !w.cfg[i]) { /* the id, else the first protected alias */
-                w.cfg[i] = 1;
-                w.role[i] = (s->info & 6) == 4 ? (uint8_t)(s->info >> 3) : (uint8_t)RSD_ROLE_NONE;
+            if (s->is_keep) w->ekeep[i] = 1;
+            if (s->listed != RSDI_NT_UNLISTED && !w->cfg[i]) { /* the id, else the first protected alias */
+                w->cfg[i] = 1;
+                w->role[i] = s->listed == RSDI_NT_ROLE ? s->role : (uint8_t)RSD_ROLE_NONE;
             }
         }
     }
-    /* A group's representative is its canonical-first member. */
-    for (k = 0; k < w.n; k++) {
-        int e = w.order[k], g = rsdi_find(&w, e);
-        if (w.rep[g] < 0) w.rep[g] = (int16_t)e;
+    for (k = 0; k < w->n; k++) {
+        int e = w->order[k], g = rsdi_find(w, e);
+        if (w->rep[g] < 0) w->rep[g] = (int16_t)e;
     }
-    for (i = 0; i < w.n; i++) p->cls[i].group = (uint8_t)w.rep[rsdi_find(&w, i)];
-    /* Group aggregates at the representative, walked in canonical order. */
-    for (k = 0; k < w.n; k++) {
-        int e = w.order[k], g = p->cls[e].group;
+    for (i = 0; i < w->n; i++) p->cls[i].group = (uint8_t)w->rep[rsdi_find(w, i)];
+    for (k = 0; k < w->n; k++) { /* aggregates at the representative, in canonical order */
+        int e = w->order[k], g = p->cls[e].group;
         rsd_resident_class *c = &p->cls[g];
-        w.gsize[g]++;
-        if (w.ekeep[e]) c->is_keep = 1;
+        w->gsize[g]++;
+        if (w->ekeep[e]) c->is_keep = 1;
         if (f->residents[e].loaded_by_us) c->ours = 1;
-        if (w.tag[e]) c->protection = RSD_PROTECT_TAG;
-        else if (w.cfg[e] && c->protection == RSD_PROTECT_NONE) c->protection = RSD_PROTECT_CONFIG;
-        if (w.cfg[e] && !w.role_set[g]) { /* role of the canonical-first configured member */
-            c->role = w.role[e];
-            w.role_set[g] = 1;
+        if (f->residents[e].last_used_ms > w->glast[g]) w->glast[g] = f->residents[e].last_used_ms;
+        if (w->tag[e]) c->protection = RSD_PROTECT_TAG;
+        else if (w->cfg[e] && c->protection == RSD_PROTECT_NONE) c->protection = RSD_PROTECT_CONFIG;
+        if (w->cfg[e] && !w->role_set[g]) { /* role of the canonical-first configured member */
+            c->role = w->role[e];
+            w->role_set[g] = 1;
         }
     }
-    for (i = 0; i < w.n; i++) { /* spread group facts to members */
+    for (i = 0; i < w->n; i++) { /* spread group facts to members */
         int g = p->cls[i].group;
         if (g != i) {
             p->cls[i].is_keep = p->cls[g].is_keep;
@@ -5576,24 +5646,30 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             if (p->keep_index < 0) p->keep_index = i;
         }
     }
-    for (k = 0; k < w.n; k++) {
-        int e = w.order[k];
-        if (p->cls[e].group == e && !p->cls[e].is_keep) w.others[w.n_others++] = (int16_t)e;
+    for (k = 0; k < w->n; k++) {
+        int e = w->order[k];
+        if (p->cls[e].group == e && !p->cls[e].is_keep) w->others[w->n_others++] = (int16_t)e;
     }
-    /* W12: byte accounting, only when everything is sized (else exactly as without) */
-    w.bytes_known = f->capacity_bytes > 0 && f->keep_bytes > 0;
-    {
-        uint64_t used = 0, b = 0;
-        for (i = 0; i < w.n && w.bytes_known; i++) {
-            if (!rsdi_res_bytes(&f->residents[i], &b)) w.bytes_known = false;
-            w.gbytes[p->cls[i].group] = rsdi_add_sat(w.gbytes[p->cls[i].group], b);
-            used = rsdi_add_sat(used, b);
-        }
-        w.free_bytes = f->capacity_bytes > used ? f->capacity_bytes - used : 0;
-        w.need_bytes = f->keep_bytes > w.free_bytes ? f->keep_bytes - w.free_bytes : 0;
-    }
+}
 
-    /* R21: context stress. */
+/* Phase 3, bytes (W12): only when everything is sized, else exactly as without. */
+RSDI_PRIVATE void rsdi_decide_bytes(const rsd_facts *f, rsdi_decide_ws *w, const rsd_plan *p) {
+    uint64_t used = 0, b = 0;
+    int i;
+    w->bytes_known = f->capacity_bytes > 0 && f->keep_bytes > 0;
+    for (i = 0; i < w->n && w->bytes_known; i++) {
+        if (!rsdi_res_bytes(&f->residents[i], &b)) w->bytes_known = false;
+        w->gbytes[p->cls[i].group] = rsdi_add_sat(w->gbytes[p->cls[i].group], b);
+        used = rsdi_add_sat(used, b);
+    }
+    w->free_bytes = f->capacity_bytes > used ? f->capacity_bytes - used : 0;
+    w->need_bytes = f->keep_bytes > w->free_bytes ? f->keep_bytes - w->free_bytes : 0;
+}
+
+/* Phase 4, stress: the context over the model's limit (R21), then every resident
+   split across CPU and GPU, keep included, canonical order (R22). */
+RSDI_PRIVATE void rsdi_decide_stress(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
+    int k;
     if (f->context_length && f->model_max_context && f->context_length > f->model_max_context) {
         rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_OVER_MAX, -1);
         if (n) {
@@ -5602,11 +5678,10 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             n->model_max_context = f->model_max_context;
         }
     }
-    /* R22: split stress for every resident, keep included, canonical order. */
-    for (k = 0; k < w.n; k++) {
-        const rsd_resident *res = &f->residents[w.order[k]];
+    for (k = 0; k < w->n; k++) {
+        const rsd_resident *res = &f->residents[w->order[k]];
         if (res->has_size && res->has_size_vram && res->size_bytes > res->size_vram_bytes) {
-            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_SPLIT, w.order[k]);
+            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_SPLIT, w->order[k]);
             if (n) {
                 n->detail = RSD_DETAIL_RESIDENT_VRAM_BYTES | RSD_DETAIL_RESIDENT_TOTAL_BYTES;
                 n->resident_vram_bytes = res->size_vram_bytes;
@@ -5614,105 +5689,144 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             }
         }
     }
+}
 
-    keep_pinned = f->keep_pinned || rsd_tags_protect(f->keep_tags, f->n_keep_tags);
-    config_evictable = !keep_pinned; /* R26 */
-    if (p->keep_resident) { /* R24 */
-        p->decision = RSD_DECISION_ALREADY_RESIDENT;
-        p->reason = RSD_REASON_KEEP_RESIDENT;
-        if (w.n_others) {
-            rsd_notice *n;
-            if (f->max_instances && (uint32_t)w.n > f->max_instances) {
-                n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_OVER_CAPACITY, -1);
-                if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
-            } else {
-                n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_SERVES_ALONGSIDE, -1);
-                if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | (f->max_instances ? (uint32_t)RSD_DETAIL_MAX_INSTANCES : 0u);
-            }
-            if (n) {
-                n->resident_count = (uint32_t)w.n;
-                n->max_instances = f->max_instances;
-            }
+/* Phase 5a: the keep is resident (R24): nothing to do; one notice when others share
+   the server. */
+RSDI_PRIVATE void rsdi_decide_resident(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
+    rsd_notice *n;
+    p->decision = RSD_DECISION_ALREADY_RESIDENT;
+    p->reason = RSD_REASON_KEEP_RESIDENT;
+    if (!w->n_others) return;
+    if (f->max_instances && (uint32_t)w->n > f->max_instances) {
+        n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_OVER_CAPACITY, -1);
+        if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
+    } else {
+        n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_SERVES_ALONGSIDE, -1);
+        if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | (f->max_instances ? (uint32_t)RSD_DETAIL_MAX_INSTANCES : 0u);
+    }
+    if (n) {
+        n->resident_count = (uint32_t)w->n;
+        n->max_instances = f->max_instances;
+    }
+}
+
+/* Phase 5b, JIT (R27): load now; the fallback is the tiers in order. */
+RSDI_PRIVATE void rsdi_decide_jit(const rsdi_decide_ws *w, rsd_plan *p) {
+    int k;
+    for (k = 0; k < w->n_unprot; k++) p->fallback[p->n_fallback++] = w->unprot[k];
+    for (k = 0; !w->keep_pinned && k < w->n_config; k++) p->fallback[p->n_fallback++] = w->config[k];
+    p->decision = RSD_DECISION_LOAD;
+    p->reason = RSD_REASON_JIT_LOAD;
+}
+
+/* Phase 5c, scheduler (R28): release our unprotected stragglers (with sizes, only the
+   fewest that free what the keep needs). */
+RSDI_PRIVATE void rsdi_decide_scheduler(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p) {
+    int16_t ours[RSD_MAX_RESIDENTS] = {0}; /* = {0}: gcc -O2 maybe-uninitialized */
+    int n_ours = 0, k;
+    for (k = 0; k < w->n_unprot; k++)
+        if (p->cls[w->unprot[k]].ours) ours[n_ours++] = w->unprot[k];
+    if (w->bytes_known && rsdi_evict_bytes(f, w, p, ours, n_ours, NULL, 0, 0)) {
+        if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours (W12) */
+        return;
+    }
+    for (k = 0; k < n_ours; k++) rsdi_mark_evict(w, p, ours[k]);
+    p->decision = p->n_evict ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
+    p->reason = p->n_evict ? RSD_REASON_SCHEDULER_RELEASE_OURS : RSD_REASON_SCHEDULER_LOAD;
+}
+
+/* Phase 5d, router: empty, capacity unknown (R29, W8: evict one), or known (R30). */
+RSDI_PRIVATE void rsdi_decide_router(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p) {
+    if (w->n == 0) {
+        p->decision = RSD_DECISION_LOAD;
+        p->reason = RSD_REASON_EMPTY_SERVER;
+        if (w->bytes_known && w->need_bytes) rsdi_bytes_short(f, w, p, 0); /* too big even alone */
+    } else if (f->max_instances == 0) {
+        if (w->bytes_known && w->need_bytes && rsdi_evict_bytes(f, w, p, w->unprot, w->n_unprot, NULL, 0, 0)) {
+            /* W12: as many as the bytes need (one or more); never a configured one. When
+               the bytes fit, W8's one stays: the router limits by count, not bytes */
+        } else if (w->n_unprot) {
+            rsdi_mark_evict(w, p, w->unprot[0]);
+            p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
+            p->reason = RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE;
+        } else {
+            p->decision = RSD_DECISION_LOAD;
+            p->reason = RSD_REASON_CAPACITY_UNKNOWN_NONE_EVICTABLE;
         }
     } else {
-        w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);  /* R25 */
-        w.n_config = rsdi_tier(&w, p, RSD_PROTECT_CONFIG, w.config);
-        switch (f->strategy) {
-        case RSD_STRATEGY_JIT: /* R27 */
-            for (k = 0; k < w.n_unprot; k++) p->fallback[p->n_fallback++] = w.unprot[k];
-            for (k = 0; config_evictable && k < w.n_config; k++) p->fallback[p->n_fallback++] = w.config[k];
-            p->decision = RSD_DECISION_LOAD;
-            p->reason = RSD_REASON_JIT_LOAD;
-            break;
-        case RSD_STRATEGY_SCHEDULER: { /* R28 */
-            int16_t ours[RSD_MAX_RESIDENTS] = {0}; /* = {0}: gcc -O2 maybe-uninitialized */
-            int n_ours = 0;
-            for (k = 0; k < w.n_unprot; k++)
-                if (p->cls[w.unprot[k]].ours) ours[n_ours++] = w.unprot[k];
-            if (w.bytes_known && rsdi_evict_bytes(f, &w, p, ours, n_ours, NULL, 0, 0)) {
-                if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours (W12) */
-                break;
-            }
-            for (k = 0; k < n_ours; k++) rsdi_mark_evict(&w, p, ours[k]);
-            p->decision = p->n_evict ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
-            p->reason = p->n_evict ? RSD_REASON_SCHEDULER_RELEASE_OURS : RSD_REASON_SCHEDULER_LOAD;
-            break;
-        }
-        default: /* router */
-            if (w.n == 0) {
-                p->decision = RSD_DECISION_LOAD;
-                p->reason = RSD_REASON_EMPTY_SERVER;
-                if (w.bytes_known && w.need_bytes) rsdi_bytes_short(f, &w, p, 0); /* too big even alone */
-            } else if (f->max_instances == 0) { /* R29, improved (W8): evict one */
-                if (w.bytes_known && w.need_bytes && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
-                    /* W12: as many as the bytes need (one or more); never a configured one. When
-                       the bytes fit, W8's one stays: the router limits by count, not bytes */
-                } else if (w.n_unprot) {
-                    rsdi_mark_evict(&w, p, w.unprot[0]);
-                    p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
-                    p->reason = RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE;
-                } else {
-                    p->decision = RSD_DECISION_LOAD;
-                    p->reason = RSD_REASON_CAPACITY_UNKNOWN_NONE_EVICTABLE;
-                }
-            } else {
-                rsdi_router_known(f, &w, p, config_evictable);
-            }
-            break;
-        }
-        rsdi_evict_notices(f, p);
+        rsdi_router_known(f, w, p, !w->keep_pinned);
     }
+}
 
-    /* S29: clamp the load context while neighbours stay resident. */
-    if (f->context_length &&
-        (p->decision == RSD_DECISION_LOAD || p->decision == RSD_DECISION_LOAD_AFTER_EVICT)) {
-        int neighbours = 0;
-        for (k = 0; k < w.n_others; k++)
-            if (!p->cls[w.others[k]].evict) neighbours++;
-        p->load_context = rsd_fit_context(f->context_length, neighbours, f->context_ceiling);
-        if (p->load_context < f->context_length) {
-            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_CLAMPED, -1);
-            if (n) {
-                n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_LOAD_CONTEXT;
-                n->requested_context = f->context_length;
-                n->load_context = p->load_context;
-            }
-        }
+/* Phase 6, clamp (S29): the load context while neighbours stay resident. */
+RSDI_PRIVATE void rsdi_decide_clamp(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
+    int neighbours = 0, k;
+    rsd_notice *n;
+    if (!f->context_length || (p->decision != RSD_DECISION_LOAD && p->decision != RSD_DECISION_LOAD_AFTER_EVICT))
+        return;
+    for (k = 0; k < w->n_others; k++)
+        if (!p->cls[w->others[k]].evict) neighbours++;
+    p->load_context = rsd_fit_context(f->context_length, neighbours, f->context_ceiling);
+    if (p->load_context >= f->context_length) return;
+    n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_CLAMPED, -1);
+    if (n) {
+        n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_LOAD_CONTEXT;
+        n->requested_context = f->context_length;
+        n->load_context = p->load_context;
     }
+}
 
+/* Phase 7, observe (R23, W19): an opt-out keeps the plan as what would happen and
+   mutates nothing. */
+RSDI_PRIVATE void rsdi_decide_observe(const rsd_facts *f, rsd_plan *p) {
+    int k;
     p->would = p->decision;
-    if (f->optout != RSD_OPTOUT_NONE) { /* R23 + W19: observe never mutates */
-        p->decision = RSD_DECISION_OBSERVE;
-        p->reason = f->optout == RSD_OPTOUT_TARGET ? RSD_REASON_OBSERVE_TARGET : RSD_REASON_OBSERVE_ENV;
-        p->n_evict = 0;
-        p->n_fallback = 0;
-        for (k = 0; k < p->n_notices; k++) {
-            rsd_notice_msg m = p->notices[k].msg;
-            if (m != RSD_MSG_CONTEXT_OVER_MAX && m != RSD_MSG_SPLIT && m != RSD_MSG_OVER_CAPACITY &&
-                m != RSD_MSG_SERVES_ALONGSIDE)
-                p->notices[k].observe_only = true;
-        }
+    if (f->optout == RSD_OPTOUT_NONE) return;
+    p->decision = RSD_DECISION_OBSERVE;
+    p->reason = f->optout == RSD_OPTOUT_TARGET ? RSD_REASON_OBSERVE_TARGET : RSD_REASON_OBSERVE_ENV;
+    p->n_evict = 0;
+    p->n_fallback = 0;
+    for (k = 0; k < p->n_notices; k++) {
+        rsd_notice_msg m = p->notices[k].msg;
+        if (m != RSD_MSG_CONTEXT_OVER_MAX && m != RSD_MSG_SPLIT && m != RSD_MSG_OVER_CAPACITY &&
+            m != RSD_MSG_SERVES_ALONGSIDE)
+            p->notices[k].observe_only = true;
     }
+}
+
+RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
+    rsdi_decide_ws w;
+    rsdi_nt t;
+    int i, r;
+    if (!p) return RSD_ERR_ARG;
+    memset(p, 0, sizeof *p);
+    p->keep_index = -1;
+    if (!f) return RSD_ERR_ARG;
+    if ((r = rsdi_check_facts(f)) < 0) return r;
+    w.n = f->n_residents;
+    w.n_others = w.n_unprot = w.n_config = 0;
+    w.picked_by_bytes = false;
+    w.keep_pinned = f->keep_pinned || rsd_tags_protect(f->keep_tags, f->n_keep_tags);
+    p->resident_count = (uint32_t)w.n;
+    for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i; /* canonical order: (model_id, index) */
+    if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, w.n);
+    rsdi_decide_names(f, &t);
+    rsdi_decide_groups(f, &w, &t, p);
+    rsdi_decide_bytes(f, &w, p);
+    rsdi_decide_stress(f, &w, p);
+    if (p->keep_resident) {
+        rsdi_decide_resident(f, &w, p);
+    } else {
+        w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot); /* R25 */
+        w.n_config = rsdi_tier(&w, p, RSD_PROTECT_CONFIG, w.config);
+        if (f->strategy == RSD_STRATEGY_JIT) rsdi_decide_jit(&w, p);
+        else if (f->strategy == RSD_STRATEGY_SCHEDULER) rsdi_decide_scheduler(f, &w, p);
+        else rsdi_decide_router(f, &w, p);
+        rsdi_evict_notices(f, &w, p);
+    }
+    rsdi_decide_clamp(f, &w, p);
+    rsdi_decide_observe(f, p);
     return RSD_OK;
 }
 
@@ -5798,6 +5912,17 @@ RSD_API int rsd_plan_decline_unloadable(const rsd_facts *f, rsd_plan *p, uint32_
     return RSD_OK;
 }
 
+/* Why an eviction notice's victim: " (least recently used)" and the like; nothing for
+   byte-aware picks. */
+RSDI_PRIVATE void rsdi_sb_victim(rsdi_sb *b, const rsd_notice *n) {
+    switch (n->victim_rule) {
+    case RSD_VICTIM_LRU: rsdi_sb_c(b, " (least recently used)"); break;
+    case RSD_VICTIM_UNUSED: rsdi_sb_c(b, " (no use of it is known)"); break;
+    case RSD_VICTIM_BY_ID: rsdi_sb_c(b, " (no last use is known: first by id)"); break;
+    default: break;
+    }
+}
+
 RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_notice *n,
                               char *buf, size_t cap) {
     rsdi_sb b;
@@ -5865,18 +5990,21 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         rsdi_sb_c(&b, "). Unload one manually or raise the server's max instances.");
         break;
     case RSD_MSG_EVICT_CONFIG:
-        rsdi_sb_c(&b, "evicting "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, "evicting "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, n);
+        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target);
         rsdi_sb_c(&b, " to make room for "); rsdi_sb_q(&b, keep);
         rsdi_sb_c(&b, " even though settings still reference it as "); rsdi_sb_c(&b, rsd_role_phrase(n->role));
         rsdi_sb_c(&b, ": every slot is taken and no unprotected resident is left. Another profile "
                       "pointed at it will reload it.");
         break;
     case RSD_MSG_EVICT_OURS:
-        rsdi_sb_c(&b, "evicting residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " from ");
+        rsdi_sb_c(&b, "evicting residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, n);
+        rsdi_sb_c(&b, " from ");
         rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free a slot for "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ".");
         break;
     case RSD_MSG_EVICT_FOREIGN:
-        rsdi_sb_c(&b, "swapping resident "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " for requested ");
+        rsdi_sb_c(&b, "swapping resident "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, n);
+        rsdi_sb_c(&b, " for requested ");
         rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
         rsdi_sb_c(&b, " (residency did not load it; recorded transition instead of a silent unload; set "
                       "RESIDENCY=observe or mark the target user-managed to forbid swaps).");
