@@ -2479,6 +2479,7 @@ typedef struct rsd_listed_model {
     uint32_t context_length;            /* context it runs with; 0 = unknown */
     uint32_t max_context;               /* its trained/maximum context; 0 = unknown */
     uint32_t flags;                     /* RSD_LISTED_* */
+    uint64_t last_used_ms;              /* status.last_used (ms since the epoch) when listed; 0 = not */
 } rsd_listed_model;
 
 /* A parsed server listing (every model the server reports, in listing order).
@@ -2952,6 +2953,12 @@ typedef struct rsd_owned {
 } rsd_owned;
 
 /* Everything a reconcile needs; zeroed fields are defaults, strings are copied. */
+/* A recorded last use of a model on a target (rsd_reconcile_desc.last_used). */
+typedef struct rsd_last_use {
+    const char *model;                /* id (or alias) as recorded */
+    uint64_t used_ms;                 /* ms since the epoch; 0 = unknown (ignored) */
+} rsd_last_use;
+
 typedef struct rsd_reconcile_desc {
     const rsd_runtime *runtime;       /* NULL = rsd_runtime_router() */
     const char *base_url;             /* as configured, e.g. "http://mini:8080/v1" */
@@ -2969,6 +2976,9 @@ typedef struct rsd_reconcile_desc {
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     const char *const *ours;          /* ids this library loaded here (attribution) */
     int n_ours;                       /* 0..RSD_RECONCILE_MAX_OURS */
+    const rsd_last_use *last_used;    /* last uses recorded here (the state directory); a figure the
+                                         listing gives (status.last_used) is preferred */
+    int n_last_used;                  /* 0..RSD_RECONCILE_MAX_OURS */
     uint32_t context_length, model_max_context, context_ceiling; /* see rsd_facts */
     uint32_t deadline_ms;             /* 0 = the runtime's default, whole reconcile */
     uint32_t probe_timeout_ms;        /* 0 = the runtime's default */
@@ -3046,6 +3056,9 @@ struct rsd_reconcile {
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
     char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
     char ours[RSD_RECONCILE_MAX_OURS][RSD_MODEL_ID_MAX];
+    int n_last;                       /* desc.last_used, copied */
+    uint64_t last_ms[RSD_RECONCILE_MAX_OURS];
+    char last_id[RSD_RECONCILE_MAX_OURS][RSD_MODEL_ID_MAX];
     /* internal: machine */
     int phase, after_wait;
     int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
@@ -6602,6 +6615,8 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
                 m->has_exit_code = true;
             }
             m->context_length = rsdi_router_args_ctx(&doc, rsd_json_find(&doc, st, "args"));
+            if (!rsdi_pl_u64(&doc, rsd_json_find(&doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
+                m->last_used_ms = 0;
         }
         if (rsd_json_str_eq(&doc, v, "loaded")) m->state = RSD_MODEL_LOADED;
         else if (rsd_json_str_eq(&doc, v, "loading")) m->state = RSD_MODEL_LOADING;
@@ -7952,6 +7967,14 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
             res->loaded_by_us = rsd_str_eq(o, m->id);
             for (a = 0; a < m->n_aliases && !res->loaded_by_us; a++) res->loaded_by_us = rsd_str_eq(o, m->aliases[a]);
         }
+        res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
+        for (k = 0; k < r->n_last && !m->last_used_ms; k++) {
+            rsd_str o = rsd_str_c(r->last_id[k]);
+            int a;
+            bool hit = rsd_str_eq(o, m->id);
+            for (a = 0; a < m->n_aliases && !hit; a++) hit = rsd_str_eq(o, m->aliases[a]);
+            if (hit && r->last_ms[k] > res->last_used_ms) res->last_used_ms = r->last_ms[k];
+        }
     }
     f->strategy = r->rt->strategy;
     f->optout = r->optout;
@@ -8529,7 +8552,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         (rt->start && (!rt->answer || !rt->locked)))
         return RSD_ERR_ARG;
     if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
-        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours) || d->n_owned < 0 ||
+        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours) || d->n_last_used < 0 ||
+        d->n_last_used > RSD_RECONCILE_MAX_OURS || (d->n_last_used && !d->last_used) || d->n_owned < 0 ||
         d->n_owned > RSD_RECONCILE_MAX_OWNED || (d->n_owned && !d->owned) || d->n_peers < 0 ||
         d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
         return RSD_ERR_ARG;
@@ -8572,6 +8596,13 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         if (!d->ours[i] || !d->ours[i][0]) continue;
         if (!rsdi_cpy(r->ours[r->n_ours], RSD_MODEL_ID_MAX, d->ours[i])) return RSD_ERR_MODEL_ID;
         r->n_ours++;
+    }
+    r->n_last = 0;
+    for (i = 0; i < d->n_last_used; i++) {
+        const char *id = d->last_used[i].model;
+        if (!id || !id[0] || !d->last_used[i].used_ms || strlen(id) >= RSD_MODEL_ID_MAX) continue; /* unusable: unknown */
+        rsdi_cpy(r->last_id[r->n_last], RSD_MODEL_ID_MAX, id);
+        r->last_ms[r->n_last++] = d->last_used[i].used_ms;
     }
     if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
     r->lms.explicit_load = d->explicit_load;

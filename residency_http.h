@@ -2453,6 +2453,14 @@ RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance);
+/* Reads key's last-use record (attr/<name>.used, the attribution's format: loaded_at_ms is
+   the last use, ms since the epoch): entry count, as rsd_state_attr_load. */
+RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *out);
+/* Records a use of model on key at used_ms (ms since the epoch; an earlier figure than the
+   recorded one changes nothing; a full record drops its oldest entry), under the
+   attribution-file lock: wait = the blocking wait, else one try (RSD_PENDING when busy). */
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
+                                 bool wait);
 /* Cross-process mutation generation of key (W2): *out = 0 when never bumped. A cache
    entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
@@ -6300,6 +6308,17 @@ typedef struct rsdi_ensure_det {
     rsd_runtime_kind kind;
 } rsdi_ensure_det;
 
+/* A last use this ensurer saw (an ensure that returned resident): the record without a
+   state directory, and with one what was written (one write a second at most) or is
+   still to be written (pending: the file lock was busy). */
+enum { RSDI_EN_USES = 32, RSDI_EN_USE_WRITE_MS = 1000 };
+typedef struct rsdi_ensure_use {
+    char key[RSD_TARGET_KEY_MAX];
+    char model[RSD_MODEL_ID_MAX];
+    uint64_t used_ms, written_ms;
+    bool pending;
+} rsdi_ensure_use;
+
 /* What detection learnt that the reconcile can use: the router's instance limit, and
    the first listing when the probe was that very GET. */
 typedef struct rsdi_en_found {
@@ -6378,6 +6397,10 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
+    rsd_attr_set used;                /* the target's last-use record, as read */
+    int n_last, n_uses;
+    rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
+    rsdi_ensure_use uses[RSDI_EN_USES];
     union {
         rsd_detect det;               /* while detecting */
         rsd_reconcile rc;             /* while reconciling */
@@ -6569,6 +6592,8 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
     rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", e->message);
 }
 
+RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e);
+
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     rsdi_en_sse_close(e);
     rsdi_en_unlock_all(e);
@@ -6576,6 +6601,7 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     e->phase = RSDI_EN_DONE;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    if (e->m.rc.result.outcome == RSD_OUTCOME_RESIDENT || e->m.rc.result.keep_resident) rsdi_en_touch(e);
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
@@ -6683,9 +6709,73 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     return e;
 }
 
+/* Writes the last uses a busy file lock held back: one try each (wait: the bounded
+   blocking wait, at destroy). */
+RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
+    int k;
+    for (k = 0; k < e->n_uses && e->st; k++) {
+        rsdi_ensure_use *u = &e->uses[k];
+        if (!u->pending) continue;
+        if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, wait) == RSD_PENDING) continue;
+        u->pending = false;
+        u->written_ms = u->used_ms;
+    }
+}
+
+/* An ensure returned resident: a use of (key, model) now, on the wall clock (shared by
+   every process on the host and comparable with a server's status.last_used). */
+RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
+    uint64_t wall = rsdi_en_wall_ms();
+    rsdi_ensure_use *u = NULL;
+    int k;
+    if (!e->key[0] || !e->model[0]) return;
+    for (k = 0; k < e->n_uses && !u; k++)
+        if (strcmp(e->uses[k].key, e->key) == 0 && strcmp(e->uses[k].model, e->model) == 0) u = &e->uses[k];
+    if (!u) {
+        if (e->n_uses < RSDI_EN_USES) {
+            u = &e->uses[e->n_uses++];
+        } else { /* the oldest goes (written out already unless its lock was busy) */
+            u = &e->uses[0];
+            for (k = 1; k < e->n_uses; k++)
+                if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
+            if (u->pending && e->st) (void)rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false);
+        }
+        memset(u, 0, sizeof *u);
+        rsdi_cpy(u->key, sizeof u->key, e->key);
+        rsdi_cpy(u->model, sizeof u->model, e->model);
+    }
+    if (wall > u->used_ms) u->used_ms = wall;
+    if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
+    if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false) == RSD_PENDING) {
+        u->pending = true;
+    } else {
+        u->pending = false;
+        u->written_ms = u->used_ms;
+    }
+}
+
+/* The target's last uses for the reconcile: the state directory's record, and this
+   ensurer's own (newer, or not written yet). */
+RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
+    size_t i;
+    int k;
+    e->n_last = 0;
+    if (e->st && rsd_state_used_load(e->st, e->key, &e->used) > 0)
+        for (i = 0; i < e->used.count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
+            e->last[e->n_last].model = e->used.items[i].model;
+            e->last[e->n_last++].used_ms = e->used.items[i].loaded_at_ms;
+        }
+    for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
+        if (strcmp(e->uses[k].key, e->key) == 0) {
+            e->last[e->n_last].model = e->uses[k].model;
+            e->last[e->n_last++].used_ms = e->uses[k].used_ms;
+        }
+}
+
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_allocator a;
     if (!e) return;
+    rsdi_en_uses_flush(e, true);
     rsdi_en_unlock_all(e);
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
@@ -6952,6 +7042,7 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
     rsdi_logf(&e->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", e->key, e->model);
+    if ((rsd_outcome)e->hit_v.outcome == RSD_OUTCOME_RESIDENT || e->hit_v.keep_resident) rsdi_en_touch(e);
     return true;
 }
 
@@ -6983,6 +7074,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     has_gen = rsdi_en_gen(e, &gen);
     if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
     rsdi_en_read_attr(e);
+    rsdi_en_uses_flush(e, false);
+    rsdi_en_read_uses(e);
     memset(&d, 0, sizeof d);
     d.runtime = rt;
     d.base_url = e->url;
@@ -6998,6 +7091,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.protected_models = rsdi_en_protected(e, &d.n_protected);
     d.ours = e->n_ours ? e->ours : NULL;
     d.n_ours = e->n_ours;
+    d.last_used = e->n_last ? e->last : NULL;
+    d.n_last_used = e->n_last;
     d.owned = e->n_owned ? e->owned : NULL;
     d.n_owned = e->n_owned;
     d.context_length = e->ctx;
@@ -9983,13 +10078,14 @@ RSDI_PRIVATE void rsdi_attr_set_aside(const char *path, rsd_attr_set *set) {
 
 RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key);
 
-RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out) {
+/* Reads key's record of kind ext (".attr" attribution, ".used" last uses): entry count. */
+RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out) {
     char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
     int r;
     if (!st || !key || !out) return RSD_ERR_ARG;
     memset(out, 0, sizeof *out);
     if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
+    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
     r = rsdi_attr_read(st, path, out);
     if (r == RSD_OK && out->corrupt) { /* reset it now, unless a writer is at it (it rewrites it) */
         rsd_state_lock lk;
@@ -10002,6 +10098,14 @@ RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *ou
         if (r == RSD_OK && out->corrupt) rsdi_attr_log_corrupt(st, out);
     }
     return r < 0 ? r : (int)out->count;
+}
+
+RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out) {
+    return rsdi_record_load(st, key, ".attr", out);
+}
+
+RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *out) {
+    return rsdi_record_load(st, key, ".used", out);
 }
 
 /* One non-blocking attempt at key's attribution-file lock: RSD_OK = held, else lk is IDLE. */
@@ -10074,15 +10178,24 @@ RSDI_PRIVATE bool rsdi_attr_change_ok(const rsd_attr_change *c) {
            (!c->instance || strlen(c->instance) <= RSD_STATE_MAX_ID_BYTES);
 }
 
-/* Applies one change to set in memory: entries removed (>= 0), or RSD_ERR_CAPACITY. */
+/* Applies one change to set in memory: entries removed (>= 0; an add: 0, or 1 when a last
+   use was not newer than the one recorded), or RSD_ERR_CAPACITY. full_drops_oldest: the
+   last-use record, where a full set replaces its oldest entry and a use never goes back. */
 RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *set,
-                                 const rsd_attr_change *c, uint64_t loaded_at_ms) {
+                                 const rsd_attr_change *c, uint64_t loaded_at_ms, bool full_drops_oldest) {
     size_t i, o;
     int removed = 0;
     if (!c->remove) {
         const char *inst = c->instance ? c->instance : "";
         int at = rsd_attr_set_find(set, c->model, inst);
         rsd_attr *a;
+        if (at >= 0 && full_drops_oldest && set->items[at].loaded_at_ms >= loaded_at_ms)
+            return 1; /* last uses never go back (another process may have recorded a later one) */
+        if (at < 0 && set->count >= RSD_STATE_MAX_ATTR && full_drops_oldest) { /* last uses: the oldest goes */
+            at = 0;
+            for (i = 1; i < set->count; i++)
+                if (set->items[i].loaded_at_ms < set->items[at].loaded_at_ms) at = (int)i;
+        }
         if (at < 0) {
             if (set->count >= RSD_STATE_MAX_ATTR) {
                 rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE,
@@ -10117,14 +10230,15 @@ RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *s
    (a corrupt file is moved aside and rewritten). RSD_OK (or the count removed with
    count_removed) or the first error; the changes that could be applied are written even
    when one failed (RSD_ERR_CAPACITY). */
-RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const rsd_attr_change *ch,
-                                         int n, uint64_t loaded_at_ms, bool count_removed) {
+RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const char *ext,
+                                           const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
+                                           bool count_removed) {
     char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
     rsd_attr_set *set = &st->scratch;
     int r, i, removed = 0, err = RSD_OK;
-    bool changed = false;
+    bool changed = false, used = strcmp(ext, ".used") == 0;
     if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
+    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
     r = rsdi_attr_read(st, path, set);
     if (r < 0) return r;
     if (set->corrupt) {
@@ -10133,17 +10247,22 @@ RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const r
         changed = true; /* rewritten: empty plus the changes */
     }
     for (i = 0; i < n; i++) {
-        r = rsdi_attr_apply(st, key, set, &ch[i], loaded_at_ms);
+        r = rsdi_attr_apply(st, key, set, &ch[i], loaded_at_ms, used);
         if (r < 0) {
             if (err == RSD_OK) err = r;
             continue;
         }
-        removed += r;
-        changed = changed || !ch[i].remove || r > 0;
+        if (ch[i].remove) removed += r;
+        changed = changed || (ch[i].remove ? r > 0 : r == 0); /* an add answers 1 when nothing changed */
     }
     if (changed && (r = rsdi_attr_write(st, path, set)) < 0) return r;
     if (err < 0) return err;
     return count_removed ? removed : RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const rsd_attr_change *ch,
+                                         int n, uint64_t loaded_at_ms, bool count_removed) {
+    return rsdi_record_update_locked(st, key, ".attr", ch, n, loaded_at_ms, count_removed);
 }
 
 /* One blocking change (rsd_state_attr_add / _remove): lock, update, unlock. */
@@ -10174,6 +10293,25 @@ RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance) {
     return rsdi_attr_modify(st, key, model, instance, 0, true);
+}
+
+/* ---- last uses: attr/<name>.used, the attribution's format and file lock ----------- */
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
+                                 bool wait) {
+    rsd_state_lock lk;
+    rsd_attr_change c;
+    int r;
+    c.model = model;
+    c.instance = NULL;
+    c.remove = false;
+    if (!st || !key || !rsdi_attr_change_ok(&c) || !used_ms) return RSD_ERR_ARG;
+    memset(&lk, 0, sizeof lk);
+    r = wait ? rsdi_attr_lock_wait(st, &lk, key) : rsdi_attr_lock_try(st, &lk, key);
+    if (r == RSD_PENDING) return RSD_PENDING;
+    if (r < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+    r = rsdi_record_update_locked(st, key, ".used", &c, 1, used_ms, false);
+    rsd_state_unlock(st, &lk);
+    return r;
 }
 
 /* ---- cross-process mutation generation (W2) ------------------------------------- */

@@ -30,6 +30,7 @@
 #define HTTP_BIN "build/examples/rsd-http"
 #include "sim_harness.h"
 #include "real_server.h"
+#include "state_dir.h"
 
 static char g_out[1 << 15], g_err[1 << 14];
 
@@ -740,6 +741,74 @@ static void test_real_router_words(void) {
     real_rmdir(dir);
 }
 
+/* Starts `rsd-http -s -d BODY URL` in the background (a request that keeps its model
+   busy while the test goes on); its pid, or -1. */
+static pid_t busy_request(const char *url, const char *body) {
+    pid_t pid;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, 1); dup2(devnull, 2); }
+        execl(HTTP_BIN, HTTP_BIN, "-s", "-d", body, url, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The issue's case as a user tries it: a 3-slot router holding bravo, charlie and a
+   busy, newest alpha, each ensured by its own rsd-ensure (one state directory shared);
+   `rsd-ensure --model delta` evicts bravo, the least recently used, and says why (by id
+   it evicted alpha). An ensure of a model already resident counts as a use too. */
+static void test_lru_sim(void) {
+    sim_proc s;
+    static const char *const sim_args[] = {"--models-max", "3", "--load-ms", "20", "--gen-ms", "3000",
+                                           "--model", "id=alpha", "--model", "id=bravo", "--model", "id=charlie",
+                                           "--model", "id=delta", NULL};
+    static const char *const order[] = {"bravo", "charlie", "alpha"};
+    char env_dir[300], url[200];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    pid_t busy;
+    int k, st = 0;
+    make_state_dir("lru");
+    REQUIRE(g_state_dir[0]);
+    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
+    REQUIRE(sim_start(&s, sim_args) == 0);
+    for (k = 0; k < 3; k++) {
+        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+    }
+    snprintf(url, sizeof url, "%s/v1/chat/completions", s.url);
+    busy = busy_request(url, "{\"model\":\"alpha\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    CHECK(busy > 0);
+    {
+        const char *a[] = {"--url", s.url, "--model", "delta", "--json", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(strstr(g_out, "\"reason\":\"EVICT_LRU\"") != NULL);
+        CHECK(strstr(g_out, "\"evicted\":[{\"id\":\"bravo\"") != NULL || strstr(g_out, "\"evicted\":[\"bravo\"") != NULL);
+        CHECK(strstr(g_out, "evicting residency-loaded model 'bravo' (least recently used)") != NULL);
+        CHECK(strstr(g_out, "alpha\"") == NULL || strstr(g_out, "'alpha'") == NULL);
+        SHOW_ON_FAIL();
+    }
+    { /* charlie is the LRU now, but an ensure of the resident charlie is a use: alpha goes next */
+        const char *a[] = {"--url", s.url, "--model", "charlie", NULL};
+        const char *b[] = {"--url", s.url, "--model", "bravo", NULL};
+        const char *l[] = {"--url", s.url, "--list", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK_EQ_INT(cli_env(env, b), 0);
+        CHECK(strstr(g_out, "'alpha' (least recently used)") != NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(cli_env(env, l), 0);
+        CHECK(strstr(g_out, "bravo") && strstr(g_out, "charlie") && strstr(g_out, "delta") && !strstr(g_out, "alpha"));
+        SHOW_ON_FAIL();
+    }
+    if (busy > 0) {
+        while (waitpid(busy, &st, 0) < 0 && errno == EINTR) {}
+    }
+    sim_stop(&s);
+    remove_state_dir();
+}
+
 int main(int argc, char **argv) {
     char why[256];
     RSD_TEST_BEGIN(argc, argv);
@@ -761,5 +830,6 @@ int main(int argc, char **argv) {
     RUN(test_lock_wait_progress);
     RUN(test_list_runtimes);
     RUN(test_real_router_words);
+    RUN(test_lru_sim);
     return RSD_TEST_END();
 }
