@@ -1,9 +1,9 @@
 /* residency_http.h -- the I/O shell of residency.h: URL parsing, a non-blocking
-   HTTP/1.1 client and server over POSIX sockets (optional TLS via mbedTLS), and
+   HTTP/1.1 client and server over POSIX sockets or Winsock (optional TLS via mbedTLS), and
    the drivers that run the core's reconciler and process pool for real.
    v0.1.0 -- MIT license (see residency.h).
 
-   Do this:
+   DO THIS
        #define RESIDENCY_IMPLEMENTATION
        #include "residency_http.h"
    in *one* C or C++ file, before any system header. That one define turns on
@@ -28,7 +28,7 @@
                                       in this build", managing nothing
 
    API REFERENCE
-       --- url ---------------------------------------------------------------
+   ---- url: URL parsing -------------------------------------------------------
        int rsd_url_parse(rsd_url *out, const char *s, size_t len)
            Splits "http(s)://host[:port][/path][?query][#fragment]" into views
            of s (zero-copy: keep s alive while using *out). RSD_OK, RSD_ERR_URL
@@ -55,7 +55,7 @@
        The key of a server (locks, caches, state files) is the core's
        rsd_target_key_normalise, the one key function: "HTTP://LocalHost:080/v1/?x#y"
        -> "http://localhost" for every URL rsd_url_parse accepts.
-       --- httpparse: pure HTTP/1.x head parsers and chunked decoder ---------
+   ---- httpparse: pure HTTP/1.x head parsers and chunked decoder --------------
        No sockets, no allocation, no state but what the caller holds. These
        are the fuzzed core under the client and the server.
 
@@ -156,7 +156,87 @@
            cut off after about 1 KiB of data; 16-byte chunks (6 per 16) and
            ordinary SSE event chunks pass. Limits are per body; bound the body
            itself with your own max_body_bytes.
-       --- http client: non-blocking HTTP/1.1 over POSIX sockets ---------------
+   ---- net: sockets on POSIX and Windows --------------------------------------
+       POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
+       never a SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
+       2, WSAPoll; each client and server takes a WSAStartup reference in create
+       and returns it in destroy (the user never calls it); sockets are
+       non-blocking (FIONBIO) and not inherited by children; WSAGetLastError
+       codes are mapped to the errno values reported in sys_errno. Include
+       windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
+       old winsock.h clashes with winsock2.h). Process supervision (proc,
+       fleet) is compiled out on Windows, as with RSD_NO_PROCESS. TLS: every connection
+       does its I/O through an internal transport (recv/send/close function
+       pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
+
+   ---- tls: https:// through mbedTLS (RSD_HTTP_MBEDTLS) -----------------------
+       Enable: compile the implementation with -DRSD_HTTP_MBEDTLS and link with
+       -lmbedtls -lmbedx509 -lmbedcrypto (Debian/Ubuntu: apt-get install
+       libmbedtls-dev; mbedTLS 2.28 is what is tested; it needs MBEDTLS_FS_IO,
+       MBEDTLS_X509_CRT_PARSE_C, MBEDTLS_SSL_SERVER_NAME_INDICATION and
+       MBEDTLS_ENTROPY_C/CTR_DRBG_C, all in the default config). mbedTLS headers
+       are included by the implementation only; public declarations carry no
+       mbedTLS types. Without the macro an https URL is RSD_ERR_TLS_UNAVAILABLE
+       from rsd_http_send / rsd_http_request_sync (plain http is unaffected).
+       Desc fields (rsd_http_client_desc, ignored without the macro):
+           tls_ca_file               PEM bundle of trusted CAs. NULL = the first
+                                     readable system bundle of
+                                     /etc/ssl/certs/ca-certificates.crt (Debian),
+                                     /etc/pki/tls/certs/ca-bundle.crt (Fedora),
+                                     /etc/ssl/ca-bundle.pem (openSUSE),
+                                     /etc/ssl/cert.pem (Alpine, macOS, BSD).
+                                     An explicit file that does not load makes
+                                     create fail (NULL, log TLS_SETUP_FAILED); no
+                                     system bundle found is not an error at create,
+                                     but every https send is then RSD_ERR_TLS (log
+                                     TLS_NO_CA) unless verification is off.
+           tls_insecure_skip_verify  no chain, validity or host name check at all
+                                     (mbedTLS VERIFY_NONE). Must be set explicitly;
+                                     create logs a RSD_LOG_WARN TLS_INSECURE item.
+           tls_off                   set nothing up (no CA parsing, no TLS memory):
+                                     https = RSD_ERR_TLS_UNAVAILABLE.
+       Verification (the default): the chain must end in a CA of the bundle
+       (TLS 1.2 minimum; mbedTLS's default suites), and the leaf must name the
+       URL's host: a DNS name is sent as SNI and checked by mbedTLS (SAN dNSName,
+       wildcards as mbedTLS does them, else CN); an IP literal (https://127.0.0.1,
+       https://[::1]) sends no SNI (RFC 6066) and must appear as an iPAddress SAN
+       (checked by this library: mbedTLS 2.28 does not match iPAddress names).
+       With resolve_fn or getaddrinfo the name checked is still the URL's host,
+       never the address it resolved to. No client certificates, no session
+       resumption, no ALPN, no renegotiation, no OCSP/CRL.
+       Non-blocking: the handshake runs inside rsd_http_client_step after the TCP
+       connect; WANT_READ / WANT_WRITE become the POLLIN / POLLOUT that
+       rsd_http_client_pollfds reports, and connect_timeout_ms covers TCP connect
+       plus handshake (RSD_ERR_TIMEOUT). Decrypted bytes buffered inside mbedTLS
+       (invisible to poll) make next_deadline return 0, so a poll loop never stalls
+       on them. Keep-alive works over TLS: a connection is reused only for the same
+       address, port and URL host name (what SNI and verification used); close sends a
+       best-effort close_notify. A peer closing without close_notify ends a
+       close-delimited body like plain TCP does (truncation is not detected there;
+       Content-Length / chunked bodies are).
+       Errors (rsd_http_event): RSD_ERR_TLS_VERIFY = certificate refused,
+       ev.tls_verify_flags holds mbedTLS's MBEDTLS_X509_BADCERT_* flags (NOT_TRUSTED
+       0x08 unknown CA, CN_MISMATCH 0x04 wrong name, EXPIRED 0x01, ...);
+       RSD_ERR_TLS = any other handshake failure (protocol, alert, no shared
+       cipher); ev.tls_error is the mbedTLS error code (< 0) in both. Log items
+       TLS_VERIFY_FAILED / TLS_HANDSHAKE_FAILED (RSD_LOG_WARN) carry the host, the
+       code, the flags and mbedTLS's text; keys, session secrets and request
+       headers are never logged.
+       MEMORY: create sets up everything from the desc's allocator (config, RNG,
+       CA chain holder, one mbedtls_ssl_context per max_conns socket), but mbedTLS
+       allocates internally with its own calloc/free: the CA chain when parsed,
+       the record buffers in mbedtls_ssl_setup (at create, about 2 x 16.7 KiB per
+       socket with the default MBEDTLS_SSL_MAX_CONTENT_LEN), and per connection
+       the SNI host name copy, the handshake state and the peer's certificate
+       chain. This library never calls mbedtls_platform_set_calloc_free (it is
+       process-global): route mbedTLS's allocations yourself if you need to.
+       (Whether mbedTLS allocates while reading/writing an established session is
+       not measured here.) Cost with TLS compiled in and not tls_off: parsing the
+       system bundle at every create (Debian's 144 certificates: ~14 ms per
+       create+destroy at -O2 on the shared 2-core box); set tls_off for clients
+       that never use https.
+
+   ---- http client: non-blocking HTTP/1.1 -------------------------------------
        TL;DR, a frame loop (the host owns the clock and the sleep):
            rsd_http_client *c = rsd_http_client_create(NULL);   // zeroed desc = defaults
            rsd_http_request q = {0};
@@ -373,7 +453,7 @@
            The llama.cpp router's /models/sse sends one `data: {json}` per event,
            no `event:` line; OpenAI streaming sends `data: {json}` and a final
            `data: [DONE]`.
-       --- http server: small non-blocking HTTP/1.1 server ---------------------
+   ---- http server: small non-blocking HTTP/1.1 server ------------------------
        For simulators, tests, a serve example and a pool front-end. Same shape as
        the client: step(now)/pollfds/next_deadline, events pulled, no callbacks.
            rsd_http_server_desc sd = {0};                       // 127.0.0.1, port 0
@@ -526,92 +606,411 @@
        MEMORY (client and server): every buffer comes from the desc's allocator
        in create; send, step, respond and the streams never allocate (a
        steady-state keep-alive request is 0 allocations: tests count it).
-       PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
-       never a SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
-       2, WSAPoll; each client and server takes a WSAStartup reference in create
-       and returns it in destroy (the user never calls it); sockets are
-       non-blocking (FIONBIO) and not inherited by children; WSAGetLastError
-       codes are mapped to the errno values reported in sys_errno. Include
-       windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
-       old winsock.h clashes with winsock2.h). Process supervision (>>proc,
-       >>fleet) is compiled out on Windows for now, as with RSD_NO_PROCESS. TLS: every connection
-       does its I/O through an internal transport (recv/send/close function
-       pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
-       TLS: https:// through mbedTLS (RSD_HTTP_MBEDTLS, http client)
-       -------------------------------------------------------------------------
-       Enable: compile the implementation with -DRSD_HTTP_MBEDTLS and link with
-       -lmbedtls -lmbedx509 -lmbedcrypto (Debian/Ubuntu: apt-get install
-       libmbedtls-dev; mbedTLS 2.28 is what is tested; it needs MBEDTLS_FS_IO,
-       MBEDTLS_X509_CRT_PARSE_C, MBEDTLS_SSL_SERVER_NAME_INDICATION and
-       MBEDTLS_ENTROPY_C/CTR_DRBG_C, all in the default config). mbedTLS headers
-       are included by the implementation only; public declarations carry no
-       mbedTLS types. Without the macro an https URL is RSD_ERR_TLS_UNAVAILABLE
-       from rsd_http_send / rsd_http_request_sync (plain http is unaffected).
-       Desc fields (rsd_http_client_desc, ignored without the macro):
-           tls_ca_file               PEM bundle of trusted CAs. NULL = the first
-                                     readable system bundle of
-                                     /etc/ssl/certs/ca-certificates.crt (Debian),
-                                     /etc/pki/tls/certs/ca-bundle.crt (Fedora),
-                                     /etc/ssl/ca-bundle.pem (openSUSE),
-                                     /etc/ssl/cert.pem (Alpine, macOS, BSD).
-                                     An explicit file that does not load makes
-                                     create fail (NULL, log TLS_SETUP_FAILED); no
-                                     system bundle found is not an error at create,
-                                     but every https send is then RSD_ERR_TLS (log
-                                     TLS_NO_CA) unless verification is off.
-           tls_insecure_skip_verify  no chain, validity or host name check at all
-                                     (mbedTLS VERIFY_NONE). Must be set explicitly;
-                                     create logs a RSD_LOG_WARN TLS_INSECURE item.
-           tls_off                   set nothing up (no CA parsing, no TLS memory):
-                                     https = RSD_ERR_TLS_UNAVAILABLE.
-       Verification (the default): the chain must end in a CA of the bundle
-       (TLS 1.2 minimum; mbedTLS's default suites), and the leaf must name the
-       URL's host: a DNS name is sent as SNI and checked by mbedTLS (SAN dNSName,
-       wildcards as mbedTLS does them, else CN); an IP literal (https://127.0.0.1,
-       https://[::1]) sends no SNI (RFC 6066) and must appear as an iPAddress SAN
-       (checked by this library: mbedTLS 2.28 does not match iPAddress names).
-       With resolve_fn or getaddrinfo the name checked is still the URL's host,
-       never the address it resolved to. No client certificates, no session
-       resumption, no ALPN, no renegotiation, no OCSP/CRL.
-       Non-blocking: the handshake runs inside rsd_http_client_step after the TCP
-       connect; WANT_READ / WANT_WRITE become the POLLIN / POLLOUT that
-       rsd_http_client_pollfds reports, and connect_timeout_ms covers TCP connect
-       plus handshake (RSD_ERR_TIMEOUT). Decrypted bytes buffered inside mbedTLS
-       (invisible to poll) make next_deadline return 0, so a poll loop never stalls
-       on them. Keep-alive works over TLS: a connection is reused only for the same
-       address, port and URL host name (what SNI and verification used); close sends a
-       best-effort close_notify. A peer closing without close_notify ends a
-       close-delimited body like plain TCP does (truncation is not detected there;
-       Content-Length / chunked bodies are).
-       Errors (rsd_http_event): RSD_ERR_TLS_VERIFY = certificate refused,
-       ev.tls_verify_flags holds mbedTLS's MBEDTLS_X509_BADCERT_* flags (NOT_TRUSTED
-       0x08 unknown CA, CN_MISMATCH 0x04 wrong name, EXPIRED 0x01, ...);
-       RSD_ERR_TLS = any other handshake failure (protocol, alert, no shared
-       cipher); ev.tls_error is the mbedTLS error code (< 0) in both. Log items
-       TLS_VERIFY_FAILED / TLS_HANDSHAKE_FAILED (RSD_LOG_WARN) carry the host, the
-       code, the flags and mbedTLS's text; keys, session secrets and request
-       headers are never logged.
-       MEMORY: create sets up everything from the desc's allocator (config, RNG,
-       CA chain holder, one mbedtls_ssl_context per max_conns socket), but mbedTLS
-       allocates internally with its own calloc/free: the CA chain when parsed,
-       the record buffers in mbedtls_ssl_setup (at create, about 2 x 16.7 KiB per
-       socket with the default MBEDTLS_SSL_MAX_CONTENT_LEN), and per connection
-       the SNI host name copy, the handshake state and the peer's certificate
-       chain. This library never calls mbedtls_platform_set_calloc_free (it is
-       process-global): route mbedTLS's allocations yourself if you need to.
-       (Whether mbedTLS allocates while reading/writing an established session is
-       not measured here.) Cost with TLS compiled in and not tls_off: parsing the
-       system bundle at every create (Debian's 144 certificates: ~14 ms per
-       create+destroy at -O2 on the shared 2-core box); set tls_off for clients
-       that never use https.
-       DRIVE: rsd_ensurer runs reconciles over real sockets; its manual is at the
-       top of the >>drive declarations section below.
-       STATE: state directory, cross-process lock, persisted attribution (>>state)
-       -------------------------------------------------------------------------
+
+   ---- ensure: run reconciles over real sockets (rsd_ensurer) -----------------
+       The I/O shell around the sans-I/O reconcile of residency.h (its driver section): it
+       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
+       the caller's clock and the state directory (or etcd: the etcd section, the same
+       steps on the other backend). Two ways to use it, one code path:
+
+           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
+           rsd_ensure_req q;  memset(&q, 0, sizeof q);
+           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
+           rsd_ensure_result res;
+           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
+           rsd_ensurer_destroy(e);
+
+       a frame loop (one call per frame, never blocks):
+           rsd_ensure_begin(e, &q, now_ms);                  no I/O
+           every frame:
+               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
+               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
+               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
+               (optional) poll the fds of rsd_ensure_pollfds until
+               rsd_ensure_next_deadline(e) within the frame budget.
+
+       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
+           Allocates everything now, from d->allocator: the object (the reconcile
+           inside is about 900 KB -- LM Studio's machine shares its storage -- the
+           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
+           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
+           the HTTP client (d->http, its allocator and logger default to d's) and,
+           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
+           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
+           residency). A state directory that cannot be opened is not an error:
+           the ensurer runs without the lock, attribution and generation (it fails
+           open) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
+           Desc (zeroed = defaults): allocator, logger, http (client limits),
+           state_dir, no_state, lock_fail_closed (state), protected_models +
+           n_protected (configured ids with roles, copied: never evicted unless
+           nothing else is left), residency_env (the RESIDENCY value; NULL =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
+           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
+           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
+           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
+           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
+           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
+           coord_auth_token / coord_user / coord_password (see ETCD above).
+       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
+       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
+           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
+           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
+           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
+           (the clamp of a load beside other residents: 0 = the
+           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
+           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
+           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
+           120000, LM Studio 300000: the whole ensure, lock wait and load included),
+           probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
+           key, never logged or printed), observe (force
+           observe-only: nothing is loaded or unloaded), user_managed (the
+           target's lifecycle is user-managed: observe too), keep_pinned.
+           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
+           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
+           DONE at once with that result (step returns it, query shows it).
+       int rsd_ensure_step(e, uint64_t now_ms)
+           Does all ready work and returns: RSD_PENDING (call again; sleep at most
+           until rsd_ensure_next_deadline or socket activity), or, once done, the
+           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
+           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
+           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
+           says why). LM Studio: a model the server does not advertise ends DECLINED
+           with RSD_ERR_NOT_SERVED (the request must not be sent), a
+           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
+           return the same code.
+       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
+       uint64_t rsd_ensure_next_deadline(e)
+           For the host's poll(): the client's sockets, and the earliest of the
+           client's deadlines, the reconcile's next poll (WAIT) and the next attempt
+           at the target lock or the attribution lock (COMMIT). RSD_DEADLINE_NONE
+           when done or only sockets matter.
+       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
+           The notices so far (live while running: print notes[seen..n) after each
+           step). Valid until the next begin.
+       void rsd_ensure_query(e, rsd_ensure_result *out)
+           The result so far (final after done): result, outcome, decision, reason,
+           runtime (the one used, after detection), message, evicted[] (with the
+           restored flags), notices, requests (HTTP requests sent, detection
+           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
+           loaded, mutated, wire_id (the id to send requests with: the model, or on
+           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
+           Studio's API tier), and progress fields (op and model of the last HTTP
+           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
+           = polling until op_model is loaded; NONE while the COMMIT waits for the
+           attribution lock; lock_waiting = waiting for the target lock that another
+           ensure, perhaps in another process, holds while it changes the server),
+           state_error (RSD_OK, or why the change was not
+           recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
+           busy attribution lock...). Pointers stay valid until the next begin.
+       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
+           rsd_now_ms() until done. Returns what the last step returned.
+       int rsd_ensurer_resolve(e, const char *url)
+           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
+           first address), kept in a
+           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
+           resolve hook reads: the non-blocking path never resolves (it fails with
+           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
+           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
+       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
+           between ensures (while one runs, step consumes and drops other events)
+       bool rsd_ensurer_has_state(e)              a state directory is in use
+       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
+       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
+
+       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
+       from the step, timeout = the step's), the answer fed back as soon as its
+       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
+       event ends it, below); LOCK ->
+       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
+       unlocked with a warning notice), then the generation and the attribution
+       read again under the lock (rsd_reconcile_set_ours: a model another process
+       loaded while we waited is known as residency's, and a changed attribution
+       makes the reconcile list and decide again); COMMIT -> the attribution
+       changes (the keep in, unrestored victims out; LM Studio: owned instances
+       out and in) and the generation bump in one rsd_state_attr_commit, under
+       the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
+       step never sleeps for it but comes back at its next attempt
+       (rsd_ensure_next_deadline), until the ensure's deadline (at least 50 ms);
+       then commit_done. A COMMIT that cannot be recorded (the lock busy past
+       the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
+       as it would have ended (the model is loaded: RESIDENT, exit code 0 in
+       rsd-ensure) with a degraded/warning notice quoting what failed
+       (rsd_reconcile_commit_failed), result.state_error set, and no decision
+       cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
+       (and reset, see STATE) is one degraded/warning notice of the ensure that
+       reset it: residency no longer knows which models it loaded there. At the
+       start of a reconcile the target's generation is read (one small file)
+       and the decision cache is looked up first: a live entry for (target,
+       model) under that generation ends the ensure at once (cache_hit, no
+       request, no attribution read, the reconcile not even set up; a hit under
+       another generation is a miss). Otherwise the attribution
+       (rsd_state_attr_load: the models this library loaded there, from any
+       process) is read and both go to the reconcile (desc.ours,
+       desc.generation). Without a
+       state directory there is no LOCK step, attribution is only what this
+       ensurer's own cache knows, and the generation is not used. With etcd
+       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
+       generation come from there instead, whether or not a state directory
+       exists: the ensure first reads them (one request, before the cache is
+       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
+       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
+       delete, and every step also keeps the held lock's lease alive (see ETCD).
+       With etcd an LM Studio ensure sends its first listing itself (the
+       detection probe's answer is not reused: one more GET).
+
+       /models/sse (llama.cpp router only): just before a load or
+       unload POST (or when a wait begins without one, e.g. for a model already
+       LOADING) the
+       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
+       more in result.requests) and keeps it open across the WAIT steps of the
+       ensure; it is cancelled when the ensure ends. Each event's data goes to
+       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
+       ends the WAIT at once and the poll that follows confirms it (the listing
+       stays the truth, so outcomes are those of polling alone); so does the
+       "unloaded" event of a victim the reconcile waits for after an unload. Events that
+       arrive while a poll or the POST is in flight are kept (the newest
+       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
+       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
+       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
+       the latency; fewer requests than upstream on long loads), except the first
+       wait after a late subscription or a dropped event, and never later than a
+       probe timeout before the deadline. A server that refuses the stream (not
+       200 text/event-stream, or a transport error before any answer) is
+       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
+       on; a stream that ends mid-ensure restores the fast schedule and is not
+       reopened before the next ensure. The stream
+       holds one client slot and socket while it is open (plus its unpulled
+       CANCELLED event until the next step with a request).
+
+       Runtime detection (q.runtime AUTO) is the core's rsd_detect (driver:
+       detect), driven over the ensurer's client: one GET per probe under the root
+       URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
+       0.3). The answer is cached per target in the ensurer (RSD_ENSURE_MAX_NAMES
+       entries), so only the first ensure of a target pays for it. What the probe
+       read is handed to the reconcile, not asked again: a router's /props as its
+       instance limit (desc.capacity_known), so a resident model costs 2 requests
+       (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
+       as its first listing (desc.first_listing). No match -> DEGRADED
+       RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not as a llama.cpp
+       router, Ollama or LM Studio (GET /props: HTTP 404)"), or RSD_ERR_AUTH when
+       a probe was answered 401/403 ("URL asks for an API key ... and none was
+       given", or "URL refused the API key given"); a refused connection or any
+       transport error on the first probe ends the ensure at once (DEGRADED, the
+       transport error, e.g. RSD_ERR_CONNECT, message "server unreachable:
+       connection refused (URL)").
+
+       Every runtime runs the one machine (rsd_reconcile with the runtime's
+       adapter), through the same loop, lock, notices, cache and result. The
+       target key is rsd_reconcile_target_key's ("<runtime>|<url>", LM Studio:
+       "lmstudio|<root>", so both spellings of its URL share lock, attribution
+       and cache). The target's attribution entries go in as desc.ours (plain
+       models) and desc.owned (instances, LM Studio); COMMIT removes
+       result.attr_remove[] and adds result.attr_add[] and bumps the generation.
+       Only owned instances are ever unloaded: an instance loaded by another
+       process using the same state directory is owned too; the operator's and
+       LM Link peers' never. Without a state directory the ensurer remembers the
+       instances it loaded in memory (RSD_RECONCILE_MAX_OWNED per ensurer).
+       The TTL cache keeps the wire id, so an LM Studio hit makes no request and
+       still answers result.wire_id and lms_tier. A runtime with its own
+       default deadline (LM Studio: 300 s, loads are slow) uses it when
+       q.timeout_ms is 0. result.evicted[].id are what left the server (LM
+       Studio: the unloaded instance ids).
+
+       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
+       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
+       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
+       detection answer), the reconcile's limits (notices, ids: the driver section). Memory: create only.
+       Threading: one ensurer per thread; any number of ensurers and processes
+       may share a state directory (the lock serialises their mutations).
+       Errors: those of the reconcile (driver), of the client (http client),
+       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM.
+
+   ---- proc: child-process supervision ----------------------------------------
+   Runs model servers (llama-server by default) as child processes for the pool:
+   builds argv from a template, picks a free loopback port, starts the child,
+   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
+   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
+   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
+   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
+
+   Frame loop:
+       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
+       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
+       each frame / after poll():
+           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
+           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
+                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
+           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
+           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
+           ... }
+           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
+       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
+       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
+
+   Mapping to the pool (residency.h's pool section): action SPAWN -> rsd_procs_spawn
+   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
+   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
+   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
+   rsd_pool_on_exited (the slot is freed on any failure or crash) and
+   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
+
+   States (rsd_proc_state):
+       spawn ok --> STARTING --mark_ready--> READY
+       spawn failed --> FAILED                          (SPAWN_FAILED queued)
+       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
+       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
+       STARTING/READY --exits--> EXITED                 (event EXITED)
+       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
+       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
+       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
+       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
+   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
+   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
+   any other exit is EXITED (.was_ready says whether it was serving: a crash).
+
+   int rsd_procs_spawn(p, spec, now_ms, &h)
+       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
+       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
+       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (no wait).
+       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
+       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
+       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close;
+       a port another live child of ours holds is skipped), argv expansion, the
+       environment, PATH lookup of a bare exe name (in the child's PATH when
+       spec.env sets one), then the launch. The child gets: stdin /dev/null,
+       stdout and stderr into one pipe (so the ring keeps their order), every
+       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
+       own process group, default signal dispositions, an empty signal mask, and
+       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
+   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
+       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
+       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
+       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
+       element "{extra}" is replaced by spec.extra's arguments (appended at the
+       end when the template has no "{extra}"). "?flag" followed by a value
+       element is an optional pair: both are emitted when every placeholder of
+       both is set, else neither. "??x" is the literal "?x". A required element
+       with an unset or unknown placeholder, or a bad brace, is
+       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
+       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
+       same expansion into caller buffers without spawning.
+   Checking before starting: rsd_procs_check(p, spec, why, cap) tells what a spawn
+       would fail on, without starting anything or taking a port: the template
+       expands (and fits arg_bytes), the environment fits, the program is found
+       (PATH searched as the spawn does, relative paths from spec.cwd) and is an
+       executable file, and with the default llama-server template (spec.args
+       NULL) the model file is a readable file. RSD_OK, or RSD_ERR_SPAWN /
+       RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why ("cannot
+       run /opt/llama-server: No such file or directory"). A check that passes
+       does not promise a start: the model may still fail to load.
+   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
+   spec.cwd: the child's working directory (a relative exe with '/' is
+       resolved there). spec.start_deadline_ms overrides desc's per process.
+
+   Readiness: rsd_procs_step emits PROBE events while STARTING: the
+   first probe_first_ms (10) after the spawn, then the interval doubles up to
+   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
+   deadline. At most one PROBE is pending per process (an unpulled one is not
+   repeated), so a host that ignores them loses nothing. The host sends
+   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
+   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
+   arrives from step, with the status and the ring). No READY within the start
+   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
+
+   Stop: SIGTERM to the child's process group (a shell wrapper's own
+   children too), SIGKILL to the group at now + term_grace_ms (default 10 s), then
+   the end of the whole group is awaited: STOPPED comes only once waitpid has the
+   child and no process of its group is left, so the port and VRAM are free when
+   it arrives (a wrapper that dies of the SIGTERM while its server shuts down, or
+   ignores it, does not end the stop early). If a SIGKILLed child is not reaped
+   within kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues; members of its group that outlive SIGKILL by kill_wait_ms
+   are logged and left behind. A child that exits by itself while its group lives
+   on (a wrapper's server) takes the group with it: SIGKILL to the rest, EXITED once
+   it is gone. Signals go to a pid only while it is not reaped, and to the group
+   only while a member exists (the kernel keeps a group's id from being reused
+   until its last member is gone); a process that leaves the group (setsid,
+   setpgid) is not followed.
+
+   Reaping: waitpid(-group, WNOHANG) and waitpid(pid, WNOHANG) per child, never
+   waitpid(-1) (the host's other children are not ours); no SIGCHLD handler is
+   installed. A host that is a child subreaper (Linux PR_SET_CHILD_SUBREAPER, as
+   rsd-serve) gets a wrapper's orphans re-parented to it; those of the group are
+   reaped here too, so the last member of a group is always reaped by us. Exits are noticed via
+   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
+   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
+   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
+   reported with exit_code -1 and term_signal 0 (status unknown).
+
+   Output: the pipe is non-blocking and drained at every step (up to
+   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
+   full pipe for longer than the host's step interval. The ring keeps the last
+   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
+   last n lines (0 = all), starting at a line boundary, control bytes as '?',
+   cut from the front to fit cap, every value rsd_arg_redact hides in the
+   command line (an --api-key VALUE the child echoes) replaced by ***; valid
+   until rsd_procs_release, so error
+   messages can quote it after EXITED. desc.log_output forwards every line to the
+   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line, with the
+   value of every secret flag (--api-key, --hf-token, ...) and URL passwords shown as
+   *** (rsd_arg_redact, residency.h); it is what fleet messages quote.
+
+   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
+   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
+   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
+   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
+   dropped, so pull them every step.
+
+   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
+       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
+              borrows the parent's memory until exec, so the cost does not grow
+              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
+              here; vfork and posix_spawn ~2 ms). The calling thread is paused
+              until exec; all signals are blocked meanwhile.
+       FORK   fork + the same child code; exec errors come back through an
+              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
+       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
+              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
+              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
+              Linux it needs desc.survive_parent (create fails otherwise);
+              default elsewhere.
+   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
+   kernel sends it when the *thread* that spawned the child exits, so spawn from
+   a thread that lives as long as the supervisor. Only the direct child gets it:
+   when the host dies without cleaning up (kill -9, a crash), a wrapper script's
+   children survive it (they are re-parented to init or the nearest subreaper and
+   keep their ports). Write wrappers as `sh -c "exec llama-server ..."`: exec makes
+   the server itself the direct child, and PDEATHSIG survives exec. Elsewhere, and
+   with survive_parent, children outlive a crashed host (llama-server does not
+   watch a pipe). A graceful end (rsd_procs_stop, rsd_procs_destroy) reaches the
+   whole group everywhere.
+
+   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
+   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
+   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
+   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
+   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
+   child: 2 (pipe, pidfd).
+   A residual race: the port is free when chosen but not held; another process
+   may bind it before the child does (llama-server then exits 1 within ~10 ms:
+   EXITED with "couldn't bind" in the tail; spawn again).
+   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
+   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   Threading: one rsd_procs per thread; not thread-safe. POSIX only.
+
+   ---- state: state directory, cross-process lock, persisted attribution ------
        State that must survive a restart or be shared between processes: which
-       models this library loaded on each target (W10), which LM Studio instances
-       it owns (W16), and one lock per target that serialises mutations across
-       processes (W6). Everything is keyed by the normalised target key, a string
+       models this library loaded on each target, which LM Studio instances
+       it owns, and one lock per target that serialises mutations across
+       processes. Everything is keyed by the normalised target key, a string
        such as "http://127.0.0.1:8080" from rsd_target_key_normalise (prefixes such as
        "lmstudio|" are fine: any non-empty string up to RSD_STATE_MAX_KEY_BYTES).
 
@@ -660,7 +1059,7 @@
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
-           lock and without persistence rather than fail (upstream K5).
+           lock and without persistence rather than fail (fail-open, as upstream).
        void rsd_state_close(rsd_state *st)       release your locks first
        const char *rsd_state_dir(const rsd_state *st)
        int rsd_state_resolve_dir(const rsd_state_desc *d, char *buf, size_t cap)
@@ -682,7 +1081,7 @@
            int rsd_state_lock_begin(st, lk, key, purpose, now_ms, deadline_ms)
                no I/O; deadline_ms is absolute on the caller's clock, 0 = now_ms
                + desc.lock_wait_ms (default 120000). Pass the reconcile's own
-               deadline so one overall deadline bounds lock and load (W5).
+               deadline so one overall deadline bounds lock and load.
            int rsd_state_lock_step(st, lk, now_ms)
                never blocks; makes one attempt when now_ms >= lk->wake_ms.
                RSD_OK: HELD, or UNLOCKED (fail-open: proceed without the lock;
@@ -716,7 +1115,7 @@
        Blocking CLI: if (rsd_state_lock_wait(st, &lk, key, "cli", 0) == RSD_OK)
                      { ...; rsd_state_unlock(st, &lk); }
        Policy at the deadline or on an error: desc.lock_fail_closed false (the
-       default, as upstream K5: serialisation is an optimisation that must never
+       default, as upstream: serialisation is an optimisation that must never
        fail a turn) = RSD_OK in state UNLOCKED with a warning log item
        (LOCK_WAIT_EXPIRED, or LOCK_PROCEED_UNLOCKED for errors) naming the
        owner record; true = the error, state FAILED, log LOCK_TIMEOUT/LOCK_FAILED.
@@ -814,7 +1213,7 @@
                /s/attr/x.attr: No space left on device"); "" before any.
                rsd_state_attr_commit clears it first.
 
-       Generation (W2: a decision cache shared in spirit across processes):
+       Generation (a decision cache shared in spirit across processes):
            int rsd_state_gen_read(st, key, uint64_t *out)
                0 when never bumped; RSD_ERR_STATE_IO when unreadable or corrupt
                (then do not trust a cached decision).
@@ -842,8 +1241,7 @@
        Platform: POSIX (flock from <sys/file.h>; on Linux NFS maps it to fcntl
        locks). Not available on Windows yet.
 
-   ETCD: the lock and the attribution for several hosts (>>etcd)
-       -------------------------------------------------------------------------
+   ---- etcd: the lock and the attribution for several hosts -------------------
        The state directory's lock and record hold only among processes of one host.
        When several hosts share one inference server (workstations or edge boxes in
        front of one GPU server, a router behind a LAN address), point every host's
@@ -959,414 +1357,13 @@
        protections in all (further ones are dropped). Threading: one coordinator per
        thread. Fuzzed: fuzz/fuzz_etcd.c (the answers).
 
-   --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
-       The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
-       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
-       the caller's clock and the state directory (or etcd: ETCD above, the same
-       steps on the other backend). Two ways to use it, one code path:
-
-           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
-           rsd_ensure_req q;  memset(&q, 0, sizeof q);
-           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
-           rsd_ensure_result res;
-           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
-           rsd_ensurer_destroy(e);
-
-       a frame loop (one call per frame, never blocks):
-           rsd_ensure_begin(e, &q, now_ms);                  no I/O
-           every frame:
-               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
-               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
-               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
-               (optional) poll the fds of rsd_ensure_pollfds until
-               rsd_ensure_next_deadline(e) within the frame budget.
-
-       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB -- LM Studio's machine shares its storage -- the
-           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
-           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
-           the HTTP client (d->http, its allocator and logger default to d's) and,
-           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
-           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
-           residency). A state directory that cannot be opened is not an error:
-           the ensurer runs without the lock, attribution and generation (upstream
-           K5) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
-           Desc (zeroed = defaults): allocator, logger, http (client limits),
-           state_dir, no_state, lock_fail_closed (state), protected_models +
-           n_protected (configured ids with roles, copied: never evicted unless
-           nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
-           neither an opt-out nor on|1|true|managed manages, and the first reconcile
-           of the ensurer that sees it adds a degraded/warning notice, dmsg
-           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
-           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
-           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
-           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
-           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
-           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
-           coord_auth_token / coord_user / coord_password (see ETCD above).
-       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
-       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
-           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
-           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
-           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
-           (the clamp of a load beside other residents, S30: 0 = the
-           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
-           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
-           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
-           120000, LM Studio 300000: the whole ensure, lock wait and load included, W5,
-           W13), probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
-           key, never logged or printed), observe (force
-           observe-only: nothing is loaded or unloaded, W19), user_managed (the
-           target's lifecycle is user-managed: observe too), keep_pinned.
-           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
-           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
-           DONE at once with that result (step returns it, query shows it).
-       int rsd_ensure_step(e, uint64_t now_ms)
-           Does all ready work and returns: RSD_PENDING (call again; sleep at most
-           until rsd_ensure_next_deadline or socket activity), or, once done, the
-           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
-           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
-           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
-           says why). LM Studio: a model the server does not advertise ends DECLINED
-           with RSD_ERR_NOT_SERVED (the request must not be sent; upstream S22), a
-           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
-           return the same code.
-       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
-       uint64_t rsd_ensure_next_deadline(e)
-           For the host's poll(): the client's sockets, and the earliest of the
-           client's deadlines, the reconcile's next poll (WAIT) and the next attempt
-           at the target lock or the attribution lock (COMMIT). RSD_DEADLINE_NONE
-           when done or only sockets matter.
-       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
-           The notices so far (live while running: print notes[seen..n) after each
-           step). Valid until the next begin.
-       void rsd_ensure_query(e, rsd_ensure_result *out)
-           The result so far (final after done): result, outcome, decision, reason,
-           runtime (the one used, after detection), message, evicted[] (with the
-           restored flags), notices, requests (HTTP requests sent, detection
-           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
-           loaded, mutated, wire_id (the id to send requests with: the model, or on
-           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
-           Studio's API tier), and progress fields (op and model of the last HTTP
-           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
-           = polling until op_model is loaded; NONE while the COMMIT waits for the
-           attribution lock; lock_waiting = waiting for the target lock that another
-           ensure, perhaps in another process, holds while it changes the server),
-           state_error (RSD_OK, or why the change was not
-           recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
-           busy attribution lock...). Pointers stay valid until the next begin.
-       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
-           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
-           rsd_now_ms() until done. Returns what the last step returned.
-       int rsd_ensurer_resolve(e, const char *url)
-           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
-           first address), kept in a
-           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
-           resolve hook reads: the non-blocking path never resolves (it fails with
-           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
-           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
-       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
-           between ensures (while one runs, step consumes and drops other events)
-       bool rsd_ensurer_has_state(e)              a state directory is in use
-       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
-       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
-
-       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
-       from the step, timeout = the step's), the answer fed back as soon as its
-       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
-       event ends it, below); LOCK ->
-       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
-       unlocked with a warning notice), then the generation and the attribution
-       read again under the lock (rsd_reconcile_set_ours: a model another process
-       loaded while we waited is known as residency's, and a changed attribution
-       makes the reconcile list and decide again); COMMIT -> the attribution
-       changes (the keep in, unrestored victims out; LM Studio: owned instances
-       out and in) and the generation bump in one rsd_state_attr_commit, under
-       the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
-       step never sleeps for it but comes back at its next attempt
-       (rsd_ensure_next_deadline), until the ensure's deadline (at least 50 ms);
-       then commit_done. A COMMIT that cannot be recorded (the lock busy past
-       the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
-       as it would have ended (the model is loaded: RESIDENT, exit code 0 in
-       rsd-ensure) with a degraded/warning notice quoting what failed
-       (rsd_reconcile_commit_failed), result.state_error set, and no decision
-       cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
-       (and reset, see STATE) is one degraded/warning notice of the ensure that
-       reset it: residency no longer knows which models it loaded there. At the
-       start of a reconcile the target's generation is read (one small file)
-       and the decision cache is looked up first: a live entry for (target,
-       model) under that generation ends the ensure at once (cache_hit, no
-       request, no attribution read, the reconcile not even set up; a hit under
-       another generation is a miss). Otherwise the attribution
-       (rsd_state_attr_load: the models this library loaded there, from any
-       process) is read and both go to the reconcile (desc.ours,
-       desc.generation). Without a
-       state directory there is no LOCK step, attribution is only what this
-       ensurer's own cache knows, and the generation is not used. With etcd
-       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
-       generation come from there instead, whether or not a state directory
-       exists: the ensure first reads them (one request, before the cache is
-       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
-       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
-       delete, and every step also keeps the held lock's lease alive (see ETCD).
-       With etcd an LM Studio ensure sends its first listing itself (the
-       detection probe's answer is not reused: one more GET).
-
-       /models/sse (llama.cpp router only; wire.md 1.11): just before a load or
-       unload POST (or when a wait begins without one, e.g. for a model already
-       LOADING) the
-       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
-       more in result.requests) and keeps it open across the WAIT steps of the
-       ensure; it is cancelled when the ensure ends. Each event's data goes to
-       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
-       ends the WAIT at once and the poll that follows confirms it (the listing
-       stays the truth, so outcomes are those of polling alone); so does the
-       "unloaded" event of a victim the reconcile waits for after an unload. Events that
-       arrive while a poll or the POST is in flight are kept (the newest
-       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
-       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
-       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
-       the latency; fewer requests than upstream on long loads), except the first
-       wait after a late subscription or a dropped event, and never later than a
-       probe timeout before the deadline. A server that refuses the stream (not
-       200 text/event-stream, or a transport error before any answer) is
-       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
-       on; a stream that ends mid-ensure restores the fast schedule and is not
-       reopened before the next ensure. The stream
-       holds one client slot and socket while it is open (plus its unpulled
-       CANCELLED event until the next step with a request).
-
-       Runtime detection (q.runtime AUTO) is the core's rsd_detect (>>driver:
-       detect), driven over the ensurer's client: one GET per probe under the root
-       URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
-       0.3). The answer is cached per target in the ensurer (RSD_ENSURE_MAX_NAMES
-       entries), so only the first ensure of a target pays for it. What the probe
-       read is handed to the reconcile, not asked again: a router's /props as its
-       instance limit (desc.capacity_known), so a resident model costs 2 requests
-       (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
-       as its first listing (desc.first_listing). No match -> DEGRADED
-       RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not as a llama.cpp
-       router, Ollama or LM Studio (GET /props: HTTP 404)"), or RSD_ERR_AUTH when
-       a probe was answered 401/403 ("URL asks for an API key ... and none was
-       given", or "URL refused the API key given"); a refused connection or any
-       transport error on the first probe ends the ensure at once (DEGRADED, the
-       transport error, e.g. RSD_ERR_CONNECT, message "server unreachable:
-       connection refused (URL)").
-
-       Every runtime runs the one machine (rsd_reconcile with the runtime's
-       adapter), through the same loop, lock, notices, cache and result. The
-       target key is rsd_reconcile_target_key's ("<runtime>|<url>", LM Studio:
-       "lmstudio|<root>", so both spellings of its URL share lock, attribution
-       and cache). The target's attribution entries go in as desc.ours (plain
-       models) and desc.owned (instances, LM Studio); COMMIT removes
-       result.attr_remove[] and adds result.attr_add[] and bumps the generation.
-       Only owned instances are ever unloaded: an instance loaded by another
-       process using the same state directory is owned too; the operator's and
-       LM Link peers' never. Without a state directory the ensurer remembers the
-       instances it loaded in memory (RSD_RECONCILE_MAX_OWNED per ensurer).
-       The TTL cache keeps the wire id, so an LM Studio hit makes no request and
-       still answers result.wire_id and lms_tier. A runtime with its own
-       default deadline (LM Studio: 300 s, loads are slow) uses it when
-       q.timeout_ms is 0. result.evicted[].id are what left the server (LM
-       Studio: the unloaded instance ids).
-
-       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
-       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
-       detection answer), the reconcile's limits (notices, ids: >>driver). Memory: create only.
-       Threading: one ensurer per thread; any number of ensurers and processes
-       may share a state directory (the lock serialises their mutations).
-       Errors: those of the reconcile (>>driver), of the client (>>http client),
-       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM.
-
-   PROC -- child-process supervision (residency_http.h, section >>proc)
-   -------------------------------------------------------------------------
-   Runs model servers (llama-server by default) as child processes for the pool:
-   builds argv from a template, picks a free loopback port, starts the child,
-   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
-   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
-   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
-   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
-
-   Frame loop:
-       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
-       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
-       each frame / after poll():
-           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
-           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
-           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
-                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
-           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
-           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
-           ... }
-           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
-       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
-       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
-
-   Mapping to the pool (residency.h >>pool): action SPAWN -> rsd_procs_spawn
-   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
-   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
-   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
-   rsd_pool_on_exited (W27: the slot is freed on any failure or crash) and
-   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
-
-   States (rsd_proc_state):
-       spawn ok --> STARTING --mark_ready--> READY
-       spawn failed --> FAILED                          (SPAWN_FAILED queued)
-       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
-       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
-       STARTING/READY --exits--> EXITED                 (event EXITED)
-       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
-       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
-       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
-       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
-   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
-   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
-   any other exit is EXITED (.was_ready says whether it was serving: a crash).
-
-   int rsd_procs_spawn(p, spec, now_ms, &h)
-       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
-       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
-       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (W31: no wait).
-       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
-       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
-       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close: W30;
-       a port another live child of ours holds is skipped), argv expansion, the
-       environment, PATH lookup of a bare exe name (in the child's PATH when
-       spec.env sets one), then the launch. The child gets: stdin /dev/null,
-       stdout and stderr into one pipe (so the ring keeps their order), every
-       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
-       own process group, default signal dispositions, an empty signal mask, and
-       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
-   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
-       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
-       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
-       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
-       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
-       element "{extra}" is replaced by spec.extra's arguments (appended at the
-       end when the template has no "{extra}"). "?flag" followed by a value
-       element is an optional pair: both are emitted when every placeholder of
-       both is set, else neither. "??x" is the literal "?x". A required element
-       with an unset or unknown placeholder, or a bad brace, is
-       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
-       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
-       same expansion into caller buffers without spawning.
-   Checking before starting: rsd_procs_check(p, spec, why, cap) tells what a spawn
-       would fail on, without starting anything or taking a port: the template
-       expands (and fits arg_bytes), the environment fits, the program is found
-       (PATH searched as the spawn does, relative paths from spec.cwd) and is an
-       executable file, and with the default llama-server template (spec.args
-       NULL) the model file is a readable file. RSD_OK, or RSD_ERR_SPAWN /
-       RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why ("cannot
-       run /opt/llama-server: No such file or directory"). A check that passes
-       does not promise a start: the model may still fail to load.
-   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
-   spec.cwd: the child's working directory (a relative exe with '/' is
-       resolved there). spec.start_deadline_ms overrides desc's per process.
-
-   Readiness (P44, W31): rsd_procs_step emits PROBE events while STARTING: the
-   first probe_first_ms (10) after the spawn, then the interval doubles up to
-   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
-   deadline. At most one PROBE is pending per process (an unpulled one is not
-   repeated), so a host that ignores them loses nothing. The host sends
-   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
-   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
-   arrives from step, with the status and the ring). No READY within the start
-   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
-
-   Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
-   children too), SIGKILL to the group at now + term_grace_ms (default 10 s), then
-   the end of the whole group is awaited: STOPPED comes only once waitpid has the
-   child and no process of its group is left, so the port and VRAM are free when
-   it arrives (a wrapper that dies of the SIGTERM while its server shuts down, or
-   ignores it, does not end the stop early). If a SIGKILLed child is not reaped
-   within kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
-   reaping continues; members of its group that outlive SIGKILL by kill_wait_ms
-   are logged and left behind. A child that exits by itself while its group lives
-   on (a wrapper's server) takes the group with it: SIGKILL to the rest, EXITED once
-   it is gone. Signals go to a pid only while it is not reaped, and to the group
-   only while a member exists (the kernel keeps a group's id from being reused
-   until its last member is gone); a process that leaves the group (setsid,
-   setpgid) is not followed.
-
-   Reaping: waitpid(-group, WNOHANG) and waitpid(pid, WNOHANG) per child, never
-   waitpid(-1) (the host's other children are not ours); no SIGCHLD handler is
-   installed. A host that is a child subreaper (Linux PR_SET_CHILD_SUBREAPER, as
-   rsd-serve) gets a wrapper's orphans re-parented to it; those of the group are
-   reaped here too, so the last member of a group is always reaped by us. Exits are noticed via
-   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
-   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
-   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
-   reported with exit_code -1 and term_signal 0 (status unknown).
-
-   Output: the pipe is non-blocking and drained at every step (up to
-   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
-   full pipe for longer than the host's step interval. The ring keeps the last
-   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
-   last n lines (0 = all), starting at a line boundary, control bytes as '?',
-   cut from the front to fit cap, every value rsd_arg_redact hides in the
-   command line (an --api-key VALUE the child echoes) replaced by ***; valid
-   until rsd_procs_release, so error
-   messages can quote it after EXITED. desc.log_output forwards every line to the
-   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
-   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line, with the
-   value of every secret flag (--api-key, --hf-token, ...) and URL passwords shown as
-   *** (rsd_arg_redact, residency.h); it is what fleet messages quote.
-
-   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
-   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
-   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
-   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
-   dropped, so pull them every step.
-
-   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
-       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
-              borrows the parent's memory until exec, so the cost does not grow
-              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
-              here; vfork and posix_spawn ~2 ms). The calling thread is paused
-              until exec; all signals are blocked meanwhile.
-       FORK   fork + the same child code; exec errors come back through an
-              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
-       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
-              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
-              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
-              Linux it needs desc.survive_parent (create fails otherwise);
-              default elsewhere.
-   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
-   kernel sends it when the *thread* that spawned the child exits, so spawn from
-   a thread that lives as long as the supervisor. Only the direct child gets it:
-   when the host dies without cleaning up (kill -9, a crash), a wrapper script's
-   children survive it (they are re-parented to init or the nearest subreaper and
-   keep their ports). Write wrappers as `sh -c "exec llama-server ..."`: exec makes
-   the server itself the direct child, and PDEATHSIG survives exec. Elsewhere, and
-   with survive_parent, children outlive a crashed host (llama-server does not
-   watch a pipe). A graceful end (rsd_procs_stop, rsd_procs_destroy) reaches the
-   whole group everywhere.
-
-   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
-   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
-   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
-   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
-   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
-   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
-   child: 2 (pipe, pidfd).
-   W30 residual race: the port is free when chosen but not held; another process
-   may bind it before the child does (llama-server then exits 1 within ~10 ms:
-   EXITED with "couldn't bind" in the tail; spawn again).
-   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
-   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
-   Threading: one rsd_procs per thread; not thread-safe. POSIX only.
-
-   --- fleet: the pool running real processes (rsd_fleet) ------------------------
+   ---- fleet: the pool running real processes (rsd_fleet) ---------------------
    rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
    with /health readiness probes over the HTTP client. One object, stepped by the host
    like the others (step / pollfds / next_deadline / next_event), no threads, no signals.
    The host sends each granted request to http://127.0.0.1:<port> itself and calls
    rsd_fleet_release when it is done (rsd_fleet_cancel when its client went away).
    Needs processes (compiled out by RSD_NO_PROCESS).
-   -------------------------------------------------------------------------
    Frame loop:
        rsd_fleet_desc d = {0};  d.pool.max_slots = 2;  d.procs.term_grace_ms = 5000;
        rsd_fleet *f = rsd_fleet_create(&d);                   (all allocation here)
@@ -1385,8 +1382,8 @@
        was not pulled yet is withdrawn, so none comes after the cancel).
        rsd_fleet_stop(f, now); step until rsd_fleet_idle(f); rsd_fleet_destroy(f).
 
-   What it does with the pool's actions (residency.h >>pool) and the supervisor's
-   events (>>proc):
+   What it does with the pool's actions (residency.h's pool section) and the
+   supervisor's events (proc):
        before      a model that is not resident is admitted (acquire, load), which may
                    evict another, rsd_procs_check runs on its spec: a missing or
                    non-executable binary, an unreadable model file or an incomplete
@@ -1394,8 +1391,8 @@
                    in rsd_fleet_query_model's last_error), nothing stopped or started.
        SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
                    STARTING. A spawn that fails (missing binary, EACCES, no free port,
-                   template error) fails the model's waiting requests at once (W31:
-                   no deadline is waited for): CRASHED + FAIL(RSD_ERR_FLEET_START).
+                   template error) fails the model's waiting requests at once (no
+                   deadline is waited for): CRASHED + FAIL(RSD_ERR_FLEET_START).
        PROBE       GET <health_path> on the child's host:port (a wildcard host is
                    probed on loopback), at most one in flight per process, each bounded
                    by probe_timeout_ms. The supervisor paces them (desc.procs.probe_first_ms
@@ -1415,9 +1412,9 @@
                    (another server) leaves only max_in_flight.
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
-                   "not ready within N ms") and the last output lines (W31). CRASHED.
+                   "not ready within N ms") and the last output lines. CRASHED.
        exit while serving: CRASHED (RSD_ERR_POOL_CRASHED); the slot and its bytes are
-                   free at once (W27); requests running there are orphaned (release or
+                   free at once; requests running there are orphaned (release or
                    cancel them as usual); the next request respawns the model.
        STOP        rsd_procs_stop (SIGTERM to its process group, SIGKILL after
                    desc.procs.term_grace_ms): STOPPING (.why), then EXITED once reaped.
@@ -1490,7 +1487,7 @@
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN
        runs inside the call: about 1-2 ms).
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
-       TTL and the W26 bound run on the now_ms given), pool actions, until nothing moves.
+       TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
@@ -1515,7 +1512,8 @@
    given models directly). Threading: one fleet per thread; POSIX only.
 
    PLATFORM NOTES
-       POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
+       POSIX (Linux, macOS, BSD) and Windows (sockets and the state directory;
+       no process supervision there). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
        that is the mechanism). No SIGCHLD handler is ever installed. Every
        descriptor the library opens (sockets, accepted connections, pipes, lock
@@ -1541,7 +1539,7 @@
 #ifndef RESIDENCY_HTTP_H_INCLUDED
 #define RESIDENCY_HTTP_H_INCLUDED
 
-/* Windows: process supervision (>>proc, >>fleet) has no Windows code yet, so it is
+/* Windows: process supervision (proc, fleet) has no Windows code yet, so it is
    compiled out there as if RSD_NO_PROCESS were given. */
 #if defined(_WIN32) && !defined(RSD_NO_PROCESS)
 #define RSD_NO_PROCESS 1
@@ -1551,7 +1549,7 @@
 extern "C" {
 #endif
 
-/* ==== >>url (declarations) ================================================ */
+/* ==== url ================================================================= */
 enum { RSD_URL_MAX_BYTES = 2048 };  /* longest URL rsd_url_parse accepts */
 
 typedef enum rsd_host_kind {
@@ -1577,9 +1575,9 @@ typedef struct rsd_url {
    other schemes, bad ports, empty hosts, a query without a path, spaces, control and
    non-ASCII bytes are RSD_ERR_URL. */
 RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len);
-/* ==== >>url end =========================================================== */
+/* ==== url end ============================================================= */
 
-/* ==== >>httpparse (declarations) ========================================== */
+/* ==== httpparse =========================================================== */
 /* Incremental, zero-copy parsers with the picohttpparser contract: call again with
    the same buffer grown by new bytes; RSD_OK = complete (*consumed = head bytes),
    RSD_PENDING = need more, <0 = error (RSD_ERR_PROTOCOL, RSD_ERR_HEADERS_TOO_LARGE). */
@@ -1650,9 +1648,9 @@ typedef struct rsd_http_dechunk {
     int state;               /* internal */
 } rsd_http_dechunk;
 RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
-/* ==== >>httpparse end ===================================================== */
+/* ==== httpparse end ======================================================= */
 
-/* ==== >>http client (declarations) ======================================== */
+/* ==== http client ========================================================= */
 /* Poll entry with the layout of POSIX `struct pollfd` {int fd; short events; short
    revents;} (the implementation checks size, offsets and flag values at compile time),
    so an array of these can be handed to poll() with a cast. */
@@ -1871,9 +1869,9 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
 /* Copies the counters. */
 RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out);
 
-/* ==== >>http client end =================================================== */
+/* ==== http client end ===================================================== */
 
-/* ==== >>http server (declarations) ======================================== */
+/* ==== http server ========================================================= */
 /* Server limits and defaults (a zeroed desc field means the default). */
 enum {
     RSD_HTTP_SERVER_DEFAULT_MAX_CONNS = 32,
@@ -1992,9 +1990,9 @@ RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
 /* Copies the counters. */
 RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out);
 
-/* ==== >>http server end =================================================== */
+/* ==== http server end ===================================================== */
 
-/* ==== >>drive (declarations) ============================================== */
+/* ==== ensure ============================================================== */
 /* Manual: "drive" in the doc block at the top of this file. */
 enum {
     RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
@@ -2054,7 +2052,7 @@ typedef struct rsd_ensure_req {
     const char *bearer;               /* API key; NULL = none; never logged */
     bool observe;                     /* observe-only for this request (never mutates) */
     bool user_managed;                /* the target is user-managed (observe-only) */
-    bool keep_pinned;                 /* the model will be tag-pinned (R26) */
+    bool keep_pinned;                 /* the model will be tag-pinned */
 } rsd_ensure_req;
 
 /* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
@@ -2108,9 +2106,9 @@ RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e);
 RSD_API const char *rsd_runtime_kind_str(int kind);
 /* Parses a runtime name (as rsd_runtime_kind_str, any case; "router" = llamacpp). */
 RSD_API int rsd_runtime_kind_parse(const char *s);
-/* ==== >>drive end ========================================================= */
+/* ==== ensure end ========================================================== */
 
-/* ==== >>proc (declarations) =============================================== */
+/* ==== proc ================================================================ */
 /* Manual: "PROC" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
 enum {
@@ -2128,7 +2126,7 @@ enum {
     RSD_PROC_NAME_MAX = 64,              /* bytes of a process label, including the NUL */
     RSD_PROC_PATH_MAX = 4096,            /* longest resolved program path */
     RSD_PROC_TERM_GRACE_DEFAULT_MS = 10000,     /* SIGTERM -> SIGKILL (desc.term_grace_ms) */
-    RSD_PROC_START_DEADLINE_DEFAULT_MS = 300000,/* STARTING -> START_TIMEOUT (W31, P44) */
+    RSD_PROC_START_DEADLINE_DEFAULT_MS = 300000,/* STARTING -> START_TIMEOUT */
     RSD_PROC_KILL_WAIT_DEFAULT_MS = 5000,       /* SIGKILL -> STUCK notice if not reaped */
     RSD_PROC_PROBE_FIRST_DEFAULT_MS = 10,       /* first readiness probe after the spawn */
     RSD_PROC_PROBE_MAX_DEFAULT_MS = 500,        /* probe interval doubles up to this */
@@ -2194,7 +2192,7 @@ typedef struct rsd_proc_spec {
     const char *model;          /* {model}: model file path */
     const char *alias;          /* {alias}: served model name; NULL/"" = unset */
     const char *host;           /* {host}: NULL = "127.0.0.1" */
-    uint16_t port;              /* {port}: 0 = pick a free loopback port (bind port 0, W30) */
+    uint16_t port;              /* {port}: 0 = pick a free loopback port (bind port 0) */
     int64_t ctx;                /* {ctx}: context size; <= 0 = unset */
     int parallel;               /* {parallel}: slots; <= 0 = unset */
     const char *ngl;            /* {ngl}: GPU layers ("99", "auto", "all"); NULL/"" = unset */
@@ -2207,7 +2205,7 @@ typedef struct rsd_proc_spec {
     void *user;                 /* echoed in events and info */
 } rsd_proc_spec;
 
-/* The built-in llama-server template (wire.md 2.1, P43):
+/* The built-in llama-server template:
    -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel} ?-ngl {ngl}
    ?--alias {alias} {extra}. NULL-terminated. */
 RSD_API const char *const *rsd_proc_llama_args(void);
@@ -2310,9 +2308,9 @@ RSD_API const char *rsd_proc_state_name(int state);
 /* Name of an rsd_proc_event_kind (never NULL). */
 RSD_API const char *rsd_proc_event_name(int kind);
 #endif /* RSD_NO_PROCESS */
-/* ==== >>proc end ========================================================== */
+/* ==== proc end ============================================================ */
 
-/* ==== >>state (declarations) ============================================== */
+/* ==== state =============================================================== */
 /* State under a state directory: persisted attribution (models / LM Studio instances
    this library loaded) and a cross-process lock, one file each per target key. */
 enum {
@@ -2461,7 +2459,7 @@ RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *ou
    attribution-file lock: wait = the blocking wait, else one try (RSD_PENDING when busy). */
 RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
                                  bool wait);
-/* Cross-process mutation generation of key (W2): *out = 0 when never bumped. A cache
+/* Cross-process mutation generation of key: *out = 0 when never bumped. A cache
    entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
 /* Increments key's generation after a mutation (load/unload); *out = the new value. */
@@ -2487,9 +2485,9 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
 RSD_API const char *rsd_state_last_error(const rsd_state *st);
 /* Index of (model, instance) in set (instance NULL = any), or RSD_ERR_NOT_FOUND. */
 RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance);
-/* ==== >>state end ========================================================= */
+/* ==== state end =========================================================== */
 
-/* ==== >>etcd (declarations) =============================================== */
+/* ==== etcd ================================================================ */
 /* Manual: "ETCD" in the doc block at the top of this file. The lock, the attribution and
    the generation of a target on etcd v3 (its JSON gateway), for several hosts. */
 enum {
@@ -2568,9 +2566,9 @@ RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co);
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
 /* Splits "etcd://h:p/prefix" into the gateway root ("http://h:p") and the prefix. RSD_OK or RSD_ERR_URL. */
 RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap);
-/* ==== >>etcd end ========================================================== */
+/* ==== etcd end ============================================================ */
 
-/* ==== >>fleet (declarations) ============================================== */
+/* ==== fleet =============================================================== */
 /* Manual: "fleet" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
 enum {
@@ -2744,7 +2742,7 @@ RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
 /* Name of an rsd_fleet_event_kind (never NULL). */
 RSD_API const char *rsd_fleet_event_name(int kind);
 #endif /* RSD_NO_PROCESS */
-/* ==== >>fleet end ========================================================= */
+/* ==== fleet end =========================================================== */
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -2757,8 +2755,8 @@ RSD_API const char *rsd_fleet_event_name(int kind);
 #if defined(RESIDENCY_HTTP_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPL_INCLUDED)
 #define RESIDENCY_HTTP_IMPL_INCLUDED 1
 
-/* ==== >>url (implementation) ============================================== */
-/* ASCII-only helpers (no locale), shared by >>url and >>httpparse (rsdi_ascii_lower and
+/* ==== >>url =============================================================== */
+/* ASCII-only helpers (no locale), shared by the url and httpparse sections (rsdi_ascii_lower and
    rsdi_ieq_c are the core's). */
 /* Case-insensitive equality of s[0..n) with a lower-case NUL-terminated literal. */
 RSDI_PRIVATE bool rsdi_ieq_lit(const char *s, size_t n, const char *lit) {
@@ -2928,9 +2926,9 @@ RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len) {
     return RSD_OK;
 }
 
-/* ==== >>url end =========================================================== */
+/* ==== url end ============================================================= */
 
-/* ==== >>httpparse (implementation) ======================================== */
+/* ==== >>httpparse ========================================================= */
 /* RFC 9110 tchar as a 256-bit map. */
 static const uint32_t rsdi_http_tchar_map[8] = {
     0x00000000u, 0x03ff6cfau, 0xc7fffffeu, 0x57ffffffu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u};
@@ -3386,10 +3384,9 @@ fail:
     return RSD_ERR_PROTOCOL;
 }
 
-/* ==== >>httpparse end ===================================================== */
+/* ==== httpparse end ======================================================= */
 
-/* ==== >>http client (implementation) ====================================== */
-/* ---- >>net: socket helpers shared by the client and the server ----------------
+/* ==== >>net: socket helpers shared by the client and the server ============
    The only place that knows which socket API it is: POSIX sockets, or Winsock 2 on
    Windows (_WIN32). Everything above calls these wrappers; a failed call leaves a
    POSIX errno value in errno on both (Winsock's WSAGetLastError() codes are mapped).
@@ -3644,7 +3641,200 @@ static const rsdi_io rsdi_io_plain = {rsdi_plain_recv, rsdi_plain_send, rsdi_pla
 
 RSDI_PRIVATE bool rsdi_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 
-/* ---- >>tls: mbedTLS transport (RSD_HTTP_MBEDTLS) -------------------------------
+/* Non-blocking and not inherited by children: O_NONBLOCK and FD_CLOEXEC, or on
+   Windows FIONBIO and no HANDLE_FLAG_INHERIT. */
+RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
+#if defined(_WIN32)
+    u_long on = 1;
+    if (ioctlsocket((SOCKET)fd, FIONBIO, &on) != 0) return rsdi_sock_fail();
+    (void)SetHandleInformation((HANDLE)(uintptr_t)(SOCKET)fd, HANDLE_FLAG_INHERIT, 0);
+    return 0;
+#else
+    int fl = fcntl(fd, F_GETFL, 0);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
+    return 0;
+#endif
+}
+
+RSDI_PRIVATE void rsdi_sock_opts(int fd) {
+    rsdi_sock_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+#if defined(SO_NOSIGPIPE)
+    rsdi_sock_setint(fd, SOL_SOCKET, SO_NOSIGPIPE, 1);
+#endif
+}
+
+/* A non-blocking, close-on-exec stream socket; -1 with errno. */
+RSDI_PRIVATE int rsdi_sock_open(int family) {
+    int fd;
+#if defined(_WIN32)
+    SOCKET sk = WSASocketW(family, SOCK_STREAM, IPPROTO_TCP, NULL, 0, WSA_FLAG_NO_HANDLE_INHERIT);
+    if (sk == INVALID_SOCKET) return rsdi_sock_fail();
+    fd = (int)sk;
+    if (rsdi_fd_nonblock(fd) < 0) {
+        int e = errno;
+        rsdi_sock_close(fd);
+        errno = e;
+        return -1;
+    }
+#elif defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
+    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+#else
+    fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (rsdi_fd_nonblock(fd) < 0) {
+        int e = errno;
+        rsdi_sock_close(fd);
+        errno = e;
+        return -1;
+    }
+#endif
+    rsdi_sock_opts(fd);
+    return fd;
+}
+
+typedef struct rsdi_addr {
+    struct sockaddr_storage ss;
+    socklen_t len;
+} rsdi_addr;
+
+/* Numeric IPv4/IPv6 text (NUL-terminated) + port into *a; RSD_OK or RSD_ERR_RESOLVE. */
+RSDI_PRIVATE int rsdi_addr_make(rsdi_addr *a, const char *numeric, uint16_t port) {
+    memset(a, 0, sizeof *a);
+    {
+        struct sockaddr_in *v4 = (struct sockaddr_in *)(void *)&a->ss;
+        if (inet_pton(AF_INET, numeric, &v4->sin_addr) == 1) {
+            v4->sin_family = AF_INET;
+            v4->sin_port = htons(port);
+            a->len = (socklen_t)sizeof *v4;
+            return RSD_OK;
+        }
+    }
+    {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)(void *)&a->ss;
+        if (inet_pton(AF_INET6, numeric, &v6->sin6_addr) == 1) {
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons(port);
+            a->len = (socklen_t)sizeof *v6;
+            return RSD_OK;
+        }
+    }
+    return RSD_ERR_RESOLVE;
+}
+
+RSDI_PRIVATE bool rsdi_addr_eq(const rsdi_addr *a, const rsdi_addr *b) {
+    return a->len == b->len && memcmp(&a->ss, &b->ss, (size_t)a->len) == 0;
+}
+
+RSDI_PRIVATE uint64_t rsdi_deadline(uint64_t start, uint32_t ms) {
+    if (ms == RSD_TIMEOUT_NONE) return RSD_DEADLINE_NONE;
+    if (start > RSD_DEADLINE_NONE - 1 - ms) return RSD_DEADLINE_NONE - 1;
+    return start + ms;
+}
+
+/* Bounded appender used to build heads; `over` latches on overflow. */
+typedef struct rsdi_wbuf {
+    char *p;
+    size_t cap, len;
+    bool over;
+} rsdi_wbuf;
+
+RSDI_PRIVATE void rsdi_w_put(rsdi_wbuf *w, const char *s, size_t n) {
+    if (w->over || n > w->cap - w->len) {
+        w->over = true;
+        return;
+    }
+    if (n) memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+RSDI_PRIVATE void rsdi_w_puts(rsdi_wbuf *w, const char *s) { rsdi_w_put(w, s, strlen(s)); }
+
+RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
+    char t[24];
+    int i = 24;
+    do {
+        t[--i] = "0123456789abcdef"[v % (uint64_t)base];
+        v /= (uint64_t)base;
+    } while (v && i > 0);
+    rsdi_w_put(w, t + i, (size_t)(24 - i));
+}
+
+/* RFC 9110 tchar. */
+RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
+    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
+    size_t i;
+    if (s.len == 0 || !s.ptr) return false;
+    for (i = 0; i < s.len; i++)
+        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
+    return true;
+}
+
+/* Header value: no CR, LF or other control bytes except TAB. */
+RSDI_PRIVATE bool rsdi_value_ok(rsd_str s) {
+    size_t i;
+    if (s.len && !s.ptr) return false;
+    for (i = 0; i < s.len; i++) {
+        unsigned char ch = (unsigned char)s.ptr[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return false;
+    }
+    return true;
+}
+
+RSDI_PRIVATE bool rsdi_headers_ok(const rsd_http_header *h, size_t n) {
+    size_t i;
+    if (n && !h) return false;
+    for (i = 0; i < n; i++)
+        if (!rsdi_token_ok(h[i].name) || !rsdi_value_ok(h[i].value)) return false;
+    return true;
+}
+
+RSDI_PRIVATE void rsdi_w_headers(rsdi_wbuf *w, const rsd_http_header *h, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        rsdi_w_put(w, h[i].name.ptr, h[i].name.len);
+        rsdi_w_put(w, ": ", 2);
+        rsdi_w_put(w, h[i].value.ptr, h[i].value.len);
+        rsdi_w_put(w, "\r\n", 2);
+    }
+}
+
+RSD_API uint64_t rsd_now_ms(void) {
+#if defined(_WIN32)
+    LARGE_INTEGER f, t;
+    if (!QueryPerformanceFrequency(&f) || !QueryPerformanceCounter(&t) || f.QuadPart <= 0) return 0;
+    return (uint64_t)(t.QuadPart / f.QuadPart) * 1000u +
+           (uint64_t)(t.QuadPart % f.QuadPart) * 1000u / (uint64_t)f.QuadPart;
+#else
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+#endif
+}
+
+/* Milliseconds since 1970 on the wall clock (0 when unknown). */
+RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
+#if defined(_WIN32)
+    FILETIME ft;
+    uint64_t t;
+    GetSystemTimeAsFileTime(&ft);
+    t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime; /* 100 ns since 1601 */
+    return t < 116444736000000000ull ? 0 : (t - 116444736000000000ull) / 10000u;
+#else
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+#endif
+}
+
+/* ==== net end ============================================================= */
+
+/* ==== >>tls: mbedTLS transport (RSD_HTTP_MBEDTLS) ============================
    One rsdi_tls per client (config, RNG, CA chain) and one rsdi_tls_conn per socket
    slot, all set up in create (mbedtls_ssl_setup allocates the record buffers then);
    the handshake runs non-blocking inside step. Without RSD_HTTP_MBEDTLS the hooks
@@ -3978,199 +4168,9 @@ RSDI_PRIVATE short rsdi_tls_want(void *ctx) { (void)ctx; return POLLOUT; }
 RSDI_PRIVATE bool rsdi_tls_pending(const rsdi_io *io, void *ctx) { (void)io; (void)ctx; return false; }
 RSDI_PRIVATE bool rsdi_tls_usable(const rsdi_tls *t) { (void)t; return false; }
 #endif /* RSD_HTTP_MBEDTLS */
-/* ---- >>tls end ----------------------------------------------------------------- */
+/* ==== tls end ============================================================= */
 
-/* Non-blocking and not inherited by children: O_NONBLOCK and FD_CLOEXEC, or on
-   Windows FIONBIO and no HANDLE_FLAG_INHERIT. */
-RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
-#if defined(_WIN32)
-    u_long on = 1;
-    if (ioctlsocket((SOCKET)fd, FIONBIO, &on) != 0) return rsdi_sock_fail();
-    (void)SetHandleInformation((HANDLE)(uintptr_t)(SOCKET)fd, HANDLE_FLAG_INHERIT, 0);
-    return 0;
-#else
-    int fl = fcntl(fd, F_GETFL, 0);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
-    return 0;
-#endif
-}
-
-RSDI_PRIVATE void rsdi_sock_opts(int fd) {
-    rsdi_sock_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1);
-#if defined(SO_NOSIGPIPE)
-    rsdi_sock_setint(fd, SOL_SOCKET, SO_NOSIGPIPE, 1);
-#endif
-}
-
-/* A non-blocking, close-on-exec stream socket; -1 with errno. */
-RSDI_PRIVATE int rsdi_sock_open(int family) {
-    int fd;
-#if defined(_WIN32)
-    SOCKET sk = WSASocketW(family, SOCK_STREAM, IPPROTO_TCP, NULL, 0, WSA_FLAG_NO_HANDLE_INHERIT);
-    if (sk == INVALID_SOCKET) return rsdi_sock_fail();
-    fd = (int)sk;
-    if (rsdi_fd_nonblock(fd) < 0) {
-        int e = errno;
-        rsdi_sock_close(fd);
-        errno = e;
-        return -1;
-    }
-#elif defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
-    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-#else
-    fd = socket(family, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    if (rsdi_fd_nonblock(fd) < 0) {
-        int e = errno;
-        rsdi_sock_close(fd);
-        errno = e;
-        return -1;
-    }
-#endif
-    rsdi_sock_opts(fd);
-    return fd;
-}
-
-typedef struct rsdi_addr {
-    struct sockaddr_storage ss;
-    socklen_t len;
-} rsdi_addr;
-
-/* Numeric IPv4/IPv6 text (NUL-terminated) + port into *a; RSD_OK or RSD_ERR_RESOLVE. */
-RSDI_PRIVATE int rsdi_addr_make(rsdi_addr *a, const char *numeric, uint16_t port) {
-    memset(a, 0, sizeof *a);
-    {
-        struct sockaddr_in *v4 = (struct sockaddr_in *)(void *)&a->ss;
-        if (inet_pton(AF_INET, numeric, &v4->sin_addr) == 1) {
-            v4->sin_family = AF_INET;
-            v4->sin_port = htons(port);
-            a->len = (socklen_t)sizeof *v4;
-            return RSD_OK;
-        }
-    }
-    {
-        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)(void *)&a->ss;
-        if (inet_pton(AF_INET6, numeric, &v6->sin6_addr) == 1) {
-            v6->sin6_family = AF_INET6;
-            v6->sin6_port = htons(port);
-            a->len = (socklen_t)sizeof *v6;
-            return RSD_OK;
-        }
-    }
-    return RSD_ERR_RESOLVE;
-}
-
-RSDI_PRIVATE bool rsdi_addr_eq(const rsdi_addr *a, const rsdi_addr *b) {
-    return a->len == b->len && memcmp(&a->ss, &b->ss, (size_t)a->len) == 0;
-}
-
-RSDI_PRIVATE uint64_t rsdi_deadline(uint64_t start, uint32_t ms) {
-    if (ms == RSD_TIMEOUT_NONE) return RSD_DEADLINE_NONE;
-    if (start > RSD_DEADLINE_NONE - 1 - ms) return RSD_DEADLINE_NONE - 1;
-    return start + ms;
-}
-
-/* Bounded appender used to build heads; `over` latches on overflow. */
-typedef struct rsdi_wbuf {
-    char *p;
-    size_t cap, len;
-    bool over;
-} rsdi_wbuf;
-
-RSDI_PRIVATE void rsdi_w_put(rsdi_wbuf *w, const char *s, size_t n) {
-    if (w->over || n > w->cap - w->len) {
-        w->over = true;
-        return;
-    }
-    if (n) memcpy(w->p + w->len, s, n);
-    w->len += n;
-}
-
-RSDI_PRIVATE void rsdi_w_puts(rsdi_wbuf *w, const char *s) { rsdi_w_put(w, s, strlen(s)); }
-
-RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
-    char t[24];
-    int i = 24;
-    do {
-        t[--i] = "0123456789abcdef"[v % (uint64_t)base];
-        v /= (uint64_t)base;
-    } while (v && i > 0);
-    rsdi_w_put(w, t + i, (size_t)(24 - i));
-}
-
-/* RFC 9110 tchar. */
-RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
-    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
-
-RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
-    size_t i;
-    if (s.len == 0 || !s.ptr) return false;
-    for (i = 0; i < s.len; i++)
-        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
-    return true;
-}
-
-/* Header value: no CR, LF or other control bytes except TAB. */
-RSDI_PRIVATE bool rsdi_value_ok(rsd_str s) {
-    size_t i;
-    if (s.len && !s.ptr) return false;
-    for (i = 0; i < s.len; i++) {
-        unsigned char ch = (unsigned char)s.ptr[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return false;
-    }
-    return true;
-}
-
-RSDI_PRIVATE bool rsdi_headers_ok(const rsd_http_header *h, size_t n) {
-    size_t i;
-    if (n && !h) return false;
-    for (i = 0; i < n; i++)
-        if (!rsdi_token_ok(h[i].name) || !rsdi_value_ok(h[i].value)) return false;
-    return true;
-}
-
-RSDI_PRIVATE void rsdi_w_headers(rsdi_wbuf *w, const rsd_http_header *h, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        rsdi_w_put(w, h[i].name.ptr, h[i].name.len);
-        rsdi_w_put(w, ": ", 2);
-        rsdi_w_put(w, h[i].value.ptr, h[i].value.len);
-        rsdi_w_put(w, "\r\n", 2);
-    }
-}
-
-RSD_API uint64_t rsd_now_ms(void) {
-#if defined(_WIN32)
-    LARGE_INTEGER f, t;
-    if (!QueryPerformanceFrequency(&f) || !QueryPerformanceCounter(&t) || f.QuadPart <= 0) return 0;
-    return (uint64_t)(t.QuadPart / f.QuadPart) * 1000u +
-           (uint64_t)(t.QuadPart % f.QuadPart) * 1000u / (uint64_t)f.QuadPart;
-#else
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-#endif
-}
-
-/* Milliseconds since 1970 on the wall clock (0 when unknown). */
-RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
-#if defined(_WIN32)
-    FILETIME ft;
-    uint64_t t;
-    GetSystemTimeAsFileTime(&ft);
-    t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime; /* 100 ns since 1601 */
-    return t < 116444736000000000ull ? 0 : (t - 116444736000000000ull) / 10000u;
-#else
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-#endif
-}
-
+/* ==== >>client: the HTTP/1.1 client ======================================= */
 /* ---- SSE line reader ---------------------------------------------------------- */
 enum { RSDI_SSE_LINE = 0, RSDI_SSE_FIELD, RSDI_SSE_SPACE, RSDI_SSE_VALUE, RSDI_SSE_SKIP };
 enum { RSDI_SSE_T_NONE = 0, RSDI_SSE_T_DATA, RSDI_SSE_T_EVENT, RSDI_SSE_T_ID };
@@ -5373,11 +5373,11 @@ RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_clie
     else *out = c->stats;
 }
 
-/* ==== >>http client end =================================================== */
+/* ==== client end ========================================================== */
 
-/* ==== >>http server (implementation) ====================================== */
+/* ==== >>server: the HTTP/1.1 server ======================================= */
 #ifndef RSD_NO_HTTP_SERVER
-/* Uses the >>net helpers from the >>http client section above. */
+/* Uses the socket helpers of the net section. */
 enum { RSDI_SC_FREE = 0, RSDI_SC_READ, RSDI_SC_PENDING, RSDI_SC_STREAM, RSDI_SC_CLOSING, RSDI_SC_ZOMBIE };
 enum { RSDI_SRV_SLACK = 1024, RSDI_SEV_PULLED = 2 };
 
@@ -6264,16 +6264,16 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 }
 
 #endif /* RSD_NO_HTTP_SERVER */
-/* ==== >>http server end =================================================== */
+/* ==== server end ========================================================== */
 
-/* ==== >>drive (implementation) ============================================ */
+/* ==== >>ensure: rsd_ensurer, the reconcile over sockets =================== */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if !defined(_WIN32) /* Windows: winsock2.h / ws2tcpip.h from >>net */
+#if !defined(_WIN32) /* Windows: winsock2.h / ws2tcpip.h from the net section */
 #include <poll.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -6653,7 +6653,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         sd.lock_fail_closed = d.lock_fail_closed;
         sd.allocator = d.allocator;
         sd.logger = d.logger;
-        if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without (K5) */
+        if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
     }
     {
         const char *cu = d.coord ? d.coord : d.ignore_env ? NULL : getenv("RESIDENCY_COORD");
@@ -6954,7 +6954,7 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
 
 /* The target's attribution: plain entries (models this library loaded there) as ours[],
    entries naming an instance as owned[] -- or, without a state directory, the instances
-   this ensurer loaded itself (upstream S33). */
+   this ensurer loaded itself. */
 RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     size_t i;
     int k;
@@ -7025,7 +7025,7 @@ RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
     rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
 }
 
-/* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
+/* The TTL fast path, before the attribution is read and the reconcile is set
    up: a live decision-cache entry for (key, model) under this generation (a hit under
    another generation is a miss) ends the ensure with no request, as the reconcile's own
    lookup would. A bearer the reconcile would reject takes the slow path (its error). */
@@ -7084,7 +7084,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.residency_env = rsdi_en_env(e);
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
-    d.explicit_load = true; /* ensuring residency is an explicit load (S25) */
+    d.explicit_load = true; /* ensuring residency is an explicit load */
     d.lock = e->st != NULL || e->co != NULL;
     d.has_generation = has_gen;
     d.generation = gen;
@@ -7615,9 +7615,9 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
     if (out) rsd_ensure_query(e, out);
     return rc;
 }
-/* ==== >>drive end ========================================================= */
+/* ==== ensure end ========================================================== */
 
-/* ==== >>proc (implementation) ============================================= */
+/* ==== >>proc ============================================================== */
 #ifndef RSD_NO_PROCESS
 #include <errno.h>
 #include <fcntl.h>
@@ -7966,7 +7966,7 @@ RSDI_PRIVATE int rsdi_proc_pipe(int fds[2]) {
     return 0;
 }
 
-/* A free loopback TCP port: bind port 0, read it back, close (W30). 0 on failure. */
+/* A free loopback TCP port: bind port 0, read it back, close. 0 on failure. */
 RSDI_PRIVATE uint16_t rsdi_proc_free_port(const char *host) {
     struct sockaddr_in a;
     socklen_t al = sizeof a;
@@ -8647,7 +8647,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
             break;
         }
     if (!s) return RSD_ERR_CAPACITY;
-    /* W30: a free port, never one another live child of ours was given. */
+    /* a free port, never one another live child of ours was given. */
     port = spec->port;
     if (port == 0) {
         int tries;
@@ -9047,9 +9047,9 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
     return n;
 }
 #endif /* RSD_NO_PROCESS */
-/* ==== >>proc end ========================================================== */
+/* ==== proc end ============================================================ */
 
-/* ==== >>state (implementation) ============================================ */
+/* ==== >>state ============================================================= */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -9059,7 +9059,7 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #include <time.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#if defined(_WIN32) /* windows.h from >>net */
+#if defined(_WIN32) /* windows.h from the net section */
 #include <io.h>
 #include <process.h>
 #else
@@ -10314,7 +10314,7 @@ RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *mod
     return r;
 }
 
-/* ---- cross-process mutation generation (W2) ------------------------------------- */
+/* ---- cross-process mutation generation ------------------------------------- */
 /* <dir>/attr/<name>.gen holds "<decimal>\n". RSD_OK with *out (0 = missing),
    RSD_ERR_STATE_IO when unreadable or corrupt. */
 RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint64_t *out) {
@@ -10399,10 +10399,10 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
     }
     return r < 0 ? r : g;
 }
-/* ==== >>state end ========================================================= */
+/* ==== state end =========================================================== */
 
-/* ==== >>etcd (implementation) ============================================= */
-/* Uses the >>http client, the JSON module and the attribution format of >>state. */
+/* ==== >>etcd ============================================================== */
+/* Uses the HTTP client, the JSON module and the attribution format of the state section. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11465,9 +11465,9 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     out->root = co->root;
     out->prefix = co->prefix;
 }
-/* ==== >>etcd end ========================================================== */
+/* ==== etcd end ============================================================ */
 
-/* ==== >>fleet (implementation) ============================================ */
+/* ==== >>fleet ============================================================= */
 #ifndef RSD_NO_PROCESS
 #include <errno.h>
 #include <stdio.h>
@@ -11848,7 +11848,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
         rsdi_fleet_push(f, &ev, -1);
         return;
     }
-    /* W31: it never ran; the waiting requests fail now, quoting why. */
+    /* it never ran; the waiting requests fail now, quoting why. */
     if (r == RSD_ERR_SPAWN && rsd_procs_query(f->procs, h, now_ms, &info) == RSD_OK)
         (void)snprintf(reason, sizeof reason, "could not start: %s (errno %d)",
                        strerror(info.err), info.err);
@@ -11883,7 +11883,7 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         (void)snprintf(status, sizeof status, "killed by signal %d", pe->term_signal);
     else
         (void)snprintf(status, sizeof status, "exited with code %d", pe->exit_code);
-    if (!s->told && !s->stopping) { /* W31: an early exit ends the wait at once */
+    if (!s->told && !s->stopping) { /* an early exit ends the wait at once */
         (void)snprintf(reason, sizeof reason, "%s before it was ready", status);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_FLEET_START, reason);
         s->told = true;
@@ -11989,7 +11989,7 @@ RSDI_PRIVATE int rsdi_fleet_pump(rsd_fleet *f, uint64_t now_ms) {
     int n = 0, pass;
     for (pass = 0; pass < RSDI_FLEET_MAX_PASSES; pass++) {
         int k = 0;
-        /* timers first (TTL stops, W26 drains), then every action queued so far; applying
+        /* timers first (TTL stops, starvation drains), then every action queued so far; applying
            them may queue more (a STOP frees room for a SPAWN), so until a pass finds none */
         f->pool_deadline = rsd_pool_step(f->pool, now_ms);
         while (rsd_pool_next_action(f->pool, &a)) {
@@ -12551,6 +12551,6 @@ RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f) { return f ? f->dr
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f) { return f ? f->pool : NULL; }
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f) { return f ? f->procs : NULL; }
 #endif /* RSD_NO_PROCESS */
-/* ==== >>fleet end ========================================================= */
+/* ==== fleet end =========================================================== */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */
