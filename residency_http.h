@@ -631,9 +631,10 @@
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
            Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB -- LM Studio's machine shares its storage -- the
-           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
-           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
+           inside is about 1.07 MB -- LM Studio's machine shares its storage -- the
+           attribution set and the last-use record 33 KB each, this ensurer's own
+           last uses 16 KB, the probe tokens 64 KB, LM Studio's cache and
+           in-memory ownership about 70 KB; 1.29 MB in all on x86-64),
            the HTTP client (d->http, its allocator and logger default to d's) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
@@ -750,7 +751,17 @@
        another generation is a miss). Otherwise the attribution
        (rsd_state_attr_load: the models this library loaded there, from any
        process) is read and both go to the reconcile (desc.ours,
-       desc.generation). Without a
+       desc.generation), with the last uses (rsd_state_used_load, plus this
+       ensurer's own) as desc.last_used: eviction among candidates of equal
+       protection takes the least recently used first, and a last use the
+       server lists itself (rsd-serve's status.last_used) wins over the
+       record. An ensure that ends with the model resident (loaded, already
+       resident, or a cache hit) records a use of (target, model) at the wall
+       clock: one try of the file lock, and when it is busy the use is written
+       at the next ensure or at destroy (the bounded wait); the same model is
+       written at most once a second. Without a state directory (and with
+       etcd) the last uses are only this ensurer's own (32, oldest replaced).
+       Without a
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used. With etcd
        (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
@@ -1041,6 +1052,7 @@
            <dir>/attr/<name>.attr    attribution of one target (0600)
            <dir>/attr/<name>.lock    short lock around an attribution/generation update
            <dir>/attr/<name>.gen     mutation generation of one target ("<n>\n")
+           <dir>/attr/<name>.used    last use of each model on one target (0600)
            <dir>/attr/<name>.{attr,gen}.tmp  transient, during an update
            <dir>/attr/<name>.attr.corrupt    the last corrupt attribution file, moved aside
        <name> = rsd_state_file_name(key): the key's first bytes with every run of
@@ -1212,6 +1224,22 @@
                attribution lock, with the path and strerror ("write
                /s/attr/x.attr: No space left on device"); "" before any.
                rsd_state_attr_commit clears it first.
+
+       Last uses. One file per target in the attribution's format (same parser,
+       writer, atomic replace and short file lock): one entry per model, the
+       instance empty, loaded_at_ms = its last use in ms since the epoch (the
+       wall clock, so every process on the host and a server's own figure
+       compare). A full record (RSD_STATE_MAX_ATTR models) drops its oldest
+       entry; a use never moves an entry back in time (another process may
+       have recorded a later one). A corrupt file reads as empty and is reset
+       as the attribution is.
+           int rsd_state_used_load(st, key, rsd_attr_set *out)
+               entry count, as rsd_state_attr_load.
+           int rsd_state_used_touch(st, key, model, used_ms, bool wait)
+               records a use; wait = the blocking wait for the file lock (at
+               most RSD_STATE_ATTR_LOCK_WAIT_MS), else one try: RSD_PENDING when
+               the lock is busy. RSD_OK, RSD_ERR_ARG (empty or overlong model,
+               used_ms 0), RSD_ERR_STATE_IO, RSD_ERR_LOCK.
 
        Generation (a decision cache shared in spirit across processes):
            int rsd_state_gen_read(st, key, uint64_t *out)
