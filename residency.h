@@ -2056,7 +2056,8 @@ enum {
     X(LOAD, "load") \
     X(LOAD_AFTER_EVICT, "load-after-evict") \
     X(DECLINE, "decline") \
-    X(OBSERVE, "observe")
+    X(OBSERVE, "observe") \
+    X(FREE, "free")
 /* What the plan asks the driver to do. */
 typedef enum rsd_decision {
 #define RSDI_X(n, s) RSD_DECISION_##n,
@@ -2086,7 +2087,10 @@ typedef enum rsd_decision {
     X(DECLINE_NOT_LOADABLE, "declined: the server does not serve the keep model") \
     X(OBSERVE_ENV, "observe-only: RESIDENCY opt-out") \
     X(OBSERVE_TARGET, "observe-only: target is user-managed") \
-    X(PROBE_FAILED, "observe: the resident listing failed")
+    X(PROBE_FAILED, "observe: the resident listing failed") \
+    X(FREE_BYTES, "free memory: unload models this library loaded, least recently used first") \
+    X(FREE_SHORT, "free memory: the models this library loaded hold less than asked; unload them all") \
+    X(FREE_NOTHING, "free memory: no model this library loaded can be unloaded")
 /* Why a plan was made. */
 typedef enum rsd_reason {
 #define RSDI_X(n, s) RSD_REASON_##n,
@@ -2139,7 +2143,9 @@ typedef enum rsd_notice_level {
     X(EVICT_FOREIGN, "evict-foreign") \
     X(CONTEXT_CLAMPED, "context-clamped") \
     X(NOT_LOADABLE, "not-loadable") \
-    X(BYTES_SHORT, "bytes-short")
+    X(BYTES_SHORT, "bytes-short") \
+    X(FREE_OURS, "free-ours") \
+    X(FREE_SHORT, "free-short")
 /* Which message a notice carries. */
 typedef enum rsd_notice_msg {
 #define RSDI_X(n, s) RSD_MSG_##n,
@@ -2234,6 +2240,7 @@ typedef struct rsd_facts {
     uint32_t context_ceiling;           /* clamp ceiling; 0 = RSD_FIT_CEILING_DEFAULT */
     uint64_t capacity_bytes;            /* memory the residents share (e.g. VRAM total); 0 = unknown */
     uint64_t keep_bytes;                /* what the keep takes once loaded; 0 = unknown */
+    uint64_t free_bytes;                /* with an empty keep: a free plan (free this many bytes), no load */
 } rsd_facts;
 
 /* Per-resident classification, index-aligned with rsd_facts.residents. */
@@ -2305,6 +2312,7 @@ typedef struct rsd_plan {
     uint32_t resident_count;  /* rsd_facts.n_residents */
     int slots_needed;         /* router, capacity known: slots to free (count + 1 - max), 0 if one is free */
     uint32_t load_context;    /* context to load with (clamped); 0 = no context given */
+    uint64_t freed_bytes;     /* a free plan: what its evictions free */
     int n_evict;              /* unload these, in order, before loading */
     int16_t evict[RSD_MAX_RESIDENTS];
     int n_fallback;           /* jit: unload these in order if the load fails */
@@ -5029,7 +5037,7 @@ RSDI_PRIVATE int rsdi_check_facts(const rsd_facts *f) {
     if ((f->n_residents && !f->residents) || (f->n_protected && !f->protected_models))
         return RSD_ERR_ARG;
     if (!rsdi_str_valid(f->target_id) || !rsdi_str_valid(f->runtime_id)) return RSD_ERR_ARG;
-    if ((r = rsdi_check_id(f->keep, false)) < 0) return r;
+    if ((r = rsdi_check_id(f->keep, f->free_bytes > 0)) < 0) return r; /* a free plan has no keep */
     for (k = 0; k < f->n_keep_aliases; k++)
         if ((r = rsdi_check_id(f->keep_aliases[k], true)) < 0) return r;
     for (k = 0; k < f->n_keep_tags; k++)
@@ -5778,6 +5786,53 @@ RSDI_PRIVATE void rsdi_decide_router(const rsd_facts *f, rsdi_decide_ws *w, rsd_
     }
 }
 
+/* Phase 5e, a free plan (an empty keep and free_bytes): unload models this library
+   loaded, unprotected and of known size, in tier order (least recently used first),
+   until free_bytes are freed; one notice per victim, and one more when they cannot free
+   it all. */
+RSDI_PRIVATE void rsdi_decide_free(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p) {
+    uint64_t freed = 0, b, held = 0;
+    int k;
+    rsd_notice *n;
+    for (k = 0; k < w->n_unprot; k++) {
+        int g = w->unprot[k], i;
+        bool sized = p->cls[g].ours != 0;
+        for (b = 0, i = 0; i < w->n && sized; i++)
+            if (p->cls[i].group == g) {
+                uint64_t x = 0;
+                sized = rsdi_res_bytes(&f->residents[i], &x);
+                b = rsdi_add_sat(b, x);
+            }
+        if (!sized || !b) continue;
+        held = rsdi_add_sat(held, b);
+        if (freed >= f->free_bytes) continue;
+        rsdi_mark_evict(w, p, g);
+        freed = rsdi_add_sat(freed, b);
+        n = rsdi_notice_add(p, RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO, RSD_MSG_FREE_OURS, g);
+        if (n) {
+            n->detail = RSD_DETAIL_FREED_VRAM_BYTES | RSD_DETAIL_FREE_BYTES;
+            n->freed_vram_bytes = b;
+            n->free_bytes = f->free_bytes;
+            n->victim_rule = rsdi_victim_rule(w, p, g);
+            if (w->glast[g]) {
+                n->detail |= RSD_DETAIL_LAST_USED;
+                n->last_used_ms = w->glast[g];
+            }
+        }
+    }
+    p->decision = RSD_DECISION_FREE;
+    p->freed_bytes = freed;
+    p->reason = !p->n_evict ? RSD_REASON_FREE_NOTHING : freed < f->free_bytes ? RSD_REASON_FREE_SHORT
+                                                                              : RSD_REASON_FREE_BYTES;
+    if (freed >= f->free_bytes) return;
+    n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_WARNING, RSD_MSG_FREE_SHORT, -1);
+    if (n) {
+        n->detail = RSD_DETAIL_FREE_BYTES | RSD_DETAIL_FREED_VRAM_BYTES;
+        n->free_bytes = f->free_bytes;
+        n->freed_vram_bytes = held;
+    }
+}
+
 /* Phase 6, clamp: the load context while neighbours stay resident. */
 RSDI_PRIVATE void rsdi_decide_clamp(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
     int neighbours = 0, k;
@@ -5834,7 +5889,10 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     rsdi_decide_groups(f, &w, &t, p);
     rsdi_decide_bytes(f, &w, p);
     rsdi_decide_stress(f, &w, p);
-    if (p->keep_resident) {
+    if (!f->keep.len) { /* a free plan (rsdi_check_facts let an empty keep through only for it) */
+        w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);
+        rsdi_decide_free(f, &w, p);
+    } else if (p->keep_resident) {
         rsdi_decide_resident(f, &w, p);
     } else {
         w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);
@@ -6040,6 +6098,18 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->capacity_bytes);
         rsdi_sb_c(&b, " can be freed without evicting a protected model; residency evicts no more than "
                       "without sizes, and the load may fail or spill to CPU.");
+        break;
+    case RSD_MSG_FREE_OURS:
+        rsdi_sb_c(&b, "unloading residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, n);
+        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free memory (");
+        rsdi_sb_gib(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the "); rsdi_sb_gib(&b, n->free_bytes);
+        rsdi_sb_c(&b, " asked).");
+        break;
+    case RSD_MSG_FREE_SHORT:
+        rsdi_sb_c(&b, "only "); rsdi_sb_gib(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the ");
+        rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " asked can be freed on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, ": the rest is held by models residency did not load, protected ones, or ones "
+                      "whose size the server does not list.");
         break;
     case RSD_MSG_NOT_LOADABLE:
         rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);

@@ -184,6 +184,29 @@ static int refd_check_plan(const rsd_facts *f, const rsd_plan *p, const refd_vie
                       c->group, v->group[i], c->is_keep, v->is_keep[i], c->protection, v->protection[i], c->ours,
                       v->ours[i], c->role, v->role[i]);
     }
+    if (!f->keep.len && f->optout == RSD_OPTOUT_NONE) { /* a free plan: ours of known size, in order */
+        uint64_t freed = 0;
+        int m = 0;
+        for (k = 0; k < v->n_unprot; k++) {
+            int g = v->unprot[k];
+            uint64_t b = 0;
+            bool sized = v->ours[g] != 0;
+            for (i = 0; i < v->n && sized; i++) {
+                const rsd_resident *r = &f->residents[i];
+                if (v->group[i] != g) continue;
+                sized = r->has_size_vram || r->has_size;
+                b += r->has_size_vram ? r->size_vram_bytes : r->size_bytes;
+                if (b < (r->has_size_vram ? r->size_vram_bytes : r->size_bytes)) b = UINT64_MAX; /* saturate */
+            }
+            if (!sized || !b || freed >= f->free_bytes) continue;
+            if (m >= p->n_evict || p->evict[m] != g) REFD_FAIL("free: eviction %d is not %d", m, g);
+            m++;
+            freed = freed > UINT64_MAX - b ? UINT64_MAX : freed + b;
+        }
+        if (m != p->n_evict) REFD_FAIL("free: %d evictions, oracle %d", p->n_evict, m);
+        if (p->decision != RSD_DECISION_FREE || p->freed_bytes != freed) REFD_FAIL("free: decision or bytes");
+        return 0;
+    }
     if (p->keep_resident || f->optout != RSD_OPTOUT_NONE) return 0;
     for (k = 0; k < v->n_unprot; k++) {
         order[no++] = v->unprot[k];

@@ -1546,6 +1546,73 @@ static void lru_bytes_ties(void) {
     CHECK(strstr(msg_of(&f, &plan, -1), "'bravo' from") != NULL);
 }
 
+/* A free plan (no keep, free_bytes): only models this library loaded, unprotected and
+   of known size, least recently used first, until enough is freed; a shortfall says so;
+   nothing to unload is FREE_NOTHING; observe-only does nothing. */
+static void free_plan(void) {
+    rsd_resident r[6];
+    rsd_protected_model pm[1];
+    rsd_facts f;
+    int k;
+    const uint64_t G = (uint64_t)1 << 30;
+    r[0] = used("alpha", 3000, true);
+    r[1] = used("bravo", 1000, true);
+    r[2] = used("charlie", 2000, true);
+    r[3] = used("foreign", 1, false);          /* not ours: never */
+    r[4] = used("pinned", 2, true);
+    tag(&r[4], "pinned:true");                  /* protected: never */
+    r[5] = used("config", 3, true);             /* configured: never */
+    for (k = 0; k < 6; k++) {
+        r[k].has_size = true;
+        r[k].size_bytes = 2 * G;
+    }
+    r[2].has_size = false;                      /* charlie's size unknown: skipped */
+    memset(pm, 0, sizeof pm);
+    pm[0].model_id = rsd_str_c("config");
+    memset(&f, 0, sizeof f);
+    f.target_id = rsd_str_c("mini");
+    f.residents = r;
+    f.n_residents = 6;
+    f.max_instances = 6;
+    f.protected_models = pm;
+    f.n_protected = 1;
+    f.free_bytes = 3 * G;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_FREE);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_BYTES);
+    REQUIRE(plan.n_evict == 2);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "alpha");
+    CHECK(plan.freed_bytes == 4 * G);
+    REQUIRE(plan.n_notices == 2);
+    CHECK_EQ_STR(msg_of(&f, &plan, 0), "unloading residency-loaded model 'bravo' (least recently used) from 'mini' to "
+                                        "free memory (2.0 GiB of the 3.0 GiB asked).");
+    f.free_bytes = 1; /* one is enough */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    f.free_bytes = 9 * G; /* more than ours hold: all of them, and a notice */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_SHORT);
+    CHECK_EQ_INT(plan.n_evict, 2);
+    CHECK_EQ_INT(last_notice(&plan)->msg, RSD_MSG_FREE_SHORT);
+    CHECK_EQ_STR(msg_of(&f, &plan, -1), "only 4.0 GiB of the 9.0 GiB asked can be freed on 'mini': the rest is held by "
+                                         "models residency did not load, protected ones, or ones whose size the server "
+                                         "does not list.");
+    f.optout = RSD_OPTOUT_ENV; /* observe: nothing */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_OBSERVE);
+    CHECK_EQ_INT(plan.would, RSD_DECISION_FREE);
+    CHECK_EQ_INT(plan.n_evict, 0);
+    f.optout = RSD_OPTOUT_NONE;
+    f.n_residents = 0; /* nothing to unload */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_NOTHING);
+    CHECK_EQ_INT(plan.n_evict, 0);
+    f.free_bytes = 0; /* an empty keep without bytes is still an error */
+    CHECK_EQ_INT(rsd_decide(&f, &plan), RSD_ERR_MODEL_ID);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(upstream_co_hosts_within_known_capacity);
@@ -1554,6 +1621,7 @@ int main(int argc, char **argv) {
     RUN(lru_within_protection);
     RUN(lru_ours_groups_and_strategies);
     RUN(lru_bytes_ties);
+    RUN(free_plan);
     RUN(upstream_keep_resident_never_evicts_co_residents);
     RUN(upstream_capacity_full_eviction_chooses_non_protected);
     RUN(upstream_capacity_full_falls_back_to_config_protected);

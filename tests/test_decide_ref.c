@@ -159,6 +159,10 @@ static void gen_case(dcase *c) {
         f->keep_tags[k] = put(c, t, strlen(t));
     }
     f->keep_pinned = chance(10);
+    if (chance(8)) { /* a free plan: no keep, bytes to free */
+        f->keep = put(c, "", 0);
+        f->free_bytes = chance(5) ? UINT64_MAX : (uint64_t)below(80) << 28;
+    }
     f->strategy = (rsd_strategy)below(RSD_STRATEGY_NUM);
     if (chance(1)) f->strategy = (rsd_strategy)RSD_STRATEGY_NUM;
     f->optout = chance(85) ? RSD_OPTOUT_NONE : (rsd_optout)below(RSD_OPTOUT_NUM + (chance(5) ? 1 : 0));
