@@ -2826,7 +2826,7 @@ typedef enum rsd_http_op {
 
 /* Final outcome of a reconcile. */
 #define RSD_OUTCOMES(X) X(NONE, "none") X(RESIDENT, "resident") X(OBSERVED, "observed") \
-    X(DECLINED, "declined") X(LOAD_FAILED, "load-failed") X(DEGRADED, "degraded")
+    X(DECLINED, "declined") X(LOAD_FAILED, "load-failed") X(DEGRADED, "degraded") X(FREED, "freed")
 /* How a reconcile ended. */
 typedef enum rsd_outcome {
 #define RSDI_X(n, s) RSD_OUTCOME_##n,
@@ -2924,6 +2924,7 @@ typedef struct rsd_reconcile_result {
     uint32_t load_context;    /* clamped context of the plan (0 = none) */
     uint32_t requests;        /* HTTP steps emitted */
     uint32_t load_attempts;   /* load requests for the keep */
+    uint64_t freed_bytes;     /* a free reconcile: the listed sizes of what it unloaded */
     uint64_t elapsed_ms;      /* from begin to DONE */
     rsd_lms_tier tier;        /* API tier found (LM Studio; NONE otherwise) */
     rsd_lms_state state;      /* how the request resolved (LM Studio; UNKNOWN otherwise) */
@@ -3004,7 +3005,9 @@ typedef struct rsd_reconcile_desc {
     const char *target_key;           /* NULL = normalise("<runtime>|" base_url) */
     const char *target_id;            /* for messages; NULL = base_url */
     const char *runtime_id;           /* for messages; NULL = runtime->name */
-    const char *keep;                 /* model to make resident (required) */
+    const char *keep;                 /* model to make resident (required, unless free_bytes) */
+    uint64_t free_bytes;              /* with keep NULL or "": free this many bytes instead (unload
+                                         models this library loaded, least recently used first) */
     const char *residency_env;        /* value of RESIDENCY; NULL = unset (managed) */
     bool user_managed;                /* target lifecycle user-managed (observe) */
     bool keep_pinned;                 /* the keep will be tag-pinned */
@@ -3105,6 +3108,7 @@ struct rsd_reconcile {
     char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
     bool shown, locked;
     bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
+    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
     bool notices_held;                /* the plan's notices wait for the decision under the lock */
     bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
     bool cap_known;                   /* desc.capacity_known: no capacity request */
@@ -7892,7 +7896,7 @@ RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uin
     char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
     if (!r->cache || r->result.cache_hit) return;
     if (r->result.mutated) rsd_cache_invalidate(r->cache, rsd_str_c(r->key), rsd_str_c(""));
-    if (r->no_cache || r->result.unload_failed || r->result.state_error < 0) return;
+    if (r->no_cache || r->free_bytes || r->result.unload_failed || r->result.state_error < 0) return;
     if (o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) return;
     if (r->result.error < 0 && o != RSD_OUTCOME_DECLINED) return;
     if (r->result.reason == RSD_REASON_PROBE_FAILED) return;
@@ -8104,13 +8108,14 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->context_length = r->ctx_len;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
+    f->free_bytes = r->free_bytes;
     f->capacity_bytes = r->cap_bytes;
     f->keep_bytes = r->keep_bytes ? r->keep_bytes
                   : ki < 0 ? 0
                   : l->models[ki].has_size_vram ? l->models[ki].size_vram_bytes
                   : l->models[ki].has_size ? l->models[ki].size_bytes : 0;
     if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
-    if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0)
+    if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0 && !r->free_bytes)
         rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
     rsdi_rc_plan_result(r);
     return RSD_OK;
@@ -8240,16 +8245,36 @@ RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_issue_http(r, RSDI_PH_LOAD, RSD_OP_LOAD, r->keep, now_ms);
 }
 
+/* A free reconcile's unloads are done: what they freed (the listed sizes of what went). */
+RSDI_PRIVATE void rsdi_rc_freed(rsd_reconcile *r, uint64_t now_ms) {
+    int k, i;
+    r->result.freed_bytes = 0;
+    for (k = 0; k < r->result.n_evicted; k++)
+        for (i = 0; i < r->facts.n_residents; i++) {
+            uint64_t b = r->res[i].has_size_vram ? r->res[i].size_vram_bytes : r->res[i].has_size ? r->res[i].size_bytes : 0;
+            if (!r->result.evicted[k].displaced && rsd_str_eq_c(r->res[i].model_id, r->result.evicted[k].id))
+                r->result.freed_bytes = r->result.freed_bytes > UINT64_MAX - b ? UINT64_MAX : r->result.freed_bytes + b;
+        }
+    r->result.outcome = r->result.n_evicted ? RSD_OUTCOME_FREED : RSD_OUTCOME_DECLINED;
+    r->result.error = RSD_OK;
+    rsd_reconcile_finish(r, now_ms);
+}
+
 RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
     if (r->vi < r->n_victims) {
         if (now_ms >= r->deadline) {
+            if (r->free_bytes) { /* nothing to restore: what went is freed */
+                rsdi_rc_freed(r, now_ms);
+                return;
+            }
             rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
             return;
         }
         rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, r->victims[r->vi], now_ms);
         return;
     }
-    rsdi_rc_do_load(r, now_ms);
+    if (r->free_bytes) rsdi_rc_freed(r, now_ms);
+    else rsdi_rc_do_load(r, now_ms);
 }
 
 /* Start mutating on the current plan (after the lock, or without one). */
@@ -8297,6 +8322,19 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
             return;
         }
         rsdi_rc_success(r, now_ms);
+        return;
+    case RSD_DECISION_FREE:
+        if (!r->plan.n_evict) { /* nothing this library loaded can go */
+            r->result.outcome = RSD_OUTCOME_DECLINED;
+            if (r->n_notices > 0) rsdi_cpy(r->result.message, sizeof r->result.message, r->notices[r->n_notices - 1].text);
+            rsd_reconcile_finish(r, now_ms);
+            return;
+        }
+        if (r->want_lock && !under_lock) {
+            rsd_reconcile_lock(r);
+            return;
+        }
+        rsdi_rc_mutate(r, now_ms);
         return;
     case RSD_DECISION_LOAD:
     case RSD_DECISION_LOAD_AFTER_EVICT:
@@ -8649,8 +8687,10 @@ RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_de
 RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
     const rsd_runtime *rt;
     int i, rc;
-    if (!d || !d->keep || !d->base_url) return RSD_ERR_ARG;
+    if (!d || (!d->keep && !d->free_bytes) || !d->base_url) return RSD_ERR_ARG;
     rt = r->rt = d->runtime ? d->runtime : rsd_runtime_router();
+    r->free_bytes = d->keep && d->keep[0] ? 0 : d->free_bytes;
+    if (r->free_bytes && rt->start) return RSD_ERR_ARG; /* a runtime with its own machine (LM Studio): not there */
     if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->start) ||
         (rt->start && (!rt->answer || !rt->locked)))
         return RSD_ERR_ARG;
@@ -8662,7 +8702,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         return RSD_ERR_ARG;
     r->logger = d->logger;
     r->cache = d->cache;
-    if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep) ||
+    if ((!r->free_bytes && !d->keep[0]) || !rsdi_cpy(r->keep, sizeof r->keep, d->keep ? d->keep : "") ||
         !rsdi_cpy(r->lms.default_model, sizeof r->lms.default_model, d->default_model ? d->default_model : ""))
         return RSD_ERR_MODEL_ID;
     if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
@@ -8804,7 +8844,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
 /* The cache, else the first request. */
 RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms) {
     rsd_cache_hit hit;
-    if (r->cache && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
+    if (r->cache && !r->free_bytes && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
                                      r->has_gen ? r->gen : 0, &hit) == 1) { /* no request, no notice */
         r->result.cache_hit = true;
         r->result.decision = hit.decision;
