@@ -2081,6 +2081,8 @@ typedef struct rsd_ensure_req {
     bool observe;                     /* observe-only for this request (never mutates) */
     bool user_managed;                /* the target is user-managed (observe-only) */
     bool keep_pinned;                 /* the model will be tag-pinned */
+    uint64_t free_bytes;              /* with model NULL or "": free this many bytes instead (a lease:
+                                         see rsd_ensure_release) */
 } rsd_ensure_req;
 
 /* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
@@ -2104,6 +2106,9 @@ typedef struct rsd_ensure_result {
     rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
     int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
     bool lock_waiting;                /* progress: waiting for the target lock another ensure holds */
+    uint64_t freed_bytes;             /* a free ensure: the listed sizes of what it unloaded */
+    const char *lease_id;             /* a free ensure that unloaded something, with a state
+                                         directory: the lease to release ("" otherwise) */
 } rsd_ensure_result;
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
@@ -2124,6 +2129,13 @@ RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out)
 RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
 RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
+/* Blocking: loads back what the free ensure of lease_id unloaded (one rsd_ensure per model,
+   at the URL recorded with it unless q->url is set; q gives runtime, bearer, timeout),
+   then forgets what came back. *out: the last ensure's result. The count restored, or <0:
+   RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no such lease), or the first
+   failed ensure's code (what failed stays in the lease for another release). */
+RSD_API int rsd_ensure_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                               rsd_ensure_result *out);
 /* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url);
 /* The ensurer's own HTTP client (for extra requests between ensures). */
@@ -6426,6 +6438,9 @@ struct rsd_ensurer {
     rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
     rsd_attr_set used;                /* the target's last-use record, as read */
+    uint64_t free_bytes;              /* a free ensure: the bytes asked */
+    char lease_id[48];                /* a free ensure: its lease ("" none) */
+    rsd_attr_set lease;               /* rsd_ensure_release: the lease's record */
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
@@ -6621,6 +6636,33 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
 }
 
 RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e);
+RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const char *ext,
+                                           const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
+                                           bool count_removed);
+RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
+RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
+RSDI_PRIVATE long rsdi_state_pid(void);
+
+/* A free ensure unloaded something: its lease, "lease|<id>" in the state directory
+   (attr/<name>.lease, the attribution's format: model = what went, instance = the URL).
+   The id is new, so nobody else writes that record: no file lock. */
+RSDI_PRIVATE void rsdi_en_lease_write(rsd_ensurer *e) {
+    rsd_attr_change ch[RSD_MAX_RESIDENTS];
+    char key[64];
+    int k, n = 0;
+    if (!e->st) return;
+    (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, "%llx-%lx", (unsigned long long)rsdi_en_wall_ms(),
+                       (unsigned long)rsdi_state_pid());
+    (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", e->lease_id);
+    for (k = 0; k < e->m.rc.result.n_evicted && n < RSD_MAX_RESIDENTS; k++) {
+        if (e->m.rc.result.evicted[k].displaced) continue;
+        ch[n].model = e->m.rc.result.evicted[k].id;
+        ch[n].instance = e->url;
+        ch[n++].remove = false;
+    }
+    if (n && rsdi_record_update_locked(e->st, key, ".lease", ch, n, rsdi_en_wall_ms(), false) < 0)
+        e->lease_id[0] = '\0'; /* not recorded: nothing to release */
+}
 
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     rsdi_en_sse_close(e);
@@ -6630,6 +6672,7 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
     if (e->m.rc.result.outcome == RSD_OUTCOME_RESIDENT || e->m.rc.result.keep_resident) rsdi_en_touch(e);
+    if (e->free_bytes && e->m.rc.result.n_evicted) rsdi_en_lease_write(e);
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
@@ -7100,7 +7143,11 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again (f NULL) when it answered */
     if (!f) f = &e->found;
     has_gen = rsdi_en_gen(e, &gen);
-    if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
+    if (!e->no_cache && !e->free_bytes && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
+    if (e->free_bytes && (rt->flags & RSD_RT_INSTANCES)) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
+        return;
+    }
     rsdi_en_read_attr(e);
     rsdi_en_uses_flush(e, false);
     rsdi_en_read_uses(e);
@@ -7108,7 +7155,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.runtime = rt;
     d.base_url = e->url;
     d.target_key = e->key;
-    d.keep = e->model;
+    d.keep = e->model[0] ? e->model : NULL;
+    d.free_bytes = e->free_bytes;
     d.residency_env = rsdi_en_env(e);
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
@@ -7203,12 +7251,17 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->co_told = false;
     e->co_read_err = RSD_OK;
     memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
-    if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
+    e->lease_id[0] = '\0';
+    e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
+    if (!q || !q->url || (!q->model && !e->free_bytes) || (int)q->runtime < 0 ||
+        (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
     }
     e->deadline = now_ms + (q->timeout_ms ? q->timeout_ms : (uint32_t)RSD_ENSURE_TIMEOUT_MS);
-    if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
+    if (e->free_bytes) {
+        e->model[0] = '\0';
+    } else if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
         rsdi_en_fail(e, RSD_ERR_MODEL_ID, now_ms, "ensure: model id empty or over %d bytes", RSD_MODEL_ID_MAX - 1);
         return RSD_ERR_MODEL_ID;
     }
@@ -7589,6 +7642,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     out->wire_id = e->model;
     out->evicted = e->m.rc.result.evicted;
     out->notices = e->m.rc.notices;
+    out->lease_id = e->lease_id;
     if (e->reconciling) {
         const rsd_reconcile_result *r = &e->m.rc.result;
         out->outcome = r->outcome;
@@ -7603,6 +7657,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->message = r->message;
         out->state_error = r->state_error;
         out->n_evicted = r->n_evicted;
+        out->freed_bytes = r->freed_bytes;
         out->n_notices = e->m.rc.n_notices;
         if (r->wire_id[0]) out->wire_id = r->wire_id;
         out->lms_tier = r->tier;
@@ -7642,6 +7697,51 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
     }
     if (out) rsd_ensure_query(e, out);
     return rc;
+}
+
+RSD_API int rsd_ensure_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                               rsd_ensure_result *out) {
+    static const char ext[] = ".lease";
+    rsd_attr_change gone[RSD_STATE_MAX_ATTR];
+    rsd_state_lock lk;
+    char key[80];
+    int r, n_gone = 0, first_err = RSD_OK;
+    size_t i;
+    if (out) memset(out, 0, sizeof *out);
+    if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
+    if (!e->st) return RSD_ERR_STATE;
+    (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", lease_id);
+    memset(&lk, 0, sizeof lk);
+    if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+    r = rsdi_record_load(e->st, key, ext, &e->lease);
+    rsd_state_unlock(e->st, &lk);
+    if (r < 0) return r;
+    if (r == 0) return RSD_ERR_NOT_FOUND;
+    for (i = 0; i < e->lease.count; i++) {
+        rsd_ensure_req one;
+        int rc;
+        memset(&one, 0, sizeof one);
+        if (q) one = *q;
+        one.url = q && q->url ? q->url : e->lease.items[i].instance;
+        one.model = e->lease.items[i].model;
+        one.free_bytes = 0;
+        rc = rsd_ensure(e, &one, out);
+        if (rc == RSD_OK && out && out->outcome == RSD_OUTCOME_RESIDENT) {
+            gone[n_gone].model = e->lease.items[i].model;
+            gone[n_gone].instance = e->lease.items[i].instance;
+            gone[n_gone++].remove = true;
+        } else if (first_err == RSD_OK) {
+            first_err = rc < 0 ? rc : RSD_ERR_STATE;
+        }
+    }
+    if (n_gone) { /* what came back leaves the lease */
+        memset(&lk, 0, sizeof lk);
+        if (rsdi_attr_lock_wait(e->st, &lk, key) == RSD_OK) {
+            (void)rsdi_record_update_locked(e->st, key, ext, gone, n_gone, 0, true);
+            rsd_state_unlock(e->st, &lk);
+        }
+    }
+    return first_err < 0 ? first_err : n_gone;
 }
 /* ==== ensure end ========================================================== */
 
