@@ -5993,6 +5993,26 @@ RSD_API int rsd_plan_decline_unloadable(const rsd_facts *f, rsd_plan *p, uint32_
     return RSD_OK;
 }
 
+/* A size for the free notices: GiB with one decimal from 1 GiB, else MiB from 1 MiB, else bytes. */
+RSDI_PRIVATE void rsdi_sb_size(rsdi_sb *b, uint64_t bytes) {
+    const uint64_t mib = (uint64_t)1 << 20;
+    uint64_t tenths;
+    if (bytes >= (uint64_t)1 << 30) {
+        rsdi_sb_gib(b, bytes);
+        return;
+    }
+    if (bytes < mib) {
+        rsdi_sb_u(b, bytes);
+        rsdi_sb_c(b, " bytes");
+        return;
+    }
+    tenths = (bytes * 10 + mib / 2) / mib; /* bytes < 2^30: no overflow */
+    rsdi_sb_u(b, tenths / 10);
+    rsdi_sb_c(b, ".");
+    rsdi_sb_u(b, tenths % 10);
+    rsdi_sb_c(b, " MiB");
+}
+
 /* Why an eviction notice's victim: " (least recently used)" and the like; nothing for
    byte-aware picks. */
 RSDI_PRIVATE void rsdi_sb_victim(rsdi_sb *b, const rsd_notice *n) {
@@ -6106,12 +6126,12 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
     case RSD_MSG_FREE_OURS:
         rsdi_sb_c(&b, "unloading residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, n);
         rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free memory (");
-        rsdi_sb_gib(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the "); rsdi_sb_gib(&b, n->free_bytes);
+        rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the "); rsdi_sb_size(&b, n->free_bytes);
         rsdi_sb_c(&b, " asked).");
         break;
     case RSD_MSG_FREE_SHORT:
-        rsdi_sb_c(&b, "only "); rsdi_sb_gib(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the ");
-        rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " asked can be freed on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, "only "); rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the ");
+        rsdi_sb_size(&b, n->free_bytes); rsdi_sb_c(&b, " asked can be freed on "); rsdi_sb_q(&b, target);
         rsdi_sb_c(&b, ": the rest is held by models residency did not load, protected ones, or ones "
                       "whose size the server does not list.");
         break;

@@ -635,6 +635,53 @@ static void test_lru_victim(void) {
     CHECK(W.max_live <= 3);
 }
 
+/* Freeing bytes on the real router, which lists meta.size (238592 bytes per tiny model)
+   for loaded models only: with tiny-a, tiny-c and tiny-d resident and used in that
+   order, 300000 bytes take tiny-c and tiny-d (least recently used first), never the
+   protected tiny-a; --release loads both back. */
+static void test_free_bytes_and_release(void) {
+    static char out[16384];
+    char id[64];
+    const char *p;
+    size_t n = 0;
+    int before_c, before_d, k;
+    for (k = 0; k < 3; k++) { /* on their own too (a filtered run): tiny-a, then tiny-c, then tiny-d */
+        static const char *const order[] = {"tiny-a", "tiny-c", "tiny-d"};
+        const char *a[] = {"--url", S.url, "--model", order[k], NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+    }
+    before_c = W.loads[2];
+    before_d = W.loads[3];
+    {
+        const char *a[] = {"--url", S.url, "--free-bytes", "300000", "--protect", "tiny-a", "--json", NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+        CHECK(strstr(out, "\"outcome\":\"freed\"") != NULL);
+        CHECK(strstr(out, "\"evicted\":[\"tiny-c\",\"tiny-d\"]") != NULL);
+        CHECK(strstr(out, "\"freed_bytes\":477184") != NULL);
+        if (rsdt_cur_failed) printf("  rsd-ensure: %s\n", out);
+    }
+    p = strstr(out, "\"lease_id\":\"");
+    REQUIRE(p != NULL);
+    p += 12;
+    while (p[n] && p[n] != '"' && n + 1 < sizeof id) n++;
+    memcpy(id, p, n);
+    id[n] = '\0';
+    CHECK_EQ_INT(listed(S.url, "tiny-c"), RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-d"), RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-a"), RSD_MODEL_LOADED);
+    {
+        const char *a[] = {"--release", id, NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+        CHECK(strstr(out, "2 model(s) resident again") != NULL);
+        if (rsdt_cur_failed) printf("  rsd-ensure: %s\n", out);
+    }
+    CHECK_EQ_INT(listed(S.url, "tiny-c"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-d"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(W.loads[2], before_c + 1);
+    CHECK_EQ_INT(W.loads[3], before_d + 1);
+    CHECK_EQ_INT(W.unloads[0], 0);
+}
+
 static void test_router_starts(void) {
     CHECK(UP);
     if (!UP) printf("  the router did not start: see %s\n", S.log);
@@ -686,6 +733,7 @@ int main(int argc, char **argv) {
     RUN(test_router_starts);
     if (UP) {
         RUN(test_lru_victim);
+        RUN(test_free_bytes_and_release);
         stop_router();
     }
     real_rmdir(DIR_);
