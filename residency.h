@@ -350,11 +350,28 @@
          optout != NONE                OBSERVE            OBSERVE_ENV / _TARGET
          driver: keep not served       DECLINE            DECLINE_NOT_LOADABLE
          driver: listing failed        OBSERVE            PROBE_FAILED (not cached)
+         no keep, free_bytes           FREE               FREE_BYTES / FREE_SHORT /
+                                       FREE_NOTHING: see "Free plans"
          sizes known             LOAD / LOAD_AFTER_EVICT  FITS_BYTES /
                                        EVICT_BYTES: see "Byte-aware eviction"
        Tag-pinned models and the keep are never in evict or fallback.
        Capacity counts instances unless capacity_bytes, keep_bytes and every
        resident's size are known; sizes never decline a load.
+
+     Free plans
+       An empty keep with rsd_facts.free_bytes > 0 asks to free that many bytes
+       instead of loading (an empty keep without it is RSD_ERR_MODEL_ID). The
+       candidates are the unprotected groups this library loaded (loaded_by_us)
+       whose every member has a known footprint (size_vram_bytes, else
+       size_bytes), in the order above (least recently used first); they go
+       until free_bytes are freed. Decision FREE (would FREE when observing);
+       plan.freed_bytes is what they free; reason FREE_BYTES, FREE_SHORT (all of
+       them hold less than asked: they all go, and a will-not-fit/warning notice
+       FREE_SHORT says how much can be freed) or FREE_NOTHING (no candidate).
+       One about-to-evict/info notice FREE_OURS per victim, detail
+       FREED_VRAM_BYTES FREE_BYTES [LAST_USED]: "unloading residency-loaded model
+       'b' (least recently used) from 'T' to free memory (2.0 GiB of the 3.0 GiB
+       asked)." Sizes under 1 GiB are given in MiB or bytes there.
 
      Capacity unknown
        A load adds one model, so freeing one slot always suffices for a
@@ -1535,8 +1552,9 @@
          -> on a failed load: RESTORE what was evicted
          -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
        Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
-       unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
-       0 (resident), 2 (declined), 3 (load failed), 4 (observe-only and not
+       unreadable: nothing done, not cached), FREED (a free reconcile:
+       desc.free_bytes and no keep; UNLOAD victims, then COMMIT, no LOAD).
+       rsd-ensure maps them to exit codes 0 (resident; freed), 2 (declined), 3 (load failed), 4 (observe-only and not
        resident), and a DEGRADED one by its result: 5 (server unreachable:
        RSD_ERR_CONNECT, _TIMEOUT, _RESOLVE, _CLOSED, _IO, _TLS), 7 (RSD_ERR_AUTH),
        else 6 (not a model server).

@@ -709,6 +709,28 @@
        int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
+       Freeing memory (a lease). A request with no model (q->model NULL or "")
+       and q->free_bytes = N frees N bytes instead of loading: the same reconcile
+       (lock, list, decide, unloads, commit) with a free plan (see "Free plans" in
+       residency.h's manual): models this library loaded there, unprotected, whose
+       size the server lists (the llama.cpp router lists meta.size while a model is
+       loaded; rsd-serve and rsd-sim too), least recently used first, until N are
+       freed. Nothing is loaded and nothing is cached. res.outcome FREED (perhaps
+       less than asked: res.freed_bytes, the listed sizes of what went, and a
+       will-not-fit notice say so) or DECLINED (nothing to unload; no request but
+       the listing); res.evicted lists what went. With a state directory the
+       unloads are a lease: res.lease_id names it, recorded as attr/lease_<id>-
+       <hash>.lease (the attribution's format: model = what went, instance = the
+       URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
+       machine.
+       int rsd_ensure_release(e, const rsd_ensure_req *q, const char *lease_id, out)
+           Blocking (a loop of rsd_ensure): loads back every model of the lease, at
+           the recorded URL unless q->url is set (q also gives the runtime, bearer
+           and timeout; q may be NULL), then removes what came back from the lease
+           (what failed stays for another release). Returns the count restored;
+           RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
+           or released lease, RSD_ERR_ARG for a bad id, else the first failed
+           ensure's code; *out is the last ensure's result.
        int rsd_ensurer_resolve(e, const char *url)
            Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
            first address), kept in a
