@@ -239,14 +239,10 @@ static int refd_check_plan(const rsd_facts *f, const rsd_plan *p, const refd_vie
                                                     p->reason != RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE && any_last))
             REFD_FAIL("router: reason %s, a last use %s known", rsd_reason_name(p->reason), any_last ? "is" : "is not");
     }
-    for (k = 0; k < p->n_notices; k++) {
-        const rsd_notice *n = &p->notices[k];
-        if (n->msg != RSD_MSG_EVICT_OURS && n->msg != RSD_MSG_EVICT_FOREIGN && n->msg != RSD_MSG_EVICT_CONFIG) continue;
-        if (n->victim_rule != refd_rule(v, n->subject))
-            REFD_FAIL("notice %d: victim rule %d, oracle %d", k, (int)n->victim_rule, (int)refd_rule(v, n->subject));
-        if (((n->detail & RSD_DETAIL_LAST_USED) != 0) != (v->last[n->subject] != 0) ||
-            ((n->detail & RSD_DETAIL_LAST_USED) && n->last_used_ms != v->last[n->subject]))
-            REFD_FAIL("notice %d: last use detail", k);
+    for (i = 0; i < v->n; i++) { /* every member of a victim's group carries its rule, nobody else one */
+        int want = p->cls[v->group[i]].evict ? (int)refd_rule(v, v->group[i]) : (int)RSD_VICTIM_NONE;
+        if (p->cls[i].victim_rule != want)
+            REFD_FAIL("resident %d: victim rule %d, oracle %d", i, (int)p->cls[i].victim_rule, want);
     }
     return 0;
 }

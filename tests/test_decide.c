@@ -113,7 +113,7 @@ static void upstream_capacity_full_eviction_chooses_non_protected(void) {
     CHECK_EQ_INT(last_notice(&plan)->msg, RSD_MSG_EVICT_FOREIGN);
     CHECK(strstr(msg_of(&f, &plan, -1),
                  "swapping resident 'old-code' (no last use is known: first by id) for requested 'coder'") != NULL);
-    CHECK_EQ_INT(last_notice(&plan)->victim_rule, RSD_VICTIM_BY_ID);
+    CHECK_EQ_INT(plan.cls[plan.evict[0]].victim_rule, RSD_VICTIM_BY_ID);
 }
 
 static rsd_protected_model prot[8];
@@ -1405,9 +1405,8 @@ static void lru_issue_case(void) {
     CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
     REQUIRE(last_notice(&plan));
     CHECK_EQ_INT(last_notice(&plan)->msg, RSD_MSG_EVICT_OURS);
-    CHECK_EQ_INT(last_notice(&plan)->victim_rule, RSD_VICTIM_LRU);
-    CHECK(last_notice(&plan)->detail & RSD_DETAIL_LAST_USED);
-    CHECK(last_notice(&plan)->last_used_ms == 1000);
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_LRU);
+    CHECK_EQ_INT(plan.cls[0].victim_rule, RSD_VICTIM_NONE);
     CHECK_EQ_STR(msg_of(&f, &plan, -1),
                  "evicting residency-loaded model 'bravo' (least recently used) from 'mini' to free a slot for 'delta'.");
     CHECK(strstr(rsd_reason_str(plan.reason), "least recently used") != NULL);
@@ -1440,15 +1439,14 @@ static void lru_unknown_and_mixed(void) {
     CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_UNPROTECTED);
     REQUIRE(plan.n_evict == 1);
     CHECK_EQ_STR(EVICT(&f, &plan, 0), "alpha");
-    CHECK_EQ_INT(last_notice(&plan)->victim_rule, RSD_VICTIM_BY_ID);
-    CHECK(!(last_notice(&plan)->detail & RSD_DETAIL_LAST_USED));
+    CHECK_EQ_INT(plan.cls[0].victim_rule, RSD_VICTIM_BY_ID);
     CHECK(strstr(msg_of(&f, &plan, -1), "'alpha' (no last use is known: first by id)") != NULL);
     r[0].last_used_ms = 50;
     r[2].last_used_ms = 10;
     REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
     CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_LRU);
     CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
-    CHECK_EQ_INT(last_notice(&plan)->victim_rule, RSD_VICTIM_UNUSED);
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_UNUSED);
     CHECK(strstr(msg_of(&f, &plan, -1), "'bravo' (no use of it is known)") != NULL);
     /* equal last uses: by id */
     r[1].last_used_ms = 10;
@@ -1508,7 +1506,7 @@ static void lru_ours_groups_and_strategies(void) {
     CHECK_EQ_INT(plan.reason, RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE);
     REQUIRE(plan.n_evict == 1);
     CHECK_EQ_STR(EVICT(&f, &plan, 0), "ours-new");
-    CHECK_EQ_INT(last_notice(&plan)->victim_rule, RSD_VICTIM_LRU);
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_LRU);
     f.strategy = RSD_STRATEGY_JIT;
     REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
     REQUIRE(plan.n_fallback == 3);
@@ -1542,7 +1540,7 @@ static void lru_bytes_ties(void) {
     CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
     REQUIRE(plan.n_evict == 1);
     CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
-    CHECK_EQ_INT(last_notice(&plan)->victim_rule, RSD_VICTIM_NONE);
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_NONE);
     CHECK(strstr(msg_of(&f, &plan, -1), "'bravo' from") != NULL);
 }
 

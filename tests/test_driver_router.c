@@ -295,7 +295,7 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
 }
 
 /* ---- harness -------------------------------------------------------------- */
-static rsd_reconcile R;            /* ~850 KB: never on the stack */
+static rsd_reconcile R;            /* large: never on the stack */
 static rsd_decision_cache CACHE;
 static uint64_t NOW;
 static int max_notices_seen_before_done;
@@ -405,9 +405,12 @@ static void fresh(void) {
 /* ==== 6.2 llamacpp-residency.test.ts ====================================== */
 static rsd_json_tok TOKS[RSD_LISTING_MAX_TOKENS];
 static rsd_listing L;
+static rsd_listed_model L_models[RSD_LISTING_MAX_MODELS];
+static char L_arena[RSD_LISTING_ARENA_BYTES];
 
 static int resident_ids(const char *json, char *out, size_t cap) {
-    int i, rc = rsd_router_parse_models(json, strlen(json), TOKS, RSD_LISTING_MAX_TOKENS, &L);
+    int i, rc = rsd_listing_init(&L, L_models, RSD_LISTING_MAX_MODELS, L_arena, sizeof L_arena);
+    if (rc == RSD_OK) rc = rsd_router_parse_models(json, strlen(json), TOKS, RSD_LISTING_MAX_TOKENS, &L);
     size_t n = 0;
     out[0] = '\0';
     if (rc < 0) return rc;
@@ -678,7 +681,7 @@ static void test_free_bytes(void) {
     CHECK_EQ_STR(posts_of(&f), "");
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
     CHECK_EQ_INT(R.result.reason, RSD_REASON_FREE_NOTHING);
-    CHECK(strstr(R.result.message, "only 0.0 GiB") != NULL);
+    CHECK(strstr(R.result.message, "only 0 bytes of the 150 bytes asked") != NULL);
     CHECK_EQ_INT(f.locks, 0);
     d.free_bytes = 0; /* neither a keep nor bytes */
     CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_ERR_ARG);
@@ -2071,6 +2074,7 @@ static void test_context_above_what_the_model_runs_with_gets_a_notice(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     RUN(test_july_swap_waits_until_the_victim_is_unloaded);
     RUN(test_july_victim_that_never_stops_times_out_before_the_load);
     RUN(test_failed_load_restores_displaced_protected_model);
