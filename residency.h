@@ -6118,7 +6118,7 @@ RSDI_PRIVATE void rsdi_sb_size(rsdi_sb *b, uint64_t bytes) {
 /* Why an eviction notice's victim: " (least recently used)" and the like; nothing for
    byte-aware picks. */
 RSDI_PRIVATE void rsdi_sb_victim(rsdi_sb *b, const rsd_plan *p, const rsd_notice *n) {
-    switch (n->subject >= 0 && n->subject < RSD_MAX_RESIDENTS ? p->cls[n->subject].victim_rule : RSD_VICTIM_NONE) {
+    switch (n->subject >= 0 && n->subject < RSD_MAX_RESIDENTS ? (int)p->cls[n->subject].victim_rule : (int)RSD_VICTIM_NONE) {
     case RSD_VICTIM_LRU: rsdi_sb_c(b, " (least recently used)"); break;
     case RSD_VICTIM_UNUSED: rsdi_sb_c(b, " (no use of it is known)"); break;
     case RSD_VICTIM_BY_ID: rsdi_sb_c(b, " (no last use is known: first by id)"); break;
