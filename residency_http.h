@@ -4311,7 +4311,7 @@ RSDI_PRIVATE int rsdi_tls_handshake(void *ctx, int *code, uint32_t *flags, char 
     *flags = 0;
     return RSD_ERR_TLS_UNAVAILABLE;
 }
-RSDI_PRIVATE short rsdi_tls_want(void *ctx) { (void)ctx; return POLLOUT; }
+RSDI_PRIVATE short rsdi_tls_want(void *ctx) { (void)ctx; return RSD_POLLOUT; }
 RSDI_PRIVATE bool rsdi_tls_pending(const rsdi_io *io, void *ctx) { (void)io; (void)ctx; return false; }
 RSDI_PRIVATE bool rsdi_tls_usable(const rsdi_tls *t) { (void)t; return false; }
 #endif /* RSD_HTTP_MBEDTLS */
@@ -5375,8 +5375,8 @@ RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap
         short ev;
         if (r->state == RSDI_RQ_CONNECTING && c->conns[r->conn].state == RSDI_CC_HANDSHAKE)
             ev = rsdi_tls_want(c->conns[r->conn].io_ctx);
-        else if (r->state == RSDI_RQ_CONNECTING || r->state == RSDI_RQ_SENDING) ev = POLLOUT;
-        else if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused) ev = POLLIN;
+        else if (r->state == RSDI_RQ_CONNECTING || r->state == RSDI_RQ_SENDING) ev = RSD_POLLOUT;
+        else if ((r->state == RSDI_RQ_HEAD || r->state == RSDI_RQ_BODY) && !r->paused) ev = RSD_POLLIN;
         else continue;
         if (out && n < cap) {
             out[n].fd = c->conns[r->conn].fd;
@@ -6157,8 +6157,8 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
             continue;
         }
         if (cn->state == RSDI_SC_ZOMBIE) continue;
-        if (cn->tx_len > cn->tx_off) ev |= POLLOUT;
-        if (cn->state != RSDI_SC_CLOSING && cn->rx_len < s->rx_cap) ev |= POLLIN;
+        if (cn->tx_len > cn->tx_off) ev |= RSD_POLLOUT;
+        if (cn->state != RSDI_SC_CLOSING && cn->rx_len < s->rx_cap) ev |= RSD_POLLIN;
         if (!ev) continue;
         if (out && n < cap) {
             out[n].fd = cn->fd;
@@ -6170,7 +6170,7 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
     if (s->lfd >= 0 && !s->accept_paused && (free_slots || rsdi_server_victim(s, true) >= 0)) {
         if (out && n < cap) {
             out[n].fd = s->lfd;
-            out[n].events = POLLIN;
+            out[n].events = RSD_POLLIN;
             out[n].revents = 0;
         }
         n++;

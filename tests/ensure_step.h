@@ -3,7 +3,6 @@
    the lock while the other waits for it). Include after residency_http.h. */
 #ifndef RSD_TESTS_ENSURE_STEP_H
 #define RSD_TESTS_ENSURE_STEP_H
-#include <poll.h>
 
 /* Steps e on the real clock (poll on its sockets, up to its next deadline) until it is
    done or until(e) holds; bounded by 60 s. Returns the last step's code. */
@@ -21,7 +20,7 @@ static int drive(rsd_ensurer *e, bool (*until)(rsd_ensurer *)) {
         dl = rsd_ensure_next_deadline(e);
         now = rsd_now_ms();
         timeout = dl == RSD_DEADLINE_NONE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
-        if (timeout > 0) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), timeout);
+        if (timeout > 0) (void)rsd_poll(fds, n > 16 ? 16 : n, timeout);
     }
     return RSD_ERR_TIMEOUT;
 }

@@ -6,6 +6,87 @@
 #ifndef RSD_TESTS_LISTEN_PROC_H
 #define RSD_TESTS_LISTEN_PROC_H
 
+#if defined(_WIN32)
+/* Windows (make test-windows): the library's own supervisor starts the .exe and reads
+   its output (stdout and stderr together: the first line that names the port is
+   taken); stop is its stop (TerminateJobObject under wine: no console to send
+   CTRL_BREAK through), so the exit status is -1 then. Needs residency_http.h with the
+   implementation. */
+typedef struct listen_proc {
+    long pid;
+    int port;
+    char url[64];   /* "http://127.0.0.1:PORT" */
+    char line[256]; /* the first output line that names the port */
+    rsd_procs *procs;
+    rsd_proc h;
+} listen_proc;
+
+static int listen_proc_start(listen_proc *s, const char *const *argv, int stderr_fd) {
+    rsd_procs_desc d;
+    rsd_proc_spec sp;
+    rsd_proc_info info;
+    uint64_t end = rsd_now_ms() + 60000;
+    static char tail[16384];
+    (void)stderr_fd;
+    memset(s, 0, sizeof *s);
+    memset(&d, 0, sizeof d);
+    memset(&sp, 0, sizeof sp);
+    d.max_procs = 1;
+    d.term_grace_ms = 2000;
+    d.start_deadline_ms = 3600000; /* the test decides when it is done */
+    s->procs = rsd_procs_create(&d);
+    if (!s->procs) return -1;
+    sp.exe = argv[0];
+    sp.args = argv + 1;
+    if (rsd_procs_spawn(s->procs, &sp, rsd_now_ms(), &s->h) != RSD_OK) return -1;
+    if (rsd_procs_query(s->procs, s->h, rsd_now_ms(), &info) == RSD_OK) s->pid = (long)info.pid;
+    while (rsd_now_ms() < end) { /* bounded wait for the line */
+        rsd_proc_event ev;
+        const char *at, *nl;
+        (void)rsd_procs_step(s->procs, rsd_now_ms());
+        while (rsd_procs_next_event(s->procs, &ev))
+            if (ev.kind == RSD_PROC_EV_EXITED || ev.kind == RSD_PROC_EV_SPAWN_FAILED) return -1;
+        if (rsd_procs_tail(s->procs, s->h, 0, tail, sizeof tail) > 0 &&
+            (at = strstr(tail, "listening on http://127.0.0.1:")) != NULL && (nl = strchr(at, '\n')) != NULL) {
+            const char *b = at;
+            size_t n;
+            while (b > tail && b[-1] != '\n') b--;
+            n = (size_t)(nl - b) < sizeof s->line - 1 ? (size_t)(nl - b) : sizeof s->line - 1;
+            memcpy(s->line, b, n);
+            s->line[n] = '\0';
+            if (n && s->line[n - 1] == '?') s->line[n - 1] = '\0'; /* the \r, shown as '?' */
+            s->port = atoi(at + strlen("listening on http://127.0.0.1:"));
+            snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
+            return s->port > 0 ? 0 : -1;
+        }
+        (void)rsd_poll(NULL, 0, 5);
+    }
+    return -1;
+}
+
+static int listen_proc_stop(listen_proc *s) {
+    uint64_t end = rsd_now_ms() + 30000;
+    int code = -1;
+    if (!s->procs) return -1;
+    (void)rsd_procs_stop(s->procs, s->h, rsd_now_ms());
+    while (rsd_now_ms() < end) {
+        rsd_proc_event ev;
+        bool done = false;
+        (void)rsd_procs_step(s->procs, rsd_now_ms());
+        while (rsd_procs_next_event(s->procs, &ev))
+            if (ev.kind == RSD_PROC_EV_STOPPED || ev.kind == RSD_PROC_EV_EXITED) {
+                code = ev.term_signal ? -1 : ev.exit_code;
+                done = true;
+            }
+        if (done) break;
+        (void)rsd_poll(NULL, 0, 5);
+    }
+    rsd_procs_destroy(s->procs);
+    s->procs = NULL;
+    s->pid = 0;
+    return code;
+}
+#else
 typedef struct listen_proc {
     pid_t pid;
     int port;
@@ -57,4 +138,5 @@ static int listen_proc_stop(listen_proc *s) {
     s->pid = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+#endif
 #endif

@@ -8,11 +8,19 @@
                                      where tests/windows.sh builds the examples)
        tp_runnable(path)             the program exists (and is executable on POSIX)
        tp_open_handles()             descriptors open in this process (Windows: handles),
-                                     for leak checks; -1 when unknown
+                                     for leak checks; -1 when unknown (wine: always), so
+                                     a leak check compares -1 with -1 there
        tp_no_children()              no child process of ours, alive or zombie (Windows:
                                      there are no zombies; true)
        tp_sock_close(fd)             close a socket from socket()
-       tp_net_init()                 Windows: WSAStartup for the test's own sockets */
+       tp_net_init()                 Windows: WSAStartup for the test's own sockets
+       tp_setenv(name, value)        set (value NULL: remove) a variable of ours
+       tp_mkdir(path)                a directory of our own (0700 on POSIX); 0 or -1
+   With TP_POSIX_SOCKET_NAMES defined first, a test written against POSIX sockets builds
+   on Windows as it is: socket, accept, connect, send, recv, read, write, close, poll,
+   shutdown and setsockopt on a socket become Winsock calls (through the library's own
+   wrappers where it has them, so errno is set as on POSIX). Only for tests whose
+   read/write/close are on sockets alone. */
 #ifndef RSD_TESTS_PORTABLE_H
 #define RSD_TESTS_PORTABLE_H
 #include <stdio.h>
@@ -25,6 +33,7 @@
 #else
 #include <dirent.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #endif
 #if defined(__GNUC__) || defined(__clang__)
@@ -89,8 +98,8 @@ TP_FN bool tp_runnable(const char *path) {
 
 TP_FN int tp_open_handles(void) {
 #if defined(_WIN32)
-    DWORD n = 0;
-    return GetProcessHandleCount(GetCurrentProcess(), &n) ? (int)n : -1;
+    DWORD n = 0; /* wine answers 0: unknown (a live process always holds handles) */
+    return GetProcessHandleCount(GetCurrentProcess(), &n) && n > 0 ? (int)n : -1;
 #else
     DIR *d = opendir("/proc/self/fd");
     struct dirent *e;
@@ -112,6 +121,26 @@ TP_FN bool tp_no_children(void) {
 #endif
 }
 
+TP_FN void tp_setenv(const char *name, const char *value) {
+#if defined(_WIN32)
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s=%s", name, value ? value : "");
+    (void)_putenv(buf); /* "NAME=" removes it */
+    (void)SetEnvironmentVariableA(name, value);
+#else
+    if (value) (void)setenv(name, value, 1);
+    else (void)unsetenv(name);
+#endif
+}
+
+TP_FN int tp_mkdir(const char *path) {
+#if defined(_WIN32)
+    return _mkdir(path);
+#else
+    return mkdir(path, 0700);
+#endif
+}
+
 TP_FN void tp_net_init(void) {
 #if defined(_WIN32)
     WSADATA wd;
@@ -126,4 +155,24 @@ TP_FN void tp_sock_close(int fd) {
     (void)close(fd);
 #endif
 }
+
+#if defined(_WIN32) && defined(TP_POSIX_SOCKET_NAMES)
+typedef unsigned long nfds_t;
+#define MSG_NOSIGNAL 0
+#define SHUT_WR SD_SEND
+#define socket(a, b, c) ((int)socket((a), (b), (c)))
+#define accept(l, a, b) ((int)accept((SOCKET)(l), (a), (b)))
+#define connect(fd, a, l) connect((SOCKET)(fd), (a), (l))
+#define bind(fd, a, l) bind((SOCKET)(fd), (a), (l))
+#define listen(fd, n) listen((SOCKET)(fd), (n))
+#define getsockname(fd, a, l) getsockname((SOCKET)(fd), (a), (l))
+#define shutdown(fd, h) shutdown((SOCKET)(fd), (h))
+#define setsockopt(fd, l, o, v, n) setsockopt((SOCKET)(fd), (l), (o), (const char *)(const void *)(v), (n))
+#define send(fd, b, n, f) rsdi_sock_send((fd), (const char *)(const void *)(b), (size_t)(n))
+#define recv(fd, b, n, f) rsdi_sock_recv((fd), (char *)(void *)(b), (size_t)(n), (f))
+#define read(fd, b, n) rsdi_sock_recv((fd), (char *)(void *)(b), (size_t)(n), 0)
+#define write(fd, b, n) rsdi_sock_send((fd), (const char *)(const void *)(b), (size_t)(n))
+#define close(fd) rsdi_sock_close(fd)
+#define poll(p, n, t) WSAPoll((p), (ULONG)(n), (t))
+#endif
 #endif

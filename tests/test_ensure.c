@@ -9,17 +9,19 @@
 #include "state_dir.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/types.h>
+#if !defined(_WIN32)
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN tp_exe("rsd-sim")
 
 #define SIM_RUNTIME "router"
 #include "sim_harness.h"
@@ -471,7 +473,7 @@ static void test_context_ceiling_env(void) {
     q.timeout_ms = 20000;
     q.model = "x";
     CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
-    setenv("RESIDENCY_CORESIDENT_CONTEXT", "4096", 1);
+    tp_setenv("RESIDENCY_CORESIDENT_CONTEXT", "4096");
     q.model = "y";
     q.context_length = 32768;
     CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
@@ -480,7 +482,7 @@ static void test_context_ceiling_env(void) {
     q.context_ceiling = 8192; /* the request's own ceiling wins over the environment */
     CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
-    unsetenv("RESIDENCY_CORESIDENT_CONTEXT");
+    tp_setenv("RESIDENCY_CORESIDENT_CONTEXT", NULL);
     REQUIRE(sim_get(&s, "/api/ps", NULL, body, sizeof body) == 200);
     CHECK(strstr(body, "\"name\":\"y:latest\"") != NULL);
     CHECK(strstr(body, "\"context_length\":4096") != NULL);
@@ -490,6 +492,7 @@ static void test_context_ceiling_env(void) {
     sim_stop(&s);
 }
 
+#if !defined(_WIN32) /* fork */
 /* ---- a fake router without /models/sse (404): the ensurer falls back to polling ---- */
 static void fake_router_serve(int port_fd) {
     rsd_http_server_desc sd;
@@ -598,6 +601,7 @@ static void test_sse_refused_falls_back_to_polling(void) {
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }
+#endif
 
 /* An unreachable server: DEGRADED with the connect error, one request, nothing else. */
 static void test_unreachable(void) {
@@ -742,6 +746,7 @@ static void test_lock_held_elsewhere(void) {
     sim_stop(&s);
 }
 
+#if !defined(_WIN32) /* fork */
 /* 4 processes ensure 4 different models at once on one router (capacity 2, one pinned
    model resident): the pinned model is never unloaded, our own loads never exceed the
    capacity, every process ends with a coherent result. */
@@ -829,6 +834,7 @@ static void test_multi_process(void) {
     CHECK(resident <= 2);
     sim_stop(&s);
 }
+#endif
 
 /* ---- state: COMMIT, failed writes, attribution under the lock ------------------------ */
 /* The target key an ensurer uses for a router at s. */
@@ -923,6 +929,7 @@ static void test_commit_lock_is_a_step(void) {
     sim_stop(&s);
 }
 
+#if !defined(_WIN32) /* fork, setrlimit */
 /* Sets RLIMIT_FSIZE to 0 (a write to any regular file fails with EFBIG, as on a full
    disk; SIGXFSZ ignored), for a forked child. */
 static int limit_file_writes(void) {
@@ -1004,6 +1011,7 @@ static void test_state_write_failure_warns(void) {
     if (rsdt_cur_failed) printf("  rsd-ensure --json: %s\n", out);
     sim_stop(&s);
 }
+#endif
 
 /* Two ensures of different models at once on a one-slot router that holds 'c' (ours):
    the second decides under the lock with the attribution read again there, so it calls
@@ -1102,7 +1110,7 @@ static void test_corrupt_attribution_said_once(void) {
 int main(int argc, char **argv) {
     int g;
     RSD_TEST_BEGIN(argc, argv);
-    if (access(SIM_BIN, X_OK) != 0) {
+    if (!tp_runnable(SIM_BIN)) {
         printf("%s missing: run make examples first\n", SIM_BIN);
         printf("0 passed, 1 failed\n");
         return 1;
@@ -1122,15 +1130,25 @@ int main(int argc, char **argv) {
         RUN(test_unreachable);
         RUN(test_load_failed_restores);
         RUN(test_lock_held_elsewhere);
+#if !defined(_WIN32)
         RUN(test_multi_process);
+#endif
         RUN(test_commit_lock_is_a_step);
+#if !defined(_WIN32)
         RUN(test_state_write_failure_warns);
+#endif
         RUN(test_concurrent_attribution_under_lock);
         RUN(test_corrupt_attribution_said_once);
         if (rsdt_failed > before) printf("  (the failures above: --router-gen %s)\n", g_router_gen);
     }
     g_router_gen = NULL;
+#if defined(_WIN32)
+    printf("skip: test_sse_refused_falls_back_to_polling, test_multi_process, "
+           "test_state_write_failure_warns: they fork() (a fake router, 4 ensuring "
+           "processes, a child under RLIMIT_FSIZE); no fork on Windows\n");
+#else
     RUN(test_sse_refused_falls_back_to_polling); /* its own fake router, not rsd-sim */
+#endif
     RUN(test_ollama_auto_detect_and_load);
     RUN(test_context_ceiling_env);
     remove_state_dir();

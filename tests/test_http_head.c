@@ -5,17 +5,19 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
+#include "portable.h"
 #include <fcntl.h>
+/* Sockets through the library's own wrappers (the net section: POSIX or Winsock). */
 
 static int raw_listen(uint16_t *port) {
     struct sockaddr_in a;
     socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    int fd = (int)socket(AF_INET, SOCK_STREAM, 0), one = 1;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 8) < 0) { close(fd); return -1; }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, (const char *)&one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 8) < 0) { rsdi_sock_close(fd); return -1; }
     getsockname(fd, (struct sockaddr *)&a, &len);
     *port = ntohs(a.sin_port);
     return fd;
@@ -34,31 +36,31 @@ static int accept_request(rsd_http_client *c, int lfd) {
     size_t len = 0;
     int fd = -1, i;
     for (i = 0; i < 200 && fd < 0; i++) {
-        struct pollfd p;
-        p.fd = lfd; p.events = POLLIN; p.revents = 0;
+        rsd_pollfd p;
+        p.fd = lfd; p.events = RSD_POLLIN; p.revents = 0;
         (void)rsd_http_client_step(c, 0);
-        if (poll(&p, 1, 50) > 0) fd = accept(lfd, NULL, NULL);
+        if (rsd_poll(&p, 1, 50) > 0) fd = rsdi_sock_accept(lfd);
     }
     if (fd < 0) return -1;
     for (i = 0; i < 200; i++) {
-        struct pollfd p;
-        ssize_t n;
+        rsd_pollfd p;
+        long n;
         (void)rsd_http_client_step(c, 0);
-        p.fd = fd; p.events = POLLIN; p.revents = 0;
-        if (poll(&p, 1, 50) <= 0) continue;
-        n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        p.fd = fd; p.events = RSD_POLLIN; p.revents = 0;
+        if (rsd_poll(&p, 1, 50) <= 0) continue;
+        n = rsdi_sock_recv(fd, buf + len, sizeof buf - 1 - len, 0);
         if (n <= 0) break;
         len += (size_t)n;
         buf[len] = 0;
         if (strstr(buf, "\r\n\r\n")) return fd;
     }
-    close(fd);
+    rsdi_sock_close(fd);
     return -1;
 }
 
 static bool send_all(int fd, const char *p, size_t n) {
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        long w = rsdi_sock_send(fd, p, n);
         if (w <= 0) return false;
         p += w;
         n -= (size_t)w;
@@ -73,7 +75,7 @@ static void pump(rsd_http_client *c) {
     rsd_pollfd fds[8];
     int n = rsd_http_client_pollfds(c, fds, 8);
     if (n > 8) n = 8;
-    (void)poll((struct pollfd *)(void *)fds, (nfds_t)n, rsd_http_client_next_deadline(c) == 0 ? 0 : 50);
+    (void)rsd_poll(fds, n, rsd_http_client_next_deadline(c) == 0 ? 0 : 50);
     (void)rsd_http_client_step_polled(c, 0, fds, n);
 }
 
@@ -162,8 +164,8 @@ static void test_head_before_body_ends(void) {
     CHECK_EQ_INT(rsd_http_query_head(NULL, stale, &hi), RSD_ERR_ARG);
     stale.id = 0;
     CHECK_EQ_INT(rsd_http_query_head(c, stale, &hi), RSD_ERR_NOT_FOUND);
-    close(fd);
-    close(lfd);
+    rsdi_sock_close(fd);
+    rsdi_sock_close(lfd);
     rsd_http_client_destroy(c);
 }
 
@@ -192,7 +194,7 @@ static void test_head_error_and_chunked(void) {
     CHECK(hi.framing.chunked);
     CHECK_EQ_INT(hi.framing.content_length, -1);
     /* the peer hangs up mid-body: the event says CLOSED, the head stays readable */
-    close(fd);
+    rsdi_sock_close(fd);
     for (i = 0; i < 200 && !rsd_http_next_event(c, &ev); i++) pump(c);
     REQUIRE(i < 200);
     CHECK_EQ_INT(ev.result, RSD_ERR_CLOSED);
@@ -215,8 +217,8 @@ static void test_head_error_and_chunked(void) {
     CHECK(hi.done);
     CHECK(rsd_http_next_event(c, &ev));
     CHECK_EQ_INT(ev.result, RSD_ERR_PROTOCOL);
-    close(fd);
-    close(lfd);
+    rsdi_sock_close(fd);
+    rsdi_sock_close(lfd);
     rsd_http_client_destroy(c);
 }
 
@@ -296,14 +298,14 @@ static void run_pause(bool chunked) {
     REQUIRE(rsd_http_send(c, &q, 0, &x.h) == RSD_OK);
     fd = accept_request(c, lfd);
     REQUIRE(fd >= 0);
-    REQUIRE(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) == 0);
+    REQUIRE(rsdi_fd_nonblock(fd) == 0);
     for (i = 0; i < 200000 && !got; i++) {
         int before = x.calls, nfds;
         rsd_pollfd fds[8];
-        struct pollfd pw;
+        rsd_pollfd pw;
         /* the peer: write until the socket is full */
         while (off < wire_len) {
-            ssize_t w = send(fd, g_wire + off, wire_len - off, MSG_NOSIGNAL);
+            long w = rsdi_sock_send(fd, g_wire + off, wire_len - off);
             if (w <= 0) break;
             off += (size_t)w;
         }
@@ -325,9 +327,9 @@ static void run_pause(bool chunked) {
         /* one poll on both ends, then one step */
         nfds = rsd_http_client_pollfds(c, fds, 7);
         if (nfds > 7) nfds = 7;
-        pw.fd = fd; pw.events = off < wire_len ? POLLOUT : 0; pw.revents = 0;
+        pw.fd = fd; pw.events = off < wire_len ? RSD_POLLOUT : 0; pw.revents = 0;
         fds[nfds].fd = pw.fd; fds[nfds].events = pw.events; fds[nfds].revents = 0;
-        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(nfds + 1), 50);
+        (void)rsd_poll(fds, nfds + 1, 50);
         (void)rsd_http_client_step_polled(c, 0, fds, nfds);
         if (x.calls - before > max_per_step) max_per_step = x.calls - before;
         while (rsd_http_next_event(c, &ev)) {
@@ -344,8 +346,8 @@ static void run_pause(bool chunked) {
     if (rsdt_cur_failed)
         printf("  chunked=%d calls=%d resumes=%d max_per_step=%d bytes=%llu\n", (int)chunked, x.calls, resumes,
                max_per_step, (unsigned long long)x.bytes);
-    close(fd);
-    close(lfd);
+    rsdi_sock_close(fd);
+    rsdi_sock_close(lfd);
     rsd_http_client_destroy(c);
 }
 
@@ -376,9 +378,9 @@ static void test_pause_before_head(void) {
     CHECK_EQ_INT(rsd_http_pause(c, x.h, true), RSD_OK);
     REQUIRE(send_str(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
     for (i = 0; i < 5; i++) {
-        struct pollfd p;
-        p.fd = fd; p.events = POLLOUT; p.revents = 0;
-        (void)poll(&p, 1, 10);
+        rsd_pollfd p;
+        p.fd = fd; p.events = RSD_POLLOUT; p.revents = 0;
+        (void)rsd_poll(&p, 1, 10);
         (void)rsd_http_client_step(c, 0);
     }
     CHECK_EQ_INT(rsd_http_query_head(c, x.h, &hi), RSD_PENDING);
@@ -392,8 +394,8 @@ static void test_pause_before_head(void) {
     h = x.h;
     (void)rsd_http_client_step(c, 0);
     CHECK_EQ_INT(rsd_http_pause(c, h, true), RSD_ERR_NOT_FOUND);
-    close(fd);
-    close(lfd);
+    rsdi_sock_close(fd);
+    rsdi_sock_close(lfd);
     rsd_http_client_destroy(c);
 }
 
@@ -480,8 +482,8 @@ static void run_sse_pause(bool chunked) {
     CHECK(!x.bad);
     CHECK_EQ_INT(x.events, 40);
     CHECK_EQ_INT(steps, 39); /* the first event came before the loop */
-    close(fd);
-    close(lfd);
+    rsdi_sock_close(fd);
+    rsdi_sock_close(lfd);
     rsd_http_client_destroy(c);
 }
 
@@ -490,6 +492,7 @@ static void test_pause_sse_length(void) { run_sse_pause(false); }
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    tp_net_init();
     RUN(test_head_before_body_ends);
     RUN(test_head_error_and_chunked);
     RUN(test_pause_before_head);

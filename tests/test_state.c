@@ -3,10 +3,17 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 
-#include <dirent.h>
+#include "portable.h"
 #include <signal.h>
+#if defined(_WIN32)
+#include <process.h> /* getpid */
+#define O_STATE_FILE (O_WRONLY | O_CREAT | O_TRUNC | O_BINARY)
+#else
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#define O_STATE_FILE (O_WRONLY | O_CREAT | O_TRUNC)
+#endif
 
 /* ---- helpers ------------------------------------------------------------------ */
 typedef struct logcap {
@@ -22,25 +29,24 @@ static void log_fn(void *user, int level, uint32_t item, const char *msg, const 
     if (getenv("RSD_TEST_VERBOSE")) printf("    log %s: %s\n", rsd_log_item_name(item), msg ? msg : "");
 }
 
-static void rm_rf(const char *path) {
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char sub[2048];
-        while (d && (e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            rm_rf(sub);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
+static void rm_rf(const char *path) { tp_remove_tree(path); }
 
+#if defined(_WIN32) /* files in a directory, by FindFirstFileA */
+static int count_dir(const char *path) {
+    char pat[600];
+    WIN32_FIND_DATAA fd;
+    HANDLE h;
+    int n = 0;
+    snprintf(pat, sizeof pat, "%s\\*", path);
+    h = FindFirstFileA(pat, &fd);
+    if (h == INVALID_HANDLE_VALUE) return GetLastError() == ERROR_FILE_NOT_FOUND ? 0 : -1;
+    do
+        if (fd.cFileName[0] != '.') n++;
+    while (FindNextFileA(h, &fd));
+    FindClose(h);
+    return n;
+}
+#else
 static int count_dir(const char *path) {
     DIR *d = opendir(path);
     struct dirent *e;
@@ -52,13 +58,12 @@ static int count_dir(const char *path) {
     return n;
 }
 
-/* Open descriptors of this process (the directory stream's own fd excluded). */
-static int count_fds(void) { return count_dir("/proc/self/fd") - 1; }
+#endif
 
-static char *make_tmp(char *buf, size_t cap) {
-    snprintf(buf, cap, "/tmp/rsdt-state-XXXXXX");
-    return mkdtemp(buf);
-}
+/* Open descriptors (Windows: handles) of this process. */
+static int count_fds(void) { return tp_open_handles(); }
+
+static char *make_tmp(char *buf, size_t cap) { return tp_temp_dir("state", buf, cap) == 0 ? buf : NULL; }
 
 typedef struct fake_env {
     const char *names[4];
@@ -86,6 +91,7 @@ static rsd_state *open_state(const char *dir, logcap *lc, uint32_t wait_ms, bool
     return st;
 }
 
+#if !defined(_WIN32) /* fork */
 static void wr(int fd, char c) { if (write(fd, &c, 1) != 1) _exit(90); }
 static char rd(int fd) { char c = 0; return read(fd, &c, 1) == 1 ? c : 0; }
 
@@ -118,6 +124,7 @@ static int reap(pid_t pid) {
     if (waitpid(pid, &status, 0) != pid) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+#endif
 
 static const char *const KEY_ALLOC = "http://127.0.0.1:7070";
 
@@ -131,7 +138,11 @@ static void test_resolve_order(void) {
     d.getenv_fn = fake_getenv;
     d.getenv_user = &env;
     env.names[0] = "RESIDENCY_STATE_DIR"; env.values[0] = "/rsd/dir/";
+#if defined(_WIN32)
+    env.names[1] = "LOCALAPPDATA";        env.values[1] = "C:\\Users\\u\\AppData\\Local";
+#else
     env.names[1] = "XDG_STATE_HOME";      env.values[1] = "/xdg//";
+#endif
     env.names[2] = "HOME";                env.values[2] = "/home/u";
     /* desc wins over everything */
     d.dir = "/from/desc";
@@ -141,6 +152,12 @@ static void test_resolve_order(void) {
     CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
     CHECK_EQ_STR(buf, "/rsd/dir"); /* trailing slash dropped */
     env.values[0] = ""; /* empty counts as unset */
+#if defined(_WIN32) /* %LOCALAPPDATA%\residency, else nothing (HOME is not used) */
+    CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
+    CHECK_EQ_STR(buf, "C:\\Users\\u\\AppData\\Local\\residency");
+    env.values[1] = NULL;
+    CHECK_EQ_INT(rsd_state_resolve_dir(&d, buf, sizeof buf), RSD_ERR_STATE_DIR);
+#else
     CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
     CHECK_EQ_STR(buf, "/xdg/residency");
     env.values[1] = "relative/xdg"; /* XDG: relative paths are ignored */
@@ -150,6 +167,7 @@ static void test_resolve_order(void) {
     CHECK_EQ_INT(rsd_state_resolve_dir(&d, buf, sizeof buf), (int)strlen("/home/u/.local/state/residency"));
     env.values[2] = NULL;
     CHECK_EQ_INT(rsd_state_resolve_dir(&d, buf, sizeof buf), RSD_ERR_STATE_DIR);
+#endif
     env.values[0] = "rel/dir"; /* an explicit RESIDENCY_STATE_DIR may be relative */
     CHECK(rsd_state_resolve_dir(&d, buf, sizeof buf) > 0);
     CHECK_EQ_STR(buf, "rel/dir");
@@ -198,7 +216,9 @@ static void test_dir_created_0700(void) {
     for (i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s%s", tmp, parts[i]);
         CHECK(stat(p, &sb) == 0 && S_ISDIR(sb.st_mode));
+#if !defined(_WIN32) /* Windows: the ACL inherited from %LOCALAPPDATA%, no mode bits */
         CHECK_EQ_INT(sb.st_mode & 0777, 0700);
+#endif
     }
     rsd_state_close(st);
     /* opening again over the existing tree is fine */
@@ -209,6 +229,7 @@ static void test_dir_created_0700(void) {
     rm_rf(tmp);
 }
 
+#if !defined(_WIN32) /* POSIX modes, owners and symlinks */
 static void test_dir_unsafe(void) {
     char tmp[64], dir[256], p[300], target[300];
     logcap lc;
@@ -256,6 +277,7 @@ static void test_dir_unsafe(void) {
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_STATE_DIR_UNSAFE], 1);
     rm_rf(tmp);
 }
+#endif
 
 typedef struct count_alloc {
     int allocs, frees, fail;
@@ -390,7 +412,9 @@ static void test_lock_take_release(void) {
     REQUIRE(rsd_state_file_name(KEY, name, sizeof name) > 0);
     snprintf(p, sizeof p, "%s/locks/%s.lock", tmp, name);
     CHECK(stat(p, &sb) == 0 && S_ISREG(sb.st_mode));
+#if !defined(_WIN32)
     CHECK_EQ_INT(sb.st_mode & 0777, 0600);
+#endif
     rsd_state_unlock(st, &lk); /* idempotent */
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, KEY, "again"), RSD_OK);
     rsd_state_unlock(st, &lk2);
@@ -407,6 +431,7 @@ static void test_lock_take_release(void) {
     rm_rf(tmp);
 }
 
+#if !defined(_WIN32) /* fork */
 static void test_lock_holder_exit_releases(void) {
     char tmp[64];
     logcap lc;
@@ -438,7 +463,9 @@ static void test_lock_holder_exit_releases(void) {
     rsd_state_close(st);
     rm_rf(tmp);
 }
+#endif
 
+#if !defined(_WIN32) /* fork */
 static void test_lock_blocking_wait(void) {
     char tmp[64];
     logcap lc;
@@ -475,7 +502,9 @@ static void test_lock_blocking_wait(void) {
     rsd_state_close(st);
     rm_rf(tmp);
 }
+#endif
 
+#if !defined(_WIN32) /* fork */
 static void test_lock_deadline_fake_clock(void) {
     char tmp[64];
     logcap lc, lc2;
@@ -544,6 +573,7 @@ static void test_lock_deadline_fake_clock(void) {
     rsd_state_close(st2);
     rm_rf(tmp);
 }
+#endif
 
 /* The lock file cannot be opened (locks/ vanished): fail-open proceeds, fail-closed fails. */
 static void test_lock_open_error_policy(void) {
@@ -672,7 +702,7 @@ static void attr_path(const char *tmp, const char *key, char *out, size_t cap) {
 }
 
 static void write_file(const char *path, const char *data, size_t n) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd = open(path, O_STATE_FILE, 0600);
     if (fd >= 0) {
         if (write(fd, data, n) != (ssize_t)n) CHECK(0);
         close(fd);
@@ -858,13 +888,17 @@ static void test_attr_corrupt(void) {
     }
     /* a symlink or a directory in place of the file is never followed or read */
     unlink(p);
+#if !defined(_WIN32) /* symlinks need a privilege on Windows */
     snprintf(target, sizeof target, "%s/elsewhere", tmp);
     write_file(target, img, n);
     REQUIRE(symlink(target, p) == 0);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), RSD_ERR_STATE_IO);
     CHECK(lc.items[RSD_LOGITEM_ATTR_READ_FAILED] >= 1);
     unlink(p);
-    REQUIRE(mkdir(p, 0700) == 0);
+#else
+    (void)target;
+#endif
+    REQUIRE(tp_mkdir(p) == 0);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), RSD_ERR_STATE_IO);
     CHECK(rsd_state_attr_add(st, KEY, "x", NULL, 0) < 0);
     rmdir(p);
@@ -932,6 +966,7 @@ static void test_attr_lock_step_and_commit(void) {
     rm_rf(tmp);
 }
 
+#if !defined(_WIN32) /* fork, RLIMIT_FSIZE */
 /* A write that fails for real (RLIMIT_FSIZE 0 in a child: EFBIG, as on a full disk) is
    reported: RSD_ERR_STATE_IO from the commit, what failed in rsd_state_last_error, the
    old file intact, no temp file left behind. */
@@ -978,6 +1013,7 @@ static void test_attr_commit_write_fails(void) {
     rsd_state_close(st);
     rm_rf(tmp);
 }
+#endif
 
 /* A corrupt attribution file is reset by the read that finds it (moved aside to
    .attr.corrupt), so it is reported once: the next read finds a valid, empty record.
@@ -1017,6 +1053,7 @@ static void test_attr_corrupt_reset_once(void) {
     rm_rf(tmp);
 }
 
+#if !defined(_WIN32) /* fork */
 static void test_attr_concurrent(void) {
     char tmp[64], id[64];
     logcap lc;
@@ -1054,7 +1091,9 @@ static void test_attr_concurrent(void) {
     rsd_state_close(st);
     rm_rf(tmp);
 }
+#endif
 
+#if !defined(_WIN32) /* fork */
 static void test_generation(void) {
     char tmp[64], p[512], name[RSD_STATE_MAX_NAME_BYTES];
     logcap lc;
@@ -1105,6 +1144,7 @@ static void test_generation(void) {
     rsd_state_close(st);
     rm_rf(tmp);
 }
+#endif
 
 static void test_no_fd_leak(void) {
     char tmp[64], p[512];
@@ -1119,7 +1159,11 @@ static void test_no_fd_leak(void) {
     memset(&lk2, 0, sizeof lk2);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     before = count_fds();
-    REQUIRE(before > 0);
+    if (before < 0) { /* GetProcessHandleCount under wine */
+        printf("skip: test_no_fd_leak: this system does not tell how many handles are open\n");
+        rm_rf(tmp);
+        return;
+    }
     REQUIRE((st = open_state(tmp, &lc, 50, false)) != NULL);
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "a"), RSD_OK);
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk2, KEY, "b"), RSD_PENDING);
@@ -1193,13 +1237,21 @@ int main(int argc, char **argv) {
     RUN(test_resolve_order);
     RUN(test_open_unresolved);
     RUN(test_dir_created_0700);
+#if !defined(_WIN32)
     RUN(test_dir_unsafe);
+#endif
     RUN(test_open_allocator);
     RUN(test_file_names);
     RUN(test_lock_take_release);
+#if !defined(_WIN32)
     RUN(test_lock_holder_exit_releases);
+#endif
+#if !defined(_WIN32)
     RUN(test_lock_blocking_wait);
+#endif
+#if !defined(_WIN32)
     RUN(test_lock_deadline_fake_clock);
+#endif
     RUN(test_lock_open_error_policy);
     RUN(test_lock_hook);
     RUN(test_attr_roundtrip);
@@ -1208,10 +1260,21 @@ int main(int argc, char **argv) {
     RUN(test_attr_corrupt);
     RUN(test_attr_corrupt_reset_once);
     RUN(test_attr_lock_step_and_commit);
+#if !defined(_WIN32)
     RUN(test_attr_commit_write_fails);
+#endif
+#if !defined(_WIN32)
     RUN(test_attr_concurrent);
+#endif
+#if !defined(_WIN32)
     RUN(test_generation);
+#endif
     RUN(test_no_fd_leak);
     RUN(test_format_parse_internal);
+#if defined(_WIN32)
+    printf("skip: test_dir_unsafe (POSIX modes, owners, symlinks); test_lock_holder_exit_releases, "
+           "test_lock_blocking_wait, test_lock_deadline_fake_clock, test_attr_commit_write_fails, "
+           "test_attr_concurrent, test_generation (a second process by fork(): none on Windows)\n");
+#endif
     return RSD_TEST_END();
 }

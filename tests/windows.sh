@@ -35,8 +35,7 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #             start the real Linux llama-server binary, which wine cannot run
 #   test_hostile, test_sim_net, test_tls, test_ensure_lms
 #             fork() a POSIX child or server (no fork on Windows)
-#   test_ensure, test_http_head, test_http_net, test_state: not ported yet (POSIX test code)
-skip="test_ensure test_http_head test_http_net test_state test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
+skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
 srcs=""
 for src in tests/test_*.c; do
   t=$(basename "$src" .c)
