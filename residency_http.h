@@ -12033,7 +12033,7 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     rsd_proc none;
     char why[RSD_FLEET_MESSAGE_MAX / 2];
     if (f->stopped || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK || mi.slot >= 0 ||
-        mi.waiting)
+        mi.waiting || mi.preloads)
         return RSD_OK;
     if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
     none.id = 0;

@@ -155,8 +155,10 @@ static int real_start(real_server *s, const char *bin, const char *dir, const ch
     }
     setpgid(s->pid, s->pid); /* also here, so the group exists before we could signal it */
     close(fds[1]);
-    snprintf(s->log, sizeof s->log, "%s/server-%d.log", dir, (int)s->pid);
-    logfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* a DIR too long for the log path: no log, rather than a truncated name */
+    if (snprintf(s->log, sizeof s->log, "%s/server-%d.log", dir, (int)s->pid) >= (int)sizeof s->log)
+        s->log[0] = 0;
+    logfd = s->log[0] ? open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
     for (;;) { /* read lines until the listening one */
         struct pollfd pfd;
         ssize_t r;
