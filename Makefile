@@ -32,10 +32,10 @@ AUXH       := $(wildcard tests/*.h examples/*.h fuzz/*.h)
 FUZZ_SECS ?= 60
 T ?= $(FUZZ_NAMES)
 
-.PHONY: test unit compile-matrix symbols replay readme examples fuzz bench clean demo
+.PHONY: test unit compile-matrix symbols manual replay readme examples fuzz bench clean demo
 .DEFAULT_GOAL := test
 
-test: compile-matrix symbols readme examples unit replay
+test: compile-matrix symbols manual readme examples unit replay
 	@echo "make test: all green"
 	@cat $(B)/tests/summary
 
@@ -55,6 +55,10 @@ compile-matrix: | $(B)/compile
 # ---- only rsd_ symbols are exported ---------------------------------------------
 symbols: | $(B)/compile
 	@sh tests/symbols.sh "$(CC)" "$(CWARN)"
+
+# ---- the headers are a map: grep tags once, no requirement ids -----------------
+manual:
+	@sh tests/manual.sh
 
 # ---- README snippets compile ----------------------------------------------------
 readme: | $(B)/readme

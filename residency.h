@@ -1,7 +1,7 @@
 /* residency.h -- keep the right LLM models resident on local inference servers.
    v0.1.0 -- MIT license (see end of file).
 
-   Do this:
+   DO THIS
        #define RESIDENCY_IMPLEMENTATION
        #include "residency.h"        (or "residency_http.h", which includes this one)
    in *one* C or C++ file, before any system header, to create the implementation.
@@ -23,6 +23,21 @@
        RSD_NO_OLLAMA             no Ollama payload parsers nor driver: rsd_runtime_ollama()
                                  returns NULL (the shell's feature macros are in its
                                  manual)
+       RSD_NO_LMSTUDIO           no LM Studio payload parsers nor driver (rsd_lms_*
+                                 but rsd_lms_tier_str): rsd_runtime_lmstudio() returns
+                                 NULL; detection still recognises an LM Studio server
+
+   ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
+       RESIDENCY                     observe|off|0|false|user|user-managed =
+                                     observe-only (never mutate); else managed
+                                     (a value not in that list nor on|1|true|
+                                     managed: warned about once per ensurer)
+       RESIDENCY_CORESIDENT_CONTEXT  clamp ceiling for loads beside others:
+                                     off|0|false disables, N sets, else 131072
+       RESIDENCY_STATE_DIR           state directory (lock, attribution,
+                                     generation); else $XDG_STATE_HOME/residency,
+                                     else ~/.local/state/residency
+       PATH                          searched for a process's exe (proc)
 
    FEATURE OVERVIEW
      residency.h (pure: no I/O, no clock, no threads)
@@ -32,16 +47,16 @@
        reconcile the decision: facts about a server (residents, aliases, tags, pins,
                  capacity, configured roles) in, a plan out (load, evict which,
                  decline, observe) with a reason code and operator notices; the
-                 decision cache (TTL per target and model).
-       fit       the context-fit clamp for loads beside other models.
+                 decision cache (TTL per target and model); the context-fit clamp
+                 for loads beside other models.
        payload   parsers for the llama.cpp router, Ollama and LM Studio listings.
        driver    the reconcile as a sans-I/O state machine per runtime: it asks
                  for HTTP requests, waits and the lock, and is fed the answers.
        pool      the process-pool policy: which of N model-server processes runs,
                  LRU eviction of idle ones only, bytes and count, pins, idle TTL.
-     residency_http.h (the I/O shell, POSIX)
-       url, http URL parsing; a non-blocking HTTP/1.1 client and server (optional
-                 TLS); drive: rsd_ensurer runs a reconcile over sockets (blocking
+     residency_http.h (the I/O shell: POSIX sockets, or Winsock on Windows)
+       url, http URL parsing; net, tls: sockets and optional mbedTLS; a
+                 non-blocking HTTP/1.1 client and server; ensure: rsd_ensurer runs a reconcile over sockets (blocking
                  or one step per frame) with the state directory's flock and
                  attribution; proc: child processes; state: the state directory;
                  fleet: the pool running real llama-server processes.
@@ -67,40 +82,8 @@
        Pool of processes: rsd_pool (policy, below) or rsd_fleet (residency_http.h:
        the same policy with processes, /health probes and crash handling).
 
-   RECONCILER STATE MACHINE (one ensure; details: "driver" below, and "drive" in
-   residency_http.h)
-       AUTO-DETECT (ensurer only: GET /props, /api/version, /api/v1/models)
-         -> CACHE: a live (target, model) hit ends here with no request
-         -> LIST (+ capacity probe) -> DECIDE (rsd_decide) -> GATE (R45)
-         -> OBSERVE / DECLINE / ALREADY_RESIDENT: done (cached)
-         -> LOCK (flock on the target key, bounded; fail-open with a warning)
-         -> LIST + DECIDE again under the lock (W1; the generation file tells
-            whether anyone mutated the target since)
-         -> UNLOAD victims one at a time -> LOAD -> WAIT (poll 20 ms doubling
-            to 500 ms, transient errors retried until the deadline, W7)
-         -> on a failed load: RESTORE what was evicted (R70-R74)
-         -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
-       Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
-       unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
-       0 (resident), 2 (declined), 3 (load failed), 4 (observe-only and not
-       resident), and a DEGRADED one by its result: 5 (server unreachable:
-       RSD_ERR_CONNECT, _TIMEOUT, _RESOLVE, _CLOSED, _IO, _TLS), 7 (RSD_ERR_AUTH),
-       else 6 (not a model server).
-
-   ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
-       RESIDENCY                     observe|off|0|false|user|user-managed =
-                                     observe-only (never mutate); else managed
-                                     (a value not in that list nor on|1|true|
-                                     managed: warned about once per ensurer)
-       RESIDENCY_CORESIDENT_CONTEXT  clamp ceiling for loads beside others:
-                                     off|0|false disables, N sets, else 131072
-       RESIDENCY_STATE_DIR           state directory (lock, attribution,
-                                     generation); else $XDG_STATE_HOME/residency,
-                                     else ~/.local/state/residency
-       PATH                          searched for a process's exe (proc)
-
    API REFERENCE
-   ---- text: what reaches a terminal or a log line (>>text) --------------------
+   ---- text: what reaches a terminal or a log line ----------------------------
        Text a server or a child chose (model ids, messages, command lines) is
        passed through these before it is printed, logged or put in an error
        message; JSON output is written with the JSON writer instead (escaped once).
@@ -270,12 +253,12 @@
        targets it (x86-64 always does; define RSD_JSON_NO_SIMD to opt out) and 8 at
        a time with portable SWAR otherwise. bench/json.mk compares against cJSON,
        jsmn and simdjson on a 64-model router payload and a 1 MB mixed document.
-   --- reconcile: the pure decision (>>reconcile) -------------------------------
+   ---- reconcile: the pure decision -------------------------------------------
        Facts in, plan out: no I/O, no allocation, no clock, no globals. The
        sans-I/O drivers (llama.cpp router, LM Studio, Ollama) that fill the facts
-       from parsed payloads and carry the plan out over HTTP, the cross-process
-       lock and the state files (attribution, mutation generation) come next, in
-       another part; they are not in this section.
+       from parsed payloads and carry the plan out over HTTP are the driver
+       section's; the cross-process lock and the state files (attribution,
+       mutation generation) are residency_http.h's.
 
        int rsd_decide(const rsd_facts *facts, rsd_plan *out);
            Decide what to do to make facts->keep resident. *out is always
@@ -285,14 +268,14 @@
            RSD_ERR_MODEL_ID (empty keep or resident id; any id or alias of
            RSD_MODEL_ID_MAX bytes or more). Empty aliases are ignored.
 
-       Facts (the caller fills them; zeroed fields are defaults):
+     Facts (the caller fills them; zeroed fields are defaults)
            rsd_facts { strategy (DEFAULT=ROUTER | ROUTER | JIT | SCHEDULER),
              optout (NONE | ENV | TARGET), target_id, runtime_id, keep,
              keep_aliases[4] + n, keep_tags[8] + n, keep_pinned,
              residents + n_residents (<= 64), protected_models + n_protected
              (<= 64), max_instances (0 = unknown), context_length (0 = none),
              model_max_context (0 = unknown), context_ceiling (0 = 131072),
-             capacity_bytes, keep_bytes (0 = unknown; W12) }
+             capacity_bytes, keep_bytes (0 = unknown) }
            rsd_resident { model_id, aliases[4] + n, tags[8] + n,
              size_vram_bytes + has_size_vram, size_bytes + has_size (absent is
              never zero), loaded_by_us (attribution), pinned }
@@ -302,7 +285,7 @@
          by index). A driver copies ids out of a response into its own arena.
          Comparison is exact, byte-wise, case-sensitive.
 
-       Plan:
+     Plan
            rsd_plan { decision, reason, would, keep_resident, keep_index,
              resident_count, slots_needed, load_context, evict[] + n_evict,
              fallback[] + n_fallback, blocked[] + n_blocked, notices[] +
@@ -312,26 +295,27 @@
          evict list in order, then load; fallback (JIT only) is what to unload,
          in order, if the load fails.
 
-       Classification. A resident is the keep when its id or an alias equals the
-       keep or a keep alias. Tag protection: a tag exactly "pinned:true" or
-       "role:scout", or rsd_resident.pinned. Config protection: its id, else the
-       first alias, in protected_models; role = the first entry for that id
-       with a role, else none (a bare id still protects). Tag beats config; the
-       role is kept. Residents that share any id or alias are ONE model (an
-       identity group): protected if any member is, the keep if any member is,
-       evicted once (by the canonical-first member's id), freeing all its slots.
-       Determinism: residents are taken in canonical order (model_id bytes,
-       then index), so the same facts in any listing order give the same plan;
-       ties are broken by id (upstream used listing order).
+     Classification
+       A resident is the keep when its id or an alias equals the keep or a keep
+       alias. Tag protection: a tag exactly "pinned:true" or "role:scout", or
+       rsd_resident.pinned. Config protection: its id, else the first alias, in
+       protected_models; role = the first entry for that id with a role, else
+       none (a bare id still protects). Tag beats config; the role is kept.
+       Residents that share any id or alias are ONE model (an identity group):
+       protected if any member is, the keep if any member is, evicted once (by
+       the canonical-first member's id), freeing all its slots. Determinism:
+       residents are taken in canonical order (model_id bytes, then index), so
+       the same facts in any listing order give the same plan; ties are broken
+       by id, never by listing order.
 
-       Decision table (keep = the requested model; others = non-keep groups;
-       tiers: unprotected, then configured, each "loaded by us" first):
+     Decision table (keep = the requested model; others = non-keep groups;
+     tiers: unprotected, then configured, each "loaded by us" first)
          keep resident, any strategy   ALREADY_RESIDENT   KEEP_RESIDENT; one
                                        notice if others: stress over-capacity
                                        (count > max) else co-resident
          ROUTER, nothing resident      LOAD               EMPTY_SERVER
          ROUTER, capacity unknown      LOAD_AFTER_EVICT   CAPACITY_UNKNOWN_EVICT_ONE:
-                                       exactly one unprotected resident (W8)
+                                       exactly one unprotected resident
                                        or LOAD            CAPACITY_UNKNOWN_NONE_EVICTABLE
          ROUTER, free slot             LOAD               FREE_SLOT (co-resident
                                        "loading ... (N+1/C instances)")
@@ -341,7 +325,7 @@
          ROUTER, full, only pinned     DECLINE            DECLINE_ALL_PINNED
          ROUTER, full, keep pinned and only configured models could make room
                                        DECLINE            DECLINE_PINNED_KEEP
-                                       (#72: a pinned keep never displaces a
+                                       (a pinned keep never displaces a
                                        configured model; blocked[] names them)
          JIT                           LOAD               JIT_LOAD; evict none,
                                        fallback = unprotected, then configured
@@ -352,33 +336,69 @@
          optout != NONE                OBSERVE            OBSERVE_ENV / _TARGET
          driver: keep not served       DECLINE            DECLINE_NOT_LOADABLE
          driver: listing failed        OBSERVE            PROBE_FAILED (not cached)
-         sizes known (W12)             LOAD / LOAD_AFTER_EVICT  FITS_BYTES /
-                                       EVICT_BYTES: see "W12, byte-aware
-                                       eviction" at >>reconcile (declarations)
+         sizes known             LOAD / LOAD_AFTER_EVICT  FITS_BYTES /
+                                       EVICT_BYTES: see "Byte-aware eviction"
        Tag-pinned models and the keep are never in evict or fallback.
        Capacity counts instances unless capacity_bytes, keep_bytes and every
-       resident's size are known (W12); sizes never decline a load.
+       resident's size are known; sizes never decline a load.
 
-       W8, capacity unknown: upstream evicted every unprotected resident. A load
-       adds one model, so freeing one slot always suffices for a count-limited
-       server that was at or under its limit; and evicting one we chose stops a
-       full router from displacing a pinned model itself. So we evict exactly
-       one unprotected resident (ours first, then by id), never a configured
-       one, and load without eviction when none is unprotected.
+     Capacity unknown
+       A load adds one model, so freeing one slot always suffices for a
+       count-limited server that was at or under its limit; and evicting one we
+       chose stops a full router from displacing a pinned model itself. So the
+       plan evicts exactly one unprotected resident (ours first, then by id),
+       never a configured one, and loads without eviction when none is
+       unprotected. (The upstream driver evicted every unprotected resident.)
 
-       W19, observe: decision OBSERVE never loads or unloads, for every runtime
-       (upstream LM Studio still loaded). evict and fallback are empty; would
-       holds the managed decision, cls[].evict and load_context what it would
-       have done, and the action notices are kept with observe_only set (their
-       text starts "observe-only, nothing done: ").
+     Observe
+       Decision OBSERVE never loads or unloads, for every runtime. evict and
+       fallback are empty; would holds the managed decision, cls[].evict and
+       load_context what it would have done, and the action notices are kept
+       with observe_only set (their text starts "observe-only, nothing done: ").
 
-       Notices, in plan order (R32): context stress, split stress per resident
-       (canonical order), the strategy/eviction notices, then the clamp.
+     Byte-aware eviction
+       rsd_facts.capacity_bytes  memory the residents share, e.g. the VRAM total
+                                 (the caller's or the server's figure); 0 = unknown
+       rsd_facts.keep_bytes      what the keep takes once loaded; 0 = unknown
+       A resident's footprint is size_vram_bytes when has_size_vram, else
+       size_bytes when has_size. Bytes count only when capacity_bytes, keep_bytes
+       and EVERY resident's footprint are known; otherwise every plan is exactly
+       the plan without sizes (tested: byte for byte). With them: free = capacity
+       - sum of footprints, need = keep_bytes - free (0 when it fits), and
+         ROUTER, capacity known: when need > 0 (a free slot or not), the victims
+           are the fewest that free both the slots (count - freed + 1 <= max) and
+           the bytes: unprotected tier, then configured (not for a pinned keep),
+           each tier largest first (ties: the tier order, ours first, then id),
+           then every picked victim the others make unneeded is spared (latest
+           first). Reason EVICT_BYTES (EVICT_CONFIG if a configured one goes).
+           need == 0: the count rules.
+         ROUTER, capacity unknown: need > 0 -> the fewest unprotected ones that
+           free it, EVICT_BYTES (never a configured one). need == 0: the one
+           eviction of "Capacity unknown" stays, because a router limits by count
+           (--models-max), not bytes, and that one keeps its LRU away from a
+           pinned model.
+         SCHEDULER: only the fewest of our unprotected stragglers that free
+           `need` (none when it fits: LOAD, FITS_BYTES), instead of all of them.
+         JIT: the same as without sizes (the fallback list is used only after a
+           failed load).
+       When even every allowed candidate cannot free enough, the plan is the one
+       without sizes plus a will-not-fit/WARNING notice BYTES_SHORT (detail
+       KEEP_BYTES, FREE_BYTES = free + what the candidates hold, CAPACITY_BYTES):
+       "'<keep>' needs 10.0 GiB on '<target>', and only 2.0 GiB of 32.0 GiB can be
+       freed without evicting a protected model; residency evicts no more than
+       without sizes, and the load may fail or spill to CPU." An empty server
+       too small for the keep gets the same notice (EMPTY_SERVER, load as is).
+       Sizes never decline a load: the figures are estimates, and a decline
+       comes only from pins and configured models. The same facts in any
+       listing order give the same plan.
+
+     Notices (in plan order: context stress, split stress per resident in
+     canonical order, the strategy/eviction notices, then the clamp)
            rsd_notice { kind, level, msg, observe_only, subject (resident index
              or -1), detail (RSD_DETAIL_* bits), requested_context,
              model_max_context, load_context, resident_count, max_instances,
              resident_vram_bytes, resident_total_bytes, freed_vram_bytes,
-             config_protected, role }
+             config_protected, role, keep_bytes, free_bytes, capacity_bytes }
          msg                  kind/level              detail bits
          CONTEXT_OVER_MAX     stress/warning          REQUESTED_CONTEXT MODEL_MAX_CONTEXT
          SPLIT                stress/warning          RESIDENT_VRAM_BYTES RESIDENT_TOTAL_BYTES
@@ -400,20 +420,23 @@
            model"). snprintf-like: returns the full length, always
            NUL-terminates when cap > 0; buf may be NULL with cap 0.
        int rsd_plan_decline_unloadable(facts, plan, models_listed);
-           The loadability gate (R45): turn a plan the driver must refuse
+           The loadability gate: turn a plan the driver must refuse
            because the server does not serve the keep into a decline with
            exactly one will-not-fit notice and nothing else.
        rsd_decision_str, rsd_reason_str, rsd_reason_name, rsd_notice_kind_str,
        rsd_notice_level_str, rsd_notice_msg_str, rsd_role_str, rsd_role_phrase:
            enum to string (X-macros RSD_DECISIONS, RSD_REASONS, RSD_NOTICE_KINDS,
            RSD_NOTICE_LEVELS, RSD_NOTICE_MSGS, RSD_ROLES); never NULL.
-       bool rsd_tags_protect(const rsd_str *tags, int n);   the R8 tag rule.
+
+     Protection settings
+       bool rsd_tags_protect(const rsd_str *tags, int n);
+           The tag rule: true when a tag is exactly "pinned:true" or "role:scout".
        int rsd_protected_collect(const rsd_role_sources *src, out, cap);
-           Build protected_models from settings (R12): chat, memory, worker
+           Build protected_models from settings: chat, memory, worker
            default, worker profiles, target defaults, in that order; trimmed,
            empty skipped, first claim wins. Returns the count or RSD_ERR_BUFFER.
 
-       Opt-outs (environment):
+     Opt-outs (environment)
            RESIDENCY=observe|off|0|false|user|user-managed (trimmed, any case)
                observe-only; unset, empty, on|1|true|managed: managed. Any other
                value also means managed, and the ensurer says so once (a warning
@@ -426,7 +449,7 @@
                opts out, else NONE. rsd_optout_from_env(user_managed) calls
                getenv("RESIDENCY") itself.
 
-       Decision cache (caller-owned, fixed size, no allocation):
+     Decision cache (caller-owned, fixed size, no allocation)
            rsd_decision_cache c = {0};            TTL 60 000 ms (c.ttl_ms to change)
            int rsd_cache_lookup(&c, target_key, model, now_ms, generation, &hit);
                1 = live hit (skip probing: ALREADY_RESIDENT, DECLINE or
@@ -435,16 +458,18 @@
                                now_ms, generation);
                After the reconcile finished. A plan that loaded is stored as
                ALREADY_RESIDENT. Returns 0 (not stored) when mutation_failed
-               (an unload or the load failed: W4), for PROBE_FAILED and NONE.
-               Declines and opt-out observes are stored (W3, R52).
+               (an unload or the load failed), for PROBE_FAILED and NONE.
+               Declines and opt-out observes are stored.
            int rsd_cache_invalidate(&c, target_key, model);
                After any local mutation of the target; an empty model drops
                every entry of the key. Returns the count dropped.
-         Keyed by (normalised target key, model) (W2): alternating models on a
+         Keyed by (normalised target key, model): alternating models on a
          server both hit. generation is the caller's mutation counter (the
-         state dir will share one across processes); an entry stored under
+         state directory shares one across processes); an entry stored under
          another generation is a miss. Full: an expired slot, else the least
          recently used (lowest slot on ties) is replaced.
+
+     Root URL and target key
            int rsd_root_url(rsd_str url, char *out, size_t cap);
                The one root-URL rule, for every runtime: spaces trimmed,
                ws:// -> http://, wss:// -> https://, trailing '/' dropped, then
@@ -461,25 +486,12 @@
                "<runtime>|<base URL>" with it; the cache applies it to every key
                it is given.
 
-       Results: RSD_ERR_RESIDENTS_LIMIT (-50), RSD_ERR_MODEL_ID (-51), plus
-       RSD_ERR_ARG and RSD_ERR_BUFFER. Log items (for the drivers):
-       RECONCILE_BAD_FACTS, RECONCILE_DECLINE, RECONCILE_EVICT,
-       RECONCILE_OBSERVE, RECONCILE_CACHE_HIT, FIT_CLAMPED.
-       Limits: RSD_MAX_RESIDENTS 64, RSD_MAX_ALIASES 4, RSD_MAX_TAGS 8 (a driver
-       seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
-       RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
-       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
-       Sizes (x86-64): rsd_plan 14 544 bytes, rsd_decision_cache 17 672,
-       rsd_facts 328 plus the caller's arrays (rsd_resident 248 each);
-       keep them out of small stacks. rsd_decide uses ~7 KiB of stack (x86-64, gcc -O2)
-       and hashes each name once: O(name bytes + n log n) for n <= 64 residents.
-   --- fit: the context-fit clamp (>>fit) --------------------------------------
+     Context fit: the clamp for loads beside other models
        While other models share a server, cap the context a load asks for: a
        27B model at 262,144 tokens beside a resident 26B made 25 tokens in
        2m18s; at 131,072 it answered a 9k prompt in 9.7 s. A model alone is
        never clamped and a request is never raised. Usable for any runtime
        whose load takes a context length.
-
        uint32_t rsd_fit_context(uint32_t requested, int n_other_residents,
                                 uint32_t ceiling);
            requested if n_other_residents <= 0, ceiling == RSD_FIT_CEILING_OFF
@@ -494,73 +506,47 @@
        Inside rsd_decide: when context_length is set and the plan loads (LOAD
        or LOAD_AFTER_EVICT), load_context = rsd_fit_context(context_length,
        neighbours, context_ceiling), where neighbours are the other models that
-       stay resident AFTER the planned evictions (upstream counted them before;
-       with JIT nothing is evicted, so it is the same). When it clamps, the plan
-       ends with a stress/warning notice CONTEXT_CLAMPED, "loading '<keep>'
-       alongside <neighbours>: context clamped <from> to <to> tokens", detail
-       REQUESTED_CONTEXT and LOAD_CONTEXT. No load, no clamp: load_context 0.
-   --- reconcile: W12, byte-aware eviction ------------------------------------
-   W12, byte-aware eviction (upstream counted instances only, R33).
-       rsd_facts.capacity_bytes  memory the residents share, e.g. the VRAM total
-                                 (the caller's or the server's figure); 0 = unknown
-       rsd_facts.keep_bytes      what the keep takes once loaded; 0 = unknown
-     A resident's footprint is size_vram_bytes when has_size_vram, else
-     size_bytes when has_size. Bytes count only when capacity_bytes, keep_bytes
-     and EVERY resident's footprint are known; otherwise every plan is exactly
-     the plan without sizes (tested: byte for byte). With them: free = capacity
-     - sum of footprints, need = keep_bytes - free (0 when it fits), and
-       ROUTER, capacity known: when need > 0 (a free slot or not), the victims
-         are the fewest that free both the slots (count - freed + 1 <= max) and
-         the bytes: unprotected tier, then configured (not for a pinned keep,
-         R26), each tier largest first (ties: the tier order, ours first, then
-         id), then every picked victim the others make unneeded is spared
-         (latest first). Reason EVICT_BYTES (EVICT_CONFIG if a configured one
-         goes). need == 0: the count rules as before.
-       ROUTER, capacity unknown: need > 0 -> the fewest unprotected ones that
-         free it, EVICT_BYTES (never a configured one, as W8). need == 0: W8's
-         one eviction stays, because a router limits by count (--models-max),
-         not bytes, and that one keeps its LRU away from a pinned model.
-       SCHEDULER: only the fewest of our unprotected stragglers that free
-         `need` (none when it fits: LOAD, FITS_BYTES), instead of all of them.
-       JIT: unchanged (the fallback list is used only after a failed load).
-     When even every allowed candidate cannot free enough, the plan is the one
-     without sizes plus a will-not-fit/WARNING notice BYTES_SHORT (detail
-     KEEP_BYTES, FREE_BYTES = free + what the candidates hold, CAPACITY_BYTES):
-     "'<keep>' needs 10.0 GiB on '<target>', and only 2.0 GiB of 32.0 GiB can be
-     freed without evicting a protected model; residency evicts no more than
-     without sizes, and the load may fail or spill to CPU." An empty server
-     too small for the keep gets the same notice (EMPTY_SERVER, load as is).
-     Sizes never decline a load (the figures are estimates; declines stay the
-     R61 cases). rsd_notice gained keep_bytes, free_bytes, capacity_bytes:
-     sizeof(rsd_plan) is now 14 544 bytes, rsd_facts 328 (x86-64).
-     Deterministic as before: the same facts in any listing order give the
-     same plan.
+       stay resident AFTER the planned evictions (with JIT nothing is evicted).
+       When it clamps, the plan ends with a stress/warning notice
+       CONTEXT_CLAMPED, "loading '<keep>' alongside <neighbours>: context
+       clamped <from> to <to> tokens", detail REQUESTED_CONTEXT and
+       LOAD_CONTEXT. No load, no clamp: load_context 0.
 
-   Cost and stack (supersedes "~1.5 KiB of stack and O(n^2) id comparisons" in
-   the doc block). rsd_decide hashes every id, alias, protected id and keep name
-   once into a per-call open-addressing table on the stack (512 slots of 8 bytes,
-   only the 16..512 slots a call needs are cleared; equal hashes are confirmed
-   byte for byte, so the hash never changes a result). One lookup per name does
-   identity grouping (union-find; a group's representative is its canonical-
-   first member), keep matching and the protected-role rule (R9). The canonical
-   order is a merge sort on 7-byte big-endian keys taken after the bytes the ids
-   share, refined only where ids tie on them. Work is O(total name bytes + n log
-   n) for n <= 64; bench/reconcile.c figure 3 (64 residents): 17.0 -> 4.8 us per
-   decision, 0.46 -> 0.12 of parse+extract, upstream's C model 8.5-9 us (same
-   run, loaded 2-vCPU guest). Stack: ~7 KiB in rsd_decide's frame (gcc 12 -O2
-   x86-64, -fstack-usage: 7 136 bytes; the table 4 100, the working state
-   2 728) plus at most 720 bytes in callees (rsdi_sort_ids); rsd_notice_format
-   ~1.5 KiB (it sorts the co-residents the same way). The plan
-   is still zeroed whole (14.5 KB, ~4% of a decision): "*out is always written"
-   and the unused tail stays zero, so plans compare with memcmp. Notice text is
-   rendered only by rsd_notice_format, never at decide time. tests/decide_ref.h
-   keeps the previous implementation as a test-only oracle: tests/
-   test_decide_ref.c and fuzz/fuzz_decide.c require byte-identical plans and
-   texts.
+     Results, log items, limits
+       Results: RSD_ERR_RESIDENTS_LIMIT (-50), RSD_ERR_MODEL_ID (-51), plus
+       RSD_ERR_ARG and RSD_ERR_BUFFER. Log items (for the drivers):
+       RECONCILE_BAD_FACTS, RECONCILE_DECLINE, RECONCILE_EVICT,
+       RECONCILE_OBSERVE, RECONCILE_CACHE_HIT, FIT_CLAMPED.
+       Limits: RSD_MAX_RESIDENTS 64, RSD_MAX_ALIASES 4, RSD_MAX_TAGS 8 (a driver
+       seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
+       RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
+       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
+       Sizes (x86-64; tests/test_sizes.c checks them): rsd_plan under 16 KiB,
+       rsd_decision_cache under 40 KiB, rsd_facts under 512 bytes plus the
+       caller's arrays (rsd_resident under 256 bytes each); keep the plan and
+       the cache out of small stacks.
 
-   --- payload: server listings -> rsd_listing (>>payload) ----------------------
+     Performance
+       rsd_decide hashes every id, alias, protected id and keep name once into
+       a per-call open-addressing table on the stack (512 slots of 8 bytes, only
+       the 16..512 slots a call needs are cleared; equal hashes are confirmed
+       byte for byte, so the hash never changes a result). One lookup per name
+       does identity grouping (union-find; a group's representative is its
+       canonical-first member), keep matching and the protected-role rule. The
+       canonical order is a merge sort on 7-byte big-endian keys taken after the
+       bytes the ids share, refined only where ids tie on them. Work is O(total
+       name bytes + n log n) for n <= 64 residents; bench/reconcile.c figure 3
+       measures it. Stack: about 7 KiB in rsd_decide's frame (x86-64, gcc -O2,
+       -fstack-usage) plus at most 720 bytes in callees; rsd_notice_format about
+       1.5 KiB (it sorts the co-residents the same way). The plan is zeroed
+       whole: "*out is always written" and the unused tail stays zero, so plans
+       compare with memcmp. Notice text is rendered only by rsd_notice_format,
+       never at decide time. tests/decide_ref.h is a test-only oracle:
+       tests/test_decide_ref.c and fuzz/fuzz_decide.c require byte-identical
+       plans and texts.
+   ---- payload: server listings -> rsd_listing --------------------------------
        Pure, JSON-only parsers of server payloads into one runtime-neutral
-       listing type that the drivers (>>driver) turn into rsd_facts. Each call
+       listing type that the drivers (next section) turn into rsd_facts. Each call
        takes the caller's JSON token array (no allocation); size it with
        RSD_LISTING_MAX_TOKENS or count first with rsd_json_parse(.., NULL, 0).
        rsd_listing { n, models[RSD_LISTING_MAX_MODELS], n_seen, n_skipped,
@@ -585,150 +571,159 @@
            undone) into the result's own arena, NUL-terminated, so a result
            never points into the body and outlives it. The views point INTO the
            result, so never copy one by value (pass pointers).
-       More than RSD_MAX_TAGS tags: the protecting ones (R8) are kept first.
+       More than RSD_MAX_TAGS tags: the protecting ones are kept first.
        More entries than RSD_LISTING_MAX_MODELS, or ids beyond
        RSD_LISTING_ARENA_BYTES: the first ones are kept and truncated is set;
-       the drivers then refuse to act on the listing (observe, W19), because
+       the drivers then refuse to act on the listing (observe), because
        the keep or a resident may be among the entries cut off.
        int rsd_listing_find(const rsd_listing *l, rsd_str name);
            index of the entry whose id or an alias equals name, else -1.
        rsd_model_state: UNKNOWN, UNLOADED, LOADING, LOADED, SLEEPING,
          DOWNLOADING, FAILED; rsd_model_state_resident() is true for LOADING,
-         LOADED and SLEEPING (L11: a sleeping model holds its slot).
-     router: llama.cpp router mode (wire.md section 1)
+         LOADED and SLEEPING (a sleeping model holds its slot).
+     llama.cpp router
        int rsd_router_parse_models(body, len, toks, n_toks, rsd_listing *out);
            GET /v1/models (= /models). RSD_OK with out filled, or the JSON
            error (RSD_ERR_JSON, _DEPTH, _TOKENS, _TOO_LARGE, RSD_ERR_TRUNCATED).
            A top level that is not an object, or "data" that is not an array,
-           is an empty listing (L8, L13: {}, null, {"data":[{"id":42}]} -> 0).
-           State (L10): status.value when status is an object, else status
+           is an empty listing ({}, null, {"data":[{"id":42}]} -> 0).
+           State: status.value when status is an object, else status
            itself; "loaded", "loading", "sleeping", "unloaded", "downloading";
            "downloaded" reads as UNLOADED; status.failed == true on an entry
-           (wire.md 1.4: only on "unloaded") or the legacy value "failed" gives
+           (only on "unloaded") or the legacy value "failed" gives
            FAILED with exit_code from status.exit_code when it is an integer.
            Anything else is UNKNOWN. has_states = some entry is not UNKNOWN:
            false for a plain llama-server (its entries have no status) and for
-           an empty list, which is how a driver tells "not a router" (L14).
-           Also read: aliases[] and tags[] (string elements only, L9),
+           an empty list, which is how a driver tells "not a router".
+           Also read: aliases[] and tags[] (string elements only),
            status.args "--ctx-size N" / "-c N" -> context_length (meta.n_ctx,
            what the child runs with, wins when present),
            meta.n_ctx_train -> max_context, meta.size -> size_bytes.
        int rsd_router_parse_props(body, len, toks, n_toks, rsd_router_props *out);
-           GET /props. is_router = (role == "router"); max_instances (L12) is
+           GET /props. is_router = (role == "router"); max_instances is
            a JSON number, finite and > 0, floored, saturated at 0x7FFFFFFF;
            strings, null, 0, negatives, fractions below 1 -> 0 = unknown.
            unlimited = is_router and max_instances is exactly 0 (--models-max
            0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
-       Error bodies: rsd_server_error_parse (>>payload:ollama) reads every
-           runtime's error envelope.
-       Limits: RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES 65536,
-       RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of ~75
-       tokens). sizeof(rsd_listing) is about 140 KB (x86-64): keep it off
-       small stacks. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
+       Error bodies: rsd_server_error_parse ("Ollama and LM Studio", below)
+           reads every runtime's error envelope.
+       Storage: an rsd_listing is a header (under 64 bytes) over the caller's
+       storage: rsd_listing_init(l, models, max_models, arena, arena_bytes)
+       gives it arrays the caller owns (no allocation); rsd_listing_create(desc)
+       allocates header and storage in one block from desc->allocator (zeroed
+       desc: RSD_LISTING_DEFAULT_MODELS 128 entries, RSD_LISTING_ARENA_PER_MODEL
+       128 arena bytes per entry), rsd_listing_footprint(desc) says how much,
+       rsd_listing_destroy frees it. A listing without storage is RSD_ERR_ARG
+       to every parser. More entries than max_models, or strings beyond
+       arena_bytes: the first ones are kept and truncated is set (nothing is
+       written past either). RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES
+       65536 and RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of
+       ~75 tokens) size a large listing and its tokens, for tools and tests. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
        limits, deterministic, agreement with a token-count pass).
 
-   --- payload: Ollama and LM Studio -------------------------------------------
-   Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation),
-   under the rules above. Each parser takes the response body and a caller token
-   array (size it with rsd_json_parse(doc, body, len, NULL, 0), or give
-   RSD_LISTING_MAX_TOKENS) and fills a fixed-size caller-owned result whose strings
-   are copies in the result itself. Hostile input never crashes and never
-   over-fills: an entry without a usable id is dropped and counted; a wrong-typed
-   optional field reads as absent; a body that is not the expected shape is an
-   error (RSD_ERR_JSON_TYPE), never a half result.
+     Ollama and LM Studio
+       Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation),
+       under the rules above. Each parser takes the response body and a caller token
+       array (size it with rsd_json_parse(doc, body, len, NULL, 0), or give
+       RSD_LISTING_MAX_TOKENS) and fills a fixed-size caller-owned result whose strings
+       are copies in the result itself. Hostile input never crashes and never
+       over-fills: an entry without a usable id is dropped and counted; a wrong-typed
+       optional field reads as absent; a body that is not the expected shape is an
+       error (RSD_ERR_JSON_TYPE), never a half result.
 
-   Shared:
-     int rsd_server_error_parse(out, body, len, toks, cap)
-         The error member of any reply: {"error":"text"} (Ollama, LM Studio
-         0.3/0.4 text form) or {"error":{"type","message","code","param"}}
-         (LM Studio v1 object form). 1 = present (out->message, out->type,
-         out->code filled; truncated and control bytes replaced by ' '),
-         0 = valid JSON with no error member, <0 = not JSON.
-   Ollama (wire.md 3; O3, O4, O9, W17):
-     int rsd_ollama_ps_listing(body, len, toks, n_toks, out)   GET /api/ps
-         /api/ps (or /api/tags) into the neutral rsd_listing: every entry
-         LOADED; id = "model" when usable, else "name", and the other an alias
-         when it differs; sizes only when the server gave numbers (absent is
-         never zero); context_length. "models": null is empty. RSD_OK,
-         RSD_ERR_JSON_TYPE (not {"models":[...]}), a JSON error. Entries past
-         RSD_LISTING_MAX_MODELS or its arena set truncated.
-     int rsd_ollama_name_normalise(name, out, cap)
-         The display form Ollama lists: host/namespace/model:tag with the
-         default host (registry.ollama.ai) and the "library" namespace
-         dropped, ":latest" added when the last segment has no tag.
-         Idempotent. Case is kept (R6 compares exactly).
-         Length, or RSD_ERR_BUFFER / RSD_ERR_MODEL_ID (empty).
-     int rsd_ollama_parse_version(out, body, len, toks, cap)   GET /api/version
-     int rsd_ollama_parse_generate(out, body, len, toks, cap)  POST /api/generate
-         {"done":true,"done_reason":"load"|"unload"} or {"error":...}:
-         RSD_OK, RSD_ERR_SERVER_ERROR (out->error filled), <0 bad body.
-     int rsd_ollama_load_body(buf, cap, model, opts)
-         {"model":m,"stream":false[,"keep_alive":s][,"options":{"num_ctx":n}]}
-     int rsd_ollama_unload_body(buf, cap, model)
-         {"model":m,"keep_alive":0,"stream":false}   (O4 without the prompt)
-   Limits: RSD_SERVER_ERROR_MAX 256; LM Studio below.
+       Error bodies (every runtime):
+         int rsd_server_error_parse(out, body, len, toks, cap)
+             The error member of any reply: {"error":"text"} (Ollama, LM Studio
+             0.3/0.4 text form) or {"error":{"type","message","code","param"}}
+             (LM Studio v1 object form). 1 = present (out->message, out->type,
+             out->code filled; truncated and control bytes replaced by ' '),
+             0 = valid JSON with no error member, <0 = not JSON.
+     Ollama
+         int rsd_ollama_ps_listing(body, len, toks, n_toks, out)   GET /api/ps
+             /api/ps (or /api/tags) into the neutral rsd_listing: every entry
+             LOADED; id = "model" when usable, else "name", and the other an alias
+             when it differs; sizes only when the server gave numbers (absent is
+             never zero); context_length. "models": null is empty. RSD_OK,
+             RSD_ERR_JSON_TYPE (not {"models":[...]}), a JSON error. Entries past
+             RSD_LISTING_MAX_MODELS or its arena set truncated.
+         int rsd_ollama_name_normalise(name, out, cap)
+             The display form Ollama lists: host/namespace/model:tag with the
+             default host (registry.ollama.ai) and the "library" namespace
+             dropped, ":latest" added when the last segment has no tag.
+             Idempotent. Case is kept (compares exactly).
+             Length, or RSD_ERR_BUFFER / RSD_ERR_MODEL_ID (empty).
+         int rsd_ollama_parse_version(out, body, len, toks, cap)   GET /api/version
+         int rsd_ollama_parse_generate(out, body, len, toks, cap)  POST /api/generate
+             {"done":true,"done_reason":"load"|"unload"} or {"error":...}:
+             RSD_OK, RSD_ERR_SERVER_ERROR (out->error filled), <0 bad body.
+         int rsd_ollama_load_body(buf, cap, model, opts)
+             {"model":m,"stream":false[,"keep_alive":s][,"options":{"num_ctx":n}]}
+         int rsd_ollama_unload_body(buf, cap, model)
+             {"model":m,"keep_alive":0,"stream":false}   (without the prompt)
+       Limits: RSD_SERVER_ERROR_MAX 256.
 
-   --- payload: LM Studio -------------------------------------------------------
-   LM Studio payloads (wire.md 4; S1-S17, S28, S31, S33, W13-W16).
-     int rsd_lms_parse_models(cat, body, len, toks, cap)
-         Any catalog, tier by body shape (S4, S6): {"models":[...]} is REST v1
-         (0.4+: key, type, max_context_length, size_bytes, capabilities,
-         loaded_instances[{id, config.context_length}]); {"data":[...]} is v0
-         (0.3: id, state "loaded"/"not-loaded", loaded_context_length) or the
-         OpenAI list (id only) -- the caller tells those two apart by the URL
-         it asked. cat->tier is V1 or V0. Entries listing one model key twice
-         (LM Link) are folded (S10) -- this is about entries, not about JSON
-         keys, where the last wins as everywhere: the first entry wins, missing scalars are filled from later
-         ones, instances are concatenated without duplicate ids. v0 rows
-         become models with one instance {id, context} when loaded (S11).
-         Returns the models kept (>= 0); RSD_ERR_SERVER_ERROR for a
-         200-with-error body ({"error":...}: a 0.3 server asked for v1, or an
-         unknown route); RSD_ERR_JSON_TYPE for any other shape.
-     int rsd_lms_catalog_from_response(cat, tier, status, body, len, toks, cap)
-         One step of tier detection (S4): tier is what was asked (V1 =
-         /api/v1/models, V0 = /api/v0/models, OPENAI = /v1/models). 401/403
-         -> RSD_ERR_AUTH; a 2xx body of that tier's shape -> the count (cat->tier
-         = tier); anything else -> <0 with cat->error holding the server's
-         message or "HTTP <status>" (try the next tier).
-     int rsd_lms_resolve(cat, requested, default_id, peers, n_peers, res)
-         Instance resolution (S15-S17): an instance id equal to requested ->
-         INSTANCE; a key equal to requested -> JIT when it has no instance,
-         else INSTANCE (the instance equal to default_id, else the first with
-         no LM Link peer, else the first); else UNKNOWN (S22). res->wire_id is
-         what to send; res->peer_mask has bit p set when peers[p] (another
-         server's listing, different root) also has that instance loaded.
-     int rsd_lms_residents(cat, owned_ids, n_owned, out, cap)
-         S27: one resident per distinct model key with a loaded instance
-         (listing order); loaded_by_us when one of its instances is owned.
-     int rsd_lms_parse_reply(out, body, len, toks, cap)
-         Load reply {"instance_id"|"model_instance_id", "status",
-         "load_config"|"config": {"context_length"}, "load_time_seconds"} or
-         unload reply {"instance_id"}; RSD_ERR_SERVER_ERROR on an error member
-         (any status: LM Studio answers unknown routes 200 + error).
-     int rsd_lms_load_body(buf, cap, key, opts)
-         The exact S28 body: {"model":k,"echo_load_config":true} then, only
-         when set, context_length, flash_attention, eval_batch_size,
-         num_experts, offload_kv_cache_to_gpu, in that order.
-     int rsd_lms_unload_body(buf, cap, instance_id)   {"instance_id":id}
-     The root URL is rsd_root_url's (>>reconcile, beside the target key).
-   Cost (W20): the parser builds an index as it folds (hashes of keys and
-   instance ids, each model's instances chained), so folding, resolution,
-   residents and the driver's fallback filtering are linear in the listing (plus
-   the peers' ids and the owned ids), not products of them. No allocation: the
-   index lives in the catalog (about 2 KB).
-   Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
-   RSD_LMS_MAX_PEERS 32, RSD_LMS_ARENA_BYTES 16384 (the copied keys and
-   instance ids); beyond them entries are dropped with truncated set, so an
-   UNKNOWN resolution on a truncated catalog proves nothing.
+     LM Studio
+         int rsd_lms_parse_models(cat, body, len, toks, cap)
+             Any catalog, tier by body shape: {"models":[...]} is REST v1
+             (0.4+: key, type, max_context_length, size_bytes, capabilities,
+             loaded_instances[{id, config.context_length}]); {"data":[...]} is v0
+             (0.3: id, state "loaded"/"not-loaded", loaded_context_length) or the
+             OpenAI list (id only) -- the caller tells those two apart by the URL
+             it asked. cat->tier is V1 or V0. Entries listing one model key twice
+             (LM Link) are folded -- this is about entries, not about JSON
+             keys, where the last wins as everywhere: the first entry wins,
+             missing scalars are filled from later ones, instances are concatenated without duplicate ids. v0 rows
+             become models with one instance {id, context} when loaded.
+             Returns the models kept (>= 0); RSD_ERR_SERVER_ERROR for a
+             200-with-error body ({"error":...}: a 0.3 server asked for v1, or an
+             unknown route); RSD_ERR_JSON_TYPE for any other shape.
+         int rsd_lms_catalog_from_response(cat, tier, status, body, len, toks, cap)
+             One step of tier detection: tier is what was asked (V1 =
+             /api/v1/models, V0 = /api/v0/models, OPENAI = /v1/models). 401/403
+             -> RSD_ERR_AUTH; a 2xx body of that tier's shape -> the count (cat->tier
+             = tier); anything else -> <0 with cat->error holding the server's
+             message or "HTTP <status>" (try the next tier).
+         int rsd_lms_resolve(cat, requested, default_id, peers, n_peers, res)
+             Instance resolution: an instance id equal to requested ->
+             INSTANCE; a key equal to requested -> JIT when it has no instance,
+             else INSTANCE (the instance equal to default_id, else the first with
+             no LM Link peer, else the first); else UNKNOWN. res->wire_id is
+             what to send; res->peer_mask has bit p set when peers[p] (another
+             server's listing, different root) also has that instance loaded.
+         int rsd_lms_residents(cat, owned_ids, n_owned, out, cap)
+             One resident per distinct model key with a loaded instance
+             (listing order); loaded_by_us when one of its instances is owned.
+         int rsd_lms_parse_reply(out, body, len, toks, cap)
+             Load reply {"instance_id"|"model_instance_id", "status",
+             "load_config"|"config": {"context_length"}, "load_time_seconds"} or
+             unload reply {"instance_id"}; RSD_ERR_SERVER_ERROR on an error member
+             (any status: LM Studio answers unknown routes 200 + error).
+         int rsd_lms_load_body(buf, cap, key, opts)
+             The exact body LM Studio's own client sends: {"model":k,"echo_load_config":true} then, only
+             when set, context_length, flash_attention, eval_batch_size,
+             num_experts, offload_kv_cache_to_gpu, in that order.
+         int rsd_lms_unload_body(buf, cap, instance_id)   {"instance_id":id}
+         The root URL is rsd_root_url's (the reconcile section, beside the target key).
+       Cost: the parser builds an index as it folds (hashes of keys and
+       instance ids, each model's instances chained), so folding, resolution,
+       residents and the driver's fallback filtering are linear in the listing (plus
+       the peers' ids and the owned ids), not products of them. No allocation: the
+       index lives in the catalog (under 3 KiB; the catalog under 32 KiB).
+       Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
+       RSD_LMS_MAX_PEERS 32, RSD_LMS_ARENA_BYTES 16384 (the copied keys and
+       instance ids); beyond them entries are dropped with truncated set, so an
+       UNKNOWN resolution on a truncated catalog proves nothing.
 
-   --- driver: the sans-I/O reconcile (>>driver) -------------------------------
+   ---- driver: the sans-I/O reconcile -----------------------------------------
        One reconcile = "make model X resident on this server", as a state
-       machine that never touches a socket, a clock, a file or the heap. The
+       machine that never touches a socket, a clock or a file, nor the heap
+       after rsd_reconcile_init (which allocates its tables once). The
        caller owns the object, performs the steps it asks for (HTTP requests,
        waits, the cross-process lock) and feeds the answers back. The shell in
        residency_http.h runs it over sockets; tests run it with canned answers.
 
-           static rsd_reconcile r;        (big: see sizeof below; not on a stack)
+           static rsd_reconcile r;        (see Memory below; not on a small stack)
+           rsd_reconcile_init(&r, NULL);  (once: its tables, the defaults)
            rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
            d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
            d.cache = &my_cache;  d.lock = true;
@@ -775,7 +770,7 @@
                               s.wait_model = the model waited for.
              RSD_STEP_LOCK    take the cross-process lock named s.key (the
                               normalised target key) waiting at most until
-                              s.deadline_ms (the reconcile's own deadline: W5),
+                              s.deadline_ms (the reconcile's own deadline),
                               then rsd_reconcile_lock_done.
              RSD_STEP_COMMIT  mutations happened: persist result.attr_add and
                               result.attr_remove[] under s.key, bump the mutation
@@ -793,9 +788,10 @@
        int rsd_reconcile_lock_done(rsd_reconcile *r, bool held,
                                    uint64_t generation, uint64_t now_ms);
            held = the lock is held; false = proceeding without it (a warning
-           notice says so; upstream K5 fail-open). generation = the target's
+           notice says so: the lock fails open, as upstream does). generation = the
+           target's
            mutation generation read after taking the lock (rsd_state_gen_read).
-           W1: unless held, d.has_generation and generation == d.generation
+           Unless held, d.has_generation and generation == d.generation
            (no process using this library mutated the target since the
            listing), the machine lists again and decides again before any
            mutation. RSD_OK or RSD_ERR_STATE.
@@ -821,8 +817,7 @@
            is as resident as it was. RSD_OK or RSD_ERR_STATE.
        int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len,
                                uint64_t now_ms);
-           Optional, for hosts that keep GET <root>/models/sse open (wire.md
-           1.11): feed each event's data (the JSON after "data: "). During a
+           Optional, for hosts that keep GET <root>/models/sse open: feed each event's data (the JSON after "data: "). During a
            WAIT (s.wait_model names the model waited for), an event whose
            "model" is that model (any name the decision's listing gives it) or
            "*", and whose data.status is not "loading"/"downloading" (progress),
@@ -842,16 +837,16 @@
        const rsd_runtime *rsd_runtime_router(void);
            The llama.cpp router adapter (the default when d.runtime is NULL).
 
-       Desc (zeroed fields are defaults; every string is copied by begin):
+     Desc (zeroed fields are defaults; every string is copied by begin)
            runtime (NULL = router), base_url (as configured, "http://h:8080/v1";
            a base without "/v1" works too), target_key (NULL = normalised
-           "<runtime name>|<base_url>" by rsd_target_key_normalise, W9),
+           "<runtime name>|<base_url>" by rsd_target_key_normalise),
            target_id (messages; NULL = base_url), runtime_id (NULL = runtime
            name), keep, residency_env (the RESIDENCY value; NULL = unset),
            user_managed (per-target opt-out), protected_models + n_protected,
            keep_pinned, context_length, model_max_context (0 = the listing's
            meta.n_ctx_train when known), context_ceiling, deadline_ms (0 =
-           120000, the whole reconcile: lock wait, unloads, load, wait: W5),
+           120000, the whole reconcile: lock wait, unloads, load, wait),
            probe_timeout_ms (0 = 1500, per listing/props request; doubled for
            each retry after a timeout, see step 2), restore_ms
            (0 = 30000: extra time for restoring after a failed load, so the
@@ -859,7 +854,7 @@
            path), generation + has_generation, ours + n_ours (ids this library
            loaded on the target: the persisted attribution), lock (emit
            LOCK/UNLOCK around mutations), logger, capacity_bytes and
-           keep_bytes (W12; 0 = unknown); capacity_known + max_instances +
+           keep_bytes (0 = unknown); capacity_known + max_instances +
            unlimited (the server's instance limit is already known, e.g. from
            detection: no capacity request); first_listing + first_listing_len
            (the answer to the first listing GET, already read: begin takes it
@@ -872,8 +867,8 @@
            deadline_ms, probe_timeout_ms and restore_ms are the runtime's when it
            has its own (LM Studio: 300000, 5000, 120000).
 
-       Behaviour (the order of the upstream driver, R40-R54, with the W fixes):
-        1. Cache (R40, W2): a live rsd_cache_lookup hit for (key, keep) ends the
+     Behaviour, in order (the upstream driver's order)
+        1. Cache: a live rsd_cache_lookup hit for (key, keep) ends the
            reconcile in begin with no request and no notice: RESIDENT, OBSERVED
            or DECLINED (with the code it had) and the wire id, cache_hit set.
            Otherwise begin already issues the first request (next() returns it).
@@ -884,16 +879,16 @@
            only the deadline ends the attempts. Any other failure
            (transport, non-2xx, bad JSON, not a router, truncated, more than
            RSD_MAX_RESIDENTS residents) -> outcome DEGRADED, decision OBSERVE,
-           reason PROBE_FAILED, not cached (R41), nothing mutated; one
-           degraded/info notice says why (upstream was silent, L29: the level
-           is info so a sink can drop it).
+           reason PROBE_FAILED, not cached, nothing mutated; one
+           degraded/info notice says why (the level is info so a sink can
+           drop it).
         3. Capacity (GET <root>/props, probe timeout, retried as a listing;
-           failure = unknown, R42).
+           failure = unknown).
            unlimited (--models-max 0) is passed to rsd_decide as a free slot.
         4. rsd_decide on the listing: residents = entries LOADING, LOADED or
-           SLEEPING; keep tags/aliases from the keep's entry in any state
-           (L17); ours from d.ours (id or alias, W10).
-        5. Gate (R45, L18): a plan that evicts while the listing does not
+           SLEEPING; keep tags/aliases from the keep's entry in any state;
+           ours from d.ours (id or alias).
+        5. Gate: a plan that evicts while the listing does not
            name the keep -> rsd_plan_decline_unloadable: DECLINED, one notice.
         6. Notices of the plan are rendered to text and appended to
            r->notices at once (readable while the machine runs) -- except for
@@ -901,18 +896,18 @@
            d.lock): its notices wait for the decision under the lock (step 8)
            and appear then, so a plan the lock overtakes (another process
            changed the server meanwhile) never shows.
-        7. OBSERVE (opt-out; W19: never a mutating request) and DECLINE end
-           here and are cached (R52; W3 via rsd_cache_store). ALREADY_RESIDENT
+        7. OBSERVE (opt-out; never a mutating request) and DECLINE end
+           here and are cached (via rsd_cache_store). ALREADY_RESIDENT
            ends here (cached) unless the keep is LOADING: then a read-only wait
-           without the lock (L25).
-        8. LOAD / LOAD_AFTER_EVICT: LOCK (when d.lock; R49, L25), then W1 as
-           above (with the attribution given by set_ours, if any): re-list,
+           without the lock.
+        8. LOAD / LOAD_AFTER_EVICT: LOCK (when d.lock), then the check of
+           lock_done above (with the attribution given by set_ours, if any): re-list,
            re-decide, re-gate; then the notices of the plan decided under the
            lock (the held ones when it did not change; the new plan's when it
            did).
         9. Unload the victims one at a time (POST <root>/models/unload
            {"model": id}); a failure is a warning notice and the reconcile goes
-           on (R48), but nothing is cached afterwards (W4/W9). On a router
+           on, but nothing is cached afterwards. On a router
            (RSD_RT_UNLOAD_WAIT) each unload is followed by a wait (polls as in
            step 11, woken by /models/sse) until the victim is listed unloaded
            (failed:true or gone counts too), bounded by the overall deadline:
@@ -924,7 +919,7 @@
            "timed out waiting for '<id>' to unload", the load never sent, what
            was unloaded restored (step 12).
        10. Load (POST <root>/models/load {"model": keep}) unless the keep is
-           LOADED/SLEEPING (L20); LOADING skips the POST and waits. Answers:
+           LOADED/SLEEPING; LOADING skips the POST and waits. Answers:
            2xx -> wait; 400 "already running" -> resident, wait (no attribution);
            500 "model limit reached" -> a capacity answer: re-list, re-decide
            with max_instances = the residents now listed, unload what that
@@ -939,7 +934,7 @@
            "; '<id>' is not served there: it serves N models: a, b, c, d, e and
            K more"); a transport error -> LOAD_FAILED.
            An unload or poll that fails quotes the server's message the same way.
-       11. Wait for loaded (W7): GET the listing after 20 ms, then 40, 80, ...
+       11. Wait for loaded: GET the listing after 20 ms, then 40, 80, ...
            capped at 500 ms between polls, the last poll at the deadline; so
            DONE comes within one poll interval of the model being ready.
            Transport errors, 5xx and unparseable bodies are retried until the
@@ -956,7 +951,7 @@
            listing keeps polling.
            The deadline -> "timed out waiting for '<id>' to load" RSD_ERR_TIMEOUT
            (" (still downloading)" appended when the last poll said so).
-       11a. Downloading (wire.md 1.4; a status value, never a failure):
+       11a. Downloading (a status value, never a failure):
            - the keep DOWNLOADING in the decision's listing: nothing is
              evicted, locked or loaded for a model that is not there yet; a
              read-only wait (polls as above) until its status changes, then
@@ -970,7 +965,7 @@
              unconfirmed), or the keep went downloading -> unloaded while we
              waited: the load is POSTed again once the download is done
              (within RSD_RECONCILE_LOAD_ATTEMPTS), then waited for.
-       12. Failed load -> restore (R70-R74, W5). When the decision had
+       12. Failed load -> restore. When the decision had
            protected residents (step 13's set) and a load POST was sent, the
            protected ones the server displaced are found first (in the last
            poll when one came after the POST, else one GET of the listing) and
@@ -978,14 +973,14 @@
            (the same one as step 13's reloads): each evicted model in order,
            POST load + wait, bounded by restore_ms;
            notices: a load-failed/error notice first ("loading '<keep>' on
-           '<target>' failed: <reason>"), then restored/warning (R72 text
+           '<target>' failed: <reason>"), then restored/warning (text
            "... restored 'a' so the target keeps serving.", detail bit
-           RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error, R73,
+           RSD_DETAIL_RESTORED) and unrestored (will-not-fit/error,
            RSD_DETAIL_UNRESTORED) for our own evictions, then one notice per
            displaced model as in step 13; the ids are result.evicted[] with
            their restored flags. Restored models keep their attribution (they
            are not in attr_remove).
-       13. Protected pass (L24, with W11 fixed) after a load this reconcile
+       13. Protected pass after a load this reconcile
            made or waited for, when the decision's listing had protected
            residents other than the keep and the plan's victims: tag-pinned
            ones and every caller-protected tier (d.protected_models, any role).
@@ -1026,24 +1021,24 @@
            decides it, not this request." A router's preset sets the context;
            a load request cannot change it, and the server itself says nothing.
        14. COMMIT (when anything was mutated) with attr_add (the keep, when a
-           load POST of ours succeeded, R50) and attr_remove (names of evicted,
+           load POST of ours succeeded) and attr_remove (names of evicted,
            unrestored models found in d.ours); cache: every entry of the key is
            invalidated after a mutation, then (key, keep) is stored unless an
-           unload or the load failed (R50, R51, W4, W9); UNLOCK; DONE.
-       Requests: no more than upstream L26-L28 on the same scenario, except
-       the W1 re-list (skipped when the generation proves nothing changed),
+           unload or the load failed; UNLOCK; DONE.
+       Requests: no more than the upstream driver sends in the same scenario,
+       except the re-list under the lock (skipped when the generation proves nothing changed),
        the faster polls of step 11 and, on a router, the polls after each
-       unload (step 9: usually one); the pinned pass costs no GET (W11).
-       Sizes (W12): desc.capacity_bytes (e.g. the GPU's VRAM total) and
+       unload (step 9: usually one); the pinned pass costs no GET.
+       Sizes: desc.capacity_bytes (e.g. the GPU's VRAM total) and
        desc.keep_bytes (0 = the keep's listed size_vram or size, when the
        listing has one) go into rsd_facts; when they and every resident's
-       size are known, rsd_decide evicts by bytes (see >>reconcile). Ollama's
+       size are known, rsd_decide evicts by bytes (see the reconcile section). Ollama's
        /api/ps gives every resident's size_vram; a router lists meta.size for
-       models that have loaded once. Unknown anywhere: count rules as before.
+       models that have loaded once. Unknown anywhere: the count rules.
        The router never receives a request that names a model on a GET, so no
-       probe can autoload (wire.md 1.7); the machine sends no "?model=" probes.
+       probe can autoload; the machine sends no "?model=" probes.
 
-       Result (r->result; final after DONE, counters live):
+     Result (r->result; final after DONE, counters live)
            outcome     RESIDENT (keep loaded or sleeping), OBSERVED (opt-out),
                        DECLINED, LOAD_FAILED, DEGRADED (could not read the
                        server, or the deadline passed before any mutation)
@@ -1065,9 +1060,9 @@
        RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
        (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
        .subject) and driver notices (dmsg: kind/level):
-           RESTORED       restored/warning (R72, after a failed load),
+           RESTORED       restored/warning (after a failed load),
                           restored/info (pinned pass reload)
-           UNRESTORED     will-not-fit/error (R73), swap/warning (pinned pass)
+           UNRESTORED     will-not-fit/error, swap/warning (pinned pass)
            LOAD_FAILED    load-failed/error: the keep's load failed (any cause:
                           rejected, failed:true, timeout, displaced)
            UNLOAD_FAILED  degraded/warning    LOCK_UNLOCKED  degraded/warning
@@ -1082,7 +1077,8 @@
          "load-failed". .text is the rendered line (cut at
        RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
 
-       Runtimes: rsd_runtime is a table of hooks plus flags and defaults; the
+     Runtimes
+       rsd_runtime is a table of hooks plus flags and defaults; the
        llama.cpp router is rsd_runtime_router(), Ollama rsd_runtime_ollama(),
        LM Studio rsd_runtime_lmstudio(). Another runtime supplies its own table
        (its name is the key prefix) and reuses the whole machine -- begin's desc
@@ -1106,7 +1102,7 @@
                DOWNLOADING (wait, load again when the download ends),
                ALREADY, LIMIT (re-list, re-decide with the server full at its
                listed count, unload the plan's evict list, or with none the
-               first fallback entry, one at a time for JIT: W14; load again,
+               first fallback entry, one at a time for JIT; load again,
                at most RSD_RECONCILE_LOAD_ATTEMPTS loads) or REJECTED. It may
                write r->made_instance (an instance id the load made: it becomes
                result.wire_id and is attributed as ours).
@@ -1127,10 +1123,10 @@
        and rsd_reconcile_finish (COMMIT, UNLOCK, cache, DONE). LM Studio is
        built this way. r->rt_data (RSD_RECONCILE_RT_DATA bytes, zeroed by
        begin) is scratch the hooks own. Flags: RSD_RT_CATALOG (listing names
-       every servable model: enables the R45 gate), RSD_RT_LOAD (explicit load;
+       every servable model: enables the loadability gate), RSD_RT_LOAD (explicit load;
        without it the reconcile ends RESIDENT after the unloads and the request
        itself loads, as Ollama does), RSD_RT_WAIT (poll until loaded),
-       RSD_RT_PINNED_PASS (L24 over every protected tier, and the check for
+       RSD_RT_PINNED_PASS (over every protected tier, and the check for
        displaced protected models after a failed load), RSD_RT_UNLOAD_WAIT
        (step 9's wait after an unload), RSD_RT_PROBE_RETRY (step 2's retry of
        timed-out probes), RSD_RT_INSTANCES (models run as instances with their
@@ -1141,167 +1137,188 @@
            The key begin uses when desc.target_key is NULL (for a host that
            needs it before begin: generation, attribution).
 
-       Limits and sizes: RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
+     Limits and sizes
+       RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
-       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11). sizeof(rsd_reconcile)
-       is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
-       copied ids): allocate it (static, malloc) and reuse it; begin resets it.
-       No allocation, no globals, no clock, no I/O. Deterministic: the same
+       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11).
+       Memory: the caller owns the rsd_reconcile (under 96 KiB on x86-64: the
+       result, the plan, the facts, URLs; static or malloc'd, not a small
+       stack) and gives it its tables once with
+           int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
+       which allocates one block through lim->allocator (zeroed: the default
+       allocator): the notices, the copied ids, the LM Studio state, both
+       listings' storage and the JSON tokens, sized by lim (zeroed fields are
+       defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       128: a server with 64 residents and as many more listed), arena_bytes
+       (their ids, aliases and tags, 128 per entry), max_tokens (JSON tokens of
+       one answer, RSD_RECONCILE_TOKENS_PER_MODEL 48 per entry), max_body_bytes
+       (the largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1024 per
+       entry; a real router entry is about 70 tokens and 700 bytes). RSD_OK,
+       RSD_ERR_ARG (bad limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees
+       the block; rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus
+       the block (under 640 KiB with the defaults, checked by tests/
+       test_sizes.c). begin reuses the tables; begin on a reconcile that was
+       never given them is RSD_ERR_STATE (result.message says so). An answer
+       over the limits is never acted on: more entries than max_models
+       (RSD_ERR_LISTING_TRUNCATED), more tokens than max_tokens
+       (RSD_ERR_JSON_TOKENS) or more bytes than max_body_bytes
+       (RSD_ERR_TOO_LARGE) make a listing DEGRADED with a message naming the
+       limit to raise; a load answer over max_body_bytes is a failed load.
+       Past init: no allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
        Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
        DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED.
 
-   --- driver: Ollama ----------------------------------------------------------
-   Ollama runtime for rsd_reconcile (strategy SCHEDULER; wire.md 3, O1-O9, W17).
-     const rsd_runtime *rsd_runtime_ollama(void);
-         Give it as rsd_reconcile_desc.runtime with base_url
-         "http://host:11434" (a trailing "/v1" of the OpenAI-compatible URL is
-         dropped). The machine then:
-         - lists GET <root>/api/ps (probe timeout, W17: every request has one);
-           every entry is resident (Ollama has no loading flag); id = "model"
-           (else "name"), alias = the other (O3, O9); sizes only when given;
-           the keep and the attributed ids (desc.ours) match an entry whose
-           name normalises equal ("llama3.2" ~ "llama3.2:latest"; they are
-           added to it as aliases, so a model attributed as requested is
-           still recognised as ours: W10);
-         - decides with SCHEDULER (R28): release only our stragglers
-           (unprotected residents in desc.ours, the persisted attribution);
-           foreign and protected residents are never touched (O6);
-         - takes the lock only when it will unload or load (O7, R49), lists
-           again under it (W1), unloads one straggler at a time with
-           POST <root>/api/generate {"model":id,"keep_alive":0,"stream":false}
-           (O4), then loads the keep with POST <root>/api/generate
-           {"model":keep,"stream":false,"keep_alive":-1[,"options":{"num_ctx":
-           load_context}]} -- keep_alive -1 as Ollama chats send it (O5), so
-           the model is ours (attr_add) and a later switch releases it; the
-           load blocks until loaded, its timeout is the overall deadline;
-         - waits until /api/ps lists the keep (20 ms doubling to 500 ms, W7);
-         - a keep already resident is never loaded nor attributed (O6, W17:
-           we only pin what we loaded).
-         num_ctx is sent only with desc.context_length (clamped beside other
-         residents, S29 rules); chats must use result.load_context, since a
-         different num_ctx makes Ollama reload the model.
-         Answers: a 2xx {"done":true,...} load is accepted; a body with
-         "error", 404 (unknown model), 400, 500 (load failure, OOM), 503
-         (queue full) are rejections (LOAD_FAILED, restore of what was
-         released). Hostile or unparseable listings: DEGRADED, observe, a
-         notice, nothing mutated, not cached.
-     The listing comes from rsd_ollama_ps_listing (>>payload).
+     Ollama
+       The Ollama runtime for rsd_reconcile (strategy SCHEDULER).
+         const rsd_runtime *rsd_runtime_ollama(void);
+             Give it as rsd_reconcile_desc.runtime with base_url
+             "http://host:11434" (a trailing "/v1" of the OpenAI-compatible URL is
+             dropped). The machine then:
+             - lists GET <root>/api/ps (probe timeout: every request has one);
+               every entry is resident (Ollama has no loading flag); id = "model"
+               (else "name"), alias = the other; sizes only when given;
+               the keep and the attributed ids (desc.ours) match an entry whose
+               name normalises equal ("llama3.2" ~ "llama3.2:latest"; they are
+               added to it as aliases, so a model attributed as requested is
+               still recognised as ours);
+             - decides with SCHEDULER: release only our stragglers
+               (unprotected residents in desc.ours, the persisted attribution);
+               foreign and protected residents are never touched;
+             - takes the lock only when it will unload or load, lists
+               again under it, unloads one straggler at a time with
+               POST <root>/api/generate {"model":id,"keep_alive":0,"stream":false},
+               then loads the keep with POST <root>/api/generate
+               {"model":keep,"stream":false,"keep_alive":-1[,"options":{"num_ctx":
+               load_context}]} -- keep_alive -1 as Ollama chats send it, so
+               the model is ours (attr_add) and a later switch releases it; the
+               load blocks until loaded, its timeout is the overall deadline;
+             - waits until /api/ps lists the keep (20 ms doubling to 500 ms);
+             - a keep already resident is never loaded nor attributed (only what
+               residency loaded is pinned).
+             num_ctx is sent only with desc.context_length (clamped beside other
+             residents, by the context-fit rules); chats must use result.load_context, since a
+             different num_ctx makes Ollama reload the model.
+             Answers: a 2xx {"done":true,...} load is accepted; a body with
+             "error", 404 (unknown model), 400, 500 (load failure, OOM), 503
+             (queue full) are rejections (LOAD_FAILED, restore of what was
+             released). Hostile or unparseable listings: DEGRADED, observe, a
+             notice, nothing mutated, not cached.
+         The listing comes from rsd_ollama_ps_listing (payload section).
 
-   --- driver: LM Studio -------------------------------------------------------
-   LM Studio runtime for rsd_reconcile (strategy JIT; S1-S35, W13-W16, W19), a
-   runtime with its own order: it detects the API tier, resolves which wire id a
-   request uses, loads with an exact body and only then, on failure, frees room.
+     LM Studio
+       The LM Studio runtime for rsd_reconcile (strategy JIT), a runtime with
+       its own order: it detects the API tier, resolves which wire id a
+       request uses, loads with an exact body and only then, on failure, frees room.
 
-       static rsd_reconcile r;
-       rsd_reconcile_desc d; memset(&d, 0, sizeof d);
-       d.runtime = rsd_runtime_lmstudio();
-       d.base_url = "http://studio:1234/v1"; d.keep = "qwen3.8-27b";
-       d.explicit_load = true; d.context_length = 262144; d.lock = true;
-       d.owned = owned_from_state; d.n_owned = n;     (W16: persisted)
-       rsd_reconcile_begin(&r, &d, now); then the loop above; COMMIT:
-             rsd_state_attr_remove(key, a.model, a.instance) for each
-             result.attr_remove[], rsd_state_attr_add(...) for attr_add[], bump
-             the generation, rsd_reconcile_commit_done (or _commit_failed).
-             Optional, before lock_done: rsd_reconcile_set_owned(&r, owned, n)
-             with the owned instances read again under the lock (a changed set
-             makes it list and decide again, as rsd_reconcile_set_ours).
-       (residency_http.h's rsd_ensurer does all of this: >>drive.)
-       then send the chat with "model": r.result.wire_id.
+           static rsd_reconcile r;        (rsd_reconcile_init(&r, NULL) once)
+           rsd_reconcile_desc d; memset(&d, 0, sizeof d);
+           d.runtime = rsd_runtime_lmstudio();
+           d.base_url = "http://studio:1234/v1"; d.keep = "qwen3.8-27b";
+           d.explicit_load = true; d.context_length = 262144; d.lock = true;
+           d.owned = owned_from_state; d.n_owned = n;     (persisted)
+           rsd_reconcile_begin(&r, &d, now); then the loop above; COMMIT:
+                 rsd_state_attr_remove(key, a.model, a.instance) for each
+                 result.attr_remove[], rsd_state_attr_add(...) for attr_add[], bump
+                 the generation, rsd_reconcile_commit_done (or _commit_failed).
+                 Optional, before lock_done: rsd_reconcile_set_owned(&r, owned, n)
+                 with the owned instances read again under the lock (a changed set
+                 makes it list and decide again, as rsd_reconcile_set_ours).
+           (residency_http.h's rsd_ensurer does all of this: its ensure section.)
+           then send the chat with "model": r.result.wire_id.
 
-   Behaviour, in order:
-    1. Catalog (S4-S6, S12): GET <root>/api/v1/models, else /api/v0/models,
-       else /v1/models (probe timeout, default 5000 ms), the tier chosen by
-       body shape (a 0.3 server's 200 {"error":..} on v1 falls through).
-       401/403 stop with RSD_ERR_AUTH; a transport error (refused, timeout)
-       stops at once (a dead server costs one timeout, not three). Failure is
-       DEGRADED (W15: the turn goes on; upstream threw), one notice, nothing
-       mutated. root = rsd_root_url's; the bearer goes on every request.
-    2. Resolution (S14-S17): rsd_lms_resolve with desc.default_model and
-       desc.peers. result.wire_id is the id to send. Notices: resolved to an
-       instance (S23, co-resident/info), LM Link peer (S24, co-resident/
-       warning). UNKNOWN on a complete catalog: DECLINED, RSD_ERR_NOT_SERVED,
-       the S22 message and a will-not-fit/error notice (the completion must
-       not be sent). A truncated catalog (over RSD_LMS_MAX_MODELS or
-       _INSTANCES) is never acted on: a found instance is still used, else
-       DEGRADED with RSD_ERR_LISTING_TRUNCATED and a notice.
-    3. Early exits (S25): a loaded instance -> RESIDENT; no explicit load ->
-       OBSERVED (state JIT: the server loads on first use); tier 0.3/OpenAI
-       -> OBSERVED (no load API).
-    4. Decide (S26, S27): keep = the owning model key, residents = keys with
-       loaded instances (loaded_by_us = one of its instances is owned),
-       strategy JIT, context_length = desc.load.context_length, model max
-       context from desc or the catalog. Plan notices (stress, clamp S29/S30
-       via rsd_decide, observe-only) are appended. OBSERVE (RESIDENCY opt-out
-       or user_managed) never loads (W19; upstream S34 still loaded).
-    5. LOCK (desc.lock), then W1: unless the lock is held and the generation
-       is unchanged, list v1 again and resolve again: an instance that
-       appeared meanwhile is used (no duplicate "<key>:2", wire.md W40).
-    6. Load (S28, S31): POST <root>/api/v1/models/load with the exact body,
-       context_length = the clamped load_context; timeout = what is left of
-       the overall deadline (default 300 000 ms: W13, loads are slow).
-       instance_id (or model_instance_id) -> owned (attr_add, W16), wire_id.
-    7. On failure (any status, an error body, a transport error or timeout):
-       list again first (W14). An instance of the key that was not there
-       before our load is adopted (the load landed after the client gave up,
-       W13). Else free the minimum (W15): the next fallback candidate, in plan
-       rank (ours first), that still has OWNED instances in that fresh
-       listing: unload those (POST /api/v1/models/unload {"instance_id"}),
-       one request each, then load again; repeat per candidate while loads
-       fail, at most RSD_LMS_LOAD_ATTEMPTS loads. Without such a candidate
-       the load is retried once as is (upstream S32). Instances that are not
-       owned (the operator's, other processes', LM Link peers') are never
-       unloaded (S33). An unload failure is a warning and the next candidate
-       is tried.
-    8. All loads failed: the unloaded instances are loaded again ({"model":
-       key, "echo_load_config":true, "context_length": their old context}),
-       bounded by restore_ms after the deadline; notices restored /
-       unrestored; LOAD_FAILED with the server's message (or "HTTP <n>").
-       The deadline passing before any load was sent (a long lock wait) is
-       DEGRADED RSD_ERR_TIMEOUT instead: nothing was tried nor changed.
-    9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
-       instance id) for the keep's new instance and restored instances,
-       attr_remove[] for unloaded owned instances; UNLOCK; DONE.
-   TTL cache (desc.cache, the rsd_decision_cache): as for every runtime, plus:
-   the entry keeps tier, resolution, wire_id and model_key, so a hit answers them;
-   a DECLINED (RSD_ERR_NOT_SERVED) is cached with its code; a truncated catalog
-   is never cached. A failed load is never cached, so the fallback is never
-   disabled by the cache (upstream S35, W15).
-   Result fields: tier, state (resolution), wire_id, model_key, adopted,
-   load_attempts; evicted[] (id = the instance, model = its key, context_length);
-   attr_add[] / attr_remove[] as (model key, instance id). Result codes added:
-   RSD_ERR_NOT_SERVED. Limits: RSD_LMS_LOAD_ATTEMPTS 4, RSD_LMS_MAX_EVICT 16,
-   RSD_RECONCILE_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above.
+       Behaviour, in order:
+        1. Catalog: GET <root>/api/v1/models, else /api/v0/models,
+           else /v1/models (probe timeout, default 5000 ms), the tier chosen by
+           body shape (a 0.3 server's 200 {"error":..} on v1 falls through).
+           401/403 stop with RSD_ERR_AUTH; a transport error (refused, timeout)
+           stops at once (a dead server costs one timeout, not three). Failure is
+           DEGRADED (the turn goes on), one notice, nothing
+           mutated. root = rsd_root_url's; the bearer goes on every request.
+        2. Resolution: rsd_lms_resolve with desc.default_model and
+           desc.peers. result.wire_id is the id to send. Notices: resolved to an
+           instance (co-resident/info), LM Link peer (co-resident/
+           warning). UNKNOWN on a complete catalog: DECLINED, RSD_ERR_NOT_SERVED,
+           a message saying the server does not serve it and a will-not-fit/error notice (the completion must
+           not be sent). A truncated catalog (over RSD_LMS_MAX_MODELS or
+           _INSTANCES) is never acted on: a found instance is still used, else
+           DEGRADED with RSD_ERR_LISTING_TRUNCATED and a notice.
+        3. Early exits: a loaded instance -> RESIDENT; no explicit load ->
+           OBSERVED (state JIT: the server loads on first use); tier 0.3/OpenAI
+           -> OBSERVED (no load API).
+        4. Decide: keep = the owning model key, residents = keys with
+           loaded instances (loaded_by_us = one of its instances is owned),
+           strategy JIT, context_length = desc.load.context_length, model max
+           context from desc or the catalog. Plan notices (stress, clamp
+           via rsd_decide, observe-only) are appended. OBSERVE (RESIDENCY opt-out
+           or user_managed) never loads.
+        5. LOCK (desc.lock), then, unless the lock is held and the generation
+           is unchanged, list v1 again and resolve again: an instance that
+           appeared meanwhile is used (no duplicate "<key>:2").
+        6. Load: POST <root>/api/v1/models/load with the exact body,
+           context_length = the clamped load_context; timeout = what is left of
+           the overall deadline (default 300 000 ms: loads are slow).
+           instance_id (or model_instance_id) -> owned (attr_add), wire_id.
+        7. On failure (any status, an error body, a transport error or timeout):
+           list again first. An instance of the key that was not there
+           before our load is adopted (the load landed after the client gave up). Else free the minimum: the next fallback candidate, in plan
+           rank (ours first), that still has OWNED instances in that fresh
+           listing: unload those (POST /api/v1/models/unload {"instance_id"}),
+           one request each, then load again; repeat per candidate while loads
+           fail, at most RSD_LMS_LOAD_ATTEMPTS loads. Without such a candidate
+           the load is retried once as is. Instances that are not
+           owned (the operator's, other processes', LM Link peers') are never
+           unloaded. An unload failure is a warning and the next candidate
+           is tried.
+        8. All loads failed: the unloaded instances are loaded again ({"model":
+           key, "echo_load_config":true, "context_length": their old context}),
+           bounded by restore_ms after the deadline; notices restored /
+           unrestored; LOAD_FAILED with the server's message (or "HTTP <n>").
+           The deadline passing before any load was sent (a long lock wait) is
+           DEGRADED RSD_ERR_TIMEOUT instead: nothing was tried nor changed.
+        9. COMMIT (when something was loaded or unloaded): attr_add[] (model key,
+           instance id) for the keep's new instance and restored instances,
+           attr_remove[] for unloaded owned instances; UNLOCK; DONE.
+       TTL cache (desc.cache, the rsd_decision_cache): as for every runtime, plus:
+       the entry keeps tier, resolution, wire_id and model_key, so a hit answers them;
+       a DECLINED (RSD_ERR_NOT_SERVED) is cached with its code; a truncated catalog
+       is never cached. A failed load is never cached, so the fallback is never
+       disabled by the cache.
+       Result fields: tier, state (resolution), wire_id, model_key, adopted,
+       load_attempts; evicted[] (id = the instance, model = its key, context_length);
+       attr_add[] / attr_remove[] as (model key, instance id). Result codes added:
+       RSD_ERR_NOT_SERVED. Limits: RSD_LMS_LOAD_ATTEMPTS 4, RSD_LMS_MAX_EVICT 16,
+       RSD_RECONCILE_MAX_OWNED 64, RSD_LMS_MAX_PEER_IDS 128 (copied), deadlines above.
 
-   --- driver: detection -------------------------------------------------------
-   Which runtime a server runs, as a sans-I/O step (an engine with its own HTTP
-   stack uses it as the ensurer does):
-       rsd_detect d;   (about 100 KB: the JSON tokens)
-       rsd_detect_begin(&d, base_url, bearer, probe_timeout_ms, deadline, now);
-       while ((s = rsd_detect_next(&d, now)).kind == RSD_STEP_HTTP)
-           send s.http (a GET), rsd_detect_feed(&d, transport, status, body, len, now);
-       d.runtime (NULL = none; d.error, d.message say why)
-   Probes in order, each one GET under the root URL, until one matches: llama.cpp
-   router (GET /props with "role":"router": d.capacity_known, max_instances and
-   unlimited are its instance limit, for desc.capacity_known), Ollama (GET
-   /api/version with a "version" string), LM Studio (GET /api/v1/models with a
-   "models" array: d.first_listing says this answer is the runtime's first
-   listing, for desc.first_listing; then GET /api/v0/models with a "data" array
-   for 0.3 servers). A probe that times out is sent again with twice the timeout
-   while the deadline allows (a busy server is slow, not gone). A refused
-   connection, a failed resolve or any transport error on the first probe ends
-   it (d.error = that error, "<url> unreachable: GET <probe>: <why>"); no match:
-   RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
+     Detection
+       Which runtime a server runs, as a sans-I/O step (an engine with its own HTTP
+       stack uses it as the ensurer does):
+           rsd_detect d;   d.toks = toks; d.n_toks = n;   (the caller's JSON tokens)
+           rsd_detect_begin(&d, base_url, bearer, probe_timeout_ms, deadline, now);
+           while ((s = rsd_detect_next(&d, now)).kind == RSD_STEP_HTTP)
+               send s.http (a GET), rsd_detect_feed(&d, transport, status, body, len, now);
+           d.runtime (NULL = none; d.error, d.message say why)
+       Probes in order, each one GET under the root URL, until one matches: llama.cpp
+       router (GET /props with "role":"router": d.capacity_known, max_instances and
+       unlimited are its instance limit, for desc.capacity_known), Ollama (GET
+       /api/version with a "version" string), LM Studio (GET /api/v1/models with a
+       "models" array: d.first_listing says this answer is the runtime's first
+       listing, for desc.first_listing; then GET /api/v0/models with a "data" array
+       for 0.3 servers). A probe that times out is sent again with twice the timeout
+       while the deadline allows (a busy server is slow, not gone). A refused
+       connection, a failed resolve or any transport error on the first probe ends
+       it (d.error = that error, "<url> unreachable: GET <probe>: <why>"); no match:
+       RSD_ERR_NOT_FOUND, or RSD_ERR_AUTH when a probe was answered 401/403.
 
-   POOL (process-pool policy; pure, sans-I/O)
+   ---- pool: the process-pool policy (pure, sans-I/O) -------------------------
        Keeps up to max_slots model-server processes resident, one model per
        slot, and decides which request runs where. It never forks, never
        touches a socket and never reads a clock: the host (a supervisor in
        residency_http.h, or your own) feeds events with now_ms and pulls
        actions. Same snapshot + same events = same actions.
 
-       Host loop (one pool, any thread, one at a time):
+     Host loop (one pool, any thread, one at a time)
            rsd_pool_desc pd = {0};           pd.max_slots = 2;
            pd.vram_budget_bytes = 24ull << 30;
            rsd_pool *pool = rsd_pool_create(&pd);
@@ -1320,13 +1337,13 @@
                    GRANT: send a.req (a.user) to a.slot; release it when done
                    FAIL:  answer a.user with rsd_result_str(a.result); done
                }
-               wake = rsd_pool_step(pool, now);   (idle TTL, W26 timer)
+               wake = rsd_pool_step(pool, now);   (idle TTL, the wait-bound timer)
 
        rsd_pool_create(desc) / rsd_pool_destroy(pool)
            The only allocation: one block of about 14 KiB + 40 bytes per
            max_requests + 48 bytes per event_log entry. destroy does not stop
            processes (they are the host's): call rsd_pool_stop and reap first.
-           A zeroed (or NULL) desc = 1 slot, 1024 requests, no byte budget, 30 s W26 bound,
+           A zeroed (or NULL) desc = 1 slot, 1024 requests, no byte budget, a 30 s wait bound,
            start backoff 1 s doubling to 60 s.
        rsd_pool_add_model(pool, &model_desc) -> index | RSD_ERR_ARG/CAPACITY
            id 1..127 bytes (copied, unique); reserve_bytes (0 = the desc's
@@ -1360,7 +1377,7 @@
            that process. Its release (or cancel) lets the queue move on; the
            process is not restarted. Other models keep flowing throughout.
        rsd_pool_preload(pool, m, now)
-           Load m and leave it resident with no request (P9; boot policy P37,
+           Load m and leave it resident with no request (a boot policy,
            e.g. preload the pinned models). RSD_OK when READY or STARTING
            already, RSD_PENDING when queued; no GRANT or FAIL ever comes for a
            preload (a failed load is only logged and counted). st.preloads
@@ -1381,15 +1398,15 @@
            reservation are freed by on_exited (the process may still hold VRAM).
        rsd_pool_on_exited(pool, proc, now)
            After a STOP, or unasked (a crash): the slot is EMPTY and its
-           reservation freed at once (W27). A crash orphans the requests that
+           reservation freed at once. A crash orphans the requests that
            were running there (release/cancel them as usual; bookkeeping only;
            a GRANT not pulled yet becomes FAIL(RSD_ERR_POOL_CRASHED) instead);
            a crash while STARTING fails the model's waiters (ERR_POOL_CRASHED).
        rsd_pool_set_reserved(pool, proc, bytes, now)
            Replace the claim-time estimate with the measured figure (after
-           READY, from the child's log or nvidia-smi; P20, W23). Shrinking it
+           READY, from the child's log or nvidia-smi). Shrinking it
            may admit waiters at once.
-       rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM (W23)
+       rsd_pool_set_vram(pool, total, foreign, now)   measured VRAM
        rsd_pool_set_pid(pool, proc, pid)              shown in stats only
        rsd_pool_set_slot_limit(pool, proc, n, now)
            The process takes at most n requests at once (its own count, measured:
@@ -1399,10 +1416,10 @@
        rsd_pool_next_action(pool, &a) -> bool
            STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
        rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
-           Stops idle slots whose TTL expired, runs admission (W26 starvation).
+           Stops idle slots whose TTL expired, runs admission (starvation).
        rsd_pool_configure(pool, max, now)
-           max clamped to 1..16 (P4). Idle excess slots stop at once, LRU
-           first; busy excess stops when it goes idle (P19).
+           max clamped to 1..16. Idle excess slots stop at once, LRU
+           first; busy excess stops when it goes idle.
        rsd_pool_unload(pool, m or -1, flags, now)
            Default: RSD_ERR_POOL_BUSY and no change if any target is busy or
            loading. RSD_POOL_UNLOAD_DRAIN: busy targets take no new work and
@@ -1415,7 +1432,7 @@
            Every slot (state, model, proc, in-flight, reservation, last use,
            idle deadline, ttl, pin, pid) and lifetime counters (acquires,
            grants, waits, max wait, spawns, readies, load failures, crashes,
-           evictions, TTL expiries, trims, W26 drains, unloads, fails...);
+           evictions, TTL expiries, trims, starvation drains, unloads, fails...);
            per model also last_used_ms (now_ms of its last grant or finished
            request, 0 = never), start_failures and retry_at_ms (the backoff);
            counters backoffs (acquires refused) and restores.
@@ -1444,7 +1461,8 @@
            bitmask of the model indexes it stopped; st.leased_bytes the bytes
            held; counters leases, leases_declined, lease_stops, lease_expiries.
 
-       Admission (P31-P35, W21-W26). Requests for a READY model with room go
+     Admission
+       Requests for a READY model with room go
        straight through. Otherwise the request joins its model's FIFO; a model
        with no slot joins the list of models waiting for a slot (FIFO by its
        oldest request). Each admission pass visits those models in order and,
@@ -1453,8 +1471,8 @@
        already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
        READY slots in LRU order until count and bytes fit (only if that is
        enough); (3) if its oldest request has waited max_wait_ms, busy LRU
-       slots are put in DRAINING (no new admissions) until it would fit (W26;
-       lifted again when no model waits for a slot any more, and by a pin);
+       slots are put in DRAINING (no new admissions) until it would fit (the
+       wait bound; lifted again when no model waits for a slot any more, and by a pin);
        (4) holds what it needs, so later models cannot take capacity being
        freed for it. A busy slot is never evicted or trimmed; requests for
        residents keep flowing while others wait. So queued requests are
@@ -1464,10 +1482,11 @@
        (past max_wait_ms its process drains, the waiting model goes next, and
        the first model's later requests wait their turn). When one stop frees
        room for several waiting models, one pass starts them all. Work per event is
-       O(models x slots), independent of the number of waiting requests (W25);
+       O(models x slots), independent of the number of waiting requests;
        a load that completes grants its waiters in O(granted).
 
-       Failed starts. A start fails when on_started(!ok) comes, or the process
+     Failed starts
+       A start fails when on_started(!ok) comes, or the process
        exits while STARTING. Then (1) the model's waiters FAIL; (2) its next
        start is backed off: acquire answers RSD_ERR_POOL_BACKOFF at once, with
        nothing queued or stopped, until retry_at_ms = now + desc.start_backoff_ms
@@ -1479,13 +1498,13 @@
        then succeeds stays evicted. A crash after READY is not a failed start:
        the next request respawns it at once.
 
-       Slot states (who may call what):
+     Slot states (who may call what)
            EMPTY    --claim-->  STARTING (SPAWN emitted, reservation taken)
            STARTING --on_started(ok)--> READY | --on_started(!ok)--> FAILED
                     --on_exited--> EMPTY (crash while loading)
                     stop/unload before the SPAWN was pulled: back to EMPTY
            READY    --idle LRU victim, TTL, trim, unload, stop--> STOPPING
-                    --W26 or unload(DRAIN) while busy--> DRAINING
+                    --wait bound or unload(DRAIN) while busy--> DRAINING
                     --on_exited (crash)--> EMPTY
            DRAINING --last release--> STOPPING;  --on_exited--> EMPTY
            STOPPING, FAILED --on_exited--> EMPTY (reservation freed)
@@ -1494,23 +1513,47 @@
        RSD_ERR_POOL_STALE. Requests: WAITING --GRANT--> RUNNING --release-->
        gone; WAITING/RUNNING --FAIL (pulled)--> gone; cancel from either.
 
-       Bytes. Budget = min(desc.vram_budget_bytes, measured total), either
+     Bytes
+       Budget = min(desc.vram_budget_bytes, measured total), either
        may be 0 = unknown; both 0 = count-only admission. Foreign use is
        subtracted for admission but not for "can never fit" (it may go away;
        a request that fits the budget but not beside foreign use waits for
        the host's next rsd_pool_set_vram). A measurement below what is already
        reserved stops new admissions; nothing running is stopped for it.
 
-       LIMITS: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
+       Limits: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
        RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
        a 12-bit generation: a stale handle is detected unless its entry was
        reused 4096 times since; entries are reused FIFO), RSD_POOL_MAX_BYTES
        2^58, RSD_POOL_DEFAULT_MAX_WAIT_MS 30000 (RSD_POOL_WAIT_FOREVER = off),
        RSD_POOL_MAX_LEASES 8 (lease handles carry a 28-bit generation).
-       ERRORS: RSD_ERR_POOL_* (-60..-69) as above, plus RSD_ERR_ARG,
+       Errors: RSD_ERR_POOL_* (-60..-69) as above, plus RSD_ERR_ARG,
        RSD_ERR_STATE, RSD_ERR_CAPACITY. Crash-recovery and stop paths that
        orphan or fail running requests scan the request table once (O(max_
        requests)); every other operation is O(models x slots) or better.
+
+   STATE MACHINES
+     One ensure (the driver section has every step; residency_http.h's ensure
+     section runs it over sockets)
+       AUTO-DETECT (ensurer only: GET /props, /api/version, /api/v1/models)
+         -> CACHE: a live (target, model) hit ends here with no request
+         -> LIST (+ capacity probe) -> DECIDE (rsd_decide) -> GATE
+         -> OBSERVE / DECLINE / ALREADY_RESIDENT: done (cached)
+         -> LOCK (flock on the target key, bounded; fail-open with a warning)
+         -> LIST + DECIDE again under the lock (the generation file tells
+            whether anyone mutated the target since)
+         -> UNLOAD victims one at a time -> LOAD -> WAIT (poll 20 ms doubling
+            to 500 ms, transient errors retried until the deadline)
+         -> on a failed load: RESTORE what was evicted
+         -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
+       Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
+       unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
+       0 (resident), 2 (declined), 3 (load failed), 4 (observe-only and not
+       resident), and a DEGRADED one by its result: 5 (server unreachable:
+       RSD_ERR_CONNECT, _TIMEOUT, _RESOLVE, _CLOSED, _IO, _TLS), 7 (RSD_ERR_AUTH),
+       else 6 (not a model server).
+
+     Pool slots and requests: "Slot states" in the pool section.
 
    RESULTS
        Every fallible function returns an int from RSD_RESULTS: 0 = RSD_OK,
@@ -1533,6 +1576,9 @@
 
    LIMITS
        See the enum of RSD_* constants below; every cap is named there.
+
+   CHANGELOG
+       CHANGELOG.md, beside this file in the repository.
 */
 #if defined(RESIDENCY_IMPLEMENTATION) && !defined(RESIDENCY_IMPL_INCLUDED) && \
     !defined(RSDI_FEATURES_SET)
@@ -1584,7 +1630,7 @@
 extern "C" {
 #endif
 
-/* ==== >>results: one X-macro, 0 ok, >0 pending, <0 error ================== */
+/* ==== results: one X-macro, 0 ok, >0 pending, <0 error ==================== */
 /* Each module owns a sub-list and a numeric range:
      general -1..-9, json -10..-19, http -20..-39, tls -40..-49,
      reconcile -50..-59, pool/process -60..-79, state/lock -80..-89,
@@ -1599,7 +1645,7 @@ extern "C" {
     X(ERR_STATE, -5, "call not valid in the current state") \
     X(ERR_NOT_FOUND, -6, "not found") \
     X(ERR_BUFFER, -7, "caller buffer too small")
-/* >>results:json */
+/* json */
 #define RSDI_RESULTS_JSON(X) \
     X(ERR_JSON, -10, "malformed JSON") \
     X(ERR_JSON_DEPTH, -11, "JSON nesting too deep") \
@@ -1608,7 +1654,7 @@ extern "C" {
     X(ERR_JSON_TYPE, -14, "JSON value has the wrong type") \
     X(ERR_JSON_RANGE, -15, "JSON number out of range") \
     X(ERR_TOO_LARGE, -16, "input larger than the configured limit")
-/* >>results:http */
+/* http */
 #define RSDI_RESULTS_HTTP(X) \
     X(ERR_URL, -20, "malformed or unsupported URL") \
     X(ERR_CONNECT, -21, "connect failed") \
@@ -1621,36 +1667,36 @@ extern "C" {
     X(ERR_HEADERS_TOO_LARGE, -28, "response headers over the limit") \
     X(ERR_BODY_TOO_LARGE, -29, "response body over the limit") \
     X(ERR_CANCELLED, -30, "request cancelled")
-/* >>results:tls */
+/* tls */
 #define RSDI_RESULTS_TLS(X) \
     X(ERR_TLS, -40, "TLS failure") \
     X(ERR_TLS_VERIFY, -41, "TLS certificate verification failed") \
     X(ERR_TLS_UNAVAILABLE, -42, "https URL but built without RSD_HTTP_MBEDTLS")
-/* >>results:reconcile */
+/* reconcile */
 #define RSDI_RESULTS_RECONCILE(X) \
     X(ERR_RESIDENTS_LIMIT, -50, "more residents, aliases, tags or protected ids than the RSD_MAX_* limits") \
     X(ERR_MODEL_ID, -51, "model id empty or longer than RSD_MODEL_ID_MAX - 1 bytes")
-/* >>results:driver (range -90..-99) */
+/* driver (range -90..-99) */
 #define RSDI_RESULTS_DRIVER(X) \
     X(ERR_NOT_ROUTER, -90, "not a llama.cpp router: its model listing reports no load states") \
-    X(ERR_LISTING_TRUNCATED, -91, "model listing over RSD_LISTING_MAX_MODELS or its arena; not acted on") \
+    X(ERR_LISTING_TRUNCATED, -91, "model listing over its max_models or its arena; not acted on") \
     X(ERR_LOAD_REJECTED, -92, "the server rejected the load request") \
     X(ERR_LOAD_FAILED, -93, "the server reports the model failed to load") \
     X(ERR_MODEL_LIMIT, -94, "server model limit reached and no resident may be evicted") \
     X(ERR_DISPLACED, -95, "restoring a displaced pinned model displaced the requested model") \
     X(ERR_PAYLOAD, -96, "server payload has the wrong shape")
-/* >>results:driver2 (range -100..-109): Ollama and LM Studio payloads and drivers */
+/* driver2 (range -100..-109): Ollama and LM Studio payloads and drivers */
 #define RSDI_RESULTS_DRIVER2(X) \
     X(ERR_SERVER_ERROR, -100, "server replied with an error body") \
     X(ERR_AUTH, -101, "server requires authentication (HTTP 401/403)") \
     X(ERR_NOT_SERVED, -102, "the server does not advertise the requested model")
-/* >>results:proc (range -70..-79) */
+/* proc (range -70..-79) */
 #define RSDI_RESULTS_PROC(X) \
     X(ERR_SPAWN, -70, "could not start the process (errno in the SPAWN_FAILED event)") \
     X(ERR_PROC_TEMPLATE, -71, "command template invalid, or a required placeholder unset") \
     X(ERR_PROC_PORT, -72, "no free loopback port") \
     X(ERR_PROC_STALE, -73, "stale or invalid process handle")
-/* >>results:pool */
+/* pool */
 #define RSDI_RESULTS_POOL(X) \
     X(ERR_POOL_STOPPED, -60, "pool stopped; no new work accepted") \
     X(ERR_POOL_NO_FIT, -61, "model can never fit in the VRAM budget") \
@@ -1662,12 +1708,12 @@ extern "C" {
     X(ERR_POOL_UNLOADED, -67, "model unloaded before it was ready") \
     X(ERR_POOL_PINNED, -68, "no room beside the pinned models") \
     X(ERR_POOL_BACKOFF, -69, "model failed to start recently; not retried before its backoff ends")
-/* >>results:state */
+/* state */
 #define RSDI_RESULTS_STATE(X) \
     X(ERR_LOCK, -80, "could not take the cross-process lock") \
     X(ERR_STATE_DIR, -81, "state directory unusable") \
     X(ERR_STATE_IO, -82, "state file I/O failed")
-/* >>results:fleet (range -110..-119): the pool running real processes (residency_http.h) */
+/* fleet (range -110..-119): the pool running real processes (residency_http.h) */
 #define RSDI_RESULTS_FLEET(X) \
     X(ERR_FLEET_START, -110, "model process failed to start or exited before it was ready")
 
@@ -1688,16 +1734,16 @@ RSD_API const char *rsd_result_str(int result);
 /* The bare name, e.g. "ERR_TIMEOUT"; never NULL. */
 RSD_API const char *rsd_result_name(int result);
 
-/* ==== >>log: levels and X-macro items ===================================== */
+/* ==== log: levels and X-macro items ======================================= */
 enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 };
 
 #define RSDI_LOG_ITEMS_CORE(X) \
     X(OK, "no error") \
     X(ALLOCATOR_HALF, "allocator: alloc_fn and free_fn must be given together") \
     X(ALLOC_FAILED, "allocation failed")
-/* >>log:json */
+/* json */
 #define RSDI_LOG_ITEMS_JSON(X)
-/* >>log:http */
+/* http */
 #define RSDI_LOG_ITEMS_HTTP(X) \
     X(HTTP_DESC_INVALID, "http: invalid desc") \
     X(HTTP_RESOLVE_FAILED, "http client: host could not be resolved") \
@@ -1711,14 +1757,14 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(HTTP_CONN_EVICTED, "http server: connection table full; oldest idle or unfinished connection dropped") \
     X(HTTP_BAD_REQUEST, "http server: bad request answered and closed") \
     X(HTTP_CLIENT_GONE, "http server: client went away before its answer")
-/* >>log:tls */
+/* tls */
 #define RSDI_LOG_ITEMS_TLS(X) \
     X(TLS_INSECURE, "tls: certificate verification DISABLED (tls_insecure_skip_verify)") \
     X(TLS_SETUP_FAILED, "tls: setup failed (RNG seed, CA bundle, config)") \
     X(TLS_NO_CA, "tls: no CA bundle loaded; https refused") \
     X(TLS_HANDSHAKE_FAILED, "tls: handshake failed") \
     X(TLS_VERIFY_FAILED, "tls: server certificate verification failed")
-/* >>log:reconcile */
+/* reconcile */
 #define RSDI_LOG_ITEMS_RECONCILE(X) \
     X(RECONCILE_BAD_FACTS, "reconcile: facts rejected (limit, empty or overlong id)") \
     X(RECONCILE_DECLINE, "reconcile: declined (will not fit without evicting a protected model)") \
@@ -1726,16 +1772,16 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(RECONCILE_OBSERVE, "reconcile: observe-only, nothing changed") \
     X(RECONCILE_CACHE_HIT, "reconcile: decision cache hit, no probe") \
     X(FIT_CLAMPED, "fit: load context clamped beside co-resident models")
-/* >>log:driver */
+/* driver */
 #define RSDI_LOG_ITEMS_DRIVER(X) \
     X(DRIVER_DEGRADED, "driver: server unreadable; observing only, not cached") \
     X(DRIVER_UNLOAD_FAILED, "driver: an unload failed; continuing, result not cached") \
     X(DRIVER_LOAD_FAILED, "driver: the load failed") \
     X(DRIVER_LIMIT, "driver: model limit reached; re-listing to evict one more") \
-    X(DRIVER_REDECIDE, "driver: the listing changed under the lock; decided again (W1)") \
+    X(DRIVER_REDECIDE, "driver: the listing changed under the lock; decided again") \
     X(DRIVER_RESTORE, "driver: restored evicted models after a failed load") \
     X(DRIVER_LOCK_UNLOCKED, "driver: proceeding without the cross-process lock")
-/* >>log:proc */
+/* proc */
 #define RSDI_LOG_ITEMS_PROC(X) \
     X(PROC_BAD_DESC, "procs: desc value out of range") \
     X(PROC_TEMPLATE, "procs: command template invalid or a placeholder unset") \
@@ -1750,14 +1796,14 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(PROC_EXITED, "procs: process exited unexpectedly") \
     X(PROC_STUCK, "procs: process not reaped after SIGKILL") \
     X(PROC_OUTPUT, "procs: one line of a child's output (debug)")
-/* >>log:pool */
+/* pool */
 #define RSDI_LOG_ITEMS_POOL(X) \
     X(POOL_BAD_DESC, "pool: desc value out of range") \
     X(POOL_BAD_MODEL, "pool: bad model (id length, reserve bytes, duplicate)") \
     X(POOL_MODEL_TABLE_FULL, "pool: model table full (RSD_POOL_MAX_MODELS)") \
     X(POOL_STOP, "pool: stopping a slot's process") \
     X(POOL_EVICT, "pool: evicting the LRU idle slot") \
-    X(POOL_DRAIN, "pool: draining a busy slot for a starving request (W26)") \
+    X(POOL_DRAIN, "pool: draining a busy slot for a starving request") \
     X(POOL_NO_FIT, "pool: model can never fit in the byte budget") \
     X(POOL_QUEUE_FULL, "pool: waiting queue full") \
     X(POOL_LOAD_FAILED, "pool: model failed to load") \
@@ -1767,7 +1813,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(POOL_RESTORE, "pool: reloading a model evicted for a start that failed") \
     X(POOL_LEASE, "pool: a byte lease granted or released") \
     X(POOL_STOPPED, "pool: stopped")
-/* >>log:state */
+/* state */
 #define RSDI_LOG_ITEMS_STATE(X) \
     X(STATE_DIR_UNRESOLVED, "state dir: no desc dir, RESIDENCY_STATE_DIR, XDG_STATE_HOME or HOME") \
     X(STATE_DIR_TOO_LONG, "state dir: path longer than RSD_STATE_MAX_DIR_BYTES") \
@@ -1784,7 +1830,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(ATTR_WRITE_FAILED, "attribution file write failed") \
     X(ATTR_FULL, "attribution set full (RSD_STATE_MAX_ATTR)") \
     X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS")
-/* >>log:fleet */
+/* fleet */
 #define RSDI_LOG_ITEMS_FLEET(X) \
     X(FLEET_START_FAILED, "fleet: a model process failed to start") \
     X(FLEET_CRASHED, "fleet: a ready model process exited unexpectedly") \
@@ -1813,7 +1859,7 @@ typedef struct rsd_logger {
     void *user;
 } rsd_logger;
 
-/* ==== >>types: allocator, string view ===================================== */
+/* ==== types: allocator, string view ======================================= */
 /* Allocator hooks; zeroed = RSD_DEFAULT_ALLOC/FREE. Both or neither. */
 typedef struct rsd_allocator {
     void *(*alloc_fn)(size_t size, void *user);
@@ -1834,7 +1880,7 @@ RSD_API bool rsd_str_eq(rsd_str a, rsd_str b);
 /* Equality with a NUL-terminated string. */
 RSD_API bool rsd_str_eq_c(rsd_str a, const char *s);
 
-/* ==== >>text: what reaches a terminal or a log line ======================= */
+/* ==== text: what reaches a terminal or a log line ========================= */
 /* s for a terminal or a log line: control bytes, DEL, C1 controls and bytes that
    are not UTF-8 become \n \r \t or \xHH; the rest is copied. Returns the full
    length (snprintf-like); NUL-terminates when cap > 0; buf may be NULL with cap 0. */
@@ -1844,7 +1890,7 @@ RSD_API size_t rsd_text_escape(rsd_str s, char *buf, size_t cap);
    becomes ***, and a URL's user:password@ becomes ***@. Same return as above. */
 RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap);
 
-/* ==== >>json (declarations) =============================================== */
+/* ==== json ================================================================ */
 /* Limits (see LIMITS in the manual). */
 enum {
     RSD_JSON_MAX_DEPTH = 64,          /* default nesting limit (containers) */
@@ -1998,9 +2044,9 @@ RSD_API int rsd_json_w_raw(rsd_json_writer *w, const char *json, size_t n);
    RSD_ERR_STATE when containers are open or no value was written. */
 RSD_API int rsd_json_w_finish(rsd_json_writer *w);
 
-/* ==== >>json end ========================================================== */
+/* ==== json end ============================================================ */
 
-/* ==== >>reconcile (declarations) ========================================== */
+/* ==== reconcile =========================================================== */
 /* The pure reconciler decision: facts in, plan out. No I/O, no allocation, no
    clock. Manual: "reconcile" in the doc block at the top of this file. */
 enum {
@@ -2031,7 +2077,7 @@ typedef enum rsd_decision {
     RSD_DECISION_NUM
 } rsd_decision;
 
-/* Reason codes (W18): why the plan is what it is. X(NAME, "string"). */
+/* Reason codes: why the plan is what it is. X(NAME, "string"). */
 #define RSD_REASONS(X) \
     X(NONE, "none") \
     X(KEEP_RESIDENT, "keep model already resident; co-residents are left alone") \
@@ -2039,13 +2085,13 @@ typedef enum rsd_decision {
     X(FREE_SLOT, "a free instance slot exists; load beside the residents") \
     X(EVICT_UNPROTECTED, "every slot taken; evict the fewest unprotected residents") \
     X(EVICT_CONFIG, "every slot taken and no unprotected resident left; evict a configured model") \
-    X(CAPACITY_UNKNOWN_EVICT_ONE, "capacity unknown; evict one unprotected resident (W8)") \
+    X(CAPACITY_UNKNOWN_EVICT_ONE, "capacity unknown; evict one unprotected resident") \
     X(CAPACITY_UNKNOWN_NONE_EVICTABLE, "capacity unknown and nothing unprotected; load as is") \
     X(JIT_LOAD, "jit: load now; the fallback list is used only if the load fails") \
     X(SCHEDULER_RELEASE_OURS, "scheduler: release stragglers this process loaded") \
     X(SCHEDULER_LOAD, "scheduler: nothing of ours to release; the request loads") \
-    X(FITS_BYTES, "sizes known: the keep fits in the free memory; nothing evicted (W12)") \
-    X(EVICT_BYTES, "sizes known: evict the fewest unprotected residents that free enough memory (W12)") \
+    X(FITS_BYTES, "sizes known: the keep fits in the free memory; nothing evicted") \
+    X(EVICT_BYTES, "sizes known: evict the fewest unprotected residents that free enough memory") \
     X(DECLINE_ALL_PINNED, "declined: the slots hold pinned models") \
     X(DECLINE_PINNED_KEEP, "declined: a pinned keep would strand a configured model") \
     X(DECLINE_NOT_LOADABLE, "declined: the server does not serve the keep model") \
@@ -2113,7 +2159,7 @@ typedef enum rsd_notice_msg {
     RSD_MSG_NUM
 } rsd_notice_msg;
 
-/* Configured roles (R12), in precedence order of collection. */
+/* Configured roles, in precedence order of collection. */
 #define RSD_ROLES(X) \
     X(NONE, "none", "a configured model") \
     X(CHAT, "chat", "the chat model") \
@@ -2137,7 +2183,7 @@ typedef enum rsd_strategy {
     RSD_STRATEGY_NUM
 } rsd_strategy;
 
-/* Observe-only opt-outs (R34, R35); NONE (zero) = managed. */
+/* Observe-only opt-outs; NONE (zero) = managed. */
 typedef enum rsd_optout {
     RSD_OPTOUT_NONE = 0,  /* managed: may load and evict */
     RSD_OPTOUT_ENV,       /* RESIDENCY=observe|off|0|false|user|user-managed */
@@ -2153,7 +2199,7 @@ typedef enum rsd_protection {
     RSD_PROTECT_NUM
 } rsd_protection;
 
-/* One loaded model as the server reports it (R4). Strings are views the caller
+/* One loaded model as the server reports it. Strings are views the caller
    keeps alive while the facts and their plan are in use. */
 typedef struct rsd_resident {
     rsd_str model_id;                   /* required, 1..RSD_MODEL_ID_MAX-1 bytes */
@@ -2163,19 +2209,19 @@ typedef struct rsd_resident {
     int n_tags;                         /* 0..RSD_MAX_TAGS */
     uint64_t size_vram_bytes;           /* GPU-resident bytes, valid if has_size_vram */
     uint64_t size_bytes;                /* total weight bytes, valid if has_size */
-    bool has_size_vram;                 /* absent sizes are never zero (R5) */
+    bool has_size_vram;                 /* absent sizes are never zero */
     bool has_size;
-    bool loaded_by_us;                  /* attribution: we loaded it (R13) */
+    bool loaded_by_us;                  /* attribution: we loaded it */
     bool pinned;                        /* protect as if tagged pinned:true */
 } rsd_resident;
 
-/* One configured model id with its role (R9). */
+/* One configured model id with its role. */
 typedef struct rsd_protected_model {
     rsd_str model_id;  /* trimmed by rsd_decide; empty or overlong entries are skipped */
     rsd_role role;     /* RSD_ROLE_NONE = bare id, role unknown */
 } rsd_protected_model;
 
-/* Everything the decision needs (R14). Zeroed fields mean: router, capacity
+/* Everything the decision needs. Zeroed fields mean: router, capacity
    unknown, no context given, default clamp ceiling, managed. */
 typedef struct rsd_facts {
     rsd_strategy strategy;
@@ -2187,17 +2233,17 @@ typedef struct rsd_facts {
     int n_keep_aliases;
     rsd_str keep_tags[RSD_MAX_TAGS];    /* the keep's tags as the server lists them */
     int n_keep_tags;
-    bool keep_pinned;                   /* keep will be tag-pinned (R26), besides keep_tags */
+    bool keep_pinned;                   /* keep will be tag-pinned, besides keep_tags */
     const rsd_resident *residents;      /* what is loaded (loaded/loading/sleeping) */
     int n_residents;                    /* 0..RSD_MAX_RESIDENTS */
-    const rsd_protected_model *protected_models; /* configured ids (R9-R12) */
+    const rsd_protected_model *protected_models; /* configured ids */
     int n_protected;                    /* 0..RSD_MAX_PROTECTED */
     uint32_t max_instances;             /* server capacity; 0 = unknown */
     uint32_t context_length;            /* requested load context; 0 = none */
     uint32_t model_max_context;         /* keep's context limit; 0 = unknown */
     uint32_t context_ceiling;           /* clamp ceiling; 0 = RSD_FIT_CEILING_DEFAULT */
-    uint64_t capacity_bytes;            /* memory the residents share (e.g. VRAM total); 0 = unknown (W12) */
-    uint64_t keep_bytes;                /* what the keep takes once loaded; 0 = unknown (W12) */
+    uint64_t capacity_bytes;            /* memory the residents share (e.g. VRAM total); 0 = unknown */
+    uint64_t keep_bytes;                /* what the keep takes once loaded; 0 = unknown */
 } rsd_facts;
 
 /* Per-resident classification, index-aligned with rsd_facts.residents. */
@@ -2230,7 +2276,7 @@ enum {
     RSD_DETAIL_CAPACITY_BYTES = 1u << 15
 };
 
-/* An operator notice (R16). Its text comes from rsd_notice_format. */
+/* An operator notice. Its text comes from rsd_notice_format. */
 typedef struct rsd_notice {
     rsd_notice_kind kind;
     rsd_notice_level level;
@@ -2241,12 +2287,12 @@ typedef struct rsd_notice {
     uint32_t requested_context, model_max_context, load_context;
     uint32_t resident_count, max_instances;
     uint64_t resident_vram_bytes, resident_total_bytes, freed_vram_bytes;
-    uint64_t keep_bytes, free_bytes, capacity_bytes; /* W12: BYTES_SHORT */
+    uint64_t keep_bytes, free_bytes, capacity_bytes; /* BYTES_SHORT */
     bool config_protected;
     rsd_role role;
 } rsd_notice;
 
-/* The plan (R15 + W18). Index lists refer to rsd_facts.residents; the plan is
+/* The plan, with a reason code. Index lists refer to rsd_facts.residents; the plan is
    meaningful only together with the facts it came from. */
 typedef struct rsd_plan {
     rsd_decision decision;
@@ -2268,10 +2314,10 @@ typedef struct rsd_plan {
     rsd_resident_class cls[RSD_MAX_RESIDENTS];
 } rsd_plan;
 
-/* Decide what to do (R21-R33, W8, W18, W19). Returns RSD_OK, or <0 for bad facts
+/* Decide what to do. Returns RSD_OK, or <0 for bad facts
    (RSD_ERR_ARG, RSD_ERR_RESIDENTS_LIMIT, RSD_ERR_MODEL_ID); *out is always written. */
 RSD_API int rsd_decide(const rsd_facts *facts, rsd_plan *out);
-/* Loadability gate (R45, R64-R65): the driver found, from the listing it already
+/* Loadability gate: the driver found, from the listing it already
    has, that the server does not serve the keep model. Turns a plan that would
    evict into a decline (reason DECLINE_NOT_LOADABLE), drops its evictions and
    notices, and leaves one will-not-fit notice ("... does not serve ..."); the
@@ -2298,10 +2344,10 @@ RSD_API const char *rsd_notice_msg_str(int msg);
 RSD_API const char *rsd_role_str(int role);
 /* "the chat model", ... "a configured model"; never NULL. */
 RSD_API const char *rsd_role_phrase(int role);
-/* True iff the tags protect a model: exact "pinned:true" or "role:scout" (R8). */
+/* True iff the tags protect a model: exact "pinned:true" or "role:scout". */
 RSD_API bool rsd_tags_protect(const rsd_str *tags, int n_tags);
 
-/* The operator's settings, for rsd_protected_collect (R12). */
+/* The operator's settings, for rsd_protected_collect. */
 typedef struct rsd_role_sources {
     rsd_str chat;                     /* orchestrator model */
     rsd_str memory;                   /* background model */
@@ -2312,20 +2358,20 @@ typedef struct rsd_role_sources {
     int n_target_defaults;
 } rsd_role_sources;
 
-/* Collect protected ids with roles, first claim wins, trimmed, empty skipped (R12).
+/* Collect protected ids with roles, first claim wins, trimmed, empty skipped.
    Returns the count written, or RSD_ERR_BUFFER when cap is too small. */
 RSD_API int rsd_protected_collect(const rsd_role_sources *src, rsd_protected_model *out, int cap);
 
-/* True iff RESIDENCY's value asks for observe-only (R34): observe|off|0|false|user|
+/* True iff RESIDENCY's value asks for observe-only: observe|off|0|false|user|
    user-managed, trimmed, any case. NULL/empty/other = managed. */
 RSD_API bool rsd_env_observe(const char *env_value);
 /* True iff RESIDENCY's value is one residency knows: NULL, empty, an opt-out above, or an
    explicit managed value on|1|true|managed (trimmed, any case). Anything else (a typo such
    as "obsreve") still means managed; the ensurer warns about it once. */
 RSD_API bool rsd_env_known(const char *env_value);
-/* True iff a target lifecycle value is "user-managed" (trimmed, any case) (R35). */
+/* True iff a target lifecycle value is "user-managed" (trimmed, any case). */
 RSD_API bool rsd_lifecycle_user_managed(const char *lifecycle);
-/* Combined verdict (R35): TARGET if user_managed, else ENV if the env value opts out, else NONE. */
+/* Combined verdict: TARGET if user_managed, else ENV if the env value opts out, else NONE. */
 RSD_API rsd_optout rsd_optout_resolve(const char *env_value, bool target_user_managed);
 /* Same, reading getenv("RESIDENCY") itself. */
 RSD_API rsd_optout rsd_optout_from_env(bool target_user_managed);
@@ -2362,7 +2408,7 @@ typedef struct rsd_cache_entry {
     char model_key[RSD_MODEL_ID_MAX]; /* "" = the model itself */
 } rsd_cache_entry;
 
-/* Decision cache per (normalised target key, model) with a TTL (W2-W4, W9).
+/* Decision cache per (normalised target key, model) with a TTL.
    Caller-owned, fixed size, no allocation. Zeroed = empty, TTL 60 s. */
 typedef struct rsd_decision_cache {
     uint32_t ttl_ms;          /* 0 = RSD_DECISION_CACHE_TTL_MS */
@@ -2394,18 +2440,39 @@ RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str m
                             uint64_t generation);
 /* Drop (key, model), or every entry of key when model is empty. Returns the count. */
 RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_str model);
-/* ==== >>reconcile end ===================================================== */
+/* ---- context fit ---- */
+/* Context-fit clamp: cap a load's context while other models share
+   the server. Manual: "fit" in the doc block at the top of this file. */
+enum {
+    RSD_FIT_CEILING_DEFAULT = 131072  /* default ceiling, RESIDENCY_CORESIDENT_CONTEXT */
+};
+/* Ceiling value meaning "clamp disabled" (any request fits under it). */
+#define RSD_FIT_CEILING_OFF 0xFFFFFFFFu
 
-/* ==== >>payload (declarations) ============================================ */
-/* >>payload:router */
+/* Context to load with: requested when n_other_residents == 0, the ceiling is
+   RSD_FIT_CEILING_OFF, or requested <= ceiling; else ceiling. Never raises a
+   request. ceiling 0 means RSD_FIT_CEILING_DEFAULT. */
+RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint32_t ceiling);
+/* Parse RESIDENCY_CORESIDENT_CONTEXT: NULL/empty -> default; off|0|false
+   (trimmed, any case) -> RSD_FIT_CEILING_OFF; a positive integer prefix -> that
+   (saturating at 0xFFFFFFFE); anything else -> RSD_FIT_CEILING_DEFAULT. */
+RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value);
+/* Same, reading getenv("RESIDENCY_CORESIDENT_CONTEXT") itself. */
+RSD_API uint32_t rsd_fit_ceiling_from_env(void);
+/* ==== reconcile end ======================================================= */
+
+/* ==== payload ============================================================= */
+/* router */
 /* Manual: "payload" in the doc block at the top of this file. */
 enum {
-    RSD_LISTING_MAX_MODELS = 256,     /* entries kept from one listing; more = truncated */
-    RSD_LISTING_ARENA_BYTES = 65536,  /* decoded ids, aliases and tags of one listing */
-    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens a driver parses one payload into */
+    RSD_LISTING_DEFAULT_MODELS = 128, /* entries of a listing made with the defaults (64 residents, 64 more) */
+    RSD_LISTING_ARENA_PER_MODEL = 128, /* default arena bytes per entry (ids, aliases, tags) */
+    RSD_LISTING_MAX_MODELS = 256,     /* a large listing: tests and tools size theirs with these */
+    RSD_LISTING_ARENA_BYTES = 65536,  /* its arena (decoded ids, aliases and tags) */
+    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens for a payload of that size */
 };
 
-/* Load state of a listed model (wire.md 1.4). */
+/* Load state of a listed model. */
 #define RSD_MODEL_STATES(X) \
     X(UNKNOWN, "unknown") \
     X(UNLOADED, "unloaded") \
@@ -2439,7 +2506,7 @@ typedef struct rsd_listed_model {
     rsd_model_state state;
     bool failed;                        /* the last load/run failed (router failed:true) */
     bool has_exit_code;
-    bool has_size, has_size_vram;       /* absent sizes are never zero (R5) */
+    bool has_size, has_size_vram;       /* absent sizes are never zero */
     int64_t exit_code;                  /* router status.exit_code when has_exit_code */
     uint64_t size_bytes;                /* total weight bytes when has_size */
     uint64_t size_vram_bytes;           /* GPU-resident bytes when has_size_vram */
@@ -2448,20 +2515,31 @@ typedef struct rsd_listed_model {
     uint32_t flags;                     /* RSD_LISTED_* */
 } rsd_listed_model;
 
-/* A parsed server listing (every model the server reports, in listing order).
-   Self-referential: never copy by value. */
+/* A parsed server listing (every model the server reports, in listing order). Its
+   storage (models[], arena) is the caller's, given by rsd_listing_init, or allocated by
+   rsd_listing_create. */
 typedef struct rsd_listing {
     int n;                              /* entries kept in models[] */
     uint32_t n_seen;                    /* elements in the payload's list */
     uint32_t n_skipped;                 /* elements dropped (no usable id) */
     bool truncated;                     /* entries were cut off: do not act on it */
-    bool has_states;                    /* some entry has a known state (router check, L14) */
+    bool has_states;                    /* some entry has a known state (router check) */
     size_t arena_used;
-    rsd_listed_model models[RSD_LISTING_MAX_MODELS];
-    char arena[RSD_LISTING_ARENA_BYTES];
+    /* the storage: everything above is the parsed header, reset by every parse */
+    rsd_listed_model *models;
+    char *arena;
+    int max_models;                     /* room in models[] */
+    size_t arena_bytes;                 /* room in arena */
 } rsd_listing;
 
-/* What a router's GET /props says (wire.md 1.9, L12). */
+/* Sizes of a listing made by rsd_listing_create; zeroed = defaults. */
+typedef struct rsd_listing_desc {
+    int max_models;                     /* 0 = RSD_LISTING_DEFAULT_MODELS (128) */
+    size_t arena_bytes;                 /* 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
+    rsd_allocator allocator;
+} rsd_listing_desc;
+
+/* What a router's GET /props says. */
 typedef struct rsd_router_props {
     bool is_router;                     /* "role": "router" */
     bool unlimited;                     /* is_router and max_instances exactly 0 */
@@ -2470,18 +2548,27 @@ typedef struct rsd_router_props {
 
 /* "unloaded", "loading", ...; never NULL. */
 RSD_API const char *rsd_model_state_str(int state);
-/* True for LOADING, LOADED and SLEEPING: the model holds an instance slot (L11). */
+/* True for LOADING, LOADED and SLEEPING: the model holds an instance slot. */
 RSD_API bool rsd_model_state_resident(int state);
+/* Give l caller storage: models[0..max_models) and arena[0..arena_bytes). No allocation.
+   RSD_OK, RSD_ERR_ARG (NULL storage, max_models < 1 or arena_bytes < RSD_MODEL_ID_MAX). */
+RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_models, char *arena,
+                             size_t arena_bytes);
+/* A listing and its storage in one block from d's allocator (NULL = defaults); NULL on
+   failure. rsd_listing_destroy frees it. */
+RSD_API rsd_listing *rsd_listing_create(const rsd_listing_desc *d);
+RSD_API void rsd_listing_destroy(rsd_listing *l);
+/* Bytes rsd_listing_create(d) allocates (0 = d is invalid). */
+RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d);
 /* Index of the entry whose id or an alias equals name, or -1. */
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name);
-/* Parse a llama.cpp router GET /v1/models body into *out (L8-L13). RSD_OK or a JSON error. */
+/* Parse a llama.cpp router GET /v1/models body into *out. RSD_OK or a JSON error. */
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out);
-/* Parse a router GET /props body (role, max_instances per L12). RSD_OK or a JSON error. */
+/* Parse a router GET /props body (role, max_instances). RSD_OK or a JSON error. */
 RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
                                    uint32_t n_toks, rsd_router_props *out);
-/* >>payload:router end */
-/* >>payload:ollama */
+/* ollama */
 /* Manual: "payload: Ollama and LM Studio" in the doc block at the top of this file. */
 enum {
     RSD_SERVER_ERROR_MAX = 256       /* bytes kept of a server error message, incl. NUL */
@@ -2538,26 +2625,25 @@ RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, s
 /* Load request options; zeroed = {"model":m,"stream":false} only. */
 typedef struct rsd_ollama_load_opts {
     bool set_keep_alive;          /* send keep_alive */
-    int64_t keep_alive_s;         /* seconds; < 0 = forever (what chats send, O5) */
+    int64_t keep_alive_s;         /* seconds; < 0 = forever (what chats send) */
     uint32_t num_ctx;             /* options.num_ctx; 0 = omit (a different value reloads) */
 } rsd_ollama_load_opts;
 /* Write the load body for POST /api/generate into buf. Length or <0 (RSD_ERR_BUFFER). */
 RSD_API int rsd_ollama_load_body(char *buf, size_t cap, rsd_str model, const rsd_ollama_load_opts *opts);
 /* Write the unload body {"model":m,"keep_alive":0,"stream":false}. Length or <0. */
 RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model);
-/* >>payload:ollama end */
-/* >>payload:lmstudio */
+/* lmstudio */
 /* Manual: "payload: LM Studio" in the doc block at the top of this file. */
 enum {
     RSD_LMS_MAX_MODELS = 256,     /* catalog models kept (after folding duplicates) */
     RSD_LMS_MAX_INSTANCES = 64,   /* loaded instances kept */
     RSD_LMS_MAX_PEERS = 32,       /* peer listings rsd_lms_resolve accepts */
     RSD_LMS_ARENA_BYTES = 16384,  /* copied keys and instance ids of one catalog */
-    RSD_LMS_MODEL_SLOTS = 2 * RSD_LMS_MAX_MODELS,      /* hash slots over model keys (W20) */
-    RSD_LMS_INSTANCE_SLOTS = 2 * RSD_LMS_MAX_INSTANCES /* hash slots over instance ids (W20) */
+    RSD_LMS_MODEL_SLOTS = 2 * RSD_LMS_MAX_MODELS,      /* hash slots over model keys */
+    RSD_LMS_INSTANCE_SLOTS = 2 * RSD_LMS_MAX_INSTANCES /* hash slots over instance ids */
 };
 
-/* API tier of an LM Studio server (S4). */
+/* API tier of an LM Studio server. */
 typedef enum rsd_lms_tier {
     RSD_LMS_TIER_NONE = 0,
     RSD_LMS_TIER_V1,              /* 0.4+: /api/v1/models, load and unload exist */
@@ -2583,7 +2669,7 @@ typedef struct rsd_lms_model {
     uint32_t max_context_length;  /* 0 = not given */
     uint64_t size_bytes;          /* valid if has_size */
     bool has_size;
-    bool vision;                  /* capabilities.vision, else type vlm (S9) */
+    bool vision;                  /* capabilities.vision, else type vlm */
     bool tools;                   /* trained_for_tool_use / "tool_use" */
     bool reasoning;               /* capabilities.reasoning is true or an object */
     int n_instances;              /* instances of this model in rsd_lms_catalog.instances */
@@ -2596,7 +2682,7 @@ typedef struct rsd_lms_instance {
     uint32_t context_length;      /* loaded context; 0 = not reported */
 } rsd_lms_instance;
 
-/* Lookup tables over one catalog (W20): open-addressing hashes of model keys and
+/* Lookup tables over one catalog: open-addressing hashes of model keys and
    instance ids, and each model's instances in listing order. Built by the parser as it
    folds; treat as private. A catalog whose counts differ from the index's (filled by
    hand) is indexed on the fly, on the stack, by the functions that read it. */
@@ -2620,7 +2706,7 @@ typedef struct rsd_lms_catalog {
     rsd_server_error error;       /* rsd_lms_catalog_from_response: why it failed */
     rsd_lms_model models[RSD_LMS_MAX_MODELS];
     rsd_lms_instance instances[RSD_LMS_MAX_INSTANCES];
-    rsd_lms_index index;          /* W20: lookups without scans */
+    rsd_lms_index index;          /* lookups without scans */
     size_t arena_used;
     char arena[RSD_LMS_ARENA_BYTES];
 } rsd_lms_catalog;
@@ -2628,21 +2714,21 @@ typedef struct rsd_lms_catalog {
 /* Parse an LM Studio catalog, tier by shape. Models kept (>= 0) or <0. */
 RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
                                  rsd_json_tok *toks, uint32_t cap);
-/* One tier-detection step (S4, S6): count, RSD_ERR_AUTH, or <0 = try the next tier. */
+/* One tier-detection step: count, RSD_ERR_AUTH, or <0 = try the next tier. */
 RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tier, int status,
                                           const char *body, size_t len, rsd_json_tok *toks,
                                           uint32_t cap);
 
-/* Another server's listing, for LM Link peer detection (S17). */
+/* Another server's listing, for LM Link peer detection. */
 typedef struct rsd_lms_peer {
     rsd_str target_id;            /* that target's id (peers with equal ids count once) */
     const rsd_str *instance_ids;  /* its loaded instance ids */
     int n_instance_ids;
 } rsd_lms_peer;
 
-/* Resolution states (S15). */
+/* Resolution states. */
 typedef enum rsd_lms_state {
-    RSD_LMS_UNKNOWN = 0,          /* not advertised (S22) */
+    RSD_LMS_UNKNOWN = 0,          /* not advertised */
     RSD_LMS_JIT,                  /* a key with no instance: the server loads on use */
     RSD_LMS_INSTANCE,             /* a loaded instance */
     RSD_LMS_STATE_NUM
@@ -2654,13 +2740,13 @@ typedef struct rsd_lms_resolution {
     int model;                    /* owning model index, or -1 */
     int instance;                 /* instance index, or -1 */
     rsd_str wire_id;              /* instance id, or the requested id */
-    uint32_t peer_mask;           /* bit p: peers[p] has wire_id loaded too (S16) */
+    uint32_t peer_mask;           /* bit p: peers[p] has wire_id loaded too */
 } rsd_lms_resolution;
 
-/* Resolve requested against a catalog (S14-S17). RSD_OK or RSD_ERR_ARG. */
+/* Resolve requested against a catalog. RSD_OK or RSD_ERR_ARG. */
 RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_str default_id,
                             const rsd_lms_peer *peers, int n_peers, rsd_lms_resolution *out);
-/* Residents for rsd_decide (S27): distinct keys with loaded instances. Count or <0. */
+/* Residents for rsd_decide: distinct keys with loaded instances. Count or <0. */
 RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_ids, int n_owned,
                               rsd_resident *out, int cap);
 
@@ -2682,7 +2768,7 @@ RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len
 
 /* Tri-state for optional load booleans; zero = omit. */
 typedef enum rsd_lms_flag { RSD_LMS_FLAG_OMIT = 0, RSD_LMS_FLAG_TRUE, RSD_LMS_FLAG_FALSE } rsd_lms_flag;
-/* Explicit load settings (S28); zeroed = {"model":k,"echo_load_config":true} only. */
+/* Explicit load settings; zeroed = {"model":k,"echo_load_config":true} only. */
 typedef struct rsd_lms_load_opts {
     uint32_t context_length;      /* 0 = omit (the driver passes the clamped value) */
     rsd_lms_flag flash_attention;
@@ -2690,17 +2776,16 @@ typedef struct rsd_lms_load_opts {
     uint32_t num_experts;         /* 0 = omit */
     rsd_lms_flag offload_kv_cache_to_gpu;
 } rsd_lms_load_opts;
-/* Write the load body (S28, exact field order). Length or <0 (RSD_ERR_BUFFER). */
+/* Write the load body (exact field order). Length or <0 (RSD_ERR_BUFFER). */
 RSD_API int rsd_lms_load_body(char *buf, size_t cap, rsd_str model_key, const rsd_lms_load_opts *opts);
 /* Write {"instance_id":id}. Length or <0. */
 RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id);
 /* "0.4+", "0.3.x", "openai-compat", "none"; never NULL. */
 RSD_API const char *rsd_lms_tier_str(int tier);
-/* >>payload:lmstudio end */
-/* ==== >>payload end ======================================================= */
+/* ==== payload end ========================================================= */
 
-/* ==== >>driver (declarations) ============================================= */
-/* >>driver:core */
+/* ==== driver ============================================================== */
+/* core */
 /* Manual: "driver" in the doc block at the top of this file. */
 enum {
     RSD_RECONCILE_URL_MAX = 2048,          /* bytes of a request URL incl. NUL */
@@ -2719,6 +2804,8 @@ enum {
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 8192,          /* bytes of runtime-hook scratch in rsd_reconcile */
+    RSD_RECONCILE_TOKENS_PER_MODEL = 48,   /* default JSON tokens per listing entry (a real router's ~70) */
+    RSD_RECONCILE_BODY_PER_MODEL = 1024,   /* default answer bytes per listing entry (a real router's ~700) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
     RSD_RECONCILE_MAX_OWNED = 64,          /* owned (model, instance) pairs in a desc */
@@ -2993,8 +3080,13 @@ struct rsd_reconcile {
     rsd_reconcile_result result;
     int n_notices;
     int notices_dropped;
-    rsd_reconcile_notice notices[RSD_RECONCILE_MAX_NOTICES];
+    rsd_reconcile_notice *notices;    /* RSD_RECONCILE_MAX_NOTICES of them (in the tables) */
     char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
+    /* internal: the tables rsd_reconcile_init allocated, sized by its limits */
+    void *tables;
+    rsd_allocator tables_alloc;
+    uint32_t max_tokens;              /* toks[] entries */
+    size_t max_body;                  /* bytes of an answer it parses */
     /* internal: copied desc */
     const rsd_runtime *rt;
     rsd_logger logger;
@@ -3011,8 +3103,8 @@ struct rsd_reconcile {
     uint64_t cap_bytes, keep_bytes;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
-    char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
-    char ours[RSD_RECONCILE_MAX_OURS][RSD_MODEL_ID_MAX];
+    char (*protected_ids)[RSD_MODEL_ID_MAX];  /* RSD_MAX_PROTECTED rows (in the tables) */
+    char (*ours)[RSD_MODEL_ID_MAX];           /* RSD_RECONCILE_MAX_OURS rows (in the tables) */
     /* internal: machine */
     int phase, after_wait;
     int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
@@ -3030,12 +3122,12 @@ struct rsd_reconcile {
     bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
-    char victims[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    char (*victims)[RSD_MODEL_ID_MAX];        /* RSD_MAX_RESIDENTS rows each, in the tables */
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
-    char victim_inst[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* its listed instance, or "" */
+    char (*victim_inst)[RSD_MODEL_ID_MAX];    /* its listed instance, or "" */
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
-    char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* protected residents of the decision (not victims) */
+    char (*pinned)[RSD_MODEL_ID_MAX];         /* protected residents of the decision (not victims) */
     bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
     uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
     bool keep_ok;                             /* the keep loaded (restore pass after success) */
@@ -3062,12 +3154,31 @@ struct rsd_reconcile {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
     } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
-    rsd_lms_machine lms;              /* LM Studio's state */
-    rsd_listing snap;                 /* listing the decision was made on */
-    rsd_listing poll;                 /* listing of the latest poll */
-    rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    rsd_lms_machine *lms;             /* instances and LM Studio's state (in the tables) */
+    rsd_listing snap;                 /* listing the decision was made on (storage in the tables) */
+    rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
+    rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
 };
 
+/* Sizes of the tables rsd_reconcile_init allocates; zeroed = defaults (a server with 64
+   residents and 128 models listed). */
+typedef struct rsd_reconcile_limits {
+    int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
+    size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = 128 per entry */
+    uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
+    size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
+    rsd_allocator allocator;          /* for the tables; zeroed = RSD_DEFAULT_ALLOC */
+} rsd_reconcile_limits;
+
+/* Allocate r's tables, sized by lim (NULL = defaults), through lim's allocator: the only
+   allocation of a reconcile; begin and the steps reuse them. RSD_OK, RSD_ERR_ARG (NULL r,
+   a limit out of range, one allocator hook without the other), RSD_ERR_NOMEM. */
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
+/* Free the tables of rsd_reconcile_init (r itself is the caller's). */
+RSD_API void rsd_reconcile_release(rsd_reconcile *r);
+/* Bytes of a reconcile with lim (NULL = defaults): sizeof(rsd_reconcile) plus its tables;
+   0 when lim is invalid. */
+RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
 /* Start a reconcile (copies d; no I/O). RSD_OK or <0 (then next() says DONE). */
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms);
 /* The next step to perform (idempotent while one is outstanding). */
@@ -3138,22 +3249,16 @@ RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, con
                                            uint32_t context_length);
 /* Add an attribution (views must live as long as r: r's own strings). */
 RSD_API void rsd_reconcile_attr(rsd_reconcile *r, bool add, const char *model, const char *instance);
-/* >>driver:core end */
-/* >>driver:ollama */
+/* ollama */
 /* Manual: "driver: Ollama" in the doc block at the top of this file. */
 /* The Ollama runtime adapter (strategy SCHEDULER). */
 RSD_API const rsd_runtime *rsd_runtime_ollama(void);
-/* >>driver:ollama end */
-/* >>driver:lmstudio */
+/* lmstudio */
 /* Manual: "driver: LM Studio" in the doc block at the top of this file. */
 /* The LM Studio runtime adapter (strategy JIT; its own order: load first, free room on failure). */
 RSD_API const rsd_runtime *rsd_runtime_lmstudio(void);
-/* >>driver:lmstudio end */
-/* >>driver:detect */
+/* detect */
 /* Manual: "driver: detection" in the doc block at the top of this file. */
-enum {
-    RSD_DETECT_TOKENS = 4096          /* JSON tokens of one detection answer */
-};
 
 /* Which runtime a server runs, found by probing (sans-I/O: the caller sends the GETs). */
 typedef struct rsd_detect {
@@ -3176,7 +3281,10 @@ typedef struct rsd_detect {
     char probe_url[RSD_RECONCILE_URL_MAX + 64];
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_step step;
-    rsd_json_tok toks[RSD_DETECT_TOKENS];
+    /* the caller's, set before begin (begin keeps them): the JSON tokens an answer is
+       parsed into, e.g. a reconcile's r.toks and r.max_tokens */
+    rsd_json_tok *toks;
+    uint32_t n_toks;
 } rsd_detect;
 
 /* Start detecting the runtime at base_url (bearer NULL = none; probe_timeout_ms 0 = 1500
@@ -3189,31 +3297,9 @@ RSD_API rsd_step rsd_detect_next(rsd_detect *d, uint64_t now_ms);
    transport error, e.g. strerror(errno), NULL = rsd_result_str). RSD_OK or RSD_ERR_STATE. */
 RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int http_status, const char *body, size_t len,
                             const char *why, uint64_t now_ms);
-/* >>driver:detect end */
-/* ==== >>driver end ======================================================== */
+/* ==== driver end ========================================================== */
 
-/* ==== >>fit (declarations) ================================================ */
-/* Context-fit clamp (S29, S30): cap a load's context while other models share
-   the server. Manual: "fit" in the doc block at the top of this file. */
-enum {
-    RSD_FIT_CEILING_DEFAULT = 131072  /* default ceiling, RESIDENCY_CORESIDENT_CONTEXT */
-};
-/* Ceiling value meaning "clamp disabled" (any request fits under it). */
-#define RSD_FIT_CEILING_OFF 0xFFFFFFFFu
-
-/* Context to load with: requested when n_other_residents == 0, the ceiling is
-   RSD_FIT_CEILING_OFF, or requested <= ceiling; else ceiling. Never raises a
-   request. ceiling 0 means RSD_FIT_CEILING_DEFAULT. */
-RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint32_t ceiling);
-/* Parse RESIDENCY_CORESIDENT_CONTEXT (S30): NULL/empty -> default; off|0|false
-   (trimmed, any case) -> RSD_FIT_CEILING_OFF; a positive integer prefix -> that
-   (saturating at 0xFFFFFFFE); anything else -> RSD_FIT_CEILING_DEFAULT. */
-RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value);
-/* Same, reading getenv("RESIDENCY_CORESIDENT_CONTEXT") itself. */
-RSD_API uint32_t rsd_fit_ceiling_from_env(void);
-/* ==== >>fit end =========================================================== */
-
-/* ==== >>pool (declarations) =============================================== */
+/* ==== pool ================================================================ */
 /* Process-pool policy (pure, sans-I/O): slots, per-model FIFO queues, LRU
    eviction of idle slots, byte reservations, pins, idle TTL. It never forks,
    never touches a socket, never reads a clock: the host feeds events and pulls
@@ -3224,7 +3310,7 @@ enum {
     RSD_POOL_MAX_MODEL_ID = 128,      /* bytes of a model id, including the NUL */
     RSD_POOL_MAX_REQUESTS = 1048575,  /* cap on desc.max_requests (20-bit index) */
     RSD_POOL_DEFAULT_REQUESTS = 1024, /* desc.max_requests when 0 */
-    RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000, /* desc.max_wait_ms when 0 (W26 bound) */
+    RSD_POOL_DEFAULT_MAX_WAIT_MS = 30000, /* desc.max_wait_ms when 0 (bound) */
     RSD_POOL_DEFAULT_BACKOFF_MS = 1000,   /* desc.start_backoff_ms when 0 */
     RSD_POOL_DEFAULT_BACKOFF_MAX_MS = 60000, /* desc.start_backoff_max_ms when 0 */
     RSD_POOL_MAX_LEASES = 8           /* live byte leases (rsd_pool_lease_take) at once */
@@ -3260,7 +3346,7 @@ typedef enum rsd_pool_why {
     RSD_POOL_WHY_EVICT,       /* LRU idle victim, to make room (count or bytes) */
     RSD_POOL_WHY_TTL,         /* idle TTL expired */
     RSD_POOL_WHY_TRIM,        /* rsd_pool_configure lowered the maximum */
-    RSD_POOL_WHY_STARVE,      /* drained for a request waiting past max_wait_ms (W26) */
+    RSD_POOL_WHY_STARVE,      /* drained for a request waiting past max_wait_ms */
     RSD_POOL_WHY_UNLOAD,      /* rsd_pool_unload */
     RSD_POOL_WHY_SHUTDOWN,    /* rsd_pool_stop */
     RSD_POOL_WHY_LOAD_FAILED, /* rsd_pool_on_started(ok = false) */
@@ -3308,7 +3394,7 @@ typedef struct rsd_pool_desc {
     uint32_t max_waiting;          /* waiting requests (queue capacity); 0 = max_requests */
     uint64_t vram_budget_bytes;    /* byte budget for all reservations; 0 = none (count only) */
     uint64_t default_reserve_bytes;/* reservation of a model that gives none; 0 = 0 */
-    uint32_t max_wait_ms;          /* W26 starvation bound; 0 = default; RSD_POOL_WAIT_FOREVER = off */
+    uint32_t max_wait_ms;          /* starvation bound; 0 = default; RSD_POOL_WAIT_FOREVER = off */
     uint32_t event_log;            /* entries in the event-log ring; 0 = no log */
     uint32_t start_backoff_ms;     /* after a failed start, no new start for this long, doubling
                                       per consecutive failure; 0 = 1000 */
@@ -3361,7 +3447,7 @@ typedef struct rsd_pool_slot_info {
     bool exclusive;           /* an exclusive request runs on it (nothing else is admitted) */
 } rsd_pool_slot_info;
 
-/* Snapshot of the pool (W34: complete, every slot, plus lifetime counters). */
+/* Snapshot of the pool (complete, every slot, plus lifetime counters). */
 typedef struct rsd_pool_stats {
     int max_slots, live_slots;  /* live = STARTING + READY + DRAINING */
     int occupied_slots;         /* every non-EMPTY slot */
@@ -3436,7 +3522,7 @@ enum {
 /* rsd_pool_acquire with flags (0 = rsd_pool_acquire). RSD_ERR_ARG for unknown flags. */
 RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t now_ms,
                                 void *user, rsd_pool_req *req, int *slot);
-/* Load model and leave it resident without a request (P9; boot policy P37): RSD_OK
+/* Load model and leave it resident without a request (boot policy): RSD_OK
    when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. An
    explicit load clears the model's start backoff. */
 RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
@@ -3448,10 +3534,10 @@ RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
 RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms);
 /* Report that a slot's process is gone (after STOP, or a crash); frees slot and reservation. */
 RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms);
-/* Replace a slot's claim-time reservation with the measured figure (P20, W23). */
+/* Replace a slot's claim-time reservation with the measured figure. */
 RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
                                   uint64_t now_ms);
-/* Measured VRAM: total_bytes (0 = unknown) and bytes used by others (W23). */
+/* Measured VRAM: total_bytes (0 = unknown) and bytes used by others. */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
                               uint64_t now_ms);
 /* The process in proc takes at most max_in_flight requests at once (its own count, e.g.
@@ -3463,7 +3549,7 @@ RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
-/* Run timers (idle TTL, W26 wait bound); returns the next deadline or RSD_POOL_NO_DEADLINE. */
+/* Run timers (idle TTL, the wait bound); returns the next deadline or RSD_POOL_NO_DEADLINE. */
 RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms);
 /* Forget model's failed starts (-1 = every model): its next request starts it at once
    (for a host whose configuration of the model changed). */
@@ -3512,7 +3598,7 @@ RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease lease,
 /* Give a lease's bytes back (and reload what it stopped when it asked to). */
 RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease lease, uint64_t now_ms);
 
-/* Fill a complete snapshot (W34). */
+/* Fill a complete snapshot. */
 RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *stats);
 /* Fill a per-model snapshot; RSD_ERR_ARG for a bad index. */
 RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info);
@@ -3525,7 +3611,7 @@ RSD_API const char *rsd_pool_slot_state_name(int state);
 /* Name of an rsd_pool_why value (never NULL). */
 RSD_API const char *rsd_pool_why_name(int why);
 
-/* ==== >>pool end ========================================================== */
+/* ==== pool end ============================================================ */
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -3697,7 +3783,7 @@ RSDI_PRIVATE void rsdi_logf(const rsd_logger *lg, int level, uint32_t item, cons
     lg->fn(lg->user, level, item, buf, where);
 }
 
-/* ==== >>json (implementation) ============================================= */
+/* ==== >>json ============================================================== */
 #include <stdlib.h> /* strtod */
 #include <float.h>  /* DBL_MAX */
 
@@ -4661,9 +4747,9 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
     return (int)w->len;
 }
 
-/* ==== >>json end ========================================================== */
+/* ==== json end ============================================================ */
 
-/* ==== >>text (implementation) ============================================= */
+/* ==== >>text ============================================================== */
 /* Bounded appender (rsd_text_escape, rsd_arg_redact, rsd_notice_format,
    rsd_procs_command): writes what fits, counts everything. With sq set, each '
    becomes '\'' (inside a single-quoted shell word). */
@@ -4852,9 +4938,9 @@ RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size
     rsdi_sb_redact(&b, prev, arg);
     return rsdi_sb_end(&b);
 }
-/* ==== >>text end ========================================================== */
+/* ==== text end ============================================================ */
 
-/* ==== >>reconcile (implementation) ======================================== */
+/* ==== >>reconcile ========================================================= */
 #include <stdlib.h> /* getenv */
 RSD_API const char *rsd_decision_str(int decision) {
     RSDI_ENUM_STR(RSD_DECISIONS, RSD_DECISION_NUM, decision);
@@ -5014,9 +5100,9 @@ typedef struct rsdi_decide_ws {
     uint8_t role_set[RSD_MAX_RESIDENTS]; /* group role decided */
     int n_others;                       /* non-keep groups, canonical order */
     int16_t others[RSD_MAX_RESIDENTS];
-    int n_unprot, n_config;             /* eviction tiers (R25), ours first */
+    int n_unprot, n_config;             /* eviction tiers, ours first */
     int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
-    bool bytes_known;                   /* W12: capacity, keep and every resident sized */
+    bool bytes_known;                   /* capacity, keep and every resident sized */
     uint64_t free_bytes, need_bytes;    /* free now; to free for the keep (0 = it fits) */
     uint64_t gbytes[RSD_MAX_RESIDENTS]; /* group footprint, at the representative */
     uint64_t key[RSD_MAX_RESIDENTS];    /* sort keys, by position in order[] */
@@ -5298,7 +5384,7 @@ RSDI_PRIVATE void rsdi_mark_evict(const rsdi_decide_ws *w, rsd_plan *p, int g) {
     p->evict[p->n_evict++] = (int16_t)g;
 }
 
-/* R31: one notice per planned eviction. */
+/* one notice per planned eviction. */
 RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
     int k;
     for (k = 0; k < p->n_evict; k++) {
@@ -5327,7 +5413,7 @@ RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
     }
 }
 
-/* W12: a resident's footprint: its GPU bytes if given, else its total bytes. */
+/* a resident's footprint: its GPU bytes if given, else its total bytes. */
 RSDI_PRIVATE bool rsdi_res_bytes(const rsd_resident *r, uint64_t *b) {
     if (r->has_size_vram) { *b = r->size_vram_bytes; return true; }
     if (r->has_size) { *b = r->size_bytes; return true; }
@@ -5336,7 +5422,7 @@ RSDI_PRIVATE bool rsdi_res_bytes(const rsd_resident *r, uint64_t *b) {
 
 RSDI_PRIVATE uint64_t rsdi_add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-/* W12: choose victims from tier a, then tier b, each tier largest first (ties keep the
+/* choose victims from tier a, then tier b, each tier largest first (ties keep the
    tier order: ours first, then id), until `slots` instances and `bytes` are freed;
    then spare the picked ones, latest first, that the rest make unneeded. Writes the
    picks in order to out; returns their count, or -1 (nothing written) when even all
@@ -5376,7 +5462,7 @@ RSDI_PRIVATE int rsdi_pick_bytes(const rsdi_decide_ws *w, const int16_t *a, int 
     return np;
 }
 
-/* W12: the keep does not fit even after evicting every candidate: say so (the plan
+/* the keep does not fit even after evicting every candidate: say so (the plan
    then goes on as without sizes). evictable = bytes the candidates hold. */
 RSDI_PRIVATE void rsdi_bytes_short(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p, uint64_t evictable) {
     rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_WARNING, RSD_MSG_BYTES_SHORT, -1);
@@ -5387,7 +5473,7 @@ RSDI_PRIVATE void rsdi_bytes_short(const rsd_facts *f, const rsdi_decide_ws *w, 
     n->capacity_bytes = f->capacity_bytes;
 }
 
-/* W12: mark the byte picks (or note the shortfall). Returns true when it planned. */
+/* mark the byte picks (or note the shortfall). Returns true when it planned. */
 RSDI_PRIVATE bool rsdi_evict_bytes(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p, const int16_t *a, int na,
                                    const int16_t *b, int nb, int64_t slots) {
     int16_t picks[RSD_MAX_RESIDENTS];
@@ -5409,7 +5495,7 @@ RSDI_PRIVATE bool rsdi_evict_bytes(const rsd_facts *f, rsdi_decide_ws *w, rsd_pl
     return true;
 }
 
-/* Router strategy with known capacity (R30). */
+/* Router strategy with known capacity. */
 RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p,
                                     bool config_evictable) {
     int64_t needed = (int64_t)f->n_residents + 1 - (int64_t)f->max_instances;
@@ -5418,7 +5504,7 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
     bool any_config = false, by_bytes = w->bytes_known && w->need_bytes > 0;
     rsd_notice *n;
     p->slots_needed = needed > 0 ? (int)needed : 0;
-    if (needed <= 0 && by_bytes && /* a free slot, but not the memory (W12) */
+    if (needed <= 0 && by_bytes && /* a free slot, but not the memory */
         rsdi_evict_bytes(f, w, p, w->unprot, w->n_unprot, w->config, config_evictable ? w->n_config : 0, 0))
         return;
     if (needed <= 0) { /* R30a */
@@ -5496,7 +5582,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i;
     if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, w.n);
 
-    /* The name table: protected ids first (R9: the first entry with a role gives
+    /* The name table: protected ids first (the first entry with a role gives
        the role, else a bare entry protects with none), then the keep's names. */
     names = (uint32_t)f->n_protected + 1u + (uint32_t)f->n_keep_aliases;
     for (i = 0; i < w.n; i++) names += 1u + (uint32_t)f->residents[i].n_aliases;
@@ -5516,7 +5602,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         rsd_str x = k == 0 ? f->keep : f->keep_aliases[k - 1];
         if (x.len) rsdi_nt_get(&t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->info |= 1;
     }
-    /* Per-entry protection (R8, R10), keep match, and identity groups: entries that
+    /* Per-entry protection, keep match, and identity groups: entries that
        share any id or alias are one model. */
     for (i = 0; i < w.n; i++) {
         const rsd_resident *res = &f->residents[i];
@@ -5581,7 +5667,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         int e = w.order[k];
         if (p->cls[e].group == e && !p->cls[e].is_keep) w.others[w.n_others++] = (int16_t)e;
     }
-    /* W12: byte accounting, only when everything is sized (else exactly as without) */
+    /* byte accounting, only when everything is sized (else exactly as without) */
     w.bytes_known = f->capacity_bytes > 0 && f->keep_bytes > 0;
     {
         uint64_t used = 0, b = 0;
@@ -5594,7 +5680,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         w.need_bytes = f->keep_bytes > w.free_bytes ? f->keep_bytes - w.free_bytes : 0;
     }
 
-    /* R21: context stress. */
+    /* context stress. */
     if (f->context_length && f->model_max_context && f->context_length > f->model_max_context) {
         rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_OVER_MAX, -1);
         if (n) {
@@ -5603,7 +5689,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             n->model_max_context = f->model_max_context;
         }
     }
-    /* R22: split stress for every resident, keep included, canonical order. */
+    /* split stress for every resident, keep included, canonical order. */
     for (k = 0; k < w.n; k++) {
         const rsd_resident *res = &f->residents[w.order[k]];
         if (res->has_size && res->has_size_vram && res->size_bytes > res->size_vram_bytes) {
@@ -5617,8 +5703,8 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     }
 
     keep_pinned = f->keep_pinned || rsd_tags_protect(f->keep_tags, f->n_keep_tags);
-    config_evictable = !keep_pinned; /* R26 */
-    if (p->keep_resident) { /* R24 */
+    config_evictable = !keep_pinned;
+    if (p->keep_resident) {
         p->decision = RSD_DECISION_ALREADY_RESIDENT;
         p->reason = RSD_REASON_KEEP_RESIDENT;
         if (w.n_others) {
@@ -5636,22 +5722,22 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             }
         }
     } else {
-        w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);  /* R25 */
+        w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);
         w.n_config = rsdi_tier(&w, p, RSD_PROTECT_CONFIG, w.config);
         switch (f->strategy) {
-        case RSD_STRATEGY_JIT: /* R27 */
+        case RSD_STRATEGY_JIT:
             for (k = 0; k < w.n_unprot; k++) p->fallback[p->n_fallback++] = w.unprot[k];
             for (k = 0; config_evictable && k < w.n_config; k++) p->fallback[p->n_fallback++] = w.config[k];
             p->decision = RSD_DECISION_LOAD;
             p->reason = RSD_REASON_JIT_LOAD;
             break;
-        case RSD_STRATEGY_SCHEDULER: { /* R28 */
+        case RSD_STRATEGY_SCHEDULER: {
             int16_t ours[RSD_MAX_RESIDENTS] = {0}; /* = {0}: gcc -O2 maybe-uninitialized */
             int n_ours = 0;
             for (k = 0; k < w.n_unprot; k++)
                 if (p->cls[w.unprot[k]].ours) ours[n_ours++] = w.unprot[k];
             if (w.bytes_known && rsdi_evict_bytes(f, &w, p, ours, n_ours, NULL, 0, 0)) {
-                if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours (W12) */
+                if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours */
                 break;
             }
             for (k = 0; k < n_ours; k++) rsdi_mark_evict(&w, p, ours[k]);
@@ -5664,10 +5750,10 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
                 p->decision = RSD_DECISION_LOAD;
                 p->reason = RSD_REASON_EMPTY_SERVER;
                 if (w.bytes_known && w.need_bytes) rsdi_bytes_short(f, &w, p, 0); /* too big even alone */
-            } else if (f->max_instances == 0) { /* R29, improved (W8): evict one */
+            } else if (f->max_instances == 0) { /* capacity unknown: evict one */
                 if (w.bytes_known && w.need_bytes && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
-                    /* W12: as many as the bytes need (one or more); never a configured one. When
-                       the bytes fit, W8's one stays: the router limits by count, not bytes */
+                    /* as many as the bytes need (one or more); never a configured one. When
+                       the bytes fit, the one of capacity-unknown stays: the router limits by count, not bytes */
                 } else if (w.n_unprot) {
                     rsdi_mark_evict(&w, p, w.unprot[0]);
                     p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
@@ -5684,7 +5770,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
         rsdi_evict_notices(f, p);
     }
 
-    /* S29: clamp the load context while neighbours stay resident. */
+    /* clamp the load context while neighbours stay resident. */
     if (f->context_length &&
         (p->decision == RSD_DECISION_LOAD || p->decision == RSD_DECISION_LOAD_AFTER_EVICT)) {
         int neighbours = 0;
@@ -5702,7 +5788,7 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
     }
 
     p->would = p->decision;
-    if (f->optout != RSD_OPTOUT_NONE) { /* R23 + W19: observe never mutates */
+    if (f->optout != RSD_OPTOUT_NONE) { /* observe never mutates */
         p->decision = RSD_DECISION_OBSERVE;
         p->reason = f->optout == RSD_OPTOUT_TARGET ? RSD_REASON_OBSERVE_TARGET : RSD_REASON_OBSERVE_ENV;
         p->n_evict = 0;
@@ -5726,7 +5812,7 @@ RSDI_PRIVATE void rsdi_sb_u(rsdi_sb *b, uint64_t v) {
     do { t[sizeof t - 1 - n++] = (char)('0' + v % 10); v /= 10; } while (v);
     rsdi_sb_put(b, t + sizeof t - n, (size_t)n);
 }
-/* bytes / 1024^3 with one decimal, rounded half up, then " GiB" (R19). */
+/* bytes / 1024^3 with one decimal, rounded half up, then " GiB". */
 RSDI_PRIVATE void rsdi_sb_gib(rsdi_sb *b, uint64_t bytes) {
     const uint64_t gib = (uint64_t)1 << 30;
     uint64_t whole = bytes / gib, rem = bytes % gib;
@@ -6180,7 +6266,7 @@ RSD_API int rsd_cache_store(rsd_decision_cache *c, rsd_str target_key, rsd_str m
     d = plan->decision;
     if (mutation_failed || d == RSD_DECISION_NONE || (int)d < 0 || (int)d >= (int)RSD_DECISION_NUM ||
         plan->reason == RSD_REASON_PROBE_FAILED)
-        return 0; /* W4, R41: never cache a failed or degraded reconcile */
+        return 0; /* never cache a failed or degraded reconcile */
     (void)rsdi_cache_put(c, k, m, d, plan->reason, now_ms, generation);
     return 1;
 }
@@ -6198,10 +6284,37 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
     }
     return n;
 }
-/* ==== >>reconcile end ===================================================== */
+/* ---- context fit: the clamp for loads beside other models ---- */
+RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint32_t ceiling) {
+    if (ceiling == 0) ceiling = RSD_FIT_CEILING_DEFAULT;
+    if (n_other_residents <= 0 || ceiling == RSD_FIT_CEILING_OFF || requested <= ceiling) return requested;
+    return ceiling;
+}
 
-/* ==== >>payload (implementation) ========================================== */
-/* >>payload:router */
+RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value) {
+    rsd_str v = rsdi_str_trim(rsd_str_c(env_value));
+    size_t i = 0;
+    uint64_t acc = 0;
+    bool neg = false, digits = false;
+    if (v.len == 0) return RSD_FIT_CEILING_DEFAULT;
+    if (rsdi_ieq_c(v, "off") || rsdi_ieq_c(v, "0") || rsdi_ieq_c(v, "false")) return RSD_FIT_CEILING_OFF;
+    /* parseInt(v, 10): optional sign, then the longest digit prefix. */
+    if (v.ptr[0] == '+' || v.ptr[0] == '-') { neg = v.ptr[0] == '-'; i = 1; }
+    for (; i < v.len && v.ptr[i] >= '0' && v.ptr[i] <= '9'; i++) {
+        digits = true;
+        if (acc < 0xFFFFFFFEu) acc = acc * 10 + (uint64_t)(v.ptr[i] - '0');
+    }
+    if (!digits || neg || acc == 0) return RSD_FIT_CEILING_DEFAULT;
+    return acc >= 0xFFFFFFFEu ? 0xFFFFFFFEu : (uint32_t)acc;
+}
+
+RSD_API uint32_t rsd_fit_ceiling_from_env(void) {
+    return rsd_fit_ceiling_parse(getenv("RESIDENCY_CORESIDENT_CONTEXT"));
+}
+/* ==== reconcile end ======================================================= */
+
+/* ==== >>payload =========================================================== */
+/* ---- >>payload:router ---- */
 RSD_API const char *rsd_model_state_str(int state) {
     RSDI_ENUM_STR(RSD_MODEL_STATES, RSD_MODEL_STATE_NUM, state);
 }
@@ -6215,7 +6328,7 @@ RSD_API bool rsd_model_state_resident(int state) {
 /* The one id rule of every payload parser and request body: a usable model, alias, tag
    or instance id is 1..RSD_MODEL_ID_MAX-1 bytes (decoded) without a NUL byte, so it is
    also a C string. Other control bytes are kept: a server may list such a model, and it
-   stays manageable; text that reaches a terminal or a log escapes them (>>text). */
+   stays manageable; text that reaches a terminal or a log escapes them (rsd_text_escape). */
 RSDI_PRIVATE bool rsdi_id_ok(rsd_str s) {
     return s.ptr && s.len > 0 && s.len < (size_t)RSD_MODEL_ID_MAX && !memchr(s.ptr, '\0', s.len);
 }
@@ -6345,7 +6458,7 @@ RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rs
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
     int i, k;
     if (!l || !name.len || !name.ptr) return -1;
-    for (i = 0; i < l->n && i < RSD_LISTING_MAX_MODELS; i++) {
+    for (i = 0; i < l->n && i < l->max_models; i++) {
         const rsd_listed_model *m = &l->models[i];
         if (rsd_str_eq(m->id, name)) return i;
         for (k = 0; k < m->n_aliases && k < RSD_MAX_ALIASES; k++)
@@ -6364,13 +6477,63 @@ RSDI_PRIVATE void rsdi_listing_reset(rsd_listing *l) {
     l->arena_used = 0;
 }
 
+RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_models, char *arena,
+                             size_t arena_bytes) {
+    if (!l || !models || !arena || max_models < 1 || arena_bytes < (size_t)RSD_MODEL_ID_MAX) return RSD_ERR_ARG;
+    memset(l, 0, sizeof *l);
+    l->models = models;
+    l->max_models = max_models;
+    l->arena = arena;
+    l->arena_bytes = arena_bytes;
+    return RSD_OK;
+}
+
+/* The sizes of a listing desc with its defaults applied; false = invalid. */
+RSDI_PRIVATE bool rsdi_listing_sizes(const rsd_listing_desc *d, int *models, size_t *arena) {
+    *models = d && d->max_models ? d->max_models : (int)RSD_LISTING_DEFAULT_MODELS;
+    *arena = d && d->arena_bytes ? d->arena_bytes : (size_t)*models * RSD_LISTING_ARENA_PER_MODEL;
+    return *models >= 1 && *models <= (1 << 20) && *arena >= (size_t)RSD_MODEL_ID_MAX && *arena <= ((size_t)1 << 30);
+}
+
+/* A listing made by rsd_listing_create: the header, its allocator, then the storage. */
+typedef struct rsdi_listing_block {
+    rsd_listing l;
+    rsd_allocator al;
+    union { uint64_t u; void *p; double d; } align;
+} rsdi_listing_block;
+
+RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d) {
+    int n;
+    size_t a;
+    if (!rsdi_listing_sizes(d, &n, &a)) return 0;
+    return sizeof(rsdi_listing_block) + (size_t)n * sizeof(rsd_listed_model) + a;
+}
+
+RSD_API rsd_listing *rsd_listing_create(const rsd_listing_desc *d) {
+    rsdi_listing_block *b;
+    int n;
+    size_t a, bytes = rsd_listing_footprint(d);
+    if (!bytes || !rsdi_listing_sizes(d, &n, &a) || rsdi_allocator_check(d ? &d->allocator : NULL) < 0) return NULL;
+    if (!(b = (rsdi_listing_block *)rsdi_malloc(d ? &d->allocator : NULL, bytes))) return NULL;
+    memset(&b->al, 0, sizeof b->al);
+    if (d) b->al = d->allocator;
+    (void)rsd_listing_init(&b->l, (rsd_listed_model *)(void *)(b + 1), n,
+                           (char *)(void *)(b + 1) + (size_t)n * sizeof(rsd_listed_model), a);
+    return &b->l;
+}
+
+RSD_API void rsd_listing_destroy(rsd_listing *l) {
+    rsdi_listing_block *b = (rsdi_listing_block *)(void *)l;
+    if (b) rsdi_free(&b->al, b);
+}
+
 /* Copy string token i into the listing's arena as an id (rsdi_pl_copy with the id rule).
    1 = ok (*out set), 0 = unusable id, -1 = arena full. */
 RSDI_PRIVATE int rsdi_listing_name(rsd_listing *l, const rsd_json_doc *doc, int i, rsd_str *out) {
     rsdi_pl_arena a;
     int r;
     a.buf = l->arena;
-    a.cap = RSD_LISTING_ARENA_BYTES;
+    a.cap = l->arena_bytes;
     a.used = l->arena_used;
     r = rsdi_pl_copy(doc, i, &a, RSDI_PL_ID, out);
     l->arena_used = a.used;
@@ -6403,10 +6566,10 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
     int r, data, e;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
-    if ((!body && len) || !toks || !n_toks) return RSD_ERR_ARG;
+    if ((!body && len) || !toks || !n_toks || !out->models || !out->arena) return RSD_ERR_ARG;
     r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
     if (r < 0) return r;
-    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK; /* L8 */
+    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
     data = rsd_json_find(&doc, 0, "data");
     if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
     for (e = rsd_json_child(&doc, data); e >= 0; e = rsd_json_next(&doc, e)) {
@@ -6415,7 +6578,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
         int st = -1, v, k, got, id = -1, aliases = -1, tags = -1, meta = -1;
         out->n_seen++;
         if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
-        if (out->n >= RSD_LISTING_MAX_MODELS) { out->truncated = true; continue; }
+        if (out->n >= out->max_models) { out->truncated = true; continue; }
         m = &out->models[out->n];
         memset(m, 0, sizeof *m);
         /* one pass over the members; a later duplicate key replaces an earlier one */
@@ -6429,7 +6592,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
         got = rsdi_listing_name(out, &doc, id, &m->id);
         if (got < 0) { out->truncated = true; continue; }
         if (got == 0) { out->n_skipped++; continue; }
-        /* aliases (L9 rules), then tags: protecting tags first when over the limit */
+        /* aliases (rules), then tags: protecting tags first when over the limit */
         v = aliases;
         if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
             for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
@@ -6461,7 +6624,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
                 if (slot == m->n_tags) m->n_tags++;
             }
         if (out->truncated) { out->arena_used = mark; continue; }
-        /* state (L10, wire.md 1.4) */
+        /* state */
         v = st;
         if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT) {
             bool failed = false;
@@ -6519,11 +6682,11 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     out->is_router = rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "role"), "router");
     v = rsd_json_find(&doc, 0, "max_instances");
     if (rsd_json_type_of(&doc, v) != RSD_JSON_NUMBER || rsd_json_double(&doc, v, &x) != RSD_OK) return RSD_OK;
-    if (x >= 1.0) out->max_instances = x >= 2147483647.0 ? 0x7FFFFFFFu : (uint32_t)x; /* floor (L12) */
+    if (x >= 1.0) out->max_instances = x >= 2147483647.0 ? 0x7FFFFFFFu : (uint32_t)x; /* floor */
     else if (x == 0.0 && out->is_router) out->unlimited = true;
     return RSD_OK;
 }
-/* >>payload:router end */
+/* ---- payload:router end ---- */
 RSD_API int rsd_server_error_parse(rsd_server_error *out, const char *body, size_t len,
                                    rsd_json_tok *toks, uint32_t cap) {
     rsd_json_doc d;
@@ -6546,7 +6709,7 @@ RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, 
     return true;
 }
 
-/* >>payload:ollama */
+/* ---- >>payload:ollama ---- */
 #ifndef RSD_NO_OLLAMA
 /* The "models" array of an Ollama listing: its token, 0 for null (empty), or <0. */
 RSDI_PRIVATE int rsdi_ollama_models_array(const rsd_json_doc *d) {
@@ -6564,6 +6727,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
     int r, arr, e;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
+    if (!out->models || !out->arena) return RSD_ERR_ARG;
     r = rsdi_pl_parse(&d, body, len, toks, n_toks);
     if (r < 0) return r;
     arr = rsdi_ollama_models_array(&d);
@@ -6575,7 +6739,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
         size_t mark = out->arena_used;
         int gn, gm;
         out->n_seen++;
-        if (out->n >= RSD_LISTING_MAX_MODELS) {
+        if (out->n >= out->max_models) {
             out->truncated = true;
             continue;
         }
@@ -6726,9 +6890,18 @@ RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model) {
     return rsd_json_w_finish(&w);
 }
 #endif /* RSD_NO_OLLAMA */
-/* >>payload:ollama end */
-/* >>payload:lmstudio */
-/* Bits of rsdi_lms_have[]: which scalar fields a folded model already has (S10). */
+/* ---- payload:ollama end ---- */
+/* ---- >>payload:lmstudio ---- */
+RSD_API const char *rsd_lms_tier_str(int tier) {
+    switch (tier) {
+    case RSD_LMS_TIER_V1: return "0.4+";
+    case RSD_LMS_TIER_V0: return "0.3.x";
+    case RSD_LMS_TIER_OPENAI: return "openai-compat";
+    default: return "none";
+    }
+}
+#ifndef RSD_NO_LMSTUDIO
+/* Bits of rsdi_lms_have[]: which scalar fields a folded model already has. */
 enum { RSDI_LMS_HAVE_TYPE = 1, RSDI_LMS_HAVE_CTX = 2, RSDI_LMS_HAVE_SIZE = 4,
        RSDI_LMS_HAVE_VISION = 8, RSDI_LMS_HAVE_TOOLS = 16, RSDI_LMS_HAVE_REASONING = 32 };
 
@@ -6740,14 +6913,6 @@ typedef struct rsdi_lms_parse {
     uint8_t have[RSD_LMS_MAX_MODELS];
 } rsdi_lms_parse;
 
-RSD_API const char *rsd_lms_tier_str(int tier) {
-    switch (tier) {
-    case RSD_LMS_TIER_V1: return "0.4+";
-    case RSD_LMS_TIER_V0: return "0.3.x";
-    case RSD_LMS_TIER_OPENAI: return "openai-compat";
-    default: return "none";
-    }
-}
 
 /* A string token copied as a trimmed id: 1 ok, 0 absent, wrong type or unusable, -1 the
    arena is full (the catalog is then truncated). */
@@ -6770,7 +6935,7 @@ RSDI_PRIVATE rsd_lms_type rsdi_lms_type(const rsd_json_doc *d, int i) {
     return RSD_LMS_TYPE_OTHER;
 }
 
-/* ---- the index (W20) ---- */
+/* ---- the index ---- */
 RSDI_PRIVATE uint32_t rsdi_lms_hash(rsd_str s) {
     uint32_t h = 2166136261u;
     size_t i;
@@ -6865,7 +7030,7 @@ RSDI_PRIVATE int rsdi_lms_model(rsdi_lms_parse *p, rsd_str key) {
     return m;
 }
 
-/* Append instance id of model m unless the model already has it (S10). */
+/* Append instance id of model m unless the model already has it. */
 RSDI_PRIVATE void rsdi_lms_instance(rsdi_lms_parse *p, int m, rsd_str id, uint32_t ctx) {
     rsd_lms_catalog *cat = p->cat;
     uint32_t pos = rsdi_lms_hash(id), probes = 0;
@@ -6885,7 +7050,7 @@ RSDI_PRIVATE void rsdi_lms_instance(rsdi_lms_parse *p, int m, rsd_str id, uint32
     rsdi_lms_ix_add_inst(cat, &cat->index, i);
 }
 
-/* Scalar fields of one entry, merged "first wins, fill the missing" (S10). */
+/* Scalar fields of one entry, merged "first wins, fill the missing". */
 typedef struct rsdi_lms_fields {
     uint8_t have;
     rsd_lms_type type;
@@ -6906,7 +7071,7 @@ RSDI_PRIVATE void rsdi_lms_merge(rsdi_lms_parse *p, int m, const rsdi_lms_fields
     p->have[m] = (uint8_t)(p->have[m] | f->have);
 }
 
-/* One /api/v1/models entry (S7-S10). */
+/* One /api/v1/models entry. */
 RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     const rsd_json_doc *d = p->d;
     rsdi_lms_fields f;
@@ -6981,7 +7146,7 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     }
 }
 
-/* One /api/v0/models or /v1/models row (S11, S12). */
+/* One /api/v0/models or /v1/models row. */
 RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
     const rsd_json_doc *d = p->d;
     rsdi_lms_fields f;
@@ -7122,7 +7287,7 @@ RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tie
     return r;
 }
 
-/* Peer marks (S17, W20): has[i] bit p = peers[p] lists instance i's id; grp[p] = the first
+/* Peer marks: has[i] bit p = peers[p] lists instance i's id; grp[p] = the first
    peer with the same target id. One pass over the peers' ids, hash lookups into the
    catalog. */
 RSDI_PRIVATE void rsdi_lms_peer_marks(const rsd_lms_catalog *cat, const rsd_lms_index *x, const rsd_lms_peer *peers,
@@ -7175,7 +7340,7 @@ RSD_API int rsd_lms_resolve(const rsd_lms_catalog *cat, rsd_str requested, rsd_s
         return RSD_ERR_ARG;
     if (!requested.ptr) out->wire_id = requested = rsd_str_c(NULL);
     x = rsdi_lms_ix(cat, &tmp);
-    /* S15 walks the models in order, an instance id match before the key at each: the
+    /* walks the models in order, an instance id match before the key at each: the
        winner is the lowest model owning such an instance, else the first key match */
     pos = rsdi_lms_hash(requested);
     while ((i = rsdi_lms_ix_inst(cat, x, requested, &pos, &probes)) >= 0) {
@@ -7236,7 +7401,7 @@ RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_i
         slot[m] = -1;
         ours[m] = false;
     }
-    /* owned ids -> the (first) model of that key: one hash lookup each (W20) */
+    /* owned ids -> the (first) model of that key: one hash lookup each */
     for (j = 0; j < n_owned; j++) {
         uint32_t pos = rsdi_lms_hash(owned_ids[j]), probes = 0;
         while ((i = rsdi_lms_ix_inst(cat, x, owned_ids[j], &pos, &probes)) >= 0) {
@@ -7338,11 +7503,12 @@ RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id) {
     return rsd_json_w_finish(&w);
 }
 
-/* >>payload:lmstudio end */
-/* ==== >>payload end ======================================================= */
+#endif /* RSD_NO_LMSTUDIO */
+/* ---- payload:lmstudio end ---- */
+/* ==== payload end ========================================================= */
 
-/* ==== >>driver (implementation) =========================================== */
-/* >>driver:core */
+/* ==== >>driver ============================================================ */
+/* ---- >>driver:core ---- */
 RSD_API const char *rsd_outcome_str(int outcome) {
     RSDI_ENUM_STR(RSD_OUTCOMES, RSD_OUTCOME_NUM, outcome);
 }
@@ -7366,7 +7532,7 @@ enum {
     RSDI_PH_LIST,      /* awaiting the first listing */
     RSDI_PH_CAP,       /* awaiting the capacity probe */
     RSDI_PH_LOCK,      /* awaiting lock_done */
-    RSDI_PH_RELIST,    /* awaiting the listing under the lock (W1) */
+    RSDI_PH_RELIST,    /* awaiting the listing under the lock */
     RSDI_PH_UNLOAD,    /* awaiting an unload of victims[vi] */
     RSDI_PH_LOAD,      /* awaiting the keep's load */
     RSDI_PH_LIMIT,     /* awaiting the listing after a model-limit answer */
@@ -7458,7 +7624,7 @@ RSDI_PRIVATE void rsdi_rc_last_detail(rsd_reconcile *r, rsd_driver_msg dmsg, uin
     if (r->n_notices > 0 && r->notices[r->n_notices - 1].dmsg == dmsg) r->notices[r->n_notices - 1].notice.detail |= bits;
 }
 
-/* Render and append every notice of the current plan (R47). */
+/* Render and append every notice of the current plan. */
 RSDI_PRIVATE void rsdi_rc_emit_plan(rsd_reconcile *r) {
     int i;
     for (i = 0; i < r->plan.n_notices && i < RSD_MAX_NOTICES; i++) {
@@ -7558,17 +7724,17 @@ RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const cha
 }
 
 RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_router_parse_models(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    int rc = rsd_router_parse_models(body, len, r->toks, r->max_tokens, out);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
-    if (!out->has_states) return RSD_ERR_NOT_ROUTER; /* L14 */
+    if (!out->has_states) return RSD_ERR_NOT_ROUTER;
     return RSD_OK;
 }
 
 RSDI_PRIVATE int rsdi_router_parse_cap(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
                                        bool *unlimited) {
     rsd_router_props p;
-    int rc = rsd_router_parse_props(body, len, r->toks, RSD_LISTING_MAX_TOKENS, &p);
+    int rc = rsd_router_parse_props(body, len, r->toks, r->max_tokens, &p);
     *max = rc < 0 ? 0 : p.max_instances;
     *unlimited = rc < 0 ? false : p.unlimited;
     return rc;
@@ -7609,8 +7775,8 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 /* An instance a load made (r->made_instance) of model: kept, and attributed to us. */
 RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
     char *m;
-    if (r->lms.n_made >= (int)(sizeof r->lms.made / sizeof r->lms.made[0])) return NULL;
-    m = r->lms.made[r->lms.n_made++];
+    if (r->lms->n_made >= (int)(sizeof r->lms->made / sizeof r->lms->made[0])) return NULL;
+    m = r->lms->made[r->lms->n_made++];
     rsdi_cpy(m, RSD_MODEL_ID_MAX, r->made_instance);
     rsd_reconcile_attr(r, true, model, m);
     return m;
@@ -7637,7 +7803,7 @@ RSDI_PRIVATE void rsdi_rc_unlock_or_done(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_done(r, now_ms);
 }
 
-/* Store the outcome (R50, R52, W3) unless it failed or was degraded: RESIDENT, OBSERVED
+/* Store the outcome unless it failed or was degraded: RESIDENT, OBSERVED
    and DECLINED (with its code), never after a failed unload, a failed COMMIT, or when the
    runtime said not to (no_cache: e.g. a truncated catalog). A mutation first drops every
    entry of the key. */
@@ -7647,7 +7813,7 @@ RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uin
     char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
     if (!r->cache || r->result.cache_hit) return;
     if (r->result.mutated) rsd_cache_invalidate(r->cache, rsd_str_c(r->key), rsd_str_c(""));
-    if (r->no_cache || r->result.unload_failed || r->result.state_error < 0) return; /* R51, W4, W9 */
+    if (r->no_cache || r->result.unload_failed || r->result.state_error < 0) return;
     if (o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) return;
     if (r->result.error < 0 && o != RSD_OUTCOME_DECLINED) return;
     if (r->result.reason == RSD_REASON_PROBE_FAILED) return;
@@ -7727,7 +7893,7 @@ RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_unlock_or_done(r, now_ms);
 }
 
-/* Observe without acting: the server could not be read (R41, L29). Not cached. */
+/* Observe without acting: the server could not be read. Not cached. */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 4, 5)))
 #endif
@@ -7751,7 +7917,11 @@ RSDI_PRIVATE void rsdi_rc_degrade(rsd_reconcile *r, int err, uint64_t now_ms, co
 /* "GET <url>: HTTP 503" or "GET <url>: timed out" into buf. */
 RSDI_PRIVATE void rsdi_rc_describe(const rsd_reconcile *r, int transport, int status, char *buf, size_t cap) {
     const char *m = r->step.http.method ? r->step.http.method : "?";
-    if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
+    if (transport == RSD_ERR_TOO_LARGE) {
+        if (RSD_SNPRINTF(buf, cap, "%s %s: the answer is larger than this reconcile's %lu bytes (raise max_body_bytes "
+                         "in rsd_reconcile_limits)", m, r->url, (unsigned long)r->max_body) < 0 && cap)
+            buf[0] = '\0';
+    } else if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
     else (void)RSD_SNPRINTF(buf, cap, "%s %s: HTTP %d", m, r->url, status);
 }
 
@@ -7761,7 +7931,7 @@ RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t
     rsd_server_error e;
     size_t n = strlen(buf);
     if (!body || !len || n + 3 >= cap) return;
-    if (rsd_server_error_parse(&e, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == 1 && e.message[0])
+    if (rsd_server_error_parse(&e, body, len, r->toks, r->max_tokens) == 1 && e.message[0])
         (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
 }
 
@@ -7796,7 +7966,7 @@ RSDI_PRIVATE void rsdi_rc_served_ids(const rsd_reconcile *r, char *buf, size_t c
     if (l->n > 5) (void)RSD_SNPRINTF(buf + n, cap - n, " and %d more", l->n - 5);
 }
 
-/* Facts from r->snap, then the decision and the gate (R44, R45). */
+/* Facts from r->snap, then the decision and the gate. */
 RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     rsd_facts *f = &r->facts;
     const rsd_listing *l = &r->snap;
@@ -7833,7 +8003,7 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->keep = rsd_str_c(r->keep);
     ki = rsd_listing_find(l, f->keep);
     r->keep_state = RSD_MODEL_UNKNOWN;
-    if (ki >= 0) { /* L17: the keep's tags and other names from its entry, any state */
+    if (ki >= 0) { /* the keep's tags and other names from its entry, any state */
         const rsd_listed_model *m = &l->models[ki];
         r->keep_state = m->state;
         for (k = 0; k < m->n_tags; k++) f->keep_tags[k] = m->tags[k];
@@ -7851,13 +8021,13 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->context_length = r->ctx_len;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
-    f->capacity_bytes = r->cap_bytes; /* W12 */
+    f->capacity_bytes = r->cap_bytes;
     f->keep_bytes = r->keep_bytes ? r->keep_bytes
                   : ki < 0 ? 0
                   : l->models[ki].has_size_vram ? l->models[ki].size_vram_bytes
                   : l->models[ki].has_size ? l->models[ki].size_bytes : 0;
     if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
-    if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0) /* R45, L18 */
+    if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0)
         rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
     rsdi_rc_plan_result(r);
     return RSD_OK;
@@ -7873,7 +8043,7 @@ RSD_API int rsd_reconcile_decide(rsd_reconcile *r, bool emit) {
 }
 
 /* Append victims to victims[]: the plan's evict list, or with use_fallback and no
-   evict list the first fallback entry (JIT: one at a time, W14). Returns the count. */
+   evict list the first fallback entry (JIT: one at a time). Returns the count. */
 RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
     const int16_t *list = r->plan.evict;
     int cnt = r->plan.n_evict, i, k, added = 0;
@@ -7928,7 +8098,7 @@ RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uin
     rsdi_cpy(r->wait_model, sizeof r->wait_model, model);
     r->after_wait = ctx;
     r->wait_state = RSD_MODEL_UNKNOWN;
-    /* failed:true listed before the wait is not proof of this load failing (wire.md 6.3) */
+    /* failed:true listed before the wait is not proof of this load failing */
     r->wait_pre_failed = k >= 0 && l->models[k].state == RSD_MODEL_FAILED;
     r->wait_pre_has_exit = k >= 0 && l->models[k].has_exit_code;
     r->wait_pre_exit = r->wait_pre_has_exit ? l->models[k].exit_code : 0;
@@ -7940,7 +8110,7 @@ RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uin
 }
 
 /* A notice when the keep runs with less context than requested: the server's preset
-   sets it, and the server says nothing (wire.md 6.6). Once per reconcile. */
+   sets it, and the server says nothing. Once per reconcile. */
 RSDI_PRIVATE void rsdi_rc_context_check(rsd_reconcile *r) {
     const rsd_listing *l = r->last_list;
     uint32_t want = r->result.load_context ? r->result.load_context : r->ctx_len, have;
@@ -7962,7 +8132,7 @@ RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
     r->result.error = RSD_OK;
     if (r->posted && !r->result.loaded) {
         r->result.loaded = true;
-        rsd_reconcile_attr(r, true, r->keep, r->keep_instance); /* R50 */
+        rsd_reconcile_attr(r, true, r->keep, r->keep_instance);
     }
     rsdi_rc_context_check(r);
     rsd_reconcile_finish(r, now_ms);
@@ -7970,7 +8140,7 @@ RSDI_PRIVATE void rsdi_rc_success(rsd_reconcile *r, uint64_t now_ms) {
 
 RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
     if (!(r->rt->flags & RSD_RT_LOAD) || r->keep_state == RSD_MODEL_LOADED ||
-        r->keep_state == RSD_MODEL_SLEEPING) { /* L20: no POST, no pinned pass */
+        r->keep_state == RSD_MODEL_SLEEPING) { /* no POST, no pinned pass */
         rsdi_rc_success(r, now_ms);
         return;
     }
@@ -8006,7 +8176,7 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
     r->vi = 0;
     rsdi_rc_take_victims(r);
     r->n_pinned = 0;
-    for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) { /* L24 snapshot */
+    for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) { /* snapshot */
         bool victim = false;
         if (r->plan.cls[i].protection == RSD_PROTECT_NONE || r->plan.cls[i].is_keep) continue;
         for (v = 0; v < r->n_victims && !victim; v++) victim = rsd_str_eq_c(r->res[i].model_id, r->victims[v]);
@@ -8026,7 +8196,7 @@ RSD_API void rsd_reconcile_lock(rsd_reconcile *r) {
     r->step.deadline_ms = r->deadline;
 }
 
-/* After a decision: end, wait read-only, lock, or mutate (R49, L25). */
+/* After a decision: end, wait read-only, lock, or mutate. */
 RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
     switch (r->plan.decision) {
     case RSD_DECISION_OBSERVE:
@@ -8040,7 +8210,7 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
         return;
     case RSD_DECISION_ALREADY_RESIDENT:
         if (r->keep_state == RSD_MODEL_LOADING && (r->rt->flags & RSD_RT_WAIT)) {
-            rsdi_rc_wait(r, RSDI_W_KEEP_RO, r->keep, now_ms); /* read-only, no lock (L25) */
+            rsdi_rc_wait(r, RSDI_W_KEEP_RO, r->keep, now_ms); /* read-only, no lock */
             return;
         }
         rsdi_rc_success(r, now_ms);
@@ -8098,10 +8268,10 @@ RSDI_PRIVATE const char *rsdi_rc_prot_word(const rsd_reconcile *r, const char *i
 RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms);
 
 /* The one restore loop, over result.evicted[] in order. After a failed load (keep_ok
-   false) every model that left is loaded back, bounded by restore_deadline (R70, R71);
+   false) every model that left is loaded back, bounded by restore_deadline;
    after a successful one only the displaced protected models, and only while a free
    slot is known (pin_room), since a load into a full router makes it evict by its own
-   LRU, perhaps the keep just loaded (W11). */
+   LRU, perhaps the keep just loaded. */
 RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
     while (r->ri < r->result.n_evicted) {
         rsd_evicted *e = &r->result.evicted[r->ri];
@@ -8119,7 +8289,7 @@ RSDI_PRIVATE void rsdi_rc_next_restore(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_restore_end(r, now_ms);
 }
 
-/* The restore loop is over: notices (R72, R73 for our own evictions after a failed load;
+/* The restore loop is over: notices (for our own evictions after a failed load;
    one per displaced protected model), then, after a success, make sure the keep survived. */
 RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
     char ok[RSD_RECONCILE_NOTICE_TEXT_MAX], bad[RSD_RECONCILE_NOTICE_TEXT_MAX];
@@ -8138,14 +8308,14 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
         *n += (size_t)w;
         if (*n > sizeof ok - 1) *n = sizeof ok - 1;
     }
-    if (no) { /* R72, with its own kind */
+    if (no) { /* restored, with its own kind */
         rsd_reconcile_add_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING, NULL,
                            "loading '%s' on '%s' failed (%s); restored %s so the target keeps serving.",
                            r->result.model_key, r->target_id, r->fail_reason, ok);
         rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE, "restored %s", ok);
     }
-    if (nb) { /* R73 */
+    if (nb) {
         rsd_reconcile_add_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, NULL,
                            "loading '%s' on '%s' failed (%s) and %s could not be restored; the target may "
                            "now serve nothing. Reload it on the server.",
@@ -8203,7 +8373,7 @@ RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *ms
     r->result.outcome = RSD_OUTCOME_LOAD_FAILED;
     r->result.error = err < 0 ? err : RSD_ERR_LOAD_FAILED;
     rsdi_cpy(r->fail_reason, sizeof r->fail_reason, msg);
-    rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* R74: the load's own error */
+    rsdi_cpy(r->result.message, sizeof r->result.message, msg); /* the load's own error */
     rsd_reconcile_add_notice(r, RSD_DMSG_LOAD_FAILED, RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR, NULL,
                        "loading '%s' on '%s' failed: %s", r->result.model_key, r->target_id, msg);
     rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOAD_FAILED, RSDI_WHERE, "%s: %s", r->result.model_key,
@@ -8220,14 +8390,14 @@ RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *ms
         }
         (void)rsdi_rc_mark_displaced(r);
     }
-    if (r->result.n_evicted > 0) { /* R70 */
+    if (r->result.n_evicted > 0) {
         rsdi_rc_next_restore(r, now_ms);
         return;
     }
     rsd_reconcile_finish(r, now_ms);
 }
 
-/* L24 without W11: after the keep loaded, look at the listing that showed it loaded
+/* The protected pass: after the keep loaded, look at the listing that showed it loaded
    (no extra request) for protected residents of the decision that are gone. */
 RSDI_PRIVATE void rsdi_rc_pinned_pass(rsd_reconcile *r, uint64_t now_ms) {
     int i, n_res = 0;
@@ -8342,7 +8512,7 @@ RSD_API void rsd_reconcile_http(rsd_reconcile *r, int stage, rsd_http_op op, con
     rsdi_rc_issue_http(r, RSDI_PH_RUNTIME, op, model, now_ms);
 }
 
-/* The root URL of base_url: the runtime's rule, or without trailing '/' and one "/v1" (L6). */
+/* The root URL of base_url: the runtime's rule, or without trailing '/' and one "/v1". */
 RSDI_PRIVATE int rsdi_rc_root(const rsd_runtime *rt, const char *base_url, char *out, size_t cap) {
     if (rt->root) return rt->root(base_url, out, cap) < 0 ? RSD_ERR_URL : RSD_OK;
     if (strlen(base_url) + 32 > cap) return RSD_ERR_URL;
@@ -8354,7 +8524,7 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
     int rc;
     if (!out || !base_url) return RSD_ERR_ARG;
     if (!rt) rt = rsd_runtime_router();
-    if (rt->root) { /* keyed by its root (W9) */
+    if (rt->root) { /* keyed by its root */
         if ((rc = rsdi_rc_root(rt, base_url, root, sizeof root)) < 0) return rc;
         base_url = root;
     }
@@ -8364,7 +8534,7 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
 
 /* desc.owned and desc.peers into r->lms (runtimes with instances). */
 RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i, j;
     m->n_owned = m->n_peers = m->n_peer_ids = 0;
     for (i = 0; i < d->n_owned; i++) {
@@ -8409,10 +8579,10 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->logger = d->logger;
     r->cache = d->cache;
     if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep) ||
-        !rsdi_cpy(r->lms.default_model, sizeof r->lms.default_model, d->default_model ? d->default_model : ""))
+        !rsdi_cpy(r->lms->default_model, sizeof r->lms->default_model, d->default_model ? d->default_model : ""))
         return RSD_ERR_MODEL_ID;
     if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
-    if (d->target_key && d->target_key[0]) { /* the normalised target key (W9) */
+    if (d->target_key && d->target_key[0]) { /* the normalised target key */
         char raw[RSD_RECONCILE_URL_MAX + 64];
         if (!rsdi_cpy(raw, sizeof raw, d->target_key)) return RSD_ERR_BUFFER;
         if ((rc = rsd_target_key_normalise(rsd_str_c(raw), r->key, sizeof r->key)) < 0) return rc;
@@ -8447,8 +8617,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         r->n_ours++;
     }
     if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
-    r->lms.explicit_load = d->explicit_load;
-    r->lms.load = d->load;
+    r->lms->explicit_load = d->explicit_load;
+    r->lms->load = d->load;
     r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
     r->keep_pinned = d->keep_pinned;
     r->want_lock = d->lock;
@@ -8476,7 +8646,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
 
 /* The machine's own state back to the start. */
 RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     r->posted = false;
     r->load_attempts = 0;
     r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
@@ -8500,6 +8670,90 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     m->first_err[0] = '\0';
 }
 
+/* The tables of a reconcile: sizes with the defaults applied; false = invalid limits. */
+typedef struct rsdi_rc_sizes {
+    int models;
+    size_t arena, body, total;
+    uint32_t toks;
+} rsdi_rc_sizes;
+
+RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+
+RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_sizes *z) {
+    size_t t;
+    rsd_listing_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.max_models = lim ? lim->max_models : 0;
+    ld.arena_bytes = lim ? lim->arena_bytes : 0;
+    if (!rsdi_listing_sizes(&ld, &z->models, &z->arena)) return false;
+    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)z->models * RSD_RECONCILE_TOKENS_PER_MODEL;
+    if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
+    z->toks = (uint32_t)t;
+    z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
+    if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
+    z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
+               (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
+               rsdi_al8(sizeof(rsd_lms_machine)) +
+               2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
+               (size_t)z->toks * sizeof(rsd_json_tok);
+    return true;
+}
+
+RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim) {
+    rsdi_rc_sizes z;
+    return rsdi_rc_sizes_of(lim, &z) ? sizeof(rsd_reconcile) + z.total : 0;
+}
+
+/* The next n bytes of a table block (n a multiple of 8). */
+RSDI_PRIVATE void *rsdi_rc_carve(unsigned char **at, size_t n) {
+    void *p = *at;
+    *at += rsdi_al8(n);
+    return p;
+}
+
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim) {
+    rsdi_rc_sizes z;
+    unsigned char *at;
+    rsd_allocator al;
+    if (!r) return RSD_ERR_ARG;
+    memset(r, 0, sizeof *r);
+    memset(&al, 0, sizeof al);
+    if (lim) al = lim->allocator;
+    if (!rsdi_rc_sizes_of(lim, &z) || rsdi_allocator_check(&al) < 0) return RSD_ERR_ARG;
+    if (!(r->tables = rsdi_malloc(&al, z.total))) return RSD_ERR_NOMEM;
+    r->tables_alloc = al;
+    at = (unsigned char *)r->tables;
+    r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES);
+    r->protected_ids = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_PROTECTED);
+    r->ours = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_RECONCILE_MAX_OURS);
+    r->victims = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->victim_inst = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->pinned = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
+    memset(r->lms, 0, sizeof *r->lms);
+    {
+        rsd_listed_model *m1 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
+        char *a1 = (char *)rsdi_rc_carve(&at, z.arena);
+        rsd_listed_model *m2 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
+        char *a2 = (char *)rsdi_rc_carve(&at, z.arena);
+        (void)rsd_listing_init(&r->snap, m1, z.models, a1, z.arena);
+        (void)rsd_listing_init(&r->poll, m2, z.models, a2, z.arena);
+    }
+    r->toks = (rsd_json_tok *)(void *)at;
+    r->max_tokens = z.toks;
+    r->max_body = z.body;
+    r->phase = RSDI_PH_DONE;
+    r->step.kind = RSD_STEP_DONE;
+    return RSD_OK;
+}
+
+RSD_API void rsd_reconcile_release(rsd_reconcile *r) {
+    if (!r || !r->tables) return;
+    rsdi_free(&r->tables_alloc, r->tables);
+    memset(r, 0, sizeof *r);
+    r->step.kind = RSD_STEP_DONE;
+}
+
 RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms);
 
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
@@ -8518,6 +8772,12 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->step.result = RSD_ERR_ARG;
     r->key[0] = '\0';
     r->cache = NULL;
+    if (!r->tables) { /* never given its tables */
+        r->result.error = r->step.result = RSD_ERR_STATE;
+        rsdi_cpy(r->result.message, sizeof r->result.message,
+                 "rsd_reconcile_begin: call rsd_reconcile_init first (it allocates the tables)");
+        return RSD_ERR_STATE;
+    }
     if ((rc = rsdi_rc_copy_desc(r, d, now_ms)) < 0) {
         r->result.error = rc;
         r->step.result = rc;
@@ -8540,11 +8800,11 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     return RSD_OK;
 }
 
-/* The cache (R40), else the first request. */
+/* The cache, else the first request. */
 RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms) {
     rsd_cache_hit hit;
     if (r->cache && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
-                                     r->has_gen ? r->gen : 0, &hit) == 1) { /* R40: no request, no notice */
+                                     r->has_gen ? r->gen : 0, &hit) == 1) { /* no request, no notice */
         r->result.cache_hit = true;
         r->result.decision = hit.decision;
         r->result.would = hit.decision;
@@ -8603,7 +8863,7 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     int m, st, ki;
     if (!r || (!data && len)) return RSD_ERR_ARG;
     if (r->phase != RSDI_PH_WAIT) return 0;
-    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, RSD_LISTING_MAX_TOKENS) < 0 ||
+    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, r->max_tokens) < 0 ||
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
     m = rsd_json_find(&doc, 0, "model");
@@ -8677,7 +8937,7 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
-    m = &r->lms;
+    m = r->lms;
     for (i = 0; i < n; i++) {
         if (!owned[i].instance || !owned[i].instance[0]) continue;
         if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
@@ -8725,7 +8985,7 @@ RSD_API int rsd_reconcile_lock_done(rsd_reconcile *r, bool held, uint64_t genera
         return RSD_OK;
     }
     r->n_victims = 0;
-    rsdi_rc_take_victims(r); /* the first plan's victims, to compare (W1) */
+    rsdi_rc_take_victims(r); /* the first plan's victims, to compare */
     rsdi_rc_issue_http(r, RSDI_PH_RELIST, RSD_OP_LIST, "", now_ms);
     return RSD_OK;
 }
@@ -8751,6 +9011,12 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         return false;
     }
     rc = r->rt->parse_list(r, body, len, &r->snap);
+    if (rc == RSD_ERR_LISTING_TRUNCATED || rc == RSD_ERR_JSON_TOKENS) { /* over this reconcile's limits */
+        rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s; this reconcile holds %d models and %lu JSON tokens "
+                        "(raise max_models or max_tokens in rsd_reconcile_limits)", r->url, rsd_result_str(rc),
+                        r->snap.max_models, (unsigned long)r->max_tokens);
+        return false;
+    }
     if (rc < 0) {
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s", r->url, rsd_result_str(rc));
         return false;
@@ -8778,13 +9044,261 @@ RSDI_PRIVATE void rsdi_rc_first_decide(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_after_decide(r, false, now_ms);
 }
 
+/* The first listing: the capacity probe next, or the decision. */
+RSDI_PRIVATE void rsdi_rc_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    (void)ok;
+    if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
+    if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
+    else rsdi_rc_first_decide(r, now_ms);
+}
+
+/* The capacity answer (a failure reads as "unknown"), then the decision. */
+RSDI_PRIVATE void rsdi_rc_on_cap(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                 bool ok, uint64_t now_ms) {
+    (void)status;
+    if (rsdi_rc_probe_retry(r, transport, now_ms)) return;
+    if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited);
+    rsdi_rc_first_decide(r, now_ms);
+}
+
+/* The listing under the lock, or after the keep's download ended: decide again. */
+RSDI_PRIVATE void rsdi_rc_on_relist(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    bool ok, uint64_t now_ms) {
+    rsd_decision d0 = r->plan.decision;
+    rsd_reason w0 = r->plan.reason;
+    bool relist = r->phase == RSDI_PH_RELIST;
+    (void)ok;
+    if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
+    if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) return;
+    if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* the world moved while we waited */
+        r->result.redecided = r->result.redecided || relist;
+        rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
+                  rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
+        if (relist) {
+            r->notices_held = false;
+            rsdi_rc_emit_plan(r);
+        } else {
+            rsdi_rc_emit_or_hold(r);
+        }
+    } else if (relist) {
+        rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
+    }
+    rsdi_rc_after_decide(r, r->locked, now_ms);
+}
+
+/* A victim's unload answer: recorded and waited for, or a warning; the next one. */
+RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    bool ok, uint64_t now_ms) {
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    if (ok) {
+        int k = r->result.n_evicted;
+        if (k < RSD_MAX_RESIDENTS) {
+            rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
+            r->result.evicted[k].restored = false;
+            r->evicted_victim[k] = r->vi;
+            r->ev_state[k] = RSDI_PIN_HERE;
+            r->result.n_evicted++;
+        }
+        r->result.mutated = true;
+        if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded */
+            rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
+            return;
+        }
+    } else { /* swallowed, but never cached */
+        r->result.unload_failed = true;
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
+                           "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
+                           r->target_id, what);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
+    }
+    r->vi++;
+    rsdi_rc_next_unload(r, now_ms);
+}
+
+/* The keep's load answer: wait, wait for a download, a capacity answer, or a failure. */
+RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    rsd_load_answer a;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    (void)ok;
+    if (transport < 0) {
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        rsd_reconcile_load_failed(r, transport, what, now_ms);
+        return;
+    }
+    r->made_instance[0] = '\0';
+    a = r->rt->load_answer(r, status, body, len);
+    if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+        if (a == RSD_LOAD_ACCEPTED) {
+            r->posted = true;
+            r->result.mutated = true;
+            rsdi_cpy(r->keep_instance, sizeof r->keep_instance, r->made_instance);
+            if (r->made_instance[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance);
+        }
+        if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+        else rsdi_rc_success(r, now_ms);
+    } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
+               r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
+        rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+    } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
+                  r->key);
+        rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
+    } else if (a == RSD_LOAD_LIMIT) {
+        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
+                                                           " (model limit reached)");
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+    } else { /* the server's own words after the status (say why) */
+        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
+        rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
+    }
+}
+
+/* The listing after a "model limit reached": decide with the server full, evict, load again. */
+RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   bool ok, uint64_t now_ms) {
+    int from = r->n_victims, i, n = 0;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    (void)transport;
+    (void)status;
+    (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
+                       r->rt->label);
+    if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        return;
+    }
+    r->last_list = &r->snap;
+    for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
+    /* the answer says the server is full at what it lists now */
+    if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) return;
+    if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
+        rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+    } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
+               rsdi_rc_take_victims_ex(r, true) > 0) {
+        rsdi_rc_emit_plan(r);
+        r->vi = from;
+        rsdi_rc_next_unload(r, now_ms);
+    } else {
+        rsdi_rc_emit_plan(r);
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+    }
+}
+
+/* A poll while waiting: done, failed, downloading, or poll again. */
+RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    int k;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    int rc;
+    if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
+        return;
+    }
+    r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
+                                                                      : r->poll_delay * 2;
+    if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
+        r->probe_tries++; /* the next poll waits longer */
+    if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient */
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        return;
+    }
+    r->last_list = &r->poll;
+    r->poll_fresh = true;
+    k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
+    r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
+    if (k >= 0 && (r->wait_state != RSD_MODEL_FAILED || r->poll.models[k].has_exit_code != r->wait_pre_has_exit ||
+                   r->poll.models[k].exit_code != r->wait_pre_exit))
+        r->wait_fresh = true; /* the entry moved since the wait began */
+    if (r->after_wait == RSDI_W_GONE) { /* unloaded, failed:true (a stop that timed out) or gone */
+        if (k >= 0 && rsd_model_state_resident(r->wait_state)) rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        else rsdi_rc_wait_ok(r, now_ms);
+    } else if (r->wait_state == RSD_MODEL_FAILED && !r->wait_fresh &&
+               now_ms - r->wait_t0 < (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS) {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay); /* the failure listed before this wait */
+    } else if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
+        r->n_victims = 0;
+        rsdi_rc_take_victims(r); /* the first plan's, to compare */
+        rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
+    } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* keep waiting */
+        r->dl_seen = true;
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
+        r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
+        if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+            r->keep_state = RSD_MODEL_UNLOADED;
+            rsdi_rc_do_load(r, now_ms);
+        } else {
+            (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
+            rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+        }
+    } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
+        rsdi_rc_wait_ok(r, now_ms);
+    } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
+        if (r->poll.models[k].has_exit_code)
+            (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load (exit code %lld)", r->rt->label,
+                               r->wait_model, (long long)r->poll.models[k].exit_code);
+        else
+            (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load", r->rt->label, r->wait_model);
+        rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+    } else {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    }
+}
+
+/* A restore load's answer: wait for it, or the next one. */
+RSDI_PRIVATE void rsdi_rc_on_restore(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                     bool ok, uint64_t now_ms) {
+    rsd_load_answer a;
+    (void)ok;
+    r->made_instance[0] = '\0';
+    a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
+    if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+        if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
+        if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
+                                                                                  : r->result.evicted[r->ri].id);
+        if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
+        else {
+            r->after_wait = RSDI_W_RESTORE;
+            rsdi_rc_wait_ok(r, now_ms);
+        }
+    } else {
+        if (r->keep_ok) r->pin_room++; /* nothing took the slot */
+        r->ev_state[r->ri++] = RSDI_PIN_FAILED;
+        rsdi_rc_next_restore(r, now_ms);
+    }
+}
+
+/* After a failed load: which protected models did the server displace? Then restore. */
+RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   bool ok, uint64_t now_ms) {
+    (void)transport;
+    (void)status;
+    if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
+        r->last_list = &r->poll;
+        (void)rsdi_rc_mark_displaced(r);
+    }
+    if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
+    else rsd_reconcile_finish(r, now_ms);
+}
+
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                uint64_t now_ms) {
-    char what[RSD_RECONCILE_URL_MAX + 96];
     bool ok;
-    int rc;
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
+    if (transport == RSD_OK && len > r->max_body) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
         r->rt->answer(r, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
         return RSD_OK;
@@ -8794,226 +9308,40 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     ok = transport == RSD_OK && status >= 200 && status <= 299;
     switch (r->phase) {
     case RSDI_PH_LIST:
-        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
-        if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
-        else rsdi_rc_first_decide(r, now_ms);
+        rsdi_rc_on_list(r, transport, status, body, len, ok, now_ms);
         break;
     case RSDI_PH_CAP:
-        if (rsdi_rc_probe_retry(r, transport, now_ms)) break;
-        if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited); /* R42 */
-        rsdi_rc_first_decide(r, now_ms);
+        rsdi_rc_on_cap(r, transport, status, body, len, ok, now_ms);
         break;
     case RSDI_PH_RELIST:
-    case RSDI_PH_DLLIST: { /* under the lock (W1), or after the keep's download ended */
-        rsd_decision d0 = r->plan.decision;
-        rsd_reason w0 = r->plan.reason;
-        bool relist = r->phase == RSDI_PH_RELIST;
-        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
-        if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) break;
-        if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* W1: the world moved while we waited */
-            r->result.redecided = r->result.redecided || relist;
-            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
-                      rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
-            if (relist) {
-                r->notices_held = false;
-                rsdi_rc_emit_plan(r);
-            } else {
-                rsdi_rc_emit_or_hold(r);
-            }
-        } else if (relist) {
-            rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
-        }
-        rsdi_rc_after_decide(r, r->locked, now_ms);
+    case RSDI_PH_DLLIST:
+        rsdi_rc_on_relist(r, transport, status, body, len, ok, now_ms);
         break;
-    }
     case RSDI_PH_UNLOAD:
-        if (ok) { /* R48.1 */
-            int k = r->result.n_evicted;
-            if (k < RSD_MAX_RESIDENTS) {
-                rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
-                r->result.evicted[k].restored = false;
-                r->evicted_victim[k] = r->vi;
-                r->ev_state[k] = RSDI_PIN_HERE;
-                r->result.n_evicted++;
-            }
-            r->result.mutated = true;
-            if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded (wire.md 6.1) */
-                rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
-                break;
-            }
-        } else { /* swallowed, but never cached (W4, W9) */
-            r->result.unload_failed = true;
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
-                               "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
-                               r->target_id, what);
-            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
-        }
-        r->vi++;
-        rsdi_rc_next_unload(r, now_ms);
+        rsdi_rc_on_unload(r, transport, status, body, len, ok, now_ms);
         break;
-    case RSDI_PH_LOAD: {
-        rsd_load_answer a;
-        if (transport < 0) {
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            rsd_reconcile_load_failed(r, transport, what, now_ms);
-            break;
-        }
-        r->made_instance[0] = '\0';
-        a = r->rt->load_answer(r, status, body, len);
-        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
-            if (a == RSD_LOAD_ACCEPTED) {
-                r->posted = true;
-                r->result.mutated = true;
-                rsdi_cpy(r->keep_instance, sizeof r->keep_instance, r->made_instance);
-                if (r->made_instance[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance);
-            }
-            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-            else rsdi_rc_success(r, now_ms);
-        } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
-                   r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
-            r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
-            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-        } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
-            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
-                      r->key);
-            rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
-        } else if (a == RSD_LOAD_LIMIT) {
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
-                                                               " (model limit reached)");
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        } else { /* the server's own words after the status (W18: say why) */
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
-            rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
-        }
+    case RSDI_PH_LOAD:
+        rsdi_rc_on_load(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_LIMIT: {
-        int from = r->n_victims, i, n = 0;
-        (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
-                           r->rt->label);
-        if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-            break;
-        }
-        r->last_list = &r->snap;
-        for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
-        /* the answer says the server is full at what it lists now */
-        if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) break;
-        if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
-            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-        } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
-                   rsdi_rc_take_victims_ex(r, true) > 0) {
-            rsdi_rc_emit_plan(r);
-            r->vi = from;
-            rsdi_rc_next_unload(r, now_ms);
-        } else {
-            rsdi_rc_emit_plan(r);
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        }
+    case RSDI_PH_LIMIT:
+        rsdi_rc_on_limit(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_POLL: {
-        int k;
-        if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
-            break;
-        }
-        r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
-                                                                          : r->poll_delay * 2;
-        if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
-            r->probe_tries++; /* the next poll waits longer */
-        if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient (W7) */
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-            break;
-        }
-        r->last_list = &r->poll;
-        r->poll_fresh = true;
-        k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
-        r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
-        if (k >= 0 && (r->wait_state != RSD_MODEL_FAILED || r->poll.models[k].has_exit_code != r->wait_pre_has_exit ||
-                       r->poll.models[k].exit_code != r->wait_pre_exit))
-            r->wait_fresh = true; /* the entry moved since the wait began */
-        if (r->after_wait == RSDI_W_GONE) { /* unloaded, failed:true (a stop that timed out) or gone */
-            if (k >= 0 && rsd_model_state_resident(r->wait_state)) rsdi_rc_schedule(r, now_ms, r->poll_delay);
-            else rsdi_rc_wait_ok(r, now_ms);
-        } else if (r->wait_state == RSD_MODEL_FAILED && !r->wait_fresh &&
-                   now_ms - r->wait_t0 < (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS) {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay); /* the failure listed before this wait (wire.md 6.3) */
-        } else if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
-            r->n_victims = 0;
-            rsdi_rc_take_victims(r); /* the first plan's, to compare */
-            rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
-        } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* wire.md 1.4: keep waiting */
-            r->dl_seen = true;
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
-            r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
-            if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
-                r->keep_state = RSD_MODEL_UNLOADED;
-                rsdi_rc_do_load(r, now_ms);
-            } else {
-                (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
-                rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
-            }
-        } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
-            rsdi_rc_wait_ok(r, now_ms);
-        } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
-            if (r->poll.models[k].has_exit_code)
-                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load (exit code %lld)", r->rt->label,
-                                   r->wait_model, (long long)r->poll.models[k].exit_code);
-            else
-                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load", r->rt->label, r->wait_model);
-            rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
-        } else {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        }
+    case RSDI_PH_POLL:
+        rsdi_rc_on_poll(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_RESTORE: {
-        rsd_load_answer a;
-        r->made_instance[0] = '\0';
-        a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
-        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
-            if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
-            if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
-                                                                                      : r->result.evicted[r->ri].id);
-            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
-            else {
-                r->after_wait = RSDI_W_RESTORE;
-                rsdi_rc_wait_ok(r, now_ms);
-            }
-        } else {
-            if (r->keep_ok) r->pin_room++; /* nothing took the slot */
-            r->ev_state[r->ri++] = RSDI_PIN_FAILED;
-            rsdi_rc_next_restore(r, now_ms);
-        }
+    case RSDI_PH_RESTORE:
+        rsdi_rc_on_restore(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_CHECK: /* after a failed load: which protected models did the server displace? */
-        if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
-            r->last_list = &r->poll;
-            (void)rsdi_rc_mark_displaced(r);
-        }
-        if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
-        else rsd_reconcile_finish(r, now_ms);
+    case RSDI_PH_CHECK:
+        rsdi_rc_on_check(r, transport, status, body, len, ok, now_ms);
         break;
     default:
         return RSD_ERR_STATE;
     }
     return RSD_OK;
 }
-/* >>driver:core end */
-/* >>driver:ollama */
+/* ---- driver:core end ---- */
+/* ---- >>driver:ollama ---- */
 #ifndef RSD_NO_OLLAMA
 RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_step_http *h) {
     rsd_ollama_load_opts o;
@@ -9023,7 +9351,7 @@ RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const cha
     if (op == RSD_OP_LOAD) {
         memset(&o, 0, sizeof o);
         o.set_keep_alive = true;
-        o.keep_alive_s = -1; /* O5: what the chats send; R28 releases it later */
+        o.keep_alive_s = -1; /* what the chats send; the scheduler strategy releases it later */
         if (r->ctx_len && model && strcmp(model, r->keep) == 0) o.num_ctx = r->plan.load_context;
         n = rsd_ollama_load_body(r->body, sizeof r->body, rsd_str_c(model), &o);
     } else if (op == RSD_OP_UNLOAD) {
@@ -9047,7 +9375,7 @@ RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m,
     hit = rsd_ollama_name_normalise(m->id, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
     for (k = 0; k < m->n_aliases && !hit; k++)
         hit = rsd_ollama_name_normalise(m->aliases[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
-    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || RSD_LISTING_ARENA_BYTES - l->arena_used <= name.len) return;
+    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || l->arena_bytes - l->arena_used <= name.len) return;
     memcpy(l->arena + l->arena_used, name.ptr, name.len);
     l->arena[l->arena_used + name.len] = '\0';
     m->aliases[m->n_aliases].ptr = l->arena + l->arena_used;
@@ -9055,7 +9383,7 @@ RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m,
     l->arena_used += name.len + 1;
 }
 
-/* O9, W10: the keep and our attributed ids match the entries they name once
+/* the keep and our attributed ids match the entries they name once
    normalised, so "llama3.2" (as requested, as attributed) is "llama3.2:latest". */
 RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
     int i, k;
@@ -9066,7 +9394,7 @@ RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
 }
 
 RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_ollama_ps_listing(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    int rc = rsd_ollama_ps_listing(body, len, r->toks, r->max_tokens, out);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     rsdi_ollama_names(r, out);
@@ -9078,7 +9406,7 @@ RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int statu
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
     /* a 2xx carrying an error member is a refusal; an unreadable 2xx is taken as
        accepted: the wait that follows checks /api/ps */
-    if (rsd_ollama_parse_generate(&g, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == RSD_ERR_SERVER_ERROR)
+    if (rsd_ollama_parse_generate(&g, body, len, r->toks, r->max_tokens) == RSD_ERR_SERVER_ERROR)
         return RSD_LOAD_REJECTED;
     return RSD_LOAD_ACCEPTED;
 }
@@ -9093,8 +9421,9 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
 /* Compiled out: no Ollama adapter (the ensurer says so and manages nothing). */
 RSD_API const rsd_runtime *rsd_runtime_ollama(void) { return NULL; }
 #endif /* RSD_NO_OLLAMA */
-/* >>driver:ollama end */
-/* >>driver:lmstudio */
+/* ---- driver:ollama end ---- */
+/* ---- >>driver:lmstudio ---- */
+#ifndef RSD_NO_LMSTUDIO
 /* LM Studio as a runtime of rsd_reconcile with its own order: the catalog by API tier,
    the wire id resolved, the keep loaded first and room freed only when that fails. */
 enum { RSDI_LS_LIST = 0, RSDI_LS_RELIST, RSDI_LS_LOAD, RSDI_LS_AFTER, RSDI_LS_UNLOAD };
@@ -9109,15 +9438,15 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
     int rc, n = -1;
     const char *path = op == RSD_OP_LOAD ? "/api/v1/models/load"
                      : op == RSD_OP_UNLOAD ? "/api/v1/models/unload"
-                     : r->lms.tier_try == RSD_LMS_TIER_V1 ? "/api/v1/models"
-                     : r->lms.tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
+                     : r->lms->tier_try == RSD_LMS_TIER_V1 ? "/api/v1/models"
+                     : r->lms->tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
     if ((rc = rsd_reconcile_set_url(r, path)) < 0) return rc;
     if (op == RSD_OP_LOAD) {
         if (r->op_evicted) { /* a restore: the key with its old context */
             memset(&o, 0, sizeof o);
             o.context_length = r->op_evicted->context_length;
-        } else { /* the exact body, the clamped context (S28, S29) */
-            o = r->lms.load;
+        } else { /* the exact body, the clamped context */
+            o = r->lms->load;
             o.context_length = r->ctx_len ? (r->plan.load_context ? r->plan.load_context : r->ctx_len) : 0;
         }
         n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(model ? model : ""), &o);
@@ -9134,10 +9463,10 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
 RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
     int rc;
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
-    rc = rsd_lms_parse_reply(&r->lms.reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    rc = rsd_lms_parse_reply(&r->lms->reply, body, len, r->toks, r->max_tokens);
     if (rc == RSD_ERR_SERVER_ERROR) return RSD_LOAD_REJECTED;
-    if (rc == RSD_OK && r->lms.reply.instance_id.len > 0)
-        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms.reply.instance_id);
+    if (rc == RSD_OK && r->lms->reply.instance_id.len > 0)
+        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms->reply.instance_id);
     return RSD_LOAD_ACCEPTED;
 }
 
@@ -9167,7 +9496,7 @@ RSDI_PRIVATE void rsdi_lms_why(rsd_reconcile *r, int transport, int status, cons
 
 /* Remember (model, inst) as owned for the rest of this reconcile. */
 RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *inst) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
     rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, model);
     rsdi_cpy(m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX, inst);
@@ -9175,7 +9504,7 @@ RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *
 }
 
 RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i;
     for (i = 0; i < m->n_owned; i++)
         if (strcmp(m->owned_inst[i], inst) == 0) {
@@ -9186,16 +9515,16 @@ RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
         }
 }
 
-/* Parse a catalog answer into r->lms.cat; a truncated one is never cached. */
+/* Parse a catalog answer into r->lms->cat; a truncated one is never cached. */
 RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
-    int rc = rsd_lms_catalog_from_response(&r->lms.cat, tier, status, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
-    r->no_cache = r->lms.cat.truncated;
+    int rc = rsd_lms_catalog_from_response(&r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
+    r->no_cache = r->lms->cat.truncated;
     return rc;
 }
 
 /* Resolve against the catalog (inside a feed); copies wire id, key, state. */
 RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_lms_resolution res;
     int i;
     for (i = 0; i < m->n_peers; i++) {
@@ -9213,7 +9542,7 @@ RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
 
 /* Facts from the catalog, decide (JIT), copy the fallback keys. RSD_OK or <0. */
 RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_facts *f = &r->facts;
     int n, i, rc;
     for (i = 0; i < m->n_owned; i++) m->owned_views[i] = rsd_str_c(m->owned_inst[i]);
@@ -9242,15 +9571,15 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
     return RSD_OK;
 }
 
-/* The first instance of model key in the catalog (then follow cat.index.next), or -1 (W20). */
+/* The first instance of model key in the catalog (then follow cat.index.next), or -1. */
 RSDI_PRIVATE int rsdi_lms_first_of(const rsd_reconcile *r, const char *key) {
-    int m = rsdi_lms_ix_model(&r->lms.cat, &r->lms.cat.index, rsd_str_c(key));
-    return m >= 0 ? r->lms.cat.index.first[m] : -1;
+    int m = rsdi_lms_ix_model(&r->lms->cat, &r->lms->cat.index, rsd_str_c(key));
+    return m >= 0 ? r->lms->cat.index.first[m] : -1;
 }
 
 /* Remember the keep's instances before our load (to spot a load that landed late). */
 RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i;
     m->n_before = 0;
     for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && m->n_before < 16; i = m->cat.index.next[i])
@@ -9258,7 +9587,7 @@ RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_reconcile *r) {
 }
 
 /* Every load failed: the deadline passing before any was sent is DEGRADED (nothing was
-   tried nor changed); else LOAD_FAILED and the restore loop (R70-R74, W14). */
+   tried nor changed); else LOAD_FAILED and the restore loop. */
 RSDI_PRIVATE void rsdi_lms_load_failed(rsd_reconcile *r, uint64_t now_ms) {
     if (r->load_attempts == 0 && !r->result.mutated && r->result.n_evicted == 0) {
         rsdi_lms_degrade(r, r->fail_error < 0 ? r->fail_error : RSD_ERR_TIMEOUT, r->fail_reason, now_ms);
@@ -9283,7 +9612,7 @@ RSDI_PRIVATE void rsdi_lms_do_load(rsd_reconcile *r, uint64_t now_ms) {
 /* After the listing that follows a failed load: adopt a late instance, else free the
    next candidate, else retry once, else fail. */
 RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     bool own[RSD_LMS_MAX_INSTANCES];
     int i, k;
     for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat.index.next[i]) {
@@ -9291,7 +9620,7 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
         bool seen = false;
         for (k = 0; k < m->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, m->before[k]);
         if (seen) continue;
-        /* W13: our load landed after the client gave up: the instance is ours */
+        /* our load landed after the client gave up: the instance is ours */
         rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, in->id);
         rsdi_lms_own(r, r->result.model_key, r->result.wire_id);
         rsd_reconcile_attr(r, true, r->result.model_key, r->result.wire_id);
@@ -9303,7 +9632,7 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
         return;
     }
     if (r->load_attempts < RSD_LMS_LOAD_ATTEMPTS && now_ms < r->deadline) {
-        /* which listed instances are owned: one lookup per owned id (W20) */
+        /* which listed instances are owned: one lookup per owned id */
         memset(own, 0, sizeof own);
         for (k = 0; k < m->n_owned; k++) {
             rsd_str id = rsd_str_c(m->owned_inst[k]);
@@ -9326,7 +9655,7 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
                 return;
             }
         }
-        if (!m->retried_plain && r->load_attempts == 1 && m->n_cand > 0) { /* upstream S32: retry once */
+        if (!m->retried_plain && r->load_attempts == 1 && m->n_cand > 0) { /* retry once */
             m->retried_plain = true;
             rsdi_lms_do_load(r, now_ms);
             return;
@@ -9335,7 +9664,7 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_lms_load_failed(r, now_ms);
 }
 
-/* The notices of a resolution: to a loaded instance (S23), an LM Link peer (S24). */
+/* The notices of a resolution: to a loaded instance, an LM Link peer. */
 RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_resolution *res) {
     char peers[RSD_RECONCILE_NOTICE_TEXT_MAX];
     size_t n = 0;
@@ -9346,10 +9675,10 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
                              r->result.wire_id, r->target_id);
     if (!res->peer_mask) return;
     peers[0] = '\0';
-    for (i = 0; i < r->lms.n_peers && i < 32; i++) {
+    for (i = 0; i < r->lms->n_peers && i < 32; i++) {
         int w;
         if (!((res->peer_mask >> i) & 1u) || n >= sizeof peers - 1) continue;
-        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms.peer_target[i]);
+        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms->peer_target[i]);
         if (w > 0) n = n + (size_t)w > sizeof peers - 1 ? sizeof peers - 1 : n + (size_t)w;
     }
     rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_WARNING, r->result.wire_id,
@@ -9357,9 +9686,9 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
                          "Link peer.", r->result.wire_id, peers);
 }
 
-/* S22: the request names nothing the complete catalog serves. */
+/* the request names nothing the complete catalog serves. */
 RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r, uint64_t now_ms) {
-    const rsd_lms_catalog *c = &r->lms.cat;
+    const rsd_lms_catalog *c = &r->lms->cat;
     char ids[RSD_RECONCILE_TEXT_MAX];
     size_t n = 0;
     int i;
@@ -9397,7 +9726,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
     rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
     int rc;
     rsdi_lms_resolution_notices(r, &res);
-    if (res.state == RSD_LMS_UNKNOWN && !r->lms.cat.truncated) {
+    if (res.state == RSD_LMS_UNKNOWN && !r->lms->cat.truncated) {
         rsdi_lms_not_served(r, now_ms);
         return;
     }
@@ -9406,13 +9735,13 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_lms_has_instance(r, false, now_ms);
         return;
     }
-    if (r->lms.cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms.explicit_load)) {
+    if (r->lms->cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
         rsdi_lms_degrade(r, RSD_ERR_LISTING_TRUNCATED, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES", now_ms);
         return;
     }
-    r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use (S25) */
-    if (!r->lms.explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
+    r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use */
+    if (!r->lms->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
         rsd_reconcile_finish(r, now_ms);
         return;
     }
@@ -9422,7 +9751,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
     }
     if (r->plan.decision != RSD_DECISION_LOAD && r->plan.decision != RSD_DECISION_LOAD_AFTER_EVICT) {
         if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) r->result.outcome = RSD_OUTCOME_RESIDENT;
-        rsd_reconcile_finish(r, now_ms); /* OBSERVE (W19: never loads) */
+        rsd_reconcile_finish(r, now_ms); /* OBSERVE (never loads) */
         return;
     }
     rsdi_lms_snapshot_keep(r);
@@ -9431,7 +9760,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
 }
 
 RSDI_PRIVATE void rsdi_lms_start(rsd_reconcile *r, uint64_t now_ms) {
-    r->lms.tier_try = RSD_LMS_TIER_V1;
+    r->lms->tier_try = RSD_LMS_TIER_V1;
     rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
 }
 
@@ -9442,13 +9771,13 @@ RSDI_PRIVATE void rsdi_lms_locked(rsd_reconcile *r, bool held, bool unchanged, u
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
     }
     if (unchanged) rsdi_lms_do_load(r, now_ms);
-    else rsdi_lms_list(r, RSDI_LS_RELIST, now_ms); /* W1 */
+    else rsdi_lms_list(r, RSDI_LS_RELIST, now_ms);
 }
 
 /* The catalog by tier: v1, else v0, else the OpenAI listing. */
 RSDI_PRIVATE void rsdi_lms_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_lms_tier tier = (rsd_lms_tier)m->tier_try;
     char why[RSD_RECONCILE_TEXT_MAX];
     int rc;
@@ -9477,7 +9806,7 @@ RSDI_PRIVATE void rsdi_lms_on_list(rsd_reconcile *r, int transport, int status, 
     rsdi_lms_on_catalog(r, now_ms);
 }
 
-/* The v1 catalog under the lock (W1): an instance that appeared meanwhile is used. */
+/* The v1 catalog under the lock: an instance that appeared meanwhile is used. */
 RSDI_PRIVATE void rsdi_lms_on_relist(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                      uint64_t now_ms) {
     char why[RSD_RECONCILE_TEXT_MAX];
@@ -9490,7 +9819,7 @@ RSDI_PRIVATE void rsdi_lms_on_relist(rsd_reconcile *r, int transport, int status
         return;
     }
     res = rsdi_lms_resolve_cat(r);
-    if (res.state == RSD_LMS_INSTANCE) { /* loaded meanwhile: use it, load nothing (W1, W40) */
+    if (res.state == RSD_LMS_INSTANCE) { /* loaded meanwhile: use it, load nothing */
         rsdi_lms_has_instance(r, true, now_ms);
         return;
     }
@@ -9503,14 +9832,14 @@ RSDI_PRIVATE void rsdi_lms_on_relist(rsd_reconcile *r, int transport, int status
     rsdi_lms_do_load(r, now_ms);
 }
 
-/* The keep's load: loaded (the instance it made is ours, S31), or list again (W14). */
+/* The keep's load: loaded (the instance it made is ours), or list again. */
 RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
-    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
-    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) : RSD_ERR_HTTP_STATUS;
+    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
     if (rc == RSD_OK || (ok2xx && rc != RSD_ERR_SERVER_ERROR)) { /* an unreadable 2xx: loaded, id unknown */
         r->result.mutated = r->result.loaded = true;
         r->result.state = RSD_LMS_INSTANCE;
@@ -9539,12 +9868,12 @@ RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, 
 /* One unload of an owned instance of the current candidate; then the next, then load again. */
 RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                      uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     const char *inst = m->unload_inst[m->ui], *cand = m->cand[m->ci];
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
     rsd_evicted *e;
-    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) != RSD_ERR_SERVER_ERROR) {
+    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) != RSD_ERR_SERVER_ERROR) {
         if ((e = rsd_reconcile_evicted(r, inst, cand, m->unload_ctx[m->ui])) != NULL)
             rsd_reconcile_attr(r, false, e->model, e->id); /* the instance is gone; a restore makes a new one */
         rsdi_lms_disown(r, inst);
@@ -9553,7 +9882,7 @@ RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status
                              "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, cand,
                              r->target_id, r->result.model_key);
     } else {
-        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
         rsdi_lms_why(r, transport, status, transport == RSD_OK ? &m->reply.error : NULL, why, sizeof why);
         r->result.unload_failed = true;
         rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, cand,
@@ -9595,13 +9924,17 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
         rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked};
     return &rt;
 }
-/* >>driver:lmstudio end */
-/* >>driver:detect */
+#else
+/* Compiled out: no LM Studio adapter (the ensurer says so and manages nothing). */
+RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) { return NULL; }
+#endif /* RSD_NO_LMSTUDIO */
+/* ---- driver:lmstudio end ---- */
+/* ---- >>driver:detect ---- */
 /* The root is an object whose member `key` has JSON type `type`. */
 RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, const char *key, rsd_json_type type) {
     rsd_json_doc doc;
     int v;
-    if (rsd_json_parse(&doc, body, len, d->toks, RSD_DETECT_TOKENS) <= 0) return false;
+    if (rsd_json_parse(&doc, body, len, d->toks, d->n_toks) <= 0) return false;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
     v = rsd_json_find(&doc, 0, key);
     return v >= 0 && rsd_json_type_of(&doc, v) == type;
@@ -9610,7 +9943,7 @@ RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, c
 RSDI_PRIVATE bool rsdi_det_router(rsd_detect *d, const char *body, size_t len) {
     rsd_router_props p;
     memset(&p, 0, sizeof p);
-    if (rsd_router_parse_props(body, len, d->toks, RSD_DETECT_TOKENS, &p) != RSD_OK || !p.is_router) return false;
+    if (rsd_router_parse_props(body, len, d->toks, d->n_toks, &p) != RSD_OK || !p.is_router) return false;
     d->capacity_known = true; /* the reconcile's capacity answer too: GET /props once */
     d->max_instances = p.max_instances;
     d->unlimited = p.unlimited;
@@ -9668,7 +10001,7 @@ RSD_API int rsd_detect_begin(rsd_detect *d, const char *base_url, const char *be
     d->error = RSD_ERR_ARG;
     d->step.kind = RSD_STEP_DONE;
     d->step.result = RSD_ERR_ARG;
-    if (!base_url || !rsdi_cpy(d->base, sizeof d->base, base_url)) return RSD_ERR_ARG;
+    if (!base_url || !rsdi_cpy(d->base, sizeof d->base, base_url) || !d->toks || d->n_toks < 64) return RSD_ERR_ARG;
     if ((rc = rsdi_rc_root(rsd_runtime_router(), base_url, d->root, sizeof d->root)) < 0) {
         rsdi_det_done(d, rc);
         return rc;
@@ -9767,39 +10100,10 @@ RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char
     }
     return RSD_OK;
 }
-/* >>driver:detect end */
-/* ==== >>driver end ======================================================== */
+/* ---- driver:detect end ---- */
+/* ==== driver end ========================================================== */
 
-/* ==== >>fit (implementation) ============================================== */
-RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint32_t ceiling) {
-    if (ceiling == 0) ceiling = RSD_FIT_CEILING_DEFAULT;
-    if (n_other_residents <= 0 || ceiling == RSD_FIT_CEILING_OFF || requested <= ceiling) return requested;
-    return ceiling;
-}
-
-RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value) {
-    rsd_str v = rsdi_str_trim(rsd_str_c(env_value));
-    size_t i = 0;
-    uint64_t acc = 0;
-    bool neg = false, digits = false;
-    if (v.len == 0) return RSD_FIT_CEILING_DEFAULT;
-    if (rsdi_ieq_c(v, "off") || rsdi_ieq_c(v, "0") || rsdi_ieq_c(v, "false")) return RSD_FIT_CEILING_OFF;
-    /* parseInt(v, 10): optional sign, then the longest digit prefix. */
-    if (v.ptr[0] == '+' || v.ptr[0] == '-') { neg = v.ptr[0] == '-'; i = 1; }
-    for (; i < v.len && v.ptr[i] >= '0' && v.ptr[i] <= '9'; i++) {
-        digits = true;
-        if (acc < 0xFFFFFFFEu) acc = acc * 10 + (uint64_t)(v.ptr[i] - '0');
-    }
-    if (!digits || neg || acc == 0) return RSD_FIT_CEILING_DEFAULT;
-    return acc >= 0xFFFFFFFEu ? 0xFFFFFFFEu : (uint32_t)acc;
-}
-
-RSD_API uint32_t rsd_fit_ceiling_from_env(void) {
-    return rsd_fit_ceiling_parse(getenv("RESIDENCY_CORESIDENT_CONTEXT"));
-}
-/* ==== >>fit end =========================================================== */
-
-/* ==== >>pool (implementation) ============================================= */
+/* ==== >>pool ============================================================== */
 #define RSDI_POOL_NIL 0xFFFFFFFFu
 #define RSDI_POOL_IDX_BITS 20
 #define RSDI_POOL_IDX_MASK ((1u << RSDI_POOL_IDX_BITS) - 1u)
@@ -9892,7 +10196,7 @@ struct rsd_pool {
     rsd_pool_event *evlog;
     uint32_t ev_cap, ev_head, ev_count;
     rsd_pool_stats ctr; /* counters only (slots[] unused here) */
-    uint64_t work;      /* white-box: model/slot visits in admission passes (W25 tests) */
+    uint64_t work;      /* white-box: model/slot visits in admission passes (tests) */
     bool trim_pending;  /* live slots above max after configure (busy excess) */
     rsdi_pool_leaseent leases[RSD_POOL_MAX_LEASES];
     uint32_t lease_gen[RSD_POOL_MAX_LEASES]; /* last generation handed out per entry */
@@ -10323,7 +10627,7 @@ RSDI_PRIVATE int rsdi_pool_never_fits(const rsd_pool *p, int m) {
     return RSD_OK;
 }
 
-/* Nobody waits for a slot any more: W26 drains lose their reason, so those slots take
+/* Nobody waits for a slot any more: starvation drains lose their reason, so those slots take
    work again (their queued requests first). O(slots). */
 RSDI_PRIVATE void rsdi_pool_undrain(rsd_pool *p) {
     int s;
@@ -10336,7 +10640,7 @@ RSDI_PRIVATE void rsdi_pool_undrain(rsd_pool *p) {
     }
 }
 
-/* Admission pass (P19 + P31..P35 + W21..W26). Visits each model waiting for a slot
+/* Admission pass. Visits each model waiting for a slot
    in FIFO order; work is O(models x slots), independent of the number of waiters. */
 RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
     int s, m, next, live;
@@ -10344,7 +10648,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
     uint64_t budget;
     if (p->stopped) return;
     p->work++;
-    /* P19 trim: idle excess above max, LRU first; busy excess waits. */
+    /* trim: idle excess above max, LRU first; busy excess waits. */
     live = rsdi_pool_count(p, true);
     while (live > p->max_slots && (s = rsdi_pool_lru_idle(p, 0, false)) >= 0) {
         rsdi_pool_stop_slot(p, s, RSD_POOL_WHY_TRIM);
@@ -10387,7 +10691,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
             rsdi_pool_fail_model_waiters(p, m, v);
             continue;
         }
-        if (free_s >= 1 && free_b >= r) { /* empty slot (claim) or grow: P32.2-3 */
+        if (free_s >= 1 && free_b >= r) { /* empty slot (claim) or grow */
             for (s = 0; s < RSD_POOL_MAX_SLOTS; s++)
                 if (p->slots[s].state == RSD_POOL_SLOT_EMPTY) break;
             if (s < RSD_POOL_MAX_SLOTS) {
@@ -10399,7 +10703,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         }
         avail_s = free_s + pend_s;
         avail_b = free_b + pend_b;
-        /* Evict idle LRU slots until count and bytes fit (P32.5, W22). Decide the whole
+        /* Evict idle LRU slots until count and bytes fit. Decide the whole
            set first: evicting idle slots that cannot make enough room is pointless. */
         while ((avail_s < 1 || avail_b < r) && (v = rsdi_pool_lru_idle(p, picked, false)) >= 0) {
             picked |= 1u << v;
@@ -10410,7 +10714,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         starving = p->max_wait_ms != RSD_POOL_WAIT_FOREVER && md->wq_head != RSDI_POOL_NIL &&
                    p->now_ms >= rsdi_pool_at(p->reqs[md->wq_head].enq_ms, p->max_wait_ms);
         if (avail_s < 1 || avail_b < r) {
-            /* W26: past the wait bound, busy LRU slots stop taking new work and drain. */
+            /* past the wait bound, busy LRU slots stop taking new work and drain. */
             uint32_t drain = 0;
             if (starving) {
                 while ((avail_s < 1 || avail_b < r) &&
@@ -10664,7 +10968,7 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     pool->models[model].pinned = pinned;
     if (pinned) {
-        /* A pin wins over a W26 drain: the slot takes work again. */
+        /* A pin wins over a starvation drain: the slot takes work again. */
         int s = pool->models[model].slot;
         if (s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_DRAINING &&
             pool->slots[s].why == RSD_POOL_WHY_STARVE) {
@@ -10704,7 +11008,7 @@ RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t n
     md = &pool->models[model];
     pool->ctr.acquires++;
     s = md->slot;
-    /* Fast path: resident and ready, room, nobody queued ahead (P32.1); an exclusive
+    /* Fast path: resident and ready, room, nobody queued ahead; an exclusive
        request only on an idle process, and nothing beside a running exclusive one. */
     if (RSDI_LIKELY(s >= 0 && pool->slots[s].state == RSD_POOL_SLOT_READY &&
                     md->wq_head == RSDI_POOL_NIL && !pool->slots[s].exclusive &&
@@ -10759,7 +11063,7 @@ RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t n
     rsdi_pool_wq_push(pool, model, i);
     pool->ctr.waits++;
     *req = rsdi_pool_handle(pool, i);
-    if (s < 0 && !md->wanting) { /* needs a slot: P35, residents keep flowing */
+    if (s < 0 && !md->wanting) { /* needs a slot; residents keep flowing */
         rsdi_pool_want_add(pool, model);
         rsdi_pool_pass(pool);
     }
@@ -10915,7 +11219,7 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uin
     if (sl->state != RSD_POOL_SLOT_STARTING) return RSD_ERR_STATE;
     if (sl->pending == RSD_POOL_ACTION_SPAWN) rsdi_pool_act_del(pool, s);
     if (!ok) {
-        /* W27 + P53: fail only this model's waiters; the slot is stopped and freed. */
+        /* fail only this model's waiters; the slot is stopped and freed. */
         int m = sl->model;
         pool->ctr.load_failures++;
         rsdi_pool_event_log(pool, RSD_POOL_EV_LOAD_FAILED, RSD_POOL_WHY_LOAD_FAILED, s);
@@ -10967,7 +11271,7 @@ RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_
         pool->ctr.exits++;
         rsdi_pool_event_log(pool, RSD_POOL_EV_EXITED, sl->why, s);
     } else {
-        /* Crash (W27): the process is gone, so are its VRAM and its requests. A crash
+        /* Crash: the process is gone, so are its VRAM and its requests. A crash
            while starting fails that model's waiters, as a failed load does. */
         pool->ctr.crashes++;
         rsdi_pool_event_log(pool, RSD_POOL_EV_CRASHED, RSD_POOL_WHY_NONE, s);
@@ -11174,7 +11478,7 @@ RSD_API int rsd_pool_stop(rsd_pool *pool, uint64_t now_ms) {
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
     if (pool->stopped) return RSD_OK;
     rsdi_log(&pool->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_STOPPED, "pool: stopped", RSDI_WHERE);
-    /* W28: fail every waiting request, then every running one. */
+    /* fail every waiting request, then every running one. */
     for (m = 0; m < pool->num_models; m++) rsdi_pool_fail_model_waiters(pool, m, RSD_ERR_POOL_STOPPED);
     if (pool->running) {
         for (i = 0; i < pool->max_requests; i++) {
@@ -11373,7 +11677,7 @@ RSD_API bool rsd_pool_next_event(rsd_pool *pool, rsd_pool_event *ev) {
     pool->ev_count--;
     return true;
 }
-/* ==== >>pool end ========================================================== */
+/* ==== pool end ============================================================ */
 
 #endif /* RESIDENCY_IMPLEMENTATION */
 

@@ -1,9 +1,9 @@
 /* residency_http.h -- the I/O shell of residency.h: URL parsing, a non-blocking
-   HTTP/1.1 client and server over POSIX sockets (optional TLS via mbedTLS), and
+   HTTP/1.1 client and server over POSIX sockets or Winsock (optional TLS via mbedTLS), and
    the drivers that run the core's reconciler and process pool for real.
    v0.1.0 -- MIT license (see residency.h).
 
-   Do this:
+   DO THIS
        #define RESIDENCY_IMPLEMENTATION
        #include "residency_http.h"
    in *one* C or C++ file, before any system header. That one define turns on
@@ -26,9 +26,16 @@
                                       rsd_runtime_ollama() is NULL, and the ensurer
                                       answers an Ollama target with "no ollama driver
                                       in this build", managing nothing
+       RSD_NO_LMSTUDIO                no LM Studio payloads nor driver (residency.h),
+                                      answered the same way ("no lmstudio driver ...")
+       RSD_NO_ETCD                    no etcd coordinator: rsd_etcd_create returns
+                                      RSD_ERR_NOT_FOUND, so an ensurer given a
+                                      coordinator (desc.coord, $RESIDENCY_COORD) is
+                                      not created; the state directory is used
+                                      otherwise
 
    API REFERENCE
-       --- url ---------------------------------------------------------------
+   ---- url: URL parsing -------------------------------------------------------
        int rsd_url_parse(rsd_url *out, const char *s, size_t len)
            Splits "http(s)://host[:port][/path][?query][#fragment]" into views
            of s (zero-copy: keep s alive while using *out). RSD_OK, RSD_ERR_URL
@@ -55,7 +62,7 @@
        The key of a server (locks, caches, state files) is the core's
        rsd_target_key_normalise, the one key function: "HTTP://LocalHost:080/v1/?x#y"
        -> "http://localhost" for every URL rsd_url_parse accepts.
-       --- httpparse: pure HTTP/1.x head parsers and chunked decoder ---------
+   ---- httpparse: pure HTTP/1.x head parsers and chunked decoder --------------
        No sockets, no allocation, no state but what the caller holds. These
        are the fuzzed core under the client and the server.
 
@@ -156,7 +163,87 @@
            cut off after about 1 KiB of data; 16-byte chunks (6 per 16) and
            ordinary SSE event chunks pass. Limits are per body; bound the body
            itself with your own max_body_bytes.
-       --- http client: non-blocking HTTP/1.1 over POSIX sockets ---------------
+   ---- net: sockets on POSIX and Windows --------------------------------------
+       POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
+       never a SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
+       2, WSAPoll; each client and server takes a WSAStartup reference in create
+       and returns it in destroy (the user never calls it); sockets are
+       non-blocking (FIONBIO) and not inherited by children; WSAGetLastError
+       codes are mapped to the errno values reported in sys_errno. Include
+       windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
+       old winsock.h clashes with winsock2.h). Process supervision (proc,
+       fleet) on Windows: see "Windows" in the proc manual. TLS: every connection
+       does its I/O through an internal transport (recv/send/close function
+       pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
+
+   ---- tls: https:// through mbedTLS (RSD_HTTP_MBEDTLS) -----------------------
+       Enable: compile the implementation with -DRSD_HTTP_MBEDTLS and link with
+       -lmbedtls -lmbedx509 -lmbedcrypto (Debian/Ubuntu: apt-get install
+       libmbedtls-dev; mbedTLS 2.28 is what is tested; it needs MBEDTLS_FS_IO,
+       MBEDTLS_X509_CRT_PARSE_C, MBEDTLS_SSL_SERVER_NAME_INDICATION and
+       MBEDTLS_ENTROPY_C/CTR_DRBG_C, all in the default config). mbedTLS headers
+       are included by the implementation only; public declarations carry no
+       mbedTLS types. Without the macro an https URL is RSD_ERR_TLS_UNAVAILABLE
+       from rsd_http_send / rsd_http_request_sync (plain http is unaffected).
+       Desc fields (rsd_http_client_desc, ignored without the macro):
+           tls_ca_file               PEM bundle of trusted CAs. NULL = the first
+                                     readable system bundle of
+                                     /etc/ssl/certs/ca-certificates.crt (Debian),
+                                     /etc/pki/tls/certs/ca-bundle.crt (Fedora),
+                                     /etc/ssl/ca-bundle.pem (openSUSE),
+                                     /etc/ssl/cert.pem (Alpine, macOS, BSD).
+                                     An explicit file that does not load makes
+                                     create fail (NULL, log TLS_SETUP_FAILED); no
+                                     system bundle found is not an error at create,
+                                     but every https send is then RSD_ERR_TLS (log
+                                     TLS_NO_CA) unless verification is off.
+           tls_insecure_skip_verify  no chain, validity or host name check at all
+                                     (mbedTLS VERIFY_NONE). Must be set explicitly;
+                                     create logs a RSD_LOG_WARN TLS_INSECURE item.
+           tls_off                   set nothing up (no CA parsing, no TLS memory):
+                                     https = RSD_ERR_TLS_UNAVAILABLE.
+       Verification (the default): the chain must end in a CA of the bundle
+       (TLS 1.2 minimum; mbedTLS's default suites), and the leaf must name the
+       URL's host: a DNS name is sent as SNI and checked by mbedTLS (SAN dNSName,
+       wildcards as mbedTLS does them, else CN); an IP literal (https://127.0.0.1,
+       https://[::1]) sends no SNI (RFC 6066) and must appear as an iPAddress SAN
+       (checked by this library: mbedTLS 2.28 does not match iPAddress names).
+       With resolve_fn or getaddrinfo the name checked is still the URL's host,
+       never the address it resolved to. No client certificates, no session
+       resumption, no ALPN, no renegotiation, no OCSP/CRL.
+       Non-blocking: the handshake runs inside rsd_http_client_step after the TCP
+       connect; WANT_READ / WANT_WRITE become the POLLIN / POLLOUT that
+       rsd_http_client_pollfds reports, and connect_timeout_ms covers TCP connect
+       plus handshake (RSD_ERR_TIMEOUT). Decrypted bytes buffered inside mbedTLS
+       (invisible to poll) make next_deadline return 0, so a poll loop never stalls
+       on them. Keep-alive works over TLS: a connection is reused only for the same
+       address, port and URL host name (what SNI and verification used); close sends a
+       best-effort close_notify. A peer closing without close_notify ends a
+       close-delimited body like plain TCP does (truncation is not detected there;
+       Content-Length / chunked bodies are).
+       Errors (rsd_http_event): RSD_ERR_TLS_VERIFY = certificate refused,
+       ev.tls_verify_flags holds mbedTLS's MBEDTLS_X509_BADCERT_* flags (NOT_TRUSTED
+       0x08 unknown CA, CN_MISMATCH 0x04 wrong name, EXPIRED 0x01, ...);
+       RSD_ERR_TLS = any other handshake failure (protocol, alert, no shared
+       cipher); ev.tls_error is the mbedTLS error code (< 0) in both. Log items
+       TLS_VERIFY_FAILED / TLS_HANDSHAKE_FAILED (RSD_LOG_WARN) carry the host, the
+       code, the flags and mbedTLS's text; keys, session secrets and request
+       headers are never logged.
+       MEMORY: create sets up everything from the desc's allocator (config, RNG,
+       CA chain holder, one mbedtls_ssl_context per max_conns socket), but mbedTLS
+       allocates internally with its own calloc/free: the CA chain when parsed,
+       the record buffers in mbedtls_ssl_setup (at create, about 2 x 16.7 KiB per
+       socket with the default MBEDTLS_SSL_MAX_CONTENT_LEN), and per connection
+       the SNI host name copy, the handshake state and the peer's certificate
+       chain. This library never calls mbedtls_platform_set_calloc_free (it is
+       process-global): route mbedTLS's allocations yourself if you need to.
+       (Whether mbedTLS allocates while reading/writing an established session is
+       not measured here.) Cost with TLS compiled in and not tls_off: parsing the
+       system bundle at every create (Debian's 144 certificates: ~14 ms per
+       create+destroy at -O2 on the shared 2-core box); set tls_off for clients
+       that never use https.
+
+   ---- http client: non-blocking HTTP/1.1 -------------------------------------
        TL;DR, a frame loop (the host owns the clock and the sleep):
            rsd_http_client *c = rsd_http_client_create(NULL);   // zeroed desc = defaults
            rsd_http_request q = {0};
@@ -373,7 +460,7 @@
            The llama.cpp router's /models/sse sends one `data: {json}` per event,
            no `event:` line; OpenAI streaming sends `data: {json}` and a final
            `data: [DONE]`.
-       --- http server: small non-blocking HTTP/1.1 server ---------------------
+   ---- http server: small non-blocking HTTP/1.1 server ------------------------
        For simulators, tests, a serve example and a pool front-end. Same shape as
        the client: step(now)/pollfds/next_deadline, events pulled, no callbacks.
            rsd_http_server_desc sd = {0};                       // 127.0.0.1, port 0
@@ -526,92 +613,465 @@
        MEMORY (client and server): every buffer comes from the desc's allocator
        in create; send, step, respond and the streams never allocate (a
        steady-state keep-alive request is 0 allocations: tests count it).
-       PLATFORM: POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
-       never a SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
-       2, WSAPoll; each client and server takes a WSAStartup reference in create
-       and returns it in destroy (the user never calls it); sockets are
-       non-blocking (FIONBIO) and not inherited by children; WSAGetLastError
-       codes are mapped to the errno values reported in sys_errno. Include
-       windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
-       old winsock.h clashes with winsock2.h). Process supervision (>>proc,
-       >>fleet) is compiled out on Windows for now, as with RSD_NO_PROCESS. TLS: every connection
-       does its I/O through an internal transport (recv/send/close function
-       pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
-       TLS: https:// through mbedTLS (RSD_HTTP_MBEDTLS, http client)
-       -------------------------------------------------------------------------
-       Enable: compile the implementation with -DRSD_HTTP_MBEDTLS and link with
-       -lmbedtls -lmbedx509 -lmbedcrypto (Debian/Ubuntu: apt-get install
-       libmbedtls-dev; mbedTLS 2.28 is what is tested; it needs MBEDTLS_FS_IO,
-       MBEDTLS_X509_CRT_PARSE_C, MBEDTLS_SSL_SERVER_NAME_INDICATION and
-       MBEDTLS_ENTROPY_C/CTR_DRBG_C, all in the default config). mbedTLS headers
-       are included by the implementation only; public declarations carry no
-       mbedTLS types. Without the macro an https URL is RSD_ERR_TLS_UNAVAILABLE
-       from rsd_http_send / rsd_http_request_sync (plain http is unaffected).
-       Desc fields (rsd_http_client_desc, ignored without the macro):
-           tls_ca_file               PEM bundle of trusted CAs. NULL = the first
-                                     readable system bundle of
-                                     /etc/ssl/certs/ca-certificates.crt (Debian),
-                                     /etc/pki/tls/certs/ca-bundle.crt (Fedora),
-                                     /etc/ssl/ca-bundle.pem (openSUSE),
-                                     /etc/ssl/cert.pem (Alpine, macOS, BSD).
-                                     An explicit file that does not load makes
-                                     create fail (NULL, log TLS_SETUP_FAILED); no
-                                     system bundle found is not an error at create,
-                                     but every https send is then RSD_ERR_TLS (log
-                                     TLS_NO_CA) unless verification is off.
-           tls_insecure_skip_verify  no chain, validity or host name check at all
-                                     (mbedTLS VERIFY_NONE). Must be set explicitly;
-                                     create logs a RSD_LOG_WARN TLS_INSECURE item.
-           tls_off                   set nothing up (no CA parsing, no TLS memory):
-                                     https = RSD_ERR_TLS_UNAVAILABLE.
-       Verification (the default): the chain must end in a CA of the bundle
-       (TLS 1.2 minimum; mbedTLS's default suites), and the leaf must name the
-       URL's host: a DNS name is sent as SNI and checked by mbedTLS (SAN dNSName,
-       wildcards as mbedTLS does them, else CN); an IP literal (https://127.0.0.1,
-       https://[::1]) sends no SNI (RFC 6066) and must appear as an iPAddress SAN
-       (checked by this library: mbedTLS 2.28 does not match iPAddress names).
-       With resolve_fn or getaddrinfo the name checked is still the URL's host,
-       never the address it resolved to. No client certificates, no session
-       resumption, no ALPN, no renegotiation, no OCSP/CRL.
-       Non-blocking: the handshake runs inside rsd_http_client_step after the TCP
-       connect; WANT_READ / WANT_WRITE become the POLLIN / POLLOUT that
-       rsd_http_client_pollfds reports, and connect_timeout_ms covers TCP connect
-       plus handshake (RSD_ERR_TIMEOUT). Decrypted bytes buffered inside mbedTLS
-       (invisible to poll) make next_deadline return 0, so a poll loop never stalls
-       on them. Keep-alive works over TLS: a connection is reused only for the same
-       address, port and URL host name (what SNI and verification used); close sends a
-       best-effort close_notify. A peer closing without close_notify ends a
-       close-delimited body like plain TCP does (truncation is not detected there;
-       Content-Length / chunked bodies are).
-       Errors (rsd_http_event): RSD_ERR_TLS_VERIFY = certificate refused,
-       ev.tls_verify_flags holds mbedTLS's MBEDTLS_X509_BADCERT_* flags (NOT_TRUSTED
-       0x08 unknown CA, CN_MISMATCH 0x04 wrong name, EXPIRED 0x01, ...);
-       RSD_ERR_TLS = any other handshake failure (protocol, alert, no shared
-       cipher); ev.tls_error is the mbedTLS error code (< 0) in both. Log items
-       TLS_VERIFY_FAILED / TLS_HANDSHAKE_FAILED (RSD_LOG_WARN) carry the host, the
-       code, the flags and mbedTLS's text; keys, session secrets and request
-       headers are never logged.
-       MEMORY: create sets up everything from the desc's allocator (config, RNG,
-       CA chain holder, one mbedtls_ssl_context per max_conns socket), but mbedTLS
-       allocates internally with its own calloc/free: the CA chain when parsed,
-       the record buffers in mbedtls_ssl_setup (at create, about 2 x 16.7 KiB per
-       socket with the default MBEDTLS_SSL_MAX_CONTENT_LEN), and per connection
-       the SNI host name copy, the handshake state and the peer's certificate
-       chain. This library never calls mbedtls_platform_set_calloc_free (it is
-       process-global): route mbedTLS's allocations yourself if you need to.
-       (Whether mbedTLS allocates while reading/writing an established session is
-       not measured here.) Cost with TLS compiled in and not tls_off: parsing the
-       system bundle at every create (Debian's 144 certificates: ~14 ms per
-       create+destroy at -O2 on the shared 2-core box); set tls_off for clients
-       that never use https.
-       DRIVE: rsd_ensurer runs reconciles over real sockets; its manual is at the
-       top of the >>drive declarations section below.
-       STATE: state directory, cross-process lock, persisted attribution (>>state)
-       -------------------------------------------------------------------------
+
+   ---- ensure: run reconciles over real sockets (rsd_ensurer) -----------------
+       The I/O shell around the sans-I/O reconcile of residency.h (its driver section): it
+       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
+       the caller's clock and the state directory (or etcd: the etcd section, the same
+       steps on the other backend). Two ways to use it, one code path:
+
+           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
+           rsd_ensure_req q;  memset(&q, 0, sizeof q);
+           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
+           rsd_ensure_result res;
+           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
+           rsd_ensurer_destroy(e);
+
+       a frame loop (one call per frame, never blocks):
+           rsd_ensure_begin(e, &q, now_ms);                  no I/O
+           every frame:
+               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
+               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
+               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
+               (optional) poll the fds of rsd_ensure_pollfds until
+               rsd_ensure_next_deadline(e) within the frame budget.
+
+       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
+           Allocates everything now, from d->allocator: the object, its
+           reconcile's tables (rsd_reconcile_init with d->limits; detection
+           parses into the same tokens), the HTTP client (d->http, its allocator
+           and logger default to d's; zeroed sizes are the ensurer's:
+           RSD_ENSURE_HTTP_REQUESTS 3 slots and sockets -- a listing and the
+           /models/sse stream --, RSD_ENSURE_HTTP_REQUEST_BYTES and
+           _HEADER_BYTES 16 KiB, bodies of the reconcile's max_body_bytes) and,
+           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
+           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
+           residency). A state directory that cannot be opened is not an error:
+           the ensurer runs without the lock, attribution and generation (it fails
+           open) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
+           Desc (zeroed = defaults): allocator, logger, http (client limits),
+           limits (the reconcile's tables: rsd_reconcile_limits), state_dir, no_state, lock_fail_closed (state), protected_models +
+           n_protected (configured ids with roles, copied: never evicted unless
+           nothing else is left), residency_env (the RESIDENCY value; NULL =
+           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
+           neither an opt-out nor on|1|true|managed manages, and the first reconcile
+           of the ensurer that sees it adds a degraded/warning notice, dmsg
+           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
+           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
+           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
+           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
+           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
+           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
+           coord_auth_token / coord_user / coord_password (see ETCD above).
+       size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
+           The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
+           state directory, etcd and TLS not counted): under 1400 KiB with the
+           defaults on x86-64 (tests/test_sizes.c checks it), about half of it
+           the client's three 160 KiB slots; smaller limits shrink both.
+       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
+       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
+           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
+           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
+           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
+           (the clamp of a load beside other residents: 0 = the
+           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
+           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
+           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
+           120000, LM Studio 300000: the whole ensure, lock wait and load included),
+           probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
+           key, never logged or printed), observe (force
+           observe-only: nothing is loaded or unloaded), user_managed (the
+           target's lifecycle is user-managed: observe too), keep_pinned.
+           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
+           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
+           DONE at once with that result (step returns it, query shows it).
+       int rsd_ensure_step(e, uint64_t now_ms)
+           Does all ready work and returns: RSD_PENDING (call again; sleep at most
+           until rsd_ensure_next_deadline or socket activity), or, once done, the
+           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
+           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
+           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
+           says why). LM Studio: a model the server does not advertise ends DECLINED
+           with RSD_ERR_NOT_SERVED (the request must not be sent), a
+           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
+           return the same code.
+       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
+       uint64_t rsd_ensure_next_deadline(e)
+           For the host's poll(): the client's sockets, and the earliest of the
+           client's deadlines, the reconcile's next poll (WAIT) and the next attempt
+           at the target lock or the attribution lock (COMMIT). RSD_DEADLINE_NONE
+           when done or only sockets matter.
+       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
+           The notices so far (live while running: print notes[seen..n) after each
+           step). Valid until the next begin.
+       void rsd_ensure_query(e, rsd_ensure_result *out)
+           The result so far (final after done): result, outcome, decision, reason,
+           runtime (the one used, after detection), message, evicted[] (with the
+           restored flags), notices, requests (HTTP requests sent, detection
+           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
+           loaded, mutated, wire_id (the id to send requests with: the model, or on
+           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
+           Studio's API tier), and progress fields (op and model of the last HTTP
+           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
+           = polling until op_model is loaded; NONE while the COMMIT waits for the
+           attribution lock; lock_waiting = waiting for the target lock that another
+           ensure, perhaps in another process, holds while it changes the server),
+           state_error (RSD_OK, or why the change was not
+           recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
+           busy attribution lock...). Pointers stay valid until the next begin.
+       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
+           rsd_now_ms() until done. Returns what the last step returned.
+       int rsd_ensurer_resolve(e, const char *url)
+           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
+           first address), kept in a
+           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
+           resolve hook reads: the non-blocking path never resolves (it fails with
+           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
+           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
+       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
+           between ensures (while one runs, step consumes and drops other events)
+       bool rsd_ensurer_has_state(e)              a state directory is in use
+       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
+       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
+
+       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
+       from the step, timeout = the step's), the answer fed back as soon as its
+       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
+       event ends it, below); LOCK ->
+       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
+       unlocked with a warning notice), then the generation and the attribution
+       read again under the lock (rsd_reconcile_set_ours: a model another process
+       loaded while we waited is known as residency's, and a changed attribution
+       makes the reconcile list and decide again); COMMIT -> the attribution
+       changes (the keep in, unrestored victims out; LM Studio: owned instances
+       out and in) and the generation bump in one rsd_state_attr_commit, under
+       the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
+       step never sleeps for it but comes back at its next attempt
+       (rsd_ensure_next_deadline), until the ensure's deadline (at least 50 ms);
+       then commit_done. A COMMIT that cannot be recorded (the lock busy past
+       the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
+       as it would have ended (the model is loaded: RESIDENT, exit code 0 in
+       rsd-ensure) with a degraded/warning notice quoting what failed
+       (rsd_reconcile_commit_failed), result.state_error set, and no decision
+       cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
+       (and reset, see STATE) is one degraded/warning notice of the ensure that
+       reset it: residency no longer knows which models it loaded there. At the
+       start of a reconcile the target's generation is read (one small file)
+       and the decision cache is looked up first: a live entry for (target,
+       model) under that generation ends the ensure at once (cache_hit, no
+       request, no attribution read, the reconcile not even set up; a hit under
+       another generation is a miss). Otherwise the attribution
+       (rsd_state_attr_load: the models this library loaded there, from any
+       process) is read and both go to the reconcile (desc.ours,
+       desc.generation). Without a
+       state directory there is no LOCK step, attribution is only what this
+       ensurer's own cache knows, and the generation is not used. With etcd
+       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
+       generation come from there instead, whether or not a state directory
+       exists: the ensure first reads them (one request, before the cache is
+       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
+       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
+       delete, and every step also keeps the held lock's lease alive (see ETCD).
+       With etcd an LM Studio ensure sends its first listing itself (the
+       detection probe's answer is not reused: one more GET).
+
+       /models/sse (llama.cpp router only): just before a load or
+       unload POST (or when a wait begins without one, e.g. for a model already
+       LOADING) the
+       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
+       more in result.requests) and keeps it open across the WAIT steps of the
+       ensure; it is cancelled when the ensure ends. Each event's data goes to
+       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
+       ends the WAIT at once and the poll that follows confirms it (the listing
+       stays the truth, so outcomes are those of polling alone); so does the
+       "unloaded" event of a victim the reconcile waits for after an unload. Events that
+       arrive while a poll or the POST is in flight are kept (the newest
+       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
+       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
+       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
+       the latency; fewer requests than upstream on long loads), except the first
+       wait after a late subscription or a dropped event, and never later than a
+       probe timeout before the deadline. A server that refuses the stream (not
+       200 text/event-stream, or a transport error before any answer) is
+       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
+       on; a stream that ends mid-ensure restores the fast schedule and is not
+       reopened before the next ensure. The stream
+       holds one client slot and socket while it is open (plus its unpulled
+       CANCELLED event until the next step with a request).
+
+       Runtime detection (q.runtime AUTO) is the core's rsd_detect (driver:
+       detect), driven over the ensurer's client: one GET per probe under the root
+       URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
+       0.3). The answer is cached per target in the ensurer (RSD_ENSURE_MAX_NAMES
+       entries), so only the first ensure of a target pays for it. What the probe
+       read is handed to the reconcile, not asked again: a router's /props as its
+       instance limit (desc.capacity_known), so a resident model costs 2 requests
+       (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
+       as its first listing (desc.first_listing). No match -> DEGRADED
+       RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not as a llama.cpp
+       router, Ollama or LM Studio (GET /props: HTTP 404)"), or RSD_ERR_AUTH when
+       a probe was answered 401/403 ("URL asks for an API key ... and none was
+       given", or "URL refused the API key given"); a refused connection or any
+       transport error on the first probe ends the ensure at once (DEGRADED, the
+       transport error, e.g. RSD_ERR_CONNECT, message "server unreachable:
+       connection refused (URL)").
+
+       Every runtime runs the one machine (rsd_reconcile with the runtime's
+       adapter), through the same loop, lock, notices, cache and result. The
+       target key is rsd_reconcile_target_key's ("<runtime>|<url>", LM Studio:
+       "lmstudio|<root>", so both spellings of its URL share lock, attribution
+       and cache). The target's attribution entries go in as desc.ours (plain
+       models) and desc.owned (instances, LM Studio); COMMIT removes
+       result.attr_remove[] and adds result.attr_add[] and bumps the generation.
+       Only owned instances are ever unloaded: an instance loaded by another
+       process using the same state directory is owned too; the operator's and
+       LM Link peers' never. Without a state directory the ensurer remembers the
+       instances it loaded in memory (RSD_RECONCILE_MAX_OWNED per ensurer).
+       The TTL cache keeps the wire id, so an LM Studio hit makes no request and
+       still answers result.wire_id and lms_tier. A runtime with its own
+       default deadline (LM Studio: 300 s, loads are slow) uses it when
+       q.timeout_ms is 0. result.evicted[].id are what left the server (LM
+       Studio: the unloaded instance ids).
+
+       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
+       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
+       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
+       detection answer), the reconcile's limits (notices, ids: the driver section). Memory: create only.
+       Threading: one ensurer per thread; any number of ensurers and processes
+       may share a state directory (the lock serialises their mutations).
+       Errors: those of the reconcile (driver), of the client (http client),
+       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM.
+
+   ---- proc: child-process supervision ----------------------------------------
+   Runs model servers (llama-server by default) as child processes for the pool:
+   builds argv from a template, picks a free loopback port, starts the child,
+   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
+   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
+   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
+   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
+
+   Frame loop:
+       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
+       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
+       each frame / after poll():
+           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
+           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
+                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
+           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
+           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
+           ... }
+           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
+       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
+       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
+
+   Mapping to the pool (residency.h's pool section): action SPAWN -> rsd_procs_spawn
+   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
+   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
+   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
+   rsd_pool_on_exited (the slot is freed on any failure or crash) and
+   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
+
+   States (rsd_proc_state):
+       spawn ok --> STARTING --mark_ready--> READY
+       spawn failed --> FAILED                          (SPAWN_FAILED queued)
+       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
+       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
+       STARTING/READY --exits--> EXITED                 (event EXITED)
+       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
+       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
+       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
+       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
+   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
+   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
+   any other exit is EXITED (.was_ready says whether it was serving: a crash).
+
+   int rsd_procs_spawn(p, spec, now_ms, &h)
+       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
+       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
+       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (no wait).
+       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
+       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
+       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close;
+       a port another live child of ours holds is skipped), argv expansion, the
+       environment, PATH lookup of a bare exe name (in the child's PATH when
+       spec.env sets one), then the launch. The child gets: stdin /dev/null,
+       stdout and stderr into one pipe (so the ring keeps their order), every
+       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
+       own process group, default signal dispositions, an empty signal mask, and
+       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
+   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
+       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
+       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
+       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
+       element "{extra}" is replaced by spec.extra's arguments (appended at the
+       end when the template has no "{extra}"). "?flag" followed by a value
+       element is an optional pair: both are emitted when every placeholder of
+       both is set, else neither. "??x" is the literal "?x". A required element
+       with an unset or unknown placeholder, or a bad brace, is
+       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
+       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
+       same expansion into caller buffers without spawning.
+   Checking before starting: rsd_procs_check(p, spec, why, cap) tells what a spawn
+       would fail on, without starting anything or taking a port: the template
+       expands (and fits arg_bytes), the environment fits, the program is found
+       (PATH searched as the spawn does, relative paths from spec.cwd) and is an
+       executable file, and with the default llama-server template (spec.args
+       NULL) the model file is a readable file. RSD_OK, or RSD_ERR_SPAWN /
+       RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why ("cannot
+       run /opt/llama-server: No such file or directory"). A check that passes
+       does not promise a start: the model may still fail to load.
+   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
+   spec.cwd: the child's working directory (a relative exe with '/' is
+       resolved there). spec.start_deadline_ms overrides desc's per process.
+
+   Readiness: rsd_procs_step emits PROBE events while STARTING: the
+   first probe_first_ms (10) after the spawn, then the interval doubles up to
+   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
+   deadline. At most one PROBE is pending per process (an unpulled one is not
+   repeated), so a host that ignores them loses nothing. The host sends
+   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
+   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
+   arrives from step, with the status and the ring). No READY within the start
+   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
+
+   Stop: SIGTERM to the child's process group (a shell wrapper's own
+   children too), SIGKILL to the group at now + term_grace_ms (default 10 s), then
+   the end of the whole group is awaited: STOPPED comes only once waitpid has the
+   child and no process of its group is left, so the port and VRAM are free when
+   it arrives (a wrapper that dies of the SIGTERM while its server shuts down, or
+   ignores it, does not end the stop early). If a SIGKILLed child is not reaped
+   within kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
+   reaping continues; members of its group that outlive SIGKILL by kill_wait_ms
+   are logged and left behind. A child that exits by itself while its group lives
+   on (a wrapper's server) takes the group with it: SIGKILL to the rest, EXITED once
+   it is gone. Signals go to a pid only while it is not reaped, and to the group
+   only while a member exists (the kernel keeps a group's id from being reused
+   until its last member is gone); a process that leaves the group (setsid,
+   setpgid) is not followed.
+
+   Reaping: waitpid(-group, WNOHANG) and waitpid(pid, WNOHANG) per child, never
+   waitpid(-1) (the host's other children are not ours); no SIGCHLD handler is
+   installed. A host that is a child subreaper (Linux PR_SET_CHILD_SUBREAPER, as
+   rsd-serve) gets a wrapper's orphans re-parented to it; those of the group are
+   reaped here too, so the last member of a group is always reaped by us. Exits are noticed via
+   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
+   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
+   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
+   reported with exit_code -1 and term_signal 0 (status unknown).
+
+   Output: the pipe is non-blocking and drained at every step (up to
+   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
+   full pipe for longer than the host's step interval. The ring keeps the last
+   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
+   last n lines (0 = all), starting at a line boundary, control bytes as '?',
+   cut from the front to fit cap, every value rsd_arg_redact hides in the
+   command line (an --api-key VALUE the child echoes) replaced by ***; valid
+   until rsd_procs_release, so error
+   messages can quote it after EXITED. desc.log_output forwards every line to the
+   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
+   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line, with the
+   value of every secret flag (--api-key, --hf-token, ...) and URL passwords shown as
+   *** (rsd_arg_redact, residency.h); it is what fleet messages quote.
+
+   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
+   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
+   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
+   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
+   dropped, so pull them every step.
+
+   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
+       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
+              borrows the parent's memory until exec, so the cost does not grow
+              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
+              here; vfork and posix_spawn ~2 ms). The calling thread is paused
+              until exec; all signals are blocked meanwhile. Exec errors come
+              back through an O_CLOEXEC pipe, not the shared memory, so they are
+              seen where vfork is emulated as fork (qemu-user).
+       FORK   fork + the same child code and pipe. Forced everywhere by
+              RSD_SPAWN_VIA_FORK.
+       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
+              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
+              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
+              Linux it needs desc.survive_parent (create fails otherwise);
+              default elsewhere.
+   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
+   kernel sends it when the *thread* that spawned the child exits, so spawn from
+   a thread that lives as long as the supervisor. Only the direct child gets it:
+   when the host dies without cleaning up (kill -9, a crash), a wrapper script's
+   children survive it (they are re-parented to init or the nearest subreaper and
+   keep their ports). Write wrappers as `sh -c "exec llama-server ..."`: exec makes
+   the server itself the direct child, and PDEATHSIG survives exec. Elsewhere, and
+   with survive_parent, children outlive a crashed host (llama-server does not
+   watch a pipe). A graceful end (rsd_procs_stop, rsd_procs_destroy) reaches the
+   whole group everywhere.
+
+   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
+   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
+   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
+   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
+   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
+   child: 2 (pipe, pidfd).
+   A residual race: the port is free when chosen but not held; another process
+   may bind it before the child does (llama-server then exits 1 within ~10 ms:
+   EXITED with "couldn't bind" in the tail; spawn again).
+   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
+   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
+   Threading: one rsd_procs per thread; not thread-safe.
+
+   Windows (_WIN32; Windows 10 and later, tested under wine): the same supervisor,
+   states and events; only these primitives differ.
+       Launch   CreateProcessW, no shell: argv[0] and every argument are quoted so that
+                the Microsoft C runtime's parser (CommandLineToArgvW, the MSVCRT/UCRT
+                startup) gives each back unchanged: an argument without blanks or '"'
+                as it is, else inside "..." with each '"' as \" and the backslashes
+                before a '"' or the closing quote doubled. Strings are UTF-8, passed as
+                UTF-16 (a child reading GetCommandLineW gets them exactly; one using an
+                ANSI main() gets them through its code page). The command line is at
+                most 32767 UTF-16 units (E2BIG, SPAWN_FAILED). A bare exe name is looked
+                up in PATH (';'-separated; ".exe" is tried when the name has no
+                extension; the current directory only when PATH lists it); a path
+                without an extension gets ".exe" when only that file exists; a relative
+                path is taken from spec.cwd. spec.env is applied to our environment
+                (names compared case-insensitively) into a block of at most 32768
+                UTF-16 units (RSD_ERR_CAPACITY). desc.spawn is ignored.
+       Handles  stdin is NUL, stdout and stderr one anonymous pipe (64 KiB buffer);
+                only those two handles are inherited (PROC_THREAD_ATTRIBUTE_HANDLE_LIST).
+                The child starts suspended, is put in a job object of its own, then
+                resumed, so whatever it starts is in the job too: the job is the
+                process group. Without survive_parent the job has
+                JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: when the host ends in any way (a
+                crash, TerminateProcess) the system closes its handles and every
+                process of every job dies with it. With no console of the host's own
+                the child gets CREATE_NO_WINDOW (no console window pops up).
+       Output   nothing a host can poll: rsd_procs_fds returns no descriptors, and
+                rsd_procs_next_deadline asks for a step 10 ms after output, doubling to
+                100 ms while a child is quiet. Each step reads what PeekNamedPipe says
+                is there (a ReadFile that cannot block) and checks the process handle
+                with a zero wait. A broken pipe is the end of output.
+       Stop     CTRL_BREAK_EVENT to the child's process group (it was created with
+                CREATE_NEW_PROCESS_GROUP and shares the host's console), then
+                TerminateJobObject after term_grace_ms. A host with no console (a GUI
+                program, a service, wine without a terminal) cannot send it: the stop
+                is then TerminateJobObject at once (log item PROC_STOP says so; the
+                event has killed set). llama-server ends at once on CTRL_BREAK (it
+                handles only CTRL_C). rsd_procs_kill and rsd_procs_destroy terminate
+                the job; destroy waits up to RSD_PROC_DESTROY_WAIT_MS for the child.
+       Status   exit_code is GetExitCodeProcess's code as an int (an NTSTATUS such as
+                0xC0000005, an access violation, reads negative); a process we
+                terminated reads as term_signal 9 (SIGKILL), exit_code -1. A wrapper's
+                children: the job's active process count (the group outlives its
+                leader as on POSIX; wine reports 0, so there the leader's exit ends it).
+       Sockets  the free-port probe takes a WSAStartup reference in create.
+
+   ---- state: state directory, cross-process lock, persisted attribution ------
        State that must survive a restart or be shared between processes: which
-       models this library loaded on each target (W10), which LM Studio instances
-       it owns (W16), and one lock per target that serialises mutations across
-       processes (W6). Everything is keyed by the normalised target key, a string
+       models this library loaded on each target, which LM Studio instances
+       it owns, and one lock per target that serialises mutations across
+       processes. Everything is keyed by the normalised target key, a string
        such as "http://127.0.0.1:8080" from rsd_target_key_normalise (prefixes such as
        "lmstudio|" are fine: any non-empty string up to RSD_STATE_MAX_KEY_BYTES).
 
@@ -660,7 +1120,7 @@
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
-           lock and without persistence rather than fail (upstream K5).
+           lock and without persistence rather than fail (fail-open, as upstream).
        void rsd_state_close(rsd_state *st)       release your locks first
        const char *rsd_state_dir(const rsd_state *st)
        int rsd_state_resolve_dir(const rsd_state_desc *d, char *buf, size_t cap)
@@ -682,7 +1142,7 @@
            int rsd_state_lock_begin(st, lk, key, purpose, now_ms, deadline_ms)
                no I/O; deadline_ms is absolute on the caller's clock, 0 = now_ms
                + desc.lock_wait_ms (default 120000). Pass the reconcile's own
-               deadline so one overall deadline bounds lock and load (W5).
+               deadline so one overall deadline bounds lock and load.
            int rsd_state_lock_step(st, lk, now_ms)
                never blocks; makes one attempt when now_ms >= lk->wake_ms.
                RSD_OK: HELD, or UNLOCKED (fail-open: proceed without the lock;
@@ -716,7 +1176,7 @@
        Blocking CLI: if (rsd_state_lock_wait(st, &lk, key, "cli", 0) == RSD_OK)
                      { ...; rsd_state_unlock(st, &lk); }
        Policy at the deadline or on an error: desc.lock_fail_closed false (the
-       default, as upstream K5: serialisation is an optimisation that must never
+       default, as upstream: serialisation is an optimisation that must never
        fail a turn) = RSD_OK in state UNLOCKED with a warning log item
        (LOCK_WAIT_EXPIRED, or LOCK_PROCEED_UNLOCKED for errors) naming the
        owner record; true = the error, state FAILED, log LOCK_TIMEOUT/LOCK_FAILED.
@@ -814,7 +1274,7 @@
                /s/attr/x.attr: No space left on device"); "" before any.
                rsd_state_attr_commit clears it first.
 
-       Generation (W2: a decision cache shared in spirit across processes):
+       Generation (a decision cache shared in spirit across processes):
            int rsd_state_gen_read(st, key, uint64_t *out)
                0 when never bumped; RSD_ERR_STATE_IO when unreadable or corrupt
                (then do not trust a cached decision).
@@ -842,8 +1302,7 @@
        Platform: POSIX (flock from <sys/file.h>; on Linux NFS maps it to fcntl
        locks). Not available on Windows yet.
 
-   ETCD: the lock and the attribution for several hosts (>>etcd)
-       -------------------------------------------------------------------------
+   ---- etcd: the lock and the attribution for several hosts -------------------
        The state directory's lock and record hold only among processes of one host.
        When several hosts share one inference server (workstations or edge boxes in
        front of one GPU server, a router behind a LAN address), point every host's
@@ -929,9 +1388,9 @@
 
        Public API (the ensurer calls these; a host may too):
        int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
-           Allocates everything now (the object, about 1.2 MB with the token array and
-           an answer buffer, and its own HTTP client with room for one whole
-           attribution). d: url (required), host_id (NULL = gethostname), lease_ttl_s
+           Allocates everything now (the object with its token array and an answer
+           buffer, and its own HTTP client with room for one whole attribution).
+           d: url (required), host_id (NULL = gethostname), lease_ttl_s
            (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
            auth_password, protected_models + n_protected (this host's), http (TLS and
            limits), allocator, logger. RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM.
@@ -959,416 +1418,13 @@
        protections in all (further ones are dropped). Threading: one coordinator per
        thread. Fuzzed: fuzz/fuzz_etcd.c (the answers).
 
-   --- drive: run reconciles over real sockets (rsd_ensurer) --------------------
-       The I/O shell around the sans-I/O reconcile of residency.h (>>driver): it
-       performs the HTTP, WAIT, LOCK, COMMIT and UNLOCK steps with the HTTP client,
-       the caller's clock and the state directory (or etcd: ETCD above, the same
-       steps on the other backend). Two ways to use it, one code path:
-
-           rsd_ensurer *e = rsd_ensurer_create(NULL);        zeroed desc = defaults
-           rsd_ensure_req q;  memset(&q, 0, sizeof q);
-           q.url = "http://127.0.0.1:8080";  q.model = "qwen";
-           rsd_ensure_result res;
-           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
-           rsd_ensurer_destroy(e);
-
-       a frame loop (one call per frame, never blocks):
-           rsd_ensure_begin(e, &q, now_ms);                  no I/O
-           every frame:
-               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
-               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
-               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
-               (optional) poll the fds of rsd_ensure_pollfds until
-               rsd_ensure_next_deadline(e) within the frame budget.
-
-       rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB -- LM Studio's machine shares its storage -- the
-           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
-           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
-           the HTTP client (d->http, its allocator and logger default to d's) and,
-           unless d->no_state, the state directory (rsd_state_open with d->state_dir;
-           NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
-           residency). A state directory that cannot be opened is not an error:
-           the ensurer runs without the lock, attribution and generation (upstream
-           K5) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
-           Desc (zeroed = defaults): allocator, logger, http (client limits),
-           state_dir, no_state, lock_fail_closed (state), protected_models +
-           n_protected (configured ids with roles, copied: never evicted unless
-           nothing else is left, R9-R12), residency_env (the RESIDENCY value; NULL =
-           getenv("RESIDENCY") at each begin unless ignore_env; a value that is
-           neither an opt-out nor on|1|true|managed manages, and the first reconcile
-           of the ensurer that sees it adds a degraded/warning notice, dmsg
-           ENV_UNKNOWN, naming the accepted values), cache_ttl_ms (0 =
-           60 s), no_cache (no TTL fast path), no_sse (never subscribe to
-           /models/sse: poll only), sse_poll_ms (poll interval of a wait while
-           the stream is open; 0 = RSD_ENSURE_SSE_POLL_MS, 500), coord (etcd for several
-           hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
-           a bad value makes create fail) with coord_host, coord_lease_ttl_s,
-           coord_auth_token / coord_user / coord_password (see ETCD above).
-       void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
-       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
-           Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
-           ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
-           LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
-           (the clamp of a load beside other residents, S30: 0 = the
-           RESIDENCY_CORESIDENT_CONTEXT environment variable read at begin by
-           rsd_fit_ceiling_from_env, or 131072 with d->ignore_env;
-           RSD_FIT_CEILING_OFF = no clamp; every runtime), timeout_ms (0 =
-           120000, LM Studio 300000: the whole ensure, lock wait and load included, W5,
-           W13), probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
-           key, never logged or printed), observe (force
-           observe-only: nothing is loaded or unloaded, W19), user_managed (the
-           target's lifecycle is user-managed: observe too), keep_pinned.
-           RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
-           must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
-           DONE at once with that result (step returns it, query shows it).
-       int rsd_ensure_step(e, uint64_t now_ms)
-           Does all ready work and returns: RSD_PENDING (call again; sleep at most
-           until rsd_ensure_next_deadline or socket activity), or, once done, the
-           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
-           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
-           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
-           says why). LM Studio: a model the server does not advertise ends DECLINED
-           with RSD_ERR_NOT_SERVED (the request must not be sent; upstream S22), a
-           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
-           return the same code.
-       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
-       uint64_t rsd_ensure_next_deadline(e)
-           For the host's poll(): the client's sockets, and the earliest of the
-           client's deadlines, the reconcile's next poll (WAIT) and the next attempt
-           at the target lock or the attribution lock (COMMIT). RSD_DEADLINE_NONE
-           when done or only sockets matter.
-       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
-           The notices so far (live while running: print notes[seen..n) after each
-           step). Valid until the next begin.
-       void rsd_ensure_query(e, rsd_ensure_result *out)
-           The result so far (final after done): result, outcome, decision, reason,
-           runtime (the one used, after detection), message, evicted[] (with the
-           restored flags), notices, requests (HTTP requests sent, detection
-           probes included), elapsed_ms, cache_hit, keep_resident, lock_held,
-           loaded, mutated, wire_id (the id to send requests with: the model, or on
-           LM Studio the instance it resolved to, e.g. "qwen:2"), lms_tier (LM
-           Studio's API tier), and progress fields (op and model of the last HTTP
-           step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
-           = polling until op_model is loaded; NONE while the COMMIT waits for the
-           attribution lock; lock_waiting = waiting for the target lock that another
-           ensure, perhaps in another process, holds while it changes the server),
-           state_error (RSD_OK, or why the change was not
-           recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
-           busy attribution lock...). Pointers stay valid until the next begin.
-       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
-           The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
-           rsd_now_ms() until done. Returns what the last step returned.
-       int rsd_ensurer_resolve(e, const char *url)
-           Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
-           first address), kept in a
-           small table (RSD_ENSURE_MAX_NAMES, oldest replaced) that the client's
-           resolve hook reads: the non-blocking path never resolves (it fails with
-           RSD_ERR_RESOLVE for a name not resolved here, unless d->http.resolve_fn
-           knows it). IP literals and "localhost" need nothing: RSD_OK at once.
-       rsd_http_client *rsd_ensurer_http(e)       the owned client, for extra requests
-           between ensures (while one runs, step consumes and drops other events)
-       bool rsd_ensurer_has_state(e)              a state directory is in use
-       const char *rsd_runtime_kind_str(int k)    "auto", "llamacpp", "lmstudio", "ollama"
-       int rsd_runtime_kind_parse(const char *s)  the kind, or RSD_ERR_ARG
-
-       What a step does with each reconcile step: HTTP -> rsd_http_send (headers
-       from the step, timeout = the step's), the answer fed back as soon as its
-       event arrives; WAIT -> nothing until now_ms >= wake_ms (or a /models/sse
-       event ends it, below); LOCK ->
-       rsd_state_lock_begin/step (never blocks; fail-open by default: proceeds
-       unlocked with a warning notice), then the generation and the attribution
-       read again under the lock (rsd_reconcile_set_ours: a model another process
-       loaded while we waited is known as residency's, and a changed attribution
-       makes the reconcile list and decide again); COMMIT -> the attribution
-       changes (the keep in, unrestored victims out; LM Studio: owned instances
-       out and in) and the generation bump in one rsd_state_attr_commit, under
-       the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
-       step never sleeps for it but comes back at its next attempt
-       (rsd_ensure_next_deadline), until the ensure's deadline (at least 50 ms);
-       then commit_done. A COMMIT that cannot be recorded (the lock busy past
-       the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
-       as it would have ended (the model is loaded: RESIDENT, exit code 0 in
-       rsd-ensure) with a degraded/warning notice quoting what failed
-       (rsd_reconcile_commit_failed), result.state_error set, and no decision
-       cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
-       (and reset, see STATE) is one degraded/warning notice of the ensure that
-       reset it: residency no longer knows which models it loaded there. At the
-       start of a reconcile the target's generation is read (one small file)
-       and the decision cache is looked up first: a live entry for (target,
-       model) under that generation ends the ensure at once (cache_hit, no
-       request, no attribution read, the reconcile not even set up; a hit under
-       another generation is a miss). Otherwise the attribution
-       (rsd_state_attr_load: the models this library loaded there, from any
-       process) is read and both go to the reconcile (desc.ours,
-       desc.generation). Without a
-       state directory there is no LOCK step, attribution is only what this
-       ensurer's own cache knows, and the generation is not used. With etcd
-       (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
-       generation come from there instead, whether or not a state directory
-       exists: the ensure first reads them (one request, before the cache is
-       consulted: other hosts bump the generation too), LOCK and COMMIT are etcd
-       transactions (COMMIT fenced by the lock's revision), UNLOCK waits for the
-       delete, and every step also keeps the held lock's lease alive (see ETCD).
-       With etcd an LM Studio ensure sends its first listing itself (the
-       detection probe's answer is not reused: one more GET).
-
-       /models/sse (llama.cpp router only; wire.md 1.11): just before a load or
-       unload POST (or when a wait begins without one, e.g. for a model already
-       LOADING) the
-       ensurer opens GET <root>/models/sse as a streaming request (on_sse, one
-       more in result.requests) and keeps it open across the WAIT steps of the
-       ensure; it is cancelled when the ensure ends. Each event's data goes to
-       rsd_reconcile_event: the "loaded" (or failed) event of the waited model
-       ends the WAIT at once and the poll that follows confirms it (the listing
-       stays the truth, so outcomes are those of polling alone); so does the
-       "unloaded" event of a victim the reconcile waits for after an unload. Events that
-       arrive while a poll or the POST is in flight are kept (the newest
-       RSD_ENSURE_SSE_PENDING, each under RSD_ENSURE_SSE_EVENT_BYTES; a longer
-       one makes the next wait poll fast) and replayed when it begins. While the stream is open a wait polls every
-       sse_poll_ms instead of the fast 20 ms-doubling schedule (the stream gives
-       the latency; fewer requests than upstream on long loads), except the first
-       wait after a late subscription or a dropped event, and never later than a
-       probe timeout before the deadline. A server that refuses the stream (not
-       200 text/event-stream, or a transport error before any answer) is
-       remembered per target (RSD_ENSURE_MAX_NAMES) and polled only from then
-       on; a stream that ends mid-ensure restores the fast schedule and is not
-       reopened before the next ensure. The stream
-       holds one client slot and socket while it is open (plus its unpulled
-       CANCELLED event until the next step with a request).
-
-       Runtime detection (q.runtime AUTO) is the core's rsd_detect (>>driver:
-       detect), driven over the ensurer's client: one GET per probe under the root
-       URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
-       0.3). The answer is cached per target in the ensurer (RSD_ENSURE_MAX_NAMES
-       entries), so only the first ensure of a target pays for it. What the probe
-       read is handed to the reconcile, not asked again: a router's /props as its
-       instance limit (desc.capacity_known), so a resident model costs 2 requests
-       (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
-       as its first listing (desc.first_listing). No match -> DEGRADED
-       RSD_ERR_NOT_FOUND ("not a model server: URL answers, but not as a llama.cpp
-       router, Ollama or LM Studio (GET /props: HTTP 404)"), or RSD_ERR_AUTH when
-       a probe was answered 401/403 ("URL asks for an API key ... and none was
-       given", or "URL refused the API key given"); a refused connection or any
-       transport error on the first probe ends the ensure at once (DEGRADED, the
-       transport error, e.g. RSD_ERR_CONNECT, message "server unreachable:
-       connection refused (URL)").
-
-       Every runtime runs the one machine (rsd_reconcile with the runtime's
-       adapter), through the same loop, lock, notices, cache and result. The
-       target key is rsd_reconcile_target_key's ("<runtime>|<url>", LM Studio:
-       "lmstudio|<root>", so both spellings of its URL share lock, attribution
-       and cache). The target's attribution entries go in as desc.ours (plain
-       models) and desc.owned (instances, LM Studio); COMMIT removes
-       result.attr_remove[] and adds result.attr_add[] and bumps the generation.
-       Only owned instances are ever unloaded: an instance loaded by another
-       process using the same state directory is owned too; the operator's and
-       LM Link peers' never. Without a state directory the ensurer remembers the
-       instances it loaded in memory (RSD_RECONCILE_MAX_OWNED per ensurer).
-       The TTL cache keeps the wire id, so an LM Studio hit makes no request and
-       still answers result.wire_id and lms_tier. A runtime with its own
-       default deadline (LM Studio: 300 s, loads are slow) uses it when
-       q.timeout_ms is 0. result.evicted[].id are what left the server (LM
-       Studio: the unloaded instance ids).
-
-       Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
-       without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
-       detection answer), the reconcile's limits (notices, ids: >>driver). Memory: create only.
-       Threading: one ensurer per thread; any number of ensurers and processes
-       may share a state directory (the lock serialises their mutations).
-       Errors: those of the reconcile (>>driver), of the client (>>http client),
-       RSD_ERR_RESOLVE, RSD_ERR_NOT_FOUND (no manageable runtime), RSD_ERR_NOMEM.
-
-   PROC -- child-process supervision (residency_http.h, section >>proc)
-   -------------------------------------------------------------------------
-   Runs model servers (llama-server by default) as child processes for the pool:
-   builds argv from a template, picks a free loopback port, starts the child,
-   drains its stdout+stderr into a fixed ring, notices its exit, stops it with
-   SIGTERM then SIGKILL. Non-blocking: nothing waits except a spawn itself (the
-   calling thread pauses until the child has exec'd, ~0.5-2 ms) and
-   rsd_procs_destroy (bounded). Compiled out by RSD_NO_PROCESS.
-
-   Frame loop:
-       rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
-       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
-       each frame / after poll():
-           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
-           while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
-           case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
-                                     200 -> rsd_procs_mark_ready(p, ev.proc, now)
-           case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
-           case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
-           ... }
-           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
-       rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
-       rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
-
-   Mapping to the pool (residency.h >>pool): action SPAWN -> rsd_procs_spawn
-   (RSD_ERR_SPAWN: rsd_pool_on_started(ok=false) then on_exited); PROBE + /health
-   200 -> mark_ready + rsd_pool_on_started(ok=true); START_TIMEOUT ->
-   on_started(ok=false); action STOP -> rsd_procs_stop; EXITED or STOPPED ->
-   rsd_pool_on_exited (W27: the slot is freed on any failure or crash) and
-   rsd_procs_release. rsd_pool_set_pid(info.pid) for stats.
-
-   States (rsd_proc_state):
-       spawn ok --> STARTING --mark_ready--> READY
-       spawn failed --> FAILED                          (SPAWN_FAILED queued)
-       STARTING/READY --stop--> STOPPING --term_grace_ms--> KILLING (SIGKILL)
-       STARTING --start deadline--> START_TIMEOUT, then as stop  (timed_out)
-       STARTING/READY --exits--> EXITED                 (event EXITED)
-       STOPPING/KILLING --exits--> EXITED               (event STOPPED)
-       KILLING --kill_wait_ms, not reaped--> STUCK notice, stays KILLING
-       EXITED/FAILED --rsd_procs_release--> FREE        (handle goes stale)
-       rsd_procs_kill: STARTING/READY/STOPPING --> KILLING at once.
-   Each process yields exactly one terminal event: SPAWN_FAILED, EXITED or
-   STOPPED. An exit while STOPPING/KILLING or after a start timeout is STOPPED,
-   any other exit is EXITED (.was_ready says whether it was serving: a crash).
-
-   int rsd_procs_spawn(p, spec, now_ms, &h)
-       RSD_OK: running, STARTING, h valid. RSD_ERR_SPAWN: h valid, state FAILED,
-       SPAWN_FAILED queued right away with .err = errno (ENOENT for a missing
-       binary, EACCES, EAGAIN, EMFILE...), nothing left to reap (W31: no wait).
-       Other <0 (no process, h = 0): RSD_ERR_ARG, RSD_ERR_CAPACITY (no free slot,
-       argv/env over the limits), RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT.
-       Steps: port (spec.port, else bind 127.0.0.1:0, read it back, close: W30;
-       a port another live child of ours holds is skipped), argv expansion, the
-       environment, PATH lookup of a bare exe name (in the child's PATH when
-       spec.env sets one), then the launch. The child gets: stdin /dev/null,
-       stdout and stderr into one pipe (so the ring keeps their order), every
-       other descriptor closed (the host's descriptors without O_CLOEXEC too), its
-       own process group, default signal dispositions, an empty signal mask, and
-       on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
-   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
-       -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
-       ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
-       {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
-       spec.vars names are replaced inside it; "{{" and "}}" are braces. The
-       element "{extra}" is replaced by spec.extra's arguments (appended at the
-       end when the template has no "{extra}"). "?flag" followed by a value
-       element is an optional pair: both are emitted when every placeholder of
-       both is set, else neither. "??x" is the literal "?x". A required element
-       with an unset or unknown placeholder, or a bad brace, is
-       RSD_ERR_PROC_TEMPLATE. Unset: NULL/"" strings, ctx <= 0, parallel <= 0;
-       host defaults to 127.0.0.1; port is always set. rsd_procs_expand runs the
-       same expansion into caller buffers without spawning.
-   Checking before starting: rsd_procs_check(p, spec, why, cap) tells what a spawn
-       would fail on, without starting anything or taking a port: the template
-       expands (and fits arg_bytes), the environment fits, the program is found
-       (PATH searched as the spawn does, relative paths from spec.cwd) and is an
-       executable file, and with the default llama-server template (spec.args
-       NULL) the model file is a readable file. RSD_OK, or RSD_ERR_SPAWN /
-       RSD_ERR_PROC_TEMPLATE / RSD_ERR_CAPACITY with the reason in why ("cannot
-       run /opt/llama-server: No such file or directory"). A check that passes
-       does not promise a start: the model may still fail to load.
-   spec.env: "NAME=value" sets or overrides, "NAME" removes; the rest is inherited.
-   spec.cwd: the child's working directory (a relative exe with '/' is
-       resolved there). spec.start_deadline_ms overrides desc's per process.
-
-   Readiness (P44, W31): rsd_procs_step emits PROBE events while STARTING: the
-   first probe_first_ms (10) after the spawn, then the interval doubles up to
-   probe_max_ms (500): +10, +20, +40 ... +500, +500, never past the start
-   deadline. At most one PROBE is pending per process (an unpulled one is not
-   repeated), so a host that ignores them loses nothing. The host sends
-   GET /health and: 200 -> rsd_procs_mark_ready; 503 (loading) or connection
-   refused -> wait for the next PROBE; an exit ends the wait at once (EXITED
-   arrives from step, with the status and the ring). No READY within the start
-   deadline (default 300 s) -> START_TIMEOUT, SIGTERM, later STOPPED(timed_out).
-
-   Stop (P46, W31): SIGTERM to the child's process group (a shell wrapper's own
-   children too), SIGKILL to the group at now + term_grace_ms (default 10 s), then
-   the end of the whole group is awaited: STOPPED comes only once waitpid has the
-   child and no process of its group is left, so the port and VRAM are free when
-   it arrives (a wrapper that dies of the SIGTERM while its server shuts down, or
-   ignores it, does not end the stop early). If a SIGKILLed child is not reaped
-   within kill_wait_ms (a process in uninterruptible sleep), STUCK is emitted and
-   reaping continues; members of its group that outlive SIGKILL by kill_wait_ms
-   are logged and left behind. A child that exits by itself while its group lives
-   on (a wrapper's server) takes the group with it: SIGKILL to the rest, EXITED once
-   it is gone. Signals go to a pid only while it is not reaped, and to the group
-   only while a member exists (the kernel keeps a group's id from being reused
-   until its last member is gone); a process that leaves the group (setsid,
-   setpgid) is not followed.
-
-   Reaping: waitpid(-group, WNOHANG) and waitpid(pid, WNOHANG) per child, never
-   waitpid(-1) (the host's other children are not ours); no SIGCHLD handler is
-   installed. A host that is a child subreaper (Linux PR_SET_CHILD_SUBREAPER, as
-   rsd-serve) gets a wrapper's orphans re-parented to it; those of the group are
-   reaped here too, so the last member of a group is always reaped by us. Exits are noticed via
-   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
-   RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
-   If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
-   reported with exit_code -1 and term_signal 0 (status unknown).
-
-   Output: the pipe is non-blocking and drained at every step (up to
-   RSD_PROC_DRAIN_STEP_BYTES per process), so a chatty child never blocks on a
-   full pipe for longer than the host's step interval. The ring keeps the last
-   desc.ring_bytes (default 16 KiB). rsd_procs_tail(p, h, n, buf, cap) gives the
-   last n lines (0 = all), starting at a line boundary, control bytes as '?',
-   cut from the front to fit cap, every value rsd_arg_redact hides in the
-   command line (an --api-key VALUE the child echoes) replaced by ***; valid
-   until rsd_procs_release, so error
-   messages can quote it after EXITED. desc.log_output forwards every line to the
-   logger (RSD_LOG_DEBUG, item PROC_OUTPUT, "<name>[<pid>]: <line>", lines cut at
-   RSD_PROC_LINE_MAX). rsd_procs_command quotes the expanded command line, with the
-   value of every secret flag (--api-key, --hf-token, ...) and URL passwords shown as
-   *** (rsd_arg_redact, residency.h); it is what fleet messages quote.
-
-   Other calls: rsd_procs_query (pid, port, state, uptime, exit status, counts),
-   rsd_procs_live (handles of running processes), rsd_procs_next_deadline,
-   rsd_procs_kill (SIGKILL now), rsd_procs_release (EXITED/FAILED -> FREE).
-   Events: a queue of 4 x max_procs; if the host never pulls them the oldest are
-   dropped, so pull them every step.
-
-   Spawn methods (desc.spawn; measured with bench/proc.mk, see the report):
-       VFORK  Linux default: vfork + prctl(PR_SET_PDEATHSIG) + execve. The child
-              borrows the parent's memory until exec, so the cost does not grow
-              with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
-              here; vfork and posix_spawn ~2 ms). The calling thread is paused
-              until exec; all signals are blocked meanwhile. Exec errors come
-              back through an O_CLOEXEC pipe, not the shared memory, so they are
-              seen where vfork is emulated as fork (qemu-user).
-       FORK   fork + the same child code and pipe. Forced everywhere by
-              RSD_SPAWN_VIA_FORK.
-       POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
-              addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
-              the fork path when a cwd is given). Cannot set PDEATHSIG, so on
-              Linux it needs desc.survive_parent (create fails otherwise);
-              default elsewhere.
-   Children die with their parent: Linux only (PR_SET_PDEATHSIG, SIGKILL). The
-   kernel sends it when the *thread* that spawned the child exits, so spawn from
-   a thread that lives as long as the supervisor. Only the direct child gets it:
-   when the host dies without cleaning up (kill -9, a crash), a wrapper script's
-   children survive it (they are re-parented to init or the nearest subreaper and
-   keep their ports). Write wrappers as `sh -c "exec llama-server ..."`: exec makes
-   the server itself the direct child, and PDEATHSIG survives exec. Elsewhere, and
-   with survive_parent, children outlive a crashed host (llama-server does not
-   watch a pipe). A graceful end (rsd_procs_stop, rsd_procs_destroy) reaches the
-   whole group everywhere.
-
-   Limits: RSD_PROCS_MAX 64 processes (default 16), RSD_PROC_MAX_ARGS 128,
-   desc.arg_bytes (default 8192, max 1 MiB) of expanded command per process,
-   RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
-   RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
-   RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
-   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
-   child: 2 (pipe, pidfd).
-   W30 residual race: the port is free when chosen but not held; another process
-   may bind it before the child does (llama-server then exits 1 within ~10 ms:
-   EXITED with "couldn't bind" in the tail; spawn again).
-   Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
-   RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
-   Threading: one rsd_procs per thread; not thread-safe. POSIX only.
-
-   --- fleet: the pool running real processes (rsd_fleet) ------------------------
+   ---- fleet: the pool running real processes (rsd_fleet) ---------------------
    rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
    with /health readiness probes over the HTTP client. One object, stepped by the host
    like the others (step / pollfds / next_deadline / next_event), no threads, no signals.
    The host sends each granted request to http://127.0.0.1:<port> itself and calls
    rsd_fleet_release when it is done (rsd_fleet_cancel when its client went away).
    Needs processes (compiled out by RSD_NO_PROCESS).
-   -------------------------------------------------------------------------
    Frame loop:
        rsd_fleet_desc d = {0};  d.pool.max_slots = 2;  d.procs.term_grace_ms = 5000;
        rsd_fleet *f = rsd_fleet_create(&d);                   (all allocation here)
@@ -1387,8 +1443,8 @@
        was not pulled yet is withdrawn, so none comes after the cancel).
        rsd_fleet_stop(f, now); step until rsd_fleet_idle(f); rsd_fleet_destroy(f).
 
-   What it does with the pool's actions (residency.h >>pool) and the supervisor's
-   events (>>proc):
+   What it does with the pool's actions (residency.h's pool section) and the
+   supervisor's events (proc):
        before      a model that is not resident is admitted (acquire, load), which may
                    evict another, rsd_procs_check runs on its spec: a missing or
                    non-executable binary, an unreadable model file or an incomplete
@@ -1396,8 +1452,8 @@
                    in rsd_fleet_query_model's last_error), nothing stopped or started.
        SPAWN       rsd_procs_spawn(model's spec; spec.port 0 = a free loopback port),
                    STARTING. A spawn that fails (missing binary, EACCES, no free port,
-                   template error) fails the model's waiting requests at once (W31:
-                   no deadline is waited for): CRASHED + FAIL(RSD_ERR_FLEET_START).
+                   template error) fails the model's waiting requests at once (no
+                   deadline is waited for): CRASHED + FAIL(RSD_ERR_FLEET_START).
        PROBE       GET <health_path> on the child's host:port (a wildcard host is
                    probed on loopback), at most one in flight per process, each bounded
                    by probe_timeout_ms. The supervisor paces them (desc.procs.probe_first_ms
@@ -1417,9 +1473,9 @@
                    (another server) leaves only max_in_flight.
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
-                   "not ready within N ms") and the last output lines (W31). CRASHED.
+                   "not ready within N ms") and the last output lines. CRASHED.
        exit while serving: CRASHED (RSD_ERR_POOL_CRASHED); the slot and its bytes are
-                   free at once (W27); requests running there are orphaned (release or
+                   free at once; requests running there are orphaned (release or
                    cancel them as usual); the next request respawns the model.
        STOP        rsd_procs_stop (SIGTERM to its process group, SIGKILL after
                    desc.procs.term_grace_ms): STOPPING (.why), then EXITED once reaped.
@@ -1492,7 +1548,7 @@
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN
        runs inside the call: about 1-2 ms).
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
-       TTL and the W26 bound run on the now_ms given), pool actions, until nothing moves.
+       TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
@@ -1514,10 +1570,12 @@
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
-   given models directly). Threading: one fleet per thread; POSIX only.
+   given models directly). Threading: one fleet per thread. Windows: as the supervisor
+   ("Windows" in the proc manual): rsd_fleet_pollfds gives only the probe sockets, and
+   rsd_fleet_next_deadline includes the supervisor's pipe timer.
 
    PLATFORM NOTES
-       POSIX only for now (Linux, macOS, BSD). The process-wide SIGPIPE
+       POSIX (Linux, macOS, BSD) and Windows (see "Windows" in the proc manual). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
        that is the mechanism). No SIGCHLD handler is ever installed. Every
        descriptor the library opens (sockets, accepted connections, pipes, lock
@@ -1543,17 +1601,11 @@
 #ifndef RESIDENCY_HTTP_H_INCLUDED
 #define RESIDENCY_HTTP_H_INCLUDED
 
-/* Windows: process supervision (>>proc, >>fleet) has no Windows code yet, so it is
-   compiled out there as if RSD_NO_PROCESS were given. */
-#if defined(_WIN32) && !defined(RSD_NO_PROCESS)
-#define RSD_NO_PROCESS 1
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ==== >>url (declarations) ================================================ */
+/* ==== url ================================================================= */
 enum { RSD_URL_MAX_BYTES = 2048 };  /* longest URL rsd_url_parse accepts */
 
 typedef enum rsd_host_kind {
@@ -1579,9 +1631,9 @@ typedef struct rsd_url {
    other schemes, bad ports, empty hosts, a query without a path, spaces, control and
    non-ASCII bytes are RSD_ERR_URL. */
 RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len);
-/* ==== >>url end =========================================================== */
+/* ==== url end ============================================================= */
 
-/* ==== >>httpparse (declarations) ========================================== */
+/* ==== httpparse =========================================================== */
 /* Incremental, zero-copy parsers with the picohttpparser contract: call again with
    the same buffer grown by new bytes; RSD_OK = complete (*consumed = head bytes),
    RSD_PENDING = need more, <0 = error (RSD_ERR_PROTOCOL, RSD_ERR_HEADERS_TOO_LARGE). */
@@ -1652,9 +1704,9 @@ typedef struct rsd_http_dechunk {
     int state;               /* internal */
 } rsd_http_dechunk;
 RSD_API int rsd_http_dechunk_step(rsd_http_dechunk *d, char *buf, size_t *len);
-/* ==== >>httpparse end ===================================================== */
+/* ==== httpparse end ======================================================= */
 
-/* ==== >>http client (declarations) ======================================== */
+/* ==== http client ========================================================= */
 /* Poll entry with the layout of POSIX `struct pollfd` {int fd; short events; short
    revents;} (the implementation checks size, offsets and flag values at compile time),
    so an array of these can be handed to poll() with a cast. */
@@ -1873,9 +1925,9 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
 /* Copies the counters. */
 RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out);
 
-/* ==== >>http client end =================================================== */
+/* ==== http client end ===================================================== */
 
-/* ==== >>http server (declarations) ======================================== */
+/* ==== http server ========================================================= */
 /* Server limits and defaults (a zeroed desc field means the default). */
 enum {
     RSD_HTTP_SERVER_DEFAULT_MAX_CONNS = 32,
@@ -1994,16 +2046,19 @@ RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
 /* Copies the counters. */
 RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_server_stats *out);
 
-/* ==== >>http server end =================================================== */
+/* ==== http server end ===================================================== */
 
-/* ==== >>drive (declarations) ============================================== */
+/* ==== ensure ============================================================== */
 /* Manual: "drive" in the doc block at the top of this file. */
 enum {
     RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_HTTP_REQUESTS = 3,   /* the owned client's default request slots and sockets */
+    RSD_ENSURE_HTTP_REQUEST_BYTES = 16384, /* its default request limit (URL, headers, a load body) */
+    RSD_ENSURE_HTTP_HEADER_BYTES = 16384   /* its default response head limit */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -2023,7 +2078,9 @@ typedef struct rsd_ensurer rsd_ensurer;
 typedef struct rsd_ensurer_desc {
     rsd_allocator allocator;
     rsd_logger logger;
-    rsd_http_client_desc http;        /* owned client's limits; allocator/logger default to the above */
+    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_* and bodies of
+                                         limits.max_body_bytes); allocator/logger default to the above */
+    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults); allocator as above */
     const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
     bool no_state;                    /* no state directory: no lock, attribution, generation */
     bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
@@ -2056,7 +2113,7 @@ typedef struct rsd_ensure_req {
     const char *bearer;               /* API key; NULL = none; never logged */
     bool observe;                     /* observe-only for this request (never mutates) */
     bool user_managed;                /* the target is user-managed (observe-only) */
-    bool keep_pinned;                 /* the model will be tag-pinned (R26) */
+    bool keep_pinned;                 /* the model will be tag-pinned */
 } rsd_ensure_req;
 
 /* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
@@ -2084,6 +2141,9 @@ typedef struct rsd_ensure_result {
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
+/* Bytes rsd_ensurer_create(desc) allocates (NULL = defaults), without the state directory,
+   etcd and TLS; 0 when desc is invalid. */
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 /* Releases a held lock, closes sockets, frees everything; NULL is fine. */
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
 /* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
@@ -2110,9 +2170,9 @@ RSD_API bool rsd_ensurer_has_state(const rsd_ensurer *e);
 RSD_API const char *rsd_runtime_kind_str(int kind);
 /* Parses a runtime name (as rsd_runtime_kind_str, any case; "router" = llamacpp). */
 RSD_API int rsd_runtime_kind_parse(const char *s);
-/* ==== >>drive end ========================================================= */
+/* ==== ensure end ========================================================== */
 
-/* ==== >>proc (declarations) =============================================== */
+/* ==== proc ================================================================ */
 /* Manual: "PROC" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
 enum {
@@ -2130,7 +2190,7 @@ enum {
     RSD_PROC_NAME_MAX = 64,              /* bytes of a process label, including the NUL */
     RSD_PROC_PATH_MAX = 4096,            /* longest resolved program path */
     RSD_PROC_TERM_GRACE_DEFAULT_MS = 10000,     /* SIGTERM -> SIGKILL (desc.term_grace_ms) */
-    RSD_PROC_START_DEADLINE_DEFAULT_MS = 300000,/* STARTING -> START_TIMEOUT (W31, P44) */
+    RSD_PROC_START_DEADLINE_DEFAULT_MS = 300000,/* STARTING -> START_TIMEOUT */
     RSD_PROC_KILL_WAIT_DEFAULT_MS = 5000,       /* SIGKILL -> STUCK notice if not reaped */
     RSD_PROC_PROBE_FIRST_DEFAULT_MS = 10,       /* first readiness probe after the spawn */
     RSD_PROC_PROBE_MAX_DEFAULT_MS = 500,        /* probe interval doubles up to this */
@@ -2196,7 +2256,7 @@ typedef struct rsd_proc_spec {
     const char *model;          /* {model}: model file path */
     const char *alias;          /* {alias}: served model name; NULL/"" = unset */
     const char *host;           /* {host}: NULL = "127.0.0.1" */
-    uint16_t port;              /* {port}: 0 = pick a free loopback port (bind port 0, W30) */
+    uint16_t port;              /* {port}: 0 = pick a free loopback port (bind port 0) */
     int64_t ctx;                /* {ctx}: context size; <= 0 = unset */
     int parallel;               /* {parallel}: slots; <= 0 = unset */
     const char *ngl;            /* {ngl}: GPU layers ("99", "auto", "all"); NULL/"" = unset */
@@ -2209,7 +2269,7 @@ typedef struct rsd_proc_spec {
     void *user;                 /* echoed in events and info */
 } rsd_proc_spec;
 
-/* The built-in llama-server template (wire.md 2.1, P43):
+/* The built-in llama-server template:
    -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel} ?-ngl {ngl}
    ?--alias {alias} {extra}. NULL-terminated. */
 RSD_API const char *const *rsd_proc_llama_args(void);
@@ -2293,7 +2353,8 @@ RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
 RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
 /* The next time rsd_procs_step has timed work (no side effects). */
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
-/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap). */
+/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap).
+   Windows: none (the supervisor checks its pipes on the timer of next_deadline). */
 RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
@@ -2312,9 +2373,9 @@ RSD_API const char *rsd_proc_state_name(int state);
 /* Name of an rsd_proc_event_kind (never NULL). */
 RSD_API const char *rsd_proc_event_name(int kind);
 #endif /* RSD_NO_PROCESS */
-/* ==== >>proc end ========================================================== */
+/* ==== proc end ============================================================ */
 
-/* ==== >>state (declarations) ============================================== */
+/* ==== state =============================================================== */
 /* State under a state directory: persisted attribution (models / LM Studio instances
    this library loaded) and a cross-process lock, one file each per target key. */
 enum {
@@ -2455,7 +2516,7 @@ RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance);
-/* Cross-process mutation generation of key (W2): *out = 0 when never bumped. A cache
+/* Cross-process mutation generation of key: *out = 0 when never bumped. A cache
    entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
 /* Increments key's generation after a mutation (load/unload); *out = the new value. */
@@ -2481,9 +2542,9 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
 RSD_API const char *rsd_state_last_error(const rsd_state *st);
 /* Index of (model, instance) in set (instance NULL = any), or RSD_ERR_NOT_FOUND. */
 RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance);
-/* ==== >>state end ========================================================= */
+/* ==== state end =========================================================== */
 
-/* ==== >>etcd (declarations) =============================================== */
+/* ==== etcd ================================================================ */
 /* Manual: "ETCD" in the doc block at the top of this file. The lock, the attribution and
    the generation of a target on etcd v3 (its JSON gateway), for several hosts. */
 enum {
@@ -2562,9 +2623,9 @@ RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co);
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
 /* Splits "etcd://h:p/prefix" into the gateway root ("http://h:p") and the prefix. RSD_OK or RSD_ERR_URL. */
 RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap);
-/* ==== >>etcd end ========================================================== */
+/* ==== etcd end ============================================================ */
 
-/* ==== >>fleet (declarations) ============================================== */
+/* ==== fleet =============================================================== */
 /* Manual: "fleet" in the doc block at the top of this file. */
 #ifndef RSD_NO_PROCESS
 enum {
@@ -2738,7 +2799,7 @@ RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
 /* Name of an rsd_fleet_event_kind (never NULL). */
 RSD_API const char *rsd_fleet_event_name(int kind);
 #endif /* RSD_NO_PROCESS */
-/* ==== >>fleet end ========================================================= */
+/* ==== fleet end =========================================================== */
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -2751,8 +2812,8 @@ RSD_API const char *rsd_fleet_event_name(int kind);
 #if defined(RESIDENCY_HTTP_IMPLEMENTATION) && !defined(RESIDENCY_HTTP_IMPL_INCLUDED)
 #define RESIDENCY_HTTP_IMPL_INCLUDED 1
 
-/* ==== >>url (implementation) ============================================== */
-/* ASCII-only helpers (no locale), shared by >>url and >>httpparse (rsdi_ascii_lower and
+/* ==== >>url =============================================================== */
+/* ASCII-only helpers (no locale), shared by the url and httpparse sections (rsdi_ascii_lower and
    rsdi_ieq_c are the core's). */
 /* Case-insensitive equality of s[0..n) with a lower-case NUL-terminated literal. */
 RSDI_PRIVATE bool rsdi_ieq_lit(const char *s, size_t n, const char *lit) {
@@ -2922,9 +2983,9 @@ RSD_API int rsd_url_parse(rsd_url *out, const char *s, size_t len) {
     return RSD_OK;
 }
 
-/* ==== >>url end =========================================================== */
+/* ==== url end ============================================================= */
 
-/* ==== >>httpparse (implementation) ======================================== */
+/* ==== >>httpparse ========================================================= */
 /* RFC 9110 tchar as a 256-bit map. */
 static const uint32_t rsdi_http_tchar_map[8] = {
     0x00000000u, 0x03ff6cfau, 0xc7fffffeu, 0x57ffffffu, 0x00000000u, 0x00000000u, 0x00000000u, 0x00000000u};
@@ -3380,10 +3441,9 @@ fail:
     return RSD_ERR_PROTOCOL;
 }
 
-/* ==== >>httpparse end ===================================================== */
+/* ==== httpparse end ======================================================= */
 
-/* ==== >>http client (implementation) ====================================== */
-/* ---- >>net: socket helpers shared by the client and the server ----------------
+/* ==== >>net: socket helpers shared by the client and the server ============
    The only place that knows which socket API it is: POSIX sockets, or Winsock 2 on
    Windows (_WIN32). Everything above calls these wrappers; a failed call leaves a
    POSIX errno value in errno on both (Winsock's WSAGetLastError() codes are mapped).
@@ -3476,6 +3536,29 @@ RSDI_PRIVATE int rsdi_wsa_errno(int w) {
     case WSANOTINITIALISED: case WSASYSNOTREADY: case WSAVERNOTSUPPORTED: return ENETDOWN;
     default: return EIO;
     }
+}
+/* Windows: paths are UTF-8 here and UTF-16 for the W calls; errors become errno values. */
+RSDI_PRIVATE int rsdi_win_errno(DWORD w) {
+    switch (w) {
+    case ERROR_FILE_NOT_FOUND: case ERROR_PATH_NOT_FOUND: case ERROR_INVALID_DRIVE: return ENOENT;
+    case ERROR_ACCESS_DENIED: return EACCES;
+    case ERROR_SHARING_VIOLATION: case ERROR_LOCK_VIOLATION: case ERROR_IO_PENDING: return EWOULDBLOCK;
+    case ERROR_FILE_EXISTS: case ERROR_ALREADY_EXISTS: return EEXIST;
+    case ERROR_DISK_FULL: case ERROR_HANDLE_DISK_FULL: return ENOSPC;
+    case ERROR_NOT_ENOUGH_MEMORY: case ERROR_OUTOFMEMORY: return ENOMEM;
+    case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
+    case ERROR_FILENAME_EXCED_RANGE: return ENAMETOOLONG;
+    case ERROR_DIRECTORY: return ENOTDIR;
+    case ERROR_INVALID_PARAMETER: case ERROR_INVALID_NAME: return EINVAL;
+    case ERROR_BAD_EXE_FORMAT: case ERROR_EXE_MACHINE_TYPE_MISMATCH: return ENOEXEC;
+    case ERROR_BROKEN_PIPE: return EPIPE;
+    default: return EIO;
+    }
+}
+RSDI_PRIVATE bool rsdi_win_path(const char *path, wchar_t *w, int cap) {
+    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, cap) > 0) return true;
+    errno = ENAMETOOLONG;
+    return false;
 }
 RSDI_PRIVATE int rsdi_sock_fail(void) {
     errno = rsdi_wsa_errno(WSAGetLastError());
@@ -3638,7 +3721,200 @@ static const rsdi_io rsdi_io_plain = {rsdi_plain_recv, rsdi_plain_send, rsdi_pla
 
 RSDI_PRIVATE bool rsdi_would_block(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
 
-/* ---- >>tls: mbedTLS transport (RSD_HTTP_MBEDTLS) -------------------------------
+/* Non-blocking and not inherited by children: O_NONBLOCK and FD_CLOEXEC, or on
+   Windows FIONBIO and no HANDLE_FLAG_INHERIT. */
+RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
+#if defined(_WIN32)
+    u_long on = 1;
+    if (ioctlsocket((SOCKET)fd, FIONBIO, &on) != 0) return rsdi_sock_fail();
+    (void)SetHandleInformation((HANDLE)(uintptr_t)(SOCKET)fd, HANDLE_FLAG_INHERIT, 0);
+    return 0;
+#else
+    int fl = fcntl(fd, F_GETFL, 0);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
+    return 0;
+#endif
+}
+
+RSDI_PRIVATE void rsdi_sock_opts(int fd) {
+    rsdi_sock_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+#if defined(SO_NOSIGPIPE)
+    rsdi_sock_setint(fd, SOL_SOCKET, SO_NOSIGPIPE, 1);
+#endif
+}
+
+/* A non-blocking, close-on-exec stream socket; -1 with errno. */
+RSDI_PRIVATE int rsdi_sock_open(int family) {
+    int fd;
+#if defined(_WIN32)
+    SOCKET sk = WSASocketW(family, SOCK_STREAM, IPPROTO_TCP, NULL, 0, WSA_FLAG_NO_HANDLE_INHERIT);
+    if (sk == INVALID_SOCKET) return rsdi_sock_fail();
+    fd = (int)sk;
+    if (rsdi_fd_nonblock(fd) < 0) {
+        int e = errno;
+        rsdi_sock_close(fd);
+        errno = e;
+        return -1;
+    }
+#elif defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
+    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+#else
+    fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (rsdi_fd_nonblock(fd) < 0) {
+        int e = errno;
+        rsdi_sock_close(fd);
+        errno = e;
+        return -1;
+    }
+#endif
+    rsdi_sock_opts(fd);
+    return fd;
+}
+
+typedef struct rsdi_addr {
+    struct sockaddr_storage ss;
+    socklen_t len;
+} rsdi_addr;
+
+/* Numeric IPv4/IPv6 text (NUL-terminated) + port into *a; RSD_OK or RSD_ERR_RESOLVE. */
+RSDI_PRIVATE int rsdi_addr_make(rsdi_addr *a, const char *numeric, uint16_t port) {
+    memset(a, 0, sizeof *a);
+    {
+        struct sockaddr_in *v4 = (struct sockaddr_in *)(void *)&a->ss;
+        if (inet_pton(AF_INET, numeric, &v4->sin_addr) == 1) {
+            v4->sin_family = AF_INET;
+            v4->sin_port = htons(port);
+            a->len = (socklen_t)sizeof *v4;
+            return RSD_OK;
+        }
+    }
+    {
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)(void *)&a->ss;
+        if (inet_pton(AF_INET6, numeric, &v6->sin6_addr) == 1) {
+            v6->sin6_family = AF_INET6;
+            v6->sin6_port = htons(port);
+            a->len = (socklen_t)sizeof *v6;
+            return RSD_OK;
+        }
+    }
+    return RSD_ERR_RESOLVE;
+}
+
+RSDI_PRIVATE bool rsdi_addr_eq(const rsdi_addr *a, const rsdi_addr *b) {
+    return a->len == b->len && memcmp(&a->ss, &b->ss, (size_t)a->len) == 0;
+}
+
+RSDI_PRIVATE uint64_t rsdi_deadline(uint64_t start, uint32_t ms) {
+    if (ms == RSD_TIMEOUT_NONE) return RSD_DEADLINE_NONE;
+    if (start > RSD_DEADLINE_NONE - 1 - ms) return RSD_DEADLINE_NONE - 1;
+    return start + ms;
+}
+
+/* Bounded appender used to build heads; `over` latches on overflow. */
+typedef struct rsdi_wbuf {
+    char *p;
+    size_t cap, len;
+    bool over;
+} rsdi_wbuf;
+
+RSDI_PRIVATE void rsdi_w_put(rsdi_wbuf *w, const char *s, size_t n) {
+    if (w->over || n > w->cap - w->len) {
+        w->over = true;
+        return;
+    }
+    if (n) memcpy(w->p + w->len, s, n);
+    w->len += n;
+}
+
+RSDI_PRIVATE void rsdi_w_puts(rsdi_wbuf *w, const char *s) { rsdi_w_put(w, s, strlen(s)); }
+
+RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
+    char t[24];
+    int i = 24;
+    do {
+        t[--i] = "0123456789abcdef"[v % (uint64_t)base];
+        v /= (uint64_t)base;
+    } while (v && i > 0);
+    rsdi_w_put(w, t + i, (size_t)(24 - i));
+}
+
+/* RFC 9110 tchar. */
+RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
+    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+}
+
+RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
+    size_t i;
+    if (s.len == 0 || !s.ptr) return false;
+    for (i = 0; i < s.len; i++)
+        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
+    return true;
+}
+
+/* Header value: no CR, LF or other control bytes except TAB. */
+RSDI_PRIVATE bool rsdi_value_ok(rsd_str s) {
+    size_t i;
+    if (s.len && !s.ptr) return false;
+    for (i = 0; i < s.len; i++) {
+        unsigned char ch = (unsigned char)s.ptr[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return false;
+    }
+    return true;
+}
+
+RSDI_PRIVATE bool rsdi_headers_ok(const rsd_http_header *h, size_t n) {
+    size_t i;
+    if (n && !h) return false;
+    for (i = 0; i < n; i++)
+        if (!rsdi_token_ok(h[i].name) || !rsdi_value_ok(h[i].value)) return false;
+    return true;
+}
+
+RSDI_PRIVATE void rsdi_w_headers(rsdi_wbuf *w, const rsd_http_header *h, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        rsdi_w_put(w, h[i].name.ptr, h[i].name.len);
+        rsdi_w_put(w, ": ", 2);
+        rsdi_w_put(w, h[i].value.ptr, h[i].value.len);
+        rsdi_w_put(w, "\r\n", 2);
+    }
+}
+
+RSD_API uint64_t rsd_now_ms(void) {
+#if defined(_WIN32)
+    LARGE_INTEGER f, t;
+    if (!QueryPerformanceFrequency(&f) || !QueryPerformanceCounter(&t) || f.QuadPart <= 0) return 0;
+    return (uint64_t)(t.QuadPart / f.QuadPart) * 1000u +
+           (uint64_t)(t.QuadPart % f.QuadPart) * 1000u / (uint64_t)f.QuadPart;
+#else
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+#endif
+}
+
+/* Milliseconds since 1970 on the wall clock (0 when unknown). */
+RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
+#if defined(_WIN32)
+    FILETIME ft;
+    uint64_t t;
+    GetSystemTimeAsFileTime(&ft);
+    t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime; /* 100 ns since 1601 */
+    return t < 116444736000000000ull ? 0 : (t - 116444736000000000ull) / 10000u;
+#else
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+#endif
+}
+
+/* ==== net end ============================================================= */
+
+/* ==== >>tls: mbedTLS transport (RSD_HTTP_MBEDTLS) ============================
    One rsdi_tls per client (config, RNG, CA chain) and one rsdi_tls_conn per socket
    slot, all set up in create (mbedtls_ssl_setup allocates the record buffers then);
    the handshake runs non-blocking inside step. Without RSD_HTTP_MBEDTLS the hooks
@@ -3972,199 +4248,9 @@ RSDI_PRIVATE short rsdi_tls_want(void *ctx) { (void)ctx; return POLLOUT; }
 RSDI_PRIVATE bool rsdi_tls_pending(const rsdi_io *io, void *ctx) { (void)io; (void)ctx; return false; }
 RSDI_PRIVATE bool rsdi_tls_usable(const rsdi_tls *t) { (void)t; return false; }
 #endif /* RSD_HTTP_MBEDTLS */
-/* ---- >>tls end ----------------------------------------------------------------- */
+/* ==== tls end ============================================================= */
 
-/* Non-blocking and not inherited by children: O_NONBLOCK and FD_CLOEXEC, or on
-   Windows FIONBIO and no HANDLE_FLAG_INHERIT. */
-RSDI_PRIVATE int rsdi_fd_nonblock(int fd) {
-#if defined(_WIN32)
-    u_long on = 1;
-    if (ioctlsocket((SOCKET)fd, FIONBIO, &on) != 0) return rsdi_sock_fail();
-    (void)SetHandleInformation((HANDLE)(uintptr_t)(SOCKET)fd, HANDLE_FLAG_INHERIT, 0);
-    return 0;
-#else
-    int fl = fcntl(fd, F_GETFL, 0);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
-    return 0;
-#endif
-}
-
-RSDI_PRIVATE void rsdi_sock_opts(int fd) {
-    rsdi_sock_setint(fd, IPPROTO_TCP, TCP_NODELAY, 1);
-#if defined(SO_NOSIGPIPE)
-    rsdi_sock_setint(fd, SOL_SOCKET, SO_NOSIGPIPE, 1);
-#endif
-}
-
-/* A non-blocking, close-on-exec stream socket; -1 with errno. */
-RSDI_PRIVATE int rsdi_sock_open(int family) {
-    int fd;
-#if defined(_WIN32)
-    SOCKET sk = WSASocketW(family, SOCK_STREAM, IPPROTO_TCP, NULL, 0, WSA_FLAG_NO_HANDLE_INHERIT);
-    if (sk == INVALID_SOCKET) return rsdi_sock_fail();
-    fd = (int)sk;
-    if (rsdi_fd_nonblock(fd) < 0) {
-        int e = errno;
-        rsdi_sock_close(fd);
-        errno = e;
-        return -1;
-    }
-#elif defined(SOCK_NONBLOCK) && defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
-    fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-#else
-    fd = socket(family, SOCK_STREAM, 0);
-    if (fd < 0) return -1;
-    if (rsdi_fd_nonblock(fd) < 0) {
-        int e = errno;
-        rsdi_sock_close(fd);
-        errno = e;
-        return -1;
-    }
-#endif
-    rsdi_sock_opts(fd);
-    return fd;
-}
-
-typedef struct rsdi_addr {
-    struct sockaddr_storage ss;
-    socklen_t len;
-} rsdi_addr;
-
-/* Numeric IPv4/IPv6 text (NUL-terminated) + port into *a; RSD_OK or RSD_ERR_RESOLVE. */
-RSDI_PRIVATE int rsdi_addr_make(rsdi_addr *a, const char *numeric, uint16_t port) {
-    memset(a, 0, sizeof *a);
-    {
-        struct sockaddr_in *v4 = (struct sockaddr_in *)(void *)&a->ss;
-        if (inet_pton(AF_INET, numeric, &v4->sin_addr) == 1) {
-            v4->sin_family = AF_INET;
-            v4->sin_port = htons(port);
-            a->len = (socklen_t)sizeof *v4;
-            return RSD_OK;
-        }
-    }
-    {
-        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)(void *)&a->ss;
-        if (inet_pton(AF_INET6, numeric, &v6->sin6_addr) == 1) {
-            v6->sin6_family = AF_INET6;
-            v6->sin6_port = htons(port);
-            a->len = (socklen_t)sizeof *v6;
-            return RSD_OK;
-        }
-    }
-    return RSD_ERR_RESOLVE;
-}
-
-RSDI_PRIVATE bool rsdi_addr_eq(const rsdi_addr *a, const rsdi_addr *b) {
-    return a->len == b->len && memcmp(&a->ss, &b->ss, (size_t)a->len) == 0;
-}
-
-RSDI_PRIVATE uint64_t rsdi_deadline(uint64_t start, uint32_t ms) {
-    if (ms == RSD_TIMEOUT_NONE) return RSD_DEADLINE_NONE;
-    if (start > RSD_DEADLINE_NONE - 1 - ms) return RSD_DEADLINE_NONE - 1;
-    return start + ms;
-}
-
-/* Bounded appender used to build heads; `over` latches on overflow. */
-typedef struct rsdi_wbuf {
-    char *p;
-    size_t cap, len;
-    bool over;
-} rsdi_wbuf;
-
-RSDI_PRIVATE void rsdi_w_put(rsdi_wbuf *w, const char *s, size_t n) {
-    if (w->over || n > w->cap - w->len) {
-        w->over = true;
-        return;
-    }
-    if (n) memcpy(w->p + w->len, s, n);
-    w->len += n;
-}
-
-RSDI_PRIVATE void rsdi_w_puts(rsdi_wbuf *w, const char *s) { rsdi_w_put(w, s, strlen(s)); }
-
-RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
-    char t[24];
-    int i = 24;
-    do {
-        t[--i] = "0123456789abcdef"[v % (uint64_t)base];
-        v /= (uint64_t)base;
-    } while (v && i > 0);
-    rsdi_w_put(w, t + i, (size_t)(24 - i));
-}
-
-/* RFC 9110 tchar. */
-RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
-    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
-}
-
-RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
-    size_t i;
-    if (s.len == 0 || !s.ptr) return false;
-    for (i = 0; i < s.len; i++)
-        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
-    return true;
-}
-
-/* Header value: no CR, LF or other control bytes except TAB. */
-RSDI_PRIVATE bool rsdi_value_ok(rsd_str s) {
-    size_t i;
-    if (s.len && !s.ptr) return false;
-    for (i = 0; i < s.len; i++) {
-        unsigned char ch = (unsigned char)s.ptr[i];
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) return false;
-    }
-    return true;
-}
-
-RSDI_PRIVATE bool rsdi_headers_ok(const rsd_http_header *h, size_t n) {
-    size_t i;
-    if (n && !h) return false;
-    for (i = 0; i < n; i++)
-        if (!rsdi_token_ok(h[i].name) || !rsdi_value_ok(h[i].value)) return false;
-    return true;
-}
-
-RSDI_PRIVATE void rsdi_w_headers(rsdi_wbuf *w, const rsd_http_header *h, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        rsdi_w_put(w, h[i].name.ptr, h[i].name.len);
-        rsdi_w_put(w, ": ", 2);
-        rsdi_w_put(w, h[i].value.ptr, h[i].value.len);
-        rsdi_w_put(w, "\r\n", 2);
-    }
-}
-
-RSD_API uint64_t rsd_now_ms(void) {
-#if defined(_WIN32)
-    LARGE_INTEGER f, t;
-    if (!QueryPerformanceFrequency(&f) || !QueryPerformanceCounter(&t) || f.QuadPart <= 0) return 0;
-    return (uint64_t)(t.QuadPart / f.QuadPart) * 1000u +
-           (uint64_t)(t.QuadPart % f.QuadPart) * 1000u / (uint64_t)f.QuadPart;
-#else
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-#endif
-}
-
-/* Milliseconds since 1970 on the wall clock (0 when unknown). */
-RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
-#if defined(_WIN32)
-    FILETIME ft;
-    uint64_t t;
-    GetSystemTimeAsFileTime(&ft);
-    t = ((uint64_t)ft.dwHighDateTime << 32) | ft.dwLowDateTime; /* 100 ns since 1601 */
-    return t < 116444736000000000ull ? 0 : (t - 116444736000000000ull) / 10000u;
-#else
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-#endif
-}
-
+/* ==== >>client: the HTTP/1.1 client ======================================= */
 /* ---- SSE line reader ---------------------------------------------------------- */
 enum { RSDI_SSE_LINE = 0, RSDI_SSE_FIELD, RSDI_SSE_SPACE, RSDI_SSE_VALUE, RSDI_SSE_SKIP };
 enum { RSDI_SSE_T_NONE = 0, RSDI_SSE_T_DATA, RSDI_SSE_T_EVENT, RSDI_SSE_T_ID };
@@ -4365,6 +4451,16 @@ RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
     if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS;
     if (d->max_header_bytes < 64 || d->max_request_bytes < 64) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
+}
+
+/* Bytes rsd_http_client_create allocates for d (already fixed), without TLS; 0 = overflow. */
+RSDI_PRIVATE size_t rsdi_client_footprint(const rsd_http_client_desc *d) {
+    size_t per = 0, total = 0;
+    if (!rsdi_size_add(d->max_request_bytes, d->max_header_bytes, &per) || !rsdi_size_add(per, d->max_body_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d->max_requests, &total))
+        return 0;
+    return sizeof(rsd_http_client) + total + (sizeof(rsdi_cconn) + sizeof(rsd_pollfd)) * (size_t)d->max_conns +
+           sizeof(rsdi_creq) * (size_t)d->max_requests;
 }
 
 RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc) {
@@ -5367,11 +5463,11 @@ RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_clie
     else *out = c->stats;
 }
 
-/* ==== >>http client end =================================================== */
+/* ==== client end ========================================================== */
 
-/* ==== >>http server (implementation) ====================================== */
+/* ==== >>server: the HTTP/1.1 server ======================================= */
 #ifndef RSD_NO_HTTP_SERVER
-/* Uses the >>net helpers from the >>http client section above. */
+/* Uses the socket helpers of the net section. */
 enum { RSDI_SC_FREE = 0, RSDI_SC_READ, RSDI_SC_PENDING, RSDI_SC_STREAM, RSDI_SC_CLOSING, RSDI_SC_ZOMBIE };
 enum { RSDI_SRV_SLACK = 1024, RSDI_SEV_PULLED = 2 };
 
@@ -6258,16 +6354,16 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 }
 
 #endif /* RSD_NO_HTTP_SERVER */
-/* ==== >>http server end =================================================== */
+/* ==== server end ========================================================== */
 
-/* ==== >>drive (implementation) ============================================ */
+/* ==== >>ensure: rsd_ensurer, the reconcile over sockets =================== */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if !defined(_WIN32) /* Windows: winsock2.h / ws2tcpip.h from >>net */
+#if !defined(_WIN32) /* Windows: winsock2.h / ws2tcpip.h from the net section */
 #include <poll.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -6380,9 +6476,9 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
-    union {
-        rsd_detect det;               /* while detecting */
-        rsd_reconcile rc;             /* while reconciling */
+    struct {
+        rsd_detect det;               /* while detecting (its tokens are rc's) */
+        rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
     } m;
 };
 
@@ -6581,6 +6677,26 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
+/* The owned client's desc: the user's, with the ensurer's defaults where it is zero (one
+   listing request and the /models/sse stream at a time; bodies as large as the reconcile
+   parses). */
+RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
+    rsd_http_client_desc hd = d->http;
+    rsd_reconcile_limits lim = d->limits;
+    if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
+    if (!hd.logger.fn) hd.logger = d->logger;
+    if (!hd.max_requests) hd.max_requests = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_conns) hd.max_conns = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_request_bytes) hd.max_request_bytes = RSD_ENSURE_HTTP_REQUEST_BYTES;
+    if (!hd.max_header_bytes) hd.max_header_bytes = RSD_ENSURE_HTTP_HEADER_BYTES;
+    if (!hd.max_body_bytes) {
+        int models = lim.max_models ? lim.max_models : (int)RSD_LISTING_DEFAULT_MODELS;
+        hd.max_body_bytes = lim.max_body_bytes ? lim.max_body_bytes
+                          : models > 0 ? (size_t)models * RSD_RECONCILE_BODY_PER_MODEL : 0;
+    }
+    return hd;
+}
+
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
@@ -6610,15 +6726,24 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     memset(e, 0, sizeof *e);
     e->alloc = d.allocator;
     e->logger = d.logger;
-    hd = d.http;
-    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
-    if (!hd.logger.fn) hd.logger = d.logger;
+    hd = rsdi_en_http_desc(&d);
     e->user_resolve = hd.resolve_fn;
     e->user_resolve_user = hd.resolve_user;
     hd.resolve_fn = rsdi_en_resolve_hook;
     hd.resolve_user = e;
+    {
+        rsd_reconcile_limits lim = d.limits;
+        if (!lim.allocator.alloc_fn) lim.allocator = d.allocator;
+        if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
+            rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
+                      RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
+            rsdi_free(&e->alloc, e);
+            return NULL;
+        }
+    }
     e->http = rsd_http_client_create(&hd);
     if (!e->http) {
+        rsd_reconcile_release(&e->m.rc);
         rsdi_free(&e->alloc, e);
         return NULL;
     }
@@ -6629,7 +6754,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         sd.lock_fail_closed = d.lock_fail_closed;
         sd.allocator = d.allocator;
         sd.logger = d.logger;
-        if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without (K5) */
+        if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
     }
     {
         const char *cu = d.coord ? d.coord : d.ignore_env ? NULL : getenv("RESIDENCY_COORD");
@@ -6657,6 +6782,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
                           "ensurer: cannot use the coordinator '%.200s'", cu);
                 rsd_state_close(e->st);
                 rsd_http_client_destroy(e->http);
+                rsd_reconcile_release(&e->m.rc);
                 rsdi_free(&e->alloc, e);
                 return NULL;
             }
@@ -6692,8 +6818,23 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
     rsd_state_close(e->st);
+    rsd_reconcile_release(&e->m.rc);
     a = e->alloc;
     rsdi_free(&a, e);
+}
+
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_reconcile_limits lim;
+    size_t rc, http;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    hd = rsdi_en_http_desc(&d);
+    lim = d.limits;
+    if (rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) || !(rc = rsd_reconcile_footprint(&lim)))
+        return 0;
+    return sizeof(rsd_ensurer) - sizeof(rsd_reconcile) + rc + http;
 }
 
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
@@ -6866,7 +7007,7 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
 
 /* The target's attribution: plain entries (models this library loaded there) as ours[],
    entries naming an instance as owned[] -- or, without a state directory, the instances
-   this ensurer loaded itself (upstream S33). */
+   this ensurer loaded itself. */
 RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     size_t i;
     int k;
@@ -6937,7 +7078,7 @@ RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
     rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ENV_UNKNOWN, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL, fmt, v);
 }
 
-/* The TTL fast path (R40, W2), before the attribution is read and the reconcile is set
+/* The TTL fast path, before the attribution is read and the reconcile is set
    up: a live decision-cache entry for (key, model) under this generation (a hit under
    another generation is a miss) ends the ensure with no request, as the reconcile's own
    lookup would. A bearer the reconcile would reject takes the slow path (its error). */
@@ -6993,7 +7134,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.residency_env = rsdi_en_env(e);
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
-    d.explicit_load = true; /* ensuring residency is an explicit load (S25) */
+    d.explicit_load = true; /* ensuring residency is an explicit load */
     d.lock = e->st != NULL || e->co != NULL;
     d.has_generation = has_gen;
     d.generation = gen;
@@ -7122,6 +7263,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
+        e->m.det.toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->m.det.n_toks = e->m.rc.max_tokens;
         if ((rc = rsd_detect_begin(&e->m.det, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
@@ -7522,17 +7665,33 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
     if (out) rsd_ensure_query(e, out);
     return rc;
 }
-/* ==== >>drive end ========================================================= */
+/* ==== ensure end ========================================================== */
 
-/* ==== >>proc (implementation) ============================================= */
+/* ==== >>proc ============================================================== */
 #ifndef RSD_NO_PROCESS
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* The platform layer of the supervisor: the functions marked "platform" below have a
+   POSIX body and a Windows (_WIN32) body; everything else is one shared copy. */
+#if defined(_WIN32) /* windows.h and winsock2.h from the net section */
+#include <wchar.h>
+#include <sys/stat.h>
+typedef long rsdi_pid_t;         /* a Windows process id */
+#define RSDI_SIGTERM 15          /* the graceful stop: CTRL_BREAK_EVENT to its group */
+#define RSDI_SIGKILL 9           /* TerminateJobObject */
+#define RSDI_PROC_KILL_CODE 137u /* exit code TerminateJobObject gives (128 + 9) */
+#define RSDI_PROC_PIPE_BYTES 65536u  /* output pipe buffer */
+#define RSDI_PROC_POLL_MIN_MS 10u    /* pipe and exit checked on a timer: 10 ms after */
+#define RSDI_PROC_POLL_MAX_MS 100u   /* output, doubling to 100 ms while quiet */
+#define RSDI_PROC_WCMD 32768     /* CreateProcessW's command line limit, in UTF-16 units */
+#define RSDI_PROC_WENV 32768     /* environment block (spec.env), in UTF-16 units */
+#define RSDI_PROC_SEP '\\'
+#else
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <unistd.h>
 #include <poll.h>
 #include <sys/types.h>
@@ -7576,6 +7735,11 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
      defined(__OpenBSD__)) && !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_PIPE2 1
 #endif
+typedef pid_t rsdi_pid_t;
+#define RSDI_SIGTERM SIGTERM
+#define RSDI_SIGKILL SIGKILL
+#define RSDI_PROC_SEP '/'
+#endif /* _WIN32 */
 
 #define RSDI_PROC_GROUP_POLL_MS 100u /* the rest of a group after the leader: poll cap */
 #define RSDI_PROC_IDX_BITS 8
@@ -7585,12 +7749,15 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 typedef struct rsdi_proc_slot {
     uint32_t gen;                /* 1..RSDI_PROC_GEN_MAX while in use */
     rsd_proc_state state;
-    pid_t pid;                   /* > 0 until the terminal event (the leader may be reaped) */
-    pid_t pgid;                  /* its process group (= pid), 0 = none or gone */
+    rsdi_pid_t pid;              /* > 0 until the terminal event (the leader may be reaped) */
+    rsdi_pid_t pgid;             /* its process group (= pid; Windows: its job), 0 = none or gone */
     bool reaped;                 /* the leader is reaped; waiting for the rest of its group */
     bool ev_asked;               /* the terminal event is STOPPED (else EXITED) */
     int out_fd;                  /* read end of the output pipe, -1 */
     int pid_fd;                  /* Linux pidfd, -1 */
+#if defined(_WIN32)
+    HANDLE out_h, proc_h, job_h; /* output pipe (read end), process, its job object; NULL */
+#endif
     uint16_t port;
     bool was_ready, stop_requested, killed, timed_out, eof, core_dumped, stuck_sent;
     int exit_code, term_signal, err;
@@ -7628,6 +7795,16 @@ struct rsd_procs {
     const char **argv;           /* RSD_PROC_MAX_ARGS + 1 */
     char **envp;                 /* RSD_PROC_MAX_ENV + 1 */
     char path[RSD_PROC_PATH_MAX];
+#if defined(_WIN32)
+    char *cmd8;                  /* the command line, quoted, UTF-8 (cmd8_cap) */
+    size_t cmd8_cap;
+    wchar_t *wcmd;               /* ... as UTF-16 (RSDI_PROC_WCMD) */
+    wchar_t *wenv;               /* the child's environment block (RSDI_PROC_WENV) */
+    size_t wenv_len;
+    void *attrs;                 /* PROC_THREAD_ATTRIBUTE_LIST (attrs_size), NULL = none */
+    size_t attrs_size;
+    wchar_t wpath[RSD_PROC_PATH_MAX], wcwd[RSD_PROC_PATH_MAX];
+#endif
 };
 
 static const char *const rsdi_proc_llama_args[] = {
@@ -7838,12 +8015,109 @@ RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_ca
 }
 
 /* path, or cwd/path when path is relative and cwd is set, into buf (false: too long). */
+/* Platform: an absolute path ('/'; Windows also '\\', "C:..."), a path with a directory
+   part (not a bare name searched in PATH), the file name part of a path. */
+RSDI_PRIVATE bool rsdi_proc_is_abs(const char *path) {
+#if defined(_WIN32)
+    return path[0] == '/' || path[0] == '\\' ||
+           (((path[0] | 32) >= 'a' && (path[0] | 32) <= 'z') && path[1] == ':');
+#else
+    return path[0] == '/';
+#endif
+}
+RSDI_PRIVATE bool rsdi_proc_has_dir(const char *path) {
+#if defined(_WIN32)
+    return strpbrk(path, "/\\:") != NULL;
+#else
+    return strchr(path, '/') != NULL;
+#endif
+}
+RSDI_PRIVATE const char *rsdi_proc_base(const char *path) {
+    const char *b = path, *c;
+    for (c = path; *c; c++)
+        if (*c == '/' || *c == RSDI_PROC_SEP) b = c + 1;
+    return *b ? b : path;
+}
+
+/* path, or cwd/path when path is relative and cwd is set, into buf (false: too long). */
 RSDI_PRIVATE bool rsdi_proc_join(const char *cwd, const char *path, char *buf, size_t cap) {
-    int n = path[0] != '/' && cwd && cwd[0] ? RSD_SNPRINTF(buf, cap, "%s/%s", cwd, path)
-                                            : RSD_SNPRINTF(buf, cap, "%s", path);
+    int n = !rsdi_proc_is_abs(path) && cwd && cwd[0]
+                ? RSD_SNPRINTF(buf, cap, "%s%c%s", cwd, RSDI_PROC_SEP, path)
+                : RSD_SNPRINTF(buf, cap, "%s", path);
     return n >= 0 && (size_t)n < cap;
 }
 
+/* One argument quoted for a Windows command line so that the Microsoft C runtime's
+   parser (CommandLineToArgvW, the MSVCRT/UCRT startup code) gives it back unchanged:
+   an argument without space, tab, newline, vertical tab or '"' (and not empty) as it
+   is; else inside "...", where a run of n backslashes before a '"' becomes 2n+1
+   backslashes and the '"' itself, a run before the closing quote 2n, and any other
+   run stays n. Writes what fits into out (cap bytes, NUL not written) and returns the
+   length needed. Pure, so it is tested on every platform. */
+RSDI_PRIVATE size_t rsdi_proc_win_quote(const char *arg, char *out, size_t cap) {
+    size_t o = 0, bs = 0, k;
+    const char *c;
+#define RSDI_WQ_PUT(ch) do { if (o < cap) out[o] = (ch); o++; } while (0)
+    if (arg[0] && !strpbrk(arg, " \t\n\v\"")) {
+        for (c = arg; *c; c++) RSDI_WQ_PUT(*c);
+        return o;
+    }
+    RSDI_WQ_PUT('"');
+    for (c = arg;; c++) {
+        if (*c == '\\') { bs++; continue; }
+        if (*c == '\0' || *c == '"') {
+            for (k = 0; k < 2 * bs + (*c == '"'); k++) RSDI_WQ_PUT('\\');
+            if (*c == '\0') break;
+        } else {
+            for (k = 0; k < bs; k++) RSDI_WQ_PUT('\\');
+        }
+        RSDI_WQ_PUT(*c);
+        bs = 0;
+    }
+    RSDI_WQ_PUT('"');
+#undef RSDI_WQ_PUT
+    return o;
+}
+
+/* The whole command line: each of argv quoted, one space between. Length needed. */
+RSDI_PRIVATE size_t rsdi_proc_win_cmdline(const char *const *argv, char *out, size_t cap) {
+    size_t o = 0;
+    int a;
+    for (a = 0; argv[a]; a++) {
+        if (a) {
+            if (o < cap) out[o] = ' ';
+            o++;
+        }
+        o += rsdi_proc_win_quote(argv[a], o < cap ? out + o : out, o < cap ? cap - o : 0);
+    }
+    return o;
+}
+
+/* Platform: an environment entry names var (Windows: case-insensitively). */
+RSDI_PRIVATE bool rsdi_proc_env_is(const char *entry, const char *var, size_t vl) {
+    size_t i;
+    for (i = 0; i < vl; i++) {
+        char a = entry[i], b = var[i];
+#if defined(_WIN32)
+        if (a >= 'a' && a <= 'z') a = (char)(a - 32);
+        if (b >= 'a' && b <= 'z') b = (char)(b - 32);
+#endif
+        if (a != b || a == '\0') return false;
+    }
+    return entry[vl] == '=' || entry[vl] == '\0';
+}
+
+/* The PATH a bare program name is searched in: spec.env's when it sets or removes
+   PATH, else ours. */
+RSDI_PRIVATE const char *rsdi_proc_path_var(const char *const *add) {
+    const char *v = getenv("PATH");
+    int k;
+    for (k = 0; add && add[k]; k++)
+        if (rsdi_proc_env_is(add[k], "PATH", 4)) v = add[k][4] == '=' ? add[k] + 5 : NULL;
+    return v;
+}
+
+#if !defined(_WIN32)
 /* ---- small POSIX helpers ---------------------------------------------------- */
 /* Moves fd to a number >= 3 (close-on-exec), so dup2 onto 0..2 in the child cannot
    clobber it. Returns the (possibly new) fd or -1. */
@@ -7873,60 +8147,105 @@ RSDI_PRIVATE int rsdi_proc_pipe(int fds[2]) {
     return 0;
 }
 
-/* A free loopback TCP port: bind port 0, read it back, close (W30). 0 on failure. */
+#endif /* !_WIN32 */
+
+/* A free loopback TCP port: bind port 0 (and listen), read it back, close; the
+   socket helpers of the net section, so one copy for both socket APIs. 0 on failure. */
 RSDI_PRIVATE uint16_t rsdi_proc_free_port(const char *host) {
     struct sockaddr_in a;
-    socklen_t al = sizeof a;
+    struct sockaddr_storage ss;
     uint16_t port = 0;
-    int fd;
-#if defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-#else
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-#endif
+    int fd = rsdi_sock_open(AF_INET);
     if (fd < 0) return 0;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     if (!host || inet_pton(AF_INET, host, &a.sin_addr) != 1)
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = 0;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
+    if (rsdi_sock_listen(fd, (const struct sockaddr *)&a, (socklen_t)sizeof a, 1) == 0 &&
+        rsdi_sock_name(fd, &ss) == 0 && ss.ss_family == AF_INET)
+        port = ntohs(((const struct sockaddr_in *)(const void *)&ss)->sin_port);
+    rsdi_sock_close(fd);
     return port;
 }
 
-/* Resolves exe through PATH (from the child's environment when it sets PATH) into
-   p->path. RSD_OK or an errno value. */
-RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, char *const *envp) {
-    const char *path = NULL, *d;
+/* Platform: why path cannot be run (exec) or read: 0, or an errno value. */
+RSDI_PRIVATE int rsdi_proc_file_err(const char *path, bool exec) {
+#if defined(_WIN32)
+    wchar_t w[RSD_PROC_PATH_MAX];
+    DWORD at;
+    (void)exec; /* what CreateProcessW can run is decided by the file's content */
+    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, RSD_PROC_PATH_MAX) <= 0)
+        return ENAMETOOLONG;
+    at = GetFileAttributesW(w);
+    if (at == INVALID_FILE_ATTRIBUTES) return rsdi_win_errno(GetLastError());
+    return (at & FILE_ATTRIBUTE_DIRECTORY) ? EISDIR : 0;
+#else
+    struct stat sb;
+    if (stat(path, &sb) != 0) return errno;
+    if (S_ISDIR(sb.st_mode)) return EISDIR;
+    return access(path, exec ? X_OK : R_OK) != 0 ? errno : 0;
+#endif
+}
+
+/* Platform: exe as the launch runs it, into p->path: a path as given (Windows: with
+   ".exe" added when the name has no extension and only that file exists, looked up
+   from cwd), else the first match in path (':'-separated; Windows ';', each name also
+   tried with ".exe"). RSD_OK or an errno value. */
+RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, const char *path,
+                                   const char *cwd) {
+    const char *d;
     size_t el = strlen(exe);
     int last_err = ENOENT;
-    if (strchr(exe, '/')) {
+#if defined(_WIN32)
+    const char list_sep = ';';
+    bool ext = strchr(rsdi_proc_base(exe), '.') != NULL;
+#else
+    const char list_sep = ':';
+    (void)cwd;
+#endif
+    if (rsdi_proc_has_dir(exe)) {
         if (el + 1 > sizeof p->path) return ENAMETOOLONG;
         memcpy(p->path, exe, el + 1);
+#if defined(_WIN32)
+        if (!ext && el + 5 <= sizeof p->path) {
+            char f[RSD_PROC_PATH_MAX];
+            if (rsdi_proc_join(cwd, exe, f, sizeof f - 4) && rsdi_proc_file_err(f, true) == ENOENT) {
+                memcpy(f + strlen(f), ".exe", 5);
+                if (rsdi_proc_file_err(f, true) == 0) memcpy(p->path + el, ".exe", 5);
+            }
+        }
+#endif
         return 0;
     }
-    if (envp) {
-        int i;
-        for (i = 0; envp[i]; i++)
-            if (strncmp(envp[i], "PATH=", 5) == 0) path = envp[i] + 5;
-    } else {
-        path = getenv("PATH");
-    }
+#if !defined(_WIN32)
     if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+#else
+    if (!path) path = "";
+#endif
     for (d = path;; d++) {
-        const char *e = strchr(d, ':');
+        const char *e = strchr(d, list_sep);
         size_t dl = e ? (size_t)(e - d) : strlen(d);
+        int x;
         if (dl == 0) { d = "."; dl = 1; }  /* empty entry = current directory */
-        if (dl + 1 + el + 1 <= sizeof p->path) {
-            memcpy(p->path, d, dl);
-            p->path[dl] = '/';
-            memcpy(p->path + dl + 1, exe, el + 1);
-            if (access(p->path, X_OK) == 0) return 0;
-            if (errno == EACCES) last_err = EACCES;
+        for (x = 0; x < 2; x++) {
+#if defined(_WIN32)
+            size_t xl = x ? 4 : 0;
+            if (x && ext) break;
+#else
+            size_t xl = 0;
+            if (x) break;
+#endif
+            if (dl + 1 + el + xl + 1 <= sizeof p->path) {
+                int fe;
+                memcpy(p->path, d, dl);
+                p->path[dl] = RSDI_PROC_SEP;
+                memcpy(p->path + dl + 1, exe, el + 1);
+                if (xl) memcpy(p->path + dl + 1 + el, ".exe", 5);
+                fe = rsdi_proc_file_err(p->path, true);
+                if (fe == 0) return 0;
+                if (fe == EACCES) last_err = EACCES;
+            }
         }
         if (!e) break;
         d = e;
@@ -7940,8 +8259,6 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
     rsdi_proc_out o;
     char file[RSD_PROC_PATH_MAX];
     const char *exe;
-    char *const *envp = NULL;
-    struct stat sb;
     int r, err;
     if (why && cap) why[0] = '\0';
     if (!p || !spec || (!why && cap)) return RSD_ERR_ARG;
@@ -7959,15 +8276,12 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
             if (cap) (void)RSD_SNPRINTF(why, cap, "environment: %s", rsd_result_str(r));
             return r;
         }
-        envp = p->envp;
     }
     exe = rsdi_proc_exe(spec);
-    err = rsdi_proc_resolve(p, exe, envp);
-    if (!err && strchr(exe, '/')) { /* a path: the launch would run exactly this */
+    err = rsdi_proc_resolve(p, exe, rsdi_proc_path_var(spec->env), spec->cwd);
+    if (!err && rsdi_proc_has_dir(exe)) { /* a path: the launch would run exactly this */
         if (!rsdi_proc_join(spec->cwd, p->path, file, sizeof file)) err = ENAMETOOLONG;
-        else if (stat(file, &sb) != 0) err = errno;
-        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
-        else if (access(file, X_OK) != 0) err = errno;
+        else err = rsdi_proc_file_err(file, true);
     }
     if (err) {
         if (cap) (void)RSD_SNPRINTF(why, cap, "cannot run %s: %s", exe, strerror(err));
@@ -7975,9 +8289,7 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
     }
     if (!spec->args && spec->model && spec->model[0]) { /* llama-server's -m FILE */
         if (!rsdi_proc_join(spec->cwd, spec->model, file, sizeof file)) err = ENAMETOOLONG;
-        else if (stat(file, &sb) != 0) err = errno;
-        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
-        else if (access(file, R_OK) != 0) err = errno;
+        else err = rsdi_proc_file_err(file, false);
         if (err) {
             if (cap) (void)RSD_SNPRINTF(why, cap, "cannot read model file %s: %s", spec->model, strerror(err));
             return RSD_ERR_SPAWN;
@@ -7986,8 +8298,54 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
     return RSD_OK;
 }
 
-/* Builds the child's environment into p->envp (environ with spec->env applied).
-   RSD_OK, or RSD_ERR_CAPACITY when it has more than RSD_PROC_MAX_ENV entries. */
+/* Platform: builds the child's environment (ours with spec->env applied) into p->envp
+   (Windows: the UTF-16 block p->wenv). RSD_OK, or RSD_ERR_CAPACITY when it has more
+   than RSD_PROC_MAX_ENV entries (Windows: more than RSDI_PROC_WENV UTF-16 units). */
+#if defined(_WIN32)
+RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
+    wchar_t *cur = GetEnvironmentStringsW(), *e;
+    size_t o = 0;
+    int k, r = RSD_OK;
+    for (e = cur; e && *e && r == RSD_OK; e += wcslen(e) + 1) {
+        size_t el = wcslen(e);
+        bool drop = false;
+        for (k = 0; add[k] && !drop; k++) {
+            const char *aeq = strchr(add[k], '=');
+            size_t al = aeq ? (size_t)(aeq - add[k]) : strlen(add[k]), i;
+            /* an entry's name ends at the first '=' after its first character ("=C:=C:\\") */
+            if (al == 0 || al >= el || e[al] != L'=') continue;
+            for (i = 0; i < al; i++) {
+                wchar_t a = e[i], b = (wchar_t)(unsigned char)add[k][i];
+                if (a >= L'a' && a <= L'z') a = (wchar_t)(a - 32);
+                if (b >= L'a' && b <= L'z') b = (wchar_t)(b - 32);
+                if (a != b) break;
+            }
+            drop = i == al;
+        }
+        if (drop) continue;
+        if (o + el + 2 > RSDI_PROC_WENV) r = RSD_ERR_CAPACITY;
+        else {
+            memcpy(p->wenv + o, e, (el + 1) * sizeof(wchar_t));
+            o += el + 1;
+        }
+    }
+    if (cur) (void)FreeEnvironmentStringsW(cur);
+    for (k = 0; add[k] && r == RSD_OK; k++) {
+        int n;
+        if (!strchr(add[k], '=')) continue;  /* "NAME": unset */
+        n = RSDI_PROC_WENV - (int)o - 1 > 0
+                ? MultiByteToWideChar(CP_UTF8, 0, add[k], -1, p->wenv + o, RSDI_PROC_WENV - (int)o - 1)
+                : 0;
+        if (n <= 0) r = RSD_ERR_CAPACITY;
+        else o += (size_t)n;
+    }
+    if (r != RSD_OK) return r;
+    if (o == 0) p->wenv[o++] = 0; /* an empty block is two NULs */
+    p->wenv[o++] = 0;
+    p->wenv_len = o;
+    return RSD_OK;
+}
+#else
 RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
     extern char **environ;
     int n = 0, i, k;
@@ -8013,7 +8371,9 @@ RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
     p->envp[n] = NULL;
     return RSD_OK;
 }
+#endif
 
+#if !defined(_WIN32)
 /* Closes every descriptor >= from except keep (async-signal-safe: child side). */
 RSDI_PRIVATE void rsdi_proc_close_from(int from, int keep) {
     struct rlimit rl;
@@ -8177,6 +8537,145 @@ RSDI_PRIVATE int rsdi_proc_posix_spawn(rsd_procs *p, const char *cwd, int nullfd
     posix_spawnattr_destroy(&at);
     return r;
 }
+#endif /* !_WIN32 */
+
+/* Platform: starts p->path with p->argv (and the environment rsdi_proc_env built, when
+   own_env) in cwd: stdin the null device, stdout and stderr one pipe whose read end
+   the slot keeps, its own process group (Windows: its own job object too). Sets
+   s->pid, s->pgid and the slot's handles. 0 or an errno value (nothing left running). */
+#if defined(_WIN32)
+RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *cwd, bool own_env) {
+    SECURITY_ATTRIBUTES sa;
+    STARTUPINFOEXW si;
+    PROCESS_INFORMATION pi;
+    HANDLE rd = NULL, wr = NULL, nul = INVALID_HANDLE_VALUE, job = NULL, inherit[2];
+    char file[RSD_PROC_PATH_MAX];
+    DWORD flags = CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_UNICODE_ENVIRONMENT;
+    bool attrs = false;
+    size_t n;
+    int err = 0;
+    n = rsdi_proc_win_cmdline(p->argv, p->cmd8, p->cmd8_cap);
+    if (n >= p->cmd8_cap) return E2BIG;
+    p->cmd8[n] = '\0';
+    if (MultiByteToWideChar(CP_UTF8, 0, p->cmd8, -1, p->wcmd, RSDI_PROC_WCMD) <= 0) return E2BIG;
+    /* CreateProcessW takes a relative program path from our directory, not the child's */
+    if (!rsdi_proc_join(cwd, p->path, file, sizeof file) ||
+        MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, file, -1, p->wpath, RSD_PROC_PATH_MAX) <= 0 ||
+        (cwd && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, cwd, -1, p->wcwd, RSD_PROC_PATH_MAX) <= 0))
+        return ENAMETOOLONG;
+    sa.nLength = (DWORD)sizeof sa;
+    sa.lpSecurityDescriptor = NULL;
+    sa.bInheritHandle = TRUE;
+    if (!CreatePipe(&rd, &wr, &sa, RSDI_PROC_PIPE_BYTES)) return rsdi_win_errno(GetLastError());
+    (void)SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
+    nul = CreateFileW(L"NUL", GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa, OPEN_EXISTING, 0, NULL);
+    if (nul == INVALID_HANDLE_VALUE) err = rsdi_win_errno(GetLastError());
+    if (!err && !(job = CreateJobObjectW(NULL, NULL))) err = rsdi_win_errno(GetLastError());
+    if (!err && !p->survive_parent) { /* children die with their parent: its job's last handle */
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
+        memset(&li, 0, sizeof li);
+        li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+        if (!SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, (DWORD)sizeof li))
+            err = rsdi_win_errno(GetLastError());
+    }
+    if (err) goto out;
+    memset(&si, 0, sizeof si);
+    si.StartupInfo.cb = (DWORD)sizeof si.StartupInfo;
+    si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+    si.StartupInfo.hStdInput = nul;
+    si.StartupInfo.hStdOutput = wr;
+    si.StartupInfo.hStdError = wr;
+    /* only these two handles are inherited, not every inheritable handle of the host */
+    inherit[0] = nul;
+    inherit[1] = wr;
+    if (p->attrs) {
+        SIZE_T sz = (SIZE_T)p->attrs_size;
+        LPPROC_THREAD_ATTRIBUTE_LIST al = (LPPROC_THREAD_ATTRIBUTE_LIST)p->attrs;
+        if (InitializeProcThreadAttributeList(al, 1, 0, &sz)) {
+            if (UpdateProcThreadAttribute(al, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit,
+                                          sizeof inherit, NULL, NULL)) {
+                si.lpAttributeList = al;
+                si.StartupInfo.cb = (DWORD)sizeof si;
+                flags |= EXTENDED_STARTUPINFO_PRESENT;
+            }
+            attrs = true;
+        }
+    }
+    /* Without a console of ours the child would open a console window of its own. */
+    if (!GetConsoleWindow()) flags |= CREATE_NO_WINDOW;
+    if (!CreateProcessW(p->wpath, p->wcmd, NULL, NULL, TRUE, flags, own_env ? p->wenv : NULL,
+                        cwd ? p->wcwd : NULL, &si.StartupInfo, &pi)) {
+        err = rsdi_win_errno(GetLastError());
+        goto out;
+    }
+    /* suspended until it is in its job, so whatever it starts is in the job too */
+    if (!AssignProcessToJobObject(job, pi.hProcess)) {
+        err = rsdi_win_errno(GetLastError());
+        (void)TerminateProcess(pi.hProcess, RSDI_PROC_KILL_CODE);
+        (void)WaitForSingleObject(pi.hProcess, RSD_PROC_DESTROY_WAIT_MS);
+        (void)CloseHandle(pi.hThread);
+        (void)CloseHandle(pi.hProcess);
+        goto out;
+    }
+    (void)ResumeThread(pi.hThread);
+    (void)CloseHandle(pi.hThread);
+    s->pid = (rsdi_pid_t)pi.dwProcessId;
+    s->pgid = s->pid;
+    s->proc_h = pi.hProcess;
+    s->job_h = job;
+    s->out_h = rd;
+    job = NULL;
+    rd = NULL;
+out:
+    if (attrs) DeleteProcThreadAttributeList((LPPROC_THREAD_ATTRIBUTE_LIST)p->attrs);
+    if (rd) (void)CloseHandle(rd);
+    if (wr) (void)CloseHandle(wr);
+    if (nul != INVALID_HANDLE_VALUE) (void)CloseHandle(nul);
+    if (job) (void)CloseHandle(job);
+    return err;
+}
+#else
+RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *cwd, bool own_env) {
+    extern char **environ;
+    char *const *envp = own_env ? p->envp : environ;
+    int err = 0, pipefd[2], nullfd;
+    pid_t pid = 0;
+    nullfd = rsdi_proc_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (nullfd < 0) return errno ? errno : EMFILE;
+    if (rsdi_proc_pipe(pipefd) != 0) err = errno ? errno : EMFILE;
+    else {
+        rsd_proc_spawn_method m = p->method;
+#ifndef RSDI_HAVE_SPAWN_CHDIR
+        if (cwd && m == RSD_PROC_SPAWN_POSIX) m = RSD_PROC_SPAWN_FORK;
+#endif
+#ifdef RSDI_PROC_LINUX
+        if (m == RSD_PROC_SPAWN_VFORK)
+            err = rsdi_proc_vfork(p, cwd, nullfd, pipefd[1], envp, &pid);
+        else
+#endif
+        if (m == RSD_PROC_SPAWN_FORK)
+            err = rsdi_proc_fork(p, cwd, nullfd, pipefd[1], envp, &pid);
+        else
+            err = rsdi_proc_posix_spawn(p, cwd, nullfd, pipefd[1], envp, &pid);
+        close(pipefd[1]);
+        if (err) close(pipefd[0]);
+        else s->out_fd = pipefd[0];
+    }
+    close(nullfd);
+    if (err) return err;
+    (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
+    s->pid = pid;
+    s->pgid = getpgid(pid) == pid ? pid : 0; /* it leads its own group (set before exec) */
+#if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
+    {
+        long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
+        s->pid_fd = pfd >= 0 ? rsdi_proc_fd_high((int)pfd) : -1;
+        if (s->pid_fd >= 0) (void)fcntl(s->pid_fd, F_SETFD, FD_CLOEXEC);
+    }
+#endif
+    return 0;
+}
+#endif
 
 /* ---- slots, events -------------------------------------------------------- */
 RSDI_PRIVATE rsdi_proc_slot *rsdi_proc_get(const rsd_procs *p, rsd_proc h) {
@@ -8223,23 +8722,51 @@ RSDI_PRIVATE bool rsdi_proc_running(const rsdi_proc_slot *s) {
            s->state == RSD_PROC_STOPPING || s->state == RSD_PROC_KILLING;
 }
 
-/* Signals the child's process group (the child leads it; once the leader is reaped the
-   group id stays reserved while any member lives), else the child while not reaped. */
-RSDI_PRIVATE void rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
-    if (s->pid <= 0) return;
-    if (s->pgid > 0 && kill(-s->pgid, sig) == 0) return;
-    if (!s->reaped) (void)kill(s->pid, sig);
+/* Platform: signals the child's process group (the child leads it; once the leader is
+   reaped the group id stays reserved while any member lives), else the child while not
+   reaped. Windows: RSDI_SIGTERM is CTRL_BREAK_EVENT to its process group (it shares our
+   console, if we have one), RSDI_SIGKILL TerminateJobObject (every process in its job).
+   False when nothing could be sent. */
+RSDI_PRIVATE bool rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
+    if (s->pid <= 0) return false;
+#if defined(_WIN32)
+    if (sig == RSDI_SIGKILL) {
+        if (s->job_h && TerminateJobObject(s->job_h, RSDI_PROC_KILL_CODE)) return true;
+        return !s->reaped && s->proc_h && TerminateProcess(s->proc_h, RSDI_PROC_KILL_CODE);
+    }
+    return !s->reaped && GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, (DWORD)s->pid) != 0;
+#else
+    if (s->pgid > 0 && kill(-s->pgid, sig) == 0) return true;
+    return !s->reaped && kill(s->pid, sig) == 0;
+#endif
 }
 
-/* Does any process of the child's group still exist (a wrapper's children)? */
+/* Platform: does any process of the child's group (Windows: job) still exist (a
+   wrapper's children)? */
 RSDI_PRIVATE bool rsdi_proc_group_alive(const rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    JOBOBJECT_BASIC_ACCOUNTING_INFORMATION ai;
+    if (!s->job_h) return false;
+    memset(&ai, 0, sizeof ai);
+    if (!QueryInformationJobObject(s->job_h, JobObjectBasicAccountingInformation, &ai,
+                                   (DWORD)sizeof ai, NULL))
+        return false;
+    return ai.ActiveProcesses > 0;
+#else
     return s->pgid > 0 && (kill(-s->pgid, 0) == 0 || errno == EPERM);
+#endif
 }
 
-/* Reaps members of the group that are our children (orphans re-parented to a child
-   subreaper host) other than the leader; returns true when it reaped the leader, its
-   status in *st. waitpid(-pgid) only: never another child of the host. */
+/* Platform: reaps members of the group that are our children (orphans re-parented to a
+   child subreaper host) other than the leader; returns true when it reaped the leader,
+   its status in *st. waitpid(-pgid) only: never another child of the host. Windows:
+   nothing to reap (a job's members need no reaping); false. */
 RSDI_PRIVATE bool rsdi_proc_reap_group(rsdi_proc_slot *s, int *st) {
+#if defined(_WIN32)
+    (void)s;
+    (void)st;
+    return false;
+#else
     pid_t r;
     int x = 0;
     if (s->pgid <= 0) return false;
@@ -8252,12 +8779,81 @@ RSDI_PRIVATE bool rsdi_proc_reap_group(rsdi_proc_slot *s, int *st) {
             return true;
         }
     }
+#endif
 }
 
+/* Platform: closes the output pipe and the exit watch (pidfd; Windows: the process
+   handle). The group (Windows: the job handle) stays until rsdi_proc_forget. */
 RSDI_PRIVATE void rsdi_proc_close_fds(rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    if (s->out_h) (void)CloseHandle(s->out_h);
+    if (s->proc_h) (void)CloseHandle(s->proc_h);
+    s->out_h = s->proc_h = NULL;
+#else
     if (s->out_fd >= 0) close(s->out_fd);
     if (s->pid_fd >= 0) close(s->pid_fd);
+#endif
     s->out_fd = s->pid_fd = -1;
+}
+
+/* Platform: the group is gone or given up (Windows: close the job handle). */
+RSDI_PRIVATE void rsdi_proc_forget(rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    if (s->job_h) (void)CloseHandle(s->job_h); /* kill-on-close takes what is left */
+    s->job_h = NULL;
+#endif
+    s->pid = 0;
+    s->pgid = 0;
+}
+
+/* Platform: the output pipe is open. */
+RSDI_PRIVATE bool rsdi_proc_out_open(const rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    return s->out_h != NULL;
+#else
+    return s->out_fd >= 0;
+#endif
+}
+
+/* Platform: reads what the output pipe holds now, never waiting: bytes, -1 = nothing
+   now, 0 = end of output (EOF or an error). Windows: PeekNamedPipe, then a ReadFile of
+   no more than it said is there. */
+RSDI_PRIVATE long rsdi_proc_read(rsdi_proc_slot *s, char *buf, size_t n) {
+#if defined(_WIN32)
+    DWORD avail = 0, got = 0;
+    if (!PeekNamedPipe(s->out_h, NULL, 0, NULL, &avail, NULL)) return 0; /* broken: EOF */
+    if (avail == 0) return -1;
+    if (avail > n) avail = (DWORD)n;
+    if (!ReadFile(s->out_h, buf, avail, &got, NULL)) return 0;
+    return got ? (long)got : -1;
+#else
+    ssize_t r;
+    do r = read(s->out_fd, buf, n);
+    while (r < 0 && errno == EINTR);
+    if (r > 0) return (long)r;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
+    return 0;
+#endif
+}
+
+/* Platform: the exit status st (known = it was obtained) into the slot. Windows: st is
+   GetExitCodeProcess's code, our own TerminateJobObject's code reads as SIGKILL. */
+RSDI_PRIVATE void rsdi_proc_status(rsdi_proc_slot *s, int st, bool known) {
+    s->exit_code = -1;
+    s->term_signal = 0;
+    if (!known) return;
+#if defined(_WIN32)
+    if (s->killed && (DWORD)st == RSDI_PROC_KILL_CODE) s->term_signal = RSDI_SIGKILL;
+    else s->exit_code = st;
+#else
+    if (WIFEXITED(st)) s->exit_code = WEXITSTATUS(st);
+    else if (WIFSIGNALED(st)) {
+        s->term_signal = WTERMSIG(st);
+#ifdef WCOREDUMP
+        s->core_dumped = WCOREDUMP(st) != 0;
+#endif
+    }
+#endif
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -8288,28 +8884,33 @@ RSDI_PRIVATE void rsdi_proc_take(rsd_procs *p, rsdi_proc_slot *s, const char *b,
     s->out_bytes += n;
 }
 
-/* Reads what the pipe holds (at most RSD_PROC_DRAIN_STEP_BYTES). */
-RSDI_PRIVATE void rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+/* Reads what the pipe holds (at most RSD_PROC_DRAIN_STEP_BYTES); the bytes read. */
+RSDI_PRIVATE size_t rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     char buf[4096];
     size_t total = 0;
-    while (s->out_fd >= 0 && total < RSD_PROC_DRAIN_STEP_BYTES) {
-        ssize_t n = read(s->out_fd, buf, sizeof buf);
+    while (rsdi_proc_out_open(s) && total < RSD_PROC_DRAIN_STEP_BYTES) {
+        long n = rsdi_proc_read(s, buf, sizeof buf);
         if (n > 0) {
             rsdi_proc_take(p, s, buf, (size_t)n);
             total += (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0) break;
         /* EOF (or a read error): the child closed its output, usually by exiting. */
+#if defined(_WIN32)
+        (void)CloseHandle(s->out_h);
+        s->out_h = NULL;
+#else
         close(s->out_fd);
         s->out_fd = -1;
+#endif
         s->eof = true;
         if (p->log_output && s->line_len) rsdi_proc_log_line(p, s);
         s->recheck_iv = 1;
         s->recheck_ms = now_ms + 1;
         break;
     }
+    return total;
 }
 
 /* ---- reaping and timers -------------------------------------------------------- */
@@ -8317,17 +8918,9 @@ RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now
 RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool known,
                                    uint64_t now_ms) {
     bool asked = s->stop_requested || s->timed_out;
-    rsdi_proc_drain(p, s, now_ms); /* what it wrote just before exiting */
+    (void)rsdi_proc_drain(p, s, now_ms); /* what it wrote just before exiting */
     rsdi_proc_close_fds(s);
-    s->exit_code = -1;
-    s->term_signal = 0;
-    if (known && WIFEXITED(st)) s->exit_code = WEXITSTATUS(st);
-    else if (known && WIFSIGNALED(st)) {
-        s->term_signal = WTERMSIG(st);
-#ifdef WCOREDUMP
-        s->core_dumped = WCOREDUMP(st) != 0;
-#endif
-    }
+    rsdi_proc_status(s, st, known);
     s->end_ms = now_ms;
     s->reaped = true;
     s->ev_asked = asked;
@@ -8340,7 +8933,7 @@ RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool
         /* A wrapper's children outlive it: the event waits until the group is gone (its
            port and memory are free then). Unasked, nothing can use them: SIGKILL now. */
         if (!asked) {
-            rsdi_proc_signal(s, SIGKILL);
+            (void)rsdi_proc_signal(s, RSDI_SIGKILL);
             s->state = RSD_PROC_KILLING;
             s->stuck_at_ms = now_ms + p->kill_wait_ms;
         }
@@ -8358,12 +8951,20 @@ RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool
 RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     s->state = RSD_PROC_EXITED;
     rsdi_proc_event(p, s, s->ev_asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
-    s->pid = 0;
-    s->pgid = 0;
+    rsdi_proc_forget(s);
 }
 
-/* One waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children are not ours). */
+/* Platform: one waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children
+   are not ours). Windows: a zero-timeout wait on the process handle. */
 RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+#if defined(_WIN32)
+    DWORD code = 0;
+    bool known;
+    if (!s->proc_h || WaitForSingleObject(s->proc_h, 0) != WAIT_OBJECT_0) return false;
+    known = GetExitCodeProcess(s->proc_h, &code) != 0;
+    rsdi_proc_reaped(p, s, (int)code, known, now_ms);
+    return true;
+#else
     int st = 0;
     pid_t r;
     if (rsdi_proc_reap_group(s, &st)) { /* the leader, found among its group */
@@ -8381,10 +8982,11 @@ RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t n
         return true;
     }
     return false;
+#endif
 }
 
 RSDI_PRIVATE void rsdi_proc_begin_kill(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
-    rsdi_proc_signal(s, SIGKILL);
+    (void)rsdi_proc_signal(s, RSDI_SIGKILL);
     s->killed = true;
     s->state = RSD_PROC_KILLING;
     s->stuck_at_ms = now_ms + p->kill_wait_ms;
@@ -8394,7 +8996,18 @@ RSDI_PRIVATE void rsdi_proc_begin_kill(rsd_procs *p, rsdi_proc_slot *s, uint64_t
 
 RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     s->stop_requested = true;
-    rsdi_proc_signal(s, SIGTERM);
+#if defined(_WIN32)
+    if (!rsdi_proc_signal(s, RSDI_SIGTERM)) {
+        /* no console shared with it (a GUI host, or none at all): nothing graceful to send */
+        rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOP, NULL,
+                  "%s[%ld]: no console to send CTRL_BREAK through; terminating it", s->name,
+                  (long)s->pid);
+        rsdi_proc_begin_kill(p, s, now_ms);
+        return;
+    }
+#else
+    (void)rsdi_proc_signal(s, RSDI_SIGTERM);
+#endif
     s->state = RSD_PROC_STOPPING;
     s->kill_at_ms = now_ms + p->term_grace_ms;
     rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOP, NULL,
@@ -8407,6 +9020,9 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
     rsd_procs_desc d;
     rsd_procs *p;
     size_t per, total, off, slots_sz, ev_sz, argv_sz, envp_sz;
+#if defined(_WIN32)
+    size_t attrs_sz = 0, cmd8_sz = 0;
+#endif
     int i;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
@@ -8447,10 +9063,29 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
     argv_sz = sizeof(char *) * (RSD_PROC_MAX_ARGS + 1);
     envp_sz = sizeof(char *) * (RSD_PROC_MAX_ENV + 1);
     total = sizeof(rsd_procs) + slots_sz + ev_sz + argv_sz + envp_sz + per * (size_t)d.max_procs + 64;
+#if defined(_WIN32)
+    /* the command line (quoted UTF-8, then UTF-16), the environment block, the
+       attribute list that limits what the child inherits */
+    {
+        SIZE_T asz = 0;
+        (void)InitializeProcThreadAttributeList(NULL, 1, 0, &asz);
+        attrs_sz = ((size_t)asz + 15) & ~(size_t)15;
+        cmd8_sz = 2 * (size_t)d.arg_bytes + 3 * (RSD_PROC_MAX_ARGS + 1) + 16;
+        total += attrs_sz + sizeof(wchar_t) * (RSDI_PROC_WCMD + RSDI_PROC_WENV) + cmd8_sz + 64;
+    }
+    if (rsdi_net_up() != 0) { /* the free-port socket */
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC, "procs: WSAStartup failed",
+                 RSDI_WHERE);
+        return NULL;
+    }
+#endif
     p = (rsd_procs *)rsdi_malloc(&d.allocator, total);
     if (!p) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "procs: allocation failed",
                  RSDI_WHERE);
+#if defined(_WIN32)
+        rsdi_net_down();
+#endif
         return NULL;
     }
     memset(p, 0, sizeof *p);
@@ -8499,7 +9134,61 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
         s->args = (char *)p + off;
         off += d.arg_bytes;
     }
+#if defined(_WIN32)
+    off = (off + 15) & ~(size_t)15;
+    p->wcmd = (wchar_t *)(void *)((char *)p + off);
+    off += sizeof(wchar_t) * RSDI_PROC_WCMD;
+    p->wenv = (wchar_t *)(void *)((char *)p + off);
+    off += sizeof(wchar_t) * RSDI_PROC_WENV;
+    p->attrs = attrs_sz ? (char *)p + off : NULL;
+    p->attrs_size = attrs_sz;
+    off += attrs_sz;
+    p->cmd8 = (char *)p + off;
+    p->cmd8_cap = cmd8_sz;
+#endif
     return p;
+}
+
+/* Platform: SIGKILL the child's group (Windows: terminate its job) and wait, bounded by
+   RSD_PROC_DESTROY_WAIT_MS, until it is reaped and its group is gone. */
+RSDI_PRIVATE void rsdi_proc_destroy_one(rsd_procs *p, rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    (void)rsdi_proc_signal(s, RSDI_SIGKILL); /* the whole job */
+    if (s->proc_h && WaitForSingleObject(s->proc_h, RSD_PROC_DESTROY_WAIT_MS) != WAIT_OBJECT_0)
+        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                  "%s[%ld]: not gone after TerminateJobObject; left behind", s->name, (long)s->pid);
+#else
+    int st, waited = 0;
+    pid_t r;
+    (void)rsdi_proc_signal(s, RSDI_SIGKILL); /* the whole group */
+    for (;;) {
+        if (rsdi_proc_reap_group(s, &st)) s->reaped = true;
+        if (!s->reaped) {
+            r = waitpid(s->pid, &st, WNOHANG);
+            if (r == s->pid || (r < 0 && errno != EINTR)) s->reaped = true;
+        }
+        if (s->reaped && !rsdi_proc_group_alive(s)) break;
+        if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                      "%s[%ld]: not reaped after SIGKILL; left behind", s->name, (long)s->pid);
+            break;
+        }
+        if (!s->reaped && s->pid_fd >= 0) {
+            struct pollfd pf;
+            pf.fd = s->pid_fd;
+            pf.events = POLLIN;
+            pf.revents = 0;
+            (void)poll(&pf, 1, 10);
+            waited += 10;
+        } else {
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = 1000000;
+            (void)nanosleep(&ts, NULL);
+            waited += 1;
+        }
+    }
+#endif
 }
 
 RSD_API void rsd_procs_destroy(rsd_procs *p) {
@@ -8507,53 +9196,23 @@ RSD_API void rsd_procs_destroy(rsd_procs *p) {
     if (!p) return;
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
-        if (s->pid > 0) {
-            int st, waited = 0;
-            pid_t r;
-            rsdi_proc_signal(s, SIGKILL); /* the whole group */
-            for (;;) {
-                if (rsdi_proc_reap_group(s, &st)) s->reaped = true;
-                if (!s->reaped) {
-                    r = waitpid(s->pid, &st, WNOHANG);
-                    if (r == s->pid || (r < 0 && errno != EINTR)) s->reaped = true;
-                }
-                if (s->reaped && !rsdi_proc_group_alive(s)) break;
-                if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
-                    rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
-                              "%s[%ld]: not reaped after SIGKILL; left behind", s->name,
-                              (long)s->pid);
-                    break;
-                }
-                if (!s->reaped && s->pid_fd >= 0) {
-                    struct pollfd pf;
-                    pf.fd = s->pid_fd;
-                    pf.events = POLLIN;
-                    pf.revents = 0;
-                    (void)poll(&pf, 1, 10);
-                    waited += 10;
-                } else {
-                    struct timespec ts;
-                    ts.tv_sec = 0;
-                    ts.tv_nsec = 1000000;
-                    (void)nanosleep(&ts, NULL);
-                    waited += 1;
-                }
-            }
-        }
+        if (s->pid > 0) rsdi_proc_destroy_one(p, s);
         rsdi_proc_close_fds(s);
+        rsdi_proc_forget(s);
     }
     rsdi_free(&p->alloc, p);
+#if defined(_WIN32)
+    rsdi_net_down();
+#endif
 }
 
 RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
                             rsd_proc *out) {
     rsdi_proc_slot *s = NULL;
     rsdi_proc_out o;
-    char *const *envp;
-    int i, r, err = 0, pipefd[2], nullfd;
+    bool own_env = false;
+    int i, r, err = 0;
     uint16_t port;
-    pid_t pid = 0;
-    extern char **environ;
     if (out) out->id = 0;
     if (!p || !spec || !out) return RSD_ERR_ARG;
     for (i = 0; i < p->max_procs; i++)
@@ -8562,7 +9221,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
             break;
         }
     if (!s) return RSD_ERR_CAPACITY;
-    /* W30: a free port, never one another live child of ours was given. */
+    /* a free port, never one another live child of ours was given. */
     port = spec->port;
     if (port == 0) {
         int tries;
@@ -8590,11 +9249,10 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         return r;
     }
     p->argv[o.argc] = NULL;
-    envp = environ;
     if (spec->env) {
         r = rsdi_proc_env(p, spec->env);
         if (r < 0) return r;
-        envp = p->envp;
+        own_env = true;
     }
     /* The slot is now taken, whatever happens to the launch. */
     {
@@ -8606,6 +9264,9 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         s->args = args;
     }
     s->out_fd = s->pid_fd = -1;
+#if defined(_WIN32)
+    s->out_h = s->proc_h = s->job_h = NULL;
+#endif
     s->args_len = o.len;
     s->argc = o.argc;
     s->port = port;
@@ -8616,43 +9277,15 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         const char *nm = spec->name && spec->name[0] ? spec->name : NULL;
         const char *src = nm ? nm : (spec->model && spec->model[0] ? spec->model : rsdi_proc_exe(spec));
         size_t n;
-        if (!nm) {
-            const char *sl = strrchr(src, '/');
-            if (sl && sl[1]) src = sl + 1;
-        }
+        if (!nm) src = rsdi_proc_base(src);
         n = strlen(src);
         if (n > RSD_PROC_NAME_MAX - 1) n = RSD_PROC_NAME_MAX - 1;
         memcpy(s->name, src, n);
         s->name[n] = '\0';
     }
     *out = rsdi_proc_handle(p, s);
-    err = rsdi_proc_resolve(p, rsdi_proc_exe(spec), spec->env ? envp : NULL);
-    if (!err) {
-        nullfd = rsdi_proc_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
-        if (nullfd < 0) err = errno ? errno : EMFILE;
-        else {
-            if (rsdi_proc_pipe(pipefd) != 0) err = errno ? errno : EMFILE;
-            else {
-                rsd_proc_spawn_method m = p->method;
-#ifndef RSDI_HAVE_SPAWN_CHDIR
-                if (spec->cwd && m == RSD_PROC_SPAWN_POSIX) m = RSD_PROC_SPAWN_FORK;
-#endif
-#ifdef RSDI_PROC_LINUX
-                if (m == RSD_PROC_SPAWN_VFORK)
-                    err = rsdi_proc_vfork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
-                else
-#endif
-                if (m == RSD_PROC_SPAWN_FORK)
-                    err = rsdi_proc_fork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
-                else
-                    err = rsdi_proc_posix_spawn(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
-                close(pipefd[1]);
-                if (err) close(pipefd[0]);
-                else s->out_fd = pipefd[0];
-            }
-            close(nullfd);
-        }
-    }
+    err = rsdi_proc_resolve(p, rsdi_proc_exe(spec), rsdi_proc_path_var(spec->env), spec->cwd);
+    if (!err) err = rsdi_proc_launch(p, s, spec->cwd, own_env);
     if (err) {
         s->err = err;
         s->state = RSD_PROC_FAILED;
@@ -8662,25 +9295,19 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         rsdi_proc_event(p, s, RSD_PROC_EV_SPAWN_FAILED, now_ms);
         return RSD_ERR_SPAWN;
     }
-    (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
-    s->pid = pid;
-    s->pgid = getpgid(pid) == pid ? pid : 0; /* it leads its own group (set before exec) */
-#if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
-    {
-        long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
-        s->pid_fd = pfd >= 0 ? rsdi_proc_fd_high((int)pfd) : -1;
-        if (s->pid_fd >= 0) (void)fcntl(s->pid_fd, F_SETFD, FD_CLOEXEC);
-    }
-#endif
     s->state = RSD_PROC_STARTING;
     s->start_deadline_ms =
         now_ms + (spec->start_deadline_ms ? spec->start_deadline_ms : p->start_deadline_ms);
     s->probe_ms = p->probe_first_ms;
     s->next_probe_ms = now_ms + p->probe_first_ms;
+#if defined(_WIN32)
+    s->recheck_iv = RSDI_PROC_POLL_MIN_MS; /* nothing to poll(): a timer */
+#else
     s->recheck_iv = RSD_PROC_REAP_POLL_MS;
-    s->recheck_ms = now_ms + RSD_PROC_REAP_POLL_MS;
+#endif
+    s->recheck_ms = now_ms + s->recheck_iv;
     rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_SPAWN, NULL, "%s[%ld]: port %u: %s",
-              s->name, (long)pid, (unsigned)port, s->args);
+              s->name, (long)s->pid, (unsigned)port, s->args);
     return RSD_OK;
 }
 
@@ -8746,6 +9373,7 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         int st = 0;
+        size_t got;
         if (!rsdi_proc_running(s)) continue;
         if (s->reaped) { /* the leader is gone; the rest of its group is not yet */
             (void)rsdi_proc_reap_group(s, &st);
@@ -8771,8 +9399,21 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
             }
             continue;
         }
-        rsdi_proc_drain(p, s, now_ms);
+        got = rsdi_proc_drain(p, s, now_ms);
         if (rsdi_proc_try_reap(p, s, now_ms)) continue;
+#if defined(_WIN32)
+        /* no pipe or process handle the host can poll: 10 ms after output, doubling to
+           100 ms while it is quiet (1, 2, 4 ... ms once the pipe closed) */
+        if (got && !s->eof) {
+            s->recheck_iv = RSDI_PROC_POLL_MIN_MS;
+            s->recheck_ms = now_ms + s->recheck_iv;
+        } else if (now_ms >= s->recheck_ms) {
+            s->recheck_iv *= 2;
+            if (s->recheck_iv > RSDI_PROC_POLL_MAX_MS) s->recheck_iv = RSDI_PROC_POLL_MAX_MS;
+            s->recheck_ms = now_ms + s->recheck_iv;
+        }
+#else
+        (void)got;
         if (now_ms >= s->recheck_ms) {
             if (s->eof) {  /* probably exiting: 1, 2, 4 ... ms, back to the slow poll */
                 s->recheck_iv *= 2;
@@ -8781,6 +9422,7 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
             }
             s->recheck_ms = now_ms + s->recheck_iv;
         }
+#endif
         if (s->state == RSD_PROC_STARTING && now_ms >= s->start_deadline_ms) {
             s->timed_out = true;
             rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_START_TIMEOUT, NULL,
@@ -8962,9 +9604,9 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
     return n;
 }
 #endif /* RSD_NO_PROCESS */
-/* ==== >>proc end ========================================================== */
+/* ==== proc end ============================================================ */
 
-/* ==== >>state (implementation) ============================================ */
+/* ==== >>state ============================================================= */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -8974,7 +9616,7 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #include <time.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#if defined(_WIN32) /* windows.h from >>net */
+#if defined(_WIN32) /* windows.h from the net section */
 #include <io.h>
 #include <process.h>
 #else
@@ -9090,27 +9732,6 @@ RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t 
    our effective uid, not writable by others. Group-writable is allowed: with the common
    umask 002 and per-user groups, a hand-made directory is 0775. */
 #if defined(_WIN32)
-/* Windows: paths are UTF-8 here and UTF-16 for the W calls; errors become errno values. */
-RSDI_PRIVATE int rsdi_win_errno(DWORD w) {
-    switch (w) {
-    case ERROR_FILE_NOT_FOUND: case ERROR_PATH_NOT_FOUND: case ERROR_INVALID_DRIVE: return ENOENT;
-    case ERROR_ACCESS_DENIED: return EACCES;
-    case ERROR_SHARING_VIOLATION: case ERROR_LOCK_VIOLATION: case ERROR_IO_PENDING: return EWOULDBLOCK;
-    case ERROR_FILE_EXISTS: case ERROR_ALREADY_EXISTS: return EEXIST;
-    case ERROR_DISK_FULL: case ERROR_HANDLE_DISK_FULL: return ENOSPC;
-    case ERROR_NOT_ENOUGH_MEMORY: case ERROR_OUTOFMEMORY: return ENOMEM;
-    case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
-    case ERROR_FILENAME_EXCED_RANGE: return ENAMETOOLONG;
-    case ERROR_DIRECTORY: return ENOTDIR;
-    case ERROR_INVALID_PARAMETER: case ERROR_INVALID_NAME: return EINVAL;
-    default: return EIO;
-    }
-}
-RSDI_PRIVATE bool rsdi_win_path(const char *path, wchar_t *w, int cap) {
-    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, cap) > 0) return true;
-    errno = ENAMETOOLONG;
-    return false;
-}
 enum { RSDI_WPATH = RSD_STATE_MAX_DIR_BYTES + 160 };
 #endif
 
@@ -10186,7 +10807,7 @@ RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *mo
     return rsdi_attr_modify(st, key, model, instance, 0, true);
 }
 
-/* ---- cross-process mutation generation (W2) ------------------------------------- */
+/* ---- cross-process mutation generation ------------------------------------- */
 /* <dir>/attr/<name>.gen holds "<decimal>\n". RSD_OK with *out (0 = missing),
    RSD_ERR_STATE_IO when unreadable or corrupt. */
 RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint64_t *out) {
@@ -10271,10 +10892,11 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
     }
     return r < 0 ? r : g;
 }
-/* ==== >>state end ========================================================= */
+/* ==== state end =========================================================== */
 
-/* ==== >>etcd (implementation) ============================================= */
-/* Uses the >>http client, the JSON module and the attribution format of >>state. */
+/* ==== >>etcd ============================================================== */
+#ifndef RSD_NO_ETCD
+/* Uses the HTTP client, the JSON module and the attribution format of the state section. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11337,9 +11959,44 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     out->root = co->root;
     out->prefix = co->prefix;
 }
-/* ==== >>etcd end ========================================================== */
+#else /* RSD_NO_ETCD: the coordinator is compiled out; create says so, the rest does nothing */
+RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
+    if (out) *out = NULL;
+    if (desc) rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
+                       "etcd coordinator: not in this build (RSD_NO_ETCD)", RSDI_WHERE);
+    return RSD_ERR_NOT_FOUND;
+}
+RSD_API void rsd_etcd_destroy(rsd_etcd *co) { (void)co; }
+RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)key, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_lock_begin(rsd_etcd *co, const char *key, const char *purpose, uint64_t now_ms,
+                                uint64_t deadline_ms) {
+    (void)co, (void)key, (void)purpose, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, int n,
+                                  uint64_t loaded_at_ms, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)changes, (void)n, (void)loaded_at_ms, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
+RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
+RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_DEADLINE_NONE; }
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
+    (void)co;
+    if (out) memset(out, 0, sizeof *out);
+}
+RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap) {
+    (void)url, (void)root, (void)root_cap, (void)prefix, (void)prefix_cap;
+    return RSD_ERR_URL;
+}
+#endif /* RSD_NO_ETCD */
+/* ==== etcd end ============================================================ */
 
-/* ==== >>fleet (implementation) ============================================ */
+/* ==== >>fleet ============================================================= */
 #ifndef RSD_NO_PROCESS
 #include <errno.h>
 #include <stdio.h>
@@ -11720,7 +12377,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
         rsdi_fleet_push(f, &ev, -1);
         return;
     }
-    /* W31: it never ran; the waiting requests fail now, quoting why. */
+    /* it never ran; the waiting requests fail now, quoting why. */
     if (r == RSD_ERR_SPAWN && rsd_procs_query(f->procs, h, now_ms, &info) == RSD_OK)
         (void)snprintf(reason, sizeof reason, "could not start: %s (errno %d)",
                        strerror(info.err), info.err);
@@ -11755,7 +12412,7 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         (void)snprintf(status, sizeof status, "killed by signal %d", pe->term_signal);
     else
         (void)snprintf(status, sizeof status, "exited with code %d", pe->exit_code);
-    if (!s->told && !s->stopping) { /* W31: an early exit ends the wait at once */
+    if (!s->told && !s->stopping) { /* an early exit ends the wait at once */
         (void)snprintf(reason, sizeof reason, "%s before it was ready", status);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_FLEET_START, reason);
         s->told = true;
@@ -11861,7 +12518,7 @@ RSDI_PRIVATE int rsdi_fleet_pump(rsd_fleet *f, uint64_t now_ms) {
     int n = 0, pass;
     for (pass = 0; pass < RSDI_FLEET_MAX_PASSES; pass++) {
         int k = 0;
-        /* timers first (TTL stops, W26 drains), then every action queued so far; applying
+        /* timers first (TTL stops, starvation drains), then every action queued so far; applying
            them may queue more (a STOP frees room for a SPAWN), so until a pass finds none */
         f->pool_deadline = rsd_pool_step(f->pool, now_ms);
         while (rsd_pool_next_action(f->pool, &a)) {
@@ -12423,6 +13080,6 @@ RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f) { return f ? f->dr
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f) { return f ? f->pool : NULL; }
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f) { return f ? f->procs : NULL; }
 #endif /* RSD_NO_PROCESS */
-/* ==== >>fleet end ========================================================= */
+/* ==== fleet end =========================================================== */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */

@@ -199,7 +199,6 @@
 
 #include <errno.h>
 #include <stddef.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -207,11 +206,16 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#if defined(_WIN32) /* windows.h, winsock2.h and ws2tcpip.h come with residency_http.h */
+#define strsignal(sig) ((sig) == 9 ? "Killed" : "Terminated") /* no strsignal: the two we report */
+#else
+#include <poll.h>
+#include <unistd.h>
 #include <netdb.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#endif
 #if defined(__linux__)
 #include <sys/prctl.h>
 #endif
@@ -244,6 +248,17 @@ static volatile sig_atomic_t g_signals; /* SIGINT, SIGTERM, SIGQUIT: stop */
 static volatile sig_atomic_t g_hangups; /* SIGHUP: reload the configuration */
 static int g_wake_fd = -1;              /* the self-pipe's write end */
 
+#if defined(_WIN32)
+/* Windows: Ctrl+C, Ctrl+Break and closing the console stop us as SIGINT does (the
+   handler runs on a thread of its own; the loop polls at most 100 ms, so no wake-up). */
+static BOOL WINAPI on_console(DWORD ev) {
+    if (ev == CTRL_C_EVENT || ev == CTRL_BREAK_EVENT || ev == CTRL_CLOSE_EVENT) {
+        g_signals++;
+        return TRUE;
+    }
+    return FALSE;
+}
+#else
 static void on_signal(int sig) {
     int e = errno;
     if (sig == SIGHUP) g_hangups++;
@@ -251,6 +266,7 @@ static void on_signal(int sig) {
     if (g_wake_fd >= 0) { ssize_t w = write(g_wake_fd, "", 1); (void)w; }
     errno = e;
 }
+#endif
 
 /* ---- per-model command ------------------------------------------------------------ */
 typedef struct srv_model {
@@ -2612,8 +2628,21 @@ static void need_slot_dir(srv *s, const rsrv_config *c) {
     int i;
     for (i = 0; i < c->nmodels && !s->slot_dir[0]; i++)
         if (c->models[i].session_affinity && !c->models[i].command[0]) {
+#if defined(_WIN32) /* no mkdtemp: %TEMP%\rsd-serve-slots.<pid>.<n>, made new */
+            char tmp[MAX_PATH], tmpl[MAX_PATH + 64];
+            DWORD tl = GetTempPathA((DWORD)sizeof tmp, tmp);
+            unsigned k;
+            bool made = false;
+            for (k = 0; tl && tl < sizeof tmp && k < 100 && !made; k++) {
+                snprintf(tmpl, sizeof tmpl, "%srsd-serve-slots.%lu.%u", tmp, (unsigned long)GetCurrentProcessId(), k);
+                made = CreateDirectoryA(tmpl, NULL) != 0;
+            }
+            if (!made) errno = EEXIST;
+            if (made) snprintf(s->slot_dir, sizeof s->slot_dir, "%s", tmpl);
+#else
             char tmpl[] = "/tmp/rsd-serve-slots.XXXXXX";
             if (mkdtemp(tmpl)) snprintf(s->slot_dir, sizeof s->slot_dir, "%s", tmpl);
+#endif
             else logf_("cannot make a directory for --slot-save-path: %s (slots cannot be erased)", strerror(errno));
             break;
         }
@@ -3017,7 +3046,9 @@ int main(int argc, char **argv) {
     bool check = false;
     int i, rc = EX_OK, argc2 = 0, wake[2] = {-1, -1};
     char **argv2;
+#if !defined(_WIN32)
     signal(SIGPIPE, SIG_IGN);
+#endif
 #if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
     /* Orphans of a wrapper command (its children, once it exits) come back to us, so the
        supervisor reaps them and a model's process group cannot vanish unseen. */
@@ -3101,11 +3132,15 @@ int main(int argc, char **argv) {
     }
     s.epoch_loop_ms = rsd_now_ms();
     s.epoch_ms = (uint64_t)time(NULL) * 1000u;
+#if defined(_WIN32)
+    s.epoch_ms = rsdi_wall_ms(); /* GetSystemTimeAsFileTime */
+#else
     {
         struct timespec ts;
         if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
             s.epoch_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)(ts.tv_nsec / 1000000);
     }
+#endif
     for (i = 0; i < s.cfg->nmodels; i++) mdesc[i] = s.models[i].desc;
 
     memset(&fd, 0, sizeof fd);
@@ -3167,6 +3202,10 @@ int main(int argc, char **argv) {
        and SIGQUIT stop every process first; SIGHUP reloads the configuration; SIGPIPE
        is ignored (a write to a closed socket or stderr fails with EPIPE instead). The
        handlers only count and write a byte to the self-pipe the loop polls. */
+#if defined(_WIN32)
+    (void)wake;
+    (void)SetConsoleCtrlHandler(on_console, TRUE);
+#else
     if (pipe(wake) != 0 || fcntl(wake[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(wake[1], F_SETFL, O_NONBLOCK) != 0 ||
         fcntl(wake[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(wake[1], F_SETFD, FD_CLOEXEC) != 0) {
         fprintf(stderr, "rsd-serve: cannot create the self-pipe: %s\n", strerror(errno));
@@ -3186,6 +3225,7 @@ int main(int argc, char **argv) {
         (void)sigaction(SIGQUIT, &sa, NULL);
         (void)sigaction(SIGHUP, &sa, NULL);
     }
+#endif
 
     printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.listen_addr, ':') ? "[" : "",
            s.listen_addr, strchr(s.listen_addr, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
@@ -3207,10 +3247,12 @@ int main(int argc, char **argv) {
         rsd_http_event cev;
         rsd_fleet_event fev;
         int n = 0, k, timeout;
+#if !defined(_WIN32)
         {
             char drain[64]; /* the self-pipe's bytes: they only woke the poll */
             while (read(wake[0], drain, sizeof drain) > 0) {}
         }
+#endif
         if (g_hangups) {
             static reload_out ro;
             g_hangups = 0;
@@ -3265,24 +3307,31 @@ int main(int argc, char **argv) {
         if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
         k = rsd_fleet_pollfds(s.fleet, fds + n, SRV_MAX_FDS - n);
         if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+#if defined(_WIN32)
+#define SRV_POLL_CAP_MS 100 /* no self-pipe: a console event is seen within this */
+#else
+#define SRV_POLL_CAP_MS 1000
         if (n < SRV_MAX_FDS) {
             fds[n].fd = wake[0];
             fds[n].events = RSD_POLLIN;
             fds[n++].revents = 0;
         }
+#endif
         now = rsd_now_ms();
-        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = 1000;
+        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = SRV_POLL_CAP_MS;
         else if (dl <= now) timeout = 0;
-        else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
-        if (poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+        else timeout = dl - now > SRV_POLL_CAP_MS ? SRV_POLL_CAP_MS : (int)(dl - now);
+        if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) {
             logf_("poll: %s", strerror(errno));
             rc = EX_FAIL;
             break;
         }
     }
     g_wake_fd = -1;
+#if !defined(_WIN32)
     close(wake[0]);
     close(wake[1]);
+#endif
     for (i = 0; i < SRV_MAX_CONNS; i++) free(s.jobs[i].stash);
     rsd_http_client_destroy(s.hc);
     rsd_http_server_destroy(s.hs);
