@@ -3557,6 +3557,7 @@ typedef struct rsd_pool_model_info {
     int slot;                 /* -1 when not resident/claimed */
     rsd_pool_slot_state state;/* state of that slot, EMPTY when none */
     uint32_t waiting;         /* queued requests for this model */
+    uint32_t preloads;        /* queued loads with no request (rsd_pool_preload, restores) */
     uint32_t running;         /* in-flight on its slot */
     uint64_t last_used_ms;    /* now_ms of its last grant or finished request; 0 = never */
     uint32_t start_failures;  /* consecutive failed starts (a READY or a reset clears it) */
@@ -10449,7 +10450,7 @@ typedef struct rsdi_pool_model {
     uint32_t ttl_ms, max_in_flight;
     bool pinned;
     int slot;                        /* claimed slot or -1 */
-    uint32_t wq_head, wq_tail, wq_count;
+    uint32_t wq_head, wq_tail, wq_count, wq_preloads; /* queue length; preloads in it */
     int want_prev, want_next;        /* list of models waiting for a slot */
     bool wanting;
     uint64_t last_used_ms;           /* now_ms of its last grant or finished request */
@@ -10657,7 +10658,7 @@ RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
     else p->wq[md->wq_tail].next = i;
     md->wq_tail = i;
     md->wq_count++;
-    if (p->reqs[i].preload) p->preloads++;
+    if (p->reqs[i].preload) { p->preloads++; md->wq_preloads++; }
     else p->waiting++;
 }
 
@@ -10670,7 +10671,7 @@ RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
     else md->wq_tail = l->prev;
     l->prev = l->next = RSDI_POOL_NIL;
     md->wq_count--;
-    if (p->reqs[i].preload) p->preloads--;
+    if (p->reqs[i].preload) { p->preloads--; md->wq_preloads--; }
     else p->waiting--;
     if (md->wq_count == 0) rsdi_pool_want_del(p, m);
 }
@@ -11972,7 +11973,8 @@ RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model
     info->pinned = md->pinned;
     info->slot = md->slot;
     info->state = md->slot >= 0 ? pool->slots[md->slot].state : RSD_POOL_SLOT_EMPTY;
-    info->waiting = md->wq_count;
+    info->waiting = md->wq_count - md->wq_preloads;
+    info->preloads = md->wq_preloads;
     info->running = md->slot >= 0 ? pool->slots[md->slot].in_flight : 0;
     info->last_used_ms = md->last_used_ms;
     info->start_failures = md->start_failures;

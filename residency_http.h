@@ -1019,9 +1019,11 @@
               borrows the parent's memory until exec, so the cost does not grow
               with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
               here; vfork and posix_spawn ~2 ms). The calling thread is paused
-              until exec; all signals are blocked meanwhile.
-       FORK   fork + the same child code; exec errors come back through an
-              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
+              until exec; all signals are blocked meanwhile. Exec errors come
+              back through an O_CLOEXEC pipe, not the shared memory, so they are
+              seen where vfork is emulated as fork (qemu-user).
+       FORK   fork + the same child code and pipe. Forced everywhere by
+              RSD_SPAWN_VIA_FORK.
        POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
               addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
               the fork path when a cwd is given). Cannot set PDEATHSIG, so on
@@ -8638,10 +8640,11 @@ RSDI_PRIVATE void rsdi_proc_close_from(int from, int keep) {
 /* Child side of the fork and vfork paths; never returns. PDEATHSIG, own process
    group, default signal dispositions, stdio, every other descriptor closed, cwd,
    execve. Only async-signal-safe calls (it may share the parent's memory). An exec
-   error goes to *errp (vfork: shared memory) or down errfd (fork: close-on-exec pipe). */
+   error goes down errfd, a close-on-exec pipe, on both paths: not through the memory
+   a vfork child shares, because a vfork can be a fork in disguise (qemu-user runs
+   CLONE_VM|CLONE_VFORK as a plain fork), and then the parent would never see it. */
 RSDI_PRIVATE void rsdi_proc_child(const rsd_procs *p, const char *cwd, int nullfd, int outfd,
-                                  char *const *envp, pid_t parent, int errfd,
-                                  volatile int *errp) {
+                                  char *const *envp, pid_t parent, int errfd) {
     int sig, err;
     struct sigaction sa;
     sigset_t none;
@@ -8666,9 +8669,21 @@ RSDI_PRIVATE void rsdi_proc_child(const rsd_procs *p, const char *cwd, int nullf
     execve(p->path, (char *const *)(uintptr_t)p->argv, envp);
 fail:
     err = errno ? errno : ENOEXEC;
-    if (errp) *errp = err;
-    if (errfd >= 0) (void)!write(errfd, &err, sizeof err);
+    (void)!write(errfd, &err, sizeof err);
     _exit(127);
+}
+
+/* Parent side after fork or vfork: the child's report on the pipe's read end rd (EOF:
+   it exec'd). 0, or the child's errno with the child reaped. */
+RSDI_PRIVATE int rsdi_proc_exec_report(int rd, pid_t pid) {
+    int err = 0, st;
+    ssize_t n;
+    do n = read(rd, &err, sizeof err);
+    while (n < 0 && errno == EINTR);
+    close(rd);
+    if (n != (ssize_t)sizeof err) return 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return err ? err : ECHILD;
 }
 
 /* fork path: portable; the parent blocks on a close-on-exec pipe until exec. fork
@@ -8677,14 +8692,13 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
                                 char *const *envp, pid_t *out_pid) {
     int ep[2], err = 0;
     pid_t pid, parent = getpid();
-    ssize_t n;
     sigset_t all, old;
     if (rsdi_proc_pipe(ep) != 0) return errno ? errno : EMFILE;
     /* Block signals around fork so no host handler runs in the child before exec. */
     sigfillset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, &old);
     pid = fork();
-    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1], NULL);
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1]);
     err = errno;
     (void)sigprocmask(SIG_SETMASK, &old, NULL);
     close(ep[1]);
@@ -8693,15 +8707,8 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
         return err ? err : EAGAIN;
     }
     (void)setpgid(pid, pid); /* the classic race fix; EACCES after exec is fine */
-    /* Blocks until exec (EOF) or the child's report. */
-    do n = read(ep[0], &err, sizeof err);
-    while (n < 0 && errno == EINTR);
-    close(ep[0]);
-    if (n == (ssize_t)sizeof err) {
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-        return err ? err : ECHILD;
-    }
+    err = rsdi_proc_exec_report(ep[0], pid); /* blocks until exec (EOF) or the report */
+    if (err) return err;
     *out_pid = pid;
     return 0;
 }
@@ -8711,25 +8718,28 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
    so the cost does not grow with the parent's heap, like glibc's posix_spawn
    (CLONE_VM | CLONE_VFORK), and the child can still call prctl. The calling thread
    is suspended until the child execs or exits; signals are blocked meanwhile so no
-   host handler runs on the shared stack. */
+   host handler runs on the shared stack. By then the report pipe holds the child's
+   errno or is at EOF, so reading it does not wait (under an emulated vfork it waits
+   for the exec, as the fork path does). */
 RSDI_PRIVATE int rsdi_proc_vfork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
                                  char *const *envp, pid_t *out_pid) {
-    volatile int child_err = 0;
-    int err;
+    int ep[2], err;
     pid_t pid, parent = getpid();
     sigset_t all, old;
+    if (rsdi_proc_pipe(ep) != 0) return errno ? errno : EMFILE;
     sigfillset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, &old);
     pid = vfork();
-    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, -1, &child_err);
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1]);
     err = pid < 0 ? errno : 0;
     (void)sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid < 0) return err ? err : EAGAIN;
-    if (child_err) {
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-        return child_err;
+    close(ep[1]);
+    if (pid < 0) {
+        close(ep[0]);
+        return err ? err : EAGAIN;
     }
+    err = rsdi_proc_exec_report(ep[0], pid);
+    if (err) return err;
     *out_pid = pid;
     return 0;
 }
@@ -12977,7 +12987,7 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     rsd_proc none;
     char why[RSD_FLEET_MESSAGE_MAX / 2];
     if (f->stopped || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK || mi.slot >= 0 ||
-        mi.waiting)
+        mi.waiting || mi.preloads)
         return RSD_OK;
     if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
     none.id = 0;

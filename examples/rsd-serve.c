@@ -522,7 +522,7 @@ static const char *router_state(const rsd_fleet_model_info *mi) {
     case RSD_POOL_SLOT_STARTING: return "loading";
     case RSD_POOL_SLOT_READY:
     case RSD_POOL_SLOT_DRAINING: return "loaded";
-    case RSD_POOL_SLOT_EMPTY: return mi->pool.waiting ? "loading" : "unloaded";
+    case RSD_POOL_SLOT_EMPTY: return mi->pool.waiting || mi->pool.preloads ? "loading" : "unloaded";
     default: return "unloaded"; /* STOPPING, FAILED */
     }
 }
@@ -1722,7 +1722,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         memset(&mi, 0, sizeof mi);
         if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK) continue;
-        if (mi.pool.waiting && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING))
+        if ((mi.pool.waiting || mi.pool.preloads) && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING))
             rsd_json_w_str(&w, s->cfg->models[i].id);
     }
     rsd_json_w_end_array(&w);
@@ -1732,7 +1732,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         const char *why;
         memset(&mi, 0, sizeof mi);
         if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK || mi.pool.slot < 0) continue;
-        if (mi.pool.state == RSD_POOL_SLOT_STARTING) why = mi.pool.waiting ? "the model room is made for" : "starting";
+        if (mi.pool.state == RSD_POOL_SLOT_STARTING) why = mi.pool.waiting || mi.pool.preloads ? "the model room is made for" : "starting";
         else if (mi.pool.state == RSD_POOL_SLOT_STOPPING) why = "already stopping";
         else if (mi.pool.pinned) why = "pinned";
         else if (mi.pool.running) why = "busy";

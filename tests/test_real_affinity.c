@@ -139,6 +139,10 @@ static void test_real_lease(void) {
         (void)poll(NULL, 0, 20);
     }
     CHECK(i < 1500);
+    /* b used last, so a is the least recently used whichever load finished first */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions",
+                      "{\"model\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}"),
+                 200);
     pid_a = status_field(&s, "a", "pid");
     CHECK(pid_a > 0);
     CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"3G\",\"restore\":true}"), 200);
