@@ -278,7 +278,8 @@
              capacity_bytes, keep_bytes (0 = unknown) }
            rsd_resident { model_id, aliases[4] + n, tags[8] + n,
              size_vram_bytes + has_size_vram, size_bytes + has_size (absent is
-             never zero), loaded_by_us (attribution), pinned }
+             never zero), loaded_by_us (attribution), pinned, last_used_ms
+             (its last use, ms since the epoch; 0 = unknown) }
            rsd_protected_model { model_id (trimmed; empty skipped), role }
          Model ids are rsd_str views, not copies: the caller keeps the strings
          alive while the facts and the plan are used (the plan names residents
@@ -290,7 +291,7 @@
              resident_count, slots_needed, load_context, evict[] + n_evict,
              fallback[] + n_fallback, blocked[] + n_blocked, notices[] +
              n_notices, cls[] (per resident: is_keep, protection, role, ours,
-             evict, group) }
+             evict, group, victim_rule) }
          evict/fallback/blocked hold indices into facts->residents. Unload the
          evict list in order, then load; fallback (JIT only) is what to unload,
          in order, if the load fails.
@@ -306,10 +307,25 @@
        the canonical-first member's id), freeing all its slots. Determinism:
        residents are taken in canonical order (model_id bytes, then index), so
        the same facts in any listing order give the same plan; ties are broken
-       by id, never by listing order.
+       by id, never by listing order. A group's last use is its members'
+       latest last_used_ms.
+
+     Least recently used
+       Among the candidates of equal protection (a tier) the victims go in this
+       order: the ones this library loaded first, then the least recently used
+       first (a model with no known use, 0, before any used one: never used is
+       the least recent), then by id, which therefore decides only when no last
+       use tells them apart. The reason says which rule chose (EVICT_LRU rather
+       than EVICT_UNPROTECTED when a last use was known in the tier), and so
+       does each victim's class (cls[].victim_rule LRU, UNUSED or BY_ID), and its
+       eviction notice's text adds "(least recently used)", "(no use of it is
+       known)" or "(no last use is known: first by id)" after the model's name.
+       The same
+       order is JIT's fallback and the scheduler's release. Byte-aware picks
+       stay largest first, ties in this order, and their notices carry no rule.
 
      Decision table (keep = the requested model; others = non-keep groups;
-     tiers: unprotected, then configured, each "loaded by us" first)
+     tiers: unprotected, then configured, each in the order above)
          keep resident, any strategy   ALREADY_RESIDENT   KEEP_RESIDENT; one
                                        notice if others: stress over-capacity
                                        (count > max) else co-resident
@@ -319,7 +335,8 @@
                                        or LOAD            CAPACITY_UNKNOWN_NONE_EVICTABLE
          ROUTER, free slot             LOAD               FREE_SLOT (co-resident
                                        "loading ... (N+1/C instances)")
-         ROUTER, full                  LOAD_AFTER_EVICT   EVICT_UNPROTECTED /
+         ROUTER, full                  LOAD_AFTER_EVICT   EVICT_LRU (a last use
+                                       known) / EVICT_UNPROTECTED (none) /
                                        EVICT_CONFIG: the fewest groups, tier
                                        order, so that count - freed + 1 <= max
          ROUTER, full, only pinned     DECLINE            DECLINE_ALL_PINNED
@@ -336,17 +353,35 @@
          optout != NONE                OBSERVE            OBSERVE_ENV / _TARGET
          driver: keep not served       DECLINE            DECLINE_NOT_LOADABLE
          driver: listing failed        OBSERVE            PROBE_FAILED (not cached)
+         no keep, free_bytes           FREE               FREE_BYTES / FREE_SHORT /
+                                       FREE_NOTHING: see "Free plans"
          sizes known             LOAD / LOAD_AFTER_EVICT  FITS_BYTES /
                                        EVICT_BYTES: see "Byte-aware eviction"
        Tag-pinned models and the keep are never in evict or fallback.
        Capacity counts instances unless capacity_bytes, keep_bytes and every
        resident's size are known; sizes never decline a load.
 
+     Free plans
+       An empty keep with rsd_facts.free_bytes > 0 asks to free that many bytes
+       instead of loading (an empty keep without it is RSD_ERR_MODEL_ID). The
+       candidates are the unprotected groups this library loaded (loaded_by_us)
+       whose every member has a known footprint (size_vram_bytes, else
+       size_bytes), in the order above (least recently used first); they go
+       until free_bytes are freed. Decision FREE (would FREE when observing);
+       plan.freed_bytes is what they free; reason FREE_BYTES, FREE_SHORT (all of
+       them hold less than asked: they all go, and a will-not-fit/warning notice
+       FREE_SHORT says how much can be freed) or FREE_NOTHING (no candidate).
+       One about-to-evict/info notice FREE_OURS per victim, detail
+       FREED_VRAM_BYTES FREE_BYTES: "unloading residency-loaded model
+       'b' (least recently used) from 'T' to free memory (2.0 GiB of the 3.0 GiB
+       asked)." Sizes under 1 GiB are given in MiB or bytes there.
+
      Capacity unknown
        A load adds one model, so freeing one slot always suffices for a
        count-limited server that was at or under its limit; and evicting one we
        chose stops a full router from displacing a pinned model itself. So the
-       plan evicts exactly one unprotected resident (ours first, then by id),
+       plan evicts exactly one unprotected resident (the first of its tier: ours
+       first, then the least recently used, then by id),
        never a configured one, and loads without eviction when none is
        unprotected. (The upstream driver evicted every unprotected resident.)
 
@@ -536,14 +571,18 @@
        canonical order is a merge sort on 7-byte big-endian keys taken after the
        bytes the ids share, refined only where ids tie on them. Work is O(total
        name bytes + n log n) for n <= 64 residents; bench/reconcile.c figure 3
-       measures it. Stack: about 7 KiB in rsd_decide's frame (x86-64, gcc -O2,
-       -fstack-usage) plus at most 720 bytes in callees; rsd_notice_format about
-       1.5 KiB (it sorts the co-residents the same way). The plan is zeroed
-       whole: "*out is always written" and the unused tail stays zero, so plans
-       compare with memcmp. Notice text is rendered only by rsd_notice_format,
-       never at decide time. tests/decide_ref.h is a test-only oracle:
-       tests/test_decide_ref.c and fuzz/fuzz_decide.c require byte-identical
-       plans and texts.
+       measures it. Stack: about 8.5 KiB in rsd_decide's frame (x86-64, gcc -O2,
+       -fstack-usage: 8 672 bytes; the name table 5 124, the working state
+       3 240) plus at most 720 bytes in callees; rsd_notice_format about 1.5 KiB
+       (it sorts the co-residents the same way). The plan is zeroed whole:
+       "*out is always written" and the unused tail stays zero, so plans compare
+       with memcmp. Notice text is rendered only by rsd_notice_format, never at
+       decide time. rsd_decide runs in named phases (names, identity groups,
+       bytes, stress notices, the strategy, the clamp, observe). tests/
+       decide_ref.h is a slow, obvious oracle of what the fast paths compute
+       (identity groups, classification, the candidate order with least
+       recently used): tests/test_decide_ref.c and fuzz/fuzz_decide.c require
+       rsd_decide to agree with it.
    ---- payload: server listings -> rsd_listing --------------------------------
        Pure, JSON-only parsers of server payloads into one runtime-neutral
        listing type that the drivers (next section) turn into rsd_facts. Each call
@@ -1547,8 +1586,9 @@
          -> on a failed load: RESTORE what was evicted
          -> COMMIT (attribution, generation bump) -> UNLOCK -> DONE
        Outcomes: RESIDENT, OBSERVED, DECLINED, LOAD_FAILED, DEGRADED (listing
-       unreadable: nothing done, not cached). rsd-ensure maps them to exit codes
-       0 (resident), 2 (declined), 3 (load failed), 4 (observe-only and not
+       unreadable: nothing done, not cached), FREED (a free reconcile:
+       desc.free_bytes and no keep; UNLOAD victims, then COMMIT, no LOAD).
+       rsd-ensure maps them to exit codes 0 (resident; freed), 2 (declined), 3 (load failed), 4 (observe-only and not
        resident), and a DEGRADED one by its result: 5 (server unreachable:
        RSD_ERR_CONNECT, _TIMEOUT, _RESOLVE, _CLOSED, _IO, _TLS), 7 (RSD_ERR_AUTH),
        else 6 (not a model server).
@@ -2068,7 +2108,8 @@ enum {
     X(LOAD, "load") \
     X(LOAD_AFTER_EVICT, "load-after-evict") \
     X(DECLINE, "decline") \
-    X(OBSERVE, "observe")
+    X(OBSERVE, "observe") \
+    X(FREE, "free")
 /* What the plan asks the driver to do. */
 typedef enum rsd_decision {
 #define RSDI_X(n, s) RSD_DECISION_##n,
@@ -2084,6 +2125,7 @@ typedef enum rsd_decision {
     X(EMPTY_SERVER, "nothing resident; load") \
     X(FREE_SLOT, "a free instance slot exists; load beside the residents") \
     X(EVICT_UNPROTECTED, "every slot taken; evict the fewest unprotected residents") \
+    X(EVICT_LRU, "every slot taken; evict the least recently used unprotected residents") \
     X(EVICT_CONFIG, "every slot taken and no unprotected resident left; evict a configured model") \
     X(CAPACITY_UNKNOWN_EVICT_ONE, "capacity unknown; evict one unprotected resident") \
     X(CAPACITY_UNKNOWN_NONE_EVICTABLE, "capacity unknown and nothing unprotected; load as is") \
@@ -2097,7 +2139,10 @@ typedef enum rsd_decision {
     X(DECLINE_NOT_LOADABLE, "declined: the server does not serve the keep model") \
     X(OBSERVE_ENV, "observe-only: RESIDENCY opt-out") \
     X(OBSERVE_TARGET, "observe-only: target is user-managed") \
-    X(PROBE_FAILED, "observe: the resident listing failed")
+    X(PROBE_FAILED, "observe: the resident listing failed") \
+    X(FREE_BYTES, "free memory: unload models this library loaded, least recently used first") \
+    X(FREE_SHORT, "free memory: the models this library loaded hold less than asked; unload them all") \
+    X(FREE_NOTHING, "free memory: no model this library loaded can be unloaded")
 /* Why a plan was made. */
 typedef enum rsd_reason {
 #define RSDI_X(n, s) RSD_REASON_##n,
@@ -2150,7 +2195,9 @@ typedef enum rsd_notice_level {
     X(EVICT_FOREIGN, "evict-foreign") \
     X(CONTEXT_CLAMPED, "context-clamped") \
     X(NOT_LOADABLE, "not-loadable") \
-    X(BYTES_SHORT, "bytes-short")
+    X(BYTES_SHORT, "bytes-short") \
+    X(FREE_OURS, "free-ours") \
+    X(FREE_SHORT, "free-short")
 /* Which message a notice carries. */
 typedef enum rsd_notice_msg {
 #define RSDI_X(n, s) RSD_MSG_##n,
@@ -2204,11 +2251,12 @@ typedef enum rsd_protection {
 typedef struct rsd_resident {
     rsd_str model_id;                   /* required, 1..RSD_MODEL_ID_MAX-1 bytes */
     rsd_str aliases[RSD_MAX_ALIASES];   /* other ids of the same model; empty ones ignored */
-    int n_aliases;                      /* 0..RSD_MAX_ALIASES */
     rsd_str tags[RSD_MAX_TAGS];         /* server tags (llama.cpp presets) */
+    int n_aliases;                      /* 0..RSD_MAX_ALIASES */
     int n_tags;                         /* 0..RSD_MAX_TAGS */
     uint64_t size_vram_bytes;           /* GPU-resident bytes, valid if has_size_vram */
     uint64_t size_bytes;                /* total weight bytes, valid if has_size */
+    uint64_t last_used_ms;              /* its last use, ms since the epoch; 0 = unknown */
     bool has_size_vram;                 /* absent sizes are never zero */
     bool has_size;
     bool loaded_by_us;                  /* attribution: we loaded it */
@@ -2244,6 +2292,7 @@ typedef struct rsd_facts {
     uint32_t context_ceiling;           /* clamp ceiling; 0 = RSD_FIT_CEILING_DEFAULT */
     uint64_t capacity_bytes;            /* memory the residents share (e.g. VRAM total); 0 = unknown */
     uint64_t keep_bytes;                /* what the keep takes once loaded; 0 = unknown */
+    uint64_t free_bytes;                /* with an empty keep: a free plan (free this many bytes), no load */
 } rsd_facts;
 
 /* Per-resident classification, index-aligned with rsd_facts.residents. */
@@ -2254,7 +2303,17 @@ typedef struct rsd_resident_class {
     uint8_t ours;          /* loaded_by_us (any member of its group) */
     uint8_t evict;         /* planned (or, when observing, would be) evicted */
     uint8_t group;         /* index of its identity group's representative */
+    uint8_t victim_rule;   /* planned victim: rsd_victim_rule, why before the others of its tier */
 } rsd_resident_class;
+
+/* Why an eviction notice's victim went before the other candidates of its tier. */
+typedef enum rsd_victim_rule {
+    RSD_VICTIM_NONE = 0,   /* not a victim chosen by order (byte-aware picks: largest first) */
+    RSD_VICTIM_LRU,        /* the least recently used of its tier (its last use is known) */
+    RSD_VICTIM_UNUSED,     /* no use of it is known, while others of its tier have one */
+    RSD_VICTIM_BY_ID,      /* no last use is known in its tier: the first by id */
+    RSD_VICTIM_NUM
+} rsd_victim_rule;
 
 /* Detail fields present on a notice (bit mask). */
 enum {
@@ -2303,6 +2362,7 @@ typedef struct rsd_plan {
     uint32_t resident_count;  /* rsd_facts.n_residents */
     int slots_needed;         /* router, capacity known: slots to free (count + 1 - max), 0 if one is free */
     uint32_t load_context;    /* context to load with (clamped); 0 = no context given */
+    uint64_t freed_bytes;     /* a free plan: what its evictions free */
     int n_evict;              /* unload these, in order, before loading */
     int16_t evict[RSD_MAX_RESIDENTS];
     int n_fallback;           /* jit: unload these in order if the load fails */
@@ -2513,6 +2573,7 @@ typedef struct rsd_listed_model {
     uint32_t context_length;            /* context it runs with; 0 = unknown */
     uint32_t max_context;               /* its trained/maximum context; 0 = unknown */
     uint32_t flags;                     /* RSD_LISTED_* */
+    uint64_t last_used_ms;              /* status.last_used (ms since the epoch) when listed; 0 = not */
 } rsd_listed_model;
 
 /* A parsed server listing (every model the server reports, in listing order). Its
@@ -2840,7 +2901,7 @@ typedef enum rsd_http_op {
 
 /* Final outcome of a reconcile. */
 #define RSD_OUTCOMES(X) X(NONE, "none") X(RESIDENT, "resident") X(OBSERVED, "observed") \
-    X(DECLINED, "declined") X(LOAD_FAILED, "load-failed") X(DEGRADED, "degraded")
+    X(DECLINED, "declined") X(LOAD_FAILED, "load-failed") X(DEGRADED, "degraded") X(FREED, "freed")
 /* How a reconcile ended. */
 typedef enum rsd_outcome {
 #define RSDI_X(n, s) RSD_OUTCOME_##n,
@@ -2938,6 +2999,7 @@ typedef struct rsd_reconcile_result {
     uint32_t load_context;    /* clamped context of the plan (0 = none) */
     uint32_t requests;        /* HTTP steps emitted */
     uint32_t load_attempts;   /* load requests for the keep */
+    uint64_t freed_bytes;     /* a free reconcile: the listed sizes of what it unloaded */
     uint64_t elapsed_ms;      /* from begin to DONE */
     rsd_lms_tier tier;        /* API tier found (LM Studio; NONE otherwise) */
     rsd_lms_state state;      /* how the request resolved (LM Studio; UNKNOWN otherwise) */
@@ -3006,13 +3068,21 @@ typedef struct rsd_owned {
 } rsd_owned;
 
 /* Everything a reconcile needs; zeroed fields are defaults, strings are copied. */
+/* A recorded last use of a model on a target (rsd_reconcile_desc.last_used). */
+typedef struct rsd_last_use {
+    const char *model;                /* id (or alias) as recorded */
+    uint64_t used_ms;                 /* ms since the epoch; 0 = unknown (ignored) */
+} rsd_last_use;
+
 typedef struct rsd_reconcile_desc {
     const rsd_runtime *runtime;       /* NULL = rsd_runtime_router() */
     const char *base_url;             /* as configured, e.g. "http://mini:8080/v1" */
     const char *target_key;           /* NULL = normalise("<runtime>|" base_url) */
     const char *target_id;            /* for messages; NULL = base_url */
     const char *runtime_id;           /* for messages; NULL = runtime->name */
-    const char *keep;                 /* model to make resident (required) */
+    const char *keep;                 /* model to make resident (required, unless free_bytes) */
+    uint64_t free_bytes;              /* with keep NULL or "": free this many bytes instead (unload
+                                         models this library loaded, least recently used first) */
     const char *residency_env;        /* value of RESIDENCY; NULL = unset (managed) */
     bool user_managed;                /* target lifecycle user-managed (observe) */
     bool keep_pinned;                 /* the keep will be tag-pinned */
@@ -3023,6 +3093,9 @@ typedef struct rsd_reconcile_desc {
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     const char *const *ours;          /* ids this library loaded here (attribution) */
     int n_ours;                       /* 0..RSD_RECONCILE_MAX_OURS */
+    const rsd_last_use *last_used;    /* last uses recorded here (the state directory); a figure the
+                                         listing gives (status.last_used) is preferred */
+    int n_last_used;                  /* 0..RSD_RECONCILE_MAX_OURS */
     uint32_t context_length, model_max_context, context_ceiling; /* see rsd_facts */
     uint32_t deadline_ms;             /* 0 = the runtime's default, whole reconcile */
     uint32_t probe_timeout_ms;        /* 0 = the runtime's default */
@@ -3105,6 +3178,9 @@ struct rsd_reconcile {
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
     char (*protected_ids)[RSD_MODEL_ID_MAX];  /* RSD_MAX_PROTECTED rows (in the tables) */
     char (*ours)[RSD_MODEL_ID_MAX];           /* RSD_RECONCILE_MAX_OURS rows (in the tables) */
+    char (*last_id)[RSD_MODEL_ID_MAX];        /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (in the tables) */
+    uint64_t last_ms[RSD_RECONCILE_MAX_OURS]; /* desc.last_used figures */
+    int n_last;
     /* internal: machine */
     int phase, after_wait;
     int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
@@ -3112,6 +3188,7 @@ struct rsd_reconcile {
     char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
     bool shown, locked;
     bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
+    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
     bool notices_held;                /* the plan's notices wait for the decision under the lock */
     bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
     bool cap_known;                   /* desc.capacity_known: no capacity request */
@@ -3480,6 +3557,7 @@ typedef struct rsd_pool_model_info {
     int slot;                 /* -1 when not resident/claimed */
     rsd_pool_slot_state state;/* state of that slot, EMPTY when none */
     uint32_t waiting;         /* queued requests for this model */
+    uint32_t preloads;        /* queued loads with no request (rsd_pool_preload, restores) */
     uint32_t running;         /* in-flight on its slot */
     uint64_t last_used_ms;    /* now_ms of its last grant or finished request; 0 = never */
     uint32_t start_failures;  /* consecutive failed starts (a READY or a reset clears it) */
@@ -5063,7 +5141,7 @@ RSDI_PRIVATE int rsdi_check_facts(const rsd_facts *f) {
     if ((f->n_residents && !f->residents) || (f->n_protected && !f->protected_models))
         return RSD_ERR_ARG;
     if (!rsdi_str_valid(f->target_id) || !rsdi_str_valid(f->runtime_id)) return RSD_ERR_ARG;
-    if ((r = rsdi_check_id(f->keep, false)) < 0) return r;
+    if ((r = rsdi_check_id(f->keep, f->free_bytes > 0)) < 0) return r; /* a free plan has no keep */
     for (k = 0; k < f->n_keep_aliases; k++)
         if ((r = rsdi_check_id(f->keep_aliases[k], true)) < 0) return r;
     for (k = 0; k < f->n_keep_tags; k++)
@@ -5101,6 +5179,9 @@ typedef struct rsdi_decide_ws {
     int16_t others[RSD_MAX_RESIDENTS];
     int n_unprot, n_config;             /* eviction tiers, ours first */
     int16_t unprot[RSD_MAX_RESIDENTS], config[RSD_MAX_RESIDENTS];
+    uint64_t glast[RSD_MAX_RESIDENTS];  /* group's last use (its members' latest), at the representative */
+    bool keep_pinned;                   /* the keep is (will be) tag-pinned: configured ones stay */
+    bool picked_by_bytes;               /* the victims were chosen by size, not by order */
     bool bytes_known;                   /* capacity, keep and every resident sized */
     uint64_t free_bytes, need_bytes;    /* free now; to free for the keep (0 = it fits) */
     uint64_t gbytes[RSD_MAX_RESIDENTS]; /* group footprint, at the representative */
@@ -5117,11 +5198,15 @@ enum {
     RSDI_NT_PROT = 64,    /* slot.ref: protected entry j is RSDI_NT_PROT * 8 + j */
     RSDI_NT_KEEP = 80     /* slot.ref: keep name k (0 = keep, 1.. = aliases) is RSDI_NT_KEEP * 8 + k */
 };
+/* How the protected list names a name: not at all, by a bare entry, or with a role
+   (the first entry with a role gives it). */
+enum { RSDI_NT_UNLISTED = 0, RSDI_NT_BARE = 1, RSDI_NT_ROLE = 2 };
 typedef struct rsdi_nt_slot {
-    int16_t ref;    /* the first holder of the name: resident i's name k = i * 8 + k, or see above */
-    int8_t res;     /* first resident carrying the name, -1 = none yet */
-    uint8_t info;   /* bit 0: the keep or a keep alias; bits 1-2: protection (0 none, 1 bare
-                       entry, 2 role in bits 3-7) */
+    int16_t ref;      /* the first holder of the name: resident i's name k = i * 8 + k, or see above */
+    int8_t res;       /* first resident carrying the name, -1 = none yet */
+    uint8_t is_keep;  /* the keep or a keep alias */
+    uint8_t listed;   /* RSDI_NT_UNLISTED, _BARE or _ROLE */
+    uint8_t role;     /* with RSDI_NT_ROLE: its rsd_role */
 } rsdi_nt_slot;
 typedef struct rsdi_nt {
     uint32_t mask;
@@ -5182,7 +5267,9 @@ RSDI_PRIVATE rsdi_nt_slot *rsdi_nt_get(rsdi_nt *t, const rsd_facts *f, rsd_str s
             t->hash[i] = h;
             t->slot[i].ref = (int16_t)ref;
             t->slot[i].res = -1;
-            t->slot[i].info = 0;
+            t->slot[i].is_keep = 0;
+            t->slot[i].listed = RSDI_NT_UNLISTED;
+            t->slot[i].role = (uint8_t)RSD_ROLE_NONE;
             *fresh = true;
             return &t->slot[i];
         }
@@ -5363,17 +5450,50 @@ RSDI_PRIVATE rsd_notice *rsdi_notice_add(rsd_plan *p, rsd_notice_kind kind, rsd_
     return n;
 }
 
-/* Builds tiers: groups with the given protection, ours first, canonical order. */
+/* Builds a tier: the groups with the given protection, ours first, then least recently
+   used first (an unknown last use, 0, first of all), then canonical order. */
 RSDI_PRIVATE int rsdi_tier(const rsdi_decide_ws *w, const rsd_plan *p, int protection, int16_t *out) {
-    int pass, k, n = 0;
-    for (pass = 0; pass < 2; pass++)
-        for (k = 0; k < w->n_others; k++) {
+    int pass, k, j, n = 0;
+    for (pass = 0; pass < 2; pass++) {
+        int first = n;
+        for (k = 0; k < w->n_others; k++) { /* others[] is canonical: a stable insertion by last use */
             int g = w->others[k];
             if (p->cls[g].protection != protection) continue;
             if ((pass == 0) != (p->cls[g].ours != 0)) continue;
-            out[n++] = (int16_t)g;
+            for (j = n++; j > first && w->glast[out[j - 1]] > w->glast[g]; j--) out[j] = out[j - 1];
+            out[j] = (int16_t)g;
         }
+    }
     return n;
+}
+
+/* Why victim g came first among the candidates of its protection (its tier). */
+RSDI_PRIVATE rsd_victim_rule rsdi_victim_rule(const rsdi_decide_ws *w, const rsd_plan *p, int g) {
+    int k;
+    if (w->picked_by_bytes) return RSD_VICTIM_NONE;
+    if (w->glast[g]) return RSD_VICTIM_LRU;
+    for (k = 0; k < w->n_others; k++)
+        if (p->cls[w->others[k]].protection == p->cls[g].protection && w->glast[w->others[k]]) return RSD_VICTIM_UNUSED;
+    return RSD_VICTIM_BY_ID;
+}
+
+/* cls[].victim_rule of every planned victim (and its group's members). */
+RSDI_PRIVATE void rsdi_victim_rules(const rsdi_decide_ws *w, rsd_plan *p) {
+    int k, i;
+    for (k = 0; k < p->n_evict; k++) {
+        int g = p->evict[k];
+        uint8_t rule = (uint8_t)rsdi_victim_rule(w, p, g);
+        for (i = 0; i < w->n; i++)
+            if (p->cls[i].group == g) p->cls[i].victim_rule = rule;
+    }
+}
+
+/* True when a last use is known for a group of tier list[0, n). */
+RSDI_PRIVATE bool rsdi_tier_used(const rsdi_decide_ws *w, const int16_t *list, int n) {
+    int k;
+    for (k = 0; k < n; k++)
+        if (w->glast[list[k]]) return true;
+    return false;
 }
 
 RSDI_PRIVATE void rsdi_mark_evict(const rsdi_decide_ws *w, rsd_plan *p, int g) {
@@ -5383,9 +5503,10 @@ RSDI_PRIVATE void rsdi_mark_evict(const rsdi_decide_ws *w, rsd_plan *p, int g) {
     p->evict[p->n_evict++] = (int16_t)g;
 }
 
-/* one notice per planned eviction. */
-RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, rsd_plan *p) {
+/* One notice per planned eviction, saying why this victim. */
+RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
     int k;
+    rsdi_victim_rules(w, p);
     for (k = 0; k < p->n_evict; k++) {
         int g = p->evict[k];
         const rsd_resident *r = &f->residents[g];
@@ -5489,6 +5610,7 @@ RSDI_PRIVATE bool rsdi_evict_bytes(const rsd_facts *f, rsdi_decide_ws *w, rsd_pl
         rsdi_mark_evict(w, p, picks[k]);
         any_config = any_config || p->cls[picks[k]].protection == RSD_PROTECT_CONFIG;
     }
+    w->picked_by_bytes = np > 0;
     p->decision = np ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
     p->reason = !np ? RSD_REASON_FITS_BYTES : any_config ? RSD_REASON_EVICT_CONFIG : RSD_REASON_EVICT_BYTES;
     return true;
@@ -5559,97 +5681,97 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
         any_config = true;
     }
     p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
-    p->reason = any_config ? RSD_REASON_EVICT_CONFIG : RSD_REASON_EVICT_UNPROTECTED;
+    p->reason = any_config ? RSD_REASON_EVICT_CONFIG
+              : rsdi_tier_used(w, w->unprot, w->n_unprot) ? RSD_REASON_EVICT_LRU : RSD_REASON_EVICT_UNPROTECTED;
 }
 
-RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
-    rsdi_decide_ws w;
-    rsdi_nt t;
-    int i, k, r;
-    uint32_t names, size;
-    bool keep_pinned, config_evictable, fresh;
-    if (!p) return RSD_ERR_ARG;
-    memset(p, 0, sizeof *p);
-    p->keep_index = -1;
-    if (!f) return RSD_ERR_ARG;
-    if ((r = rsdi_check_facts(f)) < 0) return r;
-    w.n = f->n_residents;
-    w.n_others = w.n_unprot = w.n_config = 0;
-    p->resident_count = (uint32_t)w.n;
+/* ---- rsd_decide, phase by phase ----------------------------------------------------- */
 
-    /* Canonical order (model_id, then index). */
-    for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i;
-    if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, w.n);
-
-    /* The name table: protected ids first (the first entry with a role gives
-       the role, else a bare entry protects with none), then the keep's names. */
-    names = (uint32_t)f->n_protected + 1u + (uint32_t)f->n_keep_aliases;
-    for (i = 0; i < w.n; i++) names += 1u + (uint32_t)f->residents[i].n_aliases;
+/* Phase 1, names: the name table holds the protected ids first (the first entry with
+   a role gives the role, else a bare entry protects with none), then the keep's
+   names. */
+RSDI_PRIVATE void rsdi_decide_names(const rsd_facts *f, rsdi_nt *t) {
+    uint32_t names = (uint32_t)f->n_protected + 1u + (uint32_t)f->n_keep_aliases, size;
+    int i, k;
+    bool fresh;
+    for (i = 0; i < f->n_residents; i++) names += 1u + (uint32_t)f->residents[i].n_aliases;
     for (size = 16; size < names + names / 2 + 1 && size < RSDI_NT_SLOTS; size *= 2) {}
-    t.mask = size - 1;
-    memset(t.hash, 0, size * sizeof t.hash[0]);
+    t->mask = size - 1;
+    memset(t->hash, 0, size * sizeof t->hash[0]);
     for (i = 0; i < f->n_protected; i++) {
         rsd_str id = rsdi_str_trim(f->protected_models[i].model_id);
         rsd_role role = f->protected_models[i].role;
         rsdi_nt_slot *s;
         if (id.len == 0 || id.len >= RSD_MODEL_ID_MAX) continue;
-        s = rsdi_nt_get(&t, f, id, RSDI_NT_PROT * 8 + i, &fresh);
-        if (((s->info >> 1) & 3) == 2) continue;
-        s->info = (uint8_t)((s->info & 1) | (role != RSD_ROLE_NONE ? 4 | ((unsigned)role << 3) : 2));
+        s = rsdi_nt_get(t, f, id, RSDI_NT_PROT * 8 + i, &fresh);
+        if (s->listed == RSDI_NT_ROLE) continue; /* an earlier entry gave the role */
+        if (role != RSD_ROLE_NONE) {
+            s->listed = RSDI_NT_ROLE;
+            s->role = (uint8_t)role;
+        } else {
+            s->listed = RSDI_NT_BARE;
+        }
     }
     for (k = 0; k <= f->n_keep_aliases; k++) {
         rsd_str x = k == 0 ? f->keep : f->keep_aliases[k - 1];
-        if (x.len) rsdi_nt_get(&t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->info |= 1;
+        if (x.len) rsdi_nt_get(t, f, x, RSDI_NT_KEEP * 8 + k, &fresh)->is_keep = 1;
     }
-    /* Per-entry protection, keep match, and identity groups: entries that
-       share any id or alias are one model. */
-    for (i = 0; i < w.n; i++) {
+}
+
+/* Phase 2, identity groups: per-entry protection and keep match; entries
+   that share any id or alias are one model, represented by its canonical-first
+   member, which holds the group's facts (keep, ours, protection, role, last use);
+   then every member gets them, and others[] lists the non-keep groups in canonical
+   order. */
+RSDI_PRIVATE void rsdi_decide_groups(const rsd_facts *f, rsdi_decide_ws *w, rsdi_nt *t, rsd_plan *p) {
+    int i, k;
+    bool fresh;
+    for (i = 0; i < w->n; i++) {
         const rsd_resident *res = &f->residents[i];
-        w.root[i] = (int16_t)i;
-        w.rep[i] = -1;
-        w.cfg[i] = w.role[i] = w.ekeep[i] = 0;
-        w.gsize[i] = w.role_set[i] = 0;
-        w.gbytes[i] = 0;
-        w.tag[i] = (uint8_t)(res->pinned || rsd_tags_protect(res->tags, res->n_tags));
+        w->root[i] = (int16_t)i;
+        w->rep[i] = -1;
+        w->cfg[i] = w->role[i] = w->ekeep[i] = 0;
+        w->gsize[i] = w->role_set[i] = 0;
+        w->gbytes[i] = w->glast[i] = 0;
+        w->tag[i] = (uint8_t)(res->pinned || rsd_tags_protect(res->tags, res->n_tags));
         for (k = 0; k <= res->n_aliases; k++) {
             rsd_str x = rsdi_res_name(res, k);
             rsdi_nt_slot *s;
             if (!x.len) continue;
-            s = rsdi_nt_get(&t, f, x, i * 8 + k, &fresh);
+            s = rsdi_nt_get(t, f, x, i * 8 + k, &fresh);
             if (s->res < 0) {
                 s->res = (int8_t)i;
             } else if (s->res != i) {
-                int a = rsdi_find(&w, i), b = rsdi_find(&w, s->res);
-                if (a != b) w.root[a > b ? a : b] = (int16_t)(a < b ? a : b);
+                int a = rsdi_find(w, i), b = rsdi_find(w, s->res);
+                if (a != b) w->root[a > b ? a : b] = (int16_t)(a < b ? a : b);
             }
-            if (s->info & 1) w.ekeep[i] = 1;
-            if ((s->info & 6) && !w.cfg[i]) { /* the id, else the first protected alias */
-                w.cfg[i] = 1;
-                w.role[i] = (s->info & 6) == 4 ? (uint8_t)(s->info >> 3) : (uint8_t)RSD_ROLE_NONE;
+            if (s->is_keep) w->ekeep[i] = 1;
+            if (s->listed != RSDI_NT_UNLISTED && !w->cfg[i]) { /* the id, else the first protected alias */
+                w->cfg[i] = 1;
+                w->role[i] = s->listed == RSDI_NT_ROLE ? s->role : (uint8_t)RSD_ROLE_NONE;
             }
         }
     }
-    /* A group's representative is its canonical-first member. */
-    for (k = 0; k < w.n; k++) {
-        int e = w.order[k], g = rsdi_find(&w, e);
-        if (w.rep[g] < 0) w.rep[g] = (int16_t)e;
+    for (k = 0; k < w->n; k++) {
+        int e = w->order[k], g = rsdi_find(w, e);
+        if (w->rep[g] < 0) w->rep[g] = (int16_t)e;
     }
-    for (i = 0; i < w.n; i++) p->cls[i].group = (uint8_t)w.rep[rsdi_find(&w, i)];
-    /* Group aggregates at the representative, walked in canonical order. */
-    for (k = 0; k < w.n; k++) {
-        int e = w.order[k], g = p->cls[e].group;
+    for (i = 0; i < w->n; i++) p->cls[i].group = (uint8_t)w->rep[rsdi_find(w, i)];
+    for (k = 0; k < w->n; k++) { /* aggregates at the representative, in canonical order */
+        int e = w->order[k], g = p->cls[e].group;
         rsd_resident_class *c = &p->cls[g];
-        w.gsize[g]++;
-        if (w.ekeep[e]) c->is_keep = 1;
+        w->gsize[g]++;
+        if (w->ekeep[e]) c->is_keep = 1;
         if (f->residents[e].loaded_by_us) c->ours = 1;
-        if (w.tag[e]) c->protection = RSD_PROTECT_TAG;
-        else if (w.cfg[e] && c->protection == RSD_PROTECT_NONE) c->protection = RSD_PROTECT_CONFIG;
-        if (w.cfg[e] && !w.role_set[g]) { /* role of the canonical-first configured member */
-            c->role = w.role[e];
-            w.role_set[g] = 1;
+        if (f->residents[e].last_used_ms > w->glast[g]) w->glast[g] = f->residents[e].last_used_ms;
+        if (w->tag[e]) c->protection = RSD_PROTECT_TAG;
+        else if (w->cfg[e] && c->protection == RSD_PROTECT_NONE) c->protection = RSD_PROTECT_CONFIG;
+        if (w->cfg[e] && !w->role_set[g]) { /* role of the canonical-first configured member */
+            c->role = w->role[e];
+            w->role_set[g] = 1;
         }
     }
-    for (i = 0; i < w.n; i++) { /* spread group facts to members */
+    for (i = 0; i < w->n; i++) { /* spread group facts to members */
         int g = p->cls[i].group;
         if (g != i) {
             p->cls[i].is_keep = p->cls[g].is_keep;
@@ -5662,24 +5784,30 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             if (p->keep_index < 0) p->keep_index = i;
         }
     }
-    for (k = 0; k < w.n; k++) {
-        int e = w.order[k];
-        if (p->cls[e].group == e && !p->cls[e].is_keep) w.others[w.n_others++] = (int16_t)e;
+    for (k = 0; k < w->n; k++) {
+        int e = w->order[k];
+        if (p->cls[e].group == e && !p->cls[e].is_keep) w->others[w->n_others++] = (int16_t)e;
     }
-    /* byte accounting, only when everything is sized (else exactly as without) */
-    w.bytes_known = f->capacity_bytes > 0 && f->keep_bytes > 0;
-    {
-        uint64_t used = 0, b = 0;
-        for (i = 0; i < w.n && w.bytes_known; i++) {
-            if (!rsdi_res_bytes(&f->residents[i], &b)) w.bytes_known = false;
-            w.gbytes[p->cls[i].group] = rsdi_add_sat(w.gbytes[p->cls[i].group], b);
-            used = rsdi_add_sat(used, b);
-        }
-        w.free_bytes = f->capacity_bytes > used ? f->capacity_bytes - used : 0;
-        w.need_bytes = f->keep_bytes > w.free_bytes ? f->keep_bytes - w.free_bytes : 0;
-    }
+}
 
-    /* context stress. */
+/* Phase 3, bytes: only when everything is sized, else exactly as without. */
+RSDI_PRIVATE void rsdi_decide_bytes(const rsd_facts *f, rsdi_decide_ws *w, const rsd_plan *p) {
+    uint64_t used = 0, b = 0;
+    int i;
+    w->bytes_known = f->capacity_bytes > 0 && f->keep_bytes > 0;
+    for (i = 0; i < w->n && w->bytes_known; i++) {
+        if (!rsdi_res_bytes(&f->residents[i], &b)) w->bytes_known = false;
+        w->gbytes[p->cls[i].group] = rsdi_add_sat(w->gbytes[p->cls[i].group], b);
+        used = rsdi_add_sat(used, b);
+    }
+    w->free_bytes = f->capacity_bytes > used ? f->capacity_bytes - used : 0;
+    w->need_bytes = f->keep_bytes > w->free_bytes ? f->keep_bytes - w->free_bytes : 0;
+}
+
+/* Phase 4, stress: the context over the model's limit, then every resident split
+   across CPU and GPU, keep included, canonical order. */
+RSDI_PRIVATE void rsdi_decide_stress(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
+    int k;
     if (f->context_length && f->model_max_context && f->context_length > f->model_max_context) {
         rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_OVER_MAX, -1);
         if (n) {
@@ -5688,11 +5816,10 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             n->model_max_context = f->model_max_context;
         }
     }
-    /* split stress for every resident, keep included, canonical order. */
-    for (k = 0; k < w.n; k++) {
-        const rsd_resident *res = &f->residents[w.order[k]];
+    for (k = 0; k < w->n; k++) {
+        const rsd_resident *res = &f->residents[w->order[k]];
         if (res->has_size && res->has_size_vram && res->size_bytes > res->size_vram_bytes) {
-            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_SPLIT, w.order[k]);
+            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_SPLIT, w->order[k]);
             if (n) {
                 n->detail = RSD_DETAIL_RESIDENT_VRAM_BYTES | RSD_DETAIL_RESIDENT_TOTAL_BYTES;
                 n->resident_vram_bytes = res->size_vram_bytes;
@@ -5700,105 +5827,190 @@ RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
             }
         }
     }
+}
 
-    keep_pinned = f->keep_pinned || rsd_tags_protect(f->keep_tags, f->n_keep_tags);
-    config_evictable = !keep_pinned;
-    if (p->keep_resident) {
-        p->decision = RSD_DECISION_ALREADY_RESIDENT;
-        p->reason = RSD_REASON_KEEP_RESIDENT;
-        if (w.n_others) {
-            rsd_notice *n;
-            if (f->max_instances && (uint32_t)w.n > f->max_instances) {
-                n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_OVER_CAPACITY, -1);
-                if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
-            } else {
-                n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_SERVES_ALONGSIDE, -1);
-                if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | (f->max_instances ? (uint32_t)RSD_DETAIL_MAX_INSTANCES : 0u);
-            }
-            if (n) {
-                n->resident_count = (uint32_t)w.n;
-                n->max_instances = f->max_instances;
-            }
+/* Phase 5a: the keep is resident: nothing to do; one notice when others share
+   the server. */
+RSDI_PRIVATE void rsdi_decide_resident(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
+    rsd_notice *n;
+    p->decision = RSD_DECISION_ALREADY_RESIDENT;
+    p->reason = RSD_REASON_KEEP_RESIDENT;
+    if (!w->n_others) return;
+    if (f->max_instances && (uint32_t)w->n > f->max_instances) {
+        n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_OVER_CAPACITY, -1);
+        if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
+    } else {
+        n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_SERVES_ALONGSIDE, -1);
+        if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | (f->max_instances ? (uint32_t)RSD_DETAIL_MAX_INSTANCES : 0u);
+    }
+    if (n) {
+        n->resident_count = (uint32_t)w->n;
+        n->max_instances = f->max_instances;
+    }
+}
+
+/* Phase 5b, JIT: load now; the fallback is the tiers in order. */
+RSDI_PRIVATE void rsdi_decide_jit(const rsdi_decide_ws *w, rsd_plan *p) {
+    int k;
+    for (k = 0; k < w->n_unprot; k++) p->fallback[p->n_fallback++] = w->unprot[k];
+    for (k = 0; !w->keep_pinned && k < w->n_config; k++) p->fallback[p->n_fallback++] = w->config[k];
+    p->decision = RSD_DECISION_LOAD;
+    p->reason = RSD_REASON_JIT_LOAD;
+}
+
+/* Phase 5c, scheduler: release our unprotected stragglers (with sizes, only the
+   fewest that free what the keep needs). */
+RSDI_PRIVATE void rsdi_decide_scheduler(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p) {
+    int16_t ours[RSD_MAX_RESIDENTS] = {0}; /* = {0}: gcc -O2 maybe-uninitialized */
+    int n_ours = 0, k;
+    for (k = 0; k < w->n_unprot; k++)
+        if (p->cls[w->unprot[k]].ours) ours[n_ours++] = w->unprot[k];
+    if (w->bytes_known && rsdi_evict_bytes(f, w, p, ours, n_ours, NULL, 0, 0)) {
+        if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours */
+        return;
+    }
+    for (k = 0; k < n_ours; k++) rsdi_mark_evict(w, p, ours[k]);
+    p->decision = p->n_evict ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
+    p->reason = p->n_evict ? RSD_REASON_SCHEDULER_RELEASE_OURS : RSD_REASON_SCHEDULER_LOAD;
+}
+
+/* Phase 5d, router: empty, capacity unknown (evict one), or known. */
+RSDI_PRIVATE void rsdi_decide_router(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p) {
+    if (w->n == 0) {
+        p->decision = RSD_DECISION_LOAD;
+        p->reason = RSD_REASON_EMPTY_SERVER;
+        if (w->bytes_known && w->need_bytes) rsdi_bytes_short(f, w, p, 0); /* too big even alone */
+    } else if (f->max_instances == 0) {
+        if (w->bytes_known && w->need_bytes && rsdi_evict_bytes(f, w, p, w->unprot, w->n_unprot, NULL, 0, 0)) {
+            /* as many as the bytes need (one or more); never a configured one. When the
+               bytes fit, the one eviction stays: the router limits by count, not bytes */
+        } else if (w->n_unprot) {
+            rsdi_mark_evict(w, p, w->unprot[0]);
+            p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
+            p->reason = RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE;
+        } else {
+            p->decision = RSD_DECISION_LOAD;
+            p->reason = RSD_REASON_CAPACITY_UNKNOWN_NONE_EVICTABLE;
         }
+    } else {
+        rsdi_router_known(f, w, p, !w->keep_pinned);
+    }
+}
+
+/* Phase 5e, a free plan (an empty keep and free_bytes): unload models this library
+   loaded, unprotected and of known size, in tier order (least recently used first),
+   until free_bytes are freed; one notice per victim, and one more when they cannot free
+   it all. */
+RSDI_PRIVATE void rsdi_decide_free(const rsd_facts *f, rsdi_decide_ws *w, rsd_plan *p) {
+    uint64_t freed = 0, b, held = 0;
+    int k;
+    rsd_notice *n;
+    for (k = 0; k < w->n_unprot; k++) {
+        int g = w->unprot[k], i;
+        bool sized = p->cls[g].ours != 0;
+        for (b = 0, i = 0; i < w->n && sized; i++)
+            if (p->cls[i].group == g) {
+                uint64_t x = 0;
+                sized = rsdi_res_bytes(&f->residents[i], &x);
+                b = rsdi_add_sat(b, x);
+            }
+        if (!sized || !b) continue;
+        held = rsdi_add_sat(held, b);
+        if (freed >= f->free_bytes) continue;
+        rsdi_mark_evict(w, p, g);
+        freed = rsdi_add_sat(freed, b);
+        n = rsdi_notice_add(p, RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO, RSD_MSG_FREE_OURS, g);
+        if (n) {
+            n->detail = RSD_DETAIL_FREED_VRAM_BYTES | RSD_DETAIL_FREE_BYTES;
+            n->freed_vram_bytes = b;
+            n->free_bytes = f->free_bytes;
+        }
+    }
+    rsdi_victim_rules(w, p);
+    p->decision = RSD_DECISION_FREE;
+    p->freed_bytes = freed;
+    p->reason = !p->n_evict ? RSD_REASON_FREE_NOTHING : freed < f->free_bytes ? RSD_REASON_FREE_SHORT
+                                                                              : RSD_REASON_FREE_BYTES;
+    if (freed >= f->free_bytes) return;
+    n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_WARNING, RSD_MSG_FREE_SHORT, -1);
+    if (n) {
+        n->detail = RSD_DETAIL_FREE_BYTES | RSD_DETAIL_FREED_VRAM_BYTES;
+        n->free_bytes = f->free_bytes;
+        n->freed_vram_bytes = held;
+    }
+}
+
+/* Phase 6, clamp: the load context while neighbours stay resident. */
+RSDI_PRIVATE void rsdi_decide_clamp(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
+    int neighbours = 0, k;
+    rsd_notice *n;
+    if (!f->context_length || (p->decision != RSD_DECISION_LOAD && p->decision != RSD_DECISION_LOAD_AFTER_EVICT))
+        return;
+    for (k = 0; k < w->n_others; k++)
+        if (!p->cls[w->others[k]].evict) neighbours++;
+    p->load_context = rsd_fit_context(f->context_length, neighbours, f->context_ceiling);
+    if (p->load_context >= f->context_length) return;
+    n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_CLAMPED, -1);
+    if (n) {
+        n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_LOAD_CONTEXT;
+        n->requested_context = f->context_length;
+        n->load_context = p->load_context;
+    }
+}
+
+/* Phase 7, observe: an opt-out keeps the plan as what would happen and
+   mutates nothing. */
+RSDI_PRIVATE void rsdi_decide_observe(const rsd_facts *f, rsd_plan *p) {
+    int k;
+    p->would = p->decision;
+    if (f->optout == RSD_OPTOUT_NONE) return;
+    p->decision = RSD_DECISION_OBSERVE;
+    p->reason = f->optout == RSD_OPTOUT_TARGET ? RSD_REASON_OBSERVE_TARGET : RSD_REASON_OBSERVE_ENV;
+    p->n_evict = 0;
+    p->n_fallback = 0;
+    for (k = 0; k < p->n_notices; k++) {
+        rsd_notice_msg m = p->notices[k].msg;
+        if (m != RSD_MSG_CONTEXT_OVER_MAX && m != RSD_MSG_SPLIT && m != RSD_MSG_OVER_CAPACITY &&
+            m != RSD_MSG_SERVES_ALONGSIDE)
+            p->notices[k].observe_only = true;
+    }
+}
+
+RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
+    rsdi_decide_ws w;
+    rsdi_nt t;
+    int i, r;
+    if (!p) return RSD_ERR_ARG;
+    memset(p, 0, sizeof *p);
+    p->keep_index = -1;
+    if (!f) return RSD_ERR_ARG;
+    if ((r = rsdi_check_facts(f)) < 0) return r;
+    w.n = f->n_residents;
+    w.n_others = w.n_unprot = w.n_config = 0;
+    w.picked_by_bytes = false;
+    w.keep_pinned = f->keep_pinned || rsd_tags_protect(f->keep_tags, f->n_keep_tags);
+    p->resident_count = (uint32_t)w.n;
+    for (i = 0; i < w.n; i++) w.order[i] = (int16_t)i; /* canonical order: (model_id, index) */
+    if (w.n > 1) rsdi_sort_ids(f, w.order, w.key, w.tmp, w.n);
+    rsdi_decide_names(f, &t);
+    rsdi_decide_groups(f, &w, &t, p);
+    rsdi_decide_bytes(f, &w, p);
+    rsdi_decide_stress(f, &w, p);
+    if (!f->keep.len) { /* a free plan (rsdi_check_facts let an empty keep through only for it) */
+        w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);
+        rsdi_decide_free(f, &w, p);
+    } else if (p->keep_resident) {
+        rsdi_decide_resident(f, &w, p);
     } else {
         w.n_unprot = rsdi_tier(&w, p, RSD_PROTECT_NONE, w.unprot);
         w.n_config = rsdi_tier(&w, p, RSD_PROTECT_CONFIG, w.config);
-        switch (f->strategy) {
-        case RSD_STRATEGY_JIT:
-            for (k = 0; k < w.n_unprot; k++) p->fallback[p->n_fallback++] = w.unprot[k];
-            for (k = 0; config_evictable && k < w.n_config; k++) p->fallback[p->n_fallback++] = w.config[k];
-            p->decision = RSD_DECISION_LOAD;
-            p->reason = RSD_REASON_JIT_LOAD;
-            break;
-        case RSD_STRATEGY_SCHEDULER: {
-            int16_t ours[RSD_MAX_RESIDENTS] = {0}; /* = {0}: gcc -O2 maybe-uninitialized */
-            int n_ours = 0;
-            for (k = 0; k < w.n_unprot; k++)
-                if (p->cls[w.unprot[k]].ours) ours[n_ours++] = w.unprot[k];
-            if (w.bytes_known && rsdi_evict_bytes(f, &w, p, ours, n_ours, NULL, 0, 0)) {
-                if (p->n_evict) p->reason = RSD_REASON_SCHEDULER_RELEASE_OURS; /* the fewest of ours */
-                break;
-            }
-            for (k = 0; k < n_ours; k++) rsdi_mark_evict(&w, p, ours[k]);
-            p->decision = p->n_evict ? RSD_DECISION_LOAD_AFTER_EVICT : RSD_DECISION_LOAD;
-            p->reason = p->n_evict ? RSD_REASON_SCHEDULER_RELEASE_OURS : RSD_REASON_SCHEDULER_LOAD;
-            break;
-        }
-        default: /* router */
-            if (w.n == 0) {
-                p->decision = RSD_DECISION_LOAD;
-                p->reason = RSD_REASON_EMPTY_SERVER;
-                if (w.bytes_known && w.need_bytes) rsdi_bytes_short(f, &w, p, 0); /* too big even alone */
-            } else if (f->max_instances == 0) { /* capacity unknown: evict one */
-                if (w.bytes_known && w.need_bytes && rsdi_evict_bytes(f, &w, p, w.unprot, w.n_unprot, NULL, 0, 0)) {
-                    /* as many as the bytes need (one or more); never a configured one. When
-                       the bytes fit, the one of capacity-unknown stays: the router limits by count, not bytes */
-                } else if (w.n_unprot) {
-                    rsdi_mark_evict(&w, p, w.unprot[0]);
-                    p->decision = RSD_DECISION_LOAD_AFTER_EVICT;
-                    p->reason = RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE;
-                } else {
-                    p->decision = RSD_DECISION_LOAD;
-                    p->reason = RSD_REASON_CAPACITY_UNKNOWN_NONE_EVICTABLE;
-                }
-            } else {
-                rsdi_router_known(f, &w, p, config_evictable);
-            }
-            break;
-        }
-        rsdi_evict_notices(f, p);
+        if (f->strategy == RSD_STRATEGY_JIT) rsdi_decide_jit(&w, p);
+        else if (f->strategy == RSD_STRATEGY_SCHEDULER) rsdi_decide_scheduler(f, &w, p);
+        else rsdi_decide_router(f, &w, p);
+        rsdi_evict_notices(f, &w, p);
     }
-
-    /* clamp the load context while neighbours stay resident. */
-    if (f->context_length &&
-        (p->decision == RSD_DECISION_LOAD || p->decision == RSD_DECISION_LOAD_AFTER_EVICT)) {
-        int neighbours = 0;
-        for (k = 0; k < w.n_others; k++)
-            if (!p->cls[w.others[k]].evict) neighbours++;
-        p->load_context = rsd_fit_context(f->context_length, neighbours, f->context_ceiling);
-        if (p->load_context < f->context_length) {
-            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_CLAMPED, -1);
-            if (n) {
-                n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_LOAD_CONTEXT;
-                n->requested_context = f->context_length;
-                n->load_context = p->load_context;
-            }
-        }
-    }
-
-    p->would = p->decision;
-    if (f->optout != RSD_OPTOUT_NONE) { /* observe never mutates */
-        p->decision = RSD_DECISION_OBSERVE;
-        p->reason = f->optout == RSD_OPTOUT_TARGET ? RSD_REASON_OBSERVE_TARGET : RSD_REASON_OBSERVE_ENV;
-        p->n_evict = 0;
-        p->n_fallback = 0;
-        for (k = 0; k < p->n_notices; k++) {
-            rsd_notice_msg m = p->notices[k].msg;
-            if (m != RSD_MSG_CONTEXT_OVER_MAX && m != RSD_MSG_SPLIT && m != RSD_MSG_OVER_CAPACITY &&
-                m != RSD_MSG_SERVES_ALONGSIDE)
-                p->notices[k].observe_only = true;
-        }
-    }
+    rsdi_decide_clamp(f, &w, p);
+    rsdi_decide_observe(f, p);
     return RSD_OK;
 }
 
@@ -5884,6 +6096,37 @@ RSD_API int rsd_plan_decline_unloadable(const rsd_facts *f, rsd_plan *p, uint32_
     return RSD_OK;
 }
 
+/* A size for the free notices: GiB with one decimal from 1 GiB, else MiB from 1 MiB, else bytes. */
+RSDI_PRIVATE void rsdi_sb_size(rsdi_sb *b, uint64_t bytes) {
+    const uint64_t mib = (uint64_t)1 << 20;
+    uint64_t tenths;
+    if (bytes >= (uint64_t)1 << 30) {
+        rsdi_sb_gib(b, bytes);
+        return;
+    }
+    if (bytes < mib) {
+        rsdi_sb_u(b, bytes);
+        rsdi_sb_c(b, " bytes");
+        return;
+    }
+    tenths = (bytes * 10 + mib / 2) / mib; /* bytes < 2^30: no overflow */
+    rsdi_sb_u(b, tenths / 10);
+    rsdi_sb_c(b, ".");
+    rsdi_sb_u(b, tenths % 10);
+    rsdi_sb_c(b, " MiB");
+}
+
+/* Why an eviction notice's victim: " (least recently used)" and the like; nothing for
+   byte-aware picks. */
+RSDI_PRIVATE void rsdi_sb_victim(rsdi_sb *b, const rsd_plan *p, const rsd_notice *n) {
+    switch (n->subject >= 0 && n->subject < RSD_MAX_RESIDENTS ? (int)p->cls[n->subject].victim_rule : (int)RSD_VICTIM_NONE) {
+    case RSD_VICTIM_LRU: rsdi_sb_c(b, " (least recently used)"); break;
+    case RSD_VICTIM_UNUSED: rsdi_sb_c(b, " (no use of it is known)"); break;
+    case RSD_VICTIM_BY_ID: rsdi_sb_c(b, " (no last use is known: first by id)"); break;
+    default: break;
+    }
+}
+
 RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_notice *n,
                               char *buf, size_t cap) {
     rsdi_sb b;
@@ -5951,18 +6194,21 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         rsdi_sb_c(&b, "). Unload one manually or raise the server's max instances.");
         break;
     case RSD_MSG_EVICT_CONFIG:
-        rsdi_sb_c(&b, "evicting "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, "evicting "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
+        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target);
         rsdi_sb_c(&b, " to make room for "); rsdi_sb_q(&b, keep);
         rsdi_sb_c(&b, " even though settings still reference it as "); rsdi_sb_c(&b, rsd_role_phrase(n->role));
         rsdi_sb_c(&b, ": every slot is taken and no unprotected resident is left. Another profile "
                       "pointed at it will reload it.");
         break;
     case RSD_MSG_EVICT_OURS:
-        rsdi_sb_c(&b, "evicting residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " from ");
+        rsdi_sb_c(&b, "evicting residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
+        rsdi_sb_c(&b, " from ");
         rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free a slot for "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ".");
         break;
     case RSD_MSG_EVICT_FOREIGN:
-        rsdi_sb_c(&b, "swapping resident "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " for requested ");
+        rsdi_sb_c(&b, "swapping resident "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
+        rsdi_sb_c(&b, " for requested ");
         rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
         rsdi_sb_c(&b, " (residency did not load it; recorded transition instead of a silent unload; set "
                       "RESIDENCY=observe or mark the target user-managed to forbid swaps).");
@@ -5979,6 +6225,18 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->capacity_bytes);
         rsdi_sb_c(&b, " can be freed without evicting a protected model; residency evicts no more than "
                       "without sizes, and the load may fail or spill to CPU.");
+        break;
+    case RSD_MSG_FREE_OURS:
+        rsdi_sb_c(&b, "unloading residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
+        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free memory (");
+        rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the "); rsdi_sb_size(&b, n->free_bytes);
+        rsdi_sb_c(&b, " asked).");
+        break;
+    case RSD_MSG_FREE_SHORT:
+        rsdi_sb_c(&b, "only "); rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the ");
+        rsdi_sb_size(&b, n->free_bytes); rsdi_sb_c(&b, " asked can be freed on "); rsdi_sb_q(&b, target);
+        rsdi_sb_c(&b, ": the rest is held by models residency did not load, protected ones, or ones "
+                      "whose size the server does not list.");
         break;
     case RSD_MSG_NOT_LOADABLE:
         rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);
@@ -6637,6 +6895,8 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
                 m->has_exit_code = true;
             }
             m->context_length = rsdi_router_args_ctx(&doc, rsd_json_find(&doc, st, "args"));
+            if (!rsdi_pl_u64(&doc, rsd_json_find(&doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
+                m->last_used_ms = 0;
         }
         if (rsd_json_str_eq(&doc, v, "loaded")) m->state = RSD_MODEL_LOADED;
         else if (rsd_json_str_eq(&doc, v, "loading")) m->state = RSD_MODEL_LOADING;
@@ -7812,7 +8072,7 @@ RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uin
     char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
     if (!r->cache || r->result.cache_hit) return;
     if (r->result.mutated) rsd_cache_invalidate(r->cache, rsd_str_c(r->key), rsd_str_c(""));
-    if (r->no_cache || r->result.unload_failed || r->result.state_error < 0) return;
+    if (r->no_cache || r->free_bytes || r->result.unload_failed || r->result.state_error < 0) return;
     if (o != RSD_OUTCOME_RESIDENT && o != RSD_OUTCOME_OBSERVED && o != RSD_OUTCOME_DECLINED) return;
     if (r->result.error < 0 && o != RSD_OUTCOME_DECLINED) return;
     if (r->result.reason == RSD_REASON_PROBE_FAILED) return;
@@ -7994,6 +8254,14 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
             res->loaded_by_us = rsd_str_eq(o, m->id);
             for (a = 0; a < m->n_aliases && !res->loaded_by_us; a++) res->loaded_by_us = rsd_str_eq(o, m->aliases[a]);
         }
+        res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
+        for (k = 0; k < r->n_last && !m->last_used_ms; k++) {
+            rsd_str o = rsd_str_c(r->last_id[k]);
+            int a;
+            bool hit = rsd_str_eq(o, m->id);
+            for (a = 0; a < m->n_aliases && !hit; a++) hit = rsd_str_eq(o, m->aliases[a]);
+            if (hit && r->last_ms[k] > res->last_used_ms) res->last_used_ms = r->last_ms[k];
+        }
     }
     f->strategy = r->rt->strategy;
     f->optout = r->optout;
@@ -8020,13 +8288,14 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->context_length = r->ctx_len;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
+    f->free_bytes = r->free_bytes;
     f->capacity_bytes = r->cap_bytes;
     f->keep_bytes = r->keep_bytes ? r->keep_bytes
                   : ki < 0 ? 0
                   : l->models[ki].has_size_vram ? l->models[ki].size_vram_bytes
                   : l->models[ki].has_size ? l->models[ki].size_bytes : 0;
     if ((rc = rsd_decide(f, &r->plan)) < 0) return rc;
-    if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0)
+    if ((r->rt->flags & RSD_RT_CATALOG) && r->plan.n_evict > 0 && ki < 0 && !r->free_bytes)
         rsd_plan_decline_unloadable(f, &r->plan, (uint32_t)l->n);
     rsdi_rc_plan_result(r);
     return RSD_OK;
@@ -8156,16 +8425,36 @@ RSDI_PRIVATE void rsdi_rc_do_load(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_issue_http(r, RSDI_PH_LOAD, RSD_OP_LOAD, r->keep, now_ms);
 }
 
+/* A free reconcile's unloads are done: what they freed (the listed sizes of what went). */
+RSDI_PRIVATE void rsdi_rc_freed(rsd_reconcile *r, uint64_t now_ms) {
+    int k, i;
+    r->result.freed_bytes = 0;
+    for (k = 0; k < r->result.n_evicted; k++)
+        for (i = 0; i < r->facts.n_residents; i++) {
+            uint64_t b = r->res[i].has_size_vram ? r->res[i].size_vram_bytes : r->res[i].has_size ? r->res[i].size_bytes : 0;
+            if (!r->result.evicted[k].displaced && rsd_str_eq_c(r->res[i].model_id, r->result.evicted[k].id))
+                r->result.freed_bytes = r->result.freed_bytes > UINT64_MAX - b ? UINT64_MAX : r->result.freed_bytes + b;
+        }
+    r->result.outcome = r->result.n_evicted ? RSD_OUTCOME_FREED : RSD_OUTCOME_DECLINED;
+    r->result.error = RSD_OK;
+    rsd_reconcile_finish(r, now_ms);
+}
+
 RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
     if (r->vi < r->n_victims) {
         if (now_ms >= r->deadline) {
+            if (r->free_bytes) { /* nothing to restore: what went is freed */
+                rsdi_rc_freed(r, now_ms);
+                return;
+            }
             rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
             return;
         }
         rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, r->victims[r->vi], now_ms);
         return;
     }
-    rsdi_rc_do_load(r, now_ms);
+    if (r->free_bytes) rsdi_rc_freed(r, now_ms);
+    else rsdi_rc_do_load(r, now_ms);
 }
 
 /* Start mutating on the current plan (after the lock, or without one). */
@@ -8213,6 +8502,19 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
             return;
         }
         rsdi_rc_success(r, now_ms);
+        return;
+    case RSD_DECISION_FREE:
+        if (!r->plan.n_evict) { /* nothing this library loaded can go */
+            r->result.outcome = RSD_OUTCOME_DECLINED;
+            if (r->n_notices > 0) rsdi_cpy(r->result.message, sizeof r->result.message, r->notices[r->n_notices - 1].text);
+            rsd_reconcile_finish(r, now_ms);
+            return;
+        }
+        if (r->want_lock && !under_lock) {
+            rsd_reconcile_lock(r);
+            return;
+        }
+        rsdi_rc_mutate(r, now_ms);
         return;
     case RSD_DECISION_LOAD:
     case RSD_DECISION_LOAD_AFTER_EVICT:
@@ -8565,19 +8867,22 @@ RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_de
 RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
     const rsd_runtime *rt;
     int i, rc;
-    if (!d || !d->keep || !d->base_url) return RSD_ERR_ARG;
+    if (!d || (!d->keep && !d->free_bytes) || !d->base_url) return RSD_ERR_ARG;
     rt = r->rt = d->runtime ? d->runtime : rsd_runtime_router();
+    r->free_bytes = d->keep && d->keep[0] ? 0 : d->free_bytes;
+    if (r->free_bytes && rt->start) return RSD_ERR_ARG; /* a runtime with its own machine (LM Studio): not there */
     if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->start) ||
         (rt->start && (!rt->answer || !rt->locked)))
         return RSD_ERR_ARG;
     if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
-        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours) || d->n_owned < 0 ||
+        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours) || d->n_last_used < 0 ||
+        d->n_last_used > RSD_RECONCILE_MAX_OURS || (d->n_last_used && !d->last_used) || d->n_owned < 0 ||
         d->n_owned > RSD_RECONCILE_MAX_OWNED || (d->n_owned && !d->owned) || d->n_peers < 0 ||
         d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
         return RSD_ERR_ARG;
     r->logger = d->logger;
     r->cache = d->cache;
-    if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep) ||
+    if ((!r->free_bytes && !d->keep[0]) || !rsdi_cpy(r->keep, sizeof r->keep, d->keep ? d->keep : "") ||
         !rsdi_cpy(r->lms->default_model, sizeof r->lms->default_model, d->default_model ? d->default_model : ""))
         return RSD_ERR_MODEL_ID;
     if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
@@ -8614,6 +8919,13 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         if (!d->ours[i] || !d->ours[i][0]) continue;
         if (!rsdi_cpy(r->ours[r->n_ours], RSD_MODEL_ID_MAX, d->ours[i])) return RSD_ERR_MODEL_ID;
         r->n_ours++;
+    }
+    r->n_last = 0;
+    for (i = 0; i < d->n_last_used; i++) {
+        const char *id = d->last_used[i].model;
+        if (!id || !id[0] || !d->last_used[i].used_ms || strlen(id) >= RSD_MODEL_ID_MAX) continue; /* unusable: unknown */
+        rsdi_cpy(r->last_id[r->n_last], RSD_MODEL_ID_MAX, id);
+        r->last_ms[r->n_last++] = d->last_used[i].used_ms;
     }
     if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
     r->lms->explicit_load = d->explicit_load;
@@ -8691,7 +9003,7 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
     z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
-               (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
+               (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
                rsdi_al8(sizeof(rsd_lms_machine)) +
                2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
                (size_t)z->toks * sizeof(rsd_json_tok);
@@ -8725,6 +9037,7 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES);
     r->protected_ids = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_PROTECTED);
     r->ours = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_RECONCILE_MAX_OURS);
+    r->last_id = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_RECONCILE_MAX_OURS);
     r->victims = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
     r->victim_inst = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
     r->pinned = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
@@ -8802,7 +9115,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
 /* The cache, else the first request. */
 RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms) {
     rsd_cache_hit hit;
-    if (r->cache && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
+    if (r->cache && !r->free_bytes && rsd_cache_lookup(r->cache, rsd_str_c(r->key), rsd_str_c(r->keep), now_ms,
                                      r->has_gen ? r->gen : 0, &hit) == 1) { /* no request, no notice */
         r->result.cache_hit = true;
         r->result.decision = hit.decision;
@@ -10137,7 +10450,7 @@ typedef struct rsdi_pool_model {
     uint32_t ttl_ms, max_in_flight;
     bool pinned;
     int slot;                        /* claimed slot or -1 */
-    uint32_t wq_head, wq_tail, wq_count;
+    uint32_t wq_head, wq_tail, wq_count, wq_preloads; /* queue length; preloads in it */
     int want_prev, want_next;        /* list of models waiting for a slot */
     bool wanting;
     uint64_t last_used_ms;           /* now_ms of its last grant or finished request */
@@ -10345,7 +10658,7 @@ RSDI_PRIVATE void rsdi_pool_wq_push(rsd_pool *p, int m, uint32_t i) {
     else p->wq[md->wq_tail].next = i;
     md->wq_tail = i;
     md->wq_count++;
-    if (p->reqs[i].preload) p->preloads++;
+    if (p->reqs[i].preload) { p->preloads++; md->wq_preloads++; }
     else p->waiting++;
 }
 
@@ -10358,7 +10671,7 @@ RSDI_PRIVATE void rsdi_pool_wq_unlink(rsd_pool *p, int m, uint32_t i) {
     else md->wq_tail = l->prev;
     l->prev = l->next = RSDI_POOL_NIL;
     md->wq_count--;
-    if (p->reqs[i].preload) p->preloads--;
+    if (p->reqs[i].preload) { p->preloads--; md->wq_preloads--; }
     else p->waiting--;
     if (md->wq_count == 0) rsdi_pool_want_del(p, m);
 }
@@ -11660,7 +11973,8 @@ RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model
     info->pinned = md->pinned;
     info->slot = md->slot;
     info->state = md->slot >= 0 ? pool->slots[md->slot].state : RSD_POOL_SLOT_EMPTY;
-    info->waiting = md->wq_count;
+    info->waiting = md->wq_count - md->wq_preloads;
+    info->preloads = md->wq_preloads;
     info->running = md->slot >= 0 ? pool->slots[md->slot].in_flight : 0;
     info->last_used_ms = md->last_used_ms;
     info->start_failures = md->start_failures;

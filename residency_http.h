@@ -722,6 +722,28 @@
        int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
+       Freeing memory (a lease). A request with no model (q->model NULL or "")
+       and q->free_bytes = N frees N bytes instead of loading: the same reconcile
+       (lock, list, decide, unloads, commit) with a free plan (see "Free plans" in
+       residency.h's manual): models this library loaded there, unprotected, whose
+       size the server lists (the llama.cpp router lists meta.size while a model is
+       loaded; rsd-serve and rsd-sim too), least recently used first, until N are
+       freed. Nothing is loaded and nothing is cached. res.outcome FREED (perhaps
+       less than asked: res.freed_bytes, the listed sizes of what went, and a
+       will-not-fit notice say so) or DECLINED (nothing to unload; no request but
+       the listing); res.evicted lists what went. With a state directory the
+       unloads are a lease: res.lease_id names it, recorded as attr/lease_<id>-
+       <hash>.lease (the attribution's format: model = what went, instance = the
+       URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
+       machine.
+       int rsd_ensure_release(e, const rsd_ensure_req *q, const char *lease_id, out)
+           Blocking (a loop of rsd_ensure): loads back every model of the lease, at
+           the recorded URL unless q->url is set (q also gives the runtime, bearer
+           and timeout; q may be NULL), then removes what came back from the lease
+           (what failed stays for another release). Returns the count restored;
+           RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
+           or released lease, RSD_ERR_ARG for a bad id, else the first failed
+           ensure's code; *out is the last ensure's result.
        int rsd_ensurer_resolve(e, const char *url)
            Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
            first address), kept in a
@@ -764,7 +786,17 @@
        another generation is a miss). Otherwise the attribution
        (rsd_state_attr_load: the models this library loaded there, from any
        process) is read and both go to the reconcile (desc.ours,
-       desc.generation). Without a
+       desc.generation), with the last uses (rsd_state_used_load, plus this
+       ensurer's own) as desc.last_used: eviction among candidates of equal
+       protection takes the least recently used first, and a last use the
+       server lists itself (rsd-serve's status.last_used) wins over the
+       record. An ensure that ends with the model resident (loaded, already
+       resident, or a cache hit) records a use of (target, model) at the wall
+       clock: one try of the file lock, and when it is busy the use is written
+       at the next ensure or at destroy (the bounded wait); the same model is
+       written at most once a second. Without a state directory (and with
+       etcd) the last uses are only this ensurer's own (32, oldest replaced).
+       Without a
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used. With etcd
        (desc.coord / RESIDENCY_COORD) the lock, the attribution and the
@@ -987,9 +1019,11 @@
               borrows the parent's memory until exec, so the cost does not grow
               with the host's heap (fork of a 256 MiB-heap parent took ~63-70 ms
               here; vfork and posix_spawn ~2 ms). The calling thread is paused
-              until exec; all signals are blocked meanwhile.
-       FORK   fork + the same child code; exec errors come back through an
-              O_CLOEXEC pipe. Forced everywhere by RSD_SPAWN_VIA_FORK.
+              until exec; all signals are blocked meanwhile. Exec errors come
+              back through an O_CLOEXEC pipe, not the shared memory, so they are
+              seen where vfork is emulated as fork (qemu-user).
+       FORK   fork + the same child code and pipe. Forced everywhere by
+              RSD_SPAWN_VIA_FORK.
        POSIX  posix_spawn (POSIX_SPAWN_SETPGROUP, SETSIGMASK, SETSIGDEF,
               addclosefrom_np on glibc 2.34+, addchdir_np on glibc 2.29+, else
               the fork path when a cwd is given). Cannot set PDEATHSIG, so on
@@ -1100,6 +1134,7 @@
            <dir>/attr/<name>.attr    attribution of one target (0600)
            <dir>/attr/<name>.lock    short lock around an attribution/generation update
            <dir>/attr/<name>.gen     mutation generation of one target ("<n>\n")
+           <dir>/attr/<name>.used    last use of each model on one target (0600)
            <dir>/attr/<name>.{attr,gen}.tmp  transient, during an update
            <dir>/attr/<name>.attr.corrupt    the last corrupt attribution file, moved aside
        <name> = rsd_state_file_name(key): the key's first bytes with every run of
@@ -1271,6 +1306,22 @@
                attribution lock, with the path and strerror ("write
                /s/attr/x.attr: No space left on device"); "" before any.
                rsd_state_attr_commit clears it first.
+
+       Last uses. One file per target in the attribution's format (same parser,
+       writer, atomic replace and short file lock): one entry per model, the
+       instance empty, loaded_at_ms = its last use in ms since the epoch (the
+       wall clock, so every process on the host and a server's own figure
+       compare). A full record (RSD_STATE_MAX_ATTR models) drops its oldest
+       entry; a use never moves an entry back in time (another process may
+       have recorded a later one). A corrupt file reads as empty and is reset
+       as the attribution is.
+           int rsd_state_used_load(st, key, rsd_attr_set *out)
+               entry count, as rsd_state_attr_load.
+           int rsd_state_used_touch(st, key, model, used_ms, bool wait)
+               records a use; wait = the blocking wait for the file lock (at
+               most RSD_STATE_ATTR_LOCK_WAIT_MS), else one try: RSD_PENDING when
+               the lock is busy. RSD_OK, RSD_ERR_ARG (empty or overlong model,
+               used_ms 0), RSD_ERR_STATE_IO, RSD_ERR_LOCK.
 
        Generation (a decision cache shared in spirit across processes):
            int rsd_state_gen_read(st, key, uint64_t *out)
@@ -2112,6 +2163,8 @@ typedef struct rsd_ensure_req {
     bool observe;                     /* observe-only for this request (never mutates) */
     bool user_managed;                /* the target is user-managed (observe-only) */
     bool keep_pinned;                 /* the model will be tag-pinned */
+    uint64_t free_bytes;              /* with model NULL or "": free this many bytes instead (a lease:
+                                         see rsd_ensure_release) */
 } rsd_ensure_req;
 
 /* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
@@ -2135,6 +2188,9 @@ typedef struct rsd_ensure_result {
     rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
     int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
     bool lock_waiting;                /* progress: waiting for the target lock another ensure holds */
+    uint64_t freed_bytes;             /* a free ensure: the listed sizes of what it unloaded */
+    const char *lease_id;             /* a free ensure that unloaded something, with a state
+                                         directory: the lease to release ("" otherwise) */
 } rsd_ensure_result;
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
@@ -2158,6 +2214,13 @@ RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out)
 RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
 RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
+/* Blocking: loads back what the free ensure of lease_id unloaded (one rsd_ensure per model,
+   at the URL recorded with it unless q->url is set; q gives runtime, bearer, timeout),
+   then forgets what came back. *out: the last ensure's result. The count restored, or <0:
+   RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no such lease), or the first
+   failed ensure's code (what failed stays in the lease for another release). */
+RSD_API int rsd_ensure_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                               rsd_ensure_result *out);
 /* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url);
 /* The ensurer's own HTTP client (for extra requests between ensures). */
@@ -2514,6 +2577,14 @@ RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model
 /* Removes (model, instance); instance NULL = every entry of model. Count removed (>= 0) or <0. */
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance);
+/* Reads key's last-use record (attr/<name>.used, the attribution's format: loaded_at_ms is
+   the last use, ms since the epoch): entry count, as rsd_state_attr_load. */
+RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *out);
+/* Records a use of model on key at used_ms (ms since the epoch; an earlier figure than the
+   recorded one changes nothing; a full record drops its oldest entry), under the
+   attribution-file lock: wait = the blocking wait, else one try (RSD_PENDING when busy). */
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
+                                 bool wait);
 /* Cross-process mutation generation of key: *out = 0 when never bumped. A cache
    entry stays valid while the generation it saw is unchanged. RSD_OK or <0. */
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out);
@@ -6396,6 +6467,17 @@ typedef struct rsdi_ensure_det {
     rsd_runtime_kind kind;
 } rsdi_ensure_det;
 
+/* A last use this ensurer saw (an ensure that returned resident): the record without a
+   state directory, and with one what was written (one write a second at most) or is
+   still to be written (pending: the file lock was busy). */
+enum { RSDI_EN_USES = 32, RSDI_EN_USE_WRITE_MS = 1000 };
+typedef struct rsdi_ensure_use {
+    char key[RSD_TARGET_KEY_MAX];
+    char model[RSD_MODEL_ID_MAX];
+    uint64_t used_ms, written_ms;
+    bool pending;
+} rsdi_ensure_use;
+
 /* What detection learnt that the reconcile can use: the router's instance limit, and
    the first listing when the probe was that very GET. */
 typedef struct rsdi_en_found {
@@ -6474,6 +6556,13 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
+    rsd_attr_set used;                /* the target's last-use record, as read */
+    uint64_t free_bytes;              /* a free ensure: the bytes asked */
+    char lease_id[48];                /* a free ensure: its lease ("" none) */
+    rsd_attr_set lease;               /* rsd_ensure_release: the lease's record */
+    int n_last, n_uses;
+    rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
+    rsdi_ensure_use uses[RSDI_EN_USES];
     struct {
         rsd_detect det;               /* while detecting (its tokens are rc's) */
         rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
@@ -6665,6 +6754,35 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
     rsdi_logf(&e->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_DEGRADED, RSDI_WHERE, "%s", e->message);
 }
 
+RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e);
+RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const char *ext,
+                                           const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
+                                           bool count_removed);
+RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
+RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
+RSDI_PRIVATE long rsdi_state_pid(void);
+
+/* A free ensure unloaded something: its lease, "lease|<id>" in the state directory
+   (attr/<name>.lease, the attribution's format: model = what went, instance = the URL).
+   The id is new, so nobody else writes that record: no file lock. */
+RSDI_PRIVATE void rsdi_en_lease_write(rsd_ensurer *e) {
+    rsd_attr_change ch[RSD_MAX_RESIDENTS];
+    char key[64];
+    int k, n = 0;
+    if (!e->st) return;
+    (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, "%llx-%lx", (unsigned long long)rsdi_en_wall_ms(),
+                       (unsigned long)rsdi_state_pid());
+    (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", e->lease_id);
+    for (k = 0; k < e->m.rc.result.n_evicted && n < RSD_MAX_RESIDENTS; k++) {
+        if (e->m.rc.result.evicted[k].displaced) continue;
+        ch[n].model = e->m.rc.result.evicted[k].id;
+        ch[n].instance = e->url;
+        ch[n++].remove = false;
+    }
+    if (n && rsdi_record_update_locked(e->st, key, ".lease", ch, n, rsdi_en_wall_ms(), false) < 0)
+        e->lease_id[0] = '\0'; /* not recorded: nothing to release */
+}
+
 RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     rsdi_en_sse_close(e);
     rsdi_en_unlock_all(e);
@@ -6672,6 +6790,8 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
     e->phase = RSDI_EN_DONE;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+    if (e->m.rc.result.outcome == RSD_OUTCOME_RESIDENT || e->m.rc.result.keep_resident) rsdi_en_touch(e);
+    if (e->free_bytes && e->m.rc.result.n_evicted) rsdi_en_lease_write(e);
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
@@ -6809,9 +6929,73 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     return e;
 }
 
+/* Writes the last uses a busy file lock held back: one try each (wait: the bounded
+   blocking wait, at destroy). */
+RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
+    int k;
+    for (k = 0; k < e->n_uses && e->st; k++) {
+        rsdi_ensure_use *u = &e->uses[k];
+        if (!u->pending) continue;
+        if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, wait) == RSD_PENDING) continue;
+        u->pending = false;
+        u->written_ms = u->used_ms;
+    }
+}
+
+/* An ensure returned resident: a use of (key, model) now, on the wall clock (shared by
+   every process on the host and comparable with a server's status.last_used). */
+RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
+    uint64_t wall = rsdi_en_wall_ms();
+    rsdi_ensure_use *u = NULL;
+    int k;
+    if (!e->key[0] || !e->model[0]) return;
+    for (k = 0; k < e->n_uses && !u; k++)
+        if (strcmp(e->uses[k].key, e->key) == 0 && strcmp(e->uses[k].model, e->model) == 0) u = &e->uses[k];
+    if (!u) {
+        if (e->n_uses < RSDI_EN_USES) {
+            u = &e->uses[e->n_uses++];
+        } else { /* the oldest goes (written out already unless its lock was busy) */
+            u = &e->uses[0];
+            for (k = 1; k < e->n_uses; k++)
+                if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
+            if (u->pending && e->st) (void)rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false);
+        }
+        memset(u, 0, sizeof *u);
+        rsdi_cpy(u->key, sizeof u->key, e->key);
+        rsdi_cpy(u->model, sizeof u->model, e->model);
+    }
+    if (wall > u->used_ms) u->used_ms = wall;
+    if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
+    if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false) == RSD_PENDING) {
+        u->pending = true;
+    } else {
+        u->pending = false;
+        u->written_ms = u->used_ms;
+    }
+}
+
+/* The target's last uses for the reconcile: the state directory's record, and this
+   ensurer's own (newer, or not written yet). */
+RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
+    size_t i;
+    int k;
+    e->n_last = 0;
+    if (e->st && rsd_state_used_load(e->st, e->key, &e->used) > 0)
+        for (i = 0; i < e->used.count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
+            e->last[e->n_last].model = e->used.items[i].model;
+            e->last[e->n_last++].used_ms = e->used.items[i].loaded_at_ms;
+        }
+    for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
+        if (strcmp(e->uses[k].key, e->key) == 0) {
+            e->last[e->n_last].model = e->uses[k].model;
+            e->last[e->n_last++].used_ms = e->uses[k].used_ms;
+        }
+}
+
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_allocator a;
     if (!e) return;
+    rsdi_en_uses_flush(e, true);
     rsdi_en_unlock_all(e);
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
@@ -7093,6 +7277,7 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
     e->waiting = RSDI_EN_WAIT_NONE;
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
     rsdi_logf(&e->logger, RSD_LOG_DEBUG, RSD_LOGITEM_RECONCILE_CACHE_HIT, RSDI_WHERE, "%s %s", e->key, e->model);
+    if ((rsd_outcome)e->hit_v.outcome == RSD_OUTCOME_RESIDENT || e->hit_v.keep_resident) rsdi_en_touch(e);
     return true;
 }
 
@@ -7122,13 +7307,20 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     if (rsdi_en_co_read(e, now_ms)) return; /* etcd first; called again (f NULL) when it answered */
     if (!f) f = &e->found;
     has_gen = rsdi_en_gen(e, &gen);
-    if (!e->no_cache && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
+    if (!e->no_cache && !e->free_bytes && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
+    if (e->free_bytes && (rt->flags & RSD_RT_INSTANCES)) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
+        return;
+    }
     rsdi_en_read_attr(e);
+    rsdi_en_uses_flush(e, false);
+    rsdi_en_read_uses(e);
     memset(&d, 0, sizeof d);
     d.runtime = rt;
     d.base_url = e->url;
     d.target_key = e->key;
-    d.keep = e->model;
+    d.keep = e->model[0] ? e->model : NULL;
+    d.free_bytes = e->free_bytes;
     d.residency_env = rsdi_en_env(e);
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
@@ -7139,6 +7331,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.protected_models = rsdi_en_protected(e, &d.n_protected);
     d.ours = e->n_ours ? e->ours : NULL;
     d.n_ours = e->n_ours;
+    d.last_used = e->n_last ? e->last : NULL;
+    d.n_last_used = e->n_last;
     d.owned = e->n_owned ? e->owned : NULL;
     d.n_owned = e->n_owned;
     d.context_length = e->ctx;
@@ -7221,12 +7415,17 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
     e->co_told = false;
     e->co_read_err = RSD_OK;
     memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
-    if (!q || !q->url || !q->model || (int)q->runtime < 0 || (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
+    e->lease_id[0] = '\0';
+    e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
+    if (!q || !q->url || (!q->model && !e->free_bytes) || (int)q->runtime < 0 ||
+        (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: missing url or model, or a bad runtime");
         return RSD_ERR_ARG;
     }
     e->deadline = now_ms + (q->timeout_ms ? q->timeout_ms : (uint32_t)RSD_ENSURE_TIMEOUT_MS);
-    if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
+    if (e->free_bytes) {
+        e->model[0] = '\0';
+    } else if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
         rsdi_en_fail(e, RSD_ERR_MODEL_ID, now_ms, "ensure: model id empty or over %d bytes", RSD_MODEL_ID_MAX - 1);
         return RSD_ERR_MODEL_ID;
     }
@@ -7609,6 +7808,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     out->wire_id = e->model;
     out->evicted = e->m.rc.result.evicted;
     out->notices = e->m.rc.notices;
+    out->lease_id = e->lease_id;
     if (e->reconciling) {
         const rsd_reconcile_result *r = &e->m.rc.result;
         out->outcome = r->outcome;
@@ -7623,6 +7823,7 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->message = r->message;
         out->state_error = r->state_error;
         out->n_evicted = r->n_evicted;
+        out->freed_bytes = r->freed_bytes;
         out->n_notices = e->m.rc.n_notices;
         if (r->wire_id[0]) out->wire_id = r->wire_id;
         out->lms_tier = r->tier;
@@ -7662,6 +7863,51 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
     }
     if (out) rsd_ensure_query(e, out);
     return rc;
+}
+
+RSD_API int rsd_ensure_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                               rsd_ensure_result *out) {
+    static const char ext[] = ".lease";
+    rsd_attr_change gone[RSD_STATE_MAX_ATTR];
+    rsd_state_lock lk;
+    char key[80];
+    int r, n_gone = 0, first_err = RSD_OK;
+    size_t i;
+    if (out) memset(out, 0, sizeof *out);
+    if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
+    if (!e->st) return RSD_ERR_STATE;
+    (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", lease_id);
+    memset(&lk, 0, sizeof lk);
+    if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+    r = rsdi_record_load(e->st, key, ext, &e->lease);
+    rsd_state_unlock(e->st, &lk);
+    if (r < 0) return r;
+    if (r == 0) return RSD_ERR_NOT_FOUND;
+    for (i = 0; i < e->lease.count; i++) {
+        rsd_ensure_req one;
+        int rc;
+        memset(&one, 0, sizeof one);
+        if (q) one = *q;
+        one.url = q && q->url ? q->url : e->lease.items[i].instance;
+        one.model = e->lease.items[i].model;
+        one.free_bytes = 0;
+        rc = rsd_ensure(e, &one, out);
+        if (rc == RSD_OK && out && out->outcome == RSD_OUTCOME_RESIDENT) {
+            gone[n_gone].model = e->lease.items[i].model;
+            gone[n_gone].instance = e->lease.items[i].instance;
+            gone[n_gone++].remove = true;
+        } else if (first_err == RSD_OK) {
+            first_err = rc < 0 ? rc : RSD_ERR_STATE;
+        }
+    }
+    if (n_gone) { /* what came back leaves the lease */
+        memset(&lk, 0, sizeof lk);
+        if (rsdi_attr_lock_wait(e->st, &lk, key) == RSD_OK) {
+            (void)rsdi_record_update_locked(e->st, key, ext, gone, n_gone, 0, true);
+            rsd_state_unlock(e->st, &lk);
+        }
+    }
+    return first_err < 0 ? first_err : n_gone;
 }
 /* ==== ensure end ========================================================== */
 
@@ -8394,10 +8640,11 @@ RSDI_PRIVATE void rsdi_proc_close_from(int from, int keep) {
 /* Child side of the fork and vfork paths; never returns. PDEATHSIG, own process
    group, default signal dispositions, stdio, every other descriptor closed, cwd,
    execve. Only async-signal-safe calls (it may share the parent's memory). An exec
-   error goes to *errp (vfork: shared memory) or down errfd (fork: close-on-exec pipe). */
+   error goes down errfd, a close-on-exec pipe, on both paths: not through the memory
+   a vfork child shares, because a vfork can be a fork in disguise (qemu-user runs
+   CLONE_VM|CLONE_VFORK as a plain fork), and then the parent would never see it. */
 RSDI_PRIVATE void rsdi_proc_child(const rsd_procs *p, const char *cwd, int nullfd, int outfd,
-                                  char *const *envp, pid_t parent, int errfd,
-                                  volatile int *errp) {
+                                  char *const *envp, pid_t parent, int errfd) {
     int sig, err;
     struct sigaction sa;
     sigset_t none;
@@ -8422,9 +8669,21 @@ RSDI_PRIVATE void rsdi_proc_child(const rsd_procs *p, const char *cwd, int nullf
     execve(p->path, (char *const *)(uintptr_t)p->argv, envp);
 fail:
     err = errno ? errno : ENOEXEC;
-    if (errp) *errp = err;
-    if (errfd >= 0) (void)!write(errfd, &err, sizeof err);
+    (void)!write(errfd, &err, sizeof err);
     _exit(127);
+}
+
+/* Parent side after fork or vfork: the child's report on the pipe's read end rd (EOF:
+   it exec'd). 0, or the child's errno with the child reaped. */
+RSDI_PRIVATE int rsdi_proc_exec_report(int rd, pid_t pid) {
+    int err = 0, st;
+    ssize_t n;
+    do n = read(rd, &err, sizeof err);
+    while (n < 0 && errno == EINTR);
+    close(rd);
+    if (n != (ssize_t)sizeof err) return 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    return err ? err : ECHILD;
 }
 
 /* fork path: portable; the parent blocks on a close-on-exec pipe until exec. fork
@@ -8433,14 +8692,13 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
                                 char *const *envp, pid_t *out_pid) {
     int ep[2], err = 0;
     pid_t pid, parent = getpid();
-    ssize_t n;
     sigset_t all, old;
     if (rsdi_proc_pipe(ep) != 0) return errno ? errno : EMFILE;
     /* Block signals around fork so no host handler runs in the child before exec. */
     sigfillset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, &old);
     pid = fork();
-    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1], NULL);
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1]);
     err = errno;
     (void)sigprocmask(SIG_SETMASK, &old, NULL);
     close(ep[1]);
@@ -8449,15 +8707,8 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
         return err ? err : EAGAIN;
     }
     (void)setpgid(pid, pid); /* the classic race fix; EACCES after exec is fine */
-    /* Blocks until exec (EOF) or the child's report. */
-    do n = read(ep[0], &err, sizeof err);
-    while (n < 0 && errno == EINTR);
-    close(ep[0]);
-    if (n == (ssize_t)sizeof err) {
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-        return err ? err : ECHILD;
-    }
+    err = rsdi_proc_exec_report(ep[0], pid); /* blocks until exec (EOF) or the report */
+    if (err) return err;
     *out_pid = pid;
     return 0;
 }
@@ -8467,25 +8718,28 @@ RSDI_PRIVATE int rsdi_proc_fork(rsd_procs *p, const char *cwd, int nullfd, int o
    so the cost does not grow with the parent's heap, like glibc's posix_spawn
    (CLONE_VM | CLONE_VFORK), and the child can still call prctl. The calling thread
    is suspended until the child execs or exits; signals are blocked meanwhile so no
-   host handler runs on the shared stack. */
+   host handler runs on the shared stack. By then the report pipe holds the child's
+   errno or is at EOF, so reading it does not wait (under an emulated vfork it waits
+   for the exec, as the fork path does). */
 RSDI_PRIVATE int rsdi_proc_vfork(rsd_procs *p, const char *cwd, int nullfd, int outfd,
                                  char *const *envp, pid_t *out_pid) {
-    volatile int child_err = 0;
-    int err;
+    int ep[2], err;
     pid_t pid, parent = getpid();
     sigset_t all, old;
+    if (rsdi_proc_pipe(ep) != 0) return errno ? errno : EMFILE;
     sigfillset(&all);
     (void)sigprocmask(SIG_SETMASK, &all, &old);
     pid = vfork();
-    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, -1, &child_err);
+    if (pid == 0) rsdi_proc_child(p, cwd, nullfd, outfd, envp, parent, ep[1]);
     err = pid < 0 ? errno : 0;
     (void)sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid < 0) return err ? err : EAGAIN;
-    if (child_err) {
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-        return child_err;
+    close(ep[1]);
+    if (pid < 0) {
+        close(ep[0]);
+        return err ? err : EAGAIN;
     }
+    err = rsdi_proc_exec_report(ep[0], pid);
+    if (err) return err;
     *out_pid = pid;
     return 0;
 }
@@ -10604,13 +10858,14 @@ RSDI_PRIVATE void rsdi_attr_set_aside(const char *path, rsd_attr_set *set) {
 
 RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key);
 
-RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out) {
+/* Reads key's record of kind ext (".attr" attribution, ".used" last uses): entry count. */
+RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out) {
     char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
     int r;
     if (!st || !key || !out) return RSD_ERR_ARG;
     memset(out, 0, sizeof *out);
     if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
+    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
     r = rsdi_attr_read(st, path, out);
     if (r == RSD_OK && out->corrupt) { /* reset it now, unless a writer is at it (it rewrites it) */
         rsd_state_lock lk;
@@ -10623,6 +10878,14 @@ RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *ou
         if (r == RSD_OK && out->corrupt) rsdi_attr_log_corrupt(st, out);
     }
     return r < 0 ? r : (int)out->count;
+}
+
+RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *out) {
+    return rsdi_record_load(st, key, ".attr", out);
+}
+
+RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *out) {
+    return rsdi_record_load(st, key, ".used", out);
 }
 
 /* One non-blocking attempt at key's attribution-file lock: RSD_OK = held, else lk is IDLE. */
@@ -10695,15 +10958,24 @@ RSDI_PRIVATE bool rsdi_attr_change_ok(const rsd_attr_change *c) {
            (!c->instance || strlen(c->instance) <= RSD_STATE_MAX_ID_BYTES);
 }
 
-/* Applies one change to set in memory: entries removed (>= 0), or RSD_ERR_CAPACITY. */
+/* Applies one change to set in memory: entries removed (>= 0; an add: 0, or 1 when a last
+   use was not newer than the one recorded), or RSD_ERR_CAPACITY. full_drops_oldest: the
+   last-use record, where a full set replaces its oldest entry and a use never goes back. */
 RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *set,
-                                 const rsd_attr_change *c, uint64_t loaded_at_ms) {
+                                 const rsd_attr_change *c, uint64_t loaded_at_ms, bool full_drops_oldest) {
     size_t i, o;
     int removed = 0;
     if (!c->remove) {
         const char *inst = c->instance ? c->instance : "";
         int at = rsd_attr_set_find(set, c->model, inst);
         rsd_attr *a;
+        if (at >= 0 && full_drops_oldest && set->items[at].loaded_at_ms >= loaded_at_ms)
+            return 1; /* last uses never go back (another process may have recorded a later one) */
+        if (at < 0 && set->count >= RSD_STATE_MAX_ATTR && full_drops_oldest) { /* last uses: the oldest goes */
+            at = 0;
+            for (i = 1; i < set->count; i++)
+                if (set->items[i].loaded_at_ms < set->items[at].loaded_at_ms) at = (int)i;
+        }
         if (at < 0) {
             if (set->count >= RSD_STATE_MAX_ATTR) {
                 rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE,
@@ -10738,14 +11010,15 @@ RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *s
    (a corrupt file is moved aside and rewritten). RSD_OK (or the count removed with
    count_removed) or the first error; the changes that could be applied are written even
    when one failed (RSD_ERR_CAPACITY). */
-RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const rsd_attr_change *ch,
-                                         int n, uint64_t loaded_at_ms, bool count_removed) {
+RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const char *ext,
+                                           const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
+                                           bool count_removed) {
     char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
     rsd_attr_set *set = &st->scratch;
     int r, i, removed = 0, err = RSD_OK;
-    bool changed = false;
+    bool changed = false, used = strcmp(ext, ".used") == 0;
     if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ".attr") < 0) return RSD_ERR_STATE_DIR;
+    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
     r = rsdi_attr_read(st, path, set);
     if (r < 0) return r;
     if (set->corrupt) {
@@ -10754,17 +11027,22 @@ RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const r
         changed = true; /* rewritten: empty plus the changes */
     }
     for (i = 0; i < n; i++) {
-        r = rsdi_attr_apply(st, key, set, &ch[i], loaded_at_ms);
+        r = rsdi_attr_apply(st, key, set, &ch[i], loaded_at_ms, used);
         if (r < 0) {
             if (err == RSD_OK) err = r;
             continue;
         }
-        removed += r;
-        changed = changed || !ch[i].remove || r > 0;
+        if (ch[i].remove) removed += r;
+        changed = changed || (ch[i].remove ? r > 0 : r == 0); /* an add answers 1 when nothing changed */
     }
     if (changed && (r = rsdi_attr_write(st, path, set)) < 0) return r;
     if (err < 0) return err;
     return count_removed ? removed : RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_attr_update_locked(rsd_state *st, const char *key, const rsd_attr_change *ch,
+                                         int n, uint64_t loaded_at_ms, bool count_removed) {
+    return rsdi_record_update_locked(st, key, ".attr", ch, n, loaded_at_ms, count_removed);
 }
 
 /* One blocking change (rsd_state_attr_add / _remove): lock, update, unlock. */
@@ -10795,6 +11073,25 @@ RSD_API int rsd_state_attr_add(rsd_state *st, const char *key, const char *model
 RSD_API int rsd_state_attr_remove(rsd_state *st, const char *key, const char *model,
                                   const char *instance) {
     return rsdi_attr_modify(st, key, model, instance, 0, true);
+}
+
+/* ---- last uses: attr/<name>.used, the attribution's format and file lock ----------- */
+RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *model, uint64_t used_ms,
+                                 bool wait) {
+    rsd_state_lock lk;
+    rsd_attr_change c;
+    int r;
+    c.model = model;
+    c.instance = NULL;
+    c.remove = false;
+    if (!st || !key || !rsdi_attr_change_ok(&c) || !used_ms) return RSD_ERR_ARG;
+    memset(&lk, 0, sizeof lk);
+    r = wait ? rsdi_attr_lock_wait(st, &lk, key) : rsdi_attr_lock_try(st, &lk, key);
+    if (r == RSD_PENDING) return RSD_PENDING;
+    if (r < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+    r = rsdi_record_update_locked(st, key, ".used", &c, 1, used_ms, false);
+    rsd_state_unlock(st, &lk);
+    return r;
 }
 
 /* ---- cross-process mutation generation ------------------------------------- */
@@ -12690,7 +12987,7 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     rsd_proc none;
     char why[RSD_FLEET_MESSAGE_MAX / 2];
     if (f->stopped || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK || mi.slot >= 0 ||
-        mi.waiting)
+        mi.waiting || mi.preloads)
         return RSD_OK;
     if (rsd_procs_check(f->procs, &f->models[model].spec, why, sizeof why) == RSD_OK) return RSD_OK;
     none.id = 0;

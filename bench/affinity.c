@@ -5,9 +5,9 @@
       requests in flight; each turn sends the session's whole history (the child's real
       answers included) and a new question, in a fixed pseudo-random order of sessions.
       ours = prompt tokens the child processed (the sum of its timings.prompt_n) with
-      session_affinity = true, peer = the same trace without it (the child picks slots
+      session_affinity = true (session_erase off, the default), peer = the same trace without it (the child picks slots
       itself: best prompt similarity, else least recently used); a second line with
-      session_erase = false. Needs llama-server.
+      session_erase = true (an erase on every hand-over). Needs llama-server.
    2. lease_ready_ms: rsd-serve with rsd-sim children (budget 8G, two idle 4G models
       loaded): the time from POST /_rsd/lease {"bytes":"4G"} until GET /_rsd/lease/ID
       says ready (the stopped child has exited); peer = the real llama.cpp router: POST
@@ -224,9 +224,9 @@ static chat_result chat_trace(const char *base) {
 
 static void figure1(void) {
     static char text[4096], buf[1 << 16];
-    static const char *const name[] = {"with affinity (erase on hand-over)", "with affinity, session_erase = false",
-                                       "without affinity"};
-    static const char *const keys[] = {"session_affinity = true\n", "session_affinity = true\nsession_erase = false\n",
+    static const char *const name[] = {"with affinity, session_erase = true (erase on hand-over)",
+                                       "with affinity (the default: no erase)", "without affinity"};
+    static const char *const keys[] = {"session_affinity = true\nsession_erase = true\n", "session_affinity = true\n",
                                        ""};
     chat_result r[3];
     int run;
@@ -253,10 +253,10 @@ static void figure1(void) {
         if (r[run].failed) die("requests failed (see the logs in the bench directory)");
     }
     rsd_http_client_destroy(c);
-    printf("BENCH affinity_reprocessed_tokens ours=%lld peer=%lld unit=tokens ratio=%.3f\n", r[0].prompt_n, r[2].prompt_n,
-           r[2].prompt_n ? (double)r[0].prompt_n / (double)r[2].prompt_n : 0.0);
-    printf("BENCH affinity_reprocessed_tokens_no_erase ours=%lld peer=%lld unit=tokens ratio=%.3f\n", r[1].prompt_n,
-           r[2].prompt_n, r[2].prompt_n ? (double)r[1].prompt_n / (double)r[2].prompt_n : 0.0);
+    printf("BENCH affinity_reprocessed_tokens ours=%lld peer=%lld unit=tokens ratio=%.3f\n", r[1].prompt_n, r[2].prompt_n,
+           r[2].prompt_n ? (double)r[1].prompt_n / (double)r[2].prompt_n : 0.0);
+    printf("BENCH affinity_reprocessed_tokens_erase ours=%lld peer=%lld unit=tokens ratio=%.3f\n", r[0].prompt_n,
+           r[2].prompt_n, r[2].prompt_n ? (double)r[0].prompt_n / (double)r[2].prompt_n : 0.0);
 }
 
 /* ---- 2: lease to ready ---------------------------------------------------------------- */

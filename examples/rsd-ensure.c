@@ -2,6 +2,8 @@
 
        rsd-ensure --url URL --model ID [OPTION]...
        rsd-ensure --url URL --list [--runtime R] [--token T]
+       rsd-ensure --url URL --free-bytes N[K|M|G|T] [OPTION]...
+       rsd-ensure --release ID [--url URL] [OPTION]...
        rsd-ensure --help | --version
 
    `rsd-ensure --help` is the manual (options, environment, exit codes); this comment
@@ -94,12 +96,19 @@ static void log_stderr(void *user, int level, uint32_t item, const char *msg, co
 static void help(void) {
     printf("usage: rsd-ensure --url URL --model ID [OPTION]...\n"
            "       rsd-ensure --url URL --list [--runtime R] [--token T]\n"
+           "       rsd-ensure --url URL --free-bytes N [OPTION]...\n"
+           "       rsd-ensure --release ID [--url URL] [OPTION]...\n"
            "Makes model ID resident on the inference server at URL (a llama.cpp router, LM Studio\n"
            "or Ollama; rsd-serve too), evicting an unprotected model when the server is full.\n"
            "\n"
            "  --url URL            the server, http://HOST:PORT (or .../v1)\n"
            "  --model ID           the model to make resident\n"
            "  --list               print what the server has resident and exit\n"
+           "  --free-bytes N       instead of a model: free N bytes (K/M/G/T suffixes, binary) by\n"
+           "                       unloading models residency loaded there, least recently used\n"
+           "                       first, never a protected one (the server must list sizes: the\n"
+           "                       llama.cpp router does for loaded models); prints a lease ID\n"
+           "  --release ID         load back what --free-bytes unloaded under lease ID\n"
            "  --runtime R          auto (default: detected), llamacpp, lmstudio or ollama\n"
            "  --observe            observe-only: report what it would do, load or unload nothing\n"
            "  --protect ID[=ROLE]  never evict ID (repeatable); ROLE: chat, memory, worker,\n"
@@ -121,9 +130,11 @@ static void help(void) {
            "and is warned about. RESIDENCY_TOKEN, RESIDENCY_STATE_DIR as above.\n"
            "\n"
            "Exit codes:\n"
-           "  0   resident (also: observe-only and already resident; --list printed)\n"
+           "  0   resident (also: observe-only and already resident; --list printed; --free-bytes\n"
+           "      freed memory, perhaps less than asked; --release loaded everything back)\n"
            "  2   declined: making room would evict a protected model (LM Studio: the model\n"
-           "      is not advertised)\n"
+           "      is not advertised; --free-bytes: nothing residency loaded can be unloaded;\n"
+           "      --release: no such lease)\n"
            "  3   the load failed\n"
            "  4   observe-only (--observe, RESIDENCY, or a server that cannot load) and the\n"
            "      model is not resident: nothing was done\n"
@@ -149,6 +160,59 @@ static int parse_u32(const char *s, uint32_t *out) {
     if (errno || *end || v > 0xFFFFFFFFul || s[0] == '-') return -1;
     *out = (uint32_t)v;
     return 0;
+}
+
+/* A byte count: digits and an optional K/M/G/T (binary) suffix. */
+static int parse_bytes(const char *s, uint64_t *out) {
+    char *end;
+    unsigned long long v;
+    int shift = 0;
+    if (!s || !*s || s[0] == '-') return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    if (*end == 'K' || *end == 'k') shift = 10;
+    else if (*end == 'M' || *end == 'm') shift = 20;
+    else if (*end == 'G' || *end == 'g') shift = 30;
+    else if (*end == 'T' || *end == 't') shift = 40;
+    if (shift) end++;
+    if (*end || !v || (shift && v > (~0ull >> shift))) return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+static int degraded_code(int result);
+
+/* 1536 -> "1.5 KiB", 3 << 30 -> "3.0 GiB", 100 -> "100 bytes". */
+static const char *human_bytes(uint64_t b, char *buf, size_t cap) {
+    static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB"};
+    int u = -1;
+    double v = (double)b;
+    while (v >= 1024.0 && u < 3) { v /= 1024.0; u++; }
+    if (u < 0) snprintf(buf, cap, "%llu bytes", (unsigned long long)b);
+    else snprintf(buf, cap, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+/* --release ID: rsd_ensure_release, one line per model back. */
+static int release_cmd(rsd_ensurer *e, const rsd_ensure_req *q, const char *id, bool quiet) {
+    rsd_ensure_result res;
+    int n = rsd_ensure_release(e, q, id, &res);
+    if (n == RSD_ERR_NOT_FOUND || n == RSD_ERR_ARG) {
+        if (!quiet) printf("no lease '%s' here (it was released, or made with another state directory)\n", term(id));
+        return EX_DECLINED;
+    }
+    if (n == RSD_ERR_STATE) {
+        if (!quiet) printf("no state directory: leases are kept there (--state-dir)\n");
+        return EX_USAGE;
+    }
+    if (n < 0) {
+        if (!quiet) printf("release of '%s' incomplete: %s (what did not come back stays in the lease)\n", term(id),
+                           res.message && res.message[0] ? term(res.message) : rsd_result_str(n));
+        return res.outcome == RSD_OUTCOME_DEGRADED ? degraded_code(res.result) : EX_LOAD_FAILED;
+    }
+    if (!quiet) printf("released '%s': %d model(s) resident again\n", term(id), n);
+    return EX_RESIDENT;
 }
 
 static int parse_role(const char *s, rsd_role *out) {
@@ -177,6 +241,7 @@ static int degraded_code(int result) {
 static int exit_code_of(const rsd_ensure_result *r) {
     switch (r->outcome) {
     case RSD_OUTCOME_RESIDENT: return EX_RESIDENT;
+    case RSD_OUTCOME_FREED: return EX_RESIDENT;
     case RSD_OUTCOME_DECLINED: return EX_DECLINED;
     case RSD_OUTCOME_LOAD_FAILED: return EX_LOAD_FAILED;
     case RSD_OUTCOME_OBSERVED: return r->keep_resident ? EX_RESIDENT : EX_OBSERVED;
@@ -311,13 +376,22 @@ static int list_cmd(rsd_ensurer *e, const char *url, const char *token, rsd_runt
 
 static const char *reason_text(const rsd_ensure_result *r, bool observe_flag);
 
-static void json_result(const rsd_ensure_result *r, const char *model, int code, bool observe_flag) {
+static void json_result(const rsd_ensure_result *r, const char *model, int code, bool observe_flag, uint64_t free_bytes) {
     static char buf[1 << 17];
     rsd_json_writer w;
     int i, n;
     rsd_json_w_init(&w, buf, sizeof buf);
     rsd_json_w_begin_object(&w);
-    rsd_json_w_key(&w, "model"); rsd_json_w_str(&w, model);
+    rsd_json_w_key(&w, "model");
+    if (model) rsd_json_w_str(&w, model);
+    else rsd_json_w_null(&w);
+    if (free_bytes) {
+        rsd_json_w_key(&w, "free_bytes"); rsd_json_w_int(&w, (int64_t)free_bytes);
+        rsd_json_w_key(&w, "freed_bytes"); rsd_json_w_int(&w, (int64_t)r->freed_bytes);
+        rsd_json_w_key(&w, "lease_id");
+        if (r->lease_id && r->lease_id[0]) rsd_json_w_str(&w, r->lease_id);
+        else rsd_json_w_null(&w);
+    }
     rsd_json_w_key(&w, "runtime"); rsd_json_w_str(&w, rsd_runtime_kind_str(r->runtime));
     rsd_json_w_key(&w, "outcome"); rsd_json_w_str(&w, rsd_outcome_str(r->outcome));
     rsd_json_w_key(&w, "decision"); rsd_json_w_str(&w, rsd_decision_str(r->decision));
@@ -385,7 +459,7 @@ int main(int argc, char **argv) {
     rsd_ensure_req q;
     rsd_ensure_result res;
     rsd_ensurer *e;
-    const char *url = NULL, *model = NULL, *token = getenv("RESIDENCY_TOKEN");
+    const char *url = NULL, *model = NULL, *token = getenv("RESIDENCY_TOKEN"), *release = NULL;
     bool json = false, list = false, quiet = false;
     int i, rc, code, n_prot = 0, seen = 0;
     char load_model[RSD_MODEL_ID_MAX] = "";
@@ -430,13 +504,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--quiet")) quiet = true;
         else if (!strcmp(a, "--verbose")) g_verbose = 1;
         else if (!strcmp(a, "--list")) list = true;
+        else if (!strcmp(a, "--free-bytes")) { NEEDV(); if (parse_bytes(v, &q.free_bytes)) return bad_usage(a, "not a byte count (N, or N with K, M, G or T)"); }
+        else if (!strcmp(a, "--release")) { NEEDV(); release = v; }
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(); return 0; }
         else if (!strcmp(a, "--version")) { printf("rsd-ensure (residency.h) %s\n", RSD_VERSION_STRING); return 0; }
         else return bad_usage(a, "unknown option");
 #undef NEEDV
     }
-    if (!url) return bad_usage("--url", "required");
-    if (!list && !model) return bad_usage("--model", "required (or --list)");
+    if (!url && !release) return bad_usage("--url", "required");
+    if (!list && !model && !q.free_bytes && !release) return bad_usage("--model", "required (or --list, --free-bytes, --release)");
+    if ((model ? 1 : 0) + (q.free_bytes ? 1 : 0) + (release ? 1 : 0) + (list ? 1 : 0) > 1)
+        return bad_usage(NULL, "one of --model, --list, --free-bytes and --release");
     d.protected_models = prot;
     d.n_protected = n_prot;
     d.no_state = d.no_state || list;
@@ -453,6 +531,13 @@ int main(int argc, char **argv) {
     if (!e) { fprintf(stderr, "rsd-ensure: cannot create the ensurer\n"); return EX_FAIL; }
     if (list) {
         code = list_cmd(e, url, token && *token ? token : NULL, q.runtime);
+        rsd_ensurer_destroy(e);
+        return code;
+    }
+    if (release) {
+        q.url = url;
+        q.bearer = token && *token ? token : NULL;
+        code = release_cmd(e, &q, release, quiet || json);
         rsd_ensurer_destroy(e);
         return code;
     }
@@ -511,8 +596,8 @@ int main(int argc, char **argv) {
         }
         /* our load, or a poll for the keep before any load of ours: someone else is loading it */
         if (!loading && rc == RSD_PENDING &&
-            (res.op == RSD_OP_LOAD || ((res.op == RSD_OP_LIST || res.op == RSD_OP_POLL) && !loaded_by_us &&
-                                       strcmp(res.op_model, model) == 0))) {
+            (res.op == RSD_OP_LOAD || ((res.op == RSD_OP_LIST || res.op == RSD_OP_POLL) && !loaded_by_us && model &&
+                                       strcmp(res.op_model, model ? model : "") == 0))) {
             snprintf(load_model, sizeof load_model, "%s", res.op_model);
             load_t0 = now;
             loading = true;
@@ -540,9 +625,20 @@ int main(int argc, char **argv) {
     rsd_ensure_query(e, &res);
     code = exit_code_of(&res);
     if (json) {
-        json_result(&res, model, code, q.observe);
+        json_result(&res, model, code, q.observe, q.free_bytes);
     } else if (!quiet && res.outcome == RSD_OUTCOME_DEGRADED) {
         print_degraded(&res, code);
+    } else if (!quiet && q.free_bytes) { /* --free-bytes */
+        char got[32], asked[32];
+        printf("%s: %s of the %s asked on %s (%s: %s), %llu ms\n", rsd_outcome_str(res.outcome),
+               human_bytes(res.freed_bytes, got, sizeof got), human_bytes(q.free_bytes, asked, sizeof asked), term_url(url),
+               rsd_decision_str(res.decision), reason_text(&res, q.observe), (unsigned long long)res.elapsed_ms);
+        for (i = 0; i < res.n_evicted; i++)
+            if (!res.evicted[i].displaced) printf("  unloaded '%s'\n", term(res.evicted[i].id));
+        if (res.lease_id && res.lease_id[0])
+            printf("  lease %s: rsd-ensure --release %s loads them back\n", res.lease_id, res.lease_id);
+        else if (res.n_evicted)
+            printf("  no state directory: nothing recorded to load back\n");
     } else if (!quiet) {
         printf("%s: '%s' on %s%s (%s: %s), %llu ms, %u requests%s\n", rsd_outcome_str(res.outcome), term(model),
                term_url(url), res.outcome == RSD_OUTCOME_OBSERVED ? (res.keep_resident ? ", resident" : ", not resident") : "",

@@ -65,10 +65,12 @@
               models are selected on this locked host".
      Sessions (session_affinity on a model; rsd_serve_affinity.h has the policy): a
               completion request's session (prompt_cache_key, or X-Session-Id) goes to
-              its warm slot, else a fresh one, else the LRU idle slot, erased first
-              (POST /slots/ID?action=erase, awaited) when another session owns it
-              (session_erase = false: never); "id_slot" is added to the body; the
-              child gets --slot-save-path DIR (a temporary directory) so it may erase.
+              its warm slot, else a fresh one, else the LRU idle slot; with
+              session_erase = true that slot is erased first (POST
+              /slots/ID?action=erase, awaited) when another session owns it, and the
+              child gets --slot-save-path DIR (a temporary directory) so it may erase
+              (default: no erase, the child's prompt cache keeps what it held);
+              "id_slot" is added to the body.
               GET /_rsd/affinity: slot owners and counters.
      Exclusive: X-Residency-Exclusive: 1 runs the request alone on its model's
               process (it drains first; other models keep flowing).
@@ -520,7 +522,7 @@ static const char *router_state(const rsd_fleet_model_info *mi) {
     case RSD_POOL_SLOT_STARTING: return "loading";
     case RSD_POOL_SLOT_READY:
     case RSD_POOL_SLOT_DRAINING: return "loaded";
-    case RSD_POOL_SLOT_EMPTY: return mi->pool.waiting ? "loading" : "unloaded";
+    case RSD_POOL_SLOT_EMPTY: return mi->pool.waiting || mi->pool.preloads ? "loading" : "unloaded";
     default: return "unloaded"; /* STOPPING, FAILED */
     }
 }
@@ -1052,8 +1054,8 @@ static void aff_on_upstream(srv *s, job *j, const rsd_http_event *ev, uint64_t n
             else st->handoffs++;
             rsrv_aff_take(a, k, j->aff_has, j->aff_session);
             j->aff_slot = k;
-            if (erase && s->cfg->models[j->model].session_no_erase) {
-                /* session_erase = false: the child's own prompt cache keeps what it held */
+            if (erase && !s->cfg->models[j->model].session_erase) {
+                /* session_erase off (the default): the child's own prompt cache keeps what it held */
             } else if (erase && !a->no_erase) {
                 char target[48];
                 snprintf(target, sizeof target, "/slots/%d?action=erase", k);
@@ -1720,7 +1722,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     for (i = 0; i < s->cfg->nmodels; i++) {
         memset(&mi, 0, sizeof mi);
         if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK) continue;
-        if (mi.pool.waiting && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING))
+        if ((mi.pool.waiting || mi.pool.preloads) && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING))
             rsd_json_w_str(&w, s->cfg->models[i].id);
     }
     rsd_json_w_end_array(&w);
@@ -1730,7 +1732,7 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         const char *why;
         memset(&mi, 0, sizeof mi);
         if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK || mi.pool.slot < 0) continue;
-        if (mi.pool.state == RSD_POOL_SLOT_STARTING) why = mi.pool.waiting ? "the model room is made for" : "starting";
+        if (mi.pool.state == RSD_POOL_SLOT_STARTING) why = mi.pool.waiting || mi.pool.preloads ? "the model room is made for" : "starting";
         else if (mi.pool.state == RSD_POOL_SLOT_STOPPING) why = "already stopping";
         else if (mi.pool.pinned) why = "pinned";
         else if (mi.pool.running) why = "busy";
@@ -2623,11 +2625,11 @@ static int load_config(rsrv_config *c, rsrv_opts *o, int argc, char **argv, char
 }
 
 /* A directory for the children's --slot-save-path once a model wants session affinity
-   (llama-server erases a slot only with one): made the first time one does. */
+   with session_erase (llama-server erases a slot only with one): made the first time one does. */
 static void need_slot_dir(srv *s, const rsrv_config *c) {
     int i;
     for (i = 0; i < c->nmodels && !s->slot_dir[0]; i++)
-        if (c->models[i].session_affinity && !c->models[i].command[0]) {
+        if (c->models[i].session_affinity && c->models[i].session_erase && !c->models[i].command[0]) {
 #if defined(_WIN32) /* no mkdtemp: %TEMP%\rsd-serve-slots.<pid>.<n>, made new */
             char tmp[MAX_PATH], tmpl[MAX_PATH + 64];
             DWORD tl = GetTempPathA((DWORD)sizeof tmp, tmp);
@@ -2663,8 +2665,8 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm,
         for (used = 0, k = 0; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
         k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
         if (k < 0) return -1;
-        /* session affinity erases slots: llama-server allows that only with a slot save path */
-        if (m->session_affinity && !m->command[0] && slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
+        /* session_erase erases slots: llama-server allows that only with a slot save path */
+        if (m->session_affinity && m->session_erase && !m->command[0] && slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
             !strstr(c->args, "--slot-save-path") && !strstr(m->args, "--slot-save-path")) {
             sm->extra_argv[n + k] = "--slot-save-path";
             sm->extra_argv[n + k + 1] = slot_dir;

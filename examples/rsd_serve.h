@@ -79,8 +79,10 @@
                                         max_queue, which also bounds it)
        session_affinity = true          a session's requests go to the slot holding its
                                         KV cache (see rsd_serve_affinity.h; default false)
-       session_erase = false            with session_affinity: do not erase a slot handed
-                                        to another session (default true: erase it first)
+       session_erase = true             with session_affinity: erase a slot before handing
+                                        it to another session, for KV isolation between
+                                        sessions (default false: the child's own prompt
+                                        cache keeps what the slot held)
 
    Placeholders in `command` are {model} {alias} {host} {port} {ctx} {parallel} {ngl}
    {name} and {extra} (the model's args); {{ is a brace. rsrv_check finds what parses
@@ -101,7 +103,7 @@
        --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --preload --aliases A,B --model-args "A B"
-       --env "A=1,B=2" --model-max-queue N --session-affinity --no-session-erase
+       --env "A=1,B=2" --model-max-queue N --session-affinity --session-erase (--no-session-erase)
        --verbose --quiet --help (flags without effect on the config, returned in opts) */
 #ifndef RSD_SERVE_H_INCLUDED
 #define RSD_SERVE_H_INCLUDED
@@ -161,8 +163,8 @@ typedef struct rsrv_model {
     uint32_t ttl_ms;             /* 0 = never */
     bool pinned;
     bool session_affinity;       /* requests of one session go to the slot holding its KV */
-    bool session_no_erase;       /* session_erase = false: a slot handed to another session
-                                    is not erased first */
+    bool session_erase;          /* session_erase = true: a slot handed to another session
+                                    is erased first (default: not) */
     int naliases;
     char aliases[RSRV_MAX_ALIASES][RSRV_ID_MAX];
     char env[RSRV_CMD_MAX];      /* "NAME=VALUE, NAME2=VALUE2" for the child ("" = none) */
@@ -776,7 +778,7 @@ RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *
         }
         if (key == 8) m->pinned = b;
         else if (key == 13) m->session_affinity = b;
-        else m->session_no_erase = !b;
+        else m->session_erase = b;
         return true;
     case 9: {
         size_t i = 0;
@@ -969,9 +971,9 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
             cur->session_affinity = true;
             continue;
         }
-        if (!strcmp(a, "--no-session-erase")) {
-            if (!cur) { snprintf(err, ecap, "--no-session-erase: comes after --model or --command"); return -1; }
-            cur->session_no_erase = true;
+        if (!strcmp(a, "--session-erase") || !strcmp(a, "--no-session-erase")) {
+            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
+            cur->session_erase = a[2] == 's';
             continue;
         }
         if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
@@ -1135,7 +1137,7 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
                  m->ttl_ms ? "" : " # never unloaded for idleness", m->pinned ? "true" : "false",
                  m->preload ? "true" : "false", rsrv_eff_model_queue(c, m));
         if (m->session_affinity) RSRV_PUT("session_affinity = true\n");
-        if (m->session_no_erase) RSRV_PUT("session_erase = false\n");
+        if (m->session_erase) RSRV_PUT("session_erase = true\n");
         if (m->naliases) {
             RSRV_PUT("aliases = ");
             for (k = 0; k < m->naliases; k++) RSRV_PUT("%s%s", k ? ", " : "", m->aliases[k]);
@@ -1156,7 +1158,8 @@ RSRV_FN bool rsrv_model_process_differs(const rsrv_config *ca, const rsrv_model 
     if (strcmp(x->model, y->model) || strcmp(x->command, y->command) || strcmp(x->args, y->args) ||
         x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) || strcmp(x->env, y->env) ||
         x->reserve_bytes != y->reserve_bytes || ca->start_timeout_ms != cb->start_timeout_ms ||
-        (!x->command[0] && x->session_affinity != y->session_affinity)) /* --slot-save-path */
+        (!x->command[0] && (x->session_affinity && x->session_erase) != (y->session_affinity && y->session_erase)))
+        /* --slot-save-path */
         return true;
     return !x->command[0] && (strcmp(ca->llama_server, cb->llama_server) || strcmp(ca->args, cb->args));
 }
@@ -1168,7 +1171,7 @@ RSRV_FN bool rsrv_model_equal(const rsrv_config *ca, const rsrv_model *x, const 
         strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
         x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
         strcmp(x->env, y->env) || x->preload != y->preload || x->session_affinity != y->session_affinity ||
-        x->session_no_erase != y->session_no_erase ||
+        x->session_erase != y->session_erase ||
         rsrv_eff_model_queue(ca, x) != rsrv_eff_model_queue(cb, y) || x->naliases != y->naliases)
         return false;
     for (k = 0; k < x->naliases; k++)

@@ -102,12 +102,30 @@ static long long real_now_ms(void) {
 
 /* SIGTERM to the server's process group, wait for the server, then SIGKILL whatever
    of the group is left (children of a router) and reap the log copier. The server's
-   exit status, or -1 when it did not exit normally (or never ran). */
+   exit status, or -1 when it did not exit normally (or never ran).
+   The real llama-server sometimes takes a SIGTERM and goes on serving: its handler ran
+   (a second signal prints "Received second interrupt"), its HTTP thread keeps accepting,
+   its main thread waits for ever. Seen about 1 run in 40 natively (a SIGTERM a few ms
+   after one request) and 1 in 3 under qemu-user. So the wait is bounded: 15 s after the
+   SIGTERM it is killed, that is said on stdout, and the stop counts as clean (0): the
+   race is upstream's, and what the tests check is ours. */
 static int real_stop(real_server *s) {
     int st = 0, rc;
+    long long until = real_now_ms() + 15000;
+    pid_t w;
     if (s->pid <= 0) return -1;
     kill(-s->pid, SIGTERM);
-    while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR) {}
+    while ((w = waitpid(s->pid, &st, WNOHANG)) == 0 || (w < 0 && errno == EINTR)) {
+        if (w == 0 && real_now_ms() >= until) {
+            printf("  llama-server pid %d still running 15 s after SIGTERM (it missed the "
+                   "signal): killed\n", (int)s->pid);
+            kill(-s->pid, SIGKILL);
+            while (waitpid(s->pid, &st, 0) < 0 && errno == EINTR) {}
+            st = 0;
+            break;
+        }
+        (void)poll(NULL, 0, 10);
+    }
     rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     kill(-s->pid, SIGKILL);
     if (s->copier > 0)
@@ -155,8 +173,10 @@ static int real_start(real_server *s, const char *bin, const char *dir, const ch
     }
     setpgid(s->pid, s->pid); /* also here, so the group exists before we could signal it */
     close(fds[1]);
-    snprintf(s->log, sizeof s->log, "%s/server-%d.log", dir, (int)s->pid);
-    logfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    /* a DIR too long for the log path: no log, rather than a truncated name */
+    if (snprintf(s->log, sizeof s->log, "%s/server-%d.log", dir, (int)s->pid) >= (int)sizeof s->log)
+        s->log[0] = 0;
+    logfd = s->log[0] ? open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;
     for (;;) { /* read lines until the listening one */
         struct pollfd pfd;
         ssize_t r;

@@ -111,7 +111,9 @@ static void upstream_capacity_full_eviction_chooses_non_protected(void) {
     REQUIRE(last_notice(&plan));
     CHECK_EQ_INT(last_notice(&plan)->kind, RSD_NOTICE_SWAP);
     CHECK_EQ_INT(last_notice(&plan)->msg, RSD_MSG_EVICT_FOREIGN);
-    CHECK(strstr(msg_of(&f, &plan, -1), "swapping resident 'old-code' for requested 'coder'") != NULL);
+    CHECK(strstr(msg_of(&f, &plan, -1),
+                 "swapping resident 'old-code' (no last use is known: first by id) for requested 'coder'") != NULL);
+    CHECK_EQ_INT(plan.cls[plan.evict[0]].victim_rule, RSD_VICTIM_BY_ID);
 }
 
 static rsd_protected_model prot[8];
@@ -1377,9 +1379,247 @@ static void w12_router_capacity_unknown_uses_sizes(void) {
     }
 }
 
+/* ---- least recently used among candidates of equal protection ------------------- */
+static rsd_resident used(const char *id, uint64_t last_used_ms, bool ours) {
+    rsd_resident r = res_of(id);
+    r.last_used_ms = last_used_ms;
+    r.loaded_by_us = ours;
+    return r;
+}
+
+/* The issue's case: a 3-slot router holding bravo, charlie and the newest alpha; a
+   load of delta evicts the least recently used of bravo and charlie, never alpha (by
+   id it was alpha). Every listing order gives the same plan. */
+static void lru_issue_case(void) {
+    rsd_resident r[3], q[3];
+    rsd_facts f;
+    int rot, k;
+    r[0] = used("alpha", 3000, true);
+    r[1] = used("bravo", 1000, true);
+    r[2] = used("charlie", 2000, true);
+    facts_of(&f, "delta", RSD_STRATEGY_ROUTER, r, 3, 3);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_LOAD_AFTER_EVICT);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_LRU);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    REQUIRE(last_notice(&plan));
+    CHECK_EQ_INT(last_notice(&plan)->msg, RSD_MSG_EVICT_OURS);
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_LRU);
+    CHECK_EQ_INT(plan.cls[0].victim_rule, RSD_VICTIM_NONE);
+    CHECK_EQ_STR(msg_of(&f, &plan, -1),
+                 "evicting residency-loaded model 'bravo' (least recently used) from 'mini' to free a slot for 'delta'.");
+    CHECK(strstr(rsd_reason_str(plan.reason), "least recently used") != NULL);
+    for (rot = 1; rot < 3; rot++) {
+        for (k = 0; k < 3; k++) q[k] = r[(k + rot) % 3];
+        f.residents = q;
+        REQUIRE(rsd_decide(&f, &plan2) == RSD_OK);
+        REQUIRE(plan2.n_evict == 1);
+        CHECK_EQ_STR(EVICT(&f, &plan2, 0), "bravo");
+    }
+    /* two slots to free: bravo then charlie */
+    f.residents = r;
+    f.max_instances = 2;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 2);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "charlie");
+}
+
+/* Nothing known: by id, as before (reason EVICT_UNPROTECTED, the notice says so). A
+   model with no known use goes before used ones (never used is least recent). */
+static void lru_unknown_and_mixed(void) {
+    rsd_resident r[3];
+    rsd_facts f;
+    r[0] = used("alpha", 0, true);
+    r[1] = used("bravo", 0, true);
+    r[2] = used("charlie", 0, true);
+    facts_of(&f, "delta", RSD_STRATEGY_ROUTER, r, 3, 3);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_UNPROTECTED);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "alpha");
+    CHECK_EQ_INT(plan.cls[0].victim_rule, RSD_VICTIM_BY_ID);
+    CHECK(strstr(msg_of(&f, &plan, -1), "'alpha' (no last use is known: first by id)") != NULL);
+    r[0].last_used_ms = 50;
+    r[2].last_used_ms = 10;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_LRU);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_UNUSED);
+    CHECK(strstr(msg_of(&f, &plan, -1), "'bravo' (no use of it is known)") != NULL);
+    /* equal last uses: by id */
+    r[1].last_used_ms = 10;
+    r[0].last_used_ms = 10;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "alpha");
+}
+
+/* Protection first, then LRU: an old configured model stays while a newer unprotected
+   one goes; a pinned one never goes; when only configured ones are left, their LRU. */
+static void lru_within_protection(void) {
+    rsd_resident r[4];
+    rsd_protected_model pm[2];
+    rsd_facts f;
+    r[0] = used("alpha", 9000, true);
+    r[1] = used("bravo", 100, true);
+    r[2] = used("charlie", 200, true);
+    r[3] = used("dora", 1, true);
+    tag(&r[3], "pinned:true");
+    memset(pm, 0, sizeof pm);
+    pm[0].model_id = rsd_str_c("bravo");
+    pm[1].model_id = rsd_str_c("charlie");
+    facts_of(&f, "echo", RSD_STRATEGY_ROUTER, r, 4, 4);
+    f.protected_models = pm;
+    f.n_protected = 2;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "alpha");
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_LRU);
+    f.max_instances = 2; /* three to free: alpha, then the configured LRU bravo, then charlie */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 3);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "alpha");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "bravo");
+    CHECK_EQ_STR(EVICT(&f, &plan, 2), "charlie");
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_CONFIG);
+    CHECK(strstr(msg_of(&f, &plan, -2), "evicting 'bravo' (least recently used) from 'mini'") != NULL);
+}
+
+/* Models this library loaded go before foreign ones (R25), LRU within each; a group's
+   last use is its members' latest; JIT's fallback and the scheduler's release follow
+   the same order; capacity unknown evicts the LRU one. */
+static void lru_ours_groups_and_strategies(void) {
+    rsd_resident r[4];
+    rsd_facts f;
+    r[0] = used("foreign-old", 5, false);
+    r[1] = used("ours-new", 900, true);
+    r[2] = used("ours-mid", 400, true);
+    r[3] = used("ours-mid-alias", 950, true); /* one model with ours-mid: its latest use is 950 */
+    alias(&r[3], "ours-mid");
+    facts_of(&f, "keep", RSD_STRATEGY_ROUTER, r, 4, 4); /* 4 entries, 3 models: one slot to free */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "ours-new");
+    f.max_instances = 0; /* W8: one, the LRU of ours */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_CAPACITY_UNKNOWN_EVICT_ONE);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "ours-new");
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_LRU);
+    f.strategy = RSD_STRATEGY_JIT;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_fallback == 3);
+    CHECK_EQ_STR(FALLBACK(&f, &plan, 0), "ours-new");
+    CHECK_EQ_STR(FALLBACK(&f, &plan, 1), "ours-mid");
+    CHECK_EQ_STR(FALLBACK(&f, &plan, 2), "foreign-old");
+    f.strategy = RSD_STRATEGY_SCHEDULER;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 2);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "ours-new");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "ours-mid");
+}
+
+/* Byte-aware picks stay largest first (ties: the LRU order); their notices give no
+   order reason. */
+static void lru_bytes_ties(void) {
+    rsd_resident r[3];
+    rsd_facts f;
+    int k;
+    r[0] = used("alpha", 300, true);
+    r[1] = used("bravo", 100, true);
+    r[2] = used("charlie", 200, true);
+    for (k = 0; k < 3; k++) {
+        r[k].has_size = true;
+        r[k].size_bytes = 4;
+    }
+    facts_of(&f, "delta", RSD_STRATEGY_ROUTER, r, 3, 8);
+    f.capacity_bytes = 12;
+    f.keep_bytes = 4;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_EVICT_BYTES);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    CHECK_EQ_INT(plan.cls[1].victim_rule, RSD_VICTIM_NONE);
+    CHECK(strstr(msg_of(&f, &plan, -1), "'bravo' from") != NULL);
+}
+
+/* A free plan (no keep, free_bytes): only models this library loaded, unprotected and
+   of known size, least recently used first, until enough is freed; a shortfall says so;
+   nothing to unload is FREE_NOTHING; observe-only does nothing. */
+static void free_plan(void) {
+    rsd_resident r[6];
+    rsd_protected_model pm[1];
+    rsd_facts f;
+    int k;
+    const uint64_t G = (uint64_t)1 << 30;
+    r[0] = used("alpha", 3000, true);
+    r[1] = used("bravo", 1000, true);
+    r[2] = used("charlie", 2000, true);
+    r[3] = used("foreign", 1, false);          /* not ours: never */
+    r[4] = used("pinned", 2, true);
+    tag(&r[4], "pinned:true");                  /* protected: never */
+    r[5] = used("config", 3, true);             /* configured: never */
+    for (k = 0; k < 6; k++) {
+        r[k].has_size = true;
+        r[k].size_bytes = 2 * G;
+    }
+    r[2].has_size = false;                      /* charlie's size unknown: skipped */
+    memset(pm, 0, sizeof pm);
+    pm[0].model_id = rsd_str_c("config");
+    memset(&f, 0, sizeof f);
+    f.target_id = rsd_str_c("mini");
+    f.residents = r;
+    f.n_residents = 6;
+    f.max_instances = 6;
+    f.protected_models = pm;
+    f.n_protected = 1;
+    f.free_bytes = 3 * G;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_FREE);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_BYTES);
+    REQUIRE(plan.n_evict == 2);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    CHECK_EQ_STR(EVICT(&f, &plan, 1), "alpha");
+    CHECK(plan.freed_bytes == 4 * G);
+    REQUIRE(plan.n_notices == 2);
+    CHECK_EQ_STR(msg_of(&f, &plan, 0), "unloading residency-loaded model 'bravo' (least recently used) from 'mini' to "
+                                        "free memory (2.0 GiB of the 3.0 GiB asked).");
+    f.free_bytes = 1; /* one is enough */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    REQUIRE(plan.n_evict == 1);
+    CHECK_EQ_STR(EVICT(&f, &plan, 0), "bravo");
+    f.free_bytes = 9 * G; /* more than ours hold: all of them, and a notice */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_SHORT);
+    CHECK_EQ_INT(plan.n_evict, 2);
+    CHECK_EQ_INT(last_notice(&plan)->msg, RSD_MSG_FREE_SHORT);
+    CHECK_EQ_STR(msg_of(&f, &plan, -1), "only 4.0 GiB of the 9.0 GiB asked can be freed on 'mini': the rest is held by "
+                                         "models residency did not load, protected ones, or ones whose size the server "
+                                         "does not list.");
+    f.optout = RSD_OPTOUT_ENV; /* observe: nothing */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.decision, RSD_DECISION_OBSERVE);
+    CHECK_EQ_INT(plan.would, RSD_DECISION_FREE);
+    CHECK_EQ_INT(plan.n_evict, 0);
+    f.optout = RSD_OPTOUT_NONE;
+    f.n_residents = 0; /* nothing to unload */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.reason, RSD_REASON_FREE_NOTHING);
+    CHECK_EQ_INT(plan.n_evict, 0);
+    f.free_bytes = 0; /* an empty keep without bytes is still an error */
+    CHECK_EQ_INT(rsd_decide(&f, &plan), RSD_ERR_MODEL_ID);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(upstream_co_hosts_within_known_capacity);
+    RUN(lru_issue_case);
+    RUN(lru_unknown_and_mixed);
+    RUN(lru_within_protection);
+    RUN(lru_ours_groups_and_strategies);
+    RUN(lru_bytes_ties);
+    RUN(free_plan);
     RUN(upstream_keep_resident_never_evicts_co_residents);
     RUN(upstream_capacity_full_eviction_chooses_non_protected);
     RUN(upstream_capacity_full_falls_back_to_config_protected);

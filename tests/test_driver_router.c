@@ -29,6 +29,8 @@ typedef struct fmodel {
     uint64_t queued_until;     /* a queued load: listed as before (stale failed:true) until then */
     int n_ctx;                 /* meta.n_ctx when > 0 */
     int lru_unloaded;          /* times the router's own LRU unloaded it (july) */
+    int64_t last_used;         /* status.last_used when > 0 (rsd-serve lists it), -1 = null */
+    uint64_t size;             /* meta.size when > 0 (the real router lists it while loaded) */
 } fmodel;
 
 typedef struct frouter {
@@ -146,9 +148,15 @@ static size_t fr_listing(frouter *f) {
                                   state_name(m->state));
             if (m->failed)
                 n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"exit_code\":%d,\"failed\":true", m->exit_code);
+            if (m->last_used > 0)
+                n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"last_used\":%lld", (long long)m->last_used);
+            else if (m->last_used < 0)
+                n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"last_used\":null");
             n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
         }
         if (m->n_ctx > 0) n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"meta\":{\"n_ctx\":%d}", m->n_ctx);
+        else if (m->size > 0 && fm_resident(m))
+            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"meta\":{\"size\":%llu}", (unsigned long long)m->size);
         n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
     }
     n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "]}");
@@ -573,6 +581,110 @@ static void test_6_2_6_capacity_full_eviction(void) {
     CHECK_EQ_INT(R.result.n_evicted, 1);
     CHECK_EQ_STR(R.result.evicted[0].id, "old-scratch");
     CHECK_EQ_INT(R.result.n_attr_remove, 0); /* it was not ours */
+}
+
+/* Least recently used: the recorded last uses (desc.last_used, the state directory's)
+   choose the victim among equals; a last use the listing gives itself (status.last_used,
+   as rsd-serve lists it) wins over the record; null reads as unknown. */
+static void test_lru_record_and_listing(void) {
+    static const rsd_last_use rec[] = {{"alpha", 3000}, {"bravo", 1000}, {"charlie", 2000}, {"", 5}, {"x", 0}};
+    static const char *const ours[] = {"alpha", "bravo", "charlie"};
+    frouter f;
+    rsd_reconcile_desc d;
+    int k;
+    fresh();
+    fr_init(&f, 3);
+    fm_add(&f, "alpha", RSD_MODEL_LOADED);
+    fm_add(&f, "bravo", RSD_MODEL_LOADED);
+    fm_add(&f, "charlie", RSD_MODEL_LOADED);
+    fm_add(&f, "delta", RSD_MODEL_UNLOADED);
+    desc_init(&d, "delta");
+    d.ours = ours;
+    d.n_ours = 3;
+    d.last_used = rec;
+    d.n_last_used = 5;
+    d.cache = NULL;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload bravo | /models/load delta");
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_EVICT_LRU);
+    CHECK(any_notice_has("'bravo' (least recently used)"));
+    /* the listing's own figures: alpha is the oldest there */
+    fresh();
+    fr_init(&f, 3);
+    fm_add(&f, "alpha", RSD_MODEL_LOADED)->last_used = 10;
+    fm_add(&f, "bravo", RSD_MODEL_LOADED)->last_used = 9000;
+    fm_add(&f, "charlie", RSD_MODEL_LOADED)->last_used = 5000;
+    fm_add(&f, "delta", RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload alpha | /models/load delta");
+    /* null (never used) is unknown: the record decides for it, the listing for the rest */
+    fresh();
+    fr_init(&f, 3);
+    fm_add(&f, "alpha", RSD_MODEL_LOADED)->last_used = 10;
+    fm_add(&f, "bravo", RSD_MODEL_LOADED)->last_used = -1; /* the record: 1000 */
+    fm_add(&f, "charlie", RSD_MODEL_LOADED)->last_used = 5000;
+    fm_add(&f, "delta", RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload alpha | /models/load delta");
+    /* nothing known anywhere: by id */
+    fresh();
+    fr_init(&f, 3);
+    for (k = 0; k < 3; k++) fm_add(&f, ours[2 - k], RSD_MODEL_LOADED);
+    fm_add(&f, "delta", RSD_MODEL_UNLOADED);
+    d.n_last_used = 0;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload alpha | /models/load delta");
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_EVICT_UNPROTECTED);
+    CHECK(any_notice_has("'alpha' (no last use is known: first by id)"));
+    d.n_last_used = -1; /* a bad count */
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_ERR_ARG);
+}
+
+/* A free reconcile (no keep, free_bytes): the least recently used models this library
+   loaded go until enough is freed, nothing is loaded, nothing cached, the attribution
+   loses them; with nothing of ours to unload it declines without a request. */
+static void test_free_bytes(void) {
+    static const rsd_last_use rec[] = {{"alpha", 3000}, {"bravo", 1000}, {"charlie", 2000}};
+    static const char *const ours[] = {"alpha", "bravo", "charlie"};
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 4);
+    fm_add(&f, "alpha", RSD_MODEL_LOADED)->size = 100;
+    fm_add(&f, "bravo", RSD_MODEL_LOADED)->size = 100;
+    fm_add(&f, "charlie", RSD_MODEL_LOADED)->size = 100;
+    fm_add(&f, "foreign", RSD_MODEL_LOADED)->size = 500;
+    desc_init(&d, NULL);
+    d.free_bytes = 150;
+    d.ours = ours;
+    d.n_ours = 3;
+    d.last_used = rec;
+    d.n_last_used = 3;
+    d.lock = true;
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "/models/unload bravo | /models/unload charlie");
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_FREED);
+    CHECK_EQ_INT(R.result.decision, RSD_DECISION_FREE);
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_FREE_BYTES);
+    CHECK(R.result.freed_bytes == 200);
+    CHECK_EQ_INT(R.result.n_evicted, 2);
+    CHECK_EQ_INT(R.result.n_attr_remove, 2);
+    CHECK_EQ_INT(f.locks, 1);
+    CHECK(!R.result.cached);
+    CHECK(any_notice_has("unloading residency-loaded model 'bravo' (least recently used)"));
+    /* nothing of ours left that is sized: declined, no mutation */
+    fresh();
+    fr_init(&f, 4);
+    fm_add(&f, "foreign", RSD_MODEL_LOADED)->size = 500;
+    fm_add(&f, "alpha", RSD_MODEL_LOADED); /* ours, but no size listed */
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_STR(posts_of(&f), "");
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
+    CHECK_EQ_INT(R.result.reason, RSD_REASON_FREE_NOTHING);
+    CHECK(strstr(R.result.message, "only 0 bytes of the 150 bytes asked") != NULL);
+    CHECK_EQ_INT(f.locks, 0);
+    d.free_bytes = 0; /* neither a keep nor bytes */
+    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_ERR_ARG);
 }
 
 static void test_6_2_7_declines_when_every_slot_pinned(void) {
@@ -1978,6 +2090,8 @@ int main(int argc, char **argv) {
     RUN(test_6_2_5_loads_into_free_slot_without_evicting);
     RUN(test_6_2_5_load_request_shape);
     RUN(test_6_2_6_capacity_full_eviction);
+    RUN(test_lru_record_and_listing);
+    RUN(test_free_bytes);
     RUN(test_6_2_7_declines_when_every_slot_pinned);
     RUN(test_6_2_8_capacity1_declines_pinned_override);
     RUN(test_6_2_9_capacity1_pinned_override_displaces_unprotected);

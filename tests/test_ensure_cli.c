@@ -30,6 +30,7 @@
 #define HTTP_BIN "build/examples/rsd-http"
 #include "sim_harness.h"
 #include "real_server.h"
+#include "state_dir.h"
 
 static char g_out[1 << 15], g_err[1 << 14];
 
@@ -740,6 +741,170 @@ static void test_real_router_words(void) {
     real_rmdir(dir);
 }
 
+/* Starts `rsd-http -s -d BODY URL` in the background (a request that keeps its model
+   busy while the test goes on); its pid, or -1. */
+static pid_t busy_request(const char *url, const char *body) {
+    pid_t pid;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) { dup2(devnull, 1); dup2(devnull, 2); }
+        execl(HTTP_BIN, HTTP_BIN, "-s", "-d", body, url, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The issue's case as a user tries it: a 3-slot router holding bravo, charlie and a
+   busy, newest alpha, each ensured by its own rsd-ensure (one state directory shared);
+   `rsd-ensure --model delta` evicts bravo, the least recently used, and says why (by id
+   it evicted alpha). An ensure of a model already resident counts as a use too. */
+static void test_lru_sim(void) {
+    sim_proc s;
+    static const char *const sim_args[] = {"--models-max", "3", "--load-ms", "20", "--gen-ms", "3000",
+                                           "--model", "id=alpha", "--model", "id=bravo", "--model", "id=charlie",
+                                           "--model", "id=delta", NULL};
+    static const char *const order[] = {"bravo", "charlie", "alpha"};
+    char env_dir[300], url[200];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    pid_t busy;
+    int k, st = 0;
+    make_state_dir("lru");
+    REQUIRE(g_state_dir[0]);
+    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
+    REQUIRE(sim_start(&s, sim_args) == 0);
+    for (k = 0; k < 3; k++) {
+        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+    }
+    snprintf(url, sizeof url, "%s/v1/chat/completions", s.url);
+    busy = busy_request(url, "{\"model\":\"alpha\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    CHECK(busy > 0);
+    {
+        const char *a[] = {"--url", s.url, "--model", "delta", "--json", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(strstr(g_out, "\"reason\":\"EVICT_LRU\"") != NULL);
+        CHECK(strstr(g_out, "\"evicted\":[{\"id\":\"bravo\"") != NULL || strstr(g_out, "\"evicted\":[\"bravo\"") != NULL);
+        CHECK(strstr(g_out, "evicting residency-loaded model 'bravo' (least recently used)") != NULL);
+        CHECK(strstr(g_out, "alpha\"") == NULL || strstr(g_out, "'alpha'") == NULL);
+        SHOW_ON_FAIL();
+    }
+    { /* charlie is the LRU now, but an ensure of the resident charlie is a use: alpha goes next */
+        const char *a[] = {"--url", s.url, "--model", "charlie", NULL};
+        const char *b[] = {"--url", s.url, "--model", "bravo", NULL};
+        const char *l[] = {"--url", s.url, "--list", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK_EQ_INT(cli_env(env, b), 0);
+        CHECK(strstr(g_out, "'alpha' (least recently used)") != NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(cli_env(env, l), 0);
+        CHECK(strstr(g_out, "bravo") && strstr(g_out, "charlie") && strstr(g_out, "delta") && !strstr(g_out, "alpha"));
+        SHOW_ON_FAIL();
+    }
+    if (busy > 0) {
+        while (waitpid(busy, &st, 0) < 0 && errno == EINTR) {}
+    }
+    sim_stop(&s);
+    remove_state_dir();
+}
+
+/* The lease id from --json output ("lease_id":"...") into id; false when absent. */
+static bool lease_of(const char *out, char *id, size_t cap) {
+    const char *p = strstr(out, "\"lease_id\":\"");
+    size_t n = 0;
+    if (!p) return false;
+    p += 12;
+    while (p[n] && p[n] != '"' && n + 1 < cap) n++;
+    memcpy(id, p, n);
+    id[n] = '\0';
+    return n > 0;
+}
+
+/* --free-bytes on a router that lists sizes (rsd-sim size=): the least recently used
+   models residency loaded go until enough is freed (never a foreign or protected one),
+   a lease id is printed, and --release loads them back; nothing of ours to unload is
+   exit 2; a lease released twice is unknown the second time. */
+static void test_free_bytes_sim(void) {
+    sim_proc s;
+    static const char *const sim_args[] = {"--models-max", "5", "--load-ms", "20",
+                                           "--model", "id=alpha,size=2G", "--model", "id=bravo,size=2G",
+                                           "--model", "id=charlie,size=2G", "--model", "id=guarded,size=2G",
+                                           "--model", "id=other,size=8G", NULL};
+    static const char *const order[] = {"bravo", "guarded", "charlie", "alpha"};
+    char env_dir[300], id[64];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    int k;
+    make_state_dir("free");
+    REQUIRE(g_state_dir[0]);
+    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
+    REQUIRE(sim_start(&s, sim_args) == 0);
+    for (k = 0; k < 4; k++) {
+        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+    }
+    { /* "other" was loaded by someone else: never ours to unload */
+        char body[64];
+        rsd_http_client *c = rsd_http_client_create(NULL);
+        rsd_http_request q;
+        rsd_http_event ev;
+        char u[160];
+        snprintf(u, sizeof u, "%s/models/load", s.url);
+        snprintf(body, sizeof body, "{\"model\":\"other\"}");
+        memset(&q, 0, sizeof q);
+        q.url = u;
+        q.method = "POST";
+        q.body = body;
+        q.body_len = strlen(body);
+        CHECK(c && rsd_http_request_sync(c, &q, &ev) == RSD_OK && ev.status == 200);
+        rsd_http_client_destroy(c);
+    }
+    {
+        const char *a[] = {"--url", s.url, "--free-bytes", "3G", "--protect", "guarded", "--json", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(strstr(g_out, "\"outcome\":\"freed\"") != NULL);
+        CHECK(strstr(g_out, "\"evicted\":[\"bravo\",\"charlie\"]") != NULL);
+        CHECK(strstr(g_out, "\"freed_bytes\":4294967296") != NULL);
+        CHECK(lease_of(g_out, id, sizeof id));
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *l[] = {"--url", s.url, "--list", NULL};
+        CHECK_EQ_INT(cli_env(env, l), 0);
+        CHECK(strstr(g_out, "alpha") && strstr(g_out, "guarded") && strstr(g_out, "other") && !strstr(g_out, "bravo") &&
+              !strstr(g_out, "charlie"));
+        SHOW_ON_FAIL();
+    }
+    { /* only alpha is left of ours (guarded is protected): less than asked, still freed */
+        const char *a[] = {"--url", s.url, "--free-bytes", "100G", "--protect", "guarded", NULL};
+        const char *r[] = {"--release", "nope", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(strstr(g_out, "freed: 2.0 GiB of the 100.0 GiB asked") != NULL);
+        CHECK(strstr(g_out, "only 2.0 GiB of the 100.0 GiB asked can be freed") != NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(cli_env(env, a), 2); /* nothing of ours left */
+        CHECK_EQ_INT(cli_env(env, r), 2);
+    }
+    {
+        const char *r[] = {"--release", id, NULL};
+        const char *l[] = {"--url", s.url, "--list", NULL};
+        CHECK_EQ_INT(cli_env(env, r), 0);
+        CHECK(strstr(g_out, "2 model(s) resident again") != NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(cli_env(env, l), 0);
+        CHECK(strstr(g_out, "bravo") && strstr(g_out, "charlie"));
+        CHECK_EQ_INT(cli_env(env, r), 2); /* released already */
+    }
+    {
+        const char *a[] = {"--url", s.url, "--free-bytes", "lots", NULL};
+        const char *b[] = {"--url", s.url, "--free-bytes", "1G", "--model", "alpha", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 64);
+        CHECK_EQ_INT(cli_env(env, b), 64);
+    }
+    sim_stop(&s);
+    remove_state_dir();
+}
+
 int main(int argc, char **argv) {
     char why[256];
     RSD_TEST_BEGIN(argc, argv);
@@ -761,5 +926,7 @@ int main(int argc, char **argv) {
     RUN(test_lock_wait_progress);
     RUN(test_list_runtimes);
     RUN(test_real_router_words);
+    RUN(test_lru_sim);
+    RUN(test_free_bytes_sim);
     return RSD_TEST_END();
 }

@@ -1240,6 +1240,7 @@ static void test_preload_loads_and_leaves_resident_without_a_request(void) {
     rsd_pool_model_desc m[3];
     host h;
     rsd_pool_stats st;
+    rsd_pool_model_info mi;
     rsd_pool_action a;
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
     m[1].ttl_ms = 1000;
@@ -1251,6 +1252,10 @@ static void test_preload_loads_and_leaves_resident_without_a_request(void) {
     rsd_pool_query_stats(h.p, &st);
     CHECK_EQ_INT(st.preloads, 1);
     CHECK_EQ_INT(st.waiting, 0);
+    /* the model's own counts agree: a preload is not a waiting request */
+    rsd_pool_query_model(h.p, 0, &mi);
+    CHECK_EQ_INT(mi.waiting, 0);
+    CHECK_EQ_INT(mi.preloads, 1);
     CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 0), RSD_OK); /* already loading */
     pump(&h);
     CHECK_EQ_INT(rsd_pool_preload(h.p, 0, 1), RSD_OK); /* resident */

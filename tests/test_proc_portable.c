@@ -1,6 +1,7 @@
 /* test_proc_portable.c -- the process supervisor (>>proc) on every platform it runs on:
    POSIX (make test) and Windows (make test-windows, under wine). The child is this
-   binary again, run with --child MODE. Windows-only cases say so and are skipped on
+   binary again, run with --child MODE (RSD_TEST_SELF_EXE, when set, is the program that
+   runs it: tests/cross.sh's qemu wrapper). Windows-only cases say so and are skipped on
    POSIX (test_proc covers the POSIX machinery in depth); what wine cannot show is
    printed as a skip with its reason. */
 #define RESIDENCY_IMPLEMENTATION
@@ -341,7 +342,9 @@ int main(int argc, char **argv) {
         if (n == 0 || n >= sizeof self_exe) return 1;
     }
 #else
-    {
+    if (getenv("RSD_TEST_SELF_EXE") && strlen(getenv("RSD_TEST_SELF_EXE")) < sizeof self_exe) {
+        strcpy(self_exe, getenv("RSD_TEST_SELF_EXE")); /* tests/cross.sh: the qemu wrapper */
+    } else {
         ssize_t n = readlink("/proc/self/exe", self_exe, sizeof self_exe - 1);
         if (n <= 0) {
             if (strlen(argv[0]) >= sizeof self_exe) return 1;

@@ -91,7 +91,8 @@ static void test_real_affinity(void) {
     static const char *who[] = {"s0", "s1", "s2", "s3"};
     int k;
     REQUIRE(start_on(&s, "aff", "",
-                     "[model chat]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 4\nsession_affinity = true\n") == 0);
+                     "[model chat]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 4\nsession_affinity = true\n"
+                     "session_erase = true\n") == 0);
     for (k = 0; k < 4; k++) {
         CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", turn(who[k], 0)), 200);
         CHECK_EQ_INT(body_int("timings", "cache_n"), 0); /* fresh slots */
@@ -138,6 +139,10 @@ static void test_real_lease(void) {
         (void)poll(NULL, 0, 20);
     }
     CHECK(i < 1500);
+    /* b used last, so a is the least recently used whichever load finished first */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions",
+                      "{\"model\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}"),
+                 200);
     pid_a = status_field(&s, "a", "pid");
     CHECK(pid_a > 0);
     CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"3G\",\"restore\":true}"), 200);

@@ -3,8 +3,10 @@
    /models/sse through every mutation, not only the final state), a failed load
    (broken.gguf) with what was evicted restored, --models-max reached, four concurrent
    rsd-ensure processes sharing a state directory, every --protect tier, sleeping models,
-   --context, the request count of a resident model, and a probe that times out on a
-   stopped server. Skipped with one line when no llama-server is found. */
+   --context, the request count of a resident model, a probe that times out on a
+   stopped server, and the least recently used victim of a full 3-slot router (the
+   issue's bravo/charlie/busy alpha case). Skipped with one line when no llama-server
+   is found. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
@@ -548,6 +550,141 @@ static void test_models_max_reached_by_the_pin_declines(void) {
 }
 
 static bool UP;
+/* Runs build/examples/rsd-ensure with args (NULL-terminated) and --state-dir STATE,
+   pumping the watcher meanwhile; its output (stdout and stderr) into out. The exit
+   status, or -1. */
+static int run_cli(const char *const *args, char *out, size_t cap) {
+    const char *argv[24];
+    char path[760];
+    int n = 0, i, st = -1, got;
+    uint64_t until = rsd_now_ms() + 120000;
+    pid_t pid;
+    FILE *f;
+    size_t len;
+    argv[n++] = "build/examples/rsd-ensure";
+    for (i = 0; args[i] && n < 20; i++) argv[n++] = args[i];
+    argv[n++] = "--state-dir";
+    argv[n++] = STATE;
+    argv[n] = NULL;
+    snprintf(path, sizeof path, "%s/cli.out", DIR_);
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        execv(argv[0], (char *const *)(void *)argv);
+        _exit(127);
+    }
+    for (got = 0; !got && rsd_now_ms() < until;) {
+        rsd_pollfd fds[4];
+        int k = rsd_http_client_pollfds(W.c, fds, 4), ws;
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(k > 4 ? 4 : k), 20);
+        watch_pump(&W);
+        if (waitpid(pid, &ws, WNOHANG) == pid) {
+            got = 1;
+            st = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+        }
+    }
+    if (!got) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
+    f = fopen(path, "r");
+    len = f ? fread(out, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    out[len] = '\0';
+    return st;
+}
+
+/* ==== router D: no tags, --models-max 3 ============================================ */
+/* The issue's case on the real router: it holds bravo (tiny-b), charlie (tiny-c) and a
+   busy, newest alpha (tiny-a), each ensured by its own rsd-ensure; `rsd-ensure --model
+   tiny-d` evicts the least recently used, tiny-b, never tiny-a (by id it was tiny-a).
+   The real router lists no last use (status has none), so the figure is the state
+   directory's. */
+static void test_lru_victim(void) {
+    static const char *const order[] = {"tiny-b", "tiny-c", "tiny-a"};
+    static char out[16384];
+    char url[160];
+    pid_t busy;
+    int k;
+    for (k = 0; k < 3; k++) {
+        const char *a[] = {"--url", S.url, "--model", order[k], NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+    }
+    snprintf(url, sizeof url, "%s/v1/chat/completions", S.url);
+    fflush(stdout);
+    busy = fork(); /* tiny-a busy: a completion in flight while delta is ensured */
+    if (busy == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+        execl("build/examples/rsd-http", "rsd-http", "-s", "-d",
+              "{\"model\":\"tiny-a\",\"max_tokens\":200,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+              url, (char *)NULL);
+        _exit(127);
+    }
+    {
+        const char *a[] = {"--url", S.url, "--model", "tiny-d", "--json", NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+        CHECK(strstr(out, "\"reason\":\"EVICT_LRU\"") != NULL);
+        CHECK(strstr(out, "\"evicted\":[\"tiny-b\"]") != NULL);
+        CHECK(strstr(out, "evicting residency-loaded model 'tiny-b' (least recently used)") != NULL);
+        if (rsdt_cur_failed) printf("  rsd-ensure: %s\n", out);
+    }
+    if (busy > 0) waitpid(busy, NULL, 0);
+    CHECK_EQ_INT(W.unloads[0], 0); /* tiny-a never went, not even for a moment */
+    CHECK_EQ_INT(W.unloads[1], 1);
+    CHECK_EQ_INT(listed(S.url, "tiny-a"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-c"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-d"), RSD_MODEL_LOADED);
+    CHECK(W.max_live <= 3);
+}
+
+/* Freeing bytes on the real router, which lists meta.size (238592 bytes per tiny model)
+   for loaded models only: with tiny-a, tiny-c and tiny-d resident and used in that
+   order, 300000 bytes take tiny-c and tiny-d (least recently used first), never the
+   protected tiny-a; --release loads both back. */
+static void test_free_bytes_and_release(void) {
+    static char out[16384];
+    char id[64];
+    const char *p;
+    size_t n = 0;
+    int before_c, before_d, k;
+    for (k = 0; k < 3; k++) { /* on their own too (a filtered run): tiny-a, then tiny-c, then tiny-d */
+        static const char *const order[] = {"tiny-a", "tiny-c", "tiny-d"};
+        const char *a[] = {"--url", S.url, "--model", order[k], NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+    }
+    before_c = W.loads[2];
+    before_d = W.loads[3];
+    {
+        const char *a[] = {"--url", S.url, "--free-bytes", "300000", "--protect", "tiny-a", "--json", NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+        CHECK(strstr(out, "\"outcome\":\"freed\"") != NULL);
+        CHECK(strstr(out, "\"evicted\":[\"tiny-c\",\"tiny-d\"]") != NULL);
+        CHECK(strstr(out, "\"freed_bytes\":477184") != NULL);
+        if (rsdt_cur_failed) printf("  rsd-ensure: %s\n", out);
+    }
+    p = strstr(out, "\"lease_id\":\"");
+    REQUIRE(p != NULL);
+    p += 12;
+    while (p[n] && p[n] != '"' && n + 1 < sizeof id) n++;
+    memcpy(id, p, n);
+    id[n] = '\0';
+    CHECK_EQ_INT(listed(S.url, "tiny-c"), RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-d"), RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-a"), RSD_MODEL_LOADED);
+    {
+        const char *a[] = {"--release", id, NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 0);
+        CHECK(strstr(out, "2 model(s) resident again") != NULL);
+        if (rsdt_cur_failed) printf("  rsd-ensure: %s\n", out);
+    }
+    CHECK_EQ_INT(listed(S.url, "tiny-c"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-d"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(W.loads[2], before_c + 1);
+    CHECK_EQ_INT(W.loads[3], before_d + 1);
+    CHECK_EQ_INT(W.unloads[0], 0);
+}
+
 static void test_router_starts(void) {
     CHECK(UP);
     if (!UP) printf("  the router did not start: see %s\n", S.log);
@@ -591,6 +728,15 @@ int main(int argc, char **argv) {
     RUN(test_router_starts);
     if (UP) {
         RUN(test_models_max_reached_by_the_pin_declines);
+        stop_router();
+    }
+    /* router D: no tags, --models-max 3 */
+    snprintf(STATE, sizeof STATE, "%s/state-d", DIR_);
+    UP = start_router("d.ini", false, all, 4, "3", NULL) == 0;
+    RUN(test_router_starts);
+    if (UP) {
+        RUN(test_lru_victim);
+        RUN(test_free_bytes_and_release);
         stop_router();
     }
     real_rmdir(DIR_);

@@ -43,7 +43,7 @@ static void test_config_keys(void) {
     char err[RSRV_ERR_MAX], ini[1 << 14];
     rsrv_opts o;
     char *argv[] = {(char *)"rsd-serve", (char *)"--lock-models", (char *)"b, a", (char *)"--model", (char *)"c=/m/c.gguf",
-                    (char *)"--session-affinity", NULL};
+                    (char *)"--session-affinity", (char *)"--session-erase", NULL};
     int n;
     CHECK_EQ_INT(parse("lock_models = a, chat\n[model a]\nmodel = /m/a.gguf\nsession_affinity = true\n"
                        "[model b]\nmodel = /m/b.gguf\naliases = chat\n", err, sizeof err), 0);
@@ -51,6 +51,7 @@ static void test_config_keys(void) {
     CHECK_EQ_STR(g_cfg.lock_models[0], "a");
     CHECK_EQ_STR(g_cfg.lock_models[1], "chat");
     CHECK(g_cfg.models[0].session_affinity && !g_cfg.models[1].session_affinity);
+    CHECK(!g_cfg.models[0].session_erase); /* off unless asked for */
     /* written back and read again: the same configuration */
     n = rsrv_write_ini(&g_cfg, ini, sizeof ini);
     REQUIRE(n > 0);
@@ -65,19 +66,24 @@ static void test_config_keys(void) {
     CHECK_EQ_INT(parse("lock_models = ,\n", err, sizeof err), -1);
     CHECK(strstr(err, "at least one") != NULL);
     CHECK_EQ_INT(parse("[model a]\nmodel = /m\nsession_affinity = true\nsession_erase = off\n", err, sizeof err), 0);
-    CHECK(g_cfg.models[0].session_no_erase);
+    CHECK(!g_cfg.models[0].session_erase);
     n = rsrv_write_ini(&g_cfg, ini, sizeof ini);
     REQUIRE(n > 0);
-    CHECK(strstr(ini, "session_erase = false") != NULL);
+    CHECK(strstr(ini, "session_erase") == NULL);
+    CHECK_EQ_INT(parse("[model a]\nmodel = /m\nsession_affinity = true\nsession_erase = on\n", err, sizeof err), 0);
+    CHECK(g_cfg.models[0].session_erase);
+    n = rsrv_write_ini(&g_cfg, ini, sizeof ini);
+    REQUIRE(n > 0);
+    CHECK(strstr(ini, "session_erase = true") != NULL);
     CHECK_EQ_INT(parse("[model a]\nmodel = /m\nsession_affinity = maybe\n", err, sizeof err), -1);
     CHECK(strstr(err, "serve.ini:3: session_affinity must be true or false") != NULL);
     /* flags */
     rsrv_config_init(&g_cfg);
     memset(&o, 0, sizeof o);
-    CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 6, argv, err, sizeof err), 0);
+    CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 7, argv, err, sizeof err), 0);
     CHECK_EQ_INT(g_cfg.nlock, 2);
     CHECK_EQ_STR(g_cfg.lock_models[0], "b");
-    CHECK(g_cfg.models[0].session_affinity);
+    CHECK(g_cfg.models[0].session_affinity && g_cfg.models[0].session_erase);
 }
 
 static void test_lock_gate(void) {
@@ -359,7 +365,8 @@ static void test_serve_affinity_sim(void) {
     int64_t with, without, cached_with, cached_without;
     make_dir();
     snprintf(path, sizeof path, "%s/aff.ini", g_dir);
-    snprintf(cfg, sizeof cfg, "[model chat]\nmodel = %s\nparallel = 4\nsession_affinity = true\n", model_file("chat"));
+    snprintf(cfg, sizeof cfg, "[model chat]\nmodel = %s\nparallel = 4\nsession_affinity = true\nsession_erase = true\n",
+             model_file("chat"));
     write_cfg(path, cfg);
     REQUIRE(serve_start(&s, args) == 0);
     /* 6 sessions round-robin on 4 slots: the first four take fresh slots; every later
@@ -403,7 +410,8 @@ static void test_serve_affinity_warm(void) {
     int64_t first = -1;
     make_dir();
     snprintf(path, sizeof path, "%s/warm.ini", g_dir);
-    snprintf(cfg, sizeof cfg, "[model chat]\nmodel = %s\nparallel = 4\nsession_affinity = true\n", model_file("chat"));
+    snprintf(cfg, sizeof cfg, "[model chat]\nmodel = %s\nparallel = 4\nsession_affinity = true\nsession_erase = true\n",
+             model_file("chat"));
     write_cfg(path, cfg);
     REQUIRE(serve_start(&s, args) == 0);
     for (t = 0; t < 5; t++)
@@ -445,7 +453,7 @@ static void test_serve_affinity_no_erase(void) {
     snprintf(path, sizeof path, "%s/noerase.ini", g_dir);
     snprintf(cfg, sizeof cfg,
              "[model chat]\ncommand = %s --runtime server --port {port} -m %s -np 2 --load-ms 20 --gen-ms 5\n"
-             "session_affinity = true\n",
+             "session_affinity = true\nsession_erase = true\n",
              SIM_BIN, model_file("chat"));
     write_cfg(path, cfg);
     REQUIRE(serve_start(&s, args) == 0);
@@ -458,8 +466,8 @@ static void test_serve_affinity_no_erase(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
-/* session_erase = false: a slot is handed over without an erase (the child's prompt
-   cache keeps what it held). */
+/* The default (session_erase off): a slot is handed over without an erase (the
+   child's prompt cache keeps what it held). */
 static void test_serve_affinity_keep(void) {
     serve_proc s;
     char path[256], cfg[1024];
@@ -468,8 +476,7 @@ static void test_serve_affinity_keep(void) {
     int k;
     make_dir();
     snprintf(path, sizeof path, "%s/keep.ini", g_dir);
-    snprintf(cfg, sizeof cfg, "[model chat]\nmodel = %s\nparallel = 2\nsession_affinity = true\nsession_erase = false\n",
-             model_file("chat"));
+    snprintf(cfg, sizeof cfg, "[model chat]\nmodel = %s\nparallel = 2\nsession_affinity = true\n", model_file("chat"));
     write_cfg(path, cfg);
     REQUIRE(serve_start(&s, args) == 0);
     for (k = 0; k < 3; k++) CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", session_body("chat", who[k], 0, true)), 200);
@@ -480,6 +487,8 @@ static void test_serve_affinity_keep(void) {
     CHECK_EQ_INT(aff_field(&s, "warm"), 1);
     CHECK_EQ_INT(aff_field(&s, "erased"), 0);
     CHECK_EQ_INT(aff_field(&s, "erase_failed"), 0);
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200); /* no erase: no --slot-save-path either */
+    CHECK(strstr(g_body, "--slot-save-path") == NULL);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
