@@ -23,6 +23,9 @@
        RSD_NO_OLLAMA             no Ollama payload parsers nor driver: rsd_runtime_ollama()
                                  returns NULL (the shell's feature macros are in its
                                  manual)
+       RSD_NO_LMSTUDIO           no LM Studio payload parsers nor driver (rsd_lms_*
+                                 but rsd_lms_tier_str): rsd_runtime_lmstudio() returns
+                                 NULL; detection still recognises an LM Studio server
 
    ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
        RESIDENCY                     observe|off|0|false|user|user-managed =
@@ -518,9 +521,10 @@
        seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
        RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
        RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
-       Sizes (x86-64): rsd_plan 14 544 bytes, rsd_decision_cache 17 672,
-       rsd_facts 328 plus the caller's arrays (rsd_resident 248 each);
-       keep them out of small stacks.
+       Sizes (x86-64; tests/test_sizes.c checks them): rsd_plan under 16 KiB,
+       rsd_decision_cache under 40 KiB, rsd_facts under 512 bytes plus the
+       caller's arrays (rsd_resident under 256 bytes each); keep the plan and
+       the cache out of small stacks.
 
      Performance
        rsd_decide hashes every id, alias, protected id and keep name once into
@@ -603,10 +607,18 @@
            0). RSD_OK or a JSON error; a non-object is RSD_OK, all unknown.
        Error bodies: rsd_server_error_parse ("Ollama and LM Studio", below)
            reads every runtime's error envelope.
-       Limits: RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES 65536,
-       RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of ~75
-       tokens). sizeof(rsd_listing) is about 140 KB (x86-64): keep it off
-       small stacks. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
+       Storage: an rsd_listing is a header (under 64 bytes) over the caller's
+       storage: rsd_listing_init(l, models, max_models, arena, arena_bytes)
+       gives it arrays the caller owns (no allocation); rsd_listing_create(desc)
+       allocates header and storage in one block from desc->allocator (zeroed
+       desc: RSD_LISTING_DEFAULT_MODELS 128 entries, RSD_LISTING_ARENA_PER_MODEL
+       128 arena bytes per entry), rsd_listing_footprint(desc) says how much,
+       rsd_listing_destroy frees it. A listing without storage is RSD_ERR_ARG
+       to every parser. More entries than max_models, or strings beyond
+       arena_bytes: the first ones are kept and truncated is set (nothing is
+       written past either). RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES
+       65536 and RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of
+       ~75 tokens) size a large listing and its tokens, for tools and tests. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
        limits, deterministic, agreement with a token-count pass).
 
      Ollama and LM Studio
@@ -696,7 +708,7 @@
        instance ids, each model's instances chained), so folding, resolution,
        residents and the driver's fallback filtering are linear in the listing (plus
        the peers' ids and the owned ids), not products of them. No allocation: the
-       index lives in the catalog (about 2 KB).
+       index lives in the catalog (under 3 KiB; the catalog under 32 KiB).
        Limits: RSD_LMS_MAX_MODELS 256 (folded), RSD_LMS_MAX_INSTANCES 64,
        RSD_LMS_MAX_PEERS 32, RSD_LMS_ARENA_BYTES 16384 (the copied keys and
        instance ids); beyond them entries are dropped with truncated set, so an
@@ -704,12 +716,14 @@
 
    ---- driver: the sans-I/O reconcile -----------------------------------------
        One reconcile = "make model X resident on this server", as a state
-       machine that never touches a socket, a clock, a file or the heap. The
+       machine that never touches a socket, a clock or a file, nor the heap
+       after rsd_reconcile_init (which allocates its tables once). The
        caller owns the object, performs the steps it asks for (HTTP requests,
        waits, the cross-process lock) and feeds the answers back. The shell in
        residency_http.h runs it over sockets; tests run it with canned answers.
 
-           static rsd_reconcile r;        (big: see sizeof below; not on a stack)
+           static rsd_reconcile r;        (see Memory below; not on a small stack)
+           rsd_reconcile_init(&r, NULL);  (once: its tables, the defaults)
            rsd_reconcile_desc d;  memset(&d, 0, sizeof d);
            d.base_url = "http://mini:8080/v1";  d.keep = "qwen-coder";
            d.cache = &my_cache;  d.lock = true;
@@ -1127,10 +1141,31 @@
        RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
        512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
-       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11). sizeof(rsd_reconcile)
-       is 896 008 bytes on x86-64 (two listings, 16384 JSON tokens, notices,
-       copied ids): allocate it (static, malloc) and reuse it; begin resets it.
-       No allocation, no globals, no clock, no I/O. Deterministic: the same
+       RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11).
+       Memory: the caller owns the rsd_reconcile (under 96 KiB on x86-64: the
+       result, the plan, the facts, URLs; static or malloc'd, not a small
+       stack) and gives it its tables once with
+           int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
+       which allocates one block through lim->allocator (zeroed: the default
+       allocator): the notices, the copied ids, the LM Studio state, both
+       listings' storage and the JSON tokens, sized by lim (zeroed fields are
+       defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       128: a server with 64 residents and as many more listed), arena_bytes
+       (their ids, aliases and tags, 128 per entry), max_tokens (JSON tokens of
+       one answer, RSD_RECONCILE_TOKENS_PER_MODEL 48 per entry), max_body_bytes
+       (the largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1024 per
+       entry; a real router entry is about 70 tokens and 700 bytes). RSD_OK,
+       RSD_ERR_ARG (bad limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees
+       the block; rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus
+       the block (under 640 KiB with the defaults, checked by tests/
+       test_sizes.c). begin reuses the tables; begin on a reconcile that was
+       never given them is RSD_ERR_STATE (result.message says so). An answer
+       over the limits is never acted on: more entries than max_models
+       (RSD_ERR_LISTING_TRUNCATED), more tokens than max_tokens
+       (RSD_ERR_JSON_TOKENS) or more bytes than max_body_bytes
+       (RSD_ERR_TOO_LARGE) make a listing DEGRADED with a message naming the
+       limit to raise; a load answer over max_body_bytes is a failed load.
+       Past init: no allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
        Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
        DRIVER_LIMIT, DRIVER_REDECIDE, DRIVER_RESTORE, DRIVER_LOCK_UNLOCKED.
@@ -1177,7 +1212,7 @@
        its own order: it detects the API tier, resolves which wire id a
        request uses, loads with an exact body and only then, on failure, frees room.
 
-           static rsd_reconcile r;
+           static rsd_reconcile r;        (rsd_reconcile_init(&r, NULL) once)
            rsd_reconcile_desc d; memset(&d, 0, sizeof d);
            d.runtime = rsd_runtime_lmstudio();
            d.base_url = "http://studio:1234/v1"; d.keep = "qwen3.8-27b";
@@ -1259,7 +1294,7 @@
      Detection
        Which runtime a server runs, as a sans-I/O step (an engine with its own HTTP
        stack uses it as the ensurer does):
-           rsd_detect d;   (about 100 KB: the JSON tokens)
+           rsd_detect d;   d.toks = toks; d.n_toks = n;   (the caller's JSON tokens)
            rsd_detect_begin(&d, base_url, bearer, probe_timeout_ms, deadline, now);
            while ((s = rsd_detect_next(&d, now)).kind == RSD_STEP_HTTP)
                send s.http (a GET), rsd_detect_feed(&d, transport, status, body, len, now);
@@ -1644,7 +1679,7 @@ extern "C" {
 /* driver (range -90..-99) */
 #define RSDI_RESULTS_DRIVER(X) \
     X(ERR_NOT_ROUTER, -90, "not a llama.cpp router: its model listing reports no load states") \
-    X(ERR_LISTING_TRUNCATED, -91, "model listing over RSD_LISTING_MAX_MODELS or its arena; not acted on") \
+    X(ERR_LISTING_TRUNCATED, -91, "model listing over its max_models or its arena; not acted on") \
     X(ERR_LOAD_REJECTED, -92, "the server rejected the load request") \
     X(ERR_LOAD_FAILED, -93, "the server reports the model failed to load") \
     X(ERR_MODEL_LIMIT, -94, "server model limit reached and no resident may be evicted") \
@@ -2430,9 +2465,11 @@ RSD_API uint32_t rsd_fit_ceiling_from_env(void);
 /* router */
 /* Manual: "payload" in the doc block at the top of this file. */
 enum {
-    RSD_LISTING_MAX_MODELS = 256,     /* entries kept from one listing; more = truncated */
-    RSD_LISTING_ARENA_BYTES = 65536,  /* decoded ids, aliases and tags of one listing */
-    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens a driver parses one payload into */
+    RSD_LISTING_DEFAULT_MODELS = 128, /* entries of a listing made with the defaults (64 residents, 64 more) */
+    RSD_LISTING_ARENA_PER_MODEL = 128, /* default arena bytes per entry (ids, aliases, tags) */
+    RSD_LISTING_MAX_MODELS = 256,     /* a large listing: tests and tools size theirs with these */
+    RSD_LISTING_ARENA_BYTES = 65536,  /* its arena (decoded ids, aliases and tags) */
+    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens for a payload of that size */
 };
 
 /* Load state of a listed model. */
@@ -2478,8 +2515,9 @@ typedef struct rsd_listed_model {
     uint32_t flags;                     /* RSD_LISTED_* */
 } rsd_listed_model;
 
-/* A parsed server listing (every model the server reports, in listing order).
-   Self-referential: never copy by value. */
+/* A parsed server listing (every model the server reports, in listing order). Its
+   storage (models[], arena) is the caller's, given by rsd_listing_init, or allocated by
+   rsd_listing_create. */
 typedef struct rsd_listing {
     int n;                              /* entries kept in models[] */
     uint32_t n_seen;                    /* elements in the payload's list */
@@ -2487,9 +2525,19 @@ typedef struct rsd_listing {
     bool truncated;                     /* entries were cut off: do not act on it */
     bool has_states;                    /* some entry has a known state (router check) */
     size_t arena_used;
-    rsd_listed_model models[RSD_LISTING_MAX_MODELS];
-    char arena[RSD_LISTING_ARENA_BYTES];
+    /* the storage: everything above is the parsed header, reset by every parse */
+    rsd_listed_model *models;
+    char *arena;
+    int max_models;                     /* room in models[] */
+    size_t arena_bytes;                 /* room in arena */
 } rsd_listing;
+
+/* Sizes of a listing made by rsd_listing_create; zeroed = defaults. */
+typedef struct rsd_listing_desc {
+    int max_models;                     /* 0 = RSD_LISTING_DEFAULT_MODELS (128) */
+    size_t arena_bytes;                 /* 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
+    rsd_allocator allocator;
+} rsd_listing_desc;
 
 /* What a router's GET /props says. */
 typedef struct rsd_router_props {
@@ -2502,6 +2550,16 @@ typedef struct rsd_router_props {
 RSD_API const char *rsd_model_state_str(int state);
 /* True for LOADING, LOADED and SLEEPING: the model holds an instance slot. */
 RSD_API bool rsd_model_state_resident(int state);
+/* Give l caller storage: models[0..max_models) and arena[0..arena_bytes). No allocation.
+   RSD_OK, RSD_ERR_ARG (NULL storage, max_models < 1 or arena_bytes < RSD_MODEL_ID_MAX). */
+RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_models, char *arena,
+                             size_t arena_bytes);
+/* A listing and its storage in one block from d's allocator (NULL = defaults); NULL on
+   failure. rsd_listing_destroy frees it. */
+RSD_API rsd_listing *rsd_listing_create(const rsd_listing_desc *d);
+RSD_API void rsd_listing_destroy(rsd_listing *l);
+/* Bytes rsd_listing_create(d) allocates (0 = d is invalid). */
+RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d);
 /* Index of the entry whose id or an alias equals name, or -1. */
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name);
 /* Parse a llama.cpp router GET /v1/models body into *out. RSD_OK or a JSON error. */
@@ -2746,6 +2804,8 @@ enum {
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 8192,          /* bytes of runtime-hook scratch in rsd_reconcile */
+    RSD_RECONCILE_TOKENS_PER_MODEL = 48,   /* default JSON tokens per listing entry (a real router's ~70) */
+    RSD_RECONCILE_BODY_PER_MODEL = 1024,   /* default answer bytes per listing entry (a real router's ~700) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
     RSD_RECONCILE_MAX_OWNED = 64,          /* owned (model, instance) pairs in a desc */
@@ -3020,8 +3080,13 @@ struct rsd_reconcile {
     rsd_reconcile_result result;
     int n_notices;
     int notices_dropped;
-    rsd_reconcile_notice notices[RSD_RECONCILE_MAX_NOTICES];
+    rsd_reconcile_notice *notices;    /* RSD_RECONCILE_MAX_NOTICES of them (in the tables) */
     char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
+    /* internal: the tables rsd_reconcile_init allocated, sized by its limits */
+    void *tables;
+    rsd_allocator tables_alloc;
+    uint32_t max_tokens;              /* toks[] entries */
+    size_t max_body;                  /* bytes of an answer it parses */
     /* internal: copied desc */
     const rsd_runtime *rt;
     rsd_logger logger;
@@ -3038,8 +3103,8 @@ struct rsd_reconcile {
     uint64_t cap_bytes, keep_bytes;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
-    char protected_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
-    char ours[RSD_RECONCILE_MAX_OURS][RSD_MODEL_ID_MAX];
+    char (*protected_ids)[RSD_MODEL_ID_MAX];  /* RSD_MAX_PROTECTED rows (in the tables) */
+    char (*ours)[RSD_MODEL_ID_MAX];           /* RSD_RECONCILE_MAX_OURS rows (in the tables) */
     /* internal: machine */
     int phase, after_wait;
     int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
@@ -3057,12 +3122,12 @@ struct rsd_reconcile {
     bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
-    char victims[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];
+    char (*victims)[RSD_MODEL_ID_MAX];        /* RSD_MAX_RESIDENTS rows each, in the tables */
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
-    char victim_inst[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* its listed instance, or "" */
+    char (*victim_inst)[RSD_MODEL_ID_MAX];    /* its listed instance, or "" */
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
-    char pinned[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX]; /* protected residents of the decision (not victims) */
+    char (*pinned)[RSD_MODEL_ID_MAX];         /* protected residents of the decision (not victims) */
     bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
     uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
     bool keep_ok;                             /* the keep loaded (restore pass after success) */
@@ -3089,12 +3154,31 @@ struct rsd_reconcile {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
     } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
-    rsd_lms_machine lms;              /* LM Studio's state */
-    rsd_listing snap;                 /* listing the decision was made on */
-    rsd_listing poll;                 /* listing of the latest poll */
-    rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    rsd_lms_machine *lms;             /* instances and LM Studio's state (in the tables) */
+    rsd_listing snap;                 /* listing the decision was made on (storage in the tables) */
+    rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
+    rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
 };
 
+/* Sizes of the tables rsd_reconcile_init allocates; zeroed = defaults (a server with 64
+   residents and 128 models listed). */
+typedef struct rsd_reconcile_limits {
+    int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
+    size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = 128 per entry */
+    uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
+    size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
+    rsd_allocator allocator;          /* for the tables; zeroed = RSD_DEFAULT_ALLOC */
+} rsd_reconcile_limits;
+
+/* Allocate r's tables, sized by lim (NULL = defaults), through lim's allocator: the only
+   allocation of a reconcile; begin and the steps reuse them. RSD_OK, RSD_ERR_ARG (NULL r,
+   a limit out of range, one allocator hook without the other), RSD_ERR_NOMEM. */
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
+/* Free the tables of rsd_reconcile_init (r itself is the caller's). */
+RSD_API void rsd_reconcile_release(rsd_reconcile *r);
+/* Bytes of a reconcile with lim (NULL = defaults): sizeof(rsd_reconcile) plus its tables;
+   0 when lim is invalid. */
+RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
 /* Start a reconcile (copies d; no I/O). RSD_OK or <0 (then next() says DONE). */
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms);
 /* The next step to perform (idempotent while one is outstanding). */
@@ -3175,9 +3259,6 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void);
 RSD_API const rsd_runtime *rsd_runtime_lmstudio(void);
 /* detect */
 /* Manual: "driver: detection" in the doc block at the top of this file. */
-enum {
-    RSD_DETECT_TOKENS = 4096          /* JSON tokens of one detection answer */
-};
 
 /* Which runtime a server runs, found by probing (sans-I/O: the caller sends the GETs). */
 typedef struct rsd_detect {
@@ -3200,7 +3281,10 @@ typedef struct rsd_detect {
     char probe_url[RSD_RECONCILE_URL_MAX + 64];
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_step step;
-    rsd_json_tok toks[RSD_DETECT_TOKENS];
+    /* the caller's, set before begin (begin keeps them): the JSON tokens an answer is
+       parsed into, e.g. a reconcile's r.toks and r.max_tokens */
+    rsd_json_tok *toks;
+    uint32_t n_toks;
 } rsd_detect;
 
 /* Start detecting the runtime at base_url (bearer NULL = none; probe_timeout_ms 0 = 1500
@@ -6373,7 +6457,7 @@ RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rs
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
     int i, k;
     if (!l || !name.len || !name.ptr) return -1;
-    for (i = 0; i < l->n && i < RSD_LISTING_MAX_MODELS; i++) {
+    for (i = 0; i < l->n && i < l->max_models; i++) {
         const rsd_listed_model *m = &l->models[i];
         if (rsd_str_eq(m->id, name)) return i;
         for (k = 0; k < m->n_aliases && k < RSD_MAX_ALIASES; k++)
@@ -6392,13 +6476,63 @@ RSDI_PRIVATE void rsdi_listing_reset(rsd_listing *l) {
     l->arena_used = 0;
 }
 
+RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_models, char *arena,
+                             size_t arena_bytes) {
+    if (!l || !models || !arena || max_models < 1 || arena_bytes < (size_t)RSD_MODEL_ID_MAX) return RSD_ERR_ARG;
+    memset(l, 0, sizeof *l);
+    l->models = models;
+    l->max_models = max_models;
+    l->arena = arena;
+    l->arena_bytes = arena_bytes;
+    return RSD_OK;
+}
+
+/* The sizes of a listing desc with its defaults applied; false = invalid. */
+RSDI_PRIVATE bool rsdi_listing_sizes(const rsd_listing_desc *d, int *models, size_t *arena) {
+    *models = d && d->max_models ? d->max_models : (int)RSD_LISTING_DEFAULT_MODELS;
+    *arena = d && d->arena_bytes ? d->arena_bytes : (size_t)*models * RSD_LISTING_ARENA_PER_MODEL;
+    return *models >= 1 && *models <= (1 << 20) && *arena >= (size_t)RSD_MODEL_ID_MAX && *arena <= ((size_t)1 << 30);
+}
+
+/* A listing made by rsd_listing_create: the header, its allocator, then the storage. */
+typedef struct rsdi_listing_block {
+    rsd_listing l;
+    rsd_allocator al;
+    union { uint64_t u; void *p; double d; } align;
+} rsdi_listing_block;
+
+RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d) {
+    int n;
+    size_t a;
+    if (!rsdi_listing_sizes(d, &n, &a)) return 0;
+    return sizeof(rsdi_listing_block) + (size_t)n * sizeof(rsd_listed_model) + a;
+}
+
+RSD_API rsd_listing *rsd_listing_create(const rsd_listing_desc *d) {
+    rsdi_listing_block *b;
+    int n;
+    size_t a, bytes = rsd_listing_footprint(d);
+    if (!bytes || !rsdi_listing_sizes(d, &n, &a) || rsdi_allocator_check(d ? &d->allocator : NULL) < 0) return NULL;
+    if (!(b = (rsdi_listing_block *)rsdi_malloc(d ? &d->allocator : NULL, bytes))) return NULL;
+    memset(&b->al, 0, sizeof b->al);
+    if (d) b->al = d->allocator;
+    (void)rsd_listing_init(&b->l, (rsd_listed_model *)(void *)(b + 1), n,
+                           (char *)(void *)(b + 1) + (size_t)n * sizeof(rsd_listed_model), a);
+    return &b->l;
+}
+
+RSD_API void rsd_listing_destroy(rsd_listing *l) {
+    rsdi_listing_block *b = (rsdi_listing_block *)(void *)l;
+    if (b) rsdi_free(&b->al, b);
+}
+
 /* Copy string token i into the listing's arena as an id (rsdi_pl_copy with the id rule).
    1 = ok (*out set), 0 = unusable id, -1 = arena full. */
 RSDI_PRIVATE int rsdi_listing_name(rsd_listing *l, const rsd_json_doc *doc, int i, rsd_str *out) {
     rsdi_pl_arena a;
     int r;
     a.buf = l->arena;
-    a.cap = RSD_LISTING_ARENA_BYTES;
+    a.cap = l->arena_bytes;
     a.used = l->arena_used;
     r = rsdi_pl_copy(doc, i, &a, RSDI_PL_ID, out);
     l->arena_used = a.used;
@@ -6431,7 +6565,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
     int r, data, e;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
-    if ((!body && len) || !toks || !n_toks) return RSD_ERR_ARG;
+    if ((!body && len) || !toks || !n_toks || !out->models || !out->arena) return RSD_ERR_ARG;
     r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
@@ -6443,7 +6577,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
         int st = -1, v, k, got, id = -1, aliases = -1, tags = -1, meta = -1;
         out->n_seen++;
         if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
-        if (out->n >= RSD_LISTING_MAX_MODELS) { out->truncated = true; continue; }
+        if (out->n >= out->max_models) { out->truncated = true; continue; }
         m = &out->models[out->n];
         memset(m, 0, sizeof *m);
         /* one pass over the members; a later duplicate key replaces an earlier one */
@@ -6592,6 +6726,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
     int r, arr, e;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
+    if (!out->models || !out->arena) return RSD_ERR_ARG;
     r = rsdi_pl_parse(&d, body, len, toks, n_toks);
     if (r < 0) return r;
     arr = rsdi_ollama_models_array(&d);
@@ -6603,7 +6738,7 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
         size_t mark = out->arena_used;
         int gn, gm;
         out->n_seen++;
-        if (out->n >= RSD_LISTING_MAX_MODELS) {
+        if (out->n >= out->max_models) {
             out->truncated = true;
             continue;
         }
@@ -6756,6 +6891,15 @@ RSD_API int rsd_ollama_unload_body(char *buf, size_t cap, rsd_str model) {
 #endif /* RSD_NO_OLLAMA */
 /* ---- payload:ollama end ---- */
 /* ---- >>payload:lmstudio ---- */
+RSD_API const char *rsd_lms_tier_str(int tier) {
+    switch (tier) {
+    case RSD_LMS_TIER_V1: return "0.4+";
+    case RSD_LMS_TIER_V0: return "0.3.x";
+    case RSD_LMS_TIER_OPENAI: return "openai-compat";
+    default: return "none";
+    }
+}
+#ifndef RSD_NO_LMSTUDIO
 /* Bits of rsdi_lms_have[]: which scalar fields a folded model already has. */
 enum { RSDI_LMS_HAVE_TYPE = 1, RSDI_LMS_HAVE_CTX = 2, RSDI_LMS_HAVE_SIZE = 4,
        RSDI_LMS_HAVE_VISION = 8, RSDI_LMS_HAVE_TOOLS = 16, RSDI_LMS_HAVE_REASONING = 32 };
@@ -6768,14 +6912,6 @@ typedef struct rsdi_lms_parse {
     uint8_t have[RSD_LMS_MAX_MODELS];
 } rsdi_lms_parse;
 
-RSD_API const char *rsd_lms_tier_str(int tier) {
-    switch (tier) {
-    case RSD_LMS_TIER_V1: return "0.4+";
-    case RSD_LMS_TIER_V0: return "0.3.x";
-    case RSD_LMS_TIER_OPENAI: return "openai-compat";
-    default: return "none";
-    }
-}
 
 /* A string token copied as a trimmed id: 1 ok, 0 absent, wrong type or unusable, -1 the
    arena is full (the catalog is then truncated). */
@@ -7366,6 +7502,7 @@ RSD_API int rsd_lms_unload_body(char *buf, size_t cap, rsd_str instance_id) {
     return rsd_json_w_finish(&w);
 }
 
+#endif /* RSD_NO_LMSTUDIO */
 /* ---- payload:lmstudio end ---- */
 /* ==== payload end ========================================================= */
 
@@ -7586,7 +7723,7 @@ RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const cha
 }
 
 RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_router_parse_models(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    int rc = rsd_router_parse_models(body, len, r->toks, r->max_tokens, out);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     if (!out->has_states) return RSD_ERR_NOT_ROUTER;
@@ -7596,7 +7733,7 @@ RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size
 RSDI_PRIVATE int rsdi_router_parse_cap(rsd_reconcile *r, const char *body, size_t len, uint32_t *max,
                                        bool *unlimited) {
     rsd_router_props p;
-    int rc = rsd_router_parse_props(body, len, r->toks, RSD_LISTING_MAX_TOKENS, &p);
+    int rc = rsd_router_parse_props(body, len, r->toks, r->max_tokens, &p);
     *max = rc < 0 ? 0 : p.max_instances;
     *unlimited = rc < 0 ? false : p.unlimited;
     return rc;
@@ -7637,8 +7774,8 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 /* An instance a load made (r->made_instance) of model: kept, and attributed to us. */
 RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
     char *m;
-    if (r->lms.n_made >= (int)(sizeof r->lms.made / sizeof r->lms.made[0])) return NULL;
-    m = r->lms.made[r->lms.n_made++];
+    if (r->lms->n_made >= (int)(sizeof r->lms->made / sizeof r->lms->made[0])) return NULL;
+    m = r->lms->made[r->lms->n_made++];
     rsdi_cpy(m, RSD_MODEL_ID_MAX, r->made_instance);
     rsd_reconcile_attr(r, true, model, m);
     return m;
@@ -7779,7 +7916,11 @@ RSDI_PRIVATE void rsdi_rc_degrade(rsd_reconcile *r, int err, uint64_t now_ms, co
 /* "GET <url>: HTTP 503" or "GET <url>: timed out" into buf. */
 RSDI_PRIVATE void rsdi_rc_describe(const rsd_reconcile *r, int transport, int status, char *buf, size_t cap) {
     const char *m = r->step.http.method ? r->step.http.method : "?";
-    if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
+    if (transport == RSD_ERR_TOO_LARGE) {
+        if (RSD_SNPRINTF(buf, cap, "%s %s: the answer is larger than this reconcile's %lu bytes (raise max_body_bytes "
+                         "in rsd_reconcile_limits)", m, r->url, (unsigned long)r->max_body) < 0 && cap)
+            buf[0] = '\0';
+    } else if (transport < 0) (void)RSD_SNPRINTF(buf, cap, "%s %s: %s", m, r->url, rsd_result_str(transport));
     else (void)RSD_SNPRINTF(buf, cap, "%s %s: HTTP %d", m, r->url, status);
 }
 
@@ -7789,7 +7930,7 @@ RSDI_PRIVATE void rsdi_rc_quote_error(rsd_reconcile *r, const char *body, size_t
     rsd_server_error e;
     size_t n = strlen(buf);
     if (!body || !len || n + 3 >= cap) return;
-    if (rsd_server_error_parse(&e, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == 1 && e.message[0])
+    if (rsd_server_error_parse(&e, body, len, r->toks, r->max_tokens) == 1 && e.message[0])
         (void)RSD_SNPRINTF(buf + n, cap - n, ": %s", e.message);
 }
 
@@ -8392,7 +8533,7 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
 
 /* desc.owned and desc.peers into r->lms (runtimes with instances). */
 RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i, j;
     m->n_owned = m->n_peers = m->n_peer_ids = 0;
     for (i = 0; i < d->n_owned; i++) {
@@ -8437,7 +8578,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->logger = d->logger;
     r->cache = d->cache;
     if (!d->keep[0] || !rsdi_cpy(r->keep, sizeof r->keep, d->keep) ||
-        !rsdi_cpy(r->lms.default_model, sizeof r->lms.default_model, d->default_model ? d->default_model : ""))
+        !rsdi_cpy(r->lms->default_model, sizeof r->lms->default_model, d->default_model ? d->default_model : ""))
         return RSD_ERR_MODEL_ID;
     if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
     if (d->target_key && d->target_key[0]) { /* the normalised target key */
@@ -8475,8 +8616,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         r->n_ours++;
     }
     if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
-    r->lms.explicit_load = d->explicit_load;
-    r->lms.load = d->load;
+    r->lms->explicit_load = d->explicit_load;
+    r->lms->load = d->load;
     r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
     r->keep_pinned = d->keep_pinned;
     r->want_lock = d->lock;
@@ -8504,7 +8645,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
 
 /* The machine's own state back to the start. */
 RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     r->posted = false;
     r->load_attempts = 0;
     r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
@@ -8528,6 +8669,90 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     m->first_err[0] = '\0';
 }
 
+/* The tables of a reconcile: sizes with the defaults applied; false = invalid limits. */
+typedef struct rsdi_rc_sizes {
+    int models;
+    size_t arena, body, total;
+    uint32_t toks;
+} rsdi_rc_sizes;
+
+RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+
+RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_sizes *z) {
+    size_t t;
+    rsd_listing_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.max_models = lim ? lim->max_models : 0;
+    ld.arena_bytes = lim ? lim->arena_bytes : 0;
+    if (!rsdi_listing_sizes(&ld, &z->models, &z->arena)) return false;
+    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)z->models * RSD_RECONCILE_TOKENS_PER_MODEL;
+    if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
+    z->toks = (uint32_t)t;
+    z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
+    if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
+    z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
+               (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
+               rsdi_al8(sizeof(rsd_lms_machine)) +
+               2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
+               (size_t)z->toks * sizeof(rsd_json_tok);
+    return true;
+}
+
+RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim) {
+    rsdi_rc_sizes z;
+    return rsdi_rc_sizes_of(lim, &z) ? sizeof(rsd_reconcile) + z.total : 0;
+}
+
+/* The next n bytes of a table block (n a multiple of 8). */
+RSDI_PRIVATE void *rsdi_rc_carve(unsigned char **at, size_t n) {
+    void *p = *at;
+    *at += rsdi_al8(n);
+    return p;
+}
+
+RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim) {
+    rsdi_rc_sizes z;
+    unsigned char *at;
+    rsd_allocator al;
+    if (!r) return RSD_ERR_ARG;
+    memset(r, 0, sizeof *r);
+    memset(&al, 0, sizeof al);
+    if (lim) al = lim->allocator;
+    if (!rsdi_rc_sizes_of(lim, &z) || rsdi_allocator_check(&al) < 0) return RSD_ERR_ARG;
+    if (!(r->tables = rsdi_malloc(&al, z.total))) return RSD_ERR_NOMEM;
+    r->tables_alloc = al;
+    at = (unsigned char *)r->tables;
+    r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES);
+    r->protected_ids = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_PROTECTED);
+    r->ours = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_RECONCILE_MAX_OURS);
+    r->victims = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->victim_inst = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->pinned = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
+    memset(r->lms, 0, sizeof *r->lms);
+    {
+        rsd_listed_model *m1 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
+        char *a1 = (char *)rsdi_rc_carve(&at, z.arena);
+        rsd_listed_model *m2 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
+        char *a2 = (char *)rsdi_rc_carve(&at, z.arena);
+        (void)rsd_listing_init(&r->snap, m1, z.models, a1, z.arena);
+        (void)rsd_listing_init(&r->poll, m2, z.models, a2, z.arena);
+    }
+    r->toks = (rsd_json_tok *)(void *)at;
+    r->max_tokens = z.toks;
+    r->max_body = z.body;
+    r->phase = RSDI_PH_DONE;
+    r->step.kind = RSD_STEP_DONE;
+    return RSD_OK;
+}
+
+RSD_API void rsd_reconcile_release(rsd_reconcile *r) {
+    if (!r || !r->tables) return;
+    rsdi_free(&r->tables_alloc, r->tables);
+    memset(r, 0, sizeof *r);
+    r->step.kind = RSD_STEP_DONE;
+}
+
 RSDI_PRIVATE void rsdi_rc_start(rsd_reconcile *r, uint64_t now_ms);
 
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
@@ -8546,6 +8771,12 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->step.result = RSD_ERR_ARG;
     r->key[0] = '\0';
     r->cache = NULL;
+    if (!r->tables) { /* never given its tables */
+        r->result.error = r->step.result = RSD_ERR_STATE;
+        rsdi_cpy(r->result.message, sizeof r->result.message,
+                 "rsd_reconcile_begin: call rsd_reconcile_init first (it allocates the tables)");
+        return RSD_ERR_STATE;
+    }
     if ((rc = rsdi_rc_copy_desc(r, d, now_ms)) < 0) {
         r->result.error = rc;
         r->step.result = rc;
@@ -8631,7 +8862,7 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     int m, st, ki;
     if (!r || (!data && len)) return RSD_ERR_ARG;
     if (r->phase != RSDI_PH_WAIT) return 0;
-    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, RSD_LISTING_MAX_TOKENS) < 0 ||
+    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, r->max_tokens) < 0 ||
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
     m = rsd_json_find(&doc, 0, "model");
@@ -8705,7 +8936,7 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
-    m = &r->lms;
+    m = r->lms;
     for (i = 0; i < n; i++) {
         if (!owned[i].instance || !owned[i].instance[0]) continue;
         if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||
@@ -8779,6 +9010,12 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         return false;
     }
     rc = r->rt->parse_list(r, body, len, &r->snap);
+    if (rc == RSD_ERR_LISTING_TRUNCATED || rc == RSD_ERR_JSON_TOKENS) { /* over this reconcile's limits */
+        rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s; this reconcile holds %d models and %lu JSON tokens "
+                        "(raise max_models or max_tokens in rsd_reconcile_limits)", r->url, rsd_result_str(rc),
+                        r->snap.max_models, (unsigned long)r->max_tokens);
+        return false;
+    }
     if (rc < 0) {
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s", r->url, rsd_result_str(rc));
         return false;
@@ -8806,13 +9043,261 @@ RSDI_PRIVATE void rsdi_rc_first_decide(rsd_reconcile *r, uint64_t now_ms) {
     rsdi_rc_after_decide(r, false, now_ms);
 }
 
+/* The first listing: the capacity probe next, or the decision. */
+RSDI_PRIVATE void rsdi_rc_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    (void)ok;
+    if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
+    if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
+    else rsdi_rc_first_decide(r, now_ms);
+}
+
+/* The capacity answer (a failure reads as "unknown"), then the decision. */
+RSDI_PRIVATE void rsdi_rc_on_cap(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                 bool ok, uint64_t now_ms) {
+    (void)status;
+    if (rsdi_rc_probe_retry(r, transport, now_ms)) return;
+    if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited);
+    rsdi_rc_first_decide(r, now_ms);
+}
+
+/* The listing under the lock, or after the keep's download ended: decide again. */
+RSDI_PRIVATE void rsdi_rc_on_relist(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    bool ok, uint64_t now_ms) {
+    rsd_decision d0 = r->plan.decision;
+    rsd_reason w0 = r->plan.reason;
+    bool relist = r->phase == RSDI_PH_RELIST;
+    (void)ok;
+    if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) return;
+    if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) return;
+    if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* the world moved while we waited */
+        r->result.redecided = r->result.redecided || relist;
+        rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
+                  rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
+        if (relist) {
+            r->notices_held = false;
+            rsdi_rc_emit_plan(r);
+        } else {
+            rsdi_rc_emit_or_hold(r);
+        }
+    } else if (relist) {
+        rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
+    }
+    rsdi_rc_after_decide(r, r->locked, now_ms);
+}
+
+/* A victim's unload answer: recorded and waited for, or a warning; the next one. */
+RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                    bool ok, uint64_t now_ms) {
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    if (ok) {
+        int k = r->result.n_evicted;
+        if (k < RSD_MAX_RESIDENTS) {
+            rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
+            r->result.evicted[k].restored = false;
+            r->evicted_victim[k] = r->vi;
+            r->ev_state[k] = RSDI_PIN_HERE;
+            r->result.n_evicted++;
+        }
+        r->result.mutated = true;
+        if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded */
+            rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
+            return;
+        }
+    } else { /* swallowed, but never cached */
+        r->result.unload_failed = true;
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
+                           "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
+                           r->target_id, what);
+        rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
+    }
+    r->vi++;
+    rsdi_rc_next_unload(r, now_ms);
+}
+
+/* The keep's load answer: wait, wait for a download, a capacity answer, or a failure. */
+RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    rsd_load_answer a;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    (void)ok;
+    if (transport < 0) {
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        rsd_reconcile_load_failed(r, transport, what, now_ms);
+        return;
+    }
+    r->made_instance[0] = '\0';
+    a = r->rt->load_answer(r, status, body, len);
+    if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+        if (a == RSD_LOAD_ACCEPTED) {
+            r->posted = true;
+            r->result.mutated = true;
+            rsdi_cpy(r->keep_instance, sizeof r->keep_instance, r->made_instance);
+            if (r->made_instance[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance);
+        }
+        if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+        else rsdi_rc_success(r, now_ms);
+    } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
+               r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
+        rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+    } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
+        rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
+                  r->key);
+        rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
+    } else if (a == RSD_LOAD_LIMIT) {
+        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
+                                                           " (model limit reached)");
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+    } else { /* the server's own words after the status (say why) */
+        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
+        rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
+    }
+}
+
+/* The listing after a "model limit reached": decide with the server full, evict, load again. */
+RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   bool ok, uint64_t now_ms) {
+    int from = r->n_victims, i, n = 0;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    (void)transport;
+    (void)status;
+    (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
+                       r->rt->label);
+    if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+        return;
+    }
+    r->last_list = &r->snap;
+    for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
+    /* the answer says the server is full at what it lists now */
+    if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) return;
+    if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
+        rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
+    } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
+               rsdi_rc_take_victims_ex(r, true) > 0) {
+        rsdi_rc_emit_plan(r);
+        r->vi = from;
+        rsdi_rc_next_unload(r, now_ms);
+    } else {
+        rsdi_rc_emit_plan(r);
+        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
+    }
+}
+
+/* A poll while waiting: done, failed, downloading, or poll again. */
+RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                  bool ok, uint64_t now_ms) {
+    int k;
+    char what[RSD_RECONCILE_URL_MAX + 96];
+    int rc;
+    if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
+        rsdi_rc_describe(r, transport, status, what, sizeof what);
+        rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
+        return;
+    }
+    r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
+                                                                      : r->poll_delay * 2;
+    if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
+        r->probe_tries++; /* the next poll waits longer */
+    if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient */
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        return;
+    }
+    r->last_list = &r->poll;
+    r->poll_fresh = true;
+    k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
+    r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
+    if (k >= 0 && (r->wait_state != RSD_MODEL_FAILED || r->poll.models[k].has_exit_code != r->wait_pre_has_exit ||
+                   r->poll.models[k].exit_code != r->wait_pre_exit))
+        r->wait_fresh = true; /* the entry moved since the wait began */
+    if (r->after_wait == RSDI_W_GONE) { /* unloaded, failed:true (a stop that timed out) or gone */
+        if (k >= 0 && rsd_model_state_resident(r->wait_state)) rsdi_rc_schedule(r, now_ms, r->poll_delay);
+        else rsdi_rc_wait_ok(r, now_ms);
+    } else if (r->wait_state == RSD_MODEL_FAILED && !r->wait_fresh &&
+               now_ms - r->wait_t0 < (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS) {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay); /* the failure listed before this wait */
+    } else if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
+        r->n_victims = 0;
+        rsdi_rc_take_victims(r); /* the first plan's, to compare */
+        rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
+    } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* keep waiting */
+        r->dl_seen = true;
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
+        r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
+        if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+            r->keep_state = RSD_MODEL_UNLOADED;
+            rsdi_rc_do_load(r, now_ms);
+        } else {
+            (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
+            rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+        }
+    } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
+        rsdi_rc_wait_ok(r, now_ms);
+    } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
+        if (r->poll.models[k].has_exit_code)
+            (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load (exit code %lld)", r->rt->label,
+                               r->wait_model, (long long)r->poll.models[k].exit_code);
+        else
+            (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load", r->rt->label, r->wait_model);
+        rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
+    } else {
+        rsdi_rc_schedule(r, now_ms, r->poll_delay);
+    }
+}
+
+/* A restore load's answer: wait for it, or the next one. */
+RSDI_PRIVATE void rsdi_rc_on_restore(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                     bool ok, uint64_t now_ms) {
+    rsd_load_answer a;
+    (void)ok;
+    r->made_instance[0] = '\0';
+    a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
+    if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
+        if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
+        if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
+                                                                                  : r->result.evicted[r->ri].id);
+        if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
+        else {
+            r->after_wait = RSDI_W_RESTORE;
+            rsdi_rc_wait_ok(r, now_ms);
+        }
+    } else {
+        if (r->keep_ok) r->pin_room++; /* nothing took the slot */
+        r->ev_state[r->ri++] = RSDI_PIN_FAILED;
+        rsdi_rc_next_restore(r, now_ms);
+    }
+}
+
+/* After a failed load: which protected models did the server displace? Then restore. */
+RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
+                                   bool ok, uint64_t now_ms) {
+    (void)transport;
+    (void)status;
+    if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
+        r->last_list = &r->poll;
+        (void)rsdi_rc_mark_displaced(r);
+    }
+    if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
+    else rsd_reconcile_finish(r, now_ms);
+}
+
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                uint64_t now_ms) {
-    char what[RSD_RECONCILE_URL_MAX + 96];
     bool ok;
-    int rc;
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
+    if (transport == RSD_OK && len > r->max_body) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
         r->rt->answer(r, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
         return RSD_OK;
@@ -8822,218 +9307,32 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     ok = transport == RSD_OK && status >= 200 && status <= 299;
     switch (r->phase) {
     case RSDI_PH_LIST:
-        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
-        if (r->rt->parse_capacity && !r->cap_known) rsdi_rc_issue_http(r, RSDI_PH_CAP, RSD_OP_CAPACITY, "", now_ms);
-        else rsdi_rc_first_decide(r, now_ms);
+        rsdi_rc_on_list(r, transport, status, body, len, ok, now_ms);
         break;
     case RSDI_PH_CAP:
-        if (rsdi_rc_probe_retry(r, transport, now_ms)) break;
-        if (ok) (void)r->rt->parse_capacity(r, body, len, &r->max_instances, &r->unlimited);
-        rsdi_rc_first_decide(r, now_ms);
+        rsdi_rc_on_cap(r, transport, status, body, len, ok, now_ms);
         break;
     case RSDI_PH_RELIST:
-    case RSDI_PH_DLLIST: { /* under the lock, or after the keep's download ended */
-        rsd_decision d0 = r->plan.decision;
-        rsd_reason w0 = r->plan.reason;
-        bool relist = r->phase == RSDI_PH_RELIST;
-        if (!rsdi_rc_take_listing(r, transport, status, body, len, now_ms)) break;
-        if (!rsdi_rc_decide_or_degrade(r, 0, now_ms)) break;
-        if (rsdi_rc_plan_changed(r, d0, w0, 0)) { /* the world moved while we waited */
-            r->result.redecided = r->result.redecided || relist;
-            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_REDECIDE, RSDI_WHERE, "%s: %s -> %s", r->key,
-                      rsd_decision_str(d0), rsd_decision_str(r->plan.decision));
-            if (relist) {
-                r->notices_held = false;
-                rsdi_rc_emit_plan(r);
-            } else {
-                rsdi_rc_emit_or_hold(r);
-            }
-        } else if (relist) {
-            rsdi_rc_release_notices(r); /* the same plan, now decided under the lock */
-        }
-        rsdi_rc_after_decide(r, r->locked, now_ms);
+    case RSDI_PH_DLLIST:
+        rsdi_rc_on_relist(r, transport, status, body, len, ok, now_ms);
         break;
-    }
     case RSDI_PH_UNLOAD:
-        if (ok) {
-            int k = r->result.n_evicted;
-            if (k < RSD_MAX_RESIDENTS) {
-                rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
-                r->result.evicted[k].restored = false;
-                r->evicted_victim[k] = r->vi;
-                r->ev_state[k] = RSDI_PIN_HERE;
-                r->result.n_evicted++;
-            }
-            r->result.mutated = true;
-            if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded */
-                rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
-                break;
-            }
-        } else { /* swallowed, but never cached */
-            r->result.unload_failed = true;
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
-                               "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
-                               r->target_id, what);
-            rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
-        }
-        r->vi++;
-        rsdi_rc_next_unload(r, now_ms);
+        rsdi_rc_on_unload(r, transport, status, body, len, ok, now_ms);
         break;
-    case RSDI_PH_LOAD: {
-        rsd_load_answer a;
-        if (transport < 0) {
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            rsd_reconcile_load_failed(r, transport, what, now_ms);
-            break;
-        }
-        r->made_instance[0] = '\0';
-        a = r->rt->load_answer(r, status, body, len);
-        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
-            if (a == RSD_LOAD_ACCEPTED) {
-                r->posted = true;
-                r->result.mutated = true;
-                rsdi_cpy(r->keep_instance, sizeof r->keep_instance, r->made_instance);
-                if (r->made_instance[0]) rsdi_cpy(r->result.wire_id, sizeof r->result.wire_id, r->made_instance);
-            }
-            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-            else rsdi_rc_success(r, now_ms);
-        } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
-                   r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
-            r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
-            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-        } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
-            rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
-                      r->key);
-            rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
-        } else if (a == RSD_LOAD_LIMIT) {
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
-                                                               " (model limit reached)");
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        } else { /* the server's own words after the status (say why) */
-            (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
-            rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
-        }
+    case RSDI_PH_LOAD:
+        rsdi_rc_on_load(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_LIMIT: {
-        int from = r->n_victims, i, n = 0;
-        (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
-                           r->rt->label);
-        if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-            break;
-        }
-        r->last_list = &r->snap;
-        for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
-        /* the answer says the server is full at what it lists now */
-        if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) break;
-        if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
-            rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-        } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
-                   rsdi_rc_take_victims_ex(r, true) > 0) {
-            rsdi_rc_emit_plan(r);
-            r->vi = from;
-            rsdi_rc_next_unload(r, now_ms);
-        } else {
-            rsdi_rc_emit_plan(r);
-            rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
-        }
+    case RSDI_PH_LIMIT:
+        rsdi_rc_on_limit(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_POLL: {
-        int k;
-        if (transport == RSD_OK && status >= 400 && status <= 499) { /* not transient */
-            rsdi_rc_describe(r, transport, status, what, sizeof what);
-            rsdi_rc_quote_error(r, body, len, what, sizeof what);
-            rsdi_rc_wait_failed(r, RSD_ERR_HTTP_STATUS, what, now_ms);
-            break;
-        }
-        r->poll_delay = r->poll_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
-                                                                          : r->poll_delay * 2;
-        if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
-            r->probe_tries++; /* the next poll waits longer */
-        if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient */
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-            break;
-        }
-        r->last_list = &r->poll;
-        r->poll_fresh = true;
-        k = rsd_listing_find(&r->poll, rsd_str_c(r->wait_model));
-        r->wait_state = k >= 0 ? r->poll.models[k].state : RSD_MODEL_UNKNOWN;
-        if (k >= 0 && (r->wait_state != RSD_MODEL_FAILED || r->poll.models[k].has_exit_code != r->wait_pre_has_exit ||
-                       r->poll.models[k].exit_code != r->wait_pre_exit))
-            r->wait_fresh = true; /* the entry moved since the wait began */
-        if (r->after_wait == RSDI_W_GONE) { /* unloaded, failed:true (a stop that timed out) or gone */
-            if (k >= 0 && rsd_model_state_resident(r->wait_state)) rsdi_rc_schedule(r, now_ms, r->poll_delay);
-            else rsdi_rc_wait_ok(r, now_ms);
-        } else if (r->wait_state == RSD_MODEL_FAILED && !r->wait_fresh &&
-                   now_ms - r->wait_t0 < (uint64_t)RSD_RECONCILE_FAILED_GRACE_MS) {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay); /* the failure listed before this wait */
-        } else if (r->after_wait == RSDI_W_DOWNLOAD && (k < 0 || r->wait_state == RSD_MODEL_DOWNLOADING)) {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        } else if (r->after_wait == RSDI_W_DOWNLOAD) { /* the download ended: list and decide again */
-            r->n_victims = 0;
-            rsdi_rc_take_victims(r); /* the first plan's, to compare */
-            rsdi_rc_issue_http(r, RSDI_PH_DLLIST, RSD_OP_LIST, "", now_ms);
-        } else if (r->wait_state == RSD_MODEL_DOWNLOADING) { /* keep waiting */
-            r->dl_seen = true;
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
-            r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
-            if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
-                r->keep_state = RSD_MODEL_UNLOADED;
-                rsdi_rc_do_load(r, now_ms);
-            } else {
-                (void)RSD_SNPRINTF(what, sizeof what, "'%s' finished downloading but did not load", r->wait_model);
-                rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
-            }
-        } else if (k >= 0 && (r->poll.models[k].state == RSD_MODEL_LOADED || r->poll.models[k].state == RSD_MODEL_SLEEPING)) {
-            rsdi_rc_wait_ok(r, now_ms);
-        } else if (k >= 0 && r->poll.models[k].state == RSD_MODEL_FAILED) {
-            if (r->poll.models[k].has_exit_code)
-                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load (exit code %lld)", r->rt->label,
-                                   r->wait_model, (long long)r->poll.models[k].exit_code);
-            else
-                (void)RSD_SNPRINTF(what, sizeof what, "%s reports '%s' failed to load", r->rt->label, r->wait_model);
-            rsdi_rc_wait_failed(r, RSD_ERR_LOAD_FAILED, what, now_ms);
-        } else {
-            rsdi_rc_schedule(r, now_ms, r->poll_delay);
-        }
+    case RSDI_PH_POLL:
+        rsdi_rc_on_poll(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_RESTORE: {
-        rsd_load_answer a;
-        r->made_instance[0] = '\0';
-        a = transport < 0 ? RSD_LOAD_REJECTED : r->rt->load_answer(r, status, body, len);
-        if (a == RSD_LOAD_ACCEPTED || a == RSD_LOAD_ALREADY) {
-            if (a == RSD_LOAD_ACCEPTED) r->result.mutated = true;
-            if (r->made_instance[0]) rsdi_rc_made(r, r->result.evicted[r->ri].model[0] ? r->result.evicted[r->ri].model
-                                                                                      : r->result.evicted[r->ri].id);
-            if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_RESTORE, r->result.evicted[r->ri].id, now_ms);
-            else {
-                r->after_wait = RSDI_W_RESTORE;
-                rsdi_rc_wait_ok(r, now_ms);
-            }
-        } else {
-            if (r->keep_ok) r->pin_room++; /* nothing took the slot */
-            r->ev_state[r->ri++] = RSDI_PIN_FAILED;
-            rsdi_rc_next_restore(r, now_ms);
-        }
+    case RSDI_PH_RESTORE:
+        rsdi_rc_on_restore(r, transport, status, body, len, ok, now_ms);
         break;
-    }
-    case RSDI_PH_CHECK: /* after a failed load: which protected models did the server displace? */
-        if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
-            r->last_list = &r->poll;
-            (void)rsdi_rc_mark_displaced(r);
-        }
-        if (r->result.n_evicted > 0) rsdi_rc_next_restore(r, now_ms);
-        else rsd_reconcile_finish(r, now_ms);
+    case RSDI_PH_CHECK:
+        rsdi_rc_on_check(r, transport, status, body, len, ok, now_ms);
         break;
     default:
         return RSD_ERR_STATE;
@@ -9075,7 +9374,7 @@ RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m,
     hit = rsd_ollama_name_normalise(m->id, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
     for (k = 0; k < m->n_aliases && !hit; k++)
         hit = rsd_ollama_name_normalise(m->aliases[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
-    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || RSD_LISTING_ARENA_BYTES - l->arena_used <= name.len) return;
+    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || l->arena_bytes - l->arena_used <= name.len) return;
     memcpy(l->arena + l->arena_used, name.ptr, name.len);
     l->arena[l->arena_used + name.len] = '\0';
     m->aliases[m->n_aliases].ptr = l->arena + l->arena_used;
@@ -9094,7 +9393,7 @@ RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
 }
 
 RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_ollama_ps_listing(body, len, r->toks, RSD_LISTING_MAX_TOKENS, out);
+    int rc = rsd_ollama_ps_listing(body, len, r->toks, r->max_tokens, out);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     rsdi_ollama_names(r, out);
@@ -9106,7 +9405,7 @@ RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int statu
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
     /* a 2xx carrying an error member is a refusal; an unreadable 2xx is taken as
        accepted: the wait that follows checks /api/ps */
-    if (rsd_ollama_parse_generate(&g, body, len, r->toks, RSD_LISTING_MAX_TOKENS) == RSD_ERR_SERVER_ERROR)
+    if (rsd_ollama_parse_generate(&g, body, len, r->toks, r->max_tokens) == RSD_ERR_SERVER_ERROR)
         return RSD_LOAD_REJECTED;
     return RSD_LOAD_ACCEPTED;
 }
@@ -9123,6 +9422,7 @@ RSD_API const rsd_runtime *rsd_runtime_ollama(void) { return NULL; }
 #endif /* RSD_NO_OLLAMA */
 /* ---- driver:ollama end ---- */
 /* ---- >>driver:lmstudio ---- */
+#ifndef RSD_NO_LMSTUDIO
 /* LM Studio as a runtime of rsd_reconcile with its own order: the catalog by API tier,
    the wire id resolved, the keep loaded first and room freed only when that fails. */
 enum { RSDI_LS_LIST = 0, RSDI_LS_RELIST, RSDI_LS_LOAD, RSDI_LS_AFTER, RSDI_LS_UNLOAD };
@@ -9137,15 +9437,15 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
     int rc, n = -1;
     const char *path = op == RSD_OP_LOAD ? "/api/v1/models/load"
                      : op == RSD_OP_UNLOAD ? "/api/v1/models/unload"
-                     : r->lms.tier_try == RSD_LMS_TIER_V1 ? "/api/v1/models"
-                     : r->lms.tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
+                     : r->lms->tier_try == RSD_LMS_TIER_V1 ? "/api/v1/models"
+                     : r->lms->tier_try == RSD_LMS_TIER_V0 ? "/api/v0/models" : "/v1/models";
     if ((rc = rsd_reconcile_set_url(r, path)) < 0) return rc;
     if (op == RSD_OP_LOAD) {
         if (r->op_evicted) { /* a restore: the key with its old context */
             memset(&o, 0, sizeof o);
             o.context_length = r->op_evicted->context_length;
         } else { /* the exact body, the clamped context */
-            o = r->lms.load;
+            o = r->lms->load;
             o.context_length = r->ctx_len ? (r->plan.load_context ? r->plan.load_context : r->ctx_len) : 0;
         }
         n = rsd_lms_load_body(r->body, sizeof r->body, rsd_str_c(model ? model : ""), &o);
@@ -9162,10 +9462,10 @@ RSDI_PRIVATE int rsdi_lms_request(rsd_reconcile *r, rsd_http_op op, const char *
 RSDI_PRIVATE rsd_load_answer rsdi_lms_load_answer(rsd_reconcile *r, int status, const char *body, size_t len) {
     int rc;
     if (status < 200 || status > 299) return RSD_LOAD_REJECTED;
-    rc = rsd_lms_parse_reply(&r->lms.reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    rc = rsd_lms_parse_reply(&r->lms->reply, body, len, r->toks, r->max_tokens);
     if (rc == RSD_ERR_SERVER_ERROR) return RSD_LOAD_REJECTED;
-    if (rc == RSD_OK && r->lms.reply.instance_id.len > 0)
-        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms.reply.instance_id);
+    if (rc == RSD_OK && r->lms->reply.instance_id.len > 0)
+        rsdi_cpy_str(r->made_instance, sizeof r->made_instance, r->lms->reply.instance_id);
     return RSD_LOAD_ACCEPTED;
 }
 
@@ -9195,7 +9495,7 @@ RSDI_PRIVATE void rsdi_lms_why(rsd_reconcile *r, int transport, int status, cons
 
 /* Remember (model, inst) as owned for the rest of this reconcile. */
 RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *inst) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
     rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, model);
     rsdi_cpy(m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX, inst);
@@ -9203,7 +9503,7 @@ RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *
 }
 
 RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i;
     for (i = 0; i < m->n_owned; i++)
         if (strcmp(m->owned_inst[i], inst) == 0) {
@@ -9214,16 +9514,16 @@ RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
         }
 }
 
-/* Parse a catalog answer into r->lms.cat; a truncated one is never cached. */
+/* Parse a catalog answer into r->lms->cat; a truncated one is never cached. */
 RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
-    int rc = rsd_lms_catalog_from_response(&r->lms.cat, tier, status, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
-    r->no_cache = r->lms.cat.truncated;
+    int rc = rsd_lms_catalog_from_response(&r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
+    r->no_cache = r->lms->cat.truncated;
     return rc;
 }
 
 /* Resolve against the catalog (inside a feed); copies wire id, key, state. */
 RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_lms_resolution res;
     int i;
     for (i = 0; i < m->n_peers; i++) {
@@ -9241,7 +9541,7 @@ RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
 
 /* Facts from the catalog, decide (JIT), copy the fallback keys. RSD_OK or <0. */
 RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_facts *f = &r->facts;
     int n, i, rc;
     for (i = 0; i < m->n_owned; i++) m->owned_views[i] = rsd_str_c(m->owned_inst[i]);
@@ -9272,13 +9572,13 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
 
 /* The first instance of model key in the catalog (then follow cat.index.next), or -1. */
 RSDI_PRIVATE int rsdi_lms_first_of(const rsd_reconcile *r, const char *key) {
-    int m = rsdi_lms_ix_model(&r->lms.cat, &r->lms.cat.index, rsd_str_c(key));
-    return m >= 0 ? r->lms.cat.index.first[m] : -1;
+    int m = rsdi_lms_ix_model(&r->lms->cat, &r->lms->cat.index, rsd_str_c(key));
+    return m >= 0 ? r->lms->cat.index.first[m] : -1;
 }
 
 /* Remember the keep's instances before our load (to spot a load that landed late). */
 RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_reconcile *r) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     int i;
     m->n_before = 0;
     for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && m->n_before < 16; i = m->cat.index.next[i])
@@ -9311,7 +9611,7 @@ RSDI_PRIVATE void rsdi_lms_do_load(rsd_reconcile *r, uint64_t now_ms) {
 /* After the listing that follows a failed load: adopt a late instance, else free the
    next candidate, else retry once, else fail. */
 RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     bool own[RSD_LMS_MAX_INSTANCES];
     int i, k;
     for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat.index.next[i]) {
@@ -9374,10 +9674,10 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
                              r->result.wire_id, r->target_id);
     if (!res->peer_mask) return;
     peers[0] = '\0';
-    for (i = 0; i < r->lms.n_peers && i < 32; i++) {
+    for (i = 0; i < r->lms->n_peers && i < 32; i++) {
         int w;
         if (!((res->peer_mask >> i) & 1u) || n >= sizeof peers - 1) continue;
-        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms.peer_target[i]);
+        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms->peer_target[i]);
         if (w > 0) n = n + (size_t)w > sizeof peers - 1 ? sizeof peers - 1 : n + (size_t)w;
     }
     rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_WARNING, r->result.wire_id,
@@ -9387,7 +9687,7 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
 
 /* the request names nothing the complete catalog serves. */
 RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r, uint64_t now_ms) {
-    const rsd_lms_catalog *c = &r->lms.cat;
+    const rsd_lms_catalog *c = &r->lms->cat;
     char ids[RSD_RECONCILE_TEXT_MAX];
     size_t n = 0;
     int i;
@@ -9425,7 +9725,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
     rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
     int rc;
     rsdi_lms_resolution_notices(r, &res);
-    if (res.state == RSD_LMS_UNKNOWN && !r->lms.cat.truncated) {
+    if (res.state == RSD_LMS_UNKNOWN && !r->lms->cat.truncated) {
         rsdi_lms_not_served(r, now_ms);
         return;
     }
@@ -9434,13 +9734,13 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_lms_has_instance(r, false, now_ms);
         return;
     }
-    if (r->lms.cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms.explicit_load)) {
+    if (r->lms->cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
         rsdi_lms_degrade(r, RSD_ERR_LISTING_TRUNCATED, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES", now_ms);
         return;
     }
     r->result.outcome = RSD_OUTCOME_OBSERVED; /* the server loads on first use */
-    if (!r->lms.explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
+    if (!r->lms->explicit_load || r->result.tier != RSD_LMS_TIER_V1 || res.state != RSD_LMS_JIT) {
         rsd_reconcile_finish(r, now_ms);
         return;
     }
@@ -9459,7 +9759,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
 }
 
 RSDI_PRIVATE void rsdi_lms_start(rsd_reconcile *r, uint64_t now_ms) {
-    r->lms.tier_try = RSD_LMS_TIER_V1;
+    r->lms->tier_try = RSD_LMS_TIER_V1;
     rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
 }
 
@@ -9476,7 +9776,7 @@ RSDI_PRIVATE void rsdi_lms_locked(rsd_reconcile *r, bool held, bool unchanged, u
 /* The catalog by tier: v1, else v0, else the OpenAI listing. */
 RSDI_PRIVATE void rsdi_lms_on_list(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     rsd_lms_tier tier = (rsd_lms_tier)m->tier_try;
     char why[RSD_RECONCILE_TEXT_MAX];
     int rc;
@@ -9534,11 +9834,11 @@ RSDI_PRIVATE void rsdi_lms_on_relist(rsd_reconcile *r, int transport, int status
 /* The keep's load: loaded (the instance it made is ours), or list again. */
 RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
-    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) : RSD_ERR_HTTP_STATUS;
-    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+    int rc = ok2xx ? rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) : RSD_ERR_HTTP_STATUS;
+    if (!ok2xx && transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
     if (rc == RSD_OK || (ok2xx && rc != RSD_ERR_SERVER_ERROR)) { /* an unreadable 2xx: loaded, id unknown */
         r->result.mutated = r->result.loaded = true;
         r->result.state = RSD_LMS_INSTANCE;
@@ -9567,12 +9867,12 @@ RSDI_PRIVATE void rsdi_lms_on_load(rsd_reconcile *r, int transport, int status, 
 /* One unload of an owned instance of the current candidate; then the next, then load again. */
 RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                      uint64_t now_ms) {
-    rsd_lms_machine *m = &r->lms;
+    rsd_lms_machine *m = r->lms;
     const char *inst = m->unload_inst[m->ui], *cand = m->cand[m->ci];
     char why[RSD_RECONCILE_TEXT_MAX];
     bool ok2xx = transport == RSD_OK && status >= 200 && status <= 299;
     rsd_evicted *e;
-    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, RSD_LISTING_MAX_TOKENS) != RSD_ERR_SERVER_ERROR) {
+    if (ok2xx && rsd_lms_parse_reply(&m->reply, body, len, r->toks, r->max_tokens) != RSD_ERR_SERVER_ERROR) {
         if ((e = rsd_reconcile_evicted(r, inst, cand, m->unload_ctx[m->ui])) != NULL)
             rsd_reconcile_attr(r, false, e->model, e->id); /* the instance is gone; a restore makes a new one */
         rsdi_lms_disown(r, inst);
@@ -9581,7 +9881,7 @@ RSDI_PRIVATE void rsdi_lms_on_unload(rsd_reconcile *r, int transport, int status
                              "unloaded our instance '%s' of '%s' on '%s' to make room for '%s'.", inst, cand,
                              r->target_id, r->result.model_key);
     } else {
-        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, RSD_LISTING_MAX_TOKENS);
+        if (transport == RSD_OK) (void)rsd_server_error_parse(&m->reply.error, body, len, r->toks, r->max_tokens);
         rsdi_lms_why(r, transport, status, transport == RSD_OK ? &m->reply.error : NULL, why, sizeof why);
         r->result.unload_failed = true;
         rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, cand,
@@ -9623,13 +9923,17 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
         rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked};
     return &rt;
 }
+#else
+/* Compiled out: no LM Studio adapter (the ensurer says so and manages nothing). */
+RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) { return NULL; }
+#endif /* RSD_NO_LMSTUDIO */
 /* ---- driver:lmstudio end ---- */
 /* ---- >>driver:detect ---- */
 /* The root is an object whose member `key` has JSON type `type`. */
 RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, const char *key, rsd_json_type type) {
     rsd_json_doc doc;
     int v;
-    if (rsd_json_parse(&doc, body, len, d->toks, RSD_DETECT_TOKENS) <= 0) return false;
+    if (rsd_json_parse(&doc, body, len, d->toks, d->n_toks) <= 0) return false;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
     v = rsd_json_find(&doc, 0, key);
     return v >= 0 && rsd_json_type_of(&doc, v) == type;
@@ -9638,7 +9942,7 @@ RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, c
 RSDI_PRIVATE bool rsdi_det_router(rsd_detect *d, const char *body, size_t len) {
     rsd_router_props p;
     memset(&p, 0, sizeof p);
-    if (rsd_router_parse_props(body, len, d->toks, RSD_DETECT_TOKENS, &p) != RSD_OK || !p.is_router) return false;
+    if (rsd_router_parse_props(body, len, d->toks, d->n_toks, &p) != RSD_OK || !p.is_router) return false;
     d->capacity_known = true; /* the reconcile's capacity answer too: GET /props once */
     d->max_instances = p.max_instances;
     d->unlimited = p.unlimited;
@@ -9696,7 +10000,7 @@ RSD_API int rsd_detect_begin(rsd_detect *d, const char *base_url, const char *be
     d->error = RSD_ERR_ARG;
     d->step.kind = RSD_STEP_DONE;
     d->step.result = RSD_ERR_ARG;
-    if (!base_url || !rsdi_cpy(d->base, sizeof d->base, base_url)) return RSD_ERR_ARG;
+    if (!base_url || !rsdi_cpy(d->base, sizeof d->base, base_url) || !d->toks || d->n_toks < 64) return RSD_ERR_ARG;
     if ((rc = rsdi_rc_root(rsd_runtime_router(), base_url, d->root, sizeof d->root)) < 0) {
         rsdi_det_done(d, rc);
         return rc;

@@ -26,6 +26,13 @@
                                       rsd_runtime_ollama() is NULL, and the ensurer
                                       answers an Ollama target with "no ollama driver
                                       in this build", managing nothing
+       RSD_NO_LMSTUDIO                no LM Studio payloads nor driver (residency.h),
+                                      answered the same way ("no lmstudio driver ...")
+       RSD_NO_ETCD                    no etcd coordinator: rsd_etcd_create returns
+                                      RSD_ERR_NOT_FOUND, so an ensurer given a
+                                      coordinator (desc.coord, $RESIDENCY_COORD) is
+                                      not created; the state directory is used
+                                      otherwise
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
@@ -166,7 +173,7 @@
        codes are mapped to the errno values reported in sys_errno. Include
        windows.h, if at all, after this header or with WIN32_LEAN_AND_MEAN (the
        old winsock.h clashes with winsock2.h). Process supervision (proc,
-       fleet) is compiled out on Windows, as with RSD_NO_PROCESS. TLS: every connection
+       fleet) on Windows: see "Windows" in the proc manual. TLS: every connection
        does its I/O through an internal transport (recv/send/close function
        pointers): plain sockets, or mbedTLS with RSD_HTTP_MBEDTLS (below).
 
@@ -631,18 +638,20 @@
                rsd_ensure_next_deadline(e) within the frame budget.
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (the reconcile
-           inside is about 900 KB -- LM Studio's machine shares its storage -- the
-           attribution set 33 KB, the probe tokens 64 KB, LM Studio's cache and
-           in-memory ownership about 70 KB; 1.15 MB in all on x86-64),
-           the HTTP client (d->http, its allocator and logger default to d's) and,
+           Allocates everything now, from d->allocator: the object, its
+           reconcile's tables (rsd_reconcile_init with d->limits; detection
+           parses into the same tokens), the HTTP client (d->http, its allocator
+           and logger default to d's; zeroed sizes are the ensurer's:
+           RSD_ENSURE_HTTP_REQUESTS 3 slots and sockets -- a listing and the
+           /models/sse stream --, RSD_ENSURE_HTTP_REQUEST_BYTES and
+           _HEADER_BYTES 16 KiB, bodies of the reconcile's max_body_bytes) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
            residency). A state directory that cannot be opened is not an error:
            the ensurer runs without the lock, attribution and generation (it fails
            open) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
            Desc (zeroed = defaults): allocator, logger, http (client limits),
-           state_dir, no_state, lock_fail_closed (state), protected_models +
+           limits (the reconcile's tables: rsd_reconcile_limits), state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left), residency_env (the RESIDENCY value; NULL =
            getenv("RESIDENCY") at each begin unless ignore_env; a value that is
@@ -655,6 +664,11 @@
            hosts: "etcd://host:2379[/prefix]"; NULL = $RESIDENCY_COORD unless ignore_env;
            a bad value makes create fail) with coord_host, coord_lease_ttl_s,
            coord_auth_token / coord_user / coord_password (see ETCD above).
+       size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
+           The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
+           state directory, etcd and TLS not counted): under 1400 KiB with the
+           defaults on x86-64 (tests/test_sizes.c checks it), about half of it
+           the client's three 160 KiB slots; smaller limits shrink both.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -1005,7 +1019,52 @@
    EXITED with "couldn't bind" in the tail; spawn again).
    Errors: RSD_ERR_SPAWN, RSD_ERR_PROC_TEMPLATE, RSD_ERR_PROC_PORT,
    RSD_ERR_PROC_STALE, RSD_ERR_STATE, RSD_ERR_CAPACITY, RSD_ERR_ARG.
-   Threading: one rsd_procs per thread; not thread-safe. POSIX only.
+   Threading: one rsd_procs per thread; not thread-safe.
+
+   Windows (_WIN32; Windows 10 and later, tested under wine): the same supervisor,
+   states and events; only these primitives differ.
+       Launch   CreateProcessW, no shell: argv[0] and every argument are quoted so that
+                the Microsoft C runtime's parser (CommandLineToArgvW, the MSVCRT/UCRT
+                startup) gives each back unchanged: an argument without blanks or '"'
+                as it is, else inside "..." with each '"' as \" and the backslashes
+                before a '"' or the closing quote doubled. Strings are UTF-8, passed as
+                UTF-16 (a child reading GetCommandLineW gets them exactly; one using an
+                ANSI main() gets them through its code page). The command line is at
+                most 32767 UTF-16 units (E2BIG, SPAWN_FAILED). A bare exe name is looked
+                up in PATH (';'-separated; ".exe" is tried when the name has no
+                extension; the current directory only when PATH lists it); a path
+                without an extension gets ".exe" when only that file exists; a relative
+                path is taken from spec.cwd. spec.env is applied to our environment
+                (names compared case-insensitively) into a block of at most 32768
+                UTF-16 units (RSD_ERR_CAPACITY). desc.spawn is ignored.
+       Handles  stdin is NUL, stdout and stderr one anonymous pipe (64 KiB buffer);
+                only those two handles are inherited (PROC_THREAD_ATTRIBUTE_HANDLE_LIST).
+                The child starts suspended, is put in a job object of its own, then
+                resumed, so whatever it starts is in the job too: the job is the
+                process group. Without survive_parent the job has
+                JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: when the host ends in any way (a
+                crash, TerminateProcess) the system closes its handles and every
+                process of every job dies with it. With no console of the host's own
+                the child gets CREATE_NO_WINDOW (no console window pops up).
+       Output   nothing a host can poll: rsd_procs_fds returns no descriptors, and
+                rsd_procs_next_deadline asks for a step 10 ms after output, doubling to
+                100 ms while a child is quiet. Each step reads what PeekNamedPipe says
+                is there (a ReadFile that cannot block) and checks the process handle
+                with a zero wait. A broken pipe is the end of output.
+       Stop     CTRL_BREAK_EVENT to the child's process group (it was created with
+                CREATE_NEW_PROCESS_GROUP and shares the host's console), then
+                TerminateJobObject after term_grace_ms. A host with no console (a GUI
+                program, a service, wine without a terminal) cannot send it: the stop
+                is then TerminateJobObject at once (log item PROC_STOP says so; the
+                event has killed set). llama-server ends at once on CTRL_BREAK (it
+                handles only CTRL_C). rsd_procs_kill and rsd_procs_destroy terminate
+                the job; destroy waits up to RSD_PROC_DESTROY_WAIT_MS for the child.
+       Status   exit_code is GetExitCodeProcess's code as an int (an NTSTATUS such as
+                0xC0000005, an access violation, reads negative); a process we
+                terminated reads as term_signal 9 (SIGKILL), exit_code -1. A wrapper's
+                children: the job's active process count (the group outlives its
+                leader as on POSIX; wine reports 0, so there the leader's exit ends it).
+       Sockets  the free-port probe takes a WSAStartup reference in create.
 
    ---- state: state directory, cross-process lock, persisted attribution ------
        State that must survive a restart or be shared between processes: which
@@ -1328,9 +1387,9 @@
 
        Public API (the ensurer calls these; a host may too):
        int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
-           Allocates everything now (the object, about 1.2 MB with the token array and
-           an answer buffer, and its own HTTP client with room for one whole
-           attribution). d: url (required), host_id (NULL = gethostname), lease_ttl_s
+           Allocates everything now (the object with its token array and an answer
+           buffer, and its own HTTP client with room for one whole attribution).
+           d: url (required), host_id (NULL = gethostname), lease_ttl_s
            (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
            auth_password, protected_models + n_protected (this host's), http (TLS and
            limits), allocator, logger. RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM.
@@ -1510,11 +1569,12 @@
    per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
    probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
-   given models directly). Threading: one fleet per thread; POSIX only.
+   given models directly). Threading: one fleet per thread. Windows: as the supervisor
+   ("Windows" in the proc manual): rsd_fleet_pollfds gives only the probe sockets, and
+   rsd_fleet_next_deadline includes the supervisor's pipe timer.
 
    PLATFORM NOTES
-       POSIX (Linux, macOS, BSD) and Windows (sockets and the state directory;
-       no process supervision there). The process-wide SIGPIPE
+       POSIX (Linux, macOS, BSD) and Windows (see "Windows" in the proc manual). The process-wide SIGPIPE
        disposition is never touched: sends use MSG_NOSIGNAL (SO_NOSIGPIPE where
        that is the mechanism). No SIGCHLD handler is ever installed. Every
        descriptor the library opens (sockets, accepted connections, pipes, lock
@@ -1539,12 +1599,6 @@
 
 #ifndef RESIDENCY_HTTP_H_INCLUDED
 #define RESIDENCY_HTTP_H_INCLUDED
-
-/* Windows: process supervision (proc, fleet) has no Windows code yet, so it is
-   compiled out there as if RSD_NO_PROCESS were given. */
-#if defined(_WIN32) && !defined(RSD_NO_PROCESS)
-#define RSD_NO_PROCESS 1
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -2000,7 +2054,10 @@ enum {
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
-    RSD_ENSURE_SSE_EVENT_BYTES = 512 /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
+    RSD_ENSURE_HTTP_REQUESTS = 3,   /* the owned client's default request slots and sockets */
+    RSD_ENSURE_HTTP_REQUEST_BYTES = 16384, /* its default request limit (URL, headers, a load body) */
+    RSD_ENSURE_HTTP_HEADER_BYTES = 16384   /* its default response head limit */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -2020,7 +2077,9 @@ typedef struct rsd_ensurer rsd_ensurer;
 typedef struct rsd_ensurer_desc {
     rsd_allocator allocator;
     rsd_logger logger;
-    rsd_http_client_desc http;        /* owned client's limits; allocator/logger default to the above */
+    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_* and bodies of
+                                         limits.max_body_bytes); allocator/logger default to the above */
+    rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults); allocator as above */
     const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
     bool no_state;                    /* no state directory: no lock, attribution, generation */
     bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
@@ -2081,6 +2140,9 @@ typedef struct rsd_ensure_result {
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
+/* Bytes rsd_ensurer_create(desc) allocates (NULL = defaults), without the state directory,
+   etcd and TLS; 0 when desc is invalid. */
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 /* Releases a held lock, closes sockets, frees everything; NULL is fine. */
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
 /* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
@@ -2290,7 +2352,8 @@ RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
 RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
 /* The next time rsd_procs_step has timed work (no side effects). */
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
-/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap). */
+/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap).
+   Windows: none (the supervisor checks its pipes on the timer of next_deadline). */
 RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
@@ -3473,6 +3536,29 @@ RSDI_PRIVATE int rsdi_wsa_errno(int w) {
     default: return EIO;
     }
 }
+/* Windows: paths are UTF-8 here and UTF-16 for the W calls; errors become errno values. */
+RSDI_PRIVATE int rsdi_win_errno(DWORD w) {
+    switch (w) {
+    case ERROR_FILE_NOT_FOUND: case ERROR_PATH_NOT_FOUND: case ERROR_INVALID_DRIVE: return ENOENT;
+    case ERROR_ACCESS_DENIED: return EACCES;
+    case ERROR_SHARING_VIOLATION: case ERROR_LOCK_VIOLATION: case ERROR_IO_PENDING: return EWOULDBLOCK;
+    case ERROR_FILE_EXISTS: case ERROR_ALREADY_EXISTS: return EEXIST;
+    case ERROR_DISK_FULL: case ERROR_HANDLE_DISK_FULL: return ENOSPC;
+    case ERROR_NOT_ENOUGH_MEMORY: case ERROR_OUTOFMEMORY: return ENOMEM;
+    case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
+    case ERROR_FILENAME_EXCED_RANGE: return ENAMETOOLONG;
+    case ERROR_DIRECTORY: return ENOTDIR;
+    case ERROR_INVALID_PARAMETER: case ERROR_INVALID_NAME: return EINVAL;
+    case ERROR_BAD_EXE_FORMAT: case ERROR_EXE_MACHINE_TYPE_MISMATCH: return ENOEXEC;
+    case ERROR_BROKEN_PIPE: return EPIPE;
+    default: return EIO;
+    }
+}
+RSDI_PRIVATE bool rsdi_win_path(const char *path, wchar_t *w, int cap) {
+    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, cap) > 0) return true;
+    errno = ENAMETOOLONG;
+    return false;
+}
 RSDI_PRIVATE int rsdi_sock_fail(void) {
     errno = rsdi_wsa_errno(WSAGetLastError());
     return -1;
@@ -4364,6 +4450,16 @@ RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
     if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS;
     if (d->max_header_bytes < 64 || d->max_request_bytes < 64) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
+}
+
+/* Bytes rsd_http_client_create allocates for d (already fixed), without TLS; 0 = overflow. */
+RSDI_PRIVATE size_t rsdi_client_footprint(const rsd_http_client_desc *d) {
+    size_t per = 0, total = 0;
+    if (!rsdi_size_add(d->max_request_bytes, d->max_header_bytes, &per) || !rsdi_size_add(per, d->max_body_bytes, &per) ||
+        !rsdi_size_mul(per, (size_t)d->max_requests, &total))
+        return 0;
+    return sizeof(rsd_http_client) + total + (sizeof(rsdi_cconn) + sizeof(rsd_pollfd)) * (size_t)d->max_conns +
+           sizeof(rsdi_creq) * (size_t)d->max_requests;
 }
 
 RSD_API rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc) {
@@ -6379,9 +6475,9 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
     rsd_attr_set attrs;
-    union {
-        rsd_detect det;               /* while detecting */
-        rsd_reconcile rc;             /* while reconciling */
+    struct {
+        rsd_detect det;               /* while detecting (its tokens are rc's) */
+        rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
     } m;
 };
 
@@ -6580,6 +6676,26 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
 }
 
 /* ---- create / destroy ---------------------------------------------------------- */
+/* The owned client's desc: the user's, with the ensurer's defaults where it is zero (one
+   listing request and the /models/sse stream at a time; bodies as large as the reconcile
+   parses). */
+RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
+    rsd_http_client_desc hd = d->http;
+    rsd_reconcile_limits lim = d->limits;
+    if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
+    if (!hd.logger.fn) hd.logger = d->logger;
+    if (!hd.max_requests) hd.max_requests = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_conns) hd.max_conns = RSD_ENSURE_HTTP_REQUESTS;
+    if (!hd.max_request_bytes) hd.max_request_bytes = RSD_ENSURE_HTTP_REQUEST_BYTES;
+    if (!hd.max_header_bytes) hd.max_header_bytes = RSD_ENSURE_HTTP_HEADER_BYTES;
+    if (!hd.max_body_bytes) {
+        int models = lim.max_models ? lim.max_models : (int)RSD_LISTING_DEFAULT_MODELS;
+        hd.max_body_bytes = lim.max_body_bytes ? lim.max_body_bytes
+                          : models > 0 ? (size_t)models * RSD_RECONCILE_BODY_PER_MODEL : 0;
+    }
+    return hd;
+}
+
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
@@ -6609,15 +6725,24 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     memset(e, 0, sizeof *e);
     e->alloc = d.allocator;
     e->logger = d.logger;
-    hd = d.http;
-    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
-    if (!hd.logger.fn) hd.logger = d.logger;
+    hd = rsdi_en_http_desc(&d);
     e->user_resolve = hd.resolve_fn;
     e->user_resolve_user = hd.resolve_user;
     hd.resolve_fn = rsdi_en_resolve_hook;
     hd.resolve_user = e;
+    {
+        rsd_reconcile_limits lim = d.limits;
+        if (!lim.allocator.alloc_fn) lim.allocator = d.allocator;
+        if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
+            rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
+                      RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
+            rsdi_free(&e->alloc, e);
+            return NULL;
+        }
+    }
     e->http = rsd_http_client_create(&hd);
     if (!e->http) {
+        rsd_reconcile_release(&e->m.rc);
         rsdi_free(&e->alloc, e);
         return NULL;
     }
@@ -6656,6 +6781,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
                           "ensurer: cannot use the coordinator '%.200s'", cu);
                 rsd_state_close(e->st);
                 rsd_http_client_destroy(e->http);
+                rsd_reconcile_release(&e->m.rc);
                 rsdi_free(&e->alloc, e);
                 return NULL;
             }
@@ -6691,8 +6817,23 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_etcd_destroy(e->co);
     rsd_http_client_destroy(e->http);
     rsd_state_close(e->st);
+    rsd_reconcile_release(&e->m.rc);
     a = e->alloc;
     rsdi_free(&a, e);
+}
+
+RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
+    rsd_ensurer_desc d;
+    rsd_http_client_desc hd;
+    rsd_reconcile_limits lim;
+    size_t rc, http;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    hd = rsdi_en_http_desc(&d);
+    lim = d.limits;
+    if (rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) || !(rc = rsd_reconcile_footprint(&lim)))
+        return 0;
+    return sizeof(rsd_ensurer) - sizeof(rsd_reconcile) + rc + http;
 }
 
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
@@ -7121,6 +7262,8 @@ RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t n
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
+        e->m.det.toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->m.det.n_toks = e->m.rc.max_tokens;
         if ((rc = rsd_detect_begin(&e->m.det, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
@@ -7526,12 +7669,28 @@ RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_resul
 /* ==== >>proc ============================================================== */
 #ifndef RSD_NO_PROCESS
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+/* The platform layer of the supervisor: the functions marked "platform" below have a
+   POSIX body and a Windows (_WIN32) body; everything else is one shared copy. */
+#if defined(_WIN32) /* windows.h and winsock2.h from the net section */
+#include <wchar.h>
+#include <sys/stat.h>
+typedef long rsdi_pid_t;         /* a Windows process id */
+#define RSDI_SIGTERM 15          /* the graceful stop: CTRL_BREAK_EVENT to its group */
+#define RSDI_SIGKILL 9           /* TerminateJobObject */
+#define RSDI_PROC_KILL_CODE 137u /* exit code TerminateJobObject gives (128 + 9) */
+#define RSDI_PROC_PIPE_BYTES 65536u  /* output pipe buffer */
+#define RSDI_PROC_POLL_MIN_MS 10u    /* pipe and exit checked on a timer: 10 ms after */
+#define RSDI_PROC_POLL_MAX_MS 100u   /* output, doubling to 100 ms while quiet */
+#define RSDI_PROC_WCMD 32768     /* CreateProcessW's command line limit, in UTF-16 units */
+#define RSDI_PROC_WENV 32768     /* environment block (spec.env), in UTF-16 units */
+#define RSDI_PROC_SEP '\\'
+#else
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <unistd.h>
 #include <poll.h>
 #include <sys/types.h>
@@ -7575,6 +7734,11 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
      defined(__OpenBSD__)) && !defined(RSDI_FORCE_BSD)
 #define RSDI_HAVE_PIPE2 1
 #endif
+typedef pid_t rsdi_pid_t;
+#define RSDI_SIGTERM SIGTERM
+#define RSDI_SIGKILL SIGKILL
+#define RSDI_PROC_SEP '/'
+#endif /* _WIN32 */
 
 #define RSDI_PROC_GROUP_POLL_MS 100u /* the rest of a group after the leader: poll cap */
 #define RSDI_PROC_IDX_BITS 8
@@ -7584,12 +7748,15 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *fa, int
 typedef struct rsdi_proc_slot {
     uint32_t gen;                /* 1..RSDI_PROC_GEN_MAX while in use */
     rsd_proc_state state;
-    pid_t pid;                   /* > 0 until the terminal event (the leader may be reaped) */
-    pid_t pgid;                  /* its process group (= pid), 0 = none or gone */
+    rsdi_pid_t pid;              /* > 0 until the terminal event (the leader may be reaped) */
+    rsdi_pid_t pgid;             /* its process group (= pid; Windows: its job), 0 = none or gone */
     bool reaped;                 /* the leader is reaped; waiting for the rest of its group */
     bool ev_asked;               /* the terminal event is STOPPED (else EXITED) */
     int out_fd;                  /* read end of the output pipe, -1 */
     int pid_fd;                  /* Linux pidfd, -1 */
+#if defined(_WIN32)
+    HANDLE out_h, proc_h, job_h; /* output pipe (read end), process, its job object; NULL */
+#endif
     uint16_t port;
     bool was_ready, stop_requested, killed, timed_out, eof, core_dumped, stuck_sent;
     int exit_code, term_signal, err;
@@ -7627,6 +7794,16 @@ struct rsd_procs {
     const char **argv;           /* RSD_PROC_MAX_ARGS + 1 */
     char **envp;                 /* RSD_PROC_MAX_ENV + 1 */
     char path[RSD_PROC_PATH_MAX];
+#if defined(_WIN32)
+    char *cmd8;                  /* the command line, quoted, UTF-8 (cmd8_cap) */
+    size_t cmd8_cap;
+    wchar_t *wcmd;               /* ... as UTF-16 (RSDI_PROC_WCMD) */
+    wchar_t *wenv;               /* the child's environment block (RSDI_PROC_WENV) */
+    size_t wenv_len;
+    void *attrs;                 /* PROC_THREAD_ATTRIBUTE_LIST (attrs_size), NULL = none */
+    size_t attrs_size;
+    wchar_t wpath[RSD_PROC_PATH_MAX], wcwd[RSD_PROC_PATH_MAX];
+#endif
 };
 
 static const char *const rsdi_proc_llama_args[] = {
@@ -7837,12 +8014,109 @@ RSD_API int rsd_procs_expand(const rsd_proc_spec *spec, char *buf, size_t buf_ca
 }
 
 /* path, or cwd/path when path is relative and cwd is set, into buf (false: too long). */
+/* Platform: an absolute path ('/'; Windows also '\\', "C:..."), a path with a directory
+   part (not a bare name searched in PATH), the file name part of a path. */
+RSDI_PRIVATE bool rsdi_proc_is_abs(const char *path) {
+#if defined(_WIN32)
+    return path[0] == '/' || path[0] == '\\' ||
+           (((path[0] | 32) >= 'a' && (path[0] | 32) <= 'z') && path[1] == ':');
+#else
+    return path[0] == '/';
+#endif
+}
+RSDI_PRIVATE bool rsdi_proc_has_dir(const char *path) {
+#if defined(_WIN32)
+    return strpbrk(path, "/\\:") != NULL;
+#else
+    return strchr(path, '/') != NULL;
+#endif
+}
+RSDI_PRIVATE const char *rsdi_proc_base(const char *path) {
+    const char *b = path, *c;
+    for (c = path; *c; c++)
+        if (*c == '/' || *c == RSDI_PROC_SEP) b = c + 1;
+    return *b ? b : path;
+}
+
+/* path, or cwd/path when path is relative and cwd is set, into buf (false: too long). */
 RSDI_PRIVATE bool rsdi_proc_join(const char *cwd, const char *path, char *buf, size_t cap) {
-    int n = path[0] != '/' && cwd && cwd[0] ? RSD_SNPRINTF(buf, cap, "%s/%s", cwd, path)
-                                            : RSD_SNPRINTF(buf, cap, "%s", path);
+    int n = !rsdi_proc_is_abs(path) && cwd && cwd[0]
+                ? RSD_SNPRINTF(buf, cap, "%s%c%s", cwd, RSDI_PROC_SEP, path)
+                : RSD_SNPRINTF(buf, cap, "%s", path);
     return n >= 0 && (size_t)n < cap;
 }
 
+/* One argument quoted for a Windows command line so that the Microsoft C runtime's
+   parser (CommandLineToArgvW, the MSVCRT/UCRT startup code) gives it back unchanged:
+   an argument without space, tab, newline, vertical tab or '"' (and not empty) as it
+   is; else inside "...", where a run of n backslashes before a '"' becomes 2n+1
+   backslashes and the '"' itself, a run before the closing quote 2n, and any other
+   run stays n. Writes what fits into out (cap bytes, NUL not written) and returns the
+   length needed. Pure, so it is tested on every platform. */
+RSDI_PRIVATE size_t rsdi_proc_win_quote(const char *arg, char *out, size_t cap) {
+    size_t o = 0, bs = 0, k;
+    const char *c;
+#define RSDI_WQ_PUT(ch) do { if (o < cap) out[o] = (ch); o++; } while (0)
+    if (arg[0] && !strpbrk(arg, " \t\n\v\"")) {
+        for (c = arg; *c; c++) RSDI_WQ_PUT(*c);
+        return o;
+    }
+    RSDI_WQ_PUT('"');
+    for (c = arg;; c++) {
+        if (*c == '\\') { bs++; continue; }
+        if (*c == '\0' || *c == '"') {
+            for (k = 0; k < 2 * bs + (*c == '"'); k++) RSDI_WQ_PUT('\\');
+            if (*c == '\0') break;
+        } else {
+            for (k = 0; k < bs; k++) RSDI_WQ_PUT('\\');
+        }
+        RSDI_WQ_PUT(*c);
+        bs = 0;
+    }
+    RSDI_WQ_PUT('"');
+#undef RSDI_WQ_PUT
+    return o;
+}
+
+/* The whole command line: each of argv quoted, one space between. Length needed. */
+RSDI_PRIVATE size_t rsdi_proc_win_cmdline(const char *const *argv, char *out, size_t cap) {
+    size_t o = 0;
+    int a;
+    for (a = 0; argv[a]; a++) {
+        if (a) {
+            if (o < cap) out[o] = ' ';
+            o++;
+        }
+        o += rsdi_proc_win_quote(argv[a], o < cap ? out + o : out, o < cap ? cap - o : 0);
+    }
+    return o;
+}
+
+/* Platform: an environment entry names var (Windows: case-insensitively). */
+RSDI_PRIVATE bool rsdi_proc_env_is(const char *entry, const char *var, size_t vl) {
+    size_t i;
+    for (i = 0; i < vl; i++) {
+        char a = entry[i], b = var[i];
+#if defined(_WIN32)
+        if (a >= 'a' && a <= 'z') a = (char)(a - 32);
+        if (b >= 'a' && b <= 'z') b = (char)(b - 32);
+#endif
+        if (a != b || a == '\0') return false;
+    }
+    return entry[vl] == '=' || entry[vl] == '\0';
+}
+
+/* The PATH a bare program name is searched in: spec.env's when it sets or removes
+   PATH, else ours. */
+RSDI_PRIVATE const char *rsdi_proc_path_var(const char *const *add) {
+    const char *v = getenv("PATH");
+    int k;
+    for (k = 0; add && add[k]; k++)
+        if (rsdi_proc_env_is(add[k], "PATH", 4)) v = add[k][4] == '=' ? add[k] + 5 : NULL;
+    return v;
+}
+
+#if !defined(_WIN32)
 /* ---- small POSIX helpers ---------------------------------------------------- */
 /* Moves fd to a number >= 3 (close-on-exec), so dup2 onto 0..2 in the child cannot
    clobber it. Returns the (possibly new) fd or -1. */
@@ -7872,60 +8146,105 @@ RSDI_PRIVATE int rsdi_proc_pipe(int fds[2]) {
     return 0;
 }
 
-/* A free loopback TCP port: bind port 0, read it back, close. 0 on failure. */
+#endif /* !_WIN32 */
+
+/* A free loopback TCP port: bind port 0 (and listen), read it back, close; the
+   socket helpers of the net section, so one copy for both socket APIs. 0 on failure. */
 RSDI_PRIVATE uint16_t rsdi_proc_free_port(const char *host) {
     struct sockaddr_in a;
-    socklen_t al = sizeof a;
+    struct sockaddr_storage ss;
     uint16_t port = 0;
-    int fd;
-#if defined(SOCK_CLOEXEC) && !defined(RSDI_FORCE_BSD)
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-#else
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
-#endif
+    int fd = rsdi_sock_open(AF_INET);
     if (fd < 0) return 0;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     if (!host || inet_pton(AF_INET, host, &a.sin_addr) != 1)
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = 0;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-        port = ntohs(a.sin_port);
-    close(fd);
+    if (rsdi_sock_listen(fd, (const struct sockaddr *)&a, (socklen_t)sizeof a, 1) == 0 &&
+        rsdi_sock_name(fd, &ss) == 0 && ss.ss_family == AF_INET)
+        port = ntohs(((const struct sockaddr_in *)(const void *)&ss)->sin_port);
+    rsdi_sock_close(fd);
     return port;
 }
 
-/* Resolves exe through PATH (from the child's environment when it sets PATH) into
-   p->path. RSD_OK or an errno value. */
-RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, char *const *envp) {
-    const char *path = NULL, *d;
+/* Platform: why path cannot be run (exec) or read: 0, or an errno value. */
+RSDI_PRIVATE int rsdi_proc_file_err(const char *path, bool exec) {
+#if defined(_WIN32)
+    wchar_t w[RSD_PROC_PATH_MAX];
+    DWORD at;
+    (void)exec; /* what CreateProcessW can run is decided by the file's content */
+    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, RSD_PROC_PATH_MAX) <= 0)
+        return ENAMETOOLONG;
+    at = GetFileAttributesW(w);
+    if (at == INVALID_FILE_ATTRIBUTES) return rsdi_win_errno(GetLastError());
+    return (at & FILE_ATTRIBUTE_DIRECTORY) ? EISDIR : 0;
+#else
+    struct stat sb;
+    if (stat(path, &sb) != 0) return errno;
+    if (S_ISDIR(sb.st_mode)) return EISDIR;
+    return access(path, exec ? X_OK : R_OK) != 0 ? errno : 0;
+#endif
+}
+
+/* Platform: exe as the launch runs it, into p->path: a path as given (Windows: with
+   ".exe" added when the name has no extension and only that file exists, looked up
+   from cwd), else the first match in path (':'-separated; Windows ';', each name also
+   tried with ".exe"). RSD_OK or an errno value. */
+RSDI_PRIVATE int rsdi_proc_resolve(rsd_procs *p, const char *exe, const char *path,
+                                   const char *cwd) {
+    const char *d;
     size_t el = strlen(exe);
     int last_err = ENOENT;
-    if (strchr(exe, '/')) {
+#if defined(_WIN32)
+    const char list_sep = ';';
+    bool ext = strchr(rsdi_proc_base(exe), '.') != NULL;
+#else
+    const char list_sep = ':';
+    (void)cwd;
+#endif
+    if (rsdi_proc_has_dir(exe)) {
         if (el + 1 > sizeof p->path) return ENAMETOOLONG;
         memcpy(p->path, exe, el + 1);
+#if defined(_WIN32)
+        if (!ext && el + 5 <= sizeof p->path) {
+            char f[RSD_PROC_PATH_MAX];
+            if (rsdi_proc_join(cwd, exe, f, sizeof f - 4) && rsdi_proc_file_err(f, true) == ENOENT) {
+                memcpy(f + strlen(f), ".exe", 5);
+                if (rsdi_proc_file_err(f, true) == 0) memcpy(p->path + el, ".exe", 5);
+            }
+        }
+#endif
         return 0;
     }
-    if (envp) {
-        int i;
-        for (i = 0; envp[i]; i++)
-            if (strncmp(envp[i], "PATH=", 5) == 0) path = envp[i] + 5;
-    } else {
-        path = getenv("PATH");
-    }
+#if !defined(_WIN32)
     if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+#else
+    if (!path) path = "";
+#endif
     for (d = path;; d++) {
-        const char *e = strchr(d, ':');
+        const char *e = strchr(d, list_sep);
         size_t dl = e ? (size_t)(e - d) : strlen(d);
+        int x;
         if (dl == 0) { d = "."; dl = 1; }  /* empty entry = current directory */
-        if (dl + 1 + el + 1 <= sizeof p->path) {
-            memcpy(p->path, d, dl);
-            p->path[dl] = '/';
-            memcpy(p->path + dl + 1, exe, el + 1);
-            if (access(p->path, X_OK) == 0) return 0;
-            if (errno == EACCES) last_err = EACCES;
+        for (x = 0; x < 2; x++) {
+#if defined(_WIN32)
+            size_t xl = x ? 4 : 0;
+            if (x && ext) break;
+#else
+            size_t xl = 0;
+            if (x) break;
+#endif
+            if (dl + 1 + el + xl + 1 <= sizeof p->path) {
+                int fe;
+                memcpy(p->path, d, dl);
+                p->path[dl] = RSDI_PROC_SEP;
+                memcpy(p->path + dl + 1, exe, el + 1);
+                if (xl) memcpy(p->path + dl + 1 + el, ".exe", 5);
+                fe = rsdi_proc_file_err(p->path, true);
+                if (fe == 0) return 0;
+                if (fe == EACCES) last_err = EACCES;
+            }
         }
         if (!e) break;
         d = e;
@@ -7939,8 +8258,6 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
     rsdi_proc_out o;
     char file[RSD_PROC_PATH_MAX];
     const char *exe;
-    char *const *envp = NULL;
-    struct stat sb;
     int r, err;
     if (why && cap) why[0] = '\0';
     if (!p || !spec || (!why && cap)) return RSD_ERR_ARG;
@@ -7958,15 +8275,12 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
             if (cap) (void)RSD_SNPRINTF(why, cap, "environment: %s", rsd_result_str(r));
             return r;
         }
-        envp = p->envp;
     }
     exe = rsdi_proc_exe(spec);
-    err = rsdi_proc_resolve(p, exe, envp);
-    if (!err && strchr(exe, '/')) { /* a path: the launch would run exactly this */
+    err = rsdi_proc_resolve(p, exe, rsdi_proc_path_var(spec->env), spec->cwd);
+    if (!err && rsdi_proc_has_dir(exe)) { /* a path: the launch would run exactly this */
         if (!rsdi_proc_join(spec->cwd, p->path, file, sizeof file)) err = ENAMETOOLONG;
-        else if (stat(file, &sb) != 0) err = errno;
-        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
-        else if (access(file, X_OK) != 0) err = errno;
+        else err = rsdi_proc_file_err(file, true);
     }
     if (err) {
         if (cap) (void)RSD_SNPRINTF(why, cap, "cannot run %s: %s", exe, strerror(err));
@@ -7974,9 +8288,7 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
     }
     if (!spec->args && spec->model && spec->model[0]) { /* llama-server's -m FILE */
         if (!rsdi_proc_join(spec->cwd, spec->model, file, sizeof file)) err = ENAMETOOLONG;
-        else if (stat(file, &sb) != 0) err = errno;
-        else if (S_ISDIR(sb.st_mode)) err = EISDIR;
-        else if (access(file, R_OK) != 0) err = errno;
+        else err = rsdi_proc_file_err(file, false);
         if (err) {
             if (cap) (void)RSD_SNPRINTF(why, cap, "cannot read model file %s: %s", spec->model, strerror(err));
             return RSD_ERR_SPAWN;
@@ -7985,8 +8297,54 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
     return RSD_OK;
 }
 
-/* Builds the child's environment into p->envp (environ with spec->env applied).
-   RSD_OK, or RSD_ERR_CAPACITY when it has more than RSD_PROC_MAX_ENV entries. */
+/* Platform: builds the child's environment (ours with spec->env applied) into p->envp
+   (Windows: the UTF-16 block p->wenv). RSD_OK, or RSD_ERR_CAPACITY when it has more
+   than RSD_PROC_MAX_ENV entries (Windows: more than RSDI_PROC_WENV UTF-16 units). */
+#if defined(_WIN32)
+RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
+    wchar_t *cur = GetEnvironmentStringsW(), *e;
+    size_t o = 0;
+    int k, r = RSD_OK;
+    for (e = cur; e && *e && r == RSD_OK; e += wcslen(e) + 1) {
+        size_t el = wcslen(e);
+        bool drop = false;
+        for (k = 0; add[k] && !drop; k++) {
+            const char *aeq = strchr(add[k], '=');
+            size_t al = aeq ? (size_t)(aeq - add[k]) : strlen(add[k]), i;
+            /* an entry's name ends at the first '=' after its first character ("=C:=C:\\") */
+            if (al == 0 || al >= el || e[al] != L'=') continue;
+            for (i = 0; i < al; i++) {
+                wchar_t a = e[i], b = (wchar_t)(unsigned char)add[k][i];
+                if (a >= L'a' && a <= L'z') a = (wchar_t)(a - 32);
+                if (b >= L'a' && b <= L'z') b = (wchar_t)(b - 32);
+                if (a != b) break;
+            }
+            drop = i == al;
+        }
+        if (drop) continue;
+        if (o + el + 2 > RSDI_PROC_WENV) r = RSD_ERR_CAPACITY;
+        else {
+            memcpy(p->wenv + o, e, (el + 1) * sizeof(wchar_t));
+            o += el + 1;
+        }
+    }
+    if (cur) (void)FreeEnvironmentStringsW(cur);
+    for (k = 0; add[k] && r == RSD_OK; k++) {
+        int n;
+        if (!strchr(add[k], '=')) continue;  /* "NAME": unset */
+        n = RSDI_PROC_WENV - (int)o - 1 > 0
+                ? MultiByteToWideChar(CP_UTF8, 0, add[k], -1, p->wenv + o, RSDI_PROC_WENV - (int)o - 1)
+                : 0;
+        if (n <= 0) r = RSD_ERR_CAPACITY;
+        else o += (size_t)n;
+    }
+    if (r != RSD_OK) return r;
+    if (o == 0) p->wenv[o++] = 0; /* an empty block is two NULs */
+    p->wenv[o++] = 0;
+    p->wenv_len = o;
+    return RSD_OK;
+}
+#else
 RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
     extern char **environ;
     int n = 0, i, k;
@@ -8012,7 +8370,9 @@ RSDI_PRIVATE int rsdi_proc_env(rsd_procs *p, const char *const *add) {
     p->envp[n] = NULL;
     return RSD_OK;
 }
+#endif
 
+#if !defined(_WIN32)
 /* Closes every descriptor >= from except keep (async-signal-safe: child side). */
 RSDI_PRIVATE void rsdi_proc_close_from(int from, int keep) {
     struct rlimit rl;
@@ -8168,6 +8528,145 @@ RSDI_PRIVATE int rsdi_proc_posix_spawn(rsd_procs *p, const char *cwd, int nullfd
     posix_spawnattr_destroy(&at);
     return r;
 }
+#endif /* !_WIN32 */
+
+/* Platform: starts p->path with p->argv (and the environment rsdi_proc_env built, when
+   own_env) in cwd: stdin the null device, stdout and stderr one pipe whose read end
+   the slot keeps, its own process group (Windows: its own job object too). Sets
+   s->pid, s->pgid and the slot's handles. 0 or an errno value (nothing left running). */
+#if defined(_WIN32)
+RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *cwd, bool own_env) {
+    SECURITY_ATTRIBUTES sa;
+    STARTUPINFOEXW si;
+    PROCESS_INFORMATION pi;
+    HANDLE rd = NULL, wr = NULL, nul = INVALID_HANDLE_VALUE, job = NULL, inherit[2];
+    char file[RSD_PROC_PATH_MAX];
+    DWORD flags = CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP | CREATE_UNICODE_ENVIRONMENT;
+    bool attrs = false;
+    size_t n;
+    int err = 0;
+    n = rsdi_proc_win_cmdline(p->argv, p->cmd8, p->cmd8_cap);
+    if (n >= p->cmd8_cap) return E2BIG;
+    p->cmd8[n] = '\0';
+    if (MultiByteToWideChar(CP_UTF8, 0, p->cmd8, -1, p->wcmd, RSDI_PROC_WCMD) <= 0) return E2BIG;
+    /* CreateProcessW takes a relative program path from our directory, not the child's */
+    if (!rsdi_proc_join(cwd, p->path, file, sizeof file) ||
+        MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, file, -1, p->wpath, RSD_PROC_PATH_MAX) <= 0 ||
+        (cwd && MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, cwd, -1, p->wcwd, RSD_PROC_PATH_MAX) <= 0))
+        return ENAMETOOLONG;
+    sa.nLength = (DWORD)sizeof sa;
+    sa.lpSecurityDescriptor = NULL;
+    sa.bInheritHandle = TRUE;
+    if (!CreatePipe(&rd, &wr, &sa, RSDI_PROC_PIPE_BYTES)) return rsdi_win_errno(GetLastError());
+    (void)SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
+    nul = CreateFileW(L"NUL", GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, &sa, OPEN_EXISTING, 0, NULL);
+    if (nul == INVALID_HANDLE_VALUE) err = rsdi_win_errno(GetLastError());
+    if (!err && !(job = CreateJobObjectW(NULL, NULL))) err = rsdi_win_errno(GetLastError());
+    if (!err && !p->survive_parent) { /* children die with their parent: its job's last handle */
+        JOBOBJECT_EXTENDED_LIMIT_INFORMATION li;
+        memset(&li, 0, sizeof li);
+        li.BasicLimitInformation.LimitFlags = JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE;
+        if (!SetInformationJobObject(job, JobObjectExtendedLimitInformation, &li, (DWORD)sizeof li))
+            err = rsdi_win_errno(GetLastError());
+    }
+    if (err) goto out;
+    memset(&si, 0, sizeof si);
+    si.StartupInfo.cb = (DWORD)sizeof si.StartupInfo;
+    si.StartupInfo.dwFlags = STARTF_USESTDHANDLES;
+    si.StartupInfo.hStdInput = nul;
+    si.StartupInfo.hStdOutput = wr;
+    si.StartupInfo.hStdError = wr;
+    /* only these two handles are inherited, not every inheritable handle of the host */
+    inherit[0] = nul;
+    inherit[1] = wr;
+    if (p->attrs) {
+        SIZE_T sz = (SIZE_T)p->attrs_size;
+        LPPROC_THREAD_ATTRIBUTE_LIST al = (LPPROC_THREAD_ATTRIBUTE_LIST)p->attrs;
+        if (InitializeProcThreadAttributeList(al, 1, 0, &sz)) {
+            if (UpdateProcThreadAttribute(al, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit,
+                                          sizeof inherit, NULL, NULL)) {
+                si.lpAttributeList = al;
+                si.StartupInfo.cb = (DWORD)sizeof si;
+                flags |= EXTENDED_STARTUPINFO_PRESENT;
+            }
+            attrs = true;
+        }
+    }
+    /* Without a console of ours the child would open a console window of its own. */
+    if (!GetConsoleWindow()) flags |= CREATE_NO_WINDOW;
+    if (!CreateProcessW(p->wpath, p->wcmd, NULL, NULL, TRUE, flags, own_env ? p->wenv : NULL,
+                        cwd ? p->wcwd : NULL, &si.StartupInfo, &pi)) {
+        err = rsdi_win_errno(GetLastError());
+        goto out;
+    }
+    /* suspended until it is in its job, so whatever it starts is in the job too */
+    if (!AssignProcessToJobObject(job, pi.hProcess)) {
+        err = rsdi_win_errno(GetLastError());
+        (void)TerminateProcess(pi.hProcess, RSDI_PROC_KILL_CODE);
+        (void)WaitForSingleObject(pi.hProcess, RSD_PROC_DESTROY_WAIT_MS);
+        (void)CloseHandle(pi.hThread);
+        (void)CloseHandle(pi.hProcess);
+        goto out;
+    }
+    (void)ResumeThread(pi.hThread);
+    (void)CloseHandle(pi.hThread);
+    s->pid = (rsdi_pid_t)pi.dwProcessId;
+    s->pgid = s->pid;
+    s->proc_h = pi.hProcess;
+    s->job_h = job;
+    s->out_h = rd;
+    job = NULL;
+    rd = NULL;
+out:
+    if (attrs) DeleteProcThreadAttributeList((LPPROC_THREAD_ATTRIBUTE_LIST)p->attrs);
+    if (rd) (void)CloseHandle(rd);
+    if (wr) (void)CloseHandle(wr);
+    if (nul != INVALID_HANDLE_VALUE) (void)CloseHandle(nul);
+    if (job) (void)CloseHandle(job);
+    return err;
+}
+#else
+RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *cwd, bool own_env) {
+    extern char **environ;
+    char *const *envp = own_env ? p->envp : environ;
+    int err = 0, pipefd[2], nullfd;
+    pid_t pid = 0;
+    nullfd = rsdi_proc_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (nullfd < 0) return errno ? errno : EMFILE;
+    if (rsdi_proc_pipe(pipefd) != 0) err = errno ? errno : EMFILE;
+    else {
+        rsd_proc_spawn_method m = p->method;
+#ifndef RSDI_HAVE_SPAWN_CHDIR
+        if (cwd && m == RSD_PROC_SPAWN_POSIX) m = RSD_PROC_SPAWN_FORK;
+#endif
+#ifdef RSDI_PROC_LINUX
+        if (m == RSD_PROC_SPAWN_VFORK)
+            err = rsdi_proc_vfork(p, cwd, nullfd, pipefd[1], envp, &pid);
+        else
+#endif
+        if (m == RSD_PROC_SPAWN_FORK)
+            err = rsdi_proc_fork(p, cwd, nullfd, pipefd[1], envp, &pid);
+        else
+            err = rsdi_proc_posix_spawn(p, cwd, nullfd, pipefd[1], envp, &pid);
+        close(pipefd[1]);
+        if (err) close(pipefd[0]);
+        else s->out_fd = pipefd[0];
+    }
+    close(nullfd);
+    if (err) return err;
+    (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
+    s->pid = pid;
+    s->pgid = getpgid(pid) == pid ? pid : 0; /* it leads its own group (set before exec) */
+#if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
+    {
+        long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
+        s->pid_fd = pfd >= 0 ? rsdi_proc_fd_high((int)pfd) : -1;
+        if (s->pid_fd >= 0) (void)fcntl(s->pid_fd, F_SETFD, FD_CLOEXEC);
+    }
+#endif
+    return 0;
+}
+#endif
 
 /* ---- slots, events -------------------------------------------------------- */
 RSDI_PRIVATE rsdi_proc_slot *rsdi_proc_get(const rsd_procs *p, rsd_proc h) {
@@ -8214,23 +8713,51 @@ RSDI_PRIVATE bool rsdi_proc_running(const rsdi_proc_slot *s) {
            s->state == RSD_PROC_STOPPING || s->state == RSD_PROC_KILLING;
 }
 
-/* Signals the child's process group (the child leads it; once the leader is reaped the
-   group id stays reserved while any member lives), else the child while not reaped. */
-RSDI_PRIVATE void rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
-    if (s->pid <= 0) return;
-    if (s->pgid > 0 && kill(-s->pgid, sig) == 0) return;
-    if (!s->reaped) (void)kill(s->pid, sig);
+/* Platform: signals the child's process group (the child leads it; once the leader is
+   reaped the group id stays reserved while any member lives), else the child while not
+   reaped. Windows: RSDI_SIGTERM is CTRL_BREAK_EVENT to its process group (it shares our
+   console, if we have one), RSDI_SIGKILL TerminateJobObject (every process in its job).
+   False when nothing could be sent. */
+RSDI_PRIVATE bool rsdi_proc_signal(rsdi_proc_slot *s, int sig) {
+    if (s->pid <= 0) return false;
+#if defined(_WIN32)
+    if (sig == RSDI_SIGKILL) {
+        if (s->job_h && TerminateJobObject(s->job_h, RSDI_PROC_KILL_CODE)) return true;
+        return !s->reaped && s->proc_h && TerminateProcess(s->proc_h, RSDI_PROC_KILL_CODE);
+    }
+    return !s->reaped && GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, (DWORD)s->pid) != 0;
+#else
+    if (s->pgid > 0 && kill(-s->pgid, sig) == 0) return true;
+    return !s->reaped && kill(s->pid, sig) == 0;
+#endif
 }
 
-/* Does any process of the child's group still exist (a wrapper's children)? */
+/* Platform: does any process of the child's group (Windows: job) still exist (a
+   wrapper's children)? */
 RSDI_PRIVATE bool rsdi_proc_group_alive(const rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    JOBOBJECT_BASIC_ACCOUNTING_INFORMATION ai;
+    if (!s->job_h) return false;
+    memset(&ai, 0, sizeof ai);
+    if (!QueryInformationJobObject(s->job_h, JobObjectBasicAccountingInformation, &ai,
+                                   (DWORD)sizeof ai, NULL))
+        return false;
+    return ai.ActiveProcesses > 0;
+#else
     return s->pgid > 0 && (kill(-s->pgid, 0) == 0 || errno == EPERM);
+#endif
 }
 
-/* Reaps members of the group that are our children (orphans re-parented to a child
-   subreaper host) other than the leader; returns true when it reaped the leader, its
-   status in *st. waitpid(-pgid) only: never another child of the host. */
+/* Platform: reaps members of the group that are our children (orphans re-parented to a
+   child subreaper host) other than the leader; returns true when it reaped the leader,
+   its status in *st. waitpid(-pgid) only: never another child of the host. Windows:
+   nothing to reap (a job's members need no reaping); false. */
 RSDI_PRIVATE bool rsdi_proc_reap_group(rsdi_proc_slot *s, int *st) {
+#if defined(_WIN32)
+    (void)s;
+    (void)st;
+    return false;
+#else
     pid_t r;
     int x = 0;
     if (s->pgid <= 0) return false;
@@ -8243,12 +8770,81 @@ RSDI_PRIVATE bool rsdi_proc_reap_group(rsdi_proc_slot *s, int *st) {
             return true;
         }
     }
+#endif
 }
 
+/* Platform: closes the output pipe and the exit watch (pidfd; Windows: the process
+   handle). The group (Windows: the job handle) stays until rsdi_proc_forget. */
 RSDI_PRIVATE void rsdi_proc_close_fds(rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    if (s->out_h) (void)CloseHandle(s->out_h);
+    if (s->proc_h) (void)CloseHandle(s->proc_h);
+    s->out_h = s->proc_h = NULL;
+#else
     if (s->out_fd >= 0) close(s->out_fd);
     if (s->pid_fd >= 0) close(s->pid_fd);
+#endif
     s->out_fd = s->pid_fd = -1;
+}
+
+/* Platform: the group is gone or given up (Windows: close the job handle). */
+RSDI_PRIVATE void rsdi_proc_forget(rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    if (s->job_h) (void)CloseHandle(s->job_h); /* kill-on-close takes what is left */
+    s->job_h = NULL;
+#endif
+    s->pid = 0;
+    s->pgid = 0;
+}
+
+/* Platform: the output pipe is open. */
+RSDI_PRIVATE bool rsdi_proc_out_open(const rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    return s->out_h != NULL;
+#else
+    return s->out_fd >= 0;
+#endif
+}
+
+/* Platform: reads what the output pipe holds now, never waiting: bytes, -1 = nothing
+   now, 0 = end of output (EOF or an error). Windows: PeekNamedPipe, then a ReadFile of
+   no more than it said is there. */
+RSDI_PRIVATE long rsdi_proc_read(rsdi_proc_slot *s, char *buf, size_t n) {
+#if defined(_WIN32)
+    DWORD avail = 0, got = 0;
+    if (!PeekNamedPipe(s->out_h, NULL, 0, NULL, &avail, NULL)) return 0; /* broken: EOF */
+    if (avail == 0) return -1;
+    if (avail > n) avail = (DWORD)n;
+    if (!ReadFile(s->out_h, buf, avail, &got, NULL)) return 0;
+    return got ? (long)got : -1;
+#else
+    ssize_t r;
+    do r = read(s->out_fd, buf, n);
+    while (r < 0 && errno == EINTR);
+    if (r > 0) return (long)r;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return -1;
+    return 0;
+#endif
+}
+
+/* Platform: the exit status st (known = it was obtained) into the slot. Windows: st is
+   GetExitCodeProcess's code, our own TerminateJobObject's code reads as SIGKILL. */
+RSDI_PRIVATE void rsdi_proc_status(rsdi_proc_slot *s, int st, bool known) {
+    s->exit_code = -1;
+    s->term_signal = 0;
+    if (!known) return;
+#if defined(_WIN32)
+    if (s->killed && (DWORD)st == RSDI_PROC_KILL_CODE) s->term_signal = RSDI_SIGKILL;
+    else s->exit_code = st;
+#else
+    if (WIFEXITED(st)) s->exit_code = WEXITSTATUS(st);
+    else if (WIFSIGNALED(st)) {
+        s->term_signal = WTERMSIG(st);
+#ifdef WCOREDUMP
+        s->core_dumped = WCOREDUMP(st) != 0;
+#endif
+    }
+#endif
 }
 
 /* ---- output ------------------------------------------------------------------ */
@@ -8279,28 +8875,33 @@ RSDI_PRIVATE void rsdi_proc_take(rsd_procs *p, rsdi_proc_slot *s, const char *b,
     s->out_bytes += n;
 }
 
-/* Reads what the pipe holds (at most RSD_PROC_DRAIN_STEP_BYTES). */
-RSDI_PRIVATE void rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+/* Reads what the pipe holds (at most RSD_PROC_DRAIN_STEP_BYTES); the bytes read. */
+RSDI_PRIVATE size_t rsdi_proc_drain(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     char buf[4096];
     size_t total = 0;
-    while (s->out_fd >= 0 && total < RSD_PROC_DRAIN_STEP_BYTES) {
-        ssize_t n = read(s->out_fd, buf, sizeof buf);
+    while (rsdi_proc_out_open(s) && total < RSD_PROC_DRAIN_STEP_BYTES) {
+        long n = rsdi_proc_read(s, buf, sizeof buf);
         if (n > 0) {
             rsdi_proc_take(p, s, buf, (size_t)n);
             total += (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n < 0) break;
         /* EOF (or a read error): the child closed its output, usually by exiting. */
+#if defined(_WIN32)
+        (void)CloseHandle(s->out_h);
+        s->out_h = NULL;
+#else
         close(s->out_fd);
         s->out_fd = -1;
+#endif
         s->eof = true;
         if (p->log_output && s->line_len) rsdi_proc_log_line(p, s);
         s->recheck_iv = 1;
         s->recheck_ms = now_ms + 1;
         break;
     }
+    return total;
 }
 
 /* ---- reaping and timers -------------------------------------------------------- */
@@ -8308,17 +8909,9 @@ RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now
 RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool known,
                                    uint64_t now_ms) {
     bool asked = s->stop_requested || s->timed_out;
-    rsdi_proc_drain(p, s, now_ms); /* what it wrote just before exiting */
+    (void)rsdi_proc_drain(p, s, now_ms); /* what it wrote just before exiting */
     rsdi_proc_close_fds(s);
-    s->exit_code = -1;
-    s->term_signal = 0;
-    if (known && WIFEXITED(st)) s->exit_code = WEXITSTATUS(st);
-    else if (known && WIFSIGNALED(st)) {
-        s->term_signal = WTERMSIG(st);
-#ifdef WCOREDUMP
-        s->core_dumped = WCOREDUMP(st) != 0;
-#endif
-    }
+    rsdi_proc_status(s, st, known);
     s->end_ms = now_ms;
     s->reaped = true;
     s->ev_asked = asked;
@@ -8331,7 +8924,7 @@ RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool
         /* A wrapper's children outlive it: the event waits until the group is gone (its
            port and memory are free then). Unasked, nothing can use them: SIGKILL now. */
         if (!asked) {
-            rsdi_proc_signal(s, SIGKILL);
+            (void)rsdi_proc_signal(s, RSDI_SIGKILL);
             s->state = RSD_PROC_KILLING;
             s->stuck_at_ms = now_ms + p->kill_wait_ms;
         }
@@ -8349,12 +8942,20 @@ RSDI_PRIVATE void rsdi_proc_reaped(rsd_procs *p, rsdi_proc_slot *s, int st, bool
 RSDI_PRIVATE void rsdi_proc_finish(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     s->state = RSD_PROC_EXITED;
     rsdi_proc_event(p, s, s->ev_asked ? RSD_PROC_EV_STOPPED : RSD_PROC_EV_EXITED, now_ms);
-    s->pid = 0;
-    s->pgid = 0;
+    rsdi_proc_forget(s);
 }
 
-/* One waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children are not ours). */
+/* Platform: one waitpid(pid, WNOHANG) (never waitpid(-1): the host's other children
+   are not ours). Windows: a zero-timeout wait on the process handle. */
 RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+#if defined(_WIN32)
+    DWORD code = 0;
+    bool known;
+    if (!s->proc_h || WaitForSingleObject(s->proc_h, 0) != WAIT_OBJECT_0) return false;
+    known = GetExitCodeProcess(s->proc_h, &code) != 0;
+    rsdi_proc_reaped(p, s, (int)code, known, now_ms);
+    return true;
+#else
     int st = 0;
     pid_t r;
     if (rsdi_proc_reap_group(s, &st)) { /* the leader, found among its group */
@@ -8372,10 +8973,11 @@ RSDI_PRIVATE bool rsdi_proc_try_reap(rsd_procs *p, rsdi_proc_slot *s, uint64_t n
         return true;
     }
     return false;
+#endif
 }
 
 RSDI_PRIVATE void rsdi_proc_begin_kill(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
-    rsdi_proc_signal(s, SIGKILL);
+    (void)rsdi_proc_signal(s, RSDI_SIGKILL);
     s->killed = true;
     s->state = RSD_PROC_KILLING;
     s->stuck_at_ms = now_ms + p->kill_wait_ms;
@@ -8385,7 +8987,18 @@ RSDI_PRIVATE void rsdi_proc_begin_kill(rsd_procs *p, rsdi_proc_slot *s, uint64_t
 
 RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
     s->stop_requested = true;
-    rsdi_proc_signal(s, SIGTERM);
+#if defined(_WIN32)
+    if (!rsdi_proc_signal(s, RSDI_SIGTERM)) {
+        /* no console shared with it (a GUI host, or none at all): nothing graceful to send */
+        rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOP, NULL,
+                  "%s[%ld]: no console to send CTRL_BREAK through; terminating it", s->name,
+                  (long)s->pid);
+        rsdi_proc_begin_kill(p, s, now_ms);
+        return;
+    }
+#else
+    (void)rsdi_proc_signal(s, RSDI_SIGTERM);
+#endif
     s->state = RSD_PROC_STOPPING;
     s->kill_at_ms = now_ms + p->term_grace_ms;
     rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOP, NULL,
@@ -8398,6 +9011,9 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
     rsd_procs_desc d;
     rsd_procs *p;
     size_t per, total, off, slots_sz, ev_sz, argv_sz, envp_sz;
+#if defined(_WIN32)
+    size_t attrs_sz = 0, cmd8_sz = 0;
+#endif
     int i;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
@@ -8438,10 +9054,29 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
     argv_sz = sizeof(char *) * (RSD_PROC_MAX_ARGS + 1);
     envp_sz = sizeof(char *) * (RSD_PROC_MAX_ENV + 1);
     total = sizeof(rsd_procs) + slots_sz + ev_sz + argv_sz + envp_sz + per * (size_t)d.max_procs + 64;
+#if defined(_WIN32)
+    /* the command line (quoted UTF-8, then UTF-16), the environment block, the
+       attribute list that limits what the child inherits */
+    {
+        SIZE_T asz = 0;
+        (void)InitializeProcThreadAttributeList(NULL, 1, 0, &asz);
+        attrs_sz = ((size_t)asz + 15) & ~(size_t)15;
+        cmd8_sz = 2 * (size_t)d.arg_bytes + 3 * (RSD_PROC_MAX_ARGS + 1) + 16;
+        total += attrs_sz + sizeof(wchar_t) * (RSDI_PROC_WCMD + RSDI_PROC_WENV) + cmd8_sz + 64;
+    }
+    if (rsdi_net_up() != 0) { /* the free-port socket */
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_BAD_DESC, "procs: WSAStartup failed",
+                 RSDI_WHERE);
+        return NULL;
+    }
+#endif
     p = (rsd_procs *)rsdi_malloc(&d.allocator, total);
     if (!p) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "procs: allocation failed",
                  RSDI_WHERE);
+#if defined(_WIN32)
+        rsdi_net_down();
+#endif
         return NULL;
     }
     memset(p, 0, sizeof *p);
@@ -8490,7 +9125,61 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
         s->args = (char *)p + off;
         off += d.arg_bytes;
     }
+#if defined(_WIN32)
+    off = (off + 15) & ~(size_t)15;
+    p->wcmd = (wchar_t *)(void *)((char *)p + off);
+    off += sizeof(wchar_t) * RSDI_PROC_WCMD;
+    p->wenv = (wchar_t *)(void *)((char *)p + off);
+    off += sizeof(wchar_t) * RSDI_PROC_WENV;
+    p->attrs = attrs_sz ? (char *)p + off : NULL;
+    p->attrs_size = attrs_sz;
+    off += attrs_sz;
+    p->cmd8 = (char *)p + off;
+    p->cmd8_cap = cmd8_sz;
+#endif
     return p;
+}
+
+/* Platform: SIGKILL the child's group (Windows: terminate its job) and wait, bounded by
+   RSD_PROC_DESTROY_WAIT_MS, until it is reaped and its group is gone. */
+RSDI_PRIVATE void rsdi_proc_destroy_one(rsd_procs *p, rsdi_proc_slot *s) {
+#if defined(_WIN32)
+    (void)rsdi_proc_signal(s, RSDI_SIGKILL); /* the whole job */
+    if (s->proc_h && WaitForSingleObject(s->proc_h, RSD_PROC_DESTROY_WAIT_MS) != WAIT_OBJECT_0)
+        rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                  "%s[%ld]: not gone after TerminateJobObject; left behind", s->name, (long)s->pid);
+#else
+    int st, waited = 0;
+    pid_t r;
+    (void)rsdi_proc_signal(s, RSDI_SIGKILL); /* the whole group */
+    for (;;) {
+        if (rsdi_proc_reap_group(s, &st)) s->reaped = true;
+        if (!s->reaped) {
+            r = waitpid(s->pid, &st, WNOHANG);
+            if (r == s->pid || (r < 0 && errno != EINTR)) s->reaped = true;
+        }
+        if (s->reaped && !rsdi_proc_group_alive(s)) break;
+        if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
+            rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
+                      "%s[%ld]: not reaped after SIGKILL; left behind", s->name, (long)s->pid);
+            break;
+        }
+        if (!s->reaped && s->pid_fd >= 0) {
+            struct pollfd pf;
+            pf.fd = s->pid_fd;
+            pf.events = POLLIN;
+            pf.revents = 0;
+            (void)poll(&pf, 1, 10);
+            waited += 10;
+        } else {
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = 1000000;
+            (void)nanosleep(&ts, NULL);
+            waited += 1;
+        }
+    }
+#endif
 }
 
 RSD_API void rsd_procs_destroy(rsd_procs *p) {
@@ -8498,53 +9187,23 @@ RSD_API void rsd_procs_destroy(rsd_procs *p) {
     if (!p) return;
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
-        if (s->pid > 0) {
-            int st, waited = 0;
-            pid_t r;
-            rsdi_proc_signal(s, SIGKILL); /* the whole group */
-            for (;;) {
-                if (rsdi_proc_reap_group(s, &st)) s->reaped = true;
-                if (!s->reaped) {
-                    r = waitpid(s->pid, &st, WNOHANG);
-                    if (r == s->pid || (r < 0 && errno != EINTR)) s->reaped = true;
-                }
-                if (s->reaped && !rsdi_proc_group_alive(s)) break;
-                if (waited >= RSD_PROC_DESTROY_WAIT_MS) {
-                    rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_STUCK, NULL,
-                              "%s[%ld]: not reaped after SIGKILL; left behind", s->name,
-                              (long)s->pid);
-                    break;
-                }
-                if (!s->reaped && s->pid_fd >= 0) {
-                    struct pollfd pf;
-                    pf.fd = s->pid_fd;
-                    pf.events = POLLIN;
-                    pf.revents = 0;
-                    (void)poll(&pf, 1, 10);
-                    waited += 10;
-                } else {
-                    struct timespec ts;
-                    ts.tv_sec = 0;
-                    ts.tv_nsec = 1000000;
-                    (void)nanosleep(&ts, NULL);
-                    waited += 1;
-                }
-            }
-        }
+        if (s->pid > 0) rsdi_proc_destroy_one(p, s);
         rsdi_proc_close_fds(s);
+        rsdi_proc_forget(s);
     }
     rsdi_free(&p->alloc, p);
+#if defined(_WIN32)
+    rsdi_net_down();
+#endif
 }
 
 RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
                             rsd_proc *out) {
     rsdi_proc_slot *s = NULL;
     rsdi_proc_out o;
-    char *const *envp;
-    int i, r, err = 0, pipefd[2], nullfd;
+    bool own_env = false;
+    int i, r, err = 0;
     uint16_t port;
-    pid_t pid = 0;
-    extern char **environ;
     if (out) out->id = 0;
     if (!p || !spec || !out) return RSD_ERR_ARG;
     for (i = 0; i < p->max_procs; i++)
@@ -8581,11 +9240,10 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         return r;
     }
     p->argv[o.argc] = NULL;
-    envp = environ;
     if (spec->env) {
         r = rsdi_proc_env(p, spec->env);
         if (r < 0) return r;
-        envp = p->envp;
+        own_env = true;
     }
     /* The slot is now taken, whatever happens to the launch. */
     {
@@ -8597,6 +9255,9 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         s->args = args;
     }
     s->out_fd = s->pid_fd = -1;
+#if defined(_WIN32)
+    s->out_h = s->proc_h = s->job_h = NULL;
+#endif
     s->args_len = o.len;
     s->argc = o.argc;
     s->port = port;
@@ -8607,43 +9268,15 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         const char *nm = spec->name && spec->name[0] ? spec->name : NULL;
         const char *src = nm ? nm : (spec->model && spec->model[0] ? spec->model : rsdi_proc_exe(spec));
         size_t n;
-        if (!nm) {
-            const char *sl = strrchr(src, '/');
-            if (sl && sl[1]) src = sl + 1;
-        }
+        if (!nm) src = rsdi_proc_base(src);
         n = strlen(src);
         if (n > RSD_PROC_NAME_MAX - 1) n = RSD_PROC_NAME_MAX - 1;
         memcpy(s->name, src, n);
         s->name[n] = '\0';
     }
     *out = rsdi_proc_handle(p, s);
-    err = rsdi_proc_resolve(p, rsdi_proc_exe(spec), spec->env ? envp : NULL);
-    if (!err) {
-        nullfd = rsdi_proc_fd_high(open("/dev/null", O_RDONLY | O_CLOEXEC));
-        if (nullfd < 0) err = errno ? errno : EMFILE;
-        else {
-            if (rsdi_proc_pipe(pipefd) != 0) err = errno ? errno : EMFILE;
-            else {
-                rsd_proc_spawn_method m = p->method;
-#ifndef RSDI_HAVE_SPAWN_CHDIR
-                if (spec->cwd && m == RSD_PROC_SPAWN_POSIX) m = RSD_PROC_SPAWN_FORK;
-#endif
-#ifdef RSDI_PROC_LINUX
-                if (m == RSD_PROC_SPAWN_VFORK)
-                    err = rsdi_proc_vfork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
-                else
-#endif
-                if (m == RSD_PROC_SPAWN_FORK)
-                    err = rsdi_proc_fork(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
-                else
-                    err = rsdi_proc_posix_spawn(p, spec->cwd, nullfd, pipefd[1], envp, &pid);
-                close(pipefd[1]);
-                if (err) close(pipefd[0]);
-                else s->out_fd = pipefd[0];
-            }
-            close(nullfd);
-        }
-    }
+    err = rsdi_proc_resolve(p, rsdi_proc_exe(spec), rsdi_proc_path_var(spec->env), spec->cwd);
+    if (!err) err = rsdi_proc_launch(p, s, spec->cwd, own_env);
     if (err) {
         s->err = err;
         s->state = RSD_PROC_FAILED;
@@ -8653,25 +9286,19 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
         rsdi_proc_event(p, s, RSD_PROC_EV_SPAWN_FAILED, now_ms);
         return RSD_ERR_SPAWN;
     }
-    (void)fcntl(s->out_fd, F_SETFL, fcntl(s->out_fd, F_GETFL) | O_NONBLOCK);
-    s->pid = pid;
-    s->pgid = getpgid(pid) == pid ? pid : 0; /* it leads its own group (set before exec) */
-#if defined(RSDI_PROC_LINUX) && defined(SYS_pidfd_open)
-    {
-        long pfd = syscall(SYS_pidfd_open, (long)pid, 0L);
-        s->pid_fd = pfd >= 0 ? rsdi_proc_fd_high((int)pfd) : -1;
-        if (s->pid_fd >= 0) (void)fcntl(s->pid_fd, F_SETFD, FD_CLOEXEC);
-    }
-#endif
     s->state = RSD_PROC_STARTING;
     s->start_deadline_ms =
         now_ms + (spec->start_deadline_ms ? spec->start_deadline_ms : p->start_deadline_ms);
     s->probe_ms = p->probe_first_ms;
     s->next_probe_ms = now_ms + p->probe_first_ms;
+#if defined(_WIN32)
+    s->recheck_iv = RSDI_PROC_POLL_MIN_MS; /* nothing to poll(): a timer */
+#else
     s->recheck_iv = RSD_PROC_REAP_POLL_MS;
-    s->recheck_ms = now_ms + RSD_PROC_REAP_POLL_MS;
+#endif
+    s->recheck_ms = now_ms + s->recheck_iv;
     rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_SPAWN, NULL, "%s[%ld]: port %u: %s",
-              s->name, (long)pid, (unsigned)port, s->args);
+              s->name, (long)s->pid, (unsigned)port, s->args);
     return RSD_OK;
 }
 
@@ -8737,6 +9364,7 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         int st = 0;
+        size_t got;
         if (!rsdi_proc_running(s)) continue;
         if (s->reaped) { /* the leader is gone; the rest of its group is not yet */
             (void)rsdi_proc_reap_group(s, &st);
@@ -8762,8 +9390,21 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
             }
             continue;
         }
-        rsdi_proc_drain(p, s, now_ms);
+        got = rsdi_proc_drain(p, s, now_ms);
         if (rsdi_proc_try_reap(p, s, now_ms)) continue;
+#if defined(_WIN32)
+        /* no pipe or process handle the host can poll: 10 ms after output, doubling to
+           100 ms while it is quiet (1, 2, 4 ... ms once the pipe closed) */
+        if (got && !s->eof) {
+            s->recheck_iv = RSDI_PROC_POLL_MIN_MS;
+            s->recheck_ms = now_ms + s->recheck_iv;
+        } else if (now_ms >= s->recheck_ms) {
+            s->recheck_iv *= 2;
+            if (s->recheck_iv > RSDI_PROC_POLL_MAX_MS) s->recheck_iv = RSDI_PROC_POLL_MAX_MS;
+            s->recheck_ms = now_ms + s->recheck_iv;
+        }
+#else
+        (void)got;
         if (now_ms >= s->recheck_ms) {
             if (s->eof) {  /* probably exiting: 1, 2, 4 ... ms, back to the slow poll */
                 s->recheck_iv *= 2;
@@ -8772,6 +9413,7 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
             }
             s->recheck_ms = now_ms + s->recheck_iv;
         }
+#endif
         if (s->state == RSD_PROC_STARTING && now_ms >= s->start_deadline_ms) {
             s->timed_out = true;
             rsdi_logf(&p->logger, RSD_LOG_ERROR, RSD_LOGITEM_PROC_START_TIMEOUT, NULL,
@@ -9081,27 +9723,6 @@ RSD_API int rsd_state_resolve_dir(const rsd_state_desc *desc, char *buf, size_t 
    our effective uid, not writable by others. Group-writable is allowed: with the common
    umask 002 and per-user groups, a hand-made directory is 0775. */
 #if defined(_WIN32)
-/* Windows: paths are UTF-8 here and UTF-16 for the W calls; errors become errno values. */
-RSDI_PRIVATE int rsdi_win_errno(DWORD w) {
-    switch (w) {
-    case ERROR_FILE_NOT_FOUND: case ERROR_PATH_NOT_FOUND: case ERROR_INVALID_DRIVE: return ENOENT;
-    case ERROR_ACCESS_DENIED: return EACCES;
-    case ERROR_SHARING_VIOLATION: case ERROR_LOCK_VIOLATION: case ERROR_IO_PENDING: return EWOULDBLOCK;
-    case ERROR_FILE_EXISTS: case ERROR_ALREADY_EXISTS: return EEXIST;
-    case ERROR_DISK_FULL: case ERROR_HANDLE_DISK_FULL: return ENOSPC;
-    case ERROR_NOT_ENOUGH_MEMORY: case ERROR_OUTOFMEMORY: return ENOMEM;
-    case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
-    case ERROR_FILENAME_EXCED_RANGE: return ENAMETOOLONG;
-    case ERROR_DIRECTORY: return ENOTDIR;
-    case ERROR_INVALID_PARAMETER: case ERROR_INVALID_NAME: return EINVAL;
-    default: return EIO;
-    }
-}
-RSDI_PRIVATE bool rsdi_win_path(const char *path, wchar_t *w, int cap) {
-    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, cap) > 0) return true;
-    errno = ENAMETOOLONG;
-    return false;
-}
 enum { RSDI_WPATH = RSD_STATE_MAX_DIR_BYTES + 160 };
 #endif
 
@@ -10265,6 +10886,7 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
 /* ==== state end =========================================================== */
 
 /* ==== >>etcd ============================================================== */
+#ifndef RSD_NO_ETCD
 /* Uses the HTTP client, the JSON module and the attribution format of the state section. */
 #include <errno.h>
 #include <stdarg.h>
@@ -11328,6 +11950,41 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     out->root = co->root;
     out->prefix = co->prefix;
 }
+#else /* RSD_NO_ETCD: the coordinator is compiled out; create says so, the rest does nothing */
+RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
+    if (out) *out = NULL;
+    if (desc) rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,
+                       "etcd coordinator: not in this build (RSD_NO_ETCD)", RSDI_WHERE);
+    return RSD_ERR_NOT_FOUND;
+}
+RSD_API void rsd_etcd_destroy(rsd_etcd *co) { (void)co; }
+RSD_API int rsd_etcd_read_begin(rsd_etcd *co, const char *key, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)key, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_lock_begin(rsd_etcd *co, const char *key, const char *purpose, uint64_t now_ms,
+                                uint64_t deadline_ms) {
+    (void)co, (void)key, (void)purpose, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, int n,
+                                  uint64_t loaded_at_ms, uint64_t now_ms, uint64_t deadline_ms) {
+    (void)co, (void)changes, (void)n, (void)loaded_at_ms, (void)now_ms, (void)deadline_ms;
+    return RSD_ERR_STATE;
+}
+RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
+RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
+RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_DEADLINE_NONE; }
+RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
+    (void)co;
+    if (out) memset(out, 0, sizeof *out);
+}
+RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, char *prefix, size_t prefix_cap) {
+    (void)url, (void)root, (void)root_cap, (void)prefix, (void)prefix_cap;
+    return RSD_ERR_URL;
+}
+#endif /* RSD_NO_ETCD */
 /* ==== etcd end ============================================================ */
 
 /* ==== >>fleet ============================================================= */

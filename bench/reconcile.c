@@ -494,6 +494,8 @@ typedef struct f3_result { double ours_ns, ours_fmt_ns, peer_ns; int ours_evict,
 static double f3_parse_ns(void) {
     static char body[65536];
     static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    static rsd_listed_model lm[RSD_LISTING_MAX_MODELS];
+    static char arena[RSD_LISTING_ARENA_BYTES];
     static rsd_listing l;
     FILE *fp = fopen("bench/data/models64.json", "rb");
     size_t n;

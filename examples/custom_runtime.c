@@ -30,7 +30,7 @@ static int ts_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_lis
     rsd_json_doc doc;
     int arr, e, rc;
     memset(out, 0, offsetof(rsd_listing, models));
-    if ((rc = rsd_json_parse(&doc, body, len, r->toks, RSD_LISTING_MAX_TOKENS)) < 0) return rc;
+    if ((rc = rsd_json_parse(&doc, body, len, r->toks, r->max_tokens)) < 0) return rc;
     arr = rsd_json_find(&doc, 0, "models");
     if (rsd_json_type_of(&doc, arr) != RSD_JSON_ARRAY) return RSD_ERR_PAYLOAD;
     for (e = rsd_json_child(&doc, arr); e >= 0; e = rsd_json_next(&doc, e)) {
@@ -39,8 +39,8 @@ static int ts_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_lis
         bool running = false;
         char *dst = out->arena + out->arena_used;
         out->n_seen++;
-        if (out->n >= RSD_LISTING_MAX_MODELS) return RSD_ERR_LISTING_TRUNCATED;
-        if (rsd_json_str(&doc, rsd_json_find(&doc, e, "name"), dst, sizeof out->arena - out->arena_used, &n) < 0 ||
+        if (out->n >= out->max_models) return RSD_ERR_LISTING_TRUNCATED;
+        if (rsd_json_str(&doc, rsd_json_find(&doc, e, "name"), dst, out->arena_bytes - out->arena_used, &n) < 0 ||
             n == 0 || n >= RSD_MODEL_ID_MAX) {
             out->n_skipped++;
             continue;
@@ -99,7 +99,7 @@ static int sim(const rsd_step_http *h, char *out, size_t cap) {
 }
 
 int main(void) {
-    static rsd_reconcile r; /* large: not on a small stack */
+    static rsd_reconcile r; /* its tables come from rsd_reconcile_init */
     static const char *const ours[] = {"b"}; /* what this library loaded there before */
     rsd_reconcile_desc d;
     char body[1024];
@@ -114,7 +114,7 @@ int main(void) {
     d.n_ours = 1;
     d.capacity_known = true; /* tinyserve has two slots */
     d.max_instances = 2;
-    if (rsd_reconcile_begin(&r, &d, now) < 0) return 1;
+    if (rsd_reconcile_init(&r, NULL) < 0 || rsd_reconcile_begin(&r, &d, now) < 0) return 1;
     for (;;) {
         rsd_step s = rsd_reconcile_next(&r, now);
         for (; seen < r.n_notices; seen++) printf("notice: %s\n", r.notices[seen].text);

@@ -237,6 +237,8 @@ static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
    "resident: a (loaded), b (loading)". */
 static int list_models(rsd_ensurer *e, const char *url, const char *token, bool ollama) {
     static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
+    static rsd_listed_model lm[RSD_LISTING_MAX_MODELS];
+    static char arena[RSD_LISTING_ARENA_BYTES];
     static rsd_listing l;
     const char *path = ollama ? "/api/ps" : "/v1/models";
     char u[2200];
@@ -262,6 +264,7 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token, bool 
         printf("GET %s: HTTP %d: the server asks for an API key (--token or $RESIDENCY_TOKEN)\n", term_url(u), ev.status);
         return EX_AUTH;
     }
+    (void)rsd_listing_init(&l, lm, RSD_LISTING_MAX_MODELS, arena, sizeof arena);
     rc = ev.status != 200 ? RSD_ERR_HTTP_STATUS
        : ollama ? rsd_ollama_ps_listing(ev.body.ptr, ev.body.len, toks, RSD_LISTING_MAX_TOKENS, &l)
                 : rsd_router_parse_models(ev.body.ptr, ev.body.len, toks, RSD_LISTING_MAX_TOKENS, &l);

@@ -199,7 +199,6 @@
 
 #include <errno.h>
 #include <stddef.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -207,11 +206,16 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
-#include <unistd.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#if defined(_WIN32) /* windows.h, winsock2.h and ws2tcpip.h come with residency_http.h */
+#define strsignal(sig) ((sig) == 9 ? "Killed" : "Terminated") /* no strsignal: the two we report */
+#else
+#include <poll.h>
+#include <unistd.h>
 #include <netdb.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#endif
 #if defined(__linux__)
 #include <sys/prctl.h>
 #endif
@@ -244,6 +248,17 @@ static volatile sig_atomic_t g_signals; /* SIGINT, SIGTERM, SIGQUIT: stop */
 static volatile sig_atomic_t g_hangups; /* SIGHUP: reload the configuration */
 static int g_wake_fd = -1;              /* the self-pipe's write end */
 
+#if defined(_WIN32)
+/* Windows: Ctrl+C, Ctrl+Break and closing the console stop us as SIGINT does (the
+   handler runs on a thread of its own; the loop polls at most 100 ms, so no wake-up). */
+static BOOL WINAPI on_console(DWORD ev) {
+    if (ev == CTRL_C_EVENT || ev == CTRL_BREAK_EVENT || ev == CTRL_CLOSE_EVENT) {
+        g_signals++;
+        return TRUE;
+    }
+    return FALSE;
+}
+#else
 static void on_signal(int sig) {
     int e = errno;
     if (sig == SIGHUP) g_hangups++;
@@ -251,6 +266,7 @@ static void on_signal(int sig) {
     if (g_wake_fd >= 0) { ssize_t w = write(g_wake_fd, "", 1); (void)w; }
     errno = e;
 }
+#endif
 
 /* ---- per-model command ------------------------------------------------------------ */
 typedef struct srv_model {
@@ -2614,8 +2630,21 @@ static void need_slot_dir(srv *s, const rsrv_config *c) {
     int i;
     for (i = 0; i < c->nmodels && !s->slot_dir[0]; i++)
         if (c->models[i].session_affinity && !c->models[i].command[0]) {
+#if defined(_WIN32) /* no mkdtemp: %TEMP%\rsd-serve-slots.<pid>.<n>, made new */
+            char tmp[MAX_PATH], tmpl[MAX_PATH + 64];
+            DWORD tl = GetTempPathA((DWORD)sizeof tmp, tmp);
+            unsigned k;
+            bool made = false;
+            for (k = 0; tl && tl < sizeof tmp && k < 100 && !made; k++) {
+                snprintf(tmpl, sizeof tmpl, "%srsd-serve-slots.%lu.%u", tmp, (unsigned long)GetCurrentProcessId(), k);
+                made = CreateDirectoryA(tmpl, NULL) != 0;
+            }
+            if (!made) errno = EEXIST;
+            if (made) snprintf(s->slot_dir, sizeof s->slot_dir, "%s", tmpl);
+#else
             char tmpl[] = "/tmp/rsd-serve-slots.XXXXXX";
             if (mkdtemp(tmpl)) snprintf(s->slot_dir, sizeof s->slot_dir, "%s", tmpl);
+#endif
             else logf_("cannot make a directory for --slot-save-path: %s (slots cannot be erased)", strerror(errno));
             break;
         }
@@ -3096,11 +3125,15 @@ static int main_prepare(srv *s, rsd_fleet_model_desc *mdesc) {
     }
     s->epoch_loop_ms = rsd_now_ms();
     s->epoch_ms = (uint64_t)time(NULL) * 1000u;
+#if defined(_WIN32)
+    s->epoch_ms = rsdi_wall_ms(); /* GetSystemTimeAsFileTime */
+#else
     {
         struct timespec ts;
         if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
             s->epoch_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)(ts.tv_nsec / 1000000);
     }
+#endif
     for (i = 0; i < s->cfg->nmodels; i++) mdesc[i] = s->models[i].desc;
     return -1;
 }
@@ -3172,8 +3205,14 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
 /* Nothing a terminal or an ssh logout sends ends us ungracefully: SIGINT, SIGTERM and
    SIGQUIT stop every process first; SIGHUP reloads the configuration; SIGPIPE is ignored
    (a write to a closed socket or stderr fails with EPIPE instead). The handlers only count
-   and write a byte to the self-pipe wake[] the loop polls. false when the pipe fails. */
+   and write a byte to the self-pipe wake[] the loop polls. false when the pipe fails.
+   Windows: Ctrl+C, Ctrl+Break and closing the console stop us (on_console); no pipe. */
 static bool main_signals(int wake[2]) {
+#if defined(_WIN32)
+    (void)wake;
+    (void)SetConsoleCtrlHandler(on_console, TRUE);
+    return true;
+#else
     struct sigaction sa;
     if (pipe(wake) != 0 || fcntl(wake[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(wake[1], F_SETFL, O_NONBLOCK) != 0 ||
         fcntl(wake[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(wake[1], F_SETFD, FD_CLOEXEC) != 0) {
@@ -3189,6 +3228,7 @@ static bool main_signals(int wake[2]) {
     (void)sigaction(SIGQUIT, &sa, NULL);
     (void)sigaction(SIGHUP, &sa, NULL);
     return true;
+#endif
 }
 
 /* The listening line, then the boot policy: pinned models are loaded at once, then
@@ -3213,8 +3253,12 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     rsd_http_server_event sev;
     rsd_http_event cev;
     rsd_fleet_event fev;
+#if defined(_WIN32)
+    (void)wake0;
+#else
     char drain[64]; /* the self-pipe's bytes: they only woke the poll */
     while (read(wake0, drain, sizeof drain) > 0) {}
+#endif
     if (g_hangups) {
         static reload_out ro;
         g_hangups = 0;
@@ -3267,16 +3311,26 @@ static int loop_pollfds(srv *s, rsd_pollfd *fds, int wake0) {
     if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
     k = rsd_fleet_pollfds(s->fleet, fds + n, SRV_MAX_FDS - n);
     if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+#if defined(_WIN32)
+    (void)wake0; /* no self-pipe: the loop's poll cap bounds how late a console event is seen */
+#else
     if (n < SRV_MAX_FDS) {
         fds[n].fd = wake0;
         fds[n].events = RSD_POLLIN;
         fds[n++].revents = 0;
     }
+#endif
     return n;
 }
 
-/* Serve until stopped: work, then sleep in poll until the next deadline (at most 1 s).
+/* Serve until stopped: work, then sleep in poll until the next deadline (at most 1 s;
+   on Windows 100 ms, as there is no self-pipe: a console event is seen within that).
    Returns the exit status. */
+#if defined(_WIN32)
+#define SRV_POLL_CAP_MS 100
+#else
+#define SRV_POLL_CAP_MS 1000
+#endif
 static int main_loop(srv *s, rsd_pollfd *fds, int wake0, uint32_t term_grace_ms) {
     for (;;) {
         uint64_t now = rsd_now_ms(), dl;
@@ -3298,10 +3352,10 @@ static int main_loop(srv *s, rsd_pollfd *fds, int wake0, uint32_t term_grace_ms)
         dl = loop_deadline(s);
         n = loop_pollfds(s, fds, wake0);
         now = rsd_now_ms();
-        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = 1000;
+        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = SRV_POLL_CAP_MS;
         else if (dl <= now) timeout = 0;
-        else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
-        if (poll((struct pollfd *)(void *)fds, (nfds_t)n, timeout) < 0 && errno != EINTR) {
+        else timeout = dl - now > SRV_POLL_CAP_MS ? SRV_POLL_CAP_MS : (int)(dl - now);
+        if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) {
             logf_("poll: %s", strerror(errno));
             return EX_FAIL;
         }
@@ -3315,7 +3369,9 @@ int main(int argc, char **argv) {
     rsd_pollfd *fds;
     int i, rc, wake[2] = {-1, -1};
     char **argv2;
+#if !defined(_WIN32)
     signal(SIGPIPE, SIG_IGN);
+#endif
 #if defined(__linux__) && defined(PR_SET_CHILD_SUBREAPER)
     /* Orphans of a wrapper command (its children, once it exits) come back to us, so the
        supervisor reaps them and a model's process group cannot vanish unseen. */
@@ -3338,8 +3394,10 @@ int main(int argc, char **argv) {
     main_boot(&s);
     rc = main_loop(&s, fds, wake[0], fd.procs.term_grace_ms);
     g_wake_fd = -1;
+#if !defined(_WIN32)
     close(wake[0]);
     close(wake[1]);
+#endif
     for (i = 0; i < SRV_MAX_CONNS; i++) free(s.jobs[i].stash);
     rsd_http_client_destroy(s.hc);
     rsd_http_server_destroy(s.hs);

@@ -73,6 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static char loaded[64][RSD_MODEL_ID_MAX];
     static char raw[4096];
 
+    if (!R.tables) FZ_CHECK(rsd_reconcile_init(&R, NULL) == RSD_OK); /* its tables, the defaults */
     c.p = data;
     c.n = size;
     flags = take(&c) | (take(&c) << 8);

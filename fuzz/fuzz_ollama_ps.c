@@ -24,11 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define FZ_CHECK(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (line %d)\n", #c, __LINE__); abort(); } } while (0)
 
 static rsd_listing l1, l2;
+static rsd_listed_model m1[RSD_LISTING_MAX_MODELS], m2[RSD_LISTING_MAX_MODELS];
+static char a1[RSD_LISTING_ARENA_BYTES], a2[RSD_LISTING_ARENA_BYTES];
 
 static void check_id(const rsd_listing *l, rsd_str s) {
     size_t i;
     FZ_CHECK(s.len > 0 && s.len < RSD_MODEL_ID_MAX);
-    FZ_CHECK(s.ptr >= l->arena && s.ptr + s.len < l->arena + sizeof l->arena);
+    FZ_CHECK(s.ptr >= l->arena && s.ptr + s.len < l->arena + l->arena_bytes);
     FZ_CHECK(s.ptr[s.len] == '\0');
     for (i = 0; i < s.len; i++) FZ_CHECK(s.ptr[i] != '\0');
 }
@@ -38,7 +40,7 @@ static void check_list(const rsd_listing *l) {
     FZ_CHECK(l->n >= 0 && l->n <= RSD_LISTING_MAX_MODELS);
     FZ_CHECK((uint32_t)l->n + l->n_skipped <= l->n_seen);
     if (!l->truncated) FZ_CHECK((uint32_t)l->n + l->n_skipped == l->n_seen);
-    FZ_CHECK(l->arena_used <= sizeof l->arena);
+    FZ_CHECK(l->arena_used <= l->arena_bytes);
     for (i = 0; i < l->n; i++) {
         const rsd_listed_model *m = &l->models[i];
         check_id(l, m->id);
@@ -67,6 +69,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int r, r2, i, er, gr, k, k2;
 
     if (size > 1 << 16) return 0;
+    if (!l1.models) { /* the listings' storage */
+        FZ_CHECK(rsd_listing_init(&l1, m1, RSD_LISTING_MAX_MODELS, a1, sizeof a1) == RSD_OK);
+        FZ_CHECK(rsd_listing_init(&l2, m2, RSD_LISTING_MAX_MODELS, a2, sizeof a2) == RSD_OK);
+    }
     cap = (uint32_t)size + 2;
     toks = (rsd_json_tok *)malloc(cap * sizeof *toks);
     r = rsd_ollama_ps_listing(s, size, toks, cap, &l1);

@@ -62,6 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     uint64_t now = 1000;
     int guard, locks = 0, unlocks = 0, posts = 0, i;
     bool done = false;
+    if (!R.tables) FAILIF(rsd_reconcile_init(&R, NULL) != RSD_OK); /* its tables, the defaults */
     r.d = d;
     r.n = n;
     r.i = 0;

@@ -22,6 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
 static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
 static rsd_listing l1, l2;
+static rsd_listed_model m1[RSD_LISTING_MAX_MODELS], m2[RSD_LISTING_MAX_MODELS];
+static char a1[RSD_LISTING_ARENA_BYTES], a2[RSD_LISTING_ARENA_BYTES];
 static rsd_reconcile rc;
 static rsd_decision_cache cache;
 
@@ -153,6 +155,13 @@ static void fuzz_driver(const uint8_t *d, size_t n, bool observe, bool lock) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
+    static int ready;
+    if (!ready) { /* storage for the listings, tables for the reconcile (the defaults) */
+        FAILIF(rsd_listing_init(&l1, m1, RSD_LISTING_MAX_MODELS, a1, sizeof a1) != RSD_OK);
+        FAILIF(rsd_listing_init(&l2, m2, RSD_LISTING_MAX_MODELS, a2, sizeof a2) != RSD_OK);
+        FAILIF(rsd_reconcile_init(&rc, NULL) != RSD_OK);
+        ready = 1;
+    }
     fuzz_parsers((const char *)d, n);
     memset(&cache, 0, sizeof cache);
     fuzz_driver(d, n, false, true);

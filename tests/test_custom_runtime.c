@@ -7,10 +7,18 @@
 #include "rsd_test.h"
 #include <stdio.h>
 #include <string.h>
+#if defined(_WIN32) /* make test-windows (tests/windows.sh): the .exe built there, via cmd */
+#include <io.h>
+#define EXAMPLE_BIN "build\\win\\bin\\custom_runtime.exe"
+#undef X_OK
+#define X_OK 0 /* exists: the C runtime's access() has no execute bit */
+#define EXITED_0(st) ((st) == 0)
+#else
 #include <sys/wait.h>
 #include <unistd.h>
-
 #define EXAMPLE_BIN "build/examples/custom_runtime"
+#define EXITED_0(st) (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+#endif
 
 static void test_custom_runtime_example(void) {
     static char out[8192];
@@ -23,7 +31,7 @@ static void test_custom_runtime_example(void) {
     while (n < sizeof out - 1 && (got = fread(out + n, 1, sizeof out - 1 - n, p)) > 0) n += got;
     out[n] = '\0';
     st = pclose(p);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(EXITED_0(st));
     /* list, the plan's notice, stop b, start c, the poll that sees c running */
     CHECK(strstr(out, "GET http://127.0.0.1:9000/api/models -> 200\nnotice: evicting residency-loaded model 'b'") != NULL);
     CHECK(strstr(out, "POST http://127.0.0.1:9000/api/stop {\"model\":\"b\"} -> 200\n"

@@ -742,6 +742,7 @@ static void test_begin_rejects_bad_desc(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     NOW = 1000;
     RUN(test_6_5_1_alone_is_never_clamped);
     RUN(test_6_5_2_clamps_beside_another_model);

@@ -236,9 +236,12 @@ static void fresh(void) {
 /* ---- the listing (O3, resident-models.test.ts 1) -------------------------- */
 static void test_O3_ps_listing_maps_ids_aliases_sizes(void) {
     static rsd_listing L;
+    static rsd_listed_model L_models[16];
+    static char L_arena[4096];
     static const char b[] = "{\"models\":[{\"name\":\"qwen3:8b\",\"model\":\"\",\"size\":100,\"size_vram\":60},"
                             "{\"name\":\"alias:latest\",\"model\":\"real:latest\",\"size\":\"x\",\"context_length\":8192},"
                             "{\"model\":7},{\"name\":\"\"},3]}";
+    REQUIRE(rsd_listing_init(&L, L_models, 16, L_arena, sizeof L_arena) == RSD_OK);
     CHECK_EQ_INT(rsd_ollama_ps_listing(b, sizeof b - 1, TOK, 4096, &L), RSD_OK);
     REQUIRE(L.n == 2);
     CHECK(rsd_str_eq_c(L.models[0].id, "qwen3:8b") && L.models[0].n_aliases == 0);
@@ -654,6 +657,7 @@ static void test_W10_attribution_by_requested_name_still_ours(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     RUN(test_O3_ps_listing_maps_ids_aliases_sizes);
     RUN(test_O9_keep_resident_by_name_is_not_loaded_nor_attributed);
     RUN(test_O4_R28_release_only_our_stragglers_then_load);

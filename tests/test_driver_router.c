@@ -287,7 +287,7 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
 }
 
 /* ---- harness -------------------------------------------------------------- */
-static rsd_reconcile R;            /* ~850 KB: never on the stack */
+static rsd_reconcile R;            /* large: never on the stack */
 static rsd_decision_cache CACHE;
 static uint64_t NOW;
 static int max_notices_seen_before_done;
@@ -397,9 +397,12 @@ static void fresh(void) {
 /* ==== 6.2 llamacpp-residency.test.ts ====================================== */
 static rsd_json_tok TOKS[RSD_LISTING_MAX_TOKENS];
 static rsd_listing L;
+static rsd_listed_model L_models[RSD_LISTING_MAX_MODELS];
+static char L_arena[RSD_LISTING_ARENA_BYTES];
 
 static int resident_ids(const char *json, char *out, size_t cap) {
-    int i, rc = rsd_router_parse_models(json, strlen(json), TOKS, RSD_LISTING_MAX_TOKENS, &L);
+    int i, rc = rsd_listing_init(&L, L_models, RSD_LISTING_MAX_MODELS, L_arena, sizeof L_arena);
+    if (rc == RSD_OK) rc = rsd_router_parse_models(json, strlen(json), TOKS, RSD_LISTING_MAX_TOKENS, &L);
     size_t n = 0;
     out[0] = '\0';
     if (rc < 0) return rc;
@@ -1959,6 +1962,7 @@ static void test_context_above_what_the_model_runs_with_gets_a_notice(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     RUN(test_july_swap_waits_until_the_victim_is_unloaded);
     RUN(test_july_victim_that_never_stops_times_out_before_the_load);
     RUN(test_failed_load_restores_displaced_protected_model);

@@ -299,6 +299,7 @@ static void test_sim_sse_event_ends_the_wait(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
     for (GEN = 0; GEN < RSIM_GEN_NUM; GEN++) { /* both router generations of the simulator */
         int before = rsdt_failed;
         RUN(test_sim_full_router_evicts_one_and_loads);

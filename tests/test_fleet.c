@@ -8,46 +8,30 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 
-#include <dirent.h>
+#include "portable.h"
+
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <sys/stat.h>
+#if !defined(_WIN32)
 #include <unistd.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
+#endif
+#ifndef SIGKILL
+#define SIGKILL 9 /* Windows: what a terminated child reads as (the proc manual) */
+#endif
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN tp_exe("rsd-sim")
 #define WAIT_MS 20000u /* generous bound for any awaited event (ASan, loaded machine) */
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int count_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - 1; /* the DIR's own descriptor */
-}
-
-/* No child of ours, alive or zombie. */
-static bool no_children(void) {
-    int st;
-    return waitpid(-1, &st, WNOHANG) == -1 && errno == ECHILD;
-}
+static uint64_t now_ms(void) { return rsd_now_ms(); }
+static int count_fds(void) { return tp_open_handles(); }
+static bool no_children(void) { return tp_no_children(); }
 
 /* ---- event log: every event pulled, with its message copied ---- */
 typedef struct logged {
@@ -119,7 +103,7 @@ static void round_once(rsd_fleet *f, rsd_http_client *extra) {
     }
     if (d <= now) timeout = 0;
     else if (d - now < 50) timeout = (int)(d - now);
-    (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n + m), timeout);
+    (void)rsd_poll(fds, n + m, timeout);
     if (extra) (void)rsd_http_client_step(extra, tnow());
     (void)rsd_fleet_step(f, tnow());
     drain(f);
@@ -147,21 +131,20 @@ static const char *const sim_extra_default[] = {"--runtime", "server", "--load-m
 /* The fleet checks that a model file is readable before it starts (or evicts for) it,
    so every model the tests name is an (empty) file in a temporary directory; rsd-sim
    reads its options from the name ("bad.gguf,fail=1"). */
-static char g_mdir[64];
+static char g_mdir[300];
 static char g_mnames[32][64];
 static int g_nmnames;
 
 static const char *model_file(const char *name) {
-    static char paths[16][160];
+    static char paths[16][400];
     static int k;
     char *p = paths[k++ % 16];
     int i;
     FILE *fp;
     if (!g_mdir[0]) {
-        snprintf(g_mdir, sizeof g_mdir, "/tmp/rsd-test-fleet-XXXXXX");
-        if (!mkdtemp(g_mdir)) g_mdir[0] = 0;
+        (void)tp_temp_dir("fleet", g_mdir, sizeof g_mdir);
     }
-    snprintf(p, 160, "%s/%s", g_mdir, name);
+    snprintf(p, 400, "%s/%s", g_mdir, name);
     for (i = 0; i < g_nmnames && strcmp(g_mnames[i], name); i++) {}
     if (i == g_nmnames && g_nmnames < 32) snprintf(g_mnames[g_nmnames++], 64, "%s", name);
     if ((fp = fopen(p, "ab")) != NULL) fclose(fp);
@@ -169,13 +152,13 @@ static const char *model_file(const char *name) {
 }
 
 static void remove_model_files(void) {
-    char p[160];
+    char p[400];
     int i;
     for (i = 0; i < g_nmnames; i++) {
-        snprintf(p, sizeof p, "%.63s/%.63s", g_mdir, g_mnames[i]);
-        (void)unlink(p);
+        snprintf(p, sizeof p, "%.299s/%.63s", g_mdir, g_mnames[i]);
+        (void)remove(p);
     }
-    if (g_mdir[0]) (void)rmdir(g_mdir);
+    if (g_mdir[0]) tp_remove_tree(g_mdir);
 }
 
 static void sim_model(rsd_fleet_model_desc *md, const char *id, const char *const *extra) {
@@ -808,8 +791,15 @@ static void test_crash_and_respawn(void) {
     REQUIRE(port > 0);
     first = find_kind(RSD_FLEET_EV_READY, a, 0);
     {
-        char body[256];
-        snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":3}", model_file("a.gguf"));
+        char body[900], esc[820];
+        const char *m = model_file("a.gguf");
+        size_t k = 0;
+        for (; *m && k + 2 < sizeof esc; m++) { /* a JSON string (Windows paths have '\\') */
+            if (*m == '\\' || *m == '"') esc[k++] = '\\';
+            esc[k++] = *m;
+        }
+        esc[k] = '\0';
+        snprintf(body, sizeof body, "{\"model\":\"%s\",\"exit_code\":3}", esc);
         (void)http_status(port, "POST", "/_sim/crash", body);
     }
     l = await(f, RSD_FLEET_EV_CRASHED, a, 0);
@@ -955,7 +945,7 @@ static void test_bind_failure(void) {
     CHECK_EQ_INT(l->ev.result, RSD_ERR_FLEET_START);
     CHECK(strstr(l->msg, "couldn't bind") != NULL);
     finish(f);
-    close(lfd);
+    tp_sock_close(lfd);
     CHECK_EQ_INT(count_fds(), fd0);
     CHECK(no_children());
 }
@@ -1151,7 +1141,7 @@ static void test_cancel_withdraws_queued_events(void) {
     do {
         rsd_pollfd fds[64];
         int n = rsd_fleet_pollfds(f, fds, 64);
-        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 64 ? 64 : n), 10);
+        (void)rsd_poll(fds, n > 64 ? 64 : n, 10);
         (void)rsd_fleet_step(f, tnow());
         CHECK_EQ_INT(rsd_fleet_query_model(f, a, tnow(), &mi), RSD_OK);
     } while (mi.pool.running == 0 && now_ms() < end);
@@ -1333,8 +1323,11 @@ static void test_exclusive_request(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+#if !defined(_WIN32)
     signal(SIGPIPE, SIG_IGN);
-    if (access(SIM_BIN, X_OK) != 0) {
+#endif
+    tp_net_init();
+    if (!tp_runnable(SIM_BIN)) {
         printf("  %s missing: run `make examples` first\n", SIM_BIN);
         rsdt_failed++;
         return RSD_TEST_END();

@@ -11,36 +11,19 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 
-#include <dirent.h>
+#include "portable.h"
+
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/wait.h>
 
-#define SIM_BIN "build/examples/rsd-sim"
+#define SIM_BIN tp_exe("rsd-sim")
 enum { NMODELS = 5, CLIENTS = 8, SOAK_DEFAULT = 10000, BOUND_MS = 240000 };
 
-static uint64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int count_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - 1;
-}
+static uint64_t now_ms(void) { return rsd_now_ms(); }
+static int count_fds(void) { return tp_open_handles(); }
 
 typedef enum { C_IDLE = 0, C_WAITING, C_HTTP } cstate;
 
@@ -129,7 +112,7 @@ static void pump(soak *s) {
     now = now_ms();
     if (d <= now) timeout = 0;
     else if (d - now < 100) timeout = (int)(d - now);
-    (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n + m), timeout);
+    (void)rsd_poll(fds, n + m, timeout);
     (void)rsd_http_client_step(s->http, now_ms());
     while (rsd_http_next_event(s->http, &he)) {
         client *c = (client *)he.user;
@@ -171,11 +154,11 @@ static void test_soak(void) {
     rsd_fleet_model_desc md;
     rsd_http_client_desc cd;
     static const char *const extra[] = {"--runtime", "server", "--load-ms", "10", "--gen-ms", "1", NULL};
-    static char paths[NMODELS][96];
-    char dir[64] = "/tmp/rsd-test-soak-XXXXXX";
+    static char paths[NMODELS][400];
+    char dir[300];
     static char ids[NMODELS][8];
     const char *env = getenv("RSD_FLEET_SOAK_N");
-    int fd0 = count_fds(), k, st;
+    int fd0 = count_fds(), k;
     uint64_t t0 = now_ms(), end;
     memset(&s, 0, sizeof s);
     s.total = env && atol(env) > 0 ? atol(env) : SOAK_DEFAULT;
@@ -186,7 +169,7 @@ static void test_soak(void) {
     d.procs.start_deadline_ms = 30000;
     s.f = rsd_fleet_create(&d);
     REQUIRE(s.f != NULL);
-    REQUIRE(mkdtemp(dir) != NULL); /* the model files must exist: the fleet checks them */
+    REQUIRE(tp_temp_dir("soak", dir, sizeof dir) == 0); /* the model files must exist: the fleet checks them */
     for (k = 0; k < NMODELS; k++) {
         FILE *fp;
         memset(&md, 0, sizeof md);
@@ -235,9 +218,9 @@ static void test_soak(void) {
     }
     rsd_http_client_destroy(s.http);
     rsd_fleet_destroy(s.f);
-    for (k = 0; k < NMODELS; k++) (void)unlink(paths[k]);
-    (void)rmdir(dir);
-    CHECK(waitpid(-1, &st, WNOHANG) == -1 && errno == ECHILD);
+    for (k = 0; k < NMODELS; k++) (void)remove(paths[k]);
+    tp_remove_tree(dir);
+    CHECK(tp_no_children());
     CHECK_EQ_INT(count_fds(), fd0);
     printf("  soak: %ld requests, 5 models, 2 slots, %d in flight: %llu ms, %ld spawns, "
            "%ld stops (%ld evictions, 0 busy), fds %d -> %d\n",
@@ -247,8 +230,10 @@ static void test_soak(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+#if !defined(_WIN32)
     signal(SIGPIPE, SIG_IGN);
-    if (access(SIM_BIN, X_OK) != 0) {
+#endif
+    if (!tp_runnable(SIM_BIN)) {
         printf("  %s missing: run `make examples` first\n", SIM_BIN);
         rsdt_failed++;
         return RSD_TEST_END();

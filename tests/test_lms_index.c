@@ -234,6 +234,13 @@ static void test_index_reconcile_max_catalog(void) {
     int m, len, n_unload = 0;
     uint64_t now = 1000;
     /* 256 models, 64 of them loaded (one instance each: "m<k>"), the keep m255 not loaded */
+    if (!r.tables) { /* tables for the largest catalog's answer */
+        rsd_reconcile_limits lim;
+        memset(&lim, 0, sizeof lim);
+        lim.max_tokens = RSD_LISTING_MAX_TOKENS;
+        lim.max_body_bytes = sizeof body;
+        REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    }
     rsd_json_w_init(&w, body, sizeof body);
     rsd_json_w_begin_object(&w);
     rsd_json_w_key(&w, "models");
@@ -274,8 +281,8 @@ static void test_index_reconcile_max_catalog(void) {
     s = rsd_reconcile_next(&r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
     CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
-    CHECK_EQ_INT(r.lms.cat.n_models, RSD_LMS_MAX_MODELS);
-    CHECK(!r.lms.cat.truncated);
+    CHECK_EQ_INT(r.lms->cat.n_models, RSD_LMS_MAX_MODELS);
+    CHECK(!r.lms->cat.truncated);
     CHECK_EQ_STR(r.result.model_key, "m255");
     s = rsd_reconcile_next(&r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
@@ -310,6 +317,7 @@ static void test_lms_machine_cache(void) {
     rsd_step s;
     memset(&c, 0, sizeof c);
     memset(&d, 0, sizeof d);
+    if (!r.tables) REQUIRE(rsd_reconcile_init(&r, NULL) == RSD_OK);
     d.runtime = rsd_runtime_lmstudio();
     d.base_url = "http://127.0.0.1:1234";
     d.keep = "q";

@@ -10,6 +10,8 @@
 #define NTOK 65536
 static rsd_json_tok toks[NTOK];
 static rsd_listing ol;
+static rsd_listed_model ol_models[RSD_LISTING_MAX_MODELS];
+static char ol_arena[RSD_LISTING_ARENA_BYTES];
 static rsd_lms_catalog cat;
 static char big[1 << 20];
 
@@ -158,7 +160,7 @@ static void test_ollama_ps_hostile_entries_dropped(void) {
     CHECK(S(ol.models[2].id, "dup:2"));                         /* last duplicate wins */
     CHECK(S(ol.models[3].id, "\xc3\xa9t\xc3\xa9:1"));          /* decoded into the arena */
     CHECK(ol.models[3].n_aliases == 1 && S(ol.models[3].aliases[0], "esc/name:1"));
-    CHECK(ol.models[3].id.ptr >= ol.arena && ol.models[3].id.ptr < ol.arena + sizeof ol.arena);
+    CHECK(ol.models[3].id.ptr >= ol.arena && ol.models[3].id.ptr < ol.arena + ol.arena_bytes);
 }
 
 static void test_ollama_ps_huge_array_capped(void) {
@@ -193,7 +195,7 @@ static void test_ollama_ps_arena_exhaustion(void) {
     CHECK_EQ_INT(rsd_ollama_ps_listing(big, n, toks, NTOK, &ol), RSD_OK);
     CHECK(ol.n > 0 && ol.n < 200);
     CHECK(ol.truncated); /* a cut listing is never acted on */
-    CHECK(ol.arena_used <= sizeof ol.arena);
+    CHECK(ol.arena_used <= ol.arena_bytes);
     for (i = 0; i < ol.n; i++)
         CHECK(ol.models[i].id.len == 240 && ol.models[i].id.ptr[0] == 'B' && ol.models[i].n_aliases == 1);
 }
@@ -323,6 +325,8 @@ static void test_server_error_truncates_on_utf8_boundary(void) {
 
 /* ------------------------------------------------ one rule for every runtime ---- */
 static rsd_listing rl;
+static rsd_listed_model rl_models[RSD_LISTING_MAX_MODELS];
+static char rl_arena[RSD_LISTING_ARENA_BYTES];
 
 /* A duplicate key: the last one wins in every parser (llama.cpp's reader, JSON.parse
    and Go agree), for the id and for every other member. */
@@ -817,6 +821,8 @@ static void test_lms_facts_into_decide(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
+    if (rsd_listing_init(&ol, ol_models, RSD_LISTING_MAX_MODELS, ol_arena, sizeof ol_arena) != RSD_OK) return 1;
+    if (rsd_listing_init(&rl, rl_models, RSD_LISTING_MAX_MODELS, rl_arena, sizeof rl_arena) != RSD_OK) return 1;
     RUN(test_ollama_ps_wire_example);
     RUN(test_ollama_ps_maps_sizes_and_name_fallback);
     RUN(test_ollama_keep_matches_by_alias_and_normalised_name);

@@ -183,6 +183,8 @@ static int n_displaced(const rsd_ensure_result *res) {
 /* The model's state in the router's listing now (RSD_MODEL_UNKNOWN when unreadable). */
 static rsd_json_tok LTOKS[RSD_LISTING_MAX_TOKENS];
 static rsd_listing LST;
+static rsd_listed_model LST_models[RSD_LISTING_MAX_MODELS];
+static char LST_arena[RSD_LISTING_ARENA_BYTES];
 static rsd_model_state listed(const char *base, const char *model) {
     rsd_http_client *c = rsd_http_client_create(NULL);
     rsd_http_request g;
@@ -193,7 +195,8 @@ static rsd_model_state listed(const char *base, const char *model) {
     memset(&g, 0, sizeof g);
     snprintf(u, sizeof u, "%s/v1/models", base);
     g.url = u;
-    if (c && rsd_http_request_sync(c, &g, &resp) == RSD_OK && resp.status == 200 &&
+    if (c && rsd_listing_init(&LST, LST_models, RSD_LISTING_MAX_MODELS, LST_arena, sizeof LST_arena) == RSD_OK &&
+        rsd_http_request_sync(c, &g, &resp) == RSD_OK && resp.status == 200 &&
         rsd_router_parse_models(resp.body.ptr, resp.body.len, LTOKS, RSD_LISTING_MAX_TOKENS, &LST) == RSD_OK &&
         (k = rsd_listing_find(&LST, rsd_str_c(model))) >= 0)
         st = LST.models[k].state;

@@ -19,9 +19,14 @@ fi
 B=build/win
 mkdir -p "$B/bin" "$B/tests" || exit 1
 # Not built for Windows (said, not hidden): they test POSIX-only machinery.
-#   test_proc, test_fleet, test_fleet_soak, test_serve, test_serve_cut, test_serve_ops,
-#   test_real_serve
-#             process supervision (>>proc, >>fleet) has no Windows code yet: compiled out
+#   test_proc the POSIX machinery in depth (fork/vfork/posix_spawn, PR_SET_PDEATHSIG,
+#             /bin/sh wrappers, process groups, descriptor leaks); the supervisor on
+#             Windows is tested by test_proc_portable (built here)
+#   test_serve, test_serve_cut, test_serve_ops, test_serve_api, test_serve_affinity
+#             drive rsd-serve through tests/serve_harness.h (fork/exec, pipes, signals);
+#             rsd-serve.exe itself runs in tests/windows_smoke.sh
+#   test_real_serve, test_real_affinity
+#             start the real Linux llama-server binary, which wine cannot run
 #   test_etcd starts the Linux etcd binary, which wine cannot run
 #   test_ensure_cli
 #             starts build/examples/rsd-ensure with POSIX calls (rsd-ensure.exe is run
@@ -31,24 +36,20 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #   test_hostile, test_sim_net, test_tls, test_ensure_lms
 #             fork() a POSIX child or server (no fork on Windows)
 #   test_ensure, test_http_head, test_http_net, test_state: not ported yet (POSIX test code)
-skip="test_ensure test_http_head test_http_net test_state test_etcd test_ensure_cli test_serve_cut test_serve_ops test_proc test_fleet test_fleet_soak test_serve test_real_serve test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
+skip="test_ensure test_http_head test_http_net test_state test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_router test_real_harness test_hostile test_sim_net test_tls test_ensure_lms"
 srcs=""
 for src in tests/test_*.c; do
   t=$(basename "$src" .c)
   case " $skip " in *" $t "*) echo "test-windows: $t not built for Windows (see tests/windows.sh)"; continue ;; esac
   srcs="$srcs $src"
 done
-# examples/rsd-serve.c runs a fleet: not built either (see above)
-for src in examples/*.c; do
-  case $src in examples/rsd-serve.c) continue ;; esac
-  srcs="$srcs $src"
-done
+for src in examples/*.c; do srcs="$srcs $src"; done
 export CC CWARN B
 if ! printf '%s\n' $srcs | xargs -P "${JOBS:-2}" -n 1 sh -c '
     t=$(basename "$0" .c)
     [ -f "$B/bin/$t.exe" ] && [ -z "$(find "$0" residency.h residency_http.h tests/*.h examples/*.h \
         -newer "$B/bin/$t.exe" 2>/dev/null)" ] && exit 0  # up to date
-    $CC -std=c99 $CWARN -O1 -g -static -I. "$0" -o "$B/bin/$t.exe" -lws2_32 2>"$B/bin/$t.err" ||
+    $CC -std=c99 $CWARN -O1 -g -static -I. "$0" -o "$B/bin/$t.exe" -lws2_32 -lshell32 2>"$B/bin/$t.err" ||
       { cat "$B/bin/$t.err"; echo "test-windows: $t does not build"; exit 255; }'
 then exit 1; fi
 # A private wine prefix, and one wineserver kept up for the whole run (each program
@@ -73,10 +74,11 @@ EOF
   chmod +x "$B/tests/$t"
   tests="$tests $B/tests/$t"
 done
-# the example programs against each other: rsd-ensure.exe -> rsd-sim.exe
-printf '#!/bin/sh\nexec sh tests/windows_smoke.sh "%s" "%s"\n' "$WINE" "$B" >"$B/tests/rsd-ensure.exe_vs_rsd-sim.exe"
-chmod +x "$B/tests/rsd-ensure.exe_vs_rsd-sim.exe"
-tests="$tests $B/tests/rsd-ensure.exe_vs_rsd-sim.exe"
+# the example programs against each other: rsd-ensure.exe -> rsd-sim.exe, and
+# rsd-ensure.exe -> rsd-serve.exe -> rsd-sim.exe children (tests/windows_smoke.sh)
+printf '#!/bin/sh\nexec sh tests/windows_smoke.sh "%s" "%s"\n' "$WINE" "$B" >"$B/tests/rsd-ensure.exe_rsd-serve.exe_vs_rsd-sim.exe"
+chmod +x "$B/tests/rsd-ensure.exe_rsd-serve.exe_vs_rsd-sim.exe"
+tests="$tests $B/tests/rsd-ensure.exe_rsd-serve.exe_vs_rsd-sim.exe"
 echo "test-windows: $($CC --version | head -n 1), run under $("$WINE" --version 2>/dev/null)"
 RSD_TEST_EXE_DIR=$B/bin RSD_TEST_SUMMARY=$B/summary sh tests/run.sh $tests; rc=$?
 "$WINESERVER" -k >/dev/null 2>&1

@@ -2,6 +2,7 @@
 # Part of make test-windows (tests/windows.sh): rsd-ensure.exe against rsd-sim.exe, both
 # under wine, on a loopback port the simulator chose; the state directory is the
 # default one, %LOCALAPPDATA%\residency inside the run's private wine prefix.
+# Then rsd-ensure.exe through rsd-serve.exe, whose children are rsd-sim.exe servers.
 # Prints one line per failed check and "N passed, N failed".
 WINE=$1; B=$2
 pass=0; fail=0
@@ -32,6 +33,56 @@ if [ -n "$port" ]; then
   ok $? "the attribution file is under %LOCALAPPDATA%\\residency\\attr"
 fi
 kill "$sim" 2>/dev/null; wait "$sim" 2>/dev/null
-[ "$fail" = 0 ] || { echo "--- rsd-sim.exe:"; tr -d '\r' <"$out/sim.log"; echo "--- rsd-ensure.exe:"; cat "$out/all.txt" 2>/dev/null; }
+
+# rsd-serve.exe running rsd-sim.exe children (single-model server mode) as its
+# llama-server, one resident at a time; rsd-ensure.exe ensures models through it.
+# Then rsd-serve.exe is killed without a chance to clean up: its children die with it
+# (each is in a job object that is killed when its last handle closes).
+win() { "$WINE" winepath -w "$1" 2>/dev/null | tr -d '\r'; }
+mkdir -p "$out/m"; : >"$out/m/alpha.gguf"; : >"$out/m/beta.gguf"
+cat >"$out/serve.ini" <<EOF
+listen = 127.0.0.1:0
+max_models = 1
+llama_server = $(win "$B/bin/rsd-sim.exe")
+args = --runtime server --load-ms 20
+stop_grace = 2
+[model alpha]
+model = $(win "$out/m/alpha.gguf")
+[model beta]
+model = $(win "$out/m/beta.gguf")
+EOF
+: >"$out/serve.out"
+"$WINE" "$B/bin/rsd-serve.exe" --config "$(win "$out/serve.ini")" >"$out/serve.out" 2>"$out/serve.log" </dev/null &
+srv=$!
+i=0; sport=""
+while [ $i -lt 600 ] && [ -z "$sport" ]; do  # bounded wait for the listening line (60 s)
+  sport=$(tr -d '\r' <"$out/serve.out" | sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p')
+  [ -n "$sport" ] || sleep 0.1; i=$((i + 1))
+done
+[ -n "$sport" ]; ok $? "rsd-serve.exe prints its listening line"
+if [ -n "$sport" ]; then
+  port=$sport
+  ens --model alpha; ok $? "rsd-ensure.exe --model alpha through rsd-serve.exe exits 0"
+  grep -q "^resident: 'alpha'" "$out/ens.txt"; ok $? "alpha is resident (an rsd-sim.exe child)"
+  ens --model beta --json; ok $? "rsd-ensure.exe --model beta through rsd-serve.exe exits 0"
+  grep -q '"outcome":"resident"' "$out/ens.txt" && grep -q '"evicted":\["alpha"\]' "$out/ens.txt"
+  ok $? "beta is resident and alpha was evicted for it (one slot)"
+  tr -d '\r' <"$out/serve.log" | grep -q "alpha: exited pid"; ok $? "alpha's child exited after its stop"
+  cport=$(tr -d '\r' <"$out/serve.log" | sed -n 's|.*beta: ready pid [0-9]* port \([0-9]*\).*|\1|p' | tail -n 1)
+  [ -n "$cport" ]; ok $? "rsd-serve.exe says on which port beta's child serves"
+  health() { "$WINE" "$B/bin/rsd-http.exe" -s "http://127.0.0.1:$cport/health" >"$out/health.log" 2>&1 </dev/null; }
+  health; ok $? "beta's rsd-sim.exe child answers GET /health 200 on its own port"
+  kill -9 "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+  i=0; gone=1
+  while [ $i -lt 100 ]; do  # bounded wait (10 s) for the child to be gone with its parent
+    health; rc=$?
+    [ "$rc" = 2 ] && { gone=0; break; }  # 2 = no answer (refused)
+    sleep 0.1; i=$((i + 1))
+  done
+  ok $gone "beta's child died with rsd-serve.exe (kill -9: the job object's kill-on-close)"
+fi
+kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null
+[ "$fail" = 0 ] || { echo "--- rsd-sim.exe:"; tr -d '\r' <"$out/sim.log"; echo "--- rsd-serve.exe:"; tr -d '\r' <"$out/serve.log" 2>/dev/null
+                     echo "--- rsd-ensure.exe:"; cat "$out/all.txt" 2>/dev/null; }
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -1,16 +1,38 @@
-/* The feature macros (RSD_NO_OLLAMA, RSD_NO_HTTP_SERVER, RSD_NO_PROC), given on the command
-   line in every combination by tests/compile.sh: the implementation builds, links and what
-   is compiled out says so. */
+/* The feature macros (RSD_NO_OLLAMA, RSD_NO_LMSTUDIO, RSD_NO_ETCD, RSD_NO_HTTP_SERVER,
+   RSD_NO_PROC), given on the command line in every combination by tests/compile.sh: the
+   implementation builds, links and what is compiled out says so. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../../residency_http.h"
 int main(void) {
-    rsd_ensurer *e = rsd_ensurer_create(NULL);
-    int bad = !e || !rsd_runtime_router();
+    rsd_ensurer_desc ed;
+    rsd_ensurer *e;
+    rsd_etcd *co = NULL;
+    rsd_etcd_desc cd;
+    int bad, rc;
+    memset(&ed, 0, sizeof ed);
+    ed.no_state = true;
+    ed.ignore_env = true;
+    e = rsd_ensurer_create(&ed);
+    bad = !e || !rsd_runtime_router();
 #ifdef RSD_NO_OLLAMA
     bad |= rsd_runtime_ollama() != NULL;
 #else
     bad |= rsd_runtime_ollama() == NULL;
 #endif
+#ifdef RSD_NO_LMSTUDIO
+    bad |= rsd_runtime_lmstudio() != NULL;
+#else
+    bad |= rsd_runtime_lmstudio() == NULL;
+#endif
+    memset(&cd, 0, sizeof cd);
+    cd.url = "etcd://127.0.0.1:2379";
+    rc = rsd_etcd_create(&co, &cd);
+#ifdef RSD_NO_ETCD
+    bad |= rc != RSD_ERR_NOT_FOUND || co != NULL;
+#else
+    bad |= rc != RSD_OK || co == NULL; /* no I/O at create */
+#endif
+    rsd_etcd_destroy(co);
     rsd_ensurer_destroy(e);
     return bad;
 }

@@ -1,0 +1,129 @@
+/* portable.h -- what the loopback tests need from the OS, for POSIX and for Windows
+   (make test-windows runs them under wine). Test helper, not part of the library.
+   Include after residency_http.h (on Windows it brings windows.h and winsock2.h).
+       tp_temp_dir(name, out, cap)   a new directory /tmp/rsd-test-NAME.XXXXXX
+                                     (Windows: %TEMP%\rsd-test-NAME.PID.N); 0 or -1
+       tp_remove_tree(dir)           removes a directory tp_temp_dir made, recursively
+       tp_exe(name)                  build/examples/NAME (Windows: build/win/bin/NAME.exe,
+                                     where tests/windows.sh builds the examples)
+       tp_runnable(path)             the program exists (and is executable on POSIX)
+       tp_open_handles()             descriptors open in this process (Windows: handles),
+                                     for leak checks; -1 when unknown
+       tp_no_children()              no child process of ours, alive or zombie (Windows:
+                                     there are no zombies; true)
+       tp_sock_close(fd)             close a socket from socket()
+       tp_net_init()                 Windows: WSAStartup for the test's own sockets */
+#ifndef RSD_TESTS_PORTABLE_H
+#define RSD_TESTS_PORTABLE_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#if defined(_WIN32)
+#include <io.h>
+#include <direct.h>
+#else
+#include <dirent.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define TP_FN static __attribute__((unused))
+#else
+#define TP_FN static
+#endif
+
+TP_FN int tp_temp_dir(const char *name, char *out, size_t cap) {
+#if defined(_WIN32)
+    char tmp[MAX_PATH];
+    DWORD n = GetTempPathA((DWORD)sizeof tmp, tmp);
+    unsigned k;
+    if (n == 0 || n >= sizeof tmp) return -1;
+    for (k = 0; k < 1000; k++) {
+        snprintf(out, cap, "%srsd-test-%s.%lu.%u", tmp, name, (unsigned long)GetCurrentProcessId(), k);
+        if (CreateDirectoryA(out, NULL)) return 0;
+        if (GetLastError() != ERROR_ALREADY_EXISTS) break;
+    }
+    out[0] = '\0';
+    return -1;
+#else
+    char tmpl[200];
+    const char *d;
+    snprintf(tmpl, sizeof tmpl, "/tmp/rsd-test-%s.XXXXXX", name);
+    d = mkdtemp(tmpl);
+    snprintf(out, cap, "%s", d ? d : "");
+    return d ? 0 : -1;
+#endif
+}
+
+TP_FN void tp_remove_tree(const char *dir) {
+    char cmd[600];
+    if (!dir[0] || !strstr(dir, "rsd-test-") || strchr(dir, '\'') || strchr(dir, '"')) return;
+#if defined(_WIN32)
+    snprintf(cmd, sizeof cmd, "rmdir /s /q \"%s\"", dir);
+#else
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+#endif
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TP_FN const char *tp_exe(const char *name) {
+    static char paths[8][256];
+    static int k;
+    char *p = paths[k++ % 8];
+#if defined(_WIN32)
+    snprintf(p, 256, "build/win/bin/%s.exe", name);
+#else
+    snprintf(p, 256, "build/examples/%s", name);
+#endif
+    return p;
+}
+
+TP_FN bool tp_runnable(const char *path) {
+#if defined(_WIN32)
+    return _access(path, 0) == 0;
+#else
+    return access(path, X_OK) == 0;
+#endif
+}
+
+TP_FN int tp_open_handles(void) {
+#if defined(_WIN32)
+    DWORD n = 0;
+    return GetProcessHandleCount(GetCurrentProcess(), &n) ? (int)n : -1;
+#else
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    if (!d) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the DIR's own descriptor */
+#endif
+}
+
+TP_FN bool tp_no_children(void) {
+#if defined(_WIN32)
+    return true;
+#else
+    int st;
+    return waitpid(-1, &st, WNOHANG) == -1 && errno == ECHILD;
+#endif
+}
+
+TP_FN void tp_net_init(void) {
+#if defined(_WIN32)
+    WSADATA wd;
+    (void)WSAStartup(MAKEWORD(2, 2), &wd);
+#endif
+}
+
+TP_FN void tp_sock_close(int fd) {
+#if defined(_WIN32)
+    (void)closesocket((SOCKET)fd);
+#else
+    (void)close(fd);
+#endif
+}
+#endif

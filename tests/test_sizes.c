@@ -1,0 +1,267 @@
+/* test_sizes.c -- the reconcile and the listing are sized at create time: the sizes the
+   manual states, the allocation each create makes, and the limits enforced with a clear
+   error and nothing written past a buffer (the storage here is malloc'd to its exact
+   size, so ASan sees any byte past it). */
+#define RESIDENCY_IMPLEMENTATION
+#include "residency_http.h"
+#include "rsd_test.h"
+
+/* An allocator that counts what is live and what was asked for. */
+typedef struct counted {
+    size_t live, asked;
+    int calls;
+} counted;
+static void *c_alloc(size_t n, void *u) {
+    counted *c = (counted *)u;
+    size_t *p = (size_t *)malloc(n + sizeof(size_t) * 2);
+    if (!p) return NULL;
+    p[0] = n;
+    c->live += n;
+    c->asked += n;
+    c->calls++;
+    return p + 2;
+}
+static void c_free(void *q, void *u) {
+    counted *c = (counted *)u;
+    size_t *p = (size_t *)q - 2;
+    c->live -= p[0];
+    free(p);
+}
+
+/* A router listing of n loaded entries named m0..m<n-1>, ids padded to idlen bytes. */
+static char *router_listing(int n, int idlen) {
+    size_t cap = (size_t)n * (size_t)(idlen + 64) + 64, o = 0;
+    char *b = (char *)malloc(cap);
+    int i;
+    o += (size_t)snprintf(b + o, cap - o, "{\"data\":[");
+    for (i = 0; i < n; i++)
+        o += (size_t)snprintf(b + o, cap - o, "%s{\"id\":\"m%0*d\",\"status\":{\"value\":\"loaded\"}}", i ? "," : "",
+                              idlen > 1 ? idlen - 1 : 1, i);
+    snprintf(b + o, cap - o, "]}");
+    return b;
+}
+
+/* The figures the manual gives (residency.h, "driver", Limits and sizes; residency_http.h,
+   "ensure", Memory). */
+static void test_manual_size_figures(void) {
+#if defined(__x86_64__) || defined(_M_X64)
+    CHECK(sizeof(rsd_plan) < 16 * 1024);
+    CHECK(sizeof(rsd_decision_cache) < 40 * 1024);
+    CHECK(sizeof(rsd_facts) < 512);
+    CHECK(sizeof(rsd_resident) < 256);
+    CHECK(sizeof(rsd_lms_index) < 3 * 1024);
+    CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
+#endif
+    CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
+    CHECK(sizeof(rsd_listing) <= 64);
+    CHECK(rsd_reconcile_footprint(NULL) > sizeof(rsd_reconcile));
+    CHECK(rsd_reconcile_footprint(NULL) <= 640 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 1400 * 1024);
+    CHECK(rsd_listing_footprint(NULL) <= 56 * 1024);
+    printf("  sizeof(rsd_reconcile) %lu, footprint %lu; ensurer footprint %lu; listing %lu\n",
+           (unsigned long)sizeof(rsd_reconcile), (unsigned long)rsd_reconcile_footprint(NULL),
+           (unsigned long)rsd_ensurer_footprint(NULL), (unsigned long)rsd_listing_footprint(NULL));
+}
+
+/* rsd_reconcile_init allocates once, through the given allocator, what the footprint says. */
+static void test_init_allocates_the_footprint_once(void) {
+    static rsd_reconcile r;
+    counted c;
+    rsd_reconcile_limits lim;
+    memset(&c, 0, sizeof c);
+    memset(&lim, 0, sizeof lim);
+    lim.allocator.alloc_fn = c_alloc;
+    lim.allocator.free_fn = c_free;
+    lim.allocator.user = &c;
+    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    CHECK_EQ_INT(c.calls, 1);
+    CHECK_EQ_INT(c.asked + sizeof r, rsd_reconcile_footprint(&lim));
+    lim.max_models = 8;
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(c.live, 0);
+    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    CHECK(rsd_reconcile_footprint(&lim) < rsd_reconcile_footprint(NULL));
+    CHECK_EQ_INT(r.snap.max_models, 8);
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(c.live, 0);
+    /* bad limits: an argument error, nothing allocated */
+    lim.max_models = -1;
+    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+    lim.max_models = 0;
+    lim.max_tokens = 3;
+    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
+    lim.max_tokens = 0;
+    lim.allocator.free_fn = NULL;
+    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
+    CHECK_EQ_INT(c.live, 0);
+}
+
+/* begin on a reconcile that never got its tables: a clear error, no crash. */
+static void test_begin_without_init_is_a_clear_error(void) {
+    static rsd_reconcile r;
+    rsd_reconcile_desc d;
+    rsd_step s;
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "a";
+    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 1), RSD_ERR_STATE);
+    CHECK(strstr(r.result.message, "rsd_reconcile_init") != NULL);
+    s = rsd_reconcile_next(&r, 1);
+    CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
+    CHECK_EQ_INT(s.result, RSD_ERR_STATE);
+}
+
+/* One listing answer to a reconcile with limits lim: the result after it. */
+static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, rsd_reconcile *r) {
+    rsd_reconcile_desc d;
+    rsd_step s;
+    int guard;
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "m00000"; /* the first entry of router_listing(n, 6) */
+    d.capacity_known = true;
+    d.max_instances = 4;
+    if (rsd_reconcile_init(r, lim) != RSD_OK || rsd_reconcile_begin(r, &d, 1) != RSD_OK) return -999;
+    for (guard = 0; guard < 8; guard++) {
+        s = rsd_reconcile_next(r, 1);
+        if (s.kind != RSD_STEP_HTTP) break;
+        if (s.http.op != RSD_OP_LIST) return -998; /* nothing but the listing is expected */
+        (void)rsd_reconcile_feed(r, RSD_OK, 200, body, strlen(body), 1);
+    }
+    return r->result.error;
+}
+
+/* A listing over each limit: DEGRADED, nothing sent but the listing, the limit named. */
+static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
+    static rsd_reconcile r;
+    rsd_reconcile_limits lim;
+    char *big = router_listing(9, 6), *ok = router_listing(3, 6);
+    memset(&lim, 0, sizeof lim);
+    lim.max_models = 8; /* 9 entries */
+    CHECK_EQ_INT(reconcile_on(&lim, big, &r), RSD_ERR_LISTING_TRUNCATED);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r.result.message, "max_models") != NULL);
+    CHECK(!r.result.mutated);
+    rsd_reconcile_release(&r);
+    lim.max_models = 16; /* room for them, but not for their tokens */
+    lim.max_tokens = 64;
+    CHECK_EQ_INT(reconcile_on(&lim, big, &r), RSD_ERR_JSON_TOKENS);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r.result.message, "max_tokens") != NULL);
+    rsd_reconcile_release(&r);
+    lim.max_tokens = 0; /* the body itself over max_body_bytes */
+    lim.max_body_bytes = strlen(big) - 1;
+    CHECK_EQ_INT(reconcile_on(&lim, big, &r), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r.result.message, "max_body_bytes") != NULL);
+    rsd_reconcile_release(&r);
+    /* within every limit: decided (already resident) */
+    CHECK_EQ_INT(reconcile_on(&lim, ok, &r), RSD_OK);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
+    rsd_reconcile_release(&r);
+    free(big);
+    free(ok);
+}
+
+/* Caller storage of exactly the stated size: ids beyond the arena are cut off (truncated),
+   never written past it; more entries than models[] the same. */
+static void test_listing_storage_is_never_overrun(void) {
+    rsd_listing l;
+    rsd_json_tok *toks = (rsd_json_tok *)malloc(4096 * sizeof *toks);
+    rsd_listed_model *m = (rsd_listed_model *)malloc(4 * sizeof *m);
+    char *arena = (char *)malloc(RSD_MODEL_ID_MAX + 10);
+    char *body = router_listing(6, 200);
+    int i;
+    REQUIRE(toks && m && arena);
+    CHECK_EQ_INT(rsd_listing_init(&l, m, 4, arena, 10), RSD_ERR_ARG); /* an arena shorter than one id */
+    REQUIRE(rsd_listing_init(&l, m, 4, arena, RSD_MODEL_ID_MAX + 10) == RSD_OK);
+    CHECK_EQ_INT(rsd_router_parse_models(body, strlen(body), toks, 4096, &l), RSD_OK);
+    CHECK(l.truncated);
+    CHECK_EQ_INT(l.n, 1); /* one 200-byte id fits the arena, the second does not */
+    CHECK(l.arena_used <= l.arena_bytes);
+    for (i = 0; i < l.n; i++) CHECK(l.models[i].id.ptr >= arena && l.models[i].id.ptr + l.models[i].id.len < arena + l.arena_bytes);
+    free(body);
+    body = router_listing(6, 4);
+    CHECK_EQ_INT(rsd_router_parse_models(body, strlen(body), toks, 4096, &l), RSD_OK);
+    CHECK(l.truncated);
+    CHECK_EQ_INT(l.n, 4); /* models[] holds four */
+    CHECK_EQ_INT(l.n_seen, 6);
+    {
+        static const char ps[] = "{\"models\":[{\"name\":\"a\"},{\"name\":\"b\"},{\"name\":\"c\"},{\"name\":\"d\"},"
+                                 "{\"name\":\"e\"}]}";
+        CHECK_EQ_INT(rsd_ollama_ps_listing(ps, sizeof ps - 1, toks, 4096, &l), RSD_OK);
+    }
+    CHECK(l.truncated);
+    CHECK_EQ_INT(l.n, 4);
+    { /* a listing without storage: an argument error */
+        rsd_listing z;
+        memset(&z, 0, sizeof z);
+        CHECK_EQ_INT(rsd_router_parse_models(body, strlen(body), toks, 4096, &z), RSD_ERR_ARG);
+        CHECK_EQ_INT(rsd_ollama_ps_listing("{\"models\":[]}", 13, toks, 4096, &z), RSD_ERR_ARG);
+    }
+    free(body);
+    free(toks);
+    free(m);
+    free(arena);
+}
+
+static void test_listing_create_uses_the_allocator(void) {
+    counted c;
+    rsd_listing_desc d;
+    rsd_listing *l;
+    memset(&c, 0, sizeof c);
+    memset(&d, 0, sizeof d);
+    d.allocator.alloc_fn = c_alloc;
+    d.allocator.free_fn = c_free;
+    d.allocator.user = &c;
+    d.max_models = 3;
+    REQUIRE((l = rsd_listing_create(&d)) != NULL);
+    CHECK_EQ_INT(c.asked, rsd_listing_footprint(&d));
+    CHECK_EQ_INT(l->max_models, 3);
+    CHECK_EQ_INT(l->arena_bytes, 3 * RSD_LISTING_ARENA_PER_MODEL);
+    rsd_listing_destroy(l);
+    CHECK_EQ_INT(c.live, 0);
+    d.max_models = -2;
+    CHECK(rsd_listing_create(&d) == NULL);
+    REQUIRE((l = rsd_listing_create(NULL)) != NULL);
+    CHECK_EQ_INT(l->max_models, RSD_LISTING_DEFAULT_MODELS);
+    rsd_listing_destroy(l);
+}
+
+/* The ensurer allocates its reconcile's tables and its client at create, through its allocator. */
+static void test_ensurer_allocates_at_create(void) {
+    counted c;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    memset(&c, 0, sizeof c);
+    memset(&d, 0, sizeof d);
+    d.allocator.alloc_fn = c_alloc;
+    d.allocator.free_fn = c_free;
+    d.allocator.user = &c;
+    d.no_state = true;
+    d.ignore_env = true;
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+#if !defined(RSD_HTTP_MBEDTLS)
+    CHECK_EQ_INT(c.asked, rsd_ensurer_footprint(&d));
+#else
+    CHECK(c.asked >= rsd_ensurer_footprint(&d)); /* plus TLS's own */
+#endif
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(c.live, 0);
+    d.limits.max_models = -1;
+    CHECK(rsd_ensurer_create(&d) == NULL);
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d), 0);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    RUN(test_manual_size_figures);
+    RUN(test_init_allocates_the_footprint_once);
+    RUN(test_begin_without_init_is_a_clear_error);
+    RUN(test_listing_over_the_limits_degrades_with_a_clear_error);
+    RUN(test_listing_storage_is_never_overrun);
+    RUN(test_listing_create_uses_the_allocator);
+    RUN(test_ensurer_allocates_at_create);
+    return RSD_TEST_END();
+}
