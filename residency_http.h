@@ -163,9 +163,10 @@
            cut off after about 1 KiB of data; 16-byte chunks (6 per 16) and
            ordinary SSE event chunks pass. Limits are per body; bound the body
            itself with your own max_body_bytes.
+
    ---- net: sockets on POSIX and Windows --------------------------------------
-       POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists),
-       never a SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
+       POSIX sockets; MSG_NOSIGNAL (SO_NOSIGPIPE where that exists), never a
+       SIGPIPE handler; poll(), never select(). Windows (_WIN32): Winsock
        2, WSAPoll; each client and server takes a WSAStartup reference in create
        and returns it in destroy (the user never calls it); sockets are
        non-blocking (FIONBIO) and not inherited by children; WSAGetLastError
@@ -229,7 +230,7 @@
        TLS_VERIFY_FAILED / TLS_HANDSHAKE_FAILED (RSD_LOG_WARN) carry the host, the
        code, the flags and mbedTLS's text; keys, session secrets and request
        headers are never logged.
-       MEMORY: create sets up everything from the desc's allocator (config, RNG,
+       Memory: create sets up everything from the desc's allocator (config, RNG,
        CA chain holder, one mbedtls_ssl_context per max_conns socket), but mbedTLS
        allocates internally with its own calloc/free: the CA chain when parsed,
        the record buffers in mbedtls_ssl_setup (at create, about 2 x 16.7 KiB per
@@ -610,7 +611,7 @@
            (log item HTTP_BAD_REQUEST; stats.bad_requests). Expect: 100-continue
            gets "100 Continue" before the body is read.
 
-       MEMORY (client and server): every buffer comes from the desc's allocator
+       Memory (client and server): every buffer comes from the desc's allocator
        in create; send, step, respond and the streams never allocate (a
        steady-state keep-alive request is 0 allocations: tests count it).
 

@@ -528,6 +528,18 @@ static const char *router_state(const rsd_fleet_model_info *mi) {
 }
 
 /* Wall-clock seconds / ms of a loop-clock time (rsd_now_ms is monotonic). */
+/* A model's "id" and "aliases" members, as the router writes them in a listing entry and
+   in an event's info. */
+static void w_model_names(rsd_json_writer *w, const rsrv_model *m) {
+    int k;
+    rsd_json_w_key(w, "id");
+    rsd_json_w_str(w, m->id);
+    rsd_json_w_key(w, "aliases");
+    rsd_json_w_begin_array(w);
+    for (k = 0; k < m->naliases; k++) rsd_json_w_str(w, m->aliases[k]);
+    rsd_json_w_end_array(w);
+}
+
 static uint64_t unix_ms_of(const srv *s, uint64_t t) { return s->boot_unix_ms + t; }
 
 /* GET /models, /v1/models, /api/v0/models: the router's listing; only >= 0: that
@@ -557,12 +569,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
         (void)rsd_fleet_query_model(s->fleet, i, now, &mi);
         loaded = !strcmp(router_state(&mi), "loaded");
         rsd_json_w_begin_object(&w);
-        rsd_json_w_key(&w, "id");
-        rsd_json_w_str(&w, m->id);
-        rsd_json_w_key(&w, "aliases");
-        rsd_json_w_begin_array(&w);
-        for (k = 0; k < m->naliases; k++) rsd_json_w_str(&w, m->aliases[k]);
-        rsd_json_w_end_array(&w);
+        w_model_names(&w, m);
         rsd_json_w_key(&w, "tags");
         rsd_json_w_begin_array(&w);
         if (m->pinned) rsd_json_w_str(&w, "pinned:true"); /* protected for rsd-ensure (R8) */
@@ -1659,7 +1666,7 @@ static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w) {
    the loaded model's listing entry. */
 static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char *status, int exit_code, bool info) {
     rsd_json_writer w;
-    int n, k;
+    int n;
     const rsrv_model *md = &s->cfg->models[m];
     rsd_json_w_init(&w, e->text + e->router_off, SRV_EVENT_BYTES - e->router_off);
     rsd_json_w_begin_object(&w);
@@ -1678,12 +1685,7 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
     if (info) {
         rsd_json_w_key(&w, "info");
         rsd_json_w_begin_object(&w);
-        rsd_json_w_key(&w, "id");
-        rsd_json_w_str(&w, md->id);
-        rsd_json_w_key(&w, "aliases");
-        rsd_json_w_begin_array(&w);
-        for (k = 0; k < md->naliases; k++) rsd_json_w_str(&w, md->aliases[k]);
-        rsd_json_w_end_array(&w);
+        w_model_names(&w, md);
         rsd_json_w_key(&w, "object");
         rsd_json_w_str(&w, "model");
         rsd_json_w_key(&w, "owned_by");
@@ -3037,16 +3039,337 @@ static void usage(FILE *f) {
             "64 bad flags or config, 66 config file unreadable or a directory.\n");
 }
 
-int main(int argc, char **argv) {
-    static srv s;
+/* ---- main, in phases ------------------------------------------------------------ */
+
+/* Read the command line and the configuration, build the model commands and refuse what
+   cannot work. Returns -1 to go on, else the exit status (--help, --check, an error). */
+static int main_configure(srv *s, int argc, char **argv, char **argv2, rsd_fleet_model_desc **mdesc) {
+    char err[RSRV_ERR_MAX];
+    bool check = false;
+    int i, rc, argc2 = 0;
+    rsrv_config_init(s->cfg);
+    /* --check is ours; the rest is rsrv_parse_args' */
+    for (i = 0; i < argc; i++) {
+        if (i && !strcmp(argv[i], "--check")) check = true;
+        else argv2[argc2++] = argv[i];
+    }
+    s->argc = argc2;
+    s->argv = argv2;
+    rc = load_config(s->cfg, &s->opts, argc2, argv2, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "rsd-serve: %s\n", err);
+        if (rc < 0) usage(stderr);
+        return rc < 0 ? EX_USAGE : rc;
+    }
+    if (s->opts.help) { usage(stdout); return EX_OK; }
+    if (env_keys(s->cfg) != 0) return EX_USAGE;
+    if (s->cfg->nmodels == 0) {
+        fprintf(stderr, "rsd-serve: no models (give --config FILE with [model ID] sections, or --model ID=PATH)\n");
+        usage(stderr);
+        return EX_USAGE;
+    }
+    s->models = (srv_model *)calloc(RSRV_MAX_MODELS, sizeof *s->models);
+    *mdesc = (rsd_fleet_model_desc *)calloc(RSRV_MAX_MODELS, sizeof **mdesc);
+    if (!s->models || !*mdesc || build_models(s) != 0) {
+        fprintf(stderr, "rsd-serve: cannot prepare the model commands\n");
+        return EX_USAGE;
+    }
+    {
+        /* What parses but cannot work: refused at start; --check also looks at the files. */
+        char *probs = (char *)calloc(1, SRV_OUT);
+        int bad;
+        if (!probs) return EX_FAIL;
+        bad = rsrv_check(s->cfg, s->opts.config_path, probs, SRV_OUT);
+        if (check) bad += check_files(s, s->opts.config_path, probs, SRV_OUT);
+        if (bad) {
+            fprintf(stderr, "%s", probs);
+            fprintf(stderr, "rsd-serve: %d problem%s in the configuration\n", bad, bad == 1 ? "" : "s");
+            free(probs);
+            return EX_USAGE;
+        }
+        free(probs);
+    }
+    if (check) {
+        int n;
+        if (s->cfg->api_key[0]) rsrv_cpy(s->cfg->api_key, sizeof s->cfg->api_key, "***", 3); /* never printed */
+        if (s->cfg->admin_key[0]) rsrv_cpy(s->cfg->admin_key, sizeof s->cfg->admin_key, "***", 3);
+        n = rsrv_write_ini(s->cfg, s->out, SRV_OUT);
+        if (n < 0) return EX_FAIL;
+        fwrite(s->out, 1, (size_t)n, stdout);
+        return EX_OK;
+    }
+    return -1;
+}
+
+/* The tables a running server needs beside the configuration, and its clocks. Returns -1
+   to go on, else the exit status. */
+static int main_prepare(srv *s, rsd_fleet_model_desc *mdesc) {
+    int i;
+    s->aff = (rsrv_aff *)calloc(RSRV_MAX_MODELS, sizeof *s->aff);
+    s->aff_stats = (srv_aff_stats *)calloc(RSRV_MAX_MODELS, sizeof *s->aff_stats);
+    s->aff_toks = (rsd_json_tok *)calloc(SRV_AFF_TOKS, sizeof *s->aff_toks);
+    if (!s->aff || !s->aff_stats || !s->aff_toks) return EX_FAIL;
+    {
+        struct timeval tv;
+        (void)gettimeofday(&tv, NULL);
+        s->boot_unix_ms = (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u - rsd_now_ms();
+    }
+    need_slot_dir(s, s->cfg);
+    if (s->slot_dir[0] && build_models(s) != 0) return EX_USAGE; /* again, with --slot-save-path */
+    for (i = 0; i < s->cfg->nlock; i++)
+        if (rsrv_lock_model(s->cfg, i) < 0)
+            fprintf(stderr, "rsd-serve: lock_models: '%s' is not a configured model; skipped\n", s->cfg->lock_models[i]);
+    s->ev_cap = s->cfg->event_history ? s->cfg->event_history : RSRV_EVENT_HISTORY_DEFAULT;
+    s->events = (srv_event *)calloc(s->ev_cap, sizeof *s->events);
+    if (!s->events) {
+        fprintf(stderr, "rsd-serve: cannot allocate the event history (%u events)\n", (unsigned)s->ev_cap);
+        return EX_FAIL;
+    }
+    s->epoch_loop_ms = rsd_now_ms();
+    s->epoch_ms = (uint64_t)time(NULL) * 1000u;
+#if defined(_WIN32)
+    s->epoch_ms = rsdi_wall_ms(); /* GetSystemTimeAsFileTime */
+#else
+    {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
+            s->epoch_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)(ts.tv_nsec / 1000000);
+    }
+#endif
+    for (i = 0; i < s->cfg->nmodels; i++) mdesc[i] = s->models[i].desc;
+    return -1;
+}
+
+/* The fleet, the listening server and the upstream client; on failure what was created
+   is destroyed again. Returns -1 to go on, else the exit status. */
+static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) {
     rsd_http_server_desc hd;
     rsd_http_client_desc cd;
+    char err[RSRV_ERR_MAX];
+    memset(fd, 0, sizeof *fd);
+    fd->pool.max_slots = s->cfg->max_models;
+    fd->pool.vram_budget_bytes = s->cfg->vram_budget_bytes;
+    fd->pool.max_wait_ms = rsrv_eff_max_wait(s->cfg);
+    fd->pool.max_requests = 4096;
+    fd->procs.max_procs = 2 * s->cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s->cfg->max_models + 2;
+    fd->procs.term_grace_ms = s->cfg->stop_grace_ms ? s->cfg->stop_grace_ms : 1;
+    fd->procs.start_deadline_ms = s->cfg->start_timeout_ms;
+    fd->models = mdesc;
+    fd->num_models = s->cfg->nmodels;
+    fd->watchdog_interval_ms = s->cfg->watchdog_ms;
+    fd->watchdog_failures = (uint32_t)rsrv_eff_wd_failures(s->cfg);
+    fd->watchdog_errors = s->cfg->watchdog_ms ? (uint32_t)rsrv_eff_wd_errors(s->cfg) : 0;
+    fd->watchdog_restarts = (uint32_t)rsrv_eff_wd_restarts(s->cfg);
+    if (s->opts.verbose) fd->logger.fn = lib_log;
+    s->fleet = rsd_fleet_create(fd);
+    if (!s->fleet) {
+        fprintf(stderr, "rsd-serve: cannot create the process pool (see the messages above; --verbose for more)\n");
+        return EX_FAIL;
+    }
+
+    memset(&hd, 0, sizeof hd);
+    if (!resolve_listen(s->cfg->listen_host, s->listen_addr, sizeof s->listen_addr, err, sizeof err)) {
+        fprintf(stderr, "rsd-serve: %s\n", err);
+        rsd_fleet_destroy(s->fleet);
+        return EX_FAIL;
+    }
+    hd.bind_host = s->listen_addr;
+    hd.port = (uint16_t)s->cfg->listen_port;
+    hd.max_conns = SRV_MAX_CONNS;
+    hd.max_body_bytes = SRV_MAX_BODY;
+    hd.max_response_bytes = SRV_RESPONSE_BYTES;
+    hd.request_timeout_ms = 60000;
+    if (s->opts.verbose) hd.logger.fn = lib_log;
+    s->hs = rsd_http_server_create(&hd);
+    if (!s->hs) {
+        fprintf(stderr, "rsd-serve: cannot listen on %s:%d: %s\n", s->cfg->listen_host, s->cfg->listen_port,
+                strerror(errno));
+        rsd_fleet_destroy(s->fleet);
+        return EX_FAIL;
+    }
+    memset(&cd, 0, sizeof cd);
+    cd.max_requests = SRV_MAX_CONNS;
+    cd.max_conns = SRV_MAX_CONNS;
+    cd.max_request_bytes = SRV_MAX_BODY + 16384;
+    cd.max_body_bytes = SRV_UP_READ;
+    cd.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
+    if (s->opts.verbose) cd.logger.fn = lib_log;
+    s->hc = rsd_http_client_create(&cd);
+    if (!s->hc) {
+        fprintf(stderr, "rsd-serve: cannot create the HTTP client\n");
+        rsd_http_server_destroy(s->hs);
+        rsd_fleet_destroy(s->fleet);
+        return EX_FAIL;
+    }
+    return -1;
+}
+
+/* Nothing a terminal or an ssh logout sends ends us ungracefully: SIGINT, SIGTERM and
+   SIGQUIT stop every process first; SIGHUP reloads the configuration; SIGPIPE is ignored
+   (a write to a closed socket or stderr fails with EPIPE instead). The handlers only count
+   and write a byte to the self-pipe wake[] the loop polls. false when the pipe fails.
+   Windows: Ctrl+C, Ctrl+Break and closing the console stop us (on_console); no pipe. */
+static bool main_signals(int wake[2]) {
+#if defined(_WIN32)
+    (void)wake;
+    (void)SetConsoleCtrlHandler(on_console, TRUE);
+    return true;
+#else
+    struct sigaction sa;
+    if (pipe(wake) != 0 || fcntl(wake[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(wake[1], F_SETFL, O_NONBLOCK) != 0 ||
+        fcntl(wake[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(wake[1], F_SETFD, FD_CLOEXEC) != 0) {
+        fprintf(stderr, "rsd-serve: cannot create the self-pipe: %s\n", strerror(errno));
+        return false;
+    }
+    g_wake_fd = wake[1];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGINT, &sa, NULL);
+    (void)sigaction(SIGTERM, &sa, NULL);
+    (void)sigaction(SIGQUIT, &sa, NULL);
+    (void)sigaction(SIGHUP, &sa, NULL);
+    return true;
+#endif
+}
+
+/* The listening line, then the boot policy: pinned models are loaded at once, then
+   preload ones (not pinned: evicted like any other when room is needed). */
+static void main_boot(srv *s) {
+    int i;
+    printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s->listen_addr, ':') ? "[" : "",
+           s->listen_addr, strchr(s->listen_addr, ':') ? "]" : "", (unsigned)rsd_http_server_port(s->hs));
+    fflush(stdout);
+    if (!s->opts.quiet)
+        logf_("%d model%s, at most %d resident, llama-server: %s", s->cfg->nmodels, s->cfg->nmodels == 1 ? "" : "s",
+              s->cfg->max_models, s->cfg->llama_server);
+    for (i = 0; i < s->cfg->nmodels; i++)
+        if (s->cfg->models[i].pinned) (void)rsd_fleet_load(s->fleet, i, rsd_now_ms());
+    for (i = 0; i < s->cfg->nmodels; i++)
+        if (s->cfg->models[i].preload && !s->cfg->models[i].pinned) (void)rsd_fleet_load(s->fleet, i, rsd_now_ms());
+}
+
+/* One pass over everything that can move: signals, the server, the fleet, the upstream
+   client, the jobs and the event subscribers. */
+static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
+    rsd_http_server_event sev;
+    rsd_http_event cev;
+    rsd_fleet_event fev;
+#if defined(_WIN32)
+    (void)wake0;
+#else
+    char drain[64]; /* the self-pipe's bytes: they only woke the poll */
+    while (read(wake0, drain, sizeof drain) > 0) {}
+#endif
+    if (g_hangups) {
+        static reload_out ro;
+        g_hangups = 0;
+        if (!s->stopping) reload_log(&ro, do_reload(s, now, &ro), "SIGHUP");
+    }
+    if (g_signals && !s->stopping) {
+        s->stopping = true;
+        s->stop_at = now;
+        logf_("stopping: every process gets SIGTERM (SIGKILL after %u ms)", (unsigned)term_grace_ms);
+        (void)rsd_fleet_stop(s->fleet, now);
+    }
+    if (g_signals > 1) return;
+    (void)rsd_http_server_step(s->hs, now);
+    while (rsd_http_server_next_event(s->hs, &sev)) {
+        if (sev.type == RSD_HTTP_SEV_REQUEST) on_request(s, &sev, now);
+        else if (sev.type == RSD_HTTP_SEV_CLOSED) on_closed(s, sev.req, now);
+    }
+    (void)rsd_fleet_step(s->fleet, now);
+    while (rsd_fleet_next_event(s->fleet, &fev)) on_fleet(s, &fev, now);
+    (void)rsd_http_client_step(s->hc, now);
+    while (rsd_http_next_event(s->hc, &cev)) on_upstream(s, &cev, now);
+    jobs_service(s, now);
+    /* releases above may have granted waiting requests: pick them up at once */
+    (void)rsd_fleet_step(s->fleet, now);
+    while (rsd_fleet_next_event(s->fleet, &fev)) on_fleet(s, &fev, now);
+    subs_pump(s, now);
+    (void)rsd_http_server_step(s->hs, now); /* flush what was written */
+}
+
+/* The earliest deadline of everything the loop steps. */
+static uint64_t loop_deadline(srv *s) {
+    uint64_t dl = rsd_http_server_next_deadline(s->hs), d2;
+    d2 = rsd_http_client_next_deadline(s->hc);
+    if (d2 < dl) dl = d2;
+    d2 = rsd_fleet_next_deadline(s->fleet);
+    if (d2 < dl) dl = d2;
+    d2 = jobs_deadline(s);
+    if (d2 < dl) dl = d2;
+    d2 = subs_deadline(s);
+    if (d2 < dl) dl = d2;
+    return dl;
+}
+
+/* The descriptors of the server, the client and the fleet, then the self-pipe. */
+static int loop_pollfds(srv *s, rsd_pollfd *fds, int wake0) {
+    int n = 0, k;
+    k = rsd_http_server_pollfds(s->hs, fds, SRV_MAX_FDS);
+    if (k > 0) n += k > SRV_MAX_FDS ? SRV_MAX_FDS : k;
+    k = rsd_http_client_pollfds(s->hc, fds + n, SRV_MAX_FDS - n);
+    if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+    k = rsd_fleet_pollfds(s->fleet, fds + n, SRV_MAX_FDS - n);
+    if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
+#if defined(_WIN32)
+    (void)wake0; /* no self-pipe: the loop's poll cap bounds how late a console event is seen */
+#else
+    if (n < SRV_MAX_FDS) {
+        fds[n].fd = wake0;
+        fds[n].events = RSD_POLLIN;
+        fds[n++].revents = 0;
+    }
+#endif
+    return n;
+}
+
+/* Serve until stopped: work, then sleep in poll until the next deadline (at most 1 s;
+   on Windows 100 ms, as there is no self-pipe: a console event is seen within that).
+   Returns the exit status. */
+#if defined(_WIN32)
+#define SRV_POLL_CAP_MS 100
+#else
+#define SRV_POLL_CAP_MS 1000
+#endif
+static int main_loop(srv *s, rsd_pollfd *fds, int wake0, uint32_t term_grace_ms) {
+    for (;;) {
+        uint64_t now = rsd_now_ms(), dl;
+        int n, timeout;
+        s->now = now;
+        loop_work(s, now, wake0, term_grace_ms);
+        if (g_signals > 1) {
+            logf_("second signal: killing every process now");
+            return EX_FAIL;
+        }
+        if (s->stopping && rsd_fleet_idle(s->fleet)) {
+            logf_("stopped");
+            return EX_OK;
+        }
+        if (s->stopping && now - s->stop_at > (uint64_t)term_grace_ms + 10000) {
+            logf_("processes did not exit in time; killing them");
+            return EX_OK;
+        }
+        dl = loop_deadline(s);
+        n = loop_pollfds(s, fds, wake0);
+        now = rsd_now_ms();
+        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = SRV_POLL_CAP_MS;
+        else if (dl <= now) timeout = 0;
+        else timeout = dl - now > SRV_POLL_CAP_MS ? SRV_POLL_CAP_MS : (int)(dl - now);
+        if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) {
+            logf_("poll: %s", strerror(errno));
+            return EX_FAIL;
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    static srv s;
     rsd_fleet_desc fd;
     rsd_fleet_model_desc *mdesc = NULL;
     rsd_pollfd *fds;
-    char err[RSRV_ERR_MAX];
-    bool check = false;
-    int i, rc = EX_OK, argc2 = 0, wake[2] = {-1, -1};
+    int i, rc, wake[2] = {-1, -1};
     char **argv2;
 #if !defined(_WIN32)
     signal(SIGPIPE, SIG_IGN);
@@ -3061,274 +3384,17 @@ int main(int argc, char **argv) {
     fds = (rsd_pollfd *)calloc(SRV_MAX_FDS, sizeof *fds);
     argv2 = (char **)calloc((size_t)argc + 1, sizeof *argv2);
     if (!s.cfg || !s.out || !fds || !argv2) return EX_FAIL;
-    rsrv_config_init(s.cfg);
-    /* --check is ours; the rest is rsrv_parse_args' */
-    for (i = 0; i < argc; i++) {
-        if (i && !strcmp(argv[i], "--check")) check = true;
-        else argv2[argc2++] = argv[i];
-    }
-    s.argc = argc2;
-    s.argv = argv2;
-    rc = load_config(s.cfg, &s.opts, argc2, argv2, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "rsd-serve: %s\n", err);
-        if (rc < 0) usage(stderr);
-        return rc < 0 ? EX_USAGE : rc;
-    }
-    if (s.opts.help) { usage(stdout); return EX_OK; }
-    if (env_keys(s.cfg) != 0) return EX_USAGE;
-    if (s.cfg->nmodels == 0) {
-        fprintf(stderr, "rsd-serve: no models (give --config FILE with [model ID] sections, or --model ID=PATH)\n");
-        usage(stderr);
-        return EX_USAGE;
-    }
-    s.models = (srv_model *)calloc(RSRV_MAX_MODELS, sizeof *s.models);
-    mdesc = (rsd_fleet_model_desc *)calloc(RSRV_MAX_MODELS, sizeof *mdesc);
-    if (!s.models || !mdesc || build_models(&s) != 0) {
-        fprintf(stderr, "rsd-serve: cannot prepare the model commands\n");
-        return EX_USAGE;
-    }
-    {
-        /* What parses but cannot work: refused at start; --check also looks at the files. */
-        char *probs = (char *)calloc(1, SRV_OUT);
-        int bad;
-        if (!probs) return EX_FAIL;
-        bad = rsrv_check(s.cfg, s.opts.config_path, probs, SRV_OUT);
-        if (check) bad += check_files(&s, s.opts.config_path, probs, SRV_OUT);
-        if (bad) {
-            fprintf(stderr, "%s", probs);
-            fprintf(stderr, "rsd-serve: %d problem%s in the configuration\n", bad, bad == 1 ? "" : "s");
-            free(probs);
-            return EX_USAGE;
-        }
-        free(probs);
-    }
-    if (check) {
-        int n;
-        if (s.cfg->api_key[0]) rsrv_cpy(s.cfg->api_key, sizeof s.cfg->api_key, "***", 3); /* never printed */
-        if (s.cfg->admin_key[0]) rsrv_cpy(s.cfg->admin_key, sizeof s.cfg->admin_key, "***", 3);
-        n = rsrv_write_ini(s.cfg, s.out, SRV_OUT);
-        if (n < 0) return EX_FAIL;
-        fwrite(s.out, 1, (size_t)n, stdout);
-        return EX_OK;
-    }
-    s.aff = (rsrv_aff *)calloc(RSRV_MAX_MODELS, sizeof *s.aff);
-    s.aff_stats = (srv_aff_stats *)calloc(RSRV_MAX_MODELS, sizeof *s.aff_stats);
-    s.aff_toks = (rsd_json_tok *)calloc(SRV_AFF_TOKS, sizeof *s.aff_toks);
-    if (!s.aff || !s.aff_stats || !s.aff_toks) return EX_FAIL;
-    {
-        struct timeval tv;
-        (void)gettimeofday(&tv, NULL);
-        s.boot_unix_ms = (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u - rsd_now_ms();
-    }
-    need_slot_dir(&s, s.cfg);
-    if (s.slot_dir[0] && build_models(&s) != 0) return EX_USAGE; /* again, with --slot-save-path */
-    for (i = 0; i < s.cfg->nlock; i++)
-        if (rsrv_lock_model(s.cfg, i) < 0)
-            fprintf(stderr, "rsd-serve: lock_models: '%s' is not a configured model; skipped\n", s.cfg->lock_models[i]);
-    s.ev_cap = s.cfg->event_history ? s.cfg->event_history : RSRV_EVENT_HISTORY_DEFAULT;
-    s.events = (srv_event *)calloc(s.ev_cap, sizeof *s.events);
-    if (!s.events) {
-        fprintf(stderr, "rsd-serve: cannot allocate the event history (%u events)\n", (unsigned)s.ev_cap);
-        return EX_FAIL;
-    }
-    s.epoch_loop_ms = rsd_now_ms();
-    s.epoch_ms = (uint64_t)time(NULL) * 1000u;
-#if defined(_WIN32)
-    s.epoch_ms = rsdi_wall_ms(); /* GetSystemTimeAsFileTime */
-#else
-    {
-        struct timespec ts;
-        if (clock_gettime(CLOCK_REALTIME, &ts) == 0)
-            s.epoch_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)(ts.tv_nsec / 1000000);
-    }
-#endif
-    for (i = 0; i < s.cfg->nmodels; i++) mdesc[i] = s.models[i].desc;
-
-    memset(&fd, 0, sizeof fd);
-    fd.pool.max_slots = s.cfg->max_models;
-    fd.pool.vram_budget_bytes = s.cfg->vram_budget_bytes;
-    fd.pool.max_wait_ms = rsrv_eff_max_wait(s.cfg);
-    fd.pool.max_requests = 4096;
-    fd.procs.max_procs = 2 * s.cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s.cfg->max_models + 2;
-    fd.procs.term_grace_ms = s.cfg->stop_grace_ms ? s.cfg->stop_grace_ms : 1;
-    fd.procs.start_deadline_ms = s.cfg->start_timeout_ms;
-    fd.models = mdesc;
-    fd.num_models = s.cfg->nmodels;
-    fd.watchdog_interval_ms = s.cfg->watchdog_ms;
-    fd.watchdog_failures = (uint32_t)rsrv_eff_wd_failures(s.cfg);
-    fd.watchdog_errors = s.cfg->watchdog_ms ? (uint32_t)rsrv_eff_wd_errors(s.cfg) : 0;
-    fd.watchdog_restarts = (uint32_t)rsrv_eff_wd_restarts(s.cfg);
-    if (s.opts.verbose) fd.logger.fn = lib_log;
-    s.fleet = rsd_fleet_create(&fd);
-    if (!s.fleet) {
-        fprintf(stderr, "rsd-serve: cannot create the process pool (see the messages above; --verbose for more)\n");
-        return EX_FAIL;
-    }
-
-    memset(&hd, 0, sizeof hd);
-    if (!resolve_listen(s.cfg->listen_host, s.listen_addr, sizeof s.listen_addr, err, sizeof err)) {
-        fprintf(stderr, "rsd-serve: %s\n", err);
-        rsd_fleet_destroy(s.fleet);
-        return EX_FAIL;
-    }
-    hd.bind_host = s.listen_addr;
-    hd.port = (uint16_t)s.cfg->listen_port;
-    hd.max_conns = SRV_MAX_CONNS;
-    hd.max_body_bytes = SRV_MAX_BODY;
-    hd.max_response_bytes = SRV_RESPONSE_BYTES;
-    hd.request_timeout_ms = 60000;
-    if (s.opts.verbose) hd.logger.fn = lib_log;
-    s.hs = rsd_http_server_create(&hd);
-    if (!s.hs) {
-        fprintf(stderr, "rsd-serve: cannot listen on %s:%d: %s\n", s.cfg->listen_host, s.cfg->listen_port,
-                strerror(errno));
-        rsd_fleet_destroy(s.fleet);
-        return EX_FAIL;
-    }
-    memset(&cd, 0, sizeof cd);
-    cd.max_requests = SRV_MAX_CONNS;
-    cd.max_conns = SRV_MAX_CONNS;
-    cd.max_request_bytes = SRV_MAX_BODY + 16384;
-    cd.max_body_bytes = SRV_UP_READ;
-    cd.total_timeout_ms = SRV_UPSTREAM_TIMEOUT_MS;
-    if (s.opts.verbose) cd.logger.fn = lib_log;
-    s.hc = rsd_http_client_create(&cd);
-    if (!s.hc) {
-        fprintf(stderr, "rsd-serve: cannot create the HTTP client\n");
-        rsd_http_server_destroy(s.hs);
-        rsd_fleet_destroy(s.fleet);
-        return EX_FAIL;
-    }
-    /* Nothing a terminal or an ssh logout sends ends us ungracefully: SIGINT, SIGTERM
-       and SIGQUIT stop every process first; SIGHUP reloads the configuration; SIGPIPE
-       is ignored (a write to a closed socket or stderr fails with EPIPE instead). The
-       handlers only count and write a byte to the self-pipe the loop polls. */
-#if defined(_WIN32)
-    (void)wake;
-    (void)SetConsoleCtrlHandler(on_console, TRUE);
-#else
-    if (pipe(wake) != 0 || fcntl(wake[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(wake[1], F_SETFL, O_NONBLOCK) != 0 ||
-        fcntl(wake[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(wake[1], F_SETFD, FD_CLOEXEC) != 0) {
-        fprintf(stderr, "rsd-serve: cannot create the self-pipe: %s\n", strerror(errno));
+    if ((rc = main_configure(&s, argc, argv, argv2, &mdesc)) >= 0) return rc;
+    if ((rc = main_prepare(&s, mdesc)) >= 0) return rc;
+    if ((rc = main_create(&s, mdesc, &fd)) >= 0) return rc;
+    if (!main_signals(wake)) {
         rsd_http_client_destroy(s.hc);
         rsd_http_server_destroy(s.hs);
         rsd_fleet_destroy(s.fleet);
         return EX_FAIL;
     }
-    g_wake_fd = wake[1];
-    {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        (void)sigaction(SIGINT, &sa, NULL);
-        (void)sigaction(SIGTERM, &sa, NULL);
-        (void)sigaction(SIGQUIT, &sa, NULL);
-        (void)sigaction(SIGHUP, &sa, NULL);
-    }
-#endif
-
-    printf("rsd-serve: listening on http://%s%s%s:%u\n", strchr(s.listen_addr, ':') ? "[" : "",
-           s.listen_addr, strchr(s.listen_addr, ':') ? "]" : "", (unsigned)rsd_http_server_port(s.hs));
-    fflush(stdout);
-    if (!s.opts.quiet)
-        logf_("%d model%s, at most %d resident, llama-server: %s", s.cfg->nmodels, s.cfg->nmodels == 1 ? "" : "s",
-              s.cfg->max_models, s.cfg->llama_server);
-    /* Boot policy (P37): pinned models are loaded at once, then preload ones (not
-       pinned: evicted like any other when room is needed). */
-    for (i = 0; i < s.cfg->nmodels; i++)
-        if (s.cfg->models[i].pinned) (void)rsd_fleet_load(s.fleet, i, rsd_now_ms());
-    for (i = 0; i < s.cfg->nmodels; i++)
-        if (s.cfg->models[i].preload && !s.cfg->models[i].pinned) (void)rsd_fleet_load(s.fleet, i, rsd_now_ms());
-
-    for (;;) {
-        uint64_t now = rsd_now_ms(), dl, d2;
-        s.now = now;
-        rsd_http_server_event sev;
-        rsd_http_event cev;
-        rsd_fleet_event fev;
-        int n = 0, k, timeout;
-#if !defined(_WIN32)
-        {
-            char drain[64]; /* the self-pipe's bytes: they only woke the poll */
-            while (read(wake[0], drain, sizeof drain) > 0) {}
-        }
-#endif
-        if (g_hangups) {
-            static reload_out ro;
-            g_hangups = 0;
-            if (!s.stopping) reload_log(&ro, do_reload(&s, now, &ro), "SIGHUP");
-        }
-        if (g_signals && !s.stopping) {
-            s.stopping = true;
-            s.stop_at = now;
-            logf_("stopping: every process gets SIGTERM (SIGKILL after %u ms)", (unsigned)fd.procs.term_grace_ms);
-            (void)rsd_fleet_stop(s.fleet, now);
-        }
-        if (g_signals > 1) {
-            logf_("second signal: killing every process now");
-            rc = EX_FAIL;
-            break;
-        }
-        (void)rsd_http_server_step(s.hs, now);
-        while (rsd_http_server_next_event(s.hs, &sev)) {
-            if (sev.type == RSD_HTTP_SEV_REQUEST) on_request(&s, &sev, now);
-            else if (sev.type == RSD_HTTP_SEV_CLOSED) on_closed(&s, sev.req, now);
-        }
-        (void)rsd_fleet_step(s.fleet, now);
-        while (rsd_fleet_next_event(s.fleet, &fev)) on_fleet(&s, &fev, now);
-        (void)rsd_http_client_step(s.hc, now);
-        while (rsd_http_next_event(s.hc, &cev)) on_upstream(&s, &cev, now);
-        jobs_service(&s, now);
-        /* releases above may have granted waiting requests: pick them up at once */
-        (void)rsd_fleet_step(s.fleet, now);
-        while (rsd_fleet_next_event(s.fleet, &fev)) on_fleet(&s, &fev, now);
-        subs_pump(&s, now);
-        (void)rsd_http_server_step(s.hs, now); /* flush what was written */
-        if (s.stopping && rsd_fleet_idle(s.fleet)) {
-            logf_("stopped");
-            break;
-        }
-        if (s.stopping && now - s.stop_at > (uint64_t)fd.procs.term_grace_ms + 10000) {
-            logf_("processes did not exit in time; killing them");
-            break;
-        }
-        dl = rsd_http_server_next_deadline(s.hs);
-        d2 = rsd_http_client_next_deadline(s.hc);
-        if (d2 < dl) dl = d2;
-        d2 = rsd_fleet_next_deadline(s.fleet);
-        if (d2 < dl) dl = d2;
-        d2 = jobs_deadline(&s);
-        if (d2 < dl) dl = d2;
-        d2 = subs_deadline(&s);
-        if (d2 < dl) dl = d2;
-        k = rsd_http_server_pollfds(s.hs, fds, SRV_MAX_FDS);
-        if (k > 0) n += k > SRV_MAX_FDS ? SRV_MAX_FDS : k;
-        k = rsd_http_client_pollfds(s.hc, fds + n, SRV_MAX_FDS - n);
-        if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
-        k = rsd_fleet_pollfds(s.fleet, fds + n, SRV_MAX_FDS - n);
-        if (k > 0) n += k > SRV_MAX_FDS - n ? SRV_MAX_FDS - n : k;
-#if defined(_WIN32)
-#define SRV_POLL_CAP_MS 100 /* no self-pipe: a console event is seen within this */
-#else
-#define SRV_POLL_CAP_MS 1000
-        if (n < SRV_MAX_FDS) {
-            fds[n].fd = wake[0];
-            fds[n].events = RSD_POLLIN;
-            fds[n++].revents = 0;
-        }
-#endif
-        now = rsd_now_ms();
-        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = SRV_POLL_CAP_MS;
-        else if (dl <= now) timeout = 0;
-        else timeout = dl - now > SRV_POLL_CAP_MS ? SRV_POLL_CAP_MS : (int)(dl - now);
-        if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) {
-            logf_("poll: %s", strerror(errno));
-            rc = EX_FAIL;
-            break;
-        }
-    }
+    main_boot(&s);
+    rc = main_loop(&s, fds, wake[0], fd.procs.term_grace_ms);
     g_wake_fd = -1;
 #if !defined(_WIN32)
     close(wake[0]);

@@ -2208,52 +2208,54 @@ RSIM_FN void rsim_w_o_gen(rsim_w *w, const rsim *s, const rsim_reply *r, const c
     rsim_w_obj_end(w);
 }
 
-/* Renders a finished reply into resp (status, content type, body). */
-RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
-    rsim_w w;
-    const rsim_reply *r = &t->r;
-    const rsim_model *m = r->model >= 0 ? &s->m[r->model] : NULL;
-    char b[64];
-    int i;
-    bool text = false, nl = false, ok = true;
-    rsd_json_w_init(&w, resp->body, resp->body_cap);
-    resp->body_len = 0;
-    resp->status = r->status ? r->status : 200;
-    resp->content_type = RSIM_CT_JSON;
+/* The error envelopes: llama.cpp's, its middleware's, the flat one and LM Studio's. Returns false for any other kind of reply. */
+RSIM_FN bool rsim_render_error(rsim *s, const rsim_reply *r, const rsim_model *m, rsim_w *w,
+                                rsim_resp *resp) {
+    (void)m;
     switch (r->out) {
-    case RSIM_O_RAW: rsim_w_json(&w, r->msg); break;
-    case RSIM_O_TEXT: resp->content_type = RSIM_CT_TEXT; text = true; ok = rsim_put(resp, r->msg); break;
-    case RSIM_O_PLAIN_JSON: text = true; ok = rsim_put(resp, r->msg); break;
     case RSIM_O_LERR:
-        rsim_w_obj(&w); rsim_w_key(&w, "error"); rsim_w_obj(&w);
-        rsim_w_kint(&w, "code", resp->status);
-        rsim_w_kstr(&w, "message", r->msg);
-        rsim_w_kstr(&w, "type", rsim_err_type(resp->status));
-        rsim_w_obj_end(&w); rsim_w_obj_end(&w);
+        rsim_w_obj(w); rsim_w_key(w, "error"); rsim_w_obj(w);
+        rsim_w_kint(w, "code", resp->status);
+        rsim_w_kstr(w, "message", r->msg);
+        rsim_w_kstr(w, "type", rsim_err_type(resp->status));
+        rsim_w_obj_end(w); rsim_w_obj_end(w);
         break;
     case RSIM_O_LERR_MW:
-        rsim_w_obj(&w); rsim_w_key(&w, "error"); rsim_w_obj(&w);
-        rsim_w_kstr(&w, "message", r->msg);
-        rsim_w_kstr(&w, "type", rsim_err_type(resp->status));
-        rsim_w_kint(&w, "code", resp->status);
-        rsim_w_obj_end(&w); rsim_w_obj_end(&w);
+        rsim_w_obj(w); rsim_w_key(w, "error"); rsim_w_obj(w);
+        rsim_w_kstr(w, "message", r->msg);
+        rsim_w_kstr(w, "type", rsim_err_type(resp->status));
+        rsim_w_kint(w, "code", resp->status);
+        rsim_w_obj_end(w); rsim_w_obj_end(w);
         break;
-    case RSIM_O_FLAT: rsim_w_obj(&w); rsim_w_kstr(&w, "error", r->msg); rsim_w_obj_end(&w); break;
+    case RSIM_O_FLAT: rsim_w_obj(w); rsim_w_kstr(w, "error", r->msg); rsim_w_obj_end(w); break;
     case RSIM_O_LMS_ERR:
-        rsim_w_obj(&w);
-        if (s->o.error_string) rsim_w_kstr(&w, "error", r->msg);
+        rsim_w_obj(w);
+        if (s->o.error_string) rsim_w_kstr(w, "error", r->msg);
         else {
-            rsim_w_key(&w, "error"); rsim_w_obj(&w);
-            rsim_w_kstr(&w, "type", r->aux);
-            rsim_w_kstr(&w, "message", r->msg);
+            rsim_w_key(w, "error"); rsim_w_obj(w);
+            rsim_w_kstr(w, "type", r->aux);
+            rsim_w_kstr(w, "message", r->msg);
             if (!strcmp(r->aux, "invalid_request") && strstr(r->msg, "\"model\" is required")) {
-                rsim_w_kstr(&w, "code", "missing_required_parameter");
-                rsim_w_kstr(&w, "param", "model");
+                rsim_w_kstr(w, "code", "missing_required_parameter");
+                rsim_w_kstr(w, "param", "model");
             }
-            rsim_w_obj_end(&w);
+            rsim_w_obj_end(w);
         }
-        rsim_w_obj_end(&w);
+        rsim_w_obj_end(w);
         break;
+    default: return false;
+    }
+    return true;
+}
+
+/* The router's own answers: the model listing and /props. Returns false for any other kind of reply. */
+RSIM_FN bool rsim_render_router(rsim *s, const rsim_reply *r, const rsim_model *m, rsim_w *w,
+                                rsim_resp *resp) {
+    int i;
+    (void)m;
+    (void)r;
+    (void)resp;
+    switch (r->out) {
     case RSIM_O_R_MODELS: { /* July: sorted by id, "data" first; later (Aug tree): catalog order */
         int order[RSIM_MAX_MODELS], n = 0, j;
         for (i = 0; i < s->nmodels; i++)
@@ -2264,81 +2266,273 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
                 order[j] = order[j - 1];
                 order[j - 1] = x;
             }
-        rsim_w_obj(&w);
-        if (!rsim_july(s)) rsim_w_kstr(&w, "object", "list");
-        rsim_w_key(&w, "data");
-        rsim_w_arr(&w);
-        for (i = 0; i < n; i++) rsim_w_router_entry(&w, s, &s->m[order[i]]);
-        rsim_w_arr_end(&w);
-        if (rsim_july(s)) rsim_w_kstr(&w, "object", "list");
-        rsim_w_obj_end(&w);
+        rsim_w_obj(w);
+        if (!rsim_july(s)) rsim_w_kstr(w, "object", "list");
+        rsim_w_key(w, "data");
+        rsim_w_arr(w);
+        for (i = 0; i < n; i++) rsim_w_router_entry(w, s, &s->m[order[i]]);
+        rsim_w_arr_end(w);
+        if (rsim_july(s)) rsim_w_kstr(w, "object", "list");
+        rsim_w_obj_end(w);
         break;
     }
     case RSIM_O_R_PROPS:
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "role", "router");
-        rsim_w_kint(&w, "max_instances", s->o.models_max);
-        rsim_w_kbool(&w, "models_autoload", !s->o.no_autoload);
-        rsim_w_kstr(&w, "model_alias", "llama-server");
-        rsim_w_kstr(&w, "model_path", "none");
-        rsim_w_kjson(&w, "default_generation_settings", "{\"params\":null,\"n_ctx\":0}");
-        rsim_w_kjson(&w, "ui_settings", "{}");
-        rsim_w_kstr(&w, "build_info", rsim_build(s));
-        rsim_w_kbool(&w, "cors_proxy_enabled", false);
-        rsim_w_obj_end(&w);
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "role", "router");
+        rsim_w_kint(w, "max_instances", s->o.models_max);
+        rsim_w_kbool(w, "models_autoload", !s->o.no_autoload);
+        rsim_w_kstr(w, "model_alias", "llama-server");
+        rsim_w_kstr(w, "model_path", "none");
+        rsim_w_kjson(w, "default_generation_settings", "{\"params\":null,\"n_ctx\":0}");
+        rsim_w_kjson(w, "ui_settings", "{}");
+        rsim_w_kstr(w, "build_info", rsim_build(s));
+        rsim_w_kbool(w, "cors_proxy_enabled", false);
+        rsim_w_obj_end(w);
         break;
+    default: return false;
+    }
+    return true;
+}
+
+/* Generation answers of llama.cpp children (and LM Studio's OpenAI routes). Returns false for any other kind of reply. */
+RSIM_FN bool rsim_render_gen(rsim *s, const rsim_reply *r, const rsim_model *m, rsim_w *w,
+                                rsim_resp *resp) {
+    (void)resp;
+    switch (r->out) {
     case RSIM_O_CHAT: case RSIM_O_OAI_COMPL:
-        rsim_w_chat(&w, s, r, s->o.runtime == RSIM_RT_LMSTUDIO ? r->aux : m ? rsim_child_id(s, m) : "", r->out == RSIM_O_OAI_COMPL);
+        rsim_w_chat(w, s, r, s->o.runtime == RSIM_RT_LMSTUDIO ? r->aux : m ? rsim_child_id(s, m) : "", r->out == RSIM_O_OAI_COMPL);
         break;
     case RSIM_O_COMPLETION:
-        rsim_w_obj(&w);
-        rsim_w_kint(&w, "index", 0);
-        rsim_w_key(&w, "content"); rsim_w_text(&w);
-        rsim_w_kint(&w, "id_slot", r->slot >= 0 ? r->slot : 0);
-        rsim_w_kbool(&w, "stop", true);
-        rsim_w_kstr(&w, "model", m ? rsim_child_id(s, m) : "");
-        rsim_w_kint(&w, "tokens_predicted", RSIM_NTOK);
-        rsim_w_kint(&w, "tokens_evaluated", 6);
-        rsim_w_kstr(&w, "stop_type", "eos");
-        rsim_w_obj_end(&w);
+        rsim_w_obj(w);
+        rsim_w_kint(w, "index", 0);
+        rsim_w_key(w, "content"); rsim_w_text(w);
+        rsim_w_kint(w, "id_slot", r->slot >= 0 ? r->slot : 0);
+        rsim_w_kbool(w, "stop", true);
+        rsim_w_kstr(w, "model", m ? rsim_child_id(s, m) : "");
+        rsim_w_kint(w, "tokens_predicted", RSIM_NTOK);
+        rsim_w_kint(w, "tokens_evaluated", 6);
+        rsim_w_kstr(w, "stop_type", "eos");
+        rsim_w_obj_end(w);
         break;
-    case RSIM_O_TOKENIZE: rsim_w_json(&w, "{\"tokens\":[1,910,338,263]}"); break;
+    case RSIM_O_TOKENIZE: rsim_w_json(w, "{\"tokens\":[1,910,338,263]}"); break;
     case RSIM_O_EMBED:
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "object", "list");
-        rsim_w_kjson(&w, "data", "[{\"object\":\"embedding\",\"index\":0,\"embedding\":[0.1,-0.2,0.3,0.4]}]");
-        rsim_w_kstr(&w, "model", s->o.runtime == RSIM_RT_LMSTUDIO ? r->aux : m ? rsim_child_id(s, m) : "");
-        rsim_w_kjson(&w, "usage", "{\"prompt_tokens\":4,\"total_tokens\":4}");
-        rsim_w_obj_end(&w);
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "object", "list");
+        rsim_w_kjson(w, "data", "[{\"object\":\"embedding\",\"index\":0,\"embedding\":[0.1,-0.2,0.3,0.4]}]");
+        rsim_w_kstr(w, "model", s->o.runtime == RSIM_RT_LMSTUDIO ? r->aux : m ? rsim_child_id(s, m) : "");
+        rsim_w_kjson(w, "usage", "{\"prompt_tokens\":4,\"total_tokens\":4}");
+        rsim_w_obj_end(w);
         break;
-    case RSIM_O_C_PROPS: if (m) rsim_w_child_props(&w, s, m); break;
-    case RSIM_O_C_SLOTS: if (m) rsim_w_slots(&w, s, m); break;
+    default: return false;
+    }
+    return true;
+}
+
+/* A llama.cpp child's own /props, /slots and /models. Returns false for any other kind of reply. */
+RSIM_FN bool rsim_render_child(rsim *s, const rsim_reply *r, const rsim_model *m, rsim_w *w,
+                                rsim_resp *resp) {
+    (void)r;
+    (void)resp;
+    switch (r->out) {
+    case RSIM_O_C_PROPS: if (m) rsim_w_child_props(w, s, m); break;
+    case RSIM_O_C_SLOTS: if (m) rsim_w_slots(w, s, m); break;
     case RSIM_O_C_MODELS:
         if (!m) break;
-        rsim_w_obj(&w);
-        rsim_w_key(&w, "models");
-        rsim_w_arr(&w);
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "name", rsim_child_id(s, m));
-        rsim_w_kstr(&w, "model", rsim_child_id(s, m));
-        rsim_w_kstr(&w, "modified_at", "");
-        rsim_w_kstr(&w, "size", "");
-        rsim_w_kstr(&w, "digest", "");
-        rsim_w_kstr(&w, "type", "model");
-        rsim_w_kstr(&w, "description", "");
-        rsim_w_kjson(&w, "tags", "[\"\"]");
-        rsim_w_kjson(&w, "capabilities", "[\"completion\"]");
-        rsim_w_kstr(&w, "parameters", "");
-        rsim_w_kjson(&w, "details", "{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"\",\"families\":[\"\"],\"parameter_size\":\"\",\"quantization_level\":\"\"}");
-        rsim_w_obj_end(&w);
-        rsim_w_arr_end(&w);
-        rsim_w_kstr(&w, "object", "list");
-        rsim_w_key(&w, "data");
-        rsim_w_arr(&w);
-        rsim_w_child_entry(&w, s, m);
-        rsim_w_arr_end(&w);
-        rsim_w_obj_end(&w);
+        rsim_w_obj(w);
+        rsim_w_key(w, "models");
+        rsim_w_arr(w);
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "name", rsim_child_id(s, m));
+        rsim_w_kstr(w, "model", rsim_child_id(s, m));
+        rsim_w_kstr(w, "modified_at", "");
+        rsim_w_kstr(w, "size", "");
+        rsim_w_kstr(w, "digest", "");
+        rsim_w_kstr(w, "type", "model");
+        rsim_w_kstr(w, "description", "");
+        rsim_w_kjson(w, "tags", "[\"\"]");
+        rsim_w_kjson(w, "capabilities", "[\"completion\"]");
+        rsim_w_kstr(w, "parameters", "");
+        rsim_w_kjson(w, "details", "{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"\",\"families\":[\"\"],\"parameter_size\":\"\",\"quantization_level\":\"\"}");
+        rsim_w_obj_end(w);
+        rsim_w_arr_end(w);
+        rsim_w_kstr(w, "object", "list");
+        rsim_w_key(w, "data");
+        rsim_w_arr(w);
+        rsim_w_child_entry(w, s, m);
+        rsim_w_arr_end(w);
+        rsim_w_obj_end(w);
         break;
+    default: return false;
+    }
+    return true;
+}
+
+/* Ollama's /api/tags, /api/ps and /api/show. Returns false for any other kind of reply. */
+RSIM_FN bool rsim_render_ollama(rsim *s, const rsim_reply *r, const rsim_model *m, rsim_w *w,
+                                rsim_resp *resp) {
+    char b[64];
+    int i;
+    (void)r;
+    (void)resp;
+    switch (r->out) {
+    case RSIM_O_O_TAGS:
+        rsim_w_obj(w);
+        rsim_w_key(w, "models");
+        rsim_w_arr(w);
+        for (i = 0; i < s->nmodels; i++) {
+            char name[RSIM_NAME_MAX + 8];
+            if (s->m[i].removed) continue;
+            rsim_o_name(&s->m[i], name, sizeof name);
+            rsim_w_obj(w);
+            rsim_w_kstr(w, "name", name);
+            rsim_w_kstr(w, "model", name);
+            rsim_rfc3339(s->o.epoch_s * 1000 - 86400000ull, b, sizeof b);
+            rsim_w_kstr(w, "modified_at", b);
+            rsim_w_kint(w, "size", (int64_t)s->m[i].size_bytes);
+            rsim_w_o_digest(w, s->m[i].id);
+            rsim_w_o_details(w);
+            rsim_w_obj_end(w);
+        }
+        rsim_w_arr_end(w);
+        rsim_w_obj_end(w);
+        break;
+    case RSIM_O_O_PS: rsim_w_o_ps(w, s); break;
+    case RSIM_O_O_SHOW:
+        if (!m) break;
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "modelfile", "FROM /models/blob\n");
+        rsim_w_kstr(w, "parameters", "");
+        rsim_w_kstr(w, "template", "{{ .Prompt }}");
+        rsim_w_o_details(w);
+        rsim_w_key(w, "model_info");
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "general.architecture", "llama");
+        rsim_w_kint(w, "llama.context_length", m->ctx_train);
+        rsim_w_obj_end(w);
+        rsim_w_kjson(w, "capabilities", m->embedding ? "[\"embedding\"]" : "[\"completion\"]");
+        rsim_w_obj_end(w);
+        break;
+    default: return false;
+    }
+    return true;
+}
+
+/* LM Studio's catalogs (v1, v0, OpenAI), load reply and native chat. Returns false for any other kind of reply. */
+RSIM_FN bool rsim_render_lmstudio(rsim *s, const rsim_reply *r, const rsim_model *m, rsim_w *w,
+                                rsim_resp *resp) {
+    int i;
+    (void)resp;
+    switch (r->out) {
+    case RSIM_O_L_MODELS:
+        rsim_w_obj(w);
+        rsim_w_key(w, "models");
+        rsim_w_arr(w);
+        for (i = 0; i < s->nmodels; i++)
+            if (!s->m[i].removed) rsim_w_l_model(w, &s->m[i]);
+        rsim_w_arr_end(w);
+        rsim_w_obj_end(w);
+        break;
+    case RSIM_O_L_V0:
+        if (m) { rsim_w_l_v0(w, m); break; }
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "object", "list");
+        rsim_w_key(w, "data");
+        rsim_w_arr(w);
+        for (i = 0; i < s->nmodels; i++)
+            if (!s->m[i].removed) rsim_w_l_v0(w, &s->m[i]);
+        rsim_w_arr_end(w);
+        rsim_w_obj_end(w);
+        break;
+    case RSIM_O_L_OAI_MODELS:
+        rsim_w_obj(w);
+        rsim_w_key(w, "data");
+        rsim_w_arr(w);
+        for (i = 0; i < s->nmodels; i++) {
+            const rsim_model *x = &s->m[i];
+            int k, j;
+            bool dup = false;
+            if (x->removed) continue;
+            for (j = 0; j < i; j++)
+                if (!s->m[j].removed && !strcmp(s->m[j].id, x->id)) dup = true;
+            if (!dup) {
+                rsim_w_obj(w);
+                rsim_w_kstr(w, "id", x->id);
+                rsim_w_kstr(w, "object", "model");
+                rsim_w_kstr(w, "owned_by", x->publisher);
+                rsim_w_obj_end(w);
+            }
+            for (k = 0; k < x->ninst; k++)
+                if (strcmp(x->inst[k].id, x->id)) {
+                    rsim_w_obj(w);
+                    rsim_w_kstr(w, "id", x->inst[k].id);
+                    rsim_w_kstr(w, "object", "model");
+                    rsim_w_kstr(w, "owned_by", x->publisher);
+                    rsim_w_obj_end(w);
+                }
+        }
+        rsim_w_arr_end(w);
+        rsim_w_kstr(w, "object", "list");
+        rsim_w_obj_end(w);
+        break;
+    case RSIM_O_L_LOAD: {
+        uint32_t ctx = r->ctx ? r->ctx : m ? m->ctx : 4096;
+        rsim_w_obj(w);
+        if (!s->o.legacy_shape) {
+            rsim_w_kstr(w, "type", m && m->embedding ? "embedding" : "llm");
+            rsim_w_kstr(w, "instance_id", r->aux);
+        } else rsim_w_kstr(w, "model_instance_id", r->aux);
+        rsim_w_key(w, "load_time_seconds");
+        rsim_w_num(w, (double)r->n / 1000.0);
+        if (!s->o.legacy_shape) rsim_w_kstr(w, "status", "loaded");
+        if (r->flag || s->o.legacy_shape) {
+            rsim_w_key(w, s->o.legacy_shape ? "config" : "load_config");
+            rsim_w_obj(w);
+            rsim_w_kint(w, "context_length", ctx);
+            if (m && !m->embedding) {
+                rsim_w_kint(w, "eval_batch_size", 512);
+                rsim_w_kbool(w, "flash_attention", true);
+                rsim_w_kbool(w, "offload_kv_cache_to_gpu", true);
+            }
+            rsim_w_obj_end(w);
+        }
+        rsim_w_obj_end(w);
+        break;
+    }
+    case RSIM_O_L_CHAT:
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "model_instance_id", r->aux);
+        rsim_w_key(w, "output");
+        rsim_w_arr(w);
+        rsim_w_obj(w);
+        rsim_w_kstr(w, "type", "message");
+        rsim_w_key(w, "content");
+        rsim_w_text(w);
+        rsim_w_obj_end(w);
+        rsim_w_arr_end(w);
+        rsim_w_kjson(w, "stats", "{\"input_tokens\":6,\"total_output_tokens\":5,\"tokens_per_second\":100,\"time_to_first_token_seconds\":0.01}");
+        rsim_w_kstr(w, "response_id", "resp_rsdsim");
+        rsim_w_obj_end(w);
+        break;
+    default: return false;
+    }
+    return true;
+}
+
+/* Renders a finished reply into resp (status, content type, body). */
+RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
+    rsim_w w;
+    const rsim_reply *r = &t->r;
+    const rsim_model *m = r->model >= 0 ? &s->m[r->model] : NULL;
+    char b[64];
+    bool text = false, nl = false, ok = true;
+    rsd_json_w_init(&w, resp->body, resp->body_cap);
+    resp->body_len = 0;
+    resp->status = r->status ? r->status : 200;
+    resp->content_type = RSIM_CT_JSON;
+    switch (r->out) {
+    case RSIM_O_RAW: rsim_w_json(&w, r->msg); break;
+    case RSIM_O_TEXT: resp->content_type = RSIM_CT_TEXT; text = true; ok = rsim_put(resp, r->msg); break;
+    case RSIM_O_PLAIN_JSON: text = true; ok = rsim_put(resp, r->msg); break;
     case RSIM_O_METRICS:
         resp->content_type = RSIM_CT_METRICS;
         text = true;
@@ -2351,140 +2545,20 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         snprintf(b, sizeof b, "%d\n", m ? m->inflight : 0);
         ok = ok && rsim_put(resp, b);
         break;
-    case RSIM_O_O_TAGS:
-        rsim_w_obj(&w);
-        rsim_w_key(&w, "models");
-        rsim_w_arr(&w);
-        for (i = 0; i < s->nmodels; i++) {
-            char name[RSIM_NAME_MAX + 8];
-            if (s->m[i].removed) continue;
-            rsim_o_name(&s->m[i], name, sizeof name);
-            rsim_w_obj(&w);
-            rsim_w_kstr(&w, "name", name);
-            rsim_w_kstr(&w, "model", name);
-            rsim_rfc3339(s->o.epoch_s * 1000 - 86400000ull, b, sizeof b);
-            rsim_w_kstr(&w, "modified_at", b);
-            rsim_w_kint(&w, "size", (int64_t)s->m[i].size_bytes);
-            rsim_w_o_digest(&w, s->m[i].id);
-            rsim_w_o_details(&w);
-            rsim_w_obj_end(&w);
-        }
-        rsim_w_arr_end(&w);
-        rsim_w_obj_end(&w);
-        break;
-    case RSIM_O_O_PS: rsim_w_o_ps(&w, s); break;
     case RSIM_O_O_GEN:
         resp->content_type = r->stream ? RSIM_CT_NDJSON : RSIM_CT_JSON;
         rsim_w_o_gen(&w, s, r, NULL, true);
         nl = r->stream;
         break;
-    case RSIM_O_O_SHOW:
-        if (!m) break;
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "modelfile", "FROM /models/blob\n");
-        rsim_w_kstr(&w, "parameters", "");
-        rsim_w_kstr(&w, "template", "{{ .Prompt }}");
-        rsim_w_o_details(&w);
-        rsim_w_key(&w, "model_info");
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "general.architecture", "llama");
-        rsim_w_kint(&w, "llama.context_length", m->ctx_train);
-        rsim_w_obj_end(&w);
-        rsim_w_kjson(&w, "capabilities", m->embedding ? "[\"embedding\"]" : "[\"completion\"]");
-        rsim_w_obj_end(&w);
-        break;
-    case RSIM_O_L_MODELS:
-        rsim_w_obj(&w);
-        rsim_w_key(&w, "models");
-        rsim_w_arr(&w);
-        for (i = 0; i < s->nmodels; i++)
-            if (!s->m[i].removed) rsim_w_l_model(&w, &s->m[i]);
-        rsim_w_arr_end(&w);
-        rsim_w_obj_end(&w);
-        break;
-    case RSIM_O_L_V0:
-        if (m) { rsim_w_l_v0(&w, m); break; }
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "object", "list");
-        rsim_w_key(&w, "data");
-        rsim_w_arr(&w);
-        for (i = 0; i < s->nmodels; i++)
-            if (!s->m[i].removed) rsim_w_l_v0(&w, &s->m[i]);
-        rsim_w_arr_end(&w);
-        rsim_w_obj_end(&w);
-        break;
-    case RSIM_O_L_OAI_MODELS:
-        rsim_w_obj(&w);
-        rsim_w_key(&w, "data");
-        rsim_w_arr(&w);
-        for (i = 0; i < s->nmodels; i++) {
-            const rsim_model *x = &s->m[i];
-            int k, j;
-            bool dup = false;
-            if (x->removed) continue;
-            for (j = 0; j < i; j++)
-                if (!s->m[j].removed && !strcmp(s->m[j].id, x->id)) dup = true;
-            if (!dup) {
-                rsim_w_obj(&w);
-                rsim_w_kstr(&w, "id", x->id);
-                rsim_w_kstr(&w, "object", "model");
-                rsim_w_kstr(&w, "owned_by", x->publisher);
-                rsim_w_obj_end(&w);
-            }
-            for (k = 0; k < x->ninst; k++)
-                if (strcmp(x->inst[k].id, x->id)) {
-                    rsim_w_obj(&w);
-                    rsim_w_kstr(&w, "id", x->inst[k].id);
-                    rsim_w_kstr(&w, "object", "model");
-                    rsim_w_kstr(&w, "owned_by", x->publisher);
-                    rsim_w_obj_end(&w);
-                }
-        }
-        rsim_w_arr_end(&w);
-        rsim_w_kstr(&w, "object", "list");
-        rsim_w_obj_end(&w);
-        break;
-    case RSIM_O_L_LOAD: {
-        uint32_t ctx = r->ctx ? r->ctx : m ? m->ctx : 4096;
-        rsim_w_obj(&w);
-        if (!s->o.legacy_shape) {
-            rsim_w_kstr(&w, "type", m && m->embedding ? "embedding" : "llm");
-            rsim_w_kstr(&w, "instance_id", r->aux);
-        } else rsim_w_kstr(&w, "model_instance_id", r->aux);
-        rsim_w_key(&w, "load_time_seconds");
-        rsim_w_num(&w, (double)r->n / 1000.0);
-        if (!s->o.legacy_shape) rsim_w_kstr(&w, "status", "loaded");
-        if (r->flag || s->o.legacy_shape) {
-            rsim_w_key(&w, s->o.legacy_shape ? "config" : "load_config");
-            rsim_w_obj(&w);
-            rsim_w_kint(&w, "context_length", ctx);
-            if (m && !m->embedding) {
-                rsim_w_kint(&w, "eval_batch_size", 512);
-                rsim_w_kbool(&w, "flash_attention", true);
-                rsim_w_kbool(&w, "offload_kv_cache_to_gpu", true);
-            }
-            rsim_w_obj_end(&w);
-        }
-        rsim_w_obj_end(&w);
-        break;
-    }
-    case RSIM_O_L_CHAT:
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "model_instance_id", r->aux);
-        rsim_w_key(&w, "output");
-        rsim_w_arr(&w);
-        rsim_w_obj(&w);
-        rsim_w_kstr(&w, "type", "message");
-        rsim_w_key(&w, "content");
-        rsim_w_text(&w);
-        rsim_w_obj_end(&w);
-        rsim_w_arr_end(&w);
-        rsim_w_kjson(&w, "stats", "{\"input_tokens\":6,\"total_output_tokens\":5,\"tokens_per_second\":100,\"time_to_first_token_seconds\":0.01}");
-        rsim_w_kstr(&w, "response_id", "resp_rsdsim");
-        rsim_w_obj_end(&w);
-        break;
     case RSIM_O_SIM_LOG: rsim_w_sim_log(&w, s); break;
-    default: break;
+    default:
+        (void)(rsim_render_error(s, r, m, &w, resp) ||
+               rsim_render_router(s, r, m, &w, resp) ||
+               rsim_render_gen(s, r, m, &w, resp) ||
+               rsim_render_child(s, r, m, &w, resp) ||
+               rsim_render_ollama(s, r, m, &w, resp) ||
+               rsim_render_lmstudio(s, r, m, &w, resp));
+        break;
     }
     if (!text) {
         int n = rsd_json_w_finish(&w);

@@ -185,16 +185,6 @@ SH_FN void status_state(const serve_proc *s, const char *id, char *out, size_t c
     }
 }
 
-/* Polls the status until id's field equals want: bounded (5 s), 10 ms between looks. */
-SH_FN bool wait_field(const serve_proc *s, const char *id, const char *field, int64_t want) {
-    int i;
-    for (i = 0; i < 500; i++) {
-        if (status_field(s, id, field) == want) return true;
-        (void)poll(NULL, 0, 10);
-    }
-    return false;
-}
-
 /* Whether the first 256 KiB of the file at path hold needle. */
 SH_FN bool file_has(const char *path, const char *needle) {
     static char buf[1 << 18];
@@ -241,6 +231,131 @@ SH_FN int raw_read(int fd, char *buf, size_t cap) {
     if (poll(&p, 1, 10000) <= 0) return -1;
     r = read(fd, buf, cap);
     return (int)r;
+}
+
+/* ---- waiting on GET /_rsd/events -------------------------------------------------- */
+/* A raw GET of an event stream (/_rsd/events, /models/sse) with extra header lines
+   (each ending in CRLF, or NULL); the socket, -1 on failure. */
+SH_FN int sse_open(int port, const char *path, const char *headers) {
+    char req[2048];
+    int fd = raw_connect(port), n;
+    if (fd < 0) return -1;
+    n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", path, headers ? headers : "");
+    if (write(fd, req, (size_t)n) != n) { close(fd); return -1; }
+    return fd;
+}
+
+typedef struct sse_buf {
+    int fd;
+    char b[1 << 17];
+    size_t n;
+} sse_buf;
+
+/* Reads until needle appears in what the stream has sent (bounded: 10 s of silence). */
+SH_FN bool sse_wait(sse_buf *sb, const char *needle) {
+    while (!strstr(sb->b, needle)) {
+        int r;
+        if (sb->n + 1 >= sizeof sb->b) return false;
+        r = raw_read(sb->fd, sb->b + sb->n, sizeof sb->b - sb->n - 1);
+        if (r <= 0) {
+            printf("  stream ended or silent waiting for %s; got:\n%.2000s\n", needle, sb->b);
+            return false;
+        }
+        sb->n += (size_t)r;
+        sb->b[sb->n] = 0;
+    }
+    return true;
+}
+
+/* Waits until pred(s, arg) holds, bounded by ms (the machine may be loaded). It sleeps on
+   rsd-serve's GET /_rsd/events between looks: every change of a model's state, pid or
+   process comes with an event (start, ready, stop, exit, crash, grant, ...), so a look
+   follows each event; a change without one (a request finishing) is seen by the look
+   that follows at most 1 s later. Without the stream (refused, closed) it looks every
+   100 ms. */
+typedef bool (*serve_pred)(const serve_proc *s, const void *arg);
+SH_FN bool wait_until(const serve_proc *s, serve_pred pred, const void *arg, int ms) {
+    char auth[600];
+    int fd;
+    uint64_t end = rsd_now_ms() + (uint64_t)ms;
+    bool ok = false;
+    if (g_bearer) snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", g_bearer);
+    fd = sse_open(s->port, "/_rsd/events", g_bearer ? auth : NULL); /* before the first look: no event is lost */
+    for (;;) {
+        struct pollfd p;
+        char buf[4096];
+        if (pred(s, arg)) { ok = true; break; }
+        if (rsd_now_ms() >= end) break;
+        p.fd = fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        if (fd < 0) (void)poll(NULL, 0, 100);
+        else if (poll(&p, 1, 1000) > 0 && read(fd, buf, sizeof buf) <= 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+typedef struct serve_field_want {
+    const char *id, *field, *state;
+    int64_t want;
+} serve_field_want;
+SH_FN bool field_is(const serve_proc *s, const void *arg) {
+    const serve_field_want *w = (const serve_field_want *)arg;
+    return status_field(s, w->id, w->field) == w->want;
+}
+SH_FN bool state_is(const serve_proc *s, const void *arg) {
+    const serve_field_want *w = (const serve_field_want *)arg;
+    char st[32];
+    status_state(s, w->id, st, sizeof st);
+    return !strcmp(st, w->state);
+}
+
+/* Waits until id's /status field equals want (bounded: 30 s). */
+SH_FN bool wait_field(const serve_proc *s, const char *id, const char *field, int64_t want) {
+    serve_field_want w;
+    memset(&w, 0, sizeof w);
+    w.id = id;
+    w.field = field;
+    w.want = want;
+    return wait_until(s, field_is, &w, 30000);
+}
+
+SH_FN bool pid_new(const serve_proc *s, const void *arg) {
+    const serve_field_want *w = (const serve_field_want *)arg;
+    int64_t p = status_field(s, w->id, "pid");
+    return p > 0 && p != w->want;
+}
+
+/* Waits until id runs a process whose pid is not old (0: any process); that pid, or -1
+   when none came (bounded: 30 s). */
+SH_FN int64_t wait_new_pid(const serve_proc *s, const char *id, int64_t old) {
+    serve_field_want w;
+    memset(&w, 0, sizeof w);
+    w.id = id;
+    w.want = old;
+    return wait_until(s, pid_new, &w, 30000) ? status_field(s, id, "pid") : -1;
+}
+
+/* GET path answers 200 with "ready":true (a lease whose stopped processes are gone). */
+SH_FN bool path_ready(const serve_proc *s, const void *path) {
+    return http(s, "GET", (const char *)path, NULL) == 200 && strstr(g_body, "\"ready\":true") != NULL;
+}
+
+/* Waits until id's /status state is want (bounded: 30 s); says what it was otherwise. */
+SH_FN bool wait_state(const serve_proc *s, const char *id, const char *want) {
+    serve_field_want w;
+    char st[32];
+    memset(&w, 0, sizeof w);
+    w.id = id;
+    w.state = want;
+    if (wait_until(s, state_is, &w, 30000)) return true;
+    status_state(s, id, st, sizeof st);
+    printf("  %s: state %s, waited for %s\n", id, st, want);
+    return false;
 }
 
 SH_FN const char *chat(const char *model, bool stream) {

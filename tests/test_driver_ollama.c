@@ -1,100 +1,103 @@
 /* test_driver_ollama.c -- the Ollama runtime (rsd_runtime_ollama) on the sans-I/O
-   reconcile driver, against a scripted Ollama (wire.md 3; no sockets, fake
-   clock): upstream O1-O9, resident-models.test.ts, and the W fixes (W1, W5,
-   W7, W17, W19). Hostile /api/ps payloads degrade to observe and never mutate. */
+   reconcile driver, against Ollama as examples/rsd_sim.h models it (in-process, no
+   sockets, simulated clock; tests/sim_step.h): the listing, releasing only our
+   stragglers, keep_alive and num_ctx, observe, timeouts, restores, the re-list under the
+   lock, the cache, and hostile /api/ps payloads, which degrade to observe and never
+   mutate. What the network or a hostile server does (a transport error, a canned body)
+   is injected at the transport, between the machine and the simulator. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
+#include "../examples/rsd_sim.h"
 #include "rsd_test.h"
-
+#include "sim_step.h"
 /* The model the reconcile attributed to us ("" when none). */
 #define ATTR_ADD(r) ((r).result.n_attr_add ? (r).result.attr_add[0].model : "")
 #include <stdarg.h>
 
-/* ---- a tiny Ollama (wire.md 3.3, 3.4) ------------------------------------- */
-enum { OM_MAX = 300, LOG_MAX = 64 };
-typedef struct fake_ollama {
-    char installed[16][64];     /* display names, with tag */
-    int n_installed;
-    char resident[OM_MAX][64];  /* /api/ps order */
-    int n_resident;
-    uint64_t load_ms;           /* a load blocks this long */
-    int load_status;            /* != 0: loads answer this status */
+/* ---- Ollama: the simulator, and what the transport injects -------------------- */
+enum { LOG_MAX = 64 };
+typedef struct ollama_sim {
+    int n_resident;             /* residents added: their sizes are 1000, 1001, ... bytes */
+    int load_status;            /* != 0: loads are answered this status (an Ollama error) */
     const char *load_body;
-    const char *list_body;      /* canned /api/ps body */
+    const char *list_body;      /* canned /api/ps body (a hostile server) */
     int list_body_left;         /* > 0: only for that many GETs; 0: always */
     int list_fail_left;         /* next /api/ps fail with list_fail_transport */
     int list_fail_transport;
     int poll_fail_left;         /* /api/ps after a load fail (CONNECT) */
-    void (*at_lock)(struct fake_ollama *f);
+    void (*at_lock)(struct ollama_sim *f);
     uint64_t gen;
     char log[LOG_MAX][256];
     int nlog, posts, gets, locks, unlocks, commits;
     uint32_t list_timeouts[LOG_MAX], post_timeouts[LOG_MAX];
     int n_list_to, n_post_to;
-} fake_ollama;
+} ollama_sim;
 
-static uint64_t NOW;
 static rsd_reconcile R;
 static rsd_decision_cache CACHE;
 static rsd_json_tok TOK[4096];
-static char BODY[65536];
 
-static void fo_init(fake_ollama *f) {
+/* A fresh Ollama with nothing installed: loads take 800 ms; no scheduler limit of its
+   own (OLLAMA_MAX_LOADED_MODELS large), so only the reconcile unloads. */
+static void os_init(ollama_sim *f) {
     memset(f, 0, sizeof *f);
-    f->load_ms = 800;
+    rsim_init(&S, RSIM_RT_OLLAMA);
+    S.o.load_ms = 800;
+    S.o.max_loaded = 0;
+    rsim_start(&S, NOW);
 }
-static void norm(const char *in, char *out) {
-    if (rsd_ollama_name_normalise(rsd_str_c(in), out, 64) < 0) snprintf(out, 64, "%.63s", in);
-}
-static void fo_install(fake_ollama *f, const char *name) { norm(name, f->installed[f->n_installed++]); }
-static void fo_resident(fake_ollama *f, const char *name) {
-    fo_install(f, name);
-    norm(name, f->resident[f->n_resident++]);
-}
-static int fo_find(fake_ollama *f, const char *name) {
-    char n[64];
+static void os_add(ollama_sim *f, const char *name, bool loaded) {
+    char spec[160];
     int i;
-    norm(name, n);
-    for (i = 0; i < f->n_resident; i++)
-        if (strcmp(f->resident[i], n) == 0) return i;
-    return -1;
+    if (loaded) snprintf(spec, sizeof spec, "id=%s,size=%d", name, 1000 + f->n_resident++);
+    else snprintf(spec, sizeof spec, "id=%s", name);
+    i = rsim_add_model(&S, spec);
+    REQUIRE(i >= 0);
+    if (loaded) { /* resident now, kept (keep_alive -1), as a model a chat loaded */
+        S.m[i].state = RSIM_LOADED;
+        S.m[i].forever = true;
+        rsim_mark_loaded(&S, &S.m[i]);
+    }
 }
-static bool fo_installed(fake_ollama *f, const char *name) {
-    char n[64];
-    int i;
-    norm(name, n);
-    for (i = 0; i < f->n_installed; i++)
-        if (strcmp(f->installed[i], n) == 0) return true;
-    return false;
+static void os_install(ollama_sim *f, const char *name) { os_add(f, name, false); }
+static void os_resident(ollama_sim *f, const char *name) { os_add(f, name, true); }
+/* Whether /api/ps lists name (normalised as Ollama does). */
+static int os_find(ollama_sim *f, const char *name) {
+    int i = rsim_find(&S, name);
+    (void)f;
+    rsim_tick(&S, NOW);
+    return i >= 0 && (S.m[i].state == RSIM_LOADED || S.m[i].state == RSIM_LOADING) ? i : -1;
 }
-static void fo_unload(fake_ollama *f, const char *name) {
-    int i = fo_find(f, name);
-    if (i < 0) return;
-    memmove(f->resident[i], f->resident[i + 1], (size_t)(f->n_resident - i - 1) * sizeof f->resident[0]);
-    f->n_resident--;
+/* Another client unloads name (POST /api/generate keep_alive 0), and it is gone. */
+static void os_unload(ollama_sim *f, const char *name) {
+    char body[200];
+    rsim_req q;
+    rsim_resp resp;
+    (void)f;
+    snprintf(body, sizeof body, "{\"model\":\"%s\",\"keep_alive\":0}", name);
+    memset(&q, 0, sizeof q);
+    memset(&resp, 0, sizeof resp);
+    q.method = "POST";
+    q.target = "/api/generate";
+    q.body = body;
+    q.body_len = strlen(body);
+    resp.body = RB;
+    resp.body_cap = sizeof RB;
+    rsim_handle(&S, &q, NOW, &resp);
+    NOW += S.o.linger_ms + 1;
+    rsim_tick(&S, NOW);
 }
-static void fo_log(fake_ollama *f, const char *fmt, ...) {
+static void os_log(ollama_sim *f, const char *fmt, ...) {
     va_list ap;
     if (f->nlog >= LOG_MAX) return;
     va_start(ap, fmt);
     vsnprintf(f->log[f->nlog++], sizeof f->log[0], fmt, ap);
     va_end(ap);
 }
-static size_t fo_ps(fake_ollama *f) {
-    size_t n = 0;
-    int i;
-    n += (size_t)snprintf(BODY + n, sizeof BODY - n, "{\"models\":[");
-    for (i = 0; i < f->n_resident; i++)
-        n += (size_t)snprintf(BODY + n, sizeof BODY - n,
-                              "%s{\"name\":\"%s\",\"model\":\"%s\",\"size\":%d,\"digest\":\"ab\",\"details\":{},"
-                              "\"expires_at\":\"2318-04-11T23:47:16.854775807+01:00\",\"size_vram\":%d,"
-                              "\"context_length\":4096}",
-                              i ? "," : "", f->resident[i], f->resident[i], 1000 + i, 1000 + i);
-    n += (size_t)snprintf(BODY + n, sizeof BODY - n, "]}");
-    return n;
-}
 
-static void fo_http(fake_ollama *f, const rsd_step_http *h, int *transport, int *status, const char **body,
+/* One HTTP step: logged as the machine sent it, the injections first, else Ollama's
+   answer from the simulator. */
+static void os_http(ollama_sim *f, const rsd_step_http *h, int *transport, int *status, const char **body,
                     size_t *len) {
     const char *path = strstr(h->url, "://");
     path = path ? strchr(path + 3, '/') : "";
@@ -103,7 +106,7 @@ static void fo_http(fake_ollama *f, const rsd_step_http *h, int *transport, int 
     if (strcmp(h->method, "GET") == 0) {
         f->gets++;
         if (f->n_list_to < LOG_MAX) f->list_timeouts[f->n_list_to++] = h->timeout_ms;
-        fo_log(f, "GET %s", path);
+        os_log(f, "GET %s", path);
         if (f->list_fail_left > 0) {
             f->list_fail_left--;
             *transport = f->list_fail_transport;
@@ -124,50 +127,28 @@ static void fo_http(fake_ollama *f, const rsd_step_http *h, int *transport, int 
             if (f->list_body_left > 0 && --f->list_body_left == 0) f->list_body_left = -1;
             return;
         }
-        *len = fo_ps(f);
-        *body = BODY;
-        return;
-    }
-    f->posts++;
-    if (f->n_post_to < LOG_MAX) f->post_timeouts[f->n_post_to++] = h->timeout_ms;
-    fo_log(f, "POST %s %.*s", path, (int)h->body_len, h->body);
-    {
+    } else {
         rsd_json_doc d;
-        int m, ka;
+        int ka;
         int64_t keep_alive = 300;
-        char model[256];
+        f->posts++;
+        if (f->n_post_to < LOG_MAX) f->post_timeouts[f->n_post_to++] = h->timeout_ms;
+        os_log(f, "POST %s %.*s", path, (int)h->body_len, h->body);
         REQUIRE(strcmp(path, "/api/generate") == 0);
         REQUIRE(h->n_headers >= 1 && strcmp(h->headers[0].value, "application/json") == 0);
         REQUIRE(rsd_json_parse(&d, h->body, h->body_len, TOK, 4096) > 0);
-        m = rsd_json_find(&d, 0, "model");
-        REQUIRE(rsd_json_str(&d, m, model, sizeof model, NULL) == RSD_OK);
         ka = rsd_json_find(&d, 0, "keep_alive");
         if (ka >= 0) REQUIRE(rsd_json_int64(&d, ka, &keep_alive) == RSD_OK);
-        if (ka >= 0 && keep_alive == 0) { /* unload: answers at once, 200 even if not loaded */
-            fo_unload(f, model);
-            *len = (size_t)snprintf(BODY, sizeof BODY, "{\"model\":\"%s\",\"created_at\":\"x\",\"response\":\"\","
-                                    "\"done\":true,\"done_reason\":\"unload\"}", model);
-            *body = BODY;
-            return;
-        }
-        if (f->load_status) {
+        if (keep_alive != 0 && f->load_status) {
             *status = f->load_status;
             *body = f->load_body ? f->load_body : "{\"error\":\"boom\"}";
             *len = strlen(*body);
             return;
         }
-        if (!fo_installed(f, model)) {
-            *status = 404;
-            *len = (size_t)snprintf(BODY, sizeof BODY, "{\"error\":\"model '%s' not found\"}", model);
-            *body = BODY;
-            return;
-        }
-        NOW += f->load_ms; /* the call blocks until loaded */
-        if (fo_find(f, model) < 0) norm(model, f->resident[f->n_resident++]);
-        *len = (size_t)snprintf(BODY, sizeof BODY, "{\"model\":\"%s\",\"created_at\":\"x\",\"response\":\"\","
-                                "\"done\":true,\"done_reason\":\"load\"}", model);
-        *body = BODY;
     }
+    sim_http(h, transport, status, len);
+    NOW -= 1; /* the driver loop adds the millisecond */
+    *body = RB;
 }
 
 static void desc_init(rsd_reconcile_desc *d, const char *keep) {
@@ -180,7 +161,7 @@ static void desc_init(rsd_reconcile_desc *d, const char *keep) {
     d->lock = true;
 }
 
-static int drive(fake_ollama *f, const rsd_reconcile_desc *d) {
+static int drive(ollama_sim *f, const rsd_reconcile_desc *d) {
     int guard, rc;
     f->nlog = f->posts = f->gets = f->locks = f->unlocks = f->commits = 0;
     f->n_list_to = f->n_post_to = 0;
@@ -194,7 +175,7 @@ static int drive(fake_ollama *f, const rsd_reconcile_desc *d) {
         switch (s.kind) {
         case RSD_STEP_HTTP:
             CHECK(s.http.timeout_ms >= 1);
-            fo_http(f, &s.http, &tr, &st, &body, &len);
+            os_http(f, &s.http, &tr, &st, &body, &len);
             NOW += 1;
             CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
             break;
@@ -203,17 +184,17 @@ static int drive(fake_ollama *f, const rsd_reconcile_desc *d) {
             break;
         case RSD_STEP_LOCK:
             f->locks++;
-            fo_log(f, "LOCK");
+            os_log(f, "LOCK");
             if (f->at_lock) f->at_lock(f);
             CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, f->gen, NOW), RSD_OK);
             break;
         case RSD_STEP_COMMIT:
             f->commits++;
-            fo_log(f, "COMMIT");
+            os_log(f, "COMMIT");
             break;
         case RSD_STEP_UNLOCK:
             f->unlocks++;
-            fo_log(f, "UNLOCK");
+            os_log(f, "UNLOCK");
             break;
         case RSD_STEP_DONE:
             CHECK_EQ_INT(f->locks, f->unlocks);
@@ -227,7 +208,7 @@ static int drive(fake_ollama *f, const rsd_reconcile_desc *d) {
     return -998;
 }
 
-static const char *joined(fake_ollama *f) {
+static const char *joined(ollama_sim *f) {
     static char buf[8192];
     size_t n = 0;
     int i;
@@ -277,12 +258,12 @@ static void test_O3_ps_listing_maps_ids_aliases_sizes(void) {
 
 /* ---- O6/O9: a resident keep (by either id, or normalised) is used as is --- */
 static void test_O9_keep_resident_by_name_is_not_loaded_nor_attributed(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "llama3.2");
-    fo_resident(&f, "other:7b");
+    os_init(&f);
+    os_resident(&f, "llama3.2");
+    os_resident(&f, "other:7b");
     desc_init(&d, "llama3.2"); /* as the user wrote it: no tag */
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
@@ -294,16 +275,16 @@ static void test_O9_keep_resident_by_name_is_not_loaded_nor_attributed(void) {
 
 /* ---- R28/O4/O6/O7: release only our stragglers, then load the keep --------- */
 static void test_O4_R28_release_only_our_stragglers_then_load(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     const char *ours[2] = {"mine:latest", "cfg:latest"};
     rsd_protected_model prot[1];
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "mine");     /* ours, unprotected: a straggler */
-    fo_resident(&f, "foreign");  /* the operator's */
-    fo_resident(&f, "cfg");      /* ours but configured: protected */
-    fo_install(&f, "coder:14b");
+    os_init(&f);
+    os_resident(&f, "mine");     /* ours, unprotected: a straggler */
+    os_resident(&f, "foreign");  /* the operator's */
+    os_resident(&f, "cfg");      /* ours but configured: protected */
+    os_install(&f, "coder:14b");
     desc_init(&d, "coder:14b");
     d.ours = ours;
     d.n_ours = 2;
@@ -322,7 +303,7 @@ static void test_O4_R28_release_only_our_stragglers_then_load(void) {
     CHECK_EQ_STR(ATTR_ADD(R), "coder:14b");   /* we caused its load (R50) */
     CHECK(removed("mine:latest"));
     CHECK(!removed("cfg:latest"));
-    CHECK(fo_find(&f, "foreign") >= 0 && fo_find(&f, "cfg") >= 0 && fo_find(&f, "mine") < 0);
+    CHECK(os_find(&f, "foreign") >= 0 && os_find(&f, "cfg") >= 0 && os_find(&f, "mine") < 0);
     CHECK(any_notice_has("evicting"));              /* about-to-evict for ours */
 }
 
@@ -330,15 +311,15 @@ static void test_O4_R28_release_only_our_stragglers_then_load(void) {
    of our stragglers (R28 alone would release "mine"); one that does not releases
    the fewest. /api/ps sizes of the fake: 1000, 1001, 1002 bytes. */
 static void test_W12_sizes_known_release_only_what_is_needed(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     const char *ours[2] = {"mine:latest", "mine2:latest"};
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "mine");
-    fo_resident(&f, "mine2");
-    fo_resident(&f, "foreign");
-    fo_install(&f, "coder:14b");
+    os_init(&f);
+    os_resident(&f, "mine");
+    os_resident(&f, "mine2");
+    os_resident(&f, "foreign");
+    os_install(&f, "coder:14b");
     desc_init(&d, "coder:14b");
     d.ours = ours;
     d.n_ours = 2;
@@ -347,36 +328,36 @@ static void test_W12_sizes_known_release_only_what_is_needed(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.reason, RSD_REASON_FITS_BYTES);
     CHECK_EQ_INT(R.result.n_evicted, 0);
-    CHECK(fo_find(&f, "mine") >= 0 && fo_find(&f, "mine2") >= 0);
+    CHECK(os_find(&f, "mine") >= 0 && os_find(&f, "mine2") >= 0);
     /* 2500 needs 503 more: the larger straggler (mine2, 1001 bytes) only */
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "mine");
-    fo_resident(&f, "mine2");
-    fo_resident(&f, "foreign");
-    fo_install(&f, "coder:14b");
+    os_init(&f);
+    os_resident(&f, "mine");
+    os_resident(&f, "mine2");
+    os_resident(&f, "foreign");
+    os_install(&f, "coder:14b");
     d.keep_bytes = 2500;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.reason, RSD_REASON_SCHEDULER_RELEASE_OURS);
     REQUIRE(R.result.n_evicted == 1);
     CHECK_EQ_STR(R.result.evicted[0].id, "mine2:latest");
-    CHECK(fo_find(&f, "mine") >= 0 && fo_find(&f, "foreign") >= 0);
+    CHECK(os_find(&f, "mine") >= 0 && os_find(&f, "foreign") >= 0);
 }
 
 /* O7: nothing of ours to release, keep not resident: lock for the load only */
 static void test_O7_load_without_stragglers_locks_once(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "foreign");
-    fo_install(&f, "k");
+    os_init(&f);
+    os_resident(&f, "foreign");
+    os_install(&f, "k");
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.reason, RSD_REASON_SCHEDULER_LOAD);
     CHECK_EQ_INT(f.locks, 1);
     CHECK_EQ_INT(f.posts, 1);
-    CHECK(fo_find(&f, "foreign") >= 0);
+    CHECK(os_find(&f, "foreign") >= 0);
     /* the keep as named in the request; it appears in /api/ps as k:latest */
     CHECK_EQ_STR(ATTR_ADD(R), "k");
 }
@@ -384,12 +365,12 @@ static void test_O7_load_without_stragglers_locks_once(void) {
 /* O5 + clamp: num_ctx only for the keep, clamped beside residents; restore loads
    carry no num_ctx. */
 static void test_O5_keep_alive_forever_and_clamped_num_ctx(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "gemma3");
-    fo_install(&f, "qwen3:32b");
+    os_init(&f);
+    os_resident(&f, "gemma3");
+    os_install(&f, "qwen3:32b");
     desc_init(&d, "qwen3:32b");
     d.context_length = 262144;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -400,13 +381,13 @@ static void test_O5_keep_alive_forever_and_clamped_num_ctx(void) {
 
 /* W19: observe never mutates (RESIDENCY=observe), even with our stragglers */
 static void test_W19_observe_never_mutates(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     const char *ours[1] = {"mine:latest"};
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "mine");
-    fo_install(&f, "k");
+    os_init(&f);
+    os_resident(&f, "mine");
+    os_install(&f, "k");
     desc_init(&d, "k");
     d.ours = ours;
     d.n_ours = 1;
@@ -415,7 +396,7 @@ static void test_W19_observe_never_mutates(void) {
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_OBSERVED);
     CHECK_EQ_INT(f.posts, 0);
     CHECK_EQ_INT(f.locks, 0);
-    CHECK(fo_find(&f, "mine") >= 0);
+    CHECK(os_find(&f, "mine") >= 0);
     d.residency_env = NULL;
     d.user_managed = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -425,11 +406,11 @@ static void test_W19_observe_never_mutates(void) {
 
 /* W17: every request has a timeout; a hung /api/ps degrades to observe */
 static void test_W17_hung_ps_degrades_with_probe_timeout(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     fresh();
-    fo_init(&f);
-    fo_install(&f, "k");
+    os_init(&f);
+    os_install(&f, "k");
     f.list_fail_left = 1;
     f.list_fail_transport = RSD_ERR_TIMEOUT;
     desc_init(&d, "k");
@@ -448,11 +429,11 @@ static void test_W17_hung_ps_degrades_with_probe_timeout(void) {
 
 /* W7: a transient failure while waiting for the keep is retried */
 static void test_W7_wait_retries_transient_errors(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     fresh();
-    fo_init(&f);
-    fo_install(&f, "k");
+    os_init(&f);
+    os_install(&f, "k");
     f.poll_fail_left = 2;
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -463,12 +444,12 @@ static void test_W7_wait_retries_transient_errors(void) {
 /* Unknown model (404): released stragglers are restored (R70), the load's own
    error is reported (R74), nothing is cached (R51). */
 static void test_load_404_restores_released_straggler(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     const char *ours[1] = {"mine:latest"};
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "mine");
+    os_init(&f);
+    os_resident(&f, "mine");
     desc_init(&d, "nope");
     d.ours = ours;
     d.n_ours = 1;
@@ -479,7 +460,7 @@ static void test_load_404_restores_released_straggler(void) {
     CHECK_EQ_INT(R.result.n_evicted, 1);
     CHECK_EQ_INT(R.notices[R.n_notices - 1].notice.kind, RSD_NOTICE_RESTORED);
     CHECK(R.result.evicted[0].restored);
-    CHECK(fo_find(&f, "mine") >= 0);
+    CHECK(os_find(&f, "mine") >= 0);
     CHECK(any_notice_has("restored 'mine:latest'"));
     CHECK(!R.result.cached);
     CHECK_EQ_STR(ATTR_ADD(R), "");
@@ -494,11 +475,11 @@ static void test_load_errors_rejected(void) {
                                           "{\"error\":\"odd\"}"};
     int i;
     for (i = 0; i < 3; i++) {
-        fake_ollama f;
+        ollama_sim f;
         rsd_reconcile_desc d;
         fresh();
-        fo_init(&f);
-        fo_install(&f, "k");
+        os_init(&f);
+        os_install(&f, "k");
         f.load_status = st[i];
         f.load_body = bodies[i];
         desc_init(&d, "k");
@@ -511,15 +492,15 @@ static void test_load_errors_rejected(void) {
 
 /* W1: under the lock the listing is read again; a straggler another process
    already released is not unloaded again. */
-static void at_lock_release_mine(fake_ollama *f) { fo_unload(f, "mine"); f->gen++; }
+static void at_lock_release_mine(ollama_sim *f) { os_unload(f, "mine"); f->gen++; }
 static void test_W1_relist_under_lock(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     const char *ours[1] = {"mine:latest"};
     fresh();
-    fo_init(&f);
-    fo_resident(&f, "mine");
-    fo_install(&f, "k");
+    os_init(&f);
+    os_resident(&f, "mine");
+    os_install(&f, "k");
     f.at_lock = at_lock_release_mine;
     desc_init(&d, "k");
     d.ours = ours;
@@ -533,11 +514,11 @@ static void test_W1_relist_under_lock(void) {
 
 /* R40/W2: the TTL cache answers the next turn without any request */
 static void test_cache_hit_skips_probe(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     fresh();
-    fo_init(&f);
-    fo_install(&f, "k");
+    os_init(&f);
+    os_install(&f, "k");
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(R.result.cached);
@@ -566,13 +547,13 @@ static void test_hostile_ps_payloads_degrade_and_never_mutate(void) {
     bodies[7] = "";
     bodies[8] = "{\"models\":\"mine:latest\"}";
     for (i = 0; i < 9; i++) {
-        fake_ollama f;
+        ollama_sim f;
         rsd_reconcile_desc d;
         const char *ours[1] = {"mine:latest"};
         fresh();
-        fo_init(&f);
-        fo_resident(&f, "mine");
-        fo_install(&f, "k");
+        os_init(&f);
+        os_resident(&f, "mine");
+        os_install(&f, "k");
         f.list_body = bodies[i];
         desc_init(&d, "k");
         d.ours = ours;
@@ -589,12 +570,12 @@ static void test_hostile_ps_payloads_degrade_and_never_mutate(void) {
 
 /* entries that are not usable are skipped, the rest still drives the plan */
 static void test_hostile_entries_skipped_plan_still_safe(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     const char *ours[1] = {"mine:latest"};
     fresh();
-    fo_init(&f);
-    fo_install(&f, "k");
+    os_init(&f);
+    os_install(&f, "k");
     f.list_body = "{\"models\":[7,{\"name\":\"\"},{\"model\":{}},{\"name\":\"mine:latest\",\"size\":-5},"
                   "{\"name\":\"a\\u0000b\"}]}";
     f.list_body_left = 2; /* the listing and the one under the lock */
@@ -607,13 +588,13 @@ static void test_hostile_entries_skipped_plan_still_safe(void) {
 
 /* W5: one overall deadline; a load that never answers ends LOAD_FAILED within it */
 static void test_W5_load_bounded_by_the_deadline(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     uint64_t t0;
     fresh();
-    fo_init(&f);
-    fo_install(&f, "k");
-    f.load_ms = 0;
+    os_init(&f);
+    os_install(&f, "k");
+    S.o.load_ms = 0;
     desc_init(&d, "k");
     d.deadline_ms = 5000;
     f.load_status = 0;
@@ -639,7 +620,7 @@ static void test_W5_load_bounded_by_the_deadline(void) {
                 int tr, st;
                 const char *b;
                 size_t len;
-                fo_http(&f, &s.http, &tr, &st, &b, &len);
+                os_http(&f, &s.http, &tr, &st, &b, &len);
                 rsd_reconcile_feed(&R, tr, st, b, len, NOW);
             }
         }
@@ -652,14 +633,14 @@ static void test_W5_load_bounded_by_the_deadline(void) {
 /* W10: a model attributed under the name we requested ("k") is recognised in
    /api/ps as "k:latest" on a later turn and released as our straggler. */
 static void test_W10_attribution_by_requested_name_still_ours(void) {
-    fake_ollama f;
+    ollama_sim f;
     rsd_reconcile_desc d;
     const char *ours[1];
     char attr[RSD_MODEL_ID_MAX];
     fresh();
-    fo_init(&f);
-    fo_install(&f, "k");
-    fo_install(&f, "j");
+    os_init(&f);
+    os_install(&f, "k");
+    os_install(&f, "j");
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(ATTR_ADD(R), "k");
@@ -670,7 +651,7 @@ static void test_W10_attribution_by_requested_name_still_ours(void) {
     d.n_ours = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(strstr(joined(&f), "{\"model\":\"k:latest\",\"keep_alive\":0,\"stream\":false}") != NULL);
-    CHECK(fo_find(&f, "k") < 0 && fo_find(&f, "j") >= 0);
+    CHECK(os_find(&f, "k") < 0 && os_find(&f, "j") >= 0);
     CHECK(removed("k"));                            /* the attribution is dropped */
 }
 

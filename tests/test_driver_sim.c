@@ -5,74 +5,10 @@
 #include "../residency.h"
 #include "../examples/rsd_sim.h"
 #include "rsd_test.h"
+#include "sim_step.h"
 
-static rsim S;
 static rsd_reconcile R;
 static rsd_decision_cache CACHE;
-static char RB[262144];
-static uint64_t NOW;
-
-/* Perform one HTTP step against the simulator: transport, status, body. */
-static void sim_http(const rsd_step_http *h, int *transport, int *status, size_t *len) {
-    const char *path = strstr(h->url, "://");
-    rsim_req q;
-    rsim_resp resp;
-    uint64_t t0 = NOW;
-    int i;
-    path = path ? strchr(path + 3, '/') : NULL;
-    memset(&q, 0, sizeof q);
-    memset(&resp, 0, sizeof resp);
-    q.method = h->method;
-    q.target = path ? path : "/";
-    q.body = h->body;
-    q.body_len = h->body_len;
-    for (i = 0; i < h->n_headers; i++)
-        if (strcmp(h->headers[i].name, "Authorization") == 0) q.authorization = h->headers[i].value;
-    resp.body = RB;
-    resp.body_cap = sizeof RB;
-    rsim_tick(&S, NOW);
-    rsim_handle(&S, &q, NOW, &resp);
-    *transport = RSD_OK;
-    if (resp.action == RSIM_DEFER) { /* e.g. a load waiting for its victim to stop */
-        uint32_t ticket = resp.ticket;
-        for (;;) {
-            uint64_t wake = rsim_next_wake_ms(&S);
-            rsim_resp p;
-            bool got = false;
-            if (wake == UINT64_MAX || wake - t0 > h->timeout_ms) {
-                NOW = t0 + h->timeout_ms;
-                rsim_cancel(&S, ticket, NOW);
-                *transport = RSD_ERR_TIMEOUT;
-                *len = 0;
-                return;
-            }
-            if (wake > NOW) NOW = wake;
-            rsim_tick(&S, NOW);
-            memset(&p, 0, sizeof p);
-            p.body = RB;
-            p.body_cap = sizeof RB;
-            while (rsim_pull(&S, NOW, &p) > 0) {
-                if (p.ticket == ticket && p.action == RSIM_RESPOND) {
-                    resp = p;
-                    got = true;
-                    break;
-                }
-                p.body = RB;
-                p.body_cap = sizeof RB;
-            }
-            if (got) break;
-        }
-    } else if (resp.action == RSIM_HANG) {
-        NOW += h->timeout_ms;
-        rsim_cancel(&S, resp.ticket, NOW);
-        *transport = RSD_ERR_TIMEOUT;
-        *len = 0;
-        return;
-    }
-    *status = resp.status;
-    *len = resp.body_len;
-    NOW += 1;
-}
 
 static int drive(const rsd_reconcile_desc *d) {
     int guard;

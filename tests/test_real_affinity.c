@@ -4,7 +4,8 @@
    timings.cache_n > 0), the erase shape POST /slots/ID?action=erase works once
    rsd-serve has added --slot-save-path (a handed-over slot starts empty: cache_n 0),
    and a lease stops an idle child and brings it back. Skipped (one line, "0 passed, 0
-   failed") when no llama-server is found (tests/real_server.h). Waits are bounded polls. */
+   failed") when no llama-server is found (tests/real_server.h). Waits sleep on GET
+   /_rsd/events between looks at the status (tests/serve_harness.h). */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
@@ -28,28 +29,8 @@
 
 #include "real_server.h"
 #include "serve_harness.h"
+#include "real_serve.h"
 
-static char g_bin[1024];   /* the real llama-server */
-static char g_models[600]; /* tiny-a..tiny-e.gguf, broken.gguf */
-
-/* rsd-serve on DIR/name.ini with the [model] sections in models ("@" = the models dir). */
-static int start_on(serve_proc *s, const char *name, const char *global, const char *models) {
-    char path[700], text[8192], body[4096];
-    const char *args[] = {"--config", path, NULL};
-    const char *p;
-    size_t n = 0;
-    for (p = models; *p && n + sizeof g_models < sizeof body; p++) {
-        if (*p == '@') n += (size_t)snprintf(body + n, sizeof body - n, "%s", g_models);
-        else body[n++] = *p;
-    }
-    body[n] = 0;
-    snprintf(path, sizeof path, "%s/%s.ini", g_models, name);
-    snprintf(text, sizeof text,
-             "listen = 127.0.0.1:0\nllama_server = %s\nargs = -t 1\nstart_timeout = 60\nstop_grace = 5\n%s\n%s", g_bin,
-             global, body);
-    if (write_file(path, text) != 0) return -1;
-    return serve_start(s, args);
-}
 
 static int64_t body_int(const char *obj, const char *key) {
     rsd_json_doc d;
@@ -90,7 +71,7 @@ static void test_real_affinity(void) {
     serve_proc s;
     static const char *who[] = {"s0", "s1", "s2", "s3"};
     int k;
-    REQUIRE(start_on(&s, "aff", "",
+    REQUIRE(real_serve_start(&s, "aff", "",
                      "[model chat]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 4\nsession_affinity = true\n"
                      "session_erase = true\n") == 0);
     for (k = 0; k < 4; k++) {
@@ -125,20 +106,12 @@ static void test_real_lease(void) {
     serve_proc s;
     char p[64];
     int64_t id, pid_a;
-    int i;
-    REQUIRE(start_on(&s, "lease", "max_models = 2\nvram_budget = 8G\n",
+    REQUIRE(real_serve_start(&s, "lease", "max_models = 2\nvram_budget = 8G\n",
                      "[model a]\nmodel = @/tiny-a.gguf\nctx = 256\nreserve = 4G\n"
                      "[model b]\nmodel = @/tiny-b.gguf\nctx = 256\nreserve = 4G\n") == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"a\"}"), 200);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"b\"}"), 200);
-    for (i = 0; i < 1500; i++) {
-        char sa[32], sb[32];
-        status_state(&s, "a", sa, sizeof sa);
-        status_state(&s, "b", sb, sizeof sb);
-        if (!strcmp(sa, "ready") && !strcmp(sb, "ready")) break;
-        (void)poll(NULL, 0, 20);
-    }
-    CHECK(i < 1500);
+    CHECK(wait_state(&s, "a", "ready") && wait_state(&s, "b", "ready"));
     /* b used last, so a is the least recently used whichever load finished first */
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions",
                       "{\"model\":\"b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}"),
@@ -150,42 +123,21 @@ static void test_real_lease(void) {
     id = body_int(NULL, "id");
     REQUIRE(id > 0);
     snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
-    for (i = 0; i < 1500; i++) {
-        if (http(&s, "GET", p, NULL) == 200 && strstr(g_body, "\"ready\":true")) break;
-        (void)poll(NULL, 0, 20);
-    }
-    CHECK(i < 1500);
+    CHECK(wait_until(&s, path_ready, p, 30000));
     CHECK(strstr(g_body, "\"stopped\":[\"a\"]") != NULL);
     CHECK(kill((pid_t)pid_a, 0) != 0);
     CHECK_EQ_INT(http(&s, "DELETE", p, NULL), 200);
-    for (i = 0; i < 1500 && status_field(&s, "a", "pid") <= 0; i++) (void)poll(NULL, 0, 20);
+    (void)wait_new_pid(&s, "a", 0);
     CHECK(status_field(&s, "a", "pid") > 0 && status_field(&s, "a", "pid") != pid_a);
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
 int main(int argc, char **argv) {
-    char cache[700];
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
-    signal(SIGPIPE, SIG_IGN);
-    (void)real_start; /* the router starter: not used here */
-    if (access(SERVE_BIN, X_OK) != 0) {
-        printf("  %s missing: run `make examples` first\n", SERVE_BIN);
-        rsdt_failed++;
-        return RSD_TEST_END();
-    }
-    if (real_models(g_models, sizeof g_models) != 0) {
-        printf("  cannot write the tiny models\n");
-        rsdt_failed++;
-        return RSD_TEST_END();
-    }
-    snprintf(cache, sizeof cache, "%s/cache", g_models);
-    setenv("LLAMA_CACHE", cache, 1); /* rsd-serve's children inherit it */
+    if (real_serve_setup() != 0) return RSD_TEST_END();
     RUN(test_real_affinity);
     RUN(test_real_lease);
-    if (!rsdt_failed) {
-        real_rmdir(g_models);
-        if (g_dir[0]) real_rmdir(g_dir);
-    }
+    real_serve_cleanup();
     return RSD_TEST_END();
 }

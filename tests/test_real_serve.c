@@ -4,8 +4,8 @@
    keep-alive closed the idle upstream socket, the child's own slot count bounding what
    is sent to it, a broken model that costs no healthy one, and SIGTERM stopping every
    child. Skipped (one line, "0 passed, 0 failed") when no llama-server is found
-   (tests/real_server.h). Waits are on events (pipes, sockets, bounded polls of GET
-   /status); the one deliberate wait is the keep-alive idle time, which is under test. */
+   (tests/real_server.h). Waits are on events (pipes, sockets, GET /_rsd/events
+   between looks at GET /status); the one deliberate wait is the keep-alive idle time, which is under test. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
@@ -29,30 +29,8 @@
 
 #include "real_server.h"
 #include "serve_harness.h"
+#include "real_serve.h"
 
-static char g_bin[1024];   /* the real llama-server */
-static char g_models[600]; /* tiny-a..tiny-e.gguf, broken.gguf */
-
-/* Writes DIR/name.ini for max_models resident children of the real server, with the
-   [model] sections in models ("@" = the models directory), and starts rsd-serve on it. */
-static int real_serve_start(serve_proc *s, const char *name, int max_models, const char *models) {
-    char path[700], text[8192], body[4096];
-    const char *args[] = {"--config", path, NULL};
-    const char *p;
-    size_t n = 0;
-    for (p = models; *p && n + sizeof g_models < sizeof body; p++) {
-        if (*p == '@') n += (size_t)snprintf(body + n, sizeof body - n, "%s", g_models);
-        else body[n++] = *p;
-    }
-    body[n] = 0;
-    snprintf(path, sizeof path, "%s/%s.ini", g_models, name);
-    snprintf(text, sizeof text,
-             "listen = 127.0.0.1:0\nmax_models = %d\nllama_server = %s\nargs = -t 1\n"
-             "start_timeout = 60\nstop_grace = 5\n\n%s",
-             max_models, g_bin, body);
-    if (write_file(path, text) != 0) return -1;
-    return serve_start(s, args);
-}
 
 /* A chat body for model: a few tokens, streamed or not. */
 static const char *real_chat(const char *model, int max_tokens, bool stream) {
@@ -61,19 +39,6 @@ static const char *real_chat(const char *model, int max_tokens, bool stream) {
              "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":%d%s}",
              model, max_tokens, stream ? ",\"stream\":true" : "");
     return b;
-}
-
-/* Polls /status until id's state is want (bounded: 30 s, the machine may be loaded). */
-static bool wait_state(const serve_proc *s, const char *id, const char *want) {
-    char st[32];
-    int i;
-    for (i = 0; i < 1500; i++) {
-        status_state(s, id, st, sizeof st);
-        if (!strcmp(st, want)) return true;
-        (void)poll(NULL, 0, 20);
-    }
-    printf("  %s: state %s, waited for %s\n", id, st, want);
-    return false;
 }
 
 /* Reads a streamed answer from fd until "[DONE]" (or EOF/timeout) into buf; the number
@@ -102,7 +67,7 @@ static void test_real_route_stream_evict(void) {
     int64_t pid_a, pid_b, pid_c;
     bool done = false;
     int fd, events;
-    REQUIRE(real_serve_start(&s, "route", 2,
+    REQUIRE(real_serve_start(&s, "route", "max_models = 2\n",
                              "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 256\n"
                              "[model tiny-b]\nmodel = @/tiny-b.gguf\nctx = 256\n"
                              "[model tiny-c]\nmodel = @/tiny-c.gguf\nctx = 256\n") == 0);
@@ -147,7 +112,7 @@ static void test_real_route_stream_evict(void) {
 static void test_real_after_keepalive_idle(void) {
     serve_proc s;
     int st;
-    REQUIRE(real_serve_start(&s, "idle", 1, "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 256\n") == 0);
+    REQUIRE(real_serve_start(&s, "idle", "max_models = 1\n", "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 256\n") == 0);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", real_chat("tiny-a", 2, false)), 200);
     (void)poll(NULL, 0, 6000); /* past the child's 5 s keep-alive: the thing under test */
     st = http(&s, "POST", "/v1/chat/completions", real_chat("tiny-a", 2, false));
@@ -169,7 +134,7 @@ static void test_real_child_slots_bound(void) {
     serve_proc s;
     static char buf[3][1 << 15];
     int fd[3], i, ok = 0, done_all = 0;
-    REQUIRE(real_serve_start(&s, "slots", 1,
+    REQUIRE(real_serve_start(&s, "slots", "max_models = 1\n",
                              "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 512\nargs = -np 2\n") == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"tiny-a\"}"), 200);
     REQUIRE(wait_state(&s, "tiny-a", "ready"));
@@ -202,7 +167,7 @@ static void test_real_broken_keeps_healthy(void) {
     serve_proc s;
     int64_t pid_a;
     int i;
-    REQUIRE(real_serve_start(&s, "broken", 1,
+    REQUIRE(real_serve_start(&s, "broken", "max_models = 1\n",
                              "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 256\n"
                              "[model bad]\nmodel = @/broken.gguf\nctx = 256\n") == 0);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", real_chat("tiny-a", 2, false)), 200);
@@ -224,30 +189,13 @@ static void test_real_broken_keeps_healthy(void) {
 }
 
 int main(int argc, char **argv) {
-    char cache[700];
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
-    signal(SIGPIPE, SIG_IGN);
-    (void)real_start; /* the router starter: not used here */
-    if (access(SERVE_BIN, X_OK) != 0) {
-        printf("  %s missing: run `make examples` first\n", SERVE_BIN);
-        rsdt_failed++;
-        return RSD_TEST_END();
-    }
-    if (real_models(g_models, sizeof g_models) != 0) {
-        printf("  cannot write the tiny models\n");
-        rsdt_failed++;
-        return RSD_TEST_END();
-    }
-    snprintf(cache, sizeof cache, "%s/cache", g_models);
-    setenv("LLAMA_CACHE", cache, 1); /* rsd-serve's children inherit it */
+    if (real_serve_setup() != 0) return RSD_TEST_END();
     RUN(test_real_route_stream_evict);
     RUN(test_real_after_keepalive_idle);
     RUN(test_real_child_slots_bound);
     RUN(test_real_broken_keeps_healthy);
-    if (!rsdt_failed) {
-        real_rmdir(g_models);
-        if (g_dir[0]) real_rmdir(g_dir);
-    }
+    real_serve_cleanup();
     return RSD_TEST_END();
 }

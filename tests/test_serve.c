@@ -514,18 +514,15 @@ static void test_serve_slow_client(void) {
     size_t hlen = 0, consumed = 0;
     uint64_t body = 0, total, next_look = 256 << 10;
     long hwm0, rss0, rss_max = 0, hwm1;
-    int fd, i, rcv = 4096, res = RSD_PENDING, one = 1;
+    int fd, rcv = 4096, res = RSD_PENDING, one = 1;
     struct sockaddr_in a;
     make_dir();
     snprintf(path, sizeof path, "%s/slow.ini", g_dir);
     write_config(path, 1, "[model big]\nmodel = @/big.gguf\nargs = --big-body 16777216\n");
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"big\"}"), 200);
-    for (i = 0; i < 500; i++) {
-        status_state(&s, "big", st, sizeof st);
-        if (!strcmp(st, "ready")) break;
-        (void)poll(NULL, 0, 10);
-    }
+    (void)wait_state(&s, "big", "ready");
+    status_state(&s, "big", st, sizeof st);
     REQUIRE(!strcmp(st, "ready"));
     /* a small answer first, so the baseline includes the proxy path's buffers */
     CHECK_EQ_INT(http(&s, "POST", "/v1/embeddings", "{\"model\":\"big\",\"input\":\"x\"}"), 200);
@@ -692,12 +689,8 @@ static void test_serve_upstream_hangup(void) {
     REQUIRE(wait_field(&s, "slow", "in_flight", 0));
     {
         char st[32];
-        int i;
-        for (i = 0; i < 500; i++) {
-            status_state(&s, "slow", st, sizeof st);
-            if (!strcmp(st, "ready")) break;
-            (void)poll(NULL, 0, 10);
-        }
+        (void)wait_state(&s, "slow", "ready");
+        status_state(&s, "slow", st, sizeof st);
         REQUIRE(!strcmp(st, "ready"));
     }
     port = (int)status_field(&s, "slow", "port");
@@ -783,11 +776,8 @@ static void test_serve_broken_keeps_healthy(void) {
     CHECK(strstr(g_body, "cannot read model file /nonexistent/gone.gguf") != NULL);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
     CHECK(strstr(g_body, "exiting due to model loading error") != NULL);
-    for (i = 0; i < 500; i++) { /* good comes back by itself */
-        status_state(&s, "good", st, sizeof st);
-        if (!strcmp(st, "ready")) break;
-        (void)poll(NULL, 0, 10);
-    }
+    (void)wait_state(&s, "good", "ready"); /* good comes back by itself */
+    status_state(&s, "good", st, sizeof st);
     CHECK_EQ_STR(st, "ready");
     for (i = 0; i < 2; i++) {
         CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
@@ -808,18 +798,14 @@ static void test_serve_pinned(void) {
     serve_proc s;
     char path[256], out[4096], st[32];
     const char *args[] = {"--config", path, NULL};
-    int i;
     make_dir();
     snprintf(path, sizeof path, "%s/pinned.ini", g_dir);
     write_config(path, 1,
                  "[model keeper]\nmodel = @/keeper.gguf\npinned = true\n"
                  "[model other]\nmodel = @/other.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
-    for (i = 0; i < 500; i++) { /* loaded with no request */
-        status_state(&s, "keeper", st, sizeof st);
-        if (!strcmp(st, "ready")) break;
-        (void)poll(NULL, 0, 10);
-    }
+    (void)wait_state(&s, "keeper", "ready"); /* loaded with no request */
+    status_state(&s, "keeper", st, sizeof st);
     CHECK_EQ_STR(st, "ready");
     CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
     CHECK(strstr(g_body, "\"tags\":[\"pinned:true\"]") != NULL);

@@ -622,13 +622,8 @@ static int64_t json_int(const char *key) {
 
 static bool lease_ready(const serve_proc *s, int64_t id) {
     char p[64];
-    int i;
     snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
-    for (i = 0; i < 500; i++) {
-        if (http(s, "GET", p, NULL) == 200 && strstr(g_body, "\"ready\":true")) return true;
-        (void)poll(NULL, 0, 10);
-    }
-    return false;
+    return wait_until(s, path_ready, p, 30000);
 }
 
 static void test_serve_lease(void) {
@@ -682,7 +677,7 @@ static void test_serve_lease(void) {
     CHECK_EQ_INT(http(&s, "DELETE", p, NULL), 404);
     CHECK_EQ_INT(http(&s, "GET", p, NULL), 404);
     CHECK_EQ_INT(http(&s, "GET", "/_rsd/lease/x", NULL), 404);
-    for (i = 0; i < 500 && status_field(&s, "a", "pid") <= 0; i++) (void)poll(NULL, 0, 10);
+    (void)wait_new_pid(&s, "a", 0);
     CHECK(status_field(&s, "a", "pid") > 0);
     CHECK_EQ_INT(serve_stop(&s), 0);
     /* no byte budget: nothing to lease */
@@ -701,7 +696,6 @@ static void test_game_loop_lease(void) {
     char path[256], cfg[1024], out[16384];
     const char *args[] = {"--config", path, NULL};
     const char *gargv[] = {"build/examples/game_loop", NULL, "a", "4G", NULL};
-    int i;
     make_dir();
     snprintf(path, sizeof path, "%s/game.ini", g_dir);
     snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = 8G\n[model a]\nmodel = %s\nreserve = 4G\n"
@@ -714,7 +708,7 @@ static void test_game_loop_lease(void) {
     CHECK(strstr(out, "resident: a") != NULL);
     CHECK(strstr(out, "\"stopped\":[\"b\"]") != NULL);
     CHECK(strstr(out, "cutscene plays") != NULL && strstr(out, "released") != NULL);
-    for (i = 0; i < 500 && status_field(&s, "b", "pid") <= 0; i++) (void)poll(NULL, 0, 10);
+    (void)wait_new_pid(&s, "b", 0);
     CHECK(status_field(&s, "b", "pid") > 0); /* restored */
     if (rsdt_cur_failed) printf("%s\n", out);
     CHECK_EQ_INT(serve_stop(&s), 0);

@@ -99,37 +99,6 @@ static int raw_req(int port, const char *method, const char *path, const char *h
 
 /* An open event stream: GET path with extra header lines; the fd (the head is read by
    sse_wait with the events). */
-static int sse_open(int port, const char *path, const char *headers) {
-    char req[2048];
-    int fd = raw_connect(port), n;
-    if (fd < 0) return -1;
-    n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", path, headers ? headers : "");
-    if (write(fd, req, (size_t)n) != n) { close(fd); return -1; }
-    return fd;
-}
-
-typedef struct sse_buf {
-    int fd;
-    char b[1 << 17];
-    size_t n;
-} sse_buf;
-
-/* Reads until needle appears in what the stream has sent (bounded: 30 s of silence). */
-static bool sse_wait(sse_buf *sb, const char *needle) {
-    while (!strstr(sb->b, needle)) {
-        int r;
-        if (sb->n + 1 >= sizeof sb->b) return false;
-        r = raw_read(sb->fd, sb->b + sb->n, sizeof sb->b - sb->n - 1);
-        if (r <= 0) {
-            printf("  stream ended or silent waiting for %s; got:\n%.2000s\n", needle, sb->b);
-            return false;
-        }
-        sb->n += (size_t)r;
-        sb->b[sb->n] = 0;
-    }
-    return true;
-}
-
 /* ---- configuration ------------------------------------------------------------------ */
 static void test_api_config(void) {
     char err[RSRV_ERR_MAX], ini[8192];
@@ -1048,11 +1017,8 @@ static void test_api_page_buttons(void) {
     CHECK(cdp_eval(&c, "document.querySelector('tr[data-model=\"b\"] button.load').click(); 'clicked'"));
     CHECK(strstr(c.msg, "\"value\":\"clicked\"") != NULL);
     g_bearer = "BTN-ADMIN";
-    for (i = 0; i < 1500; i++) {
-        status_state(&s, "b", st, sizeof st);
-        if (!strcmp(st, "ready")) break;
-        (void)poll(NULL, 0, 20);
-    }
+    (void)wait_state(&s, "b", "ready");
+    status_state(&s, "b", st, sizeof st);
     CHECK_EQ_STR(st, "ready");
     /* the page follows (its event stream): b's row says ready; then unload it */
     CHECK(cdp_eval(&c, "new Promise(function (ok) { var n = 0; (function look() {"
@@ -1061,11 +1027,8 @@ static void test_api_page_buttons(void) {
                        " else if (++n > 300) ok('timeout'); else setTimeout(look, 50); })(); })"));
     CHECK(strstr(c.msg, "\"value\":\"ready\"") != NULL);
     CHECK(cdp_eval(&c, "document.querySelector('tr[data-model=\"b\"] button.unload').click(); 'clicked'"));
-    for (i = 0; i < 1500; i++) {
-        status_state(&s, "b", st, sizeof st);
-        if (!strcmp(st, "unloaded")) break;
-        (void)poll(NULL, 0, 20);
-    }
+    (void)wait_state(&s, "b", "unloaded");
+    status_state(&s, "b", st, sizeof st);
     CHECK_EQ_STR(st, "unloaded");
     g_bearer = NULL;
     cdp_stop(&c);

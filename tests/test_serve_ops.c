@@ -214,14 +214,8 @@ static void test_ops_env_preload(void) {
     REQUIRE(serve_start(&s, args) == 0);
     CHECK(strstr(s.url, "127.0.0.1") || strstr(s.url, "[::1]")); /* localhost, resolved */
     /* started without a request */
-    {
-        int i;
-        for (i = 0; i < 500; i++) {
-            status_state(&s, "pre", state, sizeof state);
-            if (!strcmp(state, "ready")) break;
-            (void)poll(NULL, 0, 10);
-        }
-    }
+    (void)wait_state(&s, "pre", "ready");
+    status_state(&s, "pre", state, sizeof state);
     CHECK_EQ_STR(state, "ready");
     CHECK_EQ_INT(http(&s, "GET", "/status", NULL), 200);
     CHECK(strstr(g_body, "\"pinned\":false") != NULL);
@@ -365,17 +359,6 @@ static void test_ops_queue(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
-
-/* Polls /status until model id's pid is > 0 and differs from not (bounded, 10 s). */
-static int64_t wait_new_pid(const serve_proc *s, const char *id, int64_t not) {
-    int i;
-    for (i = 0; i < 1000; i++) {
-        int64_t p = status_field(s, id, "pid");
-        if (p > 0 && p != not) return p;
-        (void)poll(NULL, 0, 10);
-    }
-    return -1;
-}
 
 static void write_reload_config(const char *path, const char *model, const char *models) {
     char text[8192];
