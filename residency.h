@@ -67,12 +67,12 @@
            rsd_json_doc doc;
            int r = rsd_json_parse(&doc, text, len, toks, 256);
            if (r < 0) printf("%s at %u:%u\n", rsd_result_str(r), doc.err.line, doc.err.col);
-       Make a model resident (residency_http.h; blocking, or see rsd_ensure_step):
+       Make a model resident (residency_http.h; blocking, or see rsd_ensurer_step):
            rsd_ensurer *e = rsd_ensurer_create(NULL);
            rsd_ensure_req q;  memset(&q, 0, sizeof q);
            q.url = "http://127.0.0.1:8080";  q.model = "qwen3-8b";
            rsd_ensure_result res;
-           if (rsd_ensure(e, &q, &res) == RSD_OK && res.keep_resident) go();
+           if (rsd_ensurer_run(e, &q, &res) == RSD_OK && res.keep_resident) go();
            else printf("%s\n", res.message);
            rsd_ensurer_destroy(e);
        Decide only (pure; the facts come from your own listing):
@@ -83,6 +83,14 @@
        the same policy with processes, /health probes and crash handling).
 
    API REFERENCE
+     Names: a function that works on an object is named after the object's type
+     (rsd_pool_step(pool), rsd_procs_step(p), rsd_fleet_step(f), rsd_ensurer_step(e));
+     *_str gives a value's label ("already-resident", "ready", "in progress; call
+     again") and *_name the bare name of its X-macro entry ("ERR_TIMEOUT",
+     "EVICT_CONFIG", "ALLOC_FAILED"); RSD_NO_DEADLINE is what every *_step and
+     *_next_deadline returns when nothing is scheduled; every *_pollfds fills
+     rsd_pollfd entries (residency_http.h) and returns how many.
+
    ---- text: what reaches a terminal or a log line ----------------------------
        Text a server or a child chose (model ids, messages, command lines) is
        passed through these before it is printed, logged or put in an error
@@ -1454,7 +1462,7 @@
            beyond it queue here, not in the server's accept queue.
        rsd_pool_next_action(pool, &a) -> bool
            STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
-       rsd_pool_step(pool, now) -> next deadline | RSD_POOL_NO_DEADLINE
+       rsd_pool_step(pool, now) -> next deadline | RSD_NO_DEADLINE
            Stops idle slots whose TTL expired, runs admission (starvation).
        rsd_pool_configure(pool, max, now)
            max clamped to 1..16. Idle excess slots stop at once, LRU
@@ -1900,6 +1908,10 @@ typedef struct rsd_logger {
 } rsd_logger;
 
 /* ==== types: allocator, string view ======================================= */
+/* The one "no deadline": what every *_step and *_next_deadline returns when nothing
+   is scheduled (pool, process supervisor, HTTP client and server, fleet, ensurer). */
+#define RSD_NO_DEADLINE UINT64_MAX
+
 /* Allocator hooks; zeroed = RSD_DEFAULT_ALLOC/FREE. Both or neither. */
 typedef struct rsd_allocator {
     void *(*alloc_fn)(size_t size, void *user);
@@ -3396,8 +3408,6 @@ enum {
 #define RSD_POOL_WAIT_FOREVER 0xFFFFFFFFu
 /* Largest byte figure accepted anywhere in the pool (256 PiB). */
 #define RSD_POOL_MAX_BYTES ((uint64_t)1 << 58)
-/* rsd_pool_step() result when no timer is armed. */
-#define RSD_POOL_NO_DEADLINE UINT64_MAX
 
 /* A request (sokol-style handle: 0 = invalid, generation in the high bits). */
 typedef struct rsd_pool_req { uint32_t id; } rsd_pool_req;
@@ -3516,7 +3526,7 @@ typedef struct rsd_pool_slot_info {
     uint32_t in_flight;
     uint64_t reserve_bytes;
     uint64_t last_use;        /* logical clock of the last use (LRU key) */
-    uint64_t idle_deadline_ms;/* TTL unload time when idle, else RSD_POOL_NO_DEADLINE */
+    uint64_t idle_deadline_ms;/* TTL unload time when idle, else RSD_NO_DEADLINE */
     uint32_t ttl_ms;
     bool pinned;
     int64_t pid;              /* whatever the host stored with rsd_pool_set_pid; 0 = none */
@@ -3626,7 +3636,7 @@ RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
-/* Run timers (idle TTL, the wait bound); returns the next deadline or RSD_POOL_NO_DEADLINE. */
+/* Run timers (idle TTL, the wait bound); returns the next deadline or RSD_NO_DEADLINE. */
 RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms);
 /* Forget model's failed starts (-1 = every model): its next request starts it at once
    (for a host whose configuration of the model changed). */
@@ -3657,7 +3667,7 @@ typedef struct rsd_pool_lease_desc {
 typedef struct rsd_pool_lease_info {
     uint64_t requested, granted; /* granted < requested: busy or pinned processes hold the rest */
     bool ready;                  /* the granted bytes are free now (its victims have exited) */
-    uint64_t expires_ms;         /* RSD_POOL_NO_DEADLINE without a ttl */
+    uint64_t expires_ms;         /* RSD_NO_DEADLINE without a ttl */
     uint64_t stopped;            /* bit m set: model m was stopped for it */
     int num_stopped;
     bool restore;
@@ -3684,9 +3694,9 @@ RSD_API bool rsd_pool_next_event(rsd_pool *pool, rsd_pool_event *event);
 /* Slot index of a process handle (its low 8 bits); -1 for an invalid handle. */
 RSD_API int rsd_pool_proc_slot(rsd_pool_proc proc);
 /* Names for enums (never NULL). */
-RSD_API const char *rsd_pool_slot_state_name(int state);
+RSD_API const char *rsd_pool_slot_state_str(int state);
 /* Name of an rsd_pool_why value (never NULL). */
-RSD_API const char *rsd_pool_why_name(int why);
+RSD_API const char *rsd_pool_why_str(int why);
 
 /* ==== pool end ============================================================ */
 
@@ -10517,9 +10527,9 @@ struct rsd_pool {
 
 RSDI_PRIVATE void rsdi_pool_lease_end(rsd_pool *p, int i);
 
-/* a + b saturating at RSD_POOL_NO_DEADLINE (times come from the host). */
+/* a + b saturating at RSD_NO_DEADLINE (times come from the host). */
 RSDI_PRIVATE uint64_t rsdi_pool_at(uint64_t a, uint64_t b) {
-    return a > RSD_POOL_NO_DEADLINE - b ? RSD_POOL_NO_DEADLINE : a + b;
+    return a > RSD_NO_DEADLINE - b ? RSD_NO_DEADLINE : a + b;
 }
 
 RSDI_PRIVATE int rsdi_pool_norm_max(int v) {
@@ -10718,7 +10728,7 @@ RSDI_PRIVATE void rsdi_pool_grant(rsd_pool *p, int s, uint32_t i) {
     sl->in_flight++;
     sl->last_use = ++p->clock;
     p->models[r->model].last_used_ms = p->now_ms;
-    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    sl->idle_deadline_ms = RSD_NO_DEADLINE;
     p->running++;
     p->ctr.grants_queued++;
     if (waited > p->ctr.max_wait_ms) p->ctr.max_wait_ms = waited;
@@ -10806,7 +10816,7 @@ RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     sl->in_flight = 0;
     sl->reserve_bytes = p->models[m].reserve_bytes;
     sl->last_use = ++p->clock;
-    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    sl->idle_deadline_ms = RSD_NO_DEADLINE;
     sl->pid = 0;
     sl->limit = 0;
     sl->drain_after_start = false;
@@ -10831,7 +10841,7 @@ RSDI_PRIVATE void rsdi_pool_vacate(rsd_pool *p, int s) {
     sl->reserve_bytes = 0;
     sl->state = RSD_POOL_SLOT_EMPTY;
     sl->model = -1;
-    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    sl->idle_deadline_ms = RSD_NO_DEADLINE;
     sl->pid = 0;
     sl->drain_after_start = false;
     sl->exclusive = false;
@@ -10876,7 +10886,7 @@ RSDI_PRIVATE void rsdi_pool_stop_slot(rsd_pool *p, int s, rsd_pool_why why) {
     }
     sl->state = RSD_POOL_SLOT_STOPPING;
     sl->why = why;
-    sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    sl->idle_deadline_ms = RSD_NO_DEADLINE;
     rsdi_pool_act_push(p, s, RSD_POOL_ACTION_STOP);
     rsdi_pool_event_log(p, RSD_POOL_EV_STOP, why, s);
     switch (why) {
@@ -10888,7 +10898,7 @@ RSDI_PRIVATE void rsdi_pool_stop_slot(rsd_pool *p, int s, rsd_pool_why why) {
     }
     rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_STOP, RSDI_WHERE,
               "pool: stopping slot %d (%s): %s", s,
-              sl->model >= 0 ? p->models[sl->model].id : "-", rsd_pool_why_name((int)why));
+              sl->model >= 0 ? p->models[sl->model].id : "-", rsd_pool_why_str((int)why));
 }
 
 RSDI_PRIVATE bool rsdi_pool_idle(const rsd_pool *p, const rsdi_pool_slot *sl) {
@@ -11041,7 +11051,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
                 if (!(drain & (1u << v))) continue;
                 p->slots[v].state = RSD_POOL_SLOT_DRAINING;
                 p->slots[v].why = RSD_POOL_WHY_STARVE;
-                p->slots[v].idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+                p->slots[v].idle_deadline_ms = RSD_NO_DEADLINE;
                 p->ctr.starve_drains++;
                 rsdi_pool_event_log(p, RSD_POOL_EV_DRAIN, RSD_POOL_WHY_STARVE, v);
                 rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_DRAIN, RSDI_WHERE,
@@ -11087,7 +11097,7 @@ RSDI_PRIVATE void rsdi_pool_slot_settled(rsd_pool *p, int s) {
         if (p->models[sl->model].wq_head != RSDI_POOL_NIL) rsdi_pool_grant_waiters(p, s);
         if (sl->in_flight == 0) {
             uint32_t ttl = p->models[sl->model].ttl_ms;
-            sl->idle_deadline_ms = ttl ? rsdi_pool_at(p->now_ms, ttl) : RSD_POOL_NO_DEADLINE;
+            sl->idle_deadline_ms = ttl ? rsdi_pool_at(p->now_ms, ttl) : RSD_NO_DEADLINE;
             if (p->want_head >= 0 || p->trim_pending) rsdi_pool_pass(p);
         }
     } else if (sl->state == RSD_POOL_SLOT_DRAINING && sl->in_flight == 0) {
@@ -11100,12 +11110,12 @@ RSD_API int rsd_pool_proc_slot(rsd_pool_proc proc) {
     return proc.id == 0 || (proc.id & 0xFFu) >= RSD_POOL_MAX_SLOTS ? -1 : (int)(proc.id & 0xFFu);
 }
 
-RSD_API const char *rsd_pool_slot_state_name(int state) {
+RSD_API const char *rsd_pool_slot_state_str(int state) {
     static const char *const n[] = {"empty", "starting", "ready", "draining", "stopping", "failed"};
     return state >= 0 && state < (int)RSD_POOL_SLOT_NUM ? n[state] : "unknown";
 }
 
-RSD_API const char *rsd_pool_why_name(int why) {
+RSD_API const char *rsd_pool_why_str(int why) {
     static const char *const n[] = {"none", "evict", "ttl", "trim", "starve", "unload",
                                     "shutdown", "load-failed", "lease"};
     return why >= 0 && why < (int)RSD_POOL_WHY_NUM ? n[why] : "unknown";
@@ -11236,7 +11246,7 @@ RSD_API rsd_pool *rsd_pool_create(const rsd_pool_desc *desc) {
     for (k = 0; k < RSD_POOL_MAX_SLOTS; k++) {
         p->slots[k].model = -1;
         p->slots[k].act_next = -1;
-        p->slots[k].idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+        p->slots[k].idle_deadline_ms = RSD_NO_DEADLINE;
     }
     for (i = 0; i < p->max_requests; i++) {
         memset(&p->reqs[i], 0, sizeof p->reqs[i]);
@@ -11341,7 +11351,7 @@ RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t n
         sl->in_flight++; /* counted at admission, not at dispatch (#28698) */
         sl->last_use = ++pool->clock;
         pool->models[model].last_used_ms = now_ms;
-        sl->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+        sl->idle_deadline_ms = RSD_NO_DEADLINE;
         pool->running++;
         pool->ctr.grants_immediate++;
         *req = rsdi_pool_handle(pool, i);
@@ -11566,7 +11576,7 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uin
         if (sl->in_flight == 0) rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_UNLOAD);
     } else if (sl->in_flight == 0) {
         uint32_t ttl = pool->models[sl->model].ttl_ms;
-        sl->idle_deadline_ms = ttl ? rsdi_pool_at(pool->now_ms, ttl) : RSD_POOL_NO_DEADLINE;
+        sl->idle_deadline_ms = ttl ? rsdi_pool_at(pool->now_ms, ttl) : RSD_NO_DEADLINE;
         if (pool->want_head >= 0) rsdi_pool_pass(pool);
     }
     return RSD_OK;
@@ -11697,7 +11707,7 @@ RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *a) {
 }
 
 RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
-    uint64_t next = RSD_POOL_NO_DEADLINE;
+    uint64_t next = RSD_NO_DEADLINE;
     int s, m;
     if (!pool) return next;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
@@ -11714,7 +11724,7 @@ RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
     }
     for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) { /* idle TTL (llama-swap ttl, keep_alive) */
         rsdi_pool_slot *sl = &pool->slots[s];
-        if (!rsdi_pool_idle(pool, sl) || sl->idle_deadline_ms == RSD_POOL_NO_DEADLINE) continue;
+        if (!rsdi_pool_idle(pool, sl) || sl->idle_deadline_ms == RSD_NO_DEADLINE) continue;
         if (sl->idle_deadline_ms <= pool->now_ms) rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_TTL);
     }
     rsdi_pool_pass(pool);
@@ -11875,7 +11885,7 @@ RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc,
     le->gen = gen;
     le->requested = desc->bytes;
     le->granted = avail < (int64_t)desc->bytes ? (uint64_t)avail : desc->bytes;
-    le->expires_ms = desc->ttl_ms ? rsdi_pool_at(pool->now_ms, desc->ttl_ms) : RSD_POOL_NO_DEADLINE;
+    le->expires_ms = desc->ttl_ms ? rsdi_pool_at(pool->now_ms, desc->ttl_ms) : RSD_NO_DEADLINE;
     le->restore = desc->restore;
     le->stopped = 0;
     pool->leased_total += le->granted;

@@ -255,7 +255,7 @@
            for (;;) {                                           // once per frame
                rsd_pollfd fds[8];
                int n = rsd_http_client_pollfds(c, fds, 8);      // may be 0
-               uint64_t dl = rsd_http_client_next_deadline(c);  // 0 = now, RSD_DEADLINE_NONE
+               uint64_t dl = rsd_http_client_next_deadline(c);  // 0 = now, RSD_NO_DEADLINE
                poll((struct pollfd *)fds, n, <min(frame budget, dl - now)>);
                rsd_http_client_step_polled(c, now = rsd_now_ms(), fds, n);
                rsd_http_event ev;
@@ -349,7 +349,7 @@
            Returns how many it wants (only cap are written when that is more).
        uint64_t rsd_http_client_next_deadline(c)
            Earliest connect/total deadline or idle expiry; 0 when a queued request
-           can start now; RSD_DEADLINE_NONE when only socket readiness matters.
+           can start now; RSD_NO_DEADLINE when only socket readiness matters.
        int rsd_http_cancel(c, rsd_http_req_h h)
            Closes the request's socket (it cannot be reused mid-request); its event
            reports RSD_ERR_CANCELLED. RSD_ERR_NOT_FOUND for a stale or completed
@@ -625,17 +625,17 @@
            rsd_ensure_req q;  memset(&q, 0, sizeof q);
            q.url = "http://127.0.0.1:8080";  q.model = "qwen";
            rsd_ensure_result res;
-           int rc = rsd_ensure(e, &q, &res);                 blocking: the loop below + poll()
+           int rc = rsd_ensurer_run(e, &q, &res);             blocking: the loop below + poll()
            rsd_ensurer_destroy(e);
 
        a frame loop (one call per frame, never blocks):
-           rsd_ensure_begin(e, &q, now_ms);                  no I/O
+           rsd_ensurer_begin(e, &q, now_ms);                 no I/O
            every frame:
-               int rc = rsd_ensure_step(e, now_ms);          RSD_PENDING while running
-               n = rsd_ensure_notices(e, &notes);            new notices: notes[seen..n)
-               if (rc != RSD_PENDING) { rsd_ensure_query(e, &res); done; }
-               (optional) poll the fds of rsd_ensure_pollfds until
-               rsd_ensure_next_deadline(e) within the frame budget.
+               int rc = rsd_ensurer_step(e, now_ms);         RSD_PENDING while running
+               n = rsd_ensurer_notices(e, &notes);           new notices: notes[seen..n)
+               if (rc != RSD_PENDING) { rsd_ensurer_query(e, &res); done; }
+               (optional) poll the fds of rsd_ensurer_pollfds until
+               rsd_ensurer_next_deadline(e) within the frame budget.
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
            Allocates everything now, from d->allocator: the object, its
@@ -670,7 +670,7 @@
            defaults on x86-64 (tests/test_sizes.c checks it), about half of it
            the client's three 160 KiB slots; smaller limits shrink both.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
-       int rsd_ensure_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
+       int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
            ".../v1"), model (the keep), runtime (RSD_RUNTIME_AUTO = probe, see below;
            LLAMACPP, LMSTUDIO, OLLAMA), context_length (0 = none), context_ceiling
@@ -686,9 +686,9 @@
            RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
            must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
            DONE at once with that result (step returns it, query shows it).
-       int rsd_ensure_step(e, uint64_t now_ms)
+       int rsd_ensurer_step(e, uint64_t now_ms)
            Does all ready work and returns: RSD_PENDING (call again; sleep at most
-           until rsd_ensure_next_deadline or socket activity), or, once done, the
+           until rsd_ensurer_next_deadline or socket activity), or, once done, the
            final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
            OBSERVED or DECLINED: look at the result), <0 when the load failed or the
            server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
@@ -696,16 +696,16 @@
            with RSD_ERR_NOT_SERVED (the request must not be sent), a
            server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
            return the same code.
-       int rsd_ensure_pollfds(e, rsd_pollfd *out, int cap)
-       uint64_t rsd_ensure_next_deadline(e)
+       int rsd_ensurer_pollfds(e, rsd_pollfd *out, int cap)
+       uint64_t rsd_ensurer_next_deadline(e)
            For the host's poll(): the client's sockets, and the earliest of the
            client's deadlines, the reconcile's next poll (WAIT) and the next attempt
-           at the target lock or the attribution lock (COMMIT). RSD_DEADLINE_NONE
+           at the target lock or the attribution lock (COMMIT). RSD_NO_DEADLINE
            when done or only sockets matter.
-       int rsd_ensure_notices(e, const rsd_reconcile_notice **out)
+       int rsd_ensurer_notices(e, const rsd_reconcile_notice **out)
            The notices so far (live while running: print notes[seen..n) after each
            step). Valid until the next begin.
-       void rsd_ensure_query(e, rsd_ensure_result *out)
+       void rsd_ensurer_query(e, rsd_ensure_result *out)
            The result so far (final after done): result, outcome, decision, reason,
            runtime (the one used, after detection), message, evicted[] (with the
            restored flags), notices, requests (HTTP requests sent, detection
@@ -720,7 +720,7 @@
            state_error (RSD_OK, or why the change was not
            recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
            busy attribution lock...). Pointers stay valid until the next begin.
-       int rsd_ensure(e, const rsd_ensure_req *q, rsd_ensure_result *out)
+       int rsd_ensurer_run(e, const rsd_ensure_req *q, rsd_ensure_result *out)
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
        Freeing memory (a lease). A request with no model (q->model NULL or "")
@@ -738,7 +738,7 @@
        URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
        machine.
        int rsd_ensure_release(e, const rsd_ensure_req *q, const char *lease_id, out)
-           Blocking (a loop of rsd_ensure): loads back every model of the lease, at
+           Blocking (a loop of rsd_ensurer_run): loads back every model of the lease, at
            the recorded URL unless q->url is set (q also gives the runtime, bearer
            and timeout; q may be NULL), then removes what came back from the lease
            (what failed stays for another release). Returns the count restored;
@@ -771,7 +771,7 @@
        out and in) and the generation bump in one rsd_state_attr_commit, under
        the attribution-file lock taken with rsd_state_attr_lock_begin/step: the
        step never sleeps for it but comes back at its next attempt
-       (rsd_ensure_next_deadline), until the ensure's deadline (at least 50 ms);
+       (rsd_ensurer_next_deadline), until the ensure's deadline (at least 50 ms);
        then commit_done. A COMMIT that cannot be recorded (the lock busy past
        the deadline, a failed write: a full disk, EFBIG, EIO) ends the ensure
        as it would have ended (the model is loaded: RESIDENT, exit code 0 in
@@ -895,7 +895,7 @@
            case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
            case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
            ... }
-           poll() the descriptors from rsd_procs_fds (POLLIN) until `next`.
+           poll() the descriptors from rsd_procs_pollfds (POLLIN) until `next`.
        rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
        rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
 
@@ -990,7 +990,7 @@
    installed. A host that is a child subreaper (Linux PR_SET_CHILD_SUBREAPER, as
    rsd-serve) gets a wrapper's orphans re-parented to it; those of the group are
    reaped here too, so the last member of a group is always reaped by us. Exits are noticed via
-   a pidfd (Linux 5.3+, in rsd_procs_fds) or, without one, by polling: every
+   a pidfd (Linux 5.3+, in rsd_procs_pollfds) or, without one, by polling: every
    RSD_PROC_REAP_POLL_MS (1 s), or 1, 2, 4 ... ms once the output pipe closed.
    If the host sets SIGCHLD to SIG_IGN the kernel reaps for us: the exit is then
    reported with exit_code -1 and term_signal 0 (status unknown).
@@ -1080,7 +1080,7 @@
                 crash, TerminateProcess) the system closes its handles and every
                 process of every job dies with it. With no console of the host's own
                 the child gets CREATE_NO_WINDOW (no console window pops up).
-       Output   nothing a host can poll: rsd_procs_fds returns no descriptors, and
+       Output   nothing a host can poll: rsd_procs_pollfds returns no descriptors, and
                 rsd_procs_next_deadline asks for a step 10 ms after output, doubling to
                 100 ms while a child is quiet. Each step reads what PeekNamedPipe says
                 is there (a ReadFile that cannot block) and checks the process handle
@@ -1374,7 +1374,7 @@
                                   the attribution format, instance = the role name)
        URL: etcd://host[:port][/prefix] (port 2379 by default), etcds:// for TLS (the
        client's tls_ca_file / tls_insecure_skip_verify apply), or http(s)://. A host
-       name is resolved by rsd_ensure (or rsd_ensurer_resolve(e, "http://host:2379")).
+       name is resolved by rsd_ensurer_run (or rsd_ensurer_resolve(e, "http://host:2379")).
 
        What it does, per ensure (each is one request; the steps never block):
          - read: at the start, before the decision cache is consulted, one txn reads the
@@ -1783,7 +1783,6 @@ enum { RSD_POLLIN = 0x001, RSD_POLLOUT = 0x004 };  /* equal to POLLIN / POLLOUT 
    Returns how many are ready (0 = timeout), -1 with errno. */
 RSD_API int rsd_poll(rsd_pollfd *fds, int nfds, int timeout_ms);
 
-#define RSD_DEADLINE_NONE ((uint64_t)-1)   /* next_deadline: nothing scheduled */
 #define RSD_TIMEOUT_NONE 0xFFFFFFFFu       /* a *_timeout_ms field: never time out */
 
 /* Client limits and defaults (a zeroed desc field means the default). */
@@ -1952,7 +1951,7 @@ RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev);
    wants (may exceed cap: then only cap were written). */
 RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap);
 /* Earliest absolute time (ms, the callers' clock) step must run; 0 = now;
-   RSD_DEADLINE_NONE = only socket readiness matters. */
+   RSD_NO_DEADLINE = only socket readiness matters. */
 RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
 /* Aborts a request: its socket is closed and its event reports RSD_ERR_CANCELLED.
    RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
@@ -2059,7 +2058,7 @@ RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h,
                                   rsd_http_server_event *out);
 /* Poll entries (listen socket + connections); returns how many it wants. */
 RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap);
-/* Earliest absolute time step must run (timeouts); RSD_DEADLINE_NONE if none. */
+/* Earliest absolute time step must run (timeouts); RSD_NO_DEADLINE if none. */
 RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s);  /* 0 while events wait to be pulled */
 /* Answers a request with a Content-Length response (headers are extra lines, e.g.
    Content-Type). Writes what the socket takes now; step sends the rest. RSD_OK,
@@ -2202,20 +2201,20 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 /* Releases a held lock, closes sockets, frees everything; NULL is fine. */
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
 /* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
-RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
+RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
 /* Never blocks. RSD_PENDING while running; then the final code (RSD_OK or <0). */
-RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms);
+RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms);
 /* Poll entries of the sockets the ensure waits on; returns how many it wants. */
-RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap);
-/* Earliest absolute time step must run; RSD_DEADLINE_NONE when only sockets matter. */
-RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e);
+RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run; RSD_NO_DEADLINE when only sockets matter. */
+RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e);
 /* Notices so far (live while running); *out valid until the next begin. */
-RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
+RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
 /* The result so far (final once done). */
-RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out);
+RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
-RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
-/* Blocking: loads back what the free ensure of lease_id unloaded (one rsd_ensure per model,
+RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
+/* Blocking: loads back what the free ensure of lease_id unloaded (one rsd_ensurer_run per model,
    at the URL recorded with it unless q->url is set; q gives runtime, bearer, timeout),
    then forgets what came back. *out: the last ensure's result. The count restored, or <0:
    RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no such lease), or the first
@@ -2260,8 +2259,6 @@ enum {
     RSD_PROC_DRAIN_STEP_BYTES = 1 << 20, /* most output read from one process per step */
     RSD_PROC_DESTROY_WAIT_MS = 2000      /* rsd_procs_destroy waits this long per reap */
 };
-/* rsd_procs_step / rsd_procs_next_deadline when no timer is armed. */
-#define RSD_PROC_NO_DEADLINE UINT64_MAX
 
 /* Process handle (index in the low 8 bits, generation above; 0 = invalid). */
 typedef struct rsd_proc { uint32_t id; } rsd_proc;
@@ -2411,13 +2408,14 @@ RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms);
 RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms);
 /* Free an EXITED/FAILED slot (the handle goes stale). RSD_ERR_STATE while running. */
 RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
-/* Drain pipes, reap exits, run timers; returns the next deadline (or RSD_PROC_NO_DEADLINE). */
+/* Drain pipes, reap exits, run timers; returns the next deadline (or RSD_NO_DEADLINE). */
 RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
 /* The next time rsd_procs_step has timed work (no side effects). */
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
-/* Descriptors to poll for readability (output pipes, pidfds): count written (<= cap).
-   Windows: none (the supervisor checks its pipes on the timer of next_deadline). */
-RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap);
+/* Descriptors to poll for readability (output pipes, pidfds), as rsd_pollfd entries
+   with events RSD_POLLIN, as every *_pollfds: the count written (<= cap). Windows:
+   none (the supervisor checks its pipes on the timer of next_deadline). */
+RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
 /* Snapshot of one process at now_ms; RSD_ERR_PROC_STALE for a bad handle. */
@@ -2431,9 +2429,9 @@ RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t 
 /* Handles of live processes (not EXITED/FAILED/FREE): count written. */
 RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap);
 /* Names for enums (never NULL). */
-RSD_API const char *rsd_proc_state_name(int state);
+RSD_API const char *rsd_proc_state_str(int state);
 /* Name of an rsd_proc_event_kind (never NULL). */
-RSD_API const char *rsd_proc_event_name(int kind);
+RSD_API const char *rsd_proc_event_str(int kind);
 #endif /* RSD_NO_PROCESS */
 /* ==== proc end ============================================================ */
 
@@ -2687,7 +2685,7 @@ RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms);
 RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms);
 /* The client's sockets for the host's poll(); how many it wants. */
 RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap);
-/* Earliest time step must run (a retry, the next keepalive, a timeout); RSD_DEADLINE_NONE. */
+/* Earliest time step must run (a retry, the next keepalive, a timeout); RSD_NO_DEADLINE. */
 RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co);
 /* What the last operation found. */
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
@@ -2784,7 +2782,7 @@ typedef struct rsd_fleet_model_info {
     uint64_t started_ms;        /* spawn time of the current process, 0 = none */
     uint64_t ready_ms;          /* when /health said 200, 0 = not yet */
     uint64_t last_used_ms;      /* when its last request finished (or was granted), 0 = never */
-    uint64_t idle_deadline_ms;  /* TTL unload time while idle, RSD_POOL_NO_DEADLINE otherwise */
+    uint64_t idle_deadline_ms;  /* TTL unload time while idle, RSD_NO_DEADLINE otherwise */
     int last_result;            /* result of its last failed start/crash, 0 = none */
     const char *last_error;     /* its message (reason, command, last output lines); NULL =
                                    none. Valid until the next rsd_fleet_* call that changes it */
@@ -2867,7 +2865,7 @@ RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f);
 /* The embedded supervisor (rsd_procs_tail, rsd_procs_query; do not stop its children). */
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
 /* Name of an rsd_fleet_event_kind (never NULL). */
-RSD_API const char *rsd_fleet_event_name(int kind);
+RSD_API const char *rsd_fleet_event_str(int kind);
 #endif /* RSD_NO_PROCESS */
 /* ==== fleet end =========================================================== */
 
@@ -3878,8 +3876,8 @@ RSDI_PRIVATE bool rsdi_addr_eq(const rsdi_addr *a, const rsdi_addr *b) {
 }
 
 RSDI_PRIVATE uint64_t rsdi_deadline(uint64_t start, uint32_t ms) {
-    if (ms == RSD_TIMEOUT_NONE) return RSD_DEADLINE_NONE;
-    if (start > RSD_DEADLINE_NONE - 1 - ms) return RSD_DEADLINE_NONE - 1;
+    if (ms == RSD_TIMEOUT_NONE) return RSD_NO_DEADLINE;
+    if (start > RSD_NO_DEADLINE - 1 - ms) return RSD_NO_DEADLINE - 1;
     return start + ms;
 }
 
@@ -5392,7 +5390,7 @@ RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap
 }
 
 RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
-    uint64_t dl = RSD_DEADLINE_NONE;
+    uint64_t dl = RSD_NO_DEADLINE;
     int i, k;
     bool can_start = false;
     if (!c) return dl;
@@ -5511,7 +5509,7 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
         if (n > c->nconns) n = c->nconns;
         dl = rsd_http_client_next_deadline(c);
         now = rsd_now_ms();
-        if (dl == RSD_DEADLINE_NONE) timeout = -1;
+        if (dl == RSD_NO_DEADLINE) timeout = -1;
         else if (dl <= now) timeout = 0;
         else timeout = dl - now > 0x7fffffff ? 0x7fffffff : (int)(dl - now);
         if (timeout == 0 && n == 0) {
@@ -6182,7 +6180,7 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
 }
 
 RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
-    uint64_t dl = RSD_DEADLINE_NONE;
+    uint64_t dl = RSD_NO_DEADLINE;
     int k;
     if (!s) return dl;
     for (k = 0; k < s->n; k++) {
@@ -7390,7 +7388,7 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     rsdi_en_start_run(e, &f, now_ms); /* the detection state is gone from here on */
 }
 
-RSD_API int rsd_ensure_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
+RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
     rsd_url u;
     char k[RSD_TARGET_KEY_MAX];
     int rc, i;
@@ -7681,7 +7679,7 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
     }
 }
 
-RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
+RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
     int guard, rc;
     if (!e) return RSD_ERR_ARG;
     if (e->co) (void)rsd_etcd_step(e->co, now_ms); /* the lease's keepalive, a release in the background */
@@ -7754,7 +7752,7 @@ RSD_API int rsd_ensure_step(rsd_ensurer *e, uint64_t now_ms) {
     return RSD_PENDING;
 }
 
-RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
+RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
     int n;
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return 0;
     n = rsd_http_client_pollfds(e->http, out, cap);
@@ -7762,9 +7760,9 @@ RSD_API int rsd_ensure_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
     return n;
 }
 
-RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
+RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
     uint64_t dl;
-    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return RSD_DEADLINE_NONE;
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return RSD_NO_DEADLINE;
     switch (e->waiting) {
     case RSDI_EN_WAIT_HTTP:
         dl = rsd_http_client_next_deadline(e->http);
@@ -7772,7 +7770,7 @@ RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
     case RSDI_EN_WAIT_WAKE: dl = e->wake; break;
     case RSDI_EN_WAIT_LOCK: dl = e->lk.wake_ms; break;
     case RSDI_EN_WAIT_COMMIT: dl = e->alk.wake_ms; break;
-    case RSDI_EN_WAIT_COORD: dl = RSD_DEADLINE_NONE; break; /* etcd's own, below */
+    case RSDI_EN_WAIT_COORD: dl = RSD_NO_DEADLINE; break; /* etcd's own, below */
     default: return 0;
     }
     if (e->co) { /* etcd's requests, retries and the lease's keepalive */
@@ -7782,13 +7780,13 @@ RSD_API uint64_t rsd_ensure_next_deadline(rsd_ensurer *e) {
     return dl;
 }
 
-RSD_API int rsd_ensure_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
+RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out) {
     if (out) *out = e ? e->m.rc.notices : NULL;
     if (!e || !e->reconciling) return 0;
     return e->m.rc.n_notices;
 }
 
-RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
+RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     out->message = "";
@@ -7844,25 +7842,25 @@ RSD_API void rsd_ensure_query(rsd_ensurer *e, rsd_ensure_result *out) {
     }
 }
 
-RSD_API int rsd_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
+RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
     rsd_pollfd fds[32];
     int rc;
     if (out) memset(out, 0, sizeof *out);
     if (!e) return RSD_ERR_ARG;
     if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
-    rc = rsd_ensure_begin(e, q, rsd_now_ms());
+    rc = rsd_ensurer_begin(e, q, rsd_now_ms());
     if (rc == RSD_ERR_STATE) return rc;
-    while ((rc = rsd_ensure_step(e, rsd_now_ms())) == RSD_PENDING) {
-        int n = rsd_ensure_pollfds(e, fds, 32), timeout;
-        uint64_t dl = rsd_ensure_next_deadline(e), now = rsd_now_ms();
+    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
+        int n = rsd_ensurer_pollfds(e, fds, 32), timeout;
+        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
         if (n > 32) n = 32;
-        if (dl == RSD_DEADLINE_NONE) timeout = n ? -1 : 10;
+        if (dl == RSD_NO_DEADLINE) timeout = n ? -1 : 10;
         else if (dl <= now) timeout = 0;
         else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
         if (timeout == 0) continue;
         if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
     }
-    if (out) rsd_ensure_query(e, out);
+    if (out) rsd_ensurer_query(e, out);
     return rc;
 }
 
@@ -7892,7 +7890,7 @@ RSD_API int rsd_ensure_release(rsd_ensurer *e, const rsd_ensure_req *q, const ch
         one.url = q && q->url ? q->url : e->lease.items[i].instance;
         one.model = e->lease.items[i].model;
         one.free_bytes = 0;
-        rc = rsd_ensure(e, &one, out);
+        rc = rsd_ensurer_run(e, &one, out);
         if (rc == RSD_OK && out && out->outcome == RSD_OUTCOME_RESIDENT) {
             gone[n_gone].model = e->lease.items[i].model;
             gone[n_gone].instance = e->lease.items[i].instance;
@@ -8058,13 +8056,13 @@ static const char *const rsdi_proc_llama_args[] = {
 
 RSD_API const char *const *rsd_proc_llama_args(void) { return rsdi_proc_llama_args; }
 
-RSD_API const char *rsd_proc_state_name(int state) {
+RSD_API const char *rsd_proc_state_str(int state) {
     static const char *const n[] = {"FREE", "STARTING", "READY", "STOPPING", "KILLING",
                                     "EXITED", "FAILED"};
     return state >= 0 && state < (int)RSD_PROC_STATE_NUM ? n[state] : "UNKNOWN";
 }
 
-RSD_API const char *rsd_proc_event_name(int kind) {
+RSD_API const char *rsd_proc_event_str(int kind) {
     static const char *const n[] = {"NONE", "SPAWN_FAILED", "EXITED", "STOPPED",
                                     "START_TIMEOUT", "STUCK", "PROBE"};
     return kind >= 0 && kind < (int)RSD_PROC_EV_NUM ? n[kind] : "UNKNOWN";
@@ -9594,7 +9592,7 @@ RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h) {
 }
 
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
-    uint64_t d = RSD_PROC_NO_DEADLINE;
+    uint64_t d = RSD_NO_DEADLINE;
     int i;
     if (!p) return d;
     for (i = 0; i < p->max_procs; i++) {
@@ -9614,7 +9612,7 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
 
 RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     int i;
-    if (!p) return RSD_PROC_NO_DEADLINE;
+    if (!p) return RSD_NO_DEADLINE;
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         int st = 0;
@@ -9699,14 +9697,21 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     return rsd_procs_next_deadline(p);
 }
 
-RSD_API int rsd_procs_fds(const rsd_procs *p, int *fds, int cap) {
+RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap) {
     int i, n = 0;
-    if (!p || (!fds && cap > 0)) return RSD_ERR_ARG;
+    if (!p || cap < 0 || (!out && cap > 0)) return RSD_ERR_ARG;
     for (i = 0; i < p->max_procs; i++) {
         const rsdi_proc_slot *s = &p->slots[i];
+        int k, fd[2];
         if (!rsdi_proc_running(s)) continue;
-        if (s->out_fd >= 0 && n < cap) fds[n++] = s->out_fd;
-        if (s->pid_fd >= 0 && n < cap) fds[n++] = s->pid_fd;
+        fd[0] = s->out_fd;
+        fd[1] = s->pid_fd;
+        for (k = 0; k < 2; k++)
+            if (fd[k] >= 0 && n < cap) {
+                out[n].fd = fd[k];
+                out[n].events = RSD_POLLIN;
+                out[n++].revents = 0;
+            }
     }
     return n;
 }
@@ -12211,7 +12216,7 @@ RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) {
 
 RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) {
     uint64_t dl;
-    if (!co) return RSD_DEADLINE_NONE;
+    if (!co) return RSD_NO_DEADLINE;
     dl = rsd_http_client_next_deadline(co->http);
     if (co->op != RSDI_EO_NONE && !co->inflight) {
         uint64_t w = co->sub == RSDI_ES_SLEEP ? co->wake : 0;
@@ -12272,7 +12277,7 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
 RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
 RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
-RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_DEADLINE_NONE; }
+RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_NO_DEADLINE; }
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     (void)co;
     if (out) memset(out, 0, sizeof *out);
@@ -12370,7 +12375,7 @@ struct rsd_fleet {
 RSDI_PRIVATE const char *const rsdi_fleet_ev_names[RSD_FLEET_EV_NUM] = {
     "NONE", "GRANT", "FAIL", "STARTING", "READY", "STOPPING", "EXITED", "CRASHED"};
 
-RSD_API const char *rsd_fleet_event_name(int kind) {
+RSD_API const char *rsd_fleet_event_str(int kind) {
     return kind >= 0 && kind < RSD_FLEET_EV_NUM ? rsdi_fleet_ev_names[kind] : "?";
 }
 
@@ -12536,15 +12541,15 @@ RSDI_PRIVATE void rsdi_fleet_note(rsd_fleet *f, int model, rsd_proc h, int resul
     rsdi_fleet_model *m = &f->models[model];
     size_t n, cap = sizeof m->msg;
     int k;
-    k = snprintf(m->msg, cap, "model %s: %s", rsdi_fleet_model_id(f, model), reason);
+    k = RSD_SNPRINTF(m->msg, cap, "model %s: %s", rsdi_fleet_model_id(f, model), reason);
     n = k < 0 ? 0 : (size_t)k >= cap ? cap - 1 : (size_t)k;
     if (h.id && rsd_procs_command(f->procs, h, f->tmp, RSDI_FLEET_CMD_BYTES) > 0 && n + 16 < cap) {
-        k = snprintf(m->msg + n, cap - n, "; command: %s", f->tmp);
+        k = RSD_SNPRINTF(m->msg + n, cap - n, "; command: %s", f->tmp);
         n = k < 0 ? n : n + (size_t)k >= cap ? cap - 1 : n + (size_t)k;
     }
     if (h.id && n + 24 < cap &&
         rsd_procs_tail(f->procs, h, RSDI_FLEET_TAIL_LINES, f->tail, cap - n - 18) > 0) {
-        k = snprintf(m->msg + n, cap - n, "; last output:\n%s", f->tail);
+        k = RSD_SNPRINTF(m->msg + n, cap - n, "; last output:\n%s", f->tail);
         n = k < 0 ? n : n + (size_t)k >= cap ? cap - 1 : n + (size_t)k;
     }
     while (n > 0 && (m->msg[n - 1] == '\n' || m->msg[n - 1] == ' ')) m->msg[--n] = '\0';
@@ -12577,7 +12582,7 @@ RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *p
     if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
         info.state != RSD_PROC_STARTING)
         return false;
-    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, path);
+    (void)RSD_SNPRINTF(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, path);
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
@@ -12667,10 +12672,10 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
     }
     /* it never ran; the waiting requests fail now, quoting why. */
     if (r == RSD_ERR_SPAWN && rsd_procs_query(f->procs, h, now_ms, &info) == RSD_OK)
-        (void)snprintf(reason, sizeof reason, "could not start: %s (errno %d)",
+        (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s (errno %d)",
                        strerror(info.err), info.err);
     else
-        (void)snprintf(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
+        (void)RSD_SNPRINTF(reason, sizeof reason, "could not start: %s", rsd_result_str(r));
     rsdi_fleet_note(f, model, r == RSD_ERR_SPAWN ? h : s->proc, RSD_ERR_FLEET_START, reason);
     f->models[model].exit_code = 127;
     if (r == RSD_ERR_SPAWN) (void)rsd_procs_release(f->procs, h);
@@ -12694,14 +12699,14 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
     int result = 0;
     rsdi_fleet_cancel_probe(f, s);
     if (pe->kind == RSD_PROC_EV_SPAWN_FAILED)
-        (void)snprintf(status, sizeof status, "could not start: %s (errno %d)", strerror(pe->err),
+        (void)RSD_SNPRINTF(status, sizeof status, "could not start: %s (errno %d)", strerror(pe->err),
                        pe->err);
     else if (pe->term_signal)
-        (void)snprintf(status, sizeof status, "killed by signal %d", pe->term_signal);
+        (void)RSD_SNPRINTF(status, sizeof status, "killed by signal %d", pe->term_signal);
     else
-        (void)snprintf(status, sizeof status, "exited with code %d", pe->exit_code);
+        (void)RSD_SNPRINTF(status, sizeof status, "exited with code %d", pe->exit_code);
     if (!s->told && !s->stopping) { /* an early exit ends the wait at once */
-        (void)snprintf(reason, sizeof reason, "%s before it was ready", status);
+        (void)RSD_SNPRINTF(reason, sizeof reason, "%s before it was ready", status);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_FLEET_START, reason);
         s->told = true;
         (void)rsd_pool_on_started(f->pool, pp, false, now_ms);
@@ -12715,11 +12720,11 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
             uint64_t delay = (uint64_t)RSD_FLEET_WATCHDOG_BACKOFF_MS << (fm->wd_restarts - 1 < 6 ? fm->wd_restarts - 1 : 6);
             if (delay > RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS) delay = RSD_FLEET_WATCHDOG_BACKOFF_MAX_MS;
             fm->wd_restart_at = now_ms + delay;
-            (void)snprintf(reason, sizeof reason, "restarted by the watchdog (%u of at most %u in a row, in %llu ms): %s",
+            (void)RSD_SNPRINTF(reason, sizeof reason, "restarted by the watchdog (%u of at most %u in a row, in %llu ms): %s",
                            (unsigned)fm->wd_restarts, (unsigned)f->wd_restarts, (unsigned long long)delay, s->wd_why);
         } else {
             fm->wd_restart_at = 0;
-            (void)snprintf(reason, sizeof reason, "stopped by the watchdog, not restarted (%u restarts in a row): %s",
+            (void)RSD_SNPRINTF(reason, sizeof reason, "stopped by the watchdog, not restarted (%u restarts in a row): %s",
                            (unsigned)(fm->wd_restarts - 1), s->wd_why);
         }
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
@@ -12727,7 +12732,7 @@ RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_pr
         result = RSD_ERR_POOL_CRASHED;
         msg_model = model;
     } else if (s->ready && !s->stopping) { /* crash while serving */
-        (void)snprintf(reason, sizeof reason, "%s while serving", status);
+        (void)RSD_SNPRINTF(reason, sizeof reason, "%s while serving", status);
         rsdi_fleet_note(f, model, s->proc, RSD_ERR_POOL_CRASHED, reason);
         kind = RSD_FLEET_EV_CRASHED;
         result = RSD_ERR_POOL_CRASHED;
@@ -12881,7 +12886,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     f->wd_failures = d.watchdog_failures ? d.watchdog_failures : (uint32_t)RSD_FLEET_WATCHDOG_FAILURES_DEFAULT;
     f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
     f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
-    f->pool_deadline = RSD_POOL_NO_DEADLINE;
+    f->pool_deadline = RSD_NO_DEADLINE;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
     pd = d.pool;
@@ -13114,7 +13119,7 @@ RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *
    its restart. */
 RSDI_PRIVATE void rsdi_fleet_wd_kill(rsd_fleet *f, rsdi_fleet_slot *s, const char *why, uint64_t now_ms) {
     if (s->wd_why[0] || s->stopping || !s->proc.id) return;
-    (void)snprintf(s->wd_why, sizeof s->wd_why, "%s", why);
+    (void)RSD_SNPRINTF(s->wd_why, sizeof s->wd_why, "%s", why);
     rsdi_fleet_cancel_probe(f, s);
     rsdi_logf(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_FLEET_CRASHED, RSDI_WHERE, "fleet: %s pid %lld: watchdog: %s; killed",
               rsdi_fleet_model_id(f, s->model), (long long)s->pid, why);
@@ -13132,7 +13137,7 @@ RSDI_PRIVATE bool rsdi_fleet_wd_poll(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t 
         return false;
     m = &f->models[s->model];
     to = f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms;
-    (void)snprintf(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, m->health_path);
+    (void)RSD_SNPRINTF(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, m->health_path);
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
@@ -13156,10 +13161,10 @@ RSDI_PRIVATE void rsdi_fleet_wd_answer(rsd_fleet *f, rsdi_fleet_slot *s, const r
     s->wd_fails++;
     if (s->wd_fails < f->wd_failures) return;
     if (he->result == RSD_OK)
-        (void)snprintf(why, sizeof why, "GET %s answered %d, %u polls in a row", f->models[s->model].health_path,
+        (void)RSD_SNPRINTF(why, sizeof why, "GET %s answered %d, %u polls in a row", f->models[s->model].health_path,
                        he->status, (unsigned)s->wd_fails);
     else
-        (void)snprintf(why, sizeof why, "GET %s did not answer (%s), %u polls in a row", f->models[s->model].health_path,
+        (void)RSD_SNPRINTF(why, sizeof why, "GET %s did not answer (%s), %u polls in a row", f->models[s->model].health_path,
                        rsd_result_str(he->result), (unsigned)s->wd_fails);
     rsdi_fleet_wd_kill(f, s, why, now_ms);
 }
@@ -13177,7 +13182,7 @@ RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_st
             continue;
         }
         if (++s->wd_errors < f->wd_errors) continue;
-        (void)snprintf(why, sizeof why, "%u answers in a row failed with 5xx (the last %d)", (unsigned)s->wd_errors,
+        (void)RSD_SNPRINTF(why, sizeof why, "%u answers in a row failed with 5xx (the last %d)", (unsigned)s->wd_errors,
                        http_status);
         rsdi_fleet_wd_kill(f, s, why, now_ms);
     }
@@ -13214,7 +13219,7 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             case RSD_PROC_EV_START_TIMEOUT:
                 if (!s->told && !s->stopping) {
                     char reason[160];
-                    (void)snprintf(reason, sizeof reason,
+                    (void)RSD_SNPRINTF(reason, sizeof reason,
                                    "not ready within %llu ms (GET %s never answered 200); stopped",
                                    (unsigned long long)(now_ms - s->started_ms),
                                    f->models[s->model].health_path);
@@ -13261,15 +13266,12 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
 }
 
 RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap) {
-    int fds[2 * RSD_PROCS_MAX], n, k, w, c;
+    rsd_pollfd pf[2 * RSD_PROCS_MAX];
+    int n, k, w, c;
     if (!f || cap < 0 || (!out && cap > 0)) return RSD_ERR_ARG;
-    n = rsd_procs_fds(f->procs, fds, 2 * RSD_PROCS_MAX);
+    n = rsd_procs_pollfds(f->procs, pf, 2 * RSD_PROCS_MAX);
     if (n < 0) n = 0;
-    for (k = 0, w = 0; k < n && w < cap; k++, w++) {
-        out[w].fd = fds[k];
-        out[w].events = RSD_POLLIN;
-        out[w].revents = 0;
-    }
+    for (k = 0, w = 0; k < n && w < cap; k++, w++) out[w] = pf[k];
     c = rsd_http_client_pollfds(f->client, w < cap ? out + w : NULL, cap - w);
     if (c < 0) c = 0;
     return n + c;
@@ -13324,7 +13326,7 @@ RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev) {
     if (q->msg_model >= 0 && f->models[q->msg_model].msg_gen == q->msg_gen) {
         memcpy(f->out_msg, f->models[q->msg_model].msg, sizeof f->out_msg);
     } else if (ev->kind == RSD_FLEET_EV_FAIL || ev->kind == RSD_FLEET_EV_CRASHED) {
-        (void)snprintf(f->out_msg, sizeof f->out_msg, "model %s: %s",
+        (void)RSD_SNPRINTF(f->out_msg, sizeof f->out_msg, "model %s: %s",
                        ev->model_id ? ev->model_id : "?", rsd_result_str(ev->result));
     }
     ev->message = f->out_msg[0] ? f->out_msg : NULL;
@@ -13337,7 +13339,7 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
     (void)now_ms;
     if (!info) return RSD_ERR_ARG;
     memset(info, 0, sizeof *info);
-    info->idle_deadline_ms = RSD_POOL_NO_DEADLINE;
+    info->idle_deadline_ms = RSD_NO_DEADLINE;
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if (rsd_pool_query_model(f->pool, model, &info->pool) != RSD_OK) return RSD_ERR_ARG;
     info->last_used_ms = info->pool.last_used_ms;

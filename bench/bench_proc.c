@@ -57,15 +57,14 @@ static void ours(void) {
     s.args = args;
     if (rsd_procs_spawn(g_p, &s, now_ms(), &h) != RSD_OK) { fprintf(stderr, "spawn failed\n"); exit(1); }
     for (;;) {
-        struct pollfd pf[4];
-        int fds[4], n, i;
+        rsd_pollfd pf[4];
+        int n;
         uint64_t t = now_ms(), next;
         next = rsd_procs_step(g_p, t);
         while (rsd_procs_next_event(g_p, &ev))
             if (ev.kind == RSD_PROC_EV_EXITED) goto done;
-        n = rsd_procs_fds(g_p, fds, 4);
-        for (i = 0; i < n; i++) { pf[i].fd = fds[i]; pf[i].events = POLLIN; pf[i].revents = 0; }
-        poll(pf, (nfds_t)n, next == RSD_PROC_NO_DEADLINE ? 1000 : (int)(next > t ? next - t : 0));
+        n = rsd_procs_pollfds(g_p, pf, 4);
+        rsd_poll(pf, n, next == RSD_NO_DEADLINE ? 1000 : (int)(next > t ? next - t : 0));
     }
 done:
     rsd_procs_release(g_p, h);

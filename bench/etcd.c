@@ -39,7 +39,7 @@ static int co_run(rsd_etcd *co) {
         n = rsd_etcd_pollfds(co, fds, 8);
         dl = rsd_etcd_next_deadline(co);
         now = rsd_now_ms();
-        timeout = dl == RSD_DEADLINE_NONE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
+        timeout = dl == RSD_NO_DEADLINE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
         (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), timeout);
     }
 }
@@ -90,7 +90,7 @@ static double swaps(const char *coord, const char *state, const char *url, int n
         q.url = url;
         q.model = (i & 1) ? "a" : "b";
         q.runtime = RSD_RUNTIME_LLAMACPP;
-        if (rsd_ensure(e, &q, &res) != RSD_OK || (i >= 0 && !res.lock_held)) {
+        if (rsd_ensurer_run(e, &q, &res) != RSD_OK || (i >= 0 && !res.lock_held)) {
             rsd_ensurer_destroy(e);
             return -1;
         }

@@ -6,7 +6,7 @@
 
    1. Requests and wall time per ensure on the common paths of a real router
       (--models-preset with tiny models, --models-max 2): keep (already resident), free
-      slot, swap, swap beside a pinned model. Ours = rsd_ensure (state directory, no
+      slot, swap, swap beside a pinned model. Ours = rsd_ensurer_run (state directory, no
       decision cache); peer = the replay of upstream's (clio's) call sequence from
       bench/upstream.h, the same one bench/reconcile.c runs against rsd-sim, on the
       same router. Requests are each side's own count (the router logs none). What is
@@ -251,7 +251,7 @@ static void watch_child(const char *url) {
         rsd_http_head_info hi;
         int n = rsd_http_client_pollfds(c, fds, 4);
         uint64_t dl = rsd_http_client_next_deadline(c), now = rsd_now_ms();
-        int ms = dl == RSD_DEADLINE_NONE ? 1000 : dl <= now ? 0 : (int)(dl - now > 1000 ? 1000 : dl - now);
+        int ms = dl == RSD_NO_DEADLINE ? 1000 : dl <= now ? 0 : (int)(dl - now > 1000 ? 1000 : dl - now);
         (void)poll((struct pollfd *)(void *)fds, (nfds_t)n, ms);
         rsd_http_client_step_polled(c, rsd_now_ms(), fds, n);
         if (!ready && rsd_http_query_head(c, h, &hi) == RSD_OK) {
@@ -344,7 +344,7 @@ static rsd_ensurer *new_ensurer(const char *state_dir) {
     return rsd_ensurer_create(&d);
 }
 
-/* rsd_ensure on the router (res->requests = what it sent); 0 when the model ends resident. */
+/* rsd_ensurer_run on the router (res->requests = what it sent); 0 when the model ends resident. */
 static int our_ensure(rsd_ensurer *e, const char *url, const char *model, rsd_ensure_result *res) {
     rsd_ensure_req q;
     int rc;
@@ -353,7 +353,7 @@ static int our_ensure(rsd_ensurer *e, const char *url, const char *model, rsd_en
     q.model = model;
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 60000;
-    rc = rsd_ensure(e, &q, res);
+    rc = rsd_ensurer_run(e, &q, res);
     if (rc != RSD_OK || res->outcome != RSD_OUTCOME_RESIDENT) {
         fprintf(stderr, "bench-real: ours: ensure %s: %s, outcome %s: %s\n", model, rsd_result_str(rc),
                 rsd_outcome_str(res->outcome), res->message);
@@ -584,7 +584,7 @@ static void streams(const char *url, const char *model, pid_t front, f3_side *ou
         rsd_http_event ev;
         int n = rsd_http_client_pollfds(c, fds, F3_STREAMS + 4);
         uint64_t dl = rsd_http_client_next_deadline(c), now = rsd_now_ms();
-        int ms = dl == RSD_DEADLINE_NONE ? 50 : dl <= now ? 0 : (int)(dl - now > 50 ? 50 : dl - now);
+        int ms = dl == RSD_NO_DEADLINE ? 50 : dl <= now ? 0 : (int)(dl - now > 50 ? 50 : dl - now);
         (void)poll((struct pollfd *)(void *)fds, (nfds_t)n, ms);
         rsd_http_client_step_polled(c, rsd_now_ms(), fds, n);
         if (now_us() >= next_sample) {

@@ -3,7 +3,7 @@
    Every figure is measured in this one run, ours next to its peer:
    1. requests made and wall time on the common paths of a llama.cpp router
       (rsd-sim --runtime router --load-ms 50): keep (already resident), free-slot load,
-      full-router swap, and the swap beside a pinned resident. Ours = rsd_ensure; the
+      full-router swap, and the swap beside a pinned resident. Ours = rsd_ensurer_run; the
       peer = a replay of upstream's call sequence (L14-L28, llamacpp-residency.ts and
       R40-R53 of residency.ts) on the same simulator with the same HTTP client
       (rsd_http_request_sync, keep-alive): the same requests in the same order, the
@@ -20,7 +20,7 @@
       model of upstream's decision path (protected-map build, classification, tiers,
       notices rendered as text as upstream does eagerly). The model is a lower bound on
       upstream's cost: no objects, closures, GC or string allocation.
-   4. a TTL hit (decision cache, no request): ns per rsd_ensure_begin..step-until-done,
+   4. a TTL hit (decision cache, no request): ns per rsd_ensurer_begin..step-until-done,
       with and without a state directory, checked to reach the simulator 0 times; peer:
       a C model of upstream's fast path (target key string, Map lookup, compare).
 
@@ -278,7 +278,7 @@ static void our_ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd
     q.model = model;
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 30000;
-    rc = rsd_ensure(e, &q, res);
+    rc = rsd_ensurer_run(e, &q, res);
     if (rc != RSD_OK || res->outcome != RSD_OUTCOME_RESIDENT) {
         fprintf(stderr, "ensure %s: rc %d outcome %s: %s\n", model, rc, rsd_outcome_str(res->outcome), res->message);
         die("our ensure of %s failed", model);
@@ -623,12 +623,12 @@ static double f4_ours(rsd_ensurer *e, const sim_proc *s, int iters, int64_t *req
         a = cpu_ns();
         for (i = 0; i < iters; i++) {
             uint64_t now = rsd_now_ms();
-            if (rsd_ensure_begin(e, &q, now) != RSD_OK) die("begin failed%s", "");
-            while (rsd_ensure_step(e, now) == RSD_PENDING) {}
+            if (rsd_ensurer_begin(e, &q, now) != RSD_OK) die("begin failed%s", "");
+            while (rsd_ensurer_step(e, now) == RSD_PENDING) {}
         }
         a = (cpu_ns() - a) / iters;
         if (a < best) best = a;
-        rsd_ensure_query(e, &res);
+        rsd_ensurer_query(e, &res);
         if (!res.cache_hit || res.outcome != RSD_OUTCOME_RESIDENT || res.requests != 0) die("TTL loop: not a cache hit%s", "");
     }
     *reqs = sim_total(s) - t0;
@@ -708,7 +708,7 @@ static int print1(const f1_result *f1) {
         printf("   %-11s ours:     %s\n   %-11s upstream: %s\n", up_paths[p].name, f1[p].ours_seq, "", f1[p].peer_seq);
     printf("   upstream = replay of L26-L28: GET /v1/models, GET /props, [POST /models/unload], POST /models/load,\n"
            "   GET /v1/models every 500 ms until loaded, [one GET: pinned-restore pass], state-file lock (K6).\n"
-           "   ours = rsd_ensure, state directory (flock, attribution, generation), no decision cache.\n"
+           "   ours = rsd_ensurer_run, state directory (flock, attribution, generation), no decision cache.\n"
            "   Requests are counted in the simulator's log; if ours is above upstream (median) by more than\n"
            "   one GET per unload (the wait until the victim is listed unloaded) the bench fails.\n");
     return fail;
@@ -790,7 +790,7 @@ static void print3(const f3_result *f3s, const f3_result *f3k, double parse_ns) 
 static void print4(const f4_result *f4) {
     printf("BENCH reconcile_ttl_hit ours=%.0f peer=%.1f unit=ns ratio=%.1f\n", f4->ours_state_ns, f4->peer_ns, f4->ours_state_ns / f4->peer_ns);
     printf("BENCH reconcile_ttl_hit_nostate ours=%.0f peer=%.1f unit=ns ratio=%.1f\n", f4->ours_nostate_ns, f4->peer_ns, f4->ours_nostate_ns / f4->peer_ns);
-    printf("\n4. TTL hit (decision cache; no request): CPU ns per rsd_ensure_begin + step until done, best of 5 x 5000\n");
+    printf("\n4. TTL hit (decision cache; no request): CPU ns per rsd_ensurer_begin + step until done, best of 5 x 5000\n");
     printf("   %-32s %10.0f ns   requests that reached the simulator: %lld\n", "ours, with a state directory", f4->ours_state_ns, (long long)f4->reqs_state);
     printf("   %-32s %10.0f ns   requests that reached the simulator: %lld\n", "ours, no state directory", f4->ours_nostate_ns, (long long)f4->reqs_nostate);
     printf("   %-32s %10.1f ns   (C model: key string, hash lookup, compares)\n", "upstream fast path", f4->peer_ns);

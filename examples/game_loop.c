@@ -1,6 +1,6 @@
 /* game_loop.c -- the same ensure as minimal.c, driven one call per frame so it never
    stalls a frame: each frame does its own work, then gives the ensurer the rest of
-   its budget to wait on the sockets (poll), then calls rsd_ensure_step once.
+   its budget to wait on the sockets (poll), then calls rsd_ensurer_step once.
    With a third argument (bytes, "2G") and URL an rsd-serve, a cutscene follows: it
    needs that much VRAM for a while, so it takes a lease from rsd-serve (POST
    /_rsd/lease: idle models are stopped for it; ttl 60 s, so a crashed game gives the
@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
     /* Numeric hosts need nothing; a host name must be resolved before the loop
        (blocking, once), because the frame loop never calls getaddrinfo. */
     rsd_ensurer_resolve(e, q.url);
-    rsd_ensure_begin(e, &q, rsd_now_ms());
+    rsd_ensurer_begin(e, &q, rsd_now_ms());
     for (frame = 0; frame < MAX_FRAMES && rc == RSD_PENDING; frame++) {
         uint64_t frame_end = rsd_now_ms() + FRAME_MS;
         rsd_pollfd fds[8];
@@ -114,14 +114,14 @@ int main(int argc, char **argv) {
         simulate_and_render(frame);
         /* Sleep for the rest of the frame, but wake early on socket activity or when
            the ensurer has a deadline (its next poll of the server, a lock retry). */
-        nfds = rsd_ensure_pollfds(e, fds, 8);
+        nfds = rsd_ensurer_pollfds(e, fds, 8);
         if (nfds > 8) nfds = 8;
-        wait_frame(fds, nfds, rsd_ensure_next_deadline(e), frame_end);
-        rc = rsd_ensure_step(e, rsd_now_ms());           /* never blocks */
-        n = rsd_ensure_notices(e, &notes);               /* notices arrive while it runs */
+        wait_frame(fds, nfds, rsd_ensurer_next_deadline(e), frame_end);
+        rc = rsd_ensurer_step(e, rsd_now_ms());           /* never blocks */
+        n = rsd_ensurer_notices(e, &notes);               /* notices arrive while it runs */
         for (; seen < n; seen++) printf("frame %u: %s\n", frame, notes[seen].text);
     }
-    rsd_ensure_query(e, &res);
+    rsd_ensurer_query(e, &res);
     printf("frame %u: %s: %s (%u requests, %llu ms) %s\n", frame, rsd_outcome_str(res.outcome), q.model,
            (unsigned)res.requests, (unsigned long long)res.elapsed_ms, res.message);
     rsd_ensurer_destroy(e);

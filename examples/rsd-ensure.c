@@ -9,8 +9,8 @@
    `rsd-ensure --help` is the manual (options, environment, exit codes); this comment
    says how the program works.
 
-   It drives the non-blocking API (rsd_ensure_begin / rsd_ensure_step / poll) so it
-   can print notices as they arrive; rsd_ensure() would do the same loop silently.
+   It drives the non-blocking API (rsd_ensurer_begin / rsd_ensurer_step / poll) so it
+   can print notices as they arrive; rsd_ensurer_run() would do the same loop silently.
    While a load runs it prints "loading 'x' ..." and, when it ends, the time it took;
    while it waits on a load someone else started (the model is listed as loading) it
    prints "waiting for 'x' (being loaded by someone else) ...", and while another ensure
@@ -364,7 +364,7 @@ static int list_cmd(rsd_ensurer *e, const char *url, const char *token, rsd_runt
     q.runtime = runtime;
     q.observe = true;
     q.bearer = token;
-    (void)rsd_ensure(e, &q, &res);
+    (void)rsd_ensurer_run(e, &q, &res);
     if (res.outcome == RSD_OUTCOME_DEGRADED) {
         code = exit_code_of(&res);
         print_degraded(&res, code);
@@ -545,9 +545,9 @@ int main(int argc, char **argv) {
     q.model = model;
     q.bearer = token && *token ? token : NULL;
     (void)rsd_ensurer_resolve(e, url);
-    rc = rsd_ensure_begin(e, &q, rsd_now_ms());
+    rc = rsd_ensurer_begin(e, &q, rsd_now_ms());
     if (rc == RSD_ERR_ARG || rc == RSD_ERR_URL || rc == RSD_ERR_MODEL_ID) {
-        rsd_ensure_query(e, &res);
+        rsd_ensurer_query(e, &res);
         code = bad_usage(rc == RSD_ERR_URL ? "--url" : rc == RSD_ERR_MODEL_ID ? "--model" : NULL, term(res.message));
         rsd_ensurer_destroy(e);
         return code;
@@ -557,9 +557,9 @@ int main(int argc, char **argv) {
         const rsd_reconcile_notice *nt;
         uint64_t now = rsd_now_ms(), dl;
         int n, timeout;
-        rc = rsd_ensure_step(e, now);
-        n = rsd_ensure_notices(e, &nt);
-        rsd_ensure_query(e, &res);
+        rc = rsd_ensurer_step(e, now);
+        n = rsd_ensurer_notices(e, &nt);
+        rsd_ensurer_query(e, &res);
         show = !json && !quiet;
         /* a load (or a wait on one) ends when the ensure moves on to anything but polling
            for it (a listing request naming the model is a poll) */
@@ -610,11 +610,11 @@ int main(int argc, char **argv) {
         }
         fflush(stdout);
         if (rc != RSD_PENDING) break;
-        n = rsd_ensure_pollfds(e, fds, 16);
+        n = rsd_ensurer_pollfds(e, fds, 16);
         if (n > 16) n = 16;
-        dl = rsd_ensure_next_deadline(e);
+        dl = rsd_ensurer_next_deadline(e);
         now = rsd_now_ms();
-        if (dl == RSD_DEADLINE_NONE) timeout = n ? 1000 : 10;
+        if (dl == RSD_NO_DEADLINE) timeout = n ? 1000 : 10;
         else timeout = dl <= now ? 0 : dl - now > 1000 ? 1000 : (int)(dl - now);
         if (g_verbose)
             fprintf(stderr, "rsd-ensure: %llu step op=%s model=%s requests=%u fds=%d timeout=%d\n",
@@ -622,7 +622,7 @@ int main(int argc, char **argv) {
                     (unsigned)res.requests, n, timeout);
         if (timeout > 0 && rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
     }
-    rsd_ensure_query(e, &res);
+    rsd_ensurer_query(e, &res);
     code = exit_code_of(&res);
     if (json) {
         json_result(&res, model, code, q.observe, q.free_bytes);

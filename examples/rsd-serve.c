@@ -686,7 +686,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
             rsd_json_w_bool(&w, true);
         }
         rsd_json_w_key(&w, "state");
-        rsd_json_w_str(&w, mi.pool.slot >= 0 ? rsd_pool_slot_state_name(mi.pool.state) : "unloaded");
+        rsd_json_w_str(&w, mi.pool.slot >= 0 ? rsd_pool_slot_state_str(mi.pool.state) : "unloaded");
         rsd_json_w_key(&w, "pid");
         rsd_json_w_int(&w, mi.pid);
         rsd_json_w_key(&w, "port");
@@ -705,7 +705,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         if (mi.last_used_ms) rsd_json_w_int(&w, (int64_t)(now - mi.last_used_ms));
         else rsd_json_w_null(&w);
         rsd_json_w_key(&w, "idle_unload_in_ms");
-        if (mi.idle_deadline_ms != RSD_POOL_NO_DEADLINE && mi.idle_deadline_ms > 0)
+        if (mi.idle_deadline_ms != RSD_NO_DEADLINE && mi.idle_deadline_ms > 0)
             rsd_json_w_int(&w, mi.idle_deadline_ms > now ? (int64_t)(mi.idle_deadline_ms - now) : 0);
         else rsd_json_w_null(&w);
         rsd_json_w_key(&w, "uptime_ms");
@@ -1400,7 +1400,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, uint64_t n
     rsd_json_w_key(&w, "restore");
     rsd_json_w_bool(&w, li.restore);
     rsd_json_w_key(&w, "expires_in_ms");
-    if (li.expires_ms == RSD_POOL_NO_DEADLINE) rsd_json_w_null(&w);
+    if (li.expires_ms == RSD_NO_DEADLINE) rsd_json_w_null(&w);
     else rsd_json_w_int(&w, li.expires_ms > now ? (int64_t)(li.expires_ms - now) : 0);
     rsd_json_w_key(&w, "stopped");
     rsd_json_w_begin_array(&w);
@@ -1699,7 +1699,7 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
 }
 
 static const char *state_name(const rsd_fleet_model_info *mi) {
-    return mi->pool.slot >= 0 ? rsd_pool_slot_state_name(mi->pool.state) : "unloaded";
+    return mi->pool.slot >= 0 ? rsd_pool_slot_state_str(mi->pool.state) : "unloaded";
 }
 
 /* The evict event: victim m, the models it made room for (resident no more, requests
@@ -1804,7 +1804,7 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "pid");
         rsd_json_w_int(&w, fe->pid);
         rsd_json_w_key(&w, "reason");
-        rsd_json_w_str(&w, rsd_pool_why_name(fe->why));
+        rsd_json_w_str(&w, rsd_pool_why_str(fe->why));
         ev_commit(s, e, &w);
         break;
     case RSD_FLEET_EV_EXITED:
@@ -2557,7 +2557,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         logf_("%s: starting pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port);
         break;
     case RSD_FLEET_EV_READY: logf_("%s: ready pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port); break;
-    case RSD_FLEET_EV_STOPPING: logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_name(ev->why)); break;
+    case RSD_FLEET_EV_STOPPING: logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why)); break;
     case RSD_FLEET_EV_EXITED:
         logf_("%s: exited pid %lld (code %d%s%s)", id, (long long)ev->pid, ev->exit_code,
               ev->term_signal ? ", signal " : "", ev->term_signal ? strsignal(ev->term_signal) : "");
@@ -3354,7 +3354,7 @@ static int main_loop(srv *s, rsd_pollfd *fds, int wake0, uint32_t term_grace_ms)
         dl = loop_deadline(s);
         n = loop_pollfds(s, fds, wake0);
         now = rsd_now_ms();
-        if (dl == RSD_DEADLINE_NONE || dl == UINT64_MAX) timeout = SRV_POLL_CAP_MS;
+        if (dl == RSD_NO_DEADLINE || dl == UINT64_MAX) timeout = SRV_POLL_CAP_MS;
         else if (dl <= now) timeout = 0;
         else timeout = dl - now > SRV_POLL_CAP_MS ? SRV_POLL_CAP_MS : (int)(dl - now);
         if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) {

@@ -13,13 +13,13 @@ static int drive(rsd_ensurer *e, bool (*until)(rsd_ensurer *)) {
         rsd_pollfd fds[16];
         uint64_t now = rsd_now_ms(), dl;
         int n, timeout;
-        rc = rsd_ensure_step(e, now);
+        rc = rsd_ensurer_step(e, now);
         if (until && until(e)) return rc;
         if (rc != RSD_PENDING) return rc;
-        n = rsd_ensure_pollfds(e, fds, 16);
-        dl = rsd_ensure_next_deadline(e);
+        n = rsd_ensurer_pollfds(e, fds, 16);
+        dl = rsd_ensurer_next_deadline(e);
         now = rsd_now_ms();
-        timeout = dl == RSD_DEADLINE_NONE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
+        timeout = dl == RSD_NO_DEADLINE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
         if (timeout > 0) (void)rsd_poll(fds, n > 16 ? 16 : n, timeout);
     }
     return RSD_ERR_TIMEOUT;

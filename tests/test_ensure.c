@@ -2,7 +2,7 @@
    program build/examples/rsd-sim (spawned with --port 0; its first stdout line names the
    port). Request sequences are checked in the simulator's own request log (GET
    /_sim/log), never by wall-clock speed. Nothing here sleeps: the tests wait on pipes,
-   sockets (poll inside rsd_ensure) and waitpid. */
+   sockets (poll inside rsd_ensurer_run) and waitpid. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
@@ -61,7 +61,7 @@ static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_runt
     q.runtime = rt;
     q.observe = observe;
     q.timeout_ms = 20000;
-    return rsd_ensure(e, &q, res);
+    return rsd_ensurer_run(e, &q, res);
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
@@ -406,7 +406,7 @@ static void test_sse_wakes_the_wait(void) {
     q.model = "a";
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 60000;
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
     n = sim_log(&s);
@@ -429,7 +429,7 @@ static void test_sse_wakes_the_wait(void) {
     /* a 900 ms load, polls every 200 ms while the stream is open: still one stream */
     base = n;
     q.model = "b";
-    CHECK_EQ_INT(rsd_ensure(e2, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e2, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     n = sim_log(&s);
     loaded = sim_loaded_ms(&s, "b");
@@ -472,15 +472,15 @@ static void test_context_ceiling_env(void) {
     q.runtime = RSD_RUNTIME_OLLAMA;
     q.timeout_ms = 20000;
     q.model = "x";
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     tp_setenv("RESIDENCY_CORESIDENT_CONTEXT", "4096");
     q.model = "y";
     q.context_length = 32768;
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     q.model = "z";
     q.context_ceiling = 8192; /* the request's own ceiling wins over the environment */
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     tp_setenv("RESIDENCY_CORESIDENT_CONTEXT", NULL);
     REQUIRE(sim_get(&s, "/api/ps", NULL, body, sizeof body) == 200);
@@ -586,14 +586,14 @@ static void test_sse_refused_falls_back_to_polling(void) {
     q.model = "a";
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 20000;
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
     REQUIRE(sim_get(&s, "/_n", NULL, body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
     CHECK_EQ_INT(sse, 1);
     CHECK_EQ_INT((int)res.requests, req);
     q.model = "b";
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
     REQUIRE(sim_get(&s, "/_n", NULL, body, sizeof body) == 200 && sscanf(body, "sse=%d req=%d", &sse, &req) == 2);
@@ -636,14 +636,14 @@ static void test_bad_requests(void) {
     memset(&q, 0, sizeof q);
     q.url = "ftp://x";
     q.model = "a";
-    CHECK_EQ_INT(rsd_ensure_begin(e, &q, 1000), RSD_ERR_URL);
-    CHECK_EQ_INT(rsd_ensure_step(e, 1001), RSD_ERR_URL);
-    rsd_ensure_query(e, &res);
+    CHECK_EQ_INT(rsd_ensurer_begin(e, &q, 1000), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_ensurer_step(e, 1001), RSD_ERR_URL);
+    rsd_ensurer_query(e, &res);
     CHECK(res.done && res.outcome == RSD_OUTCOME_DEGRADED && res.message[0]);
     q.url = "http://127.0.0.1:9";
     q.model = "";
-    CHECK_EQ_INT(rsd_ensure_begin(e, &q, 1000), RSD_ERR_MODEL_ID);
-    CHECK_EQ_INT(rsd_ensure_begin(e, NULL, 1000), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ensurer_begin(e, &q, 1000), RSD_ERR_MODEL_ID);
+    CHECK_EQ_INT(rsd_ensurer_begin(e, NULL, 1000), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_runtime_kind_parse("router"), RSD_RUNTIME_LLAMACPP);
     CHECK_EQ_INT(rsd_runtime_kind_parse("Ollama"), RSD_RUNTIME_OLLAMA);
     CHECK_EQ_INT(rsd_runtime_kind_parse("vllm"), RSD_ERR_ARG);
@@ -652,10 +652,10 @@ static void test_bad_requests(void) {
     q.url = "http://no-such-host.invalid:8080";
     q.model = "a";
     q.runtime = RSD_RUNTIME_LLAMACPP;
-    CHECK_EQ_INT(rsd_ensure_begin(e, &q, 1000), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_begin(e, &q, 1000), RSD_OK);
     {
         int rc = RSD_PENDING, guard = 0;
-        while (rc == RSD_PENDING && guard++ < 100) rc = rsd_ensure_step(e, 1000);
+        while (rc == RSD_PENDING && guard++ < 100) rc = rsd_ensurer_step(e, 1000);
         CHECK_EQ_INT(rc, RSD_ERR_RESOLVE);
     }
     rsd_ensurer_destroy(e);
@@ -730,7 +730,7 @@ static void test_lock_held_elsewhere(void) {
     q.model = "a";
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 300;
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(!res.mutated && !res.lock_held);
     n = sim_log(&s);
@@ -738,7 +738,7 @@ static void test_lock_held_elsewhere(void) {
     rsd_state_unlock(st, &lk);
     /* released: the same ensurer now loads it under the lock */
     q.timeout_ms = 20000;
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(res.lock_held);
     rsd_state_close(st);
@@ -884,19 +884,19 @@ static void test_commit_lock_is_a_step(void) {
     q.model = "a";
     q.runtime = RSD_RUNTIME_LLAMACPP;
     q.timeout_ms = 60000;
-    REQUIRE(rsd_ensure_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive(e, in_commit_wait), RSD_PENDING);
     REQUIRE(in_commit_wait(e));
     for (i = 0; i < 5; i++) { /* each step at the lock's wake makes one attempt and returns */
-        now = rsd_ensure_next_deadline(e);
-        CHECK_EQ_INT(rsd_ensure_step(e, now), RSD_PENDING);
-        CHECK(rsd_ensure_next_deadline(e) > now && rsd_ensure_next_deadline(e) <= now + RSD_STATE_ATTR_RETRY_MAX_MS);
+        now = rsd_ensurer_next_deadline(e);
+        CHECK_EQ_INT(rsd_ensurer_step(e, now), RSD_PENDING);
+        CHECK(rsd_ensurer_next_deadline(e) > now && rsd_ensurer_next_deadline(e) <= now + RSD_STATE_ATTR_RETRY_MAX_MS);
     }
     CHECK(e->alk.attempts >= 6);
     CHECK_EQ_INT(rsd_state_attr_load(st, key, &set), 0); /* not recorded yet */
     rsd_state_unlock(st, &hold);
     CHECK_EQ_INT(drive(e, NULL), RSD_OK);
-    rsd_ensure_query(e, &res);
+    rsd_ensurer_query(e, &res);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.state_error, RSD_OK);
     CHECK(notice_of(&res, RSD_DMSG_STATE_FAILED) < 0);
@@ -906,13 +906,13 @@ static void test_commit_lock_is_a_step(void) {
     /* held past the deadline: RESIDENT, a warning, nothing recorded, nothing cached */
     REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == RSD_OK);
     q.model = "b";
-    REQUIRE(rsd_ensure_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive(e, in_commit_wait), RSD_PENDING);
     REQUIRE(in_commit_wait(e));
     now = e->deadline + 1;
-    for (k = 0, rc = RSD_PENDING; rc == RSD_PENDING && k < 100; k++) rc = rsd_ensure_step(e, now);
+    for (k = 0, rc = RSD_PENDING; rc == RSD_PENDING && k < 100; k++) rc = rsd_ensurer_step(e, now);
     CHECK_EQ_INT(rc, RSD_OK);
-    rsd_ensure_query(e, &res);
+    rsd_ensurer_query(e, &res);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.state_error, RSD_ERR_TIMEOUT);
     i = notice_of(&res, RSD_DMSG_STATE_FAILED);
@@ -1039,17 +1039,17 @@ static void test_concurrent_attribution_under_lock(void) {
     q2 = q1;
     q1.model = "a";
     q2.model = "b";
-    REQUIRE(rsd_ensure_begin(e1, &q1, rsd_now_ms()) == RSD_OK);
-    REQUIRE(rsd_ensure_begin(e2, &q2, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensurer_begin(e1, &q1, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensurer_begin(e2, &q2, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive(e1, holds_lock), RSD_PENDING);
     REQUIRE(holds_lock(e1));
     CHECK_EQ_INT(drive(e2, in_lock_wait), RSD_PENDING); /* e2 listed and decided, waits for e1 */
     REQUIRE(in_lock_wait(e2));
     CHECK_EQ_INT(drive(e1, NULL), RSD_OK);
-    rsd_ensure_query(e1, &res);
+    rsd_ensurer_query(e1, &res);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(drive(e2, NULL), RSD_OK);
-    rsd_ensure_query(e2, &res);
+    rsd_ensurer_query(e2, &res);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(res.n_evicted == 1 && !strcmp(res.evicted[0].id, "a"));
     for (i = 0; i < res.n_notices; i++) {

@@ -463,7 +463,7 @@ static void test_residency_typo_lib(void) {
             memset(&q, 0, sizeof q);
             q.url = s.url;
             q.model = i == 1 ? "b" : "a";
-            (void)rsd_ensure(e, &q, &res);
+            (void)rsd_ensurer_run(e, &q, &res);
             for (j = 0; j < res.n_notices; j++)
                 if (res.notices[j].dmsg == RSD_DMSG_ENV_UNKNOWN) {
                     warned++;
@@ -489,7 +489,7 @@ static void test_residency_typo_lib(void) {
         memset(&q, 0, sizeof q);
         q.url = l.url;
         q.model = "a";
-        CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+        CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
         CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LMSTUDIO);
         CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
         for (warned = 0, i = 0; i < res.n_notices; i++) warned += res.notices[i].dmsg == RSD_DMSG_ENV_UNKNOWN;

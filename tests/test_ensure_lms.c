@@ -2,7 +2,7 @@
    program, over loopback against build/examples/rsd-sim --runtime lmstudio (spawned with
    --port 0; its first stdout line names the port). Request sequences are read from the
    simulator's own log (GET /_sim/log), never from wall-clock speed; nothing sleeps: the
-   tests wait on pipes, sockets (poll inside rsd_ensure) and waitpid. */
+   tests wait on pipes, sockets (poll inside rsd_ensurer_run) and waitpid. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
@@ -71,7 +71,7 @@ static int ensure_ex(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_r
     q.context_length = ctx;
     q.bearer = bearer;
     q.timeout_ms = 20000;
-    return rsd_ensure(e, &q, res);
+    return rsd_ensurer_run(e, &q, res);
 }
 
 static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_ensure_result *res) {
@@ -541,14 +541,14 @@ static void test_lms_lock_held_elsewhere(void) {
     q.model = "a";
     q.runtime = RSD_RUNTIME_LMSTUDIO;
     q.timeout_ms = 300;
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(!res.mutated && !res.lock_held);
     n = sim_log(&s);
     CHECK_EQ_INT(log_count(base, n, "POST", NULL, NULL), 0);
     rsd_state_unlock(st, &lk);
     q.timeout_ms = 20000;
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(res.lock_held && res.loaded);
     rsd_state_close(st);
@@ -671,22 +671,22 @@ static void test_lms_nonblocking_notices(void) {
     q.model = "c";
     q.runtime = RSD_RUNTIME_LMSTUDIO;
     q.timeout_ms = 20000;
-    CHECK_EQ_INT(rsd_ensure_begin(e, &q, rsd_now_ms()), RSD_OK);
-    while ((rc = rsd_ensure_step(e, rsd_now_ms())) == RSD_PENDING && steps++ < 100000) {
+    CHECK_EQ_INT(rsd_ensurer_begin(e, &q, rsd_now_ms()), RSD_OK);
+    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && steps++ < 100000) {
         rsd_pollfd fds[8];
-        int n = rsd_ensure_pollfds(e, fds, 8);
-        uint64_t dl = rsd_ensure_next_deadline(e), now = rsd_now_ms();
-        int timeout = dl == RSD_DEADLINE_NONE ? 100 : dl <= now ? 0 : (int)(dl - now > 100 ? 100 : dl - now);
-        rsd_ensure_query(e, &res);
+        int n = rsd_ensurer_pollfds(e, fds, 8);
+        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
+        int timeout = dl == RSD_NO_DEADLINE ? 100 : dl <= now ? 0 : (int)(dl - now > 100 ? 100 : dl - now);
+        rsd_ensurer_query(e, &res);
         if (res.op == RSD_OP_LOAD) seen_load_op = 1;
-        if (rsd_ensure_notices(e, &nt) > 0) live_notices = 1;
+        if (rsd_ensurer_notices(e, &nt) > 0) live_notices = 1;
         if (timeout) (void)rsd_poll(fds, n > 8 ? 8 : n, timeout);
     }
     CHECK_EQ_INT(rc, RSD_OK);
-    rsd_ensure_query(e, &res);
+    rsd_ensurer_query(e, &res);
     CHECK(res.done && res.outcome == RSD_OUTCOME_RESIDENT && res.n_evicted == 1);
     CHECK(seen_load_op && live_notices);
-    CHECK(rsd_ensure_notices(e, &nt) == res.n_notices && nt == res.notices);
+    CHECK(rsd_ensurer_notices(e, &nt) == res.n_notices && nt == res.notices);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }
@@ -788,17 +788,17 @@ static void test_lms_owned_read_under_lock(void) {
     q1.model = "a";
     q2.model = "c";
     base = sim_log(&s);
-    REQUIRE(rsd_ensure_begin(e1, &q1, rsd_now_ms()) == RSD_OK);
-    REQUIRE(rsd_ensure_begin(e2, &q2, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensurer_begin(e1, &q1, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensurer_begin(e2, &q2, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive(e1, holds_lock), RSD_PENDING);
     REQUIRE(holds_lock(e1));
     CHECK_EQ_INT(drive(e2, in_lock_wait), RSD_PENDING);
     REQUIRE(in_lock_wait(e2));
     CHECK_EQ_INT(drive(e1, NULL), RSD_OK);
-    rsd_ensure_query(e1, &res);
+    rsd_ensurer_query(e1, &res);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(drive(e2, NULL), RSD_OK);
-    rsd_ensure_query(e2, &res);
+    rsd_ensurer_query(e2, &res);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(res.n_evicted == 1 && !strcmp(res.evicted[0].id, "a"));
     n = sim_log(&s);

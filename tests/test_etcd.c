@@ -38,7 +38,7 @@ static int co_run(rsd_etcd *co) {
         n = rsd_etcd_pollfds(co, fds, 8);
         dl = rsd_etcd_next_deadline(co);
         now = rsd_now_ms();
-        timeout = dl == RSD_DEADLINE_NONE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
+        timeout = dl == RSD_NO_DEADLINE ? 50 : dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
         if (timeout > 0) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), timeout);
     }
     return RSD_ERR_TIMEOUT;
@@ -432,19 +432,19 @@ static void two_hosts(const char *coord, int rounds, int *evicted_protected, lon
         req_init(&qa, sim.url, pool_a[(rng >> 16) % 5]);
         rng = rng * 1103515245u + 12345u;
         req_init(&qb, sim.url, pool_b[(rng >> 16) % 5]);
-        REQUIRE(rsd_ensure_begin(a, &qa, rsd_now_ms()) == RSD_OK);
-        REQUIRE(rsd_ensure_begin(b, &qb, rsd_now_ms()) == RSD_OK);
+        REQUIRE(rsd_ensurer_begin(a, &qa, rsd_now_ms()) == RSD_OK);
+        REQUIRE(rsd_ensurer_begin(b, &qb, rsd_now_ms()) == RSD_OK);
         while ((ca == RSD_PENDING || cb == RSD_PENDING) && rsd_now_ms() < end) {
             rsd_pollfd fds[32];
             int na, nb;
-            if (ca == RSD_PENDING) ca = rsd_ensure_step(a, rsd_now_ms());
-            if (cb == RSD_PENDING) cb = rsd_ensure_step(b, rsd_now_ms());
-            na = ca == RSD_PENDING ? rsd_ensure_pollfds(a, fds, 16) : 0;
-            nb = cb == RSD_PENDING ? rsd_ensure_pollfds(b, fds + (na > 16 ? 16 : na), 16) : 0;
+            if (ca == RSD_PENDING) ca = rsd_ensurer_step(a, rsd_now_ms());
+            if (cb == RSD_PENDING) cb = rsd_ensurer_step(b, rsd_now_ms());
+            na = ca == RSD_PENDING ? rsd_ensurer_pollfds(a, fds, 16) : 0;
+            nb = cb == RSD_PENDING ? rsd_ensurer_pollfds(b, fds + (na > 16 ? 16 : na), 16) : 0;
             (void)poll((struct pollfd *)(void *)fds, (nfds_t)((na > 16 ? 16 : na) + (nb > 16 ? 16 : nb)), 5);
         }
-        rsd_ensure_query(a, &ra);
-        rsd_ensure_query(b, &rb);
+        rsd_ensurer_query(a, &ra);
+        rsd_ensurer_query(b, &rb);
         for (k = 0; k < ra.n_evicted; k++) bad_a += !strcmp(ra.evicted[k].id, "b-prot");
         for (k = 0; k < rb.n_evicted; k++) bad_b += !strcmp(rb.evicted[k].id, "a-prot");
         if (r % 10 == 9 || r == rounds - 1) { /* our unloads: the new POST /models/unload in the log */
@@ -528,9 +528,9 @@ static void test_etcd_kill9_mid_swap(void) {
     e = host_new(g_etcd.coord, "host-b", sd, NULL, false, 2);
     REQUIRE(e);
     req_init(&q, sim.url, "y");
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     req_init(&q, sim.url, "z");
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     /* the other host swaps in x (a load that takes a minute) and is killed mid-swap */
     fflush(stdout);
     child = fork();
@@ -542,7 +542,7 @@ static void test_etcd_kill9_mid_swap(void) {
         c = host_new(g_etcd.coord, "host-a", sc, NULL, false, 2);
         req_init(&q, sim.url, "x");
         q.timeout_ms = 120000;
-        if (c) (void)rsd_ensure(c, &q, &res);
+        if (c) (void)rsd_ensurer_run(c, &q, &res);
         _exit(0);
     }
     t = rsd_now_ms();
@@ -561,7 +561,7 @@ static void test_etcd_kill9_mid_swap(void) {
     t_kill = rsd_now_ms();
     /* this host now ensures w: it waits for the dead holder's lease, then takes the lock */
     req_init(&q, sim.url, "w");
-    rc = rsd_ensure(e, &q, &res);
+    rc = rsd_ensurer_run(e, &q, &res);
     CHECK_EQ_INT(rc, RSD_OK);
     CHECK(res.lock_held);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
@@ -607,32 +607,32 @@ static void test_etcd_stale_holder_ensure(void) {
     b = host_new(g_etcd.coord, "host-b", sb, NULL, false, 2);
     REQUIRE(a && b);
     req_init(&q, sim.url, "slow");
-    REQUIRE(rsd_ensure_begin(a, &q, rsd_now_ms()) == RSD_OK);
+    REQUIRE(rsd_ensurer_begin(a, &q, rsd_now_ms()) == RSD_OK);
     end = rsd_now_ms() + 60000;
     while (!sim_has_load(&sim, "slow") && rsd_now_ms() < end) { /* A: lock, then the load POST */
         rsd_pollfd fds[16];
         int n;
-        rc = rsd_ensure_step(a, rsd_now_ms());
+        rc = rsd_ensurer_step(a, rsd_now_ms());
         REQUIRE(rc == RSD_PENDING);
-        n = rsd_ensure_pollfds(a, fds, 16);
+        n = rsd_ensurer_pollfds(a, fds, 16);
         (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
     }
     rsd_etcd_query(a->co, &v);
     REQUIRE(v.held);
     /* A stalls; B waits for A's lease to run out, takes the lock, loads fast */
     req_init(&q, sim.url, "fast");
-    CHECK_EQ_INT(rsd_ensure(b, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(b, &q, &res), RSD_OK);
     CHECK(res.lock_held);
     /* A resumes: its load finishes, its commit is refused */
     end = rsd_now_ms() + 60000;
     while (rc == RSD_PENDING && rsd_now_ms() < end) {
         rsd_pollfd fds[16];
         int n;
-        rc = rsd_ensure_step(a, rsd_now_ms());
-        n = rsd_ensure_pollfds(a, fds, 16);
+        rc = rsd_ensurer_step(a, rsd_now_ms());
+        n = rsd_ensurer_pollfds(a, fds, 16);
         if (rc == RSD_PENDING) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
     }
-    rsd_ensure_query(a, &res);
+    rsd_ensurer_query(a, &res);
     CHECK_EQ_INT(res.state_error, RSD_ERR_LOCK);
     for (i = 0; i < res.n_notices; i++)
         if (res.notices[i].dmsg == RSD_DMSG_STATE_FAILED && strstr(res.notices[i].text, "no longer ours")) warned = true;
@@ -667,7 +667,7 @@ static void test_etcd_corrupt_record(void) {
     e = host_new(g_etcd.coord, "host-c", sd, NULL, false, 0);
     REQUIRE(e);
     req_init(&q, sim.url, "p");
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     REQUIRE(rsd_state_file_name(e->key, name, sizeof name) > 0);
     snprintf(key, sizeof key, "/test/attr/%s", name);
     n = (size_t)snprintf(body, sizeof body, "{\"key\":\"");
@@ -677,7 +677,7 @@ static void test_etcd_corrupt_record(void) {
     snprintf(body + n, sizeof body - n, "\"}");
     CHECK_EQ_INT(etcd_post(&g_etcd, "/v3/kv/put", body, ans, sizeof ans), 200);
     req_init(&q, sim.url, "q");
-    CHECK_EQ_INT(rsd_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     for (i = 0; i < res.n_notices; i++) told += res.notices[i].dmsg == RSD_DMSG_ATTR_RESET;
     CHECK_EQ_INT(told, 1);
     REQUIRE(rsd_etcd_read_begin(e->co, e->key, rsd_now_ms(), 0) == RSD_OK);
@@ -709,16 +709,16 @@ static void test_etcd_lmstudio_shared(void) {
     REQUIRE(a && b);
     req_init(&q, sim.url, "a");
     q.runtime = RSD_RUNTIME_LMSTUDIO;
-    CHECK_EQ_INT(rsd_ensure(a, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(a, &q, &res), RSD_OK);
     CHECK(res.lock_held && res.loaded);
     q.model = "b";
-    CHECK_EQ_INT(rsd_ensure(b, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(b, &q, &res), RSD_OK);
     CHECK(res.lock_held && res.loaded);
     rsd_etcd_query(b->co, &v);
     CHECK(rsd_attr_set_find(v.attrs, "a", "a") >= 0);
     CHECK(rsd_attr_set_find(v.attrs, "b", "b") >= 0);
     q.model = "c";
-    CHECK_EQ_INT(rsd_ensure(a, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(a, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     REQUIRE(res.n_evicted == 1);
     CHECK_EQ_STR(res.evicted[0].id, "b");
@@ -755,12 +755,12 @@ static void test_etcd_stopped_mid_run(void) {
     closed_e = host_new(g_etcd.coord, "host-closed", sc, NULL, true, 2);
     REQUIRE(open_e && closed_e);
     req_init(&q, sim.url, "p");
-    CHECK_EQ_INT(rsd_ensure(open_e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(open_e, &q, &res), RSD_OK);
     CHECK(res.lock_held);
     etcd_kill(&g_etcd, SIGKILL);
     /* fail-open: the swap happens, with warnings that say etcd could not be used */
     req_init(&q, sim.url, "q");
-    rc = rsd_ensure(open_e, &q, &res);
+    rc = rsd_ensurer_run(open_e, &q, &res);
     CHECK_EQ_INT(rc, RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(!res.lock_held);
@@ -773,7 +773,7 @@ static void test_etcd_stopped_mid_run(void) {
     before = log_count(0, before, "POST", "/models/load", "r");
     req_init(&q, sim.url, "r");
     q.observe = false;
-    rc = rsd_ensure(closed_e, &q, &res);
+    rc = rsd_ensurer_run(closed_e, &q, &res);
     CHECK(rc < 0);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(res.message, "lock") != NULL);
@@ -781,7 +781,7 @@ static void test_etcd_stopped_mid_run(void) {
     /* etcd back: both work with the lock again */
     REQUIRE(etcd_restart(&g_etcd) == 0);
     req_init(&q, sim.url, "r");
-    CHECK_EQ_INT(rsd_ensure(closed_e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_run(closed_e, &q, &res), RSD_OK);
     CHECK(res.lock_held);
     rsd_ensurer_destroy(open_e);
     rsd_ensurer_destroy(closed_e);

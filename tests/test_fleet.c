@@ -80,8 +80,8 @@ static void drain(rsd_fleet *f) {
         }
         if (getenv("RSD_TEST_VERBOSE"))
             printf("  ev %-8s model %d slot %d port %u pid %lld result %d why %s%s%s\n",
-                   rsd_fleet_event_name(ev.kind), ev.model, ev.slot, (unsigned)ev.port,
-                   (long long)ev.pid, ev.result, rsd_pool_why_name(ev.why),
+                   rsd_fleet_event_str(ev.kind), ev.model, ev.slot, (unsigned)ev.port,
+                   (long long)ev.pid, ev.result, rsd_pool_why_str(ev.why),
                    ev.message ? " msg: " : "", ev.message ? ev.message : "");
     }
 }
@@ -1015,8 +1015,8 @@ static void test_bad_args(void) {
     CHECK_EQ_INT(rsd_fleet_step(NULL, 0), RSD_ERR_ARG);
     CHECK(rsd_fleet_idle(f));
     CHECK(rsd_fleet_next_deadline(f) == UINT64_MAX);
-    CHECK_EQ_STR(rsd_fleet_event_name(RSD_FLEET_EV_GRANT), "GRANT");
-    CHECK_EQ_STR(rsd_fleet_event_name(99), "?");
+    CHECK_EQ_STR(rsd_fleet_event_str(RSD_FLEET_EV_GRANT), "GRANT");
+    CHECK_EQ_STR(rsd_fleet_event_str(99), "?");
     rsd_fleet_destroy(f);
     rsd_fleet_destroy(NULL);
 }

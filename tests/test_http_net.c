@@ -695,7 +695,7 @@ static void test_keepalive_timeout_honoured(void) {
         CHECK_EQ_INT(ev.result, RSD_OK);
         (void)rsd_http_client_step(c, 1000); /* releases the event */
         if (want[k] == 0) {
-            CHECK(rsd_http_client_next_deadline(c) == RSD_DEADLINE_NONE); /* closed at once */
+            CHECK(rsd_http_client_next_deadline(c) == RSD_NO_DEADLINE); /* closed at once */
         } else {
             CHECK_EQ_INT(rsd_http_client_next_deadline(c), 1000 + want[k]);
         }

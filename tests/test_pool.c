@@ -760,8 +760,8 @@ static void test_w34_stats_complete(void) {
     CHECK_EQ_INT(st.slots[1 - sa].idle_deadline_ms, 9050);
     CHECK_EQ_INT(st.slots[1 - sa].pid, 4242);
     CHECK(st.slots[1 - sa].last_use > st.slots[sa].last_use);
-    CHECK_EQ_STR(rsd_pool_slot_state_name(st.slots[sa].state), "ready");
-    CHECK_EQ_STR(rsd_pool_why_name(RSD_POOL_WHY_STARVE), "starve");
+    CHECK_EQ_STR(rsd_pool_slot_state_str(st.slots[sa].state), "ready");
+    CHECK_EQ_STR(rsd_pool_why_str(RSD_POOL_WHY_STARVE), "starve");
     CHECK_EQ_INT(st.slots[5].state, RSD_POOL_SLOT_EMPTY);
     CHECK_EQ_INT(st.slots[5].proc.id, 0);
     (void)a;
@@ -808,7 +808,7 @@ static void test_pinned_model_is_never_evicted_ttl_unloaded_or_trimmed(void) {
     preload(&h, 0);
     /* max 1 and a pinned: b could only wait forever, so it is refused with the reason */
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s), RSD_ERR_POOL_PINNED);
-    CHECK(rsd_pool_step(h.p, 1000000) == RSD_POOL_NO_DEADLINE); /* no TTL for a pin */
+    CHECK(rsd_pool_step(h.p, 1000000) == RSD_NO_DEADLINE); /* no TTL for a pin */
     rsd_pool_configure(h.p, 1, 1000000);
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
@@ -833,7 +833,7 @@ static void test_set_model_changes_ttl_cap_and_pin(void) {
     REQUIRE(h.p);
     h.auto_start = h.auto_exit = true;
     preload(&h, 0);
-    CHECK(rsd_pool_step(h.p, 1000) == RSD_POOL_NO_DEADLINE); /* no TTL yet */
+    CHECK(rsd_pool_step(h.p, 1000) == RSD_NO_DEADLINE); /* no TTL yet */
     d = m[0];
     d.id = NULL;
     d.ttl_ms = 50;
@@ -869,7 +869,7 @@ static void test_ttl_expiry_counts_from_the_last_request_finished(void) {
     h.auto_start = h.auto_exit = true;
     r = get(&h, 0, NULL);            /* starts at 0 */
     preload(&h, 1);                  /* ttl 0 = never */
-    CHECK_EQ_INT(rsd_pool_step(h.p, 9000), RSD_POOL_NO_DEADLINE); /* busy: no timer */
+    CHECK_EQ_INT(rsd_pool_step(h.p, 9000), RSD_NO_DEADLINE); /* busy: no timer */
     rsd_pool_release(h.p, r, 10000); /* finished at 10 s */
     CHECK_EQ_INT(rsd_pool_step(h.p, 14999), 15000);
     pump(&h);
@@ -884,7 +884,7 @@ static void test_ttl_expiry_counts_from_the_last_request_finished(void) {
     pump(&h);
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_TTL), 1);
     CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_EMPTY);
-    CHECK_EQ_INT(rsd_pool_step(h.p, 99999999), RSD_POOL_NO_DEADLINE);
+    CHECK_EQ_INT(rsd_pool_step(h.p, 99999999), RSD_NO_DEADLINE);
     CHECK_EQ_INT(model_state(h.p, 1), RSD_POOL_SLOT_READY);
     rsd_pool_destroy(h.p);
 }

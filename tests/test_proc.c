@@ -186,8 +186,8 @@ static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t ti
     for (;;) {
         uint64_t t = now_ms(), next = rsd_procs_step(p, t), wake;
         rsd_proc_event ev;
-        struct pollfd pf[16];
-        int fds[16], n, i;
+        rsd_pollfd pf[16];
+        int n, i;
         for (i = 0; i < stash_n; i++)
             if (stash[i].proc.id == h.id && stash[i].kind == kind) {
                 if (out) *out = stash[i];
@@ -204,13 +204,8 @@ static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t ti
         t = now_ms();
         if (t >= end) return false;
         wake = next < end ? next : end;
-        n = rsd_procs_fds(p, fds, 16);
-        for (i = 0; i < n; i++) {
-            pf[i].fd = fds[i];
-            pf[i].events = POLLIN;
-            pf[i].revents = 0;
-        }
-        (void)poll(pf, (nfds_t)n, wake > t ? (int)(wake - t) : 0);
+        n = rsd_procs_pollfds(p, pf, 16);
+        (void)rsd_poll(pf, n, wake > t ? (int)(wake - t) : 0);
     }
 }
 
@@ -619,10 +614,9 @@ static void test_stop_escalates_to_sigkill(void) {
     REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
     /* wait (in poll) until it has installed SIG_IGN and said so */
     do {
-        struct pollfd pf[4];
-        int fds[4], n = rsd_procs_fds(p, fds, 4), i;
-        for (i = 0; i < n; i++) { pf[i].fd = fds[i]; pf[i].events = POLLIN; pf[i].revents = 0; }
-        poll(pf, (nfds_t)n, 100);
+        rsd_pollfd pf[4];
+        int n = rsd_procs_pollfds(p, pf, 4);
+        rsd_poll(pf, n, 100);
         rsd_procs_step(p, now_ms());
         rsd_procs_query(p, h, now_ms(), &info);
     } while (info.out_lines < 1 && ++guard < 200);
@@ -712,7 +706,7 @@ static void test_probe_schedule(void) {
     CHECK_EQ_INT(rsd_procs_mark_ready(p, h, 200), RSD_OK);
     for (t = 200; t < 2000; t += 7) rsd_procs_step(p, t);
     CHECK(!rsd_procs_next_event(p, &ev));
-    CHECK(rsd_procs_next_deadline(p) == RSD_PROC_NO_DEADLINE || rsd_procs_next_deadline(p) > 2000);
+    CHECK(rsd_procs_next_deadline(p) == RSD_NO_DEADLINE || rsd_procs_next_deadline(p) > 2000);
     rsd_procs_destroy(p);
     CHECK(no_children());
 }
@@ -819,10 +813,10 @@ static void test_bad_args(void) {
     CHECK_EQ_INT(rsd_procs_query(p, stale, 0, &info), RSD_ERR_PROC_STALE);
     CHECK_EQ_INT(rsd_procs_tail(p, stale, 0, buf, sizeof buf), RSD_ERR_PROC_STALE);
     CHECK_EQ_INT(rsd_procs_mark_ready(p, h, 0), RSD_ERR_PROC_STALE);
-    CHECK(rsd_procs_next_deadline(p) == RSD_PROC_NO_DEADLINE);
+    CHECK(rsd_procs_next_deadline(p) == RSD_NO_DEADLINE);
     CHECK(!rsd_procs_next_event(p, NULL));
-    CHECK_EQ_STR(rsd_proc_state_name(RSD_PROC_KILLING), "KILLING");
-    CHECK_EQ_STR(rsd_proc_event_name(99), "UNKNOWN");
+    CHECK_EQ_STR(rsd_proc_state_str(RSD_PROC_KILLING), "KILLING");
+    CHECK_EQ_STR(rsd_proc_event_str(99), "UNKNOWN");
     CHECK_EQ_STR(rsd_result_name(RSD_ERR_SPAWN), "ERR_SPAWN");
     rsd_procs_destroy(p);
     rsd_procs_destroy(NULL);
@@ -883,10 +877,9 @@ static void test_stop_reaches_process_group(void) {
     s.exe = "sh";  /* found through PATH */
     REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h) == RSD_OK);
     do {
-        struct pollfd pf[4];
-        int fds[4], n = rsd_procs_fds(p, fds, 4), i;
-        for (i = 0; i < n; i++) { pf[i].fd = fds[i]; pf[i].events = POLLIN; pf[i].revents = 0; }
-        poll(pf, (nfds_t)n, 100);
+        rsd_pollfd pf[4];
+        int n = rsd_procs_pollfds(p, pf, 4);
+        rsd_poll(pf, n, 100);
         rsd_procs_step(p, now_ms());
         rsd_procs_query(p, h, now_ms(), &info);
     } while (info.out_lines < 1 && ++guard < 200);
@@ -913,10 +906,9 @@ static void first_line(rsd_procs *p, rsd_proc h, char *tail, size_t cap) {
     rsd_proc_info info;
     int guard = 0;
     do {
-        struct pollfd pf[4];
-        int fds[4], n = rsd_procs_fds(p, fds, 4), i;
-        for (i = 0; i < n; i++) { pf[i].fd = fds[i]; pf[i].events = POLLIN; pf[i].revents = 0; }
-        poll(pf, (nfds_t)n, 100);
+        rsd_pollfd pf[4];
+        int n = rsd_procs_pollfds(p, pf, 4);
+        rsd_poll(pf, n, 100);
         rsd_procs_step(p, now_ms());
         rsd_procs_query(p, h, now_ms(), &info);
     } while (info.out_lines < 1 && ++guard < 200);
@@ -1031,7 +1023,7 @@ static void test_exit_found_without_pidfd(void) {
     sl = rsdi_proc_get(p, h);
     REQUIRE(sl);
     if (sl->pid_fd >= 0) { close(sl->pid_fd); sl->pid_fd = -1; }
-    CHECK(rsd_procs_next_deadline(p) != RSD_PROC_NO_DEADLINE);  /* the slow waitpid poll */
+    CHECK(rsd_procs_next_deadline(p) != RSD_NO_DEADLINE);  /* the slow waitpid poll */
     REQUIRE(pump(p, h, RSD_PROC_EV_EXITED, 10000, &ev));
     CHECK_EQ_INT(ev.exit_code, 5);
     rsd_procs_destroy(p);

@@ -87,7 +87,7 @@ static void spec_for(rsd_proc_spec *s, const char *const *args) {
     s->args = args;
 }
 
-/* Steps p on the real clock, sleeping until its next deadline (rsd_procs_fds is empty
+/* Steps p on the real clock, sleeping until its next deadline (rsd_procs_pollfds is empty
    on Windows; on POSIX the sleep is bounded by 20 ms instead of a poll on them), until
    an event of kind for h arrives or timeout_ms passes. */
 static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t timeout_ms,

@@ -145,19 +145,19 @@ static rsd_ensurer *new_ensurer(bool state) {
 }
 
 static int run_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *res) {
-    int rc = rsd_ensure_begin(e, q, rsd_now_ms());
-    while (rc >= 0 && (rc = rsd_ensure_step(e, rsd_now_ms())) == RSD_PENDING) {
+    int rc = rsd_ensurer_begin(e, q, rsd_now_ms());
+    while (rc >= 0 && (rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
         rsd_pollfd fds[40];
-        int n = rsd_ensure_pollfds(e, fds, 32), m, to;
-        uint64_t dl = rsd_ensure_next_deadline(e), now = rsd_now_ms();
-        to = dl == RSD_DEADLINE_NONE ? 20 : dl <= now ? 0 : dl - now > 20 ? 20 : (int)(dl - now);
+        int n = rsd_ensurer_pollfds(e, fds, 32), m, to;
+        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
+        to = dl == RSD_NO_DEADLINE ? 20 : dl <= now ? 0 : dl - now > 20 ? 20 : (int)(dl - now);
         if (n > 32) n = 32;
         m = rsd_http_client_pollfds(W.c, fds + n, 8);
         if (m > 8) m = 8;
         if (to) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n + m), to);
         watch_pump(&W);
     }
-    rsd_ensure_query(e, res);
+    rsd_ensurer_query(e, res);
     watch_pump(&W);
     return rc;
 }
@@ -414,11 +414,11 @@ static void test_probe_timeout_retried_on_a_stopped_server(void) {
         rsd_ensurer_destroy(e);
         return;
     }
-    rc = rsd_ensure_begin(e, &q, rsd_now_ms());
+    rc = rsd_ensurer_begin(e, &q, rsd_now_ms());
     for (;;) { /* until the first probe timed out and went out again */
-        rsd_ensure_query(e, &res);
+        rsd_ensurer_query(e, &res);
         if (rc != RSD_OK || res.done || res.requests >= 2 || rsd_now_ms() >= until) break;
-        rc = rsd_ensure_step(e, rsd_now_ms());
+        rc = rsd_ensurer_step(e, rsd_now_ms());
         if (rc != RSD_PENDING) break;
         rc = RSD_OK;
         (void)poll(NULL, 0, 10);
@@ -426,8 +426,8 @@ static void test_probe_timeout_retried_on_a_stopped_server(void) {
     kill(S.pid, SIGCONT);
     CHECK(!res.done);
     CHECK(res.requests >= 2);
-    while ((rc = rsd_ensure_step(e, rsd_now_ms())) == RSD_PENDING && rsd_now_ms() < until + WAIT_MS) (void)poll(NULL, 0, 5);
-    rsd_ensure_query(e, &res);
+    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && rsd_now_ms() < until + WAIT_MS) (void)poll(NULL, 0, 5);
+    rsd_ensurer_query(e, &res);
     CHECK_EQ_INT(rc, RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LLAMACPP);
