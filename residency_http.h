@@ -737,7 +737,7 @@
        <hash>.lease (the attribution's format: model = what went, instance = the
        URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
        machine.
-       int rsd_ensure_release(e, const rsd_ensure_req *q, const char *lease_id, out)
+       int rsd_ensurer_release(e, const rsd_ensure_req *q, const char *lease_id, out)
            Blocking (a loop of rsd_ensurer_run): loads back every model of the lease, at
            the recorded URL unless q->url is set (q also gives the runtime, bearer
            and timeout; q may be NULL), then removes what came back from the lease
@@ -2164,7 +2164,7 @@ typedef struct rsd_ensure_req {
     bool user_managed;                /* the target is user-managed (observe-only) */
     bool keep_pinned;                 /* the model will be tag-pinned */
     uint64_t free_bytes;              /* with model NULL or "": free this many bytes instead (a lease:
-                                         see rsd_ensure_release) */
+                                         see rsd_ensurer_release) */
 } rsd_ensure_req;
 
 /* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
@@ -2219,7 +2219,7 @@ RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_
    then forgets what came back. *out: the last ensure's result. The count restored, or <0:
    RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no such lease), or the first
    failed ensure's code (what failed stays in the lease for another release). */
-RSD_API int rsd_ensure_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out);
 /* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url);
@@ -6558,7 +6558,7 @@ struct rsd_ensurer {
     rsd_attr_set used;                /* the target's last-use record, as read */
     uint64_t free_bytes;              /* a free ensure: the bytes asked */
     char lease_id[48];                /* a free ensure: its lease ("" none) */
-    rsd_attr_set lease;               /* rsd_ensure_release: the lease's record */
+    rsd_attr_set lease;               /* rsd_ensurer_release: the lease's record */
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
@@ -7864,7 +7864,7 @@ RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_
     return rc;
 }
 
-RSD_API int rsd_ensure_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out) {
     static const char ext[] = ".lease";
     rsd_attr_change gone[RSD_STATE_MAX_ATTR];

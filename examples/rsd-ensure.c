@@ -194,10 +194,10 @@ static const char *human_bytes(uint64_t b, char *buf, size_t cap) {
     return buf;
 }
 
-/* --release ID: rsd_ensure_release, one line per model back. */
+/* --release ID: rsd_ensurer_release, one line per model back. */
 static int release_cmd(rsd_ensurer *e, const rsd_ensure_req *q, const char *id, bool quiet) {
     rsd_ensure_result res;
-    int n = rsd_ensure_release(e, q, id, &res);
+    int n = rsd_ensurer_release(e, q, id, &res);
     if (n == RSD_ERR_NOT_FOUND || n == RSD_ERR_ARG) {
         if (!quiet) printf("no lease '%s' here (it was released, or made with another state directory)\n", term(id));
         return EX_DECLINED;
