@@ -2294,7 +2294,7 @@ typedef struct rsd_procs_desc {
     uint32_t kill_wait_ms;      /* SIGKILL not reaped -> STUCK notice; 0 = 5000 */
     uint32_t probe_first_ms;    /* first readiness probe; 0 = 10 */
     uint32_t probe_max_ms;      /* probe interval doubles up to this; 0 = 500 */
-    bool survive_parent;        /* false (default): children get SIGKILL when we die (Linux) */
+    bool survive_parent;        /* false (default): children die with us (Linux PDEATHSIG; Windows job) */
     bool log_output;            /* forward each child output line to the logger (DEBUG) */
     rsd_proc_spawn_method spawn;/* RSD_PROC_SPAWN_AUTO by default */
     rsd_allocator allocator;    /* zeroed = RSD_DEFAULT_ALLOC/FREE */

@@ -191,6 +191,10 @@
    closed terminal or an ssh logout costs nothing). The handlers only count the signal
    and write a byte to a self-pipe the loop polls; the work is done in the loop.
    SIGPIPE is ignored.
+   Windows (rsd-serve.exe): Ctrl+C, Ctrl+Break or closing the console stop every process
+   as SIGINT does (a second one kills them); each child is in a job object that the
+   system kills when rsd-serve.exe ends in any way, its own children included; no
+   SIGHUP (POST /_rsd/reload reloads); the slot directory is made under %TEMP%.
    Exit codes: 0 stopped by a signal, 1 cannot listen or start (a listen host name that
    does not resolve included), 64 bad flags or configuration (the message names
    file:line), 66 the config file cannot be read or is a directory. */

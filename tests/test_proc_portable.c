@@ -269,6 +269,23 @@ static void test_missing_binary(void) {
     CHECK_EQ_INT(ev.err, ENOENT);
     s.exe = self_exe;
     CHECK(rsd_procs_check(p, &s, why, sizeof why) == RSD_OK);
+    /* a bare name found in PATH (Windows: with ".exe" added), and only there */
+#if defined(_WIN32)
+    s.exe = "cmd";
+#else
+    s.exe = "sh";
+#endif
+    CHECK(rsd_procs_check(p, &s, why, sizeof why) == RSD_OK);
+    {
+        static const char *const nopath[] = {"PATH", NULL};
+        s.env = nopath; /* the child's PATH is what is searched */
+#if defined(_WIN32)
+        CHECK(rsd_procs_check(p, &s, why, sizeof why) == RSD_ERR_SPAWN); /* no PATH: not found */
+#else
+        CHECK(rsd_procs_check(p, &s, why, sizeof why) == RSD_OK); /* /usr/local/bin:/usr/bin:/bin */
+#endif
+        s.env = NULL;
+    }
     rsd_procs_destroy(p);
 }
 

@@ -86,4 +86,5 @@ tests="$tests $B/tests/rsd-ensure.exe_rsd-serve.exe_vs_rsd-sim.exe"
 echo "test-windows: $($CC --version | head -n 1), run under $("$WINE" --version 2>/dev/null)"
 RSD_TEST_EXE_DIR=$B/bin RSD_TEST_SUMMARY=$B/summary sh tests/run.sh $tests; rc=$?
 "$WINESERVER" -k >/dev/null 2>&1
+"$WINESERVER" -w >/dev/null 2>&1  # gone before we return: a run right after cannot meet a dying server
 exit $rc
