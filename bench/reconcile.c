@@ -504,6 +504,7 @@ static double f3_parse_ns(void) {
     if (!fp) return 0;
     n = fread(body, 1, sizeof body, fp);
     fclose(fp);
+    if (rsd_listing_init(&l, lm, RSD_LISTING_MAX_MODELS, arena, sizeof arena) != RSD_OK) return 0;
     if (rsd_router_parse_models(body, n, toks, RSD_LISTING_MAX_TOKENS, &l) != RSD_OK || l.n != 64) return 0;
     t = cpu_ns();
     for (i = 0; i < 50; i++) { rsd_router_parse_models(body, n, toks, RSD_LISTING_MAX_TOKENS, &l); g_sink += (uint64_t)l.n; }
