@@ -8494,6 +8494,12 @@ RSD_API void rsd_reconcile_lock(rsd_reconcile *r) {
     r->step.deadline_ms = r->deadline;
 }
 
+/* A plan that changes the server: take the lock first when one is wanted, else mutate. */
+RSDI_PRIVATE void rsdi_rc_lock_or_mutate(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
+    if (r->want_lock && !under_lock) rsd_reconcile_lock(r);
+    else rsdi_rc_mutate(r, now_ms);
+}
+
 /* After a decision: end, wait read-only, lock, or mutate. */
 RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64_t now_ms) {
     switch (r->plan.decision) {
@@ -8520,11 +8526,7 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
             rsd_reconcile_finish(r, now_ms);
             return;
         }
-        if (r->want_lock && !under_lock) {
-            rsd_reconcile_lock(r);
-            return;
-        }
-        rsdi_rc_mutate(r, now_ms);
+        rsdi_rc_lock_or_mutate(r, under_lock, now_ms);
         return;
     case RSD_DECISION_LOAD:
     case RSD_DECISION_LOAD_AFTER_EVICT:
@@ -8533,11 +8535,7 @@ RSDI_PRIVATE void rsdi_rc_after_decide(rsd_reconcile *r, bool under_lock, uint64
             rsdi_rc_wait(r, RSDI_W_DOWNLOAD, r->keep, now_ms);
             return;
         }
-        if (r->want_lock && !under_lock) {
-            rsd_reconcile_lock(r);
-            return;
-        }
-        rsdi_rc_mutate(r, now_ms);
+        rsdi_rc_lock_or_mutate(r, under_lock, now_ms);
         return;
     default:
         rsdi_rc_degrade(r, RSD_ERR_STATE, now_ms, "no decision");

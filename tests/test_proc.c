@@ -7,6 +7,7 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"
+#include "portable.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -145,17 +146,6 @@ static int child_main(const char *mode, int argc, char **argv) {
 /* Events pump() saw for other processes, handed out later. */
 static rsd_proc_event stash[32];
 static int stash_n;
-
-static int count_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-    if (!d) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n - 1; /* the DIR's own descriptor */
-}
 
 static rsd_procs *mk(uint32_t grace_ms, uint32_t ring) {
     rsd_procs_desc d;
@@ -775,7 +765,7 @@ static void test_pdeathsig_grandchild_dies(void) {
 static void test_destroy_reaps_and_fds(void) {
     static const char *const env[] = {"RSD_TEST_CHILD=sleep", NULL};
     static const char *const args[] = {NULL};
-    int fds0 = count_fds(), i;
+    int fds0 = tp_open_handles(), i;
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
     rsd_proc h[4], extra;
@@ -785,10 +775,10 @@ static void test_destroy_reaps_and_fds(void) {
     for (i = 0; i < 4; i++) REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h[i]) == RSD_OK);
     CHECK_EQ_INT(rsd_procs_spawn(p, &s, now_ms(), &extra), RSD_ERR_CAPACITY);
     CHECK_EQ_INT(rsd_procs_live(p, live, 8), 4);
-    CHECK(count_fds() > fds0);
+    CHECK(tp_open_handles() > fds0);
     rsd_procs_destroy(p);
     CHECK(no_children());
-    CHECK_EQ_INT(count_fds(), fds0);
+    CHECK_EQ_INT(tp_open_handles(), fds0);
 }
 
 static void test_bad_args(void) {
