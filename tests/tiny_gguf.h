@@ -15,8 +15,8 @@
        tiny_gguf_write_set(dir)                         tiny-a..tiny-e.gguf (ctx 2048) and
                                                         broken.gguf into an existing dir
    Returns 0, or -1 (errno set by stdio). Needs <stdio.h> <stdint.h> <string.h>
-   <stdlib.h>. Little-endian hosts only (GGUF is little-endian; the bytes are written
-   as the host lays them out). */
+   <stdlib.h>. The files are the same bytes on every host (GGUF is little-endian; a
+   big-endian host writes them so too). */
 #ifndef RSD_TESTS_TINY_GGUF_H
 #define RSD_TESTS_TINY_GGUF_H
 
@@ -47,9 +47,20 @@ static void tg_put(tg_buf *b, const void *src, size_t n) {
     memcpy(b->p + b->len, src, n);
     b->len += n;
 }
-static void tg_u32(tg_buf *b, uint32_t v) { tg_put(b, &v, 4); }
-static void tg_u64(tg_buf *b, uint64_t v) { tg_put(b, &v, 8); }
-static void tg_f32(tg_buf *b, float v) { tg_put(b, &v, 4); }
+/* GGUF is little-endian: integers go out byte by byte, whatever the host's order. */
+static void tg_le(tg_buf *b, uint64_t v, size_t n) {
+    unsigned char le[8];
+    size_t i;
+    for (i = 0; i < n; i++) le[i] = (unsigned char)(v >> (8 * i));
+    tg_put(b, le, n);
+}
+static void tg_u32(tg_buf *b, uint32_t v) { tg_le(b, v, 4); }
+static void tg_u64(tg_buf *b, uint64_t v) { tg_le(b, v, 8); }
+static void tg_f32(tg_buf *b, float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    tg_le(b, u, 4);
+}
 static void tg_str(tg_buf *b, const char *s) { tg_u64(b, strlen(s)); tg_put(b, s, strlen(s)); }
 static void tg_pad(tg_buf *b) {
     static const unsigned char zero[TG_ALIGN] = {0};
