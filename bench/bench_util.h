@@ -1,4 +1,4 @@
-/* bench/bench_util.h -- the benches' clock, sleep and order statistics (shared by
+/* bench/bench_util.h -- the benches' clock, sleep, order statistics and one blocking request (shared by
    bench/reconcile.c and bench/real.c). median and pct copy at most 256 values.
    Needs <errno.h> <stdlib.h> <time.h>. */
 #ifndef RSD_BENCH_UTIL_H
@@ -54,4 +54,31 @@ static inline double pct(const double *v, int n, double p) {
 
 static inline double vmin(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] < m) m = v[i]; return m; }
 static inline double vmax(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] > m) m = v[i]; return m; }
+#ifdef RESIDENCY_HTTP_H_INCLUDED
+/* One blocking request on c: the status (0 on a transport error), the body copied into
+   buf (NUL-terminated, cut to cap - 1) when buf is given; timeout_ms 0 = the client's. */
+static inline int bench_req(rsd_http_client *c, const char *method, const char *url, const char *body,
+                            uint32_t timeout_ms, char *buf, size_t cap) {
+    rsd_http_request q;
+    rsd_http_event ev;
+    memset(&q, 0, sizeof q);
+    q.method = method;
+    q.url = url;
+    q.total_timeout_ms = timeout_ms;
+    if (body) {
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = strlen(body);
+    }
+    if (buf && cap) buf[0] = 0;
+    if (rsd_http_request_sync(c, &q, &ev) != RSD_OK) return 0;
+    if (buf && cap) {
+        size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
+        memcpy(buf, ev.body.ptr, n);
+        buf[n] = 0;
+    }
+    return ev.status;
+}
+#endif
+
 #endif

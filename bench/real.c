@@ -77,27 +77,8 @@ static void die(const char *what) {
     exit(1);
 }
 
-/* One blocking request on c; the status (0 on a transport error), body into buf if given. */
 static int req(rsd_http_client *c, const char *method, const char *url, const char *body, char *buf, size_t cap) {
-    rsd_http_request q;
-    rsd_http_event ev;
-    memset(&q, 0, sizeof q);
-    q.method = method;
-    q.url = url;
-    q.total_timeout_ms = 120000;
-    if (body) {
-        q.content_type = "application/json";
-        q.body = body;
-        q.body_len = strlen(body);
-    }
-    if (buf && cap) buf[0] = 0;
-    if (rsd_http_request_sync(c, &q, &ev) != RSD_OK) return 0;
-    if (buf && cap) {
-        size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-        memcpy(buf, ev.body.ptr, n);
-        buf[n] = 0;
-    }
-    return ev.status;
+    return bench_req(c, method, url, body, 120000, buf, cap);
 }
 
 static double loadavg1(void) {
