@@ -2537,8 +2537,8 @@ RSD_API uint32_t rsd_fit_ceiling_from_env(void);
 /* router */
 /* Manual: "payload" in the doc block at the top of this file. */
 enum {
-    RSD_LISTING_DEFAULT_MODELS = 128, /* entries of a listing made with the defaults (64 residents, 64 more) */
-    RSD_LISTING_ARENA_PER_MODEL = 128, /* default arena bytes per entry (ids, aliases, tags) */
+    RSD_LISTING_DEFAULT_MODELS = 64, /* entries of a listing made with the defaults (a server listing 64 models) */
+    RSD_LISTING_ARENA_PER_MODEL = 256, /* default arena bytes per entry (ids, aliases, tags) */
     RSD_LISTING_MAX_MODELS = 256,     /* a large listing: tests and tools size theirs with these */
     RSD_LISTING_ARENA_BYTES = 65536,  /* its arena (decoded ids, aliases and tags) */
     RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens for a payload of that size */
@@ -2877,8 +2877,8 @@ enum {
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 8192,          /* bytes of runtime-hook scratch in rsd_reconcile */
-    RSD_RECONCILE_TOKENS_PER_MODEL = 48,   /* default JSON tokens per listing entry (a real router's ~70) */
-    RSD_RECONCILE_BODY_PER_MODEL = 1024,   /* default answer bytes per listing entry (a real router's ~700) */
+    RSD_RECONCILE_TOKENS_PER_MODEL = 72,   /* default JSON tokens per listing entry (a real router: 66) */
+    RSD_RECONCILE_BODY_PER_MODEL = 1408,   /* default answer bytes per listing entry (a real router: 1040-1320) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
     RSD_RECONCILE_MAX_OWNED = 64,          /* owned (model, instance) pairs in a desc */
@@ -3172,6 +3172,7 @@ struct rsd_reconcile {
     rsd_allocator tables_alloc;
     uint32_t max_tokens;              /* toks[] entries */
     size_t max_body;                  /* bytes of an answer it parses */
+    const rsd_runtime *only_rt;       /* limits.runtime: the one runtime begin accepts (NULL = any) */
     /* internal: copied desc */
     const rsd_runtime *rt;
     rsd_logger logger;
@@ -3243,7 +3244,8 @@ struct rsd_reconcile {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
     } rt_data;                        /* for hooks: runtime scratch, zeroed by begin */
-    rsd_lms_machine *lms;             /* instances and LM Studio's state (in the tables) */
+    rsd_lms_machine *lms;             /* instances and LM Studio's state (in the tables; NULL when
+                                         limits.runtime has no instances) */
     rsd_listing snap;                 /* listing the decision was made on (storage in the tables) */
     rsd_listing poll;                 /* listing of the latest poll (storage in the tables) */
     rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
@@ -3256,6 +3258,9 @@ typedef struct rsd_reconcile_limits {
     size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = 128 per entry */
     uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
     size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
+    const rsd_runtime *runtime;       /* the only runtime begin accepts; NULL = any. The state of a runtime
+                                         with instances (LM Studio) is allocated only when it can be used:
+                                         runtime NULL or one with RSD_RT_INSTANCES */
     rsd_allocator allocator;          /* for the tables; zeroed = RSD_DEFAULT_ALLOC */
 } rsd_reconcile_limits;
 
@@ -8044,7 +8049,7 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 /* An instance a load made (r->made_instance) of model: kept, and attributed to us. */
 RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
     char *m;
-    if (r->lms->n_made >= (int)(sizeof r->lms->made / sizeof r->lms->made[0])) return NULL;
+    if (!r->lms || r->lms->n_made >= (int)(sizeof r->lms->made / sizeof r->lms->made[0])) return NULL;
     m = r->lms->made[r->lms->n_made++];
     rsdi_cpy(m, RSD_MODEL_ID_MAX, r->made_instance);
     rsd_reconcile_attr(r, true, model, m);
@@ -8891,7 +8896,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->logger = d->logger;
     r->cache = d->cache;
     if ((!r->free_bytes && !d->keep[0]) || !rsdi_cpy(r->keep, sizeof r->keep, d->keep ? d->keep : "") ||
-        !rsdi_cpy(r->lms->default_model, sizeof r->lms->default_model, d->default_model ? d->default_model : ""))
+        (r->lms && !rsdi_cpy(r->lms->default_model, sizeof r->lms->default_model,
+                             d->default_model ? d->default_model : "")))
         return RSD_ERR_MODEL_ID;
     if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
     if (d->target_key && d->target_key[0]) { /* the normalised target key */
@@ -8935,9 +8941,11 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         rsdi_cpy(r->last_id[r->n_last], RSD_MODEL_ID_MAX, id);
         r->last_ms[r->n_last++] = d->last_used[i].used_ms;
     }
-    if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
-    r->lms->explicit_load = d->explicit_load;
-    r->lms->load = d->load;
+    if (r->lms) { /* else limits.runtime has no instances: desc.owned and desc.peers mean nothing */
+        if ((rc = rsdi_rc_copy_instances(r, d)) < 0) return rc;
+        r->lms->explicit_load = d->explicit_load;
+        r->lms->load = d->load;
+    }
     r->optout = rsd_optout_resolve(d->residency_env, d->user_managed);
     r->keep_pinned = d->keep_pinned;
     r->want_lock = d->lock;
@@ -8983,6 +8991,7 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     memset(&r->rt_data, 0, sizeof r->rt_data);
     r->op_instance = "";
     r->op_evicted = NULL;
+    if (!m) return;
     m->tier_try = RSD_LMS_TIER_V1;
     m->ci = m->ui = m->n_cand = m->n_unload = m->evict_mark = m->n_before = m->n_made = 0;
     m->retried_plain = false;
@@ -8994,6 +9003,7 @@ typedef struct rsdi_rc_sizes {
     int models;
     size_t arena, body, total;
     uint32_t toks;
+    bool lms;                         /* the instances / LM Studio state is allocated */
 } rsdi_rc_sizes;
 
 RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
@@ -9010,9 +9020,10 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     z->toks = (uint32_t)t;
     z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
+    z->lms = !lim || !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
                (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
-               rsdi_al8(sizeof(rsd_lms_machine)) +
+               (z->lms ? rsdi_al8(sizeof(rsd_lms_machine)) : 0) +
                2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
                (size_t)z->toks * sizeof(rsd_json_tok);
     return true;
@@ -9049,8 +9060,10 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->victims = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
     r->victim_inst = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
     r->pinned = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
-    r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
-    memset(r->lms, 0, sizeof *r->lms);
+    if (z.lms) {
+        r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
+        memset(r->lms, 0, sizeof *r->lms);
+    }
     {
         rsd_listed_model *m1 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
         char *a1 = (char *)rsdi_rc_carve(&at, z.arena);
@@ -9062,6 +9075,7 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->toks = (rsd_json_tok *)(void *)at;
     r->max_tokens = z.toks;
     r->max_body = z.body;
+    r->only_rt = lim ? lim->runtime : NULL;
     r->phase = RSDI_PH_DONE;
     r->step.kind = RSD_STEP_DONE;
     return RSD_OK;
@@ -9097,6 +9111,12 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
         rsdi_cpy(r->result.message, sizeof r->result.message,
                  "rsd_reconcile_begin: call rsd_reconcile_init first (it allocates the tables)");
         return RSD_ERR_STATE;
+    }
+    if (d && r->only_rt && (d->runtime ? d->runtime : rsd_runtime_router()) != r->only_rt) {
+        (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message,
+                           "rsd_reconcile_begin: this reconcile's tables are for the %s runtime only "
+                           "(rsd_reconcile_limits.runtime)", r->only_rt->name ? r->only_rt->name : "?");
+        return RSD_ERR_ARG;
     }
     if ((rc = rsdi_rc_copy_desc(r, d, now_ms)) < 0) {
         r->result.error = rc;
@@ -9257,7 +9277,7 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
-    m = r->lms;
+    if (!(m = r->lms)) return RSD_OK; /* limits.runtime has no instances: nothing is owned by instance */
     for (i = 0; i < n; i++) {
         if (!owned[i].instance || !owned[i].instance[0]) continue;
         if (strlen(owned[i].instance) >= RSD_MODEL_ID_MAX ||

@@ -2105,9 +2105,14 @@ enum {
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
     RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
-    RSD_ENSURE_HTTP_REQUESTS = 3,   /* the owned client's default request slots and sockets */
-    RSD_ENSURE_HTTP_REQUEST_BYTES = 16384, /* its default request limit (URL, headers, a load body) */
-    RSD_ENSURE_HTTP_HEADER_BYTES = 16384   /* its default response head limit */
+    RSD_ENSURE_HTTP_REQUESTS = 2,   /* the owned client's default request slots and sockets: one ensure's
+                                       HTTP step and its /models/sse stream */
+    RSD_ENSURE_HTTP_REQUEST_BYTES = RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX +
+                                    1024, /* its default request limit: the longest URL, bearer and load body
+                                             a reconcile sends, with the head's other fields */
+    RSD_ENSURE_HTTP_HEADER_BYTES = 8192, /* its default response head limit */
+    RSD_ENSURE_HTTP_SLOT_BODY = 8192  /* its slots' own body buffer (the /models/sse stream, extra requests on
+                                         rsd_ensurer_http); the ensure's answers go to the ensurer's buffer */
 };
 
 /* Which server software a target runs. AUTO (zero) = detect by probing. */
@@ -2127,9 +2132,14 @@ typedef struct rsd_ensurer rsd_ensurer;
 typedef struct rsd_ensurer_desc {
     rsd_allocator allocator;
     rsd_logger logger;
-    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_* and bodies of
-                                         limits.max_body_bytes); allocator/logger default to the above */
+    rsd_http_client_desc http;        /* owned client's limits (zero = RSD_ENSURE_HTTP_*); allocator/logger
+                                         default to the above. The ensure's own answers are read into one
+                                         buffer of limits.max_body_bytes, not into the slots */
     rsd_reconcile_limits limits;      /* the reconcile's tables (zeroed = defaults); allocator as above */
+    rsd_runtime_kind runtime;         /* the runtime of every ensure (a request's AUTO means it, a request
+                                         naming another is refused); AUTO = any, detected by probing. A given
+                                         runtime sizes the reconcile for it alone: no LM Studio state for a
+                                         llama.cpp router or Ollama */
     const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
     bool no_state;                    /* no state directory: no lock, attribution, generation */
     bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
@@ -6537,6 +6547,9 @@ struct rsd_ensurer {
     rsdi_en_found found;              /* what detection found (kept while etcd is read first) */
     rsd_http_req_h h;
     rsd_runtime_kind kind;
+    rsd_runtime_kind only_kind;       /* desc.runtime: the one runtime it serves (AUTO = any) */
+    char *body;                       /* the ensure's answers are read here (body_cap bytes, after the struct) */
+    size_t body_cap;
     const rsd_runtime *rt;            /* the runtime of the current run */
     rsd_outcome outcome;
     uint32_t ctx, ctx_ceiling, timeout_ms, probe_ms, probe_ms_req, requests;
@@ -6669,9 +6682,19 @@ RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
     return true;
 }
 
-/* Closes the stream when the ensure ends (its CANCELLED event is dropped by a later step). */
+/* Cancels one of the ensure's requests and takes its event at once: the client keeps a
+   slot until its event is taken, and the next ensure needs both slots. Events before it are
+   dropped, as the step drops every event that is not the ensure's. */
+RSDI_PRIVATE void rsdi_en_cancel(rsd_ensurer *e, rsd_http_req_h h) {
+    rsd_http_event ev;
+    if (rsd_http_cancel(e->http, h) != RSD_OK) return;
+    while (rsd_http_next_event(e->http, &ev) && ev.req.id != h.id) {
+    }
+}
+
+/* Closes the stream when the ensure ends. */
 RSDI_PRIVATE void rsdi_en_sse_close(rsd_ensurer *e) {
-    if (e->sse_open) (void)rsd_http_cancel(e->http, e->sse_h);
+    if (e->sse_open) rsdi_en_cancel(e, e->sse_h);
     e->sse_open = false;
     e->n_pend = 0;
 }
@@ -6739,7 +6762,7 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     (void)rsd_arg_redact(NULL, msg, e->message, sizeof e->message); /* a URL's password as *** */
-    if (e->inflight) (void)rsd_http_cancel(e->http, e->h);
+    if (e->inflight) rsdi_en_cancel(e, e->h);
     e->inflight = false;
     rsdi_en_sse_close(e);
     rsdi_en_unlock_all(e);
@@ -6795,34 +6818,49 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
 
 /* ---- create / destroy ---------------------------------------------------------- */
 /* The owned client's desc: the user's, with the ensurer's defaults where it is zero (one
-   listing request and the /models/sse stream at a time; bodies as large as the reconcile
-   parses). */
+   HTTP step and the /models/sse stream at a time; the step's answer goes to the ensurer's
+   body buffer, so the slots' own buffers only hold the stream and extra requests). */
 RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
     rsd_http_client_desc hd = d->http;
-    rsd_reconcile_limits lim = d->limits;
     if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
     if (!hd.logger.fn) hd.logger = d->logger;
     if (!hd.max_requests) hd.max_requests = RSD_ENSURE_HTTP_REQUESTS;
     if (!hd.max_conns) hd.max_conns = RSD_ENSURE_HTTP_REQUESTS;
     if (!hd.max_request_bytes) hd.max_request_bytes = RSD_ENSURE_HTTP_REQUEST_BYTES;
     if (!hd.max_header_bytes) hd.max_header_bytes = RSD_ENSURE_HTTP_HEADER_BYTES;
-    if (!hd.max_body_bytes) {
-        int models = lim.max_models ? lim.max_models : (int)RSD_LISTING_DEFAULT_MODELS;
-        hd.max_body_bytes = lim.max_body_bytes ? lim.max_body_bytes
-                          : models > 0 ? (size_t)models * RSD_RECONCILE_BODY_PER_MODEL : 0;
-    }
+    if (!hd.max_body_bytes) hd.max_body_bytes = RSD_ENSURE_HTTP_SLOT_BODY;
     return hd;
+}
+
+/* The reconcile's limits: the user's, with the ensurer's allocator and runtime; false when
+   desc.runtime is out of range. */
+RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits *lim) {
+    *lim = d->limits;
+    if (!lim->allocator.alloc_fn) lim->allocator = d->allocator;
+    if ((int)d->runtime < 0 || (int)d->runtime >= (int)RSD_RUNTIME_KIND_NUM) return false;
+    if (!lim->runtime) lim->runtime = rsdi_en_runtime_of(d->runtime);
+    return true;
+}
+
+/* Bytes of the ensurer's own block: the struct, then the answers' buffer. */
+RSDI_PRIVATE size_t rsdi_en_block(const rsd_reconcile_limits *lim, size_t *body) {
+    rsdi_rc_sizes z;
+    if (!rsdi_rc_sizes_of(lim, &z)) return 0;
+    *body = z.body;
+    return rsdi_al8(sizeof(rsd_ensurer)) + z.body;
 }
 
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
+    rsd_reconcile_limits lim;
     rsd_ensurer *e;
+    size_t block, body = 0;
     int i;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
-        (d.n_protected && !d.protected_models)) {
+        (d.n_protected && !d.protected_models) || !rsdi_en_limits(&d, &lim) || !(block = rsdi_en_block(&lim, &body))) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid desc", RSDI_WHERE);
         return NULL;
     }
@@ -6835,12 +6873,15 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             return NULL;
         }
     }
-    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, sizeof *e);
+    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, block);
     if (!e) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "ensurer: allocation failed", RSDI_WHERE);
         return NULL;
     }
     memset(e, 0, sizeof *e);
+    e->body = (char *)e + rsdi_al8(sizeof *e);
+    e->body_cap = body;
+    e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
     hd = rsdi_en_http_desc(&d);
@@ -6849,8 +6890,6 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     hd.resolve_fn = rsdi_en_resolve_hook;
     hd.resolve_user = e;
     {
-        rsd_reconcile_limits lim = d.limits;
-        if (!lim.allocator.alloc_fn) lim.allocator = d.allocator;
         if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
             rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
                       RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
@@ -7008,14 +7047,14 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
     rsd_reconcile_limits lim;
-    size_t rc, http;
+    size_t rc, http, block, body;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     hd = rsdi_en_http_desc(&d);
-    lim = d.limits;
-    if (rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) || !(rc = rsd_reconcile_footprint(&lim)))
+    if (!rsdi_en_limits(&d, &lim) || rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) ||
+        !(rc = rsd_reconcile_footprint(&lim)) || !(block = rsdi_en_block(&lim, &body)))
         return 0;
-    return sizeof(rsd_ensurer) - sizeof(rsd_reconcile) + rc + http;
+    return block - sizeof(rsd_reconcile) + rc + http; /* the reconcile is inside the struct */
 }
 
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
@@ -7452,7 +7491,12 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
     e->observe = q->observe;
     e->user_managed = q->user_managed;
     e->keep_pinned = q->keep_pinned;
-    e->kind = q->runtime;
+    e->kind = q->runtime ? q->runtime : e->only_kind;
+    if (e->only_kind && e->kind != e->only_kind) {
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: a %s request to an ensurer for %s only (rsd_ensurer_desc.runtime)",
+                     rsd_runtime_kind_str(e->kind), rsd_runtime_kind_str(e->only_kind));
+        return RSD_ERR_ARG;
+    }
     if (e->kind == RSD_RUNTIME_AUTO &&
         rsd_target_key_normalise(rsd_str_c(e->url), k, sizeof k) > 0) {
         for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
@@ -7490,6 +7534,8 @@ RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.body_len = s->http.body ? s->http.body_len : 0;
     q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
     q.connect_timeout_ms = q.total_timeout_ms;
+    q.body_buf = e->body; /* one step at a time: its answer is parsed before the next is sent */
+    q.body_cap = e->body_cap;
     e->op = e->phase == RSDI_EN_DETECT ? RSD_OP_NONE : s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
     /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */

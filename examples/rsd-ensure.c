@@ -262,6 +262,9 @@ static void print_degraded(const rsd_ensure_result *r, int code) {
 
 /* --list on LM Studio: GET <root>/api/v1/models (else /api/v0/models), print the loaded
    instances "resident: a (loaded), q:2 (loaded, instance of q)". */
+/* The body of a --list answer (a listing as large as the client's default limit). */
+static char list_body[RSD_HTTP_DEFAULT_MAX_BODY_BYTES];
+
 static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
     static rsd_json_tok toks[RSD_LISTING_MAX_TOKENS];
     static rsd_lms_catalog cat;
@@ -277,6 +280,8 @@ static int list_lmstudio(rsd_ensurer *e, const char *url, const char *token) {
         q.url = u;
         q.bearer_token = token;
         q.total_timeout_ms = 5000;
+        q.body_buf = list_body; /* the ensurer's client keeps small slots: the catalog comes here */
+        q.body_cap = sizeof list_body;
         rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
         if (rc != RSD_OK) break;
         rc = rsd_lms_catalog_from_response(&cat, t ? RSD_LMS_TIER_V0 : RSD_LMS_TIER_V1, ev.status, ev.body.ptr,
@@ -320,6 +325,8 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token, bool 
     q.url = u;
     q.bearer_token = token;
     q.total_timeout_ms = 5000;
+    q.body_buf = list_body; /* the ensurer's client keeps small slots: the listing comes here */
+    q.body_cap = sizeof list_body;
     rc = rsd_http_request_sync(rsd_ensurer_http(e), &q, &ev);
     if (rc != RSD_OK) {
         printf("server unreachable: GET %s: %s\n", term_url(u), rsd_result_str(rc));

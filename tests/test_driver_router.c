@@ -2074,7 +2074,12 @@ static void test_context_above_what_the_model_runs_with_gets_a_notice(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
-    if (rsd_reconcile_init(&R, NULL) != RSD_OK) return 1; /* its tables, with the defaults */
+    { /* its tables: the defaults, with a listing of 128 (65 residents must reach the residents limit) */
+        rsd_reconcile_limits lim;
+        memset(&lim, 0, sizeof lim);
+        lim.max_models = 2 * RSD_MAX_RESIDENTS;
+        if (rsd_reconcile_init(&R, &lim) != RSD_OK) return 1;
+    }
     RUN(test_july_swap_waits_until_the_victim_is_unloaded);
     RUN(test_july_victim_that_never_stops_times_out_before_the_load);
     RUN(test_failed_load_restores_displaced_protected_model);

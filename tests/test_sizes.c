@@ -41,6 +41,32 @@ static char *router_listing(int n, int idlen) {
     return b;
 }
 
+/* A /models listing as a real llama.cpp router sends it (wire.md: every field, the child's
+   argv and preset, meta), n entries all loaded, each id idlen bytes. */
+static char *real_router_listing(int n, int idlen) {
+    size_t cap = (size_t)n * (size_t)(5 * idlen + 1200) + 64, o = 0;
+    char *b = (char *)malloc(cap);
+    int i;
+    o += (size_t)snprintf(b + o, cap - o, "{\"data\":[");
+    for (i = 0; i < n; i++) {
+        char id[RSD_MODEL_ID_MAX];
+        snprintf(id, sizeof id, "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d", idlen - 42, i);
+        o += (size_t)snprintf(b + o, cap - o,
+            "%s{\"id\":\"%s\",\"aliases\":[],\"tags\":[],\"object\":\"model\",\"owned_by\":\"llamacpp\","
+            "\"created\":1795993601,\"status\":{\"value\":\"loaded\",\"args\":[\"/usr/local/bin/llama-server\","
+            "\"--host\",\"127.0.0.1\",\"--port\",\"46335\",\"--sleep-idle-seconds\",\"4\",\"--alias\",\"%s\","
+            "\"--ctx-size\",\"32768\",\"--n-gpu-layers\",\"99\",\"--model\",\"/home/user/.cache/llama.cpp/%s.gguf\"],"
+            "\"preset\":\"[%s]\\nsleep-idle-seconds = 4\\nctx-size = 32768\\nn-gpu-layers = 99\\n"
+            "model = /home/user/.cache/llama.cpp/%s.gguf\\n\\n\"},\"architecture\":{\"input_modalities\":[\"text\"],"
+            "\"output_modalities\":[\"text\"]},\"source\":\"models_dir\",\"can_remove\":false,\"meta\":{\"vocab_type\":1,"
+            "\"n_vocab\":151936,\"n_ctx\":32768,\"n_ctx_train\":262144,\"n_embd\":2048,\"n_params\":30532122624,"
+            "\"size\":17659826176,\"ftype\":\"Q4_K - Medium\"}}",
+            i ? "," : "", id, id, id, id, id);
+    }
+    snprintf(b + o, cap - o, "],\"object\":\"list\"}");
+    return b;
+}
+
 /* The figures the manual gives (residency.h, "driver", Limits and sizes; residency_http.h,
    "ensure", Memory). */
 static void test_manual_size_figures(void) {
@@ -113,13 +139,13 @@ static void test_begin_without_init_is_a_clear_error(void) {
 }
 
 /* One listing answer to a reconcile with limits lim: the result after it. */
-static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, rsd_reconcile *r) {
+static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const char *keep, rsd_reconcile *r) {
     rsd_reconcile_desc d;
     rsd_step s;
     int guard;
     memset(&d, 0, sizeof d);
     d.base_url = "http://127.0.0.1:8080";
-    d.keep = "m00000"; /* the first entry of router_listing(n, 6) */
+    d.keep = keep;
     d.capacity_known = true;
     d.max_instances = 4;
     if (rsd_reconcile_init(r, lim) != RSD_OK || rsd_reconcile_begin(r, &d, 1) != RSD_OK) return -999;
@@ -139,28 +165,72 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     char *big = router_listing(9, 6), *ok = router_listing(3, 6);
     memset(&lim, 0, sizeof lim);
     lim.max_models = 8; /* 9 entries */
-    CHECK_EQ_INT(reconcile_on(&lim, big, &r), RSD_ERR_LISTING_TRUNCATED);
+    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_models") != NULL);
     CHECK(!r.result.mutated);
     rsd_reconcile_release(&r);
     lim.max_models = 16; /* room for them, but not for their tokens */
     lim.max_tokens = 64;
-    CHECK_EQ_INT(reconcile_on(&lim, big, &r), RSD_ERR_JSON_TOKENS);
+    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_JSON_TOKENS);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_tokens") != NULL);
     rsd_reconcile_release(&r);
     lim.max_tokens = 0; /* the body itself over max_body_bytes */
     lim.max_body_bytes = strlen(big) - 1;
-    CHECK_EQ_INT(reconcile_on(&lim, big, &r), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_TOO_LARGE);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_body_bytes") != NULL);
     rsd_reconcile_release(&r);
     /* within every limit: decided (already resident) */
-    CHECK_EQ_INT(reconcile_on(&lim, ok, &r), RSD_OK);
+    CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
     rsd_reconcile_release(&r);
     free(big);
+    free(ok);
+}
+
+/* The defaults hold what a real llama.cpp router sends for 64 models with long ids and
+   meta: the answer, its tokens and its strings fit, and the reconcile acts on it. */
+static void test_defaults_hold_a_real_router_listing_of_64(void) {
+    static rsd_reconcile r;
+    char keep[RSD_MODEL_ID_MAX];
+    char *body = real_router_listing(64, 120);
+    rsdi_rc_sizes z;
+    REQUIRE(rsdi_rc_sizes_of(NULL, &z));
+    printf("  a real router listing of 64: %lu bytes (the defaults take %lu), the defaults' tokens %lu\n",
+           (unsigned long)strlen(body), (unsigned long)z.body, (unsigned long)z.toks);
+    CHECK(strlen(body) > 64 * 1200); /* as long as the real one with these ids */
+    snprintf(keep, sizeof keep, "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d", 120 - 42, 0);
+    CHECK_EQ_INT(reconcile_on(NULL, body, keep, &r), RSD_OK);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(r.snap.n, 64);
+    rsd_reconcile_release(&r);
+    free(body);
+}
+
+/* A reconcile made for one runtime without instances has no LM Studio state, and begin
+   refuses another runtime naming the limit. */
+static void test_runtime_limit_drops_lm_studio_state(void) {
+    static rsd_reconcile r;
+    rsd_reconcile_limits lim;
+    rsd_reconcile_desc d;
+    char *ok = router_listing(3, 6);
+    memset(&lim, 0, sizeof lim);
+    lim.runtime = rsd_runtime_router();
+    CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim), rsdi_al8(sizeof(rsd_lms_machine)));
+    CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* the router works on it */
+    CHECK(r.lms == NULL);
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "a";
+    d.runtime = rsd_runtime_ollama();
+    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 1), RSD_ERR_ARG);
+    CHECK(strstr(r.result.message, "rsd_reconcile_limits.runtime") != NULL);
+    CHECK_EQ_INT(rsd_reconcile_next(&r, 1).kind, RSD_STEP_DONE);
+    rsd_reconcile_release(&r);
+    lim.runtime = rsd_runtime_lmstudio(); /* a runtime with instances keeps it */
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), rsd_reconcile_footprint(NULL));
     free(ok);
 }
 
@@ -254,6 +324,53 @@ static void test_ensurer_allocates_at_create(void) {
     CHECK_EQ_INT(rsd_ensurer_footprint(&d), 0);
 }
 
+/* The ensurer's client is sized for one ensure: its HTTP step and the /models/sse stream;
+   the step's answers go to one buffer as large as the reconcile parses. */
+static void test_ensurer_client_fits_one_ensure(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    char *body = real_router_listing(64, 120);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK_EQ_INT(rsd_ensurer_http(e)->nreqs, 2);
+    CHECK_EQ_INT(rsd_ensurer_http(e)->nconns, 2);
+    CHECK_EQ_INT(e->body_cap, e->m.rc.max_body);
+    CHECK(e->body_cap >= strlen(body));
+    CHECK(rsd_ensurer_http(e)->desc.max_request_bytes >=
+          (size_t)RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX);
+    rsd_ensurer_destroy(e);
+    free(body);
+}
+
+/* An ensurer for one runtime: no LM Studio state for a router, and a request naming
+   another runtime refused with the desc field to change. */
+static void test_ensurer_for_one_runtime(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    d.runtime = RSD_RUNTIME_LLAMACPP;
+    CHECK_EQ_INT(rsd_ensurer_footprint(NULL) - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_lms_machine)));
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(e->m.rc.lms == NULL);
+    memset(&q, 0, sizeof q);
+    q.url = "http://127.0.0.1:9";
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LMSTUDIO;
+    CHECK_EQ_INT(rsd_ensurer_begin(e, &q, 1), RSD_ERR_ARG);
+    rsd_ensurer_query(e, &res);
+    CHECK(strstr(res.message, "rsd_ensurer_desc.runtime") != NULL);
+    rsd_ensurer_destroy(e);
+    d.runtime = (rsd_runtime_kind)RSD_RUNTIME_KIND_NUM;
+    CHECK(rsd_ensurer_create(&d) == NULL);
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_manual_size_figures);
@@ -263,5 +380,9 @@ int main(int argc, char **argv) {
     RUN(test_listing_storage_is_never_overrun);
     RUN(test_listing_create_uses_the_allocator);
     RUN(test_ensurer_allocates_at_create);
+    RUN(test_defaults_hold_a_real_router_listing_of_64);
+    RUN(test_runtime_limit_drops_lm_studio_state);
+    RUN(test_ensurer_client_fits_one_ensure);
+    RUN(test_ensurer_for_one_runtime);
     return RSD_TEST_END();
 }
