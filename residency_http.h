@@ -6518,9 +6518,8 @@ struct rsd_ensurer {
     bool ignore_env, has_env, no_cache, lock_fail_closed;
     char env[128];
     int n_protected;
-    rsd_protected_model prot[RSD_MAX_PROTECTED];
-    char prot_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
-    rsd_decision_cache cache;
+    rsd_protected_model prot[RSD_MAX_PROTECTED]; /* ids in the ensurer's block, each its own length */
+    rsd_decision_cache *cache;        /* in the ensurer's block; NULL with desc.no_cache */
     rsdi_ensure_name names[RSD_ENSURE_MAX_NAMES];
     int names_next;
     rsdi_ensure_det det[RSD_ENSURE_MAX_NAMES];
@@ -6566,7 +6565,9 @@ struct rsd_ensurer {
     int n_ours, n_owned, n_mem;
     const char *ours[RSD_RECONCILE_MAX_OURS];
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
-    rsdi_ensure_mem mem[RSD_RECONCILE_MAX_OWNED]; /* no state dir: owned instances, this ensurer only */
+    rsdi_ensure_mem *mem;             /* no state dir: owned instances, this ensurer only (max_mem of them,
+                                         in the ensurer's block; none when its runtime has no instances) */
+    int max_mem;
     rsd_attr_set attrs;
     rsd_attr_set used;                /* the target's last-use record, as read */
     uint64_t free_bytes;              /* a free ensure: the bytes asked */
@@ -6842,12 +6843,23 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
     return true;
 }
 
-/* Bytes of the ensurer's own block: the struct, then the answers' buffer. */
-RSDI_PRIVATE size_t rsdi_en_block(const rsd_reconcile_limits *lim, size_t *body) {
+/* The ensurer's own block: the struct, the answers' buffer, the decision cache (unless
+   no_cache), the in-memory instance records (a runtime with instances), the protected ids. */
+typedef struct rsdi_en_sizes {
+    size_t body, cache, mem, prot, total;
+} rsdi_en_sizes;
+
+RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsdi_rc_sizes z;
-    if (!rsdi_rc_sizes_of(lim, &z)) return 0;
-    *body = z.body;
-    return rsdi_al8(sizeof(rsd_ensurer)) + z.body;
+    int i;
+    if (!rsdi_rc_sizes_of(lim, &z)) return false;
+    b->body = rsdi_al8(z.body);
+    b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
+    b->mem = z.lms ? rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) : 0;
+    b->prot = 0;
+    for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->prot;
+    return true;
 }
 
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
@@ -6855,12 +6867,13 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     rsd_http_client_desc hd;
     rsd_reconcile_limits lim;
     rsd_ensurer *e;
-    size_t block, body = 0;
+    rsdi_en_sizes b;
+    char *at;
     int i;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     if (rsdi_allocator_check(&d.allocator) != RSD_OK || d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED ||
-        (d.n_protected && !d.protected_models) || !rsdi_en_limits(&d, &lim) || !(block = rsdi_en_block(&lim, &body))) {
+        (d.n_protected && !d.protected_models) || !rsdi_en_limits(&d, &lim)) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid desc", RSDI_WHERE);
         return NULL;
     }
@@ -6873,14 +6886,25 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             return NULL;
         }
     }
-    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, block);
+    if (!rsdi_en_block(&d, &lim, &b)) {
+        rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: invalid limits", RSDI_WHERE);
+        return NULL;
+    }
+    e = (rsd_ensurer *)rsdi_malloc(&d.allocator, b.total);
     if (!e) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "ensurer: allocation failed", RSDI_WHERE);
         return NULL;
     }
-    memset(e, 0, sizeof *e);
-    e->body = (char *)e + rsdi_al8(sizeof *e);
-    e->body_cap = body;
+    memset(e, 0, b.total);
+    at = (char *)e + rsdi_al8(sizeof *e);
+    e->body = at;
+    e->body_cap = b.body;
+    at += b.body;
+    if (b.cache) e->cache = (rsd_decision_cache *)(void *)at;
+    at += b.cache;
+    if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
+    e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
+    at += b.mem;
     e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
@@ -6953,12 +6977,15 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     e->no_cache = d.no_cache;
     e->no_sse = d.no_sse;
     e->sse_poll_ms = d.sse_poll_ms ? d.sse_poll_ms : (uint32_t)RSD_ENSURE_SSE_POLL_MS;
-    e->cache.ttl_ms = d.cache_ttl_ms;
+    if (e->cache) e->cache->ttl_ms = d.cache_ttl_ms;
     e->n_protected = d.n_protected;
-    for (i = 0; i < d.n_protected; i++) {
-        rsdi_cpy_str(e->prot_ids[i], RSD_MODEL_ID_MAX, d.protected_models[i].model_id);
-        e->prot[i].model_id = rsd_str_c(e->prot_ids[i]);
+    for (i = 0; i < d.n_protected; i++) { /* at: the protected ids' room, each id's length + 1 */
+        rsd_str id = d.protected_models[i].model_id;
+        if (id.len) memcpy(at, id.ptr, id.len);
+        at[id.len] = '\0';
+        e->prot[i].model_id = rsd_str_c(at);
         e->prot[i].role = d.protected_models[i].role;
+        at += id.len + 1;
     }
     e->lk.fd = -1;
     e->alk.fd = -1;
@@ -7047,14 +7074,16 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
     rsd_reconcile_limits lim;
-    size_t rc, http, block, body;
+    size_t rc, http;
+    rsdi_en_sizes b;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     hd = rsdi_en_http_desc(&d);
-    if (!rsdi_en_limits(&d, &lim) || rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) ||
-        !(rc = rsd_reconcile_footprint(&lim)) || !(block = rsdi_en_block(&lim, &body)))
+    if (d.n_protected < 0 || d.n_protected > RSD_MAX_PROTECTED || (d.n_protected && !d.protected_models) ||
+        !rsdi_en_limits(&d, &lim) || rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) ||
+        !(rc = rsd_reconcile_footprint(&lim)) || !rsdi_en_block(&d, &lim, &b))
         return 0;
-    return block - sizeof(rsd_reconcile) + rc + http; /* the reconcile is inside the struct */
+    return b.total - sizeof(rsd_reconcile) + rc + http; /* the reconcile is inside the struct */
 }
 
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
@@ -7306,7 +7335,7 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
     const unsigned char *p;
     for (p = (const unsigned char *)e->bearer; *p; p++)
         if (*p < 0x20 || *p == 0x7f) return false;
-    if (rsd_cache_lookup(&e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &e->hit_v) != 1) return false;
+    if (!e->cache || rsd_cache_lookup(e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &e->hit_v) != 1) return false;
     e->hit = true;
     e->outcome = (rsd_outcome)e->hit_v.outcome;
     e->reconciling = false;
@@ -7378,7 +7407,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
     d.probe_timeout_ms = e->probe_ms_req;
     d.bearer = e->bearer[0] ? e->bearer : NULL;
-    d.cache = e->no_cache ? NULL : &e->cache;
+    d.cache = e->no_cache ? NULL : e->cache;
     d.logger = e->logger;
     if (f) {
         d.capacity_known = f->capacity_known;
@@ -7560,7 +7589,7 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool ad
         return;
     }
     if (k == e->n_mem) {
-        if (e->n_mem >= RSD_RECONCILE_MAX_OWNED) return; /* full: this one is not remembered */
+        if (e->n_mem >= e->max_mem) return; /* full (or no room: no instances): not remembered */
         e->n_mem++;
     }
     (void)rsdi_cpy(e->mem[k].key, sizeof e->mem[k].key, e->key);

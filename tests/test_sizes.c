@@ -344,6 +344,51 @@ static void test_ensurer_client_fits_one_ensure(void) {
     free(body);
 }
 
+/* The ensurer's block holds only what its desc asks for: no decision cache with no_cache,
+   the protected ids at their own length (copied: the desc's strings may go). */
+static void test_ensurer_block_follows_the_desc(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_protected_model pm[2];
+    char *a = (char *)malloc(8), *b = (char *)malloc(300);
+    size_t base;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    base = rsd_ensurer_footprint(&d);
+    d.no_cache = true;
+    CHECK_EQ_INT(base - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_decision_cache)));
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(e->cache == NULL);
+    rsd_ensurer_destroy(e);
+    d.no_cache = false;
+    strcpy(a, "emb");
+    memset(b, 'x', 254);
+    b[254] = '\0';
+    memset(pm, 0, sizeof pm);
+    pm[0].model_id = rsd_str_c(a);
+    pm[0].role = RSD_ROLE_MEMORY;
+    pm[1].model_id = rsd_str_c(b);
+    d.protected_models = pm;
+    d.n_protected = 2;
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, 4 + 255);
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    memset(a, 'z', 3);
+    memset(b, 'z', 254);
+    free(a);
+    free(b);
+    CHECK_EQ_INT(e->n_protected, 2);
+    CHECK(rsd_str_eq(e->prot[0].model_id, rsd_str_c("emb")));
+    CHECK_EQ_INT(e->prot[0].role, RSD_ROLE_MEMORY);
+    CHECK_EQ_INT(e->prot[1].model_id.len, 254);
+    CHECK(e->prot[1].model_id.ptr[0] == 'x' && e->prot[1].model_id.ptr[253] == 'x' && e->prot[1].model_id.ptr[254] == '\0');
+    rsd_ensurer_destroy(e);
+    d.n_protected = 3; /* more than protected_models holds is the caller's bug; NULL with a count is refused */
+    d.protected_models = NULL;
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d), 0);
+    CHECK(rsd_ensurer_create(&d) == NULL);
+}
+
 /* An ensurer for one runtime: no LM Studio state for a router, and a request naming
    another runtime refused with the desc field to change. */
 static void test_ensurer_for_one_runtime(void) {
@@ -355,9 +400,12 @@ static void test_ensurer_for_one_runtime(void) {
     d.no_state = true;
     d.ignore_env = true;
     d.runtime = RSD_RUNTIME_LLAMACPP;
-    CHECK_EQ_INT(rsd_ensurer_footprint(NULL) - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_lms_machine)));
+    /* LM Studio's reconcile state and the in-memory instance records */
+    CHECK_EQ_INT(rsd_ensurer_footprint(NULL) - rsd_ensurer_footprint(&d),
+                 rsdi_al8(sizeof(rsd_lms_machine)) + rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->m.rc.lms == NULL);
+    CHECK(e->mem == NULL);
     memset(&q, 0, sizeof q);
     q.url = "http://127.0.0.1:9";
     q.model = "a";
@@ -384,5 +432,6 @@ int main(int argc, char **argv) {
     RUN(test_runtime_limit_drops_lm_studio_state);
     RUN(test_ensurer_client_fits_one_ensure);
     RUN(test_ensurer_for_one_runtime);
+    RUN(test_ensurer_block_follows_the_desc);
     return RSD_TEST_END();
 }
