@@ -3189,9 +3189,10 @@ struct rsd_reconcile {
     uint64_t cap_bytes, keep_bytes;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
-    char (*protected_ids)[RSD_MODEL_ID_MAX];  /* RSD_MAX_PROTECTED rows (in the tables) */
-    char (*ours)[RSD_MODEL_ID_MAX];           /* RSD_RECONCILE_MAX_OURS rows (in the tables) */
-    char (*last_id)[RSD_MODEL_ID_MAX];        /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (in the tables) */
+    size_t id_bytes;                  /* bytes of one row of the id tables below (limits.max_id_bytes) */
+    char *protected_ids;              /* RSD_MAX_PROTECTED rows (in the tables) */
+    char *ours;                       /* RSD_RECONCILE_MAX_OURS rows (in the tables) */
+    char *last_id;                    /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (in the tables) */
     uint64_t last_ms[RSD_RECONCILE_MAX_OURS]; /* desc.last_used figures */
     int n_last;
     /* internal: machine */
@@ -3212,12 +3213,12 @@ struct rsd_reconcile {
     bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
-    char (*victims)[RSD_MODEL_ID_MAX];        /* RSD_MAX_RESIDENTS rows each, in the tables */
+    char *victims;                            /* RSD_MAX_RESIDENTS rows each, in the tables */
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
-    char (*victim_inst)[RSD_MODEL_ID_MAX];    /* its listed instance, or "" */
+    char *victim_inst;                        /* its listed instance, or "" */
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
-    char (*pinned)[RSD_MODEL_ID_MAX];         /* protected residents of the decision (not victims) */
+    char *pinned;                             /* protected residents of the decision (not victims) */
     bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
     uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
     bool keep_ok;                             /* the keep loaded (restore pass after success) */
@@ -3258,6 +3259,8 @@ typedef struct rsd_reconcile_limits {
     size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = 128 per entry */
     uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
     size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
+    size_t max_id_bytes;              /* bytes of an id it keeps (protected, ours, victims...), NUL included;
+                                         0 = RSD_MODEL_ID_MAX; 16..RSD_MODEL_ID_MAX */
     const rsd_runtime *runtime;       /* the only runtime begin accepts; NULL = any. The state of a runtime
                                          with instances (LM Studio) is allocated only when it can be used:
                                          runtime NULL or one with RSD_RT_INSTANCES */
@@ -7843,6 +7846,11 @@ RSDI_PRIVATE void rsdi_cpy_str(char *dst, size_t cap, rsd_str s) {
     dst[n] = '\0';
 }
 
+/* Row i of one of a reconcile's id tables (rows of r->id_bytes). */
+RSDI_PRIVATE char *rsdi_rc_row(const rsd_reconcile *r, char *table, int i) {
+    return table + (size_t)i * r->id_bytes;
+}
+
 RSDI_PRIVATE uint64_t rsdi_rc_left(uint64_t deadline, uint64_t now_ms) {
     return deadline > now_ms ? deadline - now_ms : 0;
 }
@@ -8141,13 +8149,13 @@ RSDI_PRIVATE void rsdi_rc_attr_remove(rsd_reconcile *r) {
         if (r->evicted_victim[i] >= 0) mask = r->victim_ours[r->evicted_victim[i]];
         else /* displaced by the server: match its id */
             for (mask = 0, k = 0; k < r->n_ours && k < 64; k++)
-                if (strcmp(r->ours[k], r->result.evicted[i].id) == 0) mask |= (uint64_t)1 << k;
+                if (strcmp(rsdi_rc_row(r, r->ours, k), r->result.evicted[i].id) == 0) mask |= (uint64_t)1 << k;
         for (k = 0; k < r->n_ours && k < 64; k++) {
             bool dup = false;
             if (!((mask >> k) & 1u)) continue;
             for (j = 0; j < r->result.n_attr_remove && !dup; j++)
-                dup = strcmp(r->result.attr_remove[j].model, r->ours[k]) == 0;
-            if (!dup) rsd_reconcile_attr(r, false, r->ours[k], "");
+                dup = strcmp(r->result.attr_remove[j].model, rsdi_rc_row(r, r->ours, k)) == 0;
+            if (!dup) rsd_reconcile_attr(r, false, rsdi_rc_row(r, r->ours, k), "");
         }
     }
 }
@@ -8264,14 +8272,14 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         res->size_vram_bytes = m->size_vram_bytes;
         res->has_size_vram = m->has_size_vram;
         for (k = 0; k < r->n_ours && !res->loaded_by_us; k++) {
-            rsd_str o = rsd_str_c(r->ours[k]);
+            rsd_str o = rsd_str_c(rsdi_rc_row(r, r->ours, k));
             int a;
             res->loaded_by_us = rsd_str_eq(o, m->id);
             for (a = 0; a < m->n_aliases && !res->loaded_by_us; a++) res->loaded_by_us = rsd_str_eq(o, m->aliases[a]);
         }
         res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
         for (k = 0; k < r->n_last && !m->last_used_ms; k++) {
-            rsd_str o = rsd_str_c(r->last_id[k]);
+            rsd_str o = rsd_str_c(rsdi_rc_row(r, r->last_id, k));
             int a;
             bool hit = rsd_str_eq(o, m->id);
             for (a = 0; a < m->n_aliases && !hit; a++) hit = rsd_str_eq(o, m->aliases[a]);
@@ -8341,17 +8349,17 @@ RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
         if (e < 0 || e >= r->facts.n_residents) continue;
         res = &r->res[e];
         for (k = 0; k < r->n_ours && k < 64; k++) {
-            rsd_str o = rsd_str_c(r->ours[k]);
+            rsd_str o = rsd_str_c(rsdi_rc_row(r, r->ours, k));
             int a;
             bool hit = rsd_str_eq(o, res->model_id);
             for (a = 0; a < res->n_aliases && !hit; a++) hit = rsd_str_eq(o, res->aliases[a]);
             if (hit) mask |= (uint64_t)1 << k;
         }
-        rsdi_cpy_str(r->victims[r->n_victims], RSD_MODEL_ID_MAX, res->model_id);
+        rsdi_cpy_str(rsdi_rc_row(r, r->victims, r->n_victims), r->id_bytes, res->model_id);
         li = r->res_listing[e];
-        r->victim_inst[r->n_victims][0] = '\0';
+        rsdi_rc_row(r, r->victim_inst, r->n_victims)[0] = '\0';
         if (li >= 0 && li < r->snap.n)
-            rsdi_cpy_str(r->victim_inst[r->n_victims], RSD_MODEL_ID_MAX, r->snap.models[li].instance);
+            rsdi_cpy_str(rsdi_rc_row(r, r->victim_inst, r->n_victims), r->id_bytes, r->snap.models[li].instance);
         r->victim_ours[r->n_victims++] = mask;
         added++;
     }
@@ -8367,7 +8375,7 @@ RSDI_PRIVATE bool rsdi_rc_plan_changed(rsd_reconcile *r, rsd_decision d, rsd_rea
     for (i = 0; i < r->plan.n_evict; i++) {
         int e = r->plan.evict[i];
         if (e < 0 || e >= r->facts.n_residents ||
-            !rsd_str_eq_c(r->res[e].model_id, r->victims[from + i]))
+            !rsd_str_eq_c(r->res[e].model_id, rsdi_rc_row(r, r->victims, from + i)))
             return true;
     }
     return false;
@@ -8465,7 +8473,7 @@ RSDI_PRIVATE void rsdi_rc_next_unload(rsd_reconcile *r, uint64_t now_ms) {
             rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, "the reconcile deadline passed while unloading", now_ms);
             return;
         }
-        rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, r->victims[r->vi], now_ms);
+        rsdi_rc_issue_http(r, RSDI_PH_UNLOAD, RSD_OP_UNLOAD, rsdi_rc_row(r, r->victims, r->vi), now_ms);
         return;
     }
     if (r->free_bytes) rsdi_rc_freed(r, now_ms);
@@ -8482,9 +8490,9 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
     for (i = 0; i < r->facts.n_residents && r->n_pinned < RSD_MAX_RESIDENTS; i++) { /* snapshot */
         bool victim = false;
         if (r->plan.cls[i].protection == RSD_PROTECT_NONE || r->plan.cls[i].is_keep) continue;
-        for (v = 0; v < r->n_victims && !victim; v++) victim = rsd_str_eq_c(r->res[i].model_id, r->victims[v]);
+        for (v = 0; v < r->n_victims && !victim; v++) victim = rsd_str_eq_c(r->res[i].model_id, rsdi_rc_row(r, r->victims, v));
         if (victim) continue; /* the plan evicts it: not displaced when it goes */
-        rsdi_cpy_str(r->pinned[r->n_pinned], RSD_MODEL_ID_MAX, r->res[i].model_id);
+        rsdi_cpy_str(rsdi_rc_row(r, r->pinned, r->n_pinned), r->id_bytes, r->res[i].model_id);
         r->pinned_tag[r->n_pinned++] = r->plan.cls[i].protection == RSD_PROTECT_TAG;
     }
     rsdi_rc_next_unload(r, now_ms);
@@ -8556,12 +8564,12 @@ RSDI_PRIVATE int rsdi_rc_mark_displaced(rsd_reconcile *r) {
     for (i = 0; i < r->n_pinned; i++) {
         bool dup = false;
         rsd_evicted *e;
-        k = rsd_listing_find(&r->poll, rsd_str_c(r->pinned[i]));
+        k = rsd_listing_find(&r->poll, rsd_str_c(rsdi_rc_row(r, r->pinned, i)));
         if (k >= 0 && rsd_model_state_resident(r->poll.models[k].state)) continue;
-        for (j = 0; j < r->result.n_evicted && !dup; j++) dup = strcmp(r->result.evicted[j].id, r->pinned[i]) == 0;
+        for (j = 0; j < r->result.n_evicted && !dup; j++) dup = strcmp(r->result.evicted[j].id, rsdi_rc_row(r, r->pinned, i)) == 0;
         if (dup || r->result.n_evicted >= RSD_MAX_RESIDENTS) continue;
         e = &r->result.evicted[r->result.n_evicted];
-        rsdi_cpy(e->id, sizeof e->id, r->pinned[i]);
+        rsdi_cpy(e->id, sizeof e->id, rsdi_rc_row(r, r->pinned, i));
         e->restored = false;
         e->displaced = true;
         r->evicted_victim[r->result.n_evicted] = -1;
@@ -8575,7 +8583,7 @@ RSDI_PRIVATE int rsdi_rc_mark_displaced(rsd_reconcile *r) {
 RSDI_PRIVATE const char *rsdi_rc_prot_word(const rsd_reconcile *r, const char *id) {
     int i;
     for (i = 0; i < r->n_pinned; i++)
-        if (strcmp(r->pinned[i], id) == 0) return r->pinned_tag[i] ? "pinned" : "protected";
+        if (strcmp(rsdi_rc_row(r, r->pinned, i), id) == 0) return r->pinned_tag[i] ? "pinned" : "protected";
     return "protected";
 }
 
@@ -8799,7 +8807,7 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->step.kind = RSD_STEP_HTTP;
     r->step.http.op = op;
     r->step.http.model = model ? model : "";
-    r->op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? r->victim_inst[r->vi] : "";
+    r->op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? rsdi_rc_row(r, r->victim_inst, r->vi) : "";
     r->op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
     if (phase != RSDI_PH_RUNTIME) r->stage = -1;
     rc = r->rt->request(r, op, model, &r->step.http);
@@ -8920,9 +8928,9 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->n_protected = d->n_protected;
     for (i = 0; i < d->n_protected; i++) {
         rsd_str id = d->protected_models[i].model_id;
-        if ((!id.ptr && id.len) || id.len >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
-        rsdi_cpy_str(r->protected_ids[i], RSD_MODEL_ID_MAX, id);
-        r->protected_models[i].model_id.ptr = r->protected_ids[i];
+        if ((!id.ptr && id.len) || id.len >= r->id_bytes) return RSD_ERR_MODEL_ID;
+        rsdi_cpy_str(rsdi_rc_row(r, r->protected_ids, i), r->id_bytes, id);
+        r->protected_models[i].model_id.ptr = rsdi_rc_row(r, r->protected_ids, i);
         r->protected_models[i].model_id.len = id.len;
         r->protected_models[i].role = d->protected_models[i].role;
         if ((int)r->protected_models[i].role < 0 || (int)r->protected_models[i].role >= (int)RSD_ROLE_NUM)
@@ -8931,14 +8939,14 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->n_ours = 0;
     for (i = 0; i < d->n_ours; i++) {
         if (!d->ours[i] || !d->ours[i][0]) continue;
-        if (!rsdi_cpy(r->ours[r->n_ours], RSD_MODEL_ID_MAX, d->ours[i])) return RSD_ERR_MODEL_ID;
+        if (!rsdi_cpy(rsdi_rc_row(r, r->ours, r->n_ours), r->id_bytes, d->ours[i])) return RSD_ERR_MODEL_ID;
         r->n_ours++;
     }
     r->n_last = 0;
     for (i = 0; i < d->n_last_used; i++) {
         const char *id = d->last_used[i].model;
-        if (!id || !id[0] || !d->last_used[i].used_ms || strlen(id) >= RSD_MODEL_ID_MAX) continue; /* unusable: unknown */
-        rsdi_cpy(r->last_id[r->n_last], RSD_MODEL_ID_MAX, id);
+        if (!id || !id[0] || !d->last_used[i].used_ms || strlen(id) >= r->id_bytes) continue; /* unusable: unknown */
+        rsdi_cpy(rsdi_rc_row(r, r->last_id, r->n_last), r->id_bytes, id);
         r->last_ms[r->n_last++] = d->last_used[i].used_ms;
     }
     if (r->lms) { /* else limits.runtime has no instances: desc.owned and desc.peers mean nothing */
@@ -9001,7 +9009,7 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
 /* The tables of a reconcile: sizes with the defaults applied; false = invalid limits. */
 typedef struct rsdi_rc_sizes {
     int models;
-    size_t arena, body, total;
+    size_t arena, body, id, total;
     uint32_t toks;
     bool lms;                         /* the instances / LM Studio state is allocated */
 } rsdi_rc_sizes;
@@ -9021,8 +9029,11 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
     z->lms = !lim || !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
+    z->id = lim && lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
+    if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
     z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
-               (size_t)RSD_MODEL_ID_MAX * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS) +
+               rsdi_al8(z->id * RSD_MAX_PROTECTED) + 2 * rsdi_al8(z->id * RSD_RECONCILE_MAX_OURS) +
+               3 * rsdi_al8(z->id * RSD_MAX_RESIDENTS) +
                (z->lms ? rsdi_al8(sizeof(rsd_lms_machine)) : 0) +
                2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
                (size_t)z->toks * sizeof(rsd_json_tok);
@@ -9054,12 +9065,13 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->tables_alloc = al;
     at = (unsigned char *)r->tables;
     r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES);
-    r->protected_ids = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_PROTECTED);
-    r->ours = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_RECONCILE_MAX_OURS);
-    r->last_id = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_RECONCILE_MAX_OURS);
-    r->victims = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
-    r->victim_inst = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
-    r->pinned = (char (*)[RSD_MODEL_ID_MAX])rsdi_rc_carve(&at, (size_t)RSD_MODEL_ID_MAX * RSD_MAX_RESIDENTS);
+    r->id_bytes = z.id;
+    r->protected_ids = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_PROTECTED);
+    r->ours = (char *)rsdi_rc_carve(&at, z.id * RSD_RECONCILE_MAX_OURS);
+    r->last_id = (char *)rsdi_rc_carve(&at, z.id * RSD_RECONCILE_MAX_OURS);
+    r->victims = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_RESIDENTS);
+    r->victim_inst = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_RESIDENTS);
+    r->pinned = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_RESIDENTS);
     if (z.lms) {
         r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
         memset(r->lms, 0, sizeof *r->lms);
@@ -9255,18 +9267,18 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OURS || (n && !ours)) return RSD_ERR_ARG;
     for (i = 0; i < n; i++)
-        if (ours[i] && ours[i][0] && strlen(ours[i]) >= RSD_MODEL_ID_MAX) return RSD_ERR_ARG;
+        if (ours[i] && ours[i][0] && strlen(ours[i]) >= r->id_bytes) return RSD_ERR_ARG;
     for (i = 0; i < n; i++) m += ours[i] && ours[i][0];
     same = m == r->n_ours; /* as sets: every new id is already there (no duplicates are kept) */
     for (i = 0; i < n && same; i++) {
         bool found = !ours[i] || !ours[i][0];
-        for (k = 0; k < r->n_ours && !found; k++) found = strcmp(r->ours[k], ours[i]) == 0;
+        for (k = 0; k < r->n_ours && !found; k++) found = strcmp(rsdi_rc_row(r, r->ours, k), ours[i]) == 0;
         same = found;
     }
     if (same) return RSD_OK;
     r->n_ours = 0;
     for (i = 0; i < n; i++)
-        if (ours[i] && ours[i][0]) rsdi_cpy(r->ours[r->n_ours++], RSD_MODEL_ID_MAX, ours[i]);
+        if (ours[i] && ours[i][0]) rsdi_cpy(rsdi_rc_row(r, r->ours, r->n_ours++), r->id_bytes, ours[i]);
     r->ours_changed = true;
     return RSD_OK;
 }
@@ -9339,6 +9351,16 @@ RSDI_PRIVATE bool rsdi_rc_probe_retry(rsd_reconcile *r, int transport, uint64_t 
     return true;
 }
 
+/* The runtime's parse into snap; RSD_ERR_MODEL_ID when a listed id or instance does not fit
+   the id tables' rows (victims and pinned models are copied from it). */
+RSDI_PRIVATE int rsdi_rc_parse_snap(rsd_reconcile *r, const char *body, size_t len) {
+    int rc = r->rt->parse_list(r, body, len, &r->snap), i;
+    for (i = 0; rc >= 0 && i < r->snap.n; i++)
+        if (r->snap.models[i].id.len >= r->id_bytes || r->snap.models[i].instance.len >= r->id_bytes)
+            return RSD_ERR_MODEL_ID;
+    return rc;
+}
+
 /* The first listing, or the one under the lock: parse into snap, retry or degrade. */
 RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                        uint64_t now_ms) {
@@ -9350,7 +9372,12 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         rsdi_rc_degrade(r, transport < 0 ? transport : RSD_ERR_HTTP_STATUS, now_ms, "%s", what);
         return false;
     }
-    rc = r->rt->parse_list(r, body, len, &r->snap);
+    rc = rsdi_rc_parse_snap(r, body, len);
+    if (rc == RSD_ERR_MODEL_ID) { /* an id longer than the id tables' rows */
+        rsdi_rc_degrade(r, rc, now_ms, "GET %s: a listed id is %d bytes or longer, more than this reconcile keeps "
+                        "(raise max_id_bytes in rsd_reconcile_limits)", r->url, (int)r->id_bytes);
+        return false;
+    }
     if (rc == RSD_ERR_LISTING_TRUNCATED || rc == RSD_ERR_JSON_TOKENS) { /* over this reconcile's limits */
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s; this reconcile holds %d models and %lu JSON tokens "
                         "(raise max_models or max_tokens in rsd_reconcile_limits)", r->url, rsd_result_str(rc),
@@ -9434,7 +9461,7 @@ RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status,
     if (ok) {
         int k = r->result.n_evicted;
         if (k < RSD_MAX_RESIDENTS) {
-            rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, r->victims[r->vi]);
+            rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, rsdi_rc_row(r, r->victims, r->vi));
             r->result.evicted[k].restored = false;
             r->evicted_victim[k] = r->vi;
             r->ev_state[k] = RSDI_PIN_HERE;
@@ -9442,15 +9469,15 @@ RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status,
         }
         r->result.mutated = true;
         if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded */
-            rsdi_rc_wait(r, RSDI_W_GONE, r->victims[r->vi], now_ms);
+            rsdi_rc_wait(r, RSDI_W_GONE, rsdi_rc_row(r, r->victims, r->vi), now_ms);
             return;
         }
     } else { /* swallowed, but never cached */
         r->result.unload_failed = true;
         rsdi_rc_describe(r, transport, status, what, sizeof what);
         if (transport == RSD_OK) rsdi_rc_quote_error(r, body, len, what, sizeof what);
-        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, r->victims[r->vi],
-                           "unloading '%s' from '%s' failed (%s); continuing", r->victims[r->vi],
+        rsd_reconcile_add_notice(r, RSD_DMSG_UNLOAD_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, rsdi_rc_row(r, r->victims, r->vi),
+                           "unloading '%s' from '%s' failed (%s); continuing", rsdi_rc_row(r, r->victims, r->vi),
                            r->target_id, what);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_UNLOAD_FAILED, RSDI_WHERE, "%s", what);
     }
@@ -9511,7 +9538,7 @@ RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, 
     (void)status;
     (void)RSD_SNPRINTF(what, sizeof what, "%s: model limit reached and no resident may be evicted",
                        r->rt->label);
-    if (!ok || r->rt->parse_list(r, body, len, &r->snap) < 0) {
+    if (!ok || rsdi_rc_parse_snap(r, body, len) < 0) {
         rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
         return;
     }
@@ -9729,7 +9756,7 @@ RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
     int i, k;
     for (i = 0; i < l->n; i++) {
         rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(r->keep));
-        for (k = 0; k < r->n_ours; k++) rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(r->ours[k]));
+        for (k = 0; k < r->n_ours; k++) rsdi_ollama_alias_if_same(l, &l->models[i], rsd_str_c(rsdi_rc_row(r, r->ours, k)));
     }
 }
 

@@ -6879,7 +6879,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     }
     for (i = 0; i < d.n_protected; i++) {
         rsd_str id = d.protected_models[i].model_id;
-        if ((!id.ptr && id.len) || id.len >= RSD_MODEL_ID_MAX || (int)d.protected_models[i].role < 0 ||
+        if ((!id.ptr && id.len) || id.len >= (lim.max_id_bytes ? lim.max_id_bytes : (size_t)RSD_MODEL_ID_MAX) ||
+            (int)d.protected_models[i].role < 0 ||
             (int)d.protected_models[i].role >= (int)RSD_ROLE_NUM) {
             rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, "ensurer: bad protected model",
                      RSDI_WHERE);

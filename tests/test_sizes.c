@@ -234,6 +234,66 @@ static void test_runtime_limit_drops_lm_studio_state(void) {
     free(ok);
 }
 
+/* The id tables' rows are max_id_bytes long: smaller tables, ids filling a row exactly
+   (ASan sees the tables at their exact size), a longer listed id degrades naming the limit. */
+static void test_id_rows_are_sized_by_the_limits(void) {
+    static rsd_reconcile r;
+    static const char body[] = "{\"data\":[{\"id\":\"m00000000000001\",\"status\":{\"value\":\"loaded\"}},"
+                               "{\"id\":\"m00000000000002\",\"status\":{\"value\":\"loaded\"}},"
+                               "{\"id\":\"keep-this-model\",\"status\":{\"value\":\"unloaded\"}}]}";
+    static const char longer[] = "{\"data\":[{\"id\":\"m000000000000001\",\"status\":{\"value\":\"loaded\"}},"
+                                 "{\"id\":\"keep-this-model\",\"status\":{\"value\":\"unloaded\"}}]}";
+    counted c;
+    rsd_reconcile_limits lim;
+    rsd_reconcile_desc d;
+    rsd_protected_model pm;
+    rsd_step s;
+    memset(&c, 0, sizeof c);
+    memset(&lim, 0, sizeof lim);
+    lim.allocator.alloc_fn = c_alloc;
+    lim.allocator.free_fn = c_free;
+    lim.allocator.user = &c;
+    lim.max_id_bytes = 16; /* ids of 15 bytes */
+    CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
+                 (RSD_MODEL_ID_MAX - 16) * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS));
+    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "keep-this-model";
+    d.capacity_known = true;
+    d.max_instances = 2; /* full: one of the two goes */
+    memset(&pm, 0, sizeof pm);
+    pm.model_id = rsd_str_c("m00000000000002");
+    d.protected_models = &pm;
+    d.n_protected = 1;
+    REQUIRE(rsd_reconcile_begin(&r, &d, 1) == RSD_OK);
+    s = rsd_reconcile_next(&r, 1);
+    REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
+    (void)rsd_reconcile_feed(&r, RSD_OK, 200, body, sizeof body - 1, 1);
+    s = rsd_reconcile_next(&r, 1);
+    REQUIRE(s.kind == RSD_STEP_HTTP);
+    CHECK_EQ_INT(s.http.op, RSD_OP_UNLOAD);
+    CHECK_EQ_STR(s.http.model, "m00000000000001"); /* a full row, copied whole */
+    /* a listed id of 16 bytes: DEGRADED, nothing sent, the limit named */
+    REQUIRE(rsd_reconcile_begin(&r, &d, 2) == RSD_OK);
+    s = rsd_reconcile_next(&r, 2);
+    REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
+    (void)rsd_reconcile_feed(&r, RSD_OK, 200, longer, sizeof longer - 1, 2);
+    CHECK_EQ_INT(r.result.error, RSD_ERR_MODEL_ID);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r.result.message, "max_id_bytes") != NULL);
+    CHECK(!r.result.mutated);
+    /* a protected id over the rows: refused at begin */
+    pm.model_id = rsd_str_c("m000000000000002");
+    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 3), RSD_ERR_MODEL_ID);
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(c.live, 0);
+    lim.max_id_bytes = 15;
+    CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
+    lim.max_id_bytes = RSD_MODEL_ID_MAX + 1;
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+}
+
 /* Caller storage of exactly the stated size: ids beyond the arena are cut off (truncated),
    never written past it; more entries than models[] the same. */
 static void test_listing_storage_is_never_overrun(void) {
@@ -433,5 +493,6 @@ int main(int argc, char **argv) {
     RUN(test_ensurer_client_fits_one_ensure);
     RUN(test_ensurer_for_one_runtime);
     RUN(test_ensurer_block_follows_the_desc);
+    RUN(test_id_rows_are_sized_by_the_limits);
     return RSD_TEST_END();
 }
