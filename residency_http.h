@@ -6568,11 +6568,12 @@ struct rsd_ensurer {
     rsdi_ensure_mem *mem;             /* no state dir: owned instances, this ensurer only (max_mem of them,
                                          in the ensurer's block; none when its runtime has no instances) */
     int max_mem;
-    rsd_attr_set attrs;
-    rsd_attr_set used;                /* the target's last-use record, as read */
+    rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
+                                         directory or etcd, else NULL) */
+    rsd_attr_set *used;               /* the target's last-use record, as read (with a state directory) */
     uint64_t free_bytes;              /* a free ensure: the bytes asked */
     char lease_id[48];                /* a free ensure: its lease ("" none) */
-    rsd_attr_set lease;               /* rsd_ensurer_release: the lease's record */
+    rsd_attr_set *lease;              /* rsd_ensurer_release: the lease's record (with a state directory) */
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
@@ -6846,8 +6847,14 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
 /* The ensurer's own block: the struct, the answers' buffer, the decision cache (unless
    no_cache), the in-memory instance records (a runtime with instances), the protected ids. */
 typedef struct rsdi_en_sizes {
-    size_t body, cache, mem, prot, total;
+    size_t body, cache, mem, attrs, prot, total;
 } rsdi_en_sizes;
+
+/* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
+RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
+    const char *cu = d->coord ? d->coord : d->ignore_env ? NULL : getenv("RESIDENCY_COORD");
+    return cu && cu[0] ? cu : NULL;
+}
 
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsdi_rc_sizes z;
@@ -6856,9 +6863,11 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     b->body = rsdi_al8(z.body);
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     b->mem = z.lms ? rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) : 0;
+    /* the attribution with a state directory or etcd; the last uses and a lease with a state directory */
+    b->attrs = rsdi_al8(sizeof(rsd_attr_set)) * ((!d->no_state || rsdi_en_coord_url(d) ? 1u : 0u) + (d->no_state ? 0u : 2u));
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->prot;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->attrs + b->prot;
     return true;
 }
 
@@ -6906,6 +6915,15 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
     e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
     at += b.mem;
+    if (b.attrs) {
+        e->attrs = (rsd_attr_set *)(void *)at;
+        at += rsdi_al8(sizeof(rsd_attr_set));
+    }
+    if (!d.no_state) {
+        e->used = (rsd_attr_set *)(void *)at;
+        e->lease = e->used + 1;
+        at += 2 * rsdi_al8(sizeof(rsd_attr_set));
+    }
     e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
@@ -6938,8 +6956,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
     }
     {
-        const char *cu = d.coord ? d.coord : d.ignore_env ? NULL : getenv("RESIDENCY_COORD");
-        if (cu && cu[0]) {
+        const char *cu = rsdi_en_coord_url(&d);
+        if (cu && e->attrs) {
             rsd_etcd_desc cd;
             memset(&cd, 0, sizeof cd);
             cd.url = cu;
@@ -7046,10 +7064,10 @@ RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
     size_t i;
     int k;
     e->n_last = 0;
-    if (e->st && rsd_state_used_load(e->st, e->key, &e->used) > 0)
-        for (i = 0; i < e->used.count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
-            e->last[e->n_last].model = e->used.items[i].model;
-            e->last[e->n_last++].used_ms = e->used.items[i].loaded_at_ms;
+    if (e->st && rsd_state_used_load(e->st, e->key, e->used) > 0)
+        for (i = 0; i < e->used->count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
+            e->last[e->n_last].model = e->used->items[i].model;
+            e->last[e->n_last++].used_ms = e->used->items[i].loaded_at_ms;
         }
     for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
         if (strcmp(e->uses[k].key, e->key) == 0) {
@@ -7191,14 +7209,14 @@ RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
     if (e->co) {
         rsd_etcd_view v;
         rsd_etcd_query(e->co, &v);
-        e->attrs = *v.attrs;
-        e->attrs.reset = false;
-        e->attrs.corrupt = v.attr_corrupt;
-        if (e->co_read_err < 0) e->attrs.count = 0;
-        return (int)e->attrs.count;
+        *e->attrs = *v.attrs;
+        e->attrs->reset = false;
+        e->attrs->corrupt = v.attr_corrupt;
+        if (e->co_read_err < 0) e->attrs->count = 0;
+        return (int)e->attrs->count;
     }
     if (!e->st) return RSD_ERR_STATE;
-    return rsd_state_attr_load(e->st, e->key, &e->attrs);
+    return rsd_state_attr_load(e->st, e->key, e->attrs);
 }
 
 /* The protected models a reconcile gets: the configured ones, with etcd also every other
@@ -7271,12 +7289,12 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
         return;
     }
     if (rsdi_en_attr_load(e) < 0) return;
-    for (i = 0; i < e->attrs.count; i++) {
-        if (!e->attrs.items[i].instance[0]) {
-            if (e->n_ours < RSD_RECONCILE_MAX_OURS) e->ours[e->n_ours++] = e->attrs.items[i].model;
+    for (i = 0; i < e->attrs->count; i++) {
+        if (!e->attrs->items[i].instance[0]) {
+            if (e->n_ours < RSD_RECONCILE_MAX_OURS) e->ours[e->n_ours++] = e->attrs->items[i].model;
         } else if (e->n_owned < RSD_RECONCILE_MAX_OWNED) {
-            e->owned[e->n_owned].model = e->attrs.items[i].model;
-            e->owned[e->n_owned++].instance = e->attrs.items[i].instance;
+            e->owned[e->n_owned].model = e->attrs->items[i].model;
+            e->owned[e->n_owned++].instance = e->attrs->items[i].instance;
         }
     }
 }
@@ -7284,7 +7302,7 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
 /* Says so (once: the read that reset it) when the attribution just read was corrupt. */
 RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     char name[RSD_STATE_MAX_NAME_BYTES];
-    if (e->co && e->attrs.corrupt && !e->co_told && e->reconciling) { /* once per ensure */
+    if (e->co && e->attrs->corrupt && !e->co_told && e->reconciling) { /* once per ensure */
         rsd_etcd_view v;
         rsd_etcd_query(e->co, &v);
         e->co_told = true;
@@ -7301,8 +7319,8 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
                                      "next change rewrites it", e->url, v.prefix, name);
         return;
     }
-    if (!e->st || !e->attrs.reset) return;
-    e->attrs.reset = false;
+    if (!e->st || !e->attrs->reset) return;
+    e->attrs->reset = false;
     if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
     if (e->rt->flags & RSD_RT_INSTANCES)
         rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
@@ -7954,22 +7972,22 @@ RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const c
     (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", lease_id);
     memset(&lk, 0, sizeof lk);
     if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
-    r = rsdi_record_load(e->st, key, ext, &e->lease);
+    r = rsdi_record_load(e->st, key, ext, e->lease);
     rsd_state_unlock(e->st, &lk);
     if (r < 0) return r;
     if (r == 0) return RSD_ERR_NOT_FOUND;
-    for (i = 0; i < e->lease.count; i++) {
+    for (i = 0; i < e->lease->count; i++) {
         rsd_ensure_req one;
         int rc;
         memset(&one, 0, sizeof one);
         if (q) one = *q;
-        one.url = q && q->url ? q->url : e->lease.items[i].instance;
-        one.model = e->lease.items[i].model;
+        one.url = q && q->url ? q->url : e->lease->items[i].instance;
+        one.model = e->lease->items[i].model;
         one.free_bytes = 0;
         rc = rsd_ensurer_run(e, &one, out);
         if (rc == RSD_OK && out && out->outcome == RSD_OUTCOME_RESIDENT) {
-            gone[n_gone].model = e->lease.items[i].model;
-            gone[n_gone].instance = e->lease.items[i].instance;
+            gone[n_gone].model = e->lease->items[i].model;
+            gone[n_gone].instance = e->lease->items[i].instance;
             gone[n_gone++].remove = true;
         } else if (first_err == RSD_OK) {
             first_err = rc < 0 ? rc : RSD_ERR_STATE;

@@ -416,6 +416,15 @@ static void test_ensurer_block_follows_the_desc(void) {
     d.no_state = true;
     d.ignore_env = true;
     base = rsd_ensurer_footprint(&d);
+    d.no_state = false; /* a state directory: the attribution, last uses and lease records */
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, 3 * rsdi_al8(sizeof(rsd_attr_set)));
+    d.no_state = true;
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(!e->attrs && !e->used && !e->lease);
+    rsd_ensurer_destroy(e);
+    d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, rsdi_al8(sizeof(rsd_attr_set)));
+    d.coord = NULL;
     d.no_cache = true;
     CHECK_EQ_INT(base - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_decision_cache)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
@@ -456,12 +465,14 @@ static void test_ensurer_for_one_runtime(void) {
     rsd_ensurer *e;
     rsd_ensure_req q;
     rsd_ensure_result res;
+    size_t any;
     memset(&d, 0, sizeof d);
     d.no_state = true;
     d.ignore_env = true;
+    any = rsd_ensurer_footprint(&d);
     d.runtime = RSD_RUNTIME_LLAMACPP;
     /* LM Studio's reconcile state and the in-memory instance records */
-    CHECK_EQ_INT(rsd_ensurer_footprint(NULL) - rsd_ensurer_footprint(&d),
+    CHECK_EQ_INT(any - rsd_ensurer_footprint(&d),
                  rsdi_al8(sizeof(rsd_lms_machine)) + rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->m.rc.lms == NULL);
