@@ -658,8 +658,9 @@
        storage: rsd_listing_init(l, models, max_models, arena, arena_bytes)
        gives it arrays the caller owns (no allocation); rsd_listing_create(desc)
        allocates header and storage in one block from desc->allocator (zeroed
-       desc: RSD_LISTING_DEFAULT_MODELS 128 entries, RSD_LISTING_ARENA_PER_MODEL
-       128 arena bytes per entry), rsd_listing_footprint(desc) says how much,
+       desc: RSD_LISTING_DEFAULT_MODELS 64 entries, RSD_LISTING_ARENA_PER_MODEL
+       256 arena bytes per entry; under 36 KiB on x86-64),
+       rsd_listing_footprint(desc) says how much,
        rsd_listing_destroy frees it. A listing without storage is RSD_ERR_ARG
        to every parser. More entries than max_models, or strings beyond
        arena_bytes: the first ones are kept and truncated is set (nothing is
@@ -1104,7 +1105,7 @@
            to send: the keep, or the instance resolved or loaded), model_key,
            requests, load_attempts, elapsed_ms.
        Notices: r->notices[0 .. r->n_notices) (r->notices_dropped beyond
-       RSD_RECONCILE_MAX_NOTICES), appended as they happen: the plan's notices
+       the limits' max_notices, RSD_RECONCILE_MAX_NOTICES by default), appended as they happen: the plan's notices
        (dmsg PLAN, rsd_notice fields kept, subject index -1 and the id in
        .subject) and driver notices (dmsg: kind/level):
            RESTORED       restored/warning (after a failed load),
@@ -1197,21 +1198,33 @@
        allocator): the notices, the copied ids, the LM Studio state, both
        listings' storage and the JSON tokens, sized by lim (zeroed fields are
        defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
-       128: a server with 64 residents and as many more listed), arena_bytes
-       (their ids, aliases and tags, 128 per entry), max_tokens (JSON tokens of
-       one answer, RSD_RECONCILE_TOKENS_PER_MODEL 48 per entry), max_body_bytes
-       (the largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1024 per
-       entry; a real router entry is about 70 tokens and 700 bytes). RSD_OK,
-       RSD_ERR_ARG (bad limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees
-       the block; rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus
-       the block (under 640 KiB with the defaults, checked by tests/
+       64: a server listing 64 models), arena_bytes (their ids, aliases and
+       tags, 256 per entry), max_tokens (JSON tokens of one answer,
+       RSD_RECONCILE_TOKENS_PER_MODEL 72 per entry), max_body_bytes (the
+       largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1408 per entry;
+       a real router's entry, with its child's arguments, preset and meta, is
+       66 tokens and 1040 to 1320 bytes with ids of 64 to 120 bytes),
+       max_id_bytes (the rows of its id tables: protected ids, ours, last
+       uses, victims and pinned models; 16 to RSD_MODEL_ID_MAX, the default),
+       max_notices (notices kept, RSD_RECONCILE_MAX_NOTICES 64; more are
+       counted in notices_dropped) and runtime (NULL = any; else the only runtime begin accepts, and a
+       runtime without RSD_RT_INSTANCES gets no LM Studio state, about 145
+       KiB). RSD_OK, RSD_ERR_ARG (bad limits), RSD_ERR_NOMEM.
+       rsd_reconcile_release(r) frees the block; rsd_reconcile_footprint(lim)
+       is sizeof(rsd_reconcile) plus the block (under 564 KiB with the
+       defaults on x86-64, of it 108 KiB tokens, 145 KiB LM Studio state, 96
+       KiB id tables, 69 KiB listings and 55 KiB notices; checked by tests/
        test_sizes.c). begin reuses the tables; begin on a reconcile that was
-       never given them is RSD_ERR_STATE (result.message says so). An answer
-       over the limits is never acted on: more entries than max_models
+       never given them is RSD_ERR_STATE, and with a desc.runtime other than
+       limits.runtime RSD_ERR_ARG (result.message says so). An answer over the
+       limits is never acted on: more entries than max_models
        (RSD_ERR_LISTING_TRUNCATED), more tokens than max_tokens
-       (RSD_ERR_JSON_TOKENS) or more bytes than max_body_bytes
-       (RSD_ERR_TOO_LARGE) make a listing DEGRADED with a message naming the
-       limit to raise; a load answer over max_body_bytes is a failed load.
+       (RSD_ERR_JSON_TOKENS), more bytes than max_body_bytes
+       (RSD_ERR_TOO_LARGE) or a listed id or instance of max_id_bytes or more
+       (RSD_ERR_MODEL_ID) make a listing DEGRADED with a message naming the
+       limit to raise; a load answer over max_body_bytes is a failed load. A
+       protected id or ours entry of max_id_bytes or more is refused by begin
+       (RSD_ERR_MODEL_ID, RSD_ERR_ARG for set_ours).
        Past init: no allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
        Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
@@ -2607,7 +2620,7 @@ typedef struct rsd_listing {
 
 /* Sizes of a listing made by rsd_listing_create; zeroed = defaults. */
 typedef struct rsd_listing_desc {
-    int max_models;                     /* 0 = RSD_LISTING_DEFAULT_MODELS (128) */
+    int max_models;                     /* 0 = RSD_LISTING_DEFAULT_MODELS (64) */
     size_t arena_bytes;                 /* 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
     rsd_allocator allocator;
 } rsd_listing_desc;
@@ -3165,7 +3178,8 @@ struct rsd_reconcile {
     rsd_reconcile_result result;
     int n_notices;
     int notices_dropped;
-    rsd_reconcile_notice *notices;    /* RSD_RECONCILE_MAX_NOTICES of them (in the tables) */
+    rsd_reconcile_notice *notices;    /* max_notices of them (in the tables) */
+    int max_notices;                  /* limits.max_notices */
     char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
     /* internal: the tables rsd_reconcile_init allocated, sized by its limits */
     void *tables;
@@ -3252,15 +3266,17 @@ struct rsd_reconcile {
     rsd_json_tok *toks;               /* max_tokens of them (in the tables) */
 };
 
-/* Sizes of the tables rsd_reconcile_init allocates; zeroed = defaults (a server with 64
-   residents and 128 models listed). */
+/* Sizes of the tables rsd_reconcile_init allocates; zeroed = defaults (a server listing 64
+   models, any runtime). */
 typedef struct rsd_reconcile_limits {
     int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
-    size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = 128 per entry */
+    size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
     uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
     size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
     size_t max_id_bytes;              /* bytes of an id it keeps (protected, ours, victims...), NUL included;
                                          0 = RSD_MODEL_ID_MAX; 16..RSD_MODEL_ID_MAX */
+    int max_notices;                  /* notices kept per reconcile (more are counted in notices_dropped);
+                                         0 = RSD_RECONCILE_MAX_NOTICES; 1..4096 */
     const rsd_runtime *runtime;       /* the only runtime begin accepts; NULL = any. The state of a runtime
                                          with instances (LM Studio) is allocated only when it can be used:
                                          runtime NULL or one with RSD_RT_INSTANCES */
@@ -7858,7 +7874,7 @@ RSDI_PRIVATE uint64_t rsdi_rc_left(uint64_t deadline, uint64_t now_ms) {
 /* Append a notice slot (NULL when full: counted in notices_dropped). */
 RSDI_PRIVATE rsd_reconcile_notice *rsdi_rc_notice_slot(rsd_reconcile *r) {
     rsd_reconcile_notice *n;
-    if (r->n_notices >= RSD_RECONCILE_MAX_NOTICES) {
+    if (r->n_notices >= r->max_notices) {
         r->notices_dropped++;
         return NULL;
     }
@@ -9008,7 +9024,7 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
 
 /* The tables of a reconcile: sizes with the defaults applied; false = invalid limits. */
 typedef struct rsdi_rc_sizes {
-    int models;
+    int models, notices;
     size_t arena, body, id, total;
     uint32_t toks;
     bool lms;                         /* the instances / LM Studio state is allocated */
@@ -9031,7 +9047,9 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     z->lms = !lim || !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     z->id = lim && lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
-    z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES) +
+    z->notices = lim && lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
+    if (z->notices < 1 || z->notices > 4096) return false;
+    z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * (size_t)z->notices) +
                rsdi_al8(z->id * RSD_MAX_PROTECTED) + 2 * rsdi_al8(z->id * RSD_RECONCILE_MAX_OURS) +
                3 * rsdi_al8(z->id * RSD_MAX_RESIDENTS) +
                (z->lms ? rsdi_al8(sizeof(rsd_lms_machine)) : 0) +
@@ -9064,7 +9082,8 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     if (!(r->tables = rsdi_malloc(&al, z.total))) return RSD_ERR_NOMEM;
     r->tables_alloc = al;
     at = (unsigned char *)r->tables;
-    r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * RSD_RECONCILE_MAX_NOTICES);
+    r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * (size_t)z.notices);
+    r->max_notices = z.notices;
     r->id_bytes = z.id;
     r->protected_ids = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_PROTECTED);
     r->ours = (char *)rsdi_rc_carve(&at, z.id * RSD_RECONCILE_MAX_OURS);

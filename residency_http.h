@@ -638,20 +638,32 @@
                rsd_ensurer_next_deadline(e) within the frame budget.
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object, its
-           reconcile's tables (rsd_reconcile_init with d->limits; detection
-           parses into the same tokens), the HTTP client (d->http, its allocator
-           and logger default to d's; zeroed sizes are the ensurer's:
-           RSD_ENSURE_HTTP_REQUESTS 3 slots and sockets -- a listing and the
-           /models/sse stream --, RSD_ENSURE_HTTP_REQUEST_BYTES and
-           _HEADER_BYTES 16 KiB, bodies of the reconcile's max_body_bytes) and,
+           Allocates everything now, from d->allocator: the object (with one
+           buffer of the reconcile's max_body_bytes that every answer of an
+           ensure is read into, the decision cache unless no_cache, the
+           attribution, last-use and lease records when a state directory or
+           etcd can hold them, the protected ids at their own length), its
+           reconcile's tables (rsd_reconcile_init with d->limits and
+           d->runtime; detection parses into the same tokens), the HTTP client
+           (d->http, its allocator and logger default to d's; zeroed sizes are
+           the ensurer's: RSD_ENSURE_HTTP_REQUESTS 2 slots and sockets, as many
+           as one ensure has in flight -- its HTTP step and the /models/sse
+           stream --, RSD_ENSURE_HTTP_REQUEST_BYTES (the longest URL, bearer and
+           load body a reconcile sends, plus 1 KiB), RSD_ENSURE_HTTP_HEADER_BYTES
+           8 KiB, slot bodies RSD_ENSURE_HTTP_SLOT_BODY 8 KiB: the stream's, and
+           the limit of an extra request on rsd_ensurer_http that brings no
+           body_buf) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
            residency). A state directory that cannot be opened is not an error:
            the ensurer runs without the lock, attribution and generation (it fails
            open) and rsd_ensurer_has_state says so. NULL on a bad desc or no memory.
            Desc (zeroed = defaults): allocator, logger, http (client limits),
-           limits (the reconcile's tables: rsd_reconcile_limits), state_dir, no_state, lock_fail_closed (state), protected_models +
+           limits (the reconcile's tables: rsd_reconcile_limits), runtime (the
+           runtime of every ensure: a request's AUTO means it and a request
+           naming another is refused with RSD_ERR_ARG; AUTO = any, detected;
+           a given runtime without instances, llama.cpp router or Ollama, has
+           no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left), residency_env (the RESIDENCY value; NULL =
            getenv("RESIDENCY") at each begin unless ignore_env; a value that is
@@ -666,9 +678,13 @@
            coord_auth_token / coord_user / coord_password (see ETCD above).
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
-           state directory, etcd and TLS not counted): under 1400 KiB with the
-           defaults on x86-64 (tests/test_sizes.c checks it), about half of it
-           the client's three 160 KiB slots; smaller limits shrink both.
+           state directory, etcd and TLS not counted). On x86-64 (tests/
+           test_sizes.c checks the bounds): under 940 KiB with the defaults --
+           the reconcile 561 KiB (its tables above), the answers' buffer 88 KiB,
+           the three state records 99 KiB, the decision cache 34 KiB, the
+           in-memory instance records 48 KiB, the client 50 KiB, the rest of
+           the object 58 KiB --, under 750 KiB with runtime LLAMACPP. Smaller
+           limits, no_state, no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or

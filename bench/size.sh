@@ -9,10 +9,13 @@
 #                     rsd_reconcile_init; their sum is printed beside it, footprint=)
 #   size_ensurer      rsd_ensurer_footprint(NULL): what rsd_ensurer_create allocates with the
 #                     defaults (the ensurer, its reconcile's tables, its HTTP client)
+#   size_ensurer_router  the same for an ensurer whose desc says runtime LLAMACPP (no LM
+#                     Studio state)
 # Peers: the figures the issue measured before the consolidation (text_full 142188) and
 # this router-only program built from main before this branch (119223); the sizes as
 # main had them before tables were sized at create time (sizeof(rsd_reconcile) 1039536,
-# sizeof the ensurer 1203464, which did not count its client's 8 x 1.08 MiB).
+# sizeof the ensurer 1203464, which did not count its client's 8 x 1.08 MiB); the ensurer's
+# footprint as main had it before its tables were sized by its desc (1412200).
 CC=$1; OUT=$2
 set -e
 printf '#define RESIDENCY_IMPLEMENTATION\n#include "residency_http.h"\n' > "$OUT/size_full.c"
@@ -55,8 +58,13 @@ int main(void) {
     printf("BENCH size_reconcile ours=%lu peer=1039536 unit=bytes ratio=%.3f target=131072 footprint=%lu\n",
            (unsigned long)sizeof(rsd_reconcile), (double)sizeof(rsd_reconcile) / 1039536.0,
            (unsigned long)rsd_reconcile_footprint(NULL));
-    printf("BENCH size_ensurer ours=%lu peer=1203464 unit=bytes ratio=%.3f target=262144\n",
-           (unsigned long)rsd_ensurer_footprint(NULL), (double)rsd_ensurer_footprint(NULL) / 1203464.0);
+    rsd_ensurer_desc d;
+    printf("BENCH size_ensurer ours=%lu peer=1412200 unit=bytes ratio=%.3f target=262144\n",
+           (unsigned long)rsd_ensurer_footprint(NULL), (double)rsd_ensurer_footprint(NULL) / 1412200.0);
+    memset(&d, 0, sizeof d);
+    d.runtime = RSD_RUNTIME_LLAMACPP;
+    printf("BENCH size_ensurer_router ours=%lu peer=1412200 unit=bytes ratio=%.3f target=262144\n",
+           (unsigned long)rsd_ensurer_footprint(&d), (double)rsd_ensurer_footprint(&d) / 1412200.0);
     return 0;
 }
 PROG

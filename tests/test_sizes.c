@@ -67,8 +67,8 @@ static char *real_router_listing(int n, int idlen) {
     return b;
 }
 
-/* The figures the manual gives (residency.h, "driver", Limits and sizes; residency_http.h,
-   "ensure", Memory). */
+/* The figures the manual gives (residency.h, "payload" Storage and "driver" Memory;
+   residency_http.h, "ensure", rsd_ensurer_footprint). */
 static void test_manual_size_figures(void) {
 #if defined(__x86_64__) || defined(_M_X64)
     CHECK(sizeof(rsd_plan) < 16 * 1024);
@@ -77,13 +77,19 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_resident) < 256);
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
+    CHECK(rsd_reconcile_footprint(NULL) <= 564 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 940 * 1024);
+    CHECK(rsd_listing_footprint(NULL) <= 36 * 1024);
+    {
+        rsd_ensurer_desc d;
+        memset(&d, 0, sizeof d);
+        d.runtime = RSD_RUNTIME_LLAMACPP;
+        CHECK(rsd_ensurer_footprint(&d) <= 750 * 1024);
+    }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
     CHECK(sizeof(rsd_listing) <= 64);
     CHECK(rsd_reconcile_footprint(NULL) > sizeof(rsd_reconcile));
-    CHECK(rsd_reconcile_footprint(NULL) <= 640 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 1400 * 1024);
-    CHECK(rsd_listing_footprint(NULL) <= 56 * 1024);
     printf("  sizeof(rsd_reconcile) %lu, footprint %lu; ensurer footprint %lu; listing %lu\n",
            (unsigned long)sizeof(rsd_reconcile), (unsigned long)rsd_reconcile_footprint(NULL),
            (unsigned long)rsd_ensurer_footprint(NULL), (unsigned long)rsd_listing_footprint(NULL));
@@ -292,6 +298,28 @@ static void test_id_rows_are_sized_by_the_limits(void) {
     CHECK_EQ_INT(rsd_reconcile_init(&r, &lim), RSD_ERR_ARG);
     lim.max_id_bytes = RSD_MODEL_ID_MAX + 1;
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+}
+
+/* max_notices sizes the notices; the ones past it are counted, never written. */
+static void test_notices_are_sized_by_the_limits(void) {
+    static rsd_reconcile r;
+    rsd_reconcile_limits lim;
+    char *big = router_listing(9, 6);
+    memset(&lim, 0, sizeof lim);
+    lim.max_notices = 1;
+    CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
+                 (RSD_RECONCILE_MAX_NOTICES - 1) * sizeof(rsd_reconcile_notice));
+    lim.max_models = 8; /* 9 entries: DEGRADED, one notice */
+    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
+    CHECK_EQ_INT(r.n_notices, 1);
+    CHECK_EQ_INT(r.notices[0].notice.kind, RSD_NOTICE_DEGRADED);
+    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "one more");
+    CHECK_EQ_INT(r.n_notices, 1);
+    CHECK_EQ_INT(r.notices_dropped, 1);
+    rsd_reconcile_release(&r);
+    lim.max_notices = -1;
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+    free(big);
 }
 
 /* Caller storage of exactly the stated size: ids beyond the arena are cut off (truncated),
@@ -505,5 +533,6 @@ int main(int argc, char **argv) {
     RUN(test_ensurer_for_one_runtime);
     RUN(test_ensurer_block_follows_the_desc);
     RUN(test_id_rows_are_sized_by_the_limits);
+    RUN(test_notices_are_sized_by_the_limits);
     return RSD_TEST_END();
 }
