@@ -3759,26 +3759,33 @@ RSD_API const char *rsd_pool_why_str(int why);
         static const char *const rsdi_names_[] = {LIST(RSDI_ENUM_STR_X) "unknown"}; \
         return (int)(v) >= 0 && (int)(v) < (int)(num) ? rsdi_names_[(int)(v)] : "unknown"; \
     } while (0)
-RSD_API const char *rsd_result_str(int result) {
-    switch (result) {
+/* One table from the result X-macro: each code with its name and its text (the name
+   again under RSD_NO_ERROR_STRINGS, so the texts are not linked). */
+typedef struct rsdi_result_row { int code; const char *name, *str; } rsdi_result_row;
+RSDI_PRIVATE const rsdi_result_row *rsdi_result_find(int result) {
+    static const rsdi_result_row rows[] = {
 #ifdef RSD_NO_ERROR_STRINGS
-#define RSDI_X(name, val, str) case val: return #name;
+#define RSDI_X(name, val, str) {val, #name, #name},
 #else
-#define RSDI_X(name, val, str) case val: return str;
+#define RSDI_X(name, val, str) {val, #name, str},
 #endif
-    RSD_RESULTS(RSDI_X)
+        RSD_RESULTS(RSDI_X)
 #undef RSDI_X
-    default: return result > 0 ? "pending" : "unknown error";
-    }
+    };
+    size_t i;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].code == result) return &rows[i];
+    return NULL;
+}
+
+RSD_API const char *rsd_result_str(int result) {
+    const rsdi_result_row *r = rsdi_result_find(result);
+    return r ? r->str : result > 0 ? "pending" : "unknown error";
 }
 
 RSD_API const char *rsd_result_name(int result) {
-    switch (result) {
-#define RSDI_X(name, val, str) case val: return #name;
-    RSD_RESULTS(RSDI_X)
-#undef RSDI_X
-    default: return result > 0 ? "PENDING" : "ERR_UNKNOWN";
-    }
+    const rsdi_result_row *r = rsdi_result_find(result);
+    return r ? r->name : result > 0 ? "PENDING" : "ERR_UNKNOWN";
 }
 
 RSD_API const char *rsd_log_item_name(uint32_t item) {
