@@ -6055,7 +6055,7 @@ RSDI_PRIVATE void rsdi_sb_gib(rsdi_sb *b, uint64_t bytes) {
 /* Non-keep groups in canonical order; with_roles adds " (role)"; skip_evicted
    leaves out (would-be) evicted ones. */
 RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan *p, bool with_roles,
-                                 bool skip_evicted, bool quoted) {
+                                 bool skip_evicted) {
     int16_t order[RSD_MAX_RESIDENTS];
     uint64_t key[RSD_MAX_RESIDENTS], tmp[RSD_MAX_RESIDENTS];
     int i, j, n = 0, first = 1;
@@ -6085,8 +6085,7 @@ RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan 
         const rsd_resident_class *c = &p->cls[order[i]];
         if (!first) rsdi_sb_c(b, ", ");
         first = 0;
-        if (quoted) rsdi_sb_q(b, f->residents[order[i]].model_id);
-        else rsdi_sb_s(b, f->residents[order[i]].model_id);
+        rsdi_sb_s(b, f->residents[order[i]].model_id);
         if (with_roles && c->protection == RSD_PROTECT_CONFIG && c->role != RSD_ROLE_NONE) {
             rsdi_sb_c(b, " (");
             rsdi_sb_c(b, rsd_role_str(c->role));
@@ -6144,126 +6143,105 @@ RSDI_PRIVATE void rsdi_sb_victim(rsdi_sb *b, const rsd_plan *p, const rsd_notice
     }
 }
 
+/* The operator messages, in rsd_notice_msg order (NONE has none: the kind's text).
+   A template is literal text with these insertions:
+     %K the keep quoted, %k the keep bare, %T the target quoted, %S the subject quoted,
+     %v why the subject was the victim, %R the notice's role phrase,
+     %O the other residents with roles, %o without, %e without the evicted ones,
+     %B the blocked models with their role phrases,
+     %uF a number, %gF GiB with one decimal, %zF a free-notice size, where F names the
+     notice field: 0 requested_context, 1 model_max_context, 2 load_context,
+     3 resident_count, 4 max_instances, 5 resident_vram_bytes, 6 resident_total_bytes,
+     7 freed_vram_bytes, 8 keep_bytes, 9 free_bytes, A capacity_bytes. */
+static const char *const rsdi_notice_text[RSD_MSG_NUM] = {
+    NULL,
+    "context length %u0 exceeds %k's %u1-token limit on %T; lower the context window to avoid a "
+    "truncated or split load.",
+    "model %S on %T is split across CPU and GPU (%g5 of %g6 on GPU); expect slow generation.",
+    "%T holds %u3 models (%O alongside %K) above its %u4-instance capacity; unload one or raise "
+    "the server's limit.",
+    "%T serves %K alongside %O. residency leaves co-resident models loaded; keep the setup only "
+    "while weights and KV caches fit in GPU memory.",
+    "loading %K alongside %o on %T (%u3/%u4 instances).",
+    "cannot load pinned %K on %T: it would evict %B that settings still reference, and a pinned "
+    "model is never evicted, so the configured model could not return. Unload one manually, unpin "
+    "%K on the server, or raise the server's max instances.",
+    "cannot load %K on %T: all %u4 instance slots hold pinned models (%o). Unload one manually or "
+    "raise the server's max instances.",
+    "evicting %S%v from %T to make room for %K even though settings still reference it as %R: "
+    "every slot is taken and no unprotected resident is left. Another profile pointed at it will "
+    "reload it.",
+    "evicting residency-loaded model %S%v from %T to free a slot for %K.",
+    "swapping resident %S%v for requested %K on %T (residency did not load it; recorded transition "
+    "instead of a silent unload; set RESIDENCY=observe or mark the target user-managed to forbid "
+    "swaps).",
+    "loading %K alongside %e: context clamped %u0 to %u2 tokens",
+    "%T does not serve %K; it lists %u3 model(s). Residency left the target untouched. Fix the wire "
+    "model id in settings, or add the preset to the server.",
+    "%K needs %g8 on %T, and only %g9 of %gA can be freed without evicting a protected model; "
+    "residency evicts no more than without sizes, and the load may fail or spill to CPU.",
+    "unloading residency-loaded model %S%v from %T to free memory (%z7 of the %z9 asked).",
+    "only %z7 of the %z9 asked can be freed on %T: the rest is held by models residency did not "
+    "load, protected ones, or ones whose size the server does not list."};
+
+/* The blocked models of a decline, each with its role phrase. */
+RSDI_PRIVATE void rsdi_sb_blocked(rsdi_sb *b, const rsd_facts *f, const rsd_plan *p) {
+    int k;
+    for (k = 0; k < p->n_blocked && k < RSD_MAX_RESIDENTS; k++) {
+        int g = p->blocked[k];
+        if (g < 0 || g >= f->n_residents) continue;
+        if (k) rsdi_sb_c(b, ", ");
+        rsdi_sb_q(b, f->residents[g].model_id);
+        rsdi_sb_c(b, " (");
+        rsdi_sb_c(b, rsd_role_phrase(p->cls[g].role));
+        rsdi_sb_c(b, ")");
+    }
+}
+
 RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_notice *n,
                               char *buf, size_t cap) {
     rsdi_sb b;
-    rsd_str keep, target, subj;
-    int k;
+    const char *t, *lit;
+    uint64_t v[11];
     if (!f || !p || !n || (!buf && cap)) return RSD_ERR_ARG;
     if (f->n_residents < 0 || f->n_residents > RSD_MAX_RESIDENTS || (f->n_residents && !f->residents))
         return RSD_ERR_ARG;
     if (n->subject >= f->n_residents || n->subject < -1) return RSD_ERR_ARG;
     rsdi_sb_init(&b, buf, cap);
-    keep = f->keep;
-    target = f->target_id;
-    subj = n->subject >= 0 ? f->residents[n->subject].model_id : rsd_str_c("");
     if (n->observe_only) rsdi_sb_c(&b, "observe-only, nothing done: ");
-    switch (n->msg) {
-    case RSD_MSG_CONTEXT_OVER_MAX:
-        rsdi_sb_c(&b, "context length "); rsdi_sb_u(&b, n->requested_context);
-        rsdi_sb_c(&b, " exceeds "); rsdi_sb_s(&b, keep); rsdi_sb_c(&b, "'s ");
-        rsdi_sb_u(&b, n->model_max_context); rsdi_sb_c(&b, "-token limit on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, "; lower the context window to avoid a truncated or split load.");
-        break;
-    case RSD_MSG_SPLIT:
-        rsdi_sb_c(&b, "model "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " is split across CPU and GPU ("); rsdi_sb_gib(&b, n->resident_vram_bytes);
-        rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->resident_total_bytes);
-        rsdi_sb_c(&b, " on GPU); expect slow generation.");
-        break;
-    case RSD_MSG_OVER_CAPACITY:
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " holds "); rsdi_sb_u(&b, n->resident_count);
-        rsdi_sb_c(&b, " models ("); rsdi_sb_others(&b, f, p, true, false, false);
-        rsdi_sb_c(&b, " alongside "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ") above its ");
-        rsdi_sb_u(&b, n->max_instances);
-        rsdi_sb_c(&b, "-instance capacity; unload one or raise the server's limit.");
-        break;
-    case RSD_MSG_SERVES_ALONGSIDE:
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " serves "); rsdi_sb_q(&b, keep);
-        rsdi_sb_c(&b, " alongside "); rsdi_sb_others(&b, f, p, true, false, false);
-        rsdi_sb_c(&b, ". residency leaves co-resident models loaded; keep the setup only while "
-                      "weights and KV caches fit in GPU memory.");
-        break;
-    case RSD_MSG_LOADING_ALONGSIDE:
-        rsdi_sb_c(&b, "loading "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " alongside ");
-        rsdi_sb_others(&b, f, p, false, false, false); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " ("); rsdi_sb_u(&b, n->resident_count); rsdi_sb_c(&b, "/");
-        rsdi_sb_u(&b, n->max_instances); rsdi_sb_c(&b, " instances).");
-        break;
-    case RSD_MSG_DECLINE_PINNED_KEEP:
-        rsdi_sb_c(&b, "cannot load pinned "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on ");
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, ": it would evict ");
-        for (k = 0; k < p->n_blocked && k < RSD_MAX_RESIDENTS; k++) {
-            int g = p->blocked[k];
-            if (g < 0 || g >= f->n_residents) continue;
-            if (k) rsdi_sb_c(&b, ", ");
-            rsdi_sb_q(&b, f->residents[g].model_id); rsdi_sb_c(&b, " (");
-            rsdi_sb_c(&b, rsd_role_phrase(p->cls[g].role)); rsdi_sb_c(&b, ")");
+    t = (int)n->msg > 0 && (int)n->msg < (int)RSD_MSG_NUM ? rsdi_notice_text[n->msg] : NULL;
+    if (!t) t = rsd_notice_kind_str(n->kind); /* its text has no '%' */
+    v[0] = n->requested_context; v[1] = n->model_max_context; v[2] = n->load_context;
+    v[3] = n->resident_count; v[4] = n->max_instances; v[5] = n->resident_vram_bytes;
+    v[6] = n->resident_total_bytes; v[7] = n->freed_vram_bytes; v[8] = n->keep_bytes;
+    v[9] = n->free_bytes; v[10] = n->capacity_bytes;
+    while (*t) {
+        char c;
+        uint64_t x;
+        for (lit = t; *t && *t != '%'; t++) {}
+        rsdi_sb_put(&b, lit, (size_t)(t - lit));
+        if (!*t) break;
+        c = t[1];
+        t += 2;
+        switch (c) {
+        case 'K': rsdi_sb_q(&b, f->keep); break;
+        case 'k': rsdi_sb_s(&b, f->keep); break;
+        case 'T': rsdi_sb_q(&b, f->target_id); break;
+        case 'S': rsdi_sb_q(&b, n->subject >= 0 ? f->residents[n->subject].model_id : rsd_str_c("")); break;
+        case 'v': rsdi_sb_victim(&b, p, n); break;
+        case 'R': rsdi_sb_c(&b, rsd_role_phrase(n->role)); break;
+        case 'O': rsdi_sb_others(&b, f, p, true, false); break;
+        case 'o': rsdi_sb_others(&b, f, p, false, false); break;
+        case 'e': rsdi_sb_others(&b, f, p, false, true); break;
+        case 'B': rsdi_sb_blocked(&b, f, p); break;
+        default: /* u, g, z: a field follows */
+            x = v[*t <= '9' ? *t - '0' : *t - 'A' + 10];
+            t++;
+            if (c == 'u') rsdi_sb_u(&b, x);
+            else if (c == 'g') rsdi_sb_gib(&b, x);
+            else rsdi_sb_size(&b, x);
+            break;
         }
-        rsdi_sb_c(&b, " that settings still reference, and a pinned model is never evicted, so the "
-                      "configured model could not return. Unload one manually, unpin ");
-        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on the server, or raise the server's max instances.");
-        break;
-    case RSD_MSG_DECLINE_ALL_PINNED:
-        rsdi_sb_c(&b, "cannot load "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, ": all "); rsdi_sb_u(&b, n->max_instances);
-        rsdi_sb_c(&b, " instance slots hold pinned models ("); rsdi_sb_others(&b, f, p, false, false, false);
-        rsdi_sb_c(&b, "). Unload one manually or raise the server's max instances.");
-        break;
-    case RSD_MSG_EVICT_CONFIG:
-        rsdi_sb_c(&b, "evicting "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " to make room for "); rsdi_sb_q(&b, keep);
-        rsdi_sb_c(&b, " even though settings still reference it as "); rsdi_sb_c(&b, rsd_role_phrase(n->role));
-        rsdi_sb_c(&b, ": every slot is taken and no unprotected resident is left. Another profile "
-                      "pointed at it will reload it.");
-        break;
-    case RSD_MSG_EVICT_OURS:
-        rsdi_sb_c(&b, "evicting residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " from ");
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free a slot for "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ".");
-        break;
-    case RSD_MSG_EVICT_FOREIGN:
-        rsdi_sb_c(&b, "swapping resident "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " for requested ");
-        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " (residency did not load it; recorded transition instead of a silent unload; set "
-                      "RESIDENCY=observe or mark the target user-managed to forbid swaps).");
-        break;
-    case RSD_MSG_CONTEXT_CLAMPED:
-        rsdi_sb_c(&b, "loading "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " alongside ");
-        rsdi_sb_others(&b, f, p, false, true, false); rsdi_sb_c(&b, ": context clamped ");
-        rsdi_sb_u(&b, n->requested_context); rsdi_sb_c(&b, " to "); rsdi_sb_u(&b, n->load_context);
-        rsdi_sb_c(&b, " tokens");
-        break;
-    case RSD_MSG_BYTES_SHORT:
-        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " needs "); rsdi_sb_gib(&b, n->keep_bytes);
-        rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, ", and only ");
-        rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->capacity_bytes);
-        rsdi_sb_c(&b, " can be freed without evicting a protected model; residency evicts no more than "
-                      "without sizes, and the load may fail or spill to CPU.");
-        break;
-    case RSD_MSG_FREE_OURS:
-        rsdi_sb_c(&b, "unloading residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free memory (");
-        rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the "); rsdi_sb_size(&b, n->free_bytes);
-        rsdi_sb_c(&b, " asked).");
-        break;
-    case RSD_MSG_FREE_SHORT:
-        rsdi_sb_c(&b, "only "); rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the ");
-        rsdi_sb_size(&b, n->free_bytes); rsdi_sb_c(&b, " asked can be freed on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, ": the rest is held by models residency did not load, protected ones, or ones "
-                      "whose size the server does not list.");
-        break;
-    case RSD_MSG_NOT_LOADABLE:
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);
-        rsdi_sb_c(&b, "; it lists "); rsdi_sb_u(&b, n->resident_count);
-        rsdi_sb_c(&b, " model(s). Residency left the target untouched. Fix the wire model id in "
-                      "settings, or add the preset to the server.");
-        break;
-    default:
-        rsdi_sb_c(&b, rsd_notice_kind_str(n->kind));
-        break;
     }
     if (cap) buf[b.len < cap ? b.len : cap - 1] = '\0';
     return b.len > 0x7fffffff ? 0x7fffffff : (int)b.len;
