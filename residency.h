@@ -6825,22 +6825,24 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
     data = rsd_json_find(&doc, 0, "data");
     if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
     for (e = rsd_json_child(&doc, data); e >= 0; e = rsd_json_next(&doc, e)) {
+        static const char *const keys[] = {"id", "status", "aliases", "tags", "meta"};
         rsd_listed_model *m;
         size_t mark = out->arena_used;
-        int st = -1, v, k, got, id = -1, aliases = -1, tags = -1, meta = -1;
+        int mem[5] = {-1, -1, -1, -1, -1}, st, v, k, j, got, id, aliases, tags, meta;
         out->n_seen++;
         if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
         if (out->n >= out->max_models) { out->truncated = true; continue; }
         m = &out->models[out->n];
         memset(m, 0, sizeof *m);
         /* one pass over the members; a later duplicate key replaces an earlier one */
-        for (k = rsd_json_child(&doc, e); k >= 0; k = rsd_json_next(&doc, k)) {
-            if (rsd_json_str_eq(&doc, k, "id")) id = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "status")) st = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "aliases")) aliases = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "tags")) tags = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "meta")) meta = k + 1;
-        }
+        for (k = rsd_json_child(&doc, e); k >= 0; k = rsd_json_next(&doc, k))
+            for (j = 0; j < 5; j++)
+                if (rsd_json_str_eq(&doc, k, keys[j])) { mem[j] = k + 1; break; }
+        id = mem[0];
+        st = mem[1];
+        aliases = mem[2];
+        tags = mem[3];
+        meta = mem[4];
         got = rsdi_listing_name(out, &doc, id, &m->id);
         if (got < 0) { out->truncated = true; continue; }
         if (got == 0) { out->n_skipped++; continue; }
@@ -6893,16 +6895,11 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
             if (!rsdi_pl_u64(&doc, rsd_json_find(&doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
                 m->last_used_ms = 0;
         }
-        if (rsd_json_str_eq(&doc, v, "loaded")) m->state = RSD_MODEL_LOADED;
-        else if (rsd_json_str_eq(&doc, v, "loading")) m->state = RSD_MODEL_LOADING;
-        else if (rsd_json_str_eq(&doc, v, "sleeping")) m->state = RSD_MODEL_SLEEPING;
-        else if (rsd_json_str_eq(&doc, v, "unloaded") || rsd_json_str_eq(&doc, v, "downloaded"))
-            m->state = RSD_MODEL_UNLOADED;
-        else if (rsd_json_str_eq(&doc, v, "downloading")) m->state = RSD_MODEL_DOWNLOADING;
-        else if (rsd_json_str_eq(&doc, v, "failed")) {
-            m->state = RSD_MODEL_FAILED;
-            m->failed = true;
-        }
+        /* the value is a state's own name ("unknown" leaves it unknown), or "downloaded" */
+        for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
+            if (rsd_json_str_eq(&doc, v, rsd_model_state_str(j))) m->state = (rsd_model_state)j;
+        if (rsd_json_str_eq(&doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
+        if (m->state == RSD_MODEL_FAILED) m->failed = true;
         if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
         if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
         /* meta: trained context and file size, when the child reported them */
