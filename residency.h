@@ -5400,6 +5400,24 @@ RSDI_PRIVATE void rsdi_sort_keys(uint64_t *key, int n, uint64_t *tmp) {
     if (src != key) memcpy(key, src, (size_t)n * sizeof *key);
 }
 
+/* Insertion sort of order[lo, hi) by whole model_id (stable: index order kept among
+   equal ids); a NULL view counts as the empty id. */
+RSDI_PRIVATE void rsdi_order_insert(const rsd_facts *f, int16_t *order, int lo, int hi) {
+    int a, b;
+    for (a = lo + 1; a < hi; a++) {
+        int16_t x = order[a];
+        rsd_str sx = f->residents[x].model_id;
+        if (!sx.ptr) sx.len = 0;
+        for (b = a; b > lo; b--) {
+            rsd_str sy = f->residents[order[b - 1]].model_id;
+            if (!sy.ptr) sy.len = 0;
+            if (rsdi_str_cmp(sy, sx) <= 0) break;
+            order[b] = order[b - 1];
+        }
+        order[b] = x;
+    }
+}
+
 /* Canonical order of order[0, n), n <= 64: model_id bytes (unsigned), then length,
    then index. Per range of ids known to share their first `depth` bytes: skip the
    bytes the range shares, sort on a 7-byte key there; runs that tie on the key and
@@ -5427,7 +5445,6 @@ RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *ke
         for (i = lo; i < hi; i = j) { /* runs that tie on the 7 bytes */
             uint64_t k = key[i] >> 6;
             bool longer = true;
-            int a, b;
             for (j = i; j < hi && (key[j] >> 6) == k; j++)
                 longer = longer && f->residents[order[j]].model_id.len >= L + 7;
             if (j - i < 2) continue;
@@ -5438,16 +5455,7 @@ RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *ke
                 nt++;
                 continue;
             }
-            for (a = i + 1; a < j; a++) { /* one ends here: compare whole (stable: index order) */
-                int16_t x = order[a];
-                rsd_str sx = f->residents[x].model_id;
-                for (b = a; b > i; b--) {
-                    rsd_str sy = f->residents[order[b - 1]].model_id;
-                    if (rsdi_str_cmp(sy, sx) <= 0) break;
-                    order[b] = order[b - 1];
-                }
-                order[b] = x;
-            }
+            rsdi_order_insert(f, order, i, j); /* one ends here: compare whole */
         }
     }
 }
@@ -6058,7 +6066,7 @@ RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan 
                                  bool skip_evicted) {
     int16_t order[RSD_MAX_RESIDENTS];
     uint64_t key[RSD_MAX_RESIDENTS], tmp[RSD_MAX_RESIDENTS];
-    int i, j, n = 0, first = 1;
+    int i, n = 0, first = 1;
     bool valid = true;
     for (i = 0; i < f->n_residents && i < RSD_MAX_RESIDENTS; i++) {
         if (p->cls[i].group != i || p->cls[i].is_keep || (skip_evicted && p->cls[i].evict)) continue;
@@ -6068,18 +6076,7 @@ RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan 
     if (valid && n > 1) {
         rsdi_sort_ids(f, order, key, tmp, n);
     } else { /* facts rsd_decide would refuse (a NULL view): as empty ids, never read */
-        for (i = 1; i < n; i++) {
-            int16_t x = order[i];
-            rsd_str sx = f->residents[x].model_id;
-            if (!sx.ptr) sx.len = 0;
-            for (j = i; j > 0; j--) {
-                rsd_str sy = f->residents[order[j - 1]].model_id;
-                if (!sy.ptr) sy.len = 0;
-                if (rsdi_str_cmp(sy, sx) <= 0) break;
-                order[j] = order[j - 1];
-            }
-            order[j] = x;
-        }
+        rsdi_order_insert(f, order, 0, n);
     }
     for (i = 0; i < n; i++) {
         const rsd_resident_class *c = &p->cls[order[i]];
