@@ -6704,15 +6704,20 @@ RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rs
     return rsd_json_parse(d, body ? body : "", len, toks, cap);
 }
 
+/* Whether s is the id or one of the n aliases. */
+RSDI_PRIVATE bool rsdi_names(rsd_str s, rsd_str id, const rsd_str *aliases, int n) {
+    int a;
+    if (rsd_str_eq(s, id)) return true;
+    for (a = 0; a < n && a < RSD_MAX_ALIASES; a++)
+        if (rsd_str_eq(s, aliases[a])) return true;
+    return false;
+}
+
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
-    int i, k;
+    int i;
     if (!l || !name.len || !name.ptr) return -1;
-    for (i = 0; i < l->n && i < l->max_models; i++) {
-        const rsd_listed_model *m = &l->models[i];
-        if (rsd_str_eq(m->id, name)) return i;
-        for (k = 0; k < m->n_aliases && k < RSD_MAX_ALIASES; k++)
-            if (rsd_str_eq(m->aliases[k], name)) return i;
-    }
+    for (i = 0; i < l->n && i < l->max_models; i++)
+        if (rsdi_names(name, l->models[i].id, l->models[i].aliases, l->models[i].n_aliases)) return i;
     return -1;
 }
 
@@ -8237,20 +8242,12 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         res->has_size = m->has_size;
         res->size_vram_bytes = m->size_vram_bytes;
         res->has_size_vram = m->has_size_vram;
-        for (k = 0; k < r->n_ours && !res->loaded_by_us; k++) {
-            rsd_str o = rsd_str_c(r->ours[k]);
-            int a;
-            res->loaded_by_us = rsd_str_eq(o, m->id);
-            for (a = 0; a < m->n_aliases && !res->loaded_by_us; a++) res->loaded_by_us = rsd_str_eq(o, m->aliases[a]);
-        }
+        for (k = 0; k < r->n_ours && !res->loaded_by_us; k++)
+            res->loaded_by_us = rsdi_names(rsd_str_c(r->ours[k]), m->id, m->aliases, m->n_aliases);
         res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
-        for (k = 0; k < r->n_last && !m->last_used_ms; k++) {
-            rsd_str o = rsd_str_c(r->last_id[k]);
-            int a;
-            bool hit = rsd_str_eq(o, m->id);
-            for (a = 0; a < m->n_aliases && !hit; a++) hit = rsd_str_eq(o, m->aliases[a]);
-            if (hit && r->last_ms[k] > res->last_used_ms) res->last_used_ms = r->last_ms[k];
-        }
+        for (k = 0; k < r->n_last && !m->last_used_ms; k++)
+            if (r->last_ms[k] > res->last_used_ms && rsdi_names(rsd_str_c(r->last_id[k]), m->id, m->aliases, m->n_aliases))
+                res->last_used_ms = r->last_ms[k];
     }
     f->strategy = r->rt->strategy;
     f->optout = r->optout;
@@ -8314,13 +8311,8 @@ RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
         uint64_t mask = 0;
         if (e < 0 || e >= r->facts.n_residents) continue;
         res = &r->res[e];
-        for (k = 0; k < r->n_ours && k < 64; k++) {
-            rsd_str o = rsd_str_c(r->ours[k]);
-            int a;
-            bool hit = rsd_str_eq(o, res->model_id);
-            for (a = 0; a < res->n_aliases && !hit; a++) hit = rsd_str_eq(o, res->aliases[a]);
-            if (hit) mask |= (uint64_t)1 << k;
-        }
+        for (k = 0; k < r->n_ours && k < 64; k++)
+            if (rsdi_names(rsd_str_c(r->ours[k]), res->model_id, res->aliases, res->n_aliases)) mask |= (uint64_t)1 << k;
         rsdi_cpy_str(r->victims[r->n_victims], RSD_MODEL_ID_MAX, res->model_id);
         li = r->res_listing[e];
         r->victim_inst[r->n_victims][0] = '\0';
