@@ -5758,27 +5758,18 @@ RSDI_PRIVATE rsdi_wbuf rsdi_sconn_wbuf(rsd_http_server *s, rsdi_sconn *cn) {
     return w;
 }
 
+/* Reason phrases, each "<status><phrase>" and NUL-terminated; an empty one ends the list. */
+static const char rsdi_reasons[] =
+    "200OK\0" "201Created\0" "202Accepted\0" "204No Content\0" "400Bad Request\0" "401Unauthorized\0"
+    "403Forbidden\0" "404Not Found\0" "405Method Not Allowed\0" "408Request Timeout\0" "409Conflict\0"
+    "413Content Too Large\0" "429Too Many Requests\0" "431Request Header Fields Too Large\0"
+    "500Internal Server Error\0" "501Not Implemented\0" "503Service Unavailable\0";
+
 RSDI_PRIVATE const char *rsdi_reason(int status) {
-    switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
-    }
+    const char *p;
+    for (p = rsdi_reasons; *p; p += strlen(p) + 1)
+        if ((p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0') == status) return p + 3;
+    return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
 }
 
 /* Bad client: a fixed answer, then close once it is sent. Other clients are unaffected. */
