@@ -158,22 +158,10 @@ static const char LIMIT_BODY[] = "{\"error\":{\"code\":500,\"message\":\"model l
                                  "\"type\":\"server_error\"}}";
 
 /* Another client (or the router's own queue) sends POST path {"model":model} to the router. */
-static void sim_post(const char *path, const char *model) {
+static void sim_post_model(const char *path, const char *model) {
     char b[160];
-    rsim_req q;
-    rsim_resp resp;
     snprintf(b, sizeof b, "{\"model\":\"%s\"}", model);
-    memset(&q, 0, sizeof q);
-    memset(&resp, 0, sizeof resp);
-    q.method = "POST";
-    q.target = path;
-    q.body = b;
-    q.body_len = strlen(b);
-    resp.body = RB;
-    resp.body_cap = sizeof RB;
-    rsim_tick(&S, NOW);
-    rsim_handle(&S, &q, NOW, &resp);
-    rsim_tick(&S, NOW);
+    sim_post(path, b);
 }
 /* rsd-serve lists the router's listing plus status.last_used: add it to RB's entries. */
 static void fr_last_used_in(frouter *f, size_t *len) {
@@ -216,7 +204,7 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
     fr_apply(f);
     rsim_tick(&S, NOW);
     if (f->queued[0] && NOW >= f->queued_at) { /* the queued load starts */
-        sim_post("/models/load", f->queued);
+        sim_post_model("/models/load", f->queued);
         f->queued[0] = '\0';
     }
     if (strcmp(h->method, "GET") == 0) {
@@ -253,7 +241,7 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
                 ANSWER(f->load_status, f->load_body ? f->load_body : "{}");
             if (f->before_load) f->before_load(f, h->model);
             if (f->displace[0]) {
-                sim_post("/models/unload", f->displace);
+                sim_post_model("/models/unload", f->displace);
                 snprintf(f->displace, sizeof f->displace, "%s", f->displace2);
                 f->displace2[0] = '\0';
             }
@@ -778,7 +766,7 @@ static void test_6_2_11_ttl_dedupes_repeat_ensures(void) {
 static void other_client_fills_the_router(frouter *f, const char *model) {
     (void)model;
     f->before_load = NULL;
-    sim_post("/models/load", "other");
+    sim_post_model("/models/load", "other");
 }
 static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void) {
     frouter f;
@@ -1477,7 +1465,7 @@ static void test_W19_observe_never_mutates(void) {
 
 static void other_client_loads(frouter *f, const char *model) {
     f->before_load = NULL;
-    sim_post("/models/load", model);
+    sim_post_model("/models/load", model);
 }
 static void test_already_running_400_means_resident(void) {
     frouter f;
