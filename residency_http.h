@@ -5784,27 +5784,18 @@ RSDI_PRIVATE rsdi_wbuf rsdi_sconn_wbuf(rsd_http_server *s, rsdi_sconn *cn) {
     return w;
 }
 
+/* Reason phrases, each "<status><phrase>" and NUL-terminated; an empty one ends the list. */
+static const char rsdi_reasons[] =
+    "200OK\0" "201Created\0" "202Accepted\0" "204No Content\0" "400Bad Request\0" "401Unauthorized\0"
+    "403Forbidden\0" "404Not Found\0" "405Method Not Allowed\0" "408Request Timeout\0" "409Conflict\0"
+    "413Content Too Large\0" "429Too Many Requests\0" "431Request Header Fields Too Large\0"
+    "500Internal Server Error\0" "501Not Implemented\0" "503Service Unavailable\0";
+
 RSDI_PRIVATE const char *rsdi_reason(int status) {
-    switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
-    }
+    const char *p;
+    for (p = rsdi_reasons; *p; p += strlen(p) + 1)
+        if ((p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0') == status) return p + 3;
+    return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
 }
 
 /* Bad client: a fixed answer, then close once it is sent. Other clients are unaffected. */
@@ -6470,6 +6461,13 @@ enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT
        RSDI_EN_WAIT_COORD };
 /* what a coordinator (etcd) operation the ensure waits on was for */
 enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOCK };
+/* The ensurer's etcd coordinator: always NULL in a build without etcd (its create fails
+   there), so every etcd branch of the ensure compiles out. */
+#ifdef RSD_NO_ETCD
+#define RSDI_EN_CO(e) ((rsd_etcd *)NULL)
+#else
+#define RSDI_EN_CO(e) ((e)->co)
+#endif
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
@@ -6764,7 +6762,8 @@ RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
 
 /* Releases the target lock and a COMMIT's attribution lock, if held or waited for. */
 RSDI_PRIVATE void rsdi_en_unlock_all(rsd_ensurer *e) {
-    if (e->co) (void)rsd_etcd_unlock_begin(e->co, e->last_now); /* the next steps delete the key, else its lease */
+    /* etcd: the next steps delete the key, else its lease */
+    if (RSDI_EN_CO(e)) (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), e->last_now);
     if (e->alk_active && e->st) rsd_state_unlock(e->st, &e->alk);
     if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
     e->alk_active = e->lk_active = false;
@@ -7149,9 +7148,9 @@ RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
 /* The URL's host, and etcd's when the ensurer uses it. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url) {
     int r = rsdi_en_resolve_one(e, url);
-    if (e && e->co) {
+    if (e && RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         (void)rsdi_en_resolve_one(e, v.root); /* a failure shows up as etcd unreachable */
     }
     return r;
@@ -7210,9 +7209,9 @@ RSDI_PRIVATE const char *rsdi_en_env(const rsd_ensurer *e) {
 /* The target's generation from etcd (as last read) or the state dir; false = unknown. */
 RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
     *gen = 0;
-    if (e->co) {
+    if (RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         if (e->co_read_err < 0 || !v.has_gen) return false;
         *gen = v.gen;
         return true;
@@ -7222,9 +7221,9 @@ RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
 
 /* The target's attribution into e->attrs, from etcd (as last read) or the state dir. */
 RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
-    if (e->co) {
+    if (RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         *e->attrs = *v.attrs;
         e->attrs->reset = false;
         e->attrs->corrupt = v.attr_corrupt;
@@ -7240,11 +7239,11 @@ RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
 RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n) {
     rsd_etcd_view v;
     int i;
-    if (!e->co) {
+    if (!RSDI_EN_CO(e)) {
         *n = e->n_protected;
         return e->n_protected ? e->prot : NULL;
     }
-    rsd_etcd_query(e->co, &v);
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
     e->n_prot_all = 0;
     for (i = 0; i < e->n_protected; i++) e->prot_all[e->n_prot_all++] = e->prot[i];
     for (i = 0; i < v.n_protected && e->n_prot_all < RSD_MAX_PROTECTED; i++)
@@ -7258,9 +7257,9 @@ RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n
 RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
     uint64_t dl;
     int r;
-    if (!e->co || e->co_read) return false;
+    if (!RSDI_EN_CO(e) || e->co_read) return false;
     dl = e->deadline < now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2 ? e->deadline : now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2;
-    r = rsd_etcd_read_begin(e->co, e->key, now_ms, dl);
+    r = rsd_etcd_read_begin(RSDI_EN_CO(e), e->key, now_ms, dl);
     e->phase = RSDI_EN_RUN;
     if (r < 0) {
         e->co_read = true;
@@ -7275,8 +7274,8 @@ RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
 /* etcd could not be read at the start: one warning notice (after begin). */
 RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
     rsd_etcd_view v;
-    if (!e->co || e->co_read_err >= 0) return;
-    rsd_etcd_query(e->co, &v);
+    if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
     if (e->rt->flags & RSD_RT_INSTANCES)
         rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "could not read the shared record for '%s' from etcd (%s): residency treats every "
@@ -7296,7 +7295,7 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     size_t i;
     int k;
     e->n_ours = e->n_owned = 0;
-    if (!e->st && !e->co) {
+    if (!e->st && !RSDI_EN_CO(e)) {
         for (k = 0; k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
             if (strcmp(e->mem[k].key, e->key) == 0) {
                 e->owned[e->n_owned].model = e->mem[k].model;
@@ -7318,9 +7317,9 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
 /* Says so (once: the read that reset it) when the attribution just read was corrupt. */
 RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     char name[RSD_STATE_MAX_NAME_BYTES];
-    if (e->co && e->attrs->corrupt && !e->co_told && e->reconciling) { /* once per ensure */
+    if (RSDI_EN_CO(e) && e->attrs->corrupt && !e->co_told && e->reconciling) { /* once per ensure */
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         e->co_told = true;
         if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
         if (e->rt->flags & RSD_RT_INSTANCES)
@@ -7427,7 +7426,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
     d.explicit_load = true; /* ensuring residency is an explicit load */
-    d.lock = e->st != NULL || e->co != NULL;
+    d.lock = e->st != NULL || RSDI_EN_CO(e) != NULL;
     d.has_generation = has_gen;
     d.generation = gen;
     d.protected_models = rsdi_en_protected(e, &d.n_protected);
@@ -7636,7 +7635,7 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool ad
    directory) an instance into the ensurer's memory. */
 RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool remove) {
     if (!a->model || !a->model[0]) return;
-    if (!e->st && !e->co) {
+    if (!e->st && !RSDI_EN_CO(e)) {
         if (a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
         return;
     }
@@ -7651,9 +7650,9 @@ RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool rem
 RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
     char what[RSD_STATE_DETAIL_BYTES];
     uint64_t gen = 0;
-    if (e->co) { /* etcd: the transaction has answered (r) */
+    if (RSDI_EN_CO(e)) { /* etcd: the transaction has answered (r) */
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         gen = v.gen;
         if (r != RSD_OK) {
             (void)RSD_SNPRINTF(what, sizeof what, "%s", v.message[0] ? v.message : rsd_result_str(r));
@@ -7661,7 +7660,7 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
             return;
         }
     }
-    if (r == RSD_OK && !e->co) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
+    if (r == RSD_OK && !RSDI_EN_CO(e)) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
     if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
     e->alk_active = false;
     if (r == RSD_OK) {
@@ -7686,8 +7685,8 @@ RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
     for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, &res->attr_remove[i], true);
     for (i = 0; i < res->n_attr_add; i++) rsdi_en_change(e, &res->attr_add[i], false);
     dl = e->deadline > now_ms + RSDI_EN_COMMIT_GRACE_MS ? e->deadline : now_ms + RSDI_EN_COMMIT_GRACE_MS;
-    if (e->co) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
-        r = rsd_etcd_commit_begin(e->co, e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
+    if (RSDI_EN_CO(e)) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
+        r = rsd_etcd_commit_begin(RSDI_EN_CO(e), e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
         if (r < 0) {
             rsdi_en_commit_end(e, r);
             return;
@@ -7719,16 +7718,16 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
     if (r < 0) { /* fail-closed */
         const char *why = rsd_result_str(r);
         rsd_etcd_view v;
-        if (e->co) {
-            rsd_etcd_query(e->co, &v);
+        if (RSDI_EN_CO(e)) {
+            rsd_etcd_query(RSDI_EN_CO(e), &v);
             if (v.message[0]) why = v.message;
         }
         rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url, why);
         return false;
     }
-    if (e->co) {
+    if (RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         held = v.held;
         e->co_read_err = RSD_OK; /* the lock's answer carried a fresh read (or the last one stands) */
     } else {
@@ -7757,8 +7756,8 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
         rsdi_en_sse_wait(e, now_ms);
         return now_ms >= e->wake;
     case RSD_STEP_LOCK:
-        if (e->co) {
-            if (rsd_etcd_lock_begin(e->co, e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+        if (RSDI_EN_CO(e)) {
+            if (rsd_etcd_lock_begin(RSDI_EN_CO(e), e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
                 (void)rsd_reconcile_lock_done(&e->m.rc, false, 0, now_ms);
                 return true;
             }
@@ -7775,8 +7774,8 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
         return true;
     case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); return true;
     case RSD_STEP_UNLOCK:
-        if (e->co) { /* released now; the ensure ends once etcd deleted the key */
-            (void)rsd_etcd_unlock_begin(e->co, now_ms);
+        if (RSDI_EN_CO(e)) { /* released now; the ensure ends once etcd deleted the key */
+            (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), now_ms);
             e->waiting = RSDI_EN_WAIT_COORD;
             e->co_then = RSDI_EN_CO_UNLOCK;
             return true;
@@ -7792,7 +7791,7 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
 RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
     int guard, rc;
     if (!e) return RSD_ERR_ARG;
-    if (e->co) (void)rsd_etcd_step(e->co, now_ms); /* the lease's keepalive, a release in the background */
+    if (RSDI_EN_CO(e)) (void)rsd_etcd_step(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
     e->last_now = now_ms;
     for (guard = 0; guard < 256; guard++) {
@@ -7834,7 +7833,7 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
-            int r = rsd_etcd_step(e->co, now_ms);
+            int r = rsd_etcd_step(RSDI_EN_CO(e), now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
             if (e->co_then == RSDI_EN_CO_READ) {
@@ -7866,7 +7865,7 @@ RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
     int n;
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return 0;
     n = rsd_http_client_pollfds(e->http, out, cap);
-    if (e->co) n += rsd_etcd_pollfds(e->co, out + (n < cap ? n : cap), n < cap ? cap - n : 0);
+    if (RSDI_EN_CO(e)) n += rsd_etcd_pollfds(RSDI_EN_CO(e), out + (n < cap ? n : cap), n < cap ? cap - n : 0);
     return n;
 }
 
@@ -7883,8 +7882,8 @@ RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
     case RSDI_EN_WAIT_COORD: dl = RSD_NO_DEADLINE; break; /* etcd's own, below */
     default: return 0;
     }
-    if (e->co) { /* etcd's requests, retries and the lease's keepalive */
-        uint64_t c = rsd_etcd_next_deadline(e->co);
+    if (RSDI_EN_CO(e)) { /* etcd's requests, retries and the lease's keepalive */
+        uint64_t c = rsd_etcd_next_deadline(RSDI_EN_CO(e));
         if (c < dl) dl = c;
     }
     return dl;
