@@ -741,6 +741,53 @@ static void test_real_router_words(void) {
     real_rmdir(dir);
 }
 
+/* The real router listing 65 models with 72-byte ids (one over the default 64): said so
+   in plain words, exit 6; read with --max-models, the model is loaded. */
+static void test_real_router_listing_over_the_default(void) {
+    char dir[512], ini[700];
+    real_server S;
+    FILE *f;
+    int i;
+    const char *args[] = {"--models-preset", ini, "--models-max", "2", NULL};
+    if (!g_real) {
+        printf("  real llama-server not found: skipped\n");
+        return;
+    }
+    REQUIRE(real_models(dir, sizeof dir) == 0);
+    snprintf(ini, sizeof ini, "%s/preset.ini", dir);
+    f = fopen(ini, "w");
+    REQUIRE(f != NULL);
+    for (i = 0; i < 65; i++)
+        fprintf(f, "[unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-%03d]\n"
+                   "model = %s/tiny-a.gguf\nctx-size = 256\n\n", i, dir);
+    fclose(f);
+    REQUIRE(real_start(&S, REAL_BIN, dir, args, 60000) == 0);
+    {
+        const char *a[] = {"--url", S.url, "--model", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-000",
+                           "--no-state", NULL};
+        CHECK_EQ_INT(cli(a), 6);
+        CHECK(strstr(g_out, "listing too large: ") != NULL);
+        CHECK(strstr(g_out, "holds 64 models") != NULL);
+        CHECK(strstr(g_out, "\n  --max-models N reads a larger listing\n") != NULL);
+        CHECK(strstr(g_out, "not a model server") == NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", S.url, "--model", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-000",
+                           "--no-state", "--max-models", "65", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", S.url, "--model", "m", "--no-state", "--max-models", "0", NULL};
+        CHECK_EQ_INT(cli(a), 64);
+        CHECK(strstr(g_err, "--max-models") != NULL);
+        SHOW_ON_FAIL();
+    }
+    real_stop(&S);
+    real_rmdir(dir);
+}
+
 /* Starts `rsd-http -s -d BODY URL` in the background (a request that keeps its model
    busy while the test goes on); its pid, or -1. */
 static pid_t busy_request(const char *url, const char *body) {
@@ -926,6 +973,7 @@ int main(int argc, char **argv) {
     RUN(test_lock_wait_progress);
     RUN(test_list_runtimes);
     RUN(test_real_router_words);
+    RUN(test_real_router_listing_over_the_default);
     RUN(test_lru_sim);
     RUN(test_free_bytes_sim);
     return RSD_TEST_END();
