@@ -1877,7 +1877,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(ATTR_READ_FAILED, "attribution file unreadable") \
     X(ATTR_WRITE_FAILED, "attribution file write failed") \
     X(ATTR_FULL, "attribution set full (RSD_STATE_MAX_ATTR)") \
-    X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS")
+    X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS") \
+    X(STATE_MIGRATED, "state: records under an older version's target key moved to the current key")
 /* fleet */
 #define RSDI_LOG_ITEMS_FLEET(X) \
     X(FLEET_START_FAILED, "fleet: a model process failed to start") \
