@@ -1046,8 +1046,10 @@
    RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
    RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
    RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
-   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB; measured by tests/test_sizes_shell.c). Descriptors per running
-   child: 2 (pipe, pidfd).
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB); on Windows about max_procs x
+   (ring_bytes + arg_bytes + 2 KiB) + 160 KiB (the UTF-16 command line, environment block
+   and paths; defaults: about 590 KB). tests/test_sizes_shell.c measures both.
+   Descriptors per running child: 2 (pipe, pidfd).
    A residual race: the port is free when chosen but not held; another process
    may bind it before the child does (llama-server then exits 1 within ~10 ms:
    EXITED with "couldn't bind" in the tail; spawn again).
@@ -1618,7 +1620,7 @@
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
    pull every step. Memory: one block of about 415 KB + 195 bytes per max_requests, plus
-   the pool's, the supervisor's (about 400 KB by default) and the probe client's (about
+   the pool's, the supervisor's (about 410 KB by default) and the probe client's (about
    2.9 MB by default; tests/test_sizes_shell.c measures them all). Errors:
    RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
