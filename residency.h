@@ -254,8 +254,8 @@
        RSD_JSON_MAX_DEPTH 64 (default), RSD_JSON_DEPTH_CAP 1024 (the parser keeps
        one bit per level on the stack), RSD_JSON_WRITER_MAX_DEPTH 64,
        RSD_JSON_NUM_MAX_DIGITS 768. A document of len bytes never needs more than
-       len tokens. Stack use of a parse is under 200 bytes plus locals;
-       rsd_json_double uses about 800 bytes.
+       len tokens. Stack (x86-64, gcc -O2, checked by tests/manual.sh): a parse's
+       frame is under 200 bytes; rsd_json_double's conversion under 1 KiB.
      Performance
        String bodies are scanned 16 bytes at a time with SSE2 when the compiler
        targets it (x86-64 always does; define RSD_JSON_NO_SIMD to opt out) and 8 at
@@ -579,10 +579,9 @@
        canonical order is a merge sort on 7-byte big-endian keys taken after the
        bytes the ids share, refined only where ids tie on them. Work is O(total
        name bytes + n log n) for n <= 64 residents; bench/reconcile.c figure 3
-       measures it. Stack: about 8.5 KiB in rsd_decide's frame (x86-64, gcc -O2,
-       -fstack-usage: 8 672 bytes; the name table 5 124, the working state
-       3 240) plus at most 720 bytes in callees; rsd_notice_format about 1.5 KiB
-       (it sorts the co-residents the same way). The plan is zeroed whole:
+       measures it. Stack (x86-64, gcc -O2, checked by tests/manual.sh): rsd_decide's
+       frame is under 9 KiB, most of it the name table and the working state;
+       rsd_notice_format's under 1 KiB. The plan is zeroed whole:
        "*out is always written" and the unused tail stays zero, so plans compare
        with memcmp. Notice text is rendered only by rsd_notice_format, never at
        decide time. rsd_decide runs in named phases (names, identity groups,
@@ -1387,8 +1386,8 @@
                wake = rsd_pool_step(pool, now);   (idle TTL, the wait-bound timer)
 
        rsd_pool_create(desc) / rsd_pool_destroy(pool)
-           The only allocation: one block of about 14 KiB + 40 bytes per
-           max_requests + 48 bytes per event_log entry. destroy does not stop
+           The only allocation: one block of about 17 KiB + 48 bytes per
+           max_requests + 48 bytes per event_log entry (tests/test_sizes_shell.c). destroy does not stop
            processes (they are the host's): call rsd_pool_stop and reap first.
            A zeroed (or NULL) desc = 1 slot, 1024 requests, no byte budget, a 30 s wait bound,
            start backoff 1 s doubling to 60 s.
@@ -3760,26 +3759,33 @@ RSD_API const char *rsd_pool_why_str(int why);
         static const char *const rsdi_names_[] = {LIST(RSDI_ENUM_STR_X) "unknown"}; \
         return (int)(v) >= 0 && (int)(v) < (int)(num) ? rsdi_names_[(int)(v)] : "unknown"; \
     } while (0)
-RSD_API const char *rsd_result_str(int result) {
-    switch (result) {
+/* One table from the result X-macro: each code with its name and its text (the name
+   again under RSD_NO_ERROR_STRINGS, so the texts are not linked). */
+typedef struct rsdi_result_row { int code; const char *name, *str; } rsdi_result_row;
+RSDI_PRIVATE const rsdi_result_row *rsdi_result_find(int result) {
+    static const rsdi_result_row rows[] = {
 #ifdef RSD_NO_ERROR_STRINGS
-#define RSDI_X(name, val, str) case val: return #name;
+#define RSDI_X(name, val, str) {val, #name, #name},
 #else
-#define RSDI_X(name, val, str) case val: return str;
+#define RSDI_X(name, val, str) {val, #name, str},
 #endif
-    RSD_RESULTS(RSDI_X)
+        RSD_RESULTS(RSDI_X)
 #undef RSDI_X
-    default: return result > 0 ? "pending" : "unknown error";
-    }
+    };
+    size_t i;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].code == result) return &rows[i];
+    return NULL;
+}
+
+RSD_API const char *rsd_result_str(int result) {
+    const rsdi_result_row *r = rsdi_result_find(result);
+    return r ? r->str : result > 0 ? "pending" : "unknown error";
 }
 
 RSD_API const char *rsd_result_name(int result) {
-    switch (result) {
-#define RSDI_X(name, val, str) case val: return #name;
-    RSD_RESULTS(RSDI_X)
-#undef RSDI_X
-    default: return result > 0 ? "PENDING" : "ERR_UNKNOWN";
-    }
+    const rsdi_result_row *r = rsdi_result_find(result);
+    return r ? r->name : result > 0 ? "PENDING" : "ERR_UNKNOWN";
 }
 
 RSD_API const char *rsd_log_item_name(uint32_t item) {
@@ -5394,6 +5400,24 @@ RSDI_PRIVATE void rsdi_sort_keys(uint64_t *key, int n, uint64_t *tmp) {
     if (src != key) memcpy(key, src, (size_t)n * sizeof *key);
 }
 
+/* Insertion sort of order[lo, hi) by whole model_id (stable: index order kept among
+   equal ids); a NULL view counts as the empty id. */
+RSDI_PRIVATE void rsdi_order_insert(const rsd_facts *f, int16_t *order, int lo, int hi) {
+    int a, b;
+    for (a = lo + 1; a < hi; a++) {
+        int16_t x = order[a];
+        rsd_str sx = f->residents[x].model_id;
+        if (!sx.ptr) sx.len = 0;
+        for (b = a; b > lo; b--) {
+            rsd_str sy = f->residents[order[b - 1]].model_id;
+            if (!sy.ptr) sy.len = 0;
+            if (rsdi_str_cmp(sy, sx) <= 0) break;
+            order[b] = order[b - 1];
+        }
+        order[b] = x;
+    }
+}
+
 /* Canonical order of order[0, n), n <= 64: model_id bytes (unsigned), then length,
    then index. Per range of ids known to share their first `depth` bytes: skip the
    bytes the range shares, sort on a 7-byte key there; runs that tie on the key and
@@ -5421,7 +5445,6 @@ RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *ke
         for (i = lo; i < hi; i = j) { /* runs that tie on the 7 bytes */
             uint64_t k = key[i] >> 6;
             bool longer = true;
-            int a, b;
             for (j = i; j < hi && (key[j] >> 6) == k; j++)
                 longer = longer && f->residents[order[j]].model_id.len >= L + 7;
             if (j - i < 2) continue;
@@ -5432,16 +5455,7 @@ RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *ke
                 nt++;
                 continue;
             }
-            for (a = i + 1; a < j; a++) { /* one ends here: compare whole (stable: index order) */
-                int16_t x = order[a];
-                rsd_str sx = f->residents[x].model_id;
-                for (b = a; b > i; b--) {
-                    rsd_str sy = f->residents[order[b - 1]].model_id;
-                    if (rsdi_str_cmp(sy, sx) <= 0) break;
-                    order[b] = order[b - 1];
-                }
-                order[b] = x;
-            }
+            rsdi_order_insert(f, order, i, j); /* one ends here: compare whole */
         }
     }
 }
@@ -6049,10 +6063,10 @@ RSDI_PRIVATE void rsdi_sb_gib(rsdi_sb *b, uint64_t bytes) {
 /* Non-keep groups in canonical order; with_roles adds " (role)"; skip_evicted
    leaves out (would-be) evicted ones. */
 RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan *p, bool with_roles,
-                                 bool skip_evicted, bool quoted) {
+                                 bool skip_evicted) {
     int16_t order[RSD_MAX_RESIDENTS];
     uint64_t key[RSD_MAX_RESIDENTS], tmp[RSD_MAX_RESIDENTS];
-    int i, j, n = 0, first = 1;
+    int i, n = 0, first = 1;
     bool valid = true;
     for (i = 0; i < f->n_residents && i < RSD_MAX_RESIDENTS; i++) {
         if (p->cls[i].group != i || p->cls[i].is_keep || (skip_evicted && p->cls[i].evict)) continue;
@@ -6062,25 +6076,13 @@ RSDI_PRIVATE void rsdi_sb_others(rsdi_sb *b, const rsd_facts *f, const rsd_plan 
     if (valid && n > 1) {
         rsdi_sort_ids(f, order, key, tmp, n);
     } else { /* facts rsd_decide would refuse (a NULL view): as empty ids, never read */
-        for (i = 1; i < n; i++) {
-            int16_t x = order[i];
-            rsd_str sx = f->residents[x].model_id;
-            if (!sx.ptr) sx.len = 0;
-            for (j = i; j > 0; j--) {
-                rsd_str sy = f->residents[order[j - 1]].model_id;
-                if (!sy.ptr) sy.len = 0;
-                if (rsdi_str_cmp(sy, sx) <= 0) break;
-                order[j] = order[j - 1];
-            }
-            order[j] = x;
-        }
+        rsdi_order_insert(f, order, 0, n);
     }
     for (i = 0; i < n; i++) {
         const rsd_resident_class *c = &p->cls[order[i]];
         if (!first) rsdi_sb_c(b, ", ");
         first = 0;
-        if (quoted) rsdi_sb_q(b, f->residents[order[i]].model_id);
-        else rsdi_sb_s(b, f->residents[order[i]].model_id);
+        rsdi_sb_s(b, f->residents[order[i]].model_id);
         if (with_roles && c->protection == RSD_PROTECT_CONFIG && c->role != RSD_ROLE_NONE) {
             rsdi_sb_c(b, " (");
             rsdi_sb_c(b, rsd_role_str(c->role));
@@ -6138,126 +6140,105 @@ RSDI_PRIVATE void rsdi_sb_victim(rsdi_sb *b, const rsd_plan *p, const rsd_notice
     }
 }
 
+/* The operator messages, in rsd_notice_msg order (NONE has none: the kind's text).
+   A template is literal text with these insertions:
+     %K the keep quoted, %k the keep bare, %T the target quoted, %S the subject quoted,
+     %v why the subject was the victim, %R the notice's role phrase,
+     %O the other residents with roles, %o without, %e without the evicted ones,
+     %B the blocked models with their role phrases,
+     %uF a number, %gF GiB with one decimal, %zF a free-notice size, where F names the
+     notice field: 0 requested_context, 1 model_max_context, 2 load_context,
+     3 resident_count, 4 max_instances, 5 resident_vram_bytes, 6 resident_total_bytes,
+     7 freed_vram_bytes, 8 keep_bytes, 9 free_bytes, A capacity_bytes. */
+static const char *const rsdi_notice_text[RSD_MSG_NUM] = {
+    NULL,
+    "context length %u0 exceeds %k's %u1-token limit on %T; lower the context window to avoid a "
+    "truncated or split load.",
+    "model %S on %T is split across CPU and GPU (%g5 of %g6 on GPU); expect slow generation.",
+    "%T holds %u3 models (%O alongside %K) above its %u4-instance capacity; unload one or raise "
+    "the server's limit.",
+    "%T serves %K alongside %O. residency leaves co-resident models loaded; keep the setup only "
+    "while weights and KV caches fit in GPU memory.",
+    "loading %K alongside %o on %T (%u3/%u4 instances).",
+    "cannot load pinned %K on %T: it would evict %B that settings still reference, and a pinned "
+    "model is never evicted, so the configured model could not return. Unload one manually, unpin "
+    "%K on the server, or raise the server's max instances.",
+    "cannot load %K on %T: all %u4 instance slots hold pinned models (%o). Unload one manually or "
+    "raise the server's max instances.",
+    "evicting %S%v from %T to make room for %K even though settings still reference it as %R: "
+    "every slot is taken and no unprotected resident is left. Another profile pointed at it will "
+    "reload it.",
+    "evicting residency-loaded model %S%v from %T to free a slot for %K.",
+    "swapping resident %S%v for requested %K on %T (residency did not load it; recorded transition "
+    "instead of a silent unload; set RESIDENCY=observe or mark the target user-managed to forbid "
+    "swaps).",
+    "loading %K alongside %e: context clamped %u0 to %u2 tokens",
+    "%T does not serve %K; it lists %u3 model(s). Residency left the target untouched. Fix the wire "
+    "model id in settings, or add the preset to the server.",
+    "%K needs %g8 on %T, and only %g9 of %gA can be freed without evicting a protected model; "
+    "residency evicts no more than without sizes, and the load may fail or spill to CPU.",
+    "unloading residency-loaded model %S%v from %T to free memory (%z7 of the %z9 asked).",
+    "only %z7 of the %z9 asked can be freed on %T: the rest is held by models residency did not "
+    "load, protected ones, or ones whose size the server does not list."};
+
+/* The blocked models of a decline, each with its role phrase. */
+RSDI_PRIVATE void rsdi_sb_blocked(rsdi_sb *b, const rsd_facts *f, const rsd_plan *p) {
+    int k;
+    for (k = 0; k < p->n_blocked && k < RSD_MAX_RESIDENTS; k++) {
+        int g = p->blocked[k];
+        if (g < 0 || g >= f->n_residents) continue;
+        if (k) rsdi_sb_c(b, ", ");
+        rsdi_sb_q(b, f->residents[g].model_id);
+        rsdi_sb_c(b, " (");
+        rsdi_sb_c(b, rsd_role_phrase(p->cls[g].role));
+        rsdi_sb_c(b, ")");
+    }
+}
+
 RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_notice *n,
                               char *buf, size_t cap) {
     rsdi_sb b;
-    rsd_str keep, target, subj;
-    int k;
+    const char *t, *lit;
+    uint64_t v[11];
     if (!f || !p || !n || (!buf && cap)) return RSD_ERR_ARG;
     if (f->n_residents < 0 || f->n_residents > RSD_MAX_RESIDENTS || (f->n_residents && !f->residents))
         return RSD_ERR_ARG;
     if (n->subject >= f->n_residents || n->subject < -1) return RSD_ERR_ARG;
     rsdi_sb_init(&b, buf, cap);
-    keep = f->keep;
-    target = f->target_id;
-    subj = n->subject >= 0 ? f->residents[n->subject].model_id : rsd_str_c("");
     if (n->observe_only) rsdi_sb_c(&b, "observe-only, nothing done: ");
-    switch (n->msg) {
-    case RSD_MSG_CONTEXT_OVER_MAX:
-        rsdi_sb_c(&b, "context length "); rsdi_sb_u(&b, n->requested_context);
-        rsdi_sb_c(&b, " exceeds "); rsdi_sb_s(&b, keep); rsdi_sb_c(&b, "'s ");
-        rsdi_sb_u(&b, n->model_max_context); rsdi_sb_c(&b, "-token limit on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, "; lower the context window to avoid a truncated or split load.");
-        break;
-    case RSD_MSG_SPLIT:
-        rsdi_sb_c(&b, "model "); rsdi_sb_q(&b, subj); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " is split across CPU and GPU ("); rsdi_sb_gib(&b, n->resident_vram_bytes);
-        rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->resident_total_bytes);
-        rsdi_sb_c(&b, " on GPU); expect slow generation.");
-        break;
-    case RSD_MSG_OVER_CAPACITY:
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " holds "); rsdi_sb_u(&b, n->resident_count);
-        rsdi_sb_c(&b, " models ("); rsdi_sb_others(&b, f, p, true, false, false);
-        rsdi_sb_c(&b, " alongside "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ") above its ");
-        rsdi_sb_u(&b, n->max_instances);
-        rsdi_sb_c(&b, "-instance capacity; unload one or raise the server's limit.");
-        break;
-    case RSD_MSG_SERVES_ALONGSIDE:
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " serves "); rsdi_sb_q(&b, keep);
-        rsdi_sb_c(&b, " alongside "); rsdi_sb_others(&b, f, p, true, false, false);
-        rsdi_sb_c(&b, ". residency leaves co-resident models loaded; keep the setup only while "
-                      "weights and KV caches fit in GPU memory.");
-        break;
-    case RSD_MSG_LOADING_ALONGSIDE:
-        rsdi_sb_c(&b, "loading "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " alongside ");
-        rsdi_sb_others(&b, f, p, false, false, false); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " ("); rsdi_sb_u(&b, n->resident_count); rsdi_sb_c(&b, "/");
-        rsdi_sb_u(&b, n->max_instances); rsdi_sb_c(&b, " instances).");
-        break;
-    case RSD_MSG_DECLINE_PINNED_KEEP:
-        rsdi_sb_c(&b, "cannot load pinned "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on ");
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, ": it would evict ");
-        for (k = 0; k < p->n_blocked && k < RSD_MAX_RESIDENTS; k++) {
-            int g = p->blocked[k];
-            if (g < 0 || g >= f->n_residents) continue;
-            if (k) rsdi_sb_c(&b, ", ");
-            rsdi_sb_q(&b, f->residents[g].model_id); rsdi_sb_c(&b, " (");
-            rsdi_sb_c(&b, rsd_role_phrase(p->cls[g].role)); rsdi_sb_c(&b, ")");
+    t = (int)n->msg > 0 && (int)n->msg < (int)RSD_MSG_NUM ? rsdi_notice_text[n->msg] : NULL;
+    if (!t) t = rsd_notice_kind_str(n->kind); /* its text has no '%' */
+    v[0] = n->requested_context; v[1] = n->model_max_context; v[2] = n->load_context;
+    v[3] = n->resident_count; v[4] = n->max_instances; v[5] = n->resident_vram_bytes;
+    v[6] = n->resident_total_bytes; v[7] = n->freed_vram_bytes; v[8] = n->keep_bytes;
+    v[9] = n->free_bytes; v[10] = n->capacity_bytes;
+    while (*t) {
+        char c;
+        uint64_t x;
+        for (lit = t; *t && *t != '%'; t++) {}
+        rsdi_sb_put(&b, lit, (size_t)(t - lit));
+        if (!*t) break;
+        c = t[1];
+        t += 2;
+        switch (c) {
+        case 'K': rsdi_sb_q(&b, f->keep); break;
+        case 'k': rsdi_sb_s(&b, f->keep); break;
+        case 'T': rsdi_sb_q(&b, f->target_id); break;
+        case 'S': rsdi_sb_q(&b, n->subject >= 0 ? f->residents[n->subject].model_id : rsd_str_c("")); break;
+        case 'v': rsdi_sb_victim(&b, p, n); break;
+        case 'R': rsdi_sb_c(&b, rsd_role_phrase(n->role)); break;
+        case 'O': rsdi_sb_others(&b, f, p, true, false); break;
+        case 'o': rsdi_sb_others(&b, f, p, false, false); break;
+        case 'e': rsdi_sb_others(&b, f, p, false, true); break;
+        case 'B': rsdi_sb_blocked(&b, f, p); break;
+        default: /* u, g, z: a field follows */
+            x = v[*t <= '9' ? *t - '0' : *t - 'A' + 10];
+            t++;
+            if (c == 'u') rsdi_sb_u(&b, x);
+            else if (c == 'g') rsdi_sb_gib(&b, x);
+            else rsdi_sb_size(&b, x);
+            break;
         }
-        rsdi_sb_c(&b, " that settings still reference, and a pinned model is never evicted, so the "
-                      "configured model could not return. Unload one manually, unpin ");
-        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on the server, or raise the server's max instances.");
-        break;
-    case RSD_MSG_DECLINE_ALL_PINNED:
-        rsdi_sb_c(&b, "cannot load "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, ": all "); rsdi_sb_u(&b, n->max_instances);
-        rsdi_sb_c(&b, " instance slots hold pinned models ("); rsdi_sb_others(&b, f, p, false, false, false);
-        rsdi_sb_c(&b, "). Unload one manually or raise the server's max instances.");
-        break;
-    case RSD_MSG_EVICT_CONFIG:
-        rsdi_sb_c(&b, "evicting "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " to make room for "); rsdi_sb_q(&b, keep);
-        rsdi_sb_c(&b, " even though settings still reference it as "); rsdi_sb_c(&b, rsd_role_phrase(n->role));
-        rsdi_sb_c(&b, ": every slot is taken and no unprotected resident is left. Another profile "
-                      "pointed at it will reload it.");
-        break;
-    case RSD_MSG_EVICT_OURS:
-        rsdi_sb_c(&b, "evicting residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " from ");
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free a slot for "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, ".");
-        break;
-    case RSD_MSG_EVICT_FOREIGN:
-        rsdi_sb_c(&b, "swapping resident "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " for requested ");
-        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, " (residency did not load it; recorded transition instead of a silent unload; set "
-                      "RESIDENCY=observe or mark the target user-managed to forbid swaps).");
-        break;
-    case RSD_MSG_CONTEXT_CLAMPED:
-        rsdi_sb_c(&b, "loading "); rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " alongside ");
-        rsdi_sb_others(&b, f, p, false, true, false); rsdi_sb_c(&b, ": context clamped ");
-        rsdi_sb_u(&b, n->requested_context); rsdi_sb_c(&b, " to "); rsdi_sb_u(&b, n->load_context);
-        rsdi_sb_c(&b, " tokens");
-        break;
-    case RSD_MSG_BYTES_SHORT:
-        rsdi_sb_q(&b, keep); rsdi_sb_c(&b, " needs "); rsdi_sb_gib(&b, n->keep_bytes);
-        rsdi_sb_c(&b, " on "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, ", and only ");
-        rsdi_sb_gib(&b, n->free_bytes); rsdi_sb_c(&b, " of "); rsdi_sb_gib(&b, n->capacity_bytes);
-        rsdi_sb_c(&b, " can be freed without evicting a protected model; residency evicts no more than "
-                      "without sizes, and the load may fail or spill to CPU.");
-        break;
-    case RSD_MSG_FREE_OURS:
-        rsdi_sb_c(&b, "unloading residency-loaded model "); rsdi_sb_q(&b, subj); rsdi_sb_victim(&b, p, n);
-        rsdi_sb_c(&b, " from "); rsdi_sb_q(&b, target); rsdi_sb_c(&b, " to free memory (");
-        rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the "); rsdi_sb_size(&b, n->free_bytes);
-        rsdi_sb_c(&b, " asked).");
-        break;
-    case RSD_MSG_FREE_SHORT:
-        rsdi_sb_c(&b, "only "); rsdi_sb_size(&b, n->freed_vram_bytes); rsdi_sb_c(&b, " of the ");
-        rsdi_sb_size(&b, n->free_bytes); rsdi_sb_c(&b, " asked can be freed on "); rsdi_sb_q(&b, target);
-        rsdi_sb_c(&b, ": the rest is held by models residency did not load, protected ones, or ones "
-                      "whose size the server does not list.");
-        break;
-    case RSD_MSG_NOT_LOADABLE:
-        rsdi_sb_q(&b, target); rsdi_sb_c(&b, " does not serve "); rsdi_sb_q(&b, keep);
-        rsdi_sb_c(&b, "; it lists "); rsdi_sb_u(&b, n->resident_count);
-        rsdi_sb_c(&b, " model(s). Residency left the target untouched. Fix the wire model id in "
-                      "settings, or add the preset to the server.");
-        break;
-    default:
-        rsdi_sb_c(&b, rsd_notice_kind_str(n->kind));
-        break;
     }
     if (cap) buf[b.len < cap ? b.len : cap - 1] = '\0';
     return b.len > 0x7fffffff ? 0x7fffffff : (int)b.len;
@@ -6723,15 +6704,20 @@ RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rs
     return rsd_json_parse(d, body ? body : "", len, toks, cap);
 }
 
+/* Whether s is the id or one of the n aliases. */
+RSDI_PRIVATE bool rsdi_names(rsd_str s, rsd_str id, const rsd_str *aliases, int n) {
+    int a;
+    if (rsd_str_eq(s, id)) return true;
+    for (a = 0; a < n && a < RSD_MAX_ALIASES; a++)
+        if (rsd_str_eq(s, aliases[a])) return true;
+    return false;
+}
+
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
-    int i, k;
+    int i;
     if (!l || !name.len || !name.ptr) return -1;
-    for (i = 0; i < l->n && i < l->max_models; i++) {
-        const rsd_listed_model *m = &l->models[i];
-        if (rsd_str_eq(m->id, name)) return i;
-        for (k = 0; k < m->n_aliases && k < RSD_MAX_ALIASES; k++)
-            if (rsd_str_eq(m->aliases[k], name)) return i;
-    }
+    for (i = 0; i < l->n && i < l->max_models; i++)
+        if (rsdi_names(name, l->models[i].id, l->models[i].aliases, l->models[i].n_aliases)) return i;
     return -1;
 }
 
@@ -6841,22 +6827,24 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
     data = rsd_json_find(&doc, 0, "data");
     if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
     for (e = rsd_json_child(&doc, data); e >= 0; e = rsd_json_next(&doc, e)) {
+        static const char *const keys[] = {"id", "status", "aliases", "tags", "meta"};
         rsd_listed_model *m;
         size_t mark = out->arena_used;
-        int st = -1, v, k, got, id = -1, aliases = -1, tags = -1, meta = -1;
+        int mem[5] = {-1, -1, -1, -1, -1}, st, v, k, j, got, id, aliases, tags, meta;
         out->n_seen++;
         if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
         if (out->n >= out->max_models) { out->truncated = true; continue; }
         m = &out->models[out->n];
         memset(m, 0, sizeof *m);
         /* one pass over the members; a later duplicate key replaces an earlier one */
-        for (k = rsd_json_child(&doc, e); k >= 0; k = rsd_json_next(&doc, k)) {
-            if (rsd_json_str_eq(&doc, k, "id")) id = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "status")) st = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "aliases")) aliases = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "tags")) tags = k + 1;
-            else if (rsd_json_str_eq(&doc, k, "meta")) meta = k + 1;
-        }
+        for (k = rsd_json_child(&doc, e); k >= 0; k = rsd_json_next(&doc, k))
+            for (j = 0; j < 5; j++)
+                if (rsd_json_str_eq(&doc, k, keys[j])) { mem[j] = k + 1; break; }
+        id = mem[0];
+        st = mem[1];
+        aliases = mem[2];
+        tags = mem[3];
+        meta = mem[4];
         got = rsdi_listing_name(out, &doc, id, &m->id);
         if (got < 0) { out->truncated = true; continue; }
         if (got == 0) { out->n_skipped++; continue; }
@@ -6909,16 +6897,11 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
             if (!rsdi_pl_u64(&doc, rsd_json_find(&doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
                 m->last_used_ms = 0;
         }
-        if (rsd_json_str_eq(&doc, v, "loaded")) m->state = RSD_MODEL_LOADED;
-        else if (rsd_json_str_eq(&doc, v, "loading")) m->state = RSD_MODEL_LOADING;
-        else if (rsd_json_str_eq(&doc, v, "sleeping")) m->state = RSD_MODEL_SLEEPING;
-        else if (rsd_json_str_eq(&doc, v, "unloaded") || rsd_json_str_eq(&doc, v, "downloaded"))
-            m->state = RSD_MODEL_UNLOADED;
-        else if (rsd_json_str_eq(&doc, v, "downloading")) m->state = RSD_MODEL_DOWNLOADING;
-        else if (rsd_json_str_eq(&doc, v, "failed")) {
-            m->state = RSD_MODEL_FAILED;
-            m->failed = true;
-        }
+        /* the value is a state's own name ("unknown" leaves it unknown), or "downloaded" */
+        for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
+            if (rsd_json_str_eq(&doc, v, rsd_model_state_str(j))) m->state = (rsd_model_state)j;
+        if (rsd_json_str_eq(&doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
+        if (m->state == RSD_MODEL_FAILED) m->failed = true;
         if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
         if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
         /* meta: trained context and file size, when the child reported them */
@@ -8259,20 +8242,12 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         res->has_size = m->has_size;
         res->size_vram_bytes = m->size_vram_bytes;
         res->has_size_vram = m->has_size_vram;
-        for (k = 0; k < r->n_ours && !res->loaded_by_us; k++) {
-            rsd_str o = rsd_str_c(r->ours[k]);
-            int a;
-            res->loaded_by_us = rsd_str_eq(o, m->id);
-            for (a = 0; a < m->n_aliases && !res->loaded_by_us; a++) res->loaded_by_us = rsd_str_eq(o, m->aliases[a]);
-        }
+        for (k = 0; k < r->n_ours && !res->loaded_by_us; k++)
+            res->loaded_by_us = rsdi_names(rsd_str_c(r->ours[k]), m->id, m->aliases, m->n_aliases);
         res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
-        for (k = 0; k < r->n_last && !m->last_used_ms; k++) {
-            rsd_str o = rsd_str_c(r->last_id[k]);
-            int a;
-            bool hit = rsd_str_eq(o, m->id);
-            for (a = 0; a < m->n_aliases && !hit; a++) hit = rsd_str_eq(o, m->aliases[a]);
-            if (hit && r->last_ms[k] > res->last_used_ms) res->last_used_ms = r->last_ms[k];
-        }
+        for (k = 0; k < r->n_last && !m->last_used_ms; k++)
+            if (r->last_ms[k] > res->last_used_ms && rsdi_names(rsd_str_c(r->last_id[k]), m->id, m->aliases, m->n_aliases))
+                res->last_used_ms = r->last_ms[k];
     }
     f->strategy = r->rt->strategy;
     f->optout = r->optout;
@@ -8336,13 +8311,8 @@ RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
         uint64_t mask = 0;
         if (e < 0 || e >= r->facts.n_residents) continue;
         res = &r->res[e];
-        for (k = 0; k < r->n_ours && k < 64; k++) {
-            rsd_str o = rsd_str_c(r->ours[k]);
-            int a;
-            bool hit = rsd_str_eq(o, res->model_id);
-            for (a = 0; a < res->n_aliases && !hit; a++) hit = rsd_str_eq(o, res->aliases[a]);
-            if (hit) mask |= (uint64_t)1 << k;
-        }
+        for (k = 0; k < r->n_ours && k < 64; k++)
+            if (rsdi_names(rsd_str_c(r->ours[k]), res->model_id, res->aliases, res->n_aliases)) mask |= (uint64_t)1 << k;
         rsdi_cpy_str(r->victims[r->n_victims], RSD_MODEL_ID_MAX, res->model_id);
         li = r->res_listing[e];
         r->victim_inst[r->n_victims][0] = '\0';

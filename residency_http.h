@@ -283,7 +283,7 @@
        rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
            Allocates everything now (5 blocks: object, connection table, request
            table, poll array, one buffer block of max_requests x (max_request_bytes +
-           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB, untouched
+           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB (tests/test_sizes_shell.c), untouched
            pages stay virtual). NULL on a bad desc or no memory (logged:
            HTTP_DESC_INVALID / ALLOC_FAILED). Desc fields, 0 = default:
              max_requests 8 (slots: in flight + completed but not yet pulled),
@@ -1046,8 +1046,10 @@
    RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
    RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
    RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
-   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
-   child: 2 (pipe, pidfd).
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB); on Windows about max_procs x
+   (ring_bytes + arg_bytes + 2 KiB) + 160 KiB (the UTF-16 command line, environment block
+   and paths; defaults: about 590 KB). tests/test_sizes_shell.c measures both.
+   Descriptors per running child: 2 (pipe, pidfd).
    A residual race: the port is free when chosen but not held; another process
    may bind it before the child does (llama-server then exits 1 within ~10 ms:
    EXITED with "couldn't bind" in the tail; spawn again).
@@ -1159,7 +1161,8 @@
 
        int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
            Resolves and creates the directory, allocates the object (one block of
-           about 165 KB from desc.allocator; nothing else allocates). desc NULL or
+           about 165 KB from desc.allocator, measured by tests/test_sizes_shell.c;
+           nothing else allocates). desc NULL or
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
@@ -1625,9 +1628,10 @@
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 359 KB + 195 bytes
-   per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
-   probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
+   pull every step. Memory: one block of about 415 KB + 195 bytes per max_requests, plus
+   the pool's, the supervisor's (about 410 KB by default) and the probe client's (about
+   2.9 MB by default; tests/test_sizes_shell.c measures them all). Errors:
+   RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
    given models directly). Threading: one fleet per thread. Windows: as the supervisor
    ("Windows" in the proc manual): rsd_fleet_pollfds gives only the probe sockets, and

@@ -1,6 +1,6 @@
 /* bench/bench_util.h -- the benches' clock, sleep, order statistics and one blocking request (shared by
-   bench/reconcile.c and bench/real.c). median and pct copy at most 256 values.
-   Needs <errno.h> <stdlib.h> <time.h>. */
+   the bench programs). median and pct sort a copy (on the heap above 256 values; 0 when
+   that fails). Needs <errno.h> <stdlib.h> <time.h>. */
 #ifndef RSD_BENCH_UTIL_H
 #define RSD_BENCH_UTIL_H
 #include <errno.h>
@@ -33,23 +33,30 @@ static inline int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static inline double median(const double *v, int n) {
-    double t[256];
+/* v[0..n) sorted into a copy: stack when it fits, else the heap (NULL when that fails) */
+static inline double *bench_sorted(const double *v, int n, double *stack) {
+    double *t = n <= 256 ? stack : (double *)malloc((size_t)n * sizeof *t);
     int i;
-    if (n <= 0) return 0;
-    for (i = 0; i < n && i < 256; i++) t[i] = v[i];
+    if (!t) return NULL;
+    for (i = 0; i < n; i++) t[i] = v[i];
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    return t;
+}
+
+static inline double median(const double *v, int n) {
+    double s[256], *t, m;
+    if (n <= 0 || !(t = bench_sorted(v, n, s))) return 0;
+    m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
+    if (t != s) free(t);
+    return m;
 }
 
 static inline double pct(const double *v, int n, double p) {
-    double t[256];
-    int i, k;
-    if (n <= 0) return 0;
-    for (i = 0; i < n && i < 256; i++) t[i] = v[i];
-    qsort(t, (size_t)n, sizeof t[0], cmp_double);
-    k = (int)(p * (n - 1) + 0.5);
-    return t[k];
+    double s[256], *t, m;
+    if (n <= 0 || !(t = bench_sorted(v, n, s))) return 0;
+    m = t[(int)(p * (n - 1) + 0.5)];
+    if (t != s) free(t);
+    return m;
 }
 
 static inline double vmin(const double *v, int n) { double m = v[0]; int i; for (i = 1; i < n; i++) if (v[i] < m) m = v[i]; return m; }

@@ -7,6 +7,7 @@
    usage: bench_serve build/examples/rsd-serve build/examples/rsd-sim */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
+#include "bench_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,44 +22,7 @@
 
 enum { WARMUP = 200, N = 3000 };
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, int n, double p) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[(int)(p * (n - 1))];
-}
-
 static const char g_chat[] = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],\"max_tokens\":8}";
-
-/* One request on client c; returns the HTTP status and copies the body (if buf). */
-static int req(rsd_http_client *c, const char *method, const char *url, const char *body, char *buf, size_t cap) {
-    rsd_http_request q;
-    rsd_http_event ev;
-    memset(&q, 0, sizeof q);
-    q.method = method;
-    q.url = url;
-    if (body) {
-        q.content_type = "application/json";
-        q.body = body;
-        q.body_len = strlen(body);
-    }
-    if (rsd_http_request_sync(c, &q, &ev) != RSD_OK) return 0;
-    if (buf && cap) {
-        size_t n = ev.body.len < cap - 1 ? ev.body.len : cap - 1;
-        memcpy(buf, ev.body.ptr, n);
-        buf[n] = 0;
-    }
-    return ev.status;
-}
 
 int main(int argc, char **argv) {
     char cfg_path[] = "/tmp/rsd-bench-serve.XXXXXX", line[256], url_serve[128], url_child[128], base[64], buf[8192];
@@ -105,25 +69,25 @@ int main(int argc, char **argv) {
     if (!cs || !cd || !cm) return 1;
     /* load the model and find its child's port */
     snprintf(url_serve, sizeof url_serve, "%s/v1/chat/completions", base);
-    if (req(cs, "POST", url_serve, g_chat, buf, sizeof buf) != 200) { fprintf(stderr, "first request failed: %s\n", buf); return 1; }
+    if (bench_req(cs, "POST", url_serve, g_chat, 0, buf, sizeof buf) != 200) { fprintf(stderr, "first request failed: %s\n", buf); return 1; }
     snprintf(url_child, sizeof url_child, "%s/status", base);
-    if (req(cm, "GET", url_child, NULL, buf, sizeof buf) == 200) {
+    if (bench_req(cm, "GET", url_child, NULL, 0, buf, sizeof buf) == 200) {
         const char *p = strstr(buf, "\"port\":");
         if (p) child_port = atoi(p + 7);
     }
     if (child_port <= 0) { fprintf(stderr, "no child port in /status: %s\n", buf); return 1; }
     snprintf(url_child, sizeof url_child, "http://127.0.0.1:%d/v1/chat/completions", child_port);
     for (i = 0; i < WARMUP; i++) {
-        if (req(cs, "POST", url_serve, g_chat, NULL, 0) != 200 || req(cd, "POST", url_child, g_chat, NULL, 0) != 200) {
+        if (bench_req(cs, "POST", url_serve, g_chat, 0, NULL, 0) != 200 || bench_req(cd, "POST", url_child, g_chat, 0, NULL, 0) != 200) {
             fprintf(stderr, "warm-up request failed\n");
             return 1;
         }
     }
     for (i = 0; i < N; i++) {
         double t0 = now_us(), t1, t2;
-        int a = req(cs, "POST", url_serve, g_chat, NULL, 0);
+        int a = bench_req(cs, "POST", url_serve, g_chat, 0, NULL, 0);
         t1 = now_us();
-        int b = req(cd, "POST", url_child, g_chat, NULL, 0);
+        int b = bench_req(cd, "POST", url_child, g_chat, 0, NULL, 0);
         t2 = now_us();
         if (a != 200 || b != 200) { fprintf(stderr, "request %d failed (%d, %d)\n", i, a, b); return 1; }
         through[i] = (t1 - t0) / 1000.0;

@@ -23,7 +23,7 @@ static const char *rsdt_filter;
     rsdt_cur_failed = 0; \
     fn(); \
     if (rsdt_cur_failed) { rsdt_failed++; printf("FAIL %s\n", #fn); } \
-    else { rsdt_passed++; if (getenv("RSD_TEST_VERBOSE")) printf("ok   %s\n", #fn); } \
+    else { rsdt_passed++; if (getenv("RSD_TEST_VERBOSE") || getenv("RSD_TEST_PROGRESS")) printf("ok   %s\n", #fn); } \
     fflush(stdout); \
 } while (0)
 
