@@ -4001,6 +4001,13 @@ RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
    the handshake runs non-blocking inside step. Without RSD_HTTP_MBEDTLS the hooks
    below are stubs and https is RSD_ERR_TLS_UNAVAILABLE. */
 enum { RSDI_TLS_HS_DONE = 0, RSDI_TLS_HS_AGAIN = 1 };
+/* 1 when this build speaks https:// (RSD_HTTP_MBEDTLS); 0 compiles the client's TLS
+   paths out (no request can be https there: send refuses it). */
+#if defined(RSD_HTTP_MBEDTLS)
+#define RSDI_TLS_BUILD 1
+#else
+#define RSDI_TLS_BUILD 0
+#endif
 #if defined(RSD_HTTP_MBEDTLS)
 #include <mbedtls/ssl.h>
 #include <mbedtls/entropy.h>
@@ -4755,7 +4762,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
         return RSD_ERR_ARG;
     res = rsd_url_parse(&u, q->url, strlen(q->url));
     if (res < 0) return res;
-    if (u.tls && !c->tls) return RSD_ERR_TLS_UNAVAILABLE;
+    if (u.tls && (!RSDI_TLS_BUILD || !c->tls)) return RSD_ERR_TLS_UNAVAILABLE;
     if (u.tls && !rsdi_tls_usable(c->tls)) {
         rsdi_log(&c->desc.logger, RSD_LOG_ERROR, RSD_LOGITEM_TLS_NO_CA,
                  "tls: no CA bundle was loaded (set tls_ca_file); https refused", RSDI_WHERE);
@@ -4994,7 +5001,7 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     memcpy(cn->host, r->host, sizeof cn->host);
     r->conn = pick;
     c->stats.connects++;
-    if (r->tls && rsdi_tls_begin(c->tls, pick, fd, r->host, &cn->io, &cn->io_ctx) < 0) {
+    if (RSDI_TLS_BUILD && r->tls && rsdi_tls_begin(c->tls, pick, fd, r->host, &cn->io, &cn->io_ctx) < 0) {
         cn->state = RSDI_CC_BUSY;
         rsdi_req_finish(c, i, RSD_ERR_TLS, 0);
         return;
@@ -5230,13 +5237,13 @@ RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
         }
         cn->state = RSDI_CC_BUSY;
         r->state = RSDI_RQ_SENDING;
-        if (r->tls) {
+        if (RSDI_TLS_BUILD && r->tls) {
             cn->state = RSDI_CC_HANDSHAKE;
             r->state = RSDI_RQ_CONNECTING;
             cn->hint = RSDI_HINT_UNKNOWN; /* try the first flight now */
         }
     }
-    if (r->state == RSDI_RQ_CONNECTING) { /* TLS handshake; the connect timeout covers it */
+    if (RSDI_TLS_BUILD && r->state == RSDI_RQ_CONNECTING) { /* TLS handshake; the connect timeout covers it */
         char what[160];
         int code = 0, hs;
         uint32_t flags = 0;
