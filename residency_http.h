@@ -1153,7 +1153,8 @@
        Records under an older key: versions before the one target key kept the
        URL's path and a port's leading zeros in the key ("llamacpp|http://h:8080/v1",
        "...:08080"), so their files carry another <name>. An ensurer with a state
-       directory (not etcd) moves them: when a target's .attr, .used or .gen exists
+       directory (not etcd) moves them at an ensure not answered from its decision
+       cache: when a target's .attr, .used or .gen exists
        under the older key and not under the current one, it is renamed to the
        current name, under the current key's attribution lock taken without
        waiting (busy: the next ensure tries again), and STATE_MIGRATED is logged.
@@ -7303,18 +7304,18 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
 
 /* The state directory's records of this target under the key an older version gave it
    ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
-   e->key, so an upgrade keeps what it loaded and when it was used. */
-RSDI_PRIVATE void rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
+   e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
+RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
     char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
     const char *base = e->url;
     if (rt->root) {
-        if (rsdi_rc_root(rt, e->url, root, sizeof root) < 0) return;
+        if (rsdi_rc_root(rt, e->url, root, sizeof root) < 0) return 0;
         base = root;
     }
     if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base) >= (int)sizeof raw ||
         rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
-        return;
-    (void)rsdi_state_migrate(e->st, old, e->key);
+        return 0;
+    return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
 }
 
 /* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
@@ -7334,7 +7335,6 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
         rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
         return;
     }
-    if (e->st && !RSDI_EN_CO(e)) rsdi_en_migrate(e, rt);
     if (!e->timeout_given && rt->deadline_ms) e->deadline = e->t0 + rt->deadline_ms; /* e.g. slow LM Studio loads */
     if (f) { /* what detection found (the listing only while its answer is in hand) */
         e->found = *f;
@@ -7349,6 +7349,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
         return;
     }
+    if (e->st && !RSDI_EN_CO(e) && rsdi_en_migrate(e, rt) > 0) /* not on a TTL hit: nothing to move then */
+        has_gen = rsdi_en_gen(e, &gen);
     rsdi_en_read_attr(e);
     rsdi_en_uses_flush(e, false);
     rsdi_en_read_uses(e);
