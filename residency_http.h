@@ -283,7 +283,7 @@
        rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
            Allocates everything now (5 blocks: object, connection table, request
            table, poll array, one buffer block of max_requests x (max_request_bytes +
-           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB, untouched
+           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB (tests/test_sizes_shell.c), untouched
            pages stay virtual). NULL on a bad desc or no memory (logged:
            HTTP_DESC_INVALID / ALLOC_FAILED). Desc fields, 0 = default:
              max_requests 8 (slots: in flight + completed but not yet pulled),
@@ -1062,8 +1062,10 @@
    RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
    RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
    RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
-   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
-   child: 2 (pipe, pidfd).
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB); on Windows about max_procs x
+   (ring_bytes + arg_bytes + 2 KiB) + 160 KiB (the UTF-16 command line, environment block
+   and paths; defaults: about 590 KB). tests/test_sizes_shell.c measures both.
+   Descriptors per running child: 2 (pipe, pidfd).
    A residual race: the port is free when chosen but not held; another process
    may bind it before the child does (llama-server then exits 1 within ~10 ms:
    EXITED with "couldn't bind" in the tail; spawn again).
@@ -1164,9 +1166,20 @@
        unlinking a flock file while someone may hold or be opening it lets two
        processes lock two different inodes. One small file per target remains.
 
+       Records under an older key: versions before the one target key kept the
+       URL's path and a port's leading zeros in the key ("llamacpp|http://h:8080/v1",
+       "...:08080"), so their files carry another <name>. An ensurer with a state
+       directory (not etcd) moves them at an ensure not answered from its decision
+       cache: when a target's .attr, .used or .gen exists
+       under the older key and not under the current one, it is renamed to the
+       current name, under the current key's attribution lock taken without
+       waiting (busy: the next ensure tries again), and STATE_MIGRATED is logged.
+       A current record is never overwritten; an older one beside it stays.
+
        int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
            Resolves and creates the directory, allocates the object (one block of
-           about 165 KB from desc.allocator; nothing else allocates). desc NULL or
+           about 165 KB from desc.allocator, measured by tests/test_sizes_shell.c;
+           nothing else allocates). desc NULL or
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
@@ -1632,9 +1645,10 @@
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 359 KB + 195 bytes
-   per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
-   probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
+   pull every step. Memory: one block of about 415 KB + 195 bytes per max_requests, plus
+   the pool's, the supervisor's (about 410 KB by default) and the probe client's (about
+   2.9 MB by default; tests/test_sizes_shell.c measures them all). Errors:
+   RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
    given models directly). Threading: one fleet per thread. Windows: as the supervisor
    ("Windows" in the proc manual): rsd_fleet_pollfds gives only the probe sockets, and
@@ -4014,6 +4028,13 @@ RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
    the handshake runs non-blocking inside step. Without RSD_HTTP_MBEDTLS the hooks
    below are stubs and https is RSD_ERR_TLS_UNAVAILABLE. */
 enum { RSDI_TLS_HS_DONE = 0, RSDI_TLS_HS_AGAIN = 1 };
+/* 1 when this build speaks https:// (RSD_HTTP_MBEDTLS); 0 compiles the client's TLS
+   paths out (no request can be https there: send refuses it). */
+#if defined(RSD_HTTP_MBEDTLS)
+#define RSDI_TLS_BUILD 1
+#else
+#define RSDI_TLS_BUILD 0
+#endif
 #if defined(RSD_HTTP_MBEDTLS)
 #include <mbedtls/ssl.h>
 #include <mbedtls/entropy.h>
@@ -4768,7 +4789,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
         return RSD_ERR_ARG;
     res = rsd_url_parse(&u, q->url, strlen(q->url));
     if (res < 0) return res;
-    if (u.tls && !c->tls) return RSD_ERR_TLS_UNAVAILABLE;
+    if (u.tls && (!RSDI_TLS_BUILD || !c->tls)) return RSD_ERR_TLS_UNAVAILABLE;
     if (u.tls && !rsdi_tls_usable(c->tls)) {
         rsdi_log(&c->desc.logger, RSD_LOG_ERROR, RSD_LOGITEM_TLS_NO_CA,
                  "tls: no CA bundle was loaded (set tls_ca_file); https refused", RSDI_WHERE);
@@ -5007,7 +5028,7 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     memcpy(cn->host, r->host, sizeof cn->host);
     r->conn = pick;
     c->stats.connects++;
-    if (r->tls && rsdi_tls_begin(c->tls, pick, fd, r->host, &cn->io, &cn->io_ctx) < 0) {
+    if (RSDI_TLS_BUILD && r->tls && rsdi_tls_begin(c->tls, pick, fd, r->host, &cn->io, &cn->io_ctx) < 0) {
         cn->state = RSDI_CC_BUSY;
         rsdi_req_finish(c, i, RSD_ERR_TLS, 0);
         return;
@@ -5243,13 +5264,13 @@ RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
         }
         cn->state = RSDI_CC_BUSY;
         r->state = RSDI_RQ_SENDING;
-        if (r->tls) {
+        if (RSDI_TLS_BUILD && r->tls) {
             cn->state = RSDI_CC_HANDSHAKE;
             r->state = RSDI_RQ_CONNECTING;
             cn->hint = RSDI_HINT_UNKNOWN; /* try the first flight now */
         }
     }
-    if (r->state == RSDI_RQ_CONNECTING) { /* TLS handshake; the connect timeout covers it */
+    if (RSDI_TLS_BUILD && r->state == RSDI_RQ_CONNECTING) { /* TLS handshake; the connect timeout covers it */
         char what[160];
         int code = 0, hs;
         uint32_t flags = 0;
@@ -6800,6 +6821,8 @@ RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
+RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
+RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const char *new_key);
 
 /* A free ensure unloaded something: its lease, "lease|<id>" in the state directory
    (attr/<name>.lease, the attribution's format: model = what went, instance = the URL).
@@ -7382,6 +7405,22 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
     return true;
 }
 
+/* The state directory's records of this target under the key an older version gave it
+   ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
+   e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
+RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
+    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
+    const char *base = e->url;
+    if (rt->root) {
+        if (rsdi_rc_root(rt, e->url, root, sizeof root) < 0) return 0;
+        base = root;
+    }
+    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base) >= (int)sizeof raw ||
+        rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
+        return 0;
+    return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
+}
+
 /* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
 RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint64_t now_ms) {
     const rsd_runtime *rt = rsdi_en_runtime_of(e->kind);
@@ -7413,6 +7452,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
         return;
     }
+    if (e->st && !RSDI_EN_CO(e) && rsdi_en_migrate(e, rt) > 0) /* not on a TTL hit: nothing to move then */
+        has_gen = rsdi_en_gen(e, &gen);
     rsdi_en_read_attr(e);
     rsdi_en_uses_flush(e, false);
     rsdi_en_read_uses(e);
@@ -11293,6 +11334,92 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
         if (r < 0) memcpy(st->detail, first, sizeof first); /* the first failure is the one to tell */
     }
     return r < 0 ? r : g;
+}
+/* ---- records under an older version's key ------------------------------------------- */
+/* One pass of the key rule older versions applied to "<runtime>|<url>": what comes before
+   the host's end lower-cased, a default port spelled ":80" (http) or ":443" (https) after
+   a host with no ':' dropped, then query, fragment and trailing '/' -- the path
+   (".../v1"), a port's leading zeros and ws:// kept. Its length, or <0. */
+RSDI_PRIVATE int rsdi_state_legacy_pass(const char *s, char *out, size_t cap) {
+    const char *sep = strstr(s, "://");
+    size_t n = strlen(s), hb = 0, he = 0, skip = 0, end, sb, i, o = 0;
+    if (sep) {
+        const char *dp = NULL;
+        size_t se = (size_t)(sep - s);
+        for (sb = se; sb > 0 && s[sb - 1] != '|'; sb--) {}
+        if (se - sb == 4 && rsdi_ieq_lit(s + sb, 4, "http")) dp = ":80";
+        if (se - sb == 5 && rsdi_ieq_lit(s + sb, 5, "https")) dp = ":443";
+        hb = se + 3;
+        for (he = hb; s[he] && s[he] != '/' && s[he] != '?' && s[he] != '#'; he++) {}
+        if (dp && he - hb > strlen(dp) && memcmp(s + he - strlen(dp), dp, strlen(dp)) == 0) {
+            size_t h = he - strlen(dp);
+            bool plain = true;
+            if (s[h - 1] != ']')
+                for (i = hb; i < h; i++)
+                    if (s[i] == ':') plain = false;
+            if (plain) skip = strlen(dp);
+        }
+    }
+    end = sep ? he + strcspn(s + he, "?#") : n;
+    while (end > he && s[end - 1] == '/') end--;
+    for (i = 0; i < end; i++) {
+        if (i >= he - skip && i < he) continue;
+        if (o + 1 >= cap) return RSD_ERR_BUFFER;
+        out[o++] = i < he ? rsdi_ascii_lower(s[i]) : s[i];
+    }
+    if (cap == 0) return RSD_ERR_BUFFER;
+    out[o] = '\0';
+    return (int)o;
+}
+
+/* The key an older version gave raw: its pass repeated until stable. */
+RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap) {
+    char tmp[RSD_STATE_MAX_KEY_BYTES + 1];
+    int r = rsdi_state_legacy_pass(raw, out, cap), k;
+    for (k = 0; r > 0 && (size_t)r < sizeof tmp && k < 8; k++) {
+        memcpy(tmp, out, (size_t)r + 1);
+        r = rsdi_state_legacy_pass(tmp, out, cap);
+        if (strcmp(tmp, out) == 0) break;
+    }
+    return r;
+}
+
+/* Moves what an older version recorded under old_key (attr/<name>.attr, .used and .gen) to
+   new_key's names, each only while new_key has none of its own, under new_key's
+   attribution lock taken without waiting (busy: left for a later call). How many moved. */
+RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const char *new_key) {
+    static const char *const exts[3] = {".attr", ".used", ".gen"};
+    char on[RSD_STATE_MAX_NAME_BYTES], nn[RSD_STATE_MAX_NAME_BYTES];
+    char op[RSDI_STATE_PATH_BYTES], np[RSDI_STATE_PATH_BYTES];
+    rsd_state_lock lk;
+    int i, fd, moved = 0;
+    bool any = false;
+    if (!st || strcmp(old_key, new_key) == 0 || rsd_state_file_name(old_key, on, sizeof on) < 0 ||
+        rsd_state_file_name(new_key, nn, sizeof nn) < 0)
+        return 0;
+    for (i = 0; i < 3 && !any; i++) { /* nothing under the old name (the usual case): no lock */
+        if (rsdi_state_path(st, op, "attr", on, exts[i]) < 0) return 0;
+        fd = rsdi_state_open_file(op, O_RDONLY, false);
+        any = fd >= 0;
+        rsdi_state_close_fd(fd);
+    }
+    memset(&lk, 0, sizeof lk);
+    if (!any || rsdi_attr_lock_try(st, &lk, new_key) != RSD_OK) return 0;
+    for (i = 0; i < 3; i++) {
+        if (rsdi_state_path(st, op, "attr", on, exts[i]) < 0 || rsdi_state_path(st, np, "attr", nn, exts[i]) < 0)
+            break;
+        fd = rsdi_state_open_file(np, O_RDONLY, false);
+        if (fd >= 0 || errno != ENOENT) { /* the new key has its own: the old one stays */
+            rsdi_state_close_fd(fd);
+            continue;
+        }
+        if (rsdi_state_rename(op, np) == 0) moved++;
+    }
+    rsd_state_unlock(st, &lk);
+    if (moved)
+        rsdi_logf(&st->logger, RSD_LOG_INFO, RSD_LOGITEM_STATE_MIGRATED, RSDI_WHERE,
+                  "state: the records of '%s' moved to its current key '%s'", old_key, new_key);
+    return moved;
 }
 /* ==== state end =========================================================== */
 
