@@ -254,8 +254,8 @@
        RSD_JSON_MAX_DEPTH 64 (default), RSD_JSON_DEPTH_CAP 1024 (the parser keeps
        one bit per level on the stack), RSD_JSON_WRITER_MAX_DEPTH 64,
        RSD_JSON_NUM_MAX_DIGITS 768. A document of len bytes never needs more than
-       len tokens. Stack use of a parse is under 200 bytes plus locals;
-       rsd_json_double uses about 800 bytes.
+       len tokens. Stack (x86-64, gcc -O2, checked by tests/manual.sh): a parse's
+       frame is under 200 bytes; rsd_json_double's conversion under 1 KiB.
      Performance
        String bodies are scanned 16 bytes at a time with SSE2 when the compiler
        targets it (x86-64 always does; define RSD_JSON_NO_SIMD to opt out) and 8 at
@@ -579,10 +579,9 @@
        canonical order is a merge sort on 7-byte big-endian keys taken after the
        bytes the ids share, refined only where ids tie on them. Work is O(total
        name bytes + n log n) for n <= 64 residents; bench/reconcile.c figure 3
-       measures it. Stack: about 8.5 KiB in rsd_decide's frame (x86-64, gcc -O2,
-       -fstack-usage: 8 672 bytes; the name table 5 124, the working state
-       3 240) plus at most 720 bytes in callees; rsd_notice_format about 1.5 KiB
-       (it sorts the co-residents the same way). The plan is zeroed whole:
+       measures it. Stack (x86-64, gcc -O2, checked by tests/manual.sh): rsd_decide's
+       frame is under 9 KiB, most of it the name table and the working state;
+       rsd_notice_format's under 1 KiB. The plan is zeroed whole:
        "*out is always written" and the unused tail stays zero, so plans compare
        with memcmp. Notice text is rendered only by rsd_notice_format, never at
        decide time. rsd_decide runs in named phases (names, identity groups,
@@ -1387,8 +1386,8 @@
                wake = rsd_pool_step(pool, now);   (idle TTL, the wait-bound timer)
 
        rsd_pool_create(desc) / rsd_pool_destroy(pool)
-           The only allocation: one block of about 14 KiB + 40 bytes per
-           max_requests + 48 bytes per event_log entry. destroy does not stop
+           The only allocation: one block of about 17 KiB + 48 bytes per
+           max_requests + 48 bytes per event_log entry (tests/test_sizes_shell.c). destroy does not stop
            processes (they are the host's): call rsd_pool_stop and reap first.
            A zeroed (or NULL) desc = 1 slot, 1024 requests, no byte budget, a 30 s wait bound,
            start backoff 1 s doubling to 60 s.
@@ -1877,7 +1876,8 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(ATTR_READ_FAILED, "attribution file unreadable") \
     X(ATTR_WRITE_FAILED, "attribution file write failed") \
     X(ATTR_FULL, "attribution set full (RSD_STATE_MAX_ATTR)") \
-    X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS")
+    X(ATTR_LOCK_TIMEOUT, "attribution file lock busy past RSD_STATE_ATTR_LOCK_WAIT_MS") \
+    X(STATE_MIGRATED, "state: records under an older version's target key moved to the current key")
 /* fleet */
 #define RSDI_LOG_ITEMS_FLEET(X) \
     X(FLEET_START_FAILED, "fleet: a model process failed to start") \

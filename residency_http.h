@@ -283,7 +283,7 @@
        rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
            Allocates everything now (5 blocks: object, connection table, request
            table, poll array, one buffer block of max_requests x (max_request_bytes +
-           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB, untouched
+           max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB (tests/test_sizes_shell.c), untouched
            pages stay virtual). NULL on a bad desc or no memory (logged:
            HTTP_DESC_INVALID / ALLOC_FAILED). Desc fields, 0 = default:
              max_requests 8 (slots: in flight + completed but not yet pulled),
@@ -1046,8 +1046,10 @@
    RSD_PROC_MAX_ENV 1024 environment entries, RSD_PROC_MAX_VARS 16,
    RSD_PROC_RING_MIN 256 .. RSD_PROC_RING_MAX 16 MiB, RSD_PROC_PATH_MAX 4096,
    RSD_PROC_NAME_MAX 64. Memory: one block of about max_procs x (ring_bytes +
-   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB). Descriptors per running
-   child: 2 (pipe, pidfd).
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB); on Windows about max_procs x
+   (ring_bytes + arg_bytes + 2 KiB) + 160 KiB (the UTF-16 command line, environment block
+   and paths; defaults: about 590 KB). tests/test_sizes_shell.c measures both.
+   Descriptors per running child: 2 (pipe, pidfd).
    A residual race: the port is free when chosen but not held; another process
    may bind it before the child does (llama-server then exits 1 within ~10 ms:
    EXITED with "couldn't bind" in the tail; spawn again).
@@ -1148,9 +1150,20 @@
        unlinking a flock file while someone may hold or be opening it lets two
        processes lock two different inodes. One small file per target remains.
 
+       Records under an older key: versions before the one target key kept the
+       URL's path and a port's leading zeros in the key ("llamacpp|http://h:8080/v1",
+       "...:08080"), so their files carry another <name>. An ensurer with a state
+       directory (not etcd) moves them at an ensure not answered from its decision
+       cache: when a target's .attr, .used or .gen exists
+       under the older key and not under the current one, it is renamed to the
+       current name, under the current key's attribution lock taken without
+       waiting (busy: the next ensure tries again), and STATE_MIGRATED is logged.
+       A current record is never overwritten; an older one beside it stays.
+
        int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
            Resolves and creates the directory, allocates the object (one block of
-           about 165 KB from desc.allocator; nothing else allocates). desc NULL or
+           about 165 KB from desc.allocator, measured by tests/test_sizes_shell.c;
+           nothing else allocates). desc NULL or
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
@@ -1616,9 +1629,10 @@
    per message (command cut to 320 bytes, last 8 output lines cut from the front).
    Events: GRANT/FAIL queue 2 x max_requests + 16, narration queue 128; when full the
    oldest is dropped and counted (rsd_fleet_events_dropped; log item FLEET_EVENT_DROPPED):
-   pull every step. Memory: one block of about 359 KB + 195 bytes
-   per max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the
-   probe client's. Errors: RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
+   pull every step. Memory: one block of about 415 KB + 195 bytes per max_requests, plus
+   the pool's, the supervisor's (about 410 KB by default) and the probe client's (about
+   2.9 MB by default; tests/test_sizes_shell.c measures them all). Errors:
+   RSD_ERR_FLEET_START (-110) in FAIL/CRASHED events, the pool's
    RSD_ERR_POOL_*, RSD_ERR_ARG, RSD_ERR_CAPACITY, RSD_ERR_STATE (the embedded pool was
    given models directly). Threading: one fleet per thread. Windows: as the supervisor
    ("Windows" in the proc manual): rsd_fleet_pollfds gives only the probe sockets, and
@@ -3988,6 +4002,13 @@ RSDI_PRIVATE uint64_t rsdi_wall_ms(void) {
    the handshake runs non-blocking inside step. Without RSD_HTTP_MBEDTLS the hooks
    below are stubs and https is RSD_ERR_TLS_UNAVAILABLE. */
 enum { RSDI_TLS_HS_DONE = 0, RSDI_TLS_HS_AGAIN = 1 };
+/* 1 when this build speaks https:// (RSD_HTTP_MBEDTLS); 0 compiles the client's TLS
+   paths out (no request can be https there: send refuses it). */
+#if defined(RSD_HTTP_MBEDTLS)
+#define RSDI_TLS_BUILD 1
+#else
+#define RSDI_TLS_BUILD 0
+#endif
 #if defined(RSD_HTTP_MBEDTLS)
 #include <mbedtls/ssl.h>
 #include <mbedtls/entropy.h>
@@ -4742,7 +4763,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
         return RSD_ERR_ARG;
     res = rsd_url_parse(&u, q->url, strlen(q->url));
     if (res < 0) return res;
-    if (u.tls && !c->tls) return RSD_ERR_TLS_UNAVAILABLE;
+    if (u.tls && (!RSDI_TLS_BUILD || !c->tls)) return RSD_ERR_TLS_UNAVAILABLE;
     if (u.tls && !rsdi_tls_usable(c->tls)) {
         rsdi_log(&c->desc.logger, RSD_LOG_ERROR, RSD_LOGITEM_TLS_NO_CA,
                  "tls: no CA bundle was loaded (set tls_ca_file); https refused", RSDI_WHERE);
@@ -4981,7 +5002,7 @@ RSDI_PRIVATE void rsdi_req_start(rsd_http_client *c, int i) {
     memcpy(cn->host, r->host, sizeof cn->host);
     r->conn = pick;
     c->stats.connects++;
-    if (r->tls && rsdi_tls_begin(c->tls, pick, fd, r->host, &cn->io, &cn->io_ctx) < 0) {
+    if (RSDI_TLS_BUILD && r->tls && rsdi_tls_begin(c->tls, pick, fd, r->host, &cn->io, &cn->io_ctx) < 0) {
         cn->state = RSDI_CC_BUSY;
         rsdi_req_finish(c, i, RSD_ERR_TLS, 0);
         return;
@@ -5217,13 +5238,13 @@ RSDI_PRIVATE void rsdi_req_progress(rsd_http_client *c, int i) {
         }
         cn->state = RSDI_CC_BUSY;
         r->state = RSDI_RQ_SENDING;
-        if (r->tls) {
+        if (RSDI_TLS_BUILD && r->tls) {
             cn->state = RSDI_CC_HANDSHAKE;
             r->state = RSDI_RQ_CONNECTING;
             cn->hint = RSDI_HINT_UNKNOWN; /* try the first flight now */
         }
     }
-    if (r->state == RSDI_RQ_CONNECTING) { /* TLS handshake; the connect timeout covers it */
+    if (RSDI_TLS_BUILD && r->state == RSDI_RQ_CONNECTING) { /* TLS handshake; the connect timeout covers it */
         char what[160];
         int code = 0, hs;
         uint32_t flags = 0;
@@ -5758,27 +5779,18 @@ RSDI_PRIVATE rsdi_wbuf rsdi_sconn_wbuf(rsd_http_server *s, rsdi_sconn *cn) {
     return w;
 }
 
+/* Reason phrases, each "<status><phrase>" and NUL-terminated; an empty one ends the list. */
+static const char rsdi_reasons[] =
+    "200OK\0" "201Created\0" "202Accepted\0" "204No Content\0" "400Bad Request\0" "401Unauthorized\0"
+    "403Forbidden\0" "404Not Found\0" "405Method Not Allowed\0" "408Request Timeout\0" "409Conflict\0"
+    "413Content Too Large\0" "429Too Many Requests\0" "431Request Header Fields Too Large\0"
+    "500Internal Server Error\0" "501Not Implemented\0" "503Service Unavailable\0";
+
 RSDI_PRIVATE const char *rsdi_reason(int status) {
-    switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
-    }
+    const char *p;
+    for (p = rsdi_reasons; *p; p += strlen(p) + 1)
+        if ((p[0] - '0') * 100 + (p[1] - '0') * 10 + (p[2] - '0') == status) return p + 3;
+    return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Client Error" : "Server Error";
 }
 
 /* Bad client: a fixed answer, then close once it is sent. Other clients are unaffected. */
@@ -6444,6 +6456,13 @@ enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT
        RSDI_EN_WAIT_COORD };
 /* what a coordinator (etcd) operation the ensure waits on was for */
 enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOCK };
+/* The ensurer's etcd coordinator: always NULL in a build without etcd (its create fails
+   there), so every etcd branch of the ensure compiles out. */
+#ifdef RSD_NO_ETCD
+#define RSDI_EN_CO(e) ((rsd_etcd *)NULL)
+#else
+#define RSDI_EN_CO(e) ((e)->co)
+#endif
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
@@ -6723,7 +6742,8 @@ RSDI_PRIVATE void rsdi_en_sse_wait(rsd_ensurer *e, uint64_t now_ms) {
 
 /* Releases the target lock and a COMMIT's attribution lock, if held or waited for. */
 RSDI_PRIVATE void rsdi_en_unlock_all(rsd_ensurer *e) {
-    if (e->co) (void)rsd_etcd_unlock_begin(e->co, e->last_now); /* the next steps delete the key, else its lease */
+    /* etcd: the next steps delete the key, else its lease */
+    if (RSDI_EN_CO(e)) (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), e->last_now);
     if (e->alk_active && e->st) rsd_state_unlock(e->st, &e->alk);
     if (e->lk_active && e->st) rsd_state_unlock(e->st, &e->lk);
     e->alk_active = e->lk_active = false;
@@ -6760,6 +6780,8 @@ RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
+RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
+RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const char *new_key);
 
 /* A free ensure unloaded something: its lease, "lease|<id>" in the state directory
    (attr/<name>.lease, the attribution's format: model = what went, instance = the URL).
@@ -7046,9 +7068,9 @@ RSDI_PRIVATE int rsdi_en_resolve_one(rsd_ensurer *e, const char *url);
 /* The URL's host, and etcd's when the ensurer uses it. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url) {
     int r = rsdi_en_resolve_one(e, url);
-    if (e && e->co) {
+    if (e && RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         (void)rsdi_en_resolve_one(e, v.root); /* a failure shows up as etcd unreachable */
     }
     return r;
@@ -7107,9 +7129,9 @@ RSDI_PRIVATE const char *rsdi_en_env(const rsd_ensurer *e) {
 /* The target's generation from etcd (as last read) or the state dir; false = unknown. */
 RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
     *gen = 0;
-    if (e->co) {
+    if (RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         if (e->co_read_err < 0 || !v.has_gen) return false;
         *gen = v.gen;
         return true;
@@ -7119,9 +7141,9 @@ RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
 
 /* The target's attribution into e->attrs, from etcd (as last read) or the state dir. */
 RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
-    if (e->co) {
+    if (RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         e->attrs = *v.attrs;
         e->attrs.reset = false;
         e->attrs.corrupt = v.attr_corrupt;
@@ -7137,11 +7159,11 @@ RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
 RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n) {
     rsd_etcd_view v;
     int i;
-    if (!e->co) {
+    if (!RSDI_EN_CO(e)) {
         *n = e->n_protected;
         return e->n_protected ? e->prot : NULL;
     }
-    rsd_etcd_query(e->co, &v);
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
     e->n_prot_all = 0;
     for (i = 0; i < e->n_protected; i++) e->prot_all[e->n_prot_all++] = e->prot[i];
     for (i = 0; i < v.n_protected && e->n_prot_all < RSD_MAX_PROTECTED; i++)
@@ -7155,9 +7177,9 @@ RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n
 RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
     uint64_t dl;
     int r;
-    if (!e->co || e->co_read) return false;
+    if (!RSDI_EN_CO(e) || e->co_read) return false;
     dl = e->deadline < now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2 ? e->deadline : now_ms + (uint64_t)RSD_ETCD_REQUEST_MS * 2;
-    r = rsd_etcd_read_begin(e->co, e->key, now_ms, dl);
+    r = rsd_etcd_read_begin(RSDI_EN_CO(e), e->key, now_ms, dl);
     e->phase = RSDI_EN_RUN;
     if (r < 0) {
         e->co_read = true;
@@ -7172,8 +7194,8 @@ RSDI_PRIVATE bool rsdi_en_co_read(rsd_ensurer *e, uint64_t now_ms) {
 /* etcd could not be read at the start: one warning notice (after begin). */
 RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
     rsd_etcd_view v;
-    if (!e->co || e->co_read_err >= 0) return;
-    rsd_etcd_query(e->co, &v);
+    if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
     if (e->rt->flags & RSD_RT_INSTANCES)
         rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "could not read the shared record for '%s' from etcd (%s): residency treats every "
@@ -7193,7 +7215,7 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     size_t i;
     int k;
     e->n_ours = e->n_owned = 0;
-    if (!e->st && !e->co) {
+    if (!e->st && !RSDI_EN_CO(e)) {
         for (k = 0; k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
             if (strcmp(e->mem[k].key, e->key) == 0) {
                 e->owned[e->n_owned].model = e->mem[k].model;
@@ -7215,9 +7237,9 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
 /* Says so (once: the read that reset it) when the attribution just read was corrupt. */
 RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     char name[RSD_STATE_MAX_NAME_BYTES];
-    if (e->co && e->attrs.corrupt && !e->co_told && e->reconciling) { /* once per ensure */
+    if (RSDI_EN_CO(e) && e->attrs.corrupt && !e->co_told && e->reconciling) { /* once per ensure */
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         e->co_told = true;
         if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
         if (e->rt->flags & RSD_RT_INSTANCES)
@@ -7280,6 +7302,22 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
     return true;
 }
 
+/* The state directory's records of this target under the key an older version gave it
+   ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
+   e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
+RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
+    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
+    const char *base = e->url;
+    if (rt->root) {
+        if (rsdi_rc_root(rt, e->url, root, sizeof root) < 0) return 0;
+        base = root;
+    }
+    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base) >= (int)sizeof raw ||
+        rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
+        return 0;
+    return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
+}
+
 /* Starts the reconcile for e->kind: key, generation, TTL fast path, attribution, desc. */
 RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint64_t now_ms) {
     const rsd_runtime *rt = rsdi_en_runtime_of(e->kind);
@@ -7311,6 +7349,8 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
         return;
     }
+    if (e->st && !RSDI_EN_CO(e) && rsdi_en_migrate(e, rt) > 0) /* not on a TTL hit: nothing to move then */
+        has_gen = rsdi_en_gen(e, &gen);
     rsdi_en_read_attr(e);
     rsdi_en_uses_flush(e, false);
     rsdi_en_read_uses(e);
@@ -7324,7 +7364,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.user_managed = e->user_managed;
     d.keep_pinned = e->keep_pinned;
     d.explicit_load = true; /* ensuring residency is an explicit load */
-    d.lock = e->st != NULL || e->co != NULL;
+    d.lock = e->st != NULL || RSDI_EN_CO(e) != NULL;
     d.has_generation = has_gen;
     d.generation = gen;
     d.protected_models = rsdi_en_protected(e, &d.n_protected);
@@ -7526,7 +7566,7 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool ad
    directory) an instance into the ensurer's memory. */
 RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool remove) {
     if (!a->model || !a->model[0]) return;
-    if (!e->st && !e->co) {
+    if (!e->st && !RSDI_EN_CO(e)) {
         if (a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
         return;
     }
@@ -7541,9 +7581,9 @@ RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool rem
 RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
     char what[RSD_STATE_DETAIL_BYTES];
     uint64_t gen = 0;
-    if (e->co) { /* etcd: the transaction has answered (r) */
+    if (RSDI_EN_CO(e)) { /* etcd: the transaction has answered (r) */
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         gen = v.gen;
         if (r != RSD_OK) {
             (void)RSD_SNPRINTF(what, sizeof what, "%s", v.message[0] ? v.message : rsd_result_str(r));
@@ -7551,7 +7591,7 @@ RSDI_PRIVATE void rsdi_en_commit_end(rsd_ensurer *e, int r) {
             return;
         }
     }
-    if (r == RSD_OK && !e->co) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
+    if (r == RSD_OK && !RSDI_EN_CO(e)) r = rsd_state_attr_commit(e->st, &e->alk, e->chg, e->n_chg, rsdi_en_wall_ms(), &gen);
     if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
     e->alk_active = false;
     if (r == RSD_OK) {
@@ -7576,8 +7616,8 @@ RSDI_PRIVATE void rsdi_en_commit_begin(rsd_ensurer *e, uint64_t now_ms) {
     for (i = 0; i < res->n_attr_remove; i++) rsdi_en_change(e, &res->attr_remove[i], true);
     for (i = 0; i < res->n_attr_add; i++) rsdi_en_change(e, &res->attr_add[i], false);
     dl = e->deadline > now_ms + RSDI_EN_COMMIT_GRACE_MS ? e->deadline : now_ms + RSDI_EN_COMMIT_GRACE_MS;
-    if (e->co) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
-        r = rsd_etcd_commit_begin(e->co, e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
+    if (RSDI_EN_CO(e)) { /* one transaction, fenced by the lock's revision (WAIT_COORD until it answers) */
+        r = rsd_etcd_commit_begin(RSDI_EN_CO(e), e->chg, e->n_chg, rsdi_en_wall_ms(), now_ms, dl);
         if (r < 0) {
             rsdi_en_commit_end(e, r);
             return;
@@ -7609,16 +7649,16 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
     if (r < 0) { /* fail-closed */
         const char *why = rsd_result_str(r);
         rsd_etcd_view v;
-        if (e->co) {
-            rsd_etcd_query(e->co, &v);
+        if (RSDI_EN_CO(e)) {
+            rsd_etcd_query(RSDI_EN_CO(e), &v);
             if (v.message[0]) why = v.message;
         }
         rsdi_en_fail(e, r, now_ms, "could not take the residency lock for %s: %s", e->url, why);
         return false;
     }
-    if (e->co) {
+    if (RSDI_EN_CO(e)) {
         rsd_etcd_view v;
-        rsd_etcd_query(e->co, &v);
+        rsd_etcd_query(RSDI_EN_CO(e), &v);
         held = v.held;
         e->co_read_err = RSD_OK; /* the lock's answer carried a fresh read (or the last one stands) */
     } else {
@@ -7647,8 +7687,8 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
         rsdi_en_sse_wait(e, now_ms);
         return now_ms >= e->wake;
     case RSD_STEP_LOCK:
-        if (e->co) {
-            if (rsd_etcd_lock_begin(e->co, e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
+        if (RSDI_EN_CO(e)) {
+            if (rsd_etcd_lock_begin(RSDI_EN_CO(e), e->key, "rsd_ensure", now_ms, s.deadline_ms) < 0) {
                 (void)rsd_reconcile_lock_done(&e->m.rc, false, 0, now_ms);
                 return true;
             }
@@ -7665,8 +7705,8 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
         return true;
     case RSD_STEP_COMMIT: rsdi_en_commit_begin(e, now_ms); return true;
     case RSD_STEP_UNLOCK:
-        if (e->co) { /* released now; the ensure ends once etcd deleted the key */
-            (void)rsd_etcd_unlock_begin(e->co, now_ms);
+        if (RSDI_EN_CO(e)) { /* released now; the ensure ends once etcd deleted the key */
+            (void)rsd_etcd_unlock_begin(RSDI_EN_CO(e), now_ms);
             e->waiting = RSDI_EN_WAIT_COORD;
             e->co_then = RSDI_EN_CO_UNLOCK;
             return true;
@@ -7682,7 +7722,7 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
 RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
     int guard, rc;
     if (!e) return RSD_ERR_ARG;
-    if (e->co) (void)rsd_etcd_step(e->co, now_ms); /* the lease's keepalive, a release in the background */
+    if (RSDI_EN_CO(e)) (void)rsd_etcd_step(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
     e->last_now = now_ms;
     for (guard = 0; guard < 256; guard++) {
@@ -7724,7 +7764,7 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
-            int r = rsd_etcd_step(e->co, now_ms);
+            int r = rsd_etcd_step(RSDI_EN_CO(e), now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
             if (e->co_then == RSDI_EN_CO_READ) {
@@ -7756,7 +7796,7 @@ RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
     int n;
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return 0;
     n = rsd_http_client_pollfds(e->http, out, cap);
-    if (e->co) n += rsd_etcd_pollfds(e->co, out + (n < cap ? n : cap), n < cap ? cap - n : 0);
+    if (RSDI_EN_CO(e)) n += rsd_etcd_pollfds(RSDI_EN_CO(e), out + (n < cap ? n : cap), n < cap ? cap - n : 0);
     return n;
 }
 
@@ -7773,8 +7813,8 @@ RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
     case RSDI_EN_WAIT_COORD: dl = RSD_NO_DEADLINE; break; /* etcd's own, below */
     default: return 0;
     }
-    if (e->co) { /* etcd's requests, retries and the lease's keepalive */
-        uint64_t c = rsd_etcd_next_deadline(e->co);
+    if (RSDI_EN_CO(e)) { /* etcd's requests, retries and the lease's keepalive */
+        uint64_t c = rsd_etcd_next_deadline(RSDI_EN_CO(e));
         if (c < dl) dl = c;
     }
     return dl;
@@ -11184,6 +11224,92 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
         if (r < 0) memcpy(st->detail, first, sizeof first); /* the first failure is the one to tell */
     }
     return r < 0 ? r : g;
+}
+/* ---- records under an older version's key ------------------------------------------- */
+/* One pass of the key rule older versions applied to "<runtime>|<url>": what comes before
+   the host's end lower-cased, a default port spelled ":80" (http) or ":443" (https) after
+   a host with no ':' dropped, then query, fragment and trailing '/' -- the path
+   (".../v1"), a port's leading zeros and ws:// kept. Its length, or <0. */
+RSDI_PRIVATE int rsdi_state_legacy_pass(const char *s, char *out, size_t cap) {
+    const char *sep = strstr(s, "://");
+    size_t n = strlen(s), hb = 0, he = 0, skip = 0, end, sb, i, o = 0;
+    if (sep) {
+        const char *dp = NULL;
+        size_t se = (size_t)(sep - s);
+        for (sb = se; sb > 0 && s[sb - 1] != '|'; sb--) {}
+        if (se - sb == 4 && rsdi_ieq_lit(s + sb, 4, "http")) dp = ":80";
+        if (se - sb == 5 && rsdi_ieq_lit(s + sb, 5, "https")) dp = ":443";
+        hb = se + 3;
+        for (he = hb; s[he] && s[he] != '/' && s[he] != '?' && s[he] != '#'; he++) {}
+        if (dp && he - hb > strlen(dp) && memcmp(s + he - strlen(dp), dp, strlen(dp)) == 0) {
+            size_t h = he - strlen(dp);
+            bool plain = true;
+            if (s[h - 1] != ']')
+                for (i = hb; i < h; i++)
+                    if (s[i] == ':') plain = false;
+            if (plain) skip = strlen(dp);
+        }
+    }
+    end = sep ? he + strcspn(s + he, "?#") : n;
+    while (end > he && s[end - 1] == '/') end--;
+    for (i = 0; i < end; i++) {
+        if (i >= he - skip && i < he) continue;
+        if (o + 1 >= cap) return RSD_ERR_BUFFER;
+        out[o++] = i < he ? rsdi_ascii_lower(s[i]) : s[i];
+    }
+    if (cap == 0) return RSD_ERR_BUFFER;
+    out[o] = '\0';
+    return (int)o;
+}
+
+/* The key an older version gave raw: its pass repeated until stable. */
+RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap) {
+    char tmp[RSD_STATE_MAX_KEY_BYTES + 1];
+    int r = rsdi_state_legacy_pass(raw, out, cap), k;
+    for (k = 0; r > 0 && (size_t)r < sizeof tmp && k < 8; k++) {
+        memcpy(tmp, out, (size_t)r + 1);
+        r = rsdi_state_legacy_pass(tmp, out, cap);
+        if (strcmp(tmp, out) == 0) break;
+    }
+    return r;
+}
+
+/* Moves what an older version recorded under old_key (attr/<name>.attr, .used and .gen) to
+   new_key's names, each only while new_key has none of its own, under new_key's
+   attribution lock taken without waiting (busy: left for a later call). How many moved. */
+RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const char *new_key) {
+    static const char *const exts[3] = {".attr", ".used", ".gen"};
+    char on[RSD_STATE_MAX_NAME_BYTES], nn[RSD_STATE_MAX_NAME_BYTES];
+    char op[RSDI_STATE_PATH_BYTES], np[RSDI_STATE_PATH_BYTES];
+    rsd_state_lock lk;
+    int i, fd, moved = 0;
+    bool any = false;
+    if (!st || strcmp(old_key, new_key) == 0 || rsd_state_file_name(old_key, on, sizeof on) < 0 ||
+        rsd_state_file_name(new_key, nn, sizeof nn) < 0)
+        return 0;
+    for (i = 0; i < 3 && !any; i++) { /* nothing under the old name (the usual case): no lock */
+        if (rsdi_state_path(st, op, "attr", on, exts[i]) < 0) return 0;
+        fd = rsdi_state_open_file(op, O_RDONLY, false);
+        any = fd >= 0;
+        rsdi_state_close_fd(fd);
+    }
+    memset(&lk, 0, sizeof lk);
+    if (!any || rsdi_attr_lock_try(st, &lk, new_key) != RSD_OK) return 0;
+    for (i = 0; i < 3; i++) {
+        if (rsdi_state_path(st, op, "attr", on, exts[i]) < 0 || rsdi_state_path(st, np, "attr", nn, exts[i]) < 0)
+            break;
+        fd = rsdi_state_open_file(np, O_RDONLY, false);
+        if (fd >= 0 || errno != ENOENT) { /* the new key has its own: the old one stays */
+            rsdi_state_close_fd(fd);
+            continue;
+        }
+        if (rsdi_state_rename(op, np) == 0) moved++;
+    }
+    rsd_state_unlock(st, &lk);
+    if (moved)
+        rsdi_logf(&st->logger, RSD_LOG_INFO, RSD_LOGITEM_STATE_MIGRATED, RSDI_WHERE,
+                  "state: the records of '%s' moved to its current key '%s'", old_key, new_key);
+    return moved;
 }
 /* ==== state end =========================================================== */
 

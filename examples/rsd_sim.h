@@ -64,7 +64,9 @@
               --router-gen july (default) takes the LRU running model whatever it does;
               later never a loading, busy or awaited one (see --router-gen). Inference
               answers a canned "This is a simulated reply." after gen_ms (or streamed,
-              one chunk per token_ms). Connections as llama.cpp's HTTP layer: see
+              one chunk per token_ms). A model with child_download=MS is one whose child
+              downloads it first (wire.md 1.12: its state line says "downloading"): a load
+              lists it downloading for MS, then loading. Connections as llama.cpp's HTTP layer: see
               --idle-close-ms and rsim_resp (keep_alive, connection_close, close_after).
      server   one model; slots = --parallel; inference waits for a free slot. Each slot
               keeps a KV cache of its last prompt and answer (by message: a message is
@@ -205,6 +207,8 @@ typedef struct rsim_model {
     uint32_t ctx, ctx_train;
     uint32_t load_ms;          /* 0 = the global --load-ms */
     uint32_t download_ms;      /* router: "downloading" for this long after start */
+    uint32_t child_download_ms; /* router: a load's child downloads its model first, this long */
+    bool child_downloading;    /* that download is running (the load goes on after it) */
     bool broken, startup, preloaded, embedding, removed;
     int64_t keep_cfg_ms;       /* Ollama keep=, -2 = unset, -1 = forever */
     /* router, server and Ollama runner state */
@@ -377,7 +381,9 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "                                load=MS (load latency override), fail=1 (every load\n",
         "                                fails), download=MS (router: \"downloading\" that long), startup=1 (load-on-startup), loaded=1 (resident\n",
         "                                at start: Ollama/LM Studio), embedding=1, host=NAME (LM\n",
-        "                                Link peer entry), publisher=P, keep=DUR (Ollama)\n",
+        "                                Link peer entry), publisher=P, keep=DUR (Ollama),\n",
+        "                                child_download=MS (router: a load's child downloads first:\n",
+        "                                listed \"downloading\" that long, then \"loading\")\n",
         "    --load-ms N                 load latency (300)\n",
         "    --unload-ms N               graceful stop / Ollama unload latency (10)\n",
         "    --wake-ms N                 reload latency when waking from sleep (100)\n",
@@ -698,6 +704,7 @@ RSIM_FN int rsim_add_model(rsim *s, const char *spec) {
         else if (!strcmp(key, "ctx_train")) m->ctx_train = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(key, "load")) m->load_ms = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(key, "download")) m->download_ms = (uint32_t)strtoul(val, NULL, 10);
+        else if (!strcmp(key, "child_download")) m->child_download_ms = (uint32_t)strtoul(val, NULL, 10);
         else if (!strcmp(key, "fail")) m->broken = atoi(val) != 0;
         else if (!strcmp(key, "startup")) m->startup = atoi(val) != 0;
         else if (!strcmp(key, "loaded")) m->preloaded = atoi(val) != 0;
@@ -1059,6 +1066,12 @@ RSIM_FN void rsim_r_start_load(rsim *s, int i) {
     m->last_used_ms = s->now;
     rsim_ev(s, i, RSIM_EV_MODEL_STATUS, RSIM_LOADING, -1, 0, false);
     rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_LOADING, 0, 0, false);
+    if (m->child_download_ms) { /* its state line says "downloading" first (wire.md 1.12) */
+        m->state = RSIM_DOWNLOADING;
+        m->child_downloading = true;
+        m->due_ms = s->now + m->child_download_ms;
+        rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_DOWNLOADING, -1, 0, false);
+    }
 }
 
 RSIM_FN bool rsim_july(const rsim *s) { return s->o.runtime == RSIM_RT_ROUTER && s->o.router_gen == RSIM_GEN_JULY; }
@@ -1154,7 +1167,14 @@ RSIM_FN void rsim_r_step_models(rsim *s) {
                 rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_LOADED, -1, 0, true);
             }
         }
-        if (m->state == RSIM_DOWNLOADING && m->due_ms <= s->now) m->state = RSIM_UNLOADED;
+        if (m->state == RSIM_DOWNLOADING && m->due_ms <= s->now) {
+            if (m->child_downloading) { /* downloaded: the child loads it now */
+                m->child_downloading = false;
+                m->state = RSIM_LOADING;
+                m->due_ms = s->now + (m->will_fail ? s->o.fail_ms : rsim_load_ms(s, m));
+                rsim_ev(s, i, RSIM_EV_STATUS_CHANGE, RSIM_LOADING, 0, 0, false);
+            } else m->state = RSIM_UNLOADED;
+        }
         if (m->stopping && m->due_ms <= s->now) rsim_r_exited(s, i, m->stop_exit);
         if (m->waking && m->due_ms <= s->now) {
             m->waking = false;
@@ -2955,7 +2975,10 @@ RSIM_FN void rsim_router_unload(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if (i < 0) { rsim_lerr(t, 400, "model is not found"); return; }
     rsim_log_model(s, t->log, s->m[i].id);
     if (s->m[i].state == RSIM_UNLOADED) { rsim_lerr(t, 400, "model is not running"); return; }
-    if (s->m[i].state == RSIM_DOWNLOADING) s->m[i].state = RSIM_UNLOADED;
+    if (s->m[i].state == RSIM_DOWNLOADING) {
+        s->m[i].state = RSIM_UNLOADED;
+        s->m[i].child_downloading = false;
+    }
     else rsim_r_stop(s, i);
     rsim_reply_set(t, RSIM_O_RAW, 200, "{\"success\":true}");
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The headers are a map: every grep tag (>>name, >>name:sub) marks one implementation
 # section, so it appears exactly once in the two headers together; and the manual speaks
-# in words, so no requirement id of the spec (R45, W12, L24, P57, S29, O3, K5, D1 ...) appears.
+# in words, so no requirement id of the spec (R45, W12, L24, P57, S29, O3, K5, D1 ...) appears;
+# and the stack figures it gives hold.
 H="residency.h residency_http.h"; bad=0
 tags() { grep -ohE '>>[a-z][a-z0-9_:]*' "$@" | sed 's/:$//'; }
 dup=$(tags $H | sort | uniq -d)
@@ -25,6 +26,19 @@ for f in $(grep -ohE '\brsdi?_[a-z0-9_]+\(' examples/custom_runtime.c | tr -d '(
   grep -qE "^RSD_API [^(]*\b$f\(" residency.h residency_http.h || {
     echo "examples/custom_runtime.c calls $f, which is not public API"; bad=1; }
 done
+# The stack figures the manual gives (x86-64, gcc -O2 -fstack-usage): function, limit.
+if command -v gcc >/dev/null 2>&1 && [ "$(uname -m)" = x86_64 ]; then
+  d=$(mktemp -d); printf '#define RESIDENCY_IMPLEMENTATION\n#include "residency.h"\n' >"$d/su.c"
+  if (cd "$d" && gcc -std=c99 -O2 -I"$OLDPWD" -fstack-usage -c su.c -o su.o); then
+    for fl in rsd_decide:9216 rsd_notice_format:1024 rsd_json_parse_ex:200 rsdi_json_num_to_double:1024; do
+      f=${fl%%:*}; lim=${fl#*:}
+      got=$(awk -F'\t' -v f="$f" '{ n = $1; sub(/.*:/, "", n); sub(/\..*/, "", n) } n == f { print $2; exit }' "$d/su.su")
+      if [ -z "$got" ]; then echo "stack: no frame for $f (renamed or inlined? update tests/manual.sh and the manual)"; bad=1
+      elif [ "$got" -ge "$lim" ]; then echo "stack: $f's frame is $got bytes; the manual says under $lim"; bad=1; fi
+    done
+  else echo "stack: gcc -fstack-usage failed"; bad=1; fi
+  rm -rf "$d"
+fi
 notag=$(grep -nE '^/\* ==== >>' $H | wc -l)
 [ $bad -eq 0 ] && echo "manual: $(tags $H | wc -l) grep tags, each once ($notag sections); no requirement ids"
 exit $bad

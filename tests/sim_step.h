@@ -3,6 +3,8 @@
    simulated clock NOW: a deferred answer (a load that takes load_ms, a load waiting for
    its victim to stop) advances NOW to when the simulator gives it, or to the step's
    timeout (then RSD_ERR_TIMEOUT); a hung one is a timeout too. The body is in RB.
+   sim_post sends S a POST of another client (or of a test's world), whose answer nobody
+   reads.
    Include after residency.h, examples/rsd_sim.h and rsd_test.h. Not part of the library. */
 #ifndef RSD_TESTS_SIM_STEP_H
 #define RSD_TESTS_SIM_STEP_H
@@ -71,5 +73,23 @@ static void sim_http(const rsd_step_http *h, int *transport, int *status, size_t
     *status = resp.status;
     *len = resp.body_len;
     NOW += 1;
+}
+
+/* Another client POSTs body to path now (its answer, deferred or not, is dropped). RSIM_FN:
+   a test that does not use it still compiles. */
+RSIM_FN void sim_post(const char *path, const char *body) {
+    rsim_req q;
+    rsim_resp resp;
+    memset(&q, 0, sizeof q);
+    memset(&resp, 0, sizeof resp);
+    q.method = "POST";
+    q.target = path;
+    q.body = body;
+    q.body_len = strlen(body);
+    resp.body = RB;
+    resp.body_cap = sizeof RB;
+    rsim_tick(&S, NOW);
+    rsim_handle(&S, &q, NOW, &resp);
+    rsim_tick(&S, NOW);
 }
 #endif

@@ -1,209 +1,118 @@
-/* test_driver_lmstudio.c -- the LM Studio reconcile (rsd_reconcile_* with rsd_runtime_lmstudio()) against
-   a scripted LM Studio modelled on the upstream fake (F1-F10) and wire.md 4
-   (W38-W47); no sockets, fake clock. Upstream cases 6.5 (clamp), 6.6 (REST
-   residency), 6.7 (instance resolution) by number, the W fixes (W1, W13-W16,
-   W19), and hostile catalogs (degrade, never mutate). */
+/* test_driver_lmstudio.c -- the LM Studio reconcile (rsd_reconcile_* with rsd_runtime_lmstudio())
+   against LM Studio as examples/rsd_sim.h models it (in-process, no sockets, simulated clock;
+   tests/sim_step.h): the context-fit clamp, REST residency, instance resolution, long loads,
+   one unload at a time, restores, the re-list under the lock, and hostile catalogs (degrade,
+   never mutate). Instance ids are the wire's: a first instance is named by its key, an LM Link
+   peer's entry is listed with its own id (rsd_sim.h: "<key>-<host>"). What the network or a
+   hostile server does (a transport error, a lost answer, a canned body) is injected at the
+   transport, between the machine and the simulator. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
+#include "../examples/rsd_sim.h"
 #include "rsd_test.h"
+#include "sim_step.h"
 #include <stdarg.h>
 
-enum { FE_MAX = 300, FI_MAX = 8, LOG_MAX = 64 };
-typedef struct finst { char id[80]; int ctx; } finst;
-typedef struct fentry {
-    char key[64];
-    char type[16];
-    int max_ctx;
-    finst inst[FI_MAX];
-    int ninst;
-} fentry;
-typedef struct fake_lms {
-    fentry e[FE_MAX];
-    int n;
-    bool v03;                    /* LM Studio 0.3: no /api/v1 */
-    bool v1_200_error;           /* 0.3 answering /api/v1/models 200 + error (S6) */
-    const char *token;           /* auth required with this bearer */
-    int fail_loads;              /* F5: next loads answer 507 insufficient VRAM */
-    int load_timeouts;           /* next loads: the client times out, the load lands */
-    int unload_status;           /* != 0: unloads answer this */
+enum { LOG_MAX = 64 };
+/* What the test injects at the transport, and what it saw the machine send. */
+typedef struct lms_wire {
     int list_fail_transport;     /* != 0: every GET fails with it */
     const char *list_body;       /* canned body for every GET (hostile catalogs) */
-    void (*at_lock)(struct fake_lms *f);
+    int load_answers_lost;       /* next loads: the load lands, its answer is lost (a client timeout) */
+    void (*at_lock)(struct lms_wire *f);
     uint64_t gen;
     char log[LOG_MAX][300];
-    int nlog, posts, gets, loads, unloads, locks, unlocks, commits, unauthorized_ok;
+    int nlog, posts, gets, loads, unloads, locks, unlocks, commits;
     uint32_t load_timeout_ms;
-} fake_lms;
+} lms_wire;
 
-static uint64_t NOW;
 static rsd_reconcile R;
-static rsd_json_tok TOK[4096];
-static char BODY[131072];
 
-static fentry *fe_add(fake_lms *f, const char *key, const char *type, int max_ctx) {
-    fentry *e = &f->e[f->n++];
-    memset(e, 0, sizeof *e);
-    snprintf(e->key, sizeof e->key, "%s", key);
-    snprintf(e->type, sizeof e->type, "%s", type);
-    e->max_ctx = max_ctx;
-    return e;
-}
-static void fe_inst(fentry *e, const char *id, int ctx) {
-    snprintf(e->inst[e->ninst].id, sizeof e->inst[0].id, "%.79s", id);
-    e->inst[e->ninst++].ctx = ctx;
-}
-/* F2 with hostIdentity=dynamo: the dynamo duplicate first */
-static void fl_init(fake_lms *f) {
-    fentry *e;
+/* LM Studio 0.4 with the REST API; loads take 3000 ms. Two LM Link entries share the key
+   qwen3.8-27b (hostIdentity dynamo and zbook, each with an instance loaded), and two local
+   entries are not loaded. The models are added, the server is started by lm_start. */
+static void lm_new(lms_wire *f) {
     memset(f, 0, sizeof *f);
-    e = fe_add(f, "qwen3.8-27b", "llm", 131072);
-    fe_inst(e, "qwen3.8-27b-dynamo", 131072);
-    e = fe_add(f, "qwen3.8-27b", "llm", 262144);
-    fe_inst(e, "qwen3.8-27b-zbook", 262144);
-    fe_add(f, "coder-unloaded", "llm", 65536);
-    fe_add(f, "embedding-model", "embedding", 8192);
+    rsim_init(&S, RSIM_RT_LMSTUDIO);
+    S.o.load_ms = 3000;
+    S.o.fail_load_status = 507; /* an over-budget load: "insufficient VRAM" */
 }
-static void fl_empty(fake_lms *f) {
-    memset(f, 0, sizeof *f);
-    fe_add(f, "coder-unloaded", "llm", 262144);
+static void lm_model(const char *spec) { REQUIRE(rsim_add_model(&S, spec) >= 0); }
+static void lm_start(void) { rsim_start(&S, NOW); }
+static void lm_init(lms_wire *f) {
+    lm_new(f);
+    lm_model("id=qwen3.8-27b,host=dynamo,loaded=1,ctx=131072,ctx_train=131072");
+    lm_model("id=qwen3.8-27b,host=zbook,loaded=1,ctx=262144,ctx_train=262144");
+    lm_model("id=coder-unloaded,ctx=65536,ctx_train=65536");
+    lm_model("id=embedding-model,embedding=1,ctx=8192,ctx_train=8192");
+    lm_start();
 }
-static fentry *fl_entry(fake_lms *f, const char *key) {
+static void lm_empty(lms_wire *f) {
+    lm_new(f);
+    lm_model("id=coder-unloaded,ctx=262144,ctx_train=262144");
+    lm_start();
+}
+/* A local model with one instance loaded (by an earlier reconcile of ours): its id is the key. */
+static void lm_loaded(const char *key, uint32_t ctx) {
+    char spec[160];
     int i;
-    for (i = 0; i < f->n; i++)
-        if (strcmp(f->e[i].key, key) == 0) return &f->e[i];
-    return NULL;
+    snprintf(spec, sizeof spec, "id=%s,ctx=32768,ctx_train=32768", key);
+    lm_model(spec);
+    i = rsim_find(&S, key);
+    REQUIRE(i >= 0 && rsim_l_add_inst(&S, i, ctx, false, 0) == 0);
 }
-static bool fl_has_inst(fake_lms *f, const char *id) {
+static void lm_key(const char *key) { /* requests need "Authorization: Bearer KEY" */
+    snprintf(S.o.keys[0], sizeof S.o.keys[0], "%s", key);
+    S.o.nkeys = 1;
+}
+/* Whether an instance with this id is listed (local or an LM Link peer's). */
+static bool lm_has_inst(const char *id) {
     int i, k;
-    for (i = 0; i < f->n; i++)
-        for (k = 0; k < f->e[i].ninst; k++)
-            if (strcmp(f->e[i].inst[k].id, id) == 0) return true;
+    rsim_tick(&S, NOW);
+    for (i = 0; i < S.nmodels; i++)
+        for (k = 0; k < S.m[i].ninst; k++)
+            if (strcmp(S.m[i].inst[k].id, id) == 0) return true;
     return false;
 }
-static void fo_log(fake_lms *f, const char *fmt, ...) {
+static void lm_log(lms_wire *f, const char *fmt, ...) {
     va_list ap;
     if (f->nlog >= LOG_MAX) return;
     va_start(ap, fmt);
     vsnprintf(f->log[f->nlog++], sizeof f->log[0], fmt, ap);
     va_end(ap);
 }
-static size_t fl_v1(fake_lms *f) {
-    size_t n = 0;
-    int i, k;
-    n += (size_t)snprintf(BODY + n, sizeof BODY - n, "{\"models\":[");
-    for (i = 0; i < f->n; i++) {
-        fentry *e = &f->e[i];
-        n += (size_t)snprintf(BODY + n, sizeof BODY - n, "%s{\"type\":\"%s\",\"key\":\"%s\",\"display_name\":\"x\","
-                              "\"max_context_length\":%d,\"loaded_instances\":[", i ? "," : "", e->type, e->key, e->max_ctx);
-        for (k = 0; k < e->ninst; k++)
-            n += (size_t)snprintf(BODY + n, sizeof BODY - n, "%s{\"id\":\"%s\",\"config\":{\"context_length\":%d}}",
-                                  k ? "," : "", e->inst[k].id, e->inst[k].ctx);
-        n += (size_t)snprintf(BODY + n, sizeof BODY - n, "]}");
-    }
-    n += (size_t)snprintf(BODY + n, sizeof BODY - n, "]}");
-    return n;
-}
-static size_t fl_v0(fake_lms *f) {
-    size_t n = 0;
-    int i, k, rows = 0;
-    n += (size_t)snprintf(BODY + n, sizeof BODY - n, "{\"object\":\"list\",\"data\":[");
-    for (i = 0; i < f->n; i++) {
-        fentry *e = &f->e[i];
-        for (k = 0; k < e->ninst; k++)
-            n += (size_t)snprintf(BODY + n, sizeof BODY - n, "%s{\"id\":\"%s\",\"object\":\"model\",\"type\":\"%s\","
-                                  "\"state\":\"loaded\",\"loaded_context_length\":%d,\"max_context_length\":%d}",
-                                  rows++ ? "," : "", e->inst[k].id, e->type, e->inst[k].ctx, e->max_ctx);
-        n += (size_t)snprintf(BODY + n, sizeof BODY - n, "%s{\"id\":\"%s\",\"object\":\"model\",\"type\":\"%s\","
-                              "\"state\":\"not-loaded\",\"max_context_length\":%d}", rows++ ? "," : "", e->key, e->type,
-                              e->max_ctx);
-    }
-    n += (size_t)snprintf(BODY + n, sizeof BODY - n, "]}");
-    return n;
-}
-#define ANSWER(st, txt) do { *status = (st); *body = (txt); *len = strlen(*body); return; } while (0)
 
-static void fl_http(fake_lms *f, const rsd_step_http *h, int *transport, int *status, const char **body, size_t *len) {
+/* One HTTP step: logged as the machine sent it, the injections first, else LM Studio's
+   answer from the simulator. */
+static void lm_http(lms_wire *f, const rsd_step_http *h, int *transport, int *status, const char **body,
+                    size_t *len) {
     const char *path = strstr(h->url, "://");
-    int i;
-    bool authed = !f->token;
     path = path ? strchr(path + 3, '/') : "";
     *transport = RSD_OK;
-    for (i = 0; i < h->n_headers; i++)
-        if (strcmp(h->headers[i].name, "Authorization") == 0 && f->token) {
-            char want[128];
-            snprintf(want, sizeof want, "Bearer %s", f->token);
-            authed = strcmp(h->headers[i].value, want) == 0;
-        }
+    *status = 0;
+    *body = RB;
     if (strcmp(h->method, "GET") == 0) {
         f->gets++;
-        fo_log(f, "GET %s", path);
-        if (f->list_fail_transport) { *transport = f->list_fail_transport; *status = 0; *body = ""; *len = 0; return; }
-        if (!authed) ANSWER(401, "{\"error\":\"Authentication required\"}");
-        if (f->list_body) ANSWER(200, f->list_body);
-        if (strcmp(path, "/api/v1/models") == 0) {
-            if (f->v1_200_error) ANSWER(200, "{\"error\":\"Unexpected endpoint or method. (GET /api/v1/models)\"}");
-            if (f->v03) ANSWER(404, "{\"error\":\"Not found\"}");
-            *status = 200;
-            *len = fl_v1(f);
-            *body = BODY;
-            return;
-        }
-        if (strcmp(path, "/api/v0/models") == 0) {
-            *status = 200;
-            *len = fl_v0(f);
-            *body = BODY;
-            return;
-        }
-        ANSWER(200, "{\"error\":\"Unexpected endpoint or method. (GET /v1/models)\"}");
-    }
-    f->posts++;
-    fo_log(f, "POST %s %.*s", path, (int)h->body_len, h->body);
-    if (!authed) ANSWER(401, "{\"error\":\"Authentication required\"}");
-    {
-        rsd_json_doc d;
-        char s[128];
+        lm_log(f, "GET %s", path);
+        if (f->list_fail_transport) { *transport = f->list_fail_transport; *body = ""; *len = 0; return; }
+        if (f->list_body) { *status = 200; *body = f->list_body; *len = strlen(f->list_body); return; }
+    } else {
+        f->posts++;
+        lm_log(f, "POST %s %.*s", path, (int)h->body_len, h->body);
         REQUIRE(h->n_headers >= 1 && strcmp(h->headers[0].value, "application/json") == 0);
-        REQUIRE(rsd_json_parse(&d, h->body, h->body_len, TOK, 4096) > 0);
-        if (strcmp(path, "/api/v1/models/load") == 0 && !f->v03) {
-            int64_t ctx = 0;
-            fentry *e;
+        if (strcmp(path, "/api/v1/models/load") == 0) {
             f->loads++;
             f->load_timeout_ms = h->timeout_ms;
-            REQUIRE(rsd_json_str(&d, rsd_json_find(&d, 0, "model"), s, sizeof s, NULL) == RSD_OK);
-            (void)rsd_json_int64(&d, rsd_json_find(&d, 0, "context_length"), &ctx);
-            if (f->fail_loads > 0) { f->fail_loads--; ANSWER(507, "{\"error\":\"insufficient VRAM\"}"); }
-            e = fl_entry(f, s);
-            if (!e) ANSWER(404, "{\"error\":\"model not found\"}");
-            snprintf(BODY, sizeof BODY, "%s:clio", s);
-            fe_inst(e, BODY, ctx ? (int)ctx : e->max_ctx);
-            NOW += 3000; /* loads take a while */
-            if (f->load_timeouts > 0) { f->load_timeouts--; *transport = RSD_ERR_TIMEOUT; *status = 0; *body = ""; *len = 0; return; }
-            *status = 200;
-            *len = (size_t)snprintf(BODY, sizeof BODY, "{\"type\":\"llm\",\"instance_id\":\"%s:clio\",\"load_time_seconds\":3.0,"
-                                    "\"status\":\"loaded\",\"load_config\":{\"context_length\":%d}}", s, ctx ? (int)ctx : e->max_ctx);
-            *body = BODY;
-            return;
         }
-        if (strcmp(path, "/api/v1/models/unload") == 0 && !f->v03) {
-            int k;
-            f->unloads++;
-            REQUIRE(rsd_json_str(&d, rsd_json_find(&d, 0, "instance_id"), s, sizeof s, NULL) == RSD_OK);
-            if (f->unload_status) ANSWER(f->unload_status, "{\"error\":{\"type\":\"internal_error\",\"message\":\"nope\"}}");
-            for (i = 0; i < f->n; i++)
-                for (k = 0; k < f->e[i].ninst; k++)
-                    if (strcmp(f->e[i].inst[k].id, s) == 0) {
-                        memmove(&f->e[i].inst[k], &f->e[i].inst[k + 1], (size_t)(f->e[i].ninst - k - 1) * sizeof(finst));
-                        f->e[i].ninst--;
-                        k--;
-                    }
-            *status = 200;
-            *len = (size_t)snprintf(BODY, sizeof BODY, "{\"unloaded\":\"%s\"}", s);
-            *body = BODY;
-            return;
-        }
-        *status = 200;
-        *len = (size_t)snprintf(BODY, sizeof BODY, "{\"error\":\"Unexpected endpoint or method. (POST %s)\"}", path);
-        *body = BODY;
+        if (strcmp(path, "/api/v1/models/unload") == 0) f->unloads++;
+    }
+    sim_http(h, transport, status, len);
+    NOW -= 1; /* the driver loop adds the millisecond */
+    if (f->load_answers_lost > 0 && strcmp(path, "/api/v1/models/load") == 0 && *transport == RSD_OK) {
+        f->load_answers_lost--;   /* the server loaded it; the client gave up before the answer */
+        *transport = RSD_ERR_TIMEOUT;
+        *status = 0;
+        *len = 0;
     }
 }
 
@@ -220,7 +129,7 @@ static void explicit_ctx(rsd_reconcile_desc *d, uint32_t ctx) {
     d->context_length = ctx;
 }
 
-static int drive(fake_lms *f, const rsd_reconcile_desc *d) {
+static int drive(lms_wire *f, const rsd_reconcile_desc *d) {
     int guard, rc;
     f->nlog = f->posts = f->gets = f->loads = f->unloads = f->locks = f->unlocks = f->commits = 0;
     rc = rsd_reconcile_begin(&R, d, NOW);
@@ -235,7 +144,7 @@ static int drive(fake_lms *f, const rsd_reconcile_desc *d) {
             again = rsd_reconcile_next(&R, NOW);
             CHECK(again.kind == RSD_STEP_HTTP && again.http.url == s.http.url);
             CHECK(s.http.timeout_ms >= 1);
-            fl_http(f, &s.http, &tr, &st, &body, &len);
+            lm_http(f, &s.http, &tr, &st, &body, &len);
             NOW += 1;
             CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
             break;
@@ -244,17 +153,17 @@ static int drive(fake_lms *f, const rsd_reconcile_desc *d) {
             break;
         case RSD_STEP_LOCK:
             f->locks++;
-            fo_log(f, "LOCK");
+            lm_log(f, "LOCK");
             if (f->at_lock) f->at_lock(f);
             CHECK_EQ_INT(rsd_reconcile_lock_done(&R, true, f->gen, NOW), RSD_OK);
             break;
         case RSD_STEP_COMMIT:
             f->commits++;
-            fo_log(f, "COMMIT");
+            lm_log(f, "COMMIT");
             break;
         case RSD_STEP_UNLOCK:
             f->unlocks++;
-            fo_log(f, "UNLOCK");
+            lm_log(f, "UNLOCK");
             break;
         case RSD_STEP_DONE:
             CHECK_EQ_INT(f->locks, f->unlocks);
@@ -268,7 +177,7 @@ static int drive(fake_lms *f, const rsd_reconcile_desc *d) {
     CHECK(0);
     return -998;
 }
-static const char *joined(fake_lms *f) {
+static const char *joined(lms_wire *f) {
     static char buf[16384];
     size_t n = 0;
     int i;
@@ -284,7 +193,7 @@ static int notice_kind_of(const char *s) {
     return -1;
 }
 static bool any_notice_has(const char *s) { return notice_kind_of(s) >= 0; }
-static const char *unloads_of(fake_lms *f) {
+static const char *unloads_of(lms_wire *f) {
     static char buf[2048];
     size_t n = 0;
     int i;
@@ -297,9 +206,9 @@ static const char *unloads_of(fake_lms *f) {
 
 /* ---- 6.5: the context-fit clamp through the driver ----------------------- */
 static void test_6_5_1_alone_is_never_clamped(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_empty(&f);
+    lm_empty(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -308,9 +217,9 @@ static void test_6_5_1_alone_is_never_clamped(void) {
     CHECK(!any_notice_has("clamped"));
 }
 static void test_6_5_2_clamps_beside_another_model(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -318,24 +227,24 @@ static void test_6_5_2_clamps_beside_another_model(void) {
     CHECK(any_notice_has("loading 'coder-unloaded' alongside qwen3.8-27b: context clamped 262144 to 131072 tokens"));
 }
 static void test_6_5_3_never_raises_a_request_that_fits(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(strstr(joined(&f), "\"context_length\":32768}") != NULL);
 }
 static void test_6_5_4_5_ceiling_override_and_off(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
     d.context_ceiling = rsd_fit_ceiling_parse("196608");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(strstr(joined(&f), "\"context_length\":196608}") != NULL);
-    fl_init(&f);
+    lm_init(&f);
     d.context_ceiling = rsd_fit_ceiling_parse("off");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(strstr(joined(&f), "\"context_length\":262144}") != NULL);
@@ -343,9 +252,9 @@ static void test_6_5_4_5_ceiling_override_and_off(void) {
 
 /* ---- 6.6: REST residency -------------------------------------------------- */
 static void test_6_6_11_no_load_settings_keeps_server_jit(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
@@ -355,10 +264,10 @@ static void test_6_6_11_no_load_settings_keeps_server_jit(void) {
     CHECK_EQ_INT(f.locks, 0);
 }
 static void test_6_6_12_exact_body_once_with_bearer(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
-    f.token = "secret";
+    lm_init(&f);
+    lm_key("secret");
     desc_init(&d, "coder-unloaded");
     d.explicit_load = true;
     d.load.flash_attention = RSD_LMS_FLAG_TRUE;
@@ -369,16 +278,17 @@ static void test_6_6_12_exact_body_once_with_bearer(void) {
     CHECK_EQ_STR(joined(&f), "GET /api/v1/models | LOCK | GET /api/v1/models | "
                              "POST /api/v1/models/load {\"model\":\"coder-unloaded\",\"echo_load_config\":true,"
                              "\"flash_attention\":true,\"eval_batch_size\":512} | COMMIT | UNLOCK");
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded:clio");
+    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
+    CHECK_EQ_INT(R.result.state, RSD_LMS_INSTANCE); /* the instance we loaded, not the JIT key */
     REQUIRE(R.result.n_attr_add == 1);
     CHECK_EQ_STR(R.result.attr_add[0].model, "coder-unloaded");
-    CHECK_EQ_STR(R.result.attr_add[0].instance, "coder-unloaded:clio");
+    CHECK_EQ_STR(R.result.attr_add[0].instance, "coder-unloaded");
 }
 static void test_6_6_3_auth_required(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
-    f.token = "secret";
+    lm_init(&f);
+    lm_key("secret");
     desc_init(&d, "qwen3.8-27b");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_AUTH);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
@@ -391,9 +301,9 @@ static void test_6_6_3_auth_required(void) {
     CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b-dynamo");
 }
 static void test_6_6_13_lm_link_same_key_is_observe_only(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "qwen3.8-27b");
     explicit_ctx(&d, 131072);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -403,10 +313,10 @@ static void test_6_6_13_lm_link_same_key_is_observe_only(void) {
     CHECK(any_notice_has("LM Studio resolved 'qwen3.8-27b' to loaded instance 'qwen3.8-27b-dynamo' on target 'dynamo'."));
 }
 static void test_6_6_14_retry_without_releasing_foreign_instances(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
-    f.fail_loads = 1;
+    lm_init(&f);
+    S.o.fail_loads = 1;
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -416,14 +326,14 @@ static void test_6_6_14_retry_without_releasing_foreign_instances(void) {
     CHECK(strstr(joined(&f), "insufficient") == NULL);
     CHECK(strstr(joined(&f), "context_length\":32768} | GET /api/v1/models | POST /api/v1/models/load") != NULL);
     CHECK(any_notice_has("insufficient VRAM"));
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded:clio");
+    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
 }
 static void test_6_6_15_releases_only_an_instance_we_loaded(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
     rsd_owned owned[1];
     char om[RSD_MODEL_ID_MAX], oi[RSD_MODEL_ID_MAX];
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -432,26 +342,27 @@ static void test_6_6_15_releases_only_an_instance_we_loaded(void) {
     snprintf(oi, sizeof oi, "%s", R.result.attr_add[0].instance);
     owned[0].model = om;
     owned[0].instance = oi;
-    f.fail_loads = 1;
+    S.o.fail_loads = 1;
     desc_init(&d, "embedding-model");
     d.explicit_load = true;
     d.owned = owned;
     d.n_owned = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"coder-unloaded:clio\"}");
-    CHECK(fl_has_inst(&f, "qwen3.8-27b-dynamo") && fl_has_inst(&f, "qwen3.8-27b-zbook"));
+    CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"coder-unloaded\"}");
+    CHECK(lm_has_inst("qwen3.8-27b-dynamo") && lm_has_inst("qwen3.8-27b-zbook"));
     REQUIRE(R.result.n_attr_remove == 1);
-    CHECK_EQ_STR(R.result.attr_remove[0].instance, "coder-unloaded:clio");
+    CHECK_EQ_STR(R.result.attr_remove[0].instance, "coder-unloaded");
     REQUIRE(R.result.n_attr_add == 1);
-    CHECK_EQ_STR(R.result.attr_add[0].instance, "embedding-model:clio");
+    CHECK_EQ_STR(R.result.attr_add[0].instance, "embedding-model");
     CHECK_EQ_INT(R.result.n_evicted, 1);
     CHECK(!R.result.evicted[0].restored);
 }
 static void test_6_6_16_v0_server_is_observe_only(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
-    f.v03 = true;
+    lm_init(&f);
+    S.o.lms_v03 = true; /* a 0.3 server that answers unknown routes 404 */
+    S.o.unknown_404 = true;
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -462,24 +373,30 @@ static void test_6_6_16_v0_server_is_observe_only(void) {
 }
 /* S6: a 0.3 server answers v1 with 200 + error: detection by shape falls through */
 static void test_S6_v1_200_with_error_falls_through(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
-    f.v1_200_error = true;
+    lm_init(&f);
+    S.o.lms_v03 = true; /* unknown routes: 200 with an error */
     desc_init(&d, "qwen3.8-27b");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.tier, RSD_LMS_TIER_V0);
     CHECK_EQ_STR(joined(&f), "GET /api/v1/models | GET /api/v0/models");
-    /* v0 rows (S11): the bare key row is not loaded, so the key stays JIT */
+    /* v0 rows (S11): one row per model, its key as the id; a loaded row is an instance */
     CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b");
+    CHECK_EQ_INT(R.result.state, RSD_LMS_INSTANCE);
+    /* a not-loaded row keeps the key JIT */
+    desc_init(&d, "coder-unloaded");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(R.result.tier, RSD_LMS_TIER_V0);
+    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
     CHECK_EQ_INT(R.result.state, RSD_LMS_JIT);
 }
 
 /* ---- 6.7: instance resolution --------------------------------------------- */
 static void test_6_7_2_bare_key_resolves_to_host_default_without_loading(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "qwen3.8-27b");
     d.default_model = "qwen3.8-27b-zbook";
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -490,9 +407,9 @@ static void test_6_7_2_bare_key_resolves_to_host_default_without_loading(void) {
     CHECK_EQ_STR(R.result.wire_id, "qwen3.8-27b-dynamo");
 }
 static void test_6_7_4_catalogued_key_without_instances_keeps_jit(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
@@ -500,11 +417,11 @@ static void test_6_7_4_catalogued_key_without_instances_keeps_jit(void) {
     CHECK_EQ_INT(f.posts, 0);
 }
 static void test_6_7_5_cross_host_instance_flagged_as_lm_link_peer(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
     rsd_lms_peer peer;
     rsd_str zb[2];
-    fl_init(&f);
+    lm_init(&f);
     zb[0] = rsd_str_c("qwen3.8-27b-zbook");
     zb[1] = rsd_str_c("qwen3.8-27b-dynamo");
     peer.target_id = rsd_str_c("zbook");
@@ -519,9 +436,9 @@ static void test_6_7_5_cross_host_instance_flagged_as_lm_link_peer(void) {
                          "by that LM Link peer."));
 }
 static void test_6_7_6_unadvertised_model_refused_before_completion(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "nope");
     explicit_ctx(&d, 4096);
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_NOT_SERVED);
@@ -533,52 +450,52 @@ static void test_6_7_6_unadvertised_model_refused_before_completion(void) {
 /* ---- W fixes ---------------------------------------------------------------- */
 /* W13: long load timeout; a load that lands after the client gave up is adopted */
 static void test_W13_long_load_and_late_landing_adopted(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
-    f.load_timeouts = 1;
+    lm_init(&f);
+    f.load_answers_lost = 1;
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(f.load_timeout_ms > 250000);
     CHECK_EQ_INT(f.loads, 1);                        /* no second instance */
     CHECK(R.result.adopted);
-    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded:clio");
+    CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
     CHECK_EQ_INT(R.result.n_attr_add, 1);
 }
 /* W15: free the minimum, one candidate at a time (ours ranked first) */
 static void test_W15_unloads_one_candidate_at_a_time(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
     rsd_owned owned[2];
-    fl_init(&f);
-    fe_inst(fe_add(&f, "a-model", "llm", 32768), "a-model:clio", 8192);
-    fe_inst(fe_add(&f, "b-model", "llm", 32768), "b-model:clio", 8192);
+    lm_init(&f);
+    lm_loaded("a-model", 8192);
+    lm_loaded("b-model", 8192);
     owned[0].model = "a-model";
-    owned[0].instance = "a-model:clio";
+    owned[0].instance = "a-model";
     owned[1].model = "b-model";
-    owned[1].instance = "b-model:clio";
-    f.fail_loads = 1;
+    owned[1].instance = "b-model";
+    S.o.fail_loads = 1;
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     d.owned = owned;
     d.n_owned = 2;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.unloads, 1);
-    CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"a-model:clio\"}");
-    CHECK(fl_has_inst(&f, "b-model:clio"));
+    CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"a-model\"}");
+    CHECK(lm_has_inst("b-model"));
     CHECK_EQ_INT(f.loads, 2);
 }
 /* W14: restore what was unloaded when every retry failed */
 static void test_W14_restore_after_failed_retries(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
     rsd_owned owned[1];
-    fl_init(&f);
-    fe_inst(fe_add(&f, "a-model", "llm", 32768), "a-model:clio", 8192);
+    lm_init(&f);
+    lm_loaded("a-model", 8192);
     owned[0].model = "a-model";
-    owned[0].instance = "a-model:clio";
-    f.fail_loads = 2;
+    owned[0].instance = "a-model";
+    S.o.fail_loads = 2;
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     d.owned = owned;
@@ -587,7 +504,7 @@ static void test_W14_restore_after_failed_retries(void) {
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK_EQ_STR(R.result.message, "insufficient VRAM");
     CHECK(strstr(joined(&f), "POST /api/v1/models/load {\"model\":\"a-model\",\"echo_load_config\":true,\"context_length\":8192}") != NULL);
-    CHECK(fl_has_inst(&f, "a-model:clio"));
+    CHECK(lm_has_inst("a-model"));
     CHECK(R.result.n_evicted == 1 && R.result.evicted[0].restored);
     CHECK(any_notice_has("restored 'a-model'"));
     CHECK_EQ_INT(notice_kind_of("restored 'a-model'"), RSD_NOTICE_RESTORED);
@@ -598,14 +515,14 @@ static void test_W14_restore_after_failed_retries(void) {
         CHECK(load_failed >= 1);
     }
     CHECK(R.result.n_attr_remove == 1 && R.result.n_attr_add == 1);
-    CHECK_EQ_STR(R.result.attr_add[0].instance, "a-model:clio");
+    CHECK_EQ_STR(R.result.attr_add[0].instance, "a-model");
     CHECK_EQ_INT(f.commits, 1);
 }
 /* W19: observe never loads, even with explicit load settings (upstream S34 did) */
 static void test_W19_observe_never_loads(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 262144);
     d.residency_env = "observe";
@@ -621,11 +538,14 @@ static void test_W19_observe_never_loads(void) {
     CHECK_EQ_INT(f.posts, 0);
 }
 /* W1: an instance loaded by someone else while we waited for the lock is used */
-static void at_lock_other_loads(fake_lms *f) { fe_inst(fl_entry(f, "coder-unloaded"), "coder-unloaded", 4096); f->gen++; }
+static void at_lock_other_loads(lms_wire *f) {
+    REQUIRE(rsim_l_add_inst(&S, rsim_find(&S, "coder-unloaded"), 4096, false, 0) >= 0);
+    f->gen++;
+}
 static void test_W1_relist_under_lock_uses_instance_loaded_meanwhile(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     f.at_lock = at_lock_other_loads;
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 4096);
@@ -634,12 +554,13 @@ static void test_W1_relist_under_lock_uses_instance_loaded_meanwhile(void) {
     CHECK_EQ_INT(f.loads, 0);
     CHECK(R.result.redecided);
     CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
+    CHECK_EQ_INT(R.result.state, RSD_LMS_INSTANCE); /* the other client's instance */
     CHECK_EQ_INT(R.result.n_attr_add, 0);             /* not ours */
 }
 static void test_W1_unchanged_generation_skips_relist(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 4096);
     d.has_generation = true;
@@ -650,33 +571,33 @@ static void test_W1_unchanged_generation_skips_relist(void) {
 }
 /* unload failures: a warning, the next candidate is tried */
 static void test_unload_failure_moves_to_next_candidate(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
     rsd_owned owned[2];
-    fl_init(&f);
-    fe_inst(fe_add(&f, "a-model", "llm", 32768), "a-model:clio", 8192);
-    fe_inst(fe_add(&f, "b-model", "llm", 32768), "b-model:clio", 8192);
+    lm_init(&f);
+    lm_loaded("a-model", 8192);
+    lm_loaded("b-model", 8192);
     owned[0].model = "a-model";
-    owned[0].instance = "a-model:clio";
+    owned[0].instance = "a-model";
     owned[1].model = "b-model";
-    owned[1].instance = "b-model:clio";
-    f.fail_loads = 1;
-    f.unload_status = 500;
+    owned[1].instance = "b-model";
+    S.o.fail_loads = 1;
+    REQUIRE(rsim_add_fault(&S, RSIM_F_ERROR, "/api/v1/models/unload=500") == 0);
     desc_init(&d, "coder-unloaded");
     explicit_ctx(&d, 32768);
     d.owned = owned;
     d.n_owned = 2;
     (void)drive(&f, &d);
     CHECK(R.result.unload_failed);
-    CHECK(any_notice_has("unloading instance 'a-model:clio' of 'a-model' on 'dynamo' failed: nope"));
+    CHECK(any_notice_has("unloading instance 'a-model' of 'a-model' on 'dynamo' failed: injected failure"));
     CHECK_EQ_INT(f.unloads, 2);                       /* a failed, then b tried */
     CHECK_EQ_INT(R.result.n_attr_remove, 0);
 }
 /* a dead server costs one request, not three tiers */
 static void test_transport_error_stops_detection(void) {
-    fake_lms f;
+    lms_wire f;
     rsd_reconcile_desc d;
-    fl_init(&f);
+    lm_init(&f);
     f.list_fail_transport = RSD_ERR_CONNECT;
     desc_init(&d, "qwen3.8-27b");
     explicit_ctx(&d, 4096);
@@ -704,9 +625,9 @@ static void test_hostile_catalogs_degrade_and_never_mutate(void) {
     bodies[6] = huge;   /* more models with instances than RSD_MAX_RESIDENTS */
     bodies[7] = "";
     for (i = 0; i < 8; i++) {
-        fake_lms f;
+        lms_wire f;
         rsd_reconcile_desc d;
-        fl_init(&f);
+        lm_init(&f);
         f.list_body = bodies[i];
         desc_init(&d, "coder-unloaded");
         explicit_ctx(&d, 4096);

@@ -71,19 +71,9 @@ static int os_find(ollama_sim *f, const char *name) {
 /* Another client unloads name (POST /api/generate keep_alive 0), and it is gone. */
 static void os_unload(ollama_sim *f, const char *name) {
     char body[200];
-    rsim_req q;
-    rsim_resp resp;
     (void)f;
     snprintf(body, sizeof body, "{\"model\":\"%s\",\"keep_alive\":0}", name);
-    memset(&q, 0, sizeof q);
-    memset(&resp, 0, sizeof resp);
-    q.method = "POST";
-    q.target = "/api/generate";
-    q.body = body;
-    q.body_len = strlen(body);
-    resp.body = RB;
-    resp.body_cap = sizeof RB;
-    rsim_handle(&S, &q, NOW, &resp);
+    sim_post("/api/generate", body);
     NOW += S.o.linger_ms + 1;
     rsim_tick(&S, NOW);
 }

@@ -1,166 +1,149 @@
-/* test_driver_router.c -- the sans-I/O reconcile driver against a scripted
-   llama.cpp router model (no sockets, fake clock): upstream cases 6.2, 6.3, 6.4,
-   the L26-L28 request sequences, and the W fixes. */
+/* test_driver_router.c -- the sans-I/O reconcile driver against a llama.cpp router as
+   examples/rsd_sim.h models it (in-process, no sockets, simulated clock; tests/sim_step.h):
+   upstream cases 6.2, 6.3, 6.4, the L26-L28 request sequences, and the W fixes. The
+   router is build 10116 (the July one measured in wire.md 6).
+   What the network, another client or a hostile server does (a transport error, a canned
+   body, an answer of a given status, a load by someone else) is injected at the
+   transport, between the machine and the simulator. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency.h"
+#include "../examples/rsd_sim.h"
 #include "rsd_test.h"
+#include "sim_step.h"
 
 /* The model the reconcile attributed to us ("" when none). */
 #define ATTR_ADD(r) ((r).result.n_attr_add ? (r).result.attr_add[0].model : "")
 #include <stdarg.h>
 
-/* ---- a tiny llama.cpp router model (wire.md section 1) ------------------- */
-enum { FM_MAX = 16, LOG_MAX = 96 };
-typedef struct fmodel {
-    char id[64];
-    char alias[64];            /* one alias or "" */
-    char tags[3][32];
-    int ntags;
-    rsd_model_state state;     /* UNLOADED / LOADING / LOADED / SLEEPING */
-    bool failed;
-    int exit_code;
-    uint64_t ready_at;         /* LOADING -> LOADED at this time */
-    bool will_fail;            /* the next load fails (unloaded, failed, exit 1) */
-    int pins;                  /* never displaced by the model's LRU */
-    uint64_t dl_until;         /* DOWNLOADING until then, then UNLOADED (or LOADING if dl_then_load) */
-    bool dl_then_load;         /* a child download: loading follows (wire.md 1.12) */
-    bool dl_on_load;           /* the next load answers "downloading" and starts a download */
-    uint64_t stop_until;       /* stopping after an unload: listed loaded, counted, until then */
-    uint64_t queued_until;     /* a queued load: listed as before (stale failed:true) until then */
-    int n_ctx;                 /* meta.n_ctx when > 0 */
-    int lru_unloaded;          /* times the router's own LRU unloaded it (july) */
-    int64_t last_used;         /* status.last_used when > 0 (rsd-serve lists it), -1 = null */
-    uint64_t size;             /* meta.size when > 0 (the real router lists it while loaded) */
-} fmodel;
-
+enum { LOG_MAX = 96 };
 typedef struct frouter {
-    fmodel m[FM_MAX];
-    int n;
-    int max_instances;         /* real limit; 0 = unlimited */
-    int props_status;          /* 200 = answer props; else that status */
-    bool props_hide_max;       /* props without max_instances */
-    uint64_t load_delay;
-    bool plain;                /* a plain llama-server: no status in listings */
-    /* injections */
+    /* the router (rsd_sim.h options, applied before every request) */
+    int max_instances;         /* --models-max; 0 = unlimited */
+    uint32_t load_delay;       /* --load-ms */
+    uint32_t stop_ms;          /* --unload-ms: an unloaded child still runs, listed and counted, this long */
+    /* injected at the transport */
+    int props_status;          /* 200 = the router's answer; else that status */
+    bool props_hide_max;       /* props without max_instances (an older build) */
     int list_fail_left;        /* next listings fail with list_fail_transport/status */
     int list_fail_transport, list_fail_status;
     const char *list_body;     /* canned listing body (hostile payloads) */
+    int list_body_left;        /* > 0: the canned body only for that many listings */
     int load_status;           /* != 0: answer loads of load_only (or all) with this status */
     char load_only[64];
     const char *load_body;
-    int load_limit_left;       /* next loads answer 500 model limit reached */
+    int load_limit_left;       /* next loads answer 500 model limit reached (a concurrent load took the place) */
     int unload_status;         /* != 0: every unload answers this */
-    char displace[64];         /* a load displaces this model (LRU) when set */
-    char displace2[64];        /* then the load after that displaces this one */
     int poll_fail_left;        /* list calls after a load fail with CONNECT */
-    bool race_load;            /* someone else loads the model as our load arrives */
+    void (*before_load)(struct frouter *f, const char *model); /* another client acts as our load arrives */
+    char displace[64];         /* someone else unloads this model as our next load arrives */
+    char displace2[64];        /* then this one as the load after that arrives */
+    uint32_t queue_ms;         /* a later router that queues loads: accepted at once, started this much later */
+    char queued[64];           /* the queued load's model, until it reaches the router */
+    uint64_t queued_at;
+    struct { char id[32]; int64_t v; } last_used[4]; /* rsd-serve's status.last_used (> 0, or -1 = null) */
+    int n_last_used;
+    /* the harness: lock, generation, log */
     bool lock_held;            /* LOCK answers held */
     uint64_t gen;              /* mutation generation (state dir) */
     bool bump_on_commit;
     void (*at_lock)(struct frouter *f); /* another process acts while we wait for the lock */
-    /* log */
     char log[LOG_MAX][160];
     int nlog;
     int posts, gets, locks, commits, unlocks;
     uint64_t latency;          /* ms per request */
-    /* the July router (build 10116, wire.md 6.1/6.2) */
-    bool july;                 /* a load over max_instances unloads the LRU resident, stopping counted */
-    uint64_t stop_ms;          /* an unloaded child takes this long to stop */
-    uint64_t queue_ms;         /* a later router: a load waits this long before it starts */
 } frouter;
 
-static fmodel *fm_add(frouter *f, const char *id, rsd_model_state st) {
-    fmodel *m = &f->m[f->n++];
-    memset(m, 0, sizeof *m);
-    snprintf(m->id, sizeof m->id, "%s", id);
-    m->state = st;
-    return m;
+/* ---- the router's models: rsd_sim.h's, set up as a test needs them ------------ */
+static rsim_model *fm_model(const char *id) {
+    int i = rsim_find(&S, id);
+    return i >= 0 ? &S.m[i] : NULL;
 }
-static void fm_tag(fmodel *m, const char *t) { snprintf(m->tags[m->ntags++], 32, "%s", t); }
-static fmodel *fm_find(frouter *f, const char *id) {
+/* Put model id in state st now, as if it got there by itself (a loaded child with its
+   port and meta; a download running until due_ms). */
+static void fm_set(const char *id, rsd_model_state st) {
+    rsim_model *m = fm_model(id);
+    if (!m) return;
+    rsim_tick(&S, NOW);
+    m->stopping = m->waking = m->will_fail = false;
+    m->failed = false;
+    m->exit_code = 0;
+    m->queue_seq = 0;
+    switch (st) {
+    case RSD_MODEL_LOADED:
+    case RSD_MODEL_SLEEPING:
+        if (!rsim_running(m)) m->port = 40001 + (int)(S.port_seq++ % 20000);
+        m->state = st == RSD_MODEL_LOADED ? RSIM_LOADED : RSIM_SLEEPING;
+        m->ever_ready = true;
+        m->last_used_ms = m->last_task_ms = S.now;
+        rsim_mark_loaded(&S, m);
+        break;
+    case RSD_MODEL_LOADING:
+        rsim_r_start_load(&S, (int)(m - S.m));
+        break;
+    case RSD_MODEL_DOWNLOADING:
+        m->state = RSIM_DOWNLOADING;
+        m->due_ms = UINT64_MAX;
+        break;
+    default:
+        m->state = RSIM_UNLOADED;
+        break;
+    }
+}
+static rsim_model *fm_add(frouter *f, const char *id, rsd_model_state st) {
+    char spec[128];
     int i;
-    for (i = 0; i < f->n; i++)
-        if (strcmp(f->m[i].id, id) == 0 || (f->m[i].alias[0] && strcmp(f->m[i].alias, id) == 0)) return &f->m[i];
-    return NULL;
+    (void)f;
+    snprintf(spec, sizeof spec, "id=%s", id);
+    i = rsim_add_model(&S, spec);
+    if (i < 0) return NULL;
+    fm_set(id, st);
+    return &S.m[i];
 }
-static bool fm_resident(const fmodel *m) {
-    return m->state == RSD_MODEL_LOADING || m->state == RSD_MODEL_LOADED || m->state == RSD_MODEL_SLEEPING;
+static void fm_tag(rsim_model *m, const char *t) { snprintf(m->tags[m->ntags++], RSIM_TAG_MAX, "%s", t); }
+static void fm_alias(rsim_model *m, const char *a) { snprintf(m->aliases[m->naliases++], RSIM_NAME_MAX, "%s", a); }
+/* The state the router lists for id now. */
+static rsd_model_state fm_state(const char *id) {
+    rsim_model *m = fm_model(id);
+    rsim_tick(&S, NOW);
+    if (!m) return RSD_MODEL_UNKNOWN;
+    switch (m->state) {
+    case RSIM_LOADING: return RSD_MODEL_LOADING;
+    case RSIM_LOADED: return RSD_MODEL_LOADED;
+    case RSIM_SLEEPING: return RSD_MODEL_SLEEPING;
+    case RSIM_DOWNLOADING: return RSD_MODEL_DOWNLOADING;
+    default: return RSD_MODEL_UNLOADED;
+    }
 }
-static void fr_tick(frouter *f, uint64_t now) {
-    int i;
-    for (i = 0; i < f->n; i++)
-        if (f->m[i].stop_until && now >= f->m[i].stop_until) {
-            f->m[i].stop_until = 0;
-            f->m[i].state = RSD_MODEL_UNLOADED;
-        }
-    for (i = 0; i < f->n; i++)
-        if (f->m[i].queued_until && now >= f->m[i].queued_until) {
-            f->m[i].queued_until = 0;
-            f->m[i].state = RSD_MODEL_LOADING;
-            f->m[i].failed = false;
-            f->m[i].ready_at = now + f->load_delay;
-        }
-    for (i = 0; i < f->n; i++)
-        if (f->m[i].state == RSD_MODEL_DOWNLOADING && now >= f->m[i].dl_until) {
-            f->m[i].state = f->m[i].dl_then_load ? RSD_MODEL_LOADING : RSD_MODEL_UNLOADED;
-            f->m[i].ready_at = now + f->load_delay;
-        }
-    for (i = 0; i < f->n; i++)
-        if (f->m[i].state == RSD_MODEL_LOADING && now >= f->m[i].ready_at) {
-            if (f->m[i].will_fail) {
-                f->m[i].state = RSD_MODEL_UNLOADED;
-                f->m[i].failed = true;
-                f->m[i].exit_code = 1;
-                f->m[i].will_fail = false;
-            } else {
-                f->m[i].state = RSD_MODEL_LOADED;
-            }
-        }
+static bool fm_resident(const char *id) { return rsd_model_state_resident(fm_state(id)); }
+/* Times the router reported id unloaded (its status_change events). */
+static int fm_unloads(const char *id) {
+    int i = rsim_find(&S, id), n = 0;
+    uint32_t k, first = S.ev_seq > RSIM_EVENTS_MAX ? S.ev_seq - RSIM_EVENTS_MAX : 0;
+    for (k = first; k < S.ev_seq; k++) {
+        const rsim_event *e = &S.ev[k % RSIM_EVENTS_MAX];
+        if (e->model == i && e->kind == RSIM_EV_STATUS_CHANGE && e->status == RSIM_UNLOADED) n++;
+    }
+    return n;
 }
+
 static void fr_init(frouter *f, int max_instances) {
     memset(f, 0, sizeof *f);
     f->max_instances = max_instances;
     f->props_status = 200;
     f->lock_held = true;
     f->latency = 1;
+    rsim_init(&S, RSIM_RT_ROUTER);
+    S.o.idle_close_ms = 0;
+    S.o.load_ms = 0;
+    S.o.unload_ms = 0;
+    S.o.models_max = max_instances;
+    rsim_start(&S, NOW);
 }
-
-static char body_buf[65536];
-static const char *state_name(rsd_model_state s) {
-    return s == RSD_MODEL_LOADED ? "loaded" : s == RSD_MODEL_LOADING ? "loading"
-         : s == RSD_MODEL_SLEEPING ? "sleeping" : s == RSD_MODEL_DOWNLOADING ? "downloading" : "unloaded";
-}
-static size_t fr_listing(frouter *f) {
-    size_t n = 0;
-    int i, k;
-    n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "{\"object\":\"list\",\"data\":[");
-    for (i = 0; i < f->n; i++) {
-        fmodel *m = &f->m[i];
-        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "%s{\"id\":\"%s\",\"aliases\":[", i ? "," : "", m->id);
-        if (m->alias[0]) n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "\"%s\"", m->alias);
-        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "],\"tags\":[");
-        for (k = 0; k < m->ntags; k++)
-            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "%s\"%s\"", k ? "," : "", m->tags[k]);
-        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "],\"object\":\"model\",\"owned_by\":\"llamacpp\"");
-        if (!f->plain) {
-            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n,
-                                  ",\"status\":{\"value\":\"%s\",\"args\":[\"/bin/llama-server\",\"--port\",\"0\"]",
-                                  state_name(m->state));
-            if (m->failed)
-                n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"exit_code\":%d,\"failed\":true", m->exit_code);
-            if (m->last_used > 0)
-                n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"last_used\":%lld", (long long)m->last_used);
-            else if (m->last_used < 0)
-                n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"last_used\":null");
-            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
-        }
-        if (m->n_ctx > 0) n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"meta\":{\"n_ctx\":%d}", m->n_ctx);
-        else if (m->size > 0 && fm_resident(m))
-            n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, ",\"meta\":{\"size\":%llu}", (unsigned long long)m->size);
-        n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "}");
-    }
-    n += (size_t)snprintf(body_buf + n, sizeof body_buf - n, "]}");
-    return n;
+/* The frouter's router options into the simulator. */
+static void fr_apply(frouter *f) {
+    S.o.models_max = f->max_instances;
+    S.o.load_ms = f->load_delay;
+    S.o.unload_ms = f->stop_ms;
 }
 
 static void fr_log(frouter *f, const char *fmt, ...) {
@@ -170,134 +153,118 @@ static void fr_log(frouter *f, const char *fmt, ...) {
     vsnprintf(f->log[f->nlog++], sizeof f->log[0], fmt, ap);
     va_end(ap);
 }
+#define ANSWER(st, txt) do { *status = (st); *body = (txt); *len = strlen(*body); return; } while (0)
+static const char LIMIT_BODY[] = "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\","
+                                 "\"type\":\"server_error\"}}";
 
-/* Answer one HTTP step. */
+/* Another client (or the router's own queue) sends POST path {"model":model} to the router. */
+static void sim_post_model(const char *path, const char *model) {
+    char b[160];
+    snprintf(b, sizeof b, "{\"model\":\"%s\"}", model);
+    sim_post(path, b);
+}
+/* rsd-serve lists the router's listing plus status.last_used: add it to RB's entries. */
+static void fr_last_used_in(frouter *f, size_t *len) {
+    int k;
+    if (*len >= sizeof RB) return;
+    RB[*len] = '\0';
+    for (k = 0; k < f->n_last_used; k++) {
+        char id[48], add[48];
+        char *e, *st;
+        size_t n;
+        snprintf(id, sizeof id, "\"id\":\"%s\"", f->last_used[k].id);
+        if (!(e = strstr(RB, id)) || !(st = strstr(e, "\"status\":{"))) continue;
+        st += strlen("\"status\":{");
+        if (f->last_used[k].v < 0) snprintf(add, sizeof add, "\"last_used\":null,");
+        else snprintf(add, sizeof add, "\"last_used\":%lld,", (long long)f->last_used[k].v);
+        n = strlen(add);
+        if (*len + n >= sizeof RB) return;
+        memmove(st + n, st, *len - (size_t)(st - RB) + 1);
+        memcpy(st, add, n);
+        *len += n;
+    }
+}
+static void fr_set_last_used(frouter *f, const char *id, int64_t v) {
+    snprintf(f->last_used[f->n_last_used].id, sizeof f->last_used[0].id, "%s", id);
+    f->last_used[f->n_last_used++].v = v;
+}
+
+/* Answer one HTTP step: logged as the machine sent it, the injections first, else the
+   router's answer from the simulator (which may move NOW on, for an answer it defers). */
 static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *transport, int *status,
                     const char **body, size_t *len) {
     const char *path = strstr(h->url, "://");
     path = path ? strchr(path + 3, '/') : NULL;
     if (!path) path = "";
+    (void)now;
     *transport = RSD_OK;
-    *status = 200;
-    *body = "{\"success\":true}";
-    *len = strlen(*body);
-    fr_tick(f, now);
+    *status = 0;
+    *body = "";
+    *len = 0;
+    fr_apply(f);
+    rsim_tick(&S, NOW);
+    if (f->queued[0] && NOW >= f->queued_at) { /* the queued load starts */
+        sim_post_model("/models/load", f->queued);
+        f->queued[0] = '\0';
+    }
     if (strcmp(h->method, "GET") == 0) {
         f->gets++;
         fr_log(f, "GET %s", path);
         if (strcmp(path, "/props") == 0) {
-            if (f->props_status != 200) { *status = f->props_status; *body = "{}"; *len = 2; return; }
-            if (f->props_hide_max) *len = (size_t)snprintf(body_buf, sizeof body_buf, "{\"role\":\"router\"}");
-            else *len = (size_t)snprintf(body_buf, sizeof body_buf, "{\"role\":\"router\",\"max_instances\":%d,"
-                                         "\"models_autoload\":true}", f->max_instances);
-            *body = body_buf;
-            return;
-        }
-        if (f->list_fail_left > 0) {
-            f->list_fail_left--;
-            *transport = f->list_fail_transport;
-            *status = f->list_fail_status;
-            *body = "";
-            *len = 0;
-            return;
-        }
-        if (f->poll_fail_left > 0 && f->posts > 0) {
-            f->poll_fail_left--;
-            *transport = RSD_ERR_CONNECT;
-            *len = 0;
-            return;
-        }
-        if (f->list_body) { *body = f->list_body; *len = strlen(f->list_body); return; }
-        *len = fr_listing(f);
-        *body = body_buf;
-        return;
-    }
-    f->posts++;
-    fr_log(f, "POST %s %s", path, h->model);
-    if (strcmp(path, "/models/unload") == 0) {
-        fmodel *m = fm_find(f, h->model);
-        if (f->unload_status) { *status = f->unload_status; *body = "{\"error\":{\"message\":\"boom\"}}"; *len = strlen(*body); return; }
-        if (!m) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is not found\"}}"; *len = strlen(*body); return; }
-        if (!fm_resident(m)) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is not running\"}}"; *len = strlen(*body); return; }
-        if (f->stop_ms) m->stop_until = now + f->stop_ms; /* still running, still counted */
-        else m->state = RSD_MODEL_UNLOADED;
-        return;
-    }
-    if (strcmp(path, "/models/load") == 0) {
-        fmodel *m = fm_find(f, h->model);
-        int i, res = 0;
-        if (f->load_status && m && !fm_resident(m) && (!f->load_only[0] || strcmp(f->load_only, h->model) == 0)) {
-            *status = f->load_status;
-            *body = f->load_body ? f->load_body : "{}";
-            *len = strlen(*body);
-            return;
-        }
-        if (!m) { *status = 404; *body = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}"; *len = strlen(*body); return; }
-        if (m->dl_on_load) {
-            m->dl_on_load = false;
-            m->state = RSD_MODEL_DOWNLOADING;
-        }
-        if (m->state == RSD_MODEL_DOWNLOADING) { /* as rsd-sim answers (UNCONFIRMED upstream) */
-            *status = 400;
-            *body = "{\"error\":{\"code\":400,\"message\":\"model is downloading\",\"type\":\"invalid_request_error\"}}";
-            *len = strlen(*body);
-            return;
-        }
-        if (f->race_load) {
-            f->race_load = false;
-            m->state = RSD_MODEL_LOADING;
-            m->ready_at = now + 50;
-        }
-        if (fm_resident(m)) { *status = 400; *body = "{\"error\":{\"code\":400,\"message\":\"model is already running\",\"type\":\"invalid_request_error\"}}"; *len = strlen(*body); return; }
-        if (f->load_limit_left > 0) {
-            f->load_limit_left--;
-            *status = 500;
-            *body = "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\",\"type\":\"server_error\"}}";
-            *len = strlen(*body);
-            return;
-        }
-        if (f->displace[0]) { /* the router's own LRU eviction */
-            fmodel *v = fm_find(f, f->displace);
-            if (v) v->state = RSD_MODEL_UNLOADED;
-            snprintf(f->displace, sizeof f->displace, "%s", f->displace2);
-            f->displace2[0] = '\0';
-        }
-        for (i = 0; i < f->n; i++) res += fm_resident(&f->m[i]);
-        if (f->july && f->max_instances > 0 && res >= f->max_instances) { /* its own LRU, tags ignored */
-            fmodel *v = NULL;
-            for (i = 0; i < f->n && !v; i++)
-                if (&f->m[i] != m && fm_resident(&f->m[i]) && !f->m[i].stop_until) v = &f->m[i];
-            if (v) {
-                v->state = RSD_MODEL_UNLOADED;
-                v->lru_unloaded++;
-                fr_log(f, "LRU %s", v->id);
-                res--;
+            if (f->props_status != 200) ANSWER(f->props_status, "{}");
+            if (f->props_hide_max) ANSWER(200, "{\"role\":\"router\"}");
+        } else {
+            if (f->list_fail_left > 0) {
+                f->list_fail_left--;
+                *transport = f->list_fail_transport;
+                *status = f->list_fail_status;
+                return;
+            }
+            if (f->poll_fail_left > 0 && f->posts > 0) {
+                f->poll_fail_left--;
+                *transport = RSD_ERR_CONNECT;
+                return;
+            }
+            if (f->list_body && f->list_body_left >= 0) {
+                if (f->list_body_left > 0 && --f->list_body_left == 0) f->list_body_left = -1;
+                ANSWER(200, f->list_body);
             }
         }
-        if (f->queue_ms) { /* accepted; the listing shows the old entry until it starts */
-            m->queued_until = now + f->queue_ms;
-            return;
+    } else {
+        f->posts++;
+        fr_log(f, "POST %s %s", path, h->model);
+        if (strcmp(path, "/models/unload") == 0 && f->unload_status)
+            ANSWER(f->unload_status, "{\"error\":{\"message\":\"boom\"}}");
+        if (strcmp(path, "/models/load") == 0) {
+            if (f->load_status && fm_model(h->model) && !fm_resident(h->model) &&
+                (!f->load_only[0] || strcmp(f->load_only, h->model) == 0))
+                ANSWER(f->load_status, f->load_body ? f->load_body : "{}");
+            if (f->before_load) f->before_load(f, h->model);
+            if (f->displace[0]) {
+                sim_post_model("/models/unload", f->displace);
+                snprintf(f->displace, sizeof f->displace, "%s", f->displace2);
+                f->displace2[0] = '\0';
+            }
+            if (f->load_limit_left > 0) {
+                f->load_limit_left--;
+                ANSWER(500, LIMIT_BODY);
+            }
+            if (f->queue_ms) {
+                snprintf(f->queued, sizeof f->queued, "%s", h->model);
+                f->queued_at = NOW + f->queue_ms;
+                ANSWER(200, "{\"success\":true}");
+            }
         }
-        if (f->max_instances > 0 && res >= f->max_instances) {
-            *status = 500;
-            *body = "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\",\"type\":\"server_error\"}}";
-            *len = strlen(*body);
-            return;
-        }
-        m->state = RSD_MODEL_LOADING;
-        m->failed = false;
-        m->ready_at = now + f->load_delay;
-        return;
     }
-    *status = 404;
-    *body = "{\"error\":{\"message\":\"File Not Found\"}}";
-    *len = strlen(*body);
+    sim_http(h, transport, status, len);
+    NOW -= 1; /* the driver adds its latency */
+    *body = RB;
+    if (f->n_last_used && strcmp(h->method, "GET") == 0 && strcmp(path, "/props") != 0) fr_last_used_in(f, len);
 }
 
 /* ---- harness -------------------------------------------------------------- */
 static rsd_reconcile R;            /* large: never on the stack */
 static rsd_decision_cache CACHE;
-static uint64_t NOW;
 static int max_notices_seen_before_done;
 
 static void desc_init(rsd_reconcile_desc *d, const char *keep) {
@@ -397,9 +364,10 @@ static bool any_notice_has(const char *s) {
         if (strstr(R.notices[i].text, s)) return true;
     return false;
 }
+/* A fresh cache; the clock only goes on (the simulator's never goes back). */
 static void fresh(void) {
     memset(&CACHE, 0, sizeof CACHE);
-    NOW = 1000000;
+    NOW = NOW < 1000000 ? 1000000 : NOW + 1000000;
 }
 
 /* ==== 6.2 llamacpp-residency.test.ts ====================================== */
@@ -493,7 +461,7 @@ static void test_6_2_4_coder_keep_leaves_pinned_scout(void) {
     desc_init(&d, "coder");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
-    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
 }
 
 static void test_6_2_5_loads_into_free_slot_without_evicting(void) {
@@ -513,8 +481,8 @@ static void test_6_2_5_loads_into_free_slot_without_evicting(void) {
     CHECK(s.http.body == NULL && s.http.n_headers == 0);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/load coder");
-    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
-    CHECK_EQ_INT(fm_find(&f, "coder")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
     REQUIRE(R.n_notices >= 1);
     CHECK_EQ_INT(R.notices[0].notice.kind, RSD_NOTICE_CO_RESIDENT);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
@@ -611,18 +579,24 @@ static void test_lru_record_and_listing(void) {
     /* the listing's own figures: alpha is the oldest there */
     fresh();
     fr_init(&f, 3);
-    fm_add(&f, "alpha", RSD_MODEL_LOADED)->last_used = 10;
-    fm_add(&f, "bravo", RSD_MODEL_LOADED)->last_used = 9000;
-    fm_add(&f, "charlie", RSD_MODEL_LOADED)->last_used = 5000;
+    fm_add(&f, "alpha", RSD_MODEL_LOADED);
+    fr_set_last_used(&f, "alpha", 10);
+    fm_add(&f, "bravo", RSD_MODEL_LOADED);
+    fr_set_last_used(&f, "bravo", 9000);
+    fm_add(&f, "charlie", RSD_MODEL_LOADED);
+    fr_set_last_used(&f, "charlie", 5000);
     fm_add(&f, "delta", RSD_MODEL_UNLOADED);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/unload alpha | /models/load delta");
     /* null (never used) is unknown: the record decides for it, the listing for the rest */
     fresh();
     fr_init(&f, 3);
-    fm_add(&f, "alpha", RSD_MODEL_LOADED)->last_used = 10;
-    fm_add(&f, "bravo", RSD_MODEL_LOADED)->last_used = -1; /* the record: 1000 */
-    fm_add(&f, "charlie", RSD_MODEL_LOADED)->last_used = 5000;
+    fm_add(&f, "alpha", RSD_MODEL_LOADED);
+    fr_set_last_used(&f, "alpha", 10);
+    fm_add(&f, "bravo", RSD_MODEL_LOADED);
+    fr_set_last_used(&f, "bravo", -1); /* the record: 1000 */
+    fm_add(&f, "charlie", RSD_MODEL_LOADED);
+    fr_set_last_used(&f, "charlie", 5000);
     fm_add(&f, "delta", RSD_MODEL_UNLOADED);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/unload alpha | /models/load delta");
@@ -650,10 +624,10 @@ static void test_free_bytes(void) {
     rsd_reconcile_desc d;
     fresh();
     fr_init(&f, 4);
-    fm_add(&f, "alpha", RSD_MODEL_LOADED)->size = 100;
-    fm_add(&f, "bravo", RSD_MODEL_LOADED)->size = 100;
-    fm_add(&f, "charlie", RSD_MODEL_LOADED)->size = 100;
-    fm_add(&f, "foreign", RSD_MODEL_LOADED)->size = 500;
+    fm_add(&f, "alpha", RSD_MODEL_LOADED)->size_bytes = 100;
+    fm_add(&f, "bravo", RSD_MODEL_LOADED)->size_bytes = 100;
+    fm_add(&f, "charlie", RSD_MODEL_LOADED)->size_bytes = 100;
+    fm_add(&f, "foreign", RSD_MODEL_LOADED)->size_bytes = 500;
     desc_init(&d, NULL);
     d.free_bytes = 150;
     d.ours = ours;
@@ -675,8 +649,10 @@ static void test_free_bytes(void) {
     /* nothing of ours left that is sized: declined, no mutation */
     fresh();
     fr_init(&f, 4);
-    fm_add(&f, "foreign", RSD_MODEL_LOADED)->size = 500;
-    fm_add(&f, "alpha", RSD_MODEL_LOADED); /* ours, but no size listed */
+    fm_add(&f, "foreign", RSD_MODEL_LOADED)->size_bytes = 500;
+    f.load_delay = 1000000;
+    fr_apply(&f);
+    fm_add(&f, "alpha", RSD_MODEL_LOADING); /* ours, but no size listed: its first load has no meta yet */
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "");
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
@@ -787,6 +763,11 @@ static void test_6_2_11_ttl_dedupes_repeat_ensures(void) {
    displaced something the server is full, so that reload would displace the keep
    (W11). Now: capacity unknown = no free slot known -> not reloaded, one swap/warning
    notice, the turn succeeds, and no extra GET (the last poll already shows it). */
+static void other_client_fills_the_router(frouter *f, const char *model) {
+    (void)model;
+    f->before_load = NULL;
+    sim_post_model("/models/load", "other");
+}
 static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void) {
     frouter f;
     rsd_reconcile_desc d;
@@ -796,12 +777,14 @@ static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void
     fm_tag(fm_add(&f, "scout", RSD_MODEL_LOADED), "pinned:true");
     fm_add(&f, "old-code", RSD_MODEL_LOADED);
     fm_add(&f, "new-code", RSD_MODEL_UNLOADED);
-    snprintf(f.displace, sizeof f.displace, "scout"); /* the router's LRU picks the pinned scout */
+    fm_add(&f, "other", RSD_MODEL_UNLOADED);
+    f.max_instances = 2; /* the real limit, unknown to the reconcile */
+    f.before_load = other_client_fills_the_router; /* so the router's LRU takes the pinned scout */
     desc_init(&d, "new-code");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
                                    "GET /v1/models | POST /models/load new-code | GET /v1/models");
-    CHECK_EQ_INT(fm_find(&f, "new-code")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("new-code"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 2); /* old-code's eviction, scout */
     CHECK_EQ_INT(R.notices[R.n_notices - 1].dmsg, RSD_DMSG_UNRESTORED);
@@ -831,7 +814,7 @@ static void test_w11_displaced_pinned_reloaded_into_known_free_slot(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load new-code | GET /v1/models | "
                                    "POST /models/load scout | GET /v1/models");
-    CHECK_EQ_INT(fm_find(&f, "scout")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_INFO), 1);
     CHECK(any_notice_has("displaced pinned 'scout'; reloaded it into a free slot"));
@@ -840,7 +823,7 @@ static void test_w11_displaced_pinned_reloaded_into_known_free_slot(void) {
     CHECK_EQ_INT(R.result.n_attr_remove, 0); /* back, so still ours */
     /* nothing pinned gone: no pinned request at all */
     fresh();
-    fm_find(&f, "new-code")->state = RSD_MODEL_UNLOADED;
+    fm_set("new-code", RSD_MODEL_UNLOADED);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(R.result.n_evicted, 0);
@@ -860,13 +843,13 @@ static void test_w11_pinned_reload_never_leaves_keep_displaced(void) {
     desc_init(&d, "new-code");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/load new-code | /models/load scout | /models/load new-code");
-    CHECK_EQ_INT(fm_find(&f, "new-code")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("new-code"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_NONE), 0);
     /* the same when the deadline has passed: reported, not hidden (RSD_ERR_DISPLACED) */
     fresh();
-    fm_find(&f, "new-code")->state = RSD_MODEL_UNLOADED;
-    fm_find(&f, "scout")->state = RSD_MODEL_LOADED;
+    fm_set("new-code", RSD_MODEL_UNLOADED);
+    fm_set("scout", RSD_MODEL_LOADED);
     snprintf(f.displace, sizeof f.displace, "scout");
     snprintf(f.displace2, sizeof f.displace2, "new-code");
     d.deadline_ms = 45; /* the scout's reload wait ends at the deadline */
@@ -881,8 +864,11 @@ static void test_6_2_13_does_not_manage_non_router_payloads(void) {
     rsd_reconcile_desc d;
     fresh();
     fr_init(&f, 2);
-    f.plain = true;
-    fm_add(&f, "model.gguf", RSD_MODEL_LOADED);
+    rsim_init(&S, RSIM_RT_SERVER); /* a plain llama-server: its listing has no status */
+    S.o.idle_close_ms = 0;
+    S.o.load_ms = 0;
+    REQUIRE(rsim_add_model(&S, "id=model.gguf") == 0);
+    rsim_start(&S, NOW);
     desc_init(&d, "other");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_NOT_ROUTER);
     CHECK_EQ_STR(joined(&f, false), "GET /v1/models");
@@ -928,7 +914,7 @@ static void test_6_3_1_never_unloads_for_unserved_keep(void) {
     desc_init(&d, "absent");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
-    CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("resident"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DECLINED);
     CHECK_EQ_INT(R.result.reason, RSD_REASON_DECLINE_NOT_LOADABLE);
 }
@@ -962,7 +948,7 @@ static void test_6_3_3_restores_evicted_when_load_rejected_500(void) {
     d.n_ours = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK(strstr(R.result.message, "HTTP 500") != NULL);
-    CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("resident"), RSD_MODEL_LOADED);
     CHECK(any_notice_has("restored"));
     CHECK_EQ_INT(count_notices(RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO), 1); /* ours */
     CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_WARNING), 1);    /* restored (R72) */
@@ -989,8 +975,8 @@ static void test_6_3_4_restores_evicted_when_load_404s(void) {
     f.load_body = "{\"error\":{\"message\":\"File Not Found\",\"type\":\"not_found_error\",\"code\":404}}";
     desc_init(&d, "wanted");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
-    CHECK_EQ_INT(fm_find(&f, "resident")->state, RSD_MODEL_LOADED);
-    CHECK_EQ_INT(fm_find(&f, "wanted")->state, RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(fm_state("resident"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("wanted"), RSD_MODEL_UNLOADED);
     CHECK_EQ_STR(posts_of(&f), "/models/unload resident | /models/load wanted | /models/load resident");
     /* the server's own words are quoted after the status (rsd_server_error_parse) */
     CHECK_EQ_STR(R.result.message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 404: File Not Found");
@@ -1044,7 +1030,7 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
     size_t k;
     fresh();
     fr_init(&f, 2);
-    snprintf(fm_add(&f, "coder", RSD_MODEL_UNLOADED)->alias, 64, "c-alias");
+    fm_alias(fm_add(&f, "coder", RSD_MODEL_UNLOADED), "c-alias");
     f.load_delay = 10000;
     desc_init(&d, "c-alias"); /* requested by its alias; events name the canonical id */
     REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
@@ -1078,18 +1064,18 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
 static void test_downloading_keep_waits_before_evicting(void) {
     frouter f;
     rsd_reconcile_desc d;
-    fmodel *m;
+    rsim_model *m;
     fresh();
     fr_init(&f, 1);
     fm_add(&f, "old", RSD_MODEL_LOADED);
     m = fm_add(&f, "big", RSD_MODEL_DOWNLOADING);
-    m->dl_until = NOW + 3000;
+    m->due_ms = NOW + 3000;
     f.load_delay = 100;
     desc_init(&d, "big");
     d.lock = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(fm_find(&f, "big")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("big"), RSD_MODEL_LOADED);
     CHECK_EQ_STR(posts_of(&f), "/models/unload old | /models/load big");
     /* the unload came after the download ended (the log: GETs first, then the lock) */
     CHECK(strstr(joined(&f, false), "GET /v1/models | LOCK") != NULL);
@@ -1100,15 +1086,18 @@ static void test_downloading_keep_waits_before_evicting(void) {
 
 /* The load answers "downloading" (it started between listing and load): keep
    waiting, then load again when the download is done. */
+static void download_starts(frouter *f, const char *model) {
+    f->before_load = NULL;
+    fm_set(model, RSD_MODEL_DOWNLOADING);
+    fm_model(model)->due_ms = NOW + 2000;
+}
 static void test_load_answer_downloading_keeps_waiting_then_loads(void) {
     frouter f;
     rsd_reconcile_desc d;
-    fmodel *m;
     fresh();
     fr_init(&f, 2);
-    m = fm_add(&f, "big", RSD_MODEL_UNLOADED);
-    m->dl_on_load = true;
-    m->dl_until = NOW + 2000;
+    fm_add(&f, "big", RSD_MODEL_UNLOADED);
+    f.before_load = download_starts;
     desc_init(&d, "big");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
@@ -1123,37 +1112,14 @@ static void test_child_download_during_load_is_waited_for(void) {
     rsd_reconcile_desc d;
     fresh();
     fr_init(&f, 2);
-    fm_add(&f, "hf-model", RSD_MODEL_UNLOADED);
+    fm_add(&f, "hf-model", RSD_MODEL_UNLOADED)->child_download_ms = 1500; /* the child reports downloading for 1.5 s */
     f.load_delay = 50;
     desc_init(&d, "hf-model");
-    f.race_load = false;
-    /* the fake's load starts LOADING; make it DOWNLOADING first */
-    CHECK_EQ_INT(rsd_reconcile_begin(&R, &d, NOW), RSD_OK);
-    {
-        int guard;
-        for (guard = 0; guard < 1000; guard++) {
-            rsd_step s = rsd_reconcile_next(&R, NOW);
-            int tr, st;
-            const char *body;
-            size_t len;
-            if (s.kind == RSD_STEP_DONE) break;
-            if (s.kind == RSD_STEP_WAIT) { NOW = s.wake_ms; continue; }
-            if (s.kind != RSD_STEP_HTTP) continue;
-            fr_http(&f, &s.http, NOW, &tr, &st, &body, &len);
-            if (s.http.op == RSD_OP_LOAD) { /* the child reports downloading for 1.5 s */
-                fmodel *m = fm_find(&f, "hf-model");
-                m->state = RSD_MODEL_DOWNLOADING;
-                m->dl_until = NOW + 1500;
-                m->dl_then_load = true;
-            }
-            NOW += 1;
-            CHECK_EQ_INT(rsd_reconcile_feed(&R, tr, st, body, len, NOW), RSD_OK);
-        }
-    }
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.error, RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(f.posts, 1);
-    CHECK_EQ_INT(fm_find(&f, "hf-model")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("hf-model"), RSD_MODEL_LOADED);
 }
 
 /* A download longer than the deadline: LOAD_FAILED with a timeout that says so;
@@ -1164,14 +1130,14 @@ static void test_downloading_past_deadline_times_out_without_evicting(void) {
     fresh();
     fr_init(&f, 1);
     fm_add(&f, "old", RSD_MODEL_LOADED);
-    fm_add(&f, "big", RSD_MODEL_DOWNLOADING)->dl_until = NOW + 600000;
+    fm_add(&f, "big", RSD_MODEL_DOWNLOADING)->due_ms = NOW + 600000;
     desc_init(&d, "big");
     d.deadline_ms = 5000;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK_EQ_STR(R.result.message, "timed out waiting for 'big' to load (still downloading)");
     CHECK_EQ_INT(f.posts, 0);
-    CHECK_EQ_INT(fm_find(&f, "old")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("old"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
     CHECK(!R.result.cached);
 }
@@ -1183,7 +1149,7 @@ static void test_6_3_5_evicts_and_loads_when_keep_in_catalog(void) {
     setup_catalog(&f);
     desc_init(&d, "wanted");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(fm_find(&f, "wanted")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("wanted"), RSD_MODEL_LOADED);
     CHECK(strstr(joined(&f, true), "POST /models/unload resident") != NULL);
 }
 
@@ -1203,7 +1169,7 @@ static void test_6_4_2_never_reloads_sleeping_keep(void) {
     desc_init(&d, "nap");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(f.posts, 0);
-    CHECK_EQ_INT(fm_find(&f, "nap")->state, RSD_MODEL_SLEEPING);
+    CHECK_EQ_INT(fm_state("nap"), RSD_MODEL_SLEEPING);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
 }
 
@@ -1229,8 +1195,8 @@ static void test_6_4_4_frees_slot_when_sleeping_is_not_keep(void) {
     desc_init(&d, "keep");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(posts_of(&f), "/models/unload nap | /models/load keep");
-    CHECK_EQ_INT(fm_find(&f, "nap")->state, RSD_MODEL_UNLOADED);
-    CHECK_EQ_INT(fm_find(&f, "keep")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("nap"), RSD_MODEL_UNLOADED);
+    CHECK_EQ_INT(fm_state("keep"), RSD_MODEL_LOADED);
 }
 
 /* ==== L26-L28: exact request sequences ===================================== */
@@ -1259,7 +1225,7 @@ static void test_L27_free_slot(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/load coder | GET /v1/models");
     /* with the lock and an unchanged generation: no extra request (W1 proven moot) */
-    fm_find(&f, "coder")->state = RSD_MODEL_UNLOADED;
+    fm_set("coder", RSD_MODEL_UNLOADED);
     fresh();
     f.gen = 7;
     f.bump_on_commit = true;
@@ -1276,8 +1242,8 @@ static void test_L27_free_slot(void) {
     CHECK_EQ_STR(joined(&f, false), "");
     /* with a pinned resident: no extra GET for the pinned pass (upstream made one, W11) */
     fresh();
-    fm_find(&f, "coder")->state = RSD_MODEL_UNLOADED;
-    fm_tag(&f.m[0], "pinned:true");
+    fm_set("coder", RSD_MODEL_UNLOADED);
+    fm_tag(&S.m[0], "pinned:true");
     d.lock = false;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_STR(joined(&f, false), "GET /v1/models | GET /props | POST /models/load coder | GET /v1/models | COMMIT");
@@ -1300,15 +1266,14 @@ static void test_L28_full_router(void) {
 
 /* ==== W fixes ============================================================== */
 static void other_process_loads_keep(frouter *f) {
-    fmodel *m = fm_find(f, "coder");
-    m->state = RSD_MODEL_LOADED;
-    fm_find(f, "old")->state = RSD_MODEL_UNLOADED;
+    fm_set("coder", RSD_MODEL_LOADED);
+    fm_set("old", RSD_MODEL_UNLOADED);
     f->gen++;
 }
 static void other_process_loads_x(frouter *f) {
     fm_add(f, "x", RSD_MODEL_LOADED); /* now 'old' and 'x' hold the two slots */
-    fm_find(f, "old")->state = RSD_MODEL_UNLOADED;
-    fm_find(f, "y")->state = RSD_MODEL_LOADED;
+    fm_set("old", RSD_MODEL_UNLOADED);
+    fm_set("y", RSD_MODEL_LOADED);
     f->gen++;
 }
 
@@ -1342,7 +1307,7 @@ static void test_W1_redecides_under_lock_when_listing_changed(void) {
     CHECK(R.result.redecided);
     CHECK(strstr(posts_of(&f), "unload old") == NULL);
     CHECK_EQ_INT(R.result.n_evicted, 2); /* x, y, z hold 3 slots of 2: two must go */
-    CHECK_EQ_INT(fm_find(&f, "coder")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
 }
 
 static void test_W5_one_overall_deadline(void) {
@@ -1363,7 +1328,7 @@ static void test_W5_one_overall_deadline(void) {
     CHECK(R.result.elapsed_ms <= 5000 + 2 * f.latency);
     /* a lock granted after the deadline: nothing is mutated */
     fresh();
-    fm_find(&f, "slow")->state = RSD_MODEL_UNLOADED;
+    fm_set("slow", RSD_MODEL_UNLOADED);
     f.load_delay = 0;
     d.lock = true;
     f.at_lock = NULL;
@@ -1405,18 +1370,18 @@ static void test_W7_transient_poll_errors_retried_and_fast_poll(void) {
     desc_init(&d, "m");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    ready = fm_find(&f, "m")->ready_at;
+    ready = fm_model("m")->loaded_at_ms;
     /* DONE within one poll interval of the model becoming ready */
     CHECK(NOW >= ready);
     CHECK(NOW - ready <= 160 + 2 * f.latency);
     /* 5xx during the wait is transient too */
     fresh();
-    fm_find(&f, "m")->state = RSD_MODEL_UNLOADED;
+    fm_set("m", RSD_MODEL_UNLOADED);
     f.load_delay = 3000;
     f.list_fail_left = 0;
     f.poll_fail_left = 0;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK(NOW - fm_find(&f, "m")->ready_at <= RSD_RECONCILE_POLL_MAX_MS + 2 * f.latency);
+    CHECK(NOW - fm_model("m")->loaded_at_ms <= RSD_RECONCILE_POLL_MAX_MS + 2 * f.latency);
 }
 
 static void test_W7_poll_intervals_double_from_20_to_500(void) {
@@ -1498,19 +1463,23 @@ static void test_W19_observe_never_mutates(void) {
         }
 }
 
+static void other_client_loads(frouter *f, const char *model) {
+    f->before_load = NULL;
+    sim_post_model("/models/load", model);
+}
 static void test_already_running_400_means_resident(void) {
     frouter f;
     rsd_reconcile_desc d;
     fresh();
     fr_init(&f, 2);
     fm_add(&f, "m", RSD_MODEL_UNLOADED);
-    f.race_load = true; /* another client loads it just before our POST lands */
+    f.before_load = other_client_loads; /* another client loads it just before our POST lands */
     desc_init(&d, "m");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(!R.result.loaded);
     CHECK_EQ_STR(ATTR_ADD(R), ""); /* not ours: we did not cause the load */
-    CHECK_EQ_INT(fm_find(&f, "m")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("m"), RSD_MODEL_LOADED);
     CHECK(R.result.cached);
 }
 
@@ -1549,7 +1518,7 @@ static void test_model_limit_500_nothing_evictable_fails_cleanly(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_MODEL_LIMIT);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
     CHECK(strstr(R.result.message, "model limit reached") != NULL);
-    CHECK_EQ_INT(fm_find(&f, "p1")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("p1"), RSD_MODEL_LOADED);
     CHECK(!R.result.cached);
     CHECK(R.result.requests <= 2 + RSD_RECONCILE_LOAD_ATTEMPTS * 2);
 }
@@ -1560,7 +1529,7 @@ static void test_failed_true_exit_code_ends_wait(void) {
     uint64_t t0;
     fresh();
     fr_init(&f, 2);
-    fm_add(&f, "broken", RSD_MODEL_UNLOADED)->will_fail = true;
+    fm_add(&f, "broken", RSD_MODEL_UNLOADED)->broken = true;
     f.load_delay = 10;
     desc_init(&d, "broken");
     t0 = NOW;
@@ -1576,8 +1545,9 @@ static void test_keep_loading_waits_read_only_without_lock(void) {
     rsd_reconcile_desc d;
     fresh();
     fr_init(&f, 2);
-    fmodel *m = fm_add(&f, "m", RSD_MODEL_LOADING);
-    m->ready_at = NOW + 300;
+    f.load_delay = 300;
+    fr_apply(&f);
+    fm_add(&f, "m", RSD_MODEL_LOADING); /* ready in 300 ms */
     desc_init(&d, "m");
     d.lock = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -1608,8 +1578,8 @@ static void test_attribution_add_and_remove(void) {
     const char *own[2] = {"old-alias", "unrelated"};
     fresh();
     fr_init(&f, 1);
-    fmodel *old = fm_add(&f, "old", RSD_MODEL_LOADED);
-    snprintf(old->alias, sizeof old->alias, "old-alias");
+    rsim_model *old = fm_add(&f, "old", RSD_MODEL_LOADED);
+    fm_alias(old, "old-alias");
     fm_add(&f, "new", RSD_MODEL_UNLOADED);
     desc_init(&d, "new");
     d.ours = own;
@@ -1747,6 +1717,7 @@ static void test_framework_jit_runtime_uses_fallback_one_at_a_time(void) {
     fm_add(&f, "cfg", RSD_MODEL_LOADED);
     fm_add(&f, "a", RSD_MODEL_LOADED);
     fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    f.load_limit_left = 1; /* the router is full: a concurrent load won the place (wire.md 6.2) */
     desc_init(&d, "coder");
     d.runtime = &JIT_RT;
     protect(&d, "cfg", RSD_ROLE_CHAT);
@@ -1754,7 +1725,7 @@ static void test_framework_jit_runtime_uses_fallback_one_at_a_time(void) {
     CHECK_EQ_STR(posts_of(&f), "/models/load coder | /models/unload a | /models/load coder");
     CHECK_EQ_STR(joined(&f, true), "GET /v1/models | POST /models/load coder | GET /v1/models | "
                                    "POST /models/unload a | POST /models/load coder | GET /v1/models");
-    CHECK_EQ_INT(fm_find(&f, "cfg")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("cfg"), RSD_MODEL_LOADED);
     CHECK_EQ_STR(R.key, "jit|http://mini:8080"); /* the root: one key for both spellings */
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
 }
@@ -1794,7 +1765,6 @@ static void test_begin_rejects_bad_desc(void) {
    runs and counts, so a load sent at once makes this router unload its own LRU (a). */
 static void setup_july(frouter *f) {
     fr_init(f, 2);
-    f->july = true;
     f->stop_ms = 30;
     f->load_delay = 40;
     fm_tag(fm_add(f, "a", RSD_MODEL_LOADED), "pinned:true");
@@ -1812,14 +1782,15 @@ static void test_july_swap_waits_until_the_victim_is_unloaded(void) {
     d.ours = ours;
     d.n_ours = 1;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(fm_find(&f, "a")->lru_unloaded, 0); /* never unloaded, not even for a moment */
-    CHECK_EQ_INT(fm_find(&f, "a")->state, RSD_MODEL_LOADED);
-    CHECK_EQ_INT(fm_find(&f, "c")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_unloads("a"), 0); /* never unloaded, not even for a moment */
+    CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("c"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     REQUIRE(R.result.n_evicted == 1);
     CHECK_EQ_STR(R.result.evicted[0].id, "b");
     CHECK(!R.result.evicted[0].displaced);
     CHECK_EQ_STR(posts_of(&f), "/models/unload b | /models/load c");
+    CHECK_EQ_INT(fm_unloads("b"), 1);
     CHECK(strstr(joined(&f, true), "POST /models/unload b | GET /v1/models | GET /v1/models") != NULL);
     CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_NONE), 0);
 }
@@ -1835,7 +1806,7 @@ static void test_july_victim_that_never_stops_times_out_before_the_load(void) {
     d.deadline_ms = 2000;
     d.restore_ms = 100;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
-    CHECK_EQ_INT(fm_find(&f, "a")->lru_unloaded, 0);
+    CHECK_EQ_INT(fm_unloads("a"), 0);
     CHECK(strstr(posts_of(&f), "/models/load c") == NULL);
     CHECK(strstr(R.result.message, "timed out waiting for 'b' to unload") != NULL);
 }
@@ -1849,7 +1820,7 @@ static void test_failed_load_restores_displaced_protected_model(void) {
     fr_init(&f, 2);
     fm_add(&f, "p", RSD_MODEL_LOADED);
     fm_add(&f, "v", RSD_MODEL_LOADED);
-    fm_add(&f, "broken", RSD_MODEL_UNLOADED)->will_fail = true;
+    fm_add(&f, "broken", RSD_MODEL_UNLOADED)->broken = true;
     f.load_delay = 10;
     snprintf(f.displace, sizeof f.displace, "p");
     desc_init(&d, "broken");
@@ -1861,8 +1832,8 @@ static void test_failed_load_restores_displaced_protected_model(void) {
     CHECK(!R.result.evicted[0].displaced && R.result.evicted[0].restored);
     CHECK_EQ_STR(R.result.evicted[1].id, "p");
     CHECK(R.result.evicted[1].displaced && R.result.evicted[1].restored);
-    CHECK_EQ_INT(fm_find(&f, "p")->state, RSD_MODEL_LOADED);
-    CHECK_EQ_INT(fm_find(&f, "v")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("p"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("v"), RSD_MODEL_LOADED);
     CHECK(any_notice_has("restored 'v' so the target keeps serving"));
     CHECK(any_notice_has("displaced protected 'p'; reloaded it"));
 }
@@ -1914,8 +1885,8 @@ static void test_displaced_caller_protected_model_reloaded(void) {
     protect(&d, "p", RSD_ROLE_WORKER);
     protect(&d, "w", RSD_ROLE_MEMORY);
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_INT(fm_find(&f, "p")->state, RSD_MODEL_LOADED);
-    CHECK_EQ_INT(fm_find(&f, "k")->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("p"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("k"), RSD_MODEL_LOADED);
     REQUIRE(R.result.n_evicted == 2);
     CHECK_EQ_STR(R.result.evicted[1].id, "p");
     CHECK(R.result.evicted[1].displaced && R.result.evicted[1].restored);
@@ -1928,7 +1899,7 @@ static void test_displaced_caller_protected_model_reloaded(void) {
 static void test_stale_failed_flag_is_not_a_failed_load(void) {
     frouter f;
     rsd_reconcile_desc d;
-    fmodel *k;
+    rsim_model *k;
     fresh();
     fr_init(&f, 2);
     fm_add(&f, "a", RSD_MODEL_LOADED);
@@ -1940,7 +1911,7 @@ static void test_stale_failed_flag_is_not_a_failed_load(void) {
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(k->state, RSD_MODEL_LOADED);
+    CHECK_EQ_INT(fm_state("k"), RSD_MODEL_LOADED);
     /* a failure that stays as it was listed counts once the grace is over */
     fresh();
     fr_init(&f, 2);
@@ -1957,7 +1928,7 @@ static void test_stale_failed_flag_is_not_a_failed_load(void) {
     k = fm_add(&f, "k", RSD_MODEL_UNLOADED);
     k->failed = true;
     k->exit_code = 1;
-    k->will_fail = true;
+    k->broken = true;
     f.load_delay = 5;
     desc_init(&d, "k");
     REQUIRE(rsd_reconcile_begin(&R, &d, NOW) == RSD_OK);
@@ -2038,7 +2009,7 @@ static void test_context_above_what_the_model_runs_with_gets_a_notice(void) {
     int i, hits = 0;
     fresh();
     fr_init(&f, 2);
-    fm_add(&f, "k", RSD_MODEL_LOADED)->n_ctx = 256;
+    fm_add(&f, "k", RSD_MODEL_LOADED)->ctx = 256;
     desc_init(&d, "k");
     d.context_length = 4096;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
@@ -2054,7 +2025,7 @@ static void test_context_above_what_the_model_runs_with_gets_a_notice(void) {
     /* after a load of ours, from the poll that shows it loaded */
     fresh();
     fr_init(&f, 2);
-    fm_add(&f, "k", RSD_MODEL_UNLOADED)->n_ctx = 512;
+    fm_add(&f, "k", RSD_MODEL_UNLOADED)->ctx = 512;
     desc_init(&d, "k");
     d.context_length = 1024;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);

@@ -1107,6 +1107,62 @@ static void test_corrupt_attribution_said_once(void) {
     sim_stop(&s);
 }
 
+/* Records an older version wrote under its key for the URL ("llamacpp|<url>/v1": it kept
+   the path) are found under the current key by the next ensure on that URL and moved
+   there (the old files go); an older record is never moved over a current one. */
+static void test_old_key_records_migrate(void) {
+    static const char *const args[] = {"--models-max", "2", "--load-ms", "50", "--model", "id=a", "--model", "id=b", NULL};
+    static rsd_attr_set set;
+    sim_proc s;
+    rsd_state *st = NULL;
+    rsd_state_desc sd;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    char key[RSD_TARGET_KEY_MAX], old[256], url[160];
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    snprintf(url, sizeof url, "%s/v1", s.url);
+    snprintf(old, sizeof old, "llamacpp|%s/v1", s.url);
+    router_key(&s, key, sizeof key);
+    REQUIRE(strcmp(old, key) != 0);
+    CHECK_EQ_INT(rsd_state_attr_add(st, old, "a", NULL, 1000), RSD_OK);
+    CHECK_EQ_INT(rsd_state_used_touch(st, old, "a", 1234, true), RSD_OK);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = url;
+    q.model = "b";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 20000;
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(rsd_state_attr_load(st, key, &set) >= 0);
+    CHECK(rsd_attr_set_find(&set, "a", NULL) >= 0); /* the older version's record, found */
+    CHECK(rsd_attr_set_find(&set, "b", NULL) >= 0);
+    CHECK_EQ_INT(rsd_state_attr_load(st, old, &set), 0); /* moved, not copied */
+    CHECK(rsd_state_used_load(st, key, &set) > 0);
+    CHECK(rsd_attr_set_find(&set, "a", NULL) >= 0 && set.items[rsd_attr_set_find(&set, "a", NULL)].loaded_at_ms == 1234);
+    CHECK_EQ_INT(rsd_state_used_load(st, old, &set), 0);
+    /* the current key has its own record now: an older one written later stays where it
+       is (a new ensurer: no TTL hit, which would not look) */
+    CHECK_EQ_INT(rsd_state_attr_add(st, old, "zz", NULL, 1), RSD_OK);
+    rsd_ensurer_destroy(e);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK(!res.cache_hit);
+    CHECK(rsd_state_attr_load(st, key, &set) >= 0);
+    CHECK(rsd_attr_set_find(&set, "zz", NULL) < 0);
+    CHECK(rsd_attr_set_find(&set, "a", NULL) >= 0);
+    CHECK_EQ_INT(rsd_state_attr_load(st, old, &set), 1);
+    rsd_ensurer_destroy(e);
+    rsd_state_close(st);
+    sim_stop(&s);
+}
+
 int main(int argc, char **argv) {
     int g;
     RSD_TEST_BEGIN(argc, argv);
@@ -1139,6 +1195,7 @@ int main(int argc, char **argv) {
 #endif
         RUN(test_concurrent_attribution_under_lock);
         RUN(test_corrupt_attribution_said_once);
+        RUN(test_old_key_records_migrate);
         if (rsdt_failed > before) printf("  (the failures above: --router-gen %s)\n", g_router_gen);
     }
     g_router_gen = NULL;

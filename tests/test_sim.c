@@ -1411,6 +1411,30 @@ static void test_router_downloading(void) {
     CHECK_EQ_STR(rstate("a"), "unloaded");
 }
 
+/* A child that downloads its model first (child_download=MS): a load shows downloading,
+   then loading, then loaded; a second load meanwhile is refused; an unload cancels it. */
+static void test_router_child_download(void) {
+    SETUP("--model", "id=a,child_download=500", "--load-ms", "100");
+    CHECK_EQ_STR(rstate("a"), "unloaded");
+    post("/models/load", "{\"model\":\"a\"}");
+    CHECK_EQ_INT(R.status, 200);
+    CHECK_EQ_STR(rstate("a"), "downloading");
+    post("/models/load", "{\"model\":\"a\"}");
+    CHECK_EQ_INT(R.status, 400);
+    adv(499);
+    CHECK_EQ_STR(rstate("a"), "downloading");
+    adv(1);
+    CHECK_EQ_STR(rstate("a"), "loading");
+    adv(100);
+    CHECK_EQ_STR(rstate("a"), "loaded");
+    SETUP("--model", "id=a,child_download=500");
+    post("/models/load", "{\"model\":\"a\"}");
+    post("/models/unload", "{\"model\":\"a\"}");
+    CHECK_EQ_INT(R.status, 200);
+    adv(1000);
+    CHECK_EQ_STR(rstate("a"), "unloaded");
+}
+
 int main(int argc, char **argv) {
     static const char *const gens[] = {"july", "later"};
     int g;
@@ -1438,6 +1462,7 @@ int main(int argc, char **argv) {
         RUN(test_W20_startup);
         RUN(test_router_stream);
         RUN(test_router_downloading);
+        RUN(test_router_child_download);
         RUN(test_L26_L28_sequences);
         RUN(test_gen_stream_victim);
         RUN(test_gen_loading_and_pinned_victims);

@@ -1232,6 +1232,30 @@ static void test_format_parse_internal(void) {
     CHECK(memcmp(&a, &b, sizeof a) == 0);
 }
 
+/* The key older versions gave "<runtime>|<url>" (rsdi_state_legacy_key; the expected
+   keys were printed by rsd_target_key_normalise as it was before one target key). */
+static void test_legacy_key(void) {
+    static const char *const cases[][2] = {
+        {"llamacpp|http://127.0.0.1:8080/v1", "llamacpp|http://127.0.0.1:8080/v1"},
+        {"llamacpp|HTTP://LocalHost:80/v1/?x#y", "llamacpp|http://localhost/v1"},
+        {"llamacpp|http://h:08080/", "llamacpp|http://h:08080"},
+        {"llamacpp|https://H:443/", "llamacpp|https://h"},
+        {"llamacpp|http://[::1]:80/v1", "llamacpp|http://[::1]/v1"},
+        {"ollama|http://h:080", "ollama|http://h:080"},
+        {"llamacpp|ws://h:80/v1", "llamacpp|ws://h:80/v1"},
+        {"lmstudio|http://h:1234", "lmstudio|http://h:1234"},
+        {"llamacpp|http://h:80/v1//", "llamacpp|http://h/v1"},
+        {"llamacpp|http://a:b:80/x", "llamacpp|http://a:b:80/x"},
+        {"plain/", "plain"}};
+    char out[256];
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(rsdi_state_legacy_key(cases[i][0], out, sizeof out), (int)strlen(cases[i][1]));
+        CHECK_EQ_STR(out, cases[i][1]);
+    }
+    CHECK(rsdi_state_legacy_key("llamacpp|http://h:8080/v1", out, 10) < 0); /* too small */
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_resolve_order);
@@ -1271,6 +1295,7 @@ int main(int argc, char **argv) {
 #endif
     RUN(test_no_fd_leak);
     RUN(test_format_parse_internal);
+    RUN(test_legacy_key);
 #if defined(_WIN32)
     printf("skip: test_dir_unsafe (POSIX modes, owners, symlinks); test_lock_holder_exit_releases, "
            "test_lock_blocking_wait, test_lock_deadline_fake_clock, test_attr_commit_write_fails, "

@@ -1,0 +1,189 @@
+/* test_sizes_shell.c -- the memory figures the manual gives for the pool, the process
+   supervisor, the state, the HTTP client and the fleet, measured: each create is given a
+   counting allocator and what it asks for is compared with the manual's words ("about N"
+   = within 15 %, "under N" = below it). A figure changed in the code and not in the
+   manual, or the other way round, fails here. */
+#define RESIDENCY_IMPLEMENTATION
+#include "../residency_http.h"
+#include "rsd_test.h"
+#include "portable.h"
+
+typedef struct counted {
+    size_t asked, first, biggest;
+    int calls;
+} counted;
+static void *c_alloc(size_t n, void *u) {
+    counted *c = (counted *)u;
+    if (!c->calls) c->first = n;
+    if (n > c->biggest) c->biggest = n;
+    c->asked += n;
+    c->calls++;
+    return malloc(n);
+}
+static void c_free(void *p, void *u) { (void)u; free(p); }
+static rsd_allocator counting(counted *c) {
+    rsd_allocator a;
+    memset(c, 0, sizeof *c);
+    a.alloc_fn = c_alloc;
+    a.free_fn = c_free;
+    a.user = c;
+    return a;
+}
+/* "about want": within 15 %. The manual's figures are x86-64's: on a 32-bit host the
+   comparison is skipped (said once, in main). */
+static bool about(size_t got, double want) {
+    if (sizeof(void *) != 8) return true;
+    if (!((double)got >= want * 0.85 && (double)got <= want * 1.15))
+        printf("  %lu bytes, the manual says about %.0f\n", (unsigned long)got, want);
+    return (double)got >= want * 0.85 && (double)got <= want * 1.15;
+}
+
+/* residency.h, rsd_pool_create: "one block of about 17 KiB + 48 bytes per max_requests
+   + 48 bytes per event_log entry". */
+static void test_pool_block(void) {
+    counted c;
+    rsd_pool_desc d;
+    rsd_pool *p;
+    size_t base, per_req, per_log;
+    memset(&d, 0, sizeof d);
+    d.allocator = counting(&c);
+    d.max_requests = 16;
+    REQUIRE((p = rsd_pool_create(&d)) != NULL);
+    rsd_pool_destroy(p);
+    CHECK_EQ_INT(c.calls, 1);
+    base = c.asked;
+    d.allocator = counting(&c);
+    d.max_requests = 16 + 1000;
+    REQUIRE((p = rsd_pool_create(&d)) != NULL);
+    rsd_pool_destroy(p);
+    per_req = (c.asked - base) / 1000;
+    d.allocator = counting(&c);
+    d.max_requests = 16;
+    d.event_log = 1000;
+    REQUIRE((p = rsd_pool_create(&d)) != NULL);
+    rsd_pool_destroy(p);
+    per_log = (c.asked - base) / 1000;
+    CHECK(about(base - 16 * per_req, 17 * 1024));
+    CHECK(about(per_req, 48));
+    CHECK(about(per_log, 48));
+}
+
+/* residency_http.h, supervisor limits: "one block of about max_procs x (ring_bytes +
+   arg_bytes + 1 KiB) + 14 KiB (defaults: about 410 KB); on Windows about max_procs x
+   (ring_bytes + arg_bytes + 2 KiB) + 160 KiB (defaults: about 590 KB)". */
+#if defined(_WIN32)
+#define PROC_EACH 2048.0
+#define PROC_FIXED (160.0 * 1024)
+#define PROC_DEFAULT 590e3
+#else
+#define PROC_EACH 1024.0
+#define PROC_FIXED (14.0 * 1024)
+#define PROC_DEFAULT 410e3
+#endif
+static void test_procs_block(void) {
+    counted c;
+    rsd_procs_desc d;
+    rsd_procs *p;
+    memset(&d, 0, sizeof d);
+    d.allocator = counting(&c);
+    REQUIRE((p = rsd_procs_create(&d)) != NULL);
+    rsd_procs_destroy(p);
+    CHECK_EQ_INT(c.calls, 1);
+    CHECK(about(c.asked, PROC_DEFAULT));
+    CHECK(about(c.asked, (double)RSD_PROCS_DEFAULT * (RSD_PROC_RING_DEFAULT + RSD_PROC_ARG_BYTES_DEFAULT + PROC_EACH) +
+                             PROC_FIXED));
+    d.allocator = counting(&c);
+    d.max_procs = 4;
+    d.ring_bytes = 4096;
+    d.arg_bytes = 2048;
+    REQUIRE((p = rsd_procs_create(&d)) != NULL);
+    rsd_procs_destroy(p);
+    CHECK(about(c.asked, 4.0 * (4096 + 2048 + PROC_EACH) + PROC_FIXED));
+}
+
+/* residency_http.h, rsd_state_open: "one block of about 165 KB; nothing else allocates";
+   sizeof(rsd_state_lock) about 2.5 KB, sizeof(rsd_attr_set) about 33 KB. */
+static void test_state_block(void) {
+    char dir[256];
+    counted c;
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    REQUIRE(tp_temp_dir("sizes", dir, sizeof dir) == 0);
+    memset(&d, 0, sizeof d);
+    d.dir = dir;
+    d.allocator = counting(&c);
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    rsd_state_close(st);
+    CHECK_EQ_INT(c.calls, 1);
+    CHECK(about(c.asked, 165e3));
+    CHECK(about(sizeof(rsd_state_lock), 2.5e3));
+    CHECK(about(sizeof(rsd_attr_set), 33e3));
+    tp_remove_tree(dir);
+}
+
+/* residency_http.h, rsd_http_client_create: "5 blocks: object, connection table, request
+   table, poll array, one buffer block of max_requests x (max_request_bytes +
+   max_header_bytes + max_body_bytes), by default 8 x 1.08 MiB" (with TLS built in, its
+   configuration takes more blocks). */
+static void test_client_blocks(void) {
+    counted c;
+    rsd_http_client_desc d;
+    rsd_http_client *h;
+    memset(&d, 0, sizeof d);
+    d.allocator = counting(&c);
+    REQUIRE((h = rsd_http_client_create(&d)) != NULL);
+    rsd_http_client_destroy(h);
+#if !defined(RSD_HTTP_MBEDTLS)
+    CHECK_EQ_INT(c.calls, 5);
+#endif
+    CHECK_EQ_INT(c.biggest, (size_t)8 * (64 + 16 + 1024) * 1024);
+    CHECK(about(c.biggest, 8 * 1.08 * 1024 * 1024));
+}
+
+/* residency_http.h, fleet limits: "one block of about 415 KB + 195 bytes per
+   max_requests, plus the pool's, the supervisor's (about 400 KB by default) and the probe
+   client's (about 2.9 MB by default)": the fleet's own block is its first allocation, the
+   pool and the supervisor are measured alone with the same descs, the rest is the probe
+   client's. */
+static void test_fleet_block(void) {
+    counted c, cp, cs;
+    rsd_fleet_desc d;
+    rsd_fleet *f;
+    rsd_pool *p;
+    rsd_procs *s;
+    size_t a16;
+    memset(&d, 0, sizeof d);
+    d.allocator = counting(&c);
+    d.pool.max_requests = 16;
+    REQUIRE((f = rsd_fleet_create(&d)) != NULL);
+    rsd_fleet_destroy(f);
+    a16 = c.first;
+    d.pool.allocator = counting(&cp);
+    REQUIRE((p = rsd_pool_create(&d.pool)) != NULL);
+    rsd_pool_destroy(p);
+    d.procs.allocator = counting(&cs);
+    REQUIRE((s = rsd_procs_create(&d.procs)) != NULL);
+    rsd_procs_destroy(s);
+    CHECK(about(cs.asked, PROC_DEFAULT)); /* "the supervisor's (about 400 KB by default)" */
+    REQUIRE(c.asked > a16 + cp.asked + cs.asked);
+    CHECK(about(c.asked - a16 - cp.asked - cs.asked, 2.9e6));
+    memset(&d.pool.allocator, 0, sizeof d.pool.allocator);
+    memset(&d.procs.allocator, 0, sizeof d.procs.allocator);
+    d.allocator = counting(&c);
+    d.pool.max_requests = 1016;
+    REQUIRE((f = rsd_fleet_create(&d)) != NULL);
+    rsd_fleet_destroy(f);
+    CHECK(about((double)(c.first - a16) / 1000.0, 195));
+    CHECK(about((double)a16 - 16.0 * (double)(c.first - a16) / 1000.0, 415e3));
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    if (sizeof(void *) != 8) printf("skip: the manual's memory figures are x86-64's; here only the block counts are checked\n");
+    RUN(test_pool_block);
+    RUN(test_procs_block);
+    RUN(test_state_block);
+    RUN(test_client_blocks);
+    RUN(test_fleet_block);
+    return RSD_TEST_END();
+}
