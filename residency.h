@@ -4886,6 +4886,12 @@ RSDI_PRIVATE void rsdi_sb_init(rsdi_sb *b, char *buf, size_t cap) {
 }
 RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
     size_t i;
+    if (!b->sq) { /* no quoting: what fits, at once */
+        size_t room = b->cap && b->len < b->cap - 1 ? b->cap - 1 - b->len : 0;
+        if (room && n) memcpy(b->buf + b->len, s, n < room ? n : room);
+        b->len += n;
+        return;
+    }
     for (i = 0; i < n; i++) {
         if (b->sq && s[i] == '\'') {
             b->sq = false;
