@@ -4985,25 +4985,13 @@ RSDI_PRIVATE bool rsdi_arg_secret_flag(const char *a, size_t n) {
     return false;
 }
 
-/* The next part of arg (at or after from) that is not to be shown, given the argument
-   before it: the whole value after a secret flag, the value of --secret-flag=VALUE, or
-   the user:password of a URL. True with *off, *len set; false when there is none. */
-RSDI_PRIVATE bool rsdi_arg_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
+/* The user:password of a URL in arg at or after from ("scheme://user:password@host"):
+   true with *off, *len set. (prev unused: the shape of rsdi_arg_secret_span.) */
+RSDI_PRIVATE bool rsdi_url_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
                                        size_t *len) {
     size_t n = strlen(arg), i;
-    const char *eq;
-    if (prev && !strchr(prev, '=') && rsdi_arg_secret_flag(prev, strlen(prev))) {
-        *off = 0;
-        *len = n;
-        return from == 0;
-    }
-    eq = strchr(arg, '=');
-    if (eq && rsdi_arg_secret_flag(arg, (size_t)(eq - arg))) {
-        *off = (size_t)(eq - arg) + 1;
-        *len = n - *off;
-        return from <= *off;
-    }
-    for (i = from; i + 3 <= n; i++) { /* scheme://user:password@host */
+    (void)prev;
+    for (i = from; i + 3 <= n; i++) {
         size_t h, at = 0, end;
         if (memcmp(arg + i, "://", 3) != 0) continue;
         h = i + 3;
@@ -5018,16 +5006,52 @@ RSDI_PRIVATE bool rsdi_arg_secret_span(const char *prev, const char *arg, size_t
     return false;
 }
 
-RSDI_PRIVATE void rsdi_sb_redact(rsdi_sb *b, const char *prev, const char *arg) {
+/* The next part of arg (at or after from) that is not to be shown, given the argument
+   before it: the whole value after a secret flag, the value of --secret-flag=VALUE, or
+   the user:password of a URL. True with *off, *len set; false when there is none. */
+RSDI_PRIVATE bool rsdi_arg_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
+                                       size_t *len) {
+    size_t n = strlen(arg);
+    const char *eq;
+    if (prev && !strchr(prev, '=') && rsdi_arg_secret_flag(prev, strlen(prev))) {
+        *off = 0;
+        *len = n;
+        return from == 0;
+    }
+    eq = strchr(arg, '=');
+    if (eq && rsdi_arg_secret_flag(arg, (size_t)(eq - arg))) {
+        *off = (size_t)(eq - arg) + 1;
+        *len = n - *off;
+        return from <= *off;
+    }
+    return rsdi_url_secret_span(prev, arg, from, off, len);
+}
+
+/* arg into b with every part span finds shown as ***. */
+RSDI_PRIVATE void rsdi_sb_redact_by(rsdi_sb *b, const char *prev, const char *arg,
+                                    bool (*span)(const char *, const char *, size_t, size_t *, size_t *)) {
     size_t from = 0, off, len;
     if (!arg) arg = "";
-    while (rsdi_arg_secret_span(prev, arg, from, &off, &len)) {
+    while (span(prev, arg, from, &off, &len)) {
         rsdi_sb_put(b, arg + from, off - from);
         rsdi_sb_c(b, "***");
         from = off + len;
         if (!arg[from]) break;
     }
     rsdi_sb_put(b, arg + from, strlen(arg + from));
+}
+
+RSDI_PRIVATE void rsdi_sb_redact(rsdi_sb *b, const char *prev, const char *arg) {
+    rsdi_sb_redact_by(b, prev, arg, rsdi_arg_secret_span);
+}
+
+/* s with only a URL's user:password shown as *** (rsd_arg_redact's URL rule without its
+   flag rules: for text that is no argument, such as an error message). */
+RSDI_PRIVATE size_t rsdi_url_redact(const char *s, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_redact_by(&b, NULL, s, rsdi_url_secret_span);
+    return rsdi_sb_end(&b);
 }
 
 /* Replaces, in text[0..n) (output a child wrote, which may echo its arguments), every

@@ -6799,7 +6799,7 @@ RSDI_PRIVATE void rsdi_en_fail(rsd_ensurer *e, int err, uint64_t now_ms, const c
     va_start(ap, fmt);
     (void)vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    (void)rsd_arg_redact(NULL, msg, e->message, sizeof e->message); /* a URL's password as *** */
+    (void)rsdi_url_redact(msg, e->message, sizeof e->message); /* a URL's password as *** */
     if (e->inflight) rsdi_en_cancel(e, e->h);
     e->inflight = false;
     rsdi_en_sse_close(e);

@@ -113,6 +113,28 @@ static void test_scrub_output(void) {
     CHECK_EQ_INT(rsdi_text_scrub(text, 5, NULL, 0), 5);
 }
 
+/* rsdi_url_redact (the ensurer's error messages): only a URL's user:password hidden, the
+   same text rsd_arg_redact gives for a message (which never starts with a flag). */
+static void test_url_redact(void) {
+    static const char *const msgs[] = {
+        "ensure: bad server URL 'http://user:pw@h:8080/v1'",
+        "not a model server: GET http://a:b@h/props: HTTP 404, then https://c:d@e",
+        "could not take the residency lock for http://h:1: timed out",
+        "http://x@y", "no url here", ""};
+    char a[128], b[128], small[12];
+    size_t i;
+    for (i = 0; i < sizeof msgs / sizeof msgs[0]; i++) {
+        CHECK_EQ_INT((int)rsdi_url_redact(msgs[i], a, sizeof a), (int)rsd_arg_redact(NULL, msgs[i], b, sizeof b));
+        CHECK_EQ_STR(a, b);
+    }
+    (void)rsdi_url_redact(msgs[0], a, sizeof a);
+    CHECK_EQ_STR(a, "ensure: bad server URL 'http://***@h:8080/v1'");
+    (void)rsdi_url_redact("--api-key=k http://u:p@h", a, sizeof a); /* no flag rule */
+    CHECK_EQ_STR(a, "--api-key=k http://***@h");
+    CHECK_EQ_INT((int)rsdi_url_redact(msgs[0], small, sizeof small), (int)rsd_arg_redact(NULL, msgs[0], b, sizeof small));
+    CHECK_EQ_STR(small, b);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_escape_controls);
@@ -121,5 +143,6 @@ int main(int argc, char **argv) {
     RUN(test_redact_urls);
     RUN(test_redact_bounds);
     RUN(test_scrub_output);
+    RUN(test_url_redact);
     return RSD_TEST_END();
 }
