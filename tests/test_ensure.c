@@ -956,6 +956,7 @@ static void test_state_write_failure_warns(void) {
     snprintf(dir, sizeof dir, "%s/fsize0", g_state_dir);
     fflush(stdout);
     pid = fork();
+    if (pid < 0) sim_stop(&s);
     REQUIRE(pid >= 0);
     if (pid == 0) {
         rsd_ensurer_desc d;
@@ -983,9 +984,10 @@ static void test_state_write_failure_warns(void) {
     CHECK(WIFEXITED(st));
     CHECK_EQ_INT(WEXITSTATUS(st), 0);
     /* the CLI */
-    REQUIRE(pipe(fds) == 0);
-    pid = fork();
-    REQUIRE(pid >= 0);
+    if (pipe(fds) != 0 || (pid = fork()) < 0) {
+        sim_stop(&s);
+        REQUIRE(!"pipe or fork failed");
+    }
     if (pid == 0) {
         close(fds[0]);
         if (dup2(fds[1], 1) < 0 || limit_file_writes() != 0) _exit(120);
@@ -1003,13 +1005,13 @@ static void test_state_write_failure_warns(void) {
     close(fds[0]);
     CHECK_EQ_INT(waitpid(pid, &st, 0), pid);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* resident: the model is loaded */
+    sim_stop(&s); /* before any REQUIRE returns: a simulator left running holds the output pipe */
     REQUIRE(rsd_json_parse(&doc, out, n, g_toks, (uint32_t)(sizeof g_toks / sizeof g_toks[0])) > 0);
     CHECK(rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "outcome"), "resident"));
     CHECK(rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "state_error"), "ERR_STATE_IO"));
     CHECK(strstr(out, "\"level\":\"warning\"") != NULL);
     CHECK(strstr(out, "could not record this change") != NULL);
     if (rsdt_cur_failed) printf("  rsd-ensure --json: %s\n", out);
-    sim_stop(&s);
 }
 #endif
 
