@@ -4,7 +4,7 @@
    its victim to stop) advances NOW to when the simulator gives it, or to the step's
    timeout (then RSD_ERR_TIMEOUT); a hung one is a timeout too. The body is in RB.
    sim_post sends S a POST of another client (or of a test's world), whose answer nobody
-   reads.
+   reads. sim_list_fault injects a test's faults into the listing GETs.
    Include after residency.h, examples/rsd_sim.h and rsd_test.h. Not part of the library. */
 #ifndef RSD_TESTS_SIM_STEP_H
 #define RSD_TESTS_SIM_STEP_H
@@ -73,6 +73,42 @@ static void sim_http(const rsd_step_http *h, int *transport, int *status, size_t
     *status = resp.status;
     *len = resp.body_len;
     NOW += 1;
+}
+
+/* Faults a test injects at the transport into the listing GETs (the router's /models,
+   Ollama's /api/ps), applied before the simulator answers: the next fail_left listings
+   fail with fail_transport (RSD_OK: answered fail_status, empty); after the first POST
+   (posts > 0), the next poll_fail_left fail with RSD_ERR_CONNECT; a canned body (a
+   hostile server) answers every listing, or only the next body_left when that is > 0. */
+typedef struct sim_list_faults {
+    int fail_left, fail_transport, fail_status;
+    int poll_fail_left;
+    const char *body;
+    int body_left;
+} sim_list_faults;
+
+/* true when a fault answered the listing (transport, status, body, len set) */
+RSIM_FN bool sim_list_fault(sim_list_faults *lf, int posts, int *transport, int *status, const char **body,
+                            size_t *len) {
+    if (lf->fail_left > 0) {
+        lf->fail_left--;
+        *transport = lf->fail_transport;
+        if (lf->fail_status) *status = lf->fail_status;
+    } else if (lf->poll_fail_left > 0 && posts > 0) {
+        lf->poll_fail_left--;
+        *transport = RSD_ERR_CONNECT;
+    } else if (lf->body && lf->body_left >= 0) {
+        if (lf->body_left > 0 && --lf->body_left == 0) lf->body_left = -1;
+        *status = 200;
+        *body = lf->body;
+        *len = strlen(lf->body);
+        return true;
+    } else {
+        return false;
+    }
+    *body = "";
+    *len = 0;
+    return true;
 }
 
 /* Another client POSTs body to path now (its answer, deferred or not, is dropped). RSIM_FN:

@@ -20,11 +20,7 @@ typedef struct ollama_sim {
     int n_resident;             /* residents added: their sizes are 1000, 1001, ... bytes */
     int load_status;            /* != 0: loads are answered this status (an Ollama error) */
     const char *load_body;
-    const char *list_body;      /* canned /api/ps body (a hostile server) */
-    int list_body_left;         /* > 0: only for that many GETs; 0: always */
-    int list_fail_left;         /* next /api/ps fail with list_fail_transport */
-    int list_fail_transport;
-    int poll_fail_left;         /* /api/ps after a load fail (CONNECT) */
+    sim_list_faults list;       /* failed, refused and canned /api/ps (tests/sim_step.h) */
     void (*at_lock)(struct ollama_sim *f);
     uint64_t gen;
     char log[LOG_MAX][256];
@@ -97,26 +93,7 @@ static void os_http(ollama_sim *f, const rsd_step_http *h, int *transport, int *
         f->gets++;
         if (f->n_list_to < LOG_MAX) f->list_timeouts[f->n_list_to++] = h->timeout_ms;
         os_log(f, "GET %s", path);
-        if (f->list_fail_left > 0) {
-            f->list_fail_left--;
-            *transport = f->list_fail_transport;
-            *body = "";
-            *len = 0;
-            return;
-        }
-        if (f->poll_fail_left > 0 && f->posts > 0) {
-            f->poll_fail_left--;
-            *transport = RSD_ERR_CONNECT;
-            *body = "";
-            *len = 0;
-            return;
-        }
-        if (f->list_body && f->list_body_left >= 0) {
-            *body = f->list_body;
-            *len = strlen(f->list_body);
-            if (f->list_body_left > 0 && --f->list_body_left == 0) f->list_body_left = -1;
-            return;
-        }
+        if (sim_list_fault(&f->list, f->posts, transport, status, body, len)) return;
     } else {
         rsd_json_doc d;
         int ka;
@@ -401,8 +378,8 @@ static void test_W17_hung_ps_degrades_with_probe_timeout(void) {
     fresh();
     os_init(&f);
     os_install(&f, "k");
-    f.list_fail_left = 1;
-    f.list_fail_transport = RSD_ERR_TIMEOUT;
+    f.list.fail_left = 1;
+    f.list.fail_transport = RSD_ERR_TIMEOUT;
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
@@ -424,7 +401,7 @@ static void test_W7_wait_retries_transient_errors(void) {
     fresh();
     os_init(&f);
     os_install(&f, "k");
-    f.poll_fail_left = 2;
+    f.list.poll_fail_left = 2;
     desc_init(&d, "k");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
@@ -544,7 +521,7 @@ static void test_hostile_ps_payloads_degrade_and_never_mutate(void) {
         os_init(&f);
         os_resident(&f, "mine");
         os_install(&f, "k");
-        f.list_body = bodies[i];
+        f.list.body = bodies[i];
         desc_init(&d, "k");
         d.ours = ours;
         d.n_ours = 1;
@@ -566,9 +543,9 @@ static void test_hostile_entries_skipped_plan_still_safe(void) {
     fresh();
     os_init(&f);
     os_install(&f, "k");
-    f.list_body = "{\"models\":[7,{\"name\":\"\"},{\"model\":{}},{\"name\":\"mine:latest\",\"size\":-5},"
+    f.list.body = "{\"models\":[7,{\"name\":\"\"},{\"model\":{}},{\"name\":\"mine:latest\",\"size\":-5},"
                   "{\"name\":\"a\\u0000b\"}]}";
-    f.list_body_left = 2; /* the listing and the one under the lock */
+    f.list.body_left = 2; /* the listing and the one under the lock */
     desc_init(&d, "k");
     d.ours = ours;
     d.n_ours = 1;
@@ -591,7 +568,7 @@ static void test_W5_load_bounded_by_the_deadline(void) {
     t0 = NOW;
     /* transport timeout on the load POST */
     f.load_status = 0;
-    f.list_fail_left = 0;
+    f.list.fail_left = 0;
     {
         int guard;
         rsd_step s;

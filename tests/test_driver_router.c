@@ -24,16 +24,12 @@ typedef struct frouter {
     /* injected at the transport */
     int props_status;          /* 200 = the router's answer; else that status */
     bool props_hide_max;       /* props without max_instances (an older build) */
-    int list_fail_left;        /* next listings fail with list_fail_transport/status */
-    int list_fail_transport, list_fail_status;
-    const char *list_body;     /* canned listing body (hostile payloads) */
-    int list_body_left;        /* > 0: the canned body only for that many listings */
+    sim_list_faults list;      /* failed, refused and canned listings (tests/sim_step.h) */
     int load_status;           /* != 0: answer loads of load_only (or all) with this status */
     char load_only[64];
     const char *load_body;
     int load_limit_left;       /* next loads answer 500 model limit reached (a concurrent load took the place) */
     int unload_status;         /* != 0: every unload answers this */
-    int poll_fail_left;        /* list calls after a load fail with CONNECT */
     void (*before_load)(struct frouter *f, const char *model); /* another client acts as our load arrives */
     char displace[64];         /* someone else unloads this model as our next load arrives */
     char displace2[64];        /* then this one as the load after that arrives */
@@ -214,21 +210,7 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
             if (f->props_status != 200) ANSWER(f->props_status, "{}");
             if (f->props_hide_max) ANSWER(200, "{\"role\":\"router\"}");
         } else {
-            if (f->list_fail_left > 0) {
-                f->list_fail_left--;
-                *transport = f->list_fail_transport;
-                *status = f->list_fail_status;
-                return;
-            }
-            if (f->poll_fail_left > 0 && f->posts > 0) {
-                f->poll_fail_left--;
-                *transport = RSD_ERR_CONNECT;
-                return;
-            }
-            if (f->list_body && f->list_body_left >= 0) {
-                if (f->list_body_left > 0 && --f->list_body_left == 0) f->list_body_left = -1;
-                ANSWER(200, f->list_body);
-            }
+            if (sim_list_fault(&f->list, f->posts, transport, status, body, len)) return;
         }
     } else {
         f->posts++;
@@ -882,8 +864,8 @@ static void test_6_2_14_degrades_fetch_failures_silently(void) {
     rsd_reconcile_desc d;
     fresh();
     setup_scout_coder(&f);
-    f.list_fail_left = 2;
-    f.list_fail_transport = RSD_ERR_CONNECT;
+    f.list.fail_left = 2;
+    f.list.fail_transport = RSD_ERR_CONNECT;
     desc_init(&d, "coder");
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_CONNECT);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
@@ -892,8 +874,8 @@ static void test_6_2_14_degrades_fetch_failures_silently(void) {
     CHECK_EQ_INT(R.n_notices, 1);
     CHECK_EQ_INT(f.posts, 0);
     /* R41: not cached, the next call probes again */
-    f.list_fail_transport = RSD_OK;
-    f.list_fail_status = 503;
+    f.list.fail_transport = RSD_OK;
+    f.list.fail_status = 503;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_HTTP_STATUS);
     CHECK_EQ_INT(f.gets, 1);
     CHECK(strstr(R.result.message, "HTTP 503") != NULL);
@@ -1366,7 +1348,7 @@ static void test_W7_transient_poll_errors_retried_and_fast_poll(void) {
     fr_init(&f, 2);
     fm_add(&f, "m", RSD_MODEL_UNLOADED);
     f.load_delay = 137;
-    f.poll_fail_left = 2; /* connection refused twice while it loads */
+    f.list.poll_fail_left = 2; /* connection refused twice while it loads */
     desc_init(&d, "m");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
@@ -1378,8 +1360,8 @@ static void test_W7_transient_poll_errors_retried_and_fast_poll(void) {
     fresh();
     fm_set("m", RSD_MODEL_UNLOADED);
     f.load_delay = 3000;
-    f.list_fail_left = 0;
-    f.poll_fail_left = 0;
+    f.list.fail_left = 0;
+    f.list.poll_fail_left = 0;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
     CHECK(NOW - fm_model("m")->loaded_at_ms <= RSD_RECONCILE_POLL_MAX_MS + 2 * f.latency);
 }
@@ -1618,7 +1600,7 @@ static void test_hostile_payloads_degrade_to_observe(void) {
     for (i = 0; i < 8; i++) {
         fresh();
         setup_capacity_full(&f);
-        f.list_body = bodies[i];
+        f.list.body = bodies[i];
         desc_init(&d, "new-code");
         d.lock = true;
         CHECK(drive(&f, &d) < 0);
@@ -1636,7 +1618,7 @@ static void test_hostile_payloads_degrade_to_observe(void) {
     snprintf(huge + n, sizeof huge - n, "]}");
     fresh();
     setup_capacity_full(&f);
-    f.list_body = huge;
+    f.list.body = huge;
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_RESIDENTS_LIMIT);
     CHECK_EQ_INT(f.posts, 0);
 }
