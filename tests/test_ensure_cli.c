@@ -699,23 +699,33 @@ static void test_list_runtimes(void) {
 static char REAL_BIN[1024];
 static bool g_real;
 
-static void test_real_router_words(void) {
-    char dir[512], ini[700];
-    real_server S;
+/* A real router (--models-max 2) over a new models directory whose preset.ini preset(f,
+   dir) writes; 0, or -1 when it does not start. */
+static int real_preset_router(real_server *S, char *dir, size_t cap, void (*preset)(FILE *f, const char *dir)) {
+    char ini[700];
     FILE *f;
     const char *args[] = {"--models-preset", ini, "--models-max", "2", NULL};
+    if (real_models(dir, cap) != 0) return -1;
+    snprintf(ini, sizeof ini, "%s/preset.ini", dir);
+    if (!(f = fopen(ini, "w"))) return -1;
+    preset(f, dir);
+    fclose(f);
+    return real_start(S, REAL_BIN, dir, args, 60000);
+}
+
+static void preset_ab(FILE *f, const char *dir) {
+    fprintf(f, "[tiny-a]\nmodel = %s/tiny-a.gguf\nctx-size = 256\n\n[tiny-b]\nmodel = %s/tiny-b.gguf\nctx-size = 256\n",
+            dir, dir);
+}
+
+static void test_real_router_words(void) {
+    char dir[512];
+    real_server S;
     if (!g_real) {
         printf("  real llama-server not found: skipped\n");
         return;
     }
-    REQUIRE(real_models(dir, sizeof dir) == 0);
-    snprintf(ini, sizeof ini, "%s/preset.ini", dir);
-    f = fopen(ini, "w");
-    REQUIRE(f != NULL);
-    fprintf(f, "[tiny-a]\nmodel = %s/tiny-a.gguf\nctx-size = 256\n\n[tiny-b]\nmodel = %s/tiny-b.gguf\nctx-size = 256\n",
-            dir, dir);
-    fclose(f);
-    REQUIRE(real_start(&S, REAL_BIN, dir, args, 60000) == 0);
+    REQUIRE(real_preset_router(&S, dir, sizeof dir, preset_ab) == 0);
     {
         const char *a[] = {"--url", S.url, "--model", "nope", "--no-state", NULL};
         CHECK_EQ_INT(cli(a), 3);
@@ -743,25 +753,21 @@ static void test_real_router_words(void) {
 
 /* The real router listing 65 models with 72-byte ids (one over the default 64): said so
    in plain words, exit 6; read with --max-models, the model is loaded. */
-static void test_real_router_listing_over_the_default(void) {
-    char dir[512], ini[700];
-    real_server S;
-    FILE *f;
+static void preset_65_long(FILE *f, const char *dir) {
     int i;
-    const char *args[] = {"--models-preset", ini, "--models-max", "2", NULL};
+    for (i = 0; i < 65; i++)
+        fprintf(f, "[unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-%03d]\n"
+                   "model = %s/tiny-a.gguf\nctx-size = 256\n\n", i, dir);
+}
+
+static void test_real_router_listing_over_the_default(void) {
+    char dir[512];
+    real_server S;
     if (!g_real) {
         printf("  real llama-server not found: skipped\n");
         return;
     }
-    REQUIRE(real_models(dir, sizeof dir) == 0);
-    snprintf(ini, sizeof ini, "%s/preset.ini", dir);
-    f = fopen(ini, "w");
-    REQUIRE(f != NULL);
-    for (i = 0; i < 65; i++)
-        fprintf(f, "[unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-%03d]\n"
-                   "model = %s/tiny-a.gguf\nctx-size = 256\n\n", i, dir);
-    fclose(f);
-    REQUIRE(real_start(&S, REAL_BIN, dir, args, 60000) == 0);
+    REQUIRE(real_preset_router(&S, dir, sizeof dir, preset_65_long) == 0);
     {
         const char *a[] = {"--url", S.url, "--model", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-000",
                            "--no-state", NULL};
