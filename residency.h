@@ -1122,7 +1122,9 @@
          The kinds restored and load-failed are ours (upstream folded them into
          swap and threw the error); rsd_notice_kind_str gives "restored" and
          "load-failed". .text is the rendered line (cut at
-       RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, text_cut set).
+       RSD_RECONCILE_NOTICE_TEXT_MAX - 1 bytes, or at the room left in the
+       notice text arena, text_cut set); .text and .subject point into the
+       reconcile (valid until the next begin).
 
      Runtimes
        rsd_runtime is a table of hooks plus flags and defaults; the
@@ -1186,34 +1188,43 @@
 
      Limits and sizes
        RSD_RECONCILE_URL_MAX 2048, RSD_RECONCILE_BEARER_MAX
-       512, RSD_RECONCILE_MAX_NOTICES 64 (text 512 each), RSD_RECONCILE_MAX_OURS
+       512, RSD_RECONCILE_MAX_NOTICES 64 (text under 512 each), RSD_RECONCILE_MAX_OURS
        64, RSD_RECONCILE_LOAD_ATTEMPTS 3, polls 20..500 ms,
        RSD_RECONCILE_FAILED_GRACE_MS 3000 (step 11).
-       Memory: the caller owns the rsd_reconcile (under 96 KiB on x86-64: the
+       Memory: the caller owns the rsd_reconcile (under 50 KiB on x86-64: the
        result, the plan, the facts, URLs; static or malloc'd, not a small
        stack) and gives it its tables once with
            int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
        which allocates one block through lim->allocator (zeroed: the default
-       allocator): the notices, the copied ids, the LM Studio state, both
-       listings' storage and the JSON tokens, sized by lim (zeroed fields are
-       defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       allocator): the notices and their text, the id arena, the LM Studio
+       state, both listings' storage (LM Studio's catalog lives in the poll
+       listing's: a reconcile uses one of them) and the JSON tokens, sized by
+       lim (zeroed fields are defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
        64: a server listing 64 models), arena_bytes (their ids, aliases and
        tags, 256 per entry), max_tokens (JSON tokens of one answer,
        RSD_RECONCILE_TOKENS_PER_MODEL 72 per entry), max_body_bytes (the
        largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1408 per entry;
        a real router's entry, with its child's arguments, preset and meta, is
        66 tokens and 1040 to 1320 bytes with ids of 64 to 120 bytes),
-       max_id_bytes (the rows of its id tables: protected ids, ours, last
-       uses, victims and pinned models; 16 to RSD_MODEL_ID_MAX, the default),
+       max_id_bytes (the longest id it takes, NUL included: protected ids,
+       ours, last uses, and the listed ids and instances; 16 to
+       RSD_MODEL_ID_MAX, the default; it costs no memory), id_arena_bytes
+       (the id arena: every id the reconcile keeps, from the desc and from
+       the listings (victims, pinned and evicted models, LM Studio's
+       instances), each once, at 2 bytes over its length;
+       RSD_RECONCILE_IDS_PER_MODEL 128 per listing entry, 8 KiB with the
+       defaults: 63 ids of 120 bytes that are both ours and victims fit),
        max_notices (notices kept, RSD_RECONCILE_MAX_NOTICES 64; more are
-       counted in notices_dropped) and runtime (NULL = any; else the only runtime begin accepts, and a
-       runtime without RSD_RT_INSTANCES gets no LM Studio state, about 145
-       KiB). RSD_OK, RSD_ERR_ARG (bad limits), RSD_ERR_NOMEM.
-       rsd_reconcile_release(r) frees the block; rsd_reconcile_footprint(lim)
-       is sizeof(rsd_reconcile) plus the block (under 564 KiB with the
-       defaults on x86-64, of it 108 KiB tokens, 145 KiB LM Studio state, 96
-       KiB id tables, 69 KiB listings and 55 KiB notices; checked by tests/
-       test_sizes.c). begin reuses the tables; begin on a reconcile that was
+       counted in notices_dropped), notice_text_bytes (their subjects and
+       texts together, RSD_RECONCILE_NOTICE_TEXT_AVG 160 per notice, at least
+       1 KiB; a typical line is 130 bytes) and runtime (NULL = any; else the
+       only runtime begin accepts, and a runtime without RSD_RT_INSTANCES
+       gets no LM Studio state, about 7 KiB). RSD_OK, RSD_ERR_ARG (bad
+       limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees the block;
+       rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus the block
+       (under 264 KiB with the defaults on x86-64, of it 108 KiB tokens, 69
+       KiB listings, 18 KiB notices, 11 KiB ids and 7 KiB LM Studio state
+       beyond its catalog; checked by tests/test_sizes.c). begin reuses the tables; begin on a reconcile that was
        never given them is RSD_ERR_STATE, and with a desc.runtime other than
        limits.runtime RSD_ERR_ARG (result.message says so). An answer over the
        limits is never acted on: more entries than max_models
@@ -1223,7 +1234,14 @@
        (RSD_ERR_MODEL_ID) make a listing DEGRADED with a message naming the
        limit to raise; a load answer over max_body_bytes is a failed load. A
        protected id or ours entry of max_id_bytes or more is refused by begin
-       (RSD_ERR_MODEL_ID, RSD_ERR_ARG for set_ours).
+       (RSD_ERR_MODEL_ID, RSD_ERR_ARG for set_ours). Ids over id_arena_bytes
+       are never cut: the desc's make begin (and set_ours, set_owned) return
+       RSD_ERR_TOO_LARGE, a listing's make the reconcile DEGRADED
+       (RSD_ERR_TOO_LARGE) before anything is unloaded, result.message
+       naming id_arena_bytes. A notice that finds less room than its text in
+       notice_text_bytes is cut to it (text_cut); one that finds none is
+       dropped and counted in notices_dropped. The result's evicted ids and
+       the notices' strings live in these arenas: valid until the next begin.
        Past init: no allocation, no globals, no clock, no I/O. Deterministic: the same
        desc, answers and clock readings give the same steps and result.
        Log items: DRIVER_DEGRADED, DRIVER_UNLOAD_FAILED, DRIVER_LOAD_FAILED,
@@ -2879,6 +2897,7 @@ enum {
     RSD_RECONCILE_BODY_MAX = 6 * RSD_MODEL_ID_MAX + 256, /* request body buffer */
     RSD_RECONCILE_MAX_NOTICES = 64,        /* notices kept per reconcile */
     RSD_RECONCILE_NOTICE_TEXT_MAX = 512,   /* rendered notice text incl. NUL */
+    RSD_RECONCILE_NOTICE_TEXT_AVG = 160,   /* default notice text arena bytes per notice kept (a typical line: 130) */
     RSD_RECONCILE_TEXT_MAX = 512,          /* result.message incl. NUL */
     RSD_RECONCILE_MAX_OURS = 64,           /* ids in rsd_reconcile_desc.ours */
     RSD_RECONCILE_MAX_HEADERS = 2,         /* headers of one HTTP step */
@@ -2889,9 +2908,10 @@ enum {
     RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll */
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
-    RSD_RECONCILE_RT_DATA = 8192,          /* bytes of runtime-hook scratch in rsd_reconcile */
+    RSD_RECONCILE_RT_DATA = 1024,          /* bytes of runtime-hook scratch in rsd_reconcile */
     RSD_RECONCILE_TOKENS_PER_MODEL = 72,   /* default JSON tokens per listing entry (a real router: 66) */
     RSD_RECONCILE_BODY_PER_MODEL = 1408,   /* default answer bytes per listing entry (a real router: 1040-1320) */
+    RSD_RECONCILE_IDS_PER_MODEL = 128,     /* default id arena bytes per listing entry (ids are 20-120 bytes) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
     RSD_RECONCILE_MAX_OWNED = 64,          /* owned (model, instance) pairs in a desc */
@@ -2987,19 +3007,21 @@ typedef struct rsd_step {
     int result;               /* DONE: result.error */
 } rsd_step;
 
-/* A notice as the driver keeps it: rendered, self-contained. */
+/* A notice as the driver keeps it: rendered. Its strings live in the reconcile's
+   notice text arena: valid until its next begin. */
 typedef struct rsd_reconcile_notice {
     rsd_notice notice;        /* kind, level, msg, detail fields; subject is -1 */
     rsd_driver_msg dmsg;      /* PLAN or a driver message */
-    bool text_cut;            /* text was longer than the buffer */
-    char subject[RSD_MODEL_ID_MAX];           /* the resident it is about, or "" */
-    char text[RSD_RECONCILE_NOTICE_TEXT_MAX]; /* the operator line */
+    bool text_cut;            /* text was longer than the room for it */
+    const char *subject;      /* the resident it is about, or "" */
+    const char *text;         /* the operator line, under RSD_RECONCILE_NOTICE_TEXT_MAX bytes */
 } rsd_reconcile_notice;
 
-/* One model (or, on a runtime with instances, one instance) that left the server. */
+/* One model (or, on a runtime with instances, one instance) that left the server. The
+   strings live in the reconcile's id arena: valid until its next begin. */
 typedef struct rsd_evicted {
-    char id[RSD_MODEL_ID_MAX];    /* the model id; the instance id on a runtime with instances */
-    char model[RSD_MODEL_ID_MAX]; /* the owning model key of an instance ("" otherwise) */
+    const char *id;           /* the model id; the instance id on a runtime with instances */
+    const char *model;        /* the owning model key of an instance ("" otherwise) */
     uint32_t context_length;      /* the instance's loaded context (its restore uses it); 0 = none */
     bool restored;            /* loaded back (after a failed load, or by the pinned pass) */
     bool displaced;           /* the server unloaded it (a pinned model its LRU displaced), not us */
@@ -3148,25 +3170,23 @@ typedef struct rsd_reconcile_desc {
 
 /* LM Studio's part of an rsd_reconcile (internal). */
 typedef struct rsd_lms_machine {
+    /* every string below lives in the reconcile's id arena (rsd_reconcile.ids) */
     int tier_try, ci, ui, n_cand, n_unload, evict_mark, n_before, n_owned, n_peers, n_peer_ids, n_made;
     bool explicit_load, retried_plain;
     rsd_lms_load_opts load;
-    char default_model[RSD_MODEL_ID_MAX];
+    const char *default_model;
     char first_err[RSD_RECONCILE_TEXT_MAX];
-    char owned_model[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
-    char owned_inst[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];
-    char made[RSD_LMS_MAX_EVICT + 1][RSD_MODEL_ID_MAX];   /* instance ids our loads made */
-    char peer_target[RSD_LMS_MAX_PEERS][RSD_MODEL_ID_MAX];
-    int peer_first[RSD_LMS_MAX_PEERS], peer_count[RSD_LMS_MAX_PEERS];
-    char peer_ids[RSD_LMS_MAX_PEER_IDS][RSD_MODEL_ID_MAX];
-    char cand[RSD_MAX_RESIDENTS][RSD_MODEL_ID_MAX];        /* fallback keys in rank order */
-    char before[16][RSD_MODEL_ID_MAX];                     /* keep's instances before our load */
-    char unload_inst[16][RSD_MODEL_ID_MAX];                /* owned instances of cand[ci] */
+    const char *owned_model[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    rsd_str owned_inst[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
+    const char *made[RSD_LMS_MAX_EVICT + 1];              /* instance ids our loads made */
+    rsd_str peer_ids[RSD_LMS_MAX_PEER_IDS];               /* the peers' instance ids, peer by peer */
+    const char *cand[RSD_MAX_RESIDENTS];                  /* fallback keys in rank order */
+    const char *before[16];                               /* keep's instances before our load */
+    const char *unload_inst[16];                          /* owned instances of cand[ci] */
     uint32_t unload_ctx[16];
-    rsd_str owned_views[RSD_RECONCILE_MAX_OWNED + RSD_LMS_MAX_EVICT + 1];
-    rsd_str peer_views[RSD_LMS_MAX_PEER_IDS];
-    rsd_lms_peer peers[RSD_LMS_MAX_PEERS];
-    rsd_lms_catalog cat;
+    rsd_lms_peer peers[RSD_LMS_MAX_PEERS];                /* desc.peers (views into peer_ids) */
+    rsd_lms_catalog *cat;             /* the catalog, in the storage of rsd_reconcile.poll (a reconcile on
+                                         LM Studio never polls a listing) */
     rsd_lms_reply reply;
 } rsd_lms_machine;
 
@@ -3180,6 +3200,8 @@ struct rsd_reconcile {
     int notices_dropped;
     rsd_reconcile_notice *notices;    /* max_notices of them (in the tables) */
     int max_notices;                  /* limits.max_notices */
+    char *ntext;                      /* the notices' text arena (in the tables): subjects and texts */
+    size_t ntext_cap, ntext_used;     /* limits.notice_text_bytes, and how many are used */
     char key[RSD_TARGET_KEY_MAX];     /* normalised target key */
     /* internal: the tables rsd_reconcile_init allocated, sized by its limits */
     void *tables;
@@ -3203,10 +3225,13 @@ struct rsd_reconcile {
     uint64_t cap_bytes, keep_bytes;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
-    size_t id_bytes;                  /* bytes of one row of the id tables below (limits.max_id_bytes) */
-    char *protected_ids;              /* RSD_MAX_PROTECTED rows (in the tables) */
-    char *ours;                       /* RSD_RECONCILE_MAX_OURS rows (in the tables) */
-    char *last_id;                    /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (in the tables) */
+    size_t id_bytes;                  /* limits.max_id_bytes: an id kept is shorter */
+    char *ids;                        /* the id arena (in the tables): every id the reconcile keeps, once */
+    size_t ids_cap, ids_used;         /* its bytes (limits.id_arena_bytes) and how many are used */
+    bool ids_full;                    /* an id did not fit in it (the reconcile degrades) */
+    const char **protected_ids;       /* RSD_MAX_PROTECTED rows (in the tables; strings in ids) */
+    const char **ours;                /* RSD_RECONCILE_MAX_OURS rows (as above) */
+    const char **last_id;             /* desc.last_used ids, RSD_RECONCILE_MAX_OURS rows (as above) */
     uint64_t last_ms[RSD_RECONCILE_MAX_OURS]; /* desc.last_used figures */
     int n_last;
     /* internal: machine */
@@ -3227,12 +3252,12 @@ struct rsd_reconcile {
     bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     char wait_model[RSD_MODEL_ID_MAX];
-    char *victims;                            /* RSD_MAX_RESIDENTS rows each, in the tables */
+    const char **victims;                     /* RSD_MAX_RESIDENTS rows each, in the tables (strings in ids) */
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
-    char *victim_inst;                        /* its listed instance, or "" */
+    const char **victim_inst;                 /* its listed instance, or "" */
     int res_listing[RSD_MAX_RESIDENTS];       /* snap index of facts resident i */
     int evicted_victim[RSD_MAX_RESIDENTS];    /* victims[] index of result.evicted[i] */
-    char *pinned;                             /* protected residents of the decision (not victims) */
+    const char **pinned;                      /* protected residents of the decision (not victims) */
     bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
     uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
     bool keep_ok;                             /* the keep loaded (restore pass after success) */
@@ -3277,6 +3302,13 @@ typedef struct rsd_reconcile_limits {
                                          0 = RSD_MODEL_ID_MAX; 16..RSD_MODEL_ID_MAX */
     int max_notices;                  /* notices kept per reconcile (more are counted in notices_dropped);
                                          0 = RSD_RECONCILE_MAX_NOTICES; 1..4096 */
+    size_t notice_text_bytes;         /* the notices' subjects and texts together (a notice that finds too
+                                         little room is cut, text_cut; one that finds none is dropped and
+                                         counted); 0 = RSD_RECONCILE_NOTICE_TEXT_AVG per notice, at least
+                                         1 KiB; 1 KiB..1 GiB */
+    size_t id_arena_bytes;            /* all the ids one reconcile keeps (each once, 2 bytes over its length);
+                                         0 = RSD_RECONCILE_IDS_PER_MODEL per listing entry, at least 1 KiB;
+                                         1 KiB..1 GiB */
     const rsd_runtime *runtime;       /* the only runtime begin accepts; NULL = any. The state of a runtime
                                          with instances (LM Studio) is allocated only when it can be used:
                                          runtime NULL or one with RSD_RT_INSTANCES */
@@ -3300,7 +3332,8 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
                                const char *body, size_t len, uint64_t now_ms);
 /* Before lock_done: the attribution (desc.ours) read again under the lock; a changed set
-   makes lock_done list and decide again. RSD_OK, RSD_ERR_STATE (no LOCK step), RSD_ERR_ARG. */
+   makes lock_done list and decide again. RSD_OK, RSD_ERR_STATE (no LOCK step), RSD_ERR_ARG,
+   RSD_ERR_TOO_LARGE (the ids do not fit in limits.id_arena_bytes). */
 RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n);
 /* Before lock_done: the owned instances (desc.owned) read again under the lock, as set_ours. */
 RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, int n);
@@ -3357,7 +3390,8 @@ RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms);
 /* The keep's load failed for good: LOAD_FAILED with err and msg, a notice, then the
    evicted entries are loaded back (the restore loop) and the reconcile finishes. */
 RSD_API void rsd_reconcile_load_failed(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms);
-/* Record an eviction (into result.evicted; attribution removal when it was owned). */
+/* Record an eviction (into result.evicted; attribution removal when it was owned); NULL
+   when the list or the id arena is full. */
 RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
                                            uint32_t context_length);
 /* Add an attribution (views must live as long as r: r's own strings). */
@@ -7876,59 +7910,112 @@ RSDI_PRIVATE void rsdi_cpy_str(char *dst, size_t cap, rsd_str s) {
     dst[n] = '\0';
 }
 
-/* Row i of one of a reconcile's id tables (rows of r->id_bytes). */
-RSDI_PRIVATE char *rsdi_rc_row(const rsd_reconcile *r, char *table, int i) {
-    return table + (size_t)i * r->id_bytes;
+/* Row i of one of a reconcile's id tables (a string in its id arena). */
+RSDI_PRIVATE const char *rsdi_rc_row(const rsd_reconcile *r, const char *const *table, int i) {
+    (void)r;
+    return table[i];
 }
+
+/* s (cut to cap - 1 bytes, cap <= RSD_MODEL_ID_MAX) in the id arena, kept once: an
+   entry is a length byte, the bytes and a NUL. "" needs no room. NULL when it does not
+   fit (ids_full set). */
+RSDI_PRIVATE const char *rsdi_rc_id(rsd_reconcile *r, rsd_str s, size_t cap) {
+    unsigned char *a = (unsigned char *)r->ids;
+    size_t n = s.len < cap - 1 ? s.len : cap - 1, at = 0;
+    if (!n || !s.ptr) return "";
+    while (at < r->ids_used) {
+        if (a[at] == n && memcmp(a + at + 1, s.ptr, n) == 0) return (const char *)a + at + 1;
+        at += (size_t)a[at] + 2;
+    }
+    if (r->ids_cap - r->ids_used < n + 2) {
+        r->ids_full = true;
+        return NULL;
+    }
+    a[at] = (unsigned char)n;
+    memcpy(a + at + 1, s.ptr, n);
+    a[at + 1 + n] = '\0';
+    r->ids_used += n + 2;
+    return (const char *)a + at + 1;
+}
+
+/* A C string in the id arena (see rsdi_rc_id). */
+RSDI_PRIVATE const char *rsdi_rc_idc(rsd_reconcile *r, const char *s) {
+    return rsdi_rc_id(r, rsd_str_c(s ? s : ""), RSD_MODEL_ID_MAX);
+}
+
+/* The message of a reconcile whose ids did not fit in its arena. */
+#define RSDI_IDS_FULL_FMT "the ids it keeps need more than its %lu bytes (raise id_arena_bytes in rsd_reconcile_limits)"
 
 RSDI_PRIVATE uint64_t rsdi_rc_left(uint64_t deadline, uint64_t now_ms) {
     return deadline > now_ms ? deadline - now_ms : 0;
 }
 
-/* Append a notice slot (NULL when full: counted in notices_dropped). */
-RSDI_PRIVATE rsd_reconcile_notice *rsdi_rc_notice_slot(rsd_reconcile *r) {
+/* Append a notice slot with its subject (cut to RSD_MODEL_ID_MAX - 1 bytes) in the text
+   arena; *text and *cap: where its text goes and the room for it (NUL included, at most
+   RSD_RECONCILE_NOTICE_TEXT_MAX). NULL when the slots or the arena are full (counted in
+   notices_dropped). */
+RSDI_PRIVATE rsd_reconcile_notice *rsdi_rc_notice_slot(rsd_reconcile *r, rsd_str subject, char **text, size_t *cap) {
     rsd_reconcile_notice *n;
-    if (r->n_notices >= r->max_notices) {
+    size_t left = r->ntext_cap - r->ntext_used;
+    size_t sl = !subject.ptr ? 0 : subject.len < RSD_MODEL_ID_MAX - 1 ? subject.len : RSD_MODEL_ID_MAX - 1;
+    char *a = r->ntext + r->ntext_used;
+    if (r->n_notices >= r->max_notices || left < (sl ? sl + 1 : 0) + 2) {
         r->notices_dropped++;
         return NULL;
     }
     n = &r->notices[r->n_notices];
     memset(n, 0, sizeof *n);
     n->notice.subject = -1;
+    n->subject = "";
+    if (sl) {
+        memcpy(a, subject.ptr, sl);
+        a[sl] = '\0';
+        n->subject = a;
+        a += sl + 1;
+        left -= sl + 1;
+    }
+    *text = a;
+    *cap = left < (size_t)RSD_RECONCILE_NOTICE_TEXT_MAX ? left : (size_t)RSD_RECONCILE_NOTICE_TEXT_MAX;
     return n;
 }
 
 /* A driver notice's text: formatted, then escaped for a terminal (the subject ids
    come from the server), cut to fit. */
 #if defined(__GNUC__) || defined(__clang__)
-__attribute__((format(printf, 2, 0)))
+__attribute__((format(printf, 4, 0)))
 #endif
-RSDI_PRIVATE void rsdi_notice_vtext(rsd_reconcile_notice *n, const char *fmt, va_list ap) {
-    char tmp[sizeof n->text];
+RSDI_PRIVATE void rsdi_notice_vtext(rsd_reconcile_notice *n, char *text, size_t cap, const char *fmt, va_list ap) {
+    char tmp[RSD_RECONCILE_NOTICE_TEXT_MAX];
     int len = vsnprintf(tmp, sizeof tmp, fmt, ap);
     size_t e;
     if (len < 0) tmp[0] = '\0';
-    e = rsd_text_escape(rsd_str_c(tmp), n->text, sizeof n->text);
-    n->text_cut = len < 0 || (size_t)len >= sizeof tmp || e >= sizeof n->text;
+    e = rsd_text_escape(rsd_str_c(tmp), text, cap);
+    n->text_cut = len < 0 || (size_t)len >= sizeof tmp || e >= cap;
 }
 
-/* Publish a filled slot (the counter moves last: a poller never sees half a notice). */
-RSDI_PRIVATE void rsdi_rc_notice_publish(rsd_reconcile *r) { r->n_notices++; }
+/* Publish a filled slot whose text is at text (the counter moves last: a poller never
+   sees half a notice). */
+RSDI_PRIVATE void rsdi_rc_notice_publish(rsd_reconcile *r, rsd_reconcile_notice *n, const char *text) {
+    n->text = text;
+    r->ntext_used = (size_t)(text - r->ntext) + strlen(text) + 1;
+    r->n_notices++;
+}
 
 RSD_API void rsd_reconcile_add_notice(rsd_reconcile *r, rsd_driver_msg dmsg, rsd_notice_kind kind,
                                   rsd_notice_level level, const char *subject, const char *fmt, ...) {
-    rsd_reconcile_notice *n = rsdi_rc_notice_slot(r);
+    char *text;
+    size_t cap;
+    rsd_reconcile_notice *n = rsdi_rc_notice_slot(r, rsd_str_c(subject ? subject : ""), &text, &cap);
     va_list ap;
     if (!n) return;
     n->dmsg = dmsg;
     n->notice.kind = kind;
     n->notice.level = level;
     n->notice.msg = RSD_MSG_NONE;
-    rsdi_cpy(n->subject, sizeof n->subject, subject ? subject : "");
     va_start(ap, fmt);
-    rsdi_notice_vtext(n, fmt, ap);
+    rsdi_notice_vtext(n, text, cap, fmt, ap);
     va_end(ap);
-    rsdi_rc_notice_publish(r);
+    rsdi_rc_notice_publish(r, n, text);
 }
 
 /* Set detail bits on the notice just appended, if it is the given driver message. */
@@ -7941,17 +8028,20 @@ RSDI_PRIVATE void rsdi_rc_emit_plan(rsd_reconcile *r) {
     int i;
     for (i = 0; i < r->plan.n_notices && i < RSD_MAX_NOTICES; i++) {
         const rsd_notice *pn = &r->plan.notices[i];
-        rsd_reconcile_notice *n = rsdi_rc_notice_slot(r);
+        char *text;
+        size_t cap;
+        rsd_reconcile_notice *n = rsdi_rc_notice_slot(r, pn->subject >= 0 && pn->subject < r->facts.n_residents
+                                                          ? r->facts.residents[pn->subject].model_id : rsd_str_c(""),
+                                                      &text, &cap);
         int len;
         if (!n) return;
         n->notice = *pn;
         n->dmsg = RSD_DMSG_PLAN;
-        if (pn->subject >= 0 && pn->subject < r->facts.n_residents)
-            rsdi_cpy_str(n->subject, sizeof n->subject, r->facts.residents[pn->subject].model_id);
-        len = rsd_notice_format(&r->facts, &r->plan, pn, n->text, sizeof n->text);
-        n->text_cut = len < 0 || (size_t)len >= sizeof n->text;
+        len = rsd_notice_format(&r->facts, &r->plan, pn, text, cap);
+        if (len < 0) text[0] = '\0';
+        n->text_cut = len < 0 || (size_t)len >= cap;
         n->notice.subject = -1;
-        rsdi_rc_notice_publish(r);
+        rsdi_rc_notice_publish(r, n, text);
         if (pn->level == RSD_LEVEL_ERROR || pn->kind == RSD_NOTICE_SWAP)
             rsdi_logf(&r->logger, pn->level == RSD_LEVEL_ERROR ? RSD_LOG_WARN : RSD_LOG_INFO,
                       pn->kind == RSD_NOTICE_WILL_NOT_FIT ? RSD_LOGITEM_RECONCILE_DECLINE
@@ -8086,10 +8176,10 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
 
 /* An instance a load made (r->made_instance) of model: kept, and attributed to us. */
 RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
-    char *m;
+    const char *m;
     if (!r->lms || r->lms->n_made >= (int)(sizeof r->lms->made / sizeof r->lms->made[0])) return NULL;
-    m = r->lms->made[r->lms->n_made++];
-    rsdi_cpy(m, RSD_MODEL_ID_MAX, r->made_instance);
+    if (!(m = rsdi_rc_idc(r, r->made_instance))) return NULL;
+    r->lms->made[r->lms->n_made++] = m;
     rsd_reconcile_attr(r, true, model, m);
     return m;
 }
@@ -8157,8 +8247,7 @@ RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, con
     if (k >= RSD_MAX_RESIDENTS) return NULL;
     e = &r->result.evicted[k];
     memset(e, 0, sizeof *e);
-    rsdi_cpy(e->id, sizeof e->id, id);
-    rsdi_cpy(e->model, sizeof e->model, model ? model : "");
+    if (!(e->id = rsdi_rc_idc(r, id)) || !(e->model = rsdi_rc_idc(r, model))) return NULL;
     e->context_length = context_length;
     r->evicted_victim[k] = -1;
     r->ev_state[k] = RSDI_PIN_HERE;
@@ -8374,11 +8463,11 @@ RSDI_PRIVATE int rsdi_rc_take_victims_ex(rsd_reconcile *r, bool use_fallback) {
         for (k = 0; k < r->n_ours && k < 64; k++)
             if (rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), res->model_id, res->aliases, res->n_aliases))
                 mask |= (uint64_t)1 << k;
-        rsdi_cpy_str(rsdi_rc_row(r, r->victims, r->n_victims), r->id_bytes, res->model_id);
         li = r->res_listing[e];
-        rsdi_rc_row(r, r->victim_inst, r->n_victims)[0] = '\0';
-        if (li >= 0 && li < r->snap.n)
-            rsdi_cpy_str(rsdi_rc_row(r, r->victim_inst, r->n_victims), r->id_bytes, r->snap.models[li].instance);
+        if (!(r->victims[r->n_victims] = rsdi_rc_id(r, res->model_id, r->id_bytes)) ||
+            !(r->victim_inst[r->n_victims] =
+                  li >= 0 && li < r->snap.n ? rsdi_rc_id(r, r->snap.models[li].instance, r->id_bytes) : ""))
+            break; /* ids_full: the caller degrades */
         r->victim_ours[r->n_victims++] = mask;
         added++;
     }
@@ -8511,8 +8600,12 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
         if (r->plan.cls[i].protection == RSD_PROTECT_NONE || r->plan.cls[i].is_keep) continue;
         for (v = 0; v < r->n_victims && !victim; v++) victim = rsd_str_eq_c(r->res[i].model_id, rsdi_rc_row(r, r->victims, v));
         if (victim) continue; /* the plan evicts it: not displaced when it goes */
-        rsdi_cpy_str(rsdi_rc_row(r, r->pinned, r->n_pinned), r->id_bytes, r->res[i].model_id);
+        if (!(r->pinned[r->n_pinned] = rsdi_rc_id(r, r->res[i].model_id, r->id_bytes))) break;
         r->pinned_tag[r->n_pinned++] = r->plan.cls[i].protection == RSD_PROTECT_TAG;
+    }
+    if (r->ids_full) {
+        rsdi_rc_degrade(r, RSD_ERR_TOO_LARGE, now_ms, RSDI_IDS_FULL_FMT, (unsigned long)r->ids_cap);
+        return;
     }
     rsdi_rc_next_unload(r, now_ms);
 }
@@ -8588,7 +8681,9 @@ RSDI_PRIVATE int rsdi_rc_mark_displaced(rsd_reconcile *r) {
         for (j = 0; j < r->result.n_evicted && !dup; j++) dup = strcmp(r->result.evicted[j].id, rsdi_rc_row(r, r->pinned, i)) == 0;
         if (dup || r->result.n_evicted >= RSD_MAX_RESIDENTS) continue;
         e = &r->result.evicted[r->result.n_evicted];
-        rsdi_cpy(e->id, sizeof e->id, rsdi_rc_row(r, r->pinned, i));
+        e->id = rsdi_rc_row(r, r->pinned, i);
+        e->model = "";
+        e->context_length = 0;
         e->restored = false;
         e->displaced = true;
         r->evicted_victim[r->result.n_evicted] = -1;
@@ -8878,25 +8973,28 @@ RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_de
     rsd_lms_machine *m = r->lms;
     int i, j;
     m->n_owned = m->n_peers = m->n_peer_ids = 0;
+    const char *s;
     for (i = 0; i < d->n_owned; i++) {
+        const char *mk = d->owned[i].model ? d->owned[i].model : "";
         if (!d->owned[i].instance || !d->owned[i].instance[0]) continue;
-        if (!rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, d->owned[i].model ? d->owned[i].model : "") ||
-            !rsdi_cpy(m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX, d->owned[i].instance))
-            return RSD_ERR_MODEL_ID;
-        m->n_owned++;
+        if (strlen(mk) >= RSD_MODEL_ID_MAX || strlen(d->owned[i].instance) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
+        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, mk)) || !(s = rsdi_rc_idc(r, d->owned[i].instance)))
+            return RSD_ERR_TOO_LARGE;
+        m->owned_inst[m->n_owned++] = rsd_str_c(s);
     }
     for (i = 0; i < d->n_peers; i++) {
         const rsd_lms_peer *p = &d->peers[i];
+        rsd_lms_peer *q = &m->peers[i];
         if ((p->n_instance_ids && !p->instance_ids) || p->n_instance_ids < 0) return RSD_ERR_ARG;
-        rsdi_cpy_str(m->peer_target[i], RSD_MODEL_ID_MAX, p->target_id);
-        m->peer_first[i] = m->n_peer_ids;
-        m->peer_count[i] = 0;
+        if (!(s = rsdi_rc_id(r, p->target_id, RSD_MODEL_ID_MAX))) return RSD_ERR_TOO_LARGE;
+        q->target_id = rsd_str_c(s);
+        q->instance_ids = m->peer_ids + m->n_peer_ids;
+        q->n_instance_ids = 0;
         for (j = 0; j < p->n_instance_ids && m->n_peer_ids < RSD_LMS_MAX_PEER_IDS; j++) {
             if (p->instance_ids[j].len >= RSD_MODEL_ID_MAX || !p->instance_ids[j].ptr) continue;
-            rsdi_cpy_str(m->peer_ids[m->n_peer_ids], RSD_MODEL_ID_MAX, p->instance_ids[j]);
-            m->peer_views[m->n_peer_ids] = rsd_str_c(m->peer_ids[m->n_peer_ids]);
-            m->n_peer_ids++;
-            m->peer_count[i]++;
+            if (!(s = rsdi_rc_id(r, p->instance_ids[j], RSD_MODEL_ID_MAX))) return RSD_ERR_TOO_LARGE;
+            m->peer_ids[m->n_peer_ids++] = rsd_str_c(s);
+            q->n_instance_ids++;
         }
         m->n_peers++;
     }
@@ -8923,9 +9021,9 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->logger = d->logger;
     r->cache = d->cache;
     if ((!r->free_bytes && !d->keep[0]) || !rsdi_cpy(r->keep, sizeof r->keep, d->keep ? d->keep : "") ||
-        (r->lms && !rsdi_cpy(r->lms->default_model, sizeof r->lms->default_model,
-                             d->default_model ? d->default_model : "")))
+        (r->lms && d->default_model && strlen(d->default_model) >= RSD_MODEL_ID_MAX))
         return RSD_ERR_MODEL_ID;
+    if (r->lms && !(r->lms->default_model = rsdi_rc_idc(r, d->default_model))) return RSD_ERR_TOO_LARGE;
     if ((rc = rsdi_rc_root(rt, d->base_url, r->root, sizeof r->root)) < 0) return rc;
     if (d->target_key && d->target_key[0]) { /* the normalised target key */
         char raw[RSD_RECONCILE_URL_MAX + 64];
@@ -8948,8 +9046,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     for (i = 0; i < d->n_protected; i++) {
         rsd_str id = d->protected_models[i].model_id;
         if ((!id.ptr && id.len) || id.len >= r->id_bytes) return RSD_ERR_MODEL_ID;
-        rsdi_cpy_str(rsdi_rc_row(r, r->protected_ids, i), r->id_bytes, id);
-        r->protected_models[i].model_id.ptr = rsdi_rc_row(r, r->protected_ids, i);
+        if (!(r->protected_ids[i] = rsdi_rc_id(r, id, r->id_bytes))) return RSD_ERR_TOO_LARGE;
+        r->protected_models[i].model_id.ptr = r->protected_ids[i];
         r->protected_models[i].model_id.len = id.len;
         r->protected_models[i].role = d->protected_models[i].role;
         if ((int)r->protected_models[i].role < 0 || (int)r->protected_models[i].role >= (int)RSD_ROLE_NUM)
@@ -8958,14 +9056,15 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->n_ours = 0;
     for (i = 0; i < d->n_ours; i++) {
         if (!d->ours[i] || !d->ours[i][0]) continue;
-        if (!rsdi_cpy(rsdi_rc_row(r, r->ours, r->n_ours), r->id_bytes, d->ours[i])) return RSD_ERR_MODEL_ID;
+        if (strlen(d->ours[i]) >= r->id_bytes) return RSD_ERR_MODEL_ID;
+        if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, d->ours[i]))) return RSD_ERR_TOO_LARGE;
         r->n_ours++;
     }
     r->n_last = 0;
     for (i = 0; i < d->n_last_used; i++) {
         const char *id = d->last_used[i].model;
         if (!id || !id[0] || !d->last_used[i].used_ms || strlen(id) >= r->id_bytes) continue; /* unusable: unknown */
-        rsdi_cpy(rsdi_rc_row(r, r->last_id, r->n_last), r->id_bytes, id);
+        if (!(r->last_id[r->n_last] = rsdi_rc_idc(r, id))) return RSD_ERR_TOO_LARGE;
         r->last_ms[r->n_last++] = d->last_used[i].used_ms;
     }
     if (r->lms) { /* else limits.runtime has no instances: desc.owned and desc.peers mean nothing */
@@ -9019,6 +9118,9 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     r->op_instance = "";
     r->op_evicted = NULL;
     if (!m) return;
+#ifndef RSD_NO_LMSTUDIO
+    rsdi_lms_reset(m->cat); /* its storage may hold a router's poll since the last LM Studio run */
+#endif
     m->tier_try = RSD_LMS_TIER_V1;
     m->ci = m->ui = m->n_cand = m->n_unload = m->evict_mark = m->n_before = m->n_made = 0;
     m->retried_plain = false;
@@ -9028,7 +9130,7 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
 /* The tables of a reconcile: sizes with the defaults applied; false = invalid limits. */
 typedef struct rsdi_rc_sizes {
     int models, notices;
-    size_t arena, body, id, total;
+    size_t arena, body, id, ids, ntext, poll, total;
     uint32_t toks;
     bool lms;                         /* the instances / LM Studio state is allocated */
 } rsdi_rc_sizes;
@@ -9050,13 +9152,25 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     z->lms = !lim || !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     z->id = lim && lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
+    z->ids = lim && lim->id_arena_bytes ? lim->id_arena_bytes : (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL;
+    if (!(lim && lim->id_arena_bytes) && z->ids < 1024) z->ids = 1024;
+    if (z->ids < 1024 || z->ids > ((size_t)1 << 30)) return false;
     z->notices = lim && lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
     if (z->notices < 1 || z->notices > 4096) return false;
-    z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * (size_t)z->notices) +
-               rsdi_al8(z->id * RSD_MAX_PROTECTED) + 2 * rsdi_al8(z->id * RSD_RECONCILE_MAX_OURS) +
-               3 * rsdi_al8(z->id * RSD_MAX_RESIDENTS) +
+    z->ntext = lim && lim->notice_text_bytes ? lim->notice_text_bytes
+             : (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG;
+    if (!(lim && lim->notice_text_bytes) && z->ntext < 1024) z->ntext = 1024;
+    if (z->ntext < 1024 || z->ntext > ((size_t)1 << 30)) return false;
+    /* the poll listing's storage holds LM Studio's catalog too (one reconcile uses one of them) */
+    z->poll = rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena);
+#ifndef RSD_NO_LMSTUDIO
+    if (z->lms && z->poll < rsdi_al8(sizeof(rsd_lms_catalog))) z->poll = rsdi_al8(sizeof(rsd_lms_catalog));
+#endif
+    z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * (size_t)z->notices) + rsdi_al8(z->ntext) +
+               rsdi_al8(z->ids) + sizeof(const char *) * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS +
+                                                          3 * RSD_MAX_RESIDENTS) +
                (z->lms ? rsdi_al8(sizeof(rsd_lms_machine)) : 0) +
-               2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena)) +
+               rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena) + z->poll +
                (size_t)z->toks * sizeof(rsd_json_tok);
     return true;
 }
@@ -9087,13 +9201,17 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     at = (unsigned char *)r->tables;
     r->notices = (rsd_reconcile_notice *)rsdi_rc_carve(&at, sizeof(rsd_reconcile_notice) * (size_t)z.notices);
     r->max_notices = z.notices;
+    r->ntext = (char *)rsdi_rc_carve(&at, z.ntext);
+    r->ntext_cap = z.ntext;
     r->id_bytes = z.id;
-    r->protected_ids = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_PROTECTED);
-    r->ours = (char *)rsdi_rc_carve(&at, z.id * RSD_RECONCILE_MAX_OURS);
-    r->last_id = (char *)rsdi_rc_carve(&at, z.id * RSD_RECONCILE_MAX_OURS);
-    r->victims = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_RESIDENTS);
-    r->victim_inst = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_RESIDENTS);
-    r->pinned = (char *)rsdi_rc_carve(&at, z.id * RSD_MAX_RESIDENTS);
+    r->protected_ids = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_MAX_PROTECTED);
+    r->ours = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_RECONCILE_MAX_OURS);
+    r->last_id = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_RECONCILE_MAX_OURS);
+    r->victims = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_MAX_RESIDENTS);
+    r->victim_inst = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_MAX_RESIDENTS);
+    r->pinned = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_MAX_RESIDENTS);
+    r->ids = (char *)rsdi_rc_carve(&at, z.ids);
+    r->ids_cap = z.ids;
     if (z.lms) {
         r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
         memset(r->lms, 0, sizeof *r->lms);
@@ -9101,10 +9219,17 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     {
         rsd_listed_model *m1 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
         char *a1 = (char *)rsdi_rc_carve(&at, z.arena);
-        rsd_listed_model *m2 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
-        char *a2 = (char *)rsdi_rc_carve(&at, z.arena);
+        unsigned char *shared = (unsigned char *)rsdi_rc_carve(&at, z.poll);
+        rsd_listed_model *m2 = (rsd_listed_model *)(void *)shared;
+        char *a2 = (char *)shared + rsdi_al8((size_t)z.models * sizeof(rsd_listed_model));
         (void)rsd_listing_init(&r->snap, m1, z.models, a1, z.arena);
         (void)rsd_listing_init(&r->poll, m2, z.models, a2, z.arena);
+#ifndef RSD_NO_LMSTUDIO
+        if (r->lms) {
+            r->lms->cat = (rsd_lms_catalog *)(void *)shared;
+            rsdi_lms_reset(r->lms->cat);
+        }
+#endif
     }
     r->toks = (rsd_json_tok *)(void *)at;
     r->max_tokens = z.toks;
@@ -9130,6 +9255,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     memset(&r->result, 0, sizeof r->result);
     r->n_notices = 0;
     r->notices_dropped = 0;
+    r->ntext_used = 0;
     r->phase = RSDI_PH_DONE;
     r->t0 = now_ms;
     r->locked = false;
@@ -9152,9 +9278,14 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
                            "(rsd_reconcile_limits.runtime)", r->only_rt->name ? r->only_rt->name : "?");
         return RSD_ERR_ARG;
     }
+    r->ids_used = 0; /* the previous run's ids (result.evicted, notices' subjects) go */
+    r->ids_full = false;
     if ((rc = rsdi_rc_copy_desc(r, d, now_ms)) < 0) {
         r->result.error = rc;
         r->step.result = rc;
+        if (r->ids_full)
+            (void)RSD_SNPRINTF(r->result.message, sizeof r->result.message, "rsd_reconcile_begin: " RSDI_IDS_FULL_FMT,
+                               (unsigned long)r->ids_cap);
         return rc;
     }
     rsdi_rc_reset_run(r);
@@ -9300,7 +9431,10 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
     if (same) return RSD_OK;
     r->n_ours = 0;
     for (i = 0; i < n; i++)
-        if (ours[i] && ours[i][0]) rsdi_cpy(rsdi_rc_row(r, r->ours, r->n_ours++), r->id_bytes, ours[i]);
+        if (ours[i] && ours[i][0]) {
+            if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
+            r->n_ours++;
+        }
     r->ours_changed = true;
     return RSD_OK;
 }
@@ -9322,15 +9456,18 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
     same = c == m->n_owned; /* as sets of instance ids */
     for (i = 0; i < n && same; i++) {
         bool found = !owned[i].instance || !owned[i].instance[0];
-        for (k = 0; k < m->n_owned && !found; k++) found = strcmp(m->owned_inst[k], owned[i].instance) == 0;
+        for (k = 0; k < m->n_owned && !found; k++) found = strcmp(m->owned_inst[k].ptr, owned[i].instance) == 0;
         same = found;
     }
     if (same) return RSD_OK;
     m->n_owned = 0;
     for (i = 0; i < n && m->n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
+        const char *inst;
         if (!owned[i].instance || !owned[i].instance[0]) continue;
-        rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, owned[i].model ? owned[i].model : "");
-        rsdi_cpy(m->owned_inst[m->n_owned++], RSD_MODEL_ID_MAX, owned[i].instance);
+        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, owned[i].model)) ||
+            !(inst = rsdi_rc_idc(r, owned[i].instance)))
+            return RSD_ERR_TOO_LARGE;
+        m->owned_inst[m->n_owned++] = rsd_str_c(inst);
     }
     r->ours_changed = true;
     return RSD_OK;
@@ -9373,8 +9510,8 @@ RSDI_PRIVATE bool rsdi_rc_probe_retry(rsd_reconcile *r, int transport, uint64_t 
     return true;
 }
 
-/* The runtime's parse into snap; RSD_ERR_MODEL_ID when a listed id or instance does not fit
-   the id tables' rows (victims and pinned models are copied from it). */
+/* The runtime's parse into snap; RSD_ERR_MODEL_ID when a listed id or instance is
+   max_id_bytes or longer (victims and pinned models are kept from it). */
 RSDI_PRIVATE int rsdi_rc_parse_snap(rsd_reconcile *r, const char *body, size_t len) {
     int rc = r->rt->parse_list(r, body, len, &r->snap), i;
     for (i = 0; rc >= 0 && i < r->snap.n; i++)
@@ -9395,7 +9532,7 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         return false;
     }
     rc = rsdi_rc_parse_snap(r, body, len);
-    if (rc == RSD_ERR_MODEL_ID) { /* an id longer than the id tables' rows */
+    if (rc == RSD_ERR_MODEL_ID) { /* an id longer than limits.max_id_bytes */
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: a listed id is %d bytes or longer, more than this reconcile keeps "
                         "(raise max_id_bytes in rsd_reconcile_limits)", r->url, (int)r->id_bytes);
         return false;
@@ -9483,7 +9620,9 @@ RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status,
     if (ok) {
         int k = r->result.n_evicted;
         if (k < RSD_MAX_RESIDENTS) {
-            rsdi_cpy(r->result.evicted[k].id, RSD_MODEL_ID_MAX, rsdi_rc_row(r, r->victims, r->vi));
+            r->result.evicted[k].id = rsdi_rc_row(r, r->victims, r->vi);
+            r->result.evicted[k].model = "";
+            r->result.evicted[k].context_length = 0;
             r->result.evicted[k].restored = false;
             r->evicted_victim[k] = r->vi;
             r->ev_state[k] = RSDI_PIN_HERE;
@@ -9571,10 +9710,12 @@ RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, 
     if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
         rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
     } else if ((r->plan.decision == RSD_DECISION_LOAD_AFTER_EVICT || r->plan.decision == RSD_DECISION_LOAD) &&
-               rsdi_rc_take_victims_ex(r, true) > 0) {
+               rsdi_rc_take_victims_ex(r, true) > 0 && !r->ids_full) {
         rsdi_rc_emit_plan(r);
         r->vi = from;
         rsdi_rc_next_unload(r, now_ms);
+    } else if (r->ids_full) {
+        rsdi_rc_degrade(r, RSD_ERR_TOO_LARGE, now_ms, RSDI_IDS_FULL_FMT, (unsigned long)r->ids_cap);
     } else {
         rsdi_rc_emit_plan(r);
         rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
@@ -9864,6 +10005,12 @@ RSDI_PRIVATE void rsdi_lms_list(rsd_reconcile *r, int stage, uint64_t now_ms) {
 }
 
 RSDI_PRIVATE void rsdi_lms_degrade(rsd_reconcile *r, int err, const char *msg, uint64_t now_ms) {
+    char full[160];
+    if (r->ids_full) { /* an id did not fit: that is why, whatever the caller saw */
+        (void)RSD_SNPRINTF(full, sizeof full, RSDI_IDS_FULL_FMT, (unsigned long)r->ids_cap);
+        msg = full;
+        err = RSD_ERR_TOO_LARGE;
+    }
     r->result.outcome = RSD_OUTCOME_DEGRADED;
     r->result.error = err < 0 ? err : RSD_ERR_PAYLOAD;
     if (r->result.decision == RSD_DECISION_NONE) r->result.decision = RSD_DECISION_OBSERVE;
@@ -9886,28 +10033,29 @@ RSDI_PRIVATE void rsdi_lms_why(rsd_reconcile *r, int transport, int status, cons
 /* Remember (model, inst) as owned for the rest of this reconcile. */
 RSDI_PRIVATE void rsdi_lms_own(rsd_reconcile *r, const char *model, const char *inst) {
     rsd_lms_machine *m = r->lms;
+    const char *mk, *in;
     if (m->n_owned >= (int)(sizeof m->owned_inst / sizeof m->owned_inst[0])) return;
-    rsdi_cpy(m->owned_model[m->n_owned], RSD_MODEL_ID_MAX, model);
-    rsdi_cpy(m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX, inst);
-    m->n_owned++;
+    if (!(mk = rsdi_rc_idc(r, model)) || !(in = rsdi_rc_idc(r, inst))) return;
+    m->owned_model[m->n_owned] = mk;
+    m->owned_inst[m->n_owned++] = rsd_str_c(in);
 }
 
 RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
     rsd_lms_machine *m = r->lms;
     int i;
     for (i = 0; i < m->n_owned; i++)
-        if (strcmp(m->owned_inst[i], inst) == 0) {
+        if (strcmp(m->owned_inst[i].ptr, inst) == 0) {
             m->n_owned--;
-            memmove(m->owned_inst[i], m->owned_inst[m->n_owned], RSD_MODEL_ID_MAX);
-            memmove(m->owned_model[i], m->owned_model[m->n_owned], RSD_MODEL_ID_MAX);
+            m->owned_inst[i] = m->owned_inst[m->n_owned];
+            m->owned_model[i] = m->owned_model[m->n_owned];
             return;
         }
 }
 
 /* Parse a catalog answer into r->lms->cat; a truncated one is never cached. */
 RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
-    int rc = rsd_lms_catalog_from_response(&r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
-    r->no_cache = r->lms->cat.truncated;
+    int rc = rsd_lms_catalog_from_response(r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
+    r->no_cache = r->lms->cat->truncated;
     return rc;
 }
 
@@ -9915,16 +10063,10 @@ RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int statu
 RSDI_PRIVATE rsd_lms_resolution rsdi_lms_resolve_cat(rsd_reconcile *r) {
     rsd_lms_machine *m = r->lms;
     rsd_lms_resolution res;
-    int i;
-    for (i = 0; i < m->n_peers; i++) {
-        m->peers[i].target_id = rsd_str_c(m->peer_target[i]);
-        m->peers[i].instance_ids = m->peer_views + m->peer_first[i];
-        m->peers[i].n_instance_ids = m->peer_count[i];
-    }
-    (void)rsd_lms_resolve(&m->cat, rsd_str_c(r->keep), rsd_str_c(m->default_model), m->peers, m->n_peers, &res);
+    (void)rsd_lms_resolve(m->cat, rsd_str_c(r->keep), rsd_str_c(m->default_model), m->peers, m->n_peers, &res);
     r->result.state = res.state;
     rsdi_cpy_str(r->result.wire_id, sizeof r->result.wire_id, res.wire_id);
-    if (res.model >= 0) rsdi_cpy_str(r->result.model_key, sizeof r->result.model_key, m->cat.models[res.model].key);
+    if (res.model >= 0) rsdi_cpy_str(r->result.model_key, sizeof r->result.model_key, m->cat->models[res.model].key);
     else rsdi_cpy(r->result.model_key, sizeof r->result.model_key, r->keep);
     return res;
 }
@@ -9934,8 +10076,7 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
     rsd_lms_machine *m = r->lms;
     rsd_facts *f = &r->facts;
     int n, i, rc;
-    for (i = 0; i < m->n_owned; i++) m->owned_views[i] = rsd_str_c(m->owned_inst[i]);
-    n = rsd_lms_residents(&m->cat, m->owned_views, m->n_owned, r->res, RSD_MAX_RESIDENTS);
+    n = rsd_lms_residents(m->cat, m->owned_inst, m->n_owned, r->res, RSD_MAX_RESIDENTS);
     if (n < 0) return n == RSD_ERR_BUFFER ? RSD_ERR_RESIDENTS_LIMIT : n;
     memset(f, 0, sizeof *f);
     f->strategy = r->rt->strategy;
@@ -9949,21 +10090,23 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
     f->protected_models = r->protected_models;
     f->n_protected = r->n_protected;
     f->context_length = r->ctx_len;
-    f->model_max_context = r->ctx_max ? r->ctx_max : keep_model >= 0 ? m->cat.models[keep_model].max_context_length : 0;
+    f->model_max_context = r->ctx_max ? r->ctx_max : keep_model >= 0 ? m->cat->models[keep_model].max_context_length : 0;
     f->context_ceiling = r->ctx_ceiling;
     if ((rc = rsd_reconcile_decide(r, emit)) < 0) return rc;
     m->n_cand = 0;
     for (i = 0; i < r->plan.n_fallback; i++) {
         int e = r->plan.fallback[i];
-        if (e >= 0 && e < n) rsdi_cpy_str(m->cand[m->n_cand++], RSD_MODEL_ID_MAX, r->res[e].model_id);
+        if (e < 0 || e >= n) continue;
+        if (!(m->cand[m->n_cand] = rsdi_rc_id(r, r->res[e].model_id, RSD_MODEL_ID_MAX))) return RSD_ERR_TOO_LARGE;
+        m->n_cand++;
     }
     return RSD_OK;
 }
 
 /* The first instance of model key in the catalog (then follow cat.index.next), or -1. */
 RSDI_PRIVATE int rsdi_lms_first_of(const rsd_reconcile *r, const char *key) {
-    int m = rsdi_lms_ix_model(&r->lms->cat, &r->lms->cat.index, rsd_str_c(key));
-    return m >= 0 ? r->lms->cat.index.first[m] : -1;
+    int m = rsdi_lms_ix_model(r->lms->cat, &r->lms->cat->index, rsd_str_c(key));
+    return m >= 0 ? r->lms->cat->index.first[m] : -1;
 }
 
 /* Remember the keep's instances before our load (to spot a load that landed late). */
@@ -9971,8 +10114,8 @@ RSDI_PRIVATE void rsdi_lms_snapshot_keep(rsd_reconcile *r) {
     rsd_lms_machine *m = r->lms;
     int i;
     m->n_before = 0;
-    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && m->n_before < 16; i = m->cat.index.next[i])
-        rsdi_cpy_str(m->before[m->n_before++], RSD_MODEL_ID_MAX, m->cat.instances[i].id);
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0 && m->n_before < 16; i = m->cat->index.next[i])
+        if ((m->before[m->n_before] = rsdi_rc_id(r, m->cat->instances[i].id, RSD_MODEL_ID_MAX)) != NULL) m->n_before++;
 }
 
 /* Every load failed: the deadline passing before any was sent is DEGRADED (nothing was
@@ -10004,8 +10147,12 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
     rsd_lms_machine *m = r->lms;
     bool own[RSD_LMS_MAX_INSTANCES];
     int i, k;
-    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat.index.next[i]) {
-        const rsd_lms_instance *in = &m->cat.instances[i];
+    if (r->ids_full) { /* the instances before the load are not all known: nothing can be told apart */
+        rsdi_lms_degrade(r, RSD_ERR_TOO_LARGE, "", now_ms);
+        return;
+    }
+    for (i = rsdi_lms_first_of(r, r->result.model_key); i >= 0; i = m->cat->index.next[i]) {
+        const rsd_lms_instance *in = &m->cat->instances[i];
         bool seen = false;
         for (k = 0; k < m->n_before && !seen; k++) seen = rsd_str_eq_c(in->id, m->before[k]);
         if (seen) continue;
@@ -10024,17 +10171,17 @@ RSDI_PRIVATE void rsdi_lms_after_failure(rsd_reconcile *r, uint64_t now_ms) {
         /* which listed instances are owned: one lookup per owned id */
         memset(own, 0, sizeof own);
         for (k = 0; k < m->n_owned; k++) {
-            rsd_str id = rsd_str_c(m->owned_inst[k]);
+            rsd_str id = m->owned_inst[k];
             uint32_t pos = rsdi_lms_hash(id), probes = 0;
-            while ((i = rsdi_lms_ix_inst(&m->cat, &m->cat.index, id, &pos, &probes)) >= 0) own[i] = true;
+            while ((i = rsdi_lms_ix_inst(m->cat, &m->cat->index, id, &pos, &probes)) >= 0) own[i] = true;
         }
         for (; m->ci < m->n_cand; m->ci++) {
             m->n_unload = 0;
-            for (i = rsdi_lms_first_of(r, m->cand[m->ci]); i >= 0 && m->n_unload < 16; i = m->cat.index.next[i]) {
-                const rsd_lms_instance *in = &m->cat.instances[i];
+            for (i = rsdi_lms_first_of(r, m->cand[m->ci]); i >= 0 && m->n_unload < 16; i = m->cat->index.next[i]) {
+                const rsd_lms_instance *in = &m->cat->instances[i];
                 if (!own[i]) continue;
                 if (r->result.n_evicted + m->n_unload >= RSD_LMS_MAX_EVICT) break;
-                rsdi_cpy_str(m->unload_inst[m->n_unload], RSD_MODEL_ID_MAX, in->id);
+                if (!(m->unload_inst[m->n_unload] = rsdi_rc_id(r, in->id, RSD_MODEL_ID_MAX))) break;
                 m->unload_ctx[m->n_unload++] = in->context_length;
             }
             if (m->n_unload > 0) {
@@ -10067,7 +10214,7 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
     for (i = 0; i < r->lms->n_peers && i < 32; i++) {
         int w;
         if (!((res->peer_mask >> i) & 1u) || n >= sizeof peers - 1) continue;
-        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms->peer_target[i]);
+        w = RSD_SNPRINTF(peers + n, sizeof peers - n, "%s%s", n ? ", " : "", r->lms->peers[i].target_id.ptr);
         if (w > 0) n = n + (size_t)w > sizeof peers - 1 ? sizeof peers - 1 : n + (size_t)w;
     }
     rsd_reconcile_add_notice(r, RSD_DMSG_PLAN, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_WARNING, r->result.wire_id,
@@ -10077,7 +10224,7 @@ RSDI_PRIVATE void rsdi_lms_resolution_notices(rsd_reconcile *r, const rsd_lms_re
 
 /* the request names nothing the complete catalog serves. */
 RSDI_PRIVATE void rsdi_lms_not_served(rsd_reconcile *r, uint64_t now_ms) {
-    const rsd_lms_catalog *c = &r->lms->cat;
+    const rsd_lms_catalog *c = r->lms->cat;
     char ids[RSD_RECONCILE_TEXT_MAX];
     size_t n = 0;
     int i;
@@ -10115,7 +10262,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
     rsd_lms_resolution res = rsdi_lms_resolve_cat(r);
     int rc;
     rsdi_lms_resolution_notices(r, &res);
-    if (res.state == RSD_LMS_UNKNOWN && !r->lms->cat.truncated) {
+    if (res.state == RSD_LMS_UNKNOWN && !r->lms->cat->truncated) {
         rsdi_lms_not_served(r, now_ms);
         return;
     }
@@ -10124,7 +10271,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
         rsdi_lms_has_instance(r, false, now_ms);
         return;
     }
-    if (r->lms->cat.truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
+    if (r->lms->cat->truncated && (res.state == RSD_LMS_UNKNOWN || r->lms->explicit_load)) {
         /* entries were cut off: the keep or a resident may be among them; act on nothing */
         rsdi_lms_degrade(r, RSD_ERR_LISTING_TRUNCATED, "the catalog is over RSD_LMS_MAX_MODELS/_INSTANCES", now_ms);
         return;
@@ -10181,7 +10328,7 @@ RSDI_PRIVATE void rsdi_lms_on_list(rsd_reconcile *r, int transport, int status, 
         return;
     }
     if (rc < 0) {
-        if (!m->first_err[0] && m->cat.error.message[0]) rsdi_cpy(m->first_err, sizeof m->first_err, m->cat.error.message);
+        if (!m->first_err[0] && m->cat->error.message[0]) rsdi_cpy(m->first_err, sizeof m->first_err, m->cat->error.message);
         if (m->tier_try < RSD_LMS_TIER_OPENAI) {
             m->tier_try++;
             rsdi_lms_list(r, RSDI_LS_LIST, now_ms);

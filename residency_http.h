@@ -680,7 +680,7 @@
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
            state directory, etcd and TLS not counted). On x86-64 (tests/
            test_sizes.c checks the bounds): under 940 KiB with the defaults --
-           the reconcile 561 KiB (its tables above), the answers' buffer 88 KiB,
+           the reconcile 264 KiB (its tables above), the answers' buffer 88 KiB,
            the three state records 99 KiB, the decision cache 34 KiB, the
            in-memory instance records 48 KiB, the client 50 KiB, the rest of
            the object 58 KiB --, under 750 KiB with runtime LLAMACPP. Smaller

@@ -158,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (flags & 1) FAILIF(posts != 0 || R.result.mutated);
     FAILIF(R.n_notices < 0 || R.n_notices > RSD_RECONCILE_MAX_NOTICES);
     for (i = 0; i < R.n_notices; i++) {
-        FAILIF(strlen(R.notices[i].text) >= sizeof R.notices[i].text);
+        FAILIF(strlen(R.notices[i].text) >= RSD_RECONCILE_NOTICE_TEXT_MAX);
         FAILIF((int)R.notices[i].notice.kind <= 0 || (int)R.notices[i].notice.kind >= (int)RSD_NOTICE_KIND_NUM);
     }
     FAILIF(R.result.n_evicted < 0 || R.result.n_evicted > RSD_MAX_RESIDENTS);

@@ -640,6 +640,76 @@ static void test_hostile_catalogs_degrade_and_never_mutate(void) {
         CHECK(R.n_notices >= 1);
     }
 }
+/* A router reconcile on R (the same tables): "r-keep" is loaded and polled until listed
+   loaded, so the poll listing's storage is written. Its outcome. */
+static int router_load_on_R(void) {
+    static const char unloaded[] = "{\"data\":[{\"id\":\"r-keep\",\"status\":{\"value\":\"unloaded\"}},"
+                                   "{\"id\":\"r-other-with-a-longer-id\",\"status\":{\"value\":\"loaded\"}}]}";
+    static const char loaded[] = "{\"data\":[{\"id\":\"r-keep\",\"status\":{\"value\":\"loaded\"}},"
+                                 "{\"id\":\"r-other-with-a-longer-id\",\"status\":{\"value\":\"loaded\"}}]}";
+    rsd_reconcile_desc d;
+    bool posted = false;
+    int guard;
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "r-keep";
+    d.capacity_known = true;
+    d.max_instances = 4;
+    if (rsd_reconcile_begin(&R, &d, NOW) != RSD_OK) return -1;
+    for (guard = 0; guard < 50; guard++) {
+        rsd_step s = rsd_reconcile_next(&R, NOW);
+        if (s.kind == RSD_STEP_DONE) return R.result.outcome;
+        if (s.kind == RSD_STEP_WAIT) NOW = s.wake_ms > NOW ? s.wake_ms : NOW;
+        if (s.kind != RSD_STEP_HTTP) continue;
+        NOW += 1;
+        if (s.http.op == RSD_OP_LOAD) {
+            posted = true;
+            (void)rsd_reconcile_feed(&R, RSD_OK, 200, "{\"success\":true}", 16, NOW);
+        } else if (s.http.op == RSD_OP_LIST) {
+            const char *b = posted ? loaded : unloaded;
+            (void)rsd_reconcile_feed(&R, RSD_OK, 200, b, strlen(b), NOW);
+        } else {
+            return -2;
+        }
+    }
+    return -3;
+}
+
+/* LM Studio's catalog lives in the storage of the router's poll listing (a reconcile uses
+   one or the other): router and LM Studio reconciles taking turns on one rsd_reconcile
+   each see their own state. */
+static void test_catalog_shares_the_poll_storage_with_the_router(void) {
+    lms_wire f;
+    rsd_reconcile_desc d;
+    rsd_owned owned[2];
+    int round;
+    CHECK((const void *)R.lms->cat == (const void *)R.poll.models);
+    for (round = 0; round < 2; round++) {
+        CHECK_EQ_INT(router_load_on_R(), RSD_OUTCOME_RESIDENT);
+        CHECK(R.poll.n == 2); /* the poll storage holds the router's listing */
+        CHECK(rsd_str_eq_c(R.poll.models[1].id, "r-other-with-a-longer-id"));
+        lm_init(&f); /* then W15 on LM Studio: its catalog over that storage */
+        lm_loaded("a-model", 8192);
+        lm_loaded("b-model", 8192);
+        owned[0].model = "a-model";
+        owned[0].instance = "a-model";
+        owned[1].model = "b-model";
+        owned[1].instance = "b-model";
+        S.o.fail_loads = 1;
+        desc_init(&d, "coder-unloaded");
+        explicit_ctx(&d, 32768);
+        d.owned = owned;
+        d.n_owned = 2;
+        CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"a-model\"}");
+        CHECK_EQ_INT(R.result.n_evicted, 1);
+        CHECK_EQ_STR(R.result.evicted[0].id, "a-model");
+        CHECK_EQ_STR(R.result.evicted[0].model, "a-model");
+        CHECK_EQ_INT(f.loads, 2);
+    }
+}
+
 static void test_begin_rejects_bad_desc(void) {
     rsd_reconcile_desc d;
     desc_init(&d, "m");
@@ -691,5 +761,6 @@ int main(int argc, char **argv) {
     RUN(test_transport_error_stops_detection);
     RUN(test_hostile_catalogs_degrade_and_never_mutate);
     RUN(test_begin_rejects_bad_desc);
+    RUN(test_catalog_shares_the_poll_storage_with_the_router);
     return RSD_TEST_END();
 }

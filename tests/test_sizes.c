@@ -77,7 +77,7 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_resident) < 256);
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
-    CHECK(rsd_reconcile_footprint(NULL) <= 564 * 1024);
+    CHECK(rsd_reconcile_footprint(NULL) <= 264 * 1024);
     CHECK(rsd_ensurer_footprint(NULL) <= 940 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 36 * 1024);
     {
@@ -87,7 +87,7 @@ static void test_manual_size_figures(void) {
         CHECK(rsd_ensurer_footprint(&d) <= 750 * 1024);
     }
 #endif
-    CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
+    CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
     CHECK(sizeof(rsd_listing) <= 64);
     CHECK(rsd_reconcile_footprint(NULL) > sizeof(rsd_reconcile));
     printf("  sizeof(rsd_reconcile) %lu, footprint %lu; ensurer footprint %lu; listing %lu\n",
@@ -224,7 +224,13 @@ static void test_runtime_limit_drops_lm_studio_state(void) {
     char *ok = router_listing(3, 6);
     memset(&lim, 0, sizeof lim);
     lim.runtime = rsd_runtime_router();
-    CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim), rsdi_al8(sizeof(rsd_lms_machine)));
+    { /* the LM Studio state, and the room its catalog needs beyond the poll listing's storage */
+        rsdi_rc_sizes za, zr;
+        REQUIRE(rsdi_rc_sizes_of(NULL, &za) && rsdi_rc_sizes_of(&lim, &zr));
+        CHECK(za.poll >= rsdi_al8(sizeof(rsd_lms_catalog)));
+        CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
+                     rsdi_al8(sizeof(rsd_lms_machine)) + (za.poll - zr.poll));
+    }
     CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* the router works on it */
     CHECK(r.lms == NULL);
     memset(&d, 0, sizeof d);
@@ -240,8 +246,9 @@ static void test_runtime_limit_drops_lm_studio_state(void) {
     free(ok);
 }
 
-/* The id tables' rows are max_id_bytes long: smaller tables, ids filling a row exactly
-   (ASan sees the tables at their exact size), a longer listed id degrades naming the limit. */
+/* max_id_bytes bounds an id: ids of exactly the limit work, a longer listed id degrades
+   naming the limit, a longer protected id is refused. It costs nothing: the ids live in
+   the id arena, sized by id_arena_bytes. */
 static void test_id_rows_are_sized_by_the_limits(void) {
     static rsd_reconcile r;
     static const char body[] = "{\"data\":[{\"id\":\"m00000000000001\",\"status\":{\"value\":\"loaded\"}},"
@@ -260,8 +267,7 @@ static void test_id_rows_are_sized_by_the_limits(void) {
     lim.allocator.free_fn = c_free;
     lim.allocator.user = &c;
     lim.max_id_bytes = 16; /* ids of 15 bytes */
-    CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
-                 (RSD_MODEL_ID_MAX - 16) * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS + 3 * RSD_MAX_RESIDENTS));
+    CHECK_EQ_INT(rsd_reconcile_footprint(NULL), rsd_reconcile_footprint(&lim));
     REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
     memset(&d, 0, sizeof d);
     d.base_url = "http://127.0.0.1:8080";
@@ -308,7 +314,8 @@ static void test_notices_are_sized_by_the_limits(void) {
     memset(&lim, 0, sizeof lim);
     lim.max_notices = 1;
     CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
-                 (RSD_RECONCILE_MAX_NOTICES - 1) * sizeof(rsd_reconcile_notice));
+                 (RSD_RECONCILE_MAX_NOTICES - 1) * sizeof(rsd_reconcile_notice) +
+                     RSD_RECONCILE_MAX_NOTICES * RSD_RECONCILE_NOTICE_TEXT_AVG - 1024); /* the text: 1 KiB at least */
     lim.max_models = 8; /* 9 entries: DEGRADED, one notice */
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
     CHECK_EQ_INT(r.n_notices, 1);
@@ -320,6 +327,168 @@ static void test_notices_are_sized_by_the_limits(void) {
     lim.max_notices = -1;
     CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
     free(big);
+}
+
+/* A reconcile that lists body (every entry loaded but the keep) and must make room for
+   keep on a server holding one model: the steps until the first one that is not the listing. */
+static rsd_step reconcile_full(rsd_reconcile *r, const char *body, const char *keep, const char *const *ours, int n_ours) {
+    rsd_reconcile_desc d;
+    rsd_step s;
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = keep;
+    d.capacity_known = true;
+    d.max_instances = 1;
+    d.ours = ours;
+    d.n_ours = n_ours;
+    memset(&s, 0, sizeof s);
+    if (rsd_reconcile_begin(r, &d, 1) != RSD_OK) return s;
+    s = rsd_reconcile_next(r, 1);
+    if (s.kind != RSD_STEP_HTTP || s.http.op != RSD_OP_LIST) return s;
+    (void)rsd_reconcile_feed(r, RSD_OK, 200, body, strlen(body), 1);
+    return rsd_reconcile_next(r, 1);
+}
+
+/* A listing of n loaded entries with ids of idlen bytes (m0..), then the keep "k" unloaded. */
+static char *listing_and_keep(int n, int idlen, char ids[][RSD_MODEL_ID_MAX]) {
+    char *b = router_listing(n, idlen);
+    size_t len = strlen(b);
+    int i;
+    b = (char *)realloc(b, len + 64);
+    snprintf(b + len - 2, 64, ",{\"id\":\"k\",\"status\":{\"value\":\"unloaded\"}}]}");
+    for (i = 0; i < n; i++) snprintf(ids[i], RSD_MODEL_ID_MAX, "m%0*d", idlen - 1, i);
+    return b;
+}
+
+/* The id arena keeps each id once: 63 ids of 120 bytes that are both ours and the
+   victims fit the defaults' 8 KiB; the bytes used are exactly one copy of each. */
+static void test_id_arena_keeps_each_id_once(void) {
+    static rsd_reconcile r;
+    static char ids[63][RSD_MODEL_ID_MAX];
+    const char *ours[63];
+    char *body = listing_and_keep(63, 120, ids);
+    rsd_step s;
+    int i;
+    for (i = 0; i < 63; i++) ours[i] = ids[i];
+    REQUIRE(rsd_reconcile_init(&r, NULL) == RSD_OK);
+    CHECK_EQ_INT(r.ids_cap, RSD_LISTING_DEFAULT_MODELS * RSD_RECONCILE_IDS_PER_MODEL);
+    s = reconcile_full(&r, body, "k", ours, 63);
+    CHECK_EQ_INT(s.kind, RSD_STEP_HTTP);
+    CHECK_EQ_INT(s.http.op, RSD_OP_UNLOAD);
+    CHECK_EQ_INT(r.n_victims, 63);
+    CHECK_EQ_INT(r.ids_used, 63 * (120 + 2)); /* ours and victims: one copy (plus length and NUL) */
+    CHECK(!r.ids_full);
+    for (i = 0; i < 63; i++) { /* each victim is the very string of its ours entry */
+        int k, same = 0;
+        for (k = 0; k < 63; k++) same += r.victims[i] == r.ours[k];
+        CHECK_EQ_INT(same, 1);
+    }
+    rsd_reconcile_release(&r);
+    free(body);
+}
+
+/* Ids over the id arena: the victims that do not fit degrade naming the limit, nothing
+   unloaded; desc ids that do not fit are refused by begin naming it; the arena is never
+   written past its end (ids_used <= ids_cap; ASan sees the block at its exact size). */
+static void test_id_arena_over_its_limit_is_a_clear_error(void) {
+    static rsd_reconcile r;
+    static char ids[20][RSD_MODEL_ID_MAX];
+    rsd_reconcile_limits lim;
+    rsd_reconcile_desc d;
+    rsd_protected_model pm[RSD_MAX_PROTECTED];
+    char pid[RSD_MAX_PROTECTED][40];
+    char *body = listing_and_keep(20, 100, ids);
+    rsd_step s;
+    int i;
+    memset(&lim, 0, sizeof lim);
+    lim.id_arena_bytes = 1023;
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+    lim.id_arena_bytes = 1024;
+    CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
+                 RSD_LISTING_DEFAULT_MODELS * RSD_RECONCILE_IDS_PER_MODEL - 1024);
+    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    s = reconcile_full(&r, body, "k", NULL, 0); /* 20 victims of 100 bytes: 2040 bytes */
+    CHECK_EQ_INT(s.kind, RSD_STEP_DONE);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(r.result.error, RSD_ERR_TOO_LARGE);
+    CHECK(strstr(r.result.message, "id_arena_bytes") != NULL);
+    CHECK(!r.result.mutated);
+    CHECK_EQ_INT(r.result.n_evicted, 0);
+    CHECK(r.ids_used <= r.ids_cap);
+    /* 64 protected ids of 30 bytes: 2048 bytes */
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "k";
+    for (i = 0; i < RSD_MAX_PROTECTED; i++) {
+        snprintf(pid[i], sizeof pid[i], "protected-%020d", i);
+        pm[i].model_id = rsd_str_c(pid[i]);
+        pm[i].role = RSD_ROLE_NONE;
+    }
+    d.protected_models = pm;
+    d.n_protected = RSD_MAX_PROTECTED;
+    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 2), RSD_ERR_TOO_LARGE);
+    CHECK(strstr(r.result.message, "id_arena_bytes") != NULL);
+    CHECK_EQ_INT(rsd_reconcile_next(&r, 2).kind, RSD_STEP_DONE);
+    CHECK(r.ids_used <= r.ids_cap);
+    d.n_protected = 30; /* 960 bytes: fits, and the next begin starts the arena afresh */
+    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 3), RSD_OK);
+    CHECK_EQ_INT(r.ids_used, 30 * 32);
+    CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 4), RSD_OK);
+    CHECK_EQ_INT(r.ids_used, 30 * 32);
+    rsd_reconcile_release(&r);
+    free(body);
+}
+
+/* The notices' text arena: texts kept whole while they fit, the one that finds too little
+   room cut (text_cut) to what is left, the next dropped and counted; nothing written past
+   the arena. */
+static void test_notice_text_arena_cuts_then_drops(void) {
+    static rsd_reconcile r;
+    rsd_reconcile_limits lim;
+    rsd_reconcile_desc d;
+    char line[301];
+    int i, base;
+    memset(&lim, 0, sizeof lim);
+    lim.notice_text_bytes = 1023;
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+    lim.notice_text_bytes = 1024;
+    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "k";
+    REQUIRE(rsd_reconcile_begin(&r, &d, 1) == RSD_OK);
+    base = r.n_notices;
+    CHECK_EQ_INT(base, 0);
+    memset(line, 'x', 300);
+    line[300] = '\0';
+    for (i = 0; i < 3; i++) { /* 3 x 301 bytes, and 3 x 7 of subject "subj-N" */
+        char subj[8];
+        snprintf(subj, sizeof subj, "subj-%d", i);
+        rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, subj, "%d%s", i, line + 1);
+        REQUIRE(r.n_notices == i + 1);
+        CHECK_EQ_INT(strlen(r.notices[i].text), 300);
+        CHECK_EQ_INT(r.notices[i].text[0], '0' + i);
+        CHECK_EQ_STR(r.notices[i].subject, subj);
+        CHECK(!r.notices[i].text_cut);
+    }
+    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "%s", line);
+    REQUIRE(r.n_notices == 4); /* 1024 - 924 = 100 bytes left: cut to 99 */
+    CHECK_EQ_INT(strlen(r.notices[3].text), 99);
+    CHECK(strncmp(r.notices[3].text, line, 99) == 0);
+    CHECK(r.notices[3].text_cut);
+    CHECK_EQ_STR(r.notices[3].subject, "");
+    CHECK_EQ_INT(r.ntext_used, r.ntext_cap);
+    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "more");
+    CHECK_EQ_INT(r.n_notices, 4);
+    CHECK_EQ_INT(r.notices_dropped, 1);
+    for (i = 0; i < r.n_notices; i++)
+        CHECK(r.notices[i].text >= r.ntext && r.notices[i].text + strlen(r.notices[i].text) < r.ntext + r.ntext_cap);
+    /* the next begin empties it */
+    REQUIRE(rsd_reconcile_begin(&r, &d, 2) == RSD_OK);
+    CHECK_EQ_INT(r.ntext_used, 0);
+    rsd_reconcile_add_notice(&r, RSD_DMSG_CONTEXT, RSD_NOTICE_DEGRADED, RSD_LEVEL_INFO, NULL, "%s", line);
+    CHECK_EQ_INT(strlen(r.notices[0].text), 300);
+    rsd_reconcile_release(&r);
 }
 
 /* Caller storage of exactly the stated size: ids beyond the arena are cut off (truncated),
@@ -534,5 +703,8 @@ int main(int argc, char **argv) {
     RUN(test_ensurer_block_follows_the_desc);
     RUN(test_id_rows_are_sized_by_the_limits);
     RUN(test_notices_are_sized_by_the_limits);
+    RUN(test_id_arena_keeps_each_id_once);
+    RUN(test_id_arena_over_its_limit_is_a_clear_error);
+    RUN(test_notice_text_arena_cuts_then_drops);
     return RSD_TEST_END();
 }
