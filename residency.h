@@ -9118,9 +9118,6 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     r->op_instance = "";
     r->op_evicted = NULL;
     if (!m) return;
-#ifndef RSD_NO_LMSTUDIO
-    rsdi_lms_reset(m->cat); /* its storage may hold a router's poll since the last LM Studio run */
-#endif
     m->tier_try = RSD_LMS_TIER_V1;
     m->ci = m->ui = m->n_cand = m->n_unload = m->evict_mark = m->n_before = m->n_made = 0;
     m->retried_plain = false;
@@ -10296,6 +10293,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
 }
 
 RSDI_PRIVATE void rsdi_lms_start(rsd_reconcile *r, uint64_t now_ms) {
+    rsdi_lms_reset(r->lms->cat); /* its storage may hold a router's poll since the last LM Studio run */
     r->lms->tier_try = RSD_LMS_TIER_V1;
     rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
 }
