@@ -1235,10 +1235,10 @@
        limit to raise; a load answer over max_body_bytes is a failed load. A
        protected id or ours entry of max_id_bytes or more is refused by begin
        (RSD_ERR_MODEL_ID, RSD_ERR_ARG for set_ours). Ids over id_arena_bytes
-       are never cut: the desc's make begin (and set_ours, set_owned) return
-       RSD_ERR_TOO_LARGE, a listing's make the reconcile DEGRADED
-       (RSD_ERR_TOO_LARGE) before anything is unloaded, result.message
-       naming id_arena_bytes. A notice that finds less room than its text in
+       are never cut: the desc's make begin return RSD_ERR_TOO_LARGE; those
+       of set_ours, set_owned (which return RSD_ERR_TOO_LARGE too) or of a
+       listing make the reconcile DEGRADED (RSD_ERR_TOO_LARGE) before
+       anything is unloaded or loaded, result.message naming id_arena_bytes. A notice that finds less room than its text in
        notice_text_bytes is cut to it (text_cut); one that finds none is
        dropped and counted in notices_dropped. The result's evicted ids and
        the notices' strings live in these arenas: valid until the next begin.
@@ -10304,7 +10304,8 @@ RSDI_PRIVATE void rsdi_lms_locked(rsd_reconcile *r, bool held, bool unchanged, u
                              "LM Studio target '%s': proceeding without the cross-process lock.", r->target_id);
         rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_LOCK_UNLOCKED, RSDI_WHERE, "%s", r->key);
     }
-    if (unchanged) rsdi_lms_do_load(r, now_ms);
+    if (r->ids_full) rsdi_lms_degrade(r, RSD_ERR_TOO_LARGE, "", now_ms); /* set_owned's did not fit */
+    else if (unchanged) rsdi_lms_do_load(r, now_ms);
     else rsdi_lms_list(r, RSDI_LS_RELIST, now_ms);
 }
 

@@ -435,6 +435,43 @@ static void test_id_arena_over_its_limit_is_a_clear_error(void) {
     CHECK_EQ_INT(r.ids_used, 30 * 32);
     CHECK_EQ_INT(rsd_reconcile_begin(&r, &d, 4), RSD_OK);
     CHECK_EQ_INT(r.ids_used, 30 * 32);
+    { /* the attribution read again under the lock: too many bytes of ids is refused */
+        static const char one[] = "{\"data\":[{\"id\":\"k\",\"status\":{\"value\":\"unloaded\"}}]}";
+        const char *ours[RSD_MAX_PROTECTED];
+        d.lock = true;
+        d.n_protected = 0;
+        d.capacity_known = true;
+        d.max_instances = 4;
+        REQUIRE(rsd_reconcile_begin(&r, &d, 5) == RSD_OK);
+        s = rsd_reconcile_next(&r, 5);
+        REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
+        (void)rsd_reconcile_feed(&r, RSD_OK, 200, one, sizeof one - 1, 5);
+        s = rsd_reconcile_next(&r, 5);
+        REQUIRE(s.kind == RSD_STEP_LOCK);
+        for (i = 0; i < RSD_MAX_PROTECTED; i++) ours[i] = pid[i];
+        CHECK_EQ_INT(rsd_reconcile_set_ours(&r, ours, RSD_MAX_PROTECTED), RSD_ERR_TOO_LARGE);
+        CHECK(r.ids_used <= r.ids_cap);
+        /* the attribution that did not fit is not acted on: DEGRADED, nothing loaded */
+        CHECK_EQ_INT(rsd_reconcile_lock_done(&r, true, 0, 5), RSD_OK);
+        s = rsd_reconcile_next(&r, 5);
+        if (s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST) { /* changed: listed again */
+            (void)rsd_reconcile_feed(&r, RSD_OK, 200, one, sizeof one - 1, 5);
+            s = rsd_reconcile_next(&r, 5);
+        }
+        CHECK_EQ_INT(s.kind, RSD_STEP_UNLOCK);
+        CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+        CHECK_EQ_INT(r.result.error, RSD_ERR_TOO_LARGE);
+        CHECK(strstr(r.result.message, "id_arena_bytes") != NULL);
+        CHECK(!r.result.mutated);
+        REQUIRE(rsd_reconcile_begin(&r, &d, 6) == RSD_OK); /* the next begin starts afresh */
+        s = rsd_reconcile_next(&r, 6);
+        REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
+        (void)rsd_reconcile_feed(&r, RSD_OK, 200, one, sizeof one - 1, 6);
+        CHECK_EQ_INT(rsd_reconcile_next(&r, 6).kind, RSD_STEP_LOCK);
+        CHECK_EQ_INT(rsd_reconcile_set_ours(&r, ours, 2), RSD_OK);
+        CHECK_EQ_INT(r.n_ours, 2);
+        CHECK_EQ_STR(r.ours[1], pid[1]);
+    }
     rsd_reconcile_release(&r);
     free(body);
 }
