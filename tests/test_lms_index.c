@@ -281,8 +281,8 @@ static void test_index_reconcile_max_catalog(void) {
     s = rsd_reconcile_next(&r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LIST);
     CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_OK, 200, body, (size_t)len, now), RSD_OK);
-    CHECK_EQ_INT(r.lms->cat.n_models, RSD_LMS_MAX_MODELS);
-    CHECK(!r.lms->cat.truncated);
+    CHECK_EQ_INT(r.lms->cat->n_models, RSD_LMS_MAX_MODELS);
+    CHECK(!r.lms->cat->truncated);
     CHECK_EQ_STR(r.result.model_key, "m255");
     s = rsd_reconcile_next(&r, now);
     REQUIRE(s.kind == RSD_STEP_HTTP && s.http.op == RSD_OP_LOAD);
