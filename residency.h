@@ -152,6 +152,21 @@
            The same with limits: desc->max_depth (0 = RSD_JSON_MAX_DEPTH = 64,
            at most RSD_JSON_DEPTH_CAP = 1024, above that RSD_ERR_ARG) and
            desc->max_bytes (0 = RSD_JSON_MAX_BYTES; larger values are clamped).
+     A long list with few tokens
+       int rsd_json_parse_top(doc, s, len, toks, cap)
+           Validates all of s exactly as rsd_json_parse does, but keeps only the
+           tokens of the root and of its members: a member whose value is a
+           container gets one token without children. RSD_ERR_ARG without tokens.
+       int rsd_json_each(doc, arr, &pos, &el)     (size_t pos = 0 to start)
+           The next element of array token arr, tokenized in full into the tokens
+           after doc's own: el is a document of that element alone (its root is
+           token 0). 1 = an element, 0 = no more, RSD_ERR_JSON_TOKENS when one
+           element needs more tokens than remain.
+       int rsd_json_expand(doc, i, &sub)
+           Token i's value tokenized in full the same way (an error object, a
+           config member). RSD_OK or RSD_ERR_JSON_TOKENS.
+       So a listing of any length is read with the tokens of its top level and
+       of its largest entry; every payload parser below reads this way.
        Rejected (RSD_ERR_JSON): trailing commas, leading zeros ("01", "-01"), "1.",
        ".5", "+1", NaN/Infinity, raw control characters (< 0x20) in strings, bad
        escapes ("\x", "\'", "\U"), lone or misordered \u surrogates, invalid UTF-8
@@ -593,8 +608,12 @@
    ---- payload: server listings -> rsd_listing --------------------------------
        Pure, JSON-only parsers of server payloads into one runtime-neutral
        listing type that the drivers (next section) turn into rsd_facts. Each call
-       takes the caller's JSON token array (no allocation); size it with
-       RSD_LISTING_MAX_TOKENS or count first with rsd_json_parse(.., NULL, 0).
+       takes the caller's JSON token array (no allocation). It validates the whole
+       body first, then reads the list entry by entry (rsd_json_parse_top and
+       rsd_json_each), so the tokens hold the body's top level plus one entry:
+       a real router's entry is 66 tokens, and RSD_RECONCILE_TOKENS (256) holds
+       any realistic entry; a count pass (rsd_json_parse(.., NULL, 0)) bounds any
+       body. An entry over the tokens is RSD_ERR_JSON_TOKENS with nothing kept.
        rsd_listing { n, models[RSD_LISTING_MAX_MODELS], n_seen, n_skipped,
          truncated, has_states, arena }
        rsd_listed_model { id, aliases[4] + n, tags[8] + n, instance, state,
@@ -671,8 +690,8 @@
      Ollama and LM Studio
        Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation),
        under the rules above. Each parser takes the response body and a caller token
-       array (size it with rsd_json_parse(doc, body, len, NULL, 0), or give
-       RSD_LISTING_MAX_TOKENS) and fills a fixed-size caller-owned result whose strings
+       array (it holds the top level plus one entry or member, as above;
+       RSD_RECONCILE_TOKENS is plenty) and fills a fixed-size caller-owned result whose strings
        are copies in the result itself. Hostile input never crashes and never
        over-fills: an entry without a usable id is dropped and counted; a wrong-typed
        optional field reads as absent; a body that is not the expected shape is an
@@ -1198,8 +1217,10 @@
        listings' storage and the JSON tokens, sized by lim (zeroed fields are
        defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
        64: a server listing 64 models), arena_bytes (their ids, aliases and
-       tags, 256 per entry), max_tokens (JSON tokens of one answer,
-       RSD_RECONCILE_TOKENS_PER_MODEL 72 per entry), max_body_bytes (the
+       tags, 256 per entry), max_tokens (JSON tokens held at once: an answer
+       is validated whole, then its list is read entry by entry, so this is
+       the top level plus the largest entry, RSD_RECONCILE_TOKENS 256; a real
+       router's entry is 66), max_body_bytes (the
        largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1408 per entry;
        a real router's entry, with its child's arguments, preset and meta, is
        66 tokens and 1040 to 1320 bytes with ids of 64 to 120 bytes),
@@ -1217,7 +1238,7 @@
        never given them is RSD_ERR_STATE, and with a desc.runtime other than
        limits.runtime RSD_ERR_ARG (result.message says so). An answer over the
        limits is never acted on: more entries than max_models
-       (RSD_ERR_LISTING_TRUNCATED), more tokens than max_tokens
+       (RSD_ERR_LISTING_TRUNCATED), an entry of more tokens than max_tokens
        (RSD_ERR_JSON_TOKENS), more bytes than max_body_bytes
        (RSD_ERR_TOO_LARGE) or a listed id or instance of max_id_bytes or more
        (RSD_ERR_MODEL_ID) make a listing DEGRADED with a message naming the
@@ -2032,6 +2053,22 @@ RSD_API int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len, rsd_jso
 /* rsd_json_parse with limits from desc (NULL = defaults). */
 RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
                               uint32_t cap, const rsd_json_desc *desc);
+
+/* Strict parse of all of s[0..len) keeping only the tokens of the root and its members:
+   a member's container value is one token without children (rsd_json_expand and
+   rsd_json_each read into it). The token count (> 0) or <0 as rsd_json_parse;
+   RSD_ERR_ARG without tokens. */
+RSD_API int rsd_json_parse_top(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
+                               uint32_t cap);
+/* The value of token i tokenized in full into the tokens after doc's own: *sub is a
+   document of that value alone (its root is token 0). RSD_OK, RSD_ERR_JSON_TOKENS (it
+   needs more tokens than remain), RSD_ERR_ARG. */
+RSD_API int rsd_json_expand(const rsd_json_doc *doc, int i, rsd_json_doc *sub);
+/* The elements of array token arr one at a time, each tokenized in full into the tokens
+   after doc's own (*el as rsd_json_expand gives it). Start with *pos = 0. 1 = *el is the
+   next element, 0 = no more, <0 = RSD_ERR_JSON_TOKENS (one element needs more tokens than
+   remain), RSD_ERR_ARG. */
+RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_json_doc *el);
 
 /* Type of token i (RSD_JSON_INVALID when i is out of range). */
 RSD_API rsd_json_type rsd_json_type_of(const rsd_json_doc *doc, int i);
@@ -2890,7 +2927,7 @@ enum {
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 8192,          /* bytes of runtime-hook scratch in rsd_reconcile */
-    RSD_RECONCILE_TOKENS_PER_MODEL = 72,   /* default JSON tokens per listing entry (a real router: 66) */
+    RSD_RECONCILE_TOKENS = 256,            /* default JSON tokens held at once: an answer's top level and one entry (a real router's: 66) */
     RSD_RECONCILE_BODY_PER_MODEL = 1408,   /* default answer bytes per listing entry (a real router: 1040-1320) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
@@ -3271,7 +3308,7 @@ struct rsd_reconcile {
 typedef struct rsd_reconcile_limits {
     int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
     size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
-    uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
+    uint32_t max_tokens;              /* JSON tokens held at once (an answer's top level and one listing entry); 0 = RSD_RECONCILE_TOKENS */
     size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
     size_t max_id_bytes;              /* bytes of an id it keeps (protected, ours, victims...), NUL included;
                                          0 = RSD_MODEL_ID_MAX; 16..RSD_MODEL_ID_MAX */
@@ -4144,7 +4181,9 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
 #define RSDI_JSON_SKIP_WS() while (p < e && RSDI_JSON_ISWS(*p)) p++
 #define RSDI_JSON_FAIL(c_, w_) do { code = (c_); what = (w_); goto fail; } while (0)
 #define RSDI_JSON_EMIT(type_, flags_, start_, end_) do { \
-    if (!counting) { \
+    if (counting) { \
+        n++; \
+    } else if (RSDI_LIKELY(depth < lim)) { \
         rsd_json_tok t_; \
         if (RSDI_UNLIKELY(n >= cap)) RSDI_JSON_FAIL(RSD_ERR_JSON_TOKENS, "token array full"); \
         t_.type = (uint8_t)(type_); t_.flags = (uint8_t)(flags_); t_.reserved = 0; \
@@ -4152,8 +4191,8 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
         t_.parent = cur; t_.next = (int32_t)(n + 1); t_.size = 0; \
         toks[n] = t_; \
         if (cur >= 0) toks[cur].size++; \
+        n++; \
     } \
-    n++; \
 } while (0)
 
 /* Records a failure at p in doc->err (line and column are counted only here). */
@@ -4176,10 +4215,14 @@ RSDI_PRIVATE int rsdi_json_fail(rsd_json_doc *doc, const unsigned char *s, const
 }
 
 /* The parser. Always inlined with a constant `counting`, so the count pass carries no
-   token-writing branches and the real pass no NULL checks. */
+   token-writing branches and the real pass no NULL checks. The real pass keeps the tokens
+   of depth < lim only (the root is depth 0, its members 1): a container at depth lim - 1
+   is kept without children, and the whole input is still validated. With prefix, the
+   input may go on after the value: doc->len becomes the value's end. */
 RSDI_JSON_INLINE int rsdi_json_parse_body(rsd_json_doc *doc, const unsigned char *s,
                                           const unsigned char *e, rsd_json_tok *toks,
-                                          uint32_t cap, uint32_t max_depth, const int counting) {
+                                          uint32_t cap, uint32_t max_depth, uint32_t lim, int prefix,
+                                          const int counting) {
     const unsigned char *p = s, *q;
     uint32_t n = 0, depth = 0;
     int32_t cur = -1;   /* innermost open container, or the key whose value is being parsed */
@@ -4215,7 +4258,7 @@ value:
     if (c == '{' || c == '[') {
         if (RSDI_UNLIKELY(depth >= max_depth)) RSDI_JSON_FAIL(RSD_ERR_JSON_DEPTH, "nesting too deep");
         RSDI_JSON_EMIT(c == '{' ? RSD_JSON_OBJECT : RSD_JSON_ARRAY, 0, p - s, 0);
-        if (!counting) cur = (int32_t)(n - 1);
+        if (!counting && depth < lim) cur = (int32_t)(n - 1);
         in_obj = c == '{';
         if ((depth & 7) == 0) objbits[depth >> 3] = 0;
         if (in_obj) objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] | (1u << (depth & 7)));
@@ -4260,7 +4303,7 @@ key:
     r = rsdi_json_scan_str(&p, e, &what);
     if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
     RSDI_JSON_EMIT(RSD_JSON_STRING, r | RSD_JSON_F_KEY, q - s, p - s);
-    if (!counting) cur = (int32_t)(n - 1);
+    if (!counting && depth < lim) cur = (int32_t)(n - 1);
     p++;
     if (RSDI_LIKELY(p < e && *p == ':')) {
         p++;
@@ -4275,7 +4318,7 @@ key:
 close:
     /* p is one past the closer of the container at depth - 1 */
     depth--;
-    if (!counting) {
+    if (!counting && depth < lim) {
         toks[cur].end = (uint32_t)(p - s);
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
@@ -4283,11 +4326,15 @@ close:
     in_obj = depth ? (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1 : 0;
 
 after_value:
-    if (!counting && in_obj) { /* in an object, cur is the key whose value just ended */
+    if (!counting && in_obj && depth < lim) { /* in an object, cur is the key whose value just ended */
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
     if (RSDI_UNLIKELY(depth == 0)) {
+        if (prefix) {
+            doc->len = (size_t)(p - s);
+            goto done;
+        }
         RSDI_JSON_SKIP_WS();
         if (p != e) RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected data after the value");
         goto done;
@@ -4322,8 +4369,9 @@ fail:
     return rsdi_json_fail(doc, s, p, e, code, what);
 }
 
-RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
-                              uint32_t cap, const rsd_json_desc *desc) {
+/* rsd_json_parse_ex with the token depth limit and the prefix mode of the parser. */
+RSDI_PRIVATE int rsdi_json_parse_in(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
+                                    uint32_t cap, const rsd_json_desc *desc, uint32_t lim, int prefix) {
     const unsigned char *s;
     uint32_t max_depth = RSD_JSON_MAX_DEPTH;
     size_t max_bytes = RSD_JSON_MAX_BYTES;
@@ -4357,13 +4405,68 @@ RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rs
         doc->err.what = "input too large";
         return RSD_ERR_TOO_LARGE;
     }
-    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, 0);
-    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, 1);
+    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0);
+    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, lim, prefix, 1);
+}
+
+RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
+                              uint32_t cap, const rsd_json_desc *desc) {
+    return rsdi_json_parse_in(doc, src, len, toks, cap, desc, 0xFFFFFFFFu, 0);
 }
 
 RSD_API int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
                            uint32_t cap) {
     return rsd_json_parse_ex(doc, s, len, toks, cap, NULL);
+}
+
+RSD_API int rsd_json_parse_top(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
+                               uint32_t cap) {
+    if (doc && (!toks || !cap)) {
+        memset(doc, 0, sizeof *doc);
+        doc->err.what = "no tokens";
+        return doc->err.code = RSD_ERR_ARG;
+    }
+    return rsdi_json_parse_in(doc, s, len, toks, cap, NULL, 2, 0);
+}
+
+/* Parse the value at src[at..) of doc (at most to src[lim]) into the tokens after doc's. */
+RSDI_PRIVATE int rsdi_json_sub(const rsd_json_doc *doc, size_t at, size_t lim, rsd_json_doc *sub) {
+    int r = rsdi_json_parse_in(sub, doc->src + at, lim - at, doc->toks + doc->count, doc->cap - doc->count,
+                               NULL, 0xFFFFFFFFu, 1);
+    return r < 0 ? r : RSD_OK;
+}
+
+RSD_API int rsd_json_expand(const rsd_json_doc *doc, int i, rsd_json_doc *sub) {
+    const rsd_json_tok *t;
+    size_t at, end;
+    if (!doc || !sub || !doc->toks || i < 0 || (uint32_t)i >= doc->count || doc->count > doc->cap) return RSD_ERR_ARG;
+    t = doc->toks + i;
+    at = t->start;
+    end = t->end;
+    if (t->type == RSD_JSON_STRING) at--, end++; /* the quotes */
+    if (at > end || end > doc->len) return RSD_ERR_ARG;
+    return rsdi_json_sub(doc, at, end, sub);
+}
+
+RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_json_doc *el) {
+    const rsd_json_tok *t;
+    size_t p, end;
+    int r;
+    if (!doc || !pos || !el || !doc->toks || arr < 0 || (uint32_t)arr >= doc->count || doc->count > doc->cap)
+        return RSD_ERR_ARG;
+    t = doc->toks + arr;
+    if (t->type != RSD_JSON_ARRAY || t->end > doc->len || t->end < t->start + 2) return RSD_ERR_ARG;
+    end = t->end - 1; /* the ']' */
+    p = *pos ? *pos : t->start + 1;
+    if (p < t->start + 1 || p > end) return RSD_ERR_ARG;
+    while (p < end && (RSDI_JSON_ISWS((unsigned char)doc->src[p]) || doc->src[p] == ',')) p++;
+    if (p >= end) {
+        *pos = end;
+        return 0;
+    }
+    if ((r = rsdi_json_sub(doc, p, end, el)) < 0) return r;
+    *pos = p + el->len;
+    return 1;
 }
 
 #undef RSDI_JSON_SKIP_WS
@@ -6724,8 +6827,10 @@ RSDI_PRIVATE bool rsdi_pl_text(const rsd_json_doc *d, int i, char *dst, size_t c
 }
 
 /* Fill *out from the "error" member of object obj; true when one is present
-   (a non-empty string, an object, or any other non-null, non-false value). */
+   (a non-empty string, an object, or any other non-null, non-false value). An object's
+   members are read by expanding it (d may be a top-level document). */
 RSDI_PRIVATE bool rsdi_pl_error(const rsd_json_doc *d, int obj, rsd_server_error *out) {
+    rsd_json_doc sub;
     int e = rsd_json_find(d, obj, "error"), m;
     rsd_json_type t = rsd_json_type_of(d, e);
     memset(out, 0, sizeof *out);
@@ -6734,28 +6839,43 @@ RSDI_PRIVATE bool rsdi_pl_error(const rsd_json_doc *d, int obj, rsd_server_error
     if (t == RSD_JSON_STRING) {
         if (d->toks[e].end == d->toks[e].start) return false;
         (void)rsdi_pl_text(d, e, out->message, sizeof out->message);
-    } else if (t == RSD_JSON_OBJECT) {
-        (void)rsdi_pl_text(d, rsd_json_find(d, e, "message"), out->message, sizeof out->message);
-        (void)rsdi_pl_text(d, rsd_json_find(d, e, "type"), out->type, sizeof out->type);
-        m = rsd_json_find(d, e, "code");
-        if (rsd_json_type_of(d, m) == RSD_JSON_NUMBER) {
-            rsd_str v = rsd_json_view(d, m);
+    } else if (t == RSD_JSON_OBJECT && rsd_json_expand(d, e, &sub) == RSD_OK) { /* the object's own tokens */
+        (void)rsdi_pl_text(&sub, rsd_json_find(&sub, 0, "message"), out->message, sizeof out->message);
+        (void)rsdi_pl_text(&sub, rsd_json_find(&sub, 0, "type"), out->type, sizeof out->type);
+        m = rsd_json_find(&sub, 0, "code");
+        if (rsd_json_type_of(&sub, m) == RSD_JSON_NUMBER) {
+            rsd_str v = rsd_json_view(&sub, m);
             size_t n = v.len < sizeof out->code - 1 ? v.len : sizeof out->code - 1;
             memcpy(out->code, v.ptr, n);
             out->code[n] = '\0';
         } else {
-            (void)rsdi_pl_text(d, m, out->code, sizeof out->code);
+            (void)rsdi_pl_text(&sub, m, out->code, sizeof out->code);
         }
     }
     out->present = true;
     return true;
 }
 
-/* Parse body into d with the caller's tokens; shared argument checks. */
+/* Validate all of body and keep the tokens of its top level in d (the caller's tokens):
+   every payload parser starts here, then reads a nested member with rsd_json_expand and
+   a list one element at a time with rsd_json_each, so the tokens held at once are the
+   top level plus one member or entry, however long the list. */
 RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rsd_json_tok *toks,
                                uint32_t cap) {
     if ((!body && len) || !toks || cap == 0) return RSD_ERR_ARG;
-    return rsd_json_parse(d, body ? body : "", len, toks, cap);
+    return rsd_json_parse_top(d, body ? body : "", len, toks, cap);
+}
+
+/* The list of a top-level listing, entry by entry: each element of array arr of top is
+   given to fn as its own document (root 0). An element over the tokens left is
+   RSD_ERR_JSON_TOKENS. */
+RSDI_PRIVATE int rsdi_pl_each(const rsd_json_doc *top, int arr, void (*fn)(void *ctx, const rsd_json_doc *el), void *ctx) {
+    rsd_json_doc el;
+    size_t pos = 0;
+    int r;
+    if (arr <= 0) return RSD_OK;
+    while ((r = rsd_json_each(top, arr, &pos, &el)) > 0) fn(ctx, &el);
+    return r;
 }
 
 /* Whether s is the id or one of the n aliases. */
@@ -6868,111 +6988,116 @@ RSDI_PRIVATE uint32_t rsdi_router_args_ctx(const rsd_json_doc *doc, int args) {
     return ctx;
 }
 
+/* One element of a router listing's "data" (its own document, root 0) into *out. */
+RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    const int e = 0;
+    static const char *const keys[] = {"id", "status", "aliases", "tags", "meta"};
+    rsd_listed_model *m;
+    size_t mark = out->arena_used;
+    int mem[5] = {-1, -1, -1, -1, -1}, st, v, k, j, got, id, aliases, tags, meta;
+    out->n_seen++;
+    if (rsd_json_type_of(doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; return; }
+    if (out->n >= out->max_models) { out->truncated = true; return; }
+    m = &out->models[out->n];
+    memset(m, 0, sizeof *m);
+    /* one pass over the members; a later duplicate key replaces an earlier one */
+    for (k = rsd_json_child(doc, e); k >= 0; k = rsd_json_next(doc, k))
+        for (j = 0; j < 5; j++)
+            if (rsd_json_str_eq(doc, k, keys[j])) { mem[j] = k + 1; break; }
+    id = mem[0];
+    st = mem[1];
+    aliases = mem[2];
+    tags = mem[3];
+    meta = mem[4];
+    got = rsdi_listing_name(out, doc, id, &m->id);
+    if (got < 0) { out->truncated = true; return; }
+    if (got == 0) { out->n_skipped++; return; }
+    /* aliases (rules), then tags: protecting tags first when over the limit */
+    v = aliases;
+    if (rsd_json_type_of(doc, v) == RSD_JSON_ARRAY)
+        for (k = rsd_json_child(doc, v); k >= 0; k = rsd_json_next(doc, k)) {
+            rsd_str a;
+            if (m->n_aliases >= RSD_MAX_ALIASES) { m->flags |= RSD_LISTED_ALIASES_CUT; break; }
+            got = rsdi_listing_name(out, doc, k, &a);
+            if (got < 0) { out->truncated = true; break; }
+            if (got > 0 && !rsd_str_eq(a, m->id)) m->aliases[m->n_aliases++] = a;
+        }
+    v = tags;
+    if (rsd_json_type_of(doc, v) == RSD_JSON_ARRAY)
+        for (k = rsd_json_child(doc, v); k >= 0; k = rsd_json_next(doc, k)) {
+            size_t at = out->arena_used;
+            rsd_str t;
+            int slot = m->n_tags;
+            if (rsd_json_type_of(doc, k) != RSD_JSON_STRING) continue;
+            if (slot >= RSD_MAX_TAGS) m->flags |= RSD_LISTED_TAGS_CUT;
+            got = rsdi_listing_name(out, doc, k, &t);
+            if (got < 0) { out->truncated = true; break; }
+            if (got == 0) continue;
+            if (slot >= RSD_MAX_TAGS) {
+                if (!rsdi_tag_protects(t) || rsd_tags_protect(m->tags, m->n_tags)) {
+                    out->arena_used = at; /* not kept */
+                    continue;
+                }
+                slot = RSD_MAX_TAGS - 1; /* a protecting tag replaces the last one */
+            }
+            m->tags[slot] = t;
+            if (slot == m->n_tags) m->n_tags++;
+        }
+    if (out->truncated) { out->arena_used = mark; return; }
+    /* state */
+    v = st;
+    if (rsd_json_type_of(doc, st) == RSD_JSON_OBJECT) {
+        bool failed = false;
+        int64_t code;
+        int f = rsd_json_find(doc, st, "failed");
+        v = rsd_json_find(doc, st, "value");
+        if (f >= 0 && rsd_json_bool(doc, f, &failed) == RSD_OK && failed) m->failed = true;
+        f = rsd_json_find(doc, st, "exit_code");
+        if (f >= 0 && rsd_json_int64(doc, f, &code) == RSD_OK) {
+            m->exit_code = code;
+            m->has_exit_code = true;
+        }
+        m->context_length = rsdi_router_args_ctx(doc, rsd_json_find(doc, st, "args"));
+        if (!rsdi_pl_u64(doc, rsd_json_find(doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
+            m->last_used_ms = 0;
+    }
+    /* the value is a state's own name ("unknown" leaves it unknown), or "downloaded" */
+    for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
+        if (rsd_json_str_eq(doc, v, rsd_model_state_str(j))) m->state = (rsd_model_state)j;
+    if (rsd_json_str_eq(doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
+    if (m->state == RSD_MODEL_FAILED) m->failed = true;
+    if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
+    if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
+    /* meta: trained context and file size, when the child reported them */
+    v = meta;
+    if (rsd_json_type_of(doc, v) == RSD_JSON_OBJECT) {
+        uint64_t x;
+        if (rsdi_pl_u64(doc, rsd_json_find(doc, v, "n_ctx_train"), &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
+        if (rsdi_pl_u64(doc, rsd_json_find(doc, v, "n_ctx"), &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
+            m->context_length = (uint32_t)x;
+        if (rsdi_pl_u64(doc, rsd_json_find(doc, v, "size"), &x)) {
+            m->size_bytes = x;
+            m->has_size = true;
+        }
+    }
+    out->n++;
+}
+
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out) {
     rsd_json_doc doc;
-    int r, data, e;
+    int r, data;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if ((!body && len) || !toks || !n_toks || !out->models || !out->arena) return RSD_ERR_ARG;
-    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
     data = rsd_json_find(&doc, 0, "data");
     if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
-    for (e = rsd_json_child(&doc, data); e >= 0; e = rsd_json_next(&doc, e)) {
-        static const char *const keys[] = {"id", "status", "aliases", "tags", "meta"};
-        rsd_listed_model *m;
-        size_t mark = out->arena_used;
-        int mem[5] = {-1, -1, -1, -1, -1}, st, v, k, j, got, id, aliases, tags, meta;
-        out->n_seen++;
-        if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
-        if (out->n >= out->max_models) { out->truncated = true; continue; }
-        m = &out->models[out->n];
-        memset(m, 0, sizeof *m);
-        /* one pass over the members; a later duplicate key replaces an earlier one */
-        for (k = rsd_json_child(&doc, e); k >= 0; k = rsd_json_next(&doc, k))
-            for (j = 0; j < 5; j++)
-                if (rsd_json_str_eq(&doc, k, keys[j])) { mem[j] = k + 1; break; }
-        id = mem[0];
-        st = mem[1];
-        aliases = mem[2];
-        tags = mem[3];
-        meta = mem[4];
-        got = rsdi_listing_name(out, &doc, id, &m->id);
-        if (got < 0) { out->truncated = true; continue; }
-        if (got == 0) { out->n_skipped++; continue; }
-        /* aliases (rules), then tags: protecting tags first when over the limit */
-        v = aliases;
-        if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
-            for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
-                rsd_str a;
-                if (m->n_aliases >= RSD_MAX_ALIASES) { m->flags |= RSD_LISTED_ALIASES_CUT; break; }
-                got = rsdi_listing_name(out, &doc, k, &a);
-                if (got < 0) { out->truncated = true; break; }
-                if (got > 0 && !rsd_str_eq(a, m->id)) m->aliases[m->n_aliases++] = a;
-            }
-        v = tags;
-        if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
-            for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
-                size_t at = out->arena_used;
-                rsd_str t;
-                int slot = m->n_tags;
-                if (rsd_json_type_of(&doc, k) != RSD_JSON_STRING) continue;
-                if (slot >= RSD_MAX_TAGS) m->flags |= RSD_LISTED_TAGS_CUT;
-                got = rsdi_listing_name(out, &doc, k, &t);
-                if (got < 0) { out->truncated = true; break; }
-                if (got == 0) continue;
-                if (slot >= RSD_MAX_TAGS) {
-                    if (!rsdi_tag_protects(t) || rsd_tags_protect(m->tags, m->n_tags)) {
-                        out->arena_used = at; /* not kept */
-                        continue;
-                    }
-                    slot = RSD_MAX_TAGS - 1; /* a protecting tag replaces the last one */
-                }
-                m->tags[slot] = t;
-                if (slot == m->n_tags) m->n_tags++;
-            }
-        if (out->truncated) { out->arena_used = mark; continue; }
-        /* state */
-        v = st;
-        if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT) {
-            bool failed = false;
-            int64_t code;
-            int f = rsd_json_find(&doc, st, "failed");
-            v = rsd_json_find(&doc, st, "value");
-            if (f >= 0 && rsd_json_bool(&doc, f, &failed) == RSD_OK && failed) m->failed = true;
-            f = rsd_json_find(&doc, st, "exit_code");
-            if (f >= 0 && rsd_json_int64(&doc, f, &code) == RSD_OK) {
-                m->exit_code = code;
-                m->has_exit_code = true;
-            }
-            m->context_length = rsdi_router_args_ctx(&doc, rsd_json_find(&doc, st, "args"));
-            if (!rsdi_pl_u64(&doc, rsd_json_find(&doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
-                m->last_used_ms = 0;
-        }
-        /* the value is a state's own name ("unknown" leaves it unknown), or "downloaded" */
-        for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
-            if (rsd_json_str_eq(&doc, v, rsd_model_state_str(j))) m->state = (rsd_model_state)j;
-        if (rsd_json_str_eq(&doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
-        if (m->state == RSD_MODEL_FAILED) m->failed = true;
-        if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
-        if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
-        /* meta: trained context and file size, when the child reported them */
-        v = meta;
-        if (rsd_json_type_of(&doc, v) == RSD_JSON_OBJECT) {
-            uint64_t x;
-            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "n_ctx_train"), &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
-            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "n_ctx"), &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
-                m->context_length = (uint32_t)x;
-            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "size"), &x)) {
-                m->size_bytes = x;
-                m->has_size = true;
-            }
-        }
-        out->n++;
-    }
-    return RSD_OK;
+    if ((r = rsdi_pl_each(&doc, data, rsdi_router_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
+    return r;
 }
 
 RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
@@ -6983,7 +7108,7 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     if (!out) return RSD_ERR_ARG;
     memset(out, 0, sizeof *out);
     if ((!body && len) || !toks || !n_toks) return RSD_ERR_ARG;
-    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
     out->is_router = rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "role"), "router");
@@ -7028,10 +7153,55 @@ RSDI_PRIVATE int rsdi_ollama_models_array(const rsd_json_doc *d) {
     return arr;
 }
 
+/* One element of an Ollama listing's "models" (its own document, root 0) into *out. */
+RSDI_PRIVATE void rsdi_ollama_entry(void *ctx, const rsd_json_doc *d) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    rsd_listed_model *m;
+    rsd_str name, model;
+    size_t mark = out->arena_used;
+    int gn, gm;
+    out->n_seen++;
+    if (out->n >= out->max_models) {
+        out->truncated = true;
+        return;
+    }
+    if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) {
+        out->n_skipped++;
+        return;
+    }
+    m = &out->models[out->n];
+    memset(m, 0, sizeof *m);
+    name.ptr = model.ptr = "";
+    name.len = model.len = 0;
+    gm = rsdi_listing_name(out, d, rsd_json_find(d, 0, "model"), &model);
+    gn = rsdi_listing_name(out, d, rsd_json_find(d, 0, "name"), &name);
+    if (gm < 0 || gn < 0) {
+        out->arena_used = mark;
+        out->truncated = true;
+        return;
+    }
+    if (!gm && !gn) {
+        out->arena_used = mark;
+        out->n_skipped++;
+        return;
+    }
+    m->id = gm ? model : name;
+    if (gm && gn && !rsd_str_eq(model, name)) m->aliases[m->n_aliases++] = name;
+    m->instance.ptr = "";
+    m->state = RSD_MODEL_LOADED;
+    m->has_size = rsdi_pl_u64(d, rsd_json_find(d, 0, "size"), &m->size_bytes);
+    if (!m->has_size) m->size_bytes = 0;
+    m->has_size_vram = rsdi_pl_u64(d, rsd_json_find(d, 0, "size_vram"), &m->size_vram_bytes);
+    if (!m->has_size_vram) m->size_vram_bytes = 0;
+    if (!rsdi_pl_u32_pos(d, rsd_json_find(d, 0, "context_length"), &m->context_length))
+        m->context_length = 0;
+    out->n++;
+}
+
 RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
                                   rsd_listing *out) {
     rsd_json_doc d;
-    int r, arr, e;
+    int r, arr;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if (!out->models || !out->arena) return RSD_ERR_ARG;
@@ -7040,49 +7210,8 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
     arr = rsdi_ollama_models_array(&d);
     if (arr < 0) return arr;
     out->has_states = true;
-    for (e = arr > 0 ? rsd_json_child(&d, arr) : -1; e >= 0; e = rsd_json_next(&d, e)) {
-        rsd_listed_model *m;
-        rsd_str name, model;
-        size_t mark = out->arena_used;
-        int gn, gm;
-        out->n_seen++;
-        if (out->n >= out->max_models) {
-            out->truncated = true;
-            continue;
-        }
-        if (rsd_json_type_of(&d, e) != RSD_JSON_OBJECT) {
-            out->n_skipped++;
-            continue;
-        }
-        m = &out->models[out->n];
-        memset(m, 0, sizeof *m);
-        name.ptr = model.ptr = "";
-        name.len = model.len = 0;
-        gm = rsdi_listing_name(out, &d, rsd_json_find(&d, e, "model"), &model);
-        gn = rsdi_listing_name(out, &d, rsd_json_find(&d, e, "name"), &name);
-        if (gm < 0 || gn < 0) {
-            out->arena_used = mark;
-            out->truncated = true;
-            continue;
-        }
-        if (!gm && !gn) {
-            out->arena_used = mark;
-            out->n_skipped++;
-            continue;
-        }
-        m->id = gm ? model : name;
-        if (gm && gn && !rsd_str_eq(model, name)) m->aliases[m->n_aliases++] = name;
-        m->instance.ptr = "";
-        m->state = RSD_MODEL_LOADED;
-        m->has_size = rsdi_pl_u64(&d, rsd_json_find(&d, e, "size"), &m->size_bytes);
-        if (!m->has_size) m->size_bytes = 0;
-        m->has_size_vram = rsdi_pl_u64(&d, rsd_json_find(&d, e, "size_vram"), &m->size_vram_bytes);
-        if (!m->has_size_vram) m->size_vram_bytes = 0;
-        if (!rsdi_pl_u32_pos(&d, rsd_json_find(&d, e, "context_length"), &m->context_length))
-            m->context_length = 0;
-        out->n++;
-    }
-    return RSD_OK;
+    if ((r = rsdi_pl_each(&d, arr, rsdi_ollama_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
+    return r;
 }
 
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
@@ -7215,7 +7344,8 @@ enum { RSDI_LMS_HAVE_TYPE = 1, RSDI_LMS_HAVE_CTX = 2, RSDI_LMS_HAVE_SIZE = 4,
 /* Parse state of one catalog. */
 typedef struct rsdi_lms_parse {
     rsd_lms_catalog *cat;
-    const rsd_json_doc *d;
+    const rsd_json_doc *d;            /* the entry being read (its own document, root 0) */
+    bool v1;
     rsdi_pl_arena a;
     uint8_t have[RSD_LMS_MAX_MODELS];
 } rsdi_lms_parse;
@@ -7507,10 +7637,21 @@ RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
     if (loaded || loaded_ctx > 0) rsdi_lms_instance(p, m, p->cat->models[m].key, loaded_ctx);
 }
 
-/* Parse with the shape found; sets cat->tier and cat->error. */
+RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat);
+
+/* One catalog entry (its own document, root 0). */
+RSDI_PRIVATE void rsdi_lms_entry(void *ctx, const rsd_json_doc *el) {
+    rsdi_lms_parse *p = (rsdi_lms_parse *)ctx;
+    p->d = el;
+    p->cat->n_entries++;
+    if (p->v1) rsdi_lms_v1_entry(p, 0);
+    else rsdi_lms_v0_entry(p, 0);
+}
+
+/* Parse with the shape found; sets cat->tier and cat->error. d holds the top level. */
 RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d) {
     rsdi_lms_parse p;
-    int arr, e;
+    int arr, r;
     bool v1;
     if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
     arr = rsd_json_find(d, 0, "models");
@@ -7523,15 +7664,16 @@ RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d)
     cat->tier = v1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0;
     p.cat = cat;
     p.d = d;
+    p.v1 = v1;
     p.a.buf = cat->arena;
     p.a.cap = sizeof cat->arena;
     p.a.used = 0;
-    for (e = rsd_json_child(d, arr); e >= 0; e = rsd_json_next(d, e)) {
-        cat->n_entries++;
-        if (v1) rsdi_lms_v1_entry(&p, e);
-        else rsdi_lms_v0_entry(&p, e);
-    }
+    r = rsdi_pl_each(d, arr, rsdi_lms_entry, &p);
     cat->arena_used = p.a.used;
+    if (r < 0) { /* never a partial catalog */
+        rsdi_lms_reset(cat);
+        return r;
+    }
     return cat->n_models;
 }
 
@@ -7736,7 +7878,7 @@ RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_i
 
 RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len,
                                 rsd_json_tok *toks, uint32_t cap) {
-    rsd_json_doc d;
+    rsd_json_doc d, sub;
     rsdi_pl_arena a;
     rsd_str s;
     int r, v, c;
@@ -7758,7 +7900,8 @@ RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len
     out->type = rsdi_lms_type(&d, rsd_json_find(&d, 0, "type"));
     c = rsd_json_find(&d, 0, "load_config");
     if (c < 0) c = rsd_json_find(&d, 0, "config");
-    if (!rsdi_pl_u32_pos(&d, rsd_json_find(&d, c, "context_length"), &out->context_length))
+    if (rsd_json_type_of(&d, c) != RSD_JSON_OBJECT || rsd_json_expand(&d, c, &sub) != RSD_OK ||
+        !rsdi_pl_u32_pos(&sub, rsd_json_find(&sub, 0, "context_length"), &out->context_length))
         out->context_length = 0;
     v = rsd_json_find(&d, 0, "load_time_seconds");
     if (rsd_json_double(&d, v, &secs) == RSD_OK && secs >= 0.0) {
@@ -9042,7 +9185,7 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     ld.max_models = lim ? lim->max_models : 0;
     ld.arena_bytes = lim ? lim->arena_bytes : 0;
     if (!rsdi_listing_sizes(&ld, &z->models, &z->arena)) return false;
-    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)z->models * RSD_RECONCILE_TOKENS_PER_MODEL;
+    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
     if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
     z->toks = (uint32_t)t;
     z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
@@ -9231,13 +9374,13 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
 }
 
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms) {
-    rsd_json_doc doc;
+    rsd_json_doc doc, sub;
     char model[RSD_MODEL_ID_MAX];
     size_t n = 0;
     int m, st, ki;
     if (!r || (!data && len)) return RSD_ERR_ARG;
     if (r->phase != RSDI_PH_WAIT) return 0;
-    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, r->max_tokens) < 0 ||
+    if (rsd_json_parse_top(&doc, data ? data : "", len, r->toks, r->max_tokens) < 0 ||
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
     m = rsd_json_find(&doc, 0, "model");
@@ -9248,8 +9391,11 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
         if (ki < 0 || rsd_listing_find(&r->snap, rsd_str_c(model)) != ki) return 0;
     }
     if (strcmp(model, "*") != 0) r->wait_fresh = true; /* the entry moved: a failed:true after this is news */
-    st = rsd_json_find(&doc, rsd_json_find(&doc, 0, "data"), "status");
-    if (rsd_json_str_eq(&doc, st, "loading") || rsd_json_str_eq(&doc, st, "downloading")) return 0; /* progress */
+    st = rsd_json_find(&doc, 0, "data");
+    if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT && rsd_json_expand(&doc, st, &sub) == RSD_OK) {
+        st = rsd_json_find(&sub, 0, "status");
+        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) return 0; /* progress */
+    }
     if (now_ms < r->wake) { /* the listing stays the truth: poll it now */
         r->wake = now_ms;
         r->step.wake_ms = now_ms;
@@ -10323,7 +10469,7 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) { return NULL; }
 RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, const char *key, rsd_json_type type) {
     rsd_json_doc doc;
     int v;
-    if (rsd_json_parse(&doc, body, len, d->toks, d->n_toks) <= 0) return false;
+    if (rsd_json_parse_top(&doc, body, len, d->toks, d->n_toks) <= 0) return false;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
     v = rsd_json_find(&doc, 0, key);
     return v >= 0 && rsd_json_type_of(&doc, v) == type;

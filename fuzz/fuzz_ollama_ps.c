@@ -3,7 +3,8 @@
    Build: make fuzz T=ollama_ps FUZZ_SECS=60
    Invariants checked (abort on violation):
    - a parse with exactly the tokens the count pass reports gives the same result
-     as one with plenty, and one token fewer is RSD_ERR_JSON_TOKENS (never partial);
+     as one with plenty; with the top level's tokens alone it is that result or
+     RSD_ERR_JSON_TOKENS with nothing kept (never partial);
    - kept + skipped <= seen; at most RSD_LISTING_MAX_MODELS kept; kept + skipped ==
      seen unless truncated;
    - every kept id and alias passes the id rule (1..255 bytes, no NUL byte), lies
@@ -80,7 +81,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (need > 0) {
         r2 = rsd_ollama_ps_listing(s, size, toks, need, &l2);
         FZ_CHECK(r2 == r && l2.n == l1.n);
-        if (need > 1) FZ_CHECK(rsd_ollama_ps_listing(s, size, toks, need - 1, &l2) == RSD_ERR_JSON_TOKENS);
+        /* the list is read entry by entry: tokens for the top level alone read no entry, and
+           refuse rather than keep part of the list */
+        need = (uint32_t)rsd_json_parse_top(&d, s, size, toks, cap);
+        r2 = rsd_ollama_ps_listing(s, size, toks, need, &l2);
+        FZ_CHECK((r2 == r && l2.n == l1.n) || (r2 == RSD_ERR_JSON_TOKENS && l2.n == 0));
     }
     if (r == RSD_OK) {
         check_list(&l1);

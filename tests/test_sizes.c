@@ -168,7 +168,7 @@ static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const
 static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     static rsd_reconcile r;
     rsd_reconcile_limits lim;
-    char *big = router_listing(9, 6), *ok = router_listing(3, 6);
+    char *big = router_listing(9, 6), *ok = router_listing(3, 6), *real = real_router_listing(3, 60);
     memset(&lim, 0, sizeof lim);
     lim.max_models = 8; /* 9 entries */
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
@@ -176,9 +176,11 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     CHECK(strstr(r.result.message, "max_models") != NULL);
     CHECK(!r.result.mutated);
     rsd_reconcile_release(&r);
-    lim.max_models = 16; /* room for them, but not for their tokens */
+    lim.max_models = 16; /* room for them, but one entry has more tokens than max_tokens */
     lim.max_tokens = 64;
-    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_JSON_TOKENS);
+    CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* a short entry fits */
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_JSON_TOKENS); /* a real router's does not */
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_tokens") != NULL);
     rsd_reconcile_release(&r);
@@ -194,6 +196,7 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     rsd_reconcile_release(&r);
     free(big);
     free(ok);
+    free(real);
 }
 
 /* The defaults hold what a real llama.cpp router sends for 64 models with long ids and
