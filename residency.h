@@ -616,9 +616,16 @@
        body. An entry over the tokens is RSD_ERR_JSON_TOKENS with nothing kept.
        rsd_listing { n, models[RSD_LISTING_MAX_MODELS], n_seen, n_skipped,
          truncated, has_states, arena }
-       rsd_listed_model { id, aliases[4] + n, tags[8] + n, instance, state,
+       rsd_listed_model { id, n_aliases, n_tags, instance, state,
          failed, exit_code + has_exit_code, size_bytes + has_size,
-         size_vram_bytes + has_size_vram, context_length, max_context, flags }
+         size_vram_bytes + has_size_vram, context_length, max_context, flags,
+         last_used_ms } (88 bytes on x86-64)
+       An entry's aliases and then its tags follow its id in the listing's
+       arena, each NUL-terminated:
+           rsd_str rsd_listed_alias(const rsd_listed_model *m, int k);
+           rsd_str rsd_listed_tag(const rsd_listed_model *m, int k);
+       give alias or tag k (an empty view out of range). A runtime hook that
+       fills a listing itself writes them the same way.
        One set of rules for every runtime's parser (router, Ollama, LM Studio):
          - Duplicate keys: the last one wins, as in llama.cpp's own JSON reader
            (and JSON.parse, Go): {"id":"a","id":"b"} lists "b". rsd_json_find
@@ -2617,25 +2624,25 @@ enum {
     RSD_LISTED_TAGS_CUT = 1u << 1      /* more tags than RSD_MAX_TAGS */
 };
 
-/* One model in a server listing. Views point into the owning rsd_listing's arena. */
+/* One model in a server listing. Views point into the owning rsd_listing's arena, where
+   the entry's aliases and then its tags follow its id, each NUL-terminated: read them
+   with rsd_listed_alias and rsd_listed_tag. */
 typedef struct rsd_listed_model {
     rsd_str id;                         /* canonical id, 1..RSD_MODEL_ID_MAX-1 bytes, no NUL */
-    rsd_str aliases[RSD_MAX_ALIASES];   /* other names that route to it */
-    int n_aliases;
-    rsd_str tags[RSD_MAX_TAGS];         /* preset tags (protecting ones kept first) */
-    int n_tags;
     rsd_str instance;                   /* runtime instance id (LM Studio); empty otherwise */
+    uint64_t size_bytes;                /* total weight bytes when has_size */
+    uint64_t size_vram_bytes;           /* GPU-resident bytes when has_size_vram */
+    uint64_t last_used_ms;              /* status.last_used (ms since the epoch) when listed; 0 = not */
+    int64_t exit_code;                  /* router status.exit_code when has_exit_code */
+    uint32_t context_length;            /* context it runs with; 0 = unknown */
+    uint32_t max_context;               /* its trained/maximum context; 0 = unknown */
     rsd_model_state state;
+    uint8_t n_aliases;                  /* other names that route to it: rsd_listed_alias(m, 0..n-1) */
+    uint8_t n_tags;                     /* preset tags, protecting ones kept first: rsd_listed_tag */
+    uint8_t flags;                      /* RSD_LISTED_* */
     bool failed;                        /* the last load/run failed (router failed:true) */
     bool has_exit_code;
     bool has_size, has_size_vram;       /* absent sizes are never zero */
-    int64_t exit_code;                  /* router status.exit_code when has_exit_code */
-    uint64_t size_bytes;                /* total weight bytes when has_size */
-    uint64_t size_vram_bytes;           /* GPU-resident bytes when has_size_vram */
-    uint32_t context_length;            /* context it runs with; 0 = unknown */
-    uint32_t max_context;               /* its trained/maximum context; 0 = unknown */
-    uint32_t flags;                     /* RSD_LISTED_* */
-    uint64_t last_used_ms;              /* status.last_used (ms since the epoch) when listed; 0 = not */
 } rsd_listed_model;
 
 /* A parsed server listing (every model the server reports, in listing order). Its
@@ -2685,6 +2692,10 @@ RSD_API void rsd_listing_destroy(rsd_listing *l);
 RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d);
 /* Index of the entry whose id or an alias equals name, or -1. */
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name);
+/* Alias k (0..n_aliases-1) of a listed model; an empty view when k is out of range. */
+RSD_API rsd_str rsd_listed_alias(const rsd_listed_model *m, int k);
+/* Tag k (0..n_tags-1) of a listed model; an empty view when k is out of range. */
+RSD_API rsd_str rsd_listed_tag(const rsd_listed_model *m, int k);
 /* Parse a llama.cpp router GET /v1/models body into *out. RSD_OK or a JSON error. */
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out);
@@ -6887,11 +6898,64 @@ RSDI_PRIVATE bool rsdi_names(rsd_str s, rsd_str id, const rsd_str *aliases, int 
     return false;
 }
 
+/* Name k of a listed model: 0 the id, then its aliases, then its tags, each one past the
+   NUL of the one before it in the arena. An empty view past the last. */
+RSDI_PRIVATE rsd_str rsdi_listed_name(const rsd_listed_model *m, int k) {
+    rsd_str v;
+    int j;
+    v.ptr = "";
+    v.len = 0;
+    if (!m || !m->id.ptr || k < 0 || k > (int)m->n_aliases + (int)m->n_tags) return v;
+    v = m->id;
+    for (j = 0; j < k; j++) {
+        v.ptr += v.len + 1;
+        v.len = strlen(v.ptr);
+    }
+    return v;
+}
+
+RSD_API rsd_str rsd_listed_alias(const rsd_listed_model *m, int k) {
+    return rsdi_listed_name(m, m && k >= 0 && k < (int)m->n_aliases ? 1 + k : -1);
+}
+
+RSD_API rsd_str rsd_listed_tag(const rsd_listed_model *m, int k) {
+    return rsdi_listed_name(m, m && k >= 0 && k < (int)m->n_tags ? 1 + (int)m->n_aliases + k : -1);
+}
+
+/* The aliases and tags of m as views (arrays of RSD_MAX_ALIASES and RSD_MAX_TAGS), in one
+   walk; either may be NULL. */
+RSDI_PRIVATE void rsdi_listed_views(const rsd_listed_model *m, rsd_str *aliases, rsd_str *tags) {
+    rsd_str v = m->id;
+    int j, n = (int)m->n_aliases + (int)m->n_tags;
+    for (j = 0; j < n; j++) {
+        v.ptr += v.len + 1;
+        v.len = strlen(v.ptr);
+        if (j < (int)m->n_aliases) {
+            if (aliases) aliases[j] = v;
+        } else if (tags) {
+            tags[j - (int)m->n_aliases] = v;
+        }
+    }
+}
+
+/* Whether s is the id or an alias of listed model m. */
+RSDI_PRIVATE bool rsdi_listed_names(rsd_str s, const rsd_listed_model *m) {
+    rsd_str v = m->id;
+    int j;
+    if (rsd_str_eq(s, v)) return true;
+    for (j = 0; j < (int)m->n_aliases; j++) {
+        v.ptr += v.len + 1;
+        v.len = strlen(v.ptr);
+        if (rsd_str_eq(s, v)) return true;
+    }
+    return false;
+}
+
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
     int i;
     if (!l || !name.len || !name.ptr) return -1;
     for (i = 0; i < l->n && i < l->max_models; i++)
-        if (rsdi_names(name, l->models[i].id, l->models[i].aliases, l->models[i].n_aliases)) return i;
+        if (l->models[i].id.ptr && rsdi_listed_names(name, &l->models[i])) return i;
     return -1;
 }
 
@@ -7013,37 +7077,46 @@ RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
     got = rsdi_listing_name(out, doc, id, &m->id);
     if (got < 0) { out->truncated = true; return; }
     if (got == 0) { out->n_skipped++; return; }
-    /* aliases (rules), then tags: protecting tags first when over the limit */
+    /* aliases (rules), then tags, each after the one before in the arena (the names an
+       entry keeps are contiguous after its id): protecting tags first when over the limit */
     v = aliases;
     if (rsd_json_type_of(doc, v) == RSD_JSON_ARRAY)
         for (k = rsd_json_child(doc, v); k >= 0; k = rsd_json_next(doc, k)) {
+            size_t at = out->arena_used;
             rsd_str a;
             if (m->n_aliases >= RSD_MAX_ALIASES) { m->flags |= RSD_LISTED_ALIASES_CUT; break; }
             got = rsdi_listing_name(out, doc, k, &a);
             if (got < 0) { out->truncated = true; break; }
-            if (got > 0 && !rsd_str_eq(a, m->id)) m->aliases[m->n_aliases++] = a;
+            if (got > 0 && !rsd_str_eq(a, m->id)) m->n_aliases++;
+            else out->arena_used = at; /* not kept */
         }
     v = tags;
-    if (rsd_json_type_of(doc, v) == RSD_JSON_ARRAY)
+    if (rsd_json_type_of(doc, v) == RSD_JSON_ARRAY) {
+        size_t last = 0;                /* where the last kept tag starts */
+        bool protects = false;          /* a kept tag protects */
         for (k = rsd_json_child(doc, v); k >= 0; k = rsd_json_next(doc, k)) {
             size_t at = out->arena_used;
             rsd_str t;
-            int slot = m->n_tags;
             if (rsd_json_type_of(doc, k) != RSD_JSON_STRING) continue;
-            if (slot >= RSD_MAX_TAGS) m->flags |= RSD_LISTED_TAGS_CUT;
+            if (m->n_tags >= RSD_MAX_TAGS) m->flags |= RSD_LISTED_TAGS_CUT;
             got = rsdi_listing_name(out, doc, k, &t);
             if (got < 0) { out->truncated = true; break; }
             if (got == 0) continue;
-            if (slot >= RSD_MAX_TAGS) {
-                if (!rsdi_tag_protects(t) || rsd_tags_protect(m->tags, m->n_tags)) {
+            if (m->n_tags >= RSD_MAX_TAGS) {
+                if (!rsdi_tag_protects(t) || protects) {
                     out->arena_used = at; /* not kept */
                     continue;
                 }
-                slot = RSD_MAX_TAGS - 1; /* a protecting tag replaces the last one */
+                memmove(out->arena + last, t.ptr, t.len + 1); /* a protecting tag replaces the last one */
+                out->arena_used = last + t.len + 1;
+                protects = true;
+                continue;
             }
-            m->tags[slot] = t;
-            if (slot == m->n_tags) m->n_tags++;
+            last = at;
+            protects = protects || rsdi_tag_protects(t);
+            m->n_tags++;
         }
+    }
     if (out->truncated) { out->arena_used = mark; return; }
     /* state */
     v = st;
@@ -7186,7 +7259,8 @@ RSDI_PRIVATE void rsdi_ollama_entry(void *ctx, const rsd_json_doc *d) {
         return;
     }
     m->id = gm ? model : name;
-    if (gm && gn && !rsd_str_eq(model, name)) m->aliases[m->n_aliases++] = name;
+    if (gm && gn && !rsd_str_eq(model, name)) m->n_aliases = 1; /* name, after the id in the arena */
+    else if (gm && gn) out->arena_used = mark + model.len + 1; /* the same name once */
     m->instance.ptr = "";
     m->state = RSD_MODEL_LOADED;
     m->has_size = rsdi_pl_u64(d, rsd_json_find(d, 0, "size"), &m->size_bytes);
@@ -8436,20 +8510,19 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         res = &r->res[n++];
         memset(res, 0, sizeof *res);
         res->model_id = m->id;
-        for (k = 0; k < m->n_aliases; k++) res->aliases[k] = m->aliases[k];
+        rsdi_listed_views(m, res->aliases, res->tags);
         res->n_aliases = m->n_aliases;
-        for (k = 0; k < m->n_tags; k++) res->tags[k] = m->tags[k];
         res->n_tags = m->n_tags;
         res->size_bytes = m->size_bytes;
         res->has_size = m->has_size;
         res->size_vram_bytes = m->size_vram_bytes;
         res->has_size_vram = m->has_size_vram;
         for (k = 0; k < r->n_ours && !res->loaded_by_us; k++)
-            res->loaded_by_us = rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), m->id, m->aliases, m->n_aliases);
+            res->loaded_by_us = rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), m->id, res->aliases, m->n_aliases);
         res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
         for (k = 0; k < r->n_last && !m->last_used_ms; k++)
             if (r->last_ms[k] > res->last_used_ms &&
-                rsdi_names(rsd_str_c(rsdi_rc_row(r, r->last_id, k)), m->id, m->aliases, m->n_aliases))
+                rsdi_names(rsd_str_c(rsdi_rc_row(r, r->last_id, k)), m->id, res->aliases, m->n_aliases))
                 res->last_used_ms = r->last_ms[k];
     }
     f->strategy = r->rt->strategy;
@@ -8461,12 +8534,13 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     r->keep_state = RSD_MODEL_UNKNOWN;
     if (ki >= 0) { /* the keep's tags and other names from its entry, any state */
         const rsd_listed_model *m = &l->models[ki];
+        rsd_str al[RSD_MAX_ALIASES];
         r->keep_state = m->state;
-        for (k = 0; k < m->n_tags; k++) f->keep_tags[k] = m->tags[k];
+        rsdi_listed_views(m, al, f->keep_tags);
         f->n_keep_tags = m->n_tags;
         if (!rsd_str_eq(m->id, f->keep)) f->keep_aliases[f->n_keep_aliases++] = m->id;
         for (k = 0; k < m->n_aliases && f->n_keep_aliases < RSD_MAX_ALIASES; k++)
-            if (!rsd_str_eq(m->aliases[k], f->keep)) f->keep_aliases[f->n_keep_aliases++] = m->aliases[k];
+            if (!rsd_str_eq(al[k], f->keep)) f->keep_aliases[f->n_keep_aliases++] = al[k];
     }
     f->keep_pinned = r->keep_pinned;
     f->residents = r->res;
@@ -9897,25 +9971,37 @@ RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const cha
     return RSD_OK;
 }
 
-/* Give entry m the alias name (copied into the listing's arena) when name is not
-   already one of its ids but normalises like one ("k" ~ "k:latest"). */
+/* Give entry m the alias name when name is not already one of its ids but normalises
+   like one ("k" ~ "k:latest"). Its names are contiguous in the arena, so they are copied
+   again at the arena's end with the new alias after the others. */
 RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m, rsd_str name) {
     char want[2 * RSD_MODEL_ID_MAX], got[2 * RSD_MODEL_ID_MAX];
+    rsd_str al[RSD_MAX_ALIASES], last;
     int nw, k;
+    size_t run, at;
     bool hit;
     if (!name.len || rsd_str_eq(m->id, name)) return;
+    rsdi_listed_views(m, al, NULL);
     for (k = 0; k < m->n_aliases; k++)
-        if (rsd_str_eq(m->aliases[k], name)) return;
+        if (rsd_str_eq(al[k], name)) return;
     if ((nw = rsd_ollama_name_normalise(name, want, sizeof want)) < 0) return;
     hit = rsd_ollama_name_normalise(m->id, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
     for (k = 0; k < m->n_aliases && !hit; k++)
-        hit = rsd_ollama_name_normalise(m->aliases[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
-    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || l->arena_bytes - l->arena_used <= name.len) return;
-    memcpy(l->arena + l->arena_used, name.ptr, name.len);
-    l->arena[l->arena_used + name.len] = '\0';
-    m->aliases[m->n_aliases].ptr = l->arena + l->arena_used;
-    m->aliases[m->n_aliases++].len = name.len;
-    l->arena_used += name.len + 1;
+        hit = rsd_ollama_name_normalise(al[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
+    if (!hit || m->n_aliases >= RSD_MAX_ALIASES) return;
+    last = rsdi_listed_name(m, m->n_aliases + m->n_tags);
+    run = (size_t)(last.ptr + last.len + 1 - m->id.ptr); /* id, aliases and tags */
+    if (l->arena_bytes - l->arena_used <= run + name.len) return;
+    at = l->arena_used;
+    last = rsdi_listed_name(m, m->n_aliases); /* the last alias (or the id) */
+    k = (int)(last.ptr + last.len + 1 - m->id.ptr); /* bytes up to the tags */
+    memcpy(l->arena + at, m->id.ptr, (size_t)k);
+    memcpy(l->arena + at + k, name.ptr, name.len);
+    l->arena[at + k + name.len] = '\0';
+    memcpy(l->arena + at + k + name.len + 1, m->id.ptr + k, run - (size_t)k);
+    m->id.ptr = l->arena + at;
+    m->n_aliases++;
+    l->arena_used += run + name.len + 1;
 }
 
 /* the keep and our attributed ids match the entries they name once

@@ -59,7 +59,7 @@ static void test_ollama_ps_maps_sizes_and_name_fallback(void) {
     CHECK(S(ol.models[1].id, "llama3.2:latest") && ol.models[1].n_aliases == 0); /* same id: no alias */
     CHECK(!ol.models[1].has_size && !ol.models[1].has_size_vram);                /* absent is never zero */
     CHECK(S(ol.models[2].id, "real:latest") && ol.models[2].n_aliases == 1 &&
-          S(ol.models[2].aliases[0], "alias:latest"));
+          S(rsd_listed_alias(&ol.models[2], 0), "alias:latest"));
     CHECK(!ol.models[2].has_size && !ol.models[2].has_size_vram);                /* wrong type, negative */
 }
 
@@ -78,7 +78,7 @@ static void test_ollama_keep_matches_by_alias_and_normalised_name(void) {
     for (i = 0; i < 2; i++) {
         r[i].model_id = ol.models[i].id;
         r[i].n_aliases = ol.models[i].n_aliases;
-        if (r[i].n_aliases) r[i].aliases[0] = ol.models[i].aliases[0];
+        if (r[i].n_aliases) r[i].aliases[0] = rsd_listed_alias(&ol.models[i], 0);
         r[i].loaded_by_us = true;
     }
     memset(&f, 0, sizeof f);
@@ -159,7 +159,7 @@ static void test_ollama_ps_hostile_entries_dropped(void) {
     CHECK(S(ol.models[1].id, "ok:1") && ol.models[1].n_aliases == 0);
     CHECK(S(ol.models[2].id, "dup:2"));                         /* last duplicate wins */
     CHECK(S(ol.models[3].id, "\xc3\xa9t\xc3\xa9:1"));          /* decoded into the arena */
-    CHECK(ol.models[3].n_aliases == 1 && S(ol.models[3].aliases[0], "esc/name:1"));
+    CHECK(ol.models[3].n_aliases == 1 && S(rsd_listed_alias(&ol.models[3], 0), "esc/name:1"));
     CHECK(ol.models[3].id.ptr >= ol.arena && ol.models[3].id.ptr < ol.arena + ol.arena_bytes);
 }
 
@@ -376,8 +376,8 @@ static void test_every_parser_same_id_rule(void) {
     CHECK_EQ_INT(rsd_router_parse_models(router, sizeof router - 1, toks, NTOK, &rl), RSD_OK);
     REQUIRE(rl.n == 2);
     CHECK(S(rl.models[0].id, "a\x01" "b") && S(rl.models[1].id, "ok") && rl.n_skipped == 1);
-    CHECK(rl.models[1].n_aliases == 1 && S(rl.models[1].aliases[0], "al\x01"));
-    CHECK(rl.models[1].n_tags == 1 && S(rl.models[1].tags[0], "t\x01"));
+    CHECK(rl.models[1].n_aliases == 1 && S(rsd_listed_alias(&rl.models[1], 0), "al\x01"));
+    CHECK(rl.models[1].n_tags == 1 && S(rsd_listed_tag(&rl.models[1], 0), "t\x01"));
     CHECK_EQ_INT(rsd_ollama_ps_listing(ps, sizeof ps - 1, toks, NTOK, &ol), RSD_OK);
     REQUIRE(ol.n == 2);
     CHECK(S(ol.models[0].id, "a\x01" "b") && S(ol.models[1].id, "m") && ol.models[1].n_aliases == 0);
@@ -406,8 +406,8 @@ static void test_every_parser_copies_its_strings(void) {
     n = snprintf(body, sizeof body, "{\"models\":[{\"key\":\"k\",\"loaded_instances\":[{\"id\":\"k:2\"}]}]}");
     REQUIRE(rsd_lms_parse_models(&cat, body, (size_t)n, toks, NTOK) == 1);
     memset(body, '#', sizeof body);
-    CHECK(S(rl.models[0].id, "plain") && S(rl.models[0].aliases[0], "al"));
-    CHECK(S(ol.models[0].id, "m:1") && S(ol.models[0].aliases[0], "n:1"));
+    CHECK(S(rl.models[0].id, "plain") && S(rsd_listed_alias(&rl.models[0], 0), "al"));
+    CHECK(S(ol.models[0].id, "m:1") && S(rsd_listed_alias(&ol.models[0], 0), "n:1"));
     CHECK(S(cat.models[0].key, "k") && S(cat.instances[0].id, "k:2"));
 }
 
@@ -456,7 +456,7 @@ static void test_listings_parse_entry_by_entry(void) {
             CHECK_EQ_INT(rsd_router_parse_models(big, o, toks, cap, &ol), RSD_OK);
             CHECK_EQ_INT(ol.n, 64);
             CHECK(!ol.truncated && ol.has_states);
-            CHECK(rsd_str_eq_c(ol.models[63].aliases[0], "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-000000000000000000000000000063-a"));
+            CHECK(rsd_str_eq_c(rsd_listed_alias(&ol.models[63], 0), "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-000000000000000000000000000063-a"));
             CHECK(ol.models[63].context_length == 32768 && ol.models[63].size_bytes == 17659826176ull);
             CHECK_EQ_INT(rsd_router_parse_models(big, o, toks, 40, &ol), RSD_ERR_JSON_TOKENS); /* an entry is 66 */
             CHECK_EQ_INT(ol.n, 0);

@@ -77,6 +77,7 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_resident) < 256);
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
+    CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
     CHECK(rsd_reconcile_footprint(NULL) <= 564 * 1024);
     CHECK(rsd_ensurer_footprint(NULL) <= 940 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 36 * 1024);
@@ -367,6 +368,53 @@ static void test_listing_storage_is_never_overrun(void) {
     free(arena);
 }
 
+/* An entry's aliases and tags lie after its id in the arena, each NUL-terminated and
+   inside it, also when a protecting tag replaces the last of too many and when the arena
+   holds the entry to the byte. */
+static void test_listing_names_lie_in_the_arena(void) {
+    static const char body[] =
+        "{\"data\":[{\"id\":\"m\",\"aliases\":[\"m\",\"a1\",\"a2\"],\"tags\":[\"t1\",\"t2\",\"t3\",\"t4\","
+        "\"t5\",\"t6\",\"t7\",\"t8\",\"t9\",\"pinned:true\",\"t11\"],\"status\":{\"value\":\"loaded\"}}]}";
+    rsd_json_tok toks[128];
+    rsd_listed_model m[1];
+    char arena[RSD_MODEL_ID_MAX + 64];
+    rsd_listing l;
+    size_t need;
+    int k;
+    memset(arena, '#', sizeof arena);
+    REQUIRE(rsd_listing_init(&l, m, 1, arena, sizeof arena) == RSD_OK);
+    REQUIRE(rsd_router_parse_models(body, sizeof body - 1, toks, 128, &l) == RSD_OK);
+    REQUIRE(l.n == 1);
+    CHECK_EQ_INT(m[0].n_aliases, 2); /* the id itself is no alias */
+    CHECK_EQ_INT(m[0].n_tags, RSD_MAX_TAGS);
+    CHECK(m[0].flags & RSD_LISTED_TAGS_CUT);
+    CHECK(rsd_str_eq_c(rsd_listed_alias(&m[0], 1), "a2"));
+    CHECK(rsd_str_eq_c(rsd_listed_tag(&m[0], 6), "t7"));
+    CHECK(rsd_str_eq_c(rsd_listed_tag(&m[0], RSD_MAX_TAGS - 1), "pinned:true")); /* replaced t8 */
+    CHECK_EQ_INT(rsd_listed_tag(&m[0], RSD_MAX_TAGS).len, 0);
+    CHECK_EQ_INT(rsd_listed_alias(&m[0], -1).len, 0);
+    need = 2 + 3 + 3 + 7 * 3 + 12; /* m a1 a2 t1..t7 pinned:true, each with its NUL */
+    CHECK_EQ_INT(l.arena_used, need);
+    for (k = 0; k < m[0].n_aliases + m[0].n_tags; k++) {
+        rsd_str v = k < m[0].n_aliases ? rsd_listed_alias(&m[0], k) : rsd_listed_tag(&m[0], k - m[0].n_aliases);
+        CHECK(v.ptr > arena && v.ptr + v.len < arena + l.arena_used && v.ptr[v.len] == '\0');
+    }
+    /* an arena that holds the id and all but the last name's NUL: cut off, never overrun */
+    memset(arena, '#', sizeof arena);
+    REQUIRE(rsd_listing_init(&l, m, 1, arena, RSD_MODEL_ID_MAX) == RSD_OK);
+    {
+        static char big[4096];
+        int o = snprintf(big, sizeof big, "{\"data\":[{\"id\":\"%0200d\",\"aliases\":[\"%055d\"]}]}", 0, 1);
+        CHECK_EQ_INT(rsd_router_parse_models(big, (size_t)o, toks, 128, &l), RSD_OK);
+        CHECK(l.truncated && l.n == 0);
+        CHECK(arena[RSD_MODEL_ID_MAX] == '#');
+        o = snprintf(big, sizeof big, "{\"data\":[{\"id\":\"%0200d\",\"aliases\":[\"%054d\"]}]}", 0, 1);
+        CHECK_EQ_INT(rsd_router_parse_models(big, (size_t)o, toks, 128, &l), RSD_OK); /* to the byte */
+        CHECK(!l.truncated && l.n == 1 && l.arena_used == RSD_MODEL_ID_MAX && m[0].n_aliases == 1);
+        CHECK(arena[RSD_MODEL_ID_MAX] == '#');
+    }
+}
+
 static void test_listing_create_uses_the_allocator(void) {
     counted c;
     rsd_listing_desc d;
@@ -525,6 +573,7 @@ int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_manual_size_figures);
     RUN(test_init_allocates_the_footprint_once);
+    RUN(test_listing_names_lie_in_the_arena);
     RUN(test_begin_without_init_is_a_clear_error);
     RUN(test_listing_over_the_limits_degrades_with_a_clear_error);
     RUN(test_listing_storage_is_never_overrun);
