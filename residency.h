@@ -684,7 +684,8 @@
        gives it arrays the caller owns (no allocation); rsd_listing_create(desc)
        allocates header and storage in one block from desc->allocator (zeroed
        desc: RSD_LISTING_DEFAULT_MODELS 64 entries, RSD_LISTING_ARENA_PER_MODEL
-       256 arena bytes per entry; under 36 KiB on x86-64),
+       176 arena bytes per entry, at least RSD_MODEL_ID_MAX; under 17 KiB on
+       x86-64: 64 entries of 88 bytes and an arena of 11 KiB),
        rsd_listing_footprint(desc) says how much,
        rsd_listing_destroy frees it. A listing without storage is RSD_ERR_ARG
        to every parser. More entries than max_models, or strings beyond
@@ -1224,7 +1225,8 @@
        listings' storage and the JSON tokens, sized by lim (zeroed fields are
        defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
        64: a server listing 64 models), arena_bytes (their ids, aliases and
-       tags, 256 per entry), max_tokens (JSON tokens held at once: an answer
+       tags, RSD_LISTING_ARENA_PER_MODEL 176 per entry: names over it end
+       DEGRADED naming arena_bytes), max_tokens (JSON tokens held at once: an answer
        is validated whole, then its list is read entry by entry, so this is
        the top level plus the largest entry, RSD_RECONCILE_TOKENS 256; a real
        router's entry is 66), max_body_bytes (the
@@ -2595,7 +2597,7 @@ RSD_API uint32_t rsd_fit_ceiling_from_env(void);
 /* Manual: "payload" in the doc block at the top of this file. */
 enum {
     RSD_LISTING_DEFAULT_MODELS = 64, /* entries of a listing made with the defaults (a server listing 64 models) */
-    RSD_LISTING_ARENA_PER_MODEL = 256, /* default arena bytes per entry (ids, aliases, tags) */
+    RSD_LISTING_ARENA_PER_MODEL = 176, /* default arena bytes per entry (ids, aliases, tags; a real router's id: 20-120) */
     RSD_LISTING_MAX_MODELS = 256,     /* a large listing: tests and tools size theirs with these */
     RSD_LISTING_ARENA_BYTES = 65536,  /* its arena (decoded ids, aliases and tags) */
     RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens for a payload of that size */
@@ -6984,6 +6986,7 @@ RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_m
 RSDI_PRIVATE bool rsdi_listing_sizes(const rsd_listing_desc *d, int *models, size_t *arena) {
     *models = d && d->max_models ? d->max_models : (int)RSD_LISTING_DEFAULT_MODELS;
     *arena = d && d->arena_bytes ? d->arena_bytes : (size_t)*models * RSD_LISTING_ARENA_PER_MODEL;
+    if (!(d && d->arena_bytes) && *arena < (size_t)RSD_MODEL_ID_MAX) *arena = RSD_MODEL_ID_MAX; /* one longest id */
     return *models >= 1 && *models <= (1 << 20) && *arena >= (size_t)RSD_MODEL_ID_MAX && *arena <= ((size_t)1 << 30);
 }
 
@@ -9618,6 +9621,12 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
     if (rc == RSD_ERR_MODEL_ID) { /* an id longer than the id tables' rows */
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: a listed id is %d bytes or longer, more than this reconcile keeps "
                         "(raise max_id_bytes in rsd_reconcile_limits)", r->url, (int)r->id_bytes);
+        return false;
+    }
+    if (rc == RSD_ERR_LISTING_TRUNCATED && r->snap.n_seen <= (uint32_t)r->snap.max_models) { /* the names */
+        rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s; the listed names are more than the %lu bytes this reconcile "
+                        "keeps for them (raise arena_bytes in rsd_reconcile_limits)", r->url, rsd_result_str(rc),
+                        (unsigned long)r->snap.arena_bytes);
         return false;
     }
     if (rc == RSD_ERR_LISTING_TRUNCATED || rc == RSD_ERR_JSON_TOKENS) { /* over this reconcile's limits */

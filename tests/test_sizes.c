@@ -80,7 +80,7 @@ static void test_manual_size_figures(void) {
     CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
     CHECK(rsd_reconcile_footprint(NULL) <= 564 * 1024);
     CHECK(rsd_ensurer_footprint(NULL) <= 940 * 1024);
-    CHECK(rsd_listing_footprint(NULL) <= 36 * 1024);
+    CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
@@ -169,7 +169,7 @@ static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const
 static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     static rsd_reconcile r;
     rsd_reconcile_limits lim;
-    char *big = router_listing(9, 6), *ok = router_listing(3, 6), *real = real_router_listing(3, 60);
+    char *big = router_listing(9, 6), *ok = router_listing(3, 6), *real = real_router_listing(3, 120);
     memset(&lim, 0, sizeof lim);
     lim.max_models = 8; /* 9 entries */
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
@@ -185,7 +185,15 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_tokens") != NULL);
     rsd_reconcile_release(&r);
-    lim.max_tokens = 0; /* the body itself over max_body_bytes */
+    lim.max_tokens = 0;
+    lim.max_models = 9; /* room for 9 entries, not for their names */
+    lim.arena_bytes = RSD_MODEL_ID_MAX;
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r.result.message, "arena_bytes") != NULL);
+    rsd_reconcile_release(&r);
+    lim.arena_bytes = 0;
+    lim.max_models = 16; /* the body itself over max_body_bytes */
     lim.max_body_bytes = strlen(big) - 1;
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_TOO_LARGE);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
@@ -217,6 +225,32 @@ static void test_defaults_hold_a_real_router_listing_of_64(void) {
     CHECK_EQ_INT(r.snap.n, 64);
     rsd_reconcile_release(&r);
     free(body);
+}
+
+/* The defaults' listing and tokens hold Ollama's /api/ps of 64 models named with 120
+   bytes (name and model equal, as Ollama lists them; every wire field). */
+static void test_defaults_hold_an_ollama_listing_of_64(void) {
+    static char body[64 * 700];
+    static rsd_json_tok toks[RSD_RECONCILE_TOKENS];
+    rsd_listing *l = rsd_listing_create(NULL);
+    size_t o = 0;
+    int i;
+    REQUIRE(l);
+    o += (size_t)snprintf(body + o, sizeof body - o, "{\"models\":[");
+    for (i = 0; i < 64; i++)
+        o += (size_t)snprintf(body + o, sizeof body - o,
+            "%s{\"name\":\"hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d:Q4_K_M\",\"model\":"
+            "\"hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d:Q4_K_M\",\"size\":6591830464,\"digest\":\"a2af\","
+            "\"details\":{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"qwen3moe\",\"families\":[\"qwen3moe\"],"
+            "\"parameter_size\":\"30.5B\",\"quantization_level\":\"Q4_K_M\"},\"expires_at\":\"2025-10-17T16:47:07.93355-07:00\","
+            "\"size_vram\":5333539264,\"context_length\":4096}", i ? "," : "", 120 - 55, i, 120 - 55, i);
+    o += (size_t)snprintf(body + o, sizeof body - o, "]}");
+    CHECK_EQ_INT(rsd_ollama_ps_listing(body, o, toks, RSD_RECONCILE_TOKENS, l), RSD_OK);
+    CHECK_EQ_INT(l->n, 64);
+    CHECK(!l->truncated);
+    CHECK_EQ_INT(l->models[5].id.len, 120);
+    CHECK(l->arena_used <= l->arena_bytes);
+    rsd_listing_destroy(l);
 }
 
 /* A reconcile made for one runtime without instances has no LM Studio state, and begin
@@ -574,6 +608,7 @@ int main(int argc, char **argv) {
     RUN(test_manual_size_figures);
     RUN(test_init_allocates_the_footprint_once);
     RUN(test_listing_names_lie_in_the_arena);
+    RUN(test_defaults_hold_an_ollama_listing_of_64);
     RUN(test_begin_without_init_is_a_clear_error);
     RUN(test_listing_over_the_limits_degrades_with_a_clear_error);
     RUN(test_listing_storage_is_never_overrun);
