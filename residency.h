@@ -4196,7 +4196,7 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
 #define RSDI_JSON_EMIT(type_, flags_, start_, end_) do { \
     if (counting) { \
         n++; \
-    } else if (RSDI_LIKELY(depth < lim)) { \
+    } else if (!shallow || depth < lim) { \
         rsd_json_tok t_; \
         if (RSDI_UNLIKELY(n >= cap)) RSDI_JSON_FAIL(RSD_ERR_JSON_TOKENS, "token array full"); \
         t_.type = (uint8_t)(type_); t_.flags = (uint8_t)(flags_); t_.reserved = 0; \
@@ -4227,15 +4227,15 @@ RSDI_PRIVATE int rsdi_json_fail(rsd_json_doc *doc, const unsigned char *s, const
     return code;
 }
 
-/* The parser. Always inlined with a constant `counting`, so the count pass carries no
-   token-writing branches and the real pass no NULL checks. The real pass keeps the tokens
-   of depth < lim only (the root is depth 0, its members 1): a container at depth lim - 1
+/* The parser. Always inlined with a constant `counting` and `shallow`, so the count pass
+   carries no token-writing branches and the real pass no NULL checks. The shallow pass
+   keeps the tokens of depth < lim only (the root is depth 0, its members 1): a container at depth lim - 1
    is kept without children, and the whole input is still validated. With prefix, the
    input may go on after the value: doc->len becomes the value's end. */
 RSDI_JSON_INLINE int rsdi_json_parse_body(rsd_json_doc *doc, const unsigned char *s,
                                           const unsigned char *e, rsd_json_tok *toks,
                                           uint32_t cap, uint32_t max_depth, uint32_t lim, int prefix,
-                                          const int counting) {
+                                          const int counting, const int shallow) {
     const unsigned char *p = s, *q;
     uint32_t n = 0, depth = 0;
     int32_t cur = -1;   /* innermost open container, or the key whose value is being parsed */
@@ -4271,7 +4271,7 @@ value:
     if (c == '{' || c == '[') {
         if (RSDI_UNLIKELY(depth >= max_depth)) RSDI_JSON_FAIL(RSD_ERR_JSON_DEPTH, "nesting too deep");
         RSDI_JSON_EMIT(c == '{' ? RSD_JSON_OBJECT : RSD_JSON_ARRAY, 0, p - s, 0);
-        if (!counting && depth < lim) cur = (int32_t)(n - 1);
+        if (!counting && (!shallow || depth < lim)) cur = (int32_t)(n - 1);
         in_obj = c == '{';
         if ((depth & 7) == 0) objbits[depth >> 3] = 0;
         if (in_obj) objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] | (1u << (depth & 7)));
@@ -4316,7 +4316,7 @@ key:
     r = rsdi_json_scan_str(&p, e, &what);
     if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
     RSDI_JSON_EMIT(RSD_JSON_STRING, r | RSD_JSON_F_KEY, q - s, p - s);
-    if (!counting && depth < lim) cur = (int32_t)(n - 1);
+    if (!counting && (!shallow || depth < lim)) cur = (int32_t)(n - 1);
     p++;
     if (RSDI_LIKELY(p < e && *p == ':')) {
         p++;
@@ -4331,7 +4331,7 @@ key:
 close:
     /* p is one past the closer of the container at depth - 1 */
     depth--;
-    if (!counting && depth < lim) {
+    if (!counting && (!shallow || depth < lim)) {
         toks[cur].end = (uint32_t)(p - s);
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
@@ -4339,7 +4339,7 @@ close:
     in_obj = depth ? (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1 : 0;
 
 after_value:
-    if (!counting && in_obj && depth < lim) { /* in an object, cur is the key whose value just ended */
+    if (!counting && in_obj && (!shallow || depth < lim)) { /* in an object, cur is the key whose value just ended */
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
@@ -4418,8 +4418,9 @@ RSDI_PRIVATE int rsdi_json_parse_in(rsd_json_doc *doc, const char *src, size_t l
         doc->err.what = "input too large";
         return RSD_ERR_TOO_LARGE;
     }
-    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0);
-    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, lim, prefix, 1);
+    if (toks && lim != 0xFFFFFFFFu) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0, 1);
+    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0, 0);
+    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, lim, prefix, 1, 0);
 }
 
 RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
@@ -4649,13 +4650,21 @@ RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
     return t && s && rsdi_json_eq(doc, t, s, strlen(s));
 }
 
-RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
+/* rsd_json_str_eq with the length of s known (no strlen: the payload parsers compare
+   every member's key with literals, RSDI_JSON_EQ). */
+RSDI_PRIVATE bool rsdi_json_eqn(const rsd_json_doc *doc, int i, const char *s, size_t n) {
+    const rsd_json_tok *t = rsdi_json_tok(doc, i);
+    if (!t || (!(t->flags & RSD_JSON_F_ESCAPED) && t->end - t->start != n)) return false; /* most differ in length */
+    return rsdi_json_eq(doc, t, s, n);
+}
+#define RSDI_JSON_EQ(doc, i, lit) rsdi_json_eqn((doc), (i), lit, sizeof(lit) - 1)
+
+/* rsd_json_find with the key's length known (RSDI_JSON_FIND: a literal key). */
+RSDI_PRIVATE int rsdi_json_findn(const rsd_json_doc *doc, int obj, const char *key, size_t klen) {
     const rsd_json_tok *t = rsdi_json_tok(doc, obj), *kt;
     uint32_t k, end;
-    size_t klen;
     int v = -1;
     if (!t || t->type != RSD_JSON_OBJECT || !key) return -1;
-    klen = strlen(key);
     end = t->next > 0 && (uint32_t)t->next < doc->count ? (uint32_t)t->next : doc->count;
     /* every member is read (a later duplicate wins): keys are walked by their O(1)
        subtree skip, and an unescaped key is compared by length before its bytes */
@@ -4671,6 +4680,11 @@ RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
     }
     return v;
 }
+
+RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
+    return key ? rsdi_json_findn(doc, obj, key, strlen(key)) : -1;
+}
+#define RSDI_JSON_FIND(doc, obj, lit) rsdi_json_findn((doc), (obj), lit, sizeof(lit) - 1)
 
 RSD_API int rsd_json_at(const rsd_json_doc *doc, int arr, uint32_t idx) {
     const rsd_json_tok *t = rsdi_json_tok(doc, arr);
@@ -7043,7 +7057,7 @@ RSDI_PRIVATE uint32_t rsdi_router_args_ctx(const rsd_json_doc *doc, int args) {
     for (k = rsd_json_child(doc, args); k >= 0; k = rsd_json_next(doc, k)) {
         int v = rsd_json_next(doc, k);
         if (v < 0) break;
-        if (rsd_json_str_eq(doc, k, "--ctx-size") || rsd_json_str_eq(doc, k, "-c")) {
+        if (RSDI_JSON_EQ(doc, k, "--ctx-size") || RSDI_JSON_EQ(doc, k, "-c")) {
             rsd_str s = rsd_json_view(doc, v);
             uint64_t x = 0;
             size_t j;
@@ -7060,6 +7074,7 @@ RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
     rsd_listing *out = (rsd_listing *)ctx;
     const int e = 0;
     static const char *const keys[] = {"id", "status", "aliases", "tags", "meta"};
+    static const uint8_t key_len[] = {2, 6, 7, 4, 4};
     rsd_listed_model *m;
     size_t mark = out->arena_used;
     int mem[5] = {-1, -1, -1, -1, -1}, st, v, k, j, got, id, aliases, tags, meta;
@@ -7071,7 +7086,7 @@ RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
     /* one pass over the members; a later duplicate key replaces an earlier one */
     for (k = rsd_json_child(doc, e); k >= 0; k = rsd_json_next(doc, k))
         for (j = 0; j < 5; j++)
-            if (rsd_json_str_eq(doc, k, keys[j])) { mem[j] = k + 1; break; }
+            if (rsdi_json_eqn(doc, k, keys[j], key_len[j])) { mem[j] = k + 1; break; }
     id = mem[0];
     st = mem[1];
     aliases = mem[2];
@@ -7126,22 +7141,27 @@ RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
     if (rsd_json_type_of(doc, st) == RSD_JSON_OBJECT) {
         bool failed = false;
         int64_t code;
-        int f = rsd_json_find(doc, st, "failed");
-        v = rsd_json_find(doc, st, "value");
+        int f = RSDI_JSON_FIND(doc, st, "failed");
+        v = RSDI_JSON_FIND(doc, st, "value");
         if (f >= 0 && rsd_json_bool(doc, f, &failed) == RSD_OK && failed) m->failed = true;
-        f = rsd_json_find(doc, st, "exit_code");
+        f = RSDI_JSON_FIND(doc, st, "exit_code");
         if (f >= 0 && rsd_json_int64(doc, f, &code) == RSD_OK) {
             m->exit_code = code;
             m->has_exit_code = true;
         }
-        m->context_length = rsdi_router_args_ctx(doc, rsd_json_find(doc, st, "args"));
-        if (!rsdi_pl_u64(doc, rsd_json_find(doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
+        m->context_length = rsdi_router_args_ctx(doc, RSDI_JSON_FIND(doc, st, "args"));
+        if (!rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
             m->last_used_ms = 0;
     }
     /* the value is a state's own name ("unknown" leaves it unknown), or "downloaded" */
-    for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
-        if (rsd_json_str_eq(doc, v, rsd_model_state_str(j))) m->state = (rsd_model_state)j;
-    if (rsd_json_str_eq(doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
+    if (rsd_json_type_of(doc, v) == RSD_JSON_STRING) {
+#define RSDI_X(n, str) sizeof(str) - 1,
+        static const uint8_t state_len[] = {RSD_MODEL_STATES(RSDI_X) 0};
+#undef RSDI_X
+        for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
+            if (rsdi_json_eqn(doc, v, rsd_model_state_str(j), state_len[j])) m->state = (rsd_model_state)j;
+    }
+    if (RSDI_JSON_EQ(doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
     if (m->state == RSD_MODEL_FAILED) m->failed = true;
     if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
     if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
@@ -7149,10 +7169,10 @@ RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
     v = meta;
     if (rsd_json_type_of(doc, v) == RSD_JSON_OBJECT) {
         uint64_t x;
-        if (rsdi_pl_u64(doc, rsd_json_find(doc, v, "n_ctx_train"), &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
-        if (rsdi_pl_u64(doc, rsd_json_find(doc, v, "n_ctx"), &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
+        if (rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, v, "n_ctx_train"), &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
+        if (rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, v, "n_ctx"), &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
             m->context_length = (uint32_t)x;
-        if (rsdi_pl_u64(doc, rsd_json_find(doc, v, "size"), &x)) {
+        if (rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, v, "size"), &x)) {
             m->size_bytes = x;
             m->has_size = true;
         }
@@ -7170,7 +7190,7 @@ RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *
     r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
-    data = rsd_json_find(&doc, 0, "data");
+    data = RSDI_JSON_FIND(&doc, 0, "data");
     if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
     if ((r = rsdi_pl_each(&doc, data, rsdi_router_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
     return r;
@@ -7187,8 +7207,8 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
-    out->is_router = rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "role"), "router");
-    v = rsd_json_find(&doc, 0, "max_instances");
+    out->is_router = rsd_json_str_eq(&doc, RSDI_JSON_FIND(&doc, 0, "role"), "router");
+    v = RSDI_JSON_FIND(&doc, 0, "max_instances");
     if (rsd_json_type_of(&doc, v) != RSD_JSON_NUMBER || rsd_json_double(&doc, v, &x) != RSD_OK) return RSD_OK;
     if (x >= 1.0) out->max_instances = x >= 2147483647.0 ? 0x7FFFFFFFu : (uint32_t)x; /* floor */
     else if (x == 0.0 && out->is_router) out->unlimited = true;
@@ -7223,7 +7243,7 @@ RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, 
 RSDI_PRIVATE int rsdi_ollama_models_array(const rsd_json_doc *d) {
     int arr;
     if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = rsd_json_find(d, 0, "models");
+    arr = RSDI_JSON_FIND(d, 0, "models");
     if (rsd_json_type_of(d, arr) == RSD_JSON_NULL) return 0;
     if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY) return RSD_ERR_JSON_TYPE;
     return arr;
@@ -7249,8 +7269,8 @@ RSDI_PRIVATE void rsdi_ollama_entry(void *ctx, const rsd_json_doc *d) {
     memset(m, 0, sizeof *m);
     name.ptr = model.ptr = "";
     name.len = model.len = 0;
-    gm = rsdi_listing_name(out, d, rsd_json_find(d, 0, "model"), &model);
-    gn = rsdi_listing_name(out, d, rsd_json_find(d, 0, "name"), &name);
+    gm = rsdi_listing_name(out, d, RSDI_JSON_FIND(d, 0, "model"), &model);
+    gn = rsdi_listing_name(out, d, RSDI_JSON_FIND(d, 0, "name"), &name);
     if (gm < 0 || gn < 0) {
         out->arena_used = mark;
         out->truncated = true;
@@ -7266,11 +7286,11 @@ RSDI_PRIVATE void rsdi_ollama_entry(void *ctx, const rsd_json_doc *d) {
     else if (gm && gn) out->arena_used = mark + model.len + 1; /* the same name once */
     m->instance.ptr = "";
     m->state = RSD_MODEL_LOADED;
-    m->has_size = rsdi_pl_u64(d, rsd_json_find(d, 0, "size"), &m->size_bytes);
+    m->has_size = rsdi_pl_u64(d, RSDI_JSON_FIND(d, 0, "size"), &m->size_bytes);
     if (!m->has_size) m->size_bytes = 0;
-    m->has_size_vram = rsdi_pl_u64(d, rsd_json_find(d, 0, "size_vram"), &m->size_vram_bytes);
+    m->has_size_vram = rsdi_pl_u64(d, RSDI_JSON_FIND(d, 0, "size_vram"), &m->size_vram_bytes);
     if (!m->has_size_vram) m->size_vram_bytes = 0;
-    if (!rsdi_pl_u32_pos(d, rsd_json_find(d, 0, "context_length"), &m->context_length))
+    if (!rsdi_pl_u32_pos(d, RSDI_JSON_FIND(d, 0, "context_length"), &m->context_length))
         m->context_length = 0;
     out->n++;
 }
@@ -7330,7 +7350,7 @@ RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, 
     out->major = out->minor = out->patch = -1;
     r = rsdi_pl_parse(&d, body, len, toks, cap);
     if (r < 0) return r;
-    v = rsd_json_find(&d, 0, "version");
+    v = RSDI_JSON_FIND(&d, 0, "version");
     if (!rsdi_pl_text(&d, v, out->text, sizeof out->text)) return RSD_ERR_JSON_TYPE;
     parts[0] = &out->major;
     parts[1] = &out->minor;
@@ -7360,8 +7380,8 @@ RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, s
     if (r < 0) return r;
     if (rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
     if (rsdi_pl_error(&d, 0, &out->error)) return RSD_ERR_SERVER_ERROR;
-    if (rsd_json_bool(&d, rsd_json_find(&d, 0, "done"), &b) == RSD_OK) out->done = b;
-    v = rsd_json_find(&d, 0, "done_reason");
+    if (rsd_json_bool(&d, RSDI_JSON_FIND(&d, 0, "done"), &b) == RSD_OK) out->done = b;
+    v = RSDI_JSON_FIND(&d, 0, "done_reason");
     if (rsd_json_type_of(&d, v) == RSD_JSON_STRING) {
         out->reason = RSD_OLLAMA_DONE_OTHER;
         for (k = 1; k < (int)(sizeof reasons / sizeof reasons[0]); k++)
@@ -7442,9 +7462,9 @@ RSDI_PRIVATE void rsdi_lms_drop(rsd_lms_catalog *cat, int why) {
 
 RSDI_PRIVATE rsd_lms_type rsdi_lms_type(const rsd_json_doc *d, int i) {
     if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return RSD_LMS_TYPE_UNKNOWN;
-    if (rsd_json_str_eq(d, i, "llm")) return RSD_LMS_TYPE_LLM;
-    if (rsd_json_str_eq(d, i, "vlm")) return RSD_LMS_TYPE_VLM;
-    if (rsd_json_str_eq(d, i, "embedding") || rsd_json_str_eq(d, i, "embeddings"))
+    if (RSDI_JSON_EQ(d, i, "llm")) return RSD_LMS_TYPE_LLM;
+    if (RSDI_JSON_EQ(d, i, "vlm")) return RSD_LMS_TYPE_VLM;
+    if (RSDI_JSON_EQ(d, i, "embedding") || RSDI_JSON_EQ(d, i, "embeddings"))
         return RSD_LMS_TYPE_EMBEDDING;
     return RSD_LMS_TYPE_OTHER;
 }
@@ -7598,20 +7618,20 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
         v = k + 1;
-        if (rsd_json_str_eq(d, k, "key")) {
+        if (RSDI_JSON_EQ(d, k, "key")) {
             key_ok = rsdi_lms_id(d, v, &p->a, &key);
-        } else if (rsd_json_str_eq(d, k, "type")) {
+        } else if (RSDI_JSON_EQ(d, k, "type")) {
             f.type = rsdi_lms_type(d, v);
             f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
-        } else if (rsd_json_str_eq(d, k, "max_context_length")) {
+        } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
             if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
-        } else if (rsd_json_str_eq(d, k, "size_bytes")) {
+        } else if (RSDI_JSON_EQ(d, k, "size_bytes")) {
             if (rsdi_pl_u64(d, v, &f.size)) f.have |= RSDI_LMS_HAVE_SIZE;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_SIZE);
-        } else if (rsd_json_str_eq(d, k, "capabilities")) {
+        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
             caps = v;
-        } else if (rsd_json_str_eq(d, k, "loaded_instances")) {
+        } else if (RSDI_JSON_EQ(d, k, "loaded_instances")) {
             insts = v;
         }
     }
@@ -7621,15 +7641,15 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         return;
     }
     if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
-        if (rsd_json_bool(d, rsd_json_find(d, caps, "vision"), &b) == RSD_OK) {
+        if (rsd_json_bool(d, RSDI_JSON_FIND(d, caps, "vision"), &b) == RSD_OK) {
             f.vision = b;
             f.have |= RSDI_LMS_HAVE_VISION;
         }
-        if (rsd_json_bool(d, rsd_json_find(d, caps, "trained_for_tool_use"), &b) == RSD_OK) {
+        if (rsd_json_bool(d, RSDI_JSON_FIND(d, caps, "trained_for_tool_use"), &b) == RSD_OK) {
             f.tools = b;
             f.have |= RSDI_LMS_HAVE_TOOLS;
         }
-        v = rsd_json_find(d, caps, "reasoning");
+        v = RSDI_JSON_FIND(d, caps, "reasoning");
         if (v >= 0) {
             f.reasoning = rsd_json_type_of(d, v) == RSD_JSON_OBJECT ||
                           (rsd_json_bool(d, v, &b) == RSD_OK && b);
@@ -7649,13 +7669,13 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     if (rsd_json_type_of(d, insts) != RSD_JSON_ARRAY) return;
     for (i = rsd_json_child(d, insts); i >= 0; i = rsd_json_next(d, i)) {
         uint32_t ctx = 0;
-        int got = rsdi_lms_id(d, rsd_json_find(d, i, "id"), &p->a, &id);
+        int got = rsdi_lms_id(d, RSDI_JSON_FIND(d, i, "id"), &p->a, &id);
         if (got <= 0) {
             rsdi_lms_drop(p->cat, got);
             continue;
         }
-        c = rsd_json_find(d, i, "config");
-        if (!rsdi_pl_u32_pos(d, rsd_json_find(d, c, "context_length"), &ctx)) ctx = 0;
+        c = RSDI_JSON_FIND(d, i, "config");
+        if (!rsdi_pl_u32_pos(d, RSDI_JSON_FIND(d, c, "context_length"), &ctx)) ctx = 0;
         rsdi_lms_instance(p, m, id, ctx);
     }
 }
@@ -7674,25 +7694,25 @@ RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
         v = k + 1;
-        if (rsd_json_str_eq(d, k, "id")) {
+        if (RSDI_JSON_EQ(d, k, "id")) {
             key_ok = rsdi_lms_id(d, v, &p->a, &key);
-        } else if (rsd_json_str_eq(d, k, "state")) {
-            loaded = rsd_json_str_eq(d, v, "loaded");
-        } else if (rsd_json_str_eq(d, k, "loaded_context_length")) {
+        } else if (RSDI_JSON_EQ(d, k, "state")) {
+            loaded = RSDI_JSON_EQ(d, v, "loaded");
+        } else if (RSDI_JSON_EQ(d, k, "loaded_context_length")) {
             if (!rsdi_pl_u32_pos(d, v, &loaded_ctx)) loaded_ctx = 0;
-        } else if (rsd_json_str_eq(d, k, "type")) {
+        } else if (RSDI_JSON_EQ(d, k, "type")) {
             f.type = rsdi_lms_type(d, v);
             f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
-        } else if (rsd_json_str_eq(d, k, "max_context_length")) {
+        } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
             if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
-        } else if (rsd_json_str_eq(d, k, "capabilities")) {
+        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
             f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_TOOLS);
             f.tools = false;
             if (rsd_json_type_of(d, v) == RSD_JSON_ARRAY) {
                 f.have |= RSDI_LMS_HAVE_TOOLS;
                 for (c = rsd_json_child(d, v); c >= 0; c = rsd_json_next(d, c))
-                    if (rsd_json_str_eq(d, c, "tool_use")) f.tools = true;
+                    if (RSDI_JSON_EQ(d, c, "tool_use")) f.tools = true;
             }
         }
     }
@@ -7731,10 +7751,10 @@ RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d)
     int arr, r;
     bool v1;
     if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = rsd_json_find(d, 0, "models");
+    arr = RSDI_JSON_FIND(d, 0, "models");
     v1 = rsd_json_type_of(d, arr) == RSD_JSON_ARRAY;
     if (!v1) {
-        arr = rsd_json_find(d, 0, "data");
+        arr = RSDI_JSON_FIND(d, 0, "data");
         if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY)
             return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
     }
@@ -7970,17 +7990,17 @@ RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len
     a.buf = out->arena;
     a.cap = sizeof out->arena;
     a.used = 0;
-    if (rsdi_lms_id(&d, rsd_json_find(&d, 0, "instance_id"), &a, &s) > 0 ||
-        rsdi_lms_id(&d, rsd_json_find(&d, 0, "model_instance_id"), &a, &s) > 0)
+    if (rsdi_lms_id(&d, RSDI_JSON_FIND(&d, 0, "instance_id"), &a, &s) > 0 ||
+        rsdi_lms_id(&d, RSDI_JSON_FIND(&d, 0, "model_instance_id"), &a, &s) > 0)
         out->instance_id = s;
-    if (rsdi_pl_copy(&d, rsd_json_find(&d, 0, "status"), &a, RSDI_PL_TEXT, &s) > 0) out->status = s;
-    out->type = rsdi_lms_type(&d, rsd_json_find(&d, 0, "type"));
-    c = rsd_json_find(&d, 0, "load_config");
-    if (c < 0) c = rsd_json_find(&d, 0, "config");
+    if (rsdi_pl_copy(&d, RSDI_JSON_FIND(&d, 0, "status"), &a, RSDI_PL_TEXT, &s) > 0) out->status = s;
+    out->type = rsdi_lms_type(&d, RSDI_JSON_FIND(&d, 0, "type"));
+    c = RSDI_JSON_FIND(&d, 0, "load_config");
+    if (c < 0) c = RSDI_JSON_FIND(&d, 0, "config");
     if (rsd_json_type_of(&d, c) != RSD_JSON_OBJECT || rsd_json_expand(&d, c, &sub) != RSD_OK ||
-        !rsdi_pl_u32_pos(&sub, rsd_json_find(&sub, 0, "context_length"), &out->context_length))
+        !rsdi_pl_u32_pos(&sub, RSDI_JSON_FIND(&sub, 0, "context_length"), &out->context_length))
         out->context_length = 0;
-    v = rsd_json_find(&d, 0, "load_time_seconds");
+    v = RSDI_JSON_FIND(&d, 0, "load_time_seconds");
     if (rsd_json_double(&d, v, &secs) == RSD_OK && secs >= 0.0) {
         out->load_time_ms = secs * 1000.0 >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)(secs * 1000.0 + 0.5);
         out->has_load_time = true;
