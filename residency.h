@@ -1240,9 +1240,9 @@
        runtime without RSD_RT_INSTANCES gets no LM Studio state, about 145
        KiB). RSD_OK, RSD_ERR_ARG (bad limits), RSD_ERR_NOMEM.
        rsd_reconcile_release(r) frees the block; rsd_reconcile_footprint(lim)
-       is sizeof(rsd_reconcile) plus the block (under 564 KiB with the
-       defaults on x86-64, of it 108 KiB tokens, 145 KiB LM Studio state, 96
-       KiB id tables, 69 KiB listings and 55 KiB notices; checked by tests/
+       is sizeof(rsd_reconcile) plus the block (under 424 KiB with the
+       defaults on x86-64, of it 6 KiB tokens, 145 KiB LM Studio state, 96
+       KiB id tables, 33 KiB listings and 55 KiB notices; checked by tests/
        test_sizes.c). begin reuses the tables; begin on a reconcile that was
        never given them is RSD_ERR_STATE, and with a desc.runtime other than
        limits.runtime RSD_ERR_ARG (result.message says so). An answer over the

@@ -679,11 +679,11 @@
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
            state directory, etcd and TLS not counted). On x86-64 (tests/
-           test_sizes.c checks the bounds): under 940 KiB with the defaults --
-           the reconcile 561 KiB (its tables above), the answers' buffer 88 KiB,
+           test_sizes.c checks the bounds): under 800 KiB with the defaults --
+           the reconcile 423 KiB (its tables above), the answers' buffer 88 KiB,
            the three state records 99 KiB, the decision cache 34 KiB, the
            in-memory instance records 48 KiB, the client 50 KiB, the rest of
-           the object 58 KiB --, under 750 KiB with runtime LLAMACPP. Smaller
+           the object 58 KiB --, under 610 KiB with runtime LLAMACPP. Smaller
            limits, no_state, no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
@@ -885,8 +885,8 @@
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
        without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
-       detection answer), the reconcile's limits (notices, ids: the driver section). Memory: create only.
+       RSD_ENSURE_SSE_EVENT_BYTES 512 (detection reads each answer's top level
+       into the reconcile's max_tokens), the reconcile's limits (notices, ids: the driver section). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
        may share a state directory (the lock serialises their mutations).
        Errors: those of the reconcile (driver), of the client (http client),

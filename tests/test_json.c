@@ -272,6 +272,19 @@ static void test_top_level_and_entries(void) {
     CHECK(rsd_json_str_eq(&sub, 0, "str"));
     CHECK_EQ_INT(rsd_json_expand(&top, rsd_json_find(&top, 0, "n"), &sub), RSD_OK);
     CHECK_EQ_INT(rsd_json_type_of(&sub, 0), RSD_JSON_NUMBER);
+    { /* the tokens after cap are never written, by the top level, an element or an expansion */
+        rsd_json_tok guard[32];
+        uint32_t c;
+        for (c = 11; c <= 24; c++) {
+            size_t g;
+            memset(guard, 0xA5, sizeof guard);
+            if (rsd_json_parse_top(&top, big, o, guard, c) < 0) { CHECK(c < 11); continue; }
+            pos = 0;
+            while (rsd_json_each(&top, rsd_json_find(&top, 0, "data"), &pos, &el) > 0) {}
+            (void)rsd_json_expand(&top, rsd_json_find(&top, 0, "e"), &sub);
+            for (g = (size_t)c * sizeof(rsd_json_tok); g < sizeof guard; g++) CHECK(((unsigned char *)guard)[g] == 0xA5);
+        }
+    }
     /* an element needing more tokens than remain */
     n = rsd_json_parse_top(&top, big, o, toks, 20);
     CHECK_EQ_INT(n, 11);
