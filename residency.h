@@ -691,8 +691,9 @@
        to every parser. More entries than max_models, or strings beyond
        arena_bytes: the first ones are kept and truncated is set (nothing is
        written past either). RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES
-       65536 and RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of
-       ~75 tokens) size a large listing and its tokens, for tools and tests. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
+       65536 and RSD_LISTING_MAX_TOKENS 16384 (a whole payload of about 200
+       real router entries, for tools that keep every token) size a large
+       listing, for tools and tests. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
        limits, deterministic, agreement with a token-count pass).
 
      Ollama and LM Studio
@@ -2600,7 +2601,7 @@ enum {
     RSD_LISTING_ARENA_PER_MODEL = 176, /* default arena bytes per entry (ids, aliases, tags; a real router's id: 20-120) */
     RSD_LISTING_MAX_MODELS = 256,     /* a large listing: tests and tools size theirs with these */
     RSD_LISTING_ARENA_BYTES = 65536,  /* its arena (decoded ids, aliases and tags) */
-    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens for a payload of that size */
+    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens of a whole payload of that size (parsers need only one entry's) */
 };
 
 /* Load state of a listed model. */
