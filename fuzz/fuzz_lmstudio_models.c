@@ -33,12 +33,11 @@ static int inside(rsd_str s, const char *a, size_t n) {
     return s.ptr >= a && s.ptr + s.len <= a + n;
 }
 
+/* The id rule (1..255 bytes, no NUL byte; other control bytes and DEL are kept), trimmed
+   of spaces as LM Studio's keys and instance ids are. */
 static int usable(rsd_str s) {
-    size_t i;
-    if (s.len == 0 || s.len >= RSD_MODEL_ID_MAX) return 0;
+    if (s.len == 0 || s.len >= RSD_MODEL_ID_MAX || memchr(s.ptr, '\0', s.len)) return 0;
     if (s.ptr[0] == ' ' || s.ptr[s.len - 1] == ' ') return 0;
-    for (i = 0; i < s.len; i++)
-        if ((unsigned char)s.ptr[i] < 0x20 || (unsigned char)s.ptr[i] == 0x7F) return 0;
     return 1;
 }
 
