@@ -754,10 +754,12 @@
        URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
        machine.
        int rsd_ensurer_release(e, const rsd_ensure_req *q, const char *lease_id, out)
-           Blocking (a loop of rsd_ensurer_run): loads back every model of the lease, at
-           the recorded URL unless q->url is set (q also gives the runtime, bearer
-           and timeout; q may be NULL), then removes what came back from the lease
-           (what failed stays for another release). Returns the count restored;
+           Blocking (a loop of rsd_ensurer_run): loads back every model of the lease in
+           its order, at the recorded URL unless q->url is set (q also gives the
+           runtime, bearer and timeout; q may be NULL). Each model that comes back
+           leaves the lease at once (what failed stays for another release). It
+           reads the lease again before each model, so it holds no copy of it.
+           Returns the count restored;
            RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
            or released lease, RSD_ERR_ARG for a bad id, else the first failed
            ensure's code; *out is the last ensure's result.
@@ -6604,11 +6606,10 @@ struct rsd_ensurer {
                                          in the ensurer's block; none when its runtime has no instances) */
     int max_mem;
     rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
-                                         directory or etcd, else NULL) */
-    rsd_attr_set *used;               /* the target's last-use record, as read (with a state directory) */
+                                         directory or etcd, else NULL); the last-use and lease records are
+                                         read into the state's own scratch set, each used before the next read */
     uint64_t free_bytes;              /* a free ensure: the bytes asked */
     char lease_id[48];                /* a free ensure: its lease ("" none) */
-    rsd_attr_set *lease;              /* rsd_ensurer_release: the lease's record (with a state directory) */
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
@@ -6819,6 +6820,7 @@ RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const
                                            const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
                                            bool count_removed);
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
+RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
 RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
@@ -6901,8 +6903,8 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     b->body = rsdi_al8(z.body);
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     b->mem = z.lms ? rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) : 0;
-    /* the attribution with a state directory or etcd; the last uses and a lease with a state directory */
-    b->attrs = rsdi_al8(sizeof(rsd_attr_set)) * ((!d->no_state || rsdi_en_coord_url(d) ? 1u : 0u) + (d->no_state ? 0u : 2u));
+    /* the attribution with a state directory or etcd (the last uses and a lease are read into the state's scratch) */
+    b->attrs = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) : 0;
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
     b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->attrs + b->prot;
@@ -6953,15 +6955,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
     e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
     at += b.mem;
-    if (b.attrs) {
-        e->attrs = (rsd_attr_set *)(void *)at;
-        at += rsdi_al8(sizeof(rsd_attr_set));
-    }
-    if (!d.no_state) {
-        e->used = (rsd_attr_set *)(void *)at;
-        e->lease = e->used + 1;
-        at += 2 * rsdi_al8(sizeof(rsd_attr_set));
-    }
+    if (b.attrs) e->attrs = (rsd_attr_set *)(void *)at;
+    at += b.attrs;
     e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
@@ -7097,15 +7092,17 @@ RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
 }
 
 /* The target's last uses for the reconcile: the state directory's record, and this
-   ensurer's own (newer, or not written yet). */
+   ensurer's own (newer, or not written yet). The record is read into the state's scratch
+   set, so this is the last state call before rsd_reconcile_begin copies them. */
 RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
+    const rsd_attr_set *used = e->st ? rsdi_state_scratch(e->st) : NULL;
     size_t i;
     int k;
     e->n_last = 0;
-    if (e->st && rsd_state_used_load(e->st, e->key, e->used) > 0)
-        for (i = 0; i < e->used->count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
-            e->last[e->n_last].model = e->used->items[i].model;
-            e->last[e->n_last++].used_ms = e->used->items[i].loaded_at_ms;
+    if (used && rsd_state_used_load(e->st, e->key, rsdi_state_scratch(e->st)) > 0)
+        for (i = 0; i < used->count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
+            e->last[e->n_last].model = used->items[i].model;
+            e->last[e->n_last++].used_ms = used->items[i].loaded_at_ms;
         }
     for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
         if (strcmp(e->uses[k].key, e->key) == 0) {
@@ -8017,44 +8014,56 @@ RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_
 RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out) {
     static const char ext[] = ".lease";
-    rsd_attr_change gone[RSD_STATE_MAX_ATTR];
     rsd_state_lock lk;
-    char key[80];
+    char key[80], model[RSD_STATE_MAX_ID_BYTES + 1], url[RSD_STATE_MAX_ID_BYTES + 1];
     int r, n_gone = 0, first_err = RSD_OK;
-    size_t i;
+    size_t kept = 0; /* the lease's first entries that did not come back (they stay in it) */
     if (out) memset(out, 0, sizeof *out);
     if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
     if (!e->st) return RSD_ERR_STATE;
     (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", lease_id);
-    memset(&lk, 0, sizeof lk);
-    if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
-    r = rsdi_record_load(e->st, key, ext, e->lease);
-    rsd_state_unlock(e->st, &lk);
-    if (r < 0) return r;
-    if (r == 0) return RSD_ERR_NOT_FOUND;
-    for (i = 0; i < e->lease->count; i++) {
+    /* entry by entry: read the record (into the state's scratch set), load its next model
+       back, and take what came back out of the record at once */
+    for (;;) {
+        const rsd_attr_set *lease = rsdi_state_scratch(e->st);
+        rsd_attr_change gone;
         rsd_ensure_req one;
         int rc;
+        memset(&lk, 0, sizeof lk);
+        if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) {
+            if (!n_gone && !kept) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+            break;
+        }
+        r = rsdi_record_load(e->st, key, ext, rsdi_state_scratch(e->st));
+        rsd_state_unlock(e->st, &lk);
+        if (r < 0 && !n_gone && !kept) return r;
+        if (r == 0 && !n_gone && !kept) return RSD_ERR_NOT_FOUND;
+        if (r < 0 || lease->count <= kept) break;
+        (void)rsdi_cpy(model, sizeof model, lease->items[kept].model);
+        (void)rsdi_cpy(url, sizeof url, lease->items[kept].instance);
         memset(&one, 0, sizeof one);
         if (q) one = *q;
-        one.url = q && q->url ? q->url : e->lease->items[i].instance;
-        one.model = e->lease->items[i].model;
+        one.url = q && q->url ? q->url : url;
+        one.model = model;
         one.free_bytes = 0;
         rc = rsd_ensurer_run(e, &one, out);
-        if (rc == RSD_OK && out && out->outcome == RSD_OUTCOME_RESIDENT) {
-            gone[n_gone].model = e->lease->items[i].model;
-            gone[n_gone].instance = e->lease->items[i].instance;
-            gone[n_gone++].remove = true;
-        } else if (first_err == RSD_OK) {
-            first_err = rc < 0 ? rc : RSD_ERR_STATE;
+        if (rc != RSD_OK || !out || out->outcome != RSD_OUTCOME_RESIDENT) {
+            if (first_err == RSD_OK) first_err = rc < 0 ? rc : RSD_ERR_STATE;
+            kept++;
+            continue;
         }
-    }
-    if (n_gone) { /* what came back leaves the lease */
+        gone.model = model;
+        gone.instance = url;
+        gone.remove = true;
         memset(&lk, 0, sizeof lk);
         if (rsdi_attr_lock_wait(e->st, &lk, key) == RSD_OK) {
-            (void)rsdi_record_update_locked(e->st, key, ext, gone, n_gone, 0, true);
+            r = rsdi_record_update_locked(e->st, key, ext, &gone, 1, 0, true);
             rsd_state_unlock(e->st, &lk);
+        } else {
+            r = 0;
         }
+        n_gone++;
+        if (r <= 0) kept++; /* it could not leave the record: go on past it */
     }
     return first_err < 0 ? first_err : n_gone;
 }
@@ -11043,6 +11052,9 @@ RSD_API int rsd_state_attr_load(rsd_state *st, const char *key, rsd_attr_set *ou
 RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *out) {
     return rsdi_record_load(st, key, ".used", out);
 }
+
+/* The state's scratch set: a record read into it is valid until the next state call. */
+RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st) { return &st->scratch; }
 
 /* One non-blocking attempt at key's attribution-file lock: RSD_OK = held, else lk is IDLE. */
 RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key) {

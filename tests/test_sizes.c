@@ -444,11 +444,11 @@ static void test_ensurer_block_follows_the_desc(void) {
     d.no_state = true;
     d.ignore_env = true;
     base = rsd_ensurer_footprint(&d);
-    d.no_state = false; /* a state directory: the attribution, last uses and lease records */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, 3 * rsdi_al8(sizeof(rsd_attr_set)));
+    d.no_state = false; /* a state directory: the attribution (last uses and a lease go to the state's scratch) */
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, rsdi_al8(sizeof(rsd_attr_set)));
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->attrs && !e->used && !e->lease);
+    CHECK(!e->attrs);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
     CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, rsdi_al8(sizeof(rsd_attr_set)));
