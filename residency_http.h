@@ -6604,6 +6604,7 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem *mem;             /* no state dir: owned instances, this ensurer only (max_mem of them,
                                          in the ensurer's block; none when its runtime has no instances) */
+    rsdi_ensure_mem *mem_own;         /* ... or allocated at create when the state directory could not be opened */
     int max_mem;
     rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
                                          directory or etcd, else NULL); the last-use and lease records are
@@ -6896,13 +6897,17 @@ RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
     return cu && cu[0] ? cu : NULL;
 }
 
+RSDI_PRIVATE size_t rsdi_en_mem_bytes(void) { return rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED); }
+
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsdi_rc_sizes z;
     int i;
     if (!rsdi_rc_sizes_of(lim, &z)) return false;
     b->body = rsdi_al8(z.body);
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
-    b->mem = z.lms ? rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) : 0;
+    /* the in-memory instance records serve only without a state directory and etcd (when the
+       directory cannot be opened, create allocates them then) */
+    b->mem = z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
     /* the attribution with a state directory or etcd (the last uses and a lease are read into the state's scratch) */
     b->attrs = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) : 0;
     b->prot = 0;
@@ -6980,6 +6985,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         return NULL;
     }
     if (!d.no_state) {
+        rsdi_rc_sizes z;
         rsd_state_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.dir = d.state_dir;
@@ -6987,6 +6993,14 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         sd.allocator = d.allocator;
         sd.logger = d.logger;
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
+        if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && z.lms) { /* instances kept in memory */
+            e->mem = e->mem_own = (rsdi_ensure_mem *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes());
+            e->max_mem = e->mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
+            if (!e->mem)
+                rsdi_log(&d.logger, RSD_LOG_WARN, RSD_LOGITEM_ALLOC_FAILED,
+                         "ensurer: no room for the in-memory instance records; instances it loads are not its own",
+                         RSDI_WHERE);
+        }
     }
     {
         const char *cu = rsdi_en_coord_url(&d);
@@ -7121,6 +7135,7 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_state_close(e->st);
     rsd_reconcile_release(&e->m.rc);
     a = e->alloc;
+    rsdi_free(&a, e->mem_own);
     rsdi_free(&a, e);
 }
 

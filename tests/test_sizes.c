@@ -444,15 +444,23 @@ static void test_ensurer_block_follows_the_desc(void) {
     d.no_state = true;
     d.ignore_env = true;
     base = rsd_ensurer_footprint(&d);
-    d.no_state = false; /* a state directory: the attribution (last uses and a lease go to the state's scratch) */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, rsdi_al8(sizeof(rsd_attr_set)));
+    /* a state directory: the attribution (last uses and a lease go to the state's scratch),
+       and no in-memory instance records (those serve only without one) */
+    d.no_state = false;
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, rsdi_al8(sizeof(rsd_attr_set)));
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->attrs);
+    CHECK(!e->attrs && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, rsdi_al8(sizeof(rsd_attr_set)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, rsdi_al8(sizeof(rsd_attr_set)));
     d.coord = NULL;
+    d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(!e->mem && !e->max_mem);
+    rsd_ensurer_destroy(e);
+    d.runtime = RSD_RUNTIME_AUTO;
     d.no_cache = true;
     CHECK_EQ_INT(base - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_decision_cache)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
