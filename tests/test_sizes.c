@@ -72,7 +72,7 @@ static char *real_router_listing(int n, int idlen) {
 static void test_manual_size_figures(void) {
 #if defined(__x86_64__) || defined(_M_X64)
     CHECK(sizeof(rsd_plan) < 16 * 1024);
-    CHECK(sizeof(rsd_decision_cache) < 40 * 1024);
+    CHECK(sizeof(rsd_decision_cache) < 19 * 1024);
     CHECK(sizeof(rsd_facts) < 512);
     CHECK(sizeof(rsd_resident) < 256);
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
@@ -93,6 +93,41 @@ static void test_manual_size_figures(void) {
     printf("  sizeof(rsd_reconcile) %lu, footprint %lu; ensurer footprint %lu; listing %lu\n",
            (unsigned long)sizeof(rsd_reconcile), (unsigned long)rsd_reconcile_footprint(NULL),
            (unsigned long)rsd_ensurer_footprint(NULL), (unsigned long)rsd_listing_footprint(NULL));
+}
+
+/* A cache entry's ids share one text: the longest key and model always fit (stored and hit);
+   an LM Studio wire id or model key that does not fit beside them is refused, never cut. */
+static void test_cache_entry_text_is_never_overrun(void) {
+    static rsd_decision_cache c;
+    rsd_cache_entry *e;
+    rsd_cache_hit hit;
+    rsd_plan plan;
+    char key[RSD_TARGET_KEY_MAX], model[RSD_MODEL_ID_MAX];
+    memset(&c, 0, sizeof c);
+    memset(&plan, 0, sizeof plan);
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    memset(model, 'm', sizeof model - 1);
+    model[sizeof model - 1] = '\0';
+    plan.decision = RSD_DECISION_ALREADY_RESIDENT;
+    CHECK_EQ_INT(rsd_cache_store(&c, rsd_str_c(key), rsd_str_c(model), &plan, false, 0, 0), 1);
+    CHECK_EQ_INT(rsd_cache_lookup(&c, rsd_str_c(key), rsd_str_c(model), 1, 0, &hit), 1);
+    CHECK_EQ_STR(hit.wire_id, "");
+    CHECK_EQ_STR(hit.model_key, "");
+    e = rsdi_cache_put(&c, key, model, RSD_DECISION_ALREADY_RESIDENT, RSD_REASON_KEEP_RESIDENT, 2, 0);
+    REQUIRE(e != NULL);
+    CHECK_EQ_INT(e->text_len, sizeof e->text); /* exactly full */
+    CHECK(!rsdi_cache_ids(e, "w", ""));
+    CHECK(!rsdi_cache_ids(e, "", "k"));
+    CHECK(rsdi_cache_ids(e, "", ""));
+    e = rsdi_cache_put(&c, "lmstudio|http://h:1234", "qwen", RSD_DECISION_ALREADY_RESIDENT,
+                       RSD_REASON_KEEP_RESIDENT, 3, 0);
+    REQUIRE(e != NULL);
+    CHECK(rsdi_cache_ids(e, "qwen:2", "qwen/qwen3"));
+    CHECK_EQ_INT(rsd_cache_lookup(&c, rsd_str_c("lmstudio|http://h:1234"), rsd_str_c("qwen"), 4, 0, &hit), 1);
+    CHECK_EQ_STR(hit.wire_id, "qwen:2");
+    CHECK_EQ_STR(hit.model_key, "qwen/qwen3");
+    CHECK(e->text_len <= sizeof e->text);
 }
 
 /* rsd_reconcile_init allocates once, through the given allocator, what the footprint says. */
@@ -529,6 +564,7 @@ static void test_ensurer_for_one_runtime(void) {
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_manual_size_figures);
+    RUN(test_cache_entry_text_is_never_overrun);
     RUN(test_init_allocates_the_footprint_once);
     RUN(test_begin_without_init_is_a_clear_error);
     RUN(test_listing_over_the_limits_degrades_with_a_clear_error);
