@@ -6614,8 +6614,9 @@ struct rsd_ensurer {
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
+    rsd_detect *detect;               /* while detecting (its tokens are rc's): in the block's scratch region,
+                                         which the attribution uses once the run starts; NULL for one runtime */
     struct {
-        rsd_detect det;               /* while detecting (its tokens are rc's) */
         rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
     } m;
 };
@@ -6886,9 +6887,10 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
 }
 
 /* The ensurer's own block: the struct, the answers' buffer, the decision cache (unless
-   no_cache), the in-memory instance records (a runtime with instances), the protected ids. */
+   no_cache), the in-memory instance records (a runtime with instances, no state directory),
+   the scratch region (detection, then the attribution), the protected ids. */
 typedef struct rsdi_en_sizes {
-    size_t body, cache, mem, attrs, prot, total;
+    size_t body, cache, mem, scratch, prot, total;
 } rsdi_en_sizes;
 
 /* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
@@ -6908,11 +6910,14 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
     b->mem = z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
-    /* the attribution with a state directory or etcd (the last uses and a lease are read into the state's scratch) */
-    b->attrs = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) : 0;
+    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
+       attribution (with a state directory or etcd; the last uses and a lease are read into
+       the state's own scratch) */
+    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) : 0;
+    if (d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect))) b->scratch = rsdi_al8(sizeof(rsd_detect));
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->attrs + b->prot;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->scratch + b->prot;
     return true;
 }
 
@@ -6960,8 +6965,9 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
     e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
     at += b.mem;
-    if (b.attrs) e->attrs = (rsd_attr_set *)(void *)at;
-    at += b.attrs;
+    if (!d.no_state || rsdi_en_coord_url(&d)) e->attrs = (rsd_attr_set *)(void *)at;
+    if (d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
+    at += b.scratch;
     e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
@@ -7516,7 +7522,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
 
 /* A detection answer: the next probe, or the run with what it found, or the end. */
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
-    rsd_detect *d = &e->m.det;
+    rsd_detect *d = e->detect;
     rsdi_en_found f;
     (void)rsd_detect_feed(d, ev->result, ev->status, ev->body.ptr, ev->body.len,
                           ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
@@ -7619,9 +7625,10 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
-        e->m.det.toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
-        e->m.det.n_toks = e->m.rc.max_tokens;
-        if ((rc = rsd_detect_begin(&e->m.det, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
+        memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
+        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->detect->n_toks = e->m.rc.max_tokens;
+        if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
         }
@@ -7869,7 +7876,7 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
         if (e->phase == RSDI_EN_DETECT) {
-            rsd_step s = rsd_detect_next(&e->m.det, now_ms);
+            rsd_step s = rsd_detect_next(e->detect, now_ms);
             if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
             if (!rsdi_en_http(e, &s, now_ms, &rc)) {
                 rsdi_en_fail(e, rc, now_ms, "GET %s: %s", s.http.url, rsd_result_str(rc));

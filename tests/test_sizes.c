@@ -481,19 +481,25 @@ static void test_ensurer_block_follows_the_desc(void) {
     base = rsd_ensurer_footprint(&d);
     /* a state directory: the attribution (last uses and a lease go to the state's scratch),
        and no in-memory instance records (those serve only without one) */
+    /* detection's state and the attribution share one region (runtime AUTO detects) */
     d.no_state = false;
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, rsdi_al8(sizeof(rsd_attr_set)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(e->attrs && (void *)e->attrs == (void *)e->detect && !e->mem_own);
+    rsd_ensurer_destroy(e);
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->attrs && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
+    CHECK(!e->attrs && e->detect && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, rsdi_al8(sizeof(rsd_attr_set)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
     d.coord = NULL;
     d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
     CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->mem && !e->max_mem);
+    CHECK(!e->mem && !e->max_mem && !e->detect); /* one runtime: never detects */
     rsd_ensurer_destroy(e);
     d.runtime = RSD_RUNTIME_AUTO;
     d.no_cache = true;
@@ -542,9 +548,9 @@ static void test_ensurer_for_one_runtime(void) {
     d.ignore_env = true;
     any = rsd_ensurer_footprint(&d);
     d.runtime = RSD_RUNTIME_LLAMACPP;
-    /* LM Studio's reconcile state and the in-memory instance records */
-    CHECK_EQ_INT(any - rsd_ensurer_footprint(&d),
-                 rsdi_al8(sizeof(rsd_lms_machine)) + rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED));
+    /* LM Studio's reconcile state, the in-memory instance records and detection's state */
+    CHECK_EQ_INT(any - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_lms_machine)) +
+                 rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) + rsdi_al8(sizeof(rsd_detect)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->m.rc.lms == NULL);
     CHECK(e->mem == NULL);
