@@ -650,9 +650,14 @@
            as one ensure has in flight -- its HTTP step and the /models/sse
            stream --, RSD_ENSURE_HTTP_REQUEST_BYTES (the longest URL, bearer and
            load body a reconcile sends, plus 1 KiB), RSD_ENSURE_HTTP_HEADER_BYTES
-           8 KiB, slot bodies RSD_ENSURE_HTTP_SLOT_BODY 8 KiB: the stream's, and
-           the limit of an extra request on rsd_ensurer_http that brings no
-           body_buf) and,
+           4 KiB, slot bodies RSD_ENSURE_HTTP_SLOT_BODY 4 KiB: the stream's (an
+           event's data up to half of it; a longer event is skipped and the wait
+           ends at its next poll), and the limit of an extra request on
+           rsd_ensurer_http that brings no body_buf. A real llama.cpp router's
+           answer heads are 168-185 bytes and its /models/sse events about
+           150-320 bytes; a longer head fails
+           that request with RSD_ERR_HEADERS_TOO_LARGE, and d->http.max_header_bytes /
+           max_body_bytes raise them) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
            residency). A state directory that cannot be opened is not an error:
@@ -2142,8 +2147,8 @@ enum {
     RSD_ENSURE_HTTP_REQUEST_BYTES = RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX +
                                     1024, /* its default request limit: the longest URL, bearer and load body
                                              a reconcile sends, with the head's other fields */
-    RSD_ENSURE_HTTP_HEADER_BYTES = 8192, /* its default response head limit */
-    RSD_ENSURE_HTTP_SLOT_BODY = 8192  /* its slots' own body buffer (the /models/sse stream, extra requests on
+    RSD_ENSURE_HTTP_HEADER_BYTES = 4096, /* its default response head limit */
+    RSD_ENSURE_HTTP_SLOT_BODY = 4096  /* its slots' own body buffer (the /models/sse stream, extra requests on
                                          rsd_ensurer_http); the ensure's answers go to the ensurer's buffer */
 };
 
@@ -6574,7 +6579,6 @@ struct rsd_ensurer {
     uint32_t sse_events, sse_wakes, n_pend;
     uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
     char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
-    char sse_url[RSD_RECONCILE_URL_MAX + 16];
     /* the current ensure */
     int phase, final, waiting, error;
     bool inflight, reconciling, observe, user_managed, keep_pinned;
@@ -6698,15 +6702,16 @@ RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
 
 /* Opens GET <root>/models/sse for the current router target; false = poll only. */
 RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
+    char url[RSD_RECONCILE_URL_MAX + 16]; /* rsd_http_send copies it */
     rsd_http_request q;
     rsd_http_header h;
     if (e->sse_open) return true;
     if (e->sse_tried || e->no_sse || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
-    if (RSD_SNPRINTF(e->sse_url, sizeof e->sse_url, "%s/models/sse", e->root) >= (int)sizeof e->sse_url) return false;
+    if (RSD_SNPRINTF(url, sizeof url, "%s/models/sse", e->root) >= (int)sizeof url) return false;
     memset(&q, 0, sizeof q);
     h.name = rsd_str_c("Accept");
     h.value = rsd_str_c("text/event-stream");
-    q.url = e->sse_url;
+    q.url = url;
     q.bearer_token = e->bearer[0] ? e->bearer : NULL;
     q.headers = &h;
     q.num_headers = 1;
