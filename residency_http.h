@@ -819,7 +819,9 @@
        clock: one try of the file lock, and when it is busy the use is written
        at the next ensure or at destroy (the bounded wait); the same model is
        written at most once a second. Without a state directory (and with
-       etcd) the last uses are only this ensurer's own (32, oldest replaced).
+       etcd) the last uses are only this ensurer's own: 32 of them in 4 KiB of
+       their targets' keys and models (at least 8 of the longest ids), the
+       oldest replaced when either is full.
        Without a
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used. With etcd
@@ -6521,11 +6523,10 @@ typedef struct rsdi_ensure_det {
 /* A last use this ensurer saw (an ensure that returned resident): the record without a
    state directory, and with one what was written (one write a second at most) or is
    still to be written (pending: the file lock was busy). */
-enum { RSDI_EN_USES = 32, RSDI_EN_USE_WRITE_MS = 1000 };
+enum { RSDI_EN_USES = 32, RSDI_EN_USE_TEXT = 4096, RSDI_EN_USE_WRITE_MS = 1000 };
 typedef struct rsdi_ensure_use {
-    char key[RSD_TARGET_KEY_MAX];
-    char model[RSD_MODEL_ID_MAX];
     uint64_t used_ms, written_ms;
+    uint16_t key_at, model_at;        /* its key and model in the ensurer's use_text */
     bool pending;
 } rsdi_ensure_use;
 
@@ -6618,6 +6619,8 @@ struct rsd_ensurer {
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
+    uint32_t use_len;                 /* bytes of use_text in use: each use's key NUL model NUL, in uses' order */
+    char use_text[RSDI_EN_USE_TEXT];
     rsd_detect *detect;               /* while detecting (its tokens are rc's): in the block's scratch region,
                                          which the attribution uses once the run starts; NULL for one runtime */
     struct {
@@ -7071,6 +7074,9 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     return e;
 }
 
+#define RSDI_EN_USE_KEY(e, u) ((e)->use_text + (u)->key_at)
+#define RSDI_EN_USE_MODEL(e, u) ((e)->use_text + (u)->model_at)
+
 /* Writes the last uses a busy file lock held back: one try each (wait: the bounded
    blocking wait, at destroy). */
 RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
@@ -7078,37 +7084,66 @@ RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
     for (k = 0; k < e->n_uses && e->st; k++) {
         rsdi_ensure_use *u = &e->uses[k];
         if (!u->pending) continue;
-        if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, wait) == RSD_PENDING) continue;
+        if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, wait) == RSD_PENDING)
+            continue;
         u->pending = false;
         u->written_ms = u->used_ms;
     }
 }
 
+/* The oldest use goes (written out first when its lock was busy), its ids with it: the
+   text keeps the uses' order without holes. */
+RSDI_PRIVATE void rsdi_en_use_drop_oldest(rsd_ensurer *e) {
+    rsdi_ensure_use *u = &e->uses[0];
+    size_t at, n;
+    int k, o;
+    for (k = 1; k < e->n_uses; k++)
+        if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
+    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false);
+    at = u->key_at;
+    n = u->model_at + strlen(RSDI_EN_USE_MODEL(e, u)) + 1 - at;
+    memmove(e->use_text + at, e->use_text + at + n, e->use_len - at - n);
+    e->use_len -= (uint32_t)n;
+    for (k = 0, o = 0; k < e->n_uses; k++) {
+        rsdi_ensure_use v = e->uses[k];
+        if (&e->uses[k] == u) continue;
+        if (v.key_at > at) {
+            v.key_at = (uint16_t)(v.key_at - n);
+            v.model_at = (uint16_t)(v.model_at - n);
+        }
+        e->uses[o++] = v;
+    }
+    e->n_uses = o;
+}
+
 /* An ensure returned resident: a use of (key, model) now, on the wall clock (shared by
-   every process on the host and comparable with a server's status.last_used). */
+   every process on the host and comparable with a server's status.last_used). The table
+   holds RSDI_EN_USES uses and RSDI_EN_USE_TEXT bytes of their ids; when either is full the
+   oldest goes. */
 RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
     uint64_t wall = rsdi_en_wall_ms();
     rsdi_ensure_use *u = NULL;
+    size_t kl = strlen(e->key), ml = strlen(e->model);
     int k;
     if (!e->key[0] || !e->model[0]) return;
     for (k = 0; k < e->n_uses && !u; k++)
-        if (strcmp(e->uses[k].key, e->key) == 0 && strcmp(e->uses[k].model, e->model) == 0) u = &e->uses[k];
+        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0 && strcmp(RSDI_EN_USE_MODEL(e, &e->uses[k]), e->model) == 0)
+            u = &e->uses[k];
     if (!u) {
-        if (e->n_uses < RSDI_EN_USES) {
-            u = &e->uses[e->n_uses++];
-        } else { /* the oldest goes (written out already unless its lock was busy) */
-            u = &e->uses[0];
-            for (k = 1; k < e->n_uses; k++)
-                if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
-            if (u->pending && e->st) (void)rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false);
-        }
+        if (kl + ml + 2 > sizeof e->use_text) return; /* never: a key and a model fit (256 + 256 bytes) */
+        while (e->n_uses && (e->n_uses >= RSDI_EN_USES || e->use_len + kl + ml + 2 > sizeof e->use_text))
+            rsdi_en_use_drop_oldest(e);
+        u = &e->uses[e->n_uses++];
         memset(u, 0, sizeof *u);
-        rsdi_cpy(u->key, sizeof u->key, e->key);
-        rsdi_cpy(u->model, sizeof u->model, e->model);
+        u->key_at = (uint16_t)e->use_len;
+        memcpy(e->use_text + e->use_len, e->key, kl + 1);
+        u->model_at = (uint16_t)(e->use_len + kl + 1);
+        memcpy(e->use_text + u->model_at, e->model, ml + 1);
+        e->use_len += (uint32_t)(kl + ml + 2);
     }
     if (wall > u->used_ms) u->used_ms = wall;
     if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
-    if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false) == RSD_PENDING) {
+    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false) == RSD_PENDING) {
         u->pending = true;
     } else {
         u->pending = false;
@@ -7130,8 +7165,8 @@ RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
             e->last[e->n_last++].used_ms = used->items[i].loaded_at_ms;
         }
     for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
-        if (strcmp(e->uses[k].key, e->key) == 0) {
-            e->last[e->n_last].model = e->uses[k].model;
+        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0) {
+            e->last[e->n_last].model = RSDI_EN_USE_MODEL(e, &e->uses[k]);
             e->last[e->n_last++].used_ms = e->uses[k].used_ms;
         }
 }

@@ -130,6 +130,43 @@ static void test_cache_entry_text_is_never_overrun(void) {
     CHECK(e->text_len <= sizeof e->text);
 }
 
+/* The ensurer's own last uses: 32 of them in RSDI_EN_USE_TEXT bytes of ids; the oldest go
+   when either is full, the text is never overrun, and each use keeps its own ids. */
+static void test_own_last_uses_fit_their_text(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    int i, k;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    for (i = 0; i < 100; i++) { /* short ids: the count is the limit */
+        snprintf(e->key, sizeof e->key, "llamacpp|http://h:%d", 8000 + i % 3);
+        snprintf(e->model, sizeof e->model, "m%d", i);
+        rsdi_en_touch(e);
+    }
+    CHECK_EQ_INT(e->n_uses, RSDI_EN_USES);
+    for (i = 0; i < 100; i++) { /* the longest ids: the text is the limit */
+        memset(e->key, 'k', RSD_TARGET_KEY_MAX - 1);
+        e->key[RSD_TARGET_KEY_MAX - 1] = '\0';
+        memset(e->model, 'a' + i % 26, RSD_MODEL_ID_MAX - 1);
+        e->model[RSD_MODEL_ID_MAX - 1] = '\0';
+        e->model[0] = (char)('0' + i % 10);
+        rsdi_en_touch(e);
+        CHECK(e->use_len <= sizeof e->use_text);
+        CHECK(e->n_uses >= 1 && e->n_uses <= RSDI_EN_USES);
+        /* the newest is there, whole */
+        CHECK_EQ_STR(RSDI_EN_USE_MODEL(e, &e->uses[e->n_uses - 1]), e->model);
+        CHECK_EQ_STR(RSDI_EN_USE_KEY(e, &e->uses[e->n_uses - 1]), e->key);
+    }
+    CHECK_EQ_INT(e->n_uses, RSDI_EN_USE_TEXT / (RSD_TARGET_KEY_MAX + RSD_MODEL_ID_MAX));
+    for (k = 0; k < e->n_uses; k++) /* every entry's ids are its own, not a neighbour's */
+        CHECK(strlen(RSDI_EN_USE_MODEL(e, &e->uses[k])) == RSD_MODEL_ID_MAX - 1 &&
+              RSDI_EN_USE_MODEL(e, &e->uses[k]) == RSDI_EN_USE_KEY(e, &e->uses[k]) + RSD_TARGET_KEY_MAX);
+    e->key[0] = e->model[0] = '\0';
+    rsd_ensurer_destroy(e);
+}
+
 /* rsd_reconcile_init allocates once, through the given allocator, what the footprint says. */
 static void test_init_allocates_the_footprint_once(void) {
     static rsd_reconcile r;
@@ -571,6 +608,7 @@ int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_manual_size_figures);
     RUN(test_cache_entry_text_is_never_overrun);
+    RUN(test_own_last_uses_fit_their_text);
     RUN(test_init_allocates_the_footprint_once);
     RUN(test_begin_without_init_is_a_clear_error);
     RUN(test_listing_over_the_limits_degrades_with_a_clear_error);
