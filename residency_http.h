@@ -640,9 +640,14 @@
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
            Allocates everything now, from d->allocator: the object (with one
            buffer of the reconcile's max_body_bytes that every answer of an
-           ensure is read into, the decision cache unless no_cache, the
-           attribution, last-use and lease records when a state directory or
-           etcd can hold them, the protected ids at their own length), its
+           ensure is read into, the decision cache unless no_cache, one scratch
+           region that holds detection's state (runtime AUTO) until the run
+           starts and then the attribution as read (with a state directory or
+           etcd; the last-use and lease records are read into the state's own
+           scratch set, each used before the next read), the in-memory instance
+           records (a runtime with instances, no state directory and no etcd;
+           when the state directory cannot be opened, create allocates them
+           then), the protected ids at their own length), its
            reconcile's tables (rsd_reconcile_init with d->limits and
            d->runtime; detection parses into the same tokens), the HTTP client
            (d->http, its allocator and logger default to d's; zeroed sizes are
@@ -683,13 +688,16 @@
            coord_auth_token / coord_user / coord_password (see ETCD above).
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
-           state directory, etcd and TLS not counted). On x86-64 (tests/
-           test_sizes.c checks the bounds): under 940 KiB with the defaults --
-           the reconcile 561 KiB (its tables above), the answers' buffer 88 KiB,
-           the three state records 99 KiB, the decision cache 34 KiB, the
-           in-memory instance records 48 KiB, the client 50 KiB, the rest of
-           the object 58 KiB --, under 750 KiB with runtime LLAMACPP. Smaller
-           limits, no_state, no_cache and a runtime shrink it.
+           state directory, etcd and TLS not counted: rsd_state_open allocates
+           its one block of about 165 KB more, see STATE). On x86-64
+           (tests/test_sizes.c checks the bounds): under 770 KiB with the
+           defaults -- the reconcile 561 KiB
+           (its tables above), the answers' buffer 88 KiB, the scratch region
+           33 KiB, the decision cache 18 KiB, the client 34 KiB, the rest of
+           the object 33 KiB --, under 625 KiB with runtime LLAMACPP. no_state
+           adds the in-memory instance records (48 KiB) where the runtime has
+           instances and takes the scratch region down to detection's 11 KiB.
+           Smaller limits, no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or

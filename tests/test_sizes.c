@@ -78,13 +78,13 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
     CHECK(rsd_reconcile_footprint(NULL) <= 564 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 940 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 770 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 36 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 750 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 625 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
