@@ -79,13 +79,13 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
     CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
     CHECK(rsd_reconcile_footprint(NULL) <= 424 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= ENSURER_KIB * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 630 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= ROUTER_KIB * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 485 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
