@@ -525,7 +525,11 @@
          server both hit. generation is the caller's mutation counter (the
          state directory shares one across processes); an entry stored under
          another generation is a miss. Full: an expired slot, else the least
-         recently used (lowest slot on ties) is replaced.
+         recently used (lowest slot on ties) is replaced. An entry keeps its
+         ids in one text of RSD_DECISION_CACHE_TEXT (512) bytes: the longest key
+         and model always fit; a reconcile's LM Studio wire id and model key
+         take the rest, and an outcome whose ids do not fit is not cached (the
+         next ensure asks the server again).
 
      Root URL and target key
            int rsd_root_url(rsd_str url, char *out, size_t cap);
@@ -578,9 +582,10 @@
        Limits: RSD_MAX_RESIDENTS 64, RSD_MAX_ALIASES 4, RSD_MAX_TAGS 8 (a driver
        seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
        RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
-       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
+       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32,
+       RSD_DECISION_CACHE_TEXT 512.
        Sizes (x86-64; tests/test_sizes.c checks them): rsd_plan under 16 KiB,
-       rsd_decision_cache under 40 KiB, rsd_facts under 512 bytes plus the
+       rsd_decision_cache under 19 KiB, rsd_facts under 512 bytes plus the
        caller's arrays (rsd_resident under 256 bytes each); keep the plan and
        the cache out of small stacks.
 
@@ -2170,6 +2175,8 @@ enum {
     RSD_TARGET_KEY_MAX = 256,     /* bytes of a normalised target key, incl. NUL */
     RSD_MAX_NOTICES = 2 * RSD_MAX_RESIDENTS + 4, /* a plan never needs more */
     RSD_DECISION_CACHE_MAX = 32,  /* entries in one rsd_decision_cache */
+    RSD_DECISION_CACHE_TEXT = RSD_TARGET_KEY_MAX + RSD_MODEL_ID_MAX, /* bytes of one entry's ids: the key and
+                                     the model always fit; LM Studio's wire id and model key share the rest */
     RSD_DECISION_CACHE_TTL_MS = 60000 /* default TTL of the decision cache */
 };
 
@@ -2524,8 +2531,6 @@ RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
 
 /* One decision-cache slot; treat as opaque. */
 typedef struct rsd_cache_entry {
-    char key[RSD_TARGET_KEY_MAX];
-    char model[RSD_MODEL_ID_MAX];
     uint64_t at_ms;           /* when stored */
     uint64_t used_ms;         /* last hit, for LRU replacement */
     uint64_t generation;      /* mutation generation it was stored under */
@@ -2536,8 +2541,8 @@ typedef struct rsd_cache_entry {
     int outcome;              /* rsd_outcome stored by a reconcile; 0 = from the decision */
     int error;                /* the reconcile's result code (a decline may carry one) */
     int tier, state;          /* LM Studio: API tier and resolution */
-    char wire_id[RSD_MODEL_ID_MAX];   /* "" = the model itself */
-    char model_key[RSD_MODEL_ID_MAX]; /* "" = the model itself */
+    uint16_t model_at, wire_at, mkey_at, text_len; /* where each id starts in text; bytes used */
+    char text[RSD_DECISION_CACHE_TEXT]; /* key NUL model NUL wire id NUL model key NUL ("" = the model itself) */
 } rsd_cache_entry;
 
 /* Decision cache per (normalised target key, model) with a TTL.
@@ -6617,6 +6622,31 @@ RSDI_PRIVATE int rsdi_cache_keys(rsd_str key, rsd_str model, char *k, char *m) {
     return RSD_OK;
 }
 
+/* The entry is in use and for (k, model m; NULL = any model of k). */
+RSDI_PRIVATE bool rsdi_cache_is(const rsd_cache_entry *e, const char *k, const char *m) {
+    return e->used && strcmp(e->text, k) == 0 && (!m || strcmp(e->text + e->model_at, m) == 0);
+}
+
+/* Appends one id to the entry's text: its offset, or -1 when the text is full. */
+RSDI_PRIVATE int rsdi_cache_text(rsd_cache_entry *e, const char *id) {
+    size_t n = strlen(id), at = e->text_len;
+    if (n >= sizeof e->text - at) return -1;
+    memcpy(e->text + at, id, n + 1);
+    e->text_len = (uint16_t)(at + n + 1);
+    return (int)at;
+}
+
+/* LM Studio's wire id and model key of a stored entry ("" = the model itself); false when
+   they do not fit in its text. */
+RSDI_PRIVATE bool rsdi_cache_ids(rsd_cache_entry *e, const char *wire, const char *mkey) {
+    int w = wire[0] ? rsdi_cache_text(e, wire) : (int)e->wire_at;
+    int k = mkey[0] ? rsdi_cache_text(e, mkey) : (int)e->mkey_at;
+    if (w < 0 || k < 0) return false;
+    e->wire_at = (uint16_t)w;
+    e->mkey_at = (uint16_t)k;
+    return true;
+}
+
 RSDI_PRIVATE uint64_t rsdi_cache_ttl(const rsd_decision_cache *c) {
     return c->ttl_ms ? c->ttl_ms : (uint64_t)RSD_DECISION_CACHE_TTL_MS;
 }
@@ -6635,7 +6665,7 @@ RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str 
     if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) {
         rsd_cache_entry *e = &c->entries[i];
-        if (!e->used || strcmp(e->key, k) != 0 || strcmp(e->model, m) != 0) continue;
+        if (!rsdi_cache_is(e, k, m)) continue;
         if (!rsdi_cache_live(c, e, now_ms, generation)) {
             e->used = false; /* expired or stale generation */
             return 0;
@@ -6652,8 +6682,8 @@ RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str 
             hit->keep_resident = e->outcome ? e->keep_resident : hit->outcome == (int)RSD_OUTCOME_RESIDENT;
             hit->tier = e->tier;
             hit->state = e->state;
-            hit->wire_id = e->wire_id;
-            hit->model_key = e->model_key;
+            hit->wire_id = e->text + e->wire_at;
+            hit->model_key = e->text + e->mkey_at;
         }
         return 1;
     }
@@ -6667,7 +6697,7 @@ RSDI_PRIVATE rsd_cache_entry *rsdi_cache_put(rsd_decision_cache *c, const char *
     int i, slot = -1;
     if (d == RSD_DECISION_LOAD || d == RSD_DECISION_LOAD_AFTER_EVICT) d = RSD_DECISION_ALREADY_RESIDENT;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) /* same key: overwrite */
-        if (c->entries[i].used && strcmp(c->entries[i].key, k) == 0 && strcmp(c->entries[i].model, m) == 0) {
+        if (rsdi_cache_is(&c->entries[i], k, m)) {
             slot = i;
             break;
         }
@@ -6679,8 +6709,9 @@ RSDI_PRIVATE rsd_cache_entry *rsdi_cache_put(rsd_decision_cache *c, const char *
             if (c->entries[i].used_ms < c->entries[slot].used_ms) slot = i;
     }
     memset(&c->entries[slot], 0, sizeof c->entries[slot]);
-    memcpy(c->entries[slot].key, k, RSD_TARGET_KEY_MAX);
-    memcpy(c->entries[slot].model, m, RSD_MODEL_ID_MAX);
+    (void)rsdi_cache_text(&c->entries[slot], k); /* both fit (RSD_DECISION_CACHE_TEXT) */
+    c->entries[slot].model_at = (uint16_t)rsdi_cache_text(&c->entries[slot], m);
+    c->entries[slot].wire_at = c->entries[slot].mkey_at = (uint16_t)(c->entries[slot].text_len - 1); /* "" */
     c->entries[slot].at_ms = now_ms;
     c->entries[slot].used_ms = now_ms;
     c->entries[slot].generation = generation;
@@ -6712,7 +6743,7 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
     if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) {
         rsd_cache_entry *e = &c->entries[i];
-        if (!e->used || strcmp(e->key, k) != 0 || (m[0] && strcmp(e->model, m) != 0)) continue;
+        if (!rsdi_cache_is(e, k, m[0] ? m : NULL)) continue;
         e->used = false;
         n++;
     }
@@ -8377,8 +8408,11 @@ RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uin
     e->keep_resident = o == RSD_OUTCOME_RESIDENT;
     e->tier = (int)r->result.tier;
     e->state = (int)r->result.state;
-    if (strcmp(r->result.wire_id, r->keep) != 0) memcpy(e->wire_id, r->result.wire_id, sizeof e->wire_id);
-    if (strcmp(r->result.model_key, r->keep) != 0) memcpy(e->model_key, r->result.model_key, sizeof e->model_key);
+    if (!rsdi_cache_ids(e, strcmp(r->result.wire_id, r->keep) != 0 ? r->result.wire_id : "",
+                        strcmp(r->result.model_key, r->keep) != 0 ? r->result.model_key : "")) {
+        e->used = false; /* its ids do not fit beside the key and the model: not cached */
+        return;
+    }
     r->result.cached = true;
 }
 

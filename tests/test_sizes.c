@@ -72,20 +72,20 @@ static char *real_router_listing(int n, int idlen) {
 static void test_manual_size_figures(void) {
 #if defined(__x86_64__) || defined(_M_X64)
     CHECK(sizeof(rsd_plan) < 16 * 1024);
-    CHECK(sizeof(rsd_decision_cache) < 40 * 1024);
+    CHECK(sizeof(rsd_decision_cache) < 19 * 1024);
     CHECK(sizeof(rsd_facts) < 512);
     CHECK(sizeof(rsd_resident) < 256);
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
     CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
     CHECK(rsd_reconcile_footprint(NULL) <= 424 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 800 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 630 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 610 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 485 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
@@ -94,6 +94,78 @@ static void test_manual_size_figures(void) {
     printf("  sizeof(rsd_reconcile) %lu, footprint %lu; ensurer footprint %lu; listing %lu\n",
            (unsigned long)sizeof(rsd_reconcile), (unsigned long)rsd_reconcile_footprint(NULL),
            (unsigned long)rsd_ensurer_footprint(NULL), (unsigned long)rsd_listing_footprint(NULL));
+}
+
+/* A cache entry's ids share one text: the longest key and model always fit (stored and hit);
+   an LM Studio wire id or model key that does not fit beside them is refused, never cut. */
+static void test_cache_entry_text_is_never_overrun(void) {
+    static rsd_decision_cache c;
+    rsd_cache_entry *e;
+    rsd_cache_hit hit;
+    rsd_plan plan;
+    char key[RSD_TARGET_KEY_MAX], model[RSD_MODEL_ID_MAX];
+    memset(&c, 0, sizeof c);
+    memset(&plan, 0, sizeof plan);
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    memset(model, 'm', sizeof model - 1);
+    model[sizeof model - 1] = '\0';
+    plan.decision = RSD_DECISION_ALREADY_RESIDENT;
+    CHECK_EQ_INT(rsd_cache_store(&c, rsd_str_c(key), rsd_str_c(model), &plan, false, 0, 0), 1);
+    CHECK_EQ_INT(rsd_cache_lookup(&c, rsd_str_c(key), rsd_str_c(model), 1, 0, &hit), 1);
+    CHECK_EQ_STR(hit.wire_id, "");
+    CHECK_EQ_STR(hit.model_key, "");
+    e = rsdi_cache_put(&c, key, model, RSD_DECISION_ALREADY_RESIDENT, RSD_REASON_KEEP_RESIDENT, 2, 0);
+    REQUIRE(e != NULL);
+    CHECK_EQ_INT(e->text_len, sizeof e->text); /* exactly full */
+    CHECK(!rsdi_cache_ids(e, "w", ""));
+    CHECK(!rsdi_cache_ids(e, "", "k"));
+    CHECK(rsdi_cache_ids(e, "", ""));
+    e = rsdi_cache_put(&c, "lmstudio|http://h:1234", "qwen", RSD_DECISION_ALREADY_RESIDENT,
+                       RSD_REASON_KEEP_RESIDENT, 3, 0);
+    REQUIRE(e != NULL);
+    CHECK(rsdi_cache_ids(e, "qwen:2", "qwen/qwen3"));
+    CHECK_EQ_INT(rsd_cache_lookup(&c, rsd_str_c("lmstudio|http://h:1234"), rsd_str_c("qwen"), 4, 0, &hit), 1);
+    CHECK_EQ_STR(hit.wire_id, "qwen:2");
+    CHECK_EQ_STR(hit.model_key, "qwen/qwen3");
+    CHECK(e->text_len <= sizeof e->text);
+}
+
+/* The ensurer's own last uses: 32 of them in RSDI_EN_USE_TEXT bytes of ids; the oldest go
+   when either is full, the text is never overrun, and each use keeps its own ids. */
+static void test_own_last_uses_fit_their_text(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    int i, k;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    for (i = 0; i < 100; i++) { /* short ids: the count is the limit */
+        snprintf(e->key, sizeof e->key, "llamacpp|http://h:%d", 8000 + i % 3);
+        snprintf(e->model, sizeof e->model, "m%d", i);
+        rsdi_en_touch(e);
+    }
+    CHECK_EQ_INT(e->n_uses, RSDI_EN_USES);
+    for (i = 0; i < 100; i++) { /* the longest ids: the text is the limit */
+        memset(e->key, 'k', RSD_TARGET_KEY_MAX - 1);
+        e->key[RSD_TARGET_KEY_MAX - 1] = '\0';
+        memset(e->model, 'a' + i % 26, RSD_MODEL_ID_MAX - 1);
+        e->model[RSD_MODEL_ID_MAX - 1] = '\0';
+        e->model[0] = (char)('0' + i % 10);
+        rsdi_en_touch(e);
+        CHECK(e->use_len <= sizeof e->use_text);
+        CHECK(e->n_uses >= 1 && e->n_uses <= RSDI_EN_USES);
+        /* the newest is there, whole */
+        CHECK_EQ_STR(RSDI_EN_USE_MODEL(e, &e->uses[e->n_uses - 1]), e->model);
+        CHECK_EQ_STR(RSDI_EN_USE_KEY(e, &e->uses[e->n_uses - 1]), e->key);
+    }
+    CHECK_EQ_INT(e->n_uses, RSDI_EN_USE_TEXT / (RSD_TARGET_KEY_MAX + RSD_MODEL_ID_MAX));
+    for (k = 0; k < e->n_uses; k++) /* every entry's ids are its own, not a neighbour's */
+        CHECK(strlen(RSDI_EN_USE_MODEL(e, &e->uses[k])) == RSD_MODEL_ID_MAX - 1 &&
+              RSDI_EN_USE_MODEL(e, &e->uses[k]) == RSDI_EN_USE_KEY(e, &e->uses[k]) + RSD_TARGET_KEY_MAX);
+    e->key[0] = e->model[0] = '\0';
+    rsd_ensurer_destroy(e);
 }
 
 /* rsd_reconcile_init allocates once, through the given allocator, what the footprint says. */
@@ -529,15 +601,29 @@ static void test_ensurer_block_follows_the_desc(void) {
     d.no_state = true;
     d.ignore_env = true;
     base = rsd_ensurer_footprint(&d);
-    d.no_state = false; /* a state directory: the attribution, last uses and lease records */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, 3 * rsdi_al8(sizeof(rsd_attr_set)));
+    /* a state directory: the attribution (last uses and a lease go to the state's scratch),
+       and no in-memory instance records (those serve only without one) */
+    /* detection's state and the attribution share one region (runtime AUTO detects) */
+    d.no_state = false;
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(e->attrs && (void *)e->attrs == (void *)e->detect && !e->mem_own);
+    rsd_ensurer_destroy(e);
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->attrs && !e->used && !e->lease);
+    CHECK(!e->attrs && e->detect && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, rsdi_al8(sizeof(rsd_attr_set)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
     d.coord = NULL;
+    d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(!e->mem && !e->max_mem && !e->detect); /* one runtime: never detects */
+    rsd_ensurer_destroy(e);
+    d.runtime = RSD_RUNTIME_AUTO;
     d.no_cache = true;
     CHECK_EQ_INT(base - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_decision_cache)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
@@ -584,9 +670,9 @@ static void test_ensurer_for_one_runtime(void) {
     d.ignore_env = true;
     any = rsd_ensurer_footprint(&d);
     d.runtime = RSD_RUNTIME_LLAMACPP;
-    /* LM Studio's reconcile state and the in-memory instance records */
-    CHECK_EQ_INT(any - rsd_ensurer_footprint(&d),
-                 rsdi_al8(sizeof(rsd_lms_machine)) + rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED));
+    /* LM Studio's reconcile state, the in-memory instance records and detection's state */
+    CHECK_EQ_INT(any - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_lms_machine)) +
+                 rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) + rsdi_al8(sizeof(rsd_detect)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->m.rc.lms == NULL);
     CHECK(e->mem == NULL);
@@ -606,6 +692,8 @@ static void test_ensurer_for_one_runtime(void) {
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_manual_size_figures);
+    RUN(test_cache_entry_text_is_never_overrun);
+    RUN(test_own_last_uses_fit_their_text);
     RUN(test_init_allocates_the_footprint_once);
     RUN(test_listing_names_lie_in_the_arena);
     RUN(test_defaults_hold_an_ollama_listing_of_64);
