@@ -690,11 +690,11 @@
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
            state directory, etcd and TLS not counted: rsd_state_open allocates
            its one block of about 40 KB more, see STATE). On x86-64
-           (tests/test_sizes.c checks the bounds): under 770 KiB with the
-           defaults -- the reconcile 561 KiB
-           (its tables above), the answers' buffer 88 KiB, the scratch region
-           33 KiB, the decision cache 18 KiB, the client 34 KiB, the rest of
-           the object 33 KiB --, under 625 KiB with runtime LLAMACPP. no_state
+           (tests/test_sizes.c checks the bounds): under 630 KiB with the
+           defaults -- the reconcile 423 KiB (its tables above), the answers'
+           buffer 88 KiB, the scratch region 33 KiB, the decision cache 18 KiB,
+           the client 34 KiB, the rest of the object 33 KiB --, under 485 KiB
+           with runtime LLAMACPP. no_state
            adds the in-memory instance records (48 KiB) where the runtime has
            instances and takes the scratch region down to detection's 11 KiB.
            Smaller limits, no_cache and a runtime shrink it.
@@ -902,8 +902,8 @@
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
        without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
-       detection answer), the reconcile's limits (notices, ids: the driver section). Memory: create only.
+       RSD_ENSURE_SSE_EVENT_BYTES 512 (detection reads each answer's top level
+       into the reconcile's max_tokens), the reconcile's limits (notices, ids: the driver section). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
        may share a state directory (the lock serialises their mutations).
        Errors: those of the reconcile (driver), of the client (http client),

@@ -77,14 +77,15 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_resident) < 256);
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
-    CHECK(rsd_reconcile_footprint(NULL) <= 564 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 770 * 1024);
-    CHECK(rsd_listing_footprint(NULL) <= 36 * 1024);
+    CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
+    CHECK(rsd_reconcile_footprint(NULL) <= 424 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 630 * 1024);
+    CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 625 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 485 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 96 * 1024);
@@ -240,7 +241,7 @@ static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const
 static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     static rsd_reconcile r;
     rsd_reconcile_limits lim;
-    char *big = router_listing(9, 6), *ok = router_listing(3, 6);
+    char *big = router_listing(9, 6), *ok = router_listing(3, 6), *real = real_router_listing(3, 120);
     memset(&lim, 0, sizeof lim);
     lim.max_models = 8; /* 9 entries */
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
@@ -248,13 +249,23 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     CHECK(strstr(r.result.message, "max_models") != NULL);
     CHECK(!r.result.mutated);
     rsd_reconcile_release(&r);
-    lim.max_models = 16; /* room for them, but not for their tokens */
+    lim.max_models = 16; /* room for them, but one entry has more tokens than max_tokens */
     lim.max_tokens = 64;
-    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_JSON_TOKENS);
+    CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* a short entry fits */
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_JSON_TOKENS); /* a real router's does not */
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_tokens") != NULL);
     rsd_reconcile_release(&r);
-    lim.max_tokens = 0; /* the body itself over max_body_bytes */
+    lim.max_tokens = 0;
+    lim.max_models = 9; /* room for 9 entries, not for their names */
+    lim.arena_bytes = RSD_MODEL_ID_MAX;
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r.result.message, "arena_bytes") != NULL);
+    rsd_reconcile_release(&r);
+    lim.arena_bytes = 0;
+    lim.max_models = 16; /* the body itself over max_body_bytes */
     lim.max_body_bytes = strlen(big) - 1;
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_TOO_LARGE);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
@@ -266,6 +277,7 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     rsd_reconcile_release(&r);
     free(big);
     free(ok);
+    free(real);
 }
 
 /* The defaults hold what a real llama.cpp router sends for 64 models with long ids and
@@ -285,6 +297,32 @@ static void test_defaults_hold_a_real_router_listing_of_64(void) {
     CHECK_EQ_INT(r.snap.n, 64);
     rsd_reconcile_release(&r);
     free(body);
+}
+
+/* The defaults' listing and tokens hold Ollama's /api/ps of 64 models named with 120
+   bytes (name and model equal, as Ollama lists them; every wire field). */
+static void test_defaults_hold_an_ollama_listing_of_64(void) {
+    static char body[64 * 700];
+    static rsd_json_tok toks[RSD_RECONCILE_TOKENS];
+    rsd_listing *l = rsd_listing_create(NULL);
+    size_t o = 0;
+    int i;
+    REQUIRE(l);
+    o += (size_t)snprintf(body + o, sizeof body - o, "{\"models\":[");
+    for (i = 0; i < 64; i++)
+        o += (size_t)snprintf(body + o, sizeof body - o,
+            "%s{\"name\":\"hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d:Q4_K_M\",\"model\":"
+            "\"hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d:Q4_K_M\",\"size\":6591830464,\"digest\":\"a2af\","
+            "\"details\":{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"qwen3moe\",\"families\":[\"qwen3moe\"],"
+            "\"parameter_size\":\"30.5B\",\"quantization_level\":\"Q4_K_M\"},\"expires_at\":\"2025-10-17T16:47:07.93355-07:00\","
+            "\"size_vram\":5333539264,\"context_length\":4096}", i ? "," : "", 120 - 55, i, 120 - 55, i);
+    o += (size_t)snprintf(body + o, sizeof body - o, "]}");
+    CHECK_EQ_INT(rsd_ollama_ps_listing(body, o, toks, RSD_RECONCILE_TOKENS, l), RSD_OK);
+    CHECK_EQ_INT(l->n, 64);
+    CHECK(!l->truncated);
+    CHECK_EQ_INT(l->models[5].id.len, 120);
+    CHECK(l->arena_used <= l->arena_bytes);
+    rsd_listing_destroy(l);
 }
 
 /* A reconcile made for one runtime without instances has no LM Studio state, and begin
@@ -434,6 +472,53 @@ static void test_listing_storage_is_never_overrun(void) {
     free(toks);
     free(m);
     free(arena);
+}
+
+/* An entry's aliases and tags lie after its id in the arena, each NUL-terminated and
+   inside it, also when a protecting tag replaces the last of too many and when the arena
+   holds the entry to the byte. */
+static void test_listing_names_lie_in_the_arena(void) {
+    static const char body[] =
+        "{\"data\":[{\"id\":\"m\",\"aliases\":[\"m\",\"a1\",\"a2\"],\"tags\":[\"t1\",\"t2\",\"t3\",\"t4\","
+        "\"t5\",\"t6\",\"t7\",\"t8\",\"t9\",\"pinned:true\",\"t11\"],\"status\":{\"value\":\"loaded\"}}]}";
+    rsd_json_tok toks[128];
+    rsd_listed_model m[1];
+    char arena[RSD_MODEL_ID_MAX + 64];
+    rsd_listing l;
+    size_t need;
+    int k;
+    memset(arena, '#', sizeof arena);
+    REQUIRE(rsd_listing_init(&l, m, 1, arena, sizeof arena) == RSD_OK);
+    REQUIRE(rsd_router_parse_models(body, sizeof body - 1, toks, 128, &l) == RSD_OK);
+    REQUIRE(l.n == 1);
+    CHECK_EQ_INT(m[0].n_aliases, 2); /* the id itself is no alias */
+    CHECK_EQ_INT(m[0].n_tags, RSD_MAX_TAGS);
+    CHECK(m[0].flags & RSD_LISTED_TAGS_CUT);
+    CHECK(rsd_str_eq_c(rsd_listed_alias(&m[0], 1), "a2"));
+    CHECK(rsd_str_eq_c(rsd_listed_tag(&m[0], 6), "t7"));
+    CHECK(rsd_str_eq_c(rsd_listed_tag(&m[0], RSD_MAX_TAGS - 1), "pinned:true")); /* replaced t8 */
+    CHECK_EQ_INT(rsd_listed_tag(&m[0], RSD_MAX_TAGS).len, 0);
+    CHECK_EQ_INT(rsd_listed_alias(&m[0], -1).len, 0);
+    need = 2 + 3 + 3 + 7 * 3 + 12; /* m a1 a2 t1..t7 pinned:true, each with its NUL */
+    CHECK_EQ_INT(l.arena_used, need);
+    for (k = 0; k < m[0].n_aliases + m[0].n_tags; k++) {
+        rsd_str v = k < m[0].n_aliases ? rsd_listed_alias(&m[0], k) : rsd_listed_tag(&m[0], k - m[0].n_aliases);
+        CHECK(v.ptr > arena && v.ptr + v.len < arena + l.arena_used && v.ptr[v.len] == '\0');
+    }
+    /* an arena that holds the id and all but the last name's NUL: cut off, never overrun */
+    memset(arena, '#', sizeof arena);
+    REQUIRE(rsd_listing_init(&l, m, 1, arena, RSD_MODEL_ID_MAX) == RSD_OK);
+    {
+        static char big[4096];
+        int o = snprintf(big, sizeof big, "{\"data\":[{\"id\":\"%0200d\",\"aliases\":[\"%055d\"]}]}", 0, 1);
+        CHECK_EQ_INT(rsd_router_parse_models(big, (size_t)o, toks, 128, &l), RSD_OK);
+        CHECK(l.truncated && l.n == 0);
+        CHECK(arena[RSD_MODEL_ID_MAX] == '#');
+        o = snprintf(big, sizeof big, "{\"data\":[{\"id\":\"%0200d\",\"aliases\":[\"%054d\"]}]}", 0, 1);
+        CHECK_EQ_INT(rsd_router_parse_models(big, (size_t)o, toks, 128, &l), RSD_OK); /* to the byte */
+        CHECK(!l.truncated && l.n == 1 && l.arena_used == RSD_MODEL_ID_MAX && m[0].n_aliases == 1);
+        CHECK(arena[RSD_MODEL_ID_MAX] == '#');
+    }
 }
 
 static void test_listing_create_uses_the_allocator(void) {
@@ -610,6 +695,8 @@ int main(int argc, char **argv) {
     RUN(test_cache_entry_text_is_never_overrun);
     RUN(test_own_last_uses_fit_their_text);
     RUN(test_init_allocates_the_footprint_once);
+    RUN(test_listing_names_lie_in_the_arena);
+    RUN(test_defaults_hold_an_ollama_listing_of_64);
     RUN(test_begin_without_init_is_a_clear_error);
     RUN(test_listing_over_the_limits_degrades_with_a_clear_error);
     RUN(test_listing_storage_is_never_overrun);
