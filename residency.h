@@ -152,6 +152,21 @@
            The same with limits: desc->max_depth (0 = RSD_JSON_MAX_DEPTH = 64,
            at most RSD_JSON_DEPTH_CAP = 1024, above that RSD_ERR_ARG) and
            desc->max_bytes (0 = RSD_JSON_MAX_BYTES; larger values are clamped).
+     A long list with few tokens
+       int rsd_json_parse_top(doc, s, len, toks, cap)
+           Validates all of s exactly as rsd_json_parse does, but keeps only the
+           tokens of the root and of its members: a member whose value is a
+           container gets one token without children. RSD_ERR_ARG without tokens.
+       int rsd_json_each(doc, arr, &pos, &el)     (size_t pos = 0 to start)
+           The next element of array token arr, tokenized in full into the tokens
+           after doc's own: el is a document of that element alone (its root is
+           token 0). 1 = an element, 0 = no more, RSD_ERR_JSON_TOKENS when one
+           element needs more tokens than remain.
+       int rsd_json_expand(doc, i, &sub)
+           Token i's value tokenized in full the same way (an error object, a
+           config member). RSD_OK or RSD_ERR_JSON_TOKENS.
+       So a listing of any length is read with the tokens of its top level and
+       of its largest entry; every payload parser below reads this way.
        Rejected (RSD_ERR_JSON): trailing commas, leading zeros ("01", "-01"), "1.",
        ".5", "+1", NaN/Infinity, raw control characters (< 0x20) in strings, bad
        escapes ("\x", "\'", "\U"), lone or misordered \u surrogates, invalid UTF-8
@@ -510,7 +525,11 @@
          server both hit. generation is the caller's mutation counter (the
          state directory shares one across processes); an entry stored under
          another generation is a miss. Full: an expired slot, else the least
-         recently used (lowest slot on ties) is replaced.
+         recently used (lowest slot on ties) is replaced. An entry keeps its
+         ids in one text of RSD_DECISION_CACHE_TEXT (512) bytes: the longest key
+         and model always fit; a reconcile's LM Studio wire id and model key
+         take the rest, and an outcome whose ids do not fit is not cached (the
+         next ensure asks the server again).
 
      Root URL and target key
            int rsd_root_url(rsd_str url, char *out, size_t cap);
@@ -563,9 +582,10 @@
        Limits: RSD_MAX_RESIDENTS 64, RSD_MAX_ALIASES 4, RSD_MAX_TAGS 8 (a driver
        seeing more keeps the protecting ones), RSD_MAX_PROTECTED 64,
        RSD_MODEL_ID_MAX 256 (incl. NUL), RSD_TARGET_KEY_MAX 256,
-       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32.
+       RSD_MAX_NOTICES 132 (never reached), RSD_DECISION_CACHE_MAX 32,
+       RSD_DECISION_CACHE_TEXT 512.
        Sizes (x86-64; tests/test_sizes.c checks them): rsd_plan under 16 KiB,
-       rsd_decision_cache under 40 KiB, rsd_facts under 512 bytes plus the
+       rsd_decision_cache under 19 KiB, rsd_facts under 512 bytes plus the
        caller's arrays (rsd_resident under 256 bytes each); keep the plan and
        the cache out of small stacks.
 
@@ -593,13 +613,24 @@
    ---- payload: server listings -> rsd_listing --------------------------------
        Pure, JSON-only parsers of server payloads into one runtime-neutral
        listing type that the drivers (next section) turn into rsd_facts. Each call
-       takes the caller's JSON token array (no allocation); size it with
-       RSD_LISTING_MAX_TOKENS or count first with rsd_json_parse(.., NULL, 0).
+       takes the caller's JSON token array (no allocation). It validates the whole
+       body first, then reads the list entry by entry (rsd_json_parse_top and
+       rsd_json_each), so the tokens hold the body's top level plus one entry:
+       a real router's entry is 66 tokens, and RSD_RECONCILE_TOKENS (256) holds
+       any realistic entry; a count pass (rsd_json_parse(.., NULL, 0)) bounds any
+       body. An entry over the tokens is RSD_ERR_JSON_TOKENS with nothing kept.
        rsd_listing { n, models[RSD_LISTING_MAX_MODELS], n_seen, n_skipped,
          truncated, has_states, arena }
-       rsd_listed_model { id, aliases[4] + n, tags[8] + n, instance, state,
+       rsd_listed_model { id, n_aliases, n_tags, instance, state,
          failed, exit_code + has_exit_code, size_bytes + has_size,
-         size_vram_bytes + has_size_vram, context_length, max_context, flags }
+         size_vram_bytes + has_size_vram, context_length, max_context, flags,
+         last_used_ms } (88 bytes on x86-64)
+       An entry's aliases and then its tags follow its id in the listing's
+       arena, each NUL-terminated:
+           rsd_str rsd_listed_alias(const rsd_listed_model *m, int k);
+           rsd_str rsd_listed_tag(const rsd_listed_model *m, int k);
+       give alias or tag k (an empty view out of range). A runtime hook that
+       fills a listing itself writes them the same way.
        One set of rules for every runtime's parser (router, Ollama, LM Studio):
          - Duplicate keys: the last one wins, as in llama.cpp's own JSON reader
            (and JSON.parse, Go): {"id":"a","id":"b"} lists "b". rsd_json_find
@@ -658,21 +689,23 @@
        gives it arrays the caller owns (no allocation); rsd_listing_create(desc)
        allocates header and storage in one block from desc->allocator (zeroed
        desc: RSD_LISTING_DEFAULT_MODELS 64 entries, RSD_LISTING_ARENA_PER_MODEL
-       256 arena bytes per entry; under 36 KiB on x86-64),
+       176 arena bytes per entry, at least RSD_MODEL_ID_MAX; under 17 KiB on
+       x86-64: 64 entries of 88 bytes and an arena of 11 KiB),
        rsd_listing_footprint(desc) says how much,
        rsd_listing_destroy frees it. A listing without storage is RSD_ERR_ARG
        to every parser. More entries than max_models, or strings beyond
        arena_bytes: the first ones are kept and truncated is set (nothing is
        written past either). RSD_LISTING_MAX_MODELS 256, RSD_LISTING_ARENA_BYTES
-       65536 and RSD_LISTING_MAX_TOKENS 16384 (about 200 real router entries of
-       ~75 tokens) size a large listing and its tokens, for tools and tests. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
+       65536 and RSD_LISTING_MAX_TOKENS 16384 (a whole payload of about 200
+       real router entries, for tools that keep every token) size a large
+       listing, for tools and tests. Fuzzed: fuzz/fuzz_router_payload.c (no crash, ids within
        limits, deterministic, agreement with a token-count pass).
 
      Ollama and LM Studio
        Server payloads, Ollama and LM Studio (pure, JSON only; no I/O, no allocation),
        under the rules above. Each parser takes the response body and a caller token
-       array (size it with rsd_json_parse(doc, body, len, NULL, 0), or give
-       RSD_LISTING_MAX_TOKENS) and fills a fixed-size caller-owned result whose strings
+       array (it holds the top level plus one entry or member, as above;
+       RSD_RECONCILE_TOKENS is plenty) and fills a fixed-size caller-owned result whose strings
        are copies in the result itself. Hostile input never crashes and never
        over-fills: an entry without a usable id is dropped and counted; a wrong-typed
        optional field reads as absent; a body that is not the expected shape is an
@@ -1197,12 +1230,15 @@
            int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim);
        which allocates one block through lim->allocator (zeroed: the default
        allocator): the notices and their text, the id arena, the LM Studio
-       state, both listings' storage (LM Studio's catalog lives in the poll
-       listing's: a reconcile uses one of them) and the JSON tokens, sized by
-       lim (zeroed fields are defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       state, both listings' storage (LM Studio's catalog lives in it, at
+       least its 31 KiB: a reconcile on LM Studio lists into neither) and the
+       JSON tokens, sized by lim (zeroed fields are defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
        64: a server listing 64 models), arena_bytes (their ids, aliases and
-       tags, 256 per entry), max_tokens (JSON tokens of one answer,
-       RSD_RECONCILE_TOKENS_PER_MODEL 72 per entry), max_body_bytes (the
+       tags, RSD_LISTING_ARENA_PER_MODEL 176 per entry: names over it end
+       DEGRADED naming arena_bytes), max_tokens (JSON tokens held at once: an answer
+       is validated whole, then its list is read entry by entry, so this is
+       the top level plus the largest entry, RSD_RECONCILE_TOKENS 256; a real
+       router's entry is 66), max_body_bytes (the
        largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1408 per entry;
        a real router's entry, with its child's arguments, preset and meta, is
        66 tokens and 1040 to 1320 bytes with ids of 64 to 120 bytes),
@@ -1222,13 +1258,13 @@
        gets no LM Studio state, about 7 KiB). RSD_OK, RSD_ERR_ARG (bad
        limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees the block;
        rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus the block
-       (under 264 KiB with the defaults on x86-64, of it 108 KiB tokens, 69
-       KiB listings, 18 KiB notices, 11 KiB ids and 7 KiB LM Studio state
-       beyond its catalog; checked by tests/test_sizes.c). begin reuses the tables; begin on a reconcile that was
+       (under 126 KiB with the defaults on x86-64, of it 6 KiB tokens, 33
+       KiB listings, 18 KiB notices, 11 KiB ids and 7 KiB LM Studio state;
+       checked by tests/test_sizes.c). begin reuses the tables; begin on a reconcile that was
        never given them is RSD_ERR_STATE, and with a desc.runtime other than
        limits.runtime RSD_ERR_ARG (result.message says so). An answer over the
        limits is never acted on: more entries than max_models
-       (RSD_ERR_LISTING_TRUNCATED), more tokens than max_tokens
+       (RSD_ERR_LISTING_TRUNCATED), an entry of more tokens than max_tokens
        (RSD_ERR_JSON_TOKENS), more bytes than max_body_bytes
        (RSD_ERR_TOO_LARGE) or a listed id or instance of max_id_bytes or more
        (RSD_ERR_MODEL_ID) make a listing DEGRADED with a message naming the
@@ -2051,6 +2087,22 @@ RSD_API int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len, rsd_jso
 RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
                               uint32_t cap, const rsd_json_desc *desc);
 
+/* Strict parse of all of s[0..len) keeping only the tokens of the root and its members:
+   a member's container value is one token without children (rsd_json_expand and
+   rsd_json_each read into it). The token count (> 0) or <0 as rsd_json_parse;
+   RSD_ERR_ARG without tokens. */
+RSD_API int rsd_json_parse_top(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
+                               uint32_t cap);
+/* The value of token i tokenized in full into the tokens after doc's own: *sub is a
+   document of that value alone (its root is token 0). RSD_OK, RSD_ERR_JSON_TOKENS (it
+   needs more tokens than remain), RSD_ERR_ARG. */
+RSD_API int rsd_json_expand(const rsd_json_doc *doc, int i, rsd_json_doc *sub);
+/* The elements of array token arr one at a time, each tokenized in full into the tokens
+   after doc's own (*el as rsd_json_expand gives it). Start with *pos = 0. 1 = *el is the
+   next element, 0 = no more, <0 = RSD_ERR_JSON_TOKENS (one element needs more tokens than
+   remain), RSD_ERR_ARG. */
+RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_json_doc *el);
+
 /* Type of token i (RSD_JSON_INVALID when i is out of range). */
 RSD_API rsd_json_type rsd_json_type_of(const rsd_json_doc *doc, int i);
 /* Children of token i (elements, members, 1 for a key), 0 for scalars or bad i. */
@@ -2141,6 +2193,8 @@ enum {
     RSD_TARGET_KEY_MAX = 256,     /* bytes of a normalised target key, incl. NUL */
     RSD_MAX_NOTICES = 2 * RSD_MAX_RESIDENTS + 4, /* a plan never needs more */
     RSD_DECISION_CACHE_MAX = 32,  /* entries in one rsd_decision_cache */
+    RSD_DECISION_CACHE_TEXT = RSD_TARGET_KEY_MAX + RSD_MODEL_ID_MAX, /* bytes of one entry's ids: the key and
+                                     the model always fit; LM Studio's wire id and model key share the rest */
     RSD_DECISION_CACHE_TTL_MS = 60000 /* default TTL of the decision cache */
 };
 
@@ -2495,8 +2549,6 @@ RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap);
 
 /* One decision-cache slot; treat as opaque. */
 typedef struct rsd_cache_entry {
-    char key[RSD_TARGET_KEY_MAX];
-    char model[RSD_MODEL_ID_MAX];
     uint64_t at_ms;           /* when stored */
     uint64_t used_ms;         /* last hit, for LRU replacement */
     uint64_t generation;      /* mutation generation it was stored under */
@@ -2507,8 +2559,8 @@ typedef struct rsd_cache_entry {
     int outcome;              /* rsd_outcome stored by a reconcile; 0 = from the decision */
     int error;                /* the reconcile's result code (a decline may carry one) */
     int tier, state;          /* LM Studio: API tier and resolution */
-    char wire_id[RSD_MODEL_ID_MAX];   /* "" = the model itself */
-    char model_key[RSD_MODEL_ID_MAX]; /* "" = the model itself */
+    uint16_t model_at, wire_at, mkey_at, text_len; /* where each id starts in text; bytes used */
+    char text[RSD_DECISION_CACHE_TEXT]; /* key NUL model NUL wire id NUL model key NUL ("" = the model itself) */
 } rsd_cache_entry;
 
 /* Decision cache per (normalised target key, model) with a TTL.
@@ -2569,10 +2621,10 @@ RSD_API uint32_t rsd_fit_ceiling_from_env(void);
 /* Manual: "payload" in the doc block at the top of this file. */
 enum {
     RSD_LISTING_DEFAULT_MODELS = 64, /* entries of a listing made with the defaults (a server listing 64 models) */
-    RSD_LISTING_ARENA_PER_MODEL = 256, /* default arena bytes per entry (ids, aliases, tags) */
+    RSD_LISTING_ARENA_PER_MODEL = 176, /* default arena bytes per entry (ids, aliases, tags; a real router's id: 20-120) */
     RSD_LISTING_MAX_MODELS = 256,     /* a large listing: tests and tools size theirs with these */
     RSD_LISTING_ARENA_BYTES = 65536,  /* its arena (decoded ids, aliases and tags) */
-    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens for a payload of that size */
+    RSD_LISTING_MAX_TOKENS = 16384    /* JSON tokens of a whole payload of that size (parsers need only one entry's) */
 };
 
 /* Load state of a listed model. */
@@ -2598,25 +2650,25 @@ enum {
     RSD_LISTED_TAGS_CUT = 1u << 1      /* more tags than RSD_MAX_TAGS */
 };
 
-/* One model in a server listing. Views point into the owning rsd_listing's arena. */
+/* One model in a server listing. Views point into the owning rsd_listing's arena, where
+   the entry's aliases and then its tags follow its id, each NUL-terminated: read them
+   with rsd_listed_alias and rsd_listed_tag. */
 typedef struct rsd_listed_model {
     rsd_str id;                         /* canonical id, 1..RSD_MODEL_ID_MAX-1 bytes, no NUL */
-    rsd_str aliases[RSD_MAX_ALIASES];   /* other names that route to it */
-    int n_aliases;
-    rsd_str tags[RSD_MAX_TAGS];         /* preset tags (protecting ones kept first) */
-    int n_tags;
     rsd_str instance;                   /* runtime instance id (LM Studio); empty otherwise */
+    uint64_t size_bytes;                /* total weight bytes when has_size */
+    uint64_t size_vram_bytes;           /* GPU-resident bytes when has_size_vram */
+    uint64_t last_used_ms;              /* status.last_used (ms since the epoch) when listed; 0 = not */
+    int64_t exit_code;                  /* router status.exit_code when has_exit_code */
+    uint32_t context_length;            /* context it runs with; 0 = unknown */
+    uint32_t max_context;               /* its trained/maximum context; 0 = unknown */
     rsd_model_state state;
+    uint8_t n_aliases;                  /* other names that route to it: rsd_listed_alias(m, 0..n-1) */
+    uint8_t n_tags;                     /* preset tags, protecting ones kept first: rsd_listed_tag */
+    uint8_t flags;                      /* RSD_LISTED_* */
     bool failed;                        /* the last load/run failed (router failed:true) */
     bool has_exit_code;
     bool has_size, has_size_vram;       /* absent sizes are never zero */
-    int64_t exit_code;                  /* router status.exit_code when has_exit_code */
-    uint64_t size_bytes;                /* total weight bytes when has_size */
-    uint64_t size_vram_bytes;           /* GPU-resident bytes when has_size_vram */
-    uint32_t context_length;            /* context it runs with; 0 = unknown */
-    uint32_t max_context;               /* its trained/maximum context; 0 = unknown */
-    uint32_t flags;                     /* RSD_LISTED_* */
-    uint64_t last_used_ms;              /* status.last_used (ms since the epoch) when listed; 0 = not */
 } rsd_listed_model;
 
 /* A parsed server listing (every model the server reports, in listing order). Its
@@ -2666,6 +2718,10 @@ RSD_API void rsd_listing_destroy(rsd_listing *l);
 RSD_API size_t rsd_listing_footprint(const rsd_listing_desc *d);
 /* Index of the entry whose id or an alias equals name, or -1. */
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name);
+/* Alias k (0..n_aliases-1) of a listed model; an empty view when k is out of range. */
+RSD_API rsd_str rsd_listed_alias(const rsd_listed_model *m, int k);
+/* Tag k (0..n_tags-1) of a listed model; an empty view when k is out of range. */
+RSD_API rsd_str rsd_listed_tag(const rsd_listed_model *m, int k);
 /* Parse a llama.cpp router GET /v1/models body into *out. RSD_OK or a JSON error. */
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out);
@@ -2909,7 +2965,7 @@ enum {
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 1024,          /* bytes of runtime-hook scratch in rsd_reconcile */
-    RSD_RECONCILE_TOKENS_PER_MODEL = 72,   /* default JSON tokens per listing entry (a real router: 66) */
+    RSD_RECONCILE_TOKENS = 256,            /* default JSON tokens held at once: an answer's top level and one entry (a real router's: 66) */
     RSD_RECONCILE_BODY_PER_MODEL = 1408,   /* default answer bytes per listing entry (a real router: 1040-1320) */
     RSD_RECONCILE_IDS_PER_MODEL = 128,     /* default id arena bytes per listing entry (ids are 20-120 bytes) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
@@ -3185,8 +3241,8 @@ typedef struct rsd_lms_machine {
     const char *unload_inst[16];                          /* owned instances of cand[ci] */
     uint32_t unload_ctx[16];
     rsd_lms_peer peers[RSD_LMS_MAX_PEERS];                /* desc.peers (views into peer_ids) */
-    rsd_lms_catalog *cat;             /* the catalog, in the storage of rsd_reconcile.poll (a reconcile on
-                                         LM Studio never polls a listing) */
+    rsd_lms_catalog *cat;             /* the catalog, in the storage of rsd_reconcile.snap and .poll (a
+                                         reconcile on LM Studio lists into neither) */
     rsd_lms_reply reply;
 } rsd_lms_machine;
 
@@ -3296,7 +3352,7 @@ struct rsd_reconcile {
 typedef struct rsd_reconcile_limits {
     int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
     size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
-    uint32_t max_tokens;              /* JSON tokens of one answer; 0 = RSD_RECONCILE_TOKENS_PER_MODEL per entry */
+    uint32_t max_tokens;              /* JSON tokens held at once (an answer's top level and one listing entry); 0 = RSD_RECONCILE_TOKENS */
     size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
     size_t max_id_bytes;              /* bytes of an id it keeps (protected, ours, victims...), NUL included;
                                          0 = RSD_MODEL_ID_MAX; 16..RSD_MODEL_ID_MAX */
@@ -4178,7 +4234,9 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
 #define RSDI_JSON_SKIP_WS() while (p < e && RSDI_JSON_ISWS(*p)) p++
 #define RSDI_JSON_FAIL(c_, w_) do { code = (c_); what = (w_); goto fail; } while (0)
 #define RSDI_JSON_EMIT(type_, flags_, start_, end_) do { \
-    if (!counting) { \
+    if (counting) { \
+        n++; \
+    } else if (!shallow || depth < lim) { \
         rsd_json_tok t_; \
         if (RSDI_UNLIKELY(n >= cap)) RSDI_JSON_FAIL(RSD_ERR_JSON_TOKENS, "token array full"); \
         t_.type = (uint8_t)(type_); t_.flags = (uint8_t)(flags_); t_.reserved = 0; \
@@ -4186,8 +4244,8 @@ RSDI_PRIVATE int rsdi_json_scan_lit(const unsigned char **pp, const unsigned cha
         t_.parent = cur; t_.next = (int32_t)(n + 1); t_.size = 0; \
         toks[n] = t_; \
         if (cur >= 0) toks[cur].size++; \
+        n++; \
     } \
-    n++; \
 } while (0)
 
 /* Records a failure at p in doc->err (line and column are counted only here). */
@@ -4209,11 +4267,15 @@ RSDI_PRIVATE int rsdi_json_fail(rsd_json_doc *doc, const unsigned char *s, const
     return code;
 }
 
-/* The parser. Always inlined with a constant `counting`, so the count pass carries no
-   token-writing branches and the real pass no NULL checks. */
+/* The parser. Always inlined with a constant `counting` and `shallow`, so the count pass
+   carries no token-writing branches and the real pass no NULL checks. The shallow pass
+   keeps the tokens of depth < lim only (the root is depth 0, its members 1): a container at depth lim - 1
+   is kept without children, and the whole input is still validated. With prefix, the
+   input may go on after the value: doc->len becomes the value's end. */
 RSDI_JSON_INLINE int rsdi_json_parse_body(rsd_json_doc *doc, const unsigned char *s,
                                           const unsigned char *e, rsd_json_tok *toks,
-                                          uint32_t cap, uint32_t max_depth, const int counting) {
+                                          uint32_t cap, uint32_t max_depth, uint32_t lim, int prefix,
+                                          const int counting, const int shallow) {
     const unsigned char *p = s, *q;
     uint32_t n = 0, depth = 0;
     int32_t cur = -1;   /* innermost open container, or the key whose value is being parsed */
@@ -4249,7 +4311,7 @@ value:
     if (c == '{' || c == '[') {
         if (RSDI_UNLIKELY(depth >= max_depth)) RSDI_JSON_FAIL(RSD_ERR_JSON_DEPTH, "nesting too deep");
         RSDI_JSON_EMIT(c == '{' ? RSD_JSON_OBJECT : RSD_JSON_ARRAY, 0, p - s, 0);
-        if (!counting) cur = (int32_t)(n - 1);
+        if (!counting && (!shallow || depth < lim)) cur = (int32_t)(n - 1);
         in_obj = c == '{';
         if ((depth & 7) == 0) objbits[depth >> 3] = 0;
         if (in_obj) objbits[depth >> 3] = (unsigned char)(objbits[depth >> 3] | (1u << (depth & 7)));
@@ -4294,7 +4356,7 @@ key:
     r = rsdi_json_scan_str(&p, e, &what);
     if (RSDI_UNLIKELY(r < 0)) { code = r; goto fail; }
     RSDI_JSON_EMIT(RSD_JSON_STRING, r | RSD_JSON_F_KEY, q - s, p - s);
-    if (!counting) cur = (int32_t)(n - 1);
+    if (!counting && (!shallow || depth < lim)) cur = (int32_t)(n - 1);
     p++;
     if (RSDI_LIKELY(p < e && *p == ':')) {
         p++;
@@ -4309,7 +4371,7 @@ key:
 close:
     /* p is one past the closer of the container at depth - 1 */
     depth--;
-    if (!counting) {
+    if (!counting && (!shallow || depth < lim)) {
         toks[cur].end = (uint32_t)(p - s);
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
@@ -4317,11 +4379,15 @@ close:
     in_obj = depth ? (objbits[(depth - 1) >> 3] >> ((depth - 1) & 7)) & 1 : 0;
 
 after_value:
-    if (!counting && in_obj) { /* in an object, cur is the key whose value just ended */
+    if (!counting && in_obj && (!shallow || depth < lim)) { /* in an object, cur is the key whose value just ended */
         toks[cur].next = (int32_t)n;
         cur = toks[cur].parent;
     }
     if (RSDI_UNLIKELY(depth == 0)) {
+        if (prefix) {
+            doc->len = (size_t)(p - s);
+            goto done;
+        }
         RSDI_JSON_SKIP_WS();
         if (p != e) RSDI_JSON_FAIL(RSD_ERR_JSON, "unexpected data after the value");
         goto done;
@@ -4356,8 +4422,9 @@ fail:
     return rsdi_json_fail(doc, s, p, e, code, what);
 }
 
-RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
-                              uint32_t cap, const rsd_json_desc *desc) {
+/* rsd_json_parse_ex with the token depth limit and the prefix mode of the parser. */
+RSDI_PRIVATE int rsdi_json_parse_in(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
+                                    uint32_t cap, const rsd_json_desc *desc, uint32_t lim, int prefix) {
     const unsigned char *s;
     uint32_t max_depth = RSD_JSON_MAX_DEPTH;
     size_t max_bytes = RSD_JSON_MAX_BYTES;
@@ -4391,13 +4458,69 @@ RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rs
         doc->err.what = "input too large";
         return RSD_ERR_TOO_LARGE;
     }
-    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, 0);
-    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, 1);
+    if (toks && lim != 0xFFFFFFFFu) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0, 1);
+    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0, 0);
+    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, lim, prefix, 1, 0);
+}
+
+RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
+                              uint32_t cap, const rsd_json_desc *desc) {
+    return rsdi_json_parse_in(doc, src, len, toks, cap, desc, 0xFFFFFFFFu, 0);
 }
 
 RSD_API int rsd_json_parse(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
                            uint32_t cap) {
     return rsd_json_parse_ex(doc, s, len, toks, cap, NULL);
+}
+
+RSD_API int rsd_json_parse_top(rsd_json_doc *doc, const char *s, size_t len, rsd_json_tok *toks,
+                               uint32_t cap) {
+    if (doc && (!toks || !cap)) {
+        memset(doc, 0, sizeof *doc);
+        doc->err.what = "no tokens";
+        return doc->err.code = RSD_ERR_ARG;
+    }
+    return rsdi_json_parse_in(doc, s, len, toks, cap, NULL, 2, 0);
+}
+
+/* Parse the value at src[at..) of doc (at most to src[lim]) into the tokens after doc's. */
+RSDI_PRIVATE int rsdi_json_sub(const rsd_json_doc *doc, size_t at, size_t lim, rsd_json_doc *sub) {
+    int r = rsdi_json_parse_in(sub, doc->src + at, lim - at, doc->toks + doc->count, doc->cap - doc->count,
+                               NULL, 0xFFFFFFFFu, 1);
+    return r < 0 ? r : RSD_OK;
+}
+
+RSD_API int rsd_json_expand(const rsd_json_doc *doc, int i, rsd_json_doc *sub) {
+    const rsd_json_tok *t;
+    size_t at, end;
+    if (!doc || !sub || !doc->toks || i < 0 || (uint32_t)i >= doc->count || doc->count > doc->cap) return RSD_ERR_ARG;
+    t = doc->toks + i;
+    at = t->start;
+    end = t->end;
+    if (t->type == RSD_JSON_STRING) at--, end++; /* the quotes */
+    if (at > end || end > doc->len) return RSD_ERR_ARG;
+    return rsdi_json_sub(doc, at, end, sub);
+}
+
+RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_json_doc *el) {
+    const rsd_json_tok *t;
+    size_t p, end;
+    int r;
+    if (!doc || !pos || !el || !doc->toks || arr < 0 || (uint32_t)arr >= doc->count || doc->count > doc->cap)
+        return RSD_ERR_ARG;
+    t = doc->toks + arr;
+    if (t->type != RSD_JSON_ARRAY || t->end > doc->len || t->end < t->start + 2) return RSD_ERR_ARG;
+    end = t->end - 1; /* the ']' */
+    p = *pos ? *pos : t->start + 1;
+    if (p < t->start + 1 || p > end) return RSD_ERR_ARG;
+    while (p < end && (RSDI_JSON_ISWS((unsigned char)doc->src[p]) || doc->src[p] == ',')) p++;
+    if (p >= end) {
+        *pos = end;
+        return 0;
+    }
+    if ((r = rsdi_json_sub(doc, p, end, el)) < 0) return r;
+    *pos = p + el->len;
+    return 1;
 }
 
 #undef RSDI_JSON_SKIP_WS
@@ -4567,13 +4690,21 @@ RSD_API bool rsd_json_str_eq(const rsd_json_doc *doc, int i, const char *s) {
     return t && s && rsdi_json_eq(doc, t, s, strlen(s));
 }
 
-RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
+/* rsd_json_str_eq with the length of s known (no strlen: the payload parsers compare
+   every member's key with literals, RSDI_JSON_EQ). */
+RSDI_PRIVATE bool rsdi_json_eqn(const rsd_json_doc *doc, int i, const char *s, size_t n) {
+    const rsd_json_tok *t = rsdi_json_tok(doc, i);
+    if (!t || (!(t->flags & RSD_JSON_F_ESCAPED) && t->end - t->start != n)) return false; /* most differ in length */
+    return rsdi_json_eq(doc, t, s, n);
+}
+#define RSDI_JSON_EQ(doc, i, lit) rsdi_json_eqn((doc), (i), lit, sizeof(lit) - 1)
+
+/* rsd_json_find with the key's length known (RSDI_JSON_FIND: a literal key). */
+RSDI_PRIVATE int rsdi_json_findn(const rsd_json_doc *doc, int obj, const char *key, size_t klen) {
     const rsd_json_tok *t = rsdi_json_tok(doc, obj), *kt;
     uint32_t k, end;
-    size_t klen;
     int v = -1;
     if (!t || t->type != RSD_JSON_OBJECT || !key) return -1;
-    klen = strlen(key);
     end = t->next > 0 && (uint32_t)t->next < doc->count ? (uint32_t)t->next : doc->count;
     /* every member is read (a later duplicate wins): keys are walked by their O(1)
        subtree skip, and an unescaped key is compared by length before its bytes */
@@ -4589,6 +4720,11 @@ RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
     }
     return v;
 }
+
+RSD_API int rsd_json_find(const rsd_json_doc *doc, int obj, const char *key) {
+    return key ? rsdi_json_findn(doc, obj, key, strlen(key)) : -1;
+}
+#define RSDI_JSON_FIND(doc, obj, lit) rsdi_json_findn((doc), (obj), lit, sizeof(lit) - 1)
 
 RSD_API int rsd_json_at(const rsd_json_doc *doc, int arr, uint32_t idx) {
     const rsd_json_tok *t = rsdi_json_tok(doc, arr);
@@ -6520,6 +6656,31 @@ RSDI_PRIVATE int rsdi_cache_keys(rsd_str key, rsd_str model, char *k, char *m) {
     return RSD_OK;
 }
 
+/* The entry is in use and for (k, model m; NULL = any model of k). */
+RSDI_PRIVATE bool rsdi_cache_is(const rsd_cache_entry *e, const char *k, const char *m) {
+    return e->used && strcmp(e->text, k) == 0 && (!m || strcmp(e->text + e->model_at, m) == 0);
+}
+
+/* Appends one id to the entry's text: its offset, or -1 when the text is full. */
+RSDI_PRIVATE int rsdi_cache_text(rsd_cache_entry *e, const char *id) {
+    size_t n = strlen(id), at = e->text_len;
+    if (n >= sizeof e->text - at) return -1;
+    memcpy(e->text + at, id, n + 1);
+    e->text_len = (uint16_t)(at + n + 1);
+    return (int)at;
+}
+
+/* LM Studio's wire id and model key of a stored entry ("" = the model itself); false when
+   they do not fit in its text. */
+RSDI_PRIVATE bool rsdi_cache_ids(rsd_cache_entry *e, const char *wire, const char *mkey) {
+    int w = wire[0] ? rsdi_cache_text(e, wire) : (int)e->wire_at;
+    int k = mkey[0] ? rsdi_cache_text(e, mkey) : (int)e->mkey_at;
+    if (w < 0 || k < 0) return false;
+    e->wire_at = (uint16_t)w;
+    e->mkey_at = (uint16_t)k;
+    return true;
+}
+
 RSDI_PRIVATE uint64_t rsdi_cache_ttl(const rsd_decision_cache *c) {
     return c->ttl_ms ? c->ttl_ms : (uint64_t)RSD_DECISION_CACHE_TTL_MS;
 }
@@ -6538,7 +6699,7 @@ RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str 
     if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) {
         rsd_cache_entry *e = &c->entries[i];
-        if (!e->used || strcmp(e->key, k) != 0 || strcmp(e->model, m) != 0) continue;
+        if (!rsdi_cache_is(e, k, m)) continue;
         if (!rsdi_cache_live(c, e, now_ms, generation)) {
             e->used = false; /* expired or stale generation */
             return 0;
@@ -6555,8 +6716,8 @@ RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str 
             hit->keep_resident = e->outcome ? e->keep_resident : hit->outcome == (int)RSD_OUTCOME_RESIDENT;
             hit->tier = e->tier;
             hit->state = e->state;
-            hit->wire_id = e->wire_id;
-            hit->model_key = e->model_key;
+            hit->wire_id = e->text + e->wire_at;
+            hit->model_key = e->text + e->mkey_at;
         }
         return 1;
     }
@@ -6570,7 +6731,7 @@ RSDI_PRIVATE rsd_cache_entry *rsdi_cache_put(rsd_decision_cache *c, const char *
     int i, slot = -1;
     if (d == RSD_DECISION_LOAD || d == RSD_DECISION_LOAD_AFTER_EVICT) d = RSD_DECISION_ALREADY_RESIDENT;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) /* same key: overwrite */
-        if (c->entries[i].used && strcmp(c->entries[i].key, k) == 0 && strcmp(c->entries[i].model, m) == 0) {
+        if (rsdi_cache_is(&c->entries[i], k, m)) {
             slot = i;
             break;
         }
@@ -6582,8 +6743,9 @@ RSDI_PRIVATE rsd_cache_entry *rsdi_cache_put(rsd_decision_cache *c, const char *
             if (c->entries[i].used_ms < c->entries[slot].used_ms) slot = i;
     }
     memset(&c->entries[slot], 0, sizeof c->entries[slot]);
-    memcpy(c->entries[slot].key, k, RSD_TARGET_KEY_MAX);
-    memcpy(c->entries[slot].model, m, RSD_MODEL_ID_MAX);
+    (void)rsdi_cache_text(&c->entries[slot], k); /* both fit (RSD_DECISION_CACHE_TEXT) */
+    c->entries[slot].model_at = (uint16_t)rsdi_cache_text(&c->entries[slot], m);
+    c->entries[slot].wire_at = c->entries[slot].mkey_at = (uint16_t)(c->entries[slot].text_len - 1); /* "" */
     c->entries[slot].at_ms = now_ms;
     c->entries[slot].used_ms = now_ms;
     c->entries[slot].generation = generation;
@@ -6615,7 +6777,7 @@ RSD_API int rsd_cache_invalidate(rsd_decision_cache *c, rsd_str target_key, rsd_
     if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) {
         rsd_cache_entry *e = &c->entries[i];
-        if (!e->used || strcmp(e->key, k) != 0 || (m[0] && strcmp(e->model, m) != 0)) continue;
+        if (!rsdi_cache_is(e, k, m[0] ? m : NULL)) continue;
         e->used = false;
         n++;
     }
@@ -6758,8 +6920,10 @@ RSDI_PRIVATE bool rsdi_pl_text(const rsd_json_doc *d, int i, char *dst, size_t c
 }
 
 /* Fill *out from the "error" member of object obj; true when one is present
-   (a non-empty string, an object, or any other non-null, non-false value). */
+   (a non-empty string, an object, or any other non-null, non-false value). An object's
+   members are read by expanding it (d may be a top-level document). */
 RSDI_PRIVATE bool rsdi_pl_error(const rsd_json_doc *d, int obj, rsd_server_error *out) {
+    rsd_json_doc sub;
     int e = rsd_json_find(d, obj, "error"), m;
     rsd_json_type t = rsd_json_type_of(d, e);
     memset(out, 0, sizeof *out);
@@ -6768,28 +6932,43 @@ RSDI_PRIVATE bool rsdi_pl_error(const rsd_json_doc *d, int obj, rsd_server_error
     if (t == RSD_JSON_STRING) {
         if (d->toks[e].end == d->toks[e].start) return false;
         (void)rsdi_pl_text(d, e, out->message, sizeof out->message);
-    } else if (t == RSD_JSON_OBJECT) {
-        (void)rsdi_pl_text(d, rsd_json_find(d, e, "message"), out->message, sizeof out->message);
-        (void)rsdi_pl_text(d, rsd_json_find(d, e, "type"), out->type, sizeof out->type);
-        m = rsd_json_find(d, e, "code");
-        if (rsd_json_type_of(d, m) == RSD_JSON_NUMBER) {
-            rsd_str v = rsd_json_view(d, m);
+    } else if (t == RSD_JSON_OBJECT && rsd_json_expand(d, e, &sub) == RSD_OK) { /* the object's own tokens */
+        (void)rsdi_pl_text(&sub, rsd_json_find(&sub, 0, "message"), out->message, sizeof out->message);
+        (void)rsdi_pl_text(&sub, rsd_json_find(&sub, 0, "type"), out->type, sizeof out->type);
+        m = rsd_json_find(&sub, 0, "code");
+        if (rsd_json_type_of(&sub, m) == RSD_JSON_NUMBER) {
+            rsd_str v = rsd_json_view(&sub, m);
             size_t n = v.len < sizeof out->code - 1 ? v.len : sizeof out->code - 1;
             memcpy(out->code, v.ptr, n);
             out->code[n] = '\0';
         } else {
-            (void)rsdi_pl_text(d, m, out->code, sizeof out->code);
+            (void)rsdi_pl_text(&sub, m, out->code, sizeof out->code);
         }
     }
     out->present = true;
     return true;
 }
 
-/* Parse body into d with the caller's tokens; shared argument checks. */
+/* Validate all of body and keep the tokens of its top level in d (the caller's tokens):
+   every payload parser starts here, then reads a nested member with rsd_json_expand and
+   a list one element at a time with rsd_json_each, so the tokens held at once are the
+   top level plus one member or entry, however long the list. */
 RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rsd_json_tok *toks,
                                uint32_t cap) {
     if ((!body && len) || !toks || cap == 0) return RSD_ERR_ARG;
-    return rsd_json_parse(d, body ? body : "", len, toks, cap);
+    return rsd_json_parse_top(d, body ? body : "", len, toks, cap);
+}
+
+/* The list of a top-level listing, entry by entry: each element of array arr of top is
+   given to fn as its own document (root 0). An element over the tokens left is
+   RSD_ERR_JSON_TOKENS. */
+RSDI_PRIVATE int rsdi_pl_each(const rsd_json_doc *top, int arr, void (*fn)(void *ctx, const rsd_json_doc *el), void *ctx) {
+    rsd_json_doc el;
+    size_t pos = 0;
+    int r;
+    if (arr <= 0) return RSD_OK;
+    while ((r = rsd_json_each(top, arr, &pos, &el)) > 0) fn(ctx, &el);
+    return r;
 }
 
 /* Whether s is the id or one of the n aliases. */
@@ -6801,11 +6980,64 @@ RSDI_PRIVATE bool rsdi_names(rsd_str s, rsd_str id, const rsd_str *aliases, int 
     return false;
 }
 
+/* Name k of a listed model: 0 the id, then its aliases, then its tags, each one past the
+   NUL of the one before it in the arena. An empty view past the last. */
+RSDI_PRIVATE rsd_str rsdi_listed_name(const rsd_listed_model *m, int k) {
+    rsd_str v;
+    int j;
+    v.ptr = "";
+    v.len = 0;
+    if (!m || !m->id.ptr || k < 0 || k > (int)m->n_aliases + (int)m->n_tags) return v;
+    v = m->id;
+    for (j = 0; j < k; j++) {
+        v.ptr += v.len + 1;
+        v.len = strlen(v.ptr);
+    }
+    return v;
+}
+
+RSD_API rsd_str rsd_listed_alias(const rsd_listed_model *m, int k) {
+    return rsdi_listed_name(m, m && k >= 0 && k < (int)m->n_aliases ? 1 + k : -1);
+}
+
+RSD_API rsd_str rsd_listed_tag(const rsd_listed_model *m, int k) {
+    return rsdi_listed_name(m, m && k >= 0 && k < (int)m->n_tags ? 1 + (int)m->n_aliases + k : -1);
+}
+
+/* The aliases and tags of m as views (arrays of RSD_MAX_ALIASES and RSD_MAX_TAGS), in one
+   walk; either may be NULL. */
+RSDI_PRIVATE void rsdi_listed_views(const rsd_listed_model *m, rsd_str *aliases, rsd_str *tags) {
+    rsd_str v = m->id;
+    int j, n = (int)m->n_aliases + (int)m->n_tags;
+    for (j = 0; j < n; j++) {
+        v.ptr += v.len + 1;
+        v.len = strlen(v.ptr);
+        if (j < (int)m->n_aliases) {
+            if (aliases) aliases[j] = v;
+        } else if (tags) {
+            tags[j - (int)m->n_aliases] = v;
+        }
+    }
+}
+
+/* Whether s is the id or an alias of listed model m. */
+RSDI_PRIVATE bool rsdi_listed_names(rsd_str s, const rsd_listed_model *m) {
+    rsd_str v = m->id;
+    int j;
+    if (rsd_str_eq(s, v)) return true;
+    for (j = 0; j < (int)m->n_aliases; j++) {
+        v.ptr += v.len + 1;
+        v.len = strlen(v.ptr);
+        if (rsd_str_eq(s, v)) return true;
+    }
+    return false;
+}
+
 RSD_API int rsd_listing_find(const rsd_listing *l, rsd_str name) {
     int i;
     if (!l || !name.len || !name.ptr) return -1;
     for (i = 0; i < l->n && i < l->max_models; i++)
-        if (rsdi_names(name, l->models[i].id, l->models[i].aliases, l->models[i].n_aliases)) return i;
+        if (l->models[i].id.ptr && rsdi_listed_names(name, &l->models[i])) return i;
     return -1;
 }
 
@@ -6834,6 +7066,7 @@ RSD_API int rsd_listing_init(rsd_listing *l, rsd_listed_model *models, int max_m
 RSDI_PRIVATE bool rsdi_listing_sizes(const rsd_listing_desc *d, int *models, size_t *arena) {
     *models = d && d->max_models ? d->max_models : (int)RSD_LISTING_DEFAULT_MODELS;
     *arena = d && d->arena_bytes ? d->arena_bytes : (size_t)*models * RSD_LISTING_ARENA_PER_MODEL;
+    if (!(d && d->arena_bytes) && *arena < (size_t)RSD_MODEL_ID_MAX) *arena = RSD_MODEL_ID_MAX; /* one longest id */
     return *models >= 1 && *models <= (1 << 20) && *arena >= (size_t)RSD_MODEL_ID_MAX && *arena <= ((size_t)1 << 30);
 }
 
@@ -6890,7 +7123,7 @@ RSDI_PRIVATE uint32_t rsdi_router_args_ctx(const rsd_json_doc *doc, int args) {
     for (k = rsd_json_child(doc, args); k >= 0; k = rsd_json_next(doc, k)) {
         int v = rsd_json_next(doc, k);
         if (v < 0) break;
-        if (rsd_json_str_eq(doc, k, "--ctx-size") || rsd_json_str_eq(doc, k, "-c")) {
+        if (RSDI_JSON_EQ(doc, k, "--ctx-size") || RSDI_JSON_EQ(doc, k, "-c")) {
             rsd_str s = rsd_json_view(doc, v);
             uint64_t x = 0;
             size_t j;
@@ -6902,111 +7135,131 @@ RSDI_PRIVATE uint32_t rsdi_router_args_ctx(const rsd_json_doc *doc, int args) {
     return ctx;
 }
 
+/* One element of a router listing's "data" (its own document, root 0) into *out. */
+RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    const int e = 0;
+    static const char *const keys[] = {"id", "status", "aliases", "tags", "meta"};
+    static const uint8_t key_len[] = {2, 6, 7, 4, 4};
+    rsd_listed_model *m;
+    size_t mark = out->arena_used;
+    int mem[5] = {-1, -1, -1, -1, -1}, st, v, k, j, got, id, aliases, tags, meta;
+    out->n_seen++;
+    if (rsd_json_type_of(doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; return; }
+    if (out->n >= out->max_models) { out->truncated = true; return; }
+    m = &out->models[out->n];
+    memset(m, 0, sizeof *m);
+    /* one pass over the members; a later duplicate key replaces an earlier one */
+    for (k = rsd_json_child(doc, e); k >= 0; k = rsd_json_next(doc, k))
+        for (j = 0; j < 5; j++)
+            if (rsdi_json_eqn(doc, k, keys[j], key_len[j])) { mem[j] = k + 1; break; }
+    id = mem[0];
+    st = mem[1];
+    aliases = mem[2];
+    tags = mem[3];
+    meta = mem[4];
+    got = rsdi_listing_name(out, doc, id, &m->id);
+    if (got < 0) { out->truncated = true; return; }
+    if (got == 0) { out->n_skipped++; return; }
+    /* aliases (rules), then tags, each after the one before in the arena (the names an
+       entry keeps are contiguous after its id): protecting tags first when over the limit */
+    v = aliases;
+    if (rsd_json_type_of(doc, v) == RSD_JSON_ARRAY)
+        for (k = rsd_json_child(doc, v); k >= 0; k = rsd_json_next(doc, k)) {
+            size_t at = out->arena_used;
+            rsd_str a;
+            if (m->n_aliases >= RSD_MAX_ALIASES) { m->flags |= RSD_LISTED_ALIASES_CUT; break; }
+            got = rsdi_listing_name(out, doc, k, &a);
+            if (got < 0) { out->truncated = true; break; }
+            if (got > 0 && !rsd_str_eq(a, m->id)) m->n_aliases++;
+            else out->arena_used = at; /* not kept */
+        }
+    v = tags;
+    if (rsd_json_type_of(doc, v) == RSD_JSON_ARRAY) {
+        size_t last = 0;                /* where the last kept tag starts */
+        bool protects = false;          /* a kept tag protects */
+        for (k = rsd_json_child(doc, v); k >= 0; k = rsd_json_next(doc, k)) {
+            size_t at = out->arena_used;
+            rsd_str t;
+            if (rsd_json_type_of(doc, k) != RSD_JSON_STRING) continue;
+            if (m->n_tags >= RSD_MAX_TAGS) m->flags |= RSD_LISTED_TAGS_CUT;
+            got = rsdi_listing_name(out, doc, k, &t);
+            if (got < 0) { out->truncated = true; break; }
+            if (got == 0) continue;
+            if (m->n_tags >= RSD_MAX_TAGS) {
+                if (!rsdi_tag_protects(t) || protects) {
+                    out->arena_used = at; /* not kept */
+                    continue;
+                }
+                memmove(out->arena + last, t.ptr, t.len + 1); /* a protecting tag replaces the last one */
+                out->arena_used = last + t.len + 1;
+                protects = true;
+                continue;
+            }
+            last = at;
+            protects = protects || rsdi_tag_protects(t);
+            m->n_tags++;
+        }
+    }
+    if (out->truncated) { out->arena_used = mark; return; }
+    /* state */
+    v = st;
+    if (rsd_json_type_of(doc, st) == RSD_JSON_OBJECT) {
+        bool failed = false;
+        int64_t code;
+        int f = RSDI_JSON_FIND(doc, st, "failed");
+        v = RSDI_JSON_FIND(doc, st, "value");
+        if (f >= 0 && rsd_json_bool(doc, f, &failed) == RSD_OK && failed) m->failed = true;
+        f = RSDI_JSON_FIND(doc, st, "exit_code");
+        if (f >= 0 && rsd_json_int64(doc, f, &code) == RSD_OK) {
+            m->exit_code = code;
+            m->has_exit_code = true;
+        }
+        m->context_length = rsdi_router_args_ctx(doc, RSDI_JSON_FIND(doc, st, "args"));
+        if (!rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
+            m->last_used_ms = 0;
+    }
+    /* the value is a state's own name ("unknown" leaves it unknown), or "downloaded" */
+    if (rsd_json_type_of(doc, v) == RSD_JSON_STRING) {
+#define RSDI_X(n, str) sizeof(str) - 1,
+        static const uint8_t state_len[] = {RSD_MODEL_STATES(RSDI_X) 0};
+#undef RSDI_X
+        for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
+            if (rsdi_json_eqn(doc, v, rsd_model_state_str(j), state_len[j])) m->state = (rsd_model_state)j;
+    }
+    if (RSDI_JSON_EQ(doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
+    if (m->state == RSD_MODEL_FAILED) m->failed = true;
+    if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
+    if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
+    /* meta: trained context and file size, when the child reported them */
+    v = meta;
+    if (rsd_json_type_of(doc, v) == RSD_JSON_OBJECT) {
+        uint64_t x;
+        if (rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, v, "n_ctx_train"), &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
+        if (rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, v, "n_ctx"), &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
+            m->context_length = (uint32_t)x;
+        if (rsdi_pl_u64(doc, RSDI_JSON_FIND(doc, v, "size"), &x)) {
+            m->size_bytes = x;
+            m->has_size = true;
+        }
+    }
+    out->n++;
+}
+
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out) {
     rsd_json_doc doc;
-    int r, data, e;
+    int r, data;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if ((!body && len) || !toks || !n_toks || !out->models || !out->arena) return RSD_ERR_ARG;
-    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
-    data = rsd_json_find(&doc, 0, "data");
+    data = RSDI_JSON_FIND(&doc, 0, "data");
     if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
-    for (e = rsd_json_child(&doc, data); e >= 0; e = rsd_json_next(&doc, e)) {
-        static const char *const keys[] = {"id", "status", "aliases", "tags", "meta"};
-        rsd_listed_model *m;
-        size_t mark = out->arena_used;
-        int mem[5] = {-1, -1, -1, -1, -1}, st, v, k, j, got, id, aliases, tags, meta;
-        out->n_seen++;
-        if (rsd_json_type_of(&doc, e) != RSD_JSON_OBJECT) { out->n_skipped++; continue; }
-        if (out->n >= out->max_models) { out->truncated = true; continue; }
-        m = &out->models[out->n];
-        memset(m, 0, sizeof *m);
-        /* one pass over the members; a later duplicate key replaces an earlier one */
-        for (k = rsd_json_child(&doc, e); k >= 0; k = rsd_json_next(&doc, k))
-            for (j = 0; j < 5; j++)
-                if (rsd_json_str_eq(&doc, k, keys[j])) { mem[j] = k + 1; break; }
-        id = mem[0];
-        st = mem[1];
-        aliases = mem[2];
-        tags = mem[3];
-        meta = mem[4];
-        got = rsdi_listing_name(out, &doc, id, &m->id);
-        if (got < 0) { out->truncated = true; continue; }
-        if (got == 0) { out->n_skipped++; continue; }
-        /* aliases (rules), then tags: protecting tags first when over the limit */
-        v = aliases;
-        if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
-            for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
-                rsd_str a;
-                if (m->n_aliases >= RSD_MAX_ALIASES) { m->flags |= RSD_LISTED_ALIASES_CUT; break; }
-                got = rsdi_listing_name(out, &doc, k, &a);
-                if (got < 0) { out->truncated = true; break; }
-                if (got > 0 && !rsd_str_eq(a, m->id)) m->aliases[m->n_aliases++] = a;
-            }
-        v = tags;
-        if (rsd_json_type_of(&doc, v) == RSD_JSON_ARRAY)
-            for (k = rsd_json_child(&doc, v); k >= 0; k = rsd_json_next(&doc, k)) {
-                size_t at = out->arena_used;
-                rsd_str t;
-                int slot = m->n_tags;
-                if (rsd_json_type_of(&doc, k) != RSD_JSON_STRING) continue;
-                if (slot >= RSD_MAX_TAGS) m->flags |= RSD_LISTED_TAGS_CUT;
-                got = rsdi_listing_name(out, &doc, k, &t);
-                if (got < 0) { out->truncated = true; break; }
-                if (got == 0) continue;
-                if (slot >= RSD_MAX_TAGS) {
-                    if (!rsdi_tag_protects(t) || rsd_tags_protect(m->tags, m->n_tags)) {
-                        out->arena_used = at; /* not kept */
-                        continue;
-                    }
-                    slot = RSD_MAX_TAGS - 1; /* a protecting tag replaces the last one */
-                }
-                m->tags[slot] = t;
-                if (slot == m->n_tags) m->n_tags++;
-            }
-        if (out->truncated) { out->arena_used = mark; continue; }
-        /* state */
-        v = st;
-        if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT) {
-            bool failed = false;
-            int64_t code;
-            int f = rsd_json_find(&doc, st, "failed");
-            v = rsd_json_find(&doc, st, "value");
-            if (f >= 0 && rsd_json_bool(&doc, f, &failed) == RSD_OK && failed) m->failed = true;
-            f = rsd_json_find(&doc, st, "exit_code");
-            if (f >= 0 && rsd_json_int64(&doc, f, &code) == RSD_OK) {
-                m->exit_code = code;
-                m->has_exit_code = true;
-            }
-            m->context_length = rsdi_router_args_ctx(&doc, rsd_json_find(&doc, st, "args"));
-            if (!rsdi_pl_u64(&doc, rsd_json_find(&doc, st, "last_used"), &m->last_used_ms)) /* rsd-serve lists it */
-                m->last_used_ms = 0;
-        }
-        /* the value is a state's own name ("unknown" leaves it unknown), or "downloaded" */
-        for (j = 1; j < (int)RSD_MODEL_STATE_NUM; j++)
-            if (rsd_json_str_eq(&doc, v, rsd_model_state_str(j))) m->state = (rsd_model_state)j;
-        if (rsd_json_str_eq(&doc, v, "downloaded")) m->state = RSD_MODEL_UNLOADED;
-        if (m->state == RSD_MODEL_FAILED) m->failed = true;
-        if (m->failed && m->state == RSD_MODEL_UNLOADED) m->state = RSD_MODEL_FAILED;
-        if (m->state != RSD_MODEL_UNKNOWN) out->has_states = true;
-        /* meta: trained context and file size, when the child reported them */
-        v = meta;
-        if (rsd_json_type_of(&doc, v) == RSD_JSON_OBJECT) {
-            uint64_t x;
-            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "n_ctx_train"), &x) && x <= 0xFFFFFFFFu) m->max_context = (uint32_t)x;
-            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "n_ctx"), &x) && x > 0 && x <= 0xFFFFFFFFu) /* what it runs with */
-                m->context_length = (uint32_t)x;
-            if (rsdi_pl_u64(&doc, rsd_json_find(&doc, v, "size"), &x)) {
-                m->size_bytes = x;
-                m->has_size = true;
-            }
-        }
-        out->n++;
-    }
-    return RSD_OK;
+    if ((r = rsdi_pl_each(&doc, data, rsdi_router_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
+    return r;
 }
 
 RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
@@ -7017,11 +7270,11 @@ RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *t
     if (!out) return RSD_ERR_ARG;
     memset(out, 0, sizeof *out);
     if ((!body && len) || !toks || !n_toks) return RSD_ERR_ARG;
-    r = rsd_json_parse(&doc, body ? body : "", len, toks, n_toks);
+    r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
     if (r < 0) return r;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
-    out->is_router = rsd_json_str_eq(&doc, rsd_json_find(&doc, 0, "role"), "router");
-    v = rsd_json_find(&doc, 0, "max_instances");
+    out->is_router = rsd_json_str_eq(&doc, RSDI_JSON_FIND(&doc, 0, "role"), "router");
+    v = RSDI_JSON_FIND(&doc, 0, "max_instances");
     if (rsd_json_type_of(&doc, v) != RSD_JSON_NUMBER || rsd_json_double(&doc, v, &x) != RSD_OK) return RSD_OK;
     if (x >= 1.0) out->max_instances = x >= 2147483647.0 ? 0x7FFFFFFFu : (uint32_t)x; /* floor */
     else if (x == 0.0 && out->is_router) out->unlimited = true;
@@ -7056,16 +7309,62 @@ RSDI_PRIVATE bool rsdi_pl_body_model(rsd_json_writer *w, char *buf, size_t cap, 
 RSDI_PRIVATE int rsdi_ollama_models_array(const rsd_json_doc *d) {
     int arr;
     if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = rsd_json_find(d, 0, "models");
+    arr = RSDI_JSON_FIND(d, 0, "models");
     if (rsd_json_type_of(d, arr) == RSD_JSON_NULL) return 0;
     if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY) return RSD_ERR_JSON_TYPE;
     return arr;
 }
 
+/* One element of an Ollama listing's "models" (its own document, root 0) into *out. */
+RSDI_PRIVATE void rsdi_ollama_entry(void *ctx, const rsd_json_doc *d) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    rsd_listed_model *m;
+    rsd_str name, model;
+    size_t mark = out->arena_used;
+    int gn, gm;
+    out->n_seen++;
+    if (out->n >= out->max_models) {
+        out->truncated = true;
+        return;
+    }
+    if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) {
+        out->n_skipped++;
+        return;
+    }
+    m = &out->models[out->n];
+    memset(m, 0, sizeof *m);
+    name.ptr = model.ptr = "";
+    name.len = model.len = 0;
+    gm = rsdi_listing_name(out, d, RSDI_JSON_FIND(d, 0, "model"), &model);
+    gn = rsdi_listing_name(out, d, RSDI_JSON_FIND(d, 0, "name"), &name);
+    if (gm < 0 || gn < 0) {
+        out->arena_used = mark;
+        out->truncated = true;
+        return;
+    }
+    if (!gm && !gn) {
+        out->arena_used = mark;
+        out->n_skipped++;
+        return;
+    }
+    m->id = gm ? model : name;
+    if (gm && gn && !rsd_str_eq(model, name)) m->n_aliases = 1; /* name, after the id in the arena */
+    else if (gm && gn) out->arena_used = mark + model.len + 1; /* the same name once */
+    m->instance.ptr = "";
+    m->state = RSD_MODEL_LOADED;
+    m->has_size = rsdi_pl_u64(d, RSDI_JSON_FIND(d, 0, "size"), &m->size_bytes);
+    if (!m->has_size) m->size_bytes = 0;
+    m->has_size_vram = rsdi_pl_u64(d, RSDI_JSON_FIND(d, 0, "size_vram"), &m->size_vram_bytes);
+    if (!m->has_size_vram) m->size_vram_bytes = 0;
+    if (!rsdi_pl_u32_pos(d, RSDI_JSON_FIND(d, 0, "context_length"), &m->context_length))
+        m->context_length = 0;
+    out->n++;
+}
+
 RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
                                   rsd_listing *out) {
     rsd_json_doc d;
-    int r, arr, e;
+    int r, arr;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if (!out->models || !out->arena) return RSD_ERR_ARG;
@@ -7074,49 +7373,8 @@ RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *to
     arr = rsdi_ollama_models_array(&d);
     if (arr < 0) return arr;
     out->has_states = true;
-    for (e = arr > 0 ? rsd_json_child(&d, arr) : -1; e >= 0; e = rsd_json_next(&d, e)) {
-        rsd_listed_model *m;
-        rsd_str name, model;
-        size_t mark = out->arena_used;
-        int gn, gm;
-        out->n_seen++;
-        if (out->n >= out->max_models) {
-            out->truncated = true;
-            continue;
-        }
-        if (rsd_json_type_of(&d, e) != RSD_JSON_OBJECT) {
-            out->n_skipped++;
-            continue;
-        }
-        m = &out->models[out->n];
-        memset(m, 0, sizeof *m);
-        name.ptr = model.ptr = "";
-        name.len = model.len = 0;
-        gm = rsdi_listing_name(out, &d, rsd_json_find(&d, e, "model"), &model);
-        gn = rsdi_listing_name(out, &d, rsd_json_find(&d, e, "name"), &name);
-        if (gm < 0 || gn < 0) {
-            out->arena_used = mark;
-            out->truncated = true;
-            continue;
-        }
-        if (!gm && !gn) {
-            out->arena_used = mark;
-            out->n_skipped++;
-            continue;
-        }
-        m->id = gm ? model : name;
-        if (gm && gn && !rsd_str_eq(model, name)) m->aliases[m->n_aliases++] = name;
-        m->instance.ptr = "";
-        m->state = RSD_MODEL_LOADED;
-        m->has_size = rsdi_pl_u64(&d, rsd_json_find(&d, e, "size"), &m->size_bytes);
-        if (!m->has_size) m->size_bytes = 0;
-        m->has_size_vram = rsdi_pl_u64(&d, rsd_json_find(&d, e, "size_vram"), &m->size_vram_bytes);
-        if (!m->has_size_vram) m->size_vram_bytes = 0;
-        if (!rsdi_pl_u32_pos(&d, rsd_json_find(&d, e, "context_length"), &m->context_length))
-            m->context_length = 0;
-        out->n++;
-    }
-    return RSD_OK;
+    if ((r = rsdi_pl_each(&d, arr, rsdi_ollama_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
+    return r;
 }
 
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
@@ -7158,7 +7416,7 @@ RSD_API int rsd_ollama_parse_version(rsd_ollama_version *out, const char *body, 
     out->major = out->minor = out->patch = -1;
     r = rsdi_pl_parse(&d, body, len, toks, cap);
     if (r < 0) return r;
-    v = rsd_json_find(&d, 0, "version");
+    v = RSDI_JSON_FIND(&d, 0, "version");
     if (!rsdi_pl_text(&d, v, out->text, sizeof out->text)) return RSD_ERR_JSON_TYPE;
     parts[0] = &out->major;
     parts[1] = &out->minor;
@@ -7188,8 +7446,8 @@ RSD_API int rsd_ollama_parse_generate(rsd_ollama_reply *out, const char *body, s
     if (r < 0) return r;
     if (rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
     if (rsdi_pl_error(&d, 0, &out->error)) return RSD_ERR_SERVER_ERROR;
-    if (rsd_json_bool(&d, rsd_json_find(&d, 0, "done"), &b) == RSD_OK) out->done = b;
-    v = rsd_json_find(&d, 0, "done_reason");
+    if (rsd_json_bool(&d, RSDI_JSON_FIND(&d, 0, "done"), &b) == RSD_OK) out->done = b;
+    v = RSDI_JSON_FIND(&d, 0, "done_reason");
     if (rsd_json_type_of(&d, v) == RSD_JSON_STRING) {
         out->reason = RSD_OLLAMA_DONE_OTHER;
         for (k = 1; k < (int)(sizeof reasons / sizeof reasons[0]); k++)
@@ -7249,7 +7507,8 @@ enum { RSDI_LMS_HAVE_TYPE = 1, RSDI_LMS_HAVE_CTX = 2, RSDI_LMS_HAVE_SIZE = 4,
 /* Parse state of one catalog. */
 typedef struct rsdi_lms_parse {
     rsd_lms_catalog *cat;
-    const rsd_json_doc *d;
+    const rsd_json_doc *d;            /* the entry being read (its own document, root 0) */
+    bool v1;
     rsdi_pl_arena a;
     uint8_t have[RSD_LMS_MAX_MODELS];
 } rsdi_lms_parse;
@@ -7269,9 +7528,9 @@ RSDI_PRIVATE void rsdi_lms_drop(rsd_lms_catalog *cat, int why) {
 
 RSDI_PRIVATE rsd_lms_type rsdi_lms_type(const rsd_json_doc *d, int i) {
     if (rsd_json_type_of(d, i) != RSD_JSON_STRING) return RSD_LMS_TYPE_UNKNOWN;
-    if (rsd_json_str_eq(d, i, "llm")) return RSD_LMS_TYPE_LLM;
-    if (rsd_json_str_eq(d, i, "vlm")) return RSD_LMS_TYPE_VLM;
-    if (rsd_json_str_eq(d, i, "embedding") || rsd_json_str_eq(d, i, "embeddings"))
+    if (RSDI_JSON_EQ(d, i, "llm")) return RSD_LMS_TYPE_LLM;
+    if (RSDI_JSON_EQ(d, i, "vlm")) return RSD_LMS_TYPE_VLM;
+    if (RSDI_JSON_EQ(d, i, "embedding") || RSDI_JSON_EQ(d, i, "embeddings"))
         return RSD_LMS_TYPE_EMBEDDING;
     return RSD_LMS_TYPE_OTHER;
 }
@@ -7425,20 +7684,20 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
         v = k + 1;
-        if (rsd_json_str_eq(d, k, "key")) {
+        if (RSDI_JSON_EQ(d, k, "key")) {
             key_ok = rsdi_lms_id(d, v, &p->a, &key);
-        } else if (rsd_json_str_eq(d, k, "type")) {
+        } else if (RSDI_JSON_EQ(d, k, "type")) {
             f.type = rsdi_lms_type(d, v);
             f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
-        } else if (rsd_json_str_eq(d, k, "max_context_length")) {
+        } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
             if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
-        } else if (rsd_json_str_eq(d, k, "size_bytes")) {
+        } else if (RSDI_JSON_EQ(d, k, "size_bytes")) {
             if (rsdi_pl_u64(d, v, &f.size)) f.have |= RSDI_LMS_HAVE_SIZE;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_SIZE);
-        } else if (rsd_json_str_eq(d, k, "capabilities")) {
+        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
             caps = v;
-        } else if (rsd_json_str_eq(d, k, "loaded_instances")) {
+        } else if (RSDI_JSON_EQ(d, k, "loaded_instances")) {
             insts = v;
         }
     }
@@ -7448,15 +7707,15 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         return;
     }
     if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
-        if (rsd_json_bool(d, rsd_json_find(d, caps, "vision"), &b) == RSD_OK) {
+        if (rsd_json_bool(d, RSDI_JSON_FIND(d, caps, "vision"), &b) == RSD_OK) {
             f.vision = b;
             f.have |= RSDI_LMS_HAVE_VISION;
         }
-        if (rsd_json_bool(d, rsd_json_find(d, caps, "trained_for_tool_use"), &b) == RSD_OK) {
+        if (rsd_json_bool(d, RSDI_JSON_FIND(d, caps, "trained_for_tool_use"), &b) == RSD_OK) {
             f.tools = b;
             f.have |= RSDI_LMS_HAVE_TOOLS;
         }
-        v = rsd_json_find(d, caps, "reasoning");
+        v = RSDI_JSON_FIND(d, caps, "reasoning");
         if (v >= 0) {
             f.reasoning = rsd_json_type_of(d, v) == RSD_JSON_OBJECT ||
                           (rsd_json_bool(d, v, &b) == RSD_OK && b);
@@ -7476,13 +7735,13 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     if (rsd_json_type_of(d, insts) != RSD_JSON_ARRAY) return;
     for (i = rsd_json_child(d, insts); i >= 0; i = rsd_json_next(d, i)) {
         uint32_t ctx = 0;
-        int got = rsdi_lms_id(d, rsd_json_find(d, i, "id"), &p->a, &id);
+        int got = rsdi_lms_id(d, RSDI_JSON_FIND(d, i, "id"), &p->a, &id);
         if (got <= 0) {
             rsdi_lms_drop(p->cat, got);
             continue;
         }
-        c = rsd_json_find(d, i, "config");
-        if (!rsdi_pl_u32_pos(d, rsd_json_find(d, c, "context_length"), &ctx)) ctx = 0;
+        c = RSDI_JSON_FIND(d, i, "config");
+        if (!rsdi_pl_u32_pos(d, RSDI_JSON_FIND(d, c, "context_length"), &ctx)) ctx = 0;
         rsdi_lms_instance(p, m, id, ctx);
     }
 }
@@ -7501,25 +7760,25 @@ RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
         v = k + 1;
-        if (rsd_json_str_eq(d, k, "id")) {
+        if (RSDI_JSON_EQ(d, k, "id")) {
             key_ok = rsdi_lms_id(d, v, &p->a, &key);
-        } else if (rsd_json_str_eq(d, k, "state")) {
-            loaded = rsd_json_str_eq(d, v, "loaded");
-        } else if (rsd_json_str_eq(d, k, "loaded_context_length")) {
+        } else if (RSDI_JSON_EQ(d, k, "state")) {
+            loaded = RSDI_JSON_EQ(d, v, "loaded");
+        } else if (RSDI_JSON_EQ(d, k, "loaded_context_length")) {
             if (!rsdi_pl_u32_pos(d, v, &loaded_ctx)) loaded_ctx = 0;
-        } else if (rsd_json_str_eq(d, k, "type")) {
+        } else if (RSDI_JSON_EQ(d, k, "type")) {
             f.type = rsdi_lms_type(d, v);
             f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
-        } else if (rsd_json_str_eq(d, k, "max_context_length")) {
+        } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
             if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
-        } else if (rsd_json_str_eq(d, k, "capabilities")) {
+        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
             f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_TOOLS);
             f.tools = false;
             if (rsd_json_type_of(d, v) == RSD_JSON_ARRAY) {
                 f.have |= RSDI_LMS_HAVE_TOOLS;
                 for (c = rsd_json_child(d, v); c >= 0; c = rsd_json_next(d, c))
-                    if (rsd_json_str_eq(d, c, "tool_use")) f.tools = true;
+                    if (RSDI_JSON_EQ(d, c, "tool_use")) f.tools = true;
             }
         }
     }
@@ -7541,31 +7800,43 @@ RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
     if (loaded || loaded_ctx > 0) rsdi_lms_instance(p, m, p->cat->models[m].key, loaded_ctx);
 }
 
-/* Parse with the shape found; sets cat->tier and cat->error. */
+RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat);
+
+/* One catalog entry (its own document, root 0). */
+RSDI_PRIVATE void rsdi_lms_entry(void *ctx, const rsd_json_doc *el) {
+    rsdi_lms_parse *p = (rsdi_lms_parse *)ctx;
+    p->d = el;
+    p->cat->n_entries++;
+    if (p->v1) rsdi_lms_v1_entry(p, 0);
+    else rsdi_lms_v0_entry(p, 0);
+}
+
+/* Parse with the shape found; sets cat->tier and cat->error. d holds the top level. */
 RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d) {
     rsdi_lms_parse p;
-    int arr, e;
+    int arr, r;
     bool v1;
     if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = rsd_json_find(d, 0, "models");
+    arr = RSDI_JSON_FIND(d, 0, "models");
     v1 = rsd_json_type_of(d, arr) == RSD_JSON_ARRAY;
     if (!v1) {
-        arr = rsd_json_find(d, 0, "data");
+        arr = RSDI_JSON_FIND(d, 0, "data");
         if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY)
             return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
     }
     cat->tier = v1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0;
     p.cat = cat;
     p.d = d;
+    p.v1 = v1;
     p.a.buf = cat->arena;
     p.a.cap = sizeof cat->arena;
     p.a.used = 0;
-    for (e = rsd_json_child(d, arr); e >= 0; e = rsd_json_next(d, e)) {
-        cat->n_entries++;
-        if (v1) rsdi_lms_v1_entry(&p, e);
-        else rsdi_lms_v0_entry(&p, e);
-    }
+    r = rsdi_pl_each(d, arr, rsdi_lms_entry, &p);
     cat->arena_used = p.a.used;
+    if (r < 0) { /* never a partial catalog */
+        rsdi_lms_reset(cat);
+        return r;
+    }
     return cat->n_models;
 }
 
@@ -7770,7 +8041,7 @@ RSD_API int rsd_lms_residents(const rsd_lms_catalog *cat, const rsd_str *owned_i
 
 RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len,
                                 rsd_json_tok *toks, uint32_t cap) {
-    rsd_json_doc d;
+    rsd_json_doc d, sub;
     rsdi_pl_arena a;
     rsd_str s;
     int r, v, c;
@@ -7785,16 +8056,17 @@ RSD_API int rsd_lms_parse_reply(rsd_lms_reply *out, const char *body, size_t len
     a.buf = out->arena;
     a.cap = sizeof out->arena;
     a.used = 0;
-    if (rsdi_lms_id(&d, rsd_json_find(&d, 0, "instance_id"), &a, &s) > 0 ||
-        rsdi_lms_id(&d, rsd_json_find(&d, 0, "model_instance_id"), &a, &s) > 0)
+    if (rsdi_lms_id(&d, RSDI_JSON_FIND(&d, 0, "instance_id"), &a, &s) > 0 ||
+        rsdi_lms_id(&d, RSDI_JSON_FIND(&d, 0, "model_instance_id"), &a, &s) > 0)
         out->instance_id = s;
-    if (rsdi_pl_copy(&d, rsd_json_find(&d, 0, "status"), &a, RSDI_PL_TEXT, &s) > 0) out->status = s;
-    out->type = rsdi_lms_type(&d, rsd_json_find(&d, 0, "type"));
-    c = rsd_json_find(&d, 0, "load_config");
-    if (c < 0) c = rsd_json_find(&d, 0, "config");
-    if (!rsdi_pl_u32_pos(&d, rsd_json_find(&d, c, "context_length"), &out->context_length))
+    if (rsdi_pl_copy(&d, RSDI_JSON_FIND(&d, 0, "status"), &a, RSDI_PL_TEXT, &s) > 0) out->status = s;
+    out->type = rsdi_lms_type(&d, RSDI_JSON_FIND(&d, 0, "type"));
+    c = RSDI_JSON_FIND(&d, 0, "load_config");
+    if (c < 0) c = RSDI_JSON_FIND(&d, 0, "config");
+    if (rsd_json_type_of(&d, c) != RSD_JSON_OBJECT || rsd_json_expand(&d, c, &sub) != RSD_OK ||
+        !rsdi_pl_u32_pos(&sub, RSDI_JSON_FIND(&sub, 0, "context_length"), &out->context_length))
         out->context_length = 0;
-    v = rsd_json_find(&d, 0, "load_time_seconds");
+    v = RSDI_JSON_FIND(&d, 0, "load_time_seconds");
     if (rsd_json_double(&d, v, &secs) == RSD_OK && secs >= 0.0) {
         out->load_time_ms = secs * 1000.0 >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)(secs * 1000.0 + 0.5);
         out->has_load_time = true;
@@ -8226,8 +8498,11 @@ RSDI_PRIVATE void rsdi_rc_cache_store(rsd_reconcile *r, uint64_t generation, uin
     e->keep_resident = o == RSD_OUTCOME_RESIDENT;
     e->tier = (int)r->result.tier;
     e->state = (int)r->result.state;
-    if (strcmp(r->result.wire_id, r->keep) != 0) memcpy(e->wire_id, r->result.wire_id, sizeof e->wire_id);
-    if (strcmp(r->result.model_key, r->keep) != 0) memcpy(e->model_key, r->result.model_key, sizeof e->model_key);
+    if (!rsdi_cache_ids(e, strcmp(r->result.wire_id, r->keep) != 0 ? r->result.wire_id : "",
+                        strcmp(r->result.model_key, r->keep) != 0 ? r->result.model_key : "")) {
+        e->used = false; /* its ids do not fit beside the key and the model: not cached */
+        return;
+    }
     r->result.cached = true;
 }
 
@@ -8382,20 +8657,19 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
         res = &r->res[n++];
         memset(res, 0, sizeof *res);
         res->model_id = m->id;
-        for (k = 0; k < m->n_aliases; k++) res->aliases[k] = m->aliases[k];
+        rsdi_listed_views(m, res->aliases, res->tags);
         res->n_aliases = m->n_aliases;
-        for (k = 0; k < m->n_tags; k++) res->tags[k] = m->tags[k];
         res->n_tags = m->n_tags;
         res->size_bytes = m->size_bytes;
         res->has_size = m->has_size;
         res->size_vram_bytes = m->size_vram_bytes;
         res->has_size_vram = m->has_size_vram;
         for (k = 0; k < r->n_ours && !res->loaded_by_us; k++)
-            res->loaded_by_us = rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), m->id, m->aliases, m->n_aliases);
+            res->loaded_by_us = rsdi_names(rsd_str_c(rsdi_rc_row(r, r->ours, k)), m->id, res->aliases, m->n_aliases);
         res->last_used_ms = m->last_used_ms; /* the server's figure, else the latest recorded one */
         for (k = 0; k < r->n_last && !m->last_used_ms; k++)
             if (r->last_ms[k] > res->last_used_ms &&
-                rsdi_names(rsd_str_c(rsdi_rc_row(r, r->last_id, k)), m->id, m->aliases, m->n_aliases))
+                rsdi_names(rsd_str_c(rsdi_rc_row(r, r->last_id, k)), m->id, res->aliases, m->n_aliases))
                 res->last_used_ms = r->last_ms[k];
     }
     f->strategy = r->rt->strategy;
@@ -8407,12 +8681,13 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     r->keep_state = RSD_MODEL_UNKNOWN;
     if (ki >= 0) { /* the keep's tags and other names from its entry, any state */
         const rsd_listed_model *m = &l->models[ki];
+        rsd_str al[RSD_MAX_ALIASES];
         r->keep_state = m->state;
-        for (k = 0; k < m->n_tags; k++) f->keep_tags[k] = m->tags[k];
+        rsdi_listed_views(m, al, f->keep_tags);
         f->n_keep_tags = m->n_tags;
         if (!rsd_str_eq(m->id, f->keep)) f->keep_aliases[f->n_keep_aliases++] = m->id;
         for (k = 0; k < m->n_aliases && f->n_keep_aliases < RSD_MAX_ALIASES; k++)
-            if (!rsd_str_eq(m->aliases[k], f->keep)) f->keep_aliases[f->n_keep_aliases++] = m->aliases[k];
+            if (!rsd_str_eq(al[k], f->keep)) f->keep_aliases[f->n_keep_aliases++] = al[k];
     }
     f->keep_pinned = r->keep_pinned;
     f->residents = r->res;
@@ -9127,7 +9402,7 @@ RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
 /* The tables of a reconcile: sizes with the defaults applied; false = invalid limits. */
 typedef struct rsdi_rc_sizes {
     int models, notices;
-    size_t arena, body, id, ids, ntext, poll, total;
+    size_t arena, body, id, ids, ntext, lists, total;
     uint32_t toks;
     bool lms;                         /* the instances / LM Studio state is allocated */
 } rsdi_rc_sizes;
@@ -9141,7 +9416,7 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     ld.max_models = lim ? lim->max_models : 0;
     ld.arena_bytes = lim ? lim->arena_bytes : 0;
     if (!rsdi_listing_sizes(&ld, &z->models, &z->arena)) return false;
-    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)z->models * RSD_RECONCILE_TOKENS_PER_MODEL;
+    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
     if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
     z->toks = (uint32_t)t;
     z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
@@ -9158,16 +9433,17 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
              : (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG;
     if (!(lim && lim->notice_text_bytes) && z->ntext < 1024) z->ntext = 1024;
     if (z->ntext < 1024 || z->ntext > ((size_t)1 << 30)) return false;
-    /* the poll listing's storage holds LM Studio's catalog too (one reconcile uses one of them) */
-    z->poll = rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena);
+    /* the two listings' storage holds LM Studio's catalog too (a reconcile on LM Studio lists
+       into neither) */
+    z->lists = 2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena));
 #ifndef RSD_NO_LMSTUDIO
-    if (z->lms && z->poll < rsdi_al8(sizeof(rsd_lms_catalog))) z->poll = rsdi_al8(sizeof(rsd_lms_catalog));
+    if (z->lms && z->lists < rsdi_al8(sizeof(rsd_lms_catalog))) z->lists = rsdi_al8(sizeof(rsd_lms_catalog));
 #endif
     z->total = rsdi_al8(sizeof(rsd_reconcile_notice) * (size_t)z->notices) + rsdi_al8(z->ntext) +
                rsdi_al8(z->ids) + sizeof(const char *) * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS +
                                                           3 * RSD_MAX_RESIDENTS) +
                (z->lms ? rsdi_al8(sizeof(rsd_lms_machine)) : 0) +
-               rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena) + z->poll +
+               z->lists +
                (size_t)z->toks * sizeof(rsd_json_tok);
     return true;
 }
@@ -9214,11 +9490,12 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
         memset(r->lms, 0, sizeof *r->lms);
     }
     {
-        rsd_listed_model *m1 = (rsd_listed_model *)rsdi_rc_carve(&at, (size_t)z.models * sizeof(rsd_listed_model));
-        char *a1 = (char *)rsdi_rc_carve(&at, z.arena);
-        unsigned char *shared = (unsigned char *)rsdi_rc_carve(&at, z.poll);
-        rsd_listed_model *m2 = (rsd_listed_model *)(void *)shared;
-        char *a2 = (char *)shared + rsdi_al8((size_t)z.models * sizeof(rsd_listed_model));
+        size_t one = rsdi_al8((size_t)z.models * sizeof(rsd_listed_model)) + rsdi_al8(z.arena);
+        unsigned char *shared = (unsigned char *)rsdi_rc_carve(&at, z.lists);
+        rsd_listed_model *m1 = (rsd_listed_model *)(void *)shared;
+        char *a1 = (char *)shared + rsdi_al8((size_t)z.models * sizeof(rsd_listed_model));
+        rsd_listed_model *m2 = (rsd_listed_model *)(void *)(shared + one);
+        char *a2 = (char *)shared + one + rsdi_al8((size_t)z.models * sizeof(rsd_listed_model));
         (void)rsd_listing_init(&r->snap, m1, z.models, a1, z.arena);
         (void)rsd_listing_init(&r->poll, m2, z.models, a2, z.arena);
 #ifndef RSD_NO_LMSTUDIO
@@ -9359,13 +9636,13 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
 }
 
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms) {
-    rsd_json_doc doc;
+    rsd_json_doc doc, sub;
     char model[RSD_MODEL_ID_MAX];
     size_t n = 0;
     int m, st, ki;
     if (!r || (!data && len)) return RSD_ERR_ARG;
     if (r->phase != RSDI_PH_WAIT) return 0;
-    if (rsd_json_parse(&doc, data ? data : "", len, r->toks, r->max_tokens) < 0 ||
+    if (rsd_json_parse_top(&doc, data ? data : "", len, r->toks, r->max_tokens) < 0 ||
         rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT)
         return 0;
     m = rsd_json_find(&doc, 0, "model");
@@ -9376,8 +9653,11 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
         if (ki < 0 || rsd_listing_find(&r->snap, rsd_str_c(model)) != ki) return 0;
     }
     if (strcmp(model, "*") != 0) r->wait_fresh = true; /* the entry moved: a failed:true after this is news */
-    st = rsd_json_find(&doc, rsd_json_find(&doc, 0, "data"), "status");
-    if (rsd_json_str_eq(&doc, st, "loading") || rsd_json_str_eq(&doc, st, "downloading")) return 0; /* progress */
+    st = rsd_json_find(&doc, 0, "data");
+    if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT && rsd_json_expand(&doc, st, &sub) == RSD_OK) {
+        st = rsd_json_find(&sub, 0, "status");
+        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) return 0; /* progress */
+    }
     if (now_ms < r->wake) { /* the listing stays the truth: poll it now */
         r->wake = now_ms;
         r->step.wake_ms = now_ms;
@@ -9532,6 +9812,12 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
     if (rc == RSD_ERR_MODEL_ID) { /* an id longer than limits.max_id_bytes */
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: a listed id is %d bytes or longer, more than this reconcile keeps "
                         "(raise max_id_bytes in rsd_reconcile_limits)", r->url, (int)r->id_bytes);
+        return false;
+    }
+    if (rc == RSD_ERR_LISTING_TRUNCATED && r->snap.n_seen <= (uint32_t)r->snap.max_models) { /* the names */
+        rsdi_rc_degrade(r, rc, now_ms, "GET %s: %s; the listed names are more than the %lu bytes this reconcile "
+                        "keeps for them (raise arena_bytes in rsd_reconcile_limits)", r->url, rsd_result_str(rc),
+                        (unsigned long)r->snap.arena_bytes);
         return false;
     }
     if (rc == RSD_ERR_LISTING_TRUNCATED || rc == RSD_ERR_JSON_TOKENS) { /* over this reconcile's limits */
@@ -9889,25 +10175,37 @@ RSDI_PRIVATE int rsdi_ollama_request(rsd_reconcile *r, rsd_http_op op, const cha
     return RSD_OK;
 }
 
-/* Give entry m the alias name (copied into the listing's arena) when name is not
-   already one of its ids but normalises like one ("k" ~ "k:latest"). */
+/* Give entry m the alias name when name is not already one of its ids but normalises
+   like one ("k" ~ "k:latest"). Its names are contiguous in the arena, so they are copied
+   again at the arena's end with the new alias after the others. */
 RSDI_PRIVATE void rsdi_ollama_alias_if_same(rsd_listing *l, rsd_listed_model *m, rsd_str name) {
     char want[2 * RSD_MODEL_ID_MAX], got[2 * RSD_MODEL_ID_MAX];
+    rsd_str al[RSD_MAX_ALIASES], last;
     int nw, k;
+    size_t run, at;
     bool hit;
     if (!name.len || rsd_str_eq(m->id, name)) return;
+    rsdi_listed_views(m, al, NULL);
     for (k = 0; k < m->n_aliases; k++)
-        if (rsd_str_eq(m->aliases[k], name)) return;
+        if (rsd_str_eq(al[k], name)) return;
     if ((nw = rsd_ollama_name_normalise(name, want, sizeof want)) < 0) return;
     hit = rsd_ollama_name_normalise(m->id, got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
     for (k = 0; k < m->n_aliases && !hit; k++)
-        hit = rsd_ollama_name_normalise(m->aliases[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
-    if (!hit || m->n_aliases >= RSD_MAX_ALIASES || l->arena_bytes - l->arena_used <= name.len) return;
-    memcpy(l->arena + l->arena_used, name.ptr, name.len);
-    l->arena[l->arena_used + name.len] = '\0';
-    m->aliases[m->n_aliases].ptr = l->arena + l->arena_used;
-    m->aliases[m->n_aliases++].len = name.len;
-    l->arena_used += name.len + 1;
+        hit = rsd_ollama_name_normalise(al[k], got, sizeof got) == nw && memcmp(got, want, (size_t)nw) == 0;
+    if (!hit || m->n_aliases >= RSD_MAX_ALIASES) return;
+    last = rsdi_listed_name(m, m->n_aliases + m->n_tags);
+    run = (size_t)(last.ptr + last.len + 1 - m->id.ptr); /* id, aliases and tags */
+    if (l->arena_bytes - l->arena_used <= run + name.len) return;
+    at = l->arena_used;
+    last = rsdi_listed_name(m, m->n_aliases); /* the last alias (or the id) */
+    k = (int)(last.ptr + last.len + 1 - m->id.ptr); /* bytes up to the tags */
+    memcpy(l->arena + at, m->id.ptr, (size_t)k);
+    memcpy(l->arena + at + k, name.ptr, name.len);
+    l->arena[at + k + name.len] = '\0';
+    memcpy(l->arena + at + k + name.len + 1, m->id.ptr + k, run - (size_t)k);
+    m->id.ptr = l->arena + at;
+    m->n_aliases++;
+    l->arena_used += run + name.len + 1;
 }
 
 /* the keep and our attributed ids match the entries they name once
@@ -10293,7 +10591,7 @@ RSDI_PRIVATE void rsdi_lms_on_catalog(rsd_reconcile *r, uint64_t now_ms) {
 }
 
 RSDI_PRIVATE void rsdi_lms_start(rsd_reconcile *r, uint64_t now_ms) {
-    rsdi_lms_reset(r->lms->cat); /* its storage may hold a router's poll since the last LM Studio run */
+    rsdi_lms_reset(r->lms->cat); /* its storage may hold a router's listings since the last LM Studio run */
     r->lms->tier_try = RSD_LMS_TIER_V1;
     rsdi_lms_list(r, RSDI_LS_LIST, now_ms);
 }
@@ -10469,7 +10767,7 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) { return NULL; }
 RSDI_PRIVATE bool rsdi_det_member(rsd_detect *d, const char *body, size_t len, const char *key, rsd_json_type type) {
     rsd_json_doc doc;
     int v;
-    if (rsd_json_parse(&doc, body, len, d->toks, d->n_toks) <= 0) return false;
+    if (rsd_json_parse_top(&doc, body, len, d->toks, d->n_toks) <= 0) return false;
     if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return false;
     v = rsd_json_find(&doc, 0, key);
     return v >= 0 && rsd_json_type_of(&doc, v) == type;

@@ -640,9 +640,14 @@
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
            Allocates everything now, from d->allocator: the object (with one
            buffer of the reconcile's max_body_bytes that every answer of an
-           ensure is read into, the decision cache unless no_cache, the
-           attribution, last-use and lease records when a state directory or
-           etcd can hold them, the protected ids at their own length), its
+           ensure is read into, the decision cache unless no_cache, one scratch
+           region that holds detection's state (runtime AUTO) until the run
+           starts and then the attribution as read (with a state directory or
+           etcd; the last-use and lease records are read into the state's own
+           scratch set, each used before the next read), the in-memory instance
+           records (a runtime with instances, no state directory and no etcd;
+           when the state directory cannot be opened, create allocates them
+           then), the protected ids at their own length), its
            reconcile's tables (rsd_reconcile_init with d->limits and
            d->runtime; detection parses into the same tokens), the HTTP client
            (d->http, its allocator and logger default to d's; zeroed sizes are
@@ -650,9 +655,14 @@
            as one ensure has in flight -- its HTTP step and the /models/sse
            stream --, RSD_ENSURE_HTTP_REQUEST_BYTES (the longest URL, bearer and
            load body a reconcile sends, plus 1 KiB), RSD_ENSURE_HTTP_HEADER_BYTES
-           8 KiB, slot bodies RSD_ENSURE_HTTP_SLOT_BODY 8 KiB: the stream's, and
-           the limit of an extra request on rsd_ensurer_http that brings no
-           body_buf) and,
+           4 KiB, slot bodies RSD_ENSURE_HTTP_SLOT_BODY 4 KiB: the stream's (an
+           event's data up to half of it; a longer event is skipped and the wait
+           ends at its next poll), and the limit of an extra request on
+           rsd_ensurer_http that brings no body_buf. A real llama.cpp router's
+           answer heads are 168-185 bytes and its /models/sse events about
+           150-320 bytes; a longer head fails
+           that request with RSD_ERR_HEADERS_TOO_LARGE, and d->http.max_header_bytes /
+           max_body_bytes raise them) and,
            unless d->no_state, the state directory (rsd_state_open with d->state_dir;
            NULL = $RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency, ~/.local/state/
            residency). A state directory that cannot be opened is not an error:
@@ -678,13 +688,16 @@
            coord_auth_token / coord_user / coord_password (see ETCD above).
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
-           state directory, etcd and TLS not counted). On x86-64 (tests/
-           test_sizes.c checks the bounds): under 940 KiB with the defaults --
-           the reconcile 264 KiB (its tables above), the answers' buffer 88 KiB,
-           the three state records 99 KiB, the decision cache 34 KiB, the
-           in-memory instance records 48 KiB, the client 50 KiB, the rest of
-           the object 58 KiB --, under 750 KiB with runtime LLAMACPP. Smaller
-           limits, no_state, no_cache and a runtime shrink it.
+           state directory, etcd and TLS not counted: rsd_state_open allocates
+           its one block of about 40 KB more, see STATE). On x86-64
+           (tests/test_sizes.c checks the bounds): under 331 KiB with the
+           defaults -- the reconcile 126 KiB (its tables above), the answers'
+           buffer 88 KiB, the scratch region 33 KiB, the decision cache 18 KiB,
+           the client 34 KiB, the rest of the object 33 KiB --, under 324 KiB
+           with runtime LLAMACPP. no_state
+           adds the in-memory instance records (48 KiB) where the runtime has
+           instances and takes the scratch region down to detection's 11 KiB.
+           Smaller limits, no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -754,10 +767,12 @@
        URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
        machine.
        int rsd_ensurer_release(e, const rsd_ensure_req *q, const char *lease_id, out)
-           Blocking (a loop of rsd_ensurer_run): loads back every model of the lease, at
-           the recorded URL unless q->url is set (q also gives the runtime, bearer
-           and timeout; q may be NULL), then removes what came back from the lease
-           (what failed stays for another release). Returns the count restored;
+           Blocking (a loop of rsd_ensurer_run): loads back every model of the lease in
+           its order, at the recorded URL unless q->url is set (q also gives the
+           runtime, bearer and timeout; q may be NULL). Each model that comes back
+           leaves the lease at once (what failed stays for another release). It
+           reads the lease again before each model, so it holds no copy of it.
+           Returns the count restored;
            RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
            or released lease, RSD_ERR_ARG for a bad id, else the first failed
            ensure's code; *out is the last ensure's result.
@@ -812,7 +827,9 @@
        clock: one try of the file lock, and when it is busy the use is written
        at the next ensure or at destroy (the bounded wait); the same model is
        written at most once a second. Without a state directory (and with
-       etcd) the last uses are only this ensurer's own (32, oldest replaced).
+       etcd) the last uses are only this ensurer's own: 32 of them in 4 KiB of
+       their targets' keys and models (at least 8 of the longest ids), the
+       oldest replaced when either is full.
        Without a
        state directory there is no LOCK step, attribution is only what this
        ensurer's own cache knows, and the generation is not used. With etcd
@@ -885,8 +902,8 @@
 
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
        without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
-       RSD_ENSURE_SSE_EVENT_BYTES 512, RSD_DETECT_TOKENS 4096 (JSON tokens of a
-       detection answer), the reconcile's limits (notices, ids: the driver section). Memory: create only.
+       RSD_ENSURE_SSE_EVENT_BYTES 512 (detection reads each answer's top level
+       into the reconcile's max_tokens), the reconcile's limits (notices, ids: the driver section). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
        may share a state directory (the lock serialises their mutations).
        Errors: those of the reconcile (driver), of the client (http client),
@@ -1178,8 +1195,9 @@
 
        int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
            Resolves and creates the directory, allocates the object (one block of
-           about 165 KB from desc.allocator, measured by tests/test_sizes_shell.c;
-           nothing else allocates). desc NULL or
+           about 40 KB from desc.allocator, measured by tests/test_sizes_shell.c;
+           nothing else allocates: record files are read and written through one
+           4 KiB chunk, however large they are). desc NULL or
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
@@ -2140,8 +2158,8 @@ enum {
     RSD_ENSURE_HTTP_REQUEST_BYTES = RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX +
                                     1024, /* its default request limit: the longest URL, bearer and load body
                                              a reconcile sends, with the head's other fields */
-    RSD_ENSURE_HTTP_HEADER_BYTES = 8192, /* its default response head limit */
-    RSD_ENSURE_HTTP_SLOT_BODY = 8192  /* its slots' own body buffer (the /models/sse stream, extra requests on
+    RSD_ENSURE_HTTP_HEADER_BYTES = 4096, /* its default response head limit */
+    RSD_ENSURE_HTTP_SLOT_BODY = 4096  /* its slots' own body buffer (the /models/sse stream, extra requests on
                                          rsd_ensurer_http); the ensure's answers go to the ensurer's buffer */
 };
 
@@ -6514,11 +6532,10 @@ typedef struct rsdi_ensure_det {
 /* A last use this ensurer saw (an ensure that returned resident): the record without a
    state directory, and with one what was written (one write a second at most) or is
    still to be written (pending: the file lock was busy). */
-enum { RSDI_EN_USES = 32, RSDI_EN_USE_WRITE_MS = 1000 };
+enum { RSDI_EN_USES = 32, RSDI_EN_USE_TEXT = 4096, RSDI_EN_USE_WRITE_MS = 1000 };
 typedef struct rsdi_ensure_use {
-    char key[RSD_TARGET_KEY_MAX];
-    char model[RSD_MODEL_ID_MAX];
     uint64_t used_ms, written_ms;
+    uint16_t key_at, model_at;        /* its key and model in the ensurer's use_text */
     bool pending;
 } rsdi_ensure_use;
 
@@ -6572,7 +6589,6 @@ struct rsd_ensurer {
     uint32_t sse_events, sse_wakes, n_pend;
     uint32_t pend_len[RSD_ENSURE_SSE_PENDING];
     char pend[RSD_ENSURE_SSE_PENDING][RSD_ENSURE_SSE_EVENT_BYTES];
-    char sse_url[RSD_RECONCILE_URL_MAX + 16];
     /* the current ensure */
     int phase, final, waiting, error;
     bool inflight, reconciling, observe, user_managed, keep_pinned;
@@ -6602,18 +6618,21 @@ struct rsd_ensurer {
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
     rsdi_ensure_mem *mem;             /* no state dir: owned instances, this ensurer only (max_mem of them,
                                          in the ensurer's block; none when its runtime has no instances) */
+    rsdi_ensure_mem *mem_own;         /* ... or allocated at create when the state directory could not be opened */
     int max_mem;
     rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
-                                         directory or etcd, else NULL) */
-    rsd_attr_set *used;               /* the target's last-use record, as read (with a state directory) */
+                                         directory or etcd, else NULL); the last-use and lease records are
+                                         read into the state's own scratch set, each used before the next read */
     uint64_t free_bytes;              /* a free ensure: the bytes asked */
     char lease_id[48];                /* a free ensure: its lease ("" none) */
-    rsd_attr_set *lease;              /* rsd_ensurer_release: the lease's record (with a state directory) */
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
+    uint32_t use_len;                 /* bytes of use_text in use: each use's key NUL model NUL, in uses' order */
+    char use_text[RSDI_EN_USE_TEXT];
+    rsd_detect *detect;               /* while detecting (its tokens are rc's): in the block's scratch region,
+                                         which the attribution uses once the run starts; NULL for one runtime */
     struct {
-        rsd_detect det;               /* while detecting (its tokens are rc's) */
         rsd_reconcile rc;             /* while reconciling (tables from rsd_reconcile_init) */
     } m;
 };
@@ -6695,15 +6714,16 @@ RSDI_PRIVATE void rsdi_en_on_sse(void *user, const rsd_sse_event *ev) {
 
 /* Opens GET <root>/models/sse for the current router target; false = poll only. */
 RSDI_PRIVATE bool rsdi_en_sse_open(rsd_ensurer *e, uint64_t now_ms) {
+    char url[RSD_RECONCILE_URL_MAX + 16]; /* rsd_http_send copies it */
     rsd_http_request q;
     rsd_http_header h;
     if (e->sse_open) return true;
     if (e->sse_tried || e->no_sse || e->kind != RSD_RUNTIME_LLAMACPP || !e->key[0] || rsdi_en_nosse(e)) return false;
-    if (RSD_SNPRINTF(e->sse_url, sizeof e->sse_url, "%s/models/sse", e->root) >= (int)sizeof e->sse_url) return false;
+    if (RSD_SNPRINTF(url, sizeof url, "%s/models/sse", e->root) >= (int)sizeof url) return false;
     memset(&q, 0, sizeof q);
     h.name = rsd_str_c("Accept");
     h.value = rsd_str_c("text/event-stream");
-    q.url = e->sse_url;
+    q.url = url;
     q.bearer_token = e->bearer[0] ? e->bearer : NULL;
     q.headers = &h;
     q.num_headers = 1;
@@ -6819,6 +6839,7 @@ RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const
                                            const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
                                            bool count_removed);
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
+RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
 RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
@@ -6883,9 +6904,10 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
 }
 
 /* The ensurer's own block: the struct, the answers' buffer, the decision cache (unless
-   no_cache), the in-memory instance records (a runtime with instances), the protected ids. */
+   no_cache), the in-memory instance records (a runtime with instances, no state directory),
+   the scratch region (detection, then the attribution), the protected ids. */
 typedef struct rsdi_en_sizes {
-    size_t body, cache, mem, attrs, prot, total;
+    size_t body, cache, mem, scratch, prot, total;
 } rsdi_en_sizes;
 
 /* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
@@ -6894,18 +6916,25 @@ RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
     return cu && cu[0] ? cu : NULL;
 }
 
+RSDI_PRIVATE size_t rsdi_en_mem_bytes(void) { return rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED); }
+
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsdi_rc_sizes z;
     int i;
     if (!rsdi_rc_sizes_of(lim, &z)) return false;
     b->body = rsdi_al8(z.body);
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
-    b->mem = z.lms ? rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) : 0;
-    /* the attribution with a state directory or etcd; the last uses and a lease with a state directory */
-    b->attrs = rsdi_al8(sizeof(rsd_attr_set)) * ((!d->no_state || rsdi_en_coord_url(d) ? 1u : 0u) + (d->no_state ? 0u : 2u));
+    /* the in-memory instance records serve only without a state directory and etcd (when the
+       directory cannot be opened, create allocates them then) */
+    b->mem = z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
+    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
+       attribution (with a state directory or etcd; the last uses and a lease are read into
+       the state's own scratch) */
+    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) : 0;
+    if (d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect))) b->scratch = rsdi_al8(sizeof(rsd_detect));
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->attrs + b->prot;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->scratch + b->prot;
     return true;
 }
 
@@ -6953,15 +6982,9 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
     e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
     at += b.mem;
-    if (b.attrs) {
-        e->attrs = (rsd_attr_set *)(void *)at;
-        at += rsdi_al8(sizeof(rsd_attr_set));
-    }
-    if (!d.no_state) {
-        e->used = (rsd_attr_set *)(void *)at;
-        e->lease = e->used + 1;
-        at += 2 * rsdi_al8(sizeof(rsd_attr_set));
-    }
+    if (!d.no_state || rsdi_en_coord_url(&d)) e->attrs = (rsd_attr_set *)(void *)at;
+    if (d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
+    at += b.scratch;
     e->only_kind = d.runtime;
     e->alloc = d.allocator;
     e->logger = d.logger;
@@ -6985,6 +7008,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         return NULL;
     }
     if (!d.no_state) {
+        rsdi_rc_sizes z;
         rsd_state_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.dir = d.state_dir;
@@ -6992,6 +7016,14 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         sd.allocator = d.allocator;
         sd.logger = d.logger;
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
+        if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && z.lms) { /* instances kept in memory */
+            e->mem = e->mem_own = (rsdi_ensure_mem *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes());
+            e->max_mem = e->mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
+            if (!e->mem)
+                rsdi_log(&d.logger, RSD_LOG_WARN, RSD_LOGITEM_ALLOC_FAILED,
+                         "ensurer: no room for the in-memory instance records; instances it loads are not its own",
+                         RSDI_WHERE);
+        }
     }
     {
         const char *cu = rsdi_en_coord_url(&d);
@@ -7051,6 +7083,9 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     return e;
 }
 
+#define RSDI_EN_USE_KEY(e, u) ((e)->use_text + (u)->key_at)
+#define RSDI_EN_USE_MODEL(e, u) ((e)->use_text + (u)->model_at)
+
 /* Writes the last uses a busy file lock held back: one try each (wait: the bounded
    blocking wait, at destroy). */
 RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
@@ -7058,37 +7093,66 @@ RSDI_PRIVATE void rsdi_en_uses_flush(rsd_ensurer *e, bool wait) {
     for (k = 0; k < e->n_uses && e->st; k++) {
         rsdi_ensure_use *u = &e->uses[k];
         if (!u->pending) continue;
-        if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, wait) == RSD_PENDING) continue;
+        if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, wait) == RSD_PENDING)
+            continue;
         u->pending = false;
         u->written_ms = u->used_ms;
     }
 }
 
+/* The oldest use goes (written out first when its lock was busy), its ids with it: the
+   text keeps the uses' order without holes. */
+RSDI_PRIVATE void rsdi_en_use_drop_oldest(rsd_ensurer *e) {
+    rsdi_ensure_use *u = &e->uses[0];
+    size_t at, n;
+    int k, o;
+    for (k = 1; k < e->n_uses; k++)
+        if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
+    if (u->pending && e->st) (void)rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false);
+    at = u->key_at;
+    n = u->model_at + strlen(RSDI_EN_USE_MODEL(e, u)) + 1 - at;
+    memmove(e->use_text + at, e->use_text + at + n, e->use_len - at - n);
+    e->use_len -= (uint32_t)n;
+    for (k = 0, o = 0; k < e->n_uses; k++) {
+        rsdi_ensure_use v = e->uses[k];
+        if (&e->uses[k] == u) continue;
+        if (v.key_at > at) {
+            v.key_at = (uint16_t)(v.key_at - n);
+            v.model_at = (uint16_t)(v.model_at - n);
+        }
+        e->uses[o++] = v;
+    }
+    e->n_uses = o;
+}
+
 /* An ensure returned resident: a use of (key, model) now, on the wall clock (shared by
-   every process on the host and comparable with a server's status.last_used). */
+   every process on the host and comparable with a server's status.last_used). The table
+   holds RSDI_EN_USES uses and RSDI_EN_USE_TEXT bytes of their ids; when either is full the
+   oldest goes. */
 RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
     uint64_t wall = rsdi_en_wall_ms();
     rsdi_ensure_use *u = NULL;
+    size_t kl = strlen(e->key), ml = strlen(e->model);
     int k;
     if (!e->key[0] || !e->model[0]) return;
     for (k = 0; k < e->n_uses && !u; k++)
-        if (strcmp(e->uses[k].key, e->key) == 0 && strcmp(e->uses[k].model, e->model) == 0) u = &e->uses[k];
+        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0 && strcmp(RSDI_EN_USE_MODEL(e, &e->uses[k]), e->model) == 0)
+            u = &e->uses[k];
     if (!u) {
-        if (e->n_uses < RSDI_EN_USES) {
-            u = &e->uses[e->n_uses++];
-        } else { /* the oldest goes (written out already unless its lock was busy) */
-            u = &e->uses[0];
-            for (k = 1; k < e->n_uses; k++)
-                if (e->uses[k].used_ms < u->used_ms) u = &e->uses[k];
-            if (u->pending && e->st) (void)rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false);
-        }
+        if (kl + ml + 2 > sizeof e->use_text) return; /* never: a key and a model fit (256 + 256 bytes) */
+        while (e->n_uses && (e->n_uses >= RSDI_EN_USES || e->use_len + kl + ml + 2 > sizeof e->use_text))
+            rsdi_en_use_drop_oldest(e);
+        u = &e->uses[e->n_uses++];
         memset(u, 0, sizeof *u);
-        rsdi_cpy(u->key, sizeof u->key, e->key);
-        rsdi_cpy(u->model, sizeof u->model, e->model);
+        u->key_at = (uint16_t)e->use_len;
+        memcpy(e->use_text + e->use_len, e->key, kl + 1);
+        u->model_at = (uint16_t)(e->use_len + kl + 1);
+        memcpy(e->use_text + u->model_at, e->model, ml + 1);
+        e->use_len += (uint32_t)(kl + ml + 2);
     }
     if (wall > u->used_ms) u->used_ms = wall;
     if (!e->st || (!u->pending && u->written_ms && u->used_ms - u->written_ms < RSDI_EN_USE_WRITE_MS)) return;
-    if (rsd_state_used_touch(e->st, u->key, u->model, u->used_ms, false) == RSD_PENDING) {
+    if (rsd_state_used_touch(e->st, RSDI_EN_USE_KEY(e, u), RSDI_EN_USE_MODEL(e, u), u->used_ms, false) == RSD_PENDING) {
         u->pending = true;
     } else {
         u->pending = false;
@@ -7097,19 +7161,21 @@ RSDI_PRIVATE void rsdi_en_touch(rsd_ensurer *e) {
 }
 
 /* The target's last uses for the reconcile: the state directory's record, and this
-   ensurer's own (newer, or not written yet). */
+   ensurer's own (newer, or not written yet). The record is read into the state's scratch
+   set, so this is the last state call before rsd_reconcile_begin copies them. */
 RSDI_PRIVATE void rsdi_en_read_uses(rsd_ensurer *e) {
+    const rsd_attr_set *used = e->st ? rsdi_state_scratch(e->st) : NULL;
     size_t i;
     int k;
     e->n_last = 0;
-    if (e->st && rsd_state_used_load(e->st, e->key, e->used) > 0)
-        for (i = 0; i < e->used->count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
-            e->last[e->n_last].model = e->used->items[i].model;
-            e->last[e->n_last++].used_ms = e->used->items[i].loaded_at_ms;
+    if (used && rsd_state_used_load(e->st, e->key, rsdi_state_scratch(e->st)) > 0)
+        for (i = 0; i < used->count && e->n_last < RSD_RECONCILE_MAX_OURS; i++) {
+            e->last[e->n_last].model = used->items[i].model;
+            e->last[e->n_last++].used_ms = used->items[i].loaded_at_ms;
         }
     for (k = 0; k < e->n_uses && e->n_last < RSD_RECONCILE_MAX_OURS; k++)
-        if (strcmp(e->uses[k].key, e->key) == 0) {
-            e->last[e->n_last].model = e->uses[k].model;
+        if (strcmp(RSDI_EN_USE_KEY(e, &e->uses[k]), e->key) == 0) {
+            e->last[e->n_last].model = RSDI_EN_USE_MODEL(e, &e->uses[k]);
             e->last[e->n_last++].used_ms = e->uses[k].used_ms;
         }
 }
@@ -7124,6 +7190,7 @@ RSD_API void rsd_ensurer_destroy(rsd_ensurer *e) {
     rsd_state_close(e->st);
     rsd_reconcile_release(&e->m.rc);
     a = e->alloc;
+    rsdi_free(&a, e->mem_own);
     rsdi_free(&a, e);
 }
 
@@ -7504,7 +7571,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
 
 /* A detection answer: the next probe, or the run with what it found, or the end. */
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
-    rsd_detect *d = &e->m.det;
+    rsd_detect *d = e->detect;
     rsdi_en_found f;
     (void)rsd_detect_feed(d, ev->result, ev->status, ev->body.ptr, ev->body.len,
                           ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
@@ -7607,9 +7674,10 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
-        e->m.det.toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
-        e->m.det.n_toks = e->m.rc.max_tokens;
-        if ((rc = rsd_detect_begin(&e->m.det, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
+        memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
+        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->detect->n_toks = e->m.rc.max_tokens;
+        if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
         }
@@ -7857,7 +7925,7 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
         if (e->phase == RSDI_EN_DETECT) {
-            rsd_step s = rsd_detect_next(&e->m.det, now_ms);
+            rsd_step s = rsd_detect_next(e->detect, now_ms);
             if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
             if (!rsdi_en_http(e, &s, now_ms, &rc)) {
                 rsdi_en_fail(e, rc, now_ms, "GET %s: %s", s.http.url, rsd_result_str(rc));
@@ -8017,44 +8085,56 @@ RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_
 RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out) {
     static const char ext[] = ".lease";
-    rsd_attr_change gone[RSD_STATE_MAX_ATTR];
     rsd_state_lock lk;
-    char key[80];
+    char key[80], model[RSD_STATE_MAX_ID_BYTES + 1], url[RSD_STATE_MAX_ID_BYTES + 1];
     int r, n_gone = 0, first_err = RSD_OK;
-    size_t i;
+    size_t kept = 0; /* the lease's first entries that did not come back (they stay in it) */
     if (out) memset(out, 0, sizeof *out);
     if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
     if (!e->st) return RSD_ERR_STATE;
     (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", lease_id);
-    memset(&lk, 0, sizeof lk);
-    if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
-    r = rsdi_record_load(e->st, key, ext, e->lease);
-    rsd_state_unlock(e->st, &lk);
-    if (r < 0) return r;
-    if (r == 0) return RSD_ERR_NOT_FOUND;
-    for (i = 0; i < e->lease->count; i++) {
+    /* entry by entry: read the record (into the state's scratch set), load its next model
+       back, and take what came back out of the record at once */
+    for (;;) {
+        const rsd_attr_set *lease = rsdi_state_scratch(e->st);
+        rsd_attr_change gone;
         rsd_ensure_req one;
         int rc;
+        memset(&lk, 0, sizeof lk);
+        if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) {
+            if (!n_gone && !kept) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+            break;
+        }
+        r = rsdi_record_load(e->st, key, ext, rsdi_state_scratch(e->st));
+        rsd_state_unlock(e->st, &lk);
+        if (r < 0 && !n_gone && !kept) return r;
+        if (r == 0 && !n_gone && !kept) return RSD_ERR_NOT_FOUND;
+        if (r < 0 || lease->count <= kept) break;
+        (void)rsdi_cpy(model, sizeof model, lease->items[kept].model);
+        (void)rsdi_cpy(url, sizeof url, lease->items[kept].instance);
         memset(&one, 0, sizeof one);
         if (q) one = *q;
-        one.url = q && q->url ? q->url : e->lease->items[i].instance;
-        one.model = e->lease->items[i].model;
+        one.url = q && q->url ? q->url : url;
+        one.model = model;
         one.free_bytes = 0;
         rc = rsd_ensurer_run(e, &one, out);
-        if (rc == RSD_OK && out && out->outcome == RSD_OUTCOME_RESIDENT) {
-            gone[n_gone].model = e->lease->items[i].model;
-            gone[n_gone].instance = e->lease->items[i].instance;
-            gone[n_gone++].remove = true;
-        } else if (first_err == RSD_OK) {
-            first_err = rc < 0 ? rc : RSD_ERR_STATE;
+        if (rc != RSD_OK || !out || out->outcome != RSD_OUTCOME_RESIDENT) {
+            if (first_err == RSD_OK) first_err = rc < 0 ? rc : RSD_ERR_STATE;
+            kept++;
+            continue;
         }
-    }
-    if (n_gone) { /* what came back leaves the lease */
+        gone.model = model;
+        gone.instance = url;
+        gone.remove = true;
         memset(&lk, 0, sizeof lk);
         if (rsdi_attr_lock_wait(e->st, &lk, key) == RSD_OK) {
-            (void)rsdi_record_update_locked(e->st, key, ext, gone, n_gone, 0, true);
+            r = rsdi_record_update_locked(e->st, key, ext, &gone, 1, 0, true);
             rsd_state_unlock(e->st, &lk);
+        } else {
+            r = 0;
         }
+        n_gone++;
+        if (r <= 0) kept++; /* it could not leave the record: go on past it */
     }
     return first_err < 0 ? first_err : n_gone;
 }
@@ -10028,6 +10108,10 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #define O_NOFOLLOW 0
 #endif
 
+/* Record files go through one chunk of this size: twice the longest line of a valid record
+   (8 x RSD_STATE_MAX_ID_BYTES + 48 bytes, every id byte escaped). */
+enum { RSDI_ATTR_CHUNK = 4096 };
+
 struct rsd_state {
     rsd_allocator alloc;
     rsd_logger logger;
@@ -10036,7 +10120,7 @@ struct rsd_state {
     bool fail_closed, attr_fsync;
     char dir[RSD_STATE_MAX_DIR_BYTES + 1];
     char host[RSD_STATE_MAX_HOST_BYTES + 1];
-    char filebuf[RSD_STATE_MAX_FILE_BYTES + 1];
+    char filebuf[RSDI_ATTR_CHUNK];        /* record files are read and written through it, a chunk at a time */
     char detail[RSD_STATE_DETAIL_BYTES];  /* rsd_state_last_error */
     rsd_attr_set scratch;
 };
@@ -10341,21 +10425,23 @@ RSDI_PRIVATE bool rsdi_state_write_all(int fd, const char *p, size_t n, int64_t 
     return true;
 }
 
-/* Reads up to cap bytes from offset 0; returns bytes read, or -1. */
-RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) {
+/* Reads up to cap bytes from offset off (fewer only at the end of the file); returns bytes
+   read, or -1. */
+RSDI_PRIVATE long rsdi_state_read_at(int fd, char *buf, size_t cap, uint64_t off) {
     size_t n = 0;
     while (n < cap) {
 #if defined(_WIN32)
         DWORD r = 0;
         OVERLAPPED ov;
         memset(&ov, 0, sizeof ov);
-        ov.Offset = (DWORD)n;
+        ov.Offset = (DWORD)((off + n) & 0xffffffffu);
+        ov.OffsetHigh = (DWORD)((off + n) >> 32);
         if (!ReadFile(rsdi_state_h(fd), buf + n, (DWORD)(cap - n > 0x40000000u ? 0x40000000u : cap - n), &r, &ov)) {
             if (GetLastError() == ERROR_HANDLE_EOF) break;
             return (long)rsdi_state_winfail();
         }
 #else
-        ssize_t r = pread(fd, buf + n, cap - n, (off_t)n);
+        ssize_t r = pread(fd, buf + n, cap - n, (off_t)(off + n));
         if (r < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -10366,6 +10452,9 @@ RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) {
     }
     return (long)n;
 }
+
+/* Reads up to cap bytes from offset 0; returns bytes read, or -1. */
+RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) { return rsdi_state_read_at(fd, buf, cap, 0); }
 
 /* Opens a regular file without following a symlink and without blocking on a FIFO.
    flags: O_RDONLY, O_RDWR or O_WRONLY; excl: create it, and fail when it exists. */
@@ -10859,6 +10948,40 @@ RSDI_PRIVATE bool rsdi_attr_u64(const char *s, size_t n, uint64_t *v) {
     return true;
 }
 
+/* One line of a record after its magic (without its '\n'): 0 = an entry, added to out;
+   1 = the trailer, its count right; <0 = bad (RSD_ERR_PROTOCOL). */
+RSDI_PRIVATE int rsdi_attr_line(const char *line, size_t len, rsd_attr_set *out) {
+    const char *f[4];
+    size_t fl[4], nf = 0, i, s;
+    /* the trailer has no tab; an entry line always has three (ids may read "end 1") */
+    if (len >= 4 && memcmp(line, "end ", 4) == 0 && !memchr(line, '\t', len)) {
+        uint64_t cnt;
+        return rsdi_attr_u64(line + 4, len - 4, &cnt) && cnt == out->count ? 1 : RSD_ERR_PROTOCOL;
+    }
+    for (s = 0, i = 0; i <= len; i++) {
+        if (i == len || line[i] == '\t') {
+            if (nf == 4) return RSD_ERR_PROTOCOL;
+            f[nf] = line + s;
+            fl[nf++] = i - s;
+            s = i + 1;
+        }
+    }
+    if (nf != 4 || out->count >= RSD_STATE_MAX_ATTR) return RSD_ERR_PROTOCOL;
+    {
+        rsd_attr *a = &out->items[out->count];
+        uint64_t pid;
+        if (fl[0] == 0 || !rsdi_attr_unescape(f[0], fl[0], a->model) ||
+            !rsdi_attr_unescape(f[1], fl[1], a->instance) ||
+            !rsdi_attr_u64(f[2], fl[2], &a->loaded_at_ms) || !rsdi_attr_u64(f[3], fl[3], &pid) ||
+            pid > (uint64_t)INT64_MAX)
+            return RSD_ERR_PROTOCOL;
+        a->pid = (int64_t)pid;
+        if (rsd_attr_set_find(out, a->model, a->instance) >= 0) return RSD_ERR_PROTOCOL; /* duplicate */
+        out->count++;
+    }
+    return 0;
+}
+
 /* Strict parser: RSD_OK with *out filled, or RSD_ERR_TRUNCATED / RSD_ERR_PROTOCOL
    (out is then empty). Never reads outside buf[0..n). */
 RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
@@ -10868,47 +10991,95 @@ RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
         return n < ml ? RSD_ERR_TRUNCATED : RSD_ERR_PROTOCOL;
     pos = ml;
     for (;;) {
-        const char *line = buf + pos, *f[4];
-        size_t len, fl[4], nf = 0, i, s;
+        const char *line = buf + pos;
         const char *nl = (const char *)memchr(line, '\n', n - pos);
-        if (!nl) goto bad_trunc;
+        size_t len;
+        int r;
+        if (!nl) {
+            memset(out, 0, sizeof *out);
+            return RSD_ERR_TRUNCATED;
+        }
         len = (size_t)(nl - line);
-        /* the trailer has no tab; an entry line always has three (ids may read "end 1") */
-        if (len >= 4 && memcmp(line, "end ", 4) == 0 && !memchr(line, '\t', len)) {
-            uint64_t cnt;
-            if (!rsdi_attr_u64(line + 4, len - 4, &cnt) || cnt != out->count) goto bad;
-            if (pos + len + 1 != n) goto bad;  /* nothing after the trailer */
-            return RSD_OK;
+        r = rsdi_attr_line(line, len, out);
+        if (r < 0 || (r == 1 && pos + len + 1 != n)) { /* bad, or something after the trailer */
+            memset(out, 0, sizeof *out);
+            return RSD_ERR_PROTOCOL;
         }
-        for (s = 0, i = 0; i <= len; i++) {
-            if (i == len || line[i] == '\t') {
-                if (nf == 4) goto bad;
-                f[nf] = line + s;
-                fl[nf++] = i - s;
-                s = i + 1;
-            }
-        }
-        if (nf != 4 || out->count >= RSD_STATE_MAX_ATTR) goto bad;
-        {
-            rsd_attr *a = &out->items[out->count];
-            uint64_t pid;
-            if (fl[0] == 0 || !rsdi_attr_unescape(f[0], fl[0], a->model) ||
-                !rsdi_attr_unescape(f[1], fl[1], a->instance) ||
-                !rsdi_attr_u64(f[2], fl[2], &a->loaded_at_ms) || !rsdi_attr_u64(f[3], fl[3], &pid) ||
-                pid > (uint64_t)INT64_MAX)
-                goto bad;
-            a->pid = (int64_t)pid;
-            if (rsd_attr_set_find(out, a->model, a->instance) >= 0) goto bad;  /* duplicate */
-            out->count++;
-        }
+        if (r == 1) return RSD_OK;
         pos += len + 1;
     }
-bad_trunc:
+}
+
+/* rsdi_attr_parse over a file read RSDI_ATTR_CHUNK bytes at a time through st->filebuf
+   (no line of a valid record is longer: 8 x 255 + 48 bytes), with the same results, plus
+   RSD_ERR_TOO_LARGE for a file over RSD_STATE_MAX_FILE_BYTES (whatever it holds, as a
+   whole read would find) and RSD_ERR_STATE_IO (errno set) when a read fails. *size: the
+   bytes read (at most RSD_STATE_MAX_FILE_BYTES + 1). */
+RSDI_PRIVATE int rsdi_attr_read_fd(rsd_state *st, int fd, rsd_attr_set *out, long *size) {
+    char *b = st->filebuf;
+    size_t have = 0, ml = sizeof rsdi_attr_magic - 1;
+    uint64_t off = 0;
+    int state = 0, err = 0; /* state: 0 the magic, 1 lines, 2 after the trailer, 3 in an overlong line */
+    bool eof = false;
     memset(out, 0, sizeof *out);
-    return RSD_ERR_TRUNCATED;
-bad:
-    memset(out, 0, sizeof *out);
-    return RSD_ERR_PROTOCOL;
+    *size = 0;
+    while (!err) {
+        size_t pos = 0;
+        if (!eof) {
+            long n = rsdi_state_read_at(fd, b + have, RSDI_ATTR_CHUNK - have, off);
+            if (n < 0) return RSD_ERR_STATE_IO;
+            eof = (size_t)n < RSDI_ATTR_CHUNK - have;
+            off += (uint64_t)n;
+            have += (size_t)n;
+            if (off > (uint64_t)RSD_STATE_MAX_FILE_BYTES) break;
+        }
+        if (state == 0) {
+            if (have < ml && !eof) continue;
+            if (have < ml || memcmp(b, rsdi_attr_magic, ml) != 0) {
+                err = have < ml ? RSD_ERR_TRUNCATED : RSD_ERR_PROTOCOL;
+                break;
+            }
+            pos = ml;
+            state = 1;
+        }
+        while (state == 1 || state == 3) {
+            const char *nl = (const char *)memchr(b + pos, '\n', have - pos);
+            int r;
+            if (!nl) break;
+            if (state == 3) { /* an overlong line ended: never a valid one */
+                err = RSD_ERR_PROTOCOL;
+                break;
+            }
+            r = rsdi_attr_line(b + pos, (size_t)(nl - (b + pos)), out);
+            pos = (size_t)(nl - b) + 1;
+            if (r < 0) err = r;
+            else if (r == 1) state = 2;
+            if (r != 0) break;
+        }
+        if (err) break;
+        if (state == 2 && pos < have) { /* something after the trailer */
+            err = RSD_ERR_PROTOCOL;
+            break;
+        }
+        if (state == 1 && pos == 0 && have == RSDI_ATTR_CHUNK) state = 3; /* a line longer than the chunk */
+        if (state == 3) pos = have; /* its bytes are not kept */
+        memmove(b, b + pos, have - pos);
+        have -= pos;
+        if (eof) {
+            if (state != 2) err = RSD_ERR_TRUNCATED; /* a line without its '\n', or no trailer */
+            break;
+        }
+    }
+    while (err && !eof && off <= (uint64_t)RSD_STATE_MAX_FILE_BYTES) { /* the rest: only its size counts */
+        long n = rsdi_state_read_at(fd, b, RSDI_ATTR_CHUNK, off);
+        if (n < 0) return RSD_ERR_STATE_IO;
+        eof = (size_t)n < RSDI_ATTR_CHUNK;
+        off += (uint64_t)n;
+    }
+    *size = (long)(off > (uint64_t)RSD_STATE_MAX_FILE_BYTES ? (uint64_t)RSD_STATE_MAX_FILE_BYTES + 1 : off);
+    if (off > (uint64_t)RSD_STATE_MAX_FILE_BYTES) err = RSD_ERR_TOO_LARGE;
+    if (err) memset(out, 0, sizeof *out);
+    return err ? err : RSD_OK;
 }
 
 RSDI_PRIVATE bool rsdi_attr_put(char *buf, size_t cap, size_t *n, const char *s, size_t len) {
@@ -10943,34 +11114,45 @@ RSDI_PRIVATE bool rsdi_attr_put_escaped(char *buf, size_t cap, size_t *n, const 
     return true;
 }
 
-/* Writes the file image of set into buf; length, or RSD_ERR_BUFFER / RSD_ERR_ARG. */
-RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap) {
-    size_t n = 0, i;
+/* Part i of set's file image appended to buf[*n..cap): i 0 the magic, 1..count the entry
+   lines, count + 1 the trailer. RSD_OK, or RSD_ERR_BUFFER (nothing appended) / RSD_ERR_ARG. */
+RSDI_PRIVATE int rsdi_attr_format_part(const rsd_attr_set *set, size_t i, char *buf, size_t cap, size_t *n) {
+    size_t n0 = *n;
     char num[64];
     int k;
-    if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
-    if (!rsdi_attr_put(buf, cap, &n, rsdi_attr_magic, sizeof rsdi_attr_magic - 1))
-        return RSD_ERR_BUFFER;
-    for (i = 0; i < set->count; i++) {
-        const rsd_attr *a = &set->items[i];
+    if (i == 0) {
+        if (!rsdi_attr_put(buf, cap, n, rsdi_attr_magic, sizeof rsdi_attr_magic - 1)) return RSD_ERR_BUFFER;
+    } else if (i <= set->count) {
+        const rsd_attr *a = &set->items[i - 1];
         if (!a->model[0] || a->pid < 0) return RSD_ERR_ARG;
         k = RSD_SNPRINTF(num, sizeof num, "\t%llu\t%lld\n", (unsigned long long)a->loaded_at_ms,
                          (long long)a->pid);
-        if (!rsdi_attr_put_escaped(buf, cap, &n, a->model) ||
-            !rsdi_attr_put(buf, cap, &n, "\t", 1) ||
-            !rsdi_attr_put_escaped(buf, cap, &n, a->instance) ||
-            !rsdi_attr_put(buf, cap, &n, num, (size_t)k))
+        if (!rsdi_attr_put_escaped(buf, cap, n, a->model) || !rsdi_attr_put(buf, cap, n, "\t", 1) ||
+            !rsdi_attr_put_escaped(buf, cap, n, a->instance) || !rsdi_attr_put(buf, cap, n, num, (size_t)k)) {
+            *n = n0;
             return RSD_ERR_BUFFER;
+        }
+    } else {
+        k = RSD_SNPRINTF(num, sizeof num, "end %u\n", (unsigned)set->count);
+        if (!rsdi_attr_put(buf, cap, n, num, (size_t)k)) return RSD_ERR_BUFFER;
     }
-    k = RSD_SNPRINTF(num, sizeof num, "end %u\n", (unsigned)set->count);
-    if (!rsdi_attr_put(buf, cap, &n, num, (size_t)k)) return RSD_ERR_BUFFER;
+    return RSD_OK;
+}
+
+/* Writes the file image of set into buf; length, or RSD_ERR_BUFFER / RSD_ERR_ARG. */
+RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap) {
+    size_t n = 0, i;
+    int r;
+    if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
+    for (i = 0; i <= set->count + 1; i++)
+        if ((r = rsdi_attr_format_part(set, i, buf, cap, &n)) < 0) return r;
     return (int)n;
 }
 
 /* Reads and parses an attribution file into out. Missing = empty; corrupt = empty
    with out->corrupt and a log item. <0 only when the file exists but cannot be read. */
 RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *out) {
-    int fd = rsdi_state_open_file(path, O_RDONLY, false), r;
+    int fd = rsdi_state_open_file(path, O_RDONLY, false), r, e;
     long n;
     memset(out, 0, sizeof *out);
     if (fd < 0) {
@@ -10980,16 +11162,15 @@ RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *o
         rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
         return RSD_ERR_STATE_IO;
     }
-    n = rsdi_state_read_all(fd, st->filebuf, RSD_STATE_MAX_FILE_BYTES + 1);
+    r = rsdi_attr_read_fd(st, fd, out, &n);
+    e = errno;
     rsdi_state_close_fd(fd);
-    if (n < 0) {
+    if (r == RSD_ERR_STATE_IO) {
         rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
-                  path, strerror(errno));
-        rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
+                  path, strerror(e));
+        rsdi_state_detail(st, "read %s: %s", path, strerror(e));
         return RSD_ERR_STATE_IO;
     }
-    r = n > (long)RSD_STATE_MAX_FILE_BYTES ? RSD_ERR_TOO_LARGE
-                                           : rsdi_attr_parse(st->filebuf, (size_t)n, out);
     if (r < 0) { /* the caller logs it once (rsdi_attr_log_corrupt), after trying to reset it */
         memset(out, 0, sizeof *out);
         out->corrupt = true;
@@ -11044,6 +11225,9 @@ RSD_API int rsd_state_used_load(rsd_state *st, const char *key, rsd_attr_set *ou
     return rsdi_record_load(st, key, ".used", out);
 }
 
+/* The state's scratch set: a record read into it is valid until the next state call. */
+RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st) { return &st->scratch; }
+
 /* One non-blocking attempt at key's attribution-file lock: RSD_OK = held, else lk is IDLE. */
 RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key) {
     int r = rsd_state_attr_lock_begin(st, lk, key, 0, 1);
@@ -11067,8 +11251,25 @@ RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const ch
 /* Atomically replaces path with data: temp file, (fsync), rename. The directory is not
    fsynced: after a crash a reader finds the old or the new version, both valid. The
    caller holds the attribution file lock, so the temp name can be fixed. */
+/* Writes set's file image to fd through st->filebuf, a chunk at a time. */
+RSDI_PRIVATE bool rsdi_attr_write_fd(rsd_state *st, int fd, const rsd_attr_set *set) {
+    size_t n = 0, i;
+    for (i = 0; i <= set->count + 1; i++) {
+        if (rsdi_attr_format_part(set, i, st->filebuf, sizeof st->filebuf, &n) == RSD_OK) continue;
+        if (!rsdi_state_write_all(fd, st->filebuf, n, 0, false)) return false; /* full: out with it, and again */
+        n = 0;
+        if (rsdi_attr_format_part(set, i, st->filebuf, sizeof st->filebuf, &n) != RSD_OK) {
+            errno = EINVAL; /* never: one part fits the chunk */
+            return false;
+        }
+    }
+    return rsdi_state_write_all(fd, st->filebuf, n, 0, false);
+}
+
+/* Replaces path with data[0..n) -- or, with set, that record's file image -- through a
+   temp file and a rename (fsync first with sync). */
 RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char *data, size_t n,
-                                    bool sync) {
+                                    const rsd_attr_set *set, bool sync) {
     char tmp[RSDI_STATE_PATH_BYTES + 8];
     int fd, err;
     bool ok;
@@ -11076,7 +11277,8 @@ RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char 
     rsdi_state_unlink(tmp);  /* a stale temp of a writer that died */
     fd = rsdi_state_open_ex(tmp, O_WRONLY, true, true);
     if (fd < 0) goto fail;
-    ok = rsdi_state_write_all(fd, data, n, 0, false) && (!sync || rsdi_state_fsync(fd));
+    ok = (set ? rsdi_attr_write_fd(st, fd, set) : rsdi_state_write_all(fd, data, n, 0, false)) &&
+         (!sync || rsdi_state_fsync(fd));
     err = errno;
 #if defined(_WIN32)
     if (_close(fd) != 0 && ok) {
@@ -11104,9 +11306,11 @@ fail:
 }
 
 RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
-    int n = rsdi_attr_format(set, st->filebuf, RSD_STATE_MAX_FILE_BYTES);
-    if (n < 0) return n;
-    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, st->attr_fsync);
+    size_t i;
+    if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
+    for (i = 0; i < set->count; i++) /* what rsdi_attr_format refuses, before the file is touched */
+        if (!set->items[i].model[0] || set->items[i].pid < 0) return RSD_ERR_ARG;
+    return rsdi_state_replace(st, path, NULL, 0, set, st->attr_fsync);
 }
 
 RSDI_PRIVATE bool rsdi_attr_change_ok(const rsd_attr_change *c) {
@@ -11295,7 +11499,7 @@ RSDI_PRIVATE int rsdi_state_gen_bump_locked(rsd_state *st, const char *path, uin
     if (rsdi_state_gen_read_path(st, path, &g) < 0) g = rsdi_state_wall_ms();
     g = g == UINT64_MAX ? 1 : g + 1;
     n = RSD_SNPRINTF(buf, sizeof buf, "%llu\n", (unsigned long long)g);
-    r = rsdi_state_replace(st, path, buf, (size_t)n, false);
+    r = rsdi_state_replace(st, path, buf, (size_t)n, NULL, false);
     if (r == RSD_OK && out) *out = g;
     return r;
 }

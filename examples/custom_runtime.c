@@ -27,13 +27,15 @@ static int ts_request(rsd_reconcile *r, rsd_http_op op, const char *model, rsd_s
 /* {"models":[{"name":"a","running":true},...]} into the listing; names are copied into
    its arena (the body is gone after the feed). */
 static int ts_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    rsd_json_doc doc;
-    int arr, e, rc;
+    rsd_json_doc top, doc;
+    size_t pos = 0;
+    int arr, rc;
+    const int e = 0; /* each entry is its own document: r->toks holds the top level and one entry */
     memset(out, 0, offsetof(rsd_listing, models));
-    if ((rc = rsd_json_parse(&doc, body, len, r->toks, r->max_tokens)) < 0) return rc;
-    arr = rsd_json_find(&doc, 0, "models");
-    if (rsd_json_type_of(&doc, arr) != RSD_JSON_ARRAY) return RSD_ERR_PAYLOAD;
-    for (e = rsd_json_child(&doc, arr); e >= 0; e = rsd_json_next(&doc, e)) {
+    if ((rc = rsd_json_parse_top(&top, body, len, r->toks, r->max_tokens)) < 0) return rc;
+    arr = rsd_json_find(&top, 0, "models");
+    if (rsd_json_type_of(&top, arr) != RSD_JSON_ARRAY) return RSD_ERR_PAYLOAD;
+    while ((rc = rsd_json_each(&top, arr, &pos, &doc)) > 0) {
         rsd_listed_model *m;
         size_t n = 0;
         bool running = false;
@@ -54,6 +56,7 @@ static int ts_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_lis
         m->state = running ? RSD_MODEL_LOADED : RSD_MODEL_UNLOADED;
         out->arena_used += n + 1;
     }
+    if (rc < 0) return rc;
     out->has_states = true;
     return RSD_OK;
 }

@@ -354,7 +354,11 @@ static int list_models(rsd_ensurer *e, const char *url, const char *token, bool 
     printf("resident:");
     for (i = 0; i < l.n; i++) {
         const rsd_listed_model *m = &l.models[i];
-        bool pinned = rsd_tags_protect(m->tags, m->n_tags);
+        rsd_str tags[RSD_MAX_TAGS];
+        int k;
+        bool pinned;
+        for (k = 0; k < m->n_tags; k++) tags[k] = rsd_listed_tag(m, k);
+        pinned = rsd_tags_protect(tags, m->n_tags);
         if (!rsd_model_state_resident(m->state)) continue;
         printf("%s %s (%s%s", shown ? "," : "", term_n(m->id.ptr, m->id.len), rsd_model_state_str(m->state),
                pinned ? ", pinned" : "");

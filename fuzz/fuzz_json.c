@@ -4,6 +4,8 @@
    - the count pass (toks == NULL) returns exactly what the real pass returns, and
      fails at the same offset with the same code;
    - a token array one short gives RSD_ERR_JSON_TOKENS;
+   - rsd_json_parse_top keeps the root and its members, and each member expanded (a root
+     array: each element from rsd_json_each) has exactly the full parse's tokens;
    - every token range is inside the input, parent < self, next/size/child links agree;
    - TRUNCATED errors point at the end of the input; other errors inside it;
    - a valid container document minus its last byte is TRUNCATED;
@@ -104,6 +106,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FZ_CHECK(toks[r].type == RSD_JSON_INVALID);
     if (r > 1) FZ_CHECK(rsd_json_parse(&d2, s, size, toks, (uint32_t)r - 1) == RSD_ERR_JSON_TOKENS);
     r = rsd_json_parse(&d, s, size, toks, cap);
+    { /* the top level and its members expanded, or a root array's elements one by one,
+         give the full parse's tokens (offsets moved by where the value starts) */
+        rsd_json_tok *tt = (rsd_json_tok *)malloc(((size_t)r + 2) * sizeof *tt);
+        rsd_json_doc top, el;
+        int nt = rsd_json_parse_top(&top, s, size, tt, (uint32_t)r + 2), m, j, at = 1;
+        size_t pos = 0;
+        FZ_CHECK(nt > 0 && nt <= r && tt[0].type == toks[0].type && tt[0].end == toks[0].end);
+        for (m = 1; m < nt; m = top.toks[m].next) {
+            int full = at, ok, base, x;
+            FZ_CHECK(tt[m].type == toks[full].type && tt[m].start == toks[full].start && tt[m].end == toks[full].end);
+            if (toks[0].type == RSD_JSON_ARRAY) ok = rsd_json_each(&top, 0, &pos, &el);
+            else ok = rsd_json_expand(&top, m + 1 < nt && (tt[m].flags & RSD_JSON_F_KEY) ? m + 1 : m, &el);
+            FZ_CHECK(ok >= 0);
+            if (toks[0].type == RSD_JSON_OBJECT) full++; /* the key's value */
+            base = (int)toks[full].start - (toks[full].type == RSD_JSON_STRING ? 1 : 0);
+            FZ_CHECK((int)el.count == toks[full].next - full);
+            for (j = 0; j < (int)el.count; j++) {
+                x = full + j;
+                FZ_CHECK(el.toks[j].type == toks[x].type && el.toks[j].flags == toks[x].flags &&
+                         (int)el.toks[j].start + base == (int)toks[x].start && (int)el.toks[j].end + base == (int)toks[x].end &&
+                         el.toks[j].size == toks[x].size && el.toks[j].next + full == toks[x].next);
+            }
+            at = toks[at].next;
+            if (toks[0].type == RSD_JSON_OBJECT) m++; /* past the key: m is the value, its next the next key */
+        }
+        if (toks[0].type == RSD_JSON_ARRAY) FZ_CHECK(rsd_json_each(&top, 0, &pos, &el) == 0);
+        free(tt);
+    }
 
     /* structure */
     for (i = 0; i < r; i++) {

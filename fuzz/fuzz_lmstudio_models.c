@@ -3,8 +3,8 @@
    resolution, residents, load/unload replies.
    Build: make fuzz T=lmstudio_models FUZZ_SECS=60
    Invariants checked (abort on violation):
-   - the count-pass token number gives the same result as plenty; one fewer is
-     RSD_ERR_JSON_TOKENS;
+   - the count-pass token number gives the same result as plenty; the top level's
+     tokens alone give that result or RSD_ERR_JSON_TOKENS with nothing kept;
    - rsd_lms_catalog_from_response(tier found, 200) agrees with the shape parse,
      and the other tier's URL refuses the body;
    - folded keys are unique and usable, instance ids usable and unique per model,
@@ -33,12 +33,11 @@ static int inside(rsd_str s, const char *a, size_t n) {
     return s.ptr >= a && s.ptr + s.len <= a + n;
 }
 
+/* The id rule (1..255 bytes, no NUL byte; other control bytes and DEL are kept), trimmed
+   of spaces as LM Studio's keys and instance ids are. */
 static int usable(rsd_str s) {
-    size_t i;
-    if (s.len == 0 || s.len >= RSD_MODEL_ID_MAX) return 0;
+    if (s.len == 0 || s.len >= RSD_MODEL_ID_MAX || memchr(s.ptr, '\0', s.len)) return 0;
     if (s.ptr[0] == ' ' || s.ptr[s.len - 1] == ' ') return 0;
-    for (i = 0; i < s.len; i++)
-        if ((unsigned char)s.ptr[i] < 0x20 || (unsigned char)s.ptr[i] == 0x7F) return 0;
     return 1;
 }
 
@@ -101,7 +100,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     need = rsd_json_parse(&d, s, size, NULL, 0) > 0 ? d.count : 0;
     if (need > 0) {
         FZ_CHECK(rsd_lms_parse_models(&c2, s, size, toks, need) == r);
-        if (need > 1) FZ_CHECK(rsd_lms_parse_models(&c2, s, size, toks, need - 1) == RSD_ERR_JSON_TOKENS);
+        /* entries are read one by one: tokens for the top level alone read no entry, and
+           refuse rather than keep part of the catalog */
+        need = (uint32_t)rsd_json_parse_top(&d, s, size, toks, cap);
+        r2 = rsd_lms_parse_models(&c2, s, size, toks, need);
+        FZ_CHECK(r2 == r || (r2 == RSD_ERR_JSON_TOKENS && c2.n_models == 0));
     }
     if (r >= 0) {
         rsd_lms_tier found = c1.tier;

@@ -3,7 +3,8 @@
    Build: make fuzz T=ollama_ps FUZZ_SECS=60
    Invariants checked (abort on violation):
    - a parse with exactly the tokens the count pass reports gives the same result
-     as one with plenty, and one token fewer is RSD_ERR_JSON_TOKENS (never partial);
+     as one with plenty; with the top level's tokens alone it is that result or
+     RSD_ERR_JSON_TOKENS with nothing kept (never partial);
    - kept + skipped <= seen; at most RSD_LISTING_MAX_MODELS kept; kept + skipped ==
      seen unless truncated;
    - every kept id and alias passes the id rule (1..255 bytes, no NUL byte), lies
@@ -46,8 +47,8 @@ static void check_list(const rsd_listing *l) {
         check_id(l, m->id);
         FZ_CHECK(m->n_aliases >= 0 && m->n_aliases <= 1);
         for (k = 0; k < m->n_aliases; k++) {
-            check_id(l, m->aliases[k]);
-            FZ_CHECK(!rsd_str_eq(m->aliases[k], m->id));
+            check_id(l, rsd_listed_alias(m, k));
+            FZ_CHECK(!rsd_str_eq(rsd_listed_alias(m, k), m->id));
         }
         FZ_CHECK(m->state == RSD_MODEL_LOADED);
         FZ_CHECK(m->has_size || m->size_bytes == 0);
@@ -80,7 +81,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (need > 0) {
         r2 = rsd_ollama_ps_listing(s, size, toks, need, &l2);
         FZ_CHECK(r2 == r && l2.n == l1.n);
-        if (need > 1) FZ_CHECK(rsd_ollama_ps_listing(s, size, toks, need - 1, &l2) == RSD_ERR_JSON_TOKENS);
+        /* the list is read entry by entry: tokens for the top level alone read no entry, and
+           refuse rather than keep part of the list */
+        need = (uint32_t)rsd_json_parse_top(&d, s, size, toks, cap);
+        r2 = rsd_ollama_ps_listing(s, size, toks, need, &l2);
+        FZ_CHECK((r2 == r && l2.n == l1.n) || (r2 == RSD_ERR_JSON_TOKENS && l2.n == 0));
     }
     if (r == RSD_OK) {
         check_list(&l1);
@@ -98,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             rsd_json_w_strn(&w, m->id.ptr, m->id.len);
             if (m->n_aliases) {
                 rsd_json_w_key(&w, "name");
-                rsd_json_w_strn(&w, m->aliases[0].ptr, m->aliases[0].len);
+                rsd_json_w_strn(&w, rsd_listed_alias(m, 0).ptr, rsd_listed_alias(m, 0).len);
             }
             if (m->has_size) { rsd_json_w_key(&w, "size"); rsd_json_w_int(&w, (int64_t)m->size_bytes); }
             if (m->has_size_vram) { rsd_json_w_key(&w, "size_vram"); rsd_json_w_int(&w, (int64_t)m->size_vram_bytes); }
@@ -116,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (i = 0; i < l2.n; i++) {
                 const rsd_listed_model *a = &l1.models[i], *b = &l2.models[i];
                 FZ_CHECK(rsd_str_eq(a->id, b->id) && a->n_aliases == b->n_aliases);
-                if (a->n_aliases) FZ_CHECK(rsd_str_eq(a->aliases[0], b->aliases[0]));
+                if (a->n_aliases) FZ_CHECK(rsd_str_eq(rsd_listed_alias(a, 0), rsd_listed_alias(b, 0)));
                 FZ_CHECK(a->has_size == b->has_size && a->size_bytes == b->size_bytes);
                 FZ_CHECK(a->has_size_vram == b->has_size_vram && a->size_vram_bytes == b->size_vram_bytes);
                 FZ_CHECK(a->context_length == b->context_length);

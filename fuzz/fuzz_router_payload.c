@@ -44,8 +44,8 @@ static void check_listing(const rsd_listing *l) {
         const rsd_listed_model *m = &l->models[i];
         check_name(l, m->id);
         FAILIF(m->n_aliases < 0 || m->n_aliases > RSD_MAX_ALIASES || m->n_tags < 0 || m->n_tags > RSD_MAX_TAGS);
-        for (k = 0; k < m->n_aliases; k++) check_name(l, m->aliases[k]);
-        for (k = 0; k < m->n_tags; k++) check_name(l, m->tags[k]);
+        for (k = 0; k < m->n_aliases; k++) check_name(l, rsd_listed_alias(m, k));
+        for (k = 0; k < m->n_tags; k++) check_name(l, rsd_listed_tag(m, k));
         FAILIF((int)m->state < 0 || (int)m->state >= (int)RSD_MODEL_STATE_NUM);
         if (m->state != RSD_MODEL_UNKNOWN) states = true;
         FAILIF(rsd_listing_find(l, m->id) < 0 || rsd_listing_find(l, m->id) > i);
@@ -64,7 +64,7 @@ static bool same_listing(const rsd_listing *a, const rsd_listing *b) {
             x->n_aliases != y->n_aliases || x->exit_code != y->exit_code || x->failed != y->failed)
             return false;
         for (k = 0; k < x->n_tags; k++)
-            if (!rsd_str_eq(x->tags[k], y->tags[k])) return false;
+            if (!rsd_str_eq(rsd_listed_tag(x, k), rsd_listed_tag(y, k))) return false;
     }
     return true;
 }

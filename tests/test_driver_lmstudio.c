@@ -675,18 +675,18 @@ static int router_load_on_R(void) {
     return -3;
 }
 
-/* LM Studio's catalog lives in the storage of the router's poll listing (a reconcile uses
+/* LM Studio's catalog lives in the storage of the router's listings (a reconcile uses
    one or the other): router and LM Studio reconciles taking turns on one rsd_reconcile
    each see their own state. */
-static void test_catalog_shares_the_poll_storage_with_the_router(void) {
+static void test_catalog_shares_the_listings_storage_with_the_router(void) {
     lms_wire f;
     rsd_reconcile_desc d;
     rsd_owned owned[2];
     int round;
-    CHECK((const void *)R.lms->cat == (const void *)R.poll.models);
+    CHECK((const void *)R.lms->cat == (const void *)R.snap.models);
     for (round = 0; round < 2; round++) {
         CHECK_EQ_INT(router_load_on_R(), RSD_OUTCOME_RESIDENT);
-        CHECK(R.poll.n == 2); /* the poll storage holds the router's listing */
+        CHECK(R.snap.n == 2 && R.poll.n == 2); /* the storage holds the router's listings */
         CHECK(rsd_str_eq_c(R.poll.models[1].id, "r-other-with-a-longer-id"));
         lm_init(&f); /* then W15 on LM Studio: its catalog over that storage */
         lm_loaded("a-model", 8192);
@@ -761,6 +761,6 @@ int main(int argc, char **argv) {
     RUN(test_transport_error_stops_detection);
     RUN(test_hostile_catalogs_degrade_and_never_mutate);
     RUN(test_begin_rejects_bad_desc);
-    RUN(test_catalog_shares_the_poll_storage_with_the_router);
+    RUN(test_catalog_shares_the_listings_storage_with_the_router);
     return RSD_TEST_END();
 }

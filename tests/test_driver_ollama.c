@@ -214,7 +214,7 @@ static void test_O3_ps_listing_maps_ids_aliases_sizes(void) {
     CHECK(rsd_str_eq_c(L.models[0].id, "qwen3:8b") && L.models[0].n_aliases == 0);
     CHECK(L.models[0].state == RSD_MODEL_LOADED);
     CHECK(L.models[0].has_size && L.models[0].size_bytes == 100 && L.models[0].size_vram_bytes == 60);
-    CHECK(rsd_str_eq_c(L.models[1].id, "real:latest") && rsd_str_eq_c(L.models[1].aliases[0], "alias:latest"));
+    CHECK(rsd_str_eq_c(L.models[1].id, "real:latest") && rsd_str_eq_c(rsd_listed_alias(&L.models[1], 0), "alias:latest"));
     CHECK(!L.models[1].has_size && !L.models[1].has_size_vram && L.models[1].context_length == 8192);
     CHECK_EQ_INT(L.n_seen, 5);
     CHECK_EQ_INT(L.n_skipped, 3);

@@ -378,7 +378,7 @@ static void test_6_2_1_parses_resident_ids(void) {
     CHECK_EQ_INT(resident_ids(j, ids, sizeof ids), 3);
     CHECK_EQ_STR(ids, "a,b");
     CHECK_EQ_INT(L.models[1].n_tags, 2); /* string tags only (L9) */
-    CHECK(rsd_str_eq_c(L.models[1].tags[0], "pinned:true"));
+    CHECK(rsd_str_eq_c(rsd_listed_tag(&L.models[1], 0), "pinned:true"));
     CHECK(L.has_states);
     CHECK_EQ_INT(resident_ids("{}", ids, sizeof ids), 0);
     CHECK_EQ_INT(resident_ids("null", ids, sizeof ids), 0);

@@ -511,6 +511,43 @@ static void test_lms_memory_ownership_without_state(void) {
     sim_stop(&s);
 }
 
+/* A state directory that cannot be opened: the ensurer fails open and remembers its own
+   loads in memory, as without one (those records are allocated at create then). */
+static void test_lms_memory_ownership_state_unopenable(void) {
+    static const char *const args[] = {"--vram", "8G", "--load-ms", "20", "--model", "id=a,size=4G",
+                                       "--model", "id=b,size=4G", "--model", "id=c,size=4G", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    char dir[400];
+    FILE *f;
+    int base, n;
+    snprintf(dir, sizeof dir, "%s/a-file", g_state_dir);
+    REQUIRE((f = fopen(dir, "w")) != NULL);
+    fclose(f);
+    snprintf(dir, sizeof dir, "%s/a-file/state", g_state_dir); /* under a regular file: never a directory */
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&d, 0, sizeof d);
+    d.state_dir = dir;
+    d.ignore_env = true;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    CHECK(!rsd_ensurer_has_state(e));
+    CHECK_EQ_INT(ensure(e, &s, "a", &res), RSD_OK);
+    CHECK_EQ_INT(ensure(e, &s, "b", &res), RSD_OK);
+    base = sim_log(&s);
+    CHECK_EQ_INT(ensure(e, &s, "c", &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.n_evicted, 1); /* one of its own: it remembered them */
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(base, n, "POST", UNLOAD, NULL), 1);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+    snprintf(dir, sizeof dir, "%s/a-file", g_state_dir);
+    (void)remove(dir);
+}
+
 /* The lock (same key for ".../v1" and the bare URL): held elsewhere past the deadline ->
    DEGRADED RSD_ERR_TIMEOUT, nothing mutated; released -> loaded under the lock. */
 static void test_lms_lock_held_elsewhere(void) {
@@ -827,6 +864,7 @@ int main(int argc, char **argv) {
     RUN(test_lms_auto_detect);
     RUN(test_lms_ownership_persists);
     RUN(test_lms_memory_ownership_without_state);
+    RUN(test_lms_memory_ownership_state_unopenable);
     RUN(test_lms_lock_held_elsewhere);
 #if !defined(_WIN32)
     RUN(test_lms_multi_process);

@@ -229,6 +229,85 @@ static void test_tree_and_iteration(void) {
     CHECK(rsd_json_view(&d, 99).len == 0);
 }
 
+/* The top level alone, then its members and elements one at a time: a list far longer
+   than the tokens held parses entry by entry; the whole input is still validated; an
+   element over the tokens left is RSD_ERR_JSON_TOKENS. */
+static void test_top_level_and_entries(void) {
+    static char big[64 * 80 + 64];
+    rsd_json_tok toks[24];
+    rsd_json_doc top, el, sub;
+    size_t pos = 0, o = 0;
+    int i, n, r, arr, seen = 0;
+    bool b = false;
+    o += (size_t)snprintf(big + o, sizeof big - o, "{\"data\" : [ ");
+    for (i = 0; i < 64; i++)
+        o += (size_t)snprintf(big + o, sizeof big - o, "%s{\"id\":\"m%d\",\"st\":{\"v\":[1,2,{\"x\":true}]}}", i ? " , " : "", i);
+    o += (size_t)snprintf(big + o, sizeof big - o, "],\"object\":\"list\",\"e\":{\"message\":\"m\"},\"s\":\"str\",\"n\":-1.5e3}");
+    CHECK(rsd_json_parse(&top, big, o, toks, 24) == RSD_ERR_JSON_TOKENS); /* all of it does not fit */
+    n = rsd_json_parse_top(&top, big, o, toks, 24);
+    CHECK_EQ_INT(n, 11); /* root, five keys, five values */
+    CHECK(tree_ok(&top));
+    arr = rsd_json_find(&top, 0, "data");
+    CHECK_EQ_INT(rsd_json_type_of(&top, arr), RSD_JSON_ARRAY);
+    CHECK_EQ_INT(rsd_json_child(&top, arr), -1); /* kept without its elements */
+    CHECK(rsd_json_str_eq(&top, rsd_json_find(&top, 0, "object"), "list"));
+    while ((r = rsd_json_each(&top, arr, &pos, &el)) > 0) {
+        char id[16];
+        size_t len = 0;
+        CHECK_EQ_INT(el.count, 12);
+        CHECK(tree_ok(&el));
+        CHECK(el.toks == toks + n);
+        CHECK_EQ_INT(rsd_json_str(&el, rsd_json_find(&el, 0, "id"), id, sizeof id, &len), RSD_OK);
+        CHECK(atoi(id + 1) == seen);
+        CHECK_EQ_INT(rsd_json_bool(&el, rsd_json_find(&el, rsd_json_at(&el, rsd_json_find(&el, rsd_json_find(&el, 0, "st"), "v"), 2), "x"), &b), RSD_OK);
+        CHECK(b);
+        seen++;
+    }
+    CHECK_EQ_INT(r, 0);
+    CHECK_EQ_INT(seen, 64);
+    CHECK_EQ_INT(rsd_json_each(&top, arr, &pos, &el), 0); /* stays at the end */
+    CHECK_EQ_INT(rsd_json_expand(&top, rsd_json_find(&top, 0, "e"), &sub), RSD_OK);
+    CHECK(rsd_json_str_eq(&sub, rsd_json_find(&sub, 0, "message"), "m"));
+    CHECK_EQ_INT(rsd_json_expand(&top, rsd_json_find(&top, 0, "s"), &sub), RSD_OK); /* a scalar too */
+    CHECK(rsd_json_str_eq(&sub, 0, "str"));
+    CHECK_EQ_INT(rsd_json_expand(&top, rsd_json_find(&top, 0, "n"), &sub), RSD_OK);
+    CHECK_EQ_INT(rsd_json_type_of(&sub, 0), RSD_JSON_NUMBER);
+    { /* the tokens after cap are never written, by the top level, an element or an expansion */
+        rsd_json_tok guard[32];
+        uint32_t c;
+        for (c = 11; c <= 24; c++) {
+            size_t g;
+            memset(guard, 0xA5, sizeof guard);
+            if (rsd_json_parse_top(&top, big, o, guard, c) < 0) { CHECK(c < 11); continue; }
+            pos = 0;
+            while (rsd_json_each(&top, rsd_json_find(&top, 0, "data"), &pos, &el) > 0) {}
+            (void)rsd_json_expand(&top, rsd_json_find(&top, 0, "e"), &sub);
+            for (g = (size_t)c * sizeof(rsd_json_tok); g < sizeof guard; g++) CHECK(((unsigned char *)guard)[g] == 0xA5);
+        }
+    }
+    /* an element needing more tokens than remain */
+    n = rsd_json_parse_top(&top, big, o, toks, 20);
+    CHECK_EQ_INT(n, 11);
+    pos = 0;
+    CHECK_EQ_INT(rsd_json_each(&top, rsd_json_find(&top, 0, "data"), &pos, &el), RSD_ERR_JSON_TOKENS);
+    /* still strict: a bad byte deep inside is found by the top-level parse */
+    big[40] = '\x01';
+    CHECK_EQ_INT(rsd_json_parse_top(&top, big, o, toks, 24), RSD_ERR_JSON);
+    CHECK_EQ_INT(rsd_json_parse_top(&top, big, 30, toks, 24), RSD_ERR_TRUNCATED);
+    /* empty arrays, bad arguments */
+    CHECK_EQ_INT(rsd_json_parse_top(&top, "{\"a\":[ ]}", 9, toks, 24), 3);
+    pos = 0;
+    CHECK_EQ_INT(rsd_json_each(&top, 2, &pos, &el), 0);
+    CHECK_EQ_INT(rsd_json_each(&top, 0, &pos, &el), RSD_ERR_ARG); /* not an array */
+    CHECK_EQ_INT(rsd_json_parse_top(&top, "[]", 2, NULL, 0), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_json_parse_top(&top, "[1,[2,[3]],4]", 13, toks, 24), 4);
+    CHECK_EQ_INT(rsd_json_size(&top, 0), 3);
+    pos = 0;
+    n = 0;
+    while (rsd_json_each(&top, 0, &pos, &el) > 0) n += (int)el.count;
+    CHECK_EQ_INT(n, 6); /* 1, [2,[3]] (4 tokens), 4 */
+}
+
 static void test_depth_limit(void) {
     char buf[2 * RSD_JSON_DEPTH_CAP + 8];
     rsd_json_tok toks[RSD_JSON_DEPTH_CAP + 1];
@@ -706,6 +785,7 @@ int main(int argc, char **argv) {
     RUN(test_cases);
     RUN(test_truncated_prefixes);
     RUN(test_tree_and_iteration);
+    RUN(test_top_level_and_entries);
     RUN(test_depth_limit);
     RUN(test_token_cap);
     RUN(test_error_position);

@@ -59,7 +59,7 @@ static void test_ollama_ps_maps_sizes_and_name_fallback(void) {
     CHECK(S(ol.models[1].id, "llama3.2:latest") && ol.models[1].n_aliases == 0); /* same id: no alias */
     CHECK(!ol.models[1].has_size && !ol.models[1].has_size_vram);                /* absent is never zero */
     CHECK(S(ol.models[2].id, "real:latest") && ol.models[2].n_aliases == 1 &&
-          S(ol.models[2].aliases[0], "alias:latest"));
+          S(rsd_listed_alias(&ol.models[2], 0), "alias:latest"));
     CHECK(!ol.models[2].has_size && !ol.models[2].has_size_vram);                /* wrong type, negative */
 }
 
@@ -78,7 +78,7 @@ static void test_ollama_keep_matches_by_alias_and_normalised_name(void) {
     for (i = 0; i < 2; i++) {
         r[i].model_id = ol.models[i].id;
         r[i].n_aliases = ol.models[i].n_aliases;
-        if (r[i].n_aliases) r[i].aliases[0] = ol.models[i].aliases[0];
+        if (r[i].n_aliases) r[i].aliases[0] = rsd_listed_alias(&ol.models[i], 0);
         r[i].loaded_by_us = true;
     }
     memset(&f, 0, sizeof f);
@@ -159,7 +159,7 @@ static void test_ollama_ps_hostile_entries_dropped(void) {
     CHECK(S(ol.models[1].id, "ok:1") && ol.models[1].n_aliases == 0);
     CHECK(S(ol.models[2].id, "dup:2"));                         /* last duplicate wins */
     CHECK(S(ol.models[3].id, "\xc3\xa9t\xc3\xa9:1"));          /* decoded into the arena */
-    CHECK(ol.models[3].n_aliases == 1 && S(ol.models[3].aliases[0], "esc/name:1"));
+    CHECK(ol.models[3].n_aliases == 1 && S(rsd_listed_alias(&ol.models[3], 0), "esc/name:1"));
     CHECK(ol.models[3].id.ptr >= ol.arena && ol.models[3].id.ptr < ol.arena + ol.arena_bytes);
 }
 
@@ -376,8 +376,8 @@ static void test_every_parser_same_id_rule(void) {
     CHECK_EQ_INT(rsd_router_parse_models(router, sizeof router - 1, toks, NTOK, &rl), RSD_OK);
     REQUIRE(rl.n == 2);
     CHECK(S(rl.models[0].id, "a\x01" "b") && S(rl.models[1].id, "ok") && rl.n_skipped == 1);
-    CHECK(rl.models[1].n_aliases == 1 && S(rl.models[1].aliases[0], "al\x01"));
-    CHECK(rl.models[1].n_tags == 1 && S(rl.models[1].tags[0], "t\x01"));
+    CHECK(rl.models[1].n_aliases == 1 && S(rsd_listed_alias(&rl.models[1], 0), "al\x01"));
+    CHECK(rl.models[1].n_tags == 1 && S(rsd_listed_tag(&rl.models[1], 0), "t\x01"));
     CHECK_EQ_INT(rsd_ollama_ps_listing(ps, sizeof ps - 1, toks, NTOK, &ol), RSD_OK);
     REQUIRE(ol.n == 2);
     CHECK(S(ol.models[0].id, "a\x01" "b") && S(ol.models[1].id, "m") && ol.models[1].n_aliases == 0);
@@ -406,9 +406,78 @@ static void test_every_parser_copies_its_strings(void) {
     n = snprintf(body, sizeof body, "{\"models\":[{\"key\":\"k\",\"loaded_instances\":[{\"id\":\"k:2\"}]}]}");
     REQUIRE(rsd_lms_parse_models(&cat, body, (size_t)n, toks, NTOK) == 1);
     memset(body, '#', sizeof body);
-    CHECK(S(rl.models[0].id, "plain") && S(rl.models[0].aliases[0], "al"));
-    CHECK(S(ol.models[0].id, "m:1") && S(ol.models[0].aliases[0], "n:1"));
+    CHECK(S(rl.models[0].id, "plain") && S(rsd_listed_alias(&rl.models[0], 0), "al"));
+    CHECK(S(ol.models[0].id, "m:1") && S(rsd_listed_alias(&ol.models[0], 0), "n:1"));
     CHECK(S(cat.models[0].key, "k") && S(cat.instances[0].id, "k:2"));
+}
+
+/* Every listing parser reads its list entry by entry: 64 realistic entries (a real
+   router's with argv, preset and meta; Ollama's /api/ps; LM Studio's v1 with an
+   instance) parse with RSD_RECONCILE_TOKENS tokens, far fewer than the whole body
+   needs; a single entry over the tokens is RSD_ERR_JSON_TOKENS and nothing is kept. */
+static void test_listings_parse_entry_by_entry(void) {
+    static char id[96];
+    uint32_t cap = RSD_RECONCILE_TOKENS;
+    rsd_json_doc d;
+    size_t o;
+    int i, all;
+    for (int rt = 0; rt < 3; rt++) {
+        o = (size_t)snprintf(big, sizeof big, rt == 0 ? "{\"data\":[" : "{\"models\":[");
+        for (i = 0; i < 64; i++) {
+            snprintf(id, sizeof id, "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%030d", i);
+            if (rt == 0)
+                o += (size_t)snprintf(big + o, sizeof big - o,
+                    "%s{\"id\":\"%s\",\"aliases\":[\"%s-a\"],\"tags\":[\"pinned:true\"],\"object\":\"model\",\"owned_by\":\"llamacpp\","
+                    "\"created\":1795993601,\"status\":{\"value\":\"loaded\",\"args\":[\"/usr/local/bin/llama-server\","
+                    "\"--host\",\"127.0.0.1\",\"--port\",\"46335\",\"--alias\",\"%s\",\"--ctx-size\",\"32768\","
+                    "\"--n-gpu-layers\",\"99\",\"--model\",\"/m/%s.gguf\"],\"preset\":\"[%s]\\nctx-size = 32768\\n\"},"
+                    "\"architecture\":{\"input_modalities\":[\"text\"],\"output_modalities\":[\"text\"]},\"source\":\"models_dir\","
+                    "\"can_remove\":false,\"meta\":{\"vocab_type\":1,\"n_vocab\":151936,\"n_ctx\":32768,\"n_ctx_train\":262144,"
+                    "\"n_embd\":2048,\"n_params\":30532122624,\"size\":17659826176,\"ftype\":\"Q4_K - Medium\"}}",
+                    i ? "," : "", id, id, id, id, id);
+            else if (rt == 1)
+                o += (size_t)snprintf(big + o, sizeof big - o,
+                    "%s{\"name\":\"%s:latest\",\"model\":\"%s:latest\",\"size\":6591830464,\"digest\":\"a2af\","
+                    "\"details\":{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"gemma3\",\"families\":[\"gemma3\"],"
+                    "\"parameter_size\":\"4.3B\",\"quantization_level\":\"Q4_K_M\"},\"expires_at\":\"2025-10-17T16:47:07.93355-07:00\","
+                    "\"size_vram\":5333539264,\"context_length\":4096}", i ? "," : "", id, id);
+            else
+                o += (size_t)snprintf(big + o, sizeof big - o,
+                    "%s{\"type\":\"llm\",\"publisher\":\"google\",\"key\":\"%s\",\"display_name\":\"Gemma\",\"architecture\":\"gemma4\","
+                    "\"quantization\":{\"name\":\"Q4_K_M\",\"bits_per_weight\":4},\"size_bytes\":17990911801,\"params_string\":\"26B\","
+                    "\"loaded_instances\":[{\"id\":\"%s\",\"config\":{\"context_length\":4096,\"eval_batch_size\":512,\"parallel\":4,"
+                    "\"flash_attention\":true,\"num_experts\":8,\"offload_kv_cache_to_gpu\":true}}],\"max_context_length\":262144,"
+                    "\"format\":\"gguf\",\"capabilities\":{\"vision\":true,\"trained_for_tool_use\":true}}", i ? "," : "", id, id);
+        }
+        o += (size_t)snprintf(big + o, sizeof big - o, "]}");
+        all = rsd_json_parse(&d, big, o, NULL, 0);
+        CHECK(all > 4 * (int)cap); /* the whole body needs 6 to 18 times more */
+        if (rt == 0) {
+            CHECK_EQ_INT(rsd_router_parse_models(big, o, toks, cap, &ol), RSD_OK);
+            CHECK_EQ_INT(ol.n, 64);
+            CHECK(!ol.truncated && ol.has_states);
+            CHECK(rsd_str_eq_c(rsd_listed_alias(&ol.models[63], 0), "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-000000000000000000000000000063-a"));
+            CHECK(ol.models[63].context_length == 32768 && ol.models[63].size_bytes == 17659826176ull);
+            CHECK_EQ_INT(rsd_router_parse_models(big, o, toks, 40, &ol), RSD_ERR_JSON_TOKENS); /* an entry is 66 */
+            CHECK_EQ_INT(ol.n, 0);
+        } else if (rt == 1) {
+            CHECK_EQ_INT(rsd_ollama_ps_listing(big, o, toks, cap, &ol), RSD_OK);
+            CHECK_EQ_INT(ol.n, 64);
+            CHECK(ol.models[10].size_vram_bytes == 5333539264ull && ol.models[10].context_length == 4096);
+            CHECK_EQ_INT(rsd_ollama_ps_listing(big, o, toks, 20, &ol), RSD_ERR_JSON_TOKENS);
+            CHECK_EQ_INT(ol.n, 0);
+        } else {
+            CHECK_EQ_INT(rsd_lms_parse_models(&cat, big, o, toks, cap), 64);
+            CHECK_EQ_INT(cat.n_instances, 64);
+            CHECK(cat.instances[63].context_length == 4096 && cat.models[63].vision);
+            CHECK_EQ_INT(rsd_lms_parse_models(&cat, big, o, toks, 20), RSD_ERR_JSON_TOKENS);
+            CHECK_EQ_INT(cat.n_models, 0);
+        }
+        big[o - 3] = ' '; /* a broken last entry: the whole answer is refused */
+        CHECK(rsd_router_parse_models(big, o, toks, cap, &ol) == RSD_ERR_JSON && ol.n == 0);
+        CHECK(rsd_ollama_ps_listing(big, o, toks, cap, &ol) == RSD_ERR_JSON && ol.n == 0);
+        CHECK(rsd_lms_parse_models(&cat, big, o, toks, cap) == RSD_ERR_JSON && cat.n_models == 0);
+    }
 }
 
 /* ------------------------------------------------------------- LM Studio ---- */
@@ -858,5 +927,6 @@ int main(int argc, char **argv) {
     RUN(test_lms_load_body_exact);
     RUN(test_lms_root_url);
     RUN(test_lms_facts_into_decide);
+    RUN(test_listings_parse_entry_by_entry);
     return RSD_TEST_END();
 }

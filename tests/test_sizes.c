@@ -72,19 +72,20 @@ static char *real_router_listing(int n, int idlen) {
 static void test_manual_size_figures(void) {
 #if defined(__x86_64__) || defined(_M_X64)
     CHECK(sizeof(rsd_plan) < 16 * 1024);
-    CHECK(sizeof(rsd_decision_cache) < 40 * 1024);
+    CHECK(sizeof(rsd_decision_cache) < 19 * 1024);
     CHECK(sizeof(rsd_facts) < 512);
     CHECK(sizeof(rsd_resident) < 256);
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
-    CHECK(rsd_reconcile_footprint(NULL) <= 264 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 940 * 1024);
-    CHECK(rsd_listing_footprint(NULL) <= 36 * 1024);
+    CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
+    CHECK(rsd_reconcile_footprint(NULL) <= 126 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 331 * 1024);
+    CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 750 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 324 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
@@ -93,6 +94,78 @@ static void test_manual_size_figures(void) {
     printf("  sizeof(rsd_reconcile) %lu, footprint %lu; ensurer footprint %lu; listing %lu\n",
            (unsigned long)sizeof(rsd_reconcile), (unsigned long)rsd_reconcile_footprint(NULL),
            (unsigned long)rsd_ensurer_footprint(NULL), (unsigned long)rsd_listing_footprint(NULL));
+}
+
+/* A cache entry's ids share one text: the longest key and model always fit (stored and hit);
+   an LM Studio wire id or model key that does not fit beside them is refused, never cut. */
+static void test_cache_entry_text_is_never_overrun(void) {
+    static rsd_decision_cache c;
+    rsd_cache_entry *e;
+    rsd_cache_hit hit;
+    rsd_plan plan;
+    char key[RSD_TARGET_KEY_MAX], model[RSD_MODEL_ID_MAX];
+    memset(&c, 0, sizeof c);
+    memset(&plan, 0, sizeof plan);
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    memset(model, 'm', sizeof model - 1);
+    model[sizeof model - 1] = '\0';
+    plan.decision = RSD_DECISION_ALREADY_RESIDENT;
+    CHECK_EQ_INT(rsd_cache_store(&c, rsd_str_c(key), rsd_str_c(model), &plan, false, 0, 0), 1);
+    CHECK_EQ_INT(rsd_cache_lookup(&c, rsd_str_c(key), rsd_str_c(model), 1, 0, &hit), 1);
+    CHECK_EQ_STR(hit.wire_id, "");
+    CHECK_EQ_STR(hit.model_key, "");
+    e = rsdi_cache_put(&c, key, model, RSD_DECISION_ALREADY_RESIDENT, RSD_REASON_KEEP_RESIDENT, 2, 0);
+    REQUIRE(e != NULL);
+    CHECK_EQ_INT(e->text_len, sizeof e->text); /* exactly full */
+    CHECK(!rsdi_cache_ids(e, "w", ""));
+    CHECK(!rsdi_cache_ids(e, "", "k"));
+    CHECK(rsdi_cache_ids(e, "", ""));
+    e = rsdi_cache_put(&c, "lmstudio|http://h:1234", "qwen", RSD_DECISION_ALREADY_RESIDENT,
+                       RSD_REASON_KEEP_RESIDENT, 3, 0);
+    REQUIRE(e != NULL);
+    CHECK(rsdi_cache_ids(e, "qwen:2", "qwen/qwen3"));
+    CHECK_EQ_INT(rsd_cache_lookup(&c, rsd_str_c("lmstudio|http://h:1234"), rsd_str_c("qwen"), 4, 0, &hit), 1);
+    CHECK_EQ_STR(hit.wire_id, "qwen:2");
+    CHECK_EQ_STR(hit.model_key, "qwen/qwen3");
+    CHECK(e->text_len <= sizeof e->text);
+}
+
+/* The ensurer's own last uses: 32 of them in RSDI_EN_USE_TEXT bytes of ids; the oldest go
+   when either is full, the text is never overrun, and each use keeps its own ids. */
+static void test_own_last_uses_fit_their_text(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    int i, k;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    for (i = 0; i < 100; i++) { /* short ids: the count is the limit */
+        snprintf(e->key, sizeof e->key, "llamacpp|http://h:%d", 8000 + i % 3);
+        snprintf(e->model, sizeof e->model, "m%d", i);
+        rsdi_en_touch(e);
+    }
+    CHECK_EQ_INT(e->n_uses, RSDI_EN_USES);
+    for (i = 0; i < 100; i++) { /* the longest ids: the text is the limit */
+        memset(e->key, 'k', RSD_TARGET_KEY_MAX - 1);
+        e->key[RSD_TARGET_KEY_MAX - 1] = '\0';
+        memset(e->model, 'a' + i % 26, RSD_MODEL_ID_MAX - 1);
+        e->model[RSD_MODEL_ID_MAX - 1] = '\0';
+        e->model[0] = (char)('0' + i % 10);
+        rsdi_en_touch(e);
+        CHECK(e->use_len <= sizeof e->use_text);
+        CHECK(e->n_uses >= 1 && e->n_uses <= RSDI_EN_USES);
+        /* the newest is there, whole */
+        CHECK_EQ_STR(RSDI_EN_USE_MODEL(e, &e->uses[e->n_uses - 1]), e->model);
+        CHECK_EQ_STR(RSDI_EN_USE_KEY(e, &e->uses[e->n_uses - 1]), e->key);
+    }
+    CHECK_EQ_INT(e->n_uses, RSDI_EN_USE_TEXT / (RSD_TARGET_KEY_MAX + RSD_MODEL_ID_MAX));
+    for (k = 0; k < e->n_uses; k++) /* every entry's ids are its own, not a neighbour's */
+        CHECK(strlen(RSDI_EN_USE_MODEL(e, &e->uses[k])) == RSD_MODEL_ID_MAX - 1 &&
+              RSDI_EN_USE_MODEL(e, &e->uses[k]) == RSDI_EN_USE_KEY(e, &e->uses[k]) + RSD_TARGET_KEY_MAX);
+    e->key[0] = e->model[0] = '\0';
+    rsd_ensurer_destroy(e);
 }
 
 /* rsd_reconcile_init allocates once, through the given allocator, what the footprint says. */
@@ -168,7 +241,7 @@ static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const
 static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     static rsd_reconcile r;
     rsd_reconcile_limits lim;
-    char *big = router_listing(9, 6), *ok = router_listing(3, 6);
+    char *big = router_listing(9, 6), *ok = router_listing(3, 6), *real = real_router_listing(3, 120);
     memset(&lim, 0, sizeof lim);
     lim.max_models = 8; /* 9 entries */
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
@@ -176,13 +249,23 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     CHECK(strstr(r.result.message, "max_models") != NULL);
     CHECK(!r.result.mutated);
     rsd_reconcile_release(&r);
-    lim.max_models = 16; /* room for them, but not for their tokens */
+    lim.max_models = 16; /* room for them, but one entry has more tokens than max_tokens */
     lim.max_tokens = 64;
-    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_JSON_TOKENS);
+    CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* a short entry fits */
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_JSON_TOKENS); /* a real router's does not */
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_tokens") != NULL);
     rsd_reconcile_release(&r);
-    lim.max_tokens = 0; /* the body itself over max_body_bytes */
+    lim.max_tokens = 0;
+    lim.max_models = 9; /* room for 9 entries, not for their names */
+    lim.arena_bytes = RSD_MODEL_ID_MAX;
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_LISTING_TRUNCATED);
+    CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(r.result.message, "arena_bytes") != NULL);
+    rsd_reconcile_release(&r);
+    lim.arena_bytes = 0;
+    lim.max_models = 16; /* the body itself over max_body_bytes */
     lim.max_body_bytes = strlen(big) - 1;
     CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_TOO_LARGE);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
@@ -194,6 +277,7 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     rsd_reconcile_release(&r);
     free(big);
     free(ok);
+    free(real);
 }
 
 /* The defaults hold what a real llama.cpp router sends for 64 models with long ids and
@@ -215,6 +299,32 @@ static void test_defaults_hold_a_real_router_listing_of_64(void) {
     free(body);
 }
 
+/* The defaults' listing and tokens hold Ollama's /api/ps of 64 models named with 120
+   bytes (name and model equal, as Ollama lists them; every wire field). */
+static void test_defaults_hold_an_ollama_listing_of_64(void) {
+    static char body[64 * 700];
+    static rsd_json_tok toks[RSD_RECONCILE_TOKENS];
+    rsd_listing *l = rsd_listing_create(NULL);
+    size_t o = 0;
+    int i;
+    REQUIRE(l);
+    o += (size_t)snprintf(body + o, sizeof body - o, "{\"models\":[");
+    for (i = 0; i < 64; i++)
+        o += (size_t)snprintf(body + o, sizeof body - o,
+            "%s{\"name\":\"hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d:Q4_K_M\",\"model\":"
+            "\"hf.co/unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-%0*d:Q4_K_M\",\"size\":6591830464,\"digest\":\"a2af\","
+            "\"details\":{\"parent_model\":\"\",\"format\":\"gguf\",\"family\":\"qwen3moe\",\"families\":[\"qwen3moe\"],"
+            "\"parameter_size\":\"30.5B\",\"quantization_level\":\"Q4_K_M\"},\"expires_at\":\"2025-10-17T16:47:07.93355-07:00\","
+            "\"size_vram\":5333539264,\"context_length\":4096}", i ? "," : "", 120 - 55, i, 120 - 55, i);
+    o += (size_t)snprintf(body + o, sizeof body - o, "]}");
+    CHECK_EQ_INT(rsd_ollama_ps_listing(body, o, toks, RSD_RECONCILE_TOKENS, l), RSD_OK);
+    CHECK_EQ_INT(l->n, 64);
+    CHECK(!l->truncated);
+    CHECK_EQ_INT(l->models[5].id.len, 120);
+    CHECK(l->arena_used <= l->arena_bytes);
+    rsd_listing_destroy(l);
+}
+
 /* A reconcile made for one runtime without instances has no LM Studio state, and begin
    refuses another runtime naming the limit. */
 static void test_runtime_limit_drops_lm_studio_state(void) {
@@ -224,12 +334,12 @@ static void test_runtime_limit_drops_lm_studio_state(void) {
     char *ok = router_listing(3, 6);
     memset(&lim, 0, sizeof lim);
     lim.runtime = rsd_runtime_router();
-    { /* the LM Studio state, and the room its catalog needs beyond the poll listing's storage */
+    { /* the LM Studio state, and the room its catalog needs beyond the listings' storage */
         rsdi_rc_sizes za, zr;
         REQUIRE(rsdi_rc_sizes_of(NULL, &za) && rsdi_rc_sizes_of(&lim, &zr));
-        CHECK(za.poll >= rsdi_al8(sizeof(rsd_lms_catalog)));
+        CHECK(za.lists >= rsdi_al8(sizeof(rsd_lms_catalog)));
         CHECK_EQ_INT(rsd_reconcile_footprint(NULL) - rsd_reconcile_footprint(&lim),
-                     rsdi_al8(sizeof(rsd_lms_machine)) + (za.poll - zr.poll));
+                     rsdi_al8(sizeof(rsd_lms_machine)) + (za.lists - zr.lists));
     }
     CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK); /* the router works on it */
     CHECK(r.lms == NULL);
@@ -570,6 +680,53 @@ static void test_listing_storage_is_never_overrun(void) {
     free(arena);
 }
 
+/* An entry's aliases and tags lie after its id in the arena, each NUL-terminated and
+   inside it, also when a protecting tag replaces the last of too many and when the arena
+   holds the entry to the byte. */
+static void test_listing_names_lie_in_the_arena(void) {
+    static const char body[] =
+        "{\"data\":[{\"id\":\"m\",\"aliases\":[\"m\",\"a1\",\"a2\"],\"tags\":[\"t1\",\"t2\",\"t3\",\"t4\","
+        "\"t5\",\"t6\",\"t7\",\"t8\",\"t9\",\"pinned:true\",\"t11\"],\"status\":{\"value\":\"loaded\"}}]}";
+    rsd_json_tok toks[128];
+    rsd_listed_model m[1];
+    char arena[RSD_MODEL_ID_MAX + 64];
+    rsd_listing l;
+    size_t need;
+    int k;
+    memset(arena, '#', sizeof arena);
+    REQUIRE(rsd_listing_init(&l, m, 1, arena, sizeof arena) == RSD_OK);
+    REQUIRE(rsd_router_parse_models(body, sizeof body - 1, toks, 128, &l) == RSD_OK);
+    REQUIRE(l.n == 1);
+    CHECK_EQ_INT(m[0].n_aliases, 2); /* the id itself is no alias */
+    CHECK_EQ_INT(m[0].n_tags, RSD_MAX_TAGS);
+    CHECK(m[0].flags & RSD_LISTED_TAGS_CUT);
+    CHECK(rsd_str_eq_c(rsd_listed_alias(&m[0], 1), "a2"));
+    CHECK(rsd_str_eq_c(rsd_listed_tag(&m[0], 6), "t7"));
+    CHECK(rsd_str_eq_c(rsd_listed_tag(&m[0], RSD_MAX_TAGS - 1), "pinned:true")); /* replaced t8 */
+    CHECK_EQ_INT(rsd_listed_tag(&m[0], RSD_MAX_TAGS).len, 0);
+    CHECK_EQ_INT(rsd_listed_alias(&m[0], -1).len, 0);
+    need = 2 + 3 + 3 + 7 * 3 + 12; /* m a1 a2 t1..t7 pinned:true, each with its NUL */
+    CHECK_EQ_INT(l.arena_used, need);
+    for (k = 0; k < m[0].n_aliases + m[0].n_tags; k++) {
+        rsd_str v = k < m[0].n_aliases ? rsd_listed_alias(&m[0], k) : rsd_listed_tag(&m[0], k - m[0].n_aliases);
+        CHECK(v.ptr > arena && v.ptr + v.len < arena + l.arena_used && v.ptr[v.len] == '\0');
+    }
+    /* an arena that holds the id and all but the last name's NUL: cut off, never overrun */
+    memset(arena, '#', sizeof arena);
+    REQUIRE(rsd_listing_init(&l, m, 1, arena, RSD_MODEL_ID_MAX) == RSD_OK);
+    {
+        static char big[4096];
+        int o = snprintf(big, sizeof big, "{\"data\":[{\"id\":\"%0200d\",\"aliases\":[\"%055d\"]}]}", 0, 1);
+        CHECK_EQ_INT(rsd_router_parse_models(big, (size_t)o, toks, 128, &l), RSD_OK);
+        CHECK(l.truncated && l.n == 0);
+        CHECK(arena[RSD_MODEL_ID_MAX] == '#');
+        o = snprintf(big, sizeof big, "{\"data\":[{\"id\":\"%0200d\",\"aliases\":[\"%054d\"]}]}", 0, 1);
+        CHECK_EQ_INT(rsd_router_parse_models(big, (size_t)o, toks, 128, &l), RSD_OK); /* to the byte */
+        CHECK(!l.truncated && l.n == 1 && l.arena_used == RSD_MODEL_ID_MAX && m[0].n_aliases == 1);
+        CHECK(arena[RSD_MODEL_ID_MAX] == '#');
+    }
+}
+
 static void test_listing_create_uses_the_allocator(void) {
     counted c;
     rsd_listing_desc d;
@@ -650,15 +807,29 @@ static void test_ensurer_block_follows_the_desc(void) {
     d.no_state = true;
     d.ignore_env = true;
     base = rsd_ensurer_footprint(&d);
-    d.no_state = false; /* a state directory: the attribution, last uses and lease records */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, 3 * rsdi_al8(sizeof(rsd_attr_set)));
+    /* a state directory: the attribution (last uses and a lease go to the state's scratch),
+       and no in-memory instance records (those serve only without one) */
+    /* detection's state and the attribution share one region (runtime AUTO detects) */
+    d.no_state = false;
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(e->attrs && (void *)e->attrs == (void *)e->detect && !e->mem_own);
+    rsd_ensurer_destroy(e);
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->attrs && !e->used && !e->lease);
+    CHECK(!e->attrs && e->detect && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) - base, rsdi_al8(sizeof(rsd_attr_set)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
     d.coord = NULL;
+    d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(!e->mem && !e->max_mem && !e->detect); /* one runtime: never detects */
+    rsd_ensurer_destroy(e);
+    d.runtime = RSD_RUNTIME_AUTO;
     d.no_cache = true;
     CHECK_EQ_INT(base - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_decision_cache)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
@@ -705,9 +876,9 @@ static void test_ensurer_for_one_runtime(void) {
     d.ignore_env = true;
     any = rsd_ensurer_footprint(&d);
     d.runtime = RSD_RUNTIME_LLAMACPP;
-    /* LM Studio's reconcile state and the in-memory instance records */
-    CHECK_EQ_INT(any - rsd_ensurer_footprint(&d),
-                 rsdi_al8(sizeof(rsd_lms_machine)) + rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED));
+    /* LM Studio's reconcile state, the in-memory instance records and detection's state */
+    CHECK_EQ_INT(any - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_lms_machine)) +
+                 rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) + rsdi_al8(sizeof(rsd_detect)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->m.rc.lms == NULL);
     CHECK(e->mem == NULL);
@@ -727,7 +898,11 @@ static void test_ensurer_for_one_runtime(void) {
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_manual_size_figures);
+    RUN(test_cache_entry_text_is_never_overrun);
+    RUN(test_own_last_uses_fit_their_text);
     RUN(test_init_allocates_the_footprint_once);
+    RUN(test_listing_names_lie_in_the_arena);
+    RUN(test_defaults_hold_an_ollama_listing_of_64);
     RUN(test_begin_without_init_is_a_clear_error);
     RUN(test_listing_over_the_limits_degrades_with_a_clear_error);
     RUN(test_listing_storage_is_never_overrun);
