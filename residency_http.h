@@ -689,7 +689,7 @@
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
            state directory, etcd and TLS not counted: rsd_state_open allocates
-           its one block of about 165 KB more, see STATE). On x86-64
+           its one block of about 40 KB more, see STATE). On x86-64
            (tests/test_sizes.c checks the bounds): under 630 KiB with the
            defaults -- the reconcile 423 KiB (its tables above), the answers'
            buffer 88 KiB, the scratch region 33 KiB, the decision cache 18 KiB,
@@ -1195,8 +1195,9 @@
 
        int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
            Resolves and creates the directory, allocates the object (one block of
-           about 165 KB from desc.allocator, measured by tests/test_sizes_shell.c;
-           nothing else allocates). desc NULL or
+           about 40 KB from desc.allocator, measured by tests/test_sizes_shell.c;
+           nothing else allocates: record files are read and written through one
+           4 KiB chunk, however large they are). desc NULL or
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
@@ -10107,6 +10108,10 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #define O_NOFOLLOW 0
 #endif
 
+/* Record files go through one chunk of this size: twice the longest line of a valid record
+   (8 x RSD_STATE_MAX_ID_BYTES + 48 bytes, every id byte escaped). */
+enum { RSDI_ATTR_CHUNK = 4096 };
+
 struct rsd_state {
     rsd_allocator alloc;
     rsd_logger logger;
@@ -10115,7 +10120,7 @@ struct rsd_state {
     bool fail_closed, attr_fsync;
     char dir[RSD_STATE_MAX_DIR_BYTES + 1];
     char host[RSD_STATE_MAX_HOST_BYTES + 1];
-    char filebuf[RSD_STATE_MAX_FILE_BYTES + 1];
+    char filebuf[RSDI_ATTR_CHUNK];        /* record files are read and written through it, a chunk at a time */
     char detail[RSD_STATE_DETAIL_BYTES];  /* rsd_state_last_error */
     rsd_attr_set scratch;
 };
@@ -10420,21 +10425,23 @@ RSDI_PRIVATE bool rsdi_state_write_all(int fd, const char *p, size_t n, int64_t 
     return true;
 }
 
-/* Reads up to cap bytes from offset 0; returns bytes read, or -1. */
-RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) {
+/* Reads up to cap bytes from offset off (fewer only at the end of the file); returns bytes
+   read, or -1. */
+RSDI_PRIVATE long rsdi_state_read_at(int fd, char *buf, size_t cap, uint64_t off) {
     size_t n = 0;
     while (n < cap) {
 #if defined(_WIN32)
         DWORD r = 0;
         OVERLAPPED ov;
         memset(&ov, 0, sizeof ov);
-        ov.Offset = (DWORD)n;
+        ov.Offset = (DWORD)((off + n) & 0xffffffffu);
+        ov.OffsetHigh = (DWORD)((off + n) >> 32);
         if (!ReadFile(rsdi_state_h(fd), buf + n, (DWORD)(cap - n > 0x40000000u ? 0x40000000u : cap - n), &r, &ov)) {
             if (GetLastError() == ERROR_HANDLE_EOF) break;
             return (long)rsdi_state_winfail();
         }
 #else
-        ssize_t r = pread(fd, buf + n, cap - n, (off_t)n);
+        ssize_t r = pread(fd, buf + n, cap - n, (off_t)(off + n));
         if (r < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -10445,6 +10452,9 @@ RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) {
     }
     return (long)n;
 }
+
+/* Reads up to cap bytes from offset 0; returns bytes read, or -1. */
+RSDI_PRIVATE long rsdi_state_read_all(int fd, char *buf, size_t cap) { return rsdi_state_read_at(fd, buf, cap, 0); }
 
 /* Opens a regular file without following a symlink and without blocking on a FIFO.
    flags: O_RDONLY, O_RDWR or O_WRONLY; excl: create it, and fail when it exists. */
@@ -10938,6 +10948,40 @@ RSDI_PRIVATE bool rsdi_attr_u64(const char *s, size_t n, uint64_t *v) {
     return true;
 }
 
+/* One line of a record after its magic (without its '\n'): 0 = an entry, added to out;
+   1 = the trailer, its count right; <0 = bad (RSD_ERR_PROTOCOL). */
+RSDI_PRIVATE int rsdi_attr_line(const char *line, size_t len, rsd_attr_set *out) {
+    const char *f[4];
+    size_t fl[4], nf = 0, i, s;
+    /* the trailer has no tab; an entry line always has three (ids may read "end 1") */
+    if (len >= 4 && memcmp(line, "end ", 4) == 0 && !memchr(line, '\t', len)) {
+        uint64_t cnt;
+        return rsdi_attr_u64(line + 4, len - 4, &cnt) && cnt == out->count ? 1 : RSD_ERR_PROTOCOL;
+    }
+    for (s = 0, i = 0; i <= len; i++) {
+        if (i == len || line[i] == '\t') {
+            if (nf == 4) return RSD_ERR_PROTOCOL;
+            f[nf] = line + s;
+            fl[nf++] = i - s;
+            s = i + 1;
+        }
+    }
+    if (nf != 4 || out->count >= RSD_STATE_MAX_ATTR) return RSD_ERR_PROTOCOL;
+    {
+        rsd_attr *a = &out->items[out->count];
+        uint64_t pid;
+        if (fl[0] == 0 || !rsdi_attr_unescape(f[0], fl[0], a->model) ||
+            !rsdi_attr_unescape(f[1], fl[1], a->instance) ||
+            !rsdi_attr_u64(f[2], fl[2], &a->loaded_at_ms) || !rsdi_attr_u64(f[3], fl[3], &pid) ||
+            pid > (uint64_t)INT64_MAX)
+            return RSD_ERR_PROTOCOL;
+        a->pid = (int64_t)pid;
+        if (rsd_attr_set_find(out, a->model, a->instance) >= 0) return RSD_ERR_PROTOCOL; /* duplicate */
+        out->count++;
+    }
+    return 0;
+}
+
 /* Strict parser: RSD_OK with *out filled, or RSD_ERR_TRUNCATED / RSD_ERR_PROTOCOL
    (out is then empty). Never reads outside buf[0..n). */
 RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
@@ -10947,47 +10991,95 @@ RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
         return n < ml ? RSD_ERR_TRUNCATED : RSD_ERR_PROTOCOL;
     pos = ml;
     for (;;) {
-        const char *line = buf + pos, *f[4];
-        size_t len, fl[4], nf = 0, i, s;
+        const char *line = buf + pos;
         const char *nl = (const char *)memchr(line, '\n', n - pos);
-        if (!nl) goto bad_trunc;
+        size_t len;
+        int r;
+        if (!nl) {
+            memset(out, 0, sizeof *out);
+            return RSD_ERR_TRUNCATED;
+        }
         len = (size_t)(nl - line);
-        /* the trailer has no tab; an entry line always has three (ids may read "end 1") */
-        if (len >= 4 && memcmp(line, "end ", 4) == 0 && !memchr(line, '\t', len)) {
-            uint64_t cnt;
-            if (!rsdi_attr_u64(line + 4, len - 4, &cnt) || cnt != out->count) goto bad;
-            if (pos + len + 1 != n) goto bad;  /* nothing after the trailer */
-            return RSD_OK;
+        r = rsdi_attr_line(line, len, out);
+        if (r < 0 || (r == 1 && pos + len + 1 != n)) { /* bad, or something after the trailer */
+            memset(out, 0, sizeof *out);
+            return RSD_ERR_PROTOCOL;
         }
-        for (s = 0, i = 0; i <= len; i++) {
-            if (i == len || line[i] == '\t') {
-                if (nf == 4) goto bad;
-                f[nf] = line + s;
-                fl[nf++] = i - s;
-                s = i + 1;
-            }
-        }
-        if (nf != 4 || out->count >= RSD_STATE_MAX_ATTR) goto bad;
-        {
-            rsd_attr *a = &out->items[out->count];
-            uint64_t pid;
-            if (fl[0] == 0 || !rsdi_attr_unescape(f[0], fl[0], a->model) ||
-                !rsdi_attr_unescape(f[1], fl[1], a->instance) ||
-                !rsdi_attr_u64(f[2], fl[2], &a->loaded_at_ms) || !rsdi_attr_u64(f[3], fl[3], &pid) ||
-                pid > (uint64_t)INT64_MAX)
-                goto bad;
-            a->pid = (int64_t)pid;
-            if (rsd_attr_set_find(out, a->model, a->instance) >= 0) goto bad;  /* duplicate */
-            out->count++;
-        }
+        if (r == 1) return RSD_OK;
         pos += len + 1;
     }
-bad_trunc:
+}
+
+/* rsdi_attr_parse over a file read RSDI_ATTR_CHUNK bytes at a time through st->filebuf
+   (no line of a valid record is longer: 8 x 255 + 48 bytes), with the same results, plus
+   RSD_ERR_TOO_LARGE for a file over RSD_STATE_MAX_FILE_BYTES (whatever it holds, as a
+   whole read would find) and RSD_ERR_STATE_IO (errno set) when a read fails. *size: the
+   bytes read (at most RSD_STATE_MAX_FILE_BYTES + 1). */
+RSDI_PRIVATE int rsdi_attr_read_fd(rsd_state *st, int fd, rsd_attr_set *out, long *size) {
+    char *b = st->filebuf;
+    size_t have = 0, ml = sizeof rsdi_attr_magic - 1;
+    uint64_t off = 0;
+    int state = 0, err = 0; /* state: 0 the magic, 1 lines, 2 after the trailer, 3 in an overlong line */
+    bool eof = false;
     memset(out, 0, sizeof *out);
-    return RSD_ERR_TRUNCATED;
-bad:
-    memset(out, 0, sizeof *out);
-    return RSD_ERR_PROTOCOL;
+    *size = 0;
+    while (!err) {
+        size_t pos = 0;
+        if (!eof) {
+            long n = rsdi_state_read_at(fd, b + have, RSDI_ATTR_CHUNK - have, off);
+            if (n < 0) return RSD_ERR_STATE_IO;
+            eof = (size_t)n < RSDI_ATTR_CHUNK - have;
+            off += (uint64_t)n;
+            have += (size_t)n;
+            if (off > (uint64_t)RSD_STATE_MAX_FILE_BYTES) break;
+        }
+        if (state == 0) {
+            if (have < ml && !eof) continue;
+            if (have < ml || memcmp(b, rsdi_attr_magic, ml) != 0) {
+                err = have < ml ? RSD_ERR_TRUNCATED : RSD_ERR_PROTOCOL;
+                break;
+            }
+            pos = ml;
+            state = 1;
+        }
+        while (state == 1 || state == 3) {
+            const char *nl = (const char *)memchr(b + pos, '\n', have - pos);
+            int r;
+            if (!nl) break;
+            if (state == 3) { /* an overlong line ended: never a valid one */
+                err = RSD_ERR_PROTOCOL;
+                break;
+            }
+            r = rsdi_attr_line(b + pos, (size_t)(nl - (b + pos)), out);
+            pos = (size_t)(nl - b) + 1;
+            if (r < 0) err = r;
+            else if (r == 1) state = 2;
+            if (r != 0) break;
+        }
+        if (err) break;
+        if (state == 2 && pos < have) { /* something after the trailer */
+            err = RSD_ERR_PROTOCOL;
+            break;
+        }
+        if (state == 1 && pos == 0 && have == RSDI_ATTR_CHUNK) state = 3; /* a line longer than the chunk */
+        if (state == 3) pos = have; /* its bytes are not kept */
+        memmove(b, b + pos, have - pos);
+        have -= pos;
+        if (eof) {
+            if (state != 2) err = RSD_ERR_TRUNCATED; /* a line without its '\n', or no trailer */
+            break;
+        }
+    }
+    while (err && !eof && off <= (uint64_t)RSD_STATE_MAX_FILE_BYTES) { /* the rest: only its size counts */
+        long n = rsdi_state_read_at(fd, b, RSDI_ATTR_CHUNK, off);
+        if (n < 0) return RSD_ERR_STATE_IO;
+        eof = (size_t)n < RSDI_ATTR_CHUNK;
+        off += (uint64_t)n;
+    }
+    *size = (long)(off > (uint64_t)RSD_STATE_MAX_FILE_BYTES ? (uint64_t)RSD_STATE_MAX_FILE_BYTES + 1 : off);
+    if (off > (uint64_t)RSD_STATE_MAX_FILE_BYTES) err = RSD_ERR_TOO_LARGE;
+    if (err) memset(out, 0, sizeof *out);
+    return err ? err : RSD_OK;
 }
 
 RSDI_PRIVATE bool rsdi_attr_put(char *buf, size_t cap, size_t *n, const char *s, size_t len) {
@@ -11022,34 +11114,45 @@ RSDI_PRIVATE bool rsdi_attr_put_escaped(char *buf, size_t cap, size_t *n, const 
     return true;
 }
 
-/* Writes the file image of set into buf; length, or RSD_ERR_BUFFER / RSD_ERR_ARG. */
-RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap) {
-    size_t n = 0, i;
+/* Part i of set's file image appended to buf[*n..cap): i 0 the magic, 1..count the entry
+   lines, count + 1 the trailer. RSD_OK, or RSD_ERR_BUFFER (nothing appended) / RSD_ERR_ARG. */
+RSDI_PRIVATE int rsdi_attr_format_part(const rsd_attr_set *set, size_t i, char *buf, size_t cap, size_t *n) {
+    size_t n0 = *n;
     char num[64];
     int k;
-    if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
-    if (!rsdi_attr_put(buf, cap, &n, rsdi_attr_magic, sizeof rsdi_attr_magic - 1))
-        return RSD_ERR_BUFFER;
-    for (i = 0; i < set->count; i++) {
-        const rsd_attr *a = &set->items[i];
+    if (i == 0) {
+        if (!rsdi_attr_put(buf, cap, n, rsdi_attr_magic, sizeof rsdi_attr_magic - 1)) return RSD_ERR_BUFFER;
+    } else if (i <= set->count) {
+        const rsd_attr *a = &set->items[i - 1];
         if (!a->model[0] || a->pid < 0) return RSD_ERR_ARG;
         k = RSD_SNPRINTF(num, sizeof num, "\t%llu\t%lld\n", (unsigned long long)a->loaded_at_ms,
                          (long long)a->pid);
-        if (!rsdi_attr_put_escaped(buf, cap, &n, a->model) ||
-            !rsdi_attr_put(buf, cap, &n, "\t", 1) ||
-            !rsdi_attr_put_escaped(buf, cap, &n, a->instance) ||
-            !rsdi_attr_put(buf, cap, &n, num, (size_t)k))
+        if (!rsdi_attr_put_escaped(buf, cap, n, a->model) || !rsdi_attr_put(buf, cap, n, "\t", 1) ||
+            !rsdi_attr_put_escaped(buf, cap, n, a->instance) || !rsdi_attr_put(buf, cap, n, num, (size_t)k)) {
+            *n = n0;
             return RSD_ERR_BUFFER;
+        }
+    } else {
+        k = RSD_SNPRINTF(num, sizeof num, "end %u\n", (unsigned)set->count);
+        if (!rsdi_attr_put(buf, cap, n, num, (size_t)k)) return RSD_ERR_BUFFER;
     }
-    k = RSD_SNPRINTF(num, sizeof num, "end %u\n", (unsigned)set->count);
-    if (!rsdi_attr_put(buf, cap, &n, num, (size_t)k)) return RSD_ERR_BUFFER;
+    return RSD_OK;
+}
+
+/* Writes the file image of set into buf; length, or RSD_ERR_BUFFER / RSD_ERR_ARG. */
+RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap) {
+    size_t n = 0, i;
+    int r;
+    if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
+    for (i = 0; i <= set->count + 1; i++)
+        if ((r = rsdi_attr_format_part(set, i, buf, cap, &n)) < 0) return r;
     return (int)n;
 }
 
 /* Reads and parses an attribution file into out. Missing = empty; corrupt = empty
    with out->corrupt and a log item. <0 only when the file exists but cannot be read. */
 RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *out) {
-    int fd = rsdi_state_open_file(path, O_RDONLY, false), r;
+    int fd = rsdi_state_open_file(path, O_RDONLY, false), r, e;
     long n;
     memset(out, 0, sizeof *out);
     if (fd < 0) {
@@ -11059,16 +11162,15 @@ RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *o
         rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
         return RSD_ERR_STATE_IO;
     }
-    n = rsdi_state_read_all(fd, st->filebuf, RSD_STATE_MAX_FILE_BYTES + 1);
+    r = rsdi_attr_read_fd(st, fd, out, &n);
+    e = errno;
     rsdi_state_close_fd(fd);
-    if (n < 0) {
+    if (r == RSD_ERR_STATE_IO) {
         rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
-                  path, strerror(errno));
-        rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
+                  path, strerror(e));
+        rsdi_state_detail(st, "read %s: %s", path, strerror(e));
         return RSD_ERR_STATE_IO;
     }
-    r = n > (long)RSD_STATE_MAX_FILE_BYTES ? RSD_ERR_TOO_LARGE
-                                           : rsdi_attr_parse(st->filebuf, (size_t)n, out);
     if (r < 0) { /* the caller logs it once (rsdi_attr_log_corrupt), after trying to reset it */
         memset(out, 0, sizeof *out);
         out->corrupt = true;
@@ -11149,8 +11251,25 @@ RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const ch
 /* Atomically replaces path with data: temp file, (fsync), rename. The directory is not
    fsynced: after a crash a reader finds the old or the new version, both valid. The
    caller holds the attribution file lock, so the temp name can be fixed. */
+/* Writes set's file image to fd through st->filebuf, a chunk at a time. */
+RSDI_PRIVATE bool rsdi_attr_write_fd(rsd_state *st, int fd, const rsd_attr_set *set) {
+    size_t n = 0, i;
+    for (i = 0; i <= set->count + 1; i++) {
+        if (rsdi_attr_format_part(set, i, st->filebuf, sizeof st->filebuf, &n) == RSD_OK) continue;
+        if (!rsdi_state_write_all(fd, st->filebuf, n, 0, false)) return false; /* full: out with it, and again */
+        n = 0;
+        if (rsdi_attr_format_part(set, i, st->filebuf, sizeof st->filebuf, &n) != RSD_OK) {
+            errno = EINVAL; /* never: one part fits the chunk */
+            return false;
+        }
+    }
+    return rsdi_state_write_all(fd, st->filebuf, n, 0, false);
+}
+
+/* Replaces path with data[0..n) -- or, with set, that record's file image -- through a
+   temp file and a rename (fsync first with sync). */
 RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char *data, size_t n,
-                                    bool sync) {
+                                    const rsd_attr_set *set, bool sync) {
     char tmp[RSDI_STATE_PATH_BYTES + 8];
     int fd, err;
     bool ok;
@@ -11158,7 +11277,8 @@ RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char 
     rsdi_state_unlink(tmp);  /* a stale temp of a writer that died */
     fd = rsdi_state_open_ex(tmp, O_WRONLY, true, true);
     if (fd < 0) goto fail;
-    ok = rsdi_state_write_all(fd, data, n, 0, false) && (!sync || rsdi_state_fsync(fd));
+    ok = (set ? rsdi_attr_write_fd(st, fd, set) : rsdi_state_write_all(fd, data, n, 0, false)) &&
+         (!sync || rsdi_state_fsync(fd));
     err = errno;
 #if defined(_WIN32)
     if (_close(fd) != 0 && ok) {
@@ -11186,9 +11306,11 @@ fail:
 }
 
 RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
-    int n = rsdi_attr_format(set, st->filebuf, RSD_STATE_MAX_FILE_BYTES);
-    if (n < 0) return n;
-    return rsdi_state_replace(st, path, st->filebuf, (size_t)n, st->attr_fsync);
+    size_t i;
+    if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
+    for (i = 0; i < set->count; i++) /* what rsdi_attr_format refuses, before the file is touched */
+        if (!set->items[i].model[0] || set->items[i].pid < 0) return RSD_ERR_ARG;
+    return rsdi_state_replace(st, path, NULL, 0, set, st->attr_fsync);
 }
 
 RSDI_PRIVATE bool rsdi_attr_change_ok(const rsd_attr_change *c) {
@@ -11377,7 +11499,7 @@ RSDI_PRIVATE int rsdi_state_gen_bump_locked(rsd_state *st, const char *path, uin
     if (rsdi_state_gen_read_path(st, path, &g) < 0) g = rsdi_state_wall_ms();
     g = g == UINT64_MAX ? 1 : g + 1;
     n = RSD_SNPRINTF(buf, sizeof buf, "%llu\n", (unsigned long long)g);
-    r = rsdi_state_replace(st, path, buf, (size_t)n, false);
+    r = rsdi_state_replace(st, path, buf, (size_t)n, NULL, false);
     if (r == RSD_OK && out) *out = g;
     return r;
 }

@@ -101,7 +101,7 @@ static void test_procs_block(void) {
     CHECK(about(c.asked, 4.0 * (4096 + 2048 + PROC_EACH) + PROC_FIXED));
 }
 
-/* residency_http.h, rsd_state_open: "one block of about 165 KB; nothing else allocates";
+/* residency_http.h, rsd_state_open: "one block of about 40 KB; nothing else allocates";
    sizeof(rsd_state_lock) about 2.5 KB, sizeof(rsd_attr_set) about 33 KB. */
 static void test_state_block(void) {
     char dir[256];
@@ -115,7 +115,7 @@ static void test_state_block(void) {
     REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
     rsd_state_close(st);
     CHECK_EQ_INT(c.calls, 1);
-    CHECK(about(c.asked, 165e3));
+    CHECK(about(c.asked, 40e3));
     CHECK(about(sizeof(rsd_state_lock), 2.5e3));
     CHECK(about(sizeof(rsd_attr_set), 33e3));
     tp_remove_tree(dir);

@@ -1232,6 +1232,92 @@ static void test_format_parse_internal(void) {
     CHECK(memcmp(&a, &b, sizeof a) == 0);
 }
 
+/* Record files are read and written a chunk (RSDI_ATTR_CHUNK) at a time: for every image
+   -- the largest valid one, cut anywhere, with bytes after the trailer, a line longer than
+   the chunk, a file over RSD_STATE_MAX_FILE_BYTES -- a read gives what rsdi_attr_parse
+   gives on the whole image (and a write gives rsdi_attr_format's bytes). */
+static void check_chunked_read(rsd_state *st, const char *path, const char *img, size_t n) {
+    static rsd_attr_set a, b;
+    int want;
+    write_file(path, img, n);
+    want = n > RSD_STATE_MAX_FILE_BYTES ? RSD_ERR_TOO_LARGE : rsdi_attr_parse(img, n, &b);
+    CHECK_EQ_INT(rsdi_attr_read(st, path, &a), RSD_OK);
+    CHECK_EQ_INT(a.corrupt, want < 0);
+    if (want == RSD_OK) CHECK(memcmp(&a, &b, sizeof a) == 0);
+    else CHECK(strstr(rsd_state_last_error(st), rsd_result_str(want)) != NULL);
+    if (a.corrupt != (want < 0) || (want < 0 && !strstr(rsd_state_last_error(st), rsd_result_str(want))))
+        printf("  at %lu bytes: want %s, detail '%s'\n", (unsigned long)n, rsd_result_str(want),
+               rsd_state_last_error(st));
+}
+
+static void test_chunked_read_matches_whole_parse(void) {
+    static rsd_attr_set set, back;
+    static char img[RSD_STATE_MAX_FILE_BYTES + 8192], file[RSD_STATE_MAX_FILE_BYTES + 8192];
+    char tmp[64], path[300];
+    rsd_state *st;
+    size_t i, n, cut;
+    int k;
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, NULL, 0, false)) != NULL);
+    snprintf(path, sizeof path, "%s/x.attr", tmp);
+    memset(&set, 0, sizeof set); /* the largest valid record: every id byte escaped */
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        memset(set.items[i].model, 1, RSD_STATE_MAX_ID_BYTES);
+        memset(set.items[i].instance, 2, RSD_STATE_MAX_ID_BYTES);
+        set.items[i].model[0] = (char)(0x20 + (i % 90));
+        set.items[i].model[1] = (char)(0x20 + (i / 90));
+        set.items[i].loaded_at_ms = UINT64_MAX - i;
+        set.items[i].pid = INT64_MAX;
+    }
+    set.count = RSD_STATE_MAX_ATTR;
+    k = rsdi_attr_format(&set, img, sizeof img);
+    REQUIRE(k > RSDI_ATTR_CHUNK * 4);
+    n = (size_t)k;
+    /* the write: rsdi_attr_format's bytes, through the chunk */
+    CHECK_EQ_INT(rsdi_attr_write(st, path, &set), RSD_OK);
+    {
+        FILE *f = fopen(path, "rb");
+        size_t got = f ? fread(file, 1, sizeof file, f) : 0;
+        if (f) fclose(f);
+        CHECK_EQ_INT(got, n);
+        CHECK(memcmp(file, img, n) == 0);
+    }
+    CHECK_EQ_INT(rsdi_attr_read(st, path, &back), RSD_OK);
+    CHECK(!back.corrupt && memcmp(&back, &set, sizeof set) == 0);
+    check_chunked_read(st, path, img, n);
+    for (cut = 0; cut < n; cut += cut < 40 ? 1 : 811) check_chunked_read(st, path, img, cut);
+    for (cut = RSDI_ATTR_CHUNK - 3; cut <= RSDI_ATTR_CHUNK + 3; cut++) check_chunked_read(st, path, img, cut);
+    check_chunked_read(st, path, img, n - 1);
+    memcpy(file, img, n); /* bytes after the trailer */
+    file[n] = '\n';
+    check_chunked_read(st, path, file, n + 1);
+    file[n] = 'x';
+    check_chunked_read(st, path, file, n + 1);
+    /* a line longer than the chunk, ended and not ended */
+    memcpy(file, img, 17);
+    memset(file + 17, 'a', RSDI_ATTR_CHUNK + 100);
+    check_chunked_read(st, path, file, 17 + RSDI_ATTR_CHUNK + 100);
+    file[17 + RSDI_ATTR_CHUNK + 100] = '\n';
+    memcpy(file + 18 + RSDI_ATTR_CHUNK + 100, "end 0\n", 6);
+    check_chunked_read(st, path, file, 24 + RSDI_ATTR_CHUNK + 100);
+    /* over the limit: a valid record padded past it, and garbage past it */
+    memcpy(file, img, n);
+    memset(file + n, ' ', RSD_STATE_MAX_FILE_BYTES + 1 - n);
+    check_chunked_read(st, path, file, RSD_STATE_MAX_FILE_BYTES + 1);
+    check_chunked_read(st, path, file, RSD_STATE_MAX_FILE_BYTES + 4000);
+    memset(file, 'z', RSD_STATE_MAX_FILE_BYTES + 1);
+    check_chunked_read(st, path, file, RSD_STATE_MAX_FILE_BYTES + 1);
+    check_chunked_read(st, path, file, RSD_STATE_MAX_FILE_BYTES);
+    /* a small record: the magic only, short images */
+    check_chunked_read(st, path, "residency-attr 1\nend 0\n", 23);
+    check_chunked_read(st, path, "residency-attr 1\n", 17);
+    check_chunked_read(st, path, "residency-attr", 14);
+    check_chunked_read(st, path, "", 0);
+    check_chunked_read(st, path, "residency-attr 2\nend 0\n", 23);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
 /* The key older versions gave "<runtime>|<url>" (rsdi_state_legacy_key; the expected
    keys were printed by rsd_target_key_normalise as it was before one target key). */
 static void test_legacy_key(void) {
@@ -1295,6 +1381,7 @@ int main(int argc, char **argv) {
 #endif
     RUN(test_no_fd_leak);
     RUN(test_format_parse_internal);
+    RUN(test_chunked_read_matches_whole_parse);
     RUN(test_legacy_key);
 #if defined(_WIN32)
     printf("skip: test_dir_unsafe (POSIX modes, owners, symlinks); test_lock_holder_exit_releases, "
