@@ -160,8 +160,9 @@
        int rsd_json_each(doc, arr, &pos, &el)     (size_t pos = 0 to start)
            The next element of array token arr, tokenized in full into the tokens
            after doc's own: el is a document of that element alone (its root is
-           token 0). 1 = an element, 0 = no more, RSD_ERR_JSON_TOKENS when one
-           element needs more tokens than remain.
+           token 0; the next call reuses its tokens). 1 = an element, 0 = no
+           more, RSD_ERR_JSON_TOKENS when one element needs more tokens than
+           remain.
        int rsd_json_expand(doc, i, &sub)
            Token i's value tokenized in full the same way (an error object, a
            config member). RSD_OK or RSD_ERR_JSON_TOKENS.
@@ -4422,6 +4423,21 @@ fail:
     return rsdi_json_fail(doc, s, p, e, code, what);
 }
 
+/* The three passes, each its own function (its own registers): the real pass, the count
+   pass, and the top-level pass that keeps tokens of depth < lim. */
+RSDI_PRIVATE int rsdi_json_pass_full(rsd_json_doc *doc, const unsigned char *s, const unsigned char *e,
+                                     rsd_json_tok *toks, uint32_t cap, uint32_t max_depth, int prefix) {
+    return rsdi_json_parse_body(doc, s, e, toks, cap, max_depth, 0xFFFFFFFFu, prefix, 0, 0);
+}
+RSDI_PRIVATE int rsdi_json_pass_count(rsd_json_doc *doc, const unsigned char *s, const unsigned char *e,
+                                      uint32_t max_depth, int prefix) {
+    return rsdi_json_parse_body(doc, s, e, NULL, 0, max_depth, 0xFFFFFFFFu, prefix, 1, 0);
+}
+RSDI_PRIVATE int rsdi_json_pass_top(rsd_json_doc *doc, const unsigned char *s, const unsigned char *e,
+                                    rsd_json_tok *toks, uint32_t cap, uint32_t max_depth, uint32_t lim) {
+    return rsdi_json_parse_body(doc, s, e, toks, cap, max_depth, lim, 0, 0, 1);
+}
+
 /* rsd_json_parse_ex with the token depth limit and the prefix mode of the parser. */
 RSDI_PRIVATE int rsdi_json_parse_in(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
                                     uint32_t cap, const rsd_json_desc *desc, uint32_t lim, int prefix) {
@@ -4458,9 +4474,9 @@ RSDI_PRIVATE int rsdi_json_parse_in(rsd_json_doc *doc, const char *src, size_t l
         doc->err.what = "input too large";
         return RSD_ERR_TOO_LARGE;
     }
-    if (toks && lim != 0xFFFFFFFFu) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0, 1);
-    if (toks) return rsdi_json_parse_body(doc, s, s + len, toks, cap, max_depth, lim, prefix, 0, 0);
-    return rsdi_json_parse_body(doc, s, s + len, NULL, 0, max_depth, lim, prefix, 1, 0);
+    if (toks && lim != 0xFFFFFFFFu) return rsdi_json_pass_top(doc, s, s + len, toks, cap, max_depth, lim);
+    if (toks) return rsdi_json_pass_full(doc, s, s + len, toks, cap, max_depth, prefix);
+    return rsdi_json_pass_count(doc, s, s + len, max_depth, prefix);
 }
 
 RSD_API int rsd_json_parse_ex(rsd_json_doc *doc, const char *src, size_t len, rsd_json_tok *toks,
