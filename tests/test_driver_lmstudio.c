@@ -463,12 +463,11 @@ static void test_W13_long_load_and_late_landing_adopted(void) {
     CHECK_EQ_STR(R.result.wire_id, "coder-unloaded");
     CHECK_EQ_INT(R.result.n_attr_add, 1);
 }
-/* W15: free the minimum, one candidate at a time (ours ranked first) */
-static void test_W15_unloads_one_candidate_at_a_time(void) {
-    lms_wire f;
+/* Two owned 8K instances loaded; the keep's first load fails: drives the reconcile. */
+static int drive_one_candidate_at_a_time(lms_wire *f) {
     rsd_reconcile_desc d;
     rsd_owned owned[2];
-    lm_init(&f);
+    lm_init(f);
     lm_loaded("a-model", 8192);
     lm_loaded("b-model", 8192);
     owned[0].model = "a-model";
@@ -480,7 +479,12 @@ static void test_W15_unloads_one_candidate_at_a_time(void) {
     explicit_ctx(&d, 32768);
     d.owned = owned;
     d.n_owned = 2;
-    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    return drive(f, &d);
+}
+/* W15: free the minimum, one candidate at a time (ours ranked first) */
+static void test_W15_unloads_one_candidate_at_a_time(void) {
+    lms_wire f;
+    CHECK_EQ_INT(drive_one_candidate_at_a_time(&f), RSD_OK);
     CHECK_EQ_INT(f.unloads, 1);
     CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"a-model\"}");
     CHECK(lm_has_inst("b-model"));
@@ -680,27 +684,14 @@ static int router_load_on_R(void) {
    each see their own state. */
 static void test_catalog_shares_the_listings_storage_with_the_router(void) {
     lms_wire f;
-    rsd_reconcile_desc d;
-    rsd_owned owned[2];
     int round;
     CHECK((const void *)R.lms->cat == (const void *)R.snap.models);
     for (round = 0; round < 2; round++) {
         CHECK_EQ_INT(router_load_on_R(), RSD_OUTCOME_RESIDENT);
         CHECK(R.snap.n == 2 && R.poll.n == 2); /* the storage holds the router's listings */
         CHECK(rsd_str_eq_c(R.poll.models[1].id, "r-other-with-a-longer-id"));
-        lm_init(&f); /* then W15 on LM Studio: its catalog over that storage */
-        lm_loaded("a-model", 8192);
-        lm_loaded("b-model", 8192);
-        owned[0].model = "a-model";
-        owned[0].instance = "a-model";
-        owned[1].model = "b-model";
-        owned[1].instance = "b-model";
-        S.o.fail_loads = 1;
-        desc_init(&d, "coder-unloaded");
-        explicit_ctx(&d, 32768);
-        d.owned = owned;
-        d.n_owned = 2;
-        CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+        /* then W15 on LM Studio: its catalog over that storage */
+        CHECK_EQ_INT(drive_one_candidate_at_a_time(&f), RSD_OK);
         CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
         CHECK_EQ_STR(unloads_of(&f), "{\"instance_id\":\"a-model\"}");
         CHECK_EQ_INT(R.result.n_evicted, 1);

@@ -487,26 +487,33 @@ static void test_lms_ownership_persists(void) {
     sim_stop(&s);
 }
 
-/* Without a state directory the ensurer remembers its own loads for its lifetime. */
-static void test_lms_memory_ownership_without_state(void) {
-    static const char *const args[] = {"--vram", "8G", "--load-ms", "20", "--model", "id=a,size=4G",
-                                       "--model", "id=b,size=4G", "--model", "id=c,size=4G", NULL};
-    sim_proc s;
+/* An ensurer without state records on an 8G server: it loads a and b, then c evicts one of
+   its own (it remembered them). */
+static void remembers_own_loads(rsd_ensurer *e, sim_proc *s) {
     rsd_ensure_result res;
-    rsd_ensurer *e;
     int base, n;
-    REQUIRE(sim_start(&s, args) == 0);
-    e = new_ensurer(false, NULL, 0);
-    REQUIRE(e);
     CHECK(!rsd_ensurer_has_state(e));
-    CHECK_EQ_INT(ensure(e, &s, "a", &res), RSD_OK);
-    CHECK_EQ_INT(ensure(e, &s, "b", &res), RSD_OK);
-    base = sim_log(&s);
-    CHECK_EQ_INT(ensure(e, &s, "c", &res), RSD_OK);
+    CHECK_EQ_INT(ensure(e, s, "a", &res), RSD_OK);
+    CHECK_EQ_INT(ensure(e, s, "b", &res), RSD_OK);
+    base = sim_log(s);
+    CHECK_EQ_INT(ensure(e, s, "c", &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.n_evicted, 1);
-    n = sim_log(&s);
+    n = sim_log(s);
     CHECK_EQ_INT(log_count(base, n, "POST", UNLOAD, NULL), 1);
+}
+
+static const char *const g_three_of_4g[] = {"--vram", "8G", "--load-ms", "20", "--model", "id=a,size=4G",
+                                            "--model", "id=b,size=4G", "--model", "id=c,size=4G", NULL};
+
+/* Without a state directory the ensurer remembers its own loads for its lifetime. */
+static void test_lms_memory_ownership_without_state(void) {
+    sim_proc s;
+    rsd_ensurer *e;
+    REQUIRE(sim_start(&s, g_three_of_4g) == 0);
+    e = new_ensurer(false, NULL, 0);
+    REQUIRE(e);
+    remembers_own_loads(e, &s);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
 }
@@ -514,38 +521,27 @@ static void test_lms_memory_ownership_without_state(void) {
 /* A state directory that cannot be opened: the ensurer fails open and remembers its own
    loads in memory, as without one (those records are allocated at create then). */
 static void test_lms_memory_ownership_state_unopenable(void) {
-    static const char *const args[] = {"--vram", "8G", "--load-ms", "20", "--model", "id=a,size=4G",
-                                       "--model", "id=b,size=4G", "--model", "id=c,size=4G", NULL};
     sim_proc s;
-    rsd_ensure_result res;
     rsd_ensurer_desc d;
     rsd_ensurer *e;
     char dir[400];
     FILE *f;
-    int base, n;
     snprintf(dir, sizeof dir, "%s/a-file", g_state_dir);
     REQUIRE((f = fopen(dir, "w")) != NULL);
     fclose(f);
     snprintf(dir, sizeof dir, "%s/a-file/state", g_state_dir); /* under a regular file: never a directory */
-    REQUIRE(sim_start(&s, args) == 0);
     memset(&d, 0, sizeof d);
     d.state_dir = dir;
     d.ignore_env = true;
     e = rsd_ensurer_create(&d);
     REQUIRE(e);
-    CHECK(!rsd_ensurer_has_state(e));
-    CHECK_EQ_INT(ensure(e, &s, "a", &res), RSD_OK);
-    CHECK_EQ_INT(ensure(e, &s, "b", &res), RSD_OK);
-    base = sim_log(&s);
-    CHECK_EQ_INT(ensure(e, &s, "c", &res), RSD_OK);
-    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
-    CHECK_EQ_INT(res.n_evicted, 1); /* one of its own: it remembered them */
-    n = sim_log(&s);
-    CHECK_EQ_INT(log_count(base, n, "POST", UNLOAD, NULL), 1);
+    if (sim_start(&s, g_three_of_4g) != 0) {
+        rsd_ensurer_destroy(e);
+        REQUIRE(!"rsd-sim started");
+    }
+    remembers_own_loads(e, &s);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
-    snprintf(dir, sizeof dir, "%s/a-file", g_state_dir);
-    (void)remove(dir);
 }
 
 /* The lock (same key for ".../v1" and the bare URL): held elsewhere past the deadline ->

@@ -217,16 +217,21 @@ static void test_begin_without_init_is_a_clear_error(void) {
     CHECK_EQ_INT(s.result, RSD_ERR_STATE);
 }
 
+/* A desc that keeps keep on a router of max_instances slots with a known capacity. */
+static void desc_for(rsd_reconcile_desc *d, const char *keep, int max_instances) {
+    memset(d, 0, sizeof *d);
+    d->base_url = "http://127.0.0.1:8080";
+    d->keep = keep;
+    d->capacity_known = true;
+    d->max_instances = max_instances;
+}
+
 /* One listing answer to a reconcile with limits lim: the result after it. */
 static int reconcile_on(const rsd_reconcile_limits *lim, const char *body, const char *keep, rsd_reconcile *r) {
     rsd_reconcile_desc d;
     rsd_step s;
     int guard;
-    memset(&d, 0, sizeof d);
-    d.base_url = "http://127.0.0.1:8080";
-    d.keep = keep;
-    d.capacity_known = true;
-    d.max_instances = 4;
+    desc_for(&d, keep, 4);
     if (rsd_reconcile_init(r, lim) != RSD_OK || rsd_reconcile_begin(r, &d, 1) != RSD_OK) return -999;
     for (guard = 0; guard < 8; guard++) {
         s = rsd_reconcile_next(r, 1);
@@ -444,11 +449,7 @@ static void test_notices_are_sized_by_the_limits(void) {
 static rsd_step reconcile_full(rsd_reconcile *r, const char *body, const char *keep, const char *const *ours, int n_ours) {
     rsd_reconcile_desc d;
     rsd_step s;
-    memset(&d, 0, sizeof d);
-    d.base_url = "http://127.0.0.1:8080";
-    d.keep = keep;
-    d.capacity_known = true;
-    d.max_instances = 1;
+    desc_for(&d, keep, 1);
     d.ours = ours;
     d.n_ours = n_ours;
     memset(&s, 0, sizeof s);
