@@ -117,7 +117,9 @@ static void help(void) {
            "  --timeout-ms N       the whole ensure, lock wait and load included (default 120000,\n"
            "                       LM Studio 300000)\n"
            "  --max-models N       the largest listing it reads, in models (default 64; its bytes\n"
-           "                       and JSON tokens grow with it)\n"
+           "                       grow with it)\n"
+           "  --max-tokens N       JSON tokens it holds at once: the listing's top level and its\n"
+           "                       largest entry (default 256, at least 64)\n"
            "  --state-dir DIR      lock and attribution files (default $RESIDENCY_STATE_DIR,\n"
            "                       $XDG_STATE_HOME/residency, ~/.local/state/residency)\n"
            "  --no-state           no state directory: no lock, nothing recorded\n"
@@ -257,13 +259,15 @@ static int exit_code_of(const rsd_ensure_result *r) {
 static void print_degraded(const rsd_ensure_result *r, int code) {
     const char *m = r->message && r->message[0] ? r->message : rsd_result_str(r->result);
     const char *head = code == EX_UNREACHABLE ? "server unreachable: " : code == EX_NOT_SERVER ? "not a model server: " : "";
-    bool over = r->result == RSD_ERR_LISTING_TRUNCATED || r->result == RSD_ERR_JSON_TOKENS ||
+    bool entry = r->result == RSD_ERR_JSON_TOKENS; /* one listing entry over max_tokens */
+    bool over = entry || r->result == RSD_ERR_LISTING_TRUNCATED ||
                 r->result == RSD_ERR_TOO_LARGE; /* a model server whose listing is over the limits */
     if (over) head = "listing too large: ";
     if (head[0] && strncmp(m, head, strlen(head)) == 0) head = "";
     printf("%s%s\n", head, term(m));
     if (code == EX_AUTH) printf("  the API key goes in --token or $RESIDENCY_TOKEN\n");
-    if (over) printf("  --max-models N reads a larger listing\n");
+    if (entry) printf("  --max-tokens N reads a larger listing entry\n");
+    else if (over) printf("  --max-models N reads a larger listing\n");
 }
 
 /* --list on LM Studio: GET <root>/api/v1/models (else /api/v0/models), print the loaded
@@ -520,6 +524,12 @@ int main(int argc, char **argv) {
             NEEDV();
             if (parse_u32(v, &n) || n < 1 || n > 1048576) return bad_usage(a, "a number of models, 1 to 1048576");
             d.limits.max_models = (int)n;
+        }
+        else if (!strcmp(a, "--max-tokens")) {
+            uint32_t n;
+            NEEDV();
+            if (parse_u32(v, &n) || n < 64 || n > 16777216) return bad_usage(a, "a number of tokens, 64 to 16777216");
+            d.limits.max_tokens = n;
         }
         else if (!strcmp(a, "--no-state")) d.no_state = true;
         else if (!strcmp(a, "--token")) { NEEDV(); token = v; }

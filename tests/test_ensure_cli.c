@@ -752,7 +752,8 @@ static void test_real_router_words(void) {
 }
 
 /* The real router listing 65 models with 72-byte ids (one over the default 64): said so
-   in plain words, exit 6; read with --max-models, the model is loaded. */
+   in plain words, exit 6; read with --max-models, the model is loaded. Then its loaded
+   entry over --max-tokens 64: said so, with the flag that raises it. */
 static void preset_65_long(FILE *f, const char *dir) {
     int i;
     for (i = 0; i < 65; i++)
@@ -788,6 +789,22 @@ static void test_real_router_listing_over_the_default(void) {
         const char *a[] = {"--url", S.url, "--model", "m", "--no-state", "--max-models", "0", NULL};
         CHECK_EQ_INT(cli(a), 64);
         CHECK(strstr(g_err, "--max-models") != NULL);
+        SHOW_ON_FAIL();
+    }
+    { /* model 000 is loaded now: its entry (about 66 tokens) and the top level are over 64 */
+        const char *a[] = {"--url", S.url, "--model", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-000",
+                           "--no-state", "--max-models", "65", "--max-tokens", "64", NULL};
+        CHECK_EQ_INT(cli(a), 6);
+        CHECK(strstr(g_out, "listing too large: ") != NULL);
+        CHECK(strstr(g_out, "max_tokens") != NULL);
+        CHECK(strstr(g_out, "\n  --max-tokens N reads a larger listing entry\n") != NULL);
+        CHECK(strstr(g_out, "--max-models N") == NULL);
+        SHOW_ON_FAIL();
+    }
+    {
+        const char *a[] = {"--url", S.url, "--model", "m", "--no-state", "--max-tokens", "63", NULL};
+        CHECK_EQ_INT(cli(a), 64);
+        CHECK(strstr(g_err, "--max-tokens: a number of tokens, 64 to 16777216") != NULL);
         SHOW_ON_FAIL();
     }
     real_stop(&S);
