@@ -27,6 +27,15 @@ static void c_free(void *q, void *u) {
     c->live -= p[0];
     free(p);
 }
+/* An allocator over c, c zeroed. */
+static rsd_allocator counting(counted *c) {
+    rsd_allocator a;
+    memset(c, 0, sizeof *c);
+    a.alloc_fn = c_alloc;
+    a.free_fn = c_free;
+    a.user = c;
+    return a;
+}
 
 /* A router listing of n loaded entries named m0..m<n-1>, ids padded to idlen bytes. */
 static char *router_listing(int n, int idlen) {
@@ -173,11 +182,8 @@ static void test_init_allocates_the_footprint_once(void) {
     static rsd_reconcile r;
     counted c;
     rsd_reconcile_limits lim;
-    memset(&c, 0, sizeof c);
     memset(&lim, 0, sizeof lim);
-    lim.allocator.alloc_fn = c_alloc;
-    lim.allocator.free_fn = c_free;
-    lim.allocator.user = &c;
+    lim.allocator = counting(&c);
     REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
     CHECK_EQ_INT(c.calls, 1);
     CHECK_EQ_INT(c.asked + sizeof r, rsd_reconcile_footprint(&lim));
@@ -376,11 +382,8 @@ static void test_id_rows_are_sized_by_the_limits(void) {
     rsd_reconcile_desc d;
     rsd_protected_model pm;
     rsd_step s;
-    memset(&c, 0, sizeof c);
     memset(&lim, 0, sizeof lim);
-    lim.allocator.alloc_fn = c_alloc;
-    lim.allocator.free_fn = c_free;
-    lim.allocator.user = &c;
+    lim.allocator = counting(&c);
     lim.max_id_bytes = 16; /* ids of 15 bytes */
     CHECK_EQ_INT(rsd_reconcile_footprint(NULL), rsd_reconcile_footprint(&lim));
     REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
@@ -732,11 +735,8 @@ static void test_listing_create_uses_the_allocator(void) {
     counted c;
     rsd_listing_desc d;
     rsd_listing *l;
-    memset(&c, 0, sizeof c);
     memset(&d, 0, sizeof d);
-    d.allocator.alloc_fn = c_alloc;
-    d.allocator.free_fn = c_free;
-    d.allocator.user = &c;
+    d.allocator = counting(&c);
     d.max_models = 3;
     REQUIRE((l = rsd_listing_create(&d)) != NULL);
     CHECK_EQ_INT(c.asked, rsd_listing_footprint(&d));
@@ -756,11 +756,8 @@ static void test_ensurer_allocates_at_create(void) {
     counted c;
     rsd_ensurer_desc d;
     rsd_ensurer *e;
-    memset(&c, 0, sizeof c);
     memset(&d, 0, sizeof d);
-    d.allocator.alloc_fn = c_alloc;
-    d.allocator.free_fn = c_free;
-    d.allocator.user = &c;
+    d.allocator = counting(&c);
     d.no_state = true;
     d.ignore_env = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
