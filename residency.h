@@ -2104,6 +2104,39 @@ RSD_API int rsd_json_expand(const rsd_json_doc *doc, int i, rsd_json_doc *sub);
    remain), RSD_ERR_ARG. */
 RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_json_doc *el);
 
+/* A list entry handed by the splitter: key is the raw (still escaped) key of the
+   top-level member whose array holds it (empty for an element of a top-level array);
+   el is the entry tokenized in full (root 0), or NULL when that member's array begins. */
+typedef void (*rsd_json_split_fn)(void *user, rsd_str key, const rsd_json_doc *el);
+
+/* A document read as it arrives: the elements of each array that is the value of a
+   top-level member (or the top-level array itself) go to fn one at a time and are then
+   forgotten; the rest, those arrays written as [], is kept in buf. All fields internal. */
+typedef struct rsd_json_split {
+    char *buf;                 /* the kept top level, then the element in flight */
+    size_t cap, kept, fly, total, key_at, key_len, el_at, err_at;
+    rsd_json_tok *toks;
+    uint32_t n_toks, depth, el_depth, max_el, n_root;
+    rsd_json_split_fn fn;
+    void *user;
+    int err, pending;          /* the first error; RSD_ERR_JSON_TOKENS waiting on the rest */
+    uint8_t st, in_str, esc, root, prev, kind;
+    const char *what;
+} rsd_json_split;
+
+/* Starts splitting into buf[0..cap) with toks[0..n_toks) for each element (and the top
+   level at the end). */
+RSD_API void rsd_json_split_init(rsd_json_split *sp, char *buf, size_t cap, rsd_json_tok *toks, uint32_t n_toks,
+                                 rsd_json_split_fn fn, void *user);
+/* The next len bytes of the document (any split; data may be inside buf, at or after
+   what is kept). RSD_OK or the first error (sticky). */
+RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len);
+/* The end of the document: *top is the kept top level (the source is buf). The token
+   count (> 0) or <0: the verdict rsd_json_parse_top gives on the whole document
+   (RSD_ERR_JSON_TOKENS when its top level and its largest element do not fit in the
+   tokens together), or RSD_ERR_BODY_TOO_LARGE (an element or the top level over cap). */
+RSD_API int rsd_json_split_end(rsd_json_split *sp, rsd_json_doc *top);
+
 /* Type of token i (RSD_JSON_INVALID when i is out of range). */
 RSD_API rsd_json_type rsd_json_type_of(const rsd_json_doc *doc, int i);
 /* Children of token i (elements, members, 1 for a key), 0 for scalars or bad i. */
@@ -2870,6 +2903,9 @@ typedef struct rsd_lms_catalog {
     rsd_lms_index index;          /* lookups without scans */
     size_t arena_used;
     char arena[RSD_LMS_ARENA_BYTES];
+    /* internal: the list being read (1 "models", 2 "data") and what each model has */
+    int list;
+    uint8_t have[RSD_LMS_MAX_MODELS];
 } rsd_lms_catalog;
 
 /* Parse an LM Studio catalog, tier by shape. Models kept (>= 0) or <0. */
@@ -4537,6 +4573,289 @@ RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_jso
     if ((r = rsdi_json_sub(doc, p, end, el)) < 0) return r;
     *pos = p + el->len;
     return 1;
+}
+
+
+/* ---- the splitter ---- */
+enum { RSDI_SP_TOP = 0, RSDI_SP_FIRST, RSDI_SP_AFTER, RSDI_SP_NEXT, RSDI_SP_EL };
+enum { RSDI_SP_CONT = 1, RSDI_SP_STR, RSDI_SP_SCALAR };
+
+RSD_API void rsd_json_split_init(rsd_json_split *sp, char *buf, size_t cap, rsd_json_tok *toks, uint32_t n_toks,
+                                 rsd_json_split_fn fn, void *user) {
+    if (!sp) return;
+    memset(sp, 0, sizeof *sp);
+    sp->buf = buf;
+    sp->cap = buf ? cap : 0;
+    sp->toks = toks;
+    sp->n_toks = toks ? n_toks : 0;
+    sp->fn = fn;
+    sp->user = user;
+    sp->what = "ok";
+    if (!toks || !n_toks) {
+        sp->err = RSD_ERR_ARG;
+        sp->what = "no tokens";
+    }
+}
+
+/* The first error of the document: one the kept top level already holds comes before
+   the one found at the split position (everything between was valid). */
+RSDI_PRIVATE int rsdi_sp_fail(rsd_json_split *sp, int code, const char *what, size_t at) {
+    rsd_json_doc d;
+    int r;
+    if (code != RSD_ERR_BODY_TOO_LARGE && code != RSD_ERR_TOO_LARGE && sp->kept) {
+        r = rsdi_json_parse_in(&d, sp->buf, sp->kept, sp->toks, sp->n_toks, NULL, 2, 0);
+        if (r < 0 && r != RSD_ERR_TRUNCATED) {
+            code = r;
+            what = d.err.what;
+            at = d.err.offset;
+        }
+    }
+    sp->err = code;
+    sp->what = what;
+    sp->err_at = at;
+    return code;
+}
+
+/* Appends n bytes at src to what is kept (the top level, or the element in flight). */
+RSDI_PRIVATE bool rsdi_sp_put(rsd_json_split *sp, const unsigned char *src, size_t n) {
+    size_t at = sp->kept + sp->fly;
+    if (!n) return true;
+    if (n > sp->cap - at) return false;
+    if ((const char *)src != sp->buf + at) memmove(sp->buf + at, src, n);
+    if (sp->st == RSDI_SP_EL) sp->fly += n;
+    else sp->kept += n;
+    return true;
+}
+
+/* One whole element at p[0..n): tokenized with the depth left, then to fn. */
+RSDI_PRIVATE int rsdi_sp_element(rsd_json_split *sp, const char *p, size_t n, bool followed) {
+    rsd_json_desc jd;
+    rsd_json_doc el;
+    rsd_str key;
+    int r;
+    jd.max_depth = RSD_JSON_MAX_DEPTH - sp->depth;
+    jd.max_bytes = 0;
+    r = sp->pending ? RSD_ERR_JSON_TOKENS
+                    : rsdi_json_parse_in(&el, p, n, sp->toks, sp->n_toks, &jd, 0xFFFFFFFFu, 0);
+    if (r == RSD_ERR_JSON_TOKENS) { /* it does not fit: valid? then the verdict waits for the rest */
+        r = rsdi_json_parse_in(&el, p, n, NULL, 0, &jd, 0xFFFFFFFFu, 0);
+        if (r >= 0) sp->pending = RSD_ERR_JSON_TOKENS;
+    }
+    if (r == RSD_ERR_TRUNCATED && followed) r = RSD_ERR_JSON; /* a scalar cut by a delimiter */
+    if (r < 0) return rsdi_sp_fail(sp, r, el.err.what, sp->el_at + el.err.offset);
+    if ((uint32_t)r > sp->max_el) sp->max_el = (uint32_t)r;
+    if (sp->depth == 1) sp->n_root++;
+    if (!sp->pending && sp->fn) {
+        key.ptr = sp->depth == 1 ? "" : sp->buf + sp->key_at;
+        key.len = sp->depth == 1 ? 0 : sp->key_len;
+        sp->fn(sp->user, key, &el);
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len) {
+    const unsigned char *p, *e, *run, *el;
+    rsd_str key;
+    unsigned c;
+    if (!sp) return RSD_ERR_ARG;
+    if (sp->err) return sp->err;
+    if (!data && len) return rsdi_sp_fail(sp, RSD_ERR_ARG, "NULL input", sp->total);
+    if (len > (size_t)RSD_JSON_MAX_BYTES - sp->total) {
+        sp->err = RSD_ERR_TOO_LARGE;
+        sp->what = "input too large";
+        sp->err_at = RSD_JSON_MAX_BYTES;
+        return sp->err;
+    }
+    p = (const unsigned char *)data;
+    e = p + len;
+    run = p;
+    el = sp->st == RSDI_SP_EL ? NULL : p; /* where the element in flight starts in data */
+#define RSDI_SP_AT(q) (sp->total + (size_t)((q) - (const unsigned char *)data))
+#define RSDI_SP_FAIL(c_, w_, q_) do { sp->total += len; return rsdi_sp_fail(sp, (c_), (w_), (q_)); } while (0)
+    while (p < e) {
+        switch (sp->st) {
+        case RSDI_SP_TOP:
+            c = *p;
+            if (sp->in_str) {
+                if (sp->esc) sp->esc = 0;
+                else if (c == '\\') sp->esc = 1;
+                else if (c == '"') {
+                    sp->in_str = 0;
+                    if (sp->depth == 1) {
+                        sp->key_len = sp->kept + (size_t)(p - run) - sp->key_at;
+                        sp->prev = '"';
+                    }
+                }
+                p++;
+                continue;
+            }
+            if (c == '"') {
+                sp->in_str = 1;
+                if (sp->depth == 0 && !sp->root) sp->root = 3;
+                if (sp->depth == 1) sp->key_at = sp->kept + (size_t)(p - run) + 1;
+            } else if (c == '{' || c == '[') {
+                bool first = sp->depth == 0 && !sp->root;
+                if (first) sp->root = c == '{' ? 1 : 2;
+                if (c == '[' && ((first && sp->root == 2) || (sp->depth == 1 && sp->root == 1 && sp->prev == ':'))) {
+                    p++; /* a list: its '[' is kept, its elements are not */
+                    if (!rsdi_sp_put(sp, run, (size_t)(p - run)))
+                        RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "the top level is larger than the buffer", RSDI_SP_AT(p));
+                    key.ptr = sp->depth == 0 ? "" : sp->buf + sp->key_at;
+                    key.len = sp->depth == 0 ? 0 : sp->key_len;
+                    sp->depth++;
+                    sp->st = RSDI_SP_FIRST;
+                    if (sp->fn) sp->fn(sp->user, key, NULL);
+                    continue;
+                }
+                sp->depth++;
+            } else if (c == '}' || c == ']') {
+                if (sp->depth) sp->depth--;
+                if (sp->depth == 1) sp->prev = (uint8_t)c;
+            } else if (!RSDI_JSON_ISWS(c)) {
+                if (sp->depth == 0 && !sp->root) sp->root = 3;
+                if (sp->depth == 1) sp->prev = (uint8_t)c;
+            }
+            p++;
+            continue;
+        case RSDI_SP_FIRST:
+        case RSDI_SP_AFTER:
+        case RSDI_SP_NEXT:
+            c = *p;
+            if (RSDI_JSON_ISWS(c)) {
+                p++;
+                continue;
+            }
+            if (c == ']') {
+                if (sp->st == RSDI_SP_NEXT) RSDI_SP_FAIL(RSD_ERR_JSON, "trailing comma", RSDI_SP_AT(p));
+                sp->st = RSDI_SP_TOP;
+                run = p++;
+                sp->depth--;
+                if (sp->depth == 1) sp->prev = ']';
+                continue;
+            }
+            if (sp->st == RSDI_SP_AFTER) {
+                if (c != ',') RSDI_SP_FAIL(RSD_ERR_JSON, "expected ',' or ']'", RSDI_SP_AT(p));
+                sp->st = RSDI_SP_NEXT;
+                p++;
+                continue;
+            }
+            if (c == ',' || c == ':' || c == '}') RSDI_SP_FAIL(RSD_ERR_JSON, "unexpected character", RSDI_SP_AT(p));
+            sp->st = RSDI_SP_EL;
+            sp->kind = c == '{' || c == '[' ? RSDI_SP_CONT : c == '"' ? RSDI_SP_STR : RSDI_SP_SCALAR;
+            sp->el_depth = sp->kind == RSDI_SP_CONT;
+            sp->in_str = sp->esc = 0;
+            sp->el_at = RSDI_SP_AT(p);
+            el = p++;
+            continue;
+        default: { /* RSDI_SP_EL */
+            bool done = false, followed = false;
+            const unsigned char *from = el ? el : (const unsigned char *)data;
+            if (sp->kind == RSDI_SP_SCALAR) {
+                while (p < e) {
+                    c = *p;
+                    if (RSDI_JSON_ISWS(c) || c == ',' || c == ']' || c == '}' || c == '[' || c == '{' || c == '"' ||
+                        c == ':') {
+                        done = followed = true;
+                        break;
+                    }
+                    p++;
+                }
+            } else {
+                uint32_t d = sp->el_depth;
+                bool in_str = sp->kind == RSDI_SP_STR || sp->in_str, esc = sp->esc != 0;
+                while (p < e) {
+                    c = *p++;
+                    if (in_str) {
+                        if (esc) esc = false;
+                        else if (c == '\\') esc = true;
+                        else if (c == '"') {
+                            in_str = false;
+                            if (!d) { done = true; break; }
+                        }
+                    } else if (c == '"') in_str = true;
+                    else if (c == '{' || c == '[') d++;
+                    else if (c == '}' || c == ']') {
+                        if (--d == 0) { done = true; break; }
+                    }
+                }
+                sp->el_depth = d;
+                sp->in_str = in_str;
+                sp->esc = esc;
+                if (sp->kind == RSDI_SP_STR) sp->in_str = 0; /* a string element's own quote is its kind */
+            }
+            if (!done) continue; /* to the end of data: kept below */
+            if (el && !sp->fly) { /* all in this chunk: read where it lies */
+                if (rsdi_sp_element(sp, (const char *)el, (size_t)(p - el), followed) < 0) { sp->total += len; return sp->err; }
+            } else {
+                if (!rsdi_sp_put(sp, from, (size_t)(p - from)))
+                    RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "a list entry is larger than the buffer", sp->el_at);
+                if (rsdi_sp_element(sp, sp->buf + sp->kept, sp->fly, followed) < 0) { sp->total += len; return sp->err; }
+            }
+            sp->fly = 0;
+            sp->st = RSDI_SP_AFTER;
+            el = NULL;
+            continue;
+        }
+        }
+    }
+    /* the end of data: what is still kept moves into buf */
+    if (sp->st == RSDI_SP_TOP) {
+        if (!rsdi_sp_put(sp, run, (size_t)(p - run)))
+            RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "the top level is larger than the buffer", RSDI_SP_AT(p));
+    } else if (sp->st == RSDI_SP_EL) {
+        const unsigned char *from = el ? el : (const unsigned char *)data;
+        if (!rsdi_sp_put(sp, from, (size_t)(e - from)))
+            RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "a list entry is larger than the buffer", sp->el_at);
+    }
+    sp->total += len;
+    return RSD_OK;
+#undef RSDI_SP_AT
+#undef RSDI_SP_FAIL
+}
+
+RSD_API int rsd_json_split_end(rsd_json_split *sp, rsd_json_doc *top) {
+    rsd_json_doc d;
+    int r;
+    if (top) {
+        memset(top, 0, sizeof *top);
+        top->src = "";
+        top->err.what = "ok";
+    }
+    if (!sp || !top) return RSD_ERR_ARG;
+    if (sp->err) {
+        top->err.code = sp->err;
+        top->err.what = sp->what;
+        top->err.offset = sp->err_at;
+        return sp->err;
+    }
+    if (sp->st != RSDI_SP_TOP) { /* inside a list: the document ended early, or an element is wrong */
+        int code = RSD_ERR_TRUNCATED;
+        const char *what = "unclosed array";
+        if (sp->st == RSDI_SP_EL) {
+            rsd_json_desc jd;
+            jd.max_depth = RSD_JSON_MAX_DEPTH - sp->depth;
+            jd.max_bytes = 0;
+            r = rsdi_json_parse_in(&d, sp->buf + sp->kept, sp->fly, NULL, 0, &jd, 0xFFFFFFFFu, 0);
+            if (r < 0) {
+                code = r;
+                what = d.err.what;
+            }
+        }
+        (void)rsdi_sp_fail(sp, code, what, sp->total);
+        return rsd_json_split_end(sp, top);
+    }
+    r = rsd_json_parse_top(top, sp->buf ? sp->buf : "", sp->kept, sp->toks, sp->n_toks);
+    if (r >= 0 && (sp->pending || (uint64_t)r + sp->n_root + sp->max_el > sp->n_toks)) {
+        r = RSD_ERR_JSON_TOKENS; /* its top level and its largest element together: over the tokens */
+        top->err.code = r;
+        top->err.what = "token array full";
+        top->count = 0;
+    }
+    if (r < 0) {
+        sp->err = r;
+        sp->what = top->err.what;
+    }
+    return r;
 }
 
 #undef RSDI_JSON_SKIP_WS
@@ -6975,17 +7294,45 @@ RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rs
     return rsd_json_parse_top(d, body ? body : "", len, toks, cap);
 }
 
-/* The list of a top-level listing, entry by entry: each element of array arr of top is
-   given to fn as its own document (root 0). An element over the tokens left is
-   RSD_ERR_JSON_TOKENS. */
-RSDI_PRIVATE int rsdi_pl_each(const rsd_json_doc *top, int arr, void (*fn)(void *ctx, const rsd_json_doc *el), void *ctx) {
-    rsd_json_doc el;
-    size_t pos = 0;
-    int r;
-    if (arr <= 0) return RSD_OK;
-    while ((r = rsd_json_each(top, arr, &pos, &el)) > 0) fn(ctx, &el);
-    return r;
+/* A listing's reader: the splitter's callback takes each list entry (or a list's start),
+   then end takes the splitter's verdict and the kept top level. */
+typedef int (*rsdi_pl_end_fn)(void *ctx, int rc, const rsd_json_doc *top);
+
+/* The top level of a body parsed whole, without its lists, is kept here (on the stack). */
+enum { RSDI_PL_TOP_BYTES = 2048 };
+
+/* A whole body through a listing's reader: one piece, then the end. */
+RSDI_PRIVATE int rsdi_pl_whole(const char *body, size_t len, rsd_json_tok *toks, uint32_t cap, rsd_json_split_fn fn,
+                               rsdi_pl_end_fn end, void *ctx) {
+    char top_buf[RSDI_PL_TOP_BYTES];
+    rsd_json_split sp;
+    rsd_json_doc top;
+    int rc;
+    if ((!body && len) || !toks || cap == 0) return end(ctx, RSD_ERR_ARG, NULL);
+    rsd_json_split_init(&sp, top_buf, sizeof top_buf, toks, cap, fn, ctx);
+    (void)rsd_json_split_feed(&sp, body ? body : "", len);
+    rc = rsd_json_split_end(&sp, &top);
+    return end(ctx, rc, &top);
 }
+
+/* The raw key of a list (as the splitter gives it) equals lit, escapes decoded as
+   rsd_json_find decodes them. */
+RSDI_PRIVATE bool rsdi_pl_key(rsd_str key, const char *lit, size_t n) {
+    rsd_json_doc d;
+    rsd_json_tok t;
+    if (!key.len || !memchr(key.ptr, '\\', key.len)) return key.len == n && memcmp(key.ptr, lit, n) == 0;
+    memset(&d, 0, sizeof d);
+    memset(&t, 0, sizeof t);
+    t.type = RSD_JSON_STRING;
+    t.flags = RSD_JSON_F_ESCAPED;
+    t.end = (uint32_t)key.len;
+    d.src = key.ptr;
+    d.len = key.len;
+    d.toks = &t;
+    d.count = d.cap = 1;
+    return rsdi_json_eq(&d, &t, lit, n);
+}
+#define RSDI_PL_KEY(key, lit) rsdi_pl_key((key), lit, sizeof(lit) - 1)
 
 /* Whether s is the id or one of the n aliases. */
 RSDI_PRIVATE bool rsdi_names(rsd_str s, rsd_str id, const rsd_str *aliases, int n) {
@@ -7262,20 +7609,28 @@ RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
     out->n++;
 }
 
+/* The router's reader: the entries of the last "data" list. */
+RSDI_PRIVATE void rsdi_router_list_el(void *ctx, rsd_str key, const rsd_json_doc *el) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    if (!RSDI_PL_KEY(key, "data")) return;
+    if (el) rsdi_router_entry(out, el);
+    else rsdi_listing_reset(out); /* a later "data" wins */
+}
+
+RSDI_PRIVATE int rsdi_router_list_end(void *ctx, int rc, const rsd_json_doc *top) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    if (rc < 0 || rsd_json_type_of(top, 0) != RSD_JSON_OBJECT ||
+        rsd_json_type_of(top, RSDI_JSON_FIND(top, 0, "data")) != RSD_JSON_ARRAY)
+        rsdi_listing_reset(out); /* never a partial list */
+    return rc < 0 ? rc : RSD_OK;
+}
+
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out) {
-    rsd_json_doc doc;
-    int r, data;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if ((!body && len) || !toks || !n_toks || !out->models || !out->arena) return RSD_ERR_ARG;
-    r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
-    if (r < 0) return r;
-    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
-    data = RSDI_JSON_FIND(&doc, 0, "data");
-    if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
-    if ((r = rsdi_pl_each(&doc, data, rsdi_router_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
-    return r;
+    return rsdi_pl_whole(body, len, toks, n_toks, rsdi_router_list_el, rsdi_router_list_end, out);
 }
 
 RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
@@ -7377,20 +7732,29 @@ RSDI_PRIVATE void rsdi_ollama_entry(void *ctx, const rsd_json_doc *d) {
     out->n++;
 }
 
+/* Ollama's reader: the entries of the last "models" list. */
+RSDI_PRIVATE void rsdi_ollama_list_el(void *ctx, rsd_str key, const rsd_json_doc *el) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    if (!RSDI_PL_KEY(key, "models")) return;
+    if (el) rsdi_ollama_entry(out, el);
+    else rsdi_listing_reset(out); /* a later "models" wins */
+}
+
+RSDI_PRIVATE int rsdi_ollama_list_end(void *ctx, int rc, const rsd_json_doc *top) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    int arr = rc < 0 ? rc : rsdi_ollama_models_array(top);
+    if (arr <= 0) rsdi_listing_reset(out); /* never a partial list; null is an empty one */
+    if (arr < 0) return arr;
+    out->has_states = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
                                   rsd_listing *out) {
-    rsd_json_doc d;
-    int r, arr;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if (!out->models || !out->arena) return RSD_ERR_ARG;
-    r = rsdi_pl_parse(&d, body, len, toks, n_toks);
-    if (r < 0) return r;
-    arr = rsdi_ollama_models_array(&d);
-    if (arr < 0) return arr;
-    out->has_states = true;
-    if ((r = rsdi_pl_each(&d, arr, rsdi_ollama_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
-    return r;
+    return rsdi_pl_whole(body, len, toks, n_toks, rsdi_ollama_list_el, rsdi_ollama_list_end, out);
 }
 
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
@@ -7526,7 +7890,7 @@ typedef struct rsdi_lms_parse {
     const rsd_json_doc *d;            /* the entry being read (its own document, root 0) */
     bool v1;
     rsdi_pl_arena a;
-    uint8_t have[RSD_LMS_MAX_MODELS];
+    uint8_t *have;                    /* the catalog's */
 } rsdi_lms_parse;
 
 
@@ -7827,32 +8191,51 @@ RSDI_PRIVATE void rsdi_lms_entry(void *ctx, const rsd_json_doc *el) {
     else rsdi_lms_v0_entry(p, 0);
 }
 
-/* Parse with the shape found; sets cat->tier and cat->error. d holds the top level. */
-RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d) {
+/* LM Studio's reader: the entries of the last "models" list (v1), else of the last
+   "data" list (v0); a "models" list wins over every "data" list. */
+RSDI_PRIVATE void rsdi_lms_list_el(void *ctx, rsd_str key, const rsd_json_doc *el) {
+    rsd_lms_catalog *cat = (rsd_lms_catalog *)ctx;
     rsdi_lms_parse p;
-    int arr, r;
-    bool v1;
-    if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = RSDI_JSON_FIND(d, 0, "models");
-    v1 = rsd_json_type_of(d, arr) == RSD_JSON_ARRAY;
-    if (!v1) {
-        arr = RSDI_JSON_FIND(d, 0, "data");
-        if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY)
-            return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
+    bool models = RSDI_PL_KEY(key, "models");
+    if (!models && !RSDI_PL_KEY(key, "data")) return;
+    if (!el) {
+        if (!models && cat->list == 1) return;
+        rsdi_lms_reset(cat);
+        cat->list = models ? 1 : 2;
+        return;
     }
-    cat->tier = v1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0;
+    if (cat->list != (models ? 1 : 2)) return;
     p.cat = cat;
-    p.d = d;
-    p.v1 = v1;
+    p.v1 = models;
+    p.have = cat->have;
     p.a.buf = cat->arena;
     p.a.cap = sizeof cat->arena;
-    p.a.used = 0;
-    r = rsdi_pl_each(d, arr, rsdi_lms_entry, &p);
+    p.a.used = cat->arena_used;
+    rsdi_lms_entry(&p, el);
     cat->arena_used = p.a.used;
-    if (r < 0) { /* never a partial catalog */
+}
+
+/* The shape found; sets cat->tier and cat->error. The models kept or <0 (never a partial
+   catalog). */
+RSDI_PRIVATE int rsdi_lms_list_end(void *ctx, int rc, const rsd_json_doc *d) {
+    rsd_lms_catalog *cat = (rsd_lms_catalog *)ctx;
+    int list = cat->list;
+    bool v1;
+    if (rc >= 0 && rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) rc = RSD_ERR_JSON_TYPE;
+    if (rc < 0) {
         rsdi_lms_reset(cat);
-        return r;
+        return rc;
     }
+    v1 = rsd_json_type_of(d, RSDI_JSON_FIND(d, 0, "models")) == RSD_JSON_ARRAY;
+    if (!v1 && rsd_json_type_of(d, RSDI_JSON_FIND(d, 0, "data")) != RSD_JSON_ARRAY) {
+        rsdi_lms_reset(cat);
+        return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
+    }
+    if (list != (v1 ? 1 : 2)) { /* "models" was a list, then a later "models" is not: the "data" list is gone */
+        rsdi_lms_reset(cat);
+        return RSD_ERR_JSON_TYPE;
+    }
+    cat->tier = v1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0;
     return cat->n_models;
 }
 
@@ -7863,25 +8246,37 @@ RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat) {
     cat->truncated = false;
     memset(&cat->error, 0, sizeof cat->error);
     cat->arena_used = 0;
+    cat->list = 0;
     rsdi_lms_ix_clear(&cat->index);
 }
 
 RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
                                  rsd_json_tok *toks, uint32_t cap) {
-    rsd_json_doc d;
-    int r;
     if (!cat) return RSD_ERR_ARG;
     rsdi_lms_reset(cat);
-    r = rsdi_pl_parse(&d, body, len, toks, cap);
-    if (r < 0) return r;
-    return rsdi_lms_parse_doc(cat, &d);
+    return rsdi_pl_whole(body, len, toks, cap, rsdi_lms_list_el, rsdi_lms_list_end, cat);
+}
+
+/* A 2xx catalog read (r: rsdi_lms_list_end's) for the tier asked. */
+RSDI_PRIVATE int rsdi_lms_tier_read(rsd_lms_catalog *cat, rsd_lms_tier tier, int r) {
+    if (r >= 0 && cat->tier != (tier == RSD_LMS_TIER_V1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0)) {
+        rsdi_lms_reset(cat);
+        r = RSD_ERR_JSON_TYPE;
+    }
+    if (r < 0) {
+        cat->n_models = cat->n_instances = 0;
+        rsdi_lms_ix_clear(&cat->index);
+        cat->tier = RSD_LMS_TIER_NONE;
+        return r;
+    }
+    cat->tier = tier;
+    return r;
 }
 
 RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tier, int status,
                                           const char *body, size_t len, rsd_json_tok *toks,
                                           uint32_t cap) {
     rsd_json_doc d;
-    int r;
     if (!cat || tier <= RSD_LMS_TIER_NONE || tier >= RSD_LMS_TIER_NUM) return RSD_ERR_ARG;
     rsdi_lms_reset(cat);
     if (status < 200 || status > 299) {
@@ -7899,20 +8294,7 @@ RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tie
             (void)RSD_SNPRINTF(cat->error.message, sizeof cat->error.message, "HTTP %d", status);
         return RSD_ERR_HTTP_STATUS;
     }
-    r = rsdi_pl_parse(&d, body, len, toks, cap);
-    if (r >= 0) r = rsdi_lms_parse_doc(cat, &d);
-    if (r >= 0 && cat->tier != (tier == RSD_LMS_TIER_V1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0)) {
-        rsdi_lms_reset(cat);
-        r = RSD_ERR_JSON_TYPE;
-    }
-    if (r < 0) {
-        cat->n_models = cat->n_instances = 0;
-        rsdi_lms_ix_clear(&cat->index);
-        cat->tier = RSD_LMS_TIER_NONE;
-        return r;
-    }
-    cat->tier = tier;
-    return r;
+    return rsdi_lms_tier_read(cat, tier, rsdi_pl_whole(body, len, toks, cap, rsdi_lms_list_el, rsdi_lms_list_end, cat));
 }
 
 /* Peer marks: has[i] bit p = peers[p] lists instance i's id; grp[p] = the first
