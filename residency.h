@@ -2121,6 +2121,7 @@ typedef struct rsd_json_split {
     void *user;
     int err, pending;          /* the first error; RSD_ERR_JSON_TOKENS waiting on the rest */
     uint8_t st, in_str, esc, root, prev, kind;
+    uint8_t whole;             /* a whole body in one piece: elements are read where they lie, unbounded */
     const char *what;
 } rsd_json_split;
 
@@ -3003,7 +3004,7 @@ enum {
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 1024,          /* bytes of runtime-hook scratch in rsd_reconcile */
     RSD_RECONCILE_TOKENS = 256,            /* default JSON tokens held at once: an answer's top level and one entry (a real router's: 66) */
-    RSD_RECONCILE_BODY_PER_MODEL = 1408,   /* default answer bytes per listing entry (a real router: 1040-1320) */
+    RSD_RECONCILE_BODY_BYTES = 8192,       /* default answers' buffer: a listing's top level and one entry, or a whole answer */
     RSD_RECONCILE_IDS_PER_MODEL = 128,     /* default id arena bytes per listing entry (ids are 20-120 bytes) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
@@ -3188,6 +3189,12 @@ typedef struct rsd_runtime {
     void (*answer)(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                    uint64_t now_ms);
     void (*locked)(rsd_reconcile *r, bool held, bool unchanged, uint64_t now_ms);
+    /* A 2xx listing read as it arrives, in place of parse_list (both or neither):
+       list_entry takes each entry of a top-level list (key raw, as rsd_json_split gives
+       it; el NULL when that list begins), list_end the splitter's verdict (rc < 0) and
+       the kept top level, and returns as parse_list. */
+    void (*list_entry)(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el);
+    int (*list_end)(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top);
 } rsd_runtime;
 
 /* Runtime flags. */
@@ -3300,7 +3307,14 @@ struct rsd_reconcile {
     void *tables;
     rsd_allocator tables_alloc;
     uint32_t max_tokens;              /* toks[] entries */
-    size_t max_body;                  /* bytes of an answer it parses */
+    size_t max_body;                  /* the answers' buffer: bytes of an answer kept whole, or of a
+                                         listing's top level and one entry */
+    char *ans;                        /* that buffer (in the tables) */
+    size_t ans_len;                   /* bytes of the answer kept whole */
+    rsd_json_split split;             /* a listing answer read as it arrives */
+    rsd_json_doc ans_top;             /* its top level, once the feed has it */
+    int ans_rc;                       /* its reader's verdict (RSDI_ANS_READ) */
+    uint8_t ans_state;                /* RSDI_ANS_*: kept whole, split, over the buffer, read */
     const rsd_runtime *only_rt;       /* limits.runtime: the one runtime begin accepts (NULL = any) */
     /* internal: copied desc */
     const rsd_runtime *rt;
@@ -3390,7 +3404,8 @@ typedef struct rsd_reconcile_limits {
     int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
     size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
     uint32_t max_tokens;              /* JSON tokens held at once (an answer's top level and one listing entry); 0 = RSD_RECONCILE_TOKENS */
-    size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
+    size_t max_body_bytes;            /* the answers' buffer: a listing's top level and one entry, or a whole
+                                         answer (at least 1024); 0 = RSD_RECONCILE_BODY_BYTES */
     size_t max_id_bytes;              /* bytes of an id it keeps (protected, ours, victims...), NUL included;
                                          0 = RSD_MODEL_ID_MAX; 16..RSD_MODEL_ID_MAX */
     int max_notices;                  /* notices kept per reconcile (more are counted in notices_dropped);
@@ -3421,7 +3436,12 @@ RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms);
 /* The next step to perform (idempotent while one is outstanding). */
 RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
-/* Answer the outstanding HTTP step: transport RSD_OK or a negative RSD_ERR_*. */
+/* The next len decoded bytes of the outstanding HTTP step's answer (http_status from its
+   head), before rsd_reconcile_feed: a 2xx listing is read as it arrives, any other answer
+   is kept whole in the answers' buffer (max_body_bytes). RSD_OK, RSD_ERR_STATE, RSD_ERR_ARG. */
+RSD_API int rsd_reconcile_body(rsd_reconcile *r, int http_status, const char *data, size_t len);
+/* Answer the outstanding HTTP step: transport RSD_OK or a negative RSD_ERR_*; body (may be
+   NULL) is the answer's last piece, or all of it when none came through rsd_reconcile_body. */
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
                                const char *body, size_t len, uint64_t now_ms);
 /* Before lock_done: the attribution (desc.ours) read again under the lock; a changed set
@@ -3522,9 +3542,17 @@ typedef struct rsd_detect {
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_step step;
     /* the caller's, set before begin (begin keeps them): the JSON tokens an answer is
-       parsed into, e.g. a reconcile's r.toks and r.max_tokens */
+       parsed into, e.g. a reconcile's r.toks and r.max_tokens; and the buffer an answer
+       given by rsd_detect_body is kept in (a listing that does not fit is read as it
+       arrives), e.g. a reconcile's r.ans and r.max_body; none = answers whole to the feed */
     rsd_json_tok *toks;
     uint32_t n_toks;
+    char *buf;
+    size_t buf_cap;
+    /* internal: the answer in buf */
+    size_t buf_len;
+    uint8_t buf_state;                /* RSDI_ANS_* */
+    rsd_json_split split;
 } rsd_detect;
 
 /* Start detecting the runtime at base_url (bearer NULL = none; probe_timeout_ms 0 = 1500
@@ -3535,6 +3563,9 @@ RSD_API int rsd_detect_begin(rsd_detect *d, const char *base_url, const char *be
 RSD_API rsd_step rsd_detect_next(rsd_detect *d, uint64_t now_ms);
 /* Answer the outstanding GET (transport RSD_OK or <0; why = the host's words for a
    transport error, e.g. strerror(errno), NULL = rsd_result_str). RSD_OK or RSD_ERR_STATE. */
+/* The next len decoded bytes of the outstanding GET's answer (http_status from its head),
+   into d->buf, before rsd_detect_feed. RSD_OK, RSD_ERR_STATE (no step, or no buf), RSD_ERR_ARG. */
+RSD_API int rsd_detect_body(rsd_detect *d, int http_status, const char *data, size_t len);
 RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int http_status, const char *body, size_t len,
                             const char *why, uint64_t now_ms);
 /* ==== driver end ========================================================== */
@@ -4784,7 +4815,9 @@ RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len
                 if (sp->kind == RSDI_SP_STR) sp->in_str = 0; /* a string element's own quote is its kind */
             }
             if (!done) continue; /* to the end of data: kept below */
-            if (el && !sp->fly) { /* all in this chunk: read where it lies */
+            if (el && !sp->fly) { /* all in this chunk: read where it lies (as if kept: bounded by the buffer) */
+                if (!sp->whole && (size_t)(p - el) > sp->cap - sp->kept)
+                    RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "a list entry is larger than the buffer", sp->el_at);
                 if (rsdi_sp_element(sp, (const char *)el, (size_t)(p - el), followed) < 0) { sp->total += len; return sp->err; }
             } else {
                 if (!rsdi_sp_put(sp, from, (size_t)(p - from)))
@@ -7310,6 +7343,7 @@ RSDI_PRIVATE int rsdi_pl_whole(const char *body, size_t len, rsd_json_tok *toks,
     int rc;
     if ((!body && len) || !toks || cap == 0) return end(ctx, RSD_ERR_ARG, NULL);
     rsd_json_split_init(&sp, top_buf, sizeof top_buf, toks, cap, fn, ctx);
+    sp.whole = 1; /* only the top level is kept: an entry of any size is read in the body */
     (void)rsd_json_split_feed(&sp, body ? body : "", len);
     rc = rsd_json_split_end(&sp, &top);
     return end(ctx, rc, &top);
@@ -8556,6 +8590,12 @@ enum {
     RSDI_PH_UNLOCK,    /* UNLOCK step issued */
     RSDI_PH_RUNTIME    /* awaiting an answer for the runtime's own order (r->stage) */
 };
+
+/* The answers' buffer (rsd_reconcile.ans_state): the answer kept whole, read as it
+   arrives (a listing), larger than the buffer (kept whole), or read (a listing's verdict). */
+enum { RSDI_ANS_WHOLE = 0, RSDI_ANS_SPLIT, RSDI_ANS_OVER, RSDI_ANS_READ };
+RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out);
+
 /* What a wait-for-loaded is for (rsd_reconcile.after_wait). */
 enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_GONE, RSDI_W_DOWNLOAD };
 /* Restore state of an evicted or displaced model (rsd_reconcile.ev_state). */
@@ -8795,8 +8835,14 @@ RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const cha
     return RSD_OK;
 }
 
-RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_router_parse_models(body, len, r->toks, r->max_tokens, out);
+RSDI_PRIVATE void rsdi_router_rt_entry(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
+    RSDI_UNUSED(r);
+    rsdi_router_list_el(out, key, el);
+}
+
+RSDI_PRIVATE int rsdi_router_rt_end(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top) {
+    RSDI_UNUSED(r);
+    rc = rsdi_router_list_end(out, rc, top);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     if (!out->has_states) return RSD_ERR_NOT_ROUTER;
@@ -8834,8 +8880,8 @@ RSD_API const rsd_runtime *rsd_runtime_router(void) {
     static const rsd_runtime rt = {
         "llamacpp", "llama.cpp router", RSD_STRATEGY_ROUTER,
         RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT | RSD_RT_PINNED_PASS | RSD_RT_UNLOAD_WAIT | RSD_RT_PROBE_RETRY,
-        rsdi_router_request, rsdi_router_parse_list, rsdi_router_parse_cap, rsdi_router_load_answer,
-        0, 0, 0, NULL, NULL, NULL, NULL};
+        rsdi_router_request, NULL, rsdi_router_parse_cap, rsdi_router_load_answer,
+        0, 0, 0, NULL, NULL, NULL, NULL, rsdi_router_rt_entry, rsdi_router_rt_end};
     return &rt;
 }
 
@@ -9594,6 +9640,8 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->step.kind = RSD_STEP_HTTP;
     r->step.http.op = op;
     r->step.http.model = model ? model : "";
+    r->ans_len = 0;
+    r->ans_state = RSDI_ANS_WHOLE;
     r->op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? rsdi_rc_row(r, r->victim_inst, r->vi) : "";
     r->op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
     if (phase != RSDI_PH_RUNTIME) r->stage = -1;
@@ -9682,7 +9730,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     rt = r->rt = d->runtime ? d->runtime : rsd_runtime_router();
     r->free_bytes = d->keep && d->keep[0] ? 0 : d->free_bytes;
     if (r->free_bytes && rt->start) return RSD_ERR_ARG; /* a runtime with its own machine (LM Studio): not there */
-    if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->start) ||
+    if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->list_end && !rt->start) ||
+        !rt->list_entry != !rt->list_end ||
         (rt->start && (!rt->answer || !rt->locked)))
         return RSD_ERR_ARG;
     if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
@@ -9817,8 +9866,9 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
     t = lim && lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
     if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
     z->toks = (uint32_t)t;
-    z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
+    z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)RSD_RECONCILE_BODY_BYTES;
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
+    if (z->body < 1024) return false;
     z->lms = !lim || !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     z->id = lim && lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
@@ -9841,7 +9891,7 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_size
                rsdi_al8(z->ids) + sizeof(const char *) * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS +
                                                           3 * RSD_MAX_RESIDENTS) +
                (z->lms ? rsdi_al8(sizeof(rsd_lms_machine)) : 0) +
-               z->lists +
+               z->lists + rsdi_al8(z->body) +
                (size_t)z->toks * sizeof(rsd_json_tok);
     return true;
 }
@@ -9883,6 +9933,7 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->pinned = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_MAX_RESIDENTS);
     r->ids = (char *)rsdi_rc_carve(&at, z.ids);
     r->ids_cap = z.ids;
+    r->ans = (char *)rsdi_rc_carve(&at, z.body);
     if (z.lms) {
         r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
         memset(r->lms, 0, sizeof *r->lms);
@@ -10188,7 +10239,7 @@ RSDI_PRIVATE bool rsdi_rc_probe_retry(rsd_reconcile *r, int transport, uint64_t 
 /* The runtime's parse into snap; RSD_ERR_MODEL_ID when a listed id or instance is
    max_id_bytes or longer (victims and pinned models are kept from it). */
 RSDI_PRIVATE int rsdi_rc_parse_snap(rsd_reconcile *r, const char *body, size_t len) {
-    int rc = r->rt->parse_list(r, body, len, &r->snap), i;
+    int rc = rsdi_rc_listed(r, body, len, &r->snap), i;
     for (i = 0; rc >= 0 && i < r->snap.n; i++)
         if (r->snap.models[i].id.len >= r->id_bytes || r->snap.models[i].instance.len >= r->id_bytes)
             return RSD_ERR_MODEL_ID;
@@ -10207,6 +10258,11 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         return false;
     }
     rc = rsdi_rc_parse_snap(r, body, len);
+    if (rc == RSD_ERR_BODY_TOO_LARGE) { /* one entry, or the top level, over the answers' buffer */
+        rsdi_rc_degrade(r, RSD_ERR_TOO_LARGE, now_ms, "GET %s: %s (%lu bytes; raise max_body_bytes in "
+                        "rsd_reconcile_limits)", r->url, r->split.what, (unsigned long)r->max_body);
+        return false;
+    }
     if (rc == RSD_ERR_MODEL_ID) { /* an id longer than limits.max_id_bytes */
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: a listed id is %d bytes or longer, more than this reconcile keeps "
                         "(raise max_id_bytes in rsd_reconcile_limits)", r->url, (int)r->id_bytes);
@@ -10419,7 +10475,7 @@ RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, c
                                                                       : r->poll_delay * 2;
     if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
         r->probe_tries++; /* the next poll waits longer */
-    if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient */
+    if (!ok || (rc = rsdi_rc_listed(r, body, len, &r->poll)) < 0) { /* transient */
         rsdi_rc_schedule(r, now_ms, r->poll_delay);
         return;
     }
@@ -10496,7 +10552,7 @@ RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, 
                                    bool ok, uint64_t now_ms) {
     (void)transport;
     (void)status;
-    if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
+    if (ok && rsdi_rc_listed(r, body, len, &r->poll) >= 0) {
         r->last_list = &r->poll;
         (void)rsdi_rc_mark_displaced(r);
     }
@@ -10504,12 +10560,107 @@ RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, 
     else rsd_reconcile_finish(r, now_ms);
 }
 
+/* ---- the answers' buffer ---- */
+/* Where the outstanding step's 2xx answer is read as it arrives: a runtime's listing
+   (*out, the listing it fills), LM Studio's catalog (*out NULL), or nowhere (false). */
+RSDI_PRIVATE bool rsdi_rc_ans_list(rsd_reconcile *r, rsd_listing **out) {
+    *out = NULL;
+    switch (r->phase) {
+    case RSDI_PH_LIST: case RSDI_PH_RELIST: case RSDI_PH_DLLIST: case RSDI_PH_LIMIT:
+        *out = &r->snap;
+        return r->rt->list_end != NULL;
+    case RSDI_PH_POLL: case RSDI_PH_CHECK:
+        *out = &r->poll;
+        return r->rt->list_end != NULL;
+#ifndef RSD_NO_LMSTUDIO
+    case RSDI_PH_RUNTIME:
+        return r->lms && r->rt == rsd_runtime_lmstudio() && r->step.http.op == RSD_OP_LIST;
+#endif
+    default:
+        return false;
+    }
+}
+
+/* The splitter's entries go to the listing's reader. */
+RSDI_PRIVATE void rsdi_rc_ans_entry(void *user, rsd_str key, const rsd_json_doc *el) {
+    rsd_reconcile *r = (rsd_reconcile *)user;
+    rsd_listing *out;
+    if (!rsdi_rc_ans_list(r, &out)) return;
+#ifndef RSD_NO_LMSTUDIO
+    if (!out) {
+        rsdi_lms_list_el(r->lms->cat, key, el);
+        return;
+    }
+#endif
+    if (out) r->rt->list_entry(r, out, key, el);
+}
+
+/* From here the answer is read as it arrives: what is kept whole so far first, in place. */
+RSDI_PRIVATE void rsdi_rc_ans_split(rsd_reconcile *r) {
+    rsd_listing *out;
+    (void)rsdi_rc_ans_list(r, &out);
+    if (out) rsdi_listing_reset(out);
+#ifndef RSD_NO_LMSTUDIO
+    else rsdi_lms_reset(r->lms->cat);
+#endif
+    rsd_json_split_init(&r->split, r->ans, r->max_body, r->toks, r->max_tokens, rsdi_rc_ans_entry, r);
+    r->ans_state = RSDI_ANS_SPLIT;
+    (void)rsd_json_split_feed(&r->split, r->ans, r->ans_len);
+    r->ans_len = 0;
+}
+
+RSD_API int rsd_reconcile_body(rsd_reconcile *r, int status, const char *data, size_t len) {
+    rsd_listing *out;
+    if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
+    if (!len) return RSD_OK;
+    if (!data) return RSD_ERR_ARG;
+    if (r->ans_state == RSDI_ANS_WHOLE && len > r->max_body - r->ans_len) {
+        if (status >= 200 && status <= 299 && rsdi_rc_ans_list(r, &out)) rsdi_rc_ans_split(r);
+        else r->ans_state = RSDI_ANS_OVER; /* kept whole, and larger than the buffer */
+    }
+    if (r->ans_state == RSDI_ANS_SPLIT) (void)rsd_json_split_feed(&r->split, data, len);
+    else if (r->ans_state == RSDI_ANS_WHOLE) {
+        if (data != r->ans + r->ans_len) memmove(r->ans + r->ans_len, data, len);
+        r->ans_len += len;
+    }
+    return RSD_OK;
+}
+
+/* The end of a 2xx listing answer: its reader's verdict in ans_rc. */
+RSDI_PRIVATE void rsdi_rc_ans_read(rsd_reconcile *r) {
+    rsd_listing *out;
+    int rc;
+    if (!rsdi_rc_ans_list(r, &out)) return;
+    if (r->ans_state == RSDI_ANS_WHOLE) rsdi_rc_ans_split(r);
+    rc = rsd_json_split_end(&r->split, &r->ans_top);
+    r->ans_state = RSDI_ANS_READ;
+#ifndef RSD_NO_LMSTUDIO
+    if (!out) {
+        r->ans_rc = rsdi_lms_list_end(r->lms->cat, rc, &r->ans_top);
+        return;
+    }
+#endif
+    r->ans_rc = r->rt->list_end(r, out, rc, &r->ans_top);
+}
+
+/* A listing into out: what its reader made of the answer, or (a runtime with parse_list)
+   the whole body parsed. */
+RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
+    rsd_listing *o;
+    if (!r->rt->list_end) return r->rt->parse_list(r, body, len, out);
+    if (r->ans_state != RSDI_ANS_READ || !rsdi_rc_ans_list(r, &o) || o != out) return RSD_ERR_STATE;
+    return r->ans_rc;
+}
+
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                uint64_t now_ms) {
     bool ok;
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
-    if (!body) len = 0;
-    if (transport == RSD_OK && len > r->max_body) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
+    if (body && len) (void)rsd_reconcile_body(r, status, body, len); /* the last piece, or the whole answer */
+    if (transport == RSD_OK && r->ans_state == RSDI_ANS_OVER) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
+    if (transport == RSD_OK && status >= 200 && status <= 299) rsdi_rc_ans_read(r);
+    body = r->ans;
+    len = r->ans_state == RSDI_ANS_WHOLE ? r->ans_len : 0;
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
         r->rt->answer(r, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
         return RSD_OK;
@@ -10616,8 +10767,13 @@ RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
     }
 }
 
-RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_ollama_ps_listing(body, len, r->toks, r->max_tokens, out);
+RSDI_PRIVATE void rsdi_ollama_rt_entry(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
+    RSDI_UNUSED(r);
+    rsdi_ollama_list_el(out, key, el);
+}
+
+RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top) {
+    rc = rsdi_ollama_list_end(out, rc, top);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     rsdi_ollama_names(r, out);
@@ -10637,7 +10793,8 @@ RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int statu
 RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
     static const rsd_runtime rt = {
         "ollama", "Ollama", RSD_STRATEGY_SCHEDULER, RSD_RT_LOAD | RSD_RT_WAIT,
-        rsdi_ollama_request, rsdi_ollama_rt_list, NULL, rsdi_ollama_load_answer, 0, 0, 0, NULL, NULL, NULL, NULL};
+        rsdi_ollama_request, NULL, NULL, rsdi_ollama_load_answer, 0, 0, 0, NULL, NULL, NULL, NULL,
+        rsdi_ollama_rt_entry, rsdi_ollama_rt_list};
     return &rt;
 }
 #else
@@ -10747,7 +10904,8 @@ RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
 
 /* Parse a catalog answer into r->lms->cat; a truncated one is never cached. */
 RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
-    int rc = rsd_lms_catalog_from_response(r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
+    int rc = r->ans_state == RSDI_ANS_READ ? rsdi_lms_tier_read(r->lms->cat, tier, r->ans_rc) /* read as it arrived */
+           : rsd_lms_catalog_from_response(r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
     r->no_cache = r->lms->cat->truncated;
     return rc;
 }
@@ -11152,7 +11310,7 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
         "lmstudio", "LM Studio", RSD_STRATEGY_JIT, RSD_RT_LOAD | RSD_RT_INSTANCES,
         rsdi_lms_request, NULL, NULL, rsdi_lms_load_answer,
         RSD_LMS_DEADLINE_MS, RSD_LMS_PROBE_TIMEOUT_MS, RSD_LMS_RESTORE_MS, rsdi_lms_root,
-        rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked};
+        rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked, NULL, NULL};
     return &rt;
 }
 #else
@@ -11195,6 +11353,7 @@ RSDI_PRIVATE bool rsdi_det_lms_v0(rsd_detect *d, const char *body, size_t len) {
 
 typedef struct rsdi_det_probe {
     const char *path;                                    /* GET under the root URL */
+    const char *list;                                    /* a listing: the member that is its list */
     bool (*match)(rsd_detect *d, const char *body, size_t len); /* on a 2xx answer */
     const rsd_runtime *(*runtime)(void);
     bool first_listing;                                  /* the answer is the runtime's first listing */
@@ -11202,10 +11361,10 @@ typedef struct rsdi_det_probe {
 
 /* Probe order = detection order. */
 static const rsdi_det_probe rsdi_det_probes[] = {
-    {"/props", rsdi_det_router, rsd_runtime_router, false},
-    {"/api/version", rsdi_det_ollama, rsd_runtime_ollama, false},
-    {"/api/v1/models", rsdi_det_lms_v1, rsd_runtime_lmstudio, true},
-    {"/api/v0/models", rsdi_det_lms_v0, rsd_runtime_lmstudio, false}
+    {"/props", NULL, rsdi_det_router, rsd_runtime_router, false},
+    {"/api/version", NULL, rsdi_det_ollama, rsd_runtime_ollama, false},
+    {"/api/v1/models", "models", rsdi_det_lms_v1, rsd_runtime_lmstudio, true},
+    {"/api/v0/models", "data", rsdi_det_lms_v0, rsd_runtime_lmstudio, false}
 };
 enum { RSDI_DET_NPROBES = (int)(sizeof rsdi_det_probes / sizeof rsdi_det_probes[0]) };
 
@@ -11280,7 +11439,41 @@ RSD_API rsd_step rsd_detect_next(rsd_detect *d, uint64_t now_ms) {
     if (t > left) t = left;
     h->timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
     d->requests++;
+    d->buf_len = 0;
+    d->buf_state = RSDI_ANS_WHOLE;
     return d->step;
+}
+
+RSD_API int rsd_detect_body(rsd_detect *d, int status, const char *data, size_t len) {
+    if (!d || d->step.kind != RSD_STEP_HTTP || !d->buf || d->buf_cap < 1024) return RSD_ERR_STATE;
+    if (!len) return RSD_OK;
+    if (!data) return RSD_ERR_ARG;
+    if (d->buf_state == RSDI_ANS_WHOLE && len > d->buf_cap - d->buf_len) {
+        if (status >= 200 && status <= 299 && rsdi_det_probes[d->probe].list) { /* read as it arrives, in place */
+            rsd_json_split_init(&d->split, d->buf, d->buf_cap, d->toks, d->n_toks, NULL, NULL);
+            (void)rsd_json_split_feed(&d->split, d->buf, d->buf_len);
+            d->buf_state = RSDI_ANS_SPLIT;
+        } else {
+            d->buf_state = RSDI_ANS_OVER; /* kept whole, and larger than the buffer */
+        }
+    }
+    if (d->buf_state == RSDI_ANS_SPLIT) (void)rsd_json_split_feed(&d->split, data, len);
+    else if (d->buf_state == RSDI_ANS_WHOLE) {
+        if (data != d->buf + d->buf_len) memmove(d->buf + d->buf_len, data, len);
+        d->buf_len += len;
+    }
+    return RSD_OK;
+}
+
+/* A probe's 2xx answer matches: kept whole, its own reader; read as it arrived, its list. */
+RSDI_PRIVATE bool rsdi_det_match(rsd_detect *d, const rsdi_det_probe *p, const char *body, size_t len) {
+    rsd_json_doc top;
+    int v;
+    if (d->buf_state == RSDI_ANS_OVER) return false; /* e.g. a single-model server's /props: not a router's */
+    if (d->buf_state != RSDI_ANS_SPLIT) return p->match(d, body, len);
+    if (rsd_json_split_end(&d->split, &top) <= 0 || rsd_json_type_of(&top, 0) != RSD_JSON_OBJECT) return false;
+    v = rsd_json_find(&top, 0, p->list);
+    return v >= 0 && rsd_json_type_of(&top, v) == RSD_JSON_ARRAY;
 }
 
 RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char *body, size_t len,
@@ -11288,6 +11481,11 @@ RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char
     const rsdi_det_probe *p;
     if (!d || d->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
+    if (d->buf && d->buf_cap >= 1024) { /* the answer in the buffer (this piece the last) */
+        if (len) (void)rsd_detect_body(d, status, body, len);
+        body = d->buf;
+        len = d->buf_state == RSDI_ANS_WHOLE ? d->buf_len : 0;
+    }
     p = &rsdi_det_probes[d->probe];
     d->step.kind = RSD_STEP_NONE;
     if (transport == RSD_ERR_TIMEOUT && now_ms < d->deadline) { /* busy, not gone: the same probe again */
@@ -11311,9 +11509,9 @@ RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char
     }
     if (transport == RSD_OK && (status == 401 || status == 403)) d->saw_auth = true;
     if (d->probe == 0) d->probe0_status = status;
-    if (transport == RSD_OK && status >= 200 && status <= 299 && p->match(d, body, len)) {
+    if (transport == RSD_OK && status >= 200 && status <= 299 && rsdi_det_match(d, p, body, len)) {
         d->runtime = p->runtime();
-        d->first_listing = p->first_listing;
+        d->first_listing = p->first_listing && d->buf_state == RSDI_ANS_WHOLE; /* kept whole: replayed */
         rsdi_det_done(d, RSD_OK);
         return RSD_OK;
     }

@@ -6598,8 +6598,6 @@ struct rsd_ensurer {
     rsd_http_req_h h;
     rsd_runtime_kind kind;
     rsd_runtime_kind only_kind;       /* desc.runtime: the one runtime it serves (AUTO = any) */
-    char *body;                       /* the ensure's answers are read here (body_cap bytes, after the struct) */
-    size_t body_cap;
     const rsd_runtime *rt;            /* the runtime of the current run */
     rsd_outcome outcome;
     uint32_t ctx, ctx_ceiling, timeout_ms, probe_ms, probe_ms_req, requests;
@@ -6907,7 +6905,7 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
    no_cache), the in-memory instance records (a runtime with instances, no state directory),
    the scratch region (detection, then the attribution), the protected ids. */
 typedef struct rsdi_en_sizes {
-    size_t body, cache, mem, scratch, prot, total;
+    size_t cache, mem, scratch, prot, total;
 } rsdi_en_sizes;
 
 /* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
@@ -6922,7 +6920,6 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     rsdi_rc_sizes z;
     int i;
     if (!rsdi_rc_sizes_of(lim, &z)) return false;
-    b->body = rsdi_al8(z.body);
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
@@ -6934,7 +6931,7 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     if (d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect))) b->scratch = rsdi_al8(sizeof(rsd_detect));
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->scratch + b->prot;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->prot;
     return true;
 }
 
@@ -6974,9 +6971,6 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     }
     memset(e, 0, b.total);
     at = (char *)e + rsdi_al8(sizeof *e);
-    e->body = at;
-    e->body_cap = b.body;
-    at += b.body;
     if (b.cache) e->cache = (rsd_decision_cache *)(void *)at;
     at += b.cache;
     if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
@@ -7573,8 +7567,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
     rsd_detect *d = e->detect;
     rsdi_en_found f;
-    (void)rsd_detect_feed(d, ev->result, ev->status, ev->body.ptr, ev->body.len,
-                          ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
+    (void)rsd_detect_feed(d, ev->result, ev->status, NULL, 0, ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
     if (rsd_detect_next(d, now_ms).kind != RSD_STEP_DONE) return; /* the next probe (or the same, later) */
     if (!d->runtime) {
         rsdi_en_fail(e, d->error, now_ms, "%s", d->message);
@@ -7591,9 +7584,9 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     f.capacity_known = d->capacity_known;
     f.unlimited = d->unlimited;
     f.max_instances = d->max_instances;
-    if (d->first_listing) { /* the runtime's first request is this very GET */
-        f.listing = ev->body.ptr ? ev->body.ptr : "";
-        f.listing_len = ev->body.len;
+    if (d->first_listing) { /* the runtime's first request is this very GET (kept whole in the reconcile's buffer) */
+        f.listing = d->buf;
+        f.listing_len = d->buf_len;
     }
     rsdi_en_start_run(e, &f, now_ms); /* the detection state is gone from here on */
 }
@@ -7675,8 +7668,10 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
         memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
-        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
         e->detect->n_toks = e->m.rc.max_tokens;
+        e->detect->buf = e->m.rc.ans;
+        e->detect->buf_cap = e->m.rc.max_body;
         if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
@@ -7686,6 +7681,16 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
     }
     rsdi_en_start_run(e, NULL, now_ms);
     return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
+}
+
+/* The step's answer as it arrives: to detection or to the reconcile, with the status of
+   its head (on_body is called only after the head). */
+RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    rsd_http_head_info hi;
+    int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
+    if (e->phase == RSDI_EN_DETECT) (void)rsd_detect_body(e->detect, status, data, len);
+    else (void)rsd_reconcile_body(&e->m.rc, status, data, len);
 }
 
 /* Sends an HTTP step (the reconcile's or detection's); false when it could not be sent
@@ -7706,8 +7711,8 @@ RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.body_len = s->http.body ? s->http.body_len : 0;
     q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
     q.connect_timeout_ms = q.total_timeout_ms;
-    q.body_buf = e->body; /* one step at a time: its answer is parsed before the next is sent */
-    q.body_cap = e->body_cap;
+    q.on_body = rsdi_en_on_body; /* one step at a time: its answer is read as it arrives */
+    q.user = e;
     e->op = e->phase == RSDI_EN_DETECT ? RSD_OP_NONE : s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
     /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
@@ -7918,7 +7923,7 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->waiting = RSDI_EN_WAIT_NONE;
                 fed = true;
                 if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
-                else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
+                else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, NULL, 0, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             if (fed) continue;

@@ -87,14 +87,14 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
     CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
-    CHECK(rsd_reconcile_footprint(NULL) <= 126 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 331 * 1024);
+    CHECK(rsd_reconcile_footprint(NULL) <= 134 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 251 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 324 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 244 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
@@ -276,12 +276,20 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     CHECK(strstr(r.result.message, "arena_bytes") != NULL);
     rsd_reconcile_release(&r);
     lim.arena_bytes = 0;
-    lim.max_models = 16; /* the body itself over max_body_bytes */
-    lim.max_body_bytes = strlen(big) - 1;
-    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_TOO_LARGE);
+    lim.max_models = 16; /* one entry over max_body_bytes (the whole listing is read as it arrives) */
+    lim.max_body_bytes = 1024;
+    CHECK(strlen(big) < 1024 && strlen(real) > 3 * 1024);
+    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_OK); /* small entries: read */
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_TOO_LARGE); /* a real router's entry is not */
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_body_bytes") != NULL);
+    CHECK(strstr(r.result.message, "a list entry is larger than the buffer") != NULL);
+    CHECK(!r.result.mutated);
     rsd_reconcile_release(&r);
+    lim.max_body_bytes = 1023; /* the smallest buffer is 1 KiB */
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+    lim.max_body_bytes = 0;
     /* within every limit: decided (already resident) */
     CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
@@ -785,8 +793,8 @@ static void test_ensurer_client_fits_one_ensure(void) {
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK_EQ_INT(rsd_ensurer_http(e)->nreqs, 2);
     CHECK_EQ_INT(rsd_ensurer_http(e)->nconns, 2);
-    CHECK_EQ_INT(e->body_cap, e->m.rc.max_body);
-    CHECK(e->body_cap >= strlen(body));
+    CHECK_EQ_INT(e->m.rc.max_body, RSD_RECONCILE_BODY_BYTES); /* the answers' buffer: the reconcile's */
+    CHECK(e->m.rc.max_body < strlen(body));                    /* a listing is read as it arrives */
     CHECK(rsd_ensurer_http(e)->desc.max_request_bytes >=
           (size_t)RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX);
     rsd_ensurer_destroy(e);
