@@ -7,6 +7,7 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 #include "state_dir.h"
+#include "attr_set.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -158,7 +159,7 @@ static void test_l27_free_slot_fast_poll(void) {
     {
         rsd_state *st = NULL;
         rsd_state_desc sd;
-        rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+        rsd_attr_set *set = new_attr_set();
         char key[RSD_TARGET_KEY_MAX], raw[128];
         memset(&sd, 0, sizeof sd);
         sd.dir = g_state_dir;
@@ -870,6 +871,7 @@ static void test_commit_lock_is_a_step(void) {
     char key[RSD_TARGET_KEY_MAX];
     uint64_t g = 0, now;
     int i, rc, k;
+    ATTR_SET_UP(set);
     REQUIRE(sim_start(&s, args) == 0);
     router_key(&s, key, sizeof key);
     memset(&sd, 0, sizeof sd);
@@ -1122,6 +1124,7 @@ static void test_old_key_records_migrate(void) {
     rsd_ensure_req q;
     rsd_ensure_result res;
     char key[RSD_TARGET_KEY_MAX], old[256], url[160];
+    ATTR_SET_UP(set);
     REQUIRE(sim_start(&s, args) == 0);
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
