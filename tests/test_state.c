@@ -1265,6 +1265,181 @@ static void test_format_parse_internal(void) {
     CHECK(same_set(&a, &b));
 }
 
+/* The whole file at path into buf (cap bytes): its length, or -1. */
+static long slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (!f) return -1;
+    n = fread(buf, 1, cap, f);
+    fclose(f);
+    return (long)n;
+}
+
+/* 64 entries with both ids 255 bytes long round-trip through the files when the desc asks
+   for the room (attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX). With the default arena the
+   same record is reported (RSD_ERR_TOO_LARGE naming attr_arena_bytes, the set empty and
+   marked over), never read in part, and never written back shorter: an add, a remove, a
+   commit and a last use on it fail and leave the file as it was. */
+static void test_attr_over_the_arena_is_reported_and_kept(void) {
+    static rsd_attr_set set;
+    static char before[RSD_STATE_MAX_FILE_BYTES], after[RSD_STATE_MAX_FILE_BYTES];
+    static char small_ids[RSD_STATE_ATTR_ARENA_DEFAULT];
+    rsd_attr_set small;
+    char tmp[64], p[512], aside[600], model[RSD_STATE_MAX_ID_BYTES + 1], inst[RSD_STATE_MAX_ID_BYTES + 1];
+    logcap lc;
+    rsd_state_desc d;
+    rsd_state *big = NULL, *st;
+    rsd_state_lock lk;
+    rsd_attr_change ch;
+    long n0, n1;
+    int i;
+    ATTR_SET_UP(set);
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    memset(&d, 0, sizeof d);
+    d.dir = tmp;
+    d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
+    REQUIRE(rsd_state_open(&big, &d) == RSD_OK);
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL); /* the default arena */
+    memset(model, 'm', RSD_STATE_MAX_ID_BYTES);
+    memset(inst, 'i', RSD_STATE_MAX_ID_BYTES);
+    model[RSD_STATE_MAX_ID_BYTES] = inst[RSD_STATE_MAX_ID_BYTES] = '\0';
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        model[0] = inst[0] = (char)('A' + i % 26);
+        model[1] = inst[1] = (char)('a' + i / 26);
+        CHECK_EQ_INT(rsd_state_attr_add(big, KEY, model, inst, 1000 + (uint64_t)i), RSD_OK);
+    }
+    CHECK_EQ_INT(rsd_state_attr_load(big, KEY, &set), RSD_STATE_MAX_ATTR);
+    CHECK_EQ_INT(set.arena_used, RSD_STATE_ATTR_ARENA_MAX);
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        model[0] = inst[0] = (char)('A' + i % 26);
+        model[1] = inst[1] = (char)('a' + i / 26);
+        CHECK(rsd_attr_set_find(&set, model, inst) == i);
+        CHECK_EQ_INT(set.items[i].loaded_at_ms, 1000 + i);
+    }
+    attr_path(tmp, KEY, p, sizeof p);
+    snprintf(aside, sizeof aside, "%s.corrupt", p);
+    n0 = slurp(p, before, sizeof before);
+    REQUIRE(n0 > 0);
+    /* the default arena: reported, not read in part, not corrupt */
+    CHECK_EQ_INT(rsd_attr_set_init(&small, small_ids, sizeof small_ids), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &small), RSD_ERR_TOO_LARGE);
+    CHECK(small.over && !small.corrupt && !small.reset && small.count == 0);
+    CHECK_EQ_INT(small.arena_used, RSD_STATE_ATTR_ARENA_MAX);
+    CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
+    CHECK(lc.items[RSD_LOGITEM_ATTR_READ_FAILED] >= 1);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 0);
+    /* an update through the state's own (default) scratch set writes nothing */
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "new", NULL, 1), RSD_ERR_TOO_LARGE);
+    CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, set.items[0].model, NULL), RSD_ERR_TOO_LARGE);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && rsd_state_lock_step(st, &lk, 0) == RSD_OK);
+    ch.model = "new";
+    ch.instance = NULL;
+    ch.remove = false;
+    CHECK_EQ_INT(rsd_state_attr_commit(st, &lk, &ch, 1, 5, NULL), RSD_ERR_TOO_LARGE);
+    rsd_state_unlock(st, &lk);
+    n1 = slurp(p, after, sizeof after);
+    CHECK(n1 == n0 && memcmp(before, after, (size_t)n0) == 0);
+    CHECK(slurp(aside, after, sizeof after) < 0); /* never moved aside */
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 0);
+    CHECK_EQ_INT(rsd_state_attr_load(big, KEY, &set), RSD_STATE_MAX_ATTR); /* all still there */
+    /* the last uses: 64 models of 255 bytes need 16 KiB */
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        model[0] = (char)('A' + i % 26);
+        model[1] = (char)('a' + i / 26);
+        CHECK_EQ_INT(rsd_state_used_touch(big, KEY, model, 1000 + (uint64_t)i, true), RSD_OK);
+    }
+    CHECK_EQ_INT(rsd_state_used_load(big, KEY, &set), RSD_STATE_MAX_ATTR);
+    p[strlen(p) - 5] = '\0';
+    strcat(p, ".used");
+    n0 = slurp(p, before, sizeof before);
+    CHECK_EQ_INT(rsd_state_used_touch(st, KEY, "x", 99999, true), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_state_used_load(st, KEY, &small), RSD_ERR_TOO_LARGE);
+    n1 = slurp(p, after, sizeof after);
+    CHECK(n0 > 0 && n1 == n0 && memcmp(before, after, (size_t)n0) == 0);
+    /* over the arena and cut short: corrupt, as a whole read finds it */
+    write_file(p, before, (size_t)n0 - 3);
+    CHECK_EQ_INT(rsd_state_used_load(st, KEY, &small), 0);
+    CHECK(small.corrupt && !small.over);
+    rsd_state_close(st);
+    rsd_state_close(big);
+    rm_rf(tmp);
+}
+
+/* One update that removes and adds within a full arena: the ids the remove left behind are
+   compacted away, so the add finds the room the file will have. */
+static void test_attr_arena_compacts_within_an_update(void) {
+    static rsd_attr_set set;
+    char tmp[64], a[200], b[200], c[200];
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    rsd_state_lock lk;
+    rsd_attr_change ch[2];
+    ATTR_SET_UP(set);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    memset(a, 'a', 199);
+    memset(b, 'b', 199);
+    memset(c, 'c', 199);
+    a[199] = b[199] = c[199] = '\0';
+    memset(&d, 0, sizeof d);
+    d.dir = tmp;
+    d.attr_arena_bytes = 400; /* two 199-byte models exactly */
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, a, NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, b, NULL, 2), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, c, NULL, 3), RSD_ERR_CAPACITY);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && rsd_state_lock_step(st, &lk, 0) == RSD_OK);
+    ch[0].model = a;
+    ch[0].instance = NULL;
+    ch[0].remove = true;
+    ch[1].model = c;
+    ch[1].instance = NULL;
+    ch[1].remove = false;
+    CHECK_EQ_INT(rsd_state_attr_commit(st, &lk, ch, 2, 4, NULL), RSD_OK);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 2);
+    CHECK(rsd_attr_set_find(&set, b, "") == 0 && rsd_attr_set_find(&set, c, "") == 1);
+    CHECK(rsd_attr_set_find(&set, a, NULL) < 0);
+    CHECK_EQ_INT(set.items[1].loaded_at_ms, 4);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+/* A set that rsd_attr_set_init did not set up is refused, not filled through a stray arena. */
+static void test_attr_set_needs_init(void) {
+    static rsd_attr_set zeroed, dst;
+    char tmp[64], ids[16];
+    logcap lc;
+    rsd_state *st;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m", NULL, 1), RSD_OK);
+    memset(&zeroed, 0, sizeof zeroed);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &zeroed), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_used_load(st, KEY, &zeroed), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_find(&zeroed, "m", NULL), RSD_ERR_NOT_FOUND);
+    CHECK_EQ_INT(rsd_attr_set_init(NULL, ids, sizeof ids), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_init(&dst, NULL, 4), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_init(&dst, NULL, 0), RSD_OK); /* no room: a record with ids is too large */
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &dst), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_attr_set_init(&dst, ids, sizeof ids), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &zeroed), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_copy(&zeroed, &dst), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &dst), 1);
+    CHECK_EQ_INT(rsd_attr_set_init(&zeroed, ids + 2, 2), RSD_OK);
+    CHECK_EQ_INT(rsd_attr_set_copy(&zeroed, &dst), RSD_OK); /* "m" and its NUL */
+    CHECK(strcmp(zeroed.items[0].model, "m") == 0 && zeroed.items[0].model != dst.items[0].model);
+    CHECK_EQ_INT(rsd_attr_set_init(&zeroed, ids + 2, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_attr_set_copy(&zeroed, &dst), RSD_ERR_TOO_LARGE);
+    CHECK(zeroed.over && zeroed.count == 0 && zeroed.arena_used == 2);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
 /* Record files are read and written a chunk (RSDI_ATTR_CHUNK) at a time: for every image
    -- the largest valid one, cut anywhere, with bytes after the trailer, a line longer than
    the chunk, a file over RSD_STATE_MAX_FILE_BYTES -- a read gives what rsdi_attr_parse
@@ -1407,6 +1582,9 @@ int main(int argc, char **argv) {
 #endif
     RUN(test_no_fd_leak);
     RUN(test_format_parse_internal);
+    RUN(test_attr_over_the_arena_is_reported_and_kept);
+    RUN(test_attr_arena_compacts_within_an_update);
+    RUN(test_attr_set_needs_init);
     RUN(test_chunked_read_matches_whole_parse);
     RUN(test_legacy_key);
 #if defined(_WIN32)
