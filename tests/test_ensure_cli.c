@@ -753,7 +753,8 @@ static void test_real_router_words(void) {
 
 /* The real router listing 65 models with 72-byte ids (one over the default 64): said so
    in plain words, exit 6; read with --max-models, the model is loaded. Then its loaded
-   entry over --max-tokens 64: said so, with the flag that raises it. */
+   entry over --max-tokens 64: said so, with the flag that raises it, and --max-tokens 128
+   reads it. */
 static void preset_65_long(FILE *f, const char *dir) {
     int i;
     for (i = 0; i < 65; i++)
@@ -799,6 +800,12 @@ static void test_real_router_listing_over_the_default(void) {
         CHECK(strstr(g_out, "max_tokens") != NULL);
         CHECK(strstr(g_out, "\n  --max-tokens N reads a larger listing entry\n") != NULL);
         CHECK(strstr(g_out, "--max-models N") == NULL);
+        SHOW_ON_FAIL();
+    }
+    { /* the flag the hint names reads it */
+        const char *a[] = {"--url", S.url, "--model", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-000",
+                           "--no-state", "--max-models", "65", "--max-tokens", "128", NULL};
+        CHECK_EQ_INT(cli(a), 0);
         SHOW_ON_FAIL();
     }
     {
