@@ -833,6 +833,23 @@ static pid_t busy_request(const char *url, const char *body) {
     return pid;
 }
 
+/* A state directory named name (RESIDENCY_STATE_DIR=... into env_dir), rsd-sim started
+   with sim_args, and the n models of order ensured one by one, each by its own rsd-ensure
+   with env; false when the sim did not start. */
+static bool sim_with_loads(sim_proc *s, const char *const *sim_args, const char *name, char *env_dir,
+                           size_t cap, const char *const *env, const char *const *order, int n) {
+    int k;
+    make_state_dir(name);
+    if (!g_state_dir[0]) return false;
+    snprintf(env_dir, cap, "RESIDENCY_STATE_DIR=%s", g_state_dir);
+    if (sim_start(s, sim_args) != 0) return false;
+    for (k = 0; k < n; k++) {
+        const char *a[] = {"--url", s->url, "--model", order[k], NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+    }
+    return true;
+}
+
 /* The issue's case as a user tries it: a 3-slot router holding bravo, charlie and a
    busy, newest alpha, each ensured by its own rsd-ensure (one state directory shared);
    `rsd-ensure --model delta` evicts bravo, the least recently used, and says why (by id
@@ -846,15 +863,8 @@ static void test_lru_sim(void) {
     char env_dir[300], url[200];
     const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
     pid_t busy;
-    int k, st = 0;
-    make_state_dir("lru");
-    REQUIRE(g_state_dir[0]);
-    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
-    REQUIRE(sim_start(&s, sim_args) == 0);
-    for (k = 0; k < 3; k++) {
-        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
-        CHECK_EQ_INT(cli_env(env, a), 0);
-    }
+    int st = 0;
+    REQUIRE(sim_with_loads(&s, sim_args, "lru", env_dir, sizeof env_dir, env, order, 3));
     snprintf(url, sizeof url, "%s/v1/chat/completions", s.url);
     busy = busy_request(url, "{\"model\":\"alpha\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
     CHECK(busy > 0);
@@ -929,15 +939,7 @@ static void test_free_bytes_sim(void) {
     static const char *const order[] = {"bravo", "guarded", "charlie", "alpha"};
     char env_dir[300], id[64];
     const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
-    int k;
-    make_state_dir("free");
-    REQUIRE(g_state_dir[0]);
-    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
-    REQUIRE(sim_start(&s, sim_args) == 0);
-    for (k = 0; k < 4; k++) {
-        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
-        CHECK_EQ_INT(cli_env(env, a), 0);
-    }
+    REQUIRE(sim_with_loads(&s, sim_args, "free", env_dir, sizeof env_dir, env, order, 4));
     CHECK_EQ_INT(sim_post_json(&s, "/models/load", "{\"model\":\"other\"}"), 200); /* someone else's: never ours to unload */
     {
         const char *a[] = {"--url", s.url, "--free-bytes", "3G", "--protect", "guarded", "--json", NULL};
@@ -997,15 +999,8 @@ static void test_release_keeps_what_failed(void) {
     static const char *const order[] = {"bravo", "charlie", "alpha"};
     char env_dir[300], id[64];
     const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
-    int k, n, loads;
-    make_state_dir("release-fail");
-    REQUIRE(g_state_dir[0]);
-    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
-    REQUIRE(sim_start(&s, sim_args) == 0);
-    for (k = 0; k < 3; k++) {
-        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
-        CHECK_EQ_INT(cli_env(env, a), 0);
-    }
+    int n, loads;
+    REQUIRE(sim_with_loads(&s, sim_args, "release-fail", env_dir, sizeof env_dir, env, order, 3));
     {
         const char *a[] = {"--url", s.url, "--free-bytes", "4G", "--json", NULL};
         CHECK_EQ_INT(cli_env(env, a), 0);

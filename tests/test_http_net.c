@@ -863,26 +863,32 @@ static void on_sse(void *user, const rsd_sse_event *ev) {
                  (int)ev->data.len, ev->data.ptr);
 }
 
+/* GET /sse with on_sse into sink, served by serve() until the stream is open (x->streaming). */
+static bool sse_open(rsd_http_server *s, rsd_http_client *c, srv_ctx *x, sse_sink *sink) {
+    rsd_http_request q;
+    rsd_http_req_h h;
+    int i;
+    memset(x, 0, sizeof *x); memset(&q, 0, sizeof q); memset(sink, 0, sizeof *sink);
+    if (!s || !c) return false;
+    q.url = url(s, "/sse");
+    q.on_sse = on_sse;
+    q.user = sink;
+    q.total_timeout_ms = RSD_TIMEOUT_NONE;
+    if (rsd_http_send(c, &q, 0, &h) != RSD_OK) return false;
+    for (i = 0; i < 50 && !x->streaming.id; i++) { pump(c, s, 0); serve(s, x); }
+    return x->streaming.id != 0;
+}
+
 /* SSE over a chunked stream written across many steps, read by the client's SSE reader. */
 static void test_sse_stream(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_request q;
-    rsd_http_req_h h;
     rsd_http_event ev;
     srv_ctx x;
     sse_sink sink;
     int i;
     bool got = false;
-    memset(&x, 0, sizeof x); memset(&q, 0, sizeof q); memset(&sink, 0, sizeof sink);
-    REQUIRE(s && c);
-    q.url = url(s, "/sse");
-    q.on_sse = on_sse;
-    q.user = &sink;
-    q.total_timeout_ms = RSD_TIMEOUT_NONE;
-    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
-    for (i = 0; i < 50 && !x.streaming.id; i++) { pump(c, s, 0); serve(s, &x); }
-    REQUIRE(x.streaming.id);
+    REQUIRE(sse_open(s, c, &x, &sink));
     CHECK_EQ_INT(rsd_http_stream_sse(s, x.streaming, NULL, "{\"model\":\"a\",\"event\":\"model_status\"}", 37), RSD_OK);
     for (i = 0; i < 50 && sink.n < 1; i++) pump(c, s, 0);
     CHECK_EQ_INT(sink.n, 1);
@@ -911,8 +917,6 @@ static void test_sse_event_over_half_the_slot(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
     rsd_http_client_desc cd;
     rsd_http_client *c;
-    rsd_http_request q;
-    rsd_http_req_h h;
     rsd_http_event ev;
     srv_ctx x;
     sse_sink sink;
@@ -922,16 +926,8 @@ static void test_sse_event_over_half_the_slot(void) {
     memset(&cd, 0, sizeof cd);
     cd.max_body_bytes = 1024; /* events up to 512 bytes */
     c = rsd_http_client_create(&cd);
-    memset(&x, 0, sizeof x); memset(&q, 0, sizeof q); memset(&sink, 0, sizeof sink);
-    REQUIRE(s && c);
     memset(big, 'x', sizeof big);
-    q.url = url(s, "/sse");
-    q.on_sse = on_sse;
-    q.user = &sink;
-    q.total_timeout_ms = RSD_TIMEOUT_NONE;
-    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
-    for (i = 0; i < 50 && !x.streaming.id; i++) { pump(c, s, 0); serve(s, &x); }
-    REQUIRE(x.streaming.id);
+    REQUIRE(sse_open(s, c, &x, &sink));
     CHECK_EQ_INT(rsd_http_stream_sse(s, x.streaming, NULL, big, sizeof big), RSD_OK);
     CHECK_EQ_INT(rsd_http_stream_sse(s, x.streaming, NULL, "after", 5), RSD_OK);
     CHECK_EQ_INT(rsd_http_stream_end(s, x.streaming), RSD_OK);
