@@ -676,8 +676,9 @@
            a given runtime without instances, llama.cpp router or Ollama, has
            no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state),
            attr_arena_bytes (the bytes of ids an attribution as read holds, here,
-           in the state and in etcd; 0 = RSD_STATE_ATTR_ARENA_DEFAULT, 8 KiB, 128
-           per entry; a record over it is never acted on in part, see STATE), protected_models +
+           in the state and in etcd; 0 = as many as the reconcile keeps,
+           limits.id_arena_bytes: 128 per model, 8 KiB by default, so max_models
+           raises both; a record over it is never acted on in part, see STATE), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left), residency_env (the RESIDENCY value; NULL =
            getenv("RESIDENCY") at each begin unless ignore_env; a value that is
@@ -702,8 +703,8 @@
            with runtime LLAMACPP (the scratch region is the attribution's 10 KiB).
            no_state adds the in-memory instance records (48 KiB) where the
            runtime has instances and leaves the scratch region to detection.
-           attr_arena_bytes adds what it asks over 8 KiB; smaller limits,
-           no_cache and a runtime shrink it.
+           attr_arena_bytes (by default the limits' id arena) adds what it asks
+           over 8 KiB; smaller limits, no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -2245,7 +2246,8 @@ typedef struct rsd_ensurer_desc {
     bool no_state;                    /* no state directory: no lock, attribution, generation */
     bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
     uint32_t attr_arena_bytes;        /* bytes of ids an attribution as read holds (here, in the state and
-                                         etcd); 0 = RSD_STATE_ATTR_ARENA_DEFAULT (8 KiB: 128 per entry) */
+                                         etcd); 0 = the reconcile's id arena (limits.id_arena_bytes: by
+                                         default 128 per model, 8 KiB for 64) */
     const rsd_protected_model *protected_models; /* configured ids with roles (copied) */
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     const char *residency_env;        /* RESIDENCY value; NULL = getenv("RESIDENCY") per begin */
@@ -6989,18 +6991,13 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
    no_cache), the in-memory instance records (a runtime with instances, no state directory),
    the scratch region (detection, then the attribution), the protected ids. */
 typedef struct rsdi_en_sizes {
-    size_t body, cache, mem, scratch, prot, total;
+    size_t body, cache, mem, scratch, attr, prot, total;
 } rsdi_en_sizes;
 
 /* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
 RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
     const char *cu = d->coord ? d->coord : d->ignore_env ? NULL : getenv("RESIDENCY_COORD");
     return cu && cu[0] ? cu : NULL;
-}
-
-/* The ids an attribution set holds (desc.attr_arena_bytes; 0 = the default). */
-RSDI_PRIVATE size_t rsdi_en_attr_arena(const rsd_ensurer_desc *d) {
-    return d->attr_arena_bytes ? d->attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT;
 }
 
 RSDI_PRIVATE size_t rsdi_en_mem_bytes(void) { return rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED); }
@@ -7017,7 +7014,10 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
        attribution (with a state directory or etcd; the last uses and a lease are read into
        the state's own scratch) */
-    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(rsdi_en_attr_arena(d)) : 0;
+    /* the attribution's ids: desc.attr_arena_bytes, by default as many as the reconcile
+       keeps (its ours and owned ids go there) */
+    b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.ids;
+    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(b->attr) : 0;
     if (d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect))) b->scratch = rsdi_al8(sizeof(rsd_detect));
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
@@ -7072,7 +7072,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     if (!d.no_state || rsdi_en_coord_url(&d)) {
         e->attrs = (rsd_attr_set *)(void *)at;
         e->attr_arena = at + rsdi_al8(sizeof(rsd_attr_set));
-        e->attr_arena_bytes = rsdi_en_attr_arena(&d);
+        e->attr_arena_bytes = b.attr;
         (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
     }
     if (d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
@@ -7105,7 +7105,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         memset(&sd, 0, sizeof sd);
         sd.dir = d.state_dir;
         sd.lock_fail_closed = d.lock_fail_closed;
-        sd.attr_arena_bytes = d.attr_arena_bytes;
+        sd.attr_arena_bytes = (uint32_t)b.attr;
         sd.allocator = d.allocator;
         sd.logger = d.logger;
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
@@ -7126,7 +7126,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             cd.url = cu;
             cd.host_id = d.coord_host;
             cd.lease_ttl_s = d.coord_lease_ttl_s;
-            cd.attr_arena_bytes = d.attr_arena_bytes;
+            cd.attr_arena_bytes = (uint32_t)b.attr;
 #define RSDI_EN_COORD_ENV(f, name) (d.f ? d.f : d.ignore_env ? NULL : getenv(name))
             cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
             cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
