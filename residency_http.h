@@ -33,6 +33,11 @@
                                       coordinator (desc.coord, $RESIDENCY_COORD) is
                                       not created; the state directory is used
                                       otherwise
+       RSD_NO_DETECT                  the ensurer does not detect runtimes: a request
+                                      whose runtime is AUTO (its own and the desc's)
+                                      ends with RSD_ERR_NOT_FOUND, "no runtime
+                                      detection in this build", sending nothing; the
+                                      core's rsd_detect_* stay for a caller of its own
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
@@ -869,8 +874,9 @@
        Runtime detection (q.runtime AUTO) is the core's rsd_detect (driver:
        detect), driven over the ensurer's client: one GET per probe under the root
        URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
-       0.3). The answer is cached per target in the ensurer (RSD_ENSURE_MAX_NAMES
-       entries), so only the first ensure of a target pays for it. What the probe
+       0.3); RSD_NO_DETECT leaves it out. The answer is cached per target in the
+       ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
+       target pays for it. What the probe
        read is handed to the reconcile, not asked again: a router's /props as its
        instance limit (desc.capacity_known), so a resident model costs 2 requests
        (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
@@ -6507,6 +6513,13 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #else
 #define RSDI_EN_CO(e) ((e)->co)
 #endif
+/* True while the ensure detects its runtime: never in a build without detection, so
+   detection's branches of the ensure compile out. */
+#ifdef RSD_NO_DETECT
+#define RSDI_EN_DETECTING(e) ((void)(e), 0)
+#else
+#define RSDI_EN_DETECTING(e) ((e)->phase == RSDI_EN_DETECT)
+#endif
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
@@ -7674,6 +7687,12 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
+#ifdef RSD_NO_DETECT
+        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
+                     "%s: no runtime detection in this build (RSD_NO_DETECT); name the runtime "
+                     "(rsd_ensure_req.runtime)", e->url);
+        return RSD_ERR_NOT_FOUND;
+#else
         memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
         e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
         e->detect->n_toks = e->m.rc.max_tokens;
@@ -7683,6 +7702,7 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
         }
         e->phase = RSDI_EN_DETECT;
         return RSD_OK;
+#endif
     }
     rsdi_en_start_run(e, NULL, now_ms);
     return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
@@ -7917,14 +7937,14 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->inflight = false;
                 e->waiting = RSDI_EN_WAIT_NONE;
                 fed = true;
-                if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
+                if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
                 else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             if (fed) continue;
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
-        if (e->phase == RSDI_EN_DETECT) {
+        if (RSDI_EN_DETECTING(e)) {
             rsd_step s = rsd_detect_next(e->detect, now_ms);
             if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
             if (!rsdi_en_http(e, &s, now_ms, &rc)) {
