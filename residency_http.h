@@ -6520,6 +6520,13 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #else
 #define RSDI_EN_DETECTING(e) ((e)->phase == RSDI_EN_DETECT)
 #endif
+/* 1 when a built-in runtime can run models as instances: LM Studio is the only one, so
+   in a build without it every instance branch of the ensure compiles out. */
+#ifdef RSD_NO_LMSTUDIO
+#define RSDI_EN_INSTANCES 0
+#else
+#define RSDI_EN_INSTANCES 1
+#endif
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
@@ -6939,7 +6946,7 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
-    b->mem = z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
+    b->mem = RSDI_EN_INSTANCES && z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
     /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
        attribution (with a state directory or etcd; the last uses and a lease are read into
        the state's own scratch) */
@@ -7029,7 +7036,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         sd.allocator = d.allocator;
         sd.logger = d.logger;
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
-        if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && z.lms) { /* instances kept in memory */
+        if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && RSDI_EN_INSTANCES && z.lms) { /* instances kept in memory */
             e->mem = e->mem_own = (rsdi_ensure_mem *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes());
             e->max_mem = e->mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
             if (!e->mem)
@@ -7379,7 +7386,7 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
     rsd_etcd_view v;
     if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
     rsd_etcd_query(RSDI_EN_CO(e), &v);
-    if (e->rt->flags & RSD_RT_INSTANCES)
+    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
         rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "could not read the shared record for '%s' from etcd (%s): residency treats every "
                                  "loaded instance there as not its own", e->url,
@@ -7399,7 +7406,7 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     int k;
     e->n_ours = e->n_owned = 0;
     if (!e->st && !RSDI_EN_CO(e)) {
-        for (k = 0; k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
+        for (k = 0; RSDI_EN_INSTANCES && k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
             if (strcmp(e->mem[k].key, e->key) == 0) {
                 e->owned[e->n_owned].model = e->mem[k].model;
                 e->owned[e->n_owned++].instance = e->mem[k].inst;
@@ -7410,7 +7417,7 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     for (i = 0; i < e->attrs->count; i++) {
         if (!e->attrs->items[i].instance[0]) {
             if (e->n_ours < RSD_RECONCILE_MAX_OURS) e->ours[e->n_ours++] = e->attrs->items[i].model;
-        } else if (e->n_owned < RSD_RECONCILE_MAX_OWNED) {
+        } else if (RSDI_EN_INSTANCES && e->n_owned < RSD_RECONCILE_MAX_OWNED) {
             e->owned[e->n_owned].model = e->attrs->items[i].model;
             e->owned[e->n_owned++].instance = e->attrs->items[i].instance;
         }
@@ -7425,7 +7432,7 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         e->co_told = true;
         if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-        if (e->rt->flags & RSD_RT_INSTANCES)
+        if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
             rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                      "the record of the %s instances residency loaded on '%s' (etcd %s/attr/%s) "
                                      "is corrupt: residency treats every loaded instance there as not its own "
@@ -7440,7 +7447,7 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     if (!e->st || !e->attrs->reset) return;
     e->attrs->reset = false;
     if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-    if (e->rt->flags & RSD_RT_INSTANCES)
+    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
         rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "the record of the %s instances residency loaded on '%s' was corrupt and "
                                  "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
@@ -7528,7 +7535,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     if (!f) f = &e->found;
     has_gen = rsdi_en_gen(e, &gen);
     if (!e->no_cache && !e->free_bytes && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
-    if (e->free_bytes && (rt->flags & RSD_RT_INSTANCES)) {
+    if (e->free_bytes && RSDI_EN_INSTANCES && (rt->flags & RSD_RT_INSTANCES)) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
         return;
     }
@@ -7765,7 +7772,7 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool ad
 RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool remove) {
     if (!a->model || !a->model[0]) return;
     if (!e->st && !RSDI_EN_CO(e)) {
-        if (a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
+        if (RSDI_EN_INSTANCES && a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
         return;
     }
     if (e->n_chg >= RSDI_EN_MAX_CHANGES) return;
@@ -7865,7 +7872,7 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
     if (held && !rsdi_en_gen(e, &gen)) gen = ~(uint64_t)0;
     rsdi_en_read_attr(e); /* it may have changed while we waited */
     (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, e->n_ours);
-    (void)rsd_reconcile_set_owned(&e->m.rc, e->owned, e->n_owned);
+    if (RSDI_EN_INSTANCES) (void)rsd_reconcile_set_owned(&e->m.rc, e->owned, e->n_owned);
     rsdi_en_reset_notice(e);
     (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
     return true;
