@@ -13039,30 +13039,34 @@ RSDI_PRIVATE void rsdi_fleet_cancel_probe(rsd_fleet *f, rsdi_fleet_slot *s) {
     s->probe.id = 0;
 }
 
-/* GET path on a starting child (at most one request per child in flight). */
-RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
+/* Sends GET path to slot s's child as s->probe (its one request in flight); false when
+   it could not be sent (s->probe is then empty). */
+RSDI_PRIVATE bool rsdi_fleet_send_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint32_t timeout_ms,
+                                      uint64_t now_ms) {
     rsd_http_request rq;
-    rsd_proc_info info;
     char url[RSDI_FLEET_URL_BYTES];
     const rsdi_fleet_model *m = &f->models[s->model];
-    if (s->probe.id || s->told || s->stopping || !s->proc.id) return false;
-    if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
-        info.state != RSD_PROC_STARTING)
-        return false;
     (void)RSD_SNPRINTF(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, path);
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
-    rq.connect_timeout_ms = f->probe_timeout_ms;
-    rq.total_timeout_ms = f->probe_timeout_ms;
+    rq.connect_timeout_ms = timeout_ms;
+    rq.total_timeout_ms = timeout_ms;
     rq.bearer_token = m->probe_bearer;
     s->probe_sent_ms = now_ms;
-    s->out_seen = info.out_bytes;
-    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) {
-        s->probe.id = 0; /* the next PROBE tries again */
+    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;
+    return s->probe.id != 0;
+}
+
+/* GET path on a starting child (at most one request per child in flight). */
+RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
+    rsd_proc_info info;
+    if (s->probe.id || s->told || s->stopping || !s->proc.id) return false;
+    if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
+        info.state != RSD_PROC_STARTING)
         return false;
-    }
-    return true;
+    s->out_seen = info.out_bytes;
+    return rsdi_fleet_send_get(f, s, path, f->probe_timeout_ms, now_ms); /* if not, the next PROBE tries again */
 }
 
 /* The readiness probe (GET health_path), until it has said 200 once. */
@@ -13595,26 +13599,12 @@ RSDI_PRIVATE void rsdi_fleet_wd_kill(rsd_fleet *f, rsdi_fleet_slot *s, const cha
 
 /* A READY process due for its health poll gets one (GET health_path). */
 RSDI_PRIVATE bool rsdi_fleet_wd_poll(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
-    rsd_http_request rq;
-    char url[RSDI_FLEET_URL_BYTES];
-    const rsdi_fleet_model *m;
-    uint32_t to;
     if (!f->wd_interval || !s->pp.id || !s->ready || s->stopping || s->wd_why[0] || s->probe.id ||
         !s->wd_next_ms || now_ms < s->wd_next_ms)
         return false;
-    m = &f->models[s->model];
-    to = f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms;
-    (void)RSD_SNPRINTF(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, m->health_path);
-    memset(&rq, 0, sizeof rq);
-    rq.method = "GET";
-    rq.url = url;
-    rq.connect_timeout_ms = to;
-    rq.total_timeout_ms = to;
-    rq.bearer_token = m->probe_bearer;
-    s->probe_sent_ms = now_ms;
     s->wd_next_ms = now_ms + f->wd_interval;
-    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;
-    return s->probe.id != 0;
+    return rsdi_fleet_send_get(f, s, f->models[s->model].health_path,
+                               f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms, now_ms);
 }
 
 /* The answer to a health poll of READY slot s. */
