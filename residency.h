@@ -9246,16 +9246,24 @@ RSDI_PRIVATE int rsdi_rc_root(const rsd_runtime *rt, const char *base_url, char 
     return rsd_root_url(rsd_str_c(base_url), out, cap) > 0 ? RSD_OK : RSD_ERR_URL;
 }
 
-RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url, char *out, size_t cap) {
-    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX];
+/* The target key before it is normalised: "<runtime name>|<base URL>", or the root URL for
+   a runtime with its own root rule (the shell's migration of old keys builds it too). */
+RSDI_PRIVATE int rsdi_rc_raw_key(const rsd_runtime *rt, const char *base_url, char *raw, size_t cap) {
+    char root[RSD_RECONCILE_URL_MAX];
     int rc;
-    if (!out || !base_url) return RSD_ERR_ARG;
-    if (!rt) rt = rsd_runtime_router();
     if (rt->root) { /* keyed by its root */
         if ((rc = rsdi_rc_root(rt, base_url, root, sizeof root)) < 0) return rc;
         base_url = root;
     }
-    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base_url) >= (int)sizeof raw) return RSD_ERR_BUFFER;
+    return RSD_SNPRINTF(raw, cap, "%s|%s", rt->name, base_url) >= (int)cap ? RSD_ERR_BUFFER : RSD_OK;
+}
+
+RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url, char *out, size_t cap) {
+    char raw[RSD_RECONCILE_URL_MAX + 64];
+    int rc;
+    if (!out || !base_url) return RSD_ERR_ARG;
+    if (!rt) rt = rsd_runtime_router();
+    if ((rc = rsdi_rc_raw_key(rt, base_url, raw, sizeof raw)) < 0) return rc;
     return rsd_target_key_normalise(rsd_str_c(raw), out, cap);
 }
 

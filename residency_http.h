@@ -7496,14 +7496,8 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
    ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
    e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
 RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
-    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
-    const char *base = e->url;
-    if (rt->root) {
-        if (rsdi_rc_root(rt, e->url, root, sizeof root) < 0) return 0;
-        base = root;
-    }
-    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base) >= (int)sizeof raw ||
-        rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
+    char raw[RSD_RECONCILE_URL_MAX + 64], old[RSD_TARGET_KEY_MAX];
+    if (rsdi_rc_raw_key(rt, e->url, raw, sizeof raw) < 0 || rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
         return 0;
     return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
 }
