@@ -7051,6 +7051,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             rsd_etcd_desc cd;
             memset(&cd, 0, sizeof cd);
             cd.url = cu;
+            cd.logger = d.logger;
+#ifndef RSD_NO_ETCD /* else create only says that etcd is not in this build */
             cd.host_id = d.coord_host;
             cd.lease_ttl_s = d.coord_lease_ttl_s;
 #define RSDI_EN_COORD_ENV(f, name) (d.f ? d.f : d.ignore_env ? NULL : getenv(name))
@@ -7065,7 +7067,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             cd.http.resolve_fn = hd.resolve_fn;
             cd.http.resolve_user = hd.resolve_user;
             cd.allocator = d.allocator;
-            cd.logger = d.logger;
+#endif
             if (rsd_etcd_create(&e->co, &cd) != RSD_OK) { /* a bad coordinator is a configuration error */
                 rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                           "ensurer: cannot use the coordinator '%.200s'", cu);

@@ -33,6 +33,18 @@ int main(void) {
     bad |= rc != RSD_OK || co == NULL; /* no I/O at create */
 #endif
     rsd_etcd_destroy(co);
+    { /* an ensurer given a coordinator: created (no I/O yet), or refused where etcd is not built */
+        rsd_ensurer *ce;
+        rsd_ensurer_desc cdd = ed;
+        cdd.coord = "etcd://127.0.0.1:2379";
+        ce = rsd_ensurer_create(&cdd);
+#ifdef RSD_NO_ETCD
+        bad |= ce != NULL;
+#else
+        bad |= ce == NULL;
+#endif
+        rsd_ensurer_destroy(ce);
+    }
     if (e) { /* a request with runtime AUTO: detection starts (no I/O at begin), or fails at once */
         rsd_ensure_req q;
         rsd_ensure_result r;
