@@ -2955,12 +2955,8 @@ RSDI_PRIVATE bool rsdi_ieq_lit(const char *s, size_t n, const char *lit) {
     return rsdi_ieq_c(v, lit);
 }
 
-RSDI_PRIVATE int rsdi_hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+/* A hex digit's value, or -1: the core's (one hex rule for URLs, chunk sizes and state files). */
+RSDI_PRIVATE int rsdi_hexval(char c) { return rsdi_json_hexval((unsigned char)c); }
 
 /* Strict dotted quad: exactly 4 parts of 1-3 digits, each 0..255, no leading zero. */
 RSDI_PRIVATE bool rsdi_ipv4_ok(const char *s, size_t n) {
@@ -10919,13 +10915,6 @@ RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const 
     return RSD_ERR_NOT_FOUND;
 }
 
-RSDI_PRIVATE int rsdi_attr_hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* Unescapes s[0..n) into dst (RSD_STATE_MAX_ID_BYTES + 1); false when malformed. */
 RSDI_PRIVATE bool rsdi_attr_unescape(const char *s, size_t n, char *dst) {
     size_t i = 0, o = 0;
@@ -10941,7 +10930,7 @@ RSDI_PRIVATE bool rsdi_attr_unescape(const char *s, size_t n, char *dst) {
             else if (c == 'r') c = '\r';
             else if (c == 'x') {
                 int h, l;
-                if (i + 2 > n || (h = rsdi_attr_hex(s[i])) < 0 || (l = rsdi_attr_hex(s[i + 1])) < 0)
+                if (i + 2 > n || (h = rsdi_hexval(s[i])) < 0 || (l = rsdi_hexval(s[i + 1])) < 0)
                     return false;
                 c = (unsigned char)(h * 16 + l);
                 i += 2;
