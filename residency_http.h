@@ -780,7 +780,8 @@
            Returns the count restored;
            RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
            or released lease, RSD_ERR_ARG for a bad id, else the first failed
-           ensure's code; *out is the last ensure's result.
+           ensure's code (RSD_ERR_STATE for one that ended without error and without
+           its model resident, e.g. observe-only); *out is the last ensure's result.
        int rsd_ensurer_resolve(e, const char *url)
            Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
            first address), kept in a

@@ -206,14 +206,16 @@ static int release_cmd(rsd_ensurer *e, const rsd_ensure_req *q, const char *id, 
         if (!quiet) printf("no lease '%s' here (it was released, or made with another state directory)\n", term(id));
         return EX_DECLINED;
     }
-    if (n == RSD_ERR_STATE) {
+    if (n == RSD_ERR_STATE && !rsd_ensurer_has_state(e)) {
         if (!quiet) printf("no state directory: leases are kept there (--state-dir)\n");
         return EX_USAGE;
     }
     if (n < 0) {
+        bool observed = res.outcome == RSD_OUTCOME_OBSERVED && !res.keep_resident;
         if (!quiet) printf("release of '%s' incomplete: %s (what did not come back stays in the lease)\n", term(id),
-                           res.message && res.message[0] ? term(res.message) : rsd_result_str(n));
-        return res.outcome == RSD_OUTCOME_DEGRADED ? degraded_code(res.result) : EX_LOAD_FAILED;
+                           observed ? "observe-only, nothing was loaded"
+                           : res.message && res.message[0] ? term(res.message) : rsd_result_str(n));
+        return res.outcome == RSD_OUTCOME_DEGRADED ? degraded_code(res.result) : observed ? EX_OBSERVED : EX_LOAD_FAILED;
     }
     if (!quiet) printf("released '%s': %d model(s) resident again\n", term(id), n);
     return EX_RESIDENT;
