@@ -9447,29 +9447,33 @@ typedef struct rsdi_rc_sizes {
 
 RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
 
-RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_sizes *z) {
+RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_sizes *z) {
     size_t t;
     rsd_listing_desc ld;
+    rsd_reconcile_limits l; /* NULL = the defaults, as all zero */
+    const rsd_reconcile_limits *lim = &l;
+    if (limits) l = *limits;
+    else memset(&l, 0, sizeof l);
     memset(&ld, 0, sizeof ld);
-    ld.max_models = lim ? lim->max_models : 0;
-    ld.arena_bytes = lim ? lim->arena_bytes : 0;
+    ld.max_models = lim->max_models;
+    ld.arena_bytes = lim->arena_bytes;
     if (!rsdi_listing_sizes(&ld, &z->models, &z->arena)) return false;
-    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
+    t = lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
     if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
     z->toks = (uint32_t)t;
-    z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
+    z->body = lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
-    z->lms = !lim || !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
-    z->id = lim && lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
+    z->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
+    z->id = lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
-    z->ids = lim && lim->id_arena_bytes ? lim->id_arena_bytes : (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL;
-    if (!(lim && lim->id_arena_bytes) && z->ids < 1024) z->ids = 1024;
+    z->ids = lim->id_arena_bytes ? lim->id_arena_bytes : (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL;
+    if (!lim->id_arena_bytes && z->ids < 1024) z->ids = 1024;
     if (z->ids < 1024 || z->ids > ((size_t)1 << 30)) return false;
-    z->notices = lim && lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
+    z->notices = lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
     if (z->notices < 1 || z->notices > 4096) return false;
-    z->ntext = lim && lim->notice_text_bytes ? lim->notice_text_bytes
+    z->ntext = lim->notice_text_bytes ? lim->notice_text_bytes
              : (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG;
-    if (!(lim && lim->notice_text_bytes) && z->ntext < 1024) z->ntext = 1024;
+    if (!lim->notice_text_bytes && z->ntext < 1024) z->ntext = 1024;
     if (z->ntext < 1024 || z->ntext > ((size_t)1 << 30)) return false;
     /* the two listings' storage holds LM Studio's catalog too (a reconcile on LM Studio lists
        into neither) */
