@@ -117,7 +117,8 @@ static void help(void) {
            "  --timeout-ms N       the whole ensure, lock wait and load included (default 120000,\n"
            "                       LM Studio 300000)\n"
            "  --max-models N       the largest listing it reads, in models (default 64; its bytes\n"
-           "                       grow with it)\n"
+           "                       grow with it, and so does the room for the ids of the record\n"
+           "                       of what residency loaded, attr_arena_bytes: 128 per model)\n"
            "  --max-tokens N       JSON tokens it holds at once: the listing's top level and its\n"
            "                       largest entry (default 256, at least 64)\n"
            "  --state-dir DIR      lock and attribution files (default $RESIDENCY_STATE_DIR,\n"
@@ -206,14 +207,16 @@ static int release_cmd(rsd_ensurer *e, const rsd_ensure_req *q, const char *id, 
         if (!quiet) printf("no lease '%s' here (it was released, or made with another state directory)\n", term(id));
         return EX_DECLINED;
     }
-    if (n == RSD_ERR_STATE) {
+    if (n == RSD_ERR_STATE && !rsd_ensurer_has_state(e)) {
         if (!quiet) printf("no state directory: leases are kept there (--state-dir)\n");
         return EX_USAGE;
     }
     if (n < 0) {
+        bool observed = res.outcome == RSD_OUTCOME_OBSERVED && !res.keep_resident;
         if (!quiet) printf("release of '%s' incomplete: %s (what did not come back stays in the lease)\n", term(id),
-                           res.message && res.message[0] ? term(res.message) : rsd_result_str(n));
-        return res.outcome == RSD_OUTCOME_DEGRADED ? degraded_code(res.result) : EX_LOAD_FAILED;
+                           observed ? "observe-only, nothing was loaded"
+                           : res.message && res.message[0] ? term(res.message) : rsd_result_str(n));
+        return res.outcome == RSD_OUTCOME_DEGRADED ? degraded_code(res.result) : observed ? EX_OBSERVED : EX_LOAD_FAILED;
     }
     if (!quiet) printf("released '%s': %d model(s) resident again\n", term(id), n);
     return EX_RESIDENT;

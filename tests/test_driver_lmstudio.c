@@ -573,6 +573,41 @@ static void test_W1_unchanged_generation_skips_relist(void) {
     CHECK_EQ_INT(f.gets, 1);
     CHECK_EQ_INT(f.loads, 1);
 }
+/* The owned instances read again under the lock need more than the id arena (64 of 200
+   bytes, twice: model and instance; the arena is 8 KiB): set_owned refuses them, and the
+   reconcile ends DEGRADED naming id_arena_bytes before anything is unloaded or loaded. */
+static char g_big_ids[RSD_RECONCILE_MAX_OWNED][200];
+static void at_lock_owned_over_the_arena(lms_wire *f) {
+    rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
+    int i;
+    (void)f;
+    for (i = 0; i < RSD_RECONCILE_MAX_OWNED; i++) {
+        memset(g_big_ids[i], 'a' + i % 26, sizeof g_big_ids[i] - 4);
+        snprintf(g_big_ids[i] + sizeof g_big_ids[i] - 4, 4, "%03d", i);
+        owned[i].model = g_big_ids[i];
+        owned[i].instance = g_big_ids[i];
+    }
+    CHECK_EQ_INT(rsd_reconcile_set_owned(&R, owned, RSD_RECONCILE_MAX_OWNED), RSD_ERR_TOO_LARGE);
+    CHECK(R.ids_used <= R.ids_cap);
+}
+static void test_owned_over_the_id_arena_degrades_before_any_change(void) {
+    lms_wire f;
+    rsd_reconcile_desc d;
+    lm_init(&f);
+    f.at_lock = at_lock_owned_over_the_arena;
+    desc_init(&d, "coder-unloaded");
+    explicit_ctx(&d, 4096);
+    CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK_EQ_INT(R.result.error, RSD_ERR_TOO_LARGE);
+    CHECK(strstr(R.result.message, "id_arena_bytes") != NULL);
+    CHECK(!R.result.mutated);
+    CHECK_EQ_INT(f.loads, 0);
+    CHECK_EQ_INT(f.unloads, 0);
+    lm_init(&f); /* the next begin starts afresh: the same ensure without them loads */
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(f.loads, 1);
+}
 /* unload failures: a warning, the next candidate is tried */
 static void test_unload_failure_moves_to_next_candidate(void) {
     lms_wire f;
@@ -748,6 +783,7 @@ int main(int argc, char **argv) {
     RUN(test_W19_observe_never_loads);
     RUN(test_W1_relist_under_lock_uses_instance_loaded_meanwhile);
     RUN(test_W1_unchanged_generation_skips_relist);
+    RUN(test_owned_over_the_id_arena_degrades_before_any_change);
     RUN(test_unload_failure_moves_to_next_candidate);
     RUN(test_transport_error_stops_detection);
     RUN(test_hostile_catalogs_degrade_and_never_mutate);

@@ -10,6 +10,7 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -753,7 +754,8 @@ static void test_real_router_words(void) {
 
 /* The real router listing 65 models with 72-byte ids (one over the default 64): said so
    in plain words, exit 6; read with --max-models, the model is loaded. Then its loaded
-   entry over --max-tokens 64: said so, with the flag that raises it. */
+   entry over --max-tokens 64: said so, with the flag that raises it, and --max-tokens 128
+   reads it. */
 static void preset_65_long(FILE *f, const char *dir) {
     int i;
     for (i = 0; i < 65; i++)
@@ -801,6 +803,12 @@ static void test_real_router_listing_over_the_default(void) {
         CHECK(strstr(g_out, "--max-models N") == NULL);
         SHOW_ON_FAIL();
     }
+    { /* the flag the hint names reads it */
+        const char *a[] = {"--url", S.url, "--model", "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-000",
+                           "--no-state", "--max-models", "65", "--max-tokens", "128", NULL};
+        CHECK_EQ_INT(cli(a), 0);
+        SHOW_ON_FAIL();
+    }
     {
         const char *a[] = {"--url", S.url, "--model", "m", "--no-state", "--max-tokens", "63", NULL};
         CHECK_EQ_INT(cli(a), 64);
@@ -826,6 +834,23 @@ static pid_t busy_request(const char *url, const char *body) {
     return pid;
 }
 
+/* A state directory named name (RESIDENCY_STATE_DIR=... into env_dir), rsd-sim started
+   with sim_args, and the n models of order ensured one by one, each by its own rsd-ensure
+   with env; false when the sim did not start. */
+static bool sim_with_loads(sim_proc *s, const char *const *sim_args, const char *name, char *env_dir,
+                           size_t cap, const char *const *env, const char *const *order, int n) {
+    int k;
+    make_state_dir(name);
+    if (!g_state_dir[0]) return false;
+    snprintf(env_dir, cap, "RESIDENCY_STATE_DIR=%s", g_state_dir);
+    if (sim_start(s, sim_args) != 0) return false;
+    for (k = 0; k < n; k++) {
+        const char *a[] = {"--url", s->url, "--model", order[k], NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+    }
+    return true;
+}
+
 /* The issue's case as a user tries it: a 3-slot router holding bravo, charlie and a
    busy, newest alpha, each ensured by its own rsd-ensure (one state directory shared);
    `rsd-ensure --model delta` evicts bravo, the least recently used, and says why (by id
@@ -839,15 +864,8 @@ static void test_lru_sim(void) {
     char env_dir[300], url[200];
     const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
     pid_t busy;
-    int k, st = 0;
-    make_state_dir("lru");
-    REQUIRE(g_state_dir[0]);
-    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
-    REQUIRE(sim_start(&s, sim_args) == 0);
-    for (k = 0; k < 3; k++) {
-        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
-        CHECK_EQ_INT(cli_env(env, a), 0);
-    }
+    int st = 0;
+    REQUIRE(sim_with_loads(&s, sim_args, "lru", env_dir, sizeof env_dir, env, order, 3));
     snprintf(url, sizeof url, "%s/v1/chat/completions", s.url);
     busy = busy_request(url, "{\"model\":\"alpha\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
     CHECK(busy > 0);
@@ -879,6 +897,64 @@ static void test_lru_sim(void) {
     remove_state_dir();
 }
 
+/* An attribution record over the default 8 KiB of ids (61 models, 60 of them with
+   200-byte ids): rsd-ensure says it in a notice naming attr_arena_bytes and leaves the
+   record whole; --max-models 256 (128 bytes of ids each) reads it, and the notice goes. */
+static void test_attr_arena_follows_max_models(void) {
+    sim_proc s;
+    static const char *const sim_args[] = {"--models-max", "2", "--load-ms", "20", "--model", "id=alpha", NULL};
+    static const char *const order[] = {"alpha"};
+    static char img[16384], back[16384];
+    char env_dir[300], path[600], adir[300], id[201];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    DIR *dir;
+    struct dirent *de;
+    FILE *f;
+    size_t n = 0, m = 0;
+    int i;
+    REQUIRE(sim_with_loads(&s, sim_args, "arena", env_dir, sizeof env_dir, env, order, 1));
+    path[0] = '\0';
+    snprintf(adir, sizeof adir, "%s/attr", g_state_dir);
+    if ((dir = opendir(adir)) != NULL) {
+        while ((de = readdir(dir)) != NULL) {
+            size_t l = strlen(de->d_name);
+            if (l > 5 && l < 200 && strcmp(de->d_name + l - 5, ".attr") == 0)
+                snprintf(path, sizeof path, "%s/%.200s", adir, de->d_name);
+        }
+        closedir(dir);
+    }
+    REQUIRE(path[0]);
+    n = (size_t)snprintf(img, sizeof img, "residency-attr 1\nalpha\t\t1\t1\n");
+    memset(id, 'x', 200);
+    id[200] = '\0';
+    for (i = 0; i < 60; i++) {
+        id[0] = (char)('A' + i % 26);
+        id[1] = (char)('a' + i / 26);
+        n += (size_t)snprintf(img + n, sizeof img - n, "%s\t\t1\t1\n", id);
+    }
+    n += (size_t)snprintf(img + n, sizeof img - n, "end 61\n");
+    REQUIRE((f = fopen(path, "wb")) != NULL);
+    CHECK_EQ_INT(fwrite(img, 1, n, f), n);
+    fclose(f);
+    {
+        const char *a[] = {"--url", s.url, "--model", "alpha", NULL};
+        const char *b[] = {"--url", s.url, "--model", "alpha", "--max-models", "256", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(strstr(g_out, "over attr_arena_bytes (8192)") != NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(cli_env(env, b), 0);
+        CHECK(strstr(g_out, "attr_arena_bytes") == NULL);
+        SHOW_ON_FAIL();
+    }
+    if ((f = fopen(path, "rb")) != NULL) {
+        m = fread(back, 1, sizeof back, f);
+        fclose(f);
+    }
+    CHECK(m == n && memcmp(img, back, n) == 0);
+    sim_stop(&s);
+    remove_state_dir();
+}
+
 /* The lease id from --json output ("lease_id":"...") into id; false when absent. */
 static bool lease_of(const char *out, char *id, size_t cap) {
     const char *p = strstr(out, "\"lease_id\":\"");
@@ -889,6 +965,24 @@ static bool lease_of(const char *out, char *id, size_t cap) {
     memcpy(id, p, n);
     id[n] = '\0';
     return n > 0;
+}
+
+/* POSTs body (JSON) to the sim's path; the status, or -1. */
+static int sim_post_json(const sim_proc *s, const char *path, const char *body) {
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_request q;
+    rsd_http_event ev;
+    char u[160];
+    int st = -1;
+    snprintf(u, sizeof u, "%s%s", s->url, path);
+    memset(&q, 0, sizeof q);
+    q.url = u;
+    q.method = "POST";
+    q.body = body;
+    q.body_len = strlen(body);
+    if (c && rsd_http_request_sync(c, &q, &ev) == RSD_OK) st = ev.status;
+    rsd_http_client_destroy(c);
+    return st;
 }
 
 /* --free-bytes on a router that lists sizes (rsd-sim size=): the least recently used
@@ -904,31 +998,8 @@ static void test_free_bytes_sim(void) {
     static const char *const order[] = {"bravo", "guarded", "charlie", "alpha"};
     char env_dir[300], id[64];
     const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
-    int k;
-    make_state_dir("free");
-    REQUIRE(g_state_dir[0]);
-    snprintf(env_dir, sizeof env_dir, "RESIDENCY_STATE_DIR=%s", g_state_dir);
-    REQUIRE(sim_start(&s, sim_args) == 0);
-    for (k = 0; k < 4; k++) {
-        const char *a[] = {"--url", s.url, "--model", order[k], NULL};
-        CHECK_EQ_INT(cli_env(env, a), 0);
-    }
-    { /* "other" was loaded by someone else: never ours to unload */
-        char body[64];
-        rsd_http_client *c = rsd_http_client_create(NULL);
-        rsd_http_request q;
-        rsd_http_event ev;
-        char u[160];
-        snprintf(u, sizeof u, "%s/models/load", s.url);
-        snprintf(body, sizeof body, "{\"model\":\"other\"}");
-        memset(&q, 0, sizeof q);
-        q.url = u;
-        q.method = "POST";
-        q.body = body;
-        q.body_len = strlen(body);
-        CHECK(c && rsd_http_request_sync(c, &q, &ev) == RSD_OK && ev.status == 200);
-        rsd_http_client_destroy(c);
-    }
+    REQUIRE(sim_with_loads(&s, sim_args, "free", env_dir, sizeof env_dir, env, order, 4));
+    CHECK_EQ_INT(sim_post_json(&s, "/models/load", "{\"model\":\"other\"}"), 200); /* someone else's: never ours to unload */
     {
         const char *a[] = {"--url", s.url, "--free-bytes", "3G", "--protect", "guarded", "--json", NULL};
         CHECK_EQ_INT(cli_env(env, a), 0);
@@ -975,6 +1046,63 @@ static void test_free_bytes_sim(void) {
     remove_state_dir();
 }
 
+/* A release where one model cannot come back: the lease unloaded bravo and charlie, then
+   bravo left the server's catalog. The release loads charlie back and says the lease is
+   incomplete and bravo stays in the lease: a second release tries it again (and only it).
+   An observe-only release loads nothing, keeps its lease and says so -- not that there is
+   no state directory, as it did. */
+static void test_release_keeps_what_failed(void) {
+    sim_proc s;
+    static const char *const sim_args[] = {"--models-max", "4", "--load-ms", "20", "--model", "id=alpha,size=2G",
+                                           "--model", "id=bravo,size=2G", "--model", "id=charlie,size=2G", NULL};
+    static const char *const order[] = {"bravo", "charlie", "alpha"};
+    char env_dir[300], id[64];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    int n, loads;
+    REQUIRE(sim_with_loads(&s, sim_args, "release-fail", env_dir, sizeof env_dir, env, order, 3));
+    {
+        const char *a[] = {"--url", s.url, "--free-bytes", "4G", "--json", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(strstr(g_out, "\"evicted\":[\"bravo\",\"charlie\"]") != NULL);
+        CHECK(lease_of(g_out, id, sizeof id));
+        SHOW_ON_FAIL();
+    }
+    CHECK_EQ_INT(sim_post_json(&s, "/_sim/remove", "{\"model\":\"bravo\"}"), 200);
+    {
+        const char *r[] = {"--release", id, NULL};
+        const char *l[] = {"--url", s.url, "--list", NULL};
+        CHECK(cli_env(env, r) != 0);
+        CHECK(strstr(g_out, "incomplete") != NULL);
+        CHECK(strstr(g_out, "no state directory") == NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(cli_env(env, l), 0);
+        CHECK(strstr(g_out, "charlie") != NULL);
+        n = sim_log(&s);
+        REQUIRE(n >= 0);
+        loads = log_count(0, n, "POST", "/models/load", "charlie");
+        CHECK_EQ_INT(loads, 2); /* its first load, and the release */
+        CHECK(cli_env(env, r) != 0); /* bravo is still in the lease */
+        CHECK(strstr(g_out, "incomplete") != NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/models/load", "charlie"), loads); /* it left the lease */
+    }
+    { /* observe-only: nothing comes back, the lease stays, and the words say why */
+        const char *a[] = {"--url", s.url, "--free-bytes", "2G", "--json", NULL};
+        const char *r[] = {"--release", id, "--observe", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(lease_of(g_out, id, sizeof id));
+        CHECK_EQ_INT(cli_env(env, r), 4);
+        CHECK(strstr(g_out, "incomplete: observe-only, nothing was loaded") != NULL);
+        SHOW_ON_FAIL();
+        r[2] = NULL;
+        CHECK_EQ_INT(cli_env(env, r), 0); /* the lease was kept */
+        CHECK(strstr(g_out, "1 model(s) resident again") != NULL);
+        SHOW_ON_FAIL();
+    }
+    sim_stop(&s);
+    remove_state_dir();
+}
+
 int main(int argc, char **argv) {
     char why[256];
     RSD_TEST_BEGIN(argc, argv);
@@ -998,6 +1126,8 @@ int main(int argc, char **argv) {
     RUN(test_real_router_words);
     RUN(test_real_router_listing_over_the_default);
     RUN(test_lru_sim);
+    RUN(test_attr_arena_follows_max_models);
     RUN(test_free_bytes_sim);
+    RUN(test_release_keeps_what_failed);
     return RSD_TEST_END();
 }

@@ -863,26 +863,32 @@ static void on_sse(void *user, const rsd_sse_event *ev) {
                  (int)ev->data.len, ev->data.ptr);
 }
 
+/* GET /sse with on_sse into sink, served by serve() until the stream is open (x->streaming). */
+static bool sse_open(rsd_http_server *s, rsd_http_client *c, srv_ctx *x, sse_sink *sink) {
+    rsd_http_request q;
+    rsd_http_req_h h;
+    int i;
+    memset(x, 0, sizeof *x); memset(&q, 0, sizeof q); memset(sink, 0, sizeof *sink);
+    if (!s || !c) return false;
+    q.url = url(s, "/sse");
+    q.on_sse = on_sse;
+    q.user = sink;
+    q.total_timeout_ms = RSD_TIMEOUT_NONE;
+    if (rsd_http_send(c, &q, 0, &h) != RSD_OK) return false;
+    for (i = 0; i < 50 && !x->streaming.id; i++) { pump(c, s, 0); serve(s, x); }
+    return x->streaming.id != 0;
+}
+
 /* SSE over a chunked stream written across many steps, read by the client's SSE reader. */
 static void test_sse_stream(void) {
     rsd_http_server *s = rsd_http_server_create(NULL);
     rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_request q;
-    rsd_http_req_h h;
     rsd_http_event ev;
     srv_ctx x;
     sse_sink sink;
     int i;
     bool got = false;
-    memset(&x, 0, sizeof x); memset(&q, 0, sizeof q); memset(&sink, 0, sizeof sink);
-    REQUIRE(s && c);
-    q.url = url(s, "/sse");
-    q.on_sse = on_sse;
-    q.user = &sink;
-    q.total_timeout_ms = RSD_TIMEOUT_NONE;
-    REQUIRE(rsd_http_send(c, &q, 0, &h) == RSD_OK);
-    for (i = 0; i < 50 && !x.streaming.id; i++) { pump(c, s, 0); serve(s, &x); }
-    REQUIRE(x.streaming.id);
+    REQUIRE(sse_open(s, c, &x, &sink));
     CHECK_EQ_INT(rsd_http_stream_sse(s, x.streaming, NULL, "{\"model\":\"a\",\"event\":\"model_status\"}", 37), RSD_OK);
     for (i = 0; i < 50 && sink.n < 1; i++) pump(c, s, 0);
     CHECK_EQ_INT(sink.n, 1);
@@ -900,6 +906,37 @@ static void test_sse_stream(void) {
     CHECK_EQ_STR(sink.events[0], "|{\"model\":\"a\",\"event\":\"model_status\"}");
     CHECK_EQ_STR(sink.events[1], "status_change|line1\nline2");
     CHECK_EQ_STR(sink.events[2], "|raw");
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s);
+}
+
+/* An event whose data is over half the slot buffer (the client's max_body_bytes) is
+   skipped whole -- no cut event reaches on_sse -- and the stream goes on: the next event
+   arrives and the request ends OK. */
+static void test_sse_event_over_half_the_slot(void) {
+    rsd_http_server *s = rsd_http_server_create(NULL);
+    rsd_http_client_desc cd;
+    rsd_http_client *c;
+    rsd_http_event ev;
+    srv_ctx x;
+    sse_sink sink;
+    static char big[700];
+    int i;
+    bool got = false;
+    memset(&cd, 0, sizeof cd);
+    cd.max_body_bytes = 1024; /* events up to 512 bytes */
+    c = rsd_http_client_create(&cd);
+    memset(big, 'x', sizeof big);
+    REQUIRE(sse_open(s, c, &x, &sink));
+    CHECK_EQ_INT(rsd_http_stream_sse(s, x.streaming, NULL, big, sizeof big), RSD_OK);
+    CHECK_EQ_INT(rsd_http_stream_sse(s, x.streaming, NULL, "after", 5), RSD_OK);
+    CHECK_EQ_INT(rsd_http_stream_end(s, x.streaming), RSD_OK);
+    for (i = 0; i < 100 && !got; i++) { pump(c, s, 0); got = rsd_http_next_event(c, &ev); }
+    REQUIRE(got);
+    CHECK_EQ_INT(ev.result, RSD_OK);
+    CHECK(ev.body_bytes > sizeof big);
+    CHECK_EQ_INT(sink.n, 1);
+    CHECK_EQ_STR(sink.events[0], "|after");
     rsd_http_client_destroy(c);
     rsd_http_server_destroy(s);
 }
@@ -2152,6 +2189,7 @@ int main(int argc, char **argv) {
     RUN(test_server_deadline_with_pending_event);
     RUN(test_deferred_and_closed);
     RUN(test_sse_stream);
+    RUN(test_sse_event_over_half_the_slot);
     RUN(test_bearer_not_logged);
     RUN(test_zero_alloc_steady_state);
     RUN(test_alloc_failure_loop);

@@ -88,13 +88,13 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
     CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
     CHECK(rsd_reconcile_footprint(NULL) <= 134 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 251 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 230 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 244 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 221 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
@@ -808,30 +808,47 @@ static void test_ensurer_block_follows_the_desc(void) {
     rsd_ensurer *e;
     rsd_protected_model pm[2];
     char *a = (char *)malloc(8), *b = (char *)malloc(300);
-    size_t base;
+    size_t base, set_region, big_region, det = rsdi_al8(sizeof(rsd_detect));
     memset(&d, 0, sizeof d);
     d.no_state = true;
     d.ignore_env = true;
     base = rsd_ensurer_footprint(&d);
     /* a state directory: the attribution (last uses and a lease go to the state's scratch),
        and no in-memory instance records (those serve only without one) */
-    /* detection's state and the attribution share one region (runtime AUTO detects) */
+    /* detection's state and the attribution (the set, then its arena of attr_arena_bytes)
+       share one region, the larger of the two (runtime AUTO detects) */
+    set_region = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_DEFAULT;
+    big_region = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_MAX;
     d.no_state = false;
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
-                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, set_region > det ? set_region - det : 0);
+    d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, big_region - det);
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(e->attr_arena == (char *)e->attrs + rsdi_al8(sizeof(rsd_attr_set)));
+    CHECK_EQ_INT(e->attr_arena_bytes, RSD_STATE_ATTR_ARENA_MAX);
+    rsd_ensurer_destroy(e);
+    d.attr_arena_bytes = 0;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->attrs && (void *)e->attrs == (void *)e->detect && !e->mem_own);
+    CHECK_EQ_INT(e->attr_arena_bytes, RSD_STATE_ATTR_ARENA_DEFAULT);
     rsd_ensurer_destroy(e);
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(!e->attrs && e->detect && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
-                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, set_region > det ? set_region - det : 0);
     d.coord = NULL;
     d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
     CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
+    d.no_state = false; /* one runtime: the region is the attribution's alone, its arena the desc's */
+    {
+        size_t one = rsd_ensurer_footprint(&d);
+        d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
+        CHECK_EQ_INT(rsd_ensurer_footprint(&d) - one, RSD_STATE_ATTR_ARENA_MAX - RSD_STATE_ATTR_ARENA_DEFAULT);
+        d.attr_arena_bytes = 0;
+    }
+    d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(!e->mem && !e->max_mem && !e->detect); /* one runtime: never detects */
     rsd_ensurer_destroy(e);
