@@ -815,6 +815,12 @@ static void test_real_router_listing_over_the_default(void) {
         CHECK(strstr(g_err, "--max-tokens: a number of tokens, 64 to 16777216") != NULL);
         SHOW_ON_FAIL();
     }
+    {
+        const char *a[] = {"--url", S.url, "--model", "m", "--no-state", "--max-body", "1023", NULL};
+        CHECK_EQ_INT(cli(a), 64);
+        CHECK(strstr(g_err, "--max-body: a number of bytes, 1024 to 2147483647") != NULL);
+        SHOW_ON_FAIL();
+    }
     real_stop(&S);
     real_rmdir(dir);
 }

@@ -726,6 +726,15 @@ static void test_64_long_presets_through_the_default_buffer(void) {
     CHECK_EQ_INT(run_ensure(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
     rsd_ensurer_destroy(e);
+    { /* the loaded entry (its argv, preset and meta: over 1 KiB) is over a 1 KiB buffer: the flag is named */
+        static char out[8192];
+        const char *a[] = {"--url", S.url, "--model", LONG_ID "007", "--max-body", "1024", NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 6);
+        CHECK(strstr(out, "listing too large: ") != NULL);
+        CHECK(strstr(out, "a list entry is larger than the buffer (1024 bytes; raise max_body_bytes") != NULL);
+        CHECK(strstr(out, "\n  --max-body N reads a larger listing entry or answer\n") != NULL);
+        if (!strstr(out, "--max-body N")) printf("  %s\n", out);
+    }
 }
 
 static void test_router_starts(void) {
