@@ -4633,7 +4633,7 @@ RSD_API void rsd_json_split_init(rsd_json_split *sp, char *buf, size_t cap, rsd_
 RSDI_PRIVATE int rsdi_sp_fail(rsd_json_split *sp, int code, const char *what, size_t at) {
     rsd_json_doc d;
     int r;
-    if (code != RSD_ERR_BODY_TOO_LARGE && code != RSD_ERR_TOO_LARGE && sp->kept) {
+    if (code != RSD_ERR_TOO_LARGE && sp->kept) {
         r = rsdi_json_parse_in(&d, sp->buf, sp->kept, sp->toks, sp->n_toks, NULL, 2, 0);
         if (r < 0 && r != RSD_ERR_TRUNCATED) {
             code = r;
@@ -7360,6 +7360,11 @@ RSDI_PRIVATE int rsdi_pl_whole(const char *body, size_t len, rsd_json_tok *toks,
     sp.whole = 1; /* only the top level is kept: an entry of any size is read in the body */
     (void)rsd_json_split_feed(&sp, body ? body : "", len);
     rc = rsd_json_split_end(&sp, &top);
+    if (rc == RSD_ERR_BODY_TOO_LARGE) { /* the top level over RSDI_PL_TOP_BYTES: a broken body says why it is broken */
+        rsd_json_doc d;
+        int v = rsd_json_parse_top(&d, body ? body : "", len, toks, cap);
+        if (v < 0) rc = v;
+    }
     return end(ctx, rc, &top);
 }
 

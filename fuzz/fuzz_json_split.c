@@ -57,6 +57,66 @@ static int fz_split(const uint8_t *data, size_t size, char *buf, size_t cap, rsd
     return rsd_json_split_end(&sp, top);
 }
 
+/* data read in pieces through buf by a listing's reader (fn, end): its result. */
+static int fz_read(const uint8_t *data, size_t size, char *buf, size_t cap, rsd_json_tok *toks, unsigned seed,
+                   rsd_json_split_fn fn, rsdi_pl_end_fn end, void *ctx) {
+    rsd_json_split sp;
+    rsd_json_doc top;
+    size_t at = 0, k = 0;
+    rsd_json_split_init(&sp, buf, cap, toks, FZ_TOKS, fn, ctx);
+    while (at < size) {
+        size_t n = 1 + (size_t)((data[k++ % size] ^ seed) % 61);
+        if (n > size - at) n = size - at;
+        (void)rsd_json_split_feed(&sp, (const char *)data + at, n);
+        at += n;
+    }
+    return end(ctx, rsd_json_split_end(&sp, &top), &top);
+}
+
+static void fz_same_listing(const rsd_listing *a, const rsd_listing *b) {
+    int i;
+    FZ_CHECK(a->n == b->n && a->n_seen == b->n_seen && a->n_skipped == b->n_skipped);
+    FZ_CHECK(a->truncated == b->truncated && a->has_states == b->has_states && a->arena_used == b->arena_used);
+    FZ_CHECK(memcmp(a->arena, b->arena, a->arena_used) == 0);
+    for (i = 0; i < a->n; i++) {
+        FZ_CHECK(rsd_str_eq(a->models[i].id, b->models[i].id) && a->models[i].state == b->models[i].state);
+        FZ_CHECK(a->models[i].n_aliases == b->models[i].n_aliases && a->models[i].n_tags == b->models[i].n_tags);
+        FZ_CHECK(a->models[i].size_bytes == b->models[i].size_bytes && a->models[i].flags == b->models[i].flags);
+        FZ_CHECK(a->models[i].context_length == b->models[i].context_length);
+    }
+}
+
+/* The listing parsers, whole and read in pieces: the same answer. */
+static void fz_listings(const uint8_t *data, size_t size, char *buf) {
+    static rsd_json_tok toks[FZ_TOKS];
+    static rsd_listed_model m1[16], m2[16];
+    static char a1[4096], a2[4096];
+    static rsd_lms_catalog c1, c2;
+    rsd_listing l1, l2;
+    int w, g, k;
+    FZ_CHECK(rsd_listing_init(&l1, m1, 16, a1, sizeof a1) == RSD_OK);
+    FZ_CHECK(rsd_listing_init(&l2, m2, 16, a2, sizeof a2) == RSD_OK);
+    w = rsd_router_parse_models((const char *)data, size, toks, FZ_TOKS, &l1);
+    rsdi_listing_reset(&l2);
+    g = fz_read(data, size, buf, size + 1, toks, 7, rsdi_router_list_el, rsdi_router_list_end, &l2);
+    FZ_CHECK(w == g || (w == RSD_ERR_BODY_TOO_LARGE && g >= 0)); /* whole: the top level in 2 KiB */
+    if (w == g) fz_same_listing(&l1, &l2);
+    w = rsd_ollama_ps_listing((const char *)data, size, toks, FZ_TOKS, &l1);
+    rsdi_listing_reset(&l2);
+    g = fz_read(data, size, buf, size + 1, toks, 11, rsdi_ollama_list_el, rsdi_ollama_list_end, &l2);
+    FZ_CHECK(w == g || (w == RSD_ERR_BODY_TOO_LARGE && g >= 0));
+    if (w == g) fz_same_listing(&l1, &l2);
+    w = rsd_lms_parse_models(&c1, (const char *)data, size, toks, FZ_TOKS);
+    rsdi_lms_reset(&c2);
+    g = fz_read(data, size, buf, size + 1, toks, 13, rsdi_lms_list_el, rsdi_lms_list_end, &c2);
+    FZ_CHECK(w == g || (w == RSD_ERR_BODY_TOO_LARGE && g >= 0));
+    if (w != g) return;
+    FZ_CHECK(c1.tier == c2.tier && c1.n_models == c2.n_models && c1.n_instances == c2.n_instances);
+    FZ_CHECK(c1.n_entries == c2.n_entries && c1.n_dropped == c2.n_dropped && c1.truncated == c2.truncated);
+    FZ_CHECK(c1.arena_used == c2.arena_used && memcmp(c1.arena, c2.arena, c1.arena_used) == 0);
+    for (k = 0; k < c1.n_models; k++) FZ_CHECK(rsd_str_eq(c1.models[k].key, c2.models[k].key));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static rsd_json_tok toks[FZ_TOKS], toks2[FZ_TOKS];
     static fz_seen seen;
@@ -105,6 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FZ_CHECK(n_el == seen.n);
         }
     }
+    fz_listings(data, size, buf);
     /* a small buffer: the same verdict, or over the buffer */
     if (size > 4) {
         memset(&seen, 0, sizeof seen);
