@@ -167,7 +167,36 @@
            Token i's value tokenized in full the same way (an error object, a
            config member). RSD_OK or RSD_ERR_JSON_TOKENS.
        So a listing of any length is read with the tokens of its top level and
-       of its largest entry; every payload parser below reads this way.
+       of its largest entry.
+     A document as it arrives
+       void rsd_json_split_init(sp, buf, cap, toks, n_toks, fn, user)
+       int rsd_json_split_feed(sp, data, len)        (any split, in order)
+       int rsd_json_split_end(sp, &top)
+           Splits a document fed in pieces: each element of an array that is
+           the value of a top-level member (and each element of a top-level
+           array) is tokenized in full with toks, as rsd_json_each gives it,
+           and handed to fn(user, key, &el), then forgotten; key is the
+           member's key, raw (still escaped; empty for a top-level array).
+           Before a list's first element fn(user, key, NULL) says that list
+           begins, so a reader of duplicate keys lets the last one win. The
+           rest of the document, those lists written as [], is kept in buf
+           with the element in flight after it (an element that arrives whole
+           in one piece is read where it lies). end parses the kept top level
+           into toks (top's source is buf) and returns its token count or the
+           whole document's verdict: exactly the code rsd_json_parse_top gives
+           it (the first error in the document wins; RSD_ERR_JSON_TOKENS when
+           the top level and the largest element do not fit in toks together),
+           or RSD_ERR_BODY_TOO_LARGE when an element, or the top level, is
+           larger than cap (top.err.what says which; nothing is cut). feed
+           returns RSD_OK or the first error, which is sticky; data may lie in
+           buf itself, at or after what is kept (a buffer read so far is split
+           in place). Strictness is the parser's: the splitter checks only the
+           separators between elements (one comma and JSON whitespace).
+       Every payload parser below reads its lists this way: the whole-body
+       calls feed the body in one piece (its top level, without its lists, in
+       2 KiB on the stack; a valid body with a larger top level is
+       RSD_ERR_BODY_TOO_LARGE, a broken one gives its parse error), and the
+       reconcile and detection feed an answer as it arrives.
        Rejected (RSD_ERR_JSON): trailing commas, leading zeros ("01", "-01"), "1.",
        ".5", "+1", NaN/Infinity, raw control characters (< 0x20) in strings, bad
        escapes ("\x", "\'", "\U"), lone or misordered \u surrogates, invalid UTF-8
@@ -614,9 +643,10 @@
    ---- payload: server listings -> rsd_listing --------------------------------
        Pure, JSON-only parsers of server payloads into one runtime-neutral
        listing type that the drivers (next section) turn into rsd_facts. Each call
-       takes the caller's JSON token array (no allocation). It validates the whole
-       body first, then reads the list entry by entry (rsd_json_parse_top and
-       rsd_json_each), so the tokens hold the body's top level plus one entry:
+       takes the caller's JSON token array (no allocation). A listing's list is
+       read entry by entry through rsd_json_split (the body in one piece; the
+       reconcile feeds its answers as they arrive), and nothing is kept unless
+       the whole body is valid, so the tokens hold the body's top level plus one entry:
        a real router's entry is 66 tokens, and RSD_RECONCILE_TOKENS (256) holds
        any realistic entry; a count pass (rsd_json_parse(.., NULL, 0)) bounds any
        body. An entry over the tokens is RSD_ERR_JSON_TOKENS with nothing kept.
@@ -860,12 +890,22 @@
              RSD_STEP_UNLOCK  release the lock (once per LOCK, always, even when
                               lock_done said held = false).
              RSD_STEP_DONE    s.result = result.error; nothing more to do.
+       int rsd_reconcile_body(rsd_reconcile *r, int http_status, const char *data, size_t len);
+           The next decoded bytes of the outstanding HTTP step's answer, as they
+           arrive (http_status from its head: an HTTP client knows it before
+           the body). A 2xx listing is read as it arrives (rsd_json_split into
+           the answers' buffer); any other answer is kept whole in that buffer,
+           and one larger than it is RSD_ERR_TOO_LARGE at the feed. RSD_OK,
+           RSD_ERR_STATE when no HTTP step is outstanding, RSD_ERR_ARG.
        int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
                               const char *body, size_t len, uint64_t now_ms);
            The answer to the outstanding HTTP step. transport is RSD_OK or a
            negative RSD_ERR_* (RSD_ERR_TIMEOUT, RSD_ERR_CONNECT, ...: then
-           http_status and body are ignored). The body is parsed at once and not
-           kept. RSD_OK, or RSD_ERR_STATE when no HTTP step is outstanding.
+           http_status and body are ignored). body is the answer's last piece,
+           or all of it (NULL after pieces given to rsd_reconcile_body): one
+           path, so a whole body is read exactly as the same bytes in pieces.
+           Nothing is kept past the feed. RSD_OK, or RSD_ERR_STATE when no HTTP
+           step is outstanding.
        int rsd_reconcile_lock_done(rsd_reconcile *r, bool held,
                                    uint64_t generation, uint64_t now_ms);
            held = the lock is held; false = proceeding without it (a warning
@@ -1179,7 +1219,16 @@
                r->plan.load_context is the clamped context for a LOAD of the keep
                (model == r->keep).
            parse_list(r, body, len, out)  fill *out (r->toks is the token
-               array); <0 = the listing cannot be acted on (degrade).
+               array); <0 = the listing cannot be acted on (degrade). The body
+               is whole: at most max_body_bytes.
+           list_entry(r, out, key, el), list_end(r, out, rc, top)  instead of
+               parse_list (both or neither): a 2xx listing is read as it
+               arrives through rsd_json_split into the answers' buffer;
+               list_entry takes each entry of a top-level list (el NULL when
+               that list begins: reset out), list_end the splitter's verdict
+               rc (<0: the answer is broken or over the buffer) and the kept
+               top level, and returns as parse_list. The built-in runtimes
+               read their listings this way.
            parse_capacity(r, ...)   NULL = no capacity request.
            load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
                DOWNLOADING (wait, load again when the download ends),
@@ -1232,17 +1281,21 @@
        which allocates one block through lim->allocator (zeroed: the default
        allocator): the notices and their text, the id arena, the LM Studio
        state, both listings' storage (LM Studio's catalog lives in it, at
-       least its 31 KiB: a reconcile on LM Studio lists into neither) and the
-       JSON tokens, sized by lim (zeroed fields are defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
+       least its 31 KiB: a reconcile on LM Studio lists into neither), the
+       answers' buffer and the JSON tokens, sized by lim (zeroed fields are defaults): max_models (entries of one listing, RSD_LISTING_DEFAULT_MODELS
        64: a server listing 64 models), arena_bytes (their ids, aliases and
        tags, RSD_LISTING_ARENA_PER_MODEL 176 per entry: names over it end
        DEGRADED naming arena_bytes), max_tokens (JSON tokens held at once: an answer
        is validated whole, then its list is read entry by entry, so this is
        the top level plus the largest entry, RSD_RECONCILE_TOKENS 256; a real
-       router's entry is 66), max_body_bytes (the
-       largest answer it parses, RSD_RECONCILE_BODY_PER_MODEL 1408 per entry;
-       a real router's entry, with its child's arguments, preset and meta, is
-       66 tokens and 1040 to 1320 bytes with ids of 64 to 120 bytes),
+       router's entry is 66), max_body_bytes (the answers' buffer: a 2xx
+       listing is read as it arrives, so this holds its top level and one
+       entry; any other answer (capacity, load and unload answers, error
+       bodies) is kept whole in it; RSD_RECONCILE_BODY_BYTES 8 KiB, at least
+       1 KiB. A real router's entry, with its child's arguments, preset and
+       meta, is 66 tokens and 1,040 to 1,320 bytes with ids of 64 to 120
+       bytes; its own GET /props is 240 bytes, a child's 1.9 KB plus its chat
+       template, which the reconcile never asks for),
        max_id_bytes (the longest id it takes, NUL included: protected ids,
        ours, last uses, and the listed ids and instances; 16 to
        RSD_MODEL_ID_MAX, the default; it costs no memory), id_arena_bytes
@@ -1259,17 +1312,20 @@
        gets no LM Studio state, about 7 KiB). RSD_OK, RSD_ERR_ARG (bad
        limits), RSD_ERR_NOMEM. rsd_reconcile_release(r) frees the block;
        rsd_reconcile_footprint(lim) is sizeof(rsd_reconcile) plus the block
-       (under 126 KiB with the defaults on x86-64, of it 6 KiB tokens, 33
-       KiB listings, 18 KiB notices, 11 KiB ids and 7 KiB LM Studio state;
+       (under 134 KiB with the defaults on x86-64, of it 6 KiB tokens, 33
+       KiB listings, 18 KiB notices, 11 KiB ids, 8 KiB answers' buffer and
+       7 KiB LM Studio state;
        checked by tests/test_sizes.c). begin reuses the tables; begin on a reconcile that was
        never given them is RSD_ERR_STATE, and with a desc.runtime other than
        limits.runtime RSD_ERR_ARG (result.message says so). An answer over the
        limits is never acted on: more entries than max_models
        (RSD_ERR_LISTING_TRUNCATED), an entry of more tokens than max_tokens
-       (RSD_ERR_JSON_TOKENS), more bytes than max_body_bytes
-       (RSD_ERR_TOO_LARGE) or a listed id or instance of max_id_bytes or more
+       (RSD_ERR_JSON_TOKENS), an entry or a top level of more bytes than
+       max_body_bytes (RSD_ERR_TOO_LARGE, "a list entry is larger than the
+       buffer") or a listed id or instance of max_id_bytes or more
        (RSD_ERR_MODEL_ID) make a listing DEGRADED with a message naming the
-       limit to raise; a load answer over max_body_bytes is a failed load. A
+       limit to raise; a load answer over max_body_bytes is a failed load, a
+       capacity answer over it reads as an unknown capacity. A
        protected id or ours entry of max_id_bytes or more is refused by begin
        (RSD_ERR_MODEL_ID, RSD_ERR_ARG for set_ours). Ids over id_arena_bytes
        are never cut: the desc's make begin return RSD_ERR_TOO_LARGE; those
@@ -1409,10 +1465,19 @@
        Which runtime a server runs, as a sans-I/O step (an engine with its own HTTP
        stack uses it as the ensurer does):
            rsd_detect d;   d.toks = toks; d.n_toks = n;   (the caller's JSON tokens)
+           d.buf = buf; d.buf_cap = cap;                  (optional: answers in pieces)
            rsd_detect_begin(&d, base_url, bearer, probe_timeout_ms, deadline, now);
            while ((s = rsd_detect_next(&d, now)).kind == RSD_STEP_HTTP)
-               send s.http (a GET), rsd_detect_feed(&d, transport, status, body, len, now);
+               send s.http (a GET), rsd_detect_body(&d, status, data, len) as it
+               arrives, then rsd_detect_feed(&d, transport, status, NULL, 0, now);
+               (or, without buf, the whole body to rsd_detect_feed)
            d.runtime (NULL = none; d.error, d.message say why)
+       With buf (at least 1 KiB; the ensurer gives the reconcile's answers' buffer),
+       an answer is kept whole in it; a 2xx LM Studio listing larger than buf is
+       read as it arrives (it then matches by its list, and d.first_listing is
+       false: the reconcile asks for it again), and any other 2xx answer larger
+       than buf matches nothing (a single-model server's /props with a long chat
+       template: not a router's, whose /props is 240 bytes).
        Probes in order, each one GET under the root URL, until one matches: llama.cpp
        router (GET /props with "role":"router": d.capacity_known, max_instances and
        unlimited are its instance limit, for desc.capacity_known), Ollama (GET

@@ -643,9 +643,8 @@
                rsd_ensurer_next_deadline(e) within the frame budget.
 
        rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *d)
-           Allocates everything now, from d->allocator: the object (with one
-           buffer of the reconcile's max_body_bytes that every answer of an
-           ensure is read into, the decision cache unless no_cache, one scratch
+           Allocates everything now, from d->allocator: the object (with the
+           decision cache unless no_cache, one scratch
            region that holds detection's state (runtime AUTO) until the run
            starts and then the attribution as read, a set and its arena of
            d->attr_arena_bytes (with a state directory or etcd; the last-use
@@ -655,7 +654,10 @@
            when the state directory cannot be opened, create allocates them
            then), the protected ids at their own length), its
            reconcile's tables (rsd_reconcile_init with d->limits and
-           d->runtime; detection parses into the same tokens), the HTTP client
+           d->runtime: among them the answers' buffer of max_body_bytes, 8 KiB by
+           default, that every answer of an ensure goes to as it arrives
+           (on_body: a listing entry by entry, any other answer whole); detection
+           reads into the same tokens and buffer), the HTTP client
            (d->http, its allocator and logger default to d's; zeroed sizes are
            the ensurer's: RSD_ENSURE_HTTP_REQUESTS 2 slots and sockets, as many
            as one ensure has in flight -- its HTTP step and the /models/sse
@@ -700,11 +702,11 @@
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
            state directory, etcd and TLS not counted: rsd_state_open allocates
            its one block of about 17 KB more, see STATE). On x86-64
-           (tests/test_sizes.c checks the bounds): under 309 KiB with the
-           defaults -- the reconcile 126 KiB (its tables above), the answers'
-           buffer 88 KiB, the scratch region 11 KiB (detection's state; the
+           (tests/test_sizes.c checks the bounds): under 230 KiB with the
+           defaults -- the reconcile 134 KiB (its tables above, with the 8 KiB
+           answers' buffer), the scratch region 11 KiB (detection's state; the
            attribution set and its arena take 10 KiB), the decision cache 18 KiB,
-           the client 34 KiB, the rest of the object 33 KiB --, under 301 KiB
+           the client 34 KiB, the rest of the object 33 KiB --, under 221 KiB
            with runtime LLAMACPP (the scratch region is the attribution's 10 KiB).
            no_state adds the in-memory instance records (48 KiB) where the
            runtime has instances and leaves the scratch region to detection.
@@ -921,7 +923,8 @@
        Limits: RSD_ENSURE_MAX_NAMES 8 (resolved names, detected runtimes, targets
        without /models/sse), RSD_ENSURE_SSE_POLL_MS 500, RSD_ENSURE_SSE_PENDING 4,
        RSD_ENSURE_SSE_EVENT_BYTES 512 (detection reads each answer's top level
-       into the reconcile's max_tokens), the reconcile's limits (notices, ids: the driver section). Memory: create only.
+       into the reconcile's max_tokens and its answers' buffer), the reconcile's
+       limits (notices, ids, max_body_bytes: the driver section). Memory: create only.
        Threading: one ensurer per thread; any number of ensurers and processes
        may share a state directory (the lock serialises their mutations).
        Errors: those of the reconcile (driver), of the client (http client),
