@@ -10739,6 +10739,21 @@ RSDI_PRIVATE void rsdi_rc_ans_read(rsd_reconcile *r) {
     r->ans_rc = r->rt->list_end(r, out, rc, &r->ans_top);
 }
 
+/* A listing answer that ended without its end (the transport failed after its first
+   entries were read): the listing it was read into is empty and no longer the last read,
+   never partial. */
+RSDI_PRIVATE void rsdi_rc_ans_cut(rsd_reconcile *r) {
+    rsd_listing *out;
+    if (!rsdi_rc_ans_list(r, &out)) return;
+    if (out) {
+        rsdi_listing_reset(out);
+        if (r->last_list == out) r->last_list = NULL;
+    }
+#ifndef RSD_NO_LMSTUDIO
+    else rsdi_lms_reset(r->lms->cat);
+#endif
+}
+
 /* A listing into out: what its reader made of the answer, or (a runtime with parse_list)
    the whole body parsed. */
 RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
@@ -10755,6 +10770,7 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     if (body && len) (void)rsd_reconcile_body(r, status, body, len); /* the last piece, or the whole answer */
     if (transport == RSD_OK && r->ans_state == RSDI_ANS_OVER) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
     if (transport == RSD_OK && status >= 200 && status <= 299) rsdi_rc_ans_read(r);
+    else if (r->ans_state == RSDI_ANS_SPLIT) rsdi_rc_ans_cut(r); /* cut off after entries were read */
     body = r->ans;
     len = r->ans_state == RSDI_ANS_WHOLE ? r->ans_len : 0;
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */

@@ -248,6 +248,49 @@ static void test_reconcile_takes_pieces(void) {
     rsd_reconcile_release(&r);
 }
 
+/* A listing answer cut off after its first entries were read (the transport fails after
+   the head): the listing it went into is empty, never partial, and not the last read. */
+static void test_cut_listing_is_never_partial(void) {
+    static rsd_reconcile r;
+    rsd_reconcile_desc d;
+    rsd_step s;
+    const char *list = "{\"data\":[{\"id\":\"a\",\"status\":{\"value\":\"loaded\"}},{\"id\":\"b\",\"status\":{\"value\":\"unloaded\"}}]}";
+    static char cut[4096];
+    rsd_reconcile_limits lim;
+    uint64_t now = 1;
+    int guard, polls = 0, i;
+    size_t o = 0;
+    o += (size_t)snprintf(cut + o, sizeof cut - o, "{\"data\":[");
+    for (i = 0; i < 40; i++) /* 40 entries, over the 1 KiB buffer: read as they arrive, then cut */
+        o += (size_t)snprintf(cut + o, sizeof cut - o, "{\"id\":\"m%02d\",\"status\":{\"value\":\"loaded\"}},", i);
+    o += (size_t)snprintf(cut + o, sizeof cut - o, "{\"id\":\"b\",\"sta");
+    memset(&lim, 0, sizeof lim);
+    lim.max_body_bytes = 1024;
+    memset(&d, 0, sizeof d);
+    d.base_url = "http://127.0.0.1:8080";
+    d.keep = "b";
+    d.capacity_known = true;
+    d.max_instances = 4;
+    REQUIRE(rsd_reconcile_init(&r, &lim) == RSD_OK);
+    REQUIRE(rsd_reconcile_begin(&r, &d, now) == RSD_OK);
+    for (guard = 0; guard < 20 && !polls; guard++) {
+        s = rsd_reconcile_next(&r, now);
+        if (s.kind == RSD_STEP_WAIT) { now = s.wake_ms > now ? s.wake_ms : now + 1; continue; }
+        REQUIRE(s.kind == RSD_STEP_HTTP);
+        if (s.http.op == RSD_OP_LOAD) { (void)rsd_reconcile_feed(&r, RSD_OK, 200, "{\"success\":true}", 16, now); continue; }
+        REQUIRE(s.http.op == RSD_OP_LIST);
+        if (r.phase == RSDI_PH_LIST) { (void)rsd_reconcile_feed(&r, RSD_OK, 200, list, strlen(list), now); continue; }
+        polls++; /* the wait's poll: its answer breaks off after entry a */
+        CHECK_EQ_INT(rsd_reconcile_body(&r, 200, cut, o), RSD_OK);
+        CHECK_EQ_INT(r.poll.n, 40); /* read as it arrived */
+        CHECK_EQ_INT(rsd_reconcile_feed(&r, RSD_ERR_CLOSED, 200, NULL, 0, now), RSD_OK);
+        CHECK_EQ_INT(r.poll.n, 0);
+        CHECK(r.last_list != &r.poll);
+    }
+    CHECK_EQ_INT(polls, 1);
+    rsd_reconcile_release(&r);
+}
+
 /* Detection: a 2xx answer over its buffer that is no listing (a single-model server's
    /props with a long chat template) matches nothing and the probes go on; a listing over
    it is read as it arrives. */
@@ -297,6 +340,7 @@ int main(int argc, char **argv) {
     RUN(test_router_listing_of_64_through_8_kib);
     RUN(test_duplicate_lists_the_last_wins);
     RUN(test_reconcile_takes_pieces);
+    RUN(test_cut_listing_is_never_partial);
     RUN(test_detection_over_the_buffer);
     return RSD_TEST_END();
 }
