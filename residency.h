@@ -4723,11 +4723,22 @@ RSDI_PRIVATE bool rsdi_sp_put(rsd_json_split *sp, const unsigned char *src, size
     return true;
 }
 
+/* A tokenized element (r tokens) to fn. */
+RSDI_PRIVATE void rsdi_sp_give(rsd_json_split *sp, const rsd_json_doc *el, int r) {
+    rsd_str key;
+    if ((uint32_t)r > sp->max_el) sp->max_el = (uint32_t)r;
+    if (sp->depth == 1) sp->n_root++;
+    if (!sp->pending && sp->fn) {
+        key.ptr = sp->depth == 1 ? "" : sp->buf + sp->key_at;
+        key.len = sp->depth == 1 ? 0 : sp->key_len;
+        sp->fn(sp->user, key, el);
+    }
+}
+
 /* One whole element at p[0..n): tokenized with the depth left, then to fn. */
 RSDI_PRIVATE int rsdi_sp_element(rsd_json_split *sp, const char *p, size_t n, bool followed) {
     rsd_json_desc jd;
     rsd_json_doc el;
-    rsd_str key;
     int r;
     jd.max_depth = RSD_JSON_MAX_DEPTH - sp->depth;
     jd.max_bytes = 0;
@@ -4739,13 +4750,7 @@ RSDI_PRIVATE int rsdi_sp_element(rsd_json_split *sp, const char *p, size_t n, bo
     }
     if (r == RSD_ERR_TRUNCATED && followed) r = RSD_ERR_JSON; /* a scalar cut by a delimiter */
     if (r < 0) return rsdi_sp_fail(sp, r, el.err.what, sp->el_at + el.err.offset);
-    if ((uint32_t)r > sp->max_el) sp->max_el = (uint32_t)r;
-    if (sp->depth == 1) sp->n_root++;
-    if (!sp->pending && sp->fn) {
-        key.ptr = sp->depth == 1 ? "" : sp->buf + sp->key_at;
-        key.len = sp->depth == 1 ? 0 : sp->key_len;
-        sp->fn(sp->user, key, &el);
-    }
+    rsdi_sp_give(sp, &el, r);
     return RSD_OK;
 }
 
@@ -4836,6 +4841,25 @@ RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len
                 continue;
             }
             if (c == ',' || c == ':' || c == '}') RSDI_SP_FAIL(RSD_ERR_JSON, "unexpected character", RSDI_SP_AT(p));
+            if (!sp->pending) { /* the parser finds where it ends: a value that ends in data is read where it lies */
+                rsd_json_desc jd;
+                rsd_json_doc ed;
+                int r;
+                jd.max_depth = RSD_JSON_MAX_DEPTH - sp->depth;
+                jd.max_bytes = 0;
+                r = rsdi_json_parse_in(&ed, (const char *)p, (size_t)(e - p), sp->toks, sp->n_toks, &jd, 0xFFFFFFFFu, 1);
+                if (r != RSD_ERR_TRUNCATED && r != RSD_ERR_JSON_TOKENS &&
+                    (r < 0 || ed.len < (size_t)(e - p) || c == '{' || c == '[' || c == '"')) {
+                    sp->el_at = RSDI_SP_AT(p);
+                    if (r < 0) RSDI_SP_FAIL(r, ed.err.what, sp->el_at + ed.err.offset);
+                    if (!sp->whole && ed.len > sp->cap - sp->kept)
+                        RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "a list entry is larger than the buffer", sp->el_at);
+                    rsdi_sp_give(sp, &ed, r);
+                    p += ed.len;
+                    sp->st = RSDI_SP_AFTER;
+                    continue;
+                }
+            }
             sp->st = RSDI_SP_EL;
             sp->kind = c == '{' || c == '[' ? RSDI_SP_CONT : c == '"' ? RSDI_SP_STR : RSDI_SP_SCALAR;
             sp->el_depth = sp->kind == RSDI_SP_CONT;
