@@ -5700,15 +5700,44 @@ RSDI_PRIVATE void rsdi_sort_ids(const rsd_facts *f, int16_t *order, uint64_t *ke
     }
 }
 
-/* Appends a notice; returns it zeroed with kind/level/msg set, or NULL if full. */
-RSDI_PRIVATE rsd_notice *rsdi_notice_add(rsd_plan *p, rsd_notice_kind kind, rsd_notice_level level,
-                                         rsd_notice_msg msg, int subject) {
+/* Each message's kind and level, the detail fields it always carries, and whether it only
+   describes the server (kept as it is under observe), in rsd_notice_msg order. */
+typedef struct rsdi_notice_class {
+    uint8_t kind, level, advisory;
+    uint16_t detail;
+} rsdi_notice_class;
+#define RSDI_NC(k, l, a, d) {(uint8_t)RSD_NOTICE_##k, (uint8_t)RSD_LEVEL_##l, a, (uint16_t)(d)}
+static const rsdi_notice_class rsdi_notice_classes[RSD_MSG_NUM] = {
+    RSDI_NC(NONE, NONE, 0, 0),
+    RSDI_NC(STRESS, WARNING, 1, RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_MODEL_MAX_CONTEXT), /* CONTEXT_OVER_MAX */
+    RSDI_NC(STRESS, WARNING, 1, RSD_DETAIL_RESIDENT_VRAM_BYTES | RSD_DETAIL_RESIDENT_TOTAL_BYTES), /* SPLIT */
+    RSDI_NC(STRESS, WARNING, 1, RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES), /* OVER_CAPACITY */
+    RSDI_NC(CO_RESIDENT, INFO, 1, RSD_DETAIL_RESIDENT_COUNT), /* SERVES_ALONGSIDE (+ MAX_INSTANCES when known) */
+    RSDI_NC(CO_RESIDENT, INFO, 0, RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES), /* LOADING_ALONGSIDE */
+    RSDI_NC(WILL_NOT_FIT, ERROR, 0, 0), /* DECLINE_PINNED_KEEP: a DECLINE_ALL_PINNED notice turns into it */
+    RSDI_NC(WILL_NOT_FIT, ERROR, 0, RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES), /* DECLINE_ALL_PINNED */
+    RSDI_NC(SWAP, WARNING, 0, RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_CONFIG_PROTECTED), /* EVICT_CONFIG */
+    RSDI_NC(ABOUT_TO_EVICT, INFO, 0, 0), /* EVICT_OURS */
+    RSDI_NC(SWAP, WARNING, 0, RSD_DETAIL_SWAPPED_OUT), /* EVICT_FOREIGN */
+    RSDI_NC(STRESS, WARNING, 0, RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_LOAD_CONTEXT), /* CONTEXT_CLAMPED */
+    RSDI_NC(WILL_NOT_FIT, ERROR, 0, 0), /* NOT_LOADABLE (no detail upstream) */
+    RSDI_NC(WILL_NOT_FIT, WARNING, 0, RSD_DETAIL_KEEP_BYTES | RSD_DETAIL_FREE_BYTES | RSD_DETAIL_CAPACITY_BYTES),
+    RSDI_NC(ABOUT_TO_EVICT, INFO, 0, RSD_DETAIL_FREED_VRAM_BYTES | RSD_DETAIL_FREE_BYTES), /* FREE_OURS */
+    RSDI_NC(WILL_NOT_FIT, WARNING, 0, RSD_DETAIL_FREE_BYTES | RSD_DETAIL_FREED_VRAM_BYTES) /* FREE_SHORT */
+};
+#undef RSDI_NC
+
+/* Appends a notice of message msg; returns it zeroed with its kind, level and detail set,
+   or NULL if full. */
+RSDI_PRIVATE rsd_notice *rsdi_notice_add(rsd_plan *p, rsd_notice_msg msg, int subject) {
+    const rsdi_notice_class *c = &rsdi_notice_classes[msg];
     rsd_notice *n;
     if (p->n_notices >= RSD_MAX_NOTICES) return NULL;
     n = &p->notices[p->n_notices++];
     memset(n, 0, sizeof *n);
-    n->kind = kind;
-    n->level = level;
+    n->kind = (rsd_notice_kind)c->kind;
+    n->level = (rsd_notice_level)c->level;
+    n->detail = c->detail;
     n->msg = msg;
     n->subject = subject;
     n->role = RSD_ROLE_NONE;
@@ -5777,19 +5806,17 @@ RSDI_PRIVATE void rsdi_evict_notices(const rsd_facts *f, const rsdi_decide_ws *w
         const rsd_resident *r = &f->residents[g];
         rsd_notice *n;
         if (p->cls[g].protection == RSD_PROTECT_CONFIG) {
-            n = rsdi_notice_add(p, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, RSD_MSG_EVICT_CONFIG, g);
+            n = rsdi_notice_add(p, RSD_MSG_EVICT_CONFIG, g);
             if (!n) return;
-            n->detail = RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_CONFIG_PROTECTED;
             n->config_protected = true;
             n->role = (rsd_role)p->cls[g].role;
             if (n->role != RSD_ROLE_NONE) n->detail |= RSD_DETAIL_ROLE;
         } else if (p->cls[g].ours) {
-            n = rsdi_notice_add(p, RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO, RSD_MSG_EVICT_OURS, g);
+            n = rsdi_notice_add(p, RSD_MSG_EVICT_OURS, g);
             if (!n) return;
         } else {
-            n = rsdi_notice_add(p, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, RSD_MSG_EVICT_FOREIGN, g);
+            n = rsdi_notice_add(p, RSD_MSG_EVICT_FOREIGN, g);
             if (!n) return;
-            n->detail = RSD_DETAIL_SWAPPED_OUT;
         }
         if (p->cls[g].protection != RSD_PROTECT_CONFIG && r->has_size_vram) {
             n->detail |= RSD_DETAIL_FREED_VRAM_BYTES;
@@ -5850,9 +5877,8 @@ RSDI_PRIVATE int rsdi_pick_bytes(const rsdi_decide_ws *w, const int16_t *a, int 
 /* the keep does not fit even after evicting every candidate: say so (the plan
    then goes on as without sizes). evictable = bytes the candidates hold. */
 RSDI_PRIVATE void rsdi_bytes_short(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p, uint64_t evictable) {
-    rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_WARNING, RSD_MSG_BYTES_SHORT, -1);
+    rsd_notice *n = rsdi_notice_add(p, RSD_MSG_BYTES_SHORT, -1);
     if (!n) return;
-    n->detail = RSD_DETAIL_KEEP_BYTES | RSD_DETAIL_FREE_BYTES | RSD_DETAIL_CAPACITY_BYTES;
     n->keep_bytes = f->keep_bytes;
     n->free_bytes = rsdi_add_sat(w->free_bytes, evictable);
     n->capacity_bytes = f->capacity_bytes;
@@ -5896,9 +5922,8 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
     if (needed <= 0) { /* R30a */
         p->decision = RSD_DECISION_LOAD;
         p->reason = RSD_REASON_FREE_SLOT;
-        n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_LOADING_ALONGSIDE, -1);
+        n = rsdi_notice_add(p, RSD_MSG_LOADING_ALONGSIDE, -1);
         if (n) {
-            n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
             n->resident_count = (uint32_t)f->n_residents + 1;
             n->max_instances = f->max_instances;
         }
@@ -5907,7 +5932,7 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
     for (k = 0; k < w->n_unprot; k++) avail_unprot += w->gsize[w->unprot[k]];
     for (k = 0; k < w->n_config; k++) avail_config += w->gsize[w->config[k]];
     if (avail_unprot + (config_evictable ? avail_config : 0) < needed) {
-        n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, RSD_MSG_DECLINE_ALL_PINNED, -1);
+        n = rsdi_notice_add(p, RSD_MSG_DECLINE_ALL_PINNED, -1);
         p->decision = RSD_DECISION_DECLINE;
         p->reason = RSD_REASON_DECLINE_ALL_PINNED;
         if (!config_evictable && avail_unprot + avail_config >= needed) { /* R30c */
@@ -5927,7 +5952,6 @@ RSDI_PRIVATE void rsdi_router_known(const rsd_facts *f, rsdi_decide_ws *w, rsd_p
             }
         }
         if (n) {
-            n->detail |= RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
             n->resident_count = (uint32_t)f->n_residents;
             n->max_instances = f->max_instances;
         }
@@ -6074,9 +6098,8 @@ RSDI_PRIVATE void rsdi_decide_bytes(const rsd_facts *f, rsdi_decide_ws *w, const
 RSDI_PRIVATE void rsdi_decide_stress(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
     int k;
     if (f->context_length && f->model_max_context && f->context_length > f->model_max_context) {
-        rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_OVER_MAX, -1);
+        rsd_notice *n = rsdi_notice_add(p, RSD_MSG_CONTEXT_OVER_MAX, -1);
         if (n) {
-            n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_MODEL_MAX_CONTEXT;
             n->requested_context = f->context_length;
             n->model_max_context = f->model_max_context;
         }
@@ -6084,9 +6107,8 @@ RSDI_PRIVATE void rsdi_decide_stress(const rsd_facts *f, const rsdi_decide_ws *w
     for (k = 0; k < w->n; k++) {
         const rsd_resident *res = &f->residents[w->order[k]];
         if (res->has_size && res->has_size_vram && res->size_bytes > res->size_vram_bytes) {
-            rsd_notice *n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_SPLIT, w->order[k]);
+            rsd_notice *n = rsdi_notice_add(p, RSD_MSG_SPLIT, w->order[k]);
             if (n) {
-                n->detail = RSD_DETAIL_RESIDENT_VRAM_BYTES | RSD_DETAIL_RESIDENT_TOTAL_BYTES;
                 n->resident_vram_bytes = res->size_vram_bytes;
                 n->resident_total_bytes = res->size_bytes;
             }
@@ -6102,11 +6124,10 @@ RSDI_PRIVATE void rsdi_decide_resident(const rsd_facts *f, const rsdi_decide_ws 
     p->reason = RSD_REASON_KEEP_RESIDENT;
     if (!w->n_others) return;
     if (f->max_instances && (uint32_t)w->n > f->max_instances) {
-        n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_OVER_CAPACITY, -1);
-        if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | RSD_DETAIL_MAX_INSTANCES;
+        n = rsdi_notice_add(p, RSD_MSG_OVER_CAPACITY, -1);
     } else {
-        n = rsdi_notice_add(p, RSD_NOTICE_CO_RESIDENT, RSD_LEVEL_INFO, RSD_MSG_SERVES_ALONGSIDE, -1);
-        if (n) n->detail = RSD_DETAIL_RESIDENT_COUNT | (f->max_instances ? (uint32_t)RSD_DETAIL_MAX_INSTANCES : 0u);
+        n = rsdi_notice_add(p, RSD_MSG_SERVES_ALONGSIDE, -1);
+        if (n && f->max_instances) n->detail |= RSD_DETAIL_MAX_INSTANCES;
     }
     if (n) {
         n->resident_count = (uint32_t)w->n;
@@ -6184,9 +6205,8 @@ RSDI_PRIVATE void rsdi_decide_free(const rsd_facts *f, rsdi_decide_ws *w, rsd_pl
         if (freed >= f->free_bytes) continue;
         rsdi_mark_evict(w, p, g);
         freed = rsdi_add_sat(freed, b);
-        n = rsdi_notice_add(p, RSD_NOTICE_ABOUT_TO_EVICT, RSD_LEVEL_INFO, RSD_MSG_FREE_OURS, g);
+        n = rsdi_notice_add(p, RSD_MSG_FREE_OURS, g);
         if (n) {
-            n->detail = RSD_DETAIL_FREED_VRAM_BYTES | RSD_DETAIL_FREE_BYTES;
             n->freed_vram_bytes = b;
             n->free_bytes = f->free_bytes;
         }
@@ -6197,9 +6217,8 @@ RSDI_PRIVATE void rsdi_decide_free(const rsd_facts *f, rsdi_decide_ws *w, rsd_pl
     p->reason = !p->n_evict ? RSD_REASON_FREE_NOTHING : freed < f->free_bytes ? RSD_REASON_FREE_SHORT
                                                                               : RSD_REASON_FREE_BYTES;
     if (freed >= f->free_bytes) return;
-    n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_WARNING, RSD_MSG_FREE_SHORT, -1);
+    n = rsdi_notice_add(p, RSD_MSG_FREE_SHORT, -1);
     if (n) {
-        n->detail = RSD_DETAIL_FREE_BYTES | RSD_DETAIL_FREED_VRAM_BYTES;
         n->free_bytes = f->free_bytes;
         n->freed_vram_bytes = held;
     }
@@ -6215,9 +6234,8 @@ RSDI_PRIVATE void rsdi_decide_clamp(const rsd_facts *f, const rsdi_decide_ws *w,
         if (!p->cls[w->others[k]].evict) neighbours++;
     p->load_context = rsd_fit_context(f->context_length, neighbours, f->context_ceiling);
     if (p->load_context >= f->context_length) return;
-    n = rsdi_notice_add(p, RSD_NOTICE_STRESS, RSD_LEVEL_WARNING, RSD_MSG_CONTEXT_CLAMPED, -1);
+    n = rsdi_notice_add(p, RSD_MSG_CONTEXT_CLAMPED, -1);
     if (n) {
-        n->detail = RSD_DETAIL_REQUESTED_CONTEXT | RSD_DETAIL_LOAD_CONTEXT;
         n->requested_context = f->context_length;
         n->load_context = p->load_context;
     }
@@ -6233,12 +6251,8 @@ RSDI_PRIVATE void rsdi_decide_observe(const rsd_facts *f, rsd_plan *p) {
     p->reason = f->optout == RSD_OPTOUT_TARGET ? RSD_REASON_OBSERVE_TARGET : RSD_REASON_OBSERVE_ENV;
     p->n_evict = 0;
     p->n_fallback = 0;
-    for (k = 0; k < p->n_notices; k++) {
-        rsd_notice_msg m = p->notices[k].msg;
-        if (m != RSD_MSG_CONTEXT_OVER_MAX && m != RSD_MSG_SPLIT && m != RSD_MSG_OVER_CAPACITY &&
-            m != RSD_MSG_SERVES_ALONGSIDE)
-            p->notices[k].observe_only = true;
-    }
+    for (k = 0; k < p->n_notices; k++)
+        if (!rsdi_notice_classes[p->notices[k].msg].advisory) p->notices[k].observe_only = true;
 }
 
 RSD_API int rsd_decide(const rsd_facts *f, rsd_plan *p) {
@@ -6344,7 +6358,7 @@ RSD_API int rsd_plan_decline_unloadable(const rsd_facts *f, rsd_plan *p, uint32_
     p->n_notices = 0;
     p->load_context = 0;
     for (i = 0; i < RSD_MAX_RESIDENTS; i++) p->cls[i].evict = 0;
-    n = rsdi_notice_add(p, RSD_NOTICE_WILL_NOT_FIT, RSD_LEVEL_ERROR, RSD_MSG_NOT_LOADABLE, -1);
+    n = rsdi_notice_add(p, RSD_MSG_NOT_LOADABLE, -1);
     if (n) n->resident_count = models_listed; /* no detail upstream; the count is for the text */
     return RSD_OK;
 }
@@ -9246,16 +9260,24 @@ RSDI_PRIVATE int rsdi_rc_root(const rsd_runtime *rt, const char *base_url, char 
     return rsd_root_url(rsd_str_c(base_url), out, cap) > 0 ? RSD_OK : RSD_ERR_URL;
 }
 
-RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url, char *out, size_t cap) {
-    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX];
+/* The target key before it is normalised: "<runtime name>|<base URL>", or the root URL for
+   a runtime with its own root rule (the shell's migration of old keys builds it too). */
+RSDI_PRIVATE int rsdi_rc_raw_key(const rsd_runtime *rt, const char *base_url, char *raw, size_t cap) {
+    char root[RSD_RECONCILE_URL_MAX];
     int rc;
-    if (!out || !base_url) return RSD_ERR_ARG;
-    if (!rt) rt = rsd_runtime_router();
     if (rt->root) { /* keyed by its root */
         if ((rc = rsdi_rc_root(rt, base_url, root, sizeof root)) < 0) return rc;
         base_url = root;
     }
-    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base_url) >= (int)sizeof raw) return RSD_ERR_BUFFER;
+    return RSD_SNPRINTF(raw, cap, "%s|%s", rt->name, base_url) >= (int)cap ? RSD_ERR_BUFFER : RSD_OK;
+}
+
+RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url, char *out, size_t cap) {
+    char raw[RSD_RECONCILE_URL_MAX + 64];
+    int rc;
+    if (!out || !base_url) return RSD_ERR_ARG;
+    if (!rt) rt = rsd_runtime_router();
+    if ((rc = rsdi_rc_raw_key(rt, base_url, raw, sizeof raw)) < 0) return rc;
     return rsd_target_key_normalise(rsd_str_c(raw), out, cap);
 }
 
@@ -9425,29 +9447,33 @@ typedef struct rsdi_rc_sizes {
 
 RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
 
-RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *lim, rsdi_rc_sizes *z) {
+RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_sizes *z) {
     size_t t;
     rsd_listing_desc ld;
+    rsd_reconcile_limits l; /* NULL = the defaults, as all zero */
+    const rsd_reconcile_limits *lim = &l;
+    if (limits) l = *limits;
+    else memset(&l, 0, sizeof l);
     memset(&ld, 0, sizeof ld);
-    ld.max_models = lim ? lim->max_models : 0;
-    ld.arena_bytes = lim ? lim->arena_bytes : 0;
+    ld.max_models = lim->max_models;
+    ld.arena_bytes = lim->arena_bytes;
     if (!rsdi_listing_sizes(&ld, &z->models, &z->arena)) return false;
-    t = lim && lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
+    t = lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
     if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
     z->toks = (uint32_t)t;
-    z->body = lim && lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
+    z->body = lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
-    z->lms = !lim || !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
-    z->id = lim && lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
+    z->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
+    z->id = lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
-    z->ids = lim && lim->id_arena_bytes ? lim->id_arena_bytes : (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL;
-    if (!(lim && lim->id_arena_bytes) && z->ids < 1024) z->ids = 1024;
+    z->ids = lim->id_arena_bytes ? lim->id_arena_bytes : (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL;
+    if (!lim->id_arena_bytes && z->ids < 1024) z->ids = 1024;
     if (z->ids < 1024 || z->ids > ((size_t)1 << 30)) return false;
-    z->notices = lim && lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
+    z->notices = lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
     if (z->notices < 1 || z->notices > 4096) return false;
-    z->ntext = lim && lim->notice_text_bytes ? lim->notice_text_bytes
+    z->ntext = lim->notice_text_bytes ? lim->notice_text_bytes
              : (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG;
-    if (!(lim && lim->notice_text_bytes) && z->ntext < 1024) z->ntext = 1024;
+    if (!lim->notice_text_bytes && z->ntext < 1024) z->ntext = 1024;
     if (z->ntext < 1024 || z->ntext > ((size_t)1 << 30)) return false;
     /* the two listings' storage holds LM Studio's catalog too (a reconcile on LM Studio lists
        into neither) */

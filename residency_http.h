@@ -33,6 +33,11 @@
                                       coordinator (desc.coord, $RESIDENCY_COORD) is
                                       not created; the state directory is used
                                       otherwise
+       RSD_NO_DETECT                  the ensurer does not detect runtimes: a request
+                                      whose runtime is AUTO (its own and the desc's)
+                                      ends with RSD_ERR_NOT_FOUND, "no runtime
+                                      detection in this build", sending nothing; the
+                                      core's rsd_detect_* stay for a caller of its own
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
@@ -881,8 +886,9 @@
        Runtime detection (q.runtime AUTO) is the core's rsd_detect (driver:
        detect), driven over the ensurer's client: one GET per probe under the root
        URL until one matches (llama.cpp router, Ollama, LM Studio 0.4+, LM Studio
-       0.3). The answer is cached per target in the ensurer (RSD_ENSURE_MAX_NAMES
-       entries), so only the first ensure of a target pays for it. What the probe
+       0.3); RSD_NO_DETECT leaves it out. The answer is cached per target in the
+       ensurer (RSD_ENSURE_MAX_NAMES entries), so only the first ensure of a
+       target pays for it. What the probe
        read is handed to the reconcile, not asked again: a router's /props as its
        instance limit (desc.capacity_known), so a resident model costs 2 requests
        (GET /props, GET /v1/models), as upstream; LM Studio's GET /api/v1/models
@@ -3029,12 +3035,8 @@ RSDI_PRIVATE bool rsdi_ieq_lit(const char *s, size_t n, const char *lit) {
     return rsdi_ieq_c(v, lit);
 }
 
-RSDI_PRIVATE int rsdi_hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+/* A hex digit's value, or -1: the core's (one hex rule for URLs, chunk sizes and state files). */
+RSDI_PRIVATE int rsdi_hexval(char c) { return rsdi_json_hexval((unsigned char)c); }
 
 /* Strict dotted quad: exactly 4 parts of 1-3 digits, each 0..255, no leading zero. */
 RSDI_PRIVATE bool rsdi_ipv4_ok(const char *s, size_t n) {
@@ -6587,6 +6589,20 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #else
 #define RSDI_EN_CO(e) ((e)->co)
 #endif
+/* True while the ensure detects its runtime: never in a build without detection, so
+   detection's branches of the ensure compile out. */
+#ifdef RSD_NO_DETECT
+#define RSDI_EN_DETECTING(e) ((void)(e), 0)
+#else
+#define RSDI_EN_DETECTING(e) ((e)->phase == RSDI_EN_DETECT)
+#endif
+/* 1 when a built-in runtime can run models as instances: LM Studio is the only one, so
+   in a build without it every instance branch of the ensure compiles out. */
+#ifdef RSD_NO_LMSTUDIO
+#define RSDI_EN_INSTANCES 0
+#else
+#define RSDI_EN_INSTANCES 1
+#endif
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
@@ -7010,7 +7026,7 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
-    b->mem = z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
+    b->mem = RSDI_EN_INSTANCES && z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
     /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
        attribution (with a state directory or etcd; the last uses and a lease are read into
        the state's own scratch) */
@@ -7109,7 +7125,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         sd.allocator = d.allocator;
         sd.logger = d.logger;
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
-        if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && z.lms) { /* instances kept in memory */
+        if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && RSDI_EN_INSTANCES && z.lms) { /* instances kept in memory */
             e->mem = e->mem_own = (rsdi_ensure_mem *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes());
             e->max_mem = e->mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
             if (!e->mem)
@@ -7124,6 +7140,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             rsd_etcd_desc cd;
             memset(&cd, 0, sizeof cd);
             cd.url = cu;
+            cd.logger = d.logger;
+#ifndef RSD_NO_ETCD /* else create only says that etcd is not in this build */
             cd.host_id = d.coord_host;
             cd.lease_ttl_s = d.coord_lease_ttl_s;
             cd.attr_arena_bytes = (uint32_t)b.attr;
@@ -7139,7 +7157,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             cd.http.resolve_fn = hd.resolve_fn;
             cd.http.resolve_user = hd.resolve_user;
             cd.allocator = d.allocator;
-            cd.logger = d.logger;
+#endif
             if (rsd_etcd_create(&e->co, &cd) != RSD_OK) { /* a bad coordinator is a configuration error */
                 rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                           "ensurer: cannot use the coordinator '%.200s'", cu);
@@ -7467,7 +7485,7 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
     rsd_etcd_view v;
     if (!RSDI_EN_CO(e) || e->co_read_err >= 0) return;
     rsd_etcd_query(RSDI_EN_CO(e), &v);
-    if (e->rt->flags & RSD_RT_INSTANCES)
+    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
         rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "could not read the shared record for '%s' from etcd (%s): residency treats every "
                                  "loaded instance there as not its own", e->url,
@@ -7487,7 +7505,7 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     int k;
     e->n_ours = e->n_owned = 0;
     if (!e->st && !RSDI_EN_CO(e)) {
-        for (k = 0; k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
+        for (k = 0; RSDI_EN_INSTANCES && k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
             if (strcmp(e->mem[k].key, e->key) == 0) {
                 e->owned[e->n_owned].model = e->mem[k].model;
                 e->owned[e->n_owned++].instance = e->mem[k].inst;
@@ -7498,7 +7516,7 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     for (i = 0; i < e->attrs->count; i++) {
         if (!e->attrs->items[i].instance[0]) {
             if (e->n_ours < RSD_RECONCILE_MAX_OURS) e->ours[e->n_ours++] = e->attrs->items[i].model;
-        } else if (e->n_owned < RSD_RECONCILE_MAX_OWNED) {
+        } else if (RSDI_EN_INSTANCES && e->n_owned < RSD_RECONCILE_MAX_OWNED) {
             e->owned[e->n_owned].model = e->attrs->items[i].model;
             e->owned[e->n_owned++].instance = e->attrs->items[i].instance;
         }
@@ -7523,7 +7541,7 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
         rsd_etcd_query(RSDI_EN_CO(e), &v);
         e->co_told = true;
         if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-        if (e->rt->flags & RSD_RT_INSTANCES)
+        if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
             rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                      "the record of the %s instances residency loaded on '%s' (etcd %s/attr/%s) "
                                      "is corrupt: residency treats every loaded instance there as not its own "
@@ -7538,7 +7556,7 @@ RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     if (!e->st || !e->attrs->reset) return;
     e->attrs->reset = false;
     if (rsd_state_file_name(e->key, name, sizeof name) < 0) name[0] = '\0';
-    if (e->rt->flags & RSD_RT_INSTANCES)
+    if (RSDI_EN_INSTANCES && (e->rt->flags & RSD_RT_INSTANCES))
         rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_ATTR_RESET, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
                                  "the record of the %s instances residency loaded on '%s' was corrupt and "
                                  "has been reset (kept as %s/attr/%s.attr.corrupt): residency treats every loaded "
@@ -7587,14 +7605,8 @@ RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms)
    ("<runtime>|<url>" by the older rule: the path and a port's leading zeros kept) move to
    e->key, so an upgrade keeps what it loaded and when it was used. How many files moved. */
 RSDI_PRIVATE int rsdi_en_migrate(rsd_ensurer *e, const rsd_runtime *rt) {
-    char raw[RSD_RECONCILE_URL_MAX + 64], root[RSD_RECONCILE_URL_MAX], old[RSD_TARGET_KEY_MAX];
-    const char *base = e->url;
-    if (rt->root) {
-        if (rsdi_rc_root(rt, e->url, root, sizeof root) < 0) return 0;
-        base = root;
-    }
-    if (RSD_SNPRINTF(raw, sizeof raw, "%s|%s", rt->name, base) >= (int)sizeof raw ||
-        rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
+    char raw[RSD_RECONCILE_URL_MAX + 64], old[RSD_TARGET_KEY_MAX];
+    if (rsdi_rc_raw_key(rt, e->url, raw, sizeof raw) < 0 || rsdi_state_legacy_key(raw, old, sizeof old) <= 0)
         return 0;
     return rsdi_state_migrate(e->st, old, e->key); /* how many files moved */
 }
@@ -7626,7 +7638,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     if (!f) f = &e->found;
     has_gen = rsdi_en_gen(e, &gen);
     if (!e->no_cache && !e->free_bytes && rsdi_en_ttl_hit(e, has_gen ? gen : 0, now_ms)) return;
-    if (e->free_bytes && (rt->flags & RSD_RT_INSTANCES)) {
+    if (e->free_bytes && RSDI_EN_INSTANCES && (rt->flags & RSD_RT_INSTANCES)) {
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "%s at %s: freeing bytes is not offered for this runtime", rt->label, e->url);
         return;
     }
@@ -7786,6 +7798,12 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
     if (e->kind == RSD_RUNTIME_AUTO) {
+#ifdef RSD_NO_DETECT
+        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
+                     "%s: no runtime detection in this build (RSD_NO_DETECT); name the runtime "
+                     "(rsd_ensure_req.runtime)", e->url);
+        return RSD_ERR_NOT_FOUND;
+#else
         memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
         e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
         e->detect->n_toks = e->m.rc.max_tokens;
@@ -7795,6 +7813,7 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
         }
         e->phase = RSDI_EN_DETECT;
         return RSD_OK;
+#endif
     }
     rsdi_en_start_run(e, NULL, now_ms);
     return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
@@ -7857,7 +7876,7 @@ RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool ad
 RSDI_PRIVATE void rsdi_en_change(rsd_ensurer *e, const rsd_attr_ref *a, bool remove) {
     if (!a->model || !a->model[0]) return;
     if (!e->st && !RSDI_EN_CO(e)) {
-        if (a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
+        if (RSDI_EN_INSTANCES && a->instance && a->instance[0]) rsdi_en_mem_set(e, a, !remove);
         return;
     }
     if (e->n_chg >= RSDI_EN_MAX_CHANGES) return;
@@ -7957,7 +7976,7 @@ RSDI_PRIVATE bool rsdi_en_lock_answer(rsd_ensurer *e, int r, uint64_t now_ms) {
     if (held && !rsdi_en_gen(e, &gen)) gen = ~(uint64_t)0;
     rsdi_en_read_attr(e); /* it may have changed while we waited */
     (void)rsd_reconcile_set_ours(&e->m.rc, e->ours, e->n_ours);
-    (void)rsd_reconcile_set_owned(&e->m.rc, e->owned, e->n_owned);
+    if (RSDI_EN_INSTANCES) (void)rsd_reconcile_set_owned(&e->m.rc, e->owned, e->n_owned);
     rsdi_en_reset_notice(e);
     (void)rsd_reconcile_lock_done(&e->m.rc, held, gen, now_ms);
     return true;
@@ -8029,14 +8048,14 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->inflight = false;
                 e->waiting = RSDI_EN_WAIT_NONE;
                 fed = true;
-                if (e->phase == RSDI_EN_DETECT) rsdi_en_probe_answer(e, &ev, now_ms);
+                if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
                 else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             if (fed) continue;
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
-        if (e->phase == RSDI_EN_DETECT) {
+        if (RSDI_EN_DETECTING(e)) {
             rsd_step s = rsd_detect_next(e->detect, now_ms);
             if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
             if (!rsdi_en_http(e, &s, now_ms, &rc)) {
@@ -11123,13 +11142,6 @@ RSD_API int rsd_attr_set_copy(rsd_attr_set *dst, const rsd_attr_set *src) {
     return RSD_OK;
 }
 
-RSDI_PRIVATE int rsdi_attr_hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 /* Unescapes s[0..n) into dst (RSD_STATE_MAX_ID_BYTES + 1); false when malformed. */
 RSDI_PRIVATE bool rsdi_attr_unescape(const char *s, size_t n, char *dst) {
     size_t i = 0, o = 0;
@@ -11145,7 +11157,7 @@ RSDI_PRIVATE bool rsdi_attr_unescape(const char *s, size_t n, char *dst) {
             else if (c == 'r') c = '\r';
             else if (c == 'x') {
                 int h, l;
-                if (i + 2 > n || (h = rsdi_attr_hex(s[i])) < 0 || (l = rsdi_attr_hex(s[i + 1])) < 0)
+                if (i + 2 > n || (h = rsdi_hexval(s[i])) < 0 || (l = rsdi_hexval(s[i + 1])) < 0)
                     return false;
                 c = (unsigned char)(h * 16 + l);
                 i += 2;
@@ -13283,30 +13295,34 @@ RSDI_PRIVATE void rsdi_fleet_cancel_probe(rsd_fleet *f, rsdi_fleet_slot *s) {
     s->probe.id = 0;
 }
 
-/* GET path on a starting child (at most one request per child in flight). */
-RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
+/* Sends GET path to slot s's child as s->probe (its one request in flight); false when
+   it could not be sent (s->probe is then empty). */
+RSDI_PRIVATE bool rsdi_fleet_send_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint32_t timeout_ms,
+                                      uint64_t now_ms) {
     rsd_http_request rq;
-    rsd_proc_info info;
     char url[RSDI_FLEET_URL_BYTES];
     const rsdi_fleet_model *m = &f->models[s->model];
-    if (s->probe.id || s->told || s->stopping || !s->proc.id) return false;
-    if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
-        info.state != RSD_PROC_STARTING)
-        return false;
     (void)RSD_SNPRINTF(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, path);
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.url = url;
-    rq.connect_timeout_ms = f->probe_timeout_ms;
-    rq.total_timeout_ms = f->probe_timeout_ms;
+    rq.connect_timeout_ms = timeout_ms;
+    rq.total_timeout_ms = timeout_ms;
     rq.bearer_token = m->probe_bearer;
     s->probe_sent_ms = now_ms;
-    s->out_seen = info.out_bytes;
-    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) {
-        s->probe.id = 0; /* the next PROBE tries again */
+    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;
+    return s->probe.id != 0;
+}
+
+/* GET path on a starting child (at most one request per child in flight). */
+RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *path, uint64_t now_ms) {
+    rsd_proc_info info;
+    if (s->probe.id || s->told || s->stopping || !s->proc.id) return false;
+    if (rsd_procs_query(f->procs, s->proc, now_ms, &info) != RSD_OK ||
+        info.state != RSD_PROC_STARTING)
         return false;
-    }
-    return true;
+    s->out_seen = info.out_bytes;
+    return rsdi_fleet_send_get(f, s, path, f->probe_timeout_ms, now_ms); /* if not, the next PROBE tries again */
 }
 
 /* The readiness probe (GET health_path), until it has said 200 once. */
@@ -13839,26 +13855,12 @@ RSDI_PRIVATE void rsdi_fleet_wd_kill(rsd_fleet *f, rsdi_fleet_slot *s, const cha
 
 /* A READY process due for its health poll gets one (GET health_path). */
 RSDI_PRIVATE bool rsdi_fleet_wd_poll(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
-    rsd_http_request rq;
-    char url[RSDI_FLEET_URL_BYTES];
-    const rsdi_fleet_model *m;
-    uint32_t to;
     if (!f->wd_interval || !s->pp.id || !s->ready || s->stopping || s->wd_why[0] || s->probe.id ||
         !s->wd_next_ms || now_ms < s->wd_next_ms)
         return false;
-    m = &f->models[s->model];
-    to = f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms;
-    (void)RSD_SNPRINTF(url, sizeof url, "http://%s:%u%s", m->probe_host, (unsigned)s->port, m->health_path);
-    memset(&rq, 0, sizeof rq);
-    rq.method = "GET";
-    rq.url = url;
-    rq.connect_timeout_ms = to;
-    rq.total_timeout_ms = to;
-    rq.bearer_token = m->probe_bearer;
-    s->probe_sent_ms = now_ms;
     s->wd_next_ms = now_ms + f->wd_interval;
-    if (rsd_http_send(f->client, &rq, now_ms, &s->probe) != RSD_OK) s->probe.id = 0;
-    return s->probe.id != 0;
+    return rsdi_fleet_send_get(f, s, f->models[s->model].health_path,
+                               f->wd_interval < f->probe_timeout_ms ? f->wd_interval : f->probe_timeout_ms, now_ms);
 }
 
 /* The answer to a health poll of READY slot s. */

@@ -3,7 +3,8 @@
 #   text_full         the whole implementation: both headers, one TU, every feature
 #   text_router_only  a program that only ensures on a llama.cpp router (rsd_ensurer_run: JSON,
 #                     decision, router driver, HTTP client, state), linked with
-#                     --gc-sections and the feature macros it does not need, less the
+#                     --gc-sections and the feature macros it does not need (its
+#                     request names the runtime, so RSD_NO_DETECT too), less the
 #                     .text of an empty program built the same way (the C runtime's start)
 #   size_reconcile    sizeof(rsd_reconcile) with the defaults (its tables are allocated by
 #                     rsd_reconcile_init; their sum is printed beside it, footprint=)
@@ -27,6 +28,7 @@ cat > "$OUT/size_router.c" <<'PROG'
 #define RSD_NO_OLLAMA
 #define RSD_NO_HTTP_SERVER
 #define RSD_NO_PROC
+#define RSD_NO_DETECT
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 int main(int argc, char **argv) {

@@ -30,15 +30,15 @@ for tls in 0 1; do
 done
 # feature macros: every combination builds, links and runs (gcc C99; the full set also C++11)
 nf=0
-for o in 0 1; do for l in 0 1; do for e in 0 1; do for h in 0 1; do for p in 0 1; do
+for o in 0 1; do for l in 0 1; do for e in 0 1; do for h in 0 1; do for p in 0 1; do for d in 0 1; do
   f=; [ $o = 1 ] && f="$f -DRSD_NO_OLLAMA"; [ $l = 1 ] && f="$f -DRSD_NO_LMSTUDIO"; [ $e = 1 ] && f="$f -DRSD_NO_ETCD"
-  [ $h = 1 ] && f="$f -DRSD_NO_HTTP_SERVER"; [ $p = 1 ] && f="$f -DRSD_NO_PROC"
-  $CC -std=c99 $CWARN $f tests/compile/features.c -o $B/features-$o$l$e$h$p
-  ./$B/features-$o$l$e$h$p
+  [ $h = 1 ] && f="$f -DRSD_NO_HTTP_SERVER"; [ $p = 1 ] && f="$f -DRSD_NO_PROC"; [ $d = 1 ] && f="$f -DRSD_NO_DETECT"
+  $CC -std=c99 $CWARN $f tests/compile/features.c -o $B/features-$o$l$e$h$p$d
+  ./$B/features-$o$l$e$h$p$d
   nf=$((nf + 1))
-done; done; done; done; done
+done; done; done; done; done; done
 $CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC \
-  tests/compile/features.c -o $B/features-cxx
+  -DRSD_NO_DETECT tests/compile/features.c -o $B/features-cxx
 ./$B/features-cxx
 # macOS's paths on this Linux build (RSDI_FORCE_BSD: no MSG_NOSIGNAL, SOCK_NONBLOCK,
 # pipe2, posix_spawn chdir/closefrom, PR_SET_PDEATHSIG; SO_NOSIGPIPE given Darwin's

@@ -1,5 +1,5 @@
 /* The feature macros (RSD_NO_OLLAMA, RSD_NO_LMSTUDIO, RSD_NO_ETCD, RSD_NO_HTTP_SERVER,
-   RSD_NO_PROC), given on the command line in every combination by tests/compile.sh: the
+   RSD_NO_PROC, RSD_NO_DETECT), given on the command line in every combination by tests/compile.sh: the
    implementation builds, links and what is compiled out says so. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../../residency_http.h"
@@ -33,6 +33,32 @@ int main(void) {
     bad |= rc != RSD_OK || co == NULL; /* no I/O at create */
 #endif
     rsd_etcd_destroy(co);
+    { /* an ensurer given a coordinator: created (no I/O yet), or refused where etcd is not built */
+        rsd_ensurer *ce;
+        rsd_ensurer_desc cdd = ed;
+        cdd.coord = "etcd://127.0.0.1:2379";
+        ce = rsd_ensurer_create(&cdd);
+#ifdef RSD_NO_ETCD
+        bad |= ce != NULL;
+#else
+        bad |= ce == NULL;
+#endif
+        rsd_ensurer_destroy(ce);
+    }
+    if (e) { /* a request with runtime AUTO: detection starts (no I/O at begin), or fails at once */
+        rsd_ensure_req q;
+        rsd_ensure_result r;
+        memset(&q, 0, sizeof q);
+        q.url = "http://127.0.0.1:9/";
+        q.model = "m";
+        rc = rsd_ensurer_begin(e, &q, 1000);
+        rsd_ensurer_query(e, &r);
+#ifdef RSD_NO_DETECT
+        bad |= rc != RSD_ERR_NOT_FOUND || r.requests != 0 || !strstr(r.message, "no runtime detection in this build");
+#else
+        bad |= rc != RSD_OK;
+#endif
+    }
     rsd_ensurer_destroy(e);
     return bad;
 }
