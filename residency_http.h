@@ -1354,8 +1354,8 @@
                    n = rsd_state_attr_load(st, key, &set);
            int rsd_attr_set_copy(dst, const rsd_attr_set *src)
                the entries and their ids into dst's own arena (a struct copy
-               would share src's): RSD_OK, RSD_ERR_TOO_LARGE (they do not fit;
-               dst empty, over set), RSD_ERR_ARG.
+               would share src's): RSD_OK, RSD_ERR_TOO_LARGE (they do not fit,
+               or src is over itself; dst empty, over set), RSD_ERR_ARG.
        A valid record whose ids do not fit the set's arena is never read in part:
        the load answers RSD_ERR_TOO_LARGE, the set is empty with over set and
        arena_used = the bytes it needs, rsd_state_last_error names
@@ -2674,7 +2674,8 @@ typedef struct rsd_attr_set {
    with bytes). RSD_STATE_ATTR_ARENA_MAX bytes hold any valid record. */
 RSD_API int rsd_attr_set_init(rsd_attr_set *set, char *arena, size_t arena_bytes);
 /* Copies src's entries and ids into dst's own arena: RSD_OK, RSD_ERR_ARG (dst not set
-   up), or RSD_ERR_TOO_LARGE (src's ids do not fit dst's arena: dst is then empty, over set). */
+   up), or RSD_ERR_TOO_LARGE (src's ids do not fit dst's arena, or src is itself a record
+   that did not fit: dst is then empty, over set, arena_used the bytes needed). */
 RSD_API int rsd_attr_set_copy(rsd_attr_set *dst, const rsd_attr_set *src);
 
 /* Resolves the state directory (desc->dir, RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency,
@@ -6940,7 +6941,6 @@ RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const
                                            bool count_removed);
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
 RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st);
-RSDI_PRIVATE int rsdi_attr_set_over(rsd_attr_set *set, size_t need);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
 RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
@@ -7431,8 +7431,7 @@ RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
             e->attrs->corrupt = v.attr_corrupt;
             return 0;
         }
-        if (v.attrs->over) return rsdi_attr_set_over(e->attrs, v.attrs->arena_used);
-        if ((r = rsd_attr_set_copy(e->attrs, v.attrs)) < 0) return r;
+        if ((r = rsd_attr_set_copy(e->attrs, v.attrs)) < 0) return r; /* over there: over here */
         e->attrs->reset = false;
         e->attrs->corrupt = v.attr_corrupt;
         return (int)e->attrs->count;
@@ -11138,6 +11137,7 @@ RSD_API int rsd_attr_set_copy(rsd_attr_set *dst, const rsd_attr_set *src) {
     size_t i, need = 0;
     if (!dst || !src || dst->magic != RSDI_ATTR_SET_MAGIC || src->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
     if (dst == src) return RSD_OK;
+    if (src->over) return rsdi_attr_set_over(dst, src->arena_used); /* it holds nothing to copy */
     rsdi_attr_set_clear(dst);
     for (i = 0; i < src->count; i++)
         need += rsdi_attr_need(strlen(src->items[i].model), strlen(src->items[i].instance));

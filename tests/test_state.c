@@ -1436,6 +1436,8 @@ static void test_attr_set_needs_init(void) {
     CHECK_EQ_INT(rsd_attr_set_init(&zeroed, ids + 2, 1), RSD_OK);
     CHECK_EQ_INT(rsd_attr_set_copy(&zeroed, &dst), RSD_ERR_TOO_LARGE);
     CHECK(zeroed.over && zeroed.count == 0 && zeroed.arena_used == 2);
+    CHECK_EQ_INT(rsd_attr_set_copy(&dst, &zeroed), RSD_ERR_TOO_LARGE); /* a copy of one that did not fit */
+    CHECK(dst.over && dst.count == 0 && dst.arena_used == 2);
     rsd_state_close(st);
     rm_rf(tmp);
 }
