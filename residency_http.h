@@ -703,11 +703,12 @@
            state directory, etcd and TLS not counted: rsd_state_open allocates
            its one block of about 17 KB more, see STATE). On x86-64
            (tests/test_sizes.c checks the bounds): under 230 KiB with the
-           defaults -- the reconcile 134 KiB (its tables above, with the 8 KiB
-           answers' buffer), the scratch region 11 KiB (detection's state; the
+           defaults -- the reconcile 133 KiB (its tables above, the answers' 8 KiB
+           buffer among them), the scratch region 11 KiB (detection's state; the
            attribution set and its arena take 10 KiB), the decision cache 18 KiB,
            the client 34 KiB, the rest of the object 33 KiB --, under 221 KiB
-           with runtime LLAMACPP (the scratch region is the attribution's 10 KiB).
+           with runtime LLAMACPP (no LM Studio state; the scratch region is the
+           attribution's 10 KiB).
            no_state adds the in-memory instance records (48 KiB) where the
            runtime has instances and leaves the scratch region to detection.
            attr_arena_bytes (by default the limits' id arena) adds what it asks
