@@ -12873,11 +12873,23 @@ RSDI_PRIVATE const char *const *rsdi_fleet_strv(rsdi_fleet_arena *a, const char 
     return d;
 }
 
+/* The strings and the string lists of a rsd_proc_spec (offsets), in the order the model's
+   arena takes them; RSDI_FLEET_SPEC_AT/GET name the member at one. */
+#define RSDI_FLEET_SPEC_AT(sp, type, off) (*(type *)(void *)((char *)(sp) + (off)))
+#define RSDI_FLEET_SPEC_GET(sp, type, off) (*(type const *)(const void *)((const char *)(sp) + (off)))
+static const size_t rsdi_fleet_spec_lists[] = {
+    offsetof(rsd_proc_spec, args), offsetof(rsd_proc_spec, extra), offsetof(rsd_proc_spec, env)};
+static const size_t rsdi_fleet_spec_strs[] = {
+    offsetof(rsd_proc_spec, exe), offsetof(rsd_proc_spec, model), offsetof(rsd_proc_spec, alias),
+    offsetof(rsd_proc_spec, host), offsetof(rsd_proc_spec, ngl), offsetof(rsd_proc_spec, cwd),
+    offsetof(rsd_proc_spec, name)};
+
 RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model_desc *md) {
     rsdi_fleet_arena a;
     const rsd_proc_spec *s = &md->spec;
     const char *hp = md->health_path ? md->health_path : "/health";
     const char *h;
+    size_t k;
     a.buf = m->buf;
     a.cap = RSD_FLEET_SPEC_BYTES;
     a.off = 0;
@@ -12890,15 +12902,12 @@ RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model
     }
     if (s->num_vars < 0 || s->num_vars > RSD_PROC_MAX_VARS || (s->num_vars && !s->vars))
         return RSD_ERR_ARG;
-    memset(&m->spec, 0, sizeof m->spec);
-    m->spec.port = s->port;
-    m->spec.ctx = s->ctx;
-    m->spec.parallel = s->parallel;
-    m->spec.start_deadline_ms = s->start_deadline_ms;
-    m->spec.user = s->user;
-    m->spec.args = rsdi_fleet_strv(&a, s->args);
-    m->spec.extra = rsdi_fleet_strv(&a, s->extra);
-    m->spec.env = rsdi_fleet_strv(&a, s->env);
+    m->spec = *s; /* the numbers and user; every string and list is copied below */
+    for (k = 0; k < sizeof rsdi_fleet_spec_lists / sizeof rsdi_fleet_spec_lists[0]; k++)
+        RSDI_FLEET_SPEC_AT(&m->spec, const char *const *, rsdi_fleet_spec_lists[k]) =
+            rsdi_fleet_strv(&a, RSDI_FLEET_SPEC_GET(s, const char *const *, rsdi_fleet_spec_lists[k]));
+    m->spec.vars = NULL;
+    m->spec.num_vars = 0;
     if (s->num_vars) {
         rsd_proc_var *v = (rsd_proc_var *)rsdi_fleet_take(
             &a, (size_t)s->num_vars * sizeof(rsd_proc_var), sizeof(void *));
@@ -12910,13 +12919,9 @@ RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model
         m->spec.vars = v;
         m->spec.num_vars = s->num_vars;
     }
-    m->spec.exe = rsdi_fleet_str(&a, s->exe);
-    m->spec.model = rsdi_fleet_str(&a, s->model);
-    m->spec.alias = rsdi_fleet_str(&a, s->alias);
-    m->spec.host = rsdi_fleet_str(&a, s->host);
-    m->spec.ngl = rsdi_fleet_str(&a, s->ngl);
-    m->spec.cwd = rsdi_fleet_str(&a, s->cwd);
-    m->spec.name = rsdi_fleet_str(&a, s->name);
+    for (k = 0; k < sizeof rsdi_fleet_spec_strs / sizeof rsdi_fleet_spec_strs[0]; k++)
+        RSDI_FLEET_SPEC_AT(&m->spec, const char *, rsdi_fleet_spec_strs[k]) =
+            rsdi_fleet_str(&a, RSDI_FLEET_SPEC_GET(s, const char *, rsdi_fleet_spec_strs[k]));
     m->health_path = rsdi_fleet_str(&a, hp);
     m->probe_bearer = md->probe_bearer && md->probe_bearer[0] ? rsdi_fleet_str(&a, md->probe_bearer) : NULL;
     /* The probe goes to the address the child binds: a wildcard bind is probed on loopback. */
