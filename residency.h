@@ -5054,6 +5054,14 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
 /* ==== json end ============================================================ */
 
 /* ==== >>text ============================================================== */
+/* True when s has no control byte (below 0x20, or 0x7f): a bearer token goes into a
+   header line as it is (header injection). */
+RSDI_PRIVATE bool rsdi_no_ctl(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
 /* Bounded appender (rsd_text_escape, rsd_arg_redact, rsd_notice_format,
    rsd_procs_command): writes what fits, counts everything. With sq set, each '
    becomes '\'' (inside a single-quoted shell word). */
@@ -9349,10 +9357,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     rsdi_cpy(r->runtime_id, sizeof r->runtime_id, d->runtime_id ? d->runtime_id : rt->name);
     r->auth[0] = '\0'; /* bearer: no control bytes (header injection) */
     if (d->bearer && d->bearer[0]) {
-        const unsigned char *p = (const unsigned char *)d->bearer;
-        if (strlen(d->bearer) >= RSD_RECONCILE_BEARER_MAX) return RSD_ERR_ARG;
-        for (; *p; p++)
-            if (*p < 0x20 || *p == 0x7f) return RSD_ERR_ARG;
+        if (strlen(d->bearer) >= RSD_RECONCILE_BEARER_MAX || !rsdi_no_ctl(d->bearer)) return RSD_ERR_ARG;
         (void)RSD_SNPRINTF(r->auth, sizeof r->auth, "Bearer %s", d->bearer);
     }
     r->n_protected = d->n_protected;

@@ -7475,9 +7475,7 @@ RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
    another generation is a miss) ends the ensure with no request, as the reconcile's own
    lookup would. A bearer the reconcile would reject takes the slow path (its error). */
 RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
-    const unsigned char *p;
-    for (p = (const unsigned char *)e->bearer; *p; p++)
-        if (*p < 0x20 || *p == 0x7f) return false;
+    if (!rsdi_no_ctl(e->bearer)) return false;
     if (!e->cache || rsd_cache_lookup(e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &e->hit_v) != 1) return false;
     e->hit = true;
     e->outcome = (rsd_outcome)e->hit_v.outcome;
@@ -12895,11 +12893,7 @@ RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model
     a.off = 0;
     a.over = false;
     if (hp[0] != '/' || strlen(hp) >= RSD_FLEET_HEALTH_PATH_MAX) return RSD_ERR_ARG;
-    if (md->probe_bearer) { /* it goes in a header line */
-        const unsigned char *c;
-        for (c = (const unsigned char *)md->probe_bearer; *c; c++)
-            if (*c < 0x20 || *c == 0x7f) return RSD_ERR_ARG;
-    }
+    if (md->probe_bearer && !rsdi_no_ctl(md->probe_bearer)) return RSD_ERR_ARG; /* it goes in a header line */
     if (s->num_vars < 0 || s->num_vars > RSD_PROC_MAX_VARS || (s->num_vars && !s->vars))
         return RSD_ERR_ARG;
     m->spec = *s; /* the numbers and user; every string and list is copied below */
