@@ -6514,8 +6514,10 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
    detection's branches of the ensure compile out. */
 #ifdef RSD_NO_DETECT
 #define RSDI_EN_DETECTING(e) ((void)(e), 0)
+#define RSDI_EN_DETECTS_NOTHING 1
 #else
 #define RSDI_EN_DETECTING(e) ((e)->phase == RSDI_EN_DETECT)
+#define RSDI_EN_DETECTS_NOTHING 0
 #endif
 /* 1 when a built-in runtime can run models as instances: LM Studio is the only one, so
    in a build without it every instance branch of the ensure compiles out. */
@@ -7679,7 +7681,7 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
                      rsd_runtime_kind_str(e->kind), rsd_runtime_kind_str(e->only_kind));
         return RSD_ERR_ARG;
     }
-    if (e->kind == RSD_RUNTIME_AUTO &&
+    if (!RSDI_EN_DETECTS_NOTHING && e->kind == RSD_RUNTIME_AUTO && /* what detection found before */
         rsd_target_key_normalise(rsd_str_c(e->url), k, sizeof k) > 0) {
         for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
@@ -7726,7 +7728,7 @@ RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.connect_timeout_ms = q.total_timeout_ms;
     q.body_buf = e->body; /* one step at a time: its answer is parsed before the next is sent */
     q.body_cap = e->body_cap;
-    e->op = e->phase == RSDI_EN_DETECT ? RSD_OP_NONE : s->http.op;
+    e->op = RSDI_EN_DETECTING(e) ? RSD_OP_NONE : s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
     /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
     if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
