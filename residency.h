@@ -2104,6 +2104,40 @@ RSD_API int rsd_json_expand(const rsd_json_doc *doc, int i, rsd_json_doc *sub);
    remain), RSD_ERR_ARG. */
 RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_json_doc *el);
 
+/* A list entry handed by the splitter: key is the raw (still escaped) key of the
+   top-level member whose array holds it (empty for an element of a top-level array);
+   el is the entry tokenized in full (root 0), or NULL when that member's array begins. */
+typedef void (*rsd_json_split_fn)(void *user, rsd_str key, const rsd_json_doc *el);
+
+/* A document read as it arrives: the elements of each array that is the value of a
+   top-level member (or the top-level array itself) go to fn one at a time and are then
+   forgotten; the rest, those arrays written as [], is kept in buf. All fields internal. */
+typedef struct rsd_json_split {
+    char *buf;                 /* the kept top level, then the element in flight */
+    size_t cap, kept, fly, total, key_at, key_len, el_at, err_at;
+    rsd_json_tok *toks;
+    uint32_t n_toks, depth, el_depth, max_el, n_root;
+    rsd_json_split_fn fn;
+    void *user;
+    int err, pending;          /* the first error; RSD_ERR_JSON_TOKENS waiting on the rest */
+    uint8_t st, in_str, esc, root, prev, kind;
+    uint8_t whole;             /* a whole body in one piece: elements are read where they lie, unbounded */
+    const char *what;
+} rsd_json_split;
+
+/* Starts splitting into buf[0..cap) with toks[0..n_toks) for each element (and the top
+   level at the end). */
+RSD_API void rsd_json_split_init(rsd_json_split *sp, char *buf, size_t cap, rsd_json_tok *toks, uint32_t n_toks,
+                                 rsd_json_split_fn fn, void *user);
+/* The next len bytes of the document (any split; data may be inside buf, at or after
+   what is kept). RSD_OK or the first error (sticky). */
+RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len);
+/* The end of the document: *top is the kept top level (the source is buf). The token
+   count (> 0) or <0: the verdict rsd_json_parse_top gives on the whole document
+   (RSD_ERR_JSON_TOKENS when its top level and its largest element do not fit in the
+   tokens together), or RSD_ERR_BODY_TOO_LARGE (an element or the top level over cap). */
+RSD_API int rsd_json_split_end(rsd_json_split *sp, rsd_json_doc *top);
+
 /* Type of token i (RSD_JSON_INVALID when i is out of range). */
 RSD_API rsd_json_type rsd_json_type_of(const rsd_json_doc *doc, int i);
 /* Children of token i (elements, members, 1 for a key), 0 for scalars or bad i. */
@@ -2870,6 +2904,9 @@ typedef struct rsd_lms_catalog {
     rsd_lms_index index;          /* lookups without scans */
     size_t arena_used;
     char arena[RSD_LMS_ARENA_BYTES];
+    /* internal: the list being read (1 "models", 2 "data") and what each model has */
+    int list;
+    uint8_t have[RSD_LMS_MAX_MODELS];
 } rsd_lms_catalog;
 
 /* Parse an LM Studio catalog, tier by shape. Models kept (>= 0) or <0. */
@@ -2967,7 +3004,7 @@ enum {
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 1024,          /* bytes of runtime-hook scratch in rsd_reconcile */
     RSD_RECONCILE_TOKENS = 256,            /* default JSON tokens held at once: an answer's top level and one entry (a real router's: 66) */
-    RSD_RECONCILE_BODY_PER_MODEL = 1408,   /* default answer bytes per listing entry (a real router: 1040-1320) */
+    RSD_RECONCILE_BODY_BYTES = 8192,       /* default answers' buffer: a listing's top level and one entry, or a whole answer */
     RSD_RECONCILE_IDS_PER_MODEL = 128,     /* default id arena bytes per listing entry (ids are 20-120 bytes) */
     RSD_RECONCILE_MAX_ATTR = RSD_MAX_RESIDENTS + 1, /* attribution changes in one result */
     RSD_LMS_LOAD_ATTEMPTS = 4,             /* LM Studio: load POSTs per reconcile (first + retries) */
@@ -3152,6 +3189,12 @@ typedef struct rsd_runtime {
     void (*answer)(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                    uint64_t now_ms);
     void (*locked)(rsd_reconcile *r, bool held, bool unchanged, uint64_t now_ms);
+    /* A 2xx listing read as it arrives, in place of parse_list (both or neither):
+       list_entry takes each entry of a top-level list (key raw, as rsd_json_split gives
+       it; el NULL when that list begins), list_end the splitter's verdict (rc < 0) and
+       the kept top level, and returns as parse_list. */
+    void (*list_entry)(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el);
+    int (*list_end)(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top);
 } rsd_runtime;
 
 /* Runtime flags. */
@@ -3264,7 +3307,14 @@ struct rsd_reconcile {
     void *tables;
     rsd_allocator tables_alloc;
     uint32_t max_tokens;              /* toks[] entries */
-    size_t max_body;                  /* bytes of an answer it parses */
+    size_t max_body;                  /* the answers' buffer: bytes of an answer kept whole, or of a
+                                         listing's top level and one entry */
+    char *ans;                        /* that buffer (in the tables) */
+    size_t ans_len;                   /* bytes of the answer kept whole */
+    rsd_json_split split;             /* a listing answer read as it arrives */
+    rsd_json_doc ans_top;             /* its top level, once the feed has it */
+    int ans_rc;                       /* its reader's verdict (RSDI_ANS_READ) */
+    uint8_t ans_state;                /* RSDI_ANS_*: kept whole, split, over the buffer, read */
     const rsd_runtime *only_rt;       /* limits.runtime: the one runtime begin accepts (NULL = any) */
     /* internal: copied desc */
     const rsd_runtime *rt;
@@ -3354,7 +3404,8 @@ typedef struct rsd_reconcile_limits {
     int max_models;                   /* entries of one listing; 0 = RSD_LISTING_DEFAULT_MODELS */
     size_t arena_bytes;               /* ids, aliases and tags of one listing; 0 = RSD_LISTING_ARENA_PER_MODEL per entry */
     uint32_t max_tokens;              /* JSON tokens held at once (an answer's top level and one listing entry); 0 = RSD_RECONCILE_TOKENS */
-    size_t max_body_bytes;            /* the largest answer it parses; 0 = RSD_RECONCILE_BODY_PER_MODEL per entry */
+    size_t max_body_bytes;            /* the answers' buffer: a listing's top level and one entry, or a whole
+                                         answer (at least 1024); 0 = RSD_RECONCILE_BODY_BYTES */
     size_t max_id_bytes;              /* bytes of an id it keeps (protected, ours, victims...), NUL included;
                                          0 = RSD_MODEL_ID_MAX; 16..RSD_MODEL_ID_MAX */
     int max_notices;                  /* notices kept per reconcile (more are counted in notices_dropped);
@@ -3385,7 +3436,12 @@ RSD_API size_t rsd_reconcile_footprint(const rsd_reconcile_limits *lim);
 RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms);
 /* The next step to perform (idempotent while one is outstanding). */
 RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms);
-/* Answer the outstanding HTTP step: transport RSD_OK or a negative RSD_ERR_*. */
+/* The next len decoded bytes of the outstanding HTTP step's answer (http_status from its
+   head), before rsd_reconcile_feed: a 2xx listing is read as it arrives, any other answer
+   is kept whole in the answers' buffer (max_body_bytes). RSD_OK, RSD_ERR_STATE, RSD_ERR_ARG. */
+RSD_API int rsd_reconcile_body(rsd_reconcile *r, int http_status, const char *data, size_t len);
+/* Answer the outstanding HTTP step: transport RSD_OK or a negative RSD_ERR_*; body (may be
+   NULL) is the answer's last piece, or all of it when none came through rsd_reconcile_body. */
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int http_status,
                                const char *body, size_t len, uint64_t now_ms);
 /* Before lock_done: the attribution (desc.ours) read again under the lock; a changed set
@@ -3486,9 +3542,17 @@ typedef struct rsd_detect {
     char auth[RSD_RECONCILE_BEARER_MAX + 8];
     rsd_step step;
     /* the caller's, set before begin (begin keeps them): the JSON tokens an answer is
-       parsed into, e.g. a reconcile's r.toks and r.max_tokens */
+       parsed into, e.g. a reconcile's r.toks and r.max_tokens; and the buffer an answer
+       given by rsd_detect_body is kept in (a listing that does not fit is read as it
+       arrives), e.g. a reconcile's r.ans and r.max_body; none = answers whole to the feed */
     rsd_json_tok *toks;
     uint32_t n_toks;
+    char *buf;
+    size_t buf_cap;
+    /* internal: the answer in buf */
+    size_t buf_len;
+    uint8_t buf_state;                /* RSDI_ANS_* */
+    rsd_json_split split;
 } rsd_detect;
 
 /* Start detecting the runtime at base_url (bearer NULL = none; probe_timeout_ms 0 = 1500
@@ -3499,6 +3563,9 @@ RSD_API int rsd_detect_begin(rsd_detect *d, const char *base_url, const char *be
 RSD_API rsd_step rsd_detect_next(rsd_detect *d, uint64_t now_ms);
 /* Answer the outstanding GET (transport RSD_OK or <0; why = the host's words for a
    transport error, e.g. strerror(errno), NULL = rsd_result_str). RSD_OK or RSD_ERR_STATE. */
+/* The next len decoded bytes of the outstanding GET's answer (http_status from its head),
+   into d->buf, before rsd_detect_feed. RSD_OK, RSD_ERR_STATE (no step, or no buf), RSD_ERR_ARG. */
+RSD_API int rsd_detect_body(rsd_detect *d, int http_status, const char *data, size_t len);
 RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int http_status, const char *body, size_t len,
                             const char *why, uint64_t now_ms);
 /* ==== driver end ========================================================== */
@@ -4537,6 +4604,291 @@ RSD_API int rsd_json_each(const rsd_json_doc *doc, int arr, size_t *pos, rsd_jso
     if ((r = rsdi_json_sub(doc, p, end, el)) < 0) return r;
     *pos = p + el->len;
     return 1;
+}
+
+
+/* ---- the splitter ---- */
+enum { RSDI_SP_TOP = 0, RSDI_SP_FIRST, RSDI_SP_AFTER, RSDI_SP_NEXT, RSDI_SP_EL };
+enum { RSDI_SP_CONT = 1, RSDI_SP_STR, RSDI_SP_SCALAR };
+
+RSD_API void rsd_json_split_init(rsd_json_split *sp, char *buf, size_t cap, rsd_json_tok *toks, uint32_t n_toks,
+                                 rsd_json_split_fn fn, void *user) {
+    if (!sp) return;
+    memset(sp, 0, sizeof *sp);
+    sp->buf = buf;
+    sp->cap = buf ? cap : 0;
+    sp->toks = toks;
+    sp->n_toks = toks ? n_toks : 0;
+    sp->fn = fn;
+    sp->user = user;
+    sp->what = "ok";
+    if (!toks || !n_toks) {
+        sp->err = RSD_ERR_ARG;
+        sp->what = "no tokens";
+    }
+}
+
+/* The first error of the document: one the kept top level already holds comes before
+   the one found at the split position (everything between was valid). */
+RSDI_PRIVATE int rsdi_sp_fail(rsd_json_split *sp, int code, const char *what, size_t at) {
+    rsd_json_doc d;
+    int r;
+    if (code != RSD_ERR_BODY_TOO_LARGE && code != RSD_ERR_TOO_LARGE && sp->kept) {
+        r = rsdi_json_parse_in(&d, sp->buf, sp->kept, sp->toks, sp->n_toks, NULL, 2, 0);
+        if (r < 0 && r != RSD_ERR_TRUNCATED) {
+            code = r;
+            what = d.err.what;
+            at = d.err.offset;
+        }
+    }
+    sp->err = code;
+    sp->what = what;
+    sp->err_at = at;
+    return code;
+}
+
+/* Appends n bytes at src to what is kept (the top level, or the element in flight). */
+RSDI_PRIVATE bool rsdi_sp_put(rsd_json_split *sp, const unsigned char *src, size_t n) {
+    size_t at = sp->kept + sp->fly;
+    if (!n) return true;
+    if (n > sp->cap - at) return false;
+    if ((const char *)src != sp->buf + at) memmove(sp->buf + at, src, n);
+    if (sp->st == RSDI_SP_EL) sp->fly += n;
+    else sp->kept += n;
+    return true;
+}
+
+/* One whole element at p[0..n): tokenized with the depth left, then to fn. */
+RSDI_PRIVATE int rsdi_sp_element(rsd_json_split *sp, const char *p, size_t n, bool followed) {
+    rsd_json_desc jd;
+    rsd_json_doc el;
+    rsd_str key;
+    int r;
+    jd.max_depth = RSD_JSON_MAX_DEPTH - sp->depth;
+    jd.max_bytes = 0;
+    r = sp->pending ? RSD_ERR_JSON_TOKENS
+                    : rsdi_json_parse_in(&el, p, n, sp->toks, sp->n_toks, &jd, 0xFFFFFFFFu, 0);
+    if (r == RSD_ERR_JSON_TOKENS) { /* it does not fit: valid? then the verdict waits for the rest */
+        r = rsdi_json_parse_in(&el, p, n, NULL, 0, &jd, 0xFFFFFFFFu, 0);
+        if (r >= 0) sp->pending = RSD_ERR_JSON_TOKENS;
+    }
+    if (r == RSD_ERR_TRUNCATED && followed) r = RSD_ERR_JSON; /* a scalar cut by a delimiter */
+    if (r < 0) return rsdi_sp_fail(sp, r, el.err.what, sp->el_at + el.err.offset);
+    if ((uint32_t)r > sp->max_el) sp->max_el = (uint32_t)r;
+    if (sp->depth == 1) sp->n_root++;
+    if (!sp->pending && sp->fn) {
+        key.ptr = sp->depth == 1 ? "" : sp->buf + sp->key_at;
+        key.len = sp->depth == 1 ? 0 : sp->key_len;
+        sp->fn(sp->user, key, &el);
+    }
+    return RSD_OK;
+}
+
+RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len) {
+    const unsigned char *p, *e, *run, *el;
+    rsd_str key;
+    unsigned c;
+    if (!sp) return RSD_ERR_ARG;
+    if (sp->err) return sp->err;
+    if (!data && len) return rsdi_sp_fail(sp, RSD_ERR_ARG, "NULL input", sp->total);
+    if (len > (size_t)RSD_JSON_MAX_BYTES - sp->total) {
+        sp->err = RSD_ERR_TOO_LARGE;
+        sp->what = "input too large";
+        sp->err_at = RSD_JSON_MAX_BYTES;
+        return sp->err;
+    }
+    p = (const unsigned char *)data;
+    e = p + len;
+    run = p;
+    el = sp->st == RSDI_SP_EL ? NULL : p; /* where the element in flight starts in data */
+#define RSDI_SP_AT(q) (sp->total + (size_t)((q) - (const unsigned char *)data))
+#define RSDI_SP_FAIL(c_, w_, q_) do { sp->total += len; return rsdi_sp_fail(sp, (c_), (w_), (q_)); } while (0)
+    while (p < e) {
+        switch (sp->st) {
+        case RSDI_SP_TOP:
+            c = *p;
+            if (sp->in_str) {
+                if (sp->esc) sp->esc = 0;
+                else if (c == '\\') sp->esc = 1;
+                else if (c == '"') {
+                    sp->in_str = 0;
+                    if (sp->depth == 1) {
+                        sp->key_len = sp->kept + (size_t)(p - run) - sp->key_at;
+                        sp->prev = '"';
+                    }
+                }
+                p++;
+                continue;
+            }
+            if (c == '"') {
+                sp->in_str = 1;
+                if (sp->depth == 0 && !sp->root) sp->root = 3;
+                if (sp->depth == 1) sp->key_at = sp->kept + (size_t)(p - run) + 1;
+            } else if (c == '{' || c == '[') {
+                bool first = sp->depth == 0 && !sp->root;
+                if (first) sp->root = c == '{' ? 1 : 2;
+                if (c == '[' && ((first && sp->root == 2) || (sp->depth == 1 && sp->root == 1 && sp->prev == ':'))) {
+                    p++; /* a list: its '[' is kept, its elements are not */
+                    if (!rsdi_sp_put(sp, run, (size_t)(p - run)))
+                        RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "the top level is larger than the buffer", RSDI_SP_AT(p));
+                    key.ptr = sp->depth == 0 ? "" : sp->buf + sp->key_at;
+                    key.len = sp->depth == 0 ? 0 : sp->key_len;
+                    sp->depth++;
+                    sp->st = RSDI_SP_FIRST;
+                    if (sp->fn) sp->fn(sp->user, key, NULL);
+                    continue;
+                }
+                sp->depth++;
+            } else if (c == '}' || c == ']') {
+                if (sp->depth) sp->depth--;
+                if (sp->depth == 1) sp->prev = (uint8_t)c;
+            } else if (!RSDI_JSON_ISWS(c)) {
+                if (sp->depth == 0 && !sp->root) sp->root = 3;
+                if (sp->depth == 1) sp->prev = (uint8_t)c;
+            }
+            p++;
+            continue;
+        case RSDI_SP_FIRST:
+        case RSDI_SP_AFTER:
+        case RSDI_SP_NEXT:
+            c = *p;
+            if (RSDI_JSON_ISWS(c)) {
+                p++;
+                continue;
+            }
+            if (c == ']') {
+                if (sp->st == RSDI_SP_NEXT) RSDI_SP_FAIL(RSD_ERR_JSON, "trailing comma", RSDI_SP_AT(p));
+                sp->st = RSDI_SP_TOP;
+                run = p++;
+                sp->depth--;
+                if (sp->depth == 1) sp->prev = ']';
+                continue;
+            }
+            if (sp->st == RSDI_SP_AFTER) {
+                if (c != ',') RSDI_SP_FAIL(RSD_ERR_JSON, "expected ',' or ']'", RSDI_SP_AT(p));
+                sp->st = RSDI_SP_NEXT;
+                p++;
+                continue;
+            }
+            if (c == ',' || c == ':' || c == '}') RSDI_SP_FAIL(RSD_ERR_JSON, "unexpected character", RSDI_SP_AT(p));
+            sp->st = RSDI_SP_EL;
+            sp->kind = c == '{' || c == '[' ? RSDI_SP_CONT : c == '"' ? RSDI_SP_STR : RSDI_SP_SCALAR;
+            sp->el_depth = sp->kind == RSDI_SP_CONT;
+            sp->in_str = sp->esc = 0;
+            sp->el_at = RSDI_SP_AT(p);
+            el = p++;
+            continue;
+        default: { /* RSDI_SP_EL */
+            bool done = false, followed = false;
+            const unsigned char *from = el ? el : (const unsigned char *)data;
+            if (sp->kind == RSDI_SP_SCALAR) {
+                while (p < e) {
+                    c = *p;
+                    if (RSDI_JSON_ISWS(c) || c == ',' || c == ']' || c == '}' || c == '[' || c == '{' || c == '"' ||
+                        c == ':') {
+                        done = followed = true;
+                        break;
+                    }
+                    p++;
+                }
+            } else {
+                uint32_t d = sp->el_depth;
+                bool in_str = sp->kind == RSDI_SP_STR || sp->in_str, esc = sp->esc != 0;
+                while (p < e) {
+                    c = *p++;
+                    if (in_str) {
+                        if (esc) esc = false;
+                        else if (c == '\\') esc = true;
+                        else if (c == '"') {
+                            in_str = false;
+                            if (!d) { done = true; break; }
+                        }
+                    } else if (c == '"') in_str = true;
+                    else if (c == '{' || c == '[') d++;
+                    else if (c == '}' || c == ']') {
+                        if (--d == 0) { done = true; break; }
+                    }
+                }
+                sp->el_depth = d;
+                sp->in_str = in_str;
+                sp->esc = esc;
+                if (sp->kind == RSDI_SP_STR) sp->in_str = 0; /* a string element's own quote is its kind */
+            }
+            if (!done) continue; /* to the end of data: kept below */
+            if (el && !sp->fly) { /* all in this chunk: read where it lies (as if kept: bounded by the buffer) */
+                if (!sp->whole && (size_t)(p - el) > sp->cap - sp->kept)
+                    RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "a list entry is larger than the buffer", sp->el_at);
+                if (rsdi_sp_element(sp, (const char *)el, (size_t)(p - el), followed) < 0) { sp->total += len; return sp->err; }
+            } else {
+                if (!rsdi_sp_put(sp, from, (size_t)(p - from)))
+                    RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "a list entry is larger than the buffer", sp->el_at);
+                if (rsdi_sp_element(sp, sp->buf + sp->kept, sp->fly, followed) < 0) { sp->total += len; return sp->err; }
+            }
+            sp->fly = 0;
+            sp->st = RSDI_SP_AFTER;
+            el = NULL;
+            continue;
+        }
+        }
+    }
+    /* the end of data: what is still kept moves into buf */
+    if (sp->st == RSDI_SP_TOP) {
+        if (!rsdi_sp_put(sp, run, (size_t)(p - run)))
+            RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "the top level is larger than the buffer", RSDI_SP_AT(p));
+    } else if (sp->st == RSDI_SP_EL) {
+        const unsigned char *from = el ? el : (const unsigned char *)data;
+        if (!rsdi_sp_put(sp, from, (size_t)(e - from)))
+            RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "a list entry is larger than the buffer", sp->el_at);
+    }
+    sp->total += len;
+    return RSD_OK;
+#undef RSDI_SP_AT
+#undef RSDI_SP_FAIL
+}
+
+RSD_API int rsd_json_split_end(rsd_json_split *sp, rsd_json_doc *top) {
+    rsd_json_doc d;
+    int r;
+    if (top) {
+        memset(top, 0, sizeof *top);
+        top->src = "";
+        top->err.what = "ok";
+    }
+    if (!sp || !top) return RSD_ERR_ARG;
+    if (sp->err) {
+        top->err.code = sp->err;
+        top->err.what = sp->what;
+        top->err.offset = sp->err_at;
+        return sp->err;
+    }
+    if (sp->st != RSDI_SP_TOP) { /* inside a list: the document ended early, or an element is wrong */
+        int code = RSD_ERR_TRUNCATED;
+        const char *what = "unclosed array";
+        if (sp->st == RSDI_SP_EL) {
+            rsd_json_desc jd;
+            jd.max_depth = RSD_JSON_MAX_DEPTH - sp->depth;
+            jd.max_bytes = 0;
+            r = rsdi_json_parse_in(&d, sp->buf + sp->kept, sp->fly, NULL, 0, &jd, 0xFFFFFFFFu, 0);
+            if (r < 0) {
+                code = r;
+                what = d.err.what;
+            }
+        }
+        (void)rsdi_sp_fail(sp, code, what, sp->total);
+        return rsd_json_split_end(sp, top);
+    }
+    r = rsd_json_parse_top(top, sp->buf ? sp->buf : "", sp->kept, sp->toks, sp->n_toks);
+    if (r >= 0 && (sp->pending || (uint64_t)r + sp->n_root + sp->max_el > sp->n_toks)) {
+        r = RSD_ERR_JSON_TOKENS; /* its top level and its largest element together: over the tokens */
+        top->err.code = r;
+        top->err.what = "token array full";
+        top->count = 0;
+    }
+    if (r < 0) {
+        sp->err = r;
+        sp->what = top->err.what;
+    }
+    return r;
 }
 
 #undef RSDI_JSON_SKIP_WS
@@ -7013,17 +7365,46 @@ RSDI_PRIVATE int rsdi_pl_parse(rsd_json_doc *d, const char *body, size_t len, rs
     return rsd_json_parse_top(d, body ? body : "", len, toks, cap);
 }
 
-/* The list of a top-level listing, entry by entry: each element of array arr of top is
-   given to fn as its own document (root 0). An element over the tokens left is
-   RSD_ERR_JSON_TOKENS. */
-RSDI_PRIVATE int rsdi_pl_each(const rsd_json_doc *top, int arr, void (*fn)(void *ctx, const rsd_json_doc *el), void *ctx) {
-    rsd_json_doc el;
-    size_t pos = 0;
-    int r;
-    if (arr <= 0) return RSD_OK;
-    while ((r = rsd_json_each(top, arr, &pos, &el)) > 0) fn(ctx, &el);
-    return r;
+/* A listing's reader: the splitter's callback takes each list entry (or a list's start),
+   then end takes the splitter's verdict and the kept top level. */
+typedef int (*rsdi_pl_end_fn)(void *ctx, int rc, const rsd_json_doc *top);
+
+/* The top level of a body parsed whole, without its lists, is kept here (on the stack). */
+enum { RSDI_PL_TOP_BYTES = 2048 };
+
+/* A whole body through a listing's reader: one piece, then the end. */
+RSDI_PRIVATE int rsdi_pl_whole(const char *body, size_t len, rsd_json_tok *toks, uint32_t cap, rsd_json_split_fn fn,
+                               rsdi_pl_end_fn end, void *ctx) {
+    char top_buf[RSDI_PL_TOP_BYTES];
+    rsd_json_split sp;
+    rsd_json_doc top;
+    int rc;
+    if ((!body && len) || !toks || cap == 0) return end(ctx, RSD_ERR_ARG, NULL);
+    rsd_json_split_init(&sp, top_buf, sizeof top_buf, toks, cap, fn, ctx);
+    sp.whole = 1; /* only the top level is kept: an entry of any size is read in the body */
+    (void)rsd_json_split_feed(&sp, body ? body : "", len);
+    rc = rsd_json_split_end(&sp, &top);
+    return end(ctx, rc, &top);
 }
+
+/* The raw key of a list (as the splitter gives it) equals lit, escapes decoded as
+   rsd_json_find decodes them. */
+RSDI_PRIVATE bool rsdi_pl_key(rsd_str key, const char *lit, size_t n) {
+    rsd_json_doc d;
+    rsd_json_tok t;
+    if (!key.len || !memchr(key.ptr, '\\', key.len)) return key.len == n && memcmp(key.ptr, lit, n) == 0;
+    memset(&d, 0, sizeof d);
+    memset(&t, 0, sizeof t);
+    t.type = RSD_JSON_STRING;
+    t.flags = RSD_JSON_F_ESCAPED;
+    t.end = (uint32_t)key.len;
+    d.src = key.ptr;
+    d.len = key.len;
+    d.toks = &t;
+    d.count = d.cap = 1;
+    return rsdi_json_eq(&d, &t, lit, n);
+}
+#define RSDI_PL_KEY(key, lit) rsdi_pl_key((key), lit, sizeof(lit) - 1)
 
 /* Whether s is the id or one of the n aliases. */
 RSDI_PRIVATE bool rsdi_names(rsd_str s, rsd_str id, const rsd_str *aliases, int n) {
@@ -7300,20 +7681,28 @@ RSDI_PRIVATE void rsdi_router_entry(void *ctx, const rsd_json_doc *doc) {
     out->n++;
 }
 
+/* The router's reader: the entries of the last "data" list. */
+RSDI_PRIVATE void rsdi_router_list_el(void *ctx, rsd_str key, const rsd_json_doc *el) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    if (!RSDI_PL_KEY(key, "data")) return;
+    if (el) rsdi_router_entry(out, el);
+    else rsdi_listing_reset(out); /* a later "data" wins */
+}
+
+RSDI_PRIVATE int rsdi_router_list_end(void *ctx, int rc, const rsd_json_doc *top) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    if (rc < 0 || rsd_json_type_of(top, 0) != RSD_JSON_OBJECT ||
+        rsd_json_type_of(top, RSDI_JSON_FIND(top, 0, "data")) != RSD_JSON_ARRAY)
+        rsdi_listing_reset(out); /* never a partial list */
+    return rc < 0 ? rc : RSD_OK;
+}
+
 RSD_API int rsd_router_parse_models(const char *body, size_t len, rsd_json_tok *toks,
                                     uint32_t n_toks, rsd_listing *out) {
-    rsd_json_doc doc;
-    int r, data;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if ((!body && len) || !toks || !n_toks || !out->models || !out->arena) return RSD_ERR_ARG;
-    r = rsdi_pl_parse(&doc, body, len, toks, n_toks);
-    if (r < 0) return r;
-    if (rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return RSD_OK;
-    data = RSDI_JSON_FIND(&doc, 0, "data");
-    if (rsd_json_type_of(&doc, data) != RSD_JSON_ARRAY) return RSD_OK;
-    if ((r = rsdi_pl_each(&doc, data, rsdi_router_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
-    return r;
+    return rsdi_pl_whole(body, len, toks, n_toks, rsdi_router_list_el, rsdi_router_list_end, out);
 }
 
 RSD_API int rsd_router_parse_props(const char *body, size_t len, rsd_json_tok *toks,
@@ -7415,20 +7804,29 @@ RSDI_PRIVATE void rsdi_ollama_entry(void *ctx, const rsd_json_doc *d) {
     out->n++;
 }
 
+/* Ollama's reader: the entries of the last "models" list. */
+RSDI_PRIVATE void rsdi_ollama_list_el(void *ctx, rsd_str key, const rsd_json_doc *el) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    if (!RSDI_PL_KEY(key, "models")) return;
+    if (el) rsdi_ollama_entry(out, el);
+    else rsdi_listing_reset(out); /* a later "models" wins */
+}
+
+RSDI_PRIVATE int rsdi_ollama_list_end(void *ctx, int rc, const rsd_json_doc *top) {
+    rsd_listing *out = (rsd_listing *)ctx;
+    int arr = rc < 0 ? rc : rsdi_ollama_models_array(top);
+    if (arr <= 0) rsdi_listing_reset(out); /* never a partial list; null is an empty one */
+    if (arr < 0) return arr;
+    out->has_states = true;
+    return RSD_OK;
+}
+
 RSD_API int rsd_ollama_ps_listing(const char *body, size_t len, rsd_json_tok *toks, uint32_t n_toks,
                                   rsd_listing *out) {
-    rsd_json_doc d;
-    int r, arr;
     if (!out) return RSD_ERR_ARG;
     rsdi_listing_reset(out);
     if (!out->models || !out->arena) return RSD_ERR_ARG;
-    r = rsdi_pl_parse(&d, body, len, toks, n_toks);
-    if (r < 0) return r;
-    arr = rsdi_ollama_models_array(&d);
-    if (arr < 0) return arr;
-    out->has_states = true;
-    if ((r = rsdi_pl_each(&d, arr, rsdi_ollama_entry, out)) < 0) rsdi_listing_reset(out); /* never a partial list */
-    return r;
+    return rsdi_pl_whole(body, len, toks, n_toks, rsdi_ollama_list_el, rsdi_ollama_list_end, out);
 }
 
 RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
@@ -7564,7 +7962,7 @@ typedef struct rsdi_lms_parse {
     const rsd_json_doc *d;            /* the entry being read (its own document, root 0) */
     bool v1;
     rsdi_pl_arena a;
-    uint8_t have[RSD_LMS_MAX_MODELS];
+    uint8_t *have;                    /* the catalog's */
 } rsdi_lms_parse;
 
 
@@ -7865,32 +8263,51 @@ RSDI_PRIVATE void rsdi_lms_entry(void *ctx, const rsd_json_doc *el) {
     else rsdi_lms_v0_entry(p, 0);
 }
 
-/* Parse with the shape found; sets cat->tier and cat->error. d holds the top level. */
-RSDI_PRIVATE int rsdi_lms_parse_doc(rsd_lms_catalog *cat, const rsd_json_doc *d) {
+/* LM Studio's reader: the entries of the last "models" list (v1), else of the last
+   "data" list (v0); a "models" list wins over every "data" list. */
+RSDI_PRIVATE void rsdi_lms_list_el(void *ctx, rsd_str key, const rsd_json_doc *el) {
+    rsd_lms_catalog *cat = (rsd_lms_catalog *)ctx;
     rsdi_lms_parse p;
-    int arr, r;
-    bool v1;
-    if (rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) return RSD_ERR_JSON_TYPE;
-    arr = RSDI_JSON_FIND(d, 0, "models");
-    v1 = rsd_json_type_of(d, arr) == RSD_JSON_ARRAY;
-    if (!v1) {
-        arr = RSDI_JSON_FIND(d, 0, "data");
-        if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY)
-            return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
+    bool models = RSDI_PL_KEY(key, "models");
+    if (!models && !RSDI_PL_KEY(key, "data")) return;
+    if (!el) {
+        if (!models && cat->list == 1) return;
+        rsdi_lms_reset(cat);
+        cat->list = models ? 1 : 2;
+        return;
     }
-    cat->tier = v1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0;
+    if (cat->list != (models ? 1 : 2)) return;
     p.cat = cat;
-    p.d = d;
-    p.v1 = v1;
+    p.v1 = models;
+    p.have = cat->have;
     p.a.buf = cat->arena;
     p.a.cap = sizeof cat->arena;
-    p.a.used = 0;
-    r = rsdi_pl_each(d, arr, rsdi_lms_entry, &p);
+    p.a.used = cat->arena_used;
+    rsdi_lms_entry(&p, el);
     cat->arena_used = p.a.used;
-    if (r < 0) { /* never a partial catalog */
+}
+
+/* The shape found; sets cat->tier and cat->error. The models kept or <0 (never a partial
+   catalog). */
+RSDI_PRIVATE int rsdi_lms_list_end(void *ctx, int rc, const rsd_json_doc *d) {
+    rsd_lms_catalog *cat = (rsd_lms_catalog *)ctx;
+    int list = cat->list;
+    bool v1;
+    if (rc >= 0 && rsd_json_type_of(d, 0) != RSD_JSON_OBJECT) rc = RSD_ERR_JSON_TYPE;
+    if (rc < 0) {
         rsdi_lms_reset(cat);
-        return r;
+        return rc;
     }
+    v1 = rsd_json_type_of(d, RSDI_JSON_FIND(d, 0, "models")) == RSD_JSON_ARRAY;
+    if (!v1 && rsd_json_type_of(d, RSDI_JSON_FIND(d, 0, "data")) != RSD_JSON_ARRAY) {
+        rsdi_lms_reset(cat);
+        return rsdi_pl_error(d, 0, &cat->error) ? RSD_ERR_SERVER_ERROR : RSD_ERR_JSON_TYPE;
+    }
+    if (list != (v1 ? 1 : 2)) { /* "models" was a list, then a later "models" is not: the "data" list is gone */
+        rsdi_lms_reset(cat);
+        return RSD_ERR_JSON_TYPE;
+    }
+    cat->tier = v1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0;
     return cat->n_models;
 }
 
@@ -7901,25 +8318,37 @@ RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat) {
     cat->truncated = false;
     memset(&cat->error, 0, sizeof cat->error);
     cat->arena_used = 0;
+    cat->list = 0;
     rsdi_lms_ix_clear(&cat->index);
 }
 
 RSD_API int rsd_lms_parse_models(rsd_lms_catalog *cat, const char *body, size_t len,
                                  rsd_json_tok *toks, uint32_t cap) {
-    rsd_json_doc d;
-    int r;
     if (!cat) return RSD_ERR_ARG;
     rsdi_lms_reset(cat);
-    r = rsdi_pl_parse(&d, body, len, toks, cap);
-    if (r < 0) return r;
-    return rsdi_lms_parse_doc(cat, &d);
+    return rsdi_pl_whole(body, len, toks, cap, rsdi_lms_list_el, rsdi_lms_list_end, cat);
+}
+
+/* A 2xx catalog read (r: rsdi_lms_list_end's) for the tier asked. */
+RSDI_PRIVATE int rsdi_lms_tier_read(rsd_lms_catalog *cat, rsd_lms_tier tier, int r) {
+    if (r >= 0 && cat->tier != (tier == RSD_LMS_TIER_V1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0)) {
+        rsdi_lms_reset(cat);
+        r = RSD_ERR_JSON_TYPE;
+    }
+    if (r < 0) {
+        cat->n_models = cat->n_instances = 0;
+        rsdi_lms_ix_clear(&cat->index);
+        cat->tier = RSD_LMS_TIER_NONE;
+        return r;
+    }
+    cat->tier = tier;
+    return r;
 }
 
 RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tier, int status,
                                           const char *body, size_t len, rsd_json_tok *toks,
                                           uint32_t cap) {
     rsd_json_doc d;
-    int r;
     if (!cat || tier <= RSD_LMS_TIER_NONE || tier >= RSD_LMS_TIER_NUM) return RSD_ERR_ARG;
     rsdi_lms_reset(cat);
     if (status < 200 || status > 299) {
@@ -7937,20 +8366,7 @@ RSD_API int rsd_lms_catalog_from_response(rsd_lms_catalog *cat, rsd_lms_tier tie
             (void)RSD_SNPRINTF(cat->error.message, sizeof cat->error.message, "HTTP %d", status);
         return RSD_ERR_HTTP_STATUS;
     }
-    r = rsdi_pl_parse(&d, body, len, toks, cap);
-    if (r >= 0) r = rsdi_lms_parse_doc(cat, &d);
-    if (r >= 0 && cat->tier != (tier == RSD_LMS_TIER_V1 ? RSD_LMS_TIER_V1 : RSD_LMS_TIER_V0)) {
-        rsdi_lms_reset(cat);
-        r = RSD_ERR_JSON_TYPE;
-    }
-    if (r < 0) {
-        cat->n_models = cat->n_instances = 0;
-        rsdi_lms_ix_clear(&cat->index);
-        cat->tier = RSD_LMS_TIER_NONE;
-        return r;
-    }
-    cat->tier = tier;
-    return r;
+    return rsdi_lms_tier_read(cat, tier, rsdi_pl_whole(body, len, toks, cap, rsdi_lms_list_el, rsdi_lms_list_end, cat));
 }
 
 /* Peer marks: has[i] bit p = peers[p] lists instance i's id; grp[p] = the first
@@ -8212,6 +8628,12 @@ enum {
     RSDI_PH_UNLOCK,    /* UNLOCK step issued */
     RSDI_PH_RUNTIME    /* awaiting an answer for the runtime's own order (r->stage) */
 };
+
+/* The answers' buffer (rsd_reconcile.ans_state): the answer kept whole, read as it
+   arrives (a listing), larger than the buffer (kept whole), or read (a listing's verdict). */
+enum { RSDI_ANS_WHOLE = 0, RSDI_ANS_SPLIT, RSDI_ANS_OVER, RSDI_ANS_READ };
+RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out);
+
 /* What a wait-for-loaded is for (rsd_reconcile.after_wait). */
 enum { RSDI_W_KEEP = 0, RSDI_W_KEEP_RO, RSDI_W_RESTORE, RSDI_W_GONE, RSDI_W_DOWNLOAD };
 /* Restore state of an evicted or displaced model (rsd_reconcile.ev_state). */
@@ -8451,8 +8873,14 @@ RSDI_PRIVATE int rsdi_router_request(rsd_reconcile *r, rsd_http_op op, const cha
     return RSD_OK;
 }
 
-RSDI_PRIVATE int rsdi_router_parse_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_router_parse_models(body, len, r->toks, r->max_tokens, out);
+RSDI_PRIVATE void rsdi_router_rt_entry(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
+    RSDI_UNUSED(r);
+    rsdi_router_list_el(out, key, el);
+}
+
+RSDI_PRIVATE int rsdi_router_rt_end(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top) {
+    RSDI_UNUSED(r);
+    rc = rsdi_router_list_end(out, rc, top);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     if (!out->has_states) return RSD_ERR_NOT_ROUTER;
@@ -8490,8 +8918,8 @@ RSD_API const rsd_runtime *rsd_runtime_router(void) {
     static const rsd_runtime rt = {
         "llamacpp", "llama.cpp router", RSD_STRATEGY_ROUTER,
         RSD_RT_CATALOG | RSD_RT_LOAD | RSD_RT_WAIT | RSD_RT_PINNED_PASS | RSD_RT_UNLOAD_WAIT | RSD_RT_PROBE_RETRY,
-        rsdi_router_request, rsdi_router_parse_list, rsdi_router_parse_cap, rsdi_router_load_answer,
-        0, 0, 0, NULL, NULL, NULL, NULL};
+        rsdi_router_request, NULL, rsdi_router_parse_cap, rsdi_router_load_answer,
+        0, 0, 0, NULL, NULL, NULL, NULL, rsdi_router_rt_entry, rsdi_router_rt_end};
     return &rt;
 }
 
@@ -9250,6 +9678,8 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
     r->step.kind = RSD_STEP_HTTP;
     r->step.http.op = op;
     r->step.http.model = model ? model : "";
+    r->ans_len = 0;
+    r->ans_state = RSDI_ANS_WHOLE;
     r->op_instance = phase == RSDI_PH_UNLOAD && r->vi < r->n_victims ? rsdi_rc_row(r, r->victim_inst, r->vi) : "";
     r->op_evicted = phase == RSDI_PH_RESTORE && r->ri < r->result.n_evicted ? &r->result.evicted[r->ri] : NULL;
     if (phase != RSDI_PH_RUNTIME) r->stage = -1;
@@ -9346,7 +9776,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     rt = r->rt = d->runtime ? d->runtime : rsd_runtime_router();
     r->free_bytes = d->keep && d->keep[0] ? 0 : d->free_bytes;
     if (r->free_bytes && rt->start) return RSD_ERR_ARG; /* a runtime with its own machine (LM Studio): not there */
-    if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->start) ||
+    if (!rt->request || !rt->load_answer || !rt->name || (!rt->parse_list && !rt->list_end && !rt->start) ||
+        !rt->list_entry != !rt->list_end ||
         (rt->start && (!rt->answer || !rt->locked)))
         return RSD_ERR_ARG;
     if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
@@ -9482,8 +9913,9 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_s
     t = lim->max_tokens ? lim->max_tokens : (size_t)RSD_RECONCILE_TOKENS;
     if (t < 64 || t > 0x7FFFFFFFu / sizeof(rsd_json_tok)) return false;
     z->toks = (uint32_t)t;
-    z->body = lim->max_body_bytes ? lim->max_body_bytes : (size_t)z->models * RSD_RECONCILE_BODY_PER_MODEL;
+    z->body = lim->max_body_bytes ? lim->max_body_bytes : (size_t)RSD_RECONCILE_BODY_BYTES;
     if (z->body > RSD_JSON_MAX_BYTES) z->body = RSD_JSON_MAX_BYTES;
+    if (z->body < 1024) return false;
     z->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     z->id = lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
@@ -9506,7 +9938,7 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_s
                rsdi_al8(z->ids) + sizeof(const char *) * (RSD_MAX_PROTECTED + 2 * RSD_RECONCILE_MAX_OURS +
                                                           3 * RSD_MAX_RESIDENTS) +
                (z->lms ? rsdi_al8(sizeof(rsd_lms_machine)) : 0) +
-               z->lists +
+               z->lists + rsdi_al8(z->body) +
                (size_t)z->toks * sizeof(rsd_json_tok);
     return true;
 }
@@ -9548,6 +9980,7 @@ RSD_API int rsd_reconcile_init(rsd_reconcile *r, const rsd_reconcile_limits *lim
     r->pinned = (const char **)rsdi_rc_carve(&at, sizeof(const char *) * RSD_MAX_RESIDENTS);
     r->ids = (char *)rsdi_rc_carve(&at, z.ids);
     r->ids_cap = z.ids;
+    r->ans = (char *)rsdi_rc_carve(&at, z.body);
     if (z.lms) {
         r->lms = (rsd_lms_machine *)rsdi_rc_carve(&at, sizeof(rsd_lms_machine));
         memset(r->lms, 0, sizeof *r->lms);
@@ -9853,7 +10286,7 @@ RSDI_PRIVATE bool rsdi_rc_probe_retry(rsd_reconcile *r, int transport, uint64_t 
 /* The runtime's parse into snap; RSD_ERR_MODEL_ID when a listed id or instance is
    max_id_bytes or longer (victims and pinned models are kept from it). */
 RSDI_PRIVATE int rsdi_rc_parse_snap(rsd_reconcile *r, const char *body, size_t len) {
-    int rc = r->rt->parse_list(r, body, len, &r->snap), i;
+    int rc = rsdi_rc_listed(r, body, len, &r->snap), i;
     for (i = 0; rc >= 0 && i < r->snap.n; i++)
         if (r->snap.models[i].id.len >= r->id_bytes || r->snap.models[i].instance.len >= r->id_bytes)
             return RSD_ERR_MODEL_ID;
@@ -9872,6 +10305,11 @@ RSDI_PRIVATE bool rsdi_rc_take_listing(rsd_reconcile *r, int transport, int stat
         return false;
     }
     rc = rsdi_rc_parse_snap(r, body, len);
+    if (rc == RSD_ERR_BODY_TOO_LARGE) { /* one entry, or the top level, over the answers' buffer */
+        rsdi_rc_degrade(r, RSD_ERR_TOO_LARGE, now_ms, "GET %s: %s (%lu bytes; raise max_body_bytes in "
+                        "rsd_reconcile_limits)", r->url, r->split.what, (unsigned long)r->max_body);
+        return false;
+    }
     if (rc == RSD_ERR_MODEL_ID) { /* an id longer than limits.max_id_bytes */
         rsdi_rc_degrade(r, rc, now_ms, "GET %s: a listed id is %d bytes or longer, more than this reconcile keeps "
                         "(raise max_id_bytes in rsd_reconcile_limits)", r->url, (int)r->id_bytes);
@@ -10084,7 +10522,7 @@ RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, c
                                                                       : r->poll_delay * 2;
     if (transport == RSD_ERR_TIMEOUT && (r->rt->flags & RSD_RT_PROBE_RETRY) && r->probe_tries < 16)
         r->probe_tries++; /* the next poll waits longer */
-    if (!ok || (rc = r->rt->parse_list(r, body, len, &r->poll)) < 0) { /* transient */
+    if (!ok || (rc = rsdi_rc_listed(r, body, len, &r->poll)) < 0) { /* transient */
         rsdi_rc_schedule(r, now_ms, r->poll_delay);
         return;
     }
@@ -10161,7 +10599,7 @@ RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, 
                                    bool ok, uint64_t now_ms) {
     (void)transport;
     (void)status;
-    if (ok && r->rt->parse_list(r, body, len, &r->poll) >= 0) {
+    if (ok && rsdi_rc_listed(r, body, len, &r->poll) >= 0) {
         r->last_list = &r->poll;
         (void)rsdi_rc_mark_displaced(r);
     }
@@ -10169,12 +10607,107 @@ RSDI_PRIVATE void rsdi_rc_on_check(rsd_reconcile *r, int transport, int status, 
     else rsd_reconcile_finish(r, now_ms);
 }
 
+/* ---- the answers' buffer ---- */
+/* Where the outstanding step's 2xx answer is read as it arrives: a runtime's listing
+   (*out, the listing it fills), LM Studio's catalog (*out NULL), or nowhere (false). */
+RSDI_PRIVATE bool rsdi_rc_ans_list(rsd_reconcile *r, rsd_listing **out) {
+    *out = NULL;
+    switch (r->phase) {
+    case RSDI_PH_LIST: case RSDI_PH_RELIST: case RSDI_PH_DLLIST: case RSDI_PH_LIMIT:
+        *out = &r->snap;
+        return r->rt->list_end != NULL;
+    case RSDI_PH_POLL: case RSDI_PH_CHECK:
+        *out = &r->poll;
+        return r->rt->list_end != NULL;
+#ifndef RSD_NO_LMSTUDIO
+    case RSDI_PH_RUNTIME:
+        return r->lms && r->rt == rsd_runtime_lmstudio() && r->step.http.op == RSD_OP_LIST;
+#endif
+    default:
+        return false;
+    }
+}
+
+/* The splitter's entries go to the listing's reader. */
+RSDI_PRIVATE void rsdi_rc_ans_entry(void *user, rsd_str key, const rsd_json_doc *el) {
+    rsd_reconcile *r = (rsd_reconcile *)user;
+    rsd_listing *out;
+    if (!rsdi_rc_ans_list(r, &out)) return;
+#ifndef RSD_NO_LMSTUDIO
+    if (!out) {
+        rsdi_lms_list_el(r->lms->cat, key, el);
+        return;
+    }
+#endif
+    if (out) r->rt->list_entry(r, out, key, el);
+}
+
+/* From here the answer is read as it arrives: what is kept whole so far first, in place. */
+RSDI_PRIVATE void rsdi_rc_ans_split(rsd_reconcile *r) {
+    rsd_listing *out;
+    (void)rsdi_rc_ans_list(r, &out);
+    if (out) rsdi_listing_reset(out);
+#ifndef RSD_NO_LMSTUDIO
+    else rsdi_lms_reset(r->lms->cat);
+#endif
+    rsd_json_split_init(&r->split, r->ans, r->max_body, r->toks, r->max_tokens, rsdi_rc_ans_entry, r);
+    r->ans_state = RSDI_ANS_SPLIT;
+    (void)rsd_json_split_feed(&r->split, r->ans, r->ans_len);
+    r->ans_len = 0;
+}
+
+RSD_API int rsd_reconcile_body(rsd_reconcile *r, int status, const char *data, size_t len) {
+    rsd_listing *out;
+    if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
+    if (!len) return RSD_OK;
+    if (!data) return RSD_ERR_ARG;
+    if (r->ans_state == RSDI_ANS_WHOLE && len > r->max_body - r->ans_len) {
+        if (status >= 200 && status <= 299 && rsdi_rc_ans_list(r, &out)) rsdi_rc_ans_split(r);
+        else r->ans_state = RSDI_ANS_OVER; /* kept whole, and larger than the buffer */
+    }
+    if (r->ans_state == RSDI_ANS_SPLIT) (void)rsd_json_split_feed(&r->split, data, len);
+    else if (r->ans_state == RSDI_ANS_WHOLE) {
+        if (data != r->ans + r->ans_len) memmove(r->ans + r->ans_len, data, len);
+        r->ans_len += len;
+    }
+    return RSD_OK;
+}
+
+/* The end of a 2xx listing answer: its reader's verdict in ans_rc. */
+RSDI_PRIVATE void rsdi_rc_ans_read(rsd_reconcile *r) {
+    rsd_listing *out;
+    int rc;
+    if (!rsdi_rc_ans_list(r, &out)) return;
+    if (r->ans_state == RSDI_ANS_WHOLE) rsdi_rc_ans_split(r);
+    rc = rsd_json_split_end(&r->split, &r->ans_top);
+    r->ans_state = RSDI_ANS_READ;
+#ifndef RSD_NO_LMSTUDIO
+    if (!out) {
+        r->ans_rc = rsdi_lms_list_end(r->lms->cat, rc, &r->ans_top);
+        return;
+    }
+#endif
+    r->ans_rc = r->rt->list_end(r, out, rc, &r->ans_top);
+}
+
+/* A listing into out: what its reader made of the answer, or (a runtime with parse_list)
+   the whole body parsed. */
+RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
+    rsd_listing *o;
+    if (!r->rt->list_end) return r->rt->parse_list(r, body, len, out);
+    if (r->ans_state != RSDI_ANS_READ || !rsdi_rc_ans_list(r, &o) || o != out) return RSD_ERR_STATE;
+    return r->ans_rc;
+}
+
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                uint64_t now_ms) {
     bool ok;
     if (!r || r->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
-    if (!body) len = 0;
-    if (transport == RSD_OK && len > r->max_body) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
+    if (body && len) (void)rsd_reconcile_body(r, status, body, len); /* the last piece, or the whole answer */
+    if (transport == RSD_OK && r->ans_state == RSDI_ANS_OVER) transport = RSD_ERR_TOO_LARGE; /* over max_body_bytes */
+    if (transport == RSD_OK && status >= 200 && status <= 299) rsdi_rc_ans_read(r);
+    body = r->ans;
+    len = r->ans_state == RSDI_ANS_WHOLE ? r->ans_len : 0;
     if (r->phase == RSDI_PH_RUNTIME) { /* the runtime's own order */
         r->rt->answer(r, transport > 0 ? RSD_ERR_ARG : transport, status, body, len, now_ms);
         return RSD_OK;
@@ -10281,8 +10814,13 @@ RSDI_PRIVATE void rsdi_ollama_names(rsd_reconcile *r, rsd_listing *l) {
     }
 }
 
-RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, const char *body, size_t len, rsd_listing *out) {
-    int rc = rsd_ollama_ps_listing(body, len, r->toks, r->max_tokens, out);
+RSDI_PRIVATE void rsdi_ollama_rt_entry(rsd_reconcile *r, rsd_listing *out, rsd_str key, const rsd_json_doc *el) {
+    RSDI_UNUSED(r);
+    rsdi_ollama_list_el(out, key, el);
+}
+
+RSDI_PRIVATE int rsdi_ollama_rt_list(rsd_reconcile *r, rsd_listing *out, int rc, const rsd_json_doc *top) {
+    rc = rsdi_ollama_list_end(out, rc, top);
     if (rc < 0) return rc;
     if (out->truncated) return RSD_ERR_LISTING_TRUNCATED;
     rsdi_ollama_names(r, out);
@@ -10302,7 +10840,8 @@ RSDI_PRIVATE rsd_load_answer rsdi_ollama_load_answer(rsd_reconcile *r, int statu
 RSD_API const rsd_runtime *rsd_runtime_ollama(void) {
     static const rsd_runtime rt = {
         "ollama", "Ollama", RSD_STRATEGY_SCHEDULER, RSD_RT_LOAD | RSD_RT_WAIT,
-        rsdi_ollama_request, rsdi_ollama_rt_list, NULL, rsdi_ollama_load_answer, 0, 0, 0, NULL, NULL, NULL, NULL};
+        rsdi_ollama_request, NULL, NULL, rsdi_ollama_load_answer, 0, 0, 0, NULL, NULL, NULL, NULL,
+        rsdi_ollama_rt_entry, rsdi_ollama_rt_list};
     return &rt;
 }
 #else
@@ -10412,7 +10951,8 @@ RSDI_PRIVATE void rsdi_lms_disown(rsd_reconcile *r, const char *inst) {
 
 /* Parse a catalog answer into r->lms->cat; a truncated one is never cached. */
 RSDI_PRIVATE int rsdi_lms_catalog(rsd_reconcile *r, rsd_lms_tier tier, int status, const char *body, size_t len) {
-    int rc = rsd_lms_catalog_from_response(r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
+    int rc = r->ans_state == RSDI_ANS_READ ? rsdi_lms_tier_read(r->lms->cat, tier, r->ans_rc) /* read as it arrived */
+           : rsd_lms_catalog_from_response(r->lms->cat, tier, status, body, len, r->toks, r->max_tokens);
     r->no_cache = r->lms->cat->truncated;
     return rc;
 }
@@ -10817,7 +11357,7 @@ RSD_API const rsd_runtime *rsd_runtime_lmstudio(void) {
         "lmstudio", "LM Studio", RSD_STRATEGY_JIT, RSD_RT_LOAD | RSD_RT_INSTANCES,
         rsdi_lms_request, NULL, NULL, rsdi_lms_load_answer,
         RSD_LMS_DEADLINE_MS, RSD_LMS_PROBE_TIMEOUT_MS, RSD_LMS_RESTORE_MS, rsdi_lms_root,
-        rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked};
+        rsdi_lms_start, rsdi_lms_answer, rsdi_lms_locked, NULL, NULL};
     return &rt;
 }
 #else
@@ -10860,6 +11400,7 @@ RSDI_PRIVATE bool rsdi_det_lms_v0(rsd_detect *d, const char *body, size_t len) {
 
 typedef struct rsdi_det_probe {
     const char *path;                                    /* GET under the root URL */
+    const char *list;                                    /* a listing: the member that is its list */
     bool (*match)(rsd_detect *d, const char *body, size_t len); /* on a 2xx answer */
     const rsd_runtime *(*runtime)(void);
     bool first_listing;                                  /* the answer is the runtime's first listing */
@@ -10867,10 +11408,10 @@ typedef struct rsdi_det_probe {
 
 /* Probe order = detection order. */
 static const rsdi_det_probe rsdi_det_probes[] = {
-    {"/props", rsdi_det_router, rsd_runtime_router, false},
-    {"/api/version", rsdi_det_ollama, rsd_runtime_ollama, false},
-    {"/api/v1/models", rsdi_det_lms_v1, rsd_runtime_lmstudio, true},
-    {"/api/v0/models", rsdi_det_lms_v0, rsd_runtime_lmstudio, false}
+    {"/props", NULL, rsdi_det_router, rsd_runtime_router, false},
+    {"/api/version", NULL, rsdi_det_ollama, rsd_runtime_ollama, false},
+    {"/api/v1/models", "models", rsdi_det_lms_v1, rsd_runtime_lmstudio, true},
+    {"/api/v0/models", "data", rsdi_det_lms_v0, rsd_runtime_lmstudio, false}
 };
 enum { RSDI_DET_NPROBES = (int)(sizeof rsdi_det_probes / sizeof rsdi_det_probes[0]) };
 
@@ -10945,7 +11486,41 @@ RSD_API rsd_step rsd_detect_next(rsd_detect *d, uint64_t now_ms) {
     if (t > left) t = left;
     h->timeout_ms = t > 0xFFFFFFFFu ? 0xFFFFFFFFu : (uint32_t)t;
     d->requests++;
+    d->buf_len = 0;
+    d->buf_state = RSDI_ANS_WHOLE;
     return d->step;
+}
+
+RSD_API int rsd_detect_body(rsd_detect *d, int status, const char *data, size_t len) {
+    if (!d || d->step.kind != RSD_STEP_HTTP || !d->buf || d->buf_cap < 1024) return RSD_ERR_STATE;
+    if (!len) return RSD_OK;
+    if (!data) return RSD_ERR_ARG;
+    if (d->buf_state == RSDI_ANS_WHOLE && len > d->buf_cap - d->buf_len) {
+        if (status >= 200 && status <= 299 && rsdi_det_probes[d->probe].list) { /* read as it arrives, in place */
+            rsd_json_split_init(&d->split, d->buf, d->buf_cap, d->toks, d->n_toks, NULL, NULL);
+            (void)rsd_json_split_feed(&d->split, d->buf, d->buf_len);
+            d->buf_state = RSDI_ANS_SPLIT;
+        } else {
+            d->buf_state = RSDI_ANS_OVER; /* kept whole, and larger than the buffer */
+        }
+    }
+    if (d->buf_state == RSDI_ANS_SPLIT) (void)rsd_json_split_feed(&d->split, data, len);
+    else if (d->buf_state == RSDI_ANS_WHOLE) {
+        if (data != d->buf + d->buf_len) memmove(d->buf + d->buf_len, data, len);
+        d->buf_len += len;
+    }
+    return RSD_OK;
+}
+
+/* A probe's 2xx answer matches: kept whole, its own reader; read as it arrived, its list. */
+RSDI_PRIVATE bool rsdi_det_match(rsd_detect *d, const rsdi_det_probe *p, const char *body, size_t len) {
+    rsd_json_doc top;
+    int v;
+    if (d->buf_state == RSDI_ANS_OVER) return false; /* e.g. a single-model server's /props: not a router's */
+    if (d->buf_state != RSDI_ANS_SPLIT) return p->match(d, body, len);
+    if (rsd_json_split_end(&d->split, &top) <= 0 || rsd_json_type_of(&top, 0) != RSD_JSON_OBJECT) return false;
+    v = rsd_json_find(&top, 0, p->list);
+    return v >= 0 && rsd_json_type_of(&top, v) == RSD_JSON_ARRAY;
 }
 
 RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char *body, size_t len,
@@ -10953,6 +11528,11 @@ RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char
     const rsdi_det_probe *p;
     if (!d || d->step.kind != RSD_STEP_HTTP) return RSD_ERR_STATE;
     if (!body) len = 0;
+    if (d->buf && d->buf_cap >= 1024) { /* the answer in the buffer (this piece the last) */
+        if (len) (void)rsd_detect_body(d, status, body, len);
+        body = d->buf;
+        len = d->buf_state == RSDI_ANS_WHOLE ? d->buf_len : 0;
+    }
     p = &rsdi_det_probes[d->probe];
     d->step.kind = RSD_STEP_NONE;
     if (transport == RSD_ERR_TIMEOUT && now_ms < d->deadline) { /* busy, not gone: the same probe again */
@@ -10976,9 +11556,9 @@ RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char
     }
     if (transport == RSD_OK && (status == 401 || status == 403)) d->saw_auth = true;
     if (d->probe == 0) d->probe0_status = status;
-    if (transport == RSD_OK && status >= 200 && status <= 299 && p->match(d, body, len)) {
+    if (transport == RSD_OK && status >= 200 && status <= 299 && rsdi_det_match(d, p, body, len)) {
         d->runtime = p->runtime();
-        d->first_listing = p->first_listing;
+        d->first_listing = p->first_listing && d->buf_state == RSDI_ANS_WHOLE; /* kept whole: replayed */
         rsdi_det_done(d, RSD_OK);
         return RSD_OK;
     }

@@ -647,9 +647,10 @@
            buffer of the reconcile's max_body_bytes that every answer of an
            ensure is read into, the decision cache unless no_cache, one scratch
            region that holds detection's state (runtime AUTO) until the run
-           starts and then the attribution as read (with a state directory or
-           etcd; the last-use and lease records are read into the state's own
-           scratch set, each used before the next read), the in-memory instance
+           starts and then the attribution as read, a set and its arena of
+           d->attr_arena_bytes (with a state directory or etcd; the last-use
+           and lease records are read into the state's own scratch set, each
+           used before the next read), the in-memory instance
            records (a runtime with instances, no state directory and no etcd;
            when the state directory cannot be opened, create allocates them
            then), the protected ids at their own length), its
@@ -678,7 +679,11 @@
            runtime of every ensure: a request's AUTO means it and a request
            naming another is refused with RSD_ERR_ARG; AUTO = any, detected;
            a given runtime without instances, llama.cpp router or Ollama, has
-           no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state), protected_models +
+           no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state),
+           attr_arena_bytes (the bytes of ids an attribution as read holds, here,
+           in the state and in etcd; 0 = as many as the reconcile keeps,
+           limits.id_arena_bytes: 128 per model, 8 KiB by default, so max_models
+           raises both; a record over it is never acted on in part, see STATE), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
            nothing else is left), residency_env (the RESIDENCY value; NULL =
            getenv("RESIDENCY") at each begin unless ignore_env; a value that is
@@ -694,15 +699,17 @@
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
            state directory, etcd and TLS not counted: rsd_state_open allocates
-           its one block of about 40 KB more, see STATE). On x86-64
-           (tests/test_sizes.c checks the bounds): under 331 KiB with the
+           its one block of about 17 KB more, see STATE). On x86-64
+           (tests/test_sizes.c checks the bounds): under 309 KiB with the
            defaults -- the reconcile 126 KiB (its tables above), the answers'
-           buffer 88 KiB, the scratch region 33 KiB, the decision cache 18 KiB,
-           the client 34 KiB, the rest of the object 33 KiB --, under 324 KiB
-           with runtime LLAMACPP. no_state
-           adds the in-memory instance records (48 KiB) where the runtime has
-           instances and takes the scratch region down to detection's 11 KiB.
-           Smaller limits, no_cache and a runtime shrink it.
+           buffer 88 KiB, the scratch region 11 KiB (detection's state; the
+           attribution set and its arena take 10 KiB), the decision cache 18 KiB,
+           the client 34 KiB, the rest of the object 33 KiB --, under 301 KiB
+           with runtime LLAMACPP (the scratch region is the attribution's 10 KiB).
+           no_state adds the in-memory instance records (48 KiB) where the
+           runtime has instances and leaves the scratch region to detection.
+           attr_arena_bytes (by default the limits' id arena) adds what it asks
+           over 8 KiB; smaller limits, no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -816,7 +823,11 @@
        (rsd_reconcile_commit_failed), result.state_error set, and no decision
        cached on it; UNLOCK -> rsd_state_unlock. An attribution found corrupt
        (and reset, see STATE) is one degraded/warning notice of the ensure that
-       reset it: residency no longer knows which models it loaded there. At the
+       reset it: residency no longer knows which models it loaded there. An
+       attribution whose ids do not fit attr_arena_bytes is one degraded/warning
+       notice (dmsg STATE_FAILED) naming it and the bytes it needs: residency
+       treats every resident there as not its own, and a COMMIT on it fails
+       (the record is left whole, never rewritten shorter). At the
        start of a reconcile the target's generation is read (one small file)
        and the decision cache is looked up first: a live entry for (target,
        model) under that generation ends the ensure at once (cache_hit, no
@@ -1202,9 +1213,10 @@
 
        int rsd_state_open(rsd_state **out, const rsd_state_desc *desc)
            Resolves and creates the directory, allocates the object (one block of
-           about 40 KB from desc.allocator, measured by tests/test_sizes_shell.c;
-           nothing else allocates: record files are read and written through one
-           4 KiB chunk, however large they are). desc NULL or
+           about 17 KB from desc.allocator, measured by tests/test_sizes_shell.c:
+           the object and its scratch set's arena of desc.attr_arena_bytes, 8 KiB
+           by default; nothing else allocates: record files are read and written
+           through one 4 KiB chunk, however large they are). desc NULL or
            zeroed = defaults. Errors: RSD_ERR_STATE_DIR (unresolvable, too long,
            mkdir failed, unsafe), RSD_ERR_ARG (half an allocator or lock hook),
            RSD_ERR_NOMEM. A reconciler without a state dir should run without the
@@ -1308,8 +1320,10 @@
                entry count; a missing file is empty. No lock needed: files are
                replaced by rename, so a reader sees the old or the new version
                (only a corrupt file is reset under the lock, as above).
-               <0 (RSD_ERR_STATE_IO) only for an unreadable file (a symlink, a
-               directory, EACCES).
+               <0: RSD_ERR_STATE_IO for an unreadable file (a symlink, a
+               directory, EACCES); RSD_ERR_TOO_LARGE for a valid record whose
+               ids do not fit out's arena (below); RSD_ERR_ARG for a set that
+               rsd_attr_set_init did not set up.
            int rsd_state_attr_add(st, key, model, instance, loaded_at_ms)
                adds (model, instance) or refreshes its loaded_at_ms and pid;
                instance NULL or "" = plain attribution. loaded_at_ms is the
@@ -1321,6 +1335,34 @@
                otherwise exactly (model, instance). Returns how many went.
            int rsd_attr_set_find(const rsd_attr_set *s, model, instance)
                index, or RSD_ERR_NOT_FOUND; instance NULL = any entry of model.
+       A set (rsd_attr_set) holds up to RSD_STATE_MAX_ATTR entries, and their ids
+       in an arena of the caller's: items[i].model and .instance point into it
+       and stay valid until the next call that writes the set. Each entry takes
+       its model's bytes plus one, and its instance's plus one when it has one.
+           int rsd_attr_set_init(set, char *arena, size_t arena_bytes)
+               makes set empty over arena (kept by the caller while the set is
+               used). RSD_STATE_ATTR_ARENA_MAX (32 KiB) holds any valid record;
+               RSD_STATE_ATTR_ARENA_DEFAULT (8 KiB) 64 entries of 128 bytes of ids.
+               A zeroed set has no arena, and a call that reads into it answers
+               RSD_ERR_ARG. Example:
+                   static char ids[RSD_STATE_ATTR_ARENA_DEFAULT];
+                   rsd_attr_set set;
+                   rsd_attr_set_init(&set, ids, sizeof ids);
+                   n = rsd_state_attr_load(st, key, &set);
+           int rsd_attr_set_copy(dst, const rsd_attr_set *src)
+               the entries and their ids into dst's own arena (a struct copy
+               would share src's): RSD_OK, RSD_ERR_TOO_LARGE (they do not fit,
+               or src is over itself; dst empty, over set), RSD_ERR_ARG.
+       A valid record whose ids do not fit the set's arena is never read in part:
+       the load answers RSD_ERR_TOO_LARGE, the set is empty with over set and
+       arena_used = the bytes it needs, rsd_state_last_error names
+       attr_arena_bytes, and ATTR_READ_FAILED is logged. It is not corrupt: the
+       file stays as it is. The state reads a record for an update into its own
+       scratch set (desc.attr_arena_bytes, 0 = RSD_STATE_ATTR_ARENA_DEFAULT); an
+       update of a record that does not fit there fails with RSD_ERR_TOO_LARGE
+       and writes nothing, so no other process's entries are lost. An add whose
+       ids find no room is RSD_ERR_CAPACITY (ATTR_FULL logged, the error names
+       attr_arena_bytes), as an add to a full set is.
        Updates are read-modify-write under <dir>/attr/<name>.lock (flock,
        independent of the target lock, so they work whether or not the caller
        holds it): read, change, write <name>.attr.tmp, rename over. No fsync
@@ -1353,9 +1395,11 @@
                failed). The bump is tried even when the attribution write failed,
                so other processes still drop their cached decisions. RSD_OK, or
                the first error: RSD_ERR_STATE_IO (a write failed: ENOSPC, EFBIG,
-               EIO...), RSD_ERR_CAPACITY (an add beyond RSD_STATE_MAX_ATTR; the
-               other changes are written), RSD_ERR_ARG, RSD_ERR_STATE (lk not an
-               attribution lock, or not held).
+               EIO...), RSD_ERR_CAPACITY (an add beyond RSD_STATE_MAX_ATTR, or
+               whose ids find no room in attr_arena_bytes; the other changes are
+               written), RSD_ERR_TOO_LARGE (the record does not fit the state's
+               scratch set: nothing written), RSD_ERR_ARG, RSD_ERR_STATE (lk not
+               an attribution lock, or not held).
            const char *rsd_state_last_error(const rsd_state *st)
                one line about the most recent failure of a write, a read or the
                attribution lock, with the path and strerror ("write
@@ -1397,8 +1441,10 @@
        RSD_STATE_MAX_PURPOSE_BYTES 63, RSD_STATE_MAX_HOST_BYTES 255,
        RSD_STATE_LOCK_WAIT_MS_DEFAULT 120000, retries 5..100 ms,
        RSD_STATE_ATTR_LOCK_WAIT_MS 10000, RSD_STATE_ATTR_RETRY_MAX_MS 20,
-       RSD_STATE_DETAIL_BYTES 1200 (rsd_state_last_error). sizeof(rsd_state_lock) is about 2.5 KB
-       (it keeps the key for the hook); sizeof(rsd_attr_set) about 33 KB.
+       RSD_STATE_DETAIL_BYTES 1200 (rsd_state_last_error), desc.attr_arena_bytes
+       (RSD_STATE_ATTR_ARENA_DEFAULT 8192; RSD_STATE_ATTR_ARENA_MAX 32768 holds any
+       record). sizeof(rsd_state_lock) is about 2.5 KB (it keeps the key for the
+       hook); sizeof(rsd_attr_set) about 2 KB, its arena apart.
        Errors: RSD_ERR_STATE_DIR, RSD_ERR_STATE_IO, RSD_ERR_LOCK, RSD_ERR_TIMEOUT,
        RSD_ERR_CAPACITY, RSD_ERR_ARG, RSD_ERR_STATE, RSD_ERR_NOT_FOUND.
        Threading: one rsd_state per thread (it has one scratch buffer); distinct
@@ -1497,7 +1543,14 @@
            d: url (required), host_id (NULL = gethostname), lease_ttl_s
            (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
            auth_password, protected_models + n_protected (this host's), http (TLS and
-           limits), allocator, logger. RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM.
+           limits), attr_arena_bytes (the ids of an attribution or another host's
+           protections as read, in each of two sets; 0 = RSD_STATE_ATTR_ARENA_DEFAULT,
+           and never less than this host's own protections take), allocator, logger.
+           RSD_ERR_URL, RSD_ERR_ARG, RSD_ERR_NOMEM. An attribution in etcd whose ids
+           do not fit reads as empty with attrs->over set (logged, ATTR_READ_FAILED),
+           is not corrupt, and a commit on it fails with RSD_ERR_TOO_LARGE naming
+           attr_arena_bytes: it is never rewritten shorter. Another host's
+           protections that do not fit are logged and not known here.
        int rsd_etcd_read_begin(co, key, now_ms, deadline_ms)
        int rsd_etcd_lock_begin(co, key, purpose, now_ms, deadline_ms)
        int rsd_etcd_commit_begin(co, changes, n, loaded_at_ms, now_ms, deadline_ms)
@@ -2198,6 +2251,9 @@ typedef struct rsd_ensurer_desc {
     const char *state_dir;            /* NULL = RESIDENCY_STATE_DIR, XDG_STATE_HOME, HOME */
     bool no_state;                    /* no state directory: no lock, attribution, generation */
     bool lock_fail_closed;            /* lock deadline/error fails the ensure instead of proceeding */
+    uint32_t attr_arena_bytes;        /* bytes of ids an attribution as read holds (here, in the state and
+                                         etcd); 0 = the reconcile's id arena (limits.id_arena_bytes: by
+                                         default 128 per model, 8 KiB for 64) */
     const rsd_protected_model *protected_models; /* configured ids with roles (copied) */
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     const char *residency_env;        /* RESIDENCY value; NULL = getenv("RESIDENCY") per begin */
@@ -2519,7 +2575,11 @@ enum {
     RSD_STATE_ATTR_RETRY_MAX_MS = 20,    /* attribution-file lock: retry delay 1 ms doubling to this */
     RSD_STATE_DETAIL_BYTES = 1200,       /* rsd_state_last_error text, with a path */
     /* largest attribution file accepted (every byte of two ids escaped as \xHH) */
-    RSD_STATE_MAX_FILE_BYTES = 64 + RSD_STATE_MAX_ATTR * (8 * RSD_STATE_MAX_ID_BYTES + 48)
+    RSD_STATE_MAX_FILE_BYTES = 64 + RSD_STATE_MAX_ATTR * (8 * RSD_STATE_MAX_ID_BYTES + 48),
+    /* an attribution set's id arena when a desc says 0: 128 bytes of ids per entry */
+    RSD_STATE_ATTR_ARENA_DEFAULT = RSD_STATE_MAX_ATTR * 128,
+    /* the arena that holds any valid record: every entry with two ids of the longest length */
+    RSD_STATE_ATTR_ARENA_MAX = RSD_STATE_MAX_ATTR * 2 * (RSD_STATE_MAX_ID_BYTES + 1)
 };
 
 typedef struct rsd_state rsd_state;  /* opaque; rsd_state_open / rsd_state_close */
@@ -2541,6 +2601,7 @@ typedef struct rsd_state_desc {
     uint32_t lock_wait_ms;      /* 0 = RSD_STATE_LOCK_WAIT_MS_DEFAULT */
     bool lock_fail_closed;      /* deadline/error: false = proceed unlocked (warn), true = fail */
     bool attr_fsync;            /* fsync attribution temp files before the rename (default off) */
+    uint32_t attr_arena_bytes;  /* ids of the record the state reads for an update; 0 = RSD_STATE_ATTR_ARENA_DEFAULT */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_state_desc;
@@ -2582,21 +2643,37 @@ typedef struct rsd_lock_owner {
 } rsd_lock_owner;
 
 /* One attribution: a model this library loaded on a target; with instance set, an
-   LM Studio instance this library owns (model = its model key). */
+   LM Studio instance this library owns (model = its model key).
+   The ids live in the set's arena: valid until the next call that writes the set. */
 typedef struct rsd_attr {
-    char model[RSD_STATE_MAX_ID_BYTES + 1];
-    char instance[RSD_STATE_MAX_ID_BYTES + 1];  /* "" = plain attribution */
+    const char *model;
+    const char *instance;       /* "" = plain attribution */
     uint64_t loaded_at_ms;      /* caller's timestamp (wall-clock ms recommended) */
     int64_t pid;                /* process that wrote the entry (diagnostics) */
 } rsd_attr;
 
-/* The attribution of one target, in file order. */
+/* The attribution of one target, in file order. Set up with rsd_attr_set_init over the
+   caller's arena before a call writes it; a zeroed set reads nothing (RSD_ERR_ARG). Copy
+   one with rsd_attr_set_copy (a plain struct copy shares the arena). */
 typedef struct rsd_attr_set {
     size_t count;
     bool corrupt;               /* the file was corrupt and was read as empty */
     bool reset;                 /* this call moved the corrupt file aside (<name>.attr.corrupt) */
+    bool over;                  /* the record's ids did not fit the arena: read as empty, RSD_ERR_TOO_LARGE */
+    uint32_t magic;             /* internal: set by rsd_attr_set_init */
+    char *arena;                /* internal: the ids, arena_used of arena_bytes in use */
+    size_t arena_bytes, arena_used;
     rsd_attr items[RSD_STATE_MAX_ATTR];
 } rsd_attr_set;
+
+/* Makes set empty over the caller's arena (arena_bytes of ids, each with its NUL; the
+   arena must stay while the set is used): RSD_OK, or RSD_ERR_ARG (NULL set, or NULL arena
+   with bytes). RSD_STATE_ATTR_ARENA_MAX bytes hold any valid record. */
+RSD_API int rsd_attr_set_init(rsd_attr_set *set, char *arena, size_t arena_bytes);
+/* Copies src's entries and ids into dst's own arena: RSD_OK, RSD_ERR_ARG (dst not set
+   up), or RSD_ERR_TOO_LARGE (src's ids do not fit dst's arena, or src is itself a record
+   that did not fit: dst is then empty, over set, arena_used the bytes needed). */
+RSD_API int rsd_attr_set_copy(rsd_attr_set *dst, const rsd_attr_set *src);
 
 /* Resolves the state directory (desc->dir, RESIDENCY_STATE_DIR, $XDG_STATE_HOME/residency,
    $HOME/.local/state/residency) into buf without touching the disk; length or <0. */
@@ -2707,6 +2784,8 @@ typedef struct rsd_etcd_desc {
     const rsd_protected_model *protected_models; /* this host's, published for the other hosts */
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     rsd_http_client_desc http;        /* TLS options (tls_ca_file ...), limits; allocator/logger default below */
+    uint32_t attr_arena_bytes;        /* ids of an attribution or a protection record as read;
+                                         0 = RSD_STATE_ATTR_ARENA_DEFAULT */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_etcd_desc;
@@ -6617,8 +6696,6 @@ struct rsd_ensurer {
     rsd_http_req_h h;
     rsd_runtime_kind kind;
     rsd_runtime_kind only_kind;       /* desc.runtime: the one runtime it serves (AUTO = any) */
-    char *body;                       /* the ensure's answers are read here (body_cap bytes, after the struct) */
-    size_t body_cap;
     const rsd_runtime *rt;            /* the runtime of the current run */
     rsd_outcome outcome;
     uint32_t ctx, ctx_ceiling, timeout_ms, probe_ms, probe_ms_req, requests;
@@ -6642,6 +6719,10 @@ struct rsd_ensurer {
     rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
                                          directory or etcd, else NULL); the last-use and lease records are
                                          read into the state's own scratch set, each used before the next read */
+    char *attr_arena;                 /* attrs' ids (attr_arena_bytes, after the set in the scratch region;
+                                         set up again at each read: detection uses the region before) */
+    size_t attr_arena_bytes;
+    bool attr_over_told;              /* this ensure said the attribution does not fit attr_arena_bytes */
     uint64_t free_bytes;              /* a free ensure: the bytes asked */
     char lease_id[48];                /* a free ensure: its lease ("" none) */
     int n_last, n_uses;
@@ -6926,7 +7007,7 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
    no_cache), the in-memory instance records (a runtime with instances, no state directory),
    the scratch region (detection, then the attribution), the protected ids. */
 typedef struct rsdi_en_sizes {
-    size_t body, cache, mem, scratch, prot, total;
+    size_t cache, mem, scratch, attr, prot, total;
 } rsdi_en_sizes;
 
 /* The coordinator URL of a desc (desc.coord, else $RESIDENCY_COORD unless ignore_env); NULL = none. */
@@ -6941,7 +7022,6 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     rsdi_rc_sizes z;
     int i;
     if (!rsdi_rc_sizes_of(lim, &z)) return false;
-    b->body = rsdi_al8(z.body);
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
@@ -6949,11 +7029,14 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
        attribution (with a state directory or etcd; the last uses and a lease are read into
        the state's own scratch) */
-    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) : 0;
+    /* the attribution's ids: desc.attr_arena_bytes, by default as many as the reconcile
+       keeps (its ours and owned ids go there) */
+    b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.ids;
+    b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(b->attr) : 0;
     if (d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect))) b->scratch = rsdi_al8(sizeof(rsd_detect));
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
-    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->body + b->cache + b->mem + b->scratch + b->prot;
+    b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->prot;
     return true;
 }
 
@@ -6993,15 +7076,17 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     }
     memset(e, 0, b.total);
     at = (char *)e + rsdi_al8(sizeof *e);
-    e->body = at;
-    e->body_cap = b.body;
-    at += b.body;
     if (b.cache) e->cache = (rsd_decision_cache *)(void *)at;
     at += b.cache;
     if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
     e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
     at += b.mem;
-    if (!d.no_state || rsdi_en_coord_url(&d)) e->attrs = (rsd_attr_set *)(void *)at;
+    if (!d.no_state || rsdi_en_coord_url(&d)) {
+        e->attrs = (rsd_attr_set *)(void *)at;
+        e->attr_arena = at + rsdi_al8(sizeof(rsd_attr_set));
+        e->attr_arena_bytes = b.attr;
+        (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
+    }
     if (d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
     at += b.scratch;
     e->only_kind = d.runtime;
@@ -7032,6 +7117,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         memset(&sd, 0, sizeof sd);
         sd.dir = d.state_dir;
         sd.lock_fail_closed = d.lock_fail_closed;
+        sd.attr_arena_bytes = (uint32_t)b.attr;
         sd.allocator = d.allocator;
         sd.logger = d.logger;
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
@@ -7054,6 +7140,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
 #ifndef RSD_NO_ETCD /* else create only says that etcd is not in this build */
             cd.host_id = d.coord_host;
             cd.lease_ttl_s = d.coord_lease_ttl_s;
+            cd.attr_arena_bytes = (uint32_t)b.attr;
 #define RSDI_EN_COORD_ENV(f, name) (d.f ? d.f : d.ignore_env ? NULL : getenv(name))
             cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
             cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
@@ -7330,15 +7417,22 @@ RSDI_PRIVATE bool rsdi_en_gen(rsd_ensurer *e, uint64_t *gen) {
     return e->st && rsd_state_gen_read(e->st, e->key, gen) == RSD_OK;
 }
 
-/* The target's attribution into e->attrs, from etcd (as last read) or the state dir. */
+/* The target's attribution into e->attrs, from etcd (as last read) or the state dir;
+   RSD_ERR_TOO_LARGE (e->attrs->over) when it does not fit attr_arena_bytes. The set is
+   set up again first: detection's state shares its region. */
 RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
+    (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
     if (RSDI_EN_CO(e)) {
         rsd_etcd_view v;
+        int r;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
-        *e->attrs = *v.attrs;
+        if (e->co_read_err < 0) {
+            e->attrs->corrupt = v.attr_corrupt;
+            return 0;
+        }
+        if ((r = rsd_attr_set_copy(e->attrs, v.attrs)) < 0) return r; /* over there: over here */
         e->attrs->reset = false;
         e->attrs->corrupt = v.attr_corrupt;
-        if (e->co_read_err < 0) e->attrs->count = 0;
         return (int)e->attrs->count;
     }
     if (!e->st) return RSD_ERR_STATE;
@@ -7428,6 +7522,16 @@ RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
 /* Says so (once: the read that reset it) when the attribution just read was corrupt. */
 RSDI_PRIVATE void rsdi_en_reset_notice(rsd_ensurer *e) {
     char name[RSD_STATE_MAX_NAME_BYTES];
+    if (e->attrs && e->attrs->over && !e->attr_over_told && e->reconciling) { /* once per ensure */
+        e->attr_over_told = true;
+        rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                                 "the record of the %s residency loaded on '%s' needs %lu bytes of ids, over "
+                                 "attr_arena_bytes (%lu): residency treats every %s there as not its own and "
+                                 "records no change until attr_arena_bytes is raised",
+                                 (e->rt->flags & RSD_RT_INSTANCES) ? "instances" : "models", e->url,
+                                 (unsigned long)e->attrs->arena_used, (unsigned long)e->attrs->arena_bytes,
+                                 (e->rt->flags & RSD_RT_INSTANCES) ? "loaded instance" : "resident");
+    }
     if (RSDI_EN_CO(e) && e->attrs->corrupt && !e->co_told && e->reconciling) { /* once per ensure */
         rsd_etcd_view v;
         rsd_etcd_query(RSDI_EN_CO(e), &v);
@@ -7586,8 +7690,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
 RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
     rsd_detect *d = e->detect;
     rsdi_en_found f;
-    (void)rsd_detect_feed(d, ev->result, ev->status, ev->body.ptr, ev->body.len,
-                          ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
+    (void)rsd_detect_feed(d, ev->result, ev->status, NULL, 0, ev->sys_errno ? strerror(ev->sys_errno) : NULL, now_ms);
     if (rsd_detect_next(d, now_ms).kind != RSD_STEP_DONE) return; /* the next probe (or the same, later) */
     if (!d->runtime) {
         rsdi_en_fail(e, d->error, now_ms, "%s", d->message);
@@ -7604,9 +7707,9 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     f.capacity_known = d->capacity_known;
     f.unlimited = d->unlimited;
     f.max_instances = d->max_instances;
-    if (d->first_listing) { /* the runtime's first request is this very GET */
-        f.listing = ev->body.ptr ? ev->body.ptr : "";
-        f.listing_len = ev->body.len;
+    if (d->first_listing) { /* the runtime's first request is this very GET (kept whole in the reconcile's buffer) */
+        f.listing = d->buf;
+        f.listing_len = d->buf_len;
     }
     rsdi_en_start_run(e, &f, now_ms); /* the detection state is gone from here on */
 }
@@ -7635,6 +7738,7 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
     e->sse_tried = false;
     e->co_read = false;
     e->co_told = false;
+    e->attr_over_told = false;
     e->co_read_err = RSD_OK;
     memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
     e->lease_id[0] = '\0';
@@ -7694,8 +7798,10 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
         return RSD_ERR_NOT_FOUND;
 #else
         memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
-        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens are free */
+        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
         e->detect->n_toks = e->m.rc.max_tokens;
+        e->detect->buf = e->m.rc.ans;
+        e->detect->buf_cap = e->m.rc.max_body;
         if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
             rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
             return rc;
@@ -7706,6 +7812,16 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
     }
     rsdi_en_start_run(e, NULL, now_ms);
     return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
+}
+
+/* The step's answer as it arrives: to detection or to the reconcile, with the status of
+   its head (on_body is called only after the head). */
+RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
+    rsd_ensurer *e = (rsd_ensurer *)user;
+    rsd_http_head_info hi;
+    int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
+    if (RSDI_EN_DETECTING(e)) (void)rsd_detect_body(e->detect, status, data, len);
+    else (void)rsd_reconcile_body(&e->m.rc, status, data, len);
 }
 
 /* Sends an HTTP step (the reconcile's or detection's); false when it could not be sent
@@ -7726,8 +7842,8 @@ RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.body_len = s->http.body ? s->http.body_len : 0;
     q.total_timeout_ms = s->http.timeout_ms ? s->http.timeout_ms : 1;
     q.connect_timeout_ms = q.total_timeout_ms;
-    q.body_buf = e->body; /* one step at a time: its answer is parsed before the next is sent */
-    q.body_cap = e->body_cap;
+    q.on_body = rsdi_en_on_body; /* one step at a time: its answer is read as it arrives */
+    q.user = e;
     e->op = RSDI_EN_DETECTING(e) ? RSD_OP_NONE : s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
     /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
@@ -7938,7 +8054,7 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->waiting = RSDI_EN_WAIT_NONE;
                 fed = true;
                 if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
-                else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, ev.body.ptr, ev.body.len, now_ms);
+                else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, NULL, 0, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             if (fed) continue;
@@ -10142,7 +10258,7 @@ struct rsd_state {
     char host[RSD_STATE_MAX_HOST_BYTES + 1];
     char filebuf[RSDI_ATTR_CHUNK];        /* record files are read and written through it, a chunk at a time */
     char detail[RSD_STATE_DETAIL_BYTES];  /* rsd_state_last_error */
-    rsd_attr_set scratch;
+    rsd_attr_set scratch;                 /* its arena (desc.attr_arena_bytes) follows the struct */
 };
 
 enum { RSDI_STATE_PATH_BYTES = RSD_STATE_MAX_DIR_BYTES + 128 };
@@ -10320,7 +10436,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     char dir[RSD_STATE_MAX_DIR_BYTES + 1], sub[RSDI_STATE_PATH_BYTES];
     int r;
     static const char *const subs[2] = {"locks", "attr"};
-    size_t i;
+    size_t i, arena;
     if (!out) return RSD_ERR_ARG;
     *out = NULL;
     if (!desc) {
@@ -10362,12 +10478,14 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
             return RSD_ERR_STATE_DIR;
         }
     }
-    st = (rsd_state *)rsdi_malloc(&desc->allocator, sizeof *st);
+    arena = desc->attr_arena_bytes ? desc->attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT;
+    st = (rsd_state *)rsdi_malloc(&desc->allocator, rsdi_al8(sizeof *st) + arena);
     if (!st) {
         rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, NULL, RSDI_WHERE);
         return RSD_ERR_NOMEM;
     }
     memset(st, 0, sizeof *st);
+    (void)rsd_attr_set_init(&st->scratch, (char *)st + rsdi_al8(sizeof *st), arena);
     st->alloc = desc->allocator;
     st->logger = desc->logger;
     st->hook = desc->lock_hook;
@@ -10905,6 +11023,9 @@ RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner 
    ids escape \\ \t \n \r as two bytes and other bytes < 0x20 and 0x7f as \xHH. */
 static const char rsdi_attr_magic[] = "residency-attr 1\n";
 
+static const char rsdi_attr_none[] = "";       /* an empty id takes no arena bytes */
+enum { RSDI_ATTR_SET_MAGIC = 0x61747472 };     /* a set made by rsd_attr_set_init */
+
 RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const char *instance) {
     size_t i;
     if (!set || !model) return RSD_ERR_ARG;
@@ -10914,6 +11035,116 @@ RSD_API int rsd_attr_set_find(const rsd_attr_set *set, const char *model, const 
         return (int)i;
     }
     return RSD_ERR_NOT_FOUND;
+}
+
+RSD_API int rsd_attr_set_init(rsd_attr_set *set, char *arena, size_t arena_bytes) {
+    if (!set || (!arena && arena_bytes)) return RSD_ERR_ARG;
+    memset(set, 0, sizeof *set);
+    set->magic = RSDI_ATTR_SET_MAGIC;
+    set->arena = arena;
+    set->arena_bytes = arena_bytes;
+    return RSD_OK;
+}
+
+/* Empties set; its arena stays. */
+RSDI_PRIVATE void rsdi_attr_set_clear(rsd_attr_set *set) {
+    set->count = set->arena_used = 0;
+    set->corrupt = set->reset = set->over = false;
+}
+
+/* The arena bytes an entry's ids take (each with its NUL; an empty id none). */
+RSDI_PRIVATE size_t rsdi_attr_need(size_t model_len, size_t inst_len) {
+    return model_len + 1 + (inst_len ? inst_len + 1 : 0);
+}
+
+/* The offset of p in set's arena, or arena_bytes when p is not in it. */
+RSDI_PRIVATE size_t rsdi_attr_off(const rsd_attr_set *set, const char *p) {
+    size_t o = (size_t)((uintptr_t)p - (uintptr_t)set->arena);
+    return set->arena && (uintptr_t)p >= (uintptr_t)set->arena && o < set->arena_bytes ? o : set->arena_bytes;
+}
+
+/* Moves the ids the entries use to the arena's start, in address order (ids left behind by
+   a remove or a replace go). */
+RSDI_PRIVATE void rsdi_attr_compact(rsd_attr_set *set) {
+    size_t used = 0, done = 0; /* ids at offsets below done are in place */
+    for (;;) {
+        const char **next = NULL;
+        size_t best = set->arena_bytes, i, n;
+        for (i = 0; i < set->count; i++) {
+            const char **f[2];
+            int k;
+            f[0] = &set->items[i].model;
+            f[1] = &set->items[i].instance;
+            for (k = 0; k < 2; k++) {
+                size_t o = rsdi_attr_off(set, *f[k]);
+                if (o < set->arena_bytes && o >= done && o < best) {
+                    best = o;
+                    next = f[k];
+                }
+            }
+        }
+        if (!next) break;
+        n = strlen(*next) + 1;
+        memmove(set->arena + used, *next, n);
+        *next = set->arena + used;
+        used += n;
+        done = best + n;
+    }
+    set->arena_used = used;
+}
+
+/* Stores (model, instance) as entry i (i == count: a new one, which the caller counts), its
+   ids copied into the arena: true, or false when they do not fit even after compacting
+   (the set unchanged). An entry that already holds those ids keeps them. */
+RSDI_PRIVATE bool rsdi_attr_set_put(rsd_attr_set *set, size_t i, const char *model, const char *inst,
+                                    uint64_t loaded_at_ms, int64_t pid) {
+    rsd_attr *a = &set->items[i];
+    size_t ml = strlen(model), il = strlen(inst), need = rsdi_attr_need(ml, il);
+    if (i < set->count && strcmp(a->model, model) == 0 && strcmp(a->instance, inst) == 0) need = 0;
+    if (set->arena_used > set->arena_bytes || need > set->arena_bytes - set->arena_used) {
+        size_t live = 0, k;
+        for (k = 0; k < set->count; k++)
+            if (k != i) live += rsdi_attr_need(strlen(set->items[k].model), strlen(set->items[k].instance));
+        if (need > set->arena_bytes - live) return false;
+        if (i < set->count) a->model = a->instance = rsdi_attr_none; /* its old ids go with the compaction */
+        rsdi_attr_compact(set);
+    }
+    if (need) {
+        char *m = set->arena + set->arena_used;
+        memcpy(m, model, ml + 1);
+        a->model = m;
+        if (il) memcpy(m + ml + 1, inst, il + 1);
+        a->instance = il ? m + ml + 1 : rsdi_attr_none;
+        set->arena_used += need;
+    }
+    a->loaded_at_ms = loaded_at_ms;
+    a->pid = pid;
+    return true;
+}
+
+/* Ends a read whose ids did not fit: empty, over set, arena_used = the bytes it needs. */
+RSDI_PRIVATE int rsdi_attr_set_over(rsd_attr_set *set, size_t need) {
+    rsdi_attr_set_clear(set);
+    set->over = true;
+    set->arena_used = need;
+    return RSD_ERR_TOO_LARGE;
+}
+
+RSD_API int rsd_attr_set_copy(rsd_attr_set *dst, const rsd_attr_set *src) {
+    size_t i, need = 0;
+    if (!dst || !src || dst->magic != RSDI_ATTR_SET_MAGIC || src->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
+    if (dst == src) return RSD_OK;
+    if (src->over) return rsdi_attr_set_over(dst, src->arena_used); /* it holds nothing to copy */
+    rsdi_attr_set_clear(dst);
+    for (i = 0; i < src->count; i++)
+        need += rsdi_attr_need(strlen(src->items[i].model), strlen(src->items[i].instance));
+    if (need > dst->arena_bytes) return rsdi_attr_set_over(dst, need);
+    for (i = 0; i < src->count; i++, dst->count++)
+        (void)rsdi_attr_set_put(dst, i, src->items[i].model, src->items[i].instance, src->items[i].loaded_at_ms,
+                                src->items[i].pid);
+    dst->corrupt = src->corrupt;
+    dst->reset = src->reset;
+    return RSD_OK;
 }
 
 /* Unescapes s[0..n) into dst (RSD_STATE_MAX_ID_BYTES + 1); false when malformed. */
@@ -10961,8 +11192,10 @@ RSDI_PRIVATE bool rsdi_attr_u64(const char *s, size_t n, uint64_t *v) {
     return true;
 }
 
-/* One line of a record after its magic (without its '\n'): 0 = an entry, added to out;
-   1 = the trailer, its count right; <0 = bad (RSD_ERR_PROTOCOL). */
+/* One line of a record after its magic (without its '\n'): 0 = an entry, added to out
+   (when its ids do not fit, out->over is set and the entry counted without them, its
+   bytes added to out->arena_used, so that the rest is still checked); 1 = the trailer,
+   its count right; <0 = bad (RSD_ERR_PROTOCOL). */
 RSDI_PRIVATE int rsdi_attr_line(const char *line, size_t len, rsd_attr_set *out) {
     const char *f[4];
     size_t fl[4], nf = 0, i, s;
@@ -10981,25 +11214,29 @@ RSDI_PRIVATE int rsdi_attr_line(const char *line, size_t len, rsd_attr_set *out)
     }
     if (nf != 4 || out->count >= RSD_STATE_MAX_ATTR) return RSD_ERR_PROTOCOL;
     {
-        rsd_attr *a = &out->items[out->count];
-        uint64_t pid;
-        if (fl[0] == 0 || !rsdi_attr_unescape(f[0], fl[0], a->model) ||
-            !rsdi_attr_unescape(f[1], fl[1], a->instance) ||
-            !rsdi_attr_u64(f[2], fl[2], &a->loaded_at_ms) || !rsdi_attr_u64(f[3], fl[3], &pid) ||
-            pid > (uint64_t)INT64_MAX)
+        char model[RSD_STATE_MAX_ID_BYTES + 1], inst[RSD_STATE_MAX_ID_BYTES + 1];
+        uint64_t pid, at;
+        if (fl[0] == 0 || !rsdi_attr_unescape(f[0], fl[0], model) || !rsdi_attr_unescape(f[1], fl[1], inst) ||
+            !rsdi_attr_u64(f[2], fl[2], &at) || !rsdi_attr_u64(f[3], fl[3], &pid) || pid > (uint64_t)INT64_MAX)
             return RSD_ERR_PROTOCOL;
-        a->pid = (int64_t)pid;
-        if (rsd_attr_set_find(out, a->model, a->instance) >= 0) return RSD_ERR_PROTOCOL; /* duplicate */
+        if (rsd_attr_set_find(out, model, inst) >= 0) return RSD_ERR_PROTOCOL; /* duplicate */
+        if (out->over || !rsdi_attr_set_put(out, out->count, model, inst, at, (int64_t)pid)) {
+            out->over = true; /* from here on arena_used counts the bytes the record needs */
+            out->arena_used += rsdi_attr_need(strlen(model), strlen(inst));
+            out->items[out->count].model = out->items[out->count].instance = rsdi_attr_none;
+        }
         out->count++;
     }
     return 0;
 }
 
 /* Strict parser: RSD_OK with *out filled, or RSD_ERR_TRUNCATED / RSD_ERR_PROTOCOL
-   (out is then empty). Never reads outside buf[0..n). */
+   (out is then empty), or RSD_ERR_TOO_LARGE for a valid record whose ids do not fit out's
+   arena (empty, out->over, out->arena_used = the bytes it needs). Never reads outside
+   buf[0..n). */
 RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
     size_t pos, ml = sizeof rsdi_attr_magic - 1;
-    memset(out, 0, sizeof *out);
+    rsdi_attr_set_clear(out);
     if (n < ml || memcmp(buf, rsdi_attr_magic, ml) != 0)
         return n < ml ? RSD_ERR_TRUNCATED : RSD_ERR_PROTOCOL;
     pos = ml;
@@ -11009,16 +11246,16 @@ RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
         size_t len;
         int r;
         if (!nl) {
-            memset(out, 0, sizeof *out);
+            rsdi_attr_set_clear(out);
             return RSD_ERR_TRUNCATED;
         }
         len = (size_t)(nl - line);
         r = rsdi_attr_line(line, len, out);
         if (r < 0 || (r == 1 && pos + len + 1 != n)) { /* bad, or something after the trailer */
-            memset(out, 0, sizeof *out);
+            rsdi_attr_set_clear(out);
             return RSD_ERR_PROTOCOL;
         }
-        if (r == 1) return RSD_OK;
+        if (r == 1) return out->over ? rsdi_attr_set_over(out, out->arena_used) : RSD_OK;
         pos += len + 1;
     }
 }
@@ -11026,15 +11263,15 @@ RSDI_PRIVATE int rsdi_attr_parse(const char *buf, size_t n, rsd_attr_set *out) {
 /* rsdi_attr_parse over a file read RSDI_ATTR_CHUNK bytes at a time through st->filebuf
    (no line of a valid record is longer: 8 x 255 + 48 bytes), with the same results, plus
    RSD_ERR_TOO_LARGE for a file over RSD_STATE_MAX_FILE_BYTES (whatever it holds, as a
-   whole read would find) and RSD_ERR_STATE_IO (errno set) when a read fails. *size: the
-   bytes read (at most RSD_STATE_MAX_FILE_BYTES + 1). */
+   whole read would find; out->over not set) and RSD_ERR_STATE_IO (errno set) when a read
+   fails. *size: the bytes read (at most RSD_STATE_MAX_FILE_BYTES + 1). */
 RSDI_PRIVATE int rsdi_attr_read_fd(rsd_state *st, int fd, rsd_attr_set *out, long *size) {
     char *b = st->filebuf;
     size_t have = 0, ml = sizeof rsdi_attr_magic - 1;
     uint64_t off = 0;
     int state = 0, err = 0; /* state: 0 the magic, 1 lines, 2 after the trailer, 3 in an overlong line */
     bool eof = false;
-    memset(out, 0, sizeof *out);
+    rsdi_attr_set_clear(out);
     *size = 0;
     while (!err) {
         size_t pos = 0;
@@ -11091,8 +11328,9 @@ RSDI_PRIVATE int rsdi_attr_read_fd(rsd_state *st, int fd, rsd_attr_set *out, lon
     }
     *size = (long)(off > (uint64_t)RSD_STATE_MAX_FILE_BYTES ? (uint64_t)RSD_STATE_MAX_FILE_BYTES + 1 : off);
     if (off > (uint64_t)RSD_STATE_MAX_FILE_BYTES) err = RSD_ERR_TOO_LARGE;
-    if (err) memset(out, 0, sizeof *out);
-    return err ? err : RSD_OK;
+    if (err) rsdi_attr_set_clear(out);
+    else if (out->over) err = rsdi_attr_set_over(out, out->arena_used);
+    return err;
 }
 
 RSDI_PRIVATE bool rsdi_attr_put(char *buf, size_t cap, size_t *n, const char *s, size_t len) {
@@ -11137,7 +11375,7 @@ RSDI_PRIVATE int rsdi_attr_format_part(const rsd_attr_set *set, size_t i, char *
         if (!rsdi_attr_put(buf, cap, n, rsdi_attr_magic, sizeof rsdi_attr_magic - 1)) return RSD_ERR_BUFFER;
     } else if (i <= set->count) {
         const rsd_attr *a = &set->items[i - 1];
-        if (!a->model[0] || a->pid < 0) return RSD_ERR_ARG;
+        if (!a->model || !a->model[0] || !a->instance || a->pid < 0) return RSD_ERR_ARG;
         k = RSD_SNPRINTF(num, sizeof num, "\t%llu\t%lld\n", (unsigned long long)a->loaded_at_ms,
                          (long long)a->pid);
         if (!rsdi_attr_put_escaped(buf, cap, n, a->model) || !rsdi_attr_put(buf, cap, n, "\t", 1) ||
@@ -11163,11 +11401,13 @@ RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap
 }
 
 /* Reads and parses an attribution file into out. Missing = empty; corrupt = empty
-   with out->corrupt and a log item. <0 only when the file exists but cannot be read. */
+   with out->corrupt and a log item. <0 when the file exists but cannot be read, or
+   RSD_ERR_TOO_LARGE when its ids do not fit out's arena (empty, out->over: never read in
+   part, never reset). */
 RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *out) {
     int fd = rsdi_state_open_file(path, O_RDONLY, false), r, e;
     long n;
-    memset(out, 0, sizeof *out);
+    rsdi_attr_set_clear(out);
     if (fd < 0) {
         if (errno == ENOENT) return RSD_OK;
         rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
@@ -11184,8 +11424,14 @@ RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *o
         rsdi_state_detail(st, "read %s: %s", path, strerror(e));
         return RSD_ERR_STATE_IO;
     }
+    if (r == RSD_ERR_TOO_LARGE && out->over) { /* a valid record, larger than the set */
+        rsdi_state_detail(st, "read %s: its ids need %lu bytes, over the %lu of attr_arena_bytes (raise it)", path,
+                          (unsigned long)out->arena_used, (unsigned long)out->arena_bytes);
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s", st->detail);
+        return r;
+    }
     if (r < 0) { /* the caller logs it once (rsdi_attr_log_corrupt), after trying to reset it */
-        memset(out, 0, sizeof *out);
+        rsdi_attr_set_clear(out);
         out->corrupt = true;
         rsdi_state_detail(st, "%s (%ld bytes): %s", path, n, rsd_result_str(r));
     }
@@ -11212,8 +11458,8 @@ RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const cha
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out) {
     char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
     int r;
-    if (!st || !key || !out) return RSD_ERR_ARG;
-    memset(out, 0, sizeof *out);
+    if (!st || !key || !out || out->magic != RSDI_ATTR_SET_MAGIC) return RSD_ERR_ARG;
+    rsdi_attr_set_clear(out);
     if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
     if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
     r = rsdi_attr_read(st, path, out);
@@ -11321,8 +11567,10 @@ fail:
 RSDI_PRIVATE int rsdi_attr_write(rsd_state *st, const char *path, const rsd_attr_set *set) {
     size_t i;
     if (set->count > RSD_STATE_MAX_ATTR) return RSD_ERR_ARG;
-    for (i = 0; i < set->count; i++) /* what rsdi_attr_format refuses, before the file is touched */
-        if (!set->items[i].model[0] || set->items[i].pid < 0) return RSD_ERR_ARG;
+    for (i = 0; i < set->count; i++) { /* what rsdi_attr_format refuses, before the file is touched */
+        const rsd_attr *a = &set->items[i];
+        if (!a->model || !a->model[0] || !a->instance || a->pid < 0) return RSD_ERR_ARG;
+    }
     return rsdi_state_replace(st, path, NULL, 0, set, st->attr_fsync);
 }
 
@@ -11332,16 +11580,17 @@ RSDI_PRIVATE bool rsdi_attr_change_ok(const rsd_attr_change *c) {
 }
 
 /* Applies one change to set in memory: entries removed (>= 0; an add: 0, or 1 when a last
-   use was not newer than the one recorded), or RSD_ERR_CAPACITY. full_drops_oldest: the
-   last-use record, where a full set replaces its oldest entry and a use never goes back. */
-RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *set,
-                                 const rsd_attr_change *c, uint64_t loaded_at_ms, bool full_drops_oldest) {
+   use was not newer than the one recorded), RSD_ERR_CAPACITY (a new entry in a full set)
+   or RSD_ERR_TOO_LARGE (its ids do not fit the arena); the set is unchanged on an error.
+   full_drops_oldest: the last-use record, where a full set replaces its oldest entry and a
+   use never goes back. */
+RSDI_PRIVATE int rsdi_attr_set_apply(rsd_attr_set *set, const rsd_attr_change *c, uint64_t loaded_at_ms, int64_t pid,
+                                     bool full_drops_oldest) {
     size_t i, o;
     int removed = 0;
     if (!c->remove) {
         const char *inst = c->instance ? c->instance : "";
         int at = rsd_attr_set_find(set, c->model, inst);
-        rsd_attr *a;
         if (at >= 0 && full_drops_oldest && set->items[at].loaded_at_ms >= loaded_at_ms)
             return 1; /* last uses never go back (another process may have recorded a later one) */
         if (at < 0 && set->count >= RSD_STATE_MAX_ATTR && full_drops_oldest) { /* last uses: the oldest goes */
@@ -11350,20 +11599,11 @@ RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *s
                 if (set->items[i].loaded_at_ms < set->items[at].loaded_at_ms) at = (int)i;
         }
         if (at < 0) {
-            if (set->count >= RSD_STATE_MAX_ATTR) {
-                rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE,
-                          "%s: %u entries", key, (unsigned)set->count);
-                rsdi_state_detail(st, "attribution of %s is full (%u entries): '%s' not recorded", key,
-                                  (unsigned)set->count, c->model);
-                return RSD_ERR_CAPACITY;
-            }
-            at = (int)set->count++;
+            if (set->count >= RSD_STATE_MAX_ATTR) return RSD_ERR_CAPACITY;
+            at = (int)set->count;
         }
-        a = &set->items[at];
-        memcpy(a->model, c->model, strlen(c->model) + 1);
-        memcpy(a->instance, inst, strlen(inst) + 1);
-        a->loaded_at_ms = loaded_at_ms;
-        a->pid = (int64_t)rsdi_state_pid();
+        if (!rsdi_attr_set_put(set, (size_t)at, c->model, inst, loaded_at_ms, pid)) return RSD_ERR_TOO_LARGE;
+        if ((size_t)at == set->count) set->count++;
         return 0;
     }
     for (i = 0, o = 0; i < set->count; i++) {
@@ -11377,6 +11617,27 @@ RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *s
     }
     set->count = o;
     return removed;
+}
+
+/* rsdi_attr_set_apply for the state's records, with this process's pid; a change that
+   finds no room is logged (ATTR_FULL) and told in rsd_state_last_error, and answers
+   RSD_ERR_CAPACITY. */
+RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *set,
+                                 const rsd_attr_change *c, uint64_t loaded_at_ms, bool full_drops_oldest) {
+    int r = rsdi_attr_set_apply(set, c, loaded_at_ms, (int64_t)rsdi_state_pid(), full_drops_oldest);
+    if (r == RSD_ERR_CAPACITY) {
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE, "%s: %u entries", key,
+                  (unsigned)set->count);
+        rsdi_state_detail(st, "attribution of %s is full (%u entries): '%s' not recorded", key,
+                          (unsigned)set->count, c->model);
+    } else if (r == RSD_ERR_TOO_LARGE) {
+        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE, "%s: %lu bytes of ids", key,
+                  (unsigned long)set->arena_used);
+        rsdi_state_detail(st, "attribution of %s: its ids fill the %lu bytes of attr_arena_bytes (raise it): "
+                          "'%s' not recorded", key, (unsigned long)set->arena_bytes, c->model);
+        r = RSD_ERR_CAPACITY;
+    }
+    return r;
 }
 
 /* Under the attribution-file lock: read, apply changes[0..n), write when anything changed
@@ -11979,8 +12240,7 @@ RSDI_PRIVATE int rsdi_etcd_role_parse(const char *s) {
 /* The reads of an answer (absent keys included: a missing attribution is empty). */
 RSDI_PRIVATE void rsdi_etcd_take_reads(rsd_etcd *co, const rsdi_etcd_ans *a, bool lock_too) {
     int i;
-    co->attrs.count = 0;
-    co->attrs.corrupt = co->attrs.reset = false;
+    rsdi_attr_set_clear(&co->attrs);
     co->attr_mod = 0;
     co->attr_corrupt = false;
     co->has_gen = true;
@@ -11993,8 +12253,14 @@ RSDI_PRIVATE void rsdi_etcd_take_reads(rsd_etcd *co, const rsdi_etcd_ans *a, boo
         if (strcmp(kv->key, co->k_attr) == 0) {
             co->attr_mod = kv->mod_rev;
             if (kv->val_len && rsdi_attr_parse(v, kv->val_len, &co->attrs) < 0) {
-                co->attr_corrupt = true; /* read as empty; the next commit rewrites it */
-                rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE, "etcd %s", co->k_attr);
+                if (co->attrs.over) /* valid, but larger than the set: read as empty, and never rewritten */
+                    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE,
+                              "etcd %s: its ids need %lu bytes, over the %lu of attr_arena_bytes (raise it)",
+                              co->k_attr, (unsigned long)co->attrs.arena_used, (unsigned long)co->attrs.arena_bytes);
+                else {
+                    co->attr_corrupt = true; /* read as empty; the next commit rewrites it */
+                    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_CORRUPT, RSDI_WHERE, "etcd %s", co->k_attr);
+                }
             }
         } else if (strcmp(kv->key, co->k_gen) == 0) {
             char num[32];
@@ -12016,7 +12282,14 @@ RSDI_PRIVATE void rsdi_etcd_take_reads(rsd_etcd *co, const rsdi_etcd_ans *a, boo
             co->owner[n] = '\0';
         } else if (strncmp(kv->key, co->k_prot, strlen(co->k_prot)) == 0 && strcmp(kv->key, co->k_prot_self) != 0) {
             size_t k;
-            if (rsdi_attr_parse(v, kv->val_len, &co->next) < 0) continue; /* someone's bad record: ignored */
+            if (rsdi_attr_parse(v, kv->val_len, &co->next) < 0) { /* someone's bad record: ignored */
+                if (co->next.over)
+                    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE,
+                              "etcd %.*s: its ids need %lu bytes, over the %lu of attr_arena_bytes: its protections "
+                              "are not known here (raise attr_arena_bytes)", (int)strlen(kv->key), kv->key,
+                              (unsigned long)co->next.arena_used, (unsigned long)co->next.arena_bytes);
+                continue;
+            }
             for (k = 0; k < co->next.count && co->n_rprot < RSD_MAX_PROTECTED; k++) {
                 const rsd_attr *p = &co->next.items[k];
                 if (strlen(p->model) >= RSD_MODEL_ID_MAX) continue;
@@ -12078,6 +12351,7 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     rsd_etcd_desc d;
     rsd_http_client_desc hd;
     rsd_etcd *co;
+    size_t arena, prot;
     int i, r;
     if (!out) return RSD_ERR_ARG;
     *out = NULL;
@@ -12088,12 +12362,23 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
         (d.auth_user && strlen(d.auth_user) >= 256) || (d.auth_password && strlen(d.auth_password) >= 256) ||
         (d.host_id && (!d.host_id[0] || strlen(d.host_id) > RSD_ETCD_MAX_HOST_BYTES)))
         return RSD_ERR_ARG;
-    co = (rsd_etcd *)rsdi_malloc(&d.allocator, sizeof *co);
+    /* two sets of ids after the struct, each at least as large as this host's protections
+       (published through one; the attribution's two swap after a commit) */
+    arena = d.attr_arena_bytes ? d.attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT;
+    for (i = 0, prot = 0; i < d.n_protected; i++) {
+        rsd_str id = d.protected_models[i].model_id;
+        if (id.ptr && id.len && id.len < RSD_MODEL_ID_MAX)
+            prot += rsdi_attr_need(id.len, d.protected_models[i].role ? strlen(rsd_role_str((int)d.protected_models[i].role)) : 0);
+    }
+    arena = rsdi_al8(arena > prot ? arena : prot);
+    co = (rsd_etcd *)rsdi_malloc(&d.allocator, rsdi_al8(sizeof *co) + 2 * arena);
     if (!co) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "etcd: allocation failed", RSDI_WHERE);
         return RSD_ERR_NOMEM;
     }
     memset(co, 0, sizeof *co);
+    (void)rsd_attr_set_init(&co->attrs, (char *)co + rsdi_al8(sizeof *co), arena);
+    (void)rsd_attr_set_init(&co->next, (char *)co + rsdi_al8(sizeof *co) + arena, arena);
     co->alloc = d.allocator;
     co->logger = d.logger;
     r = rsd_etcd_parse_url(d.url, co->root, sizeof co->root, co->prefix, sizeof co->prefix);
@@ -12357,13 +12642,10 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
     } else if (co->op == RSDI_EO_READ) {
         rsdi_ew_raw(&w, "{\"success\":[");
         if (!co->prot_published) { /* this host's protections, once per coordinator (kept: not leased) */
-            co->next.count = 0;
-            for (i = 0; i < co->n_own && i < RSD_STATE_MAX_ATTR; i++) {
-                rsd_attr *a = &co->next.items[co->next.count++];
-                memset(a, 0, sizeof *a);
-                (void)rsdi_cpy(a->model, sizeof a->model, co->own_ids[i]);
-                if (co->own[i].role) (void)rsdi_cpy(a->instance, sizeof a->instance, rsd_role_str((int)co->own[i].role));
-            }
+            rsdi_attr_set_clear(&co->next);
+            for (i = 0; i < co->n_own && i < RSD_STATE_MAX_ATTR; i++, co->next.count++) /* the arena holds them all */
+                (void)rsdi_attr_set_put(&co->next, co->next.count, co->own_ids[i],
+                                        co->own[i].role ? rsd_role_str((int)co->own[i].role) : "", 0, 0);
             r = rsdi_attr_format(&co->next, co->attr_text, sizeof co->attr_text);
             if (r > 0) {
                 rsdi_ew_put(&w, co->k_prot_self, co->attr_text, (size_t)r, 0);
@@ -12391,31 +12673,22 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
     } else if (co->op == RSDI_EO_COMMIT) {
         char gv[32];
         uint64_t g = co->has_gen ? co->gen + 1 : rsdi_etcd_wall_ms(); /* unknown: never a value a cache holds */
-        co->next = co->attrs;
+        if (co->attrs.over) { /* rewriting what could not be read would lose it */
+            rsdi_etcd_msg(co, RSD_ERR_TOO_LARGE, "etcd commit: the attribution %s needs %lu bytes of ids, over "
+                          "attr_arena_bytes (%lu): not rewritten", co->k_attr, (unsigned long)co->attrs.arena_used,
+                          (unsigned long)co->attrs.arena_bytes);
+            rsdi_etcd_end(co, RSD_ERR_TOO_LARGE);
+            return;
+        }
+        (void)rsd_attr_set_copy(&co->next, &co->attrs); /* the arenas are of one size */
         for (i = 0; i < co->n_chg; i++) {
-            const rsd_attr_change *c = &co->chg[i];
-            if (!c->remove) {
-                const char *inst = c->instance ? c->instance : "";
-                int at = rsd_attr_set_find(&co->next, c->model, inst);
-                if (at < 0) {
-                    if (co->next.count >= RSD_STATE_MAX_ATTR) continue; /* full: not recorded */
-                    at = (int)co->next.count++;
-                }
-                (void)rsdi_cpy(co->next.items[at].model, sizeof co->next.items[at].model, c->model);
-                (void)rsdi_cpy(co->next.items[at].instance, sizeof co->next.items[at].instance, inst);
-                co->next.items[at].loaded_at_ms = co->loaded_at;
-                co->next.items[at].pid = (int64_t)getpid();
-            } else {
-                size_t k, o;
-                for (k = 0, o = 0; k < co->next.count; k++) {
-                    const rsd_attr *a = &co->next.items[k];
-                    if (strcmp(a->model, c->model) == 0 && (!c->instance || strcmp(a->instance, c->instance) == 0))
-                        continue;
-                    if (o != k) co->next.items[o] = *a;
-                    o++;
-                }
-                co->next.count = o;
-            }
+            r = rsdi_attr_set_apply(&co->next, &co->chg[i], co->loaded_at, (int64_t)getpid(), false);
+            if (r < 0) /* full: not recorded */
+                rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_FULL, RSDI_WHERE,
+                          "etcd %s: '%s' not recorded (%s: %u entries, %lu of attr_arena_bytes %lu)", co->k_attr,
+                          co->chg[i].model, r == RSD_ERR_CAPACITY ? "full" : "no room for its ids",
+                          (unsigned)co->next.count, (unsigned long)co->next.arena_used,
+                          (unsigned long)co->next.arena_bytes);
         }
         r = rsdi_attr_format(&co->next, co->attr_text, sizeof co->attr_text);
         if (r < 0) {
@@ -12550,7 +12823,9 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
         return;
     case RSDI_EO_COMMIT:
         if (a->succeeded) {
+            rsd_attr_set t = co->attrs; /* swapped: each keeps its own arena */
             co->attrs = co->next;
+            co->next = t;
             co->has_gen = true;
             co->gen = co->gen_next;
             co->attr_mod = a->revision;

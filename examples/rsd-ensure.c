@@ -117,9 +117,13 @@ static void help(void) {
            "  --timeout-ms N       the whole ensure, lock wait and load included (default 120000,\n"
            "                       LM Studio 300000)\n"
            "  --max-models N       the largest listing it reads, in models (default 64; its bytes\n"
-           "                       grow with it)\n"
+           "                       grow with it, and so does the room for the ids of the record\n"
+           "                       of what residency loaded, attr_arena_bytes: 128 per model)\n"
            "  --max-tokens N       JSON tokens it holds at once: the listing's top level and its\n"
            "                       largest entry (default 256, at least 64)\n"
+           "  --max-body N         bytes of an answer it holds at once: a listing's top level and\n"
+           "                       one entry (a listing is read as it arrives), or a whole other\n"
+           "                       answer (default 8192, at least 1024)\n"
            "  --state-dir DIR      lock and attribution files (default $RESIDENCY_STATE_DIR,\n"
            "                       $XDG_STATE_HOME/residency, ~/.local/state/residency)\n"
            "  --no-state           no state directory: no lock, nothing recorded\n"
@@ -262,6 +266,7 @@ static void print_degraded(const rsd_ensure_result *r, int code) {
     const char *m = r->message && r->message[0] ? r->message : rsd_result_str(r->result);
     const char *head = code == EX_UNREACHABLE ? "server unreachable: " : code == EX_NOT_SERVER ? "not a model server: " : "";
     bool entry = r->result == RSD_ERR_JSON_TOKENS; /* one listing entry over max_tokens */
+    bool body = r->result == RSD_ERR_TOO_LARGE && strstr(m, "max_body_bytes"); /* an entry or answer over max_body_bytes */
     bool over = entry || r->result == RSD_ERR_LISTING_TRUNCATED ||
                 r->result == RSD_ERR_TOO_LARGE; /* a model server whose listing is over the limits */
     if (over) head = "listing too large: ";
@@ -269,6 +274,7 @@ static void print_degraded(const rsd_ensure_result *r, int code) {
     printf("%s%s\n", head, term(m));
     if (code == EX_AUTH) printf("  the API key goes in --token or $RESIDENCY_TOKEN\n");
     if (entry) printf("  --max-tokens N reads a larger listing entry\n");
+    else if (body) printf("  --max-body N reads a larger listing entry or answer\n");
     else if (over) printf("  --max-models N reads a larger listing\n");
 }
 
@@ -532,6 +538,12 @@ int main(int argc, char **argv) {
             NEEDV();
             if (parse_u32(v, &n) || n < 64 || n > 16777216) return bad_usage(a, "a number of tokens, 64 to 16777216");
             d.limits.max_tokens = n;
+        }
+        else if (!strcmp(a, "--max-body")) {
+            uint32_t n;
+            NEEDV();
+            if (parse_u32(v, &n) || n < 1024 || n > 0x7FFFFFFFu) return bad_usage(a, "a number of bytes, 1024 to 2147483647");
+            d.limits.max_body_bytes = n;
         }
         else if (!strcmp(a, "--no-state")) d.no_state = true;
         else if (!strcmp(a, "--token")) { NEEDV(); token = v; }

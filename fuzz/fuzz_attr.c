@@ -12,6 +12,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
 static rsd_attr_set fz_a, fz_b;
+static char fz_ids_a[RSD_STATE_ATTR_ARENA_MAX], fz_ids_b[RSD_STATE_ATTR_ARENA_MAX];
 static char fz_buf[RSD_STATE_MAX_FILE_BYTES + 1], fz_buf2[RSD_STATE_MAX_FILE_BYTES + 1];
 
 static void fz_check(int ok) {
@@ -43,6 +44,7 @@ static void fz_roundtrip(const rsd_attr_set *x) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     size_t i, start = 0, piece = 0;
+    char model[RSD_STATE_MAX_ID_BYTES + 1] = "", inst[RSD_STATE_MAX_ID_BYTES + 1];
     /* 0. the input as a lock owner record (tolerant parser; must stay in bounds) */
     {
         rsd_lock_owner o;
@@ -50,28 +52,42 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         fz_check(strlen(o.host) <= RSD_STATE_MAX_HOST_BYTES);
         fz_check(strlen(o.purpose) <= RSD_STATE_MAX_PURPOSE_BYTES);
     }
-    /* 1. the input as a file image */
-    if (rsdi_attr_parse((const char *)d, n, &fz_a) == RSD_OK) fz_roundtrip(&fz_a);
-    else fz_check(fz_a.count == 0);
+    /* 1. the input as a file image: into a set that holds any record, and into a small
+       one, which reads it whole or not at all (RSD_ERR_TOO_LARGE, empty) */
+    (void)rsd_attr_set_init(&fz_a, fz_ids_a, sizeof fz_ids_a);
+    (void)rsd_attr_set_init(&fz_b, fz_ids_b, sizeof fz_ids_b);
+    if (rsdi_attr_parse((const char *)d, n, &fz_a) == RSD_OK) {
+        size_t need = fz_a.arena_used;
+        (void)rsd_attr_set_init(&fz_b, fz_ids_b, 300);
+        if (need <= 300) {
+            fz_check(rsdi_attr_parse((const char *)d, n, &fz_b) == RSD_OK && fz_same(&fz_a, &fz_b));
+        } else {
+            fz_check(rsdi_attr_parse((const char *)d, n, &fz_b) == RSD_ERR_TOO_LARGE);
+            fz_check(fz_b.count == 0 && fz_b.over && fz_b.arena_used == need);
+        }
+        (void)rsd_attr_set_init(&fz_b, fz_ids_b, sizeof fz_ids_b);
+        fz_roundtrip(&fz_a);
+    } else {
+        fz_check(fz_a.count == 0);
+    }
     /* 3. the input as NUL-separated ids: model, instance, model, instance, ... */
-    memset(&fz_a, 0, sizeof fz_a);
+    (void)rsd_attr_set_init(&fz_a, fz_ids_a, sizeof fz_ids_a);
     for (i = 0; i <= n && fz_a.count < RSD_STATE_MAX_ATTR; i++) {
         if (i < n && d[i] != 0) continue;
         {
             size_t len = i - start;
             if (len > RSD_STATE_MAX_ID_BYTES) len = RSD_STATE_MAX_ID_BYTES;
             if (piece % 2 == 0) {
-                rsd_attr *a = &fz_a.items[fz_a.count];
-                memset(a, 0, sizeof *a);
-                memcpy(a->model, d + start, len);
-                a->loaded_at_ms = (uint64_t)n * 1000003u + i;
-                a->pid = (int64_t)piece;
+                memcpy(model, d + start, len);
+                model[len] = '\0';
             } else {
-                rsd_attr *a = &fz_a.items[fz_a.count];
-                memcpy(a->instance, d + start, len);
-                a->instance[len] = '\0';
-                if (a->model[0] && rsd_attr_set_find(&fz_a, a->model, a->instance) < 0)
+                memcpy(inst, d + start, len);
+                inst[len] = '\0';
+                if (model[0] && rsd_attr_set_find(&fz_a, model, inst) < 0) {
+                    fz_check(rsdi_attr_set_put(&fz_a, fz_a.count, model, inst, (uint64_t)n * 1000003u + i,
+                                               (int64_t)piece - 1));
                     fz_a.count++;
+                }
             }
         }
         piece++;

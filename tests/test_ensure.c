@@ -7,6 +7,7 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 #include "state_dir.h"
+#include "attr_set.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -158,7 +159,7 @@ static void test_l27_free_slot_fast_poll(void) {
     {
         rsd_state *st = NULL;
         rsd_state_desc sd;
-        rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+        rsd_attr_set *set = new_attr_set();
         char key[RSD_TARGET_KEY_MAX], raw[128];
         memset(&sd, 0, sizeof sd);
         sd.dir = g_state_dir;
@@ -870,6 +871,7 @@ static void test_commit_lock_is_a_step(void) {
     char key[RSD_TARGET_KEY_MAX];
     uint64_t g = 0, now;
     int i, rc, k;
+    ATTR_SET_UP(set);
     REQUIRE(sim_start(&s, args) == 0);
     router_key(&s, key, sizeof key);
     memset(&sd, 0, sizeof sd);
@@ -1109,6 +1111,72 @@ static void test_corrupt_attribution_said_once(void) {
     sim_stop(&s);
 }
 
+/* An attribution whose ids do not fit the ensurer's attr_arena_bytes: every ensure on it
+   says so in one degraded/warning notice naming the limit, and the record is never
+   rewritten shorter (a commit on it fails and leaves the file as it was). */
+static void test_attribution_over_the_arena_said_and_kept(void) {
+    static const char *const args[] = {"--models-max", "1", "--load-ms", "50", "--model", "id=a", "--model", "id=b", NULL};
+    static char before[4096], after[4096];
+    sim_proc s;
+    rsd_ensurer *e, *small;
+    rsd_ensurer_desc d;
+    rsd_state *st = NULL;
+    rsd_state_desc sd;
+    rsd_ensure_result res;
+    char key[RSD_TARGET_KEY_MAX], name[RSD_STATE_MAX_NAME_BYTES], path[600];
+    const char *other = "a-model-another-process-loaded-with-a-long-id";
+    FILE *f;
+    size_t n0 = 0, n1 = 0;
+    int k, i, over;
+    REQUIRE(sim_start(&s, args) == 0);
+    e = new_ensurer(true, NULL, 0);
+    REQUIRE(e);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+    router_key(&s, key, sizeof key);
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, key, other, NULL, 1), RSD_OK); /* 2 + 46 bytes of ids */
+    REQUIRE(rsd_state_file_name(key, name, sizeof name) > 0);
+    snprintf(path, sizeof path, "%s/attr/%s.attr", g_state_dir, name);
+    if ((f = fopen(path, "rb")) != NULL) {
+        n0 = fread(before, 1, sizeof before, f);
+        fclose(f);
+    }
+    REQUIRE(n0 > 0);
+    memset(&d, 0, sizeof d);
+    d.state_dir = g_state_dir;
+    d.ignore_env = true;
+    d.attr_arena_bytes = 32; /* under what the record needs */
+    small = rsd_ensurer_create(&d);
+    REQUIRE(small);
+    for (k = 0; k < 2; k++) { /* a resident already, then b, which needs a's room */
+        CHECK_EQ_INT(ensure(small, &s, k ? "b" : "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK);
+        for (i = 0, over = 0; i < res.n_notices; i++) {
+            const rsd_reconcile_notice *n = &res.notices[i];
+            if (getenv("RSD_TEST_VERBOSE")) printf("  notice: %s %s\n", rsd_notice_kind_str(n->notice.kind), n->text);
+            if (n->dmsg == RSD_DMSG_STATE_FAILED && strstr(n->text, "attr_arena_bytes (32)") &&
+                strstr(n->text, "needs 48 bytes")) {
+                over++;
+                CHECK_EQ_INT(n->notice.kind, RSD_NOTICE_DEGRADED);
+                CHECK_EQ_INT(n->notice.level, RSD_LEVEL_WARNING);
+            }
+        }
+        CHECK_EQ_INT(over, 1);
+    }
+    if ((f = fopen(path, "rb")) != NULL) {
+        n1 = fread(after, 1, sizeof after, f);
+        fclose(f);
+    }
+    CHECK(n1 == n0 && memcmp(before, after, n0) == 0);
+    CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK); /* the default arena: no notice */
+    CHECK(notice_of(&res, RSD_DMSG_STATE_FAILED) < 0);
+    rsd_state_close(st);
+    rsd_ensurer_destroy(small);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 /* Records an older version wrote under its key for the URL ("llamacpp|<url>/v1": it kept
    the path) are found under the current key by the next ensure on that URL and moved
    there (the old files go); an older record is never moved over a current one. */
@@ -1122,6 +1190,7 @@ static void test_old_key_records_migrate(void) {
     rsd_ensure_req q;
     rsd_ensure_result res;
     char key[RSD_TARGET_KEY_MAX], old[256], url[160];
+    ATTR_SET_UP(set);
     REQUIRE(sim_start(&s, args) == 0);
     memset(&sd, 0, sizeof sd);
     sd.dir = g_state_dir;
@@ -1197,6 +1266,7 @@ int main(int argc, char **argv) {
 #endif
         RUN(test_concurrent_attribution_under_lock);
         RUN(test_corrupt_attribution_said_once);
+        RUN(test_attribution_over_the_arena_said_and_kept);
         RUN(test_old_key_records_migrate);
         if (rsdt_failed > before) printf("  (the failures above: --router-gen %s)\n", g_router_gen);
     }

@@ -10,6 +10,7 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -814,6 +815,12 @@ static void test_real_router_listing_over_the_default(void) {
         CHECK(strstr(g_err, "--max-tokens: a number of tokens, 64 to 16777216") != NULL);
         SHOW_ON_FAIL();
     }
+    {
+        const char *a[] = {"--url", S.url, "--model", "m", "--no-state", "--max-body", "1023", NULL};
+        CHECK_EQ_INT(cli(a), 64);
+        CHECK(strstr(g_err, "--max-body: a number of bytes, 1024 to 2147483647") != NULL);
+        SHOW_ON_FAIL();
+    }
     real_stop(&S);
     real_rmdir(dir);
 }
@@ -892,6 +899,64 @@ static void test_lru_sim(void) {
     if (busy > 0) {
         while (waitpid(busy, &st, 0) < 0 && errno == EINTR) {}
     }
+    sim_stop(&s);
+    remove_state_dir();
+}
+
+/* An attribution record over the default 8 KiB of ids (61 models, 60 of them with
+   200-byte ids): rsd-ensure says it in a notice naming attr_arena_bytes and leaves the
+   record whole; --max-models 256 (128 bytes of ids each) reads it, and the notice goes. */
+static void test_attr_arena_follows_max_models(void) {
+    sim_proc s;
+    static const char *const sim_args[] = {"--models-max", "2", "--load-ms", "20", "--model", "id=alpha", NULL};
+    static const char *const order[] = {"alpha"};
+    static char img[16384], back[16384];
+    char env_dir[300], path[600], adir[300], id[201];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    DIR *dir;
+    struct dirent *de;
+    FILE *f;
+    size_t n = 0, m = 0;
+    int i;
+    REQUIRE(sim_with_loads(&s, sim_args, "arena", env_dir, sizeof env_dir, env, order, 1));
+    path[0] = '\0';
+    snprintf(adir, sizeof adir, "%s/attr", g_state_dir);
+    if ((dir = opendir(adir)) != NULL) {
+        while ((de = readdir(dir)) != NULL) {
+            size_t l = strlen(de->d_name);
+            if (l > 5 && l < 200 && strcmp(de->d_name + l - 5, ".attr") == 0)
+                snprintf(path, sizeof path, "%s/%.200s", adir, de->d_name);
+        }
+        closedir(dir);
+    }
+    REQUIRE(path[0]);
+    n = (size_t)snprintf(img, sizeof img, "residency-attr 1\nalpha\t\t1\t1\n");
+    memset(id, 'x', 200);
+    id[200] = '\0';
+    for (i = 0; i < 60; i++) {
+        id[0] = (char)('A' + i % 26);
+        id[1] = (char)('a' + i / 26);
+        n += (size_t)snprintf(img + n, sizeof img - n, "%s\t\t1\t1\n", id);
+    }
+    n += (size_t)snprintf(img + n, sizeof img - n, "end 61\n");
+    REQUIRE((f = fopen(path, "wb")) != NULL);
+    CHECK_EQ_INT(fwrite(img, 1, n, f), n);
+    fclose(f);
+    {
+        const char *a[] = {"--url", s.url, "--model", "alpha", NULL};
+        const char *b[] = {"--url", s.url, "--model", "alpha", "--max-models", "256", NULL};
+        CHECK_EQ_INT(cli_env(env, a), 0);
+        CHECK(strstr(g_out, "over attr_arena_bytes (8192)") != NULL);
+        SHOW_ON_FAIL();
+        CHECK_EQ_INT(cli_env(env, b), 0);
+        CHECK(strstr(g_out, "attr_arena_bytes") == NULL);
+        SHOW_ON_FAIL();
+    }
+    if ((f = fopen(path, "rb")) != NULL) {
+        m = fread(back, 1, sizeof back, f);
+        fclose(f);
+    }
+    CHECK(m == n && memcmp(img, back, n) == 0);
     sim_stop(&s);
     remove_state_dir();
 }
@@ -1067,6 +1132,7 @@ int main(int argc, char **argv) {
     RUN(test_real_router_words);
     RUN(test_real_router_listing_over_the_default);
     RUN(test_lru_sim);
+    RUN(test_attr_arena_follows_max_models);
     RUN(test_free_bytes_sim);
     RUN(test_release_keeps_what_failed);
     return RSD_TEST_END();

@@ -7,6 +7,7 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 #include "state_dir.h"
+#include "attr_set.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -98,7 +99,7 @@ static int state_attrs(const sim_proc *s, rsd_attr_set *set) {
 static void state_forget(const sim_proc *s) {
     rsd_state *st = NULL;
     rsd_state_desc sd;
-    rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+    rsd_attr_set *set = new_attr_set();
     char key[RSD_TARGET_KEY_MAX], raw[128];
     size_t k;
     memset(&sd, 0, sizeof sd);
@@ -161,7 +162,7 @@ static void test_lms_load_beside(void) {
     sim_proc s;
     rsd_ensure_result res;
     rsd_ensurer *e;
-    rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+    rsd_attr_set *set = new_attr_set();
     char ids[4][64];
     uint32_t ctx[4];
     int n;
@@ -280,7 +281,7 @@ static void test_lms_restore_after_failed_retry(void) {
     sim_proc s;
     rsd_ensure_result res;
     rsd_ensurer *e;
-    rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+    rsd_attr_set *set = new_attr_set();
     int base, n;
     REQUIRE(set && sim_start(&s, args) == 0);
     e = new_ensurer(true, NULL, 0);
@@ -452,7 +453,7 @@ static void test_lms_ownership_persists(void) {
     sim_proc s;
     rsd_ensure_result res;
     rsd_ensurer *e;
-    rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+    rsd_attr_set *set = new_attr_set();
     int base, n;
     REQUIRE(set && sim_start(&s, args) == 0);
     e = new_ensurer(true, NULL, 0);
@@ -600,7 +601,7 @@ static void test_lms_multi_process(void) {
                                        "--model", "id=m2,size=4G", "--model", "id=m3,size=4G", NULL};
     sim_proc s;
     rsd_ensure_result res;
-    rsd_attr_set *set = (rsd_attr_set *)calloc(1, sizeof *set);
+    rsd_attr_set *set = new_attr_set();
     pid_t kids[4];
     int pipes[4][2], i, n, resident = 0;
     char names[4][8], ids[4][64];

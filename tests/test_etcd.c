@@ -139,6 +139,52 @@ static void test_etcd_parse_answers(void) {
     CHECK(rsdi_etcd_parse("{\"kvs\":[{\"key\":\"@@\"}]", 21, g_etoks, 512, &a) < 0);
 }
 
+/* An attribution in etcd whose ids do not fit a coordinator's attr_arena_bytes reads as
+   empty and marked over (not corrupt), and a commit from it fails naming the limit: the
+   record is never rewritten shorter, and a coordinator with the room still reads it whole. */
+static void test_etcd_record_over_the_arena(void) {
+    rsd_etcd *a = co_new(g_etcd.coord, "host-a", 0, false), *small = NULL;
+    rsd_etcd_desc d;
+    rsd_attr_change ch[3];
+    rsd_etcd_view v;
+    char id[3][101];
+    const char *key = "router|http://127.0.0.1:1/over-the-arena";
+    int i;
+    memset(&d, 0, sizeof d);
+    d.url = g_etcd.coord;
+    d.host_id = "host-small";
+    d.http.tls_off = true;
+    d.attr_arena_bytes = 200; /* the record needs 303 */
+    REQUIRE(a && rsd_etcd_create(&small, &d) == RSD_OK);
+    memset(ch, 0, sizeof ch);
+    for (i = 0; i < 3; i++) {
+        memset(id[i], 'a' + i, 100);
+        id[i][100] = '\0';
+        ch[i].model = id[i];
+    }
+    REQUIRE(rsd_etcd_read_begin(a, key, rsd_now_ms(), 0) == RSD_OK);
+    CHECK_EQ_INT(co_run(a), RSD_OK);
+    REQUIRE(rsd_etcd_commit_begin(a, ch, 3, 7, rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+    CHECK_EQ_INT(co_run(a), RSD_OK);
+    REQUIRE(rsd_etcd_read_begin(small, key, rsd_now_ms(), 0) == RSD_OK);
+    CHECK_EQ_INT(co_run(small), RSD_OK);
+    rsd_etcd_query(small, &v);
+    CHECK(v.attrs->over && v.attrs->count == 0 && !v.attr_corrupt);
+    CHECK_EQ_INT(v.attrs->arena_used, 303);
+    ch[0].remove = true;
+    REQUIRE(rsd_etcd_commit_begin(small, ch, 1, 8, rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+    CHECK_EQ_INT(co_run(small), RSD_ERR_TOO_LARGE);
+    rsd_etcd_query(small, &v);
+    CHECK(strstr(v.message, "attr_arena_bytes") != NULL);
+    REQUIRE(rsd_etcd_read_begin(a, key, rsd_now_ms(), 0) == RSD_OK);
+    CHECK_EQ_INT(co_run(a), RSD_OK);
+    rsd_etcd_query(a, &v);
+    CHECK_EQ_INT(v.attrs->count, 3);
+    for (i = 0; i < 3; i++) CHECK(rsd_attr_set_find(v.attrs, id[i], "") == i);
+    rsd_etcd_destroy(a);
+    rsd_etcd_destroy(small);
+}
+
 /* ---- the coordinator on the real etcd ---------------------------------------------- */
 static void test_etcd_coordinator(void) {
     rsd_etcd *a = co_new(g_etcd.coord, "host-a", 0, false), *b = co_new(g_etcd.coord, "host-b", 0, false),
@@ -809,6 +855,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     RUN(test_etcd_coordinator);
+    RUN(test_etcd_record_over_the_arena);
     RUN(test_etcd_fencing);
     RUN(test_etcd_lease_expiry);
     RUN(test_etcd_auth);

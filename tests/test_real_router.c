@@ -685,6 +685,58 @@ static void test_free_bytes_and_release(void) {
     CHECK_EQ_INT(W.unloads[0], 0);
 }
 
+/* ==== router E: 64 presets with long ids and long argument lists ===================== */
+#define LONG_ID "unsloth/Qwen3-Coder-30B-A3B-Instruct-GGUF-UD-Q4_K_XL-long-model-name-"
+static int write_long_presets(const char *path) {
+    FILE *f = fopen(path, "w");
+    int i;
+    if (!f) return -1;
+    for (i = 0; i < 64; i++)
+        fprintf(f, "[" LONG_ID "%03d]\nmodel = %s/%s.gguf\nctx-size = 256\nbatch-size = 64\nubatch-size = 64\n"
+                   "threads = 1\ntemp = 0.7\ntop-k = 40\ntop-p = 0.95\nmin-p = 0.05\nrepeat-penalty = 1.1\n"
+                   "tags = pinned:false,team:research-long-tag-name\n\n", i, DIR_, NAMES[i % 5]);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* The whole listing (about 71 KB: 64 entries of 1.1-1.3 KB) is read through an answers'
+   buffer of 8 KiB, the default: detection, the listing, the load and the wait. */
+static void test_64_long_presets_through_the_default_buffer(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.no_cache = true;
+    d.ignore_env = true;
+    d.limits.max_body_bytes = 8192; /* the default, spelled out */
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    req_init(&q, S.url, LONG_ID "007");
+    q.runtime = RSD_RUNTIME_AUTO;
+    q.probe_timeout_ms = 30000;
+    CHECK_EQ_INT(run_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.runtime, RSD_RUNTIME_LLAMACPP);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    if (res.outcome != RSD_OUTCOME_RESIDENT) printf("  %s\n", res.message ? res.message : "");
+    CHECK_EQ_INT(e->m.rc.snap.n, 64);
+    CHECK_EQ_INT(e->m.rc.max_body, 8192);
+    CHECK_EQ_INT(listed(S.url, LONG_ID "007"), RSD_MODEL_LOADED);
+    req_init(&q, S.url, LONG_ID "007"); /* resident now: its entry is the largest (loaded: args, meta) */
+    CHECK_EQ_INT(run_ensure(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_ALREADY_RESIDENT);
+    rsd_ensurer_destroy(e);
+    { /* the loaded entry (its argv, preset and meta: over 1 KiB) is over a 1 KiB buffer: the flag is named */
+        static char out[8192];
+        const char *a[] = {"--url", S.url, "--model", LONG_ID "007", "--max-body", "1024", NULL};
+        CHECK_EQ_INT(run_cli(a, out, sizeof out), 6);
+        CHECK(strstr(out, "listing too large: ") != NULL);
+        CHECK(strstr(out, "a list entry is larger than the buffer (1024 bytes; raise max_body_bytes") != NULL);
+        CHECK(strstr(out, "\n  --max-body N reads a larger listing entry or answer\n") != NULL);
+        if (!strstr(out, "--max-body N")) printf("  %s\n", out);
+    }
+}
+
 static void test_router_starts(void) {
     CHECK(UP);
     if (!UP) printf("  the router did not start: see %s\n", S.log);
@@ -729,6 +781,22 @@ int main(int argc, char **argv) {
     if (UP) {
         RUN(test_models_max_reached_by_the_pin_declines);
         stop_router();
+    }
+    /* router E: 64 presets, long ids and arguments, --models-max 4 */
+    {
+        char ini[700];
+        const char *args[] = {"--models-preset", ini, "--models-max", "4", NULL};
+        snprintf(ini, sizeof ini, "%s/e.ini", DIR_);
+        UP = write_long_presets(ini) == 0 && real_start(&S, BIN, DIR_, args, 60000) == 0;
+        if (UP && watch_start(&W, S.url) != 0) {
+            real_stop(&S);
+            UP = false;
+        }
+        RUN(test_router_starts);
+        if (UP) {
+            RUN(test_64_long_presets_through_the_default_buffer);
+            stop_router();
+        }
     }
     /* router D: no tags, --models-max 3 */
     snprintf(STATE, sizeof STATE, "%s/state-d", DIR_);

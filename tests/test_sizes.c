@@ -87,14 +87,14 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_lms_index) < 3 * 1024);
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
     CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
-    CHECK(rsd_reconcile_footprint(NULL) <= 126 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 331 * 1024);
+    CHECK(rsd_reconcile_footprint(NULL) <= 134 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 230 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
         memset(&d, 0, sizeof d);
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 324 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 221 * 1024);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
@@ -276,12 +276,20 @@ static void test_listing_over_the_limits_degrades_with_a_clear_error(void) {
     CHECK(strstr(r.result.message, "arena_bytes") != NULL);
     rsd_reconcile_release(&r);
     lim.arena_bytes = 0;
-    lim.max_models = 16; /* the body itself over max_body_bytes */
-    lim.max_body_bytes = strlen(big) - 1;
-    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_ERR_TOO_LARGE);
+    lim.max_models = 16; /* one entry over max_body_bytes (the whole listing is read as it arrives) */
+    lim.max_body_bytes = 1024;
+    CHECK(strlen(big) < 1024 && strlen(real) > 3 * 1024);
+    CHECK_EQ_INT(reconcile_on(&lim, big, "m00000", &r), RSD_OK); /* small entries: read */
+    rsd_reconcile_release(&r);
+    CHECK_EQ_INT(reconcile_on(&lim, real, "m00000", &r), RSD_ERR_TOO_LARGE); /* a real router's entry is not */
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(strstr(r.result.message, "max_body_bytes") != NULL);
+    CHECK(strstr(r.result.message, "a list entry is larger than the buffer") != NULL);
+    CHECK(!r.result.mutated);
     rsd_reconcile_release(&r);
+    lim.max_body_bytes = 1023; /* the smallest buffer is 1 KiB */
+    CHECK_EQ_INT(rsd_reconcile_footprint(&lim), 0);
+    lim.max_body_bytes = 0;
     /* within every limit: decided (already resident) */
     CHECK_EQ_INT(reconcile_on(&lim, ok, "m00000", &r), RSD_OK);
     CHECK_EQ_INT(r.result.outcome, RSD_OUTCOME_RESIDENT);
@@ -785,8 +793,8 @@ static void test_ensurer_client_fits_one_ensure(void) {
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK_EQ_INT(rsd_ensurer_http(e)->nreqs, 2);
     CHECK_EQ_INT(rsd_ensurer_http(e)->nconns, 2);
-    CHECK_EQ_INT(e->body_cap, e->m.rc.max_body);
-    CHECK(e->body_cap >= strlen(body));
+    CHECK_EQ_INT(e->m.rc.max_body, RSD_RECONCILE_BODY_BYTES); /* the answers' buffer: the reconcile's */
+    CHECK(e->m.rc.max_body < strlen(body));                    /* a listing is read as it arrives */
     CHECK(rsd_ensurer_http(e)->desc.max_request_bytes >=
           (size_t)RSD_RECONCILE_URL_MAX + RSD_RECONCILE_BEARER_MAX + RSD_RECONCILE_BODY_MAX);
     rsd_ensurer_destroy(e);
@@ -800,30 +808,47 @@ static void test_ensurer_block_follows_the_desc(void) {
     rsd_ensurer *e;
     rsd_protected_model pm[2];
     char *a = (char *)malloc(8), *b = (char *)malloc(300);
-    size_t base;
+    size_t base, set_region, big_region, det = rsdi_al8(sizeof(rsd_detect));
     memset(&d, 0, sizeof d);
     d.no_state = true;
     d.ignore_env = true;
     base = rsd_ensurer_footprint(&d);
     /* a state directory: the attribution (last uses and a lease go to the state's scratch),
        and no in-memory instance records (those serve only without one) */
-    /* detection's state and the attribution share one region (runtime AUTO detects) */
+    /* detection's state and the attribution (the set, then its arena of attr_arena_bytes)
+       share one region, the larger of the two (runtime AUTO detects) */
+    set_region = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_DEFAULT;
+    big_region = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_MAX;
     d.no_state = false;
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
-                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, set_region > det ? set_region - det : 0);
+    d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, big_region - det);
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(e->attr_arena == (char *)e->attrs + rsdi_al8(sizeof(rsd_attr_set)));
+    CHECK_EQ_INT(e->attr_arena_bytes, RSD_STATE_ATTR_ARENA_MAX);
+    rsd_ensurer_destroy(e);
+    d.attr_arena_bytes = 0;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->attrs && (void *)e->attrs == (void *)e->detect && !e->mem_own);
+    CHECK_EQ_INT(e->attr_arena_bytes, RSD_STATE_ATTR_ARENA_DEFAULT);
     rsd_ensurer_destroy(e);
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(!e->attrs && e->detect && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
-                 rsdi_al8(sizeof(rsd_attr_set)) - rsdi_al8(sizeof(rsd_detect)));
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, set_region > det ? set_region - det : 0);
     d.coord = NULL;
     d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
     CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
+    d.no_state = false; /* one runtime: the region is the attribution's alone, its arena the desc's */
+    {
+        size_t one = rsd_ensurer_footprint(&d);
+        d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
+        CHECK_EQ_INT(rsd_ensurer_footprint(&d) - one, RSD_STATE_ATTR_ARENA_MAX - RSD_STATE_ATTR_ARENA_DEFAULT);
+        d.attr_arena_bytes = 0;
+    }
+    d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(!e->mem && !e->max_mem && !e->detect); /* one runtime: never detects */
     rsd_ensurer_destroy(e);

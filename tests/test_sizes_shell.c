@@ -101,13 +101,15 @@ static void test_procs_block(void) {
     CHECK(about(c.asked, 4.0 * (4096 + 2048 + PROC_EACH) + PROC_FIXED));
 }
 
-/* residency_http.h, rsd_state_open: "one block of about 40 KB; nothing else allocates";
-   sizeof(rsd_state_lock) about 2.5 KB, sizeof(rsd_attr_set) about 33 KB. */
+/* residency_http.h, rsd_state_open: "one block of about 17 KB; nothing else allocates"
+   (the struct and its scratch set's arena, desc.attr_arena_bytes, 8 KiB by default);
+   sizeof(rsd_state_lock) about 2.5 KB, sizeof(rsd_attr_set) about 2 KB. */
 static void test_state_block(void) {
     char dir[256];
     counted c;
     rsd_state_desc d;
     rsd_state *st = NULL;
+    size_t base;
     REQUIRE(tp_temp_dir("sizes", dir, sizeof dir) == 0);
     memset(&d, 0, sizeof d);
     d.dir = dir;
@@ -115,9 +117,61 @@ static void test_state_block(void) {
     REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
     rsd_state_close(st);
     CHECK_EQ_INT(c.calls, 1);
-    CHECK(about(c.asked, 40e3));
+    CHECK(about(c.asked, 17e3));
     CHECK(about(sizeof(rsd_state_lock), 2.5e3));
-    CHECK(about(sizeof(rsd_attr_set), 33e3));
+    CHECK(about(sizeof(rsd_attr_set), 2.1e3));
+    CHECK_EQ_INT(RSD_STATE_ATTR_ARENA_DEFAULT, 8192);
+    base = c.asked;
+    d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX; /* the arena is the desc's, the rest stays */
+    d.allocator = counting(&c);
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    rsd_state_close(st);
+    CHECK_EQ_INT(c.calls, 1);
+    CHECK_EQ_INT(c.asked - base, RSD_STATE_ATTR_ARENA_MAX - RSD_STATE_ATTR_ARENA_DEFAULT);
+    tp_remove_tree(dir);
+}
+
+/* The state's scratch set ends its block and a caller's set may end its arena's: a record
+   that fills an arena of exactly its size is read and updated without a byte past it (the
+   sanitizers check), and one byte less is RSD_ERR_TOO_LARGE, not a shorter record. */
+static void test_state_arena_exact(void) {
+    enum { ID = RSD_STATE_MAX_ID_BYTES, NEED = 2 * 2 * (ID + 1) }; /* two entries, both ids at the limit */
+    char dir[256], id[4][ID + 1];
+    counted c;
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    rsd_attr_set *set = (rsd_attr_set *)malloc(sizeof *set);
+    char *exact = (char *)malloc(NEED), *less = (char *)malloc(NEED - 1);
+    int i;
+    REQUIRE(set && exact && less);
+    REQUIRE(tp_temp_dir("sizes", dir, sizeof dir) == 0);
+    for (i = 0; i < 4; i++) {
+        memset(id[i], 'a' + i, ID);
+        id[i][ID] = '\0';
+    }
+    memset(&d, 0, sizeof d);
+    d.dir = dir;
+    d.attr_arena_bytes = NEED;
+    d.allocator = counting(&c);
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    CHECK_EQ_INT(c.calls, 1);
+    CHECK_EQ_INT(c.asked, rsdi_al8(sizeof(struct rsd_state)) + NEED);
+    CHECK_EQ_INT(rsd_state_attr_add(st, "k", id[0], id[1], 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, "k", id[2], id[3], 2), RSD_OK); /* the arena full, to its last byte */
+    CHECK_EQ_INT(rsd_state_attr_add(st, "k", id[2], id[3], 3), RSD_OK); /* a refresh needs no room */
+    CHECK_EQ_INT(rsd_state_attr_add(st, "k", "x", NULL, 4), RSD_ERR_CAPACITY);
+    CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
+    CHECK_EQ_INT(rsd_attr_set_init(set, exact, NEED), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, "k", set), 2);
+    CHECK_EQ_INT(set->arena_used, NEED);
+    CHECK(strcmp(set->items[1].instance, id[3]) == 0 && set->items[1].loaded_at_ms == 3);
+    CHECK_EQ_INT(rsd_attr_set_init(set, less, NEED - 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, "k", set), RSD_ERR_TOO_LARGE);
+    CHECK(set->over && set->count == 0 && set->arena_used == NEED && !set->corrupt);
+    rsd_state_close(st);
+    free(set);
+    free(exact);
+    free(less);
     tp_remove_tree(dir);
 }
 
@@ -183,6 +237,7 @@ int main(int argc, char **argv) {
     RUN(test_pool_block);
     RUN(test_procs_block);
     RUN(test_state_block);
+    RUN(test_state_arena_exact);
     RUN(test_client_blocks);
     RUN(test_fleet_block);
     return RSD_TEST_END();

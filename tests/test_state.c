@@ -4,6 +4,7 @@
 #include "rsd_test.h"
 
 #include "portable.h"
+#include "attr_set.h"
 #include <signal.h>
 #if defined(_WIN32)
 #include <process.h> /* getpid */
@@ -717,6 +718,7 @@ static void test_attr_roundtrip(void) {
     size_t i;
     int at;
     char longid[RSD_STATE_MAX_ID_BYTES + 2];
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
@@ -784,6 +786,7 @@ static void test_attr_fsync_optin(void) {
     rsd_state *a = NULL, *b = NULL;
     rsd_state_desc d;
     static rsd_attr_set set;
+    ATTR_SET_UP(set);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     memset(&d, 0, sizeof d);
     d.dir = tmp;
@@ -811,6 +814,7 @@ static void test_attr_capacity(void) {
     rsd_state *st;
     static rsd_attr_set set;
     int i;
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
@@ -845,6 +849,7 @@ static void test_attr_corrupt(void) {
         "residency-attr 1\nm\t\t1\t9223372036854775808\nend 1\n",
         "residency-attr 1\nraw\x01ctl\t\t1\t2\nend 1\n", "residency-attr 1\nm\t\t1\t2\t3\nend 1\n"};
     size_t i;
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
@@ -921,6 +926,7 @@ static void test_attr_lock_step_and_commit(void) {
     rsd_attr_change ch[3];
     uint64_t g = 0, now;
     int r = RSD_PENDING, steps = 0;
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
@@ -976,6 +982,7 @@ static void test_attr_commit_write_fails(void) {
     rsd_state *st;
     pid_t pid;
     static rsd_attr_set set;
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
@@ -1024,6 +1031,7 @@ static void test_attr_corrupt_reset_once(void) {
     rsd_state *st;
     rsd_state_lock lk;
     static rsd_attr_set set;
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     memset(&lk, 0, sizeof lk);
     REQUIRE(make_tmp(tmp, sizeof tmp));
@@ -1061,6 +1069,7 @@ static void test_attr_concurrent(void) {
     static rsd_attr_set set;
     int go[2], i, j, missing = 0;
     pid_t pids[CONC_PROCS];
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
@@ -1154,6 +1163,7 @@ static void test_no_fd_leak(void) {
     rsd_lock_owner o;
     static rsd_attr_set set;
     int before, r;
+    ATTR_SET_UP(set);
     memset(&lc, 0, sizeof lc);
     memset(&lk, 0, sizeof lk);
     memset(&lk2, 0, sizeof lk2);
@@ -1197,39 +1207,239 @@ static void test_no_fd_leak(void) {
     rm_rf(tmp);
 }
 
+/* Appends (model, instance) to s through the library's own put. */
+static void put_attr(rsd_attr_set *s, const char *model, const char *inst, uint64_t at, int64_t pid) {
+    REQUIRE(s->count < RSD_STATE_MAX_ATTR && rsdi_attr_set_put(s, s->count, model, inst, at, pid));
+    s->count++;
+}
+
+/* The same entries (ids and numbers) and flags. */
+static int same_set(const rsd_attr_set *x, const rsd_attr_set *y) {
+    size_t i;
+    if (x->count != y->count || x->corrupt != y->corrupt || x->reset != y->reset || x->over != y->over) return 0;
+    for (i = 0; i < x->count; i++) {
+        const rsd_attr *p = &x->items[i], *q = &y->items[i];
+        if (strcmp(p->model, q->model) != 0 || strcmp(p->instance, q->instance) != 0 ||
+            p->loaded_at_ms != q->loaded_at_ms || p->pid != q->pid)
+            return 0;
+    }
+    return 1;
+}
+
+/* The largest valid record into s: RSD_STATE_MAX_ATTR entries, both ids of the longest
+   length, every byte one that is written escaped. */
+static void largest_set(rsd_attr_set *s, uint64_t step) {
+    char model[RSD_STATE_MAX_ID_BYTES + 1], inst[RSD_STATE_MAX_ID_BYTES + 1];
+    size_t i;
+    (void)rsd_attr_set_init(s, s->arena, s->arena_bytes);
+    memset(model, 1, RSD_STATE_MAX_ID_BYTES);
+    memset(inst, 2, RSD_STATE_MAX_ID_BYTES);
+    model[RSD_STATE_MAX_ID_BYTES] = inst[RSD_STATE_MAX_ID_BYTES] = '\0';
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        model[0] = (char)(0x20 + (i % 90));
+        model[1] = (char)(0x20 + (i / 90));
+        put_attr(s, model, inst, UINT64_MAX - step * i, INT64_MAX);
+    }
+}
+
 static void test_format_parse_internal(void) {
     static rsd_attr_set a, b;
     static char buf[RSD_STATE_MAX_FILE_BYTES + 1];
     size_t i;
     int n, n2;
-    memset(&a, 0, sizeof a);
-    for (i = 0; i < N_HOSTILE; i++) {
-        snprintf(a.items[i].model, sizeof a.items[i].model, "%s", HOSTILE_IDS[i]);
-        snprintf(a.items[i].instance, sizeof a.items[i].instance, "%s", HOSTILE_IDS[N_HOSTILE - 1 - i]);
-        a.items[i].loaded_at_ms = UINT64_MAX - i;
-        a.items[i].pid = INT64_MAX - (int64_t)i;
-    }
-    a.count = N_HOSTILE;
+    ATTR_SET_UP(a); ATTR_SET_UP(b);
+    for (i = 0; i < N_HOSTILE; i++)
+        put_attr(&a, HOSTILE_IDS[i], HOSTILE_IDS[N_HOSTILE - 1 - i], UINT64_MAX - i, INT64_MAX - (int64_t)i);
     n = rsdi_attr_format(&a, buf, sizeof buf);
     REQUIRE(n > 0);
     CHECK_EQ_INT(rsdi_attr_parse(buf, (size_t)n, &b), RSD_OK);
     CHECK_EQ_INT(b.count, a.count);
-    CHECK(memcmp(&a, &b, sizeof a) == 0);
-    /* worst case: every byte of both ids escaped as \xHH, full set -> fits the limit */
-    memset(&a, 0, sizeof a);
-    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
-        memset(a.items[i].model, 1, RSD_STATE_MAX_ID_BYTES);
-        memset(a.items[i].instance, 2, RSD_STATE_MAX_ID_BYTES);
-        a.items[i].model[0] = (char)(0x20 + (i % 90));
-        a.items[i].model[1] = (char)(0x20 + (i / 90));
-        a.items[i].loaded_at_ms = UINT64_MAX;
-        a.items[i].pid = INT64_MAX;
-    }
-    a.count = RSD_STATE_MAX_ATTR;
+    CHECK(same_set(&a, &b));
+    /* worst case: every byte of both ids escaped as \xHH, full set -> fits the limit (a set
+       over RSD_STATE_ATTR_ARENA_MAX bytes holds it) */
+    largest_set(&a, 0);
+    CHECK_EQ_INT(a.arena_used, RSD_STATE_ATTR_ARENA_MAX);
     n2 = rsdi_attr_format(&a, buf, RSD_STATE_MAX_FILE_BYTES);
     CHECK(n2 > 0);
     CHECK_EQ_INT(rsdi_attr_parse(buf, (size_t)(n2 > 0 ? n2 : 0), &b), RSD_OK);
-    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK(same_set(&a, &b));
+}
+
+/* The whole file at path into buf (cap bytes): its length, or -1. */
+static long slurp(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (!f) return -1;
+    n = fread(buf, 1, cap, f);
+    fclose(f);
+    return (long)n;
+}
+
+/* 64 entries with both ids 255 bytes long round-trip through the files when the desc asks
+   for the room (attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX). With the default arena the
+   same record is reported (RSD_ERR_TOO_LARGE naming attr_arena_bytes, the set empty and
+   marked over), never read in part, and never written back shorter: an add, a remove, a
+   commit and a last use on it fail and leave the file as it was. */
+static void test_attr_over_the_arena_is_reported_and_kept(void) {
+    static rsd_attr_set set;
+    static char before[RSD_STATE_MAX_FILE_BYTES], after[RSD_STATE_MAX_FILE_BYTES];
+    static char small_ids[RSD_STATE_ATTR_ARENA_DEFAULT];
+    rsd_attr_set small;
+    char tmp[64], p[512], aside[600], model[RSD_STATE_MAX_ID_BYTES + 1], inst[RSD_STATE_MAX_ID_BYTES + 1];
+    logcap lc;
+    rsd_state_desc d;
+    rsd_state *big = NULL, *st;
+    rsd_state_lock lk;
+    rsd_attr_change ch;
+    long n0, n1;
+    int i;
+    ATTR_SET_UP(set);
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    memset(&d, 0, sizeof d);
+    d.dir = tmp;
+    d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
+    REQUIRE(rsd_state_open(&big, &d) == RSD_OK);
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL); /* the default arena */
+    memset(model, 'm', RSD_STATE_MAX_ID_BYTES);
+    memset(inst, 'i', RSD_STATE_MAX_ID_BYTES);
+    model[RSD_STATE_MAX_ID_BYTES] = inst[RSD_STATE_MAX_ID_BYTES] = '\0';
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        model[0] = inst[0] = (char)('A' + i % 26);
+        model[1] = inst[1] = (char)('a' + i / 26);
+        CHECK_EQ_INT(rsd_state_attr_add(big, KEY, model, inst, 1000 + (uint64_t)i), RSD_OK);
+    }
+    CHECK_EQ_INT(rsd_state_attr_load(big, KEY, &set), RSD_STATE_MAX_ATTR);
+    CHECK_EQ_INT(set.arena_used, RSD_STATE_ATTR_ARENA_MAX);
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        model[0] = inst[0] = (char)('A' + i % 26);
+        model[1] = inst[1] = (char)('a' + i / 26);
+        CHECK(rsd_attr_set_find(&set, model, inst) == i);
+        CHECK_EQ_INT(set.items[i].loaded_at_ms, 1000 + i);
+    }
+    attr_path(tmp, KEY, p, sizeof p);
+    snprintf(aside, sizeof aside, "%s.corrupt", p);
+    n0 = slurp(p, before, sizeof before);
+    REQUIRE(n0 > 0);
+    /* the default arena: reported, not read in part, not corrupt */
+    CHECK_EQ_INT(rsd_attr_set_init(&small, small_ids, sizeof small_ids), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &small), RSD_ERR_TOO_LARGE);
+    CHECK(small.over && !small.corrupt && !small.reset && small.count == 0);
+    CHECK_EQ_INT(small.arena_used, RSD_STATE_ATTR_ARENA_MAX);
+    CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
+    CHECK(lc.items[RSD_LOGITEM_ATTR_READ_FAILED] >= 1);
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 0);
+    /* an update through the state's own (default) scratch set writes nothing */
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "new", NULL, 1), RSD_ERR_TOO_LARGE);
+    CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
+    CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, set.items[0].model, NULL), RSD_ERR_TOO_LARGE);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && rsd_state_lock_step(st, &lk, 0) == RSD_OK);
+    ch.model = "new";
+    ch.instance = NULL;
+    ch.remove = false;
+    CHECK_EQ_INT(rsd_state_attr_commit(st, &lk, &ch, 1, 5, NULL), RSD_ERR_TOO_LARGE);
+    rsd_state_unlock(st, &lk);
+    n1 = slurp(p, after, sizeof after);
+    CHECK(n1 == n0 && memcmp(before, after, (size_t)n0) == 0);
+    CHECK(slurp(aside, after, sizeof after) < 0); /* never moved aside */
+    CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 0);
+    CHECK_EQ_INT(rsd_state_attr_load(big, KEY, &set), RSD_STATE_MAX_ATTR); /* all still there */
+    /* the last uses: 64 models of 255 bytes need 16 KiB */
+    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+        model[0] = (char)('A' + i % 26);
+        model[1] = (char)('a' + i / 26);
+        CHECK_EQ_INT(rsd_state_used_touch(big, KEY, model, 1000 + (uint64_t)i, true), RSD_OK);
+    }
+    CHECK_EQ_INT(rsd_state_used_load(big, KEY, &set), RSD_STATE_MAX_ATTR);
+    p[strlen(p) - 5] = '\0';
+    strcat(p, ".used");
+    n0 = slurp(p, before, sizeof before);
+    CHECK_EQ_INT(rsd_state_used_touch(st, KEY, "x", 99999, true), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_state_used_load(st, KEY, &small), RSD_ERR_TOO_LARGE);
+    n1 = slurp(p, after, sizeof after);
+    CHECK(n0 > 0 && n1 == n0 && memcmp(before, after, (size_t)n0) == 0);
+    /* over the arena and cut short: corrupt, as a whole read finds it */
+    write_file(p, before, (size_t)n0 - 3);
+    CHECK_EQ_INT(rsd_state_used_load(st, KEY, &small), 0);
+    CHECK(small.corrupt && !small.over);
+    rsd_state_close(st);
+    rsd_state_close(big);
+    rm_rf(tmp);
+}
+
+/* One update that removes and adds within a full arena: the ids the remove left behind are
+   compacted away, so the add finds the room the file will have. */
+static void test_attr_arena_compacts_within_an_update(void) {
+    static rsd_attr_set set;
+    char tmp[64], a[200], b[200], c[200];
+    rsd_state_desc d;
+    rsd_state *st = NULL;
+    rsd_state_lock lk;
+    rsd_attr_change ch[2];
+    ATTR_SET_UP(set);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    memset(a, 'a', 199);
+    memset(b, 'b', 199);
+    memset(c, 'c', 199);
+    a[199] = b[199] = c[199] = '\0';
+    memset(&d, 0, sizeof d);
+    d.dir = tmp;
+    d.attr_arena_bytes = 400; /* two 199-byte models exactly */
+    REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, a, NULL, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, b, NULL, 2), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, c, NULL, 3), RSD_ERR_CAPACITY);
+    memset(&lk, 0, sizeof lk);
+    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && rsd_state_lock_step(st, &lk, 0) == RSD_OK);
+    ch[0].model = a;
+    ch[0].instance = NULL;
+    ch[0].remove = true;
+    ch[1].model = c;
+    ch[1].instance = NULL;
+    ch[1].remove = false;
+    CHECK_EQ_INT(rsd_state_attr_commit(st, &lk, ch, 2, 4, NULL), RSD_OK);
+    rsd_state_unlock(st, &lk);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 2);
+    CHECK(rsd_attr_set_find(&set, b, "") == 0 && rsd_attr_set_find(&set, c, "") == 1);
+    CHECK(rsd_attr_set_find(&set, a, NULL) < 0);
+    CHECK_EQ_INT(set.items[1].loaded_at_ms, 4);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+
+/* A set that rsd_attr_set_init did not set up is refused, not filled through a stray arena. */
+static void test_attr_set_needs_init(void) {
+    static rsd_attr_set zeroed, dst;
+    char tmp[64], ids[16];
+    logcap lc;
+    rsd_state *st;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "m", NULL, 1), RSD_OK);
+    memset(&zeroed, 0, sizeof zeroed);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &zeroed), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_used_load(st, KEY, &zeroed), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_find(&zeroed, "m", NULL), RSD_ERR_NOT_FOUND);
+    CHECK_EQ_INT(rsd_attr_set_init(NULL, ids, sizeof ids), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_init(&dst, NULL, 4), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_init(&dst, NULL, 0), RSD_OK); /* no room: a record with ids is too large */
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &dst), RSD_ERR_TOO_LARGE);
+    CHECK_EQ_INT(rsd_attr_set_init(&dst, ids, sizeof ids), RSD_OK);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &zeroed), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_attr_set_copy(&zeroed, &dst), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &dst), 1);
+    CHECK_EQ_INT(rsd_attr_set_init(&zeroed, ids + 2, 2), RSD_OK);
+    CHECK_EQ_INT(rsd_attr_set_copy(&zeroed, &dst), RSD_OK); /* "m" and its NUL */
+    CHECK(strcmp(zeroed.items[0].model, "m") == 0 && zeroed.items[0].model != dst.items[0].model);
+    CHECK_EQ_INT(rsd_attr_set_init(&zeroed, ids + 2, 1), RSD_OK);
+    CHECK_EQ_INT(rsd_attr_set_copy(&zeroed, &dst), RSD_ERR_TOO_LARGE);
+    CHECK(zeroed.over && zeroed.count == 0 && zeroed.arena_used == 2);
+    CHECK_EQ_INT(rsd_attr_set_copy(&dst, &zeroed), RSD_ERR_TOO_LARGE); /* a copy of one that did not fit */
+    CHECK(dst.over && dst.count == 0 && dst.arena_used == 2);
+    rsd_state_close(st);
+    rm_rf(tmp);
 }
 
 /* Record files are read and written a chunk (RSDI_ATTR_CHUNK) at a time: for every image
@@ -1239,11 +1449,12 @@ static void test_format_parse_internal(void) {
 static void check_chunked_read(rsd_state *st, const char *path, const char *img, size_t n) {
     static rsd_attr_set a, b;
     int want;
+    ATTR_SET_UP(a); ATTR_SET_UP(b);
     write_file(path, img, n);
     want = n > RSD_STATE_MAX_FILE_BYTES ? RSD_ERR_TOO_LARGE : rsdi_attr_parse(img, n, &b);
     CHECK_EQ_INT(rsdi_attr_read(st, path, &a), RSD_OK);
     CHECK_EQ_INT(a.corrupt, want < 0);
-    if (want == RSD_OK) CHECK(memcmp(&a, &b, sizeof a) == 0);
+    if (want == RSD_OK) CHECK(same_set(&a, &b));
     else CHECK(strstr(rsd_state_last_error(st), rsd_result_str(want)) != NULL);
     if (a.corrupt != (want < 0) || (want < 0 && !strstr(rsd_state_last_error(st), rsd_result_str(want))))
         printf("  at %lu bytes: want %s, detail '%s'\n", (unsigned long)n, rsd_result_str(want),
@@ -1255,21 +1466,13 @@ static void test_chunked_read_matches_whole_parse(void) {
     static char img[RSD_STATE_MAX_FILE_BYTES + 8192], file[RSD_STATE_MAX_FILE_BYTES + 8192];
     char tmp[64], path[300];
     rsd_state *st;
-    size_t i, n, cut;
+    size_t n, cut;
     int k;
+    ATTR_SET_UP(set); ATTR_SET_UP(back);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, NULL, 0, false)) != NULL);
     snprintf(path, sizeof path, "%s/x.attr", tmp);
-    memset(&set, 0, sizeof set); /* the largest valid record: every id byte escaped */
-    for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
-        memset(set.items[i].model, 1, RSD_STATE_MAX_ID_BYTES);
-        memset(set.items[i].instance, 2, RSD_STATE_MAX_ID_BYTES);
-        set.items[i].model[0] = (char)(0x20 + (i % 90));
-        set.items[i].model[1] = (char)(0x20 + (i / 90));
-        set.items[i].loaded_at_ms = UINT64_MAX - i;
-        set.items[i].pid = INT64_MAX;
-    }
-    set.count = RSD_STATE_MAX_ATTR;
+    largest_set(&set, 1); /* the largest valid record: every id byte escaped */
     k = rsdi_attr_format(&set, img, sizeof img);
     REQUIRE(k > RSDI_ATTR_CHUNK * 4);
     n = (size_t)k;
@@ -1283,7 +1486,7 @@ static void test_chunked_read_matches_whole_parse(void) {
         CHECK(memcmp(file, img, n) == 0);
     }
     CHECK_EQ_INT(rsdi_attr_read(st, path, &back), RSD_OK);
-    CHECK(!back.corrupt && memcmp(&back, &set, sizeof set) == 0);
+    CHECK(!back.corrupt && same_set(&back, &set));
     check_chunked_read(st, path, img, n);
     for (cut = 0; cut < n; cut += cut < 40 ? 1 : 811) check_chunked_read(st, path, img, cut);
     for (cut = RSDI_ATTR_CHUNK - 3; cut <= RSDI_ATTR_CHUNK + 3; cut++) check_chunked_read(st, path, img, cut);
@@ -1381,6 +1584,9 @@ int main(int argc, char **argv) {
 #endif
     RUN(test_no_fd_leak);
     RUN(test_format_parse_internal);
+    RUN(test_attr_over_the_arena_is_reported_and_kept);
+    RUN(test_attr_arena_compacts_within_an_update);
+    RUN(test_attr_set_needs_init);
     RUN(test_chunked_read_matches_whole_parse);
     RUN(test_legacy_key);
 #if defined(_WIN32)
