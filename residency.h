@@ -5495,6 +5495,14 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
 /* ==== json end ============================================================ */
 
 /* ==== >>text ============================================================== */
+/* True when s has no control byte (below 0x20, or 0x7f): a bearer token goes into a
+   header line as it is (header injection). */
+RSDI_PRIVATE bool rsdi_no_ctl(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
 /* Bounded appender (rsd_text_escape, rsd_arg_redact, rsd_notice_format,
    rsd_procs_command): writes what fits, counts everything. With sq set, each '
    becomes '\'' (inside a single-quoted shell word). */
@@ -6890,11 +6898,22 @@ RSDI_PRIVATE void rsdi_sb_blocked(rsdi_sb *b, const rsd_facts *f, const rsd_plan
     }
 }
 
+/* rsd_notice_format reads the numbers by offset: a notice's offsets fit a byte, the counts
+   are 32 bits and the byte sizes 64. */
+typedef char rsdi_notice_fields_check[(sizeof(rsd_notice) < 256 && sizeof(((rsd_notice *)0)->max_instances) == 4 &&
+                                       sizeof(((rsd_notice *)0)->resident_vram_bytes) == 8) ? 1 : -1];
+
 RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_notice *n,
                               char *buf, size_t cap) {
     rsdi_sb b;
+    /* the fields %u, %g and %z name, 0..A: five 32-bit counts, then six 64-bit byte sizes */
+    static const uint8_t field[11] = {
+        offsetof(rsd_notice, requested_context), offsetof(rsd_notice, model_max_context),
+        offsetof(rsd_notice, load_context), offsetof(rsd_notice, resident_count),
+        offsetof(rsd_notice, max_instances), offsetof(rsd_notice, resident_vram_bytes),
+        offsetof(rsd_notice, resident_total_bytes), offsetof(rsd_notice, freed_vram_bytes),
+        offsetof(rsd_notice, keep_bytes), offsetof(rsd_notice, free_bytes), offsetof(rsd_notice, capacity_bytes)};
     const char *t, *lit;
-    uint64_t v[11];
     if (!f || !p || !n || (!buf && cap)) return RSD_ERR_ARG;
     if (f->n_residents < 0 || f->n_residents > RSD_MAX_RESIDENTS || (f->n_residents && !f->residents))
         return RSD_ERR_ARG;
@@ -6903,10 +6922,6 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
     if (n->observe_only) rsdi_sb_c(&b, "observe-only, nothing done: ");
     t = (int)n->msg > 0 && (int)n->msg < (int)RSD_MSG_NUM ? rsdi_notice_text[n->msg] : NULL;
     if (!t) t = rsd_notice_kind_str(n->kind); /* its text has no '%' */
-    v[0] = n->requested_context; v[1] = n->model_max_context; v[2] = n->load_context;
-    v[3] = n->resident_count; v[4] = n->max_instances; v[5] = n->resident_vram_bytes;
-    v[6] = n->resident_total_bytes; v[7] = n->freed_vram_bytes; v[8] = n->keep_bytes;
-    v[9] = n->free_bytes; v[10] = n->capacity_bytes;
     while (*t) {
         char c;
         uint64_t x;
@@ -6926,13 +6941,22 @@ RSD_API int rsd_notice_format(const rsd_facts *f, const rsd_plan *p, const rsd_n
         case 'o': rsdi_sb_others(&b, f, p, false, false); break;
         case 'e': rsdi_sb_others(&b, f, p, false, true); break;
         case 'B': rsdi_sb_blocked(&b, f, p); break;
-        default: /* u, g, z: a field follows */
-            x = v[*t <= '9' ? *t - '0' : *t - 'A' + 10];
+        default: { /* u, g, z: a field follows */
+            int k = *t <= '9' ? *t - '0' : *t - 'A' + 10;
+            const char *at = (const char *)n + field[k];
+            if (k < 5) {
+                uint32_t x32;
+                memcpy(&x32, at, sizeof x32);
+                x = x32;
+            } else {
+                memcpy(&x, at, sizeof x);
+            }
             t++;
             if (c == 'u') rsdi_sb_u(&b, x);
             else if (c == 'g') rsdi_sb_gib(&b, x);
             else rsdi_sb_size(&b, x);
             break;
+        }
         }
     }
     if (cap) buf[b.len < cap ? b.len : cap - 1] = '\0';
@@ -9874,10 +9898,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     rsdi_cpy(r->runtime_id, sizeof r->runtime_id, d->runtime_id ? d->runtime_id : rt->name);
     r->auth[0] = '\0'; /* bearer: no control bytes (header injection) */
     if (d->bearer && d->bearer[0]) {
-        const unsigned char *p = (const unsigned char *)d->bearer;
-        if (strlen(d->bearer) >= RSD_RECONCILE_BEARER_MAX) return RSD_ERR_ARG;
-        for (; *p; p++)
-            if (*p < 0x20 || *p == 0x7f) return RSD_ERR_ARG;
+        if (strlen(d->bearer) >= RSD_RECONCILE_BEARER_MAX || !rsdi_no_ctl(d->bearer)) return RSD_ERR_ARG;
         (void)RSD_SNPRINTF(r->auth, sizeof r->auth, "Bearer %s", d->bearer);
     }
     r->n_protected = d->n_protected;

@@ -6597,8 +6597,10 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
    detection's branches of the ensure compile out. */
 #ifdef RSD_NO_DETECT
 #define RSDI_EN_DETECTING(e) ((void)(e), 0)
+#define RSDI_EN_DETECTS_NOTHING 1
 #else
 #define RSDI_EN_DETECTING(e) ((e)->phase == RSDI_EN_DETECT)
+#define RSDI_EN_DETECTS_NOTHING 0
 #endif
 /* 1 when a built-in runtime can run models as instances: LM Studio is the only one, so
    in a build without it every instance branch of the ensure compiles out. */
@@ -7583,9 +7585,7 @@ RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
    another generation is a miss) ends the ensure with no request, as the reconcile's own
    lookup would. A bearer the reconcile would reject takes the slow path (its error). */
 RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
-    const unsigned char *p;
-    for (p = (const unsigned char *)e->bearer; *p; p++)
-        if (*p < 0x20 || *p == 0x7f) return false;
+    if (!rsdi_no_ctl(e->bearer)) return false;
     if (!e->cache || rsd_cache_lookup(e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &e->hit_v) != 1) return false;
     e->hit = true;
     e->outcome = (rsd_outcome)e->hit_v.outcome;
@@ -7789,7 +7789,7 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
                      rsd_runtime_kind_str(e->kind), rsd_runtime_kind_str(e->only_kind));
         return RSD_ERR_ARG;
     }
-    if (e->kind == RSD_RUNTIME_AUTO &&
+    if (!RSDI_EN_DETECTS_NOTHING && e->kind == RSD_RUNTIME_AUTO && /* what detection found before */
         rsd_target_key_normalise(rsd_str_c(e->url), k, sizeof k) > 0) {
         for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
@@ -7848,7 +7848,7 @@ RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
     q.connect_timeout_ms = q.total_timeout_ms;
     q.on_body = rsdi_en_on_body; /* one step at a time: its answer is read as it arrives */
     q.user = e;
-    e->op = e->phase == RSDI_EN_DETECT ? RSD_OP_NONE : s->http.op;
+    e->op = RSDI_EN_DETECTING(e) ? RSD_OP_NONE : s->http.op;
     (void)rsdi_cpy(e->op_model, sizeof e->op_model, s->http.model ? s->http.model : "");
     /* subscribe first: the "loaded" (or the victim's "unloaded") event must not be missed */
     if (s->http.op == RSD_OP_LOAD || s->http.op == RSD_OP_UNLOAD) {
@@ -13152,32 +13152,37 @@ RSDI_PRIVATE const char *const *rsdi_fleet_strv(rsdi_fleet_arena *a, const char 
     return d;
 }
 
+/* The strings and the string lists of a rsd_proc_spec (offsets), in the order the model's
+   arena takes them; RSDI_FLEET_SPEC_AT/GET name the member at one. */
+#define RSDI_FLEET_SPEC_AT(sp, type, off) (*(type *)(void *)((char *)(sp) + (off)))
+#define RSDI_FLEET_SPEC_GET(sp, type, off) (*(type const *)(const void *)((const char *)(sp) + (off)))
+static const size_t rsdi_fleet_spec_lists[] = {
+    offsetof(rsd_proc_spec, args), offsetof(rsd_proc_spec, extra), offsetof(rsd_proc_spec, env)};
+static const size_t rsdi_fleet_spec_strs[] = {
+    offsetof(rsd_proc_spec, exe), offsetof(rsd_proc_spec, model), offsetof(rsd_proc_spec, alias),
+    offsetof(rsd_proc_spec, host), offsetof(rsd_proc_spec, ngl), offsetof(rsd_proc_spec, cwd),
+    offsetof(rsd_proc_spec, name)};
+
 RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model_desc *md) {
     rsdi_fleet_arena a;
     const rsd_proc_spec *s = &md->spec;
     const char *hp = md->health_path ? md->health_path : "/health";
     const char *h;
+    size_t k;
     a.buf = m->buf;
     a.cap = RSD_FLEET_SPEC_BYTES;
     a.off = 0;
     a.over = false;
     if (hp[0] != '/' || strlen(hp) >= RSD_FLEET_HEALTH_PATH_MAX) return RSD_ERR_ARG;
-    if (md->probe_bearer) { /* it goes in a header line */
-        const unsigned char *c;
-        for (c = (const unsigned char *)md->probe_bearer; *c; c++)
-            if (*c < 0x20 || *c == 0x7f) return RSD_ERR_ARG;
-    }
+    if (md->probe_bearer && !rsdi_no_ctl(md->probe_bearer)) return RSD_ERR_ARG; /* it goes in a header line */
     if (s->num_vars < 0 || s->num_vars > RSD_PROC_MAX_VARS || (s->num_vars && !s->vars))
         return RSD_ERR_ARG;
-    memset(&m->spec, 0, sizeof m->spec);
-    m->spec.port = s->port;
-    m->spec.ctx = s->ctx;
-    m->spec.parallel = s->parallel;
-    m->spec.start_deadline_ms = s->start_deadline_ms;
-    m->spec.user = s->user;
-    m->spec.args = rsdi_fleet_strv(&a, s->args);
-    m->spec.extra = rsdi_fleet_strv(&a, s->extra);
-    m->spec.env = rsdi_fleet_strv(&a, s->env);
+    m->spec = *s; /* the numbers and user; every string and list is copied below */
+    for (k = 0; k < sizeof rsdi_fleet_spec_lists / sizeof rsdi_fleet_spec_lists[0]; k++)
+        RSDI_FLEET_SPEC_AT(&m->spec, const char *const *, rsdi_fleet_spec_lists[k]) =
+            rsdi_fleet_strv(&a, RSDI_FLEET_SPEC_GET(s, const char *const *, rsdi_fleet_spec_lists[k]));
+    m->spec.vars = NULL;
+    m->spec.num_vars = 0;
     if (s->num_vars) {
         rsd_proc_var *v = (rsd_proc_var *)rsdi_fleet_take(
             &a, (size_t)s->num_vars * sizeof(rsd_proc_var), sizeof(void *));
@@ -13189,13 +13194,9 @@ RSDI_PRIVATE int rsdi_fleet_copy_spec(rsdi_fleet_model *m, const rsd_fleet_model
         m->spec.vars = v;
         m->spec.num_vars = s->num_vars;
     }
-    m->spec.exe = rsdi_fleet_str(&a, s->exe);
-    m->spec.model = rsdi_fleet_str(&a, s->model);
-    m->spec.alias = rsdi_fleet_str(&a, s->alias);
-    m->spec.host = rsdi_fleet_str(&a, s->host);
-    m->spec.ngl = rsdi_fleet_str(&a, s->ngl);
-    m->spec.cwd = rsdi_fleet_str(&a, s->cwd);
-    m->spec.name = rsdi_fleet_str(&a, s->name);
+    for (k = 0; k < sizeof rsdi_fleet_spec_strs / sizeof rsdi_fleet_spec_strs[0]; k++)
+        RSDI_FLEET_SPEC_AT(&m->spec, const char *, rsdi_fleet_spec_strs[k]) =
+            rsdi_fleet_str(&a, RSDI_FLEET_SPEC_GET(s, const char *, rsdi_fleet_spec_strs[k]));
     m->health_path = rsdi_fleet_str(&a, hp);
     m->probe_bearer = md->probe_bearer && md->probe_bearer[0] ? rsdi_fleet_str(&a, md->probe_bearer) : NULL;
     /* The probe goes to the address the child binds: a wildcard bind is probed on loopback. */
