@@ -7004,12 +7004,16 @@ RSDI_PRIVATE bool rsdi_en_limits(const rsd_ensurer_desc *d, rsd_reconcile_limits
     if (!lim->allocator.alloc_fn) lim->allocator = d->allocator;
     if ((int)d->runtime < 0 || (int)d->runtime >= (int)RSD_RUNTIME_KIND_NUM) return false;
     if (!lim->runtime) lim->runtime = rsdi_en_runtime_of(d->runtime);
+#if defined(RSD_NO_LMSTUDIO) && defined(RSD_NO_OLLAMA)
+    if (!lim->runtime) lim->runtime = rsd_runtime_router(); /* the one runtime in the build: no room for instances */
+#endif
     return true;
 }
 
-/* The ensurer's own block: the struct, the answers' buffer, the decision cache (unless
-   no_cache), the in-memory instance records (a runtime with instances, no state directory),
-   the scratch region (detection, then the attribution), the protected ids. */
+/* The ensurer's own block: the struct, the decision cache (unless no_cache), the in-memory
+   instance records (a runtime with instances, no state directory), the scratch region
+   (detection, then the attribution), the protected ids. The answers' buffer is among the
+   reconcile's tables. */
 typedef struct rsdi_en_sizes {
     size_t cache, mem, scratch, attr, prot, total;
 } rsdi_en_sizes;
@@ -7037,7 +7041,8 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
        keeps (its ours and owned ids go there) */
     b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.ids;
     b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(b->attr) : 0;
-    if (d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect))) b->scratch = rsdi_al8(sizeof(rsd_detect));
+    if (!RSDI_EN_DETECTS_NOTHING && d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect)))
+        b->scratch = rsdi_al8(sizeof(rsd_detect)); /* a build without detection never holds its state */
     b->prot = 0;
     for (i = 0; i < d->n_protected; i++) b->prot += d->protected_models[i].model_id.len + 1;
     b->total = rsdi_al8(sizeof(rsd_ensurer)) + b->cache + b->mem + b->scratch + b->prot;
@@ -7091,7 +7096,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         e->attr_arena_bytes = b.attr;
         (void)rsd_attr_set_init(e->attrs, e->attr_arena, e->attr_arena_bytes);
     }
-    if (d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
+    if (!RSDI_EN_DETECTS_NOTHING && d.runtime == RSD_RUNTIME_AUTO) e->detect = (rsd_detect *)(void *)at;
     at += b.scratch;
     e->only_kind = d.runtime;
     e->alloc = d.allocator;

@@ -82,6 +82,17 @@ static void test_what_is_left_out_says_so(void) {
     CHECK_EQ_INT(sim_log(&s), base);
     rsd_ensurer_destroy(e);
     sim_stop(&s);
+    { /* nor does it keep room for detection's state: AUTO costs what LLAMACPP does */
+        rsd_ensurer_desc d;
+        size_t router;
+        memset(&d, 0, sizeof d);
+        d.no_state = true;
+        d.runtime = RSD_RUNTIME_LLAMACPP;
+        router = rsd_ensurer_footprint(&d);
+        d.runtime = RSD_RUNTIME_AUTO;
+        CHECK(router > 0);
+        CHECK_EQ_INT(rsd_ensurer_footprint(&d), router);
+    }
 }
 
 /* One slot: load a, then b swaps a out. The state directory says a was loaded by
