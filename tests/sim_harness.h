@@ -34,6 +34,16 @@ static int sim_start(sim_proc *s, const char *const *args) {
 
 static void sim_stop(sim_proc *s) { (void)listen_proc_stop(s); }
 
+/* For a test's main (portable.h included): return 1 with the suite's "0 passed, 1 failed"
+   line when SIM_BIN is not built. */
+#define SIM_REQUIRE_BUILT()                                                  \
+    do {                                                                     \
+        if (!tp_runnable(SIM_BIN)) {                                         \
+            printf("%s missing: run make examples first\n", SIM_BIN);        \
+            printf("0 passed, 1 failed\n");                                  \
+            return 1;                                                        \
+        }                                                                    \
+    } while (0)
 /* One GET on the simulator with a fresh client; the body into buf (NUL-terminated,
    truncated to cap - 1). The status, or -1. */
 static int sim_get(const sim_proc *s, const char *path, const char *bearer, char *buf, size_t cap) {

@@ -1237,11 +1237,7 @@ static void test_old_key_records_migrate(void) {
 int main(int argc, char **argv) {
     int g;
     RSD_TEST_BEGIN(argc, argv);
-    if (!tp_runnable(SIM_BIN)) {
-        printf("%s missing: run make examples first\n", SIM_BIN);
-        printf("0 passed, 1 failed\n");
-        return 1;
-    }
+    SIM_REQUIRE_BUILT();
     make_state_dir("ensure");
     for (g = 0; g < 2; g++) { /* every router test against both router generations of rsd-sim */
         int before = rsdt_failed;

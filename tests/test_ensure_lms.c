@@ -844,11 +844,7 @@ static void test_lms_owned_read_under_lock(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
-    if (!tp_runnable(SIM_BIN)) {
-        printf("%s missing: run make examples first\n", SIM_BIN);
-        printf("0 passed, 1 failed\n");
-        return 1;
-    }
+    SIM_REQUIRE_BUILT();
     make_state_dir("ensure-lms");
     RUN(test_lms_resident_then_ttl_hit);
     RUN(test_lms_load_beside);

@@ -135,11 +135,7 @@ static void test_load_swap_ours_and_cache(void) {
 
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
-    if (!tp_runnable(SIM_BIN)) {
-        printf("%s missing: run make examples first\n", SIM_BIN);
-        printf("0 passed, 1 failed\n");
-        return 1;
-    }
+    SIM_REQUIRE_BUILT();
     make_state_dir("router-only");
     RUN(test_what_is_left_out_says_so);
     RUN(test_load_swap_ours_and_cache);
