@@ -1179,6 +1179,10 @@
        it); its subdirectories locks/ and attr/ must be real directories. Files
        are opened with O_CLOEXEC|O_NOFOLLOW|O_NONBLOCK and must be regular files,
        so a planted symlink or FIFO is refused, never followed or blocked on.
+       32-bit Linux: build with -D_FILE_OFFSET_BITS=64 (before any header). Without
+       it glibc's stat answers EOVERFLOW for a file whose inode number or size does
+       not fit 32 bits (XFS and btrfs hand out such inodes), so the state directory
+       or a file in it is refused; the cross-built tests are built with it.
        Windows: desc.dir, %RESIDENCY_STATE_DIR%, then %LOCALAPPDATA%\residency;
        paths are UTF-8. The directory must be a directory (locks\ and attr\ not
        reparse points); ownership is left to its ACL (a user's own LOCALAPPDATA).
