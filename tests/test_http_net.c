@@ -7,6 +7,7 @@
 #include "rsd_test.h"
 #define TP_POSIX_SOCKET_NAMES /* Windows: these POSIX socket calls go to Winsock */
 #include "portable.h"
+#include "counting.h"
 #if !defined(_WIN32)
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -1057,54 +1058,35 @@ static void test_arguments(void) {
     rsd_http_server_destroy(NULL);
 }
 
-/* ---- allocation: counting allocator -------------------------------------------------- */
-typedef struct counting {
-    long allocs, frees, live, fail_at;
-    bool failed;
-} counting;
-static void *c_alloc(size_t n, void *u) {
-    counting *k = (counting *)u;
-    k->allocs++;
-    if (k->fail_at && k->allocs == k->fail_at) { k->failed = true; return NULL; }
-    k->live++;
-    return malloc(n);
-}
-static void c_free(void *p, void *u) {
-    counting *k = (counting *)u;
-    k->frees++;
-    k->live--;
-    free(p);
-}
-
+/* ---- allocation: counting allocator (counting.h) ---------------------------------- */
 static void test_zero_alloc_steady_state(void) {
     rsd_http_server_desc sd;
     rsd_http_client_desc cd;
     rsd_http_server *s;
     rsd_http_client *c;
     rsd_http_event ev;
-    counting ka, kb;
+    counted ka, kb;
     srv_ctx x;
     long before_c, before_s;
     int i, ok = 0;
     memset(&sd, 0, sizeof sd); memset(&cd, 0, sizeof cd); memset(&x, 0, sizeof x);
-    memset(&ka, 0, sizeof ka); memset(&kb, 0, sizeof kb);
-    cd.allocator.alloc_fn = c_alloc; cd.allocator.free_fn = c_free; cd.allocator.user = &ka;
-    sd.allocator.alloc_fn = c_alloc; sd.allocator.free_fn = c_free; sd.allocator.user = &kb;
+    cd.allocator = counting(&ka);
+    sd.allocator = counting(&kb);
     s = rsd_http_server_create(&sd);
     c = rsd_http_client_create(&cd);
     REQUIRE(s && c);
     REQUIRE(get(c, s, &x, "/health", NULL, 0, &ev));
-    before_c = ka.allocs;
-    before_s = kb.allocs;
+    before_c = ka.calls;
+    before_s = kb.calls;
     for (i = 0; i < 100; i++)
         if (get(c, s, &x, i & 1 ? "/chunked" : "/health", NULL, 0, &ev) && ev.result == RSD_OK) ok++;
     CHECK_EQ_INT(ok, 100);
-    CHECK_EQ_INT(ka.allocs - before_c, 0);
-    CHECK_EQ_INT(kb.allocs - before_s, 0);
+    CHECK_EQ_INT(ka.calls - before_c, 0);
+    CHECK_EQ_INT(kb.calls - before_s, 0);
     rsd_http_client_destroy(c);
     rsd_http_server_destroy(s);
-    CHECK_EQ_INT(ka.live, 0);
-    CHECK_EQ_INT(kb.live, 0);
+    CHECK_EQ_INT(ka.blocks, 0);
+    CHECK_EQ_INT(kb.blocks, 0);
 }
 
 /* Fail the N-th allocation for every N over create + exchange + destroy. */
@@ -1117,12 +1099,11 @@ static void test_alloc_failure_loop(void) {
         rsd_http_server *s;
         rsd_http_client *c = NULL;
         rsd_http_event ev;
-        counting k;
+        counted k;
         srv_ctx x;
         memset(&sd, 0, sizeof sd); memset(&cd, 0, sizeof cd); memset(&x, 0, sizeof x);
-        memset(&k, 0, sizeof k);
+        cd.allocator = counting(&k);
         k.fail_at = n;
-        cd.allocator.alloc_fn = c_alloc; cd.allocator.free_fn = c_free; cd.allocator.user = &k;
         sd.allocator = cd.allocator;
         s = rsd_http_server_create(&sd);
         if (s) c = rsd_http_client_create(&cd);
@@ -1133,7 +1114,7 @@ static void test_alloc_failure_loop(void) {
         CHECK(k.failed == (!s || !c));
         rsd_http_client_destroy(c);
         rsd_http_server_destroy(s);
-        CHECK_EQ_INT(k.live, 0);
+        CHECK_EQ_INT(k.blocks, 0);
         if (!k.failed) completed = 1;
     }
     CHECK(completed);

@@ -5,37 +5,8 @@
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 #include "rsd_test.h"
+#include "counting.h"
 
-/* An allocator that counts what is live and what was asked for. */
-typedef struct counted {
-    size_t live, asked;
-    int calls;
-} counted;
-static void *c_alloc(size_t n, void *u) {
-    counted *c = (counted *)u;
-    size_t *p = (size_t *)malloc(n + sizeof(size_t) * 2);
-    if (!p) return NULL;
-    p[0] = n;
-    c->live += n;
-    c->asked += n;
-    c->calls++;
-    return p + 2;
-}
-static void c_free(void *q, void *u) {
-    counted *c = (counted *)u;
-    size_t *p = (size_t *)q - 2;
-    c->live -= p[0];
-    free(p);
-}
-/* An allocator over c, c zeroed. */
-static rsd_allocator counting(counted *c) {
-    rsd_allocator a;
-    memset(c, 0, sizeof *c);
-    a.alloc_fn = c_alloc;
-    a.free_fn = c_free;
-    a.user = c;
-    return a;
-}
 
 /* A router listing of n loaded entries named m0..m<n-1>, ids padded to idlen bytes. */
 static char *router_listing(int n, int idlen) {

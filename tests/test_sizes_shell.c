@@ -7,28 +7,8 @@
 #include "../residency_http.h"
 #include "rsd_test.h"
 #include "portable.h"
+#include "counting.h"
 
-typedef struct counted {
-    size_t asked, first, biggest;
-    int calls;
-} counted;
-static void *c_alloc(size_t n, void *u) {
-    counted *c = (counted *)u;
-    if (!c->calls) c->first = n;
-    if (n > c->biggest) c->biggest = n;
-    c->asked += n;
-    c->calls++;
-    return malloc(n);
-}
-static void c_free(void *p, void *u) { (void)u; free(p); }
-static rsd_allocator counting(counted *c) {
-    rsd_allocator a;
-    memset(c, 0, sizeof *c);
-    a.alloc_fn = c_alloc;
-    a.free_fn = c_free;
-    a.user = c;
-    return a;
-}
 /* "about want": within 15 %. The manual's figures are x86-64's: on a 32-bit host the
    comparison is skipped (said once, in main). */
 static bool about(size_t got, double want) {

@@ -4,6 +4,7 @@
 #include "rsd_test.h"
 
 #include "portable.h"
+#include "counting.h"
 #include "attr_set.h"
 #include <signal.h>
 #if defined(_WIN32)
@@ -280,45 +281,28 @@ static void test_dir_unsafe(void) {
 }
 #endif
 
-typedef struct count_alloc {
-    int allocs, frees, fail;
-} count_alloc;
-
-static void *ca_alloc(size_t n, void *user) {
-    count_alloc *c = (count_alloc *)user;
-    if (c->fail) return NULL;
-    c->allocs++;
-    return malloc(n);
-}
-
-static void ca_free(void *p, void *user) {
-    ((count_alloc *)user)->frees++;
-    free(p);
-}
-
 static void test_open_allocator(void) {
     char tmp[64];
-    count_alloc ca;
+    counted ca;
     logcap lc;
     rsd_state_desc d;
     rsd_state *st = NULL;
-    memset(&ca, 0, sizeof ca);
     memset(&lc, 0, sizeof lc);
     memset(&d, 0, sizeof d);
     REQUIRE(make_tmp(tmp, sizeof tmp));
     d.dir = tmp;
     d.logger.fn = log_fn;
     d.logger.user = &lc;
-    d.allocator.alloc_fn = ca_alloc;
-    d.allocator.user = &ca;
+    d.allocator = counting(&ca);
+    d.allocator.free_fn = NULL;
     CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_ARG); /* half an allocator */
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOCATOR_HALF], 1);
-    d.allocator.free_fn = ca_free;
-    ca.fail = 1;
+    d.allocator.free_fn = counted_free;
+    ca.fail_all = true;
     CHECK_EQ_INT(rsd_state_open(&st, &d), RSD_ERR_NOMEM);
     CHECK(st == NULL);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ALLOC_FAILED], 1);
-    ca.fail = 0;
+    ca.fail_all = false;
     REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_add(st, KEY_ALLOC, "m", NULL, 1), RSD_OK); /* no allocation */
     rsd_state_close(st);
