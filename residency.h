@@ -187,7 +187,12 @@
            it (the first error in the document wins; RSD_ERR_JSON_TOKENS when
            the top level and the largest element do not fit in toks together),
            or RSD_ERR_BODY_TOO_LARGE when an element, or the top level, is
-           larger than cap (top.err.what says which; nothing is cut). feed
+           larger than cap (top.err.what says which; nothing is cut).
+           top.err.offset is the offending byte in the whole document, as
+           rsd_json_parse_top gives it, except for RSD_ERR_JSON_TOKENS and
+           RSD_ERR_BODY_TOO_LARGE (where the splitter found them out: its own
+           tokens are used otherwise, and an element over cap at its start);
+           its line and col are 0 (not counted). feed
            returns RSD_OK or the first error, which is sticky; data may lie in
            buf itself, at or after what is kept (a buffer read so far is split
            in place). Strictness is the parser's: the splitter checks only the
@@ -2182,6 +2187,7 @@ typedef struct rsd_json_split {
     size_t cap, kept, fly, total, key_at, key_len, el_at, err_at;
     rsd_json_tok *toks;
     uint32_t n_toks, depth, el_depth, max_el, n_root;
+    uint32_t dropped;          /* the bytes of the lists' elements before the last list's end */
     rsd_json_split_fn fn;
     void *user;
     int err, pending;          /* the first error; RSD_ERR_JSON_TOKENS waiting on the rest */
@@ -4694,7 +4700,9 @@ RSD_API void rsd_json_split_init(rsd_json_split *sp, char *buf, size_t cap, rsd_
 }
 
 /* The first error of the document: one the kept top level already holds comes before
-   the one found at the split position (everything between was valid). */
+   the one found at the split position (everything between was valid). The kept top
+   level is valid up to the last list's start (checked there), so an error in it lies
+   after that list's end: at its offset in the document, sp->dropped bytes further. */
 RSDI_PRIVATE int rsdi_sp_fail(rsd_json_split *sp, int code, const char *what, size_t at) {
     rsd_json_doc d;
     int r;
@@ -4703,7 +4711,7 @@ RSDI_PRIVATE int rsdi_sp_fail(rsd_json_split *sp, int code, const char *what, si
         if (r < 0 && r != RSD_ERR_TRUNCATED) {
             code = r;
             what = d.err.what;
-            at = d.err.offset;
+            at = d.err.offset + sp->dropped;
         }
     }
     sp->err = code;
@@ -4772,7 +4780,7 @@ RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len
     run = p;
     el = sp->st == RSDI_SP_EL ? NULL : p; /* where the element in flight starts in data */
 #define RSDI_SP_AT(q) (sp->total + (size_t)((q) - (const unsigned char *)data))
-#define RSDI_SP_FAIL(c_, w_, q_) do { sp->total += len; return rsdi_sp_fail(sp, (c_), (w_), (q_)); } while (0)
+#define RSDI_SP_FAIL(c_, w_, q_) do { size_t at_ = (q_); sp->total += len; return rsdi_sp_fail(sp, (c_), (w_), at_); } while (0)
     while (p < e) {
         switch (sp->st) {
         case RSDI_SP_TOP:
@@ -4798,9 +4806,14 @@ RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len
                 bool first = sp->depth == 0 && !sp->root;
                 if (first) sp->root = c == '{' ? 1 : 2;
                 if (c == '[' && ((first && sp->root == 2) || (sp->depth == 1 && sp->root == 1 && sp->prev == ':'))) {
+                    rsd_json_doc kd;
+                    int r;
                     p++; /* a list: its '[' is kept, its elements are not */
                     if (!rsdi_sp_put(sp, run, (size_t)(p - run)))
                         RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "the top level is larger than the buffer", RSDI_SP_AT(p));
+                    /* what is kept so far is valid (an error in it is the document's first) */
+                    r = rsdi_json_parse_in(&kd, sp->buf, sp->kept, NULL, 0, NULL, 0xFFFFFFFFu, 0);
+                    if (r < 0 && r != RSD_ERR_TRUNCATED) RSDI_SP_FAIL(r, kd.err.what, kd.err.offset + sp->dropped);
                     key.ptr = sp->depth == 0 ? "" : sp->buf + sp->key_at;
                     key.len = sp->depth == 0 ? 0 : sp->key_len;
                     sp->depth++;
@@ -4828,6 +4841,7 @@ RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len
             }
             if (c == ']') {
                 if (sp->st == RSDI_SP_NEXT) RSDI_SP_FAIL(RSD_ERR_JSON, "trailing comma", RSDI_SP_AT(p));
+                sp->dropped = (uint32_t)(RSDI_SP_AT(p) - sp->kept); /* the ']' is kept next */
                 sp->st = RSDI_SP_TOP;
                 run = p++;
                 sp->depth--;
@@ -4951,6 +4965,7 @@ RSD_API int rsd_json_split_end(rsd_json_split *sp, rsd_json_doc *top) {
         return sp->err;
     }
     if (sp->st != RSDI_SP_TOP) { /* inside a list: the document ended early, or an element is wrong */
+        size_t at = sp->total;
         int code = RSD_ERR_TRUNCATED;
         const char *what = "unclosed array";
         if (sp->st == RSDI_SP_EL) {
@@ -4961,21 +4976,27 @@ RSD_API int rsd_json_split_end(rsd_json_split *sp, rsd_json_doc *top) {
             if (r < 0) {
                 code = r;
                 what = d.err.what;
+                at = sp->el_at + d.err.offset;
             }
         }
-        (void)rsdi_sp_fail(sp, code, what, sp->total);
+        (void)rsdi_sp_fail(sp, code, what, at);
         return rsd_json_split_end(sp, top);
     }
     r = rsd_json_parse_top(top, sp->buf ? sp->buf : "", sp->kept, sp->toks, sp->n_toks);
-    if (r >= 0 && (sp->pending || (uint64_t)r + sp->n_root + sp->max_el > sp->n_toks)) {
+    if (r < 0) { /* the offset in the whole document (after the last list); no line is counted */
+        top->err.offset += sp->dropped;
+        top->err.line = top->err.col = 0;
+    } else if (sp->pending || (uint64_t)r + sp->n_root + sp->max_el > sp->n_toks) {
         r = RSD_ERR_JSON_TOKENS; /* its top level and its largest element together: over the tokens */
         top->err.code = r;
         top->err.what = "token array full";
+        top->err.offset = sp->total; /* known at the end */
         top->count = 0;
     }
     if (r < 0) {
         sp->err = r;
         sp->what = top->err.what;
+        sp->err_at = top->err.offset;
     }
     return r;
 }

@@ -699,20 +699,31 @@
            a bad value makes create fail) with coord_host, coord_lease_ttl_s,
            coord_auth_token / coord_user / coord_password (see ETCD above).
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
-           The bytes rsd_ensurer_create(d) allocates (NULL = the defaults; the
-           state directory, etcd and TLS not counted: rsd_state_open allocates
-           its one block of about 17 KB more, see STATE). On x86-64
-           (tests/test_sizes.c checks the bounds): under 230 KiB with the
-           defaults -- the reconcile 133 KiB (its tables above, the answers' 8 KiB
-           buffer among them), the scratch region 11 KiB (detection's state; the
-           attribution set and its arena take 10 KiB), the decision cache 18 KiB,
-           the client 34 KiB, the rest of the object 33 KiB --, under 221 KiB
-           with runtime LLAMACPP (no LM Studio state; the scratch region is the
-           attribution's 10 KiB).
-           no_state adds the in-memory instance records (48 KiB) where the
-           runtime has instances and leaves the scratch region to detection.
+           The bytes rsd_ensurer_create(d) allocates in all (NULL = the defaults;
+           TLS's configuration not counted): the state directory's block unless
+           d->no_state and etcd's coordinator with a coord included; 0 for limits
+           or a runtime create refuses, and for a coord in a build without etcd.
+           On x86-64 (tests/test_sizes.c checks the bounds): under 246 KiB with
+           the defaults -- the reconcile under 134 KiB (its tables above, the
+           answers' 8 KiB buffer among them), the scratch region under 12 KiB
+           (detection's state; the attribution set and its arena take 10 KiB),
+           the decision cache under 19 KiB, the client under 34 KiB, the rest of
+           the object under 34 KiB, the state's block under 17 KiB (see STATE)
+           --, under 237 KiB with runtime LLAMACPP (no LM Studio state; the
+           scratch region is the attribution's 10 KiB).
+           no_state leaves out the state's block, adds the in-memory instance
+           records (48 KiB) where the runtime has instances and leaves the
+           scratch region to detection: under 278 KiB with runtime AUTO, under
+           211 KiB with LLAMACPP. When the state directory cannot be opened,
+           create runs without it and allocates, in place of its block, the
+           in-memory instance records where the runtime has instances (under
+           278 KiB in all with the defaults). A coord adds the coordinator,
+           under 4.3 MiB (its object under 606 KiB, its client under 3.4 MiB:
+           four requests, each with room for two whole attributions).
            attr_arena_bytes (by default the limits' id arena) adds what it asks
-           over 8 KiB; smaller limits, no_cache and a runtime shrink it.
+           over 8 KiB to each set that holds an attribution as read: the
+           ensurer's, the state's scratch set and the coordinator's two; smaller
+           limits, no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -6948,6 +6959,8 @@ RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const
                                            bool count_removed);
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out);
 RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st);
+RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc);
+RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
 RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
@@ -7053,6 +7066,44 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     return true;
 }
 
+/* The state directory's desc (attr: the attribution's ids, as the ensurer's own set). */
+RSDI_PRIVATE rsd_state_desc rsdi_en_state_desc(const rsd_ensurer_desc *d, size_t attr) {
+    rsd_state_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.dir = d->state_dir;
+    sd.lock_fail_closed = d->lock_fail_closed;
+    sd.attr_arena_bytes = (uint32_t)attr;
+    sd.allocator = d->allocator;
+    sd.logger = d->logger;
+    return sd;
+}
+
+/* The coordinator's desc for the URL cu (the client's resolver apart). */
+RSDI_PRIVATE rsd_etcd_desc rsdi_en_etcd_desc(const rsd_ensurer_desc *d, const char *cu, size_t attr) {
+    rsd_etcd_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.url = cu;
+    cd.logger = d->logger;
+#ifndef RSD_NO_ETCD /* else create only says that etcd is not in this build */
+    cd.host_id = d->coord_host;
+    cd.lease_ttl_s = d->coord_lease_ttl_s;
+    cd.attr_arena_bytes = (uint32_t)attr;
+#define RSDI_EN_COORD_ENV(f, name) (d->f ? d->f : d->ignore_env ? NULL : getenv(name))
+    cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
+    cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
+    cd.auth_password = RSDI_EN_COORD_ENV(coord_password, "RESIDENCY_COORD_PASSWORD");
+#undef RSDI_EN_COORD_ENV
+    cd.fail_closed = d->lock_fail_closed;
+    cd.protected_models = d->protected_models;
+    cd.n_protected = d->n_protected;
+    cd.http = d->http; /* TLS options, limits */
+    cd.allocator = d->allocator;
+#else
+    (void)attr;
+#endif
+    return cd;
+}
+
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
@@ -7126,13 +7177,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     }
     if (!d.no_state) {
         rsdi_rc_sizes z;
-        rsd_state_desc sd;
-        memset(&sd, 0, sizeof sd);
-        sd.dir = d.state_dir;
-        sd.lock_fail_closed = d.lock_fail_closed;
-        sd.attr_arena_bytes = (uint32_t)b.attr;
-        sd.allocator = d.allocator;
-        sd.logger = d.logger;
+        rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
         if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && RSDI_EN_INSTANCES && z.lms) { /* instances kept in memory */
             e->mem = e->mem_own = (rsdi_ensure_mem *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes());
@@ -7146,27 +7191,9 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     {
         const char *cu = rsdi_en_coord_url(&d);
         if (cu && e->attrs) {
-            rsd_etcd_desc cd;
-            memset(&cd, 0, sizeof cd);
-            cd.url = cu;
-            cd.logger = d.logger;
-#ifndef RSD_NO_ETCD /* else create only says that etcd is not in this build */
-            cd.host_id = d.coord_host;
-            cd.lease_ttl_s = d.coord_lease_ttl_s;
-            cd.attr_arena_bytes = (uint32_t)b.attr;
-#define RSDI_EN_COORD_ENV(f, name) (d.f ? d.f : d.ignore_env ? NULL : getenv(name))
-            cd.auth_token = RSDI_EN_COORD_ENV(coord_auth_token, "RESIDENCY_COORD_TOKEN");
-            cd.auth_user = RSDI_EN_COORD_ENV(coord_user, "RESIDENCY_COORD_USER");
-            cd.auth_password = RSDI_EN_COORD_ENV(coord_password, "RESIDENCY_COORD_PASSWORD");
-#undef RSDI_EN_COORD_ENV
-            cd.fail_closed = d.lock_fail_closed;
-            cd.protected_models = d.protected_models;
-            cd.n_protected = d.n_protected;
-            cd.http = d.http; /* TLS options, limits */
+            rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, cu, b.attr);
             cd.http.resolve_fn = hd.resolve_fn;
             cd.http.resolve_user = hd.resolve_user;
-            cd.allocator = d.allocator;
-#endif
             if (rsd_etcd_create(&e->co, &cd) != RSD_OK) { /* a bad coordinator is a configuration error */
                 rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                           "ensurer: cannot use the coordinator '%.200s'", cu);
@@ -7319,8 +7346,9 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
     rsd_ensurer_desc d;
     rsd_http_client_desc hd;
     rsd_reconcile_limits lim;
-    size_t rc, http;
+    size_t rc, http, total, co = 0;
     rsdi_en_sizes b;
+    const char *cu;
     if (desc) d = *desc;
     else memset(&d, 0, sizeof d);
     hd = rsdi_en_http_desc(&d);
@@ -7328,7 +7356,16 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc) {
         !rsdi_en_limits(&d, &lim) || rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd)) ||
         !(rc = rsd_reconcile_footprint(&lim)) || !rsdi_en_block(&d, &lim, &b))
         return 0;
-    return b.total - sizeof(rsd_reconcile) + rc + http; /* the reconcile is inside the struct */
+    total = b.total - sizeof(rsd_reconcile) + rc + http; /* the reconcile is inside the struct */
+    if (!d.no_state) {
+        rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
+        total += rsdi_state_footprint(&sd);
+    }
+    if ((cu = rsdi_en_coord_url(&d)) != NULL) {
+        rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, cu, b.attr);
+        if (!(co = rsdi_etcd_footprint(&cd))) return 0; /* not in this build: create refuses */
+    }
+    return total + co;
 }
 
 RSD_API rsd_http_client *rsd_ensurer_http(rsd_ensurer *e) { return e ? e->http : NULL; }
@@ -10443,6 +10480,13 @@ RSDI_PRIVATE int rsdi_state_path(const rsd_state *st, char *buf, const char *sub
     return (n < 0 || n >= (int)RSDI_STATE_PATH_BYTES) ? RSD_ERR_STATE_DIR : RSD_OK;
 }
 
+/* The bytes rsd_state_open allocates for desc: one block, the object and its scratch set's
+   arena of desc.attr_arena_bytes. */
+RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc) {
+    return rsdi_al8(sizeof(rsd_state)) +
+           (desc->attr_arena_bytes ? desc->attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT);
+}
+
 RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     rsd_state_desc zero;
     rsd_state *st;
@@ -10491,7 +10535,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
             return RSD_ERR_STATE_DIR;
         }
     }
-    arena = desc->attr_arena_bytes ? desc->attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT;
+    arena = rsdi_state_footprint(desc) - rsdi_al8(sizeof *st); /* the block after the object */
     st = (rsd_state *)rsdi_malloc(&desc->allocator, rsdi_al8(sizeof *st) + arena);
     if (!st) {
         rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, NULL, RSDI_WHERE);
@@ -12360,11 +12404,46 @@ RSD_API int rsd_etcd_parse_url(const char *url, char *root, size_t root_cap, cha
     return RSD_OK;
 }
 
+/* The room of each of the two sets of ids after the struct: desc.attr_arena_bytes, at least
+   as large as this host's protections (published through one; the attribution's two swap
+   after a commit). */
+RSDI_PRIVATE size_t rsdi_etcd_arena(const rsd_etcd_desc *d) {
+    size_t arena = d->attr_arena_bytes ? d->attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT, prot = 0;
+    int i;
+    for (i = 0; i < d->n_protected; i++) {
+        rsd_str id = d->protected_models[i].model_id;
+        if (id.ptr && id.len && id.len < RSD_MODEL_ID_MAX)
+            prot += rsdi_attr_need(id.len, d->protected_models[i].role ? strlen(rsd_role_str((int)d->protected_models[i].role)) : 0);
+    }
+    return rsdi_al8(arena > prot ? arena : prot);
+}
+
+/* The coordinator's own client: the desc's, with room for its requests and one answer. */
+RSDI_PRIVATE rsd_http_client_desc rsdi_etcd_http_desc(const rsd_etcd_desc *d) {
+    rsd_http_client_desc hd = d->http;
+    if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
+    if (!hd.logger.fn) hd.logger = d->logger;
+    if (hd.max_requests < 4) hd.max_requests = 4;
+    if (hd.max_conns < 3) hd.max_conns = 3;
+    if (hd.max_request_bytes < (size_t)RSDI_ETCD_REQ_BYTES + 2048) hd.max_request_bytes = RSDI_ETCD_REQ_BYTES + 2048;
+    if (hd.max_body_bytes < (size_t)RSDI_ETCD_VALS_BYTES * 2) hd.max_body_bytes = (size_t)RSDI_ETCD_VALS_BYTES * 2;
+    return hd;
+}
+
+/* The bytes rsd_etcd_create allocates for d (TLS apart): the object with its two sets'
+   ids, the answer's values and the client; 0 = the client's sizes overflow. */
+RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d) {
+    rsd_http_client_desc hd = rsdi_etcd_http_desc(d);
+    size_t http;
+    if (rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd))) return 0;
+    return rsdi_al8(sizeof(rsd_etcd)) + 2 * rsdi_etcd_arena(d) + (size_t)RSDI_ETCD_VALS_BYTES + http;
+}
+
 RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     rsd_etcd_desc d;
     rsd_http_client_desc hd;
     rsd_etcd *co;
-    size_t arena, prot;
+    size_t arena;
     int i, r;
     if (!out) return RSD_ERR_ARG;
     *out = NULL;
@@ -12375,15 +12454,7 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
         (d.auth_user && strlen(d.auth_user) >= 256) || (d.auth_password && strlen(d.auth_password) >= 256) ||
         (d.host_id && (!d.host_id[0] || strlen(d.host_id) > RSD_ETCD_MAX_HOST_BYTES)))
         return RSD_ERR_ARG;
-    /* two sets of ids after the struct, each at least as large as this host's protections
-       (published through one; the attribution's two swap after a commit) */
-    arena = d.attr_arena_bytes ? d.attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT;
-    for (i = 0, prot = 0; i < d.n_protected; i++) {
-        rsd_str id = d.protected_models[i].model_id;
-        if (id.ptr && id.len && id.len < RSD_MODEL_ID_MAX)
-            prot += rsdi_attr_need(id.len, d.protected_models[i].role ? strlen(rsd_role_str((int)d.protected_models[i].role)) : 0);
-    }
-    arena = rsdi_al8(arena > prot ? arena : prot);
+    arena = rsdi_etcd_arena(&d);
     co = (rsd_etcd *)rsdi_malloc(&d.allocator, rsdi_al8(sizeof *co) + 2 * arena);
     if (!co) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "etcd: allocation failed", RSDI_WHERE);
@@ -12407,13 +12478,7 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
         return RSD_ERR_NOMEM;
     }
     co->ans.vals_cap = RSDI_ETCD_VALS_BYTES;
-    hd = d.http;
-    if (!hd.allocator.alloc_fn) hd.allocator = d.allocator;
-    if (!hd.logger.fn) hd.logger = d.logger;
-    if (hd.max_requests < 4) hd.max_requests = 4;
-    if (hd.max_conns < 3) hd.max_conns = 3;
-    if (hd.max_request_bytes < (size_t)RSDI_ETCD_REQ_BYTES + 2048) hd.max_request_bytes = RSDI_ETCD_REQ_BYTES + 2048;
-    if (hd.max_body_bytes < (size_t)RSDI_ETCD_VALS_BYTES * 2) hd.max_body_bytes = (size_t)RSDI_ETCD_VALS_BYTES * 2;
+    hd = rsdi_etcd_http_desc(&d);
     co->http = rsd_http_client_create(&hd);
     if (!co->http) {
         rsdi_free(&co->alloc, co->ans.vals);
@@ -12994,6 +13059,7 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     out->prefix = co->prefix;
 }
 #else /* RSD_NO_ETCD: the coordinator is compiled out; create says so, the rest does nothing */
+RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d) { (void)d; return 0; } /* create refuses */
 RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     if (out) *out = NULL;
     if (desc) rsdi_log(&desc->logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID,

@@ -9,7 +9,8 @@
 #   size_reconcile    sizeof(rsd_reconcile) with the defaults (its tables are allocated by
 #                     rsd_reconcile_init; their sum is printed beside it, footprint=)
 #   size_ensurer      rsd_ensurer_footprint(NULL): what rsd_ensurer_create allocates with the
-#                     defaults (the ensurer, its reconcile's tables, its HTTP client)
+#                     defaults (the ensurer, its reconcile's tables, its HTTP client, its
+#                     state directory's block)
 #   size_ensurer_router  the same for an ensurer whose desc says runtime LLAMACPP (no LM
 #                     Studio state)
 # Peers: the figures the issue measured before the consolidation (text_full 142188) and

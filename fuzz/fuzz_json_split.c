@@ -4,7 +4,8 @@
    (every chunk size from 1 byte to all of it, picked by the input's bytes):
    - the splitter's verdict is rsd_json_parse_top's on the whole input: the same code,
      and the same token count when valid (its top level with the lists as [], plus one
-     token per element of a top-level array);
+     token per element of a top-level array), the same err.offset when not (but for
+     RSD_ERR_JSON_TOKENS: the splitter's tokens run out elsewhere);
    - the elements it hands are exactly rsd_json_each's, in order, token for token
      (offsets moved by where the element starts), with each list's key;
    - with a buffer too small, the only other answer is RSD_ERR_BODY_TOO_LARGE;
@@ -135,6 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FZ_CHECK((got < 0) == (want < 0));
         if (got < 0) {
             FZ_CHECK(got == want);
+            if (got != RSD_ERR_JSON_TOKENS) FZ_CHECK(top.err.offset == d.err.offset);
             continue;
         }
         /* a top-level array's elements are tokens of rsd_json_parse_top's top level too */

@@ -449,6 +449,105 @@ static void test_sse_wakes_the_wait(void) {
     sim_stop(&s);
 }
 
+/* Steps e through one ensure on the real clock (bounded by 60 s), noting its first wait
+   for a wake: *began the time of the step that began it, *wake the wake it set then, *left
+   the time of the step that ended it (0: none). Returns the last step's code. */
+static int drive_noting_the_wait(rsd_ensurer *e, uint64_t *began, uint64_t *wake, uint64_t *left) {
+    uint64_t end = rsd_now_ms() + 60000;
+    int rc = RSD_PENDING;
+    *began = *wake = *left = 0;
+    while (rsd_now_ms() < end) {
+        rsd_pollfd fds[8];
+        uint64_t now = rsd_now_ms(), dl;
+        int n, timeout;
+        rc = rsd_ensurer_step(e, now);
+        if (e->waiting == RSDI_EN_WAIT_WAKE && rc == RSD_PENDING && !*began) {
+            *began = now;
+            *wake = e->wake;
+        } else if (e->waiting != RSDI_EN_WAIT_WAKE && *began && !*left) {
+            *left = now;
+        }
+        if (rc != RSD_PENDING) return rc;
+        n = rsd_ensurer_pollfds(e, fds, 8);
+        dl = rsd_ensurer_next_deadline(e);
+        now = rsd_now_ms();
+        timeout = dl <= now ? 0 : dl - now > 50 ? 50 : (int)(dl - now);
+        if (timeout > 0) (void)rsd_poll(fds, n > 8 ? 8 : n, timeout);
+    }
+    return RSD_ERR_TIMEOUT;
+}
+
+/* A /models/sse event whose data is over half the stream's slot buffer is skipped and the
+   wait ends at its next poll. Slot bodies of 512 bytes keep 256 for an event's data: the
+   sim's "loaded" event (about 320 bytes, the model's entry in "info") does not fit, its
+   "loading" events (64-137 bytes) do. The stream opens before the POST, so the wait after
+   it is set to poll sse_poll_ms after it began, here longer than the load, and it ends no
+   earlier (not at the event, nor on the fast schedule of a closed stream); that poll finds
+   the model loaded (sent sse_poll_ms after the POST was answered, while the load ends
+   load-ms after the POST arrived), so the log holds one poll after the POST. The times
+   compared are those the test passed to rsd_ensurer_step. With the default 4 KiB slots
+   the same event wakes the wait (polls 20 s apart there, so that only the event ends it). */
+static void test_sse_event_over_half_the_slot_is_skipped(void) {
+    static const char *const args[] = {"--models-max", "3", "--load-ms", "100", "--model", "id=a", "--model", "id=b", NULL};
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    uint64_t began, wake, left;
+    int n, i, post = -1, lists = 0;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    d.sse_poll_ms = 600;
+    d.http.max_body_bytes = 512;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.model = "a";
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = 60000;
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(drive_noting_the_wait(e, &began, &wake, &left), RSD_OK);
+    rsd_ensurer_query(e, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
+    REQUIRE(began && left);
+    CHECK_EQ_INT(wake - began, 600); /* the stream's schedule */
+    CHECK(left >= wake);             /* the wait ended at its poll */
+    CHECK_EQ_INT(e->sse_wakes, 0);   /* the "loaded" event was skipped */
+    n = sim_log(&s);
+    REQUIRE(n > 0);
+    CHECK_EQ_INT(res.requests, n);
+    CHECK_EQ_INT(log_count(0, n, "GET", "/models/sse", NULL), 1);
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/load", "a"), 1);
+    for (i = 0; i < n; i++)
+        if (!strcmp(g_log[i].path, "/models/load")) post = i;
+    REQUIRE(post >= 0);
+    for (i = post + 1; i < n; i++) {
+        if (is_sse(&g_log[i])) continue;
+        CHECK(is_list(&g_log[i]));
+        lists++;
+    }
+    CHECK_EQ_INT(lists, 1);
+    rsd_ensurer_destroy(e);
+    d.http.max_body_bytes = 0; /* 4 KiB slots: the same event ends the wait before its poll */
+    d.sse_poll_ms = 20000;
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    q.model = "b";
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(drive_noting_the_wait(e, &began, &wake, &left), RSD_OK);
+    rsd_ensurer_query(e, &res);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK(began && left && left < wake);
+    CHECK(e->sse_wakes >= 1);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 /* context_ceiling: 0 = RESIDENCY_CORESIDENT_CONTEXT from the environment (unless
    ignore_env), else the request's value; it reaches the load body beside another resident
    (Ollama: options.num_ctx, which the sim reports in /api/ps context_length). */
@@ -1250,6 +1349,7 @@ int main(int argc, char **argv) {
         RUN(test_declined_when_pinned);
         RUN(test_auto_detect_once);
         RUN(test_sse_wakes_the_wait);
+        RUN(test_sse_event_over_half_the_slot_is_skipped);
         RUN(test_unreachable);
         RUN(test_load_failed_restores);
         RUN(test_lock_held_elsewhere);

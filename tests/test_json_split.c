@@ -52,11 +52,15 @@ static void test_every_cut_gives_the_whole_verdict(void) {
         "  {\"data\" :\n[\n{\"id\":1}\n,\n{\"id\":2}\n]\n}  ",
         "\"a string\"", "42", "[]", "{}",
     };
-    static const char *const bad[] = { /* with the code the whole parse gives */
+    static const char *const bad[] = { /* with the code and offset the whole parse gives */
         "{\"data\":[1,]}", "{\"data\":[,1]}", "{\"data\":[1 2]}", "{\"data\":[1,,2]}", "{\"data\":[tru]}",
         "{\"data\":[1.]}", "{\"data\":[{\"a\":}]}", "{\"data\":[{]}", "{\"data\":[1}", "{\"data\":[1]]",
         "{\"a\" 1,\"data\":[x]}", "{\"data\":[\"\x01\"]}", "{\"data\":[1]", "{\"data\":[{\"a\":1}", "{\"data\":[\"ab",
         "[1,2", "{\"data\":[-]}", "{\"data\":[01]}", "{\"data\":[1x]}", "{\"data\":[1] x}",
+        /* in the kept top level after lists, between them, or where a list is not one */
+        "{\"data\":[1,2,3],\"n\" 1}", "{\"a\":[10,20],\"b\":[30] \"c\":1}", "{\"a\":[1],\"b\" [2],\"c\":[3]}",
+        "{\"a\":[ 1 , 2 ],\"b\":{\"c\":[3,4],}}", "[1,2,3] x", "{\"a\":[1],\"b\":[2],\"c\":[3],,}",
+        "{\"a\":[1],\"b\":[2,[3,[4]]],\"c\":[5],\"d\":[6]}}",
     };
     static rsd_json_tok wt[512];
     size_t i, at;
@@ -82,8 +86,11 @@ static void test_every_cut_gives_the_whole_verdict(void) {
         CHECK(want < 0);
         for (at = 0; at <= strlen(bad[i]); at++) {
             int got = split2(bad[i], at, 1 << 16, &s, &top);
-            if (got != want) printf("  %s cut at %u: %d, the whole parse %d\n", bad[i], (unsigned)at, got, want);
+            if (got != want || top.err.offset != ref.err.offset)
+                printf("  %s cut at %u: %d at %u, the whole parse %d at %u\n", bad[i], (unsigned)at, got,
+                       (unsigned)top.err.offset, want, (unsigned)ref.err.offset);
             CHECK_EQ_INT(got, want);
+            CHECK_EQ_INT(top.err.offset, ref.err.offset); /* the offending byte in the whole document */
         }
     }
 }

@@ -6,7 +6,11 @@
 #include "residency_http.h"
 #include "rsd_test.h"
 #include "counting.h"
+#include "portable.h"
 
+
+/* rsd_state_open's one block for a scratch arena of n bytes. */
+static size_t state_block(size_t n) { return rsdi_al8(sizeof(struct rsd_state)) + n; }
 
 /* A router listing of n loaded entries named m0..m<n-1>, ids padded to idlen bytes. */
 static char *router_listing(int n, int idlen) {
@@ -59,13 +63,43 @@ static void test_manual_size_figures(void) {
     CHECK(sizeof(rsd_lms_catalog) < 32 * 1024);
     CHECK_EQ_INT(sizeof(rsd_listed_model), 88);
     CHECK(rsd_reconcile_footprint(NULL) <= 134 * 1024);
-    CHECK(rsd_ensurer_footprint(NULL) <= 230 * 1024);
+    CHECK(rsd_ensurer_footprint(NULL) <= 246 * 1024);
     CHECK(rsd_listing_footprint(NULL) <= 17 * 1024);
     {
         rsd_ensurer_desc d;
+        rsd_http_client_desc hd;
+        rsd_etcd_desc cd;
+        size_t scratch;
         memset(&d, 0, sizeof d);
+        d.ignore_env = true;
+        /* the parts of the defaults' figure */
+        hd = rsdi_en_http_desc(&d);
+        REQUIRE(rsdi_client_desc_fix(&hd) == 0);
+        CHECK(rsdi_client_footprint(&hd) <= 34 * 1024);
+        CHECK(sizeof(rsd_ensurer) - sizeof(rsd_reconcile) <= 34 * 1024);
+        CHECK(state_block(RSD_STATE_ATTR_ARENA_DEFAULT) <= 17 * 1024);
+        scratch = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_DEFAULT;
+        CHECK(scratch <= 10 * 1024 + 512); /* "10 KiB" */
+        CHECK((rsdi_al8(sizeof(rsd_detect)) > scratch ? rsdi_al8(sizeof(rsd_detect)) : scratch) <= 12 * 1024);
+        CHECK_EQ_INT(rsd_ensurer_footprint(&d), rsd_reconcile_footprint(NULL) + rsdi_client_footprint(&hd) +
+                     sizeof(rsd_ensurer) - sizeof(rsd_reconcile) + rsdi_al8(sizeof(rsd_decision_cache)) +
+                     rsdi_al8(sizeof(rsd_detect)) + state_block(RSD_STATE_ATTR_ARENA_DEFAULT));
         d.runtime = RSD_RUNTIME_LLAMACPP;
-        CHECK(rsd_ensurer_footprint(&d) <= 221 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 237 * 1024);
+        d.no_state = true;
+        CHECK(rsd_ensurer_footprint(&d) <= 211 * 1024);
+        d.runtime = RSD_RUNTIME_AUTO;
+        CHECK(rsd_ensurer_footprint(&d) <= 278 * 1024);
+        CHECK_EQ_INT(rsdi_en_mem_bytes(), 48 * 1024);
+        /* a coord: the coordinator */
+        cd = rsdi_en_etcd_desc(&d, "etcd://127.0.0.1:9", RSD_STATE_ATTR_ARENA_DEFAULT);
+        hd = rsdi_etcd_http_desc(&cd);
+        REQUIRE(rsdi_client_desc_fix(&hd) == 0);
+        CHECK(rsdi_etcd_footprint(&cd) <= (size_t)(4.3 * 1024 * 1024));
+        CHECK(sizeof(rsd_etcd) <= 606 * 1024);
+        CHECK(rsdi_client_footprint(&hd) <= (size_t)(3.4 * 1024 * 1024));
+        CHECK_EQ_INT(hd.max_requests, 4);
+        CHECK(hd.max_body_bytes >= 2 * (size_t)RSD_STATE_MAX_FILE_BYTES);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
@@ -752,6 +786,65 @@ static void test_ensurer_allocates_at_create(void) {
     CHECK_EQ_INT(rsd_ensurer_footprint(&d), 0);
 }
 
+/* rsd_ensurer_footprint is what rsd_ensurer_create allocates in all, its state directory's
+   block and etcd's coordinator included: create frees nothing on the way, so what it asked
+   is its peak. TLS is off (its configuration is its own). */
+static void create_asks_the_footprint(rsd_ensurer_desc *d, const char *what) {
+    counted c;
+    rsd_ensurer *e;
+    d->allocator = counting(&c);
+    REQUIRE((e = rsd_ensurer_create(d)) != NULL);
+    if (c.asked != rsd_ensurer_footprint(d) || c.live != c.asked)
+        printf("  %s: create asked %lu (%lu live), the footprint says %lu\n", what, (unsigned long)c.asked,
+               (unsigned long)c.live, (unsigned long)rsd_ensurer_footprint(d));
+    CHECK_EQ_INT(c.asked, rsd_ensurer_footprint(d));
+    CHECK_EQ_INT(c.live, c.asked);
+    CHECK_EQ_INT(rsd_ensurer_has_state(e), !d->no_state);
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(c.live, 0);
+}
+
+static void test_ensurer_footprint_is_all_create_allocates(void) {
+    char dir[256], file[300];
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    counted c;
+    FILE *f;
+    REQUIRE(tp_temp_dir("sizes", dir, sizeof dir) == 0);
+    memset(&d, 0, sizeof d);
+    d.ignore_env = true;
+    d.http.tls_off = true;
+    d.state_dir = dir;
+    create_asks_the_footprint(&d, "defaults");
+    d.runtime = RSD_RUNTIME_LLAMACPP;
+    create_asks_the_footprint(&d, "runtime LLAMACPP");
+    d.runtime = RSD_RUNTIME_AUTO;
+    d.coord = "etcd://127.0.0.1:9/sizes"; /* create sends nothing: no etcd is needed */
+    create_asks_the_footprint(&d, "coord");
+    d.no_state = true;
+    create_asks_the_footprint(&d, "coord, no_state");
+    d.coord = NULL;
+    create_asks_the_footprint(&d, "no_state");
+    d.runtime = RSD_RUNTIME_LLAMACPP;
+    create_asks_the_footprint(&d, "no_state, runtime LLAMACPP");
+    /* a state directory that cannot be opened (under a file): create runs without it and,
+       for a runtime with instances, allocates the in-memory instance records instead */
+    snprintf(file, sizeof file, "%s/file", dir);
+    REQUIRE((f = fopen(file, "w")) != NULL);
+    fclose(f);
+    d.no_state = false;
+    d.runtime = RSD_RUNTIME_AUTO;
+    snprintf(file, sizeof file, "%s/file/state", dir);
+    d.state_dir = file;
+    d.allocator = counting(&c);
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    CHECK(!rsd_ensurer_has_state(e));
+    CHECK_EQ_INT(c.asked, rsd_ensurer_footprint(&d) - state_block(RSD_STATE_ATTR_ARENA_DEFAULT) + rsdi_en_mem_bytes());
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(c.live, 0);
+    tp_remove_tree(dir);
+}
+
 /* The ensurer's client is sized for one ensure: its HTTP step and the /models/sse stream;
    the step's answers go to one buffer as large as the reconcile parses. */
 static void test_ensurer_client_fits_one_ensure(void) {
@@ -790,10 +883,13 @@ static void test_ensurer_block_follows_the_desc(void) {
        share one region, the larger of the two (runtime AUTO detects) */
     set_region = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_DEFAULT;
     big_region = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_MAX;
+    /* and the state's own block, its scratch set's arena as large as the ensurer's */
     d.no_state = false;
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, set_region > det ? set_region - det : 0);
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 (set_region > det ? set_region - det : 0) + state_block(RSD_STATE_ATTR_ARENA_DEFAULT));
     d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, big_region - det);
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                 big_region - det + state_block(RSD_STATE_ATTR_ARENA_MAX));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->attr_arena == (char *)e->attrs + rsdi_al8(sizeof(rsd_attr_set)));
     CHECK_EQ_INT(e->attr_arena_bytes, RSD_STATE_ATTR_ARENA_MAX);
@@ -807,8 +903,12 @@ static void test_ensurer_block_follows_the_desc(void) {
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(!e->attrs && e->detect && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
     rsd_ensurer_destroy(e);
-    d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base, set_region > det ? set_region - det : 0);
+    d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only, and the coordinator's own */
+    {
+        rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, d.coord, RSD_STATE_ATTR_ARENA_DEFAULT);
+        CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+                     (set_region > det ? set_region - det : 0) + rsdi_etcd_footprint(&cd));
+    }
     d.coord = NULL;
     d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
     CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
@@ -816,7 +916,7 @@ static void test_ensurer_block_follows_the_desc(void) {
     {
         size_t one = rsd_ensurer_footprint(&d);
         d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
-        CHECK_EQ_INT(rsd_ensurer_footprint(&d) - one, RSD_STATE_ATTR_ARENA_MAX - RSD_STATE_ATTR_ARENA_DEFAULT);
+        CHECK_EQ_INT(rsd_ensurer_footprint(&d) - one, 2 * (RSD_STATE_ATTR_ARENA_MAX - RSD_STATE_ATTR_ARENA_DEFAULT));
         d.attr_arena_bytes = 0;
     }
     d.no_state = true;
@@ -895,6 +995,7 @@ int main(int argc, char **argv) {
     RUN(test_cache_entry_text_is_never_overrun);
     RUN(test_own_last_uses_fit_their_text);
     RUN(test_init_allocates_the_footprint_once);
+    RUN(test_ensurer_footprint_is_all_create_allocates);
     RUN(test_listing_names_lie_in_the_arena);
     RUN(test_defaults_hold_an_ollama_listing_of_64);
     RUN(test_begin_without_init_is_a_clear_error);

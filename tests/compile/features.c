@@ -43,6 +43,7 @@ int main(void) {
 #else
         bad |= ce == NULL;
 #endif
+        bad |= (rsd_ensurer_footprint(&cdd) == 0) != (ce == NULL); /* 0: a desc create refuses */
         rsd_ensurer_destroy(ce);
     }
     if (e) { /* a request with runtime AUTO: detection starts (no I/O at begin), or fails at once */
