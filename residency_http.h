@@ -701,8 +701,9 @@
        size_t rsd_ensurer_footprint(const rsd_ensurer_desc *d)
            The bytes rsd_ensurer_create(d) allocates in all (NULL = the defaults;
            TLS's configuration not counted): the state directory's block unless
-           d->no_state and etcd's coordinator with a coord included; 0 for limits
-           or a runtime create refuses, and for a coord in a build without etcd.
+           d->no_state and etcd's coordinator with a coord included; 0 for a desc
+           create refuses (limits, runtime, protected list) and for a coord in a
+           build without etcd.
            On x86-64 (tests/test_sizes.c checks the bounds): under 246 KiB with
            the defaults -- the reconcile under 134 KiB (its tables above, the
            answers' 8 KiB buffer among them), the scratch region under 12 KiB
