@@ -8217,20 +8217,21 @@ RSDI_PRIVATE void rsdi_lms_merge(rsdi_lms_parse *p, int m, const rsdi_lms_fields
     p->have[m] = (uint8_t)(p->have[m] | f->have);
 }
 
-/* One /api/v1/models entry. */
-RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
+/* One /api/v1/models entry (p->v1), or one /api/v0/models or /v1/models row. */
+RSDI_PRIVATE void rsdi_lms_entry_at(rsdi_lms_parse *p, int e) {
     const rsd_json_doc *d = p->d;
     rsdi_lms_fields f;
     rsd_str key, id;
     int k, v, caps = -1, insts = -1, m, i, c;
+    uint32_t loaded_ctx = 0;
     size_t mark = p->a.used;
-    bool b;
+    bool b, loaded = false;
     int key_ok = 0;
     memset(&f, 0, sizeof f);
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
         v = k + 1;
-        if (RSDI_JSON_EQ(d, k, "key")) {
+        if (p->v1 ? RSDI_JSON_EQ(d, k, "key") : RSDI_JSON_EQ(d, k, "id")) {
             key_ok = rsdi_lms_id(d, v, &p->a, &key);
         } else if (RSDI_JSON_EQ(d, k, "type")) {
             f.type = rsdi_lms_type(d, v);
@@ -8238,11 +8239,17 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
             if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
+        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
+            caps = v; /* the last one counts */
+        } else if (!p->v1) {
+            if (RSDI_JSON_EQ(d, k, "state")) {
+                loaded = RSDI_JSON_EQ(d, v, "loaded");
+            } else if (RSDI_JSON_EQ(d, k, "loaded_context_length")) {
+                if (!rsdi_pl_u32_pos(d, v, &loaded_ctx)) loaded_ctx = 0;
+            }
         } else if (RSDI_JSON_EQ(d, k, "size_bytes")) {
             if (rsdi_pl_u64(d, v, &f.size)) f.have |= RSDI_LMS_HAVE_SIZE;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_SIZE);
-        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
-            caps = v;
         } else if (RSDI_JSON_EQ(d, k, "loaded_instances")) {
             insts = v;
         }
@@ -8252,7 +8259,13 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         rsdi_lms_drop(p->cat, key_ok);
         return;
     }
-    if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
+    if (!p->v1) { /* v0: an array of names, "tool_use" among them */
+        if (rsd_json_type_of(d, caps) == RSD_JSON_ARRAY) {
+            f.have |= RSDI_LMS_HAVE_TOOLS;
+            for (c = rsd_json_child(d, caps); c >= 0; c = rsd_json_next(d, c))
+                if (RSDI_JSON_EQ(d, c, "tool_use")) f.tools = true;
+        }
+    } else if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
         if (rsd_json_bool(d, RSDI_JSON_FIND(d, caps, "vision"), &b) == RSD_OK) {
             f.vision = b;
             f.have |= RSDI_LMS_HAVE_VISION;
@@ -8278,6 +8291,10 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         return;
     }
     rsdi_lms_merge(p, m, &f);
+    if (!p->v1) {
+        if (loaded || loaded_ctx > 0) rsdi_lms_instance(p, m, p->cat->models[m].key, loaded_ctx);
+        return;
+    }
     if (rsd_json_type_of(d, insts) != RSD_JSON_ARRAY) return;
     for (i = rsd_json_child(d, insts); i >= 0; i = rsd_json_next(d, i)) {
         uint32_t ctx = 0;
@@ -8292,60 +8309,6 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     }
 }
 
-/* One /api/v0/models or /v1/models row. */
-RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
-    const rsd_json_doc *d = p->d;
-    rsdi_lms_fields f;
-    rsd_str key;
-    int k, v, m, c;
-    uint32_t loaded_ctx = 0;
-    size_t mark = p->a.used;
-    bool loaded = false;
-    int key_ok = 0;
-    memset(&f, 0, sizeof f);
-    if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
-    for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
-        v = k + 1;
-        if (RSDI_JSON_EQ(d, k, "id")) {
-            key_ok = rsdi_lms_id(d, v, &p->a, &key);
-        } else if (RSDI_JSON_EQ(d, k, "state")) {
-            loaded = RSDI_JSON_EQ(d, v, "loaded");
-        } else if (RSDI_JSON_EQ(d, k, "loaded_context_length")) {
-            if (!rsdi_pl_u32_pos(d, v, &loaded_ctx)) loaded_ctx = 0;
-        } else if (RSDI_JSON_EQ(d, k, "type")) {
-            f.type = rsdi_lms_type(d, v);
-            f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
-        } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
-            if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
-            else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
-        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
-            f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_TOOLS);
-            f.tools = false;
-            if (rsd_json_type_of(d, v) == RSD_JSON_ARRAY) {
-                f.have |= RSDI_LMS_HAVE_TOOLS;
-                for (c = rsd_json_child(d, v); c >= 0; c = rsd_json_next(d, c))
-                    if (RSDI_JSON_EQ(d, c, "tool_use")) f.tools = true;
-            }
-        }
-    }
-    if (key_ok <= 0) {
-        p->a.used = mark;
-        rsdi_lms_drop(p->cat, key_ok);
-        return;
-    }
-    if (f.have & RSDI_LMS_HAVE_TYPE) {
-        f.vision = f.type == RSD_LMS_TYPE_VLM;
-        f.have |= RSDI_LMS_HAVE_VISION;
-    }
-    m = rsdi_lms_model(p, key);
-    if (m < 0) {
-        p->a.used = mark;
-        return;
-    }
-    rsdi_lms_merge(p, m, &f);
-    if (loaded || loaded_ctx > 0) rsdi_lms_instance(p, m, p->cat->models[m].key, loaded_ctx);
-}
-
 RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat);
 
 /* One catalog entry (its own document, root 0). */
@@ -8353,8 +8316,7 @@ RSDI_PRIVATE void rsdi_lms_entry(void *ctx, const rsd_json_doc *el) {
     rsdi_lms_parse *p = (rsdi_lms_parse *)ctx;
     p->d = el;
     p->cat->n_entries++;
-    if (p->v1) rsdi_lms_v1_entry(p, 0);
-    else rsdi_lms_v0_entry(p, 0);
+    rsdi_lms_entry_at(p, 0);
 }
 
 /* LM Studio's reader: the entries of the last "models" list (v1), else of the last
