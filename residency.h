@@ -9791,20 +9791,46 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
     return rsd_target_key_normalise(rsd_str_c(raw), out, cap);
 }
 
-/* desc.owned and desc.peers into r->lms (runtimes with instances). */
-RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
+/* The ids of ours[0, n) into r->ours ("" and NULL skipped): RSD_ERR_MODEL_ID for one
+   max_id_bytes or longer, RSD_ERR_TOO_LARGE when the id arena is full. */
+RSDI_PRIVATE int rsdi_rc_copy_ours(rsd_reconcile *r, const char *const *ours, int n) {
+    int i;
+    r->n_ours = 0;
+    for (i = 0; i < n; i++) {
+        if (!ours[i] || !ours[i][0]) continue;
+        if (strlen(ours[i]) >= r->id_bytes) return RSD_ERR_MODEL_ID;
+        if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
+        r->n_ours++;
+    }
+    return RSD_OK;
+}
+
+/* The owned[0, n) that name an instance into r->lms (at most RSD_RECONCILE_MAX_OWNED):
+   RSD_ERR_MODEL_ID for an id RSD_MODEL_ID_MAX or longer, RSD_ERR_TOO_LARGE when the id
+   arena is full. */
+RSDI_PRIVATE int rsdi_rc_copy_owned(rsd_reconcile *r, const rsd_owned *owned, int n) {
     rsd_lms_machine *m = r->lms;
-    int i, j;
-    m->n_owned = m->n_peers = m->n_peer_ids = 0;
     const char *s;
-    for (i = 0; i < d->n_owned; i++) {
-        const char *mk = d->owned[i].model ? d->owned[i].model : "";
-        if (!d->owned[i].instance || !d->owned[i].instance[0]) continue;
-        if (strlen(mk) >= RSD_MODEL_ID_MAX || strlen(d->owned[i].instance) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
-        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, mk)) || !(s = rsdi_rc_idc(r, d->owned[i].instance)))
+    int i;
+    m->n_owned = 0;
+    for (i = 0; i < n && m->n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
+        const char *mk = owned[i].model ? owned[i].model : "";
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        if (strlen(mk) >= RSD_MODEL_ID_MAX || strlen(owned[i].instance) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
+        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, mk)) || !(s = rsdi_rc_idc(r, owned[i].instance)))
             return RSD_ERR_TOO_LARGE;
         m->owned_inst[m->n_owned++] = rsd_str_c(s);
     }
+    return RSD_OK;
+}
+
+/* desc.owned and desc.peers into r->lms (runtimes with instances). */
+RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
+    rsd_lms_machine *m = r->lms;
+    int i, j, rc;
+    const char *s;
+    m->n_peers = m->n_peer_ids = 0;
+    if ((rc = rsdi_rc_copy_owned(r, d->owned, d->n_owned)) < 0) return rc;
     for (i = 0; i < d->n_peers; i++) {
         const rsd_lms_peer *p = &d->peers[i];
         rsd_lms_peer *q = &m->peers[i];
@@ -9874,13 +9900,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         if ((int)r->protected_models[i].role < 0 || (int)r->protected_models[i].role >= (int)RSD_ROLE_NUM)
             return RSD_ERR_ARG;
     }
-    r->n_ours = 0;
-    for (i = 0; i < d->n_ours; i++) {
-        if (!d->ours[i] || !d->ours[i][0]) continue;
-        if (strlen(d->ours[i]) >= r->id_bytes) return RSD_ERR_MODEL_ID;
-        if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, d->ours[i]))) return RSD_ERR_TOO_LARGE;
-        r->n_ours++;
-    }
+    if ((rc = rsdi_rc_copy_ours(r, d->ours, d->n_ours)) < 0) return rc;
     r->n_last = 0;
     for (i = 0; i < d->n_last_used; i++) {
         const char *id = d->last_used[i].model;
@@ -10244,7 +10264,7 @@ RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char 
 }
 
 RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n) {
-    int i, k, m = 0;
+    int i, k, m = 0, rc;
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OURS || (n && !ours)) return RSD_ERR_ARG;
@@ -10258,19 +10278,14 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
         same = found;
     }
     if (same) return RSD_OK;
-    r->n_ours = 0;
-    for (i = 0; i < n; i++)
-        if (ours[i] && ours[i][0]) {
-            if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
-            r->n_ours++;
-        }
+    if ((rc = rsdi_rc_copy_ours(r, ours, n)) < 0) return rc; /* the lengths are checked above */
     r->ours_changed = true;
     return RSD_OK;
 }
 
 RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, int n) {
     rsd_lms_machine *m;
-    int i, k, c = 0;
+    int i, k, c = 0, rc;
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
@@ -10289,15 +10304,7 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
         same = found;
     }
     if (same) return RSD_OK;
-    m->n_owned = 0;
-    for (i = 0; i < n && m->n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
-        const char *inst;
-        if (!owned[i].instance || !owned[i].instance[0]) continue;
-        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, owned[i].model)) ||
-            !(inst = rsdi_rc_idc(r, owned[i].instance)))
-            return RSD_ERR_TOO_LARGE;
-        m->owned_inst[m->n_owned++] = rsd_str_c(inst);
-    }
+    if ((rc = rsdi_rc_copy_owned(r, owned, n)) < 0) return rc; /* the lengths are checked above */
     r->ours_changed = true;
     return RSD_OK;
 }
