@@ -10777,6 +10777,13 @@ RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, 
     return r->ans_rc;
 }
 
+/* The answer handlers by phase (NULL: no answer is awaited there). */
+typedef void (*rsdi_rc_on_fn)(rsd_reconcile *r, int transport, int status, const char *body, size_t len, bool ok,
+                              uint64_t now_ms);
+static const rsdi_rc_on_fn rsdi_rc_on[] = {
+    NULL, NULL, rsdi_rc_on_list, rsdi_rc_on_cap, NULL, rsdi_rc_on_relist, rsdi_rc_on_unload, rsdi_rc_on_load,
+    rsdi_rc_on_limit, NULL, rsdi_rc_on_poll, rsdi_rc_on_restore, rsdi_rc_on_check, rsdi_rc_on_relist};
+
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                uint64_t now_ms) {
     bool ok;
@@ -10794,38 +10801,8 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     if (transport > 0) transport = RSD_ERR_ARG;
     if (transport != RSD_ERR_TIMEOUT) r->probe_tries = 0;
     ok = transport == RSD_OK && status >= 200 && status <= 299;
-    switch (r->phase) {
-    case RSDI_PH_LIST:
-        rsdi_rc_on_list(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_CAP:
-        rsdi_rc_on_cap(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_RELIST:
-    case RSDI_PH_DLLIST:
-        rsdi_rc_on_relist(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_UNLOAD:
-        rsdi_rc_on_unload(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_LOAD:
-        rsdi_rc_on_load(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_LIMIT:
-        rsdi_rc_on_limit(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_POLL:
-        rsdi_rc_on_poll(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_RESTORE:
-        rsdi_rc_on_restore(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_CHECK:
-        rsdi_rc_on_check(r, transport, status, body, len, ok, now_ms);
-        break;
-    default:
-        return RSD_ERR_STATE;
-    }
+    if ((unsigned)r->phase >= sizeof rsdi_rc_on / sizeof rsdi_rc_on[0] || !rsdi_rc_on[r->phase]) return RSD_ERR_STATE;
+    rsdi_rc_on[r->phase](r, transport, status, body, len, ok, now_ms);
     return RSD_OK;
 }
 /* ---- driver:core end ---- */
