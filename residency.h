@@ -10246,18 +10246,15 @@ RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {
 RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what) {
     if (!r || r->phase != RSDI_PH_COMMIT) return RSD_ERR_STATE;
     r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
-    if (r->rt->flags & RSD_RT_INSTANCES)
+    { /* "on LM Studio target 'x'" and "instances residency owns" for a runtime with instances */
+        bool inst = (r->rt->flags & RSD_RT_INSTANCES) != 0;
         rsd_reconcile_add_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                             "could not record this change on %s target '%s' in the state directory (%s); "
-                             "other processes sharing it may act on a stale view (cached decisions, instances "
-                             "residency owns) until the next change is recorded", r->rt->label, r->target_id,
-                             what && what[0] ? what : rsd_result_str(r->result.state_error));
-    else
-        rsd_reconcile_add_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                             "could not record this change on '%s' in the state directory (%s); other processes "
-                             "sharing it may act on a stale view (cached decisions, models residency loaded) "
-                             "until the next change is recorded", r->target_id, what && what[0] ? what
-                             : rsd_result_str(r->result.state_error));
+                                 "could not record this change on %s%s'%s' in the state directory (%s); other "
+                                 "processes sharing it may act on a stale view (cached decisions, %s) until the "
+                                 "next change is recorded", inst ? r->rt->label : "", inst ? " target " : "",
+                                 r->target_id, what && what[0] ? what : rsd_result_str(r->result.state_error),
+                                 inst ? "instances residency owns" : "models residency loaded");
+    }
     rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
               what ? what : "");
     return RSD_OK;
@@ -10523,17 +10520,15 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
                   r->key);
         rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
-    } else if (a == RSD_LOAD_LIMIT) {
-        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-        rsdi_rc_quote_error(r, body, len, what, sizeof what);
-        if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
-                                                           " (model limit reached)");
-        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
     } else { /* the server's own words after the status (say why) */
         (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
         rsdi_rc_quote_error(r, body, len, what, sizeof what);
-        if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
-        rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
+        if (a != RSD_LOAD_LIMIT) {
+            if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
+        } else if (!strstr(what, "model limit reached")) {
+            rsdi_cpy(what + strlen(what), sizeof what - strlen(what), " (model limit reached)");
+        }
+        rsd_reconcile_load_failed(r, a == RSD_LOAD_LIMIT ? RSD_ERR_MODEL_LIMIT : RSD_ERR_LOAD_REJECTED, what, now_ms);
     }
 }
 
