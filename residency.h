@@ -9053,18 +9053,31 @@ RSD_API void rsd_reconcile_attr(rsd_reconcile *r, bool add, const char *model, c
     (*n)++;
 }
 
-RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
-                                           uint32_t context_length) {
+/* The next result.evicted entry, zeroed with its id (in the id arena) and model "", of
+   victim row victim (-1: none) in restore state state; NULL when the table is full. */
+RSDI_PRIVATE rsd_evicted *rsdi_rc_ev_add(rsd_reconcile *r, const char *id, int victim, int state) {
     int k = r->result.n_evicted;
     rsd_evicted *e;
     if (k >= RSD_MAX_RESIDENTS) return NULL;
     e = &r->result.evicted[k];
     memset(e, 0, sizeof *e);
-    if (!(e->id = rsdi_rc_idc(r, id)) || !(e->model = rsdi_rc_idc(r, model))) return NULL;
-    e->context_length = context_length;
-    r->evicted_victim[k] = -1;
-    r->ev_state[k] = RSDI_PIN_HERE;
+    e->id = id;
+    e->model = "";
+    r->evicted_victim[k] = victim;
+    r->ev_state[k] = (uint8_t)state;
     r->result.n_evicted++;
+    return e;
+}
+
+RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
+                                           uint32_t context_length) {
+    const char *i, *m;
+    rsd_evicted *e;
+    if (r->result.n_evicted >= RSD_MAX_RESIDENTS || !(i = rsdi_rc_idc(r, id)) || !(m = rsdi_rc_idc(r, model)))
+        return NULL;
+    e = rsdi_rc_ev_add(r, i, -1, RSDI_PIN_HERE);
+    e->model = m;
+    e->context_length = context_length;
     return e;
 }
 
@@ -9492,15 +9505,8 @@ RSDI_PRIVATE int rsdi_rc_mark_displaced(rsd_reconcile *r) {
         k = rsd_listing_find(&r->poll, rsd_str_c(rsdi_rc_row(r, r->pinned, i)));
         if (k >= 0 && rsd_model_state_resident(r->poll.models[k].state)) continue;
         for (j = 0; j < r->result.n_evicted && !dup; j++) dup = strcmp(r->result.evicted[j].id, rsdi_rc_row(r, r->pinned, i)) == 0;
-        if (dup || r->result.n_evicted >= RSD_MAX_RESIDENTS) continue;
-        e = &r->result.evicted[r->result.n_evicted];
-        e->id = rsdi_rc_row(r, r->pinned, i);
-        e->model = "";
-        e->context_length = 0;
-        e->restored = false;
+        if (dup || !(e = rsdi_rc_ev_add(r, rsdi_rc_row(r, r->pinned, i), -1, RSDI_PIN_GONE))) continue;
         e->displaced = true;
-        r->evicted_victim[r->result.n_evicted] = -1;
-        r->ev_state[r->result.n_evicted++] = RSDI_PIN_GONE;
         gone++;
     }
     return gone;
@@ -10462,16 +10468,7 @@ RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status,
                                     bool ok, uint64_t now_ms) {
     char what[RSD_RECONCILE_URL_MAX + 96];
     if (ok) {
-        int k = r->result.n_evicted;
-        if (k < RSD_MAX_RESIDENTS) {
-            r->result.evicted[k].id = rsdi_rc_row(r, r->victims, r->vi);
-            r->result.evicted[k].model = "";
-            r->result.evicted[k].context_length = 0;
-            r->result.evicted[k].restored = false;
-            r->evicted_victim[k] = r->vi;
-            r->ev_state[k] = RSDI_PIN_HERE;
-            r->result.n_evicted++;
-        }
+        (void)rsdi_rc_ev_add(r, rsdi_rc_row(r, r->victims, r->vi), r->vi, RSDI_PIN_HERE);
         r->result.mutated = true;
         if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded */
             rsdi_rc_wait(r, RSDI_W_GONE, rsdi_rc_row(r, r->victims, r->vi), now_ms);
