@@ -7063,12 +7063,15 @@ RSD_API int rsd_root_url(rsd_str url, char *out, size_t cap) {
     return (int)need;
 }
 
-/* Appends n bytes of p to out[*o] (lower-cased when lower); false when cap is reached. */
-RSDI_PRIVATE bool rsdi_key_put(char *out, size_t cap, size_t *o, const char *p, size_t n, bool lower) {
+/* Appends n bytes of p to out[*o] (lower-cased when lower); when they do not fit, *o
+   becomes cap and every later append fails too. */
+RSDI_PRIVATE void rsdi_key_put(char *out, size_t cap, size_t *o, const char *p, size_t n, bool lower) {
     size_t i;
-    if (n >= cap || *o >= cap - n) return false;
+    if (n >= cap || *o >= cap - n) {
+        *o = cap;
+        return;
+    }
     for (i = 0; i < n; i++) out[(*o)++] = lower ? rsdi_ascii_lower(p[i]) : p[i];
-    return true;
 }
 
 /* One normalisation pass; rsd_target_key_normalise repeats it to a fixed point. */
@@ -7076,7 +7079,7 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
     size_t i, o = 0, sb, se = 0, hb, he, pe, colon;
     rsd_str sch, path;
     const char *s, *def = NULL;
-    bool has_scheme = false, ok = true;
+    bool has_scheme = false;
     if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
     raw = rsdi_str_trim(raw);
     s = raw.ptr;
@@ -7084,15 +7087,15 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
         if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') { has_scheme = true; se = i; break; }
     if (!has_scheme) { /* a plain key: only trailing '/' dropped */
         while (raw.len && s[raw.len - 1] == '/') raw.len--;
-        ok = rsdi_key_put(out, cap, &o, s, raw.len, false);
+        rsdi_key_put(out, cap, &o, s, raw.len, false);
     } else {
         for (sb = se; sb > 0 && s[sb - 1] != '|'; sb--) {} /* the scheme follows a "runtime|" prefix */
         sch.ptr = s + sb;
         sch.len = se - sb;
-        ok = rsdi_key_put(out, cap, &o, s, sb, true);
-        if (rsdi_ieq_c(sch, "http") || rsdi_ieq_c(sch, "ws")) { ok = ok && rsdi_key_put(out, cap, &o, "http://", 7, false); def = "80"; }
-        else if (rsdi_ieq_c(sch, "https") || rsdi_ieq_c(sch, "wss")) { ok = ok && rsdi_key_put(out, cap, &o, "https://", 8, false); def = "443"; }
-        else ok = ok && rsdi_key_put(out, cap, &o, s + sb, se + 3 - sb, true);
+        rsdi_key_put(out, cap, &o, s, sb, true);
+        if (rsdi_ieq_c(sch, "http") || rsdi_ieq_c(sch, "ws")) { rsdi_key_put(out, cap, &o, "http://", 7, false); def = "80"; }
+        else if (rsdi_ieq_c(sch, "https") || rsdi_ieq_c(sch, "wss")) { rsdi_key_put(out, cap, &o, "https://", 8, false); def = "443"; }
+        else rsdi_key_put(out, cap, &o, s + sb, se + 3 - sb, true);
         hb = se + 3;
         for (he = hb; he < raw.len && s[he] != '/' && s[he] != '?' && s[he] != '#'; he++) {}
         /* a port: digits after the last ':' of a plain host or after a [v6] literal */
@@ -7106,20 +7109,23 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
                 if (s[i] < '0' || s[i] > '9') colon = he;
             if (colon + 1 == he) colon = he;
         }
-        ok = ok && rsdi_key_put(out, cap, &o, s + hb, colon - hb, true);
+        rsdi_key_put(out, cap, &o, s + hb, colon - hb, true);
         if (colon < he) {
             size_t d = colon + 1;
             while (d + 1 < he && s[d] == '0') d++; /* ":08080" is ":8080" */
             if (!def || he - d != strlen(def) || memcmp(s + d, def, he - d) != 0)
-                ok = ok && rsdi_key_put(out, cap, &o, ":", 1, false) && rsdi_key_put(out, cap, &o, s + d, he - d, false);
+                {
+                rsdi_key_put(out, cap, &o, ":", 1, false);
+                rsdi_key_put(out, cap, &o, s + d, he - d, false);
+            }
         }
         for (pe = he; pe < raw.len && s[pe] != '?' && s[pe] != '#'; pe++) {} /* query, fragment dropped */
         path.ptr = s + he;
         path.len = pe - he;
         path = rsdi_root_path(path);
-        ok = ok && rsdi_key_put(out, cap, &o, path.ptr, path.len, false);
+        rsdi_key_put(out, cap, &o, path.ptr, path.len, false);
     }
-    if (!ok || cap == 0 || o >= cap) return RSD_ERR_BUFFER;
+    if (cap == 0 || o >= cap) return RSD_ERR_BUFFER;
     out[o] = '\0';
     return (int)o;
 }
