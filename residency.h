@@ -5331,9 +5331,10 @@ RSDI_PRIVATE int rsdi_jw_after(rsd_json_writer *w) {
 
 /* Escaped, quoted string; invalid UTF-8 fails with RSD_ERR_ARG (nothing kept). */
 RSDI_PRIVATE int rsdi_jw_string(rsd_json_writer *w, const char *str, size_t n) {
-    static const char hex[] = "0123456789abcdef";
+    static const char hex[] = "0123456789abcdef", shortc[] = "\"\\\b\f\n\r\t";
     const unsigned char *p = (const unsigned char *)str, *e = p + n, *q;
     size_t mark = w->len;
+    const char *k;
     char esc[6];
     if (!str && n) return rsdi_jw_fail(w, RSD_ERR_ARG);
     if (!str) p = e = (const unsigned char *)"";
@@ -5354,23 +5355,14 @@ RSDI_PRIVATE int rsdi_jw_string(rsd_json_writer *w, const char *str, size_t n) {
             p = q;
             continue;
         }
+        /* the short escapes, else \u00XX */
+        k = (const char *)memchr(shortc, *p, 7);
         esc[0] = '\\';
-        switch (*p) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        default:
-            esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
-            esc[4] = hex[*p >> 4]; esc[5] = hex[*p & 15];
-            if (rsdi_jw_put(w, esc, 6)) return w->err;
-            p++;
-            continue;
-        }
-        if (rsdi_jw_put(w, esc, 2)) return w->err;
+        esc[1] = k ? "\"\\bfnrt"[k - shortc] : 'u';
+        esc[2] = esc[3] = '0';
+        esc[4] = hex[*p >> 4];
+        esc[5] = hex[*p & 15];
+        if (rsdi_jw_put(w, esc, k ? 2 : 6)) return w->err;
         p++;
     }
     return rsdi_jw_put(w, "\"", 1);
