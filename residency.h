@@ -5053,20 +5053,15 @@ RSDI_PRIVATE int rsdi_json_put_utf8(unsigned char *out, unsigned cp) {
    returns the position after it. Defensive: malformed input decodes to '?'. */
 RSDI_PRIVATE const unsigned char *rsdi_json_unesc(const unsigned char *p, const unsigned char *e,
                                                  unsigned char *out, int *nout) {
+    static const char named[] = "\"\\/bfnrt";
+    const char *k;
     unsigned cp = 0, lo = 0;
     *nout = 1;
     if (e - p < 2) { out[0] = '?'; return e; }
-    switch (p[1]) {
-    case '"': out[0] = '"'; return p + 2;
-    case '\\': out[0] = '\\'; return p + 2;
-    case '/': out[0] = '/'; return p + 2;
-    case 'b': out[0] = '\b'; return p + 2;
-    case 'f': out[0] = '\f'; return p + 2;
-    case 'n': out[0] = '\n'; return p + 2;
-    case 'r': out[0] = '\r'; return p + 2;
-    case 't': out[0] = '\t'; return p + 2;
-    case 'u': break;
-    default: out[0] = '?'; return p + 2;
+    if (p[1] != 'u') { /* a one-letter escape, or '?' for an unknown one */
+        k = (const char *)memchr(named, p[1], 8);
+        out[0] = k ? (unsigned char)"\"\\/\b\f\n\r\t"[k - named] : '?';
+        return p + 2;
     }
     p += 2;
     if (rsdi_json_hex4(&p, e, &cp)) { out[0] = '?'; return p < e ? p + 1 : e; }
