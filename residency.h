@@ -12508,12 +12508,54 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     return rsd_pool_acquire_ex(pool, model, 0, now_ms, user, req, slot);
 }
 
+/* Queues a waiting request for model (req: its handle, counted in waits) or, with req
+   NULL, a preload; a model without a slot is wanted and a pass runs. RSD_PENDING, or the
+   error (an acquire's is logged). */
+RSDI_PRIVATE int rsdi_pool_enqueue(rsd_pool *pool, int model, bool excl, void *user, uint64_t enq_ms,
+                                   rsd_pool_req *req) {
+    rsdi_pool_model *md = &pool->models[model];
+    rsdi_pool_reqent *r;
+    uint32_t i;
+    int s = md->slot, rc;
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+        pool->ctr.no_fit++;
+        if (req)
+            rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
+                      "pool: %s (%llu bytes) cannot fit: %s", md->id,
+                      (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
+        return rc;
+    }
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
+        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
+        pool->ctr.queue_full++;
+        if (req) rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL, "pool: waiting queue full", RSDI_WHERE);
+        return RSD_ERR_POOL_QUEUE_FULL;
+    }
+    r = &pool->reqs[i];
+    r->state = RSDI_PREQ_WAITING;
+    r->exclusive = (uint8_t)excl;
+    r->preload = req ? 0 : 1;
+    r->model = (int16_t)model;
+    r->user = user;
+    r->enq_ms = enq_ms;
+    rsdi_pool_wq_push(pool, model, i);
+    if (req) {
+        pool->ctr.waits++;
+        *req = rsdi_pool_handle(pool, i);
+    }
+    if (s < 0 && !md->wanting) { /* needs a slot; residents keep flowing */
+        rsdi_pool_want_add(pool, model);
+        rsdi_pool_pass(pool);
+    }
+    return RSD_PENDING;
+}
+
 RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t now_ms,
                                 void *user, rsd_pool_req *req, int *slot) {
     rsdi_pool_model *md;
     rsdi_pool_reqent *r;
     uint32_t i;
-    int s, rc;
+    int s;
     bool excl = (flags & RSD_POOL_ACQUIRE_EXCLUSIVE) != 0;
     if (req) req->id = 0;
     if (slot) *slot = -1;
@@ -12557,65 +12599,17 @@ RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t n
         pool->ctr.backoffs++;
         return RSD_ERR_POOL_BACKOFF;
     }
-    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
-        pool->ctr.no_fit++;
-        rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
-                  "pool: %s (%llu bytes) cannot fit: %s", md->id,
-                  (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
-        return rc;
-    }
-    if (pool->waiting + pool->preloads >= pool->max_waiting ||
-        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
-        pool->ctr.queue_full++;
-        rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL,
-                 "pool: waiting queue full", RSDI_WHERE);
-        return RSD_ERR_POOL_QUEUE_FULL;
-    }
-    r = &pool->reqs[i];
-    r->state = RSDI_PREQ_WAITING;
-    r->exclusive = (uint8_t)excl;
-    r->model = (int16_t)model;
-    r->user = user;
-    r->enq_ms = now_ms;
-    rsdi_pool_wq_push(pool, model, i);
-    pool->ctr.waits++;
-    *req = rsdi_pool_handle(pool, i);
-    if (s < 0 && !md->wanting) { /* needs a slot; residents keep flowing */
-        rsdi_pool_want_add(pool, model);
-        rsdi_pool_pass(pool);
-    }
-    return RSD_PENDING;
+    return rsdi_pool_enqueue(pool, model, excl, user, now_ms, req);
 }
 
 /* Queues a load of model with no request (rsd_pool_preload, and the restore of a model
    evicted for a start that failed). RSD_OK when READY or STARTING already. */
 RSDI_PRIVATE int rsdi_pool_preload_req(rsd_pool *pool, int model) {
-    rsdi_pool_model *md = &pool->models[model];
-    uint32_t i;
-    int s = md->slot, rc;
+    int s = pool->models[model].slot;
     if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
                    pool->slots[s].state == RSD_POOL_SLOT_STARTING))
         return RSD_OK;
-    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
-        pool->ctr.no_fit++;
-        return rc;
-    }
-    if (pool->waiting + pool->preloads >= pool->max_waiting ||
-        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
-        pool->ctr.queue_full++;
-        return RSD_ERR_POOL_QUEUE_FULL;
-    }
-    pool->reqs[i].state = RSDI_PREQ_WAITING;
-    pool->reqs[i].preload = 1;
-    pool->reqs[i].model = (int16_t)model;
-    pool->reqs[i].user = NULL;
-    pool->reqs[i].enq_ms = pool->now_ms;
-    rsdi_pool_wq_push(pool, model, i);
-    if (s < 0 && !md->wanting) {
-        rsdi_pool_want_add(pool, model);
-        rsdi_pool_pass(pool);
-    }
-    return RSD_PENDING;
+    return rsdi_pool_enqueue(pool, model, false, NULL, pool->now_ms, NULL);
 }
 
 RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
