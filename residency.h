@@ -8987,11 +8987,16 @@ RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
     return m;
 }
 
+/* r->step zeroed, of kind kind. */
+RSDI_PRIVATE void rsdi_rc_step(rsd_reconcile *r, rsd_step_kind kind) {
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = kind;
+}
+
 RSDI_PRIVATE void rsdi_rc_done(rsd_reconcile *r, uint64_t now_ms) {
     r->phase = RSDI_PH_DONE;
     r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_DONE;
+    rsdi_rc_step(r, RSD_STEP_DONE);
     r->step.result = r->result.error;
 }
 
@@ -9000,8 +9005,7 @@ RSDI_PRIVATE void rsdi_rc_unlock_or_done(rsd_reconcile *r, uint64_t now_ms) {
         r->locked = false;
         r->phase = RSDI_PH_UNLOCK;
         r->shown = false;
-        memset(&r->step, 0, sizeof r->step);
-        r->step.kind = RSD_STEP_UNLOCK;
+        rsdi_rc_step(r, RSD_STEP_UNLOCK);
         r->step.key = r->key;
         return;
     }
@@ -9104,8 +9108,7 @@ RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms) {
         r->phase = RSDI_PH_COMMIT;
         r->shown = false;
         r->commit_gen = r->gen;
-        memset(&r->step, 0, sizeof r->step);
-        r->step.kind = RSD_STEP_COMMIT;
+        rsdi_rc_step(r, RSD_STEP_COMMIT);
         r->step.key = r->key;
         return;
     }
@@ -9432,8 +9435,7 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
 RSD_API void rsd_reconcile_lock(rsd_reconcile *r) {
     r->phase = RSDI_PH_LOCK;
     r->locked = true;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_LOCK;
+    rsdi_rc_step(r, RSD_STEP_LOCK);
     r->step.key = r->key;
     r->step.deadline_ms = r->deadline;
 }
@@ -9716,8 +9718,7 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
     r->wake = now_ms + delay;
     if (r->wake > r->wait_deadline) r->wake = r->wait_deadline;
     r->phase = RSDI_PH_WAIT;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_WAIT;
+    rsdi_rc_step(r, RSD_STEP_WAIT);
     r->step.wake_ms = r->wake;
     r->step.wait_model = r->wait_model;
 }
@@ -9729,8 +9730,7 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
                      (phase == RSDI_PH_RUNTIME && r->stage_restoring);
     uint64_t left = rsdi_rc_left(restoring ? r->restore_deadline : r->deadline, now_ms), t;
     int rc;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_HTTP;
+    rsdi_rc_step(r, RSD_STEP_HTTP);
     r->step.http.op = op;
     r->step.http.model = model ? model : "";
     r->ans_len = 0;
@@ -10104,8 +10104,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->phase = RSDI_PH_DONE;
     r->t0 = now_ms;
     r->locked = false;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_DONE;
+    rsdi_rc_step(r, RSD_STEP_DONE);
     r->result.outcome = RSD_OUTCOME_DEGRADED;
     r->result.error = RSD_ERR_ARG;
     r->step.result = RSD_ERR_ARG;
