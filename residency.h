@@ -5074,20 +5074,15 @@ RSDI_PRIVATE int rsdi_json_put_utf8(unsigned char *out, unsigned cp) {
    returns the position after it. Defensive: malformed input decodes to '?'. */
 RSDI_PRIVATE const unsigned char *rsdi_json_unesc(const unsigned char *p, const unsigned char *e,
                                                  unsigned char *out, int *nout) {
+    static const char named[] = "\"\\/bfnrt";
+    const char *k;
     unsigned cp = 0, lo = 0;
     *nout = 1;
     if (e - p < 2) { out[0] = '?'; return e; }
-    switch (p[1]) {
-    case '"': out[0] = '"'; return p + 2;
-    case '\\': out[0] = '\\'; return p + 2;
-    case '/': out[0] = '/'; return p + 2;
-    case 'b': out[0] = '\b'; return p + 2;
-    case 'f': out[0] = '\f'; return p + 2;
-    case 'n': out[0] = '\n'; return p + 2;
-    case 'r': out[0] = '\r'; return p + 2;
-    case 't': out[0] = '\t'; return p + 2;
-    case 'u': break;
-    default: out[0] = '?'; return p + 2;
+    if (p[1] != 'u') { /* a one-letter escape, or '?' for an unknown one */
+        k = (const char *)memchr(named, p[1], 8);
+        out[0] = k ? (unsigned char)"\"\\/\b\f\n\r\t"[k - named] : '?';
+        return p + 2;
     }
     p += 2;
     if (rsdi_json_hex4(&p, e, &cp)) { out[0] = '?'; return p < e ? p + 1 : e; }
@@ -5352,9 +5347,10 @@ RSDI_PRIVATE int rsdi_jw_after(rsd_json_writer *w) {
 
 /* Escaped, quoted string; invalid UTF-8 fails with RSD_ERR_ARG (nothing kept). */
 RSDI_PRIVATE int rsdi_jw_string(rsd_json_writer *w, const char *str, size_t n) {
-    static const char hex[] = "0123456789abcdef";
+    static const char hex[] = "0123456789abcdef", shortc[] = "\"\\\b\f\n\r\t";
     const unsigned char *p = (const unsigned char *)str, *e = p + n, *q;
     size_t mark = w->len;
+    const char *k;
     char esc[6];
     if (!str && n) return rsdi_jw_fail(w, RSD_ERR_ARG);
     if (!str) p = e = (const unsigned char *)"";
@@ -5375,23 +5371,14 @@ RSDI_PRIVATE int rsdi_jw_string(rsd_json_writer *w, const char *str, size_t n) {
             p = q;
             continue;
         }
+        /* the short escapes, else \u00XX */
+        k = (const char *)memchr(shortc, *p, 7);
         esc[0] = '\\';
-        switch (*p) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        default:
-            esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
-            esc[4] = hex[*p >> 4]; esc[5] = hex[*p & 15];
-            if (rsdi_jw_put(w, esc, 6)) return w->err;
-            p++;
-            continue;
-        }
-        if (rsdi_jw_put(w, esc, 2)) return w->err;
+        esc[1] = k ? "\"\\bfnrt"[k - shortc] : 'u';
+        esc[2] = esc[3] = '0';
+        esc[4] = hex[*p >> 4];
+        esc[5] = hex[*p & 15];
+        if (rsdi_jw_put(w, esc, k ? 2 : 6)) return w->err;
         p++;
     }
     return rsdi_jw_put(w, "\"", 1);
@@ -7084,12 +7071,15 @@ RSD_API int rsd_root_url(rsd_str url, char *out, size_t cap) {
     return (int)need;
 }
 
-/* Appends n bytes of p to out[*o] (lower-cased when lower); false when cap is reached. */
-RSDI_PRIVATE bool rsdi_key_put(char *out, size_t cap, size_t *o, const char *p, size_t n, bool lower) {
+/* Appends n bytes of p to out[*o] (lower-cased when lower); when they do not fit, *o
+   becomes cap and every later append fails too. */
+RSDI_PRIVATE void rsdi_key_put(char *out, size_t cap, size_t *o, const char *p, size_t n, bool lower) {
     size_t i;
-    if (n >= cap || *o >= cap - n) return false;
+    if (n >= cap || *o >= cap - n) {
+        *o = cap;
+        return;
+    }
     for (i = 0; i < n; i++) out[(*o)++] = lower ? rsdi_ascii_lower(p[i]) : p[i];
-    return true;
 }
 
 /* One normalisation pass; rsd_target_key_normalise repeats it to a fixed point. */
@@ -7097,7 +7087,7 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
     size_t i, o = 0, sb, se = 0, hb, he, pe, colon;
     rsd_str sch, path;
     const char *s, *def = NULL;
-    bool has_scheme = false, ok = true;
+    bool has_scheme = false;
     if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
     raw = rsdi_str_trim(raw);
     s = raw.ptr;
@@ -7105,15 +7095,15 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
         if (s[i] == ':' && s[i + 1] == '/' && s[i + 2] == '/') { has_scheme = true; se = i; break; }
     if (!has_scheme) { /* a plain key: only trailing '/' dropped */
         while (raw.len && s[raw.len - 1] == '/') raw.len--;
-        ok = rsdi_key_put(out, cap, &o, s, raw.len, false);
+        rsdi_key_put(out, cap, &o, s, raw.len, false);
     } else {
         for (sb = se; sb > 0 && s[sb - 1] != '|'; sb--) {} /* the scheme follows a "runtime|" prefix */
         sch.ptr = s + sb;
         sch.len = se - sb;
-        ok = rsdi_key_put(out, cap, &o, s, sb, true);
-        if (rsdi_ieq_c(sch, "http") || rsdi_ieq_c(sch, "ws")) { ok = ok && rsdi_key_put(out, cap, &o, "http://", 7, false); def = "80"; }
-        else if (rsdi_ieq_c(sch, "https") || rsdi_ieq_c(sch, "wss")) { ok = ok && rsdi_key_put(out, cap, &o, "https://", 8, false); def = "443"; }
-        else ok = ok && rsdi_key_put(out, cap, &o, s + sb, se + 3 - sb, true);
+        rsdi_key_put(out, cap, &o, s, sb, true);
+        if (rsdi_ieq_c(sch, "http") || rsdi_ieq_c(sch, "ws")) { rsdi_key_put(out, cap, &o, "http://", 7, false); def = "80"; }
+        else if (rsdi_ieq_c(sch, "https") || rsdi_ieq_c(sch, "wss")) { rsdi_key_put(out, cap, &o, "https://", 8, false); def = "443"; }
+        else rsdi_key_put(out, cap, &o, s + sb, se + 3 - sb, true);
         hb = se + 3;
         for (he = hb; he < raw.len && s[he] != '/' && s[he] != '?' && s[he] != '#'; he++) {}
         /* a port: digits after the last ':' of a plain host or after a [v6] literal */
@@ -7127,20 +7117,23 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
                 if (s[i] < '0' || s[i] > '9') colon = he;
             if (colon + 1 == he) colon = he;
         }
-        ok = ok && rsdi_key_put(out, cap, &o, s + hb, colon - hb, true);
+        rsdi_key_put(out, cap, &o, s + hb, colon - hb, true);
         if (colon < he) {
             size_t d = colon + 1;
             while (d + 1 < he && s[d] == '0') d++; /* ":08080" is ":8080" */
             if (!def || he - d != strlen(def) || memcmp(s + d, def, he - d) != 0)
-                ok = ok && rsdi_key_put(out, cap, &o, ":", 1, false) && rsdi_key_put(out, cap, &o, s + d, he - d, false);
+                {
+                rsdi_key_put(out, cap, &o, ":", 1, false);
+                rsdi_key_put(out, cap, &o, s + d, he - d, false);
+            }
         }
         for (pe = he; pe < raw.len && s[pe] != '?' && s[pe] != '#'; pe++) {} /* query, fragment dropped */
         path.ptr = s + he;
         path.len = pe - he;
         path = rsdi_root_path(path);
-        ok = ok && rsdi_key_put(out, cap, &o, path.ptr, path.len, false);
+        rsdi_key_put(out, cap, &o, path.ptr, path.len, false);
     }
-    if (!ok || cap == 0 || o >= cap) return RSD_ERR_BUFFER;
+    if (cap == 0 || o >= cap) return RSD_ERR_BUFFER;
     out[o] = '\0';
     return (int)o;
 }
@@ -8238,20 +8231,21 @@ RSDI_PRIVATE void rsdi_lms_merge(rsdi_lms_parse *p, int m, const rsdi_lms_fields
     p->have[m] = (uint8_t)(p->have[m] | f->have);
 }
 
-/* One /api/v1/models entry. */
-RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
+/* One /api/v1/models entry (p->v1), or one /api/v0/models or /v1/models row. */
+RSDI_PRIVATE void rsdi_lms_entry_at(rsdi_lms_parse *p, int e) {
     const rsd_json_doc *d = p->d;
     rsdi_lms_fields f;
     rsd_str key, id;
     int k, v, caps = -1, insts = -1, m, i, c;
+    uint32_t loaded_ctx = 0;
     size_t mark = p->a.used;
-    bool b;
+    bool b, loaded = false;
     int key_ok = 0;
     memset(&f, 0, sizeof f);
     if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
     for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
         v = k + 1;
-        if (RSDI_JSON_EQ(d, k, "key")) {
+        if (p->v1 ? RSDI_JSON_EQ(d, k, "key") : RSDI_JSON_EQ(d, k, "id")) {
             key_ok = rsdi_lms_id(d, v, &p->a, &key);
         } else if (RSDI_JSON_EQ(d, k, "type")) {
             f.type = rsdi_lms_type(d, v);
@@ -8259,11 +8253,17 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
             if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
+        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
+            caps = v; /* the last one counts */
+        } else if (!p->v1) {
+            if (RSDI_JSON_EQ(d, k, "state")) {
+                loaded = RSDI_JSON_EQ(d, v, "loaded");
+            } else if (RSDI_JSON_EQ(d, k, "loaded_context_length")) {
+                if (!rsdi_pl_u32_pos(d, v, &loaded_ctx)) loaded_ctx = 0;
+            }
         } else if (RSDI_JSON_EQ(d, k, "size_bytes")) {
             if (rsdi_pl_u64(d, v, &f.size)) f.have |= RSDI_LMS_HAVE_SIZE;
             else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_SIZE);
-        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
-            caps = v;
         } else if (RSDI_JSON_EQ(d, k, "loaded_instances")) {
             insts = v;
         }
@@ -8273,7 +8273,13 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         rsdi_lms_drop(p->cat, key_ok);
         return;
     }
-    if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
+    if (!p->v1) { /* v0: an array of names, "tool_use" among them */
+        if (rsd_json_type_of(d, caps) == RSD_JSON_ARRAY) {
+            f.have |= RSDI_LMS_HAVE_TOOLS;
+            for (c = rsd_json_child(d, caps); c >= 0; c = rsd_json_next(d, c))
+                if (RSDI_JSON_EQ(d, c, "tool_use")) f.tools = true;
+        }
+    } else if (rsd_json_type_of(d, caps) == RSD_JSON_OBJECT) {
         if (rsd_json_bool(d, RSDI_JSON_FIND(d, caps, "vision"), &b) == RSD_OK) {
             f.vision = b;
             f.have |= RSDI_LMS_HAVE_VISION;
@@ -8299,6 +8305,10 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
         return;
     }
     rsdi_lms_merge(p, m, &f);
+    if (!p->v1) {
+        if (loaded || loaded_ctx > 0) rsdi_lms_instance(p, m, p->cat->models[m].key, loaded_ctx);
+        return;
+    }
     if (rsd_json_type_of(d, insts) != RSD_JSON_ARRAY) return;
     for (i = rsd_json_child(d, insts); i >= 0; i = rsd_json_next(d, i)) {
         uint32_t ctx = 0;
@@ -8313,60 +8323,6 @@ RSDI_PRIVATE void rsdi_lms_v1_entry(rsdi_lms_parse *p, int e) {
     }
 }
 
-/* One /api/v0/models or /v1/models row. */
-RSDI_PRIVATE void rsdi_lms_v0_entry(rsdi_lms_parse *p, int e) {
-    const rsd_json_doc *d = p->d;
-    rsdi_lms_fields f;
-    rsd_str key;
-    int k, v, m, c;
-    uint32_t loaded_ctx = 0;
-    size_t mark = p->a.used;
-    bool loaded = false;
-    int key_ok = 0;
-    memset(&f, 0, sizeof f);
-    if (rsd_json_type_of(d, e) != RSD_JSON_OBJECT) { p->cat->n_dropped++; return; }
-    for (k = rsd_json_child(d, e); k >= 0; k = rsd_json_next(d, k)) {
-        v = k + 1;
-        if (RSDI_JSON_EQ(d, k, "id")) {
-            key_ok = rsdi_lms_id(d, v, &p->a, &key);
-        } else if (RSDI_JSON_EQ(d, k, "state")) {
-            loaded = RSDI_JSON_EQ(d, v, "loaded");
-        } else if (RSDI_JSON_EQ(d, k, "loaded_context_length")) {
-            if (!rsdi_pl_u32_pos(d, v, &loaded_ctx)) loaded_ctx = 0;
-        } else if (RSDI_JSON_EQ(d, k, "type")) {
-            f.type = rsdi_lms_type(d, v);
-            f.have = (uint8_t)(f.type ? f.have | RSDI_LMS_HAVE_TYPE : f.have & ~RSDI_LMS_HAVE_TYPE);
-        } else if (RSDI_JSON_EQ(d, k, "max_context_length")) {
-            if (rsdi_pl_u32_pos(d, v, &f.ctx)) f.have |= RSDI_LMS_HAVE_CTX;
-            else f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_CTX);
-        } else if (RSDI_JSON_EQ(d, k, "capabilities")) {
-            f.have = (uint8_t)(f.have & ~RSDI_LMS_HAVE_TOOLS);
-            f.tools = false;
-            if (rsd_json_type_of(d, v) == RSD_JSON_ARRAY) {
-                f.have |= RSDI_LMS_HAVE_TOOLS;
-                for (c = rsd_json_child(d, v); c >= 0; c = rsd_json_next(d, c))
-                    if (RSDI_JSON_EQ(d, c, "tool_use")) f.tools = true;
-            }
-        }
-    }
-    if (key_ok <= 0) {
-        p->a.used = mark;
-        rsdi_lms_drop(p->cat, key_ok);
-        return;
-    }
-    if (f.have & RSDI_LMS_HAVE_TYPE) {
-        f.vision = f.type == RSD_LMS_TYPE_VLM;
-        f.have |= RSDI_LMS_HAVE_VISION;
-    }
-    m = rsdi_lms_model(p, key);
-    if (m < 0) {
-        p->a.used = mark;
-        return;
-    }
-    rsdi_lms_merge(p, m, &f);
-    if (loaded || loaded_ctx > 0) rsdi_lms_instance(p, m, p->cat->models[m].key, loaded_ctx);
-}
-
 RSDI_PRIVATE void rsdi_lms_reset(rsd_lms_catalog *cat);
 
 /* One catalog entry (its own document, root 0). */
@@ -8374,8 +8330,7 @@ RSDI_PRIVATE void rsdi_lms_entry(void *ctx, const rsd_json_doc *el) {
     rsdi_lms_parse *p = (rsdi_lms_parse *)ctx;
     p->d = el;
     p->cat->n_entries++;
-    if (p->v1) rsdi_lms_v1_entry(p, 0);
-    else rsdi_lms_v0_entry(p, 0);
+    rsdi_lms_entry_at(p, 0);
 }
 
 /* LM Studio's reader: the entries of the last "models" list (v1), else of the last
@@ -9053,11 +9008,16 @@ RSDI_PRIVATE const char *rsdi_rc_made(rsd_reconcile *r, const char *model) {
     return m;
 }
 
+/* r->step zeroed, of kind kind. */
+RSDI_PRIVATE void rsdi_rc_step(rsd_reconcile *r, rsd_step_kind kind) {
+    memset(&r->step, 0, sizeof r->step);
+    r->step.kind = kind;
+}
+
 RSDI_PRIVATE void rsdi_rc_done(rsd_reconcile *r, uint64_t now_ms) {
     r->phase = RSDI_PH_DONE;
     r->result.elapsed_ms = now_ms > r->t0 ? now_ms - r->t0 : 0;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_DONE;
+    rsdi_rc_step(r, RSD_STEP_DONE);
     r->step.result = r->result.error;
 }
 
@@ -9066,8 +9026,7 @@ RSDI_PRIVATE void rsdi_rc_unlock_or_done(rsd_reconcile *r, uint64_t now_ms) {
         r->locked = false;
         r->phase = RSDI_PH_UNLOCK;
         r->shown = false;
-        memset(&r->step, 0, sizeof r->step);
-        r->step.kind = RSD_STEP_UNLOCK;
+        rsdi_rc_step(r, RSD_STEP_UNLOCK);
         r->step.key = r->key;
         return;
     }
@@ -9112,18 +9071,31 @@ RSD_API void rsd_reconcile_attr(rsd_reconcile *r, bool add, const char *model, c
     (*n)++;
 }
 
-RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
-                                           uint32_t context_length) {
+/* The next result.evicted entry, zeroed with its id (in the id arena) and model "", of
+   victim row victim (-1: none) in restore state state; NULL when the table is full. */
+RSDI_PRIVATE rsd_evicted *rsdi_rc_ev_add(rsd_reconcile *r, const char *id, int victim, int state) {
     int k = r->result.n_evicted;
     rsd_evicted *e;
     if (k >= RSD_MAX_RESIDENTS) return NULL;
     e = &r->result.evicted[k];
     memset(e, 0, sizeof *e);
-    if (!(e->id = rsdi_rc_idc(r, id)) || !(e->model = rsdi_rc_idc(r, model))) return NULL;
-    e->context_length = context_length;
-    r->evicted_victim[k] = -1;
-    r->ev_state[k] = RSDI_PIN_HERE;
+    e->id = id;
+    e->model = "";
+    r->evicted_victim[k] = victim;
+    r->ev_state[k] = (uint8_t)state;
     r->result.n_evicted++;
+    return e;
+}
+
+RSD_API rsd_evicted *rsd_reconcile_evicted(rsd_reconcile *r, const char *id, const char *model,
+                                           uint32_t context_length) {
+    const char *i, *m;
+    rsd_evicted *e;
+    if (r->result.n_evicted >= RSD_MAX_RESIDENTS || !(i = rsdi_rc_idc(r, id)) || !(m = rsdi_rc_idc(r, model)))
+        return NULL;
+    e = rsdi_rc_ev_add(r, i, -1, RSDI_PIN_HERE);
+    e->model = m;
+    e->context_length = context_length;
     return e;
 }
 
@@ -9157,8 +9129,7 @@ RSD_API void rsd_reconcile_finish(rsd_reconcile *r, uint64_t now_ms) {
         r->phase = RSDI_PH_COMMIT;
         r->shown = false;
         r->commit_gen = r->gen;
-        memset(&r->step, 0, sizeof r->step);
-        r->step.kind = RSD_STEP_COMMIT;
+        rsdi_rc_step(r, RSD_STEP_COMMIT);
         r->step.key = r->key;
         return;
     }
@@ -9485,8 +9456,7 @@ RSDI_PRIVATE void rsdi_rc_mutate(rsd_reconcile *r, uint64_t now_ms) {
 RSD_API void rsd_reconcile_lock(rsd_reconcile *r) {
     r->phase = RSDI_PH_LOCK;
     r->locked = true;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_LOCK;
+    rsdi_rc_step(r, RSD_STEP_LOCK);
     r->step.key = r->key;
     r->step.deadline_ms = r->deadline;
 }
@@ -9551,15 +9521,8 @@ RSDI_PRIVATE int rsdi_rc_mark_displaced(rsd_reconcile *r) {
         k = rsd_listing_find(&r->poll, rsd_str_c(rsdi_rc_row(r, r->pinned, i)));
         if (k >= 0 && rsd_model_state_resident(r->poll.models[k].state)) continue;
         for (j = 0; j < r->result.n_evicted && !dup; j++) dup = strcmp(r->result.evicted[j].id, rsdi_rc_row(r, r->pinned, i)) == 0;
-        if (dup || r->result.n_evicted >= RSD_MAX_RESIDENTS) continue;
-        e = &r->result.evicted[r->result.n_evicted];
-        e->id = rsdi_rc_row(r, r->pinned, i);
-        e->model = "";
-        e->context_length = 0;
-        e->restored = false;
+        if (dup || !(e = rsdi_rc_ev_add(r, rsdi_rc_row(r, r->pinned, i), -1, RSDI_PIN_GONE))) continue;
         e->displaced = true;
-        r->evicted_victim[r->result.n_evicted] = -1;
-        r->ev_state[r->result.n_evicted++] = RSDI_PIN_GONE;
         gone++;
     }
     return gone;
@@ -9776,8 +9739,7 @@ RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t d
     r->wake = now_ms + delay;
     if (r->wake > r->wait_deadline) r->wake = r->wait_deadline;
     r->phase = RSDI_PH_WAIT;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_WAIT;
+    rsdi_rc_step(r, RSD_STEP_WAIT);
     r->step.wake_ms = r->wake;
     r->step.wait_model = r->wait_model;
 }
@@ -9789,8 +9751,7 @@ RSDI_PRIVATE void rsdi_rc_issue_http(rsd_reconcile *r, int phase, rsd_http_op op
                      (phase == RSDI_PH_RUNTIME && r->stage_restoring);
     uint64_t left = rsdi_rc_left(restoring ? r->restore_deadline : r->deadline, now_ms), t;
     int rc;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_HTTP;
+    rsdi_rc_step(r, RSD_STEP_HTTP);
     r->step.http.op = op;
     r->step.http.model = model ? model : "";
     r->ans_len = 0;
@@ -9850,20 +9811,46 @@ RSD_API int rsd_reconcile_target_key(const rsd_runtime *rt, const char *base_url
     return rsd_target_key_normalise(rsd_str_c(raw), out, cap);
 }
 
-/* desc.owned and desc.peers into r->lms (runtimes with instances). */
-RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
+/* The ids of ours[0, n) into r->ours ("" and NULL skipped): RSD_ERR_MODEL_ID for one
+   max_id_bytes or longer, RSD_ERR_TOO_LARGE when the id arena is full. */
+RSDI_PRIVATE int rsdi_rc_copy_ours(rsd_reconcile *r, const char *const *ours, int n) {
+    int i;
+    r->n_ours = 0;
+    for (i = 0; i < n; i++) {
+        if (!ours[i] || !ours[i][0]) continue;
+        if (strlen(ours[i]) >= r->id_bytes) return RSD_ERR_MODEL_ID;
+        if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
+        r->n_ours++;
+    }
+    return RSD_OK;
+}
+
+/* The owned[0, n) that name an instance into r->lms (at most RSD_RECONCILE_MAX_OWNED):
+   RSD_ERR_MODEL_ID for an id RSD_MODEL_ID_MAX or longer, RSD_ERR_TOO_LARGE when the id
+   arena is full. */
+RSDI_PRIVATE int rsdi_rc_copy_owned(rsd_reconcile *r, const rsd_owned *owned, int n) {
     rsd_lms_machine *m = r->lms;
-    int i, j;
-    m->n_owned = m->n_peers = m->n_peer_ids = 0;
     const char *s;
-    for (i = 0; i < d->n_owned; i++) {
-        const char *mk = d->owned[i].model ? d->owned[i].model : "";
-        if (!d->owned[i].instance || !d->owned[i].instance[0]) continue;
-        if (strlen(mk) >= RSD_MODEL_ID_MAX || strlen(d->owned[i].instance) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
-        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, mk)) || !(s = rsdi_rc_idc(r, d->owned[i].instance)))
+    int i;
+    m->n_owned = 0;
+    for (i = 0; i < n && m->n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
+        const char *mk = owned[i].model ? owned[i].model : "";
+        if (!owned[i].instance || !owned[i].instance[0]) continue;
+        if (strlen(mk) >= RSD_MODEL_ID_MAX || strlen(owned[i].instance) >= RSD_MODEL_ID_MAX) return RSD_ERR_MODEL_ID;
+        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, mk)) || !(s = rsdi_rc_idc(r, owned[i].instance)))
             return RSD_ERR_TOO_LARGE;
         m->owned_inst[m->n_owned++] = rsd_str_c(s);
     }
+    return RSD_OK;
+}
+
+/* desc.owned and desc.peers into r->lms (runtimes with instances). */
+RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_desc *d) {
+    rsd_lms_machine *m = r->lms;
+    int i, j, rc;
+    const char *s;
+    m->n_peers = m->n_peer_ids = 0;
+    if ((rc = rsdi_rc_copy_owned(r, d->owned, d->n_owned)) < 0) return rc;
     for (i = 0; i < d->n_peers; i++) {
         const rsd_lms_peer *p = &d->peers[i];
         rsd_lms_peer *q = &m->peers[i];
@@ -9933,13 +9920,7 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         if ((int)r->protected_models[i].role < 0 || (int)r->protected_models[i].role >= (int)RSD_ROLE_NUM)
             return RSD_ERR_ARG;
     }
-    r->n_ours = 0;
-    for (i = 0; i < d->n_ours; i++) {
-        if (!d->ours[i] || !d->ours[i][0]) continue;
-        if (strlen(d->ours[i]) >= r->id_bytes) return RSD_ERR_MODEL_ID;
-        if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, d->ours[i]))) return RSD_ERR_TOO_LARGE;
-        r->n_ours++;
-    }
+    if ((rc = rsdi_rc_copy_ours(r, d->ours, d->n_ours)) < 0) return rc;
     r->n_last = 0;
     for (i = 0; i < d->n_last_used; i++) {
         const char *id = d->last_used[i].model;
@@ -10144,8 +10125,7 @@ RSD_API int rsd_reconcile_begin(rsd_reconcile *r, const rsd_reconcile_desc *d, u
     r->phase = RSDI_PH_DONE;
     r->t0 = now_ms;
     r->locked = false;
-    memset(&r->step, 0, sizeof r->step);
-    r->step.kind = RSD_STEP_DONE;
+    rsdi_rc_step(r, RSD_STEP_DONE);
     r->result.outcome = RSD_OUTCOME_DEGRADED;
     r->result.error = RSD_ERR_ARG;
     r->step.result = RSD_ERR_ARG;
@@ -10285,25 +10265,22 @@ RSD_API int rsd_reconcile_commit_done(rsd_reconcile *r, uint64_t generation) {
 RSD_API int rsd_reconcile_commit_failed(rsd_reconcile *r, int error, const char *what) {
     if (!r || r->phase != RSDI_PH_COMMIT) return RSD_ERR_STATE;
     r->result.state_error = error < 0 ? error : RSD_ERR_STATE_IO;
-    if (r->rt->flags & RSD_RT_INSTANCES)
+    { /* "on LM Studio target 'x'" and "instances residency owns" for a runtime with instances */
+        bool inst = (r->rt->flags & RSD_RT_INSTANCES) != 0;
         rsd_reconcile_add_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                             "could not record this change on %s target '%s' in the state directory (%s); "
-                             "other processes sharing it may act on a stale view (cached decisions, instances "
-                             "residency owns) until the next change is recorded", r->rt->label, r->target_id,
-                             what && what[0] ? what : rsd_result_str(r->result.state_error));
-    else
-        rsd_reconcile_add_notice(r, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
-                             "could not record this change on '%s' in the state directory (%s); other processes "
-                             "sharing it may act on a stale view (cached decisions, models residency loaded) "
-                             "until the next change is recorded", r->target_id, what && what[0] ? what
-                             : rsd_result_str(r->result.state_error));
+                                 "could not record this change on %s%s'%s' in the state directory (%s); other "
+                                 "processes sharing it may act on a stale view (cached decisions, %s) until the "
+                                 "next change is recorded", inst ? r->rt->label : "", inst ? " target " : "",
+                                 r->target_id, what && what[0] ? what : rsd_result_str(r->result.state_error),
+                                 inst ? "instances residency owns" : "models residency loaded");
+    }
     rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s", r->key,
               what ? what : "");
     return RSD_OK;
 }
 
 RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, int n) {
-    int i, k, m = 0;
+    int i, k, m = 0, rc;
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OURS || (n && !ours)) return RSD_ERR_ARG;
@@ -10317,19 +10294,14 @@ RSD_API int rsd_reconcile_set_ours(rsd_reconcile *r, const char *const *ours, in
         same = found;
     }
     if (same) return RSD_OK;
-    r->n_ours = 0;
-    for (i = 0; i < n; i++)
-        if (ours[i] && ours[i][0]) {
-            if (!(r->ours[r->n_ours] = rsdi_rc_idc(r, ours[i]))) return RSD_ERR_TOO_LARGE;
-            r->n_ours++;
-        }
+    if ((rc = rsdi_rc_copy_ours(r, ours, n)) < 0) return rc; /* the lengths are checked above */
     r->ours_changed = true;
     return RSD_OK;
 }
 
 RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, int n) {
     rsd_lms_machine *m;
-    int i, k, c = 0;
+    int i, k, c = 0, rc;
     bool same;
     if (!r || r->phase != RSDI_PH_LOCK) return RSD_ERR_STATE;
     if (n < 0 || n > RSD_RECONCILE_MAX_OWNED || (n && !owned)) return RSD_ERR_ARG;
@@ -10348,15 +10320,7 @@ RSD_API int rsd_reconcile_set_owned(rsd_reconcile *r, const rsd_owned *owned, in
         same = found;
     }
     if (same) return RSD_OK;
-    m->n_owned = 0;
-    for (i = 0; i < n && m->n_owned < RSD_RECONCILE_MAX_OWNED; i++) {
-        const char *inst;
-        if (!owned[i].instance || !owned[i].instance[0]) continue;
-        if (!(m->owned_model[m->n_owned] = rsdi_rc_idc(r, owned[i].model)) ||
-            !(inst = rsdi_rc_idc(r, owned[i].instance)))
-            return RSD_ERR_TOO_LARGE;
-        m->owned_inst[m->n_owned++] = rsd_str_c(inst);
-    }
+    if ((rc = rsdi_rc_copy_owned(r, owned, n)) < 0) return rc; /* the lengths are checked above */
     r->ours_changed = true;
     return RSD_OK;
 }
@@ -10517,16 +10481,7 @@ RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status,
                                     bool ok, uint64_t now_ms) {
     char what[RSD_RECONCILE_URL_MAX + 96];
     if (ok) {
-        int k = r->result.n_evicted;
-        if (k < RSD_MAX_RESIDENTS) {
-            r->result.evicted[k].id = rsdi_rc_row(r, r->victims, r->vi);
-            r->result.evicted[k].model = "";
-            r->result.evicted[k].context_length = 0;
-            r->result.evicted[k].restored = false;
-            r->evicted_victim[k] = r->vi;
-            r->ev_state[k] = RSDI_PIN_HERE;
-            r->result.n_evicted++;
-        }
+        (void)rsdi_rc_ev_add(r, rsdi_rc_row(r, r->victims, r->vi), r->vi, RSDI_PIN_HERE);
         r->result.mutated = true;
         if (r->rt->flags & RSD_RT_UNLOAD_WAIT) { /* until it is listed unloaded */
             rsdi_rc_wait(r, RSDI_W_GONE, rsdi_rc_row(r, r->victims, r->vi), now_ms);
@@ -10575,17 +10530,15 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
                   r->key);
         rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
-    } else if (a == RSD_LOAD_LIMIT) {
-        (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
-        rsdi_rc_quote_error(r, body, len, what, sizeof what);
-        if (!strstr(what, "model limit reached")) rsdi_cpy(what + strlen(what), sizeof what - strlen(what),
-                                                           " (model limit reached)");
-        rsd_reconcile_load_failed(r, RSD_ERR_MODEL_LIMIT, what, now_ms);
     } else { /* the server's own words after the status (say why) */
         (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
         rsdi_rc_quote_error(r, body, len, what, sizeof what);
-        if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
-        rsd_reconcile_load_failed(r, RSD_ERR_LOAD_REJECTED, what, now_ms);
+        if (a != RSD_LOAD_LIMIT) {
+            if (status >= 400 && status <= 499) rsdi_rc_served_ids(r, what, sizeof what);
+        } else if (!strstr(what, "model limit reached")) {
+            rsdi_cpy(what + strlen(what), sizeof what - strlen(what), " (model limit reached)");
+        }
+        rsd_reconcile_load_failed(r, a == RSD_LOAD_LIMIT ? RSD_ERR_MODEL_LIMIT : RSD_ERR_LOAD_REJECTED, what, now_ms);
     }
 }
 
@@ -10829,6 +10782,13 @@ RSDI_PRIVATE int rsdi_rc_listed(rsd_reconcile *r, const char *body, size_t len, 
     return r->ans_rc;
 }
 
+/* The answer handlers by phase (NULL: no answer is awaited there). */
+typedef void (*rsdi_rc_on_fn)(rsd_reconcile *r, int transport, int status, const char *body, size_t len, bool ok,
+                              uint64_t now_ms);
+static const rsdi_rc_on_fn rsdi_rc_on[] = {
+    NULL, NULL, rsdi_rc_on_list, rsdi_rc_on_cap, NULL, rsdi_rc_on_relist, rsdi_rc_on_unload, rsdi_rc_on_load,
+    rsdi_rc_on_limit, NULL, rsdi_rc_on_poll, rsdi_rc_on_restore, rsdi_rc_on_check, rsdi_rc_on_relist};
+
 RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                uint64_t now_ms) {
     bool ok;
@@ -10846,38 +10806,8 @@ RSD_API int rsd_reconcile_feed(rsd_reconcile *r, int transport, int status, cons
     if (transport > 0) transport = RSD_ERR_ARG;
     if (transport != RSD_ERR_TIMEOUT) r->probe_tries = 0;
     ok = transport == RSD_OK && status >= 200 && status <= 299;
-    switch (r->phase) {
-    case RSDI_PH_LIST:
-        rsdi_rc_on_list(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_CAP:
-        rsdi_rc_on_cap(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_RELIST:
-    case RSDI_PH_DLLIST:
-        rsdi_rc_on_relist(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_UNLOAD:
-        rsdi_rc_on_unload(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_LOAD:
-        rsdi_rc_on_load(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_LIMIT:
-        rsdi_rc_on_limit(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_POLL:
-        rsdi_rc_on_poll(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_RESTORE:
-        rsdi_rc_on_restore(r, transport, status, body, len, ok, now_ms);
-        break;
-    case RSDI_PH_CHECK:
-        rsdi_rc_on_check(r, transport, status, body, len, ok, now_ms);
-        break;
-    default:
-        return RSD_ERR_STATE;
-    }
+    if ((unsigned)r->phase >= sizeof rsdi_rc_on / sizeof rsdi_rc_on[0] || !rsdi_rc_on[r->phase]) return RSD_ERR_STATE;
+    rsdi_rc_on[r->phase](r, transport, status, body, len, ok, now_ms);
     return RSD_OK;
 }
 /* ---- driver:core end ---- */
@@ -12598,12 +12528,54 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
     return rsd_pool_acquire_ex(pool, model, 0, now_ms, user, req, slot);
 }
 
+/* Queues a waiting request for model (req: its handle, counted in waits) or, with req
+   NULL, a preload; a model without a slot is wanted and a pass runs. RSD_PENDING, or the
+   error (an acquire's is logged). */
+RSDI_PRIVATE int rsdi_pool_enqueue(rsd_pool *pool, int model, bool excl, void *user, uint64_t enq_ms,
+                                   rsd_pool_req *req) {
+    rsdi_pool_model *md = &pool->models[model];
+    rsdi_pool_reqent *r;
+    uint32_t i;
+    int s = md->slot, rc;
+    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
+        pool->ctr.no_fit++;
+        if (req)
+            rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
+                      "pool: %s (%llu bytes) cannot fit: %s", md->id,
+                      (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
+        return rc;
+    }
+    if (pool->waiting + pool->preloads >= pool->max_waiting ||
+        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
+        pool->ctr.queue_full++;
+        if (req) rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL, "pool: waiting queue full", RSDI_WHERE);
+        return RSD_ERR_POOL_QUEUE_FULL;
+    }
+    r = &pool->reqs[i];
+    r->state = RSDI_PREQ_WAITING;
+    r->exclusive = (uint8_t)excl;
+    r->preload = req ? 0 : 1;
+    r->model = (int16_t)model;
+    r->user = user;
+    r->enq_ms = enq_ms;
+    rsdi_pool_wq_push(pool, model, i);
+    if (req) {
+        pool->ctr.waits++;
+        *req = rsdi_pool_handle(pool, i);
+    }
+    if (s < 0 && !md->wanting) { /* needs a slot; residents keep flowing */
+        rsdi_pool_want_add(pool, model);
+        rsdi_pool_pass(pool);
+    }
+    return RSD_PENDING;
+}
+
 RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t now_ms,
                                 void *user, rsd_pool_req *req, int *slot) {
     rsdi_pool_model *md;
     rsdi_pool_reqent *r;
     uint32_t i;
-    int s, rc;
+    int s;
     bool excl = (flags & RSD_POOL_ACQUIRE_EXCLUSIVE) != 0;
     if (req) req->id = 0;
     if (slot) *slot = -1;
@@ -12647,65 +12619,17 @@ RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t n
         pool->ctr.backoffs++;
         return RSD_ERR_POOL_BACKOFF;
     }
-    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
-        pool->ctr.no_fit++;
-        rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
-                  "pool: %s (%llu bytes) cannot fit: %s", md->id,
-                  (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
-        return rc;
-    }
-    if (pool->waiting + pool->preloads >= pool->max_waiting ||
-        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
-        pool->ctr.queue_full++;
-        rsdi_log(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_QUEUE_FULL,
-                 "pool: waiting queue full", RSDI_WHERE);
-        return RSD_ERR_POOL_QUEUE_FULL;
-    }
-    r = &pool->reqs[i];
-    r->state = RSDI_PREQ_WAITING;
-    r->exclusive = (uint8_t)excl;
-    r->model = (int16_t)model;
-    r->user = user;
-    r->enq_ms = now_ms;
-    rsdi_pool_wq_push(pool, model, i);
-    pool->ctr.waits++;
-    *req = rsdi_pool_handle(pool, i);
-    if (s < 0 && !md->wanting) { /* needs a slot; residents keep flowing */
-        rsdi_pool_want_add(pool, model);
-        rsdi_pool_pass(pool);
-    }
-    return RSD_PENDING;
+    return rsdi_pool_enqueue(pool, model, excl, user, now_ms, req);
 }
 
 /* Queues a load of model with no request (rsd_pool_preload, and the restore of a model
    evicted for a start that failed). RSD_OK when READY or STARTING already. */
 RSDI_PRIVATE int rsdi_pool_preload_req(rsd_pool *pool, int model) {
-    rsdi_pool_model *md = &pool->models[model];
-    uint32_t i;
-    int s = md->slot, rc;
+    int s = pool->models[model].slot;
     if (s >= 0 && (pool->slots[s].state == RSD_POOL_SLOT_READY ||
                    pool->slots[s].state == RSD_POOL_SLOT_STARTING))
         return RSD_OK;
-    if (s < 0 && !md->wanting && (rc = rsdi_pool_never_fits(pool, model)) < 0) {
-        pool->ctr.no_fit++;
-        return rc;
-    }
-    if (pool->waiting + pool->preloads >= pool->max_waiting ||
-        (i = rsdi_pool_req_alloc(pool)) == RSDI_POOL_NIL) {
-        pool->ctr.queue_full++;
-        return RSD_ERR_POOL_QUEUE_FULL;
-    }
-    pool->reqs[i].state = RSDI_PREQ_WAITING;
-    pool->reqs[i].preload = 1;
-    pool->reqs[i].model = (int16_t)model;
-    pool->reqs[i].user = NULL;
-    pool->reqs[i].enq_ms = pool->now_ms;
-    rsdi_pool_wq_push(pool, model, i);
-    if (s < 0 && !md->wanting) {
-        rsdi_pool_want_add(pool, model);
-        rsdi_pool_pass(pool);
-    }
-    return RSD_PENDING;
+    return rsdi_pool_enqueue(pool, model, false, NULL, pool->now_ms, NULL);
 }
 
 RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms) {
