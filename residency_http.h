@@ -4053,17 +4053,26 @@ RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
     rsdi_w_put(w, t + i, (size_t)(24 - i));
 }
 
-/* RFC 9110 tchar. */
-RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
-    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+/* "<name: >v\r\n" when v is set */
+RSDI_PRIVATE void rsdi_w_field(rsdi_wbuf *w, const char *name, const char *v) {
+    if (!v) return;
+    rsdi_w_puts(w, name);
+    rsdi_w_puts(w, v);
+    rsdi_w_put(w, "\r\n", 2);
+}
+
+/* "Content-Length: v\r\n" */
+RSDI_PRIVATE void rsdi_w_clen(rsdi_wbuf *w, uint64_t v) {
+    rsdi_w_puts(w, "Content-Length: ");
+    rsdi_w_putu(w, v, 10);
+    rsdi_w_put(w, "\r\n", 2);
 }
 
 RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
     size_t i;
     if (s.len == 0 || !s.ptr) return false;
     for (i = 0; i < s.len; i++)
-        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
+        if (!RSDI_HTTP_TCHAR(s.ptr[i])) return false; /* the parser's tchar map */
     return true;
 }
 
@@ -4612,13 +4621,13 @@ typedef struct rsdi_cconn {
 typedef struct rsdi_creq {
     int state;
     uint32_t gen;
+    char *tx, *head;
+    char *own_body;      /* the slot's buffer (max_body_bytes) */
+    /* from here on, a request's own: zeroed by send */
     int conn;
     rsdi_addr addr;
-    char *tx;
     size_t tx_len, tx_off, req_line_len;
-    char *head;
     size_t head_len;
-    char *own_body;      /* the slot's buffer (max_body_bytes) */
     char *body;          /* body area: own_body or the caller's body_buf */
     size_t body_cap, body_len;
     rsd_http_response_head resp;
@@ -4797,11 +4806,25 @@ RSDI_PRIVATE int rsdi_client_slot(const rsd_http_client *c, rsd_http_req_h h) {
     return (int)slot - 1;
 }
 
+/* What a method asks of the client: RSDI_M_RETRY (idempotent: sent again on a fresh
+   connection after a stale kept-alive one), RSDI_M_LEN (a Content-Length even without a
+   body), RSDI_M_HEAD (the answer has no body). */
+enum { RSDI_M_RETRY = 1, RSDI_M_LEN = 2, RSDI_M_HEAD = 4 };
+RSDI_PRIVATE int rsdi_method_flags(const char *m) {
+    static const char names[] = "GET\0HEAD\0PUT\0DELETE\0OPTIONS\0POST\0PATCH\0";
+    static const unsigned char flags[] = {RSDI_M_RETRY, RSDI_M_RETRY | RSDI_M_HEAD, RSDI_M_RETRY | RSDI_M_LEN,
+                                          RSDI_M_RETRY, RSDI_M_RETRY, RSDI_M_LEN, RSDI_M_LEN};
+    const char *n = names;
+    int i;
+    for (i = 0; *n; i++, n += strlen(n) + 1)
+        if (strcmp(m, n) == 0) return flags[i];
+    return 0;
+}
+
 /* Request line + head + body into the slot's tx buffer (one write later). */
 RSDI_PRIVATE int rsdi_build_request(rsd_http_client *c, rsdi_creq *r, const rsd_http_request *q,
-                                    const char *method, const rsd_url *u) {
+                                    const char *method, int mflags, const rsd_url *u) {
     rsdi_wbuf w;
-    bool want_len;
     w.p = r->tx;
     w.cap = c->desc.max_request_bytes;
     w.len = 0;
@@ -4820,23 +4843,9 @@ RSDI_PRIVATE int rsdi_build_request(rsd_http_client *c, rsdi_creq *r, const rsd_
         rsdi_w_putu(&w, u->port, 10);
     }
     rsdi_w_put(&w, "\r\n", 2);
-    if (q->bearer_token) {
-        rsdi_w_puts(&w, "Authorization: Bearer ");
-        rsdi_w_puts(&w, q->bearer_token);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
-    if (q->content_type) {
-        rsdi_w_puts(&w, "Content-Type: ");
-        rsdi_w_puts(&w, q->content_type);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
-    want_len = q->body_len > 0 || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
-               strcmp(method, "PATCH") == 0;
-    if (want_len) {
-        rsdi_w_puts(&w, "Content-Length: ");
-        rsdi_w_putu(&w, (uint64_t)q->body_len, 10);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
+    rsdi_w_field(&w, "Authorization: Bearer ", q->bearer_token);
+    rsdi_w_field(&w, "Content-Type: ", q->content_type);
+    if (q->body_len > 0 || (mflags & RSDI_M_LEN)) rsdi_w_clen(&w, (uint64_t)q->body_len);
     rsdi_w_headers(&w, q->headers, q->num_headers);
     rsdi_w_put(&w, "\r\n", 2);
     if (q->body_len) rsdi_w_put(&w, (const char *)q->body, q->body_len);
@@ -4879,7 +4888,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     rsdi_addr addr;
     rsdi_creq *r;
     size_t mlen;
-    int i, slot = -1, res;
+    int i, slot = -1, res, mflags;
     uint32_t ct, tt;
     if (out) out->id = 0;
     if (!c || !q || !q->url || !out) return RSD_ERR_ARG;
@@ -4915,36 +4924,16 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
         return RSD_ERR_CAPACITY;
     }
     r = &c->reqs[slot];
-    res = rsdi_build_request(c, r, q, method, &u);
+    memset(&r->conn, 0, sizeof *r - offsetof(rsdi_creq, conn));
+    mflags = rsdi_method_flags(method);
+    res = rsdi_build_request(c, r, q, method, mflags, &u);
     if (res < 0) return res;
     r->addr = addr;
     r->conn = -1;
     r->tls = u.tls;
-    r->host[0] = '\0';
-    if (u.tls) { /* u.host.len <= RSD_HTTP_MAX_HOST_BYTES: checked by rsdi_client_addr */
-        memcpy(r->host, u.host.ptr, u.host.len);
-        r->host[u.host.len] = '\0';
-    }
-    r->tls_error = 0;
-    r->tls_flags = 0;
-    r->head_len = 0;
-    r->body_len = 0;
-    r->body_total = 0;
-    r->body_mode = RSDI_BODY_NONE;
-    r->body_left = 0;
-    memset(&r->dc, 0, sizeof r->dc);
-    r->resp.num_headers = 0;
-    r->resp.status = 0;
-    r->is_head = strcmp(method, "HEAD") == 0;
-    r->may_retry = q->retry_any_method || r->is_head || strcmp(method, "GET") == 0 ||
-                   strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
-                   strcmp(method, "OPTIONS") == 0;
-    r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
-    r->sse_rest = NULL;
-    r->sse_rest_len = 0;
-    r->sse_end = false;
-    r->result = RSD_OK;
-    r->sys_errno = 0;
+    if (u.tls) memcpy(r->host, u.host.ptr, u.host.len); /* u.host.len <= RSD_HTTP_MAX_HOST_BYTES: checked by rsdi_client_addr */
+    r->is_head = (mflags & RSDI_M_HEAD) != 0;
+    r->may_retry = q->retry_any_method || (mflags & RSDI_M_RETRY);
     r->on_body = q->on_body;
     r->on_sse = q->on_sse;
     r->max_stream = q->max_stream_bytes;
@@ -6366,32 +6355,42 @@ RSDI_PRIVATE void rsdi_sconn_answered(rsd_http_server *s, int k) {
     (void)rsdi_sconn_flush(s, k);
 }
 
-RSDI_PRIVATE void rsdi_w_status(rsdi_wbuf *w, int status, const rsd_http_header *h, size_t n, bool close) {
+/* The answer's head for a pending request into *w (not yet sent): the status line, the
+   headers, then Content-Length (length >= 0), chunked framing (RSDI_LEN_CHUNKED) or
+   neither (RSDI_LEN_CLOSE: the connection closes after the body), and the blank line.
+   The slot, or why not (bad: an argument of the caller's is wrong). */
+enum { RSDI_LEN_CLOSE = -1, RSDI_LEN_CHUNKED = -2 };
+RSDI_PRIVATE int rsdi_answer_head(rsd_http_server *s, rsd_http_sreq_h h, int status, int min_status,
+                                  const rsd_http_header *headers, size_t num_headers, int64_t length, bool bad,
+                                  rsdi_wbuf *w) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < min_status || status > 999 || !rsdi_headers_ok(headers, num_headers) || bad) return RSD_ERR_ARG;
+    *w = rsdi_sconn_wbuf(s, cn);
     rsdi_w_puts(w, "HTTP/1.1 ");
     rsdi_w_putu(w, (uint64_t)status, 10);
     rsdi_w_put(w, " ", 1);
     rsdi_w_puts(w, rsdi_reason(status));
     rsdi_w_put(w, "\r\n", 2);
-    rsdi_w_headers(w, h, n);
-    if (close) rsdi_w_puts(w, "Connection: close\r\n");
+    rsdi_w_headers(w, headers, num_headers);
+    if (cn->close_after || length == RSDI_LEN_CLOSE) rsdi_w_puts(w, "Connection: close\r\n");
+    if (length >= 0) rsdi_w_clen(w, (uint64_t)length);
+    else if (length == RSDI_LEN_CHUNKED) rsdi_w_puts(w, "Transfer-Encoding: chunked\r\n");
+    rsdi_w_put(w, "\r\n", 2);
+    return k;
 }
 
 RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
                              const rsd_http_header *headers, size_t num_headers,
                              const void *body, size_t body_len) {
-    int k = rsdi_server_slot(s, h);
-    rsdi_sconn *cn;
     rsdi_wbuf w;
+    int k = rsdi_answer_head(s, h, status, 100, headers, num_headers, (int64_t)body_len, body_len && !body, &w);
+    rsdi_sconn *cn;
     if (k < 0) return k;
     cn = &s->conns[k];
-    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
-    if (status < 100 || status > 999 || !rsdi_headers_ok(headers, num_headers) || (body_len && !body))
-        return RSD_ERR_ARG;
-    w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
-    rsdi_w_puts(&w, "Content-Length: ");
-    rsdi_w_putu(&w, (uint64_t)body_len, 10);
-    rsdi_w_puts(&w, "\r\n\r\n");
     if (body_len && !rsd_str_eq_c(cn->head.method, "HEAD")) rsdi_w_put(&w, (const char *)body, body_len);
     if (w.over) return RSD_ERR_TOO_LARGE;
     cn->tx_len += w.len;
@@ -6399,51 +6398,34 @@ RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
     return RSD_OK;
 }
 
-RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
-                                  const rsd_http_header *headers, size_t num_headers) {
-    int k = rsdi_server_slot(s, h);
+/* A stream's head is out: chunked (raw false) or the bytes as they are. */
+RSDI_PRIVATE int rsdi_stream_started(rsd_http_server *s, int k, const rsdi_wbuf *w, bool raw, bool close) {
     rsdi_sconn *cn;
-    rsdi_wbuf w;
     if (k < 0) return k;
+    if (w->over) return RSD_ERR_TOO_LARGE;
     cn = &s->conns[k];
-    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
-    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
-    w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
-    rsdi_w_puts(&w, "Transfer-Encoding: chunked\r\n\r\n");
-    if (w.over) return RSD_ERR_TOO_LARGE;
-    cn->tx_len += w.len;
+    cn->tx_len += w->len;
     cn->state = RSDI_SC_STREAM;
-    cn->raw = false;
+    cn->raw = raw;
+    if (close) cn->close_after = true;
     (void)rsdi_sconn_flush(s, k);
     return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                  const rsd_http_header *headers, size_t num_headers) {
+    rsdi_wbuf w;
+    int k = rsdi_answer_head(s, h, status, 200, headers, num_headers, RSDI_LEN_CHUNKED, false, &w);
+    return rsdi_stream_started(s, k, &w, false, false);
 }
 
 RSD_API int rsd_http_stream_begin_raw(rsd_http_server *s, rsd_http_sreq_h h, int status,
                                       const rsd_http_header *headers, size_t num_headers,
                                       int64_t content_length) {
-    int k = rsdi_server_slot(s, h);
-    rsdi_sconn *cn;
     rsdi_wbuf w;
-    if (k < 0) return k;
-    cn = &s->conns[k];
-    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
-    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
-    w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_status(&w, status, headers, num_headers, cn->close_after || content_length < 0);
-    if (content_length >= 0) {
-        rsdi_w_puts(&w, "Content-Length: ");
-        rsdi_w_putu(&w, (uint64_t)content_length, 10);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
-    rsdi_w_put(&w, "\r\n", 2);
-    if (w.over) return RSD_ERR_TOO_LARGE;
-    cn->tx_len += w.len;
-    cn->state = RSDI_SC_STREAM;
-    cn->raw = true;
-    if (content_length < 0) cn->close_after = true;
-    (void)rsdi_sconn_flush(s, k);
-    return RSD_OK;
+    int k = rsdi_answer_head(s, h, status, 200, headers, num_headers,
+                             content_length < 0 ? RSDI_LEN_CLOSE : content_length, false, &w);
+    return rsdi_stream_started(s, k, &w, true, content_length < 0);
 }
 
 RSD_API int rsd_http_abort(rsd_http_server *s, rsd_http_sreq_h h) {
