@@ -11396,20 +11396,16 @@ RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap
    RSD_ERR_TOO_LARGE when its ids do not fit out's arena (empty, out->over: never read in
    part, never reset). */
 RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *out) {
-    int fd = rsdi_state_open_file(path, O_RDONLY, false), r, e;
-    long n;
+    int fd = rsdi_state_open_file(path, O_RDONLY, false), r = RSD_ERR_STATE_IO, e = errno;
+    long n = 0;
     rsdi_attr_set_clear(out);
-    if (fd < 0) {
-        if (errno == ENOENT) return RSD_OK;
-        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
-                  path, strerror(errno));
-        rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
-        return RSD_ERR_STATE_IO;
+    if (fd < 0 && e == ENOENT) return RSD_OK;
+    if (fd >= 0) {
+        r = rsdi_attr_read_fd(st, fd, out, &n);
+        e = errno;
+        rsdi_state_close_fd(fd);
     }
-    r = rsdi_attr_read_fd(st, fd, out, &n);
-    e = errno;
-    rsdi_state_close_fd(fd);
-    if (r == RSD_ERR_STATE_IO) {
+    if (r == RSD_ERR_STATE_IO) { /* it cannot be opened, or a read failed */
         rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
                   path, strerror(e));
         rsdi_state_detail(st, "read %s: %s", path, strerror(e));
@@ -12538,21 +12534,18 @@ RSDI_PRIVATE void rsdi_etcd_msg(rsd_etcd *co, int r, const char *fmt, ...) {
 
 /* A lock that could not be taken: fail-open (RSD_OK, not held, a warning) or closed. */
 RSDI_PRIVATE void rsdi_etcd_lock_give_up(rsd_etcd *co, int err) {
-    if (co->fail_closed) {
-        rsdi_logf(&co->logger, RSD_LOG_ERROR, err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_TIMEOUT : RSD_LOGITEM_LOCK_FAILED,
-                  RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
-        rsdi_etcd_end(co, err);
-        return;
-    }
-    rsdi_logf(&co->logger, RSD_LOG_WARN, err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_WAIT_EXPIRED
-                                                               : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED,
+    bool t = err == RSD_ERR_TIMEOUT;
+    rsdi_logf(&co->logger, co->fail_closed ? RSD_LOG_ERROR : RSD_LOG_WARN,
+              co->fail_closed ? (t ? RSD_LOGITEM_LOCK_TIMEOUT : RSD_LOGITEM_LOCK_FAILED)
+                              : (t ? RSD_LOGITEM_LOCK_WAIT_EXPIRED : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED),
               RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
-    rsdi_etcd_end(co, RSD_OK);
+    rsdi_etcd_end(co, co->fail_closed ? err : RSD_OK);
 }
 
 /* A transport error, an error status or an unreadable answer: retried (backoff) while
    etcd may come back -- at most one lease TTL from the first error and never past the
-   operation's deadline -- then the operation ends with err. */
+   operation's deadline -- then the operation ends with err. Either way it sets sub (SLEEP,
+   or IDLE as the operation ends). */
 RSDI_PRIVATE void rsdi_etcd_trouble(rsd_etcd *co, int err, uint64_t now_ms, const char *what) {
     uint64_t bound;
     if (!co->err_since) co->err_since = now_ms;
@@ -12721,7 +12714,6 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
     r = rsdi_etcd_send(co, path, co->req, w.n, now_ms,
                        co->deadline > now_ms + co->req_ms ? co->deadline : now_ms + co->req_ms, &co->h);
     if (r < 0) {
-        co->sub = RSDI_ES_SEND;
         rsdi_etcd_trouble(co, r, now_ms, rsd_result_str(r));
         return;
     }
@@ -12737,7 +12729,6 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     if (ev->result < 0) {
         (void)RSD_SNPRINTF(what, sizeof what, "%s%s%s", rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
                            ev->sys_errno ? strerror(ev->sys_errno) : "");
-        co->sub = RSDI_ES_SEND;
         rsdi_etcd_trouble(co, ev->result, now_ms, what);
         return;
     }
@@ -12768,14 +12759,12 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     }
     if (pr < 0 || ev->status != 200 || a->has_error) {
         (void)RSD_SNPRINTF(what, sizeof what, "HTTP %d%s%s", ev->status, a->error[0] ? ": " : "", a->error);
-        co->sub = RSDI_ES_SEND;
         rsdi_etcd_trouble(co, pr < 0 ? pr : RSD_ERR_HTTP_STATUS, now_ms, what);
         return;
     }
     co->err_since = co->down_at = 0;
     if (co->sub == RSDI_ES_GRANT) {
         if (a->id == 0 || a->ttl <= 0) {
-            co->sub = RSDI_ES_SEND;
             rsdi_etcd_trouble(co, RSD_ERR_PAYLOAD, now_ms, "lease grant answered without an ID");
             return;
         }
