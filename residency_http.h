@@ -4665,18 +4665,45 @@ struct rsd_http_client {
     rsdi_tls *tls;       /* NULL: https = RSD_ERR_TLS_UNAVAILABLE */
 };
 
+/* A desc's defaults as a table: each zero field (an int, a uint32_t or a size_t, by its size)
+   takes its entry's value. */
+typedef struct rsdi_dflt {
+    uint16_t off, size;
+    uint32_t v;
+} rsdi_dflt;
+#define RSDI_DFLT(T, f, v) {(uint16_t)offsetof(T, f), (uint16_t)sizeof(((T *)0)->f), (uint32_t)(v)}
+
+RSDI_PRIVATE void rsdi_defaults(void *d, const rsdi_dflt *t, size_t n) {
+    for (; n--; t++) {
+        char *p = (char *)d + t->off;
+        if (t->size == sizeof(size_t) && t->size != sizeof(uint32_t)) {
+            size_t x;
+            memcpy(&x, p, sizeof x);
+            if (!x) x = t->v;
+            memcpy(p, &x, sizeof x);
+        } else {
+            uint32_t x;
+            memcpy(&x, p, sizeof x);
+            if (!x) x = t->v;
+            memcpy(p, &x, sizeof x);
+        }
+    }
+}
+
 RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_http_client_desc, max_requests, RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_conns, RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS),
+        RSDI_DFLT(rsd_http_client_desc, max_header_bytes, RSD_HTTP_DEFAULT_MAX_HEADER_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_body_bytes, RSD_HTTP_DEFAULT_MAX_BODY_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_request_bytes, RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, connect_timeout_ms, RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_client_desc, total_timeout_ms, RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_client_desc, idle_timeout_ms, RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS)};
     if (d->max_requests < 0 || d->max_conns < 0 || d->max_requests > RSD_HTTP_MAX_CONNS_LIMIT ||
         d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT)
         return RSD_ERR_ARG;
-    if (!d->max_requests) d->max_requests = RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS;
-    if (!d->max_conns) d->max_conns = RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS;
-    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_DEFAULT_MAX_HEADER_BYTES;
-    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_DEFAULT_MAX_BODY_BYTES;
-    if (!d->max_request_bytes) d->max_request_bytes = RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES;
-    if (!d->connect_timeout_ms) d->connect_timeout_ms = RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS;
-    if (!d->total_timeout_ms) d->total_timeout_ms = RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS;
-    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS;
+    rsdi_defaults(d, t, sizeof t / sizeof t[0]);
     if (d->max_header_bytes < 64 || d->max_request_bytes < 64) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
 }
@@ -5722,16 +5749,18 @@ struct rsd_http_server {
 };
 
 RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_http_server_desc, max_conns, RSD_HTTP_SERVER_DEFAULT_MAX_CONNS),
+        RSDI_DFLT(rsd_http_server_desc, max_header_bytes, RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES),
+        RSDI_DFLT(rsd_http_server_desc, max_body_bytes, RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES),
+        RSDI_DFLT(rsd_http_server_desc, max_response_bytes, RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES),
+        RSDI_DFLT(rsd_http_server_desc, idle_timeout_ms, RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, request_timeout_ms, RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, first_byte_timeout_ms, RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, head_timeout_ms, RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, body_timeout_ms, RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS)};
     if (d->max_conns < 0 || d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT) return RSD_ERR_ARG;
-    if (!d->max_conns) d->max_conns = RSD_HTTP_SERVER_DEFAULT_MAX_CONNS;
-    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES;
-    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES;
-    if (!d->max_response_bytes) d->max_response_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES;
-    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS;
-    if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
-    if (!d->first_byte_timeout_ms) d->first_byte_timeout_ms = RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
-    if (!d->head_timeout_ms) d->head_timeout_ms = RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS;
-    if (!d->body_timeout_ms) d->body_timeout_ms = RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS;
+    rsdi_defaults(d, t, sizeof t / sizeof t[0]);
     if (!d->bind_host) d->bind_host = "127.0.0.1";
     if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
