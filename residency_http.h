@@ -6997,14 +6997,16 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
    HTTP step and the /models/sse stream at a time; the step's answer goes to the ensurer's
    body buffer, so the slots' own buffers only hold the stream and extra requests). */
 RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_http_client_desc, max_requests, RSD_ENSURE_HTTP_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_conns, RSD_ENSURE_HTTP_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_request_bytes, RSD_ENSURE_HTTP_REQUEST_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_header_bytes, RSD_ENSURE_HTTP_HEADER_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_body_bytes, RSD_ENSURE_HTTP_SLOT_BODY)};
     rsd_http_client_desc hd = d->http;
     if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
     if (!hd.logger.fn) hd.logger = d->logger;
-    if (!hd.max_requests) hd.max_requests = RSD_ENSURE_HTTP_REQUESTS;
-    if (!hd.max_conns) hd.max_conns = RSD_ENSURE_HTTP_REQUESTS;
-    if (!hd.max_request_bytes) hd.max_request_bytes = RSD_ENSURE_HTTP_REQUEST_BYTES;
-    if (!hd.max_header_bytes) hd.max_header_bytes = RSD_ENSURE_HTTP_HEADER_BYTES;
-    if (!hd.max_body_bytes) hd.max_body_bytes = RSD_ENSURE_HTTP_SLOT_BODY;
+    rsdi_defaults(&hd, t, sizeof t / sizeof t[0]);
     return hd;
 }
 
