@@ -4665,8 +4665,8 @@ struct rsd_http_client {
     rsdi_tls *tls;       /* NULL: https = RSD_ERR_TLS_UNAVAILABLE */
 };
 
-/* A desc's defaults as a table: each zero field (an int, a uint32_t or a size_t, by its size)
-   takes its entry's value. */
+/* A desc's defaults as a table: each zero field (of 4 or 8 bytes: an int, a uint32_t, a
+   size_t) takes its entry's value. */
 typedef struct rsdi_dflt {
     uint16_t off, size;
     uint32_t v;
@@ -4676,8 +4676,8 @@ typedef struct rsdi_dflt {
 RSDI_PRIVATE void rsdi_defaults(void *d, const rsdi_dflt *t, size_t n) {
     for (; n--; t++) {
         char *p = (char *)d + t->off;
-        if (t->size == sizeof(size_t) && t->size != sizeof(uint32_t)) {
-            size_t x;
+        if (t->size == 8) {
+            uint64_t x;
             memcpy(&x, p, sizeof x);
             if (!x) x = t->v;
             memcpy(p, &x, sizeof x);
@@ -9648,6 +9648,15 @@ RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t
 
 /* ---- public ------------------------------------------------------------------- */
 RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_procs_desc, max_procs, RSD_PROCS_DEFAULT),
+        RSDI_DFLT(rsd_procs_desc, ring_bytes, RSD_PROC_RING_DEFAULT),
+        RSDI_DFLT(rsd_procs_desc, arg_bytes, RSD_PROC_ARG_BYTES_DEFAULT),
+        RSDI_DFLT(rsd_procs_desc, term_grace_ms, RSD_PROC_TERM_GRACE_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, start_deadline_ms, RSD_PROC_START_DEADLINE_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, kill_wait_ms, RSD_PROC_KILL_WAIT_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, probe_first_ms, RSD_PROC_PROBE_FIRST_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, probe_max_ms, RSD_PROC_PROBE_MAX_DEFAULT_MS)};
     rsd_procs_desc d;
     rsd_procs *p;
     size_t per, total, off, slots_sz, ev_sz, argv_sz, envp_sz;
@@ -9662,15 +9671,8 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
                  RSDI_WHERE);
         return NULL;
     }
-    if (d.max_procs == 0) d.max_procs = RSD_PROCS_DEFAULT;
-    if (d.ring_bytes == 0) d.ring_bytes = RSD_PROC_RING_DEFAULT;
+    rsdi_defaults(&d, t, sizeof t / sizeof t[0]);
     if (d.ring_bytes < RSD_PROC_RING_MIN) d.ring_bytes = RSD_PROC_RING_MIN;
-    if (d.arg_bytes == 0) d.arg_bytes = RSD_PROC_ARG_BYTES_DEFAULT;
-    if (d.term_grace_ms == 0) d.term_grace_ms = RSD_PROC_TERM_GRACE_DEFAULT_MS;
-    if (d.start_deadline_ms == 0) d.start_deadline_ms = RSD_PROC_START_DEADLINE_DEFAULT_MS;
-    if (d.kill_wait_ms == 0) d.kill_wait_ms = RSD_PROC_KILL_WAIT_DEFAULT_MS;
-    if (d.probe_first_ms == 0) d.probe_first_ms = RSD_PROC_PROBE_FIRST_DEFAULT_MS;
-    if (d.probe_max_ms == 0) d.probe_max_ms = RSD_PROC_PROBE_MAX_DEFAULT_MS;
     if (d.probe_max_ms < d.probe_first_ms) d.probe_max_ms = d.probe_first_ms;
     if (d.max_procs < 1 || d.max_procs > RSD_PROCS_MAX || d.ring_bytes > RSD_PROC_RING_MAX ||
         d.arg_bytes > RSD_PROC_ARG_BYTES_MAX || (int)d.spawn < 0 ||
