@@ -8092,11 +8092,13 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
             e->requests++;
             continue;
         }
-        if (e->waiting == RSDI_EN_WAIT_LOCK) {
-            int r = rsd_state_lock_step(e->st, &e->lk, now_ms);
+        if (e->waiting == RSDI_EN_WAIT_LOCK || e->waiting == RSDI_EN_WAIT_COMMIT) { /* the target's or the attribution's file lock */
+            bool commit = e->waiting == RSDI_EN_WAIT_COMMIT;
+            int r = rsd_state_lock_step(e->st, commit ? &e->alk : &e->lk, now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
-            if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
+            if (commit) rsdi_en_commit_end(e, r);
+            else if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
@@ -8112,13 +8114,6 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
             } else if (e->co_then == RSDI_EN_CO_COMMIT) {
                 rsdi_en_commit_end(e, r);
             }
-            continue;
-        }
-        if (e->waiting == RSDI_EN_WAIT_COMMIT) {
-            int r = rsd_state_lock_step(e->st, &e->alk, now_ms);
-            if (r == RSD_PENDING) return RSD_PENDING;
-            e->waiting = RSDI_EN_WAIT_NONE;
-            rsdi_en_commit_end(e, r);
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
@@ -14009,14 +14004,19 @@ RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap) {
     return n + c;
 }
 
-RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
-    uint64_t d, x;
-    int i;
-    if (!f) return UINT64_MAX;
+/* Drops the scrubbed events (kind NONE) at the head of the GRANT/FAIL queue. */
+RSDI_PRIVATE void rsdi_fleet_skip_scrubbed(rsd_fleet *f) {
     while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) {
         f->rq_head = (f->rq_head + 1) % f->rq_cap;
         f->rq_count--;
     }
+}
+
+RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
+    uint64_t d, x;
+    int i;
+    if (!f) return UINT64_MAX;
+    rsdi_fleet_skip_scrubbed(f);
     if (f->rq_count || f->nq_count) return 0;
     d = rsd_procs_next_deadline(f->procs);
     if (f->pool_deadline < d) d = f->pool_deadline;
@@ -14038,10 +14038,7 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
 RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev) {
     rsdi_fleet_qev *q;
     if (!f || !ev) return false;
-    while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) { /* scrubbed */
-        f->rq_head = (f->rq_head + 1) % f->rq_cap;
-        f->rq_count--;
-    }
+    rsdi_fleet_skip_scrubbed(f);
     if (f->rq_count && (!f->nq_count || f->rq[f->rq_head].seq < f->nq[f->nq_head].seq)) {
         q = &f->rq[f->rq_head];
         f->rq_head = (f->rq_head + 1) % f->rq_cap;
