@@ -5278,21 +5278,31 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
     long n = 0;
     for (;; got += (size_t)n) { /* one receive per pass */
         size_t want;
+        char *dst;
         int res;
         if (got && (got >= RSDI_STEP_READ_BYTES || c->now >= r->total_deadline)) return;
         if (r->state == RSDI_RQ_HEAD) {
-            size_t prev = r->head_len, consumed = 0;
             want = c->desc.max_header_bytes - r->head_len;
-            n = cn->io->recv_fn(cn->io_ctx, cn->fd, r->head + r->head_len, want);
-            if (n < 0) {
-                if (rsdi_would_block(errno)) return;
-                rsdi_req_fail_io(c, i, RSD_ERR_IO, errno);
-                return;
+            dst = r->head + r->head_len;
+        } else {
+            want = r->body_cap - r->body_len;
+            if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
+            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH && !r->on_body && !r->on_sse) {
+                dst = scratch; /* near the limit: read small, decode, then check the room */
+                want = sizeof scratch;
+            } else {
+                dst = r->body + r->body_len;
             }
-            if (n == 0) {
-                rsdi_req_fail_io(c, i, RSD_ERR_CLOSED, 0);
-                return;
-            }
+        }
+        n = cn->io->recv_fn(cn->io_ctx, cn->fd, dst, want);
+        if (n <= 0) { /* with the head read (got_head) fail_io finishes: no retry */
+            if (n < 0 && rsdi_would_block(errno)) return;
+            if (n < 0) rsdi_req_fail_io(c, i, RSD_ERR_IO, errno);
+            else rsdi_req_fail_io(c, i, r->body_mode == RSDI_BODY_CLOSE ? RSD_OK : RSD_ERR_CLOSED, 0);
+            return;
+        }
+        if (r->state == RSDI_RQ_HEAD) {
+            size_t prev = r->head_len, consumed = 0;
             r->head_len += (size_t)n;
         parse:
             res = rsd_http_parse_response(r->head, r->head_len, prev, &r->resp, &consumed);
@@ -5329,29 +5339,6 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
             r->state = RSDI_RQ_BODY;
             if ((size_t)n < want || r->paused) return; /* paused from on_body: stop here */
         } else {
-            char *dst;
-            want = r->body_cap - r->body_len;
-            if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
-            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH && !r->on_body && !r->on_sse) {
-                dst = scratch; /* near the limit: read small, decode, then check the room */
-                want = sizeof scratch;
-            } else {
-                dst = r->body + r->body_len;
-            }
-            n = cn->io->recv_fn(cn->io_ctx, cn->fd, dst, want);
-            if (n < 0) {
-                if (rsdi_would_block(errno)) return;
-                rsdi_req_finish(c, i, RSD_ERR_IO, errno);
-                return;
-            }
-            if (n == 0) {
-                if (r->body_mode == RSDI_BODY_CLOSE) {
-                    rsdi_req_finish(c, i, RSD_OK, 0);
-                    return;
-                }
-                rsdi_req_finish(c, i, RSD_ERR_CLOSED, 0);
-                return;
-            }
             res = rsdi_req_feed(r, dst, (size_t)n);
             if (res != RSD_PENDING) {
                 rsdi_req_finish(c, i, res, 0);
