@@ -7110,14 +7110,13 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
             rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
                       RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
-            rsdi_free(&e->alloc, e);
+            rsd_ensurer_destroy(e); /* destroy takes what create has set up so far */
             return NULL;
         }
     }
     e->http = rsd_http_client_create(&hd);
     if (!e->http) {
-        rsd_reconcile_release(&e->m.rc);
-        rsdi_free(&e->alloc, e);
+        rsd_ensurer_destroy(e);
         return NULL;
     }
     if (!d.no_state) {
@@ -7166,10 +7165,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             if (rsd_etcd_create(&e->co, &cd) != RSD_OK) { /* a bad coordinator is a configuration error */
                 rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                           "ensurer: cannot use the coordinator '%.200s'", cu);
-                rsd_state_close(e->st);
-                rsd_http_client_destroy(e->http);
-                rsd_reconcile_release(&e->m.rc);
-                rsdi_free(&e->alloc, e);
+                rsd_ensurer_destroy(e);
                 return NULL;
             }
         }
