@@ -12383,12 +12383,12 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     if (r != RSD_OK) {
         rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                   "etcd: bad coordinator URL '%.200s' (etcd://host:port[/prefix])", d.url);
-        rsdi_free(&co->alloc, co);
+        rsd_etcd_destroy(co); /* destroy takes what create has set up so far */
         return r;
     }
     co->ans.vals = (char *)rsdi_malloc(&d.allocator, RSDI_ETCD_VALS_BYTES);
     if (!co->ans.vals) {
-        rsdi_free(&co->alloc, co);
+        rsd_etcd_destroy(co);
         return RSD_ERR_NOMEM;
     }
     co->ans.vals_cap = RSDI_ETCD_VALS_BYTES;
@@ -12401,8 +12401,7 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     if (hd.max_body_bytes < (size_t)RSDI_ETCD_VALS_BYTES * 2) hd.max_body_bytes = (size_t)RSDI_ETCD_VALS_BYTES * 2;
     co->http = rsd_http_client_create(&hd);
     if (!co->http) {
-        rsdi_free(&co->alloc, co->ans.vals);
-        rsdi_free(&co->alloc, co);
+        rsd_etcd_destroy(co);
         return RSD_ERR_NOMEM;
     }
     if (d.host_id) (void)rsdi_cpy(co->host, sizeof co->host, d.host_id);
