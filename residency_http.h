@@ -10432,6 +10432,14 @@ RSDI_PRIVATE int rsdi_state_path(const rsd_state *st, char *buf, const char *sub
     return (n < 0 || n >= (int)RSDI_STATE_PATH_BYTES) ? RSD_ERR_STATE_DIR : RSD_OK;
 }
 
+/* The path of key's file sub/<name><ext>: RSD_OK, RSD_ERR_ARG (no state, a bad key) or
+   RSD_ERR_STATE_DIR (too long). */
+RSDI_PRIVATE int rsdi_key_path(const rsd_state *st, const char *key, const char *sub, const char *ext, char *path) {
+    char name[RSD_STATE_MAX_NAME_BYTES];
+    if (!st || !key || rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
+    return rsdi_state_path(st, path, sub, name, ext);
+}
+
 RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     rsd_state_desc zero;
     rsd_state *st;
@@ -10751,6 +10759,15 @@ RSDI_PRIVATE void rsdi_state_detail(rsd_state *st, const char *fmt, ...) {
 
 RSD_API const char *rsd_state_last_error(const rsd_state *st) { return st ? st->detail : ""; }
 
+/* A file call on name failed with err: logged ("<verb> <name>: <why>", the verb only when
+   in_log) and kept as the last error ("<verb> <name>: <why>"). */
+RSDI_PRIVATE void rsdi_state_sys_fail(rsd_state *st, int level, uint32_t item, const char *verb, const char *name,
+                                      int err, bool in_log) {
+    const char *why = strerror(err);
+    rsdi_logf(&st->logger, level, item, RSDI_WHERE, "%s%s%s: %s", in_log ? verb : "", in_log ? " " : "", name, why);
+    rsdi_state_detail(st, "%s %s: %s", verb, name, why);
+}
+
 /* ---- the cross-process lock ---------------------------------------------------- */
 RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
                                  const char *purpose, uint64_t now_ms, uint64_t deadline_ms) {
@@ -10803,17 +10820,13 @@ RSDI_PRIVATE int rsdi_state_lock_attempt(rsd_state *st, rsd_state_lock *lk) {
             return RSD_ERR_STATE_DIR;
         lk->fd = rsdi_state_open_file(path, O_RDWR, true);
         if (lk->fd < 0) {
-            rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, RSDI_WHERE,
-                      "open %s: %s", path, strerror(errno));
-            rsdi_state_detail(st, "open %s: %s", path, strerror(errno));
+            rsdi_state_sys_fail(st, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, "open", path, errno, true);
             return lk->attr ? RSD_ERR_STATE_IO : RSD_ERR_LOCK;
         }
     }
     if (rsdi_state_flock(lk->fd) == 0) return RSD_OK;
     if (errno == EWOULDBLOCK || errno == EAGAIN || errno == EINTR) return RSD_PENDING;
-    rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "flock %s: %s",
-              lk->name, strerror(errno));
-    rsdi_state_detail(st, "flock %s: %s", lk->name, strerror(errno));
+    rsdi_state_sys_fail(st, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, "flock", lk->name, errno, true);
     return RSD_ERR_LOCK;
 }
 
@@ -11004,12 +11017,11 @@ RSDI_PRIVATE void rsdi_state_owner_text(const rsd_state_lock *lk, char *out, siz
 }
 
 RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int fd, r;
     if (!st || !key || !out) return RSD_ERR_ARG;
     memset(out, 0, sizeof *out);
-    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "locks", name, ".lock") < 0) return RSD_ERR_STATE_DIR;
+    if ((r = rsdi_key_path(st, key, "locks", ".lock", path)) < 0) return r;
     fd = rsdi_state_open_file(path, O_RDONLY, false);
     if (fd < 0) return errno == ENOENT ? RSD_ERR_NOT_FOUND : RSD_ERR_STATE_IO;
     r = rsdi_state_read_owner_fd(fd, out);
@@ -11417,9 +11429,7 @@ RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *o
         rsdi_state_close_fd(fd);
     }
     if (r == RSD_ERR_STATE_IO) { /* it cannot be opened, or a read failed */
-        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
-                  path, strerror(e));
-        rsdi_state_detail(st, "read %s: %s", path, strerror(e));
+        rsdi_state_sys_fail(st, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, "read", path, e, false);
         return RSD_ERR_STATE_IO;
     }
     if (r == RSD_ERR_TOO_LARGE && out->over) { /* a valid record, larger than the set */
@@ -11454,12 +11464,11 @@ RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const cha
 
 /* Reads key's record of kind ext (".attr" attribution, ".used" last uses): entry count. */
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int r;
     if (!st || !key || !out || out->magic != RSDI_ATTR_SET_MAGIC) return RSD_ERR_ARG;
     rsdi_attr_set_clear(out);
-    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
+    if ((r = rsdi_key_path(st, key, "attr", ext, path)) < 0) return r;
     r = rsdi_attr_read(st, path, out);
     if (r == RSD_OK && out->corrupt) { /* reset it now, unless a writer is at it (it rewrites it) */
         rsd_state_lock lk;
@@ -11556,9 +11565,7 @@ RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char 
     }
     return RSD_OK;
 fail:
-    rsdi_logf(&st->logger, RSD_LOG_ERROR, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s",
-              path, strerror(errno));
-    rsdi_state_detail(st, "write %s: %s", path, strerror(errno));
+    rsdi_state_sys_fail(st, RSD_LOG_ERROR, RSD_LOGITEM_ATTR_WRITE_FAILED, "write", path, errno, false);
     return RSD_ERR_STATE_IO;
 }
 
@@ -11645,12 +11652,11 @@ RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *s
 RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const char *ext,
                                            const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
                                            bool count_removed) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     rsd_attr_set *set = &st->scratch;
     int r, i, removed = 0, err = RSD_OK;
     bool changed = false, used = strcmp(ext, ".used") == 0;
-    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
+    if ((r = rsdi_key_path(st, key, "attr", ext, path)) < 0) return r;
     r = rsdi_attr_read(st, path, set);
     if (r < 0) return r;
     if (set->corrupt) {
@@ -11746,18 +11752,12 @@ RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint6
     return RSD_OK;
 }
 
-RSDI_PRIVATE int rsdi_state_gen_path(rsd_state *st, const char *key, char *name, char *path) {
-    if (!st || !key) return RSD_ERR_ARG;
-    if (rsd_state_file_name(key, name, RSD_STATE_MAX_NAME_BYTES) < 0) return RSD_ERR_ARG;
-    return rsdi_state_path(st, path, "attr", name, ".gen");
-}
-
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int r;
     if (!out) return RSD_ERR_ARG;
     *out = 0;
-    r = rsdi_state_gen_path(st, key, name, path);
+    r = rsdi_key_path(st, key, "attr", ".gen", path);
     return r < 0 ? r : rsdi_state_gen_read_path(st, path, out);
 }
 
@@ -11777,11 +11777,11 @@ RSDI_PRIVATE int rsdi_state_gen_bump_locked(rsd_state *st, const char *path, uin
 }
 
 RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     rsd_state_lock lk;
     int r;
     if (out) *out = 0;
-    r = rsdi_state_gen_path(st, key, name, path);
+    r = rsdi_key_path(st, key, "attr", ".gen", path);
     if (r < 0) return r;
     memset(&lk, 0, sizeof lk);
     r = rsdi_attr_lock_wait(st, &lk, key);
@@ -11793,7 +11793,7 @@ RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
 
 RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_attr_change *changes,
                                   int n, uint64_t loaded_at_ms, uint64_t *gen_out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int r = RSD_OK, g, i;
     if (gen_out) *gen_out = 0;
     if (!st || !lk || n < 0 || (n && !changes)) return RSD_ERR_ARG;
@@ -11802,7 +11802,7 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
         if (!rsdi_attr_change_ok(&changes[i])) return RSD_ERR_ARG;
     st->detail[0] = '\0';
     if (n > 0) r = rsdi_attr_update_locked(st, lk->key, changes, n, loaded_at_ms, false);
-    g = rsdi_state_gen_path(st, lk->key, name, path);
+    g = rsdi_key_path(st, lk->key, "attr", ".gen", path);
     if (g == RSD_OK) { /* even after a failed write: other processes must drop their caches */
         char first[RSD_STATE_DETAIL_BYTES];
         memcpy(first, st->detail, sizeof first);
