@@ -6440,7 +6440,7 @@ RSD_API int rsd_http_stream_begin_raw(rsd_http_server *s, rsd_http_sreq_h h, int
                                       int64_t content_length) {
     rsdi_wbuf w;
     int k = rsdi_answer_head(s, h, status, 200, headers, num_headers,
-                             content_length < 0 ? RSDI_LEN_CLOSE : content_length, false, &w);
+                             content_length < 0 ? (int64_t)RSDI_LEN_CLOSE : content_length, false, &w);
     return rsdi_stream_started(s, k, &w, true, content_length < 0);
 }
 
@@ -12549,7 +12549,7 @@ RSDI_PRIVATE void rsdi_etcd_lock_give_up(rsd_etcd *co, int err) {
               co->fail_closed ? (t ? RSD_LOGITEM_LOCK_TIMEOUT : RSD_LOGITEM_LOCK_FAILED)
                               : (t ? RSD_LOGITEM_LOCK_WAIT_EXPIRED : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED),
               RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
-    rsdi_etcd_end(co, co->fail_closed ? err : RSD_OK);
+    rsdi_etcd_end(co, co->fail_closed ? err : (int)RSD_OK);
 }
 
 /* A transport error, an error status or an unreadable answer: retried (backoff) while
