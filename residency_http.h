@@ -4069,17 +4069,26 @@ RSDI_PRIVATE void rsdi_w_putu(rsdi_wbuf *w, uint64_t v, int base) {
     rsdi_w_put(w, t + i, (size_t)(24 - i));
 }
 
-/* RFC 9110 tchar. */
-RSDI_PRIVATE bool rsdi_is_tchar(unsigned char ch) {
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return true;
-    return ch != 0 && strchr("!#$%&'*+-.^_`|~", ch) != NULL;
+/* "<name: >v\r\n" when v is set */
+RSDI_PRIVATE void rsdi_w_field(rsdi_wbuf *w, const char *name, const char *v) {
+    if (!v) return;
+    rsdi_w_puts(w, name);
+    rsdi_w_puts(w, v);
+    rsdi_w_put(w, "\r\n", 2);
+}
+
+/* "Content-Length: v\r\n" */
+RSDI_PRIVATE void rsdi_w_clen(rsdi_wbuf *w, uint64_t v) {
+    rsdi_w_puts(w, "Content-Length: ");
+    rsdi_w_putu(w, v, 10);
+    rsdi_w_put(w, "\r\n", 2);
 }
 
 RSDI_PRIVATE bool rsdi_token_ok(rsd_str s) {
     size_t i;
     if (s.len == 0 || !s.ptr) return false;
     for (i = 0; i < s.len; i++)
-        if (!rsdi_is_tchar((unsigned char)s.ptr[i])) return false;
+        if (!RSDI_HTTP_TCHAR(s.ptr[i])) return false; /* the parser's tchar map */
     return true;
 }
 
@@ -4628,13 +4637,13 @@ typedef struct rsdi_cconn {
 typedef struct rsdi_creq {
     int state;
     uint32_t gen;
+    char *tx, *head;
+    char *own_body;      /* the slot's buffer (max_body_bytes) */
+    /* from here on, a request's own: zeroed by send */
     int conn;
     rsdi_addr addr;
-    char *tx;
     size_t tx_len, tx_off, req_line_len;
-    char *head;
     size_t head_len;
-    char *own_body;      /* the slot's buffer (max_body_bytes) */
     char *body;          /* body area: own_body or the caller's body_buf */
     size_t body_cap, body_len;
     rsd_http_response_head resp;
@@ -4672,18 +4681,45 @@ struct rsd_http_client {
     rsdi_tls *tls;       /* NULL: https = RSD_ERR_TLS_UNAVAILABLE */
 };
 
+/* A desc's defaults as a table: each zero field (of 4 or 8 bytes: an int, a uint32_t, a
+   size_t) takes its entry's value. */
+typedef struct rsdi_dflt {
+    uint16_t off, size;
+    uint32_t v;
+} rsdi_dflt;
+#define RSDI_DFLT(T, f, v) {(uint16_t)offsetof(T, f), (uint16_t)sizeof(((T *)0)->f), (uint32_t)(v)}
+
+RSDI_PRIVATE void rsdi_defaults(void *d, const rsdi_dflt *t, size_t n) {
+    for (; n--; t++) {
+        char *p = (char *)d + t->off;
+        if (t->size == 8) {
+            uint64_t x;
+            memcpy(&x, p, sizeof x);
+            if (!x) x = t->v;
+            memcpy(p, &x, sizeof x);
+        } else {
+            uint32_t x;
+            memcpy(&x, p, sizeof x);
+            if (!x) x = t->v;
+            memcpy(p, &x, sizeof x);
+        }
+    }
+}
+
 RSDI_PRIVATE int rsdi_client_desc_fix(rsd_http_client_desc *d) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_http_client_desc, max_requests, RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_conns, RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS),
+        RSDI_DFLT(rsd_http_client_desc, max_header_bytes, RSD_HTTP_DEFAULT_MAX_HEADER_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_body_bytes, RSD_HTTP_DEFAULT_MAX_BODY_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_request_bytes, RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, connect_timeout_ms, RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_client_desc, total_timeout_ms, RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_client_desc, idle_timeout_ms, RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS)};
     if (d->max_requests < 0 || d->max_conns < 0 || d->max_requests > RSD_HTTP_MAX_CONNS_LIMIT ||
         d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT)
         return RSD_ERR_ARG;
-    if (!d->max_requests) d->max_requests = RSD_HTTP_CLIENT_DEFAULT_MAX_REQUESTS;
-    if (!d->max_conns) d->max_conns = RSD_HTTP_CLIENT_DEFAULT_MAX_CONNS;
-    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_DEFAULT_MAX_HEADER_BYTES;
-    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_DEFAULT_MAX_BODY_BYTES;
-    if (!d->max_request_bytes) d->max_request_bytes = RSD_HTTP_DEFAULT_MAX_REQUEST_BYTES;
-    if (!d->connect_timeout_ms) d->connect_timeout_ms = RSD_HTTP_DEFAULT_CONNECT_TIMEOUT_MS;
-    if (!d->total_timeout_ms) d->total_timeout_ms = RSD_HTTP_DEFAULT_TOTAL_TIMEOUT_MS;
-    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_DEFAULT_IDLE_TIMEOUT_MS;
+    rsdi_defaults(d, t, sizeof t / sizeof t[0]);
     if (d->max_header_bytes < 64 || d->max_request_bytes < 64) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
 }
@@ -4813,11 +4849,25 @@ RSDI_PRIVATE int rsdi_client_slot(const rsd_http_client *c, rsd_http_req_h h) {
     return (int)slot - 1;
 }
 
+/* What a method asks of the client: RSDI_M_RETRY (idempotent: sent again on a fresh
+   connection after a stale kept-alive one), RSDI_M_LEN (a Content-Length even without a
+   body), RSDI_M_HEAD (the answer has no body). */
+enum { RSDI_M_RETRY = 1, RSDI_M_LEN = 2, RSDI_M_HEAD = 4 };
+RSDI_PRIVATE int rsdi_method_flags(const char *m) {
+    static const char names[] = "GET\0HEAD\0PUT\0DELETE\0OPTIONS\0POST\0PATCH\0";
+    static const unsigned char flags[] = {RSDI_M_RETRY, RSDI_M_RETRY | RSDI_M_HEAD, RSDI_M_RETRY | RSDI_M_LEN,
+                                          RSDI_M_RETRY, RSDI_M_RETRY, RSDI_M_LEN, RSDI_M_LEN};
+    const char *n = names;
+    int i;
+    for (i = 0; *n; i++, n += strlen(n) + 1)
+        if (strcmp(m, n) == 0) return flags[i];
+    return 0;
+}
+
 /* Request line + head + body into the slot's tx buffer (one write later). */
 RSDI_PRIVATE int rsdi_build_request(rsd_http_client *c, rsdi_creq *r, const rsd_http_request *q,
-                                    const char *method, const rsd_url *u) {
+                                    const char *method, int mflags, const rsd_url *u) {
     rsdi_wbuf w;
-    bool want_len;
     w.p = r->tx;
     w.cap = c->desc.max_request_bytes;
     w.len = 0;
@@ -4836,23 +4886,9 @@ RSDI_PRIVATE int rsdi_build_request(rsd_http_client *c, rsdi_creq *r, const rsd_
         rsdi_w_putu(&w, u->port, 10);
     }
     rsdi_w_put(&w, "\r\n", 2);
-    if (q->bearer_token) {
-        rsdi_w_puts(&w, "Authorization: Bearer ");
-        rsdi_w_puts(&w, q->bearer_token);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
-    if (q->content_type) {
-        rsdi_w_puts(&w, "Content-Type: ");
-        rsdi_w_puts(&w, q->content_type);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
-    want_len = q->body_len > 0 || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0 ||
-               strcmp(method, "PATCH") == 0;
-    if (want_len) {
-        rsdi_w_puts(&w, "Content-Length: ");
-        rsdi_w_putu(&w, (uint64_t)q->body_len, 10);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
+    rsdi_w_field(&w, "Authorization: Bearer ", q->bearer_token);
+    rsdi_w_field(&w, "Content-Type: ", q->content_type);
+    if (q->body_len > 0 || (mflags & RSDI_M_LEN)) rsdi_w_clen(&w, (uint64_t)q->body_len);
     rsdi_w_headers(&w, q->headers, q->num_headers);
     rsdi_w_put(&w, "\r\n", 2);
     if (q->body_len) rsdi_w_put(&w, (const char *)q->body, q->body_len);
@@ -4895,7 +4931,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     rsdi_addr addr;
     rsdi_creq *r;
     size_t mlen;
-    int i, slot = -1, res;
+    int i, slot = -1, res, mflags;
     uint32_t ct, tt;
     if (out) out->id = 0;
     if (!c || !q || !q->url || !out) return RSD_ERR_ARG;
@@ -4931,36 +4967,16 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
         return RSD_ERR_CAPACITY;
     }
     r = &c->reqs[slot];
-    res = rsdi_build_request(c, r, q, method, &u);
+    memset(&r->conn, 0, sizeof *r - offsetof(rsdi_creq, conn));
+    mflags = rsdi_method_flags(method);
+    res = rsdi_build_request(c, r, q, method, mflags, &u);
     if (res < 0) return res;
     r->addr = addr;
     r->conn = -1;
     r->tls = u.tls;
-    r->host[0] = '\0';
-    if (u.tls) { /* u.host.len <= RSD_HTTP_MAX_HOST_BYTES: checked by rsdi_client_addr */
-        memcpy(r->host, u.host.ptr, u.host.len);
-        r->host[u.host.len] = '\0';
-    }
-    r->tls_error = 0;
-    r->tls_flags = 0;
-    r->head_len = 0;
-    r->body_len = 0;
-    r->body_total = 0;
-    r->body_mode = RSDI_BODY_NONE;
-    r->body_left = 0;
-    memset(&r->dc, 0, sizeof r->dc);
-    r->resp.num_headers = 0;
-    r->resp.status = 0;
-    r->is_head = strcmp(method, "HEAD") == 0;
-    r->may_retry = q->retry_any_method || r->is_head || strcmp(method, "GET") == 0 ||
-                   strcmp(method, "PUT") == 0 || strcmp(method, "DELETE") == 0 ||
-                   strcmp(method, "OPTIONS") == 0;
-    r->reused = r->retried = r->fresh_only = r->extra = r->got_head = r->paused = false;
-    r->sse_rest = NULL;
-    r->sse_rest_len = 0;
-    r->sse_end = false;
-    r->result = RSD_OK;
-    r->sys_errno = 0;
+    if (u.tls) memcpy(r->host, u.host.ptr, u.host.len); /* u.host.len <= RSD_HTTP_MAX_HOST_BYTES: checked by rsdi_client_addr */
+    r->is_head = (mflags & RSDI_M_HEAD) != 0;
+    r->may_retry = q->retry_any_method || (mflags & RSDI_M_RETRY);
     r->on_body = q->on_body;
     r->on_sse = q->on_sse;
     r->max_stream = q->max_stream_bytes;
@@ -5278,21 +5294,31 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
     long n = 0;
     for (;; got += (size_t)n) { /* one receive per pass */
         size_t want;
+        char *dst;
         int res;
         if (got && (got >= RSDI_STEP_READ_BYTES || c->now >= r->total_deadline)) return;
         if (r->state == RSDI_RQ_HEAD) {
-            size_t prev = r->head_len, consumed = 0;
             want = c->desc.max_header_bytes - r->head_len;
-            n = cn->io->recv_fn(cn->io_ctx, cn->fd, r->head + r->head_len, want);
-            if (n < 0) {
-                if (rsdi_would_block(errno)) return;
-                rsdi_req_fail_io(c, i, RSD_ERR_IO, errno);
-                return;
+            dst = r->head + r->head_len;
+        } else {
+            want = r->body_cap - r->body_len;
+            if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
+            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH && !r->on_body && !r->on_sse) {
+                dst = scratch; /* near the limit: read small, decode, then check the room */
+                want = sizeof scratch;
+            } else {
+                dst = r->body + r->body_len;
             }
-            if (n == 0) {
-                rsdi_req_fail_io(c, i, RSD_ERR_CLOSED, 0);
-                return;
-            }
+        }
+        n = cn->io->recv_fn(cn->io_ctx, cn->fd, dst, want);
+        if (n <= 0) { /* with the head read (got_head) fail_io finishes: no retry */
+            if (n < 0 && rsdi_would_block(errno)) return;
+            if (n < 0) rsdi_req_fail_io(c, i, RSD_ERR_IO, errno);
+            else rsdi_req_fail_io(c, i, r->body_mode == RSDI_BODY_CLOSE ? RSD_OK : RSD_ERR_CLOSED, 0);
+            return;
+        }
+        if (r->state == RSDI_RQ_HEAD) {
+            size_t prev = r->head_len, consumed = 0;
             r->head_len += (size_t)n;
         parse:
             res = rsd_http_parse_response(r->head, r->head_len, prev, &r->resp, &consumed);
@@ -5329,29 +5355,6 @@ RSDI_PRIVATE void rsdi_req_read(rsd_http_client *c, int i) {
             r->state = RSDI_RQ_BODY;
             if ((size_t)n < want || r->paused) return; /* paused from on_body: stop here */
         } else {
-            char *dst;
-            want = r->body_cap - r->body_len;
-            if (r->body_mode == RSDI_BODY_LENGTH && want > r->body_left) want = (size_t)r->body_left;
-            if (want < RSDI_SMALL_ROOM && r->body_mode != RSDI_BODY_LENGTH && !r->on_body && !r->on_sse) {
-                dst = scratch; /* near the limit: read small, decode, then check the room */
-                want = sizeof scratch;
-            } else {
-                dst = r->body + r->body_len;
-            }
-            n = cn->io->recv_fn(cn->io_ctx, cn->fd, dst, want);
-            if (n < 0) {
-                if (rsdi_would_block(errno)) return;
-                rsdi_req_finish(c, i, RSD_ERR_IO, errno);
-                return;
-            }
-            if (n == 0) {
-                if (r->body_mode == RSDI_BODY_CLOSE) {
-                    rsdi_req_finish(c, i, RSD_OK, 0);
-                    return;
-                }
-                rsdi_req_finish(c, i, RSD_ERR_CLOSED, 0);
-                return;
-            }
             res = rsdi_req_feed(r, dst, (size_t)n);
             if (res != RSD_PENDING) {
                 rsdi_req_finish(c, i, res, 0);
@@ -5749,16 +5752,18 @@ struct rsd_http_server {
 };
 
 RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_http_server_desc, max_conns, RSD_HTTP_SERVER_DEFAULT_MAX_CONNS),
+        RSDI_DFLT(rsd_http_server_desc, max_header_bytes, RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES),
+        RSDI_DFLT(rsd_http_server_desc, max_body_bytes, RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES),
+        RSDI_DFLT(rsd_http_server_desc, max_response_bytes, RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES),
+        RSDI_DFLT(rsd_http_server_desc, idle_timeout_ms, RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, request_timeout_ms, RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, first_byte_timeout_ms, RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, head_timeout_ms, RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS),
+        RSDI_DFLT(rsd_http_server_desc, body_timeout_ms, RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS)};
     if (d->max_conns < 0 || d->max_conns > RSD_HTTP_MAX_CONNS_LIMIT) return RSD_ERR_ARG;
-    if (!d->max_conns) d->max_conns = RSD_HTTP_SERVER_DEFAULT_MAX_CONNS;
-    if (!d->max_header_bytes) d->max_header_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_HEADER_BYTES;
-    if (!d->max_body_bytes) d->max_body_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_BODY_BYTES;
-    if (!d->max_response_bytes) d->max_response_bytes = RSD_HTTP_SERVER_DEFAULT_MAX_RESPONSE_BYTES;
-    if (!d->idle_timeout_ms) d->idle_timeout_ms = RSD_HTTP_SERVER_DEFAULT_IDLE_TIMEOUT_MS;
-    if (!d->request_timeout_ms) d->request_timeout_ms = RSD_HTTP_SERVER_DEFAULT_REQUEST_TIMEOUT_MS;
-    if (!d->first_byte_timeout_ms) d->first_byte_timeout_ms = RSD_HTTP_SERVER_DEFAULT_FIRST_BYTE_TIMEOUT_MS;
-    if (!d->head_timeout_ms) d->head_timeout_ms = RSD_HTTP_SERVER_DEFAULT_HEAD_TIMEOUT_MS;
-    if (!d->body_timeout_ms) d->body_timeout_ms = RSD_HTTP_SERVER_DEFAULT_BODY_TIMEOUT_MS;
+    rsdi_defaults(d, t, sizeof t / sizeof t[0]);
     if (!d->bind_host) d->bind_host = "127.0.0.1";
     if (d->max_header_bytes < 64 || d->max_response_bytes < 256) return RSD_ERR_ARG;
     return rsdi_allocator_check(&d->allocator);
@@ -6382,32 +6387,42 @@ RSDI_PRIVATE void rsdi_sconn_answered(rsd_http_server *s, int k) {
     (void)rsdi_sconn_flush(s, k);
 }
 
-RSDI_PRIVATE void rsdi_w_status(rsdi_wbuf *w, int status, const rsd_http_header *h, size_t n, bool close) {
+/* The answer's head for a pending request into *w (not yet sent): the status line, the
+   headers, then Content-Length (length >= 0), chunked framing (RSDI_LEN_CHUNKED) or
+   neither (RSDI_LEN_CLOSE: the connection closes after the body), and the blank line.
+   The slot, or why not (bad: an argument of the caller's is wrong). */
+enum { RSDI_LEN_CLOSE = -1, RSDI_LEN_CHUNKED = -2 };
+RSDI_PRIVATE int rsdi_answer_head(rsd_http_server *s, rsd_http_sreq_h h, int status, int min_status,
+                                  const rsd_http_header *headers, size_t num_headers, int64_t length, bool bad,
+                                  rsdi_wbuf *w) {
+    int k = rsdi_server_slot(s, h);
+    rsdi_sconn *cn;
+    if (k < 0) return k;
+    cn = &s->conns[k];
+    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
+    if (status < min_status || status > 999 || !rsdi_headers_ok(headers, num_headers) || bad) return RSD_ERR_ARG;
+    *w = rsdi_sconn_wbuf(s, cn);
     rsdi_w_puts(w, "HTTP/1.1 ");
     rsdi_w_putu(w, (uint64_t)status, 10);
     rsdi_w_put(w, " ", 1);
     rsdi_w_puts(w, rsdi_reason(status));
     rsdi_w_put(w, "\r\n", 2);
-    rsdi_w_headers(w, h, n);
-    if (close) rsdi_w_puts(w, "Connection: close\r\n");
+    rsdi_w_headers(w, headers, num_headers);
+    if (cn->close_after || length == RSDI_LEN_CLOSE) rsdi_w_puts(w, "Connection: close\r\n");
+    if (length >= 0) rsdi_w_clen(w, (uint64_t)length);
+    else if (length == RSDI_LEN_CHUNKED) rsdi_w_puts(w, "Transfer-Encoding: chunked\r\n");
+    rsdi_w_put(w, "\r\n", 2);
+    return k;
 }
 
 RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
                              const rsd_http_header *headers, size_t num_headers,
                              const void *body, size_t body_len) {
-    int k = rsdi_server_slot(s, h);
-    rsdi_sconn *cn;
     rsdi_wbuf w;
+    int k = rsdi_answer_head(s, h, status, 100, headers, num_headers, (int64_t)body_len, body_len && !body, &w);
+    rsdi_sconn *cn;
     if (k < 0) return k;
     cn = &s->conns[k];
-    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
-    if (status < 100 || status > 999 || !rsdi_headers_ok(headers, num_headers) || (body_len && !body))
-        return RSD_ERR_ARG;
-    w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
-    rsdi_w_puts(&w, "Content-Length: ");
-    rsdi_w_putu(&w, (uint64_t)body_len, 10);
-    rsdi_w_puts(&w, "\r\n\r\n");
     if (body_len && !rsd_str_eq_c(cn->head.method, "HEAD")) rsdi_w_put(&w, (const char *)body, body_len);
     if (w.over) return RSD_ERR_TOO_LARGE;
     cn->tx_len += w.len;
@@ -6415,51 +6430,34 @@ RSD_API int rsd_http_respond(rsd_http_server *s, rsd_http_sreq_h h, int status,
     return RSD_OK;
 }
 
-RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
-                                  const rsd_http_header *headers, size_t num_headers) {
-    int k = rsdi_server_slot(s, h);
+/* A stream's head is out: chunked (raw false) or the bytes as they are. */
+RSDI_PRIVATE int rsdi_stream_started(rsd_http_server *s, int k, const rsdi_wbuf *w, bool raw, bool close) {
     rsdi_sconn *cn;
-    rsdi_wbuf w;
     if (k < 0) return k;
+    if (w->over) return RSD_ERR_TOO_LARGE;
     cn = &s->conns[k];
-    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
-    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
-    w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_status(&w, status, headers, num_headers, cn->close_after);
-    rsdi_w_puts(&w, "Transfer-Encoding: chunked\r\n\r\n");
-    if (w.over) return RSD_ERR_TOO_LARGE;
-    cn->tx_len += w.len;
+    cn->tx_len += w->len;
     cn->state = RSDI_SC_STREAM;
-    cn->raw = false;
+    cn->raw = raw;
+    if (close) cn->close_after = true;
     (void)rsdi_sconn_flush(s, k);
     return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_begin(rsd_http_server *s, rsd_http_sreq_h h, int status,
+                                  const rsd_http_header *headers, size_t num_headers) {
+    rsdi_wbuf w;
+    int k = rsdi_answer_head(s, h, status, 200, headers, num_headers, RSDI_LEN_CHUNKED, false, &w);
+    return rsdi_stream_started(s, k, &w, false, false);
 }
 
 RSD_API int rsd_http_stream_begin_raw(rsd_http_server *s, rsd_http_sreq_h h, int status,
                                       const rsd_http_header *headers, size_t num_headers,
                                       int64_t content_length) {
-    int k = rsdi_server_slot(s, h);
-    rsdi_sconn *cn;
     rsdi_wbuf w;
-    if (k < 0) return k;
-    cn = &s->conns[k];
-    if (cn->state != RSDI_SC_PENDING) return RSD_ERR_STATE;
-    if (status < 200 || status > 999 || !rsdi_headers_ok(headers, num_headers)) return RSD_ERR_ARG;
-    w = rsdi_sconn_wbuf(s, cn);
-    rsdi_w_status(&w, status, headers, num_headers, cn->close_after || content_length < 0);
-    if (content_length >= 0) {
-        rsdi_w_puts(&w, "Content-Length: ");
-        rsdi_w_putu(&w, (uint64_t)content_length, 10);
-        rsdi_w_put(&w, "\r\n", 2);
-    }
-    rsdi_w_put(&w, "\r\n", 2);
-    if (w.over) return RSD_ERR_TOO_LARGE;
-    cn->tx_len += w.len;
-    cn->state = RSDI_SC_STREAM;
-    cn->raw = true;
-    if (content_length < 0) cn->close_after = true;
-    (void)rsdi_sconn_flush(s, k);
-    return RSD_OK;
+    int k = rsdi_answer_head(s, h, status, 200, headers, num_headers,
+                             content_length < 0 ? (int64_t)RSDI_LEN_CLOSE : content_length, false, &w);
+    return rsdi_stream_started(s, k, &w, true, content_length < 0);
 }
 
 RSD_API int rsd_http_abort(rsd_http_server *s, rsd_http_sreq_h h) {
@@ -7004,14 +7002,16 @@ RSDI_PRIVATE void rsdi_en_finish(rsd_ensurer *e, uint64_t now_ms) {
    HTTP step and the /models/sse stream at a time; the step's answer goes to the ensurer's
    body buffer, so the slots' own buffers only hold the stream and extra requests). */
 RSDI_PRIVATE rsd_http_client_desc rsdi_en_http_desc(const rsd_ensurer_desc *d) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_http_client_desc, max_requests, RSD_ENSURE_HTTP_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_conns, RSD_ENSURE_HTTP_REQUESTS),
+        RSDI_DFLT(rsd_http_client_desc, max_request_bytes, RSD_ENSURE_HTTP_REQUEST_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_header_bytes, RSD_ENSURE_HTTP_HEADER_BYTES),
+        RSDI_DFLT(rsd_http_client_desc, max_body_bytes, RSD_ENSURE_HTTP_SLOT_BODY)};
     rsd_http_client_desc hd = d->http;
     if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
     if (!hd.logger.fn) hd.logger = d->logger;
-    if (!hd.max_requests) hd.max_requests = RSD_ENSURE_HTTP_REQUESTS;
-    if (!hd.max_conns) hd.max_conns = RSD_ENSURE_HTTP_REQUESTS;
-    if (!hd.max_request_bytes) hd.max_request_bytes = RSD_ENSURE_HTTP_REQUEST_BYTES;
-    if (!hd.max_header_bytes) hd.max_header_bytes = RSD_ENSURE_HTTP_HEADER_BYTES;
-    if (!hd.max_body_bytes) hd.max_body_bytes = RSD_ENSURE_HTTP_SLOT_BODY;
+    rsdi_defaults(&hd, t, sizeof t / sizeof t[0]);
     return hd;
 }
 
@@ -7166,14 +7166,13 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         if ((i = rsd_reconcile_init(&e->m.rc, &lim)) < 0) {
             rsdi_logf(&d.logger, RSD_LOG_ERROR, i == RSD_ERR_NOMEM ? RSD_LOGITEM_ALLOC_FAILED : RSD_LOGITEM_HTTP_DESC_INVALID,
                       RSDI_WHERE, "ensurer: reconcile tables: %s", rsd_result_str(i));
-            rsdi_free(&e->alloc, e);
+            rsd_ensurer_destroy(e); /* destroy takes what create has set up so far */
             return NULL;
         }
     }
     e->http = rsd_http_client_create(&hd);
     if (!e->http) {
-        rsd_reconcile_release(&e->m.rc);
-        rsdi_free(&e->alloc, e);
+        rsd_ensurer_destroy(e);
         return NULL;
     }
     if (!d.no_state) {
@@ -7198,10 +7197,7 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
             if (rsd_etcd_create(&e->co, &cd) != RSD_OK) { /* a bad coordinator is a configuration error */
                 rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                           "ensurer: cannot use the coordinator '%.200s'", cu);
-                rsd_state_close(e->st);
-                rsd_http_client_destroy(e->http);
-                rsd_reconcile_release(&e->m.rc);
-                rsdi_free(&e->alloc, e);
+                rsd_ensurer_destroy(e);
                 return NULL;
             }
         }
@@ -8121,11 +8117,13 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
             e->requests++;
             continue;
         }
-        if (e->waiting == RSDI_EN_WAIT_LOCK) {
-            int r = rsd_state_lock_step(e->st, &e->lk, now_ms);
+        if (e->waiting == RSDI_EN_WAIT_LOCK || e->waiting == RSDI_EN_WAIT_COMMIT) { /* the target's or the attribution's file lock */
+            bool commit = e->waiting == RSDI_EN_WAIT_COMMIT;
+            int r = rsd_state_lock_step(e->st, commit ? &e->alk : &e->lk, now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
-            if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
+            if (commit) rsdi_en_commit_end(e, r);
+            else if (!rsdi_en_lock_answer(e, r, now_ms)) return e->final;
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
@@ -8141,13 +8139,6 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
             } else if (e->co_then == RSDI_EN_CO_COMMIT) {
                 rsdi_en_commit_end(e, r);
             }
-            continue;
-        }
-        if (e->waiting == RSDI_EN_WAIT_COMMIT) {
-            int r = rsd_state_lock_step(e->st, &e->alk, now_ms);
-            if (r == RSD_PENDING) return RSD_PENDING;
-            e->waiting = RSDI_EN_WAIT_NONE;
-            rsdi_en_commit_end(e, r);
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
@@ -9677,6 +9668,15 @@ RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t
 
 /* ---- public ------------------------------------------------------------------- */
 RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
+    static const rsdi_dflt t[] = {
+        RSDI_DFLT(rsd_procs_desc, max_procs, RSD_PROCS_DEFAULT),
+        RSDI_DFLT(rsd_procs_desc, ring_bytes, RSD_PROC_RING_DEFAULT),
+        RSDI_DFLT(rsd_procs_desc, arg_bytes, RSD_PROC_ARG_BYTES_DEFAULT),
+        RSDI_DFLT(rsd_procs_desc, term_grace_ms, RSD_PROC_TERM_GRACE_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, start_deadline_ms, RSD_PROC_START_DEADLINE_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, kill_wait_ms, RSD_PROC_KILL_WAIT_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, probe_first_ms, RSD_PROC_PROBE_FIRST_DEFAULT_MS),
+        RSDI_DFLT(rsd_procs_desc, probe_max_ms, RSD_PROC_PROBE_MAX_DEFAULT_MS)};
     rsd_procs_desc d;
     rsd_procs *p;
     size_t per, total, off, slots_sz, ev_sz, argv_sz, envp_sz;
@@ -9691,15 +9691,8 @@ RSD_API rsd_procs *rsd_procs_create(const rsd_procs_desc *desc) {
                  RSDI_WHERE);
         return NULL;
     }
-    if (d.max_procs == 0) d.max_procs = RSD_PROCS_DEFAULT;
-    if (d.ring_bytes == 0) d.ring_bytes = RSD_PROC_RING_DEFAULT;
+    rsdi_defaults(&d, t, sizeof t / sizeof t[0]);
     if (d.ring_bytes < RSD_PROC_RING_MIN) d.ring_bytes = RSD_PROC_RING_MIN;
-    if (d.arg_bytes == 0) d.arg_bytes = RSD_PROC_ARG_BYTES_DEFAULT;
-    if (d.term_grace_ms == 0) d.term_grace_ms = RSD_PROC_TERM_GRACE_DEFAULT_MS;
-    if (d.start_deadline_ms == 0) d.start_deadline_ms = RSD_PROC_START_DEADLINE_DEFAULT_MS;
-    if (d.kill_wait_ms == 0) d.kill_wait_ms = RSD_PROC_KILL_WAIT_DEFAULT_MS;
-    if (d.probe_first_ms == 0) d.probe_first_ms = RSD_PROC_PROBE_FIRST_DEFAULT_MS;
-    if (d.probe_max_ms == 0) d.probe_max_ms = RSD_PROC_PROBE_MAX_DEFAULT_MS;
     if (d.probe_max_ms < d.probe_first_ms) d.probe_max_ms = d.probe_first_ms;
     if (d.max_procs < 1 || d.max_procs > RSD_PROCS_MAX || d.ring_bytes > RSD_PROC_RING_MAX ||
         d.arg_bytes > RSD_PROC_ARG_BYTES_MAX || (int)d.spawn < 0 ||
@@ -10488,6 +10481,14 @@ RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc) {
            (desc->attr_arena_bytes ? desc->attr_arena_bytes : (size_t)RSD_STATE_ATTR_ARENA_DEFAULT);
 }
 
+/* The path of key's file sub/<name><ext>: RSD_OK, RSD_ERR_ARG (no state, a bad key) or
+   RSD_ERR_STATE_DIR (too long). */
+RSDI_PRIVATE int rsdi_key_path(const rsd_state *st, const char *key, const char *sub, const char *ext, char *path) {
+    char name[RSD_STATE_MAX_NAME_BYTES];
+    if (!st || !key || rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
+    return rsdi_state_path(st, path, sub, name, ext);
+}
+
 RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     rsd_state_desc zero;
     rsd_state *st;
@@ -10807,6 +10808,15 @@ RSDI_PRIVATE void rsdi_state_detail(rsd_state *st, const char *fmt, ...) {
 
 RSD_API const char *rsd_state_last_error(const rsd_state *st) { return st ? st->detail : ""; }
 
+/* A file call on name failed with err: logged ("<verb> <name>: <why>", the verb only when
+   in_log) and kept as the last error ("<verb> <name>: <why>"). */
+RSDI_PRIVATE void rsdi_state_sys_fail(rsd_state *st, int level, uint32_t item, const char *verb, const char *name,
+                                      int err, bool in_log) {
+    const char *why = strerror(err);
+    rsdi_logf(&st->logger, level, item, RSDI_WHERE, "%s%s%s: %s", in_log ? verb : "", in_log ? " " : "", name, why);
+    rsdi_state_detail(st, "%s %s: %s", verb, name, why);
+}
+
 /* ---- the cross-process lock ---------------------------------------------------- */
 RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
                                  const char *purpose, uint64_t now_ms, uint64_t deadline_ms) {
@@ -10859,17 +10869,13 @@ RSDI_PRIVATE int rsdi_state_lock_attempt(rsd_state *st, rsd_state_lock *lk) {
             return RSD_ERR_STATE_DIR;
         lk->fd = rsdi_state_open_file(path, O_RDWR, true);
         if (lk->fd < 0) {
-            rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, RSDI_WHERE,
-                      "open %s: %s", path, strerror(errno));
-            rsdi_state_detail(st, "open %s: %s", path, strerror(errno));
+            rsdi_state_sys_fail(st, RSD_LOG_WARN, RSD_LOGITEM_LOCK_OPEN_FAILED, "open", path, errno, true);
             return lk->attr ? RSD_ERR_STATE_IO : RSD_ERR_LOCK;
         }
     }
     if (rsdi_state_flock(lk->fd) == 0) return RSD_OK;
     if (errno == EWOULDBLOCK || errno == EAGAIN || errno == EINTR) return RSD_PENDING;
-    rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "flock %s: %s",
-              lk->name, strerror(errno));
-    rsdi_state_detail(st, "flock %s: %s", lk->name, strerror(errno));
+    rsdi_state_sys_fail(st, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, "flock", lk->name, errno, true);
     return RSD_ERR_LOCK;
 }
 
@@ -11060,12 +11066,11 @@ RSDI_PRIVATE void rsdi_state_owner_text(const rsd_state_lock *lk, char *out, siz
 }
 
 RSD_API int rsd_state_lock_owner(rsd_state *st, const char *key, rsd_lock_owner *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int fd, r;
     if (!st || !key || !out) return RSD_ERR_ARG;
     memset(out, 0, sizeof *out);
-    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "locks", name, ".lock") < 0) return RSD_ERR_STATE_DIR;
+    if ((r = rsdi_key_path(st, key, "locks", ".lock", path)) < 0) return r;
     fd = rsdi_state_open_file(path, O_RDONLY, false);
     if (fd < 0) return errno == ENOENT ? RSD_ERR_NOT_FOUND : RSD_ERR_STATE_IO;
     r = rsdi_state_read_owner_fd(fd, out);
@@ -11463,23 +11468,17 @@ RSDI_PRIVATE int rsdi_attr_format(const rsd_attr_set *set, char *buf, size_t cap
    RSD_ERR_TOO_LARGE when its ids do not fit out's arena (empty, out->over: never read in
    part, never reset). */
 RSDI_PRIVATE int rsdi_attr_read(rsd_state *st, const char *path, rsd_attr_set *out) {
-    int fd = rsdi_state_open_file(path, O_RDONLY, false), r, e;
-    long n;
+    int fd = rsdi_state_open_file(path, O_RDONLY, false), r = RSD_ERR_STATE_IO, e = errno;
+    long n = 0;
     rsdi_attr_set_clear(out);
-    if (fd < 0) {
-        if (errno == ENOENT) return RSD_OK;
-        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
-                  path, strerror(errno));
-        rsdi_state_detail(st, "read %s: %s", path, strerror(errno));
-        return RSD_ERR_STATE_IO;
+    if (fd < 0 && e == ENOENT) return RSD_OK;
+    if (fd >= 0) {
+        r = rsdi_attr_read_fd(st, fd, out, &n);
+        e = errno;
+        rsdi_state_close_fd(fd);
     }
-    r = rsdi_attr_read_fd(st, fd, out, &n);
-    e = errno;
-    rsdi_state_close_fd(fd);
-    if (r == RSD_ERR_STATE_IO) {
-        rsdi_logf(&st->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s: %s",
-                  path, strerror(e));
-        rsdi_state_detail(st, "read %s: %s", path, strerror(e));
+    if (r == RSD_ERR_STATE_IO) { /* it cannot be opened, or a read failed */
+        rsdi_state_sys_fail(st, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, "read", path, e, false);
         return RSD_ERR_STATE_IO;
     }
     if (r == RSD_ERR_TOO_LARGE && out->over) { /* a valid record, larger than the set */
@@ -11514,12 +11513,11 @@ RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const cha
 
 /* Reads key's record of kind ext (".attr" attribution, ".used" last uses): entry count. */
 RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ext, rsd_attr_set *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int r;
     if (!st || !key || !out || out->magic != RSDI_ATTR_SET_MAGIC) return RSD_ERR_ARG;
     rsdi_attr_set_clear(out);
-    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
+    if ((r = rsdi_key_path(st, key, "attr", ext, path)) < 0) return r;
     r = rsdi_attr_read(st, path, out);
     if (r == RSD_OK && out->corrupt) { /* reset it now, unless a writer is at it (it rewrites it) */
         rsd_state_lock lk;
@@ -11616,9 +11614,7 @@ RSDI_PRIVATE int rsdi_state_replace(rsd_state *st, const char *path, const char 
     }
     return RSD_OK;
 fail:
-    rsdi_logf(&st->logger, RSD_LOG_ERROR, RSD_LOGITEM_ATTR_WRITE_FAILED, RSDI_WHERE, "%s: %s",
-              path, strerror(errno));
-    rsdi_state_detail(st, "write %s: %s", path, strerror(errno));
+    rsdi_state_sys_fail(st, RSD_LOG_ERROR, RSD_LOGITEM_ATTR_WRITE_FAILED, "write", path, errno, false);
     return RSD_ERR_STATE_IO;
 }
 
@@ -11705,12 +11701,11 @@ RSDI_PRIVATE int rsdi_attr_apply(rsd_state *st, const char *key, rsd_attr_set *s
 RSDI_PRIVATE int rsdi_record_update_locked(rsd_state *st, const char *key, const char *ext,
                                            const rsd_attr_change *ch, int n, uint64_t loaded_at_ms,
                                            bool count_removed) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     rsd_attr_set *set = &st->scratch;
     int r, i, removed = 0, err = RSD_OK;
     bool changed = false, used = strcmp(ext, ".used") == 0;
-    if (rsd_state_file_name(key, name, sizeof name) < 0) return RSD_ERR_ARG;
-    if (rsdi_state_path(st, path, "attr", name, ext) < 0) return RSD_ERR_STATE_DIR;
+    if ((r = rsdi_key_path(st, key, "attr", ext, path)) < 0) return r;
     r = rsdi_attr_read(st, path, set);
     if (r < 0) return r;
     if (set->corrupt) {
@@ -11806,18 +11801,12 @@ RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint6
     return RSD_OK;
 }
 
-RSDI_PRIVATE int rsdi_state_gen_path(rsd_state *st, const char *key, char *name, char *path) {
-    if (!st || !key) return RSD_ERR_ARG;
-    if (rsd_state_file_name(key, name, RSD_STATE_MAX_NAME_BYTES) < 0) return RSD_ERR_ARG;
-    return rsdi_state_path(st, path, "attr", name, ".gen");
-}
-
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int r;
     if (!out) return RSD_ERR_ARG;
     *out = 0;
-    r = rsdi_state_gen_path(st, key, name, path);
+    r = rsdi_key_path(st, key, "attr", ".gen", path);
     return r < 0 ? r : rsdi_state_gen_read_path(st, path, out);
 }
 
@@ -11837,11 +11826,11 @@ RSDI_PRIVATE int rsdi_state_gen_bump_locked(rsd_state *st, const char *path, uin
 }
 
 RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     rsd_state_lock lk;
     int r;
     if (out) *out = 0;
-    r = rsdi_state_gen_path(st, key, name, path);
+    r = rsdi_key_path(st, key, "attr", ".gen", path);
     if (r < 0) return r;
     memset(&lk, 0, sizeof lk);
     r = rsdi_attr_lock_wait(st, &lk, key);
@@ -11853,7 +11842,7 @@ RSD_API int rsd_state_gen_bump(rsd_state *st, const char *key, uint64_t *out) {
 
 RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_attr_change *changes,
                                   int n, uint64_t loaded_at_ms, uint64_t *gen_out) {
-    char name[RSD_STATE_MAX_NAME_BYTES], path[RSDI_STATE_PATH_BYTES];
+    char path[RSDI_STATE_PATH_BYTES];
     int r = RSD_OK, g, i;
     if (gen_out) *gen_out = 0;
     if (!st || !lk || n < 0 || (n && !changes)) return RSD_ERR_ARG;
@@ -11862,7 +11851,7 @@ RSD_API int rsd_state_attr_commit(rsd_state *st, rsd_state_lock *lk, const rsd_a
         if (!rsdi_attr_change_ok(&changes[i])) return RSD_ERR_ARG;
     st->detail[0] = '\0';
     if (n > 0) r = rsdi_attr_update_locked(st, lk->key, changes, n, loaded_at_ms, false);
-    g = rsdi_state_gen_path(st, lk->key, name, path);
+    g = rsdi_key_path(st, lk->key, "attr", ".gen", path);
     if (g == RSD_OK) { /* even after a failed write: other processes must drop their caches */
         char first[RSD_STATE_DETAIL_BYTES];
         memcpy(first, st->detail, sizeof first);
@@ -12470,20 +12459,19 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     if (r != RSD_OK) {
         rsdi_logf(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_HTTP_DESC_INVALID, RSDI_WHERE,
                   "etcd: bad coordinator URL '%.200s' (etcd://host:port[/prefix])", d.url);
-        rsdi_free(&co->alloc, co);
+        rsd_etcd_destroy(co); /* destroy takes what create has set up so far */
         return r;
     }
     co->ans.vals = (char *)rsdi_malloc(&d.allocator, RSDI_ETCD_VALS_BYTES);
     if (!co->ans.vals) {
-        rsdi_free(&co->alloc, co);
+        rsd_etcd_destroy(co);
         return RSD_ERR_NOMEM;
     }
     co->ans.vals_cap = RSDI_ETCD_VALS_BYTES;
     hd = rsdi_etcd_http_desc(&d);
     co->http = rsd_http_client_create(&hd);
     if (!co->http) {
-        rsdi_free(&co->alloc, co->ans.vals);
-        rsdi_free(&co->alloc, co);
+        rsd_etcd_destroy(co);
         return RSD_ERR_NOMEM;
     }
     if (d.host_id) (void)rsdi_cpy(co->host, sizeof co->host, d.host_id);
@@ -12626,21 +12614,18 @@ RSDI_PRIVATE void rsdi_etcd_msg(rsd_etcd *co, int r, const char *fmt, ...) {
 
 /* A lock that could not be taken: fail-open (RSD_OK, not held, a warning) or closed. */
 RSDI_PRIVATE void rsdi_etcd_lock_give_up(rsd_etcd *co, int err) {
-    if (co->fail_closed) {
-        rsdi_logf(&co->logger, RSD_LOG_ERROR, err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_TIMEOUT : RSD_LOGITEM_LOCK_FAILED,
-                  RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
-        rsdi_etcd_end(co, err);
-        return;
-    }
-    rsdi_logf(&co->logger, RSD_LOG_WARN, err == RSD_ERR_TIMEOUT ? RSD_LOGITEM_LOCK_WAIT_EXPIRED
-                                                               : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED,
+    bool t = err == RSD_ERR_TIMEOUT;
+    rsdi_logf(&co->logger, co->fail_closed ? RSD_LOG_ERROR : RSD_LOG_WARN,
+              co->fail_closed ? (t ? RSD_LOGITEM_LOCK_TIMEOUT : RSD_LOGITEM_LOCK_FAILED)
+                              : (t ? RSD_LOGITEM_LOCK_WAIT_EXPIRED : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED),
               RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
-    rsdi_etcd_end(co, RSD_OK);
+    rsdi_etcd_end(co, co->fail_closed ? err : (int)RSD_OK);
 }
 
 /* A transport error, an error status or an unreadable answer: retried (backoff) while
    etcd may come back -- at most one lease TTL from the first error and never past the
-   operation's deadline -- then the operation ends with err. */
+   operation's deadline -- then the operation ends with err. Either way it sets sub (SLEEP,
+   or IDLE as the operation ends). */
 RSDI_PRIVATE void rsdi_etcd_trouble(rsd_etcd *co, int err, uint64_t now_ms, const char *what) {
     uint64_t bound;
     if (!co->err_since) co->err_since = now_ms;
@@ -12809,7 +12794,6 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
     r = rsdi_etcd_send(co, path, co->req, w.n, now_ms,
                        co->deadline > now_ms + co->req_ms ? co->deadline : now_ms + co->req_ms, &co->h);
     if (r < 0) {
-        co->sub = RSDI_ES_SEND;
         rsdi_etcd_trouble(co, r, now_ms, rsd_result_str(r));
         return;
     }
@@ -12825,7 +12809,6 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     if (ev->result < 0) {
         (void)RSD_SNPRINTF(what, sizeof what, "%s%s%s", rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
                            ev->sys_errno ? strerror(ev->sys_errno) : "");
-        co->sub = RSDI_ES_SEND;
         rsdi_etcd_trouble(co, ev->result, now_ms, what);
         return;
     }
@@ -12856,14 +12839,12 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     }
     if (pr < 0 || ev->status != 200 || a->has_error) {
         (void)RSD_SNPRINTF(what, sizeof what, "HTTP %d%s%s", ev->status, a->error[0] ? ": " : "", a->error);
-        co->sub = RSDI_ES_SEND;
         rsdi_etcd_trouble(co, pr < 0 ? pr : RSD_ERR_HTTP_STATUS, now_ms, what);
         return;
     }
     co->err_since = co->down_at = 0;
     if (co->sub == RSDI_ES_GRANT) {
         if (a->id == 0 || a->ttl <= 0) {
-            co->sub = RSDI_ES_SEND;
             rsdi_etcd_trouble(co, RSD_ERR_PAYLOAD, now_ms, "lease grant answered without an ID");
             return;
         }
@@ -14076,14 +14057,19 @@ RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap) {
     return n + c;
 }
 
-RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
-    uint64_t d, x;
-    int i;
-    if (!f) return UINT64_MAX;
+/* Drops the scrubbed events (kind NONE) at the head of the GRANT/FAIL queue. */
+RSDI_PRIVATE void rsdi_fleet_skip_scrubbed(rsd_fleet *f) {
     while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) {
         f->rq_head = (f->rq_head + 1) % f->rq_cap;
         f->rq_count--;
     }
+}
+
+RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
+    uint64_t d, x;
+    int i;
+    if (!f) return UINT64_MAX;
+    rsdi_fleet_skip_scrubbed(f);
     if (f->rq_count || f->nq_count) return 0;
     d = rsd_procs_next_deadline(f->procs);
     if (f->pool_deadline < d) d = f->pool_deadline;
@@ -14105,10 +14091,7 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
 RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev) {
     rsdi_fleet_qev *q;
     if (!f || !ev) return false;
-    while (f->rq_count && f->rq[f->rq_head].ev.kind == RSD_FLEET_EV_NONE) { /* scrubbed */
-        f->rq_head = (f->rq_head + 1) % f->rq_cap;
-        f->rq_count--;
-    }
+    rsdi_fleet_skip_scrubbed(f);
     if (f->rq_count && (!f->nq_count || f->rq[f->rq_head].seq < f->nq[f->nq_head].seq)) {
         q = &f->rq[f->rq_head];
         f->rq_head = (f->rq_head + 1) % f->rq_cap;
