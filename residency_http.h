@@ -803,7 +803,11 @@
            RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
            or released lease, RSD_ERR_ARG for a bad id, else the first failed
            ensure's code (RSD_ERR_STATE for one that ended without error and without
-           its model resident, e.g. observe-only); *out is the last ensure's result.
+           its model resident, e.g. observe-only). *out (may be NULL) is the last
+           ensure's result when all came back, else the first failed one's: its
+           result, outcome, decision, reason and message (valid until the next begin),
+           without notices, evicted list, op_model and wire_id (later ensures reused
+           them).
        int rsd_ensurer_resolve(e, const char *url)
            Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
            first address), kept in a
@@ -8265,9 +8269,14 @@ RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const c
     static const char ext[] = ".lease";
     rsd_state_lock lk;
     char key[80], model[RSD_STATE_MAX_ID_BYTES + 1], url[RSD_STATE_MAX_ID_BYTES + 1];
+    char fail_msg[sizeof e->message];
+    rsd_ensure_result res, fail; /* each ensure's result; the first failed one's */
     int r, n_gone = 0, first_err = RSD_OK;
     size_t kept = 0; /* the lease's first entries that did not come back (they stay in it) */
     if (out) memset(out, 0, sizeof *out);
+    memset(&res, 0, sizeof res);
+    fail = res;
+    fail_msg[0] = '\0';
     if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
     if (!e->st) return RSD_ERR_STATE;
     (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", lease_id);
@@ -8295,9 +8304,13 @@ RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const c
         one.url = q && q->url ? q->url : url;
         one.model = model;
         one.free_bytes = 0;
-        rc = rsd_ensurer_run(e, &one, out);
-        if (rc != RSD_OK || !out || out->outcome != RSD_OUTCOME_RESIDENT) {
-            if (first_err == RSD_OK) first_err = rc < 0 ? rc : RSD_ERR_STATE;
+        rc = rsd_ensurer_run(e, &one, &res);
+        if (rc != RSD_OK || res.outcome != RSD_OUTCOME_RESIDENT) {
+            if (first_err == RSD_OK) { /* its words outlive the ensures after it */
+                first_err = rc < 0 ? rc : RSD_ERR_STATE;
+                fail = res;
+                (void)rsdi_cpy(fail_msg, sizeof fail_msg, res.message ? res.message : "");
+            }
             kept++;
             continue;
         }
@@ -8313,6 +8326,16 @@ RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const c
         }
         n_gone++;
         if (r <= 0) kept++; /* it could not leave the record: go on past it */
+    }
+    if (out) *out = res;
+    if (out && first_err < 0) { /* the first failure, its texts in the ensurer's own buffers */
+        *out = fail;
+        memcpy(e->message, fail_msg, sizeof fail_msg);
+        out->message = e->message;
+        out->op_model = out->wire_id = out->lease_id = "";
+        out->n_evicted = out->n_notices = 0;
+        out->evicted = NULL;
+        out->notices = NULL;
     }
     return first_err < 0 ? first_err : n_gone;
 }

@@ -1076,6 +1076,7 @@ static void test_release_keeps_what_failed(void) {
         const char *l[] = {"--url", s.url, "--list", NULL};
         CHECK(cli_env(env, r) != 0);
         CHECK(strstr(g_out, "incomplete") != NULL);
+        CHECK(strstr(g_out, "bravo") != NULL); /* the words of the one that failed, not of charlie */
         CHECK(strstr(g_out, "no state directory") == NULL);
         SHOW_ON_FAIL();
         CHECK_EQ_INT(cli_env(env, l), 0);
@@ -1106,6 +1107,54 @@ static void test_release_keeps_what_failed(void) {
     remove_state_dir();
 }
 
+/* rsd_ensurer_release in the library, with out NULL (a caller that only wants the count):
+   both models come back, leave the lease, and the count is returned; the lease is gone
+   after. With out, a failed model's result is the one *out gives. */
+static void test_release_lib(void) {
+    sim_proc s;
+    static const char *const sim_args[] = {"--models-max", "4", "--load-ms", "20", "--model", "id=alpha,size=2G",
+                                           "--model", "id=bravo,size=2G", "--model", "id=charlie,size=2G", NULL};
+    static const char *const order[] = {"bravo", "charlie", "alpha"};
+    char env_dir[300], id[64];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    int round, failed = 0;
+    REQUIRE(sim_with_loads(&s, sim_args, "release-lib", env_dir, sizeof env_dir, env, order, 3));
+    memset(&d, 0, sizeof d);
+    d.state_dir = g_state_dir;
+    d.no_cache = true;
+    e = rsd_ensurer_create(&d);
+    CHECK(e != NULL);
+    for (round = 0; e && round < 2; round++) {
+        memset(&q, 0, sizeof q);
+        q.url = s.url;
+        q.free_bytes = 4ull << 30;
+        CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+        CHECK_EQ_INT(res.n_evicted, 2);
+        CHECK(res.lease_id && res.lease_id[0]);
+        snprintf(id, sizeof id, "%s", res.lease_id ? res.lease_id : "");
+        if (round == 0) {
+            CHECK_EQ_INT(rsd_ensurer_release(e, NULL, id, NULL), 2);
+        } else { /* bravo is gone from the catalog: charlie comes back, *out is bravo's failure */
+            CHECK_EQ_INT(sim_post_json(&s, "/_sim/remove", "{\"model\":\"bravo\"}"), 200);
+            failed = rsd_ensurer_release(e, NULL, id, &res);
+            CHECK(failed < 0);
+            CHECK_EQ_INT(res.result, failed);
+            CHECK(res.outcome != RSD_OUTCOME_RESIDENT);
+            CHECK(res.message && strstr(res.message, "bravo") != NULL);
+            CHECK_EQ_INT(res.n_notices, 0);
+            if (rsdt_cur_failed) printf("  message: %s\n", res.message ? res.message : "(null)");
+        }
+        CHECK_EQ_INT(rsd_ensurer_release(e, NULL, id, NULL), round == 0 ? RSD_ERR_NOT_FOUND : failed);
+    }
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+    remove_state_dir();
+}
+
 int main(int argc, char **argv) {
     char why[256];
     RSD_TEST_BEGIN(argc, argv);
@@ -1132,5 +1181,6 @@ int main(int argc, char **argv) {
     RUN(test_attr_arena_follows_max_models);
     RUN(test_free_bytes_sim);
     RUN(test_release_keeps_what_failed);
+    RUN(test_release_lib);
     return RSD_TEST_END();
 }
