@@ -683,7 +683,7 @@
            a given runtime without instances, llama.cpp router or Ollama, has
            no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state),
            attr_arena_bytes (the bytes of ids an attribution as read holds, here,
-           in the state and in etcd; 0 = as many as the reconcile keeps,
+           in the state and in etcd, and of the in-memory instance records; 0 = as many as the reconcile keeps,
            limits.id_arena_bytes: 128 per model, 8 KiB by default, so max_models
            raises both; a record over it is never acted on in part, see STATE), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
@@ -713,12 +713,13 @@
            --, under 237 KiB with runtime LLAMACPP (no LM Studio state; the
            scratch region is the attribution's 10 KiB).
            no_state leaves out the state's block, adds the in-memory instance
-           records (48 KiB) where the runtime has instances and leaves the
-           scratch region to detection: under 278 KiB with runtime AUTO, under
-           211 KiB with LLAMACPP. When the state directory cannot be opened,
-           create runs without it and allocates, in place of its block, the
-           in-memory instance records where the runtime has instances (under
-           278 KiB in all with the defaults). A coord adds the coordinator,
+           records (attr_arena_bytes, 8 KiB by default) where the runtime has
+           instances and leaves the scratch region to detection: under 238 KiB
+           with runtime AUTO, under 211 KiB with LLAMACPP. When the state
+           directory cannot be opened, create runs without it and allocates, in
+           place of its block, the in-memory instance records where the runtime
+           has instances; they are smaller than that block, so the footprint is
+           an upper bound then too. A coord adds the coordinator,
            under 4.3 MiB (its object under 606 KiB, its client under 3.4 MiB:
            four requests, each with room for two whole attributions).
            attr_arena_bytes (by default the limits' id arena) adds what it asks
@@ -926,7 +927,9 @@
        Only owned instances are ever unloaded: an instance loaded by another
        process using the same state directory is owned too; the operator's and
        LM Link peers' never. Without a state directory the ensurer remembers the
-       instances it loaded in memory (RSD_RECONCILE_MAX_OWNED per ensurer).
+       instances it loaded in memory, as many as attr_arena_bytes holds (each
+       its target key, model id and instance id with their NULs; one that does
+       not fit is not remembered).
        The TTL cache keeps the wire id, so an LM Studio hit makes no request and
        still answers result.wire_id and lms_tier. A runtime with its own
        default deadline (LM Studio: 300 s, loads are slow) uses it when
@@ -6633,13 +6636,6 @@ typedef struct rsdi_ensure_name {
     char addr[64];
 } rsdi_ensure_name;
 
-/* An instance this ensurer loaded, kept in memory when there is no state dir. */
-typedef struct rsdi_ensure_mem {
-    char key[RSD_TARGET_KEY_MAX];
-    char model[RSD_MODEL_ID_MAX];
-    char inst[RSD_MODEL_ID_MAX];
-} rsdi_ensure_mem;
-
 typedef struct rsdi_ensure_det {
     char key[RSD_TARGET_KEY_MAX];
     rsd_runtime_kind kind;
@@ -6727,13 +6723,14 @@ struct rsd_ensurer {
     char key[RSD_TARGET_KEY_MAX];
     char message[RSD_RECONCILE_TEXT_MAX];
     rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
-    int n_ours, n_owned, n_mem;
+    int n_ours, n_owned;
     const char *ours[RSD_RECONCILE_MAX_OURS];
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
-    rsdi_ensure_mem *mem;             /* no state dir: owned instances, this ensurer only (max_mem of them,
-                                         in the ensurer's block; none when its runtime has no instances) */
-    rsdi_ensure_mem *mem_own;         /* ... or allocated at create when the state directory could not be opened */
-    int max_mem;
+    char *mem;                        /* no state dir: the instances this ensurer loaded, "key\0model\0inst\0"
+                                         each, in mem_used of mem_cap bytes (attr_arena_bytes, in the ensurer's
+                                         block; none when its runtime has no instances) */
+    char *mem_own;                    /* ... or allocated at create when the state directory could not be opened */
+    size_t mem_cap, mem_used;
     rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
                                          directory or etcd, else NULL); the last-use and lease records are
                                          read into the state's own scratch set, each used before the next read */
@@ -7042,7 +7039,9 @@ RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
     return cu && cu[0] ? cu : NULL;
 }
 
-RSDI_PRIVATE size_t rsdi_en_mem_bytes(void) { return rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED); }
+/* The in-memory instance records: as many bytes as the attribution's ids (attr), so that they
+   never take more than the state directory's block they stand in for. */
+RSDI_PRIVATE size_t rsdi_en_mem_bytes(size_t attr) { return rsdi_al8(attr); }
 
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsdi_rc_sizes z;
@@ -7051,13 +7050,13 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
-    b->mem = RSDI_EN_INSTANCES && z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
-    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
-       attribution (with a state directory or etcd; the last uses and a lease are read into
-       the state's own scratch) */
     /* the attribution's ids: desc.attr_arena_bytes, by default as many as the reconcile
        keeps (its ours and owned ids go there) */
     b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.ids;
+    b->mem = RSDI_EN_INSTANCES && z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes(b->attr) : 0;
+    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
+       attribution (with a state directory or etcd; the last uses and a lease are read into
+       the state's own scratch) */
     b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(b->attr) : 0;
     if (!RSDI_EN_DETECTS_NOTHING && d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect)))
         b->scratch = rsdi_al8(sizeof(rsd_detect)); /* a build without detection never holds its state */
@@ -7143,8 +7142,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     at = (char *)e + rsdi_al8(sizeof *e);
     if (b.cache) e->cache = (rsd_decision_cache *)(void *)at;
     at += b.cache;
-    if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
-    e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
+    if (b.mem) e->mem = at;
+    e->mem_cap = b.mem;
     at += b.mem;
     if (!d.no_state || rsdi_en_coord_url(&d)) {
         e->attrs = (rsd_attr_set *)(void *)at;
@@ -7180,8 +7179,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
         if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && RSDI_EN_INSTANCES && z.lms) { /* instances kept in memory */
-            e->mem = e->mem_own = (rsdi_ensure_mem *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes());
-            e->max_mem = e->mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
+            e->mem = e->mem_own = (char *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes(b.attr));
+            e->mem_cap = e->mem ? rsdi_en_mem_bytes(b.attr) : 0;
             if (!e->mem)
                 rsdi_log(&d.logger, RSD_LOG_WARN, RSD_LOGITEM_ALLOC_FAILED,
                          "ensurer: no room for the in-memory instance records; instances it loads are not its own",
@@ -7545,14 +7544,18 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
    this ensurer loaded itself. */
 RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     size_t i;
-    int k;
     e->n_ours = e->n_owned = 0;
     if (!e->st && !RSDI_EN_CO(e)) {
-        for (k = 0; RSDI_EN_INSTANCES && k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
-            if (strcmp(e->mem[k].key, e->key) == 0) {
-                e->owned[e->n_owned].model = e->mem[k].model;
-                e->owned[e->n_owned++].instance = e->mem[k].inst;
+        const char *p = e->mem, *m, *in;
+        for (; RSDI_EN_INSTANCES && p && p < e->mem + e->mem_used && e->n_owned < RSD_RECONCILE_MAX_OWNED;
+             p = in + strlen(in) + 1) {
+            m = p + strlen(p) + 1;
+            in = m + strlen(m) + 1;
+            if (strcmp(p, e->key) == 0) {
+                e->owned[e->n_owned].model = m;
+                e->owned[e->n_owned++].instance = in;
             }
+        }
         return;
     }
     if (rsdi_en_attr_load(e) < 0) return;
@@ -7907,20 +7910,25 @@ RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
 
 /* Without a state directory: remember (model, instance) owned on e->key in memory. */
 RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool add) {
-    int k;
-    for (k = 0; k < e->n_mem; k++)
-        if (strcmp(e->mem[k].key, e->key) == 0 && strcmp(e->mem[k].inst, a->instance) == 0) break;
-    if (!add) {
-        if (k < e->n_mem) e->mem[k] = e->mem[--e->n_mem];
-        return;
+    char ids[2 * RSD_MODEL_ID_MAX], *p, *m, *in, *end = e->mem + e->mem_used;
+    size_t kl = strlen(e->key) + 1, ml = strlen(a->model) + 1, il = strlen(a->instance) + 1, n;
+    if (!e->mem || ml > RSD_MODEL_ID_MAX || il > RSD_MODEL_ID_MAX) return;
+    memcpy(ids, a->model, ml); /* copied: a's ids may be in the records that move */
+    memcpy(ids + ml, a->instance, il);
+    for (p = e->mem; p < end; p += n) { /* the record of this instance goes */
+        m = p + strlen(p) + 1;
+        in = m + strlen(m) + 1;
+        n = (size_t)(in + strlen(in) + 1 - p);
+        if (strcmp(p, e->key) == 0 && strcmp(in, ids + ml) == 0) {
+            memmove(p, p + n, (size_t)(end - p) - n);
+            e->mem_used -= n;
+            break;
+        }
     }
-    if (k == e->n_mem) {
-        if (e->n_mem >= e->max_mem) return; /* full (or no room: no instances): not remembered */
-        e->n_mem++;
-    }
-    (void)rsdi_cpy(e->mem[k].key, sizeof e->mem[k].key, e->key);
-    (void)rsdi_cpy(e->mem[k].model, sizeof e->mem[k].model, a->model);
-    (void)rsdi_cpy(e->mem[k].inst, sizeof e->mem[k].inst, a->instance);
+    if (!add || kl + ml + il > e->mem_cap - e->mem_used) return; /* full: not remembered */
+    memcpy(e->mem + e->mem_used, e->key, kl);
+    memcpy(e->mem + e->mem_used + kl, ids, ml + il);
+    e->mem_used += kl + ml + il;
 }
 
 /* One attribution change of the COMMIT: into the state directory's update, or (no state
