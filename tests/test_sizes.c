@@ -95,11 +95,19 @@ static void test_manual_size_figures(void) {
         cd = rsdi_en_etcd_desc(&d, "etcd://127.0.0.1:9", RSD_STATE_ATTR_ARENA_DEFAULT);
         hd = rsdi_etcd_http_desc(&cd);
         REQUIRE(rsdi_client_desc_fix(&hd) == 0);
-        CHECK(rsdi_etcd_footprint(&cd) <= (size_t)(4.3 * 1024 * 1024));
-        CHECK(sizeof(rsd_etcd) <= 606 * 1024);
-        CHECK(rsdi_client_footprint(&hd) <= (size_t)(3.4 * 1024 * 1024));
-        CHECK_EQ_INT(hd.max_requests, 4);
-        CHECK(hd.max_body_bytes >= 2 * (size_t)RSD_STATE_MAX_FILE_BYTES);
+        CHECK(rsdi_etcd_footprint(&cd) <= 651 * 1024);
+        CHECK(sizeof(rsd_etcd) <= 150 * 1024);
+        {
+            rsdi_etcd_sizes z;
+            rsdi_etcd_sizes_of(&cd, &z);
+            CHECK(z.block <= 447 * 1024);
+            CHECK_EQ_INT(rsdi_etcd_footprint(&cd), z.block + rsdi_client_footprint(&hd));
+        }
+        CHECK(rsdi_client_footprint(&hd) <= 205 * 1024);
+        CHECK_EQ_INT(hd.max_requests, 3);
+        CHECK_EQ_INT(hd.max_conns, 3);
+        CHECK_EQ_INT(hd.max_header_bytes, 4096); /* "4 KiB heads and bodies" */
+        CHECK_EQ_INT(hd.max_body_bytes, 4096);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
@@ -862,6 +870,49 @@ static void test_ensurer_footprint_is_all_create_allocates(void) {
     tp_remove_tree(dir);
 }
 
+/* The coordinator's buffers hold what its sets hold: a record whose ids fill the arena, every
+   id byte escaped and the longest numbers, formats into its text, goes into one request and
+   twice into the answer's values; the client has a slot for each request in flight. */
+static void test_etcd_buffers_hold_what_the_arena_holds(void) {
+    static const uint32_t arenas[4] = {1024, RSD_STATE_ATTR_ARENA_DEFAULT, 20000, RSD_STATE_ATTR_ARENA_MAX};
+    static char ids[RSD_STATE_ATTR_ARENA_MAX], text[RSD_STATE_MAX_FILE_BYTES + 1];
+    int k;
+    for (k = 0; k < 4; k++) {
+        rsd_etcd_desc cd;
+        rsdi_etcd_sizes z;
+        rsd_attr_set set;
+        rsd_http_client_desc hd;
+        char model[RSD_STATE_MAX_ID_BYTES + 1], inst[RSD_STATE_MAX_ID_BYTES + 1];
+        size_t per, ml, il, i;
+        int r;
+        memset(&cd, 0, sizeof cd);
+        cd.url = "etcd://127.0.0.1:9";
+        cd.attr_arena_bytes = arenas[k];
+        rsdi_etcd_sizes_of(&cd, &z);
+        CHECK_EQ_INT(z.arena, rsdi_al8(arenas[k]));
+        REQUIRE(rsd_attr_set_init(&set, ids, z.arena) == RSD_OK);
+        per = z.arena / RSD_STATE_MAX_ATTR; /* each entry's share: a model and an instance with their NULs */
+        ml = (per - 2) / 2 > RSD_STATE_MAX_ID_BYTES ? RSD_STATE_MAX_ID_BYTES : (per - 2) / 2;
+        il = per - 2 - ml > RSD_STATE_MAX_ID_BYTES ? RSD_STATE_MAX_ID_BYTES : per - 2 - ml;
+        for (i = 0; i < RSD_STATE_MAX_ATTR; i++, set.count++) {
+            memset(model, 1, ml); /* written \x01 */
+            memset(inst, 1, il);
+            model[ml] = inst[il] = '\0';
+            model[0] = (char)(0x40 + (i & 63)); /* distinct */
+            REQUIRE(rsdi_attr_set_put(&set, set.count, model, inst, UINT64_MAX, INT64_MAX));
+        }
+        CHECK(set.arena_used + RSD_STATE_MAX_ATTR * 2 > z.arena || ml == RSD_STATE_MAX_ID_BYTES);
+        r = rsdi_attr_format(&set, text, z.text);
+        CHECK(r > 0 && (size_t)r <= z.text);
+        CHECK(rsdi_b64_len((size_t)r) + 4096 <= z.req);
+        CHECK(2 * (size_t)r <= z.vals);
+        CHECK(rsdi_b64_len(z.vals) <= z.body);
+        hd = rsdi_etcd_http_desc(&cd);
+        CHECK_EQ_INT(hd.max_requests, 3); /* the operation's, a keepalive and a release */
+        CHECK(hd.max_request_bytes >= z.req);
+    }
+}
+
 /* The in-memory instance records (no state directory) hold "key NUL model NUL instance NUL"
    each in attr_arena_bytes: a record is replaced, removed and read back by its key; one that
    does not fit is not remembered, and the others stay whole. */
@@ -1072,6 +1123,7 @@ int main(int argc, char **argv) {
     RUN(test_init_allocates_the_footprint_once);
     RUN(test_ensurer_footprint_is_all_create_allocates);
     RUN(test_ensurer_mem_records);
+    RUN(test_etcd_buffers_hold_what_the_arena_holds);
     RUN(test_listing_names_lie_in_the_arena);
     RUN(test_defaults_hold_an_ollama_listing_of_64);
     RUN(test_begin_without_init_is_a_clear_error);
