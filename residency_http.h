@@ -683,7 +683,7 @@
            a given runtime without instances, llama.cpp router or Ollama, has
            no LM Studio state and no in-memory instance records), state_dir, no_state, lock_fail_closed (state),
            attr_arena_bytes (the bytes of ids an attribution as read holds, here,
-           in the state and in etcd; 0 = as many as the reconcile keeps,
+           in the state and in etcd, and of the in-memory instance records; 0 = as many as the reconcile keeps,
            limits.id_arena_bytes: 128 per model, 8 KiB by default, so max_models
            raises both; a record over it is never acted on in part, see STATE), protected_models +
            n_protected (configured ids with roles, copied: never evicted unless
@@ -713,18 +713,20 @@
            --, under 237 KiB with runtime LLAMACPP (no LM Studio state; the
            scratch region is the attribution's 10 KiB).
            no_state leaves out the state's block, adds the in-memory instance
-           records (48 KiB) where the runtime has instances and leaves the
-           scratch region to detection: under 278 KiB with runtime AUTO, under
-           211 KiB with LLAMACPP. When the state directory cannot be opened,
-           create runs without it and allocates, in place of its block, the
-           in-memory instance records where the runtime has instances (under
-           278 KiB in all with the defaults). A coord adds the coordinator,
-           under 4.3 MiB (its object under 606 KiB, its client under 3.4 MiB:
-           four requests, each with room for two whole attributions).
-           attr_arena_bytes (by default the limits' id arena) adds what it asks
-           over 8 KiB to each set that holds an attribution as read: the
-           ensurer's, the state's scratch set and the coordinator's two; smaller
-           limits, no_cache and a runtime shrink it.
+           records (attr_arena_bytes, 8 KiB by default) where the runtime has
+           instances and leaves the scratch region to detection: under 238 KiB
+           with runtime AUTO, under 211 KiB with LLAMACPP. When the state
+           directory cannot be opened, create runs without it and allocates, in
+           place of its block, the in-memory instance records where the runtime
+           has instances; they are smaller than that block, so the footprint is
+           an upper bound then too. A coord adds the coordinator,
+           under 651 KiB with the defaults (its object with its buffers under
+           447 KiB, the struct itself under 150 KiB; its client under 205 KiB:
+           three slots, see ETCD). attr_arena_bytes (by default the limits' id
+           arena) adds what it asks over 8 KiB to each set that holds an
+           attribution as read: the ensurer's, the state's scratch set and the
+           coordinator's two, whose buffers follow it too; smaller limits,
+           no_cache and a runtime shrink it.
        void rsd_ensurer_destroy(rsd_ensurer *e)    releases a held lock, frees all.
        int rsd_ensurer_begin(e, const rsd_ensure_req *q, uint64_t now_ms)
            Validates and copies q; no I/O. q: url (the server, "http://h:8080" or
@@ -930,7 +932,9 @@
        Only owned instances are ever unloaded: an instance loaded by another
        process using the same state directory is owned too; the operator's and
        LM Link peers' never. Without a state directory the ensurer remembers the
-       instances it loaded in memory (RSD_RECONCILE_MAX_OWNED per ensurer).
+       instances it loaded in memory, as many as attr_arena_bytes holds (each
+       its target key, model id and instance id with their NULs; one that does
+       not fit is not remembered).
        The TTL cache keeps the wire id, so an LM Studio hit makes no request and
        still answers result.wire_id and lms_tier. A runtime with its own
        default deadline (LM Studio: 300 s, loads are slow) uses it when
@@ -1562,8 +1566,22 @@
 
        Public API (the ensurer calls these; a host may too):
        int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *d)
-           Allocates everything now (the object with its token array and an answer
-           buffer, and its own HTTP client with room for one whole attribution).
+           Allocates everything now, sized by attr_arena_bytes: the object with its
+           token array, its two sets' ids and three buffers -- an attribution as
+           written (room for any record whose ids fit the arena), the operation's
+           request as built and then its answer (the decoded values of two such
+           records and RSD_ETCD_MAX_KVS pairs' JSON), the answer's decoded values
+           (two such records: the attribution and the protections the view keeps)
+           -- and its own HTTP client with a slot for each request it has in flight
+           (three: the operation's, a keepalive, a release; each with room for the
+           operation's request, and 4 KiB heads and bodies for the small answers
+           unless d->http says more). An answer larger than the answer buffer, or
+           whose values do not fit the values buffer, fails the operation at once
+           with RSD_ERR_TOO_LARGE (the lock: fail-open or closed as for an
+           unreachable etcd), logged (ATTR_READ_FAILED) and in the view's message
+           with the limit and attr_arena_bytes; the attribution then reads as
+           empty and a commit on it fails the same way: it is never read or
+           rewritten in part.
            d: url (required), host_id (NULL = gethostname), lease_ttl_s
            (5), request_timeout_ms (2000), fail_closed, auth_token / auth_user +
            auth_password, protected_models + n_protected (this host's), http (TLS and
@@ -1595,7 +1613,8 @@
            when busy), message (why it failed or proceeded unlocked), root, prefix.
        int rsd_etcd_parse_url(url, root, cap, prefix, cap)
        Limits: RSD_ETCD_MAX_PREFIX_BYTES 128, RSD_ETCD_MAX_HOST_BYTES 128,
-       RSD_ETCD_MAX_KEY_BYTES 512, RSD_ETCD_MAX_KVS 96 per answer, RSD_MAX_PROTECTED
+       RSD_ETCD_MAX_KEY_BYTES 512, RSD_ETCD_MAX_KVS 96 per answer (the protections'
+       range asks for the first RSD_ETCD_MAX_KVS - 3 hosts), RSD_MAX_PROTECTED
        protections in all (further ones are dropped). Threading: one coordinator per
        thread. Fuzzed: fuzz/fuzz_etcd.c (the answers).
 
@@ -6637,13 +6656,6 @@ typedef struct rsdi_ensure_name {
     char addr[64];
 } rsdi_ensure_name;
 
-/* An instance this ensurer loaded, kept in memory when there is no state dir. */
-typedef struct rsdi_ensure_mem {
-    char key[RSD_TARGET_KEY_MAX];
-    char model[RSD_MODEL_ID_MAX];
-    char inst[RSD_MODEL_ID_MAX];
-} rsdi_ensure_mem;
-
 typedef struct rsdi_ensure_det {
     char key[RSD_TARGET_KEY_MAX];
     rsd_runtime_kind kind;
@@ -6731,13 +6743,14 @@ struct rsd_ensurer {
     char key[RSD_TARGET_KEY_MAX];
     char message[RSD_RECONCILE_TEXT_MAX];
     rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
-    int n_ours, n_owned, n_mem;
+    int n_ours, n_owned;
     const char *ours[RSD_RECONCILE_MAX_OURS];
     rsd_owned owned[RSD_RECONCILE_MAX_OWNED];
-    rsdi_ensure_mem *mem;             /* no state dir: owned instances, this ensurer only (max_mem of them,
-                                         in the ensurer's block; none when its runtime has no instances) */
-    rsdi_ensure_mem *mem_own;         /* ... or allocated at create when the state directory could not be opened */
-    int max_mem;
+    char *mem;                        /* no state dir: the instances this ensurer loaded, "key\0model\0inst\0"
+                                         each, in mem_used of mem_cap bytes (attr_arena_bytes, in the ensurer's
+                                         block; none when its runtime has no instances) */
+    char *mem_own;                    /* ... or allocated at create when the state directory could not be opened */
+    size_t mem_cap, mem_used;
     rsd_attr_set *attrs;              /* the target's attribution, as read (in the block with a state
                                          directory or etcd, else NULL); the last-use and lease records are
                                          read into the state's own scratch set, each used before the next read */
@@ -7046,7 +7059,9 @@ RSDI_PRIVATE const char *rsdi_en_coord_url(const rsd_ensurer_desc *d) {
     return cu && cu[0] ? cu : NULL;
 }
 
-RSDI_PRIVATE size_t rsdi_en_mem_bytes(void) { return rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED); }
+/* The in-memory instance records: as many bytes as the attribution's ids (attr), so that they
+   never take more than the state directory's block they stand in for. */
+RSDI_PRIVATE size_t rsdi_en_mem_bytes(size_t attr) { return rsdi_al8(attr); }
 
 RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_limits *lim, rsdi_en_sizes *b) {
     rsdi_rc_sizes z;
@@ -7055,13 +7070,13 @@ RSDI_PRIVATE bool rsdi_en_block(const rsd_ensurer_desc *d, const rsd_reconcile_l
     b->cache = d->no_cache ? 0 : rsdi_al8(sizeof(rsd_decision_cache));
     /* the in-memory instance records serve only without a state directory and etcd (when the
        directory cannot be opened, create allocates them then) */
-    b->mem = RSDI_EN_INSTANCES && z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes() : 0;
-    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
-       attribution (with a state directory or etcd; the last uses and a lease are read into
-       the state's own scratch) */
     /* the attribution's ids: desc.attr_arena_bytes, by default as many as the reconcile
        keeps (its ours and owned ids go there) */
     b->attr = d->attr_arena_bytes ? d->attr_arena_bytes : z.ids;
+    b->mem = RSDI_EN_INSTANCES && z.lms && d->no_state && !rsdi_en_coord_url(d) ? rsdi_en_mem_bytes(b->attr) : 0;
+    /* one scratch region: detection's state (runtime AUTO) until the run starts, then the
+       attribution (with a state directory or etcd; the last uses and a lease are read into
+       the state's own scratch) */
     b->scratch = !d->no_state || rsdi_en_coord_url(d) ? rsdi_al8(sizeof(rsd_attr_set)) + rsdi_al8(b->attr) : 0;
     if (!RSDI_EN_DETECTS_NOTHING && d->runtime == RSD_RUNTIME_AUTO && b->scratch < rsdi_al8(sizeof(rsd_detect)))
         b->scratch = rsdi_al8(sizeof(rsd_detect)); /* a build without detection never holds its state */
@@ -7147,8 +7162,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
     at = (char *)e + rsdi_al8(sizeof *e);
     if (b.cache) e->cache = (rsd_decision_cache *)(void *)at;
     at += b.cache;
-    if (b.mem) e->mem = (rsdi_ensure_mem *)(void *)at;
-    e->max_mem = b.mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
+    if (b.mem) e->mem = at;
+    e->mem_cap = b.mem;
     at += b.mem;
     if (!d.no_state || rsdi_en_coord_url(&d)) {
         e->attrs = (rsd_attr_set *)(void *)at;
@@ -7184,8 +7199,8 @@ RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc) {
         rsd_state_desc sd = rsdi_en_state_desc(&d, b.attr);
         if (rsd_state_open(&e->st, &sd) != RSD_OK) e->st = NULL; /* run without it (fail-open) */
         if (!e->st && !rsdi_en_coord_url(&d) && rsdi_rc_sizes_of(&lim, &z) && RSDI_EN_INSTANCES && z.lms) { /* instances kept in memory */
-            e->mem = e->mem_own = (rsdi_ensure_mem *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes());
-            e->max_mem = e->mem ? (int)RSD_RECONCILE_MAX_OWNED : 0;
+            e->mem = e->mem_own = (char *)rsdi_malloc(&d.allocator, rsdi_en_mem_bytes(b.attr));
+            e->mem_cap = e->mem ? rsdi_en_mem_bytes(b.attr) : 0;
             if (!e->mem)
                 rsdi_log(&d.logger, RSD_LOG_WARN, RSD_LOGITEM_ALLOC_FAILED,
                          "ensurer: no room for the in-memory instance records; instances it loads are not its own",
@@ -7544,19 +7559,28 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
                                  v.message[0] ? v.message : rsd_result_str(e->co_read_err));
 }
 
+/* The in-memory record at p: its model and instance ids, and the next record. */
+RSDI_PRIVATE char *rsdi_en_mem_next(char *p, char **m, char **in) {
+    *m = p + strlen(p) + 1;
+    *in = *m + strlen(*m) + 1;
+    return *in + strlen(*in) + 1;
+}
+
 /* The target's attribution: plain entries (models this library loaded there) as ours[],
    entries naming an instance as owned[] -- or, without a state directory, the instances
    this ensurer loaded itself. */
 RSDI_PRIVATE void rsdi_en_read_attr(rsd_ensurer *e) {
     size_t i;
-    int k;
     e->n_ours = e->n_owned = 0;
     if (!e->st && !RSDI_EN_CO(e)) {
-        for (k = 0; RSDI_EN_INSTANCES && k < e->n_mem && e->n_owned < RSD_RECONCILE_MAX_OWNED; k++)
-            if (strcmp(e->mem[k].key, e->key) == 0) {
-                e->owned[e->n_owned].model = e->mem[k].model;
-                e->owned[e->n_owned++].instance = e->mem[k].inst;
+        char *p = e->mem, *n, *m, *in;
+        for (; RSDI_EN_INSTANCES && p && p < e->mem + e->mem_used && e->n_owned < RSD_RECONCILE_MAX_OWNED; p = n) {
+            n = rsdi_en_mem_next(p, &m, &in);
+            if (strcmp(p, e->key) == 0) {
+                e->owned[e->n_owned].model = m;
+                e->owned[e->n_owned++].instance = in;
             }
+        }
         return;
     }
     if (rsdi_en_attr_load(e) < 0) return;
@@ -7911,20 +7935,23 @@ RSDI_PRIVATE bool rsdi_en_http(rsd_ensurer *e, const rsd_step *s, uint64_t now_m
 
 /* Without a state directory: remember (model, instance) owned on e->key in memory. */
 RSDI_PRIVATE void rsdi_en_mem_set(rsd_ensurer *e, const rsd_attr_ref *a, bool add) {
-    int k;
-    for (k = 0; k < e->n_mem; k++)
-        if (strcmp(e->mem[k].key, e->key) == 0 && strcmp(e->mem[k].inst, a->instance) == 0) break;
-    if (!add) {
-        if (k < e->n_mem) e->mem[k] = e->mem[--e->n_mem];
-        return;
+    char rec[RSD_TARGET_KEY_MAX + 2 * RSD_MODEL_ID_MAX], *p, *m, *in, *n, *end = e->mem + e->mem_used;
+    size_t kl = strlen(e->key) + 1, ml = strlen(a->model) + 1, il = strlen(a->instance) + 1;
+    if (!e->mem || kl + ml + il > sizeof rec) return;
+    memcpy(rec, e->key, kl); /* the record, built first: a's ids may be in the records that move */
+    memcpy(rec + kl, a->model, ml);
+    memcpy(rec + kl + ml, a->instance, il);
+    for (p = e->mem; p < end; p = n) { /* the record of this instance goes */
+        n = rsdi_en_mem_next(p, &m, &in);
+        if (strcmp(p, rec) == 0 && strcmp(in, rec + kl + ml) == 0) {
+            memmove(p, n, (size_t)(end - n));
+            e->mem_used -= (size_t)(n - p);
+            break;
+        }
     }
-    if (k == e->n_mem) {
-        if (e->n_mem >= e->max_mem) return; /* full (or no room: no instances): not remembered */
-        e->n_mem++;
-    }
-    (void)rsdi_cpy(e->mem[k].key, sizeof e->mem[k].key, e->key);
-    (void)rsdi_cpy(e->mem[k].model, sizeof e->mem[k].model, a->model);
-    (void)rsdi_cpy(e->mem[k].inst, sizeof e->mem[k].inst, a->instance);
+    if (!add || kl + ml + il > e->mem_cap - e->mem_used) return; /* full: not remembered */
+    memcpy(e->mem + e->mem_used, rec, kl + ml + il);
+    e->mem_used += kl + ml + il;
 }
 
 /* One attribution change of the COMMIT: into the state directory's update, or (no state
@@ -11985,10 +12012,11 @@ RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const ch
 enum { RSDI_EO_NONE = 0, RSDI_EO_READ, RSDI_EO_LOCK, RSDI_EO_COMMIT };
 enum { RSDI_ES_IDLE = 0, RSDI_ES_SEND, RSDI_ES_GRANT, RSDI_ES_TXN, RSDI_ES_SLEEP, RSDI_ES_AUTH };
 enum {
-    RSDI_ETCD_VALS_BYTES = 2 * RSD_STATE_MAX_FILE_BYTES + 65536, /* decoded values of one answer */
-    RSDI_ETCD_REQ_BYTES = (RSD_STATE_MAX_FILE_BYTES / 3 + 2) * 4 + 8192, /* one request body */
-    RSDI_ETCD_TOKS = 8192,
-    RSDI_ETCD_OWNER_BYTES = 512
+    RSDI_ETCD_TOKS = 2048,      /* an answer's tokens: RSD_ETCD_MAX_KVS kvs of 13, the responses' frames */
+    RSDI_ETCD_OWNER_BYTES = 512,
+    RSDI_ETCD_KV_JSON = 640,    /* a kv's JSON besides its value: the base64 key, revisions, version, lease */
+    RSDI_ETCD_REQUESTS = 3,     /* in flight at once: the operation's, a keepalive, a release */
+    RSDI_ETCD_SLOT_BYTES = 4096 /* a slot's head and body (a keepalive's or a release's answer) */
 };
 
 typedef struct rsdi_etcd_kv {
@@ -12001,7 +12029,8 @@ typedef struct rsdi_etcd_kv {
    response_range kvs, top-level kvs, ID/TTL at the top or under "result", error/code). */
 typedef struct rsdi_etcd_ans {
     int64_t revision, id, ttl, code;
-    bool succeeded, has_error, truncated;
+    bool succeeded, has_error;
+    bool big;                         /* a value did not fit the vals left (the answer is not read) */
     char error[160];
     char token[1024];                 /* /v3/auth/authenticate */
     int n_kvs;
@@ -12059,10 +12088,12 @@ struct rsd_etcd {
     char rprot_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
     char owner[RSDI_ETCD_OWNER_BYTES];
     char message[512];
-    char attr_text[RSD_STATE_MAX_FILE_BYTES];
     char url[RSD_HTTP_MAX_HOST_BYTES + 96];
-    char req[RSDI_ETCD_REQ_BYTES];
-    rsdi_etcd_ans ans;
+    /* after the struct and the two sets' ids (rsdi_etcd_sizes): */
+    char *attr_text;                  /* an attribution as written (text_cap: any record the sets hold) */
+    char *body;                       /* the operation's request as built, then its answer (body_cap) */
+    size_t text_cap, req_cap, body_cap;
+    rsdi_etcd_ans ans;                /* its vals (vals_cap) after the body */
     rsd_json_tok toks[RSDI_ETCD_TOKS];
 };
 
@@ -12165,10 +12196,7 @@ RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int arr, rsdi_etcd_ans *a
         long n;
         int v;
         if (rsd_json_type_of(d, k) != RSD_JSON_OBJECT) continue;
-        if (a->n_kvs >= RSD_ETCD_MAX_KVS) {
-            a->truncated = true;
-            return;
-        }
+        if (a->n_kvs >= RSD_ETCD_MAX_KVS) return; /* further ones are dropped */
         kv = &a->kvs[a->n_kvs];
         memset(kv, 0, sizeof *kv);
         n = rsdi_etcd_b64_tok(d, rsd_json_find(d, k, "key"), kv->key, sizeof kv->key - 1);
@@ -12178,8 +12206,8 @@ RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int arr, rsdi_etcd_ans *a
         kv->val_off = a->vals_len;
         if (v >= 0) {
             n = rsdi_etcd_b64_tok(d, v, a->vals + a->vals_len, a->vals_cap - a->vals_len);
-            if (n < 0) {
-                a->truncated = true;
+            if (n < 0) { /* bad, or no room for it (whatever it holds): the reader says so */
+                a->big |= rsd_json_view(d, v).len / 4 * 3 > a->vals_cap - a->vals_len + 2;
                 continue;
             }
             kv->val_len = (size_t)n;
@@ -12274,6 +12302,8 @@ RSDI_PRIVATE void rsdi_ew_range(rsdi_etcd_w *w, const char *key, bool prefix) {
         end[l - 1] = (char)(end[l - 1] + 1);
         rsdi_ew_raw(w, ",\"range_end\":");
         rsdi_ew_b64(w, end, l);
+        rsdi_ew_raw(w, ",\"limit\":");
+        rsdi_ew_i64(w, RSD_ETCD_MAX_KVS - 3); /* the answer's other kvs: the lock, attribution, generation */
     }
     rsdi_ew_raw(w, "}}");
 }
@@ -12431,32 +12461,61 @@ RSDI_PRIVATE size_t rsdi_etcd_arena(const rsd_etcd_desc *d) {
     return rsdi_al8(arena > prot ? arena : prot);
 }
 
-/* The coordinator's own client: the desc's, with room for its requests and one answer. */
+/* The coordinator's buffers, all from the sets' arena: text, an attribution as written
+   (any record whose ids fit the arena: 4 bytes an id byte escaped, 48 a line); req, a
+   request (one such record in base64 beside keys and JSON); vals, an answer's decoded
+   values (the attribution, every host's protections that RSD_MAX_PROTECTED keeps, the
+   records' frames, the lock owner and the generation); body, an answer (vals in base64,
+   RSD_ETCD_MAX_KVS kvs' JSON). block: the object with all of them. */
+typedef struct rsdi_etcd_sizes {
+    size_t arena, text, req, vals, body, block;
+} rsdi_etcd_sizes;
+
+RSDI_PRIVATE void rsdi_etcd_sizes_of(const rsd_etcd_desc *d, rsdi_etcd_sizes *z) {
+    z->arena = rsdi_etcd_arena(d);
+    z->text = 64 + RSD_STATE_MAX_ATTR * 48 + 4 * (z->arena < (size_t)RSD_STATE_MAX_FILE_BYTES / 4 ? z->arena
+                                                  : (size_t)RSD_STATE_MAX_FILE_BYTES / 4);
+    if (z->text > (size_t)RSD_STATE_MAX_FILE_BYTES) z->text = RSD_STATE_MAX_FILE_BYTES;
+    z->req = rsdi_b64_len(z->text) + 8192;
+    z->vals = 2 * z->text + 8192;
+    z->body = rsdi_b64_len(z->vals) + RSD_ETCD_MAX_KVS * RSDI_ETCD_KV_JSON + 4096;
+    z->block = rsdi_al8(sizeof(rsd_etcd)) + 2 * z->arena + rsdi_al8(z->text) + rsdi_al8(z->body) + rsdi_al8(z->vals);
+}
+
+/* The coordinator's own client: the desc's, with a slot for each request it has in flight
+   (the operation's answers go to the coordinator's body, the slots' own bodies take the
+   small ones) and room for the operation's request. */
 RSDI_PRIVATE rsd_http_client_desc rsdi_etcd_http_desc(const rsd_etcd_desc *d) {
     rsd_http_client_desc hd = d->http;
+    rsdi_etcd_sizes z;
+    rsdi_etcd_sizes_of(d, &z);
     if (!hd.allocator.alloc_fn) hd.allocator = d->allocator;
     if (!hd.logger.fn) hd.logger = d->logger;
-    if (hd.max_requests < 4) hd.max_requests = 4;
-    if (hd.max_conns < 3) hd.max_conns = 3;
-    if (hd.max_request_bytes < (size_t)RSDI_ETCD_REQ_BYTES + 2048) hd.max_request_bytes = RSDI_ETCD_REQ_BYTES + 2048;
-    if (hd.max_body_bytes < (size_t)RSDI_ETCD_VALS_BYTES * 2) hd.max_body_bytes = (size_t)RSDI_ETCD_VALS_BYTES * 2;
+    if (hd.max_requests < RSDI_ETCD_REQUESTS) hd.max_requests = RSDI_ETCD_REQUESTS;
+    if (hd.max_conns < RSDI_ETCD_REQUESTS) hd.max_conns = RSDI_ETCD_REQUESTS;
+    if (!hd.max_header_bytes) hd.max_header_bytes = RSDI_ETCD_SLOT_BYTES;
+    if (!hd.max_body_bytes) hd.max_body_bytes = RSDI_ETCD_SLOT_BYTES;
+    if (hd.max_request_bytes < z.req + 2048) hd.max_request_bytes = z.req + 2048;
     return hd;
 }
 
-/* The bytes rsd_etcd_create allocates for d (TLS apart): the object with its two sets'
-   ids, the answer's values and the client; 0 = the client's sizes overflow. */
+/* The bytes rsd_etcd_create allocates for d (TLS apart): the object with its buffers and
+   the client; 0 = the client's sizes overflow. */
 RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d) {
     rsd_http_client_desc hd = rsdi_etcd_http_desc(d);
+    rsdi_etcd_sizes z;
     size_t http;
     if (rsdi_client_desc_fix(&hd) < 0 || !(http = rsdi_client_footprint(&hd))) return 0;
-    return rsdi_al8(sizeof(rsd_etcd)) + 2 * rsdi_etcd_arena(d) + (size_t)RSDI_ETCD_VALS_BYTES + http;
+    rsdi_etcd_sizes_of(d, &z);
+    return z.block + http;
 }
 
 RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
     rsd_etcd_desc d;
     rsd_http_client_desc hd;
     rsd_etcd *co;
-    size_t arena;
+    rsdi_etcd_sizes z;
+    char *at;
     int i, r;
     if (!out) return RSD_ERR_ARG;
     *out = NULL;
@@ -12467,15 +12526,23 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
         (d.auth_user && strlen(d.auth_user) >= 256) || (d.auth_password && strlen(d.auth_password) >= 256) ||
         (d.host_id && (!d.host_id[0] || strlen(d.host_id) > RSD_ETCD_MAX_HOST_BYTES)))
         return RSD_ERR_ARG;
-    arena = rsdi_etcd_arena(&d);
-    co = (rsd_etcd *)rsdi_malloc(&d.allocator, rsdi_al8(sizeof *co) + 2 * arena);
+    rsdi_etcd_sizes_of(&d, &z);
+    co = (rsd_etcd *)rsdi_malloc(&d.allocator, z.block);
     if (!co) {
         rsdi_log(&d.logger, RSD_LOG_ERROR, RSD_LOGITEM_ALLOC_FAILED, "etcd: allocation failed", RSDI_WHERE);
         return RSD_ERR_NOMEM;
     }
     memset(co, 0, sizeof *co);
-    (void)rsd_attr_set_init(&co->attrs, (char *)co + rsdi_al8(sizeof *co), arena);
-    (void)rsd_attr_set_init(&co->next, (char *)co + rsdi_al8(sizeof *co) + arena, arena);
+    at = (char *)co + rsdi_al8(sizeof *co);
+    (void)rsd_attr_set_init(&co->attrs, at, z.arena);
+    (void)rsd_attr_set_init(&co->next, at + z.arena, z.arena);
+    co->attr_text = at + 2 * z.arena;
+    co->text_cap = z.text;
+    co->body = co->attr_text + rsdi_al8(z.text);
+    co->body_cap = z.body;
+    co->req_cap = z.req;
+    co->ans.vals = co->body + rsdi_al8(z.body);
+    co->ans.vals_cap = z.vals;
     co->alloc = d.allocator;
     co->logger = d.logger;
     r = rsd_etcd_parse_url(d.url, co->root, sizeof co->root, co->prefix, sizeof co->prefix);
@@ -12485,12 +12552,6 @@ RSD_API int rsd_etcd_create(rsd_etcd **out, const rsd_etcd_desc *desc) {
         rsd_etcd_destroy(co); /* destroy takes what create has set up so far */
         return r;
     }
-    co->ans.vals = (char *)rsdi_malloc(&d.allocator, RSDI_ETCD_VALS_BYTES);
-    if (!co->ans.vals) {
-        rsd_etcd_destroy(co);
-        return RSD_ERR_NOMEM;
-    }
-    co->ans.vals_cap = RSDI_ETCD_VALS_BYTES;
     hd = rsdi_etcd_http_desc(&d);
     co->http = rsd_http_client_create(&hd);
     if (!co->http) {
@@ -12532,7 +12593,6 @@ RSD_API void rsd_etcd_destroy(rsd_etcd *co) {
     if (!co) return;
     rsd_http_client_destroy(co->http);
     a = co->alloc;
-    rsdi_free(&a, co->ans.vals);
     rsdi_free(&a, co);
 }
 
@@ -12645,6 +12705,16 @@ RSDI_PRIVATE void rsdi_etcd_lock_give_up(rsd_etcd *co, int err) {
     rsdi_etcd_end(co, co->fail_closed ? err : (int)RSD_OK);
 }
 
+/* Ends the operation with err, co->message logged (a lock gives up: fail-open or closed). */
+RSDI_PRIVATE void rsdi_etcd_fail(rsd_etcd *co, int err) {
+    if (co->op == RSDI_EO_LOCK) {
+        rsdi_etcd_lock_give_up(co, err);
+        return;
+    }
+    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s", co->message);
+    rsdi_etcd_end(co, err);
+}
+
 /* A transport error, an error status or an unreadable answer: retried (backoff) while
    etcd may come back -- at most one lease TTL from the first error and never past the
    operation's deadline -- then the operation ends with err. Either way it sets sub (SLEEP,
@@ -12662,15 +12732,23 @@ RSDI_PRIVATE void rsdi_etcd_trouble(rsd_etcd *co, int err, uint64_t now_ms, cons
     }
     co->down_at = co->err_since;
     rsdi_etcd_msg(co, err, "etcd at %s unusable: %s", co->root, what);
-    if (co->op == RSDI_EO_LOCK) {
-        rsdi_etcd_lock_give_up(co, err);
-        return;
-    }
-    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE, "%s", co->message);
-    rsdi_etcd_end(co, err);
+    rsdi_etcd_fail(co, err);
 }
 
-/* Sends body to path; RSD_OK or the send error. */
+/* An answer (or the attribution in it) larger than this coordinator reads: the operation
+   fails at once (it would come again) with RSD_ERR_TOO_LARGE, the attribution unknown (read
+   as empty; a commit's compare then fails, so it is never rewritten). */
+RSDI_PRIVATE void rsdi_etcd_too_large(rsd_etcd *co, const char *what, size_t cap) {
+    rsdi_attr_set_clear(&co->attrs);
+    co->attr_mod = 0;
+    rsdi_etcd_msg(co, RSD_ERR_TOO_LARGE, "etcd at %s: %s over the %lu bytes this coordinator reads "
+                  "(attr_arena_bytes %lu sizes it; raise it)", co->root, what, (unsigned long)cap,
+                  (unsigned long)co->attrs.arena_bytes);
+    rsdi_etcd_fail(co, RSD_ERR_TOO_LARGE);
+}
+
+/* Sends body to path; RSD_OK or the send error. The operation's answer (h == &co->h) goes to
+   co->body, a keepalive's or a release's to the slot's own. */
 RSDI_PRIVATE int rsdi_etcd_send(rsd_etcd *co, const char *path, const char *body, size_t len, uint64_t now_ms,
                                 uint64_t limit, rsd_http_req_h *h) {
     rsd_http_request q;
@@ -12686,6 +12764,10 @@ RSDI_PRIVATE int rsdi_etcd_send(rsd_etcd *co, const char *path, const char *body
     q.total_timeout_ms = (uint32_t)(left < co->req_ms ? left : co->req_ms);
     q.connect_timeout_ms = q.total_timeout_ms;
     q.retry_any_method = true; /* every etcd request here is safe to send again */
+    if (h == &co->h) { /* built in co->body: the client has copied it when the answer comes */
+        q.body_buf = co->body;
+        q.body_cap = co->body_cap;
+    }
     if (co->has_auth) {
         hdr.name = rsd_str_c("Authorization");
         hdr.value = rsd_str_c(co->auth);
@@ -12701,14 +12783,14 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
     const char *path = "/v3/kv/txn";
     char owner[RSDI_ETCD_OWNER_BYTES];
     int r, i;
-    w.buf = co->req;
-    w.cap = sizeof co->req;
+    w.buf = co->body;
+    w.cap = co->req_cap;
     w.n = 0;
     w.over = false;
     if (co->has_login && !co->has_auth) { /* a token first (simple tokens expire: again on code 16) */
         rsd_json_writer jw;
         int k;
-        rsd_json_w_init(&jw, co->req, sizeof co->req);
+        rsd_json_w_init(&jw, co->body, co->req_cap);
         rsd_json_w_begin_object(&jw);
         rsd_json_w_key(&jw, "name");
         rsd_json_w_str(&jw, co->user);
@@ -12733,7 +12815,7 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
             for (i = 0; i < co->n_own && i < RSD_STATE_MAX_ATTR; i++, co->next.count++) /* the arena holds them all */
                 (void)rsdi_attr_set_put(&co->next, co->next.count, co->own_ids[i],
                                         co->own[i].role ? rsd_role_str((int)co->own[i].role) : "", 0, 0);
-            r = rsdi_attr_format(&co->next, co->attr_text, sizeof co->attr_text);
+            r = rsdi_attr_format(&co->next, co->attr_text, co->text_cap);
             if (r > 0) {
                 rsdi_ew_put(&w, co->k_prot_self, co->attr_text, (size_t)r, 0);
                 rsdi_ew_raw(&w, ",");
@@ -12777,7 +12859,7 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
                           (unsigned)co->next.count, (unsigned long)co->next.arena_used,
                           (unsigned long)co->next.arena_bytes);
         }
-        r = rsdi_attr_format(&co->next, co->attr_text, sizeof co->attr_text);
+        r = rsdi_attr_format(&co->next, co->attr_text, co->text_cap);
         if (r < 0) {
             rsdi_etcd_msg(co, r, "etcd commit: the attribution does not format (%s)", rsd_result_str(r));
             rsdi_etcd_end(co, r);
@@ -12809,12 +12891,13 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
         co->sub = RSDI_ES_TXN;
     }
     if (w.over) {
-        rsdi_etcd_msg(co, RSD_ERR_TOO_LARGE, "etcd request over %u bytes", (unsigned)sizeof co->req);
+        rsdi_etcd_msg(co, RSD_ERR_TOO_LARGE, "etcd request over %lu bytes (attr_arena_bytes %lu sizes it)",
+                      (unsigned long)co->req_cap, (unsigned long)co->attrs.arena_bytes);
         rsdi_etcd_end(co, RSD_ERR_TOO_LARGE);
         return;
     }
     co->sent_at = now_ms;
-    r = rsdi_etcd_send(co, path, co->req, w.n, now_ms,
+    r = rsdi_etcd_send(co, path, co->body, w.n, now_ms,
                        co->deadline > now_ms + co->req_ms ? co->deadline : now_ms + co->req_ms, &co->h);
     if (r < 0) {
         rsdi_etcd_trouble(co, r, now_ms, rsd_result_str(r));
@@ -12829,13 +12912,17 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     char what[256];
     int pr;
     co->inflight = false;
+    pr = rsdi_etcd_parse(ev->body.ptr, ev->body.len, co->toks, RSDI_ETCD_TOKS, a); /* no body on an error */
+    if (ev->result == RSD_ERR_BODY_TOO_LARGE || a->big) {
+        rsdi_etcd_too_large(co, a->big ? "an answer's values" : "an answer", a->big ? a->vals_cap : co->body_cap);
+        return;
+    }
     if (ev->result < 0) {
         (void)RSD_SNPRINTF(what, sizeof what, "%s%s%s", rsd_result_str(ev->result), ev->sys_errno ? ": " : "",
                            ev->sys_errno ? strerror(ev->sys_errno) : "");
         rsdi_etcd_trouble(co, ev->result, now_ms, what);
         return;
     }
-    pr = rsdi_etcd_parse(ev->body.ptr, ev->body.len, co->toks, RSDI_ETCD_TOKS, a);
     if (co->has_login && a->has_error && a->code == 16 && co->sub != RSDI_ES_AUTH && co->tries++ < 4) {
         co->has_auth = false; /* the token expired (or etcd restarted): authenticate again */
         co->sub = RSDI_ES_SEND;

@@ -185,6 +185,90 @@ static void test_etcd_record_over_the_arena(void) {
     rsd_etcd_destroy(small);
 }
 
+/* The last warning a coordinator logged that names attr_arena_bytes. */
+static char g_over_log[600];
+static uint32_t g_over_item;
+static void over_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    (void)user;
+    (void)where;
+    if (level >= RSD_LOG_WARN && strstr(msg, "attr_arena_bytes")) {
+        snprintf(g_over_log, sizeof g_over_log, "%s", msg);
+        g_over_item = item;
+    }
+}
+
+/* An answer larger than a coordinator reads (its buffers follow attr_arena_bytes) fails the
+   operation at once with RSD_ERR_TOO_LARGE, logged and in the message with the limit and
+   attr_arena_bytes, the attribution unknown (never a value read in part) and never rewritten:
+   an attribution whose value does not fit the answer's values, and one whose answer does
+   not fit the answer buffer. A coordinator with the room reads both whole. */
+static void test_etcd_answer_over_the_buffers(void) {
+    static char ids[2][RSD_STATE_MAX_ATTR][2][RSD_STATE_MAX_ID_BYTES + 1];
+    static const char *keys[2] = {"router|http://127.0.0.1:1/over-the-values", "router|http://127.0.0.1:1/over-the-answer"};
+    rsd_attr_change ch[RSD_STATE_MAX_ATTR];
+    rsd_etcd *big = NULL, *small = NULL;
+    rsd_etcd_desc d;
+    rsd_etcd_view v;
+    int k, i, r;
+    memset(&d, 0, sizeof d);
+    d.url = g_etcd.coord;
+    d.http.tls_off = true;
+    d.host_id = "host-big";
+    d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
+    REQUIRE(rsd_etcd_create(&big, &d) == RSD_OK);
+    d.host_id = "host-small";
+    d.attr_arena_bytes = 1024;
+    d.logger.fn = over_log;
+    REQUIRE(rsd_etcd_create(&small, &d) == RSD_OK);
+    for (k = 0; k < 2; k++) {
+        /* 64 entries of two 255-byte ids: about 33 KB written plain (over the small one's values),
+           about 132 KB with every byte escaped (its answer over the small one's buffer) */
+        memset(ch, 0, sizeof ch);
+        for (i = 0; i < RSD_STATE_MAX_ATTR; i++) {
+            memset(ids[k][i][0], k ? 1 : 'm', RSD_STATE_MAX_ID_BYTES);
+            memset(ids[k][i][1], k ? 2 : 'i', RSD_STATE_MAX_ID_BYTES);
+            ids[k][i][0][0] = ids[k][i][1][0] = (char)('A' + i);
+            ch[i].model = ids[k][i][0];
+            ch[i].instance = ids[k][i][1];
+        }
+        REQUIRE(rsd_etcd_read_begin(big, keys[k], rsd_now_ms(), 0) == RSD_OK);
+        CHECK_EQ_INT(co_run(big), RSD_OK);
+        REQUIRE(rsd_etcd_commit_begin(big, ch, RSD_STATE_MAX_ATTR, 7, rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+        CHECK_EQ_INT(co_run(big), RSD_OK);
+        g_over_log[0] = '\0';
+        REQUIRE(rsd_etcd_read_begin(small, keys[k], rsd_now_ms(), 0) == RSD_OK);
+        r = co_run(small);
+        CHECK_EQ_INT(r, RSD_ERR_TOO_LARGE);
+        rsd_etcd_query(small, &v);
+        CHECK(v.attrs->count == 0 && !v.attr_corrupt);
+        CHECK(strstr(v.message, k ? "an answer over the" : "an answer's values over the") != NULL);
+        CHECK(strstr(v.message, "(attr_arena_bytes 1024 sizes it; raise it)") != NULL);
+        CHECK(strcmp(g_over_log, v.message) == 0);
+        CHECK_EQ_INT(g_over_item, RSD_LOGITEM_ATTR_READ_FAILED);
+        printf("  %s\n", v.message);
+        /* a commit from it is refused the same way: the record stays whole */
+        ch[0].remove = true;
+        REQUIRE(rsd_etcd_commit_begin(small, ch, 1, 8, rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+        CHECK_EQ_INT(co_run(small), RSD_ERR_TOO_LARGE);
+        ch[0].remove = false;
+        /* a lock (fail-open) proceeds unlocked, saying why */
+        g_over_log[0] = '\0';
+        REQUIRE(rsd_etcd_lock_begin(small, keys[k], "over", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+        CHECK_EQ_INT(co_run(small), RSD_OK);
+        rsd_etcd_query(small, &v);
+        CHECK(!v.held && strstr(v.message, "attr_arena_bytes 1024") != NULL);
+        CHECK(strstr(g_over_log, "attr_arena_bytes 1024") != NULL);
+        REQUIRE(rsd_etcd_read_begin(big, keys[k], rsd_now_ms(), 0) == RSD_OK);
+        CHECK_EQ_INT(co_run(big), RSD_OK);
+        rsd_etcd_query(big, &v);
+        CHECK(!v.attrs->over);
+        CHECK_EQ_INT(v.attrs->count, RSD_STATE_MAX_ATTR);
+        for (i = 0; i < RSD_STATE_MAX_ATTR; i++) CHECK(rsd_attr_set_find(v.attrs, ids[k][i][0], ids[k][i][1]) >= 0);
+    }
+    rsd_etcd_destroy(big);
+    rsd_etcd_destroy(small);
+}
+
 /* ---- the coordinator on the real etcd ---------------------------------------------- */
 static void test_etcd_coordinator(void) {
     rsd_etcd *a = co_new(g_etcd.coord, "host-a", 0, false), *b = co_new(g_etcd.coord, "host-b", 0, false),
@@ -856,6 +940,7 @@ int main(int argc, char **argv) {
     }
     RUN(test_etcd_coordinator);
     RUN(test_etcd_record_over_the_arena);
+    RUN(test_etcd_answer_over_the_buffers);
     RUN(test_etcd_fencing);
     RUN(test_etcd_lease_expiry);
     RUN(test_etcd_auth);

@@ -89,17 +89,25 @@ static void test_manual_size_figures(void) {
         d.no_state = true;
         CHECK(rsd_ensurer_footprint(&d) <= 211 * 1024);
         d.runtime = RSD_RUNTIME_AUTO;
-        CHECK(rsd_ensurer_footprint(&d) <= 278 * 1024);
-        CHECK_EQ_INT(rsdi_en_mem_bytes(), 48 * 1024);
+        CHECK(rsd_ensurer_footprint(&d) <= 238 * 1024);
+        CHECK_EQ_INT(rsdi_en_mem_bytes(RSD_STATE_ATTR_ARENA_DEFAULT), 8 * 1024);
         /* a coord: the coordinator */
         cd = rsdi_en_etcd_desc(&d, "etcd://127.0.0.1:9", RSD_STATE_ATTR_ARENA_DEFAULT);
         hd = rsdi_etcd_http_desc(&cd);
         REQUIRE(rsdi_client_desc_fix(&hd) == 0);
-        CHECK(rsdi_etcd_footprint(&cd) <= (size_t)(4.3 * 1024 * 1024));
-        CHECK(sizeof(rsd_etcd) <= 606 * 1024);
-        CHECK(rsdi_client_footprint(&hd) <= (size_t)(3.4 * 1024 * 1024));
-        CHECK_EQ_INT(hd.max_requests, 4);
-        CHECK(hd.max_body_bytes >= 2 * (size_t)RSD_STATE_MAX_FILE_BYTES);
+        CHECK(rsdi_etcd_footprint(&cd) <= 651 * 1024);
+        CHECK(sizeof(rsd_etcd) <= 150 * 1024);
+        {
+            rsdi_etcd_sizes z;
+            rsdi_etcd_sizes_of(&cd, &z);
+            CHECK(z.block <= 447 * 1024);
+            CHECK_EQ_INT(rsdi_etcd_footprint(&cd), z.block + rsdi_client_footprint(&hd));
+        }
+        CHECK(rsdi_client_footprint(&hd) <= 205 * 1024);
+        CHECK_EQ_INT(hd.max_requests, 3);
+        CHECK_EQ_INT(hd.max_conns, 3);
+        CHECK_EQ_INT(hd.max_header_bytes, 4096); /* "4 KiB heads and bodies" */
+        CHECK_EQ_INT(hd.max_body_bytes, 4096);
     }
 #endif
     CHECK(sizeof(rsd_reconcile) <= 50 * 1024);
@@ -827,22 +835,140 @@ static void test_ensurer_footprint_is_all_create_allocates(void) {
     create_asks_the_footprint(&d, "no_state");
     d.runtime = RSD_RUNTIME_LLAMACPP;
     create_asks_the_footprint(&d, "no_state, runtime LLAMACPP");
-    /* a state directory that cannot be opened (under a file): create runs without it and,
-       for a runtime with instances, allocates the in-memory instance records instead */
+    /* a state directory that cannot be opened (under a regular file: root cannot either):
+       create runs without it and, for a runtime with instances, allocates the in-memory
+       instance records in place of the state's block, never more than the footprint says */
     snprintf(file, sizeof file, "%s/file", dir);
     REQUIRE((f = fopen(file, "w")) != NULL);
     fclose(f);
     d.no_state = false;
-    d.runtime = RSD_RUNTIME_AUTO;
     snprintf(file, sizeof file, "%s/file/state", dir);
     d.state_dir = file;
-    d.allocator = counting(&c);
-    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!rsd_ensurer_has_state(e));
-    CHECK_EQ_INT(c.asked, rsd_ensurer_footprint(&d) - state_block(RSD_STATE_ATTR_ARENA_DEFAULT) + rsdi_en_mem_bytes());
-    rsd_ensurer_destroy(e);
-    CHECK_EQ_INT(c.live, 0);
+    {
+        static const rsd_runtime_kind kinds[3] = {RSD_RUNTIME_AUTO, RSD_RUNTIME_LMSTUDIO, RSD_RUNTIME_LLAMACPP};
+        static const uint32_t arenas[3] = {0, 1024, RSD_STATE_ATTR_ARENA_MAX};
+        int k, a;
+        for (k = 0; k < 3; k++)
+            for (a = 0; a < 3; a++) {
+                size_t attr = arenas[a] ? arenas[a] : RSD_STATE_ATTR_ARENA_DEFAULT;
+                bool inst = kinds[k] != RSD_RUNTIME_LLAMACPP;
+                d.runtime = kinds[k];
+                d.attr_arena_bytes = arenas[a];
+                d.allocator = counting(&c);
+                REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+                CHECK(!rsd_ensurer_has_state(e));
+                CHECK(c.asked <= rsd_ensurer_footprint(&d));
+                CHECK_EQ_INT(c.asked, rsd_ensurer_footprint(&d) - state_block(attr) +
+                                          (inst ? rsdi_en_mem_bytes(attr) : 0));
+                CHECK_EQ_INT(e->mem_cap, inst ? attr : 0);
+                rsd_ensurer_destroy(e);
+                CHECK_EQ_INT(c.live, 0);
+            }
+        d.runtime = RSD_RUNTIME_AUTO;
+        d.attr_arena_bytes = 0;
+    }
     tp_remove_tree(dir);
+}
+
+/* The coordinator's buffers hold what its sets hold: a record whose ids fill the arena, every
+   id byte escaped and the longest numbers, formats into its text, goes into one request and
+   twice into the answer's values; the client has a slot for each request in flight. */
+static void test_etcd_buffers_hold_what_the_arena_holds(void) {
+    static const uint32_t arenas[4] = {1024, RSD_STATE_ATTR_ARENA_DEFAULT, 20000, RSD_STATE_ATTR_ARENA_MAX};
+    static char ids[RSD_STATE_ATTR_ARENA_MAX], text[RSD_STATE_MAX_FILE_BYTES + 1];
+    int k;
+    for (k = 0; k < 4; k++) {
+        rsd_etcd_desc cd;
+        rsdi_etcd_sizes z;
+        rsd_attr_set set;
+        rsd_http_client_desc hd;
+        char model[RSD_STATE_MAX_ID_BYTES + 1], inst[RSD_STATE_MAX_ID_BYTES + 1];
+        size_t per, ml, il, i;
+        int r;
+        memset(&cd, 0, sizeof cd);
+        cd.url = "etcd://127.0.0.1:9";
+        cd.attr_arena_bytes = arenas[k];
+        rsdi_etcd_sizes_of(&cd, &z);
+        CHECK_EQ_INT(z.arena, rsdi_al8(arenas[k]));
+        REQUIRE(rsd_attr_set_init(&set, ids, z.arena) == RSD_OK);
+        per = z.arena / RSD_STATE_MAX_ATTR; /* each entry's share: a model and an instance with their NULs */
+        ml = (per - 2) / 2 > RSD_STATE_MAX_ID_BYTES ? RSD_STATE_MAX_ID_BYTES : (per - 2) / 2;
+        il = per - 2 - ml > RSD_STATE_MAX_ID_BYTES ? RSD_STATE_MAX_ID_BYTES : per - 2 - ml;
+        for (i = 0; i < RSD_STATE_MAX_ATTR; i++, set.count++) {
+            memset(model, 1, ml); /* written \x01 */
+            memset(inst, 1, il);
+            model[ml] = inst[il] = '\0';
+            model[0] = (char)(0x40 + (i & 63)); /* distinct */
+            REQUIRE(rsdi_attr_set_put(&set, set.count, model, inst, UINT64_MAX, INT64_MAX));
+        }
+        CHECK(set.arena_used + RSD_STATE_MAX_ATTR * 2 > z.arena || ml == RSD_STATE_MAX_ID_BYTES);
+        r = rsdi_attr_format(&set, text, z.text);
+        CHECK(r > 0 && (size_t)r <= z.text);
+        CHECK(rsdi_b64_len((size_t)r) + 4096 <= z.req);
+        CHECK(2 * (size_t)r <= z.vals);
+        CHECK(rsdi_b64_len(z.vals) <= z.body);
+        hd = rsdi_etcd_http_desc(&cd);
+        CHECK_EQ_INT(hd.max_requests, 3); /* the operation's, a keepalive and a release */
+        CHECK(hd.max_request_bytes >= z.req);
+    }
+}
+
+/* The in-memory instance records (no state directory) hold "key NUL model NUL instance NUL"
+   each in attr_arena_bytes: a record is replaced, removed and read back by its key; one that
+   does not fit is not remembered, and the others stay whole. */
+static void test_ensurer_mem_records(void) {
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_attr_ref a;
+    char model[300], inst[300];
+    int i;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    d.runtime = RSD_RUNTIME_LMSTUDIO;
+    d.attr_arena_bytes = 1024;
+    REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
+    REQUIRE(e->mem && e->mem_cap == 1024 && e->mem_used == 0);
+    memset(&a, 0, sizeof a);
+    a.model = model;
+    a.instance = inst;
+    strcpy(e->key, "lmstudio|http://h:1");
+    for (i = 0; i < 3; i++) {
+        snprintf(model, sizeof model, "m%d", i);
+        snprintf(inst, sizeof inst, "i%d", i);
+        rsdi_en_mem_set(e, &a, true);
+    }
+    strcpy(e->key, "lmstudio|http://h:2");
+    strcpy(model, "other");
+    strcpy(inst, "i1"); /* the same instance id on another target: its own record */
+    rsdi_en_mem_set(e, &a, true);
+    strcpy(e->key, "lmstudio|http://h:1");
+    strcpy(model, "m1b"); /* i1 again: replaced */
+    rsdi_en_mem_set(e, &a, true);
+    strcpy(inst, "i0");
+    rsdi_en_mem_set(e, &a, false);
+    rsdi_en_read_attr(e);
+    REQUIRE(e->n_owned == 2);
+    CHECK(strcmp(e->owned[0].model, "m2") == 0 && strcmp(e->owned[0].instance, "i2") == 0);
+    CHECK(strcmp(e->owned[1].model, "m1b") == 0 && strcmp(e->owned[1].instance, "i1") == 0);
+    /* fill it: what does not fit is dropped whole */
+    memset(model, 'x', 250);
+    model[250] = '\0';
+    for (i = 0; i < 8; i++) {
+        snprintf(inst, sizeof inst, "big%d", i);
+        rsdi_en_mem_set(e, &a, true);
+    }
+    CHECK(e->mem_used <= e->mem_cap);
+    CHECK(e->mem_used + strlen(e->key) + 1 + 251 + strlen(inst) + 1 > e->mem_cap);
+    rsdi_en_read_attr(e);
+    CHECK(e->n_owned >= 3 && e->n_owned < 2 + 8);
+    for (i = 2; i < e->n_owned; i++) CHECK_EQ_INT(strlen(e->owned[i].model), 250);
+    CHECK(strcmp(e->owned[0].model, "m2") == 0 && strcmp(e->owned[1].model, "m1b") == 0);
+    strcpy(e->key, "lmstudio|http://h:2");
+    rsdi_en_read_attr(e);
+    REQUIRE(e->n_owned == 1);
+    CHECK(strcmp(e->owned[0].model, "other") == 0 && strcmp(e->owned[0].instance, "i1") == 0);
+    rsd_ensurer_destroy(e);
 }
 
 /* The ensurer's client is sized for one ensure: its HTTP step and the /models/sse stream;
@@ -885,10 +1011,10 @@ static void test_ensurer_block_follows_the_desc(void) {
     big_region = rsdi_al8(sizeof(rsd_attr_set)) + RSD_STATE_ATTR_ARENA_MAX;
     /* and the state's own block, its scratch set's arena as large as the ensurer's */
     d.no_state = false;
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes(RSD_STATE_ATTR_ARENA_DEFAULT) - base,
                  (set_region > det ? set_region - det : 0) + state_block(RSD_STATE_ATTR_ARENA_DEFAULT));
     d.attr_arena_bytes = RSD_STATE_ATTR_ARENA_MAX;
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes(RSD_STATE_ATTR_ARENA_DEFAULT) - base,
                  big_region - det + state_block(RSD_STATE_ATTR_ARENA_MAX));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->attr_arena == (char *)e->attrs + rsdi_al8(sizeof(rsd_attr_set)));
@@ -901,17 +1027,17 @@ static void test_ensurer_block_follows_the_desc(void) {
     rsd_ensurer_destroy(e);
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->attrs && e->detect && e->mem && e->max_mem == RSD_RECONCILE_MAX_OWNED);
+    CHECK(!e->attrs && e->detect && e->mem && e->mem_cap == RSD_STATE_ATTR_ARENA_DEFAULT);
     rsd_ensurer_destroy(e);
     d.coord = "etcd://127.0.0.1:9"; /* etcd: the attribution only, and the coordinator's own */
     {
         rsd_etcd_desc cd = rsdi_en_etcd_desc(&d, d.coord, RSD_STATE_ATTR_ARENA_DEFAULT);
-        CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() - base,
+        CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes(RSD_STATE_ATTR_ARENA_DEFAULT) - base,
                      (set_region > det ? set_region - det : 0) + rsdi_etcd_footprint(&cd));
     }
     d.coord = NULL;
     d.runtime = RSD_RUNTIME_LLAMACPP; /* no instances: no records */
-    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes() <= base, 1);
+    CHECK_EQ_INT(rsd_ensurer_footprint(&d) + rsdi_en_mem_bytes(RSD_STATE_ATTR_ARENA_DEFAULT) <= base, 1);
     d.no_state = false; /* one runtime: the region is the attribution's alone, its arena the desc's */
     {
         size_t one = rsd_ensurer_footprint(&d);
@@ -921,7 +1047,7 @@ static void test_ensurer_block_follows_the_desc(void) {
     }
     d.no_state = true;
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
-    CHECK(!e->mem && !e->max_mem && !e->detect); /* one runtime: never detects */
+    CHECK(!e->mem && !e->mem_cap && !e->detect); /* one runtime: never detects */
     rsd_ensurer_destroy(e);
     d.runtime = RSD_RUNTIME_AUTO;
     d.no_cache = true;
@@ -972,7 +1098,7 @@ static void test_ensurer_for_one_runtime(void) {
     d.runtime = RSD_RUNTIME_LLAMACPP;
     /* LM Studio's reconcile state, the in-memory instance records and detection's state */
     CHECK_EQ_INT(any - rsd_ensurer_footprint(&d), rsdi_al8(sizeof(rsd_lms_machine)) +
-                 rsdi_al8(sizeof(rsdi_ensure_mem) * RSD_RECONCILE_MAX_OWNED) + rsdi_al8(sizeof(rsd_detect)));
+                 rsdi_en_mem_bytes(RSD_STATE_ATTR_ARENA_DEFAULT) + rsdi_al8(sizeof(rsd_detect)));
     REQUIRE((e = rsd_ensurer_create(&d)) != NULL);
     CHECK(e->m.rc.lms == NULL);
     CHECK(e->mem == NULL);
@@ -996,6 +1122,8 @@ int main(int argc, char **argv) {
     RUN(test_own_last_uses_fit_their_text);
     RUN(test_init_allocates_the_footprint_once);
     RUN(test_ensurer_footprint_is_all_create_allocates);
+    RUN(test_ensurer_mem_records);
+    RUN(test_etcd_buffers_hold_what_the_arena_holds);
     RUN(test_listing_names_lie_in_the_arena);
     RUN(test_defaults_hold_an_ollama_listing_of_64);
     RUN(test_begin_without_init_is_a_clear_error);
