@@ -2359,8 +2359,8 @@ typedef struct rsd_ensure_result {
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
 RSD_API rsd_ensurer *rsd_ensurer_create(const rsd_ensurer_desc *desc);
-/* Bytes rsd_ensurer_create(desc) allocates (NULL = defaults), without the state directory,
-   etcd and TLS; 0 when desc is invalid. */
+/* Bytes rsd_ensurer_create(desc) allocates at most (NULL = defaults): its state directory's
+   block and etcd's coordinator included, TLS not; 0 when desc is invalid. */
 RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 /* Releases a held lock, closes sockets, frees everything; NULL is fine. */
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
@@ -2828,6 +2828,8 @@ typedef struct rsd_etcd_desc {
     int n_protected;                  /* 0..RSD_MAX_PROTECTED */
     rsd_http_client_desc http;        /* TLS options (tls_ca_file ...), limits; allocator/logger default below */
     uint32_t attr_arena_bytes;        /* ids of an attribution or a protection record as read;
+                                         it also sizes the coordinator's buffers (a bigger
+                                         answer is RSD_ERR_TOO_LARGE);
                                          0 = RSD_STATE_ATTR_ARENA_DEFAULT */
     rsd_allocator allocator;
     rsd_logger logger;
