@@ -9870,6 +9870,14 @@ RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_de
     return RSD_OK;
 }
 
+/* The desc's tables: where each count and its pointer are, and the count's maximum. */
+static const struct { uint16_t n, p, max; } rsdi_rc_desc_tables[5] = {
+    {offsetof(rsd_reconcile_desc, n_protected), offsetof(rsd_reconcile_desc, protected_models), RSD_MAX_PROTECTED},
+    {offsetof(rsd_reconcile_desc, n_ours), offsetof(rsd_reconcile_desc, ours), RSD_RECONCILE_MAX_OURS},
+    {offsetof(rsd_reconcile_desc, n_last_used), offsetof(rsd_reconcile_desc, last_used), RSD_RECONCILE_MAX_OURS},
+    {offsetof(rsd_reconcile_desc, n_owned), offsetof(rsd_reconcile_desc, owned), RSD_RECONCILE_MAX_OWNED},
+    {offsetof(rsd_reconcile_desc, n_peers), offsetof(rsd_reconcile_desc, peers), RSD_LMS_MAX_PEERS}};
+
 /* Validate d and copy what the reconcile needs (no I/O). */
 RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
     const rsd_runtime *rt;
@@ -9882,12 +9890,13 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         !rt->list_entry != !rt->list_end ||
         (rt->start && (!rt->answer || !rt->locked)))
         return RSD_ERR_ARG;
-    if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
-        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours) || d->n_last_used < 0 ||
-        d->n_last_used > RSD_RECONCILE_MAX_OURS || (d->n_last_used && !d->last_used) || d->n_owned < 0 ||
-        d->n_owned > RSD_RECONCILE_MAX_OWNED || (d->n_owned && !d->owned) || d->n_peers < 0 ||
-        d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
-        return RSD_ERR_ARG;
+    for (i = 0; i < 5; i++) { /* each table's count in [0, its maximum], and its pointer set when > 0 */
+        int n;
+        const void *t;
+        memcpy(&n, (const char *)d + rsdi_rc_desc_tables[i].n, sizeof n);
+        memcpy(&t, (const char *)d + rsdi_rc_desc_tables[i].p, sizeof t);
+        if (n < 0 || n > rsdi_rc_desc_tables[i].max || (n && !t)) return RSD_ERR_ARG;
+    }
     r->logger = d->logger;
     r->cache = d->cache;
     if ((!r->free_bytes && !d->keep[0]) || !rsdi_cpy(r->keep, sizeof r->keep, d->keep ? d->keep : "") ||
