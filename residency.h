@@ -3415,20 +3415,12 @@ struct rsd_reconcile {
     /* internal: machine */
     int phase, after_wait;
     int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
-    bool stage_restoring;             /* that step is bounded by the restore budget */
-    char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
     bool shown, locked;
-    bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
-    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
-    bool notices_held;                /* the plan's notices wait for the decision under the lock */
-    bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
     bool cap_known;                   /* desc.capacity_known: no capacity request */
+    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
-    bool unlimited, posted;
-    int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
-    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
-    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
+    bool unlimited;
     char wait_model[RSD_MODEL_ID_MAX];
     const char **victims;                     /* RSD_MAX_RESIDENTS rows each, in the tables (strings in ids) */
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
@@ -3438,26 +3430,36 @@ struct rsd_reconcile {
     const char **pinned;                      /* protected residents of the decision (not victims) */
     bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
     uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
-    bool keep_ok;                             /* the keep loaded (restore pass after success) */
-    bool ctx_noticed;                         /* the context notice was given */
-    bool poll_fresh;                          /* poll holds a listing newer than the last load POST */
-    bool wait_fresh;                          /* the waited model changed since the wait began */
     bool wait_pre_failed, wait_pre_has_exit;  /* its failed:true / exit_code before the wait */
     int64_t wait_pre_exit;
     uint64_t wait_t0;
-    const rsd_listing *last_list;             /* snap or poll, whichever was read last */
-    int probe_tries;                          /* listing/props attempts of the current probe */
-    char fail_reason[RSD_RECONCILE_TEXT_MAX];
-    int fail_error;
-    rsd_plan plan;
-    rsd_facts facts;
     rsd_resident res[RSD_MAX_RESIDENTS];
     rsd_step step;
     char url[RSD_RECONCILE_URL_MAX];
     char body[RSD_RECONCILE_BODY_MAX];
     const char *op_instance;          /* for hooks: instance of the model of the current request, or "" */
+    /* internal: a run's state, zeroed by begin in one piece (posted to rt_data) */
+    bool posted;
+    bool stage_restoring;             /* the outstanding step is bounded by the restore budget */
+    bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
+    bool notices_held;                /* the plan's notices wait for the decision under the lock */
+    bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
+    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
+    bool keep_ok;                     /* the keep loaded (restore pass after success) */
+    bool ctx_noticed;                 /* the context notice was given */
+    bool poll_fresh;                  /* poll holds a listing newer than the last load POST */
+    bool wait_fresh;                  /* the waited model changed since the wait began */
+    int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
+    int probe_tries;                  /* listing/props attempts of the current probe */
+    int fail_error;
+    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
+    const rsd_listing *last_list;     /* snap or poll, whichever was read last */
     const rsd_evicted *op_evicted;    /* for hooks: the entry a restoring LOAD brings back, or NULL */
+    char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
+    char fail_reason[RSD_RECONCILE_TEXT_MAX];
     char made_instance[RSD_MODEL_ID_MAX]; /* for hooks: load_answer writes the instance a load made */
+    rsd_plan plan;
+    rsd_facts facts;
     union {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
@@ -9967,26 +9969,17 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     return RSD_OK;
 }
 
-/* The machine's own state back to the start. */
+/* The machine's own state back to the start (the zeroes rsdi_rc_reset_run writes are these values). */
+typedef char rsdi_rc_run_zero_check[(RSD_MODEL_UNKNOWN == 0 && RSD_OK == 0) ? 1 : -1];
 RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     rsd_lms_machine *m = r->lms;
-    r->posted = false;
-    r->load_attempts = 0;
-    r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
-    r->dl_seen = r->pinned_done = r->keep_ok = r->ctx_noticed = r->poll_fresh = r->wait_fresh = false;
-    r->ours_changed = r->notices_held = r->no_cache = r->stage_restoring = false;
+    /* every flag and count false or 0, last_list and op_evicted NULL, keep_state and
+       wait_state RSD_MODEL_UNKNOWN, the strings "", plan, facts and rt_data zeroed */
+    memset(&r->posted, 0, (size_t)((char *)(&r->rt_data + 1) - (char *)&r->posted));
     r->stage = -1;
-    r->last_list = NULL;
-    r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
-    r->keep_instance[0] = r->made_instance[0] = r->fail_reason[0] = '\0';
-    r->fail_error = RSD_OK;
     r->snap.n = 0;
     r->poll.n = 0;
-    memset(&r->plan, 0, sizeof r->plan);
-    memset(&r->facts, 0, sizeof r->facts);
-    memset(&r->rt_data, 0, sizeof r->rt_data);
     r->op_instance = "";
-    r->op_evicted = NULL;
     if (!m) return;
     m->tier_try = RSD_LMS_TIER_V1;
     m->ci = m->ui = m->n_cand = m->n_unload = m->evict_mark = m->n_before = m->n_made = 0;
