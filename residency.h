@@ -2188,6 +2188,7 @@ typedef struct rsd_json_split {
     rsd_json_tok *toks;
     uint32_t n_toks, depth, el_depth, max_el, n_root;
     uint32_t dropped;          /* the bytes of the lists' elements before the last list's end */
+    uint32_t list_at;          /* 4 bytes before the last list's '[' where it is kept (0: the whole is read) */
     rsd_json_split_fn fn;
     void *user;
     int err, pending;          /* the first error; RSD_ERR_JSON_TOKENS waiting on the rest */
@@ -4813,9 +4814,24 @@ RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len
                     p++; /* a list: its '[' is kept, its elements are not */
                     if (!rsdi_sp_put(sp, run, (size_t)(p - run)))
                         RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "the top level is larger than the buffer", RSDI_SP_AT(p));
-                    /* what is kept so far is valid (an error in it is the document's first) */
-                    r = rsdi_json_parse_in(&kd, sp->buf, sp->kept, NULL, 0, NULL, 0xFFFFFFFFu, 0);
-                    if (r < 0 && r != RSD_ERR_TRUNCATED) RSDI_SP_FAIL(r, kd.err.what, kd.err.offset + sp->dropped);
+                    /* what is kept so far is valid (an error in it is the document's first): the
+                       whole at the first list, then what came after the last list, read from
+                       that list's "[]" behind a stand-in for what went before it, "{\"\":"
+                       (the parser's state there: in the top-level object, after a member's value) */
+                    {
+                        size_t from = sp->list_at;
+                        char was[4];
+                        if (from) {
+                            memcpy(was, sp->buf + from, 4);
+                            memcpy(sp->buf + from, "{\"\":", 4);
+                        }
+                        r = rsdi_json_parse_in(&kd, sp->buf + from, sp->kept - from, NULL, 0, NULL, 0xFFFFFFFFu, 0);
+                        if (from) memcpy(sp->buf + from, was, 4);
+                        sp->list_at = (uint32_t)(sp->kept - 5); /* read at a later list: only a member's
+                                                                   list has one, after "{\"\":[" at least */
+                        if (r < 0 && r != RSD_ERR_TRUNCATED) /* rsdi_sp_fail places it (reading the whole) */
+                            RSDI_SP_FAIL(r, kd.err.what, 0);
+                    }
                     key.ptr = sp->depth == 0 ? "" : sp->buf + sp->key_at;
                     key.len = sp->depth == 0 ? 0 : sp->key_len;
                     sp->depth++;
