@@ -10013,6 +10013,13 @@ typedef struct rsdi_rc_sizes {
 
 RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
 
+/* An arena's bytes: those asked, else the default raised to 1 KiB; 0 when the bytes asked
+   are under 1 KiB or over 1 GiB. */
+RSDI_PRIVATE size_t rsdi_rc_arena(size_t asked, size_t dflt) {
+    size_t n = asked ? asked : dflt < 1024 ? 1024 : dflt;
+    return n < 1024 || n > ((size_t)1 << 30) ? 0 : n;
+}
+
 RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_sizes *z) {
     size_t t;
     rsd_listing_desc ld;
@@ -10033,15 +10040,11 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_s
     z->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     z->id = lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
-    z->ids = lim->id_arena_bytes ? lim->id_arena_bytes : (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL;
-    if (!lim->id_arena_bytes && z->ids < 1024) z->ids = 1024;
-    if (z->ids < 1024 || z->ids > ((size_t)1 << 30)) return false;
+    if (!(z->ids = rsdi_rc_arena(lim->id_arena_bytes, (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL))) return false;
     z->notices = lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
     if (z->notices < 1 || z->notices > 4096) return false;
-    z->ntext = lim->notice_text_bytes ? lim->notice_text_bytes
-             : (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG;
-    if (!lim->notice_text_bytes && z->ntext < 1024) z->ntext = 1024;
-    if (z->ntext < 1024 || z->ntext > ((size_t)1 << 30)) return false;
+    if (!(z->ntext = rsdi_rc_arena(lim->notice_text_bytes, (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG)))
+        return false;
     /* the two listings' storage holds LM Studio's catalog too (a reconcile on LM Studio lists
        into neither) */
     z->lists = 2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena));
