@@ -9615,21 +9615,20 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
         const rsd_evicted *e = &r->result.evicted[i];
         int st = r->ev_state[i];
         if (!e->displaced) continue;
-        if (e->restored) {
-            rsd_reconcile_add_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, e->id,
-                               "loading '%s' on '%s' displaced %s '%s'; reloaded it into a free slot.", r->keep,
-                               r->target_id, rsdi_rc_prot_word(r, e->id), e->id);
-            rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
-        } else {
-            rsd_reconcile_add_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, e->id,
-                               "loading '%s' on '%s' displaced %s '%s', and residency did not reload it: %s. "
-                               "Reload it on the server, or raise the server's model limit.", r->keep,
-                               r->target_id, rsdi_rc_prot_word(r, e->id), e->id,
-                               st == RSDI_PIN_NO_ROOM ? "the server has no free slot it knows of, and a reload "
-                                                        "could evict the requested model"
-                               : st == RSDI_PIN_FAILED ? "its reload failed" : "the deadline passed");
-            rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
-        }
+        /* one notice: reloaded, or not and why */
+        rsd_reconcile_add_notice(r, e->restored ? RSD_DMSG_RESTORED : RSD_DMSG_UNRESTORED,
+                                 e->restored ? RSD_NOTICE_RESTORED : RSD_NOTICE_SWAP,
+                                 e->restored ? RSD_LEVEL_INFO : RSD_LEVEL_WARNING, e->id,
+                                 e->restored ? "loading '%s' on '%s' displaced %s '%s'; reloaded it into a free slot.%s"
+                                 : "loading '%s' on '%s' displaced %s '%s', and residency did not reload it: %s. "
+                                   "Reload it on the server, or raise the server's model limit.",
+                                 r->keep, r->target_id, rsdi_rc_prot_word(r, e->id), e->id,
+                                 e->restored ? ""
+                                 : st == RSDI_PIN_NO_ROOM ? "the server has no free slot it knows of, and a reload "
+                                                            "could evict the requested model"
+                                 : st == RSDI_PIN_FAILED ? "its reload failed" : "the deadline passed");
+        rsdi_rc_last_detail(r, e->restored ? RSD_DMSG_RESTORED : RSD_DMSG_UNRESTORED,
+                            e->restored ? RSD_DETAIL_RESTORED : RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
     }
     if (!r->keep_ok) {
         rsd_reconcile_finish(r, now_ms);
