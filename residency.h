@@ -2188,6 +2188,7 @@ typedef struct rsd_json_split {
     rsd_json_tok *toks;
     uint32_t n_toks, depth, el_depth, max_el, n_root;
     uint32_t dropped;          /* the bytes of the lists' elements before the last list's end */
+    uint32_t list_at;          /* 4 bytes before the last list's '[' where it is kept (0: the whole is read) */
     rsd_json_split_fn fn;
     void *user;
     int err, pending;          /* the first error; RSD_ERR_JSON_TOKENS waiting on the rest */
@@ -3415,20 +3416,12 @@ struct rsd_reconcile {
     /* internal: machine */
     int phase, after_wait;
     int stage;                        /* for hooks: the runtime's stage of the outstanding step (-1 none) */
-    bool stage_restoring;             /* that step is bounded by the restore budget */
-    char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
     bool shown, locked;
-    bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
-    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
-    bool notices_held;                /* the plan's notices wait for the decision under the lock */
-    bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
     bool cap_known;                   /* desc.capacity_known: no capacity request */
+    uint64_t free_bytes;              /* a free reconcile: the bytes asked (no keep, no load) */
     uint64_t t0, deadline, restore_deadline, wake, wait_deadline;
     uint32_t poll_delay, max_instances;
-    bool unlimited, posted;
-    int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
-    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
-    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
+    bool unlimited;
     char wait_model[RSD_MODEL_ID_MAX];
     const char **victims;                     /* RSD_MAX_RESIDENTS rows each, in the tables (strings in ids) */
     uint64_t victim_ours[RSD_MAX_RESIDENTS];  /* bit k: ours[k] names the victim */
@@ -3438,26 +3431,36 @@ struct rsd_reconcile {
     const char **pinned;                      /* protected residents of the decision (not victims) */
     bool pinned_tag[RSD_MAX_RESIDENTS];       /* pinned[i] is tag-pinned (else caller-protected) */
     uint8_t ev_state[RSD_MAX_RESIDENTS];      /* restore state of result.evicted[i] */
-    bool keep_ok;                             /* the keep loaded (restore pass after success) */
-    bool ctx_noticed;                         /* the context notice was given */
-    bool poll_fresh;                          /* poll holds a listing newer than the last load POST */
-    bool wait_fresh;                          /* the waited model changed since the wait began */
     bool wait_pre_failed, wait_pre_has_exit;  /* its failed:true / exit_code before the wait */
     int64_t wait_pre_exit;
     uint64_t wait_t0;
-    const rsd_listing *last_list;             /* snap or poll, whichever was read last */
-    int probe_tries;                          /* listing/props attempts of the current probe */
-    char fail_reason[RSD_RECONCILE_TEXT_MAX];
-    int fail_error;
-    rsd_plan plan;
-    rsd_facts facts;
     rsd_resident res[RSD_MAX_RESIDENTS];
     rsd_step step;
     char url[RSD_RECONCILE_URL_MAX];
     char body[RSD_RECONCILE_BODY_MAX];
     const char *op_instance;          /* for hooks: instance of the model of the current request, or "" */
+    /* internal: a run's state, zeroed by begin in one piece (posted to rt_data) */
+    bool posted;
+    bool stage_restoring;             /* the outstanding step is bounded by the restore budget */
+    bool ours_changed;                /* set_ours/set_owned under the lock changed the attribution */
+    bool notices_held;                /* the plan's notices wait for the decision under the lock */
+    bool no_cache;                    /* set by a runtime: this reconcile's answer must not be cached */
+    bool dl_seen, pinned_done;        /* a download was seen; the pinned pass ran */
+    bool keep_ok;                     /* the keep loaded (restore pass after success) */
+    bool ctx_noticed;                 /* the context notice was given */
+    bool poll_fresh;                  /* poll holds a listing newer than the last load POST */
+    bool wait_fresh;                  /* the waited model changed since the wait began */
+    int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
+    int probe_tries;                  /* listing/props attempts of the current probe */
+    int fail_error;
+    rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
+    const rsd_listing *last_list;     /* snap or poll, whichever was read last */
     const rsd_evicted *op_evicted;    /* for hooks: the entry a restoring LOAD brings back, or NULL */
+    char keep_instance[RSD_MODEL_ID_MAX]; /* the instance the keep's load made, or "" */
+    char fail_reason[RSD_RECONCILE_TEXT_MAX];
     char made_instance[RSD_MODEL_ID_MAX]; /* for hooks: load_answer writes the instance a load made */
+    rsd_plan plan;
+    rsd_facts facts;
     union {
         uint64_t align;
         unsigned char bytes[RSD_RECONCILE_RT_DATA];
@@ -4811,9 +4814,24 @@ RSD_API int rsd_json_split_feed(rsd_json_split *sp, const char *data, size_t len
                     p++; /* a list: its '[' is kept, its elements are not */
                     if (!rsdi_sp_put(sp, run, (size_t)(p - run)))
                         RSDI_SP_FAIL(RSD_ERR_BODY_TOO_LARGE, "the top level is larger than the buffer", RSDI_SP_AT(p));
-                    /* what is kept so far is valid (an error in it is the document's first) */
-                    r = rsdi_json_parse_in(&kd, sp->buf, sp->kept, NULL, 0, NULL, 0xFFFFFFFFu, 0);
-                    if (r < 0 && r != RSD_ERR_TRUNCATED) RSDI_SP_FAIL(r, kd.err.what, kd.err.offset + sp->dropped);
+                    /* what is kept so far is valid (an error in it is the document's first): the
+                       whole at the first list, then what came after the last list, read from
+                       that list's "[]" behind a stand-in for what went before it, "{\"\":"
+                       (the parser's state there: in the top-level object, after a member's value) */
+                    {
+                        size_t from = sp->list_at;
+                        char was[4];
+                        if (from) {
+                            memcpy(was, sp->buf + from, 4);
+                            memcpy(sp->buf + from, "{\"\":", 4);
+                        }
+                        r = rsdi_json_parse_in(&kd, sp->buf + from, sp->kept - from, NULL, 0, NULL, 0xFFFFFFFFu, 0);
+                        if (from) memcpy(sp->buf + from, was, 4);
+                        sp->list_at = (uint32_t)(sp->kept - 5); /* read at a later list: only a member's
+                                                                   list has one, after "{\"\":[" at least */
+                        if (r < 0 && r != RSD_ERR_TRUNCATED) /* rsdi_sp_fail places it (reading the whole) */
+                            RSDI_SP_FAIL(r, kd.err.what, 0);
+                    }
                     key.ptr = sp->depth == 0 ? "" : sp->buf + sp->key_at;
                     key.len = sp->depth == 0 ? 0 : sp->key_len;
                     sp->depth++;
@@ -9597,21 +9615,20 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
         const rsd_evicted *e = &r->result.evicted[i];
         int st = r->ev_state[i];
         if (!e->displaced) continue;
-        if (e->restored) {
-            rsd_reconcile_add_notice(r, RSD_DMSG_RESTORED, RSD_NOTICE_RESTORED, RSD_LEVEL_INFO, e->id,
-                               "loading '%s' on '%s' displaced %s '%s'; reloaded it into a free slot.", r->keep,
-                               r->target_id, rsdi_rc_prot_word(r, e->id), e->id);
-            rsdi_rc_last_detail(r, RSD_DMSG_RESTORED, RSD_DETAIL_RESTORED);
-        } else {
-            rsd_reconcile_add_notice(r, RSD_DMSG_UNRESTORED, RSD_NOTICE_SWAP, RSD_LEVEL_WARNING, e->id,
-                               "loading '%s' on '%s' displaced %s '%s', and residency did not reload it: %s. "
-                               "Reload it on the server, or raise the server's model limit.", r->keep,
-                               r->target_id, rsdi_rc_prot_word(r, e->id), e->id,
-                               st == RSDI_PIN_NO_ROOM ? "the server has no free slot it knows of, and a reload "
-                                                        "could evict the requested model"
-                               : st == RSDI_PIN_FAILED ? "its reload failed" : "the deadline passed");
-            rsdi_rc_last_detail(r, RSD_DMSG_UNRESTORED, RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
-        }
+        /* one notice: reloaded, or not and why */
+        rsd_reconcile_add_notice(r, e->restored ? RSD_DMSG_RESTORED : RSD_DMSG_UNRESTORED,
+                                 e->restored ? RSD_NOTICE_RESTORED : RSD_NOTICE_SWAP,
+                                 e->restored ? RSD_LEVEL_INFO : RSD_LEVEL_WARNING, e->id,
+                                 e->restored ? "loading '%s' on '%s' displaced %s '%s'; reloaded it into a free slot.%s"
+                                 : "loading '%s' on '%s' displaced %s '%s', and residency did not reload it: %s. "
+                                   "Reload it on the server, or raise the server's model limit.",
+                                 r->keep, r->target_id, rsdi_rc_prot_word(r, e->id), e->id,
+                                 e->restored ? ""
+                                 : st == RSDI_PIN_NO_ROOM ? "the server has no free slot it knows of, and a reload "
+                                                            "could evict the requested model"
+                                 : st == RSDI_PIN_FAILED ? "its reload failed" : "the deadline passed");
+        rsdi_rc_last_detail(r, e->restored ? RSD_DMSG_RESTORED : RSD_DMSG_UNRESTORED,
+                            e->restored ? RSD_DETAIL_RESTORED : RSD_DETAIL_SWAPPED_OUT | RSD_DETAIL_UNRESTORED);
     }
     if (!r->keep_ok) {
         rsd_reconcile_finish(r, now_ms);
@@ -9870,6 +9887,14 @@ RSDI_PRIVATE int rsdi_rc_copy_instances(rsd_reconcile *r, const rsd_reconcile_de
     return RSD_OK;
 }
 
+/* The desc's tables: where each count and its pointer are, and the count's maximum. */
+static const struct { uint16_t n, p, max; } rsdi_rc_desc_tables[5] = {
+    {offsetof(rsd_reconcile_desc, n_protected), offsetof(rsd_reconcile_desc, protected_models), RSD_MAX_PROTECTED},
+    {offsetof(rsd_reconcile_desc, n_ours), offsetof(rsd_reconcile_desc, ours), RSD_RECONCILE_MAX_OURS},
+    {offsetof(rsd_reconcile_desc, n_last_used), offsetof(rsd_reconcile_desc, last_used), RSD_RECONCILE_MAX_OURS},
+    {offsetof(rsd_reconcile_desc, n_owned), offsetof(rsd_reconcile_desc, owned), RSD_RECONCILE_MAX_OWNED},
+    {offsetof(rsd_reconcile_desc, n_peers), offsetof(rsd_reconcile_desc, peers), RSD_LMS_MAX_PEERS}};
+
 /* Validate d and copy what the reconcile needs (no I/O). */
 RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d, uint64_t now_ms) {
     const rsd_runtime *rt;
@@ -9882,12 +9907,13 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
         !rt->list_entry != !rt->list_end ||
         (rt->start && (!rt->answer || !rt->locked)))
         return RSD_ERR_ARG;
-    if (d->n_protected < 0 || d->n_protected > RSD_MAX_PROTECTED || (d->n_protected && !d->protected_models) ||
-        d->n_ours < 0 || d->n_ours > RSD_RECONCILE_MAX_OURS || (d->n_ours && !d->ours) || d->n_last_used < 0 ||
-        d->n_last_used > RSD_RECONCILE_MAX_OURS || (d->n_last_used && !d->last_used) || d->n_owned < 0 ||
-        d->n_owned > RSD_RECONCILE_MAX_OWNED || (d->n_owned && !d->owned) || d->n_peers < 0 ||
-        d->n_peers > RSD_LMS_MAX_PEERS || (d->n_peers && !d->peers))
-        return RSD_ERR_ARG;
+    for (i = 0; i < 5; i++) { /* each table's count in [0, its maximum], and its pointer set when > 0 */
+        int n;
+        const void *t;
+        memcpy(&n, (const char *)d + rsdi_rc_desc_tables[i].n, sizeof n);
+        memcpy(&t, (const char *)d + rsdi_rc_desc_tables[i].p, sizeof t);
+        if (n < 0 || n > rsdi_rc_desc_tables[i].max || (n && !t)) return RSD_ERR_ARG;
+    }
     r->logger = d->logger;
     r->cache = d->cache;
     if ((!r->free_bytes && !d->keep[0]) || !rsdi_cpy(r->keep, sizeof r->keep, d->keep ? d->keep : "") ||
@@ -9958,26 +9984,17 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     return RSD_OK;
 }
 
-/* The machine's own state back to the start. */
+/* The machine's own state back to the start (the zeroes rsdi_rc_reset_run writes are these values). */
+typedef char rsdi_rc_run_zero_check[(RSD_MODEL_UNKNOWN == 0 && RSD_OK == 0) ? 1 : -1];
 RSDI_PRIVATE void rsdi_rc_reset_run(rsd_reconcile *r) {
     rsd_lms_machine *m = r->lms;
-    r->posted = false;
-    r->load_attempts = 0;
-    r->n_victims = r->vi = r->ri = r->n_pinned = r->n_reloaded = r->pin_room = r->probe_tries = 0;
-    r->dl_seen = r->pinned_done = r->keep_ok = r->ctx_noticed = r->poll_fresh = r->wait_fresh = false;
-    r->ours_changed = r->notices_held = r->no_cache = r->stage_restoring = false;
+    /* every flag and count false or 0, last_list and op_evicted NULL, keep_state and
+       wait_state RSD_MODEL_UNKNOWN, the strings "", plan, facts and rt_data zeroed */
+    memset(&r->posted, 0, (size_t)((char *)(&r->rt_data + 1) - (char *)&r->posted));
     r->stage = -1;
-    r->last_list = NULL;
-    r->keep_state = r->wait_state = RSD_MODEL_UNKNOWN;
-    r->keep_instance[0] = r->made_instance[0] = r->fail_reason[0] = '\0';
-    r->fail_error = RSD_OK;
     r->snap.n = 0;
     r->poll.n = 0;
-    memset(&r->plan, 0, sizeof r->plan);
-    memset(&r->facts, 0, sizeof r->facts);
-    memset(&r->rt_data, 0, sizeof r->rt_data);
     r->op_instance = "";
-    r->op_evicted = NULL;
     if (!m) return;
     m->tier_try = RSD_LMS_TIER_V1;
     m->ci = m->ui = m->n_cand = m->n_unload = m->evict_mark = m->n_before = m->n_made = 0;
@@ -9994,6 +10011,13 @@ typedef struct rsdi_rc_sizes {
 } rsdi_rc_sizes;
 
 RSDI_PRIVATE size_t rsdi_al8(size_t n) { return (n + 7u) & ~(size_t)7u; }
+
+/* An arena's bytes: those asked, else the default raised to 1 KiB; 0 when the bytes asked
+   are under 1 KiB or over 1 GiB. */
+RSDI_PRIVATE size_t rsdi_rc_arena(size_t asked, size_t dflt) {
+    size_t n = asked ? asked : dflt < 1024 ? 1024 : dflt;
+    return n < 1024 || n > ((size_t)1 << 30) ? 0 : n;
+}
 
 RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_sizes *z) {
     size_t t;
@@ -10015,15 +10039,11 @@ RSDI_PRIVATE bool rsdi_rc_sizes_of(const rsd_reconcile_limits *limits, rsdi_rc_s
     z->lms = !lim->runtime || (lim->runtime->flags & RSD_RT_INSTANCES);
     z->id = lim->max_id_bytes ? lim->max_id_bytes : (size_t)RSD_MODEL_ID_MAX;
     if (z->id < 16 || z->id > (size_t)RSD_MODEL_ID_MAX) return false;
-    z->ids = lim->id_arena_bytes ? lim->id_arena_bytes : (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL;
-    if (!lim->id_arena_bytes && z->ids < 1024) z->ids = 1024;
-    if (z->ids < 1024 || z->ids > ((size_t)1 << 30)) return false;
+    if (!(z->ids = rsdi_rc_arena(lim->id_arena_bytes, (size_t)z->models * RSD_RECONCILE_IDS_PER_MODEL))) return false;
     z->notices = lim->max_notices ? lim->max_notices : (int)RSD_RECONCILE_MAX_NOTICES;
     if (z->notices < 1 || z->notices > 4096) return false;
-    z->ntext = lim->notice_text_bytes ? lim->notice_text_bytes
-             : (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG;
-    if (!lim->notice_text_bytes && z->ntext < 1024) z->ntext = 1024;
-    if (z->ntext < 1024 || z->ntext > ((size_t)1 << 30)) return false;
+    if (!(z->ntext = rsdi_rc_arena(lim->notice_text_bytes, (size_t)z->notices * RSD_RECONCILE_NOTICE_TEXT_AVG)))
+        return false;
     /* the two listings' storage holds LM Studio's catalog too (a reconcile on LM Studio lists
        into neither) */
     z->lists = 2 * (rsdi_al8((size_t)z->models * sizeof(rsd_listed_model)) + rsdi_al8(z->arena));
