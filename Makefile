@@ -40,8 +40,25 @@ test: compile-matrix symbols manual readme examples unit replay
 	@cat $(B)/tests/summary
 
 # ---- unit tests under ASan+UBSan -------------------------------------------------
-$(B)/tests/%: tests/%.c $(AUXH) $(HEADERS) | $(B)/tests
+# A test that defines RESIDENCY_IMPLEMENTATION itself (it reads the internals, or sets a
+# configuration macro) builds the implementation in its own TU; the others use only the
+# public API and are linked with the implementation built once (tests/impl.sh says which,
+# for the cross builds too).
+IMPL_OF    := $(shell . tests/impl.sh; for f in $(TEST_SRCS); do echo "$$(impl_of $$f):$$f"; done)
+OWN_IMPL   := $(patsubst own:%,%,$(filter own:%,$(IMPL_OF)))
+HTTP_LINK  := $(patsubst http:%,%,$(filter http:%,$(IMPL_OF)))
+CORE_LINK  := $(patsubst core:%,%,$(filter core:%,$(IMPL_OF)))
+test_bin    = $(patsubst tests/%.c,$(B)/tests/%,$(1))
+
+$(B)/tests/impl_%.o: tests/impl_%.c $(HEADERS) | $(B)/tests
+	$(CC) $(TEST_CFLAGS) -c $< -o $@
+
+$(call test_bin,$(OWN_IMPL)): $(B)/tests/%: tests/%.c $(AUXH) $(HEADERS) | $(B)/tests
 	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LIBS)
+$(call test_bin,$(HTTP_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_http.o $(AUXH) $(HEADERS)
+	$(CC) $(TEST_CFLAGS) $< $(B)/tests/impl_http.o -o $@ $(TEST_LIBS)
+$(call test_bin,$(CORE_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_core.o $(AUXH) $(HEADERS)
+	$(CC) $(TEST_CFLAGS) $< $(B)/tests/impl_core.o -o $@ $(TEST_LIBS)
 
 # Tests may spawn the example programs (simulators), so those are built first.
 unit: $(TESTS) $(EXAMPLES)
