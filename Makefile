@@ -60,10 +60,12 @@ $(call test_bin,$(HTTP_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_http.o $(
 $(call test_bin,$(CORE_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_core.o $(AUXH) $(HEADERS)
 	$(CC) $(TEST_CFLAGS) $< $(B)/tests/impl_core.o -o $@ $(TEST_LIBS)
 
-# Tests may spawn the example programs (simulators), so those are built first.
+# Tests may spawn the example programs (simulators), so those are built first. TEST_JOBS
+# suites run at once (tests/run.sh): they mostly wait on loopback servers and children.
+TEST_JOBS ?= 4
 unit: $(TESTS) $(EXAMPLES)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  sh tests/run.sh $(TESTS)
+	  RSD_TEST_JOBS=$(TEST_JOBS) sh tests/run.sh $(TESTS)
 
 # ---- compile matrix: C99/C11/C++11, gcc/clang, with and without TLS ------------
 compile-matrix: | $(B)/compile
