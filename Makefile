@@ -35,7 +35,9 @@ T ?= $(FUZZ_NAMES)
 .PHONY: test unit compile-matrix symbols manual replay readme examples fuzz bench clean demo
 .DEFAULT_GOAL := test
 
-test: compile-matrix symbols manual readme examples unit replay
+# unit first: with -j its builds are asked for first, so that its suites (which mostly
+# wait on loopback servers) can run beside the compile matrix (CPU-bound, JOBS at once).
+test: unit replay compile-matrix symbols manual readme examples
 	@echo "make test: all green"
 	@cat $(B)/tests/summary
 
