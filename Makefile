@@ -35,18 +35,39 @@ T ?= $(FUZZ_NAMES)
 .PHONY: test unit compile-matrix symbols manual replay readme examples fuzz bench clean demo
 .DEFAULT_GOAL := test
 
-test: compile-matrix symbols manual readme examples unit replay
+# unit first: with -j its builds are asked for first, so that its suites (which mostly
+# wait on loopback servers) can run beside the compile matrix (CPU-bound, JOBS at once).
+test: unit replay compile-matrix symbols manual readme examples
 	@echo "make test: all green"
 	@cat $(B)/tests/summary
 
 # ---- unit tests under ASan+UBSan -------------------------------------------------
-$(B)/tests/%: tests/%.c $(AUXH) $(HEADERS) | $(B)/tests
-	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LIBS)
+# A test that defines RESIDENCY_IMPLEMENTATION itself (it reads the internals, or sets a
+# configuration macro) builds the implementation in its own TU; the others use only the
+# public API and are linked with the implementation built once (tests/impl.sh says which,
+# for the cross builds too).
+IMPL_OF    := $(shell . tests/impl.sh; for f in $(TEST_SRCS); do echo "$$(impl_of $$f):$$f"; done)
+OWN_IMPL   := $(patsubst own:%,%,$(filter own:%,$(IMPL_OF)))
+HTTP_LINK  := $(patsubst http:%,%,$(filter http:%,$(IMPL_OF)))
+CORE_LINK  := $(patsubst core:%,%,$(filter core:%,$(IMPL_OF)))
+test_bin    = $(patsubst tests/%.c,$(B)/tests/%,$(1))
 
-# Tests may spawn the example programs (simulators), so those are built first.
+$(B)/tests/impl_%.o: tests/impl_%.c $(HEADERS) | $(B)/tests
+	$(CC) $(TEST_CFLAGS) -c $< -o $@
+
+$(call test_bin,$(OWN_IMPL)): $(B)/tests/%: tests/%.c $(AUXH) $(HEADERS) | $(B)/tests
+	$(CC) $(TEST_CFLAGS) $< -o $@ $(TEST_LIBS)
+$(call test_bin,$(HTTP_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_http.o $(AUXH) $(HEADERS)
+	$(CC) $(TEST_CFLAGS) $< $(B)/tests/impl_http.o -o $@ $(TEST_LIBS)
+$(call test_bin,$(CORE_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_core.o $(AUXH) $(HEADERS)
+	$(CC) $(TEST_CFLAGS) $< $(B)/tests/impl_core.o -o $@ $(TEST_LIBS)
+
+# Tests may spawn the example programs (simulators), so those are built first. TEST_JOBS
+# suites run at once (tests/run.sh): they mostly wait on loopback servers and children.
+TEST_JOBS ?= 4
 unit: $(TESTS) $(EXAMPLES)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-	  sh tests/run.sh $(TESTS)
+	  RSD_TEST_JOBS=$(TEST_JOBS) sh tests/run.sh $(TESTS)
 
 # ---- compile matrix: C99/C11/C++11, gcc/clang, with and without TLS ------------
 compile-matrix: | $(B)/compile

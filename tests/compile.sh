@@ -3,16 +3,19 @@
 # with and without RSD_HTTP_MBEDTLS; a declaration-only TU linked with the implementation;
 # RSD_STATIC in two TUs; residency.h alone; the feature macros in every combination.
 CC=$1; CXX=$2; CLANG=$3; CLANGXX=$4; TLS=$5; CWARN=$6; CXXWARN=$7
+# Each configuration is one job (build, link, run); the jobs are listed first, then run
+# JOBS (default 2) at a time: any failure fails the matrix.
 B=build/compile; set -e
 n=0
+jobs=$B/jobs; : >$jobs
+job() { printf '%s\n' "$*" >>$jobs; }
 one() { # compiler lang std extra...
   c=$1; l=$2; s=$3; shift 3
   tag=$(basename "$c")-$s$(printf '%s' "$*" | tr -c 'A-Za-z0-9' '_')
   if [ "$l" = c ]; then w=$CWARN; x="-x c"; else w=$CXXWARN; x="-x c++"; fi
-  $c $x -std=$s $w "$@" -c tests/compile/impl.c -o $B/impl-$tag.o
-  $c $x -std=$s $w "$@" -c tests/compile/decl_only.c -o $B/decl-$tag.o
-  $c $B/impl-$tag.o $B/decl-$tag.o -o $B/link-$tag $LIBS
-  ./$B/link-$tag
+  job "$c $x -std=$s $w $* -c tests/compile/impl.c -o $B/impl-$tag.o &&" \
+      "$c $x -std=$s $w $* -c tests/compile/decl_only.c -o $B/decl-$tag.o &&" \
+      "$c $B/impl-$tag.o $B/decl-$tag.o -o $B/link-$tag $LIBS && ./$B/link-$tag"
   n=$((n + 1))
 }
 for tls in 0 1; do
@@ -33,13 +36,11 @@ nf=0
 for o in 0 1; do for l in 0 1; do for e in 0 1; do for h in 0 1; do for p in 0 1; do for d in 0 1; do
   f=; [ $o = 1 ] && f="$f -DRSD_NO_OLLAMA"; [ $l = 1 ] && f="$f -DRSD_NO_LMSTUDIO"; [ $e = 1 ] && f="$f -DRSD_NO_ETCD"
   [ $h = 1 ] && f="$f -DRSD_NO_HTTP_SERVER"; [ $p = 1 ] && f="$f -DRSD_NO_PROC"; [ $d = 1 ] && f="$f -DRSD_NO_DETECT"
-  $CC -std=c99 $CWARN $f tests/compile/features.c -o $B/features-$o$l$e$h$p$d
-  ./$B/features-$o$l$e$h$p$d
+  job "$CC -std=c99 $CWARN $f tests/compile/features.c -o $B/features-$o$l$e$h$p$d && ./$B/features-$o$l$e$h$p$d"
   nf=$((nf + 1))
 done; done; done; done; done; done
-$CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC \
-  -DRSD_NO_DETECT tests/compile/features.c -o $B/features-cxx
-./$B/features-cxx
+job "$CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC" \
+    "-DRSD_NO_DETECT tests/compile/features.c -o $B/features-cxx && ./$B/features-cxx"
 # macOS's paths on this Linux build (RSDI_FORCE_BSD: no MSG_NOSIGNAL, SOCK_NONBLOCK,
 # pipe2, posix_spawn chdir/closefrom, PR_SET_PDEATHSIG; SO_NOSIGPIPE given Darwin's
 # value): built, linked and started, never run against a macOS kernel
@@ -50,15 +51,14 @@ LIBS=-lstdc++ one "$CXX" c++ c++11 -DRSDI_FORCE_BSD -DSO_NOSIGPIPE=0x1022
 for mc in x86_64-w64-mingw32-gcc x86_64-w64-mingw32-g++; do
   command -v $mc >/dev/null 2>&1 || { echo "compile matrix: $mc not found, Windows rows skipped"; continue; }
   case $mc in *g++) l=c++; s=c++11; w=$CXXWARN; x="-x c++" ;; *) l=c; s=c99; w=$CWARN; x="-x c" ;; esac
-  $mc $x -std=$s $w -c tests/compile/impl.c -o $B/impl-win-$s.o
-  $mc $x -std=$s $w -c tests/compile/decl_only.c -o $B/decl-win-$s.o
-  $mc -static $B/impl-win-$s.o $B/decl-win-$s.o -o $B/link-win-$s.exe -lws2_32
+  job "$mc $x -std=$s $w -c tests/compile/impl.c -o $B/impl-win-$s.o &&" \
+      "$mc $x -std=$s $w -c tests/compile/decl_only.c -o $B/decl-win-$s.o &&" \
+      "$mc -static $B/impl-win-$s.o $B/decl-win-$s.o -o $B/link-win-$s.exe -lws2_32"
   n=$((n + 1))
 done
-$CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static
-./$B/static
-$CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only
-./$B/core_only
+job "$CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static && ./$B/static"
+job "$CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only && ./$B/core_only"
+tr '\n' '\0' <$jobs | xargs -0 -P "${JOBS:-2}" -n 1 sh -c
 # a libc without O_CLOEXEC: the implementation refuses to build, with a message saying why
 if $CC -std=c99 $CWARN -isystem tests/compile/no_cloexec -c tests/compile/impl.c -o $B/no_cloexec.o \
      2>$B/no_cloexec.err; then

@@ -1,6 +1,7 @@
 /* portable.h -- what the loopback tests need from the OS, for POSIX and for Windows
    (make test-windows runs them under wine). Test helper, not part of the library.
-   Include after residency_http.h (on Windows it brings windows.h and winsock2.h).
+   Include after residency_http.h (on Windows: winsock2.h and windows.h, which the
+   implementation brings and which a test linked with it includes here).
        tp_temp_dir(name, out, cap)   a new directory /tmp/rsd-test-NAME.XXXXXX
                                      (Windows: %TEMP%\rsd-test-NAME.PID.N); 0 or -1
        tp_remove_tree(dir)           removes a directory tp_temp_dir made, recursively
@@ -32,6 +33,12 @@
 #include <string.h>
 #include <errno.h>
 #if defined(_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#include <windows.h>
 #include <io.h>
 #include <direct.h>
 #else

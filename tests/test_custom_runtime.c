@@ -1,8 +1,10 @@
 /* test_custom_runtime.c -- examples/custom_runtime.c (a runtime added through the
    public hooks only, on the one reconcile machine) runs and does what it prints:
    the eviction of our "b" for "c", in the router order, with the key of its name. */
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
 #define _POSIX_C_SOURCE 200809L
-#define RESIDENCY_IMPLEMENTATION
+#define _DEFAULT_SOURCE 1
 #include "residency.h"
 #include "rsd_test.h"
 #include <stdio.h>

@@ -1,7 +1,10 @@
 /* The pure reconciler: decision (R21-R33), opt-outs (R34-R35), context-fit clamp
    (S29-S30), decision cache (W2-W4, W9). Tests named upstream_* port the cases of
    upstream-behaviour.md 6.1 (clio residency.test.ts) and 6.9 (resident-models). */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "rsd_test.h"
 

@@ -14,7 +14,10 @@
    - every notice formats, whole and truncated.
    Also a few hand-built facts (the bench's 64-model listing, all ids equal, one long
    alias chain, a listing in every rotation). */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "rsd_test.h"
 #include "decide_ref.h"

@@ -5,7 +5,10 @@
    lock, the cache, and hostile /api/ps payloads, which degrade to observe and never
    mutate. What the network or a hostile server does (a transport error, a canned body)
    is injected at the transport, between the machine and the simulator. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "../examples/rsd_sim.h"
 #include "rsd_test.h"

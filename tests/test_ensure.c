@@ -37,6 +37,26 @@ static int is_sse(const log_entry *e) {
 }
 
 /* ---- helpers ------------------------------------------------------------------------ */
+/* A llama.cpp request for model on url, the rest zero (the defaults). */
+static rsd_ensure_req llama_req(const char *url, const char *model, uint32_t timeout_ms) {
+    rsd_ensure_req q;
+    memset(&q, 0, sizeof q);
+    q.url = url;
+    q.model = model;
+    q.runtime = RSD_RUNTIME_LLAMACPP;
+    q.timeout_ms = timeout_ms;
+    return q;
+}
+
+/* An ensurer desc with no state and the environment ignored, the rest zero. */
+static rsd_ensurer_desc bare_desc(void) {
+    rsd_ensurer_desc d;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    return d;
+}
+
 static rsd_ensurer *new_ensurer_sse(bool with_state, const rsd_protected_model *prot, int n_prot, bool sse) {
     rsd_ensurer_desc d;
     memset(&d, 0, sizeof d);
@@ -55,13 +75,9 @@ static rsd_ensurer *new_ensurer(bool with_state, const rsd_protected_model *prot
 
 static int ensure(rsd_ensurer *e, const sim_proc *s, const char *model, rsd_runtime_kind rt, bool observe,
                   rsd_ensure_result *res) {
-    rsd_ensure_req q;
-    memset(&q, 0, sizeof q);
-    q.url = s->url;
-    q.model = model;
+    rsd_ensure_req q = llama_req(s->url, model, 20000);
     q.runtime = rt;
     q.observe = observe;
-    q.timeout_ms = 20000;
     return rsd_ensurer_run(e, &q, res);
 }
 
@@ -292,10 +308,8 @@ static void test_auto_detect_once(void) {
     rsd_ensurer *e;
     int base, n;
     REQUIRE(sim_start(&s, args) == 0);
-    memset(&d, 0, sizeof d);
-    d.no_state = true;
+    d = bare_desc();
     d.no_cache = true;
-    d.ignore_env = true;
     e = rsd_ensurer_create(&d);
     REQUIRE(e);
     CHECK_EQ_INT(ensure(e, &s, "a", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
@@ -336,10 +350,8 @@ static void test_ollama_auto_detect_and_load(void) {
     rsd_ensurer *e;
     int n;
     REQUIRE(sim_start(&s, args) == 0);
-    memset(&d, 0, sizeof d);
-    d.no_state = true;
+    d = bare_desc();
     d.no_cache = true;
-    d.ignore_env = true;
     e = rsd_ensurer_create(&d);
     REQUIRE(e);
     CHECK_EQ_INT(ensure(e, &s, "llama3.2", RSD_RUNTIME_AUTO, false, &res), RSD_OK);
@@ -394,19 +406,13 @@ static void test_sse_wakes_the_wait(void) {
     int n, i, post = -1, lists = 0, base;
     int64_t loaded;
     REQUIRE(sim_start(&s, args) == 0);
-    memset(&d, 0, sizeof d);
-    d.no_state = true;
-    d.ignore_env = true;
+    d = bare_desc();
     d.sse_poll_ms = 20000;
     e = rsd_ensurer_create(&d);
     d.sse_poll_ms = 200;
     e2 = rsd_ensurer_create(&d);
     REQUIRE(e && e2);
-    memset(&q, 0, sizeof q);
-    q.url = s.url;
-    q.model = "a";
-    q.runtime = RSD_RUNTIME_LLAMACPP;
-    q.timeout_ms = 60000;
+    q = llama_req(s.url, "a", 60000);
     CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
@@ -497,18 +503,12 @@ static void test_sse_event_over_half_the_slot_is_skipped(void) {
     uint64_t began, wake, left;
     int n, i, post = -1, lists = 0;
     REQUIRE(sim_start(&s, args) == 0);
-    memset(&d, 0, sizeof d);
-    d.no_state = true;
-    d.ignore_env = true;
+    d = bare_desc();
     d.sse_poll_ms = 600;
     d.http.max_body_bytes = 512;
     e = rsd_ensurer_create(&d);
     REQUIRE(e);
-    memset(&q, 0, sizeof q);
-    q.url = s.url;
-    q.model = "a";
-    q.runtime = RSD_RUNTIME_LLAMACPP;
-    q.timeout_ms = 60000;
+    q = llama_req(s.url, "a", 60000);
     REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive_noting_the_wait(e, &began, &wake, &left), RSD_OK);
     rsd_ensurer_query(e, &res);
@@ -676,16 +676,10 @@ static void test_sse_refused_falls_back_to_polling(void) {
     REQUIRE(st == (int)sizeof port && port > 0);
     s.port = port;
     snprintf(s.url, sizeof s.url, "http://127.0.0.1:%d", s.port);
-    memset(&d, 0, sizeof d);
-    d.no_state = true;
-    d.ignore_env = true;
+    d = bare_desc();
     e = rsd_ensurer_create(&d);
     REQUIRE(e);
-    memset(&q, 0, sizeof q);
-    q.url = s.url;
-    q.model = "a";
-    q.runtime = RSD_RUNTIME_LLAMACPP;
-    q.timeout_ms = 20000;
+    q = llama_req(s.url, "a", 20000);
     CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(res.decision, RSD_DECISION_LOAD);
@@ -825,11 +819,7 @@ static void test_lock_held_elsewhere(void) {
     e = new_ensurer(true, NULL, 0);
     REQUIRE(e);
     base = sim_log(&s);
-    memset(&q, 0, sizeof q);
-    q.url = s.url;
-    q.model = "a";
-    q.runtime = RSD_RUNTIME_LLAMACPP;
-    q.timeout_ms = 300;
+    q = llama_req(s.url, "a", 300);
     CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
     CHECK(!res.mutated && !res.lock_held);
@@ -980,11 +970,7 @@ static void test_commit_lock_is_a_step(void) {
     REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == RSD_OK);
     e = new_ensurer(true, NULL, 0);
     REQUIRE(e);
-    memset(&q, 0, sizeof q);
-    q.url = s.url;
-    q.model = "a";
-    q.runtime = RSD_RUNTIME_LLAMACPP;
-    q.timeout_ms = 60000;
+    q = llama_req(s.url, "a", 60000);
     REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive(e, in_commit_wait), RSD_PENDING);
     REQUIRE(in_commit_wait(e));
@@ -1135,13 +1121,8 @@ static void test_concurrent_attribution_under_lock(void) {
     e2 = new_ensurer(true, NULL, 0);
     REQUIRE(e0 && e1 && e2);
     CHECK_EQ_INT(ensure(e0, &s, "c", RSD_RUNTIME_LLAMACPP, false, &res), RSD_OK); /* c: ours */
-    memset(&q1, 0, sizeof q1);
-    q1.url = s.url;
-    q1.runtime = RSD_RUNTIME_LLAMACPP;
-    q1.timeout_ms = 60000;
-    q2 = q1;
-    q1.model = "a";
-    q2.model = "b";
+    q1 = llama_req(s.url, "a", 60000);
+    q2 = llama_req(s.url, "b", 60000);
     REQUIRE(rsd_ensurer_begin(e1, &q1, rsd_now_ms()) == RSD_OK);
     REQUIRE(rsd_ensurer_begin(e2, &q2, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive(e1, holds_lock), RSD_PENDING);
@@ -1302,11 +1283,7 @@ static void test_old_key_records_migrate(void) {
     CHECK_EQ_INT(rsd_state_used_touch(st, old, "a", 1234, true), RSD_OK);
     e = new_ensurer(true, NULL, 0);
     REQUIRE(e);
-    memset(&q, 0, sizeof q);
-    q.url = url;
-    q.model = "b";
-    q.runtime = RSD_RUNTIME_LLAMACPP;
-    q.timeout_ms = 20000;
+    q = llama_req(url, "b", 20000);
     CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
     CHECK(rsd_state_attr_load(st, key, &set) >= 0);

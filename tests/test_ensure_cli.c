@@ -6,7 +6,10 @@
    warning (once per ensurer, in the library). Against rsd-sim on port 0, a plain HTTP
    server of our own (404 or 200 HTML for everything, as `python3 -m http.server` answers),
    a closed port, and, when one is found, the real llama-server (tests/real_server.h). */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "rsd_test.h"
 

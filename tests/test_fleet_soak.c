@@ -7,7 +7,10 @@
    exactly one completed exchange (no FAIL, no error), no zombie, the descriptor
    count is back to its start, and every STOP the pool decided with why EVICT found
    the slot idle (in_flight == 0, from the pool's event log). Prints time and counts. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "rsd_test.h"
 

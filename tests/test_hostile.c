@@ -5,7 +5,10 @@
    rounds); every wait is a bounded poll or a blocking read, nothing sleeps for what can
    be awaited, and nothing asserts speed beyond "served well before the request
    timeout". Only 127.0.0.1, ports chosen by the programs (port 0). */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "rsd_test.h"
 

@@ -1,7 +1,10 @@
 /* Pure HTTP/URL parsers: rsd_url_parse/key, rsd_http_parse_response/request,
    rsd_http_header_get, rsd_http_response_bodyless, rsd_http_dechunk_step.
    Inputs are also placed against a PROT_NONE guard page so any over-read faults. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "rsd_test.h"
 #include "guard_page.h"

@@ -5,7 +5,10 @@
    below as the reference) on many generated catalogs, up to the RSD_LMS_* limits, with LM
    Link duplicates, ids shared across models, peers and owned ids; and run a reconcile on
    the largest catalog. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "rsd_test.h"
 

@@ -3,7 +3,10 @@
    request bodies. Canned bodies come from spec/wire.md (3, 4) and the upstream
    fake server (F2-F10); hostile payloads must degrade to an error or a smaller
    result, never a crash, never an over-full array. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "rsd_test.h"
 

@@ -1,7 +1,10 @@
 /* Process-pool sharing policy: exclusive requests, collation of queued requests by
    model (ABCABC served as AABBCC) with the age bound, several loads started at once,
    and byte leases (room in the VRAM budget for a workload outside the pool). */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "rsd_test.h"
 

@@ -2,7 +2,10 @@
    GET /_sim/log lists every model with the instant it last became loaded ("models":
    [{id, state, loads, loaded_ms}]), on the clock the adapter passes. Driven with a fake
    clock: no sockets, no sleeps. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "../examples/rsd_sim.h"
 #include "rsd_test.h"

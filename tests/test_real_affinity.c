@@ -6,7 +6,10 @@
    and a lease stops an idle child and brings it back. Skipped (one line, "0 passed, 0
    failed") when no llama-server is found (tests/real_server.h). Waits sleep on GET
    /_rsd/events between looks at the status (tests/serve_harness.h). */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "rsd_test.h"
 

@@ -2,7 +2,10 @@
    tests/tiny_gguf.h) against a real llama-server: our GGUF writer's models load and
    answer, broken.gguf fails to load, a router lists them, and stopping leaves nothing
    running. Skipped with one line when no llama-server is found. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "residency_http.h"
 #include <errno.h>
 #include <signal.h>

@@ -6,7 +6,10 @@
    child. Skipped (one line, "0 passed, 0 failed") when no llama-server is found
    (tests/real_server.h). Waits are on events (pipes, sockets, GET /_rsd/events
    between looks at GET /status); the one deliberate wait is the keep-alive idle time, which is under test. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "rsd_test.h"
 

@@ -4,7 +4,10 @@
    prints "rsd-serve: listening on http://127.0.0.1:PORT" first on stdout; the tests
    read that line from a pipe and then talk HTTP to it. Nothing sleeps: waits are
    blocking reads on pipes and sockets, waitpid, or bounded polls of GET /status. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "../examples/rsd_serve.h"
 #include "rsd_test.h"

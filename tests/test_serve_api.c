@@ -6,7 +6,10 @@
    installed: its table checked against /status, a screenshot taken). Children are
    rsd-sim in server mode, and the REAL llama-server (started with --api-key) when one is
    found. Nothing sleeps: waits are blocking reads with a bound, or bounded polls. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "../examples/rsd_serve.h"
 #include "rsd_test.h"

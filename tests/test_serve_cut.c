@@ -3,7 +3,10 @@
    half is test_serve's upstream-hangup test), after the body has begun the connection
    is cut -- the status line already said 200, and a chunked stream ends without its
    last chunk. rsd-sim plays llama-server (slow tokens, so the crash lands mid-stream). */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "rsd_test.h"
 

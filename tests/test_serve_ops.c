@@ -5,7 +5,10 @@
    rsd-sim llama-server children (build/examples/rsd-sim --runtime server) or small
    shell wrappers around them. Nothing sleeps: waits are pipe reads, waitpid, or bounded
    polls of GET /status and of files the children write. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency_http.h"
 #include "../examples/rsd_serve.h"
 #include "rsd_test.h"

@@ -2,7 +2,10 @@
    its "listening on" line, talks HTTP/1.1 to it with plain sockets, stops it with
    SIGTERM. Everything the program adds to rsd_sim.h (wiring, deferred answers, streams,
    exit codes) is checked here; the behaviour itself is in test_sim.c. */
-#define RESIDENCY_IMPLEMENTATION
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
 #include "../residency.h"
 #include "rsd_test.h"
 

@@ -48,14 +48,26 @@ for src in tests/test_*.c; do
   srcs="$srcs $src"
 done
 for src in examples/*.c; do srcs="$srcs $src"; done
+# The implementation is built once for the tests that only use the public API
+# (tests/impl.sh), first; the examples each build their own.
 export CC CWARN B
-if ! printf '%s\n' $srcs | xargs -P "${JOBS:-2}" -n 1 sh -c '
-    t=$(basename "$0" .c)
-    [ -f "$B/bin/$t.exe" ] && [ -z "$(find "$0" residency.h residency_http.h tests/*.h examples/*.h \
-        -newer "$B/bin/$t.exe" 2>/dev/null)" ] && exit 0  # up to date
-    $CC -std=c99 $CWARN -O1 -g -static -I. "$0" -o "$B/bin/$t.exe" -lws2_32 -lshell32 2>"$B/bin/$t.err" ||
+build() { # sources...: each built alone unless up to date
+  printf '%s\n' "$@" | xargs -P "${JOBS:-2}" -n 1 sh -c '
+    . tests/impl.sh
+    t=$(basename "$0" .c); link=""
+    case $0 in
+      tests/impl_*) out=$B/bin/$t.o; how="-c"; libs="" ;;
+      tests/*) out=$B/bin/$t.exe; how=""; libs="-lws2_32 -lshell32"
+               i=$(impl_of "$0"); [ "$i" = own ] || link=$B/bin/impl_$i.o ;;
+      *) out=$B/bin/$t.exe; how=""; libs="-lws2_32 -lshell32" ;;
+    esac
+    [ -f "$out" ] && [ -z "$(find "$0" $link residency.h residency_http.h tests/*.h examples/*.h \
+        -newer "$out" 2>/dev/null)" ] && exit 0  # up to date
+    $CC -std=c99 $CWARN -O1 -g -static -I. $how "$0" $link -o "$out" $libs 2>"$B/bin/$t.err" ||
       { cat "$B/bin/$t.err"; echo "test-windows: $t does not build"; exit 255; }'
-then exit 1; fi
+}
+build tests/impl_core.c tests/impl_http.c || exit 1
+build $srcs || exit 1
 # A private wine prefix, and one wineserver kept up for the whole run (each program
 # would otherwise start and stop its own). Output goes to files, never a pipe: wine's
 # service processes inherit the descriptors and would hold a pipe open.
