@@ -1052,6 +1052,11 @@ static void test_free_bytes_sim(void) {
     remove_state_dir();
 }
 
+/* The release tests' router: three 2 GB models ensured in this order, room for four. */
+static const char *const release_sim[] = {"--models-max", "4", "--load-ms", "20", "--model", "id=alpha,size=2G",
+                                          "--model", "id=bravo,size=2G", "--model", "id=charlie,size=2G", NULL};
+static const char *const release_order[] = {"bravo", "charlie", "alpha"};
+
 /* A release where one model cannot come back: the lease unloaded bravo and charlie, then
    bravo left the server's catalog. The release loads charlie back and says the lease is
    incomplete and bravo stays in the lease: a second release tries it again (and only it).
@@ -1059,13 +1064,10 @@ static void test_free_bytes_sim(void) {
    no state directory, as it did. */
 static void test_release_keeps_what_failed(void) {
     sim_proc s;
-    static const char *const sim_args[] = {"--models-max", "4", "--load-ms", "20", "--model", "id=alpha,size=2G",
-                                           "--model", "id=bravo,size=2G", "--model", "id=charlie,size=2G", NULL};
-    static const char *const order[] = {"bravo", "charlie", "alpha"};
     char env_dir[300], id[64];
     const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
     int n, loads;
-    REQUIRE(sim_with_loads(&s, sim_args, "release-fail", env_dir, sizeof env_dir, env, order, 3));
+    REQUIRE(sim_with_loads(&s, release_sim, "release-fail", env_dir, sizeof env_dir, env, release_order, 3));
     {
         const char *a[] = {"--url", s.url, "--free-bytes", "4G", "--json", NULL};
         CHECK_EQ_INT(cli_env(env, a), 0);
@@ -1115,9 +1117,6 @@ static void test_release_keeps_what_failed(void) {
    after. With out, a failed model's result is the one *out gives. */
 static void test_release_lib(void) {
     sim_proc s;
-    static const char *const sim_args[] = {"--models-max", "4", "--load-ms", "20", "--model", "id=alpha,size=2G",
-                                           "--model", "id=bravo,size=2G", "--model", "id=charlie,size=2G", NULL};
-    static const char *const order[] = {"bravo", "charlie", "alpha"};
     char env_dir[300], id[64];
     const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
     rsd_ensurer_desc d;
@@ -1125,7 +1124,7 @@ static void test_release_lib(void) {
     rsd_ensure_req q;
     rsd_ensure_result res;
     int round, failed = 0;
-    REQUIRE(sim_with_loads(&s, sim_args, "release-lib", env_dir, sizeof env_dir, env, order, 3));
+    REQUIRE(sim_with_loads(&s, release_sim, "release-lib", env_dir, sizeof env_dir, env, release_order, 3));
     memset(&d, 0, sizeof d);
     d.state_dir = g_state_dir;
     d.no_cache = true;
