@@ -185,7 +185,8 @@
            into toks (top's source is buf) and returns its token count or the
            whole document's verdict: exactly the code rsd_json_parse_top gives
            it (the first error in the document wins; RSD_ERR_JSON_TOKENS when
-           the top level and the largest element do not fit in toks together),
+           the top level and the largest element do not fit in toks together,
+           so toks sized by the count pass always do),
            or RSD_ERR_BODY_TOO_LARGE when an element, or the top level, is
            larger than cap (top.err.what says which; nothing is cut).
            top.err.offset is the offending byte in the whole document, as
@@ -5004,8 +5005,10 @@ RSD_API int rsd_json_split_end(rsd_json_split *sp, rsd_json_doc *top) {
     if (r < 0) { /* the offset in the whole document (after the last list); no line is counted */
         top->err.offset += sp->dropped;
         top->err.line = top->err.col = 0;
-    } else if (sp->pending || (uint64_t)r + sp->n_root + sp->max_el > sp->n_toks) {
-        r = RSD_ERR_JSON_TOKENS; /* its top level and its largest element together: over the tokens */
+    } else if (sp->pending || (uint64_t)r + sp->n_root - (sp->n_root > 0) + sp->max_el > sp->n_toks) {
+        /* its top level and its largest element together (a root array's largest element
+           expanded in the place of its own token): over the tokens */
+        r = RSD_ERR_JSON_TOKENS;
         top->err.code = r;
         top->err.what = "token array full";
         top->err.offset = sp->total; /* known at the end */

@@ -126,6 +126,9 @@ static void test_ollama_ps_empty_null_and_bad_shapes(void) {
     CHECK_EQ_INT(ol.n, 0);
     CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{}"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
     CHECK_EQ_INT(rsd_ollama_ps_listing(SL("[]"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
+    /* the count pass's tokens (2) give the verdict plenty gives (fuzz_ollama_ps) */
+    CHECK_EQ_INT(rsd_ollama_ps_listing(SL("[3]"), toks, 2, &ol), RSD_ERR_JSON_TYPE);
+    CHECK_EQ_INT(rsd_lms_parse_models(&cat, SL("[[]]"), toks, 2), RSD_ERR_JSON_TYPE);
     CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":{}}"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
     CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":\"x\"}"), toks, NTOK, &ol), RSD_ERR_JSON_TYPE);
     CHECK_EQ_INT(rsd_ollama_ps_listing(SL("{\"models\":["), toks, NTOK, &ol), RSD_ERR_TRUNCATED);
