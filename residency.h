@@ -766,8 +766,8 @@
          int rsd_ollama_name_normalise(name, out, cap)
              The display form Ollama lists: host/namespace/model:tag with the
              default host (registry.ollama.ai) and the "library" namespace
-             dropped, ":latest" added when the last segment has no tag.
-             Idempotent. Case is kept (compares exactly).
+             dropped, ":latest" added when the last segment has no tag, spaces
+             trimmed around the name and after a dropped part. Idempotent. Case is kept (compares exactly).
              Length, or RSD_ERR_BUFFER / RSD_ERR_MODEL_ID (empty).
          int rsd_ollama_parse_version(out, body, len, toks, cap)   GET /api/version
          int rsd_ollama_parse_generate(out, body, len, toks, cap)  POST /api/generate
@@ -7971,9 +7971,14 @@ RSD_API int rsd_ollama_name_normalise(rsd_str name, char *out, size_t cap) {
     if (slashes == 2 && rsdi_iprefix(s, "registry.ollama.ai/")) {
         s.ptr += 19;
         s.len -= 19;
+        s = rsdi_str_trim(s); /* what follows a stripped part is trimmed too, as a next pass would */
         slashes = 1;
     }
-    if (slashes == 1 && rsdi_iprefix(s, "library/")) { s.ptr += 8; s.len -= 8; }
+    if (slashes == 1 && rsdi_iprefix(s, "library/")) {
+        s.ptr += 8;
+        s.len -= 8;
+        s = rsdi_str_trim(s);
+    }
     for (i = 0; i < s.len; i++)
         if (s.ptr[i] == '/') last = i + 1;
     if (s.len == 0 || last == s.len) return RSD_ERR_MODEL_ID;

@@ -117,6 +117,11 @@ static void test_ollama_name_normalise(void) {
     CHECK_EQ_INT(rsd_ollama_name_normalise(rsd_str_c("llama3.2"), o, 16), 15);
     /* idempotent */
     CHECK(rsd_ollama_name_normalise(rsd_str_c("qwen3:latest"), o, sizeof o) == 12);
+    /* a space after a dropped part is trimmed in the same pass (fuzz_ollama_ps) */
+    CHECK_EQ_INT(rsd_ollama_name_normalise(rsd_str_c("registry.ollama.ai/ library/m"), o, sizeof o), 8);
+    CHECK_EQ_STR(o, "m:latest");
+    CHECK_EQ_INT(rsd_ollama_name_normalise(rsd_str_c("library/ m"), o, sizeof o), 8);
+    CHECK_EQ_STR(o, "m:latest");
 }
 
 static void test_ollama_ps_empty_null_and_bad_shapes(void) {
