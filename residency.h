@@ -580,7 +580,9 @@
                -> "llamacpp|http://mini:8080". Lower-cases up to the host, reads
                ws/wss as http/https, writes the port without leading zeros and
                drops :80 (http) and :443 (https), drops query and fragment, and
-               keeps the path as rsd_root_url does; idempotent. The drivers key
+               keeps the path as rsd_root_url does; idempotent. A key is at
+               most RSD_TARGET_KEY_MAX - 1 bytes: one that does not settle
+               within that is RSD_ERR_BUFFER, whatever cap. The drivers key
                "<runtime>|<base URL>" with it; the cache applies it to every key
                it is given.
 
@@ -7151,7 +7153,10 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
         for (pe = he; pe < raw.len && s[pe] != '?' && s[pe] != '#'; pe++) {} /* query, fragment dropped */
         path.ptr = s + he;
         path.len = pe - he;
-        path = rsdi_root_path(path);
+        for (i = path.len + 1; path.len < i;) { /* every trailing "/v1", as passes would */
+            i = path.len;
+            path = rsdi_root_path(path);
+        }
         rsdi_key_put(out, cap, &o, path.ptr, path.len, false);
     }
     if (cap == 0 || o >= cap) return RSD_ERR_BUFFER;
@@ -7162,15 +7167,21 @@ RSDI_PRIVATE int rsdi_key_norm1(rsd_str raw, char *out, size_t cap) {
 RSD_API int rsd_target_key_normalise(rsd_str raw, char *out, size_t cap) {
     char tmp[RSD_TARGET_KEY_MAX];
     int r, k, prev;
+    rsd_str cur;
     if (!out || !rsdi_str_valid(raw)) return RSD_ERR_ARG;
     r = rsdi_key_norm1(raw, out, cap);
+    cur.ptr = out;
     /* Stripping can expose more to strip ("a:80 /"): repeat until stable, so
-       the result is idempotent. Every pass that changes the key shortens it. */
-    for (k = 0; r > 0 && (size_t)r < sizeof tmp && k < RSD_TARGET_KEY_MAX; k++) {
-        memcpy(tmp, out, (size_t)r + 1);
+       the result is idempotent. Every pass that changes the key shortens it;
+       each reads out and writes tmp, so a key that does not come within tmp
+       is refused rather than returned unsettled. */
+    for (k = 0; r > 0 && k < RSD_TARGET_KEY_MAX; k++) {
         prev = r;
-        r = rsdi_key_norm1(rsd_str_c(tmp), out, cap);
+        cur.len = strlen(out); /* up to a NUL byte, as the key is read back */
+        r = rsdi_key_norm1(cur, tmp, sizeof tmp);
+        if (r < 0) return r;
         if (r == prev && memcmp(tmp, out, (size_t)r) == 0) break;
+        memcpy(out, tmp, (size_t)r + 1);
     }
     return r;
 }

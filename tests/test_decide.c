@@ -926,6 +926,24 @@ static void w9_target_keys_are_normalised(void) {
     CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c("ab"), out, 3), 2);
     CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c("ab"), out, 2), RSD_ERR_BUFFER);
     CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c("ab"), NULL, 2), RSD_ERR_ARG);
+    { /* a key over RSD_TARGET_KEY_MAX after its first pass still settles (idempotent),
+         and one that stays over it is refused, whatever cap (fuzz_url) */
+        char raw[400], big[600], again[600];
+        size_t n = (size_t)snprintf(raw, sizeof raw, "http://h/");
+        rsd_str rs;
+        int k;
+        memset(raw + n, 'a', 200);
+        n += 200;
+        while (n + 3 < 270) { memcpy(raw + n, "/v1", 3); n += 3; }
+        rs.ptr = raw;
+        rs.len = n; /* 269 bytes, 266 after one pass */
+        k = rsd_target_key_normalise(rs, big, sizeof big);
+        CHECK_EQ_INT(k, 209);
+        CHECK_EQ_INT(rsd_target_key_normalise(rsd_str_c(big), again, sizeof again), k);
+        memset(raw, 'a', 300);
+        rs.len = 300;
+        CHECK_EQ_INT(rsd_target_key_normalise(rs, big, sizeof big), RSD_ERR_BUFFER);
+    }
     memset(&cache, 0, sizeof cache);
     make_plan(RSD_DECISION_ALREADY_RESIDENT, RSD_REASON_KEEP_RESIDENT);
     CHECK_EQ_INT(rsd_cache_store(&cache, rsd_str_c("llamacpp|http://mini:8080/v1"), rsd_str_c("m"), &plan, false, 0, 0), 1);
