@@ -581,12 +581,15 @@ static void test_serve_exclusive(void) {
     int fs, fx;
     make_dir();
     snprintf(path, sizeof path, "%s/excl.ini", g_dir);
-    snprintf(cfg, sizeof cfg, "max_models = 2\n[model a]\nmodel = %s\nparallel = 2\n[model b]\nmodel = %s\n",
+    /* a streams at 1 s a token (8 chunks): the stream must outlast the checks below, which
+       take a few status round trips; at the file's 30 ms it ended first on a loaded machine */
+    snprintf(cfg, sizeof cfg,
+             "max_models = 2\n[model a]\nmodel = %s\nparallel = 2\nargs = --token-ms 1000\n[model b]\nmodel = %s\n",
              model_file("a"), model_file("b"));
     write_cfg(path, cfg);
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200); /* a is up */
-    /* a stream on a (30 ms a token) holds one of its two places */
+    /* a stream on a holds one of its two places */
     fs = raw_connect(s.port);
     REQUIRE(fs >= 0);
     REQUIRE(raw_post(fs, "/v1/chat/completions", chat("a", true)) == 0);
