@@ -149,7 +149,8 @@
    once. A child is sent at most its own slot count of requests at once (`parallel`,
    or what its GET /props says: llama-server's total_slots); the rest wait here, in
    order, not in the child's accept queue, at most max_queue of them per model and in
-   all (default 32): a request that would wait past it gets 429 with Retry-After: 1 (503
+   all (by default every request a client connection brings may wait: the connection
+   table, 64, bounds them): a request that would wait past it gets 429 with Retry-After: 1 (503
    while its model's start is backed off); one that waited answers with
    X-Queue-Position: N, where it stood when it joined (1 = first).
    Watchdog (watchdog = DUR, off by default; rsd_fleet's watchdog options): every ready

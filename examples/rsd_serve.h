@@ -23,8 +23,10 @@
        send_timeout = 30                seconds a client may read nothing of its answer before
                                         it is disconnected and its request cancelled (0 =
                                         default 30); 1 s while its model must make room
-       max_queue = 32                   requests waiting for a process in all (default 32,
-                                        1..4096); past it 429 with Retry-After
+       max_queue = 32                   requests waiting for a process in all (1..4096;
+                                        default 4096, which no load reaches: rsd-serve
+                                        holds at most 64 client connections, so by default
+                                        nothing is refused); past it 429 with Retry-After
        watchdog = 10s                   poll each ready child's /health this often (default 0
                                         = off); a child that fails watchdog_failures polls in
                                         a row (default 3; each poll bounded by the interval,
@@ -140,7 +142,7 @@ enum {
     RSRV_MAX_SLOTS = 16,      /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
     RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000, /* send_timeout when 0 */
     RSRV_MAX_WAIT_DEFAULT_MS = 30000,     /* max_wait when 0 (= RSD_POOL_DEFAULT_MAX_WAIT_MS) */
-    RSRV_MAX_QUEUE_DEFAULT = 32,          /* max_queue (in all) when 0 */
+    RSRV_MAX_QUEUE_DEFAULT = 4096,        /* max_queue (in all) when 0: no limit below the connections */
     RSRV_MAX_QUEUE_MAX = 4096,            /* max_queue upper bound */
     RSRV_MAX_ENV = 16,                    /* env entries per model */
     RSRV_KEYS_MAX = 24,                   /* keys per section (key_line) */

@@ -185,7 +185,7 @@ static void test_ops_check_program(void) {
     write_file(path, text);
     CHECK_EQ_INT(run_prog(argv1, out, sizeof out), 0);
     CHECK(strstr(out, "vram_budget = 3G\n") && strstr(out, "reserve = 1536M\n") && strstr(out, "ttl = 90\n"));
-    CHECK(strstr(out, "max_wait = 30s\n") && strstr(out, "send_timeout = 30s\n") && strstr(out, "max_queue = 32\n"));
+    CHECK(strstr(out, "max_wait = 30s\n") && strstr(out, "send_timeout = 30s\n") && strstr(out, "max_queue = 4096\n"));
     /* a directory for a config file */
     CHECK_EQ_INT(run_prog(argv2, out, sizeof out), 66);
     CHECK(strstr(out, "is a directory") != NULL);
@@ -285,6 +285,45 @@ static bool raw_wait_for(int fd, char *buf, size_t cap, const char *needle) {
         if (strstr(buf, needle)) return true;
     }
     return false;
+}
+
+/* The defaults hold 64 concurrent streaming clients on one model (parallel 4, so 60
+   wait at once) with no refusal: every client gets 200 and its stream's [DONE]. The
+   streams (8 chunks, 50 ms apart) outlast the posting of all 64. */
+static void test_ops_queue_default_64(void) {
+    enum { N = 64 };
+    serve_proc s;
+    char path[256], text[2048], buf[8192];
+    const char *args[] = {"--config", path, NULL};
+    int fds[N], i, ok = 0, done = 0;
+    make_dir();
+    snprintf(path, sizeof path, "%s/q64.gguf", g_dir);
+    write_file(path, "");
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = %s --token-ms 50\nstop_grace = 2\n"
+             "[model a]\nmodel = %s\nparallel = 4\n",
+             SIM_BIN, g_sim_args, path);
+    snprintf(path, sizeof path, "%s/q64.ini", g_dir);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200); /* a is up */
+    for (i = 0; i < N; i++) {
+        fds[i] = raw_connect(s.port);
+        REQUIRE(fds[i] >= 0);
+        REQUIRE(raw_post(fds[i], "/v1/chat/completions", chat("a", true)) == 0);
+    }
+    for (i = 0; i < N; i++) {
+        bool got = raw_wait_for(fds[i], buf, sizeof buf, "[DONE]");
+        ok += strstr(buf, "HTTP/1.1 200") == buf;
+        done += got;
+        if (strstr(buf, "HTTP/1.1 200") != buf) printf("  client %d: %.80s\n", i, buf);
+        close(fds[i]);
+    }
+    CHECK_EQ_INT(ok, N);
+    CHECK_EQ_INT(done, N);
+    CHECK_EQ_INT(http(&s, "GET", "/status", NULL), 200);
+    CHECK(strstr(g_body, "\"queue_full\":0,") != NULL);
+    CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
 /* max_queue: past it 429 with Retry-After; a request that waited says where it stood
@@ -579,6 +618,7 @@ int main(int argc, char **argv) {
     RUN(test_ops_autoload);
     RUN(test_ops_exit_status);
     RUN(test_ops_queue);
+    RUN(test_ops_queue_default_64);
     RUN(test_ops_reload);
     RUN(test_ops_watchdog_health);
     RUN(test_ops_watchdog_errors);
