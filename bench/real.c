@@ -680,11 +680,23 @@ static int write_file(const char *path, const char *text) {
     return fclose(f);
 }
 
+/* A figure whose measurement failed prints no ratio, only why, and makes the bench exit 1. */
+static int g_failed;
+static bool bench_ok(const char *name, bool ok, const char *why) {
+    if (ok) return true;
+    printf("BENCH %s failed: %s\n", name, why);
+    g_failed = 1;
+    return false;
+}
+
 static void print1(const f1_result *f1) {
     int p;
     for (p = 0; p < UP_PATHS; p++) {
         double oq = median(f1[p].ours_req, F1_RUNS), pq = median(f1[p].peer_req, F1_RUNS);
         double om = median(f1[p].ours_ms, F1_RUNS), pm = median(f1[p].peer_ms, F1_RUNS);
+        char name[96];
+        snprintf(name, sizeof name, "real_wall_%s", up_paths[p].name);
+        if (!bench_ok(name, !f1[p].ours_fail && !f1[p].peer_fail, "some ensures failed (see the table)")) continue;
         printf("BENCH real_requests_%s ours=%.0f peer=%.0f unit=requests ratio=%.2f\n", up_paths[p].name, oq, pq, pq > 0 ? oq / pq : 0);
         printf("BENCH real_wall_%s ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", up_paths[p].name, om, pm, pm > 0 ? om / pm : 0);
     }
@@ -710,9 +722,12 @@ static void print2(const f2_result *f2) {
     double om = median(f2->ours, f2->n_ours), pm = median(f2->peer, f2->n_peer);
     double o9 = pct(f2->ours, f2->n_ours, 0.9), p9 = pct(f2->peer, f2->n_peer, 0.9);
     double oq = median(f2->ours_req, f2->n_ours), pq = median(f2->peer_req, f2->n_peer);
-    printf("BENCH real_loaded_to_return_median ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", om, pm, pm > 0 ? om / pm : 0);
-    printf("BENCH real_loaded_to_return_p90 ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", o9, p9, p9 > 0 ? o9 / p9 : 0);
-    printf("BENCH real_load_requests ours=%.0f peer=%.0f unit=requests ratio=%.2f\n", oq, pq, pq > 0 ? oq / pq : 0);
+    if (bench_ok("real_loaded_to_return", f2->n_ours == F2_LOADS && f2->n_peer == F2_LOADS,
+                 "not every ensure gave a sample (ensure failed, or its loaded event was not seen)")) {
+        printf("BENCH real_loaded_to_return_median ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", om, pm, pm > 0 ? om / pm : 0);
+        printf("BENCH real_loaded_to_return_p90 ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", o9, p9, p9 > 0 ? o9 / p9 : 0);
+        printf("BENCH real_load_requests ours=%.0f peer=%.0f unit=requests ratio=%.2f\n", oq, pq, pq > 0 ? oq / pq : 0);
+    }
     printf("\n2. SSE \"loaded\" event (stamped by a subscriber process) -> ensure returns, loads from an empty router\n");
     printf("   %-10s %4s %9s %9s %9s %9s   %s\n", "ms", "n", "median", "p90", "min", "max", "requests median");
     if (f2->n_ours)
@@ -729,11 +744,16 @@ static void print3(f3_side *o, f3_side *p) {
     double oadd = ot - od, padd = pt - pd;
     double ottfb = median(o->ttfb, o->n_ttfb), pttfb = median(p->ttfb, p->n_ttfb);
     double otps = median(o->tps, o->rounds), ptps = median(p->tps, p->rounds);
-    printf("BENCH real_serve_added_latency_ms ours=%.4f peer=%.4f unit=ms ratio=%.2f\n", oadd, padd, padd != 0 ? oadd / padd : 0);
-    printf("BENCH real_serve_ttfb_cold_swap_ms ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", ottfb, pttfb, pttfb > 0 ? ottfb / pttfb : 0);
-    printf("BENCH real_serve_stream64_tokens_per_s ours=%.0f peer=%.0f unit=tok/s ratio=%.3f\n", otps, ptps, ptps > 0 ? otps / ptps : 0);
-    printf("BENCH real_serve_front_rss_peak_kb ours=%ld peer=%ld unit=KiB ratio=%.3f\n", o->rss_peak_kb, p->rss_peak_kb,
-           p->rss_peak_kb > 0 ? (double)o->rss_peak_kb / (double)p->rss_peak_kb : 0);
+    if (bench_ok("real_serve_added_latency_ms", !o->lat_fail && !p->lat_fail, "requests failed (see the table)"))
+        printf("BENCH real_serve_added_latency_ms ours=%.4f peer=%.4f unit=ms ratio=%.2f\n", oadd, padd, padd != 0 ? oadd / padd : 0);
+    if (bench_ok("real_serve_ttfb_cold_swap_ms", !o->swap_fail && !p->swap_fail && o->n_ttfb && p->n_ttfb, "swaps failed (see the table)"))
+        printf("BENCH real_serve_ttfb_cold_swap_ms ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", ottfb, pttfb, pttfb > 0 ? ottfb / pttfb : 0);
+    if (bench_ok("real_serve_stream64_tokens_per_s", !o->failed && !p->failed && !o->no_done && !p->no_done && o->rounds && p->rounds,
+                 "streams failed or were cut without [DONE] (see the table)"))
+        printf("BENCH real_serve_stream64_tokens_per_s ours=%.0f peer=%.0f unit=tok/s ratio=%.3f\n", otps, ptps, ptps > 0 ? otps / ptps : 0);
+    if (bench_ok("real_serve_front_rss_peak_kb", o->rss_peak_kb > 0 && p->rss_peak_kb > 0, "no VmRSS read"))
+        printf("BENCH real_serve_front_rss_peak_kb ours=%ld peer=%ld unit=KiB ratio=%.3f\n", o->rss_peak_kb, p->rss_peak_kb,
+               (double)o->rss_peak_kb / (double)p->rss_peak_kb);
     printf("\n3. rsd-serve (ours) beside the llama.cpp router (peer): the same llama-server children and tiny\n"
            "   models (ctx 512, parallel 4), at most 2 resident\n");
     printf("   %-44s %12s %12s\n", "", "rsd-serve", "router");
@@ -861,5 +881,6 @@ int main(int argc, char **argv) {
 
     printf("\nbench-real: %.1f s; load average %.2f at the start, %.2f at the end (2 cores, shared)\n",
            (now_us() - t_start) / 1e6, la0, loadavg1());
-    return 0;
+    if (g_failed) fprintf(stderr, "bench-real: a measurement failed (the BENCH ... failed lines above)\n");
+    return g_failed;
 }
