@@ -7232,12 +7232,11 @@ RSDI_PRIVATE bool rsdi_cache_live(const rsd_decision_cache *c, const rsd_cache_e
            now_ms - e->at_ms < rsdi_cache_ttl(c);
 }
 
-RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str model, uint64_t now_ms,
-                             uint64_t generation, rsd_cache_hit *hit) {
-    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
-    int i, r;
-    if (!c) return RSD_ERR_ARG;
-    if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
+/* rsd_cache_lookup with k already normalised and m a valid model id (the ensurer, which
+   keeps its target's key). */
+RSDI_PRIVATE int rsdi_cache_lookup_norm(rsd_decision_cache *c, const char *k, const char *m, uint64_t now_ms,
+                                        uint64_t generation, rsd_cache_hit *hit) {
+    int i;
     for (i = 0; i < RSD_DECISION_CACHE_MAX; i++) {
         rsd_cache_entry *e = &c->entries[i];
         if (!rsdi_cache_is(e, k, m)) continue;
@@ -7263,6 +7262,15 @@ RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str 
         return 1;
     }
     return 0;
+}
+
+RSD_API int rsd_cache_lookup(rsd_decision_cache *c, rsd_str target_key, rsd_str model, uint64_t now_ms,
+                             uint64_t generation, rsd_cache_hit *hit) {
+    char k[RSD_TARGET_KEY_MAX], m[RSD_MODEL_ID_MAX];
+    int r;
+    if (!c) return RSD_ERR_ARG;
+    if ((r = rsdi_cache_keys(target_key, model, k, m)) < 0) return r;
+    return rsdi_cache_lookup_norm(c, k, m, now_ms, generation, hit);
 }
 
 /* The slot for (k, m), stored now with decision d (a successful load leaves the keep

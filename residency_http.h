@@ -710,7 +710,7 @@
            (detection's state; the attribution set and its arena take 10 KiB),
            the decision cache under 19 KiB, the client under 34 KiB, the rest of
            the object under 34 KiB, the state's block under 17 KiB (see STATE)
-           --, under 237 KiB with runtime LLAMACPP (no LM Studio state; the
+           --, under 238 KiB with runtime LLAMACPP (no LM Studio state; the
            scratch region is the attribution's 10 KiB).
            no_state leaves out the state's block, adds the in-memory instance
            records (attr_arena_bytes, 8 KiB by default) where the runtime has
@@ -6743,6 +6743,11 @@ struct rsd_ensurer {
     char model[RSD_MODEL_ID_MAX];
     char bearer[RSD_RECONCILE_BEARER_MAX];
     char key[RSD_TARGET_KEY_MAX];
+    /* The key of url, kept while the next ensure names the same URL and runtime: a
+       decision-cache hit then normalises nothing. */
+    bool memo_ok;                     /* memo_key is url's under memo_kind */
+    rsd_runtime_kind memo_kind;
+    char memo_key[RSD_TARGET_KEY_MAX];
     char message[RSD_RECONCILE_TEXT_MAX];
     rsd_http_header hdrs[RSD_RECONCILE_MAX_HEADERS];
     int n_ours, n_owned;
@@ -7659,7 +7664,7 @@ RSDI_PRIVATE void rsdi_en_env_notice(rsd_ensurer *e) {
    lookup would. A bearer the reconcile would reject takes the slow path (its error). */
 RSDI_PRIVATE bool rsdi_en_ttl_hit(rsd_ensurer *e, uint64_t gen, uint64_t now_ms) {
     if (!rsdi_no_ctl(e->bearer)) return false;
-    if (!e->cache || rsd_cache_lookup(e->cache, rsd_str_c(e->key), rsd_str_c(e->model), now_ms, gen, &e->hit_v) != 1) return false;
+    if (!e->cache || rsdi_cache_lookup_norm(e->cache, e->key, e->model, now_ms, gen, &e->hit_v) != 1) return false;
     e->hit = true;
     e->outcome = (rsd_outcome)e->hit_v.outcome;
     e->reconciling = false;
@@ -7695,9 +7700,17 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
         return;
     }
     e->rt = rt;
-    if (rsd_reconcile_target_key(rt, e->url, e->key, sizeof e->key) < 0) {
-        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
-        return;
+    if (!e->memo_ok || e->memo_kind != e->kind) {
+        e->memo_ok = false;
+        if (rsd_reconcile_target_key(rt, e->url, e->key, sizeof e->key) < 0) {
+            rsdi_en_fail(e, RSD_ERR_URL, now_ms, "URL too long: %s", e->url);
+            return;
+        }
+        memcpy(e->memo_key, e->key, sizeof e->key);
+        e->memo_ok = true;
+        e->memo_kind = e->kind;
+    } else {
+        memcpy(e->key, e->memo_key, sizeof e->key);
     }
     if (!e->timeout_given && rt->deadline_ms) e->deadline = e->t0 + rt->deadline_ms; /* e.g. slow LM Studio loads */
     if (f) { /* what detection found (the listing only while its answer is in hand) */
@@ -7840,6 +7853,7 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "ensure: bearer token too long");
         return RSD_ERR_ARG;
     }
+    if (strcmp(e->url, q->url) != 0) e->memo_ok = false; /* the memo is e->url's */
     (void)rsdi_cpy(e->url, sizeof e->url, q->url);
     (void)rsdi_cpy(e->bearer, sizeof e->bearer, q->bearer ? q->bearer : "");
     if (rsd_root_url(rsd_str_c(e->url), e->root, sizeof e->root) <= 0) {
