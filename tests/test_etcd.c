@@ -861,6 +861,84 @@ static void test_etcd_lmstudio_shared(void) {
     listen_proc_stop(&sim);
 }
 
+/* ---- every host's protections, past the first page ---------------------------------------- */
+/* "etcd://127.0.0.1:PORT/<prefix>" on the test's etcd: each test its own prefix, so the
+   protections the others publish under /test are not in its range. */
+static void prot_coord(char *out, size_t cap, const char *prefix) {
+    snprintf(out, cap, "etcd://127.0.0.1:%d/%s", g_etcd.client_port, prefix);
+}
+
+/* Puts value (n bytes) at key on the test's etcd, as another host would. */
+static void etcd_put_raw(const char *key, const char *value, size_t n) {
+    static char body[1 << 18];
+    char ans[512];
+    size_t k = (size_t)snprintf(body, sizeof body, "{\"key\":\"");
+    REQUIRE(rsdi_b64_len(strlen(key)) + rsdi_b64_len(n) + 64 < sizeof body);
+    k += rsdi_b64_encode((const unsigned char *)key, strlen(key), body + k);
+    k += (size_t)snprintf(body + k, sizeof body - k, "\",\"value\":\"");
+    k += rsdi_b64_encode((const unsigned char *)value, n, body + k);
+    snprintf(body + k, sizeof body - k, "\"}");
+    CHECK_EQ_INT(etcd_post(&g_etcd, "/v3/kv/put", body, ans, sizeof ans), 200);
+}
+
+/* Publishes host's protections (n models, roles[i] or none) under prefix as its ensurer
+   does: the attribution format, instance = the role name. */
+static void prot_publish(const char *prefix, const char *host, const char *const *models, const rsd_role *roles,
+                         int n) {
+    static char ids[RSD_STATE_ATTR_ARENA_MAX], text[RSD_STATE_MAX_FILE_BYTES];
+    rsd_attr_set set;
+    char key[300];
+    int i, len;
+    REQUIRE(rsd_attr_set_init(&set, ids, sizeof ids) == RSD_OK);
+    for (i = 0; i < n; i++, set.count++)
+        REQUIRE(rsdi_attr_set_put(&set, set.count, models[i], roles && roles[i] ? rsd_role_str((int)roles[i]) : "", 0, 0));
+    len = rsdi_attr_format(&set, text, sizeof text);
+    REQUIRE(len > 0);
+    snprintf(key, sizeof key, "/%s/prot/%s", prefix, host);
+    etcd_put_raw(key, text, (size_t)len);
+}
+
+/* 100 hosts: h000..h098 protect nothing, h099 (past the first answer's 93) protects
+   "victim". This host loaded victim, then spare; ensuring "fresh" on a router with room for
+   two must evict spare, the least recently used one that no host protects, never victim. */
+static void test_etcd_prot_past_the_first_page(void) {
+    const char *args[] = {"--models-max", "2", "--load-ms", "5", "--unload-ms", "1", "--model", "id=victim",
+                          "--model", "id=spare", "--model", "id=fresh", NULL};
+    const char *victim = "victim";
+    char coord[96], sd[300], host[16];
+    sim_proc sim;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    sim_model ms[8];
+    int i, n, k;
+    for (i = 0; i < 100; i++) {
+        snprintf(host, sizeof host, "h%03d", i);
+        prot_publish("pages100", host, &victim, NULL, i == 99 ? 1 : 0);
+    }
+    prot_coord(coord, sizeof coord, "pages100");
+    REQUIRE(sim_start(&sim, args) == 0);
+    snprintf(sd, sizeof sd, "%s/pages100", g_tmp);
+    e = host_new(coord, "zz-self", sd, NULL, false, 0);
+    REQUIRE(e);
+    req_init(&q, sim.url, "victim");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    req_init(&q, sim.url, "spare");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    req_init(&q, sim.url, "fresh");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    for (k = 0; k < res.n_evicted; k++) {
+        printf("  evicted %s\n", res.evicted[k].id);
+        CHECK(strcmp(res.evicted[k].id, "victim") != 0);
+    }
+    n = sim_models(&sim, ms, 8, NULL);
+    for (i = 0; i < n; i++)
+        if (!strcmp(ms[i].id, "victim")) CHECK(running(ms[i].state));
+    rsd_ensurer_destroy(e);
+    sim_stop(&sim);
+}
+
 /* ---- etcd stopped mid-run ------------------------------------------------------------------ */
 static bool has_notice(const rsd_ensure_result *r, rsd_driver_msg m) {
     int i;
@@ -950,6 +1028,7 @@ int main(int argc, char **argv) {
     RUN(test_etcd_stale_holder_ensure);
     RUN(test_etcd_corrupt_record);
     RUN(test_etcd_lmstudio_shared);
+    RUN(test_etcd_prot_past_the_first_page);
     RUN(test_etcd_stopped_mid_run);
     etcd_stop(&g_etcd);
     {
