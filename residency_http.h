@@ -12044,6 +12044,7 @@ RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const ch
 #include <unistd.h>
 
 enum { RSDI_EO_NONE = 0, RSDI_EO_READ, RSDI_EO_LOCK, RSDI_EO_COMMIT };
+enum { RSDI_EP_END = 0, RSDI_EP_GIVE_UP, RSDI_EP_AGAIN }; /* after the protections' pages */
 enum { RSDI_ES_IDLE = 0, RSDI_ES_SEND, RSDI_ES_GRANT, RSDI_ES_TXN, RSDI_ES_SLEEP, RSDI_ES_AUTH };
 enum {
     RSDI_ETCD_TOKS = 2048,      /* an answer's tokens: RSD_ETCD_MAX_KVS kvs of 13, the responses' frames */
@@ -12126,8 +12127,8 @@ struct rsd_etcd {
     bool prot_incomplete;             /* some host's protections are not known (prot_why says why) */
     char prot_why[256];
     /* the protections' further pages, read before the operation ends with pg_end */
-    bool pg_more, paging, pg_give_up;
-    int pg_end;
+    bool pg_more, paging;
+    int pg_end, pg_then;              /* then: RSDI_EP_END, RSDI_EP_GIVE_UP (a lock), RSDI_EP_AGAIN (a commit) */
     int64_t pg_rev;                   /* the first answer's revision: every page reads that one */
     char pg_after[RSD_ETCD_MAX_KEY_BYTES]; /* the next page starts after this key */
     char owner[RSDI_ETCD_OWNER_BYTES];
@@ -12850,18 +12851,20 @@ RSDI_PRIVATE void rsdi_etcd_lock_give_up(rsd_etcd *co, int err) {
     rsdi_etcd_end(co, co->fail_closed ? err : (int)RSD_OK);
 }
 
-/* Ends the operation with r once the protections' further pages are read (give_up: a lock
-   that gives up with r), now when the answer had no more. */
-RSDI_PRIVATE void rsdi_etcd_finish(rsd_etcd *co, int r, bool give_up) {
+/* Once the protections' further pages are read (now when the answer had no more): ends the
+   operation with r (then RSDI_EP_END), gives a lock up with r (RSDI_EP_GIVE_UP) or sends the
+   operation's request again (RSDI_EP_AGAIN: a commit re-applied on a changed record). */
+RSDI_PRIVATE void rsdi_etcd_finish(rsd_etcd *co, int r, int then) {
     if (co->pg_more) {
         co->paging = true;
         co->pg_end = r;
-        co->pg_give_up = give_up;
+        co->pg_then = then;
         co->sub = RSDI_ES_SEND;
         return;
     }
     co->paging = false;
-    if (give_up) rsdi_etcd_lock_give_up(co, r);
+    if (then == RSDI_EP_GIVE_UP) rsdi_etcd_lock_give_up(co, r);
+    else if (then == RSDI_EP_AGAIN) co->sub = RSDI_ES_SEND;
     else rsdi_etcd_end(co, r);
 }
 
@@ -12869,7 +12872,7 @@ RSDI_PRIVATE void rsdi_etcd_finish(rsd_etcd *co, int r, bool give_up) {
 RSDI_PRIVATE void rsdi_etcd_page_failed(rsd_etcd *co, const char *what) {
     rsdi_etcd_prot_unknown(co, "a page of the protections could not be read (%s)", what);
     co->pg_more = false;
-    rsdi_etcd_finish(co, co->pg_end, co->pg_give_up);
+    rsdi_etcd_finish(co, co->pg_end, co->pg_then);
 }
 
 /* A page's answer: its protections, then the next page or the operation's end. */
@@ -12883,7 +12886,7 @@ RSDI_PRIVATE void rsdi_etcd_page_answer(rsd_etcd *co, const rsd_http_event *ev, 
         return;
     }
     rsdi_etcd_take_prots(co, a);
-    rsdi_etcd_finish(co, co->pg_end, co->pg_give_up);
+    rsdi_etcd_finish(co, co->pg_end, co->pg_then);
 }
 
 /* Ends the operation with err, co->message logged (a lock gives up: fail-open or closed). */
@@ -13175,7 +13178,7 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     case RSDI_EO_READ:
         rsdi_etcd_take_reads(co, a, false);
         co->prot_published = true;
-        rsdi_etcd_finish(co, RSD_OK, false);
+        rsdi_etcd_finish(co, RSD_OK, RSDI_EP_END);
         return;
     case RSDI_EO_LOCK:
         rsdi_etcd_take_reads(co, a, true);
@@ -13184,14 +13187,14 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
             co->lost = false;
             co->fence = a->revision; /* the txn's revision = our lock key's create_revision */
             co->owner[0] = '\0';
-            rsdi_etcd_finish(co, RSD_OK, false);
+            rsdi_etcd_finish(co, RSD_OK, RSDI_EP_END);
             return;
         }
         co->busy_seen = true;
         if (now_ms >= co->deadline) {
             rsdi_etcd_msg(co, RSD_ERR_TIMEOUT, "etcd lock %s still held at the deadline by %s", co->k_lock,
                           co->owner[0] ? co->owner : "(no record)");
-            rsdi_etcd_finish(co, RSD_ERR_TIMEOUT, true);
+            rsdi_etcd_finish(co, RSD_ERR_TIMEOUT, RSDI_EP_GIVE_UP);
             return;
         }
         co->sub = RSDI_ES_SLEEP;
@@ -13222,17 +13225,16 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
                               "etcd refused the commit: the lock %s is no longer ours (lease expired; now %s)",
                               co->k_lock, co->owner[0] ? co->owner : "free");
                 rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "%s", co->message);
-                rsdi_etcd_finish(co, RSD_ERR_LOCK, false);
+                rsdi_etcd_finish(co, RSD_ERR_LOCK, RSDI_EP_END);
                 return;
             }
             /* the attribution changed under an unlocked commit: apply ours to the new one */
             if (++co->tries >= RSD_ETCD_COMMIT_TRIES || now_ms >= co->deadline) {
                 rsdi_etcd_msg(co, RSD_ERR_TIMEOUT, "etcd commit: the attribution kept changing (%d tries)", co->tries);
-                rsdi_etcd_finish(co, RSD_ERR_TIMEOUT, false);
+                rsdi_etcd_finish(co, RSD_ERR_TIMEOUT, RSDI_EP_END);
                 return;
             }
-            co->pg_more = false; /* it reads them again with the next try */
-            co->sub = RSDI_ES_SEND;
+            rsdi_etcd_finish(co, RSD_OK, RSDI_EP_AGAIN); /* the view keeps them: a commit reads nothing */
             return;
         }
     default: return;
