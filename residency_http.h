@@ -1508,9 +1508,17 @@
          - read: at the start, before the decision cache is consulted, one txn reads the
            target's attribution and generation and every host's protections (the first
            read of a coordinator also writes this host's protections). The other hosts'
-           protected models are added to the reconcile's protected_models: no host
-           evicts what another protects. A failed read is a degraded/warning notice; the
-           ensure goes on with an empty record (and the lock then decides).
+           protected models are added to the reconcile's protected_models, each model
+           once: no host evicts what another protects. The protections' range holds the
+           first RSD_ETCD_MAX_KVS - 3 hosts; when etcd says more follow, the operation
+           reads the rest before it ends (POST /v3/kv/range after the last key, at the
+           first answer's revision, RSD_ETCD_MAX_KVS a page). A failed read is a
+           degraded/warning notice; the ensure goes on with an empty record (and the
+           lock then decides). Protections that stay unknown (over RSD_MAX_PROTECTED
+           distinct models, this host's own included; a record over attr_arena_bytes or
+           not valid; a key or value that cannot be read; a page that failed) are one
+           degraded/warning notice (dmsg STATE_FAILED) naming the first reason; the
+           ensure decides with those it knows.
          - lock: a txn "create_revision(lock) == 0 ? put(lock, lease) : read", whose
            answer also reads the attribution, generation and protections again (so the
            reconcile lists again when they changed, as with the state directory). The
@@ -1592,7 +1600,8 @@
            do not fit reads as empty with attrs->over set (logged, ATTR_READ_FAILED),
            is not corrupt, and a commit on it fails with RSD_ERR_TOO_LARGE naming
            attr_arena_bytes: it is never rewritten shorter. Another host's
-           protections that do not fit are logged and not known here.
+           protections that do not fit are logged and not known here (the view's
+           protected_incomplete).
        int rsd_etcd_read_begin(co, key, now_ms, deadline_ms)
        int rsd_etcd_lock_begin(co, key, purpose, now_ms, deadline_ms)
        int rsd_etcd_commit_begin(co, changes, n, loaded_at_ms, now_ms, deadline_ms)
@@ -1609,14 +1618,19 @@
        int rsd_etcd_pollfds(co, out, cap)  uint64_t rsd_etcd_next_deadline(co)
        void rsd_etcd_query(co, rsd_etcd_view *out)
            held, lost (the lease ran out while held), fence, has_gen/gen, attrs,
-           attr_corrupt, the other hosts' protected_models, owner (the holder's record
-           when busy), message (why it failed or proceeded unlocked), root, prefix.
+           attr_corrupt, the other hosts' protected_models (each model once; a role
+           any host gives wins over a bare entry), protected_incomplete with
+           protected_why (the first reason some stay unknown, "" none; logged,
+           ATTR_READ_FAILED), owner (the holder's record when busy), message (why it
+           failed or proceeded unlocked), root, prefix. A commit reads no
+           protections: the view keeps those read before it.
        int rsd_etcd_parse_url(url, root, cap, prefix, cap)
        Limits: RSD_ETCD_MAX_PREFIX_BYTES 128, RSD_ETCD_MAX_HOST_BYTES 128,
        RSD_ETCD_MAX_KEY_BYTES 512, RSD_ETCD_MAX_KVS 96 per answer (the protections'
-       range asks for the first RSD_ETCD_MAX_KVS - 3 hosts), RSD_MAX_PROTECTED
-       protections in all (further ones are dropped). Threading: one coordinator per
-       thread. Fuzzed: fuzz/fuzz_etcd.c (the answers).
+       range asks for the first RSD_ETCD_MAX_KVS - 3 hosts, each further page for
+       RSD_ETCD_MAX_KVS), RSD_MAX_PROTECTED distinct protected models in all (more:
+       protected_incomplete). Threading: one coordinator per thread. Fuzzed:
+       fuzz/fuzz_etcd.c (the answers, each also as a further page).
 
    ---- fleet: the pool running real processes (rsd_fleet) ---------------------
    rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
@@ -12068,7 +12082,7 @@ typedef struct rsdi_etcd_ans {
     bool big;                         /* a value did not fit the vals left (the answer is not read) */
     bool more;                        /* a range said more keys follow its limit (the protections') */
     int skipped;                      /* kvs not kept: an unreadable key or value, over RSD_ETCD_MAX_KVS */
-    char after[RSD_ETCD_MAX_KEY_BYTES]; /* the last key of the range that said more ("" unreadable) */
+    int after;                        /* the kv of the last key of the range that said more (-1: not kept) */
     char error[160];
     char token[1024];                 /* /v3/auth/authenticate */
     int n_kvs;
@@ -12125,7 +12139,7 @@ struct rsd_etcd {
     rsd_protected_model rprot[RSD_MAX_PROTECTED];
     char rprot_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
     bool prot_incomplete;             /* some host's protections are not known (prot_why says why) */
-    char prot_why[256];
+    char prot_why[192];
     /* the protections' further pages, read before the operation ends with pg_end */
     bool pg_more, paging;
     int pg_end, pg_then;              /* then: RSDI_EP_END, RSDI_EP_GIVE_UP (a lock), RSDI_EP_AGAIN (a commit) */
@@ -12234,25 +12248,20 @@ RSDI_PRIVATE long rsdi_etcd_b64_tok(const rsd_json_doc *d, int t, char *buf, siz
 }
 
 /* The kvs of one range (obj: its response, arr: its "kvs"). When it says "more", a->after
-   is its last key (the next page starts after it; "" when that key is unreadable). */
+   is the kv of its last key (the next page starts after it), -1 when that one was not kept. */
 RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int obj, int arr, rsdi_etcd_ans *a) {
     int k;
-    bool more = false;
+    bool more = false, last_kept = false;
     if (rsd_json_bool(d, rsd_json_find(d, obj, "more"), &more) == RSD_OK && more) {
-        long n = -1;
-        int last = -1;
         a->more = true;
-        if (rsd_json_type_of(d, arr) == RSD_JSON_ARRAY)
-            for (k = rsd_json_child(d, arr); k >= 0; k = rsd_json_next(d, k)) last = k;
-        if (last >= 0) n = rsdi_etcd_b64_tok(d, rsd_json_find(d, last, "key"), a->after, sizeof a->after - 1);
-        if (n <= 0 || memchr(a->after, '\0', (size_t)n)) n = 0;
-        a->after[n] = '\0';
+        a->after = -1;
     }
     if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY) return;
     for (k = rsd_json_child(d, arr); k >= 0; k = rsd_json_next(d, k)) {
         rsdi_etcd_kv *kv;
         long n;
         int v;
+        last_kept = false;
         if (rsd_json_type_of(d, k) != RSD_JSON_OBJECT) continue;
         if (a->n_kvs >= RSD_ETCD_MAX_KVS) { /* further ones are dropped */
             a->skipped++;
@@ -12281,7 +12290,9 @@ RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int obj, int arr, rsdi_et
         (void)rsdi_etcd_i64(d, rsd_json_find(d, k, "create_revision"), &kv->create_rev);
         (void)rsdi_etcd_i64(d, rsd_json_find(d, k, "mod_revision"), &kv->mod_rev);
         a->n_kvs++;
+        last_kept = true;
     }
+    if (more) a->after = last_kept ? a->n_kvs - 1 : -1;
 }
 
 /* Parses one answer body into a (a->vals/vals_cap set by the caller). RSD_OK or RSD_ERR_JSON /
@@ -12295,6 +12306,7 @@ RSDI_PRIVATE int rsdi_etcd_parse(const char *body, size_t len, rsd_json_tok *tok
     memset(a, 0, sizeof *a);
     a->vals = vals;
     a->vals_cap = cap;
+    a->after = -1;
     r = rsd_json_parse(&d, body, len, toks, ntoks);
     if (r < 0) return RSD_ERR_JSON;
     root = 0;
@@ -12487,10 +12499,11 @@ RSDI_PRIVATE void rsdi_etcd_take_prots(rsd_etcd *co, const rsdi_etcd_ans *a) {
     if (a->skipped) rsdi_etcd_prot_unknown(co, "%d key(s) or value(s) in an answer could not be read", a->skipped);
     co->pg_more = false;
     if (!a->more) return;
-    if (!a->after[0] || strncmp(a->after, co->k_prot, pl) != 0 || strcmp(a->after, co->pg_after) <= 0)
+    if (a->after < 0 || strncmp(a->kvs[a->after].key, co->k_prot, pl) != 0 ||
+        strcmp(a->kvs[a->after].key, co->pg_after) <= 0)
         rsdi_etcd_prot_unknown(co, "a page of the protections ends at a key that cannot be read past");
     else if (co->n_rprot < RSD_MAX_PROTECTED || !co->prot_incomplete) { /* else nothing more can be kept */
-        memcpy(co->pg_after, a->after, strlen(a->after) + 1);
+        memcpy(co->pg_after, a->kvs[a->after].key, strlen(a->kvs[a->after].key) + 1);
         co->pg_more = true;
     }
 }

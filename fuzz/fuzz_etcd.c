@@ -108,8 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (rsdi_etcd_parse((const char *)d, n, fz_toks, 4096, &fz_a) == RSD_OK) {
         fz_check(fz_a.n_kvs >= 0 && fz_a.n_kvs <= RSD_ETCD_MAX_KVS);
         fz_check(fz_a.vals_len <= fz_a.vals_cap);
-        fz_check(fz_a.skipped >= 0 && memchr(fz_a.after, '\0', sizeof fz_a.after) != NULL);
-        fz_check(fz_a.more || !fz_a.after[0]);
+        fz_check(fz_a.skipped >= 0 && fz_a.after >= -1 && fz_a.after < fz_a.n_kvs);
+        fz_check(fz_a.more || fz_a.after == -1);
         for (i = 0; i < (size_t)fz_a.n_kvs; i++) {
             fz_check(memchr(fz_a.kvs[i].key, '\0', sizeof fz_a.kvs[i].key) != NULL);
             fz_check(fz_a.kvs[i].val_off + fz_a.kvs[i].val_len <= fz_a.vals_len);
