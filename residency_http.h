@@ -12459,10 +12459,10 @@ RSDI_PRIVATE void rsdi_etcd_take_prot(rsd_etcd *co, const char *key, const char 
     size_t k;
     if (rsdi_attr_parse(v, n, &co->next) < 0) { /* someone's record we cannot read: said, not trusted */
         if (co->next.over)
-            rsdi_etcd_prot_unknown(co, "the record %.200s needs %lu bytes of ids, over attr_arena_bytes (%lu)", key,
+            rsdi_etcd_prot_unknown(co, "the record %.96s needs %lu bytes of ids, over attr_arena_bytes (%lu)", key,
                                    (unsigned long)co->next.arena_used, (unsigned long)co->next.arena_bytes);
         else
-            rsdi_etcd_prot_unknown(co, "the record %.200s is not a valid protection list", key);
+            rsdi_etcd_prot_unknown(co, "the record %.96s is not a valid protection list", key);
         return;
     }
     for (k = 0; k < co->next.count; k++) {

@@ -977,8 +977,9 @@ static bool view_protects(const rsd_etcd_view *v, const char *model, rsd_role ro
 }
 
 /* The coordinator alone over three pages: 200 hosts all protect "shared", h000 also "first",
-   h100 "mid" (as its memory model) and h199 "last": a read, a lock and a refused commit each
-   end with the four, each once, nothing unknown. */
+   h100 "mid" (as its memory model) and h199 "last": a read, a lock, a commit re-applied on a
+   changed record and a lock that gives up on a busy key (fail-open) each end with the four,
+   each once, nothing unknown. */
 static void test_etcd_prot_pages_coordinator(void) {
     const char *models[3];
     rsd_role roles[3] = {RSD_ROLE_NONE, RSD_ROLE_NONE, RSD_ROLE_NONE};
@@ -1005,7 +1006,7 @@ static void test_etcd_prot_pages_coordinator(void) {
     co = co_new(coord, "zz-self", 0, false);
     other = co_new(coord, "zz-other", 0, false);
     REQUIRE(co && other);
-    for (op = 0; op < 3; op++) {
+    for (op = 0; op < 4; op++) {
         if (op == 0) REQUIRE(rsd_etcd_read_begin(co, key, rsd_now_ms(), 0) == RSD_OK);
         if (op == 1) REQUIRE(rsd_etcd_lock_begin(co, key, "pages", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
         if (op == 2) { /* another host changed the record: an unlocked commit's compare fails, it reads again */
@@ -1020,6 +1021,11 @@ static void test_etcd_prot_pages_coordinator(void) {
             ch.model = "y";
             REQUIRE(rsd_etcd_commit_begin(co, &ch, 1, 1, rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
         }
+        if (op == 3) {
+            REQUIRE(rsd_etcd_lock_begin(other, key, "busy", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+            CHECK_EQ_INT(co_run(other), RSD_OK);
+            REQUIRE(rsd_etcd_lock_begin(co, key, "pages", rsd_now_ms(), rsd_now_ms() + 200) == RSD_OK);
+        }
         CHECK_EQ_INT(co_run(co), RSD_OK);
         rsd_etcd_query(co, &v);
         if (v.n_protected != 4) printf("  op %d: %d protected (%s)\n", op, v.n_protected, v.protected_why);
@@ -1030,7 +1036,10 @@ static void test_etcd_prot_pages_coordinator(void) {
         CHECK_EQ_STR(v.protected_why, "");
         if (op == 1) CHECK(v.held);
         if (op == 2) CHECK(rsd_attr_set_find(v.attrs, "x", "") >= 0 && rsd_attr_set_find(v.attrs, "y", "") >= 0);
+        if (op == 3) CHECK(!v.held && strstr(v.message, "still held") != NULL && strstr(v.owner, "zz-other") != NULL);
     }
+    REQUIRE(rsd_etcd_unlock_begin(other, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(co_run(other), RSD_OK);
     /* a page etcd cannot answer (its revision compacted away): known in part, the read still ends */
     {
         char body[128], ans[4096];
