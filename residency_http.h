@@ -1508,9 +1508,17 @@
          - read: at the start, before the decision cache is consulted, one txn reads the
            target's attribution and generation and every host's protections (the first
            read of a coordinator also writes this host's protections). The other hosts'
-           protected models are added to the reconcile's protected_models: no host
-           evicts what another protects. A failed read is a degraded/warning notice; the
-           ensure goes on with an empty record (and the lock then decides).
+           protected models are added to the reconcile's protected_models, each model
+           once: no host evicts what another protects. The protections' range holds the
+           first RSD_ETCD_MAX_KVS - 3 hosts; when etcd says more follow, the operation
+           reads the rest before it ends (POST /v3/kv/range after the last key, at the
+           first answer's revision, RSD_ETCD_MAX_KVS a page). A failed read is a
+           degraded/warning notice; the ensure goes on with an empty record (and the
+           lock then decides). Protections that stay unknown (over RSD_MAX_PROTECTED
+           distinct models, this host's own included; a record over attr_arena_bytes or
+           not valid; a key or value that cannot be read; a page that failed) are one
+           degraded/warning notice (dmsg STATE_FAILED) naming the first reason; the
+           ensure decides with those it knows.
          - lock: a txn "create_revision(lock) == 0 ? put(lock, lease) : read", whose
            answer also reads the attribution, generation and protections again (so the
            reconcile lists again when they changed, as with the state directory). The
@@ -1592,7 +1600,8 @@
            do not fit reads as empty with attrs->over set (logged, ATTR_READ_FAILED),
            is not corrupt, and a commit on it fails with RSD_ERR_TOO_LARGE naming
            attr_arena_bytes: it is never rewritten shorter. Another host's
-           protections that do not fit are logged and not known here.
+           protections that do not fit are logged and not known here (the view's
+           protected_incomplete).
        int rsd_etcd_read_begin(co, key, now_ms, deadline_ms)
        int rsd_etcd_lock_begin(co, key, purpose, now_ms, deadline_ms)
        int rsd_etcd_commit_begin(co, changes, n, loaded_at_ms, now_ms, deadline_ms)
@@ -1609,14 +1618,19 @@
        int rsd_etcd_pollfds(co, out, cap)  uint64_t rsd_etcd_next_deadline(co)
        void rsd_etcd_query(co, rsd_etcd_view *out)
            held, lost (the lease ran out while held), fence, has_gen/gen, attrs,
-           attr_corrupt, the other hosts' protected_models, owner (the holder's record
-           when busy), message (why it failed or proceeded unlocked), root, prefix.
+           attr_corrupt, the other hosts' protected_models (each model once; a role
+           any host gives wins over a bare entry), protected_incomplete with
+           protected_why (the first reason some stay unknown, "" none; logged,
+           ATTR_READ_FAILED), owner (the holder's record when busy), message (why it
+           failed or proceeded unlocked), root, prefix. A commit reads no
+           protections: the view keeps those read before it.
        int rsd_etcd_parse_url(url, root, cap, prefix, cap)
        Limits: RSD_ETCD_MAX_PREFIX_BYTES 128, RSD_ETCD_MAX_HOST_BYTES 128,
        RSD_ETCD_MAX_KEY_BYTES 512, RSD_ETCD_MAX_KVS 96 per answer (the protections'
-       range asks for the first RSD_ETCD_MAX_KVS - 3 hosts), RSD_MAX_PROTECTED
-       protections in all (further ones are dropped). Threading: one coordinator per
-       thread. Fuzzed: fuzz/fuzz_etcd.c (the answers).
+       range asks for the first RSD_ETCD_MAX_KVS - 3 hosts, each further page for
+       RSD_ETCD_MAX_KVS), RSD_MAX_PROTECTED distinct protected models in all (more:
+       protected_incomplete). Threading: one coordinator per thread. Fuzzed:
+       fuzz/fuzz_etcd.c (the answers, each also as a further page).
 
    ---- fleet: the pool running real processes (rsd_fleet) ---------------------
    rsd_fleet: the pool policy (rsd_pool, residency.h) running real processes (rsd_procs)
@@ -2845,8 +2859,11 @@ typedef struct rsd_etcd_view {
     uint64_t gen;                     /* the target's mutation generation */
     bool attr_corrupt;                /* the stored attribution was corrupt: read as empty */
     const rsd_attr_set *attrs;        /* the target's attribution as last read */
-    int n_protected;                  /* the other hosts' protected models */
+    int n_protected;                  /* the other hosts' protected models, each once */
     const rsd_protected_model *protected_models;
+    bool protected_incomplete;        /* some host's protections are not known (too many models, a
+                                         record over attr_arena_bytes or invalid, a page not read) */
+    const char *protected_why;        /* the first reason ("" none) */
     const char *owner;                /* the lock holder's record when busy ("" none) */
     const char *message;              /* why the last operation failed or proceeded unlocked ("" none) */
     const char *root;                 /* the gateway's root URL ("http://host:2379") */
@@ -6693,8 +6710,9 @@ struct rsd_ensurer {
     int co_then, co_read_err;
     bool co_read;                     /* this ensure's first read from etcd is done */
     bool co_told;                     /* this ensure said the etcd record is corrupt */
-    int n_prot_all;                   /* the configured protected models plus the other hosts' */
+    int n_prot_all;                   /* the configured protected models plus the other hosts', each once */
     rsd_protected_model prot_all[RSD_MAX_PROTECTED];
+    bool prot_over;                   /* they were more than RSD_MAX_PROTECTED: some are not known */
     rsd_state_lock lk;
     bool lk_active;
     rsd_state_lock alk;               /* the attribution-file lock of a COMMIT */
@@ -7513,10 +7531,12 @@ RSDI_PRIVATE int rsdi_en_attr_load(rsd_ensurer *e) {
 }
 
 /* The protected models a reconcile gets: the configured ones, with etcd also every other
-   host's (published by their ensurers), up to RSD_MAX_PROTECTED. */
+   host's (published by their ensurers), each model once, up to RSD_MAX_PROTECTED (prot_over
+   when more: the notice says so). */
 RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n) {
     rsd_etcd_view v;
-    int i;
+    int i, j;
+    e->prot_over = false;
     if (!RSDI_EN_CO(e)) {
         *n = e->n_protected;
         return e->n_protected ? e->prot : NULL;
@@ -7524,8 +7544,19 @@ RSDI_PRIVATE const rsd_protected_model *rsdi_en_protected(rsd_ensurer *e, int *n
     rsd_etcd_query(RSDI_EN_CO(e), &v);
     e->n_prot_all = 0;
     for (i = 0; i < e->n_protected; i++) e->prot_all[e->n_prot_all++] = e->prot[i];
-    for (i = 0; i < v.n_protected && e->n_prot_all < RSD_MAX_PROTECTED; i++)
+    for (i = 0; i < v.n_protected; i++) {
+        rsd_str id = v.protected_models[i].model_id;
+        for (j = 0; j < e->n_protected && !rsd_str_eq(e->prot[j].model_id, id); j++) {}
+        if (j < e->n_protected) { /* this host protects it too: a role given by either wins */
+            if (e->prot_all[j].role == RSD_ROLE_NONE) e->prot_all[j].role = v.protected_models[i].role;
+            continue;
+        }
+        if (e->n_prot_all >= RSD_MAX_PROTECTED) {
+            e->prot_over = true;
+            continue;
+        }
         e->prot_all[e->n_prot_all++] = v.protected_models[i];
+    }
     *n = e->n_prot_all;
     return e->n_prot_all ? e->prot_all : NULL;
 }
@@ -7564,6 +7595,20 @@ RSDI_PRIVATE void rsdi_en_co_notice(rsd_ensurer *e) {
                                  "could not read the shared record for '%s' from etcd (%s): residency treats every "
                                  "resident there as not its own, and other hosts' protections are unknown", e->url,
                                  v.message[0] ? v.message : rsd_result_str(e->co_read_err));
+}
+
+/* Other hosts' protections read only in part (etcd said so, or with this host's own they are
+   over RSD_MAX_PROTECTED): one warning notice; the decision goes on with those known. */
+RSDI_PRIVATE void rsdi_en_prot_notice(rsd_ensurer *e) {
+    rsd_etcd_view v;
+    if (!RSDI_EN_CO(e) || e->co_read_err < 0) return; /* unreadable: rsdi_en_co_notice says so */
+    rsd_etcd_query(RSDI_EN_CO(e), &v);
+    if (!v.protected_incomplete && !e->prot_over) return;
+    rsd_reconcile_add_notice(&e->m.rc, RSD_DMSG_STATE_FAILED, RSD_NOTICE_DEGRADED, RSD_LEVEL_WARNING, NULL,
+                             "other hosts' protections on etcd are known only in part for '%s' (%s): residency "
+                             "decides with those it knows and may evict a model another host protects", e->url,
+                             v.protected_incomplete ? v.protected_why
+                                                    : "with this host's own, over RSD_MAX_PROTECTED distinct models");
 }
 
 /* The in-memory record at p: its model and instance ids, and the next record. */
@@ -7772,6 +7817,7 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
         rsdi_en_env_notice(e);
         rsdi_en_reset_notice(e);
         rsdi_en_co_notice(e);
+        rsdi_en_prot_notice(e);
     }
     /* on error the reconcile is DONE with it; step picks it up */
 }
@@ -12026,6 +12072,7 @@ RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const ch
 #include <unistd.h>
 
 enum { RSDI_EO_NONE = 0, RSDI_EO_READ, RSDI_EO_LOCK, RSDI_EO_COMMIT };
+enum { RSDI_EP_END = 0, RSDI_EP_GIVE_UP, RSDI_EP_AGAIN }; /* after the protections' pages */
 enum { RSDI_ES_IDLE = 0, RSDI_ES_SEND, RSDI_ES_GRANT, RSDI_ES_TXN, RSDI_ES_SLEEP, RSDI_ES_AUTH };
 enum {
     RSDI_ETCD_TOKS = 2048,      /* an answer's tokens: RSD_ETCD_MAX_KVS kvs of 13, the responses' frames */
@@ -12047,6 +12094,9 @@ typedef struct rsdi_etcd_ans {
     int64_t revision, id, ttl, code;
     bool succeeded, has_error;
     bool big;                         /* a value did not fit the vals left (the answer is not read) */
+    bool more;                        /* a range said more keys follow its limit (the protections') */
+    int skipped;                      /* kvs not kept: an unreadable key or value, over RSD_ETCD_MAX_KVS */
+    int after;                        /* the kv of the last key of the range that said more (-1: not kept) */
     char error[160];
     char token[1024];                 /* /v3/auth/authenticate */
     int n_kvs;
@@ -12102,6 +12152,13 @@ struct rsd_etcd {
     int n_rprot;
     rsd_protected_model rprot[RSD_MAX_PROTECTED];
     char rprot_ids[RSD_MAX_PROTECTED][RSD_MODEL_ID_MAX];
+    bool prot_incomplete;             /* some host's protections are not known (prot_why says why) */
+    char prot_why[192];
+    /* the protections' further pages, read before the operation ends with pg_end */
+    bool pg_more, paging;
+    int pg_end, pg_then;              /* then: RSDI_EP_END, RSDI_EP_GIVE_UP (a lock), RSDI_EP_AGAIN (a commit) */
+    int64_t pg_rev;                   /* the first answer's revision: every page reads that one */
+    char pg_after[RSD_ETCD_MAX_KEY_BYTES]; /* the next page starts after this key */
     char owner[RSDI_ETCD_OWNER_BYTES];
     char message[512];
     char url[RSD_HTTP_MAX_HOST_BYTES + 96];
@@ -12204,19 +12261,33 @@ RSDI_PRIVATE long rsdi_etcd_b64_tok(const rsd_json_doc *d, int t, char *buf, siz
     return rsdi_b64_decode(v.ptr, v.len, buf, cap);
 }
 
-RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int arr, rsdi_etcd_ans *a) {
+/* The kvs of one range (obj: its response, arr: its "kvs"). When it says "more", a->after
+   is the kv of its last key (the next page starts after it), -1 when that one was not kept. */
+RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int obj, int arr, rsdi_etcd_ans *a) {
     int k;
+    bool more = false, last_kept = false;
+    if (rsd_json_bool(d, rsd_json_find(d, obj, "more"), &more) == RSD_OK && more) {
+        a->more = true;
+        a->after = -1;
+    }
     if (rsd_json_type_of(d, arr) != RSD_JSON_ARRAY) return;
     for (k = rsd_json_child(d, arr); k >= 0; k = rsd_json_next(d, k)) {
         rsdi_etcd_kv *kv;
         long n;
         int v;
+        last_kept = false;
         if (rsd_json_type_of(d, k) != RSD_JSON_OBJECT) continue;
-        if (a->n_kvs >= RSD_ETCD_MAX_KVS) return; /* further ones are dropped */
+        if (a->n_kvs >= RSD_ETCD_MAX_KVS) { /* further ones are dropped */
+            a->skipped++;
+            continue;
+        }
         kv = &a->kvs[a->n_kvs];
         memset(kv, 0, sizeof *kv);
         n = rsdi_etcd_b64_tok(d, rsd_json_find(d, k, "key"), kv->key, sizeof kv->key - 1);
-        if (n <= 0 || memchr(kv->key, '\0', (size_t)n)) continue; /* not a key of ours */
+        if (n <= 0 || memchr(kv->key, '\0', (size_t)n)) { /* not a key of ours */
+            a->skipped++;
+            continue;
+        }
         kv->key[n] = '\0';
         v = rsd_json_find(d, k, "value");
         kv->val_off = a->vals_len;
@@ -12224,6 +12295,7 @@ RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int arr, rsdi_etcd_ans *a
             n = rsdi_etcd_b64_tok(d, v, a->vals + a->vals_len, a->vals_cap - a->vals_len);
             if (n < 0) { /* bad, or no room for it (whatever it holds): the reader says so */
                 a->big |= rsd_json_view(d, v).len / 4 * 3 > a->vals_cap - a->vals_len + 2;
+                a->skipped++;
                 continue;
             }
             kv->val_len = (size_t)n;
@@ -12232,7 +12304,9 @@ RSDI_PRIVATE void rsdi_etcd_kvs(const rsd_json_doc *d, int arr, rsdi_etcd_ans *a
         (void)rsdi_etcd_i64(d, rsd_json_find(d, k, "create_revision"), &kv->create_rev);
         (void)rsdi_etcd_i64(d, rsd_json_find(d, k, "mod_revision"), &kv->mod_rev);
         a->n_kvs++;
+        last_kept = true;
     }
+    if (more) a->after = last_kept ? a->n_kvs - 1 : -1;
 }
 
 /* Parses one answer body into a (a->vals/vals_cap set by the caller). RSD_OK or RSD_ERR_JSON /
@@ -12246,6 +12320,7 @@ RSDI_PRIVATE int rsdi_etcd_parse(const char *body, size_t len, rsd_json_tok *tok
     memset(a, 0, sizeof *a);
     a->vals = vals;
     a->vals_cap = cap;
+    a->after = -1;
     r = rsd_json_parse(&d, body, len, toks, ntoks);
     if (r < 0) return RSD_ERR_JSON;
     root = 0;
@@ -12266,11 +12341,13 @@ RSDI_PRIVATE int rsdi_etcd_parse(const char *body, size_t len, rsd_json_tok *tok
     (void)rsdi_etcd_i64(&d, rsd_json_find(&d, t, "TTL"), &a->ttl);
     if (a->revision == 0) (void)rsdi_etcd_i64(&d, rsd_json_find(&d, rsd_json_find(&d, t, "header"), "revision"),
                                               &a->revision);
-    rsdi_etcd_kvs(&d, rsd_json_find(&d, root, "kvs"), a);
+    rsdi_etcd_kvs(&d, root, rsd_json_find(&d, root, "kvs"), a);
     t = rsd_json_find(&d, root, "responses");
     if (rsd_json_type_of(&d, t) == RSD_JSON_ARRAY)
-        for (k = rsd_json_child(&d, t); k >= 0; k = rsd_json_next(&d, k))
-            rsdi_etcd_kvs(&d, rsd_json_find(&d, rsd_json_find(&d, k, "response_range"), "kvs"), a);
+        for (k = rsd_json_child(&d, t); k >= 0; k = rsd_json_next(&d, k)) {
+            int rr = rsd_json_find(&d, k, "response_range");
+            if (rsd_json_type_of(&d, rr) == RSD_JSON_OBJECT) rsdi_etcd_kvs(&d, rr, rsd_json_find(&d, rr, "kvs"), a);
+        }
     return RSD_OK;
 }
 
@@ -12345,12 +12422,104 @@ RSDI_PRIVATE void rsdi_ew_reads(rsdi_etcd_w *w, const rsd_etcd *co) {
     rsdi_ew_range(w, co->k_prot, true);
 }
 
+/* The protections' next page (a /v3/kv/range): the keys after pg_after up to the range's
+   end, at the first answer's revision, RSD_ETCD_MAX_KVS of them. */
+RSDI_PRIVATE void rsdi_ew_prot_page(rsdi_etcd_w *w, const rsd_etcd *co) {
+    char k[RSD_ETCD_MAX_KEY_BYTES + 1];
+    size_t l = strlen(co->pg_after);
+    memcpy(k, co->pg_after, l + 1); /* the smallest key after it: the key with a NUL added */
+    rsdi_ew_raw(w, "{\"key\":");
+    rsdi_ew_b64(w, k, l + 1);
+    l = strlen(co->k_prot);
+    memcpy(k, co->k_prot, l);
+    k[l - 1] = (char)(k[l - 1] + 1);
+    rsdi_ew_raw(w, ",\"range_end\":");
+    rsdi_ew_b64(w, k, l);
+    rsdi_ew_raw(w, ",\"limit\":");
+    rsdi_ew_i64(w, RSD_ETCD_MAX_KVS);
+    if (co->pg_rev > 0) {
+        rsdi_ew_raw(w, ",\"revision\":");
+        rsdi_ew_i64(w, co->pg_rev);
+    }
+    rsdi_ew_raw(w, "}");
+}
+
 /* ---- what an answer says ----------------------------------------------------------- */
 RSDI_PRIVATE int rsdi_etcd_role_parse(const char *s) {
     int r;
     for (r = 0; r < (int)RSD_ROLE_NUM; r++)
         if (strcmp(rsd_role_str(r), s) == 0) return r;
     return 0;
+}
+
+/* Some host's protections stay unknown: the first reason is kept and logged. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+RSDI_PRIVATE void rsdi_etcd_prot_unknown(rsd_etcd *co, const char *fmt, ...) {
+    va_list ap;
+    if (co->prot_incomplete) return;
+    co->prot_incomplete = true;
+    va_start(ap, fmt);
+    (void)vsnprintf(co->prot_why, sizeof co->prot_why, fmt, ap);
+    va_end(ap);
+    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE,
+              "etcd %s*: other hosts' protections known only in part: %s", co->k_prot, co->prot_why);
+}
+
+/* One host's protection record (key, value v of n bytes): its models join the others', each
+   model once (a role given by any host wins over a bare entry). */
+RSDI_PRIVATE void rsdi_etcd_take_prot(rsd_etcd *co, const char *key, const char *v, size_t n) {
+    size_t k;
+    if (rsdi_attr_parse(v, n, &co->next) < 0) { /* someone's record we cannot read: said, not trusted */
+        if (co->next.over)
+            rsdi_etcd_prot_unknown(co, "the record %.96s needs %lu bytes of ids, over attr_arena_bytes (%lu)", key,
+                                   (unsigned long)co->next.arena_used, (unsigned long)co->next.arena_bytes);
+        else
+            rsdi_etcd_prot_unknown(co, "the record %.96s is not a valid protection list", key);
+        return;
+    }
+    for (k = 0; k < co->next.count; k++) {
+        const rsd_attr *p = &co->next.items[k];
+        int role = rsdi_etcd_role_parse(p->instance), j;
+        size_t l = strlen(p->model);
+        if (l == 0 || l >= RSD_MODEL_ID_MAX) continue;
+        for (j = 0; j < co->n_rprot && strcmp(co->rprot_ids[j], p->model) != 0; j++) {}
+        if (j < co->n_rprot) { /* protected already */
+            if (co->rprot[j].role == RSD_ROLE_NONE) co->rprot[j].role = (rsd_role)role;
+            continue;
+        }
+        if (co->n_rprot >= RSD_MAX_PROTECTED) {
+            rsdi_etcd_prot_unknown(co, "over %d distinct protected models (RSD_MAX_PROTECTED)", (int)RSD_MAX_PROTECTED);
+            continue;
+        }
+        memcpy(co->rprot_ids[co->n_rprot], p->model, l + 1);
+        co->rprot[co->n_rprot].model_id = rsd_str_c(co->rprot_ids[co->n_rprot]);
+        co->rprot[co->n_rprot].role = (rsd_role)role;
+        co->n_rprot++;
+    }
+}
+
+/* The protections of an answer (the first one's range, or a page): every record but this
+   host's own; whether another page follows (pg_more, after pg_after). */
+RSDI_PRIVATE void rsdi_etcd_take_prots(rsd_etcd *co, const rsdi_etcd_ans *a) {
+    int i;
+    size_t pl = strlen(co->k_prot);
+    for (i = 0; i < a->n_kvs; i++) {
+        const rsdi_etcd_kv *kv = &a->kvs[i];
+        if (strncmp(kv->key, co->k_prot, pl) == 0 && strcmp(kv->key, co->k_prot_self) != 0)
+            rsdi_etcd_take_prot(co, kv->key, a->vals + kv->val_off, kv->val_len);
+    }
+    if (a->skipped) rsdi_etcd_prot_unknown(co, "%d key(s) or value(s) in an answer could not be read", a->skipped);
+    co->pg_more = false;
+    if (!a->more) return;
+    if (a->after < 0 || strncmp(a->kvs[a->after].key, co->k_prot, pl) != 0 ||
+        strcmp(a->kvs[a->after].key, co->pg_after) <= 0)
+        rsdi_etcd_prot_unknown(co, "a page of the protections ends at a key that cannot be read past");
+    else if (co->n_rprot < RSD_MAX_PROTECTED || !co->prot_incomplete) { /* else nothing more can be kept */
+        memcpy(co->pg_after, a->kvs[a->after].key, strlen(a->kvs[a->after].key) + 1);
+        co->pg_more = true;
+    }
 }
 
 /* The reads of an answer (absent keys included: a missing attribution is empty). */
@@ -12362,6 +12531,9 @@ RSDI_PRIVATE void rsdi_etcd_take_reads(rsd_etcd *co, const rsdi_etcd_ans *a, boo
     co->has_gen = true;
     co->gen = 0;
     co->n_rprot = 0;
+    co->prot_incomplete = false;
+    co->prot_why[0] = co->pg_after[0] = '\0';
+    co->pg_rev = a->revision;
     if (lock_too) co->owner[0] = '\0';
     for (i = 0; i < a->n_kvs; i++) {
         const rsdi_etcd_kv *kv = &a->kvs[i];
@@ -12396,26 +12568,9 @@ RSDI_PRIVATE void rsdi_etcd_take_reads(rsd_etcd *co, const rsdi_etcd_ans *a, boo
             for (k = 0; k < n; k++)
                 if ((unsigned char)co->owner[k] < 0x20) co->owner[k] = ' ';
             co->owner[n] = '\0';
-        } else if (strncmp(kv->key, co->k_prot, strlen(co->k_prot)) == 0 && strcmp(kv->key, co->k_prot_self) != 0) {
-            size_t k;
-            if (rsdi_attr_parse(v, kv->val_len, &co->next) < 0) { /* someone's bad record: ignored */
-                if (co->next.over)
-                    rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_ATTR_READ_FAILED, RSDI_WHERE,
-                              "etcd %.*s: its ids need %lu bytes, over the %lu of attr_arena_bytes: its protections "
-                              "are not known here (raise attr_arena_bytes)", (int)strlen(kv->key), kv->key,
-                              (unsigned long)co->next.arena_used, (unsigned long)co->next.arena_bytes);
-                continue;
-            }
-            for (k = 0; k < co->next.count && co->n_rprot < RSD_MAX_PROTECTED; k++) {
-                const rsd_attr *p = &co->next.items[k];
-                if (strlen(p->model) >= RSD_MODEL_ID_MAX) continue;
-                memcpy(co->rprot_ids[co->n_rprot], p->model, strlen(p->model) + 1);
-                co->rprot[co->n_rprot].model_id = rsd_str_c(co->rprot_ids[co->n_rprot]);
-                co->rprot[co->n_rprot].role = (rsd_role)rsdi_etcd_role_parse(p->instance);
-                co->n_rprot++;
-            }
         }
     }
+    rsdi_etcd_take_prots(co, a);
 }
 
 /* The lock key as an answer's failure branch saw it: its create_revision (0 = absent). */
@@ -12632,6 +12787,7 @@ RSDI_PRIVATE int rsdi_etcd_begin(rsd_etcd *co, int op, const char *key, uint64_t
     co->op = op;
     co->sub = RSDI_ES_SEND;
     co->result = RSD_PENDING;
+    co->paging = co->pg_more = false;
     co->deadline = deadline_ms ? deadline_ms : now_ms + (uint64_t)co->ttl_s * 1000u;
     co->backoff = RSD_ETCD_RETRY_MIN_MS;
     co->wake = now_ms;
@@ -12682,6 +12838,7 @@ RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) {
         co->op = RSDI_EO_NONE;
         co->sub = RSDI_ES_IDLE;
         co->result = RSD_OK;
+        co->paging = co->pg_more = false;
     }
     co->lost = false;
     if (!co->held) return RSD_OK;
@@ -12719,6 +12876,44 @@ RSDI_PRIVATE void rsdi_etcd_lock_give_up(rsd_etcd *co, int err) {
                               : (t ? RSD_LOGITEM_LOCK_WAIT_EXPIRED : RSD_LOGITEM_LOCK_PROCEED_UNLOCKED),
               RSDI_WHERE, "etcd %s: %s", co->k_lock, co->message);
     rsdi_etcd_end(co, co->fail_closed ? err : (int)RSD_OK);
+}
+
+/* Once the protections' further pages are read (now when the answer had no more): ends the
+   operation with r (then RSDI_EP_END), gives a lock up with r (RSDI_EP_GIVE_UP) or sends the
+   operation's request again (RSDI_EP_AGAIN: a commit re-applied on a changed record). */
+RSDI_PRIVATE void rsdi_etcd_finish(rsd_etcd *co, int r, int then) {
+    if (co->pg_more) {
+        co->paging = true;
+        co->pg_end = r;
+        co->pg_then = then;
+        co->sub = RSDI_ES_SEND;
+        return;
+    }
+    co->paging = false;
+    if (then == RSDI_EP_GIVE_UP) rsdi_etcd_lock_give_up(co, r);
+    else if (then == RSDI_EP_AGAIN) co->sub = RSDI_ES_SEND;
+    else rsdi_etcd_end(co, r);
+}
+
+/* A page that could not be read: the protections stay known in part; the operation ends. */
+RSDI_PRIVATE void rsdi_etcd_page_failed(rsd_etcd *co, const char *what) {
+    rsdi_etcd_prot_unknown(co, "a page of the protections could not be read (%s)", what);
+    co->pg_more = false;
+    rsdi_etcd_finish(co, co->pg_end, co->pg_then);
+}
+
+/* A page's answer: its protections, then the next page or the operation's end. */
+RSDI_PRIVATE void rsdi_etcd_page_answer(rsd_etcd *co, const rsd_http_event *ev, const rsdi_etcd_ans *a, int pr) {
+    char what[256];
+    if (ev->result < 0 || ev->status != 200 || pr < 0 || a->has_error || a->big) {
+        (void)RSD_SNPRINTF(what, sizeof what, "%s, HTTP %d%s%s", ev->result < 0 ? rsd_result_str(ev->result) :
+                           a->big ? "its values over the answer buffer" : pr < 0 ? rsd_result_str(pr) : "answered",
+                           ev->status, a->error[0] ? ": " : "", a->error);
+        rsdi_etcd_page_failed(co, what);
+        return;
+    }
+    rsdi_etcd_take_prots(co, a);
+    rsdi_etcd_finish(co, co->pg_end, co->pg_then);
 }
 
 /* Ends the operation with err, co->message logged (a lock gives up: fail-open or closed). */
@@ -12818,6 +13013,10 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
         w.over = k <= 0;
         path = "/v3/auth/authenticate";
         co->sub = RSDI_ES_AUTH;
+    } else if (co->paging) {
+        rsdi_ew_prot_page(&w, co);
+        path = "/v3/kv/range";
+        co->sub = RSDI_ES_TXN;
     } else if (co->op == RSDI_EO_LOCK && (!co->lease || now_ms >= co->lease_ref + (uint64_t)co->ttl_s * 500u)) {
         char b[64];
         (void)RSD_SNPRINTF(b, sizeof b, "{\"TTL\":\"%u\"}", (unsigned)co->ttl_s);
@@ -12906,6 +13105,10 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
         rsdi_ew_raw(&w, "]}");
         co->sub = RSDI_ES_TXN;
     }
+    if (co->paging && w.over) {
+        rsdi_etcd_page_failed(co, "its request does not fit");
+        return;
+    }
     if (w.over) {
         rsdi_etcd_msg(co, RSD_ERR_TOO_LARGE, "etcd request over %lu bytes (attr_arena_bytes %lu sizes it)",
                       (unsigned long)co->req_cap, (unsigned long)co->attrs.arena_bytes);
@@ -12915,6 +13118,10 @@ RSDI_PRIVATE void rsdi_etcd_send_next(rsd_etcd *co, uint64_t now_ms) {
     co->sent_at = now_ms;
     r = rsdi_etcd_send(co, path, co->body, w.n, now_ms,
                        co->deadline > now_ms + co->req_ms ? co->deadline : now_ms + co->req_ms, &co->h);
+    if (r < 0 && co->paging) {
+        rsdi_etcd_page_failed(co, rsd_result_str(r));
+        return;
+    }
     if (r < 0) {
         rsdi_etcd_trouble(co, r, now_ms, rsd_result_str(r));
         return;
@@ -12929,6 +13136,21 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     int pr;
     co->inflight = false;
     pr = rsdi_etcd_parse(ev->body.ptr, ev->body.len, co->toks, RSDI_ETCD_TOKS, a); /* no body on an error */
+    if (co->paging) { /* a further page of the protections (or the login it needed) */
+        if (co->sub == RSDI_ES_AUTH && ev->result == RSD_OK && ev->status == 200 && !a->has_error && a->token[0]) {
+            (void)rsdi_cpy(co->auth, sizeof co->auth, a->token);
+            co->has_auth = true;
+            co->sub = RSDI_ES_SEND;
+        } else if (co->sub != RSDI_ES_AUTH && co->has_login && a->has_error && a->code == 16 && co->tries++ < 4) {
+            co->has_auth = false; /* the token expired: authenticate again, then the page */
+            co->sub = RSDI_ES_SEND;
+        } else if (co->sub == RSDI_ES_AUTH) {
+            rsdi_etcd_page_failed(co, "etcd refused the login");
+        } else {
+            rsdi_etcd_page_answer(co, ev, a, pr);
+        }
+        return;
+    }
     if (ev->result == RSD_ERR_BODY_TOO_LARGE || a->big) {
         rsdi_etcd_too_large(co, a->big ? "an answer's values" : "an answer", a->big ? a->vals_cap : co->body_cap);
         return;
@@ -12983,7 +13205,7 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
     case RSDI_EO_READ:
         rsdi_etcd_take_reads(co, a, false);
         co->prot_published = true;
-        rsdi_etcd_end(co, RSD_OK);
+        rsdi_etcd_finish(co, RSD_OK, RSDI_EP_END);
         return;
     case RSDI_EO_LOCK:
         rsdi_etcd_take_reads(co, a, true);
@@ -12992,14 +13214,14 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
             co->lost = false;
             co->fence = a->revision; /* the txn's revision = our lock key's create_revision */
             co->owner[0] = '\0';
-            rsdi_etcd_end(co, RSD_OK);
+            rsdi_etcd_finish(co, RSD_OK, RSDI_EP_END);
             return;
         }
         co->busy_seen = true;
         if (now_ms >= co->deadline) {
             rsdi_etcd_msg(co, RSD_ERR_TIMEOUT, "etcd lock %s still held at the deadline by %s", co->k_lock,
                           co->owner[0] ? co->owner : "(no record)");
-            rsdi_etcd_lock_give_up(co, RSD_ERR_TIMEOUT);
+            rsdi_etcd_finish(co, RSD_ERR_TIMEOUT, RSDI_EP_GIVE_UP);
             return;
         }
         co->sub = RSDI_ES_SLEEP;
@@ -13030,16 +13252,16 @@ RSDI_PRIVATE void rsdi_etcd_answer(rsd_etcd *co, const rsd_http_event *ev, uint6
                               "etcd refused the commit: the lock %s is no longer ours (lease expired; now %s)",
                               co->k_lock, co->owner[0] ? co->owner : "free");
                 rsdi_logf(&co->logger, RSD_LOG_WARN, RSD_LOGITEM_LOCK_FAILED, RSDI_WHERE, "%s", co->message);
-                rsdi_etcd_end(co, RSD_ERR_LOCK);
+                rsdi_etcd_finish(co, RSD_ERR_LOCK, RSDI_EP_END);
                 return;
             }
             /* the attribution changed under an unlocked commit: apply ours to the new one */
             if (++co->tries >= RSD_ETCD_COMMIT_TRIES || now_ms >= co->deadline) {
                 rsdi_etcd_msg(co, RSD_ERR_TIMEOUT, "etcd commit: the attribution kept changing (%d tries)", co->tries);
-                rsdi_etcd_end(co, RSD_ERR_TIMEOUT);
+                rsdi_etcd_finish(co, RSD_ERR_TIMEOUT, RSDI_EP_END);
                 return;
             }
-            co->sub = RSDI_ES_SEND;
+            rsdi_etcd_finish(co, RSD_OK, RSDI_EP_AGAIN); /* the view keeps them: a commit reads nothing */
             return;
         }
     default: return;
@@ -13148,7 +13370,7 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     memset(out, 0, sizeof *out);
     if (!co) {
         out->result = RSD_ERR_ARG;
-        out->message = out->owner = out->root = out->prefix = "";
+        out->message = out->owner = out->root = out->prefix = out->protected_why = "";
         return;
     }
     out->result = co->op != RSDI_EO_NONE ? RSD_PENDING : co->result;
@@ -13161,6 +13383,8 @@ RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     out->attrs = &co->attrs;
     out->n_protected = co->n_rprot;
     out->protected_models = co->n_rprot ? co->rprot : NULL;
+    out->protected_incomplete = co->prot_incomplete;
+    out->protected_why = co->prot_why;
     out->owner = co->owner;
     out->message = co->message;
     out->root = co->root;

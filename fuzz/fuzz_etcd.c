@@ -10,7 +10,10 @@
    3. the coordinator's view after any answer is bounded (attribution <= RSD_STATE_MAX_ATTR,
       protections <= RSD_MAX_PROTECTED, owner NUL-terminated) and an operation either ends
       or waits for its next request: never a held lock from an answer that did not say
-      "succeeded". */
+      "succeeded";
+   4. the protections: each model once; a further page is asked for only after a key
+      greater than the last one (paging always ends), and protected_why is set exactly when
+      protected_incomplete is. Each answer is also read as such a further page. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include <stdlib.h>
@@ -26,10 +29,12 @@ static void fz_check(int ok) {
     if (!ok) abort();
 }
 
-static void fz_answer(int op, int status, const uint8_t *d, size_t n) {
+static void fz_answer(int op, int status, const uint8_t *d, size_t n, bool page) {
     rsd_http_event ev;
     rsd_etcd_view v;
     uint64_t now = 1000;
+    char after[RSD_ETCD_MAX_KEY_BYTES];
+    int i, j;
     memset(&ev, 0, sizeof ev);
     ev.result = RSD_OK;
     ev.status = status;
@@ -46,15 +51,38 @@ static void fz_answer(int op, int status, const uint8_t *d, size_t n) {
         fz_co->held = (d[0] & 1) != 0;
         fz_co->fence = 9;
     }
+    fz_co->paging = fz_co->pg_more = false;
+    if (page) { /* as after a first answer that said more: known so far, one model */
+        fz_co->paging = true;
+        fz_co->pg_end = RSD_OK;
+        fz_co->pg_then = RSDI_EP_END;
+        fz_co->n_rprot = 1;
+        memcpy(fz_co->rprot_ids[0], "chat-8b", sizeof "chat-8b");
+        fz_co->rprot[0].model_id = rsd_str_c(fz_co->rprot_ids[0]);
+        fz_co->rprot[0].role = RSD_ROLE_NONE;
+        fz_co->prot_incomplete = false;
+        fz_co->prot_why[0] = '\0';
+        memcpy(fz_co->pg_after, "/fz/prot/host-a", sizeof "/fz/prot/host-a");
+    }
+    memcpy(after, fz_co->pg_after, sizeof after);
     rsdi_etcd_answer(fz_co, &ev, now);
     rsd_etcd_query(fz_co, &v);
     fz_check(v.attrs->count <= RSD_STATE_MAX_ATTR);
     fz_check(v.n_protected >= 0 && v.n_protected <= RSD_MAX_PROTECTED);
+    for (i = 0; i < v.n_protected; i++)
+        for (j = 0; j < i; j++) fz_check(!rsd_str_eq(v.protected_models[i].model_id, v.protected_models[j].model_id));
+    fz_check(v.protected_incomplete == (v.protected_why[0] != '\0'));
+    if (fz_co->paging && fz_co->pg_more) {
+        fz_check(memchr(fz_co->pg_after, '\0', sizeof fz_co->pg_after) != NULL);
+        fz_check(strcmp(fz_co->pg_after, page ? after : "") > 0);
+        fz_check(strncmp(fz_co->pg_after, fz_co->k_prot, strlen(fz_co->k_prot)) == 0);
+    }
     fz_check(strlen(v.owner) < RSDI_ETCD_OWNER_BYTES && strlen(v.message) < sizeof fz_co->message);
     if (op == RSDI_EO_LOCK && v.held) fz_check(fz_co->ans.succeeded && status == 200);
     fz_co->op = RSDI_EO_NONE;
     fz_co->inflight = false;
     fz_co->held = false;
+    fz_co->paging = fz_co->pg_more = false;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
@@ -80,6 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     if (rsdi_etcd_parse((const char *)d, n, fz_toks, 4096, &fz_a) == RSD_OK) {
         fz_check(fz_a.n_kvs >= 0 && fz_a.n_kvs <= RSD_ETCD_MAX_KVS);
         fz_check(fz_a.vals_len <= fz_a.vals_cap);
+        fz_check(fz_a.skipped >= 0 && fz_a.after >= -1 && fz_a.after < fz_a.n_kvs);
+        fz_check(fz_a.more || fz_a.after == -1);
         for (i = 0; i < (size_t)fz_a.n_kvs; i++) {
             fz_check(memchr(fz_a.kvs[i].key, '\0', sizeof fz_a.kvs[i].key) != NULL);
             fz_check(fz_a.kvs[i].val_off + fz_a.kvs[i].val_len <= fz_a.vals_len);
@@ -101,9 +131,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     /* 3. the coordinator's reading of it, per operation */
     if (n > 0) {
         int status = d[0] == '4' ? 404 : d[0] == '!' ? 401 : 200;
-        fz_answer(RSDI_EO_READ, status, d, n);
-        fz_answer(RSDI_EO_LOCK, status, d, n);
-        fz_answer(RSDI_EO_COMMIT, status, d, n);
+        fz_answer(RSDI_EO_READ, status, d, n, false);
+        fz_answer(RSDI_EO_LOCK, status, d, n, false);
+        fz_answer(RSDI_EO_COMMIT, status, d, n, false);
+        fz_answer(RSDI_EO_READ, status, d, n, true);
+        fz_answer(RSDI_EO_LOCK, status, d, n, true);
         fz_co->sub = RSDI_ES_GRANT;
         fz_co->op = RSDI_EO_LOCK;
         {

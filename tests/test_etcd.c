@@ -861,6 +861,348 @@ static void test_etcd_lmstudio_shared(void) {
     listen_proc_stop(&sim);
 }
 
+/* ---- every host's protections, past the first page ---------------------------------------- */
+/* "etcd://127.0.0.1:PORT/<prefix>" on the test's etcd: each test its own prefix, so the
+   protections the others publish under /test are not in its range. */
+static void prot_coord(char *out, size_t cap, const char *prefix) {
+    snprintf(out, cap, "etcd://127.0.0.1:%d/%s", g_etcd.client_port, prefix);
+}
+
+/* Puts value (n bytes) at key on the test's etcd, as another host would. */
+static void etcd_put_raw(const char *key, const char *value, size_t n) {
+    static char body[1 << 18];
+    char ans[512];
+    size_t k = (size_t)snprintf(body, sizeof body, "{\"key\":\"");
+    REQUIRE(rsdi_b64_len(strlen(key)) + rsdi_b64_len(n) + 64 < sizeof body);
+    k += rsdi_b64_encode((const unsigned char *)key, strlen(key), body + k);
+    k += (size_t)snprintf(body + k, sizeof body - k, "\",\"value\":\"");
+    k += rsdi_b64_encode((const unsigned char *)value, n, body + k);
+    snprintf(body + k, sizeof body - k, "\"}");
+    CHECK_EQ_INT(etcd_post(&g_etcd, "/v3/kv/put", body, ans, sizeof ans), 200);
+}
+
+/* Publishes host's protections (n models, roles[i] or none) under prefix as its ensurer
+   does: the attribution format, instance = the role name. */
+static void prot_publish(const char *prefix, const char *host, const char *const *models, const rsd_role *roles,
+                         int n) {
+    static char ids[RSD_STATE_ATTR_ARENA_MAX], text[RSD_STATE_MAX_FILE_BYTES];
+    rsd_attr_set set;
+    char key[300];
+    int i, len;
+    REQUIRE(rsd_attr_set_init(&set, ids, sizeof ids) == RSD_OK);
+    for (i = 0; i < n; i++, set.count++)
+        REQUIRE(rsdi_attr_set_put(&set, set.count, models[i], roles && roles[i] ? rsd_role_str((int)roles[i]) : "", 0, 0));
+    len = rsdi_attr_format(&set, text, sizeof text);
+    REQUIRE(len > 0);
+    snprintf(key, sizeof key, "/%s/prot/%s", prefix, host);
+    etcd_put_raw(key, text, (size_t)len);
+}
+
+/* 100 hosts: h000..h098 protect nothing, h099 (past the first answer's 93) protects
+   "victim". This host loaded victim, then spare; ensuring "fresh" on a router with room for
+   two must evict spare, the least recently used one that no host protects, never victim. */
+static void test_etcd_prot_past_the_first_page(void) {
+    const char *args[] = {"--models-max", "2", "--load-ms", "5", "--unload-ms", "1", "--model", "id=victim",
+                          "--model", "id=spare", "--model", "id=fresh", NULL};
+    const char *victim = "victim";
+    char coord[96], sd[300], host[16];
+    sim_proc sim;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    sim_model ms[8];
+    int i, n, k;
+    for (i = 0; i < 100; i++) {
+        snprintf(host, sizeof host, "h%03d", i);
+        prot_publish("pages100", host, &victim, NULL, i == 99 ? 1 : 0);
+    }
+    prot_coord(coord, sizeof coord, "pages100");
+    REQUIRE(sim_start(&sim, args) == 0);
+    snprintf(sd, sizeof sd, "%s/pages100", g_tmp);
+    e = host_new(coord, "zz-self", sd, NULL, false, 0);
+    REQUIRE(e);
+    req_init(&q, sim.url, "victim");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    req_init(&q, sim.url, "spare");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    req_init(&q, sim.url, "fresh");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    for (k = 0; k < res.n_evicted; k++) {
+        printf("  evicted %s\n", res.evicted[k].id);
+        CHECK(strcmp(res.evicted[k].id, "victim") != 0);
+    }
+    n = sim_models(&sim, ms, 8, NULL);
+    for (i = 0; i < n; i++)
+        if (!strcmp(ms[i].id, "victim")) CHECK(running(ms[i].state));
+    rsd_ensurer_destroy(e);
+    sim_stop(&sim);
+}
+
+/* An ensurer on coord as host, with the n protected models given and attr_arena_bytes. */
+static rsd_ensurer *host_prot(const char *coord, const char *host, const char *state, const char *const *models, int n,
+                              uint32_t arena) {
+    rsd_ensurer_desc d;
+    rsd_protected_model p[RSD_MAX_PROTECTED];
+    int i;
+    memset(&d, 0, sizeof d);
+    memset(p, 0, sizeof p);
+    d.state_dir = state;
+    d.ignore_env = true;
+    d.no_sse = true;
+    d.coord = coord;
+    d.coord_host = host;
+    d.no_cache = true;
+    d.http.tls_off = true;
+    d.attr_arena_bytes = arena;
+    for (i = 0; i < n; i++) p[i].model_id = rsd_str_c(models[i]);
+    d.protected_models = n ? p : NULL;
+    d.n_protected = n;
+    return rsd_ensurer_create(&d);
+}
+
+/* The notices of r that say the other hosts' protections are known only in part. */
+static int prot_notices(const rsd_ensure_result *r) {
+    int i, n = 0;
+    for (i = 0; i < r->n_notices; i++)
+        n += r->notices[i].dmsg == RSD_DMSG_STATE_FAILED && strstr(r->notices[i].text, "known only in part") != NULL;
+    return n;
+}
+
+static bool view_protects(const rsd_etcd_view *v, const char *model, rsd_role role) {
+    int i;
+    for (i = 0; i < v->n_protected; i++)
+        if (rsd_str_eq_c(v->protected_models[i].model_id, model)) return v->protected_models[i].role == role;
+    return false;
+}
+
+/* The coordinator alone over three pages: 200 hosts all protect "shared", h000 also "first",
+   h100 "mid" (as its memory model) and h199 "last": a read, a lock, a commit re-applied on a
+   changed record and a lock that gives up on a busy key (fail-open) each end with the four,
+   each once, nothing unknown. */
+static void test_etcd_prot_pages_coordinator(void) {
+    const char *models[3];
+    rsd_role roles[3] = {RSD_ROLE_NONE, RSD_ROLE_NONE, RSD_ROLE_NONE};
+    char coord[96], host[16];
+    const char *key = "router|http://127.0.0.1:1/pages";
+    rsd_etcd *co, *other;
+    rsd_etcd_view v;
+    rsd_attr_change ch;
+    int i, op;
+    for (i = 0; i < 200; i++) {
+        int n = 0;
+        snprintf(host, sizeof host, "h%03d", i);
+        models[n++] = "shared";
+        if (i == 0) models[n++] = "first";
+        if (i == 100) {
+            roles[n] = RSD_ROLE_MEMORY;
+            models[n++] = "mid";
+        }
+        if (i == 199) models[n++] = "last";
+        prot_publish("pages200", host, models, roles, n);
+        roles[1] = RSD_ROLE_NONE;
+    }
+    prot_coord(coord, sizeof coord, "pages200");
+    co = co_new(coord, "zz-self", 0, false);
+    other = co_new(coord, "zz-other", 0, false);
+    REQUIRE(co && other);
+    for (op = 0; op < 4; op++) {
+        if (op == 0) REQUIRE(rsd_etcd_read_begin(co, key, rsd_now_ms(), 0) == RSD_OK);
+        if (op == 1) REQUIRE(rsd_etcd_lock_begin(co, key, "pages", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+        if (op == 2) { /* another host changed the record: an unlocked commit's compare fails, it reads again */
+            memset(&ch, 0, sizeof ch);
+            ch.model = "x";
+            REQUIRE(rsd_etcd_unlock_begin(co, rsd_now_ms()) == RSD_OK);
+            CHECK_EQ_INT(co_run(co), RSD_OK);
+            REQUIRE(rsd_etcd_read_begin(other, key, rsd_now_ms(), 0) == RSD_OK);
+            CHECK_EQ_INT(co_run(other), RSD_OK);
+            REQUIRE(rsd_etcd_commit_begin(other, &ch, 1, 1, rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+            CHECK_EQ_INT(co_run(other), RSD_OK);
+            ch.model = "y";
+            REQUIRE(rsd_etcd_commit_begin(co, &ch, 1, 1, rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+        }
+        if (op == 3) {
+            REQUIRE(rsd_etcd_lock_begin(other, key, "busy", rsd_now_ms(), rsd_now_ms() + 10000) == RSD_OK);
+            CHECK_EQ_INT(co_run(other), RSD_OK);
+            REQUIRE(rsd_etcd_lock_begin(co, key, "pages", rsd_now_ms(), rsd_now_ms() + 200) == RSD_OK);
+        }
+        CHECK_EQ_INT(co_run(co), RSD_OK);
+        rsd_etcd_query(co, &v);
+        if (v.n_protected != 4) printf("  op %d: %d protected (%s)\n", op, v.n_protected, v.protected_why);
+        CHECK_EQ_INT(v.n_protected, 4);
+        CHECK(view_protects(&v, "shared", RSD_ROLE_NONE) && view_protects(&v, "first", RSD_ROLE_NONE));
+        CHECK(view_protects(&v, "mid", RSD_ROLE_MEMORY) && view_protects(&v, "last", RSD_ROLE_NONE));
+        CHECK(!v.protected_incomplete);
+        CHECK_EQ_STR(v.protected_why, "");
+        if (op == 1) CHECK(v.held);
+        if (op == 2) CHECK(rsd_attr_set_find(v.attrs, "x", "") >= 0 && rsd_attr_set_find(v.attrs, "y", "") >= 0);
+        if (op == 3) CHECK(!v.held && strstr(v.message, "still held") != NULL && strstr(v.owner, "zz-other") != NULL);
+    }
+    REQUIRE(rsd_etcd_unlock_begin(other, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(co_run(other), RSD_OK);
+    /* a page etcd cannot answer (its revision compacted away): known in part, the read still ends */
+    {
+        char body[128], ans[4096];
+        const char *rp;
+        long rev;
+        prot_publish("pages200", "h000", models, NULL, 0); /* a newer revision to compact to */
+        CHECK_EQ_INT(etcd_post(&g_etcd, "/v3/kv/range", "{\"key\":\"AA==\"}", ans, sizeof ans), 200);
+        rp = strstr(ans, "\"revision\":\"");
+        REQUIRE(rp);
+        rev = atol(rp + 12);
+        snprintf(body, sizeof body, "{\"revision\":\"%ld\"}", rev);
+        CHECK_EQ_INT(etcd_post(&g_etcd, "/v3/kv/compaction", body, ans, sizeof ans), 200);
+        REQUIRE(rsd_etcd_read_begin(co, key, rsd_now_ms(), 0) == RSD_OK);
+        co->paging = true; /* as after a first answer that said more, read at an old revision */
+        co->pg_end = RSD_OK;
+        co->pg_then = RSDI_EP_END;
+        co->pg_rev = 2;
+        snprintf(co->pg_after, sizeof co->pg_after, "/pages200/prot/h000");
+        CHECK_EQ_INT(co_run(co), RSD_OK);
+        rsd_etcd_query(co, &v);
+        CHECK(v.protected_incomplete);
+        CHECK(strstr(v.protected_why, "a page of the protections could not be read") != NULL);
+        printf("  %s\n", v.protected_why);
+    }
+    rsd_etcd_destroy(co);
+    rsd_etcd_destroy(other);
+}
+
+/* 72 hosts protect 72 distinct models: 64 (RSD_MAX_PROTECTED) are known, the view says the
+   rest are not, and an ensure still decides (with those known) and says so once. */
+static void test_etcd_prot_too_many_models(void) {
+    const char *args[] = {"--models-max", "2", "--load-ms", "5", "--unload-ms", "1", "--model", "id=m",
+                          "--model", "id=n", NULL};
+    static char names[72][16];
+    const char *one;
+    char coord[96], sd[300], host[16];
+    sim_proc sim;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_etcd_view v;
+    int i;
+    for (i = 0; i < 72; i++) {
+        snprintf(names[i], sizeof names[i], "p%02d", i);
+        snprintf(host, sizeof host, "h%03d", i);
+        one = names[i];
+        prot_publish("prot72", host, &one, NULL, 1);
+    }
+    prot_coord(coord, sizeof coord, "prot72");
+    REQUIRE(sim_start(&sim, args) == 0);
+    snprintf(sd, sizeof sd, "%s/prot72", g_tmp);
+    e = host_prot(coord, "zz-self", sd, NULL, 0, 0);
+    REQUIRE(e);
+    req_init(&q, sim.url, "m");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(prot_notices(&res), 1);
+    rsd_etcd_query(e->co, &v);
+    CHECK_EQ_INT(v.n_protected, RSD_MAX_PROTECTED);
+    CHECK(v.protected_incomplete);
+    CHECK(strstr(v.protected_why, "RSD_MAX_PROTECTED") != NULL);
+    for (i = 0; i < res.n_notices; i++)
+        if (strstr(res.notices[i].text, "known only in part")) printf("  %s\n", res.notices[i].text);
+    rsd_ensurer_destroy(e);
+    sim_stop(&sim);
+}
+
+/* A host's record over this host's attr_arena_bytes, and another's that is not a valid
+   list: both unknown (said once per ensure), the valid hosts' protections still hold. */
+static void test_etcd_prot_record_over_the_arena(void) {
+    const char *args[] = {"--models-max", "2", "--load-ms", "5", "--unload-ms", "1", "--model", "id=keep-me",
+                          "--model", "id=spare", "--model", "id=other", NULL};
+    const char *order[3] = {"keep-me", "spare", "other"};
+    static char ids[3][200];
+    const char *big[3], *keep = "keep-me";
+    char coord[96], sd[300], key[128];
+    sim_proc sim;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_etcd_view v;
+    int i, k, j;
+    for (i = 0; i < 3; i++) {
+        memset(ids[i], 'a' + i, 199);
+        ids[i][199] = '\0';
+        big[i] = ids[i];
+    }
+    prot_publish("protover", "a-big", big, NULL, 3); /* 600 bytes of ids: over 512 */
+    prot_publish("protover", "b-keeps", &keep, NULL, 1);
+    prot_coord(coord, sizeof coord, "protover");
+    REQUIRE(sim_start(&sim, args) == 0);
+    snprintf(sd, sizeof sd, "%s/protover", g_tmp);
+    e = host_prot(coord, "zz-self", sd, NULL, 0, 512);
+    REQUIRE(e);
+    for (k = 0; k < 2; k++) {
+        if (k == 1) { /* the big one retired; a garbage record instead */
+            snprintf(key, sizeof key, "/protover/prot/a-big");
+            etcd_put_raw(key, "not a list\n", 11);
+        }
+        /* keep-me (b-keeps protects it, and it is the least recently used) is never the one evicted */
+        for (j = 0; j < 3; j++) {
+            req_init(&q, sim.url, order[j]);
+            CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+            CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+            CHECK_EQ_INT(prot_notices(&res), 1);
+            for (i = 0; i < res.n_evicted; i++) CHECK(strcmp(res.evicted[i].id, "keep-me") != 0);
+            rsd_etcd_query(e->co, &v);
+            CHECK(v.protected_incomplete);
+            CHECK(strstr(v.protected_why, k ? "is not a valid protection list" : "over attr_arena_bytes (512)") != NULL);
+            CHECK_EQ_INT(v.n_protected, 1);
+            CHECK(view_protects(&v, "keep-me", RSD_ROLE_NONE));
+        }
+        printf("  %s\n", v.protected_why);
+    }
+    rsd_ensurer_destroy(e);
+    sim_stop(&sim);
+}
+
+/* 60 other hosts protect ten models among them (mix0..mix9, one of them as a memory model)
+   and this host its own eight (mix0..mix7): ten distinct models, each once, in the view and
+   in what the reconcile gets; nothing unknown, no notice. */
+static void test_etcd_prot_mix(void) {
+    const char *args[] = {"--models-max", "2", "--load-ms", "5", "--unload-ms", "1", "--model", "id=m", NULL};
+    static char names[10][8];
+    const char *own[8], *one;
+    char coord[96], sd[300], host[16];
+    rsd_role role;
+    sim_proc sim;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_etcd_view v;
+    int i, j, found;
+    for (i = 0; i < 10; i++) snprintf(names[i], sizeof names[i], "mix%d", i);
+    for (i = 0; i < 8; i++) own[i] = names[i];
+    for (i = 0; i < 60; i++) {
+        snprintf(host, sizeof host, "h%03d", i);
+        one = names[i % 10];
+        role = i == 42 ? RSD_ROLE_MEMORY : RSD_ROLE_NONE; /* mix2, once */
+        prot_publish("protmix", host, &one, &role, 1);
+    }
+    prot_coord(coord, sizeof coord, "protmix");
+    REQUIRE(sim_start(&sim, args) == 0);
+    snprintf(sd, sizeof sd, "%s/protmix", g_tmp);
+    e = host_prot(coord, "zz-self", sd, own, 8, 0);
+    REQUIRE(e);
+    req_init(&q, sim.url, "m");
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(prot_notices(&res), 0);
+    rsd_etcd_query(e->co, &v);
+    CHECK(!v.protected_incomplete);
+    CHECK_EQ_INT(v.n_protected, 10);
+    CHECK(view_protects(&v, "mix2", RSD_ROLE_MEMORY));
+    CHECK_EQ_INT(e->n_prot_all, 10);
+    CHECK(!e->prot_over);
+    for (i = 0; i < 10; i++) {
+        for (found = 0, j = 0; j < e->n_prot_all; j++) found += rsd_str_eq_c(e->prot_all[j].model_id, names[i]);
+        CHECK_EQ_INT(found, 1);
+    }
+    rsd_ensurer_destroy(e);
+    sim_stop(&sim);
+}
+
 /* ---- etcd stopped mid-run ------------------------------------------------------------------ */
 static bool has_notice(const rsd_ensure_result *r, rsd_driver_msg m) {
     int i;
@@ -950,6 +1292,11 @@ int main(int argc, char **argv) {
     RUN(test_etcd_stale_holder_ensure);
     RUN(test_etcd_corrupt_record);
     RUN(test_etcd_lmstudio_shared);
+    RUN(test_etcd_prot_past_the_first_page);
+    RUN(test_etcd_prot_pages_coordinator);
+    RUN(test_etcd_prot_too_many_models);
+    RUN(test_etcd_prot_record_over_the_arena);
+    RUN(test_etcd_prot_mix);
     RUN(test_etcd_stopped_mid_run);
     etcd_stop(&g_etcd);
     {
