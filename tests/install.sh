@@ -55,6 +55,8 @@ for p in rsd-serve rsd-ensure; do
     if [ "$got" = "$p (residency.h) $VERSION" ]; then ok; else bad "$p --version says '$got', expected '$p (residency.h) $VERSION'"; fi
 done
 if grep -qx "Version: $VERSION" "$D$PREFIX/share/pkgconfig/residency.pc"; then ok; else bad "residency.pc does not say Version: $VERSION"; fi
+if sed -n 2p residency.h | grep -q "^   v$VERSION -- " && grep -q "RSD_VERSION_STRING \"$VERSION\" (RSD_VERSION_MAJOR" residency.h; then ok
+else bad "residency.h's first lines or its manual do not say version $VERSION"; fi
 
 # ---- the example configuration is the program's own -----------------------------------
 EX=$D$PREFIX/share/residency/serve.ini.example
