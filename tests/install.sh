@@ -3,10 +3,10 @@
 #   - every file is there, the versions agree (RSD_VERSION_STRING, --version, the .pc);
 #   - serve.ini.example is rsd-serve --example-config, and a config made from it runs;
 #   - the unit file has what the service needs and passes `systemd-analyze verify`;
-#   - examples/minimal.c builds against the install through pkg-config, through CMake's
-#     find_package, and through add_subdirectory of this checkout (each skipped with one
-#     line without pkg-config / cmake), and each build makes a model resident through the
-#     installed rsd-serve, whose children are the installed rsd-sim;
+#   - examples/minimal.c builds against the install through pkg-config and through CMake's
+#     find_package, and against this checkout through add_subdirectory and FetchContent
+#     (skipped with one line without pkg-config / cmake), and each build makes a model
+#     resident through the installed rsd-serve, whose children are the installed rsd-sim;
 #   - rsd-serve reloads on SIGHUP and stops on SIGTERM (exit 0); nothing the programs
 #     write to a file (not a terminal) holds an ANSI escape or a carriage return;
 #   - make uninstall leaves no file and none of our directories behind.
@@ -145,11 +145,18 @@ if command -v cmake >/dev/null 2>&1; then
         built=$(find "$T/subdir/build/residency" -type f \( -name '*.o' -o -perm -u+x \) | head -n 3)
         if [ -z "$built" ]; then ok; else bad "add_subdirectory built: $built"; fi
     else bad "minimal.c does not build through add_subdirectory:"; cat "$T/subdir.log"; fi
+    # FetchContent (CMake 3.14+), as a game engine's build pulls it in: add_subdirectory underneath
+    if cmake_build fetch "include(FetchContent)" "FetchContent_Declare(residency SOURCE_DIR \"$REPO\")" \
+            "FetchContent_MakeAvailable(residency)"; then
+        ok; run_minimal "FetchContent" "$T/fetch/build/minimal"
+    else bad "minimal.c does not build through FetchContent:"; cat "$T/fetch.log"; fi
 else
     echo "install: the CMake builds skipped (no cmake; apt-get install cmake)"
 fi
-# rsd-ensure from the install lists it through rsd-serve (its output going to a file)
-if "$BIN/rsd-ensure" --url "$URL" --list >"$T/ensure.out" 2>"$T/ensure.err" &&
+# rsd-ensure from the install (it loads the model when no build above did) lists it through
+# rsd-serve (its output going to files)
+if "$BIN/rsd-ensure" --url "$URL" --model example >"$T/ensure.out" 2>"$T/ensure.err" &&
+    "$BIN/rsd-ensure" --url "$URL" --list >>"$T/ensure.out" 2>>"$T/ensure.err" &&
     grep -q '^resident: example (loaded' "$T/ensure.out"; then ok
 else bad "rsd-ensure --list through rsd-serve:"; cat "$T/ensure.out" "$T/ensure.err"; fi
 
