@@ -145,6 +145,15 @@ if command -v cmake >/dev/null 2>&1; then
         built=$(find "$T/subdir/build/residency" -type f \( -name '*.o' -o -perm -u+x \) | head -n 3)
         if [ -z "$built" ]; then ok; else bad "add_subdirectory built: $built"; fi
     else bad "minimal.c does not build through add_subdirectory:"; cat "$T/subdir.log"; fi
+    # RESIDENCY_MBEDTLS=ON: https built in, mbedTLS linked (where its headers are installed)
+    if [ -f /usr/include/mbedtls/ssl.h ]; then
+        if cmake_build tls "set(RESIDENCY_MBEDTLS ON)" "add_subdirectory(\"$REPO\" residency)"; then
+            ok; run_minimal "add_subdirectory with RESIDENCY_MBEDTLS" "$T/tls/build/minimal"
+            if grep -q -- '-DRSD_HTTP_MBEDTLS' "$T/tls/build/CMakeFiles/minimal.dir/flags.make" &&
+                grep -q -- '-lmbedtls' "$T/tls/build/CMakeFiles/minimal.dir/link.txt"; then ok
+            else bad "RESIDENCY_MBEDTLS=ON did not define RSD_HTTP_MBEDTLS and link mbedtls"; fi
+        else bad "minimal.c does not build with RESIDENCY_MBEDTLS=ON:"; cat "$T/tls.log"; fi
+    fi
     # FetchContent (CMake 3.14+), as a game engine's build pulls it in: add_subdirectory underneath
     if cmake_build fetch "include(FetchContent)" "FetchContent_Declare(residency SOURCE_DIR \"$REPO\")" \
             "FetchContent_MakeAvailable(residency)"; then
