@@ -32,12 +32,12 @@ AUXH       := $(wildcard tests/*.h examples/*.h fuzz/*.h)
 FUZZ_SECS ?= 60
 T ?= $(FUZZ_NAMES)
 
-.PHONY: test unit compile-matrix symbols manual replay readme examples fuzz bench clean demo
+.PHONY: test unit compile-matrix symbols manual replay readme examples fuzz bench clean demo install uninstall install-test
 .DEFAULT_GOAL := test
 
 # unit first: with -j its builds are asked for first, so that its suites (which mostly
 # wait on loopback servers) can run beside the compile matrix (CPU-bound, JOBS at once).
-test: unit replay compile-matrix symbols manual readme examples
+test: unit replay compile-matrix symbols manual readme examples install-test
 	@echo "make test: all green"
 	@cat $(B)/tests/summary
 
@@ -139,7 +139,52 @@ test-arm64 test-armhf test-s390x: examples
 test-windows:
 	@sh tests/windows.sh "$(CWARN)"
 
-$(B) $(B)/tests $(B)/fuzz $(B)/examples $(B)/compile $(B)/readme $(B)/bench:
+# ---- install: make install [PREFIX=/usr/local] [DESTDIR=] ---------------------------
+# The three programs, the two headers (include/residency/), residency.pc, a CMake package
+# (find_package(residency)), the example configuration (rsd-serve --example-config: every
+# key with its default) and the systemd unit, all under DESTDIR/PREFIX. `make uninstall`
+# (same PREFIX and DESTDIR) removes exactly these. tests/install.sh checks both.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR    ?= $(PREFIX)/share
+PKGCONFIGDIR ?= $(DATADIR)/pkgconfig
+CMAKEDIR   ?= $(DATADIR)/cmake/residency
+VERSION    := $(shell sed -n 's/^\#define RSD_VERSION_STRING "\(.*\)"$$/\1/p' residency.h)
+V_MAJOR    := $(word 1,$(subst ., ,$(VERSION)))
+V_MINOR    := $(word 2,$(subst ., ,$(VERSION)))
+PROGRAMS   := rsd-serve rsd-sim rsd-ensure
+INSTALLED  := $(PROGRAMS:%=$(BINDIR)/%) $(HEADERS:%=$(INCLUDEDIR)/residency/%) \
+              $(PKGCONFIGDIR)/residency.pc $(CMAKEDIR)/residency-config.cmake \
+              $(CMAKEDIR)/residency-config-version.cmake \
+              $(DATADIR)/residency/serve.ini.example $(DATADIR)/residency/rsd-serve.service
+SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g' \
+                  -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(V_MAJOR)|g' -e 's|@MINOR@|$(V_MINOR)|g'
+install: $(PROGRAMS:%=$(B)/examples/%) | $(B)/dist
+	@test -n "$(VERSION)" || { echo "install: no RSD_VERSION_STRING in residency.h"; exit 1; }
+	$(SUBST) dist/residency.pc.in > $(B)/dist/residency.pc
+	$(SUBST) dist/residency-config-version.cmake.in > $(B)/dist/residency-config-version.cmake
+	$(SUBST) dist/rsd-serve.service.in > $(B)/dist/rsd-serve.service
+	$(B)/examples/rsd-serve --example-config > $(B)/dist/serve.ini.example
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(INCLUDEDIR)/residency $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DATADIR)/residency
+	install -m 755 $(PROGRAMS:%=$(B)/examples/%) $(DESTDIR)$(BINDIR)/
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/residency/
+	install -m 644 $(B)/dist/residency.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 dist/residency-config.cmake $(B)/dist/residency-config-version.cmake $(DESTDIR)$(CMAKEDIR)/
+	install -m 644 $(B)/dist/serve.ini.example $(B)/dist/rsd-serve.service $(DESTDIR)$(DATADIR)/residency/
+
+# Removes the files install wrote, then the directories of ours that are left empty.
+uninstall:
+	rm -f $(INSTALLED:%=$(DESTDIR)%)
+	rmdir $(DESTDIR)$(INCLUDEDIR)/residency $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(DATADIR)/residency 2>/dev/null || true
+
+# Installs into a temporary DESTDIR, builds examples/minimal.c against it (pkg-config,
+# find_package, add_subdirectory), runs the installed programs, uninstalls.
+install-test: $(PROGRAMS:%=$(B)/examples/%)
+	@sh tests/install.sh "$(CC)" "$(CWARN)" "$(MAKE)"
+
+$(B) $(B)/tests $(B)/fuzz $(B)/examples $(B)/compile $(B)/readme $(B)/bench $(B)/dist:
 	@mkdir -p $@
 
 clean:

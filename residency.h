@@ -7,6 +7,11 @@
    in *one* C or C++ file, before any system header, to create the implementation.
    Every other file includes the header(s) without the define.
 
+   VERSION
+       RSD_VERSION_STRING "0.1.0" (RSD_VERSION_MAJOR, _MINOR, _PATCH): this header's
+       version, the one that `rsd-serve --version`, `rsd-ensure --version`, residency.pc
+       and the CMake package give. `make install` puts both headers in include/residency/.
+
    residency.h is the core: platform-free, libc only, no I/O. residency_http.h is
    the I/O shell (POSIX sockets, optional mbedTLS) that drives the core.
 

@@ -1,7 +1,7 @@
 /* minimal.c -- make a model resident with the blocking call.
    usage: minimal [URL] [MODEL]   (defaults: http://127.0.0.1:8080 default) */
 #define RESIDENCY_IMPLEMENTATION
-#include "../residency_http.h"
+#include "residency_http.h"  /* -I the directory that holds it (-I. here) */
 #include <stdio.h>
 #include <string.h>
 

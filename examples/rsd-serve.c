@@ -12,7 +12,9 @@
    INI (api_key and admin_key as ***, defaults instead of 0, sizes and durations as
    written or in the largest exact unit) and exits
    0; 64 with every problem on its own FILE:LINE line; 66 when the config file cannot
-   be read or is a directory.
+   be read or is a directory. `--version` prints the library's version (RSD_VERSION_STRING);
+   `--example-config` prints every key with its default and a line of help (rsrv_write_example;
+   `make install` installs it as share/residency/serve.ini.example).
 
    Endpoints
      OpenAI:  GET /v1/models; POST /v1/chat/completions, /v1/completions,
@@ -3043,12 +3045,13 @@ static void usage(FILE *f) {
             "                 [--llama-server PATH] [--args \"A B\"] [--start-timeout DUR] [--stop-grace DUR]\n"
             "                 [--max-wait DUR] [--send-timeout DUR] [--max-queue N] [--watchdog DUR]\n"
             "                 [--lock-models A,B] [--api-key K] [--admin-key K] [--cors '*'|ORIGINS]\n"
-            "                 [--event-history N] [--check] [--verbose] [--quiet]\n"
+            "                 [--event-history N] [--check] [--verbose] [--quiet] [--version] [--example-config]\n"
             "                 [--model ID=PATH | --command ID=\"CMD\" [--ctx N] [--parallel N] [--ngl X]\n"
             "                  [--reserve SIZE] [--ttl DUR] [--pinned] [--preload] [--aliases A,B]\n"
             "                  [--model-args \"A B\"] [--env \"A=1,B=2\"] [--model-max-queue N]]...\n"
             "The INI format is described at the top of examples/rsd_serve.h and in README.md.\n"
             "--check: report what cannot work (FILE:LINE each), else print the effective configuration.\n"
+            "--example-config: print every configuration key with its default and one line of help.\n"
             "SIGHUP or POST /_rsd/reload reloads the --config file.\n"
             "Exit codes: 0 stopped by SIGINT/SIGTERM/SIGQUIT, 1 cannot listen or start,\n"
             "64 bad flags or config, 66 config file unreadable or a directory.\n");
@@ -3063,10 +3066,18 @@ static int main_configure(srv *s, int argc, char **argv, char **argv2, rsd_fleet
     bool check = false;
     int i, rc, argc2 = 0;
     rsrv_config_init(s->cfg);
-    /* --check is ours; the rest is rsrv_parse_args' */
+    /* --check, --version and --example-config are ours; the rest is rsrv_parse_args' */
     for (i = 0; i < argc; i++) {
         if (i && !strcmp(argv[i], "--check")) check = true;
-        else argv2[argc2++] = argv[i];
+        else if (i && !strcmp(argv[i], "--version")) {
+            printf("rsd-serve (residency.h) %s\n", RSD_VERSION_STRING);
+            return EX_OK;
+        } else if (i && !strcmp(argv[i], "--example-config")) {
+            rc = rsrv_write_example(s->cfg, RSD_VERSION_STRING, s->out, SRV_OUT);
+            if (rc < 0) return EX_FAIL;
+            fwrite(s->out, 1, (size_t)rc, stdout);
+            return EX_OK;
+        } else argv2[argc2++] = argv[i];
     }
     s->argc = argc2;
     s->argv = argv2;

@@ -1151,6 +1151,125 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     return (int)o;
 }
 
+/* What rsrv_write_example says of each key, in rsrv_global_keys / rsrv_model_keys order:
+   one line of help, and for a key that has no default (rsrv_write_ini leaves it out), an
+   example value, written commented out. */
+typedef struct rsrv_key_doc {
+    const char *help;
+    const char *example; /* NULL: the key has a default, which rsrv_write_ini writes */
+} rsrv_key_doc;
+static const rsrv_key_doc rsrv_global_docs[] = {
+    {"processes resident at once, 1..16", NULL},
+    {"byte budget of all reservations (K/M/G/T); 0 = models are counted only", NULL},
+    {"the llama-server binary (a name is looked up in PATH)", NULL},
+    {"HOST:PORT, [V6]:PORT or PORT to listen on (port 0 = any free port, printed)", NULL},
+    {"until a start counts as failed (durations: seconds, or ms/s/m/h)", NULL},
+    {"from SIGTERM to SIGKILL when a process is stopped", NULL},
+    {"extra arguments for every llama_server model, before its own (default none)", "--no-webui"},
+    {"a request waiting this long for a process makes a busy model drain", NULL},
+    {"a client that reads nothing of its answer this long is cut, its request cancelled", NULL},
+    {"requests waiting for a process in all, 1..4096; past it 429 with Retry-After", NULL},
+    {"poll each ready child's /health this often; 0 = off", NULL},
+    {"failed watchdog polls in a row that restart a child", NULL},
+    {"5xx answers in a row (503 aside) that restart a child", NULL},
+    {"restarts in a row (1 s doubling to 60 s apart), then it is left stopped", NULL},
+    {"a locked host: only these models (ids or aliases) are served and listed (default: any)",
+     "chat-8b, coder"},
+    {"every endpoint but /health and / needs \"Authorization: Bearer KEY\" (default none; or $RSD_API_KEY)",
+     "sk-change-me"},
+    {"management (/models/load, /models/unload, /status, /_rsd/...) needs this one instead (default: api_key)",
+     "adm-change-me"},
+    {"CORS: * or origins separated by commas (default off)", "https://app.example, http://localhost:3000"},
+    {"events kept for GET /_rsd/events?since=ID, 1..16384 (4 KB each)", NULL}};
+static const rsrv_key_doc rsrv_model_docs[] = {
+    {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID ARGS",
+     NULL},
+    {"or a whole command line instead of llama_server; it listens on {port} and answers GET /health",
+     "/opt/bin/srv --port {port} --weights {model}"},
+    {"extra arguments for this model, after the global args (default none)", "--jinja -fa on"},
+    {"context size, passed as -c (default: not passed)", "8192"},
+    {"slots, passed as -np; also the most requests sent to it at once (default: not passed)", "4"},
+    {"GPU layers, passed as -ngl: a number, auto or all (default: not passed)", "99"},
+    {"bytes counted against vram_budget while it runs", NULL},
+    {"stopped after this long idle; 0 = never", NULL},
+    {"never evicted, started at boot, listed with the tag pinned:true", NULL},
+    {"other names that route to this model (default none)", "chat, default"},
+    {"the child's environment on top of rsd-serve's: NAME=VALUE, comma separated (default none)",
+     "CUDA_VISIBLE_DEVICES=0"},
+    {"started at boot, but evicted like any other", NULL},
+    {"requests waiting for this model (at most the global max_queue)", NULL},
+    {"a session's requests go to the slot holding its KV cache (default false)", "true"},
+    {"with session_affinity: erase a slot before another session gets it (default false)", "true"}};
+typedef char rsrv_global_docs_cover_every_key[sizeof rsrv_global_docs / sizeof rsrv_global_docs[0] ==
+                                                      sizeof rsrv_global_keys / sizeof rsrv_global_keys[0] ? 1 : -1];
+typedef char rsrv_model_docs_cover_every_key[sizeof rsrv_model_docs / sizeof rsrv_model_docs[0] ==
+                                                     sizeof rsrv_model_keys / sizeof rsrv_model_keys[0] ? 1 : -1];
+
+/* Writes the example configuration (rsd-serve --example-config; installed as
+   share/residency/serve.ini.example): what --check prints (rsrv_write_ini) for the default
+   configuration with one model, a help line above every key, and each key without a default
+   commented out with an example value. c is scratch (rsrv_config_init'ed here). Returns the
+   length, or -1 when cap is too small. */
+RSRV_FN int rsrv_write_example(rsrv_config *c, const char *version, char *buf, size_t cap) {
+    const size_t half = cap / 2; /* rsrv_write_ini's text goes to the upper half, read from there */
+    const char *src = buf + half, *end;
+    const char *const *keys = rsrv_global_keys;
+    const rsrv_key_doc *docs = rsrv_global_docs;
+    int nkeys = (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]);
+    uint32_t written = 0;
+    size_t o = 0;
+    int n, k, w;
+    char err[RSRV_ERR_MAX];
+    rsrv_model *m;
+    rsrv_config_init(c);
+    m = rsrv_add_model(c, "example", 7, 0, err, sizeof err);
+    if (!m) return -1;
+    rsrv_cpy(m->model, sizeof m->model, "/models/example.gguf", 20);
+    n = rsrv_write_ini(c, buf + half, cap - half);
+    if (n < 0) return -1;
+    end = src + n;
+#define RSRV_PUT(...) do { w = snprintf(buf + o, o < half ? half - o : 0, __VA_ARGS__); \
+        if (w < 0 || (size_t)w >= (o < half ? half - o : 0)) { return -1; } \
+        o += (size_t)w; } while (0)
+    RSRV_PUT("# rsd-serve %s: every configuration key with its default, as `rsd-serve --check` prints\n"
+             "# the configuration in effect (this file is `rsd-serve --example-config`). A key without a\n"
+             "# default is commented out with an example value. Sizes take K/M/G/T; durations are\n"
+             "# seconds or take ms/s/m/h. The flags of the command line apply on top of this file.\n",
+             version);
+    while (src < end) {
+        const char *nl = (const char *)memchr(src, '\n', (size_t)(end - src));
+        size_t len = nl ? (size_t)(nl - src) : (size_t)(end - src), kn;
+        bool section = len && src[0] == '[';
+        if (section || !len) { /* a section ends: the keys it left out, commented */
+            for (k = 0; k < nkeys && written; k++)
+                if (!(written & (1u << k)) && docs[k].example)
+                    RSRV_PUT("# %s\n# %s = %s\n", docs[k].help, keys[k], docs[k].example);
+            written = 0;
+        }
+        if (section) {
+            RSRV_PUT("\n%.*s\n", (int)len, src);
+            if (len > 6 && !memcmp(src, "[model", 6)) {
+                keys = rsrv_model_keys;
+                docs = rsrv_model_docs;
+                nkeys = (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]);
+            }
+        } else if (len) {
+            for (kn = 0; kn < len && src[kn] != ' ' && src[kn] != '='; kn++) {}
+            for (k = 0; k < nkeys; k++)
+                if (strlen(keys[k]) == kn && !memcmp(keys[k], src, kn)) break;
+            if (k == nkeys) return -1; /* rsrv_write_ini wrote a key these tables do not know */
+            written |= 1u << k;
+            RSRV_PUT("# %s\n%.*s\n", docs[k].help, (int)len, src);
+        }
+        src += len + (nl ? 1 : 0);
+    }
+    for (k = 0; k < nkeys && written; k++)
+        if (!(written & (1u << k)) && docs[k].example)
+            RSRV_PUT("# %s\n# %s = %s\n", docs[k].help, keys[k], docs[k].example);
+#undef RSRV_PUT
+    return (int)o;
+}
+
 /* Would model x of ca run a different process than y of cb: its command line, model
    file, args, ctx, parallel, ngl, env, reservation, or (for llama_server models) the
    binary, the global args or the start timeout? (ttl, pin, aliases, preload and

@@ -142,6 +142,52 @@ static void test_config_defaults(void) {
     CHECK_EQ_INT(parse("[model a#b]\nmodel = x\n", err, sizeof err), -1);
 }
 
+/* The example configuration (rsd-serve --example-config, installed as serve.ini.example):
+   it reads back as the default configuration with its one model, names every key, and with
+   its commented keys uncommented it still parses and sets every key. */
+static void test_config_example(void) {
+    char err[RSRV_ERR_MAX] = "", *p, *q;
+    const char *model_part;
+    size_t k;
+    int n = rsrv_write_example(&g_cfg2, "9.9.9", g_ini, sizeof g_ini);
+    REQUIRE(n > 0);
+    CHECK(strstr(g_ini, "# rsd-serve 9.9.9: every configuration key with its default") == g_ini);
+    REQUIRE(parse("[model example]\nmodel = /models/example.gguf\n", err, sizeof err) == 0);
+    rsrv_config_init(&g_cfg2);
+    CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, (size_t)n, "example", err, sizeof err), 0);
+    CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
+    model_part = strstr(g_ini, "\n[model example]\n");
+    REQUIRE(model_part != NULL);
+    for (k = 0; k < sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]; k++) {
+        char a[64], b[64];
+        const char *at, *bt;
+        snprintf(a, sizeof a, "\n%s = ", rsrv_global_keys[k]);
+        snprintf(b, sizeof b, "\n# %s = ", rsrv_global_keys[k]);
+        at = strstr(g_ini, a);
+        bt = strstr(g_ini, b);
+        if (!((at && at < model_part) || (bt && bt < model_part))) printf("  global key %s missing\n", rsrv_global_keys[k]);
+        CHECK((at && at < model_part) || (bt && bt < model_part));
+    }
+    for (k = 0; k < sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]; k++) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "\n%s = ", rsrv_model_keys[k]);
+        snprintf(b, sizeof b, "\n# %s = ", rsrv_model_keys[k]);
+        if (!strstr(model_part, a) && !strstr(model_part, b)) printf("  model key %s missing\n", rsrv_model_keys[k]);
+        CHECK(strstr(model_part, a) || strstr(model_part, b));
+    }
+    /* uncomment the "# key = example" lines (help lines have no " = " after one word) */
+    for (p = g_ini; (p = strstr(p, "\n# ")) != NULL; p++) {
+        for (q = p + 3; (*q >= 'a' && *q <= 'z') || *q == '_'; q++) {}
+        if (q > p + 3 && !strncmp(q, " = ", 3)) memmove(p + 1, p + 3, strlen(p + 3) + 1);
+    }
+    rsrv_config_init(&g_cfg2);
+    CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, g_ini, strlen(g_ini), "example", err, sizeof err), 0);
+    if (err[0]) printf("  %s\n", err);
+    CHECK_EQ_INT(g_cfg2.seen, (1u << (sizeof rsrv_global_keys / sizeof rsrv_global_keys[0])) - 1);
+    CHECK_EQ_INT(g_cfg2.models[0].seen, (1u << (sizeof rsrv_model_keys / sizeof rsrv_model_keys[0])) - 1);
+    CHECK_EQ_INT(rsrv_write_example(&g_cfg2, "9.9.9", g_ini, 1024), -1);
+}
+
 /* Each bad file names its line and the problem. */
 static void test_config_errors(void) {
     static const struct { const char *text, *want; } cases[] = {
@@ -1121,6 +1167,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     RUN(test_config_full);
     RUN(test_config_defaults);
+    RUN(test_config_example);
     RUN(test_config_errors);
     RUN(test_config_values);
     RUN(test_config_split);
