@@ -47,7 +47,8 @@
               None of these (nor /metrics, /props, the watchdog's polls) counts as
               use of a model: they start nothing and never reset its idle timer.
               GET /v1/models/ID (percent-encoded id or
-              alias): one listing entry, or 404 `model "ID" was not found`; GET
+              alias): one listing entry, or the 404 an unknown model gets on a
+              completion (same body); GET
               /api/v0/models: the listing again. Entries carry created (the process's
               start, seconds), owned_by, max_context_length (ctx or null),
               loaded_context_length while loaded (ctx / parallel) and status.last_used
@@ -1473,12 +1474,11 @@ static void answer_lease(srv *s, const rsd_http_server_event *ev, bool del, uint
 static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     const char *p = ev->head->target.ptr + 11, *e = ev->head->target.ptr + ev->head->target.len;
     const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
-    char id[RSRV_ID_MAX * 3], msg[sizeof id + 32];
+    char id[RSRV_ID_MAX * 3];
     int n = pct_decode(p, q ? q : e, false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
     if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models(s, ev->req, now, m); return; }
-    if (n < 0) snprintf(id, sizeof id, "(bad id)");
-    snprintf(msg, sizeof msg, "model \"%s\" was not found", id);
-    respond_error(s, ev->req, 404, "not_found_error", msg);
+    /* the body a completion for that name gets (one shape for one meaning) */
+    respond_unknown_model(s, ev->req, n < 0 ? "(bad id)" : n >= RSRV_ID_MAX ? "(too long)" : id);
 }
 
 static bool path_is(const rsd_http_server_event *ev, const char *p) {

@@ -556,7 +556,11 @@ static void test_serve_listing_fields(void) {
     CHECK(rsd_json_find(&d, 0, "loaded_context_length") < 0); /* not loaded */
     CHECK(rsd_json_type_of(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "status"), "last_used")) == RSD_JSON_NULL);
     CHECK_EQ_INT(http(&s, "GET", "/v1/models/nope", NULL), 404);
-    CHECK(strstr(g_body, "model \\\"nope\\\" was not found") != NULL);
+    memcpy(cfg, g_body, sizeof cfg - 1); /* one meaning, one body: as a completion's */
+    cfg[sizeof cfg - 1] = 0;
+    CHECK(strstr(cfg, "\"code\":\"model_not_found\"") && strstr(cfg, "'nope'"));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("nope", false)), 404);
+    CHECK_EQ_STR(g_body, cfg);
     CHECK_EQ_INT(http(&s, "GET", "/v1/models/plain", NULL), 200);
     CHECK(strstr(g_body, "\"max_context_length\":null") != NULL);
     /* loaded: the per-request window and the process's start time */
