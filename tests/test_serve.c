@@ -906,6 +906,28 @@ static void test_serve_wrapper_children(void) {
     CHECK(!port_open(port));
 }
 
+/* A readiness probe that finds the port not yet bound is no error: the verbose log says
+   "waiting for ID (port N) to listen", never HTTP_CONNECT_FAILED. */
+static void test_serve_waiting_log(void) {
+    serve_proc s;
+    char path[256], text[2048];
+    const char *args[] = {"--config", path, "--verbose", NULL};
+    make_dir();
+    snprintf(path, sizeof path, "%s/slow.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 1\n"
+             "[model slow]\ncommand = /bin/sh -c \"sleep 1; exec %s --runtime server --port {port} "
+             "--load-ms 20 -m /models/slow.gguf --alias slow\"\n",
+             SIM_BIN);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("slow", false)), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK(log_has(&s, "[FLEET_WAITING] fleet: waiting for slow (port "));
+    CHECK(!log_has(&s, "HTTP_CONNECT_FAILED"));
+    CHECK(!log_has(&s, "connect failed"));
+}
+
 /* Every line of the log is one of rsd-serve's own ("rsd-serve: ..."): a child's output
    quoted in a message cannot start a line of its own. */
 static bool log_lines_own(const serve_proc *s) {
@@ -1135,6 +1157,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_secrets);
     RUN(test_ensure_output_escaped);
     RUN(test_serve_wrapper_children);
+    RUN(test_serve_waiting_log);
     RUN(test_serve_idle_upstream);
     RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);
