@@ -24,6 +24,10 @@
               Authorization header goes along (a model run with --api-key checks
               it). Streaming (SSE) answers
               are passed through as they arrive, chunk by chunk, never buffered whole.
+              A child that fails mid-stream: the stream ends with an `event: error`
+              frame, data {"error":{"code":502,"message":..,"type":"server_error"}},
+              and then its proper end (no [DONE]), which the OpenAI SDKs raise as an
+              API error; before the answer began it is a plain 502.
               Unknown model: 404 {"error":{"message":..,"type":"invalid_request_error",
               "param":"model","code":"model_not_found"}}; no "model": 400.
               ?autoload=false (anything but true or 1), as the llama.cpp router: only a
@@ -329,6 +333,8 @@ typedef struct job {
     bool broken;           /* the answer cannot be completed: cut the connection */
     bool up_done;          /* upstream finished OK; end the answer once the stash is out */
     bool paused;           /* upstream reading paused until the stash is out */
+    bool sse;              /* the answer is a chunked text/event-stream (a cut one ends with an error event) */
+    char tail[2];          /* the last two upstream body bytes (is the stream at a frame's end?) */
     char *stash;
     size_t stash_len;
     uint64_t t0;
@@ -893,6 +899,7 @@ static bool job_begin(srv *s, job *j) {
     else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd.status, out, nh, hd.framing.content_length);
     if (r != RSD_OK) return false;
     j->begun = true;
+    j->sse = hd.framing.chunked && ct.len >= 17 && !strncmp(ct.ptr, "text/event-stream", 17);
     return true;
 }
 
@@ -906,6 +913,9 @@ static void on_up_body(void *user, const char *data, size_t len) {
     if (j->broken || j->client_gone || !len) return;
     if (!j->begun && !job_begin(s, j)) { j->broken = true; return; }
     if (j->stash_len) { j->broken = true; return; } /* cannot happen: paused while stashed */
+    if (len >= 2) j->tail[0] = data[len - 2];
+    else j->tail[0] = j->tail[1];
+    j->tail[1] = data[len - 1];
     room = rsd_http_stream_room(s->hs, j->sreq);
     if (room) {
         size_t n = room < len ? room : len;
@@ -923,6 +933,55 @@ static void on_up_body(void *user, const char *data, size_t len) {
         (void)rsd_http_pause(s->hc, j->up, true);
         j->paused = true;
     }
+}
+
+/* A streamed (SSE) answer whose child failed mid-stream ends with an OpenAI error object
+   as an `event: error` frame (after a blank line when the cut left a frame open), then
+   the stream's proper end: the OpenAI SDKs raise it as an API error, not a network one,
+   and plain SSE readers see why. What the client's buffer does not take is stashed and
+   sent by jobs_service (JOB_DRAIN) before the end. False: it could not be (cut it). */
+static bool job_sse_error(srv *s, job *j, const char *msg) {
+    rsd_json_writer w;
+    char text[1024];
+    size_t k = 0, n, room;
+    int len;
+    if (!(j->tail[0] == '\n' && j->tail[1] == '\n')) {
+        memcpy(text, "\n\n", 2);
+        k = 2;
+    }
+    memcpy(text + k, "event: error\ndata: ", 19);
+    k += 19;
+    rsd_json_w_init(&w, text + k, sizeof text - k - 2);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "error");
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "code");
+    rsd_json_w_int(&w, 502);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, msg);
+    rsd_json_w_key(&w, "type");
+    rsd_json_w_str(&w, "server_error");
+    rsd_json_w_end_object(&w);
+    rsd_json_w_end_object(&w);
+    len = rsd_json_w_finish(&w);
+    if (len < 0) return false;
+    k += (size_t)len;
+    memcpy(text + k, "\n\n", 2);
+    n = k + 2;
+    k = 0;
+    room = j->stash_len ? 0 : rsd_http_stream_room(s->hs, j->sreq);
+    if (room) {
+        k = room < n ? room : n;
+        if (rsd_http_stream_write(s->hs, j->sreq, text, k) != RSD_OK) return false;
+    }
+    if (k < n) { /* behind what is stashed already, or what did not fit */
+        char *st = (char *)realloc(j->stash, j->stash_len + (n - k) > SRV_STASH ? j->stash_len + (n - k) : SRV_STASH);
+        if (!st) return false;
+        j->stash = st;
+        memcpy(j->stash + j->stash_len, text + k, n - k);
+        j->stash_len += n - k;
+    }
+    return true;
 }
 
 /* Sends a granted job to its model's process. */
@@ -2408,19 +2467,27 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     if (j->aff_phase == AFF_SAMPLE || j->aff_phase == AFF_ERASE) { aff_on_upstream(s, j, ev, now); return; }
     if (ev->result != RSD_OK || j->broken) {
         char msg[512];
-        if (j->begun) {
-            (void)rsd_http_abort(s->hs, j->sreq);
-        } else {
-            snprintf(msg, sizeof msg, "upstream '%s' (127.0.0.1:%u) failed: %s%s%s", s->cfg->models[j->model].id,
-                     (unsigned)j->port, rsd_result_str(ev->result != RSD_OK ? ev->result : RSD_ERR_IO),
-                     ev->sys_errno ? " - " : "", ev->sys_errno ? strerror(ev->sys_errno) : "");
-            respond_error(s, j->sreq, 502, "server_error", msg);
-        }
+        bool drain = false;
+        snprintf(msg, sizeof msg, "upstream '%s' (127.0.0.1:%u) failed%s: %s%s%s", s->cfg->models[j->model].id,
+                 (unsigned)j->port, j->begun ? " mid-stream" : "",
+                 rsd_result_str(ev->result != RSD_OK ? ev->result : RSD_ERR_IO), ev->sys_errno ? " - " : "",
+                 ev->sys_errno ? strerror(ev->sys_errno) : "");
+        if (!j->begun) respond_error(s, j->sreq, 502, "server_error", msg);
+        else if (!j->broken && j->sse && job_sse_error(s, j, msg)) drain = true; /* an error event, then the end */
+        else (void)rsd_http_abort(s->hs, j->sreq);
         logf_("%s %s %s: upstream failed: %s", j->method, j->path, s->cfg->models[j->model].id,
               rsd_result_str(ev->result));
         if (!j->broken) (void)rsd_fleet_report(s->fleet, j->model, j->port, 502, now); /* the watchdog counts it */
         job_release(s, j, now, false);
-        job_free(s, j, now);
+        if (drain && j->stash_len) {
+            if (!j->stall_since) j->stall_since = now;
+            j->up_done = true;
+            j->state = JOB_DRAIN;
+        } else if (drain) {
+            job_finish(s, j, now);
+        } else {
+            job_free(s, j, now);
+        }
         return;
     }
     job_release(s, j, now, false);

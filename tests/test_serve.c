@@ -685,6 +685,7 @@ static void test_serve_upstream_hangup(void) {
     make_dir();
     snprintf(path, sizeof path, "%s/hangup.ini", g_dir);
     write_config(path, 2, "[model slow]\nmodel = @/slow.gguf\nargs = --gen-ms 60000\n"
+                          "[model tok]\nmodel = @/tok.gguf\nargs = --token-ms 300\n"
                           "[model late]\nmodel = @/late.gguf\nargs = --load-ms 60000\n"
                           "[model broken]\nmodel = @/broken.gguf,fail=1\n");
     REQUIRE(serve_start(&s, args) == 0);
@@ -717,6 +718,41 @@ static void test_serve_upstream_hangup(void) {
     CHECK(strstr(buf, "upstream 'slow'") != NULL);
     close(fd);
     CHECK(wait_field(&s, "slow", "in_flight", 0));
+
+    /* a child that dies mid-stream: the stream ends with an SSE error event (the OpenAI
+       error object, code 502) and its proper end, not a cut socket */
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"tok\"}"), 200);
+    REQUIRE(wait_state(&s, "tok", "ready"));
+    port = (int)status_field(&s, "tok", "port");
+    REQUIRE(port > 0);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("tok", true)) == 0);
+    {
+        static char all[65536];
+        size_t n = 0;
+        serve_proc child;
+        while (n < sizeof all - 1 && !strstr(all, "data: {")) { /* the first chunk */
+            got = raw_read(fd, all + n, sizeof all - 1 - n);
+            if (got <= 0) break;
+            n += (size_t)got;
+            all[n] = 0;
+        }
+        REQUIRE(strstr(all, "data: {") != NULL);
+        memset(&child, 0, sizeof child);
+        snprintf(child.url, sizeof child.url, "http://127.0.0.1:%d", port);
+        (void)http(&child, "POST", "/_sim/crash", "{\"model\":\"tok\",\"exit_code\":3}");
+        while (n < sizeof all - 1 && (got = raw_read(fd, all + n, sizeof all - 1 - n)) > 0) n += (size_t)got;
+        all[n] = 0;
+        CHECK(strstr(all, "HTTP/1.1 200") == all);
+        CHECK(strstr(all, "event: error\ndata: {\"error\":{\"code\":502,\"message\":\"upstream 'tok'") != NULL);
+        CHECK(strstr(all, "\"type\":\"server_error\"}}\n\n") != NULL);
+        CHECK(strstr(all, "[DONE]") == NULL);
+        CHECK(n >= 5 && !strcmp(all + n - 5, "0\r\n\r\n")); /* the chunked end: not cut */
+        if (!strstr(all, "event: error")) printf("  stream: %s\n", all);
+    }
+    close(fd);
+    CHECK(wait_field(&s, "tok", "in_flight", 0));
 
     /* a model whose process exits while loading fails its request with the output */
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
