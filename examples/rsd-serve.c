@@ -38,7 +38,9 @@
               loaded|loading|unloaded, status.args with the values of secret flags
               such as --api-key as ***; after a failed start failed:true and the
               child's own exit_code: 128+N when signal N ended it, 127 when it never
-              ran), POST /models/load
+              ran; while loaded, "meta" as the router's: what the child's own
+              /v1/models says, n_ctx, n_ctx_train, n_params, size, n_embd, n_vocab,
+              vocab_type, ftype), POST /models/load
               and /models/unload {"model": id}, GET /props {"role":"router",
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
@@ -82,7 +84,11 @@
      Events:  GET /models/sse: the llama.cpp router's stream (text/event-stream, one
               `data: {"model":ID,"event":KIND,"data":{...}}` per event, no id: lines):
               model_status {"status":"loading"} when a process starts, status_change
-              {"status":"loaded","info":{id, aliases, ...}} when it is ready, and
+              {"status":"loading","progress":{"stages":["text_model"],"current":
+              "text_model","value":0.0}} then, and value 1.0 when it is ready, then
+              {"status":"loaded","info":{id, aliases (the child's own), tags, object,
+              created, owned_by, meta}} once the child has said what it is (GET
+              /v1/models on it, at most 5 s; the router streams wait for it), and
               status_change {"status":"unloaded","exit_code":N} when it is gone (N > 0:
               it failed or crashed). It starts with what happens next.
               GET /_rsd/events: every residency event as `id: N`, `event: KIND`,
@@ -298,6 +304,17 @@ typedef struct srv_mstat {
     uint64_t started_at, ready_ms_last, ready_ms_sum;
 } srv_mstat;
 
+/* What a ready child says of itself (its GET /v1/models data[0], wire.md 1.4): the
+   router's "meta" and the child's "aliases", as JSON text, for the process on port. */
+enum { SRV_META_BYTES = 768, SRV_META_TIMEOUT_MS = 5000 };
+typedef struct srv_meta {
+    rsd_http_req_h req;    /* its GET /v1/models in flight (0 = none) */
+    uint64_t ev_id;        /* the ready event whose router "loaded" waits for it (0 = none) */
+    uint16_t port;         /* the process they describe (0 = none) */
+    char meta[SRV_META_BYTES];    /* {"vocab_type":..} or "" (it gave none) */
+    char aliases[SRV_META_BYTES]; /* ["id"] or "" */
+} srv_meta;
+
 /* One residency event of the history: its JSON (text[0..len)) and, for the events the
    llama.cpp router also sends, the router's form (text[router_off..+router_len)). */
 typedef struct srv_event {
@@ -305,6 +322,7 @@ typedef struct srv_event {
     char kind[16];
     int model;             /* -1 = none */
     uint16_t len, router_off, router_len;
+    bool router_wait;      /* its router form is not complete yet (meta_done completes it) */
     char text[SRV_EVENT_BYTES];
 } srv_event;
 
@@ -377,6 +395,7 @@ typedef struct srv {
     uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
     srv_mstat mstat[RSRV_MAX_MODELS];
+    srv_meta meta[RSRV_MAX_MODELS];
     srv_event *events;     /* the history ring: event id e at events[e % ev_cap] */
     uint32_t ev_cap;
     uint64_t ev_last;      /* id of the newest event (0 = none yet) */
@@ -551,6 +570,14 @@ static void w_model_names(rsd_json_writer *w, const rsrv_model *m) {
     rsd_json_w_end_array(w);
 }
 
+/* Its "tags" member (sorted, as the router's std::set gives them). */
+static void w_model_tags(rsd_json_writer *w, const rsrv_model *m) {
+    rsd_json_w_key(w, "tags");
+    rsd_json_w_begin_array(w);
+    if (m->pinned) rsd_json_w_str(w, "pinned:true"); /* protected for rsd-ensure (R8) */
+    rsd_json_w_end_array(w);
+}
+
 static uint64_t unix_ms_of(const srv *s, uint64_t t) { return s->boot_unix_ms + t; }
 
 /* GET /models, /v1/models, /api/v0/models: the router's listing; only >= 0: that
@@ -581,10 +608,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
         loaded = !strcmp(router_state(&mi), "loaded");
         rsd_json_w_begin_object(&w);
         w_model_names(&w, m);
-        rsd_json_w_key(&w, "tags");
-        rsd_json_w_begin_array(&w);
-        if (m->pinned) rsd_json_w_str(&w, "pinned:true"); /* protected for rsd-ensure (R8) */
-        rsd_json_w_end_array(&w);
+        w_model_tags(&w, m);
         rsd_json_w_key(&w, "object");
         rsd_json_w_str(&w, "model");
         rsd_json_w_key(&w, "owned_by");
@@ -622,6 +646,10 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
             rsd_json_w_int(&w, mi.exit_code);
         }
         rsd_json_w_end_object(&w);
+        if (loaded && s->meta[i].port == mi.port && s->meta[i].meta[0]) { /* what the child says (wire.md 1.4) */
+            rsd_json_w_key(&w, "meta");
+            rsd_json_w_raw(&w, s->meta[i].meta, strlen(s->meta[i].meta));
+        }
         rsd_json_w_end_object(&w);
     }
     if (only < 0) {
@@ -1724,14 +1752,28 @@ static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w) {
     s->ev_last = e->id;
 }
 
+/* What a router event's data carries beside its status (ev_router). */
+enum { ROUTER_PLAIN = 0, ROUTER_INFO, ROUTER_PROGRESS_0, ROUTER_PROGRESS_1 };
+
 /* The llama.cpp router's /models/sse event for the event just committed:
-   {"model":ID,"event":KIND,"data":{"status":STATUS,...}}. exit_code < 0 = none; info =
-   the loaded model's listing entry. */
-static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char *status, int exit_code, bool info) {
+   {"model":ID,"event":KIND,"data":{"status":STATUS,...}}, after the one it has already
+   when it has one (subs_pump then sends both, each its own data: frame; a router event
+   whose residency event has none of its own goes along that way). exit_code < 0 = none; what:
+   ROUTER_INFO adds the loaded model's "info" as the router sends it (the child's
+   /v1/models data[0]: id, the child's aliases, tags, object, created, owned_by, meta),
+   ROUTER_PROGRESS_0/1 the router's load "progress" at 0.0 / 1.0 (wire.md 1.11). */
+static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char *status, int exit_code, int what) {
     rsd_json_writer w;
     int n;
     const rsrv_model *md = &s->cfg->models[m];
-    rsd_json_w_init(&w, e->text + e->router_off, SRV_EVENT_BYTES - e->router_off);
+    const srv_meta *mt = &s->meta[m];
+    size_t at = (size_t)e->router_off + e->router_len;
+    if (e->router_len) {
+        if (at + 8 >= SRV_EVENT_BYTES) return;
+        memcpy(e->text + at, "\n\ndata: ", 8);
+        at += 8;
+    }
+    rsd_json_w_init(&w, e->text + at, SRV_EVENT_BYTES - at);
     rsd_json_w_begin_object(&w);
     rsd_json_w_key(&w, "model");
     rsd_json_w_str(&w, md->id);
@@ -1745,20 +1787,148 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
         rsd_json_w_key(&w, "exit_code");
         rsd_json_w_int(&w, exit_code);
     }
-    if (info) {
+    if (what == ROUTER_PROGRESS_0 || what == ROUTER_PROGRESS_1) {
+        rsd_json_w_key(&w, "progress");
+        rsd_json_w_raw(&w, what == ROUTER_PROGRESS_0
+                               ? "{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}"
+                               : "{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":1.0}",
+                       strlen("{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}"));
+    }
+    if (what == ROUTER_INFO) {
+        rsd_fleet_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        (void)rsd_fleet_query_model(s->fleet, m, s->now, &mi);
         rsd_json_w_key(&w, "info");
         rsd_json_w_begin_object(&w);
-        w_model_names(&w, md);
+        rsd_json_w_key(&w, "id");
+        rsd_json_w_str(&w, md->id);
+        rsd_json_w_key(&w, "aliases"); /* the child's own (its --alias), as the router passes them on */
+        if (mt->aliases[0]) {
+            rsd_json_w_raw(&w, mt->aliases, strlen(mt->aliases));
+        } else {
+            rsd_json_w_begin_array(&w);
+            rsd_json_w_str(&w, md->id);
+            rsd_json_w_end_array(&w);
+        }
+        w_model_tags(&w, md);
         rsd_json_w_key(&w, "object");
         rsd_json_w_str(&w, "model");
+        rsd_json_w_key(&w, "created");
+        rsd_json_w_int(&w, (int64_t)(unix_ms_of(s, mi.started_ms ? mi.started_ms : s->now) / 1000));
         rsd_json_w_key(&w, "owned_by");
         rsd_json_w_str(&w, "llamacpp");
+        if (mt->meta[0]) {
+            rsd_json_w_key(&w, "meta");
+            rsd_json_w_raw(&w, mt->meta, strlen(mt->meta));
+        }
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_object(&w);
     rsd_json_w_end_object(&w);
     n = rsd_json_w_finish(&w);
-    e->router_len = n > 0 ? (uint16_t)n : 0;
+    if (n > 0) e->router_len = (uint16_t)(at + (size_t)n - e->router_off);
+}
+
+/* ---- what a ready child says of itself (its GET /v1/models data[0]) ----------------- */
+/* The router's "loaded" with what model m's child said (or without it), behind its
+   ready event's "loading" progress; the router streams go on past it. */
+static void meta_done(srv *s, int m) {
+    srv_meta *mt = &s->meta[m];
+    srv_event *e = &s->events[mt->ev_id % s->ev_cap];
+    if (mt->ev_id && e->id == mt->ev_id) { /* not yet overwritten in the history */
+        ev_router(s, e, m, "status_change", "loaded", -1, ROUTER_INFO);
+        e->router_wait = false;
+    }
+    mt->ev_id = 0;
+}
+
+/* Forgets what model m's process said (it is gone), and the question still open. */
+static void meta_drop(srv *s, int m) {
+    srv_meta *mt = &s->meta[m];
+    meta_done(s, m); /* it was ready: "loaded" comes before its "unloaded" */
+    if (mt->req.id) (void)rsd_http_cancel(s->hc, mt->req); /* its event matches nothing now */
+    mt->req.id = 0;
+    mt->port = 0;
+    mt->meta[0] = mt->aliases[0] = '\0';
+}
+
+/* Token i (meta: an object of scalars; aliases: an array of strings), rewritten as JSON
+   into out ("" when it is not that, or too large): a child's odd member is left out. */
+static void meta_copy(const rsd_json_doc *d, int i, char *out, size_t cap, bool names) {
+    rsd_json_writer w;
+    char key[128], val[256];
+    size_t len;
+    int c;
+    out[0] = '\0';
+    if (rsd_json_type_of(d, i) != (names ? RSD_JSON_ARRAY : RSD_JSON_OBJECT)) return;
+    rsd_json_w_init(&w, out, cap);
+    if (names) rsd_json_w_begin_array(&w);
+    else rsd_json_w_begin_object(&w);
+    for (c = rsd_json_child(d, i); c >= 0; c = rsd_json_next(d, c)) {
+        int v = names ? c : rsd_json_child(d, c);
+        rsd_json_type t = rsd_json_type_of(d, v);
+        if (names ? t != RSD_JSON_STRING : t != RSD_JSON_STRING && t != RSD_JSON_NUMBER && t != RSD_JSON_BOOL)
+            continue;
+        if (!names) {
+            if (rsd_json_str(d, c, key, sizeof key, &len) != RSD_OK) continue;
+            rsd_json_w_key(&w, key);
+        }
+        if (t == RSD_JSON_STRING) {
+            if (rsd_json_str(d, v, val, sizeof val, &len) != RSD_OK) rsd_json_w_str(&w, "");
+            else rsd_json_w_str(&w, val);
+        } else {
+            rsd_str raw = rsd_json_view(d, v);
+            rsd_json_w_raw(&w, raw.ptr, raw.len);
+        }
+    }
+    if (names) rsd_json_w_end_array(&w);
+    else rsd_json_w_end_object(&w);
+    if (rsd_json_w_finish(&w) < 0) out[0] = '\0';
+}
+
+/* Its answer: meta and aliases kept, then the router's "loaded" with that info (also
+   when it said nothing useful: a child that is not llama-server). */
+static void meta_answer(srv *s, int m, const rsd_http_event *ev) {
+    static rsd_json_tok toks[1024];
+    srv_meta *mt = &s->meta[m];
+    rsd_json_doc d;
+    mt->req.id = 0;
+    if (ev->result == RSD_OK && ev->status == 200 && rsd_json_parse(&d, ev->body.ptr, ev->body.len, toks, 1024) > 0) {
+        int e0 = rsd_json_at(&d, rsd_json_find(&d, 0, "data"), 0);
+        if (e0 >= 0) {
+            meta_copy(&d, rsd_json_find(&d, e0, "meta"), mt->meta, sizeof mt->meta, false);
+            meta_copy(&d, rsd_json_find(&d, e0, "aliases"), mt->aliases, sizeof mt->aliases, true);
+        }
+    }
+    meta_done(s, m);
+}
+
+/* Model m's process on port is ready (event e): GET /v1/models from it (with its own
+   key); the router's "loaded" event waits for the answer (SRV_META_TIMEOUT_MS at most). */
+static void meta_ask(srv *s, int m, srv_event *e, uint16_t port, uint64_t now) {
+    srv_meta *mt = &s->meta[m];
+    rsd_http_request q;
+    rsd_http_header h[1];
+    char url[64];
+    meta_drop(s, m);
+    mt->port = port;
+    mt->ev_id = e->id;
+    e->router_wait = true;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/models", (unsigned)port);
+    memset(&q, 0, sizeof q);
+    q.method = "GET";
+    q.url = url;
+    q.total_timeout_ms = SRV_META_TIMEOUT_MS;
+    if (s->models[m].child_auth[0]) {
+        h[0].name = rsd_str_c("Authorization");
+        h[0].value = rsd_str_c(s->models[m].child_auth);
+        q.headers = h;
+        q.num_headers = 1;
+    }
+    if (rsd_http_send(s->hc, &q, now, &mt->req) != RSD_OK) {
+        mt->req.id = 0;
+        meta_done(s, m);
+    }
 }
 
 static const char *state_name(const rsd_fleet_model_info *mi) {
@@ -1841,7 +2011,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "port");
         rsd_json_w_int(&w, fe->port);
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "model_status", "loading", -1, false);
+        ev_router(s, e, m, "model_status", "loading", -1, ROUTER_PLAIN);
+        ev_router(s, e, m, "status_change", "loading", -1, ROUTER_PROGRESS_0);
         break;
     case RSD_FLEET_EV_READY:
         st->readies++;
@@ -1855,7 +2026,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "time_to_ready_ms");
         rsd_json_w_int(&w, (int64_t)st->ready_ms_last);
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "status_change", "loaded", -1, true);
+        ev_router(s, e, m, "status_change", "loading", -1, ROUTER_PROGRESS_1);
+        meta_ask(s, m, e, fe->port, now); /* "loaded" follows with what it says of itself */
         break;
     case RSD_FLEET_EV_STOPPING:
         if (fe->why == RSD_POOL_WHY_EVICT) {
@@ -1879,7 +2051,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "signal");
         rsd_json_w_int(&w, fe->term_signal);
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code >= 0 ? fe->exit_code : 0, false);
+        meta_drop(s, m);
+        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code >= 0 ? fe->exit_code : 0, ROUTER_PLAIN);
         break;
     case RSD_FLEET_EV_CRASHED: {
         bool start = fe->result == RSD_ERR_FLEET_START;
@@ -1895,7 +2068,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "message");
         rsd_json_w_str(&w, fe->message && fe->message[0] ? fe->message : rsd_result_str(fe->result));
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code > 0 ? fe->exit_code : 1, false);
+        meta_drop(s, m);
+        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code > 0 ? fe->exit_code : 1, ROUTER_PLAIN);
         break;
     }
     default: break;
@@ -2020,6 +2194,7 @@ static void subs_pump(srv *s, uint64_t now) {
             const srv_event *e = &s->events[b->next % s->ev_cap];
             int fl;
             if (b->router) {
+                if (e->router_wait) break; /* its "loaded" waits for what the child says */
                 if (!e->router_len) { b->next++; continue; }
                 fl = snprintf(frame, sizeof frame, "data: %.*s\n\n", (int)e->router_len, e->text + e->router_off);
             } else {
@@ -2460,6 +2635,9 @@ static void job_finish(srv *s, job *j, uint64_t now) {
 
 static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     job *j = (job *)ev->user;
+    int m;
+    for (m = 0; m < s->cfg->nmodels && ev->req.id; m++)
+        if (s->meta[m].req.id == ev->req.id) { meta_answer(s, m, ev); return; }
     if (!j || j->state == JOB_FREE) return;
     j->up_active = false;
     j->paused = false;
