@@ -571,6 +571,9 @@
            one SSE event as one chunk: "event: <event>\n" when event is non-NULL,
            "data: <line>\n" per line of data, then "\n"
        int rsd_http_stream_end(s, h)                                   last chunk
+       int rsd_http_stream_end_close(s, h)
+           The last chunk, then the connection closes once it is out (a stream that
+           ended in an error: rsd-serve after a child died mid-stream).
        int rsd_http_stream_begin_raw(s, h, status, headers, n, int64_t content_length)
            The same without chunk framing: content_length >= 0 is announced and the
            writes are the body as is; < 0 = the body ends with the connection
@@ -2243,6 +2246,9 @@ RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const cha
                                 const char *data, size_t len);
 /* Sends the last chunk; the connection then serves the next request. */
 RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h);
+/* Sends the last chunk and closes the connection once it is out (a stream that ended
+   in an error: the client's next request goes on a fresh connection). */
+RSD_API int rsd_http_stream_end_close(rsd_http_server *s, rsd_http_sreq_h h);
 /* Bytes a stream_write can take right now (0 when the handle is not streaming). */
 RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
 /* Copies the counters. */
@@ -6587,6 +6593,13 @@ RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h) {
     }
     rsdi_sconn_answered(s, k);
     return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_end_close(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_stream_slot(s, h);
+    if (k < 0) return k;
+    s->conns[k].close_after = true;
+    return rsd_http_stream_end(s, h);
 }
 
 RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h) {

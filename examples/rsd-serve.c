@@ -26,8 +26,9 @@
               are passed through as they arrive, chunk by chunk, never buffered whole.
               A child that fails mid-stream: the stream ends with an `event: error`
               frame, data {"error":{"code":502,"message":..,"type":"server_error"}},
-              and then its proper end (no [DONE]), which the OpenAI SDKs raise as an
-              API error; before the answer began it is a plain 502.
+              and then its proper end (no [DONE]) and the connection's close, which
+              the OpenAI SDKs raise as an API error; before the answer began it is
+              a plain 502.
               Unknown model: 404 {"error":{"message":..,"type":"invalid_request_error",
               "param":"model","code":"model_not_found"}}; no "model": 400.
               ?autoload=false (anything but true or 1), as the llama.cpp router: only a
@@ -352,6 +353,7 @@ typedef struct job {
     bool up_done;          /* upstream finished OK; end the answer once the stash is out */
     bool paused;           /* upstream reading paused until the stash is out */
     bool sse;              /* the answer is a chunked text/event-stream (a cut one ends with an error event) */
+    bool end_close;        /* it ended in an error: close the connection after the last chunk */
     char tail[2];          /* the last two upstream body bytes (is the stream at a frame's end?) */
     char *stash;
     size_t stash_len;
@@ -2629,7 +2631,8 @@ static void on_closed(srv *s, rsd_http_sreq_h h, uint64_t now) {
 
 /* Ends a proxied answer whose upstream completed and whose stash is out. */
 static void job_finish(srv *s, job *j, uint64_t now) {
-    if (j->begun) (void)rsd_http_stream_end(s->hs, j->sreq);
+    if (j->begun && j->end_close) (void)rsd_http_stream_end_close(s->hs, j->sreq);
+    else if (j->begun) (void)rsd_http_stream_end(s->hs, j->sreq);
     job_free(s, j, now);
 }
 
@@ -2651,7 +2654,7 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
                  rsd_result_str(ev->result != RSD_OK ? ev->result : RSD_ERR_IO), ev->sys_errno ? " - " : "",
                  ev->sys_errno ? strerror(ev->sys_errno) : "");
         if (!j->begun) respond_error(s, j->sreq, 502, "server_error", msg);
-        else if (!j->broken && j->sse && job_sse_error(s, j, msg)) drain = true; /* an error event, then the end */
+        else if (!j->broken && j->sse && job_sse_error(s, j, msg)) drain = j->end_close = true; /* the event, the end, the close */
         else (void)rsd_http_abort(s->hs, j->sreq);
         logf_("%s %s %s: upstream failed: %s", j->method, j->path, s->cfg->models[j->model].id,
               rsd_result_str(ev->result));
