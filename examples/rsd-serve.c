@@ -1755,7 +1755,7 @@ static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w) {
 }
 
 /* What a router event's data carries beside its status (ev_router). */
-enum { ROUTER_PLAIN = 0, ROUTER_INFO, ROUTER_PROGRESS_0, ROUTER_PROGRESS_1 };
+enum { ROUTER_PLAIN = 0, ROUTER_INFO, ROUTER_PROGRESS_0, ROUTER_PROGRESS_1, ROUTER_INFO_SHORT };
 
 /* The llama.cpp router's /models/sse event for the event just committed:
    {"model":ID,"event":KIND,"data":{"status":STATUS,...}}, after the one it has already
@@ -1796,7 +1796,7 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
                                : "{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":1.0}",
                        strlen("{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}"));
     }
-    if (what == ROUTER_INFO) {
+    if (what == ROUTER_INFO || what == ROUTER_INFO_SHORT) {
         rsd_fleet_model_info mi;
         memset(&mi, 0, sizeof mi);
         (void)rsd_fleet_query_model(s->fleet, m, s->now, &mi);
@@ -1805,7 +1805,7 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
         rsd_json_w_key(&w, "id");
         rsd_json_w_str(&w, md->id);
         rsd_json_w_key(&w, "aliases"); /* the child's own (its --alias), as the router passes them on */
-        if (mt->aliases[0]) {
+        if (mt->aliases[0] && what == ROUTER_INFO) {
             rsd_json_w_raw(&w, mt->aliases, strlen(mt->aliases));
         } else {
             rsd_json_w_begin_array(&w);
@@ -1819,7 +1819,7 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
         rsd_json_w_int(&w, (int64_t)(unix_ms_of(s, mi.started_ms ? mi.started_ms : s->now) / 1000));
         rsd_json_w_key(&w, "owned_by");
         rsd_json_w_str(&w, "llamacpp");
-        if (mt->meta[0]) {
+        if (mt->meta[0] && what == ROUTER_INFO) {
             rsd_json_w_key(&w, "meta");
             rsd_json_w_raw(&w, mt->meta, strlen(mt->meta));
         }
@@ -1829,6 +1829,9 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
     rsd_json_w_end_object(&w);
     n = rsd_json_w_finish(&w);
     if (n > 0) e->router_len = (uint16_t)(at + (size_t)n - e->router_off);
+    else if (what == ROUTER_INFO) { /* no room for what the child said: "loaded" all the same */
+        ev_router(s, e, m, kind, status, exit_code, ROUTER_INFO_SHORT);
+    }
 }
 
 /* ---- what a ready child says of itself (its GET /v1/models data[0]) ----------------- */

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
     const char *why;
     RSD_TEST_BEGIN(argc, argv);
     if ((why = clients_missing()) != NULL) {
-        printf("skipped: %s\n", why);
+        printf("real-client tests skipped: %s\n", why);
         return RSD_TEST_END();
     }
     REAL_SKIP_OR_FIND(g_bin);
