@@ -79,7 +79,12 @@
               out of range 200 n_erased 0) waits until the slot is idle, then answers
               {"id_slot":ID,"n_erased":N}: as llama-server b10116 does.
      ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
-              the last request; eviction shortest keep_alive first, then name.
+              the last request (a request without keep_alive leaves the runner's
+              alone); eviction shortest keep_alive first, then name. Final generate /
+              chat objects carry api.Metrics (total, load, prompt eval and eval
+              durations in ns on the sim's clock, the counts) and generate's context;
+              /api/show has modified_at; /api/embed (unit vectors, one per input, with
+              durations) and /api/embeddings ({"embedding":[..]}) load like generate.
      lmstudio REST loads block load_ms then add an instance (key, key:2, ...); JIT loads
               on the OpenAI routes and /api/v1/chat; TTL per JIT instance.
    Where the real server is uncertain (wire.md UNCONFIRMED) the documented behaviour is
@@ -90,7 +95,7 @@
    UTC ("Z"); the router's /models/sse has no download events.
    Not simulated: router model downloads (POST/DELETE /models), ?reload=1 preset changes
    (it clears failed flags and sends models_reload only), router-child mode (W29), the
-   LM Studio /api/v1/chat SSE event stream, Ollama /api/embed and the /v1 OpenAI routes.
+   LM Studio /api/v1/chat SSE event stream, Ollama's /v1 OpenAI routes.
 */
 #ifndef RSD_SIM_H_INCLUDED
 #define RSD_SIM_H_INCLUDED
