@@ -2029,6 +2029,7 @@ enum { RSD_LOG_ERROR = 1, RSD_LOG_WARN = 2, RSD_LOG_INFO = 3, RSD_LOG_DEBUG = 4 
     X(FLEET_START_FAILED, "fleet: a model process failed to start") \
     X(FLEET_CRASHED, "fleet: a ready model process exited unexpectedly") \
     X(FLEET_READY, "fleet: a model process answered its health probe with 200") \
+    X(FLEET_WAITING, "fleet: a starting model process does not listen yet (not an error)") \
     X(FLEET_EVENT_DROPPED, "fleet: event queue full, oldest event dropped (pull events every step)")
 
 #define RSD_LOG_ITEMS(X) \

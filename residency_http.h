@@ -571,6 +571,9 @@
            one SSE event as one chunk: "event: <event>\n" when event is non-NULL,
            "data: <line>\n" per line of data, then "\n"
        int rsd_http_stream_end(s, h)                                   last chunk
+       int rsd_http_stream_end_close(s, h)
+           The last chunk, then the connection closes once it is out (a stream that
+           ended in an error: rsd-serve after a child died mid-stream).
        int rsd_http_stream_begin_raw(s, h, status, headers, n, int64_t content_length)
            The same without chunk framing: content_length >= 0 is announced and the
            writes are the body as is; < 0 = the body ends with the connection
@@ -1708,7 +1711,9 @@
        desc.pool as rsd_pool_desc (its .models ignored: use desc.models or add_model);
        desc.procs as rsd_procs_desc (max_procs 0 = RSD_POOL_MAX_SLOTS); probe_timeout_ms.
        The allocator and logger are passed on to the pool, the supervisor and the probe
-       client unless those set their own.
+       client unless those set their own. A probe that finds a starting child's port not
+       yet bound is no error: it logs FLEET_WAITING (debug) "fleet: waiting for ID (port
+       N) to listen"; a watchdog poll that cannot connect logs HTTP_CONNECT_FAILED (warn).
    rsd_fleet_add_model(f, md) -> index | RSD_ERR_ARG (bad id, health_path not starting
        with '/' or over RSD_FLEET_HEALTH_PATH_MAX, bad vars, a probe_bearer with control
        bytes) | RSD_ERR_CAPACITY (table full, or the spec's strings and arrays over
@@ -2255,6 +2260,9 @@ RSD_API int rsd_http_stream_sse(rsd_http_server *s, rsd_http_sreq_h h, const cha
                                 const char *data, size_t len);
 /* Sends the last chunk; the connection then serves the next request. */
 RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h);
+/* Sends the last chunk and closes the connection once it is out (a stream that ended
+   in an error: the client's next request goes on a fresh connection). */
+RSD_API int rsd_http_stream_end_close(rsd_http_server *s, rsd_http_sreq_h h);
 /* Bytes a stream_write can take right now (0 when the handle is not streaming). */
 RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h);
 /* Copies the counters. */
@@ -6602,6 +6610,13 @@ RSD_API int rsd_http_stream_end(rsd_http_server *s, rsd_http_sreq_h h) {
     }
     rsdi_sconn_answered(s, k);
     return RSD_OK;
+}
+
+RSD_API int rsd_http_stream_end_close(rsd_http_server *s, rsd_http_sreq_h h) {
+    int k = rsdi_stream_slot(s, h);
+    if (k < 0) return k;
+    s->conns[k].close_after = true;
+    return rsd_http_stream_end(s, h);
 }
 
 RSD_API size_t rsd_http_stream_room(rsd_http_server *s, rsd_http_sreq_h h) {
@@ -13742,6 +13757,29 @@ RSDI_PRIVATE bool rsdi_fleet_get(rsd_fleet *f, rsdi_fleet_slot *s, const char *p
     return rsdi_fleet_send_get(f, s, path, f->probe_timeout_ms, now_ms); /* if not, the next PROBE tries again */
 }
 
+/* The probe client's log, passed on to the fleet's logger but for connect failures: a
+   starting child that does not listen yet is no error (rsdi_fleet_probe_log tells it). */
+RSDI_PRIVATE void rsdi_fleet_client_log(void *user, int level, uint32_t item, const char *msg,
+                                        const char *where) {
+    rsd_fleet *f = (rsd_fleet *)user;
+    if (item == RSD_LOGITEM_HTTP_CONNECT_FAILED) return;
+    if (f->logger.fn) f->logger.fn(f->logger.user, level, item, msg, where);
+}
+
+/* A probe or poll that could not connect: "waiting for ID (port N) to listen" (debug)
+   while the child starts; a warning once it was ready (the watchdog's poll). */
+RSDI_PRIVATE void rsdi_fleet_probe_log(rsd_fleet *f, const rsdi_fleet_slot *s, const rsd_http_event *he) {
+    if (he->result != RSD_ERR_CONNECT) return;
+    if (s->ready)
+        rsdi_logf(&f->logger, RSD_LOG_WARN, RSD_LOGITEM_HTTP_CONNECT_FAILED, RSDI_WHERE,
+                  "fleet: %s (port %u): watchdog poll could not connect (errno %d)",
+                  rsdi_fleet_model_id(f, s->model), (unsigned)s->port, he->sys_errno);
+    else
+        rsdi_logf(&f->logger, RSD_LOG_DEBUG, RSD_LOGITEM_FLEET_WAITING, RSDI_WHERE,
+                  "fleet: waiting for %s (port %u) to listen", rsdi_fleet_model_id(f, s->model),
+                  (unsigned)s->port);
+}
+
 /* The readiness probe (GET health_path), until it has said 200 once. */
 RSDI_PRIVATE bool rsdi_fleet_send_probe(rsd_fleet *f, rsdi_fleet_slot *s, uint64_t now_ms) {
     return !s->healthy && rsdi_fleet_get(f, s, f->models[s->model].health_path, now_ms);
@@ -14052,7 +14090,10 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     cd.no_keepalive = true;
     cd.tls_off = true;
     cd.allocator = d.allocator;
-    cd.logger = d.logger;
+    if (d.logger.fn) { /* its connect failures are the fleet's to tell (rsdi_fleet_client_log) */
+        cd.logger.fn = rsdi_fleet_client_log;
+        cd.logger.user = f;
+    }
     f->pool = rsd_pool_create(&pd);
     f->procs = f->pool ? rsd_procs_create(&prd) : NULL;
     f->client = f->procs ? rsd_http_client_create(&cd) : NULL;
@@ -14379,6 +14420,7 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (!s) continue;
             s->probe.id = 0;
             work++;
+            rsdi_fleet_probe_log(f, s, &he);
             if (s->ready) { /* a watchdog poll */
                 rsdi_fleet_wd_answer(f, s, &he, now_ms);
             } else if (s->healthy) { /* the /props answer, whatever it says */

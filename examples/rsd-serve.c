@@ -26,6 +26,11 @@
               Authorization header goes along (a model run with --api-key checks
               it). Streaming (SSE) answers
               are passed through as they arrive, chunk by chunk, never buffered whole.
+              A child that fails mid-stream: the stream ends with an `event: error`
+              frame, data {"error":{"code":502,"message":..,"type":"server_error"}},
+              and then its proper end (no [DONE]) and the connection's close, which
+              the OpenAI SDKs raise as an API error; before the answer began it is
+              a plain 502.
               Unknown model: 404 {"error":{"message":..,"type":"invalid_request_error",
               "param":"model","code":"model_not_found"}}; no "model": 400.
               ?autoload=false (anything but true or 1), as the llama.cpp router: only a
@@ -36,7 +41,9 @@
               loaded|loading|unloaded, status.args with the values of secret flags
               such as --api-key as ***; after a failed start failed:true and the
               child's own exit_code: 128+N when signal N ended it, 127 when it never
-              ran), POST /models/load
+              ran; while loaded, "meta" as the router's: what the child's own
+              /v1/models says, n_ctx, n_ctx_train, n_params, size, n_embd, n_vocab,
+              vocab_type, ftype), POST /models/load
               and /models/unload {"model": id}, GET /props {"role":"router",
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
@@ -49,7 +56,8 @@
               None of these (nor /metrics, /props, the watchdog's polls) counts as
               use of a model: they start nothing and never reset its idle timer.
               GET /v1/models/ID (percent-encoded id or
-              alias): one listing entry, or 404 `model "ID" was not found`; GET
+              alias): one listing entry, or the 404 an unknown model gets on a
+              completion (same body); GET
               /api/v0/models: the listing again. Entries carry created (the process's
               start, seconds), owned_by, max_context_length (ctx or null),
               loaded_context_length while loaded (ctx / parallel) and status.last_used
@@ -79,7 +87,11 @@
      Events:  GET /models/sse: the llama.cpp router's stream (text/event-stream, one
               `data: {"model":ID,"event":KIND,"data":{...}}` per event, no id: lines):
               model_status {"status":"loading"} when a process starts, status_change
-              {"status":"loaded","info":{id, aliases, ...}} when it is ready, and
+              {"status":"loading","progress":{"stages":["text_model"],"current":
+              "text_model","value":0.0}} then, and value 1.0 when it is ready, then
+              {"status":"loaded","info":{id, aliases (the child's own), tags, object,
+              created, owned_by, meta}} once the child has said what it is (GET
+              /v1/models on it, at most 5 s; the router streams wait for it), and
               status_change {"status":"unloaded","exit_code":N} when it is gone (N > 0:
               it failed or crashed). It starts with what happens next.
               GET /_rsd/events: every residency event as `id: N`, `event: KIND`,
@@ -296,6 +308,17 @@ typedef struct srv_mstat {
     uint64_t started_at, ready_ms_last, ready_ms_sum;
 } srv_mstat;
 
+/* What a ready child says of itself (its GET /v1/models data[0], wire.md 1.4): the
+   router's "meta" and the child's "aliases", as JSON text, for the process on port. */
+enum { SRV_META_BYTES = 768, SRV_META_TIMEOUT_MS = 5000 };
+typedef struct srv_meta {
+    rsd_http_req_h req;    /* its GET /v1/models in flight (0 = none) */
+    uint64_t ev_id;        /* the ready event whose router "loaded" waits for it (0 = none) */
+    uint16_t port;         /* the process they describe (0 = none) */
+    char meta[SRV_META_BYTES];    /* {"vocab_type":..} or "" (it gave none) */
+    char aliases[SRV_META_BYTES]; /* ["id"] or "" */
+} srv_meta;
+
 /* One residency event of the history: its JSON (text[0..len)) and, for the events the
    llama.cpp router also sends, the router's form (text[router_off..+router_len)). */
 typedef struct srv_event {
@@ -303,6 +326,7 @@ typedef struct srv_event {
     char kind[16];
     int model;             /* -1 = none */
     uint16_t len, router_off, router_len;
+    bool router_wait;      /* its router form is not complete yet (meta_done completes it) */
     char text[SRV_EVENT_BYTES];
 } srv_event;
 
@@ -331,6 +355,9 @@ typedef struct job {
     bool broken;           /* the answer cannot be completed: cut the connection */
     bool up_done;          /* upstream finished OK; end the answer once the stash is out */
     bool paused;           /* upstream reading paused until the stash is out */
+    bool sse;              /* the answer is a chunked text/event-stream (a cut one ends with an error event) */
+    bool end_close;        /* it ended in an error: close the connection after the last chunk */
+    char tail[2];          /* the last two upstream body bytes (is the stream at a frame's end?) */
     char *stash;
     size_t stash_len;
     uint64_t t0;
@@ -373,6 +400,7 @@ typedef struct srv {
     uint64_t now;          /* the loop's clock (for the client's callbacks) */
     uint64_t stop_at;
     srv_mstat mstat[RSRV_MAX_MODELS];
+    srv_meta meta[RSRV_MAX_MODELS];
     srv_event *events;     /* the history ring: event id e at events[e % ev_cap] */
     uint32_t ev_cap;
     uint64_t ev_last;      /* id of the newest event (0 = none yet) */
@@ -547,6 +575,14 @@ static void w_model_names(rsd_json_writer *w, const rsrv_model *m) {
     rsd_json_w_end_array(w);
 }
 
+/* Its "tags" member (sorted, as the router's std::set gives them). */
+static void w_model_tags(rsd_json_writer *w, const rsrv_model *m) {
+    rsd_json_w_key(w, "tags");
+    rsd_json_w_begin_array(w);
+    if (m->pinned) rsd_json_w_str(w, "pinned:true"); /* protected for rsd-ensure (R8) */
+    rsd_json_w_end_array(w);
+}
+
 static uint64_t unix_ms_of(const srv *s, uint64_t t) { return s->boot_unix_ms + t; }
 
 /* GET /models, /v1/models, /api/v0/models: the router's listing; only >= 0: that
@@ -577,10 +613,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
         loaded = !strcmp(router_state(&mi), "loaded");
         rsd_json_w_begin_object(&w);
         w_model_names(&w, m);
-        rsd_json_w_key(&w, "tags");
-        rsd_json_w_begin_array(&w);
-        if (m->pinned) rsd_json_w_str(&w, "pinned:true"); /* protected for rsd-ensure (R8) */
-        rsd_json_w_end_array(&w);
+        w_model_tags(&w, m);
         rsd_json_w_key(&w, "object");
         rsd_json_w_str(&w, "model");
         rsd_json_w_key(&w, "owned_by");
@@ -618,6 +651,10 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
             rsd_json_w_int(&w, mi.exit_code);
         }
         rsd_json_w_end_object(&w);
+        if (loaded && s->meta[i].port == mi.port && s->meta[i].meta[0]) { /* what the child says (wire.md 1.4) */
+            rsd_json_w_key(&w, "meta");
+            rsd_json_w_raw(&w, s->meta[i].meta, strlen(s->meta[i].meta));
+        }
         rsd_json_w_end_object(&w);
     }
     if (only < 0) {
@@ -895,6 +932,7 @@ static bool job_begin(srv *s, job *j) {
     else r = rsd_http_stream_begin_raw(s->hs, j->sreq, hd.status, out, nh, hd.framing.content_length);
     if (r != RSD_OK) return false;
     j->begun = true;
+    j->sse = hd.framing.chunked && ct.len >= 17 && !strncmp(ct.ptr, "text/event-stream", 17);
     return true;
 }
 
@@ -908,6 +946,9 @@ static void on_up_body(void *user, const char *data, size_t len) {
     if (j->broken || j->client_gone || !len) return;
     if (!j->begun && !job_begin(s, j)) { j->broken = true; return; }
     if (j->stash_len) { j->broken = true; return; } /* cannot happen: paused while stashed */
+    if (len >= 2) j->tail[0] = data[len - 2];
+    else j->tail[0] = j->tail[1];
+    j->tail[1] = data[len - 1];
     room = rsd_http_stream_room(s->hs, j->sreq);
     if (room) {
         size_t n = room < len ? room : len;
@@ -925,6 +966,55 @@ static void on_up_body(void *user, const char *data, size_t len) {
         (void)rsd_http_pause(s->hc, j->up, true);
         j->paused = true;
     }
+}
+
+/* A streamed (SSE) answer whose child failed mid-stream ends with an OpenAI error object
+   as an `event: error` frame (after a blank line when the cut left a frame open), then
+   the stream's proper end: the OpenAI SDKs raise it as an API error, not a network one,
+   and plain SSE readers see why. What the client's buffer does not take is stashed and
+   sent by jobs_service (JOB_DRAIN) before the end. False: it could not be (cut it). */
+static bool job_sse_error(srv *s, job *j, const char *msg) {
+    rsd_json_writer w;
+    char text[1024];
+    size_t k = 0, n, room;
+    int len;
+    if (!(j->tail[0] == '\n' && j->tail[1] == '\n')) {
+        memcpy(text, "\n\n", 2);
+        k = 2;
+    }
+    memcpy(text + k, "event: error\ndata: ", 19);
+    k += 19;
+    rsd_json_w_init(&w, text + k, sizeof text - k - 2);
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "error");
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "code");
+    rsd_json_w_int(&w, 502);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, msg);
+    rsd_json_w_key(&w, "type");
+    rsd_json_w_str(&w, "server_error");
+    rsd_json_w_end_object(&w);
+    rsd_json_w_end_object(&w);
+    len = rsd_json_w_finish(&w);
+    if (len < 0) return false;
+    k += (size_t)len;
+    memcpy(text + k, "\n\n", 2);
+    n = k + 2;
+    k = 0;
+    room = j->stash_len ? 0 : rsd_http_stream_room(s->hs, j->sreq);
+    if (room) {
+        k = room < n ? room : n;
+        if (rsd_http_stream_write(s->hs, j->sreq, text, k) != RSD_OK) return false;
+    }
+    if (k < n) { /* behind what is stashed already, or what did not fit */
+        char *st = (char *)realloc(j->stash, j->stash_len + (n - k) > SRV_STASH ? j->stash_len + (n - k) : SRV_STASH);
+        if (!st) return false;
+        j->stash = st;
+        memcpy(j->stash + j->stash_len, text + k, n - k);
+        j->stash_len += n - k;
+    }
+    return true;
 }
 
 /* Sends a granted job to its model's process. */
@@ -1476,12 +1566,11 @@ static void answer_lease(srv *s, const rsd_http_server_event *ev, bool del, uint
 static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     const char *p = ev->head->target.ptr + 11, *e = ev->head->target.ptr + ev->head->target.len;
     const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
-    char id[RSRV_ID_MAX * 3], msg[sizeof id + 32];
+    char id[RSRV_ID_MAX * 3];
     int n = pct_decode(p, q ? q : e, false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
     if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models(s, ev->req, now, m); return; }
-    if (n < 0) snprintf(id, sizeof id, "(bad id)");
-    snprintf(msg, sizeof msg, "model \"%s\" was not found", id);
-    respond_error(s, ev->req, 404, "not_found_error", msg);
+    /* the body a completion for that name gets (one shape for one meaning) */
+    respond_unknown_model(s, ev->req, n < 0 ? "(bad id)" : n >= RSRV_ID_MAX ? "(too long)" : id);
 }
 
 static bool path_is(const rsd_http_server_event *ev, const char *p) {
@@ -1668,14 +1757,28 @@ static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w) {
     s->ev_last = e->id;
 }
 
+/* What a router event's data carries beside its status (ev_router). */
+enum { ROUTER_PLAIN = 0, ROUTER_INFO, ROUTER_PROGRESS_0, ROUTER_PROGRESS_1, ROUTER_INFO_SHORT };
+
 /* The llama.cpp router's /models/sse event for the event just committed:
-   {"model":ID,"event":KIND,"data":{"status":STATUS,...}}. exit_code < 0 = none; info =
-   the loaded model's listing entry. */
-static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char *status, int exit_code, bool info) {
+   {"model":ID,"event":KIND,"data":{"status":STATUS,...}}, after the one it has already
+   when it has one (subs_pump then sends both, each its own data: frame; a router event
+   whose residency event has none of its own goes along that way). exit_code < 0 = none; what:
+   ROUTER_INFO adds the loaded model's "info" as the router sends it (the child's
+   /v1/models data[0]: id, the child's aliases, tags, object, created, owned_by, meta),
+   ROUTER_PROGRESS_0/1 the router's load "progress" at 0.0 / 1.0 (wire.md 1.11). */
+static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char *status, int exit_code, int what) {
     rsd_json_writer w;
     int n;
     const rsrv_model *md = &s->cfg->models[m];
-    rsd_json_w_init(&w, e->text + e->router_off, SRV_EVENT_BYTES - e->router_off);
+    const srv_meta *mt = &s->meta[m];
+    size_t at = (size_t)e->router_off + e->router_len;
+    if (e->router_len) {
+        if (at + 8 >= SRV_EVENT_BYTES) return;
+        memcpy(e->text + at, "\n\ndata: ", 8);
+        at += 8;
+    }
+    rsd_json_w_init(&w, e->text + at, SRV_EVENT_BYTES - at);
     rsd_json_w_begin_object(&w);
     rsd_json_w_key(&w, "model");
     rsd_json_w_str(&w, md->id);
@@ -1689,20 +1792,151 @@ static void ev_router(srv *s, srv_event *e, int m, const char *kind, const char 
         rsd_json_w_key(&w, "exit_code");
         rsd_json_w_int(&w, exit_code);
     }
-    if (info) {
+    if (what == ROUTER_PROGRESS_0 || what == ROUTER_PROGRESS_1) {
+        rsd_json_w_key(&w, "progress");
+        rsd_json_w_raw(&w, what == ROUTER_PROGRESS_0
+                               ? "{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}"
+                               : "{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":1.0}",
+                       strlen("{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}"));
+    }
+    if (what == ROUTER_INFO || what == ROUTER_INFO_SHORT) {
+        rsd_fleet_model_info mi;
+        memset(&mi, 0, sizeof mi);
+        (void)rsd_fleet_query_model(s->fleet, m, s->now, &mi);
         rsd_json_w_key(&w, "info");
         rsd_json_w_begin_object(&w);
-        w_model_names(&w, md);
+        rsd_json_w_key(&w, "id");
+        rsd_json_w_str(&w, md->id);
+        rsd_json_w_key(&w, "aliases"); /* the child's own (its --alias), as the router passes them on */
+        if (mt->aliases[0] && what == ROUTER_INFO) {
+            rsd_json_w_raw(&w, mt->aliases, strlen(mt->aliases));
+        } else {
+            rsd_json_w_begin_array(&w);
+            rsd_json_w_str(&w, md->id);
+            rsd_json_w_end_array(&w);
+        }
+        w_model_tags(&w, md);
         rsd_json_w_key(&w, "object");
         rsd_json_w_str(&w, "model");
+        rsd_json_w_key(&w, "created");
+        rsd_json_w_int(&w, (int64_t)(unix_ms_of(s, mi.started_ms ? mi.started_ms : s->now) / 1000));
         rsd_json_w_key(&w, "owned_by");
         rsd_json_w_str(&w, "llamacpp");
+        if (mt->meta[0] && what == ROUTER_INFO) {
+            rsd_json_w_key(&w, "meta");
+            rsd_json_w_raw(&w, mt->meta, strlen(mt->meta));
+        }
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_object(&w);
     rsd_json_w_end_object(&w);
     n = rsd_json_w_finish(&w);
-    e->router_len = n > 0 ? (uint16_t)n : 0;
+    if (n > 0) e->router_len = (uint16_t)(at + (size_t)n - e->router_off);
+    else if (what == ROUTER_INFO) { /* no room for what the child said: "loaded" all the same */
+        ev_router(s, e, m, kind, status, exit_code, ROUTER_INFO_SHORT);
+    }
+}
+
+/* ---- what a ready child says of itself (its GET /v1/models data[0]) ----------------- */
+/* The router's "loaded" with what model m's child said (or without it), behind its
+   ready event's "loading" progress; the router streams go on past it. */
+static void meta_done(srv *s, int m) {
+    srv_meta *mt = &s->meta[m];
+    srv_event *e = &s->events[mt->ev_id % s->ev_cap];
+    if (mt->ev_id && e->id == mt->ev_id) { /* not yet overwritten in the history */
+        ev_router(s, e, m, "status_change", "loaded", -1, ROUTER_INFO);
+        e->router_wait = false;
+    }
+    mt->ev_id = 0;
+}
+
+/* Forgets what model m's process said (it is gone), and the question still open. */
+static void meta_drop(srv *s, int m) {
+    srv_meta *mt = &s->meta[m];
+    meta_done(s, m); /* it was ready: "loaded" comes before its "unloaded" */
+    if (mt->req.id) (void)rsd_http_cancel(s->hc, mt->req); /* its event matches nothing now */
+    mt->req.id = 0;
+    mt->port = 0;
+    mt->meta[0] = mt->aliases[0] = '\0';
+}
+
+/* Token i (meta: an object of scalars; aliases: an array of strings), rewritten as JSON
+   into out ("" when it is not that, or too large): a child's odd member is left out. */
+static void meta_copy(const rsd_json_doc *d, int i, char *out, size_t cap, bool names) {
+    rsd_json_writer w;
+    char key[128], val[256];
+    size_t len;
+    int c;
+    out[0] = '\0';
+    if (rsd_json_type_of(d, i) != (names ? RSD_JSON_ARRAY : RSD_JSON_OBJECT)) return;
+    rsd_json_w_init(&w, out, cap);
+    if (names) rsd_json_w_begin_array(&w);
+    else rsd_json_w_begin_object(&w);
+    for (c = rsd_json_child(d, i); c >= 0; c = rsd_json_next(d, c)) {
+        int v = names ? c : rsd_json_child(d, c);
+        rsd_json_type t = rsd_json_type_of(d, v);
+        if (names ? t != RSD_JSON_STRING : t != RSD_JSON_STRING && t != RSD_JSON_NUMBER && t != RSD_JSON_BOOL)
+            continue;
+        if (!names) {
+            if (rsd_json_str(d, c, key, sizeof key, &len) != RSD_OK) continue;
+            rsd_json_w_key(&w, key);
+        }
+        if (t == RSD_JSON_STRING) {
+            if (rsd_json_str(d, v, val, sizeof val, &len) != RSD_OK) rsd_json_w_str(&w, "");
+            else rsd_json_w_str(&w, val);
+        } else {
+            rsd_str raw = rsd_json_view(d, v);
+            rsd_json_w_raw(&w, raw.ptr, raw.len);
+        }
+    }
+    if (names) rsd_json_w_end_array(&w);
+    else rsd_json_w_end_object(&w);
+    if (rsd_json_w_finish(&w) < 0) out[0] = '\0';
+}
+
+/* Its answer: meta and aliases kept, then the router's "loaded" with that info (also
+   when it said nothing useful: a child that is not llama-server). */
+static void meta_answer(srv *s, int m, const rsd_http_event *ev) {
+    static rsd_json_tok toks[1024];
+    srv_meta *mt = &s->meta[m];
+    rsd_json_doc d;
+    mt->req.id = 0;
+    if (ev->result == RSD_OK && ev->status == 200 && rsd_json_parse(&d, ev->body.ptr, ev->body.len, toks, 1024) > 0) {
+        int e0 = rsd_json_at(&d, rsd_json_find(&d, 0, "data"), 0);
+        if (e0 >= 0) {
+            meta_copy(&d, rsd_json_find(&d, e0, "meta"), mt->meta, sizeof mt->meta, false);
+            meta_copy(&d, rsd_json_find(&d, e0, "aliases"), mt->aliases, sizeof mt->aliases, true);
+        }
+    }
+    meta_done(s, m);
+}
+
+/* Model m's process on port is ready (event e): GET /v1/models from it (with its own
+   key); the router's "loaded" event waits for the answer (SRV_META_TIMEOUT_MS at most). */
+static void meta_ask(srv *s, int m, srv_event *e, uint16_t port, uint64_t now) {
+    srv_meta *mt = &s->meta[m];
+    rsd_http_request q;
+    rsd_http_header h[1];
+    char url[64];
+    meta_drop(s, m);
+    mt->port = port;
+    mt->ev_id = e->id;
+    e->router_wait = true;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/models", (unsigned)port);
+    memset(&q, 0, sizeof q);
+    q.method = "GET";
+    q.url = url;
+    q.total_timeout_ms = SRV_META_TIMEOUT_MS;
+    if (s->models[m].child_auth[0]) {
+        h[0].name = rsd_str_c("Authorization");
+        h[0].value = rsd_str_c(s->models[m].child_auth);
+        q.headers = h;
+        q.num_headers = 1;
+    }
+    if (rsd_http_send(s->hc, &q, now, &mt->req) != RSD_OK) {
+        mt->req.id = 0;
+        meta_done(s, m);
+    }
 }
 
 static const char *state_name(const rsd_fleet_model_info *mi) {
@@ -1785,7 +2019,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "port");
         rsd_json_w_int(&w, fe->port);
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "model_status", "loading", -1, false);
+        ev_router(s, e, m, "model_status", "loading", -1, ROUTER_PLAIN);
+        ev_router(s, e, m, "status_change", "loading", -1, ROUTER_PROGRESS_0);
         break;
     case RSD_FLEET_EV_READY:
         st->readies++;
@@ -1799,7 +2034,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "time_to_ready_ms");
         rsd_json_w_int(&w, (int64_t)st->ready_ms_last);
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "status_change", "loaded", -1, true);
+        ev_router(s, e, m, "status_change", "loading", -1, ROUTER_PROGRESS_1);
+        meta_ask(s, m, e, fe->port, now); /* "loaded" follows with what it says of itself */
         break;
     case RSD_FLEET_EV_STOPPING:
         if (fe->why == RSD_POOL_WHY_EVICT) {
@@ -1823,7 +2059,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "signal");
         rsd_json_w_int(&w, fe->term_signal);
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code >= 0 ? fe->exit_code : 0, false);
+        meta_drop(s, m);
+        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code >= 0 ? fe->exit_code : 0, ROUTER_PLAIN);
         break;
     case RSD_FLEET_EV_CRASHED: {
         bool start = fe->result == RSD_ERR_FLEET_START;
@@ -1839,7 +2076,8 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_key(&w, "message");
         rsd_json_w_str(&w, fe->message && fe->message[0] ? fe->message : rsd_result_str(fe->result));
         ev_commit(s, e, &w);
-        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code > 0 ? fe->exit_code : 1, false);
+        meta_drop(s, m);
+        ev_router(s, e, m, "status_change", "unloaded", fe->exit_code > 0 ? fe->exit_code : 1, ROUTER_PLAIN);
         break;
     }
     default: break;
@@ -1964,6 +2202,7 @@ static void subs_pump(srv *s, uint64_t now) {
             const srv_event *e = &s->events[b->next % s->ev_cap];
             int fl;
             if (b->router) {
+                if (e->router_wait) break; /* its "loaded" waits for what the child says */
                 if (!e->router_len) { b->next++; continue; }
                 fl = snprintf(frame, sizeof frame, "data: %.*s\n\n", (int)e->router_len, e->text + e->router_off);
             } else {
@@ -2398,12 +2637,16 @@ static void on_closed(srv *s, rsd_http_sreq_h h, uint64_t now) {
 
 /* Ends a proxied answer whose upstream completed and whose stash is out. */
 static void job_finish(srv *s, job *j, uint64_t now) {
-    if (j->begun) (void)rsd_http_stream_end(s->hs, j->sreq);
+    if (j->begun && j->end_close) (void)rsd_http_stream_end_close(s->hs, j->sreq);
+    else if (j->begun) (void)rsd_http_stream_end(s->hs, j->sreq);
     job_free(s, j, now);
 }
 
 static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     job *j = (job *)ev->user;
+    int m;
+    for (m = 0; m < s->cfg->nmodels && ev->req.id; m++)
+        if (s->meta[m].req.id == ev->req.id) { meta_answer(s, m, ev); return; }
     if (!j || j->state == JOB_FREE) return;
     j->up_active = false;
     j->paused = false;
@@ -2411,19 +2654,27 @@ static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     if (j->aff_phase == AFF_SAMPLE || j->aff_phase == AFF_ERASE) { aff_on_upstream(s, j, ev, now); return; }
     if (ev->result != RSD_OK || j->broken) {
         char msg[512];
-        if (j->begun) {
-            (void)rsd_http_abort(s->hs, j->sreq);
-        } else {
-            snprintf(msg, sizeof msg, "upstream '%s' (127.0.0.1:%u) failed: %s%s%s", s->cfg->models[j->model].id,
-                     (unsigned)j->port, rsd_result_str(ev->result != RSD_OK ? ev->result : RSD_ERR_IO),
-                     ev->sys_errno ? " - " : "", ev->sys_errno ? strerror(ev->sys_errno) : "");
-            respond_error(s, j->sreq, 502, "server_error", msg);
-        }
+        bool drain = false;
+        snprintf(msg, sizeof msg, "upstream '%s' (127.0.0.1:%u) failed%s: %s%s%s", s->cfg->models[j->model].id,
+                 (unsigned)j->port, j->begun ? " mid-stream" : "",
+                 rsd_result_str(ev->result != RSD_OK ? ev->result : RSD_ERR_IO), ev->sys_errno ? " - " : "",
+                 ev->sys_errno ? strerror(ev->sys_errno) : "");
+        if (!j->begun) respond_error(s, j->sreq, 502, "server_error", msg);
+        else if (!j->broken && j->sse && job_sse_error(s, j, msg)) drain = j->end_close = true; /* the event, the end, the close */
+        else (void)rsd_http_abort(s->hs, j->sreq);
         logf_("%s %s %s: upstream failed: %s", j->method, j->path, s->cfg->models[j->model].id,
               rsd_result_str(ev->result));
         if (!j->broken) (void)rsd_fleet_report(s->fleet, j->model, j->port, 502, now); /* the watchdog counts it */
         job_release(s, j, now, false);
-        job_free(s, j, now);
+        if (drain && j->stash_len) {
+            if (!j->stall_since) j->stall_since = now;
+            j->up_done = true;
+            j->state = JOB_DRAIN;
+        } else if (drain) {
+            job_finish(s, j, now);
+        } else {
+            job_free(s, j, now);
+        }
         return;
     }
     job_release(s, j, now, false);

@@ -79,7 +79,12 @@
               out of range 200 n_erased 0) waits until the slot is idle, then answers
               {"id_slot":ID,"n_erased":N}: as llama-server b10116 does.
      ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
-              the last request; eviction shortest keep_alive first, then name.
+              the last request (a request without keep_alive leaves the runner's
+              alone); eviction shortest keep_alive first, then name. Final generate /
+              chat objects carry api.Metrics (total, load, prompt eval and eval
+              durations in ns on the sim's clock, the counts) and generate's context;
+              /api/show has modified_at; /api/embed (unit vectors, one per input, with
+              durations) and /api/embeddings ({"embedding":[..]}) load like generate.
      lmstudio REST loads block load_ms then add an instance (key, key:2, ...); JIT loads
               on the OpenAI routes and /api/v1/chat; TTL per JIT instance.
    Where the real server is uncertain (wire.md UNCONFIRMED) the documented behaviour is
@@ -90,7 +95,7 @@
    UTC ("Z"); the router's /models/sse has no download events.
    Not simulated: router model downloads (POST/DELETE /models), ?reload=1 preset changes
    (it clears failed flags and sends models_reload only), router-child mode (W29), the
-   LM Studio /api/v1/chat SSE event stream, Ollama /api/embed and the /v1 OpenAI routes.
+   LM Studio /api/v1/chat SSE event stream, Ollama's /v1 OpenAI routes.
 */
 #ifndef RSD_SIM_H_INCLUDED
 #define RSD_SIM_H_INCLUDED
@@ -247,7 +252,7 @@ typedef struct rsim_reply {     /* what a request will answer, rendered at send 
     int status;
     int model, inst, slot;
     bool stream, flag;
-    int sub;                   /* variant of `out` (Ollama: 0 generate, 1 chat) */
+    int sub;                   /* variant of `out` (Ollama: 0 generate, 1 chat, 2 embed, 3 embeddings) */
     uint64_t n;
     int64_t keep;              /* Ollama keep_alive ms for this request (-1 forever, -2 default) */
     uint32_t ctx;
@@ -257,7 +262,11 @@ typedef struct rsim_reply {     /* what a request will answer, rendered at send 
     bool erase;                /* server: POST /slots/N?action=erase waiting for slot N */
     int nprompt;               /* server: the prompt's chunks (0 = not a chat/completion) */
     rsim_chunk prompt[RSIM_PROMPT_MAX];
-    uint32_t cache_n, prompt_n; /* server: timings of the answer (tokens reused / processed) */
+    uint32_t cache_n, prompt_n; /* server: timings of the answer (tokens reused / processed);
+                                  Ollama: prompt_eval_count */
+    uint64_t t0_ms, loaded_ms; /* Ollama: when it came and when its model was ready (durations) */
+    uint64_t in_hash;          /* Ollama: its prompt or input, hashed (context, embeddings) */
+    uint32_t ninput;           /* Ollama /api/embed: how many inputs */
 } rsim_reply;
 
 typedef struct rsim_ticket {
@@ -620,7 +629,7 @@ enum rsim_fault_kind { RSIM_F_ERROR = 1, RSIM_F_HANG, RSIM_F_DROP, RSIM_F_DELAY 
 static const char *const rsim_state_names[] = {"unloaded", "loading", "loaded", "sleeping",
                                                "downloading"};
 static const char *const rsim_tokens[] = {"This", " is", " a", " simulated", " reply."};
-enum { RSIM_NTOK = 5 };
+enum { RSIM_NTOK = 5, RSIM_EMBED_DIM = 8 };
 
 /* ==== configuration ======================================================= */
 /* Sets the idle close time and the Keep-Alive header that announces it (llama.cpp's
@@ -1483,7 +1492,10 @@ RSIM_FN int rsim_stream_steps(int out) {
 RSIM_FN void rsim_serve(rsim *s, rsim_ticket *t) {
     rsim_model *m = &s->m[t->r.model];
     if (s->o.runtime == RSIM_RT_OLLAMA) {
-        rsim_o_apply_keep(s, m, t->r.keep);
+        /* a request without keep_alive leaves the loaded runner's alone (sched.go
+           useLoadedRunner); a fresh load took the default when it was queued */
+        if (t->r.keep != -2) rsim_o_apply_keep(s, m, t->r.keep);
+        t->r.loaded_ms = s->now;
         m->stopping = false;
         if (t->r.flag) { /* load-only request */
             if (m->inflight == 0) m->expires_ms = s->now + m->keep_ms;
@@ -2197,6 +2209,22 @@ RSIM_FN void rsim_w_sim_log(rsim_w *w, const rsim *s) {
     rsim_w_obj_end(w);
 }
 
+/* An answer's api.Metrics durations (ns) on the sim's clock: load = queued until its
+   model was ready, prompt eval 0.25 ms a token, eval the rest; none is 0 (Go leaves a
+   zero out: omitempty), so at least 1 us each. */
+RSIM_FN void rsim_o_durations(const rsim *s, const rsim_reply *r, int64_t *load, int64_t *pe, int64_t *ev,
+                              int64_t *total) {
+    uint64_t ready = r->loaded_ms ? r->loaded_ms : s->now;
+    int64_t run = ready <= s->now ? (int64_t)(s->now - ready) * 1000000 : 0;
+    *load = ready >= r->t0_ms ? (int64_t)(ready - r->t0_ms) * 1000000 : 0;
+    if (*load < 1000) *load = 1000;
+    *pe = (int64_t)r->prompt_n * 250000;
+    if (*pe < 1000) *pe = 1000;
+    *ev = run - *pe;
+    if (*ev < 1000) *ev = 1000;
+    *total = *load + *pe + *ev;
+}
+
 /* One Ollama /api/generate or /api/chat object: `piece` is a streamed token (done false),
    NULL for the whole answer (done true, with done_reason load/unload/stop). */
 RSIM_FN void rsim_w_o_gen(rsim_w *w, const rsim *s, const rsim_reply *r, const char *piece, bool done) {
@@ -2219,11 +2247,58 @@ RSIM_FN void rsim_w_o_gen(rsim_w *w, const rsim *s, const rsim_reply *r, const c
     rsim_w_kbool(w, "done", done);
     if (done) {
         rsim_w_kstr(w, "done_reason", r->n == 0 ? "load" : r->n == 1 ? "unload" : "stop");
-        if (r->n == 2) {
-            rsim_w_kint(w, "total_duration", (int64_t)s->o.gen_ms * 1000000);
-            rsim_w_kint(w, "prompt_eval_count", 6);
+        if (r->n == 2) { /* api.Metrics after the context, as GenerateResponse and ChatResponse order them */
+            int64_t load, pe, ev, total;
+            uint32_t k;
+            if (r->sub == 0) {
+                rsim_w_key(w, "context"); /* the prompt's and the answer's tokens */
+                rsim_w_arr(w);
+                for (k = 0; k < r->prompt_n + RSIM_NTOK; k++)
+                    rsim_w_int(w, (int64_t)((r->in_hash >> (k % 32)) + k * 2654435761u) % 32000);
+                rsim_w_arr_end(w);
+            }
+            rsim_o_durations(s, r, &load, &pe, &ev, &total);
+            rsim_w_kint(w, "total_duration", total);
+            rsim_w_kint(w, "load_duration", load);
+            rsim_w_kint(w, "prompt_eval_count", r->prompt_n);
+            rsim_w_kint(w, "prompt_eval_duration", pe);
             rsim_w_kint(w, "eval_count", RSIM_NTOK);
+            rsim_w_kint(w, "eval_duration", ev);
         }
+    }
+    rsim_w_obj_end(w);
+}
+
+/* /api/embed ({"model","embeddings":[[..]..],"total_duration","load_duration",
+   "prompt_eval_count"}, each vector of unit length) and /api/embeddings
+   ({"embedding":[..]}, as the runner gives it); empty input: only loaded. */
+RSIM_FN void rsim_w_o_embed(rsim_w *w, const rsim *s, const rsim_reply *r) {
+    uint32_t i, j;
+    rsim_w_obj(w);
+    if (r->sub == 2) {
+        rsim_w_kstr(w, "model", r->aux);
+        rsim_w_key(w, "embeddings");
+    } else {
+        rsim_w_key(w, "embedding");
+    }
+    rsim_w_arr(w);
+    for (i = 0; r->n == 2 && i < (r->sub == 2 ? r->ninput : 1); i++) {
+        uint64_t h = r->in_hash + i * 0x9e3779b97f4a7c15ull;
+        if (r->sub == 2) rsim_w_arr(w);
+        for (j = 0; j < RSIM_EMBED_DIM; j++) { /* signs from the hash; 1/sqrt(8) is unit length */
+            bool neg = (h >> j) & 1;
+            if (r->sub == 2) rsim_w_num(w, neg ? -0.35355339059327373 : 0.35355339059327373);
+            else rsim_w_num(w, (neg ? -0.25 : 0.25) * (double)(1 + ((h >> (8 + 2 * j)) & 3)));
+        }
+        if (r->sub == 2) rsim_w_arr_end(w);
+    }
+    rsim_w_arr_end(w);
+    if (r->sub == 2 && r->n == 2) {
+        int64_t load, pe, ev, total;
+        rsim_o_durations(s, r, &load, &pe, &ev, &total);
+        rsim_w_kint(w, "total_duration", total);
+        rsim_w_kint(w, "load_duration", load);
+        rsim_w_kint(w, "prompt_eval_count", r->prompt_n);
     }
     rsim_w_obj_end(w);
 }
@@ -2430,6 +2505,8 @@ RSIM_FN bool rsim_render_ollama(rsim *s, const rsim_reply *r, const rsim_model *
         rsim_w_kint(w, "llama.context_length", m->ctx_train);
         rsim_w_obj_end(w);
         rsim_w_kjson(w, "capabilities", m->embedding ? "[\"embedding\"]" : "[\"completion\"]");
+        rsim_rfc3339(s->o.epoch_s * 1000 - 86400000ull, b, sizeof b); /* the manifest's time, as /api/tags */
+        rsim_w_kstr(w, "modified_at", b);
         rsim_w_obj_end(w);
         break;
     default: return false;
@@ -2567,7 +2644,8 @@ RSIM_FN int rsim_render(rsim *s, rsim_ticket *t, rsim_resp *resp) {
         break;
     case RSIM_O_O_GEN:
         resp->content_type = r->stream ? RSIM_CT_NDJSON : RSIM_CT_JSON;
-        rsim_w_o_gen(&w, s, r, NULL, true);
+        if (r->sub >= 2) rsim_w_o_embed(&w, s, r);
+        else rsim_w_o_gen(&w, s, r, NULL, true);
         nl = r->stream;
         break;
     case RSIM_O_SIM_LOG: rsim_w_sim_log(&w, s); break;
@@ -3160,12 +3238,23 @@ RSIM_FN void rsim_server_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
 }
 
 /* ---- Ollama (wire.md 3, W30-W37) ---- */
+/* The prompt, messages or input (token i, as sent): its hash and token count (4 + bytes/4,
+   as the server mode's chunks), for prompt_eval_count, context and embeddings. */
+RSIM_FN void rsim_o_hash_input(rsim_ticket *t, const rsim_ctx *c, int i) {
+    rsd_str v = i >= 0 ? rsd_json_view(&c->doc, i) : rsd_str_c("");
+    rsim_chunk ch = rsim_chunk_of("", 0, v.ptr ? v.ptr : "", v.len);
+    t->r.in_hash = ch.h;
+    t->r.prompt_n = ch.n;
+}
+
 RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     char msg[RSIM_MSG_MAX];
     int i, v, waiting = 0;
     double d;
     bool is_chat, load_only;
+    int embed;
     rsim_model *m;
+    t->r.t0_ms = s->now;
     if ((rsim_route(c, "GET", "/") || rsim_route(c, "HEAD", "/"))) { rsim_reply_set(t, RSIM_O_TEXT, 200, "Ollama is running"); return; }
     if (rsim_route(c, "GET", "/api/version")) {
         snprintf(msg, sizeof msg, "{\"version\":\"%s\"}", s->o.version);
@@ -3175,7 +3264,8 @@ RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if (rsim_route(c, "GET", "/api/tags")) { rsim_reply_set(t, RSIM_O_O_TAGS, 200, NULL); return; }
     if (rsim_route(c, "GET", "/api/ps")) { rsim_reply_set(t, RSIM_O_O_PS, 200, NULL); return; }
     is_chat = rsim_route(c, "POST", "/api/chat");
-    if (!is_chat && !rsim_route(c, "POST", "/api/generate") && !rsim_route(c, "POST", "/api/show")) {
+    embed = rsim_route(c, "POST", "/api/embed") ? 2 : rsim_route(c, "POST", "/api/embeddings") ? 3 : 0;
+    if (!is_chat && !embed && !rsim_route(c, "POST", "/api/generate") && !rsim_route(c, "POST", "/api/show")) {
         rsim_reply_set(t, RSIM_O_TEXT, 404, "404 page not found");
         return;
     }
@@ -3190,8 +3280,9 @@ RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     }
     if (!c->model[0]) { rsim_reply_set(t, RSIM_O_FLAT, 400, "model is required"); return; }
     i = rsim_find(s, c->model);
-    if (i < 0) {
-        snprintf(msg, sizeof msg, "model '%.200s' not found", c->model);
+    if (i < 0) { /* /api/embeddings: its scheduler's words (handleScheduleError) */
+        if (embed == 3) snprintf(msg, sizeof msg, "model \"%.200s\" not found, try pulling it first", c->model);
+        else snprintf(msg, sizeof msg, "model '%.200s' not found", c->model);
         rsim_reply_set(t, RSIM_O_FLAT, 404, msg);
         return;
     }
@@ -3199,7 +3290,7 @@ RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     t->r.model = i;
     if (rsim_route(c, "POST", "/api/show")) { rsim_reply_set(t, RSIM_O_O_SHOW, 200, NULL); return; }
     rsim_cpy(t->r.aux, sizeof t->r.aux, c->model, strlen(c->model));
-    t->r.sub = is_chat ? 1 : 0;
+    t->r.sub = embed ? embed : is_chat ? 1 : 0;
     t->r.out = RSIM_O_O_GEN;
     if ((v = rsim_t_get(c, 0, "keep_alive")) >= 0) {
         int64_t ms = 0;
@@ -3219,11 +3310,42 @@ RSIM_FN void rsim_ollama_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     }
     if (rsim_t_num(c, rsim_t_get(c, rsim_t_get(c, 0, "options"), "num_ctx"), &d) && d > 0 && d < 1e9)
         t->r.ctx = (uint32_t)d;
-    if (is_chat) load_only = rsd_json_size(&c->doc, rsim_t_get(c, 0, "messages")) == 0;
-    else load_only = rsd_json_size(&c->doc, rsim_t_get(c, 0, "prompt")) == 0 &&
-                     rsd_json_view(&c->doc, rsim_t_get(c, 0, "prompt")).len == 0;
+    if (embed == 2) { /* input: a string or an array of strings (EmbedHandler) */
+        int in = rsim_t_get(c, 0, "input"), k;
+        rsd_json_type ty = rsd_json_type_of(&c->doc, in);
+        if (ty == RSD_JSON_ARRAY) {
+            for (k = rsd_json_child(&c->doc, in); k >= 0; k = rsd_json_next(&c->doc, k)) {
+                if (rsd_json_type_of(&c->doc, k) != RSD_JSON_STRING) break;
+                t->r.ninput++;
+            }
+            if (k >= 0) { rsim_reply_set(t, RSIM_O_FLAT, 400, "invalid input type"); return; }
+        } else if (ty == RSD_JSON_STRING) {
+            t->r.ninput = rsd_json_view(&c->doc, in).len > 0 ? 1 : 0;
+        } else if (in >= 0 && ty != RSD_JSON_NULL) {
+            rsim_reply_set(t, RSIM_O_FLAT, 400, "invalid input type");
+            return;
+        }
+        load_only = t->r.ninput == 0;
+        rsim_o_hash_input(t, c, in);
+    } else if (embed == 3) {
+        int pr = rsim_t_get(c, 0, "prompt");
+        if (pr >= 0 && rsd_json_type_of(&c->doc, pr) != RSD_JSON_STRING && rsd_json_type_of(&c->doc, pr) != RSD_JSON_NULL) {
+            rsim_reply_set(t, RSIM_O_FLAT, 400,
+                           "json: cannot unmarshal number into Go struct field EmbeddingRequest.prompt of type string");
+            return;
+        }
+        load_only = pr < 0 || rsd_json_view(&c->doc, pr).len == 0;
+        rsim_o_hash_input(t, c, pr);
+    } else if (is_chat) {
+        load_only = rsd_json_size(&c->doc, rsim_t_get(c, 0, "messages")) == 0;
+        rsim_o_hash_input(t, c, rsim_t_get(c, 0, "messages"));
+    } else {
+        load_only = rsd_json_size(&c->doc, rsim_t_get(c, 0, "prompt")) == 0 &&
+                    rsd_json_view(&c->doc, rsim_t_get(c, 0, "prompt")).len == 0;
+        rsim_o_hash_input(t, c, rsim_t_get(c, 0, "prompt"));
+    }
     t->r.flag = load_only;
-    t->r.stream = !rsim_t_bool(c, rsim_t_get(c, 0, "stream"), false) && !load_only;
+    t->r.stream = !embed && !rsim_t_bool(c, rsim_t_get(c, 0, "stream"), false) && !load_only;
     if (load_only && t->r.keep == 0) { /* unload: answer now, unload when idle (linger) */
         if (m->state == RSIM_LOADED || m->state == RSIM_LOADING) {
             m->forever = false;

@@ -191,11 +191,100 @@ static void test_real_broken_keeps_healthy(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* The object "key": {...} in text (its braces included) as a view; NULL when absent. */
+static const char *obj_after(const char *text, const char *key, size_t *len) {
+    const char *p = strstr(text, key), *q;
+    int depth = 0;
+    if (!p) return NULL;
+    p += strlen(key);
+    for (q = p; *q; q++) {
+        if (*q == '{') depth++;
+        else if (*q == '}' && --depth == 0) break;
+    }
+    if (!*q) return NULL;
+    *len = (size_t)(q - p + 1);
+    return p;
+}
+
+/* What real clients read from the router: a loaded model's listing entry carries the
+   child's own "meta" (the same object its /v1/models gives), /models/sse shows the
+   router's loading progress and then "loaded" with that info; and a child killed
+   mid-stream ends the stream with an error event (OpenAI error object, 502) and the
+   chunked end, not a cut socket. */
+static void test_real_meta_sse_cut(void) {
+    static sse_buf rt;
+    static char buf[1 << 17], child_meta[1024];
+    serve_proc s, child;
+    const char *m, *info;
+    size_t mlen = 0, ilen = 0;
+    int64_t port, pid;
+    int fd, got;
+    size_t n = 0;
+    REQUIRE(real_serve_start(&s, "meta", "max_models = 2\n",
+                             "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 256\naliases = aa\n"
+                             "[model tiny-b]\nmodel = @/tiny-b.gguf\nctx = 2048\nargs = -np 1\n") == 0);
+    memset(&rt, 0, sizeof rt);
+    rt.fd = sse_open(s.port, "/models/sse", NULL);
+    REQUIRE(rt.fd >= 0);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"aa\"}"), 200);
+    REQUIRE(sse_wait(&rt, "\"status\":\"loaded\",\"info\":{\"id\":\"tiny-a\",\"aliases\":[\"tiny-a\"],\"tags\":[],"));
+    CHECK(sse_wait(&rt, "}}}}\n\n"));
+    CHECK(strstr(rt.b, "\"value\":0.0}}}\n\n") != NULL && strstr(rt.b, "\"value\":1.0}}}\n\n") != NULL);
+    /* the child's own word */
+    port = status_field(&s, "tiny-a", "port");
+    REQUIRE(port > 0);
+    memset(&child, 0, sizeof child);
+    snprintf(child.url, sizeof child.url, "http://127.0.0.1:%d", (int)port);
+    CHECK_EQ_INT(http(&child, "GET", "/v1/models", NULL), 200);
+    m = obj_after(g_body, "\"meta\":", &mlen);
+    REQUIRE(m != NULL && mlen < sizeof child_meta);
+    memcpy(child_meta, m, mlen);
+    child_meta[mlen] = 0;
+    CHECK(strstr(child_meta, "\"n_ctx\":256") && strstr(child_meta, "\"ftype\":\"all F32\"") &&
+          strstr(child_meta, "\"vocab_type\":1") && strstr(child_meta, "\"n_ctx_train\":") &&
+          strstr(child_meta, "\"n_params\":") && strstr(child_meta, "\"size\":"));
+    info = obj_after(strstr(rt.b, "\"status\":\"loaded\""), "\"meta\":", &ilen);
+    CHECK(info && ilen == mlen && !memcmp(info, child_meta, mlen));
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models/tiny-a", NULL), 200);
+    m = obj_after(g_body, "\"meta\":", &mlen);
+    CHECK(m && mlen == strlen(child_meta) && !memcmp(m, child_meta, mlen));
+    printf("  meta: %s\n", child_meta);
+
+    /* tiny-b killed mid-stream */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions",
+                     "{\"model\":\"tiny-b\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                     "\"max_tokens\":1900,\"ignore_eos\":true,\"stream\":true}") == 0);
+    buf[0] = 0;
+    while (n < sizeof buf - 1 && !strstr(buf, "data: {")) {
+        got = raw_read(fd, buf + n, sizeof buf - 1 - n);
+        if (got <= 0) break;
+        n += (size_t)got;
+        buf[n] = 0;
+    }
+    REQUIRE(strstr(buf, "data: {") != NULL);
+    pid = status_field(&s, "tiny-b", "pid");
+    REQUIRE(pid > 0);
+    CHECK_EQ_INT(kill((pid_t)pid, SIGKILL), 0);
+    while (n < sizeof buf - 1 && (got = raw_read(fd, buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)got;
+    buf[n] = 0;
+    close(fd);
+    CHECK(strstr(buf, "[DONE]") == NULL); /* it was cut, not finished */
+    CHECK(strstr(buf, "event: error\ndata: {\"error\":{\"code\":502,\"message\":\"upstream 'tiny-b'") != NULL);
+    CHECK(n >= 5 && !strcmp(buf + n - 5, "0\r\n\r\n"));
+    if (!strstr(buf, "event: error")) printf("  stream tail: %s\n", n > 600 ? buf + n - 600 : buf);
+    CHECK(sse_wait(&rt, "{\"model\":\"tiny-b\",\"event\":\"status_change\",\"data\":{\"status\":\"unloaded\""));
+    close(rt.fd);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
     if (real_serve_setup() != 0) return RSD_TEST_END();
     RUN(test_real_route_stream_evict);
+    RUN(test_real_meta_sse_cut);
     RUN(test_real_after_keepalive_idle);
     RUN(test_real_child_slots_bound);
     RUN(test_real_broken_keeps_healthy);

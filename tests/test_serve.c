@@ -731,6 +731,7 @@ static void test_serve_upstream_hangup(void) {
     make_dir();
     snprintf(path, sizeof path, "%s/hangup.ini", g_dir);
     write_config(path, 2, "[model slow]\nmodel = @/slow.gguf\nargs = --gen-ms 60000\n"
+                          "[model tok]\nmodel = @/tok.gguf\nargs = --token-ms 300\n"
                           "[model late]\nmodel = @/late.gguf\nargs = --load-ms 60000\n"
                           "[model broken]\nmodel = @/broken.gguf,fail=1\n");
     REQUIRE(serve_start(&s, args) == 0);
@@ -763,6 +764,41 @@ static void test_serve_upstream_hangup(void) {
     CHECK(strstr(buf, "upstream 'slow'") != NULL);
     close(fd);
     CHECK(wait_field(&s, "slow", "in_flight", 0));
+
+    /* a child that dies mid-stream: the stream ends with an SSE error event (the OpenAI
+       error object, code 502) and its proper end, not a cut socket */
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"tok\"}"), 200);
+    REQUIRE(wait_state(&s, "tok", "ready"));
+    port = (int)status_field(&s, "tok", "port");
+    REQUIRE(port > 0);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("tok", true)) == 0);
+    {
+        static char all[65536];
+        size_t n = 0;
+        serve_proc child;
+        while (n < sizeof all - 1 && !strstr(all, "data: {")) { /* the first chunk */
+            got = raw_read(fd, all + n, sizeof all - 1 - n);
+            if (got <= 0) break;
+            n += (size_t)got;
+            all[n] = 0;
+        }
+        REQUIRE(strstr(all, "data: {") != NULL);
+        memset(&child, 0, sizeof child);
+        snprintf(child.url, sizeof child.url, "http://127.0.0.1:%d", port);
+        (void)http(&child, "POST", "/_sim/crash", "{\"model\":\"tok\",\"exit_code\":3}");
+        while (n < sizeof all - 1 && (got = raw_read(fd, all + n, sizeof all - 1 - n)) > 0) n += (size_t)got;
+        all[n] = 0;
+        CHECK(strstr(all, "HTTP/1.1 200") == all);
+        CHECK(strstr(all, "event: error\ndata: {\"error\":{\"code\":502,\"message\":\"upstream 'tok'") != NULL);
+        CHECK(strstr(all, "\"type\":\"server_error\"}}\n\n") != NULL);
+        CHECK(strstr(all, "[DONE]") == NULL);
+        CHECK(n >= 5 && !strcmp(all + n - 5, "0\r\n\r\n")); /* the chunked end: not cut */
+        if (!strstr(all, "event: error")) printf("  stream: %s\n", all);
+    }
+    close(fd);
+    CHECK(wait_field(&s, "tok", "in_flight", 0));
 
     /* a model whose process exits while loading fails its request with the output */
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
@@ -950,6 +986,28 @@ static void test_serve_wrapper_children(void) {
     }
     for (i = 0; i < 500 && port_open(port); i++) (void)poll(NULL, 0, 10);
     CHECK(!port_open(port));
+}
+
+/* A readiness probe that finds the port not yet bound is no error: the verbose log says
+   "waiting for ID (port N) to listen", never HTTP_CONNECT_FAILED. */
+static void test_serve_waiting_log(void) {
+    serve_proc s;
+    char path[256], text[2048];
+    const char *args[] = {"--config", path, "--verbose", NULL};
+    make_dir();
+    snprintf(path, sizeof path, "%s/slow.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 1\n"
+             "[model slow]\ncommand = /bin/sh -c \"sleep 1; exec %s --runtime server --port {port} "
+             "--load-ms 20 -m /models/slow.gguf --alias slow\"\n",
+             SIM_BIN);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("slow", false)), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK(log_has(&s, "[FLEET_WAITING] fleet: waiting for slow (port "));
+    CHECK(!log_has(&s, "HTTP_CONNECT_FAILED"));
+    CHECK(!log_has(&s, "connect failed"));
 }
 
 /* Every line of the log is one of rsd-serve's own ("rsd-serve: ..."): a child's output
@@ -1182,6 +1240,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_secrets);
     RUN(test_ensure_output_escaped);
     RUN(test_serve_wrapper_children);
+    RUN(test_serve_waiting_log);
     RUN(test_serve_idle_upstream);
     RUN(test_serve_broken_keeps_healthy);
     RUN(test_serve_slow_client);

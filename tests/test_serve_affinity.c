@@ -556,7 +556,11 @@ static void test_serve_listing_fields(void) {
     CHECK(rsd_json_find(&d, 0, "loaded_context_length") < 0); /* not loaded */
     CHECK(rsd_json_type_of(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "status"), "last_used")) == RSD_JSON_NULL);
     CHECK_EQ_INT(http(&s, "GET", "/v1/models/nope", NULL), 404);
-    CHECK(strstr(g_body, "model \\\"nope\\\" was not found") != NULL);
+    memcpy(cfg, g_body, sizeof cfg - 1); /* one meaning, one body: as a completion's */
+    cfg[sizeof cfg - 1] = 0;
+    CHECK(strstr(cfg, "\"code\":\"model_not_found\"") && strstr(cfg, "'nope'"));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("nope", false)), 404);
+    CHECK_EQ_STR(g_body, cfg);
     CHECK_EQ_INT(http(&s, "GET", "/v1/models/plain", NULL), 200);
     CHECK(strstr(g_body, "\"max_context_length\":null") != NULL);
     /* loaded: the per-request window and the process's start time */
@@ -568,6 +572,19 @@ static void test_serve_listing_fields(void) {
     CHECK(created >= t0 - 2 && created <= (int64_t)time(NULL) + 2);
     e = rsd_json_find(&d, rsd_json_find(&d, 0, "status"), "last_used");
     CHECK(rsd_json_int64(&d, e, &v) == RSD_OK && v / 1000 >= t0 - 2 && v / 1000 <= (int64_t)time(NULL) + 2);
+    /* loaded: "meta" as the router's, what the child's own /v1/models says */
+    e = rsd_json_find(&d, 0, "meta");
+    CHECK(rsd_json_type_of(&d, e) == RSD_JSON_OBJECT);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, e, "n_ctx"), &v) == RSD_OK && v == 8192);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, e, "n_ctx_train"), &v) == RSD_OK && v > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, e, "n_vocab"), &v) == RSD_OK && v > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, e, "n_embd"), &v) == RSD_OK && v > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, e, "n_params"), &v) == RSD_OK && v > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, e, "size"), &v) == RSD_OK && v > 0);
+    CHECK(rsd_json_type_of(&d, rsd_json_find(&d, e, "ftype")) == RSD_JSON_STRING);
+    CHECK(rsd_json_find(&d, e, "vocab_type") >= 0);
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models/plain", NULL), 200);
+    CHECK(strstr(g_body, "\"meta\"") == NULL); /* not loaded: none */
     /* /api/v0/models is the same list */
     CHECK_EQ_INT(http(&s, "GET", "/api/v0/models", NULL), 200);
     CHECK(strstr(g_body, "\"object\":\"list\"") && strstr(g_body, "\"id\":\"plain\"") && strstr(g_body, "\"id\":\"x/y\""));

@@ -393,6 +393,20 @@ static void test_api_events(void) {
     CHECK(strstr(rt.b, "data: {\"model\":\"a\",\"event\":\"status_change\",\"data\":{\"status\":\"unloaded\",\"exit_code\":0}}\n\n") != NULL);
     CHECK(sse_wait(&rt, "data: {\"model\":\"c\",\"event\":\"status_change\",\"data\":{\"status\":\"unloaded\",\"exit_code\":1}}"));
     CHECK(strstr(rt.b, "\nid: ") == NULL && strstr(rt.b, "\nevent: ") == NULL);
+    /* as the router: loading progress 0.0 at the start and 1.0 at ready, then "loaded"
+       with the info the child gives (its aliases, tags, created, meta) */
+    {
+        const char *p0 = strstr(rt.b, "data: {\"model\":\"a\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\","
+                                      "\"progress\":{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}}}\n\n");
+        const char *p1 = strstr(rt.b, "data: {\"model\":\"a\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\","
+                                      "\"progress\":{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":1.0}}}\n\n");
+        const char *pl = strstr(rt.b, "data: {\"model\":\"a\",\"event\":\"status_change\",\"data\":{\"status\":\"loaded\","
+                                      "\"info\":{\"id\":\"a\",\"aliases\":[\"a\"],\"tags\":[],\"object\":\"model\",\"created\":");
+        const char *pu = strstr(rt.b, "data: {\"model\":\"a\",\"event\":\"status_change\",\"data\":{\"status\":\"unloaded\"");
+        CHECK(p0 && p1 && pl && pu && p0 < p1 && p1 < pl && pl < pu);
+        CHECK(pl && strstr(pl, "\"owned_by\":\"llamacpp\",\"meta\":{\"vocab_type\":") &&
+              strstr(pl, "\"n_ctx\":") && strstr(pl, "\"n_ctx_train\":") && strstr(pl, "\"ftype\":"));
+    }
     /* replay: ?since=N gives what came after N, Last-Event-ID too */
     id = last_id(ev.b);
     memset(&ev2, 0, sizeof ev2);

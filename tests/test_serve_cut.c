@@ -1,8 +1,9 @@
 /* test_serve_cut.c -- what the README says rsd-serve does when a child dies mid-answer,
    checked: before any byte of the answer's body a 502 with an OpenAI-shaped error (that
-   half is test_serve's upstream-hangup test), after the body has begun the connection
-   is cut -- the status line already said 200, and a chunked stream ends without its
-   last chunk. rsd-sim plays llama-server (slow tokens, so the crash lands mid-stream). */
+   half is test_serve's upstream-hangup test), after an SSE stream has begun -- the
+   status line already said 200 -- an `event: error` frame with the 502 error object,
+   the last chunk and the close. rsd-sim plays llama-server (slow tokens, so the crash
+   lands mid-stream). */
 /* The public API only: linked with the implementation built once (tests/impl.sh); the
    feature macros are the ones the implementation sets. */
 #define _POSIX_C_SOURCE 200809L
@@ -74,8 +75,11 @@ static void test_stream_cut_when_child_dies(void) {
     CHECK(got == 0 || (got < 0 && errno == ECONNRESET)); /* closed, not timed out */
     close(fd);
     CHECK(strstr(buf, "Transfer-Encoding: chunked") != NULL || strstr(buf, "transfer-encoding: chunked") != NULL);
-    CHECK(n < 5 || strcmp(buf + n - 5, "0\r\n\r\n") != 0); /* no last chunk: the client can tell */
-    CHECK(strstr(buf, "HTTP/1.1 502") == NULL);             /* too late for a status */
+    /* too late for a status: the stream says why in an SSE error event (the OpenAI
+       error object, 502), ends properly and the connection closes */
+    CHECK(strstr(buf, "\r\nevent: error\ndata: {\"error\":{\"code\":502,") != NULL);
+    CHECK(n >= 5 && strcmp(buf + n - 5, "0\r\n\r\n") == 0);
+    CHECK(strstr(buf, "HTTP/1.1 502") == NULL);
     CHECK(strstr(buf, "[DONE]") == NULL);
     if (rsdt_cur_failed || getenv("RSD_TEST_VERBOSE")) printf("  got %u bytes:\n%s\n", (unsigned)n, buf);
     CHECK(wait_field(&s, "slow", "in_flight", 0));

@@ -907,6 +907,99 @@ static void test_W35_keep_alive_num_ctx(void) {
     CHECK(strstr(BUF, "\"context_length\":8192") != NULL);
 }
 
+/* Ollama's keep_alive changes only when a request carries it (sched.go useLoadedRunner):
+   a request without it leaves an earlier -1 alone; JSON null counts as absent. */
+static void test_ollama_keep_alive_sticks(void) {
+    SETUP(OLLAMA);
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\",\"keep_alive\":-1}"), 1000), 200);
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\",\"prompt\":\"hi\",\"stream\":false}"), 1000), 200);
+    CHECK_EQ_INT(finish(post("/api/chat", "{\"model\":\"llama3.2\",\"keep_alive\":null,\"messages\":[]}"), 1000), 200);
+    get("/api/ps");
+    CHECK(strstr(BUF, "\"expires_at\":\"2319-") != NULL); /* still forever */
+    adv(3600000);
+    CHECK_EQ_STR(ps_names(), "llama3.2:latest ");
+    /* one that carries it does change it */
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\",\"keep_alive\":\"1m\"}"), 1000), 200);
+    adv(60001);
+    CHECK_EQ_STR(ps_names(), "");
+    /* a fresh load without it takes the default (5 min) */
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\"}"), 1000), 200);
+    adv(299000);
+    CHECK_EQ_STR(ps_names(), "llama3.2:latest ");
+    adv(1001);
+    CHECK_EQ_STR(ps_names(), "");
+}
+
+/* The final generate / chat objects carry api.Metrics in Ollama's order (generate its
+   context first); /api/show has modified_at; /api/embed and /api/embeddings answer as
+   Ollama's EmbedHandler and EmbeddingsHandler do. */
+static void test_ollama_final_fields_embed(void) {
+    rsd_json_doc d;
+    static rsd_json_tok toks[512];
+    int e, k, n;
+    int64_t v, load;
+    double x, sum;
+    SETUP(OLLAMA);
+    CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\",\"prompt\":\"hello there\",\"stream\":false}"), 2000), 200);
+    CHECK(strstr(BUF, "\"done\":true,\"done_reason\":\"stop\",\"context\":[") != NULL);
+    CHECK(strstr(BUF, "],\"total_duration\":") != NULL);
+    REQUIRE(rsd_json_parse(&d, BUF, strlen(BUF), toks, 512) > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "load_duration"), &load) == RSD_OK && load >= 200000000); /* --load-ms 200 */
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "total_duration"), &v) == RSD_OK && v > load);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "prompt_eval_count"), &v) == RSD_OK && v > 0);
+    CHECK_EQ_INT(rsd_json_size(&d, rsd_json_find(&d, 0, "context")), v + RSIM_NTOK);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "prompt_eval_duration"), &v) == RSD_OK && v > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "eval_count"), &v) == RSD_OK && v == RSIM_NTOK);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "eval_duration"), &v) == RSD_OK && v > 0);
+    /* loaded already: a short load_duration */
+    CHECK_EQ_INT(finish(post("/api/chat", "{\"model\":\"llama3.2\",\"stream\":false,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}"), 2000), 200);
+    CHECK(strstr(BUF, "\"done\":true,\"done_reason\":\"stop\",\"total_duration\":") != NULL);
+    CHECK(strstr(BUF, "\"context\"") == NULL);
+    REQUIRE(rsd_json_parse(&d, BUF, strlen(BUF), toks, 512) > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "load_duration"), &v) == RSD_OK && v > 0 && v < 200000000);
+    CHECK(rsd_json_find(&d, 0, "prompt_eval_duration") >= 0 && rsd_json_find(&d, 0, "eval_duration") >= 0);
+    /* show */
+    post("/api/show", "{\"model\":\"llama3.2\"}");
+    CHECK_EQ_INT(R.status, 200);
+    CHECK(strstr(BUF, "\"modified_at\":\"2026-") != NULL);
+    /* /api/embed: a vector of unit length per input, with the durations */
+    CHECK_EQ_INT(finish(post("/api/embed", "{\"model\":\"qwen3:8b\",\"input\":[\"a\",\"b c\"]}"), 2000), 200);
+    CHECK(strstr(BUF, "{\"model\":\"qwen3:8b\",\"embeddings\":[[") == BUF);
+    REQUIRE(rsd_json_parse(&d, BUF, strlen(BUF), toks, 512) > 0);
+    e = rsd_json_find(&d, 0, "embeddings");
+    CHECK_EQ_INT(rsd_json_size(&d, e), 2);
+    n = rsd_json_at(&d, e, 0);
+    sum = 0;
+    for (k = rsd_json_child(&d, n); k >= 0; k = rsd_json_next(&d, k))
+        if (rsd_json_double(&d, k, &x) == RSD_OK) sum += x * x;
+    CHECK(sum > 0.999 && sum < 1.001);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "load_duration"), &v) == RSD_OK && v >= 200000000);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "total_duration"), &v) == RSD_OK && v > 0);
+    CHECK(rsd_json_int64(&d, rsd_json_find(&d, 0, "prompt_eval_count"), &v) == RSD_OK && v > 0);
+    CHECK(strstr(ps_names(), "qwen3:8b") != NULL); /* it loaded the model */
+    CHECK_EQ_INT(finish(post("/api/embed", "{\"model\":\"qwen3:8b\",\"input\":\"a\"}"), 2000), 200);
+    REQUIRE(rsd_json_parse(&d, BUF, strlen(BUF), toks, 512) > 0);
+    CHECK_EQ_INT(rsd_json_size(&d, rsd_json_find(&d, 0, "embeddings")), 1);
+    CHECK_EQ_INT(finish(post("/api/embed", "{\"model\":\"qwen3:8b\",\"input\":[]}"), 2000), 200);
+    CHECK_EQ_STR(BUF, "{\"model\":\"qwen3:8b\",\"embeddings\":[]}");
+    post("/api/embed", "{\"model\":\"qwen3:8b\",\"input\":[1]}");
+    CHECK_EQ_INT(R.status, 400);
+    CHECK_EQ_STR(BUF, "{\"error\":\"invalid input type\"}");
+    post("/api/embed", "{\"model\":\"nope\",\"input\":\"a\"}");
+    CHECK_EQ_INT(R.status, 404);
+    CHECK_EQ_STR(BUF, "{\"error\":\"model 'nope' not found\"}");
+    /* /api/embeddings: the older one, one vector, no durations */
+    CHECK_EQ_INT(finish(post("/api/embeddings", "{\"model\":\"qwen3:8b\",\"prompt\":\"a\"}"), 2000), 200);
+    CHECK(strstr(BUF, "{\"embedding\":[") == BUF && strstr(BUF, "duration") == NULL);
+    REQUIRE(rsd_json_parse(&d, BUF, strlen(BUF), toks, 512) > 0);
+    CHECK_EQ_INT(rsd_json_size(&d, rsd_json_find(&d, 0, "embedding")), 8);
+    CHECK_EQ_INT(finish(post("/api/embeddings", "{\"model\":\"qwen3:8b\",\"prompt\":\"\"}"), 2000), 200);
+    CHECK_EQ_STR(BUF, "{\"embedding\":[]}");
+    post("/api/embeddings", "{\"model\":\"nope\",\"prompt\":\"a\"}");
+    CHECK_EQ_INT(R.status, 404);
+    CHECK_EQ_STR(BUF, "{\"error\":\"model \\\"nope\\\" not found, try pulling it first\"}");
+}
+
 static void test_W36_scheduler(void) {
     SETUP(OLLAMA, "--max-loaded", "2");
     CHECK_EQ_INT(finish(post("/api/generate", "{\"model\":\"llama3.2\",\"keep_alive\":\"10m\"}"), 1000), 200);
@@ -1485,6 +1578,8 @@ int main(int argc, char **argv) {
     RUN(test_W32_W33_load_unload);
     RUN(test_W34_ollama_errors);
     RUN(test_W35_keep_alive_num_ctx);
+    RUN(test_ollama_keep_alive_sticks);
+    RUN(test_ollama_final_fields_embed);
     RUN(test_W36_scheduler);
     RUN(test_W37_oom_evicts_all_and_retries);
     RUN(test_W37_evicted_between);
