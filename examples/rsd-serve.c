@@ -2656,6 +2656,7 @@ enum { SRV_KV_TOKS = 16384, SRV_KV_MAX_FILES = 256 };
 
 #if !defined(_WIN32)
 static void kv_unpark(srv *s, int m, uint64_t now);
+static void kv_timed_out(srv *s, int m, uint64_t now);
 
 /* Model m's slots are saved: a llama_server model (not a command) that does not set its
    own --slot-save-path. */
@@ -3048,6 +3049,10 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
     int64_t x = 0;
     char name[RSRV_KV_NAME_MAX];
     k->up_active = false;
+    if (k->phase != KV_IDLE && (ev->result == RSD_ERR_TIMEOUT || now >= k->deadline)) { /* its bound is ours */
+        kv_timed_out(s, m, now);
+        return;
+    }
     switch (k->phase) {
     case KV_SAVE_PROPS:
     case KV_REST_PROPS:
@@ -3125,21 +3130,23 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
 
 /* Past kv_save_timeout: a save costs its cache, a restore its slot; the stop or the
    parked requests go on. */
+static void kv_timed_out(srv *s, int m, uint64_t now) {
+    srv_kv *k = &s->kv[m];
+    if (k->phase <= KV_SAVE) {
+        if (k->phase == KV_SAVE && k->cur < k->nids) kv_unlink(s, k->key, k->ids[k->cur]);
+        k->save_failures++;
+        kv_save_done(s, m, now, "timed out (kv_save_timeout)");
+    } else {
+        if (k->phase == KV_REST && k->cur < k->nids) kv_miss(s, m, k->key, k->ids[k->cur], "restore timed out", now);
+        kv_restore_done(s, m, now, "timed out (kv_save_timeout)");
+    }
+}
+
 static void kv_service(srv *s, uint64_t now) {
     int m;
     if (!s->kv) return;
-    for (m = 0; m < s->cfg->nmodels; m++) {
-        srv_kv *k = &s->kv[m];
-        if (k->phase == KV_IDLE || now < k->deadline) continue;
-        if (k->phase <= KV_SAVE) {
-            if (k->phase == KV_SAVE && k->cur < k->nids) kv_unlink(s, k->key, k->ids[k->cur]);
-            k->save_failures++;
-            kv_save_done(s, m, now, "timed out (kv_save_timeout)");
-        } else {
-            if (k->phase == KV_REST && k->cur < k->nids) kv_miss(s, m, k->key, k->ids[k->cur], "restore timed out", now);
-            kv_restore_done(s, m, now, "timed out (kv_save_timeout)");
-        }
-    }
+    for (m = 0; m < s->cfg->nmodels; m++)
+        if (s->kv[m].phase != KV_IDLE && now >= s->kv[m].deadline) kv_timed_out(s, m, now);
 }
 
 static uint64_t kv_deadline(const srv *s) {
