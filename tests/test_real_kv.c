@@ -272,6 +272,55 @@ static void test_real_kv_timeout(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* A session chat body: prompt_cache_key sess, its long first turn (reps words), with
+   next its second turn. */
+static const char *kv_session(const char *sess, int reps, bool next) {
+    static char b[16600];
+    const char *c = kv_chat("a", reps, next);
+    snprintf(b, sizeof b, "{\"prompt_cache_key\":\"%s\",%s", sess, c + 1);
+    return b;
+}
+
+/* GET /_rsd/affinity: model a's counter (-1 when absent). */
+static int64_t aff_counter(const serve_proc *s, const char *name) {
+    char key[64];
+    const char *p;
+    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
+    snprintf(key, sizeof key, "\"%s\":", name);
+    p = strstr(g_body, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* session_affinity: two sessions own a's two slots; after the swap both slots come
+   back and so does the table of their owners: each session's next turn goes to its own
+   slot (warm, not fresh) and re-processes only its new tokens. */
+static void test_real_kv_affinity(void) {
+    serve_proc s;
+    char models[1024], glob[1024];
+    int i;
+    snprintf(g_kv, sizeof g_kv, "%s/aff-kv", g_models);
+    snprintf(glob, sizeof glob, "max_models = 1\nkv_cache_dir = %s\n", g_kv);
+    snprintf(models, sizeof models,
+             "[model a]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 2\nsession_affinity = true\n"
+             "[model b]\nmodel = @/tiny-b.gguf\nctx = 256\n");
+    REQUIRE(real_serve_start(&s, "aff", glob, models) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_session("one", 40, false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_session("two", 45, false)), 200);
+    CHECK_EQ_INT(aff_counter(&s, "fresh"), 2);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("b", 2, false)), 200);
+    CHECK(wait_kv(&s, "a", "saved_slots", 2));
+    for (i = 0; i < 2; i++) {
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_session(i ? "two" : "one", i ? 45 : 40, true)), 200);
+        printf("  session %s after the swap: prompt_n %lld cache_n %lld\n", i ? "two" : "one",
+               (long long)timing("prompt_n"), (long long)timing("cache_n"));
+        CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40);
+    }
+    CHECK_EQ_INT(kv_field(&s, "a", "restores"), 2);
+    CHECK_EQ_INT(aff_counter(&s, "warm"), 2); /* each went to the slot it owned before the stop */
+    CHECK_EQ_INT(aff_counter(&s, "fresh"), 2);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
@@ -281,6 +330,7 @@ int main(int argc, char **argv) {
     RUN(test_real_kv_corrupt_truncated);
     RUN(test_real_kv_full_disk);
     RUN(test_real_kv_timeout);
+    RUN(test_real_kv_affinity);
     real_serve_cleanup();
     return RSD_TEST_END();
 }
