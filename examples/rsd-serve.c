@@ -40,8 +40,10 @@
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
               ttl, pin, last error, retry_in_ms (backoff), max_queue and the queue in
-              order (position, waited_ms, method, path); pool counters (evictions,
-              backoffs, restores, ...), max_queue, queue_full (429s).
+              order (position, waited_ms, method, path), and with kv_cache_dir its
+              kv_cache {saved_slots, saved_bytes, saves, save_failures, restores,
+              misses}; pool counters (evictions, backoffs, restores, ...), max_queue,
+              queue_full (429s).
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -87,7 +89,10 @@
               makes room for, "considered" = every other resident model with its state,
               in-flight, pin, idle time and why it was kept: busy, pinned, starting,
               used more recently, ...), stop (reason: ttl, unload, shutdown, starve,
-              trim), exit (exit_code, signal), crash (died while serving), failed_start
+              trim), exit (exit_code, signal), crash (died while serving), kv_save
+              (slots, bytes; reason when it was cut short), kv_restore (slots, tokens;
+              reason), kv_miss (slot, reason: a saved slot deleted instead of
+              restored), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
               true when the checks refused it), load, unload (asked through the API).
               The last event_history events (default 512) are kept: ?since=ID (or a
@@ -106,7 +111,10 @@
               last_use_timestamp_seconds, process_resident_bytes{model,pid} (from
               /proc/PID/statm; omitted where there is none); the pool's gauges
               (pool_live, pool_max_models, pool_running, pool_waiting,
-              pool_reserved_bytes) and counters (pool_*_total, as in /status).
+              pool_reserved_bytes) and counters (pool_*_total, as in /status); with
+              kv_cache_dir per model kv_saved_slots, kv_saved_bytes,
+              kv_saves_total, kv_save_failures_total, kv_restores_total,
+              kv_misses_total.
      Page:    GET / (and /index.html): one self-contained HTML page (inline CSS and
               script, nothing fetched from elsewhere) with each model's state, pid,
               port, in-flight, queue, last use and ttl, load and unload buttons, and
