@@ -447,8 +447,7 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "    --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)\n",
         "    llama-server spellings work too: -m PATH, -c/--ctx-size N, -np N, -a/--alias A,B,\n",
         "    --slots; tuning flags (-ngl, -t, -fa, --jinja, --fit, ...) are accepted and ignored\n",
-        "    --slot-save-path DIR (allows POST /slots/ID?action=erase|save|restore; rsd-sim writes\n"
-        "        and reads the saves there)\n",
+        "    --slot-save-path DIR (POST /slots/ID?action=erase|save|restore; saves are files in DIR)\n",
         "  ollama (wire.md 3, W30-W37)\n",
         "    --max-loaded N (3)  --mem-budget SIZE (0 = none)  --keep-alive DUR (5m)\n",
         "    --linger-ms N (50)  --version V (0.12.6)  --queue-max N (512)\n",
