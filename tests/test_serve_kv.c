@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "serve_harness.h"
+#include "../examples/rsd_sim.h"
 
 #define SIM_BIN "build/examples/rsd-sim"
 
@@ -125,6 +126,75 @@ static void test_kv_config(void) {
     memset(&c, 0, sizeof c);
     CHECK(rsrv_parse_ini(&c, "kv_save_timeout = 0\n", 20, "x.ini", err, sizeof err) != 0);
     (void)o;
+}
+
+/* ---- rsd-sim's own save and restore (rsd_sim.h, no I/O: the file travels in rsim_resp
+   and rsim_req), with the answers llama-server b10116 gives -------------------------- */
+static rsim *g_sim;
+static char g_sbuf[1 << 16];
+static rsim_resp g_sr;
+
+static int sim_req(const char *target, const char *body, const char *file, size_t flen, bool found) {
+    rsim_req q;
+    memset(&q, 0, sizeof q);
+    q.method = "POST";
+    q.target = target;
+    q.body = body;
+    q.body_len = strlen(body);
+    q.file_data = file;
+    q.file_len = flen;
+    q.file_found = found;
+    g_sr.body = g_sbuf;
+    g_sr.body_cap = sizeof g_sbuf;
+    (void)rsim_handle(g_sim, &q, 5000, &g_sr);
+    return g_sr.status;
+}
+
+static void test_sim_save_restore(void) {
+    static char file[RSIM_KV_FILE_MAX];
+    char *av[] = {(char *)"rsd-sim", (char *)"--runtime", (char *)"server", (char *)"--model", (char *)"id=/m.gguf",
+                  (char *)"--load-ms", (char *)"0", (char *)"-np", (char *)"2", (char *)"--gen-ms", (char *)"0",
+                  (char *)"--slot-save-path", (char *)"/d", NULL};
+    const char *turn1 = "{\"id_slot\":1,\"messages\":[{\"role\":\"user\",\"content\":\"a long enough first question\"}]}";
+    const char *turn2 = "{\"id_slot\":0,\"messages\":[{\"role\":\"user\",\"content\":\"a long enough first question\"},"
+                        "{\"role\":\"assistant\",\"content\":\"This is a simulated reply.\"},"
+                        "{\"role\":\"user\",\"content\":\"and more\"}]}";
+    size_t flen;
+    int64_t saved = 0, v = 0, first = 0;
+    g_sim = (rsim *)calloc(1, sizeof *g_sim);
+    REQUIRE(g_sim != NULL);
+    REQUIRE(rsim_configure(g_sim, 13, av) == 0);
+    rsim_start(g_sim, 1000);
+    CHECK_EQ_INT(sim_req("/v1/chat/completions", turn1, NULL, 0, false), 200);
+    {
+        const char *p = strstr(g_sbuf, "\"prompt_n\":");
+        first = p ? strtoll(p + 11, NULL, 10) : -1;
+    }
+    CHECK_EQ_INT(sim_req("/slots/1?action=save", "{}", NULL, 0, false), 500); /* no filename */
+    CHECK(g_sr.file_name == NULL);
+    CHECK_EQ_INT(sim_req("/slots/1?action=save", "{\"filename\":\"../x.bin\"}", NULL, 0, false), 400);
+    CHECK(strstr(g_sbuf, "Invalid filename") != NULL);
+    CHECK_EQ_INT(sim_req("/slots/0?action=save", "{\"filename\":\"e.bin\"}", NULL, 0, false), 200);
+    CHECK(strstr(g_sbuf, "\"n_saved\":0") != NULL); /* an empty slot saves nothing, as the real one */
+    CHECK_EQ_INT(sim_req("/slots/1?action=save", "{\"filename\":\"s.bin\"}", NULL, 0, false), 200);
+    REQUIRE(g_sr.file_name != NULL && !strcmp(g_sr.file_name, "s.bin") && g_sr.file_len < sizeof file);
+    memcpy(file, g_sr.file_data, g_sr.file_len);
+    flen = g_sr.file_len;
+    CHECK_EQ_INT(rsrv_kv_member_int(g_sbuf, strlen(g_sbuf), "n_saved", g_toks, 8192, &saved), RSD_OK);
+    CHECK(saved > first);
+    CHECK_EQ_INT(rsrv_kv_member_int(g_sbuf, strlen(g_sbuf), "n_written", g_toks, 8192, &v), RSD_OK);
+    CHECK_EQ_INT(v, (int64_t)flen);
+    CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"no.bin\"}", NULL, 0, false), 400);
+    CHECK(strstr(g_sbuf, "invalid slot save file") != NULL);
+    CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"g.bin\"}", "garbage\n", 8, true), 400);
+    CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"s.bin\"}", file, flen / 2, true), 200);
+    CHECK(strstr(g_sbuf, "\"n_restored\":0") != NULL); /* cut short: nothing, and no error (as the real one) */
+    CHECK_EQ_INT(sim_req("/slots/0?action=restore", "{\"filename\":\"s.bin\"}", file, flen, true), 200);
+    CHECK_EQ_INT(rsrv_kv_member_int(g_sbuf, strlen(g_sbuf), "n_restored", g_toks, 8192, &v), RSD_OK);
+    CHECK_EQ_INT(v, saved);
+    CHECK_EQ_INT(sim_req("/v1/chat/completions", turn2, NULL, 0, false), 200); /* slot 0 now holds turn 1 */
+    CHECK(strstr(g_sbuf, "\"cache_n\":0") == NULL);
+    free(g_sim);
 }
 
 /* ---- rsd-serve with rsd-sim children ------------------------------------------------ */
@@ -326,6 +396,7 @@ int main(int argc, char **argv) {
     RUN(test_kv_names);
     RUN(test_kv_slots_answer);
     RUN(test_kv_config);
+    RUN(test_sim_save_restore);
     RUN(test_serve_kv_evict_restore);
     RUN(test_serve_kv_bad_files);
     RUN(test_serve_kv_budget_timeout);
