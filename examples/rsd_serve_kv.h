@@ -81,18 +81,26 @@ RSRV_FN bool rsrv_kv_parse_name(const char *name, uint64_t *key, int *slot) {
     return true;
 }
 
+/* A sidecar field: no control byte (a line break, a NUL) in s[0..n). */
+RSRV_FN bool rsrv_kv_field_ok(const char *s, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) return false;
+    return true;
+}
+
 /* The sidecar's text for m into out (cap bytes): its length, or -1 when it does not fit
    or a field holds a line break. */
 RSRV_FN int rsrv_kv_meta_write(const rsrv_kv_meta *m, char *out, size_t cap) {
     int n;
-    if (strpbrk(m->model, "\r\n") || strpbrk(m->build, "\r\n")) return -1;
+    if (!rsrv_kv_field_ok(m->model, strlen(m->model)) || !rsrv_kv_field_ok(m->build, strlen(m->build))) return -1;
     n = snprintf(out, cap, "rsd-kv 1\nmodel %s\nbuild %s\ntokens %lld\nbytes %lld\n", m->model, m->build,
                  (long long)m->tokens, (long long)m->bytes);
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }
 
 /* Reads a sidecar (text[0..n)): true with *m filled when every line is there and sane
-   (tokens and bytes positive). */
+   (tokens and bytes positive, model and build without control bytes). */
 RSRV_FN bool rsrv_kv_meta_read(const char *text, size_t n, rsrv_kv_meta *m) {
     size_t i = 0;
     int seen = 0;
@@ -110,11 +118,11 @@ RSRV_FN bool rsrv_kv_meta_read(const char *text, size_t n, rsrv_kv_meta *m) {
             if (ln != 8 || line[7] != '1') return false;
             seen |= 1;
         } else if ((size_t)(v - line) == 5 && !memcmp(line, "model", 5)) {
-            if (ln - 6 >= RSRV_ID_MAX) return false;
+            if (ln - 6 >= RSRV_ID_MAX || !rsrv_kv_field_ok(v + 1, ln - 6)) return false;
             rsrv_cpy(m->model, sizeof m->model, v + 1, ln - 6);
             seen |= 2;
         } else if ((size_t)(v - line) == 5 && !memcmp(line, "build", 5)) {
-            if (ln - 6 >= RSRV_KV_BUILD_MAX) return false;
+            if (ln - 6 >= RSRV_KV_BUILD_MAX || !rsrv_kv_field_ok(v + 1, ln - 6)) return false;
             rsrv_cpy(m->build, sizeof m->build, v + 1, ln - 6);
             seen |= 4;
         } else if ((size_t)(v - line) == 6 && !memcmp(line, "tokens", 6)) {
@@ -175,6 +183,6 @@ RSRV_FN void rsrv_kv_build(const char *body, size_t len, rsd_json_tok *toks, uin
     out[0] = 0;
     if (rsd_json_parse(&doc, body, len, toks, ntoks) < 1 || rsd_json_type_of(&doc, 0) != RSD_JSON_OBJECT) return;
     v = rsd_json_find(&doc, 0, "build_info");
-    if (v < 0 || rsd_json_str(&doc, v, out, cap, &n) != RSD_OK || strpbrk(out, "\r\n")) out[0] = 0;
+    if (v < 0 || rsd_json_str(&doc, v, out, cap, &n) != RSD_OK || !rsrv_kv_field_ok(out, n)) out[0] = 0;
 }
 #endif
