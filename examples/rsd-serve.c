@@ -3254,6 +3254,30 @@ static void kv_metrics(srv *s, mbuf *b) {
 #undef SRV_KVC
 }
 
+/* KEY-SLOT.bin files without their sidecar (a save cut short: rsd-serve killed, or the
+   child finishing a save that had timed out) are deleted. */
+static void kv_orphans(const srv *s) {
+    DIR *d = opendir(s->kv_dir);
+    struct dirent *de;
+    if (!d) return;
+    while ((de = readdir(d)) != NULL) {
+        char meta[RSRV_KV_NAME_MAX + 8], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX + 8];
+        size_t n = strlen(de->d_name);
+        uint64_t key;
+        int slot;
+        struct stat st;
+        if (n < 5 || n >= RSRV_KV_NAME_MAX || strcmp(de->d_name + n - 4, ".bin")) continue;
+        memcpy(meta, de->d_name, n - 4);
+        memcpy(meta + n - 4, ".meta", 6);
+        if (!rsrv_kv_parse_name(meta, &key, &slot)) continue; /* not one of ours */
+        kv_path(s, path, sizeof path, meta);
+        if (path[0] && stat(path, &st) == 0) continue;
+        kv_path(s, path, sizeof path, de->d_name);
+        if (path[0]) (void)unlink(path);
+    }
+    (void)closedir(d);
+}
+
 /* At start: kv_cache_dir made (0700, an existing one set to 0700) and left-overs of a
    save cut short deleted. false (logged) when it cannot be: the feature is off. */
 static bool kv_prepare(srv *s) {
@@ -3270,6 +3294,7 @@ static bool kv_prepare(srv *s) {
         s->kv_dir[0] = 0;
         return false;
     }
+    kv_orphans(s);
     kv_budget(s);
     return true;
 }

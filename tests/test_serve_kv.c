@@ -389,6 +389,26 @@ static void rm_tree(const char *dir) {
     rmdir(dir);
 }
 
+/* An existing kv_cache_dir (0755) becomes 0700; a .bin of ours without its sidecar (a
+   save cut short) is deleted at start, a file not of ours is left alone. */
+static void test_serve_kv_dir_leftovers(void) {
+    serve_proc s;
+    struct stat st;
+    char p1[800], p2[800];
+    make_dir();
+    snprintf(g_kv, sizeof g_kv, "%s/left-kv", g_dir);
+    REQUIRE(mkdir(g_kv, 0755) == 0 || errno == EEXIST);
+    REQUIRE(chmod(g_kv, 0755) == 0);
+    snprintf(p1, sizeof p1, "%s/0123456789abcdef-0.bin", g_kv);
+    snprintf(p2, sizeof p2, "%s/notes.txt", g_kv);
+    REQUIRE(write_file(p1, "half a save") == 0 && write_file(p2, "mine") == 0);
+    REQUIRE(kv_start(&s, "left", 4096, "", "") == 0);
+    CHECK(stat(g_kv, &st) == 0 && (st.st_mode & 0777) == 0700);
+    CHECK(access(p1, F_OK) != 0);
+    CHECK(access(p2, F_OK) == 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     signal(SIGPIPE, SIG_IGN);
@@ -400,6 +420,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_kv_evict_restore);
     RUN(test_serve_kv_bad_files);
     RUN(test_serve_kv_budget_timeout);
+    RUN(test_serve_kv_dir_leftovers);
     if (!rsdt_failed && g_dir[0]) rm_tree(g_dir); /* kept to look at otherwise */
     return RSD_TEST_END();
 }
