@@ -389,6 +389,24 @@ static void rm_tree(const char *dir) {
     rmdir(dir);
 }
 
+/* Every stop of a ready child saves: an unload through the API, and the idle ttl. */
+static void test_serve_kv_unload_ttl(void) {
+    serve_proc s;
+    REQUIRE(kv_start(&s, "unload", 4096, "", "") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/models/unload", "{\"model\":\"a\"}"), 200);
+    CHECK(wait_kv(&s, "a", "saved_slots", 1));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", true)), 200);
+    CHECK(timing("cache_n") > 0);
+    CHECK_EQ_INT(kv_field(&s, "a", "restores"), 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    REQUIRE(kv_start(&s, "ttl", 4096, "", "\nttl = 1") == 0); /* the idle ttl is what is under test */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", false)), 200);
+    CHECK(wait_kv(&s, "a", "saved_slots", 1));
+    CHECK(log_has(&s, "a: stopping pid") && log_has(&s, "(ttl)"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* An existing kv_cache_dir (0755) becomes 0700; a .bin of ours without its sidecar (a
    save cut short) is deleted at start, a file not of ours is left alone. */
 static void test_serve_kv_dir_leftovers(void) {
@@ -421,6 +439,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_kv_bad_files);
     RUN(test_serve_kv_budget_timeout);
     RUN(test_serve_kv_dir_leftovers);
+    RUN(test_serve_kv_unload_ttl);
     if (!rsdt_failed && g_dir[0]) rm_tree(g_dir); /* kept to look at otherwise */
     return RSD_TEST_END();
 }
