@@ -4098,7 +4098,7 @@ static int main_loop(srv *s, rsd_pollfd *fds, int wake0, uint32_t term_grace_ms)
             logf_("stopped");
             return EX_OK;
         }
-        if (s->stopping && now - s->stop_at > (uint64_t)term_grace_ms + 10000) {
+        if (s->stopping && now - s->stop_at > (uint64_t)term_grace_ms + 10000 + (s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0)) {
             logf_("processes did not exit in time; killing them");
             return EX_OK;
         }
