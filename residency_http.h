@@ -1696,6 +1696,10 @@
                    cancel them as usual); the next request respawns the model.
        STOP        rsd_procs_stop (SIGTERM to its process group, SIGKILL after
                    desc.procs.term_grace_ms): STOPPING (.why), then EXITED once reaped.
+                   With desc.stop_hold_ms a READY process is held first: STOPPING
+                   (.why, .port, .held = true), no new grant, and the SIGTERM waits
+                   for rsd_fleet_stop_go(f, model) or stop_hold_ms, whichever comes
+                   first (the host saves the child's state meanwhile, e.g. its slots).
        GRANT/FAIL  GRANT (.port) / FAIL (.result, .message) events. FAILs that the pool
                    reports as ERR_POOL_LOAD_FAILED carry RSD_ERR_FLEET_START.
 
@@ -1768,6 +1772,8 @@
        runs inside the call: about 1-2 ms).
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
        TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves.
+   rsd_fleet_stop_go(f, m, now): model m's held stop (desc.stop_hold_ms) goes on now:
+       its SIGTERM is sent. RSD_OK, RSD_ERR_NOT_FOUND (m holds no stop), RSD_ERR_ARG.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
@@ -2953,6 +2959,8 @@ typedef struct rsd_fleet_desc {
     uint32_t watchdog_failures;     /* 0 = RSD_FLEET_WATCHDOG_FAILURES_DEFAULT */
     uint32_t watchdog_errors;       /* 0 = RSD_FLEET_WATCHDOG_ERRORS_DEFAULT */
     uint32_t watchdog_restarts;     /* 0 = RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT */
+    uint32_t stop_hold_ms;          /* a READY process's stop waits for rsd_fleet_stop_go at
+                                       most this long before its SIGTERM; 0 = at once */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_fleet_desc;
@@ -2983,6 +2991,7 @@ typedef struct rsd_fleet_event {
     int64_t pid;                /* STARTING..CRASHED; 0 when it never ran */
     int result;                 /* FAIL, CRASHED: an RSD_ERR_* (<0) */
     rsd_pool_why why;           /* STOPPING */
+    bool held;                  /* STOPPING: the SIGTERM waits for rsd_fleet_stop_go */
     int exit_code, term_signal; /* EXITED, CRASHED (as rsd_proc_event) */
     const char *message;        /* FAIL, CRASHED: reason, command and last output lines */
     uint64_t at_ms;
@@ -3063,6 +3072,9 @@ RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms);
 RSD_API bool rsd_fleet_idle(const rsd_fleet *f);
 /* Do all pending work: reap, drain output, probe, apply pool actions. Returns RSD_OK or <0. */
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms);
+/* A held stop (desc.stop_hold_ms) of model's process goes on now. RSD_OK,
+   RSD_ERR_NOT_FOUND (none held) or RSD_ERR_ARG. */
+RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms);
 /* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need). */
 RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap);
 /* Next time step has timed work; 0 while events wait to be pulled; UINT64_MAX = none. */
@@ -13484,6 +13496,7 @@ typedef struct rsdi_fleet_slot {
     bool ready;
     bool healthy;              /* /health said 200; GET /props (its slot count) in flight */
     bool stopping;             /* the pool sent STOP */
+    uint64_t hold_until;       /* a held stop: SIGTERM then (0 = none; desc.stop_hold_ms) */
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
     uint64_t out_seen;         /* the child's out_bytes when the last probe was sent */
@@ -13508,6 +13521,7 @@ struct rsd_fleet {
     rsd_http_client *client;
     uint32_t probe_timeout_ms;
     uint32_t wd_interval, wd_failures, wd_errors, wd_restarts; /* the watchdog (interval 0 = no polls) */
+    uint32_t stop_hold_ms;     /* desc.stop_hold_ms */
     bool wd_on;
     int num_models;
     rsdi_fleet_model *models;  /* RSD_FLEET_MAX_MODELS entries */
@@ -13957,9 +13971,13 @@ RSDI_PRIVATE void rsdi_fleet_apply(rsd_fleet *f, const rsd_pool_action *a, uint6
             ev.pid = s->pid;
             ev.port = s->port;
             ev.why = a->why;
+            if (f->stop_hold_ms && s->ready && !s->wd_why[0]) { /* the host saves first */
+                s->hold_until = now_ms + f->stop_hold_ms;
+                ev.held = true;
+            }
             rsdi_fleet_push(f, &ev, -1);
         }
-        (void)rsd_procs_stop(f->procs, s->proc, now_ms);
+        if (!s->hold_until) (void)rsd_procs_stop(f->procs, s->proc, now_ms);
         break;
     case RSD_POOL_ACTION_GRANT:
         rsdi_fleet_ev_init(f, &ev, RSD_FLEET_EV_GRANT, a->model, a->slot, now_ms);
@@ -14068,6 +14086,7 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     f->wd_failures = d.watchdog_failures ? d.watchdog_failures : (uint32_t)RSD_FLEET_WATCHDOG_FAILURES_DEFAULT;
     f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
     f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
+    f->stop_hold_ms = d.stop_hold_ms;
     f->pool_deadline = RSD_NO_DEADLINE;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
@@ -14412,6 +14431,12 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             if (rsdi_fleet_wd_poll(f, &f->slots[i], now_ms)) work++;
         }
         work += rsdi_fleet_wd_restarts(f, now_ms);
+        for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
+            if (f->slots[i].hold_until && f->slots[i].hold_until <= now_ms) { /* the host took too long */
+                f->slots[i].hold_until = 0;
+                (void)rsd_procs_stop(f->procs, f->slots[i].proc, now_ms);
+                work++;
+            }
         (void)rsd_http_client_step(f->client, now_ms);
         while (rsd_http_next_event(f->client, &he)) {
             rsdi_fleet_slot *s = NULL;
@@ -14435,6 +14460,20 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
         if (!work) break;
     }
     return RSD_OK;
+}
+
+RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
+    int i;
+    if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
+        rsdi_fleet_slot *s = &f->slots[i];
+        if (s->pp.id && s->model == model && s->hold_until) {
+            s->hold_until = 0;
+            (void)rsd_procs_stop(f->procs, s->proc, now_ms);
+            return RSD_OK;
+        }
+    }
+    return RSD_ERR_NOT_FOUND;
 }
 
 RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap) {
@@ -14471,6 +14510,7 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
         const rsdi_fleet_slot *s = &f->slots[i];
         x = rsdi_fleet_output_probe_at(f, &f->slots[i]);
         if (x && x < d) d = x;
+        if (s->hold_until && s->hold_until < d) d = s->hold_until;
         if (f->wd_interval && s->pp.id && s->ready && !s->stopping && !s->wd_why[0] && !s->probe.id &&
             s->wd_next_ms && s->wd_next_ms < d)
             d = s->wd_next_ms;

@@ -49,8 +49,10 @@
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
               model with state, pid, port, in-flight, waiting, reservation, last use,
               ttl, pin, last error, retry_in_ms (backoff), max_queue and the queue in
-              order (position, waited_ms, method, path); pool counters (evictions,
-              backoffs, restores, ...), max_queue, queue_full (429s).
+              order (position, waited_ms, method, path), and with kv_cache_dir its
+              kv_cache {saved_slots, saved_bytes, saves, save_failures, restores,
+              misses}; pool counters (evictions, backoffs, restores, ...), max_queue,
+              queue_full (429s).
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -101,7 +103,10 @@
               makes room for, "considered" = every other resident model with its state,
               in-flight, pin, idle time and why it was kept: busy, pinned, starting,
               used more recently, ...), stop (reason: ttl, unload, shutdown, starve,
-              trim), exit (exit_code, signal), crash (died while serving), failed_start
+              trim), exit (exit_code, signal), crash (died while serving), kv_save
+              (slots, bytes; reason when it was cut short), kv_restore (slots, tokens;
+              reason), kv_miss (slot, reason: a saved slot deleted instead of
+              restored), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
               true when the checks refused it), load, unload (asked through the API).
               The last event_history events (default 512) are kept: ?since=ID (or a
@@ -120,7 +125,10 @@
               last_use_timestamp_seconds, process_resident_bytes{model,pid} (from
               /proc/PID/statm; omitted where there is none); the pool's gauges
               (pool_live, pool_max_models, pool_running, pool_waiting,
-              pool_reserved_bytes) and counters (pool_*_total, as in /status).
+              pool_reserved_bytes) and counters (pool_*_total, as in /status); with
+              kv_cache_dir per model kv_saved_slots, kv_saved_bytes,
+              kv_saves_total, kv_save_failures_total, kv_restores_total,
+              kv_misses_total.
      Page:    GET / (and /index.html): one self-contained HTML page (inline CSS and
               script, nothing fetched from elsewhere) with each model's state, pid,
               port, in-flight, queue, last use and ttl, load and unload buttons, and
@@ -217,6 +225,7 @@
 #include "../residency_http.h"
 #include "rsd_serve.h"
 #include "rsd_serve_affinity.h"
+#include "rsd_serve_kv.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -229,6 +238,9 @@
 #include <time.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#if !defined(_WIN32)
+#include <dirent.h>
+#endif
 #if defined(_WIN32) /* windows.h, winsock2.h and ws2tcpip.h come with residency_http.h */
 #define strsignal(sig) ((sig) == 9 ? "Killed" : "Terminated") /* no strsignal: the two we report */
 #else
@@ -373,6 +385,7 @@ typedef struct job {
     bool aff_has;          /* it has a session (prompt_cache_key or X-Session-Id) */
     uint64_t aff_session;  /* its hash */
     bool queued;           /* waited for its place (a grant event when it gets it) */
+    bool kv_parked;        /* granted, waits for its model's slot restores (kv cache) */
 } job;
 
 enum { AFF_NONE = 0, AFF_SAMPLE, AFF_ERASE, AFF_READY };
@@ -381,6 +394,30 @@ enum { AFF_NONE = 0, AFF_SAMPLE, AFF_ERASE, AFF_READY };
 typedef struct srv_aff_stats {
     uint64_t warm, fresh, handoffs, erased, erase_failed, unpinned, samples_failed;
 } srv_aff_stats;
+
+/* Per model: the kv cache steps of its process (the "kv cache" section). */
+typedef struct srv_kv {
+    int phase;             /* KV_*: the step whose answer is awaited */
+    uint16_t port;
+    int64_t pid;
+    uint64_t key, deadline;
+    uint64_t run_key;      /* the key taken when its process got ready */
+    int64_t run_pid;
+    bool run_key_ok;
+    rsd_http_req_h up;
+    bool up_active;
+    char build[RSRV_KV_BUILD_MAX];
+    int nids, cur;         /* the slots to save or restore, the one in flight */
+    int ids[RSRV_KV_MAX_SLOTS];
+    int64_t want[RSRV_KV_MAX_SLOTS]; /* restore: the tokens its save held */
+    int done_slots;
+    int64_t done_bytes;    /* saved bytes, or restored tokens */
+    uint64_t restored;     /* slots restored (bit per slot) */
+    bool parked;           /* granted requests wait for the restores */
+    bool aff_kept;         /* aff_saved holds the session table at the stop */
+    rsrv_aff aff_saved;
+    uint64_t saves, save_failures, restores, misses;
+} srv_kv;
 
 typedef struct srv {
     rsrv_config *cfg;
@@ -393,7 +430,13 @@ typedef struct srv {
     rsrv_aff *aff;         /* per model: who owns its process's slots */
     srv_aff_stats *aff_stats;
     rsd_json_tok *aff_toks;
-    char slot_dir[64];     /* --slot-save-path given to affinity models ("" = none) */
+    char slot_dir[RSRV_PATH_MAX]; /* --slot-save-path given to affinity models and with
+                                     kv_cache_dir to every llama_server model ("" = none) */
+    srv_kv *kv;            /* per model */
+    rsd_json_tok *kv_toks;
+    char kv_dir[RSRV_PATH_MAX]; /* kv_cache_dir in use ("" = off) */
+    uint64_t kv_bytes, kv_evicted;
+    uint32_t kv_timeout_ms;
     uint64_t boot_unix_ms; /* wall clock at the loop's clock 0 (listing times) */
     char *out;
     bool stopping;
@@ -416,6 +459,7 @@ typedef struct srv {
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
+static void kv_status(srv *s, rsd_json_writer *w, int m);
 static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now);
 static bool model_running(srv *s, int m, uint64_t now);
 
@@ -762,6 +806,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         if (mi.retry_at_ms > now) rsd_json_w_int(&w, (int64_t)(mi.retry_at_ms - now));
         else rsd_json_w_null(&w);
         status_queue(s, &w, i, now);
+        kv_status(s, &w, i);
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_array(&w);
@@ -2238,6 +2283,15 @@ typedef struct mbuf {
     bool full;
 } mbuf;
 
+/* The kv cache section's entries (defined after on_fleet). */
+static void kv_metrics(srv *s, mbuf *b);
+static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now);
+static void kv_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now);
+static void kv_on_gone(srv *s, const rsd_fleet_event *ev, uint64_t now);
+static bool kv_park(srv *s, job *j);
+static bool kv_owns(const srv *s, const void *user);
+static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t now);
+
 static void mput(mbuf *b, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 2, 3)))
@@ -2378,6 +2432,7 @@ static void answer_metrics(srv *s, rsd_http_sreq_h h, uint64_t now) {
     SRV_PC(backoffs, "Requests refused while a failed model backs off.")
     SRV_PC(restores, "Models started again after the start they made room for failed.")
 #undef SRV_PC
+    kv_metrics(s, &b);
 #undef SRV_EACH
 #undef SRV_FAMILY
     free(st);
@@ -2414,7 +2469,7 @@ static const char *const srv_page[] = {
     "<p><label>Key <input id=\"key\" type=\"password\" size=\"24\" placeholder=\"api or admin key, if set\"></label>\n"
     "<button id=\"savekey\">use</button> <span id=\"pool\"></span> <span id=\"msg\"></span></p>\n"
     "<table id=\"models\"><thead><tr><th>model</th><th>state</th><th>pid</th><th>port</th><th>in flight</th>\n"
-    "<th>queue</th><th>last use</th><th>ttl</th><th></th></tr></thead><tbody></tbody></table>\n"
+    "<th>queue</th><th>last use</th><th>ttl</th><th>kv cache</th><th></th></tr></thead><tbody></tbody></table>\n"
     "<h2 style=\"font-size:1.1em\">Events</h2>\n"
     "<pre id=\"events\"></pre>\n"
     "<script>\n"
@@ -2464,6 +2519,9 @@ static const char *const srv_page[] = {
     "    cell(tr, \"waiting\", String(m.waiting));\n"
     "    cell(tr, \"last_use\", ago(m.last_used_ms_ago));\n"
     "    cell(tr, \"ttl\", m.ttl_s ? m.ttl_s + \" s\" : \"never\");\n"
+    "    var kv = m.kv_cache;\n"
+    "    cell(tr, \"kv\", kv ? kv.saved_slots + \" saved (\" + kv.saved_bytes + \" B), \" + kv.restores + \" restored, \" +\n"
+    "      kv.misses + \" missed\" : \"\");\n"
     "    var td = cell(tr, \"actions\", \"\");\n"
     "    b = document.createElement(\"button\"); b.textContent = \"load\"; b.className = \"load\";\n"
     "    b.onclick = function () { act(\"load\", m.id); }; td.appendChild(b);\n"
@@ -2645,6 +2703,7 @@ static void job_finish(srv *s, job *j, uint64_t now) {
 static void on_upstream(srv *s, const rsd_http_event *ev, uint64_t now) {
     job *j = (job *)ev->user;
     int m;
+    if (kv_owns(s, ev->user)) { kv_on_upstream(s, (srv_kv *)ev->user, ev, now); return; }
     for (m = 0; m < s->cfg->nmodels && ev->req.id; m++)
         if (s->meta[m].req.id == ev->req.id) { meta_answer(s, m, ev); return; }
     if (!j || j->state == JOB_FREE) return;
@@ -2791,6 +2850,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         j->granted = true;
         j->port = ev->port;
         if (j->queued) ev_request(s, "grant", j->model, now, (int64_t)(now - j->t0));
+        if (kv_park(s, j)) break; /* its model's saved slots are restored first */
         job_send(s, j, now);
         break;
     }
@@ -2814,9 +2874,16 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     case RSD_FLEET_EV_STARTING:
         logf_("%s: starting pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port);
         break;
-    case RSD_FLEET_EV_READY: logf_("%s: ready pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port); break;
-    case RSD_FLEET_EV_STOPPING: logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why)); break;
+    case RSD_FLEET_EV_READY:
+        logf_("%s: ready pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port);
+        kv_on_ready(s, ev, now);
+        break;
+    case RSD_FLEET_EV_STOPPING:
+        logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why));
+        kv_on_stopping(s, ev, now);
+        break;
     case RSD_FLEET_EV_EXITED:
+        kv_on_gone(s, ev, now);
         logf_("%s: exited pid %lld (code %d%s%s)", id, (long long)ev->pid, ev->exit_code,
               ev->term_signal ? ", signal " : "", ev->term_signal ? strsignal(ev->term_signal) : "");
         if (ev->model >= 0 && ev->model < RSRV_MAX_MODELS && s->restart[ev->model]) {
@@ -2828,6 +2895,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         }
         break;
     case RSD_FLEET_EV_CRASHED:
+        kv_on_gone(s, ev, now);
         if (ev->pid)
             logf_("%s: failed pid %lld: %s", id, (long long)ev->pid,
                   ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
@@ -2837,6 +2905,669 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     default: break;
     }
 }
+
+/* ---- kv cache: a swap keeps the conversation (rsd_serve_kv.h has the pure parts) ---- */
+/* With kv_cache_dir, every llama_server model's child gets --slot-save-path DIR. Before
+   a ready child stops (the fleet holds its SIGTERM: desc.stop_hold_ms) its slots that
+   hold a prompt are saved (GET /props for the build, GET /slots, then one POST
+   /slots/N?action=save at a time), the files are made 0600 and a sidecar is written;
+   then the stop goes on (rsd_fleet_stop_go), at the latest after kv_save_timeout. When
+   the model is ready again its requests wait (parked after their grant) until the
+   files whose key and build match are restored (POST /slots/N?action=restore); every
+   other file of that model is deleted (kv_miss). The steps are answers to requests
+   of the shared client: nothing here waits. */
+enum { KV_IDLE = 0, KV_SAVE_PROPS, KV_SAVE_SLOTS, KV_SAVE, KV_REST_PROPS, KV_REST };
+enum { SRV_KV_TOKS = 16384, SRV_KV_MAX_FILES = 256 };
+
+#if !defined(_WIN32)
+static void kv_unpark(srv *s, int m, uint64_t now);
+static void kv_timed_out(srv *s, int m, uint64_t now);
+
+/* Model m's slots are saved: a llama_server model (not a command) that does not set its
+   own --slot-save-path. */
+static bool kv_model_on(const srv *s, int m) {
+    return s->kv_dir[0] && m >= 0 && m < s->cfg->nmodels && !s->cfg->models[m].command[0] &&
+           s->cfg->models[m].model[0] && !strstr(s->cfg->args, "--slot-save-path") &&
+           !strstr(s->cfg->models[m].args, "--slot-save-path");
+}
+
+/* DIR/name into out ("" when it does not fit: no file has that name). */
+static void kv_path(const srv *s, char *out, size_t cap, const char *name) {
+    int n = snprintf(out, cap, "%s/%s", s->kv_dir, name);
+    if (n < 0 || (size_t)n >= cap) out[0] = 0;
+}
+
+/* Deletes KEY-SLOT.bin and its sidecar. */
+static void kv_unlink(const srv *s, uint64_t key, int slot) {
+    char name[RSRV_KV_NAME_MAX], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX];
+    rsrv_kv_name(name, key, slot, false);
+    kv_path(s, path, sizeof path, name);
+    (void)unlink(path);
+    rsrv_kv_name(name, key, slot, true);
+    kv_path(s, path, sizeof path, name);
+    (void)unlink(path);
+}
+
+/* Model m's key now (its file's path, size, mtime and first 64 KiB, ctx, parallel, args,
+   the llama_server path); false when the file cannot be read. */
+static bool kv_key(const srv *s, int m, uint64_t *key) {
+    const rsrv_model *md = &s->cfg->models[m];
+    struct stat st;
+    char num[64];
+    static unsigned char head[RSRV_KV_HEAD_BYTES];
+    ssize_t got;
+    int fd = open(md->model, O_RDONLY);
+    uint64_t h = 14695981039346656037ull;
+    if (fd < 0) return false;
+    if (fstat(fd, &st) != 0 || (got = read(fd, head, sizeof head)) < 0) {
+        (void)close(fd);
+        return false;
+    }
+    (void)close(fd);
+    h = rsrv_kv_key_feed(h, md->id, strlen(md->id));
+    h = rsrv_kv_key_feed(h, md->model, strlen(md->model));
+    snprintf(num, sizeof num, "%lld %lld %lld %d", (long long)st.st_size, (long long)st.st_mtime, (long long)md->ctx,
+             md->parallel);
+    h = rsrv_kv_key_feed(h, num, strlen(num));
+    h = rsrv_kv_key_feed(h, head, (size_t)got);
+    h = rsrv_kv_key_feed(h, s->cfg->args, strlen(s->cfg->args));
+    h = rsrv_kv_key_feed(h, md->args, strlen(md->args));
+    h = rsrv_kv_key_feed(h, s->cfg->llama_server, strlen(s->cfg->llama_server));
+    *key = h;
+    return true;
+}
+
+/* One sidecar file read (false when it is missing, too big or not a sidecar). */
+static bool kv_meta_load(const srv *s, const char *name, rsrv_kv_meta *meta) {
+    char path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX], text[512];
+    ssize_t n;
+    int fd;
+    kv_path(s, path, sizeof path, name);
+    fd = open(path, O_RDONLY);
+    if (fd < 0) return false;
+    n = read(fd, text, sizeof text);
+    (void)close(fd);
+    return n > 0 && (size_t)n < sizeof text && rsrv_kv_meta_read(text, (size_t)n, meta);
+}
+
+/* A file of the directory (for the scans). */
+typedef struct kv_file {
+    uint64_t key;
+    int slot;
+    int64_t bytes;      /* the .bin's size (-1 = missing) */
+    int64_t mtime;
+    bool meta_ok;
+    rsrv_kv_meta meta;
+} kv_file;
+
+/* Every KEY-SLOT.meta of the directory into out (at most cap); their count. */
+static int kv_scan(const srv *s, kv_file *out, int cap) {
+    DIR *d = opendir(s->kv_dir);
+    struct dirent *de;
+    int n = 0;
+    if (!d) return 0;
+    while ((de = readdir(d)) != NULL && n < cap) {
+        char name[RSRV_KV_NAME_MAX], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX];
+        struct stat st;
+        kv_file *f = &out[n];
+        if (!rsrv_kv_parse_name(de->d_name, &f->key, &f->slot)) continue;
+        f->meta_ok = kv_meta_load(s, de->d_name, &f->meta);
+        rsrv_kv_name(name, f->key, f->slot, false);
+        kv_path(s, path, sizeof path, name);
+        f->bytes = stat(path, &st) == 0 ? (int64_t)st.st_size : -1;
+        f->mtime = f->bytes >= 0 ? (int64_t)st.st_mtime : 0;
+        n++;
+    }
+    (void)closedir(d);
+    return n;
+}
+
+/* kv_cache_bytes: the oldest saves go first until the rest fits (one bigger than the
+   whole budget goes too); sidecars without their file go. */
+static void kv_budget(srv *s) {
+    static kv_file fl[SRV_KV_MAX_FILES];
+    int n = kv_scan(s, fl, SRV_KV_MAX_FILES), i;
+    int64_t total = 0;
+    for (i = 0; i < n; i++) {
+        if (fl[i].bytes < 0 || !fl[i].meta_ok) {
+            kv_unlink(s, fl[i].key, fl[i].slot);
+            fl[i].bytes = -1;
+        } else {
+            total += fl[i].bytes;
+        }
+    }
+    while (total > (int64_t)s->kv_bytes) {
+        int old = -1;
+        for (i = 0; i < n; i++)
+            if (fl[i].bytes >= 0 && (old < 0 || fl[i].mtime < fl[old].mtime)) old = i;
+        if (old < 0) break;
+        logf_("%s: kv cache: slot %d's save (%lld bytes) deleted: kv_cache_bytes is %llu", fl[old].meta.model,
+              fl[old].slot, (long long)fl[old].bytes, (unsigned long long)s->kv_bytes);
+        kv_unlink(s, fl[old].key, fl[old].slot);
+        total -= fl[old].bytes;
+        fl[old].bytes = -1;
+        s->kv_evicted++;
+    }
+}
+
+/* One kv event (kv_save, kv_restore, kv_miss) on /_rsd/events. */
+static void kv_event(srv *s, const char *kind, int m, uint64_t now, int slot, const char *why, int64_t n1,
+                     int64_t n2) {
+    rsd_json_writer w;
+    srv_event *e = ev_begin(s, &w, kind, m, now);
+    if (slot >= 0) {
+        rsd_json_w_key(&w, "slot");
+        rsd_json_w_int(&w, slot);
+    }
+    if (why) {
+        rsd_json_w_key(&w, "reason");
+        rsd_json_w_str(&w, why);
+    }
+    if (n1 >= 0) {
+        rsd_json_w_key(&w, strcmp(kind, "kv_miss") ? "slots" : "tokens");
+        rsd_json_w_int(&w, n1);
+    }
+    if (n2 >= 0) {
+        rsd_json_w_key(&w, strcmp(kind, "kv_restore") ? "bytes" : "tokens");
+        rsd_json_w_int(&w, n2);
+    }
+    ev_commit(s, e, &w);
+}
+
+/* A file of model m that cannot be restored: deleted, one line, one event. */
+static void kv_miss(srv *s, int m, uint64_t key, int slot, const char *why, uint64_t now) {
+    kv_unlink(s, key, slot);
+    s->kv[m].misses++;
+    logf_("%s: kv cache: slot %d's save not restored (%s); deleted, the slot starts cold", s->cfg->models[m].id, slot,
+          why);
+    kv_event(s, "kv_miss", m, now, slot, why, -1, -1);
+}
+
+/* A request of model m's kv steps to its child (body NULL = GET). */
+static bool kv_send(srv *s, int m, const char *method, const char *target, const char *body, uint64_t now) {
+    srv_kv *k = &s->kv[m];
+    rsd_http_request q;
+    rsd_http_header fwd[1];
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u%s", (unsigned)k->port, target);
+    memset(&q, 0, sizeof q);
+    q.method = method;
+    q.url = url;
+    if (s->models[m].child_auth[0]) {
+        fwd[0].name = rsd_str_c("Authorization");
+        fwd[0].value = rsd_str_c(s->models[m].child_auth);
+        q.headers = fwd;
+        q.num_headers = 1;
+    }
+    if (body) {
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = strlen(body);
+    }
+    q.total_timeout_ms = k->deadline > now ? (uint32_t)(k->deadline - now) : 1;
+    q.user = k;
+    if (rsd_http_send(s->hc, &q, now, &k->up) != RSD_OK) return false;
+    k->up_active = true;
+    return true;
+}
+
+/* POST /slots/N?action=save|restore {"filename": "KEY-N.bin"} for k->ids[k->cur]. */
+static bool kv_send_slot(srv *s, int m, bool save, uint64_t now) {
+    srv_kv *k = &s->kv[m];
+    char target[64], body[96], name[RSRV_KV_NAME_MAX];
+    rsrv_kv_name(name, k->key, k->ids[k->cur], false);
+    snprintf(target, sizeof target, "/slots/%d?action=%s", k->ids[k->cur], save ? "save" : "restore");
+    snprintf(body, sizeof body, "{\"filename\":\"%s\"}", name);
+    return kv_send(s, m, "POST", target, body, now);
+}
+
+/* The saves are over (or given up): the stop goes on. */
+static void kv_save_done(srv *s, int m, uint64_t now, const char *why) {
+    srv_kv *k = &s->kv[m];
+    if (k->up_active) (void)rsd_http_cancel(s->hc, k->up);
+    k->up_active = false;
+    k->phase = KV_IDLE;
+    if (k->done_slots || why) {
+        logf_("%s: kv cache: %d slot(s) saved (%lld bytes)%s%s", s->cfg->models[m].id, k->done_slots,
+              (long long)k->done_bytes, why ? "; " : "", why ? why : "");
+        kv_event(s, "kv_save", m, now, -1, why, k->done_slots, k->done_bytes);
+    }
+    kv_budget(s);
+    (void)rsd_fleet_stop_go(s->fleet, m, now);
+}
+
+/* A held stop (STOPPING with .held): save, or let it go on at once. */
+static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now) {
+    int m = ev->model;
+    srv_kv *k;
+    if (!ev->held) return;
+    if (!kv_model_on(s, m) || !ev->port) { (void)rsd_fleet_stop_go(s->fleet, m, now); return; }
+    k = &s->kv[m];
+    if (k->up_active) (void)rsd_http_cancel(s->hc, k->up); /* a restore still running: given up */
+    k->up_active = false;
+    if (k->parked) kv_unpark(s, m, now);
+    k->aff_kept = s->cfg->models[m].session_affinity && s->aff[m].pid == ev->pid;
+    if (k->aff_kept) k->aff_saved = s->aff[m];
+    k->port = ev->port;
+    k->pid = ev->pid;
+    k->done_slots = 0;
+    k->done_bytes = 0;
+    k->deadline = now + s->kv_timeout_ms;
+    if (!k->run_key_ok || k->run_pid != ev->pid) { /* its key was not taken at its start */
+        kv_save_done(s, m, now, "the model file could not be read at its start");
+        return;
+    }
+    k->key = k->run_key;
+    k->phase = KV_SAVE_PROPS;
+    if (!kv_send(s, m, "GET", "/props", NULL, now)) kv_save_done(s, m, now, "cannot reach the child");
+}
+
+/* The save answered (200 with n_saved and n_written): the file made 0600, checked
+   against n_written, and its sidecar written; false when any of that fails. */
+static bool kv_saved(srv *s, int m, const rsd_http_event *ev, int64_t *bytes) {
+    srv_kv *k = &s->kv[m];
+    rsrv_kv_meta meta;
+    char name[RSRV_KV_NAME_MAX], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX], text[512];
+    struct stat st;
+    int fd, n;
+    bool ok;
+    memset(&meta, 0, sizeof meta);
+    if (ev->result != RSD_OK || ev->status != 200 ||
+        rsrv_kv_member_int(ev->body.ptr, ev->body.len, "n_saved", s->kv_toks, SRV_KV_TOKS, &meta.tokens) != RSD_OK ||
+        rsrv_kv_member_int(ev->body.ptr, ev->body.len, "n_written", s->kv_toks, SRV_KV_TOKS, &meta.bytes) != RSD_OK ||
+        meta.tokens <= 0 || meta.bytes <= 0)
+        return false;
+    rsrv_kv_name(name, k->key, k->ids[k->cur], false);
+    kv_path(s, path, sizeof path, name);
+    if (chmod(path, 0600) != 0 || stat(path, &st) != 0 || (int64_t)st.st_size != meta.bytes) return false;
+    rsrv_cpy(meta.model, sizeof meta.model, s->cfg->models[m].id, strlen(s->cfg->models[m].id));
+    rsrv_cpy(meta.build, sizeof meta.build, k->build, strlen(k->build));
+    n = rsrv_kv_meta_write(&meta, text, sizeof text);
+    rsrv_kv_name(name, k->key, k->ids[k->cur], true);
+    kv_path(s, path, sizeof path, name);
+    fd = n > 0 ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600) : -1;
+    if (fd < 0) return false;
+    ok = fchmod(fd, 0600) == 0 && write(fd, text, (size_t)n) == (ssize_t)n;
+    ok = close(fd) == 0 && ok;
+    *bytes = meta.bytes;
+    return ok;
+}
+
+/* Model m's files: the ones to restore into k->ids/want (key, build, slot count and
+   size all match); the others are misses. */
+static void kv_pick(srv *s, int m, int64_t total_slots, uint64_t now) {
+    static kv_file fl[SRV_KV_MAX_FILES];
+    srv_kv *k = &s->kv[m];
+    const char *id = s->cfg->models[m].id;
+    int n = kv_scan(s, fl, SRV_KV_MAX_FILES), i;
+    k->nids = 0;
+    for (i = 0; i < n; i++) {
+        const kv_file *f = &fl[i];
+        if (!f->meta_ok) {
+            if (f->key == k->key) kv_miss(s, m, f->key, f->slot, "corrupt sidecar", now);
+            continue;
+        }
+        if (strcmp(f->meta.model, id)) continue;
+        if (f->key != k->key) kv_miss(s, m, f->key, f->slot, "mismatch: model file, ctx, parallel or args changed", now);
+        else if (strcmp(f->meta.build, k->build)) kv_miss(s, m, f->key, f->slot, "mismatch: another llama-server build", now);
+        else if (total_slots > 0 && f->slot >= total_slots) kv_miss(s, m, f->key, f->slot, "mismatch: fewer slots", now);
+        else if (f->bytes != f->meta.bytes) kv_miss(s, m, f->key, f->slot, f->bytes < 0 ? "file missing" : "truncated", now);
+        else if (k->nids < RSRV_KV_MAX_SLOTS) {
+            k->ids[k->nids] = f->slot;
+            k->want[k->nids++] = f->meta.tokens;
+        }
+    }
+}
+
+/* The restores are over (or given up): the table of session owners comes back for the
+   slots restored, and the requests waiting for them go. */
+static void kv_restore_done(srv *s, int m, uint64_t now, const char *why) {
+    srv_kv *k = &s->kv[m];
+    if (k->up_active) (void)rsd_http_cancel(s->hc, k->up);
+    k->up_active = false;
+    k->phase = KV_IDLE;
+    if (k->aff_kept && k->done_slots) {
+        rsrv_aff *a = &s->aff[m];
+        int i;
+        *a = k->aff_saved;
+        a->pid = k->pid;
+        for (i = 0; i < RSRV_AFF_MAX_SLOTS; i++) {
+            a->slot[i].held = false;
+            a->slot[i].busy = false;
+            if (i >= 64 || !(k->restored >> i & 1)) memset(&a->slot[i], 0, sizeof a->slot[i]);
+        }
+    }
+    k->aff_kept = false;
+    if (k->done_slots || why) {
+        logf_("%s: kv cache: %d slot(s) restored (%lld tokens)%s%s", s->cfg->models[m].id, k->done_slots,
+              (long long)k->done_bytes, why ? "; " : "", why ? why : "");
+        kv_event(s, "kv_restore", m, now, -1, why, k->done_slots, k->done_bytes);
+    }
+    kv_unpark(s, m, now);
+}
+
+/* Ready: restore model m's saves, if it has any, before its first request. */
+static void kv_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) {
+    static kv_file fl[SRV_KV_MAX_FILES];
+    int m = ev->model, n, i;
+    srv_kv *k;
+    bool any = false;
+    if (!kv_model_on(s, m)) return;
+    k = &s->kv[m];
+    k->run_pid = ev->pid; /* the key of the configuration this process runs (a reload may change it) */
+    k->run_key_ok = kv_key(s, m, &k->run_key);
+    n = kv_scan(s, fl, SRV_KV_MAX_FILES);
+    for (i = 0; i < n && !any; i++) any = fl[i].meta_ok && !strcmp(fl[i].meta.model, s->cfg->models[m].id);
+    if (!any) { k->aff_kept = false; return; }
+    k->port = ev->port;
+    k->pid = ev->pid;
+    k->done_slots = 0;
+    k->done_bytes = 0;
+    k->restored = 0;
+    k->deadline = now + s->kv_timeout_ms;
+    k->parked = true;
+    if (!k->run_key_ok) { kv_restore_done(s, m, now, "the model file cannot be read"); return; }
+    k->key = k->run_key;
+    k->phase = KV_REST_PROPS;
+    if (!kv_send(s, m, "GET", "/props", NULL, now)) kv_restore_done(s, m, now, "cannot reach the child");
+}
+
+/* A GRANT of model m while its restore runs: the request waits for it (true). */
+static bool kv_park(srv *s, job *j) {
+    if (!s->kv || j->model < 0 || !s->kv[j->model].parked) return false;
+    j->kv_parked = true;
+    return true;
+}
+
+/* The parked requests of model m go. */
+static void kv_unpark(srv *s, int m, uint64_t now) {
+    int i;
+    s->kv[m].parked = false;
+    for (i = 0; i < SRV_MAX_CONNS; i++) {
+        job *j = &s->jobs[i];
+        if (j->state == JOB_WAIT && j->kv_parked && j->model == m) {
+            j->kv_parked = false;
+            job_send(s, j, now);
+        }
+    }
+}
+
+/* The next slot's restore, or the end. */
+static void kv_next_restore(srv *s, int m, uint64_t now) {
+    srv_kv *k = &s->kv[m];
+    for (; k->cur < k->nids; k->cur++)
+        if (kv_send_slot(s, m, false, now)) return;
+    kv_restore_done(s, m, now, NULL);
+}
+
+/* The next slot's save, or the end. */
+static void kv_next_save(srv *s, int m, uint64_t now) {
+    srv_kv *k = &s->kv[m];
+    for (; k->cur < k->nids; k->cur++)
+        if (kv_send_slot(s, m, true, now)) return;
+    kv_save_done(s, m, now, NULL);
+}
+
+/* An answer to one of the kv steps' requests. */
+static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t now) {
+    int m = (int)(k - s->kv), i;
+    int64_t x = 0;
+    char name[RSRV_KV_NAME_MAX];
+    k->up_active = false;
+    if (k->phase != KV_IDLE && (ev->result == RSD_ERR_TIMEOUT || now >= k->deadline)) { /* its bound is ours */
+        kv_timed_out(s, m, now);
+        return;
+    }
+    switch (k->phase) {
+    case KV_SAVE_PROPS:
+    case KV_REST_PROPS:
+        if (ev->result != RSD_OK || ev->status != 200) {
+            if (k->phase == KV_SAVE_PROPS) kv_save_done(s, m, now, "the child's /props did not answer");
+            else kv_restore_done(s, m, now, "the child's /props did not answer");
+            return;
+        }
+        rsrv_kv_build(ev->body.ptr, ev->body.len, s->kv_toks, SRV_KV_TOKS, k->build, sizeof k->build);
+        if (k->phase == KV_SAVE_PROPS) {
+            static kv_file fl[SRV_KV_MAX_FILES];
+            int n = kv_scan(s, fl, SRV_KV_MAX_FILES);
+            for (i = 0; i < n; i++) /* the saves this stop replaces */
+                if (fl[i].key == k->key || (fl[i].meta_ok && !strcmp(fl[i].meta.model, s->cfg->models[m].id)))
+                    kv_unlink(s, fl[i].key, fl[i].slot);
+            k->phase = KV_SAVE_SLOTS;
+            if (!kv_send(s, m, "GET", "/slots", NULL, now)) kv_save_done(s, m, now, "cannot reach the child");
+            return;
+        }
+        if (rsrv_kv_member_int(ev->body.ptr, ev->body.len, "total_slots", s->kv_toks, SRV_KV_TOKS, &x) != RSD_OK) x = 0;
+        kv_pick(s, m, x, now);
+        k->phase = KV_REST;
+        k->cur = 0;
+        kv_next_restore(s, m, now);
+        return;
+    case KV_SAVE_SLOTS:
+        if (ev->result != RSD_OK || ev->status != 200 ||
+            (k->nids = rsrv_kv_cached_slots(ev->body.ptr, ev->body.len, s->kv_toks, SRV_KV_TOKS, k->ids,
+                                            RSRV_KV_MAX_SLOTS)) < 0) {
+            k->nids = 0;
+            kv_save_done(s, m, now, ev->status == 501 ? "the child has no --slot-save-path" : "the child's /slots did not answer");
+            return;
+        }
+        k->phase = KV_SAVE;
+        k->cur = 0;
+        kv_next_save(s, m, now);
+        return;
+    case KV_SAVE:
+        if (kv_saved(s, m, ev, &x)) {
+            k->done_slots++;
+            k->done_bytes += x;
+            k->saves++;
+        } else {
+            k->save_failures++;
+            logf_("%s: kv cache: slot %d not saved (%s %d); its cache is lost", s->cfg->models[m].id, k->ids[k->cur],
+                  ev->result != RSD_OK ? rsd_result_str(ev->result) : "status", ev->status);
+            kv_unlink(s, k->key, k->ids[k->cur]);
+        }
+        k->cur++;
+        kv_next_save(s, m, now);
+        return;
+    case KV_REST:
+        rsrv_kv_name(name, k->key, k->ids[k->cur], false);
+        if (ev->result == RSD_OK && ev->status == 200 &&
+            rsrv_kv_member_int(ev->body.ptr, ev->body.len, "n_restored", s->kv_toks, SRV_KV_TOKS, &x) == RSD_OK &&
+            x == k->want[k->cur]) {
+            k->done_slots++;
+            k->done_bytes += x;
+            k->restores++;
+            if (k->ids[k->cur] < 64) k->restored |= (uint64_t)1 << k->ids[k->cur];
+            kv_unlink(s, k->key, k->ids[k->cur]); /* in the child now; the next stop saves anew */
+        } else {
+            char why[96];
+            snprintf(why, sizeof why, "refused by the child (%s %d, %lld of %lld tokens)",
+                     ev->result != RSD_OK ? rsd_result_str(ev->result) : "status", ev->status, (long long)x,
+                     (long long)k->want[k->cur]);
+            kv_miss(s, m, k->key, k->ids[k->cur], why, now);
+        }
+        k->cur++;
+        kv_next_restore(s, m, now);
+        return;
+    default: break;
+    }
+}
+
+/* Past kv_save_timeout: a save costs its cache, a restore its slot; the stop or the
+   parked requests go on. */
+static void kv_timed_out(srv *s, int m, uint64_t now) {
+    srv_kv *k = &s->kv[m];
+    if (k->phase <= KV_SAVE) {
+        if (k->phase == KV_SAVE && k->cur < k->nids) kv_unlink(s, k->key, k->ids[k->cur]);
+        k->save_failures++;
+        kv_save_done(s, m, now, "timed out (kv_save_timeout)");
+    } else {
+        if (k->phase == KV_REST && k->cur < k->nids) kv_miss(s, m, k->key, k->ids[k->cur], "restore timed out", now);
+        kv_restore_done(s, m, now, "timed out (kv_save_timeout)");
+    }
+}
+
+static void kv_service(srv *s, uint64_t now) {
+    int m;
+    if (!s->kv) return;
+    for (m = 0; m < s->cfg->nmodels; m++)
+        if (s->kv[m].phase != KV_IDLE && now >= s->kv[m].deadline) kv_timed_out(s, m, now);
+}
+
+static uint64_t kv_deadline(const srv *s) {
+    uint64_t d = RSD_NO_DEADLINE;
+    int m;
+    for (m = 0; s->kv && m < s->cfg->nmodels; m++)
+        if (s->kv[m].phase != KV_IDLE && s->kv[m].deadline < d) d = s->kv[m].deadline;
+    return d;
+}
+
+/* The process is gone (exit or crash): whatever step ran for it ends. */
+static void kv_on_gone(srv *s, const rsd_fleet_event *ev, uint64_t now) {
+    srv_kv *k;
+    if (!s->kv || ev->model < 0 || ev->model >= s->cfg->nmodels) return;
+    k = &s->kv[ev->model];
+    if (k->phase == KV_IDLE || k->pid != ev->pid) return;
+    if (k->phase <= KV_SAVE) {
+        if (k->phase == KV_SAVE && k->cur < k->nids) kv_unlink(s, k->key, k->ids[k->cur]);
+        kv_save_done(s, ev->model, now, "the child exited");
+    } else {
+        kv_restore_done(s, ev->model, now, "the child exited");
+    }
+}
+
+/* Is ev's request one of the kv steps'? */
+static bool kv_owns(const srv *s, const void *user) {
+    uintptr_t u = (uintptr_t)user, b = (uintptr_t)s->kv;
+    return s->kv && u >= b && u < b + RSRV_MAX_MODELS * sizeof *s->kv && (u - b) % sizeof *s->kv == 0;
+}
+
+/* Per model in /status: "kv_cache": {"saved_slots", "saved_bytes", "saves",
+   "save_failures", "restores", "misses"} (absent without kv_cache_dir). */
+static void kv_status(srv *s, rsd_json_writer *w, int m) {
+    static kv_file fl[SRV_KV_MAX_FILES];
+    int n, i, slots = 0;
+    int64_t bytes = 0;
+    if (!kv_model_on(s, m)) return;
+    n = kv_scan(s, fl, SRV_KV_MAX_FILES);
+    for (i = 0; i < n; i++)
+        if (fl[i].meta_ok && fl[i].bytes >= 0 && !strcmp(fl[i].meta.model, s->cfg->models[m].id)) {
+            slots++;
+            bytes += fl[i].bytes;
+        }
+    rsd_json_w_key(w, "kv_cache");
+    rsd_json_w_begin_object(w);
+    rsd_json_w_key(w, "saved_slots");
+    rsd_json_w_int(w, slots);
+    rsd_json_w_key(w, "saved_bytes");
+    rsd_json_w_int(w, bytes);
+    rsd_json_w_key(w, "saves");
+    rsd_json_w_int(w, (int64_t)s->kv[m].saves);
+    rsd_json_w_key(w, "save_failures");
+    rsd_json_w_int(w, (int64_t)s->kv[m].save_failures);
+    rsd_json_w_key(w, "restores");
+    rsd_json_w_int(w, (int64_t)s->kv[m].restores);
+    rsd_json_w_key(w, "misses");
+    rsd_json_w_int(w, (int64_t)s->kv[m].misses);
+    rsd_json_w_end_object(w);
+}
+
+/* /metrics: rsd_serve_kv_saved_slots, _saved_bytes, _saves_total, _restores_total,
+   _misses_total per model. */
+static void kv_metrics(srv *s, mbuf *b) {
+    static kv_file fl[SRV_KV_MAX_FILES];
+    char lab[2 * RSRV_ID_MAX + 8];
+    int n, i, m;
+    if (!s->kv_dir[0]) return;
+    n = kv_scan(s, fl, SRV_KV_MAX_FILES);
+    mput(b, "# HELP rsd_serve_kv_saved_slots Slots saved on disk for the model's next start.\n"
+            "# TYPE rsd_serve_kv_saved_slots gauge\n");
+    for (m = 0; m < s->cfg->nmodels; m++) {
+        int slots = 0;
+        if (!kv_model_on(s, m)) continue;
+        for (i = 0; i < n; i++) slots += fl[i].meta_ok && fl[i].bytes >= 0 && !strcmp(fl[i].meta.model, s->cfg->models[m].id);
+        mput(b, "rsd_serve_kv_saved_slots{model=\"%s\"} %d\n", mlabel(s->cfg->models[m].id, lab, sizeof lab), slots);
+    }
+    mput(b, "# HELP rsd_serve_kv_saved_bytes Bytes of those saves.\n# TYPE rsd_serve_kv_saved_bytes gauge\n");
+    for (m = 0; m < s->cfg->nmodels; m++) {
+        int64_t bytes = 0;
+        if (!kv_model_on(s, m)) continue;
+        for (i = 0; i < n; i++)
+            if (fl[i].meta_ok && fl[i].bytes >= 0 && !strcmp(fl[i].meta.model, s->cfg->models[m].id)) bytes += fl[i].bytes;
+        mput(b, "rsd_serve_kv_saved_bytes{model=\"%s\"} %lld\n", mlabel(s->cfg->models[m].id, lab, sizeof lab), (long long)bytes);
+    }
+#define SRV_KVC(name, field, help) \
+    mput(b, "# HELP rsd_serve_kv_" name " " help "\n# TYPE rsd_serve_kv_" name " counter\n"); \
+    for (m = 0; m < s->cfg->nmodels; m++) \
+        if (kv_model_on(s, m)) mput(b, "rsd_serve_kv_" name "{model=\"%s\"} %llu\n", \
+                                    mlabel(s->cfg->models[m].id, lab, sizeof lab), (unsigned long long)s->kv[m].field);
+    SRV_KVC("saves_total", saves, "Slots saved before a stop.")
+    SRV_KVC("save_failures_total", save_failures, "Saves that failed or timed out (their cache is lost).")
+    SRV_KVC("restores_total", restores, "Slots restored after a start.")
+    SRV_KVC("misses_total", misses, "Saved slots deleted instead of restored (mismatch, truncated, refused).")
+#undef SRV_KVC
+}
+
+/* KEY-SLOT.bin files without their sidecar (a save cut short: rsd-serve killed, or the
+   child finishing a save that had timed out) are deleted. */
+static void kv_orphans(const srv *s) {
+    DIR *d = opendir(s->kv_dir);
+    struct dirent *de;
+    if (!d) return;
+    while ((de = readdir(d)) != NULL) {
+        char meta[RSRV_KV_NAME_MAX + 8], path[RSRV_PATH_MAX + RSRV_KV_NAME_MAX + 8];
+        size_t n = strlen(de->d_name);
+        uint64_t key;
+        int slot;
+        struct stat st;
+        if (n < 5 || n >= RSRV_KV_NAME_MAX || strcmp(de->d_name + n - 4, ".bin")) continue;
+        memcpy(meta, de->d_name, n - 4);
+        memcpy(meta + n - 4, ".meta", 6);
+        if (!rsrv_kv_parse_name(meta, &key, &slot)) continue; /* not one of ours */
+        kv_path(s, path, sizeof path, meta);
+        if (path[0] && stat(path, &st) == 0) continue;
+        kv_path(s, path, sizeof path, de->d_name);
+        if (path[0]) (void)unlink(path);
+    }
+    (void)closedir(d);
+}
+
+/* At start: kv_cache_dir made (0700, an existing one set to 0700) and left-overs of a
+   save cut short deleted. false (logged) when it cannot be: the feature is off. */
+static bool kv_prepare(srv *s) {
+    const rsrv_config *c = s->cfg;
+    struct stat st;
+    if (!c->kv_cache_dir[0] || c->kv_off) return false;
+    rsrv_cpy(s->kv_dir, sizeof s->kv_dir, c->kv_cache_dir, strlen(c->kv_cache_dir));
+    s->kv_bytes = c->kv_cache_bytes ? c->kv_cache_bytes : RSRV_KV_BYTES_DEFAULT;
+    s->kv_timeout_ms = c->kv_save_timeout_ms ? c->kv_save_timeout_ms : RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS;
+    if ((mkdir(s->kv_dir, 0700) != 0 && errno != EEXIST) || stat(s->kv_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid() || chmod(s->kv_dir, 0700) != 0) {
+        logf_("kv_cache_dir %s: cannot use it (%s); slots are not saved", s->kv_dir,
+              errno ? strerror(errno) : "not a directory of ours");
+        s->kv_dir[0] = 0;
+        return false;
+    }
+    kv_orphans(s);
+    kv_budget(s);
+    return true;
+}
+#else /* Windows: not yet (the files' modes and the directory scan are POSIX) */
+static bool kv_prepare(srv *s) {
+    if (s->cfg->kv_cache_dir[0] && !s->cfg->kv_off) logf_("kv_cache_dir: not supported on Windows yet; slots are not saved");
+    return false;
+}
+static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now) { (void)s; (void)ev; (void)now; }
+static void kv_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) { (void)s; (void)ev; (void)now; }
+static void kv_on_gone(srv *s, const rsd_fleet_event *ev, uint64_t now) { (void)s; (void)ev; (void)now; }
+static bool kv_park(srv *s, job *j) { (void)s; (void)j; return false; }
+static void kv_service(srv *s, uint64_t now) { (void)s; (void)now; }
+static uint64_t kv_deadline(const srv *s) { (void)s; return RSD_NO_DEADLINE; }
+static bool kv_owns(const srv *s, const void *user) { (void)s; (void)user; return false; }
+static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t now) { (void)s; (void)k; (void)ev; (void)now; }
+static void kv_status(srv *s, rsd_json_writer *w, int m) { (void)s; (void)w; (void)m; }
+static void kv_metrics(srv *s, mbuf *b) { (void)s; (void)b; }
+#endif
 
 /* ---- setup -------------------------------------------------------------------------- */
 static int read_file(const char *path, char **out, size_t *len) {
@@ -2936,7 +3667,8 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm,
         k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
         if (k < 0) return -1;
         /* session_erase erases slots: llama-server allows that only with a slot save path */
-        if (m->session_affinity && m->session_erase && !m->command[0] && slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
+        if (((m->session_affinity && m->session_erase) || (c->kv_cache_dir[0] && !c->kv_off)) && !m->command[0] &&
+            slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
             !strstr(c->args, "--slot-save-path") && !strstr(m->args, "--slot-save-path")) {
             sm->extra_argv[n + k] = "--slot-save-path";
             sm->extra_argv[n + k + 1] = slot_dir;
@@ -3164,6 +3896,14 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         mc->watchdog_errors = oc->watchdog_errors;
         mc->watchdog_restarts = oc->watchdog_restarts;
     }
+    if (strcmp(mc->kv_cache_dir, oc->kv_cache_dir) || mc->kv_off != oc->kv_off || mc->kv_cache_bytes != oc->kv_cache_bytes ||
+        mc->kv_save_timeout_ms != oc->kv_save_timeout_ms) {
+        list_add(ro->kept, sizeof ro->kept, "kv_cache_dir"); /* the directory and the fleet's hold are set at start */
+        memcpy(mc->kv_cache_dir, oc->kv_cache_dir, sizeof mc->kv_cache_dir);
+        mc->kv_off = oc->kv_off;
+        mc->kv_cache_bytes = oc->kv_cache_bytes;
+        mc->kv_save_timeout_ms = oc->kv_save_timeout_ms;
+    }
     if ((mc->event_history ? mc->event_history : RSRV_EVENT_HISTORY_DEFAULT) != s->ev_cap) {
         list_add(ro->kept, sizeof ro->kept, "event_history"); /* the ring is sized at start */
         mc->event_history = oc->event_history;
@@ -3384,7 +4124,10 @@ static int main_prepare(srv *s, rsd_fleet_model_desc *mdesc) {
     s->aff = (rsrv_aff *)calloc(RSRV_MAX_MODELS, sizeof *s->aff);
     s->aff_stats = (srv_aff_stats *)calloc(RSRV_MAX_MODELS, sizeof *s->aff_stats);
     s->aff_toks = (rsd_json_tok *)calloc(SRV_AFF_TOKS, sizeof *s->aff_toks);
-    if (!s->aff || !s->aff_stats || !s->aff_toks) return EX_FAIL;
+    s->kv = (srv_kv *)calloc(RSRV_MAX_MODELS, sizeof *s->kv);
+    s->kv_toks = (rsd_json_tok *)calloc(SRV_KV_TOKS, sizeof *s->kv_toks);
+    if (!s->aff || !s->aff_stats || !s->aff_toks || !s->kv || !s->kv_toks) return EX_FAIL;
+    if (kv_prepare(s)) rsrv_cpy(s->slot_dir, sizeof s->slot_dir, s->kv_dir, strlen(s->kv_dir));
     {
         struct timeval tv;
         (void)gettimeofday(&tv, NULL);
@@ -3436,6 +4179,7 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
     fd->watchdog_failures = (uint32_t)rsrv_eff_wd_failures(s->cfg);
     fd->watchdog_errors = s->cfg->watchdog_ms ? (uint32_t)rsrv_eff_wd_errors(s->cfg) : 0;
     fd->watchdog_restarts = (uint32_t)rsrv_eff_wd_restarts(s->cfg);
+    fd->stop_hold_ms = s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0; /* the slot saves (kv cache) */
     if (s->opts.verbose) fd->logger.fn = lib_log;
     s->fleet = rsd_fleet_create(fd);
     if (!s->fleet) {
@@ -3561,6 +4305,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     (void)rsd_http_client_step(s->hc, now);
     while (rsd_http_next_event(s->hc, &cev)) on_upstream(s, &cev, now);
     jobs_service(s, now);
+    kv_service(s, now);
     /* releases above may have granted waiting requests: pick them up at once */
     (void)rsd_fleet_step(s->fleet, now);
     while (rsd_fleet_next_event(s->fleet, &fev)) on_fleet(s, &fev, now);
@@ -3578,6 +4323,8 @@ static uint64_t loop_deadline(srv *s) {
     d2 = jobs_deadline(s);
     if (d2 < dl) dl = d2;
     d2 = subs_deadline(s);
+    if (d2 < dl) dl = d2;
+    d2 = kv_deadline(s);
     if (d2 < dl) dl = d2;
     return dl;
 }
@@ -3625,7 +4372,7 @@ static int main_loop(srv *s, rsd_pollfd *fds, int wake0, uint32_t term_grace_ms)
             logf_("stopped");
             return EX_OK;
         }
-        if (s->stopping && now - s->stop_at > (uint64_t)term_grace_ms + 10000) {
+        if (s->stopping && now - s->stop_at > (uint64_t)term_grace_ms + 10000 + (s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0)) {
             logf_("processes did not exit in time; killing them");
             return EX_OK;
         }
@@ -3688,7 +4435,9 @@ int main(int argc, char **argv) {
     free(s.aff);
     free(s.aff_stats);
     free(s.aff_toks);
-    if (s.slot_dir[0]) (void)rmdir(s.slot_dir); /* empty unless a client saved a slot there */
+    free(s.kv);
+    free(s.kv_toks);
+    if (s.slot_dir[0] && strcmp(s.slot_dir, s.kv_dir)) (void)rmdir(s.slot_dir); /* empty unless a client saved a slot there */
     free(s.out);
     free(s.cfg);
     free(fds);

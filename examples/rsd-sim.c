@@ -33,6 +33,7 @@
 #include "rsd_sim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #if !defined(_WIN32)
 #include <unistd.h>
 #endif
@@ -74,6 +75,8 @@ typedef struct sim_app {
     char *body;
     uint64_t big_body; /* --big-body BYTES, 0 = off */
     sim_big bigs[RSIM_MAX_TICKETS];
+    const char *slot_dir;  /* --slot-save-path DIR (server mode: slot saves live there), NULL = none */
+    char file[RSIM_KV_FILE_MAX + 1]; /* a restore's file */
 } sim_app;
 
 static const char big_prefix[] = "{\"id\":\"chatcmpl-big\",\"object\":\"chat.completion\",\"created\":0,"
@@ -239,6 +242,54 @@ static void deliver(sim_app *a, rsd_http_sreq_h h, const rsim_resp *r, bool big,
     }
 }
 
+/* --slot-save-path DIR/name (false when the name is not a plain file name). */
+static bool slot_path(const sim_app *a, const char *name, char *out, size_t cap) {
+    int n;
+    if (!a->slot_dir || !name[0] || name[0] == '.' || strpbrk(name, "/\\:")) return false;
+    n = snprintf(out, cap, "%s/%s", a->slot_dir, name);
+    return n > 0 && (size_t)n < cap;
+}
+
+/* POST /slots/N?action=restore: the named file's bytes for rsim (q->file_*). */
+static void slot_read(sim_app *a, const rsd_http_server_event *ev, rsim_req *q) {
+    rsd_json_tok toks[16];
+    rsd_json_doc d;
+    char name[RSIM_NAME_MAX], path[1200];
+    int fd;
+    ssize_t n;
+    if (!a->slot_dir || strncmp(q->target, "/slots/", 7) || !strstr(q->target, "action=restore")) return;
+    if (rsd_json_parse(&d, ev->body.ptr, ev->body.len, toks, 16) < 1 ||
+        rsd_json_str(&d, rsd_json_find(&d, 0, "filename"), name, sizeof name, NULL) != RSD_OK ||
+        !slot_path(a, name, path, sizeof path))
+        return;
+    fd = open(path, O_RDONLY);
+    if (fd < 0) return;
+    n = read(fd, a->file, RSIM_KV_FILE_MAX);
+    close(fd);
+    if (n < 0) return;
+    a->file[n] = 0;
+    q->file_data = a->file;
+    q->file_len = (size_t)n;
+    q->file_found = true;
+}
+
+/* A save rsim answered: its file written (0666 less the umask, as llama-server's);
+   the answer becomes 500 when it cannot be. */
+static void slot_write(sim_app *a, rsim_resp *r) {
+    char path[1200];
+    int fd;
+    bool ok;
+    if (!r->file_name) return;
+    fd = slot_path(a, r->file_name, path, sizeof path) ? open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666) : -1;
+    ok = fd >= 0 && write(fd, r->file_data, r->file_len) == (ssize_t)r->file_len;
+    if (fd >= 0) ok = close(fd) == 0 && ok;
+    if (ok) return;
+    r->status = 500;
+    r->body_len = (size_t)snprintf(r->body, r->body_cap,
+                                   "{\"error\":{\"code\":500,\"message\":\"failed to write slot file: %s\","
+                                   "\"type\":\"server_error\"}}", strerror(errno));
+}
+
 static void on_request(sim_app *a, const rsd_http_server_event *ev, uint64_t now) {
     rsim_req q;
     rsim_resp r;
@@ -264,7 +315,9 @@ static void on_request(sim_app *a, const rsd_http_server_event *ev, uint64_t now
     if (xkey.ptr && xkey.len) { q.x_api_key = xkey.ptr; q.x_api_key_len = xkey.len; }
     r.body = a->body;
     r.body_cap = SIM_BODY_BYTES;
+    slot_read(a, ev, &q);
     (void)rsim_handle(a->sim, &q, now, &r);
+    slot_write(a, &r);
     big = a->big_body && !strcmp(method, "POST") && strstr(target, "/completion") != NULL;
     if (r.action == RSIM_DEFER || r.action == RSIM_HANG || r.action == RSIM_STREAM)
         link_add(a, r.ticket, ev->req, big);
@@ -336,8 +389,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "rsd-sim: %s (see --help)\n", a.sim->err);
         return 2;
     }
-    for (i = 1; i < argc; i++)
+    for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--epoch")) own_epoch = false;
+        if (!strcmp(argv[i], "--slot-save-path") && i + 1 < argc) a.slot_dir = argv[i + 1];
+    }
     if (own_epoch) a.sim->o.epoch_s = (uint64_t)time(NULL) - t0 / 1000;
     memset(&d, 0, sizeof d);
     d.bind_host = a.sim->o.host;

@@ -54,6 +54,25 @@
                                         1..16384 (default 512; 4 KB each). A reload
                                         applies new keys and cors at once; the history
                                         keeps its size until a restart
+       kv_cache_dir = /var/cache/rsd-kv a swap keeps the conversation: before a
+                                        llama_server model's ready process stops (evict,
+                                        ttl, lease, unload, reload, shutdown) each of its
+                                        slots that holds a prompt is saved there (POST
+                                        /slots/N?action=save; every such child gets
+                                        --slot-save-path DIR/slots, made 0700, files
+                                        0600), and restored into the same slot when it
+                                        starts again, before that slot's first request.
+                                        Each file is keyed by the model file (path, size,
+                                        mtime, a hash of its first 64 KiB), ctx, parallel,
+                                        args and the llama_server path, and the child's
+                                        build (/props build_info): anything else, a
+                                        truncated file or a refused restore deletes it and
+                                        the model starts cold (one log line, one kv_miss
+                                        event). Default off (also: off)
+       kv_cache_bytes = 8G              disk budget of those files (default 8G; oldest
+                                        deleted first; off = no saves)
+       kv_save_timeout = 5s             one stop's saves at most (default 5 s); a save
+                                        that is slower or fails costs its cache, not the stop
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
@@ -149,8 +168,10 @@ enum {
     RSRV_TEXT_MAX = 24,                   /* a size or duration as written */
     RSRV_KEY_MAX = 256,                   /* api_key / admin_key (with the NUL) */
     RSRV_EVENT_HISTORY_DEFAULT = 512,     /* event_history when 0 */
-    RSRV_EVENT_HISTORY_MAX = 16384
+    RSRV_EVENT_HISTORY_MAX = 16384,
+    RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS = 5000 /* a stop's slot saves at most (kv_save_timeout) */
 };
+#define RSRV_KV_BYTES_DEFAULT ((uint64_t)8 << 30) /* kv_cache_bytes */
 
 /* One model section. */
 typedef struct rsrv_model {
@@ -201,6 +222,10 @@ typedef struct rsrv_config {
     char admin_key[RSRV_KEY_MAX];/* "" = api_key guards management too */
     char cors[RSRV_CMD_MAX];     /* "" = off, "*", or origins separated by commas */
     uint32_t event_history;      /* events kept for replay; 0 = RSRV_EVENT_HISTORY_DEFAULT */
+    char kv_cache_dir[RSRV_PATH_MAX]; /* slot saves across stops ("" = off) */
+    uint64_t kv_cache_bytes;     /* their disk budget; 0 = RSRV_KV_BYTES_DEFAULT */
+    bool kv_off;                 /* kv_cache_bytes = off */
+    uint32_t kv_save_timeout_ms; /* one stop's saves at most; 0 = RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS */
     uint32_t seen;               /* global keys set */
     int key_line[RSRV_KEYS_MAX]; /* the line of each global key set (0 = not in the file) */
     char text[RSRV_KEYS_MAX][RSRV_TEXT_MAX]; /* sizes and durations as written ("" = not) */
@@ -517,7 +542,8 @@ static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "lla
                                                "send_timeout", "max_queue", "watchdog",
                                                "watchdog_failures", "watchdog_errors",
                                                "watchdog_restarts", "lock_models", "api_key", "admin_key",
-                                               "cors", "event_history"};
+                                               "cors", "event_history", "kv_cache_dir", "kv_cache_bytes",
+                                               "kv_save_timeout"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
                                               "max_queue", "session_affinity", "session_erase"};
@@ -570,6 +596,33 @@ RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, si
 RSRV_FN void rsrv_keep_text(char *dst, const char *v, size_t n) {
     if (n < RSRV_TEXT_MAX) rsrv_cpy(dst, RSRV_TEXT_MAX, v, n);
     else dst[0] = 0;
+}
+
+/* kv_cache_dir (a path, or off), kv_cache_bytes (a size, or off: no saves),
+   kv_save_timeout (a duration, 1 ms at least). */
+RSRV_FN bool rsrv_set_kv(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
+    bool off = n == 3 && !memcmp(v, "off", 3);
+    uint32_t ms;
+    if (key == 19) {
+        if (off || !n) { c->kv_cache_dir[0] = 0; return true; }
+        return rsrv_set_str(c->kv_cache_dir, sizeof c->kv_cache_dir, v, n, "kv_cache_dir", err, ecap);
+    }
+    if (key == 20) {
+        c->kv_off = off;
+        if (off) return true;
+        if (!rsrv_parse_size(v, n, &c->kv_cache_bytes) || !c->kv_cache_bytes) {
+            snprintf(err, ecap, "kv_cache_bytes: bad size '%.*s' (bytes, with K/M/G/T; or off)", (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        return true;
+    }
+    if (!rsrv_parse_duration(v, n, &ms) || !ms) {
+        snprintf(err, ecap, "kv_save_timeout: bad duration '%.*s' (seconds, or a number with ms/s/m/h; not 0)",
+                 (int)(n > 64 ? 64 : n), v);
+        return false;
+    }
+    c->kv_save_timeout_ms = ms;
+    return true;
 }
 
 /* Sets global key k to v. false with err set. */
@@ -705,6 +758,10 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         }
         c->event_history = (uint32_t)x;
         return true;
+    case 19:
+    case 20:
+    case 21:
+        return rsrv_set_kv(c, key, v, n, err, ecap);
     default: break;
     }
     snprintf(err, ecap, "unknown key");
@@ -933,7 +990,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -1121,6 +1178,12 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     if (c->api_key[0]) RSRV_KV("api_key", c->api_key);
     if (c->admin_key[0]) RSRV_KV("admin_key", c->admin_key);
     if (c->cors[0]) RSRV_KV("cors", c->cors);
+    if (c->kv_cache_dir[0] && !c->kv_off) {
+        RSRV_KV("kv_cache_dir", c->kv_cache_dir);
+        RSRV_PUT("kv_cache_bytes = %llu\nkv_save_timeout = %lums\n",
+                 (unsigned long long)(c->kv_cache_bytes ? c->kv_cache_bytes : RSRV_KV_BYTES_DEFAULT),
+                 (unsigned long)(c->kv_save_timeout_ms ? c->kv_save_timeout_ms : RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS));
+    }
     RSRV_PUT("event_history = %lu\n",
              (unsigned long)(c->event_history ? c->event_history : RSRV_EVENT_HISTORY_DEFAULT));
     for (i = 0; i < c->nmodels; i++) {
@@ -1313,6 +1376,8 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels ||
         a->nlock != b->nlock ||
         strcmp(a->api_key, b->api_key) || strcmp(a->admin_key, b->admin_key) || strcmp(a->cors, b->cors) ||
+        strcmp(a->kv_cache_dir, b->kv_cache_dir) || a->kv_cache_bytes != b->kv_cache_bytes || a->kv_off != b->kv_off ||
+        a->kv_save_timeout_ms != b->kv_save_timeout_ms ||
         (a->event_history ? a->event_history : RSRV_EVENT_HISTORY_DEFAULT) !=
             (b->event_history ? b->event_history : RSRV_EVENT_HISTORY_DEFAULT))
         return false;

@@ -78,6 +78,10 @@
               (501 without --slot-save-path, 400 "Invalid slot ID" / "Invalid action",
               out of range 200 n_erased 0) waits until the slot is idle, then answers
               {"id_slot":ID,"n_erased":N}: as llama-server b10116 does.
+              action=save / action=restore {"filename": NAME} (rsim_server_slot_file)
+              write and read the slot's KV through the adapter (rsim_resp.file_*,
+              rsim_req.file_*), with the real server's answers; a restored slot's next
+              prompt reuses it (cache_n) as a warm one does.
      ollama   runners: loading then loaded; one load at a time; expiry keep_alive after
               the last request (a request without keep_alive leaves the runner's
               alone); eviction shortest keep_alive first, then name. Final generate /
@@ -170,6 +174,9 @@ typedef struct rsim_req {
     size_t authorization_len;
     const char *x_api_key;     /* X-Api-Key header value, or NULL */
     size_t x_api_key_len;
+    const char *file_data;     /* POST /slots/N?action=restore: the named file's bytes, read by */
+    size_t file_len;           /* the adapter from --slot-save-path (file_found false: none) */
+    bool file_found;
 } rsim_req;
 
 /* An answer or a stream instruction. The caller sets body/body_cap. */
@@ -188,6 +195,12 @@ typedef struct rsim_resp {
     bool connection_close;     /* send "Connection: close" (the socket stays usable, as llama.cpp's) */
     bool close_after;          /* RESPOND/STREAM: chunked body, "Connection: close", then close
                                   the socket (what the router does with every proxied answer) */
+    const char *file_name;     /* POST /slots/N?action=save answered: the adapter writes
+                                  file_data[0..file_len) to --slot-save-path/file_name (with
+                                  the process umask, as llama-server) and answers 500 when it
+                                  cannot; NULL = no file */
+    const char *file_data;
+    size_t file_len;
 } rsim_resp;
 
 typedef struct rsim_inst {      /* LM Studio loaded instance */
@@ -245,7 +258,7 @@ typedef struct rsim_model {
 /* A piece of a prompt as the server mode's KV cache sees it: one chat message (or the
    whole prompt string), by hash, worth n tokens (4 + bytes / 4). */
 typedef struct rsim_chunk { uint64_t h; uint32_t n; } rsim_chunk;
-enum { RSIM_PROMPT_MAX = 40, RSIM_KV_MAX = 48 };
+enum { RSIM_PROMPT_MAX = 40, RSIM_KV_MAX = 48, RSIM_KV_FILE_MAX = 32 + 32 * RSIM_KV_MAX };
 
 typedef struct rsim_reply {     /* what a request will answer, rendered at send time */
     int out;                   /* rsim_out_kind */
@@ -367,6 +380,10 @@ typedef struct rsim {
     int task_seq;
     uint64_t now;
     uint32_t queue_seq, port_seq;
+    bool file_write;           /* this rsim_handle saved a slot: file_name, file_data */
+    char file_name[RSIM_NAME_MAX];
+    char file_data[RSIM_KV_FILE_MAX];
+    size_t file_len;
     bool started;
     int exit_code;             /* server mode: -1 running, else the exit status */
     uint64_t ready_ms;         /* server mode: when the model loaded */
@@ -439,7 +456,7 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "    --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)\n",
         "    llama-server spellings work too: -m PATH, -c/--ctx-size N, -np N, -a/--alias A,B,\n",
         "    --slots; tuning flags (-ngl, -t, -fa, --jinja, --fit, ...) are accepted and ignored\n",
-        "    --slot-save-path DIR (allows POST /slots/ID?action=erase; nothing is written)\n",
+        "    --slot-save-path DIR (POST /slots/ID?action=erase|save|restore; saves are files in DIR)\n",
         "  ollama (wire.md 3, W30-W37)\n",
         "    --max-loaded N (3)  --mem-budget SIZE (0 = none)  --keep-alive DUR (5m)\n",
         "    --linger-ms N (50)  --version V (0.12.6)  --queue-max N (512)\n",
@@ -2788,6 +2805,8 @@ RSIM_FN void rsim_resp_reset(const rsim *s, rsim_resp *resp) {
     resp->ticket = 0;
     resp->keep_alive = NULL;
     resp->connection_close = resp->close_after = false;
+    resp->file_name = resp->file_data = NULL;
+    resp->file_len = 0;
     if (resp->body && resp->body_cap) resp->body[0] = 0;
 }
 
@@ -3171,7 +3190,79 @@ RSIM_FN void rsim_server_prompt(rsim *s, const rsim_ctx *c, rsim_reply *r) {
     }
 }
 
-/* POST /slots/ID?action=erase (needs --slot-save-path, as llama.cpp: 501 without). */
+/* POST /slots/ID?action=save|restore {"filename": NAME}, as llama-server b10116: a name
+   with a path separator or a leading dot is 400 "Invalid filename", no name 500; the
+   save is the slot's KV as text ("rsim-kv 1 N", then N lines "HASH TOKENS"), answered
+   {"id_slot","filename","n_saved","n_written","timings":{"save_ms"}} (an empty slot
+   saves 0 tokens); the restore of a missing file or one whose first line is not that is
+   400 "Unable to restore slot, no available space in KV cache or invalid slot save
+   file"; a file cut short restores 0 tokens (200, as the real server reads a truncated
+   file); else the slot holds that KV: {"id_slot","filename","n_restored","n_read",
+   "timings":{"restore_ms"}}. */
+RSIM_FN void rsim_server_slot_file(rsim *s, rsim_ctx *c, rsim_ticket *t, int k, bool save) {
+    char name[RSIM_NAME_MAX], msg[RSIM_MSG_MAX];
+    rsim_slot *sl = &s->slots[k];
+    uint32_t n = 0;
+    int i;
+    if (!rsim_t_str(c, rsim_t_get(c, 0, "filename"), name, sizeof name)) {
+        rsim_lerr(t, 500, "[json.exception.out_of_range.403] key 'filename' not found");
+        return;
+    }
+    if (!name[0] || name[0] == '.' || strpbrk(name, "/\\:")) { rsim_lerr(t, 400, "Invalid filename"); return; }
+    if (save) {
+        size_t o = (size_t)snprintf(s->file_data, sizeof s->file_data, "rsim-kv 1 %d\n", sl->nkv);
+        for (i = 0; i < sl->nkv && o < sizeof s->file_data; i++) {
+            o += (size_t)snprintf(s->file_data + o, sizeof s->file_data - o, "%016llx %u\n",
+                                  (unsigned long long)sl->kv[i].h, (unsigned)sl->kv[i].n);
+            n += sl->kv[i].n;
+        }
+        s->file_len = o < sizeof s->file_data ? o : sizeof s->file_data - 1;
+        rsim_cpy(s->file_name, sizeof s->file_name, name, strlen(name));
+        s->file_write = true;
+        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_saved\":%u,\"n_written\":%u,"
+                 "\"timings\":{\"save_ms\":0.2}}", k, name, (unsigned)n, (unsigned)s->file_len);
+        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+        return;
+    }
+    {
+        const char *d = c->q->file_data, *e = d ? d + c->q->file_len : NULL;
+        int want = -1, got = 0;
+        rsim_chunk kv[RSIM_KV_MAX];
+        if (!c->q->file_found || !d || sscanf(d, "rsim-kv 1 %d", &want) != 1 || want < 0 || want > RSIM_KV_MAX ||
+            !memchr(d, '\n', c->q->file_len)) {
+            rsim_lerr(t, 400, "Unable to restore slot, no available space in KV cache or invalid slot save file");
+            return;
+        }
+        d = (const char *)memchr(d, '\n', c->q->file_len) + 1;
+        while (got < want && d < e) {
+            const char *nl = (const char *)memchr(d, '\n', (size_t)(e - d));
+            unsigned long long h;
+            unsigned tn;
+            char line[64];
+            if (!nl || (size_t)(nl - d) >= sizeof line) break;
+            memcpy(line, d, (size_t)(nl - d));
+            line[nl - d] = 0;
+            if (sscanf(line, "%llx %u", &h, &tn) != 2) break;
+            kv[got].h = (uint64_t)h;
+            kv[got++].n = tn;
+            d = nl + 1;
+        }
+        if (got < want) got = 0; /* cut short: nothing restored, as the real server */
+        sl->nkv = got;
+        for (i = 0; i < got; i++) {
+            sl->kv[i] = kv[i];
+            n += kv[i].n;
+        }
+        sl->used = true;
+        sl->id_task = ++s->task_seq;
+        snprintf(msg, sizeof msg, "{\"id_slot\":%d,\"filename\":\"%s\",\"n_restored\":%u,\"n_read\":%u,"
+                 "\"timings\":{\"restore_ms\":0.1}}", k, name, (unsigned)n, (unsigned)c->q->file_len);
+        rsim_reply_set(t, RSIM_O_RAW, 200, msg);
+    }
+}
+
+/* POST /slots/ID?action=erase|save|restore (needs --slot-save-path, as llama.cpp: 501
+   without). */
 RSIM_FN void rsim_server_slot_action(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     char a[32], *end = NULL, msg[96];
     const char *id = c->path + 7;
@@ -3180,9 +3271,17 @@ RSIM_FN void rsim_server_slot_action(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         rsim_lerr(t, 501, "This server does not support slots action. Start it with `--slot-save-path`");
         return;
     }
-    if (!rsim_query(c, "action", a, sizeof a) || strcmp(a, "erase")) { rsim_lerr(t, 400, "Invalid action"); return; }
+    if (!rsim_query(c, "action", a, sizeof a) || (strcmp(a, "erase") && strcmp(a, "save") && strcmp(a, "restore"))) {
+        rsim_lerr(t, 400, "Invalid action");
+        return;
+    }
     k = strtol(id, &end, 10);
     if (!*id || !end || *end) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
+    if (strcmp(a, "erase")) {
+        if (k < 0 || k >= s->o.parallel || k >= RSIM_MAX_SLOTS) { rsim_lerr(t, 400, "Invalid slot ID"); return; }
+        rsim_server_slot_file(s, c, t, (int)k, !strcmp(a, "save"));
+        return;
+    }
     if (k < 0 || k >= s->o.parallel || k >= RSIM_MAX_SLOTS) { /* llama.cpp: nothing to erase */
         snprintf(msg, sizeof msg, "{\"id_slot\":%ld,\"n_erased\":0}", k);
         rsim_reply_set(t, RSIM_O_RAW, 200, msg);
@@ -3624,6 +3723,12 @@ RSIM_FN int rsim_handle(rsim *s, const rsim_req *q, uint64_t now_ms, rsim_resp *
         }
     }
     rsim_step(s);
+    if (s->file_write) { /* a slot's save: the adapter writes it now (a --delay holds the answer only) */
+        s->file_write = false;
+        resp->file_name = s->file_name;
+        resp->file_data = s->file_data;
+        resp->file_len = s->file_len;
+    }
     if (t->op == RSIM_OP_SSE) {
         resp->action = RSIM_STREAM;
         resp->content_type = RSIM_CT_SSE;

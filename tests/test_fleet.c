@@ -1321,6 +1321,58 @@ static void test_exclusive_request(void) {
     CHECK(no_children());
 }
 
+/* desc.stop_hold_ms: a ready process's stop is held (STOPPING .held, the process alive
+   and answering) until rsd_fleet_stop_go, or until the hold ends by itself. */
+static void test_stop_hold(void) {
+    int fd0 = count_fds(), a;
+    rsd_fleet_desc d;
+    rsd_fleet *f;
+    rsd_pool_req r;
+    const logged *st;
+    uint16_t port;
+    uint64_t t0;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.pool.max_slots = 1;
+    d.procs.term_grace_ms = 2000;
+    d.procs.start_deadline_ms = 15000;
+    d.stop_hold_ms = 60000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    a = add(f, "a", NULL);
+    port = acquire_wait(f, a, &r);
+    REQUIRE(port > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_ERR_NOT_FOUND); /* nothing held yet */
+    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, tnow()), RSD_OK);
+    st = await(f, RSD_FLEET_EV_STOPPING, a, 0);
+    REQUIRE(st != NULL);
+    CHECK(st->ev.held);
+    CHECK_EQ_INT(st->ev.port, port);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 0);
+    CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200); /* still serving its own endpoints */
+    CHECK(rsd_fleet_next_deadline(f) <= tnow() + 60000);
+    CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_ERR_NOT_FOUND); /* once */
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
+    /* a hold nobody lets go of ends by itself */
+    port = acquire_wait(f, a, &r);
+    REQUIRE(port > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    t0 = tnow();
+    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, t0), RSD_OK);
+    CHECK(await(f, RSD_FLEET_EV_STOPPING, a, 1) != NULL);
+    round_once(f, NULL);
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 1);
+    g_log.tick = 61000;
+    CHECK(await(f, RSD_FLEET_EV_EXITED, a, 1) != NULL);
+    CHECK_EQ_INT(rsd_fleet_stop_go(f, -1, tnow()), RSD_ERR_ARG);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
 #if !defined(_WIN32)
@@ -1359,6 +1411,7 @@ int main(int argc, char **argv) {
     RUN(test_hanging_health);
     RUN(test_lease_stops_idle_and_restores);
     RUN(test_exclusive_request);
+    RUN(test_stop_hold);
     remove_model_files();
     return RSD_TEST_END();
 }

@@ -22,10 +22,11 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #   test_proc the POSIX machinery in depth (fork/vfork/posix_spawn, PR_SET_PDEATHSIG,
 #             /bin/sh wrappers, process groups, descriptor leaks); the supervisor on
 #             Windows is tested by test_proc_portable (built here)
-#   test_serve, test_serve_cut, test_serve_ops, test_serve_api, test_serve_affinity
+#   test_serve, test_serve_cut, test_serve_ops, test_serve_api, test_serve_affinity,
+#   test_serve_kv
 #             drive rsd-serve through tests/serve_harness.h (fork/exec, pipes, signals);
 #             rsd-serve.exe itself runs in tests/windows_smoke.sh
-#   test_real_serve, test_real_affinity, test_real_clients
+#   test_real_serve, test_real_affinity, test_real_clients, test_real_kv
 #             start the real Linux llama-server binary, which wine cannot run
 #   test_etcd starts the Linux etcd binary, which wine cannot run
 #   test_ensure_cli
@@ -40,7 +41,7 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #             terminate); the same routes run through test_ensure, test_fleet and
 #             tests/windows_smoke.sh
 #   test_tls  mbedTLS is not built for Windows, and its test server is a fork()ed child
-skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_proc test_serve test_real_serve test_real_affinity test_real_clients test_real_router test_real_harness test_hostile test_sim_net test_tls"
+skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_serve_kv test_proc test_serve test_real_serve test_real_affinity test_real_clients test_real_kv test_real_router test_real_harness test_hostile test_sim_net test_tls"
 srcs=""
 for src in tests/test_*.c; do
   t=$(basename "$src" .c)

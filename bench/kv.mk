@@ -1,0 +1,12 @@
+# bench/kv.mk -- a swap keeps the conversation (kv_cache_dir) against a real llama-server: the
+# prompt tokens and the time of the turn after a swap back, rsd-serve with and without the kv
+# cache and the llama.cpp router (tiny models, about 4,000-token turns). About a minute; one
+# "skipped" line when no llama-server is found. `build/bench/kv 5` runs 5 rounds.
+BENCH_RUNS += bench-kv
+.PHONY: bench-kv
+
+$(B)/bench/kv: bench/kv.c bench/bench_util.h tests/real_server.h tests/tiny_gguf.h tests/listen_proc.h $(HEADERS) | $(B)/bench
+	$(CC) -std=c99 -O2 -I. $(CWARN) bench/kv.c -o $@
+
+bench-kv: $(B)/bench/kv $(B)/examples/rsd-serve
+	@$(B)/bench/kv

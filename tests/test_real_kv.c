@@ -1,0 +1,336 @@
+/* test_real_kv.c -- rsd-serve's kv cache (kv_cache_dir: a swap keeps the conversation)
+   with REAL llama-server children on tiny models made on the spot: the slot that holds
+   a prompt is saved before its idle child is evicted (a 0700 directory, 0600 files) and
+   restored when the model starts again, so the next turn re-processes only its new
+   tokens (counted from the answers' timings); a graceful shutdown saves too; a file
+   whose key no longer matches (ctx changed), a corrupt one (the server refuses it) and a
+   truncated one are deleted and the model starts cold; a save over kv_cache_bytes or
+   past RLIMIT_FSIZE costs the cache, never the stop; a save past kv_save_timeout lets
+   the stop go on. Skipped (one line, "0 passed, 0 failed") when no llama-server is
+   found (tests/real_server.h). Waits are on events (GET /_rsd/events between looks at
+   GET /status). */
+/* The public API only: linked with the implementation built once (tests/impl.sh); the
+   feature macros are the ones the implementation sets. */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE 1
+#include "../residency_http.h"
+#include "rsd_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include "real_server.h"
+#include "serve_harness.h"
+#include "real_serve.h"
+
+/* A chat body for model: a long first user turn (reps x "hello world"), and with next
+   the assistant's answer and a short second turn. */
+static const char *kv_chat(const char *model, int reps, bool next) {
+    static char b[16384];
+    size_t n = (size_t)snprintf(b, sizeof b, "{\"model\":\"%s\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"", model);
+    int i;
+    for (i = 0; i < reps && n + 32 < sizeof b; i++) n += (size_t)snprintf(b + n, sizeof b - n, "%shello world", i ? " " : "");
+    snprintf(b + n, sizeof b - n, "\"}%s]}",
+             next ? ",{\"role\":\"assistant\",\"content\":\"ok\"},{\"role\":\"user\",\"content\":\"and more\"}" : "");
+    return b;
+}
+
+/* timings.<field> of the last answer (g_body), -1 when absent. */
+static int64_t timing(const char *field) {
+    static rsd_json_tok toks[4096];
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), toks, 4096) <= 0) return -1;
+    if (rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v) != RSD_OK) return -1;
+    return v;
+}
+
+/* /status models[id].kv_cache.<field>, -1 when absent. */
+static int64_t kv_field(const serve_proc *s, const char *id, const char *field) {
+    static rsd_json_tok toks[8192];
+    rsd_json_doc d;
+    int arr, i, n;
+    if (http(s, "GET", "/status", NULL) != 200) return -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), toks, 8192) <= 0) return -1;
+    arr = rsd_json_find(&d, 0, "models");
+    n = rsd_json_size(&d, arr);
+    for (i = 0; i < n; i++) {
+        int o = rsd_json_at(&d, arr, (uint32_t)i);
+        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) {
+            int64_t v = -1;
+            if (rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, o, "kv_cache"), field), &v) != RSD_OK) return -1;
+            return v;
+        }
+    }
+    return -1;
+}
+
+typedef struct kv_want {
+    const char *id, *field;
+    int64_t want;
+} kv_want;
+static bool kv_is(const serve_proc *s, const void *arg) {
+    const kv_want *w = (const kv_want *)arg;
+    return kv_field(s, w->id, w->field) == w->want;
+}
+static bool wait_kv(const serve_proc *s, const char *id, const char *field, int64_t want) {
+    kv_want w;
+    w.id = id;
+    w.field = field;
+    w.want = want;
+    return wait_until(s, kv_is, &w, 30000);
+}
+
+static char g_kv[700]; /* the kv_cache_dir of the test running */
+
+/* Files in g_kv ending in ext: their count; *all_0600 whether each has mode 0600. */
+static int kv_files(const char *ext, bool *all_0600, char *first, size_t cap) {
+    DIR *d = opendir(g_kv);
+    struct dirent *e;
+    int n = 0;
+    if (all_0600) *all_0600 = true;
+    if (first && cap) first[0] = 0;
+    if (!d) return 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name), el = strlen(ext);
+        char p[1200];
+        struct stat st;
+        if (l <= el || strcmp(e->d_name + l - el, ext)) continue;
+        snprintf(p, sizeof p, "%s/%s", g_kv, e->d_name);
+        if (stat(p, &st) == 0 && all_0600 && (st.st_mode & 0777) != 0600) *all_0600 = false;
+        if (first && !first[0]) snprintf(first, cap, "%s", p);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Starts rsd-serve on models a (ctx, 2 slots) and b with kv_cache_dir DIR/name-kv and
+   the extra global lines. */
+static int kv_start(serve_proc *s, const char *name, int ctx, const char *global) {
+    char models[1024], glob[1024];
+    snprintf(g_kv, sizeof g_kv, "%s/%s-kv", g_models, name);
+    snprintf(glob, sizeof glob, "max_models = 1\nkv_cache_dir = %s\n%s", g_kv, global);
+    snprintf(models, sizeof models,
+             "[model a]\nmodel = @/tiny-a.gguf\nctx = %d\nparallel = 2\n"
+             "[model b]\nmodel = @/tiny-b.gguf\nctx = 256\n", ctx);
+    return real_serve_start(s, name, glob, models);
+}
+
+/* a's first turn, then b (a is evicted: its slot saved), and a's next turn: restored,
+   only the new tokens processed. The directory is 0700, the files 0600. */
+static void test_real_kv_evict_restore(void) {
+    serve_proc s;
+    struct stat st;
+    bool modes = false;
+    int64_t first_n;
+    REQUIRE(kv_start(&s, "evict", 2048, "") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, false)), 200);
+    first_n = timing("prompt_n");
+    CHECK(first_n > 400);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("b", 2, false)), 200);
+    CHECK(wait_kv(&s, "a", "saved_slots", 1));
+    CHECK_EQ_INT(kv_field(&s, "a", "saves"), 1);
+    CHECK(stat(g_kv, &st) == 0 && (st.st_mode & 0777) == 0700);
+    CHECK_EQ_INT(kv_files(".bin", &modes, NULL, 0), 1);
+    CHECK(modes);
+    CHECK_EQ_INT(kv_files(".meta", &modes, NULL, 0), 1);
+    CHECK(modes);
+    CHECK(log_has(&s, "a: kv cache: 1 slot(s) saved"));
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, true)), 200);
+    printf("  next turn after the swap: prompt_n %lld cache_n %lld (first turn %lld)\n", (long long)timing("prompt_n"),
+           (long long)timing("cache_n"), (long long)first_n);
+    CHECK(timing("cache_n") >= first_n - 8);
+    CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40); /* the new turn's tokens, not the prompt */
+    CHECK_EQ_INT(kv_field(&s, "a", "restores"), 1);
+    CHECK_EQ_INT(kv_field(&s, "a", "misses"), 0);
+    CHECK_EQ_INT(kv_field(&s, "a", "saved_slots"), 0); /* a restored file is in the child now */
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A graceful shutdown saves; the next rsd-serve with another ctx for a refuses the
+   file (its key) and deletes it: a starts cold, one kv_miss. */
+static void test_real_kv_shutdown_mismatch(void) {
+    serve_proc s;
+    REQUIRE(kv_start(&s, "mismatch", 2048, "") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, false)), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 1);
+    REQUIRE(kv_start(&s, "mismatch", 1536, "") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, true)), 200);
+    CHECK(timing("prompt_n") > 400); /* cold */
+    CHECK_EQ_INT(kv_field(&s, "a", "misses"), 1);
+    CHECK_EQ_INT(kv_field(&s, "a", "restores"), 0);
+    CHECK(log_has(&s, "not restored (mismatch"));
+    CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A save whose bytes were overwritten (the server refuses the restore) and one cut
+   short (its size is not the sidecar's): each deleted, the model cold, never a failed
+   request. */
+static void test_real_kv_corrupt_truncated(void) {
+    serve_proc s;
+    char bin[1200];
+    int fd, round;
+    for (round = 0; round < 2; round++) {
+        REQUIRE(kv_start(&s, "corrupt", 2048, "") == 0);
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, false)), 200);
+        CHECK_EQ_INT(serve_stop(&s), 0);
+        REQUIRE(kv_files(".bin", NULL, bin, sizeof bin) == 1);
+        fd = open(bin, O_WRONLY);
+        REQUIRE(fd >= 0);
+        if (round == 0) {
+            static const char junk[64] = {(char)0xff, (char)0xff, (char)0xff, (char)0xff, (char)0xff, (char)0xff};
+            CHECK(pwrite(fd, junk, sizeof junk, 0) == (ssize_t)sizeof junk);
+        } else {
+            CHECK(ftruncate(fd, 1000) == 0);
+        }
+        close(fd);
+        REQUIRE(kv_start(&s, "corrupt", 2048, "") == 0);
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, true)), 200);
+        CHECK(timing("prompt_n") > 400);
+        CHECK_EQ_INT(kv_field(&s, "a", "misses"), 1);
+        CHECK(log_has(&s, round == 0 ? "not restored (refused by the child" : "not restored (truncated)"));
+        CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
+        CHECK_EQ_INT(serve_stop(&s), 0);
+    }
+}
+
+/* A full disk: kv_cache_bytes smaller than one save (the file goes at once), and
+   RLIMIT_FSIZE (the child dies of SIGXFSZ while it writes): the cache is lost, the
+   eviction and b's request are not. */
+static void test_real_kv_full_disk(void) {
+    serve_proc s;
+    struct rlimit old, lim;
+    REQUIRE(kv_start(&s, "budget", 2048, "kv_cache_bytes = 1000\n") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("b", 2, false)), 200);
+    CHECK(log_has(&s, "kv_cache_bytes is 1000"));
+    CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
+    CHECK_EQ_INT(kv_field(&s, "a", "saved_slots"), 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    lim = old;
+    lim.rlim_cur = 64 << 10; /* rsd-serve and its children inherit it; a save is ~136 KB */
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    signal(SIGXFSZ, SIG_IGN); /* ours: the limit is for the children */
+    REQUIRE(kv_start(&s, "fsize", 2048, "") == 0);
+    (void)setrlimit(RLIMIT_FSIZE, &old);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("b", 2, false)), 200);
+    CHECK_EQ_INT(kv_field(&s, "a", "saved_slots"), 0);
+    CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, true)), 200);
+    CHECK(timing("prompt_n") > 400);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+static bool log_is(const serve_proc *s, const void *needle) { return log_has(s, (const char *)needle); }
+
+/* A save that cannot answer in time (the child is SIGSTOPped before it is evicted):
+   past kv_save_timeout the stop goes on, nothing is left on disk, b is served and a
+   comes back cold. */
+static void test_real_kv_timeout(void) {
+    serve_proc s;
+    char buf[4096];
+    int64_t pid_a;
+    int fd, got;
+    REQUIRE(kv_start(&s, "timeout", 2048, "kv_save_timeout = 300ms\n") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, false)), 200);
+    pid_a = status_field(&s, "a", "pid");
+    REQUIRE(pid_a > 0 && kill((pid_t)pid_a, SIGSTOP) == 0);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    CHECK(raw_post(fd, "/v1/chat/completions", kv_chat("b", 2, false)) == 0);
+    CHECK(wait_until(&s, log_is, "timed out (kv_save_timeout)", 30000));
+    (void)kill((pid_t)pid_a, SIGCONT); /* its SIGTERM is waiting */
+    got = raw_read(fd, buf, sizeof buf - 1);
+    while (got > 0 && !strstr(buf, "\r\n\r\n")) got = raw_read(fd, buf, sizeof buf - 1); /* the head at least */
+    CHECK(got > 0 && !strncmp(buf, "HTTP/1.1 200", 12));
+    close(fd);
+    CHECK(kv_field(&s, "a", "save_failures") >= 1);
+    CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", 40, true)), 200);
+    CHECK(timing("prompt_n") > 400);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A session chat body: prompt_cache_key sess, its long first turn (reps words), with
+   next its second turn. */
+static const char *kv_session(const char *sess, int reps, bool next) {
+    static char b[16600];
+    const char *c = kv_chat("a", reps, next);
+    snprintf(b, sizeof b, "{\"prompt_cache_key\":\"%s\",%s", sess, c + 1);
+    return b;
+}
+
+/* GET /_rsd/affinity: model a's counter (-1 when absent). */
+static int64_t aff_counter(const serve_proc *s, const char *name) {
+    char key[64];
+    const char *p;
+    if (http(s, "GET", "/_rsd/affinity", NULL) != 200) return -1;
+    snprintf(key, sizeof key, "\"%s\":", name);
+    p = strstr(g_body, key);
+    return p ? strtoll(p + strlen(key), NULL, 10) : -1;
+}
+
+/* session_affinity: two sessions own a's two slots; after the swap both slots come
+   back and so does the table of their owners: each session's next turn goes to its own
+   slot (warm, not fresh) and re-processes only its new tokens. */
+static void test_real_kv_affinity(void) {
+    serve_proc s;
+    char models[1024], glob[1024];
+    int i;
+    snprintf(g_kv, sizeof g_kv, "%s/aff-kv", g_models);
+    snprintf(glob, sizeof glob, "max_models = 1\nkv_cache_dir = %s\n", g_kv);
+    snprintf(models, sizeof models,
+             "[model a]\nmodel = @/tiny-a.gguf\nctx = 2048\nparallel = 2\nsession_affinity = true\n"
+             "[model b]\nmodel = @/tiny-b.gguf\nctx = 256\n");
+    REQUIRE(real_serve_start(&s, "aff", glob, models) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_session("one", 40, false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_session("two", 45, false)), 200);
+    CHECK_EQ_INT(aff_counter(&s, "fresh"), 2);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("b", 2, false)), 200);
+    CHECK(wait_kv(&s, "a", "saved_slots", 2));
+    for (i = 0; i < 2; i++) {
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_session(i ? "two" : "one", i ? 45 : 40, true)), 200);
+        printf("  session %s after the swap: prompt_n %lld cache_n %lld\n", i ? "two" : "one",
+               (long long)timing("prompt_n"), (long long)timing("cache_n"));
+        CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40);
+    }
+    CHECK_EQ_INT(kv_field(&s, "a", "restores"), 2);
+    CHECK_EQ_INT(aff_counter(&s, "warm"), 2); /* each went to the slot it owned before the stop */
+    CHECK_EQ_INT(aff_counter(&s, "fresh"), 2);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+int main(int argc, char **argv) {
+    RSD_TEST_BEGIN(argc, argv);
+    REAL_SKIP_OR_FIND(g_bin);
+    if (real_serve_setup() != 0) return RSD_TEST_END();
+    RUN(test_real_kv_evict_restore);
+    RUN(test_real_kv_shutdown_mismatch);
+    RUN(test_real_kv_corrupt_truncated);
+    RUN(test_real_kv_full_disk);
+    RUN(test_real_kv_timeout);
+    RUN(test_real_kv_affinity);
+    real_serve_cleanup();
+    return RSD_TEST_END();
+}
