@@ -1219,6 +1219,7 @@
            <dir>/attr/<name>.attr    attribution of one target (0600)
            <dir>/attr/<name>.lock    short lock around an attribution/generation update
            <dir>/attr/<name>.gen     mutation generation of one target ("<n>\n")
+           <dir>/attr/gen.seq        change counter of every generation (64 bytes, mapped)
            <dir>/attr/<name>.used    last use of each model on one target (0600)
            <dir>/attr/<name>.{attr,gen}.tmp  transient, during an update
            <dir>/attr/<name>.attr.corrupt    the last corrupt attribution file, moved aside
@@ -1464,6 +1465,17 @@
                from the wall clock in ms, never from a number a cache may hold.
        A cache entry records the generation it saw and is valid while
        rsd_state_gen_read still returns it.
+       The change counter: each rsd_state maps attr/gen.seq shared (64 bytes,
+       0600) and every bump, in any process, adds one to it after the new file is
+       in place. A read that finds the counter where it was when this state last
+       read that key's file returns that value without opening the file (a load
+       and a compare: a decision-cache hit with a state directory costs about what
+       one without does); otherwise it reads the file. Without atomics (not gcc or
+       clang), on Windows, or when the file cannot be mapped, every read opens the
+       file. A generation file edited by hand, or by an older build that knows
+       no counter, is seen once any bump moves the counter or by a new
+       rsd_state. The state directory is local (a mapping is not shared over NFS);
+       several hosts use etcd.
 
        Limits: RSD_STATE_MAX_DIR_BYTES 896 (dir path; 64 bytes are kept for
        file names), RSD_STATE_MAX_KEY_BYTES 2304, RSD_STATE_NAME_PREFIX_BYTES 48,
@@ -10421,6 +10433,7 @@ RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
 #else
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #endif
 
 #ifndef O_NOFOLLOW
@@ -10441,10 +10454,19 @@ struct rsd_state {
     char host[RSD_STATE_MAX_HOST_BYTES + 1];
     char filebuf[RSDI_ATTR_CHUNK];        /* record files are read and written through it, a chunk at a time */
     char detail[RSD_STATE_DETAIL_BYTES];  /* rsd_state_last_error */
+    /* The change counter: attr/gen.seq mapped shared (NULL where it cannot be, or on
+       Windows), counting every generation change in the directory; the last generation
+       read from a file is kept with the count it was read under (gen_key's). */
+    volatile uint32_t *seq;
+    uint32_t gen_seq;
+    uint64_t gen_val;
+    char gen_key[RSD_TARGET_KEY_MAX];     /* "" = none kept */
     rsd_attr_set scratch;                 /* its arena (desc.attr_arena_bytes) follows the struct */
 };
 
 enum { RSDI_STATE_PATH_BYTES = RSD_STATE_MAX_DIR_BYTES + 128 };
+RSDI_PRIVATE void rsdi_state_seq_open(rsd_state *st);
+RSDI_PRIVATE void rsdi_state_seq_close(rsd_state *st);
 
 /* 64-bit FNV-1a over a NUL-terminated string. */
 RSDI_PRIVATE uint64_t rsdi_state_fnv1a64(const char *s) {
@@ -10701,6 +10723,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
     if (gethostname(st->host, sizeof st->host - 1) != 0) memcpy(st->host, "?", 2);
 #endif
     st->host[sizeof st->host - 1] = '\0';
+    rsdi_state_seq_open(st);
     *out = st;
     return RSD_OK;
 }
@@ -10708,6 +10731,7 @@ RSD_API int rsd_state_open(rsd_state **out, const rsd_state_desc *desc) {
 RSD_API void rsd_state_close(rsd_state *st) {
     rsd_allocator a;
     if (!st) return;
+    rsdi_state_seq_close(st);
     a = st->alloc;
     rsdi_free(&a, st);
 }
@@ -11921,6 +11945,54 @@ RSD_API int rsd_state_used_touch(rsd_state *st, const char *key, const char *mod
 }
 
 /* ---- cross-process mutation generation ------------------------------------- */
+/* The change counter (attr/gen.seq, 64 bytes mapped shared): every generation change in
+   the directory adds one after its file is in place, so a reader that finds the count it
+   last read a generation file under can keep that file's value without reading it. Only
+   where this compiler has atomics and the system mmap; elsewhere every read opens the file. */
+#if !defined(_WIN32) && (defined(__GNUC__) || defined(__clang__))
+#define RSDI_STATE_SEQ 1
+#else
+#define RSDI_STATE_SEQ 0
+#endif
+
+RSDI_PRIVATE void rsdi_state_seq_open(rsd_state *st) {
+#if RSDI_STATE_SEQ
+    char path[RSDI_STATE_PATH_BYTES];
+    struct stat sb;
+    void *m;
+    int fd;
+    if (rsdi_state_path(st, path, "attr", "gen", ".seq") < 0) return;
+    fd = rsdi_state_open_file(path, O_RDWR, true);
+    if (fd < 0) return;
+    if (fstat(fd, &sb) != 0 || (sb.st_size < 64 && ftruncate(fd, 64) != 0)) {
+        rsdi_state_close_fd(fd);
+        return;
+    }
+    m = mmap(NULL, 64, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    rsdi_state_close_fd(fd);
+    if (m != MAP_FAILED) st->seq = (volatile uint32_t *)m;
+#else
+    (void)st;
+#endif
+}
+
+RSDI_PRIVATE void rsdi_state_seq_close(rsd_state *st) {
+#if RSDI_STATE_SEQ
+    if (st->seq) (void)munmap((void *)(uintptr_t)st->seq, 64);
+#endif
+    st->seq = NULL;
+}
+
+/* Some generation file changed: one more on the counter (the reader's acquire pairs
+   with this release, so a new count means the new file is in place). */
+RSDI_PRIVATE void rsdi_state_seq_bump(rsd_state *st) {
+#if RSDI_STATE_SEQ
+    if (st->seq) (void)__atomic_fetch_add(st->seq, 1u, __ATOMIC_RELEASE);
+#else
+    (void)st;
+#endif
+}
+
 /* <dir>/attr/<name>.gen holds "<decimal>\n". RSD_OK with *out (0 = missing),
    RSD_ERR_STATE_IO when unreadable or corrupt. */
 RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint64_t *out) {
@@ -11942,11 +12014,34 @@ RSDI_PRIVATE int rsdi_state_gen_read_path(rsd_state *st, const char *path, uint6
 
 RSD_API int rsd_state_gen_read(rsd_state *st, const char *key, uint64_t *out) {
     char path[RSDI_STATE_PATH_BYTES];
+    uint32_t seq = 0;
+    bool counted;
     int r;
     if (!out) return RSD_ERR_ARG;
     *out = 0;
+    counted = st && key && st->seq;
+#if RSDI_STATE_SEQ
+    if (counted) {
+        seq = __atomic_load_n(st->seq, __ATOMIC_ACQUIRE);
+        if (st->gen_key[0] && seq == st->gen_seq && strcmp(st->gen_key, key) == 0) {
+            *out = st->gen_val; /* nothing changed since that file was read */
+            return RSD_OK;
+        }
+    }
+#endif
     r = rsdi_key_path(st, key, "attr", ".gen", path);
-    return r < 0 ? r : rsdi_state_gen_read_path(st, path, out);
+    if (r < 0) return r;
+    r = rsdi_state_gen_read_path(st, path, out);
+    if (counted) {
+        size_t n = strlen(key);
+        st->gen_key[0] = '\0';
+        if (r == RSD_OK && n < sizeof st->gen_key) {
+            memcpy(st->gen_key, key, n + 1);
+            st->gen_seq = seq; /* the count from before the read: a change since is seen next time */
+            st->gen_val = *out;
+        }
+    }
+    return r;
 }
 
 /* Under the attribution-file lock: generation + 1, replaced by rename. */
@@ -11960,6 +12055,7 @@ RSDI_PRIVATE int rsdi_state_gen_bump_locked(rsd_state *st, const char *path, uin
     g = g == UINT64_MAX ? 1 : g + 1;
     n = RSD_SNPRINTF(buf, sizeof buf, "%llu\n", (unsigned long long)g);
     r = rsdi_state_replace(st, path, buf, (size_t)n, NULL, false);
+    rsdi_state_seq_bump(st); /* even after a failed write: readers must look again */
     if (r == RSD_OK && out) *out = g;
     return r;
 }
@@ -12080,6 +12176,7 @@ RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const ch
         if (rsdi_state_rename(op, np) == 0) moved++;
     }
     rsd_state_unlock(st, &lk);
+    if (moved) rsdi_state_seq_bump(st); /* a generation file may have moved in */
     if (moved)
         rsdi_logf(&st->logger, RSD_LOG_INFO, RSD_LOGITEM_STATE_MIGRATED, RSDI_WHERE,
                   "state: the records of '%s' moved to its current key '%s'", old_key, new_key);

@@ -795,8 +795,9 @@ static void print4(const f4_result *f4) {
     printf("   %-32s %10.0f ns   requests that reached the simulator: %lld\n", "ours, with a state directory", f4->ours_state_ns, (long long)f4->reqs_state);
     printf("   %-32s %10.0f ns   requests that reached the simulator: %lld\n", "ours, no state directory", f4->ours_nostate_ns, (long long)f4->reqs_nostate);
     printf("   %-32s %10.1f ns   (C model: key string, hash lookup, compares)\n", "upstream fast path", f4->peer_ns);
-    printf("   With a state directory a hit reads the target's generation file (not the attribution), so a\n"
-           "   mutation by another process invalidates it (upstream's per-process cache cannot see those).\n");
+    printf("   With a state directory a hit checks the directory's shared change counter (attr/gen.seq, mapped)\n"
+           "   and reads the target's generation file only when it moved, so a mutation by another process\n"
+           "   invalidates it (upstream's per-process cache cannot see those).\n");
 }
 
 /* Usage: reconcile [FIGURES], e.g. "reconcile 34" runs figures 3 and 4 only (default all). */

@@ -1125,15 +1125,74 @@ static void test_generation(void) {
     for (i = 0; i < CONC_PROCS; i++) CHECK_EQ_INT(reap(pids[i]), 0);
     CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
     CHECK_EQ_INT(g, 2 + CONC_PROCS * 10);
-    /* corrupt: read fails (a cache must not trust it); a bump restarts far above */
+    /* corrupt: read fails (a cache must not trust it); a bump restarts far above. A file
+       written by hand moves no change counter, so st keeps what it read last; another
+       state object (as another process) reads the file. */
     REQUIRE(rsd_state_file_name(KEY, name, sizeof name) > 0);
     snprintf(p, sizeof p, "%s/attr/%s.gen", tmp, name);
     write_file(p, "12x\n", 4);
-    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_ERR_STATE_IO);
+    {
+        rsd_state *st2 = open_state(tmp, &lc, 0, false);
+        REQUIRE(st2 != NULL);
+        CHECK_EQ_INT(rsd_state_gen_read(st2, KEY, &g), RSD_ERR_STATE_IO);
+        rsd_state_close(st2);
+    }
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_ATTR_CORRUPT], 1);
     CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
     CHECK(g > 1600000000000ull);
     CHECK_EQ_INT(rsd_state_gen_read(st, "", &g), RSD_ERR_ARG);
+    rsd_state_close(st);
+    rm_rf(tmp);
+}
+#endif
+
+#if !defined(_WIN32) /* fork */
+/* The change counter: a reader that read a generation keeps it without opening the file
+   until a bump anywhere in the directory (another process, its own rsd_state) moves the
+   counter; then it reads the file again and sees the new value. */
+static void test_generation_counter(void) {
+    char tmp[64], p[512], name[RSD_STATE_MAX_NAME_BYTES];
+    logcap lc;
+    rsd_state *st;
+    uint64_t g = 0;
+    pid_t pid;
+    int round;
+    memset(&lc, 0, sizeof lc);
+    REQUIRE(make_tmp(tmp, sizeof tmp));
+    REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
+    snprintf(p, sizeof p, "%s/attr/gen.seq", tmp);
+    CHECK(access(p, F_OK) == 0);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 1);
+    for (round = 0; round < 3; round++) {
+        /* another process, its own state object (its own mapping), bumps */
+        pid = fork();
+        if (pid == 0) {
+            rsd_state *o = open_state(tmp, NULL, 0, false);
+            uint64_t x = 0;
+            _exit(o && rsd_state_gen_bump(o, KEY, &x) == RSD_OK && x == (uint64_t)round + 2 ? 0 : 7);
+        }
+        REQUIRE(pid > 0);
+        CHECK_EQ_INT(reap(pid), 0);
+        CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+        CHECK_EQ_INT(g, round + 2);
+        CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK); /* the kept value */
+        CHECK_EQ_INT(g, round + 2);
+    }
+    /* a bump on another key moves the counter too: this key is read again, unchanged */
+    CHECK_EQ_INT(rsd_state_gen_bump(st, "http://127.0.0.1:1", NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 4);
+    /* what a hand edit changed is seen once the counter moves */
+    REQUIRE(rsd_state_file_name(KEY, name, sizeof name) > 0);
+    snprintf(p, sizeof p, "%s/attr/%s.gen", tmp, name);
+    write_file(p, "40\n", 3);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 4);
+    CHECK_EQ_INT(rsd_state_gen_bump(st, "http://127.0.0.1:1", NULL), RSD_OK);
+    CHECK_EQ_INT(rsd_state_gen_read(st, KEY, &g), RSD_OK);
+    CHECK_EQ_INT(g, 40);
     rsd_state_close(st);
     rm_rf(tmp);
 }
@@ -1565,6 +1624,7 @@ int main(int argc, char **argv) {
 #endif
 #if !defined(_WIN32)
     RUN(test_generation);
+    RUN(test_generation_counter);
 #endif
     RUN(test_no_fd_leak);
     RUN(test_format_parse_internal);
