@@ -1243,7 +1243,11 @@ static const rsrv_key_doc rsrv_global_docs[] = {
     {"management (/models/load, /models/unload, /status, /_rsd/...) needs this one instead (default: api_key)",
      "adm-change-me"},
     {"CORS: * or origins separated by commas (default off)", "https://app.example, http://localhost:3000"},
-    {"events kept for GET /_rsd/events?since=ID, 1..16384 (4 KB each)", NULL}};
+    {"events kept for GET /_rsd/events?since=ID, 1..16384 (4 KB each)", NULL},
+    {"save each slot's prompt cache here before a child stops, restore it when it returns (default off)",
+     "/var/lib/residency/kv"},
+    {"disk budget of the saved prompt caches, oldest deleted first (default 8G; off = no saving)", "8G"},
+    {"how long a stop waits for its slots' saves (default 5 s)", "5"}};
 static const rsrv_key_doc rsrv_model_docs[] = {
     {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID ARGS",
      NULL},
