@@ -1727,7 +1727,11 @@
        pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
        why "lease"), never a busy or pinned one; starts that would break it wait;
        release or its ttl gives the bytes back and, with lease_desc.restore, restarts
-       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes).
+       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes, or a measured
+       total from rsd_fleet_set_vram).
+   rsd_fleet_set_vram(f, total, foreign, now): the pool's rsd_pool_set_vram (a measured
+       total, and what others hold there), then what it admits is started at once. A
+       reading only admits: nothing running is stopped for it (rsd_devmem reads one).
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms,
        exit_code (of the process that failed: its status, 128+N for signal N, 127 when
@@ -3081,6 +3085,10 @@ RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, 
                                  rsd_pool_lease *lease);
 RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
 RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
+/* A memory reading for the pool's budget (rsd_pool_set_vram: total 0 = unknown; the
+   budget is the smaller of it and desc.pool.vram_budget_bytes; foreign counts against
+   admissions); what it admits starts at once. RSD_OK or RSD_ERR_ARG. */
+RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms);
 /* Replace model's command and pool settings (same id): the next start uses the new
    spec; a running process is not touched (unload it to restart it). Its start backoff
    and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
@@ -14108,6 +14116,11 @@ RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, 
 
 RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info) {
     return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
+}
+
+RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms) {
+    return f ? rsdi_fleet_then(f, rsd_pool_set_vram(f->pool, total_bytes, foreign_bytes, now_ms), now_ms)
+             : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms) {

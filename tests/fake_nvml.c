@@ -8,6 +8,8 @@
                         NVML_VALUE_NOT_AVAILABLE), ",procfail" (the process list call
                         fails), ",many" (more processes than any buffer: INSUFFICIENT_SIZE),
                         or the word "nomem" (the memory call answers NOT_SUPPORTED).
+     FAKE_NVML_FILE     a file holding that script, read at each call (it wins over
+                        FAKE_NVML): a test re-scripts a child process that loaded us
      FAKE_NVML_INIT_RC  what nvmlInit_v2 returns (default 0, success)
      FAKE_NVML_LOG      a file that gets one line per nvmlInit_v2 / nvmlShutdown
    Device handles are the device index + 1 cast to a pointer. */
@@ -37,8 +39,17 @@ static void fake_log(const char *what) {
 
 /* The text of device i (up to ';' or the end) in out; 0 when there is no such device. */
 static int fake_dev(unsigned int i, char *out, size_t cap) {
-    const char *s = getenv("FAKE_NVML"), *e;
+    static char file[4096];
+    const char *s = getenv("FAKE_NVML"), *e, *fp = getenv("FAKE_NVML_FILE");
     size_t n;
+    if (fp) {
+        FILE *f = fopen(fp, "rb");
+        size_t k = f ? fread(file, 1, sizeof file - 1, f) : 0;
+        if (f) fclose(f);
+        while (k && (file[k - 1] == '\n' || file[k - 1] == ' ')) k--;
+        file[k] = 0;
+        s = file;
+    }
     if (!s || !*s) return 0;
     while (i--) {
         s = strchr(s, ';');
