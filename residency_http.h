@@ -1816,8 +1816,14 @@
                  "vram", figures from mem_info_vram_*. One without a vendor, or without
                  VRAM files, is an APU (Strix Halo, Phoenix...): its VRAM is a carve-out
                  of host memory, so it is pool "host/unified" and its figures also go
-                 into the host entry. gtt_* carry mem_info_gtt_* either way. own_known is
-                 false (sysfs has no per-process figure): others_bytes = used.
+                 into the host entry. gtt_* carry mem_info_gtt_* either way. A discrete
+                 card's own_bytes comes from the kernel's DRM usage stats of the own
+                 pids (PROC/PID/fdinfo/FD: drm-pdev, the card's PCI address, i.e. the
+                 last component of its SYS/class/drm/cardN/device link; drm-client-id,
+                 each client once; drm-memory-vram, else drm-resident-vram); own_known
+                 is false where none of them has a client on that card (a kernel
+                 without those stats, or no own pid uses it): others_bytes = used. Not
+                 on Windows.
          host    PROC/meminfo: total = MemTotal, free = MemAvailable (MemFree on
                  a kernel without it), plus every APU carve-out (the kernel's MemTotal
                  leaves it out); own_bytes = the VmRSS of each own pid
@@ -1837,8 +1843,8 @@
        when several; own_known only if every one knew), else the host entry. RSD_OK or
        RSD_ERR_NOT_FOUND.
    rsd_devmem_parse_meminfo(text, len, key, &bytes), rsd_devmem_parse_u64(text, len, &v)
-       The parsers under the reads, fuzzed (fuzz/fuzz_devmem.c): "Key:<blanks>N[ kB]"
-       lines (kB = 1024 bytes, whole key names only, the first match wins, anything
+       The parsers under the reads, fuzzed (fuzz/fuzz_devmem.c): "Key:<blanks>N[ unit]"
+       lines (kB and KiB = 1024 bytes, MiB = 2^20, no unit = bytes; whole key names only, the first match wins, anything
        else on the line is RSD_ERR_PAYLOAD) and a sysfs number (digits, then only
        whitespace). Results RSD_OK, RSD_ERR_NOT_FOUND, RSD_ERR_PAYLOAD,
        RSD_ERR_OVERFLOW, RSD_ERR_ARG; the value is 0 unless RSD_OK.
@@ -3191,8 +3197,8 @@ RSD_API const char *rsd_devmem_nvml_status(const rsd_devmem *dm);
 RSD_API void rsd_devmem_destroy(rsd_devmem *dm);
 /* "vram" or "host/unified" for an rsd_devmem_pool; "?" otherwise. */
 RSD_API const char *rsd_devmem_pool_str(int pool);
-/* The value of "Key:" in /proc/meminfo or /proc/PID/status text, in bytes ("kB" is
-   x 1024; no unit = bytes). RSD_OK, RSD_ERR_NOT_FOUND (no such line),
+/* The value of "Key:" in /proc/meminfo, /proc/PID/status or DRM fdinfo text, in bytes
+   ("kB" and "KiB" are x 1024, "MiB" x 2^20; no unit = bytes). RSD_OK, RSD_ERR_NOT_FOUND (no such line),
    RSD_ERR_PAYLOAD (not a number), RSD_ERR_OVERFLOW (over 2^64 - 1), RSD_ERR_ARG. */
 RSD_API int rsd_devmem_parse_meminfo(const char *text, size_t len, const char *key,
                                      uint64_t *bytes);
@@ -14418,6 +14424,7 @@ RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f) { return f ? f->procs : NULL; }
 /* ==== >>devmem: the device memory probe =================================== */
 #ifndef RSD_NO_DEVMEM
 #if !defined(_WIN32)
+#include <dirent.h>
 #include <dlfcn.h>
 #include <unistd.h>
 #endif
@@ -14491,6 +14498,10 @@ RSD_API int rsd_devmem_parse_meminfo(const char *text, size_t len, const char *k
             }
             while (j < e && (text[j] == ' ' || text[j] == '\t')) j++;
             if (e - j >= 2 && (text[j] == 'k' || text[j] == 'K') && text[j + 1] == 'B') { mul = 1024; j += 2; }
+            else if (e - j >= 3 && text[j + 1] == 'i' && text[j + 2] == 'B' && (text[j] == 'K' || text[j] == 'M')) {
+                mul = text[j] == 'K' ? 1024 : 1024 * 1024; /* drm fdinfo's KiB / MiB */
+                j += 3;
+            }
             while (j < e && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) j++;
             if (j != e) return RSD_ERR_PAYLOAD;
             if (v > UINT64_MAX / mul) return RSD_ERR_OVERFLOW;
@@ -14720,6 +14731,57 @@ RSDI_PRIVATE int rsdi_dm_read_nvml(rsd_devmem *dm, const int64_t *pids, int np, 
     return k;
 }
 
+#if !defined(_WIN32)
+enum { RSDI_DM_MAX_FDS = 4096, RSDI_DM_MAX_CLIENTS = 64 };
+/* VRAM our processes hold on the card whose PCI address is pdev, from the DRM usage
+   stats in PROC/PID/fdinfo/FD (drm-pdev, drm-client-id, drm-memory-vram or
+   drm-resident-vram); a client open through several descriptors counts once. Returns
+   how many DRM clients of that card were found (0: the figure says nothing). */
+RSDI_PRIVATE int rsdi_dm_fdinfo_vram(rsd_devmem *dm, const int64_t *pids, int np, const char *pdev, uint64_t *own) {
+    uint64_t seen[RSDI_DM_MAX_CLIENTS];
+    int ns = 0, i, found = 0;
+    size_t pl = strlen(pdev);
+    *own = 0;
+    for (i = 0; i < np; i++) {
+        char rel[64], dir[RSD_DEVMEM_PATH_MAX + 64];
+        DIR *d;
+        struct dirent *de;
+        int nfd = 0;
+        if (pids[i] <= 0) continue;
+        snprintf(rel, sizeof rel, "%lld/fdinfo", (long long)pids[i]);
+        snprintf(dir, sizeof dir, "%s/%s", dm->proc_root, rel);
+        if (!(d = opendir(dir))) continue; /* gone */
+        while ((de = readdir(d)) != NULL && nfd++ < RSDI_DM_MAX_FDS) {
+            char frel[64 + 256];
+            const char *p;
+            size_t n;
+            uint64_t id, v;
+            int k;
+            bool dup = false;
+            if (de->d_name[0] == '.' || strlen(de->d_name) > 32) continue;
+            snprintf(frel, sizeof frel, "%s/%s", rel, de->d_name);
+            if (rsdi_dm_read(dm, dm->proc_root, frel, &n) != RSD_OK) continue;
+            /* drm-pdev:<blanks>0000:03:00.0 */
+            p = strstr(dm->buf, "\ndrm-pdev:");
+            if (!p) continue;
+            p += 10;
+            while (*p == ' ' || *p == '\t') p++;
+            if (strncmp(p, pdev, pl) || (p[pl] != '\n' && p[pl] != 0 && p[pl] != ' ')) continue;
+            if (rsd_devmem_parse_meminfo(dm->buf, n, "drm-client-id", &id) != RSD_OK) continue;
+            for (k = 0; k < ns; k++) dup = dup || seen[k] == id;
+            if (dup) continue;
+            if (ns < RSDI_DM_MAX_CLIENTS) seen[ns++] = id;
+            found++;
+            if (rsd_devmem_parse_meminfo(dm->buf, n, "drm-memory-vram", &v) == RSD_OK ||
+                rsd_devmem_parse_meminfo(dm->buf, n, "drm-resident-vram", &v) == RSD_OK)
+                *own = v > UINT64_MAX - *own ? UINT64_MAX : *own + v;
+        }
+        closedir(d);
+    }
+    return found;
+}
+#endif
+
 RSD_API int rsd_devmem_read(rsd_devmem *dm, const int64_t *own_pids, int n_pids, rsd_devmem_dev *out, int cap) {
     int k, card;
     uint64_t apu_total = 0, apu_used = 0;
@@ -14750,6 +14812,21 @@ RSD_API int rsd_devmem_read(rsd_devmem *dm, const int64_t *own_pids, int n_pids,
         snprintf(name, sizeof name, "card%d", card);
         if (has_v && vendor) {
             rsdi_dm_set(&out[k], name, RSD_DEVMEM_VRAM, RSD_DEVMEM_AMDGPU, vt, vu);
+#if !defined(_WIN32)
+            if (n_pids > 0) { /* the card's PCI address: its device link's last component */
+                char link[RSD_DEVMEM_PATH_MAX + 64], target[256];
+                ssize_t tl;
+                snprintf(link, sizeof link, "%s/class/drm/card%d/device", dm->sys_root, card);
+                tl = readlink(link, target, sizeof target - 1);
+                if (tl > 0) {
+                    const char *pdev;
+                    uint64_t own;
+                    target[tl] = 0;
+                    pdev = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+                    if (*pdev && rsdi_dm_fdinfo_vram(dm, own_pids, n_pids, pdev, &own) > 0) rsdi_dm_own(&out[k], own);
+                }
+            }
+#endif
         } else {
             if (!has_v) vt = vu = 0;
             rsdi_dm_set(&out[k], name, RSD_DEVMEM_HOST, RSD_DEVMEM_AMDGPU, vt, vu);

@@ -1,5 +1,5 @@
 /* Fuzz the device memory probe's parsers: rsd_devmem_parse_meminfo (the "Key: N kB" lines
-   of /proc/meminfo and /proc/PID/status) and rsd_devmem_parse_u64 (a sysfs number). The
+   of /proc/meminfo and /proc/PID/status, and DRM fdinfo's "Key: N KiB") and rsd_devmem_parse_u64 (a sysfs number). The
    first byte picks the key; the rest is the file. Invariants: only the documented results;
    a value is written only on RSD_OK (else it is 0); an accepted sysfs number prints back
    as its digits without leading zeros; a meminfo value given in kB is a multiple of 1024
@@ -12,7 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FZ_CHECK(c) do { if (!(c)) { fprintf(stderr, "invariant failed: %s (line %d)\n", #c, __LINE__); abort(); } } while (0)
 
-static const char *const fz_keys[] = {"MemTotal", "MemAvailable", "MemFree", "VmRSS", "HugePages_Total", "M"};
+static const char *const fz_keys[] = {"MemTotal", "MemAvailable", "MemFree", "VmRSS", "HugePages_Total", "M",
+                                      "drm-client-id", "drm-memory-vram"};
 
 static void fz_u64(const char *b, size_t n) {
     uint64_t v = 7;

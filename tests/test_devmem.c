@@ -146,6 +146,17 @@ static void test_parse_meminfo(void) {
         CHECK_EQ_INT(rsd_devmem_parse_meminfo("x\nMemTotal:\t3\t kB \r\n", 20, "MemTotal", &v), RSD_OK);
         CHECK(v == 3 * 1024);
     }
+    {   /* DRM fdinfo's units */
+        const char *t = "drm-memory-vram:\t3 KiB\ndrm-resident-vram:\t2 MiB\ndrm-total-gtt:\t1 GiB\n"
+                        "drm-memory-gtt: 17592186044416 MiB\n"; /* 2^44 MiB = 2^64 bytes */
+        CHECK_EQ_INT(rsd_devmem_parse_meminfo(t, strlen(t), "drm-memory-vram", &v), RSD_OK);
+        CHECK(v == 3 * 1024);
+        CHECK_EQ_INT(rsd_devmem_parse_meminfo(t, strlen(t), "drm-resident-vram", &v), RSD_OK);
+        CHECK(v == 2 * MiB);
+        CHECK_EQ_INT(rsd_devmem_parse_meminfo(t, strlen(t), "drm-total-gtt", &v), RSD_ERR_PAYLOAD);
+        CHECK_EQ_INT(rsd_devmem_parse_meminfo(t, strlen(t), "drm-memory-gtt", &v), RSD_ERR_OVERFLOW);
+        CHECK_EQ_INT(rsd_devmem_parse_meminfo("a: 1 Ki\n", 8, "a", &v), RSD_ERR_PAYLOAD);
+    }
     CHECK_EQ_INT(rsd_devmem_parse_meminfo("", 0, "MemTotal", &v), RSD_ERR_NOT_FOUND);
     CHECK_EQ_INT(rsd_devmem_parse_meminfo(k_meminfo, n, "", &v), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_devmem_parse_meminfo(k_meminfo, n, NULL, &v), RSD_ERR_ARG);
@@ -166,12 +177,31 @@ static void test_amd_and_host(void) {
     puts_("sys/class/drm/card0/device/mem_info_vram_used", "104857600\n");
     puts_("sys/class/drm/card0/device/mem_info_gtt_total", "34359738368\n");
     puts_("sys/class/drm/card0/device/mem_info_gtt_used", "1048576\n");
-    /* card1: discrete, 24 GiB of GDDR6 with 3 GiB used */
-    puts_("sys/class/drm/card1/device/mem_info_vram_total", "25769803776\n");
-    puts_("sys/class/drm/card1/device/mem_info_vram_used", "3221225472\n");
-    puts_("sys/class/drm/card1/device/mem_info_vram_vendor", "samsung\n");
-    puts_("sys/class/drm/card1/device/mem_info_gtt_total", "34359738368\n");
-    puts_("sys/class/drm/card1/device/mem_info_gtt_used", "2097152\n");
+    /* card1: discrete, 24 GiB of GDDR6 with 3 GiB used; its device link names its PCI
+       address, as sysfs's does */
+    puts_("sys/devices/pci0000:00/0000:03:00.0/mem_info_vram_total", "25769803776\n");
+    puts_("sys/devices/pci0000:00/0000:03:00.0/mem_info_vram_used", "3221225472\n");
+    puts_("sys/devices/pci0000:00/0000:03:00.0/mem_info_vram_vendor", "samsung\n");
+    puts_("sys/devices/pci0000:00/0000:03:00.0/mem_info_gtt_total", "34359738368\n");
+    puts_("sys/devices/pci0000:00/0000:03:00.0/mem_info_gtt_used", "2097152\n");
+    {
+        char link[600];
+        snprintf(link, sizeof link, "%s/sys/class/drm/card1", g_root);
+        tp_mkdir(link);
+        snprintf(link, sizeof link, "%s/sys/class/drm/card1/device", g_root);
+        REQUIRE(symlink("../../../devices/pci0000:00/0000:03:00.0", link) == 0);
+    }
+    /* pid 4242 holds 1 GiB of card1 through one DRM client open on two descriptors, and
+       256 MiB through a second client; pid 4343 has a client on another card */
+    puts_("proc/4242/fdinfo/0", "pos:\t0\nflags:\t02\n");
+    puts_("proc/4242/fdinfo/5", "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\n"
+                                "drm-client-id:\t17\ndrm-memory-vram:\t1048576 KiB\ndrm-memory-gtt:\t2048 KiB\n");
+    puts_("proc/4242/fdinfo/6", "pos:\t0\nflags:\t02100002\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\n"
+                                "drm-client-id:\t17\ndrm-memory-vram:\t1048576 KiB\n");
+    puts_("proc/4242/fdinfo/7", "pos:\t0\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:03:00.0\n"
+                                "drm-client-id:\t18\ndrm-resident-vram:\t256 MiB\n");
+    puts_("proc/4343/fdinfo/3", "pos:\t0\ndrm-driver:\tamdgpu\ndrm-pdev:\t0000:04:00.0\n"
+                                "drm-client-id:\t19\ndrm-memory-vram:\t4 KiB\n");
     puts_("proc/meminfo", k_meminfo);
     puts_("proc/4242/status", "Name:\tllama-server\nVmRSS:\t  1048576 kB\nThreads:\t9\n");
     puts_("proc/4343/status", "Name:\tllama-server\nVmRSS:\t  524288 kB\n");
@@ -187,7 +217,7 @@ static void test_amd_and_host(void) {
     CHECK_EQ_INT(c1->pool, RSD_DEVMEM_VRAM);
     CHECK_EQ_INT(c1->source, RSD_DEVMEM_AMDGPU);
     CHECK(c1->total_bytes == 24 * GiB && c1->used_bytes == 3 * GiB && c1->free_bytes == 21 * GiB);
-    CHECK(!c1->own_known && c1->others_bytes == 3 * GiB);
+    CHECK(c1->own_known && c1->own_bytes == GiB + 256 * MiB && c1->others_bytes == 3 * GiB - GiB - 256 * MiB);
     CHECK(c1->gtt_total_bytes == 32 * GiB && c1->gtt_used_bytes == 2 * MiB);
     CHECK_EQ_STR(rsd_devmem_pool_str(c1->pool), "vram");
     CHECK_EQ_INT(c0->pool, RSD_DEVMEM_HOST);
@@ -205,7 +235,11 @@ static void test_amd_and_host(void) {
     /* the pick: the vram entry (the discrete card) */
     CHECK_EQ_INT(rsd_devmem_pick(d, n, &pk), RSD_OK);
     CHECK_EQ_STR(pk.name, "card1");
-    CHECK(pk.total_bytes == 24 * GiB && pk.others_bytes == 3 * GiB && !pk.own_known);
+    CHECK(pk.total_bytes == 24 * GiB && pk.own_bytes == GiB + 256 * MiB && pk.own_known);
+    /* only pid 4343 (a client on another card): card1 cannot tell ours apart */
+    n = rsd_devmem_read(dm, pids + 1, 1, d, RSD_DEVMEM_MAX_DEVICES);
+    c1 = find(d, n, "card1");
+    CHECK(c1 && !c1->own_known && c1->others_bytes == 3 * GiB);
     /* a short output array: the first entries only */
     CHECK_EQ_INT(rsd_devmem_read(dm, NULL, 0, d, 1), 1);
     CHECK_EQ_STR(d[0].name, "card0");
