@@ -9,7 +9,8 @@
    in *one* C or C++ file, before any system header. That one define turns on
    both implementations (residency.h is included from here). Other files include
    "residency_http.h" without the define. Link with nothing but libc; with
-   RSD_HTTP_MBEDTLS also -lmbedtls -lmbedx509 -lmbedcrypto.
+   RSD_HTTP_MBEDTLS also -lmbedtls -lmbedx509 -lmbedcrypto; on glibc before 2.34
+   also -ldl (the device memory probe's dlopen), unless RSD_NO_DEVMEM.
 
    CONFIGURATION MACROS
        RESIDENCY_HTTP_IMPLEMENTATION  same as RESIDENCY_IMPLEMENTATION: the shell uses

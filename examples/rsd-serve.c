@@ -41,7 +41,10 @@
               model with state, pid, port, in-flight, waiting, reservation, last use,
               ttl, pin, last error, retry_in_ms (backoff), max_queue and the queue in
               order (position, waited_ms, method, path); pool counters (evictions,
-              backoffs, restores, ...), max_queue, queue_full (429s).
+              backoffs, restores, ...), max_queue, queue_full (429s); with
+              vram_budget = auto, device_memory {device, pool ("vram" or
+              "host/unified"), total_bytes, used_bytes, others_bytes (what the last
+              reading counted against the budget), margin_bytes, reads}.
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -1453,7 +1456,11 @@ static bool devmem_budget(srv *s, rsrv_config *c, uint64_t now, char *err, size_
 static void devmem_admit(srv *s, uint64_t now) {
     rsd_devmem_dev pk;
     uint64_t foreign;
-    if (!s->devmem || devmem_read(s, now, &pk) != 0) return;
+    if (!s->devmem) return;
+    if (devmem_read(s, now, &pk) != 0) { /* no reading now: the budget stands, others as last read */
+        (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, s->dm_foreign, now);
+        return;
+    }
     foreign = pk.others_bytes;
     if (!pk.own_known) {
         rsd_pool_stats st;
