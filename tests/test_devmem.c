@@ -374,7 +374,8 @@ static void test_nvml(void) {
     int64_t pids[2] = {111, 333};
     int n;
     if (!lib) {
-        printf("test_nvml: skipped (no build/tests/libfake_nvml.so: make build/tests/libfake_nvml.so)\n");
+        printf("test_nvml: skipped (%s)\n", getenv("RSD_TEST_QEMU") ? "under qemu-user: the fake NVML is a host library"
+                                                                  : "no build/tests/libfake_nvml.so");
         return;
     }
     REQUIRE(new_root("devmem-nvml") == 0);
