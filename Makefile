@@ -62,6 +62,11 @@ $(call test_bin,$(HTTP_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_http.o $(
 $(call test_bin,$(CORE_LINK)): $(B)/tests/%: tests/%.c $(B)/tests/impl_core.o $(AUXH) $(HEADERS)
 	$(CC) $(TEST_CFLAGS) $< $(B)/tests/impl_core.o -o $@ $(TEST_LIBS)
 
+# test_devmem and test_serve_devmem load a fake NVML (tests/fake_nvml.c), built here as a shared library.
+$(B)/tests/libfake_nvml.so: tests/fake_nvml.c | $(B)/tests
+	$(CC) -std=c99 $(CWARN) -g -shared -fPIC $< -o $@
+$(B)/tests/test_devmem $(B)/tests/test_serve_devmem: $(B)/tests/libfake_nvml.so
+
 # Tests may spawn the example programs (simulators), so those are built first. TEST_JOBS
 # suites run at once (tests/run.sh): they mostly wait on loopback servers and children.
 TEST_JOBS ?= 4

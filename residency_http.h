@@ -9,7 +9,8 @@
    in *one* C or C++ file, before any system header. That one define turns on
    both implementations (residency.h is included from here). Other files include
    "residency_http.h" without the define. Link with nothing but libc; with
-   RSD_HTTP_MBEDTLS also -lmbedtls -lmbedx509 -lmbedcrypto.
+   RSD_HTTP_MBEDTLS also -lmbedtls -lmbedx509 -lmbedcrypto; on glibc before 2.34
+   also -ldl (the device memory probe's dlopen), unless RSD_NO_DEVMEM.
 
    CONFIGURATION MACROS
        RESIDENCY_HTTP_IMPLEMENTATION  same as RESIDENCY_IMPLEMENTATION: the shell uses
@@ -38,6 +39,9 @@
                                       ends with RSD_ERR_NOT_FOUND, "no runtime
                                       detection in this build", sending nothing; the
                                       core's rsd_detect_* stay for a caller of its own
+       RSD_NO_DEVMEM                  no device memory probe (rsd_devmem_*): neither
+                                      the declarations nor the implementation, so
+                                      nothing refers to dlopen / LoadLibrary
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
@@ -1759,7 +1763,11 @@
        pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
        why "lease"), never a busy or pinned one; starts that would break it wait;
        release or its ttl gives the bytes back and, with lease_desc.restore, restarts
-       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes).
+       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes, or a measured
+       total from rsd_fleet_set_vram).
+   rsd_fleet_set_vram(f, total, foreign, now): the pool's rsd_pool_set_vram (a measured
+       total, and what others hold there), then what it admits is started at once. A
+       reading only admits: nothing running is stopped for it (rsd_devmem reads one).
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms,
        exit_code (of the process that failed: its status, 128+N for signal N, 127 when
@@ -1811,6 +1819,74 @@
    given models directly). Threading: one fleet per thread. Windows: as the supervisor
    ("Windows" in the proc manual): rsd_fleet_pollfds gives only the probe sockets, and
    rsd_fleet_next_deadline includes the supervisor's pipe timer.
+
+   ---- devmem: device memory probe ---------------------------------------------
+   What each device holds now, for a byte budget: total, used and free bytes per device,
+   which pool it is, and how much of it the caller's own processes hold. A plain read:
+   local procfs/sysfs files and NVML calls, no thread, no wait, nothing sampled in the
+   background. Whoever calls it decides when (rsd-serve: at start, on reload and when it
+   admits a start); a reading never stops anything by itself. Compiled out by
+   RSD_NO_DEVMEM.
+
+   rsd_devmem_create(&desc) -> rsd_devmem*
+       Allocates the probe (desc.allocator) and loads NVML once, at run time: dlopen
+       ("libnvidia-ml.so.1"), LoadLibrary("nvml.dll") on Windows, or desc.nvml_path, else
+       $RESIDENCY_NVML unless desc.ignore_env ("" = no NVML). Nothing is linked at build
+       time (glibc before 2.34 keeps dlopen in libdl: link -ldl there, or build with
+       RSD_NO_DEVMEM). It resolves nvmlInit_v2, nvmlDeviceGetCount_v2,
+       nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetMemoryInfo,
+       nvmlDeviceGetComputeRunningProcesses and nvmlShutdown, and calls nvmlInit_v2; a
+       missing library, symbol or failed init leaves NVML out, and
+       rsd_devmem_nvml_status says why in words ("" while NVML is in use). desc.sys_root
+       ("/sys") and desc.proc_root ("/proc") let a test point the probe at a fake tree.
+       NULL only for a bad desc (allocator hooks not both or neither, a path of
+       RSD_DEVMEM_PATH_MAX bytes or more) or no memory.
+   rsd_devmem_read(dm, own_pids, n_pids, out, cap) -> entries, or RSD_ERR_ARG
+       Fills out with, in this order (at most cap, at most RSD_DEVMEM_MAX_DEVICES):
+         nvmlN   each NVIDIA GPU that reports its memory (one that answers
+                 NOT_SUPPORTED is left out): pool "vram"; own_bytes is the sum of
+                 usedGpuMemory over the compute processes whose pid is in own_pids
+                 (own_known false when the list fails, is longer than 64, or a process
+                 of ours reads NVML_VALUE_NOT_AVAILABLE, as under Windows' WDDM).
+         cardN   each amdgpu card (N < 16) with mem_info_vram_total and _used, or
+                 mem_info_gtt_total and _used, under SYS/class/drm/cardN/device. A card
+                 whose VRAM names its vendor (mem_info_vram_vendor) is discrete: pool
+                 "vram", figures from mem_info_vram_*. One without a vendor, or without
+                 VRAM files, is an APU (Strix Halo, Phoenix...): its VRAM is a carve-out
+                 of host memory, so it is pool "host/unified" and its figures also go
+                 into the host entry. gtt_* carry mem_info_gtt_* either way. A discrete
+                 card's own_bytes comes from the kernel's DRM usage stats of the own
+                 pids (PROC/PID/fdinfo/FD: drm-pdev, the card's PCI address, i.e. the
+                 last component of its SYS/class/drm/cardN/device link; drm-client-id,
+                 each client once; drm-memory-vram, else drm-resident-vram); own_known
+                 is false where none of them has a client on that card (a kernel
+                 without those stats, or no own pid uses it): others_bytes = used. Not
+                 on Windows.
+         host    PROC/meminfo: total = MemTotal, free = MemAvailable (MemFree on
+                 a kernel without it), plus every APU carve-out (the kernel's MemTotal
+                 leaves it out); own_bytes = the VmRSS of each own pid
+                 (PROC/PID/status; a pid that is gone counts 0). unified is set on an
+                 NVIDIA Tegra (the device tree's compatible list, SYS/firmware/
+                 devicetree/base/compatible, names "nvidia,tegra"; NVML is not loaded
+                 there, source RSD_DEVMEM_TEGRA) and beside an AMD APU: the GPU's pool
+                 is this one. On Windows: GlobalMemoryStatusEx, own_known false. Absent
+                 where neither is there (macOS).
+       Every entry holds used <= total (a larger reported used is cut to total), free =
+       total - used and own + others = used. A file that is missing, empty, not a clean
+       number, larger than 2^64 - 1, or longer than RSD_DEVMEM_FILE_MAX (16 KiB) is not
+       a figure: its device is left out. RSD_ERR_ARG: dm or out NULL, cap < 0, n_pids
+       outside 0..RSD_DEVMEM_MAX_PIDS (64), or own_pids NULL with n_pids > 0.
+   rsd_devmem_pick(devs, n, &out)
+       The one figure a budget is set from: the vram entries summed (name "vram xN"
+       when several; own_known only if every one knew), else the host entry. RSD_OK or
+       RSD_ERR_NOT_FOUND.
+   rsd_devmem_parse_meminfo(text, len, key, &bytes), rsd_devmem_parse_u64(text, len, &v)
+       The parsers under the reads, fuzzed (fuzz/fuzz_devmem.c): "Key:<blanks>N[ unit]"
+       lines (kB and KiB = 1024 bytes, MiB = 2^20, no unit = bytes; whole key names only, the first match wins, anything
+       else on the line is RSD_ERR_PAYLOAD) and a sysfs number (digits, then only
+       whitespace). Results RSD_OK, RSD_ERR_NOT_FOUND, RSD_ERR_PAYLOAD,
+       RSD_ERR_OVERFLOW, RSD_ERR_ARG; the value is 0 unless RSD_OK.
+   rsd_devmem_destroy(dm): nvmlShutdown, unload, free. One probe per thread.
 
    PLATFORM NOTES
        POSIX (Linux, macOS, BSD) and Windows (see "Windows" in the proc manual). The process-wide SIGPIPE
@@ -3062,6 +3138,10 @@ RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, 
                                  rsd_pool_lease *lease);
 RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
 RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
+/* A memory reading for the pool's budget (rsd_pool_set_vram: total 0 = unknown; the
+   budget is the smaller of it and desc.pool.vram_budget_bytes; foreign counts against
+   admissions); what it admits starts at once. RSD_OK or RSD_ERR_ARG. */
+RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms);
 /* Replace model's command and pool settings (same id): the next start uses the new
    spec; a running process is not touched (unload it to restart it). Its start backoff
    and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
@@ -3106,6 +3186,77 @@ RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
 RSD_API const char *rsd_fleet_event_str(int kind);
 #endif /* RSD_NO_PROCESS */
 /* ==== fleet end =========================================================== */
+
+/* ==== devmem ============================================================== */
+/* Manual: "DEVMEM" in the doc block at the top of this file. */
+#ifndef RSD_NO_DEVMEM
+enum {
+    RSD_DEVMEM_MAX_DEVICES = 16,     /* entries one read reports at most (cap on out) */
+    RSD_DEVMEM_MAX_PIDS = 64,        /* own pids one read attributes */
+    RSD_DEVMEM_PATH_MAX = 512,       /* longest root or library path in the desc */
+    RSD_DEVMEM_FILE_MAX = 16384      /* bytes of a procfs/sysfs file read at most */
+};
+typedef enum rsd_devmem_pool {
+    RSD_DEVMEM_VRAM = 1,             /* a discrete GPU's own memory ("vram") */
+    RSD_DEVMEM_HOST = 2              /* host memory, which a unified-memory GPU shares ("host/unified") */
+} rsd_devmem_pool;
+typedef enum rsd_devmem_source {
+    RSD_DEVMEM_NVML = 1,             /* libnvidia-ml, loaded at run time */
+    RSD_DEVMEM_AMDGPU = 2,           /* /sys/class/drm/cardN/device/mem_info_* */
+    RSD_DEVMEM_MEMINFO = 3,          /* /proc/meminfo (GlobalMemoryStatusEx on Windows) */
+    RSD_DEVMEM_TEGRA = 4             /* /proc/meminfo on an NVIDIA Tegra (Jetson) */
+} rsd_devmem_source;
+typedef struct rsd_devmem_dev {
+    char name[24];                   /* "nvml0", "card1", "host" */
+    int pool;                        /* rsd_devmem_pool */
+    int source;                      /* rsd_devmem_source */
+    bool unified;                    /* a GPU uses this host memory (Jetson, AMD APU) */
+    bool own_known;                  /* own_bytes was read per process */
+    uint64_t total_bytes;
+    uint64_t used_bytes;             /* total - free */
+    uint64_t free_bytes;             /* free (NVML, sysfs); MemAvailable (meminfo) */
+    uint64_t own_bytes;              /* held by the pids given to the read; 0 when !own_known */
+    uint64_t others_bytes;           /* used - own: other programs, the driver, the desktop */
+    uint64_t gtt_total_bytes;        /* AMD: the GTT aperture (host memory the GPU maps); else 0 */
+    uint64_t gtt_used_bytes;
+} rsd_devmem_dev;
+typedef struct rsd_devmem_desc {
+    const char *nvml_path;           /* NULL: $RESIDENCY_NVML, else libnvidia-ml.so.1 (nvml.dll);
+                                        "" = do not load NVML */
+    const char *sys_root;            /* NULL = "/sys" (tests: a fake tree) */
+    const char *proc_root;           /* NULL = "/proc" */
+    bool ignore_env;                 /* do not read $RESIDENCY_NVML */
+    rsd_allocator allocator;         /* zeroed = RSD_DEFAULT_ALLOC/FREE */
+} rsd_devmem_desc;
+typedef struct rsd_devmem rsd_devmem;
+
+/* Creates a probe: loads and initialises NVML once when it is there (nothing to link).
+   NULL only for a bad desc or no memory; a host without NVML still gets a probe. */
+RSD_API rsd_devmem *rsd_devmem_create(const rsd_devmem_desc *desc);
+/* Reads every device's memory now (plain file reads and NVML calls; no thread, no
+   wait). own_pids (n_pids <= RSD_DEVMEM_MAX_PIDS) are the caller's processes: what they
+   hold is own_bytes, the rest of used is others_bytes. Fills out[0..cap) with the
+   NVML devices, then the AMD cards, then "host"; returns how many, or RSD_ERR_ARG. */
+RSD_API int rsd_devmem_read(rsd_devmem *dm, const int64_t *own_pids, int n_pids,
+                            rsd_devmem_dev *out, int cap);
+/* The one figure a byte budget is set from: the sum of the vram entries when there are
+   any, else the host entry. RSD_OK, or RSD_ERR_NOT_FOUND (out zeroed) when n == 0. */
+RSD_API int rsd_devmem_pick(const rsd_devmem_dev *devs, int n, rsd_devmem_dev *out);
+/* Why NVML is not in use ("" when it is): the dlopen or nvmlInit failure, in words. */
+RSD_API const char *rsd_devmem_nvml_status(const rsd_devmem *dm);
+RSD_API void rsd_devmem_destroy(rsd_devmem *dm);
+/* "vram" or "host/unified" for an rsd_devmem_pool; "?" otherwise. */
+RSD_API const char *rsd_devmem_pool_str(int pool);
+/* The value of "Key:" in /proc/meminfo, /proc/PID/status or DRM fdinfo text, in bytes
+   ("kB" and "KiB" are x 1024, "MiB" x 2^20; no unit = bytes). RSD_OK, RSD_ERR_NOT_FOUND (no such line),
+   RSD_ERR_PAYLOAD (not a number), RSD_ERR_OVERFLOW (over 2^64 - 1), RSD_ERR_ARG. */
+RSD_API int rsd_devmem_parse_meminfo(const char *text, size_t len, const char *key,
+                                     uint64_t *bytes);
+/* A sysfs number: decimal digits, then only whitespace. RSD_OK, RSD_ERR_PAYLOAD,
+   RSD_ERR_OVERFLOW, RSD_ERR_ARG. */
+RSD_API int rsd_devmem_parse_u64(const char *text, size_t len, uint64_t *out);
+#endif /* RSD_NO_DEVMEM */
+/* ==== devmem end ========================================================== */
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -14369,6 +14520,11 @@ RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_
     return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
 }
 
+RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms) {
+    return f ? rsdi_fleet_then(f, rsd_pool_set_vram(f->pool, total_bytes, foreign_bytes, now_ms), now_ms)
+             : RSD_ERR_ARG;
+}
+
 RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms) {
     return f ? rsdi_fleet_then(f, rsd_pool_lease_release(f->pool, lease, now_ms), now_ms) : RSD_ERR_ARG;
 }
@@ -14682,5 +14838,503 @@ RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f) { return f ? f->pool : NULL; }
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f) { return f ? f->procs : NULL; }
 #endif /* RSD_NO_PROCESS */
 /* ==== fleet end =========================================================== */
+
+/* ==== >>devmem: the device memory probe =================================== */
+#ifndef RSD_NO_DEVMEM
+#if !defined(_WIN32)
+#include <dirent.h>
+#include <dlfcn.h>
+#include <unistd.h>
+#endif
+
+/* The NVML ABI this probe uses (nvml.h, stable since the v2 entry points): nvmlMemory_t
+   and the v1 process record that nvmlDeviceGetComputeRunningProcesses fills. */
+typedef struct rsdi_nvml_memory { unsigned long long total, free_, used; } rsdi_nvml_memory;
+typedef struct rsdi_nvml_proc { unsigned int pid; unsigned long long used; } rsdi_nvml_proc;
+#define RSDI_NVML_NOT_AVAILABLE (~0ull) /* usedGpuMemory under WDDM or without rights */
+enum { RSDI_NVML_PROCS = 64 };
+typedef int (*rsdi_nvml_void_fn)(void);
+typedef int (*rsdi_nvml_count_fn)(unsigned int *);
+typedef int (*rsdi_nvml_handle_fn)(unsigned int, void **);
+typedef int (*rsdi_nvml_mem_fn)(void *, rsdi_nvml_memory *);
+typedef int (*rsdi_nvml_procs_fn)(void *, unsigned int *, rsdi_nvml_proc *);
+
+struct rsd_devmem {
+    rsd_allocator alloc;
+    char sys_root[RSD_DEVMEM_PATH_MAX];
+    char proc_root[RSD_DEVMEM_PATH_MAX];
+    void *lib;                       /* dlopen handle / HMODULE; NULL when NVML is not in use */
+    rsdi_nvml_void_fn nv_shutdown;
+    rsdi_nvml_count_fn nv_count;
+    rsdi_nvml_handle_fn nv_handle;
+    rsdi_nvml_mem_fn nv_mem;
+    rsdi_nvml_procs_fn nv_procs;
+    bool tegra;                      /* NVIDIA Tegra: the GPU's memory is the host's */
+    char nvml_status[192];
+    char buf[RSD_DEVMEM_FILE_MAX + 1];
+};
+
+RSD_API const char *rsd_devmem_pool_str(int pool) {
+    return pool == RSD_DEVMEM_VRAM ? "vram" : pool == RSD_DEVMEM_HOST ? "host/unified" : "?";
+}
+
+RSD_API int rsd_devmem_parse_u64(const char *text, size_t len, uint64_t *out) {
+    size_t i = 0;
+    uint64_t v = 0;
+    if (!out || (!text && len)) return RSD_ERR_ARG;
+    *out = 0;
+    if (i == len || text[i] < '0' || text[i] > '9') return RSD_ERR_PAYLOAD;
+    for (; i < len && text[i] >= '0' && text[i] <= '9'; i++) {
+        unsigned d = (unsigned)(text[i] - '0');
+        if (v > (UINT64_MAX - d) / 10) return RSD_ERR_OVERFLOW;
+        v = v * 10 + d;
+    }
+    for (; i < len; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r') return RSD_ERR_PAYLOAD;
+    *out = v;
+    return RSD_OK;
+}
+
+RSD_API int rsd_devmem_parse_meminfo(const char *text, size_t len, const char *key, uint64_t *bytes) {
+    size_t kl, i = 0;
+    if (!bytes || !key || !*key || (!text && len)) return RSD_ERR_ARG;
+    *bytes = 0;
+    kl = strlen(key);
+    while (i < len) { /* one line per turn: "Key:<spaces>N[ kB]" */
+        size_t e = i, j;
+        while (e < len && text[e] != '\n') e++;
+        if (e - i > kl && !memcmp(text + i, key, kl) && text[i + kl] == ':') {
+            uint64_t v = 0, mul = 1;
+            size_t ds;
+            j = i + kl + 1;
+            while (j < e && (text[j] == ' ' || text[j] == '\t')) j++;
+            ds = j;
+            while (j < e && text[j] >= '0' && text[j] <= '9') j++;
+            {
+                int r = rsd_devmem_parse_u64(text + ds, j - ds, &v);
+                if (r != RSD_OK) return j == ds ? RSD_ERR_PAYLOAD : r;
+            }
+            while (j < e && (text[j] == ' ' || text[j] == '\t')) j++;
+            if (e - j >= 2 && (text[j] == 'k' || text[j] == 'K') && text[j + 1] == 'B') { mul = 1024; j += 2; }
+            else if (e - j >= 3 && text[j + 1] == 'i' && text[j + 2] == 'B' && (text[j] == 'K' || text[j] == 'M')) {
+                mul = text[j] == 'K' ? 1024 : 1024 * 1024; /* drm fdinfo's KiB / MiB */
+                j += 3;
+            }
+            while (j < e && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r')) j++;
+            if (j != e) return RSD_ERR_PAYLOAD;
+            if (v > UINT64_MAX / mul) return RSD_ERR_OVERFLOW;
+            *bytes = v * mul;
+            return RSD_OK;
+        }
+        i = e + 1;
+    }
+    return RSD_ERR_NOT_FOUND;
+}
+
+/* Reads root/rel into dm->buf (NUL-terminated); RSD_OK, RSD_ERR_NOT_FOUND (absent or
+   unreadable), RSD_ERR_TOO_LARGE (longer than RSD_DEVMEM_FILE_MAX bytes). */
+RSDI_PRIVATE int rsdi_dm_read(rsd_devmem *dm, const char *root, const char *rel, size_t *len) {
+    char path[RSD_DEVMEM_PATH_MAX + 96];
+    size_t n = 0;
+    int w = snprintf(path, sizeof path, "%s/%s", root, rel);
+    *len = 0;
+    dm->buf[0] = 0;
+    if (w < 0 || (size_t)w >= sizeof path) return RSD_ERR_NOT_FOUND;
+#if defined(_WIN32)
+    {
+        FILE *f = fopen(path, "rb");
+        if (!f) return RSD_ERR_NOT_FOUND;
+        n = fread(dm->buf, 1, sizeof dm->buf, f);
+        fclose(f);
+    }
+#else
+    {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return RSD_ERR_NOT_FOUND;
+        while (n < sizeof dm->buf) {
+            ssize_t r = read(fd, dm->buf + n, sizeof dm->buf - n);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                if (r < 0) n = 0;
+                break;
+            }
+            n += (size_t)r;
+        }
+        close(fd);
+    }
+#endif
+    if (n > RSD_DEVMEM_FILE_MAX) return RSD_ERR_TOO_LARGE;
+    dm->buf[n] = 0;
+    *len = n;
+    return RSD_OK;
+}
+
+/* One number file under sys_root; false when absent or not a clean number. */
+RSDI_PRIVATE bool rsdi_dm_sys_u64(rsd_devmem *dm, const char *rel, uint64_t *v) {
+    size_t n;
+    *v = 0;
+    return rsdi_dm_read(dm, dm->sys_root, rel, &n) == RSD_OK && rsd_devmem_parse_u64(dm->buf, n, v) == RSD_OK;
+}
+
+RSDI_PRIVATE void rsdi_dm_set(rsd_devmem_dev *d, const char *name, int pool, int source, uint64_t total,
+                              uint64_t used) {
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->pool = pool;
+    d->source = source;
+    if (used > total) used = total;
+    d->total_bytes = total;
+    d->used_bytes = used;
+    d->free_bytes = total - used;
+    d->others_bytes = used;
+}
+
+RSDI_PRIVATE void rsdi_dm_own(rsd_devmem_dev *d, uint64_t own) {
+    if (own > d->used_bytes) own = d->used_bytes;
+    d->own_known = true;
+    d->own_bytes = own;
+    d->others_bytes = d->used_bytes - own;
+}
+
+RSDI_PRIVATE void *rsdi_dm_sym(void *lib, const char *name) {
+#if defined(_WIN32)
+    FARPROC p = GetProcAddress((HMODULE)lib, name);
+    void *v;
+    memcpy(&v, &p, sizeof v < sizeof p ? sizeof v : sizeof p);
+    return v;
+#else
+    return dlsym(lib, name);
+#endif
+}
+
+RSDI_PRIVATE void rsdi_dm_close_lib(rsd_devmem *dm) {
+    if (!dm->lib) return;
+#if defined(_WIN32)
+    FreeLibrary((HMODULE)dm->lib);
+#else
+    dlclose(dm->lib);
+#endif
+    dm->lib = NULL;
+}
+
+/* Loads NVML from path and initialises it; on failure says why in nvml_status. */
+RSDI_PRIVATE void rsdi_dm_load_nvml(rsd_devmem *dm, const char *path) {
+    void *init, *p[5];
+    int r, i;
+    const char *names[5] = {"nvmlShutdown", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+                            "nvmlDeviceGetMemoryInfo", "nvmlDeviceGetComputeRunningProcesses"};
+    rsdi_nvml_void_fn init_fn;
+#if defined(_WIN32)
+    dm->lib = (void *)LoadLibraryA(path);
+    if (!dm->lib) {
+        snprintf(dm->nvml_status, sizeof dm->nvml_status, "%s: not loaded (error %lu)", path,
+                 (unsigned long)GetLastError());
+        return;
+    }
+#else
+    dm->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dm->lib) {
+        const char *e = dlerror();
+        snprintf(dm->nvml_status, sizeof dm->nvml_status, "%s: not loaded (%s)", path, e ? e : "dlopen failed");
+        return;
+    }
+#endif
+    init = rsdi_dm_sym(dm->lib, "nvmlInit_v2");
+    for (i = 0; i < 5; i++) {
+        p[i] = rsdi_dm_sym(dm->lib, names[i]);
+        if (!p[i] || !init) {
+            snprintf(dm->nvml_status, sizeof dm->nvml_status, "%s: no %s", path, init ? names[i] : "nvmlInit_v2");
+            rsdi_dm_close_lib(dm);
+            return;
+        }
+    }
+    /* object pointer -> function pointer through memcpy (ISO C has no cast for it) */
+    memcpy(&init_fn, &init, sizeof init_fn);
+    memcpy(&dm->nv_shutdown, &p[0], sizeof dm->nv_shutdown);
+    memcpy(&dm->nv_count, &p[1], sizeof dm->nv_count);
+    memcpy(&dm->nv_handle, &p[2], sizeof dm->nv_handle);
+    memcpy(&dm->nv_mem, &p[3], sizeof dm->nv_mem);
+    memcpy(&dm->nv_procs, &p[4], sizeof dm->nv_procs);
+    if ((r = init_fn()) != 0) {
+        snprintf(dm->nvml_status, sizeof dm->nvml_status, "%s: nvmlInit_v2 failed (NVML error %d)", path, r);
+        rsdi_dm_close_lib(dm);
+        return;
+    }
+    dm->nvml_status[0] = 0;
+}
+
+RSD_API rsd_devmem *rsd_devmem_create(const rsd_devmem_desc *desc) {
+    rsd_devmem_desc d;
+    rsd_devmem *dm;
+    const char *nv;
+    size_t n;
+    if (desc) d = *desc;
+    else memset(&d, 0, sizeof d);
+    if (rsdi_allocator_check(&d.allocator) != RSD_OK) return NULL;
+    if (!d.sys_root) d.sys_root = "/sys";
+    if (!d.proc_root) d.proc_root = "/proc";
+    nv = d.nvml_path ? d.nvml_path : d.ignore_env ? NULL : getenv("RESIDENCY_NVML");
+#if defined(_WIN32)
+    if (!nv) nv = "nvml.dll";
+#else
+    if (!nv) nv = "libnvidia-ml.so.1";
+#endif
+    if (strlen(d.sys_root) >= RSD_DEVMEM_PATH_MAX || strlen(d.proc_root) >= RSD_DEVMEM_PATH_MAX ||
+        strlen(nv) >= RSD_DEVMEM_PATH_MAX)
+        return NULL;
+    dm = (rsd_devmem *)rsdi_malloc(&d.allocator, sizeof *dm);
+    if (!dm) return NULL;
+    memset(dm, 0, sizeof *dm);
+    dm->alloc = d.allocator;
+    memcpy(dm->sys_root, d.sys_root, strlen(d.sys_root) + 1);
+    memcpy(dm->proc_root, d.proc_root, strlen(d.proc_root) + 1);
+    /* Tegra: the device tree's compatible list (NUL-separated) names "nvidia,tegra..." */
+    if (rsdi_dm_read(dm, dm->sys_root, "firmware/devicetree/base/compatible", &n) == RSD_OK) {
+        size_t i;
+        for (i = 0; i + 12 <= n && !dm->tegra; i++) dm->tegra = !memcmp(dm->buf + i, "nvidia,tegra", 12);
+    }
+    if (!*nv) snprintf(dm->nvml_status, sizeof dm->nvml_status, "NVML not used (empty library path)");
+    else if (dm->tegra) snprintf(dm->nvml_status, sizeof dm->nvml_status, "NVML not used: Tegra shares host memory");
+    else rsdi_dm_load_nvml(dm, nv);
+    return dm;
+}
+
+RSD_API void rsd_devmem_destroy(rsd_devmem *dm) {
+    rsd_allocator a;
+    if (!dm) return;
+    if (dm->lib && dm->nv_shutdown) dm->nv_shutdown();
+    rsdi_dm_close_lib(dm);
+    a = dm->alloc;
+    rsdi_free(&a, dm);
+}
+
+RSD_API const char *rsd_devmem_nvml_status(const rsd_devmem *dm) {
+    return !dm ? "no probe" : dm->nvml_status;
+}
+
+RSDI_PRIVATE bool rsdi_dm_is_own(const int64_t *pids, int n, int64_t pid) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (pids[i] == pid) return true;
+    return false;
+}
+
+/* NVML devices; returns how many were written. */
+RSDI_PRIVATE int rsdi_dm_read_nvml(rsd_devmem *dm, const int64_t *pids, int np, rsd_devmem_dev *out, int cap) {
+    unsigned int count = 0, i;
+    int k = 0;
+    if (!dm->lib || dm->nv_count(&count) != 0) return 0;
+    for (i = 0; i < count && k < cap; i++) {
+        void *h = NULL;
+        rsdi_nvml_memory m;
+        rsdi_nvml_proc pr[RSDI_NVML_PROCS];
+        unsigned int np_ = RSDI_NVML_PROCS, j;
+        char name[24];
+        memset(&m, 0, sizeof m);
+        if (dm->nv_handle(i, &h) != 0 || dm->nv_mem(h, &m) != 0) continue; /* e.g. NOT_SUPPORTED */
+        snprintf(name, sizeof name, "nvml%u", i);
+        rsdi_dm_set(&out[k], name, RSD_DEVMEM_VRAM, RSD_DEVMEM_NVML, m.total, m.used);
+        if (dm->nv_procs(h, &np_, pr) == 0 && np_ <= RSDI_NVML_PROCS) {
+            uint64_t own = 0;
+            bool known = true;
+            for (j = 0; j < np_; j++) {
+                if (!rsdi_dm_is_own(pids, np, (int64_t)pr[j].pid)) continue;
+                if (pr[j].used == RSDI_NVML_NOT_AVAILABLE) known = false;
+                else own += pr[j].used < out[k].used_bytes - own ? pr[j].used : out[k].used_bytes - own;
+            }
+            if (known) rsdi_dm_own(&out[k], own);
+        }
+        k++;
+    }
+    return k;
+}
+
+#if !defined(_WIN32)
+enum { RSDI_DM_MAX_FDS = 4096, RSDI_DM_MAX_CLIENTS = 64 };
+/* VRAM our processes hold on the card whose PCI address is pdev, from the DRM usage
+   stats in PROC/PID/fdinfo/FD (drm-pdev, drm-client-id, drm-memory-vram or
+   drm-resident-vram); a client open through several descriptors counts once. Returns
+   how many DRM clients of that card were found (0: the figure says nothing). */
+RSDI_PRIVATE int rsdi_dm_fdinfo_vram(rsd_devmem *dm, const int64_t *pids, int np, const char *pdev, uint64_t *own) {
+    uint64_t seen[RSDI_DM_MAX_CLIENTS];
+    int ns = 0, i, found = 0;
+    size_t pl = strlen(pdev);
+    *own = 0;
+    for (i = 0; i < np; i++) {
+        char rel[64], dir[RSD_DEVMEM_PATH_MAX + 64];
+        DIR *d;
+        struct dirent *de;
+        int nfd = 0;
+        if (pids[i] <= 0) continue;
+        snprintf(rel, sizeof rel, "%lld/fdinfo", (long long)pids[i]);
+        snprintf(dir, sizeof dir, "%s/%s", dm->proc_root, rel);
+        if (!(d = opendir(dir))) continue; /* gone */
+        while ((de = readdir(d)) != NULL && nfd++ < RSDI_DM_MAX_FDS) {
+            char frel[64 + 256];
+            const char *p;
+            size_t n;
+            uint64_t id, v;
+            int k;
+            bool dup = false;
+            if (de->d_name[0] == '.' || strlen(de->d_name) > 32) continue;
+            snprintf(frel, sizeof frel, "%s/%s", rel, de->d_name);
+            if (rsdi_dm_read(dm, dm->proc_root, frel, &n) != RSD_OK) continue;
+            /* drm-pdev:<blanks>0000:03:00.0 */
+            p = strstr(dm->buf, "\ndrm-pdev:");
+            if (!p) continue;
+            p += 10;
+            while (*p == ' ' || *p == '\t') p++;
+            if (strncmp(p, pdev, pl) || (p[pl] != '\n' && p[pl] != 0 && p[pl] != ' ')) continue;
+            if (rsd_devmem_parse_meminfo(dm->buf, n, "drm-client-id", &id) != RSD_OK) continue;
+            for (k = 0; k < ns; k++) dup = dup || seen[k] == id;
+            if (dup) continue;
+            if (ns < RSDI_DM_MAX_CLIENTS) seen[ns++] = id;
+            found++;
+            if (rsd_devmem_parse_meminfo(dm->buf, n, "drm-memory-vram", &v) == RSD_OK ||
+                rsd_devmem_parse_meminfo(dm->buf, n, "drm-resident-vram", &v) == RSD_OK)
+                *own = v > UINT64_MAX - *own ? UINT64_MAX : *own + v;
+        }
+        closedir(d);
+    }
+    return found;
+}
+#endif
+
+RSD_API int rsd_devmem_read(rsd_devmem *dm, const int64_t *own_pids, int n_pids, rsd_devmem_dev *out, int cap) {
+    int k, card;
+    uint64_t apu_total = 0, apu_used = 0;
+    bool apu = false;
+    if (!dm || !out || cap < 0 || n_pids < 0 || n_pids > RSD_DEVMEM_MAX_PIDS || (n_pids && !own_pids))
+        return RSD_ERR_ARG;
+    if (cap > RSD_DEVMEM_MAX_DEVICES) cap = RSD_DEVMEM_MAX_DEVICES;
+    k = rsdi_dm_read_nvml(dm, own_pids, n_pids, out, cap);
+    /* amdgpu: a card whose VRAM has a vendor (mem_info_vram_vendor) is discrete; one
+       without it, or without VRAM files at all but with a GTT, is an APU, whose
+       carve-out is host memory. */
+    for (card = 0; card < RSD_DEVMEM_MAX_DEVICES && k < cap; card++) {
+        char rel[96], name[24];
+        uint64_t vt, vu, gt, gu;
+        bool has_v, has_g, vendor;
+        size_t n;
+        snprintf(rel, sizeof rel, "class/drm/card%d/device/mem_info_vram_total", card);
+        has_v = rsdi_dm_sys_u64(dm, rel, &vt);
+        snprintf(rel, sizeof rel, "class/drm/card%d/device/mem_info_vram_used", card);
+        has_v = rsdi_dm_sys_u64(dm, rel, &vu) && has_v;
+        snprintf(rel, sizeof rel, "class/drm/card%d/device/mem_info_gtt_total", card);
+        has_g = rsdi_dm_sys_u64(dm, rel, &gt);
+        snprintf(rel, sizeof rel, "class/drm/card%d/device/mem_info_gtt_used", card);
+        has_g = rsdi_dm_sys_u64(dm, rel, &gu) && has_g;
+        if (!has_v && !has_g) continue;
+        snprintf(rel, sizeof rel, "class/drm/card%d/device/mem_info_vram_vendor", card);
+        vendor = rsdi_dm_read(dm, dm->sys_root, rel, &n) == RSD_OK && n > 0;
+        snprintf(name, sizeof name, "card%d", card);
+        if (has_v && vendor) {
+            rsdi_dm_set(&out[k], name, RSD_DEVMEM_VRAM, RSD_DEVMEM_AMDGPU, vt, vu);
+#if !defined(_WIN32)
+            if (n_pids > 0) { /* the card's PCI address: its device link's last component */
+                char link[RSD_DEVMEM_PATH_MAX + 64], target[256];
+                ssize_t tl;
+                snprintf(link, sizeof link, "%s/class/drm/card%d/device", dm->sys_root, card);
+                tl = readlink(link, target, sizeof target - 1);
+                if (tl > 0) {
+                    const char *pdev;
+                    uint64_t own;
+                    target[tl] = 0;
+                    pdev = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+                    if (*pdev && rsdi_dm_fdinfo_vram(dm, own_pids, n_pids, pdev, &own) > 0) rsdi_dm_own(&out[k], own);
+                }
+            }
+#endif
+        } else {
+            if (!has_v) vt = vu = 0;
+            rsdi_dm_set(&out[k], name, RSD_DEVMEM_HOST, RSD_DEVMEM_AMDGPU, vt, vu);
+            out[k].unified = true;
+            apu = true;
+            apu_total = vt > UINT64_MAX - apu_total ? UINT64_MAX : apu_total + vt;
+            apu_used = vu > UINT64_MAX - apu_used ? UINT64_MAX : apu_used + vu;
+        }
+        if (has_g) {
+            out[k].gtt_total_bytes = gt;
+            out[k].gtt_used_bytes = gu < gt ? gu : gt;
+        }
+        k++;
+    }
+    if (k < cap) { /* host memory; on a Tegra or beside an APU, the GPU's pool too */
+#if defined(_WIN32)
+        MEMORYSTATUSEX ms;
+        memset(&ms, 0, sizeof ms);
+        ms.dwLength = sizeof ms;
+        if (GlobalMemoryStatusEx(&ms)) {
+            rsdi_dm_set(&out[k], "host", RSD_DEVMEM_HOST, RSD_DEVMEM_MEMINFO, ms.ullTotalPhys,
+                        ms.ullTotalPhys - ms.ullAvailPhys);
+            out[k].unified = apu;
+            k++;
+        }
+#else
+        size_t n;
+        uint64_t total, avail;
+        if (rsdi_dm_read(dm, dm->proc_root, "meminfo", &n) == RSD_OK &&
+            rsd_devmem_parse_meminfo(dm->buf, n, "MemTotal", &total) == RSD_OK &&
+            (rsd_devmem_parse_meminfo(dm->buf, n, "MemAvailable", &avail) == RSD_OK ||
+             rsd_devmem_parse_meminfo(dm->buf, n, "MemFree", &avail) == RSD_OK)) {
+            uint64_t own = 0;
+            int i;
+            if (avail > total) avail = total + 0;
+            /* an APU's carve-out is host memory the kernel does not count in MemTotal */
+            rsdi_dm_set(&out[k], "host", RSD_DEVMEM_HOST, dm->tegra ? RSD_DEVMEM_TEGRA : RSD_DEVMEM_MEMINFO,
+                        apu_total > UINT64_MAX - total ? UINT64_MAX : total + apu_total,
+                        apu_used > UINT64_MAX - (total - avail) ? UINT64_MAX : total - avail + apu_used);
+            out[k].unified = dm->tegra || apu;
+            for (i = 0; i < n_pids; i++) { /* resident set of each own process; gone = 0 */
+                char rel[48];
+                uint64_t rss;
+                if (own_pids[i] <= 0) continue;
+                snprintf(rel, sizeof rel, "%lld/status", (long long)own_pids[i]);
+                if (rsdi_dm_read(dm, dm->proc_root, rel, &n) == RSD_OK &&
+                    rsd_devmem_parse_meminfo(dm->buf, n, "VmRSS", &rss) == RSD_OK)
+                    own = rss > UINT64_MAX - own ? UINT64_MAX : own + rss;
+            }
+            rsdi_dm_own(&out[k], own);
+            k++;
+        }
+#endif
+    }
+    return k;
+}
+
+RSD_API int rsd_devmem_pick(const rsd_devmem_dev *devs, int n, rsd_devmem_dev *out) {
+    int i, nv = 0;
+    if (!out || n < 0 || (n && !devs)) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    for (i = 0; i < n; i++) {
+        const rsd_devmem_dev *d = &devs[i];
+        if (d->pool != RSD_DEVMEM_VRAM) continue;
+        if (!nv++) {
+            *out = *d;
+            out->own_known = true;
+            out->total_bytes = out->used_bytes = out->free_bytes = out->own_bytes = out->others_bytes = 0;
+            snprintf(out->name, sizeof out->name, "%s", d->name);
+        } else {
+            snprintf(out->name, sizeof out->name, "vram x%d", nv);
+        }
+#define RSDI_DM_ADD(f) out->f = d->f > UINT64_MAX - out->f ? UINT64_MAX : out->f + d->f
+        RSDI_DM_ADD(total_bytes);
+        RSDI_DM_ADD(used_bytes);
+        RSDI_DM_ADD(free_bytes);
+        RSDI_DM_ADD(own_bytes);
+        RSDI_DM_ADD(others_bytes);
+#undef RSDI_DM_ADD
+        out->own_known = out->own_known && d->own_known;
+    }
+    if (nv) return RSD_OK;
+    for (i = 0; i < n; i++)
+        if (devs[i].source == RSD_DEVMEM_MEMINFO || devs[i].source == RSD_DEVMEM_TEGRA) {
+            *out = devs[i];
+            return RSD_OK;
+        }
+    return RSD_ERR_NOT_FOUND;
+}
+#endif /* RSD_NO_DEVMEM */
+/* ==== devmem end ========================================================== */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */

@@ -30,6 +30,7 @@ cat > "$OUT/size_router.c" <<'PROG'
 #define RSD_NO_HTTP_SERVER
 #define RSD_NO_PROC
 #define RSD_NO_DETECT
+#define RSD_NO_DEVMEM
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 int main(int argc, char **argv) {

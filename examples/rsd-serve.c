@@ -52,7 +52,9 @@
               order (position, waited_ms, method, path), and with kv_cache_dir its
               kv_cache {saved_slots, saved_bytes, saves, save_failures, restores,
               misses}; pool counters (evictions, backoffs, restores, ...), max_queue,
-              queue_full (429s).
+              queue_full (429s); with vram_budget = auto, device_memory {device, pool
+              ("vram" or "host/unified"), total_bytes, used_bytes, others_bytes (what
+              the last reading counted against the budget), margin_bytes, reads}.
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -192,7 +194,8 @@
    settings; ttl, pinned, aliases, preload and max_queue change in place; the rest
    keeps its process. Every change forgets the model's start backoff. listen,
    stop_grace, vram_budget, max_wait and the watchdog settings apply only at the next
-   start (the answer lists them in restart_needed). A bad file, or one that cannot work,
+   start (the answer lists them in restart_needed); vram_budget = auto (kept auto) reads
+   the device again, with the new vram_margin. A bad file, or one that cannot work,
    changes nothing: "FILE:LINE: message" is logged (and answered, 400). A model id
    keeps its index for the life of the process: at most 64 different ids over all
    reloads.
@@ -456,12 +459,17 @@ typedef struct srv {
     char **argv;
     bool restart[RSRV_MAX_MODELS]; /* changed by a reload while running: load once it stopped */
     uint64_t reloads, reload_failures;
+    rsd_devmem *devmem;    /* vram_budget = auto: the device memory probe (else NULL) */
+    rsd_devmem_dev dm_last;/* its last reading (rsd_devmem_pick), for /status */
+    uint64_t dm_foreign;   /* what it counted against the budget for others */
+    uint64_t dm_reads;
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
 static void kv_status(srv *s, rsd_json_writer *w, int m);
 static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now);
 static bool model_running(srv *s, int m, uint64_t now);
+static void devmem_admit(srv *s, uint64_t now);
 
 static void logf_(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -736,6 +744,25 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
     rsd_json_w_int(&w, (int64_t)s->cfg->vram_budget_bytes);
     rsd_json_w_key(&w, "reserved_bytes");
     rsd_json_w_int(&w, (int64_t)st->reserved_bytes);
+    if (s->devmem) { /* vram_budget = auto: the last reading */
+        rsd_json_w_key(&w, "device_memory");
+        rsd_json_w_begin_object(&w);
+        rsd_json_w_key(&w, "device");
+        rsd_json_w_str(&w, s->dm_last.name);
+        rsd_json_w_key(&w, "pool");
+        rsd_json_w_str(&w, rsd_devmem_pool_str(s->dm_last.pool));
+        rsd_json_w_key(&w, "total_bytes");
+        rsd_json_w_int(&w, (int64_t)(s->dm_last.total_bytes > INT64_MAX ? INT64_MAX : s->dm_last.total_bytes));
+        rsd_json_w_key(&w, "used_bytes");
+        rsd_json_w_int(&w, (int64_t)(s->dm_last.used_bytes > INT64_MAX ? INT64_MAX : s->dm_last.used_bytes));
+        rsd_json_w_key(&w, "others_bytes");
+        rsd_json_w_int(&w, (int64_t)s->dm_foreign);
+        rsd_json_w_key(&w, "margin_bytes");
+        rsd_json_w_int(&w, (int64_t)rsrv_eff_vram_margin(s->cfg));
+        rsd_json_w_key(&w, "reads");
+        rsd_json_w_int(&w, (int64_t)s->dm_reads);
+        rsd_json_w_end_object(&w);
+    }
     rsd_json_w_key(&w, "live");
     rsd_json_w_int(&w, st->live_slots);
     rsd_json_w_key(&w, "running");
@@ -857,6 +884,7 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         respond_error(s, ev->req, 400, "invalid_request_error", "model is already running");
         return;
     }
+    devmem_admit(s, now);
     r = rsd_fleet_load(s->fleet, m, now);
     if (r < 0) {
         char msg[RSD_FLEET_MESSAGE_MAX + 160];
@@ -1489,6 +1517,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     j->seq = ++s->job_seq;
     rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
     rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
+    if (!model_running(s, m, now)) devmem_admit(s, now); /* a start may be admitted */
     r = rsd_fleet_acquire_ex(s->fleet, m, flags, now, j, &j->preq, &port);
     if (r == RSD_OK) {
         j->granted = true;
@@ -1516,6 +1545,68 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         job_log(s, j, 503, now);
         j->state = JOB_FREE;
     }
+}
+
+/* ---- vram_budget = auto: the device's memory (rsd_devmem) ---------------------------
+   Read at start and on each reload (the budget: the device's total less vram_margin),
+   and each time a start may be admitted (a request for a model that is not running, a
+   load, a lease): what other programs hold then counts against the budget through
+   rsd_fleet_set_vram. Nothing samples it in between, and a reading never stops a model:
+   the pool only admits or holds back starts with it. */
+static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
+    rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES];
+    int64_t pids[RSD_DEVMEM_MAX_PIDS];
+    int i, n, np = 0;
+    for (i = 0; s->fleet && i < s->cfg->nmodels && np < RSD_DEVMEM_MAX_PIDS; i++) {
+        rsd_fleet_model_info mi;
+        if (rsd_fleet_query_model(s->fleet, i, now, &mi) == RSD_OK && mi.pid > 0) pids[np++] = mi.pid;
+    }
+    n = rsd_devmem_read(s->devmem, pids, np, d, RSD_DEVMEM_MAX_DEVICES);
+    if (n < 0 || rsd_devmem_pick(d, n, pk) != RSD_OK) return -1;
+    s->dm_last = *pk;
+    s->dm_reads++;
+    return 0;
+}
+
+/* c->vram_budget_bytes from a reading; false with err set when there is none, or the
+   margin leaves nothing. */
+static bool devmem_budget(srv *s, rsrv_config *c, uint64_t now, char *err, size_t cap) {
+    rsd_devmem_dev pk;
+    char t1[32], t2[32];
+    if (devmem_read(s, now, &pk) != 0) {
+        const char *why = rsd_devmem_nvml_status(s->devmem);
+        snprintf(err, cap, "vram_budget = auto: no device memory could be read%s%s", why[0] ? "; NVML: " : "", why);
+        return false;
+    }
+    c->vram_budget_bytes = rsrv_auto_budget(c, pk.total_bytes);
+    if (!c->vram_budget_bytes) {
+        snprintf(err, cap, "vram_budget = auto: %s has %s, and vram_margin %s leaves nothing", pk.name,
+                 rsrv_fmt_size(pk.total_bytes, t1, sizeof t1), rsrv_fmt_size(rsrv_eff_vram_margin(c), t2, sizeof t2));
+        return false;
+    }
+    return true;
+}
+
+/* Before a start may be admitted: what others hold now counts against the budget. Where
+   the device cannot say what our children hold (amdgpu sysfs), the bytes reserved for
+   them stand in for it. */
+static void devmem_admit(srv *s, uint64_t now) {
+    rsd_devmem_dev pk;
+    uint64_t foreign;
+    if (!s->devmem) return;
+    if (devmem_read(s, now, &pk) != 0) { /* no reading now: the budget stands, others as last read */
+        (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, s->dm_foreign, now);
+        return;
+    }
+    foreign = pk.others_bytes;
+    if (!pk.own_known) {
+        rsd_pool_stats st;
+        rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+        foreign = pk.used_bytes - (st.reserved_bytes < pk.used_bytes ? st.reserved_bytes : pk.used_bytes);
+    }
+    if (foreign > RSD_POOL_MAX_BYTES) foreign = RSD_POOL_MAX_BYTES;
+    s->dm_foreign = foreign;
+    (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, foreign, now);
 }
 
 /* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------ */
@@ -1571,6 +1662,7 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
         respond_error(s, ev->req, 503, "unavailable_error", "this host has no byte budget to lease (set vram_budget)");
         return;
     }
+    devmem_admit(s, now);
     r = rsd_fleet_lease_take(s->fleet, &d, now, &l);
     if (r == RSD_OK || r == RSD_PENDING) {
         logf_("lease %u: %llu bytes asked, ttl %lu ms", (unsigned)l.id, (unsigned long long)d.bytes,
@@ -3883,9 +3975,16 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         mc->listen_port = oc->listen_port;
     }
     if (mc->stop_grace_ms != oc->stop_grace_ms) { list_add(ro->kept, sizeof ro->kept, "stop_grace"); mc->stop_grace_ms = oc->stop_grace_ms; }
-    if (mc->vram_budget_bytes != oc->vram_budget_bytes) {
-        list_add(ro->kept, sizeof ro->kept, "vram_budget");
+    if (mc->vram_budget_auto != oc->vram_budget_auto || !s->devmem ||
+        (!mc->vram_budget_auto && mc->vram_budget_bytes != oc->vram_budget_bytes)) {
+        if (mc->vram_budget_auto != oc->vram_budget_auto || mc->vram_budget_bytes != oc->vram_budget_bytes)
+            list_add(ro->kept, sizeof ro->kept, "vram_budget");
+        mc->vram_budget_auto = oc->vram_budget_auto;
         mc->vram_budget_bytes = oc->vram_budget_bytes;
+        mc->vram_margin_bytes = oc->vram_margin_bytes;
+        mc->vram_margin_set = oc->vram_margin_set;
+    } else if (mc->vram_budget_auto && !devmem_budget(s, mc, now, ro->err, sizeof ro->err)) {
+        goto fail; /* auto, read again: a reading that gives no budget changes nothing */
     }
     if (rsrv_eff_max_wait(mc) != rsrv_eff_max_wait(oc)) { list_add(ro->kept, sizeof ro->kept, "max_wait"); mc->max_wait_ms = oc->max_wait_ms; }
     if (mc->watchdog_ms != oc->watchdog_ms || rsrv_eff_wd_failures(mc) != rsrv_eff_wd_failures(oc) ||
@@ -3910,6 +4009,7 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
     }
     /* apply */
     s->cfg = mc;
+    if (s->devmem) devmem_admit(s, now); /* the budget read again above */
     need_slot_dir(s, mc);
     for (i = 0; i < mc->nmodels; i++) {
         rsrv_model *m = &mc->models[i];
@@ -4032,7 +4132,8 @@ static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now)
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE]\n"
+            "usage: rsd-serve [--config FILE] [--listen HOST:PORT] [--max-models N] [--vram-budget SIZE|auto]\n"
+            "                 [--vram-margin SIZE]\n"
             "                 [--llama-server PATH] [--args \"A B\"] [--start-timeout DUR] [--stop-grace DUR]\n"
             "                 [--max-wait DUR] [--send-timeout DUR] [--max-queue N] [--watchdog DUR]\n"
             "                 [--lock-models A,B] [--api-key K] [--admin-key K] [--cors '*'|ORIGINS]\n"
@@ -4167,7 +4268,8 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
     char err[RSRV_ERR_MAX];
     memset(fd, 0, sizeof *fd);
     fd->pool.max_slots = s->cfg->max_models;
-    fd->pool.vram_budget_bytes = s->cfg->vram_budget_bytes;
+    /* auto: no fixed cap; the device's figure comes through rsd_fleet_set_vram (main_boot) */
+    fd->pool.vram_budget_bytes = s->cfg->vram_budget_auto ? 0 : s->cfg->vram_budget_bytes;
     fd->pool.max_wait_ms = rsrv_eff_max_wait(s->cfg);
     fd->pool.max_requests = 4096;
     fd->procs.max_procs = 2 * s->cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s->cfg->max_models + 2;
@@ -4265,6 +4367,14 @@ static void main_boot(srv *s) {
     if (!s->opts.quiet)
         logf_("%d model%s, at most %d resident, llama-server: %s", s->cfg->nmodels, s->cfg->nmodels == 1 ? "" : "s",
               s->cfg->max_models, s->cfg->llama_server);
+    if (s->devmem) {
+        char t1[32], t2[32], t3[32];
+        devmem_admit(s, rsd_now_ms());
+        if (!s->opts.quiet)
+            logf_("vram_budget = auto: %s (%s) has %s, others hold %s: budget %s", s->dm_last.name,
+                  rsd_devmem_pool_str(s->dm_last.pool), rsrv_fmt_size(s->dm_last.total_bytes, t1, sizeof t1),
+                  rsrv_fmt_size(s->dm_foreign, t2, sizeof t2), rsrv_fmt_size(s->cfg->vram_budget_bytes, t3, sizeof t3));
+    }
     for (i = 0; i < s->cfg->nmodels; i++)
         if (s->cfg->models[i].pinned) (void)rsd_fleet_load(s->fleet, i, rsd_now_ms());
     for (i = 0; i < s->cfg->nmodels; i++)
@@ -4411,6 +4521,17 @@ int main(int argc, char **argv) {
     if (!s.cfg || !s.out || !fds || !argv2) return EX_FAIL;
     if ((rc = main_configure(&s, argc, argv, argv2, &mdesc)) >= 0) return rc;
     if ((rc = main_prepare(&s, mdesc)) >= 0) return rc;
+    if (s.cfg->vram_budget_auto) { /* the device's memory: the budget, before anything starts */
+        char err[RSRV_ERR_MAX];
+        rsd_devmem_desc dd;
+        memset(&dd, 0, sizeof dd);
+        s.devmem = rsd_devmem_create(&dd);
+        if (!s.devmem || !devmem_budget(&s, s.cfg, 0, err, sizeof err)) {
+            fprintf(stderr, "rsd-serve: %s\n", s.devmem ? err : "vram_budget = auto: out of memory");
+            rsd_devmem_destroy(s.devmem);
+            return EX_FAIL;
+        }
+    }
     if ((rc = main_create(&s, mdesc, &fd)) >= 0) return rc;
     if (!main_signals(wake)) {
         rsd_http_client_destroy(s.hc);
@@ -4429,6 +4550,7 @@ int main(int argc, char **argv) {
     rsd_http_client_destroy(s.hc);
     rsd_http_server_destroy(s.hs);
     rsd_fleet_destroy(s.fleet);
+    rsd_devmem_destroy(s.devmem);
     free(mdesc);
     free(s.events);
     free(s.models);

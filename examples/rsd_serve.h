@@ -14,6 +14,15 @@
        [global]                         ... and so are keys in [global]
        max_models = 2                   resident processes, 1..16 (default 1)
        vram_budget = 24G                byte budget of all reservations (0 = count only)
+       vram_budget = auto               the device's memory minus vram_margin, read at start
+                                        and on each reload (rsd_devmem: NVML, amdgpu sysfs,
+                                        else /proc/meminfo; the vram devices summed, else
+                                        host memory); what other programs hold there is
+                                        read again each time a start is admitted and counts
+                                        against it. A reading never stops a model by itself
+       vram_margin = 1G                 with auto: bytes left free for the driver, the
+                                        desktop and the compute buffers nobody reserved
+                                        (default 1G)
        llama_server = /opt/llama/llama-server   the binary (default "llama-server", PATH)
        args = --no-webui                extra arguments for every llama_server model (before
                                         its own); never given to `command` models
@@ -117,7 +126,7 @@
    is an error "FILE:LINE: message".
 
    FLAGS (rsrv_parse_args; applied after the file)
-       --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE
+       --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE|auto  --vram-margin SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
        --max-wait DUR  --send-timeout DUR  --max-queue N  --watchdog DUR  --lock-models A,B
        --api-key K  --admin-key K  --cors ORIGINS  --event-history N  --model ID=PATH
@@ -172,6 +181,7 @@ enum {
     RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS = 5000 /* a stop's slot saves at most (kv_save_timeout) */
 };
 #define RSRV_KV_BYTES_DEFAULT ((uint64_t)8 << 30) /* kv_cache_bytes */
+#define RSRV_VRAM_MARGIN_DEFAULT ((uint64_t)1 << 30) /* vram_margin when not set: 1 GiB */
 
 /* One model section. */
 typedef struct rsrv_model {
@@ -204,7 +214,10 @@ typedef struct rsrv_model {
 /* The whole configuration. */
 typedef struct rsrv_config {
     int max_models;              /* 1..16 */
-    uint64_t vram_budget_bytes;  /* 0 = count only */
+    uint64_t vram_budget_bytes;  /* 0 = count only (with auto: what the device gave) */
+    bool vram_budget_auto;       /* vram_budget = auto: rsd-serve reads the device */
+    uint64_t vram_margin_bytes;  /* with auto: left free (when vram_margin_set) */
+    bool vram_margin_set;        /* else RSRV_VRAM_MARGIN_DEFAULT */
     char llama_server[RSRV_PATH_MAX];
     char args[RSRV_CMD_MAX];     /* extra arguments for every model */
     char listen_host[RSRV_HOST_MAX];
@@ -543,7 +556,7 @@ static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "lla
                                                "watchdog_failures", "watchdog_errors",
                                                "watchdog_restarts", "lock_models", "api_key", "admin_key",
                                                "cors", "event_history", "kv_cache_dir", "kv_cache_bytes",
-                                               "kv_save_timeout"};
+                                               "kv_save_timeout", "vram_margin"};
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
                                               "max_queue", "session_affinity", "session_erase"};
@@ -628,7 +641,8 @@ RSRV_FN bool rsrv_set_kv(rsrv_config *c, int key, const char *v, size_t n, char 
 /* Sets global key k to v. false with err set. */
 RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
     uint64_t x;
-    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10) rsrv_keep_text(c->text[key], v, n);
+    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10 || key == 19)
+        rsrv_keep_text(c->text[key], v, n);
     switch (key) {
     case 0:
         if (!rsrv_parse_u64(v, n, RSRV_MAX_SLOTS, &x) || x < 1) {
@@ -638,8 +652,13 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         c->max_models = (int)x;
         return true;
     case 1:
+        c->vram_budget_auto = n == 4 && !memcmp(v, "auto", 4);
+        if (c->vram_budget_auto) {
+            c->vram_budget_bytes = 0; /* rsd-serve reads the device */
+            return true;
+        }
         if (!rsrv_parse_size(v, n, &c->vram_budget_bytes)) {
-            snprintf(err, ecap, "vram_budget: bad size '%.*s' (bytes, with K/M/G/T)", (int)(n > 64 ? 64 : n), v);
+            snprintf(err, ecap, "vram_budget: bad size '%.*s' (bytes, with K/M/G/T, or auto)", (int)(n > 64 ? 64 : n), v);
             return false;
         }
         return true;
@@ -762,6 +781,13 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
     case 20:
     case 21:
         return rsrv_set_kv(c, key, v, n, err, ecap);
+    case 22:
+        if (!rsrv_parse_size(v, n, &c->vram_margin_bytes)) {
+            snprintf(err, ecap, "vram_margin: bad size '%.*s' (bytes, with K/M/G/T)", (int)(n > 64 ? 64 : n), v);
+            return false;
+        }
+        c->vram_margin_set = true;
+        return true;
     default: break;
     }
     snprintf(err, ecap, "unknown key");
@@ -990,7 +1016,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout, vram_margin)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -1064,6 +1090,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--admin-key")) gk = 16;
         else if (!strcmp(a, "--cors")) gk = 17;
         else if (!strcmp(a, "--event-history")) gk = 18;
+        else if (!strcmp(a, "--vram-margin")) gk = 19;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -1096,6 +1123,15 @@ RSRV_FN uint32_t rsrv_eff_max_wait(const rsrv_config *c) {
 }
 RSRV_FN uint32_t rsrv_eff_send_timeout(const rsrv_config *c) {
     return c->send_timeout_ms ? c->send_timeout_ms : (uint32_t)RSRV_SEND_TIMEOUT_DEFAULT_MS;
+}
+RSRV_FN uint64_t rsrv_eff_vram_margin(const rsrv_config *c) {
+    return c->vram_margin_set ? c->vram_margin_bytes : RSRV_VRAM_MARGIN_DEFAULT;
+}
+/* vram_budget = auto: the budget a device reading gives (total less the margin); 0 when
+   the margin leaves nothing (rsd-serve refuses that rather than count models only). */
+RSRV_FN uint64_t rsrv_auto_budget(const rsrv_config *c, uint64_t device_total) {
+    uint64_t m = rsrv_eff_vram_margin(c), b = device_total > m ? device_total - m : 0;
+    return b > RSD_POOL_MAX_BYTES ? RSD_POOL_MAX_BYTES : b;
 }
 RSRV_FN int rsrv_eff_max_queue(const rsrv_config *c) { return c->max_queue ? c->max_queue : RSRV_MAX_QUEUE_DEFAULT; }
 RSRV_FN int rsrv_eff_wd_failures(const rsrv_config *c) { return c->watchdog_failures ? c->watchdog_failures : 3; }
@@ -1156,8 +1192,13 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
         o += (size_t)w; } while (0)
     /* "key =#v": a value that starts with '#' must not follow a blank (it would be a comment) */
 #define RSRV_KV(key, v) RSRV_PUT("%s =%s%s\n", key, (v)[0] == '#' ? "" : " ", v)
-    RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %s%s\n", c->max_models,
-             rsrv_written_size(c->text[1], c->vram_budget_bytes, t1, sizeof t1), c->vram_budget_bytes ? "" : " # none: models are counted only");
+    if (c->vram_budget_auto)
+        RSRV_PUT("[global]\nmax_models = %d\nvram_budget = auto\nvram_margin = %s\n", c->max_models,
+                 rsrv_written_size(c->text[19], rsrv_eff_vram_margin(c), t1, sizeof t1));
+    else
+        RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %s%s\n", c->max_models,
+                 rsrv_written_size(c->text[1], c->vram_budget_bytes, t1, sizeof t1),
+                 c->vram_budget_bytes ? "" : " # none: models are counted only");
     RSRV_KV("llama_server", c->llama_server);
     if (strchr(c->listen_host, ':')) RSRV_PUT("listen = [%s]:%d\n", c->listen_host, c->listen_port);
     else RSRV_PUT("listen = %s:%d\n", c->listen_host, c->listen_port);
@@ -1247,7 +1288,8 @@ static const rsrv_key_doc rsrv_global_docs[] = {
     {"save each slot's prompt cache here before a child stops, restore it when it returns (default off)",
      "/var/lib/residency/kv"},
     {"disk budget of the saved prompt caches, oldest deleted first (default 8G; off = no saving)", "8G"},
-    {"how long a stop waits for its slots' saves (default 5 s)", "5"}};
+    {"how long a stop waits for its slots' saves (default 5 s)", "5"},
+    {"with vram_budget = auto: bytes left free below the device's total (default 1G)", "1G"}};
 static const rsrv_key_doc rsrv_model_docs[] = {
     {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID ARGS",
      NULL},
@@ -1370,7 +1412,9 @@ RSRV_FN bool rsrv_model_equal(const rsrv_config *ca, const rsrv_model *x, const 
 /* Same configuration (effective values; the `seen` and `line` bookkeeping aside)? */
 RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
     int i;
-    if (a->max_models != b->max_models || a->vram_budget_bytes != b->vram_budget_bytes ||
+    if (a->max_models != b->max_models || a->vram_budget_auto != b->vram_budget_auto ||
+        (!a->vram_budget_auto && a->vram_budget_bytes != b->vram_budget_bytes) ||
+        (a->vram_budget_auto && rsrv_eff_vram_margin(a) != rsrv_eff_vram_margin(b)) ||
         strcmp(a->llama_server, b->llama_server) || strcmp(a->args, b->args) ||
         strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
         a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
@@ -1414,7 +1458,7 @@ RSRV_FN bool rsrv_placeholder_known(const char *s, size_t n) {
    appended to out (WHERE = FILE:LINE, or the flag): an unknown {placeholder} in a
    command, a command without {port}, `model` and `command` in one section when the
    command has no {model}, more pinned models than max_models, a reserve above a
-   vram_budget. Returns the number of problems. (Files are checked by the program.) */
+   vram_budget, a vram_margin without vram_budget = auto. Returns the number of problems. (Files are checked by the program.) */
 RSRV_FN int rsrv_check(const rsrv_config *c, const char *file, char *out, size_t cap) {
     size_t o = strlen(out);
     int i, bad = 0, pinned = 0, last_pin = -1;
@@ -1454,6 +1498,11 @@ RSRV_FN int rsrv_check(const rsrv_config *c, const char *file, char *out, size_t
                          rsrv_fmt_size(m->reserve_bytes, t1, sizeof t1), rsrv_fmt_size(c->vram_budget_bytes, t2, sizeof t2),
                          m->id);
         }
+    }
+    if (c->vram_margin_set && !c->vram_budget_auto) {
+        if (c->key_line[19]) snprintf(where, sizeof where, "%s:%d", file ? file : "config", c->key_line[19]);
+        else snprintf(where, sizeof where, "flags");
+        RSRV_PROBLEM("%s: vram_margin applies only with vram_budget = auto\n", where);
     }
     if (pinned > c->max_models) {
         rsrv_where(file, &c->models[last_pin], 8, where, sizeof where);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Compile matrix: both headers as C99, C11 and C++11 with gcc and clang (when present),
 # with and without RSD_HTTP_MBEDTLS; a declaration-only TU linked with the implementation;
-# RSD_STATIC in two TUs; residency.h alone; the feature macros in every combination.
+# RSD_STATIC in two TUs; residency.h alone; the feature macros in every combination
+# (RSD_NO_DEVMEM alone and with all the others).
 CC=$1; CXX=$2; CLANG=$3; CLANGXX=$4; TLS=$5; CWARN=$6; CXXWARN=$7
 # Each configuration is one job (build, link, run); the jobs are listed first, then run
 # JOBS (default 2) at a time: any failure fails the matrix.
@@ -40,7 +41,13 @@ for o in 0 1; do for l in 0 1; do for e in 0 1; do for h in 0 1; do for p in 0 1
   nf=$((nf + 1))
 done; done; done; done; done; done
 job "$CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC" \
-    "-DRSD_NO_DETECT tests/compile/features.c -o $B/features-cxx && ./$B/features-cxx"
+    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM tests/compile/features.c -o $B/features-cxx && ./$B/features-cxx"
+# RSD_NO_DEVMEM (the device memory probe) depends on no other section: alone, and with
+# every other macro (the router-only program's set), rather than in every combination
+job "$CC -std=c99 $CWARN -DRSD_NO_DEVMEM tests/compile/features.c -o $B/features-devmem && ./$B/features-devmem"
+job "$CC -std=c99 $CWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC" \
+    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM tests/compile/features.c -o $B/features-all && ./$B/features-all"
+nf=$((nf + 2))
 # macOS's paths on this Linux build (RSDI_FORCE_BSD: no MSG_NOSIGNAL, SOCK_NONBLOCK,
 # pipe2, posix_spawn chdir/closefrom, PR_SET_PDEATHSIG; SO_NOSIGPIPE given Darwin's
 # value): built, linked and started, never run against a macOS kernel

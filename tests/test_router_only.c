@@ -1,6 +1,7 @@
 /* test_router_only.c -- the ensurer built as bench/size.sh's router-only program is
    (RSD_NO_LMSTUDIO, RSD_NO_OLLAMA, RSD_NO_ETCD, RSD_NO_HTTP_SERVER, RSD_NO_PROC,
-   RSD_NO_DETECT), over loopback against build/examples/rsd-sim as a llama.cpp router:
+   RSD_NO_DETECT, RSD_NO_DEVMEM), over loopback against build/examples/rsd-sim as a
+   llama.cpp router:
    what those macros leave out is refused in plain words, and what they keep (the load,
    the swap of a model it loaded itself, the attribution in the state directory, the
    decision cache) works as in the full build. Requests are counted in the simulator's
@@ -13,6 +14,7 @@
 #define RSD_NO_PROC
 #endif
 #define RSD_NO_DETECT
+#define RSD_NO_DEVMEM
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
 #include "rsd_test.h"

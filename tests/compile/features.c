@@ -1,5 +1,5 @@
 /* The feature macros (RSD_NO_OLLAMA, RSD_NO_LMSTUDIO, RSD_NO_ETCD, RSD_NO_HTTP_SERVER,
-   RSD_NO_PROC, RSD_NO_DETECT), given on the command line in every combination by tests/compile.sh: the
+   RSD_NO_PROC, RSD_NO_DETECT, RSD_NO_DEVMEM), given on the command line in every combination by tests/compile.sh: the
    implementation builds, links and what is compiled out says so. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../../residency_http.h"
@@ -61,5 +61,19 @@ int main(void) {
 #endif
     }
     rsd_ensurer_destroy(e);
+#ifndef RSD_NO_DEVMEM
+    { /* the probe over roots that do not exist: no entries, no error */
+        rsd_devmem_desc dd;
+        rsd_devmem_dev dv[2];
+        rsd_devmem *dm;
+        memset(&dd, 0, sizeof dd);
+        dd.nvml_path = "";
+        dd.sys_root = dd.proc_root = "/nonexistent-rsd-features";
+        dd.ignore_env = true;
+        dm = rsd_devmem_create(&dd);
+        bad |= !dm || rsd_devmem_read(dm, NULL, 0, dv, 2) != 0;
+        rsd_devmem_destroy(dm);
+    }
+#endif
     return bad;
 }
