@@ -1264,7 +1264,7 @@ typedef struct rsrv_key_doc {
 } rsrv_key_doc;
 static const rsrv_key_doc rsrv_global_docs[] = {
     {"processes resident at once, 1..16", NULL},
-    {"byte budget of all reservations (K/M/G/T); 0 = models are counted only", NULL},
+    {"byte budget of all reservations (K/M/G/T), or auto (the device's memory less vram_margin); 0 = models are counted only", NULL},
     {"the llama-server binary (a name is looked up in PATH)", NULL},
     {"HOST:PORT, [V6]:PORT or PORT to listen on (port 0 = any free port, printed)", NULL},
     {"until a start counts as failed (durations: seconds, or ms/s/m/h)", NULL},
