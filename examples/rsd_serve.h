@@ -557,6 +557,8 @@ static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "lla
                                                "watchdog_restarts", "lock_models", "api_key", "admin_key",
                                                "cors", "event_history", "kv_cache_dir", "kv_cache_bytes",
                                                "kv_save_timeout", "vram_margin"};
+/* Global keys read by index outside rsrv_set_global's switch (test_serve_devmem checks it). */
+enum { RSRV_GK_VRAM_MARGIN = 22 };
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
                                               "max_queue", "session_affinity", "session_erase"};
@@ -641,7 +643,7 @@ RSRV_FN bool rsrv_set_kv(rsrv_config *c, int key, const char *v, size_t n, char 
 /* Sets global key k to v. false with err set. */
 RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
     uint64_t x;
-    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10 || key == 19)
+    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10 || key == RSRV_GK_VRAM_MARGIN)
         rsrv_keep_text(c->text[key], v, n);
     switch (key) {
     case 0:
@@ -781,7 +783,7 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
     case 20:
     case 21:
         return rsrv_set_kv(c, key, v, n, err, ecap);
-    case 22:
+    case RSRV_GK_VRAM_MARGIN:
         if (!rsrv_parse_size(v, n, &c->vram_margin_bytes)) {
             snprintf(err, ecap, "vram_margin: bad size '%.*s' (bytes, with K/M/G/T)", (int)(n > 64 ? 64 : n), v);
             return false;
@@ -1090,7 +1092,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--admin-key")) gk = 16;
         else if (!strcmp(a, "--cors")) gk = 17;
         else if (!strcmp(a, "--event-history")) gk = 18;
-        else if (!strcmp(a, "--vram-margin")) gk = 19;
+        else if (!strcmp(a, "--vram-margin")) gk = RSRV_GK_VRAM_MARGIN;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -1194,7 +1196,7 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
 #define RSRV_KV(key, v) RSRV_PUT("%s =%s%s\n", key, (v)[0] == '#' ? "" : " ", v)
     if (c->vram_budget_auto)
         RSRV_PUT("[global]\nmax_models = %d\nvram_budget = auto\nvram_margin = %s\n", c->max_models,
-                 rsrv_written_size(c->text[19], rsrv_eff_vram_margin(c), t1, sizeof t1));
+                 rsrv_written_size(c->text[RSRV_GK_VRAM_MARGIN], rsrv_eff_vram_margin(c), t1, sizeof t1));
     else
         RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %s%s\n", c->max_models,
                  rsrv_written_size(c->text[1], c->vram_budget_bytes, t1, sizeof t1),
@@ -1500,7 +1502,8 @@ RSRV_FN int rsrv_check(const rsrv_config *c, const char *file, char *out, size_t
         }
     }
     if (c->vram_margin_set && !c->vram_budget_auto) {
-        if (c->key_line[19]) snprintf(where, sizeof where, "%s:%d", file ? file : "config", c->key_line[19]);
+        if (c->key_line[RSRV_GK_VRAM_MARGIN])
+            snprintf(where, sizeof where, "%s:%d", file ? file : "config", c->key_line[RSRV_GK_VRAM_MARGIN]);
         else snprintf(where, sizeof where, "flags");
         RSRV_PROBLEM("%s: vram_margin applies only with vram_budget = auto\n", where);
     }

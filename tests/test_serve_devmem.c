@@ -68,6 +68,7 @@ static void test_config_auto(void) {
     /* the default margin */
     CHECK_EQ_INT(parse("vram_budget = auto\n[model a]\nmodel = /m/a.gguf\n", err, sizeof err), 0);
     CHECK(rsrv_eff_vram_margin(&g_cfg) == RSRV_VRAM_MARGIN_DEFAULT);
+    CHECK(!strcmp(rsrv_global_keys[RSRV_GK_VRAM_MARGIN], "vram_margin"));
     n = rsrv_write_ini(&g_cfg, ini, sizeof ini);
     CHECK(n > 0 && strstr(ini, "vram_margin = 1G\n") != NULL);
     /* a fixed budget is no longer auto; a margin without auto is a problem; bad values */
