@@ -489,6 +489,113 @@ static void test_log_lines(void) {
     CHECK_EQ_INT(lg.model, (1024ull << 20) + (RSD_GGUF_MAX_DEVICES + 2) * (1ull << 20));
 }
 
+/* f16 bits -> float */
+static float half_f(uint16_t h) {
+    uint32_t e = (h >> 10) & 31, m = h & 1023;
+    float v = e == 0 ? (float)m / 1024.0f / 16384.0f : (1.0f + (float)m / 1024.0f) * (e >= 15 ? (float)(1u << (e - 15)) : 1.0f / (float)(1u << (15 - e)));
+    return h & 0x8000 ? -v : v;
+}
+
+/* Row r of a [n, rows] tensor of type t at p, as floats. */
+static void dequant_row(const unsigned char *p, uint32_t t, uint64_t n, uint64_t r, float *out) {
+    uint64_t i, j;
+    if (t == TG_F32) { memcpy(out, p + r * n * 4, (size_t)n * 4); return; } /* the host is little-endian here */
+    if (t == TG_F16) { for (i = 0; i < n; i++) out[i] = half_f((uint16_t)(p[(r * n + i) * 2] | p[(r * n + i) * 2 + 1] << 8)); return; }
+    for (i = 0; i < n / 32; i++) {
+        const unsigned char *b = p + r * (n / 32) * (t == TG_Q8_0 ? 34 : 18) + i * (t == TG_Q8_0 ? 34 : 18);
+        float d = half_f((uint16_t)(b[0] | b[1] << 8));
+        for (j = 0; j < 32; j++)
+            out[i * 32 + j] = t == TG_Q8_0 ? d * (float)(int8_t)b[2 + j]
+                                           : d * (float)((j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4)) - 8);
+    }
+}
+
+/* The written rows (no server): the byte tokens <0x80>..<0xFF> (ids 131..258) have
+   all-zero embedding and output rows, so their logit is exactly 0; every other row is
+   paired with its negation, so for any hidden state at least half of the other tokens
+   have a logit above 0 and the default top_k of 40 never reaches a zero logit. Checked
+   for each weight type, tied and untied, and on random hidden states. */
+static void test_byte_token_rows(void) {
+    static const uint32_t types[4] = {TG_F32, TG_F16, TG_Q8_0, TG_Q4_0};
+    char path[400];
+    int k;
+    for (k = 0; k < 5; k++) {
+        tg_shape sh;
+        rsd_gguf_desc d;
+        size_t n = 0;
+        unsigned char *b;
+        uint32_t ti, wt = k < 4 ? types[k] : TG_F32;
+        memset(&sh, 0, sizeof sh);
+        sh.name = "rows";
+        sh.layers = 2;
+        sh.embd = 64;
+        sh.heads = 4;
+        sh.heads_kv = 2;
+        sh.ff = 96;
+        sh.vocab = k == 4 ? 0 : 400;
+        sh.wtype = wt;
+        sh.ctx = 256;
+        sh.untied = k == 1 || k == 3;
+        snprintf(path, sizeof path, "%s/rows%d.gguf", g_dir, k);
+        if (k == 4) REQUIRE(tiny_gguf_write(path, "tiny-r", 3, 2048, 0) == 0); /* the default model */
+        else REQUIRE(tiny_gguf_write_shape(path, &sh, 11 + (uint64_t)k) == 0);
+        memset(&d, 0, sizeof d);
+        d.tensors = g_ta;
+        d.max_tensors = 64;
+        rsd_gguf_init(&g_a, &d);
+        REQUIRE(rsd_gguf_read_file(&g_a, path) == RSD_OK);
+        b = slurp(path, &n);
+        REQUIRE(b != NULL);
+        CHECK_EQ_INT(g_a.info.data_offset + g_a.info.data_bytes + (32 - g_a.info.data_bytes % 32) % 32, n);
+        for (ti = 0; ti < g_a.info.n_tensors; ti++) {
+            const rsd_gguf_tensor *t = &g_ta[ti];
+            uint64_t r, nv = t->ne[1], pos = 0, zero = 0, pairs_bad = 0, probe, nz = 0, few = 0;
+            static float rows[1200][64];
+            if (strcmp(t->name, "token_embd.weight") != 0 && strcmp(t->name, "output.weight") != 0) continue;
+            REQUIRE(t->ne[0] == 64 && nv <= 1200 && t->type == wt);
+            for (r = 0; r < nv; r++) dequant_row(b + g_a.info.data_offset + t->offset, wt, 64, r, rows[r]);
+            for (r = 3 + 0x80; r < 3 + 0x100; r++) {
+                int j;
+                for (j = 0; j < 64; j++) zero += rows[r][j] != 0.0f;
+            }
+            CHECK_EQ_INT(zero, 0);
+            { /* the other rows in pairs: (0,1) .. (128,129), (130,259), (260,261) ... */
+                uint64_t prev = 0, rank = 0;
+                for (r = 0; r < nv; r++) {
+                    int j;
+                    if (r >= 3 + 0x80 && r < 3 + 0x100) continue;
+                    if (rank % 2 == 1)
+                        for (j = 0; j < 64; j++) pairs_bad += rows[r][j] != -rows[prev][j];
+                    else
+                        for (j = 0; j < 64; j++) nz += rows[r][j] != 0.0f;
+                    prev = r;
+                    rank++;
+                }
+            }
+            CHECK_EQ_INT(pairs_bad, 0);
+            CHECK(nz > 0);
+            /* random hidden states: zero logits stay 0, at least 40 logits are above it */
+            {
+                uint64_t rs = 99;
+                for (probe = 0; probe < 500; probe++) {
+                    float h[64];
+                    int j;
+                    for (j = 0; j < 64; j++) h[j] = tg_rand(&rs, 3.0f);
+                    pos = 0;
+                    for (r = 0; r < nv; r++) {
+                        float l = 0;
+                        for (j = 0; j < 64; j++) l += h[j] * rows[r][j];
+                        pos += l > 0.0f;
+                    }
+                    few += pos < 40;
+                }
+                CHECK_EQ_INT(few, 0);
+            }
+        }
+        free(b);
+    }
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     make_state_dir("gguf");
@@ -499,6 +606,7 @@ int main(int argc, char **argv) {
     RUN(test_hostile_tensors);
     RUN(test_metadata_fields);
     RUN(test_log_lines);
+    RUN(test_byte_token_rows);
     free(g_h.p);
     remove_state_dir();
     return RSD_TEST_END();
