@@ -1810,9 +1810,12 @@
            N : 1) + ubatch)) cells unless --swa-full. The model is the weight area;
            with every layer on the GPU a tied output layer is a second copy of the
            embedding there. The compute figure is a model of llama.cpp's graph on
-           a CPU with flash attention: ubatch x 4 x (vocab + 3 x embd + 2 x ff)
-           plus the output rows (vocab x 4 per sequence); it is measured against
-           the real server, not derived. Not modelled: recurrent state, MLA,
+           a CPU with flash attention: the f16 attention mask (cells x ubatch x 2,
+           again for sliding-window cells), ubatch x 4 x (2 x embd + 3 x ff) for
+           the activations, and vocab x 8 per sequence for the logits and the
+           output buffer. Its activation term is a fit to the real server's
+           figures (off by up to 60 % on tiny models; the mask and the model
+           dominate real ones), not derived. Not modelled: recurrent state, MLA,
            multimodal projectors, the -fit step that may shrink -c.
      The server's own figures
        rsd_llama_log_init(&lg); rsd_llama_log_line(&lg, line, len) per line of a
@@ -4147,6 +4150,7 @@ typedef struct rsd_gguf_estimate {
     uint64_t model_device;       /* the part of model on the GPU (by -ngl) */
     uint64_t kv_device;          /* the part of kv on the GPU */
     uint32_t n_ctx, n_ctx_seq, n_seq, n_stream, kv_cells, kv_cells_swa, n_batch, n_ubatch;
+    bool kv_unified;             /* one cache all sequences share */
 } rsd_gguf_estimate;
 
 /* What a start of this model takes. RSD_OK, RSD_ERR_OVERFLOW (a figure past 2^64), or
@@ -14051,6 +14055,7 @@ RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *in, const rsd_gguf_star
         out->n_ctx = out->n_ctx_seq * n_seq;
     }
     out->n_stream = unified ? 1 : n_seq;
+    out->kv_unified = unified != 0;
     out->kv_cells = out->n_ctx_seq;
     out->kv_cells_swa = out->kv_cells;
     if (in->sliding_window && !st->swa_full) {
@@ -14070,9 +14075,10 @@ RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *in, const rsd_gguf_star
         hv = in->value_length ? in->value_length : in->embedding_length / h;
         n_ff = in->feed_forward_layer[il] > n_ff ? in->feed_forward_layer[il] : n_ff;
         if (!hkv) continue; /* a layer without attention (recurrent) */
+        /* llama.cpp refuses a cache type whose block does not divide a head */
+        if (!rsdi_ggml_row(tk, hk) || !rsdi_ggml_row(tv, hv)) return RSD_ERR_ARG;
         k_row = rsdi_ggml_row(tk, (uint64_t)hk * hkv); /* < 2^64 * 4: both < 2^32 */
         v_row = rsdi_ggml_row(tv, (uint64_t)hv * hkv);
-        if (!k_row || !v_row) return RSD_ERR_ARG; /* the cache type's block does not divide the row */
         b = rsdi_sat_mul(rsdi_sat_mul(rsdi_sat_add(k_row, v_row), cells), out->n_stream);
         kv = rsdi_sat_add(kv, b);
         if (n_gpu && il >= first_gpu) {
@@ -14086,11 +14092,17 @@ RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *in, const rsd_gguf_star
         dev = rsdi_sat_add(dev, o);
         if (!in->output_bytes) model = rsdi_sat_add(model, o);
     }
-    /* the compute graph at its largest, an ubatch of nub tokens (flash attention, as
-       llama.cpp's auto picks on a CPU): the logits, the FFN's activations and the
-       attention's per-token rows; plus the output buffer (the logits of n_seq rows) */
-    g = rsdi_sat_add(rsdi_sat_mul((uint64_t)nub * 4, (uint64_t)in->vocab_size + 3ull * in->embedding_length + 2ull * n_ff),
-                     (uint64_t)in->vocab_size * 4 * n_seq);
+    /* the compute graph at its largest, an ubatch of nub tokens, with flash attention
+       (llama.cpp's auto on a CPU): the attention mask (f16, the cache's cells by the
+       ubatch; a second one for sliding-window layers), the activations of the FFN
+       (about 2 x embd + 3 x ff floats a token: a fit to the real server's figures,
+       not derived), and the logits of one row per sequence twice (the graph's and the
+       output buffer) */
+    g = rsdi_sat_mul((uint64_t)out->kv_cells * 2, nub);
+    for (il = 0; il < n_layer && !in->swa_layer[il]; il++) {}
+    if (il < n_layer) g = rsdi_sat_add(g, rsdi_sat_mul((uint64_t)out->kv_cells_swa * 2, nub));
+    g = rsdi_sat_add(g, rsdi_sat_mul((uint64_t)nub * 4, 2ull * in->embedding_length + 3ull * n_ff));
+    g = rsdi_sat_add(g, (uint64_t)in->vocab_size * 8 * n_seq);
     out->model = model;
     out->model_device = dev;
     out->kv = kv;

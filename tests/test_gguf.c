@@ -596,6 +596,111 @@ static void test_byte_token_rows(void) {
     }
 }
 
+/* The estimate's rules, on a hand-made info (no server; test_real_estimate checks them
+   against one): padding, slots, unified cache, no cap at the training context, GQA,
+   cache types, sliding-window cells, -ngl, the refusals. */
+static void test_estimate_rules(void) {
+    rsd_gguf_info in;
+    rsd_gguf_start st;
+    rsd_gguf_estimate e;
+    uint32_t il;
+    memset(&in, 0, sizeof in);
+    in.block_count = 4;
+    in.embedding_length = 256;
+    in.head_count = 8;          /* head dim 32 */
+    in.head_count_kv = 2;       /* GQA 4: K and V rows of 64 */
+    in.feed_forward_length = 512;
+    in.context_length = 2048;
+    in.vocab_size = 1000;
+    in.data_bytes = 5000000;
+    in.token_embd_bytes = 1000000;
+    for (il = 0; il < 4; il++) {
+        in.head_count_layer[il] = 8;
+        in.head_count_kv_layer[il] = 2;
+        in.feed_forward_layer[il] = 512;
+        in.layer_bytes[il] = 1000000;
+    }
+    memset(&st, 0, sizeof st);
+    st.n_ctx = 1000;
+    st.n_parallel = 4;          /* -c 1000 -np 4: 4 streams of 256 cells */
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK_EQ_INT(e.n_ctx, 1024);
+    CHECK_EQ_INT(e.n_ctx_seq, 256);
+    CHECK_EQ_INT(e.n_stream, 4);
+    CHECK(!e.kv_unified);
+    CHECK_EQ_INT(e.n_batch, 1000);
+    CHECK_EQ_INT(e.n_ubatch, 512);
+    CHECK_EQ_INT(e.kv, 4ull * (64 * 2 + 64 * 2) * 256 * 4); /* layers x (K + V row) x cells x streams */
+    CHECK_EQ_INT(e.model, 5000000);
+    CHECK_EQ_INT(e.model_device, 0);
+    CHECK_EQ_INT(e.total, e.model + e.kv + e.compute);
+    st.n_ctx = 1300;            /* 1536 / 4 = 384, padded to 512: 2048 in all */
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK_EQ_INT(e.n_ctx_seq, 512);
+    CHECK_EQ_INT(e.n_ctx, 2048);
+    st.n_parallel = 0;          /* auto: 4 slots on one cache, each may use all of it */
+    st.n_ctx = 32768;           /* past the training context: not capped */
+    st.cache_type_k = "q8_0";
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK(e.kv_unified);
+    CHECK_EQ_INT(e.n_seq, 4);
+    CHECK_EQ_INT(e.n_ctx_seq, 32768);
+    CHECK_EQ_INT(e.n_stream, 1);
+    CHECK_EQ_INT(e.kv, 4ull * (68 + 128) * 32768); /* K in q8_0: 2 blocks of 34 */
+    st.n_ctx = 0;               /* -c 0: the training context */
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK_EQ_INT(e.n_ctx, 2048);
+    st.n_parallel = 2;
+    st.kv_unified = 1;          /* -np 2 -kvu */
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK(e.kv_unified && e.n_stream == 1 && e.n_ctx_seq == 2048);
+    /* sliding-window layers keep pad256(window x seqs + ubatch) cells, unless --swa-full */
+    in.sliding_window = 100;
+    in.swa_layer[0] = in.swa_layer[1] = in.swa_layer[2] = 1;
+    st.n_parallel = 0;
+    st.kv_unified = 0;
+    st.cache_type_k = NULL;
+    st.n_ctx = 8192;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK_EQ_INT(e.kv_cells_swa, 1024); /* 100 x 4 + 512 = 912 -> 1024 */
+    CHECK_EQ_INT(e.kv, 3ull * 256 * 1024 + 256ull * 8192);
+    st.swa_full = true;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK_EQ_INT(e.kv, 4ull * 256 * 8192);
+    st.swa_full = false;
+    in.sliding_window = 0;
+    memset(in.swa_layer, 0, sizeof in.swa_layer);
+    /* -ngl: the last layers on the device; all of them and the tied output's copy */
+    st.n_gpu_layers = 2;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK_EQ_INT(e.model_device, 2000000);
+    CHECK_EQ_INT(e.kv_device, e.kv / 2);
+    st.n_gpu_layers = -1;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK_EQ_INT(e.model_device, 5000000);
+    CHECK_EQ_INT(e.model, 6000000);
+    CHECK_EQ_INT(e.kv_device, e.kv);
+    /* refusals: a cache type whose block does not divide a head, unknown names, no shape */
+    st.n_gpu_layers = 0;
+    in.head_count = in.head_count_layer[0] = in.head_count_layer[1] = in.head_count_layer[2] = in.head_count_layer[3] = 16;
+    st.cache_type_v = "q8_0";   /* heads of 16 */
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_ERR_ARG);
+    st.cache_type_v = "q9";
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_ERR_ARG);
+    st.cache_type_v = NULL;
+    st.n_parallel = 257;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_ERR_ARG);
+    st.n_parallel = 1;
+    in.block_count = 0;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_ERR_ARG);
+    /* figures past 2^64 stop at an error */
+    in.block_count = 4;
+    in.head_count_kv_layer[0] = 0xffffffffu;
+    in.key_length = in.value_length = 0xffffffe0u;
+    st.n_ctx = 0xffffff00u;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_ERR_OVERFLOW);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     make_state_dir("gguf");
@@ -606,6 +711,7 @@ int main(int argc, char **argv) {
     RUN(test_hostile_tensors);
     RUN(test_metadata_fields);
     RUN(test_log_lines);
+    RUN(test_estimate_rules);
     RUN(test_byte_token_rows);
     free(g_h.p);
     remove_state_dir();
