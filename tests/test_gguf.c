@@ -499,7 +499,14 @@ static float half_f(uint16_t h) {
 /* Row r of a [n, rows] tensor of type t at p, as floats. */
 static void dequant_row(const unsigned char *p, uint32_t t, uint64_t n, uint64_t r, float *out) {
     uint64_t i, j;
-    if (t == TG_F32) { memcpy(out, p + r * n * 4, (size_t)n * 4); return; } /* the host is little-endian here */
+    if (t == TG_F32) { /* little-endian in the file, whatever the host */
+        for (i = 0; i < n; i++) {
+            const unsigned char *q = p + (r * n + i) * 4;
+            uint32_t u = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+            memcpy(&out[i], &u, 4);
+        }
+        return;
+    }
     if (t == TG_F16) { for (i = 0; i < n; i++) out[i] = half_f((uint16_t)(p[(r * n + i) * 2] | p[(r * n + i) * 2 + 1] << 8)); return; }
     for (i = 0; i < n / 32; i++) {
         const unsigned char *b = p + r * (n / 32) * (t == TG_Q8_0 ? 34 : 18) + i * (t == TG_Q8_0 ? 34 : 18);
