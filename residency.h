@@ -56,6 +56,9 @@
                  for HTTP requests, waits and the lock, and is fed the answers.
        pool      the process-pool policy: which of N model-server processes runs,
                  LRU eviction of idle ones only, bytes and count, pins, idle TTL.
+       gguf      what a model costs: a GGUF header reader fed in pieces (bounded, no
+                 allocation), the start estimate (model, KV, compute bytes as
+                 llama.cpp sizes them) and a reader of llama-server's own report.
      residency_http.h (the I/O shell: POSIX sockets, or Winsock on Windows)
        url, http URL parsing; net, tls: sockets and optional mbedTLS; a
                  non-blocking HTTP/1.1 client and server; ensure: rsd_ensurer runs a reconcile over sockets (blocking
