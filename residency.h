@@ -1780,7 +1780,8 @@
        bytes (rows of whole blocks: rsd_ggml_type_block gives the block of every
        type ggml.h numbers, f32 to nvfp4; an id it does not know is
        RSD_ERR_GGUF_TYPE), layer (N of blk.N., else -1). The sums: tensor_bytes,
-       layer_bytes[N], token_embd_bytes, output_bytes; data_offset (the header's end
+       layer_bytes[N], token_embd_bytes, output_bytes, ffn_type (blk.0.ffn_up's
+       type); data_offset (the header's end
        aligned) and data_bytes (the end of the last tensor's data) bound the weight
        area.
      What it refuses (the first error sticks; rsd_gguf_error gives the byte)
@@ -1814,11 +1815,12 @@
            with every layer on the GPU a tied output layer is a second copy of the
            embedding there. The compute figure is a model of llama.cpp's graph on
            a CPU with flash attention: the f16 attention mask (cells x ubatch x 2,
-           again for sliding-window cells), ubatch x 4 x (2 x embd + 3 x ff) for
+           again for sliding-window cells), ubatch x 4 x (embd + 2 x ff with f32
+           FFN weights, 2 x embd + 3 x ff with q8_0, embd + 4 x ff else) for
            the activations, and vocab x 8 per sequence for the logits and the
            output buffer. Its activation term is a fit to the real server's
-           figures (off by up to 60 % on tiny models; the mask and the model
-           dominate real ones), not derived. Not modelled: recurrent state, MLA,
+           figures on 8 shapes (within about 15 % of them; the mask and the
+           model dominate real ones), not derived; a GPU's graph differs. Not modelled: recurrent state, MLA,
            multimodal projectors, the -fit step that may shrink -c.
      The server's own figures
        rsd_llama_log_init(&lg); rsd_llama_log_line(&lg, line, len) per line of a
@@ -4098,6 +4100,7 @@ typedef struct rsd_gguf_info {
     uint64_t tensor_bytes;       /* the sum of the tensors' bytes */
     uint64_t layer_bytes[RSD_GGUF_MAX_LAYERS]; /* tensors of blk.N */
     uint64_t token_embd_bytes, output_bytes;   /* token_embd.weight, output.weight */
+    uint32_t ffn_type;           /* blk.0.ffn_up.weight's ggml type, UINT32_MAX when absent */
 } rsd_gguf_info;
 
 typedef struct rsd_gguf {
@@ -13578,6 +13581,7 @@ RSD_API void rsd_gguf_init(rsd_gguf *g, const rsd_gguf_desc *desc) {
     if (!g) return;
     memset(g, 0, sizeof *g);
     g->info.file_type = UINT32_MAX;
+    g->info.ffn_type = UINT32_MAX;
     g->info.alignment = 32;
     if (desc && desc->tensors) {
         g->tensors = desc->tensors;
@@ -13698,6 +13702,7 @@ RSDI_PRIVATE int rsdi_gguf_tensor_done(rsd_gguf *g, uint64_t off) {
         if (nm[i] == '.' && l < RSD_GGUF_MAX_LAYERS) {
             t->layer = (int32_t)l;
             in->layer_bytes[l] += t->bytes;
+            if (l == 0 && strcmp(nm + i, ".ffn_up.weight") == 0) in->ffn_type = t->type;
         }
     } else if (strcmp(nm, "token_embd.weight") == 0) {
         in->token_embd_bytes += t->bytes;
@@ -14098,13 +14103,16 @@ RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *in, const rsd_gguf_star
     /* the compute graph at its largest, an ubatch of nub tokens, with flash attention
        (llama.cpp's auto on a CPU): the attention mask (f16, the cache's cells by the
        ubatch; a second one for sliding-window layers), the activations of the FFN
-       (about 2 x embd + 3 x ff floats a token: a fit to the real server's figures,
-       not derived), and the logits of one row per sequence twice (the graph's and the
+       (floats a token: embd + 2 x ff with f32 weights, 2 x embd + 3 x ff with
+       q8_0, embd + 4 x ff else: a fit to the real server's figures, not derived), and the logits of one row per sequence twice (the graph's and the
        output buffer) */
     g = rsdi_sat_mul((uint64_t)out->kv_cells * 2, nub);
     for (il = 0; il < n_layer && !in->swa_layer[il]; il++) {}
     if (il < n_layer) g = rsdi_sat_add(g, rsdi_sat_mul((uint64_t)out->kv_cells_swa * 2, nub));
-    g = rsdi_sat_add(g, rsdi_sat_mul((uint64_t)nub * 4, 2ull * in->embedding_length + 3ull * n_ff));
+    {   /* per token: embd x a + ff x b floats, by the FFN weights' type */
+        uint64_t a = in->ffn_type == 0 ? 1 : in->ffn_type == 8 ? 2 : 1, b = in->ffn_type == 0 ? 2 : in->ffn_type == 8 ? 3 : 4;
+        g = rsdi_sat_add(g, rsdi_sat_mul((uint64_t)nub * 4, a * in->embedding_length + b * n_ff));
+    }
     g = rsdi_sat_add(g, (uint64_t)in->vocab_size * 8 * n_seq);
     out->model = model;
     out->model_device = dev;
