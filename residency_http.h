@@ -3257,6 +3257,15 @@ RSD_API int rsd_devmem_parse_meminfo(const char *text, size_t len, const char *k
 RSD_API int rsd_devmem_parse_u64(const char *text, size_t len, uint64_t *out);
 #endif /* RSD_NO_DEVMEM */
 /* ==== devmem end ========================================================== */
+/* ==== gguf file =========================================================== */
+#ifndef RSD_NO_GGUF
+/* Reads the model file at path into g (rsd_gguf_init first) in 16 KiB pieces until the
+   reader has the header: RSD_OK, the reader's error, or RSD_ERR_NOT_FOUND / RSD_ERR_IO
+   when the file cannot be opened or read (rsd_gguf_error says which and why). Blocking;
+   the file is open only during the call. */
+RSD_API int rsd_gguf_read_file(rsd_gguf *g, const char *path);
+#endif
+/* ==== gguf file end ======================================================= */
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -15336,5 +15345,36 @@ RSD_API int rsd_devmem_pick(const rsd_devmem_dev *devs, int n, rsd_devmem_dev *o
 }
 #endif /* RSD_NO_DEVMEM */
 /* ==== devmem end ========================================================== */
+/* ==== >>gguf_file ========================================================= */
+#ifndef RSD_NO_GGUF
+RSD_API int rsd_gguf_read_file(rsd_gguf *g, const char *path) {
+    unsigned char buf[16384];
+    FILE *f;
+    int r = RSD_PENDING, e;
+    if (!g || !path) return RSD_ERR_ARG;
+    if (g->err) return g->err;
+    if ((f = fopen(path, "rb")) == NULL) {
+        e = errno;
+        RSD_SNPRINTF(g->msg, sizeof g->msg, "cannot open %s: %s", path, strerror(e));
+        return g->err = e == ENOENT ? RSD_ERR_NOT_FOUND : RSD_ERR_IO;
+    }
+    while (r == RSD_PENDING) {
+        size_t n = fread(buf, 1, sizeof buf, f);
+        if (n == 0) {
+            if (ferror(f)) {
+                RSD_SNPRINTF(g->msg, sizeof g->msg, "cannot read %s at byte %llu", path, (unsigned long long)g->pos);
+                r = g->err = RSD_ERR_IO;
+            } else {
+                r = rsd_gguf_end(g);
+            }
+            break;
+        }
+        r = rsd_gguf_feed(g, buf, n);
+    }
+    fclose(f);
+    return r;
+}
+#endif
+/* ==== gguf_file end ======================================================= */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */
