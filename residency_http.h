@@ -8078,7 +8078,7 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
     case RSD_STEP_WAIT:
         e->waiting = RSDI_EN_WAIT_WAKE;
         e->rwake = e->wake = s.wake_ms;
-        rsdi_en_sse_wait(e, now_ms);
+        if (s.wait_model) rsdi_en_sse_wait(e, now_ms); /* else a backoff: no event ends it */
         return now_ms >= e->wake;
     case RSD_STEP_LOCK:
         if (RSDI_EN_CO(e)) {

@@ -49,7 +49,8 @@
    Control routes under /_sim/ (not logged): GET /_sim/log (the log as JSON: "total",
    "entries" [{method, path, model, status, t_ms}], "models" [{id, state, loads,
    loaded_ms}]: loaded_ms = the time the model last became loaded, -1 never), POST
-   /_sim/crash {"model","exit_code"}, POST /_sim/fail-loads {"count"}, POST /_sim/evict
+   /_sim/crash {"model","exit_code"}, POST /_sim/fail-loads {"count"}, POST /_sim/limit-loads
+   {"count"} and /_sim/refuse-loads {"count"} (--limit-loads, --refuse-loads), POST /_sim/evict
    {"model"} (another client unloads it), POST /_sim/remove {"model"} (gone from the
    catalog), POST /_sim/busy {"model","count"} (pin in-flight requests, W6/W11).
 
@@ -317,6 +318,9 @@ typedef struct rsim_opts {
     char keys[RSIM_MAX_KEYS][64];
     int nkeys;
     int fail_loads;
+    int limit_loads;           /* later router: the next N loads answer 500 model limit reached (#28774) */
+    int refuse_loads;          /* later router: the next N loads or proxied requests after an eviction
+                                  answer 500 "proxy error: Could not establish connection" (#28698) */
     char remove_after_list[RSIM_NAME_MAX], evict_after_list[RSIM_NAME_MAX];
     uint64_t epoch_s;
     int parallel;              /* server */
@@ -359,6 +363,7 @@ typedef struct rsim {
     uint64_t now;
     uint32_t queue_seq, port_seq;
     bool started;
+    bool evicted;              /* a running model was stopped since the last load or proxied request */
     int exit_code;             /* server mode: -1 running, else the exit status */
     uint64_t ready_ms;         /* server mode: when the model loaded */
     char err[160];             /* rsim_configure error text */
@@ -425,6 +430,11 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "    --stop-timeout-ms N (10000)  --stop-hang (graceful stops hang until the timeout,\n",
         "    then force-kill with exit 1)  --proxy-error (loading child answers 500 plain text)\n",
         "    --metrics\n",
+        "    --limit-loads N  later: the next N loads answer 500 {\"message\":\"model limit reached, try\n",
+        "                     again later\"} (concurrent cold loads, build 11037, llama.cpp #28774)\n",
+        "    --refuse-loads N later: the next N loads or proxied requests that come right after an\n",
+        "                     eviction answer 500 text/plain \"proxy error: Could not establish\n",
+        "                     connection\" (before PR #29217, #28698)\n",
         "  server (single-model llama-server, wire.md 2, W21-W28)\n",
         "    first --model is the model (id = path or alias)  --parallel N (4)  --ctx N\n",
         "    --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)\n",
@@ -835,6 +845,8 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
         RSIM_FLAG("--no-slots", s->o.no_slots = true)
         RSIM_OPT("--api-key", if (s->o.nkeys < RSIM_MAX_KEYS) rsim_cpy(s->o.keys[s->o.nkeys++], 64, v, strlen(v)))
         RSIM_OPT("--fail-loads", s->o.fail_loads = atoi(v))
+        RSIM_OPT("--limit-loads", s->o.limit_loads = atoi(v))
+        RSIM_OPT("--refuse-loads", s->o.refuse_loads = atoi(v))
         RSIM_OPT("--delay-ms", s->o.delay_ms = (uint32_t)atoi(v))
         RSIM_OPT("--delay", if (rsim_add_fault(s, RSIM_F_DELAY, v) < 0) return -1)
         RSIM_OPT("--error", if (rsim_add_fault(s, RSIM_F_ERROR, v) < 0) return -1)
@@ -1109,6 +1121,7 @@ RSIM_FN void rsim_r_stop(rsim *s, int i) {
     int k;
     if (m->state == RSIM_LOADING) { rsim_r_exited(s, i, 1); return; }
     if (m->stopping || !rsim_running(m)) return;
+    s->evicted = true;
     hang = s->o.stop_hang || (rsim_july(s) && m->inflight > 0);
     m->stopping = true;
     m->waking = false;
@@ -2943,6 +2956,25 @@ RSIM_FN bool rsim_body_stream(const rsim_ctx *c) {
 }
 
 /* ---- llama.cpp router (wire.md 1, W1-W20) ---- */
+/* Later routers' transient refusals (--limit-loads for a load, --refuse-loads for a load
+   or a proxied request right after an eviction): true when t got one. */
+RSIM_FN bool rsim_later_refusal(rsim *s, rsim_ticket *t, bool load) {
+    bool evicted = s->evicted;
+    if (s->o.router_gen == RSIM_GEN_JULY) return false;
+    s->evicted = false;
+    if (load && s->o.limit_loads > 0) {
+        s->o.limit_loads--;
+        rsim_reply_set(t, RSIM_O_RAW, 500, "{\"message\":\"model limit reached, try again later\"}");
+        return true;
+    }
+    if (evicted && s->o.refuse_loads > 0) {
+        s->o.refuse_loads--;
+        rsim_reply_set(t, RSIM_O_PLAIN_JSON, 500, "proxy error: Could not establish connection");
+        return true;
+    }
+    return false;
+}
+
 /* POST /models/load. At --models-max, July stops its LRU model at once (whatever it is
    doing, a stopping one included, so an unload just before does not free the place)
    and answers when that one has exited; later routers wait for a stopping model, else
@@ -2955,6 +2987,7 @@ RSIM_FN void rsim_router_load(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     rsim_log_model(s, t->log, s->m[i].id);
     if (rsim_running(&s->m[i])) { rsim_lerr(t, 400, "model is already running"); return; }
     if (s->m[i].state == RSIM_DOWNLOADING) { rsim_lerr(t, 400, "model is downloading"); return; } /* UNCONFIRMED */
+    if (rsim_later_refusal(s, t, true)) return;
     t->r.model = i;
     if (rsim_r_has_room(s)) {
         rsim_r_start_load(s, i);
@@ -2999,6 +3032,7 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
     }
     m = &s->m[i];
     rsim_log_model(s, t->log, m->id);
+    if (c->post && rsim_later_refusal(s, t, false)) return;
     if (rsim_query(c, "autoload", a, sizeof a)) autoload = !strcmp(a, "true") || !strcmp(a, "1");
     t->r.model = i;
     t->r.out = out;
@@ -3403,6 +3437,8 @@ RSIM_FN void rsim_control(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if (!c->post || !c->valid) { rsim_reply_set(t, RSIM_O_FLAT, 400, "bad control request"); return; }
     if (rsim_b_num(c, "count", &d) && d > -1e6 && d < 1e6) n = (int)d;
     if (!strcmp(c->path, "/_sim/fail-loads")) { s->o.fail_loads += n ? n : 1; r = 0; }
+    else if (!strcmp(c->path, "/_sim/limit-loads")) { s->o.limit_loads += n ? n : 1; r = 0; }
+    else if (!strcmp(c->path, "/_sim/refuse-loads")) { s->o.refuse_loads += n ? n : 1; r = 0; }
     else if (!strcmp(c->path, "/_sim/crash")) {
         int code = 1;
         if (rsim_b_num(c, "exit_code", &d) && d > -1e6 && d < 1e6) code = (int)d;

@@ -32,6 +32,7 @@ typedef struct frouter {
     char load_only[64];
     const char *load_body;
     int load_limit_left;       /* next loads answer 500 model limit reached (a concurrent load took the place) */
+    int load_refuse_left;      /* next loads answer 500 plain "proxy error: Could not establish connection" */
     int unload_status;         /* != 0: every unload answers this */
     void (*before_load)(struct frouter *f, const char *model); /* another client acts as our load arrives */
     char displace[64];         /* someone else unloads this model as our next load arrives */
@@ -125,6 +126,7 @@ static int fm_unloads(const char *id) {
     return n;
 }
 
+static int g_gen; /* the router generation fr_init sets up (rsim_gen; RSIM_GEN_JULY unless a test says) */
 static void fr_init(frouter *f, int max_instances) {
     memset(f, 0, sizeof *f);
     f->max_instances = max_instances;
@@ -136,6 +138,7 @@ static void fr_init(frouter *f, int max_instances) {
     S.o.load_ms = 0;
     S.o.unload_ms = 0;
     S.o.models_max = max_instances;
+    S.o.router_gen = g_gen;
     rsim_start(&S, NOW);
 }
 /* The frouter's router options into the simulator. */
@@ -233,6 +236,10 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
             if (f->load_limit_left > 0) {
                 f->load_limit_left--;
                 ANSWER(500, LIMIT_BODY);
+            }
+            if (f->load_refuse_left > 0) {
+                f->load_refuse_left--;
+                ANSWER(500, "proxy error: Could not establish connection");
             }
             if (f->queue_ms) {
                 snprintf(f->queued, sizeof f->queued, "%s", h->model);
@@ -984,7 +991,7 @@ static void test_rejected_load_quotes_server_error(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK_EQ_STR(R.result.message,
                  "llama.cpp router rejected http://mini:8080/models/load: HTTP 500: failed to spawn server instance");
-    f.load_body = "proxy error: Could not establish connection"; /* plain text: not JSON */
+    f.load_body = "Internal Server Error"; /* plain text: not JSON */
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK_EQ_STR(R.result.message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 500");
     /* unload failure notice */
@@ -1472,8 +1479,8 @@ static void test_model_limit_500_relists_and_evicts_one_more(void) {
     frouter f;
     rsd_reconcile_desc d;
     fresh();
-    fr_init(&f, 2);          /* really 2, but props says 4 */
-    f.props_hide_max = false;
+    fr_init(&f, 2);
+    f.props_hide_max = true; /* an older build: capacity unknown (no room known after a refusal) */
     fm_add(&f, "a", RSD_MODEL_LOADED);
     fm_add(&f, "b", RSD_MODEL_LOADED);
     fm_add(&f, "coder", RSD_MODEL_UNLOADED);
@@ -1482,7 +1489,8 @@ static void test_model_limit_500_relists_and_evicts_one_more(void) {
     d.lock = true;
     d.has_generation = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    /* props max 2 => evict one up front; the router still says full once: evict another */
+    /* one evicted up front; the router still says full and the listing after it shows
+       no room known and nothing loading: evict another, load again */
     CHECK_EQ_STR(posts_of(&f), "/models/unload a | /models/load coder | /models/unload b | /models/load coder");
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(R.result.n_evicted, 2);
@@ -1506,6 +1514,101 @@ static void test_model_limit_500_nothing_evictable_fails_cleanly(void) {
     CHECK_EQ_INT(fm_state("p1"), RSD_MODEL_LOADED);
     CHECK(!R.result.cached);
     CHECK(R.result.requests <= 2 + RSD_RECONCILE_LOAD_ATTEMPTS * 2);
+}
+
+/* ==== transient load refusals (wire.md 7), on both router generations ===========
+   July: injected with the July body (the envelope); later: rsd-sim's --limit-loads and
+   --refuse-loads, the build 11037 body and the plain-text proxy error after an eviction. */
+
+/* Concurrent cold loads: "model limit reached" while the listing shows room is the
+   router's re-check losing a race (#28774): load again after a backoff, evict nothing. */
+static void test_cold_load_limit_retries_with_backoff(void) {
+    int gen;
+    for (gen = 0; gen < RSIM_GEN_NUM; gen++) {
+        frouter f;
+        rsd_reconcile_desc d;
+        uint64_t t0;
+        g_gen = gen;
+        fresh();
+        fr_init(&f, 2);
+        fm_add(&f, "a", RSD_MODEL_LOADED);
+        fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+        if (gen == RSIM_GEN_JULY) f.load_limit_left = 3;
+        else S.o.limit_loads = 3;
+        desc_init(&d, "coder");
+        t0 = NOW;
+        CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+        CHECK_EQ_STR(posts_of(&f), "/models/load coder | /models/load coder | /models/load coder | /models/load coder");
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(R.result.n_evicted, 0);
+        CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
+        CHECK_EQ_STR(ATTR_ADD(R), "coder");
+        CHECK(NOW - t0 >= 50 + 100 + 200); /* the backoff doubles */
+        CHECK_EQ_INT(S.o.limit_loads, 0);
+    }
+    g_gen = RSIM_GEN_JULY;
+}
+
+/* Refusals that last past the deadline: one failure, a timeout quoting the answer. */
+static void test_cold_load_limit_until_deadline_times_out(void) {
+    int gen;
+    for (gen = 0; gen < RSIM_GEN_NUM; gen++) {
+        frouter f;
+        rsd_reconcile_desc d;
+        g_gen = gen;
+        fresh();
+        fr_init(&f, 2);
+        fm_add(&f, "a", RSD_MODEL_LOADED);
+        fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+        if (gen == RSIM_GEN_JULY) f.load_limit_left = 1000;
+        else S.o.limit_loads = 1000;
+        desc_init(&d, "coder");
+        d.deadline_ms = 3000;
+        CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+        CHECK(strstr(R.result.message, "the server still refused to load it at the deadline") != NULL);
+        CHECK(strstr(R.result.message, "model limit reached") != NULL);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
+        CHECK_EQ_INT(R.result.n_evicted, 0);
+        CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
+        CHECK(f.posts >= 5 && f.posts <= 12); /* 50, 100, 200, 400, then every 500 ms */
+    }
+    g_gen = RSIM_GEN_JULY;
+}
+
+/* Right after an eviction a router before PR #29217 may answer the load with a plain
+   "proxy error: Could not establish connection" (#28698): load again, no restore. */
+static void test_proxy_error_after_eviction_retries_without_restore(void) {
+    int gen;
+    for (gen = 0; gen < RSIM_GEN_NUM; gen++) {
+        frouter f;
+        rsd_reconcile_desc d;
+        g_gen = gen;
+        fresh();
+        fr_init(&f, 2);
+        fm_add(&f, "a", RSD_MODEL_LOADED);
+        NOW += 10;
+        fm_add(&f, "b", RSD_MODEL_LOADED);
+        fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+        if (gen == RSIM_GEN_JULY) f.load_refuse_left = 2;
+        else S.o.refuse_loads = 2; /* only one comes: one eviction */
+        desc_init(&d, "coder");
+        CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+        CHECK_EQ_STR(posts_of(&f), gen == RSIM_GEN_JULY
+                                   ? "/models/unload a | /models/load coder | /models/load coder | /models/load coder"
+                                   : "/models/unload a | /models/load coder | /models/load coder");
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(R.result.n_evicted, 1);
+        CHECK(!R.result.evicted[0].restored);
+        CHECK_EQ_INT(fm_state("a"), RSD_MODEL_UNLOADED);
+        CHECK_EQ_INT(fm_state("b"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_INFO), 0);
+    }
+    g_gen = RSIM_GEN_JULY;
 }
 
 static void test_failed_true_exit_code_ends_wait(void) {
@@ -2090,6 +2193,9 @@ int main(int argc, char **argv) {
     RUN(test_already_running_400_means_resident);
     RUN(test_model_limit_500_relists_and_evicts_one_more);
     RUN(test_model_limit_500_nothing_evictable_fails_cleanly);
+    RUN(test_cold_load_limit_retries_with_backoff);
+    RUN(test_cold_load_limit_until_deadline_times_out);
+    RUN(test_proxy_error_after_eviction_retries_without_restore);
     RUN(test_failed_true_exit_code_ends_wait);
     RUN(test_keep_loading_waits_read_only_without_lock);
     RUN(test_lock_not_held_warns_and_proceeds);
