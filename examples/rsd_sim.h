@@ -259,6 +259,7 @@ typedef struct rsim_reply {     /* what a request will answer, rendered at send 
     int nprompt;               /* server: the prompt's chunks (0 = not a chat/completion) */
     rsim_chunk prompt[RSIM_PROMPT_MAX];
     uint32_t cache_n, prompt_n; /* server: timings of the answer (tokens reused / processed) */
+    uint32_t ping_ms;          /* later generation: a keep-alive comment frame this often in a stream (0 = none) */
 } rsim_reply;
 
 typedef struct rsim_ticket {
@@ -270,6 +271,7 @@ typedef struct rsim_ticket {
     int log;                   /* log index, -1 none */
     int step, nsteps;
     uint32_t cursor;           /* SSE */
+    uint64_t ping_at;          /* stream: when the next keep-alive comment frame goes out (r.ping_ms) */
     bool holds, task, drop, chat, post;
     uint32_t delay_ms;         /* --delay/--delay-ms still to add before the answer goes out */
     int victim;                /* July router load: the model it waits for to exit, -1 none */
@@ -424,7 +426,9 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "                                later: a load waits for a stopping model, else stops the LRU idle\n",
         "                                one, else waits (queued) until one is idle; busy and loading\n",
         "                                models are never victims; listing in catalog order, object first;\n",
-        "                                vocab_type true; build b0-unknown\n",
+        "                                vocab_type true; build b0-unknown; streams carry comment-only\n",
+        "                                keep-alive frames (\":\" and a blank line): one first, then one\n",
+        "                                every second, or every sse_ping_interval seconds of the body\n",
         "    --models-max N (4; 0 unlimited)  --no-models-autoload (--models-autoload: on again)\n",
         "    --sleep-idle-seconds N\n",
         "    --stop-timeout-ms N (10000)  --stop-hang (graceful stops hang until the timeout,\n",
@@ -1532,6 +1536,7 @@ RSIM_FN void rsim_serve(rsim *s, rsim_ticket *t) {
         t->step = 0;
         t->nsteps = rsim_stream_steps(t->r.out);
         t->at_ms = s->now;
+        t->ping_at = s->now; /* later: a keep-alive frame opens the stream, before any data */
         t->end_ms = s->now + (uint64_t)t->nsteps * s->o.token_ms;
     } else {
         t->op = RSIM_OP_GEN;
@@ -1691,6 +1696,8 @@ RSIM_FN uint64_t rsim_next_wake_ms(const rsim *s) {
         if (t->op == RSIM_OP_DONE) w = rsim_min(w, s->now);
         if (t->op == RSIM_OP_STREAM && (t->phase == 0 || t->cut)) w = rsim_min(w, s->now);
         else if (t->op == RSIM_OP_STREAM && !t->stalled) w = rsim_min(w, t->at_ms);
+        if (t->op == RSIM_OP_STREAM && !t->stalled && t->phase && t->r.ping_ms && t->step < t->nsteps)
+            w = rsim_min(w, t->ping_at);
         if (t->op == RSIM_OP_SSE && t->cursor != s->ev_seq) w = rsim_min(w, s->now);
     }
     return w;
@@ -2785,6 +2792,15 @@ RSIM_FN int rsim_pull(rsim *s, uint64_t now_ms, rsim_resp *resp) {
             t->step = t->nsteps;
             return 1;
         }
+        if (t->op == RSIM_OP_STREAM && !t->stalled && t->r.ping_ms && t->ping_at <= s->now && t->step < t->nsteps) {
+            resp->ticket = t->id; /* later generation: a comment-only keep-alive frame (PR #25241) */
+            resp->action = RSIM_CHUNK;
+            resp->content_type = RSIM_CT_SSE;
+            rsim_put(resp, ":\n\n");
+            t->ping_at += t->r.ping_ms;
+            if (t->ping_at <= s->now) t->ping_at = s->now + t->r.ping_ms;
+            return 1;
+        }
         if (t->op == RSIM_OP_STREAM && !t->stalled && t->at_ms <= s->now) {
             resp->ticket = t->id;
             if (t->step >= t->nsteps) {
@@ -2881,6 +2897,15 @@ RSIM_FN bool rsim_b_str(const rsim_ctx *c, const char *key, char *dst, size_t ca
 /* Body member `key` as a number. */
 RSIM_FN bool rsim_b_num(const rsim_ctx *c, const char *key, double *out) {
     return rsim_t_num(c, rsim_t_get(c, 0, key), out);
+}
+
+/* Later generations' keep-alive frames in a streamed answer (PR #25241): every second,
+   or the body's sse_ping_interval (seconds, UNCONFIRMED unit; <= 0 = none). July: none. */
+RSIM_FN uint32_t rsim_ping_ms(const rsim *s, const rsim_ctx *c) {
+    double d;
+    if (s->o.router_gen == RSIM_GEN_JULY) return 0;
+    if (!rsim_b_num(c, "sse_ping_interval", &d)) return 1000;
+    return d <= 0 || d > 86400 ? 0 : d * 1000 < 1 ? 1 : (uint32_t)(d * 1000);
 }
 
 RSIM_FN bool rsim_route(const rsim_ctx *c, const char *method, const char *path) {
@@ -3037,6 +3062,7 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
     t->r.model = i;
     t->r.out = out;
     t->r.stream = rsim_body_stream(c) && out != RSIM_O_RAW;
+    if (t->r.stream && c->post) t->r.ping_ms = rsim_ping_ms(s, c);
     t->post = c->post;
     t->task = c->post || !strcmp(c->path, "/slots");
     if (out == RSIM_O_METRICS && !s->o.metrics) {
@@ -3188,6 +3214,7 @@ RSIM_FN void rsim_server_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         t->chat = chat;
         t->task = true;
         t->r.stream = rsim_body_stream(c) && out != RSIM_O_RAW;
+        if (t->r.stream) t->r.ping_ms = rsim_ping_ms(s, c);
     } else { rsim_404(t); return; }
     if (m->state == RSIM_SLEEPING && !m->waking) { m->waking = true; m->due_ms = s->now + s->o.wake_ms; }
     t->op = RSIM_OP_WAIT;

@@ -675,6 +675,49 @@ static void test_serve_stalled_client(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Later llama.cpp generations stream comment-only keep-alive frames (":" and a blank
+   line, PR #25241; per request sse_ping_interval): rsd-serve passes each on as it comes,
+   before the first data line and between data lines, not held for the next data. */
+static void test_serve_keepalive_frames(void) {
+    serve_proc s;
+    char path[256], buf[16384];
+    const char *args[] = {"--config", path, NULL};
+    const char *saved = g_sim_args, *first_data, *done_at, *p;
+    int fd, n = 0, got, ping_only_reads = 0;
+    bool done = false;
+    make_dir();
+    snprintf(path, sizeof path, "%s/ping.ini", g_dir);
+    g_sim_args = "--runtime server --router-gen later --load-ms 20 --token-ms 120 --gen-ms 5";
+    write_config(path, 1, "[model k]\nmodel = @/k.gguf\n");
+    g_sim_args = saved;
+    REQUIRE(serve_start(&s, args) == 0);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions",
+                     "{\"model\":\"k\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                     "\"stream\":true,\"sse_ping_interval\":0.03}") == 0);
+    while (!done && (got = raw_read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0) {
+        char *piece = buf + n;
+        n += got;
+        buf[n] = 0;
+        done = strstr(buf, "[DONE]") != NULL;
+        if (!done && strstr(piece, ":\n\n") && !strstr(piece, "data: ")) ping_only_reads++;
+    }
+    close(fd);
+    CHECK(done);
+    first_data = strstr(buf, "data: ");
+    done_at = strstr(buf, "[DONE]");
+    REQUIRE(first_data && done_at);
+    p = strstr(buf, ":\n\n");
+    CHECK(p && p < first_data); /* the frame that opens the stream */
+    p = strstr(first_data, ":\n\n");
+    CHECK(p && p < done_at);    /* frames between data lines */
+    /* ~4 frames between data lines 120 ms apart: held for the next data, none would
+       arrive alone; only a test starved for 120 ms at every frame could miss them */
+    CHECK(ping_only_reads >= 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* An upstream that hangs up fails only its request (502); the next request works. */
 static void test_serve_upstream_hangup(void) {
     serve_proc s;
@@ -1130,6 +1173,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_missing_binary);
     RUN(test_serve_pool);
     RUN(test_serve_upstream_hangup);
+    RUN(test_serve_keepalive_frames);
     RUN(test_serve_pinned);
     RUN(test_serve_signals);
     RUN(test_serve_secrets);
