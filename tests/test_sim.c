@@ -540,11 +540,12 @@ static void test_W20_startup(void) {
 
 static void test_router_stream(void) {
     uint32_t tk;
-    int chunks = 0, ended = 0;
+    int chunks = 0, ended = 0, pings = 0;
     SETUP(ROUTER2);
     post("/models/load", "{\"model\":\"a\"}");
     adv(300);
-    CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"a\",\"stream\":true}"), RSIM_DEFER);
+    CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"a\",\"stream\":true,\"sse_ping_interval\":0.002}"),
+                 RSIM_DEFER);
     tk = R.ticket;
     CHECK_EQ_INT(wait_reply(tk, 100), 200);
     CHECK_EQ_INT(R.action, RSIM_STREAM);
@@ -552,7 +553,11 @@ static void test_router_stream(void) {
         uint64_t w;
         while (rsim_pull(S, NOW, &R) > 0) {
             if (R.ticket != tk) continue;
-            if (R.action == RSIM_CHUNK) {
+            if (R.action == RSIM_CHUNK && BUF[0] == ':') { /* later: a keep-alive frame (PR #25241) */
+                CHECK_EQ_STR(BUF, ":\n\n");
+                CHECK(chunks < RSIM_NTOK + 3); /* none after [DONE] */
+                pings++;
+            } else if (R.action == RSIM_CHUNK) {
                 chunks++;
                 CHECK(strncmp(BUF, "data: ", 6) == 0);
                 if (chunks == RSIM_NTOK + 3) CHECK_EQ_STR(BUF, "data: [DONE]\n\n");
@@ -567,6 +572,9 @@ static void test_router_stream(void) {
     }
     CHECK(ended);
     CHECK_EQ_INT(chunks, RSIM_NTOK + 3);
+    /* later: one opens the stream, then one every 2 ms between chunks 5 ms apart */
+    if (july()) CHECK_EQ_INT(pings, 0);
+    else CHECK(pings >= 1 + 2 * (RSIM_NTOK + 2));
     CHECK_EQ_INT(S->m[0].inflight, 0);
 }
 
@@ -746,7 +754,7 @@ static void test_W27_server_sleep(void) {
 
 static void test_W28_server_errors_stream(void) {
     uint32_t tk;
-    int chunks = 0;
+    int chunks = 0, pings = 0;
     SETUP("--runtime", "server");
     adv(300);
     get("/nope");
@@ -759,13 +767,15 @@ static void test_W28_server_errors_stream(void) {
     CHECK_EQ_INT(wait_reply(tk, 10), 200);
     while (NOW < 2000) {
         while (rsim_pull(S, NOW, &R) > 0)
-            if (R.ticket == tk && R.action == RSIM_CHUNK) {
+            if (R.ticket == tk && R.action == RSIM_CHUNK && BUF[0] == ':') pings++;
+            else if (R.ticket == tk && R.action == RSIM_CHUNK) {
                 chunks++;
                 if (chunks == RSIM_NTOK + 1) CHECK(strstr(BUF, "\"stop\":true") != NULL);
             }
         NOW++;
     }
     CHECK_EQ_INT(chunks, RSIM_NTOK + 1);
+    CHECK_EQ_INT(pings, july() ? 0 : 1); /* later: the one that opens it (a 1 s interval) */
 }
 
 /* ---------------- Ollama ---------------- */
