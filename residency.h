@@ -957,7 +957,13 @@
            load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
            when the event ends the wait (the poll is due now, or already was),
            0 when it was ignored (another model, progress, not waiting, not
-           JSON), RSD_ERR_ARG. The shell
+           JSON), RSD_ERR_ARG. A progress event of the waited model leaves its
+           stage and value in r->load_stage ("" until one names a plain stage
+           name: "fit_params", "text_model", "mmproj_model") and r->load_value
+           (0..1, when r->has_load_value), from either shape:
+           {"status":"loading","progress":{"stage":S,"value":V}} (later routers,
+           PR #24828) or {"status":"loading","progress":{"stages":[...],
+           "current":S,"value":V}} (July); begin clears them. The shell
            (rsd_ensurer, residency_http.h) subscribes to /models/sse on a
            llama.cpp router while it waits and feeds every event here; without
            events, polling alone is complete.
@@ -3091,6 +3097,7 @@ enum {
     RSD_RECONCILE_RESTORE_MS = 30000,      /* default restore budget after a failed load */
     RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll */
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
+    RSD_RECONCILE_STAGE_MAX = 32,          /* a load progress stage name incl. NUL */
     RSD_RECONCILE_BUSY_FIRST_MS = 50,      /* first backoff after a transient load refusal (doubling to 500) */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 1024,          /* bytes of runtime-hook scratch in rsd_reconcile */
@@ -3470,6 +3477,9 @@ struct rsd_reconcile {
     bool ctx_noticed;                 /* the context notice was given */
     bool poll_fresh;                  /* poll holds a listing newer than the last load POST */
     bool wait_fresh;                  /* the waited model changed since the wait began */
+    bool has_load_value;              /* load_value holds the last progress value */
+    char load_stage[RSD_RECONCILE_STAGE_MAX]; /* the waited load's last progress stage ("" none) */
+    double load_value;                /* and its value, 0..1 */
     int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
     int probe_tries;                  /* listing/props attempts of the current probe */
     int busy_tries;                   /* loads sent again after a transient refusal (backoff) */
@@ -10291,6 +10301,34 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
     return r->step;
 }
 
+/* A loading event's progress, either shape: {"stage":S,"value":V} (later routers, PR
+   #24828) or July's {"stages":[...],"current":S,"value":V}. A stage is kept only when it
+   is a plain name ([A-Za-z0-9_.-], under RSD_RECONCILE_STAGE_MAX); a value in 0..1. */
+RSDI_PRIVATE void rsdi_rc_progress(rsd_reconcile *r, const rsd_json_doc *d) {
+    char stage[RSD_RECONCILE_STAGE_MAX];
+    size_t n = 0, i;
+    double v;
+    int p = rsd_json_find(d, 0, "progress"), k;
+    if (rsd_json_type_of(d, p) != RSD_JSON_OBJECT) return;
+    k = rsd_json_find(d, p, "stage");
+    if (rsd_json_type_of(d, k) != RSD_JSON_STRING) k = rsd_json_find(d, p, "current");
+    if (rsd_json_type_of(d, k) == RSD_JSON_STRING && rsd_json_str(d, k, stage, sizeof stage, &n) >= 0 && n > 0 &&
+        n < sizeof stage) {
+        for (i = 0; i < n; i++) {
+            char c = stage[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                  c == '.'))
+                break;
+        }
+        if (i == n) memcpy(r->load_stage, stage, n + 1);
+    }
+    k = rsd_json_find(d, p, "value");
+    if (rsd_json_double(d, k, &v) == RSD_OK && v >= 0.0 && v <= 1.0) {
+        r->load_value = v;
+        r->has_load_value = true;
+    }
+}
+
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms) {
     rsd_json_doc doc, sub;
     char model[RSD_MODEL_ID_MAX];
@@ -10312,7 +10350,10 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     st = rsd_json_find(&doc, 0, "data");
     if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT && rsd_json_expand(&doc, st, &sub) == RSD_OK) {
         st = rsd_json_find(&sub, 0, "status");
-        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) return 0; /* progress */
+        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) { /* progress */
+            rsdi_rc_progress(r, &sub);
+            return 0;
+        }
     }
     if (now_ms < r->wake) { /* the listing stays the truth: poll it now */
         r->wake = now_ms;

@@ -773,7 +773,9 @@
            Studio's API tier), and progress fields (op and model of the last HTTP
            step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
            = polling until op_model is loaded; NONE while the COMMIT waits for the
-           attribution lock; lock_waiting = waiting for the target lock that another
+           attribution lock; load_stage and load_progress = the last progress a
+           router's /models/sse gave for the load being waited for, either shape
+           (rsd_reconcile_event; "" and -1 when none); lock_waiting = waiting for the target lock that another
            ensure, perhaps in another process, holds while it changes the server),
            state_error (RSD_OK, or why the change was not
            recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
@@ -2348,6 +2350,9 @@ typedef struct rsd_ensure_result {
     const rsd_reconcile_notice *notices;
     rsd_http_op op;                   /* progress: op of the last HTTP step (LIST + op_model = waiting) */
     const char *op_model;             /* progress: the model that step concerns ("" none) */
+    const char *load_stage;           /* progress: the stage a router's /models/sse gave for the waited
+                                         load ("fit_params", "text_model", ...; "" none) */
+    double load_progress;             /* progress: that event's value, 0..1; -1 = none */
     const char *wire_id;              /* the model id to send requests with (LM Studio: the resolved instance) */
     rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
     int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
@@ -8220,6 +8225,8 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
     memset(out, 0, sizeof *out);
     out->message = "";
     out->op_model = "";
+    out->load_stage = "";
+    out->load_progress = -1.0;
     out->wire_id = "";
     if (!e) {
         out->result = RSD_ERR_ARG;
@@ -8239,6 +8246,8 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
     out->lease_id = e->lease_id;
     if (e->reconciling) {
         const rsd_reconcile_result *r = &e->m.rc.result;
+        out->load_stage = e->m.rc.load_stage;
+        if (e->m.rc.has_load_value) out->load_progress = e->m.rc.load_value;
         out->outcome = r->outcome;
         out->decision = r->decision;
         out->reason = r->reason;
@@ -8361,7 +8370,7 @@ RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const c
         *out = fail;
         memcpy(e->message, fail_msg, sizeof fail_msg);
         out->message = e->message;
-        out->op_model = out->wire_id = out->lease_id = "";
+        out->op_model = out->wire_id = out->lease_id = out->load_stage = "";
         out->n_evicted = out->n_notices = 0;
         out->evicted = NULL;
         out->notices = NULL;

@@ -426,7 +426,8 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "                                later: a load waits for a stopping model, else stops the LRU idle\n",
         "                                one, else waits (queued) until one is idle; busy and loading\n",
         "                                models are never victims; listing in catalog order, object first;\n",
-        "                                vocab_type true; build b0-unknown; streams carry comment-only\n",
+        "                                vocab_type true; build b0-unknown; /models/sse loading progress\n",
+        "                                {\"stage\":\"fit_params\"|\"text_model\",\"value\":V}; streams carry comment-only\n",
         "                                keep-alive frames (\":\" and a blank line): one first, then one\n",
         "                                every second, or every sse_ping_interval seconds of the body\n",
         "    --models-max N (4; 0 unlimited)  --no-models-autoload (--models-autoload: on again)\n",
@@ -2633,8 +2634,10 @@ RSIM_FN void rsim_render_event(rsim *s, const rsim_event *e, rsim_resp *resp) {
         if (e->progress_pct >= 0) {
             rsim_w_key(&w, "progress");
             rsim_w_obj(&w);
-            rsim_w_kjson(&w, "stages", "[\"text_model\"]");
-            rsim_w_kstr(&w, "current", "text_model");
+            if (s->o.router_gen == RSIM_GEN_JULY) {
+                rsim_w_kjson(&w, "stages", "[\"text_model\"]");
+                rsim_w_kstr(&w, "current", "text_model");
+            } else rsim_w_kstr(&w, "stage", e->progress_pct ? "text_model" : "fit_params"); /* PR #24828 */
             rsim_w_key(&w, "value"); /* 0.0 and 1.0, as nlohmann writes them */
             if (e->progress_pct % 100 == 0) rsim_w_json(&w, e->progress_pct ? "1.0" : "0.0");
             else rsim_w_num(&w, e->progress_pct / 100.0);

@@ -1038,6 +1038,32 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
     for (k = 0; k < sizeof ignored / sizeof ignored[0]; k++)
         CHECK_EQ_INT(rsd_reconcile_event(&R, ignored[k], strlen(ignored[k]), NOW), 0);
     CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
+    CHECK_EQ_STR(R.load_stage, ""); /* a value without a stage */
+    CHECK(R.has_load_value && R.load_value == 0.5);
+    { /* progress of either shape: kept, never a wake; another model's is not ours */
+        static const struct { const char *ev, *stage; double v; } pr[] = {
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"fit_params\",\"value\":0}}}", "fit_params", 0.0},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"text_model\",\"value\":0.25}}}", "text_model", 0.25},
+            {"{\"model\":\"other\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"mmproj_model\",\"value\":0.75}}}", "text_model", 0.25},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"mmproj_model\",\"value\":1.0}}}", "mmproj_model", 1.0},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}}}", "text_model", 0.0},
+            /* not a plain name, a value out of range: the last good ones stay */
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"\\u001b[2Jx\",\"value\":7}}}", "text_model", 0.0},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"a_stage_name_far_longer_than_thirty_two_bytes\",\"value\":\"x\"}}}", "text_model", 0.0}};
+        for (k = 0; k < sizeof pr / sizeof pr[0]; k++) {
+            CHECK_EQ_INT(rsd_reconcile_event(&R, pr[k].ev, strlen(pr[k].ev), NOW), 0);
+            CHECK_EQ_STR(R.load_stage, pr[k].stage);
+            CHECK(R.has_load_value && R.load_value == pr[k].v);
+        }
+        CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
+    }
     {
         const char *ev = "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":"
                          "{\"status\":\"unloaded\",\"exit_code\":1}}";

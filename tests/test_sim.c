@@ -201,7 +201,12 @@ static void test_W4_load_then_loaded(void) {
         CHECK_EQ_INT(R.action, RSIM_CHUNK);
         CHECK(strncmp(BUF, "data: {", 7) == 0 && strstr(BUF, "}\n\n") != NULL);
         if (n == 0) saw_status = strstr(BUF, "\"event\":\"model_status\",\"data\":{\"status\":\"loading\"}") != NULL;
-        if (strstr(BUF, "\"status_change\"") && strstr(BUF, "\"progress\":{\"stages\":[\"text_model\"]")) saw_progress++;
+        /* July: {"stages":[...],"current":...}; later: {"stage":...} (PR #24828) */
+        if (strstr(BUF, "\"status_change\"") &&
+            strstr(BUF, july() ? "\"progress\":{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":"
+                               : saw_progress ? "\"progress\":{\"stage\":\"text_model\",\"value\":1.0}"
+                                              : "\"progress\":{\"stage\":\"fit_params\",\"value\":0.0}"))
+            saw_progress++;
         if (strstr(BUF, "\"status\":\"loaded\",\"info\":{\"id\":\"a\"")) saw_loaded_info++;
         n++;
     }
