@@ -426,7 +426,8 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "                                later: a load waits for a stopping model, else stops the LRU idle\n",
         "                                one, else waits (queued) until one is idle; busy and loading\n",
         "                                models are never victims; listing in catalog order, object first;\n",
-        "                                vocab_type true; build b0-unknown; /models/sse loading progress\n",
+        "                                vocab_type true; build_info \"0.4.0-dev (build 11037, commit\n",
+        "                                0000000)\" (the new version form); /models/sse loading progress\n",
         "                                {\"stage\":\"fit_params\"|\"text_model\",\"value\":V}; streams carry comment-only\n",
         "                                keep-alive frames (\":\" and a blank line): one first, then one\n",
         "                                every second, or every sse_ping_interval seconds of the body\n",
@@ -1827,7 +1828,9 @@ RSIM_FN int rsim_busy(rsim *s, const char *id, int delta, uint64_t now_ms) {
 /* ==== rendering ============================================================ */
 /* build_info / system_fingerprint of the router generation (or the single server). */
 RSIM_FN const char *rsim_build(const rsim *s) {
-    return s->o.router_gen == RSIM_GEN_JULY ? "b10116-7e743c3a3" : "b0-unknown";
+    /* later: semantic versions (PR #27498), the form `--version` prints; the build number
+       is #28774's, the commit a placeholder */
+    return s->o.router_gen == RSIM_GEN_JULY ? "b10116-7e743c3a3" : "0.4.0-dev (build 11037, commit 0000000)";
 }
 
 RSIM_FN uint64_t rsim_unix_s(const rsim *s) { return s->o.epoch_s + s->now / 1000; }

@@ -424,6 +424,16 @@ static void test_6_2_2_parses_router_capacity(void) {
     }
     CHECK(p.is_router && p.unlimited && p.max_instances == 0);
     CHECK(rsd_router_parse_props("{\"max_instances\":", 17, TOKS, 64, &p) < 0);
+    { /* the version is never read: July's bNNNN, the later semantic form, none, junk */
+        static const char *const builds[] = {"\"b10116-7e743c3a3\"", "\"0.4.0-dev (build 11037, commit 5d3e1f0)\"",
+                                             "null", "42", "\"\""};
+        for (i = 0; i < 5; i++) {
+            char j[160];
+            snprintf(j, sizeof j, "{\"role\":\"router\",\"build_info\":%s,\"max_instances\":3}", builds[i]);
+            CHECK_EQ_INT(rsd_router_parse_props(j, strlen(j), TOKS, 64, &p), RSD_OK);
+            CHECK(p.is_router && !p.unlimited && p.max_instances == 3);
+        }
+    }
 }
 
 /* scout (pinned) + coder resident, capacity 2. */

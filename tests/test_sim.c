@@ -131,7 +131,7 @@ static void test_W2_router_props(void) {
              "{\"role\":\"router\",\"max_instances\":2,\"models_autoload\":true,\"model_alias\":\"llama-server\","
              "\"model_path\":\"none\",\"default_generation_settings\":{\"params\":null,\"n_ctx\":0},"
              "\"ui_settings\":{},\"build_info\":\"%s\",\"cors_proxy_enabled\":false}",
-             july() ? "b10116-7e743c3a3" : "b0-unknown");
+             july() ? "b10116-7e743c3a3" : "0.4.0-dev (build 11037, commit 0000000)"); /* PR #27498's form */
     CHECK_EQ_STR(BUF, want);
     SETUP("--models-max", "0", "--no-models-autoload", "--model", "a");
     get("/props");
