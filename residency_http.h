@@ -1011,7 +1011,9 @@
        other descriptor closed (the host's descriptors without O_CLOEXEC too), its
        own process group, default signal dispositions, an empty signal mask, and
        on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
-   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+   Templates: spec.args is argv after argv[0] and spec.exe_args (verbatim words
+       such as the subcommand of the unified `llama serve` binary; NULL = none)
+       (spec.args NULL = rsd_proc_llama_args():
        -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
        ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
        {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
@@ -2495,6 +2497,9 @@ typedef struct rsd_proc_spec {
     const char *name;           /* label for logs ({name}); NULL = the model's file name */
     uint32_t start_deadline_ms; /* 0 = desc.start_deadline_ms */
     void *user;                 /* echoed in events and info */
+    const char *const *exe_args; /* verbatim arguments right after argv[0], before the template
+                                    (NULL-terminated; NULL = none): a subcommand, `serve` of
+                                    `llama serve`, or a wrapper's own arguments */
 } rsd_proc_spec;
 
 /* The built-in llama-server template:
@@ -8666,6 +8671,11 @@ RSDI_PRIVATE int rsdi_proc_expand(const rsd_proc_spec *s, uint16_t port, rsdi_pr
     start = o->len;
     rsdi_proc_put(o, exe, strlen(exe));
     rsdi_proc_end_arg(o, start);
+    for (i = 0; s->exe_args && s->exe_args[i]; i++) { /* verbatim: no placeholders */
+        start = o->len;
+        rsdi_proc_put(o, s->exe_args[i], strlen(s->exe_args[i]));
+        rsdi_proc_end_arg(o, start);
+    }
     for (i = 0; t[i]; i++) {
         const char *e = t[i];
         if (strcmp(e, "{extra}") == 0) {
@@ -13335,7 +13345,8 @@ RSDI_PRIVATE const char *const *rsdi_fleet_strv(rsdi_fleet_arena *a, const char 
 #define RSDI_FLEET_SPEC_AT(sp, type, off) (*(type *)(void *)((char *)(sp) + (off)))
 #define RSDI_FLEET_SPEC_GET(sp, type, off) (*(type const *)(const void *)((const char *)(sp) + (off)))
 static const size_t rsdi_fleet_spec_lists[] = {
-    offsetof(rsd_proc_spec, args), offsetof(rsd_proc_spec, extra), offsetof(rsd_proc_spec, env)};
+    offsetof(rsd_proc_spec, args), offsetof(rsd_proc_spec, extra), offsetof(rsd_proc_spec, env),
+    offsetof(rsd_proc_spec, exe_args)};
 static const size_t rsdi_fleet_spec_strs[] = {
     offsetof(rsd_proc_spec, exe), offsetof(rsd_proc_spec, model), offsetof(rsd_proc_spec, alias),
     offsetof(rsd_proc_spec, host), offsetof(rsd_proc_spec, ngl), offsetof(rsd_proc_spec, cwd),

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1127,11 +1128,70 @@ static void test_serve_bad_config(void) {
     CHECK(strstr(out, "max_models = 2") && strstr(out, "[model a]"));
 }
 
+/* The unified binary (installers ship only `llama serve`): llama_server is words, the
+   first the program (here a wrapper in a directory with a blank, quoted) and the rest
+   right after argv[0]; --check looks at the first word only; a bad quote is refused. */
+static void test_serve_unified_binary(void) {
+    serve_proc s;
+    char path[256], bindir[192], llama[256], sim[PATH_MAX], text[2 * PATH_MAX + 1024], out[4096], want[512];
+    const char *args[] = {"--config", path, NULL};
+    const char *check[] = {SERVE_BIN, "--config", path, "--check", NULL};
+    make_dir();
+    REQUIRE(realpath(SIM_BIN, sim) != NULL);
+    snprintf(bindir, sizeof bindir, "%s/my bin", g_dir);
+    (void)mkdir(bindir, 0700);
+    snprintf(llama, sizeof llama, "%s/llama", bindir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
+             "shift\nexec '%s' \"$@\"\n", sim);
+    write_file(llama, text);
+    REQUIRE(chmod(llama, 0700) == 0);
+    snprintf(path, sizeof path, "%s/unified.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 1\nllama_server = \"%s\" serve\n"
+             "args = --runtime server --load-ms 20\n[model u]\nmodel = %s\n", llama, sim);
+    write_file(path, text);
+    CHECK_EQ_INT(run_prog(check, out, sizeof out), 0); /* the first word is the program */
+    if (!strstr(out, "[model u]")) printf("  --check: %s\n", out);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("u", false)), 200);
+    CHECK(strstr(g_body, "simulated") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    snprintf(want, sizeof want, "\"args\":[\"%s\",\"serve\",\"-m\"", llama); /* no JSON escape in these paths */
+    CHECK(strstr(g_body, want) != NULL);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+
+    /* an args prefix: env sets a variable for the child, then runs the server */
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = env LLAMA_ARG_X=1 %s\nargs = --runtime server --load-ms 20\n"
+             "[model e]\nmodel = %s\n", sim, sim);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("e", false)), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+
+    /* --check names the first word when it cannot run */
+    snprintf(text, sizeof text, "llama_server = /nonexistent/llama serve\n[model a]\nmodel = %s\n", sim);
+    write_file(path, text);
+    CHECK(run_prog(check, out, sizeof out) != 0);
+    CHECK(strstr(out, "cannot run /nonexistent/llama: ") != NULL);
+    CHECK(strstr(out, "llama serve:") == NULL);
+    /* a quote left open: a configuration error on its line */
+    snprintf(text, sizeof text, "max_models = 1\nllama_server = \"/opt/my llama serve\n[model a]\nmodel = %s\n", sim);
+    write_file(path, text);
+    CHECK_EQ_INT(run_prog(check, out, sizeof out), 64);
+    snprintf(want, sizeof want, "%s:2: llama_server: '\"/opt/my llama serve' is no program", path);
+    CHECK(strstr(out, want) != NULL);
+    if (!strstr(out, want)) printf("  got: %s\n", out);
+    (void)unlink(llama);
+    (void)rmdir(bindir);
+}
+
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
     static const char *const names[] = {"pool.ini",    "hangup.ini", "bad.ini",  "pinned.ini", "signals.ini",
                                         "secrets.ini", "idle.ini",   "slow.ini", "stall.ini",  "wrap.ini",
-                                        "broken.ini"};
+                                        "broken.ini",  "ping.ini",   "unified.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1171,6 +1231,7 @@ int main(int argc, char **argv) {
     RUN(test_body_model);
     RUN(test_serve_bad_config);
     RUN(test_serve_missing_binary);
+    RUN(test_serve_unified_binary);
     RUN(test_serve_pool);
     RUN(test_serve_upstream_hangup);
     RUN(test_serve_keepalive_frames);
