@@ -3482,7 +3482,8 @@ struct rsd_reconcile {
     double load_value;                /* and its value, 0..1 */
     int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
     int probe_tries;                  /* listing/props attempts of the current probe */
-    int busy_tries;                   /* loads sent again after a transient refusal (backoff) */
+    int busy_tries;                   /* loads sent again after a transient refusal (backoff);
+                                         not counted against RSD_RECONCILE_LOAD_ATTEMPTS */
     int limit_rounds;                 /* model-limit answers that made it evict one more */
     int fail_error;
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
@@ -9689,7 +9690,7 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
     if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
         ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
          !rsd_model_state_resident(r->poll.models[k].state))) { /* only a concurrent change gets here */
-        if (now_ms < r->deadline && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        if (now_ms < r->deadline && r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
             rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE,
                       "%s: '%s' was displaced after the pinned pass; loading it again", r->key, r->keep);
             r->keep_state = RSD_MODEL_UNLOADED;
@@ -10660,7 +10661,7 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
         else rsdi_rc_success(r, now_ms);
     } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
-               r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+               r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
         r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
         rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
     } else if (a == RSD_LOAD_LIMIT && r->limit_rounds < RSD_RECONCILE_LOAD_ATTEMPTS - 1 && now_ms < r->deadline) {
@@ -10775,7 +10776,7 @@ RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, c
         rsdi_rc_schedule(r, now_ms, r->poll_delay);
     } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
         r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
-        if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        if (r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
             r->keep_state = RSD_MODEL_UNLOADED;
             rsdi_rc_do_load(r, now_ms);
         } else {

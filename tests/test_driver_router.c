@@ -1614,6 +1614,33 @@ static void test_cold_load_limit_until_deadline_times_out(void) {
     }
 }
 
+/* Loads sent again after refusals do not use up the load attempts: a download the
+   router reports after three refusals is still waited for, and the model loaded. */
+static int g_loads_seen;
+static void download_on_fourth_load(frouter *f, const char *model) {
+    rsim_model *m = fm_model(model);
+    (void)f;
+    if (++g_loads_seen != 4 || !m) return;
+    m->state = RSIM_DOWNLOADING; /* someone's download of it: listed downloading 50 ms, then unloaded */
+    m->due_ms = NOW + 50;
+}
+static void test_refusals_do_not_use_up_load_attempts(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    if (g_gen == RSIM_GEN_JULY) f.load_limit_left = 3;
+    else S.o.limit_loads = 3;
+    g_loads_seen = 0;
+    f.before_load = download_on_fourth_load;
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(g_loads_seen, 5); /* 3 refused, 1 "downloading", 1 after the download */
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
+}
+
 /* Right after an eviction a router before PR #29217 may answer the load with a plain
    "proxy error: Could not establish connection" (#28698): load again, no restore. */
 static void test_proxy_error_after_eviction_retries_without_restore(void) {
@@ -2231,6 +2258,7 @@ int main(int argc, char **argv) {
         RUN(test_cold_load_limit_retries_with_backoff);
         RUN(test_cold_load_limit_until_deadline_times_out);
         RUN(test_proxy_error_after_eviction_retries_without_restore);
+        RUN(test_refusals_do_not_use_up_load_attempts);
         RUN(test_failed_true_exit_code_ends_wait);
         RUN(test_keep_loading_waits_read_only_without_lock);
         RUN(test_lock_not_held_warns_and_proceeds);
