@@ -366,6 +366,7 @@ typedef struct rsim {
     uint32_t queue_seq, port_seq;
     bool started;
     bool evicted;              /* a running model was stopped since the last load or proxied request */
+    uint64_t cold_at;          /* later: 1 + the time an explicit load last took a free place (0 = never) */
     int exit_code;             /* server mode: -1 running, else the exit status */
     uint64_t ready_ms;         /* server mode: when the model loaded */
     char err[160];             /* rsim_configure error text */
@@ -437,7 +438,9 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "    then force-kill with exit 1)  --proxy-error (loading child answers 500 plain text)\n",
         "    --metrics\n",
         "    --limit-loads N  later: the next N loads answer 500 {\"message\":\"model limit reached, try\n",
-        "                     again later\"} (concurrent cold loads, build 11037, llama.cpp #28774)\n",
+        "                     again later\"} (concurrent cold loads, build 11037, llama.cpp #28774); so\n",
+        "                     does, without the option, a load that finds no room in the same\n",
+        "                     millisecond as another load took the last free place\n",
         "    --refuse-loads N later: the next N loads or proxied requests that come right after an\n",
         "                     eviction answer 500 text/plain \"proxy error: Could not establish\n",
         "                     connection\" (before PR #29217, #28698)\n",
@@ -2992,12 +2995,12 @@ RSIM_FN bool rsim_body_stream(const rsim_ctx *c) {
 RSIM_FN bool rsim_later_refusal(rsim *s, rsim_ticket *t, bool load) {
     bool evicted = s->evicted;
     if (s->o.router_gen == RSIM_GEN_JULY) return false;
-    s->evicted = false;
     if (load && s->o.limit_loads > 0) {
         s->o.limit_loads--;
         rsim_reply_set(t, RSIM_O_RAW, 500, "{\"message\":\"model limit reached, try again later\"}");
         return true;
     }
+    s->evicted = false; /* this request comes after the eviction: the next one no longer "right after" */
     if (evicted && s->o.refuse_loads > 0) {
         s->o.refuse_loads--;
         rsim_reply_set(t, RSIM_O_PLAIN_JSON, 500, "proxy error: Could not establish connection");
@@ -3022,7 +3025,12 @@ RSIM_FN void rsim_router_load(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     t->r.model = i;
     if (rsim_r_has_room(s)) {
         rsim_r_start_load(s, i);
+        s->cold_at = s->now + 1;
         rsim_reply_set(t, RSIM_O_RAW, 200, "{\"success\":true}");
+        return;
+    }
+    if (!rsim_july(s) && s->cold_at == s->now + 1) { /* cold loads at once: this one lost the place (#28774) */
+        rsim_reply_set(t, RSIM_O_RAW, 500, "{\"message\":\"model limit reached, try again later\"}");
         return;
     }
     if (rsim_july(s)) {

@@ -788,10 +788,25 @@ static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void
     f.before_load = other_client_fills_the_router; /* so the router's LRU takes the pinned scout */
     desc_init(&d, "new-code");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
-                                   "GET /v1/models | POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(fm_state("new-code"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    if (g_gen != RSIM_GEN_JULY) {
+        /* a later router does not unload its own LRU for the second of two cold loads at
+           once: ours gets "model limit reached" (#28774); the listing after it shows the
+           other client's model loaded and no room known: the capacity answer evicts it */
+        CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
+                                       "GET /v1/models | POST /models/load new-code | GET /v1/models | "
+                                       "POST /models/unload other | GET /v1/models | POST /models/load new-code | "
+                                       "GET /v1/models");
+        CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
+        REQUIRE(R.result.n_evicted == 2);
+        CHECK_EQ_STR(R.result.evicted[1].id, "other");
+        CHECK(!R.result.evicted[0].displaced && !R.result.evicted[1].displaced);
+        return;
+    }
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
+                                   "GET /v1/models | POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 2); /* old-code's eviction, scout */
     CHECK_EQ_INT(R.notices[R.n_notices - 1].dmsg, RSD_DMSG_UNRESTORED);
     CHECK(any_notice_has("displaced pinned 'scout', and residency did not reload it: the server has no free slot"));

@@ -215,6 +215,41 @@ static void test_W4_load_then_loaded(void) {
     CHECK_EQ_INT(saw_loaded_info, 1);
 }
 
+/* Cold loads at once (several in one millisecond, no room for all): July stops its LRU
+   model for the last one; the later generation answers it 500 "model limit reached, try
+   again later" (#28774, build 11037); --limit-loads and --refuse-loads on demand. */
+static void test_cold_loads_at_once(void) {
+    SETUP(ROUTER2);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"a\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 200);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"b\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 200);
+    if (july()) { /* its LRU model is stopped for it, loading or not: never the limit answer */
+        post("/models/load", "{\"model\":\"c\"}");
+        CHECK(!(R.action == RSIM_RESPOND && R.status == 500));
+        return;
+    }
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 500);
+    CHECK_EQ_STR(BUF, "{\"message\":\"model limit reached, try again later\"}");
+    CHECK_EQ_STR(rstate("c"), "unloaded");
+    CHECK_EQ_STR(rstate("a"), "loading");
+    CHECK_EQ_STR(rstate("b"), "loading");
+    adv(300);
+    S->o.limit_loads = 1; /* on demand, even with room */
+    post("/models/unload", "{\"model\":\"b\"}");
+    adv(50);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 500);
+    CHECK(strstr(BUF, "model limit reached") != NULL);
+    S->o.refuse_loads = 1; /* b was evicted: the next load answers the proxy error */
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 500);
+    CHECK_EQ_STR(BUF, "proxy error: Could not establish connection");
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 200);
+}
+
 static void test_W5_load_errors(void) {
     SETUP(ROUTER2);
     post("/models/load", "{\"model\":\"nope\"}");
@@ -1478,6 +1513,7 @@ int main(int argc, char **argv) {
         RUN(test_W17_W18_reload);
         RUN(test_W19_unknown_route);
         RUN(test_W20_startup);
+        RUN(test_cold_loads_at_once);
         RUN(test_router_stream);
         RUN(test_router_downloading);
         RUN(test_router_child_download);
