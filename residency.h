@@ -967,7 +967,13 @@
            load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
            when the event ends the wait (the poll is due now, or already was),
            0 when it was ignored (another model, progress, not waiting, not
-           JSON), RSD_ERR_ARG. The shell
+           JSON), RSD_ERR_ARG. A progress event of the waited model leaves its
+           stage and value in r->load_stage ("" until one names a plain stage
+           name: "fit_params", "text_model", "mmproj_model") and r->load_value
+           (0..1, when r->has_load_value), from either shape:
+           {"status":"loading","progress":{"stage":S,"value":V}} (later routers,
+           PR #24828) or {"status":"loading","progress":{"stages":[...],
+           "current":S,"value":V}} (July); begin clears them. The shell
            (rsd_ensurer, residency_http.h) subscribes to /models/sse on a
            llama.cpp router while it waits and feeds every event here; without
            events, polling alone is complete.
@@ -1060,10 +1066,22 @@
        10. Load (POST <root>/models/load {"model": keep}) unless the keep is
            LOADED/SLEEPING; LOADING skips the POST and waits. Answers:
            2xx -> wait; 400 "already running" -> resident, wait (no attribution);
-           500 "model limit reached" -> a capacity answer: re-list, re-decide
-           with max_instances = the residents now listed, unload what that
-           plan evicts and load again (at most RSD_RECONCILE_LOAD_ATTEMPTS
-           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 400
+           500 "model limit reached" -> re-list: when that listing shows room
+           (the known capacity above what runs) or another model loading, a
+           concurrent cold load took the place for now (llama.cpp #28774, the
+           July build and build 11037 alike): load again after a backoff
+           (below); else a capacity answer: re-decide with max_instances = the
+           residents now listed, unload what that plan evicts and load again
+           (at most RSD_RECONCILE_LOAD_ATTEMPTS - 1 such rounds); nothing
+           evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 500 plain text "proxy
+           error: Could not establish connection" (routers before PR #29217,
+           right after an eviction) -> the backoff. The backoff: a WAIT step of
+           50, 100, 200, 400, then 500 ms (no wait_model: no event ends it),
+           then the load again, as long as the deadline allows; nothing is
+           reported failed and nothing restored meanwhile. At the deadline:
+           LOAD_FAILED RSD_ERR_TIMEOUT "the server still refused to load it at
+           the deadline (<the last answer>)", then step 12 as any failed load;
+           400
            "downloading" -> wait (step 11a); any other status -> LOAD_FAILED
            RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
            <status>: <the server's error message>", the message read by
@@ -1250,10 +1268,13 @@
            parse_capacity(r, ...)   NULL = no capacity request.
            load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
                DOWNLOADING (wait, load again when the download ends),
-               ALREADY, LIMIT (re-list, re-decide with the server full at its
+               ALREADY, LIMIT (re-list; room listed or another model loading:
+               BUSY's backoff; else re-decide with the server full at its
                listed count, unload the plan's evict list, or with none the
                first fallback entry, one at a time for JIT; load again,
-               at most RSD_RECONCILE_LOAD_ATTEMPTS loads) or REJECTED. It may
+               at most RSD_RECONCILE_LOAD_ATTEMPTS - 1 such rounds), BUSY (a
+               transient refusal: load again after a backoff within the
+               deadline, step 10) or REJECTED. It may
                write r->made_instance (an instance id the load made: it becomes
                result.wire_id and is attributed as ours).
            deadline_ms, probe_timeout_ms, restore_ms: the runtime's defaults
@@ -3173,6 +3194,8 @@ enum {
     RSD_RECONCILE_RESTORE_MS = 30000,      /* default restore budget after a failed load */
     RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll */
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
+    RSD_RECONCILE_STAGE_MAX = 32,          /* a load progress stage name incl. NUL */
+    RSD_RECONCILE_BUSY_FIRST_MS = 50,      /* first backoff after a transient load refusal (doubling to 500) */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 1024,          /* bytes of runtime-hook scratch in rsd_reconcile */
     RSD_RECONCILE_TOKENS = 256,            /* default JSON tokens held at once: an answer's top level and one entry (a real router's: 66) */
@@ -3240,7 +3263,8 @@ typedef enum rsd_load_answer {
     RSD_LOAD_ALREADY,       /* already running: resident, not ours */
     RSD_LOAD_LIMIT,         /* capacity full: re-list, evict one more, retry */
     RSD_LOAD_REJECTED,      /* refused: the load failed */
-    RSD_LOAD_DOWNLOADING    /* the model is downloading: wait, load again when it is done */
+    RSD_LOAD_DOWNLOADING,   /* the model is downloading: wait, load again when it is done */
+    RSD_LOAD_BUSY           /* a transient refusal (try again later): load again after a backoff */
 } rsd_load_answer;
 
 /* One request header of an HTTP step. */
@@ -3550,8 +3574,14 @@ struct rsd_reconcile {
     bool ctx_noticed;                 /* the context notice was given */
     bool poll_fresh;                  /* poll holds a listing newer than the last load POST */
     bool wait_fresh;                  /* the waited model changed since the wait began */
+    bool has_load_value;              /* load_value holds the last progress value */
+    char load_stage[RSD_RECONCILE_STAGE_MAX]; /* the waited load's last progress stage ("" none) */
+    double load_value;                /* and its value, 0..1 */
     int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
     int probe_tries;                  /* listing/props attempts of the current probe */
+    int busy_tries;                   /* loads sent again after a transient refusal (backoff);
+                                         not counted against RSD_RECONCILE_LOAD_ATTEMPTS */
+    int limit_rounds;                 /* model-limit answers that made it evict one more */
     int fail_error;
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     const rsd_listing *last_list;     /* snap or poll, whichever was read last */
@@ -8974,7 +9004,8 @@ enum {
     RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
     RSDI_PH_UNLOCK,    /* UNLOCK step issued */
-    RSDI_PH_RUNTIME    /* awaiting an answer for the runtime's own order (r->stage) */
+    RSDI_PH_RUNTIME,   /* awaiting an answer for the runtime's own order (r->stage) */
+    RSDI_PH_BACKOFF    /* sleeping until wake after a transient load refusal, then the load again */
 };
 
 /* The answers' buffer (rsd_reconcile.ans_state): the answer kept whole, read as it
@@ -9259,6 +9290,8 @@ RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_reconcile *r, int statu
     if (status == 400 && rsdi_body_has(body, len, "downloading")) return RSD_LOAD_DOWNLOADING; /* rsd-sim */
     if (status == 400 && rsdi_body_has(body, len, "already running")) return RSD_LOAD_ALREADY;
     if (status >= 500 && rsdi_body_has(body, len, "model limit reached")) return RSD_LOAD_LIMIT;
+    /* a router before PR #29217, right after an eviction: plain text, transient */
+    if (status >= 500 && rsdi_body_has(body, len, "proxy error: Could not establish connection")) return RSD_LOAD_BUSY;
     return RSD_LOAD_REJECTED;
 }
 
@@ -9611,6 +9644,7 @@ RSDI_PRIVATE bool rsdi_rc_plan_changed(rsd_reconcile *r, rsd_decision d, rsd_rea
 }
 
 RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay);
+RSDI_PRIVATE void rsdi_rc_backoff_done(rsd_reconcile *r, uint64_t now_ms);
 
 RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uint64_t now_ms) {
     const rsd_listing *l = r->last_list;
@@ -9897,7 +9931,7 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
     if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
         ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
          !rsd_model_state_resident(r->poll.models[k].state))) { /* only a concurrent change gets here */
-        if (now_ms < r->deadline && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        if (now_ms < r->deadline && r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
             rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE,
                       "%s: '%s' was displaced after the pinned pass; loading it again", r->key, r->keep);
             r->keep_state = RSD_MODEL_UNLOADED;
@@ -10490,6 +10524,9 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
     case RSDI_PH_WAIT:
         if (now_ms >= r->wake) rsdi_rc_issue_http(r, RSDI_PH_POLL, RSD_OP_LIST, r->wait_model, now_ms);
         break;
+    case RSDI_PH_BACKOFF:
+        if (now_ms >= r->wake) rsdi_rc_backoff_done(r, now_ms);
+        break;
     case RSDI_PH_COMMIT:
         if (!r->shown) { r->shown = true; break; }
         rsdi_rc_cache_store(r, r->commit_gen, now_ms);
@@ -10504,6 +10541,34 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
         break; /* an outstanding HTTP or LOCK step, or DONE: the same step again */
     }
     return r->step;
+}
+
+/* A loading event's progress, either shape: {"stage":S,"value":V} (later routers, PR
+   #24828) or July's {"stages":[...],"current":S,"value":V}. A stage is kept only when it
+   is a plain name ([A-Za-z0-9_.-], under RSD_RECONCILE_STAGE_MAX); a value in 0..1. */
+RSDI_PRIVATE void rsdi_rc_progress(rsd_reconcile *r, const rsd_json_doc *d) {
+    char stage[RSD_RECONCILE_STAGE_MAX];
+    size_t n = 0, i;
+    double v;
+    int p = rsd_json_find(d, 0, "progress"), k;
+    if (rsd_json_type_of(d, p) != RSD_JSON_OBJECT) return;
+    k = rsd_json_find(d, p, "stage");
+    if (rsd_json_type_of(d, k) != RSD_JSON_STRING) k = rsd_json_find(d, p, "current");
+    if (rsd_json_type_of(d, k) == RSD_JSON_STRING && rsd_json_str(d, k, stage, sizeof stage, &n) >= 0 && n > 0 &&
+        n < sizeof stage) {
+        for (i = 0; i < n; i++) {
+            char c = stage[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                  c == '.'))
+                break;
+        }
+        if (i == n) memcpy(r->load_stage, stage, n + 1);
+    }
+    k = rsd_json_find(d, p, "value");
+    if (rsd_json_double(d, k, &v) == RSD_OK && v >= 0.0 && v <= 1.0) {
+        r->load_value = v;
+        r->has_load_value = true;
+    }
 }
 
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms) {
@@ -10527,7 +10592,10 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     st = rsd_json_find(&doc, 0, "data");
     if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT && rsd_json_expand(&doc, st, &sub) == RSD_OK) {
         st = rsd_json_find(&sub, 0, "status");
-        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) return 0; /* progress */
+        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) { /* progress */
+            rsdi_rc_progress(r, &sub);
+            return 0;
+        }
     }
     if (now_ms < r->wake) { /* the listing stays the truth: poll it now */
         r->wake = now_ms;
@@ -10780,7 +10848,38 @@ RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status,
     rsdi_rc_next_unload(r, now_ms);
 }
 
-/* The keep's load answer: wait, wait for a download, a capacity answer, or a failure. */
+/* A transient refusal of the keep's load (a concurrent cold load took the place, the
+   proxy not yet connected after an eviction): the load again after 50, 100, 200, ...
+   500 ms, never past the deadline. Nothing failed: no failed-load notice, no restore
+   unless the deadline ends it. what = the answer, quoted then. */
+RSDI_PRIVATE void rsdi_rc_backoff(rsd_reconcile *r, const char *what, uint64_t now_ms) {
+    uint32_t delay = (uint32_t)RSD_RECONCILE_BUSY_FIRST_MS << (r->busy_tries < 4 ? r->busy_tries : 4);
+    if (delay > (uint32_t)RSD_RECONCILE_POLL_MAX_MS) delay = RSD_RECONCILE_POLL_MAX_MS;
+    rsdi_cpy(r->fail_reason, sizeof r->fail_reason, what);
+    rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: %s; loading again in %u ms",
+              r->key, what, (unsigned)delay);
+    r->wake = now_ms + delay;
+    if (r->wake > r->deadline) r->wake = r->deadline;
+    r->phase = RSDI_PH_BACKOFF;
+    rsdi_rc_step(r, RSD_STEP_WAIT);
+    r->step.wake_ms = r->wake;
+}
+
+/* The backoff is over: the load again, or the deadline's failure. */
+RSDI_PRIVATE void rsdi_rc_backoff_done(rsd_reconcile *r, uint64_t now_ms) {
+    char what[RSD_RECONCILE_TEXT_MAX];
+    if (now_ms >= r->deadline) {
+        (void)RSD_SNPRINTF(what, sizeof what, "the server still refused to load it at the deadline (%.400s)",
+                           r->fail_reason);
+        rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, what, now_ms);
+        return;
+    }
+    r->busy_tries++;
+    rsdi_rc_do_load(r, now_ms);
+}
+
+/* The keep's load answer: wait, wait for a download, a capacity answer, a transient
+   refusal, or a failure. */
 RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                   bool ok, uint64_t now_ms) {
     rsd_load_answer a;
@@ -10803,13 +10902,19 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
         else rsdi_rc_success(r, now_ms);
     } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
-               r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+               r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
         r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
         rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-    } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
+    } else if (a == RSD_LOAD_LIMIT && r->limit_rounds < RSD_RECONCILE_LOAD_ATTEMPTS - 1 && now_ms < r->deadline) {
         rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
                   r->key);
         rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
+    } else if (a == RSD_LOAD_BUSY) { /* the router's own words when plain text (a custom runtime's: JSON) */
+        (void)RSD_SNPRINTF(what, sizeof what, "HTTP %d", status);
+        if (rsdi_body_has(body, len, "proxy error: Could not establish connection"))
+            rsdi_cpy(what + strlen(what), sizeof what - strlen(what), ": proxy error: Could not establish connection");
+        else rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsdi_rc_backoff(r, what, now_ms);
     } else { /* the server's own words after the status (say why) */
         (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
         rsdi_rc_quote_error(r, body, len, what, sizeof what);
@@ -10825,7 +10930,8 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
 /* The listing after a "model limit reached": decide with the server full, evict, load again. */
 RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    bool ok, uint64_t now_ms) {
-    int from = r->n_victims, i, n = 0;
+    int from = r->n_victims, i, n = 0, k;
+    bool busy = false;
     char what[RSD_RECONCILE_URL_MAX + 96];
     (void)transport;
     (void)status;
@@ -10836,7 +10942,20 @@ RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, 
         return;
     }
     r->last_list = &r->snap;
-    for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
+    k = rsd_listing_find(&r->snap, rsd_str_c(r->keep));
+    for (i = 0; i < r->snap.n; i++) {
+        n += rsd_model_state_resident(r->snap.models[i].state);
+        if (i != k && r->snap.models[i].state == RSD_MODEL_LOADING) busy = true;
+    }
+    /* Room listed (the known capacity above what runs), or another model loading: a
+       concurrent cold load lost or won the router's re-check (llama.cpp #28774). That
+       passes: load again after a backoff, evicting nothing more. */
+    if ((k < 0 || !rsd_model_state_resident(r->snap.models[k].state)) &&
+        (busy || r->unlimited || (r->max_instances > 0 && (uint32_t)n < r->max_instances))) {
+        rsdi_rc_backoff(r, "model limit reached, try again later", now_ms);
+        return;
+    }
+    r->limit_rounds++;
     /* the answer says the server is full at what it lists now */
     if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) return;
     if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
@@ -10898,7 +11017,7 @@ RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, c
         rsdi_rc_schedule(r, now_ms, r->poll_delay);
     } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
         r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
-        if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        if (r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
             r->keep_state = RSD_MODEL_UNLOADED;
             rsdi_rc_do_load(r, now_ms);
         } else {
