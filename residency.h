@@ -31,6 +31,8 @@
        RSD_NO_LMSTUDIO           no LM Studio payload parsers nor driver (rsd_lms_*
                                  but rsd_lms_tier_str): rsd_runtime_lmstudio() returns
                                  NULL; detection still recognises an LM Studio server
+       RSD_NO_GGUF               no GGUF reader, start estimate nor llama-server log
+                                 reader (rsd_gguf_*, rsd_ggml_*, rsd_llama_log_*)
 
    ENVIRONMENT (read only by the *_from_env helpers and, per begin, the ensurer)
        RESIDENCY                     observe|off|0|false|user|user-managed =
@@ -59,6 +61,9 @@
                  for HTTP requests, waits and the lock, and is fed the answers.
        pool      the process-pool policy: which of N model-server processes runs,
                  LRU eviction of idle ones only, bytes and count, pins, idle TTL.
+       gguf      what a model costs: a GGUF header reader fed in pieces (bounded, no
+                 allocation), the start estimate (model, KV, compute bytes as
+                 llama.cpp sizes them) and a reader of llama-server's own report.
      residency_http.h (the I/O shell: POSIX sockets, or Winsock on Windows)
        url, http URL parsing; net, tls: sockets and optional mbedTLS; a
                  non-blocking HTTP/1.1 client and server; ensure: rsd_ensurer runs a reconcile over sockets (blocking
@@ -962,7 +967,13 @@
            load on rsd-sim ended 351 ms after the POST instead of 626 ms). Returns 1
            when the event ends the wait (the poll is due now, or already was),
            0 when it was ignored (another model, progress, not waiting, not
-           JSON), RSD_ERR_ARG. The shell
+           JSON), RSD_ERR_ARG. A progress event of the waited model leaves its
+           stage and value in r->load_stage ("" until one names a plain stage
+           name: "fit_params", "text_model", "mmproj_model") and r->load_value
+           (0..1, when r->has_load_value), from either shape:
+           {"status":"loading","progress":{"stage":S,"value":V}} (later routers,
+           PR #24828) or {"status":"loading","progress":{"stages":[...],
+           "current":S,"value":V}} (July); begin clears them. The shell
            (rsd_ensurer, residency_http.h) subscribes to /models/sse on a
            llama.cpp router while it waits and feeds every event here; without
            events, polling alone is complete.
@@ -1055,10 +1066,22 @@
        10. Load (POST <root>/models/load {"model": keep}) unless the keep is
            LOADED/SLEEPING; LOADING skips the POST and waits. Answers:
            2xx -> wait; 400 "already running" -> resident, wait (no attribution);
-           500 "model limit reached" -> a capacity answer: re-list, re-decide
-           with max_instances = the residents now listed, unload what that
-           plan evicts and load again (at most RSD_RECONCILE_LOAD_ATTEMPTS
-           loads); nothing evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 400
+           500 "model limit reached" -> re-list: when that listing shows room
+           (the known capacity above what runs) or another model loading, a
+           concurrent cold load took the place for now (llama.cpp #28774, the
+           July build and build 11037 alike): load again after a backoff
+           (below); else a capacity answer: re-decide with max_instances = the
+           residents now listed, unload what that plan evicts and load again
+           (at most RSD_RECONCILE_LOAD_ATTEMPTS - 1 such rounds); nothing
+           evictable -> LOAD_FAILED RSD_ERR_MODEL_LIMIT; 500 plain text "proxy
+           error: Could not establish connection" (routers before PR #29217,
+           right after an eviction) -> the backoff. The backoff: a WAIT step of
+           50, 100, 200, 400, then 500 ms (no wait_model: no event ends it),
+           then the load again, as long as the deadline allows; nothing is
+           reported failed and nothing restored meanwhile. At the deadline:
+           LOAD_FAILED RSD_ERR_TIMEOUT "the server still refused to load it at
+           the deadline (<the last answer>)", then step 12 as any failed load;
+           400
            "downloading" -> wait (step 11a); any other status -> LOAD_FAILED
            RSD_ERR_LOAD_REJECTED ("llama.cpp router rejected <url>: HTTP
            <status>: <the server's error message>", the message read by
@@ -1245,10 +1268,13 @@
            parse_capacity(r, ...)   NULL = no capacity request.
            load_answer(r, status, body, len)  ACCEPTED (wait if RSD_RT_WAIT),
                DOWNLOADING (wait, load again when the download ends),
-               ALREADY, LIMIT (re-list, re-decide with the server full at its
+               ALREADY, LIMIT (re-list; room listed or another model loading:
+               BUSY's backoff; else re-decide with the server full at its
                listed count, unload the plan's evict list, or with none the
                first fallback entry, one at a time for JIT; load again,
-               at most RSD_RECONCILE_LOAD_ATTEMPTS loads) or REJECTED. It may
+               at most RSD_RECONCILE_LOAD_ATTEMPTS - 1 such rounds), BUSY (a
+               transient refusal: load again after a backoff within the
+               deadline, step 10) or REJECTED. It may
                write r->made_instance (an instance id the load made: it becomes
                result.wire_id and is attributed as ours).
            deadline_ms, probe_timeout_ms, restore_ms: the runtime's defaults
@@ -1748,6 +1774,87 @@
 
      Pool slots and requests: "Slot states" in the pool section.
 
+   ---- gguf: what a model file costs (pure, sans-I/O; RSD_NO_GGUF leaves it out) --
+       The reader takes a GGUF file's first bytes, in pieces of any size, from the
+       caller's own file API, and stops once it has the header: the metadata and
+       every tensor's info. It never needs the weights.
+
+       static rsd_gguf g;                     (about 12 KiB: keep it off small stacks)
+       rsd_gguf_tensor t[4096]; rsd_gguf_desc d = {t, 4096, 0};
+       rsd_gguf_init(&g, &d);
+       while ((n = read(fd, buf, sizeof buf)) > 0 && (r = rsd_gguf_feed(&g, buf, n)) == RSD_PENDING) {}
+       if (r == RSD_PENDING) r = rsd_gguf_end(&g);          (the file ended early)
+       if (r < 0) log("%s", rsd_gguf_error(&g));   "GGUF byte 1234: tensor ... has 5 dims"
+       residency_http.h's rsd_gguf_read_file(&g, path) does the same with stdio.
+
+     What it reads (rsd_gguf_info; 0 where the file is silent)
+       version 2 or 3 (little-endian); general.architecture, .file_type,
+       .alignment (a power of 2; default 32); ARCH.block_count, .context_length,
+       .embedding_length, .feed_forward_length, .attention.head_count,
+       .attention.head_count_kv (as llama.cpp: absent means head_count), .key_length,
+       .value_length, .sliding_window, .sliding_window_pattern, .expert_count,
+       .expert_used_count, .vocab_size. Keys of another prefix than the architecture
+       are not this model's and are ignored. The vocabulary is the length of
+       tokenizer.ggml.tokens, else ARCH.vocab_size. head_count, head_count_kv and
+       feed_forward_length may be per-layer arrays: *_layer[] then hold them (the
+       scalar is the largest), else the scalar fills block_count entries.
+       swa_layer[] marks the sliding-window layers (with a window only): the
+       pattern key, a period P (layer il slides when il % P < P - 1; P 0: all) or
+       one flag per layer, else the period llama.cpp gives the architecture (gemma2
+       2 with a 4096 window by default, gemma3 6, gemma3n 5, cohere2 and exaone4 4).
+       Each tensor: name (at most 63 bytes), dims (at most 4), ggml type, offset,
+       bytes (rows of whole blocks: rsd_ggml_type_block gives the block of every
+       type ggml.h numbers, f32 to nvfp4; an id it does not know is
+       RSD_ERR_GGUF_TYPE), layer (N of blk.N., else -1). The sums: tensor_bytes,
+       layer_bytes[N], token_embd_bytes, output_bytes, ffn_type (blk.0.ffn_up's
+       type); data_offset (the header's end
+       aligned) and data_bytes (the end of the last tensor's data) bound the weight
+       area.
+     What it refuses (the first error sticks; rsd_gguf_error gives the byte)
+       RSD_ERR_GGUF_MAGIC: not GGUF, big-endian, another version. RSD_ERR_GGUF: a
+       count over RSD_GGUF_MAX_COUNT (2^28 tensors, keys or elements), a string over
+       RSD_GGUF_MAX_STRING (16 MiB), an unknown value type, an array of arrays, a
+       known key of the wrong type or out of range (negative, past 2^32, block_count
+       or a per-layer array past RSD_GGUF_MAX_LAYERS 512), a tensor name of 64 bytes
+       or more, more than 4 dims, a negative dim, a row that is not whole blocks, an
+       offset that is not where the previous tensor's padded data ends (as llama.cpp
+       refuses them). RSD_ERR_OVERFLOW: sizes past 2^63. RSD_ERR_CAPACITY: more
+       tensors than desc.max_tensors (desc.tensors NULL: only the sums are kept).
+       RSD_ERR_TOO_LARGE: a header longer than desc.max_header_bytes (default 256 MiB).
+       RSD_ERR_TRUNCATED from rsd_gguf_end. Nothing is allocated; every count and
+       size is checked before it is used.
+
+     The estimate
+       int rsd_gguf_estimate_start(&g.info, &start, &est)
+           What llama-server takes for this model and start (rsd_gguf_start:
+           zeroed = its defaults, CPU only), in bytes: model, kv, compute, total,
+           and the parts on the GPU by -ngl. It does what llama.cpp does: -c 0 is
+           the training context, and a larger -c is not capped by it; the batch is
+           min(-b, -c) and the ubatch min(-ub, batch); the context is padded to 256;
+           without -np the server runs 4 slots on one unified cache (each sequence
+           may use all of it), with -np N the cache is N streams of
+           pad256(ctx / N) cells (-c 1000 -np 4: 4 x 256) unless -kvu; a layer's
+           K and V rows are head_count_kv x key/value length in the cache type
+           (-ctk/-ctv: f16, q8_0, q4_0, ...), a layer without KV heads has none,
+           and a sliding-window layer keeps pad256(min(cells, window x (unified ?
+           N : 1) + ubatch)) cells unless --swa-full. The model is the weight area;
+           with every layer on the GPU a tied output layer is a second copy of the
+           embedding there. The compute figure is a model of llama.cpp's graph on
+           a CPU with flash attention: the f16 attention mask (cells x ubatch x 2,
+           again for sliding-window cells), ubatch x 4 x (embd + 2 x ff with f32
+           FFN weights, 2 x embd + 3 x ff with q8_0, embd + 4 x ff else) for
+           the activations, and vocab x 8 per sequence for the logits and the
+           output buffer. Its activation term is a fit to the real server's
+           figures on 8 shapes (within about 15 % of them; the mask and the
+           model dominate real ones), not derived; a GPU's graph differs. Not modelled: recurrent state, MLA,
+           multimodal projectors, the -fit step that may shrink -c.
+     The server's own figures
+       rsd_llama_log_init(&lg); rsd_llama_log_line(&lg, line, len) per line of a
+       llama-server's output (-lv 4 prints them): "<dev> model|KV|compute|output
+       buffer size = X MiB" summed per device and in all, and llama_context's
+       n_ctx, n_ctx_seq, n_seq_max, n_batch, n_ubatch, kv_unified. 1 for a line
+       that gave a figure, else 0. The figures are printed to 0.01 MiB.
+
    RESULTS
        Every fallible function returns an int from RSD_RESULTS: 0 = RSD_OK,
        >0 = pending / progress (never an error), <0 = error. rsd_result_str(r)
@@ -1827,7 +1934,7 @@ extern "C" {
 /* Each module owns a sub-list and a numeric range:
      general -1..-9, json -10..-19, http -20..-39, tls -40..-49,
      reconcile -50..-59, pool/process -60..-79, state/lock -80..-89,
-     driver -90..-109, fleet -110..-119 */
+     driver -90..-109, fleet -110..-119, gguf -120..-129 */
 #define RSDI_RESULTS_CORE(X) \
     X(OK, 0, "ok") \
     X(PENDING, 1, "in progress; call again") \
@@ -1909,11 +2016,16 @@ extern "C" {
 /* fleet (range -110..-119): the pool running real processes (residency_http.h) */
 #define RSDI_RESULTS_FLEET(X) \
     X(ERR_FLEET_START, -110, "model process failed to start or exited before it was ready")
+/* gguf (range -120..-129): model files */
+#define RSDI_RESULTS_GGUF(X) \
+    X(ERR_GGUF, -120, "malformed GGUF file") \
+    X(ERR_GGUF_MAGIC, -121, "not a GGUF file, or a GGUF version not read (2 and 3 are)") \
+    X(ERR_GGUF_TYPE, -122, "GGUF tensor of an unknown ggml type")
 
 #define RSD_RESULTS(X) \
     RSDI_RESULTS_CORE(X) RSDI_RESULTS_JSON(X) RSDI_RESULTS_HTTP(X) RSDI_RESULTS_TLS(X) \
     RSDI_RESULTS_RECONCILE(X) RSDI_RESULTS_DRIVER(X) RSDI_RESULTS_DRIVER2(X) RSDI_RESULTS_PROC(X) \
-    RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X) RSDI_RESULTS_FLEET(X)
+    RSDI_RESULTS_POOL(X) RSDI_RESULTS_STATE(X) RSDI_RESULTS_FLEET(X) RSDI_RESULTS_GGUF(X)
 
 typedef enum rsd_result {
 #define RSDI_X(name, val, str) RSD_##name = val,
@@ -3082,6 +3194,8 @@ enum {
     RSD_RECONCILE_RESTORE_MS = 30000,      /* default restore budget after a failed load */
     RSD_RECONCILE_POLL_FIRST_MS = 20,      /* first wait-for-loaded poll */
     RSD_RECONCILE_POLL_MAX_MS = 500,       /* poll interval cap */
+    RSD_RECONCILE_STAGE_MAX = 32,          /* a load progress stage name incl. NUL */
+    RSD_RECONCILE_BUSY_FIRST_MS = 50,      /* first backoff after a transient load refusal (doubling to 500) */
     RSD_RECONCILE_FAILED_GRACE_MS = 3000,  /* failed:true listed before a load counts after this */
     RSD_RECONCILE_RT_DATA = 1024,          /* bytes of runtime-hook scratch in rsd_reconcile */
     RSD_RECONCILE_TOKENS = 256,            /* default JSON tokens held at once: an answer's top level and one entry (a real router's: 66) */
@@ -3149,7 +3263,8 @@ typedef enum rsd_load_answer {
     RSD_LOAD_ALREADY,       /* already running: resident, not ours */
     RSD_LOAD_LIMIT,         /* capacity full: re-list, evict one more, retry */
     RSD_LOAD_REJECTED,      /* refused: the load failed */
-    RSD_LOAD_DOWNLOADING    /* the model is downloading: wait, load again when it is done */
+    RSD_LOAD_DOWNLOADING,   /* the model is downloading: wait, load again when it is done */
+    RSD_LOAD_BUSY           /* a transient refusal (try again later): load again after a backoff */
 } rsd_load_answer;
 
 /* One request header of an HTTP step. */
@@ -3459,8 +3574,14 @@ struct rsd_reconcile {
     bool ctx_noticed;                 /* the context notice was given */
     bool poll_fresh;                  /* poll holds a listing newer than the last load POST */
     bool wait_fresh;                  /* the waited model changed since the wait began */
+    bool has_load_value;              /* load_value holds the last progress value */
+    char load_stage[RSD_RECONCILE_STAGE_MAX]; /* the waited load's last progress stage ("" none) */
+    double load_value;                /* and its value, 0..1 */
     int load_attempts, vi, ri, n_victims, n_pinned, n_reloaded, pin_room;
     int probe_tries;                  /* listing/props attempts of the current probe */
+    int busy_tries;                   /* loads sent again after a transient refusal (backoff);
+                                         not counted against RSD_RECONCILE_LOAD_ATTEMPTS */
+    int limit_rounds;                 /* model-limit answers that made it evict one more */
     int fail_error;
     rsd_model_state keep_state, wait_state; /* wait_state: the waited model's last polled state */
     const rsd_listing *last_list;     /* snap or poll, whichever was read last */
@@ -3964,6 +4085,142 @@ RSD_API const char *rsd_pool_slot_state_str(int state);
 RSD_API const char *rsd_pool_why_str(int why);
 
 /* ==== pool end ============================================================ */
+
+/* ==== gguf ================================================================ */
+#ifndef RSD_NO_GGUF
+enum {
+    RSD_GGUF_NAME_MAX = 64,        /* a tensor name's bytes + NUL (llama.cpp's limit) */
+    RSD_GGUF_ARCH_MAX = 64,        /* general.architecture's bytes + NUL */
+    RSD_GGUF_MAX_LAYERS = 512,     /* block_count and per-layer arrays (llama.cpp's limit) */
+    RSD_GGUF_MAX_DEVICES = 8       /* devices one server log reports (rsd_llama_log) */
+};
+#define RSD_GGUF_MAX_HEADER ((uint64_t)256 << 20) /* default desc.max_header_bytes */
+#define RSD_GGUF_MAX_STRING ((uint64_t)16 << 20)  /* one string's bytes */
+#define RSD_GGUF_MAX_COUNT ((uint64_t)1 << 28)    /* tensors, keys, one array's elements */
+
+/* One tensor as its info says; the data is never read. */
+typedef struct rsd_gguf_tensor {
+    char name[RSD_GGUF_NAME_MAX];
+    uint32_t n_dims;             /* 0..4 */
+    uint32_t type;               /* ggml type id (rsd_ggml_type_name) */
+    uint64_t ne[4];              /* elements per dim, 1 past n_dims */
+    uint64_t offset;             /* from the start of the weight area */
+    uint64_t bytes;              /* the data's size (not the alignment padding) */
+    int32_t layer;               /* N of "blk.N.", else -1 */
+} rsd_gguf_tensor;
+
+typedef struct rsd_gguf_desc {
+    rsd_gguf_tensor *tensors;    /* the caller's array for the infos; NULL: totals only */
+    uint32_t max_tensors;        /* its length; a file with more: RSD_ERR_CAPACITY */
+    uint64_t max_header_bytes;   /* 0 = RSD_GGUF_MAX_HEADER; more: RSD_ERR_TOO_LARGE */
+} rsd_gguf_desc;
+
+/* What a file says (0 where it is silent). Per-layer arrays hold block_count entries,
+   filled from the scalar when the file gives one value. */
+typedef struct rsd_gguf_info {
+    uint32_t version;            /* 2 or 3 */
+    uint64_t n_tensors, n_kv;
+    char architecture[RSD_GGUF_ARCH_MAX];
+    uint32_t block_count, context_length, embedding_length, feed_forward_length;
+    uint32_t head_count, head_count_kv, key_length, value_length;
+    uint32_t vocab_size;         /* tokenizer.ggml.tokens' length, else ARCH.vocab_size */
+    uint32_t expert_count, expert_used_count, sliding_window;
+    uint32_t file_type;          /* general.file_type (llama_ftype), UINT32_MAX when absent */
+    uint32_t alignment;          /* general.alignment, else 32 */
+    uint32_t head_count_layer[RSD_GGUF_MAX_LAYERS], head_count_kv_layer[RSD_GGUF_MAX_LAYERS];
+    uint32_t feed_forward_layer[RSD_GGUF_MAX_LAYERS];
+    uint8_t swa_layer[RSD_GGUF_MAX_LAYERS]; /* 1: a sliding-window layer */
+    uint64_t header_bytes;       /* the bytes read: magic to the last tensor info */
+    uint64_t data_offset;        /* where the weight area begins (aligned) */
+    uint64_t data_bytes;         /* the weight area's size, padding included */
+    uint64_t tensor_bytes;       /* the sum of the tensors' bytes */
+    uint64_t layer_bytes[RSD_GGUF_MAX_LAYERS]; /* tensors of blk.N */
+    uint64_t token_embd_bytes, output_bytes;   /* token_embd.weight, output.weight */
+    uint32_t ffn_type;           /* blk.0.ffn_up.weight's ggml type, UINT32_MAX when absent */
+} rsd_gguf_info;
+
+typedef struct rsd_gguf {
+    rsd_gguf_info info;
+    /* the reader's state */
+    rsd_gguf_tensor *tensors;
+    uint32_t max_tensors, st, key, vtype, etype, dim, nbuf, need;
+    uint64_t max_header, pos, kv_i, t_i, arr_n, arr_i, str_len, str_have, skip, running;
+    uint64_t tokens_n;
+    rsd_gguf_tensor cur;         /* the tensor info being read */
+    int err;
+    uint32_t have;               /* bit per field the file gave */
+    uint32_t alen[4], swa_period;/* per-layer arrays' lengths; the pattern's period */
+    uint32_t pfx[16];            /* each field's key prefix (hash), checked against the arch */
+    unsigned char num[8];
+    char str[RSD_GGUF_NAME_MAX + 64];
+    char msg[224];
+} rsd_gguf;
+
+/* Starts reading; desc may be NULL (totals only, default limits). */
+RSD_API void rsd_gguf_init(rsd_gguf *g, const rsd_gguf_desc *desc);
+/* The file's next len bytes, in order (any split). RSD_PENDING: more wanted; RSD_OK:
+   everything is read (info is complete; later bytes are not needed); <0: the first error,
+   sticky (rsd_gguf_error says what and where). */
+RSD_API int rsd_gguf_feed(rsd_gguf *g, const void *data, size_t len);
+/* The file ended: RSD_OK when the reader had everything, else RSD_ERR_TRUNCATED (or the
+   earlier error). */
+RSD_API int rsd_gguf_end(rsd_gguf *g);
+/* The error's text with its byte offset ("" while none). */
+RSD_API const char *rsd_gguf_error(const rsd_gguf *g);
+/* ggml type id -> "q8_0" etc. ("unknown" for an id not known); its block size in
+   elements and bytes (0 for an unknown id). */
+RSD_API const char *rsd_ggml_type_name(uint32_t type);
+RSD_API uint32_t rsd_ggml_type_block(uint32_t type, uint32_t *block_bytes);
+/* "f16", "q8_0", ... -> the id; -1 when unknown (names as llama.cpp's --cache-type-k). */
+RSD_API int rsd_ggml_type_from_name(const char *name);
+
+/* A server start: the parameters the estimate reads (zeroed = llama-server's defaults). */
+#define RSD_GGUF_NGL_NONE (-2)
+typedef struct rsd_gguf_start {
+    uint32_t n_ctx;              /* -c; 0 = the model's context_length */
+    int32_t n_parallel;          /* -np; 0 or -1 = auto: 4 slots sharing one KV cache */
+    int32_t kv_unified;          /* -kvu: 1 on, -1 off, 0 = the default (on only with auto -np) */
+    const char *cache_type_k;    /* -ctk, -ctv: NULL = "f16" */
+    const char *cache_type_v;
+    uint32_t n_batch, n_ubatch;  /* -b, -ub: 0 = 2048, 512 */
+    int32_t n_gpu_layers;        /* -ngl: 0 or -1 = all; RSD_GGUF_NGL_NONE = none */
+    bool swa_full;               /* --swa-full */
+} rsd_gguf_start;
+
+typedef struct rsd_gguf_estimate {
+    uint64_t model, kv, compute, total; /* bytes; total = model + kv + compute */
+    uint64_t model_device;       /* the part of model on the GPU (by -ngl) */
+    uint64_t kv_device;          /* the part of kv on the GPU */
+    uint32_t n_ctx, n_ctx_seq, n_seq, n_stream, kv_cells, kv_cells_swa, n_batch, n_ubatch;
+    bool kv_unified;             /* one cache all sequences share */
+} rsd_gguf_estimate;
+
+/* What a start of this model takes. RSD_OK, RSD_ERR_OVERFLOW (a figure past 2^64), or
+   RSD_ERR_ARG (an unknown cache type or one whose block does not divide a row, a model
+   without embedding length, head count, blocks or context, n_parallel > 256). */
+RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *info, const rsd_gguf_start *start,
+                                    rsd_gguf_estimate *out);
+
+/* What a llama-server child reported in its log (llama.cpp's -lv 4 lines), in bytes. */
+typedef struct rsd_llama_log_device {
+    char name[32];               /* "CPU_Mapped", "CUDA0", "CPU" as the log names it */
+    uint64_t model, kv, compute, output;
+} rsd_llama_log_device;
+typedef struct rsd_llama_log {
+    uint64_t model, kv, compute, output; /* sums over the devices */
+    uint32_t n_ctx, n_ctx_seq, n_seq_max, n_batch, n_ubatch;
+    int32_t kv_unified;          /* 1, 0, or -1 not seen */
+    uint32_t n_devices, lines;   /* devices listed; lines that gave a figure */
+    rsd_llama_log_device dev[RSD_GGUF_MAX_DEVICES];
+} rsd_llama_log;
+
+RSD_API void rsd_llama_log_init(rsd_llama_log *lg);
+/* One line of the log (without its newline; any bytes). 1 when it gave a figure, 0 when
+   it is not one of the lines read, RSD_ERR_CAPACITY for a device past
+   RSD_GGUF_MAX_DEVICES (its figure still counts in the sums). */
+RSD_API int rsd_llama_log_line(rsd_llama_log *lg, const char *line, size_t len);
+#endif /* RSD_NO_GGUF */
+/* ==== gguf end ============================================================ */
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -8747,7 +9004,8 @@ enum {
     RSDI_PH_DLLIST,    /* awaiting the listing after the keep's download ended */
     RSDI_PH_COMMIT,    /* COMMIT step issued */
     RSDI_PH_UNLOCK,    /* UNLOCK step issued */
-    RSDI_PH_RUNTIME    /* awaiting an answer for the runtime's own order (r->stage) */
+    RSDI_PH_RUNTIME,   /* awaiting an answer for the runtime's own order (r->stage) */
+    RSDI_PH_BACKOFF    /* sleeping until wake after a transient load refusal, then the load again */
 };
 
 /* The answers' buffer (rsd_reconcile.ans_state): the answer kept whole, read as it
@@ -9032,6 +9290,8 @@ RSDI_PRIVATE rsd_load_answer rsdi_router_load_answer(rsd_reconcile *r, int statu
     if (status == 400 && rsdi_body_has(body, len, "downloading")) return RSD_LOAD_DOWNLOADING; /* rsd-sim */
     if (status == 400 && rsdi_body_has(body, len, "already running")) return RSD_LOAD_ALREADY;
     if (status >= 500 && rsdi_body_has(body, len, "model limit reached")) return RSD_LOAD_LIMIT;
+    /* a router before PR #29217, right after an eviction: plain text, transient */
+    if (status >= 500 && rsdi_body_has(body, len, "proxy error: Could not establish connection")) return RSD_LOAD_BUSY;
     return RSD_LOAD_REJECTED;
 }
 
@@ -9384,6 +9644,7 @@ RSDI_PRIVATE bool rsdi_rc_plan_changed(rsd_reconcile *r, rsd_decision d, rsd_rea
 }
 
 RSDI_PRIVATE void rsdi_rc_schedule(rsd_reconcile *r, uint64_t now_ms, uint32_t delay);
+RSDI_PRIVATE void rsdi_rc_backoff_done(rsd_reconcile *r, uint64_t now_ms);
 
 RSDI_PRIVATE void rsdi_rc_wait(rsd_reconcile *r, int ctx, const char *model, uint64_t now_ms) {
     const rsd_listing *l = r->last_list;
@@ -9670,7 +9931,7 @@ RSDI_PRIVATE void rsdi_rc_restore_end(rsd_reconcile *r, uint64_t now_ms) {
     if (r->n_reloaded > 0 && /* r->poll: the listing that showed the last reload done */
         ((k = rsd_listing_find(&r->poll, rsd_str_c(r->keep))) < 0 ||
          !rsd_model_state_resident(r->poll.models[k].state))) { /* only a concurrent change gets here */
-        if (now_ms < r->deadline && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        if (now_ms < r->deadline && r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
             rsdi_logf(&r->logger, RSD_LOG_WARN, RSD_LOGITEM_DRIVER_RESTORE, RSDI_WHERE,
                       "%s: '%s' was displaced after the pinned pass; loading it again", r->key, r->keep);
             r->keep_state = RSD_MODEL_UNLOADED;
@@ -10263,6 +10524,9 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
     case RSDI_PH_WAIT:
         if (now_ms >= r->wake) rsdi_rc_issue_http(r, RSDI_PH_POLL, RSD_OP_LIST, r->wait_model, now_ms);
         break;
+    case RSDI_PH_BACKOFF:
+        if (now_ms >= r->wake) rsdi_rc_backoff_done(r, now_ms);
+        break;
     case RSDI_PH_COMMIT:
         if (!r->shown) { r->shown = true; break; }
         rsdi_rc_cache_store(r, r->commit_gen, now_ms);
@@ -10277,6 +10541,34 @@ RSD_API rsd_step rsd_reconcile_next(rsd_reconcile *r, uint64_t now_ms) {
         break; /* an outstanding HTTP or LOCK step, or DONE: the same step again */
     }
     return r->step;
+}
+
+/* A loading event's progress, either shape: {"stage":S,"value":V} (later routers, PR
+   #24828) or July's {"stages":[...],"current":S,"value":V}. A stage is kept only when it
+   is a plain name ([A-Za-z0-9_.-], under RSD_RECONCILE_STAGE_MAX); a value in 0..1. */
+RSDI_PRIVATE void rsdi_rc_progress(rsd_reconcile *r, const rsd_json_doc *d) {
+    char stage[RSD_RECONCILE_STAGE_MAX];
+    size_t n = 0, i;
+    double v;
+    int p = rsd_json_find(d, 0, "progress"), k;
+    if (rsd_json_type_of(d, p) != RSD_JSON_OBJECT) return;
+    k = rsd_json_find(d, p, "stage");
+    if (rsd_json_type_of(d, k) != RSD_JSON_STRING) k = rsd_json_find(d, p, "current");
+    if (rsd_json_type_of(d, k) == RSD_JSON_STRING && rsd_json_str(d, k, stage, sizeof stage, &n) >= 0 && n > 0 &&
+        n < sizeof stage) {
+        for (i = 0; i < n; i++) {
+            char c = stage[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                  c == '.'))
+                break;
+        }
+        if (i == n) memcpy(r->load_stage, stage, n + 1);
+    }
+    k = rsd_json_find(d, p, "value");
+    if (rsd_json_double(d, k, &v) == RSD_OK && v >= 0.0 && v <= 1.0) {
+        r->load_value = v;
+        r->has_load_value = true;
+    }
 }
 
 RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, uint64_t now_ms) {
@@ -10300,7 +10592,10 @@ RSD_API int rsd_reconcile_event(rsd_reconcile *r, const char *data, size_t len, 
     st = rsd_json_find(&doc, 0, "data");
     if (rsd_json_type_of(&doc, st) == RSD_JSON_OBJECT && rsd_json_expand(&doc, st, &sub) == RSD_OK) {
         st = rsd_json_find(&sub, 0, "status");
-        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) return 0; /* progress */
+        if (rsd_json_str_eq(&sub, st, "loading") || rsd_json_str_eq(&sub, st, "downloading")) { /* progress */
+            rsdi_rc_progress(r, &sub);
+            return 0;
+        }
     }
     if (now_ms < r->wake) { /* the listing stays the truth: poll it now */
         r->wake = now_ms;
@@ -10553,7 +10848,38 @@ RSDI_PRIVATE void rsdi_rc_on_unload(rsd_reconcile *r, int transport, int status,
     rsdi_rc_next_unload(r, now_ms);
 }
 
-/* The keep's load answer: wait, wait for a download, a capacity answer, or a failure. */
+/* A transient refusal of the keep's load (a concurrent cold load took the place, the
+   proxy not yet connected after an eviction): the load again after 50, 100, 200, ...
+   500 ms, never past the deadline. Nothing failed: no failed-load notice, no restore
+   unless the deadline ends it. what = the answer, quoted then. */
+RSDI_PRIVATE void rsdi_rc_backoff(rsd_reconcile *r, const char *what, uint64_t now_ms) {
+    uint32_t delay = (uint32_t)RSD_RECONCILE_BUSY_FIRST_MS << (r->busy_tries < 4 ? r->busy_tries : 4);
+    if (delay > (uint32_t)RSD_RECONCILE_POLL_MAX_MS) delay = RSD_RECONCILE_POLL_MAX_MS;
+    rsdi_cpy(r->fail_reason, sizeof r->fail_reason, what);
+    rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: %s; loading again in %u ms",
+              r->key, what, (unsigned)delay);
+    r->wake = now_ms + delay;
+    if (r->wake > r->deadline) r->wake = r->deadline;
+    r->phase = RSDI_PH_BACKOFF;
+    rsdi_rc_step(r, RSD_STEP_WAIT);
+    r->step.wake_ms = r->wake;
+}
+
+/* The backoff is over: the load again, or the deadline's failure. */
+RSDI_PRIVATE void rsdi_rc_backoff_done(rsd_reconcile *r, uint64_t now_ms) {
+    char what[RSD_RECONCILE_TEXT_MAX];
+    if (now_ms >= r->deadline) {
+        (void)RSD_SNPRINTF(what, sizeof what, "the server still refused to load it at the deadline (%.400s)",
+                           r->fail_reason);
+        rsd_reconcile_load_failed(r, RSD_ERR_TIMEOUT, what, now_ms);
+        return;
+    }
+    r->busy_tries++;
+    rsdi_rc_do_load(r, now_ms);
+}
+
+/* The keep's load answer: wait, wait for a download, a capacity answer, a transient
+   refusal, or a failure. */
 RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                   bool ok, uint64_t now_ms) {
     rsd_load_answer a;
@@ -10576,13 +10902,19 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
         if (r->rt->flags & RSD_RT_WAIT) rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
         else rsdi_rc_success(r, now_ms);
     } else if (a == RSD_LOAD_DOWNLOADING && (r->rt->flags & RSD_RT_WAIT) &&
-               r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+               r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
         r->dl_seen = true; /* wait (not a failure); the poll loads it again when the download ends */
         rsdi_rc_wait(r, RSDI_W_KEEP, r->keep, now_ms);
-    } else if (a == RSD_LOAD_LIMIT && r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS && now_ms < r->deadline) {
+    } else if (a == RSD_LOAD_LIMIT && r->limit_rounds < RSD_RECONCILE_LOAD_ATTEMPTS - 1 && now_ms < r->deadline) {
         rsdi_logf(&r->logger, RSD_LOG_INFO, RSD_LOGITEM_DRIVER_LIMIT, RSDI_WHERE, "%s: model limit reached",
                   r->key);
         rsdi_rc_issue_http(r, RSDI_PH_LIMIT, RSD_OP_LIST, "", now_ms);
+    } else if (a == RSD_LOAD_BUSY) { /* the router's own words when plain text (a custom runtime's: JSON) */
+        (void)RSD_SNPRINTF(what, sizeof what, "HTTP %d", status);
+        if (rsdi_body_has(body, len, "proxy error: Could not establish connection"))
+            rsdi_cpy(what + strlen(what), sizeof what - strlen(what), ": proxy error: Could not establish connection");
+        else rsdi_rc_quote_error(r, body, len, what, sizeof what);
+        rsdi_rc_backoff(r, what, now_ms);
     } else { /* the server's own words after the status (say why) */
         (void)RSD_SNPRINTF(what, sizeof what, "%s rejected %s: HTTP %d", r->rt->label, r->url, status);
         rsdi_rc_quote_error(r, body, len, what, sizeof what);
@@ -10598,7 +10930,8 @@ RSDI_PRIVATE void rsdi_rc_on_load(rsd_reconcile *r, int transport, int status, c
 /* The listing after a "model limit reached": decide with the server full, evict, load again. */
 RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, const char *body, size_t len,
                                    bool ok, uint64_t now_ms) {
-    int from = r->n_victims, i, n = 0;
+    int from = r->n_victims, i, n = 0, k;
+    bool busy = false;
     char what[RSD_RECONCILE_URL_MAX + 96];
     (void)transport;
     (void)status;
@@ -10609,7 +10942,20 @@ RSDI_PRIVATE void rsdi_rc_on_limit(rsd_reconcile *r, int transport, int status, 
         return;
     }
     r->last_list = &r->snap;
-    for (i = 0; i < r->snap.n; i++) n += rsd_model_state_resident(r->snap.models[i].state);
+    k = rsd_listing_find(&r->snap, rsd_str_c(r->keep));
+    for (i = 0; i < r->snap.n; i++) {
+        n += rsd_model_state_resident(r->snap.models[i].state);
+        if (i != k && r->snap.models[i].state == RSD_MODEL_LOADING) busy = true;
+    }
+    /* Room listed (the known capacity above what runs), or another model loading: a
+       concurrent cold load lost or won the router's re-check (llama.cpp #28774). That
+       passes: load again after a backoff, evicting nothing more. */
+    if ((k < 0 || !rsd_model_state_resident(r->snap.models[k].state)) &&
+        (busy || r->unlimited || (r->max_instances > 0 && (uint32_t)n < r->max_instances))) {
+        rsdi_rc_backoff(r, "model limit reached, try again later", now_ms);
+        return;
+    }
+    r->limit_rounds++;
     /* the answer says the server is full at what it lists now */
     if (!rsdi_rc_decide_or_degrade(r, n > 0 ? (uint32_t)n : 1u, now_ms)) return;
     if (r->plan.decision == RSD_DECISION_ALREADY_RESIDENT) {
@@ -10671,7 +11017,7 @@ RSDI_PRIVATE void rsdi_rc_on_poll(rsd_reconcile *r, int transport, int status, c
         rsdi_rc_schedule(r, now_ms, r->poll_delay);
     } else if (r->wait_state == RSD_MODEL_UNLOADED && r->dl_seen && r->after_wait == RSDI_W_KEEP) {
         r->dl_seen = false; /* downloaded, and nothing loads it: load it now */
-        if (r->load_attempts < RSD_RECONCILE_LOAD_ATTEMPTS) {
+        if (r->load_attempts - r->busy_tries < RSD_RECONCILE_LOAD_ATTEMPTS) {
             r->keep_state = RSD_MODEL_UNLOADED;
             rsdi_rc_do_load(r, now_ms);
         } else {
@@ -13262,6 +13608,769 @@ RSD_API bool rsd_pool_next_event(rsd_pool *pool, rsd_pool_event *ev) {
     return true;
 }
 /* ==== pool end ============================================================ */
+
+/* ==== >>gguf ============================================================== */
+#ifndef RSD_NO_GGUF
+/* ggml types: elements per block, bytes per block, name (as ggml.h numbers them; 0 bytes:
+   an id no file may use). */
+typedef struct rsdi_ggml_type { uint16_t blck, bytes; const char *name; } rsdi_ggml_type;
+static const rsdi_ggml_type rsdi_ggml_types[] = {
+    {1, 4, "f32"}, {1, 2, "f16"}, {32, 18, "q4_0"}, {32, 20, "q4_1"}, {0, 0, "unknown"},
+    {0, 0, "unknown"}, {32, 22, "q5_0"}, {32, 24, "q5_1"}, {32, 34, "q8_0"}, {32, 36, "q8_1"},
+    {256, 84, "q2_K"}, {256, 110, "q3_K"}, {256, 144, "q4_K"}, {256, 176, "q5_K"},
+    {256, 210, "q6_K"}, {256, 292, "q8_K"}, {256, 66, "iq2_xxs"}, {256, 74, "iq2_xs"},
+    {256, 98, "iq3_xxs"}, {256, 50, "iq1_s"}, {32, 18, "iq4_nl"}, {256, 110, "iq3_s"},
+    {256, 82, "iq2_s"}, {256, 136, "iq4_xs"}, {1, 1, "i8"}, {1, 2, "i16"}, {1, 4, "i32"},
+    {1, 8, "i64"}, {1, 8, "f64"}, {256, 56, "iq1_m"}, {1, 2, "bf16"}, {0, 0, "unknown"},
+    {0, 0, "unknown"}, {0, 0, "unknown"}, {256, 54, "tq1_0"}, {256, 66, "tq2_0"},
+    {0, 0, "unknown"}, {0, 0, "unknown"}, {0, 0, "unknown"}, {32, 17, "mxfp4"}, {64, 36, "nvfp4"}};
+#define RSDI_GGML_NTYPES (sizeof rsdi_ggml_types / sizeof rsdi_ggml_types[0])
+
+RSD_API const char *rsd_ggml_type_name(uint32_t type) {
+    return type < RSDI_GGML_NTYPES ? rsdi_ggml_types[type].name : "unknown";
+}
+
+RSD_API uint32_t rsd_ggml_type_block(uint32_t type, uint32_t *block_bytes) {
+    uint32_t blck = type < RSDI_GGML_NTYPES ? rsdi_ggml_types[type].blck : 0;
+    if (block_bytes) *block_bytes = blck ? rsdi_ggml_types[type].bytes : 0;
+    return blck;
+}
+
+RSD_API int rsd_ggml_type_from_name(const char *name) {
+    size_t i;
+    if (!name) return -1;
+    for (i = 0; i < RSDI_GGML_NTYPES; i++)
+        if (rsdi_ggml_types[i].blck && strcmp(rsdi_ggml_types[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+/* value types (gguf.h) */
+enum { RSDI_GV_U8, RSDI_GV_I8, RSDI_GV_U16, RSDI_GV_I16, RSDI_GV_U32, RSDI_GV_I32, RSDI_GV_F32,
+       RSDI_GV_BOOL, RSDI_GV_STRING, RSDI_GV_ARRAY, RSDI_GV_U64, RSDI_GV_I64, RSDI_GV_F64 };
+/* the reader's stages: each waits for a number (need bytes), a string's bytes or a skip */
+enum { RSDI_GS_MAGIC, RSDI_GS_VERSION, RSDI_GS_NTENS, RSDI_GS_NKV, RSDI_GS_KEYLEN, RSDI_GS_KEY,
+       RSDI_GS_VTYPE, RSDI_GS_VAL, RSDI_GS_VSTRLEN, RSDI_GS_VSTR, RSDI_GS_AETYPE, RSDI_GS_ACOUNT,
+       RSDI_GS_AELEM, RSDI_GS_ASTRLEN, RSDI_GS_ASTR, RSDI_GS_SKIP, RSDI_GS_TNAMELEN, RSDI_GS_TNAME,
+       RSDI_GS_TNDIMS, RSDI_GS_TDIM, RSDI_GS_TTYPE, RSDI_GS_TOFF, RSDI_GS_DONE };
+/* the fields read from ARCH.<suffix> keys; the first four may be per-layer arrays */
+enum { RSDI_GF_FF, RSDI_GF_HEAD, RSDI_GF_HEADKV, RSDI_GF_SWAPAT, RSDI_GF_BLOCK, RSDI_GF_CTX,
+       RSDI_GF_EMBD, RSDI_GF_KEYLEN, RSDI_GF_VALLEN, RSDI_GF_SWA, RSDI_GF_EXPERT, RSDI_GF_EXPUSED,
+       RSDI_GF_VOCAB, RSDI_GF_NUM };
+static const char *const rsdi_gguf_suffix[RSDI_GF_NUM] = {
+    "feed_forward_length", "attention.head_count", "attention.head_count_kv",
+    "attention.sliding_window_pattern", "block_count", "context_length", "embedding_length",
+    "attention.key_length", "attention.value_length", "attention.sliding_window",
+    "expert_count", "expert_used_count", "vocab_size"};
+/* key ids: 0 skip, then these, then RSDI_GK_FIELD + field */
+enum { RSDI_GK_SKIP, RSDI_GK_ARCH, RSDI_GK_FTYPE, RSDI_GK_ALIGN, RSDI_GK_TOKENS, RSDI_GK_FIELD };
+#define RSDI_GGUF_ISSTR(st) ((st) == RSDI_GS_KEY || (st) == RSDI_GS_VSTR || (st) == RSDI_GS_ASTR || (st) == RSDI_GS_TNAME)
+
+RSDI_PRIVATE uint32_t rsdi_gguf_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+RSDI_PRIVATE uint64_t rsdi_gguf_le(const unsigned char *p, uint32_t n) {
+    uint64_t v = 0;
+    while (n--) v = (v << 8) | p[n];
+    return v;
+}
+
+RSDI_PRIVATE uint32_t rsdi_gguf_vsize(uint32_t t) {
+    static const unsigned char sz[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    return t < 13 ? sz[t] : 0;
+}
+
+RSDI_PRIVATE uint32_t *rsdi_gguf_field(rsd_gguf_info *in, int f) {
+    switch (f) {
+    case RSDI_GF_FF: return &in->feed_forward_length;
+    case RSDI_GF_HEAD: return &in->head_count;
+    case RSDI_GF_HEADKV: return &in->head_count_kv;
+    case RSDI_GF_BLOCK: return &in->block_count;
+    case RSDI_GF_CTX: return &in->context_length;
+    case RSDI_GF_EMBD: return &in->embedding_length;
+    case RSDI_GF_KEYLEN: return &in->key_length;
+    case RSDI_GF_VALLEN: return &in->value_length;
+    case RSDI_GF_SWA: return &in->sliding_window;
+    case RSDI_GF_EXPERT: return &in->expert_count;
+    case RSDI_GF_EXPUSED: return &in->expert_used_count;
+    case RSDI_GF_VOCAB: return &in->vocab_size;
+    default: return NULL; /* the pattern has no scalar field */
+    }
+}
+
+RSDI_PRIVATE int rsdi_gguf_fail(rsd_gguf *g, int code, uint64_t at, const char *what, const char *arg,
+                                uint64_t a, uint64_t b) {
+    char w[160];
+    RSD_SNPRINTF(w, sizeof w, what, arg ? arg : "", (unsigned long long)a, (unsigned long long)b);
+    RSD_SNPRINTF(g->msg, sizeof g->msg, "GGUF byte %llu: %s", (unsigned long long)at, w);
+    g->err = code;
+    return code;
+}
+
+RSD_API void rsd_gguf_init(rsd_gguf *g, const rsd_gguf_desc *desc) {
+    if (!g) return;
+    memset(g, 0, sizeof *g);
+    g->info.file_type = UINT32_MAX;
+    g->info.ffn_type = UINT32_MAX;
+    g->info.alignment = 32;
+    if (desc && desc->tensors) {
+        g->tensors = desc->tensors;
+        g->max_tensors = desc->max_tensors;
+    }
+    g->max_header = desc && desc->max_header_bytes ? desc->max_header_bytes : RSD_GGUF_MAX_HEADER;
+    g->st = RSDI_GS_MAGIC;
+    g->need = 4;
+}
+
+/* Which key this is: general.*, tokenizer.ggml.tokens, or ARCH.<a field's suffix> (its
+   prefix's hash kept, checked against general.architecture at the end). */
+RSDI_PRIVATE uint32_t rsdi_gguf_key(rsd_gguf *g, const char *k, size_t n) {
+    size_t dot = 0, i;
+    if (n > sizeof g->str - 49) return RSDI_GK_SKIP; /* longer than what was kept */
+    if (n == 20 && memcmp(k, "general.architecture", 20) == 0) return RSDI_GK_ARCH;
+    if (n == 17 && memcmp(k, "general.file_type", 17) == 0) return RSDI_GK_FTYPE;
+    if (n == 17 && memcmp(k, "general.alignment", 17) == 0) return RSDI_GK_ALIGN;
+    if (n == 21 && memcmp(k, "tokenizer.ggml.tokens", 21) == 0) return RSDI_GK_TOKENS;
+    while (dot < n && k[dot] != '.') dot++;
+    if (dot == 0 || dot >= n) return RSDI_GK_SKIP;
+    if (g->info.architecture[0] && (strlen(g->info.architecture) != dot || memcmp(k, g->info.architecture, dot) != 0))
+        return RSDI_GK_SKIP; /* another prefix than the architecture read: not this model's */
+    for (i = 0; i < RSDI_GF_NUM; i++) {
+        size_t sl = strlen(rsdi_gguf_suffix[i]);
+        if (n - dot - 1 == sl && memcmp(k + dot + 1, rsdi_gguf_suffix[i], sl) == 0) {
+            g->pfx[i] = rsdi_gguf_hash(k, dot);
+            return RSDI_GK_FIELD + (uint32_t)i;
+        }
+    }
+    return RSDI_GK_SKIP;
+}
+
+RSDI_PRIVATE void rsdi_gguf_want(rsd_gguf *g, uint32_t st, uint32_t need) {
+    g->st = st;
+    g->need = need;
+    g->nbuf = 0;
+}
+
+/* A string of n bytes follows (its length just read). */
+RSDI_PRIVATE int rsdi_gguf_want_str(rsd_gguf *g, uint32_t st, uint64_t n, const char *what) {
+    if (n > RSD_GGUF_MAX_STRING)
+        return rsdi_gguf_fail(g, RSD_ERR_GGUF, g->pos - 8, "%s is %llu bytes long (over the limit)", what, n, 0);
+    if (n > g->max_header - g->pos)
+        return rsdi_gguf_fail(g, RSD_ERR_TOO_LARGE, g->pos - 8, "%s of %llu bytes ends past the header limit", what, n, 0);
+    g->st = st;
+    g->str_len = n;
+    g->str_have = 0;
+    return RSD_PENDING;
+}
+
+/* The integer value of a scalar of type t in g->num; false for a non-integer type. */
+RSDI_PRIVATE bool rsdi_gguf_int(const rsd_gguf *g, uint32_t t, int64_t *v, uint64_t *u) {
+    uint64_t raw = rsdi_gguf_le(g->num, rsdi_gguf_vsize(t));
+    *u = raw;
+    switch (t) {
+    case RSDI_GV_U8: case RSDI_GV_U16: case RSDI_GV_U32: case RSDI_GV_BOOL: *v = (int64_t)raw; return true;
+    case RSDI_GV_U64: *v = raw > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)raw; return true;
+    case RSDI_GV_I8: *v = (int8_t)(uint8_t)raw; return true;
+    case RSDI_GV_I16: *v = (int16_t)(uint16_t)raw; return true;
+    case RSDI_GV_I32: *v = (int32_t)(uint32_t)raw; return true;
+    case RSDI_GV_I64: *v = raw > (uint64_t)INT64_MAX ? -1 - (int64_t)(~raw) : (int64_t)raw; return true;
+    default: return false;
+    }
+}
+
+/* A count or size value of a known key: a non-negative integer below 2^32. */
+RSDI_PRIVATE int rsdi_gguf_u32(rsd_gguf *g, uint32_t t, uint32_t *out) {
+    int64_t v;
+    uint64_t u;
+    if (!rsdi_gguf_int(g, t, &v, &u))
+        return rsdi_gguf_fail(g, RSD_ERR_GGUF, g->pos, "key %s has value type %llu, not an integer", g->str + sizeof g->str - 48, t, 0);
+    if (v < 0 || v > (int64_t)UINT32_MAX)
+        return rsdi_gguf_fail(g, RSD_ERR_GGUF, g->pos, "key %s has the value %llu, out of range", g->str + sizeof g->str - 48, u, 0);
+    *out = (uint32_t)v;
+    return RSD_OK;
+}
+
+RSDI_PRIVATE int rsdi_gguf_next_kv(rsd_gguf *g);
+RSDI_PRIVATE int rsdi_gguf_finish(rsd_gguf *g);
+
+RSDI_PRIVATE int rsdi_gguf_next_tensor(rsd_gguf *g) {
+    if (g->t_i < g->info.n_tensors) {
+        rsdi_gguf_want(g, RSDI_GS_TNAMELEN, 8);
+        return RSD_PENDING;
+    }
+    return rsdi_gguf_finish(g);
+}
+
+RSDI_PRIVATE int rsdi_gguf_next_kv(rsd_gguf *g) {
+    if (g->kv_i < g->info.n_kv) {
+        g->kv_i++;
+        rsdi_gguf_want(g, RSDI_GS_KEYLEN, 8);
+        return RSD_PENDING;
+    }
+    return rsdi_gguf_next_tensor(g);
+}
+
+/* A tensor's info is complete: check its offset, count its bytes, keep it. */
+RSDI_PRIVATE int rsdi_gguf_tensor_done(rsd_gguf *g, uint64_t off) {
+    rsd_gguf_tensor *t = &g->cur;
+    rsd_gguf_info *in = &g->info;
+    uint64_t pad, a = in->alignment;
+    const char *nm = t->name;
+    if (off != g->running)
+        return rsdi_gguf_fail(g, RSD_ERR_GGUF, g->pos - 8, "tensor %s has offset %llu, expected %llu", nm, off, g->running);
+    t->offset = off;
+    pad = (a - t->bytes % a) % a;
+    if (t->bytes > (uint64_t)INT64_MAX - pad || g->running > (uint64_t)INT64_MAX - pad - t->bytes)
+        return rsdi_gguf_fail(g, RSD_ERR_OVERFLOW, g->pos - 8, "tensor %s: the weight area's size overflows", nm, 0, 0);
+    g->running += t->bytes + pad;
+    in->data_bytes = off + t->bytes;
+    in->tensor_bytes += t->bytes; /* <= running: no overflow */
+    t->layer = -1;
+    if (memcmp(nm, "blk.", 4) == 0 && nm[4] >= '0' && nm[4] <= '9') {
+        uint32_t l = 0, i = 4;
+        while (nm[i] >= '0' && nm[i] <= '9' && l < RSD_GGUF_MAX_LAYERS) l = l * 10 + (uint32_t)(nm[i++] - '0');
+        if (nm[i] == '.' && l < RSD_GGUF_MAX_LAYERS) {
+            t->layer = (int32_t)l;
+            in->layer_bytes[l] += t->bytes;
+            if (l == 0 && strcmp(nm + i, ".ffn_up.weight") == 0) in->ffn_type = t->type;
+        }
+    } else if (strcmp(nm, "token_embd.weight") == 0) {
+        in->token_embd_bytes += t->bytes;
+    } else if (strcmp(nm, "output.weight") == 0) {
+        in->output_bytes += t->bytes;
+    }
+    if (g->tensors) g->tensors[g->t_i] = *t;
+    g->t_i++;
+    return rsdi_gguf_next_tensor(g);
+}
+
+/* The last tensor info is read: settle the fields (the architecture's prefix, per-layer
+   arrays, vocabulary, sliding-window layers). */
+RSDI_PRIVATE int rsdi_gguf_finish(rsd_gguf *g) {
+    rsd_gguf_info *in = &g->info;
+    uint32_t ah = rsdi_gguf_hash(in->architecture, strlen(in->architecture)), il, f, period = 0;
+    uint64_t a = in->alignment;
+    for (f = 0; f < RSDI_GF_NUM; f++)
+        if ((g->have >> f & 1u) && g->pfx[f] != ah) { /* another prefix's key: not this model's */
+            uint32_t *p = rsdi_gguf_field(in, (int)f);
+            g->have &= ~(1u << f);
+            if (f < 4) g->alen[f] = 0;
+            if (f == RSDI_GF_SWAPAT) memset(in->swa_layer, 0, sizeof in->swa_layer);
+            if (p) *p = 0;
+        }
+    if (in->block_count > RSD_GGUF_MAX_LAYERS)
+        return rsdi_gguf_fail(g, RSD_ERR_GGUF, g->pos, "%sblock_count %llu is over %llu", "", in->block_count, RSD_GGUF_MAX_LAYERS);
+    if (!(g->have >> RSDI_GF_HEADKV & 1u)) { /* absent: as many as the query heads */
+        in->head_count_kv = in->head_count;
+        memcpy(in->head_count_kv_layer, in->head_count_layer, sizeof in->head_count_kv_layer);
+        g->alen[RSDI_GF_HEADKV] = g->alen[RSDI_GF_HEAD];
+    }
+    for (f = 0; f < 3; f++) { /* per-layer: the scalar fills the layers; an array's largest is the scalar */
+        uint32_t *arr = f == RSDI_GF_FF ? in->feed_forward_layer : f == RSDI_GF_HEAD ? in->head_count_layer : in->head_count_kv_layer;
+        uint32_t *sc = rsdi_gguf_field(in, (int)f), mx = 0;
+        if (g->alen[f]) {
+            for (il = 0; il < g->alen[f]; il++) mx = arr[il] > mx ? arr[il] : mx;
+            *sc = mx;
+        } else {
+            for (il = 0; il < in->block_count; il++) arr[il] = *sc;
+        }
+    }
+    if (g->tokens_n) in->vocab_size = g->tokens_n > UINT32_MAX ? UINT32_MAX : (uint32_t)g->tokens_n;
+    /* sliding-window layers: the pattern key, else the architecture's default period */
+    if (strcmp(in->architecture, "gemma2") == 0) {
+        period = 2;
+        if (!in->sliding_window) in->sliding_window = 4096;
+    } else if (strcmp(in->architecture, "gemma3") == 0 || strcmp(in->architecture, "gemma-embedding") == 0) {
+        period = 6;
+    } else if (strcmp(in->architecture, "gemma3n") == 0) {
+        period = 5;
+    } else if (strcmp(in->architecture, "cohere2") == 0 || strcmp(in->architecture, "exaone4") == 0) {
+        period = 4;
+    }
+    if (g->alen[RSDI_GF_SWAPAT] == 0 && (g->have >> RSDI_GF_SWAPAT & 1u)) period = g->swa_period;
+    if (g->alen[RSDI_GF_SWAPAT] == 0 && in->sliding_window && (period || (g->have >> RSDI_GF_SWAPAT & 1u)))
+        for (il = 0; il < in->block_count; il++)
+            in->swa_layer[il] = (uint8_t)(period == 0 || il % period < period - 1);
+    if (!in->sliding_window) memset(in->swa_layer, 0, sizeof in->swa_layer);
+    in->header_bytes = g->pos;
+    if (g->pos > UINT64_MAX - (a - 1))
+        return rsdi_gguf_fail(g, RSD_ERR_OVERFLOW, g->pos, "%sthe data offset overflows", "", 0, 0);
+    in->data_offset = (g->pos + a - 1) / a * a;
+    g->st = RSDI_GS_DONE;
+    return RSD_OK;
+}
+
+/* The stage's number, string or skip is complete: act on it and set up the next. */
+RSDI_PRIVATE int rsdi_gguf_step(rsd_gguf *g) {
+    rsd_gguf_info *in = &g->info;
+    uint64_t v = rsdi_gguf_le(g->num, g->need);
+    uint64_t at = g->pos - g->need;
+    char *kn = g->str + sizeof g->str - 48; /* the key's name for messages (its first 47 bytes) */
+    switch (g->st) {
+    case RSDI_GS_MAGIC:
+        if (memcmp(g->num, "GGUF", 4) != 0)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF_MAGIC, 0, "%snot a GGUF file (magic %08llx)", "", rsdi_gguf_le(g->num, 4), 0);
+        rsdi_gguf_want(g, RSDI_GS_VERSION, 4);
+        return RSD_PENDING;
+    case RSDI_GS_VERSION:
+        if (v != 2 && v != 3)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF_MAGIC, at, v == 0x02000000u || v == 0x03000000u
+                                  ? "%sa big-endian GGUF file (version %llx): not read" : "%sGGUF version %llu: not read", "", v, 0);
+        in->version = (uint32_t)v;
+        rsdi_gguf_want(g, RSDI_GS_NTENS, 8);
+        return RSD_PENDING;
+    case RSDI_GS_NTENS:
+        if (v > RSD_GGUF_MAX_COUNT)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "%s%llu tensors: over the limit of %llu", "", v, RSD_GGUF_MAX_COUNT);
+        if (g->tensors && v > g->max_tensors)
+            return rsdi_gguf_fail(g, RSD_ERR_CAPACITY, at, "%s%llu tensors; the desc holds %llu", "", v, g->max_tensors);
+        in->n_tensors = v;
+        rsdi_gguf_want(g, RSDI_GS_NKV, 8);
+        return RSD_PENDING;
+    case RSDI_GS_NKV:
+        if (v > RSD_GGUF_MAX_COUNT)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "%s%llu metadata keys: over the limit of %llu", "", v, RSD_GGUF_MAX_COUNT);
+        in->n_kv = v;
+        return rsdi_gguf_next_kv(g);
+    case RSDI_GS_KEYLEN:
+        return rsdi_gguf_want_str(g, RSDI_GS_KEY, v, "a key");
+    case RSDI_GS_KEY: {
+        size_t n = g->str_len < 47 ? (size_t)g->str_len : 47;
+        g->key = rsdi_gguf_key(g, g->str, (size_t)g->str_len);
+        memmove(kn, g->str, n);
+        kn[n] = '\0';
+        rsdi_gguf_want(g, RSDI_GS_VTYPE, 4);
+        return RSD_PENDING;
+    }
+    case RSDI_GS_VTYPE:
+        g->vtype = (uint32_t)v;
+        if (v == RSDI_GV_STRING) rsdi_gguf_want(g, RSDI_GS_VSTRLEN, 8);
+        else if (v == RSDI_GV_ARRAY) rsdi_gguf_want(g, RSDI_GS_AETYPE, 4);
+        else if (rsdi_gguf_vsize(g->vtype)) rsdi_gguf_want(g, RSDI_GS_VAL, rsdi_gguf_vsize(g->vtype));
+        else return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "key %s has the unknown value type %llu", kn, v, 0);
+        return RSD_PENDING;
+    case RSDI_GS_VAL: {
+        uint32_t u = 0, f = g->key - RSDI_GK_FIELD;
+        int r;
+        if (g->key == RSDI_GK_SKIP || g->key == RSDI_GK_ARCH || g->key == RSDI_GK_TOKENS) return rsdi_gguf_next_kv(g);
+        if ((r = rsdi_gguf_u32(g, g->vtype, &u)) < 0) return r;
+        if (g->key == RSDI_GK_FTYPE) {
+            in->file_type = u;
+        } else if (g->key == RSDI_GK_ALIGN) {
+            if (u == 0 || (u & (u - 1)) != 0)
+                return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "%sgeneral.alignment %llu is not a power of 2", "", u, 0);
+            in->alignment = u;
+        } else if (f == RSDI_GF_SWAPAT) {
+            g->swa_period = u;
+            g->alen[f] = 0;
+            g->have |= 1u << f;
+        } else {
+            *rsdi_gguf_field(in, (int)f) = u;
+            if (f < 4) g->alen[f] = 0;
+            g->have |= 1u << f;
+        }
+        return rsdi_gguf_next_kv(g);
+    }
+    case RSDI_GS_VSTRLEN:
+        return rsdi_gguf_want_str(g, RSDI_GS_VSTR, v, "a string value");
+    case RSDI_GS_VSTR:
+        if (g->key == RSDI_GK_ARCH) {
+            if (g->str_len >= RSD_GGUF_ARCH_MAX)
+                return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "%sgeneral.architecture is %llu bytes long", "", g->str_len, 0);
+            memcpy(in->architecture, g->str, (size_t)g->str_len);
+            in->architecture[g->str_len] = '\0';
+        } else if (g->key != RSDI_GK_SKIP && g->key != RSDI_GK_TOKENS) {
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "key %s is a string, not an integer", kn, 0, 0);
+        }
+        return rsdi_gguf_next_kv(g);
+    case RSDI_GS_AETYPE:
+        if (v == RSDI_GV_ARRAY)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "key %s is an array of arrays (not read)", kn, 0, 0);
+        if (v != RSDI_GV_STRING && !rsdi_gguf_vsize((uint32_t)v))
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "key %s is an array of the unknown type %llu", kn, v, 0);
+        g->etype = (uint32_t)v;
+        rsdi_gguf_want(g, RSDI_GS_ACOUNT, 8);
+        return RSD_PENDING;
+    case RSDI_GS_ACOUNT: {
+        uint32_t f = g->key - RSDI_GK_FIELD;
+        int64_t sv;
+        uint64_t su;
+        if (v > RSD_GGUF_MAX_COUNT)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "key %s has %llu elements: over the limit of %llu", kn, v, RSD_GGUF_MAX_COUNT);
+        g->arr_n = v;
+        g->arr_i = 0;
+        if (g->key == RSDI_GK_TOKENS) g->tokens_n = v;
+        if (g->key >= RSDI_GK_FIELD) {
+            if (f >= 4 || !rsdi_gguf_int(g, g->etype, &sv, &su))
+                return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "key %s is an array of type %llu, not an integer", kn, g->etype, 0);
+            if (v > RSD_GGUF_MAX_LAYERS)
+                return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "key %s has %llu per-layer values (at most %llu)", kn, v, RSD_GGUF_MAX_LAYERS);
+            g->alen[f] = (uint32_t)v;
+            g->have |= 1u << f;
+            if (f == RSDI_GF_SWAPAT) memset(in->swa_layer, 0, sizeof in->swa_layer);
+        }
+        if (v == 0) return rsdi_gguf_next_kv(g);
+        if (g->etype == RSDI_GV_STRING) rsdi_gguf_want(g, RSDI_GS_ASTRLEN, 8);
+        else if (g->key >= RSDI_GK_FIELD) rsdi_gguf_want(g, RSDI_GS_AELEM, rsdi_gguf_vsize(g->etype));
+        else { /* elements no field reads: skipped (v <= 2^28, 8 bytes each) */
+            g->skip = v * rsdi_gguf_vsize(g->etype);
+            if (g->skip > g->max_header - g->pos)
+                return rsdi_gguf_fail(g, RSD_ERR_TOO_LARGE, at, "key %s's %llu elements end past the header limit", kn, v, 0);
+            g->st = RSDI_GS_SKIP;
+        }
+        return RSD_PENDING;
+    }
+    case RSDI_GS_AELEM: {
+        uint32_t u = 0, f = g->key - RSDI_GK_FIELD;
+        int r = rsdi_gguf_u32(g, g->etype, &u);
+        if (r < 0) return r;
+        if (f == RSDI_GF_FF) in->feed_forward_layer[g->arr_i] = u;
+        else if (f == RSDI_GF_HEAD) in->head_count_layer[g->arr_i] = u;
+        else if (f == RSDI_GF_HEADKV) in->head_count_kv_layer[g->arr_i] = u;
+        else in->swa_layer[g->arr_i] = (uint8_t)(u != 0);
+        if (++g->arr_i < g->arr_n) rsdi_gguf_want(g, RSDI_GS_AELEM, rsdi_gguf_vsize(g->etype));
+        else return rsdi_gguf_next_kv(g);
+        return RSD_PENDING;
+    }
+    case RSDI_GS_ASTRLEN:
+        return rsdi_gguf_want_str(g, RSDI_GS_ASTR, v, "an array's string");
+    case RSDI_GS_ASTR:
+        if (++g->arr_i < g->arr_n) rsdi_gguf_want(g, RSDI_GS_ASTRLEN, 8);
+        else return rsdi_gguf_next_kv(g);
+        return RSD_PENDING;
+    case RSDI_GS_SKIP:
+        return rsdi_gguf_next_kv(g);
+    case RSDI_GS_TNAMELEN:
+        if (v >= RSD_GGUF_NAME_MAX)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "%stensor %llu's name is %llu bytes long (at most 63)", "", g->t_i, v);
+        return rsdi_gguf_want_str(g, RSDI_GS_TNAME, v, "a tensor name");
+    case RSDI_GS_TNAME:
+        memset(&g->cur, 0, sizeof g->cur);
+        memcpy(g->cur.name, g->str, (size_t)g->str_len);
+        rsdi_gguf_want(g, RSDI_GS_TNDIMS, 4);
+        return RSD_PENDING;
+    case RSDI_GS_TNDIMS:
+        if (v > 4) return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "tensor %s has %llu dims (at most 4)", g->cur.name, v, 0);
+        g->cur.n_dims = (uint32_t)v;
+        g->cur.ne[0] = g->cur.ne[1] = g->cur.ne[2] = g->cur.ne[3] = 1;
+        g->dim = 0;
+        rsdi_gguf_want(g, v ? RSDI_GS_TDIM : RSDI_GS_TTYPE, v ? 8 : 4);
+        return RSD_PENDING;
+    case RSDI_GS_TDIM:
+        if (v > (uint64_t)INT64_MAX)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "tensor %s has a negative dim (%llx)", g->cur.name, v, 0);
+        g->cur.ne[g->dim++] = v;
+        rsdi_gguf_want(g, g->dim < g->cur.n_dims ? RSDI_GS_TDIM : RSDI_GS_TTYPE, g->dim < g->cur.n_dims ? 8 : 4);
+        return RSD_PENDING;
+    case RSDI_GS_TTYPE: {
+        uint32_t bb = 0, blck = rsd_ggml_type_block((uint32_t)v, &bb), d;
+        uint64_t n = g->cur.ne[0] / (blck ? blck : 1), elems = g->cur.ne[0];
+        rsd_gguf_tensor *t = &g->cur;
+        if (!blck) return rsdi_gguf_fail(g, RSD_ERR_GGUF_TYPE, at, "tensor %s has the unknown ggml type %llu", t->name, v, 0);
+        if (t->ne[0] % blck != 0)
+            return rsdi_gguf_fail(g, RSD_ERR_GGUF, at, "tensor %s: %llu elements per row, not a multiple of its block (%llu)", t->name, t->ne[0], blck);
+        t->type = (uint32_t)v;
+        if (n > (uint64_t)INT64_MAX / bb)
+            return rsdi_gguf_fail(g, RSD_ERR_OVERFLOW, at, "tensor %s's size overflows", t->name, 0, 0);
+        n *= bb;
+        for (d = 1; d < 4; d++) {
+            if (t->ne[d] && (n > (uint64_t)INT64_MAX / t->ne[d] || elems > (uint64_t)INT64_MAX / t->ne[d]))
+                return rsdi_gguf_fail(g, RSD_ERR_OVERFLOW, at, "tensor %s's size overflows", t->name, 0, 0);
+            n *= t->ne[d];
+            elems *= t->ne[d];
+        }
+        t->bytes = n;
+        rsdi_gguf_want(g, RSDI_GS_TOFF, 8);
+        return RSD_PENDING;
+    }
+    case RSDI_GS_TOFF:
+        return rsdi_gguf_tensor_done(g, v);
+    default:
+        return RSD_OK;
+    }
+}
+
+RSD_API int rsd_gguf_feed(rsd_gguf *g, const void *data, size_t len) {
+    const unsigned char *d = (const unsigned char *)data;
+    size_t i = 0;
+    if (!g || (!data && len)) return RSD_ERR_ARG;
+    if (g->err) return g->err;
+    for (;;) {
+        int r = RSD_PENDING;
+        if (g->st == RSDI_GS_DONE) return RSD_OK;
+        if (RSDI_GGUF_ISSTR(g->st) && g->str_have == g->str_len) {
+            r = rsdi_gguf_step(g);
+        } else if (g->st == RSDI_GS_SKIP && g->skip == 0) {
+            r = rsdi_gguf_step(g);
+        } else if (i == len) {
+            return RSD_PENDING;
+        } else if (RSDI_GGUF_ISSTR(g->st)) {
+            uint64_t take = g->str_len - g->str_have, room = sizeof g->str - 49;
+            if (take > len - i) take = len - i;
+            if (g->str_have < room) memcpy(g->str + g->str_have, d + i, (size_t)(take < room - g->str_have ? take : room - g->str_have));
+            g->str_have += take;
+            g->pos += take;
+            i += (size_t)take;
+        } else if (g->st == RSDI_GS_SKIP) {
+            uint64_t take = g->skip < len - i ? g->skip : len - i;
+            g->skip -= take;
+            g->pos += take;
+            i += (size_t)take;
+        } else {
+            if (g->pos >= g->max_header)
+                return rsdi_gguf_fail(g, RSD_ERR_TOO_LARGE, g->pos, "%sthe header is longer than the limit (%llu bytes)", "", g->max_header, 0);
+            g->num[g->nbuf++] = d[i++];
+            g->pos++;
+            if (g->nbuf == g->need) r = rsdi_gguf_step(g);
+        }
+        if (r < 0) return r;
+    }
+}
+
+RSD_API int rsd_gguf_end(rsd_gguf *g) {
+    static const char *const where[] = {"the magic", "the version", "the tensor count", "the key count",
+                                        "a key", "a key", "a value type", "a value", "a string value",
+                                        "a string value", "an array", "an array", "an array", "an array",
+                                        "an array", "an array", "a tensor info", "a tensor info",
+                                        "a tensor info", "a tensor info", "a tensor info", "a tensor info"};
+    if (!g) return RSD_ERR_ARG;
+    if (g->err) return g->err;
+    if (g->st == RSDI_GS_DONE) return RSD_OK;
+    return rsdi_gguf_fail(g, RSD_ERR_TRUNCATED, g->pos, "the file ends inside %s", where[g->st], 0, 0);
+}
+
+RSD_API const char *rsd_gguf_error(const rsd_gguf *g) { return g && g->err ? g->msg : ""; }
+
+/* ---- >>gguf:estimate ---------------------------------------------------- */
+RSDI_PRIVATE uint32_t rsdi_pad256(uint64_t n) { return n > UINT32_MAX - 255 ? UINT32_MAX & ~255u : (uint32_t)((n + 255) / 256 * 256); }
+
+/* a * b and a + b that stick at UINT64_MAX (a figure that large is an error) */
+RSDI_PRIVATE uint64_t rsdi_sat_mul(uint64_t a, uint64_t b) { return a && b > UINT64_MAX / a ? UINT64_MAX : a * b; }
+RSDI_PRIVATE uint64_t rsdi_sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* Bytes of one row of n elements of type t; 0 when n is not a whole number of blocks. */
+RSDI_PRIVATE uint64_t rsdi_ggml_row(int t, uint64_t n) {
+    uint32_t bb = 0, blck = rsd_ggml_type_block((uint32_t)t, &bb);
+    return blck && n % blck == 0 ? rsdi_sat_mul(n / blck, bb) : 0;
+}
+
+RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *in, const rsd_gguf_start *st, rsd_gguf_estimate *out) {
+    rsd_gguf_start z;
+    int tk, tv;
+    uint32_t il, n_layer, n_gpu, first_gpu, n_ctx, n_seq, unified, n_head, hk, hv, n_ff = 0, nb, nub;
+    uint64_t kv = 0, kv_dev = 0, model, dev = 0, g;
+    if (!in || !out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    if (!st) {
+        memset(&z, 0, sizeof z);
+        st = &z;
+    }
+    n_layer = in->block_count;
+    tk = rsd_ggml_type_from_name(st->cache_type_k ? st->cache_type_k : "f16");
+    tv = rsd_ggml_type_from_name(st->cache_type_v ? st->cache_type_v : "f16");
+    if (tk < 0 || tv < 0 || !in->embedding_length || !in->head_count || !n_layer || n_layer > RSD_GGUF_MAX_LAYERS ||
+        st->n_parallel > 256)
+        return RSD_ERR_ARG;
+    /* llama-server: -np auto is 4 slots on one unified cache; -c 0 the training context */
+    n_seq = st->n_parallel > 0 ? (uint32_t)st->n_parallel : 4;
+    unified = st->n_parallel <= 0 || st->kv_unified > 0;
+    n_ctx = st->n_ctx ? st->n_ctx : in->context_length;
+    if (!n_ctx) return RSD_ERR_ARG;
+    /* llama_context: the batch is capped by the context as given, then the context is
+       padded to 256; without a unified cache each sequence's share is padded again */
+    nb = st->n_batch ? st->n_batch : 2048;
+    nb = nb < n_ctx ? nb : n_ctx;
+    nub = st->n_ubatch ? st->n_ubatch : 512;
+    nub = nub < nb ? nub : nb;
+    out->n_batch = nb;
+    out->n_ubatch = nub;
+    out->n_seq = n_seq;
+    out->n_ctx = rsdi_pad256(n_ctx);
+    if (unified) {
+        out->n_ctx_seq = out->n_ctx;
+    } else {
+        out->n_ctx_seq = rsdi_pad256(out->n_ctx / n_seq);
+        out->n_ctx = out->n_ctx_seq * n_seq;
+    }
+    out->n_stream = unified ? 1 : n_seq;
+    out->kv_unified = unified != 0;
+    out->kv_cells = out->n_ctx_seq;
+    out->kv_cells_swa = out->kv_cells;
+    if (in->sliding_window && !st->swa_full) {
+        uint64_t w = (uint64_t)in->sliding_window * (unified ? n_seq : 1) + nub;
+        out->kv_cells_swa = rsdi_pad256(w < out->kv_cells ? w : out->kv_cells);
+    }
+    /* -ngl: the last n_gpu layers on the device, the output layer too when all are */
+    n_gpu = st->n_gpu_layers == RSD_GGUF_NGL_NONE || st->n_gpu_layers == 0 ? 0
+            : st->n_gpu_layers < 0 || (uint32_t)st->n_gpu_layers > n_layer ? n_layer + 1 : (uint32_t)st->n_gpu_layers;
+    first_gpu = n_gpu >= n_layer ? 0 : n_layer - n_gpu;
+    n_head = in->head_count;
+    for (il = 0; il < n_layer; il++) {
+        uint32_t h = in->head_count_layer[il] ? in->head_count_layer[il] : n_head;
+        uint32_t hkv = in->head_count_kv_layer[il];
+        uint64_t k_row, v_row, cells = in->swa_layer[il] ? out->kv_cells_swa : out->kv_cells, b;
+        hk = in->key_length ? in->key_length : in->embedding_length / h;
+        hv = in->value_length ? in->value_length : in->embedding_length / h;
+        n_ff = in->feed_forward_layer[il] > n_ff ? in->feed_forward_layer[il] : n_ff;
+        if (!hkv) continue; /* a layer without attention (recurrent) */
+        /* llama.cpp refuses a cache type whose block does not divide a head */
+        if (!rsdi_ggml_row(tk, hk) || !rsdi_ggml_row(tv, hv)) return RSD_ERR_ARG;
+        k_row = rsdi_ggml_row(tk, (uint64_t)hk * hkv); /* < 2^64 * 4: both < 2^32 */
+        v_row = rsdi_ggml_row(tv, (uint64_t)hv * hkv);
+        b = rsdi_sat_mul(rsdi_sat_mul(rsdi_sat_add(k_row, v_row), cells), out->n_stream);
+        kv = rsdi_sat_add(kv, b);
+        if (n_gpu && il >= first_gpu) {
+            kv_dev = rsdi_sat_add(kv_dev, b);
+            dev = rsdi_sat_add(dev, in->layer_bytes[il]);
+        }
+    }
+    model = in->data_bytes;
+    if (n_gpu > n_layer) { /* the output layer, a copy of the embedding when the file ties them */
+        uint64_t o = in->output_bytes ? in->output_bytes : in->token_embd_bytes;
+        dev = rsdi_sat_add(dev, o);
+        if (!in->output_bytes) model = rsdi_sat_add(model, o);
+    }
+    /* the compute graph at its largest, an ubatch of nub tokens, with flash attention
+       (llama.cpp's auto on a CPU): the attention mask (f16, the cache's cells by the
+       ubatch; a second one for sliding-window layers), the activations of the FFN
+       (floats a token: embd + 2 x ff with f32 weights, 2 x embd + 3 x ff with
+       q8_0, embd + 4 x ff else: a fit to the real server's figures, not derived), and the logits of one row per sequence twice (the graph's and the
+       output buffer) */
+    g = rsdi_sat_mul((uint64_t)out->kv_cells * 2, nub);
+    for (il = 0; il < n_layer && !in->swa_layer[il]; il++) {}
+    if (il < n_layer) g = rsdi_sat_add(g, rsdi_sat_mul((uint64_t)out->kv_cells_swa * 2, nub));
+    {   /* per token: embd x a + ff x b floats, by the FFN weights' type */
+        uint64_t a = in->ffn_type == 0 ? 1 : in->ffn_type == 8 ? 2 : 1, b = in->ffn_type == 0 ? 2 : in->ffn_type == 8 ? 3 : 4;
+        g = rsdi_sat_add(g, rsdi_sat_mul((uint64_t)nub * 4, a * in->embedding_length + b * n_ff));
+    }
+    g = rsdi_sat_add(g, (uint64_t)in->vocab_size * 8 * n_seq);
+    out->model = model;
+    out->model_device = dev;
+    out->kv = kv;
+    out->kv_device = kv_dev;
+    out->compute = g;
+    out->total = rsdi_sat_add(rsdi_sat_add(model, kv), g);
+    return out->total == UINT64_MAX ? RSD_ERR_OVERFLOW : RSD_OK;
+}
+
+/* ---- >>gguf:log --------------------------------------------------------- */
+RSD_API void rsd_llama_log_init(rsd_llama_log *lg) {
+    if (!lg) return;
+    memset(lg, 0, sizeof *lg);
+    lg->kv_unified = -1;
+}
+
+RSDI_PRIVATE const char *rsdi_log_find(const char *s, size_t n, const char *pat) {
+    size_t m = strlen(pat), i;
+    for (i = 0; m <= n && i <= n - m; i++)
+        if (s[i] == pat[0] && memcmp(s + i, pat, m) == 0) return s + i;
+    return NULL;
+}
+
+/* "=   12.34 MiB" after p: the bytes (rounded), or false. */
+RSDI_PRIVATE bool rsdi_log_mib(const char *p, const char *end, uint64_t *out) {
+    uint64_t ip = 0, fr = 0, scale = 1;
+    int digits = 0;
+    while (p < end && *p == ' ') p++;
+    if (p >= end || *p != '=') return false;
+    p++;
+    while (p < end && *p == ' ') p++;
+    while (p < end && *p >= '0' && *p <= '9' && digits < 12) ip = ip * 10 + (uint64_t)(*p++ - '0'), digits++;
+    if (!digits || (p < end && *p >= '0' && *p <= '9')) return false;
+    if (p < end && *p == '.') {
+        p++;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (scale < 1000000) fr = fr * 10 + (uint64_t)(*p - '0'), scale *= 10;
+            p++;
+        }
+    }
+    while (p < end && *p == ' ') p++;
+    if (end - p < 3 || memcmp(p, "MiB", 3) != 0) return false;
+    *out = ip * 1048576u + (fr * 1048576u + scale / 2) / scale;
+    return true;
+}
+
+RSDI_PRIVATE bool rsdi_log_u32(const char *p, const char *end, uint32_t *out) {
+    uint64_t v = 0;
+    int digits = 0;
+    while (p < end && *p == ' ') p++;
+    if (p >= end || *p != '=') return false;
+    p++;
+    while (p < end && *p == ' ') p++;
+    while (p < end && *p >= '0' && *p <= '9' && v <= UINT32_MAX) v = v * 10 + (uint64_t)(*p++ - '0'), digits++;
+    if (!digits || v > UINT32_MAX) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+RSD_API int rsd_llama_log_line(rsd_llama_log *lg, const char *line, size_t len) {
+    static const char *const what[4] = {" model buffer size", " KV buffer size", " compute buffer size", " output buffer size"};
+    static const char *const ctx[5] = {"llama_context: n_ctx ", "llama_context: n_ctx_seq ", "llama_context: n_seq_max ",
+                                       "llama_context: n_batch ", "llama_context: n_ubatch "};
+    const char *end = line + len, *p, *w;
+    uint64_t b = 0;
+    uint32_t u = 0, d;
+    int k;
+    if (!lg || (!line && len)) return RSD_ERR_ARG;
+    if (!len) return 0;
+    for (k = 0; k < 4; k++) {
+        rsd_llama_log_device *dv = NULL;
+        size_t nl;
+        if ((p = rsdi_log_find(line, len, what[k])) == NULL || !rsdi_log_mib(p + strlen(what[k]), end, &b)) continue;
+        while (p > line && p[-1] == ' ') p--; /* the device: the word before */
+        w = p;
+        while (w > line && w[-1] > ' ' && w[-1] < 127 && w[-1] != ':') w--; /* printable, no spaces */
+        nl = (size_t)(p - w);
+        if (nl == 0 || nl >= sizeof dv->name) return 0;
+        for (d = 0; d < lg->n_devices; d++)
+            if (strlen(lg->dev[d].name) == nl && memcmp(lg->dev[d].name, w, nl) == 0) dv = &lg->dev[d];
+        if (!dv && lg->n_devices < RSD_GGUF_MAX_DEVICES) {
+            dv = &lg->dev[lg->n_devices++];
+            memcpy(dv->name, w, nl);
+            dv->name[nl] = '\0';
+        }
+        if (k == 0) lg->model += b;
+        else if (k == 1) lg->kv += b;
+        else if (k == 2) lg->compute += b;
+        else lg->output += b;
+        lg->lines++;
+        if (!dv) return RSD_ERR_CAPACITY;
+        if (k == 0) dv->model += b;
+        else if (k == 1) dv->kv += b;
+        else if (k == 2) dv->compute += b;
+        else dv->output += b;
+        return 1;
+    }
+    for (k = 0; k < 5; k++) {
+        if ((p = rsdi_log_find(line, len, ctx[k])) == NULL || !rsdi_log_u32(p + strlen(ctx[k]), end, &u)) continue;
+        if (k == 0) lg->n_ctx = u;
+        else if (k == 1) lg->n_ctx_seq = u;
+        else if (k == 2) lg->n_seq_max = u;
+        else if (k == 3) lg->n_batch = u;
+        else lg->n_ubatch = u;
+        lg->lines++;
+        return 1;
+    }
+    if ((p = rsdi_log_find(line, len, "llama_context: kv_unified ")) != NULL) {
+        p += 26;
+        while (p < end && *p == ' ') p++;
+        if (p < end && *p == '=') {
+            p++;
+            while (p < end && *p == ' ') p++;
+            if (end - p >= 4 && memcmp(p, "true", 4) == 0) lg->kv_unified = 1;
+            else if (end - p >= 5 && memcmp(p, "false", 5) == 0) lg->kv_unified = 0;
+            else return 0;
+            lg->lines++;
+            return 1;
+        }
+    }
+    return 0;
+}
+#endif /* RSD_NO_GGUF */
+/* ==== gguf end ============================================================ */
 
 #endif /* RESIDENCY_IMPLEMENTATION */
 

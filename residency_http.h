@@ -780,7 +780,9 @@
            Studio's API tier), and progress fields (op and model of the last HTTP
            step: RSD_OP_LOAD = loading op_model; RSD_OP_LIST with a non-empty op_model
            = polling until op_model is loaded; NONE while the COMMIT waits for the
-           attribution lock; lock_waiting = waiting for the target lock that another
+           attribution lock; load_stage and load_progress = the last progress a
+           router's /models/sse gave for the load being waited for, either shape
+           (rsd_reconcile_event; "" and -1 when none); lock_waiting = waiting for the target lock that another
            ensure, perhaps in another process, holds while it changes the server),
            state_error (RSD_OK, or why the change was not
            recorded in the state directory: RSD_ERR_STATE_IO, RSD_ERR_TIMEOUT for a
@@ -1016,7 +1018,9 @@
        other descriptor closed (the host's descriptors without O_CLOEXEC too), its
        own process group, default signal dispositions, an empty signal mask, and
        on Linux PR_SET_PDEATHSIG = SIGKILL (unless desc.survive_parent).
-   Templates: spec.args is argv after argv[0] (NULL = rsd_proc_llama_args():
+   Templates: spec.args is argv after argv[0] and spec.exe_args (verbatim words
+       such as the subcommand of the unified `llama serve` binary; NULL = none)
+       (spec.args NULL = rsd_proc_llama_args():
        -m {model} --host {host} --port {port} ?-c {ctx} ?-np {parallel}
        ?-ngl {ngl} ?--alias {alias} {extra}). Each element is one argument;
        {model} {alias} {host} {port} {ctx} {parallel} {ngl} {name} and
@@ -2464,6 +2468,9 @@ typedef struct rsd_ensure_result {
     const rsd_reconcile_notice *notices;
     rsd_http_op op;                   /* progress: op of the last HTTP step (LIST + op_model = waiting) */
     const char *op_model;             /* progress: the model that step concerns ("" none) */
+    const char *load_stage;           /* progress: the stage a router's /models/sse gave for the waited
+                                         load ("fit_params", "text_model", ...; "" none) */
+    double load_progress;             /* progress: that event's value, 0..1; -1 = none */
     const char *wire_id;              /* the model id to send requests with (LM Studio: the resolved instance) */
     rsd_lms_tier lms_tier;            /* LM Studio: the API tier found (NONE otherwise) */
     int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
@@ -2606,6 +2613,9 @@ typedef struct rsd_proc_spec {
     const char *name;           /* label for logs ({name}); NULL = the model's file name */
     uint32_t start_deadline_ms; /* 0 = desc.start_deadline_ms */
     void *user;                 /* echoed in events and info */
+    const char *const *exe_args; /* verbatim arguments right after argv[0], before the template
+                                    (NULL-terminated; NULL = none): a subcommand, `serve` of
+                                    `llama serve`, or a wrapper's own arguments */
 } rsd_proc_spec;
 
 /* The built-in llama-server template:
@@ -3257,6 +3267,15 @@ RSD_API int rsd_devmem_parse_meminfo(const char *text, size_t len, const char *k
 RSD_API int rsd_devmem_parse_u64(const char *text, size_t len, uint64_t *out);
 #endif /* RSD_NO_DEVMEM */
 /* ==== devmem end ========================================================== */
+/* ==== gguf file =========================================================== */
+#ifndef RSD_NO_GGUF
+/* Reads the model file at path into g (rsd_gguf_init first) in 16 KiB pieces until the
+   reader has the header: RSD_OK, the reader's error, or RSD_ERR_NOT_FOUND / RSD_ERR_IO
+   when the file cannot be opened or read (rsd_gguf_error says which and why). Blocking;
+   the file is open only during the call. */
+RSD_API int rsd_gguf_read_file(rsd_gguf *g, const char *path);
+#endif
+/* ==== gguf file end ======================================================= */
 
 #ifdef __cplusplus
 } /* extern "C" */
@@ -8328,7 +8347,7 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
     case RSD_STEP_WAIT:
         e->waiting = RSDI_EN_WAIT_WAKE;
         e->rwake = e->wake = s.wake_ms;
-        rsdi_en_sse_wait(e, now_ms);
+        if (s.wait_model) rsdi_en_sse_wait(e, now_ms); /* else a backoff: no event ends it */
         return now_ms >= e->wake;
     case RSD_STEP_LOCK:
         if (RSDI_EN_CO(e)) {
@@ -8470,6 +8489,8 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
     memset(out, 0, sizeof *out);
     out->message = "";
     out->op_model = "";
+    out->load_stage = "";
+    out->load_progress = -1.0;
     out->wire_id = "";
     if (!e) {
         out->result = RSD_ERR_ARG;
@@ -8489,6 +8510,8 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
     out->lease_id = e->lease_id;
     if (e->reconciling) {
         const rsd_reconcile_result *r = &e->m.rc.result;
+        out->load_stage = e->m.rc.load_stage;
+        if (e->m.rc.has_load_value) out->load_progress = e->m.rc.load_value;
         out->outcome = r->outcome;
         out->decision = r->decision;
         out->reason = r->reason;
@@ -8611,7 +8634,7 @@ RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const c
         *out = fail;
         memcpy(e->message, fail_msg, sizeof fail_msg);
         out->message = e->message;
-        out->op_model = out->wire_id = out->lease_id = "";
+        out->op_model = out->wire_id = out->lease_id = out->load_stage = "";
         out->n_evicted = out->n_notices = 0;
         out->evicted = NULL;
         out->notices = NULL;
@@ -8907,6 +8930,11 @@ RSDI_PRIVATE int rsdi_proc_expand(const rsd_proc_spec *s, uint16_t port, rsdi_pr
     start = o->len;
     rsdi_proc_put(o, exe, strlen(exe));
     rsdi_proc_end_arg(o, start);
+    for (i = 0; s->exe_args && s->exe_args[i]; i++) { /* verbatim: no placeholders */
+        start = o->len;
+        rsdi_proc_put(o, s->exe_args[i], strlen(s->exe_args[i]));
+        rsdi_proc_end_arg(o, start);
+    }
     for (i = 0; t[i]; i++) {
         const char *e = t[i];
         if (strcmp(e, "{extra}") == 0) {
@@ -13841,7 +13869,8 @@ RSDI_PRIVATE const char *const *rsdi_fleet_strv(rsdi_fleet_arena *a, const char 
 #define RSDI_FLEET_SPEC_AT(sp, type, off) (*(type *)(void *)((char *)(sp) + (off)))
 #define RSDI_FLEET_SPEC_GET(sp, type, off) (*(type const *)(const void *)((const char *)(sp) + (off)))
 static const size_t rsdi_fleet_spec_lists[] = {
-    offsetof(rsd_proc_spec, args), offsetof(rsd_proc_spec, extra), offsetof(rsd_proc_spec, env)};
+    offsetof(rsd_proc_spec, args), offsetof(rsd_proc_spec, extra), offsetof(rsd_proc_spec, env),
+    offsetof(rsd_proc_spec, exe_args)};
 static const size_t rsdi_fleet_spec_strs[] = {
     offsetof(rsd_proc_spec, exe), offsetof(rsd_proc_spec, model), offsetof(rsd_proc_spec, alias),
     offsetof(rsd_proc_spec, host), offsetof(rsd_proc_spec, ngl), offsetof(rsd_proc_spec, cwd),
@@ -15336,5 +15365,36 @@ RSD_API int rsd_devmem_pick(const rsd_devmem_dev *devs, int n, rsd_devmem_dev *o
 }
 #endif /* RSD_NO_DEVMEM */
 /* ==== devmem end ========================================================== */
+/* ==== >>gguf_file ========================================================= */
+#ifndef RSD_NO_GGUF
+RSD_API int rsd_gguf_read_file(rsd_gguf *g, const char *path) {
+    unsigned char buf[16384];
+    FILE *f;
+    int r = RSD_PENDING, e;
+    if (!g || !path) return RSD_ERR_ARG;
+    if (g->err) return g->err;
+    if ((f = fopen(path, "rb")) == NULL) {
+        e = errno;
+        RSD_SNPRINTF(g->msg, sizeof g->msg, "cannot open %s: %s", path, strerror(e));
+        return g->err = e == ENOENT ? RSD_ERR_NOT_FOUND : RSD_ERR_IO;
+    }
+    while (r == RSD_PENDING) {
+        size_t n = fread(buf, 1, sizeof buf, f);
+        if (n == 0) {
+            if (ferror(f)) {
+                RSD_SNPRINTF(g->msg, sizeof g->msg, "cannot read %s at byte %llu", path, (unsigned long long)g->pos);
+                r = g->err = RSD_ERR_IO;
+            } else {
+                r = rsd_gguf_end(g);
+            }
+            break;
+        }
+        r = rsd_gguf_feed(g, buf, n);
+    }
+    fclose(f);
+    return r;
+}
+#endif
+/* ==== gguf_file end ======================================================= */
 
 #endif /* RESIDENCY_HTTP_IMPLEMENTATION */

@@ -13,7 +13,9 @@
    can print notices as they arrive; rsd_ensurer_run() would do the same loop silently.
    While a load runs it prints "loading 'x' ..." and, when it ends, the time it took;
    while it waits on a load someone else started (the model is listed as loading) it
-   prints "waiting for 'x' (being loaded by someone else) ...", and while another ensure
+   prints "waiting for 'x' (being loaded by someone else) ..." (each stage a llama.cpp
+   router's /models/sse names for that load is added as it comes: " [fit_params]
+   [text_model]", rsd_ensure_result.load_stage), and while another ensure
    holds the target lock (it is changing the same server) "waiting for the residency
    lock ..." (rsd_ensure_result.lock_waiting). The last line is the
    result; --json prints one JSON object instead (with "wire_id": the id to send
@@ -490,6 +492,7 @@ int main(int argc, char **argv) {
     rsd_ensurer *e;
     const char *url = NULL, *model = NULL, *token = getenv("RESIDENCY_TOKEN"), *release = NULL;
     bool json = false, list = false, quiet = false;
+    char shown_stage[RSD_RECONCILE_STAGE_MAX] = "";
     int i, rc, code, n_prot = 0, seen = 0;
     char load_model[RSD_MODEL_ID_MAX] = "";
     uint64_t load_t0 = 0;
@@ -608,6 +611,11 @@ int main(int argc, char **argv) {
         n = rsd_ensurer_notices(e, &nt);
         rsd_ensurer_query(e, &res);
         show = !json && !quiet;
+        /* the stage a router's /models/sse gives for the load waited for, when it changes */
+        if (loading && line_open && show && res.load_stage[0] && strcmp(res.load_stage, shown_stage) != 0) {
+            printf(" [%s]", term(res.load_stage));
+            snprintf(shown_stage, sizeof shown_stage, "%s", res.load_stage);
+        }
         /* a load (or a wait on one) ends when the ensure moves on to anything but polling
            for it (a listing request naming the model is a poll) */
         if (loading && (rc != RSD_PENDING || !(res.op == RSD_OP_LIST || res.op == RSD_OP_POLL || res.op == RSD_OP_LOAD) ||
@@ -646,6 +654,7 @@ int main(int argc, char **argv) {
             (res.op == RSD_OP_LOAD || ((res.op == RSD_OP_LIST || res.op == RSD_OP_POLL) && !loaded_by_us && model &&
                                        strcmp(res.op_model, model ? model : "") == 0))) {
             snprintf(load_model, sizeof load_model, "%s", res.op_model);
+            shown_stage[0] = '\0';
             load_t0 = now;
             loading = true;
             loaded_by_us = res.op == RSD_OP_LOAD;

@@ -3771,8 +3771,12 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm,
             if (rsrv_split(m->command, sm->cmd_buf, sizeof sm->cmd_buf, sm->cmd_argv, RSRV_MAX_ARGS + 1) < 1) return -1;
             sm->spec.exe = sm->cmd_argv[0];
             sm->spec.args = sm->cmd_argv + 1;
-        } else {
-            sm->spec.exe = c->llama_server;
+        } else { /* llama_server: its first word is the program, the rest comes right after
+                    argv[0] ("llama serve", "env X=1 llama-server"), then the template */
+            if (rsrv_split(c->llama_server, sm->cmd_buf, sizeof sm->cmd_buf, sm->cmd_argv, RSRV_MAX_ARGS + 1) < 1)
+                return -1;
+            sm->spec.exe = sm->cmd_argv[0];
+            sm->spec.exe_args = sm->cmd_argv[1] ? sm->cmd_argv + 1 : NULL;
             sm->spec.args = NULL; /* the llama-server template */
         }
         sm->spec.model = m->model[0] ? m->model : NULL;

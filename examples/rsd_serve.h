@@ -23,7 +23,13 @@
        vram_margin = 1G                 with auto: bytes left free for the driver, the
                                         desktop and the compute buffers nobody reserved
                                         (default 1G)
-       llama_server = /opt/llama/llama-server   the binary (default "llama-server", PATH)
+       llama_server = /opt/llama/llama-server   the binary (default "llama-server", PATH);
+                                        words as in command: `llama serve` (the unified
+                                        binary; the router's children get the subcommand the
+                                        same way) or `env LLAMA_ARG_X=1 llama-server` run
+                                        the first word with the rest right after argv[0],
+                                        before -m ...; a path with blanks is quoted:
+                                        "/opt/my llama/llama-server"
        args = --no-webui                extra arguments for every llama_server model (before
                                         its own); never given to `command` models
        start_timeout = 300              seconds until a start counts as failed (default 300)
@@ -666,7 +672,17 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         return true;
     case 2:
         if (!n) { snprintf(err, ecap, "llama_server needs a path"); return false; }
-        return rsrv_set_str(c->llama_server, sizeof c->llama_server, v, n, "llama_server", err, ecap);
+        if (!rsrv_set_str(c->llama_server, sizeof c->llama_server, v, n, "llama_server", err, ecap)) return false;
+        { /* words, as command's: a program and the arguments that always follow it */
+            char buf[RSRV_CMD_MAX];
+            const char *argv[RSRV_MAX_ARGS + 1];
+            if (rsrv_split(c->llama_server, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1) < 1) {
+                snprintf(err, ecap, "llama_server: '%.*s' is no program (an unterminated quote, a trailing "
+                         "backslash, or nothing but blanks)", (int)(n > 64 ? 64 : n), v);
+                return false;
+            }
+        }
+        return true;
     case 3:
         if (!rsrv_parse_listen(v, n, c->listen_host, sizeof c->listen_host, &c->listen_port)) {
             snprintf(err, ecap, "listen: bad address '%.*s' (HOST:PORT, [V6]:PORT or PORT; HOST an IPv4 address or a host name)", (int)(n > 64 ? 64 : n), v);

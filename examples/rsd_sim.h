@@ -49,7 +49,8 @@
    Control routes under /_sim/ (not logged): GET /_sim/log (the log as JSON: "total",
    "entries" [{method, path, model, status, t_ms}], "models" [{id, state, loads,
    loaded_ms}]: loaded_ms = the time the model last became loaded, -1 never), POST
-   /_sim/crash {"model","exit_code"}, POST /_sim/fail-loads {"count"}, POST /_sim/evict
+   /_sim/crash {"model","exit_code"}, POST /_sim/fail-loads {"count"}, POST /_sim/limit-loads
+   {"count"} and /_sim/refuse-loads {"count"} (--limit-loads, --refuse-loads), POST /_sim/evict
    {"model"} (another client unloads it), POST /_sim/remove {"model"} (gone from the
    catalog), POST /_sim/busy {"model","count"} (pin in-flight requests, W6/W11).
 
@@ -280,6 +281,7 @@ typedef struct rsim_reply {     /* what a request will answer, rendered at send 
     uint64_t t0_ms, loaded_ms; /* Ollama: when it came and when its model was ready (durations) */
     uint64_t in_hash;          /* Ollama: its prompt or input, hashed (context, embeddings) */
     uint32_t ninput;           /* Ollama /api/embed: how many inputs */
+    uint32_t ping_ms;          /* later generation: a keep-alive comment frame this often in a stream (0 = none) */
 } rsim_reply;
 
 typedef struct rsim_ticket {
@@ -291,6 +293,7 @@ typedef struct rsim_ticket {
     int log;                   /* log index, -1 none */
     int step, nsteps;
     uint32_t cursor;           /* SSE */
+    uint64_t ping_at;          /* stream: when the next keep-alive comment frame goes out (r.ping_ms) */
     bool holds, task, drop, chat, post;
     uint32_t delay_ms;         /* --delay/--delay-ms still to add before the answer goes out */
     int victim;                /* July router load: the model it waits for to exit, -1 none */
@@ -339,6 +342,9 @@ typedef struct rsim_opts {
     char keys[RSIM_MAX_KEYS][64];
     int nkeys;
     int fail_loads;
+    int limit_loads;           /* later router: the next N loads answer 500 model limit reached (#28774) */
+    int refuse_loads;          /* later router: the next N loads or proxied requests after an eviction
+                                  answer 500 "proxy error: Could not establish connection" (#28698) */
     char remove_after_list[RSIM_NAME_MAX], evict_after_list[RSIM_NAME_MAX];
     uint64_t epoch_s;
     int parallel;              /* server */
@@ -385,6 +391,8 @@ typedef struct rsim {
     char file_data[RSIM_KV_FILE_MAX];
     size_t file_len;
     bool started;
+    bool evicted;              /* a running model was stopped since the last load or proxied request */
+    uint64_t cold_at;          /* later: 1 + the time an explicit load last took a free place (0 = never) */
     int exit_code;             /* server mode: -1 running, else the exit status */
     uint64_t ready_ms;         /* server mode: when the model loaded */
     char err[160];             /* rsim_configure error text */
@@ -445,12 +453,23 @@ RSIM_FN void rsim_print_usage(FILE *f) {
         "                                later: a load waits for a stopping model, else stops the LRU idle\n",
         "                                one, else waits (queued) until one is idle; busy and loading\n",
         "                                models are never victims; listing in catalog order, object first;\n",
-        "                                vocab_type true; build b0-unknown\n",
+        "                                vocab_type true; build_info \"0.4.0-dev (build 11037, commit\n",
+        "                                0000000)\" (the new version form); /models/sse loading progress\n",
+        "                                {\"stage\":\"fit_params\"|\"text_model\",\"value\":V}; streams carry comment-only\n",
+        "                                keep-alive frames (\":\" and a blank line): one first, then one\n",
+        "                                every second, or every sse_ping_interval seconds of the body\n",
         "    --models-max N (4; 0 unlimited)  --no-models-autoload (--models-autoload: on again)\n",
         "    --sleep-idle-seconds N\n",
         "    --stop-timeout-ms N (10000)  --stop-hang (graceful stops hang until the timeout,\n",
         "    then force-kill with exit 1)  --proxy-error (loading child answers 500 plain text)\n",
         "    --metrics\n",
+        "    --limit-loads N  later: the next N loads answer 500 {\"message\":\"model limit reached, try\n",
+        "                     again later\"} (concurrent cold loads, build 11037, llama.cpp #28774); so\n",
+        "                     does, without the option, a load that finds no room in the same\n",
+        "                     millisecond as another load took the last free place\n",
+        "    --refuse-loads N later: the next N loads or proxied requests that come right after an\n",
+        "                     eviction answer 500 text/plain \"proxy error: Could not establish\n",
+        "                     connection\" (before PR #29217, #28698)\n",
         "  server (single-model llama-server, wire.md 2, W21-W28)\n",
         "    first --model is the model (id = path or alias)  --parallel N (4)  --ctx N\n",
         "    --no-slots  --metrics  --sleep-idle-seconds N  (fail=1 on the model: exit 1)\n",
@@ -861,6 +880,8 @@ RSIM_FN int rsim_configure(rsim *s, int argc, char **argv) {
         RSIM_FLAG("--no-slots", s->o.no_slots = true)
         RSIM_OPT("--api-key", if (s->o.nkeys < RSIM_MAX_KEYS) rsim_cpy(s->o.keys[s->o.nkeys++], 64, v, strlen(v)))
         RSIM_OPT("--fail-loads", s->o.fail_loads = atoi(v))
+        RSIM_OPT("--limit-loads", s->o.limit_loads = atoi(v))
+        RSIM_OPT("--refuse-loads", s->o.refuse_loads = atoi(v))
         RSIM_OPT("--delay-ms", s->o.delay_ms = (uint32_t)atoi(v))
         RSIM_OPT("--delay", if (rsim_add_fault(s, RSIM_F_DELAY, v) < 0) return -1)
         RSIM_OPT("--error", if (rsim_add_fault(s, RSIM_F_ERROR, v) < 0) return -1)
@@ -1135,6 +1156,7 @@ RSIM_FN void rsim_r_stop(rsim *s, int i) {
     int k;
     if (m->state == RSIM_LOADING) { rsim_r_exited(s, i, 1); return; }
     if (m->stopping || !rsim_running(m)) return;
+    s->evicted = true;
     hang = s->o.stop_hang || (rsim_july(s) && m->inflight > 0);
     m->stopping = true;
     m->waking = false;
@@ -1548,6 +1570,7 @@ RSIM_FN void rsim_serve(rsim *s, rsim_ticket *t) {
         t->step = 0;
         t->nsteps = rsim_stream_steps(t->r.out);
         t->at_ms = s->now;
+        t->ping_at = s->now; /* later: a keep-alive frame opens the stream, before any data */
         t->end_ms = s->now + (uint64_t)t->nsteps * s->o.token_ms;
     } else {
         t->op = RSIM_OP_GEN;
@@ -1707,6 +1730,8 @@ RSIM_FN uint64_t rsim_next_wake_ms(const rsim *s) {
         if (t->op == RSIM_OP_DONE) w = rsim_min(w, s->now);
         if (t->op == RSIM_OP_STREAM && (t->phase == 0 || t->cut)) w = rsim_min(w, s->now);
         else if (t->op == RSIM_OP_STREAM && !t->stalled) w = rsim_min(w, t->at_ms);
+        if (t->op == RSIM_OP_STREAM && !t->stalled && t->phase && t->r.ping_ms && t->step < t->nsteps)
+            w = rsim_min(w, t->ping_at);
         if (t->op == RSIM_OP_SSE && t->cursor != s->ev_seq) w = rsim_min(w, s->now);
     }
     return w;
@@ -1835,7 +1860,9 @@ RSIM_FN int rsim_busy(rsim *s, const char *id, int delta, uint64_t now_ms) {
 /* ==== rendering ============================================================ */
 /* build_info / system_fingerprint of the router generation (or the single server). */
 RSIM_FN const char *rsim_build(const rsim *s) {
-    return s->o.router_gen == RSIM_GEN_JULY ? "b10116-7e743c3a3" : "b0-unknown";
+    /* later: semantic versions (PR #27498), the form `--version` prints; the build number
+       is #28774's, the commit a placeholder */
+    return s->o.router_gen == RSIM_GEN_JULY ? "b10116-7e743c3a3" : "0.4.0-dev (build 11037, commit 0000000)";
 }
 
 RSIM_FN uint64_t rsim_unix_s(const rsim *s) { return s->o.epoch_s + s->now / 1000; }
@@ -2708,8 +2735,10 @@ RSIM_FN void rsim_render_event(rsim *s, const rsim_event *e, rsim_resp *resp) {
         if (e->progress_pct >= 0) {
             rsim_w_key(&w, "progress");
             rsim_w_obj(&w);
-            rsim_w_kjson(&w, "stages", "[\"text_model\"]");
-            rsim_w_kstr(&w, "current", "text_model");
+            if (s->o.router_gen == RSIM_GEN_JULY) {
+                rsim_w_kjson(&w, "stages", "[\"text_model\"]");
+                rsim_w_kstr(&w, "current", "text_model");
+            } else rsim_w_kstr(&w, "stage", e->progress_pct ? "text_model" : "fit_params"); /* PR #24828 */
             rsim_w_key(&w, "value"); /* 0.0 and 1.0, as nlohmann writes them */
             if (e->progress_pct % 100 == 0) rsim_w_json(&w, e->progress_pct ? "1.0" : "0.0");
             else rsim_w_num(&w, e->progress_pct / 100.0);
@@ -2869,6 +2898,15 @@ RSIM_FN int rsim_pull(rsim *s, uint64_t now_ms, rsim_resp *resp) {
             t->step = t->nsteps;
             return 1;
         }
+        if (t->op == RSIM_OP_STREAM && !t->stalled && t->r.ping_ms && t->ping_at <= s->now && t->step < t->nsteps) {
+            resp->ticket = t->id; /* later generation: a comment-only keep-alive frame (PR #25241) */
+            resp->action = RSIM_CHUNK;
+            resp->content_type = RSIM_CT_SSE;
+            rsim_put(resp, ":\n\n");
+            t->ping_at += t->r.ping_ms;
+            if (t->ping_at <= s->now) t->ping_at = s->now + t->r.ping_ms;
+            return 1;
+        }
         if (t->op == RSIM_OP_STREAM && !t->stalled && t->at_ms <= s->now) {
             resp->ticket = t->id;
             if (t->step >= t->nsteps) {
@@ -2967,6 +3005,15 @@ RSIM_FN bool rsim_b_num(const rsim_ctx *c, const char *key, double *out) {
     return rsim_t_num(c, rsim_t_get(c, 0, key), out);
 }
 
+/* Later generations' keep-alive frames in a streamed answer (PR #25241): every second,
+   or the body's sse_ping_interval (seconds, UNCONFIRMED unit; <= 0 = none). July: none. */
+RSIM_FN uint32_t rsim_ping_ms(const rsim *s, const rsim_ctx *c) {
+    double d;
+    if (s->o.router_gen == RSIM_GEN_JULY) return 0;
+    if (!rsim_b_num(c, "sse_ping_interval", &d)) return 1000;
+    return d <= 0 || d > 86400 ? 0 : d * 1000 < 1 ? 1 : (uint32_t)(d * 1000);
+}
+
 RSIM_FN bool rsim_route(const rsim_ctx *c, const char *method, const char *path) {
     return !strcmp(c->method, method) && !strcmp(c->path, path);
 }
@@ -3040,6 +3087,25 @@ RSIM_FN bool rsim_body_stream(const rsim_ctx *c) {
 }
 
 /* ---- llama.cpp router (wire.md 1, W1-W20) ---- */
+/* Later routers' transient refusals (--limit-loads for a load, --refuse-loads for a load
+   or a proxied request right after an eviction): true when t got one. */
+RSIM_FN bool rsim_later_refusal(rsim *s, rsim_ticket *t, bool load) {
+    bool evicted = s->evicted;
+    if (s->o.router_gen == RSIM_GEN_JULY) return false;
+    if (load && s->o.limit_loads > 0) {
+        s->o.limit_loads--;
+        rsim_reply_set(t, RSIM_O_RAW, 500, "{\"message\":\"model limit reached, try again later\"}");
+        return true;
+    }
+    s->evicted = false; /* this request comes after the eviction: the next one no longer "right after" */
+    if (evicted && s->o.refuse_loads > 0) {
+        s->o.refuse_loads--;
+        rsim_reply_set(t, RSIM_O_PLAIN_JSON, 500, "proxy error: Could not establish connection");
+        return true;
+    }
+    return false;
+}
+
 /* POST /models/load. At --models-max, July stops its LRU model at once (whatever it is
    doing, a stopping one included, so an unload just before does not free the place)
    and answers when that one has exited; later routers wait for a stopping model, else
@@ -3052,10 +3118,16 @@ RSIM_FN void rsim_router_load(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     rsim_log_model(s, t->log, s->m[i].id);
     if (rsim_running(&s->m[i])) { rsim_lerr(t, 400, "model is already running"); return; }
     if (s->m[i].state == RSIM_DOWNLOADING) { rsim_lerr(t, 400, "model is downloading"); return; } /* UNCONFIRMED */
+    if (rsim_later_refusal(s, t, true)) return;
     t->r.model = i;
     if (rsim_r_has_room(s)) {
         rsim_r_start_load(s, i);
+        s->cold_at = s->now + 1;
         rsim_reply_set(t, RSIM_O_RAW, 200, "{\"success\":true}");
+        return;
+    }
+    if (!rsim_july(s) && s->cold_at == s->now + 1) { /* cold loads at once: this one lost the place (#28774) */
+        rsim_reply_set(t, RSIM_O_RAW, 500, "{\"message\":\"model limit reached, try again later\"}");
         return;
     }
     if (rsim_july(s)) {
@@ -3096,10 +3168,12 @@ RSIM_FN void rsim_router_proxy(rsim *s, rsim_ctx *c, rsim_ticket *t, int out) {
     }
     m = &s->m[i];
     rsim_log_model(s, t->log, m->id);
+    if (c->post && rsim_later_refusal(s, t, false)) return;
     if (rsim_query(c, "autoload", a, sizeof a)) autoload = !strcmp(a, "true") || !strcmp(a, "1");
     t->r.model = i;
     t->r.out = out;
     t->r.stream = rsim_body_stream(c) && out != RSIM_O_RAW;
+    if (t->r.stream && c->post) t->r.ping_ms = rsim_ping_ms(s, c);
     t->post = c->post;
     t->task = c->post || !strcmp(c->path, "/slots");
     if (out == RSIM_O_METRICS && !s->o.metrics) {
@@ -3331,6 +3405,7 @@ RSIM_FN void rsim_server_req(rsim *s, rsim_ctx *c, rsim_ticket *t) {
         t->chat = chat;
         t->task = true;
         t->r.stream = rsim_body_stream(c) && out != RSIM_O_RAW;
+        if (t->r.stream) t->r.ping_ms = rsim_ping_ms(s, c);
     } else { rsim_404(t); return; }
     if (m->state == RSIM_SLEEPING && !m->waking) { m->waking = true; m->due_ms = s->now + s->o.wake_ms; }
     t->op = RSIM_OP_WAIT;
@@ -3624,6 +3699,8 @@ RSIM_FN void rsim_control(rsim *s, rsim_ctx *c, rsim_ticket *t) {
     if (!c->post || !c->valid) { rsim_reply_set(t, RSIM_O_FLAT, 400, "bad control request"); return; }
     if (rsim_b_num(c, "count", &d) && d > -1e6 && d < 1e6) n = (int)d;
     if (!strcmp(c->path, "/_sim/fail-loads")) { s->o.fail_loads += n ? n : 1; r = 0; }
+    else if (!strcmp(c->path, "/_sim/limit-loads")) { s->o.limit_loads += n ? n : 1; r = 0; }
+    else if (!strcmp(c->path, "/_sim/refuse-loads")) { s->o.refuse_loads += n ? n : 1; r = 0; }
     else if (!strcmp(c->path, "/_sim/crash")) {
         int code = 1;
         if (rsim_b_num(c, "exit_code", &d) && d > -1e6 && d < 1e6) code = (int)d;

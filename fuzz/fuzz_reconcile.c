@@ -1,9 +1,11 @@
 /* Fuzz target for the sans-I/O llama.cpp router reconcile (rsd_reconcile_*): the input
    scripts a hostile router. Every HTTP step gets an answer chosen by the input (a
    listing of five models in input-chosen states, props, 2xx, 400 "already running",
-   400 "downloading", 404, 500 model limit, 500 with an error body, junk, transport
-   errors), LOCK answers held or not, WAIT steps are cut short by input-built
-   /models/sse events, the clock jumps. Invariants:
+   400 "downloading", 404, 500 model limit (July's envelope, build 11037's flat
+   object), 500 with an error body, 500 plain "proxy error", junk, transport errors),
+   LOCK answers held or not, WAIT steps are cut short by input-built /models/sse events
+   (loading progress in July's and the later shape among them), the clock jumps.
+   A WAIT without wait_model is a backoff (no event for it). Invariants:
    - the machine ends (DONE) within a bounded number of steps, LOCK/UNLOCK balance;
    - "pin" is tag-pinned in every listing: it is never unloaded; the keep is never
      unloaded; observe-only (RESIDENCY=off) never sends a POST;
@@ -51,6 +53,17 @@ static size_t event(rd *r) {
     uint8_t b = u8(r);
     if (b % 7 == 0) return (size_t)snprintf(body, sizeof body, "{\"model\":\"*\",\"event\":\"models_reload\"}");
     if (b % 7 == 1) return (size_t)snprintf(body, sizeof body, "{\"model\":");
+    if (b % 7 == 2) { /* loading progress: later routers (PR #24828), else July's */
+        static const char *const stage[4] = {"fit_params", "text_model", "mmproj_model", "\\u001b"};
+        uint8_t c = u8(r);
+        if (c & 1)
+            return (size_t)snprintf(body, sizeof body, "{\"model\":\"%s\",\"event\":\"status_change\",\"data\":{\"status\":"
+                                    "\"loading\",\"progress\":{\"stage\":\"%s\",\"value\":%d.%d}}}",
+                                    names[(b >> 3) % 5], stage[(c >> 1) & 3], (c >> 3) & 1, (c >> 4) % 10);
+        return (size_t)snprintf(body, sizeof body, "{\"model\":\"%s\",\"event\":\"status_change\",\"data\":{\"status\":"
+                                "\"loading\",\"progress\":{\"stages\":[\"text_model\"],\"current\":\"%s\",\"value\":%d}}}",
+                                names[(b >> 3) % 5], stage[(c >> 1) & 3], (c >> 3) & 1);
+    }
     return (size_t)snprintf(body, sizeof body, "{\"model\":\"%s\",\"event\":\"status_change\",\"data\":{\"status\":\"%s\"}}",
                             names[(b >> 3) % 5], st[u8(r) % 5]);
 }
@@ -101,9 +114,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             now += b % 64;
             switch (b >> 5) {
             case 0: tr = (b & 1) ? RSD_ERR_TIMEOUT : RSD_ERR_CONNECT; break;
-            case 1: st = 500; len = (size_t)snprintf(body, sizeof body, "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\"}}"); break;
+            case 1: st = 500; len = (size_t)snprintf(body, sizeof body, (b & 1) ? "{\"message\":\"model limit reached, try again later\"}" : "{\"error\":{\"code\":500,\"message\":\"model limit reached, try again later\"}}"); break;
             case 2: st = 400; len = (size_t)snprintf(body, sizeof body, (b & 1) ? "{\"error\":{\"message\":\"model is already running\"}}" : "{\"error\":{\"message\":\"model is downloading\"}}"); break;
-            case 3: st = (b & 1) ? 404 : 500; len = (size_t)snprintf(body, sizeof body, "{\"error\":{\"message\":\"File Not Found\"}}"); break;
+            case 3: st = (b & 1) ? 404 : 500; len = (size_t)snprintf(body, sizeof body, (b & 2) ? "proxy error: Could not establish connection" : "{\"error\":{\"message\":\"File Not Found\"}}"); break;
             case 4: st = 200; len = (size_t)snprintf(body, sizeof body, "{\"data\":[{\"id\":"); break;
             default:
                 if (s.http.op == RSD_OP_CAPACITY)
@@ -115,9 +128,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
             FAILIF(rsd_reconcile_feed(&R, tr, st, body, len, now) != RSD_OK);
             break;
         case RSD_STEP_WAIT:
-            FAILIF(!s.wait_model || !s.wait_model[0]);
+            FAILIF(s.wait_model && !s.wait_model[0]);
             b = u8(&r);
-            if ((b & 1) && s.wake_ms > now + 1) { /* an SSE event arrives first */
+            if ((b & 1) && s.wait_model && s.wake_ms > now + 1) { /* an SSE event arrives first */
                 now += 1;
                 len = event(&r);
                 i = rsd_reconcile_event(&R, body, len, now);

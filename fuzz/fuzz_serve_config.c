@@ -6,7 +6,7 @@
    - rsrv_parse_ini either succeeds or writes "config:LINE: message" with LINE in
      1..(number of lines + 1);
    - a parsed config has 1..16 max_models, every model an id and a model or command,
-     ids and aliases unique across models, every args/command splittable;
+     ids and aliases unique across models, every args/command/llama_server splittable;
    - round trip: rsrv_write_ini of a parsed config parses again to an equal config;
    - rsrv_body_model never reads out of bounds, and on valid JSON agrees with
      rsd_json_parse and the root's last "model" member. */
@@ -30,6 +30,7 @@ static void fz_check_config(const rsrv_config *c) {
     FZ_CHECK(c->nmodels >= 0 && c->nmodels <= RSRV_MAX_MODELS);
     FZ_CHECK(c->listen_port >= 0 && c->listen_port <= 65535);
     FZ_CHECK(rsrv_split(c->args, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1) >= 0);
+    FZ_CHECK(rsrv_split(c->llama_server, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1) > 0); /* a program, words after it */
     for (i = 0; i < c->nmodels; i++) {
         const rsrv_model *m = &c->models[i];
         FZ_CHECK(rsrv_name_ok(m->id, strlen(m->id)));

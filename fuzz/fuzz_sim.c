@@ -42,8 +42,9 @@ static void fz_check_out(const rsim_resp *r) {
         if (!strcmp(r->content_type, RSIM_CT_JSON) && strncmp(r->body, "proxy error", 11))
             FZ_CHECK(rsd_json_parse(&d, r->body, r->body_len, NULL, 0) > 0);
     }
-    if (r->action == RSIM_CHUNK && !strcmp(r->content_type, RSIM_CT_SSE))
-        FZ_CHECK(r->body_len >= 8 && !memcmp(r->body, "data: ", 6) && !memcmp(r->body + r->body_len - 2, "\n\n", 2));
+    if (r->action == RSIM_CHUNK && !strcmp(r->content_type, RSIM_CT_SSE)) /* an event, or a keep-alive frame (later) */
+        FZ_CHECK((r->body_len == 3 && !memcmp(r->body, ":\n\n", 3)) ||
+                 (r->body_len >= 8 && !memcmp(r->body, "data: ", 6) && !memcmp(r->body + r->body_len - 2, "\n\n", 2)));
     if (r->action == RSIM_CHUNK && !strcmp(r->content_type, RSIM_CT_NDJSON)) {
         rsd_json_doc d;
         FZ_CHECK(r->body_len >= 3 && r->body[r->body_len - 1] == '\n');

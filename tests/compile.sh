@@ -41,13 +41,15 @@ for o in 0 1; do for l in 0 1; do for e in 0 1; do for h in 0 1; do for p in 0 1
   nf=$((nf + 1))
 done; done; done; done; done; done
 job "$CXX -x c++ -std=c++11 $CXXWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC" \
-    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM tests/compile/features.c -o $B/features-cxx && ./$B/features-cxx"
-# RSD_NO_DEVMEM (the device memory probe) depends on no other section: alone, and with
-# every other macro (the router-only program's set), rather than in every combination
+    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM -DRSD_NO_GGUF tests/compile/features.c -o $B/features-cxx && ./$B/features-cxx"
+# RSD_NO_DEVMEM (the device memory probe) and RSD_NO_GGUF (the GGUF reader) depend on no other
+# section: each alone, and both with every other macro (the router-only program's set), rather
+# than in every combination
 job "$CC -std=c99 $CWARN -DRSD_NO_DEVMEM tests/compile/features.c -o $B/features-devmem && ./$B/features-devmem"
+job "$CC -std=c99 $CWARN -DRSD_NO_GGUF tests/compile/features.c -o $B/features-nogguf && ./$B/features-nogguf"
 job "$CC -std=c99 $CWARN -DRSD_NO_OLLAMA -DRSD_NO_LMSTUDIO -DRSD_NO_ETCD -DRSD_NO_HTTP_SERVER -DRSD_NO_PROC" \
-    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM tests/compile/features.c -o $B/features-all && ./$B/features-all"
-nf=$((nf + 2))
+    "-DRSD_NO_DETECT -DRSD_NO_DEVMEM -DRSD_NO_GGUF tests/compile/features.c -o $B/features-all && ./$B/features-all"
+nf=$((nf + 3))
 # macOS's paths on this Linux build (RSDI_FORCE_BSD: no MSG_NOSIGNAL, SOCK_NONBLOCK,
 # pipe2, posix_spawn chdir/closefrom, PR_SET_PDEATHSIG; SO_NOSIGPIPE given Darwin's
 # value): built, linked and started, never run against a macOS kernel
@@ -65,6 +67,7 @@ for mc in x86_64-w64-mingw32-gcc x86_64-w64-mingw32-g++; do
 done
 job "$CC -std=c99 $CWARN tests/compile/static_a.c tests/compile/static_b.c -o $B/static && ./$B/static"
 job "$CC -std=c99 $CWARN tests/compile/core_only.c -o $B/core_only && ./$B/core_only"
+job "$CC -std=c99 $CWARN -DRSD_NO_GGUF tests/compile/core_only.c -o $B/core_only_nogguf && ./$B/core_only_nogguf"
 tr '\n' '\0' <$jobs | xargs -0 -P "${JOBS:-2}" -n 1 sh -c
 # a libc without O_CLOEXEC: the implementation refuses to build, with a message saying why
 if $CC -std=c99 $CWARN -isystem tests/compile/no_cloexec -c tests/compile/impl.c -o $B/no_cloexec.o \

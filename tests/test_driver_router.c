@@ -1,7 +1,11 @@
 /* test_driver_router.c -- the sans-I/O reconcile driver against a llama.cpp router as
    examples/rsd_sim.h models it (in-process, no sockets, simulated clock; tests/sim_step.h):
-   upstream cases 6.2, 6.3, 6.4, the L26-L28 request sequences, and the W fixes. The
-   router is build 10116 (the July one measured in wire.md 6).
+   upstream cases 6.2, 6.3, 6.4, the L26-L28 request sequences, and the W fixes. Every
+   test runs twice: on build 10116 (the July router measured in wire.md 6) and on the
+   later generation (rsd-sim --router-gen later, wire.md 7). The July hazards (an unload
+   answered while the child still counts, the router's own LRU unload) do not arise on
+   the later one, so there the test_july_* cases only check that the reconcile still
+   ends the same way.
    What the network, another client or a hostile server does (a transport error, a canned
    body, an answer of a given status, a load by someone else) is injected at the
    transport, between the machine and the simulator. */
@@ -32,6 +36,7 @@ typedef struct frouter {
     char load_only[64];
     const char *load_body;
     int load_limit_left;       /* next loads answer 500 model limit reached (a concurrent load took the place) */
+    int load_refuse_left;      /* next loads answer 500 plain "proxy error: Could not establish connection" */
     int unload_status;         /* != 0: every unload answers this */
     void (*before_load)(struct frouter *f, const char *model); /* another client acts as our load arrives */
     char displace[64];         /* someone else unloads this model as our next load arrives */
@@ -125,6 +130,7 @@ static int fm_unloads(const char *id) {
     return n;
 }
 
+static int g_gen; /* the router generation fr_init sets up (rsim_gen): main runs every test on each */
 static void fr_init(frouter *f, int max_instances) {
     memset(f, 0, sizeof *f);
     f->max_instances = max_instances;
@@ -136,6 +142,7 @@ static void fr_init(frouter *f, int max_instances) {
     S.o.load_ms = 0;
     S.o.unload_ms = 0;
     S.o.models_max = max_instances;
+    S.o.router_gen = g_gen;
     rsim_start(&S, NOW);
 }
 /* The frouter's router options into the simulator. */
@@ -233,6 +240,10 @@ static void fr_http(frouter *f, const rsd_step_http *h, uint64_t now, int *trans
             if (f->load_limit_left > 0) {
                 f->load_limit_left--;
                 ANSWER(500, LIMIT_BODY);
+            }
+            if (f->load_refuse_left > 0) {
+                f->load_refuse_left--;
+                ANSWER(500, "proxy error: Could not establish connection");
             }
             if (f->queue_ms) {
                 snprintf(f->queued, sizeof f->queued, "%s", h->model);
@@ -417,6 +428,16 @@ static void test_6_2_2_parses_router_capacity(void) {
     }
     CHECK(p.is_router && p.unlimited && p.max_instances == 0);
     CHECK(rsd_router_parse_props("{\"max_instances\":", 17, TOKS, 64, &p) < 0);
+    { /* the version is never read: July's bNNNN, the later semantic form, none, junk */
+        static const char *const builds[] = {"\"b10116-7e743c3a3\"", "\"0.4.0-dev (build 11037, commit 5d3e1f0)\"",
+                                             "null", "42", "\"\""};
+        for (i = 0; i < 5; i++) {
+            char j[160];
+            snprintf(j, sizeof j, "{\"role\":\"router\",\"build_info\":%s,\"max_instances\":3}", builds[i]);
+            CHECK_EQ_INT(rsd_router_parse_props(j, strlen(j), TOKS, 64, &p), RSD_OK);
+            CHECK(p.is_router && !p.unlimited && p.max_instances == 3);
+        }
+    }
 }
 
 /* scout (pinned) + coder resident, capacity 2. */
@@ -767,10 +788,25 @@ static void test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown(void
     f.before_load = other_client_fills_the_router; /* so the router's LRU takes the pinned scout */
     desc_init(&d, "new-code");
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
-                                   "GET /v1/models | POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(fm_state("new-code"), RSD_MODEL_LOADED);
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    if (g_gen != RSIM_GEN_JULY) {
+        /* a later router does not unload its own LRU for the second of two cold loads at
+           once: ours gets "model limit reached" (#28774); the listing after it shows the
+           other client's model loaded and no room known: the capacity answer evicts it */
+        CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
+                                       "GET /v1/models | POST /models/load new-code | GET /v1/models | "
+                                       "POST /models/unload other | GET /v1/models | POST /models/load new-code | "
+                                       "GET /v1/models");
+        CHECK_EQ_INT(fm_state("scout"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
+        REQUIRE(R.result.n_evicted == 2);
+        CHECK_EQ_STR(R.result.evicted[1].id, "other");
+        CHECK(!R.result.evicted[0].displaced && !R.result.evicted[1].displaced);
+        return;
+    }
+    CHECK_EQ_STR(joined(&f, true), "GET /v1/models | GET /props | POST /models/unload old-code | "
+                                   "GET /v1/models | POST /models/load new-code | GET /v1/models");
     CHECK_EQ_INT(count_notices(RSD_NOTICE_SWAP, RSD_LEVEL_WARNING), 2); /* old-code's eviction, scout */
     CHECK_EQ_INT(R.notices[R.n_notices - 1].dmsg, RSD_DMSG_UNRESTORED);
     CHECK(any_notice_has("displaced pinned 'scout', and residency did not reload it: the server has no free slot"));
@@ -984,7 +1020,7 @@ static void test_rejected_load_quotes_server_error(void) {
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK_EQ_STR(R.result.message,
                  "llama.cpp router rejected http://mini:8080/models/load: HTTP 500: failed to spawn server instance");
-    f.load_body = "proxy error: Could not establish connection"; /* plain text: not JSON */
+    f.load_body = "Internal Server Error"; /* plain text: not JSON */
     CHECK_EQ_INT(drive(&f, &d), RSD_ERR_LOAD_REJECTED);
     CHECK_EQ_STR(R.result.message, "llama.cpp router rejected http://mini:8080/models/load: HTTP 500");
     /* unload failure notice */
@@ -1031,6 +1067,32 @@ static void test_sse_event_wakes_only_for_the_waited_model(void) {
     for (k = 0; k < sizeof ignored / sizeof ignored[0]; k++)
         CHECK_EQ_INT(rsd_reconcile_event(&R, ignored[k], strlen(ignored[k]), NOW), 0);
     CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
+    CHECK_EQ_STR(R.load_stage, ""); /* a value without a stage */
+    CHECK(R.has_load_value && R.load_value == 0.5);
+    { /* progress of either shape: kept, never a wake; another model's is not ours */
+        static const struct { const char *ev, *stage; double v; } pr[] = {
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"fit_params\",\"value\":0}}}", "fit_params", 0.0},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"text_model\",\"value\":0.25}}}", "text_model", 0.25},
+            {"{\"model\":\"other\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"mmproj_model\",\"value\":0.75}}}", "text_model", 0.25},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"mmproj_model\",\"value\":1.0}}}", "mmproj_model", 1.0},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":0.0}}}", "text_model", 0.0},
+            /* not a plain name, a value out of range: the last good ones stay */
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"\\u001b[2Jx\",\"value\":7}}}", "text_model", 0.0},
+            {"{\"model\":\"coder\",\"event\":\"status_change\",\"data\":{\"status\":\"loading\",\"progress\":"
+             "{\"stage\":\"a_stage_name_far_longer_than_thirty_two_bytes\",\"value\":\"x\"}}}", "text_model", 0.0}};
+        for (k = 0; k < sizeof pr / sizeof pr[0]; k++) {
+            CHECK_EQ_INT(rsd_reconcile_event(&R, pr[k].ev, strlen(pr[k].ev), NOW), 0);
+            CHECK_EQ_STR(R.load_stage, pr[k].stage);
+            CHECK(R.has_load_value && R.load_value == pr[k].v);
+        }
+        CHECK(rsd_reconcile_next(&R, NOW).kind == RSD_STEP_WAIT);
+    }
     {
         const char *ev = "{\"model\":\"coder\",\"event\":\"status_change\",\"data\":"
                          "{\"status\":\"unloaded\",\"exit_code\":1}}";
@@ -1472,8 +1534,8 @@ static void test_model_limit_500_relists_and_evicts_one_more(void) {
     frouter f;
     rsd_reconcile_desc d;
     fresh();
-    fr_init(&f, 2);          /* really 2, but props says 4 */
-    f.props_hide_max = false;
+    fr_init(&f, 2);
+    f.props_hide_max = true; /* an older build: capacity unknown (no room known after a refusal) */
     fm_add(&f, "a", RSD_MODEL_LOADED);
     fm_add(&f, "b", RSD_MODEL_LOADED);
     fm_add(&f, "coder", RSD_MODEL_UNLOADED);
@@ -1482,7 +1544,8 @@ static void test_model_limit_500_relists_and_evicts_one_more(void) {
     d.lock = true;
     d.has_generation = true;
     CHECK_EQ_INT(drive(&f, &d), RSD_OK);
-    /* props max 2 => evict one up front; the router still says full once: evict another */
+    /* one evicted up front; the router still says full and the listing after it shows
+       no room known and nothing loading: evict another, load again */
     CHECK_EQ_STR(posts_of(&f), "/models/unload a | /models/load coder | /models/unload b | /models/load coder");
     CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
     CHECK_EQ_INT(R.result.n_evicted, 2);
@@ -1506,6 +1569,122 @@ static void test_model_limit_500_nothing_evictable_fails_cleanly(void) {
     CHECK_EQ_INT(fm_state("p1"), RSD_MODEL_LOADED);
     CHECK(!R.result.cached);
     CHECK(R.result.requests <= 2 + RSD_RECONCILE_LOAD_ATTEMPTS * 2);
+}
+
+/* ==== transient load refusals (wire.md 7), on both router generations ===========
+   July: injected with the July body (the envelope); later: rsd-sim's --limit-loads and
+   --refuse-loads, the build 11037 body and the plain-text proxy error after an eviction. */
+
+/* Concurrent cold loads: "model limit reached" while the listing shows room is the
+   router's re-check losing a race (#28774): load again after a backoff, evict nothing. */
+static void test_cold_load_limit_retries_with_backoff(void) {
+    {
+        int gen = g_gen;
+        frouter f;
+        rsd_reconcile_desc d;
+        uint64_t t0;
+        fresh();
+        fr_init(&f, 2);
+        fm_add(&f, "a", RSD_MODEL_LOADED);
+        fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+        if (gen == RSIM_GEN_JULY) f.load_limit_left = 3;
+        else S.o.limit_loads = 3;
+        desc_init(&d, "coder");
+        t0 = NOW;
+        CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+        CHECK_EQ_STR(posts_of(&f), "/models/load coder | /models/load coder | /models/load coder | /models/load coder");
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(R.result.n_evicted, 0);
+        CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
+        CHECK_EQ_STR(ATTR_ADD(R), "coder");
+        CHECK(NOW - t0 >= 50 + 100 + 200); /* the backoff doubles */
+        CHECK_EQ_INT(S.o.limit_loads, 0);
+    }
+}
+
+/* Refusals that last past the deadline: one failure, a timeout quoting the answer. */
+static void test_cold_load_limit_until_deadline_times_out(void) {
+    {
+        int gen = g_gen;
+        frouter f;
+        rsd_reconcile_desc d;
+        fresh();
+        fr_init(&f, 2);
+        fm_add(&f, "a", RSD_MODEL_LOADED);
+        fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+        if (gen == RSIM_GEN_JULY) f.load_limit_left = 1000;
+        else S.o.limit_loads = 1000;
+        desc_init(&d, "coder");
+        d.deadline_ms = 3000;
+        CHECK_EQ_INT(drive(&f, &d), RSD_ERR_TIMEOUT);
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_LOAD_FAILED);
+        CHECK(strstr(R.result.message, "the server still refused to load it at the deadline") != NULL);
+        CHECK(strstr(R.result.message, "model limit reached") != NULL);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 1);
+        CHECK_EQ_INT(R.result.n_evicted, 0);
+        CHECK_EQ_INT(fm_state("a"), RSD_MODEL_LOADED);
+        CHECK(f.posts >= 5 && f.posts <= 12); /* 50, 100, 200, 400, then every 500 ms */
+    }
+}
+
+/* Loads sent again after refusals do not use up the load attempts: a download the
+   router reports after three refusals is still waited for, and the model loaded. */
+static int g_loads_seen;
+static void download_on_fourth_load(frouter *f, const char *model) {
+    rsim_model *m = fm_model(model);
+    (void)f;
+    if (++g_loads_seen != 4 || !m) return;
+    m->state = RSIM_DOWNLOADING; /* someone's download of it: listed downloading 50 ms, then unloaded */
+    m->due_ms = NOW + 50;
+}
+static void test_refusals_do_not_use_up_load_attempts(void) {
+    frouter f;
+    rsd_reconcile_desc d;
+    fresh();
+    fr_init(&f, 2);
+    fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+    if (g_gen == RSIM_GEN_JULY) f.load_limit_left = 3;
+    else S.o.limit_loads = 3;
+    g_loads_seen = 0;
+    f.before_load = download_on_fourth_load;
+    desc_init(&d, "coder");
+    CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+    CHECK_EQ_INT(g_loads_seen, 5); /* 3 refused, 1 "downloading", 1 after the download */
+    CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
+}
+
+/* Right after an eviction a router before PR #29217 may answer the load with a plain
+   "proxy error: Could not establish connection" (#28698): load again, no restore. */
+static void test_proxy_error_after_eviction_retries_without_restore(void) {
+    {
+        int gen = g_gen;
+        frouter f;
+        rsd_reconcile_desc d;
+        fresh();
+        fr_init(&f, 2);
+        fm_add(&f, "a", RSD_MODEL_LOADED);
+        NOW += 10;
+        fm_add(&f, "b", RSD_MODEL_LOADED);
+        fm_add(&f, "coder", RSD_MODEL_UNLOADED);
+        if (gen == RSIM_GEN_JULY) f.load_refuse_left = 2;
+        else S.o.refuse_loads = 2; /* only one comes: one eviction */
+        desc_init(&d, "coder");
+        CHECK_EQ_INT(drive(&f, &d), RSD_OK);
+        CHECK_EQ_STR(posts_of(&f), gen == RSIM_GEN_JULY
+                                   ? "/models/unload a | /models/load coder | /models/load coder | /models/load coder"
+                                   : "/models/unload a | /models/load coder | /models/load coder");
+        CHECK_EQ_INT(R.result.outcome, RSD_OUTCOME_RESIDENT);
+        CHECK_EQ_INT(R.result.n_evicted, 1);
+        CHECK(!R.result.evicted[0].restored);
+        CHECK_EQ_INT(fm_state("a"), RSD_MODEL_UNLOADED);
+        CHECK_EQ_INT(fm_state("b"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(fm_state("coder"), RSD_MODEL_LOADED);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_LOAD_FAILED, RSD_LEVEL_ERROR), 0);
+        CHECK_EQ_INT(count_notices(RSD_NOTICE_RESTORED, RSD_LEVEL_INFO), 0);
+    }
 }
 
 static void test_failed_true_exit_code_ends_wait(void) {
@@ -2036,68 +2215,75 @@ int main(int argc, char **argv) {
         lim.max_models = 2 * RSD_MAX_RESIDENTS;
         if (rsd_reconcile_init(&R, &lim) != RSD_OK) return 1;
     }
-    RUN(test_july_swap_waits_until_the_victim_is_unloaded);
-    RUN(test_july_victim_that_never_stops_times_out_before_the_load);
-    RUN(test_failed_load_restores_displaced_protected_model);
-    RUN(test_rejected_load_lists_once_for_displaced_protected);
-    RUN(test_displaced_caller_protected_model_reloaded);
-    RUN(test_stale_failed_flag_is_not_a_failed_load);
-    RUN(test_probe_timeout_retried_within_the_deadline);
-    RUN(test_context_above_what_the_model_runs_with_gets_a_notice);
-    RUN(test_6_2_1_parses_resident_ids);
-    RUN(test_6_2_2_parses_router_capacity);
-    RUN(test_6_2_3_scout_keep_never_evicts_coresident_coder);
-    RUN(test_6_2_4_coder_keep_leaves_pinned_scout);
-    RUN(test_6_2_5_loads_into_free_slot_without_evicting);
-    RUN(test_6_2_5_load_request_shape);
-    RUN(test_6_2_6_capacity_full_eviction);
-    RUN(test_lru_record_and_listing);
-    RUN(test_free_bytes);
-    RUN(test_6_2_7_declines_when_every_slot_pinned);
-    RUN(test_6_2_8_capacity1_declines_pinned_override);
-    RUN(test_6_2_9_capacity1_pinned_override_displaces_unprotected);
-    RUN(test_6_2_10_managed_false_observes);
-    RUN(test_6_2_11_ttl_dedupes_repeat_ensures);
-    RUN(test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown);
-    RUN(test_rejected_load_quotes_server_error);
-    RUN(test_sse_event_wakes_only_for_the_waited_model);
-    RUN(test_downloading_keep_waits_before_evicting);
-    RUN(test_load_answer_downloading_keeps_waiting_then_loads);
-    RUN(test_child_download_during_load_is_waited_for);
-    RUN(test_downloading_past_deadline_times_out_without_evicting);
-    RUN(test_w11_displaced_pinned_reloaded_into_known_free_slot);
-    RUN(test_w11_pinned_reload_never_leaves_keep_displaced);
-    RUN(test_6_2_13_does_not_manage_non_router_payloads);
-    RUN(test_6_2_14_degrades_fetch_failures_silently);
-    RUN(test_6_3_1_never_unloads_for_unserved_keep);
-    RUN(test_6_3_2_reports_why_residency_was_skipped);
-    RUN(test_6_3_3_restores_evicted_when_load_rejected_500);
-    RUN(test_6_3_4_restores_evicted_when_load_404s);
-    RUN(test_6_3_5_evicts_and_loads_when_keep_in_catalog);
-    RUN(test_6_4_1_counts_sleeping_as_resident);
-    RUN(test_6_4_2_never_reloads_sleeping_keep);
-    RUN(test_6_4_3_does_not_evict_sleeping_keep_capacity1);
-    RUN(test_6_4_4_frees_slot_when_sleeping_is_not_keep);
-    RUN(test_L26_keep_resident_capacity_readable);
-    RUN(test_L27_free_slot);
-    RUN(test_L28_full_router);
-    RUN(test_W1_redecides_under_lock_when_listing_changed);
-    RUN(test_W5_one_overall_deadline);
-    RUN(test_W7_transient_poll_errors_retried_and_fast_poll);
-    RUN(test_W7_poll_intervals_double_from_20_to_500);
-    RUN(test_W9_no_cache_after_failed_unload);
-    RUN(test_W19_observe_never_mutates);
-    RUN(test_already_running_400_means_resident);
-    RUN(test_model_limit_500_relists_and_evicts_one_more);
-    RUN(test_model_limit_500_nothing_evictable_fails_cleanly);
-    RUN(test_failed_true_exit_code_ends_wait);
-    RUN(test_keep_loading_waits_read_only_without_lock);
-    RUN(test_lock_not_held_warns_and_proceeds);
-    RUN(test_attribution_add_and_remove);
-    RUN(test_hostile_payloads_degrade_to_observe);
-    RUN(test_determinism_same_inputs_same_steps);
-    RUN(test_notices_readable_while_running);
-    RUN(test_framework_jit_runtime_uses_fallback_one_at_a_time);
-    RUN(test_begin_rejects_bad_desc);
+    for (g_gen = 0; g_gen < RSIM_GEN_NUM; g_gen++) { /* every test on both router generations */
+        RUN(test_july_swap_waits_until_the_victim_is_unloaded);
+        RUN(test_july_victim_that_never_stops_times_out_before_the_load);
+        RUN(test_failed_load_restores_displaced_protected_model);
+        RUN(test_rejected_load_lists_once_for_displaced_protected);
+        RUN(test_displaced_caller_protected_model_reloaded);
+        RUN(test_stale_failed_flag_is_not_a_failed_load);
+        RUN(test_probe_timeout_retried_within_the_deadline);
+        RUN(test_context_above_what_the_model_runs_with_gets_a_notice);
+        RUN(test_6_2_1_parses_resident_ids);
+        RUN(test_6_2_2_parses_router_capacity);
+        RUN(test_6_2_3_scout_keep_never_evicts_coresident_coder);
+        RUN(test_6_2_4_coder_keep_leaves_pinned_scout);
+        RUN(test_6_2_5_loads_into_free_slot_without_evicting);
+        RUN(test_6_2_5_load_request_shape);
+        RUN(test_6_2_6_capacity_full_eviction);
+        RUN(test_lru_record_and_listing);
+        RUN(test_free_bytes);
+        RUN(test_6_2_7_declines_when_every_slot_pinned);
+        RUN(test_6_2_8_capacity1_declines_pinned_override);
+        RUN(test_6_2_9_capacity1_pinned_override_displaces_unprotected);
+        RUN(test_6_2_10_managed_false_observes);
+        RUN(test_6_2_11_ttl_dedupes_repeat_ensures);
+        RUN(test_6_2_12_displaced_pinned_not_reloaded_when_capacity_unknown);
+        RUN(test_rejected_load_quotes_server_error);
+        RUN(test_sse_event_wakes_only_for_the_waited_model);
+        RUN(test_downloading_keep_waits_before_evicting);
+        RUN(test_load_answer_downloading_keeps_waiting_then_loads);
+        RUN(test_child_download_during_load_is_waited_for);
+        RUN(test_downloading_past_deadline_times_out_without_evicting);
+        RUN(test_w11_displaced_pinned_reloaded_into_known_free_slot);
+        RUN(test_w11_pinned_reload_never_leaves_keep_displaced);
+        RUN(test_6_2_13_does_not_manage_non_router_payloads);
+        RUN(test_6_2_14_degrades_fetch_failures_silently);
+        RUN(test_6_3_1_never_unloads_for_unserved_keep);
+        RUN(test_6_3_2_reports_why_residency_was_skipped);
+        RUN(test_6_3_3_restores_evicted_when_load_rejected_500);
+        RUN(test_6_3_4_restores_evicted_when_load_404s);
+        RUN(test_6_3_5_evicts_and_loads_when_keep_in_catalog);
+        RUN(test_6_4_1_counts_sleeping_as_resident);
+        RUN(test_6_4_2_never_reloads_sleeping_keep);
+        RUN(test_6_4_3_does_not_evict_sleeping_keep_capacity1);
+        RUN(test_6_4_4_frees_slot_when_sleeping_is_not_keep);
+        RUN(test_L26_keep_resident_capacity_readable);
+        RUN(test_L27_free_slot);
+        RUN(test_L28_full_router);
+        RUN(test_W1_redecides_under_lock_when_listing_changed);
+        RUN(test_W5_one_overall_deadline);
+        RUN(test_W7_transient_poll_errors_retried_and_fast_poll);
+        RUN(test_W7_poll_intervals_double_from_20_to_500);
+        RUN(test_W9_no_cache_after_failed_unload);
+        RUN(test_W19_observe_never_mutates);
+        RUN(test_already_running_400_means_resident);
+        RUN(test_model_limit_500_relists_and_evicts_one_more);
+        RUN(test_model_limit_500_nothing_evictable_fails_cleanly);
+        RUN(test_cold_load_limit_retries_with_backoff);
+        RUN(test_cold_load_limit_until_deadline_times_out);
+        RUN(test_proxy_error_after_eviction_retries_without_restore);
+        RUN(test_refusals_do_not_use_up_load_attempts);
+        RUN(test_failed_true_exit_code_ends_wait);
+        RUN(test_keep_loading_waits_read_only_without_lock);
+        RUN(test_lock_not_held_warns_and_proceeds);
+        RUN(test_attribution_add_and_remove);
+        RUN(test_hostile_payloads_degrade_to_observe);
+        RUN(test_determinism_same_inputs_same_steps);
+        RUN(test_notices_readable_while_running);
+        RUN(test_framework_jit_runtime_uses_fallback_one_at_a_time);
+        RUN(test_begin_rejects_bad_desc);
+        if (rsdt_failed) printf("  (failures so far; router generation now %s)\n", g_gen ? "later" : "july");
+    }
     return RSD_TEST_END();
 }

@@ -585,6 +585,49 @@ static void test_wait_progress(void) {
     sim_stop(&s);
 }
 
+/* A later router that answers concurrent cold loads with 500 "model limit reached, try
+   again later" (build 11037, rsd-sim --limit-loads): rsd-ensure loads again after a
+   backoff and ends resident, with no failure said. */
+static void test_cold_load_limit_retried(void) {
+    static const char *const args[] = {"--load-ms", "20", "--limit-loads", "2", "--model", "id=b", NULL};
+    const char *a[] = {"--url", NULL, "--model", "b", "--no-state", NULL};
+    sim_proc s;
+    int n;
+    g_router_gen = "later";
+    REQUIRE(sim_start(&s, args) == 0);
+    a[1] = s.url;
+    CHECK_EQ_INT(cli(a), 0);
+    CHECK(strstr(g_out, "resident: 'b' on ") != NULL);
+    CHECK(strstr(g_out, "fail") == NULL);
+    SHOW_ON_FAIL();
+    n = sim_log(&s);
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/load", NULL), 3); /* two refused, then started */
+    CHECK_EQ_INT(log_count(0, n, "POST", "/models/unload", NULL), 0);
+    sim_stop(&s);
+    g_router_gen = NULL;
+}
+
+/* The stage a router's /models/sse names for our load shows on the loading line, from
+   July's progress shape ("current") and the later one ("stage", PR #24828) alike. */
+static void test_load_stage_progress(void) {
+    static const char *const args[] = {"--load-ms", "400", "--model", "id=a", NULL};
+    size_t g;
+    for (g = 0; g < sizeof g_router_gens / sizeof g_router_gens[0]; g++) {
+        const char *a[] = {"--url", NULL, "--model", "a", "--no-state", NULL};
+        sim_proc s;
+        g_router_gen = g_router_gens[g];
+        REQUIRE(sim_start(&s, args) == 0);
+        a[1] = s.url;
+        CHECK_EQ_INT(cli(a), 0);
+        CHECK(strstr(g_out, "loading 'a' ... ") != NULL);
+        CHECK(strstr(g_out, " [text_model] ") != NULL); /* the last progress event before loaded */
+        CHECK(strstr(g_out, "resident: 'a' on ") != NULL);
+        SHOW_ON_FAIL();
+        sim_stop(&s);
+    }
+    g_router_gen = NULL;
+}
+
 /* Two rsd-ensure processes on one server and one state directory: the second, which
    must change the server too, waits for the target lock the first holds through its
    load, and says so. */
@@ -1175,6 +1218,8 @@ int main(int argc, char **argv) {
     RUN(test_residency_typo_lib);
     RUN(test_unknown_model);
     RUN(test_wait_progress);
+    RUN(test_load_stage_progress);
+    RUN(test_cold_load_limit_retried);
     RUN(test_lock_wait_progress);
     RUN(test_list_runtimes);
     RUN(test_real_router_words);

@@ -256,6 +256,38 @@ static void test_sse_reader(void) {
     }
 }
 
+/* Keep-alive comment frames (":" and a blank line, as later llama.cpp routers send
+   every second) before, between and after data lines, and inside an event, fed in two
+   pieces split at every byte: the same three events each time, nothing for a frame. */
+static void test_sse_keepalive_frames(void) {
+    static const char in[] = ":\n\n: ping\r\n\ndata: {\"a\":1}\n\n:\n\n:\n\ndata: two\n:\ndata: lines\n\n"
+                             ":\r\n\r\ndata: [DONE]\n\n:\n\n:";
+    size_t cut, len = sizeof in - 1;
+    for (cut = 0; cut <= len; cut++) {
+        char buf[64], seen[4][32];
+        rsd_sse_reader r;
+        rsd_sse_event ev;
+        size_t used, off, n;
+        int got = 0, res, piece;
+        rsd_sse_init(&r, buf, sizeof buf);
+        for (piece = 0; piece < 2; piece++) {
+            const char *p = piece ? in + cut : in;
+            n = piece ? len - cut : cut;
+            for (off = 0; off < n; off += used) {
+                res = rsd_sse_feed(&r, p + off, n - off, &used, &ev);
+                CHECK(res == RSD_OK || res == RSD_PENDING);
+                if (res == RSD_OK && got < 4) snprintf(seen[got++], sizeof seen[0], "%.*s", (int)ev.data.len, ev.data.ptr);
+                if (res == RSD_PENDING) break;
+            }
+        }
+        CHECK_EQ_INT(got, 3);
+        if (got != 3) { printf("  cut at %u\n", (unsigned)cut); break; }
+        CHECK_EQ_STR(seen[0], "{\"a\":1}");
+        CHECK_EQ_STR(seen[1], "two\nlines");
+        CHECK_EQ_STR(seen[2], "[DONE]");
+    }
+}
+
 static void test_keepalive_reuse(void) {
     rsd_http_server_desc sd;
     rsd_http_client_desc cd;
@@ -2154,6 +2186,7 @@ int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     tp_net_init();
     RUN(test_sse_reader);
+    RUN(test_sse_keepalive_frames);
     RUN(test_arguments);
     RUN(test_keepalive_reuse);
     RUN(test_post_body_and_chunked);

@@ -255,6 +255,21 @@ static void test_expand_default_template(void) {
     /* the model is required by the default template */
     s.model = NULL;
     CHECK_EQ_INT(rsd_procs_expand(&s, buf, sizeof buf, argv, 64), RSD_ERR_PROC_TEMPLATE);
+    { /* exe_args: verbatim right after argv[0] (the unified binary's `llama serve`) */
+        static const char *const sub[] = {"serve", "{port}", NULL};
+        s.exe = "llama";
+        s.model = "/m/a.gguf";
+        s.exe_args = sub;
+        n = rsd_procs_expand(&s, buf, sizeof buf, argv, 64);
+        REQUIRE(n == 9);
+        CHECK_EQ_STR(argv[0], "llama");
+        CHECK_EQ_STR(argv[1], "serve");
+        CHECK_EQ_STR(argv[2], "{port}"); /* no placeholders there */
+        CHECK_EQ_STR(argv[3], "-m");
+        CHECK_EQ_STR(argv[4], "/m/a.gguf");
+        CHECK_EQ_STR(argv[8], "18081");
+        CHECK(argv[9] == NULL);
+    }
 }
 
 static void test_expand_custom_template(void) {

@@ -279,6 +279,34 @@ static void test_real_meta_sse_cut(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* The unified binary's spelling (`llama serve`): rsd-serve runs llama_server's first word,
+   here a wrapper in a directory with a blank that takes the subcommand and execs the real
+   llama-server, with the rest right after argv[0]; the child answers as ever. */
+static void test_real_unified_binary(void) {
+    serve_proc s;
+    char dir[700], llama[800], path[700], text[4096];
+    const char *args[] = {"--config", path, NULL};
+    snprintf(dir, sizeof dir, "%s/my bin", g_models);
+    (void)mkdir(dir, 0700);
+    snprintf(llama, sizeof llama, "%s/llama", dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
+             "shift\nexec '%s' \"$@\"\n", g_bin);
+    REQUIRE(write_file(llama, text) == 0);
+    REQUIRE(chmod(llama, 0700) == 0);
+    snprintf(path, sizeof path, "%s/unified.ini", g_models);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = \"%s\" serve\nargs = -t 1\nstart_timeout = 60\nstop_grace = 5\n"
+             "[model tiny-a]\nmodel = %s/tiny-a.gguf\nctx = 256\n", llama, g_models);
+    REQUIRE(write_file(path, text) == 0);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", real_chat("tiny-a", 2, false)), 200);
+    CHECK(strstr(g_body, "\"model\":\"tiny-a\"") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    CHECK(strstr(g_body, "\"serve\",\"-m\"") != NULL);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
@@ -288,6 +316,7 @@ int main(int argc, char **argv) {
     RUN(test_real_after_keepalive_idle);
     RUN(test_real_child_slots_bound);
     RUN(test_real_broken_keeps_healthy);
+    RUN(test_real_unified_binary);
     real_serve_cleanup();
     return RSD_TEST_END();
 }

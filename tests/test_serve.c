@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -721,6 +722,49 @@ static void test_serve_stalled_client(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Later llama.cpp generations stream comment-only keep-alive frames (":" and a blank
+   line, PR #25241; per request sse_ping_interval): rsd-serve passes each on as it comes,
+   before the first data line and between data lines, not held for the next data. */
+static void test_serve_keepalive_frames(void) {
+    serve_proc s;
+    char path[256], buf[16384];
+    const char *args[] = {"--config", path, NULL};
+    const char *saved = g_sim_args, *first_data, *done_at, *p;
+    int fd, n = 0, got, ping_only_reads = 0;
+    bool done = false;
+    make_dir();
+    snprintf(path, sizeof path, "%s/ping.ini", g_dir);
+    g_sim_args = "--runtime server --router-gen later --load-ms 20 --token-ms 120 --gen-ms 5";
+    write_config(path, 1, "[model k]\nmodel = @/k.gguf\n");
+    g_sim_args = saved;
+    REQUIRE(serve_start(&s, args) == 0);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions",
+                     "{\"model\":\"k\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                     "\"stream\":true,\"sse_ping_interval\":0.03}") == 0);
+    while (!done && (got = raw_read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0) {
+        char *piece = buf + n;
+        n += got;
+        buf[n] = 0;
+        done = strstr(buf, "[DONE]") != NULL;
+        if (!done && strstr(piece, ":\n\n") && !strstr(piece, "data: ")) ping_only_reads++;
+    }
+    close(fd);
+    CHECK(done);
+    first_data = strstr(buf, "data: ");
+    done_at = strstr(buf, "[DONE]");
+    REQUIRE(first_data && done_at);
+    p = strstr(buf, ":\n\n");
+    CHECK(p && p < first_data); /* the frame that opens the stream */
+    p = strstr(first_data, ":\n\n");
+    CHECK(p && p < done_at);    /* frames between data lines */
+    /* ~4 frames between data lines 120 ms apart: held for the next data, none would
+       arrive alone; only a test starved for 120 ms at every frame could miss them */
+    CHECK(ping_only_reads >= 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* An upstream that hangs up fails only its request (502); the next request works. */
 static void test_serve_upstream_hangup(void) {
     serve_proc s;
@@ -1188,11 +1232,70 @@ static void test_serve_bad_config(void) {
     CHECK(strstr(out, "max_models = 2") && strstr(out, "[model a]"));
 }
 
+/* The unified binary (installers ship only `llama serve`): llama_server is words, the
+   first the program (here a wrapper in a directory with a blank, quoted) and the rest
+   right after argv[0]; --check looks at the first word only; a bad quote is refused. */
+static void test_serve_unified_binary(void) {
+    serve_proc s;
+    char path[256], bindir[192], llama[256], sim[PATH_MAX], text[2 * PATH_MAX + 1024], out[4096], want[512];
+    const char *args[] = {"--config", path, NULL};
+    const char *check[] = {SERVE_BIN, "--config", path, "--check", NULL};
+    make_dir();
+    REQUIRE(realpath(SIM_BIN, sim) != NULL);
+    snprintf(bindir, sizeof bindir, "%s/my bin", g_dir);
+    (void)mkdir(bindir, 0700);
+    snprintf(llama, sizeof llama, "%s/llama", bindir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n[ \"$1\" = serve ] || { echo \"llama: unknown command '$1'\" >&2; exit 2; }\n"
+             "shift\nexec '%s' \"$@\"\n", sim);
+    write_file(llama, text);
+    REQUIRE(chmod(llama, 0700) == 0);
+    snprintf(path, sizeof path, "%s/unified.ini", g_dir);
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nmax_models = 1\nllama_server = \"%s\" serve\n"
+             "args = --runtime server --load-ms 20\n[model u]\nmodel = %s\n", llama, sim);
+    write_file(path, text);
+    CHECK_EQ_INT(run_prog(check, out, sizeof out), 0); /* the first word is the program */
+    if (!strstr(out, "[model u]")) printf("  --check: %s\n", out);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("u", false)), 200);
+    CHECK(strstr(g_body, "simulated") != NULL);
+    CHECK_EQ_INT(http(&s, "GET", "/models", NULL), 200);
+    snprintf(want, sizeof want, "\"args\":[\"%s\",\"serve\",\"-m\"", llama); /* no JSON escape in these paths */
+    CHECK(strstr(g_body, want) != NULL);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+
+    /* an args prefix: env sets a variable for the child, then runs the server */
+    snprintf(text, sizeof text,
+             "listen = 127.0.0.1:0\nllama_server = env LLAMA_ARG_X=1 %s\nargs = --runtime server --load-ms 20\n"
+             "[model e]\nmodel = %s\n", sim, sim);
+    write_file(path, text);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("e", false)), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+
+    /* --check names the first word when it cannot run */
+    snprintf(text, sizeof text, "llama_server = /nonexistent/llama serve\n[model a]\nmodel = %s\n", sim);
+    write_file(path, text);
+    CHECK(run_prog(check, out, sizeof out) != 0);
+    CHECK(strstr(out, "cannot run /nonexistent/llama: ") != NULL);
+    CHECK(strstr(out, "llama serve:") == NULL);
+    /* a quote left open: a configuration error on its line */
+    snprintf(text, sizeof text, "max_models = 1\nllama_server = \"/opt/my llama serve\n[model a]\nmodel = %s\n", sim);
+    write_file(path, text);
+    CHECK_EQ_INT(run_prog(check, out, sizeof out), 64);
+    snprintf(want, sizeof want, "%s:2: llama_server: '\"/opt/my llama serve' is no program", path);
+    CHECK(strstr(out, want) != NULL);
+    if (!strstr(out, want)) printf("  got: %s\n", out);
+    (void)unlink(llama);
+    (void)rmdir(bindir);
+}
+
 /* Removes the temporary directory and what the tests wrote there. */
 static void remove_dir(void) {
     static const char *const names[] = {"pool.ini",    "hangup.ini", "bad.ini",  "pinned.ini", "signals.ini",
                                         "secrets.ini", "idle.ini",   "slow.ini", "stall.ini",  "wrap.ini",
-                                        "broken.ini"};
+                                        "broken.ini",  "ping.ini",   "unified.ini"};
     char p[256];
     int i;
     if (!g_dir[0]) return;
@@ -1233,8 +1336,10 @@ int main(int argc, char **argv) {
     RUN(test_body_model);
     RUN(test_serve_bad_config);
     RUN(test_serve_missing_binary);
+    RUN(test_serve_unified_binary);
     RUN(test_serve_pool);
     RUN(test_serve_upstream_hangup);
+    RUN(test_serve_keepalive_frames);
     RUN(test_serve_pinned);
     RUN(test_serve_signals);
     RUN(test_serve_secrets);

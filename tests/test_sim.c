@@ -131,7 +131,7 @@ static void test_W2_router_props(void) {
              "{\"role\":\"router\",\"max_instances\":2,\"models_autoload\":true,\"model_alias\":\"llama-server\","
              "\"model_path\":\"none\",\"default_generation_settings\":{\"params\":null,\"n_ctx\":0},"
              "\"ui_settings\":{},\"build_info\":\"%s\",\"cors_proxy_enabled\":false}",
-             july() ? "b10116-7e743c3a3" : "b0-unknown");
+             july() ? "b10116-7e743c3a3" : "0.4.0-dev (build 11037, commit 0000000)"); /* PR #27498's form */
     CHECK_EQ_STR(BUF, want);
     SETUP("--models-max", "0", "--no-models-autoload", "--model", "a");
     get("/props");
@@ -201,13 +201,53 @@ static void test_W4_load_then_loaded(void) {
         CHECK_EQ_INT(R.action, RSIM_CHUNK);
         CHECK(strncmp(BUF, "data: {", 7) == 0 && strstr(BUF, "}\n\n") != NULL);
         if (n == 0) saw_status = strstr(BUF, "\"event\":\"model_status\",\"data\":{\"status\":\"loading\"}") != NULL;
-        if (strstr(BUF, "\"status_change\"") && strstr(BUF, "\"progress\":{\"stages\":[\"text_model\"]")) saw_progress++;
+        /* July: {"stages":[...],"current":...}; later: {"stage":...} (PR #24828) */
+        if (strstr(BUF, "\"status_change\"") &&
+            strstr(BUF, july() ? "\"progress\":{\"stages\":[\"text_model\"],\"current\":\"text_model\",\"value\":"
+                               : saw_progress ? "\"progress\":{\"stage\":\"text_model\",\"value\":1.0}"
+                                              : "\"progress\":{\"stage\":\"fit_params\",\"value\":0.0}"))
+            saw_progress++;
         if (strstr(BUF, "\"status\":\"loaded\",\"info\":{\"id\":\"a\"")) saw_loaded_info++;
         n++;
     }
     CHECK(saw_status);
     CHECK(saw_progress >= 2);
     CHECK_EQ_INT(saw_loaded_info, 1);
+}
+
+/* Cold loads at once (several in one millisecond, no room for all): July stops its LRU
+   model for the last one; the later generation answers it 500 "model limit reached, try
+   again later" (#28774, build 11037); --limit-loads and --refuse-loads on demand. */
+static void test_cold_loads_at_once(void) {
+    SETUP(ROUTER2);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"a\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 200);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"b\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 200);
+    if (july()) { /* its LRU model is stopped for it, loading or not: never the limit answer */
+        post("/models/load", "{\"model\":\"c\"}");
+        CHECK(!(R.action == RSIM_RESPOND && R.status == 500));
+        return;
+    }
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 500);
+    CHECK_EQ_STR(BUF, "{\"message\":\"model limit reached, try again later\"}");
+    CHECK_EQ_STR(rstate("c"), "unloaded");
+    CHECK_EQ_STR(rstate("a"), "loading");
+    CHECK_EQ_STR(rstate("b"), "loading");
+    adv(300);
+    S->o.limit_loads = 1; /* on demand, even with room */
+    post("/models/unload", "{\"model\":\"b\"}");
+    adv(50);
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 500);
+    CHECK(strstr(BUF, "model limit reached") != NULL);
+    S->o.refuse_loads = 1; /* b was evicted: the next load answers the proxy error */
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 500);
+    CHECK_EQ_STR(BUF, "proxy error: Could not establish connection");
+    CHECK_EQ_INT(post("/models/load", "{\"model\":\"c\"}"), RSIM_RESPOND);
+    CHECK_EQ_INT(R.status, 200);
 }
 
 static void test_W5_load_errors(void) {
@@ -540,11 +580,12 @@ static void test_W20_startup(void) {
 
 static void test_router_stream(void) {
     uint32_t tk;
-    int chunks = 0, ended = 0;
+    int chunks = 0, ended = 0, pings = 0;
     SETUP(ROUTER2);
     post("/models/load", "{\"model\":\"a\"}");
     adv(300);
-    CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"a\",\"stream\":true}"), RSIM_DEFER);
+    CHECK_EQ_INT(post("/v1/chat/completions", "{\"model\":\"a\",\"stream\":true,\"sse_ping_interval\":0.002}"),
+                 RSIM_DEFER);
     tk = R.ticket;
     CHECK_EQ_INT(wait_reply(tk, 100), 200);
     CHECK_EQ_INT(R.action, RSIM_STREAM);
@@ -552,7 +593,11 @@ static void test_router_stream(void) {
         uint64_t w;
         while (rsim_pull(S, NOW, &R) > 0) {
             if (R.ticket != tk) continue;
-            if (R.action == RSIM_CHUNK) {
+            if (R.action == RSIM_CHUNK && BUF[0] == ':') { /* later: a keep-alive frame (PR #25241) */
+                CHECK_EQ_STR(BUF, ":\n\n");
+                CHECK(chunks < RSIM_NTOK + 3); /* none after [DONE] */
+                pings++;
+            } else if (R.action == RSIM_CHUNK) {
                 chunks++;
                 CHECK(strncmp(BUF, "data: ", 6) == 0);
                 if (chunks == RSIM_NTOK + 3) CHECK_EQ_STR(BUF, "data: [DONE]\n\n");
@@ -567,6 +612,9 @@ static void test_router_stream(void) {
     }
     CHECK(ended);
     CHECK_EQ_INT(chunks, RSIM_NTOK + 3);
+    /* later: one opens the stream, then one every 2 ms between chunks 5 ms apart */
+    if (july()) CHECK_EQ_INT(pings, 0);
+    else CHECK(pings >= 1 + 2 * (RSIM_NTOK + 2));
     CHECK_EQ_INT(S->m[0].inflight, 0);
 }
 
@@ -746,7 +794,7 @@ static void test_W27_server_sleep(void) {
 
 static void test_W28_server_errors_stream(void) {
     uint32_t tk;
-    int chunks = 0;
+    int chunks = 0, pings = 0;
     SETUP("--runtime", "server");
     adv(300);
     get("/nope");
@@ -759,13 +807,15 @@ static void test_W28_server_errors_stream(void) {
     CHECK_EQ_INT(wait_reply(tk, 10), 200);
     while (NOW < 2000) {
         while (rsim_pull(S, NOW, &R) > 0)
-            if (R.ticket == tk && R.action == RSIM_CHUNK) {
+            if (R.ticket == tk && R.action == RSIM_CHUNK && BUF[0] == ':') pings++;
+            else if (R.ticket == tk && R.action == RSIM_CHUNK) {
                 chunks++;
                 if (chunks == RSIM_NTOK + 1) CHECK(strstr(BUF, "\"stop\":true") != NULL);
             }
         NOW++;
     }
     CHECK_EQ_INT(chunks, RSIM_NTOK + 1);
+    CHECK_EQ_INT(pings, july() ? 0 : 1); /* later: the one that opens it (a 1 s interval) */
 }
 
 /* ---------------- Ollama ---------------- */
@@ -1556,6 +1606,7 @@ int main(int argc, char **argv) {
         RUN(test_W17_W18_reload);
         RUN(test_W19_unknown_route);
         RUN(test_W20_startup);
+        RUN(test_cold_loads_at_once);
         RUN(test_router_stream);
         RUN(test_router_downloading);
         RUN(test_router_child_download);

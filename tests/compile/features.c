@@ -1,5 +1,5 @@
 /* The feature macros (RSD_NO_OLLAMA, RSD_NO_LMSTUDIO, RSD_NO_ETCD, RSD_NO_HTTP_SERVER,
-   RSD_NO_PROC, RSD_NO_DETECT, RSD_NO_DEVMEM), given on the command line in every combination by tests/compile.sh: the
+   RSD_NO_PROC, RSD_NO_DETECT, RSD_NO_DEVMEM, RSD_NO_GGUF), given on the command line in every combination by tests/compile.sh: the
    implementation builds, links and what is compiled out says so. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../../residency_http.h"
@@ -73,6 +73,14 @@ int main(void) {
         dm = rsd_devmem_create(&dd);
         bad |= !dm || rsd_devmem_read(dm, NULL, 0, dv, 2) != 0;
         rsd_devmem_destroy(dm);
+    }
+#endif
+#ifndef RSD_NO_GGUF
+    { /* the GGUF reader: a header in two pieces */
+        static rsd_gguf g;
+        static const unsigned char h[24] = {'G', 'G', 'U', 'F', 3};
+        rsd_gguf_init(&g, NULL);
+        bad |= rsd_gguf_feed(&g, h, 10) != RSD_PENDING || rsd_gguf_feed(&g, h + 10, 14) != RSD_OK;
     }
 #endif
     return bad;
