@@ -704,18 +704,18 @@
            d->no_state and etcd's coordinator with a coord included; 0 for a desc
            create refuses (limits, runtime, protected list) and for a coord in a
            build without etcd.
-           On x86-64 (tests/test_sizes.c checks the bounds): under 246 KiB with
+           On x86-64 (tests/test_sizes.c checks the bounds): under 247 KiB with
            the defaults -- the reconcile under 134 KiB (its tables above, the
            answers' 8 KiB buffer among them), the scratch region under 12 KiB
            (detection's state; the attribution set and its arena take 10 KiB),
            the decision cache under 19 KiB, the client under 34 KiB, the rest of
            the object under 34 KiB, the state's block under 17 KiB (see STATE)
-           --, under 237 KiB with runtime LLAMACPP (no LM Studio state; the
+           --, under 238 KiB with runtime LLAMACPP (no LM Studio state; the
            scratch region is the attribution's 10 KiB).
            no_state leaves out the state's block, adds the in-memory instance
            records (attr_arena_bytes, 8 KiB by default) where the runtime has
            instances and leaves the scratch region to detection: under 238 KiB
-           with runtime AUTO, under 211 KiB with LLAMACPP. When the state
+           with runtime AUTO, under 212 KiB with LLAMACPP. When the state
            directory cannot be opened, create runs without it and allocates, in
            place of its block, the in-memory instance records where the runtime
            has instances; they are smaller than that block, so the footprint is
@@ -740,7 +740,8 @@
            probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
            key, never logged or printed), observe (force
            observe-only: nothing is loaded or unloaded), user_managed (the
-           target's lifecycle is user-managed: observe too), keep_pinned.
+           target's lifecycle is user-managed: observe too), keep_pinned,
+           free_bytes and lease_ttl_ms (a free request, below).
            RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
            must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
            DONE at once with that result (step returns it, query shows it).
@@ -782,34 +783,81 @@
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
        Freeing memory (a lease). A request with no model (q->model NULL or "")
-       and q->free_bytes = N frees N bytes instead of loading: the same reconcile
-       (lock, list, decide, unloads, commit) with a free plan (see "Free plans" in
+       and q->free_bytes = N frees N bytes instead of loading; begin, step,
+       pollfds, next_deadline and query drive it as they drive an ensure (a
+       frame loop steps it once a frame), and rsd_ensurer_run blocks on it.
+       rsd-serve first: the first step POSTs <root>/_rsd/lease {"bytes": N,
+       "ttl_ms": q->lease_ttl_ms (0 = RSD_ENSURE_LEASE_TTL_MS, 10 min: a
+       caller that crashes gives the bytes back then), "restore": true}; rsd-serve
+       stops idle, unpinned processes, least recently used first, never a busy
+       or pinned one. While its answer says "ready": false (a stopped process
+       has not exited yet) the ensure polls GET <root>/_rsd/lease/ID, 20 ms
+       first, doubling to 500 ms, until ready or the ensure's deadline. Ready
+       means the processes have exited (rsd-serve's pool frees a process's bytes
+       when its exit is reaped, not when it is asked to stop), so the memory is
+       free when the ensure ends. Outcome FREED, res.freed_bytes = the bytes
+       granted (less than asked when busy or pinned processes hold the rest:
+       reason FREE_SHORT), res.evicted = the models it stopped,
+       res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
+       colon), and res.message names the bytes: "rsd-serve lease rsd-serve:3
+       ready: 4294967296 of 4294967296 bytes granted, 1 model(s) stopped". 409:
+       DECLINED (RSD_OK; nothing idle to stop, nothing changed); 503 (no
+       vram_budget, too many leases): DEGRADED, RSD_ERR_SERVER_ERROR with
+       rsd-serve's words; 400: RSD_ERR_ARG; 401/403: RSD_ERR_AUTH; past the
+       deadline while not ready: RSD_ERR_TIMEOUT with lease_id still set (release
+       it, or its ttl passes). How the target is known to be rsd-serve: a 404,
+       405 or 501 to that POST, or a 200 that is not a lease (LM Studio answers
+       unknown routes so), means it is not, and the request goes on as below
+       (detection included). A free request is rare (a cutscene, another GPU
+       program), so the one probe costs other runtimes one request there and
+       ensures of a model nothing; it needs no earlier contact with the server
+       (a header or a listing field would need a listing first, which a given
+       runtime skips, and a proxy may drop a header), and it reaches rsd-serve
+       through the same URL the caller uses. A request naming runtime OLLAMA or
+       LMSTUDIO skips it.
+       Other servers: the same reconcile as an ensure (lock, list, decide,
+       unloads, commit) with a free plan (see "Free plans" in
        residency.h's manual): models this library loaded there, unprotected, whose
        size the server lists (the llama.cpp router lists meta.size while a model is
-       loaded; rsd-serve and rsd-sim too), least recently used first, until N are
+       loaded; rsd-sim too), least recently used first, until N are
        freed. Nothing is loaded and nothing is cached. res.outcome FREED (perhaps
        less than asked: res.freed_bytes, the listed sizes of what went, and a
        will-not-fit notice say so) or DECLINED (nothing to unload; no request but
        the listing); res.evicted lists what went. With a state directory the
        unloads are a lease: res.lease_id names it, recorded as attr/lease_<id>-
        <hash>.lease (the attribution's format: model = what went, instance = the
-       URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
-       machine.
+       URL); it has no ttl. LM Studio is refused (RSD_ERR_ARG): its instances have
+       their own machine.
+       int rsd_ensurer_release_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
+           Starts giving a lease back; no I/O. step, pollfds, next_deadline and
+           query drive it like an ensure (RSD_PENDING until done; never blocks).
+           "rsd-serve:ID": one DELETE <q->url root>/_rsd/lease/ID (q->url is
+           required: the id does not hold it); rsd-serve starts what it stopped
+           again (the lease asked to restore). Step returns RSD_OK; query: outcome
+           NONE, restored = the models rsd-serve starts again, evicted = them
+           (restored set), message says so; 404 (released, or its ttl passed):
+           RSD_ERR_NOT_FOUND. A state-directory lease: one ensure per model, in
+           the lease's order, at the recorded URL unless q->url is set (q also
+           gives the runtime, bearer and timeout; q may be NULL); before each model
+           the lease record is read under its file lock, taken without blocking
+           (next_deadline is the lock's next try), and each model that comes back
+           leaves the lease at once (what failed stays for another release).
+           Step returns RSD_OK when all came back, else the first failed ensure's
+           code (RSD_ERR_STATE for one that ended without error and without its
+           model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
+           released lease; query: restored = the models back, and the last
+           ensure's result when all came back, else the first failed one's result,
+           outcome, decision, reason and message, without notices, evicted list,
+           op_model and wire_id. RSD_OK, RSD_ERR_ARG (a bad id, an rsd-serve lease
+           without q->url), RSD_ERR_STATE (an ensure or release is running; a
+           state-directory lease without a state directory). While a release runs,
+           rsd_ensurer_begin answers RSD_ERR_STATE.
        int rsd_ensurer_release(e, const rsd_ensure_req *q, const char *lease_id, out)
-           Blocking (a loop of rsd_ensurer_run): loads back every model of the lease in
-           its order, at the recorded URL unless q->url is set (q also gives the
-           runtime, bearer and timeout; q may be NULL). Each model that comes back
-           leaves the lease at once (what failed stays for another release). It
-           reads the lease again before each model, so it holds no copy of it.
-           Returns the count restored;
-           RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
-           or released lease, RSD_ERR_ARG for a bad id, else the first failed
-           ensure's code (RSD_ERR_STATE for one that ended without error and without
-           its model resident, e.g. observe-only). *out (may be NULL) is the last
-           ensure's result when all came back, else the first failed one's: its
-           result, outcome, decision, reason and message (valid until the next begin),
-           without notices, evicted list, op_model and wire_id (later ensures reused
-           them).
+           Blocking: rsd_ensurer_release_begin, then step + poll() until done
+           (each recorded URL's host name is resolved first, as rsd_ensurer_run
+           does). Returns the count restored, or the code above (and
+           RSD_ERR_ARG for a NULL or over-long id); *out (may be NULL) is
+           query's result.
        int rsd_ensurer_resolve(e, const char *url)
            Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
            first address), kept in a
@@ -2384,16 +2432,18 @@ RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out
 RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
 RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
-/* Blocking: loads back what the free ensure of lease_id unloaded (one rsd_ensurer_run per model,
-   at the URL recorded with it unless q->url is set; q gives runtime, bearer, timeout),
-   then forgets what came back. *out: the last ensure's result. The count restored, or <0:
-   RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no such lease), or the first
-   failed ensure's code (what failed stays in the lease for another release). */
+/* Blocking (release_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
+   q->url required): DELETE, and rsd-serve starts what it stopped. The state directory's: loads
+   back what the free ensure unloaded (one ensure per model, at the URL recorded with it unless
+   q->url is set; q gives runtime, bearer, timeout), then forgets what came back. *out: query's
+   result. The count restored, or <0: RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no
+   such lease), RSD_ERR_ARG, or the first failed ensure's code (what failed stays in the lease). */
 RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out);
-/* Starts the release of an rsd-serve lease ("rsd-serve:ID", at q->url) without blocking: one
-   DELETE, driven by rsd_ensurer_step / pollfds / next_deadline like an ensure. RSD_OK or <0
-   (RSD_ERR_ARG: another kind of lease, no q->url, a bad id; RSD_ERR_STATE: one is running). */
+/* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
+   query drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
+   a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or release is running,
+   or a state-directory lease without a state directory). */
 RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                       uint64_t now_ms);
 /* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
@@ -6634,7 +6684,6 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE, RSDI_EN_LEASE };
 /* rsd-serve's own lease (phase LEASE): the request in flight or due */
 enum { RSDI_EN_LS_NONE = 0, RSDI_EN_LS_TAKE, RSDI_EN_LS_POLL, RSDI_EN_LS_DROP };
-enum { RSDI_EN_LS_STOPPED = 16, RSDI_EN_LS_TEXT = 1024 }; /* models a lease names, bytes of their ids */
 /* a state-directory lease's release: read the record, ensure its next model, take it out */
 enum { RSDI_EN_REL_NONE = 0, RSDI_EN_REL_READ, RSDI_EN_REL_RUN, RSDI_EN_REL_DROP, RSDI_EN_REL_DONE };
 enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT,
@@ -6786,19 +6835,15 @@ struct rsd_ensurer {
     uint32_t lease_ttl_ms, ls_delay;  /* the ttl sent; the next poll's delay (fast first, doubling) */
     size_t ls_len;                    /* bytes of the answer so far */
     uint64_t ls_id, ls_granted, ls_requested;
-    int n_ls_stopped;
-    rsd_evicted ls_ev[RSDI_EN_LS_STOPPED]; /* the models it stopped (release: that rsd-serve loads back) */
-    char ls_text[RSDI_EN_LS_TEXT];    /* their ids */
+    int n_ls_stopped;                 /* the models it stopped (a release: that rsd-serve starts again), in
+                                         m.rc.result.evicted with their ids after the answer in its buffer */
     /* a state-directory lease's release (rsd_ensurer_release_begin): one ensure per model */
     int rel;                          /* RSDI_EN_REL_*: what the next step does */
     int rel_final, rel_err, rel_n;    /* its code; the first failed ensure's; models back */
     uint32_t rel_kept;                /* the record's first entries that did not come back */
-    bool rel_lk_active, rel_url_given, rel_resolve, rel_ran;
-    rsd_state_lock rel_lk;            /* the lease record's attribution-file lock */
-    rsd_ensure_req rel_q;             /* the release's request (its strings: below, and e->bearer) */
+    bool rel_url_given, rel_resolve, rel_ran; /* the record's file lock between ensures: alk */
+    rsd_ensure_req rel_q;             /* the release's request (its strings: e->url when given, e->bearer) */
     char rel_key[64];
-    char rel_model[RSD_STATE_MAX_ID_BYTES + 1], rel_at[RSD_STATE_MAX_ID_BYTES + 1]; /* the entry, its URL */
-    char rel_url[RSD_RECONCILE_URL_MAX]; /* q->url when given */
     rsd_outcome rel_outcome;          /* the first failed ensure's words */
     rsd_decision rel_decision;
     rsd_reason rel_reason;
@@ -7906,40 +7951,70 @@ RSDI_PRIVATE void rsdi_en_ls_end(rsd_ensurer *e, rsd_outcome outcome, int final,
     e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
 }
 
-/* Reads a lease answer ({"id","granted","requested","ready","stopped":[ids]}, or the
-   DELETE's {"released":true,...,"stopped":[...]}); false when it is not one. */
-RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
+/* rsd-serve's lease answer (POST and GET: {"id", "granted", "requested", "ready",
+   "restore", "expires_in_ms", "stopped": [ids]}; DELETE: the same, "released": true first):
+   what the ensurer reads. need_id: id (> 0), granted (>= 0) and ready are required. The
+   stopped ids are unescaped into text, each NUL-terminated, into ev[0..max_ev) (id, model
+   ""); one that does not fit ends the list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
+typedef struct rsdi_en_lease_ans {
+    uint64_t id, granted, requested;
+    bool ready, restore;
+    int n_stopped;
+} rsdi_en_lease_ans;
+
+RSDI_PRIVATE int rsdi_en_lease_parse(const char *s, size_t n, rsd_json_tok *toks, uint32_t n_toks, bool need_id,
+                                     rsdi_en_lease_ans *a, rsd_evicted *ev, int max_ev, char *text,
+                                     size_t text_cap) {
     rsd_json_doc d;
     int64_t v = 0;
     int arr, i, k;
     size_t used = 0;
-    bool restore = false;
+    memset(a, 0, sizeof *a);
+    if (rsd_json_parse(&d, s, n, toks, n_toks) < 1 || rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT)
+        return RSD_ERR_PAYLOAD;
+    if (need_id) {
+        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "id"), &v) != RSD_OK || v <= 0) return RSD_ERR_PAYLOAD;
+        a->id = (uint64_t)v;
+        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "granted"), &v) != RSD_OK || v < 0) return RSD_ERR_PAYLOAD;
+        a->granted = (uint64_t)v;
+        if (rsd_json_bool(&d, rsd_json_find(&d, 0, "ready"), &a->ready) != RSD_OK) return RSD_ERR_PAYLOAD;
+    }
+    if (rsd_json_int64(&d, rsd_json_find(&d, 0, "requested"), &v) == RSD_OK && v >= 0) a->requested = (uint64_t)v;
+    (void)rsd_json_bool(&d, rsd_json_find(&d, 0, "restore"), &a->restore);
+    arr = rsd_json_find(&d, 0, "stopped");
+    if (arr < 0 || rsd_json_type_of(&d, arr) != RSD_JSON_ARRAY) return RSD_OK;
+    for (k = 0; a->n_stopped < max_ev && (i = rsd_json_at(&d, arr, (uint32_t)k)) >= 0; k++) {
+        size_t len = 0;
+        if (rsd_json_type_of(&d, i) != RSD_JSON_STRING) continue;
+        if (used >= text_cap || rsd_json_str(&d, i, text + used, text_cap - used, &len) != RSD_OK) break; /* no room */
+        memset(&ev[a->n_stopped], 0, sizeof ev[0]);
+        ev[a->n_stopped].id = text + used;
+        ev[a->n_stopped].model = "";
+        a->n_stopped++;
+        used += len + 1;
+    }
+    return RSD_OK;
+}
+
+/* Reads the lease's answer (see rsdi_en_lease_parse): its figures into e, the stopped models
+   into the reconcile's result (not reconciling now) with their ids after the answer in its
+   buffer; false when it is not a lease answer. */
+RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
+    rsdi_en_lease_ans a;
+    int k;
     *ready = false;
-    if (e->ls_over || rsd_json_parse(&d, e->m.rc.ans, e->ls_len, e->m.rc.toks, e->m.rc.max_tokens) < 1 ||
-        rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT)
+    if (e->ls_over || rsdi_en_lease_parse(e->m.rc.ans, e->ls_len, e->m.rc.toks, e->m.rc.max_tokens,
+                                          e->ls != RSDI_EN_LS_DROP, &a, e->m.rc.result.evicted, RSD_MAX_RESIDENTS,
+                                          e->m.rc.ans + e->ls_len, e->m.rc.max_body - e->ls_len) != RSD_OK)
         return false;
     if (e->ls != RSDI_EN_LS_DROP) {
-        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "id"), &v) != RSD_OK || v <= 0) return false;
-        e->ls_id = (uint64_t)v;
-        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "granted"), &v) != RSD_OK || v < 0) return false;
-        e->ls_granted = (uint64_t)v;
-        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "requested"), &v) == RSD_OK && v >= 0) e->ls_requested = (uint64_t)v;
-        if (rsd_json_bool(&d, rsd_json_find(&d, 0, "ready"), ready) != RSD_OK) return false;
+        e->ls_id = a.id;
+        e->ls_granted = a.granted;
+        if (a.requested) e->ls_requested = a.requested;
+        *ready = a.ready;
     }
-    (void)rsd_json_bool(&d, rsd_json_find(&d, 0, "restore"), &restore);
-    e->n_ls_stopped = 0;
-    arr = rsd_json_find(&d, 0, "stopped");
-    for (k = 0; arr >= 0 && (i = rsd_json_at(&d, arr, (uint32_t)k)) >= 0 && e->n_ls_stopped < RSDI_EN_LS_STOPPED; k++) {
-        size_t n = 0;
-        rsd_evicted *ev = &e->ls_ev[e->n_ls_stopped];
-        if (rsd_json_str(&d, i, e->ls_text + used, sizeof e->ls_text - used, &n) != RSD_OK) break; /* no room */
-        memset(ev, 0, sizeof *ev);
-        ev->id = e->ls_text + used;
-        ev->model = "";
-        ev->restored = e->ls == RSDI_EN_LS_DROP && restore; /* a release: rsd-serve starts it again */
-        used += n + 1;
-        e->n_ls_stopped++;
-    }
+    e->n_ls_stopped = a.n_stopped;
+    for (k = 0; k < a.n_stopped; k++) e->m.rc.result.evicted[k].restored = e->ls == RSDI_EN_LS_DROP && a.restore;
     return true;
 }
 
@@ -7968,7 +8043,7 @@ RSDI_PRIVATE void rsdi_en_ls_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
     if (st == 200 && rsdi_en_ls_read(e, &ready)) {
         if (e->ls == RSDI_EN_LS_DROP) {
             rsdi_en_say(e, "rsd-serve lease %s released at %s; %d stopped model(s) %s", e->lease_id, e->root,
-                        e->n_ls_stopped, e->n_ls_stopped && !e->ls_ev[0].restored ? "start on their next request"
+                        e->n_ls_stopped, e->n_ls_stopped && !e->m.rc.result.evicted[0].restored ? "start on their next request"
                                                                                    : "start again");
             rsdi_en_ls_end(e, RSD_OUTCOME_NONE, RSD_OK, now_ms);
             return;
@@ -8474,7 +8549,7 @@ RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
 RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
     uint64_t dl;
     if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) /* between ensures */
-        return e->rel_lk_active ? e->rel_lk.wake_ms : 0;
+        return e->alk_active ? e->alk.wake_ms : 0;
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE))
         return RSD_NO_DEADLINE;
     switch (e->waiting) {
@@ -8556,7 +8631,6 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
         if (e->ls_used) { /* rsd-serve's lease: what it granted and stopped (a release: what comes back) */
             out->freed_bytes = e->ls_granted;
             out->n_evicted = e->n_ls_stopped;
-            out->evicted = e->ls_ev;
             out->mutated = e->n_ls_stopped > 0;
             if (e->outcome == RSD_OUTCOME_FREED) {
                 out->decision = RSD_DECISION_FREE;
@@ -8566,7 +8640,7 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
                 out->reason = RSD_REASON_FREE_NOTHING;
             } else if (e->ls_requested == 0 && e->final == RSD_OK) { /* a release: rsd-serve starts them again */
                 int k;
-                for (k = 0; k < e->n_ls_stopped; k++) out->restored += e->ls_ev[k].restored;
+                for (k = 0; k < e->n_ls_stopped; k++) out->restored += e->m.rc.result.evicted[k].restored;
             }
         }
     }
@@ -8631,7 +8705,7 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
     if (strncmp(lease_id, pre, sizeof pre - 1) != 0) { /* a state-directory lease: one ensure per model */
         if (!lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
         if (!e->st) return RSD_ERR_STATE;
-        if (q && q->url && !rsdi_cpy(e->rel_url, sizeof e->rel_url, q->url)) return RSD_ERR_URL;
+        if (q && q->url && !rsdi_cpy(e->url, sizeof e->url, q->url)) return RSD_ERR_URL; /* each ensure's */
         memset(&e->rel_q, 0, sizeof e->rel_q);
         if (q) e->rel_q = *q;
         e->rel_url_given = q && q->url;
@@ -8641,7 +8715,7 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
         e->rel_final = e->rel_err = RSD_OK;
         e->rel_n = 0;
         e->rel_kept = 0;
-        e->rel_lk_active = e->rel_resolve = e->rel_ran = false;
+        e->rel_resolve = e->rel_ran = false;
         e->rel_msg[0] = '\0';
         e->rel = RSDI_EN_REL_READ;
         (void)now_ms;
@@ -8680,8 +8754,8 @@ RSDI_PRIVATE int rsdi_en_rel_end(rsd_ensurer *e, int final, const char *fmt, ...
         (void)vsnprintf(e->rel_msg, sizeof e->rel_msg, fmt, ap);
         va_end(ap);
     }
-    if (e->rel_lk_active) rsd_state_unlock(e->st, &e->rel_lk);
-    e->rel_lk_active = false;
+    if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
+    e->alk_active = false;
     e->rel = RSDI_EN_REL_DONE;
     e->rel_final = final;
     return final;
@@ -8716,8 +8790,8 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
             e->rel = RSDI_EN_REL_READ;
             continue;
         }
-        if (!e->rel_lk_active) { /* READ or DROP: the record's lock first */
-            r = rsd_state_attr_lock_begin(e->st, &e->rel_lk, e->rel_key, now_ms, 0);
+        if (!e->alk_active) { /* READ or DROP: the record's lock first */
+            r = rsd_state_attr_lock_begin(e->st, &e->alk, e->rel_key, now_ms, 0);
             if (r < 0) {
                 if (e->rel == RSDI_EN_REL_READ)
                     return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
@@ -8727,13 +8801,13 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->rel = RSDI_EN_REL_READ;
                 continue;
             }
-            e->rel_lk_active = true;
+            e->alk_active = true;
         }
-        r = rsd_state_lock_step(e->st, &e->rel_lk, now_ms);
+        r = rsd_state_lock_step(e->st, &e->alk, now_ms);
         if (r == RSD_PENDING) return RSD_PENDING;
         if (r != RSD_OK) {
-            rsd_state_unlock(e->st, &e->rel_lk);
-            e->rel_lk_active = false;
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
             if (e->rel == RSDI_EN_REL_READ) {
                 r = r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
                 return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
@@ -8744,14 +8818,26 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
             e->rel = RSDI_EN_REL_READ;
             continue;
         }
-        if (e->rel == RSDI_EN_REL_DROP) {
+        if (e->rel == RSDI_EN_REL_DROP) { /* the entry of the model that came back (e->model) leaves */
+            const rsd_attr_set *lease = rsdi_state_scratch(e->st);
+            char model[RSD_STATE_MAX_ID_BYTES + 1], at[RSD_STATE_MAX_ID_BYTES + 1];
             rsd_attr_change gone;
-            gone.model = e->rel_model;
-            gone.instance = e->rel_at;
-            gone.remove = true;
-            r = rsdi_record_update_locked(e->st, e->rel_key, ext, &gone, 1, 0, true);
-            rsd_state_unlock(e->st, &e->rel_lk);
-            e->rel_lk_active = false;
+            size_t j;
+            r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
+            for (j = e->rel_kept; r > 0 && j < lease->count && strcmp(lease->items[j].model, e->model) != 0; j++) {
+            }
+            if (r > 0 && j < lease->count) {
+                (void)rsdi_cpy(model, sizeof model, lease->items[j].model); /* the update reads the record again */
+                (void)rsdi_cpy(at, sizeof at, lease->items[j].instance);
+                gone.model = model;
+                gone.instance = at;
+                gone.remove = true;
+                r = rsdi_record_update_locked(e->st, e->rel_key, ext, &gone, 1, 0, true);
+            } else {
+                r = 0;
+            }
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
             e->rel_n++;
             if (r <= 0) e->rel_kept++; /* it could not leave the record: go on past it */
             e->rel = RSDI_EN_REL_READ;
@@ -8760,21 +8846,20 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
         { /* READ: the record, then its next model's ensure */
             const rsd_attr_set *lease = rsdi_state_scratch(e->st);
             rsd_ensure_req one;
-            char url[RSD_RECONCILE_URL_MAX], bearer[RSD_RECONCILE_BEARER_MAX];
+            char url[RSD_RECONCILE_URL_MAX], bearer[RSD_RECONCILE_BEARER_MAX], model[RSD_STATE_MAX_ID_BYTES + 1];
             r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
-            rsd_state_unlock(e->st, &e->rel_lk);
-            e->rel_lk_active = false;
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
             if (first && r <= 0)
                 return rsdi_en_rel_end(e, r < 0 ? r : RSD_ERR_NOT_FOUND, "release: no lease %s here%s",
                                        e->rel_key + 6, r < 0 ? " (its record could not be read)" : "");
             if (r < 0 || lease->count <= e->rel_kept) return rsdi_en_rel_end(e, e->rel_err, NULL);
-            (void)rsdi_cpy(e->rel_model, sizeof e->rel_model, lease->items[e->rel_kept].model);
-            (void)rsdi_cpy(e->rel_at, sizeof e->rel_at, lease->items[e->rel_kept].instance);
-            (void)rsdi_cpy(url, sizeof url, e->rel_url_given ? e->rel_url : e->rel_at);
+            (void)rsdi_cpy(model, sizeof model, lease->items[e->rel_kept].model);
+            (void)rsdi_cpy(url, sizeof url, e->rel_url_given ? e->url : lease->items[e->rel_kept].instance);
             (void)rsdi_cpy(bearer, sizeof bearer, e->bearer);
             one = e->rel_q;
             one.url = url;
-            one.model = e->rel_model;
+            one.model = model;
             one.bearer = bearer[0] ? bearer : NULL;
             one.free_bytes = 0;
             if (e->rel_resolve) (void)rsd_ensurer_resolve(e, url); /* the blocking rsd_ensurer_release only */

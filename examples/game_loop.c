@@ -85,7 +85,7 @@ static int cutscene(rsd_ensurer *e, const char *url, const char *bytes) {
         printf("frame %u: no lease (%s): %s\n", g_frame, rsd_outcome_str(res.outcome), res.message);
         return res.result < 0 ? 1 : 0;
     }
-    printf("frame %u: %s\n", g_frame, res.message);
+    if (res.message[0]) printf("frame %u: %s\n", g_frame, res.message);
     printf("frame %u: freed %llu of %llu bytes; stopped:", g_frame, (unsigned long long)res.freed_bytes,
            (unsigned long long)q.free_bytes);
     for (i = 0; i < res.n_evicted; i++) printf(" %s", res.evicted[i].id);
@@ -99,8 +99,9 @@ static int cutscene(rsd_ensurer *e, const char *url, const char *bytes) {
     if (rsd_ensurer_release_begin(e, &q, lease, rsd_now_ms()) != RSD_OK) return 1;
     frames_until_done(e);
     rsd_ensurer_query(e, &res);
-    printf("frame %u: lease %s %s: %d model(s) back; %s\n", g_frame, lease,
-           res.result == RSD_OK ? "released" : "release failed", res.restored, res.message);
+    printf("frame %u: lease %s %s: %d model(s) back%s%s\n", g_frame, lease,
+           res.result == RSD_OK ? "released" : "release failed", res.restored, res.message[0] ? "; " : "",
+           res.message);
     return res.result == RSD_OK ? 0 : 1;
 }
 

@@ -855,6 +855,44 @@ static void test_ensure_serve_lease_errors(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* Granted but not ready within the ensure's deadline (b ignores SIGTERM until the end of
+   stop_grace, 2 s; the deadline is 1 s): RSD_ERR_TIMEOUT, and the lease id stays so the
+   caller can give it back; the release brings b back. */
+static void test_ensure_serve_lease_not_ready(void) {
+    serve_proc s;
+    char path[256], cfg[1024], id[48];
+    const char *args[] = {"--config", path, NULL};
+    rsd_ensure_result res;
+    rsd_ensure_req q;
+    rsd_ensurer *e;
+    int64_t pid_b;
+    make_dir();
+    snprintf(path, sizeof path, "%s/elease3.ini", g_dir);
+    snprintf(cfg, sizeof cfg, "vram_budget = 4G\n[model b]\nmodel = %s\nreserve = 4G\nargs = --ignore-sigterm\n",
+             model_file("b"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    REQUIRE((e = lease_ensurer()) != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    pid_b = status_field(&s, "b", "pid");
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.free_bytes = (uint64_t)1 << 30;
+    q.timeout_ms = 1000;
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(step_to_end(e, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strncmp(res.lease_id, "rsd-serve:", 10) == 0);
+    CHECK(strstr(res.message, "not ready within") != NULL);
+    CHECK(res.requests >= 2);
+    snprintf(id, sizeof id, "%s", res.lease_id);
+    CHECK_EQ_INT(rsd_ensurer_release(e, &q, id, &res), 1);
+    CHECK(wait_new_pid(&s, "b", pid_b) > 0);
+    if (rsdt_cur_failed) printf("  %s\n", res.message);
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* examples/game_loop.c against rsd-serve: the ensure, then the cutscene's lease (b, the
    least recently used idle model, is stopped for it and comes back on release). */
 static void test_game_loop_lease(void) {
@@ -899,6 +937,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_lease);
     RUN(test_ensure_serve_lease);
     RUN(test_ensure_serve_lease_errors);
+    RUN(test_ensure_serve_lease_not_ready);
     RUN(test_game_loop_lease);
     return RSD_TEST_END();
 }
