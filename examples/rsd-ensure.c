@@ -693,7 +693,10 @@ int main(int argc, char **argv) {
                rsd_decision_str(res.decision), reason_text(&res, q.observe), (unsigned long long)res.elapsed_ms);
         for (i = 0; i < res.n_evicted; i++)
             if (!res.evicted[i].displaced) printf("  unloaded '%s'\n", term(res.evicted[i].id));
-        if (res.lease_id && res.lease_id[0])
+        if (res.lease_id && strncmp(res.lease_id, "rsd-serve:", 10) == 0) /* rsd-serve's own lease */
+            printf("  lease %s: rsd-ensure --release %s --url %s gives it back (or its ttl, 10 min)\n",
+                   res.lease_id, res.lease_id, term_url(url));
+        else if (res.lease_id && res.lease_id[0])
             printf("  lease %s: rsd-ensure --release %s loads them back\n", res.lease_id, res.lease_id);
         else if (res.n_evicted)
             printf("  no state directory: nothing recorded to load back\n");
