@@ -841,7 +841,9 @@
            gives the runtime, bearer and timeout; q may be NULL); before each model
            the lease record is read under its file lock, taken without blocking
            (next_deadline is the lock's next try), and each model that comes back
-           leaves the lease at once (what failed stays for another release).
+           leaves the lease at once (what failed stays for another release); a
+           recorded URL's host name must be resolved already (rsd_ensurer_resolve),
+           as for any non-blocking ensure.
            Step returns RSD_OK when all came back, else the first failed ensure's
            code (RSD_ERR_STATE for one that ended without error and without its
            model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
