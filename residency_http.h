@@ -8044,9 +8044,9 @@ RSDI_PRIVATE void rsdi_en_ls_answer(rsd_ensurer *e, const rsd_http_event *ev, ui
     }
     if (st == 200 && rsdi_en_ls_read(e, &ready)) {
         if (e->ls == RSDI_EN_LS_DROP) {
+            bool later = e->n_ls_stopped && !e->m.rc.result.evicted[0].restored; /* the lease did not restore */
             rsdi_en_say(e, "rsd-serve lease %s released at %s; %d stopped model(s) %s", e->lease_id, e->root,
-                        e->n_ls_stopped, e->n_ls_stopped && !e->m.rc.result.evicted[0].restored ? "start on their next request"
-                                                                                   : "start again");
+                        e->n_ls_stopped, later ? "start on their next request" : "start again");
             rsdi_en_ls_end(e, RSD_OUTCOME_NONE, RSD_OK, now_ms);
             return;
         }
@@ -8723,7 +8723,8 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
         (void)now_ms;
         return RSD_OK;
     }
-    for (p = lease_id + sizeof pre - 1; *p >= '0' && *p <= '9' && id <= 0xFFFFFFFFu; p++) id = id * 10 + (uint64_t)(*p - '0');
+    for (p = lease_id + sizeof pre - 1; *p >= '0' && *p <= '9' && id <= 0xFFFFFFFFu; p++)
+        id = id * 10 + (uint64_t)(*p - '0');
     memset(&one, 0, sizeof one);
     if (q) one = *q;
     one.model = NULL;
