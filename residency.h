@@ -13091,9 +13091,11 @@ RSDI_PRIVATE void rsdi_pool_lease_end(rsd_pool *p, int i) {
               "pool: lease of %llu bytes released", (unsigned long long)le->granted);
     le->gen = 0;
     if (le->restore && !p->stopped) {
+        /* a victim still stopping (released before it exited) gets its preload queued too:
+           it starts again once its slot is vacated */
         for (m = 0; m < p->num_models; m++) {
             if (!(le->stopped & ((uint64_t)1 << m))) continue;
-            if (p->models[m].slot >= 0 || p->models[m].wanting) continue;
+            if (p->models[m].wanting) continue;
             if (rsdi_pool_preload_req(p, m) == RSD_PENDING) p->ctr.restores++;
         }
     }
