@@ -1644,7 +1644,8 @@
            beside the lease). Release, or lease_desc.ttl_ms passing in
            rsd_pool_step, gives the bytes back; with lease_desc.restore the
            models it stopped are loaded again at once (a preload each, counted
-           in st.restores), else on their next request. info.stopped is a
+           in st.restores; one still stopping starts once it has exited), else
+           on their next request. info.stopped is a
            bitmask of the model indexes it stopped; st.leased_bytes the bytes
            held; counters leases, leases_declined, lease_stops, lease_expiries.
 
