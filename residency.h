@@ -1675,7 +1675,8 @@
            beside the lease). Release, or lease_desc.ttl_ms passing in
            rsd_pool_step, gives the bytes back; with lease_desc.restore the
            models it stopped are loaded again at once (a preload each, counted
-           in st.restores), else on their next request. info.stopped is a
+           in st.restores; one still stopping starts once it has exited), else
+           on their next request. info.stopped is a
            bitmask of the model indexes it stopped; st.leased_bytes the bytes
            held; counters leases, leases_declined, lease_stops, lease_expiries.
 
@@ -13451,9 +13452,11 @@ RSDI_PRIVATE void rsdi_pool_lease_end(rsd_pool *p, int i) {
               "pool: lease of %llu bytes released", (unsigned long long)le->granted);
     le->gen = 0;
     if (le->restore && !p->stopped) {
+        /* a victim still stopping (released before it exited) gets its preload queued too:
+           it starts again once its slot is vacated */
         for (m = 0; m < p->num_models; m++) {
             if (!(le->stopped & ((uint64_t)1 << m))) continue;
-            if (p->models[m].slot >= 0 || p->models[m].wanting) continue;
+            if (p->models[m].wanting) continue;
             if (rsdi_pool_preload_req(p, m) == RSD_PENDING) p->ctr.restores++;
         }
     }

@@ -711,18 +711,18 @@
            d->no_state and etcd's coordinator with a coord included; 0 for a desc
            create refuses (limits, runtime, protected list) and for a coord in a
            build without etcd.
-           On x86-64 (tests/test_sizes.c checks the bounds): under 246 KiB with
+           On x86-64 (tests/test_sizes.c checks the bounds): under 247 KiB with
            the defaults -- the reconcile under 134 KiB (its tables above, the
            answers' 8 KiB buffer among them), the scratch region under 12 KiB
            (detection's state; the attribution set and its arena take 10 KiB),
            the decision cache under 19 KiB, the client under 34 KiB, the rest of
-           the object under 34 KiB, the state's block under 17 KiB (see STATE)
-           --, under 238 KiB with runtime LLAMACPP (no LM Studio state; the
+           the object under 35 KiB, the state's block under 17 KiB (see STATE)
+           --, under 239 KiB with runtime LLAMACPP (no LM Studio state; the
            scratch region is the attribution's 10 KiB).
            no_state leaves out the state's block, adds the in-memory instance
            records (attr_arena_bytes, 8 KiB by default) where the runtime has
-           instances and leaves the scratch region to detection: under 238 KiB
-           with runtime AUTO, under 211 KiB with LLAMACPP. When the state
+           instances and leaves the scratch region to detection: under 239 KiB
+           with runtime AUTO, under 212 KiB with LLAMACPP. When the state
            directory cannot be opened, create runs without it and allocates, in
            place of its block, the in-memory instance records where the runtime
            has instances; they are smaller than that block, so the footprint is
@@ -747,7 +747,8 @@
            probe_timeout_ms (0 = 1500, LM Studio's catalog 5000), bearer (API
            key, never logged or printed), observe (force
            observe-only: nothing is loaded or unloaded), user_managed (the
-           target's lifecycle is user-managed: observe too), keep_pinned.
+           target's lifecycle is user-managed: observe too), keep_pinned,
+           free_bytes and lease_ttl_ms (a free request, below).
            RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
            must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
            DONE at once with that result (step returns it, query shows it).
@@ -791,34 +792,83 @@
            The blocking wrapper: rsd_ensurer_resolve, begin, then step + poll() on
            rsd_now_ms() until done. Returns what the last step returned.
        Freeing memory (a lease). A request with no model (q->model NULL or "")
-       and q->free_bytes = N frees N bytes instead of loading: the same reconcile
-       (lock, list, decide, unloads, commit) with a free plan (see "Free plans" in
+       and q->free_bytes = N frees N bytes instead of loading; begin, step,
+       pollfds, next_deadline and query drive it as they drive an ensure (a
+       frame loop steps it once a frame), and rsd_ensurer_run blocks on it.
+       rsd-serve first: the first step POSTs <root>/_rsd/lease {"bytes": N,
+       "ttl_ms": q->lease_ttl_ms (0 = RSD_ENSURE_LEASE_TTL_MS, 10 min: a
+       caller that crashes gives the bytes back then), "restore": true}; rsd-serve
+       stops idle, unpinned processes, least recently used first, never a busy
+       or pinned one. While its answer says "ready": false (a stopped process
+       has not exited yet) the ensure polls GET <root>/_rsd/lease/ID, 20 ms
+       first, doubling to 500 ms, until ready or the ensure's deadline. Ready
+       means the processes have exited (rsd-serve's pool frees a process's bytes
+       when its exit is reaped, not when it is asked to stop), so the memory is
+       free when the ensure ends. Outcome FREED, res.freed_bytes = the bytes
+       granted (less than asked when busy or pinned processes hold the rest:
+       reason FREE_SHORT), res.evicted = the models it stopped,
+       res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
+       colon), and res.message names the bytes: "rsd-serve lease rsd-serve:3
+       ready: 4294967296 of 4294967296 bytes granted, 1 model(s) stopped". 409:
+       DECLINED (RSD_OK; nothing idle to stop, nothing changed); 503 (no
+       vram_budget, too many leases): DEGRADED, RSD_ERR_SERVER_ERROR with
+       rsd-serve's words; 400: RSD_ERR_ARG; 401/403: RSD_ERR_AUTH; past the
+       deadline while not ready: RSD_ERR_TIMEOUT with lease_id still set (release
+       it, or its ttl passes). How the target is known to be rsd-serve: a 404,
+       405 or 501 to that POST, or a 200 that is not a lease (LM Studio answers
+       unknown routes so), means it is not, and the request goes on as below
+       (detection included). A free request is rare (a cutscene, another GPU
+       program), so the one probe costs other runtimes one request there and
+       ensures of a model nothing; it needs no earlier contact with the server
+       (a header or a listing field would need a listing first, which a given
+       runtime skips, and a proxy may drop a header), and it reaches rsd-serve
+       through the same URL the caller uses. A request naming runtime OLLAMA or
+       LMSTUDIO skips it.
+       Other servers: the same reconcile as an ensure (lock, list, decide,
+       unloads, commit) with a free plan (see "Free plans" in
        residency.h's manual): models this library loaded there, unprotected, whose
        size the server lists (the llama.cpp router lists meta.size while a model is
-       loaded; rsd-serve and rsd-sim too), least recently used first, until N are
+       loaded; rsd-sim too), least recently used first, until N are
        freed. Nothing is loaded and nothing is cached. res.outcome FREED (perhaps
        less than asked: res.freed_bytes, the listed sizes of what went, and a
        will-not-fit notice say so) or DECLINED (nothing to unload; no request but
        the listing); res.evicted lists what went. With a state directory the
        unloads are a lease: res.lease_id names it, recorded as attr/lease_<id>-
        <hash>.lease (the attribution's format: model = what went, instance = the
-       URL). LM Studio is refused (RSD_ERR_ARG): its instances have their own
-       machine.
+       URL); it has no ttl. LM Studio is refused (RSD_ERR_ARG): its instances have
+       their own machine.
+       int rsd_ensurer_release_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
+           Starts giving a lease back; no I/O. step, pollfds, next_deadline and
+           query drive it like an ensure (RSD_PENDING until done; never blocks).
+           "rsd-serve:ID": one DELETE <q->url root>/_rsd/lease/ID (q->url is
+           required: the id does not hold it); rsd-serve starts what it stopped
+           again (the lease asked to restore). Step returns RSD_OK; query: outcome
+           NONE, restored = the models rsd-serve starts again, evicted = them
+           (restored set), message says so; 404 (released, or its ttl passed):
+           RSD_ERR_NOT_FOUND. A state-directory lease: one ensure per model, in
+           the lease's order, at the recorded URL unless q->url is set (q also
+           gives the runtime, bearer and timeout; q may be NULL); before each model
+           the lease record is read under its file lock, taken without blocking
+           (next_deadline is the lock's next try), and each model that comes back
+           leaves the lease at once (what failed stays for another release); a
+           recorded URL's host name must be resolved already (rsd_ensurer_resolve),
+           as for any non-blocking ensure.
+           Step returns RSD_OK when all came back, else the first failed ensure's
+           code (RSD_ERR_STATE for one that ended without error and without its
+           model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
+           released lease; query: restored = the models back, and the last
+           ensure's result when all came back, else the first failed one's result,
+           outcome, decision, reason and message, without notices, evicted list,
+           op_model and wire_id. RSD_OK, RSD_ERR_ARG (a bad id, an rsd-serve lease
+           without q->url), RSD_ERR_STATE (an ensure or release is running; a
+           state-directory lease without a state directory). While a release runs,
+           rsd_ensurer_begin answers RSD_ERR_STATE.
        int rsd_ensurer_release(e, const rsd_ensure_req *q, const char *lease_id, out)
-           Blocking (a loop of rsd_ensurer_run): loads back every model of the lease in
-           its order, at the recorded URL unless q->url is set (q also gives the
-           runtime, bearer and timeout; q may be NULL). Each model that comes back
-           leaves the lease at once (what failed stays for another release). It
-           reads the lease again before each model, so it holds no copy of it.
-           Returns the count restored;
-           RSD_ERR_STATE without a state directory, RSD_ERR_NOT_FOUND for an unknown
-           or released lease, RSD_ERR_ARG for a bad id, else the first failed
-           ensure's code (RSD_ERR_STATE for one that ended without error and without
-           its model resident, e.g. observe-only). *out (may be NULL) is the last
-           ensure's result when all came back, else the first failed one's: its
-           result, outcome, decision, reason and message (valid until the next begin),
-           without notices, evicted list, op_model and wire_id (later ensures reused
-           them).
+           Blocking: rsd_ensurer_release_begin, then step + poll() until done
+           (each recorded URL's host name is resolved first, as rsd_ensurer_run
+           does). Returns the count restored, or the code above (and
+           RSD_ERR_ARG for a NULL or over-long id); *out (may be NULL) is
+           query's result.
        int rsd_ensurer_resolve(e, const char *url)
            Blocking getaddrinfo for the URL's host name (and etcd's, with desc.coord;
            first address), kept in a
@@ -2373,6 +2423,7 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 enum {
     RSD_ENSURE_MAX_NAMES = 8,       /* resolved host names and detected runtimes kept */
     RSD_ENSURE_TIMEOUT_MS = 120000, /* default whole-ensure deadline (a runtime may have its own) */
+    RSD_ENSURE_LEASE_TTL_MS = 600000, /* default ttl of an rsd-serve lease a free request takes (10 min) */
     RSD_ENSURE_SSE_POLL_MS = 500,   /* poll interval of a wait while /models/sse is open */
     RSD_ENSURE_SSE_PENDING = 4,     /* /models/sse events kept between waits (replayed) */
     RSD_ENSURE_SSE_EVENT_BYTES = 512, /* longest such kept event (longer: poll fast instead) */
@@ -2449,6 +2500,9 @@ typedef struct rsd_ensure_req {
     bool keep_pinned;                 /* the model will be tag-pinned */
     uint64_t free_bytes;              /* with model NULL or "": free this many bytes instead (a lease:
                                          see rsd_ensurer_release) */
+    uint32_t lease_ttl_ms;            /* a free request to rsd-serve: its lease ends by itself this long
+                                         after it is taken (a crashed caller gives the bytes back);
+                                         0 = RSD_ENSURE_LEASE_TTL_MS */
 } rsd_ensure_req;
 
 /* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
@@ -2476,8 +2530,10 @@ typedef struct rsd_ensure_result {
     int state_error;                  /* RSD_OK, or why the change was not recorded in the state dir */
     bool lock_waiting;                /* progress: waiting for the target lock another ensure holds */
     uint64_t freed_bytes;             /* a free ensure: the listed sizes of what it unloaded */
-    const char *lease_id;             /* a free ensure that unloaded something, with a state
-                                         directory: the lease to release ("" otherwise) */
+    const char *lease_id;             /* a free ensure that freed something: the lease to release
+                                         ("rsd-serve:ID" on rsd-serve, else the state directory's; ""
+                                         otherwise) */
+    int restored;                     /* a release: the models loaded back (rsd-serve: that it starts again) */
 } rsd_ensure_result;
 
 /* Creates an ensurer (client, state dir, reconcile, cache); NULL on a bad desc / no memory. */
@@ -2501,13 +2557,20 @@ RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out
 RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
 RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
-/* Blocking: loads back what the free ensure of lease_id unloaded (one rsd_ensurer_run per model,
-   at the URL recorded with it unless q->url is set; q gives runtime, bearer, timeout),
-   then forgets what came back. *out: the last ensure's result. The count restored, or <0:
-   RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no such lease), or the first
-   failed ensure's code (what failed stays in the lease for another release). */
+/* Blocking (release_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
+   q->url required): DELETE, and rsd-serve starts what it stopped. The state directory's: loads
+   back what the free ensure unloaded (one ensure per model, at the URL recorded with it unless
+   q->url is set; q gives runtime, bearer, timeout), then forgets what came back. *out: query's
+   result. The count restored, or <0: RSD_ERR_STATE (no state directory), RSD_ERR_NOT_FOUND (no
+   such lease), RSD_ERR_ARG, or the first failed ensure's code (what failed stays in the lease). */
 RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out);
+/* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
+   query drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
+   a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or release is running,
+   or a state-directory lease without a state directory). */
+RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                      uint64_t now_ms);
 /* Blocking getaddrinfo of the URL's host for the non-blocking path; RSD_OK or <0. */
 RSD_API int rsd_ensurer_resolve(rsd_ensurer *e, const char *url);
 /* The ensurer's own HTTP client (for extra requests between ensures). */
@@ -6846,7 +6909,11 @@ RSD_API void rsd_http_server_query_stats(const rsd_http_server *s, rsd_http_serv
 #include <arpa/inet.h>
 #endif
 
-enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE };
+enum { RSDI_EN_IDLE = 0, RSDI_EN_DETECT, RSDI_EN_RUN, RSDI_EN_DONE, RSDI_EN_LEASE };
+/* rsd-serve's own lease (phase LEASE): the request in flight or due */
+enum { RSDI_EN_LS_NONE = 0, RSDI_EN_LS_TAKE, RSDI_EN_LS_POLL, RSDI_EN_LS_DROP };
+/* a state-directory lease's release: read the record, ensure its next model, take it out */
+enum { RSDI_EN_REL_NONE = 0, RSDI_EN_REL_READ, RSDI_EN_REL_RUN, RSDI_EN_REL_DROP, RSDI_EN_REL_DONE };
 enum { RSDI_EN_WAIT_NONE = 0, RSDI_EN_WAIT_HTTP, RSDI_EN_WAIT_WAKE, RSDI_EN_WAIT_LOCK, RSDI_EN_WAIT_COMMIT,
        RSDI_EN_WAIT_COORD };
 /* what a coordinator (etcd) operation the ensure waits on was for */
@@ -6994,6 +7061,27 @@ struct rsd_ensurer {
     bool attr_over_told;              /* this ensure said the attribution does not fit attr_arena_bytes */
     uint64_t free_bytes;              /* a free ensure: the bytes asked */
     char lease_id[48];                /* a free ensure: its lease ("" none) */
+    /* rsd-serve's own lease (phase LEASE): a free ensure's POST /_rsd/lease and GET polls, or a
+       release's DELETE; its answers go to the reconcile's buffer (not reconciling then) */
+    int ls;                           /* RSDI_EN_LS_*: the request in flight or due */
+    bool ls_used;                     /* this ensure (or release) spoke to rsd-serve's lease endpoint */
+    bool ls_over;                     /* its answer did not fit the buffer */
+    uint32_t lease_ttl_ms, ls_delay;  /* the ttl sent; the next poll's delay (fast first, doubling) */
+    size_t ls_len;                    /* bytes of the answer so far */
+    uint64_t ls_id, ls_granted, ls_requested;
+    int n_ls_stopped;                 /* the models it stopped (a release: that rsd-serve starts again), in
+                                         m.rc.result.evicted with their ids after the answer in its buffer */
+    /* a state-directory lease's release (rsd_ensurer_release_begin): one ensure per model */
+    int rel;                          /* RSDI_EN_REL_*: what the next step does */
+    int rel_final, rel_err, rel_n;    /* its code; the first failed ensure's; models back */
+    uint32_t rel_kept;                /* the record's first entries that did not come back */
+    bool rel_url_given, rel_resolve, rel_ran; /* the record's file lock between ensures: alk */
+    rsd_ensure_req rel_q;             /* the release's request (its strings: e->url when given, e->bearer) */
+    char rel_key[64];
+    rsd_outcome rel_outcome;          /* the first failed ensure's words */
+    rsd_decision rel_decision;
+    rsd_reason rel_reason;
+    char rel_msg[RSD_RECONCILE_TEXT_MAX];
     int n_last, n_uses;
     rsd_last_use last[RSD_RECONCILE_MAX_OURS]; /* for the reconcile: the record's and our own */
     rsdi_ensure_use uses[RSDI_EN_USES];
@@ -8059,7 +8147,252 @@ RSDI_PRIVATE void rsdi_en_probe_answer(rsd_ensurer *e, const rsd_http_event *ev,
     rsdi_en_start_run(e, &f, now_ms); /* the detection state is gone from here on */
 }
 
+/* ---- rsd-serve's own lease: a free ensure, and its release ----------------------- */
+/* A free ensure first POSTs /_rsd/lease (rsd-serve's lease: ttl, restore), then polls
+   GET /_rsd/lease/ID until ready; a 404, 405 or 501 to the POST (or a 200 that is no lease:
+   LM Studio's unknown route) means the target is not rsd-serve, and the ensure goes on as
+   before (detection, the free plan). A release of an
+   "rsd-serve:ID" lease is one DELETE /_rsd/lease/ID. */
+#define RSDI_EN_LS_PREFIX "rsd-serve:"
+
+RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len);
+
+/* Sends the lease request e->ls asks for; false when it could not be sent (the ensure failed). */
+RSDI_PRIVATE bool rsdi_en_ls_send(rsd_ensurer *e, uint64_t now_ms) {
+    char url[RSD_RECONCILE_URL_MAX + 48], body[128]; /* rsd_http_send copies both */
+    rsd_http_request q;
+    int rc, n;
+    memset(&q, 0, sizeof q);
+    if (e->ls == RSDI_EN_LS_TAKE) {
+        n = RSD_SNPRINTF(url, sizeof url, "%s/_rsd/lease", e->root);
+        q.method = "POST";
+        q.content_type = "application/json";
+        q.body = body;
+        q.body_len = (size_t)RSD_SNPRINTF(body, sizeof body, "{\"bytes\":%llu,\"ttl_ms\":%lu,\"restore\":true}",
+                                          (unsigned long long)e->free_bytes, (unsigned long)e->lease_ttl_ms);
+    } else {
+        n = RSD_SNPRINTF(url, sizeof url, "%s/_rsd/lease/%llu", e->root, (unsigned long long)e->ls_id);
+        q.method = e->ls == RSDI_EN_LS_POLL ? "GET" : "DELETE";
+    }
+    if (n < 0 || n >= (int)sizeof url) {
+        rsdi_en_fail(e, RSD_ERR_URL, now_ms, "lease: URL too long: %s", e->root);
+        return false;
+    }
+    q.url = url;
+    q.bearer_token = e->bearer[0] ? e->bearer : NULL;
+    q.total_timeout_ms = rsdi_en_left(e, now_ms, e->probe_ms);
+    q.connect_timeout_ms = q.total_timeout_ms;
+    q.on_body = rsdi_en_on_body;
+    q.user = e;
+    e->ls_len = 0;
+    e->ls_over = false;
+    if ((rc = rsd_http_send(e->http, &q, now_ms, &e->h)) < 0) {
+        rsdi_en_fail(e, rc, now_ms, "%s %s: %s", q.method, url, rsd_result_str(rc));
+        return false;
+    }
+    e->requests++;
+    e->inflight = true;
+    e->waiting = RSDI_EN_WAIT_HTTP;
+    e->op = RSD_OP_NONE;
+    return true;
+}
+
+/* The lease's words for the operator in e->message (a URL's password as ***). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 2, 3)))
+#endif
+RSDI_PRIVATE void rsdi_en_say(rsd_ensurer *e, const char *fmt, ...) {
+    char msg[sizeof e->message];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    (void)rsdi_url_redact(msg, e->message, sizeof e->message);
+}
+
+/* The lease's end: outcome, final code, and e->message already written. */
+RSDI_PRIVATE void rsdi_en_ls_end(rsd_ensurer *e, rsd_outcome outcome, int final, uint64_t now_ms) {
+    e->outcome = outcome;
+    e->final = final;
+    e->error = final;
+    e->phase = RSDI_EN_DONE;
+    e->waiting = RSDI_EN_WAIT_NONE;
+    e->ls = RSDI_EN_LS_NONE;
+    e->elapsed = now_ms > e->t0 ? now_ms - e->t0 : 0;
+}
+
+/* rsd-serve's lease answer (POST and GET: {"id", "granted", "requested", "ready",
+   "restore", "expires_in_ms", "stopped": [ids]}; DELETE: the same, "released": true first):
+   what the ensurer reads. need_id: id (> 0), granted (>= 0) and ready are required. The
+   stopped ids are unescaped into text, each NUL-terminated, into ev[0..max_ev) (id, model
+   ""); one that does not fit ends the list. RSD_OK or RSD_ERR_PAYLOAD (fuzz/fuzz_lease.c). */
+typedef struct rsdi_en_lease_ans {
+    uint64_t id, granted, requested;
+    bool ready, restore;
+    int n_stopped;
+} rsdi_en_lease_ans;
+
+RSDI_PRIVATE int rsdi_en_lease_parse(const char *s, size_t n, rsd_json_tok *toks, uint32_t n_toks, bool need_id,
+                                     rsdi_en_lease_ans *a, rsd_evicted *ev, int max_ev, char *text,
+                                     size_t text_cap) {
+    rsd_json_doc d;
+    int64_t v = 0;
+    int arr, i, k;
+    size_t used = 0;
+    memset(a, 0, sizeof *a);
+    if (rsd_json_parse(&d, s, n, toks, n_toks) < 1 || rsd_json_type_of(&d, 0) != RSD_JSON_OBJECT)
+        return RSD_ERR_PAYLOAD;
+    if (need_id) {
+        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "id"), &v) != RSD_OK || v <= 0) return RSD_ERR_PAYLOAD;
+        a->id = (uint64_t)v;
+        if (rsd_json_int64(&d, rsd_json_find(&d, 0, "granted"), &v) != RSD_OK || v < 0) return RSD_ERR_PAYLOAD;
+        a->granted = (uint64_t)v;
+        if (rsd_json_bool(&d, rsd_json_find(&d, 0, "ready"), &a->ready) != RSD_OK) return RSD_ERR_PAYLOAD;
+    }
+    if (rsd_json_int64(&d, rsd_json_find(&d, 0, "requested"), &v) == RSD_OK && v >= 0) a->requested = (uint64_t)v;
+    (void)rsd_json_bool(&d, rsd_json_find(&d, 0, "restore"), &a->restore);
+    arr = rsd_json_find(&d, 0, "stopped");
+    if (arr < 0 || rsd_json_type_of(&d, arr) != RSD_JSON_ARRAY) return RSD_OK;
+    for (k = 0; a->n_stopped < max_ev && (i = rsd_json_at(&d, arr, (uint32_t)k)) >= 0; k++) {
+        size_t len = 0;
+        if (rsd_json_type_of(&d, i) != RSD_JSON_STRING) continue;
+        if (used >= text_cap || rsd_json_str(&d, i, text + used, text_cap - used, &len) != RSD_OK) break; /* no room */
+        memset(&ev[a->n_stopped], 0, sizeof ev[0]);
+        ev[a->n_stopped].id = text + used;
+        ev[a->n_stopped].model = "";
+        a->n_stopped++;
+        used += len + 1;
+    }
+    return RSD_OK;
+}
+
+/* Reads the lease's answer (see rsdi_en_lease_parse): its figures into e, the stopped models
+   into the reconcile's result (not reconciling now) with their ids after the answer in its
+   buffer; false when it is not a lease answer. */
+RSDI_PRIVATE bool rsdi_en_ls_read(rsd_ensurer *e, bool *ready) {
+    rsdi_en_lease_ans a;
+    int k;
+    *ready = false;
+    if (e->ls_over || rsdi_en_lease_parse(e->m.rc.ans, e->ls_len, e->m.rc.toks, e->m.rc.max_tokens,
+                                          e->ls != RSDI_EN_LS_DROP, &a, e->m.rc.result.evicted, RSD_MAX_RESIDENTS,
+                                          e->m.rc.ans + e->ls_len, e->m.rc.max_body - e->ls_len) != RSD_OK)
+        return false;
+    if (e->ls != RSDI_EN_LS_DROP) {
+        e->ls_id = a.id;
+        e->ls_granted = a.granted;
+        if (a.requested) e->ls_requested = a.requested;
+        *ready = a.ready;
+    }
+    e->n_ls_stopped = a.n_stopped;
+    for (k = 0; k < a.n_stopped; k++) e->m.rc.result.evicted[k].restored = e->ls == RSDI_EN_LS_DROP && a.restore;
+    return true;
+}
+
+/* The error body's message ({"error":{"message":...}}), or the status. */
+RSDI_PRIVATE const char *rsdi_en_ls_why(rsd_ensurer *e, int status, char *buf, size_t cap) {
+    rsd_json_doc d;
+    size_t n = 0;
+    if (!e->ls_over && rsd_json_parse(&d, e->m.rc.ans, e->ls_len, e->m.rc.toks, e->m.rc.max_tokens) > 0 &&
+        rsd_json_str(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "error"), "message"), buf, cap, &n) == RSD_OK)
+        return buf;
+    (void)RSD_SNPRINTF(buf, cap, "HTTP %d", status);
+    return buf;
+}
+
+RSDI_PRIVATE void rsdi_en_go(rsd_ensurer *e, uint64_t now_ms);
+
+/* One answer of the lease's request. */
+RSDI_PRIVATE void rsdi_en_ls_answer(rsd_ensurer *e, const rsd_http_event *ev, uint64_t now_ms) {
+    char why[256];
+    bool ready = false;
+    int st = ev->status, err;
+    if (ev->result != RSD_OK) {
+        rsdi_en_fail(e, ev->result, now_ms, "lease at %s: %s", e->root, rsd_result_str(ev->result));
+        return;
+    }
+    if (st == 200 && rsdi_en_ls_read(e, &ready)) {
+        if (e->ls == RSDI_EN_LS_DROP) {
+            bool later = e->n_ls_stopped && !e->m.rc.result.evicted[0].restored; /* the lease did not restore */
+            rsdi_en_say(e, "rsd-serve lease %s released at %s; %d stopped model(s) %s", e->lease_id, e->root,
+                        e->n_ls_stopped, later ? "start on their next request" : "start again");
+            rsdi_en_ls_end(e, RSD_OUTCOME_NONE, RSD_OK, now_ms);
+            return;
+        }
+        (void)RSD_SNPRINTF(e->lease_id, sizeof e->lease_id, RSDI_EN_LS_PREFIX "%llu", (unsigned long long)e->ls_id);
+        if (ready) {
+            rsdi_en_say(e, "rsd-serve lease %s ready: %llu of %llu bytes granted%s, %d model(s) stopped",
+                        e->lease_id, (unsigned long long)e->ls_granted, (unsigned long long)e->ls_requested,
+                        e->ls_granted < e->ls_requested ? " (busy or pinned models hold the rest)" : "",
+                        e->n_ls_stopped);
+            rsdi_en_ls_end(e, RSD_OUTCOME_FREED, RSD_OK, now_ms);
+            return;
+        }
+        if (e->ls == RSDI_EN_LS_TAKE) e->ls_delay = RSD_RECONCILE_POLL_FIRST_MS;
+        else e->ls_delay = e->ls_delay * 2 > (uint32_t)RSD_RECONCILE_POLL_MAX_MS ? (uint32_t)RSD_RECONCILE_POLL_MAX_MS
+                                                                               : e->ls_delay * 2;
+        e->ls = RSDI_EN_LS_POLL; /* granted, its stopped processes still exiting */
+        e->waiting = RSDI_EN_WAIT_WAKE;
+        e->wake = now_ms + e->ls_delay < e->deadline ? now_ms + e->ls_delay : e->deadline;
+        return;
+    }
+    if (e->ls == RSDI_EN_LS_TAKE && (st == 404 || st == 405 || st == 501 || st == 200)) {
+        /* not rsd-serve (LM Studio answers an unknown route 200 with an error): the free plan */
+        e->ls = RSDI_EN_LS_NONE;
+        e->ls_used = false;
+        e->n_ls_stopped = 0;
+        rsdi_en_go(e, now_ms);
+        return;
+    }
+    (void)rsdi_en_ls_why(e, st, why, sizeof why);
+    if (e->ls == RSDI_EN_LS_TAKE && st == 409) { /* declined: everything busy or pinned; nothing stopped */
+        rsdi_en_say(e, "rsd-serve at %s declined a lease of %llu bytes: %s", e->root,
+                    (unsigned long long)e->free_bytes, why);
+        rsdi_en_ls_end(e, RSD_OUTCOME_DECLINED, RSD_OK, now_ms);
+        return;
+    }
+    err = st == 200 ? RSD_ERR_PAYLOAD : st == 400 ? RSD_ERR_ARG : st == 401 || st == 403 ? RSD_ERR_AUTH
+        : st == 404 ? RSD_ERR_NOT_FOUND : st == 503 ? RSD_ERR_SERVER_ERROR : RSD_ERR_HTTP_STATUS;
+    if (st == 404) e->lease_id[0] = '\0'; /* gone (expired, released): nothing to release */
+    rsdi_en_fail(e, err, now_ms, "rsd-serve lease at %s: %s %s", e->root,
+                 e->ls == RSDI_EN_LS_TAKE ? "not taken:" : e->ls == RSDI_EN_LS_POLL ? "lost before it was ready:"
+                                                                                   : "not released:",
+                 st == 200 ? "the answer is not a lease" : why);
+}
+
+/* Detection (runtime AUTO) or the run: what begin does after validating. */
+RSDI_PRIVATE void rsdi_en_go(rsd_ensurer *e, uint64_t now_ms) {
+    if (e->kind == RSD_RUNTIME_AUTO) {
+#ifdef RSD_NO_DETECT
+        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
+                     "%s: no runtime detection in this build (RSD_NO_DETECT); name the runtime "
+                     "(rsd_ensure_req.runtime)", e->url);
+#else
+        int rc;
+        memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
+        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
+        e->detect->n_toks = e->m.rc.max_tokens;
+        e->detect->buf = e->m.rc.ans;
+        e->detect->buf_cap = e->m.rc.max_body;
+        if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
+            rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", e->url);
+            return;
+        }
+        e->phase = RSDI_EN_DETECT;
+#endif
+        return;
+    }
+    rsdi_en_start_run(e, NULL, now_ms);
+}
+
+RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
+
 RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
+    if (e && e->rel != RSDI_EN_REL_NONE && e->rel != RSDI_EN_REL_DONE) return RSD_ERR_STATE; /* a release runs */
+    if (e) e->rel = RSDI_EN_REL_NONE;
+    return rsdi_en_begin(e, q, now_ms);
+}
+
+RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms) {
     rsd_url u;
     char k[RSD_TARGET_KEY_MAX];
     int rc, i;
@@ -8087,6 +8420,10 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
     e->co_read_err = RSD_OK;
     memset(&e->found, 0, sizeof e->found); /* what detection finds is for this ensure only */
     e->lease_id[0] = '\0';
+    e->ls = RSDI_EN_LS_NONE;
+    e->ls_used = false;
+    e->ls_id = e->ls_granted = e->ls_requested = 0;
+    e->n_ls_stopped = 0;
     e->free_bytes = q && (!q->model || !q->model[0]) ? q->free_bytes : 0;
     if (!q || !q->url || (!q->model && !e->free_bytes) || (int)q->runtime < 0 ||
         (int)q->runtime >= (int)RSD_RUNTIME_KIND_NUM) {
@@ -8094,6 +8431,8 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
         return RSD_ERR_ARG;
     }
     e->deadline = now_ms + (q->timeout_ms ? q->timeout_ms : (uint32_t)RSD_ENSURE_TIMEOUT_MS);
+    e->lease_ttl_ms = q->lease_ttl_ms ? q->lease_ttl_ms : (uint32_t)RSD_ENSURE_LEASE_TTL_MS;
+    e->ls_requested = e->free_bytes;
     if (e->free_bytes) {
         e->model[0] = '\0';
     } else if (!q->model[0] || !rsdi_cpy(e->model, sizeof e->model, q->model)) {
@@ -8136,27 +8475,13 @@ RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t 
         for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
-    if (e->kind == RSD_RUNTIME_AUTO) {
-#ifdef RSD_NO_DETECT
-        rsdi_en_fail(e, RSD_ERR_NOT_FOUND, now_ms,
-                     "%s: no runtime detection in this build (RSD_NO_DETECT); name the runtime "
-                     "(rsd_ensure_req.runtime)", e->url);
-        return RSD_ERR_NOT_FOUND;
-#else
-        memset(e->detect, 0, sizeof *e->detect); /* the region held the last run's attribution */
-        e->detect->toks = e->m.rc.toks; /* not reconciling yet: the reconcile's tokens and buffer are free */
-        e->detect->n_toks = e->m.rc.max_tokens;
-        e->detect->buf = e->m.rc.ans;
-        e->detect->buf_cap = e->m.rc.max_body;
-        if ((rc = rsd_detect_begin(e->detect, e->url, e->bearer, e->probe_ms, e->deadline, now_ms)) < 0) {
-            rsdi_en_fail(e, rc, now_ms, "ensure: bad server URL '%.200s'", q->url);
-            return rc;
-        }
-        e->phase = RSDI_EN_DETECT;
+    if (e->free_bytes && e->kind != RSD_RUNTIME_LMSTUDIO && e->kind != RSD_RUNTIME_OLLAMA) {
+        e->phase = RSDI_EN_LEASE; /* rsd-serve's own lease first; step sends it */
+        e->ls = RSDI_EN_LS_TAKE;
+        e->ls_used = true;
         return RSD_OK;
-#endif
     }
-    rsdi_en_start_run(e, NULL, now_ms);
+    rsdi_en_go(e, now_ms);
     return e->phase == RSDI_EN_DONE ? e->final : RSD_OK;
 }
 
@@ -8166,8 +8491,18 @@ RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
     rsd_ensurer *e = (rsd_ensurer *)user;
     rsd_http_head_info hi;
     int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
-    if (RSDI_EN_DETECTING(e)) (void)rsd_detect_body(e->detect, status, data, len);
-    else (void)rsd_reconcile_body(&e->m.rc, status, data, len);
+    if (e->phase == RSDI_EN_LEASE) { /* rsd-serve's lease answer, kept whole (reconcile's buffer: not in use) */
+        if (len > e->m.rc.max_body - e->ls_len) {
+            e->ls_over = true;
+        } else {
+            memcpy(e->m.rc.ans + e->ls_len, data, len);
+            e->ls_len += len;
+        }
+    } else if (RSDI_EN_DETECTING(e)) {
+        (void)rsd_detect_body(e->detect, status, data, len);
+    } else {
+        (void)rsd_reconcile_body(&e->m.rc, status, data, len);
+    }
 }
 
 /* Sends an HTTP step (the reconcile's or detection's); false when it could not be sent
@@ -8382,9 +8717,11 @@ RSDI_PRIVATE bool rsdi_en_run_step(rsd_ensurer *e, uint64_t now_ms) {
     }
 }
 
-RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
+RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms);
+
+/* One step of the ensure (or of a release's current ensure). */
+RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
     int guard, rc;
-    if (!e) return RSD_ERR_ARG;
     if (RSDI_EN_CO(e)) (void)rsd_etcd_step(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
     e->last_now = now_ms;
@@ -8402,13 +8739,28 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
                 e->inflight = false;
                 e->waiting = RSDI_EN_WAIT_NONE;
                 fed = true;
-                if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
+                if (e->phase == RSDI_EN_LEASE) rsdi_en_ls_answer(e, &ev, now_ms);
+                else if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
                 else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, NULL, 0, now_ms);
             }
             if (e->inflight) return RSD_PENDING;
             if (fed) continue;
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
+        if (e->phase == RSDI_EN_LEASE) { /* rsd-serve's lease: the next request when it is due */
+            if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
+            e->waiting = RSDI_EN_WAIT_NONE;
+            if (e->ls == RSDI_EN_LS_POLL && now_ms >= e->deadline) {
+                rsdi_en_fail(e, RSD_ERR_TIMEOUT, now_ms,
+                             "rsd-serve lease %s at %s: %llu of %llu bytes granted but not ready within %llu ms "
+                             "(its stopped processes have not exited); release it or let its ttl pass",
+                             e->lease_id, e->root, (unsigned long long)e->ls_granted,
+                             (unsigned long long)e->ls_requested, (unsigned long long)(now_ms - e->t0));
+                return e->final;
+            }
+            if (!rsdi_en_ls_send(e, now_ms)) return e->final;
+            continue;
+        }
         if (RSDI_EN_DETECTING(e)) {
             rsd_step s = rsd_detect_next(e->detect, now_ms);
             if (s.kind != RSD_STEP_HTTP) return e->final; /* cannot happen: DONE leaves DETECT */
@@ -8450,9 +8802,16 @@ RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
     return RSD_PENDING;
 }
 
+RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
+    if (!e) return RSD_ERR_ARG;
+    if (e->rel != RSDI_EN_REL_NONE) return rsdi_en_rel_step(e, now_ms);
+    return rsdi_en_step_one(e, now_ms);
+}
+
 RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
     int n;
-    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return 0;
+    if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) return 0; /* between ensures: a file lock */
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE)) return 0;
     n = rsd_http_client_pollfds(e->http, out, cap);
     if (RSDI_EN_CO(e)) n += rsd_etcd_pollfds(RSDI_EN_CO(e), out + (n < cap ? n : cap), n < cap ? cap - n : 0);
     return n;
@@ -8460,7 +8819,10 @@ RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
 
 RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
     uint64_t dl;
-    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN)) return RSD_NO_DEADLINE;
+    if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) /* between ensures */
+        return e->alk_active ? e->alk.wake_ms : 0;
+    if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE))
+        return RSD_NO_DEADLINE;
     switch (e->waiting) {
     case RSDI_EN_WAIT_HTTP:
         dl = rsd_http_client_next_deadline(e->http);
@@ -8541,17 +8903,45 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
         out->decision = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_DECISION_OBSERVE : RSD_DECISION_NONE;
         out->reason = e->outcome == RSD_OUTCOME_DEGRADED ? RSD_REASON_PROBE_FAILED : RSD_REASON_NONE;
         out->message = e->message;
+        if (e->ls_used) { /* rsd-serve's lease: what it granted and stopped (a release: what comes back) */
+            out->freed_bytes = e->ls_granted;
+            out->n_evicted = e->n_ls_stopped;
+            out->mutated = e->n_ls_stopped > 0;
+            if (e->outcome == RSD_OUTCOME_FREED) {
+                out->decision = RSD_DECISION_FREE;
+                out->reason = e->ls_granted < e->ls_requested ? RSD_REASON_FREE_SHORT : RSD_REASON_FREE_BYTES;
+            } else if (e->outcome == RSD_OUTCOME_DECLINED) {
+                out->decision = RSD_DECISION_DECLINE;
+                out->reason = RSD_REASON_FREE_NOTHING;
+            } else if (e->ls_requested == 0 && e->final == RSD_OK) { /* a release: rsd-serve starts them again */
+                int k;
+                for (k = 0; k < e->n_ls_stopped; k++) out->restored += e->m.rc.result.evicted[k].restored;
+            }
+        }
+    }
+    if (e->rel != RSDI_EN_REL_NONE) { /* a state-directory lease's release */
+        out->restored = e->rel_n;
+        if (e->rel != RSDI_EN_REL_DONE) {
+            out->done = false;
+            out->result = RSD_PENDING;
+        } else if (e->rel_final < 0 && (e->rel_err < 0 || !e->rel_ran)) { /* the first failure's words */
+            out->result = e->rel_final;
+            out->outcome = e->rel_err < 0 ? e->rel_outcome : RSD_OUTCOME_NONE;
+            out->decision = e->rel_err < 0 ? e->rel_decision : RSD_DECISION_NONE;
+            out->reason = e->rel_err < 0 ? e->rel_reason : RSD_REASON_NONE;
+            out->message = e->rel_msg;
+            out->op_model = out->wire_id = out->lease_id = out->load_stage = "";
+            out->n_evicted = out->n_notices = 0;
+            out->evicted = NULL;
+            out->notices = NULL;
+        }
     }
 }
 
-RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
+/* Steps a begun ensure (or release) to its end, poll() between steps. */
+RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
     rsd_pollfd fds[32];
     int rc;
-    if (out) memset(out, 0, sizeof *out);
-    if (!e) return RSD_ERR_ARG;
-    if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
-    rc = rsd_ensurer_begin(e, q, rsd_now_ms());
-    if (rc == RSD_ERR_STATE) return rc;
     while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
         int n = rsd_ensurer_pollfds(e, fds, 32), timeout;
         uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
@@ -8566,80 +8956,216 @@ RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_
     return rc;
 }
 
-RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
-                               rsd_ensure_result *out) {
-    static const char ext[] = ".lease";
-    rsd_state_lock lk;
-    char key[80], model[RSD_STATE_MAX_ID_BYTES + 1], url[RSD_STATE_MAX_ID_BYTES + 1];
-    char fail_msg[sizeof e->message];
-    rsd_ensure_result res, fail; /* each ensure's result; the first failed one's */
-    int r, n_gone = 0, first_err = RSD_OK;
-    size_t kept = 0; /* the lease's first entries that did not come back (they stay in it) */
+RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
+    int rc;
     if (out) memset(out, 0, sizeof *out);
-    memset(&res, 0, sizeof res);
-    fail = res;
-    fail_msg[0] = '\0';
-    if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
-    if (!e->st) return RSD_ERR_STATE;
-    (void)RSD_SNPRINTF(key, sizeof key, "lease|%s", lease_id);
-    /* entry by entry: read the record (into the state's scratch set), load its next model
-       back, and take what came back out of the record at once */
-    for (;;) {
-        const rsd_attr_set *lease = rsdi_state_scratch(e->st);
-        rsd_attr_change gone;
-        rsd_ensure_req one;
-        int rc;
-        memset(&lk, 0, sizeof lk);
-        if ((r = rsdi_attr_lock_wait(e->st, &lk, key)) < 0) {
-            if (!n_gone && !kept) return r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
-            break;
-        }
-        r = rsdi_record_load(e->st, key, ext, rsdi_state_scratch(e->st));
-        rsd_state_unlock(e->st, &lk);
-        if (r < 0 && !n_gone && !kept) return r;
-        if (r == 0 && !n_gone && !kept) return RSD_ERR_NOT_FOUND;
-        if (r < 0 || lease->count <= kept) break;
-        (void)rsdi_cpy(model, sizeof model, lease->items[kept].model);
-        (void)rsdi_cpy(url, sizeof url, lease->items[kept].instance);
-        memset(&one, 0, sizeof one);
-        if (q) one = *q;
-        one.url = q && q->url ? q->url : url;
-        one.model = model;
-        one.free_bytes = 0;
-        rc = rsd_ensurer_run(e, &one, &res);
-        if (rc != RSD_OK || res.outcome != RSD_OUTCOME_RESIDENT) {
-            if (first_err == RSD_OK) { /* its words outlive the ensures after it */
-                first_err = rc < 0 ? rc : RSD_ERR_STATE;
-                fail = res;
-                (void)rsdi_cpy(fail_msg, sizeof fail_msg, res.message ? res.message : "");
+    if (!e) return RSD_ERR_ARG;
+    if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    rc = rsd_ensurer_begin(e, q, rsd_now_ms());
+    if (rc == RSD_ERR_STATE) return rc;
+    return rsdi_en_loop(e, out);
+}
+
+RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                                      uint64_t now_ms) {
+    static const char pre[] = RSDI_EN_LS_PREFIX;
+    rsd_ensure_req one;
+    uint64_t id = 0;
+    const char *p;
+    int rc;
+    if (!e || !lease_id) return RSD_ERR_ARG;
+    if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN || e->phase == RSDI_EN_LEASE) return RSD_ERR_STATE;
+    if (e->rel != RSDI_EN_REL_NONE && e->rel != RSDI_EN_REL_DONE) return RSD_ERR_STATE;
+    e->rel = RSDI_EN_REL_NONE;
+    if (strncmp(lease_id, pre, sizeof pre - 1) != 0) { /* a state-directory lease: one ensure per model */
+        if (!lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
+        if (!e->st) return RSD_ERR_STATE;
+        if (q && q->url && !rsdi_cpy(e->url, sizeof e->url, q->url)) return RSD_ERR_URL; /* each ensure's */
+        memset(&e->rel_q, 0, sizeof e->rel_q);
+        if (q) e->rel_q = *q;
+        e->rel_url_given = q && q->url;
+        (void)rsdi_cpy(e->bearer, sizeof e->bearer, q && q->bearer ? q->bearer : "");
+        if (q && q->bearer && strlen(q->bearer) >= sizeof e->bearer) return RSD_ERR_ARG;
+        (void)RSD_SNPRINTF(e->rel_key, sizeof e->rel_key, "lease|%s", lease_id);
+        e->rel_final = e->rel_err = RSD_OK;
+        e->rel_n = 0;
+        e->rel_kept = 0;
+        e->rel_resolve = e->rel_ran = false;
+        e->rel_msg[0] = '\0';
+        e->rel = RSDI_EN_REL_READ;
+        (void)now_ms;
+        return RSD_OK;
+    }
+    for (p = lease_id + sizeof pre - 1; *p >= '0' && *p <= '9' && id <= 0xFFFFFFFFu; p++)
+        id = id * 10 + (uint64_t)(*p - '0');
+    memset(&one, 0, sizeof one);
+    if (q) one = *q;
+    one.model = NULL;
+    one.free_bytes = 1; /* begin's checks and resets, as for the lease's take */
+    one.runtime = RSD_RUNTIME_AUTO;
+    if (*p || !id || id > 0xFFFFFFFFu || !q || !q->url || e->only_kind == RSD_RUNTIME_LMSTUDIO ||
+        e->only_kind == RSD_RUNTIME_OLLAMA) {
+        e->phase = RSDI_EN_DONE;
+        e->ls_used = false;
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s needs a valid id and the rsd-serve URL (q->url)",
+                     lease_id);
+        return RSD_ERR_ARG;
+    }
+    if ((rc = rsd_ensurer_begin(e, &one, now_ms)) < 0) return rc;
+    e->free_bytes = e->ls_requested = 0;
+    e->ls = RSDI_EN_LS_DROP;
+    e->ls_id = id;
+    (void)rsdi_cpy(e->lease_id, sizeof e->lease_id, lease_id);
+    return RSD_OK;
+}
+
+/* The release ends: its code (the first failed ensure's, else RSD_OK). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+RSDI_PRIVATE int rsdi_en_rel_end(rsd_ensurer *e, int final, const char *fmt, ...) {
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        (void)vsnprintf(e->rel_msg, sizeof e->rel_msg, fmt, ap);
+        va_end(ap);
+    }
+    if (e->alk_active) rsd_state_unlock(e->st, &e->alk);
+    e->alk_active = false;
+    e->rel = RSDI_EN_REL_DONE;
+    e->rel_final = final;
+    return final;
+}
+
+/* A state-directory lease's release, one step: under the record's lock (taken without
+   blocking) read it and begin the ensure of its next model; step that ensure; take what
+   came back out of the record. What failed stays in it (rel_kept) for another release. */
+RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
+    static const char ext[] = ".lease";
+    int guard, r;
+    for (guard = 0; guard < 64; guard++) {
+        bool first = !e->rel_n && !e->rel_kept;
+        if (e->rel == RSDI_EN_REL_DONE) return e->rel_final;
+        if (e->rel == RSDI_EN_REL_RUN) {
+            rsd_ensure_result res;
+            r = rsdi_en_step_one(e, now_ms);
+            if (r == RSD_PENDING) return RSD_PENDING;
+            rsd_ensurer_query(e, &res);
+            if (r == RSD_OK && res.outcome == RSD_OUTCOME_RESIDENT) {
+                e->rel = RSDI_EN_REL_DROP;
+                continue;
             }
-            kept++;
+            if (e->rel_err == RSD_OK) { /* its words outlive the ensures after it */
+                e->rel_err = r < 0 ? r : RSD_ERR_STATE;
+                e->rel_outcome = res.outcome;
+                e->rel_decision = res.decision;
+                e->rel_reason = res.reason;
+                (void)rsdi_cpy(e->rel_msg, sizeof e->rel_msg, res.message ? res.message : "");
+            }
+            e->rel_kept++;
+            e->rel = RSDI_EN_REL_READ;
             continue;
         }
-        gone.model = model;
-        gone.instance = url;
-        gone.remove = true;
-        memset(&lk, 0, sizeof lk);
-        if (rsdi_attr_lock_wait(e->st, &lk, key) == RSD_OK) {
-            r = rsdi_record_update_locked(e->st, key, ext, &gone, 1, 0, true);
-            rsd_state_unlock(e->st, &lk);
-        } else {
-            r = 0;
+        if (!e->alk_active) { /* READ or DROP: the record's lock first */
+            r = rsd_state_attr_lock_begin(e->st, &e->alk, e->rel_key, now_ms, 0);
+            if (r < 0) {
+                if (e->rel == RSDI_EN_REL_READ)
+                    return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
+                                           e->rel_key + 6, rsd_result_str(r));
+                e->rel_n++; /* it came back but could not leave the record: go on past it */
+                e->rel_kept++;
+                e->rel = RSDI_EN_REL_READ;
+                continue;
+            }
+            e->alk_active = true;
         }
-        n_gone++;
-        if (r <= 0) kept++; /* it could not leave the record: go on past it */
+        r = rsd_state_lock_step(e->st, &e->alk, now_ms);
+        if (r == RSD_PENDING) return RSD_PENDING;
+        if (r != RSD_OK) {
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
+            if (e->rel == RSDI_EN_REL_READ) {
+                r = r == RSD_ERR_TIMEOUT ? RSD_ERR_LOCK : r;
+                return rsdi_en_rel_end(e, first ? r : e->rel_err, first ? "release: lease %s: %s" : NULL,
+                                       e->rel_key + 6, rsd_result_str(r));
+            }
+            e->rel_n++;
+            e->rel_kept++;
+            e->rel = RSDI_EN_REL_READ;
+            continue;
+        }
+        if (e->rel == RSDI_EN_REL_DROP) { /* the entry of the model that came back (e->model) leaves */
+            const rsd_attr_set *lease = rsdi_state_scratch(e->st);
+            char model[RSD_STATE_MAX_ID_BYTES + 1], at[RSD_STATE_MAX_ID_BYTES + 1];
+            rsd_attr_change gone;
+            size_t j;
+            r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
+            for (j = e->rel_kept; r > 0 && j < lease->count && strcmp(lease->items[j].model, e->model) != 0; j++) {
+            }
+            if (r > 0 && j < lease->count) {
+                (void)rsdi_cpy(model, sizeof model, lease->items[j].model); /* the update reads the record again */
+                (void)rsdi_cpy(at, sizeof at, lease->items[j].instance);
+                gone.model = model;
+                gone.instance = at;
+                gone.remove = true;
+                r = rsdi_record_update_locked(e->st, e->rel_key, ext, &gone, 1, 0, true);
+            } else {
+                r = 0;
+            }
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
+            e->rel_n++;
+            if (r <= 0) e->rel_kept++; /* it could not leave the record: go on past it */
+            e->rel = RSDI_EN_REL_READ;
+            continue;
+        }
+        { /* READ: the record, then its next model's ensure */
+            const rsd_attr_set *lease = rsdi_state_scratch(e->st);
+            rsd_ensure_req one;
+            char url[RSD_RECONCILE_URL_MAX], bearer[RSD_RECONCILE_BEARER_MAX], model[RSD_STATE_MAX_ID_BYTES + 1];
+            r = rsdi_record_load(e->st, e->rel_key, ext, rsdi_state_scratch(e->st));
+            rsd_state_unlock(e->st, &e->alk);
+            e->alk_active = false;
+            if (first && r <= 0)
+                return rsdi_en_rel_end(e, r < 0 ? r : RSD_ERR_NOT_FOUND, "release: no lease %s here%s",
+                                       e->rel_key + 6, r < 0 ? " (its record could not be read)" : "");
+            if (r < 0 || lease->count <= e->rel_kept) return rsdi_en_rel_end(e, e->rel_err, NULL);
+            (void)rsdi_cpy(model, sizeof model, lease->items[e->rel_kept].model);
+            (void)rsdi_cpy(url, sizeof url, e->rel_url_given ? e->url : lease->items[e->rel_kept].instance);
+            (void)rsdi_cpy(bearer, sizeof bearer, e->bearer);
+            one = e->rel_q;
+            one.url = url;
+            one.model = model;
+            one.bearer = bearer[0] ? bearer : NULL;
+            one.free_bytes = 0;
+            if (e->rel_resolve) (void)rsd_ensurer_resolve(e, url); /* the blocking rsd_ensurer_release only */
+            e->rel_ran = true;
+            e->rel = RSDI_EN_REL_RUN;
+            (void)rsdi_en_begin(e, &one, now_ms); /* an error ends that ensure at once: the RUN step reads it */
+        }
     }
-    if (out) *out = res;
-    if (out && first_err < 0) { /* the first failure, its texts in the ensurer's own buffers */
-        *out = fail;
-        memcpy(e->message, fail_msg, sizeof fail_msg);
-        out->message = e->message;
-        out->op_model = out->wire_id = out->lease_id = out->load_stage = "";
-        out->n_evicted = out->n_notices = 0;
-        out->evicted = NULL;
-        out->notices = NULL;
+    return RSD_PENDING;
+}
+
+RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
+                               rsd_ensure_result *out) {
+    int r;
+    if (out) memset(out, 0, sizeof *out);
+    if (!e || !lease_id || !lease_id[0] || strlen(lease_id) > 40) return RSD_ERR_ARG;
+    if (strncmp(lease_id, RSDI_EN_LS_PREFIX, sizeof RSDI_EN_LS_PREFIX - 1) != 0 && !e->st) return RSD_ERR_STATE;
+    if (q && q->url) (void)rsd_ensurer_resolve(e, q->url); /* a failure shows up as RSD_ERR_RESOLVE */
+    if ((r = rsd_ensurer_release_begin(e, q, lease_id, rsd_now_ms())) < 0) {
+        if (out) rsd_ensurer_query(e, out);
+        return r;
     }
-    return first_err < 0 ? first_err : n_gone;
+    e->rel_resolve = true; /* blocking anyway: each recorded URL's host name is resolved first */
+    r = rsdi_en_loop(e, out);
+    if (r < 0) return r;
+    {
+        rsd_ensure_result res;
+        rsd_ensurer_query(e, &res);
+        return res.restored;
+    }
 }
 /* ==== ensure end ========================================================== */
 

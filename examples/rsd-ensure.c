@@ -109,8 +109,11 @@ static void help(void) {
            "  --free-bytes N       instead of a model: free N bytes (K/M/G/T suffixes, binary) by\n"
            "                       unloading models residency loaded there, least recently used\n"
            "                       first, never a protected one (the server must list sizes: the\n"
-           "                       llama.cpp router does for loaded models); prints a lease ID\n"
-           "  --release ID         load back what --free-bytes unloaded under lease ID\n"
+           "                       llama.cpp router does for loaded models); prints a lease ID.\n"
+           "                       On rsd-serve: its own lease (POST /_rsd/lease, ttl 10 min),\n"
+           "                       done once the stopped processes have exited\n"
+           "  --release ID         load back what --free-bytes unloaded under lease ID (an\n"
+           "                       rsd-serve:N lease needs --url: rsd-serve starts them again)\n"
            "  --runtime R          auto (default: detected), llamacpp, lmstudio or ollama\n"
            "  --observe            observe-only: report what it would do, load or unload nothing\n"
            "  --protect ID[=ROLE]  never evict ID (repeatable); ROLE: chat, memory, worker,\n"
@@ -208,6 +211,14 @@ static const char *human_bytes(uint64_t b, char *buf, size_t cap) {
 static int release_cmd(rsd_ensurer *e, const rsd_ensure_req *q, const char *id, bool quiet) {
     rsd_ensure_result res;
     int n = rsd_ensurer_release(e, q, id, &res);
+    if (n >= 0 && strncmp(id, "rsd-serve:", 10) == 0) {
+        if (!quiet) printf("%s\n", term(res.message));
+        return EX_RESIDENT;
+    }
+    if (n == RSD_ERR_ARG && strncmp(id, "rsd-serve:", 10) == 0 && !q->url) {
+        if (!quiet) printf("releasing rsd-serve lease '%s' needs --url (the rsd-serve it came from)\n", term(id));
+        return EX_USAGE;
+    }
     if (n == RSD_ERR_NOT_FOUND || n == RSD_ERR_ARG) {
         if (!quiet) printf("no lease '%s' here (it was released, or made with another state directory)\n", term(id));
         return EX_DECLINED;
@@ -691,7 +702,10 @@ int main(int argc, char **argv) {
                rsd_decision_str(res.decision), reason_text(&res, q.observe), (unsigned long long)res.elapsed_ms);
         for (i = 0; i < res.n_evicted; i++)
             if (!res.evicted[i].displaced) printf("  unloaded '%s'\n", term(res.evicted[i].id));
-        if (res.lease_id && res.lease_id[0])
+        if (res.lease_id && strncmp(res.lease_id, "rsd-serve:", 10) == 0) /* rsd-serve's own lease */
+            printf("  lease %s: rsd-ensure --release %s --url %s gives it back (or its ttl, 10 min)\n",
+                   res.lease_id, res.lease_id, term_url(url));
+        else if (res.lease_id && res.lease_id[0])
             printf("  lease %s: rsd-ensure --release %s loads them back\n", res.lease_id, res.lease_id);
         else if (res.n_evicted)
             printf("  no state directory: nothing recorded to load back\n");

@@ -70,9 +70,13 @@
               unpinned processes stop (LRU first) until reservations plus leases fit
               vram_budget; 200 {"id","granted","requested","ready","restore",
               "expires_in_ms","stopped":[ids]}, 409 declined (nothing can be stopped),
-              503 no vram_budget or too many leases, 400 a bad body. GET
-              /_rsd/lease/ID its state, DELETE /_rsd/lease/ID releases it (restore:
-              what it stopped starts again); past ttl_ms it is released by itself.
+              503 no vram_budget or too many leases, 400 a bad body. "ready" turns
+              true once the processes stopped for it have exited (not when they are
+              asked to stop). GET /_rsd/lease/ID its state, DELETE /_rsd/lease/ID
+              releases it (restore: what it stopped starts again) and answers its last
+              state with "released":true first; past ttl_ms it is released by itself.
+              The ensurer's free request (residency_http.h, rsd_ensure_req.free_bytes)
+              takes, polls and releases these leases.
      Locked host (lock_models): only the listed models are served and listed; a
               request naming none gets the first, another model 409 "model switching
               is disabled on this host; served models: ...", none configured 503 "no
@@ -1610,18 +1614,25 @@ static void devmem_admit(srv *s, uint64_t now) {
 }
 
 /* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------ */
-/* {"id", "granted", "requested", "ready", "restore", "expires_in_ms", "stopped": [ids]} */
-static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, uint64_t now) {
+/* {"id", "granted", "requested", "ready", "restore", "expires_in_ms", "stopped": [ids]};
+   released: the lease is released now (DELETE), the answer leads with "released":true. */
+static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool released, uint64_t now) {
     rsd_pool_lease_info li;
     rsd_json_writer w;
     int i, n;
     memset(&li, 0, sizeof li);
-    if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK) {
+    if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK ||
+        (released && rsd_fleet_lease_release(s->fleet, l, now) != RSD_OK)) {
         respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
         return;
     }
+    if (released) logf_("lease %u: released", (unsigned)l.id);
     rsd_json_w_init(&w, s->out, SRV_OUT);
     rsd_json_w_begin_object(&w);
+    if (released) {
+        rsd_json_w_key(&w, "released");
+        rsd_json_w_bool(&w, true);
+    }
     rsd_json_w_key(&w, "id");
     rsd_json_w_int(&w, l.id);
     rsd_json_w_key(&w, "granted");
@@ -1667,7 +1678,7 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
     if (r == RSD_OK || r == RSD_PENDING) {
         logf_("lease %u: %llu bytes asked, ttl %lu ms", (unsigned)l.id, (unsigned long long)d.bytes,
               (unsigned long)d.ttl_ms);
-        lease_answer(s, ev->req, l, now);
+        lease_answer(s, ev->req, l, false, now);
     } else if (r == RSD_ERR_POOL_NO_FIT) {
         respond_error(s, ev->req, 409, "invalid_request_error",
                       "lease declined: every process that holds the budget is busy or pinned");
@@ -1690,13 +1701,7 @@ static void answer_lease(srv *s, const rsd_http_server_event *ev, bool del, uint
         return;
     }
     l.id = (uint32_t)id;
-    if (!del) { lease_answer(s, ev->req, l, now); return; }
-    if (rsd_fleet_lease_release(s->fleet, l, now) != RSD_OK) {
-        respond_error(s, ev->req, 404, "not_found_error", "lease not found (released, expired or never taken)");
-        return;
-    }
-    logf_("lease %u: released", (unsigned)l.id);
-    respond_json(s, ev->req, 200, "{\"released\":true}", 17);
+    lease_answer(s, ev->req, l, del, now); /* DELETE: what it stopped, released (restore: they start again) */
 }
 
 /* GET /v1/models/ID (percent-encoded id or alias): that entry, or 404. */

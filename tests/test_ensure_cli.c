@@ -1056,6 +1056,8 @@ static void test_free_bytes_sim(void) {
         CHECK(strstr(g_out, "\"evicted\":[\"bravo\",\"charlie\"]") != NULL);
         CHECK(strstr(g_out, "\"freed_bytes\":4294967296") != NULL);
         CHECK(lease_of(g_out, id, sizeof id));
+        /* the router is not rsd-serve: its lease endpoint answered 404 once, then the free plan */
+        CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/_rsd/lease", NULL), 1);
         SHOW_ON_FAIL();
     }
     {
@@ -1200,6 +1202,85 @@ static void test_release_lib(void) {
     remove_state_dir();
 }
 
+/* A state-directory lease released step by step (rsd_ensurer_release_begin, then step,
+   pollfds, next_deadline): while another holder has the lease record's lock the step
+   does not wait for it -- it returns PENDING, wants no socket and names the lock's next
+   try as its deadline -- and once the lock is free both models come back, one ensure
+   each; meanwhile begin is refused. A second release finds no lease. */
+static void test_release_steps(void) {
+    sim_proc s;
+    char env_dir[300], id[64], key[80];
+    const char *env[] = {"RESIDENCY=", "RESIDENCY_TOKEN=", env_dir, NULL};
+    rsd_ensurer_desc d;
+    rsd_state_desc sd;
+    rsd_state *other;
+    rsd_state_lock lk;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_pollfd fds[8];
+    uint64_t now;
+    int rc, steps = 0;
+    REQUIRE(sim_with_loads(&s, release_sim, "release-steps", env_dir, sizeof env_dir, env, release_order, 3));
+    memset(&d, 0, sizeof d);
+    d.state_dir = g_state_dir;
+    d.no_cache = true;
+    e = rsd_ensurer_create(&d);
+    other = NULL;
+    memset(&sd, 0, sizeof sd);
+    sd.dir = g_state_dir;
+    CHECK(e != NULL && rsd_state_open(&other, &sd) == RSD_OK); /* (never REQUIRE with the sim running) */
+    if (!e || !other) goto out;
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.free_bytes = 4ull << 30;
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.n_evicted, 2);
+    snprintf(id, sizeof id, "%s", res.lease_id ? res.lease_id : "");
+    CHECK(id[0] && strchr(id, ':') == NULL); /* a state-directory lease */
+    /* another holder has the record's lock */
+    snprintf(key, sizeof key, "lease|%s", id);
+    now = rsd_now_ms();
+    memset(&lk, 0, sizeof lk);
+    CHECK_EQ_INT(rsd_state_attr_lock_begin(other, &lk, key, now, now + 60000), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(other, &lk, now), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_release_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
+    now = rsd_now_ms();
+    CHECK_EQ_INT(rsd_ensurer_step(e, now), RSD_PENDING);
+    CHECK_EQ_INT(rsd_ensurer_pollfds(e, fds, 8), 0);
+    CHECK(rsd_ensurer_next_deadline(e) > now && rsd_ensurer_next_deadline(e) != RSD_NO_DEADLINE);
+    CHECK_EQ_INT(rsd_ensurer_begin(e, &q, now), RSD_ERR_STATE); /* a release runs */
+    rsd_ensurer_query(e, &res);
+    CHECK(!res.done && res.result == RSD_PENDING);
+    rsd_state_unlock(other, &lk);
+    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && steps++ < 100000) {
+        int n = rsd_ensurer_pollfds(e, fds, 8), t;
+        uint64_t dl = rsd_ensurer_next_deadline(e);
+        now = rsd_now_ms();
+        t = dl == RSD_NO_DEADLINE ? 100 : dl > now ? (int)(dl - now > 100 ? 100 : dl - now) : 0;
+        if (t > 0) (void)rsd_poll(fds, n > 8 ? 8 : n, t);
+    }
+    CHECK_EQ_INT(rc, RSD_OK);
+    rsd_ensurer_query(e, &res);
+    CHECK_EQ_INT(res.restored, 2);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/models/load", "bravo"), 2);   /* its first load, and back */
+    CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/models/load", "charlie"), 2);
+    /* the lease is gone */
+    CHECK_EQ_INT(rsd_ensurer_release_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
+    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && steps++ < 200000) {
+    }
+    CHECK_EQ_INT(rc, RSD_ERR_NOT_FOUND);
+    rsd_ensurer_query(e, &res);
+    CHECK(res.message && strstr(res.message, "no lease") != NULL);
+    CHECK_EQ_INT(res.restored, 0);
+out:
+    rsd_state_close(other);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+    remove_state_dir();
+}
+
 int main(int argc, char **argv) {
     char why[256];
     RSD_TEST_BEGIN(argc, argv);
@@ -1228,6 +1309,7 @@ int main(int argc, char **argv) {
     RUN(test_attr_arena_follows_max_models);
     RUN(test_free_bytes_sim);
     RUN(test_release_keeps_what_failed);
+    RUN(test_release_steps);
     RUN(test_release_lib);
     return RSD_TEST_END();
 }

@@ -437,6 +437,39 @@ static void test_lease_ttl_and_restore(void) {
     rsd_pool_destroy(h.p);
 }
 
+/* Released (with restore) before its victims have exited: they start again once they
+   have, not never (the preload waits for the stopping slot to be vacated). */
+static void test_lease_released_before_its_victims_exit_still_restores(void) {
+    host h;
+    rsd_pool_req busy;
+    rsd_pool_lease l;
+    rsd_pool_lease_desc ld;
+    rsd_pool_stats st;
+    lease_fixture(&h, &busy);
+    REQUIRE(h.p);
+    h.auto_exit = false;
+    memset(&ld, 0, sizeof ld);
+    ld.bytes = 5 * GiB;
+    ld.restore = true;
+    CHECK_EQ_INT(rsd_pool_lease_take(h.p, &ld, 10, &l), RSD_PENDING);
+    pump(&h);
+    CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_LEASE), 2);
+    CHECK_EQ_INT(state_of(h.p, 0), RSD_POOL_SLOT_STOPPING);
+    CHECK_EQ_INT(rsd_pool_lease_release(h.p, l, 11), RSD_OK);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0); /* not while they still run */
+    rsd_pool_on_exited(h.p, h.log[0].proc, 12);
+    rsd_pool_on_exited(h.p, h.log[1].proc, 12);
+    pump(&h);
+    CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 2); /* A and C come back */
+    CHECK_EQ_INT(state_of(h.p, 0), RSD_POOL_SLOT_READY);
+    CHECK_EQ_INT(state_of(h.p, 2), RSD_POOL_SLOT_READY);
+    rsd_pool_query_stats(h.p, &st);
+    CHECK_EQ_INT(st.restores, 2);
+    rsd_pool_release(h.p, busy, 13);
+    rsd_pool_destroy(h.p);
+}
+
 static void test_lease_capacity_and_stale_handles(void) {
     rsd_pool_model_desc m[1];
     host h;
@@ -476,6 +509,7 @@ int main(int argc, char **argv) {
     RUN(test_lease_declined_stops_nothing);
     RUN(test_lease_holds_starts_and_release_lets_them_go);
     RUN(test_lease_ttl_and_restore);
+    RUN(test_lease_released_before_its_victims_exit_still_restores);
     RUN(test_lease_capacity_and_stale_handles);
     return RSD_TEST_END();
 }

@@ -132,6 +132,23 @@ static void test_real_lease(void) {
     CHECK_EQ_INT(http(&s, "DELETE", p, NULL), 200);
     (void)wait_new_pid(&s, "a", 0);
     CHECK(status_field(&s, "a", "pid") > 0 && status_field(&s, "a", "pid") != pid_a);
+    /* examples/game_loop.c: the ensure of a, then its cutscene's lease through the ensurer
+       stops b (a was restarted after it, so b is the least recently used), plays once b's
+       llama-server has exited, and its release starts b again */
+    CHECK(wait_state(&s, "a", "ready"));
+    {
+        char out[16384];
+        const char *g[] = {"build/examples/game_loop", s.url, "a", "3G", NULL};
+        int64_t pid_b = status_field(&s, "b", "pid");
+        CHECK(pid_b > 0);
+        CHECK_EQ_INT(run_prog(g, out, sizeof out), 0);
+        CHECK(strstr(out, "resident: a") != NULL);
+        CHECK(strstr(out, "freed 3221225472 of 3221225472 bytes; stopped: b\n") != NULL);
+        CHECK(strstr(out, "released: 1 model(s) back") != NULL);
+        CHECK(kill((pid_t)pid_b, 0) != 0);
+        CHECK(wait_new_pid(&s, "b", pid_b) > 0);
+        if (rsdt_cur_failed) printf("  game_loop: %s\n", out);
+    }
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 

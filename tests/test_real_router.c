@@ -550,10 +550,10 @@ static void test_models_max_reached_by_the_pin_declines(void) {
 }
 
 static bool UP;
-/* Runs build/examples/rsd-ensure with args (NULL-terminated) and --state-dir STATE,
-   pumping the watcher meanwhile; its output (stdout and stderr) into out. The exit
-   status, or -1. */
-static int run_cli(const char *const *args, char *out, size_t cap) {
+/* Runs prog with args (NULL-terminated; rsd-ensure gets --state-dir STATE, and every
+   program RESIDENCY_STATE_DIR=STATE), pumping the watcher meanwhile; its output (stdout
+   and stderr) into out. The exit status, or -1. */
+static int run_prog_in_state(const char *prog, const char *const *args, char *out, size_t cap) {
     const char *argv[24];
     char path[760];
     int n = 0, i, st = -1, got;
@@ -561,10 +561,12 @@ static int run_cli(const char *const *args, char *out, size_t cap) {
     pid_t pid;
     FILE *f;
     size_t len;
-    argv[n++] = "build/examples/rsd-ensure";
+    argv[n++] = prog;
     for (i = 0; args[i] && n < 20; i++) argv[n++] = args[i];
-    argv[n++] = "--state-dir";
-    argv[n++] = STATE;
+    if (strstr(prog, "rsd-ensure")) {
+        argv[n++] = "--state-dir";
+        argv[n++] = STATE;
+    }
     argv[n] = NULL;
     snprintf(path, sizeof path, "%s/cli.out", DIR_);
     fflush(stdout);
@@ -573,6 +575,7 @@ static int run_cli(const char *const *args, char *out, size_t cap) {
     if (pid == 0) {
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        setenv("RESIDENCY_STATE_DIR", STATE, 1);
         execv(argv[0], (char *const *)(void *)argv);
         _exit(127);
     }
@@ -592,6 +595,10 @@ static int run_cli(const char *const *args, char *out, size_t cap) {
     if (f) fclose(f);
     out[len] = '\0';
     return st;
+}
+
+static int run_cli(const char *const *args, char *out, size_t cap) {
+    return run_prog_in_state("build/examples/rsd-ensure", args, out, cap);
 }
 
 /* ==== router D: no tags, --models-max 3 ============================================ */
@@ -683,6 +690,38 @@ static void test_free_bytes_and_release(void) {
     CHECK_EQ_INT(W.loads[2], before_c + 1);
     CHECK_EQ_INT(W.loads[3], before_d + 1);
     CHECK_EQ_INT(W.unloads[0], 0);
+}
+
+/* examples/game_loop.c on the real router (same state directory, so tiny-c and tiny-d
+   are residency's): the ensure of tiny-a (resident already, now the most recently used), then the cutscene's free
+   request of 300000 bytes, a frame at a time -- the router has no /_rsd/lease (404), so
+   the free plan unloads tiny-c and tiny-d, the least recently used (tiny-a was just
+   used) -- and the step-driven release loads both back. */
+static void test_game_loop_real(void) {
+    static char out[16384];
+    const char *a[] = {S.url, "tiny-a", "300000", NULL};
+    int before_c, before_d, before_a, k;
+    for (k = 0; k < 3; k++) { /* on their own too (a filtered run): residency's, used in this order */
+        static const char *const order[] = {"tiny-a", "tiny-c", "tiny-d"};
+        const char *c[] = {"--url", S.url, "--model", order[k], NULL};
+        CHECK_EQ_INT(run_cli(c, out, sizeof out), 0);
+    }
+    before_c = W.loads[2];
+    before_d = W.loads[3];
+    before_a = W.unloads[0];
+    CHECK_EQ_INT(listed(S.url, "tiny-c"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-d"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(run_prog_in_state("build/examples/game_loop", a, out, sizeof out), 0);
+    CHECK(strstr(out, "resident: tiny-a") != NULL);
+    CHECK(strstr(out, "freed 477184 of 300000 bytes; stopped: tiny-c tiny-d\n") != NULL);
+    CHECK(strstr(out, "cutscene plays") != NULL && strstr(out, "released: 2 model(s) back") != NULL);
+    CHECK_EQ_INT(listed(S.url, "tiny-c"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-d"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(listed(S.url, "tiny-a"), RSD_MODEL_LOADED);
+    CHECK_EQ_INT(W.loads[2], before_c + 1);
+    CHECK_EQ_INT(W.loads[3], before_d + 1);
+    CHECK_EQ_INT(W.unloads[0], before_a); /* tiny-a, the game's model, never went */
+    if (rsdt_cur_failed) printf("  game_loop: %s\n", out);
 }
 
 /* ==== router E: 64 presets with long ids and long argument lists ===================== */
@@ -805,6 +844,7 @@ int main(int argc, char **argv) {
     if (UP) {
         RUN(test_lru_victim);
         RUN(test_free_bytes_and_release);
+        RUN(test_game_loop_real);
         stop_router();
     }
     real_rmdir(DIR_);

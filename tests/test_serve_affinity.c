@@ -709,6 +709,207 @@ static void test_serve_lease(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* ---- the ensurer's free request: rsd-serve's own lease ------------------------------- */
+/* Runs what e has begun to its end with the step API (poll between steps). */
+static int step_to_end(rsd_ensurer *e, rsd_ensure_result *res) {
+    int rc;
+    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
+        rsd_pollfd fds[8];
+        int n = rsd_ensurer_pollfds(e, fds, 8);
+        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
+        int t = dl == RSD_NO_DEADLINE ? 1000 : dl > now ? (int)(dl - now) : 0;
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), t > 1000 ? 1000 : t);
+    }
+    rsd_ensurer_query(e, res);
+    return rc;
+}
+
+static int free_req(rsd_ensurer *e, const char *url, uint64_t bytes, uint32_t ttl_ms, rsd_ensure_result *res) {
+    rsd_ensure_req q;
+    memset(&q, 0, sizeof q);
+    q.url = url;
+    q.free_bytes = bytes;
+    q.lease_ttl_ms = ttl_ms;
+    if (rsd_ensurer_begin(e, &q, rsd_now_ms()) != RSD_OK) {
+        rsd_ensurer_query(e, res);
+        return res->result;
+    }
+    return step_to_end(e, res);
+}
+
+static rsd_ensurer *lease_ensurer(void) {
+    rsd_ensurer_desc d;
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.ignore_env = true;
+    return rsd_ensurer_create(&d);
+}
+
+/* A free request to rsd-serve takes rsd-serve's lease: granted in full, ready only once
+   the stopped process has exited (b ignores SIGTERM: it goes at the end of stop_grace,
+   2 s, so the ensure polls until then); in part (pin stays); declined (409); released
+   step by step (a comes back); a ttl releases by itself (a comes back again); the
+   blocking release brings b back; a released lease is unknown. */
+static void test_ensure_serve_lease(void) {
+    serve_proc s;
+    char path[256], cfg[1024], p[64], id1[48], id2[48];
+    const char *args[] = {"--config", path, NULL};
+    rsd_ensure_result res;
+    rsd_ensure_req q;
+    rsd_ensurer *e;
+    int64_t pid_a, pid_b;
+    int i;
+    make_dir();
+    snprintf(path, sizeof path, "%s/elease.ini", g_dir);
+    snprintf(cfg, sizeof cfg,
+             "max_models = 3\nvram_budget = 10G\n[model a]\nmodel = %s\nreserve = 4G\n[model b]\nmodel = %s\n"
+             "reserve = 4G\nargs = --ignore-sigterm\n[model pin]\nmodel = %s\nreserve = 1G\npinned = true\n",
+             model_file("a"), model_file("b"), model_file("pin"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    REQUIRE((e = lease_ensurer()) != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    pid_b = status_field(&s, "b", "pid");
+    REQUIRE(pid_b > 0);
+    /* 4 GiB: 1 GiB is free, so b (least recently used, idle) stops; ready once it exited */
+    CHECK_EQ_INT(free_req(e, s.url, (uint64_t)4 << 30, 0, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_FREED);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_FREE);
+    CHECK_EQ_INT(res.reason, RSD_REASON_FREE_BYTES);
+    CHECK(res.freed_bytes == (uint64_t)4 << 30);
+    CHECK(kill((pid_t)pid_b, 0) == -1 && errno == ESRCH); /* the process is gone, not just asked to go */
+    CHECK(res.requests >= 2);                              /* the POST said not ready: it polled */
+    CHECK(strncmp(res.lease_id, "rsd-serve:", 10) == 0);
+    CHECK_EQ_INT(res.n_evicted, 1);
+    CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "b") == 0);
+    CHECK(strstr(res.message, "4294967296 of 4294967296 bytes granted") != NULL);
+    CHECK_EQ_INT(status_field(&s, "b", "pid"), 0);
+    snprintf(id1, sizeof id1, "%s", res.lease_id);
+    snprintf(p, sizeof p, "/_rsd/lease/%s", id1 + 10);
+    CHECK_EQ_INT(http(&s, "GET", p, NULL), 200);
+    CHECK(strstr(g_body, "\"restore\":true") != NULL && strstr(g_body, "\"expires_in_ms\":null") == NULL);
+    CHECK(json_int("expires_in_ms") > 60000); /* the default ttl (10 min) was sent */
+    /* more than the rest can give: in part (a stops, pin stays) */
+    CHECK_EQ_INT(free_req(e, s.url, (uint64_t)6 << 30, 0, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_FREED);
+    CHECK_EQ_INT(res.reason, RSD_REASON_FREE_SHORT);
+    CHECK(res.freed_bytes == (uint64_t)5 << 30);
+    CHECK(strstr(res.message, "5368709120 of 6442450944 bytes granted") != NULL);
+    CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "a") == 0);
+    snprintf(id2, sizeof id2, "%s", res.lease_id);
+    /* nothing left to stop: declined, nothing changed */
+    CHECK_EQ_INT(free_req(e, s.url, 1000, 0, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DECLINED);
+    CHECK_EQ_INT(res.decision, RSD_DECISION_DECLINE);
+    CHECK(res.lease_id[0] == '\0' && res.n_evicted == 0 && res.freed_bytes == 0);
+    CHECK(strstr(res.message, "declined a lease of 1000 bytes") != NULL);
+    CHECK(status_field(&s, "pin", "pid") > 0);
+    /* the second lease released step by step: a comes back */
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    CHECK_EQ_INT(rsd_ensurer_release_begin(e, &q, id2, rsd_now_ms()), RSD_OK);
+    CHECK_EQ_INT(rsd_ensurer_release_begin(e, &q, id2, rsd_now_ms()), RSD_ERR_STATE); /* one at a time */
+    CHECK_EQ_INT(step_to_end(e, &res), RSD_OK);
+    CHECK_EQ_INT(res.restored, 1);
+    CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "a") == 0 && res.evicted[0].restored);
+    CHECK(strstr(res.message, "1 stopped model(s) start again") != NULL);
+    pid_a = wait_new_pid(&s, "a", 0);
+    CHECK(pid_a > 0);
+    /* a ttl: a stops again, and comes back by itself when the ttl passes */
+    CHECK_EQ_INT(free_req(e, s.url, (uint64_t)4 << 30, 300, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_FREED);
+    CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "a") == 0);
+    snprintf(p, sizeof p, "/_rsd/lease/%s", res.lease_id + 10);
+    for (i = 0; i < 500; i++) {
+        if (http(&s, "GET", p, NULL) == 404) break;
+        (void)poll(NULL, 0, 10);
+    }
+    CHECK(i < 500);
+    CHECK(wait_new_pid(&s, "a", pid_a) > 0);
+    /* the blocking release of the first: b comes back */
+    CHECK_EQ_INT(rsd_ensurer_release(e, &q, id1, &res), 1);
+    CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "b") == 0);
+    CHECK(wait_new_pid(&s, "b", pid_b) > 0);
+    /* gone now; an rsd-serve lease needs its URL; a bad id */
+    CHECK_EQ_INT(rsd_ensurer_release(e, &q, id1, &res), RSD_ERR_NOT_FOUND);
+    CHECK(strstr(res.message, "not released") != NULL);
+    CHECK_EQ_INT(rsd_ensurer_release(e, NULL, id1, &res), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ensurer_release(e, &q, "rsd-serve:x", &res), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_ensurer_release_begin(e, &q, "12ab-34", rsd_now_ms()), RSD_ERR_STATE); /* no state dir */
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* A bad request (400: more than rsd-serve leases) and a host without a byte budget (503)
+   are errors that say so; neither stops anything. */
+static void test_ensure_serve_lease_errors(void) {
+    serve_proc s;
+    char path[256], cfg[1024];
+    const char *args[] = {"--config", path, NULL};
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    make_dir();
+    snprintf(path, sizeof path, "%s/elease2.ini", g_dir);
+    snprintf(cfg, sizeof cfg, "vram_budget = 8G\n[model a]\nmodel = %s\nreserve = 4G\n", model_file("a"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    REQUIRE((e = lease_ensurer()) != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK_EQ_INT(free_req(e, s.url, (uint64_t)1 << 62, 0, &res), RSD_ERR_ARG);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(res.message, "not taken") != NULL && res.lease_id[0] == '\0');
+    CHECK(status_field(&s, "a", "pid") > 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    snprintf(cfg, sizeof cfg, "[model a]\nmodel = %s\n", model_file("a"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(free_req(e, s.url, 1000, 0, &res), RSD_ERR_SERVER_ERROR);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(res.message, "no byte budget") != NULL);
+    CHECK_EQ_INT(res.requests, 1);
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
+/* Granted but not ready within the ensure's deadline (b ignores SIGTERM until the end of
+   stop_grace, 2 s; the deadline is 1 s): RSD_ERR_TIMEOUT, and the lease id stays so the
+   caller can give it back; the release brings b back. */
+static void test_ensure_serve_lease_not_ready(void) {
+    serve_proc s;
+    char path[256], cfg[1024], id[48];
+    const char *args[] = {"--config", path, NULL};
+    rsd_ensure_result res;
+    rsd_ensure_req q;
+    rsd_ensurer *e;
+    int64_t pid_b;
+    make_dir();
+    snprintf(path, sizeof path, "%s/elease3.ini", g_dir);
+    snprintf(cfg, sizeof cfg, "vram_budget = 4G\n[model b]\nmodel = %s\nreserve = 4G\nargs = --ignore-sigterm\n",
+             model_file("b"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    REQUIRE((e = lease_ensurer()) != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    pid_b = status_field(&s, "b", "pid");
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.free_bytes = (uint64_t)1 << 30;
+    q.timeout_ms = 1000;
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    CHECK_EQ_INT(step_to_end(e, &res), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strncmp(res.lease_id, "rsd-serve:", 10) == 0);
+    CHECK(strstr(res.message, "not ready within") != NULL);
+    CHECK(res.requests >= 2);
+    snprintf(id, sizeof id, "%s", res.lease_id);
+    CHECK_EQ_INT(rsd_ensurer_release(e, &q, id, &res), 1);
+    CHECK(wait_new_pid(&s, "b", pid_b) > 0);
+    if (rsdt_cur_failed) printf("  %s\n", res.message);
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* examples/game_loop.c against rsd-serve: the ensure, then the cutscene's lease (b, the
    least recently used idle model, is stopped for it and comes back on release). */
 static void test_game_loop_lease(void) {
@@ -726,8 +927,8 @@ static void test_game_loop_lease(void) {
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
     CHECK_EQ_INT(run_prog(gargv, out, sizeof out), 0);
     CHECK(strstr(out, "resident: a") != NULL);
-    CHECK(strstr(out, "\"stopped\":[\"b\"]") != NULL);
-    CHECK(strstr(out, "cutscene plays") != NULL && strstr(out, "released") != NULL);
+    CHECK(strstr(out, "freed 4294967296 of 4294967296 bytes; stopped: b\n") != NULL);
+    CHECK(strstr(out, "cutscene plays") != NULL && strstr(out, "released: 1 model(s) back") != NULL);
     (void)wait_new_pid(&s, "b", 0);
     CHECK(status_field(&s, "b", "pid") > 0); /* restored */
     if (rsdt_cur_failed) printf("%s\n", out);
@@ -751,6 +952,9 @@ int main(int argc, char **argv) {
     RUN(test_serve_listing_fields);
     RUN(test_serve_exclusive);
     RUN(test_serve_lease);
+    RUN(test_ensure_serve_lease);
+    RUN(test_ensure_serve_lease_errors);
+    RUN(test_ensure_serve_lease_not_ready);
     RUN(test_game_loop_lease);
     return RSD_TEST_END();
 }
