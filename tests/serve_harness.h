@@ -143,11 +143,20 @@ SH_FN int http(const serve_proc *s, const char *method, const char *path, const 
     return status;
 }
 
-/* The /status entry of model id: a field as an integer (-1 when absent or null). */
+/* The /status entry of model id: a field as an integer (-1 when absent or null); "obj.field"
+   reads a field of the entry's object obj (e.g. "kv_cache.saves"). */
 static rsd_json_tok g_toks[8192];
 SH_FN int64_t status_field(const serve_proc *s, const char *id, const char *field) {
     rsd_json_doc d;
     int arr, i, n;
+    char sub[64] = "";
+    const char *dot = strchr(field, '.');
+    if (dot) {
+        if ((size_t)(dot - field) >= sizeof sub) return -1;
+        memcpy(sub, field, (size_t)(dot - field));
+        sub[dot - field] = '\0';
+        field = dot + 1;
+    }
     if (http(s, "GET", "/status", NULL) != 200) return -1;
     if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
     if (!id) { /* a counter */
@@ -162,6 +171,7 @@ SH_FN int64_t status_field(const serve_proc *s, const char *id, const char *fiel
         int o = rsd_json_at(&d, arr, (uint32_t)i);
         if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) {
             int64_t v = -1;
+            if (sub[0]) o = rsd_json_find(&d, o, sub);
             if (rsd_json_int64(&d, rsd_json_find(&d, o, field), &v) != RSD_OK) return -1;
             return v;
         }

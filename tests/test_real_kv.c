@@ -60,40 +60,16 @@ static int64_t timing(const char *field) {
     return v;
 }
 
-/* /status models[id].kv_cache.<field>, -1 when absent. */
+/* /status models[id].kv_cache.<field>, -1 when absent; waiting for one (30 s at most). */
 static int64_t kv_field(const serve_proc *s, const char *id, const char *field) {
-    static rsd_json_tok toks[8192];
-    rsd_json_doc d;
-    int arr, i, n;
-    if (http(s, "GET", "/status", NULL) != 200) return -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), toks, 8192) <= 0) return -1;
-    arr = rsd_json_find(&d, 0, "models");
-    n = rsd_json_size(&d, arr);
-    for (i = 0; i < n; i++) {
-        int o = rsd_json_at(&d, arr, (uint32_t)i);
-        if (rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) {
-            int64_t v = -1;
-            if (rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, o, "kv_cache"), field), &v) != RSD_OK) return -1;
-            return v;
-        }
-    }
-    return -1;
-}
-
-typedef struct kv_want {
-    const char *id, *field;
-    int64_t want;
-} kv_want;
-static bool kv_is(const serve_proc *s, const void *arg) {
-    const kv_want *w = (const kv_want *)arg;
-    return kv_field(s, w->id, w->field) == w->want;
+    char f[64];
+    snprintf(f, sizeof f, "kv_cache.%s", field);
+    return status_field(s, id, f);
 }
 static bool wait_kv(const serve_proc *s, const char *id, const char *field, int64_t want) {
-    kv_want w;
-    w.id = id;
-    w.field = field;
-    w.want = want;
-    return wait_until(s, kv_is, &w, 30000);
+    char f[64];
+    snprintf(f, sizeof f, "kv_cache.%s", field);
+    return wait_field(s, id, f, want);
 }
 
 static char g_kv[700]; /* the kv_cache_dir of the test running */
