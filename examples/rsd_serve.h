@@ -125,8 +125,9 @@
    but cannot work (an unknown placeholder, a command without {port}, `model` and
    `command` in one section when the command has no {model}, more pinned models than
    max_models, a reserve above vram_budget), each "FILE:LINE: message".
-   Values run to the end of the line, trimmed; "quotes" and backslashes in args and
-   command group words as in a shell (no expansion). Durations are seconds, or a
+   Values run to the end of the line, trimmed; "quotes" and backslashes in args,
+   command and llama_server group words as in a shell (no expansion; on Windows a
+   backslash escapes only a double quote, so paths keep theirs). Durations are seconds, or a
    number with ms/s/m/h. Every model needs `model` or `command`. Ids and aliases are
    unique across all models. Any other line, key, section, duplicate key or bad value
    is an error "FILE:LINE: message".
@@ -384,7 +385,8 @@ RSRV_FN bool rsrv_parse_listen(const char *s, size_t n, char *host, size_t host_
 }
 
 /* Splits s into words as a shell would group them ('single', "double" with \" \\ \$
-   \` escapes, backslash outside quotes), without any expansion. Words go into buf
+   \` escapes, backslash outside quotes; on Windows a backslash escapes only a '"' and is
+   otherwise kept, so C:\path\llama-server.exe is one word), without any expansion. Words go into buf
    (NUL-separated), pointers into argv[0..cap-1] followed by NULL. Returns the count or
    -1 (unterminated quote, trailing backslash, too many words, buf too small). */
 RSRV_FN int rsrv_split(const char *s, char *buf, size_t buf_cap, const char **argv, int cap) {
@@ -405,6 +407,13 @@ RSRV_FN int rsrv_split(const char *s, char *buf, size_t buf_cap, const char **ar
             if (q && c == q) { q = 0; continue; }
             if (c == '\\' && q != '\'') {
                 char d = s[1];
+#if defined(_WIN32)
+                /* Windows: a backslash is a path's separator, kept, unless it escapes a quote */
+                if (d == '"') {
+                    c = d;
+                    s++;
+                }
+#else
                 if (!d) return -1;
                 if (q == '"' && d != '"' && d != '\\' && d != '$' && d != '`') {
                     /* backslash kept literally inside double quotes */
@@ -412,6 +421,7 @@ RSRV_FN int rsrv_split(const char *s, char *buf, size_t buf_cap, const char **ar
                     c = d;
                     s++;
                 }
+#endif
             }
             if (o + 1 >= buf_cap) return -1;
             buf[o++] = c;
