@@ -42,6 +42,12 @@
        RSD_NO_DEVMEM                  no device memory probe (rsd_devmem_*): neither
                                       the declarations nor the implementation, so
                                       nothing refers to dlopen / LoadLibrary
+       RSD_NO_SERVE_LEASE             a free request (free_bytes) does not try
+                                      rsd-serve's own lease first: it goes straight to
+                                      the reconcile's free plan (a state-directory
+                                      lease), and releasing an "rsd-serve:ID" lease is
+                                      RSD_ERR_ARG; for programs that never free bytes
+                                      on an rsd-serve (about 4 KB of .text)
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
@@ -6941,6 +6947,14 @@ enum { RSDI_EN_CO_READ = 1, RSDI_EN_CO_LOCK, RSDI_EN_CO_COMMIT, RSDI_EN_CO_UNLOC
 #else
 #define RSDI_EN_INSTANCES 1
 #endif
+/* 1 when a free request tries rsd-serve's own lease first (RSD_NO_SERVE_LEASE: 0, and
+   every branch of that lease compiles out). */
+#ifdef RSD_NO_SERVE_LEASE
+#define RSDI_EN_SERVE_LEASE 0
+#else
+#define RSDI_EN_SERVE_LEASE 1
+#endif
+#define RSDI_EN_IN_LEASE(e) (RSDI_EN_SERVE_LEASE && (e)->phase == RSDI_EN_LEASE)
 enum {
     RSDI_EN_COMMIT_GRACE_MS = 50, /* least time a COMMIT may wait for the attribution lock */
     RSDI_EN_MAX_CHANGES = 2 * RSD_RECONCILE_MAX_ATTR
@@ -8475,7 +8489,7 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
         for (i = 0; i < RSD_ENSURE_MAX_NAMES; i++)
             if (e->det[i].key[0] && strcmp(e->det[i].key, k) == 0) e->kind = e->det[i].kind;
     }
-    if (e->free_bytes && e->kind != RSD_RUNTIME_LMSTUDIO && e->kind != RSD_RUNTIME_OLLAMA) {
+    if (RSDI_EN_SERVE_LEASE && e->free_bytes && e->kind != RSD_RUNTIME_LMSTUDIO && e->kind != RSD_RUNTIME_OLLAMA) {
         e->phase = RSDI_EN_LEASE; /* rsd-serve's own lease first; step sends it */
         e->ls = RSDI_EN_LS_TAKE;
         e->ls_used = true;
@@ -8491,7 +8505,7 @@ RSDI_PRIVATE void rsdi_en_on_body(void *user, const char *data, size_t len) {
     rsd_ensurer *e = (rsd_ensurer *)user;
     rsd_http_head_info hi;
     int status = rsd_http_query_head(e->http, e->h, &hi) == RSD_OK ? hi.status : 0;
-    if (e->phase == RSDI_EN_LEASE) { /* rsd-serve's lease answer, kept whole (reconcile's buffer: not in use) */
+    if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease answer, kept whole (reconcile's buffer: not in use) */
         if (len > e->m.rc.max_body - e->ls_len) {
             e->ls_over = true;
         } else {
@@ -8739,7 +8753,7 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
                 e->inflight = false;
                 e->waiting = RSDI_EN_WAIT_NONE;
                 fed = true;
-                if (e->phase == RSDI_EN_LEASE) rsdi_en_ls_answer(e, &ev, now_ms);
+                if (RSDI_EN_IN_LEASE(e)) rsdi_en_ls_answer(e, &ev, now_ms);
                 else if (RSDI_EN_DETECTING(e)) rsdi_en_probe_answer(e, &ev, now_ms);
                 else (void)rsd_reconcile_feed(&e->m.rc, ev.result, ev.status, NULL, 0, now_ms);
             }
@@ -8747,7 +8761,7 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
             if (fed) continue;
         }
         if (e->phase == RSDI_EN_DONE) return e->final;
-        if (e->phase == RSDI_EN_LEASE) { /* rsd-serve's lease: the next request when it is due */
+        if (RSDI_EN_IN_LEASE(e)) { /* rsd-serve's lease: the next request when it is due */
             if (e->waiting == RSDI_EN_WAIT_WAKE && now_ms < e->wake) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
             if (e->ls == RSDI_EN_LS_POLL && now_ms >= e->deadline) {
@@ -8995,6 +9009,12 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
         e->rel = RSDI_EN_REL_READ;
         (void)now_ms;
         return RSD_OK;
+    }
+    if (!RSDI_EN_SERVE_LEASE) {
+        e->phase = RSDI_EN_DONE;
+        rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s is an rsd-serve lease, and this build has none "
+                     "(RSD_NO_SERVE_LEASE)", lease_id);
+        return RSD_ERR_ARG;
     }
     for (p = lease_id + sizeof pre - 1; *p >= '0' && *p <= '9' && id <= 0xFFFFFFFFu; p++)
         id = id * 10 + (uint64_t)(*p - '0');

@@ -31,6 +31,7 @@ cat > "$OUT/size_router.c" <<'PROG'
 #define RSD_NO_PROC
 #define RSD_NO_DETECT
 #define RSD_NO_DEVMEM
+#define RSD_NO_SERVE_LEASE
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 int main(int argc, char **argv) {

@@ -1,5 +1,5 @@
 /* The feature macros (RSD_NO_OLLAMA, RSD_NO_LMSTUDIO, RSD_NO_ETCD, RSD_NO_HTTP_SERVER,
-   RSD_NO_PROC, RSD_NO_DETECT, RSD_NO_DEVMEM, RSD_NO_GGUF), given on the command line in every combination by tests/compile.sh: the
+   RSD_NO_PROC, RSD_NO_DETECT, RSD_NO_DEVMEM, RSD_NO_GGUF, RSD_NO_SERVE_LEASE), given on the command line in every combination by tests/compile.sh: the
    implementation builds, links and what is compiled out says so. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../../residency_http.h"
@@ -83,5 +83,22 @@ int main(void) {
         bad |= rsd_gguf_feed(&g, h, 10) != RSD_PENDING || rsd_gguf_feed(&g, h + 10, 14) != RSD_OK;
     }
 #endif
+    { /* an rsd-serve lease's release: begun (no I/O yet), or refused without that lease */
+        rsd_ensurer_desc ld;
+        rsd_ensure_req lq;
+        rsd_ensurer *le;
+        memset(&ld, 0, sizeof ld);
+        ld.no_state = true;
+        ld.ignore_env = true;
+        memset(&lq, 0, sizeof lq);
+        lq.url = "http://127.0.0.1:9";
+        le = rsd_ensurer_create(&ld);
+#ifdef RSD_NO_SERVE_LEASE
+        bad |= !le || rsd_ensurer_release_begin(le, &lq, "rsd-serve:1", 0) != RSD_ERR_ARG;
+#else
+        bad |= !le || rsd_ensurer_release_begin(le, &lq, "rsd-serve:1", 0) != RSD_OK;
+#endif
+        rsd_ensurer_destroy(le);
+    }
     return bad;
 }
