@@ -816,8 +816,10 @@ static void test_ensure_serve_lease(void) {
     CHECK(strstr(res.message, "1 stopped model(s) start again") != NULL);
     pid_a = wait_new_pid(&s, "a", 0);
     CHECK(pid_a > 0);
-    /* a ttl: a stops again, and comes back by itself when the ttl passes */
-    CHECK_EQ_INT(free_req(e, s.url, (uint64_t)4 << 30, 300, &res), RSD_OK);
+    CHECK(wait_state(&s, "a", "ready")); /* a lease stops ready processes: not one still starting */
+    /* a ttl: a stops again, and comes back by itself when the ttl passes (1.5 s: the grant
+       must be ready before it, and under qemu a stop takes a while) */
+    CHECK_EQ_INT(free_req(e, s.url, (uint64_t)4 << 30, 1500, &res), RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_FREED);
     CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "a") == 0);
     snprintf(p, sizeof p, "/_rsd/lease/%s", res.lease_id + 10);
