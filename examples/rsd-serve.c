@@ -334,6 +334,8 @@ typedef struct srv_meta {
     rsd_http_req_h req;    /* its GET /v1/models in flight (0 = none) */
     uint64_t ev_id;        /* the ready event whose router "loaded" waits for it (0 = none) */
     uint16_t port;         /* the process they describe (0 = none) */
+    bool deferred;         /* ready, not asked yet: a request's answer goes first (meta_service) */
+    uint64_t ready_ms;     /* when it became ready */
     char meta[SRV_META_BYTES];    /* {"vocab_type":..} or "" (it gave none) */
     char aliases[SRV_META_BYTES]; /* ["id"] or "" */
 } srv_meta;
@@ -1999,6 +2001,7 @@ static void meta_drop(srv *s, int m) {
     if (mt->req.id) (void)rsd_http_cancel(s->hc, mt->req); /* its event matches nothing now */
     mt->req.id = 0;
     mt->port = 0;
+    mt->deferred = false;
     mt->meta[0] = mt->aliases[0] = '\0';
 }
 
@@ -2053,18 +2056,27 @@ static void meta_answer(srv *s, int m, const rsd_http_event *ev) {
     meta_done(s, m);
 }
 
-/* Model m's process on port is ready (event e): GET /v1/models from it (with its own
-   key); the router's "loaded" event waits for the answer (SRV_META_TIMEOUT_MS at most). */
-static void meta_ask(srv *s, int m, srv_event *e, uint16_t port, uint64_t now) {
+/* Model m's process on port is ready (event e): its GET /v1/models is due (meta_service
+   sends it), and the router's "loaded" event waits for the answer. */
+static void meta_hold(srv *s, int m, srv_event *e, uint16_t port, uint64_t now) {
+    srv_meta *mt = &s->meta[m];
+    meta_drop(s, m);
+    mt->port = port;
+    mt->ev_id = e->id;
+    mt->deferred = true;
+    mt->ready_ms = now;
+    e->router_wait = true;
+}
+
+/* GET /v1/models from model m's ready process (with its own key; SRV_META_TIMEOUT_MS at
+   most); its answer ends the hold of the router's "loaded" event. */
+static void meta_ask(srv *s, int m, uint64_t now) {
     srv_meta *mt = &s->meta[m];
     rsd_http_request q;
     rsd_http_header h[1];
     char url[64];
-    meta_drop(s, m);
-    mt->port = port;
-    mt->ev_id = e->id;
-    e->router_wait = true;
-    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/models", (unsigned)port);
+    mt->deferred = false;
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/v1/models", (unsigned)mt->port);
     memset(&q, 0, sizeof q);
     q.method = "GET";
     q.url = url;
@@ -2078,6 +2090,23 @@ static void meta_ask(srv *s, int m, srv_event *e, uint16_t port, uint64_t now) {
     if (rsd_http_send(s->hc, &q, now, &mt->req) != RSD_OK) {
         mt->req.id = 0;
         meta_done(s, m);
+    }
+}
+
+/* Sends the due GET /v1/models of each ready process once no request waits on that
+   process for its answer's head (a child's HTTP threads are few: the first request after a
+   cold start goes first), or 1 s after it became ready at the latest. */
+static void meta_service(srv *s, uint64_t now) {
+    int m, i;
+    for (m = 0; m < s->cfg->nmodels; m++) {
+        srv_meta *mt = &s->meta[m];
+        bool first = false;
+        if (!mt->deferred) continue;
+        for (i = 0; i < SRV_MAX_CONNS && now < mt->ready_ms + 1000; i++) {
+            const job *j = &s->jobs[i];
+            if (j->model == m && (j->state == JOB_WAIT || (j->state == JOB_PROXY && !j->begun))) first = true;
+        }
+        if (!first) meta_ask(s, m, now);
     }
 }
 
@@ -2177,7 +2206,7 @@ static void ev_fleet(srv *s, const rsd_fleet_event *fe, uint64_t now) {
         rsd_json_w_int(&w, (int64_t)st->ready_ms_last);
         ev_commit(s, e, &w);
         ev_router(s, e, m, "status_change", "loading", -1, ROUTER_PROGRESS_1);
-        meta_ask(s, m, e, fe->port, now); /* "loaded" follows with what it says of itself */
+        meta_hold(s, m, e, fe->port, now); /* "loaded" follows with what it says of itself */
         break;
     case RSD_FLEET_EV_STOPPING:
         if (fe->why == RSD_POOL_WHY_EVICT) {
@@ -4425,6 +4454,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     while (rsd_http_next_event(s->hc, &cev)) on_upstream(s, &cev, now);
     jobs_service(s, now);
     kv_service(s, now);
+    meta_service(s, now);
     /* releases above may have granted waiting requests: pick them up at once */
     (void)rsd_fleet_step(s->fleet, now);
     while (rsd_fleet_next_event(s->fleet, &fev)) on_fleet(s, &fev, now);
@@ -4435,6 +4465,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
 /* The earliest deadline of everything the loop steps. */
 static uint64_t loop_deadline(srv *s) {
     uint64_t dl = rsd_http_server_next_deadline(s->hs), d2;
+    int k;
     d2 = rsd_http_client_next_deadline(s->hc);
     if (d2 < dl) dl = d2;
     d2 = rsd_fleet_next_deadline(s->fleet);
@@ -4445,6 +4476,8 @@ static uint64_t loop_deadline(srv *s) {
     if (d2 < dl) dl = d2;
     d2 = kv_deadline(s);
     if (d2 < dl) dl = d2;
+    for (k = 0; k < s->cfg->nmodels; k++) /* a held GET /v1/models goes 1 s after ready at the latest */
+        if (s->meta[k].deferred && s->meta[k].ready_ms + 1000 < dl) dl = s->meta[k].ready_ms + 1000;
     return dl;
 }
 
