@@ -47,7 +47,7 @@
                                       the reconcile's free plan (a state-directory
                                       lease), and releasing an "rsd-serve:ID" lease is
                                       RSD_ERR_ARG; for programs that never free bytes
-                                      on an rsd-serve (about 4 KB of .text)
+                                      on an rsd-serve (about 3 KB of .text)
 
    API REFERENCE
    ---- url: URL parsing -------------------------------------------------------
