@@ -209,6 +209,29 @@ SH_FN bool file_has(const char *path, const char *needle) {
 
 SH_FN bool log_has(const serve_proc *s, const char *needle) { return file_has(s->log_path, needle); }
 
+/* Files in dir ending in ext: their count; *all_0600 whether each has mode 0600; first:
+   the path of one of them ("" when none). */
+SH_FN int dir_files(const char *dir, const char *ext, bool *all_0600, char *first, size_t cap) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    if (all_0600) *all_0600 = true;
+    if (first && cap) first[0] = 0;
+    if (!d) return 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name), el = strlen(ext);
+        char p[1200];
+        struct stat st;
+        if (l <= el || strcmp(e->d_name + l - el, ext)) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &st) == 0 && all_0600 && (st.st_mode & 0777) != 0600) *all_0600 = false;
+        if (first && !first[0]) snprintf(first, cap, "%s", p);
+        n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* A raw loopback connection (for streaming and disconnects). */
 SH_FN int raw_connect(int port) {
     struct sockaddr_in a;

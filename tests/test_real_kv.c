@@ -74,26 +74,9 @@ static bool wait_kv(const serve_proc *s, const char *id, const char *field, int6
 
 static char g_kv[700]; /* the kv_cache_dir of the test running */
 
-/* Files in g_kv ending in ext: their count; *all_0600 whether each has mode 0600. */
+/* Files in g_kv ending in ext (dir_files). */
 static int kv_files(const char *ext, bool *all_0600, char *first, size_t cap) {
-    DIR *d = opendir(g_kv);
-    struct dirent *e;
-    int n = 0;
-    if (all_0600) *all_0600 = true;
-    if (first && cap) first[0] = 0;
-    if (!d) return 0;
-    while ((e = readdir(d)) != NULL) {
-        size_t l = strlen(e->d_name), el = strlen(ext);
-        char p[1200];
-        struct stat st;
-        if (l <= el || strcmp(e->d_name + l - el, ext)) continue;
-        snprintf(p, sizeof p, "%s/%s", g_kv, e->d_name);
-        if (stat(p, &st) == 0 && all_0600 && (st.st_mode & 0777) != 0600) *all_0600 = false;
-        if (first && !first[0]) snprintf(first, cap, "%s", p);
-        n++;
-    }
-    closedir(d);
-    return n;
+    return dir_files(g_kv, ext, all_0600, first, cap);
 }
 
 /* Starts rsd-serve on models a (ctx, 2 slots) and b with kv_cache_dir DIR/name-kv and
