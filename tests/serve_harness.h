@@ -209,6 +209,30 @@ SH_FN bool file_has(const char *path, const char *needle) {
 
 SH_FN bool log_has(const serve_proc *s, const char *needle) { return file_has(s->log_path, needle); }
 
+#ifdef SIM_BIN
+/* A config at path: rsd-sim (SIM_BIN) single-server children with short load, generation
+   and token times (30 ms a streamed chunk), a 2 s stop grace, then text. */
+SH_FN void write_cfg(const char *path, const char *text) {
+    char full[8192];
+    snprintf(full, sizeof full,
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = --runtime server --load-ms 20 --gen-ms 5 --token-ms 30\n"
+             "stop_grace = 2\n%s",
+             SIM_BIN, text);
+    write_file(path, full);
+}
+#endif
+
+/* An empty model file g_dir/NAME.gguf (rsd-serve checks it is readable); its path, valid
+   for the next 7 calls. */
+SH_FN const char *model_file(const char *name) {
+    static char p[8][256];
+    static int i;
+    char *out = p[i++ & 7];
+    snprintf(out, 256, "%s/%s.gguf", g_dir, name);
+    write_file(out, "");
+    return out;
+}
+
 /* Files in dir ending in ext: their count; *all_0600 whether each has mode 0600; first:
    the path of one of them ("" when none). */
 SH_FN int dir_files(const char *dir, const char *ext, bool *all_0600, char *first, size_t cap) {

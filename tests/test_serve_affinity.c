@@ -283,24 +283,6 @@ static bool raw_wait(int fd, const char *until, char *acc, size_t cap) {
 }
 
 /* ---- loopback, rsd-sim children ---------------------------------------------------- */
-static void write_cfg(const char *path, const char *text) {
-    char full[8192];
-    snprintf(full, sizeof full,
-             "listen = 127.0.0.1:0\nllama_server = %s\nargs = --runtime server --load-ms 20 --gen-ms 5 --token-ms 30\n"
-             "stop_grace = 2\n%s",
-             SIM_BIN, text);
-    write_file(path, full);
-}
-
-/* An empty model file (rsd-serve checks it is readable). */
-static const char *model_file(const char *name) {
-    static char p[8][256];
-    static int i;
-    char *out = p[i++ & 7];
-    snprintf(out, 256, "%s/%s.gguf", g_dir, name);
-    write_file(out, "");
-    return out;
-}
 
 /* The counter `field` of model id in GET /_rsd/affinity (-1 = absent). */
 static int64_t aff_field(const serve_proc *s, const char *field) {

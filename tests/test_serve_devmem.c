@@ -103,24 +103,6 @@ static const char *fake_lib(void) {
 
 static void gpu(const char *script) { write_file(g_nvml_file, script); }
 
-static void write_cfg(const char *path, const char *text) {
-    char full[8192];
-    snprintf(full, sizeof full,
-             "listen = 127.0.0.1:0\nllama_server = %s\nargs = --runtime server --load-ms 20 --gen-ms 5 --token-ms 30\n"
-             "stop_grace = 2\n%s",
-             SIM_BIN, text);
-    write_file(path, full);
-}
-
-static const char *model_file(const char *name) {
-    static char p[8][256];
-    static int i;
-    char *out = p[i++ & 7];
-    snprintf(out, 256, "%s/%s.gguf", g_dir, name);
-    write_file(out, "");
-    return out;
-}
-
 /* A member of /status's device_memory object, or a top-level member (dm false). */
 static int64_t dm_field(const serve_proc *s, bool dm, const char *field) {
     rsd_json_doc d;
