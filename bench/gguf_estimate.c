@@ -30,38 +30,15 @@ static double err_pct(uint64_t est, uint64_t real) {
 /* Starts the server on path with args (after -m path), reads its log into lg. 0 or -1. */
 static int report(const char *path, const char *const *extra, rsd_llama_log *lg) {
     const char *args[24];
-    char line[4096];
     int n = 0, i;
     real_server s;
-    FILE *f;
-    rsd_http_client *c;
     args[n++] = "-m";
     args[n++] = path;
     for (i = 0; extra[i] && n < 18; i++) args[n++] = extra[i];
     args[n++] = "-t"; args[n++] = "1"; args[n++] = "--no-warmup"; args[n++] = "-lv"; args[n++] = "4";
     args[n] = NULL;
     if (real_start(&s, g_bin, g_dir, args, 300000) != 0) return -1;
-    if ((c = rsd_http_client_create(NULL)) != NULL) { /* one answered request before the stop (real_server.h) */
-        rsd_http_request q;
-        rsd_http_event ev;
-        memset(&q, 0, sizeof q);
-        snprintf(line, sizeof line, "%s/health", s.url);
-        q.url = line;
-        q.method = "GET";
-        q.total_timeout_ms = 60000;
-        (void)rsd_http_request_sync(c, &q, &ev);
-        rsd_http_client_destroy(c);
-    }
-    (void)real_stop(&s);
-    rsd_llama_log_init(lg);
-    if ((f = fopen(s.log, "r")) == NULL) return -1;
-    while (fgets(line, sizeof line, f)) {
-        size_t l = strlen(line);
-        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) l--;
-        (void)rsd_llama_log_line(lg, line, l);
-    }
-    fclose(f);
-    unlink(s.log);
+    if (real_stop_read_log(&s, lg) != 0) return -1;
     return lg->lines > 0 && lg->model > 0 ? 0 : -1;
 }
 

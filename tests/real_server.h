@@ -219,4 +219,40 @@ static int real_start(real_server *s, const char *bin, const char *dir, const ch
     snprintf(s->url, sizeof s->url, "http://127.0.0.1:%d", s->port);
     return 0;
 }
+
+#ifndef RSD_NO_GGUF
+/* Stops a server started with -lv 4 after one answered GET /health (a SIGTERM in its first
+   milliseconds is missed: real_stop) and reads the memory figures its log printed into lg
+   (rsd_llama_log_line), then removes the log. 0, or -1 when the log cannot be read. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static int real_stop_read_log(real_server *s, rsd_llama_log *lg) {
+    char line[4096];
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    FILE *f;
+    if (c) {
+        rsd_http_request q;
+        rsd_http_event ev;
+        memset(&q, 0, sizeof q);
+        snprintf(line, sizeof line, "%s/health", s->url);
+        q.url = line;
+        q.method = "GET";
+        q.total_timeout_ms = 60000;
+        (void)rsd_http_request_sync(c, &q, &ev);
+        rsd_http_client_destroy(c);
+    }
+    (void)real_stop(s);
+    rsd_llama_log_init(lg);
+    if ((f = fopen(s->log, "r")) == NULL) return -1;
+    while (fgets(line, sizeof line, f)) {
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) l--;
+        (void)rsd_llama_log_line(lg, line, l);
+    }
+    fclose(f);
+    unlink(s->log);
+    return 0;
+}
+#endif
 #endif

@@ -36,22 +36,6 @@ typedef struct start_row { uint32_t ctx; int np; const char *ct; } start_row;
 static const start_row g_starts[6] = {
     {256, 1, "f16"}, {1000, 4, "f16"}, {4096, 0, "q8_0"}, {32768, 1, "f16"}, {2048, 4, "q8_0"}, {8192, 0, "f16"}};
 
-/* GET url once: the status, or -1. */
-static int health(const char *url) {
-    rsd_http_client *c = rsd_http_client_create(NULL);
-    rsd_http_request q;
-    rsd_http_event ev;
-    int status = -1;
-    if (!c) return -1;
-    memset(&q, 0, sizeof q);
-    q.url = url;
-    q.method = "GET";
-    q.total_timeout_ms = 30000;
-    if (rsd_http_request_sync(c, &q, &ev) == RSD_OK) status = ev.status;
-    rsd_http_client_destroy(c);
-    return status;
-}
-
 static int within(uint64_t est, uint64_t real) {
     uint64_t d = est > real ? est - real : real - est;
     return d <= 65536 || (double)d <= 0.01 * (double)real;
@@ -59,11 +43,10 @@ static int within(uint64_t est, uint64_t real) {
 
 /* Starts the server on path with st, reads its log into lg. 0, or -1. */
 static int real_report(const char *path, const start_row *sr, rsd_llama_log *lg) {
-    char ctx[16], np[16], line[4096];
+    char ctx[16], np[16];
     const char *args[20];
     int n = 0;
     real_server s;
-    FILE *f;
     snprintf(ctx, sizeof ctx, "%u", (unsigned)sr->ctx);
     snprintf(np, sizeof np, "%d", sr->np);
     args[n++] = "-m"; args[n++] = path; args[n++] = "-c"; args[n++] = ctx;
@@ -72,21 +55,8 @@ static int real_report(const char *path, const start_row *sr, rsd_llama_log *lg)
     args[n++] = "-t"; args[n++] = "1"; args[n++] = "--no-warmup"; args[n++] = "-lv"; args[n++] = "4";
     args[n] = NULL;
     if (real_start(&s, g_bin, g_dir, args, 120000) != 0) return -1;
-    /* the figures are printed before "listening": all in the log. One answered request
-       first: a SIGTERM in the server's first milliseconds is missed (real_server.h) */
-    snprintf(line, sizeof line, "%s/health", s.url);
-    (void)health(line);
-    (void)real_stop(&s);
-    rsd_llama_log_init(lg);
-    if ((f = fopen(s.log, "r")) == NULL) return -1;
-    while (fgets(line, sizeof line, f)) {
-        size_t l = strlen(line);
-        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r')) l--;
-        (void)rsd_llama_log_line(lg, line, l);
-    }
-    fclose(f);
-    unlink(s.log);
-    return 0;
+    /* the figures are printed before "listening": all in the log */
+    return real_stop_read_log(&s, lg);
 }
 
 static void test_estimate_vs_real(void) {
