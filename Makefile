@@ -162,7 +162,8 @@ PROGRAMS   := rsd-serve rsd-sim rsd-ensure
 INSTALLED  := $(PROGRAMS:%=$(BINDIR)/%) $(HEADERS:%=$(INCLUDEDIR)/residency/%) \
               $(PKGCONFIGDIR)/residency.pc $(CMAKEDIR)/residency-config.cmake \
               $(CMAKEDIR)/residency-config-version.cmake \
-              $(DATADIR)/residency/serve.ini.example $(DATADIR)/residency/rsd-serve.service
+              $(DATADIR)/residency/serve.ini.example $(DATADIR)/residency/rsd-serve.service \
+              $(DATADIR)/residency/LICENSE
 SUBST       = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g' \
                   -e 's|@VERSION@|$(VERSION)|g' -e 's|@MAJOR@|$(V_MAJOR)|g' -e 's|@MINOR@|$(V_MINOR)|g'
 install: $(PROGRAMS:%=$(B)/examples/%) | $(B)/dist
@@ -177,7 +178,7 @@ install: $(PROGRAMS:%=$(B)/examples/%) | $(B)/dist
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCLUDEDIR)/residency/
 	install -m 644 $(B)/dist/residency.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	install -m 644 dist/residency-config.cmake $(B)/dist/residency-config-version.cmake $(DESTDIR)$(CMAKEDIR)/
-	install -m 644 $(B)/dist/serve.ini.example $(B)/dist/rsd-serve.service $(DESTDIR)$(DATADIR)/residency/
+	install -m 644 $(B)/dist/serve.ini.example $(B)/dist/rsd-serve.service LICENSE $(DESTDIR)$(DATADIR)/residency/
 
 # Removes the files install wrote, then the directories of ours that are left empty.
 uninstall:

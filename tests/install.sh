@@ -35,7 +35,7 @@ fi
 FILES="bin/rsd-serve bin/rsd-sim bin/rsd-ensure include/residency/residency.h include/residency/residency_http.h
 share/pkgconfig/residency.pc share/cmake/residency/residency-config.cmake
 share/cmake/residency/residency-config-version.cmake share/residency/serve.ini.example
-share/residency/rsd-serve.service"
+share/residency/rsd-serve.service share/residency/LICENSE"
 for f in $FILES; do
     if [ -f "$D$PREFIX/$f" ]; then ok; else bad "make install did not write $PREFIX/$f"; fi
 done
@@ -43,7 +43,8 @@ for f in include/residency/residency.h include/residency/residency_http.h; do
     if cmp -s "$D$PREFIX/$f" "${f#include/residency/}"; then ok; else bad "$PREFIX/$f is not ${f#include/residency/}"; fi
 done
 n=$(find "$D" -type f | wc -l)
-if [ "$n" -eq 10 ]; then ok; else bad "make install wrote $n files, expected 10:"; find "$D" -type f; fi
+want=$(echo $FILES | wc -w)
+if [ "$n" -eq "$want" ]; then ok; else bad "make install wrote $n files, expected $want:"; find "$D" -type f; fi
 for p in rsd-serve rsd-sim rsd-ensure; do
     if [ -x "$BIN/$p" ]; then ok; else bad "$BIN/$p is not executable"; fi
 done

@@ -22,4 +22,9 @@ if [ -z "$ci" ] || [ "$ci" != "$rd" ]; then
   echo "  .ci/run: $ci"
   exit 1
 fi
-echo "readme: $n snippets compile; the package list is .ci/run's"
+# LICENSE is the text at the end of residency.h, word for word.
+if ! sed -n '/^MIT License$/,/^\*\/$/p' residency.h | sed '$d' | cmp -s - LICENSE; then
+  echo "LICENSE differs from the license at the end of residency.h"
+  exit 1
+fi
+echo "readme: $n snippets compile; the package list is .ci/run's; LICENSE is residency.h's"
