@@ -637,12 +637,16 @@ static bool lease_ready(const serve_proc *s, int64_t id) {
     return wait_until(s, path_ready, p, 30000);
 }
 
+/* GET arg (a lease's path) answers 404: released or expired. */
+static bool lease_gone(const serve_proc *s, const void *arg) {
+    return http(s, "GET", (const char *)arg, NULL) == 404;
+}
+
 static void test_serve_lease(void) {
     serve_proc s;
     char path[256], cfg[1024], p[64];
     const char *args[] = {"--config", path, NULL};
     int64_t id, id2;
-    int i;
     make_dir();
     snprintf(path, sizeof path, "%s/lease.ini", g_dir);
     snprintf(cfg, sizeof cfg,
@@ -676,12 +680,8 @@ static void test_serve_lease(void) {
     CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":1000}"), 409);
     CHECK(strstr(g_body, "declined") != NULL);
     /* the ttl passes: the second lease goes by itself */
-    for (i = 0; i < 500; i++) {
-        snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id2);
-        if (http(&s, "GET", p, NULL) == 404) break;
-        (void)poll(NULL, 0, 10);
-    }
-    CHECK(i < 500);
+    snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id2);
+    CHECK(wait_until(&s, lease_gone, p, 30000));
     /* DELETE the first: a comes back (restore) */
     snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
     CHECK_EQ_INT(http(&s, "DELETE", p, NULL), 200);
@@ -749,7 +749,6 @@ static void test_ensure_serve_lease(void) {
     rsd_ensure_req q;
     rsd_ensurer *e;
     int64_t pid_a, pid_b;
-    int i;
     make_dir();
     snprintf(path, sizeof path, "%s/elease.ini", g_dir);
     snprintf(cfg, sizeof cfg,
@@ -814,11 +813,7 @@ static void test_ensure_serve_lease(void) {
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_FREED);
     CHECK(res.n_evicted == 1 && strcmp(res.evicted[0].id, "a") == 0);
     snprintf(p, sizeof p, "/_rsd/lease/%s", res.lease_id + 10);
-    for (i = 0; i < 500; i++) {
-        if (http(&s, "GET", p, NULL) == 404) break;
-        (void)poll(NULL, 0, 10);
-    }
-    CHECK(i < 500);
+    CHECK(wait_until(&s, lease_gone, p, 30000));
     CHECK(wait_new_pid(&s, "a", pid_a) > 0);
     /* the blocking release of the first: b comes back */
     CHECK_EQ_INT(rsd_ensurer_release(e, &q, id1, &res), 1);
