@@ -1737,8 +1737,16 @@
        may be 0 = unknown; both 0 = count-only admission. Foreign use is
        subtracted for admission but not for "can never fit" (it may go away;
        a request that fits the budget but not beside foreign use waits for
-       the host's next rsd_pool_set_vram). A measurement below what is already
-       reserved stops new admissions; nothing running is stopped for it.
+       the host's next rsd_pool_set_vram). st.models_foreign_held counts the
+       models the last admission pass held back only for foreign use (they
+       would start, evicting idle LRU residents if need be, were it not
+       there): while it is above 0 the host should read the device again at a
+       bounded pace (rsd-serve: every 250 ms) and pass the reading to
+       rsd_pool_set_vram, which admits them once the memory is there; at 0
+       there is no reason to read. A reading never stops a model by itself:
+       an eviction happens only inside a pass, for a waiting start. A
+       measurement below what is already reserved stops new admissions;
+       nothing running is stopped for it.
 
        Limits: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
        RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
@@ -3929,6 +3937,8 @@ typedef struct rsd_pool_stats {
     uint32_t waiting, running;  /* requests queued / granted and not released */
     uint32_t preloads;          /* rsd_pool_preload loads still queued */
     uint32_t models_waiting;    /* models waiting for a slot */
+    uint32_t models_foreign_held; /* of those, held only by others' memory (foreign_bytes):
+                                     they would start were it not there; re-read it soon */
     uint64_t reserved_bytes;    /* sum of slot reservations (STOPPING included) */
     uint64_t budget_bytes;      /* effective budget; 0 = unlimited */
     uint64_t foreign_bytes;     /* measured VRAM used by others */
@@ -12129,6 +12139,7 @@ struct rsd_pool {
     rsdi_pool_link *nt;    /* notify list links */
     uint32_t free_head, free_tail;
     uint32_t waiting, running, models_waiting, preloads;
+    uint32_t foreign_held; /* models the last pass held back only for foreign_bytes */
     uint64_t reserved_total;
     rsd_pool_event *evlog;
     uint32_t ev_cap, ev_head, ev_count;
@@ -12592,6 +12603,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         live--;
     }
     p->trim_pending = live > p->max_slots;
+    p->foreign_held = 0;
     if (p->want_head < 0) {
         if (p->ctr.starve_drains) rsdi_pool_undrain(p);
         return;
@@ -12661,7 +12673,13 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
                     avail_b += (int64_t)p->slots[v].reserve_bytes;
                 }
             }
-            if (avail_s < 1 || avail_b < r) continue; /* cannot be covered now: wait */
+            if (avail_s < 1 || avail_b < r) { /* cannot be covered now: wait */
+                /* held only by others' memory: it would be covered without it */
+                if (avail_s >= 1 && budget && p->foreign_bytes &&
+                    avail_b + (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget) >= r)
+                    p->foreign_held++;
+                continue;
+            }
             for (v = 0; v < RSD_POOL_MAX_SLOTS; v++) {
                 if (!(drain & (1u << v))) continue;
                 p->slots[v].state = RSD_POOL_SLOT_DRAINING;
@@ -13554,6 +13572,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
     st->waiting = pool->waiting;
     st->running = pool->running;
     st->models_waiting = pool->models_waiting;
+    st->models_foreign_held = pool->models_waiting ? pool->foreign_held : 0;
     st->preloads = pool->preloads;
     st->reserved_bytes = pool->reserved_total;
     st->budget_bytes = rsdi_pool_budget(pool);

@@ -54,7 +54,12 @@
               misses}; pool counters (evictions, backoffs, restores, ...), max_queue,
               queue_full (429s); with vram_budget = auto, device_memory {device, pool
               ("vram" or "host/unified"), total_bytes, used_bytes, others_bytes (what
-              the last reading counted against the budget), margin_bytes, reads}.
+              the last reading counted against the budget), margin_bytes, reads}:
+              the device is read when a start may be admitted, and every 250 ms
+              while a start waits only for memory other programs hold (it fits the
+              budget, not beside them): the reading that finds the memory starts it,
+              with no other request needed; nothing is read while no start waits so,
+              and a reading never stops a model.
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -469,6 +474,7 @@ typedef struct srv {
     rsd_devmem_dev dm_last;/* its last reading (rsd_devmem_pick), for /status */
     uint64_t dm_foreign;   /* what it counted against the budget for others */
     uint64_t dm_reads;
+    uint64_t dm_try_ms;    /* loop time of the last reading tried (devmem_service's pace) */
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
@@ -1556,9 +1562,10 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
 /* ---- vram_budget = auto: the device's memory (rsd_devmem) ---------------------------
    Read at start and on each reload (the budget: the device's total less vram_margin),
    and each time a start may be admitted (a request for a model that is not running, a
-   load, a lease): what other programs hold then counts against the budget through
-   rsd_fleet_set_vram. Nothing samples it in between, and a reading never stops a model:
-   the pool only admits or holds back starts with it. */
+   load, a lease, and every SRV_DEVMEM_RETRY_MS while a start waits only for others'
+   memory: devmem_service): what other programs hold then counts against the budget
+   through rsd_fleet_set_vram. Nothing samples it otherwise, and a reading never stops a
+   model: the pool only admits or holds back starts with it. */
 static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
     rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES];
     int64_t pids[RSD_DEVMEM_MAX_PIDS];
@@ -1567,6 +1574,7 @@ static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
         rsd_fleet_model_info mi;
         if (rsd_fleet_query_model(s->fleet, i, now, &mi) == RSD_OK && mi.pid > 0) pids[np++] = mi.pid;
     }
+    s->dm_try_ms = now;
     n = rsd_devmem_read(s->devmem, pids, np, d, RSD_DEVMEM_MAX_DEVICES);
     if (n < 0 || rsd_devmem_pick(d, n, pk) != RSD_OK) return -1;
     s->dm_last = *pk;
@@ -1613,6 +1621,26 @@ static void devmem_admit(srv *s, uint64_t now) {
     if (foreign > RSD_POOL_MAX_BYTES) foreign = RSD_POOL_MAX_BYTES;
     s->dm_foreign = foreign;
     (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, foreign, now);
+}
+
+/* A start held back only by what others hold (it fits the budget, not beside them now)
+   waits for the memory, not for the next request: while the pool holds one that way, the
+   device is read again every SRV_DEVMEM_RETRY_MS, and the reading admits it once the
+   memory is there. Nothing is read while no start waits so; a reading never stops a model. */
+#define SRV_DEVMEM_RETRY_MS 250
+static bool devmem_held(srv *s) {
+    rsd_pool_stats st;
+    if (!s->devmem) return false;
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    return st.models_foreign_held > 0;
+}
+
+static void devmem_service(srv *s, uint64_t now) {
+    if (devmem_held(s) && now >= s->dm_try_ms + SRV_DEVMEM_RETRY_MS) devmem_admit(s, now);
+}
+
+static uint64_t devmem_deadline(srv *s) {
+    return devmem_held(s) ? s->dm_try_ms + SRV_DEVMEM_RETRY_MS : RSD_NO_DEADLINE;
 }
 
 /* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------ */
@@ -4454,6 +4482,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     while (rsd_http_next_event(s->hc, &cev)) on_upstream(s, &cev, now);
     jobs_service(s, now);
     kv_service(s, now);
+    devmem_service(s, now);
     meta_service(s, now);
     /* releases above may have granted waiting requests: pick them up at once */
     (void)rsd_fleet_step(s->fleet, now);
@@ -4475,6 +4504,8 @@ static uint64_t loop_deadline(srv *s) {
     d2 = subs_deadline(s);
     if (d2 < dl) dl = d2;
     d2 = kv_deadline(s);
+    if (d2 < dl) dl = d2;
+    d2 = devmem_deadline(s);
     if (d2 < dl) dl = d2;
     for (k = 0; k < s->cfg->nmodels; k++) /* a held GET /v1/models goes 1 s after ready at the latest */
         if (s->meta[k].deferred && s->meta[k].ready_ms + 1000 < dl) dl = s->meta[k].ready_ms + 1000;

@@ -210,10 +210,71 @@ static void test_serve_auto(void) {
     unsetenv("FAKE_NVML_FILE");
 }
 
+static bool reads_above(const serve_proc *s, const void *arg) {
+    return dm_field(s, true, "reads") > *(const int64_t *)arg + 2;
+}
+
+/* A start that fits the budget but not beside what others hold waits for the memory, not
+   for the next request: rsd-serve reads the device again while it waits (and only then),
+   and the reading that finds the memory admits it. */
+static void test_serve_foreign_held(void) {
+    const char *lib = fake_lib();
+    serve_proc s;
+    char path[256], cfg[1024], buf[4096];
+    const char *args[] = {"--config", path, NULL};
+    int64_t reads, pid_a;
+    int fd, n = 0, r;
+    if (!lib) {
+        printf("test_serve_foreign_held: skipped (no build/tests/libfake_nvml.so)\n");
+        return;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml.txt", g_dir);
+    snprintf(path, sizeof path, "%s/held.ini", g_dir);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    /* a 10 GiB GPU, 1 GiB margin (budget 9 GiB), a renderer holding 8 GiB: a (4 GiB) fits
+       the budget, not beside the renderer */
+    gpu("10737418240,8589934592,999999=8589934592");
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\nreserve = 4G\n",
+             model_file("a"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    /* with nothing waiting, nothing is read: two looks at /status see the same count */
+    reads = dm_field(&s, true, "reads");
+    CHECK(reads > 0);
+    CHECK_EQ_INT(dm_field(&s, true, "reads"), reads);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("a", false)) == 0);
+    CHECK(wait_field(&s, "a", "waiting", 1));
+    /* while it waits the device is read again, by itself (no request comes) */
+    reads = dm_field(&s, true, "reads");
+    CHECK(wait_until(&s, reads_above, &reads, 30000));
+    CHECK_EQ_INT(status_field(&s, "a", "pid"), 0);
+    /* the renderer lets go: the next reading admits a, and the request is answered */
+    gpu("10737418240,1073741824,999999=1073741824");
+    n = 0;
+    buf[0] = 0;
+    while ((size_t)n + 1 < sizeof buf && !strstr(buf, "\r\n\r\n") && (r = raw_read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0) {
+        n += r;
+        buf[n] = 0;
+    }
+    CHECK(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+    close(fd);
+    pid_a = status_field(&s, "a", "pid");
+    CHECK(pid_a > 0);
+    CHECK(log_has(&s, "a: starting pid"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    unsetenv("RESIDENCY_NVML");
+    unsetenv("FAKE_NVML_FILE");
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_config_auto);
     if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_auto);
     else printf("test_serve_auto: skipped under qemu-user (the fake NVML is a host library)\n");
+    if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_foreign_held);
     return RSD_TEST_END();
 }
