@@ -1689,7 +1689,9 @@
        (reserved + reservation + foreign <= budget); (2) else counts capacity
        already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
        READY slots in LRU order until count and bytes fit (only if that is
-       enough); (3) if its oldest request has waited max_wait_ms, busy LRU
+       enough), sparing every picked one the others make unneeded (latest
+       picked first: a small LRU model picked before a large one that alone
+       makes room stays); (3) if its oldest request has waited max_wait_ms, busy LRU
        slots are put in DRAINING (no new admissions) until it would fit (the
        wait bound; lifted again when no model waits for a slot any more, and by a pin);
        (4) holds what it needs, so later models cannot take capacity being
@@ -12628,7 +12630,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         rsdi_pool_model *md = &p->models[m];
         int64_t r = (int64_t)md->reserve_bytes, avail_s, avail_b;
         uint32_t picked = 0;
-        int victims = 0, v;
+        int victims = 0, v, k, order[RSD_POOL_MAX_SLOTS];
         bool starving;
         next = md->want_next;
         p->work++;
@@ -12656,9 +12658,18 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
            set first: evicting idle slots that cannot make enough room is pointless. */
         while ((avail_s < 1 || avail_b < r) && (v = rsdi_pool_lru_idle(p, picked, false)) >= 0) {
             picked |= 1u << v;
-            victims++;
+            order[victims++] = v;
             avail_s++;
             avail_b += (int64_t)p->slots[v].reserve_bytes;
+        }
+        /* Then spare every victim the others make unneeded, the latest picked first (a
+           small LRU victim picked before a large one that alone makes room stays). */
+        for (k = victims - 2; k >= 0 && avail_s >= 1 && avail_b >= r; k--) {
+            int64_t b = (int64_t)p->slots[order[k]].reserve_bytes;
+            if (avail_s - 1 < 1 || avail_b - b < r) continue;
+            picked &= ~(1u << order[k]);
+            avail_s--;
+            avail_b -= b;
         }
         starving = p->max_wait_ms != RSD_POOL_WAIT_FOREVER && md->wq_head != RSDI_POOL_NIL &&
                    p->now_ms >= rsdi_pool_at(p->reqs[md->wq_head].enq_ms, p->max_wait_ms);
