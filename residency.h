@@ -12792,8 +12792,9 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         if ((v = rsdi_pool_never_fits(p, m)) < 0) { /* can never fit: fail at once */
             p->ctr.no_fit++;
             rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
-                      "pool: %s (%llu bytes) cannot fit: %s", md->id,
-                      (unsigned long long)md->reserve_bytes, rsd_result_str(v));
+                      "pool: %s (%llu bytes) cannot fit: %s (budget %llu bytes, others hold %llu)", md->id,
+                      (unsigned long long)md->reserve_bytes, rsd_result_str(v),
+                      (unsigned long long)rsdi_pool_budget(p), (unsigned long long)p->foreign_bytes);
             rsdi_pool_fail_model_waiters(p, m, v);
             continue;
         }
@@ -13125,8 +13126,9 @@ RSDI_PRIVATE int rsdi_pool_enqueue(rsd_pool *pool, int model, bool excl, void *u
         pool->ctr.no_fit++;
         if (req)
             rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
-                      "pool: %s (%llu bytes) cannot fit: %s", md->id,
-                      (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
+                      "pool: %s (%llu bytes) cannot fit: %s (budget %llu bytes, others hold %llu)", md->id,
+                      (unsigned long long)md->reserve_bytes, rsd_result_str(rc),
+                      (unsigned long long)rsdi_pool_budget(pool), (unsigned long long)pool->foreign_bytes);
         return rc;
     }
     if (pool->waiting + pool->preloads >= pool->max_waiting ||

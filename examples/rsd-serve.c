@@ -119,7 +119,9 @@
               reason), kv_miss (slot, reason: a saved slot deleted instead of
               restored), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
-              true when the checks refused it), load, unload (asked through the API).
+              true when the checks refused it), load, unload (asked through the API),
+              no_fit (a model whose bytes exceed the whole budget was refused: bytes,
+              budget_bytes, others_bytes, message; once per model and figures).
               The last event_history events (default 512) are kept: ?since=ID (or a
               Last-Event-ID header) replays those after ID first; without it the
               stream starts with what happens next.
@@ -172,7 +174,13 @@
    or connect failure fails only that request (502, error JSON; after the answer began:
    the connection is cut); a model whose process cannot start fails its waiting
    requests at once with the reason (503, the fleet's message: errno, exit status and
-   the last output lines). What can be checked before a start (the binary, the model
+   the last output lines). A model whose bytes exceed the whole byte budget (vram_budget
+   = auto on a smaller device; a fixed budget below a reserve is refused at start) can
+   never start: its requests get 503 at once, "cannot serve 'big': it needs 6G
+   (6442450944 bytes) and can never fit: the byte budget is 4G (4294967296 bytes; other
+   programs hold 0 now)" (a load: 500, the same words); nothing is stopped for it and
+   nothing retries it, and the log line and the no_fit event come once, again only when
+   its bytes or the budget change. What can be checked before a start (the binary, the model
    file, the command template) is checked before another model is stopped for it; a
    model evicted for a start that then fails is started again; after a failed start the
    model is not tried again for 1 s, doubling to 60 s per failure in a row: requests
@@ -475,6 +483,7 @@ typedef struct srv {
     uint64_t dm_foreign;   /* what it counted against the budget for others */
     uint64_t dm_reads;
     uint64_t dm_try_ms;    /* loop time of the last reading tried (devmem_service's pace) */
+    uint64_t nofit_bytes[RSRV_MAX_MODELS], nofit_budget[RSRV_MAX_MODELS]; /* last refusal told (no_fit) */
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
@@ -518,6 +527,7 @@ static void lib_log(void *user, int level, uint32_t item, const char *msg, const
 static size_t cors_headers(srv *s, rsd_http_sreq_h h, rsd_http_header *hd, size_t n);
 static void ev_request(srv *s, const char *kind, int m, uint64_t now, int64_t waited_ms);
 static void ev_check_failed(srv *s, int m, uint64_t now);
+static void no_fit(srv *s, int m, uint64_t now, char *text, size_t cap);
 static void respond_json_retry(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n,
                                uint32_t retry_after_s) {
     rsd_http_header hd[4];
@@ -906,6 +916,7 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id,
                  r == RSD_ERR_FLEET_START && mi.last_error ? mi.last_error : rsd_result_str(r));
         if (r == RSD_ERR_FLEET_START) ev_check_failed(s, m, now);
+        if (r == RSD_ERR_POOL_NO_FIT) no_fit(s, m, now, msg, sizeof msg);
         respond_error(s, ev->req, 500, "server_error", msg);
         return;
     }
@@ -1551,8 +1562,9 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         job_log(s, j, 503, now);
         j->state = JOB_FREE;
     } else {
-        char msg[256];
-        snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
+        char msg[512];
+        if (r == RSD_ERR_POOL_NO_FIT) no_fit(s, m, now, msg, sizeof msg);
+        else snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
         respond_error(s, ev->req, 503, "unavailable_error", msg);
         job_log(s, j, 503, now);
         j->state = JOB_FREE;
@@ -2299,6 +2311,42 @@ static void ev_check_failed(srv *s, int m, uint64_t now) {
     ev_commit(s, e, &w);
 }
 
+/* A model whose bytes exceed the whole budget can never start: the pool refuses it at once
+   (RSD_ERR_POOL_NO_FIT; nothing is stopped for it and nothing retries it). text gets the
+   answer, with the numbers: its bytes, the budget and what other programs hold. The log
+   line and the /_rsd/events "no_fit" event come once per model and figures: a client
+   that asks again is answered each time, the log is not flooded. */
+static void no_fit(srv *s, int m, uint64_t now, char *text, size_t cap) {
+    rsd_fleet_model_info mi;
+    rsd_pool_stats st;
+    rsd_json_writer w;
+    srv_event *e;
+    char a[32], b[32], c[32];
+    uint64_t need;
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    need = mi.pool.reserve_bytes;
+    snprintf(text, cap, "cannot serve '%s': it needs %s (%llu bytes) and can never fit: the byte budget is %s "
+             "(%llu bytes; other programs hold %s now)", s->cfg->models[m].id, rsrv_fmt_size(need, a, sizeof a),
+             (unsigned long long)need, rsrv_fmt_size(st.budget_bytes, b, sizeof b), (unsigned long long)st.budget_bytes,
+             rsrv_fmt_size(st.foreign_bytes, c, sizeof c));
+    if (s->nofit_bytes[m] == need && s->nofit_budget[m] == st.budget_bytes) return; /* told already */
+    s->nofit_bytes[m] = need;
+    s->nofit_budget[m] = st.budget_bytes;
+    logf_("%s: refused: %s", s->cfg->models[m].id, text);
+    e = ev_begin(s, &w, "no_fit", m, now);
+    rsd_json_w_key(&w, "bytes");
+    rsd_json_w_int(&w, (int64_t)need);
+    rsd_json_w_key(&w, "budget_bytes");
+    rsd_json_w_int(&w, (int64_t)st.budget_bytes);
+    rsd_json_w_key(&w, "others_bytes");
+    rsd_json_w_int(&w, (int64_t)st.foreign_bytes);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, text);
+    ev_commit(s, e, &w);
+}
+
 /* A request event (queued, grant after a wait, load, unload). */
 static void ev_request(srv *s, const char *kind, int m, uint64_t now, int64_t waited_ms) {
     rsd_json_writer w;
@@ -3011,8 +3059,13 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     case RSD_FLEET_EV_FAIL: {
         job *j = (job *)ev->user;
         char msg[RSD_FLEET_MESSAGE_MAX + 128];
-        snprintf(msg, sizeof msg, "cannot serve '%s': %s", id,
-                 ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
+        bool told = ev->result == RSD_ERR_POOL_NO_FIT && ev->model >= 0; /* no_fit logs it, once */
+        if (told) {
+            no_fit(s, ev->model, now, msg, sizeof msg);
+        } else {
+            snprintf(msg, sizeof msg, "cannot serve '%s': %s", id,
+                     ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
+        }
         if (j && j->state == JOB_WAIT && j->preq.id == ev->req.id) {
             if (ev->result == RSD_ERR_FLEET_START && ev->model >= 0)
                 respond_unavailable(s, j->sreq, ev->model, now, ev->message);
@@ -3022,7 +3075,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
             j->granted = false;
             job_free(s, j, now);
         }
-        if (!s->stopping) logf_("%s", msg);
+        if (!s->stopping && !told) logf_("%s", msg);
         break;
     }
     case RSD_FLEET_EV_STARTING:
@@ -4441,10 +4494,13 @@ static void main_boot(srv *s) {
                   rsd_devmem_pool_str(s->dm_last.pool), rsrv_fmt_size(s->dm_last.total_bytes, t1, sizeof t1),
                   rsrv_fmt_size(s->dm_foreign, t2, sizeof t2), rsrv_fmt_size(s->cfg->vram_budget_bytes, t3, sizeof t3));
     }
-    for (i = 0; i < s->cfg->nmodels; i++)
-        if (s->cfg->models[i].pinned) (void)rsd_fleet_load(s->fleet, i, rsd_now_ms());
-    for (i = 0; i < s->cfg->nmodels; i++)
-        if (s->cfg->models[i].preload && !s->cfg->models[i].pinned) (void)rsd_fleet_load(s->fleet, i, rsd_now_ms());
+    for (i = 0; i < 2 * s->cfg->nmodels; i++) { /* the pinned models first, then the preloads */
+        const rsrv_model *mc = &s->cfg->models[i % s->cfg->nmodels];
+        char msg[512];
+        if ((i < s->cfg->nmodels ? mc->pinned : mc->preload && !mc->pinned) &&
+            rsd_fleet_load(s->fleet, i % s->cfg->nmodels, rsd_now_ms()) == RSD_ERR_POOL_NO_FIT)
+            no_fit(s, i % s->cfg->nmodels, rsd_now_ms(), msg, sizeof msg);
+    }
 }
 
 /* One pass over everything that can move: signals, the server, the fleet, the upstream
