@@ -344,7 +344,8 @@
              residents + n_residents (<= 64), protected_models + n_protected
              (<= 64), max_instances (0 = unknown), context_length (0 = none),
              model_max_context (0 = unknown), context_ceiling (0 = 131072),
-             capacity_bytes, keep_bytes (0 = unknown) }
+             capacity_bytes, keep_bytes (0 = unknown), free_bytes,
+             kv_bytes_per_token (0 = unknown), context_floor (0 = 4096) }
            rsd_resident { model_id, aliases[4] + n, tags[8] + n,
              size_vram_bytes + has_size_vram, size_bytes + has_size (absent is
              never zero), loaded_by_us (attribution), pinned, last_used_ms
@@ -613,10 +614,42 @@
            (parseInt: "196608", "+4096", "196608tokens") -> that value
            (saturating at 0xFFFFFFFE); anything else ("abc", "-5", "00") ->
            131072. rsd_fit_ceiling_from_env() calls getenv itself.
+       int rsd_fit_context_bytes(&desc, &out);   (RSD_OK; RSD_ERR_ARG for NULL)
+           The clamp by bytes. rsd_fit_bytes_desc { requested, n_other_residents,
+           kv_bytes_per_token (the load's KV bytes per context token, every
+           layer, K and V; 0 = unknown), free_bytes (the budget less what stays
+           resident and what other programs hold), load_bytes (the load's own
+           bytes besides its KV: weights, compute), n_seq (KV streams: -np N
+           without a unified cache; 0 = 1), floor (0 = RSD_FIT_FLOOR_DEFAULT,
+           4096), ceiling }. Alone (n_other_residents <= 0) or with no request:
+           the request. Without a figure: rsd_fit_context's fixed ceiling. With
+           one: the request when its KV, as llama.cpp allocates it (each
+           sequence's share padded up to 256 cells), fits free_bytes -
+           load_bytes; else the largest context of whole 256-cell blocks in each
+           of n_seq streams (a multiple of 256 x n_seq, so llama.cpp rounds it no
+           further) whose KV fits: out.fits. It never goes below the floor: when
+           fits < floor, context = the floor (the request if lower) and
+           out.floored says that context does not fit (a host that can evict
+           should evict instead; rsd-serve does). Never above the request; a
+           product past 2^64 never fits. out = { context, fits, kv_bytes (of
+           context, padded), by_bytes, clamped, floored }. The floor: 4096
+           tokens is the context below which a chat model is of little use
+           (a system prompt and a few turns), and llama-server's own minimum
+           slot context is far below it; a caller with its own need sets floor.
+           The figure: rsd_gguf_kv_per_token(&info, &start, &per_token,
+           &n_stream) from the model file (see gguf), or a known figure
+           (llama-server's -lv 4 "KV buffer size" / n_ctx).
        Inside rsd_decide: when context_length is set and the plan loads (LOAD
        or LOAD_AFTER_EVICT), load_context = rsd_fit_context(context_length,
        neighbours, context_ceiling), where neighbours are the other models that
        stay resident AFTER the planned evictions (with JIT nothing is evicted).
+       With facts.kv_bytes_per_token, capacity_bytes, keep_bytes and every
+       resident's footprint known it is rsd_fit_context_bytes instead:
+       free_bytes = capacity - the neighbours' footprints, load_bytes =
+       keep_bytes less the KV of context_length (keep_bytes is the keep's
+       footprint at the requested context), n_seq 1, floor
+       facts.context_floor. rsd_reconcile_desc and the ensurer's request
+       carry both fields to it.
        When it clamps, the plan ends with a stress/warning notice
        CONTEXT_CLAMPED, "loading '<keep>' alongside <neighbours>: context
        clamped <from> to <to> tokens", detail REQUESTED_CONTEXT and
@@ -1689,7 +1722,9 @@
        (reserved + reservation + foreign <= budget); (2) else counts capacity
        already on its way out (STOPPING, DRAINING) and evicts idle, unpinned
        READY slots in LRU order until count and bytes fit (only if that is
-       enough); (3) if its oldest request has waited max_wait_ms, busy LRU
+       enough), sparing every picked one the others make unneeded (latest
+       picked first: a small LRU model picked before a large one that alone
+       makes room stays); (3) if its oldest request has waited max_wait_ms, busy LRU
        slots are put in DRAINING (no new admissions) until it would fit (the
        wait bound; lifted again when no model waits for a slot any more, and by a pin);
        (4) holds what it needs, so later models cannot take capacity being
@@ -1737,8 +1772,16 @@
        may be 0 = unknown; both 0 = count-only admission. Foreign use is
        subtracted for admission but not for "can never fit" (it may go away;
        a request that fits the budget but not beside foreign use waits for
-       the host's next rsd_pool_set_vram). A measurement below what is already
-       reserved stops new admissions; nothing running is stopped for it.
+       the host's next rsd_pool_set_vram). st.models_foreign_held counts the
+       models the last admission pass held back only for foreign use (they
+       would start, evicting idle LRU residents if need be, were it not
+       there): while it is above 0 the host should read the device again at a
+       bounded pace (rsd-serve: every 250 ms) and pass the reading to
+       rsd_pool_set_vram, which admits them once the memory is there; at 0
+       there is no reason to read. A reading never stops a model by itself:
+       an eviction happens only inside a pass, for a waiting start. A
+       measurement below what is already reserved stops new admissions;
+       nothing running is stopped for it.
 
        Limits: RSD_POOL_MAX_SLOTS 16, RSD_POOL_MAX_MODELS 64,
        RSD_POOL_MAX_MODEL_ID 128, RSD_POOL_MAX_REQUESTS 1048575 (handles carry
@@ -1849,6 +1892,11 @@
            figures on 8 shapes (within about 15 % of them; the mask and the
            model dominate real ones), not derived; a GPU's graph differs. Not modelled: recurrent state, MLA,
            multimodal projectors, the -fit step that may shrink -c.
+       int rsd_gguf_kv_per_token(&g.info, &start, &per_token, &n_stream)
+           The KV bytes one context token costs that start (its cache types;
+           every layer at every cell, so a sliding-window layer counts as a
+           full one: an upper bound) and its KV streams (1 for a unified cache,
+           N for -np N): the context-fit clamp's kv_bytes_per_token and n_seq.
      The server's own figures
        rsd_llama_log_init(&lg); rsd_llama_log_line(&lg, line, len) per line of a
        llama-server's output (-lv 4 prints them): "<dev> model|KV|compute|output
@@ -2619,6 +2667,9 @@ typedef struct rsd_facts {
     uint64_t capacity_bytes;            /* memory the residents share (e.g. VRAM total); 0 = unknown */
     uint64_t keep_bytes;                /* what the keep takes once loaded; 0 = unknown */
     uint64_t free_bytes;                /* with an empty keep: a free plan (free this many bytes), no load */
+    uint64_t kv_bytes_per_token;        /* the keep's KV bytes per context token: the clamp by bytes
+                                           (with capacity_bytes and every resident sized); 0 = unknown */
+    uint32_t context_floor;             /* the clamp by bytes never goes below; 0 = RSD_FIT_FLOOR_DEFAULT */
 } rsd_facts;
 
 /* Per-resident classification, index-aligned with rsd_facts.residents. */
@@ -2843,6 +2894,39 @@ RSD_API uint32_t rsd_fit_context(uint32_t requested, int n_other_residents, uint
 RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value);
 /* Same, reading getenv("RESIDENCY_CORESIDENT_CONTEXT") itself. */
 RSD_API uint32_t rsd_fit_ceiling_from_env(void);
+
+/* The clamp by bytes: the largest context whose KV cache fits the bytes left beside the
+   models that stay, never below a floor; the fixed ceiling without a figure. */
+enum {
+    RSD_FIT_FLOOR_DEFAULT = 4096, /* a clamp by bytes never goes below this many tokens */
+    RSD_FIT_ROUND = 256           /* llama.cpp pads each sequence's context to this */
+};
+typedef struct rsd_fit_bytes_desc {
+    uint32_t requested;          /* context the load asks for (-c), tokens; 0 = none */
+    int n_other_residents;       /* models that stay resident beside it; <= 0: never clamped */
+    uint64_t kv_bytes_per_token; /* its KV bytes per context cell (every layer, K and V);
+                                    0 = unknown: the fixed ceiling (rsd_fit_context) */
+    uint64_t free_bytes;         /* the budget less what stays resident and what others hold */
+    uint64_t load_bytes;         /* the load's own bytes besides its KV (weights, compute) */
+    uint32_t n_seq;              /* KV streams the context is split into (-np N without a
+                                    unified cache); 0 = 1 */
+    uint32_t floor;              /* never clamped below this; 0 = RSD_FIT_FLOOR_DEFAULT */
+    uint32_t ceiling;            /* without a figure: as rsd_fit_context (0 = default) */
+} rsd_fit_bytes_desc;
+
+typedef struct rsd_fit_bytes {
+    uint32_t context;   /* load with this; never above requested */
+    uint32_t fits;      /* the largest context whose KV fits: requested when it does, else a
+                           multiple of 256 x n_seq (0: not even one block) */
+    uint64_t kv_bytes;  /* KV bytes of context as llama.cpp allocates it (saturating) */
+    bool by_bytes;      /* the figure decided (else the fixed ceiling, or alone) */
+    bool clamped;       /* context < requested */
+    bool floored;       /* fits < the floor: context is the floor (or requested, if lower) and
+                           its KV does not fit the bytes left; a host evicts instead */
+} rsd_fit_bytes;
+
+/* Fill out: RSD_OK, or RSD_ERR_ARG for NULL. */
+RSD_API int rsd_fit_context_bytes(const rsd_fit_bytes_desc *d, rsd_fit_bytes *out);
 /* ==== reconcile end ======================================================= */
 
 /* ==== payload ============================================================= */
@@ -3441,6 +3525,8 @@ typedef struct rsd_reconcile_desc {
                                          listing gives (status.last_used) is preferred */
     int n_last_used;                  /* 0..RSD_RECONCILE_MAX_OURS */
     uint32_t context_length, model_max_context, context_ceiling; /* see rsd_facts */
+    uint64_t kv_bytes_per_token;      /* see rsd_facts (rsd_gguf_kv_per_token from the model file) */
+    uint32_t context_floor;           /* see rsd_facts */
     uint32_t deadline_ms;             /* 0 = the runtime's default, whole reconcile */
     uint32_t probe_timeout_ms;        /* 0 = the runtime's default */
     uint32_t restore_ms;              /* 0 = the runtime's default */
@@ -3525,8 +3611,8 @@ struct rsd_reconcile {
     rsd_optout optout;
     bool keep_pinned, want_lock, has_gen;
     uint64_t gen, commit_gen;
-    uint32_t ctx_len, ctx_max, ctx_ceiling, probe_ms, restore_ms;
-    uint64_t cap_bytes, keep_bytes;
+    uint32_t ctx_len, ctx_max, ctx_ceiling, ctx_floor, probe_ms, restore_ms;
+    uint64_t cap_bytes, keep_bytes, kv_per_token;
     int n_protected, n_ours;
     rsd_protected_model protected_models[RSD_MAX_PROTECTED];
     size_t id_bytes;                  /* limits.max_id_bytes: an id kept is shorter */
@@ -3929,6 +4015,8 @@ typedef struct rsd_pool_stats {
     uint32_t waiting, running;  /* requests queued / granted and not released */
     uint32_t preloads;          /* rsd_pool_preload loads still queued */
     uint32_t models_waiting;    /* models waiting for a slot */
+    uint32_t models_foreign_held; /* of those, held only by others' memory (foreign_bytes):
+                                     they would start were it not there; re-read it soon */
     uint64_t reserved_bytes;    /* sum of slot reservations (STOPPING included) */
     uint64_t budget_bytes;      /* effective budget; 0 = unlimited */
     uint64_t foreign_bytes;     /* measured VRAM used by others */
@@ -4201,6 +4289,12 @@ typedef struct rsd_gguf_estimate {
    without embedding length, head count, blocks or context, n_parallel > 256). */
 RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *info, const rsd_gguf_start *start,
                                     rsd_gguf_estimate *out);
+/* The KV bytes one context token costs this start (every layer, K and V in the start's
+   cache types; a sliding-window layer counted at every cell: an upper bound), and the KV
+   streams its context is split into (n_stream may be NULL): rsd_fit_bytes_desc's
+   kv_bytes_per_token and n_seq. Results as rsd_gguf_estimate_start. */
+RSD_API int rsd_gguf_kv_per_token(const rsd_gguf_info *info, const rsd_gguf_start *start,
+                                  uint64_t *per_token, uint32_t *n_stream);
 
 /* What a llama-server child reported in its log (llama.cpp's -lv 4 lines), in bytes. */
 typedef struct rsd_llama_log_device {
@@ -6968,15 +7062,36 @@ RSDI_PRIVATE void rsdi_decide_free(const rsd_facts *f, rsdi_decide_ws *w, rsd_pl
     }
 }
 
-/* Phase 6, clamp: the load context while neighbours stay resident. */
+RSDI_PRIVATE uint64_t rsdi_fit_kv(uint64_t per_token, uint32_t ctx, uint32_t seq);
+/* Phase 6, clamp: the load context while neighbours stay resident (by bytes when the
+   keep's KV per token, the capacity and every footprint are known). */
 RSDI_PRIVATE void rsdi_decide_clamp(const rsd_facts *f, const rsdi_decide_ws *w, rsd_plan *p) {
     int neighbours = 0, k;
+    uint64_t stay = 0, kv;
+    rsd_fit_bytes_desc d;
+    rsd_fit_bytes fb;
     rsd_notice *n;
     if (!f->context_length || (p->decision != RSD_DECISION_LOAD && p->decision != RSD_DECISION_LOAD_AFTER_EVICT))
         return;
     for (k = 0; k < w->n_others; k++)
-        if (!p->cls[w->others[k]].evict) neighbours++;
-    p->load_context = rsd_fit_context(f->context_length, neighbours, f->context_ceiling);
+        if (!p->cls[w->others[k]].evict) {
+            neighbours++;
+            stay = rsdi_add_sat(stay, w->gbytes[w->others[k]]);
+        }
+    memset(&d, 0, sizeof d);
+    d.requested = f->context_length;
+    d.n_other_residents = neighbours;
+    d.ceiling = f->context_ceiling;
+    d.floor = f->context_floor;
+    if (f->kv_bytes_per_token && f->capacity_bytes && w->bytes_known) {
+        /* by bytes: keep_bytes is its footprint at context_length; the rest is not KV */
+        kv = rsdi_fit_kv(f->kv_bytes_per_token, f->context_length, 1);
+        d.kv_bytes_per_token = f->kv_bytes_per_token;
+        d.free_bytes = f->capacity_bytes > stay ? f->capacity_bytes - stay : 0;
+        d.load_bytes = f->keep_bytes > kv ? f->keep_bytes - kv : 0;
+    }
+    (void)rsd_fit_context_bytes(&d, &fb);
+    p->load_context = fb.context;
     if (p->load_context >= f->context_length) return;
     n = rsdi_notice_add(p, RSD_MSG_CONTEXT_CLAMPED, -1);
     if (n) {
@@ -7622,6 +7737,52 @@ RSD_API uint32_t rsd_fit_ceiling_parse(const char *env_value) {
 
 RSD_API uint32_t rsd_fit_ceiling_from_env(void) {
     return rsd_fit_ceiling_parse(getenv("RESIDENCY_CORESIDENT_CONTEXT"));
+}
+
+/* KV bytes llama.cpp allocates for ctx tokens over seq streams: pad256(ceil(ctx / seq))
+   cells each, per_token bytes a cell; UINT64_MAX past 2^64. */
+RSDI_PRIVATE uint64_t rsdi_fit_kv(uint64_t per_token, uint32_t ctx, uint32_t seq) {
+    uint64_t cells = ((uint64_t)ctx + seq - 1) / seq;
+    cells = (cells + RSD_FIT_ROUND - 1) / RSD_FIT_ROUND * RSD_FIT_ROUND * seq;
+    return per_token && cells > UINT64_MAX / per_token ? UINT64_MAX : cells * per_token;
+}
+
+RSD_API int rsd_fit_context_bytes(const rsd_fit_bytes_desc *d, rsd_fit_bytes *out) {
+    uint64_t room, block, blocks, fit, kv;
+    uint32_t seq, floor_;
+    if (!d || !out) return RSD_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    seq = d->n_seq ? d->n_seq : 1;
+    floor_ = d->floor ? d->floor : (uint32_t)RSD_FIT_FLOOR_DEFAULT;
+    out->context = out->fits = d->requested;
+    if (!d->requested || d->n_other_residents <= 0) {
+        out->kv_bytes = d->requested ? rsdi_fit_kv(d->kv_bytes_per_token, d->requested, seq) : 0;
+        return RSD_OK;
+    }
+    if (!d->kv_bytes_per_token) { /* no figure: the fixed ceiling */
+        out->context = out->fits = rsd_fit_context(d->requested, d->n_other_residents, d->ceiling);
+        out->clamped = out->context < d->requested;
+        return RSD_OK;
+    }
+    out->by_bytes = true;
+    room = d->free_bytes > d->load_bytes ? d->free_bytes - d->load_bytes : 0;
+    /* one block: 256 cells in each of seq streams (past 2^64: not even one fits) */
+    block = d->kv_bytes_per_token > UINT64_MAX / ((uint64_t)RSD_FIT_ROUND * seq)
+                ? 0 : d->kv_bytes_per_token * RSD_FIT_ROUND * seq;
+    blocks = block ? room / block : 0;
+    fit = blocks > 0xFFFFFFFFu / ((uint64_t)RSD_FIT_ROUND * seq) ? 0xFFFFFFFFu : blocks * RSD_FIT_ROUND * seq;
+    kv = rsdi_fit_kv(d->kv_bytes_per_token, d->requested, seq);
+    if (kv != UINT64_MAX && kv <= room) fit = d->requested;
+    out->fits = fit < d->requested ? (uint32_t)fit : d->requested;
+    if (out->fits >= d->requested) out->context = d->requested;
+    else if (out->fits >= floor_) out->context = out->fits;
+    else {
+        out->context = floor_ < d->requested ? floor_ : d->requested;
+        out->floored = true;
+    }
+    out->clamped = out->context < d->requested;
+    out->kv_bytes = rsdi_fit_kv(d->kv_bytes_per_token, out->context, seq);
+    return RSD_OK;
 }
 /* ==== reconcile end ======================================================= */
 
@@ -9578,6 +9739,8 @@ RSDI_PRIVATE int rsdi_rc_decide(rsd_reconcile *r, uint32_t max_override) {
     f->context_length = r->ctx_len;
     f->model_max_context = r->ctx_max ? r->ctx_max : ki >= 0 ? l->models[ki].max_context : 0;
     f->context_ceiling = r->ctx_ceiling;
+    f->kv_bytes_per_token = r->kv_per_token;
+    f->context_floor = r->ctx_floor;
     f->free_bytes = r->free_bytes;
     f->capacity_bytes = r->cap_bytes;
     f->keep_bytes = r->keep_bytes ? r->keep_bytes
@@ -10263,6 +10426,8 @@ RSDI_PRIVATE int rsdi_rc_copy_desc(rsd_reconcile *r, const rsd_reconcile_desc *d
     r->ctx_len = d->context_length ? d->context_length : d->load.context_length;
     r->ctx_max = d->model_max_context;
     r->ctx_ceiling = d->context_ceiling;
+    r->ctx_floor = d->context_floor;
+    r->kv_per_token = d->kv_bytes_per_token;
     r->cap_bytes = d->capacity_bytes;
     r->keep_bytes = d->keep_bytes;
     r->cap_known = d->capacity_known;
@@ -11451,6 +11616,8 @@ RSDI_PRIVATE int rsdi_lms_decide(rsd_reconcile *r, int keep_model, bool emit) {
     f->context_length = r->ctx_len;
     f->model_max_context = r->ctx_max ? r->ctx_max : keep_model >= 0 ? m->cat->models[keep_model].max_context_length : 0;
     f->context_ceiling = r->ctx_ceiling;
+    f->kv_bytes_per_token = r->kv_per_token;
+    f->context_floor = r->ctx_floor;
     if ((rc = rsd_reconcile_decide(r, emit)) < 0) return rc;
     m->n_cand = 0;
     for (i = 0; i < r->plan.n_fallback; i++) {
@@ -12129,6 +12296,7 @@ struct rsd_pool {
     rsdi_pool_link *nt;    /* notify list links */
     uint32_t free_head, free_tail;
     uint32_t waiting, running, models_waiting, preloads;
+    uint32_t foreign_held; /* models the last pass held back only for foreign_bytes */
     uint64_t reserved_total;
     rsd_pool_event *evlog;
     uint32_t ev_cap, ev_head, ev_count;
@@ -12592,6 +12760,7 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         live--;
     }
     p->trim_pending = live > p->max_slots;
+    p->foreign_held = 0;
     if (p->want_head < 0) {
         if (p->ctr.starve_drains) rsdi_pool_undrain(p);
         return;
@@ -12616,15 +12785,16 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
         rsdi_pool_model *md = &p->models[m];
         int64_t r = (int64_t)md->reserve_bytes, avail_s, avail_b;
         uint32_t picked = 0;
-        int victims = 0, v;
+        int victims = 0, v, k, order[RSD_POOL_MAX_SLOTS];
         bool starving;
         next = md->want_next;
         p->work++;
         if ((v = rsdi_pool_never_fits(p, m)) < 0) { /* can never fit: fail at once */
             p->ctr.no_fit++;
             rsdi_logf(&p->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
-                      "pool: %s (%llu bytes) cannot fit: %s", md->id,
-                      (unsigned long long)md->reserve_bytes, rsd_result_str(v));
+                      "pool: %s (%llu bytes) cannot fit: %s (budget %llu bytes, others hold %llu)", md->id,
+                      (unsigned long long)md->reserve_bytes, rsd_result_str(v),
+                      (unsigned long long)rsdi_pool_budget(p), (unsigned long long)p->foreign_bytes);
             rsdi_pool_fail_model_waiters(p, m, v);
             continue;
         }
@@ -12644,9 +12814,18 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
            set first: evicting idle slots that cannot make enough room is pointless. */
         while ((avail_s < 1 || avail_b < r) && (v = rsdi_pool_lru_idle(p, picked, false)) >= 0) {
             picked |= 1u << v;
-            victims++;
+            order[victims++] = v;
             avail_s++;
             avail_b += (int64_t)p->slots[v].reserve_bytes;
+        }
+        /* Then spare every victim the others make unneeded, the latest picked first (a
+           small LRU victim picked before a large one that alone makes room stays). */
+        for (k = victims - 2; k >= 0 && avail_s >= 1 && avail_b >= r; k--) {
+            int64_t b = (int64_t)p->slots[order[k]].reserve_bytes;
+            if (avail_s - 1 < 1 || avail_b - b < r) continue;
+            picked &= ~(1u << order[k]);
+            avail_s--;
+            avail_b -= b;
         }
         starving = p->max_wait_ms != RSD_POOL_WAIT_FOREVER && md->wq_head != RSDI_POOL_NIL &&
                    p->now_ms >= rsdi_pool_at(p->reqs[md->wq_head].enq_ms, p->max_wait_ms);
@@ -12661,7 +12840,13 @@ RSDI_PRIVATE void rsdi_pool_pass(rsd_pool *p) {
                     avail_b += (int64_t)p->slots[v].reserve_bytes;
                 }
             }
-            if (avail_s < 1 || avail_b < r) continue; /* cannot be covered now: wait */
+            if (avail_s < 1 || avail_b < r) { /* cannot be covered now: wait */
+                /* held only by others' memory: it would be covered without it */
+                if (avail_s >= 1 && budget && p->foreign_bytes &&
+                    avail_b + (int64_t)(p->foreign_bytes < budget ? p->foreign_bytes : budget) >= r)
+                    p->foreign_held++;
+                continue;
+            }
             for (v = 0; v < RSD_POOL_MAX_SLOTS; v++) {
                 if (!(drain & (1u << v))) continue;
                 p->slots[v].state = RSD_POOL_SLOT_DRAINING;
@@ -12941,8 +13126,9 @@ RSDI_PRIVATE int rsdi_pool_enqueue(rsd_pool *pool, int model, bool excl, void *u
         pool->ctr.no_fit++;
         if (req)
             rsdi_logf(&pool->logger, RSD_LOG_WARN, RSD_LOGITEM_POOL_NO_FIT, RSDI_WHERE,
-                      "pool: %s (%llu bytes) cannot fit: %s", md->id,
-                      (unsigned long long)md->reserve_bytes, rsd_result_str(rc));
+                      "pool: %s (%llu bytes) cannot fit: %s (budget %llu bytes, others hold %llu)", md->id,
+                      (unsigned long long)md->reserve_bytes, rsd_result_str(rc),
+                      (unsigned long long)rsdi_pool_budget(pool), (unsigned long long)pool->foreign_bytes);
         return rc;
     }
     if (pool->waiting + pool->preloads >= pool->max_waiting ||
@@ -13554,6 +13740,7 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *st) {
     st->waiting = pool->waiting;
     st->running = pool->running;
     st->models_waiting = pool->models_waiting;
+    st->models_foreign_held = pool->models_waiting ? pool->foreign_held : 0;
     st->preloads = pool->preloads;
     st->reserved_bytes = pool->reserved_total;
     st->budget_bytes = rsdi_pool_budget(pool);
@@ -14158,6 +14345,25 @@ RSDI_PRIVATE uint64_t rsdi_sat_add(uint64_t a, uint64_t b) { return a > UINT64_M
 RSDI_PRIVATE uint64_t rsdi_ggml_row(int t, uint64_t n) {
     uint32_t bb = 0, blck = rsd_ggml_type_block((uint32_t)t, &bb);
     return blck && n % blck == 0 ? rsdi_sat_mul(n / blck, bb) : 0;
+}
+
+RSD_API int rsd_gguf_kv_per_token(const rsd_gguf_info *info, const rsd_gguf_start *start,
+                                  uint64_t *per_token, uint32_t *n_stream) {
+    rsd_gguf_start st;
+    rsd_gguf_estimate e;
+    uint64_t cells;
+    int r;
+    if (!info || !per_token) return RSD_ERR_ARG;
+    if (start) st = *start;
+    else memset(&st, 0, sizeof st);
+    st.swa_full = true; /* every layer keeps every cell */
+    st.n_ctx = 256u * (st.n_parallel > 0 ? (uint32_t)st.n_parallel : 1u);
+    if ((r = rsd_gguf_estimate_start(info, &st, &e)) < 0) return r;
+    cells = (uint64_t)e.kv_cells * e.n_stream;
+    if (!cells) return RSD_ERR_ARG;
+    *per_token = (e.kv + cells - 1) / cells;
+    if (n_stream) *n_stream = e.n_stream;
+    return RSD_OK;
 }
 
 RSD_API int rsd_gguf_estimate_start(const rsd_gguf_info *in, const rsd_gguf_start *st, rsd_gguf_estimate *out) {

@@ -754,7 +754,11 @@
            key, never logged or printed), observe (force
            observe-only: nothing is loaded or unloaded), user_managed (the
            target's lifecycle is user-managed: observe too), keep_pinned,
-           free_bytes and lease_ttl_ms (a free request, below).
+           free_bytes and lease_ttl_ms (a free request, below), capacity_bytes
+           and keep_bytes (byte-aware eviction, as rsd_reconcile_desc's),
+           kv_bytes_per_token and context_floor (the clamp by bytes: "Context
+           fit" in residency.h; a GGUF path gives the figure through
+           rsd_gguf_read_file and rsd_gguf_kv_per_token).
            RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
            must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
            DONE at once with that result (step returns it, query shows it).
@@ -2509,6 +2513,11 @@ typedef struct rsd_ensure_req {
     uint32_t lease_ttl_ms;            /* a free request to rsd-serve: its lease ends by itself this long
                                          after it is taken (a crashed caller gives the bytes back);
                                          0 = RSD_ENSURE_LEASE_TTL_MS */
+    uint64_t capacity_bytes;          /* memory the residents share (VRAM total); 0 = unknown */
+    uint64_t keep_bytes;              /* the model's footprint at context_length; 0 = its listed size */
+    uint64_t kv_bytes_per_token;      /* its KV per context token (rsd_gguf_kv_per_token): the clamp
+                                         by bytes; 0 = unknown (the fixed ceiling) */
+    uint32_t context_floor;           /* the clamp by bytes never goes below; 0 = 4096 */
 } rsd_ensure_req;
 
 /* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
@@ -7042,7 +7051,8 @@ struct rsd_ensurer {
     rsd_runtime_kind only_kind;       /* desc.runtime: the one runtime it serves (AUTO = any) */
     const rsd_runtime *rt;            /* the runtime of the current run */
     rsd_outcome outcome;
-    uint32_t ctx, ctx_ceiling, timeout_ms, probe_ms, probe_ms_req, requests;
+    uint32_t ctx, ctx_ceiling, ctx_floor, timeout_ms, probe_ms, probe_ms_req, requests;
+    uint64_t cap_bytes, keep_bytes, kv_per_token;
     uint64_t t0, deadline, wake, last_now, elapsed;
     rsd_http_op op;
     char op_model[RSD_MODEL_ID_MAX];
@@ -8109,6 +8119,10 @@ RSDI_PRIVATE void rsdi_en_start_run(rsd_ensurer *e, const rsdi_en_found *f, uint
     d.n_owned = e->n_owned;
     d.context_length = e->ctx;
     d.context_ceiling = e->ctx_ceiling;
+    d.context_floor = e->ctx_floor;
+    d.kv_bytes_per_token = e->kv_per_token;
+    d.capacity_bytes = e->cap_bytes;
+    d.keep_bytes = e->keep_bytes;
     d.deadline_ms = rsdi_en_left(e, now_ms, 0xFFFFFFFFu);
     d.probe_timeout_ms = e->probe_ms_req;
     d.bearer = e->bearer[0] ? e->bearer : NULL;
@@ -8471,6 +8485,10 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
     e->ctx = q->context_length;
     e->ctx_ceiling = q->context_ceiling ? q->context_ceiling
                    : e->ignore_env ? (uint32_t)RSD_FIT_CEILING_DEFAULT : rsd_fit_ceiling_from_env();
+    e->ctx_floor = q->context_floor;
+    e->kv_per_token = q->kv_bytes_per_token;
+    e->cap_bytes = q->capacity_bytes;
+    e->keep_bytes = q->keep_bytes;
     e->timeout_ms = q->timeout_ms;
     e->probe_ms = q->probe_timeout_ms ? q->probe_timeout_ms : (uint32_t)RSD_RECONCILE_PROBE_TIMEOUT_MS;
     e->probe_ms_req = q->probe_timeout_ms;

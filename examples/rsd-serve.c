@@ -54,7 +54,12 @@
               misses}; pool counters (evictions, backoffs, restores, ...), max_queue,
               queue_full (429s); with vram_budget = auto, device_memory {device, pool
               ("vram" or "host/unified"), total_bytes, used_bytes, others_bytes (what
-              the last reading counted against the budget), margin_bytes, reads}.
+              the last reading counted against the budget), margin_bytes, reads}:
+              the device is read when a start may be admitted, and every 250 ms
+              while a start waits only for memory other programs hold (it fits the
+              budget, not beside them): the reading that finds the memory starts it,
+              with no other request needed; nothing is read while no start waits so,
+              and a reading never stops a model.
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -114,7 +119,9 @@
               reason), kv_miss (slot, reason: a saved slot deleted instead of
               restored), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
-              true when the checks refused it), load, unload (asked through the API).
+              true when the checks refused it), load, unload (asked through the API),
+              no_fit (a model whose bytes exceed the whole budget was refused: bytes,
+              budget_bytes, others_bytes, message; once per model and figures).
               The last event_history events (default 512) are kept: ?since=ID (or a
               Last-Event-ID header) replays those after ID first; without it the
               stream starts with what happens next.
@@ -167,7 +174,13 @@
    or connect failure fails only that request (502, error JSON; after the answer began:
    the connection is cut); a model whose process cannot start fails its waiting
    requests at once with the reason (503, the fleet's message: errno, exit status and
-   the last output lines). What can be checked before a start (the binary, the model
+   the last output lines). A model whose bytes exceed the whole byte budget (vram_budget
+   = auto on a smaller device; a fixed budget below a reserve is refused at start) can
+   never start: its requests get 503 at once, "cannot serve 'big': it needs 6G
+   (6442450944 bytes) and can never fit: the byte budget is 4G (4294967296 bytes; other
+   programs hold 0 now)" (a load: 500, the same words); nothing is stopped for it and
+   nothing retries it, and the log line and the no_fit event come once, again only when
+   its bytes or the budget change. What can be checked before a start (the binary, the model
    file, the command template) is checked before another model is stopped for it; a
    model evicted for a start that then fails is started again; after a failed start the
    model is not tried again for 1 s, doubling to 60 s per failure in a row: requests
@@ -469,6 +482,8 @@ typedef struct srv {
     rsd_devmem_dev dm_last;/* its last reading (rsd_devmem_pick), for /status */
     uint64_t dm_foreign;   /* what it counted against the budget for others */
     uint64_t dm_reads;
+    uint64_t dm_try_ms;    /* loop time of the last reading tried (devmem_service's pace) */
+    uint64_t nofit_bytes[RSRV_MAX_MODELS], nofit_budget[RSRV_MAX_MODELS]; /* last refusal told (no_fit) */
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
@@ -512,6 +527,7 @@ static void lib_log(void *user, int level, uint32_t item, const char *msg, const
 static size_t cors_headers(srv *s, rsd_http_sreq_h h, rsd_http_header *hd, size_t n);
 static void ev_request(srv *s, const char *kind, int m, uint64_t now, int64_t waited_ms);
 static void ev_check_failed(srv *s, int m, uint64_t now);
+static void no_fit(srv *s, int m, uint64_t now, char *text, size_t cap);
 static void respond_json_retry(srv *s, rsd_http_sreq_h h, int status, const char *body, size_t n,
                                uint32_t retry_after_s) {
     rsd_http_header hd[4];
@@ -900,6 +916,7 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         snprintf(msg, sizeof msg, "cannot load '%s': %s", s->cfg->models[m].id,
                  r == RSD_ERR_FLEET_START && mi.last_error ? mi.last_error : rsd_result_str(r));
         if (r == RSD_ERR_FLEET_START) ev_check_failed(s, m, now);
+        if (r == RSD_ERR_POOL_NO_FIT) no_fit(s, m, now, msg, sizeof msg);
         respond_error(s, ev->req, 500, "server_error", msg);
         return;
     }
@@ -1545,8 +1562,9 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
         job_log(s, j, 503, now);
         j->state = JOB_FREE;
     } else {
-        char msg[256];
-        snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
+        char msg[512];
+        if (r == RSD_ERR_POOL_NO_FIT) no_fit(s, m, now, msg, sizeof msg);
+        else snprintf(msg, sizeof msg, "cannot serve '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
         respond_error(s, ev->req, 503, "unavailable_error", msg);
         job_log(s, j, 503, now);
         j->state = JOB_FREE;
@@ -1556,9 +1574,10 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
 /* ---- vram_budget = auto: the device's memory (rsd_devmem) ---------------------------
    Read at start and on each reload (the budget: the device's total less vram_margin),
    and each time a start may be admitted (a request for a model that is not running, a
-   load, a lease): what other programs hold then counts against the budget through
-   rsd_fleet_set_vram. Nothing samples it in between, and a reading never stops a model:
-   the pool only admits or holds back starts with it. */
+   load, a lease, and every SRV_DEVMEM_RETRY_MS while a start waits only for others'
+   memory: devmem_service): what other programs hold then counts against the budget
+   through rsd_fleet_set_vram. Nothing samples it otherwise, and a reading never stops a
+   model: the pool only admits or holds back starts with it. */
 static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
     rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES];
     int64_t pids[RSD_DEVMEM_MAX_PIDS];
@@ -1567,6 +1586,7 @@ static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
         rsd_fleet_model_info mi;
         if (rsd_fleet_query_model(s->fleet, i, now, &mi) == RSD_OK && mi.pid > 0) pids[np++] = mi.pid;
     }
+    s->dm_try_ms = now;
     n = rsd_devmem_read(s->devmem, pids, np, d, RSD_DEVMEM_MAX_DEVICES);
     if (n < 0 || rsd_devmem_pick(d, n, pk) != RSD_OK) return -1;
     s->dm_last = *pk;
@@ -1613,6 +1633,26 @@ static void devmem_admit(srv *s, uint64_t now) {
     if (foreign > RSD_POOL_MAX_BYTES) foreign = RSD_POOL_MAX_BYTES;
     s->dm_foreign = foreign;
     (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, foreign, now);
+}
+
+/* A start held back only by what others hold (it fits the budget, not beside them now)
+   waits for the memory, not for the next request: while the pool holds one that way, the
+   device is read again every SRV_DEVMEM_RETRY_MS, and the reading admits it once the
+   memory is there. Nothing is read while no start waits so; a reading never stops a model. */
+#define SRV_DEVMEM_RETRY_MS 250
+static bool devmem_held(srv *s) {
+    rsd_pool_stats st;
+    if (!s->devmem) return false;
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    return st.models_foreign_held > 0;
+}
+
+static void devmem_service(srv *s, uint64_t now) {
+    if (devmem_held(s) && now >= s->dm_try_ms + SRV_DEVMEM_RETRY_MS) devmem_admit(s, now);
+}
+
+static uint64_t devmem_deadline(srv *s) {
+    return devmem_held(s) ? s->dm_try_ms + SRV_DEVMEM_RETRY_MS : RSD_NO_DEADLINE;
 }
 
 /* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------ */
@@ -2268,6 +2308,42 @@ static void ev_check_failed(srv *s, int m, uint64_t now) {
     rsd_json_w_bool(&w, true);
     rsd_json_w_key(&w, "message");
     rsd_json_w_str(&w, mi.last_error ? mi.last_error : "the check before its start failed");
+    ev_commit(s, e, &w);
+}
+
+/* A model whose bytes exceed the whole budget can never start: the pool refuses it at once
+   (RSD_ERR_POOL_NO_FIT; nothing is stopped for it and nothing retries it). text gets the
+   answer, with the numbers: its bytes, the budget and what other programs hold. The log
+   line and the /_rsd/events "no_fit" event come once per model and figures: a client
+   that asks again is answered each time, the log is not flooded. */
+static void no_fit(srv *s, int m, uint64_t now, char *text, size_t cap) {
+    rsd_fleet_model_info mi;
+    rsd_pool_stats st;
+    rsd_json_writer w;
+    srv_event *e;
+    char a[32], b[32], c[32];
+    uint64_t need;
+    memset(&mi, 0, sizeof mi);
+    (void)rsd_fleet_query_model(s->fleet, m, now, &mi);
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    need = mi.pool.reserve_bytes;
+    snprintf(text, cap, "cannot serve '%s': it needs %s (%llu bytes) and can never fit: the byte budget is %s "
+             "(%llu bytes; other programs hold %s now)", s->cfg->models[m].id, rsrv_fmt_size(need, a, sizeof a),
+             (unsigned long long)need, rsrv_fmt_size(st.budget_bytes, b, sizeof b), (unsigned long long)st.budget_bytes,
+             rsrv_fmt_size(st.foreign_bytes, c, sizeof c));
+    if (s->nofit_bytes[m] == need && s->nofit_budget[m] == st.budget_bytes) return; /* told already */
+    s->nofit_bytes[m] = need;
+    s->nofit_budget[m] = st.budget_bytes;
+    logf_("%s: refused: %s", s->cfg->models[m].id, text);
+    e = ev_begin(s, &w, "no_fit", m, now);
+    rsd_json_w_key(&w, "bytes");
+    rsd_json_w_int(&w, (int64_t)need);
+    rsd_json_w_key(&w, "budget_bytes");
+    rsd_json_w_int(&w, (int64_t)st.budget_bytes);
+    rsd_json_w_key(&w, "others_bytes");
+    rsd_json_w_int(&w, (int64_t)st.foreign_bytes);
+    rsd_json_w_key(&w, "message");
+    rsd_json_w_str(&w, text);
     ev_commit(s, e, &w);
 }
 
@@ -2983,8 +3059,13 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     case RSD_FLEET_EV_FAIL: {
         job *j = (job *)ev->user;
         char msg[RSD_FLEET_MESSAGE_MAX + 128];
-        snprintf(msg, sizeof msg, "cannot serve '%s': %s", id,
-                 ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
+        bool told = ev->result == RSD_ERR_POOL_NO_FIT && ev->model >= 0; /* no_fit logs it, once */
+        if (told) {
+            no_fit(s, ev->model, now, msg, sizeof msg);
+        } else {
+            snprintf(msg, sizeof msg, "cannot serve '%s': %s", id,
+                     ev->message && ev->message[0] ? ev->message : rsd_result_str(ev->result));
+        }
         if (j && j->state == JOB_WAIT && j->preq.id == ev->req.id) {
             if (ev->result == RSD_ERR_FLEET_START && ev->model >= 0)
                 respond_unavailable(s, j->sreq, ev->model, now, ev->message);
@@ -2994,7 +3075,7 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
             j->granted = false;
             job_free(s, j, now);
         }
-        if (!s->stopping) logf_("%s", msg);
+        if (!s->stopping && !told) logf_("%s", msg);
         break;
     }
     case RSD_FLEET_EV_STARTING:
@@ -4413,10 +4494,13 @@ static void main_boot(srv *s) {
                   rsd_devmem_pool_str(s->dm_last.pool), rsrv_fmt_size(s->dm_last.total_bytes, t1, sizeof t1),
                   rsrv_fmt_size(s->dm_foreign, t2, sizeof t2), rsrv_fmt_size(s->cfg->vram_budget_bytes, t3, sizeof t3));
     }
-    for (i = 0; i < s->cfg->nmodels; i++)
-        if (s->cfg->models[i].pinned) (void)rsd_fleet_load(s->fleet, i, rsd_now_ms());
-    for (i = 0; i < s->cfg->nmodels; i++)
-        if (s->cfg->models[i].preload && !s->cfg->models[i].pinned) (void)rsd_fleet_load(s->fleet, i, rsd_now_ms());
+    for (i = 0; i < 2 * s->cfg->nmodels; i++) { /* the pinned models first, then the preloads */
+        const rsrv_model *mc = &s->cfg->models[i % s->cfg->nmodels];
+        char msg[512];
+        if ((i < s->cfg->nmodels ? mc->pinned : mc->preload && !mc->pinned) &&
+            rsd_fleet_load(s->fleet, i % s->cfg->nmodels, rsd_now_ms()) == RSD_ERR_POOL_NO_FIT)
+            no_fit(s, i % s->cfg->nmodels, rsd_now_ms(), msg, sizeof msg);
+    }
 }
 
 /* One pass over everything that can move: signals, the server, the fleet, the upstream
@@ -4454,6 +4538,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     while (rsd_http_next_event(s->hc, &cev)) on_upstream(s, &cev, now);
     jobs_service(s, now);
     kv_service(s, now);
+    devmem_service(s, now);
     meta_service(s, now);
     /* releases above may have granted waiting requests: pick them up at once */
     (void)rsd_fleet_step(s->fleet, now);
@@ -4475,6 +4560,8 @@ static uint64_t loop_deadline(srv *s) {
     d2 = subs_deadline(s);
     if (d2 < dl) dl = d2;
     d2 = kv_deadline(s);
+    if (d2 < dl) dl = d2;
+    d2 = devmem_deadline(s);
     if (d2 < dl) dl = d2;
     for (k = 0; k < s->cfg->nmodels; k++) /* a held GET /v1/models goes 1 s after ready at the latest */
         if (s->meta[k].deferred && s->meta[k].ready_ms + 1000 < dl) dl = s->meta[k].ready_ms + 1000;

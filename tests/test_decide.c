@@ -1224,6 +1224,128 @@ static rsd_resident sized(const char *id, uint64_t gib, bool ours) {
     r.loaded_by_us = ours;
     return r;
 }
+/* The clamp by bytes (issue 26, part 4): the largest context whose KV fits what is left,
+   in whole 256-cell blocks per sequence, never below the floor, never above the request. */
+static rsd_fit_bytes fitb(uint32_t req, int others, uint64_t per_tok, uint64_t free_b, uint64_t load_b, uint32_t seq,
+                          uint32_t floor_) {
+    rsd_fit_bytes_desc d;
+    rsd_fit_bytes o;
+    memset(&d, 0, sizeof d);
+    d.requested = req;
+    d.n_other_residents = others;
+    d.kv_bytes_per_token = per_tok;
+    d.free_bytes = free_b;
+    d.load_bytes = load_b;
+    d.n_seq = seq;
+    d.floor = floor_;
+    CHECK_EQ_INT(rsd_fit_context_bytes(&d, &o), RSD_OK);
+    return o;
+}
+
+static void fit_bytes_pure(void) {
+    rsd_fit_bytes o;
+    rsd_fit_bytes_desc d;
+    const uint64_t kib = 1024, per = 96 * kib; /* 96 KiB a token: 256 tokens = 24 MiB */
+    CHECK_EQ_INT(rsd_fit_context_bytes(NULL, &o), RSD_ERR_ARG);
+    memset(&d, 0, sizeof d);
+    CHECK_EQ_INT(rsd_fit_context_bytes(&d, NULL), RSD_ERR_ARG);
+    /* alone: never clamped, whatever the bytes */
+    o = fitb(131072, 0, per, 0, 0, 1, 0);
+    CHECK_EQ_INT(o.context, 131072);
+    CHECK(!o.clamped && !o.by_bytes);
+    CHECK(o.kv_bytes == 131072 * per);
+    /* no figure: the fixed ceiling */
+    o = fitb(262144, 1, 0, 1 * GIB, 0, 1, 0);
+    CHECK_EQ_INT(o.context, 131072);
+    CHECK(o.clamped && !o.by_bytes);
+    /* it all fits: the request, unrounded */
+    o = fitb(10000, 1, per, 10000 * per + 256 * per, 0, 1, 0);
+    CHECK_EQ_INT(o.context, 10000);
+    CHECK(!o.clamped && o.by_bytes && !o.floored);
+    CHECK(o.kv_bytes == 10240 * per); /* padded to 256 as llama.cpp allocates */
+    /* 10000 tokens are 10240 cells: 10000 x per bytes is not enough -> 9984 */
+    o = fitb(10000, 1, per, 10000 * per, 0, 1, 0);
+    CHECK_EQ_INT(o.context, 9984);
+    CHECK(o.clamped);
+    /* 1 GiB left less 400 MiB of weights: 624 MiB / 24 MiB = 26 blocks of 256 */
+    o = fitb(131072, 2, per, GIB, 400u << 20, 1, 0);
+    CHECK_EQ_INT(o.context, 26 * 256);
+    CHECK_EQ_INT(o.fits, 26 * 256);
+    CHECK(o.kv_bytes <= GIB - (400u << 20));
+    /* 4 sequences: whole blocks in each (a multiple of 1024), the per-sequence share as
+       llama.cpp pads it */
+    o = fitb(131072, 1, per, GIB, 400u << 20, 4, 0);
+    CHECK_EQ_INT(o.context, 6 * 1024);
+    CHECK_EQ_INT(o.context % (256 * 4), 0);
+    /* below the floor: the floor, marked floored (a host evicts instead) */
+    o = fitb(131072, 1, per, 100u << 20, 0, 1, 0); /* 4 blocks = 1024 tokens fit */
+    CHECK_EQ_INT(o.fits, 1024);
+    CHECK_EQ_INT(o.context, RSD_FIT_FLOOR_DEFAULT);
+    CHECK(o.floored && o.clamped);
+    o = fitb(131072, 1, per, 100u << 20, 0, 1, 512); /* a floor of its own */
+    CHECK_EQ_INT(o.context, 1024);
+    CHECK(!o.floored);
+    /* nothing left (the other bytes take it all): the floor, nothing fits */
+    o = fitb(131072, 1, per, GIB, 2 * GIB, 1, 0);
+    CHECK_EQ_INT(o.fits, 0);
+    CHECK_EQ_INT(o.context, 4096);
+    CHECK(o.floored);
+    /* a request under the floor is never raised */
+    o = fitb(2048, 1, per, 0, 0, 1, 0);
+    CHECK_EQ_INT(o.context, 2048);
+    CHECK(o.floored && !o.clamped);
+    /* overflow: a figure so large one block is past 2^64; bytes past 2^32 tokens */
+    o = fitb(131072, 1, UINT64_MAX / 2, UINT64_MAX, 0, 4, 0);
+    CHECK_EQ_INT(o.fits, 0);
+    CHECK(o.floored);
+    CHECK(o.kv_bytes == UINT64_MAX);
+    o = fitb(0xFFFFFFFFu, 1, 1, UINT64_MAX, 0, 1, 0);
+    CHECK(o.context == 0xFFFFFFFFu && !o.clamped);
+    o = fitb(0xFFFFFFFFu, 1, 1, (uint64_t)1 << 40, 0, 3, 0);
+    CHECK(o.context == 0xFFFFFFFFu && !o.clamped); /* 2^40 cells fit every token */
+    /* no request: nothing */
+    o = fitb(0, 3, per, 0, 0, 1, 0);
+    CHECK_EQ_INT(o.context, 0);
+    CHECK(!o.clamped);
+}
+
+/* rsd_decide clamps by bytes when the keep's KV per token, the capacity and every
+   footprint are known: what stays after the planned evictions bounds it. */
+static void fit_bytes_in_decide(void) {
+    rsd_resident r[2];
+    rsd_facts f;
+    const uint64_t per = 128 * 1024; /* 128 KiB a token: 32 MiB a block of 256 */
+    r[0] = sized("a", 10, false);
+    r[1] = sized("b", 3, false);
+    r[0].pinned = r[1].pinned = true; /* evicted by nothing: JIT keeps them anyway */
+    facts_of(&f, "keep", RSD_STRATEGY_JIT, r, 2, 0);
+    f.context_length = 65536;
+    f.capacity_bytes = 16 * GIB; /* 13 stay: 3 left */
+    f.keep_bytes = 2 * GIB + 65536 * per; /* 2 GiB weights + 8 GiB of KV at 65536 */
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.load_context, 65536); /* no figure: under the fixed ceiling */
+    f.kv_bytes_per_token = per;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.load_context, 8192); /* 1 GiB for KV: 32 blocks of 256 */
+    REQUIRE(last_notice(&plan));
+    CHECK_EQ_INT(last_notice(&plan)->msg, RSD_MSG_CONTEXT_CLAMPED);
+    CHECK_EQ_INT(last_notice(&plan)->load_context, 8192);
+    /* 0.5 GiB for KV: 4096, the floor exactly */
+    f.capacity_bytes = 15 * GIB + (512u << 20);
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.load_context, 4096);
+    f.capacity_bytes = 15 * GIB + (256u << 20);
+    f.context_floor = 1024;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.load_context, 2048);
+    f.context_floor = 0;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.load_context, 4096); /* the default floor */
+    /* a resident of unknown size: bytes do not count, the fixed ceiling rules */
+    r[1].has_size_vram = false;
+    REQUIRE(rsd_decide(&f, &plan) == RSD_OK);
+    CHECK_EQ_INT(plan.load_context, 65536);
+}
 
 /* A free slot but not the memory: evict by bytes (count alone would load beside). */
 static void w12_free_slot_without_memory_evicts_by_bytes(void) {
@@ -1675,6 +1797,8 @@ int main(int argc, char **argv) {
     RUN(fit_clamps_only_beside_neighbours);
     RUN(fit_ceiling_env_parsing);
     RUN(fit_in_decide_uses_neighbours_after_eviction);
+    RUN(fit_bytes_pure);
+    RUN(fit_bytes_in_decide);
     RUN(w2_cache_is_per_target_and_model);
     RUN(w3_declines_are_deduplicated);
     RUN(w4_failed_unloads_are_never_cached);

@@ -592,6 +592,49 @@ static void test_context_ceiling_env(void) {
     sim_stop(&s);
 }
 
+/* The clamp by bytes end to end: with the capacity, the keep's footprint and its KV per
+   token given, a load beside a resident gets the largest context whose KV fits what is
+   left (Ollama's num_ctx, which the sim reports in /api/ps), in whole blocks of 256. */
+static void test_context_clamp_by_bytes(void) {
+    static const char *const args[] = {"--runtime", "ollama", "--load-ms", "20", "--model", "id=x:latest,size=1G",
+                                       "--model", "id=y:latest,size=1G", NULL};
+    static char body[65536];
+    sim_proc s;
+    rsd_ensure_result res;
+    rsd_ensurer_desc d;
+    rsd_ensurer *e;
+    rsd_ensure_req q;
+    REQUIRE(sim_start(&s, args) == 0);
+    memset(&d, 0, sizeof d);
+    d.no_state = true;
+    d.no_cache = true;
+    d.ignore_env = true; /* the fixed ceiling 131072, whatever the environment */
+    d.residency_env = "";
+    e = rsd_ensurer_create(&d);
+    REQUIRE(e);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.runtime = RSD_RUNTIME_OLLAMA;
+    q.timeout_ms = 20000;
+    q.model = "x";
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    /* 2.5 GiB in all, x holds 1 GiB: 1.5 GiB left; 64 KiB a token -> 24576 tokens */
+    q.model = "y";
+    q.context_length = 32768;
+    q.capacity_bytes = (uint64_t)5 << 29;
+    q.keep_bytes = (uint64_t)1 << 30;
+    q.kv_bytes_per_token = 64 * 1024;
+    CHECK_EQ_INT(rsd_ensurer_run(e, &q, &res), RSD_OK);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);
+    CHECK_EQ_INT(res.n_evicted, 0);
+    REQUIRE(sim_get(&s, "/api/ps", NULL, body, sizeof body) == 200);
+    CHECK(strstr(body, "\"name\":\"y:latest\"") != NULL);
+    CHECK(strstr(body, "\"context_length\":24576") != NULL);
+    CHECK(strstr(body, "\"context_length\":32768") == NULL);
+    rsd_ensurer_destroy(e);
+    sim_stop(&s);
+}
+
 #if !defined(_WIN32) /* fork */
 /* ---- a fake router without /models/sse (404): the ensurer falls back to polling ---- */
 static void fake_router_serve(int port_fd) {
@@ -1353,6 +1396,7 @@ int main(int argc, char **argv) {
 #endif
     RUN(test_ollama_auto_detect_and_load);
     RUN(test_context_ceiling_env);
+    RUN(test_context_clamp_by_bytes);
     remove_state_dir();
     return RSD_TEST_END();
 }

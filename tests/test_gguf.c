@@ -675,6 +675,25 @@ static void test_estimate_rules(void) {
     CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
     CHECK_EQ_INT(e.kv, 4ull * 256 * 8192);
     st.swa_full = false;
+    { /* the clamp's figure: a token's KV with every layer at every cell (an upper bound
+         for the sliding-window ones), and one stream for a unified cache, 3 for -np 3 */
+        uint64_t per = 0;
+        uint32_t ns = 0;
+        CHECK_EQ_INT(rsd_gguf_kv_per_token(&in, &st, &per, &ns), RSD_OK);
+        CHECK_EQ_INT(per, 4ull * 256);
+        CHECK_EQ_INT(ns, 1);
+        st.n_parallel = 3;
+        st.cache_type_v = "q8_0"; /* V rows of 64 in q8_0: 2 blocks of 34 */
+        CHECK_EQ_INT(rsd_gguf_kv_per_token(&in, &st, &per, &ns), RSD_OK);
+        CHECK_EQ_INT(per, 4ull * (128 + 68));
+        CHECK_EQ_INT(ns, 3);
+        CHECK_EQ_INT(rsd_gguf_kv_per_token(&in, &st, &per, NULL), RSD_OK);
+        CHECK_EQ_INT(rsd_gguf_kv_per_token(NULL, &st, &per, NULL), RSD_ERR_ARG);
+        st.cache_type_v = "q9";
+        CHECK_EQ_INT(rsd_gguf_kv_per_token(&in, &st, &per, NULL), RSD_ERR_ARG);
+        st.cache_type_v = NULL;
+        st.n_parallel = 0;
+    }
     in.sliding_window = 0;
     memset(in.swa_layer, 0, sizeof in.swa_layer);
     /* -ngl: the last layers on the device; all of them and the tied output's copy */

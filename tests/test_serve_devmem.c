@@ -210,10 +210,142 @@ static void test_serve_auto(void) {
     unsetenv("FAKE_NVML_FILE");
 }
 
+static bool reads_above(const serve_proc *s, const void *arg) {
+    return dm_field(s, true, "reads") > *(const int64_t *)arg + 2;
+}
+
+/* A start that fits the budget but not beside what others hold waits for the memory, not
+   for the next request: rsd-serve reads the device again while it waits (and only then),
+   and the reading that finds the memory admits it. */
+static void test_serve_foreign_held(void) {
+    const char *lib = fake_lib();
+    serve_proc s;
+    char path[256], cfg[1024], buf[4096];
+    const char *args[] = {"--config", path, NULL};
+    int64_t reads, pid_a;
+    int fd, n = 0, r;
+    if (!lib) {
+        printf("test_serve_foreign_held: skipped (no build/tests/libfake_nvml.so)\n");
+        return;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml.txt", g_dir);
+    snprintf(path, sizeof path, "%s/held.ini", g_dir);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    /* a 10 GiB GPU, 1 GiB margin (budget 9 GiB), a renderer holding 8 GiB: a (4 GiB) fits
+       the budget, not beside the renderer */
+    gpu("10737418240,8589934592,999999=8589934592");
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\nreserve = 4G\n",
+             model_file("a"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    /* with nothing waiting, nothing is read: two looks at /status see the same count */
+    reads = dm_field(&s, true, "reads");
+    CHECK(reads > 0);
+    CHECK_EQ_INT(dm_field(&s, true, "reads"), reads);
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("a", false)) == 0);
+    CHECK(wait_field(&s, "a", "waiting", 1));
+    /* while it waits the device is read again, by itself (no request comes) */
+    reads = dm_field(&s, true, "reads");
+    CHECK(wait_until(&s, reads_above, &reads, 30000));
+    CHECK_EQ_INT(status_field(&s, "a", "pid"), 0);
+    /* the renderer lets go: the next reading admits a, and the request is answered */
+    gpu("10737418240,1073741824,999999=1073741824");
+    n = 0;
+    buf[0] = 0;
+    while ((size_t)n + 1 < sizeof buf && !strstr(buf, "\r\n\r\n") && (r = raw_read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0) {
+        n += r;
+        buf[n] = 0;
+    }
+    CHECK(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+    close(fd);
+    pid_a = status_field(&s, "a", "pid");
+    CHECK(pid_a > 0);
+    CHECK(log_has(&s, "a: starting pid"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    unsetenv("RESIDENCY_NVML");
+    unsetenv("FAKE_NVML_FILE");
+}
+
+/* Lines of path holding needle. */
+static int file_count(const char *path, const char *needle) {
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    const char *p = buf;
+    int k = 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    while ((p = strstr(p, needle)) != NULL) { k++; p++; }
+    return k;
+}
+
+/* A model bigger than the whole budget is refused at once, with its bytes, the budget and
+   what others hold; the log line and the event come once (a client that asks again gets
+   the same answer, not another line), nothing is stopped for it and nothing retries it. */
+static void test_serve_never_fits(void) {
+    const char *lib = fake_lib();
+    serve_proc s;
+    sse_buf *sb;
+    char path[256], cfg[1024];
+    const char *args[] = {"--config", path, NULL};
+    const char *p;
+    int64_t pid_a;
+    if (!lib) {
+        printf("test_serve_never_fits: skipped (no build/tests/libfake_nvml.so)\n");
+        return;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml.txt", g_dir);
+    snprintf(path, sizeof path, "%s/nofit.ini", g_dir);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    /* a 5 GiB GPU less a 1 GiB margin: big (6 GiB) can never fit (a fixed budget below a
+       reserve is refused at start; the device's is known only once it is read) */
+    gpu("5368709120,0");
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
+             "reserve = 1G\n[model big]\nmodel = %s\nreserve = 6G\n", model_file("a"), model_file("big"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    sb = (sse_buf *)calloc(1, sizeof *sb);
+    REQUIRE(sb);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    pid_a = status_field(&s, "a", "pid");
+    CHECK(pid_a > 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("big", false)), 503);
+    CHECK(strstr(g_body, "cannot serve 'big': it needs 6G (6442450944 bytes) and can never fit: the byte budget "
+                         "is 4G (4294967296 bytes; other programs hold 0 now)") != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("big", false)), 503);
+    CHECK(strstr(g_body, "can never fit") != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"big\"}"), 500);
+    CHECK(strstr(g_body, "can never fit") != NULL);
+    CHECK_EQ_INT(status_field(&s, "a", "pid"), pid_a); /* nothing stopped for it */
+    CHECK_EQ_INT(status_field(&s, "big", "pid"), 0);
+    /* the history: one no_fit event, with the numbers; then the unload that follows */
+    CHECK_EQ_INT(http(&s, "POST", "/models/unload", "{\"model\":\"a\"}"), 200);
+    sb->fd = sse_open(s.port, "/_rsd/events?since=0", NULL);
+    REQUIRE(sb->fd >= 0);
+    CHECK(sse_wait(sb, "event: unload"));
+    p = strstr(sb->b, "event: no_fit");
+    CHECK(p != NULL && strstr(p + 1, "event: no_fit") == NULL);
+    CHECK(p && strstr(p, "\"bytes\":6442450944,\"budget_bytes\":4294967296,\"others_bytes\":0") != NULL);
+    close(sb->fd);
+    CHECK_EQ_INT(file_count(s.log_path, "big: refused: cannot serve 'big'"), 1);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    free(sb);
+    unsetenv("RESIDENCY_NVML");
+    unsetenv("FAKE_NVML_FILE");
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_config_auto);
     if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_auto);
     else printf("test_serve_auto: skipped under qemu-user (the fake NVML is a host library)\n");
+    if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_foreign_held);
+    if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_never_fits);
     return RSD_TEST_END();
 }
