@@ -10,7 +10,9 @@
    refused at start with FILE:LINE each. `--check` also checks the files (each model's
    binary and model file, as a start would) and prints the effective configuration as
    INI (api_key and admin_key as ***, defaults instead of 0, sizes and durations as
-   written or in the largest exact unit) and exits
+   written or in the largest exact unit), then one comment line per model with its
+   memory figures ("# memory ID: estimate model N kv N compute N total N; measured
+   ... (SOURCE)" or "none: why"; see Memory) and exits
    0; 64 with every problem on its own FILE:LINE line; 66 when the config file cannot
    be read or is a directory. `--version` prints the library's version (RSD_VERSION_STRING);
    `--example-config` prints every key with its default and a line of help (rsrv_write_example;
@@ -54,7 +56,14 @@
               misses}; pool counters (evictions, backoffs, restores, ...), max_queue,
               queue_full (429s); with vram_budget = auto, device_memory {device, pool
               ("vram" or "host/unified"), total_bytes, used_bytes, others_bytes (what
-              the last reading counted against the budget), margin_bytes, reads}.
+              the last reading counted against the budget), margin_bytes, reads};
+              "memory" {budget_bytes, reserved_bytes, leased_bytes, others_bytes}, and
+              per model "memory" {"estimate": {model, kv, compute, total, device} or
+              null (then "estimate_error" says why when there is a model file),
+              "measured": the same keys or null, "source": of the measured figure
+              (log, nvml, amdgpu, rss), else "estimate", else "none", "bytes": what
+              admission and eviction count for it, "bytes_from": reserve, measured,
+              estimate or none} (see Memory).
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -108,11 +117,17 @@
               (time_to_ready_ms), evict (the LRU idle victim: "for" = the models it
               makes room for, "considered" = every other resident model with its state,
               in-flight, pin, idle time and why it was kept: busy, pinned, starting,
-              used more recently, ...), stop (reason: ttl, unload, shutdown, starve,
+              used more recently, ...; "memory": {"victim": {model, bytes, bytes_from,
+              estimate, measured, source}, "for": [the same for each model it makes
+              room for], budget_bytes, reserved_bytes, leased_bytes, others_bytes}), stop (reason: ttl, unload, shutdown, starve,
               trim), exit (exit_code, signal), crash (died while serving), kv_save
               (slots, bytes; reason when it was cut short), kv_restore (slots, tokens;
               reason), kv_miss (slot, reason: a saved slot deleted instead of
-              restored), failed_start
+              restored), memory (a model's figure was learned: its "memory" as in
+              /status and the pool's bytes), lease and lease_release (lease, requested,
+              granted, ready, "memory" {"stopped": [{model, bytes, bytes_from,
+              estimate, measured, source}], budget_bytes, reserved_bytes, leased_bytes,
+              others_bytes}), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
               true when the checks refused it), load, unload (asked through the API).
               The last event_history events (default 512) are kept: ?since=ID (or a
@@ -129,7 +144,9 @@
               queued, starts_total, readies_total, failed_starts_total,
               evictions_total, crashes_total, time_to_ready_seconds (its last start),
               last_use_timestamp_seconds, process_resident_bytes{model,pid} (from
-              /proc/PID/statm; omitted where there is none); the pool's gauges
+              /proc/PID/statm; omitted where there is none),
+              memory_bytes{model,figure="estimate|measured",part="model|kv|compute|total"},
+              admit_bytes{model} (see Memory); the pool's gauges
               (pool_live, pool_max_models, pool_running, pool_waiting,
               pool_reserved_bytes) and counters (pool_*_total, as in /status); with
               kv_cache_dir per model kv_saved_slots, kv_saved_bytes,
@@ -142,6 +159,46 @@
               carry the key typed into its field (or given as /#key=KEY; kept in the
               tab's sessionStorage), so it reads the stream with fetch (EventSource
               cannot send a key).
+   Memory (what each model costs; rsd_serve_mem.h has the pure parts)
+     Estimate: at start, on a reload and for --check, each model's GGUF header (its
+              first bytes, never the weights; a large vocabulary makes it a few MB,
+              read in the loop) and its start's parameters (ctx, parallel, ngl, then
+              the child's -c, -np, -ngl, -ctk, -ctv, -b, -ub, -kvu, --swa-full, -fa in
+              its args, the last winning) give rsd_gguf_estimate_start's model, KV,
+              compute and total bytes, and the part on a GPU by -ngl. Read again only
+              when the file (path, size, mtime) or the parameters change. A command
+              model with a model file is estimated from its args the same way.
+     Learned: llama_server children get -lv 4 first in their arguments (llama-server
+              prints its buffer sizes only at that verbosity; at the default 3 they are
+              hidden; -lv 4 adds about 28 lines, 3 KB, of timing and cache lines per
+              completion to the output rsd-serve reads, never the prompt; an -lv in
+              args comes later and wins). Once a child is ready its output (the last
+              16 KiB rsd-serve keeps) is read for "<device> model|KV|compute|output
+              buffer size = X MiB" (rsd_llama_log_line) for up to 3 s: its own report,
+              source "log" (compute counts the output buffer too; devices named CPU...
+              or ..._Host are host memory, the rest the GPU part). Without those lines:
+              the OS's figure for the process, the device probe's per-process bytes
+              on a vram budget (source nvml or amdgpu), else its RSS (source rss;
+              pages not touched yet, such as an unused KV cache, are not in it). One
+              log line ("chat: took 1.20 GiB (model ..., KV ..., compute ...; its own
+              report); estimated 1.10 GiB") and a memory event. The figure replaces
+              the estimate for that file, those parameters and that server binary
+              (path, size, mtime): with state_dir it is kept there (mem-KEY.txt, 0600,
+              written whole then renamed) and read back at start, so the next start is
+              counted right from the first byte; a missing, unreadable or corrupt
+              file is ignored.
+     Bytes:   with a byte budget (vram_budget, or auto) each model's bytes for
+              admission and LRU eviction are its reserve when typed, else the learned
+              figure, else the estimate, else 0 (the pool's default); on a discrete
+              GPU's budget (auto on NVML or amdgpu) the GPU part of a figure counts,
+              else all of it. A figure learned while the model runs replaces its
+              running process's reservation at once and counts for its next start.
+              Without a byte budget models are counted, not weighed. Every eviction
+              and every lease names the bytes in its log line ("chat: stopping pid N
+              (evict: it holds 1.20 GiB (measured, log; estimated ..., measured ...);
+              budget 8.00 GiB, reserved ..., leased ..., others ...; room for coder
+              2.00 GiB (estimate; ...))", "lease N: B bytes asked, G granted, ...;
+              stopping [...]") and its event, and /status shows them.
    Auth: with api_key set (--api-key, or RSD_API_KEY in the environment when neither
    the file nor a flag sets one) every endpoint but /health, /v1/health and the page
    needs `Authorization: Bearer KEY` or `X-Api-Key: KEY`; with admin_key set
