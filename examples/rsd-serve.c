@@ -170,9 +170,11 @@
               model with a model file is estimated from its args the same way.
      Learned: llama_server children get -lv 4 first in their arguments (llama-server
               prints its buffer sizes only at that verbosity; at the default 3 they are
-              hidden; -lv 4 adds about 28 lines, 3 KB, of timing and cache lines per
-              completion to the output rsd-serve reads, never the prompt; an -lv in
-              args comes later and wins). Once a child is ready its output (the last
+              hidden. Measured on b10116, tiny model, chat completions: -lv 4 prints
+              12 KB at load against 0.8 KB, and 22 lines, 2.3 KB, per completion
+              against 8 lines, 1.0 KB: slot, timing and prompt-cache lines, never the
+              prompt; rsd-serve reads that output anyway. An -lv in args comes later
+              and wins). Once a child is ready its output (the last
               16 KiB rsd-serve keeps) is read for "<device> model|KV|compute|output
               buffer size = X MiB" (rsd_llama_log_line) for up to 3 s: its own report,
               source "log" (compute counts the output buffer too; devices named CPU...
