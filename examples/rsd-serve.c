@@ -154,7 +154,9 @@
               kv_misses_total.
      Page:    GET / (and /index.html): one self-contained HTML page (inline CSS and
               script, nothing fetched from elsewhere) with each model's state, pid,
-              port, in-flight, queue, last use and ttl, load and unload buttons, and
+              port, in-flight, queue, last use, ttl and memory (its bytes and where
+              they come from, the estimate, what it took), the pool's budget,
+              reserved, leased and others' bytes, load and unload buttons, and
               the live /_rsd/events stream. It holds no data itself: its own requests
               carry the key typed into its field (or given as /#key=KEY; kept in the
               tab's sessionStorage), so it reads the stream with fetch (EventSource
@@ -3268,7 +3270,7 @@ static const char *const srv_page[] = {
     "<p><label>Key <input id=\"key\" type=\"password\" size=\"24\" placeholder=\"api or admin key, if set\"></label>\n"
     "<button id=\"savekey\">use</button> <span id=\"pool\"></span> <span id=\"msg\"></span></p>\n"
     "<table id=\"models\"><thead><tr><th>model</th><th>state</th><th>pid</th><th>port</th><th>in flight</th>\n"
-    "<th>queue</th><th>last use</th><th>ttl</th><th>kv cache</th><th></th></tr></thead><tbody></tbody></table>\n"
+    "<th>queue</th><th>last use</th><th>ttl</th><th>memory</th><th>kv cache</th><th></th></tr></thead><tbody></tbody></table>\n"
     "<h2 style=\"font-size:1.1em\">Events</h2>\n"
     "<pre id=\"events\"></pre>\n"
     "<script>\n"
@@ -3286,6 +3288,15 @@ static const char *const srv_page[] = {
     "  if (ms < 1000) return ms + \" ms ago\";\n"
     "  if (ms < 120000) return Math.round(ms / 1000) + \" s ago\";\n"
     "  return Math.round(ms / 60000) + \" min ago\";\n"
+    "}\n"
+    "",
+    "function mib(b) { return b >= 1073741824 ? (b / 1073741824).toFixed(2) + \" GiB\" : (b / 1048576).toFixed(1) + \" MiB\"; }\n"
+    "function mem(x) {\n"
+    "  if (!x) return \"\";\n"
+    "  var t = x.bytes ? mib(x.bytes) + \" (\" + x.bytes_from + \")\" : \"\";\n"
+    "  if (x.estimate) t += (t ? \", \" : \"\") + \"est. \" + mib(x.estimate.total);\n"
+    "  if (x.measured) t += (t ? \", \" : \"\") + \"took \" + mib(x.measured.total) + \" (\" + x.source + \")\";\n"
+    "  return t;\n"
     "}\n"
     "function cell(tr, cls, text) {\n"
     "  var td = document.createElement(\"td\");\n"
@@ -3318,6 +3329,7 @@ static const char *const srv_page[] = {
     "    cell(tr, \"waiting\", String(m.waiting));\n"
     "    cell(tr, \"last_use\", ago(m.last_used_ms_ago));\n"
     "    cell(tr, \"ttl\", m.ttl_s ? m.ttl_s + \" s\" : \"never\");\n"
+    "    cell(tr, \"memory\", mem(m.memory));\n"
     "    var kv = m.kv_cache;\n"
     "    cell(tr, \"kv\", kv ? kv.saved_slots + \" saved (\" + kv.saved_bytes + \" B), \" + kv.restores + \" restored, \" +\n"
     "      kv.misses + \" missed\" : \"\");\n"
@@ -3329,7 +3341,9 @@ static const char *const srv_page[] = {
     "    tb.appendChild(tr);\n"
     "  });\n",
     "  $(\"pool\").textContent = j.live + \" of \" + j.max_models + \" resident, \" + j.running + \" in flight, \" +\n"
-    "    j.waiting + \" waiting\";\n"
+    "    j.waiting + \" waiting\" + (j.memory && j.memory.budget_bytes ? \"; budget \" + mib(j.memory.budget_bytes) +\n"
+    "    \", reserved \" + mib(j.memory.reserved_bytes) + \", leased \" + mib(j.memory.leased_bytes) + \", others \" +\n"
+    "    mib(j.memory.others_bytes) : \"\");\n"
     "  document.body.dataset.rendered = String(j.models.length);\n"
     "}\n"
     "function refresh() {\n"
