@@ -1816,6 +1816,7 @@ static void mem_prepare(srv *s, int m) {
     rsrv_mem_params_init(&p, md->ctx, md->parallel, md->ngl);
     if (md->command[0]) rsrv_mem_params_args(&p, sm->cmd_argv + 1); /* {ctx} and the like are not read */
     rsrv_mem_params_args(&p, sm->extra_argv);
+    if (!p.st.n_gpu_layers) p.st.n_gpu_layers = mem_vram(s) ? -1 : RSD_GGUF_NGL_NONE; /* no -ngl given */
     if (rsrv_mem_params_text(&p, ptext, sizeof ptext) < 0) ptext[0] = 0;
     if (!md->model[0]) { /* a command without a model file: nothing to estimate */
         mm->est_ok = false;

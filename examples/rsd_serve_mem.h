@@ -6,7 +6,10 @@
    `static`, prefixed rsrv_mem_, C99. Include rsd_serve.h and rsd_serve_kv.h first.
 
    PARAMETERS (rsrv_mem_params_*)
-       The configuration's ctx, parallel and ngl, then every argument the child gets
+       The configuration's ctx, parallel and ngl (st.n_gpu_layers stays 0 when none is
+       given: rsd-serve makes that all layers on a GPU's budget, llama-server's default
+       where it has a GPU, and none otherwise, so a CPU host's estimate has no second
+       copy of a tied embedding), then every argument the child gets
        after them (the global args, then the model's), the last one winning as in
        llama.cpp: -c/--ctx-size, -np/--parallel, -ngl/--gpu-layers/--n-gpu-layers
        (a number, auto, all), -ctk/--cache-type-k, -ctv/--cache-type-v, -b/--batch-size,
@@ -124,7 +127,8 @@ RSRV_FN int rsrv_mem_params_text(const rsrv_mem_params *p, char *out, size_t cap
     char ngl[16];
     int n;
     if (p->st.n_gpu_layers == RSD_GGUF_NGL_NONE) snprintf(ngl, sizeof ngl, "0");
-    else if (p->st.n_gpu_layers <= 0) snprintf(ngl, sizeof ngl, "all");
+    else if (!p->st.n_gpu_layers) snprintf(ngl, sizeof ngl, "-"); /* not given */
+    else if (p->st.n_gpu_layers < 0) snprintf(ngl, sizeof ngl, "all");
     else snprintf(ngl, sizeof ngl, "%ld", (long)p->st.n_gpu_layers);
     n = snprintf(out, cap, "c=%lu np=%ld ngl=%s ctk=%s ctv=%s b=%lu ub=%lu kvu=%d swa=%d fa=%s",
                  (unsigned long)p->st.n_ctx, (long)p->st.n_parallel, ngl, p->ctk[0] ? p->ctk : "f16",

@@ -67,8 +67,9 @@ static void test_mem_params(void) {
     CHECK(p.st.swa_full);
     CHECK_EQ_INT(p.st.n_batch, 0);
     rsrv_mem_params_init(&p, 0, 0, "");
+    CHECK_EQ_INT(p.st.n_gpu_layers, 0); /* not given: rsd-serve decides by its budget */
     REQUIRE(rsrv_mem_params_text(&p, t, sizeof t) > 0);
-    CHECK_EQ_STR(t, "c=0 np=0 ngl=all ctk=f16 ctv=f16 b=0 ub=0 kvu=0 swa=0 fa=");
+    CHECK_EQ_STR(t, "c=0 np=0 ngl=- ctk=f16 ctv=f16 b=0 ub=0 kvu=0 swa=0 fa=");
 }
 
 static void test_mem_record(void) {
