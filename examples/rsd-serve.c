@@ -4955,7 +4955,18 @@ static int main_configure(srv *s, int argc, char **argv, char **argv2, rsd_fleet
         n = rsrv_write_ini(s->cfg, s->out, SRV_OUT);
         if (n < 0) return EX_FAIL;
         fwrite(s->out, 1, (size_t)n, stdout);
-        if (mem_alloc(s)) mem_check_print(s);
+        if (mem_alloc(s)) {
+            if (s->cfg->vram_budget_auto) { /* a GPU's budget: the figures' keys say so */
+                rsd_devmem_desc dd;
+                rsd_devmem_dev pk;
+                memset(&dd, 0, sizeof dd);
+                s->devmem = rsd_devmem_create(&dd);
+                if (s->devmem && devmem_read(s, 0, &pk) != 0) memset(&s->dm_last, 0, sizeof s->dm_last);
+            }
+            mem_check_print(s);
+            rsd_devmem_destroy(s->devmem);
+            s->devmem = NULL;
+        }
         return EX_OK;
     }
     return -1;

@@ -100,7 +100,9 @@
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
                                         127.0.0.1 --port P [-c CTX] [-np N] [-ngl X]
-                                        --alias ID ARGS...)
+                                        --alias ID -lv 4 ARGS...; -lv 4 prints the
+                                        buffer sizes rsd-serve learns the model's
+                                        bytes from, an -lv in ARGS wins)
        command = /opt/bin/srv --port {port} --weights {model}
                                         or a whole command line run instead of llama_server;
                                         {model} {alias} {host} {port} {ctx} {parallel}
@@ -1341,7 +1343,7 @@ static const rsrv_key_doc rsrv_global_docs[] = {
     {"with vram_budget = auto: bytes left free below the device's total (default 1G)", "1G"},
     {"keep each model's learned memory figure here across restarts (default: not kept)", "/var/lib/residency"}};
 static const rsrv_key_doc rsrv_model_docs[] = {
-    {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID ARGS",
+    {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID -lv 4 ARGS",
      NULL},
     {"or a whole command line instead of llama_server; it listens on {port} and answers GET /health",
      "/opt/bin/srv --port {port} --weights {model}"},
