@@ -10,7 +10,9 @@
    refused at start with FILE:LINE each. `--check` also checks the files (each model's
    binary and model file, as a start would) and prints the effective configuration as
    INI (api_key and admin_key as ***, defaults instead of 0, sizes and durations as
-   written or in the largest exact unit) and exits
+   written or in the largest exact unit), then one comment line per model with its
+   memory figures ("# memory ID: estimate model N kv N compute N total N; measured
+   ... (SOURCE)" or "none: why"; see Memory) and exits
    0; 64 with every problem on its own FILE:LINE line; 66 when the config file cannot
    be read or is a directory. `--version` prints the library's version (RSD_VERSION_STRING);
    `--example-config` prints every key with its default and a line of help (rsrv_write_example;
@@ -59,7 +61,14 @@
               while a start waits only for memory other programs hold (it fits the
               budget, not beside them): the reading that finds the memory starts it,
               with no other request needed; nothing is read while no start waits so,
-              and a reading never stops a model.
+              and a reading never stops a model;
+              "memory" {budget_bytes, reserved_bytes, leased_bytes, others_bytes}, and
+              per model "memory" {"estimate": {model, kv, compute, total, device} or
+              null (then "estimate_error" says why when there is a model file),
+              "measured": the same keys or null, "source": of the measured figure
+              (log, nvml, amdgpu, rss), else "estimate", else "none", "bytes": what
+              admission and eviction count for it, "bytes_from": reserve, measured,
+              estimate or none} (see Memory).
               POST /_rsd/reload: reload the configuration (below); 200 with what
               changed, 400 with FILE:LINE when the file is bad.
               None of these (nor /metrics, /props, the watchdog's polls) counts as
@@ -113,11 +122,17 @@
               (time_to_ready_ms), evict (the LRU idle victim: "for" = the models it
               makes room for, "considered" = every other resident model with its state,
               in-flight, pin, idle time and why it was kept: busy, pinned, starting,
-              used more recently, ...), stop (reason: ttl, unload, shutdown, starve,
+              used more recently, ...; "memory": {"victim": {model, bytes, bytes_from,
+              estimate, measured, source}, "for": [the same for each model it makes
+              room for], budget_bytes, reserved_bytes, leased_bytes, others_bytes}), stop (reason: ttl, unload, shutdown, starve,
               trim), exit (exit_code, signal), crash (died while serving), kv_save
               (slots, bytes; reason when it was cut short), kv_restore (slots, tokens;
               reason), kv_miss (slot, reason: a saved slot deleted instead of
-              restored), failed_start
+              restored), memory (a model's figure was learned: its "memory" as in
+              /status and the pool's bytes), lease and lease_release (lease, requested,
+              granted, ready, "memory" {"stopped": [{model, bytes, bytes_from,
+              estimate, measured, source}], budget_bytes, reserved_bytes, leased_bytes,
+              others_bytes}), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
               true when the checks refused it), load, unload (asked through the API),
               no_fit (a model whose bytes exceed the whole budget was refused: bytes,
@@ -136,7 +151,9 @@
               queued, starts_total, readies_total, failed_starts_total,
               evictions_total, crashes_total, time_to_ready_seconds (its last start),
               last_use_timestamp_seconds, process_resident_bytes{model,pid} (from
-              /proc/PID/statm; omitted where there is none); the pool's gauges
+              /proc/PID/statm; omitted where there is none),
+              memory_bytes{model,figure="estimate|measured",part="model|kv|compute|total"},
+              admit_bytes{model} (see Memory); the pool's gauges
               (pool_live, pool_max_models, pool_running, pool_waiting,
               pool_reserved_bytes) and counters (pool_*_total, as in /status); with
               kv_cache_dir per model kv_saved_slots, kv_saved_bytes,
@@ -144,11 +161,55 @@
               kv_misses_total.
      Page:    GET / (and /index.html): one self-contained HTML page (inline CSS and
               script, nothing fetched from elsewhere) with each model's state, pid,
-              port, in-flight, queue, last use and ttl, load and unload buttons, and
+              port, in-flight, queue, last use, ttl and memory (its bytes and where
+              they come from, the estimate, what it took), the pool's budget,
+              reserved, leased and others' bytes, load and unload buttons, and
               the live /_rsd/events stream. It holds no data itself: its own requests
               carry the key typed into its field (or given as /#key=KEY; kept in the
               tab's sessionStorage), so it reads the stream with fetch (EventSource
               cannot send a key).
+   Memory (what each model costs; rsd_serve_mem.h has the pure parts)
+     Estimate: at start, on a reload and for --check, each model's GGUF header (its
+              first bytes, never the weights; a large vocabulary makes it a few MB,
+              read in the loop) and its start's parameters (ctx, parallel, ngl, then
+              the child's -c, -np, -ngl, -ctk, -ctv, -b, -ub, -kvu, --swa-full, -fa in
+              its args, the last winning) give rsd_gguf_estimate_start's model, KV,
+              compute and total bytes, and the part on a GPU by -ngl. Read again only
+              when the file (path, size, mtime) or the parameters change. A command
+              model with a model file is estimated from its args the same way.
+     Learned: llama_server children get -lv 4 first in their arguments (llama-server
+              prints its buffer sizes only at that verbosity; at the default 3 they are
+              hidden. Measured on b10116, tiny model, chat completions: -lv 4 prints
+              12 KB at load against 0.8 KB, and 22 lines, 2.3 KB, per completion
+              against 8 lines, 1.0 KB: slot, timing and prompt-cache lines, never the
+              prompt; rsd-serve reads that output anyway. An -lv in args comes later
+              and wins). Once a child is ready its output (the last
+              16 KiB rsd-serve keeps) is read for "<device> model|KV|compute|output
+              buffer size = X MiB" (rsd_llama_log_line) for up to 3 s: its own report,
+              source "log" (compute counts the output buffer too; devices named CPU...
+              or ..._Host are host memory, the rest the GPU part). Without those lines:
+              the OS's figure for the process, the device probe's per-process bytes
+              on a vram budget (source nvml or amdgpu), else its RSS (source rss;
+              pages not touched yet, such as an unused KV cache, are not in it). One
+              log line ("chat: took 1.20 GiB (model ..., KV ..., compute ...; its own
+              report); estimated 1.10 GiB") and a memory event. The figure replaces
+              the estimate for that file, those parameters and that server binary
+              (path, size, mtime): with state_dir it is kept there (mem-KEY.txt, 0600,
+              written whole then renamed) and read back at start, so the next start is
+              counted right from the first byte; a missing, unreadable or corrupt
+              file is ignored.
+     Bytes:   with a byte budget (vram_budget, or auto) each model's bytes for
+              admission and LRU eviction are its reserve when typed, else the learned
+              figure, else the estimate, else 0 (the pool's default); on a discrete
+              GPU's budget (auto on NVML or amdgpu) the GPU part of a figure counts,
+              else all of it. A figure learned while the model runs replaces its
+              running process's reservation at once and counts for its next start.
+              Without a byte budget models are counted, not weighed. Every eviction
+              and every lease names the bytes in its log line ("chat: stopping pid N
+              (evict: it holds 1.20 GiB (measured, log; estimated ..., measured ...);
+              budget 8.00 GiB, reserved ..., leased ..., others ...; room for coder
+              2.00 GiB (estimate; ...))", "lease N: B bytes asked, G granted, ...;
+              stopping [...]") and its event, and /status shows them.
    Auth: with api_key set (--api-key, or RSD_API_KEY in the environment when neither
    the file nor a flag sets one) every endpoint but /health, /v1/health and the page
    needs `Authorization: Bearer KEY` or `X-Api-Key: KEY`; with admin_key set
@@ -246,6 +307,7 @@
 #include "rsd_serve.h"
 #include "rsd_serve_affinity.h"
 #include "rsd_serve_kv.h"
+#include "rsd_serve_mem.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -328,7 +390,7 @@ typedef struct srv_model {
     char env_buf[RSRV_CMD_MAX];
     const char *env[RSRV_MAX_ENV + 2];   /* the model's NAME=VALUE, then the hygiene entry */
     char extra_buf[2 * RSRV_CMD_MAX];
-    const char *extra_argv[2 * RSRV_MAX_ARGS + 1];
+    const char *extra_argv[2 * RSRV_MAX_ARGS + 5]; /* -lv 4, global args, its args, --slot-save-path D */
     rsd_proc_spec spec;
     rsd_fleet_model_desc desc;
     char child_auth[RSRV_KEY_MAX + 8]; /* "Bearer K" from its --api-key K, "" = none */
@@ -355,14 +417,15 @@ typedef struct srv_meta {
 
 /* One residency event of the history: its JSON (text[0..len)) and, for the events the
    llama.cpp router also sends, the router's form (text[router_off..+router_len)). */
-typedef struct srv_event {
+typedef struct srv_event srv_event;
+struct srv_event {
     uint64_t id;
     char kind[16];
     int model;             /* -1 = none */
     uint16_t len, router_off, router_len;
     bool router_wait;      /* its router form is not complete yet (meta_done completes it) */
     char text[SRV_EVENT_BYTES];
-} srv_event;
+};
 
 /* An open event stream: the next event id it is to get. */
 typedef struct srv_sub {
@@ -484,6 +547,9 @@ typedef struct srv {
     uint64_t dm_reads;
     uint64_t dm_try_ms;    /* loop time of the last reading tried (devmem_service's pace) */
     uint64_t nofit_bytes[RSRV_MAX_MODELS], nofit_budget[RSRV_MAX_MODELS]; /* last refusal told (no_fit) */
+    struct srv_mem *mem;   /* per model: what it costs (the "memory" section) */
+    rsd_gguf *gguf;        /* the header reader the estimates use */
+    char *mem_tail;        /* a child's output, read for its buffer figures */
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
@@ -491,6 +557,13 @@ static void kv_status(srv *s, rsd_json_writer *w, int m);
 static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now);
 static bool model_running(srv *s, int m, uint64_t now);
 static void devmem_admit(srv *s, uint64_t now);
+static void mem_status(srv *s, rsd_json_writer *w, int m);
+static void mem_w_pool(srv *s, rsd_json_writer *w);
+static void mem_w_model(srv *s, rsd_json_writer *w, const char *key, int m);
+static int64_t proc_rss(int64_t pid);
+static srv_event *ev_begin(srv *s, rsd_json_writer *w, const char *kind, int m, uint64_t now);
+static void ev_commit(srv *s, srv_event *e, rsd_json_writer *w);
+static uint64_t mem_bytes(const srv *s, int m, const char **from);
 
 static void logf_(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -785,6 +858,10 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         rsd_json_w_int(&w, (int64_t)s->dm_reads);
         rsd_json_w_end_object(&w);
     }
+    rsd_json_w_key(&w, "memory"); /* the pool's bytes */
+    rsd_json_w_begin_object(&w);
+    mem_w_pool(s, &w);
+    rsd_json_w_end_object(&w);
     rsd_json_w_key(&w, "live");
     rsd_json_w_int(&w, st->live_slots);
     rsd_json_w_key(&w, "running");
@@ -856,6 +933,7 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         else rsd_json_w_null(&w);
         status_queue(s, &w, i, now);
         kv_status(s, &w, i);
+        mem_status(s, &w, i);
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_end_array(&w);
@@ -1655,7 +1733,500 @@ static uint64_t devmem_deadline(srv *s) {
     return devmem_held(s) ? s->dm_try_ms + SRV_DEVMEM_RETRY_MS : RSD_NO_DEADLINE;
 }
 
+/* ---- memory: what each model costs (rsd_serve_mem.h has the pure parts) -------------
+   The estimate: read from the model file's GGUF header (rsd_gguf_read_file; the file's
+   first bytes only, never its weights) and the start's parameters, once per (file
+   path, size, mtime, parameters): at start, on a reload and for --check, in the loop
+   itself (a local file read; a multi-GB model's header is a few MB, its vocabulary).
+   The measured figure: once a child is ready, its own report of its buffers (llama-server
+   prints "... model|KV|compute|output buffer size = X MiB" at -lv 4, which rsd-serve
+   gives llama_server models: rsd_llama_log_line over the output rsd-serve already
+   reads), read for at most SRV_MEM_LEARN_MS after ready; else the OS's figure for the
+   process (the device probe's per-process bytes on a vram budget, else its RSS). It is
+   kept in state_dir (mem-KEY.txt, rsd_serve_mem.h), so the next start of the same file
+   with the same parameters and server binary has it from the first byte. */
+enum { SRV_MEM_LEARN_MS = 3000, SRV_MEM_FILE_MAX = 4096 };
+
+typedef struct srv_mem {
+    uint64_t est_key;        /* file and parameters the estimate is of (0 = none read) */
+    bool est_ok;
+    rsrv_mem_fig est;
+    char est_err[256];       /* why there is no estimate ("" = there is one, or no file) */
+    uint64_t key;            /* the learned figure's key (file, parameters, build); 0 = none */
+    rsrv_mem_rec rec;        /* its params and build; its figure and source once learned */
+    bool meas_ok;
+    int64_t learn_pid;       /* a ready child whose figure is awaited (0 = none) */
+    uint64_t learn_until, learn_out;
+} srv_mem;
+
+/* The budget is a discrete GPU's memory: figures count their GPU part (else all of it). */
+static bool mem_vram(const srv *s) { return s->devmem && s->dm_last.pool == RSD_DEVMEM_VRAM; }
+
+static uint64_t mem_fig_bytes(const srv *s, const rsrv_mem_fig *f) { return mem_vram(s) ? f->device : f->total; }
+
+/* Model m's bytes for admission and eviction: reserve when typed, else the learned figure,
+   else the estimate, else 0 (the pool's default); *from says which. Without a byte budget
+   only a typed reserve counts (the pool counts models). */
+static uint64_t mem_bytes(const srv *s, int m, const char **from) {
+    const rsrv_model *md = &s->cfg->models[m];
+    const srv_mem *mm = &s->mem[m];
+    uint64_t b;
+    const char *f = "none";
+    if (md->reserve_bytes) { b = md->reserve_bytes; f = "reserve"; }
+    else if (!s->cfg->vram_budget_bytes && !s->cfg->vram_budget_auto) b = 0;
+    else if (mm->meas_ok && (b = mem_fig_bytes(s, &mm->rec.fig)) > 0) f = "measured";
+    else if (mm->est_ok && (b = mem_fig_bytes(s, &mm->est)) > 0) f = "estimate";
+    else b = 0;
+    if (from) *from = f;
+    return b > RSD_POOL_MAX_BYTES ? RSD_POOL_MAX_BYTES : b;
+}
+
+/* Gives the pool model m's bytes for its next start (when they changed), and with
+   running, to its running process too. */
+static void mem_apply(srv *s, int m, bool running, uint64_t now) {
+    rsd_pool *pool = rsd_fleet_pool(s->fleet);
+    rsd_fleet_model_info mi;
+    rsd_pool_model_desc pd;
+    uint64_t b = mem_bytes(s, m, NULL);
+    if (!s->fleet || s->cfg->models[m].retired) return;
+    memset(&mi, 0, sizeof mi);
+    if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK) return;
+    if (mi.pool.reserve_bytes != b) {
+        pd = s->models[m].desc.pool;
+        pd.id = NULL;
+        pd.reserve_bytes = b;
+        (void)rsd_pool_set_model(pool, m, &pd, now);
+    }
+    if (running && mi.pool.slot >= 0 && (mi.pool.state == RSD_POOL_SLOT_READY || mi.pool.state == RSD_POOL_SLOT_DRAINING)) {
+        rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+        if (!st) return;
+        rsd_pool_query_stats(pool, st);
+        if (st->slots[mi.pool.slot].reserve_bytes != b) (void)rsd_pool_set_reserved(pool, st->slots[mi.pool.slot].proc, b, now);
+        free(st);
+    }
+}
+
+/* "PATH SIZE MTIME" of a file ("PATH" alone when it cannot be read); its stat. */
+static bool mem_ident(const char *path, char *out, size_t cap, struct stat *sb) {
+    if (stat(path, sb) != 0) { snprintf(out, cap, "%s", path); return false; }
+    snprintf(out, cap, "%s %llu %lld", path, (unsigned long long)sb->st_size, (long long)sb->st_mtime);
+    return true;
+}
+
+/* The server binary's identity (the build a figure is of): its path as found in PATH. */
+static void mem_build(const char *exe, char *out, size_t cap) {
+    struct stat sb;
+    const char *path = getenv("PATH"), *p;
+    char cand[RSRV_PATH_MAX + 64];
+    if (strchr(exe, '/') || strchr(exe, '\\') || !path) { (void)mem_ident(exe, out, cap, &sb); return; }
+    for (p = path; *p;) {
+#if defined(_WIN32)
+        const char *e = strchr(p, ';');
+#else
+        const char *e = strchr(p, ':');
+#endif
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n && (size_t)snprintf(cand, sizeof cand, "%.*s/%s", (int)n, p, exe) < sizeof cand &&
+            mem_ident(cand, out, cap, &sb) && S_ISREG(sb.st_mode))
+            return;
+        if (!e) break;
+        p = e + 1;
+    }
+    snprintf(out, cap, "%s", exe);
+}
+
+static void mem_path(const srv *s, uint64_t key, char *out, size_t cap, bool tmp) {
+    char name[RSRV_MEM_NAME_MAX];
+    rsrv_mem_name(name, key);
+    snprintf(out, cap, "%s/%s%s", s->cfg->state_dir, name, tmp ? ".tmp" : "");
+}
+
+/* The estimate and the learned figure of model m for its configuration now: the header
+   is read again only when the file or the parameters changed, the state directory only
+   when the key did. */
+static void mem_prepare(srv *s, int m) {
+    const rsrv_model *md = &s->cfg->models[m];
+    const srv_model *sm = &s->models[m];
+    srv_mem *mm = &s->mem[m];
+    rsrv_mem_params p;
+    char ptext[RSRV_MEM_PARAMS_MAX], ident[RSRV_PATH_MAX + 48], build[RSRV_MEM_BUILD_MAX];
+    struct stat sb;
+    uint64_t ek, lk;
+    bool have;
+    rsrv_mem_params_init(&p, md->ctx, md->parallel, md->ngl);
+    if (md->command[0]) rsrv_mem_params_args(&p, sm->cmd_argv + 1); /* {ctx} and the like are not read */
+    rsrv_mem_params_args(&p, sm->extra_argv);
+    if (!p.st.n_gpu_layers) p.st.n_gpu_layers = mem_vram(s) ? -1 : RSD_GGUF_NGL_NONE; /* no -ngl given */
+    if (rsrv_mem_params_text(&p, ptext, sizeof ptext) < 0) ptext[0] = 0;
+    if (!md->model[0]) { /* a command without a model file: nothing to estimate */
+        mm->est_ok = false;
+        mm->est_err[0] = 0;
+        mm->est_key = 0;
+    }
+    have = md->model[0] && mem_ident(md->model, ident, sizeof ident, &sb);
+    ek = rsrv_kv_key_feed(rsrv_kv_key_feed(14695981039346656037ull, ident, strlen(ident)), ptext, strlen(ptext));
+    if (md->model[0] && ek != mm->est_key) {
+        rsd_gguf_estimate e;
+        int r;
+        mm->est_key = ek;
+        mm->est_ok = false;
+        rsd_gguf_init(s->gguf, NULL);
+        if (!have) snprintf(mm->est_err, sizeof mm->est_err, "cannot read %s: %s", md->model, strerror(errno));
+        else if ((r = rsd_gguf_read_file(s->gguf, md->model)) < 0)
+            snprintf(mm->est_err, sizeof mm->est_err, "%.200s", rsd_gguf_error(s->gguf)[0] ? rsd_gguf_error(s->gguf) : rsd_result_str(r));
+        else if ((r = rsd_gguf_estimate_start(&s->gguf->info, &p.st, &e)) < 0)
+            snprintf(mm->est_err, sizeof mm->est_err, "no estimate for these parameters: %s", rsd_result_str(r));
+        else {
+            mm->est_ok = true;
+            mm->est_err[0] = 0;
+            mm->est.model = e.model;
+            mm->est.kv = e.kv;
+            mm->est.compute = e.compute;
+            mm->est.total = e.total;
+            mm->est.device = e.model_device + e.kv_device + (e.model_device || e.kv_device ? e.compute : 0);
+        }
+    }
+    mem_build(sm->spec.exe ? sm->spec.exe : s->cfg->llama_server, build, sizeof build);
+    lk = rsrv_kv_key_feed(rsrv_kv_key_feed(ek, build, strlen(build)), md->id, 0);
+    if (lk == mm->key) return;
+    mm->key = lk; /* another file, parameters or build: what was learned is of another start */
+    mm->meas_ok = false;
+    memset(&mm->rec, 0, sizeof mm->rec);
+    rsrv_cpy(mm->rec.model, sizeof mm->rec.model, md->id, strlen(md->id));
+    rsrv_cpy(mm->rec.params, sizeof mm->rec.params, ptext, strlen(ptext));
+    rsrv_cpy(mm->rec.build, sizeof mm->rec.build, build, strlen(build) < sizeof mm->rec.build ? strlen(build) : 0);
+    if (s->cfg->state_dir[0]) { /* kept by an earlier run? (a bad or missing file is ignored) */
+        char path[RSRV_PATH_MAX + 64], text[SRV_MEM_FILE_MAX];
+        rsrv_mem_rec r;
+        FILE *f;
+        size_t n;
+        mem_path(s, lk, path, sizeof path, false);
+        f = fopen(path, "rb");
+        if (!f) return;
+        n = fread(text, 1, sizeof text, f);
+        fclose(f);
+        if (n < sizeof text && rsrv_mem_read(text, n, &r) && !strcmp(r.params, mm->rec.params) &&
+            !strcmp(r.build, mm->rec.build)) {
+            mm->rec.fig = r.fig;
+            rsrv_cpy(mm->rec.source, sizeof mm->rec.source, r.source, strlen(r.source));
+            mm->meas_ok = true;
+        }
+    }
+}
+
+/* The figures' tables (once). false when out of memory. */
+static bool mem_alloc(srv *s) {
+    if (!s->mem) s->mem = (srv_mem *)calloc(RSRV_MAX_MODELS, sizeof *s->mem);
+    if (!s->gguf) s->gguf = (rsd_gguf *)calloc(1, sizeof *s->gguf);
+    if (!s->mem_tail) s->mem_tail = (char *)malloc(RSD_PROC_RING_DEFAULT + 1);
+    return s->mem && s->gguf && s->mem_tail;
+}
+
+/* Every model's figures again (start, reload), and their bytes to the pool. */
+static void mem_prepare_all(srv *s, uint64_t now) {
+    int m;
+    for (m = 0; m < s->cfg->nmodels; m++) {
+        if (s->cfg->models[m].retired) continue;
+        mem_prepare(s, m);
+        if (s->fleet) mem_apply(s, m, false, now);
+    }
+}
+
+/* Writes model m's learned figure to state_dir (made 0700 when missing); a failure is
+   logged and costs only the figure's persistence. */
+static void mem_store(srv *s, int m) {
+    srv_mem *mm = &s->mem[m];
+    char path[RSRV_PATH_MAX + 64], tmp[RSRV_PATH_MAX + 64], text[SRV_MEM_FILE_MAX];
+    int n = rsrv_mem_write(&mm->rec, text, sizeof text);
+    bool ok;
+    if (!s->cfg->state_dir[0] || n < 0) return;
+    mem_path(s, mm->key, path, sizeof path, false);
+    mem_path(s, mm->key, tmp, sizeof tmp, true);
+#if defined(_WIN32)
+    {
+        FILE *f;
+        (void)CreateDirectoryA(s->cfg->state_dir, NULL);
+        f = fopen(tmp, "wb");
+        ok = f && fwrite(text, 1, (size_t)n, f) == (size_t)n;
+        if (f && fclose(f) != 0) ok = false;
+        if (ok) (void)remove(path); /* rename does not replace a file there */
+    }
+#else
+    {
+        int fd;
+        (void)mkdir(s->cfg->state_dir, 0700);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ok = fd >= 0 && write(fd, text, (size_t)n) == n;
+        if (fd >= 0 && close(fd) != 0) ok = false;
+    }
+#endif
+    if (!ok || rename(tmp, path) != 0) {
+        logf_("%s: cannot keep its memory figure in %s: %s", s->cfg->models[m].id, s->cfg->state_dir, strerror(errno));
+        (void)remove(tmp);
+    }
+}
+
+/* "1.2 GiB" for logs. */
+static const char *mem_fmt(uint64_t b, char *out, size_t cap) {
+    if (b >= (uint64_t)1 << 30) snprintf(out, cap, "%.2f GiB", (double)b / (double)((uint64_t)1 << 30));
+    else if (b >= (uint64_t)1 << 20) snprintf(out, cap, "%.1f MiB", (double)b / (double)((uint64_t)1 << 20));
+    else snprintf(out, cap, "%llu KiB", (unsigned long long)((b + 1023) / 1024));
+    return out;
+}
+
+static void mem_event(srv *s, int m, uint64_t now);
+
+/* Model m's figure is learned (source src): kept, logged, an event, and its bytes to the pool. */
+static void mem_learned(srv *s, int m, const rsrv_mem_fig *f, const char *src, uint64_t now) {
+    srv_mem *mm = &s->mem[m];
+    char t1[24], t2[24], t3[24], t4[24], t5[32];
+    mm->rec.fig = *f;
+    rsrv_cpy(mm->rec.source, sizeof mm->rec.source, src, strlen(src));
+    mm->meas_ok = true;
+    mm->learn_pid = 0;
+    if (!strcmp(src, "log"))
+        logf_("%s: took %s (model %s, KV %s, compute %s; its own report)%s%s", s->cfg->models[m].id,
+              mem_fmt(f->total, t1, sizeof t1), mem_fmt(f->model, t2, sizeof t2), mem_fmt(f->kv, t3, sizeof t3),
+              mem_fmt(f->compute, t4, sizeof t4), mm->est_ok ? "; estimated " : "",
+              mm->est_ok ? mem_fmt(mm->est.total, t5, sizeof t5) : "");
+    else
+        logf_("%s: took %s (%s, the process's figure)%s%s", s->cfg->models[m].id, mem_fmt(f->total, t1, sizeof t1),
+              src, mm->est_ok ? "; estimated " : "", mm->est_ok ? mem_fmt(mm->est.total, t5, sizeof t5) : "");
+    mem_store(s, m);
+    mem_apply(s, m, true, now);
+    mem_event(s, m, now);
+}
+
+/* The OS's figure for process pid: its bytes on the budget's GPU (the device probe's
+   per-process reading) or, for host memory, its RSS. false when there is none. */
+static bool mem_os_figure(srv *s, int64_t pid, rsrv_mem_fig *f, const char **src) {
+    memset(f, 0, sizeof *f);
+    if (mem_vram(s)) {
+        rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES], pk;
+        int n = rsd_devmem_read(s->devmem, &pid, 1, d, RSD_DEVMEM_MAX_DEVICES);
+        if (n < 0 || rsd_devmem_pick(d, n, &pk) != RSD_OK || !pk.own_known || !pk.own_bytes) return false;
+        f->total = f->device = pk.own_bytes;
+        *src = pk.source == RSD_DEVMEM_NVML ? "nvml" : "amdgpu";
+        return true;
+    } else {
+        int64_t rss = proc_rss(pid);
+        if (rss <= 0) return false;
+        f->total = (uint64_t)rss;
+        *src = "rss";
+        return true;
+    }
+}
+
+/* Looks for model m's ready child's buffer lines; past its time, the OS's figure. */
+static void mem_learn(srv *s, int m, uint64_t now) {
+    srv_mem *mm = &s->mem[m];
+    rsd_procs *p = rsd_fleet_procs(s->fleet);
+    rsd_proc hs[RSD_PROCS_MAX];
+    rsd_proc_info pi;
+    rsrv_mem_fig f;
+    const char *src = NULL;
+    int i, n = rsd_procs_live(p, hs, RSD_PROCS_MAX);
+    for (i = 0; i < n; i++)
+        if (rsd_procs_query(p, hs[i], now, &pi) == RSD_OK && pi.pid == mm->learn_pid) break;
+    if (i >= n) { mm->learn_pid = 0; return; } /* gone before it said */
+    if (pi.out_bytes != mm->learn_out) {
+        rsd_llama_log lg;
+        int len = rsd_procs_tail(p, hs[i], 0, s->mem_tail, RSD_PROC_RING_DEFAULT + 1), at = 0, k;
+        mm->learn_out = pi.out_bytes;
+        rsd_llama_log_init(&lg);
+        while (len > 0 && at < len) {
+            const char *nl = (const char *)memchr(s->mem_tail + at, '\n', (size_t)(len - at));
+            int e = nl ? (int)(nl - s->mem_tail) : len;
+            (void)rsd_llama_log_line(&lg, s->mem_tail + at, (size_t)(e - at));
+            at = e + 1;
+        }
+        if (lg.model && lg.compute) { /* the compute buffer is the last one it prints */
+            memset(&f, 0, sizeof f);
+            f.model = lg.model;
+            f.kv = lg.kv;
+            f.compute = lg.compute + lg.output;
+            f.total = f.model + f.kv + f.compute;
+            for (k = 0; k < (int)lg.n_devices && k < RSD_GGUF_MAX_DEVICES; k++) /* CPU, CPU_Mapped, CUDA_Host: host memory */
+                if (strncmp(lg.dev[k].name, "CPU", 3) && !strstr(lg.dev[k].name, "_Host"))
+                    f.device += lg.dev[k].model + lg.dev[k].kv + lg.dev[k].compute + lg.dev[k].output;
+            mem_learned(s, m, &f, "log", now);
+            return;
+        }
+    }
+    if (now < mm->learn_until) return;
+    mm->learn_pid = 0;
+    if (mem_os_figure(s, pi.pid, &f, &src)) mem_learned(s, m, &f, src, now);
+    else logf_("%s: no memory figure (no buffer lines in its output; the OS gave none)", s->cfg->models[m].id);
+}
+
+static void mem_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) {
+    srv_mem *mm;
+    if (ev->model < 0 || ev->model >= s->cfg->nmodels || !ev->pid) return;
+    mm = &s->mem[ev->model];
+    mm->learn_pid = ev->pid;
+    mm->learn_until = now + SRV_MEM_LEARN_MS;
+    mm->learn_out = (uint64_t)-1;
+    mem_learn(s, ev->model, now);
+}
+
+static void mem_service(srv *s, uint64_t now) {
+    int m;
+    for (m = 0; m < s->cfg->nmodels; m++)
+        if (s->mem[m].learn_pid) mem_learn(s, m, now);
+}
+
+static uint64_t mem_deadline(const srv *s) {
+    uint64_t dl = RSD_NO_DEADLINE;
+    int m;
+    for (m = 0; m < s->cfg->nmodels; m++)
+        if (s->mem[m].learn_pid && s->mem[m].learn_until < dl) dl = s->mem[m].learn_until;
+    return dl;
+}
+
+static void mem_w_fig(rsd_json_writer *w, const char *key, const rsrv_mem_fig *f, bool ok) {
+    rsd_json_w_key(w, key);
+    if (!ok) { rsd_json_w_null(w); return; }
+    rsd_json_w_begin_object(w);
+    rsd_json_w_key(w, "model");
+    rsd_json_w_int(w, (int64_t)f->model);
+    rsd_json_w_key(w, "kv");
+    rsd_json_w_int(w, (int64_t)f->kv);
+    rsd_json_w_key(w, "compute");
+    rsd_json_w_int(w, (int64_t)f->compute);
+    rsd_json_w_key(w, "total");
+    rsd_json_w_int(w, (int64_t)f->total);
+    rsd_json_w_key(w, "device");
+    rsd_json_w_int(w, (int64_t)f->device);
+    rsd_json_w_end_object(w);
+}
+
+/* Model m's "memory": {"estimate", "measured", "source", "bytes", "bytes_from"}. */
+static void mem_status(srv *s, rsd_json_writer *w, int m) {
+    const srv_mem *mm = &s->mem[m];
+    const char *from;
+    uint64_t b = mem_bytes(s, m, &from);
+    rsd_json_w_key(w, "memory");
+    rsd_json_w_begin_object(w);
+    mem_w_fig(w, "estimate", &mm->est, mm->est_ok);
+    if (!mm->est_ok && mm->est_err[0]) {
+        rsd_json_w_key(w, "estimate_error");
+        rsd_json_w_str(w, mm->est_err);
+    }
+    mem_w_fig(w, "measured", &mm->rec.fig, mm->meas_ok);
+    rsd_json_w_key(w, "source"); /* of the measured figure, else "estimate", else "none" */
+    rsd_json_w_str(w, mm->meas_ok ? mm->rec.source : mm->est_ok ? "estimate" : "none");
+    rsd_json_w_key(w, "bytes"); /* what admission and eviction count for it */
+    rsd_json_w_int(w, (int64_t)b);
+    rsd_json_w_key(w, "bytes_from");
+    rsd_json_w_str(w, from);
+    rsd_json_w_end_object(w);
+}
+
+/* The pool's bytes: {"budget", "reserved", "leased", "others"} (others: what the last
+   device reading counted for other programs; 0 without vram_budget = auto). */
+static void mem_w_pool(srv *s, rsd_json_writer *w) {
+    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    if (!st) return;
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
+    rsd_json_w_key(w, "budget_bytes");
+    rsd_json_w_int(w, (int64_t)s->cfg->vram_budget_bytes);
+    rsd_json_w_key(w, "reserved_bytes");
+    rsd_json_w_int(w, (int64_t)st->reserved_bytes);
+    rsd_json_w_key(w, "leased_bytes");
+    rsd_json_w_int(w, (int64_t)st->leased_bytes);
+    rsd_json_w_key(w, "others_bytes");
+    rsd_json_w_int(w, (int64_t)s->dm_foreign);
+    free(st);
+}
+
+/* "budget 8 GiB, reserved 6 GiB, leased 0 KiB, others 1 GiB" for notices. */
+static const char *mem_pool_text(srv *s, char *out, size_t cap) {
+    rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
+    char t1[24], t2[24], t3[24], t4[24];
+    if (!st) { snprintf(out, cap, "?"); return out; }
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), st);
+    snprintf(out, cap, "budget %s, reserved %s, leased %s, others %s", mem_fmt(s->cfg->vram_budget_bytes, t1, sizeof t1),
+             mem_fmt(st->reserved_bytes, t2, sizeof t2), mem_fmt(st->leased_bytes, t3, sizeof t3),
+             mem_fmt(s->dm_foreign, t4, sizeof t4));
+    free(st);
+    return out;
+}
+
+/* Model m's bytes for a notice: "1.2 GiB (measured, log; estimated 1.1 GiB)". */
+static const char *mem_model_text(srv *s, int m, char *out, size_t cap) {
+    const srv_mem *mm = &s->mem[m];
+    const char *from;
+    char t1[24], t2[24], t3[24];
+    uint64_t b = mem_bytes(s, m, &from);
+    snprintf(out, cap, "%s (%s%s%s; estimated %s, measured %s)", mem_fmt(b, t1, sizeof t1), from,
+             !strcmp(from, "measured") ? ", " : "", !strcmp(from, "measured") ? mm->rec.source : "",
+             mm->est_ok ? mem_fmt(mm->est.total, t2, sizeof t2) : "-",
+             mm->meas_ok ? mem_fmt(mm->rec.fig.total, t3, sizeof t3) : "-");
+    return out;
+}
+
+/* The "memory" event: model m's figures changed (learned). */
+static void mem_event(srv *s, int m, uint64_t now) {
+    rsd_json_writer w;
+    srv_event *e = ev_begin(s, &w, "memory", m, now);
+    mem_status(s, &w, m);
+    mem_w_pool(s, &w);
+    ev_commit(s, e, &w);
+}
+
+/* --check: each model's figures, as comment lines after the configuration. */
+static void mem_check_print(srv *s) {
+    int m;
+    for (m = 0; m < s->cfg->nmodels; m++) {
+        const srv_mem *mm = &s->mem[m];
+        mem_prepare(s, m);
+        printf("# memory %s: estimate ", s->cfg->models[m].id);
+        if (mm->est_ok)
+            printf("model %llu kv %llu compute %llu total %llu", (unsigned long long)mm->est.model,
+                   (unsigned long long)mm->est.kv, (unsigned long long)mm->est.compute, (unsigned long long)mm->est.total);
+        else printf("none%s%s", mm->est_err[0] ? ": " : "", mm->est_err);
+        printf("; measured ");
+        if (mm->meas_ok)
+            printf("model %llu kv %llu compute %llu total %llu (%s)\n", (unsigned long long)mm->rec.fig.model,
+                   (unsigned long long)mm->rec.fig.kv, (unsigned long long)mm->rec.fig.compute,
+                   (unsigned long long)mm->rec.fig.total, mm->rec.source);
+        else printf("none\n");
+    }
+}
+
 /* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------ */
+/* The lease and lease_release events: {"lease", "requested", "granted", "ready",
+   "memory": {"stopped": [{model, bytes, bytes_from, estimate, measured, source}], budget,
+   reserved, leased, others}}. */
+static void lease_event(srv *s, const char *kind, rsd_pool_lease l, const rsd_pool_lease_info *li, uint64_t now) {
+    rsd_json_writer w;
+    srv_event *e = ev_begin(s, &w, kind, -1, now);
+    int i;
+    rsd_json_w_key(&w, "lease");
+    rsd_json_w_int(&w, l.id);
+    rsd_json_w_key(&w, "requested");
+    rsd_json_w_int(&w, (int64_t)li->requested);
+    rsd_json_w_key(&w, "granted");
+    rsd_json_w_int(&w, (int64_t)li->granted);
+    rsd_json_w_key(&w, "ready");
+    rsd_json_w_bool(&w, li->ready);
+    rsd_json_w_key(&w, "memory");
+    rsd_json_w_begin_object(&w);
+    rsd_json_w_key(&w, "stopped");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels && i < 64; i++)
+        if (li->stopped & ((uint64_t)1 << i)) {
+            rsd_json_w_begin_object(&w);
+            mem_w_model(s, &w, "model", i);
+            rsd_json_w_end_object(&w);
+        }
+    rsd_json_w_end_array(&w);
+    mem_w_pool(s, &w);
+    rsd_json_w_end_object(&w);
+    ev_commit(s, e, &w);
+}
+
+
 /* {"id", "granted", "requested", "ready", "restore", "expires_in_ms", "stopped": [ids]};
    released: the lease is released now (DELETE), the answer leads with "released":true. */
 static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool released, uint64_t now) {
@@ -1668,7 +2239,12 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool relea
         respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
         return;
     }
-    if (released) logf_("lease %u: released", (unsigned)l.id);
+    if (released) {
+        char pool[160];
+        lease_event(s, "lease_release", l, &li, now);
+        logf_("lease %u: released (%llu bytes; %s)", (unsigned)l.id, (unsigned long long)li.granted,
+              mem_pool_text(s, pool, sizeof pool));
+    }
     rsd_json_w_init(&w, s->out, SRV_OUT);
     rsd_json_w_begin_object(&w);
     if (released) {
@@ -1718,8 +2294,25 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
     devmem_admit(s, now);
     r = rsd_fleet_lease_take(s->fleet, &d, now, &l);
     if (r == RSD_OK || r == RSD_PENDING) {
-        logf_("lease %u: %llu bytes asked, ttl %lu ms", (unsigned)l.id, (unsigned long long)d.bytes,
-              (unsigned long)d.ttl_ms);
+        rsd_pool_lease_info li;
+        char pool[160], stopped[RSRV_MAX_MODELS * 48 + 8];
+        size_t o = 0;
+        int i;
+        memset(&li, 0, sizeof li);
+        (void)rsd_fleet_lease_query(s->fleet, l, &li);
+        stopped[0] = 0;
+        for (i = 0; i < s->cfg->nmodels && i < 64; i++)
+            if (li.stopped & ((uint64_t)1 << i)) {
+                char t[160];
+                int k = snprintf(stopped + o, sizeof stopped - o, "%s%s %s", o ? ", " : "", s->cfg->models[i].id,
+                                 mem_model_text(s, i, t, sizeof t));
+                if (k < 0 || (size_t)k >= sizeof stopped - o) break;
+                o += (size_t)k;
+            }
+        logf_("lease %u: %llu bytes asked, %llu granted, ttl %lu ms; %s; stopping [%s]", (unsigned)l.id,
+              (unsigned long long)d.bytes, (unsigned long long)li.granted, (unsigned long)d.ttl_ms,
+              mem_pool_text(s, pool, sizeof pool), stopped);
+        lease_event(s, "lease", l, &li, now);
         lease_answer(s, ev->req, l, false, now);
     } else if (r == RSD_ERR_POOL_NO_FIT) {
         respond_error(s, ev->req, 409, "invalid_request_error",
@@ -2154,6 +2747,56 @@ static const char *state_name(const rsd_fleet_model_info *mi) {
     return mi->pool.slot >= 0 ? rsd_pool_slot_state_str(mi->pool.state) : "unloaded";
 }
 
+/* Model i is one an eviction makes room for: not resident (or starting) and wanted. */
+static bool evict_wants(srv *s, int i, uint64_t now) {
+    rsd_fleet_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    if (rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK) return false;
+    return (mi.pool.waiting || mi.pool.preloads) && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING);
+}
+
+/* "coder 2.00 GiB (estimate; ...)" for every model an eviction of victim makes room for. */
+static void evict_wanted_text(srv *s, int victim, uint64_t now, char *out, size_t cap) {
+    size_t o = 0;
+    int i;
+    out[0] = 0;
+    for (i = 0; i < s->cfg->nmodels; i++)
+        if (i != victim && evict_wants(s, i, now)) {
+            char t[160];
+            int n = snprintf(out + o, cap - o, "%s%s %s", o ? ", " : "", s->cfg->models[i].id, mem_model_text(s, i, t, sizeof t));
+            if (n < 0 || (size_t)n >= cap - o) break;
+            o += (size_t)n;
+        }
+    if (!o) snprintf(out, cap, "(none waiting)");
+}
+
+/* "KEY": {"model": ID, "bytes", "bytes_from", "estimate" (total|null), "measured"
+   (total|null), "source"}: model m's bytes in an event. */
+static void mem_w_model(srv *s, rsd_json_writer *w, const char *key, int m) {
+    const srv_mem *mm = &s->mem[m];
+    const char *from;
+    uint64_t b = mem_bytes(s, m, &from);
+    if (strcmp(key, "model")) {
+        rsd_json_w_key(w, key);
+        rsd_json_w_begin_object(w);
+    }
+    rsd_json_w_key(w, "model");
+    rsd_json_w_str(w, s->cfg->models[m].id);
+    rsd_json_w_key(w, "bytes");
+    rsd_json_w_int(w, (int64_t)b);
+    rsd_json_w_key(w, "bytes_from");
+    rsd_json_w_str(w, from);
+    rsd_json_w_key(w, "estimate");
+    if (mm->est_ok) rsd_json_w_int(w, (int64_t)mm->est.total);
+    else rsd_json_w_null(w);
+    rsd_json_w_key(w, "measured");
+    if (mm->meas_ok) rsd_json_w_int(w, (int64_t)mm->rec.fig.total);
+    else rsd_json_w_null(w);
+    rsd_json_w_key(w, "source");
+    rsd_json_w_str(w, mm->meas_ok ? mm->rec.source : mm->est_ok ? "estimate" : "none");
+    if (strcmp(key, "model")) rsd_json_w_end_object(w);
+}
+
 /* The evict event: victim m, the models it made room for (resident no more, requests
    waiting), and every other resident model with why it was not chosen. */
 static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
@@ -2173,13 +2816,23 @@ static void ev_evict(srv *s, const rsd_fleet_event *fe, uint64_t now) {
     else rsd_json_w_null(&w);
     rsd_json_w_key(&w, "for");
     rsd_json_w_begin_array(&w);
-    for (i = 0; i < s->cfg->nmodels; i++) {
-        memset(&mi, 0, sizeof mi);
-        if (i == fe->model || rsd_fleet_query_model(s->fleet, i, now, &mi) != RSD_OK) continue;
-        if ((mi.pool.waiting || mi.pool.preloads) && (mi.pool.slot < 0 || mi.pool.state == RSD_POOL_SLOT_STARTING))
-            rsd_json_w_str(&w, s->cfg->models[i].id);
-    }
+    for (i = 0; i < s->cfg->nmodels; i++)
+        if (i != fe->model && evict_wants(s, i, now)) rsd_json_w_str(&w, s->cfg->models[i].id);
     rsd_json_w_end_array(&w);
+    rsd_json_w_key(&w, "memory"); /* the bytes: the victim's, those it makes room for, the pool's */
+    rsd_json_w_begin_object(&w);
+    mem_w_model(s, &w, "victim", fe->model);
+    rsd_json_w_key(&w, "for");
+    rsd_json_w_begin_array(&w);
+    for (i = 0; i < s->cfg->nmodels; i++)
+        if (i != fe->model && evict_wants(s, i, now)) {
+            rsd_json_w_begin_object(&w);
+            mem_w_model(s, &w, "model", i);
+            rsd_json_w_end_object(&w);
+        }
+    rsd_json_w_end_array(&w);
+    mem_w_pool(s, &w);
+    rsd_json_w_end_object(&w);
     rsd_json_w_key(&w, "considered");
     rsd_json_w_begin_array(&w);
     for (i = 0; i < s->cfg->nmodels; i++) {
@@ -2543,6 +3196,25 @@ static int64_t proc_rss(int64_t pid) {
 #endif
 }
 
+/* Model m's rsd_serve_memory_bytes lines (label lab). */
+static void mem_metrics(srv *s, mbuf *b, const char *lab, int m) {
+    static const char *const parts[4] = {"model", "kv", "compute", "total"};
+    const srv_mem *mm = &s->mem[m];
+    int f, k;
+    for (f = 0; f < 2; f++) {
+        const rsrv_mem_fig *fg = f ? &mm->rec.fig : &mm->est;
+        uint64_t v[4];
+        if (!(f ? mm->meas_ok : mm->est_ok)) continue;
+        v[0] = fg->model;
+        v[1] = fg->kv;
+        v[2] = fg->compute;
+        v[3] = fg->total;
+        for (k = 0; k < 4; k++)
+            mput(b, "rsd_serve_memory_bytes{model=\"%s\",figure=\"%s\",part=\"%s\"} %llu\n", lab,
+                 f ? "measured" : "estimate", parts[k], (unsigned long long)v[k]);
+    }
+}
+
 static void answer_metrics(srv *s, rsd_http_sreq_h h, uint64_t now) {
     static const char *const states[] = {"unloaded", "starting", "ready", "draining", "stopping", "failed"};
     rsd_pool_stats *st = (rsd_pool_stats *)calloc(1, sizeof *st);
@@ -2603,6 +3275,10 @@ static void answer_metrics(srv *s, rsd_http_sreq_h h, uint64_t now) {
         if (rss >= 0) mput(&b, "rsd_serve_process_resident_bytes{model=\"%s\",pid=\"%lld\"} %lld\n", lab,
                            (long long)mi[i].pid, (long long)rss);
     })
+    SRV_FAMILY("memory_bytes", "gauge", "What the model takes (figure: estimate from its GGUF header and start parameters, or measured once it ran; part: model, kv, compute, total).");
+    SRV_EACH(mem_metrics(s, &b, lab, i))
+    SRV_FAMILY("admit_bytes", "gauge", "Bytes admission and eviction count for the model (reserve, else measured, else estimate; 0 without a byte budget).");
+    SRV_EACH(mput(&b, "rsd_serve_admit_bytes{model=\"%s\"} %llu\n", lab, (unsigned long long)mem_bytes(s, i, NULL)))
     SRV_FAMILY("pool_live", "gauge", "Processes starting, ready or draining.");
     mput(&b, "rsd_serve_pool_live %d\n", st->live_slots);
     SRV_FAMILY("pool_max_models", "gauge", "Most processes resident at once.");
@@ -2671,7 +3347,7 @@ static const char *const srv_page[] = {
     "<p><label>Key <input id=\"key\" type=\"password\" size=\"24\" placeholder=\"api or admin key, if set\"></label>\n"
     "<button id=\"savekey\">use</button> <span id=\"pool\"></span> <span id=\"msg\"></span></p>\n"
     "<table id=\"models\"><thead><tr><th>model</th><th>state</th><th>pid</th><th>port</th><th>in flight</th>\n"
-    "<th>queue</th><th>last use</th><th>ttl</th><th>kv cache</th><th></th></tr></thead><tbody></tbody></table>\n"
+    "<th>queue</th><th>last use</th><th>ttl</th><th>memory</th><th>kv cache</th><th></th></tr></thead><tbody></tbody></table>\n"
     "<h2 style=\"font-size:1.1em\">Events</h2>\n"
     "<pre id=\"events\"></pre>\n"
     "<script>\n"
@@ -2689,6 +3365,15 @@ static const char *const srv_page[] = {
     "  if (ms < 1000) return ms + \" ms ago\";\n"
     "  if (ms < 120000) return Math.round(ms / 1000) + \" s ago\";\n"
     "  return Math.round(ms / 60000) + \" min ago\";\n"
+    "}\n"
+    "",
+    "function mib(b) { return b >= 1073741824 ? (b / 1073741824).toFixed(2) + \" GiB\" : (b / 1048576).toFixed(1) + \" MiB\"; }\n"
+    "function mem(x) {\n"
+    "  if (!x) return \"\";\n"
+    "  var t = x.bytes ? mib(x.bytes) + \" (\" + x.bytes_from + \")\" : \"\";\n"
+    "  if (x.estimate) t += (t ? \", \" : \"\") + \"est. \" + mib(x.estimate.total);\n"
+    "  if (x.measured) t += (t ? \", \" : \"\") + \"took \" + mib(x.measured.total) + \" (\" + x.source + \")\";\n"
+    "  return t;\n"
     "}\n"
     "function cell(tr, cls, text) {\n"
     "  var td = document.createElement(\"td\");\n"
@@ -2721,6 +3406,7 @@ static const char *const srv_page[] = {
     "    cell(tr, \"waiting\", String(m.waiting));\n"
     "    cell(tr, \"last_use\", ago(m.last_used_ms_ago));\n"
     "    cell(tr, \"ttl\", m.ttl_s ? m.ttl_s + \" s\" : \"never\");\n"
+    "    cell(tr, \"memory\", mem(m.memory));\n"
     "    var kv = m.kv_cache;\n"
     "    cell(tr, \"kv\", kv ? kv.saved_slots + \" saved (\" + kv.saved_bytes + \" B), \" + kv.restores + \" restored, \" +\n"
     "      kv.misses + \" missed\" : \"\");\n"
@@ -2732,7 +3418,9 @@ static const char *const srv_page[] = {
     "    tb.appendChild(tr);\n"
     "  });\n",
     "  $(\"pool\").textContent = j.live + \" of \" + j.max_models + \" resident, \" + j.running + \" in flight, \" +\n"
-    "    j.waiting + \" waiting\";\n"
+    "    j.waiting + \" waiting\" + (j.memory && j.memory.budget_bytes ? \"; budget \" + mib(j.memory.budget_bytes) +\n"
+    "    \", reserved \" + mib(j.memory.reserved_bytes) + \", leased \" + mib(j.memory.leased_bytes) + \", others \" +\n"
+    "    mib(j.memory.others_bytes) : \"\");\n"
     "  document.body.dataset.rendered = String(j.models.length);\n"
     "}\n"
     "function refresh() {\n"
@@ -3084,9 +3772,16 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     case RSD_FLEET_EV_READY:
         logf_("%s: ready pid %lld port %u", id, (long long)ev->pid, (unsigned)ev->port);
         kv_on_ready(s, ev, now);
+        mem_on_ready(s, ev, now);
         break;
     case RSD_FLEET_EV_STOPPING:
-        logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why));
+        if (ev->why == RSD_POOL_WHY_EVICT && ev->model >= 0 && (s->cfg->vram_budget_bytes || s->cfg->vram_budget_auto)) {
+            char held[160], pool[160], wanted[RSRV_MAX_MODELS * 40 + 8];
+            evict_wanted_text(s, ev->model, now, wanted, sizeof wanted);
+            logf_("%s: stopping pid %lld (evict: it holds %s; %s; room for %s)", id, (long long)ev->pid,
+                  mem_model_text(s, ev->model, held, sizeof held), mem_pool_text(s, pool, sizeof pool), wanted);
+        } else
+            logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why));
         kv_on_stopping(s, ev, now);
         break;
     case RSD_FLEET_EV_EXITED:
@@ -3865,17 +4560,24 @@ static int build_model(const rsrv_config *c, const rsrv_model *m, srv_model *sm,
     size_t used;
     memset(sm, 0, sizeof *sm);
     {
-        /* extra = the global args (llama_server models only: a command is a whole
-           command line), then the model's */
-        n = m->command[0] ? 0 : rsrv_split(c->args, sm->extra_buf, sizeof sm->extra_buf, sm->extra_argv, RSRV_MAX_ARGS + 1);
+        /* extra = -lv 4 (llama-server prints its buffer sizes only at that verbosity: the
+           "memory" section reads them; an -lv in the args comes later and wins), the global
+           args (llama_server models only: a command is a whole command line), then the model's */
+        int lv = m->command[0] ? 0 : 2;
+        if (lv) {
+            sm->extra_argv[0] = "-lv";
+            sm->extra_argv[1] = "4";
+        }
+        n = m->command[0] ? 0 : rsrv_split(c->args, sm->extra_buf, sizeof sm->extra_buf, sm->extra_argv + lv, RSRV_MAX_ARGS + 1);
         if (n < 0) return -1;
+        n += lv;
         sm->extra_argv[n] = NULL;
-        for (used = 0, k = 0; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
+        for (used = 0, k = lv; k < n; k++) used += strlen(sm->extra_argv[k]) + 1;
         k = rsrv_split(m->args, sm->extra_buf + used, sizeof sm->extra_buf - used, sm->extra_argv + n, RSRV_MAX_ARGS + 1);
         if (k < 0) return -1;
         /* session_erase erases slots: llama-server allows that only with a slot save path */
         if (((m->session_affinity && m->session_erase) || (c->kv_cache_dir[0] && !c->kv_off)) && !m->command[0] &&
-            slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 1 &&
+            slot_dir[0] && n + k + 2 < 2 * RSRV_MAX_ARGS + 5 &&
             !strstr(c->args, "--slot-save-path") && !strstr(m->args, "--slot-save-path")) {
             sm->extra_argv[n + k] = "--slot-save-path";
             sm->extra_argv[n + k + 1] = slot_dir;
@@ -4173,6 +4875,8 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         } else {
             list_add(ro->unchanged, sizeof ro->unchanged, m->id);
         }
+        mem_prepare(s, i); /* its figures for the new configuration, before it starts again */
+        mem_apply(s, i, false, now);
         if (start && !model_running(s, i, now)) (void)rsd_fleet_load(s->fleet, i, now);
     }
     if (mc->max_models != oc->max_models) (void)rsd_fleet_configure(s->fleet, mc->max_models, now);
@@ -4332,6 +5036,18 @@ static int main_configure(srv *s, int argc, char **argv, char **argv2, rsd_fleet
         n = rsrv_write_ini(s->cfg, s->out, SRV_OUT);
         if (n < 0) return EX_FAIL;
         fwrite(s->out, 1, (size_t)n, stdout);
+        if (mem_alloc(s)) {
+            if (s->cfg->vram_budget_auto) { /* a GPU's budget: the figures' keys say so */
+                rsd_devmem_desc dd;
+                rsd_devmem_dev pk;
+                memset(&dd, 0, sizeof dd);
+                s->devmem = rsd_devmem_create(&dd);
+                if (s->devmem && devmem_read(s, 0, &pk) != 0) memset(&s->dm_last, 0, sizeof s->dm_last);
+            }
+            mem_check_print(s);
+            rsd_devmem_destroy(s->devmem);
+            s->devmem = NULL;
+        }
         return EX_OK;
     }
     return -1;
@@ -4346,7 +5062,7 @@ static int main_prepare(srv *s, rsd_fleet_model_desc *mdesc) {
     s->aff_toks = (rsd_json_tok *)calloc(SRV_AFF_TOKS, sizeof *s->aff_toks);
     s->kv = (srv_kv *)calloc(RSRV_MAX_MODELS, sizeof *s->kv);
     s->kv_toks = (rsd_json_tok *)calloc(SRV_KV_TOKS, sizeof *s->kv_toks);
-    if (!s->aff || !s->aff_stats || !s->aff_toks || !s->kv || !s->kv_toks) return EX_FAIL;
+    if (!s->aff || !s->aff_stats || !s->aff_toks || !s->kv || !s->kv_toks || !mem_alloc(s)) return EX_FAIL;
     if (kv_prepare(s)) rsrv_cpy(s->slot_dir, sizeof s->slot_dir, s->kv_dir, strlen(s->kv_dir));
     {
         struct timeval tv;
@@ -4494,6 +5210,7 @@ static void main_boot(srv *s) {
                   rsd_devmem_pool_str(s->dm_last.pool), rsrv_fmt_size(s->dm_last.total_bytes, t1, sizeof t1),
                   rsrv_fmt_size(s->dm_foreign, t2, sizeof t2), rsrv_fmt_size(s->cfg->vram_budget_bytes, t3, sizeof t3));
     }
+    mem_prepare_all(s, rsd_now_ms()); /* each model's bytes before the first start */
     for (i = 0; i < 2 * s->cfg->nmodels; i++) { /* the pinned models first, then the preloads */
         const rsrv_model *mc = &s->cfg->models[i % s->cfg->nmodels];
         char msg[512];
@@ -4540,6 +5257,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     kv_service(s, now);
     devmem_service(s, now);
     meta_service(s, now);
+    mem_service(s, now);
     /* releases above may have granted waiting requests: pick them up at once */
     (void)rsd_fleet_step(s->fleet, now);
     while (rsd_fleet_next_event(s->fleet, &fev)) on_fleet(s, &fev, now);
@@ -4562,6 +5280,8 @@ static uint64_t loop_deadline(srv *s) {
     d2 = kv_deadline(s);
     if (d2 < dl) dl = d2;
     d2 = devmem_deadline(s);
+    if (d2 < dl) dl = d2;
+    d2 = mem_deadline(s);
     if (d2 < dl) dl = d2;
     for (k = 0; k < s->cfg->nmodels; k++) /* a held GET /v1/models goes 1 s after ready at the latest */
         if (s->meta[k].deferred && s->meta[k].ready_ms + 1000 < dl) dl = s->meta[k].ready_ms + 1000;
@@ -4688,6 +5408,9 @@ int main(int argc, char **argv) {
     free(s.aff_toks);
     free(s.kv);
     free(s.kv_toks);
+    free(s.mem);
+    free(s.gguf);
+    free(s.mem_tail);
     if (s.slot_dir[0] && strcmp(s.slot_dir, s.kv_dir)) (void)rmdir(s.slot_dir); /* empty unless a client saved a slot there */
     free(s.out);
     free(s.cfg);

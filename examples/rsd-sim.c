@@ -27,6 +27,16 @@
                           "content":"RECORDS"},"finish_reason":"length"}]} where RECORDS is
                           max(1, BYTES / 16) records of 16 bytes, record k = printf("%015llu ",
                           k). For backpressure tests: every byte can be checked.
+       -lv N, --verbosity N, --log-verbosity N
+                          llama-server's log verbosity (default 3): at 4 or more, server
+                          mode prints the --buffers lines before "model loaded"
+       --buffers M,K,C    server mode: the model, KV and compute buffer sizes (bytes) it
+                          reports as llama-server does at -lv 4 ("load_tensors:   CPU_Mapped
+                          model buffer size =   X MiB", "llama_kv_cache:   CPU KV buffer
+                          size = ...", "sched_reserve:   CPU compute buffer size = ...", X
+                          to 0.01 MiB); the process takes no such memory
+       --buffer-device NAME  the device those lines name (default CPU, the model's
+                          buffer then CPU_Mapped): CUDA0 makes them a GPU's
    (--idle-close-ms is an rsd_sim.h option: router and server mode default to 5000.) */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
@@ -353,6 +363,9 @@ int main(int argc, char **argv) {
     uint64_t t0 = mono_ms();
     unsigned long long big_body = 0;
     bool printed = false, own_epoch = true, child = false, ignore_term = false, print_ready = false;
+    int verbosity = 3;
+    unsigned long long buffers[3] = {0, 0, 0};
+    const char *buf_dev = "CPU";
     int i, j, child_state_seen = -1, child_exit = -1;
     memset(&a, 0, sizeof a);
     for (i = 1, j = 1; i < argc; i++) { /* this program's own flags, removed before rsim_configure */
@@ -371,12 +384,27 @@ int main(int argc, char **argv) {
                    "    --print-ready-ms            server mode: when /health turns 200, also print\n"
                    "                                \"rsd-sim: ready at monotonic ms N\"\n"
                    "    --big-body BYTES            a 200 answer to a POST whose path contains \"/completion\"\n"
-                   "                                becomes a JSON body of about BYTES bytes (backpressure tests)\n");
+                   "                                becomes a JSON body of about BYTES bytes (backpressure tests)\n"
+                   "    -lv, --verbosity N          llama-server's log verbosity (default 3); 4: --buffers are printed\n"
+                   "    --buffers M,K,C             server mode: model, KV, compute buffer bytes it reports at -lv 4\n"
+                   "    --buffer-device NAME        the device those lines name (default CPU)\n");
             return 0;
         }
         if (!strcmp(argv[i], "--ignore-sigterm")) ignore_term = true;
         else if (!strcmp(argv[i], "--print-ready-ms")) print_ready = true;
         else if (!strcmp(argv[i], "--big-body") && i + 1 < argc) big_body = strtoull(argv[++i], NULL, 10);
+        else if ((!strcmp(argv[i], "-lv") || !strcmp(argv[i], "--verbosity") || !strcmp(argv[i], "--log-verbosity")) &&
+                 i + 1 < argc)
+            verbosity = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--buffer-device") && i + 1 < argc) buf_dev = argv[++i];
+        else if (!strcmp(argv[i], "--buffers") && i + 1 < argc) {
+            char *e = argv[++i];
+            int k;
+            for (k = 0; k < 3; k++) {
+                buffers[k] = strtoull(e, &e, 10);
+                if (*e == ',') e++;
+            }
+        }
         else argv[j++] = argv[i];
     }
     argc = j;
@@ -424,6 +452,12 @@ int main(int argc, char **argv) {
         rsim_tick(a.sim, now);
         if (!printed && (a.sim->o.runtime != RSIM_RT_SERVER || rsim_ready(a.sim))) {
             if (a.sim->o.runtime == RSIM_RT_SERVER) {
+                if (verbosity >= 4 && (buffers[0] || buffers[1] || buffers[2]))
+                    printf("I load_tensors: %12s model buffer size = %8.2f MiB\n"
+                           "I llama_kv_cache: %12s KV buffer size = %8.2f MiB\n"
+                           "I sched_reserve: %12s compute buffer size = %8.2f MiB\n",
+                           strcmp(buf_dev, "CPU") ? buf_dev : "CPU_Mapped", (double)buffers[0] / 1048576.0, buf_dev,
+                           (double)buffers[1] / 1048576.0, buf_dev, (double)buffers[2] / 1048576.0);
                 printf("srv  llama_server: model loaded\nsrv  llama_server: listening on http://%s:%u\n",
                        a.sim->o.host, (unsigned)rsd_http_server_port(a.srv));
                 if (print_ready) printf("rsd-sim: ready at monotonic ms %llu\n", (unsigned long long)now);

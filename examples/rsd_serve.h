@@ -88,11 +88,21 @@
                                         deleted first; off = no saves)
        kv_save_timeout = 5s             one stop's saves at most (default 5 s); a save
                                         that is slower or fails costs its cache, not the stop
+       state_dir = /var/lib/residency   each model's learned memory figure is kept here
+                                        (mem-KEY.txt, 0600; the directory is made 0700):
+                                        keyed by the model file (path, size, mtime), the
+                                        start's parameters and the server binary (path,
+                                        size, mtime), so the next start of the same model
+                                        is counted right from the first byte. A missing or
+                                        bad file is ignored. Default: not kept (learned
+                                        figures last as long as the process; also: off)
 
        [model chat-8b]                  one section per model; the id routes requests
        model = /models/chat-8b.gguf     the GGUF (run as: llama_server -m MODEL --host
                                         127.0.0.1 --port P [-c CTX] [-np N] [-ngl X]
-                                        --alias ID ARGS...)
+                                        --alias ID -lv 4 ARGS...; -lv 4 prints the
+                                        buffer sizes rsd-serve learns the model's
+                                        bytes from, an -lv in ARGS wins)
        command = /opt/bin/srv --port {port} --weights {model}
                                         or a whole command line run instead of llama_server;
                                         {model} {alias} {host} {port} {ctx} {parallel}
@@ -102,7 +112,14 @@
        ctx = 8192                       context size (-c)
        parallel = 4                     slots (-np); also the most requests sent at once
        ngl = 99                         GPU layers (-ngl): a number, auto or all
-       reserve = 6G                     bytes reserved against vram_budget (K/M/G/T, binary)
+       reserve = 6G                     bytes reserved against vram_budget (K/M/G/T, binary);
+                                        without it, with a byte budget, the model counts
+                                        what rsd-serve learned it takes (its child's own
+                                        report of its buffers, else the OS's figure), else
+                                        what its GGUF header and start parameters make it
+                                        (rsd_gguf_estimate_start), else 0. On a discrete
+                                        GPU's budget (vram_budget = auto on NVML or amdgpu)
+                                        the GPU part of those figures counts, else all
        ttl = 300                        unload after this many seconds idle (0 = never)
        pinned = true                    never evicted (true/false/yes/no/on/off/1/0)
        aliases = chat, default          other names that route to this model
@@ -136,7 +153,7 @@
        --config FILE  --listen HOST:PORT  --max-models N  --vram-budget SIZE|auto  --vram-margin SIZE
        --llama-server PATH  --args "A B"  --start-timeout DUR  --stop-grace DUR
        --max-wait DUR  --send-timeout DUR  --max-queue N  --watchdog DUR  --lock-models A,B
-       --api-key K  --admin-key K  --cors ORIGINS  --event-history N  --model ID=PATH
+       --api-key K  --admin-key K  --cors ORIGINS  --event-history N  --state-dir DIR  --model ID=PATH
        --command ID="CMD LINE"
        after --model/--command, for that model: --ctx N --parallel N --ngl X
        --reserve SIZE --ttl DUR --pinned --preload --aliases A,B --model-args "A B"
@@ -246,6 +263,7 @@ typedef struct rsrv_config {
     uint64_t kv_cache_bytes;     /* their disk budget; 0 = RSRV_KV_BYTES_DEFAULT */
     bool kv_off;                 /* kv_cache_bytes = off */
     uint32_t kv_save_timeout_ms; /* one stop's saves at most; 0 = RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS */
+    char state_dir[RSRV_PATH_MAX]; /* learned memory figures kept across restarts ("" = not kept) */
     uint32_t seen;               /* global keys set */
     int key_line[RSRV_KEYS_MAX]; /* the line of each global key set (0 = not in the file) */
     char text[RSRV_KEYS_MAX][RSRV_TEXT_MAX]; /* sizes and durations as written ("" = not) */
@@ -572,9 +590,9 @@ static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "lla
                                                "watchdog_failures", "watchdog_errors",
                                                "watchdog_restarts", "lock_models", "api_key", "admin_key",
                                                "cors", "event_history", "kv_cache_dir", "kv_cache_bytes",
-                                               "kv_save_timeout", "vram_margin"};
+                                               "kv_save_timeout", "vram_margin", "state_dir"};
 /* Global keys read by index outside rsrv_set_global's switch (test_serve_devmem checks it). */
-enum { RSRV_GK_VRAM_MARGIN = 22 };
+enum { RSRV_GK_VRAM_MARGIN = 22, RSRV_GK_STATE_DIR = 23 };
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
                                               "max_queue", "session_affinity", "session_erase"};
@@ -816,6 +834,9 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         }
         c->vram_margin_set = true;
         return true;
+    case RSRV_GK_STATE_DIR:
+        if (n == 3 && !memcmp(v, "off", 3)) { c->state_dir[0] = 0; return true; }
+        return rsrv_set_str(c->state_dir, sizeof c->state_dir, v, n, "state_dir", err, ecap);
     default: break;
     }
     snprintf(err, ecap, "unknown key");
@@ -1044,7 +1065,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout, vram_margin)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout, vram_margin, state_dir)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -1119,6 +1140,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         else if (!strcmp(a, "--cors")) gk = 17;
         else if (!strcmp(a, "--event-history")) gk = 18;
         else if (!strcmp(a, "--vram-margin")) gk = RSRV_GK_VRAM_MARGIN;
+        else if (!strcmp(a, "--state-dir")) gk = RSRV_GK_STATE_DIR;
         else if (!strcmp(a, "--ctx")) mk = 3;
         else if (!strcmp(a, "--parallel")) mk = 4;
         else if (!strcmp(a, "--ngl")) mk = 5;
@@ -1253,6 +1275,7 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
                  (unsigned long long)(c->kv_cache_bytes ? c->kv_cache_bytes : RSRV_KV_BYTES_DEFAULT),
                  (unsigned long)(c->kv_save_timeout_ms ? c->kv_save_timeout_ms : RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS));
     }
+    if (c->state_dir[0]) RSRV_KV("state_dir", c->state_dir);
     RSRV_PUT("event_history = %lu\n",
              (unsigned long)(c->event_history ? c->event_history : RSRV_EVENT_HISTORY_DEFAULT));
     for (i = 0; i < c->nmodels; i++) {
@@ -1317,9 +1340,10 @@ static const rsrv_key_doc rsrv_global_docs[] = {
      "/var/lib/residency/kv"},
     {"disk budget of the saved prompt caches, oldest deleted first (default 8G; off = no saving)", "8G"},
     {"how long a stop waits for its slots' saves (default 5 s)", "5"},
-    {"with vram_budget = auto: bytes left free below the device's total (default 1G)", "1G"}};
+    {"with vram_budget = auto: bytes left free below the device's total (default 1G)", "1G"},
+    {"keep each model's learned memory figure here across restarts (default: not kept)", "/var/lib/residency"}};
 static const rsrv_key_doc rsrv_model_docs[] = {
-    {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID ARGS",
+    {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID -lv 4 ARGS",
      NULL},
     {"or a whole command line instead of llama_server; it listens on {port} and answers GET /health",
      "/opt/bin/srv --port {port} --weights {model}"},
@@ -1453,7 +1477,7 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         a->nlock != b->nlock ||
         strcmp(a->api_key, b->api_key) || strcmp(a->admin_key, b->admin_key) || strcmp(a->cors, b->cors) ||
         strcmp(a->kv_cache_dir, b->kv_cache_dir) || a->kv_cache_bytes != b->kv_cache_bytes || a->kv_off != b->kv_off ||
-        a->kv_save_timeout_ms != b->kv_save_timeout_ms ||
+        a->kv_save_timeout_ms != b->kv_save_timeout_ms || strcmp(a->state_dir, b->state_dir) ||
         (a->event_history ? a->event_history : RSRV_EVENT_HISTORY_DEFAULT) !=
             (b->event_history ? b->event_history : RSRV_EVENT_HISTORY_DEFAULT))
         return false;

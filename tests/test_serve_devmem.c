@@ -4,7 +4,9 @@
    figures the test rewrites in a file between requests: the budget at start (total less
    vram_margin), what others hold read again when a start is admitted, a reading that
    never stops a running model, our children's bytes told apart by pid, the budget read
-   again on reload, and a start refused when the margin leaves nothing. Nothing sleeps:
+   again on reload, a start refused when the margin leaves nothing, and on that GPU's
+   budget the GPU part of a learned figure (a child's CUDA0 buffer lines, or the probe's
+   bytes for its pid when it prints none) as the model's bytes. Nothing sleeps:
    waits are bounded polls of rsd-serve's own endpoints. */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"
@@ -340,12 +342,107 @@ static void test_serve_never_fits(void) {
     unsetenv("FAKE_NVML_FILE");
 }
 
+/* /status: model id's memory.<fig>.<field> (fig "" = memory.<field>): an integer (-1
+   absent or null), or with str the string. */
+static int64_t mem_field(const serve_proc *s, const char *id, const char *fig, const char *field, char *str,
+                         size_t cap) {
+    rsd_json_doc d;
+    int arr, i, n;
+    if (str) str[0] = 0;
+    if (http(s, "GET", "/status", NULL) != 200) return -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    arr = rsd_json_find(&d, 0, "models");
+    n = rsd_json_size(&d, arr);
+    for (i = 0; i < n; i++) {
+        int o = rsd_json_at(&d, arr, (uint32_t)i);
+        int64_t v = -1;
+        if (!rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) continue;
+        o = rsd_json_find(&d, o, "memory");
+        if (fig[0]) o = rsd_json_find(&d, o, fig);
+        if (str) {
+            (void)rsd_json_str(&d, rsd_json_find(&d, o, field), str, cap, NULL);
+            return 0;
+        }
+        if (rsd_json_int64(&d, rsd_json_find(&d, o, field), &v) != RSD_OK) return -1;
+        return v;
+    }
+    return -1;
+}
+
+typedef struct mem_want { const char *id, *fig, *field; int64_t want; } mem_want;
+static bool mem_is(const serve_proc *s, const void *arg) {
+    const mem_want *w = (const mem_want *)arg;
+    return mem_field(s, w->id, w->fig, w->field, NULL, 0) == w->want;
+}
+static bool wait_mem(const serve_proc *s, const char *id, const char *fig, const char *field, int64_t want) {
+    mem_want w;
+    w.id = id;
+    w.fig = fig;
+    w.field = field;
+    w.want = want;
+    if (wait_until(s, mem_is, &w, 30000)) return true;
+    printf("  %s memory.%s.%s = %lld, waited for %lld\n", id, fig, field,
+           (long long)mem_field(s, id, fig, field, NULL, 0), (long long)want);
+    return false;
+}
+
+/* On a GPU's budget a model's bytes are the GPU part of its figure: a child's own report
+   of CUDA0 buffers counts whole; a child that prints none gets the probe's per-process
+   bytes for its pid (source nvml). b loads slowly (1.5 s) so the test can script the
+   fake NVML with its pid before rsd-serve reads it (3 s after ready). */
+static void test_serve_vram_figures(void) {
+    const char *lib = fake_lib();
+    serve_proc s;
+    char path[256], cfg[1024], script[256], src[16];
+    const char *args[] = {"--config", path, NULL};
+    int64_t pid_a, pid_b;
+    if (!lib) {
+        printf("test_serve_vram_figures: skipped (no build/tests/libfake_nvml.so)\n");
+        return;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml2.txt", g_dir);
+    snprintf(path, sizeof path, "%s/vramfig.ini", g_dir);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    gpu("10737418240,0");
+    snprintf(cfg, sizeof cfg,
+             "max_models = 3\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
+             "args = --buffers 104857600,26214400,3145728 --buffer-device CUDA0\n"
+             "[model b]\nmodel = %s\nargs = --load-ms 1500\n",
+             model_file("a"), model_file("b"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK(wait_mem(&s, "a", "measured", "device", (int64_t)(128 << 20)));
+    CHECK_EQ_INT(mem_field(&s, "a", "", "bytes", NULL, 0), (int64_t)(128 << 20));
+    (void)mem_field(&s, "a", "", "bytes_from", src, sizeof src);
+    CHECK_EQ_STR(src, "measured");
+    pid_a = status_field(&s, "a", "pid");
+    CHECK_EQ_INT(http(&s, "POST", "/models/load", "{\"model\":\"b\"}"), 200);
+    pid_b = wait_new_pid(&s, "b", 0);
+    REQUIRE(pid_b > 0);
+    snprintf(script, sizeof script, "10737418240,188743680,%lld=134217728,%lld=52428800", (long long)pid_a,
+             (long long)pid_b);
+    gpu(script);
+    CHECK(wait_mem(&s, "b", "measured", "total", (int64_t)(50 << 20)));
+    (void)mem_field(&s, "b", "", "source", src, sizeof src);
+    CHECK_EQ_STR(src, "nvml");
+    CHECK_EQ_INT(mem_field(&s, "b", "", "bytes", NULL, 0), (int64_t)(50 << 20));
+    CHECK(log_has(&s, "b: took 50.0 MiB (nvml, the process's figure)"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    unsetenv("RESIDENCY_NVML");
+    unsetenv("FAKE_NVML_FILE");
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_config_auto);
-    if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_auto);
-    else printf("test_serve_auto: skipped under qemu-user (the fake NVML is a host library)\n");
-    if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_foreign_held);
-    if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_never_fits);
+    if (!getenv("RSD_TEST_QEMU")) {
+        RUN(test_serve_auto);
+        RUN(test_serve_vram_figures);
+        RUN(test_serve_foreign_held);
+        RUN(test_serve_never_fits);
+    } else printf("test_serve_auto, test_serve_vram_figures, test_serve_foreign_held, test_serve_never_fits: skipped under qemu-user (the fake NVML is a host library)\n");
     return RSD_TEST_END();
 }

@@ -23,10 +23,10 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #             /bin/sh wrappers, process groups, descriptor leaks); the supervisor on
 #             Windows is tested by test_proc_portable (built here)
 #   test_serve, test_serve_cut, test_serve_ops, test_serve_api, test_serve_affinity,
-#   test_serve_kv
+#   test_serve_kv, test_serve_memory
 #             drive rsd-serve through tests/serve_harness.h (fork/exec, pipes, signals);
 #             rsd-serve.exe itself runs in tests/windows_smoke.sh
-#   test_real_serve, test_real_affinity, test_real_clients, test_real_kv
+#   test_real_serve, test_real_affinity, test_real_clients, test_real_kv, test_real_memory
 #             start the real Linux llama-server binary, which wine cannot run
 #   test_etcd starts the Linux etcd binary, which wine cannot run
 #   test_ensure_cli
@@ -44,7 +44,7 @@ mkdir -p "$B/bin" "$B/tests" || exit 1
 #   test_devmem, test_serve_devmem  the fake NVML is a Linux shared object, and the host
 #             entry is read from procfs (Windows reads GlobalMemoryStatusEx: built, not
 #             tested); test_serve_devmem drives rsd-serve as test_serve does
-skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_serve_kv test_proc test_serve test_real_serve test_real_affinity test_real_clients test_real_kv test_real_router test_real_harness test_real_estimate test_hostile test_sim_net test_tls test_devmem test_serve_devmem"
+skip="test_etcd test_ensure_cli test_serve_cut test_serve_ops test_serve_api test_serve_affinity test_serve_kv test_serve_memory test_proc test_serve test_real_serve test_real_affinity test_real_clients test_real_kv test_real_memory test_real_router test_real_harness test_real_estimate test_hostile test_sim_net test_tls test_devmem test_serve_devmem"
 srcs=""
 for src in tests/test_*.c; do
   t=$(basename "$src" .c)
