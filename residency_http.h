@@ -1780,6 +1780,9 @@
                    (.why, .port, .held = true), no new grant, and the SIGTERM waits
                    for rsd_fleet_stop_go(f, model) or stop_hold_ms, whichever comes
                    first (the host saves the child's state meanwhile, e.g. its slots).
+                   The hold is part of the grace: it lasts at most half of
+                   term_grace_ms, and the SIGKILL comes term_grace_ms after the STOP,
+                   held or not, so a slow save never makes a stop longer.
        GRANT/FAIL  GRANT (.port) / FAIL (.result, .message) events. FAILs that the pool
                    reports as ERR_POOL_LOAD_FAILED carry RSD_ERR_FLEET_START.
 
@@ -1857,7 +1860,7 @@
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
        TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves.
    rsd_fleet_stop_go(f, m, now): model m's held stop (desc.stop_hold_ms) goes on now:
-       its SIGTERM is sent. RSD_OK, RSD_ERR_NOT_FOUND (m holds no stop), RSD_ERR_ARG.
+       its SIGTERM is sent, its SIGKILL due term_grace_ms after the STOP. RSD_OK, RSD_ERR_NOT_FOUND (m holds no stop), RSD_ERR_ARG.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
@@ -3136,7 +3139,8 @@ typedef struct rsd_fleet_desc {
     uint32_t watchdog_errors;       /* 0 = RSD_FLEET_WATCHDOG_ERRORS_DEFAULT */
     uint32_t watchdog_restarts;     /* 0 = RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT */
     uint32_t stop_hold_ms;          /* a READY process's stop waits for rsd_fleet_stop_go at
-                                       most this long before its SIGTERM; 0 = at once */
+                                       most this long (and half of procs.term_grace_ms)
+                                       before its SIGTERM, inside the grace; 0 = at once */
     rsd_allocator allocator;
     rsd_logger logger;
 } rsd_fleet_desc;
@@ -10539,7 +10543,8 @@ RSDI_PRIVATE void rsdi_proc_begin_kill(rsd_procs *p, rsdi_proc_slot *s, uint64_t
               s->name, (long)s->pid);
 }
 
-RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms) {
+/* SIGTERM now, SIGKILL at kill_at_ms (now + term_grace_ms, or a held stop's end of grace). */
+RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t now_ms, uint64_t kill_at_ms) {
     s->stop_requested = true;
 #if defined(_WIN32)
     if (!rsdi_proc_signal(s, RSDI_SIGTERM)) {
@@ -10554,10 +10559,10 @@ RSDI_PRIVATE void rsdi_proc_begin_stop(rsd_procs *p, rsdi_proc_slot *s, uint64_t
     (void)rsdi_proc_signal(s, RSDI_SIGTERM);
 #endif
     s->state = RSD_PROC_STOPPING;
-    s->kill_at_ms = now_ms + p->term_grace_ms;
+    s->kill_at_ms = kill_at_ms > now_ms ? kill_at_ms : now_ms;
     rsdi_logf(&p->logger, RSD_LOG_INFO, RSD_LOGITEM_PROC_STOP, NULL,
-              "%s[%ld]: SIGTERM, SIGKILL in %u ms", s->name, (long)s->pid,
-              (unsigned)p->term_grace_ms);
+              "%s[%ld]: SIGTERM, SIGKILL in %llu ms", s->name, (long)s->pid,
+              (unsigned long long)(s->kill_at_ms - now_ms));
 }
 
 /* ---- public ------------------------------------------------------------------- */
@@ -10875,7 +10880,19 @@ RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
     if (!s) return RSD_ERR_PROC_STALE;
     s->stop_requested = true;
     if (s->state == RSD_PROC_STARTING || s->state == RSD_PROC_READY)
-        rsdi_proc_begin_stop(p, s, now_ms);
+        rsdi_proc_begin_stop(p, s, now_ms, now_ms + p->term_grace_ms);
+    return RSD_OK;
+}
+
+/* rsd_procs_stop whose SIGKILL comes at kill_by_ms at the latest (at once when that has
+   passed): a stop that was held (rsd_fleet_desc.stop_hold_ms) keeps to its grace. */
+RSDI_PRIVATE int rsdi_procs_stop_by(rsd_procs *p, rsd_proc h, uint64_t now_ms, uint64_t kill_by_ms) {
+    rsdi_proc_slot *s = rsdi_proc_get(p, h);
+    uint64_t at = now_ms + p->term_grace_ms;
+    if (!s) return RSD_ERR_PROC_STALE;
+    s->stop_requested = true;
+    if (s->state == RSD_PROC_STARTING || s->state == RSD_PROC_READY)
+        rsdi_proc_begin_stop(p, s, now_ms, kill_by_ms < at ? kill_by_ms : at);
     return RSD_OK;
 }
 
@@ -10976,7 +10993,7 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
                       "%s[%ld]: not ready within %llu ms; stopping", s->name, (long)s->pid,
                       (unsigned long long)(now_ms - s->spawn_ms));
             rsdi_proc_event(p, s, RSD_PROC_EV_START_TIMEOUT, now_ms);
-            rsdi_proc_begin_stop(p, s, now_ms);
+            rsdi_proc_begin_stop(p, s, now_ms, now_ms + p->term_grace_ms);
         }
         if (s->state == RSD_PROC_STARTING && now_ms >= s->next_probe_ms) {
             /* readiness probe schedule: first after probe_first_ms, then doubling up to
@@ -14337,6 +14354,7 @@ typedef struct rsdi_fleet_slot {
     bool healthy;              /* /health said 200; GET /props (its slot count) in flight */
     bool stopping;             /* the pool sent STOP */
     uint64_t hold_until;       /* a held stop: SIGTERM then (0 = none; desc.stop_hold_ms) */
+    uint64_t kill_by;          /* a held stop: SIGKILL then at the latest (the STOP + term_grace_ms) */
     rsd_http_req_h probe;      /* /health request in flight; 0 = none */
     uint64_t probe_sent_ms;
     uint64_t out_seen;         /* the child's out_bytes when the last probe was sent */
@@ -14812,8 +14830,12 @@ RSDI_PRIVATE void rsdi_fleet_apply(rsd_fleet *f, const rsd_pool_action *a, uint6
             ev.pid = s->pid;
             ev.port = s->port;
             ev.why = a->why;
-            if (f->stop_hold_ms && s->ready && !s->wd_why[0]) { /* the host saves first */
-                s->hold_until = now_ms + f->stop_hold_ms;
+            if (f->stop_hold_ms && f->procs->term_grace_ms >= 2 && s->ready && !s->wd_why[0]) {
+                /* the host saves first, inside the grace: at most half of it, the rest is the SIGTERM's */
+                uint32_t hold = f->stop_hold_ms < f->procs->term_grace_ms / 2 ? f->stop_hold_ms
+                                                                               : f->procs->term_grace_ms / 2;
+                s->hold_until = now_ms + hold;
+                s->kill_by = now_ms + f->procs->term_grace_ms;
                 ev.held = true;
             }
             rsdi_fleet_push(f, &ev, -1);
@@ -15280,7 +15302,7 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
         for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
             if (f->slots[i].hold_until && f->slots[i].hold_until <= now_ms) { /* the host took too long */
                 f->slots[i].hold_until = 0;
-                (void)rsd_procs_stop(f->procs, f->slots[i].proc, now_ms);
+                (void)rsdi_procs_stop_by(f->procs, f->slots[i].proc, now_ms, f->slots[i].kill_by);
                 work++;
             }
         (void)rsd_http_client_step(f->client, now_ms);
@@ -15315,7 +15337,7 @@ RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
         rsdi_fleet_slot *s = &f->slots[i];
         if (s->pp.id && s->model == model && s->hold_until) {
             s->hold_until = 0;
-            (void)rsd_procs_stop(f->procs, s->proc, now_ms);
+            (void)rsdi_procs_stop_by(f->procs, s->proc, now_ms, s->kill_by);
             return RSD_OK;
         }
     }

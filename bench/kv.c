@@ -1,20 +1,33 @@
 /* bench/kv.c -- a swap keeps the conversation (kv_cache_dir) against a REAL llama-server.
 
-   Tiny models (tests/tiny_gguf.h) on the spot; the binary as tests/real_server.h finds it;
-   skipped with one line when there is none. Three fronts, each with models tiny-a and
-   tiny-b, one resident at a time, every child -c 8192 -np 1 -t 1:
+   Models written on the spot (tests/tiny_gguf.h); the binary as tests/real_server.h finds
+   it; skipped with one line when there is none. Three fronts, each with models kv-a and
+   kv-b, one resident at a time, every child -c 8192 -np 1 -t 1:
      kv      rsd-serve with kv_cache_dir (slots saved at the stop, restored at the start)
      plain   rsd-serve without it
      router  the llama.cpp router itself (--models-dir, --models-max 1)
-   Per round (a fresh conversation each round): turn 1 on tiny-a (about 4,000 prompt
-   tokens), one request to tiny-b (the swap out: tiny-a stops, tiny-b starts), then
-   turn 2 on tiny-a (the swap back). Every request asks for max_tokens 1, so its whole
-   answer time is its time to first token. Printed per front, medians over the rounds:
-   the prompt tokens turn 2 processed (timings.prompt_n; the new tokens alone would be
-   about 10), its cache_n, the time of turn 2 (swap back, start, restore, prefill) and
-   the time of the request to tiny-b (swap out with the save, tiny-b's start). Wall
-   clock on a possibly shared machine: the load average is printed.
-   usage: kv [ROUNDS]   (default 3) */
+   Per round (a fresh conversation each round): turn 1 on kv-a (about 3,900 prompt
+   tokens), one request to kv-b (the swap out: kv-a stops, kv-b starts), then turn 2 on
+   kv-a (the swap back). Every request asks for max_tokens 1, so its whole answer time is
+   its time to first token. Printed per front and round, then medians: the prompt tokens
+   turn 2 processed (timings.prompt_n) beside its new tokens (its prompt less turn 1's:
+   what a warm server processes), its cache_n, its time to first token (swap back,
+   start, restore, prefill), and the swap itself: the two swapping requests' wall time
+   less the time the children report for their own prompt and token (timings.prompt_ms
+   + predicted_ms), i.e. the stop of kv-a (with its save), the start of kv-b, its stop,
+   and the start of kv-a (with its restore). Wall clock on a possibly shared machine:
+   the load average is printed.
+     kv [ROUNDS]          tiny models (default 3 rounds; about a minute; make bench-kv)
+     kv 0p5b [K [P [R]]]  two models of the shape of a real 0.5B one (24 blocks, n_embd
+                          896, 14 heads, 2 KV heads, n_ff 4864, vocab 151936, random q8_0
+                          weights, about 530 MB each, removed after), where the prefill
+                          takes real time: K rounds on the kv front, P on plain, R on the
+                          router (default 3 each), each round printed when it is done,
+                          then BENCH kv_0p5b_* lines with the issue's targets
+                          (re-processed at most the new tokens + 1 % of the prompt, time
+                          to first token at most 0.3x the router's, the swap at most 1.2x
+                          the plain one). A prefill of 3,900 tokens takes minutes on a
+                          CPU without AVX (make bench-kv-0p5b). */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 
@@ -55,12 +68,19 @@ static const char *chat(const char *model, int r, bool next) {
     return b;
 }
 
-static int64_t timing(const char *field) {
+/* The last answer's timings.field (-1 when it has none). */
+static double timing(const char *field) {
     rsd_json_doc d;
-    int64_t v = -1;
+    double v = -1;
     if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v);
+    if (rsd_json_double(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "timings"), field), &v) != RSD_OK) return -1;
     return v;
+}
+
+/* The child's own time for the last answer: its prompt and its token (ms). */
+static double child_ms(void) {
+    double p = timing("prompt_ms"), t = timing("predicted_ms");
+    return (p > 0 ? p : 0) + (t > 0 ? t : 0);
 }
 
 /* POST /v1/chat/completions on port: the status; *ms its wall time. */
@@ -72,29 +92,34 @@ static int post(int port, const char *body, double *ms) {
     if (!c) return 0;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/chat/completions", port);
     t0 = now_us();
-    st = bench_req(c, "POST", url, body, 300000, g_body, sizeof g_body);
+    st = bench_req(c, "POST", url, body, 600000, g_body, sizeof g_body);
     *ms = (now_us() - t0) / 1000.0;
     rsd_http_client_destroy(c);
     return st;
 }
 
 typedef struct figures {
-    double back_ms[MAX_ROUNDS], out_ms[MAX_ROUNDS], prompt_n[MAX_ROUNDS], cache_n[MAX_ROUNDS], first_n[MAX_ROUNDS];
+    double back_ms[MAX_ROUNDS], swap_ms[MAX_ROUNDS], out_ms[MAX_ROUNDS], prompt_n[MAX_ROUNDS], cache_n[MAX_ROUNDS],
+        first_n[MAX_ROUNDS], new_n[MAX_ROUNDS], first_ms[MAX_ROUNDS];
     int n;
 } figures;
 
-/* One round on the front at port: turn 1 on tiny-a, tiny-b, turn 2 on tiny-a. */
+/* One round on the front at port: turn 1 on kv-a, kv-b, turn 2 on kv-a. */
 static bool round_on(int port, int r, figures *f) {
-    double ms;
+    double ms, b_own;
     int k = f->n;
-    if (post(port, chat("tiny-a", r, false), &ms) != 200) return false;
-    f->first_n[k] = (double)timing("prompt_n");
-    if (post(port, "{\"model\":\"tiny-b\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+    if (post(port, chat("kv-a", r, false), &f->first_ms[k]) != 200) return false;
+    f->first_n[k] = timing("prompt_n") + (timing("cache_n") > 0 ? timing("cache_n") : 0); /* turn 1's prompt */
+    if (post(port, "{\"model\":\"kv-b\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
              &f->out_ms[k]) != 200)
         return false;
-    if (post(port, chat("tiny-a", r, true), &f->back_ms[k]) != 200) return false;
-    f->prompt_n[k] = (double)timing("prompt_n");
-    f->cache_n[k] = (double)timing("cache_n");
+    b_own = child_ms();
+    if (post(port, chat("kv-a", r, true), &ms) != 200) return false;
+    f->back_ms[k] = ms;
+    f->prompt_n[k] = timing("prompt_n");
+    f->cache_n[k] = timing("cache_n");
+    f->new_n[k] = f->prompt_n[k] + f->cache_n[k] - f->first_n[k];
+    f->swap_ms[k] = f->out_ms[k] - b_own + ms - child_ms();
     f->n++;
     return true;
 }
@@ -106,9 +131,9 @@ static int serve_start(listen_proc *p, const char *name, bool kv) {
     FILE *f;
     snprintf(ini, sizeof ini, "%s/%s.ini", g_dir, name);
     snprintf(text, sizeof text,
-             "listen = 127.0.0.1:0\nllama_server = %s\nargs = -t 1\nmax_models = 1\nstop_grace = 10\n%s%s%s"
-             "[model tiny-a]\nmodel = %s/tiny-a.gguf\nctx = 8192\nparallel = 1\n"
-             "[model tiny-b]\nmodel = %s/tiny-b.gguf\nctx = 8192\nparallel = 1\n",
+             "listen = 127.0.0.1:0\nllama_server = %s\nargs = -t 1\nmax_models = 1\nstop_grace = 10\nmax_wait = 600\n%s%s%s"
+             "[model kv-a]\nmodel = %s/kv-a.gguf\nctx = 8192\nparallel = 1\n"
+             "[model kv-b]\nmodel = %s/kv-b.gguf\nctx = 8192\nparallel = 1\n",
              g_bin, kv ? "kv_cache_dir = " : "", kv ? g_dir : "", kv ? "/kv\n" : "", g_dir, g_dir);
     f = fopen(ini, "w");
     if (!f) return -1;
@@ -121,47 +146,102 @@ static int serve_start(listen_proc *p, const char *name, bool kv) {
     return r;
 }
 
+/* The 1-minute load average (-1 when unknown). */
+static double load1(void) {
+    double v = -1;
+    FILE *la = fopen("/proc/loadavg", "r");
+    if (la) {
+        if (fscanf(la, "%lf", &v) != 1) v = -1;
+        fclose(la);
+    }
+    return v;
+}
+
+static void print_round(const char *name, const figures *f, int k) {
+    printf("  %-6s round %d: turn 1 %5.0f tokens %9.1f ms | turn 2: prompt_n %5.0f (new %3.0f) cache_n %5.0f,"
+           " first token %9.1f ms | swap %7.1f ms (out %7.1f ms) | load %.2f\n",
+           name, k, f->first_n[k], f->first_ms[k], f->prompt_n[k], f->new_n[k], f->cache_n[k], f->back_ms[k],
+           f->swap_ms[k], f->out_ms[k], load1());
+}
+
 static void print_fig(const char *name, const figures *f) {
-    if (!f->n) { printf("  %-7s no round completed\n", name); return; }
-    printf("  %-7s turn-1 prompt_n %5.0f | turn 2 after the swap: prompt_n %5.0f cache_n %5.0f, %8.1f ms"
-           " (min %.1f max %.1f) | swap out (request to tiny-b) %7.1f ms\n",
-           name, median(f->first_n, f->n), median(f->prompt_n, f->n), median(f->cache_n, f->n),
-           median(f->back_ms, f->n), vmin(f->back_ms, f->n), vmax(f->back_ms, f->n), median(f->out_ms, f->n));
+    if (!f->n) { printf("  %-6s no round completed\n", name); return; }
+    printf("  %-6s median: turn 2 prompt_n %5.0f (new %3.0f) cache_n %5.0f, first token %8.1f ms (min %.1f max %.1f)"
+           " | swap %7.1f ms (min %.1f max %.1f)\n",
+           name, median(f->prompt_n, f->n), median(f->new_n, f->n), median(f->cache_n, f->n), median(f->back_ms, f->n),
+           vmin(f->back_ms, f->n), vmax(f->back_ms, f->n), median(f->swap_ms, f->n), vmin(f->swap_ms, f->n),
+           vmax(f->swap_ms, f->n));
+}
+
+/* The BENCH lines of the 0.5B shape (medians); how many targets were missed. */
+static int print_bench(const figures *fk, const figures *fp, const figures *fr) {
+    double re = median(fk->prompt_n, fk->n), nw = median(fk->new_n, fk->n), conv = re + median(fk->cache_n, fk->n);
+    double tk = median(fk->back_ms, fk->n), tp = median(fp->back_ms, fp->n), tr = median(fr->back_ms, fr->n);
+    double sk = median(fk->swap_ms, fk->n), sp = median(fp->swap_ms, fp->n), sr = median(fr->swap_ms, fr->n);
+    int missed = 0;
+    if (!fk->n || !fp->n || !fr->n) return 1;
+    printf("BENCH kv_0p5b_reprocessed_tokens ours=%.0f peer=%.0f unit=tokens ratio=%.4f new=%.0f plain=%.0f"
+           " target=%.0f (new + 1%% of the %.0f-token prompt)\n",
+           re, median(fr->prompt_n, fr->n), re / median(fr->prompt_n, fr->n), nw, median(fp->prompt_n, fp->n),
+           nw + 0.01 * conv, conv);
+    printf("BENCH kv_0p5b_ttft_after_swap ours=%.1f peer=%.1f unit=ms ratio=%.3f target=0.3 plain=%.1f\n", tk, tr,
+           tk / tr, tp);
+    printf("BENCH kv_0p5b_swap ours=%.1f peer=%.1f unit=ms ratio=%.3f target=1.2 router=%.1f\n", sk, sp, sk / sp, sr);
+    missed += re > nw + 0.01 * conv;
+    missed += tk > 0.3 * tr;
+    missed += sk > 1.2 * sp;
+    printf("bench-kv-0p5b: %d of 3 targets missed (medians over %d kv, %d plain, %d router rounds)\n", missed, fk->n,
+           fp->n, fr->n);
+    return missed;
 }
 
 int main(int argc, char **argv) {
     static figures fk, fp, fr;
-    char why[512], mdir[700];
+    char why[512], mdir[700], p[800], q[800];
     const char *rargs[] = {"--models-dir", mdir, "--models-max", "1", "-t", "1", "-c", "8192", "-np", "1", NULL};
+    const char *const names[2] = {"kv-a", "kv-b"};
     listen_proc kv, plain;
     real_server router;
-    int rounds = argc > 1 ? atoi(argv[1]) : 3, r;
-    double load[3] = {0, 0, 0};
-    FILE *la;
+    bool half = argc > 1 && !strcmp(argv[1], "0p5b");
+    int rounds = argc > 1 + half ? atoi(argv[1 + half]) : 3, r, i, nr[3];
     if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 3;
+    for (i = 0; i < 3; i++) { /* the rounds of kv, plain and router */
+        nr[i] = i && argc > 1 + half + i ? atoi(argv[1 + half + i]) : rounds;
+        if (nr[i] < 0 || nr[i] > MAX_ROUNDS) nr[i] = rounds;
+        if (nr[i] > rounds) rounds = nr[i];
+    }
     signal(SIGPIPE, SIG_IGN);
     if (real_find(g_bin, sizeof g_bin, why, sizeof why) != 0) {
         printf("bench kv skipped: %s\n", why);
         return 0;
     }
     if (real_models(g_dir, sizeof g_dir) != 0) { printf("cannot write the tiny models\n"); return 1; }
-    { /* tiny-a and tiny-b again with a training context of 8192 (the server caps -c at it) */
-        char p[800];
-        snprintf(p, sizeof p, "%s/tiny-a.gguf", g_dir);
-        if (tiny_gguf_write(p, "tiny-a", 1000, 8192, 0) != 0) return 1;
-        snprintf(p, sizeof p, "%s/tiny-b.gguf", g_dir);
-        if (tiny_gguf_write(p, "tiny-b", 1000 + 7919, 8192, 0) != 0) return 1;
-    }
     snprintf(mdir, sizeof mdir, "%s/router-models", g_dir); /* the router lists a directory: two models only */
     mkdir(mdir, 0700);
-    {
-        char a[800], b[800];
-        snprintf(a, sizeof a, "%s/tiny-a.gguf", g_dir);
-        snprintf(b, sizeof b, "%s/tiny-a.gguf", mdir);
-        if (link(a, b) != 0) { printf("link: %s\n", strerror(errno)); return 1; }
-        snprintf(a, sizeof a, "%s/tiny-b.gguf", g_dir);
-        snprintf(b, sizeof b, "%s/tiny-b.gguf", mdir);
-        if (link(a, b) != 0) { printf("link: %s\n", strerror(errno)); return 1; }
+    for (i = 0; i < 2; i++) { /* kv-a and kv-b with a training context of 8192 at least (the server caps -c at it) */
+        snprintf(p, sizeof p, "%s/%s.gguf", g_dir, names[i]);
+        if (half) {
+            tg_shape sh;
+            memset(&sh, 0, sizeof sh);
+            sh.name = names[i];
+            sh.layers = 24;
+            sh.embd = 896;
+            sh.heads = 14;
+            sh.heads_kv = 2;
+            sh.ff = 4864;
+            sh.vocab = 151936;
+            sh.wtype = TG_Q8_0;
+            sh.ctx = 32768;
+            if (tiny_gguf_write_shape(p, &sh, 77u + 7919u * (unsigned)i) != 0) {
+                printf("cannot write %s: %s\n", p, strerror(errno));
+                real_rmdir(g_dir);
+                return 1;
+            }
+        } else if (tiny_gguf_write(p, names[i], 1000 + 7919 * i, 8192, 0) != 0) {
+            return 1;
+        }
+        snprintf(q, sizeof q, "%s/%s.gguf", mdir, names[i]);
+        if (link(p, q) != 0) { printf("link: %s\n", strerror(errno)); return 1; }
     }
     setenv("LLAMA_CACHE", g_dir, 1);
     if (serve_start(&kv, "kv", true) != 0 || serve_start(&plain, "plain", false) != 0 ||
@@ -169,21 +249,27 @@ int main(int argc, char **argv) {
         printf("cannot start the fronts (logs in %s)\n", g_dir);
         return 1;
     }
+    printf("kv cache across a swap (llama-server %s, %s, -c 8192 -np 1 -t 1; rounds: kv %d, plain %d, router %d):\n",
+           g_bin, half ? "two 0.5B-shaped q8_0 models" : "tiny models", nr[0], nr[1], nr[2]);
     for (r = 0; r < rounds; r++) { /* interleaved: each front once per round */
-        if (!round_on(kv.port, r, &fk)) printf("  kv round %d failed (%s)\n", r, g_body);
-        if (!round_on(plain.port, r, &fp)) printf("  plain round %d failed (%s)\n", r, g_body);
-        if (!round_on(router.port, r, &fr)) printf("  router round %d failed (%s)\n", r, g_body);
+        figures *fs[3];
+        const int ports[3] = {kv.port, plain.port, router.port};
+        const char *const fronts[3] = {"kv", "plain", "router"};
+        fs[0] = &fk;
+        fs[1] = &fp;
+        fs[2] = &fr;
+        for (i = 0; i < 3; i++) {
+            if (r >= nr[i]) continue;
+            if (!round_on(ports[i], r, fs[i])) printf("  %s round %d failed (%s)\n", fronts[i], r, g_body);
+            else print_round(fronts[i], fs[i], fs[i]->n - 1);
+            fflush(stdout);
+        }
     }
-    la = fopen("/proc/loadavg", "r");
-    if (la) {
-        if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
-        fclose(la);
-    }
-    printf("kv cache across a swap (llama-server %s, tiny models, -c 8192 -np 1 -t 1; %d rounds, medians; load %.2f):\n",
-           g_bin, rounds, load[0]);
+    printf("medians:\n");
     print_fig("kv", &fk);
     print_fig("plain", &fp);
     print_fig("router", &fr);
+    if (half) (void)print_bench(&fk, &fp, &fr);
     (void)listen_proc_stop(&kv);
     (void)listen_proc_stop(&plain);
     (void)real_stop(&router);

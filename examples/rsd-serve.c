@@ -3813,7 +3813,9 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
    a ready child stops (the fleet holds its SIGTERM: desc.stop_hold_ms) its slots that
    hold a prompt are saved (GET /props for the build, GET /slots, then one POST
    /slots/N?action=save at a time), the files are made 0600 and a sidecar is written;
-   then the stop goes on (rsd_fleet_stop_go), at the latest after kv_save_timeout. When
+   then the stop goes on (rsd_fleet_stop_go), at the latest after kv_save_timeout or
+   half of stop_grace, whichever is shorter: the save is part of the stop's grace (the
+   SIGKILL is due stop_grace after the stop began, saved or not). When
    the model is ready again its requests wait (parked after their grant) until the
    files whose key and build match are restored (POST /slots/N?action=restore); every
    other file of that model is deleted (kv_miss). The steps are answers to requests
@@ -4038,6 +4040,13 @@ static void kv_save_done(srv *s, int m, uint64_t now, const char *why) {
     (void)rsd_fleet_stop_go(s->fleet, m, now);
 }
 
+/* One stop's saves at most: kv_save_timeout, and half of stop_grace (the fleet holds the
+   SIGTERM that long at most; the rest of the grace is the SIGTERM's). */
+static uint64_t kv_save_bound(const srv *s) {
+    uint32_t half = (s->cfg->stop_grace_ms ? s->cfg->stop_grace_ms : 1) / 2;
+    return s->kv_timeout_ms < half ? s->kv_timeout_ms : half;
+}
+
 /* A held stop (STOPPING with .held): save, or let it go on at once. */
 static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     int m = ev->model;
@@ -4054,7 +4063,7 @@ static void kv_on_stopping(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     k->pid = ev->pid;
     k->done_slots = 0;
     k->done_bytes = 0;
-    k->deadline = now + s->kv_timeout_ms;
+    k->deadline = now + kv_save_bound(s);
     if (!k->run_key_ok || k->run_pid != ev->pid) { /* its key was not taken at its start */
         kv_save_done(s, m, now, "the model file could not be read at its start");
         return;
@@ -4295,14 +4304,15 @@ static void kv_on_upstream(srv *s, srv_kv *k, const rsd_http_event *ev, uint64_t
     }
 }
 
-/* Past kv_save_timeout: a save costs its cache, a restore its slot; the stop or the
-   parked requests go on. */
+/* Past kv_save_timeout (a save: or half of stop_grace): a save costs its cache, a restore
+   its slot; the stop or the parked requests go on. */
 static void kv_timed_out(srv *s, int m, uint64_t now) {
     srv_kv *k = &s->kv[m];
     if (k->phase <= KV_SAVE) {
         if (k->phase == KV_SAVE && k->cur < k->nids) kv_unlink(s, k->key, k->ids[k->cur]);
         k->save_failures++;
-        kv_save_done(s, m, now, "timed out (kv_save_timeout)");
+        kv_save_done(s, m, now, kv_save_bound(s) < s->kv_timeout_ms ? "timed out (half of stop_grace)"
+                                                                    : "timed out (kv_save_timeout)");
     } else {
         if (k->phase == KV_REST && k->cur < k->nids) kv_miss(s, m, k->key, k->ids[k->cur], "restore timed out", now);
         kv_restore_done(s, m, now, "timed out (kv_save_timeout)");
@@ -5116,7 +5126,8 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
     fd->watchdog_failures = (uint32_t)rsrv_eff_wd_failures(s->cfg);
     fd->watchdog_errors = s->cfg->watchdog_ms ? (uint32_t)rsrv_eff_wd_errors(s->cfg) : 0;
     fd->watchdog_restarts = (uint32_t)rsrv_eff_wd_restarts(s->cfg);
-    fd->stop_hold_ms = s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0; /* the slot saves (kv cache) */
+    fd->stop_hold_ms = s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0; /* the slot saves (kv cache); the fleet
+                                                                      keeps it inside half the grace */
     if (s->opts.verbose) fd->logger.fn = lib_log;
     s->fleet = rsd_fleet_create(fd);
     if (!s->fleet) {
@@ -5331,7 +5342,7 @@ static int main_loop(srv *s, rsd_pollfd *fds, int wake0, uint32_t term_grace_ms)
             logf_("stopped");
             return EX_OK;
         }
-        if (s->stopping && now - s->stop_at > (uint64_t)term_grace_ms + 10000 + (s->kv_dir[0] ? s->kv_timeout_ms + 1000 : 0)) {
+        if (s->stopping && now - s->stop_at > (uint64_t)term_grace_ms + 10000) { /* a save is inside the grace */
             logf_("processes did not exit in time; killing them");
             return EX_OK;
         }

@@ -86,8 +86,11 @@
                                         event). Default off (also: off)
        kv_cache_bytes = 8G              disk budget of those files (default 8G; oldest
                                         deleted first; off = no saves)
-       kv_save_timeout = 5s             one stop's saves at most (default 5 s); a save
-                                        that is slower or fails costs its cache, not the stop
+       kv_save_timeout = 5s             one stop's saves at most (default 5 s), and at
+                                        most half of stop_grace: the saves are part of
+                                        the stop's grace, which they never lengthen; a
+                                        save that is slower or fails costs its cache,
+                                        not the stop
        state_dir = /var/lib/residency   each model's learned memory figure is kept here
                                         (mem-KEY.txt, 0600; the directory is made 0700):
                                         keyed by the model file (path, size, mtime), the

@@ -1373,6 +1373,60 @@ static void test_stop_hold(void) {
     CHECK(no_children());
 }
 
+/* The last SIGTERM's "SIGKILL in N ms" (the supervisor's log through the fleet's logger);
+   -2 for a stop that terminates at once (Windows without a console). */
+static void stop_log(void *user, int level, uint32_t item, const char *msg, const char *where) {
+    const char *k = msg ? strstr(msg, "SIGKILL in ") : NULL;
+    (void)level;
+    (void)where;
+    if (item == RSD_LOGITEM_PROC_STOP) *(long *)user = k ? strtol(k + 11, NULL, 10) : -2;
+}
+
+/* A held stop is part of the grace: the hold lasts half of term_grace_ms at most, and
+   the SIGKILL of a child that ignores its SIGTERM comes term_grace_ms after the STOP,
+   not after the hold (the clock is the test's: g_log.tick jumps). */
+static void test_stop_hold_in_grace(void) {
+    static const char *const stubborn[] = {"--runtime", "server", "--load-ms", "20", "--ignore-sigterm", NULL};
+    int fd0 = count_fds(), a;
+    rsd_fleet_desc d;
+    rsd_fleet *f;
+    rsd_pool_req r;
+    const logged *st, *ex;
+    long kill_in = -1;
+    uint64_t t0;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.pool.max_slots = 1;
+    d.procs.term_grace_ms = 2000;
+    d.procs.start_deadline_ms = 15000;
+    d.stop_hold_ms = 60000;
+    d.logger.fn = stop_log;
+    d.logger.user = &kill_in;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    a = add(f, "a", stubborn);
+    REQUIRE(acquire_wait(f, a, &r) > 0);
+    CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
+    t0 = tnow();
+    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, t0), RSD_OK);
+    st = await(f, RSD_FLEET_EV_STOPPING, a, 0);
+    REQUIRE(st != NULL);
+    CHECK(st->ev.held);
+    CHECK(rsd_fleet_next_deadline(f) <= t0 + 1000); /* the hold: half the grace, not stop_hold_ms */
+    CHECK_EQ_INT(kill_in, -1);                       /* no SIGTERM yet */
+    g_log.tick = 1500;                               /* past the hold: the SIGTERM goes */
+    round_once(f, NULL);
+    CHECK(kill_in != -1 && kill_in <= 500); /* due at t0 + 2000, not 2000 ms after the hold */
+    CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 0);
+    g_log.tick = 2100;
+    ex = await(f, RSD_FLEET_EV_EXITED, a, 0);
+    REQUIRE(ex != NULL);
+    CHECK_EQ_INT(ex->ev.term_signal, SIGKILL);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
 #if !defined(_WIN32)
@@ -1412,6 +1466,7 @@ int main(int argc, char **argv) {
     RUN(test_lease_stops_idle_and_restores);
     RUN(test_exclusive_request);
     RUN(test_stop_hold);
+    RUN(test_stop_hold_in_grace);
     remove_model_files();
     return RSD_TEST_END();
 }

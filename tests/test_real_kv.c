@@ -6,7 +6,8 @@
    whose key no longer matches (ctx changed), a corrupt one (the server refuses it) and a
    truncated one are deleted and the model starts cold; a save over kv_cache_bytes or
    past RLIMIT_FSIZE costs the cache, never the stop; a save past kv_save_timeout lets
-   the stop go on. Skipped (one line, "0 passed, 0 failed") when no llama-server is
+   the stop go on. And the evidence for the router (issue 27 part 5): the llama.cpp
+   router passes /slots save and restore to the child its JSON body names. Skipped (one line, "0 passed, 0 failed") when no llama-server is
    found (tests/real_server.h). Waits are on events (GET /_rsd/events between looks at
    GET /status). */
 /* The public API only: linked with the implementation built once (tests/impl.sh); the
@@ -280,6 +281,80 @@ static void test_real_kv_affinity(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* g_body's top-level member field as an integer, -1 when absent. */
+static int64_t top_int(const char *field) {
+    static rsd_json_tok toks[256];
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), toks, 256) <= 0) return -1;
+    if (rsd_json_int64(&d, rsd_json_find(&d, 0, field), &v) != RSD_OK) return -1;
+    return v;
+}
+
+/* GET /v1/models of the router at v says model's status is want. */
+static bool router_status_is(const serve_proc *v, const char *model, const char *want) {
+    static rsd_json_tok toks[4096];
+    rsd_json_doc d;
+    int i;
+    if (http(v, "GET", "/v1/models", NULL) != 200 || rsd_json_parse(&d, g_body, strlen(g_body), toks, 4096) <= 0)
+        return false;
+    for (i = rsd_json_child(&d, rsd_json_find(&d, 0, "data")); i >= 0; i = rsd_json_next(&d, i)) {
+        if (rsd_json_str_eq(&d, rsd_json_find(&d, i, "id"), model))
+            return rsd_json_str_eq(&d, rsd_json_find(&d, rsd_json_find(&d, i, "status"), "value"), want);
+    }
+    return false;
+}
+
+/* Issue 27 part 5, the evidence: the llama.cpp router passes /slots/N?action=save and
+   restore to the child of the model its JSON body names (a model= in the query is not
+   read for a POST: printed, not checked), the file lands in the child's
+   --slot-save-path, and a restore that names an unloaded model loads it and restores
+   into it: so an ensurer could save before an unload it makes and restore after. */
+static void test_real_kv_router_passes_slots(void) {
+    real_server r;
+    serve_proc v;
+    char mdir[700], sdir[700], p[800], q[800];
+    const char *args[] = {"--models-dir", mdir, "--models-max", "1", "-t", "1", "-c", "2048", "-np", "1",
+                          "--slot-save-path", sdir, NULL};
+    const char *const names[2] = {"tiny-a", "tiny-b"};
+    int64_t first_n, saved;
+    long long end;
+    int i, st;
+    snprintf(mdir, sizeof mdir, "%s/router-models", g_models); /* the router lists a directory: two models only */
+    snprintf(sdir, sizeof sdir, "%s/router-slots", g_models);
+    REQUIRE(mkdir(mdir, 0700) == 0 && mkdir(sdir, 0700) == 0);
+    for (i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s.gguf", g_models, names[i]);
+        snprintf(q, sizeof q, "%s/%s.gguf", mdir, names[i]);
+        REQUIRE(link(p, q) == 0);
+    }
+    REQUIRE(real_start(&r, g_bin, g_models, args, 60000) == 0);
+    memset(&v, 0, sizeof v);
+    snprintf(v.url, sizeof v.url, "%s", r.url);
+    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, false)), 200);
+    first_n = timing("prompt_n");
+    st = http(&v, "POST", "/slots/0?action=save&model=tiny-a", "{\"filename\":\"q.bin\"}");
+    printf("  router, model in the query: %d %.100s\n", st, g_body);
+    CHECK_EQ_INT(http(&v, "POST", "/slots/0?action=save", "{\"filename\":\"r.bin\",\"model\":\"tiny-a\"}"), 200);
+    saved = top_int("n_saved");
+    CHECK(saved >= first_n);
+    snprintf(p, sizeof p, "%s/r.bin", sdir);
+    CHECK(access(p, F_OK) == 0);
+    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-b", 2, false)), 200);
+    for (end = real_now_ms() + 20000; !router_status_is(&v, "tiny-a", "unloaded") && real_now_ms() < end;)
+        poll(NULL, 0, 20);
+    CHECK(router_status_is(&v, "tiny-a", "unloaded")); /* --models-max 1: tiny-b took its place */
+    CHECK_EQ_INT(http(&v, "POST", "/slots/0?action=restore", "{\"filename\":\"r.bin\",\"model\":\"tiny-a\"}"), 200);
+    CHECK_EQ_INT(top_int("n_restored"), saved);
+    CHECK(router_status_is(&v, "tiny-a", "loaded"));
+    CHECK_EQ_INT(http(&v, "POST", "/v1/chat/completions", kv_chat("tiny-a", 40, true)), 200);
+    printf("  router, next turn after save, swap, restore: prompt_n %lld cache_n %lld (first turn %lld)\n",
+           (long long)timing("prompt_n"), (long long)timing("cache_n"), (long long)first_n);
+    CHECK(timing("cache_n") >= first_n - 8);
+    CHECK(timing("prompt_n") > 0 && timing("prompt_n") < 40);
+    CHECK(real_stop(&r) >= 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
@@ -290,6 +365,7 @@ int main(int argc, char **argv) {
     RUN(test_real_kv_full_disk);
     RUN(test_real_kv_timeout);
     RUN(test_real_kv_affinity);
+    RUN(test_real_kv_router_passes_slots);
     real_serve_cleanup();
     return RSD_TEST_END();
 }

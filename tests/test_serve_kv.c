@@ -5,7 +5,8 @@
    simulated KV with llama-server's answers): a save before an eviction (0700 directory,
    0600 files), a restore on return (the next turn's timings count only its new
    tokens), a key mismatch, a corrupt and a truncated file, kv_cache_bytes, a save
-   slower than kv_save_timeout, and rsd-sim's own save/restore answers. Waits are on
+   slower than kv_save_timeout, one slower than half of stop_grace (the stop keeps to
+   its grace), and rsd-sim's own save/restore answers. Waits are on
    events (tests/serve_harness.h). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
@@ -252,10 +253,10 @@ static int kv_start(serve_proc *s, const char *name, int ctx, const char *global
     snprintf(path, sizeof path, "%s/%s.ini", g_dir, name);
     snprintf(text, sizeof text,
              "listen = 127.0.0.1:0\nllama_server = %s\nargs = --runtime server --load-ms 20 --gen-ms 5\n"
-             "stop_grace = 2\nmax_models = 1\nkv_cache_dir = %s\n%s"
+             "%smax_models = 1\nkv_cache_dir = %s\n%s"
              "[model a]\nmodel = %s/m-a.gguf\nctx = %d\nparallel = 2\nargs = %s\n"
              "[model b]\nmodel = %s/m-b.gguf\n",
-             SIM_BIN, g_kv, global, g_dir, ctx, a_args, g_dir);
+             SIM_BIN, strstr(global, "stop_grace") ? "" : "stop_grace = 2\n", g_kv, global, g_dir, ctx, a_args, g_dir);
     if (write_file(path, text) != 0) return -1;
     return serve_start(s, args);
 }
@@ -333,6 +334,24 @@ static void test_serve_kv_budget_timeout(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* The saves are part of the stop's grace: with stop_grace 1 s, a save that would take
+   30 s (rsd-sim --delay) under a kv_save_timeout of 60 s is given up after half the
+   grace, the child (which ignores its SIGTERM) is killed when the grace is over, and
+   the request that made room is answered (well within its 20 s). */
+static void test_serve_kv_save_in_grace(void) {
+    serve_proc s;
+    REQUIRE(kv_start(&s, "grace", 4096, "stop_grace = 1\nkv_save_timeout = 60s\n",
+                     "--ignore-sigterm --delay /slots/0=30000 --delay /slots/1=30000") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("a", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", kv_chat("b", false)), 200);
+    CHECK(wait_until(&s, log_is, "timed out (half of stop_grace)", 30000));
+    CHECK(wait_until(&s, log_is, "signal Killed", 30000));
+    CHECK(kv_field(&s, "a", "save_failures") >= 1);
+    CHECK_EQ_INT(kv_files(".bin", NULL, NULL, 0), 0);
+    CHECK_EQ_INT(kv_files(".meta", NULL, NULL, 0), 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* Removes dir, its files and one level of subdirectories. */
 static void rm_tree(const char *dir) {
     DIR *d = opendir(dir);
@@ -399,6 +418,7 @@ int main(int argc, char **argv) {
     RUN(test_serve_kv_evict_restore);
     RUN(test_serve_kv_bad_files);
     RUN(test_serve_kv_budget_timeout);
+    RUN(test_serve_kv_save_in_grace);
     RUN(test_serve_kv_dir_leftovers);
     RUN(test_serve_kv_unload_ttl);
     if (!rsdt_failed && g_dir[0]) rm_tree(g_dir); /* kept to look at otherwise */
