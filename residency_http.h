@@ -14353,7 +14353,6 @@ struct rsd_fleet {
     rsdi_fleet_qev nq[RSDI_FLEET_NARR_EVENTS]; /* narration ring */
     uint32_t nq_head, nq_count;
     uint64_t seq, dropped;
-    uint64_t pool_deadline;
     bool stopped;
     rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
     char *spare;               /* RSD_FLEET_SPEC_BYTES: rsd_fleet_set_model copies here first */
@@ -14836,7 +14835,7 @@ RSDI_PRIVATE int rsdi_fleet_pump(rsd_fleet *f, uint64_t now_ms) {
         int k = 0;
         /* timers first (TTL stops, starvation drains), then every action queued so far; applying
            them may queue more (a STOP frees room for a SPAWN), so until a pass finds none */
-        f->pool_deadline = rsd_pool_step(f->pool, now_ms);
+        (void)rsd_pool_step(f->pool, now_ms);
         while (rsd_pool_next_action(f->pool, &a)) {
             rsdi_fleet_apply(f, &a, now_ms);
             k++;
@@ -14910,7 +14909,6 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
     f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
     f->stop_hold_ms = d.stop_hold_ms;
-    f->pool_deadline = RSD_NO_DEADLINE;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
     pd = d.pool;
@@ -15331,7 +15329,8 @@ RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
     rsdi_fleet_skip_scrubbed(f);
     if (f->rq_count || f->nq_count) return 0;
     d = rsd_procs_next_deadline(f->procs);
-    if (f->pool_deadline < d) d = f->pool_deadline;
+    x = rsd_pool_next_deadline(f->pool);
+    if (x < d) d = x;
     x = rsd_http_client_next_deadline(f->client);
     if (x < d) d = x;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {
