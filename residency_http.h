@@ -1028,14 +1028,15 @@
        rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
        rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
        each frame / after poll():
-           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           rsd_procs_step(p, now);           (drain, reap, timers: events waiting)
            while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
            case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
                                      200 -> rsd_procs_mark_ready(p, ev.proc, now)
            case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
            case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
            ... }
-           poll() the descriptors from rsd_procs_pollfds (POLLIN) until `next`.
+           poll() the descriptors from rsd_procs_pollfds (POLLIN) until
+           rsd_procs_next_deadline(p).
        rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
        rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
 
@@ -2767,13 +2768,13 @@ RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms);
 RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms);
 /* Free an EXITED/FAILED slot (the handle goes stale). RSD_ERR_STATE while running. */
 RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
-/* Drain pipes, reap exits, run timers; returns the next deadline (or RSD_NO_DEADLINE). */
-RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
-/* The next time rsd_procs_step has timed work (no side effects). */
+/* Drain pipes, reap exits, run timers: the events waiting (>= 0), or RSD_ERR_ARG. */
+RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms);
+/* 0 while events wait; else the next time rsd_procs_step has timed work (no side effects). */
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
 /* Descriptors to poll for readability (output pipes, pidfds), as rsd_pollfd entries
-   with events RSD_POLLIN, as every *_pollfds: the count written (<= cap). Windows:
-   none (the supervisor checks its pipes on the timer of next_deadline). */
+   with events RSD_POLLIN, as every *_pollfds: how many it wants (min(that, cap) written).
+   Windows: none (the supervisor checks its pipes on the timer of next_deadline). */
 RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
@@ -10877,10 +10878,19 @@ RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h) {
     return RSD_OK;
 }
 
+/* Events waiting to be pulled: the queue, and one PROBE per STARTING process that asked. */
+RSDI_PRIVATE int rsdi_procs_waiting(const rsd_procs *p) {
+    int i, n = (int)p->ev_count;
+    for (i = 0; i < p->max_procs; i++)
+        n += p->slots[i].probe_pending && p->slots[i].state == RSD_PROC_STARTING;
+    return n;
+}
+
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
     uint64_t d = RSD_NO_DEADLINE;
     int i;
     if (!p) return d;
+    if (rsdi_procs_waiting(p) > 0) return 0;
     for (i = 0; i < p->max_procs; i++) {
         const rsdi_proc_slot *s = &p->slots[i];
         if (!rsdi_proc_running(s)) continue;
@@ -10896,9 +10906,9 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
     return d;
 }
 
-RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
+RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     int i;
-    if (!p) return RSD_NO_DEADLINE;
+    if (!p) return RSD_ERR_ARG;
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         int st = 0;
@@ -10980,7 +10990,7 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
             rsdi_proc_event(p, s, RSD_PROC_EV_STUCK, now_ms);
         }
     }
-    return rsd_procs_next_deadline(p);
+    return rsdi_procs_waiting(p);
 }
 
 RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap) {
@@ -10992,12 +11002,15 @@ RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap) {
         if (!rsdi_proc_running(s)) continue;
         fd[0] = s->out_fd;
         fd[1] = s->pid_fd;
-        for (k = 0; k < 2; k++)
-            if (fd[k] >= 0 && n < cap) {
+        for (k = 0; k < 2; k++) {
+            if (fd[k] < 0) continue;
+            if (n < cap) {
                 out[n].fd = fd[k];
                 out[n].events = RSD_POLLIN;
-                out[n++].revents = 0;
+                out[n].revents = 0;
             }
+            n++;
+        }
     }
     return n;
 }
