@@ -363,8 +363,9 @@
            waits for); kept-alive idle sockets are not listed.
            Returns how many it wants (only cap are written when that is more).
        uint64_t rsd_http_client_next_deadline(c)
-           Earliest connect/total deadline or idle expiry; 0 when a queued request
-           can start now; RSD_NO_DEADLINE when only socket readiness matters.
+           Earliest connect/total deadline or idle expiry; 0 when a completion
+           waits to be pulled or a queued request can start now; RSD_NO_DEADLINE
+           when only socket readiness matters.
        int rsd_http_cancel(c, rsd_http_req_h h)
            Closes the request's socket (it cannot be reused mid-request); its event
            reports RSD_ERR_CANCELLED. RSD_ERR_NOT_FOUND for a stale or completed
@@ -2274,10 +2275,11 @@ RSD_API int rsd_http_client_step_polled(rsd_http_client *c, uint64_t now_ms,
 RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev);
 /* Writes up to cap poll entries for the sockets step waits on; returns how many it
    wants (may exceed cap: then only cap were written). */
-RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap);
-/* Earliest absolute time (ms, the callers' clock) step must run; 0 = now;
-   RSD_NO_DEADLINE = only socket readiness matters. */
-RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
+RSD_API int rsd_http_client_pollfds(const rsd_http_client *c, rsd_pollfd *out, int cap);
+/* Earliest absolute time (ms, the callers' clock) step must run; 0 = now (a completion
+   waits to be pulled, or a queued request can start); RSD_NO_DEADLINE = only socket
+   readiness matters. */
+RSD_API uint64_t rsd_http_client_next_deadline(const rsd_http_client *c);
 /* Aborts a request: its socket is closed and its event reports RSD_ERR_CANCELLED.
    RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
@@ -2382,9 +2384,10 @@ RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_even
 RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h,
                                   rsd_http_server_event *out);
 /* Poll entries (listen socket + connections); returns how many it wants. */
-RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap);
-/* Earliest absolute time step must run (timeouts); RSD_NO_DEADLINE if none. */
-RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s);  /* 0 while events wait to be pulled */
+RSD_API int rsd_http_server_pollfds(const rsd_http_server *s, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run (timeouts); 0 while events wait to be pulled;
+   RSD_NO_DEADLINE if none. */
+RSD_API uint64_t rsd_http_server_next_deadline(const rsd_http_server *s);
 /* Answers a request with a Content-Length response (headers are extra lines, e.g.
    Content-Type). Writes what the socket takes now; step sends the rest. RSD_OK,
    RSD_ERR_CLOSED (client gone), RSD_ERR_NOT_FOUND (stale handle), RSD_ERR_TOO_LARGE
@@ -5852,11 +5855,11 @@ RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev) {
     return rsdi_client_take(c, -1, ev);
 }
 
-RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap) {
+RSD_API int rsd_http_client_pollfds(const rsd_http_client *c, rsd_pollfd *out, int cap) {
     int i, n = 0;
     if (!c) return 0;
     for (i = 0; i < c->nreqs; i++) {
-        rsdi_creq *r = &c->reqs[i];
+        const rsdi_creq *r = &c->reqs[i];
         short ev;
         if (r->state == RSDI_RQ_CONNECTING && c->conns[r->conn].state == RSDI_CC_HANDSHAKE)
             ev = rsdi_tls_want(c->conns[r->conn].io_ctx);
@@ -5873,15 +5876,16 @@ RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap
     return n;
 }
 
-RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
+/* When the client's own work is next due, finished requests not counted (the blocking
+   request and the ensurer pull only their own answers). */
+RSDI_PRIVATE uint64_t rsdi_client_deadline(const rsd_http_client *c) {
     uint64_t dl = RSD_NO_DEADLINE;
     int i, k;
     bool can_start = false;
-    if (!c) return dl;
     for (k = 0; k < c->nconns; k++)
         if (c->conns[k].state == RSDI_CC_FREE || c->conns[k].state == RSDI_CC_IDLE) can_start = true;
     for (i = 0; i < c->nreqs; i++) {
-        rsdi_creq *r = &c->reqs[i];
+        const rsdi_creq *r = &c->reqs[i];
         if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
         if (r->state == RSDI_RQ_QUEUED && can_start) return 0;
         if (r->state == RSDI_RQ_BODY && r->sse_rest_len && !r->paused) return 0; /* held events */
@@ -5897,6 +5901,14 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
             if (t < dl) dl = t;
         }
     return dl;
+}
+
+RSD_API uint64_t rsd_http_client_next_deadline(const rsd_http_client *c) {
+    int i;
+    if (!c) return RSD_NO_DEADLINE;
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_DONE) return 0; /* an event waits to be pulled */
+    return rsdi_client_deadline(c);
 }
 
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h) {
@@ -5991,7 +6003,7 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
         if (rsdi_client_take(c, slot, resp)) return resp->result;
         n = rsd_http_client_pollfds(c, c->pfds, c->nconns);
         if (n > c->nconns) n = c->nconns;
-        dl = rsd_http_client_next_deadline(c);
+        dl = rsdi_client_deadline(c);
         now = rsd_now_ms();
         if (dl == RSD_NO_DEADLINE) timeout = -1;
         else if (dl <= now) timeout = 0;
@@ -6624,11 +6636,11 @@ RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h, rsd_htt
     return RSD_OK;
 }
 
-RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap) {
+RSD_API int rsd_http_server_pollfds(const rsd_http_server *s, rsd_pollfd *out, int cap) {
     int k, n = 0, free_slots = 0;
     if (!s) return 0;
     for (k = 0; k < s->n; k++) {
-        rsdi_sconn *cn = &s->conns[k];
+        const rsdi_sconn *cn = &s->conns[k];
         short ev = 0;
         if (cn->state == RSDI_SC_FREE) {
             free_slots++;
@@ -6656,12 +6668,12 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
     return n;
 }
 
-RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
+RSD_API uint64_t rsd_http_server_next_deadline(const rsd_http_server *s) {
     uint64_t dl = RSD_NO_DEADLINE;
     int k;
     if (!s) return dl;
     for (k = 0; k < s->n; k++) {
-        rsdi_sconn *cn = &s->conns[k];
+        const rsdi_sconn *cn = &s->conns[k];
         uint64_t t;
         if (cn->ev_type != RSD_HTTP_SEV_NONE) return 0;  /* an event waits to be pulled */
         if (cn->state == RSDI_SC_CLOSING) {
@@ -8840,7 +8852,7 @@ RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
         return RSD_NO_DEADLINE;
     switch (e->waiting) {
     case RSDI_EN_WAIT_HTTP:
-        dl = rsd_http_client_next_deadline(e->http);
+        dl = rsdi_client_deadline(e->http);
         break;
     case RSDI_EN_WAIT_WAKE: dl = e->wake; break;
     case RSDI_EN_WAIT_LOCK: dl = e->lk.wake_ms; break;
