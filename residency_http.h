@@ -1853,13 +1853,14 @@
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN
        runs inside the call: about 1-2 ms).
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
-       TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves.
+       TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves;
+       returns the events waiting (>= 0), RSD_ERR_ARG.
    rsd_fleet_stop_go(f, m, now): model m's held stop (desc.stop_hold_ms) goes on now:
        its SIGTERM is sent. RSD_OK, RSD_ERR_NOT_FOUND (m holds no stop), RSD_ERR_ARG.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
-       the supervisor's, the pool's and the probes' timers; UINT64_MAX = none.
+       the supervisor's, the pool's and the probes' timers; RSD_NO_DEADLINE = none.
    rsd_fleet_next_event(f, &ev): GRANT/FAIL are queued apart from the narration
        (STARTING..CRASHED) and never crowded out by it; pulled in order. Strings (model_id,
        message) stay valid until the next rsd_fleet_* call.
@@ -3245,15 +3246,17 @@ RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms);
 RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms);
 /* True when no process of ours is alive (after rsd_fleet_stop: safe to destroy). */
 RSD_API bool rsd_fleet_idle(const rsd_fleet *f);
-/* Do all pending work: reap, drain output, probe, apply pool actions. Returns RSD_OK or <0. */
+/* Do all pending work: reap, drain output, probe, apply pool actions. Returns the events
+   waiting (>= 0), or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms);
 /* A held stop (desc.stop_hold_ms) of model's process goes on now. RSD_OK,
    RSD_ERR_NOT_FOUND (none held) or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms);
-/* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need). */
-RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap);
-/* Next time step has timed work; 0 while events wait to be pulled; UINT64_MAX = none. */
-RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f);
+/* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need); how
+   many it wants (min(that, cap) written). */
+RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap);
+/* Next time step has timed work; 0 while events wait to be pulled; RSD_NO_DEADLINE = none. */
+RSD_API uint64_t rsd_fleet_next_deadline(const rsd_fleet *f);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev);
 /* Snapshot of one model at now_ms; RSD_ERR_ARG for a bad index. */
@@ -15160,7 +15163,7 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
 /* A starting child that wrote output since the last probe is probed again at once
    (llama-server logs "model loaded" the moment /health turns 200), at most every
    RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
-RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *s) {
+RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(const rsd_fleet *f, const rsdi_fleet_slot *s) {
     rsd_proc_info info;
     if (!s->pp.id || !s->proc.id || s->told || s->healthy || s->stopping || s->probe.id) return 0;
     if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
@@ -15243,6 +15246,13 @@ RSDI_PRIVATE int rsdi_fleet_wd_restarts(rsd_fleet *f, uint64_t now_ms) {
     return n;
 }
 
+/* Events waiting to be pulled: GRANT/FAIL not withdrawn by a cancel, and the narration. */
+RSDI_PRIVATE int rsdi_fleet_waiting(const rsd_fleet *f) {
+    uint32_t i, n = f->nq_count;
+    for (i = 0; i < f->rq_count; i++) n += f->rq[(f->rq_head + i) % f->rq_cap].ev.kind != RSD_FLEET_EV_NONE;
+    return (int)n;
+}
+
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
     int pass, i;
     if (!f) return RSD_ERR_ARG;
@@ -15310,7 +15320,7 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
         work += rsdi_fleet_pump(f, now_ms);
         if (!work) break;
     }
-    return RSD_OK;
+    return rsdi_fleet_waiting(f);
 }
 
 RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
@@ -15327,7 +15337,7 @@ RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
     return RSD_ERR_NOT_FOUND;
 }
 
-RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap) {
+RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap) {
     rsd_pollfd pf[2 * RSD_PROCS_MAX];
     int n, k, w, c;
     if (!f || cap < 0 || (!out && cap > 0)) return RSD_ERR_ARG;
@@ -15347,12 +15357,11 @@ RSDI_PRIVATE void rsdi_fleet_skip_scrubbed(rsd_fleet *f) {
     }
 }
 
-RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
+RSD_API uint64_t rsd_fleet_next_deadline(const rsd_fleet *f) {
     uint64_t d, x;
     int i;
-    if (!f) return UINT64_MAX;
-    rsdi_fleet_skip_scrubbed(f);
-    if (f->rq_count || f->nq_count) return 0;
+    if (!f) return RSD_NO_DEADLINE;
+    if (rsdi_fleet_waiting(f) > 0) return 0;
     d = rsd_procs_next_deadline(f->procs);
     x = rsd_pool_next_deadline(f->pool);
     if (x < d) d = x;
