@@ -650,9 +650,9 @@
        a frame loop (one call per frame, never blocks):
            rsd_ensurer_begin(e, &q, now_ms);                 no I/O
            every frame:
-               int rc = rsd_ensurer_step(e, now_ms);         RSD_PENDING while running
+               rsd_ensurer_step(e, now_ms);                  0 while running, 1 once ended
                n = rsd_ensurer_notices(e, &notes);           new notices: notes[seen..n)
-               if (rc != RSD_PENDING) { rsd_ensurer_query(e, &res); done; }
+               if (rsd_ensurer_next_event(e, &res)) { rc = res.result; done; }
                (optional) poll the fds of rsd_ensurer_pollfds until
                rsd_ensurer_next_deadline(e) within the frame budget.
 
@@ -758,23 +758,28 @@
            free_bytes and lease_ttl_ms (a free request, below).
            RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
            must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
-           DONE at once with that result (step returns it, query shows it).
+           DONE at once with that result (its end event carries it, query shows it).
        int rsd_ensurer_step(e, uint64_t now_ms)
-           Does all ready work and returns: RSD_PENDING (call again; sleep at most
-           until rsd_ensurer_next_deadline or socket activity), or, once done, the
-           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
-           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
-           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
-           says why). LM Studio: a model the server does not advertise ends DECLINED
-           with RSD_ERR_NOT_SERVED (the request must not be sent), a
-           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
-           return the same code.
+           Does all ready work and returns the events waiting: 0 while it runs
+           (call again; sleep at most until rsd_ensurer_next_deadline or socket
+           activity) or when nothing was begun, 1 once it has ended until
+           rsd_ensurer_next_event pulls its end; RSD_ERR_ARG for NULL.
+       bool rsd_ensurer_next_event(e, rsd_ensure_result *out)
+           Its end, once: *out as query gives it, with out->result the final code:
+           RSD_OK when the reconcile ran to its end (outcome RESIDENT, OBSERVED or
+           DECLINED: look at the result), <0 when the load failed or the server
+           could not be read (outcome LOAD_FAILED or DEGRADED; result.message says
+           why). LM Studio: a model the server does not advertise ends DECLINED
+           with RSD_ERR_NOT_SERVED (the request must not be sent), a server asking
+           for an API key DEGRADED with RSD_ERR_AUTH. False while it runs or once
+           pulled; query keeps the result until the next begin.
        int rsd_ensurer_pollfds(e, rsd_pollfd *out, int cap)
        uint64_t rsd_ensurer_next_deadline(e)
-           For the host's poll(): the client's sockets, and the earliest of the
-           client's deadlines, the reconcile's next poll (WAIT) and the next attempt
-           at the target lock or the attribution lock (COMMIT). RSD_NO_DEADLINE
-           when done or only sockets matter.
+           For the host's poll(): the client's sockets (how many it wants), and
+           the earliest of the client's deadlines, the reconcile's next poll (WAIT)
+           and the next attempt at the target lock or the attribution lock
+           (COMMIT); 0 while its end waits to be pulled. RSD_NO_DEADLINE when done
+           or only sockets matter.
        int rsd_ensurer_notices(e, const rsd_reconcile_notice **out)
            The notices so far (live while running: print notes[seen..n) after each
            step). Valid until the next begin.
@@ -846,10 +851,10 @@
        their own machine.
        int rsd_ensurer_release_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
            Starts giving a lease back; no I/O. step, pollfds, next_deadline and
-           query drive it like an ensure (RSD_PENDING until done; never blocks).
+           next_event drive it like an ensure (never blocks).
            "rsd-serve:ID": one DELETE <q->url root>/_rsd/lease/ID (q->url is
            required: the id does not hold it); rsd-serve starts what it stopped
-           again (the lease asked to restore). Step returns RSD_OK; query: outcome
+           again (the lease asked to restore). It ends with RSD_OK; query: outcome
            NONE, restored = the models rsd-serve starts again, evicted = them
            (restored set), message says so; 404 (released, or its ttl passed):
            RSD_ERR_NOT_FOUND. A state-directory lease: one ensure per model, in
@@ -860,7 +865,7 @@
            leaves the lease at once (what failed stays for another release); a
            recorded URL's host name must be resolved already (rsd_ensurer_resolve),
            as for any non-blocking ensure.
-           Step returns RSD_OK when all came back, else the first failed ensure's
+           It ends with RSD_OK when all came back, else the first failed ensure's
            code (RSD_ERR_STATE for one that ended without error and without its
            model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
            released lease; query: restored = the models back, and the last
@@ -2516,7 +2521,7 @@ typedef struct rsd_ensure_req {
                                          0 = RSD_ENSURE_LEASE_TTL_MS */
 } rsd_ensure_req;
 
-/* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
+/* The outcome of an ensure (final once rsd_ensurer_next_event gave its end). */
 typedef struct rsd_ensure_result {
     int result;                       /* RSD_PENDING while running, then the final code */
     rsd_outcome outcome;
@@ -2556,16 +2561,21 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
 /* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
 RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
-/* Never blocks. RSD_PENDING while running; then the final code (RSD_OK or <0). */
+/* Never blocks. The events waiting: 0 while it runs (or nothing was begun), 1 once it has
+   ended until rsd_ensurer_next_event pulls that; RSD_ERR_ARG for NULL. */
 RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms);
+/* The end of an ensure (or release), once: *out is its result as rsd_ensurer_query gives
+   it, with out->result the code it ended with (RSD_OK or <0). False while it runs. */
+RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out);
 /* Poll entries of the sockets the ensure waits on; returns how many it wants. */
-RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap);
-/* Earliest absolute time step must run; RSD_NO_DEADLINE when only sockets matter. */
-RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e);
+RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run; 0 while its end waits to be pulled;
+   RSD_NO_DEADLINE when only sockets matter. */
+RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e);
 /* Notices so far (live while running); *out valid until the next begin. */
 RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
 /* The result so far (final once done). */
-RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out);
+RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
 RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
 /* Blocking (release_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
@@ -2577,7 +2587,7 @@ RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_
 RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out);
 /* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
-   query drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
+   next_event drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
    a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or release is running,
    or a state-directory lease without a state directory). */
 RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
@@ -7103,6 +7113,7 @@ struct rsd_ensurer {
                                          m.rc.result.evicted with their ids after the answer in its buffer */
     /* a state-directory lease's release (rsd_ensurer_release_begin): one ensure per model */
     int rel;                          /* RSDI_EN_REL_*: what the next step does */
+    bool done_taken;                  /* the ended ensure's (or release's) event was pulled */
     int rel_final, rel_err, rel_n;    /* its code; the first failed ensure's; models back */
     uint32_t rel_kept;                /* the record's first entries that did not come back */
     bool rel_url_given, rel_resolve, rel_ran; /* the record's file lock between ensures: alk */
@@ -8429,6 +8440,7 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
     if (!e) return RSD_ERR_ARG;
     if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
     e->phase = RSDI_EN_DONE;
+    e->done_taken = false;
     e->inflight = e->reconciling = false;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->requests = 0;
@@ -8832,13 +8844,33 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
     return RSD_PENDING;
 }
 
-RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
-    if (!e) return RSD_ERR_ARG;
+/* One step of what runs: RSD_PENDING, or the code it ended with. */
+RSDI_PRIVATE int rsdi_en_step(rsd_ensurer *e, uint64_t now_ms) {
     if (e->rel != RSDI_EN_REL_NONE) return rsdi_en_rel_step(e, now_ms);
     return rsdi_en_step_one(e, now_ms);
 }
 
-RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
+/* The ensure (or release) has ended and its event was not pulled yet. */
+RSDI_PRIVATE bool rsdi_en_done_waits(const rsd_ensurer *e) {
+    if (e->done_taken) return false;
+    return e->rel != RSDI_EN_REL_NONE ? e->rel == RSDI_EN_REL_DONE : e->phase == RSDI_EN_DONE;
+}
+
+RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
+    if (!e) return RSD_ERR_ARG;
+    (void)rsdi_en_step(e, now_ms);
+    return rsdi_en_done_waits(e) ? 1 : 0;
+}
+
+RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out) {
+    if (!e || !out || !rsdi_en_done_waits(e)) return false;
+    rsd_ensurer_query(e, out);
+    out->result = e->rel != RSDI_EN_REL_NONE ? e->rel_final : e->final;
+    e->done_taken = true;
+    return true;
+}
+
+RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap) {
     int n;
     if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) return 0; /* between ensures: a file lock */
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE)) return 0;
@@ -8847,8 +8879,9 @@ RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
     return n;
 }
 
-RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
+RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e) {
     uint64_t dl;
+    if (e && rsdi_en_done_waits(e)) return 0;
     if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) /* between ensures */
         return e->alk_active ? e->alk.wake_ms : 0;
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE))
@@ -8876,7 +8909,7 @@ RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out
     return e->m.rc.n_notices;
 }
 
-RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
+RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     out->message = "";
@@ -8968,14 +9001,14 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
     }
 }
 
-/* Steps a begun ensure (or release) to its end, poll() between steps. */
+/* Steps a begun ensure (or release) to its end, poll() between steps; pulls its event. */
 RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
     rsd_pollfd fds[32];
-    int rc;
-    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
+    rsd_ensure_result res;
+    while (rsd_ensurer_step(e, rsd_now_ms()) == 0) {
         int n = rsd_ensurer_pollfds(e, fds, 32), timeout;
         uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
-        if (n > 32) n = 32;
+        if (n > 32) n = 32; /* fds[] is the blocking call's own: the rest waits for the next round */
         if (dl == RSD_NO_DEADLINE) timeout = n ? -1 : 10;
         else if (dl <= now) timeout = 0;
         else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
@@ -8983,7 +9016,8 @@ RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
         if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
     }
     if (out) rsd_ensurer_query(e, out);
-    return rc;
+    if (!rsd_ensurer_next_event(e, &res)) return RSD_PENDING; /* poll() failed */
+    return res.result;
 }
 
 RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
@@ -9023,11 +9057,13 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
         e->rel_resolve = e->rel_ran = false;
         e->rel_msg[0] = '\0';
         e->rel = RSDI_EN_REL_READ;
+        e->done_taken = false;
         (void)now_ms;
         return RSD_OK;
     }
     if (!RSDI_EN_SERVE_LEASE) {
         e->phase = RSDI_EN_DONE;
+        e->done_taken = false;
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s is an rsd-serve lease, and this build has none "
                      "(RSD_NO_SERVE_LEASE)", lease_id);
         return RSD_ERR_ARG;
@@ -9043,6 +9079,7 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
         e->only_kind == RSD_RUNTIME_OLLAMA) {
         e->phase = RSDI_EN_DONE;
         e->ls_used = false;
+        e->done_taken = false;
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s needs a valid id and the rsd-serve URL (q->url)",
                      lease_id);
         return RSD_ERR_ARG;

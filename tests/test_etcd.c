@@ -21,6 +21,7 @@
 #define SIM_RUNTIME "router"
 #include "sim_harness.h"
 #include "etcd_harness.h"
+#include "ensure_code.h"
 
 static etcd_proc g_etcd;
 static char g_tmp[256];
@@ -567,8 +568,8 @@ static void two_hosts(const char *coord, int rounds, int *evicted_protected, lon
         while ((ca == RSD_PENDING || cb == RSD_PENDING) && rsd_now_ms() < end) {
             rsd_pollfd fds[32];
             int na, nb;
-            if (ca == RSD_PENDING) ca = rsd_ensurer_step(a, rsd_now_ms());
-            if (cb == RSD_PENDING) cb = rsd_ensurer_step(b, rsd_now_ms());
+            if (ca == RSD_PENDING) ca = ensure_step_code(a, rsd_now_ms());
+            if (cb == RSD_PENDING) cb = ensure_step_code(b, rsd_now_ms());
             na = ca == RSD_PENDING ? rsd_ensurer_pollfds(a, fds, 16) : 0;
             nb = cb == RSD_PENDING ? rsd_ensurer_pollfds(b, fds + (na > 16 ? 16 : na), 16) : 0;
             (void)poll((struct pollfd *)(void *)fds, (nfds_t)((na > 16 ? 16 : na) + (nb > 16 ? 16 : nb)), 5);
@@ -742,7 +743,7 @@ static void test_etcd_stale_holder_ensure(void) {
     while (!sim_has_load(&sim, "slow") && rsd_now_ms() < end) { /* A: lock, then the load POST */
         rsd_pollfd fds[16];
         int n;
-        rc = rsd_ensurer_step(a, rsd_now_ms());
+        rc = ensure_step_code(a, rsd_now_ms());
         REQUIRE(rc == RSD_PENDING);
         n = rsd_ensurer_pollfds(a, fds, 16);
         (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
@@ -758,7 +759,7 @@ static void test_etcd_stale_holder_ensure(void) {
     while (rc == RSD_PENDING && rsd_now_ms() < end) {
         rsd_pollfd fds[16];
         int n;
-        rc = rsd_ensurer_step(a, rsd_now_ms());
+        rc = ensure_step_code(a, rsd_now_ms());
         n = rsd_ensurer_pollfds(a, fds, 16);
         if (rc == RSD_PENDING) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
     }
