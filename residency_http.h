@@ -1697,11 +1697,17 @@
            deadline_ms 0 = one lease TTL from now. changes are rsd_attr_change as for
            rsd_state_attr_commit and must stay valid until it is done.
        int rsd_etcd_step(co, now_ms)
-           RSD_PENDING while an operation (or a release) runs, then its result: read
-           RSD_OK / the error; lock RSD_OK (held, or fail-open: not held) / the error
-           (fail-closed: RSD_ERR_TIMEOUT busy, RSD_ERR_CONNECT..., RSD_ERR_AUTH); commit
-           RSD_OK / RSD_ERR_LOCK (fenced) / the error.
+           The events waiting: 0 while an operation (or a release) runs, and when
+           idle; 1 once it has ended, until rsd_etcd_next_event pulls its end.
+       bool rsd_etcd_next_event(co, rsd_etcd_view *out)
+           The end of the last operation begun, once (false while it runs): *out as
+           query, with out->result its code: read RSD_OK / the error; lock RSD_OK
+           (held, or fail-open: not held) / the error (fail-closed: RSD_ERR_TIMEOUT
+           busy, RSD_ERR_CONNECT..., RSD_ERR_AUTH); commit RSD_OK / RSD_ERR_LOCK
+           (fenced) / the error; unlock RSD_OK once etcd answered the delete.
        int rsd_etcd_pollfds(co, out, cap)  uint64_t rsd_etcd_next_deadline(co)
+           How many sockets it wants; when step must next run (0 while an end
+           waits to be pulled).
        void rsd_etcd_query(co, rsd_etcd_view *out)
            held, lost (the lease ran out while held), fence, has_gen/gen, attrs,
            attr_corrupt, the other hosts' protected_models (each model once; a role
@@ -3082,13 +3088,18 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
 /* Releases the lock: not held from now on; the key is deleted (if still ours) by the next
    steps, which return RSD_PENDING until etcd answered. Abandons a lock wait. */
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms);
-/* Never blocks: sends, reads, keeps the lease alive. RSD_PENDING while an operation runs,
-   then its result (RSD_OK, or <0); RSD_OK when idle. */
+/* Never blocks: sends, reads, keeps the lease alive. The events waiting: 0 while an
+   operation (or a release) runs or when idle, 1 once it has ended until rsd_etcd_next_event
+   pulls that; RSD_ERR_ARG for NULL. */
 RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms);
+/* The end of the last operation begun, once: *out as rsd_etcd_query, with out->result its
+   code (RSD_OK, or <0). False while it runs or once pulled. */
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out);
 /* The client's sockets for the host's poll(); how many it wants. */
-RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap);
-/* Earliest time step must run (a retry, the next keepalive, a timeout); RSD_NO_DEADLINE. */
-RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co);
+RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap);
+/* Earliest time step must run (a retry, the next keepalive, a timeout); 0 while an end waits
+   to be pulled; RSD_NO_DEADLINE. */
+RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co);
 /* What the last operation found. */
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
 /* Splits "etcd://h:p/prefix" into the gateway root ("http://h:p") and the prefix. RSD_OK or RSD_ERR_URL. */
@@ -7340,6 +7351,7 @@ RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ex
 RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st);
 RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc);
 RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d);
+RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
 RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
@@ -8764,7 +8776,7 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms);
 /* One step of the ensure (or of a release's current ensure). */
 RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
     int guard, rc;
-    if (RSDI_EN_CO(e)) (void)rsd_etcd_step(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
+    if (RSDI_EN_CO(e)) (void)rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
     e->last_now = now_ms;
     for (guard = 0; guard < 256; guard++) {
@@ -8823,7 +8835,7 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
-            int r = rsd_etcd_step(RSDI_EN_CO(e), now_ms);
+            int r = rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
             if (e->co_then == RSDI_EN_CO_READ) {
@@ -13020,6 +13032,7 @@ typedef struct rsdi_etcd_ans {
 } rsdi_etcd_ans;
 
 struct rsd_etcd {
+    bool end_owed;                    /* an operation was begun and its end not pulled yet */
     rsd_allocator alloc;
     rsd_logger logger;
     rsd_http_client *http;
@@ -13699,6 +13712,7 @@ RSDI_PRIVATE int rsdi_etcd_begin(rsd_etcd *co, int op, const char *key, uint64_t
         (void)RSD_SNPRINTF(co->k_gen, sizeof co->k_gen, "%s/gen/%s", co->prefix, name);
     }
     co->op = op;
+    co->end_owed = true;
     co->sub = RSDI_ES_SEND;
     co->result = RSD_PENDING;
     co->paging = co->pg_more = false;
@@ -13746,6 +13760,7 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
 
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) {
     if (!co) return RSD_ERR_ARG;
+    co->end_owed = true;
     if (co->op == RSDI_EO_LOCK) { /* abandon a wait (a txn in flight may still take it: its lease ends it) */
         if (co->inflight) (void)rsd_http_cancel(co->http, co->h);
         co->inflight = false;
@@ -14201,10 +14216,10 @@ RSDI_PRIVATE void rsdi_etcd_ka_answer(rsd_etcd *co, const rsd_http_event *ev) {
     }
 }
 
-RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
+/* One step: RSD_PENDING while an operation (or a release) runs, then its code (RSD_OK idle). */
+RSDI_PRIVATE int rsdi_etcd_step_code(rsd_etcd *co, uint64_t now_ms) {
     rsd_http_event ev;
     int guard;
-    if (!co) return RSD_ERR_ARG;
     for (guard = 0; guard < 8; guard++) {
         bool any = false;
         (void)rsd_http_client_step(co->http, now_ms);
@@ -14260,13 +14275,40 @@ RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
     return co->result == RSD_PENDING ? RSD_OK : co->result;
 }
 
-RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) {
+/* The ended operation's end waits to be pulled. */
+RSDI_PRIVATE bool rsdi_etcd_end_waits(const rsd_etcd *co) {
+    return co->end_owed && co->op == RSDI_EO_NONE && !co->unl_pending;
+}
+
+/* The ensurer's step: the code as rsdi_etcd_step_code; an end counts as pulled. */
+RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms) {
+    int r = rsdi_etcd_step_code(co, now_ms);
+    if (r != RSD_PENDING) co->end_owed = false;
+    return r;
+}
+
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
+    if (!co) return RSD_ERR_ARG;
+    (void)rsdi_etcd_step_code(co, now_ms);
+    return rsdi_etcd_end_waits(co) ? 1 : 0;
+}
+
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out) {
+    if (!co || !out || !rsdi_etcd_end_waits(co)) return false;
+    rsd_etcd_query(co, out);
+    out->result = co->result == RSD_PENDING ? RSD_OK : co->result;
+    co->end_owed = false;
+    return true;
+}
+
+RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap) {
     return co ? rsd_http_client_pollfds(co->http, out, cap) : 0;
 }
 
-RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) {
+RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co) {
     uint64_t dl;
     if (!co) return RSD_NO_DEADLINE;
+    if (rsdi_etcd_end_waits(co)) return 0;
     dl = rsd_http_client_next_deadline(co->http);
     if (co->op != RSDI_EO_NONE && !co->inflight) {
         uint64_t w = co->sub == RSDI_ES_SLEEP ? co->wake : 0;
@@ -14328,9 +14370,11 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
     return RSD_ERR_STATE;
 }
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
-RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
-RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
-RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_NO_DEADLINE; }
+RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return 0; }
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out) { (void)co, (void)out; return false; }
+RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
+RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co) { (void)co; return RSD_NO_DEADLINE; }
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     (void)co;
     if (out) memset(out, 0, sizeof *out);
