@@ -97,9 +97,30 @@
      (rsd_pool_step(pool), rsd_procs_step(p), rsd_fleet_step(f), rsd_ensurer_step(e));
      *_str gives a value's label ("already-resident", "ready", "in progress; call
      again") and *_name the bare name of its X-macro entry ("ERR_TIMEOUT",
-     "EVICT_CONFIG", "ALLOC_FAILED"); RSD_NO_DEADLINE is what every *_step and
-     *_next_deadline returns when nothing is scheduled; every *_pollfds fills
-     rsd_pollfd entries (residency_http.h) and returns how many.
+     "EVICT_CONFIG", "ALLOC_FAILED").
+
+   PUMP
+     Every object that runs on the caller's clock (rsd_pool here; the HTTP client and
+     server, rsd_procs, rsd_fleet, rsd_ensurer and rsd_etcd in residency_http.h) is
+     driven the same way, and none of these calls blocks:
+       int X_step(X *, uint64_t now)
+           Does the work due at now. Returns the events waiting to be pulled (>= 0),
+           or < 0 (RSD_ERR_ARG for NULL).
+       bool X_next_event(X *, ev *)
+           Pulls the oldest event; false when none. The pool's are its actions
+           (rsd_pool_next_action; rsd_pool_next_event reads its log), the HTTP
+           client's rsd_http_next_event. The ensurer and etcd have one event per
+           ensure or operation: its end, with its result.
+       int X_pollfds(const X *, rsd_pollfd *out, int cap)
+           How many descriptors it wants polled (rsd_pollfd, residency_http.h); it
+           writes min(that, cap), so the caller may pass more room. The pool has none.
+       uint64_t X_next_deadline(const X *)
+           0 while events wait (or work is due now); else the time step must next
+           run; RSD_NO_DEADLINE when nothing is due.
+       X_query(const X *, ...)
+           A snapshot (rsd_pool_query_stats, rsd_ensurer_query, rsd_etcd_query, ...).
+     A frame: step each object, pull its events, poll every descriptor until the
+     earliest deadline (tests/test_pump.c drives them all through one such loop).
 
    ---- text: what reaches a terminal or a log line ----------------------------
        Text a server or a child chose (model ids, messages, command lines) is
@@ -1867,8 +1888,10 @@
        always exists. `if (r < 0)` is always the error test.
 
    MEMORY
-       Nothing in residency.h allocates except the *_create functions, which use
-       the allocator in their desc (or RSD_DEFAULT_ALLOC/FREE when it is zeroed).
+       Nothing in residency.h allocates except rsd_listing_create, rsd_pool_create
+       and rsd_reconcile_init (its tables), which use the allocator in their desc or
+       limits (or RSD_DEFAULT_ALLOC/FREE when it is zeroed); residency_http.h
+       allocates in its *_create functions and rsd_state_open, and mbedTLS in its own.
        Allocator hooks are both-or-neither: giving only one is RSD_ERR_ARG.
 
    LOGGING
@@ -2173,8 +2196,8 @@ typedef struct rsd_logger {
 } rsd_logger;
 
 /* ==== types: allocator, string view ======================================= */
-/* The one "no deadline": what every *_step and *_next_deadline returns when nothing
-   is scheduled (pool, process supervisor, HTTP client and server, fleet, ensurer). */
+/* The one "no deadline": what every *_next_deadline returns when nothing is due (pool,
+   process supervisor, HTTP client and server, fleet, ensurer, etcd). */
 #define RSD_NO_DEADLINE UINT64_MAX
 
 /* Allocator hooks; zeroed = RSD_DEFAULT_ALLOC/FREE. Both or neither. */
