@@ -97,9 +97,30 @@
      (rsd_pool_step(pool), rsd_procs_step(p), rsd_fleet_step(f), rsd_ensurer_step(e));
      *_str gives a value's label ("already-resident", "ready", "in progress; call
      again") and *_name the bare name of its X-macro entry ("ERR_TIMEOUT",
-     "EVICT_CONFIG", "ALLOC_FAILED"); RSD_NO_DEADLINE is what every *_step and
-     *_next_deadline returns when nothing is scheduled; every *_pollfds fills
-     rsd_pollfd entries (residency_http.h) and returns how many.
+     "EVICT_CONFIG", "ALLOC_FAILED").
+
+   PUMP
+     Every object that runs on the caller's clock (rsd_pool here; the HTTP client and
+     server, rsd_procs, rsd_fleet, rsd_ensurer and rsd_etcd in residency_http.h) is
+     driven the same way, and none of these calls blocks:
+       int X_step(X *, uint64_t now)
+           Does the work due at now. Returns the events waiting to be pulled (>= 0),
+           or < 0 (RSD_ERR_ARG for NULL).
+       bool X_next_event(X *, ev *)
+           Pulls the oldest event; false when none. The pool's are its actions
+           (rsd_pool_next_action; rsd_pool_next_event reads its log), the HTTP
+           client's rsd_http_next_event. The ensurer and etcd have one event per
+           ensure or operation: its end, with its result.
+       int X_pollfds(const X *, rsd_pollfd *out, int cap)
+           How many descriptors it wants polled (rsd_pollfd, residency_http.h); it
+           writes min(that, cap), so the caller may pass more room. The pool has none.
+       uint64_t X_next_deadline(const X *)
+           0 while events wait (or work is due now); else the time step must next
+           run; RSD_NO_DEADLINE when nothing is due.
+       X_query(const X *, ...)
+           A snapshot (rsd_pool_query_stats, rsd_ensurer_query, rsd_etcd_query, ...).
+     A frame: step each object, pull its events, poll every descriptor until the
+     earliest deadline (tests/test_pump.c drives them all through one such loop).
 
    ---- text: what reaches a terminal or a log line ----------------------------
        Text a server or a child chose (model ids, messages, command lines) is
@@ -1588,7 +1609,8 @@
                    GRANT: send a.req (a.user) to a.slot; release it when done
                    FAIL:  answer a.user with rsd_result_str(a.result); done
                }
-               wake = rsd_pool_step(pool, now);   (idle TTL, the wait-bound timer)
+               rsd_pool_step(pool, now);          (idle TTL, the wait-bound timer)
+               wake = rsd_pool_next_deadline(pool); (0: actions wait)
 
        rsd_pool_create(desc) / rsd_pool_destroy(pool)
            The only allocation: one block of about 17 KiB + 48 bytes per
@@ -1666,8 +1688,12 @@
            beyond it queue here, not in the server's accept queue.
        rsd_pool_next_action(pool, &a) -> bool
            STOPs and SPAWNs first (in decision order), then GRANT/FAIL in order.
-       rsd_pool_step(pool, now) -> next deadline | RSD_NO_DEADLINE
-           Stops idle slots whose TTL expired, runs admission (starvation).
+       rsd_pool_step(pool, now) -> actions waiting (>= 0) | RSD_ERR_ARG
+           Stops idle slots whose TTL expired, ends leases whose ttl passed, runs
+           admission (starvation).
+       rsd_pool_next_deadline(pool) -> 0 | time | RSD_NO_DEADLINE
+           0 while actions wait; else when step must next run (an idle TTL, a
+           lease's ttl, the wait bound); RSD_NO_DEADLINE when nothing is due.
        rsd_pool_configure(pool, max, now)
            max clamped to 1..16. Idle excess slots stop at once, LRU
            first; busy excess stops when it goes idle.
@@ -1910,8 +1936,10 @@
        always exists. `if (r < 0)` is always the error test.
 
    MEMORY
-       Nothing in residency.h allocates except the *_create functions, which use
-       the allocator in their desc (or RSD_DEFAULT_ALLOC/FREE when it is zeroed).
+       Nothing in residency.h allocates except rsd_listing_create, rsd_pool_create
+       and rsd_reconcile_init (its tables), which use the allocator in their desc or
+       limits (or RSD_DEFAULT_ALLOC/FREE when it is zeroed); residency_http.h
+       allocates in its *_create functions and rsd_state_open, and mbedTLS in its own.
        Allocator hooks are both-or-neither: giving only one is RSD_ERR_ARG.
 
    LOGGING
@@ -2216,8 +2244,8 @@ typedef struct rsd_logger {
 } rsd_logger;
 
 /* ==== types: allocator, string view ======================================= */
-/* The one "no deadline": what every *_step and *_next_deadline returns when nothing
-   is scheduled (pool, process supervisor, HTTP client and server, fleet, ensurer). */
+/* The one "no deadline": what every *_next_deadline returns when nothing is due (pool,
+   process supervisor, HTTP client and server, fleet, ensurer, etcd). */
 #define RSD_NO_DEADLINE UINT64_MAX
 
 /* Allocator hooks; zeroed = RSD_DEFAULT_ALLOC/FREE. Both or neither. */
@@ -4111,8 +4139,10 @@ RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t
 RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
-/* Run timers (idle TTL, the wait bound); returns the next deadline or RSD_NO_DEADLINE. */
-RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms);
+/* Run timers (idle TTL, lease ttl, the wait bound): the actions waiting (>= 0), or RSD_ERR_ARG. */
+RSD_API int rsd_pool_step(rsd_pool *pool, uint64_t now_ms);
+/* When step must next run: 0 while actions wait, RSD_NO_DEADLINE when nothing is due. */
+RSD_API uint64_t rsd_pool_next_deadline(const rsd_pool *pool);
 /* Forget model's failed starts (-1 = every model): its next request starts it at once
    (for a host whose configuration of the model changed). */
 RSD_API int rsd_pool_reset_backoff(rsd_pool *pool, int model);
@@ -12290,7 +12320,7 @@ struct rsd_pool {
     rsdi_pool_slot slots[RSD_POOL_MAX_SLOTS];
     int want_head, want_tail;
     int act_head, act_tail;
-    uint32_t ntf_head, ntf_tail;
+    uint32_t ntf_head, ntf_tail, ntf_count;
     rsdi_pool_reqent *reqs;
     rsdi_pool_link *wq;    /* model wait queue links; wq[i].next = free list link */
     rsdi_pool_link *nt;    /* notify list links */
@@ -12403,6 +12433,7 @@ RSDI_PRIVATE void rsdi_pool_ntf_push(rsd_pool *p, uint32_t i, int kind) {
     if (p->ntf_tail == RSDI_POOL_NIL) p->ntf_head = i;
     else p->nt[p->ntf_tail].next = i;
     p->ntf_tail = i;
+    p->ntf_count++;
 }
 
 RSDI_PRIVATE void rsdi_pool_ntf_unlink(rsd_pool *p, uint32_t i) {
@@ -12413,6 +12444,7 @@ RSDI_PRIVATE void rsdi_pool_ntf_unlink(rsd_pool *p, uint32_t i) {
     else p->ntf_head = l->next;
     if (l->next != RSDI_POOL_NIL) p->nt[l->next].prev = l->prev;
     else p->ntf_tail = l->prev;
+    p->ntf_count--;
     r->ntf = RSDI_PNTF_NONE;
     l->prev = l->next = RSDI_POOL_NIL;
 }
@@ -13501,20 +13533,23 @@ RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *a) {
     return false;
 }
 
-RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
-    uint64_t next = RSD_NO_DEADLINE;
-    int s, m;
-    if (!pool) return next;
+/* Actions waiting to be pulled: slots with a SPAWN or STOP, then GRANTs and FAILs. */
+RSDI_PRIVATE int rsdi_pool_waiting_actions(const rsd_pool *pool) {
+    int s, n = 0;
+    for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) n += pool->slots[s].in_act;
+    return n + (int)pool->ntf_count;
+}
+
+RSD_API int rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
+    int s;
+    if (!pool) return RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;
-    if (pool->stopped) return next;
+    if (pool->stopped) return rsdi_pool_waiting_actions(pool);
     for (s = 0; s < RSD_POOL_MAX_LEASES; s++) { /* lease ttl */
         rsdi_pool_leaseent *le = &pool->leases[s];
-        if (!le->gen) continue;
-        if (le->expires_ms <= pool->now_ms) {
+        if (le->gen && le->expires_ms <= pool->now_ms) {
             pool->ctr.lease_expiries++;
             rsdi_pool_lease_end(pool, s);
-        } else if (le->expires_ms < next) {
-            next = le->expires_ms;
         }
     }
     for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) { /* idle TTL (llama-swap ttl, keep_alive) */
@@ -13523,6 +13558,15 @@ RSD_API uint64_t rsd_pool_step(rsd_pool *pool, uint64_t now_ms) {
         if (sl->idle_deadline_ms <= pool->now_ms) rsdi_pool_stop_slot(pool, s, RSD_POOL_WHY_TTL);
     }
     rsdi_pool_pass(pool);
+    return rsdi_pool_waiting_actions(pool);
+}
+
+RSD_API uint64_t rsd_pool_next_deadline(const rsd_pool *pool) {
+    uint64_t next = RSD_NO_DEADLINE;
+    int s, m;
+    if (!pool) return next;
+    if (rsdi_pool_waiting_actions(pool) > 0) return 0;
+    if (pool->stopped) return next;
     for (s = 0; s < RSD_POOL_MAX_SLOTS; s++) {
         const rsdi_pool_slot *sl = &pool->slots[s];
         if (rsdi_pool_idle(pool, sl) && sl->idle_deadline_ms < next) next = sl->idle_deadline_ms;

@@ -363,8 +363,9 @@
            waits for); kept-alive idle sockets are not listed.
            Returns how many it wants (only cap are written when that is more).
        uint64_t rsd_http_client_next_deadline(c)
-           Earliest connect/total deadline or idle expiry; 0 when a queued request
-           can start now; RSD_NO_DEADLINE when only socket readiness matters.
+           Earliest connect/total deadline or idle expiry; 0 when a completion
+           waits to be pulled or a queued request can start now; RSD_NO_DEADLINE
+           when only socket readiness matters.
        int rsd_http_cancel(c, rsd_http_req_h h)
            Closes the request's socket (it cannot be reused mid-request); its event
            reports RSD_ERR_CANCELLED. RSD_ERR_NOT_FOUND for a stale or completed
@@ -649,9 +650,9 @@
        a frame loop (one call per frame, never blocks):
            rsd_ensurer_begin(e, &q, now_ms);                 no I/O
            every frame:
-               int rc = rsd_ensurer_step(e, now_ms);         RSD_PENDING while running
+               rsd_ensurer_step(e, now_ms);                  0 while running, 1 once ended
                n = rsd_ensurer_notices(e, &notes);           new notices: notes[seen..n)
-               if (rc != RSD_PENDING) { rsd_ensurer_query(e, &res); done; }
+               if (rsd_ensurer_next_event(e, &res)) { rc = res.result; done; }
                (optional) poll the fds of rsd_ensurer_pollfds until
                rsd_ensurer_next_deadline(e) within the frame budget.
 
@@ -761,23 +762,28 @@
            rsd_gguf_read_file and rsd_gguf_kv_per_token).
            RSD_OK, RSD_ERR_ARG (NULLs, empty model, an ensure already running: it
            must finish first), RSD_ERR_URL, RSD_ERR_MODEL_ID. On error the ensure is
-           DONE at once with that result (step returns it, query shows it).
+           DONE at once with that result (its end event carries it, query shows it).
        int rsd_ensurer_step(e, uint64_t now_ms)
-           Does all ready work and returns: RSD_PENDING (call again; sleep at most
-           until rsd_ensurer_next_deadline or socket activity), or, once done, the
-           final code: RSD_OK when the reconcile ran to its end (outcome RESIDENT,
-           OBSERVED or DECLINED: look at the result), <0 when the load failed or the
-           server could not be read (outcome LOAD_FAILED or DEGRADED; result.message
-           says why). LM Studio: a model the server does not advertise ends DECLINED
-           with RSD_ERR_NOT_SERVED (the request must not be sent), a
-           server asking for an API key DEGRADED with RSD_ERR_AUTH. Further calls
-           return the same code.
+           Does all ready work and returns the events waiting: 0 while it runs
+           (call again; sleep at most until rsd_ensurer_next_deadline or socket
+           activity) or when nothing was begun, 1 once it has ended until
+           rsd_ensurer_next_event pulls its end; RSD_ERR_ARG for NULL.
+       bool rsd_ensurer_next_event(e, rsd_ensure_result *out)
+           Its end, once: *out as query gives it, with out->result the final code:
+           RSD_OK when the reconcile ran to its end (outcome RESIDENT, OBSERVED or
+           DECLINED: look at the result), <0 when the load failed or the server
+           could not be read (outcome LOAD_FAILED or DEGRADED; result.message says
+           why). LM Studio: a model the server does not advertise ends DECLINED
+           with RSD_ERR_NOT_SERVED (the request must not be sent), a server asking
+           for an API key DEGRADED with RSD_ERR_AUTH. False while it runs or once
+           pulled; query keeps the result until the next begin.
        int rsd_ensurer_pollfds(e, rsd_pollfd *out, int cap)
        uint64_t rsd_ensurer_next_deadline(e)
-           For the host's poll(): the client's sockets, and the earliest of the
-           client's deadlines, the reconcile's next poll (WAIT) and the next attempt
-           at the target lock or the attribution lock (COMMIT). RSD_NO_DEADLINE
-           when done or only sockets matter.
+           For the host's poll(): the client's sockets (how many it wants), and
+           the earliest of the client's deadlines, the reconcile's next poll (WAIT)
+           and the next attempt at the target lock or the attribution lock
+           (COMMIT); 0 while its end waits to be pulled. RSD_NO_DEADLINE when done
+           or only sockets matter.
        int rsd_ensurer_notices(e, const rsd_reconcile_notice **out)
            The notices so far (live while running: print notes[seen..n) after each
            step). Valid until the next begin.
@@ -849,10 +855,10 @@
        their own machine.
        int rsd_ensurer_release_begin(e, const rsd_ensure_req *q, const char *lease_id, uint64_t now_ms)
            Starts giving a lease back; no I/O. step, pollfds, next_deadline and
-           query drive it like an ensure (RSD_PENDING until done; never blocks).
+           next_event drive it like an ensure (never blocks).
            "rsd-serve:ID": one DELETE <q->url root>/_rsd/lease/ID (q->url is
            required: the id does not hold it); rsd-serve starts what it stopped
-           again (the lease asked to restore). Step returns RSD_OK; query: outcome
+           again (the lease asked to restore). It ends with RSD_OK; query: outcome
            NONE, restored = the models rsd-serve starts again, evicted = them
            (restored set), message says so; 404 (released, or its ttl passed):
            RSD_ERR_NOT_FOUND. A state-directory lease: one ensure per model, in
@@ -863,7 +869,7 @@
            leaves the lease at once (what failed stays for another release); a
            recorded URL's host name must be resolved already (rsd_ensurer_resolve),
            as for any non-blocking ensure.
-           Step returns RSD_OK when all came back, else the first failed ensure's
+           It ends with RSD_OK when all came back, else the first failed ensure's
            code (RSD_ERR_STATE for one that ended without error and without its
            model resident, e.g. observe-only), RSD_ERR_NOT_FOUND for an unknown or
            released lease; query: restored = the models back, and the last
@@ -1032,14 +1038,15 @@
        rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
        rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
        each frame / after poll():
-           uint64_t next = rsd_procs_step(p, now);          (drain, reap, timers)
+           rsd_procs_step(p, now);           (drain, reap, timers: events waiting)
            while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
            case RSD_PROC_EV_PROBE:   send GET http://127.0.0.1:<port>/health;
                                      200 -> rsd_procs_mark_ready(p, ev.proc, now)
            case RSD_PROC_EV_EXITED:  crashed / early exit: quote rsd_procs_tail()
            case RSD_PROC_EV_STOPPED: gone after a stop; rsd_procs_release(p, ev.proc)
            ... }
-           poll() the descriptors from rsd_procs_pollfds (POLLIN) until `next`.
+           poll() the descriptors from rsd_procs_pollfds (POLLIN) until
+           rsd_procs_next_deadline(p).
        rsd_procs_stop(p, h, now);  ... STOPPED ...  rsd_procs_release(p, h);
        rsd_procs_destroy(p);       (SIGKILLs and reaps whatever is left)
 
@@ -1694,11 +1701,17 @@
            deadline_ms 0 = one lease TTL from now. changes are rsd_attr_change as for
            rsd_state_attr_commit and must stay valid until it is done.
        int rsd_etcd_step(co, now_ms)
-           RSD_PENDING while an operation (or a release) runs, then its result: read
-           RSD_OK / the error; lock RSD_OK (held, or fail-open: not held) / the error
-           (fail-closed: RSD_ERR_TIMEOUT busy, RSD_ERR_CONNECT..., RSD_ERR_AUTH); commit
-           RSD_OK / RSD_ERR_LOCK (fenced) / the error.
+           The events waiting: 0 while an operation (or a release) runs, and when
+           idle; 1 once it has ended, until rsd_etcd_next_event pulls its end.
+       bool rsd_etcd_next_event(co, rsd_etcd_view *out)
+           The end of the last operation begun, once (false while it runs): *out as
+           query, with out->result its code: read RSD_OK / the error; lock RSD_OK
+           (held, or fail-open: not held) / the error (fail-closed: RSD_ERR_TIMEOUT
+           busy, RSD_ERR_CONNECT..., RSD_ERR_AUTH); commit RSD_OK / RSD_ERR_LOCK
+           (fenced) / the error; unlock RSD_OK once etcd answered the delete.
        int rsd_etcd_pollfds(co, out, cap)  uint64_t rsd_etcd_next_deadline(co)
+           How many sockets it wants; when step must next run (0 while an end
+           waits to be pulled).
        void rsd_etcd_query(co, rsd_etcd_view *out)
            held, lost (the lease ran out while held), fence, has_gen/gen, attrs,
            attr_corrupt, the other hosts' protected_models (each model once; a role
@@ -1858,13 +1871,14 @@
        / configure / stop; each applies the pool's resulting actions at once (a SPAWN
        runs inside the call: about 1-2 ms).
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
-       TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves.
+       TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves;
+       returns the events waiting (>= 0), RSD_ERR_ARG.
    rsd_fleet_stop_go(f, m, now): model m's held stop (desc.stop_hold_ms) goes on now:
        its SIGTERM is sent, its SIGKILL due term_grace_ms after the STOP. RSD_OK, RSD_ERR_NOT_FOUND (m holds no stop), RSD_ERR_ARG.
    rsd_fleet_pollfds(f, out, cap): child pipes and pidfds (POLLIN) then the probe
        sockets; returns how many it wants (may exceed cap: only cap written).
    rsd_fleet_next_deadline(f): 0 while events wait to be pulled, else the earliest of
-       the supervisor's, the pool's and the probes' timers; UINT64_MAX = none.
+       the supervisor's, the pool's and the probes' timers; RSD_NO_DEADLINE = none.
    rsd_fleet_next_event(f, &ev): GRANT/FAIL are queued apart from the narration
        (STARTING..CRASHED) and never crowded out by it; pulled in order. Strings (model_id,
        message) stay valid until the next rsd_fleet_* call.
@@ -2280,10 +2294,11 @@ RSD_API int rsd_http_client_step_polled(rsd_http_client *c, uint64_t now_ms,
 RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev);
 /* Writes up to cap poll entries for the sockets step waits on; returns how many it
    wants (may exceed cap: then only cap were written). */
-RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap);
-/* Earliest absolute time (ms, the callers' clock) step must run; 0 = now;
-   RSD_NO_DEADLINE = only socket readiness matters. */
-RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c);
+RSD_API int rsd_http_client_pollfds(const rsd_http_client *c, rsd_pollfd *out, int cap);
+/* Earliest absolute time (ms, the callers' clock) step must run; 0 = now (a completion
+   waits to be pulled, or a queued request can start); RSD_NO_DEADLINE = only socket
+   readiness matters. */
+RSD_API uint64_t rsd_http_client_next_deadline(const rsd_http_client *c);
 /* Aborts a request: its socket is closed and its event reports RSD_ERR_CANCELLED.
    RSD_ERR_NOT_FOUND for a stale handle or one already completed. */
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h);
@@ -2388,9 +2403,10 @@ RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_even
 RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h,
                                   rsd_http_server_event *out);
 /* Poll entries (listen socket + connections); returns how many it wants. */
-RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap);
-/* Earliest absolute time step must run (timeouts); RSD_NO_DEADLINE if none. */
-RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s);  /* 0 while events wait to be pulled */
+RSD_API int rsd_http_server_pollfds(const rsd_http_server *s, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run (timeouts); 0 while events wait to be pulled;
+   RSD_NO_DEADLINE if none. */
+RSD_API uint64_t rsd_http_server_next_deadline(const rsd_http_server *s);
 /* Answers a request with a Content-Length response (headers are extra lines, e.g.
    Content-Type). Writes what the socket takes now; step sends the rest. RSD_OK,
    RSD_ERR_CLOSED (client gone), RSD_ERR_NOT_FOUND (stale handle), RSD_ERR_TOO_LARGE
@@ -2523,7 +2539,7 @@ typedef struct rsd_ensure_req {
     uint32_t context_floor;           /* the clamp by bytes never goes below; 0 = 4096 */
 } rsd_ensure_req;
 
-/* The outcome of an ensure (final once step stopped returning RSD_PENDING). */
+/* The outcome of an ensure (final once rsd_ensurer_next_event gave its end). */
 typedef struct rsd_ensure_result {
     int result;                       /* RSD_PENDING while running, then the final code */
     rsd_outcome outcome;
@@ -2563,16 +2579,21 @@ RSD_API size_t rsd_ensurer_footprint(const rsd_ensurer_desc *desc);
 RSD_API void rsd_ensurer_destroy(rsd_ensurer *e);
 /* Starts an ensure (copies q; no I/O). RSD_OK or <0 (then the ensure is done with it). */
 RSD_API int rsd_ensurer_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t now_ms);
-/* Never blocks. RSD_PENDING while running; then the final code (RSD_OK or <0). */
+/* Never blocks. The events waiting: 0 while it runs (or nothing was begun), 1 once it has
+   ended until rsd_ensurer_next_event pulls that; RSD_ERR_ARG for NULL. */
 RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms);
+/* The end of an ensure (or release), once: *out is its result as rsd_ensurer_query gives
+   it, with out->result the code it ended with (RSD_OK or <0). False while it runs. */
+RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out);
 /* Poll entries of the sockets the ensure waits on; returns how many it wants. */
-RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap);
-/* Earliest absolute time step must run; RSD_NO_DEADLINE when only sockets matter. */
-RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e);
+RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap);
+/* Earliest absolute time step must run; 0 while its end waits to be pulled;
+   RSD_NO_DEADLINE when only sockets matter. */
+RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e);
 /* Notices so far (live while running); *out valid until the next begin. */
 RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out);
 /* The result so far (final once done). */
-RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out);
+RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out);
 /* Blocking: resolve, begin, step + poll() until done. Returns the final code. */
 RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out);
 /* Blocking (release_begin, then step + poll): gives lease_id back. rsd-serve's ("rsd-serve:ID",
@@ -2584,7 +2605,7 @@ RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_
 RSD_API int rsd_ensurer_release(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
                                rsd_ensure_result *out);
 /* Starts giving lease_id back without blocking; rsd_ensurer_step / pollfds / next_deadline /
-   query drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
+   next_event drive it like an ensure (result.restored: the models back). RSD_OK or <0 (RSD_ERR_ARG:
    a bad id, an rsd-serve lease without q->url; RSD_ERR_STATE: an ensure or release is running,
    or a state-directory lease without a state directory). */
 RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, const char *lease_id,
@@ -2779,13 +2800,13 @@ RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms);
 RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms);
 /* Free an EXITED/FAILED slot (the handle goes stale). RSD_ERR_STATE while running. */
 RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
-/* Drain pipes, reap exits, run timers; returns the next deadline (or RSD_NO_DEADLINE). */
-RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms);
-/* The next time rsd_procs_step has timed work (no side effects). */
+/* Drain pipes, reap exits, run timers: the events waiting (>= 0), or RSD_ERR_ARG. */
+RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms);
+/* 0 while events wait; else the next time rsd_procs_step has timed work (no side effects). */
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p);
 /* Descriptors to poll for readability (output pipes, pidfds), as rsd_pollfd entries
-   with events RSD_POLLIN, as every *_pollfds: the count written (<= cap). Windows:
-   none (the supervisor checks its pipes on the timer of next_deadline). */
+   with events RSD_POLLIN, as every *_pollfds: how many it wants (min(that, cap) written).
+   Windows: none (the supervisor checks its pipes on the timer of next_deadline). */
 RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
@@ -3079,13 +3100,18 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
 /* Releases the lock: not held from now on; the key is deleted (if still ours) by the next
    steps, which return RSD_PENDING until etcd answered. Abandons a lock wait. */
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms);
-/* Never blocks: sends, reads, keeps the lease alive. RSD_PENDING while an operation runs,
-   then its result (RSD_OK, or <0); RSD_OK when idle. */
+/* Never blocks: sends, reads, keeps the lease alive. The events waiting: 0 while an
+   operation (or a release) runs or when idle, 1 once it has ended until rsd_etcd_next_event
+   pulls that; RSD_ERR_ARG for NULL. */
 RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms);
+/* The end of the last operation begun, once: *out as rsd_etcd_query, with out->result its
+   code (RSD_OK, or <0). False while it runs or once pulled. */
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out);
 /* The client's sockets for the host's poll(); how many it wants. */
-RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap);
-/* Earliest time step must run (a retry, the next keepalive, a timeout); RSD_NO_DEADLINE. */
-RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co);
+RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap);
+/* Earliest time step must run (a retry, the next keepalive, a timeout); 0 while an end waits
+   to be pulled; RSD_NO_DEADLINE. */
+RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co);
 /* What the last operation found. */
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out);
 /* Splits "etcd://h:p/prefix" into the gateway root ("http://h:p") and the prefix. RSD_OK or RSD_ERR_URL. */
@@ -3254,15 +3280,17 @@ RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms);
 RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms);
 /* True when no process of ours is alive (after rsd_fleet_stop: safe to destroy). */
 RSD_API bool rsd_fleet_idle(const rsd_fleet *f);
-/* Do all pending work: reap, drain output, probe, apply pool actions. Returns RSD_OK or <0. */
+/* Do all pending work: reap, drain output, probe, apply pool actions. Returns the events
+   waiting (>= 0), or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms);
 /* A held stop (desc.stop_hold_ms) of model's process goes on now. RSD_OK,
    RSD_ERR_NOT_FOUND (none held) or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms);
-/* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need). */
-RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap);
-/* Next time step has timed work; 0 while events wait to be pulled; UINT64_MAX = none. */
-RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f);
+/* Descriptors to poll (child pipes and pidfds: POLLIN; probe sockets as they need); how
+   many it wants (min(that, cap) written). */
+RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap);
+/* Next time step has timed work; 0 while events wait to be pulled; RSD_NO_DEADLINE = none. */
+RSD_API uint64_t rsd_fleet_next_deadline(const rsd_fleet *f);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_fleet_next_event(rsd_fleet *f, rsd_fleet_event *ev);
 /* Snapshot of one model at now_ms; RSD_ERR_ARG for a bad index. */
@@ -5864,11 +5892,11 @@ RSD_API bool rsd_http_next_event(rsd_http_client *c, rsd_http_event *ev) {
     return rsdi_client_take(c, -1, ev);
 }
 
-RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap) {
+RSD_API int rsd_http_client_pollfds(const rsd_http_client *c, rsd_pollfd *out, int cap) {
     int i, n = 0;
     if (!c) return 0;
     for (i = 0; i < c->nreqs; i++) {
-        rsdi_creq *r = &c->reqs[i];
+        const rsdi_creq *r = &c->reqs[i];
         short ev;
         if (r->state == RSDI_RQ_CONNECTING && c->conns[r->conn].state == RSDI_CC_HANDSHAKE)
             ev = rsdi_tls_want(c->conns[r->conn].io_ctx);
@@ -5885,15 +5913,16 @@ RSD_API int rsd_http_client_pollfds(rsd_http_client *c, rsd_pollfd *out, int cap
     return n;
 }
 
-RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
+/* When the client's own work is next due, finished requests not counted (the blocking
+   request and the ensurer pull only their own answers). */
+RSDI_PRIVATE uint64_t rsdi_client_deadline(const rsd_http_client *c) {
     uint64_t dl = RSD_NO_DEADLINE;
     int i, k;
     bool can_start = false;
-    if (!c) return dl;
     for (k = 0; k < c->nconns; k++)
         if (c->conns[k].state == RSDI_CC_FREE || c->conns[k].state == RSDI_CC_IDLE) can_start = true;
     for (i = 0; i < c->nreqs; i++) {
-        rsdi_creq *r = &c->reqs[i];
+        const rsdi_creq *r = &c->reqs[i];
         if (r->state < RSDI_RQ_QUEUED || r->state > RSDI_RQ_BODY) continue;
         if (r->state == RSDI_RQ_QUEUED && can_start) return 0;
         if (r->state == RSDI_RQ_BODY && r->sse_rest_len && !r->paused) return 0; /* held events */
@@ -5909,6 +5938,14 @@ RSD_API uint64_t rsd_http_client_next_deadline(rsd_http_client *c) {
             if (t < dl) dl = t;
         }
     return dl;
+}
+
+RSD_API uint64_t rsd_http_client_next_deadline(const rsd_http_client *c) {
+    int i;
+    if (!c) return RSD_NO_DEADLINE;
+    for (i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].state == RSDI_RQ_DONE) return 0; /* an event waits to be pulled */
+    return rsdi_client_deadline(c);
 }
 
 RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h) {
@@ -6003,7 +6040,7 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
         if (rsdi_client_take(c, slot, resp)) return resp->result;
         n = rsd_http_client_pollfds(c, c->pfds, c->nconns);
         if (n > c->nconns) n = c->nconns;
-        dl = rsd_http_client_next_deadline(c);
+        dl = rsdi_client_deadline(c);
         now = rsd_now_ms();
         if (dl == RSD_NO_DEADLINE) timeout = -1;
         else if (dl <= now) timeout = 0;
@@ -6636,11 +6673,11 @@ RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h, rsd_htt
     return RSD_OK;
 }
 
-RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap) {
+RSD_API int rsd_http_server_pollfds(const rsd_http_server *s, rsd_pollfd *out, int cap) {
     int k, n = 0, free_slots = 0;
     if (!s) return 0;
     for (k = 0; k < s->n; k++) {
-        rsdi_sconn *cn = &s->conns[k];
+        const rsdi_sconn *cn = &s->conns[k];
         short ev = 0;
         if (cn->state == RSDI_SC_FREE) {
             free_slots++;
@@ -6668,12 +6705,12 @@ RSD_API int rsd_http_server_pollfds(rsd_http_server *s, rsd_pollfd *out, int cap
     return n;
 }
 
-RSD_API uint64_t rsd_http_server_next_deadline(rsd_http_server *s) {
+RSD_API uint64_t rsd_http_server_next_deadline(const rsd_http_server *s) {
     uint64_t dl = RSD_NO_DEADLINE;
     int k;
     if (!s) return dl;
     for (k = 0; k < s->n; k++) {
-        rsdi_sconn *cn = &s->conns[k];
+        const rsdi_sconn *cn = &s->conns[k];
         uint64_t t;
         if (cn->ev_type != RSD_HTTP_SEV_NONE) return 0;  /* an event waits to be pulled */
         if (cn->state == RSDI_SC_CLOSING) {
@@ -7101,6 +7138,7 @@ struct rsd_ensurer {
                                          m.rc.result.evicted with their ids after the answer in its buffer */
     /* a state-directory lease's release (rsd_ensurer_release_begin): one ensure per model */
     int rel;                          /* RSDI_EN_REL_*: what the next step does */
+    bool done_taken;                  /* the ended ensure's (or release's) event was pulled */
     int rel_final, rel_err, rel_n;    /* its code; the first failed ensure's; models back */
     uint32_t rel_kept;                /* the record's first entries that did not come back */
     bool rel_url_given, rel_resolve, rel_ran; /* the record's file lock between ensures: alk */
@@ -7327,6 +7365,7 @@ RSDI_PRIVATE int rsdi_record_load(rsd_state *st, const char *key, const char *ex
 RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st);
 RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc);
 RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d);
+RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
 RSDI_PRIVATE long rsdi_state_pid(void);
 RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
@@ -8431,6 +8470,7 @@ RSDI_PRIVATE int rsdi_en_begin(rsd_ensurer *e, const rsd_ensure_req *q, uint64_t
     if (!e) return RSD_ERR_ARG;
     if (e->phase == RSDI_EN_DETECT || e->phase == RSDI_EN_RUN) return RSD_ERR_STATE;
     e->phase = RSDI_EN_DONE;
+    e->done_taken = false;
     e->inflight = e->reconciling = false;
     e->waiting = RSDI_EN_WAIT_NONE;
     e->requests = 0;
@@ -8758,7 +8798,7 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms);
 /* One step of the ensure (or of a release's current ensure). */
 RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
     int guard, rc;
-    if (RSDI_EN_CO(e)) (void)rsd_etcd_step(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
+    if (RSDI_EN_CO(e)) (void)rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms); /* the lease's keepalive, a release in the background */
     if (e->phase == RSDI_EN_IDLE || e->phase == RSDI_EN_DONE) return e->final;
     e->last_now = now_ms;
     for (guard = 0; guard < 256; guard++) {
@@ -8817,7 +8857,7 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
             continue;
         }
         if (e->waiting == RSDI_EN_WAIT_COORD) { /* etcd: read, lock, commit or unlock */
-            int r = rsd_etcd_step(RSDI_EN_CO(e), now_ms);
+            int r = rsdi_etcd_step_take(RSDI_EN_CO(e), now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
             if (e->co_then == RSDI_EN_CO_READ) {
@@ -8838,13 +8878,33 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
     return RSD_PENDING;
 }
 
-RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
-    if (!e) return RSD_ERR_ARG;
+/* One step of what runs: RSD_PENDING, or the code it ended with. */
+RSDI_PRIVATE int rsdi_en_step(rsd_ensurer *e, uint64_t now_ms) {
     if (e->rel != RSDI_EN_REL_NONE) return rsdi_en_rel_step(e, now_ms);
     return rsdi_en_step_one(e, now_ms);
 }
 
-RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
+/* The ensure (or release) has ended and its event was not pulled yet. */
+RSDI_PRIVATE bool rsdi_en_done_waits(const rsd_ensurer *e) {
+    if (e->done_taken) return false;
+    return e->rel != RSDI_EN_REL_NONE ? e->rel == RSDI_EN_REL_DONE : e->phase == RSDI_EN_DONE;
+}
+
+RSD_API int rsd_ensurer_step(rsd_ensurer *e, uint64_t now_ms) {
+    if (!e) return RSD_ERR_ARG;
+    (void)rsdi_en_step(e, now_ms);
+    return rsdi_en_done_waits(e) ? 1 : 0;
+}
+
+RSD_API bool rsd_ensurer_next_event(rsd_ensurer *e, rsd_ensure_result *out) {
+    if (!e || !out || !rsdi_en_done_waits(e)) return false;
+    rsd_ensurer_query(e, out);
+    out->result = e->rel != RSDI_EN_REL_NONE ? e->rel_final : e->final;
+    e->done_taken = true;
+    return true;
+}
+
+RSD_API int rsd_ensurer_pollfds(const rsd_ensurer *e, rsd_pollfd *out, int cap) {
     int n;
     if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) return 0; /* between ensures: a file lock */
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE)) return 0;
@@ -8853,15 +8913,16 @@ RSD_API int rsd_ensurer_pollfds(rsd_ensurer *e, rsd_pollfd *out, int cap) {
     return n;
 }
 
-RSD_API uint64_t rsd_ensurer_next_deadline(rsd_ensurer *e) {
+RSD_API uint64_t rsd_ensurer_next_deadline(const rsd_ensurer *e) {
     uint64_t dl;
+    if (e && rsdi_en_done_waits(e)) return 0;
     if (e && (e->rel == RSDI_EN_REL_READ || e->rel == RSDI_EN_REL_DROP)) /* between ensures */
         return e->alk_active ? e->alk.wake_ms : 0;
     if (!e || (e->phase != RSDI_EN_DETECT && e->phase != RSDI_EN_RUN && e->phase != RSDI_EN_LEASE))
         return RSD_NO_DEADLINE;
     switch (e->waiting) {
     case RSDI_EN_WAIT_HTTP:
-        dl = rsd_http_client_next_deadline(e->http);
+        dl = rsdi_client_deadline(e->http);
         break;
     case RSDI_EN_WAIT_WAKE: dl = e->wake; break;
     case RSDI_EN_WAIT_LOCK: dl = e->lk.wake_ms; break;
@@ -8882,7 +8943,7 @@ RSD_API int rsd_ensurer_notices(rsd_ensurer *e, const rsd_reconcile_notice **out
     return e->m.rc.n_notices;
 }
 
-RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
+RSD_API void rsd_ensurer_query(const rsd_ensurer *e, rsd_ensure_result *out) {
     if (!out) return;
     memset(out, 0, sizeof *out);
     out->message = "";
@@ -8974,14 +9035,14 @@ RSD_API void rsd_ensurer_query(rsd_ensurer *e, rsd_ensure_result *out) {
     }
 }
 
-/* Steps a begun ensure (or release) to its end, poll() between steps. */
+/* Steps a begun ensure (or release) to its end, poll() between steps; pulls its event. */
 RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
     rsd_pollfd fds[32];
-    int rc;
-    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
+    rsd_ensure_result res;
+    while (rsd_ensurer_step(e, rsd_now_ms()) == 0) {
         int n = rsd_ensurer_pollfds(e, fds, 32), timeout;
         uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
-        if (n > 32) n = 32;
+        if (n > 32) n = 32; /* fds[] is the blocking call's own: the rest waits for the next round */
         if (dl == RSD_NO_DEADLINE) timeout = n ? -1 : 10;
         else if (dl <= now) timeout = 0;
         else timeout = dl - now > 1000 ? 1000 : (int)(dl - now);
@@ -8989,7 +9050,8 @@ RSDI_PRIVATE int rsdi_en_loop(rsd_ensurer *e, rsd_ensure_result *out) {
         if (rsd_poll(fds, n, timeout) < 0 && errno != EINTR) break;
     }
     if (out) rsd_ensurer_query(e, out);
-    return rc;
+    if (!rsd_ensurer_next_event(e, &res)) return RSD_PENDING; /* poll() failed */
+    return res.result;
 }
 
 RSD_API int rsd_ensurer_run(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *out) {
@@ -9029,11 +9091,13 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
         e->rel_resolve = e->rel_ran = false;
         e->rel_msg[0] = '\0';
         e->rel = RSDI_EN_REL_READ;
+        e->done_taken = false;
         (void)now_ms;
         return RSD_OK;
     }
     if (!RSDI_EN_SERVE_LEASE) {
         e->phase = RSDI_EN_DONE;
+        e->done_taken = false;
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s is an rsd-serve lease, and this build has none "
                      "(RSD_NO_SERVE_LEASE)", lease_id);
         return RSD_ERR_ARG;
@@ -9049,6 +9113,7 @@ RSD_API int rsd_ensurer_release_begin(rsd_ensurer *e, const rsd_ensure_req *q, c
         e->only_kind == RSD_RUNTIME_OLLAMA) {
         e->phase = RSDI_EN_DONE;
         e->ls_used = false;
+        e->done_taken = false;
         rsdi_en_fail(e, RSD_ERR_ARG, now_ms, "release: %s needs a valid id and the rsd-serve URL (q->url)",
                      lease_id);
         return RSD_ERR_ARG;
@@ -10912,10 +10977,19 @@ RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h) {
     return RSD_OK;
 }
 
+/* Events waiting to be pulled: the queue, and one PROBE per STARTING process that asked. */
+RSDI_PRIVATE int rsdi_procs_waiting(const rsd_procs *p) {
+    int i, n = (int)p->ev_count;
+    for (i = 0; i < p->max_procs; i++)
+        n += p->slots[i].probe_pending && p->slots[i].state == RSD_PROC_STARTING;
+    return n;
+}
+
 RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
     uint64_t d = RSD_NO_DEADLINE;
     int i;
     if (!p) return d;
+    if (rsdi_procs_waiting(p) > 0) return 0;
     for (i = 0; i < p->max_procs; i++) {
         const rsdi_proc_slot *s = &p->slots[i];
         if (!rsdi_proc_running(s)) continue;
@@ -10931,9 +11005,9 @@ RSD_API uint64_t rsd_procs_next_deadline(const rsd_procs *p) {
     return d;
 }
 
-RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
+RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
     int i;
-    if (!p) return RSD_NO_DEADLINE;
+    if (!p) return RSD_ERR_ARG;
     for (i = 0; i < p->max_procs; i++) {
         rsdi_proc_slot *s = &p->slots[i];
         int st = 0;
@@ -11015,7 +11089,7 @@ RSD_API uint64_t rsd_procs_step(rsd_procs *p, uint64_t now_ms) {
             rsdi_proc_event(p, s, RSD_PROC_EV_STUCK, now_ms);
         }
     }
-    return rsd_procs_next_deadline(p);
+    return rsdi_procs_waiting(p);
 }
 
 RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap) {
@@ -11027,12 +11101,15 @@ RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap) {
         if (!rsdi_proc_running(s)) continue;
         fd[0] = s->out_fd;
         fd[1] = s->pid_fd;
-        for (k = 0; k < 2; k++)
-            if (fd[k] >= 0 && n < cap) {
+        for (k = 0; k < 2; k++) {
+            if (fd[k] < 0) continue;
+            if (n < cap) {
                 out[n].fd = fd[k];
                 out[n].events = RSD_POLLIN;
-                out[n++].revents = 0;
+                out[n].revents = 0;
             }
+            n++;
+        }
     }
     return n;
 }
@@ -12990,6 +13067,7 @@ typedef struct rsdi_etcd_ans {
 } rsdi_etcd_ans;
 
 struct rsd_etcd {
+    bool end_owed;                    /* an operation was begun and its end not pulled yet */
     rsd_allocator alloc;
     rsd_logger logger;
     rsd_http_client *http;
@@ -13669,6 +13747,7 @@ RSDI_PRIVATE int rsdi_etcd_begin(rsd_etcd *co, int op, const char *key, uint64_t
         (void)RSD_SNPRINTF(co->k_gen, sizeof co->k_gen, "%s/gen/%s", co->prefix, name);
     }
     co->op = op;
+    co->end_owed = true;
     co->sub = RSDI_ES_SEND;
     co->result = RSD_PENDING;
     co->paging = co->pg_more = false;
@@ -13716,6 +13795,7 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
 
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) {
     if (!co) return RSD_ERR_ARG;
+    co->end_owed = true;
     if (co->op == RSDI_EO_LOCK) { /* abandon a wait (a txn in flight may still take it: its lease ends it) */
         if (co->inflight) (void)rsd_http_cancel(co->http, co->h);
         co->inflight = false;
@@ -14171,10 +14251,10 @@ RSDI_PRIVATE void rsdi_etcd_ka_answer(rsd_etcd *co, const rsd_http_event *ev) {
     }
 }
 
-RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
+/* One step: RSD_PENDING while an operation (or a release) runs, then its code (RSD_OK idle). */
+RSDI_PRIVATE int rsdi_etcd_step_code(rsd_etcd *co, uint64_t now_ms) {
     rsd_http_event ev;
     int guard;
-    if (!co) return RSD_ERR_ARG;
     for (guard = 0; guard < 8; guard++) {
         bool any = false;
         (void)rsd_http_client_step(co->http, now_ms);
@@ -14230,13 +14310,40 @@ RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
     return co->result == RSD_PENDING ? RSD_OK : co->result;
 }
 
-RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) {
+/* The ended operation's end waits to be pulled. */
+RSDI_PRIVATE bool rsdi_etcd_end_waits(const rsd_etcd *co) {
+    return co->end_owed && co->op == RSDI_EO_NONE && !co->unl_pending;
+}
+
+/* The ensurer's step: the code as rsdi_etcd_step_code; an end counts as pulled. */
+RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms) {
+    int r = rsdi_etcd_step_code(co, now_ms);
+    if (r != RSD_PENDING) co->end_owed = false;
+    return r;
+}
+
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) {
+    if (!co) return RSD_ERR_ARG;
+    (void)rsdi_etcd_step_code(co, now_ms);
+    return rsdi_etcd_end_waits(co) ? 1 : 0;
+}
+
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out) {
+    if (!co || !out || !rsdi_etcd_end_waits(co)) return false;
+    rsd_etcd_query(co, out);
+    out->result = co->result == RSD_PENDING ? RSD_OK : co->result;
+    co->end_owed = false;
+    return true;
+}
+
+RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap) {
     return co ? rsd_http_client_pollfds(co->http, out, cap) : 0;
 }
 
-RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) {
+RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co) {
     uint64_t dl;
     if (!co) return RSD_NO_DEADLINE;
+    if (rsdi_etcd_end_waits(co)) return 0;
     dl = rsd_http_client_next_deadline(co->http);
     if (co->op != RSDI_EO_NONE && !co->inflight) {
         uint64_t w = co->sub == RSDI_ES_SLEEP ? co->wake : 0;
@@ -14298,9 +14405,11 @@ RSD_API int rsd_etcd_commit_begin(rsd_etcd *co, const rsd_attr_change *changes, 
     return RSD_ERR_STATE;
 }
 RSD_API int rsd_etcd_unlock_begin(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_ERR_STATE; }
-RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
-RSD_API int rsd_etcd_pollfds(rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
-RSD_API uint64_t rsd_etcd_next_deadline(rsd_etcd *co) { (void)co; return RSD_NO_DEADLINE; }
+RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return RSD_OK; }
+RSD_API int rsd_etcd_step(rsd_etcd *co, uint64_t now_ms) { (void)co, (void)now_ms; return 0; }
+RSD_API bool rsd_etcd_next_event(rsd_etcd *co, rsd_etcd_view *out) { (void)co, (void)out; return false; }
+RSD_API int rsd_etcd_pollfds(const rsd_etcd *co, rsd_pollfd *out, int cap) { (void)co, (void)out, (void)cap; return 0; }
+RSD_API uint64_t rsd_etcd_next_deadline(const rsd_etcd *co) { (void)co; return RSD_NO_DEADLINE; }
 RSD_API void rsd_etcd_query(const rsd_etcd *co, rsd_etcd_view *out) {
     (void)co;
     if (out) memset(out, 0, sizeof *out);
@@ -14389,7 +14498,6 @@ struct rsd_fleet {
     rsdi_fleet_qev nq[RSDI_FLEET_NARR_EVENTS]; /* narration ring */
     uint32_t nq_head, nq_count;
     uint64_t seq, dropped;
-    uint64_t pool_deadline;
     bool stopped;
     rsd_json_tok *props_toks;  /* RSDI_FLEET_PROPS_TOKENS */
     char *spare;               /* RSD_FLEET_SPEC_BYTES: rsd_fleet_set_model copies here first */
@@ -14876,7 +14984,7 @@ RSDI_PRIVATE int rsdi_fleet_pump(rsd_fleet *f, uint64_t now_ms) {
         int k = 0;
         /* timers first (TTL stops, starvation drains), then every action queued so far; applying
            them may queue more (a STOP frees room for a SPAWN), so until a pass finds none */
-        f->pool_deadline = rsd_pool_step(f->pool, now_ms);
+        (void)rsd_pool_step(f->pool, now_ms);
         while (rsd_pool_next_action(f->pool, &a)) {
             rsdi_fleet_apply(f, &a, now_ms);
             k++;
@@ -14950,7 +15058,6 @@ RSD_API rsd_fleet *rsd_fleet_create(const rsd_fleet_desc *desc) {
     f->wd_errors = d.watchdog_errors ? d.watchdog_errors : (uint32_t)RSD_FLEET_WATCHDOG_ERRORS_DEFAULT;
     f->wd_restarts = d.watchdog_restarts ? d.watchdog_restarts : (uint32_t)RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT;
     f->stop_hold_ms = d.stop_hold_ms;
-    f->pool_deadline = RSD_NO_DEADLINE;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) rsdi_fleet_clear_slot(&f->slots[i]);
 
     pd = d.pool;
@@ -15177,7 +15284,7 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
 /* A starting child that wrote output since the last probe is probed again at once
    (llama-server logs "model loaded" the moment /health turns 200), at most every
    RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
-RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *s) {
+RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(const rsd_fleet *f, const rsdi_fleet_slot *s) {
     rsd_proc_info info;
     if (!s->pp.id || !s->proc.id || s->told || s->healthy || s->stopping || s->probe.id) return 0;
     if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
@@ -15260,6 +15367,13 @@ RSDI_PRIVATE int rsdi_fleet_wd_restarts(rsd_fleet *f, uint64_t now_ms) {
     return n;
 }
 
+/* Events waiting to be pulled: GRANT/FAIL not withdrawn by a cancel, and the narration. */
+RSDI_PRIVATE int rsdi_fleet_waiting(const rsd_fleet *f) {
+    uint32_t i, n = f->nq_count;
+    for (i = 0; i < f->rq_count; i++) n += f->rq[(f->rq_head + i) % f->rq_cap].ev.kind != RSD_FLEET_EV_NONE;
+    return (int)n;
+}
+
 RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
     int pass, i;
     if (!f) return RSD_ERR_ARG;
@@ -15327,7 +15441,7 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
         work += rsdi_fleet_pump(f, now_ms);
         if (!work) break;
     }
-    return RSD_OK;
+    return rsdi_fleet_waiting(f);
 }
 
 RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
@@ -15344,7 +15458,7 @@ RSD_API int rsd_fleet_stop_go(rsd_fleet *f, int model, uint64_t now_ms) {
     return RSD_ERR_NOT_FOUND;
 }
 
-RSD_API int rsd_fleet_pollfds(rsd_fleet *f, rsd_pollfd *out, int cap) {
+RSD_API int rsd_fleet_pollfds(const rsd_fleet *f, rsd_pollfd *out, int cap) {
     rsd_pollfd pf[2 * RSD_PROCS_MAX];
     int n, k, w, c;
     if (!f || cap < 0 || (!out && cap > 0)) return RSD_ERR_ARG;
@@ -15364,14 +15478,14 @@ RSDI_PRIVATE void rsdi_fleet_skip_scrubbed(rsd_fleet *f) {
     }
 }
 
-RSD_API uint64_t rsd_fleet_next_deadline(rsd_fleet *f) {
+RSD_API uint64_t rsd_fleet_next_deadline(const rsd_fleet *f) {
     uint64_t d, x;
     int i;
-    if (!f) return UINT64_MAX;
-    rsdi_fleet_skip_scrubbed(f);
-    if (f->rq_count || f->nq_count) return 0;
+    if (!f) return RSD_NO_DEADLINE;
+    if (rsdi_fleet_waiting(f) > 0) return 0;
     d = rsd_procs_next_deadline(f->procs);
-    if (f->pool_deadline < d) d = f->pool_deadline;
+    x = rsd_pool_next_deadline(f->pool);
+    if (x < d) d = x;
     x = rsd_http_client_next_deadline(f->client);
     if (x < d) d = x;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++) {

@@ -60,9 +60,10 @@ static void ours(void) {
         rsd_pollfd pf[4];
         int n;
         uint64_t t = now_ms(), next;
-        next = rsd_procs_step(g_p, t);
+        (void)rsd_procs_step(g_p, t);
         while (rsd_procs_next_event(g_p, &ev))
             if (ev.kind == RSD_PROC_EV_EXITED) goto done;
+        next = rsd_procs_next_deadline(g_p);
         n = rsd_procs_pollfds(g_p, pf, 4);
         rsd_poll(pf, n, next == RSD_NO_DEADLINE ? 1000 : (int)(next > t ? next - t : 0));
     }

@@ -34,8 +34,10 @@ static int co_run(rsd_etcd *co) {
     for (;;) {
         rsd_pollfd fds[8];
         uint64_t now = rsd_now_ms(), dl;
+        rsd_etcd_view v;
         int n, r = rsd_etcd_step(co, now), timeout;
-        if (r != RSD_PENDING) return r;
+        if (r < 0) return r;
+        if (rsd_etcd_next_event(co, &v)) return v.result;
         n = rsd_etcd_pollfds(co, fds, 8);
         dl = rsd_etcd_next_deadline(co);
         now = rsd_now_ms();

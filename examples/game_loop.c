@@ -34,23 +34,23 @@ static void wait_frame(rsd_pollfd *fds, int nfds, uint64_t dl, uint64_t frame_en
 /* Frames until what e runs (an ensure, a free request, a release) is done: each frame
    does its own work, sleeps for the rest of it but wakes early on socket activity or
    when the ensurer has a deadline (its next poll of the server, a lock retry), then
-   steps the ensurer once (never blocks). */
-static int frames_until_done(rsd_ensurer *e) {
+   steps the ensurer once (never blocks). *res: its end (or where it stands after
+   MAX_FRAMES). */
+static void frames_until_done(rsd_ensurer *e, rsd_ensure_result *res) {
     const rsd_reconcile_notice *notes;
-    int rc = RSD_PENDING, seen = 0, n;
-    for (; g_frame < MAX_FRAMES && rc == RSD_PENDING; g_frame++) {
+    int waiting = 0, seen = 0, n;
+    for (; g_frame < MAX_FRAMES && waiting == 0; g_frame++) {
         uint64_t frame_end = rsd_now_ms() + FRAME_MS;
-        rsd_pollfd fds[8];
+        rsd_pollfd fds[8]; /* an ensurer made with a zeroed desc waits on 5 sockets at most (2 with no etcd) */
         int nfds;
         simulate_and_render(g_frame);
         nfds = rsd_ensurer_pollfds(e, fds, 8);
-        if (nfds > 8) nfds = 8;
         wait_frame(fds, nfds, rsd_ensurer_next_deadline(e), frame_end);
-        rc = rsd_ensurer_step(e, rsd_now_ms());
+        waiting = rsd_ensurer_step(e, rsd_now_ms()); /* 1 once it has ended */
         n = rsd_ensurer_notices(e, &notes);           /* notices arrive while it runs */
         for (; seen < n; seen++) printf("frame %u: %s\n", g_frame, notes[seen].text);
     }
-    return rc;
+    if (!rsd_ensurer_next_event(e, res)) rsd_ensurer_query(e, res);
 }
 
 /* "2G", "512M", "1000": bytes (binary suffixes); 0 when it is not a size. */
@@ -79,8 +79,7 @@ static int cutscene(rsd_ensurer *e, const char *url, const char *bytes) {
         return 2;
     }
     rsd_ensurer_begin(e, &q, rsd_now_ms());
-    frames_until_done(e);
-    rsd_ensurer_query(e, &res);
+    frames_until_done(e, &res);
     if (res.outcome != RSD_OUTCOME_FREED) { /* play without it, or skip the cutscene: the game decides */
         printf("frame %u: no lease (%s): %s\n", g_frame, rsd_outcome_str(res.outcome), res.message);
         return res.result < 0 ? 1 : 0;
@@ -97,8 +96,7 @@ static int cutscene(rsd_ensurer *e, const char *url, const char *bytes) {
         wait_frame(NULL, 0, frame_end, frame_end);
     }
     if (rsd_ensurer_release_begin(e, &q, lease, rsd_now_ms()) != RSD_OK) return 1;
-    frames_until_done(e);
-    rsd_ensurer_query(e, &res);
+    frames_until_done(e, &res);
     printf("frame %u: lease %s %s: %d model(s) back%s%s\n", g_frame, lease,
            res.result == RSD_OK ? "released" : "release failed", res.restored, res.message[0] ? "; " : "",
            res.message);
@@ -118,8 +116,7 @@ int main(int argc, char **argv) {
        (blocking, once), because the frame loop never calls getaddrinfo. */
     rsd_ensurer_resolve(e, q.url);
     rsd_ensurer_begin(e, &q, rsd_now_ms());
-    frames_until_done(e);
-    rsd_ensurer_query(e, &res);
+    frames_until_done(e, &res);
     printf("frame %u: %s: %s (%u requests, %llu ms) %s\n", g_frame, rsd_outcome_str(res.outcome), q.model,
            (unsigned)res.requests, (unsigned long long)res.elapsed_ms, res.message);
     rc = res.outcome != RSD_OUTCOME_RESIDENT ? 1 : argc > 3 ? cutscene(e, q.url, argv[3]) : 0;

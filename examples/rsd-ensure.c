@@ -618,7 +618,7 @@ int main(int argc, char **argv) {
         const rsd_reconcile_notice *nt;
         uint64_t now = rsd_now_ms(), dl;
         int n, timeout;
-        rc = rsd_ensurer_step(e, now);
+        rc = rsd_ensurer_step(e, now) == 0 ? RSD_PENDING : RSD_OK; /* 1: it has ended (query below) */
         n = rsd_ensurer_notices(e, &nt);
         rsd_ensurer_query(e, &res);
         show = !json && !quiet;

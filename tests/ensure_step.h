@@ -3,6 +3,7 @@
    the lock while the other waits for it). Include after residency_http.h. */
 #ifndef RSD_TESTS_ENSURE_STEP_H
 #define RSD_TESTS_ENSURE_STEP_H
+#include "ensure_code.h"
 
 /* Steps e on the real clock (poll on its sockets, up to its next deadline) until it is
    done or until(e) holds; bounded by 60 s. Returns the last step's code. */
@@ -13,7 +14,7 @@ static int drive(rsd_ensurer *e, bool (*until)(rsd_ensurer *)) {
         rsd_pollfd fds[16];
         uint64_t now = rsd_now_ms(), dl;
         int n, timeout;
-        rc = rsd_ensurer_step(e, now);
+        rc = ensure_step_code(e, now);
         if (until && until(e)) return rc;
         if (rc != RSD_PENDING) return rc;
         n = rsd_ensurer_pollfds(e, fds, 16);

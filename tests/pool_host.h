@@ -25,6 +25,12 @@ static void pump(host *h) {
     }
 }
 
+/* Run the pool's timers at now; what rsd_pool_next_deadline says after (0: actions wait). */
+static uint64_t step_next(rsd_pool *p, uint64_t now) {
+    CHECK(rsd_pool_step(p, now) >= 0);
+    return rsd_pool_next_deadline(p);
+}
+
 static int count(const host *h, rsd_pool_action_kind k) {
     int i, n = 0;
     for (i = 0; i < h->nlog; i++) n += h->log[i].kind == k;

@@ -115,6 +115,7 @@ static int psim_check(psim *s, int max_slots, uint64_t budget) {
     if (st.occupied_slots > max_slots) return psim_fail(s, "more slots than max");
     if (bytes != st.reserved_bytes) return psim_fail(s, "reserved bytes disagree");
     if (budget && bytes > budget) return psim_fail(s, "over the byte budget");
+    if (rsd_pool_next_deadline(s->pool) == 0) return psim_fail(s, "deadline 0 after every action was pulled");
     for (i = 0; i < s->nreq; i++) {
         if (s->req[i].state == PSIM_WAIT) waiting++;
         if (s->req[i].state == PSIM_RUN) { running++; per_slot[s->req[i].slot]++; }
@@ -205,7 +206,8 @@ static int psim_op(psim *s, unsigned op, unsigned arg, int max_slots, uint64_t b
         break;
     case 5: /* time passes, timers run */
         s->now += arg % 4000u;
-        (void)rsd_pool_step(s->pool, s->now);
+        i = rsd_pool_step(s->pool, s->now);
+        if (i < 0 || (i > 0 && rsd_pool_next_deadline(s->pool) != 0)) return psim_fail(s, "step count");
         break;
     case 6: /* cancel a waiting or running request */
         called = false;

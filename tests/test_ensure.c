@@ -466,7 +466,7 @@ static int drive_noting_the_wait(rsd_ensurer *e, uint64_t *began, uint64_t *wake
         rsd_pollfd fds[8];
         uint64_t now = rsd_now_ms(), dl;
         int n, timeout;
-        rc = rsd_ensurer_step(e, now);
+        rc = ensure_step_code(e, now);
         if (e->waiting == RSDI_EN_WAIT_WAKE && rc == RSD_PENDING && !*began) {
             *began = now;
             *wake = e->wake;
@@ -774,7 +774,12 @@ static void test_bad_requests(void) {
     q.url = "ftp://x";
     q.model = "a";
     CHECK_EQ_INT(rsd_ensurer_begin(e, &q, 1000), RSD_ERR_URL);
-    CHECK_EQ_INT(rsd_ensurer_step(e, 1001), RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_ensurer_step(e, 1001), 1);             /* its end waits to be pulled */
+    CHECK(rsd_ensurer_next_deadline(e) == 0);
+    CHECK(rsd_ensurer_next_event(e, &res) && res.result == RSD_ERR_URL);
+    CHECK_EQ_INT(rsd_ensurer_step(e, 1002), 0);             /* pulled: nothing waits */
+    CHECK(!rsd_ensurer_next_event(e, &res));
+    CHECK(rsd_ensurer_next_deadline(e) == RSD_NO_DEADLINE);
     rsd_ensurer_query(e, &res);
     CHECK(res.done && res.outcome == RSD_OUTCOME_DEGRADED && res.message[0]);
     q.url = "http://127.0.0.1:9";
@@ -792,7 +797,7 @@ static void test_bad_requests(void) {
     CHECK_EQ_INT(rsd_ensurer_begin(e, &q, 1000), RSD_OK);
     {
         int rc = RSD_PENDING, guard = 0;
-        while (rc == RSD_PENDING && guard++ < 100) rc = rsd_ensurer_step(e, 1000);
+        while (rc == RSD_PENDING && guard++ < 100) rc = ensure_step_code(e, 1000);
         CHECK_EQ_INT(rc, RSD_ERR_RESOLVE);
     }
     rsd_ensurer_destroy(e);
@@ -1019,7 +1024,7 @@ static void test_commit_lock_is_a_step(void) {
     REQUIRE(in_commit_wait(e));
     for (i = 0; i < 5; i++) { /* each step at the lock's wake makes one attempt and returns */
         now = rsd_ensurer_next_deadline(e);
-        CHECK_EQ_INT(rsd_ensurer_step(e, now), RSD_PENDING);
+        CHECK_EQ_INT(ensure_step_code(e, now), RSD_PENDING);
         CHECK(rsd_ensurer_next_deadline(e) > now && rsd_ensurer_next_deadline(e) <= now + RSD_STATE_ATTR_RETRY_MAX_MS);
     }
     CHECK(e->alk.attempts >= 6);
@@ -1040,7 +1045,7 @@ static void test_commit_lock_is_a_step(void) {
     CHECK_EQ_INT(drive(e, in_commit_wait), RSD_PENDING);
     REQUIRE(in_commit_wait(e));
     now = e->deadline + 1;
-    for (k = 0, rc = RSD_PENDING; rc == RSD_PENDING && k < 100; k++) rc = rsd_ensurer_step(e, now);
+    for (k = 0, rc = RSD_PENDING; rc == RSD_PENDING && k < 100; k++) rc = ensure_step_code(e, now);
     CHECK_EQ_INT(rc, RSD_OK);
     rsd_ensurer_query(e, &res);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);

@@ -34,6 +34,7 @@
 #include "sim_harness.h"
 #include "real_server.h"
 #include "state_dir.h"
+#include "ensure_code.h"
 
 static char g_out[1 << 15], g_err[1 << 14];
 
@@ -1246,14 +1247,14 @@ static void test_release_steps(void) {
     CHECK_EQ_INT(rsd_state_lock_step(other, &lk, now), RSD_OK);
     CHECK_EQ_INT(rsd_ensurer_release_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
     now = rsd_now_ms();
-    CHECK_EQ_INT(rsd_ensurer_step(e, now), RSD_PENDING);
+    CHECK_EQ_INT(ensure_step_code(e, now), RSD_PENDING);
     CHECK_EQ_INT(rsd_ensurer_pollfds(e, fds, 8), 0);
     CHECK(rsd_ensurer_next_deadline(e) > now && rsd_ensurer_next_deadline(e) != RSD_NO_DEADLINE);
     CHECK_EQ_INT(rsd_ensurer_begin(e, &q, now), RSD_ERR_STATE); /* a release runs */
     rsd_ensurer_query(e, &res);
     CHECK(!res.done && res.result == RSD_PENDING);
     rsd_state_unlock(other, &lk);
-    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && steps++ < 100000) {
+    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING && steps++ < 100000) {
         int n = rsd_ensurer_pollfds(e, fds, 8), t;
         uint64_t dl = rsd_ensurer_next_deadline(e);
         now = rsd_now_ms();
@@ -1268,7 +1269,7 @@ static void test_release_steps(void) {
     CHECK_EQ_INT(log_count(0, sim_log(&s), "POST", "/models/load", "charlie"), 2);
     /* the lease is gone */
     CHECK_EQ_INT(rsd_ensurer_release_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
-    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && steps++ < 200000) {
+    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING && steps++ < 200000) {
     }
     CHECK_EQ_INT(rc, RSD_ERR_NOT_FOUND);
     rsd_ensurer_query(e, &res);

@@ -706,7 +706,7 @@ static void test_lms_nonblocking_notices(void) {
     q.runtime = RSD_RUNTIME_LMSTUDIO;
     q.timeout_ms = 20000;
     CHECK_EQ_INT(rsd_ensurer_begin(e, &q, rsd_now_ms()), RSD_OK);
-    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && steps++ < 100000) {
+    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING && steps++ < 100000) {
         rsd_pollfd fds[8];
         int n = rsd_ensurer_pollfds(e, fds, 8);
         uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();

@@ -21,6 +21,7 @@
 #define SIM_RUNTIME "router"
 #include "sim_harness.h"
 #include "etcd_harness.h"
+#include "ensure_code.h"
 
 static etcd_proc g_etcd;
 static char g_tmp[256];
@@ -28,13 +29,16 @@ static char g_tmp[256];
 /* Steps co (real clock, polling its sockets) until its operation is done; bounded. */
 static int co_run(rsd_etcd *co) {
     uint64_t end = rsd_now_ms() + 60000;
-    int r = RSD_PENDING;
+    int r;
     while (rsd_now_ms() < end) {
         rsd_pollfd fds[8];
         uint64_t now = rsd_now_ms(), dl;
         int n, timeout;
+        rsd_etcd_view v;
         r = rsd_etcd_step(co, now);
-        if (r != RSD_PENDING) return r;
+        if (r < 0) return r;
+        if (r > 0) CHECK(rsd_etcd_next_deadline(co) == 0); /* its end waits to be pulled */
+        if (rsd_etcd_next_event(co, &v)) return v.result;
         n = rsd_etcd_pollfds(co, fds, 8);
         dl = rsd_etcd_next_deadline(co);
         now = rsd_now_ms();
@@ -403,7 +407,7 @@ static void test_etcd_lease_expiry(void) {
     /* a keeps it alive while stepped: b cannot take it for 3 s (longer than the TTL) */
     t = rsd_now_ms();
     REQUIRE(rsd_etcd_lock_begin(b, key, "test", t, t + 3000) == RSD_OK);
-    while (rsd_etcd_step(b, rsd_now_ms()) == RSD_PENDING) {
+    while (rsd_etcd_step(b, rsd_now_ms()) == 0) {
         (void)rsd_etcd_step(a, rsd_now_ms());
         (void)poll(NULL, 0, 10);
     }
@@ -567,8 +571,8 @@ static void two_hosts(const char *coord, int rounds, int *evicted_protected, lon
         while ((ca == RSD_PENDING || cb == RSD_PENDING) && rsd_now_ms() < end) {
             rsd_pollfd fds[32];
             int na, nb;
-            if (ca == RSD_PENDING) ca = rsd_ensurer_step(a, rsd_now_ms());
-            if (cb == RSD_PENDING) cb = rsd_ensurer_step(b, rsd_now_ms());
+            if (ca == RSD_PENDING) ca = ensure_step_code(a, rsd_now_ms());
+            if (cb == RSD_PENDING) cb = ensure_step_code(b, rsd_now_ms());
             na = ca == RSD_PENDING ? rsd_ensurer_pollfds(a, fds, 16) : 0;
             nb = cb == RSD_PENDING ? rsd_ensurer_pollfds(b, fds + (na > 16 ? 16 : na), 16) : 0;
             (void)poll((struct pollfd *)(void *)fds, (nfds_t)((na > 16 ? 16 : na) + (nb > 16 ? 16 : nb)), 5);
@@ -742,7 +746,7 @@ static void test_etcd_stale_holder_ensure(void) {
     while (!sim_has_load(&sim, "slow") && rsd_now_ms() < end) { /* A: lock, then the load POST */
         rsd_pollfd fds[16];
         int n;
-        rc = rsd_ensurer_step(a, rsd_now_ms());
+        rc = ensure_step_code(a, rsd_now_ms());
         REQUIRE(rc == RSD_PENDING);
         n = rsd_ensurer_pollfds(a, fds, 16);
         (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
@@ -758,7 +762,7 @@ static void test_etcd_stale_holder_ensure(void) {
     while (rc == RSD_PENDING && rsd_now_ms() < end) {
         rsd_pollfd fds[16];
         int n;
-        rc = rsd_ensurer_step(a, rsd_now_ms());
+        rc = ensure_step_code(a, rsd_now_ms());
         n = rsd_ensurer_pollfds(a, fds, 16);
         if (rc == RSD_PENDING) (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 16 ? 16 : n), 10);
     }

@@ -90,7 +90,7 @@ static void drain(rsd_fleet *f) {
    drain. extra (may be NULL) is an HTTP client stepped in the same loop. */
 static void round_once(rsd_fleet *f, rsd_http_client *extra) {
     rsd_pollfd fds[96];
-    int n = rsd_fleet_pollfds(f, fds, 64), m = 0, timeout = 50;
+    int n = rsd_fleet_pollfds(f, fds, 64), m = 0, timeout = 50, waiting, before;
     uint64_t d = rsd_fleet_next_deadline(f), now = tnow();
     if (n > 64) n = 64;
     if (n < 0) n = 0;
@@ -105,8 +105,12 @@ static void round_once(rsd_fleet *f, rsd_http_client *extra) {
     else if (d - now < 50) timeout = (int)(d - now);
     (void)rsd_poll(fds, n + m, timeout);
     if (extra) (void)rsd_http_client_step(extra, tnow());
-    (void)rsd_fleet_step(f, tnow());
+    waiting = rsd_fleet_step(f, tnow());
+    CHECK(waiting >= 0);
+    CHECK(waiting == 0 || rsd_fleet_next_deadline(f) == 0);
+    before = g_log.n;
     drain(f);
+    if (g_log.n < (int)(sizeof g_log.e / sizeof g_log.e[0])) CHECK_EQ_INT(g_log.n - before, waiting);
 }
 
 /* Loop until an event of kind for model (-1 = any) is in the log (nth occurrence). */

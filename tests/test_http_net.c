@@ -493,7 +493,8 @@ static void test_timeout_fake_clock(void) {
     CHECK_EQ_INT(rsd_http_client_next_deadline(c), 10500);
     (void)rsd_http_client_step(c, 10499);
     CHECK(!rsd_http_next_event(c, &ev));
-    (void)rsd_http_client_step(c, 10500);
+    CHECK_EQ_INT(rsd_http_client_step(c, 10500), 1);
+    CHECK_EQ_INT(rsd_http_client_next_deadline(c), 0); /* the event waits to be pulled */
     REQUIRE(rsd_http_next_event(c, &ev));
     CHECK_EQ_INT(ev.result, RSD_ERR_TIMEOUT);
     CHECK(ev.req.id == h.id);

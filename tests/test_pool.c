@@ -641,7 +641,7 @@ static void test_w26_starving_request_drains_its_victim(void) {
     h.auto_start = h.auto_exit = true;
     a1 = get(&h, 0, NULL);
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 100, NULL, &b, &s), RSD_PENDING);
-    next = rsd_pool_step(h.p, 500);
+    next = step_next(h.p, 500);
     CHECK_EQ_INT(next, 1100);
     /* steady traffic on a: overlapping requests, a is never idle */
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 600, NULL, &a2, &s), RSD_OK);
@@ -870,7 +870,7 @@ static void test_pinned_model_is_never_evicted_ttl_unloaded_or_trimmed(void) {
     preload(&h, 0);
     /* max 1 and a pinned: b could only wait forever, so it is refused with the reason */
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 1, 0, NULL, &b, &s), RSD_ERR_POOL_PINNED);
-    CHECK(rsd_pool_step(h.p, 1000000) == RSD_NO_DEADLINE); /* no TTL for a pin */
+    CHECK(step_next(h.p, 1000000) == RSD_NO_DEADLINE); /* no TTL for a pin */
     rsd_pool_configure(h.p, 1, 1000000);
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
@@ -895,7 +895,7 @@ static void test_set_model_changes_ttl_cap_and_pin(void) {
     REQUIRE(h.p);
     h.auto_start = h.auto_exit = true;
     preload(&h, 0);
-    CHECK(rsd_pool_step(h.p, 1000) == RSD_NO_DEADLINE); /* no TTL yet */
+    CHECK(step_next(h.p, 1000) == RSD_NO_DEADLINE); /* no TTL yet */
     d = m[0];
     d.id = NULL;
     d.ttl_ms = 50;
@@ -906,7 +906,7 @@ static void test_set_model_changes_ttl_cap_and_pin(void) {
     CHECK_EQ_INT(mi.ttl_ms, 50);
     CHECK_EQ_INT(mi.max_in_flight, 2);
     CHECK(mi.reserve_bytes == 7);
-    CHECK(rsd_pool_step(h.p, 1001) == 1050); /* the idle model now has a TTL deadline */
+    CHECK(step_next(h.p, 1001) == 1050); /* the idle model now has a TTL deadline */
     d.id = "b";
     CHECK_EQ_INT(rsd_pool_set_model(h.p, 0, &d, 1000), RSD_ERR_ARG);
     CHECK_EQ_INT(rsd_pool_set_model(h.p, 1, &m[0], 1000), RSD_ERR_ARG);
@@ -931,22 +931,24 @@ static void test_ttl_expiry_counts_from_the_last_request_finished(void) {
     h.auto_start = h.auto_exit = true;
     r = get(&h, 0, NULL);            /* starts at 0 */
     preload(&h, 1);                  /* ttl 0 = never */
-    CHECK_EQ_INT(rsd_pool_step(h.p, 9000), RSD_NO_DEADLINE); /* busy: no timer */
+    CHECK_EQ_INT(step_next(h.p, 9000), RSD_NO_DEADLINE); /* busy: no timer */
     rsd_pool_release(h.p, r, 10000); /* finished at 10 s */
-    CHECK_EQ_INT(rsd_pool_step(h.p, 14999), 15000);
+    CHECK_EQ_INT(step_next(h.p, 14999), 15000);
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
     /* a new request resets the idle clock */
     CHECK_EQ_INT(rsd_pool_acquire(h.p, 0, 14999, NULL, &r, &s), RSD_OK);
     rsd_pool_release(h.p, r, 15500);
-    CHECK_EQ_INT(rsd_pool_step(h.p, 15600), 20500);
+    CHECK_EQ_INT(step_next(h.p, 15600), 20500);
     pump(&h);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_STOP), 0);
-    rsd_pool_step(h.p, 20500);
+    CHECK_EQ_INT(rsd_pool_step(h.p, 20500), 1);    /* the STOP waits to be pulled */
+    CHECK(rsd_pool_next_deadline(h.p) == 0);
     pump(&h);
+    CHECK_EQ_INT(rsd_pool_step(h.p, 20500), 0);
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_TTL), 1);
     CHECK_EQ_INT(model_state(h.p, 0), RSD_POOL_SLOT_EMPTY);
-    CHECK_EQ_INT(rsd_pool_step(h.p, 99999999), RSD_NO_DEADLINE);
+    CHECK_EQ_INT(step_next(h.p, 99999999), RSD_NO_DEADLINE);
     CHECK_EQ_INT(model_state(h.p, 1), RSD_POOL_SLOT_READY);
     rsd_pool_destroy(h.p);
 }
@@ -1334,7 +1336,7 @@ static void test_preload_loads_and_leaves_resident_without_a_request(void) {
     rsd_pool_query_stats(h.p, &st);
     CHECK_EQ_INT(st.preloads, 0);
     CHECK_EQ_INT(st.running, 0);
-    CHECK(rsd_pool_step(h.p, 3) == 1002); /* b idle since its load finished at 2 */
+    CHECK(step_next(h.p, 3) == 1002); /* b idle since its load finished at 2 */
     /* a preload whose load fails leaves nothing to tell */
     h.auto_start = false;
     h.nlog = 0;

@@ -421,7 +421,7 @@ static void test_lease_ttl_and_restore(void) {
     CHECK_EQ_INT(count_why(&h, RSD_POOL_WHY_LEASE), 2);
     CHECK_EQ_INT(rsd_pool_lease_query(h.p, l, &li), RSD_OK);
     CHECK(li.expires_ms == 600 && li.restore);
-    next = rsd_pool_step(h.p, 200);
+    next = step_next(h.p, 200);
     CHECK(next == 600);
     CHECK_EQ_INT(count(&h, RSD_POOL_ACTION_SPAWN), 0);
     rsd_pool_step(h.p, 600);

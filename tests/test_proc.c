@@ -174,10 +174,11 @@ static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t ti
                  rsd_proc_event *out) {
     uint64_t start = now_ms(), end = start + timeout_ms;
     for (;;) {
-        uint64_t t = now_ms(), next = rsd_procs_step(p, t), wake;
+        uint64_t t = now_ms(), next, wake;
         rsd_proc_event ev;
         rsd_pollfd pf[16];
         int n, i;
+        CHECK(rsd_procs_step(p, t) >= 0);
         for (i = 0; i < stash_n; i++)
             if (stash[i].proc.id == h.id && stash[i].kind == kind) {
                 if (out) *out = stash[i];
@@ -191,6 +192,7 @@ static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t ti
             }
             if (stash_n < 32) stash[stash_n++] = ev;
         }
+        next = rsd_procs_next_deadline(p);
         t = now_ms();
         if (t >= end) return false;
         wake = next < end ? next : end;
@@ -672,8 +674,11 @@ static void test_probe_schedule(void) {
     s.start_deadline_ms = 3000;
     REQUIRE(rsd_procs_spawn(p, &s, t, &h) == RSD_OK);
     CHECK_EQ_INT(rsd_procs_next_deadline(p), 1010);
-    CHECK_EQ_INT(rsd_procs_step(p, 1009), 1010);
+    CHECK_EQ_INT(rsd_procs_step(p, 1009), 0);
+    CHECK_EQ_INT(rsd_procs_next_deadline(p), 1010);
     CHECK(!rsd_procs_next_event(p, &ev));
+    CHECK_EQ_INT(rsd_procs_step(p, 1010), 1);     /* the first PROBE waits to be pulled */
+    CHECK_EQ_INT(rsd_procs_next_deadline(p), 0);
     /* a fake clock, 1 ms per step: PROBE at 10, 20, 40 ... 500, 500, clamped to 4000 */
     for (t = 1000; t <= 4000; t++) {
         rsd_procs_step(p, t);
@@ -705,6 +710,7 @@ static void test_probe_schedule(void) {
     REQUIRE(p);
     REQUIRE(rsd_procs_spawn(p, &s, 0, &h) == RSD_OK);
     for (t = 0; t < 200; t++) rsd_procs_step(p, t);
+    CHECK_EQ_INT(rsd_procs_step(p, 200), 1);      /* still the one PROBE */
     n = 0;
     while (rsd_procs_next_event(p, &ev)) n += ev.kind == RSD_PROC_EV_PROBE;
     CHECK_EQ_INT(n, 1);

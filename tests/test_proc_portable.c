@@ -94,13 +94,15 @@ static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t ti
                  rsd_proc_event *out) {
     uint64_t end = rsd_now_ms() + timeout_ms;
     for (;;) {
-        uint64_t t = rsd_now_ms(), next = rsd_procs_step(p, t);
+        uint64_t t = rsd_now_ms(), next;
         rsd_proc_event ev;
+        CHECK(rsd_procs_step(p, t) >= 0);
         while (rsd_procs_next_event(p, &ev))
             if (ev.proc.id == h.id && ev.kind == kind) {
                 if (out) *out = ev;
                 return true;
             }
+        next = rsd_procs_next_deadline(p);
         t = rsd_now_ms();
         if (t >= end) return false;
         if (next > end) next = end;

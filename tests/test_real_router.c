@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "real_server.h"
+#include "ensure_code.h"
 
 enum { NM = 6, WAIT_MS = 20000 };
 static const char *const NAMES[NM] = {"tiny-a", "tiny-b", "tiny-c", "tiny-d", "tiny-e", "broken"};
@@ -146,7 +147,7 @@ static rsd_ensurer *new_ensurer(bool state) {
 
 static int run_ensure(rsd_ensurer *e, const rsd_ensure_req *q, rsd_ensure_result *res) {
     int rc = rsd_ensurer_begin(e, q, rsd_now_ms());
-    while (rc >= 0 && (rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
+    while (rc >= 0 && (rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING) {
         rsd_pollfd fds[40];
         int n = rsd_ensurer_pollfds(e, fds, 32), m, to;
         uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
@@ -418,7 +419,7 @@ static void test_probe_timeout_retried_on_a_stopped_server(void) {
     for (;;) { /* until the first probe timed out and went out again */
         rsd_ensurer_query(e, &res);
         if (rc != RSD_OK || res.done || res.requests >= 2 || rsd_now_ms() >= until) break;
-        rc = rsd_ensurer_step(e, rsd_now_ms());
+        rc = ensure_step_code(e, rsd_now_ms());
         if (rc != RSD_PENDING) break;
         rc = RSD_OK;
         (void)poll(NULL, 0, 10);
@@ -426,7 +427,7 @@ static void test_probe_timeout_retried_on_a_stopped_server(void) {
     kill(S.pid, SIGCONT);
     CHECK(!res.done);
     CHECK(res.requests >= 2);
-    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING && rsd_now_ms() < until + WAIT_MS) (void)poll(NULL, 0, 5);
+    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING && rsd_now_ms() < until + WAIT_MS) (void)poll(NULL, 0, 5);
     rsd_ensurer_query(e, &res);
     CHECK_EQ_INT(rc, RSD_OK);
     CHECK_EQ_INT(res.outcome, RSD_OUTCOME_RESIDENT);

@@ -29,6 +29,7 @@
 #define SERVE_BIN "build/examples/rsd-serve"
 #define SIM_BIN "build/examples/rsd-sim"
 #include "serve_harness.h"
+#include "ensure_code.h"
 
 static rsrv_config g_cfg, g_cfg2;
 
@@ -704,7 +705,7 @@ static void test_serve_lease(void) {
 /* Runs what e has begun to its end with the step API (poll between steps). */
 static int step_to_end(rsd_ensurer *e, rsd_ensure_result *res) {
     int rc;
-    while ((rc = rsd_ensurer_step(e, rsd_now_ms())) == RSD_PENDING) {
+    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING) {
         rsd_pollfd fds[8];
         int n = rsd_ensurer_pollfds(e, fds, 8);
         uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
