@@ -4293,7 +4293,7 @@ RSD_API uint32_t rsd_ggml_type_block(uint32_t type, uint32_t *block_bytes);
 /* "f16", "q8_0", ... -> the id; -1 when unknown (names as llama.cpp's --cache-type-k). */
 RSD_API int rsd_ggml_type_from_name(const char *name);
 
-/* A server start: the parameters the estimate reads (zeroed = llama-server's defaults). */
+/* A server start: the parameters the estimate reads (zeroed = llama-server's defaults, CPU only). */
 #define RSD_GGUF_NGL_NONE (-2)
 typedef struct rsd_gguf_start {
     uint32_t n_ctx;              /* -c; 0 = the model's context_length */
@@ -4302,7 +4302,8 @@ typedef struct rsd_gguf_start {
     const char *cache_type_k;    /* -ctk, -ctv: NULL = "f16" */
     const char *cache_type_v;
     uint32_t n_batch, n_ubatch;  /* -b, -ub: 0 = 2048, 512 */
-    int32_t n_gpu_layers;        /* -ngl: 0 or -1 = all; RSD_GGUF_NGL_NONE = none */
+    int32_t n_gpu_layers;        /* -ngl: -1 = all (a GPU build's default); 0 or RSD_GGUF_NGL_NONE =
+                                    none (every buffer on the host: a CPU build) */
     bool swa_full;               /* --swa-full */
 } rsd_gguf_start;
 

@@ -706,8 +706,14 @@ static void test_estimate_rules(void) {
     CHECK_EQ_INT(e.model_device, 5000000);
     CHECK_EQ_INT(e.model, 6000000);
     CHECK_EQ_INT(e.kv_device, e.kv);
-    /* refusals: a cache type whose block does not divide a head, unknown names, no shape */
+    /* 0 and RSD_GGUF_NGL_NONE: none on the device */
+    st.n_gpu_layers = RSD_GGUF_NGL_NONE;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK(e.model_device == 0 && e.kv_device == 0);
     st.n_gpu_layers = 0;
+    CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_OK);
+    CHECK(e.model_device == 0 && e.kv_device == 0);
+    /* refusals: a cache type whose block does not divide a head, unknown names, no shape */
     in.head_count = in.head_count_layer[0] = in.head_count_layer[1] = in.head_count_layer[2] = in.head_count_layer[3] = 16;
     st.cache_type_v = "q8_0";   /* heads of 16 */
     CHECK_EQ_INT(rsd_gguf_estimate_start(&in, &st, &e), RSD_ERR_ARG);
