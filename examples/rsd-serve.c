@@ -1813,6 +1813,7 @@ static void mem_prepare(srv *s, int m) {
     struct stat sb;
     uint64_t ek, lk;
     bool have;
+    ident[0] = 0;
     rsrv_mem_params_init(&p, md->ctx, md->parallel, md->ngl);
     if (md->command[0]) rsrv_mem_params_args(&p, sm->cmd_argv + 1); /* {ctx} and the like are not read */
     rsrv_mem_params_args(&p, sm->extra_argv);
@@ -1847,7 +1848,7 @@ static void mem_prepare(srv *s, int m) {
         }
     }
     mem_build(sm->spec.exe ? sm->spec.exe : s->cfg->llama_server, build, sizeof build);
-    lk = rsrv_kv_key_feed(rsrv_kv_key_feed(ek, build, strlen(build)), md->id, 0);
+    lk = rsrv_kv_key_feed(ek, build, strlen(build)); /* not the id: another id for the same start shares it */
     if (lk == mm->key) return;
     mm->key = lk; /* another file, parameters or build: what was learned is of another start */
     mm->meas_ok = false;
