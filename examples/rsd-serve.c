@@ -4965,6 +4965,7 @@ static int main_configure(srv *s, int argc, char **argv, char **argv2, rsd_fleet
                 if (s->devmem && devmem_read(s, 0, &pk) != 0) memset(&s->dm_last, 0, sizeof s->dm_last);
             }
             mem_check_print(s);
+            fflush(stdout);
             rsd_devmem_destroy(s->devmem);
             s->devmem = NULL;
         }
