@@ -1853,6 +1853,7 @@ static void mem_prepare(srv *s, int m) {
     struct stat sb;
     uint64_t ek, lk;
     bool have;
+    ident[0] = 0;
     rsrv_mem_params_init(&p, md->ctx, md->parallel, md->ngl);
     if (md->command[0]) rsrv_mem_params_args(&p, sm->cmd_argv + 1); /* {ctx} and the like are not read */
     rsrv_mem_params_args(&p, sm->extra_argv);
@@ -1887,7 +1888,7 @@ static void mem_prepare(srv *s, int m) {
         }
     }
     mem_build(sm->spec.exe ? sm->spec.exe : s->cfg->llama_server, build, sizeof build);
-    lk = rsrv_kv_key_feed(rsrv_kv_key_feed(ek, build, strlen(build)), md->id, 0);
+    lk = rsrv_kv_key_feed(ek, build, strlen(build)); /* not the id: another id for the same start shares it */
     if (lk == mm->key) return;
     mm->key = lk; /* another file, parameters or build: what was learned is of another start */
     mm->meas_ok = false;
@@ -5055,6 +5056,7 @@ static int main_configure(srv *s, int argc, char **argv, char **argv2, rsd_fleet
                 if (s->devmem && devmem_read(s, 0, &pk) != 0) memset(&s->dm_last, 0, sizeof s->dm_last);
             }
             mem_check_print(s);
+            fflush(stdout);
             rsd_devmem_destroy(s->devmem);
             s->devmem = NULL;
         }
