@@ -101,24 +101,27 @@
 
    PUMP
      Every object that runs on the caller's clock (rsd_pool here; the HTTP client and
-     server, rsd_procs, rsd_fleet, rsd_ensurer and rsd_etcd in residency_http.h) is
-     driven the same way, and none of these calls blocks:
+     server, rsd_procs, rsd_fleet, rsd_ensurer, rsd_etcd and the state directory's
+     lock in residency_http.h) is driven the same way, and none of these calls blocks:
        int X_step(X *, uint64_t now)
            Does the work due at now. Returns the events waiting to be pulled (>= 0),
            or < 0 (RSD_ERR_ARG for NULL).
        bool X_next_event(X *, ev *)
            Pulls the oldest event; false when none. The pool's are its actions
            (rsd_pool_next_action; rsd_pool_next_event reads its log), the HTTP
-           client's rsd_http_next_event. The ensurer and etcd have one event per
-           ensure or operation: its end, with its result.
+           client's rsd_http_next_event. The ensurer, etcd and the lock have one
+           event per ensure, operation or wait: its end, with its result. The lock
+           works within its state: rsd_state_lock_step(st, lk, now).
        int X_pollfds(const X *, rsd_pollfd *out, int cap)
            How many descriptors it wants polled (rsd_pollfd, residency_http.h); it
-           writes min(that, cap), so the caller may pass more room. The pool has none.
+           writes min(that, cap), so the caller may pass more room. The pool and
+           the lock have none.
        uint64_t X_next_deadline(const X *)
            0 while events wait (or work is due now); else the time step must next
            run; RSD_NO_DEADLINE when nothing is due.
        X_query(const X *, ...)
-           A snapshot (rsd_pool_query_stats, rsd_ensurer_query, rsd_etcd_query, ...).
+           A snapshot (rsd_pool_query_stats, rsd_ensurer_query, rsd_etcd_query, ...;
+           the lock's are its read-only fields state and error).
      A frame: step each object, pull its events, poll every descriptor until the
      earliest deadline (tests/test_pump.c drives them all through one such loop).
 

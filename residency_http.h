@@ -1352,10 +1352,17 @@
                deadline so one overall deadline bounds lock and load.
            int rsd_state_lock_step(st, lk, now_ms)
                never blocks; makes one attempt when now_ms >= lk->wake_ms.
-               RSD_OK: HELD, or UNLOCKED (fail-open: proceed without the lock;
-               lk->error says why). RSD_PENDING: come back at lk->wake_ms.
-               <0: FAILED (fail-closed): RSD_ERR_TIMEOUT, RSD_ERR_LOCK (flock or
-               open failed, or the hook's own negative code).
+               Returns the events waiting: 0 while it waits (come back at
+               rsd_state_lock_next_deadline(lk), lk->wake_ms), 1 once the wait
+               has ended, until pulled; RSD_ERR_STATE for an IDLE lk.
+           bool rsd_state_lock_next_event(lk, int *result)
+               the end of the wait, once. RSD_OK: HELD, or UNLOCKED (fail-open:
+               proceed without the lock; lk->error says why). <0: FAILED
+               (fail-closed): RSD_ERR_TIMEOUT, RSD_ERR_LOCK (flock or open
+               failed, or the hook's own negative code).
+           uint64_t rsd_state_lock_next_deadline(const rsd_state_lock *lk)
+               0 while the end waits to be pulled, lk->wake_ms while waiting,
+               else RSD_NO_DEADLINE. lk->state and lk->error are its query.
                Retries: 5 ms, doubling to 100 ms; the last wake is clamped to the
                deadline and the deadline is checked after a failed attempt, so
                the final attempt happens at the deadline. No jitter (no hidden
@@ -1376,10 +1383,11 @@
        Example, a frame loop executing a reconcile's LOCK step:
            rsd_state_lock lk;  memset(&lk, 0, sizeof lk);   (once)
            rsd_state_lock_begin(st, &lk, key, "reconcile", now_ms, deadline_ms);
-           every frame:  r = rsd_state_lock_step(st, &lk, now_ms);
-               RSD_PENDING: nothing to do before lk.wake_ms;
-               RSD_OK: mutate (rsd_state_lock_held(&lk) says whether under the
-               lock), then rsd_state_unlock(st, &lk);   r < 0: give up.
+           every frame:  rsd_state_lock_step(st, &lk, now_ms);
+               no end yet (rsd_state_lock_next_event false): nothing to do
+               before rsd_state_lock_next_deadline(&lk);
+               end RSD_OK: mutate (rsd_state_lock_held(&lk) says whether under
+               the lock), then rsd_state_unlock(st, &lk);   end < 0: give up.
        Blocking CLI: if (rsd_state_lock_wait(st, &lk, key, "cli", 0) == RSD_OK)
                      { ...; rsd_state_unlock(st, &lk); }
        Policy at the deadline or on an error: desc.lock_fail_closed false (the
@@ -2900,6 +2908,7 @@ typedef struct rsd_state_lock {
     int fd;                     /* internal: lock file, -1 when closed */
     bool via_hook;              /* internal */
     bool attr;                  /* internal: the short attribution-file lock (rsd_state_attr_lock_begin) */
+    bool end_taken;             /* internal: the wait's end was pulled (or returned by try) */
     char name[RSD_STATE_MAX_NAME_BYTES];            /* internal: file name */
     char purpose[RSD_STATE_MAX_PURPOSE_BYTES + 1];  /* internal */
     char key[RSD_STATE_MAX_KEY_BYTES + 1];          /* internal */
@@ -2962,14 +2971,20 @@ RSD_API const char *rsd_state_dir(const rsd_state *st);
    clock; 0 = now_ms + lock_wait_ms. Then call rsd_state_lock_step. */
 RSD_API int rsd_state_lock_begin(rsd_state *st, rsd_state_lock *lk, const char *key,
                                  const char *purpose, uint64_t now_ms, uint64_t deadline_ms);
-/* Never blocks. One attempt when now_ms >= lk->wake_ms. RSD_OK = HELD or UNLOCKED (proceed),
-   RSD_PENDING = call again at lk->wake_ms, <0 = FAILED (RSD_ERR_TIMEOUT, RSD_ERR_LOCK...). */
+/* Never blocks. One attempt when now_ms >= lk->wake_ms. The events waiting: 0 while it
+   waits, 1 once the wait has ended (HELD, UNLOCKED or FAILED) until
+   rsd_state_lock_next_event pulls that; RSD_ERR_ARG, RSD_ERR_STATE (IDLE: nothing begun). */
 RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms);
+/* The end of the wait, once: *result RSD_OK = HELD or UNLOCKED (proceed), <0 = FAILED
+   (RSD_ERR_TIMEOUT, RSD_ERR_LOCK...). False while it waits or once pulled. */
+RSD_API bool rsd_state_lock_next_event(rsd_state_lock *lk, int *result);
+/* 0 while the end waits to be pulled; lk->wake_ms while waiting; else RSD_NO_DEADLINE. */
+RSD_API uint64_t rsd_state_lock_next_deadline(const rsd_state_lock *lk);
 /* One non-blocking attempt: RSD_OK = HELD, RSD_PENDING = held elsewhere (lk left IDLE), <0. */
 RSD_API int rsd_state_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key,
                                const char *purpose);
-/* Blocking: begin + step + nanosleep until done; wait_ms 0 = desc default. Same results
-   as rsd_state_lock_step. The only lock call that sleeps. */
+/* Blocking: begin + step + nanosleep until done; wait_ms 0 = desc default. Returns the
+   wait's end (as rsd_state_lock_next_event's result). The only lock call that sleeps. */
 RSD_API int rsd_state_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key,
                                 const char *purpose, uint32_t wait_ms);
 /* Releases a held lock (clears the owner record) or abandons a wait; IDLE after. */
@@ -7367,6 +7382,7 @@ RSDI_PRIVATE size_t rsdi_state_footprint(const rsd_state_desc *desc);
 RSDI_PRIVATE size_t rsdi_etcd_footprint(const rsd_etcd_desc *d);
 RSDI_PRIVATE int rsdi_etcd_step_take(rsd_etcd *co, uint64_t now_ms);
 RSDI_PRIVATE int rsdi_attr_lock_wait(rsd_state *st, rsd_state_lock *lk, const char *key);
+RSDI_PRIVATE int rsdi_state_lock_code(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms);
 RSDI_PRIVATE long rsdi_state_pid(void);
 RSDI_PRIVATE int rsdi_state_legacy_key(const char *raw, char *out, size_t cap);
 RSDI_PRIVATE int rsdi_state_migrate(rsd_state *st, const char *old_key, const char *new_key);
@@ -8849,7 +8865,7 @@ RSDI_PRIVATE int rsdi_en_step_one(rsd_ensurer *e, uint64_t now_ms) {
         }
         if (e->waiting == RSDI_EN_WAIT_LOCK || e->waiting == RSDI_EN_WAIT_COMMIT) { /* the target's or the attribution's file lock */
             bool commit = e->waiting == RSDI_EN_WAIT_COMMIT;
-            int r = rsd_state_lock_step(e->st, commit ? &e->alk : &e->lk, now_ms);
+            int r = rsdi_state_lock_code(e->st, commit ? &e->alk : &e->lk, now_ms);
             if (r == RSD_PENDING) return RSD_PENDING;
             e->waiting = RSDI_EN_WAIT_NONE;
             if (commit) rsdi_en_commit_end(e, r);
@@ -9186,7 +9202,7 @@ RSDI_PRIVATE int rsdi_en_rel_step(rsd_ensurer *e, uint64_t now_ms) {
             }
             e->alk_active = true;
         }
-        r = rsd_state_lock_step(e->st, &e->alk, now_ms);
+        r = rsdi_state_lock_code(e->st, &e->alk, now_ms);
         if (r == RSD_PENDING) return RSD_PENDING;
         if (r != RSD_OK) {
             rsd_state_unlock(e->st, &e->alk);
@@ -11917,7 +11933,9 @@ RSDI_PRIVATE int rsdi_state_lock_give_up(rsd_state *st, rsd_state_lock *lk, int 
     return RSD_OK;
 }
 
-RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms) {
+/* One step, read as a code: RSD_OK = HELD or UNLOCKED, RSD_PENDING = waiting, <0 = FAILED
+   (RSD_ERR_STATE when IDLE). */
+RSDI_PRIVATE int rsdi_state_lock_code(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms) {
     int r;
     uint64_t next;
     uint32_t cap;
@@ -11946,11 +11964,39 @@ RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_
     return RSD_PENDING;
 }
 
+/* The wait has ended (HELD, UNLOCKED, FAILED) and its end was not pulled. */
+RSDI_PRIVATE bool rsdi_state_lock_end_waits(const rsd_state_lock *lk) {
+    return !lk->end_taken && (lk->state == RSD_LOCK_HELD || lk->state == RSD_LOCK_UNLOCKED ||
+                              lk->state == RSD_LOCK_FAILED);
+}
+
+RSD_API int rsd_state_lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now_ms) {
+    int r;
+    if (!st || !lk) return RSD_ERR_ARG;
+    r = rsdi_state_lock_code(st, lk, now_ms);
+    if (r == RSD_ERR_STATE && lk->state != RSD_LOCK_FAILED) return r; /* IDLE: nothing begun */
+    return rsdi_state_lock_end_waits(lk) ? 1 : 0;
+}
+
+RSD_API bool rsd_state_lock_next_event(rsd_state_lock *lk, int *result) {
+    if (!lk || !rsdi_state_lock_end_waits(lk)) return false;
+    lk->end_taken = true;
+    if (result) *result = lk->state == RSD_LOCK_FAILED ? (lk->error < 0 ? lk->error : RSD_ERR_LOCK) : RSD_OK;
+    return true;
+}
+
+RSD_API uint64_t rsd_state_lock_next_deadline(const rsd_state_lock *lk) {
+    if (!lk) return RSD_NO_DEADLINE;
+    if (rsdi_state_lock_end_waits(lk)) return 0;
+    return lk->state == RSD_LOCK_WAITING ? lk->wake_ms : RSD_NO_DEADLINE;
+}
+
 RSD_API int rsd_state_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key,
                                const char *purpose) {
     int r = rsd_state_lock_begin(st, lk, key, purpose, 0, 1);
     if (r < 0) return r;
     r = rsdi_state_lock_attempt(st, lk);
+    lk->end_taken = true; /* its end is what try returns */
     if (r == RSD_OK) {
         lk->state = RSD_LOCK_HELD;
         if (!lk->via_hook) rsdi_state_write_owner(st, lk);
@@ -11963,12 +12009,14 @@ RSD_API int rsd_state_lock_try(rsd_state *st, rsd_state_lock *lk, const char *ke
     return r;
 }
 
-/* The blocking loop over a begun lock: step, sleep until its wake, on CLOCK_MONOTONIC. */
+/* The blocking loop over a begun lock: step, sleep until its wake, on CLOCK_MONOTONIC;
+   returns the wait's end. */
 RSDI_PRIVATE int rsdi_state_lock_loop(rsd_state *st, rsd_state_lock *lk, uint64_t now) {
     int r;
     for (;;) {
         r = rsd_state_lock_step(st, lk, now);
-        if (r != RSD_PENDING) return r;
+        if (r < 0) return r;
+        if (rsd_state_lock_next_event(lk, &r)) return r;
         now = rsdi_state_mono_ms();
         if (lk->wake_ms > now) {
             uint64_t d = lk->wake_ms - now;
@@ -12547,7 +12595,7 @@ RSDI_PRIVATE rsd_attr_set *rsdi_state_scratch(rsd_state *st) { return &st->scrat
 RSDI_PRIVATE int rsdi_attr_lock_try(rsd_state *st, rsd_state_lock *lk, const char *key) {
     int r = rsd_state_attr_lock_begin(st, lk, key, 0, 1);
     if (r < 0) return r;
-    r = rsd_state_lock_step(st, lk, 0);
+    r = rsdi_state_lock_code(st, lk, 0);
     if (r != RSD_OK) rsd_state_unlock(st, lk);
     return r;
 }

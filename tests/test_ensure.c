@@ -1015,7 +1015,8 @@ static void test_commit_lock_is_a_step(void) {
     sd.dir = g_state_dir;
     memset(&hold, 0, sizeof hold);
     REQUIRE(rsd_state_open(&st, &sd) == RSD_OK);
-    REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == RSD_OK);
+    REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == 1 &&
+            rsd_state_lock_held(&hold));
     e = new_ensurer(true, NULL, 0);
     REQUIRE(e);
     q = llama_req(s.url, "a", 60000);
@@ -1039,7 +1040,8 @@ static void test_commit_lock_is_a_step(void) {
     CHECK(rsd_attr_set_find(&set, "a", NULL) >= 0);
     CHECK(rsd_state_gen_read(st, key, &g) == RSD_OK && g >= 1);
     /* held past the deadline: RESIDENT, a warning, nothing recorded, nothing cached */
-    REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == RSD_OK);
+    REQUIRE(rsd_state_attr_lock_begin(st, &hold, key, 0, 0) == RSD_OK && rsd_state_lock_step(st, &hold, 0) == 1 &&
+            rsd_state_lock_held(&hold));
     q.model = "b";
     REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(drive(e, in_commit_wait), RSD_PENDING);

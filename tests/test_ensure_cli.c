@@ -1244,7 +1244,11 @@ static void test_release_steps(void) {
     now = rsd_now_ms();
     memset(&lk, 0, sizeof lk);
     CHECK_EQ_INT(rsd_state_attr_lock_begin(other, &lk, key, now, now + 60000), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(other, &lk, now), RSD_OK);
+    CHECK_EQ_INT(rsd_state_lock_step(other, &lk, now), 1); /* its end waits: taken */
+    {
+        int end = RSD_PENDING;
+        CHECK(rsd_state_lock_next_event(&lk, &end) && end == RSD_OK);
+    }
     CHECK_EQ_INT(rsd_ensurer_release_begin(e, NULL, id, rsd_now_ms()), RSD_OK);
     now = rsd_now_ms();
     CHECK_EQ_INT(ensure_step_code(e, now), RSD_PENDING);

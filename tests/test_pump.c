@@ -1,6 +1,6 @@
 /* test_pump.c -- the one pump contract (the manual's "PUMP"), checked on every object that
    runs on the caller's clock: HTTP client and server, process supervisor, pool, fleet,
-   ensurer and etcd coordinator, all driven by one generic loop over a table of step /
+   ensurer, state-directory lock and etcd coordinator, all driven by one generic loop over a table of step /
    pollfds / next_deadline / next-event. Every round checks what the contract says:
    step returns >= 0; a count > 0 means next_deadline is 0 and exactly that many events
    are pulled; pollfds returns the same count whatever room it is given (cap 0 included)
@@ -45,6 +45,7 @@ typedef union pump_ev {
     rsd_fleet_event fleet;
     rsd_ensure_result ensure;
     rsd_etcd_view etcd;
+    int lock;
 } pump_ev;
 
 /* One object as the generic loop sees it. */
@@ -81,6 +82,15 @@ PUMP_CORE(rsd_ensurer, rsd_ensurer, rsd_ensurer_next_event, ensure)
 PUMP_FDS(rsd_ensurer, rsd_ensurer)
 PUMP_CORE(rsd_etcd, rsd_etcd, rsd_etcd_next_event, etcd)
 PUMP_FDS(rsd_etcd, rsd_etcd)
+
+/* The state lock works on a lock within its state directory: the pair is its object. */
+typedef struct pump_lock {
+    rsd_state *st;
+    rsd_state_lock lk;
+} pump_lock;
+static int pump_lock_step_(void *o, uint64_t now) { return rsd_state_lock_step(((pump_lock *)o)->st, &((pump_lock *)o)->lk, now); }
+static uint64_t pump_lock_deadline_(const void *o) { return rsd_state_lock_next_deadline(&((const pump_lock *)o)->lk); }
+static bool pump_lock_next_(void *o, pump_ev *ev) { return rsd_state_lock_next_event(&((pump_lock *)o)->lk, &ev->lock); }
 
 #define PUMP_ENTRY(X, obj, on, done) {#X, (obj), X##_step_, X##_pollfds_, X##_deadline_, X##_next_, (on), (done), 0}
 
@@ -141,6 +151,8 @@ static rsd_pool *g_pool;
 static rsd_fleet *g_fleet;
 static rsd_ensurer *g_ensurer;
 static rsd_etcd *g_etcd_co;
+static pump_lock g_lock;
+static int g_locked, g_lock_end = RSD_PENDING;
 static int g_answered, g_served, g_exited, g_granted, g_pool_done, g_fleet_done, g_ensured, g_etcd_ends;
 static rsd_pool_req g_fleet_req;
 static int g_ensure_result = RSD_PENDING, g_etcd_lock = RSD_PENDING, g_etcd_unlock = RSD_PENDING;
@@ -205,6 +217,16 @@ static void on_ensure(const pump_ev *ev, uint64_t now) {
 }
 static bool ensure_done(void) { return g_ensured == 1; }
 
+/* state lock: taken (nobody else holds it); given back after the loop (stepping an IDLE
+   lock is RSD_ERR_STATE) */
+static void on_lock(const pump_ev *ev, uint64_t now) {
+    (void)now;
+    g_lock_end = ev->lock;
+    CHECK(rsd_state_lock_held(&g_lock.lk));
+    g_locked++;
+}
+static bool lock_done(void) { return g_locked == 1; }
+
 /* etcd: take a lock; its end starts the unlock, whose end is the second event */
 static void on_etcd(const pump_ev *ev, uint64_t now) {
     if (++g_etcd_ends == 1) {
@@ -236,11 +258,12 @@ static void test_every_object_through_one_loop(void) {
     rsd_ensurer_desc ed;
     rsd_ensure_req eq;
     sim_proc sim;
-    char url[96], mdir[300], mpath[400];
+    rsd_state_desc std;
+    char url[96], mdir[300], mpath[400], sdir[300];
     int slot, n = 0, fm_index;
     uint16_t port;
     FILE *fp;
-    pump t[7];
+    pump t[8];
 #if !defined(_WIN32)
     etcd_proc etcd;
     char bin[512];
@@ -301,14 +324,22 @@ static void test_every_object_through_one_loop(void) {
     REQUIRE(rsd_ensurer_begin(g_ensurer, &eq, rsd_now_ms()) == RSD_OK);
     CHECK_EQ_INT(rsd_ensurer_step(g_ensurer, rsd_now_ms()), 0); /* running: nothing waits yet */
 
+    REQUIRE(tp_temp_dir("pump-state", sdir, sizeof sdir) == 0);
+    memset(&std, 0, sizeof std);
+    std.dir = sdir;
+    REQUIRE(rsd_state_open(&g_lock.st, &std) == RSD_OK);
+    memset(&g_lock.lk, 0, sizeof g_lock.lk);
+    REQUIRE(rsd_state_lock_begin(g_lock.st, &g_lock.lk, "pump|key", "test", rsd_now_ms(), 0) == RSD_OK);
+
     {
-        pump rows[7] = {
+        pump rows[8] = {
             PUMP_ENTRY(rsd_http_client, NULL, on_client, client_done),
             PUMP_ENTRY(rsd_http_server, NULL, on_server, server_done),
             PUMP_ENTRY(rsd_procs, NULL, on_proc, procs_done),
             {"rsd_pool", NULL, rsd_pool_step_, NULL, rsd_pool_deadline_, rsd_pool_next_, on_action, pool_done, 0},
             PUMP_ENTRY(rsd_fleet, NULL, on_fleet, fleet_done),
             PUMP_ENTRY(rsd_ensurer, NULL, on_ensure, ensure_done),
+            {"rsd_state_lock", NULL, pump_lock_step_, NULL, pump_lock_deadline_, pump_lock_next_, on_lock, lock_done, 0},
             PUMP_ENTRY(rsd_etcd, NULL, on_etcd, etcd_done),
         };
         memcpy(t, rows, sizeof t);
@@ -319,7 +350,8 @@ static void test_every_object_through_one_loop(void) {
     t[3].obj = g_pool;
     t[4].obj = g_fleet;
     t[5].obj = g_ensurer;
-    n = 6;
+    t[6].obj = &g_lock;
+    n = 7;
 #if !defined(_WIN32)
     if (with_etcd && etcd_start(&etcd, "/pump") == 0) {
         rsd_etcd_desc kd;
@@ -328,8 +360,8 @@ static void test_every_object_through_one_loop(void) {
         kd.host_id = "pump";
         REQUIRE(rsd_etcd_create(&g_etcd_co, &kd) == RSD_OK);
         REQUIRE(rsd_etcd_lock_begin(g_etcd_co, "pump|key", "test", rsd_now_ms(), 0) == RSD_OK);
-        t[6].obj = g_etcd_co;
-        n = 7;
+        t[7].obj = g_etcd_co;
+        n = 8;
     } else if (with_etcd) {
         printf("  etcd did not start: the coordinator is left out\n");
     } else {
@@ -354,7 +386,9 @@ static void test_every_object_through_one_loop(void) {
     CHECK_EQ_INT(log_count(0, sim_log(&sim), "POST", "/models/load", "a"), 1); /* the ensure loaded it */
     CHECK(t[3].events >= 2);                               /* SPAWN, GRANT */
     CHECK(t[4].events >= 3);                               /* STARTING, READY, GRANT, ... */
-    if (n == 7) {
+    CHECK_EQ_INT(g_locked, 1);
+    CHECK_EQ_INT(g_lock_end, RSD_OK);
+    if (n == 8) {
         CHECK_EQ_INT(g_etcd_lock, RSD_OK);
         CHECK_EQ_INT(g_etcd_unlock, RSD_OK);
     }
@@ -365,9 +399,12 @@ static void test_every_object_through_one_loop(void) {
 
     rsd_etcd_destroy(g_etcd_co);
 #if !defined(_WIN32)
-    if (n == 7) etcd_stop(&etcd);
+    if (n == 8) etcd_stop(&etcd);
 #endif
     rsd_ensurer_destroy(g_ensurer);
+    rsd_state_unlock(g_lock.st, &g_lock.lk);
+    rsd_state_close(g_lock.st);
+    tp_remove_tree(sdir);
     rsd_fleet_destroy(g_fleet);
     rsd_pool_destroy(g_pool);
     rsd_procs_destroy(g_procs);

@@ -80,6 +80,26 @@ static const char *fake_getenv(const char *name, void *user) {
     return NULL;
 }
 
+/* rsd_state_lock_step read as the code of the wait: RSD_PENDING while it waits, then its
+   end (RSD_OK, or <0), pulled with rsd_state_lock_next_event; later calls read the same
+   end from lk's state and error (the lock's query); RSD_ERR_STATE for an IDLE lock. */
+static int lock_step(rsd_state *st, rsd_state_lock *lk, uint64_t now) {
+    int n = rsd_state_lock_step(st, lk, now), end = RSD_PENDING;
+    if (n < 0) return n;
+    if (n > 0) {
+        CHECK_EQ_INT(n, 1);
+        CHECK(rsd_state_lock_next_deadline(lk) == 0);
+        CHECK(rsd_state_lock_next_event(lk, &end));
+        CHECK(!rsd_state_lock_next_event(lk, &n)); /* once */
+        return end;
+    }
+    if (lk->state == RSD_LOCK_WAITING) {
+        CHECK(rsd_state_lock_next_deadline(lk) == lk->wake_ms);
+        return RSD_PENDING;
+    }
+    return lk->state == RSD_LOCK_FAILED ? (lk->error < 0 ? lk->error : RSD_ERR_LOCK) : RSD_OK;
+}
+
 static rsd_state *open_state(const char *dir, logcap *lc, uint32_t wait_ms, bool fail_closed) {
     rsd_state_desc d;
     rsd_state *st = NULL;
@@ -511,15 +531,15 @@ static void test_lock_deadline_fake_clock(void) {
     /* fail-open (upstream): wait 500 ms on the fake clock, then proceed unlocked */
     CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "reconcile", now, 0), RSD_OK);
     CHECK_EQ_INT(lk.deadline_ms, 1500);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, now), RSD_PENDING);
+    CHECK_EQ_INT(lock_step(st, &lk, now), RSD_PENDING);
     CHECK_EQ_INT(lk.attempts, 1);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, now + 3), RSD_PENDING); /* not due: no attempt */
+    CHECK_EQ_INT(lock_step(st, &lk, now + 3), RSD_PENDING); /* not due: no attempt */
     CHECK_EQ_INT(lk.attempts, 1);
     /* retry schedule: 5 ms doubling to 100 ms, last wake clamped to the deadline */
     for (;;) {
         if (steps < 9) CHECK_EQ_INT(lk.wake_ms, expect_wake[steps]);
         now = lk.wake_ms;
-        r = rsd_state_lock_step(st, &lk, now);
+        r = lock_step(st, &lk, now);
         steps++;
         if (r != RSD_PENDING || steps > 100) break;
     }
@@ -530,26 +550,26 @@ static void test_lock_deadline_fake_clock(void) {
     CHECK_EQ_INT(lk.error, RSD_ERR_TIMEOUT);
     CHECK(!rsd_state_lock_held(&lk));
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_WAIT_EXPIRED], 1);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, now + 1), RSD_OK); /* stays settled */
+    CHECK_EQ_INT(lock_step(st, &lk, now + 1), RSD_OK); /* stays settled */
     rsd_state_unlock(st, &lk); /* never releases what it never held */
     CHECK_EQ_INT(rsd_state_lock_try(st, &lk, KEY, "probe"), RSD_PENDING);
     /* fail-closed: RSD_ERR_TIMEOUT; an explicit deadline (one per reconcile, W5) wins */
     CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk2, KEY, "reconcile", 0, 30), RSD_OK);
     now = 0;
-    while ((r = rsd_state_lock_step(st2, &lk2, now)) == RSD_PENDING) now = lk2.wake_ms;
+    while ((r = lock_step(st2, &lk2, now)) == RSD_PENDING) now = lk2.wake_ms;
     CHECK_EQ_INT(r, RSD_ERR_TIMEOUT);
     CHECK_EQ_INT(now, 30);
     CHECK_EQ_INT(lk2.state, RSD_LOCK_FAILED);
     CHECK_EQ_INT(lc2.items[RSD_LOGITEM_LOCK_TIMEOUT], 1);
     CHECK_EQ_INT(lc2.items[RSD_LOGITEM_LOCK_WAIT_EXPIRED], 0);
-    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk2, now), RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(lock_step(st2, &lk2, now), RSD_ERR_TIMEOUT);
     rsd_state_unlock(st2, &lk2);
     /* once the holder is gone a waiting acquisition gets it on its next due step */
     CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk2, KEY, "reconcile", 0, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk2, 0), RSD_PENDING);
+    CHECK_EQ_INT(lock_step(st2, &lk2, 0), RSD_PENDING);
     wr(down, 'G');
     CHECK_EQ_INT(reap(pid), 0);
-    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk2, lk2.wake_ms), RSD_OK);
+    CHECK_EQ_INT(lock_step(st2, &lk2, lk2.wake_ms), RSD_OK);
     CHECK(rsd_state_lock_held(&lk2));
     rsd_state_unlock(st2, &lk2);
     close(up);
@@ -575,18 +595,18 @@ static void test_lock_open_error_policy(void) {
     snprintf(p, sizeof p, "%s/locks", tmp);
     REQUIRE(rmdir(p) == 0);
     CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "x", 7, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, 7), RSD_OK);
+    CHECK_EQ_INT(lock_step(st, &lk, 7), RSD_OK);
     CHECK_EQ_INT(lk.state, RSD_LOCK_UNLOCKED);
     CHECK_EQ_INT(lk.error, RSD_ERR_LOCK);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_OPEN_FAILED], 1);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_PROCEED_UNLOCKED], 1);
     rsd_state_unlock(st, &lk);
     CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk, KEY, "x", 7, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk, 7), RSD_ERR_LOCK);
+    CHECK_EQ_INT(lock_step(st2, &lk, 7), RSD_ERR_LOCK);
     CHECK_EQ_INT(lk.state, RSD_LOCK_FAILED);
     CHECK_EQ_INT(lc2.items[RSD_LOGITEM_LOCK_FAILED], 1);
     rsd_state_unlock(st2, &lk);
-    CHECK_EQ_INT(rsd_state_lock_step(st2, &lk, 8), RSD_ERR_STATE); /* IDLE */
+    CHECK_EQ_INT(lock_step(st2, &lk, 8), RSD_ERR_STATE); /* IDLE */
     /* deadline arithmetic saturates */
     CHECK_EQ_INT(rsd_state_lock_begin(st2, &lk, KEY, "x", UINT64_MAX - 3, 0), RSD_OK);
     CHECK(lk.deadline_ms == UINT64_MAX);
@@ -642,7 +662,7 @@ static void test_lock_hook(void) {
     REQUIRE(rsd_state_open(&st, &d) == RSD_OK);
     h.busy_left = 2;
     CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "hooked", now, 0), RSD_OK);
-    while ((r = rsd_state_lock_step(st, &lk, now)) == RSD_PENDING) now = lk.wake_ms;
+    while ((r = lock_step(st, &lk, now)) == RSD_PENDING) now = lk.wake_ms;
     CHECK_EQ_INT(r, RSD_OK);
     CHECK(rsd_state_lock_held(&lk));
     CHECK_EQ_INT(h.tries, 3);
@@ -657,7 +677,7 @@ static void test_lock_hook(void) {
     /* the hook's error: fail-open proceeds unlocked and never calls unlock */
     h.fail = 1;
     CHECK_EQ_INT(rsd_state_lock_begin(st, &lk, KEY, "hooked", 0, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, 0), RSD_OK);
+    CHECK_EQ_INT(lock_step(st, &lk, 0), RSD_OK);
     CHECK_EQ_INT(lk.state, RSD_LOCK_UNLOCKED);
     CHECK_EQ_INT(lk.error, RSD_ERR_LOCK);
     CHECK_EQ_INT(lc.items[RSD_LOGITEM_LOCK_PROCEED_UNLOCKED], 1);
@@ -917,11 +937,11 @@ static void test_attr_lock_step_and_commit(void) {
     REQUIRE(make_tmp(tmp, sizeof tmp));
     REQUIRE((st = open_state(tmp, &lc, 0, false)) != NULL);
     CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &a, KEY, 1000, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &a, 1000), RSD_OK);
+    CHECK_EQ_INT(lock_step(st, &a, 1000), RSD_OK);
     CHECK(rsd_state_lock_held(&a));
     CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &b, KEY, 1000, 1100), RSD_OK);
     for (now = 1000; r == RSD_PENDING && steps < 1000; steps++) {
-        r = rsd_state_lock_step(st, &b, now);
+        r = lock_step(st, &b, now);
         if (r == RSD_PENDING) {
             CHECK(b.wake_ms > now && b.wake_ms <= now + RSD_STATE_ATTR_RETRY_MAX_MS);
             now = b.wake_ms;
@@ -940,7 +960,7 @@ static void test_attr_lock_step_and_commit(void) {
     CHECK_EQ_INT(rsd_state_attr_add(st, KEY, "old", NULL, 1), RSD_OK);
     memset(&a, 0, sizeof a);
     CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &a, KEY, 2000, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &a, 2000), RSD_OK);
+    CHECK_EQ_INT(lock_step(st, &a, 2000), RSD_OK);
     ch[0].model = "m";   ch[0].instance = NULL;   ch[0].remove = false;
     ch[1].model = "k";   ch[1].instance = "k:2";  ch[1].remove = false;
     ch[2].model = "old"; ch[2].instance = NULL;   ch[2].remove = true;
@@ -984,7 +1004,7 @@ static void test_attr_commit_write_fails(void) {
         signal(SIGXFSZ, SIG_IGN);
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(10);
         memset(&lk, 0, sizeof lk);
-        if (rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) != RSD_OK || rsd_state_lock_step(st, &lk, 0) != RSD_OK) _exit(11);
+        if (rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) != RSD_OK || lock_step(st, &lk, 0) != RSD_OK) _exit(11);
         c.model = "after";
         c.instance = NULL;
         c.remove = false;
@@ -1033,7 +1053,7 @@ static void test_attr_corrupt_reset_once(void) {
     /* a writer holds the file lock: not reset by the reader */
     write_file(p, "garbage", 7);
     CHECK_EQ_INT(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &lk, 0), RSD_OK);
+    CHECK_EQ_INT(lock_step(st, &lk, 0), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_load(st, KEY, &set), 0);
     CHECK(set.corrupt && !set.reset);
     rsd_state_unlock(st, &lk);
@@ -1223,11 +1243,11 @@ static void test_no_fd_leak(void) {
     CHECK_EQ_INT(rsd_state_lock_owner(st, KEY, &o), RSD_OK);
     /* a wait that expires (fail-open) and one abandoned half-way */
     CHECK_EQ_INT(rsd_state_lock_begin(st, &lk2, KEY, "b", 0, 0), RSD_OK);
-    while ((r = rsd_state_lock_step(st, &lk2, lk2.wake_ms)) == RSD_PENDING) {}
+    while ((r = lock_step(st, &lk2, lk2.wake_ms)) == RSD_PENDING) {}
     CHECK_EQ_INT(r, RSD_OK);
     rsd_state_unlock(st, &lk2);
     CHECK_EQ_INT(rsd_state_lock_begin(st, &lk2, KEY, "b", 0, 0), RSD_OK);
-    CHECK_EQ_INT(rsd_state_lock_step(st, &lk2, 0), RSD_PENDING);
+    CHECK_EQ_INT(lock_step(st, &lk2, 0), RSD_PENDING);
     rsd_state_unlock(st, &lk2);
     rsd_state_unlock(st, &lk);
     CHECK_EQ_INT(rsd_state_lock_wait(st, &lk, KEY, "c", 0), RSD_OK);
@@ -1377,7 +1397,7 @@ static void test_attr_over_the_arena_is_reported_and_kept(void) {
     CHECK(strstr(rsd_state_last_error(st), "attr_arena_bytes") != NULL);
     CHECK_EQ_INT(rsd_state_attr_remove(st, KEY, set.items[0].model, NULL), RSD_ERR_TOO_LARGE);
     memset(&lk, 0, sizeof lk);
-    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && rsd_state_lock_step(st, &lk, 0) == RSD_OK);
+    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && lock_step(st, &lk, 0) == RSD_OK);
     ch.model = "new";
     ch.instance = NULL;
     ch.remove = false;
@@ -1434,7 +1454,7 @@ static void test_attr_arena_compacts_within_an_update(void) {
     CHECK_EQ_INT(rsd_state_attr_add(st, KEY, b, NULL, 2), RSD_OK);
     CHECK_EQ_INT(rsd_state_attr_add(st, KEY, c, NULL, 3), RSD_ERR_CAPACITY);
     memset(&lk, 0, sizeof lk);
-    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && rsd_state_lock_step(st, &lk, 0) == RSD_OK);
+    REQUIRE(rsd_state_attr_lock_begin(st, &lk, KEY, 0, 0) == RSD_OK && lock_step(st, &lk, 0) == RSD_OK);
     ch[0].model = a;
     ch[0].instance = NULL;
     ch[0].remove = true;
