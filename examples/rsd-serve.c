@@ -229,11 +229,12 @@
    proxied or ours, carries Access-Control-Allow-Origin (the origin, or * for cors =
    *), and with a list every answer carries Vary: Origin. While cors is off OPTIONS
    gets 404 and no answer carries CORS headers.
-   Context fit (a byte budget, a model with ctx, reserve and a GGUF model file): a model
-   whose reserve (its footprint at its ctx) does not fit beside the models running, while
+   Context fit (a byte budget, a model with ctx, bytes and a GGUF model file): a model
+   whose bytes (its footprint at its ctx: reserve, else learned, else estimated) do not fit beside the models running, while
    a slot is free, starts with the largest ctx whose KV fits what is left (whole blocks
    of 256 tokens per sequence, as llama-server rounds; the KV per token from its file,
-   f16) and a reserve shrunk by the KV it gives up, instead of stopping another model:
+   f16) and bytes shrunk by the KV it gives up, instead of stopping another model (what
+   such a start takes is not learned):
    "b: ctx 32768 clamped to 28672 tokens to start beside 1 running model: its KV fits the
    7M left"; the listing's args and loaded_context_length show it. Only when that ctx is
    at least 4096 tokens (the floor): below it, with every slot taken, or without the
@@ -1746,8 +1747,10 @@ static void devmem_admit(srv *s, uint64_t now) {
    every slot taken, or without a figure, it starts with its ctx and the pool evicts as
    it always did. The figure is the KV bytes per token its model file gives
    (rsd_gguf_kv_per_token, f16 cache: an upper bound for a quantized one), read once per
-   configuration; a model without a readable GGUF file, a ctx, or a reserve is never
-   clamped. A start that fits gets its configured ctx back. */
+   configuration; a model without a readable GGUF file, a ctx, or bytes (mem_bytes: its
+   reserve, learned figure or estimate) is never clamped. A start that fits gets its
+   configured ctx back. What a clamped start takes is not learned (it is not the figure of
+   the configured ctx). */
 static void start_fit_set(srv *s, int m, uint32_t ctx, uint64_t reserve, uint64_t now) {
     rsd_fleet_model_desc d = s->models[m].desc;
     d.spec.ctx = ctx;
@@ -1762,10 +1765,10 @@ static void start_fit(srv *s, int m, uint64_t now) {
     rsd_pool_stats st;
     rsd_fit_bytes_desc d;
     rsd_fit_bytes fb;
-    uint64_t held, kv;
+    uint64_t held, kv, full = mem_bytes(s, m, NULL); /* its footprint at ctx: typed, learned or estimated */
     int i, others = 0;
     char t1[32];
-    if (!mc->ctx || !mc->reserve_bytes || mc->command[0] || !mc->model[0]) return;
+    if (!mc->ctx || !full || mc->command[0] || !mc->model[0]) return;
     memset(&mi, 0, sizeof mi);
     if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK || mi.retry_at_ms > now) return; /* backed off */
     rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
@@ -1797,10 +1800,10 @@ static void start_fit(srv *s, int m, uint64_t now) {
     kv = fb.kv_bytes;
     d.n_other_residents = others;
     d.free_bytes = st.budget_bytes > held ? st.budget_bytes - held : 0;
-    d.load_bytes = mc->reserve_bytes > kv ? mc->reserve_bytes - kv : 0; /* its reserve is its footprint at ctx */
+    d.load_bytes = full > kv ? full - kv : 0;
     (void)rsd_fit_context_bytes(&d, &fb);
     if (others >= s->cfg->max_models || !fb.clamped || fb.floored) { /* fits, or evict as always */
-        if (s->fit_ctx[m]) start_fit_set(s, m, mc->ctx, mc->reserve_bytes, now);
+        if (s->fit_ctx[m]) start_fit_set(s, m, mc->ctx, full, now);
         return;
     }
     if (fb.context == s->fit_ctx[m]) return; /* the same clamp as last time: set already */
@@ -2159,6 +2162,7 @@ static void mem_learn(srv *s, int m, uint64_t now) {
 static void mem_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     srv_mem *mm;
     if (ev->model < 0 || ev->model >= s->cfg->nmodels || !ev->pid) return;
+    if (s->fit_ctx[ev->model]) return; /* a clamped start: its figure is not its configured ctx's */
     mm = &s->mem[ev->model];
     mm->learn_pid = ev->pid;
     mm->learn_until = now + SRV_MEM_LEARN_MS;

@@ -483,6 +483,55 @@ static void test_serve_clamp_by_bytes(void) {
     }
 }
 
+/* The same with b's bytes from its estimate (no reserve typed): a budget that holds a's
+   2 MiB and b's estimate less a quarter of its KV starts b clamped beside a, at the ctx
+   rsd_fit_context_bytes gives for what is left. */
+static void test_serve_clamp_by_estimate(void) {
+    serve_proc s;
+    char path[256], cfg[1400], bfile[300], state[32];
+    const char *args[] = {"--config", path, NULL};
+    int64_t pid_a, total, kv;
+    uint64_t budget;
+    rsd_fit_bytes_desc d;
+    rsd_fit_bytes fb;
+    make_dir();
+    snprintf(path, sizeof path, "%s/clampest.ini", g_dir);
+    snprintf(bfile, sizeof bfile, "%s/tiny-b.gguf", g_dir);
+    REQUIRE(tiny_gguf_write(bfile, "tiny-b", 7, 2048, 0) == 0);
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = 1G\n[model a]\nmodel = %s\nreserve = 2M\n"
+             "[model b]\nmodel = %s\nctx = 32768\n", model_file("a"), bfile);
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    total = mem_field(&s, "b", "estimate", "total", NULL, 0);
+    kv = mem_field(&s, "b", "estimate", "kv", NULL, 0);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    REQUIRE(total > 0 && kv == 32768 * 256); /* 256 bytes a token, one unified cache */
+    budget = (2u << 20) + (uint64_t)total - (uint64_t)kv / 4;
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = %llu\n[model a]\nmodel = %s\nreserve = 2M\n"
+             "[model b]\nmodel = %s\nctx = 32768\n", (unsigned long long)budget, model_file("a"), bfile);
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    pid_a = status_field(&s, "a", "pid");
+    CHECK(pid_a > 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    memset(&d, 0, sizeof d);
+    d.requested = 32768;
+    d.n_other_residents = 1;
+    d.kv_bytes_per_token = 256;
+    d.free_bytes = budget - (2u << 20);
+    d.load_bytes = (uint64_t)(total - kv);
+    REQUIRE(rsd_fit_context_bytes(&d, &fb) == RSD_OK);
+    CHECK(fb.clamped && !fb.floored && fb.context == 24576); /* 3/4 of the KV: 96 blocks of 256 */
+    CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
+    CHECK(strstr(g_body, "\"24576\"") != NULL);
+    CHECK_EQ_INT(status_field(&s, "a", "pid"), pid_a);
+    status_state(&s, "a", state, sizeof state);
+    CHECK_EQ_STR(state, "ready");
+    CHECK(log_has(&s, "b: ctx 32768 clamped to 24576 tokens"));
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_config_auto);
@@ -493,5 +542,6 @@ int main(int argc, char **argv) {
         RUN(test_serve_never_fits);
     } else printf("test_serve_auto, test_serve_vram_figures, test_serve_foreign_held, test_serve_never_fits: skipped under qemu-user (the fake NVML is a host library)\n");
     RUN(test_serve_clamp_by_bytes);
+    RUN(test_serve_clamp_by_estimate);
     return RSD_TEST_END();
 }
