@@ -284,8 +284,8 @@
    llama_server models) is drained and, if it was running, started again with the new
    settings; ttl, pinned, aliases, preload and max_queue change in place; the rest
    keeps its process. Every change forgets the model's start backoff. listen,
-   stop_grace, vram_budget, max_wait and the watchdog settings apply only at the next
-   start (the answer lists them in restart_needed); vram_budget = auto (kept auto) reads
+   stop_grace, vram_budget, max_wait, start_backoff and the watchdog settings apply only
+   at the next start (the answer lists them in restart_needed); vram_budget = auto (kept auto) reads
    the device again, with the new vram_margin. A bad file, or one that cannot work,
    changes nothing: "FILE:LINE: message" is logged (and answered, 400). A model id
    keeps its index for the life of the process: at most 64 different ids over all
@@ -4852,7 +4852,7 @@ static void fail_waiting(srv *s, int m, uint64_t now) {
    would differ is restarted once idle (drained, then started again if it was running);
    one whose ttl, pin, aliases, preload or max_queue changed is updated in place; the
    rest is untouched (same process). A bad file changes nothing: 0, or -1 with ro->err
-   ("FILE:LINE: message"). listen, stop_grace, vram_budget and max_wait take effect
+   ("FILE:LINE: message"). listen, stop_grace, vram_budget, max_wait and start_backoff take effect
    only at a restart (named in ro->kept). Every change forgets the model's backoff. */
 static int do_reload(srv *s, uint64_t now, reload_out *ro) {
     rsrv_config *nc = (rsrv_config *)calloc(1, sizeof *nc), *mc = (rsrv_config *)calloc(1, sizeof *mc), *oc = s->cfg;
@@ -4920,6 +4920,10 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         goto fail; /* auto, read again: a reading that gives no budget changes nothing */
     }
     if (rsrv_eff_max_wait(mc) != rsrv_eff_max_wait(oc)) { list_add(ro->kept, sizeof ro->kept, "max_wait"); mc->max_wait_ms = oc->max_wait_ms; }
+    if (rsrv_eff_start_backoff(mc) != rsrv_eff_start_backoff(oc)) {
+        list_add(ro->kept, sizeof ro->kept, "start_backoff");
+        mc->start_backoff_ms = oc->start_backoff_ms;
+    }
     if (mc->watchdog_ms != oc->watchdog_ms || rsrv_eff_wd_failures(mc) != rsrv_eff_wd_failures(oc) ||
         rsrv_eff_wd_errors(mc) != rsrv_eff_wd_errors(oc) || rsrv_eff_wd_restarts(mc) != rsrv_eff_wd_restarts(oc)) {
         list_add(ro->kept, sizeof ro->kept, "watchdog");
@@ -5221,6 +5225,7 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
     /* auto: no fixed cap; the device's figure comes through rsd_fleet_set_vram (main_boot) */
     fd->pool.vram_budget_bytes = s->cfg->vram_budget_auto ? 0 : s->cfg->vram_budget_bytes;
     fd->pool.max_wait_ms = rsrv_eff_max_wait(s->cfg);
+    fd->pool.start_backoff_ms = rsrv_eff_start_backoff(s->cfg);
     fd->pool.max_requests = 4096;
     fd->procs.max_procs = 2 * s->cfg->max_models + 2 > RSD_PROCS_MAX ? RSD_PROCS_MAX : 2 * s->cfg->max_models + 2;
     fd->procs.term_grace_ms = s->cfg->stop_grace_ms ? s->cfg->stop_grace_ms : 1;

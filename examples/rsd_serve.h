@@ -35,6 +35,9 @@
        start_timeout = 300              seconds until a start counts as failed (default 300)
        stop_grace = 10                  seconds from SIGTERM to SIGKILL (default 10)
        max_wait = 30                    seconds a request may wait for a slot (0 = default 30)
+       start_backoff = 1                a model whose start failed is not started again for
+                                        this long (default 1 s; doubled per failure in a
+                                        row, up to 60 s): its requests get 503 at once
        send_timeout = 30                seconds a client may read nothing of its answer before
                                         it is disconnected and its request cancelled (0 =
                                         default 30); 1 s while its model must make room
@@ -197,10 +200,11 @@ enum {
     RSRV_MAX_SLOTS = 16,      /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
     RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000, /* send_timeout when 0 */
     RSRV_MAX_WAIT_DEFAULT_MS = 30000,     /* max_wait when 0 (= RSD_POOL_DEFAULT_MAX_WAIT_MS) */
+    RSRV_START_BACKOFF_DEFAULT_MS = 1000, /* start_backoff when 0 (the pool's start_backoff_ms) */
     RSRV_MAX_QUEUE_DEFAULT = 4096,        /* max_queue (in all) when 0: no limit below the connections */
     RSRV_MAX_QUEUE_MAX = 4096,            /* max_queue upper bound */
     RSRV_MAX_ENV = 16,                    /* env entries per model */
-    RSRV_KEYS_MAX = 24,                   /* keys per section (key_line) */
+    RSRV_KEYS_MAX = 32,                   /* keys per section (key_line) */
     RSRV_TEXT_MAX = 24,                   /* a size or duration as written */
     RSRV_KEY_MAX = 256,                   /* api_key / admin_key (with the NUL) */
     RSRV_EVENT_HISTORY_DEFAULT = 512,     /* event_history when 0 */
@@ -252,6 +256,7 @@ typedef struct rsrv_config {
     uint32_t start_timeout_ms;
     uint32_t stop_grace_ms;
     uint32_t max_wait_ms;        /* 0 = the pool's default */
+    uint32_t start_backoff_ms;   /* first backoff after a failed start; 0 = the pool's (1 s) */
     uint32_t send_timeout_ms;    /* 0 = RSRV_SEND_TIMEOUT_DEFAULT_MS */
     int max_queue;               /* requests waiting in all at most; 0 = RSRV_MAX_QUEUE_DEFAULT */
     uint32_t watchdog_ms;        /* health poll interval of ready children; 0 = no watchdog */
@@ -593,9 +598,10 @@ static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "lla
                                                "watchdog_failures", "watchdog_errors",
                                                "watchdog_restarts", "lock_models", "api_key", "admin_key",
                                                "cors", "event_history", "kv_cache_dir", "kv_cache_bytes",
-                                               "kv_save_timeout", "vram_margin", "state_dir"};
+                                               "kv_save_timeout", "vram_margin", "state_dir",
+                                               "start_backoff"};
 /* Global keys read by index outside rsrv_set_global's switch (test_serve_devmem checks it). */
-enum { RSRV_GK_VRAM_MARGIN = 22, RSRV_GK_STATE_DIR = 23 };
+enum { RSRV_GK_VRAM_MARGIN = 22, RSRV_GK_STATE_DIR = 23, RSRV_GK_START_BACKOFF = 24 };
 static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
                                               "reserve", "ttl", "pinned", "aliases", "env", "preload",
                                               "max_queue", "session_affinity", "session_erase"};
@@ -680,7 +686,8 @@ RSRV_FN bool rsrv_set_kv(rsrv_config *c, int key, const char *v, size_t n, char 
 /* Sets global key k to v. false with err set. */
 RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
     uint64_t x;
-    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10 || key == RSRV_GK_VRAM_MARGIN)
+    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10 || key == RSRV_GK_VRAM_MARGIN ||
+        key == RSRV_GK_START_BACKOFF)
         rsrv_keep_text(c->text[key], v, n);
     switch (key) {
     case 0:
@@ -723,7 +730,8 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
     case 4:
     case 5:
     case 7:
-    case 8: {
+    case 8:
+    case RSRV_GK_START_BACKOFF: {
         uint32_t ms;
         if (!rsrv_parse_duration(v, n, &ms) || (key == 4 && ms == 0)) {
             snprintf(err, ecap, "%s: bad duration '%.*s' (seconds, or a number with ms/s/m/h%s)",
@@ -733,7 +741,8 @@ RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, c
         if (key == 4) c->start_timeout_ms = ms;
         else if (key == 5) c->stop_grace_ms = ms;
         else if (key == 7) c->max_wait_ms = ms;
-        else c->send_timeout_ms = ms;
+        else if (key == 8) c->send_timeout_ms = ms;
+        else c->start_backoff_ms = ms;
         return true;
     }
     case 14: {
@@ -1068,7 +1077,7 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout, vram_margin, state_dir)",
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout, vram_margin, state_dir, start_backoff)",
                          (int)(kn > 64 ? 64 : kn), k);
                 goto fail;
             }
@@ -1171,6 +1180,10 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
 }
 
 /* Effective values: what a 0 (unset) means. */
+RSRV_FN uint32_t rsrv_eff_start_backoff(const rsrv_config *c) {
+    return c->start_backoff_ms ? c->start_backoff_ms : (uint32_t)RSRV_START_BACKOFF_DEFAULT_MS;
+}
+
 RSRV_FN uint32_t rsrv_eff_max_wait(const rsrv_config *c) {
     return c->max_wait_ms ? c->max_wait_ms : (uint32_t)RSRV_MAX_WAIT_DEFAULT_MS;
 }
@@ -1260,6 +1273,7 @@ RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
              rsrv_written_duration(c->text[5], c->stop_grace_ms, t2, sizeof t2),
              rsrv_written_duration(c->text[7], rsrv_eff_max_wait(c), t3, sizeof t3),
              rsrv_written_duration(c->text[8], rsrv_eff_send_timeout(c), t4, sizeof t4), rsrv_eff_max_queue(c));
+    RSRV_PUT("start_backoff = %s\n", rsrv_written_duration(c->text[RSRV_GK_START_BACKOFF], rsrv_eff_start_backoff(c), t1, sizeof t1));
     RSRV_PUT("watchdog = %s%s\nwatchdog_failures = %d\nwatchdog_errors = %d\nwatchdog_restarts = %d\n",
              rsrv_written_duration(c->text[10], c->watchdog_ms, t1, sizeof t1), c->watchdog_ms ? "" : " # off", rsrv_eff_wd_failures(c),
              rsrv_eff_wd_errors(c), rsrv_eff_wd_restarts(c));
@@ -1344,7 +1358,8 @@ static const rsrv_key_doc rsrv_global_docs[] = {
     {"disk budget of the saved prompt caches, oldest deleted first (default 8G; off = no saving)", "8G"},
     {"how long a stop waits for its slots' saves (default 5 s)", "5"},
     {"with vram_budget = auto: bytes left free below the device's total (default 1G)", "1G"},
-    {"keep each model's learned memory figure here across restarts (default: not kept)", "/var/lib/residency"}};
+    {"keep each model's learned memory figure here across restarts (default: not kept)", "/var/lib/residency"},
+    {"a model whose start failed is refused this long (doubled per failure in a row, up to 60 s)", NULL}};
 static const rsrv_key_doc rsrv_model_docs[] = {
     {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID -lv 4 ARGS",
      NULL},
@@ -1474,6 +1489,7 @@ RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
         strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
         a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
         rsrv_eff_max_wait(a) != rsrv_eff_max_wait(b) || rsrv_eff_send_timeout(a) != rsrv_eff_send_timeout(b) ||
+        rsrv_eff_start_backoff(a) != rsrv_eff_start_backoff(b) ||
         rsrv_eff_max_queue(a) != rsrv_eff_max_queue(b) || a->watchdog_ms != b->watchdog_ms ||
         rsrv_eff_wd_failures(a) != rsrv_eff_wd_failures(b) || rsrv_eff_wd_errors(a) != rsrv_eff_wd_errors(b) ||
         rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels ||

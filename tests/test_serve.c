@@ -411,8 +411,8 @@ static void test_serve_pool(void) {
     snprintf(path, sizeof path, "%s/pool.ini", g_dir);
     write_config(path, 2,
                  "[model alpha]\nmodel = @/alpha.gguf\naliases = a\n"
-                 "[model beta]\nmodel = @/beta.gguf\nctx = 4096\n"
-                 "[model gamma]\nmodel = @/gamma.gguf\nparallel = 2\n");
+                 "[model beta]\nmodel = @/beta.gguf\nctx = 4096\nargs = --token-ms 1000\n"
+                 "[model gamma]\nmodel = @/gamma.gguf\nparallel = 2\nargs = --token-ms 200\n");
     REQUIRE(serve_start(&s, args) == 0);
 
     /* /v1/models lists the configuration, router style */
@@ -463,7 +463,7 @@ static void test_serve_pool(void) {
     CHECK(done);
     CHECK(strstr(buf, "200") && strstr(buf, "text/event-stream"));
     /* buffered whole, the first data would arrive together with [DONE]; the stream is
-       ~8 events 40 ms apart, so only a test starved for 300 ms could see them at once */
+       ~8 events 200 ms apart, so only a test starved for 1.5 s could see them at once */
     CHECK(reads_before_done >= 1);
     {
         const char *p = buf;
@@ -472,7 +472,8 @@ static void test_serve_pool(void) {
         CHECK(events >= 3);
     }
 
-    /* a client that goes away mid-stream gives its place back */
+    /* a client that goes away mid-stream gives its place back (beta streams a chunk a
+       second: still streaming when /status is asked, however slow the machine) */
     fd = raw_connect(s.port);
     REQUIRE(fd >= 0);
     REQUIRE(raw_post(fd, "/v1/chat/completions", chat("beta", true)) == 0);
@@ -887,8 +888,8 @@ static void test_serve_idle_upstream(void) {
 /* A model that cannot start does not cost a healthy one: the request for it evicts the
    idle healthy model, fails 503 with the child's output, the healthy one is started
    again, and the next requests for the broken one are refused at once (503, not
-   retried) without a second eviction; a missing model file is found before anything
-   is stopped. */
+   retried within start_backoff) without a second eviction; a missing model file is
+   found before anything is stopped. */
 static void test_serve_broken_keeps_healthy(void) {
     serve_proc s;
     char path[256], st[32];
@@ -896,7 +897,8 @@ static void test_serve_broken_keeps_healthy(void) {
     int i;
     make_dir();
     snprintf(path, sizeof path, "%s/broken.ini", g_dir);
-    write_config(path, 1, "[model good]\nmodel = @/good.gguf\n"
+    /* start_backoff 60 s: the refusals below come inside it however slow the machine */
+    write_config(path, 1, "start_backoff = 60\n[model good]\nmodel = @/good.gguf\n"
                           "[model broken]\nmodel = @/broken.gguf,fail=1\n"
                           "[model gone]\nmodel = /nonexistent/gone.gguf\n");
     REQUIRE(serve_start(&s, args) == 0);
@@ -912,7 +914,7 @@ static void test_serve_broken_keeps_healthy(void) {
         CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("broken", false)), 503);
         CHECK(strstr(g_body, "not retried for") != NULL);
     }
-    CHECK(status_field(&s, "broken", "retry_in_ms") > 0);
+    CHECK(status_field(&s, "broken", "retry_in_ms") > 30000); /* start_backoff, not the default 1 s */
     CHECK_EQ_INT(status_field(&s, NULL, "evictions"), 1);
     CHECK_EQ_INT(status_field(&s, NULL, "restores"), 1);
     CHECK_EQ_INT(status_field(&s, NULL, "backoffs"), 2);
