@@ -40,33 +40,6 @@ static const char *real_chat(const char *model) {
     return b;
 }
 
-/* /status: model id's memory.<fig>.<field> (fig "" = memory.<field>): an integer (-1
-   absent or null), or with str the string. */
-static int64_t mem_field(const serve_proc *s, const char *id, const char *fig, const char *field, char *str,
-                         size_t cap) {
-    rsd_json_doc d;
-    int arr, i, n;
-    if (str) str[0] = 0;
-    if (http(s, "GET", "/status", NULL) != 200) return -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    arr = rsd_json_find(&d, 0, "models");
-    n = rsd_json_size(&d, arr);
-    for (i = 0; i < n; i++) {
-        int o = rsd_json_at(&d, arr, (uint32_t)i);
-        int64_t v = -1;
-        if (!rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) continue;
-        o = rsd_json_find(&d, o, "memory");
-        if (fig[0]) o = rsd_json_find(&d, o, fig);
-        if (str) {
-            (void)rsd_json_str(&d, rsd_json_find(&d, o, field), str, cap, NULL);
-            return 0;
-        }
-        if (rsd_json_int64(&d, rsd_json_find(&d, o, field), &v) != RSD_OK) return -1;
-        return v;
-    }
-    return -1;
-}
-
 static bool learned(const serve_proc *s, const void *id) {
     char src[16];
     (void)mem_field(s, (const char *)id, "", "source", src, sizeof src);

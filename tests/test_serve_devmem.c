@@ -345,50 +345,6 @@ static void test_serve_never_fits(void) {
     unsetenv("FAKE_NVML_FILE");
 }
 
-/* /status: model id's memory.<fig>.<field> (fig "" = memory.<field>): an integer (-1
-   absent or null), or with str the string. */
-static int64_t mem_field(const serve_proc *s, const char *id, const char *fig, const char *field, char *str,
-                         size_t cap) {
-    rsd_json_doc d;
-    int arr, i, n;
-    if (str) str[0] = 0;
-    if (http(s, "GET", "/status", NULL) != 200) return -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    arr = rsd_json_find(&d, 0, "models");
-    n = rsd_json_size(&d, arr);
-    for (i = 0; i < n; i++) {
-        int o = rsd_json_at(&d, arr, (uint32_t)i);
-        int64_t v = -1;
-        if (!rsd_json_str_eq(&d, rsd_json_find(&d, o, "id"), id)) continue;
-        o = rsd_json_find(&d, o, "memory");
-        if (fig[0]) o = rsd_json_find(&d, o, fig);
-        if (str) {
-            (void)rsd_json_str(&d, rsd_json_find(&d, o, field), str, cap, NULL);
-            return 0;
-        }
-        if (rsd_json_int64(&d, rsd_json_find(&d, o, field), &v) != RSD_OK) return -1;
-        return v;
-    }
-    return -1;
-}
-
-typedef struct mem_want { const char *id, *fig, *field; int64_t want; } mem_want;
-static bool mem_is(const serve_proc *s, const void *arg) {
-    const mem_want *w = (const mem_want *)arg;
-    return mem_field(s, w->id, w->fig, w->field, NULL, 0) == w->want;
-}
-static bool wait_mem(const serve_proc *s, const char *id, const char *fig, const char *field, int64_t want) {
-    mem_want w;
-    w.id = id;
-    w.fig = fig;
-    w.field = field;
-    w.want = want;
-    if (wait_until(s, mem_is, &w, 30000)) return true;
-    printf("  %s memory.%s.%s = %lld, waited for %lld\n", id, fig, field,
-           (long long)mem_field(s, id, fig, field, NULL, 0), (long long)want);
-    return false;
-}
-
 /* On a GPU's budget a model's bytes are the GPU part of its figure: a child's own report
    of CUDA0 buffers counts whole; a child that prints none gets the probe's per-process
    bytes for its pid (source nvml). b loads slowly (1.5 s) so the test can script the
