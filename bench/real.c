@@ -31,7 +31,8 @@
    usage: real [FIGURES]   ("3" = figure 3 only; default "123"). rsd-serve is
    $RSD_SERVE or build/examples/rsd-serve ($RSD_SERVE=a:b:c: a, with b and c measured
    beside it in the cold swaps, interleaved swap by swap, to compare builds); its log is
-   kept in the run's temp dir and its tail printed when a request through it failed. */
+   kept in the run's temp dir and its tail printed when a request through it failed.
+   $RSD_SWAPS: cold swaps per side (default 21, at most 201). */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 
@@ -488,7 +489,9 @@ static void figure2(const char *url, const char *state_dir, f2_result *out) {
 }
 
 /* ---- figure 3: rsd-serve beside the router --------------------------------------------------- */
-enum { F3_LAT = 150, F3_SWAPS = 21, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16, F3_ROUNDS = 3 };
+enum { F3_LAT = 150, F3_SWAPS_MAX = 201, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16, F3_ROUNDS = 3 };
+
+static int g_swaps = 21; /* cold swaps per side: $RSD_SWAPS (at most F3_SWAPS_MAX) */
 
 static const char *chat_body(char *buf, size_t cap, const char *model, bool stream, int max_tokens) {
     snprintf(buf, cap, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
@@ -498,7 +501,7 @@ static const char *chat_body(char *buf, size_t cap, const char *model, bool stre
 
 typedef struct f3_side {
     double through[F3_LAT], direct[F3_LAT];
-    double ttfb[F3_SWAPS];
+    double ttfb[F3_SWAPS_MAX];
     int n_ttfb, lat_fail, swap_fail;
     /* 64 streams */
     double secs[F3_ROUNDS], tps[F3_ROUNDS], cps[F3_ROUNDS]; /* per round: s, tokens/s, chats/s */
@@ -549,7 +552,7 @@ static double ttfb_once(rsd_http_client *c, const char *url, const char *model) 
    (spawn to the line), ask (the line to the first byte); spawn-and-wait = load + ask,
    swap = stop + load + ask. */
 typedef struct bare_side {
-    double swap[F3_SWAPS], wait[F3_SWAPS], stop[F3_SWAPS], load[F3_SWAPS], ask[F3_SWAPS];
+    double swap[F3_SWAPS_MAX], wait[F3_SWAPS_MAX], stop[F3_SWAPS_MAX], load[F3_SWAPS_MAX], ask[F3_SWAPS_MAX];
     int n, fail;
 } bare_side;
 
@@ -752,7 +755,7 @@ static void streams(const char *url, const char *model, pid_t front, f3_side *ou
 }
 
 /* The cold swaps of the further rsd-serve builds, each beside the others in the one loop. */
-typedef struct f3_extra { double ttfb[F3_SWAPS]; int n, fail; } f3_extra;
+typedef struct f3_extra { double ttfb[F3_SWAPS_MAX]; int n, fail; } f3_extra;
 
 static void figure3(const char *serve_url, const char *router_url, f3_side *ours, f3_side *peer, f3_extra *ex,
                     bare_side *bare) {
@@ -808,7 +811,7 @@ static void figure3(const char *serve_url, const char *router_url, f3_side *ours
         (void)ttfb_once(cx[k], g_extra[k].url, "tiny-b");
     }
     if (bare_spawn(&g_bare[0], "tiny-a") != 0 || bare_spawn(&g_bare[1], "tiny-b") != 0) die("bare spawn");
-    for (i = 0; i < F3_SWAPS; i++) {
+    for (i = 0; i < g_swaps; i++) {
         double t = ttfb_once(cs, serve_url, cycle[i % 3]);
         if (t < 0) ours->swap_fail++;
         else ours->ttfb[ours->n_ttfb++] = t;
@@ -940,8 +943,8 @@ static void print3(f3_side *o, f3_side *p, f3_extra *ex, bare_side *b) {
     if (o->n_ttfb && p->n_ttfb)
         printf("   %-44s %5.1f-%-6.1f %5.1f-%-6.1f\n", "  min-max ms", vmin(o->ttfb, o->n_ttfb), vmax(o->ttfb, o->n_ttfb),
                vmin(p->ttfb, p->n_ttfb), vmax(p->ttfb, p->n_ttfb));
-    printf("   %-44s %5d/%-6d %5d/%-6d\n", "  failed swaps", o->swap_fail, F3_SWAPS, p->swap_fail, F3_SWAPS);
-    printf("   the same cold swaps without a front (bench/real.c bare_swap), median (min-max) ms, %d/%d failed:\n", b->fail, F3_SWAPS);
+    printf("   %-44s %5d/%-6d %5d/%-6d\n", "  failed swaps", o->swap_fail, g_swaps, p->swap_fail, g_swaps);
+    printf("   the same cold swaps without a front (bench/real.c bare_swap), median (min-max) ms, %d/%d failed:\n", b->fail, g_swaps);
     if (b->n) {
         printf("   %-44s %6.2f (%.1f-%.1f)\n", "  bare swap: SIGTERM the older child .. first byte", median(b->swap, b->n),
                vmin(b->swap, b->n), vmax(b->swap, b->n));
@@ -957,7 +960,7 @@ static void print3(f3_side *o, f3_side *p, f3_extra *ex, bare_side *b) {
         snprintf(name, sizeof name, "real_serve_ttfb_cold_swap_build%d", k + 2);
         if (!bench_ok(name, !ex[k].fail && ex[k].n, "swaps failed")) continue;
         printf("   cold swap through %s: median %.2f ms (%.1f-%.1f), %d/%d failed\n", g_extra_bin[k], median(ex[k].ttfb, ex[k].n),
-               vmin(ex[k].ttfb, ex[k].n), vmax(ex[k].ttfb, ex[k].n), ex[k].fail, F3_SWAPS);
+               vmin(ex[k].ttfb, ex[k].n), vmax(ex[k].ttfb, ex[k].n), ex[k].fail, g_swaps);
         printf("BENCH %s ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", name, median(ex[k].ttfb, ex[k].n), pttfb,
                pttfb > 0 ? median(ex[k].ttfb, ex[k].n) / pttfb : 0);
     }
@@ -1043,6 +1046,10 @@ int main(int argc, char **argv) {
     if (real_find(g_bin, sizeof g_bin, why, sizeof why) != 0) {
         printf("bench-real: skipped: %s\n", why);
         return 0;
+    }
+    if (getenv("RSD_SWAPS")) { /* more cold swaps for a steadier median on a loaded machine */
+        g_swaps = atoi(getenv("RSD_SWAPS"));
+        g_swaps = g_swaps < 3 ? 3 : g_swaps > F3_SWAPS_MAX ? F3_SWAPS_MAX : g_swaps;
     }
     if (getenv("RSD_SERVE")) { /* a:b:c = rsd-serve a, and b and c beside it in figure 3's cold swaps */
         char *colon;

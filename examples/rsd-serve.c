@@ -3006,6 +3006,9 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         break;
     case RSD_FLEET_EV_STOPPING:
         logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why));
+        /* our kept-alive sockets to it go now: llama-server's HTTP threads look at an idle
+           connection every 10 ms, and its exit waits for them (a cold swap waits for that exit) */
+        if (ev->port) (void)rsd_http_client_close_idle(s->hc, "127.0.0.1", ev->port);
         kv_on_stopping(s, ev, now);
         break;
     case RSD_FLEET_EV_EXITED:
@@ -3259,6 +3262,7 @@ static void kv_save_done(srv *s, int m, uint64_t now, const char *why) {
         kv_event(s, "kv_save", m, now, -1, why, k->done_slots, k->done_bytes);
     }
     kv_budget(s);
+    if (k->port) (void)rsd_http_client_close_idle(s->hc, "127.0.0.1", k->port); /* as at STOPPING */
     (void)rsd_fleet_stop_go(s->fleet, m, now);
 }
 
