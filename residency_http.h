@@ -1767,11 +1767,12 @@
                    /props asks for the child's own slot count (llama-server's
                    "total_slots", its -np; auto = 4): READY then, and the process is
                    given at most that many requests at once (rsd_pool_set_slot_limit;
-                   the smaller of it and the model's max_in_flight), the rest wait in the pool -- not in the child's
-                   accept queue, where llama-server leaves a connection until one of
-                   its HTTP threads is free (a kept-alive idle connection holds one for
-                   its 5 s keep-alive). A /props that fails or has no total_slots
-                   (another server) leaves only max_in_flight.
+                   the smaller of it and the model's max_in_flight), the rest wait in
+                   the pool -- not in the child's accept queue, where llama-server
+                   leaves a connection until one of its HTTP threads is free (a
+                   kept-alive idle connection holds one for its 5 s keep-alive). A
+                   /props that fails or has no total_slots (another server) leaves
+                   only max_in_flight.
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
                    "not ready within N ms") and the last output lines. CRASHED.
