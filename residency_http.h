@@ -1765,7 +1765,10 @@
                    text is all the fleet looks for in the log: /health still decides.
                    503, refused, timeout = keep waiting. After the first 200 one GET
                    /props asks for the child's own slot count (llama-server's
-                   "total_slots", its -np; auto = 4): READY then, and the process is
+                   "total_slots", its -np; auto = 4) -- unless the spec says it: the
+                   llama-server template (args NULL) with parallel > 0 and no -np or
+                   --parallel among extra gives -np {parallel}, so READY comes at
+                   the 200. READY then, and the process is
                    given at most that many requests at once (rsd_pool_set_slot_limit;
                    the smaller of it and the model's max_in_flight), the rest wait in
                    the pool -- not in the child's accept queue, where llama-server
@@ -14661,12 +14664,22 @@ RSDI_PRIVATE uint32_t rsdi_fleet_props_slots(rsd_fleet *f, const rsd_http_event 
     return (uint32_t)v;
 }
 
+/* The slot count a child has for sure without asking: the llama-server template's
+   -np {parallel} when set and no extra argument gives another (-np, --parallel); else 0. */
+RSDI_PRIVATE int rsdi_fleet_known_slots(const rsd_proc_spec *sp) {
+    int i;
+    if (sp->args || sp->parallel <= 0) return 0;
+    for (i = 0; sp->extra && sp->extra[i]; i++)
+        if (!strcmp(sp->extra[i], "-np") || !strncmp(sp->extra[i], "--parallel", 10)) return 0;
+    return sp->parallel;
+}
+
 /* /health said 200 and /props answered (or could not): READY, at most the child's own
    slot count of requests at once (the rest queue in the pool, not in its accept queue). */
 RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *props,
                                    uint64_t now_ms) {
     rsd_fleet_event ev;
-    uint32_t slots = rsdi_fleet_props_slots(f, props);
+    uint32_t slots = props ? rsdi_fleet_props_slots(f, props) : (uint32_t)rsdi_fleet_known_slots(&f->models[s->model].spec);
     if (s->told || s->stopping || rsd_procs_mark_ready(f->procs, s->proc, now_ms) != RSD_OK) return;
     s->told = true;
     s->ready = true;
@@ -15312,8 +15325,10 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             } else if (s->healthy) { /* the /props answer, whatever it says */
                 rsdi_fleet_ready(f, s, &he, now_ms);
             } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
-                s->healthy = true; /* ask for its slot count before the first grant */
-                if (!rsdi_fleet_get(f, s, "/props", now_ms)) rsdi_fleet_ready(f, s, NULL, now_ms);
+                s->healthy = true; /* its slot count before the first grant: -np as we gave it, or asked */
+                if (rsdi_fleet_known_slots(&f->models[s->model].spec) > 0)
+                    rsdi_fleet_ready(f, s, NULL, now_ms);
+                else if (!rsdi_fleet_get(f, s, "/props", now_ms)) rsdi_fleet_ready(f, s, NULL, now_ms);
             }
             /* 503 (loading), refused, timeout: wait for the next PROBE or output */
         }

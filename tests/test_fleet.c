@@ -1243,6 +1243,30 @@ static void test_loaded_line_probes_at_once(void) {
     CHECK(no_children());
 }
 
+/* The slot count the spec gives without a GET /props: the llama-server template's -np
+   {parallel}, unless an extra argument sets another or the template is the caller's. */
+static void test_known_slots(void) {
+    static const char *const plain[] = {"--threads", "1", NULL};
+    static const char *const np[] = {"-np", "8", NULL};
+    static const char *const par[] = {"--parallel=8", NULL};
+    static const char *const tmpl[] = {"--port", "{port}", NULL};
+    rsd_proc_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.exe = SIM_BIN;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0); /* parallel unset: llama-server picks (auto) */
+    sp.parallel = 4;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 4);
+    sp.extra = plain;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 4);
+    sp.extra = np;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0);
+    sp.extra = par;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0);
+    sp.extra = NULL;
+    sp.args = tmpl;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0);
+}
+
 /* /health never answers: each probe times out (probe_timeout_ms) without wedging the
    next ones; the start deadline ends the wait; no socket is left behind. */
 static void test_hanging_health(void) {
@@ -1460,6 +1484,7 @@ int main(int argc, char **argv) {
     RUN(test_cancel_withdraws_queued_events);
     RUN(test_output_triggers_probe);
     RUN(test_loaded_line_probes_at_once);
+    RUN(test_known_slots);
     RUN(test_hanging_health);
     RUN(test_lease_stops_idle_and_restores);
     RUN(test_exclusive_request);
