@@ -15177,7 +15177,7 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
    RSD_FLEET_OUTPUT_PROBE_GAP_MS; at once when that output holds "model loaded" (its last
    RSD_FLEET_READY_SCAN_BYTES), which llama-server logs the moment /health turns 200.
    0 = nothing to do, else the time it may go. */
-RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(rsd_fleet *f, rsdi_fleet_slot *s) {
+RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(const rsd_fleet *f, const rsdi_fleet_slot *s) {
     rsd_proc_info info;
     char tail[RSD_FLEET_READY_SCAN_BYTES];
     uint64_t fresh;

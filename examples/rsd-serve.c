@@ -3006,10 +3006,11 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         break;
     case RSD_FLEET_EV_STOPPING:
         logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why));
-        /* our kept-alive sockets to it go now: llama-server's HTTP threads look at an idle
-           connection every 10 ms, and its exit waits for them (a cold swap waits for that exit) */
-        if (ev->port) (void)rsd_http_client_close_idle(s->hc, "127.0.0.1", ev->port);
         kv_on_stopping(s, ev, now);
+        /* our kept-alive sockets to it go now (a held stop's save connects anew): llama-server's
+           HTTP threads look at an idle connection every 10 ms, and its exit waits for them (a
+           cold swap waits for that exit) */
+        if (ev->port) (void)rsd_http_client_close_idle(s->hc, "127.0.0.1", ev->port);
         break;
     case RSD_FLEET_EV_EXITED:
         kv_on_gone(s, ev, now);
