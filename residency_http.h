@@ -15173,10 +15173,9 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
     return rsd_procs_live(f->procs, &h, 1) == 0;
 }
 
-/* A starting child that wrote output since the last probe is probed again, at most every
-   RSD_FLEET_OUTPUT_PROBE_GAP_MS; at once when that output holds "model loaded" (its last
-   RSD_FLEET_READY_SCAN_BYTES), which llama-server logs the moment /health turns 200.
-   0 = nothing to do, else the time it may go. */
+/* A starting child that wrote output since the last probe is probed again at once
+   (llama-server logs "model loaded" the moment /health turns 200), at most every
+   RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
 RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(const rsd_fleet *f, const rsdi_fleet_slot *s) {
     rsd_proc_info info;
     char tail[RSD_FLEET_READY_SCAN_BYTES];
@@ -15185,6 +15184,7 @@ RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(const rsd_fleet *f, const rsdi_
     if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
         info.out_bytes == s->out_seen)
         return 0;
+    /* no gap when the new output (its last RSD_FLEET_READY_SCAN_BYTES) holds that line */
     fresh = info.out_bytes - s->out_seen;
     if (rsd_procs_tail(f->procs, s->proc, 0, tail, fresh < sizeof tail ? (size_t)fresh + 1 : sizeof tail) > 0 &&
         strstr(tail, "model loaded"))
