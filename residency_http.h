@@ -409,6 +409,13 @@
        uint64_t rsd_now_ms(void)          CLOCK_MONOTONIC in ms.
        void rsd_http_client_query_stats(c, rsd_http_client_stats *out)
            requests, connects, reuses, retries, timeouts, errors, stale.
+       int rsd_http_client_close_idle(c, const char *host, uint16_t port)
+           Closes the kept-alive idle sockets to host:port (a numeric address, or
+           "localhost") now; returns how many, or RSD_ERR_ARG / RSD_ERR_RESOLVE.
+           Requests in flight keep theirs. For a host about to stop a server it
+           talks to: a server may wait for its idle connections before it exits
+           (llama-server's HTTP threads look at theirs every 10 ms), while a closed
+           one ends at once.
 
        Names. rsd_http_send never resolves: IPv4/IPv6 literals and "localhost"
        (= 127.0.0.1) go straight to connect(); any other name goes through
@@ -1776,19 +1783,24 @@
                    probed on loopback), at most one in flight per process, each bounded
                    by probe_timeout_ms. The supervisor paces them (desc.procs.probe_first_ms
                    10, doubling to probe_max_ms 500); besides, a starting child that
-                   writes output is probed again at once (at most every
-                   RSD_FLEET_OUTPUT_PROBE_GAP_MS): llama-server logs "model loaded" the
-                   moment /health turns 200, so READY follows within a few ms instead of
-                   up to 500. The log is never parsed. 503, refused, timeout = keep
-                   waiting. After the first 200 one GET /props asks for the child's own
-                   slot count (llama-server's "total_slots", its -np; auto = 4): READY
-                   then, and the process is given at most that many requests at once
-                   (rsd_pool_set_slot_limit; the smaller of it and the model's
-                   max_in_flight), the rest wait in the pool -- not in the child's
-                   accept queue, where llama-server leaves a connection until one of
-                   its HTTP threads is free (a kept-alive idle connection holds one for
-                   its 5 s keep-alive). A /props that fails or has no total_slots
-                   (another server) leaves only max_in_flight.
+                   writes output is probed again (at most every
+                   RSD_FLEET_OUTPUT_PROBE_GAP_MS; at once when the new output holds
+                   "model loaded", which llama-server logs the moment /health turns
+                   200), so READY follows within a few ms instead of up to 500. That
+                   text is all the fleet looks for in the log: /health still decides.
+                   503, refused, timeout = keep waiting. After the first 200 one GET
+                   /props asks for the child's own slot count (llama-server's
+                   "total_slots", its -np; auto = 4) -- unless the spec says it: the
+                   llama-server template (args NULL) with parallel > 0 and no -np or
+                   --parallel among extra gives -np {parallel}, so READY comes at
+                   the 200. READY then, and the process is
+                   given at most that many requests at once (rsd_pool_set_slot_limit;
+                   the smaller of it and the model's max_in_flight), the rest wait in
+                   the pool -- not in the child's accept queue, where llama-server
+                   leaves a connection until one of its HTTP threads is free (a
+                   kept-alive idle connection holds one for its 5 s keep-alive). A
+                   /props that fails or has no total_slots (another server) leaves
+                   only max_in_flight.
        exit while starting (or START_TIMEOUT): the load failed; the model's waiting
                    requests FAIL(RSD_ERR_FLEET_START) at once with the exit status (or
                    "not ready within N ms") and the last output lines. CRASHED.
@@ -2327,6 +2339,9 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
                                   rsd_http_event *resp);
 /* Copies the counters. */
 RSD_API void rsd_http_client_query_stats(const rsd_http_client *c, rsd_http_client_stats *out);
+/* Closes the idle kept-alive sockets to host:port (numeric or "localhost"); how many,
+   or RSD_ERR_ARG / RSD_ERR_RESOLVE. */
+RSD_API int rsd_http_client_close_idle(rsd_http_client *c, const char *host, uint16_t port);
 
 /* ==== http client end ===================================================== */
 
@@ -3143,6 +3158,7 @@ enum {
     RSD_FLEET_PROBE_TIMEOUT_DEFAULT_MS = 2000,  /* one /health probe */
     RSD_FLEET_HEALTH_PATH_MAX = 256,            /* bytes of health_path, including the NUL */
     RSD_FLEET_OUTPUT_PROBE_GAP_MS = 5,          /* output-triggered probes at most this often */
+    RSD_FLEET_READY_SCAN_BYTES = 512,           /* new output looked at for "model loaded" */
     RSD_FLEET_WATCHDOG_FAILURES_DEFAULT = 3,    /* failed /health polls in a row before a restart */
     RSD_FLEET_WATCHDOG_ERRORS_DEFAULT = 5,      /* 5xx answers in a row before a restart */
     RSD_FLEET_WATCHDOG_RESTARTS_DEFAULT = 5,    /* watchdog restarts in a row, then it gives up */
@@ -5975,6 +5991,19 @@ RSD_API int rsd_http_cancel(rsd_http_client *c, rsd_http_req_h h) {
     }
     rsdi_req_finish(c, i, RSD_ERR_CANCELLED, 0);
     return RSD_OK;
+}
+
+RSD_API int rsd_http_client_close_idle(rsd_http_client *c, const char *host, uint16_t port) {
+    rsdi_addr a;
+    int k, n = 0;
+    if (!c || !host) return RSD_ERR_ARG;
+    if (rsdi_addr_make(&a, strcmp(host, "localhost") ? host : "127.0.0.1", port) != RSD_OK) return RSD_ERR_RESOLVE;
+    for (k = 0; k < c->nconns; k++)
+        if (c->conns[k].state == RSDI_CC_IDLE && rsdi_addr_eq(&c->conns[k].addr, &a)) {
+            rsdi_cconn_close(c, k);
+            n++;
+        }
+    return n;
 }
 
 RSD_API int rsd_http_pause(rsd_http_client *c, rsd_http_req_h h, bool paused) {
@@ -14827,12 +14856,22 @@ RSDI_PRIVATE uint32_t rsdi_fleet_props_slots(rsd_fleet *f, const rsd_http_event 
     return (uint32_t)v;
 }
 
+/* The slot count a child has for sure without asking: the llama-server template's
+   -np {parallel} when set and no extra argument gives another (-np, --parallel); else 0. */
+RSDI_PRIVATE int rsdi_fleet_known_slots(const rsd_proc_spec *sp) {
+    int i;
+    if (sp->args || sp->parallel <= 0) return 0;
+    for (i = 0; sp->extra && sp->extra[i]; i++)
+        if (!strcmp(sp->extra[i], "-np") || !strncmp(sp->extra[i], "--parallel", 10)) return 0;
+    return sp->parallel;
+}
+
 /* /health said 200 and /props answered (or could not): READY, at most the child's own
    slot count of requests at once (the rest queue in the pool, not in its accept queue). */
 RSDI_PRIVATE void rsdi_fleet_ready(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_http_event *props,
                                    uint64_t now_ms) {
     rsd_fleet_event ev;
-    uint32_t slots = rsdi_fleet_props_slots(f, props);
+    uint32_t slots = props ? rsdi_fleet_props_slots(f, props) : (uint32_t)rsdi_fleet_known_slots(&f->models[s->model].spec);
     if (s->told || s->stopping || rsd_procs_mark_ready(f->procs, s->proc, now_ms) != RSD_OK) return;
     s->told = true;
     s->ready = true;
@@ -15334,10 +15373,17 @@ RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
    RSD_FLEET_OUTPUT_PROBE_GAP_MS; 0 = nothing to do, else the time it may go. */
 RSDI_PRIVATE uint64_t rsdi_fleet_output_probe_at(const rsd_fleet *f, const rsdi_fleet_slot *s) {
     rsd_proc_info info;
+    char tail[RSD_FLEET_READY_SCAN_BYTES];
+    uint64_t fresh;
     if (!s->pp.id || !s->proc.id || s->told || s->healthy || s->stopping || s->probe.id) return 0;
     if (rsd_procs_query(f->procs, s->proc, 0, &info) != RSD_OK || info.state != RSD_PROC_STARTING ||
         info.out_bytes == s->out_seen)
         return 0;
+    /* no gap when the new output (its last RSD_FLEET_READY_SCAN_BYTES) holds that line */
+    fresh = info.out_bytes - s->out_seen;
+    if (rsd_procs_tail(f->procs, s->proc, 0, tail, fresh < sizeof tail ? (size_t)fresh + 1 : sizeof tail) > 0 &&
+        strstr(tail, "model loaded"))
+        return s->probe_sent_ms ? s->probe_sent_ms : 1;
     return s->probe_sent_ms + RSD_FLEET_OUTPUT_PROBE_GAP_MS;
 }
 
@@ -15481,8 +15527,10 @@ RSD_API int rsd_fleet_step(rsd_fleet *f, uint64_t now_ms) {
             } else if (s->healthy) { /* the /props answer, whatever it says */
                 rsdi_fleet_ready(f, s, &he, now_ms);
             } else if (he.result == RSD_OK && he.status == 200 && !s->told && !s->stopping) {
-                s->healthy = true; /* ask for its slot count before the first grant */
-                if (!rsdi_fleet_get(f, s, "/props", now_ms)) rsdi_fleet_ready(f, s, NULL, now_ms);
+                s->healthy = true; /* its slot count before the first grant: -np as we gave it, or asked */
+                if (rsdi_fleet_known_slots(&f->models[s->model].spec) > 0)
+                    rsdi_fleet_ready(f, s, NULL, now_ms);
+                else if (!rsdi_fleet_get(f, s, "/props", now_ms)) rsdi_fleet_ready(f, s, NULL, now_ms);
             }
             /* 503 (loading), refused, timeout: wait for the next PROBE or output */
         }

@@ -22,23 +22,31 @@
       that needs a cold swap, throughput of 64 concurrent streaming clients (one
       non-blocking rsd_http_client, 64 slots; 3 interleaved rounds, median), and the front
       process's VmRSS under that load (peak of /proc/PID/status samples every 50 ms).
+      Beside the cold swaps, the same swaps without a front (bare_swap: stop the older
+      child, spawn, read its output until "model loaded", ask it straight), and the cold
+      swaps of further rsd-serve builds when $RSD_SERVE lists them (a:b:c).
    Every llama-server runs with --threads 1: with its default thread count on a loaded
    2-core machine a tiny model took ~500 ms per token (spinning threads), with one ~0.05 ms.
    The machine may be shared: these are wall-clock figures; the load average is printed.
    usage: real [FIGURES]   ("3" = figure 3 only; default "123"). rsd-serve is
-   $RSD_SERVE or build/examples/rsd-serve; its log is kept in the run's temp dir and
-   its tail printed when a request through it failed. */
+   $RSD_SERVE or build/examples/rsd-serve ($RSD_SERVE=a:b:c: a, with b and c measured
+   beside it in the cold swaps, interleaved swap by swap, to compare builds); its log is
+   kept in the run's temp dir and its tail printed when a request through it failed.
+   $RSD_SWAPS: cold swaps per side (default 21, at most 201). */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -53,13 +61,29 @@
 static char g_bin[1024], g_dir[512];
 static real_server g_router;   /* stopped by die() */
 static listen_proc g_serve;
+enum { F3_EXTRA = 7 };         /* further rsd-serve builds ($RSD_SERVE a:b:c): cold swaps only */
+static listen_proc g_extra[F3_EXTRA];
+static int g_nextra;
+static const char *g_extra_bin[F3_EXTRA];
+typedef struct bare_child { pid_t pid; int out; int port; } bare_child;
+static bare_child g_bare[2];   /* the bare spawn-and-wait's children, oldest first */
 static pid_t g_watch;          /* the SSE subscriber */
 static rsd_http_client *g_ctl; /* control traffic: no keep-alive (the router closes idle sockets) */
 static rsd_json_tok g_toks[16384];
 
 static void stop_all(void) {
+    int i;
     if (g_watch > 0) { kill(g_watch, SIGTERM); waitpid(g_watch, NULL, 0); g_watch = 0; }
     if (g_serve.pid > 0) (void)listen_proc_stop(&g_serve);
+    for (i = 0; i < g_nextra; i++)
+        if (g_extra[i].pid > 0) (void)listen_proc_stop(&g_extra[i]);
+    for (i = 0; i < 2; i++)
+        if (g_bare[i].pid > 0) {
+            kill(g_bare[i].pid, SIGKILL);
+            waitpid(g_bare[i].pid, NULL, 0);
+            close(g_bare[i].out);
+            g_bare[i].pid = 0;
+        }
     if (g_router.pid > 0) (void)real_stop(&g_router);
 }
 
@@ -465,7 +489,9 @@ static void figure2(const char *url, const char *state_dir, f2_result *out) {
 }
 
 /* ---- figure 3: rsd-serve beside the router --------------------------------------------------- */
-enum { F3_LAT = 150, F3_SWAPS = 21, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16, F3_ROUNDS = 3 };
+enum { F3_LAT = 150, F3_SWAPS_MAX = 201, F3_STREAMS = 64, F3_TOTAL = 256, F3_TOKENS = 16, F3_ROUNDS = 3 };
+
+static int g_swaps = 21; /* cold swaps per side: $RSD_SWAPS (at most F3_SWAPS_MAX) */
 
 static const char *chat_body(char *buf, size_t cap, const char *model, bool stream, int max_tokens) {
     snprintf(buf, cap, "{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}],"
@@ -475,7 +501,7 @@ static const char *chat_body(char *buf, size_t cap, const char *model, bool stre
 
 typedef struct f3_side {
     double through[F3_LAT], direct[F3_LAT];
-    double ttfb[F3_SWAPS];
+    double ttfb[F3_SWAPS_MAX];
     int n_ttfb, lat_fail, swap_fail;
     /* 64 streams */
     double secs[F3_ROUNDS], tps[F3_ROUNDS], cps[F3_ROUNDS]; /* per round: s, tokens/s, chats/s */
@@ -515,6 +541,125 @@ static double ttfb_once(rsd_http_client *c, const char *url, const char *model) 
         return -1;
     }
     return (t.first_us - t0) / 1e3;
+}
+
+/* The bare spawn-and-wait: the least a front must do for a cold swap, done by the bench
+   itself with no front: SIGTERM the older of its two children and reap it, spawn
+   llama-server with the arguments rsd-serve gives its children (stdout and stderr on a
+   pipe, stdin /dev/null, LLAMA_SERVER_ROUTER_PORT unset), read that pipe until the line
+   "model loaded" (llama-server answers from then on), then the streamed chat straight to
+   the child on a new connection. Stamps per swap, ms: stop (SIGTERM to reaped), load
+   (spawn to the line), ask (the line to the first byte); spawn-and-wait = load + ask,
+   swap = stop + load + ask. */
+typedef struct bare_side {
+    double swap[F3_SWAPS_MAX], wait[F3_SWAPS_MAX], stop[F3_SWAPS_MAX], load[F3_SWAPS_MAX], ask[F3_SWAPS_MAX];
+    int n, fail;
+} bare_side;
+
+static int free_port(void) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (fd < 0) return -1;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Reads what child k wrote so far (its pipe must not fill); true once `line` was seen. */
+static bool bare_drain(bare_child *k, const char *line, char *acc, size_t cap, size_t *len) {
+    char buf[4096];
+    ssize_t r;
+    bool seen = false;
+    while ((r = read(k->out, buf, sizeof buf)) > 0) {
+        size_t n = (size_t)r, keep;
+        if (!acc) continue;
+        if (*len + n >= cap) { /* keep the tail: the line may straddle two reads */
+            keep = cap / 2 < *len ? cap / 2 : *len;
+            memmove(acc, acc + *len - keep, keep);
+            *len = keep;
+        }
+        if (n >= cap - *len) n = cap - *len - 1;
+        memcpy(acc + *len, buf, n);
+        *len += n;
+        acc[*len] = 0;
+        if (strstr(acc, line)) seen = true;
+    }
+    return seen;
+}
+
+static void bare_stop(bare_child *k) {
+    if (k->pid <= 0) return;
+    kill(k->pid, SIGTERM);
+    waitpid(k->pid, NULL, 0);
+    close(k->out);
+    k->pid = 0;
+}
+
+static int bare_spawn(bare_child *k, const char *model) {
+    int p[2];
+    char path[700], port[16];
+    pid_t pid;
+    if ((k->port = free_port()) <= 0 || pipe(p) != 0) return -1;
+    snprintf(path, sizeof path, "%s/%s.gguf", g_dir, model);
+    snprintf(port, sizeof port, "%d", k->port);
+    pid = fork();
+    if (pid < 0) { close(p[0]); close(p[1]); return -1; }
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0) dup2(nul, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        unsetenv("LLAMA_SERVER_ROUTER_PORT");
+        execl(g_bin, g_bin, "-m", path, "--host", "127.0.0.1", "--port", port, "-c", "512", "-np", "4", "--alias", model,
+              "--threads", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    (void)fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+    k->pid = pid;
+    k->out = p[0];
+    return 0;
+}
+
+/* One cold swap of the bare side to `model`: 0 and the stamps, or -1. */
+static int bare_swap(rsd_http_client *c, const char *model, bare_side *b) {
+    static char acc[16384];
+    size_t len = 0;
+    char url[64];
+    double t0, t1, t2, t3, ask;
+    struct pollfd pf;
+    int i;
+    for (i = 0; i < 2; i++) (void)bare_drain(&g_bare[i], "", NULL, 0, NULL);
+    t0 = now_us();
+    bare_stop(&g_bare[0]);
+    t1 = now_us();
+    g_bare[0] = g_bare[1];
+    memset(&g_bare[1], 0, sizeof g_bare[1]);
+    if (bare_spawn(&g_bare[1], model) != 0) return -1;
+    t2 = now_us();
+    pf.fd = g_bare[1].out;
+    pf.events = POLLIN;
+    acc[0] = 0;
+    for (;;) {
+        if (bare_drain(&g_bare[1], "model loaded", acc, sizeof acc, &len)) break;
+        if (poll(&pf, 1, 60000) <= 0 || (pf.revents & (POLLHUP | POLLERR) && !(pf.revents & POLLIN))) return -1;
+    }
+    t3 = now_us();
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", g_bare[1].port);
+    if ((ask = ttfb_once(c, url, model)) < 0) return -1;
+    b->stop[b->n] = (t1 - t0) / 1e3;
+    b->load[b->n] = (t3 - t2) / 1e3;
+    b->ask[b->n] = ask;
+    b->wait[b->n] = (t3 - t1) / 1e3 + ask;
+    b->swap[b->n] = (t3 - t0) / 1e3 + ask;
+    b->n++;
+    return 0;
 }
 
 /* 64 streams */
@@ -609,13 +754,23 @@ static void streams(const char *url, const char *model, pid_t front, f3_side *ou
     rsd_http_client_destroy(c);
 }
 
-static void figure3(const char *serve_url, const char *router_url, f3_side *ours, f3_side *peer) {
+/* The cold swaps of the further rsd-serve builds, each beside the others in the one loop. */
+typedef struct f3_extra { double ttfb[F3_SWAPS_MAX]; int n, fail; } f3_extra;
+
+static void figure3(const char *serve_url, const char *router_url, f3_side *ours, f3_side *peer, f3_extra *ex,
+                    bare_side *bare) {
     static const char *const cycle[] = {"tiny-c", "tiny-a", "tiny-b"};
     rsd_http_client *cs = rsd_http_client_create(NULL), *cd = rsd_http_client_create(NULL);
-    rsd_http_client *cr = rsd_http_client_create(NULL), *crd = rsd_http_client_create(NULL);
+    rsd_http_client *cr = rsd_http_client_create(NULL), *crd = rsd_http_client_create(NULL), *cb, *cx[F3_EXTRA];
+    rsd_http_client_desc bd;
     char u_s[160], u_sd[160], u_r[160], u_rd[160], body[256], buf[8192];
-    int i, sp, rp;
-    if (!cs || !cd || !cr || !crd) die("client");
+    int i, k, sp, rp;
+    memset(&bd, 0, sizeof bd);
+    bd.no_keepalive = true; /* the bare side asks each child on a new connection, as the router does */
+    cb = rsd_http_client_create(&bd);
+    if (!cs || !cd || !cr || !crd || !cb) die("client");
+    for (k = 0; k < g_nextra; k++)
+        if (!(cx[k] = rsd_http_client_create(NULL))) die("client");
     chat_body(body, sizeof body, "tiny-a", false, 4);
     snprintf(u_s, sizeof u_s, "%s/v1/chat/completions", serve_url);
     snprintf(u_r, sizeof u_r, "%s/v1/chat/completions", router_url);
@@ -651,14 +806,31 @@ static void figure3(const char *serve_url, const char *router_url, f3_side *ours
     /* cold swaps: tiny-b fills the free slot, then c, a, b, ... each needs one */
     (void)ttfb_once(cs, serve_url, "tiny-b");
     (void)ttfb_once(cr, router_url, "tiny-b");
-    for (i = 0; i < F3_SWAPS; i++) {
+    for (k = 0; k < g_nextra; k++) {
+        (void)ttfb_once(cx[k], g_extra[k].url, "tiny-a");
+        (void)ttfb_once(cx[k], g_extra[k].url, "tiny-b");
+    }
+    if (bare_spawn(&g_bare[0], "tiny-a") != 0 || bare_spawn(&g_bare[1], "tiny-b") != 0) die("bare spawn");
+    for (i = 0; i < g_swaps; i++) {
         double t = ttfb_once(cs, serve_url, cycle[i % 3]);
         if (t < 0) ours->swap_fail++;
         else ours->ttfb[ours->n_ttfb++] = t;
+        for (k = 0; k < g_nextra; k++) {
+            t = ttfb_once(cx[k], g_extra[k].url, cycle[i % 3]);
+            if (t < 0) ex[k].fail++;
+            else ex[k].ttfb[ex[k].n++] = t;
+        }
         t = ttfb_once(cr, router_url, cycle[i % 3]);
         if (t < 0) peer->swap_fail++;
         else peer->ttfb[peer->n_ttfb++] = t;
+        if (bare_swap(cb, cycle[i % 3], bare) != 0) bare->fail++;
     }
+    for (i = 0; i < 2; i++) bare_stop(&g_bare[i]);
+    for (k = 0; k < g_nextra; k++) {
+        rsd_http_client_destroy(cx[k]);
+        (void)listen_proc_stop(&g_extra[k]);
+    }
+    rsd_http_client_destroy(cb);
     /* 64 streams on tiny-a, loaded first */
     (void)ttfb_once(cs, serve_url, "tiny-a");
     (void)ttfb_once(cr, router_url, "tiny-a");
@@ -739,7 +911,8 @@ static void print2(const f2_result *f2) {
            f2->n_ours < f2->n_peer ? f2->n_ours : f2->n_peer, F2_LOADS, f2->missed);
 }
 
-static void print3(f3_side *o, f3_side *p) {
+static void print3(f3_side *o, f3_side *p, f3_extra *ex, bare_side *b) {
+    int k;
     double ot = median(o->through, F3_LAT), od = median(o->direct, F3_LAT), pt = median(p->through, F3_LAT), pd = median(p->direct, F3_LAT);
     double oadd = ot - od, padd = pt - pd;
     double ottfb = median(o->ttfb, o->n_ttfb), pttfb = median(p->ttfb, p->n_ttfb);
@@ -748,6 +921,11 @@ static void print3(f3_side *o, f3_side *p) {
         printf("BENCH real_serve_added_latency_ms ours=%.4f peer=%.4f unit=ms ratio=%.2f\n", oadd, padd, padd != 0 ? oadd / padd : 0);
     if (bench_ok("real_serve_ttfb_cold_swap_ms", !o->swap_fail && !p->swap_fail && o->n_ttfb && p->n_ttfb, "swaps failed (see the table)"))
         printf("BENCH real_serve_ttfb_cold_swap_ms ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", ottfb, pttfb, pttfb > 0 ? ottfb / pttfb : 0);
+    if (bench_ok("real_serve_ttfb_cold_swap_vs_bare", !o->swap_fail && !b->fail && o->n_ttfb && b->n, "swaps failed (see the table)")) {
+        double bs = median(b->swap, b->n), bw = median(b->wait, b->n);
+        printf("BENCH real_serve_ttfb_cold_swap_vs_bare_swap_ms ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", ottfb, bs, bs > 0 ? ottfb / bs : 0);
+        printf("BENCH real_serve_ttfb_cold_swap_vs_bare_spawn_ms ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", ottfb, bw, bw > 0 ? ottfb / bw : 0);
+    }
     if (bench_ok("real_serve_stream64_tokens_per_s", !o->failed && !p->failed && !o->no_done && !p->no_done && o->rounds && p->rounds,
                  "streams failed or were cut without [DONE] (see the table)"))
         printf("BENCH real_serve_stream64_tokens_per_s ours=%.0f peer=%.0f unit=tok/s ratio=%.3f\n", otps, ptps, ptps > 0 ? otps / ptps : 0);
@@ -765,7 +943,27 @@ static void print3(f3_side *o, f3_side *p) {
     if (o->n_ttfb && p->n_ttfb)
         printf("   %-44s %5.1f-%-6.1f %5.1f-%-6.1f\n", "  min-max ms", vmin(o->ttfb, o->n_ttfb), vmax(o->ttfb, o->n_ttfb),
                vmin(p->ttfb, p->n_ttfb), vmax(p->ttfb, p->n_ttfb));
-    printf("   %-44s %5d/%-6d %5d/%-6d\n", "  failed swaps", o->swap_fail, F3_SWAPS, p->swap_fail, F3_SWAPS);
+    printf("   %-44s %5d/%-6d %5d/%-6d\n", "  failed swaps", o->swap_fail, g_swaps, p->swap_fail, g_swaps);
+    printf("   the same cold swaps without a front (bench/real.c bare_swap), median (min-max) ms, %d/%d failed:\n", b->fail, g_swaps);
+    if (b->n) {
+        printf("   %-44s %6.2f (%.1f-%.1f)\n", "  bare swap: SIGTERM the older child .. first byte", median(b->swap, b->n),
+               vmin(b->swap, b->n), vmax(b->swap, b->n));
+        printf("   %-44s %6.2f (%.1f-%.1f)\n", "  bare spawn-and-wait: spawn .. first byte", median(b->wait, b->n),
+               vmin(b->wait, b->n), vmax(b->wait, b->n));
+        printf("   %-44s %6.2f (%.1f-%.1f)\n", "    stop: SIGTERM .. reaped", median(b->stop, b->n), vmin(b->stop, b->n), vmax(b->stop, b->n));
+        printf("   %-44s %6.2f (%.1f-%.1f)\n", "    load: spawn .. \"model loaded\" read", median(b->load, b->n), vmin(b->load, b->n),
+               vmax(b->load, b->n));
+        printf("   %-44s %6.2f (%.1f-%.1f)\n", "    ask: that line .. first byte", median(b->ask, b->n), vmin(b->ask, b->n), vmax(b->ask, b->n));
+    }
+    for (k = 0; k < g_nextra; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "real_serve_ttfb_cold_swap_build%d", k + 2);
+        if (!bench_ok(name, !ex[k].fail && ex[k].n, "swaps failed")) continue;
+        printf("   cold swap through %s: median %.2f ms (%.1f-%.1f), %d/%d failed\n", g_extra_bin[k], median(ex[k].ttfb, ex[k].n),
+               vmin(ex[k].ttfb, ex[k].n), vmax(ex[k].ttfb, ex[k].n), ex[k].fail, g_swaps);
+        printf("BENCH %s ours=%.2f peer=%.2f unit=ms ratio=%.3f\n", name, median(ex[k].ttfb, ex[k].n), pttfb,
+               pttfb > 0 ? median(ex[k].ttfb, ex[k].n) / pttfb : 0);
+    }
     printf("   64 streaming clients, 256 chats x 16 tokens a round, %d rounds each (interleaved), medians:\n", F3_ROUNDS);
     printf("   %-44s %12.2f %12.2f\n", "  s per round", median(o->secs, o->rounds), median(p->secs, p->rounds));
     printf("   %-44s %12.0f %12.0f\n", "  tokens (SSE chunks) per s", otps, ptps);
@@ -785,6 +983,9 @@ static void print3(f3_side *o, f3_side *p) {
 /* Figure 3: the router (preset at ini) and rsd-serve side by side, tiny-a/b/c behind each. */
 static void figure3_run(const char *serve_bin, const char *const *rargs, char *ini, size_t ini_cap) {
     static f3_side s_ours, s_peer;
+    static f3_extra s_ex[F3_EXTRA];
+    static bare_side s_bare;
+    int k;
     char text[4096], serve_cfg[700], log[700];
     /* figure 3: the router and rsd-serve side by side, tiny-a/b/c behind each */
     snprintf(text, sizeof text,
@@ -808,8 +1009,17 @@ static void figure3_run(const char *serve_bin, const char *const *rargs, char *i
         if (listen_proc_start(&g_serve, sargv, fd) != 0) die("rsd-serve did not start");
         if (fd >= 0) close(fd);
     }
-    figure3(g_serve.url, g_router.url, &s_ours, &s_peer);
-    print3(&s_ours, &s_peer);
+    for (k = 0; k < g_nextra; k++) {
+        const char *sargv[] = {g_extra_bin[k], "--config", serve_cfg, NULL};
+        char xlog[720];
+        int fd;
+        snprintf(xlog, sizeof xlog, "%s/serve%d.log", g_dir, k + 2);
+        fd = open(xlog, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (listen_proc_start(&g_extra[k], sargv, fd) != 0) die("a further rsd-serve build did not start");
+        if (fd >= 0) close(fd);
+    }
+    figure3(g_serve.url, g_router.url, &s_ours, &s_peer, s_ex, &s_bare);
+    print3(&s_ours, &s_peer, s_ex, &s_bare);
     stop_all();
     if (s_ours.failed || s_ours.lat_fail || s_ours.swap_fail) {
         char cmd[900];
@@ -823,9 +1033,11 @@ static void figure3_run(const char *serve_bin, const char *const *rargs, char *i
 int main(int argc, char **argv) {
     static f1_result f1[UP_PATHS];
     static f2_result f2;
-    const char *serve_bin = getenv("RSD_SERVE") ? getenv("RSD_SERVE") : "build/examples/rsd-serve";
+    static char serve_list[4096];
+    const char *serve_bin = "build/examples/rsd-serve";
     const char *which = argc > 1 ? argv[1] : "123";
     char why[512], ini[700], state[700], cache[700], text[4096];
+    int k;
     const char *rargs[] = {"--models-preset", ini, "--models-max", "2", NULL};
     double t_start = now_us(), la0 = loadavg1();
     signal(SIGPIPE, SIG_IGN);
@@ -835,7 +1047,22 @@ int main(int argc, char **argv) {
         printf("bench-real: skipped: %s\n", why);
         return 0;
     }
+    if (getenv("RSD_SWAPS")) { /* more cold swaps for a steadier median on a loaded machine */
+        g_swaps = atoi(getenv("RSD_SWAPS"));
+        g_swaps = g_swaps < 3 ? 3 : g_swaps > F3_SWAPS_MAX ? F3_SWAPS_MAX : g_swaps;
+    }
+    if (getenv("RSD_SERVE")) { /* a:b:c = rsd-serve a, and b and c beside it in figure 3's cold swaps */
+        char *colon;
+        snprintf(serve_list, sizeof serve_list, "%s", getenv("RSD_SERVE"));
+        serve_bin = serve_list;
+        for (colon = strchr(serve_list, ':'); colon && g_nextra < F3_EXTRA; colon = strchr(colon + 1, ':')) {
+            *colon = 0;
+            g_extra_bin[g_nextra++] = colon + 1;
+        }
+    }
     if (access(serve_bin, X_OK) != 0) { fprintf(stderr, "bench-real: %s not built\n", serve_bin); return 1; }
+    for (k = 0; k < g_nextra; k++)
+        if (access(g_extra_bin[k], X_OK) != 0) { fprintf(stderr, "bench-real: %s not built\n", g_extra_bin[k]); return 1; }
     if (real_models(g_dir, sizeof g_dir) != 0) die("could not write the tiny models");
     g_ctl = rsd_http_client_create(NULL);
     g_cu = (up_ctx *)calloc(1, sizeof *g_cu);

@@ -3885,6 +3885,10 @@ static void on_fleet(srv *s, const rsd_fleet_event *ev, uint64_t now) {
         } else
             logf_("%s: stopping pid %lld (%s)", id, (long long)ev->pid, rsd_pool_why_str(ev->why));
         kv_on_stopping(s, ev, now);
+        /* our kept-alive sockets to it go now (a held stop's save connects anew): llama-server's
+           HTTP threads look at an idle connection every 10 ms, and its exit waits for them (a
+           cold swap waits for that exit) */
+        if (ev->port) (void)rsd_http_client_close_idle(s->hc, "127.0.0.1", ev->port);
         break;
     case RSD_FLEET_EV_EXITED:
         kv_on_gone(s, ev, now);
@@ -4139,6 +4143,7 @@ static void kv_save_done(srv *s, int m, uint64_t now, const char *why) {
         kv_event(s, "kv_save", m, now, -1, why, k->done_slots, k->done_bytes);
     }
     kv_budget(s);
+    if (k->port) (void)rsd_http_client_close_idle(s->hc, "127.0.0.1", k->port); /* as at STOPPING */
     (void)rsd_fleet_stop_go(s->fleet, m, now);
 }
 

@@ -1196,6 +1196,81 @@ static void test_output_triggers_probe(void) {
     CHECK(no_children());
 }
 
+/* New output that holds "model loaded" (llama-server's line once /health says 200; rsd-sim
+   writes it too) is probed at once; other new output waits RSD_FLEET_OUTPUT_PROBE_GAP_MS
+   after the last probe. White-box: the slot's probe time and seen-output mark are set by
+   hand once the child has written its lines, before any step of the fleet. */
+static void test_loaded_line_probes_at_once(void) {
+    int fd0 = count_fds(), a, i;
+    rsd_fleet *f;
+    rsd_fleet_desc d;
+    rsd_fleet_model_desc md;
+    rsdi_fleet_slot *s = NULL;
+    rsd_proc_info info;
+    char tail[512];
+    const char *listen;
+    uint64_t end = now_ms() + WAIT_MS;
+    log_reset();
+    memset(&d, 0, sizeof d);
+    d.procs.probe_first_ms = 60000; /* no scheduled probe meanwhile */
+    d.procs.probe_max_ms = 60000;
+    d.procs.start_deadline_ms = 120000;
+    f = rsd_fleet_create(&d);
+    REQUIRE(f != NULL);
+    sim_model(&md, "a", NULL);
+    a = rsd_fleet_add_model(f, &md);
+    CHECK(rsd_fleet_load(f, a, tnow()) >= 0);
+    for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
+        if (f->slots[i].pp.id && f->slots[i].model == a) s = &f->slots[i];
+    REQUIRE(s != NULL);
+    while (now_ms() < end) { /* the supervisor alone reads the child's output */
+        (void)rsd_procs_step(f->procs, tnow());
+        if (rsd_procs_tail(f->procs, s->proc, 0, tail, sizeof tail) > 0 && strstr(tail, "listening on") &&
+            strchr(strstr(tail, "listening on"), '\n'))
+            break;
+        (void)rsd_poll(NULL, 0, 2);
+    }
+    REQUIRE(strstr(tail, "model loaded") != NULL);
+    REQUIRE(rsd_procs_query(f->procs, s->proc, 0, &info) == RSD_OK);
+    listen = strstr(tail, "srv  llama_server: listening on");
+    REQUIRE(listen != NULL);
+    s->probe_sent_ms = 5000;
+    s->out_seen = info.out_bytes - strlen(listen); /* only the "listening" line is new */
+    CHECK_EQ_INT((int)rsdi_fleet_output_probe_at(f, s), 5000 + RSD_FLEET_OUTPUT_PROBE_GAP_MS);
+    s->out_seen = 0; /* the "model loaded" line is new too */
+    CHECK_EQ_INT((int)rsdi_fleet_output_probe_at(f, s), 5000);
+    s->probe_sent_ms = 0; /* never probed: at once all the same (0 means nothing to do) */
+    CHECK_EQ_INT((int)rsdi_fleet_output_probe_at(f, s), 1);
+    CHECK(await(f, RSD_FLEET_EV_READY, a, 0) != NULL);
+    finish(f);
+    CHECK_EQ_INT(count_fds(), fd0);
+    CHECK(no_children());
+}
+
+/* The slot count the spec gives without a GET /props: the llama-server template's -np
+   {parallel}, unless an extra argument sets another or the template is the caller's. */
+static void test_known_slots(void) {
+    static const char *const plain[] = {"--threads", "1", NULL};
+    static const char *const np[] = {"-np", "8", NULL};
+    static const char *const par[] = {"--parallel=8", NULL};
+    static const char *const tmpl[] = {"--port", "{port}", NULL};
+    rsd_proc_spec sp;
+    memset(&sp, 0, sizeof sp);
+    sp.exe = SIM_BIN;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0); /* parallel unset: llama-server picks (auto) */
+    sp.parallel = 4;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 4);
+    sp.extra = plain;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 4);
+    sp.extra = np;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0);
+    sp.extra = par;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0);
+    sp.extra = NULL;
+    sp.args = tmpl;
+    CHECK_EQ_INT(rsdi_fleet_known_slots(&sp), 0);
+}
+
 /* /health never answers: each probe times out (probe_timeout_ms) without wedging the
    next ones; the start deadline ends the wait; no socket is left behind. */
 static void test_hanging_health(void) {
@@ -1466,6 +1541,8 @@ int main(int argc, char **argv) {
     RUN(test_event_queue_bounded);
     RUN(test_cancel_withdraws_queued_events);
     RUN(test_output_triggers_probe);
+    RUN(test_loaded_line_probes_at_once);
+    RUN(test_known_slots);
     RUN(test_hanging_health);
     RUN(test_lease_stops_idle_and_restores);
     RUN(test_exclusive_request);

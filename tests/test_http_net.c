@@ -324,6 +324,38 @@ static void test_keepalive_reuse(void) {
     rsd_http_server_destroy(s);
 }
 
+/* rsd_http_client_close_idle closes the idle sockets to that host:port only: the next
+   request connects anew. */
+static void test_close_idle(void) {
+    rsd_http_server *s = rsd_http_server_create(NULL);
+    rsd_http_client *c = rsd_http_client_create(NULL);
+    rsd_http_client_stats cs;
+    rsd_http_event ev;
+    srv_ctx x;
+    uint16_t port;
+    memset(&x, 0, sizeof x);
+    REQUIRE(s && c);
+    port = rsd_http_server_port(s);
+    REQUIRE(get(c, s, &x, "/health", NULL, 1000, &ev));
+    CHECK_EQ_INT(ev.status, 200);
+    CHECK_EQ_INT(rsd_http_client_close_idle(c, "127.0.0.1", (uint16_t)(port + 1)), 0); /* another port */
+    CHECK_EQ_INT(rsd_http_client_close_idle(c, "::1", port), 0);                       /* another address */
+    REQUIRE(get(c, s, &x, "/health", NULL, 1000, &ev));
+    CHECK_EQ_INT(ev.reused, 1);
+    CHECK_EQ_INT(rsd_http_client_close_idle(c, "localhost", port), 1);
+    CHECK_EQ_INT(rsd_http_client_close_idle(c, "127.0.0.1", port), 0); /* none left */
+    REQUIRE(get(c, s, &x, "/health", NULL, 1000, &ev));
+    CHECK_EQ_INT(ev.status, 200);
+    CHECK_EQ_INT(ev.reused, 0);
+    rsd_http_client_query_stats(c, &cs);
+    CHECK_EQ_INT(cs.connects, 2);
+    CHECK_EQ_INT(rsd_http_client_close_idle(c, NULL, port), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_http_client_close_idle(NULL, "127.0.0.1", port), RSD_ERR_ARG);
+    CHECK_EQ_INT(rsd_http_client_close_idle(c, "example.com", port), RSD_ERR_RESOLVE);
+    rsd_http_client_destroy(c);
+    rsd_http_server_destroy(s);
+}
+
 static void test_post_body_and_chunked(void) {
     rsd_http_server_desc sd;
     rsd_http_server *s;
@@ -2190,6 +2222,7 @@ int main(int argc, char **argv) {
     RUN(test_sse_keepalive_frames);
     RUN(test_arguments);
     RUN(test_keepalive_reuse);
+    RUN(test_close_idle);
     RUN(test_post_body_and_chunked);
     RUN(test_limits);
     RUN(test_chunked_limit);
