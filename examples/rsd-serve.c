@@ -178,7 +178,10 @@
               compute and total bytes, and the part on a GPU by -ngl. Read again only
               when the file (path, size, mtime) or the parameters change. A command
               model with a model file is estimated from its args the same way.
-     Learned: llama_server children get -lv 4 first in their arguments (llama-server
+     Learned: llama_server children get -lv 4 first in their arguments until the
+              model's own report is known for its start (learned, or kept in
+              state_dir; then it is not learned again, and the child starts without
+              it: the verbose output makes a load about 2 ms slower) (llama-server
               prints its buffer sizes only at that verbosity; at the default 3 they are
               hidden. Measured on b10116, tiny model, chat completions: -lv 4 prints
               12 KB at load against 0.8 KB, and 22 lines, 2.3 KB, per completion
@@ -1883,12 +1886,32 @@ static uint64_t mem_bytes(const srv *s, int m, const char **from) {
 
 /* Gives the pool model m's bytes for its next start (when they changed), and with
    running, to its running process too. */
+/* A figure learned from the child's own report. */
+static bool mem_log_known(const srv *s, int m) {
+    return s->mem[m].meas_ok && !strcmp(s->mem[m].rec.source, "log");
+}
+
+/* Model m's children get -lv 4 (extra_argv[0..1], build_model) only until its own buffer
+   report is known for this start (learned, or kept in state_dir): after that the figure
+   is not learned again, and the verbose output, which makes a load about 2 ms slower
+   (bench-real figure 3), is left out. */
+static void mem_verbosity(srv *s, int m, uint64_t now) {
+    srv_model *sm = &s->models[m];
+    const char *const *want;
+    if (s->cfg->models[m].command[0] || !sm->extra_argv[0] || strcmp(sm->extra_argv[0], "-lv")) return;
+    want = mem_log_known(s, m) ? sm->extra_argv + 2 : sm->extra_argv;
+    if (sm->desc.spec.extra == want) return;
+    sm->spec.extra = sm->desc.spec.extra = want;
+    (void)rsd_fleet_set_model(s->fleet, m, &sm->desc, now);
+}
+
 static void mem_apply(srv *s, int m, bool running, uint64_t now) {
     rsd_pool *pool = rsd_fleet_pool(s->fleet);
     rsd_fleet_model_info mi;
     rsd_pool_model_desc pd;
     uint64_t b = mem_bytes(s, m, NULL);
     if (!s->fleet || s->cfg->models[m].retired) return;
+    mem_verbosity(s, m, now); /* first: it sets the configured desc, the bytes follow */
     memset(&mi, 0, sizeof mi);
     if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK) return;
     if (mi.pool.reserve_bytes != b) {
@@ -2164,6 +2187,7 @@ static void mem_on_ready(srv *s, const rsd_fleet_event *ev, uint64_t now) {
     srv_mem *mm;
     if (ev->model < 0 || ev->model >= s->cfg->nmodels || !ev->pid) return;
     if (s->fit_ctx[ev->model]) return; /* a clamped start: its figure is not its configured ctx's */
+    if (mem_log_known(s, ev->model)) return; /* its own report is known: started without -lv 4 */
     mm = &s->mem[ev->model];
     mm->learn_pid = ev->pid;
     mm->learn_until = now + SRV_MEM_LEARN_MS;

@@ -195,6 +195,21 @@ static bool has_event(const serve_proc *s, const void *needle) {
     return ok;
 }
 
+/* Whether process pid's command line has the argument arg (/proc/PID/cmdline). */
+static bool cmdline_has(int64_t pid, const char *arg) {
+    char path[64], buf[8192];
+    size_t n, i;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%lld/cmdline", (long long)pid);
+    if (pid <= 0 || !(f = fopen(path, "rb"))) return false;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    for (i = 0; i < n; i += strlen(buf + i) + 1)
+        if (!strcmp(buf + i, arg)) return true;
+    return false;
+}
+
 /* a learns its figure from its own buffer lines, keeps it in state_dir, and has it
    back from the first byte after a restart; a corrupt record is ignored. */
 static void test_serve_learn(void) {
@@ -237,6 +252,7 @@ static void test_serve_learn(void) {
     CHECK_EQ_INT(status_field(&s, "a", "reserve_bytes"), (int64_t)(128 * MiB)); /* for its next start */
     CHECK(has_event(&s, "\"event\":\"memory\""));
     CHECK(log_has(&s, "a: took 128.0 MiB (model 100.0 MiB, KV 25.0 MiB, compute 3.0 MiB; its own report)"));
+    CHECK(cmdline_has(status_field(&s, "a", "pid"), "-lv")); /* its report is asked for */
     CHECK_EQ_INT(http(&s, "GET", "/metrics", NULL), 200);
     CHECK(strstr(g_body, "rsd_serve_memory_bytes{model=\"a\",figure=\"measured\",part=\"total\"} 134217728\n") != NULL);
     CHECK(strstr(g_body, "rsd_serve_admit_bytes{model=\"a\"} 134217728\n") != NULL);
@@ -256,6 +272,12 @@ static void test_serve_learn(void) {
     CHECK_EQ_INT(mem_field(&s, "a", "measured", "total", NULL, 0), (int64_t)(128 * MiB));
     CHECK_EQ_INT(status_field(&s, "a", "reserve_bytes"), (int64_t)(128 * MiB));
     CHECK_EQ_INT(status_field(&s, "a", "pid"), 0);
+    /* its report known: a starts without -lv 4, and nothing is learned again */
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK(status_field(&s, "a", "pid") > 0 && !cmdline_has(status_field(&s, "a", "pid"), "-lv"));
+    CHECK(!log_has(&s, "a: took"));
+    (void)mem_field(&s, "a", "", "source", src, sizeof src);
+    CHECK_EQ_STR(src, "log");
     CHECK_EQ_INT(serve_stop(&s), 0);
     /* a corrupt record is ignored: the estimate again, and rsd-serve runs */
     write_file(first, "rsd-mem 1\nmodel a\ntotal_bytes nonsense\n");
