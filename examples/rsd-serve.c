@@ -60,8 +60,9 @@
               the device is read when a start may be admitted, and every 250 ms
               while a start waits only for memory other programs hold (it fits the
               budget, not beside them): the reading that finds the memory starts it,
-              with no other request needed; nothing is read while no start waits so,
-              and a reading never stops a model;
+              with no other request needed; at the same pace while a lease waits for
+              the device to show its memory free (Leases); nothing is read while
+              neither waits so, and a reading never stops a model;
               "memory" {budget_bytes, reserved_bytes, leased_bytes, others_bytes}, and
               per model "memory" {"estimate": {model, kv, compute, total, device} or
               null (then "estimate_error" says why when there is a model file),
@@ -85,8 +86,20 @@
               vram_budget; 200 {"id","granted","requested","ready","restore",
               "expires_in_ms","stopped":[ids]}, 409 declined (nothing can be stopped),
               503 no vram_budget or too many leases, 400 a bad body. "ready" turns
-              true once the processes stopped for it have exited (not when they are
-              asked to stop). GET /_rsd/lease/ID its state, DELETE /_rsd/lease/ID
+              true once the memory is really free: the processes stopped for it have
+              exited (not when they are asked to stop) and, with vram_budget = auto, a
+              device reading taken after those exits shows the memory gone (the
+              device's free bytes cover "granted" and, where it counts bytes per
+              process, the stopped pids hold nothing). Until then "waiting" says why:
+              "processes" with "exiting": [ids still running], or "device" with
+              "device" {name, reads, free_bytes, needed_bytes, stopped_bytes (null
+              where not counted per process)} (null before a reading could be
+              taken), read again every 250 ms; a lease event tells it ready. A device
+              that never shows the memory keeps the lease not ready, saying so: the
+              holder's deadline decides (the ttl or a release still give the bytes
+              back). Once ready it stays ready ("waiting": null). With a fixed
+              vram_budget nothing is read: ready comes with the exits.
+              GET /_rsd/lease/ID its state, DELETE /_rsd/lease/ID
               releases it (restore: what it stopped starts again) and answers its last
               state with "released":true first; past ttl_ms it is released by itself.
               The ensurer's free request (residency_http.h, rsd_ensure_req.free_bytes)
@@ -129,8 +142,10 @@
               (slots, bytes; reason when it was cut short), kv_restore (slots, tokens;
               reason), kv_miss (slot, reason: a saved slot deleted instead of
               restored), memory (a model's figure was learned: its "memory" as in
-              /status and the pool's bytes), lease and lease_release (lease, requested,
-              granted, ready, "memory" {"stopped": [{model, bytes, bytes_from,
+              /status and the pool's bytes), lease (at the take, and again when a
+              lease not ready then turns ready) and lease_release (lease, requested,
+              granted, ready, waiting and its figures as in GET /_rsd/lease/ID,
+              "memory" {"stopped": [{model, bytes, bytes_from,
               estimate, measured, source}], budget_bytes, reserved_bytes, leased_bytes,
               others_bytes}), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
@@ -1669,8 +1684,9 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
    and each time a start may be admitted (a request for a model that is not running, a
    load, a lease, and every SRV_DEVMEM_RETRY_MS while a start waits only for others'
    memory: devmem_service): what other programs hold then counts against the budget
-   through rsd_fleet_set_vram. Nothing samples it otherwise, and a reading never stops a
-   model: the pool only admits or holds back starts with it. */
+   through rsd_fleet_set_vram. A lease waiting for the device to show its memory free
+   reads it at the same pace (lease_service). Nothing samples it otherwise, and a reading
+   never stops a model: the pool only admits or holds back starts with it. */
 static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
     rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES];
     int64_t pids[RSD_DEVMEM_MAX_PIDS];
