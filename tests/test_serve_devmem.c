@@ -32,6 +32,7 @@
 #define SERVE_BIN "build/examples/rsd-serve"
 #define SIM_BIN "build/examples/rsd-sim"
 #include "serve_harness.h"
+#include "ensure_code.h"
 
 #define GiB ((uint64_t)1 << 30)
 
@@ -598,6 +599,79 @@ static void test_serve_lease_device(void) {
     unsetenv("FAKE_NVML_FILE");
 }
 
+/* The ensurer's free request reads rsd-serve's "ready": while the device still shows the
+   stopped child's memory after it has exited, the request polls and never reports the
+   memory freed; its deadline ends it (RSD_ERR_TIMEOUT, DEGRADED, the lease id kept), the
+   lease says it waits on the device, and the release brings the model back. */
+static void test_ensure_lease_device(void) {
+    const char *lib = fake_lib();
+    serve_proc s;
+    char path[256], cfg[1024], script[256], lease[48];
+    const char *args[] = {"--config", path, NULL};
+    rsd_ensurer_desc ed;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    int64_t pid_a, pid_b;
+    int rc;
+    if (!lib) {
+        printf("test_ensure_lease_device: skipped (no build/tests/libfake_nvml.so)\n");
+        return;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml4.txt", g_dir);
+    snprintf(path, sizeof path, "%s/elease.ini", g_dir);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    gpu("10737418240,0");
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
+             "reserve = 4G\n[model b]\nmodel = %s\nreserve = 4G\n", model_file("a"), model_file("b"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    memset(&ed, 0, sizeof ed);
+    ed.no_state = true;
+    ed.ignore_env = true;
+    REQUIRE((e = rsd_ensurer_create(&ed)) != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    pid_a = status_field(&s, "a", "pid");
+    pid_b = status_field(&s, "b", "pid");
+    REQUIRE(pid_a > 0 && pid_b > 0);
+    /* the device keeps a's 4 GiB under its pid whatever happens */
+    snprintf(script, sizeof script, "10737418240,8589934592,%lld=4294967296,%lld=4294967296", (long long)pid_a,
+             (long long)pid_b);
+    gpu(script);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.free_bytes = (uint64_t)4 << 30;
+    q.timeout_ms = 4000;
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING) {
+        rsd_pollfd fds[8];
+        int n = rsd_ensurer_pollfds(e, fds, 8);
+        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
+        int t = dl == RSD_NO_DEADLINE ? 1000 : dl > now ? (int)(dl - now) : 0;
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), t > 1000 ? 1000 : t);
+    }
+    rsd_ensurer_query(e, &res);
+    CHECK_EQ_INT(rc, RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(res.message, "not ready within") != NULL);
+    CHECK(res.requests >= 2);
+    REQUIRE(strncmp(res.lease_id, "rsd-serve:", 10) == 0);
+    snprintf(lease, sizeof lease, "%s", res.lease_id);
+    /* a has gone; the lease waits on the device, which still shows a's bytes */
+    CHECK(wait_lease(&s, atoll(lease + 10), "device", "stopped_bytes", (int64_t)4 << 30));
+    CHECK(kill((pid_t)pid_a, 0) == -1 && errno == ESRCH);
+    CHECK_EQ_INT(rsd_ensurer_release(e, &q, lease, &res), 1);
+    CHECK(wait_new_pid(&s, "a", pid_a) > 0);
+    if (rsdt_cur_failed) printf("  %s\n", res.message);
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    unsetenv("RESIDENCY_NVML");
+    unsetenv("FAKE_NVML_FILE");
+}
+
 /* With a fixed vram_budget nothing reads a device: a lease turns ready when the process
    stopped for it has exited, with its lease event, and never waits on a device. */
 static void test_serve_lease_fixed(void) {
@@ -641,7 +715,8 @@ int main(int argc, char **argv) {
         RUN(test_serve_foreign_held);
         RUN(test_serve_never_fits);
         RUN(test_serve_lease_device);
+        RUN(test_ensure_lease_device);
     } else printf("test_serve_auto, test_serve_vram_figures, test_serve_foreign_held, test_serve_never_fits, "
-                  "test_serve_lease_device: skipped under qemu-user (the fake NVML is a host library)\n");
+                  "test_serve_lease_device, test_ensure_lease_device: skipped under qemu-user (the fake NVML is a host library)\n");
     return RSD_TEST_END();
 }
