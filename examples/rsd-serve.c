@@ -575,6 +575,7 @@ typedef struct srv {
     uint64_t dm_foreign;   /* what it counted against the budget for others */
     uint64_t dm_reads;
     uint64_t dm_try_ms;    /* loop time of the last reading tried (devmem_service's pace) */
+    uint64_t dm_lease_ms;  /* the same for the readings leases wait on (lease_service) */
     uint64_t nofit_bytes[RSRV_MAX_MODELS], nofit_budget[RSRV_MAX_MODELS]; /* last refusal told (no_fit) */
     struct srv_mem *mem;   /* per model: what it costs (the "memory" section) */
     rsd_gguf *gguf;        /* the header reader the estimates use */
@@ -2234,8 +2235,8 @@ static void mem_check_print(srv *s) {
    counts bytes per process (NVML, a host's RSS), the stopped pids hold nothing. A driver
    can hand the memory back after the process is gone: until a reading shows it, the
    lease says "waiting": "device" with the last reading's figures, and the device is read
-   again every SRV_DEVMEM_RETRY_MS (devmem_service's pace, the same clock), only while a
-   lease waits so. A reading never stops anything. A device that never shows the memory
+   again every SRV_DEVMEM_RETRY_MS (devmem_service's pace, on a clock of its own so that a
+   start waiting for others' memory never starves it), only while a lease waits so. A reading never stops anything. A device that never shows the memory
    (another program took it, the driver keeps it, no reading can be taken) leaves the
    lease not ready, saying so: the holder's own deadline decides (the ensurer's free
    request times out with the lease id kept), and its ttl or a release gives the bytes
@@ -2291,7 +2292,7 @@ static bool lease_update(srv *s, srv_lease *sl, const rsd_pool_lease_info *li, b
     if (s->devmem) {
         char t1[32], t2[32], t3[32];
         if (sl->tries && !read) return false;
-        s->dm_try_ms = now;
+        s->dm_lease_ms = now;
         sl->tries++;
         n = rsd_devmem_read(s->devmem, sl->pid, sl->n, d, RSD_DEVMEM_MAX_DEVICES);
         sl->dev_ok = n >= 0 && rsd_devmem_pick(d, n, &sl->dev) == RSD_OK;
@@ -2388,7 +2389,7 @@ static void lease_event(srv *s, const char *kind, rsd_pool_lease l, const rsd_po
    told ready (log line, lease event) when it turns so. Device readings for those waiting
    on the device go at devmem_service's pace. */
 static void lease_service(srv *s, uint64_t now) {
-    bool due = now >= s->dm_try_ms + SRV_DEVMEM_RETRY_MS;
+    bool due = now >= s->dm_lease_ms + SRV_DEVMEM_RETRY_MS;
     int k;
     for (k = 0; k < RSD_POOL_MAX_LEASES; k++) {
         srv_lease *sl = &s->leases[k];
@@ -2421,7 +2422,7 @@ static uint64_t lease_deadline(srv *s) {
         const srv_lease *sl = &s->leases[k];
         uint64_t d;
         if (!sl->id || sl->ready || !sl->exited) continue;
-        d = sl->tries ? s->dm_try_ms + SRV_DEVMEM_RETRY_MS : 0;
+        d = sl->tries ? s->dm_lease_ms + SRV_DEVMEM_RETRY_MS : 0;
         if (d < dl) dl = d;
     }
     return dl;

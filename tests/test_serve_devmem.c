@@ -522,14 +522,16 @@ static bool lease_events_told(const serve_proc *s, int64_t id) {
    the memory gone. The fake NVML plays a driver that keeps a's 4 GiB after a has exited:
    first still listed under a's pid, then under no process while the used figure stays;
    the lease says "waiting": "device" with the figures, and rsd-serve reads the device
-   again by itself (no request comes). Once the figure drops the lease turns ready, with a
-   second lease event; then nothing reads the device any more. */
+   again by itself (no request comes), beside the readings for a start (c) that waits for
+   the same memory. Once the figure drops the lease turns ready, with a second lease
+   event, and c starts; then nothing reads the device any more. */
 static void test_serve_lease_device(void) {
     const char *lib = fake_lib();
     serve_proc s;
-    char path[256], cfg[1024], script[256], wt[96];
+    char path[256], cfg[1024], script[256], wt[96], buf[4096];
     const char *args[] = {"--config", path, NULL};
     int64_t pid_a, pid_b, id, v, ra[2], reads;
+    int fd, n, r;
     if (!lib) {
         printf("test_serve_lease_device: skipped (no build/tests/libfake_nvml.so)\n");
         return;
@@ -541,8 +543,9 @@ static void test_serve_lease_device(void) {
     setenv("FAKE_NVML_FILE", g_nvml_file, 1);
     gpu("10737418240,0");
     /* a 10 GiB GPU less a 1 GiB margin: 9 GiB for a and b (4 GiB each) */
-    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
-             "reserve = 4G\n[model b]\nmodel = %s\nreserve = 4G\n", model_file("a"), model_file("b"));
+    snprintf(cfg, sizeof cfg, "max_models = 3\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
+             "reserve = 4G\n[model b]\nmodel = %s\nreserve = 4G\npinned = true\n[model c]\nmodel = %s\nreserve = 1G\n",
+             model_file("a"), model_file("b"), model_file("c"));
     write_cfg(path, cfg);
     REQUIRE(serve_start(&s, args) == 0);
     CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
@@ -567,7 +570,13 @@ static void test_serve_lease_device(void) {
     CHECK(lease_look(&s, id, wt, sizeof wt, "free_bytes", &v) && v == (int64_t)2 << 30);
     CHECK(lease_look(&s, id, wt, sizeof wt, "needed_bytes", &v) && v == (int64_t)4 << 30);
     CHECK(log_has(&s, "the stopped processes have exited, but nvml0 shows 2.00 GiB free (4.00 GiB needed)"));
-    /* read again by itself while it waits */
+    /* c (1 GiB) fits the budget beside b (pinned) and the lease, not beside the 4 GiB the
+       device still shows: it waits for that memory too (read at devmem_service's pace) */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("c", false)) == 0);
+    CHECK(wait_field(&s, "c", "waiting", 1));
+    /* the lease's device is read again by itself while it waits (beside c's readings) */
     ra[0] = id;
     CHECK(lease_look(&s, id, wt, sizeof wt, "reads", &ra[1]) && ra[1] >= 1);
     CHECK(wait_until(&s, lease_reads_above, ra, 30000));
@@ -582,6 +591,16 @@ static void test_serve_lease_device(void) {
     gpu(script);
     CHECK(wait_lease(&s, id, "null", NULL, 0));
     CHECK(strstr(g_body, "\"ready\":true,\"waiting\":null") != NULL);
+    /* and c, held by the same memory, starts and is answered */
+    n = 0;
+    buf[0] = 0;
+    while ((size_t)n + 1 < sizeof buf && !strstr(buf, "\r\n\r\n") &&
+           (r = raw_read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0) {
+        n += r;
+        buf[n] = 0;
+    }
+    CHECK(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+    close(fd);
     CHECK(lease_events_told(&s, id));
     snprintf(wt, sizeof wt, "lease %lld: ready: nvml0 shows 6.00 GiB free", (long long)id);
     CHECK(log_has(&s, wt));
