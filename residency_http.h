@@ -823,12 +823,14 @@
        caller that crashes gives the bytes back then), "restore": true}; rsd-serve
        stops idle, unpinned processes, least recently used first, never a busy
        or pinned one. While its answer says "ready": false (a stopped process
-       has not exited yet) the ensure polls GET <root>/_rsd/lease/ID, 20 ms
-       first, doubling to 500 ms, until ready or the ensure's deadline. Ready
-       means the processes have exited (rsd-serve's pool frees a process's bytes
-       when its exit is reaped, not when it is asked to stop), so the memory is
-       free when the ensure ends. Outcome FREED, res.freed_bytes = the bytes
-       granted (less than asked when busy or pinned processes hold the rest:
+       has not exited yet, or the device does not show the memory free yet) the
+       ensure polls GET <root>/_rsd/lease/ID, 20 ms first, doubling to 500 ms,
+       until ready or the ensure's deadline. Ready means the memory is really
+       free: the processes have exited (rsd-serve's pool frees a process's bytes
+       when its exit is reaped, not when it is asked to stop) and, where
+       rsd-serve reads the device (vram_budget = auto), a reading after those
+       exits shows the bytes free; so the memory is free when the ensure ends.
+       Outcome FREED, res.freed_bytes = the bytes granted (less than asked when busy or pinned processes hold the rest:
        reason FREE_SHORT), res.evicted = the models it stopped,
        res.lease_id = "rsd-serve:ID" (a state-directory lease id never has a
        colon), and res.message names the bytes: "rsd-serve lease rsd-serve:3

@@ -7,7 +7,8 @@
    for it, ttl 60 s so a crashed game gives the bytes back, and they come back on
    release; on a llama.cpp router, models residency loaded are unloaded and loaded
    back on release. The cutscene plays once the memory is free (the processes have
-   exited), then the lease is released the same way. The frames never wait on it.
+   exited and, where rsd-serve reads the device, it shows the bytes free), then the
+   lease is released the same way. The frames never wait on it.
    usage: game_loop [URL] [MODEL] [LEASE_BYTES]   (defaults: http://127.0.0.1:8080 default) */
 #define RESIDENCY_IMPLEMENTATION
 #include "../residency_http.h"

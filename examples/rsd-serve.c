@@ -61,8 +61,9 @@
               the device is read when a start may be admitted, and every 250 ms
               while a start waits only for memory other programs hold (it fits the
               budget, not beside them): the reading that finds the memory starts it,
-              with no other request needed; nothing is read while no start waits so,
-              and a reading never stops a model;
+              with no other request needed; at the same pace while a lease waits for
+              the device to show its memory free (Leases); nothing is read while
+              neither waits so, and a reading never stops a model;
               "memory" {budget_bytes, reserved_bytes, leased_bytes, others_bytes}, and
               per model "memory" {"estimate": {model, kv, compute, total, device} or
               null (then "estimate_error" says why when there is a model file),
@@ -86,8 +87,20 @@
               vram_budget; 200 {"id","granted","requested","ready","restore",
               "expires_in_ms","stopped":[ids]}, 409 declined (nothing can be stopped),
               503 no vram_budget or too many leases, 400 a bad body. "ready" turns
-              true once the processes stopped for it have exited (not when they are
-              asked to stop). GET /_rsd/lease/ID its state, DELETE /_rsd/lease/ID
+              true once the memory is really free: the processes stopped for it have
+              exited (not when they are asked to stop) and, with vram_budget = auto, a
+              device reading taken after those exits shows the memory gone (the
+              device's free bytes cover "granted" and, where it counts bytes per
+              process, the stopped pids hold nothing). Until then "waiting" says why:
+              "processes" with "exiting": [ids still running], or "device" with
+              "device" {name, reads, free_bytes, needed_bytes, stopped_bytes (null
+              where not counted per process)} (null before a reading could be
+              taken), read again every 250 ms; a lease event tells it ready. A device
+              that never shows the memory keeps the lease not ready, saying so: the
+              holder's deadline decides (the ttl or a release still give the bytes
+              back). Once ready it stays ready ("waiting": null). With a fixed
+              vram_budget nothing is read: ready comes with the exits.
+              GET /_rsd/lease/ID its state, DELETE /_rsd/lease/ID
               releases it (restore: what it stopped starts again) and answers its last
               state with "released":true first; past ttl_ms it is released by itself.
               The ensurer's free request (residency_http.h, rsd_ensure_req.free_bytes)
@@ -130,8 +143,10 @@
               (slots, bytes; reason when it was cut short), kv_restore (slots, tokens;
               reason), kv_miss (slot, reason: a saved slot deleted instead of
               restored), memory (a model's figure was learned: its "memory" as in
-              /status and the pool's bytes), lease and lease_release (lease, requested,
-              granted, ready, "memory" {"stopped": [{model, bytes, bytes_from,
+              /status and the pool's bytes), lease (at the take, and again when a
+              lease not ready then turns ready) and lease_release (lease, requested,
+              granted, ready, waiting and its figures as in GET /_rsd/lease/ID,
+              "memory" {"stopped": [{model, bytes, bytes_from,
               estimate, measured, source}], budget_bytes, reserved_bytes, leased_bytes,
               others_bytes}), failed_start
               (exit, timeout or spawn error with the child's last lines; before_start:
@@ -520,6 +535,20 @@ typedef struct srv_kv {
     uint64_t saves, save_failures, restores, misses;
 } srv_kv;
 
+/* A lease as rsd-serve tells it (the pool holds its bytes): ready only once the memory is
+   really free (see "leases" below). */
+typedef struct srv_lease {
+    uint32_t id;                       /* the pool's lease id; 0 = none */
+    int n;                             /* the children stopped for it, as they were at the take */
+    int model[RSD_POOL_MAX_SLOTS];
+    int64_t pid[RSD_POOL_MAX_SLOTS];
+    bool exited;                       /* every one of them has exited */
+    bool ready;                        /* told ready (once: the memory was seen free) */
+    uint32_t tries;                    /* device readings tried since the exits */
+    bool dev_ok;                       /* dev holds the last of them */
+    rsd_devmem_dev dev;                /* free bytes; own = what the stopped pids still hold */
+} srv_lease;
+
 typedef struct srv {
     rsrv_config *cfg;
     rsrv_opts opts;
@@ -562,6 +591,7 @@ typedef struct srv {
     uint64_t dm_foreign;   /* what it counted against the budget for others */
     uint64_t dm_reads;
     uint64_t dm_try_ms;    /* loop time of the last reading tried (devmem_service's pace) */
+    uint64_t dm_lease_ms;  /* the same for the readings leases wait on (lease_service) */
     uint64_t nofit_bytes[RSRV_MAX_MODELS], nofit_budget[RSRV_MAX_MODELS]; /* last refusal told (no_fit) */
     struct srv_mem *mem;   /* per model: what it costs (the "memory" section) */
     rsd_gguf *gguf;        /* the header reader the estimates use */
@@ -569,6 +599,7 @@ typedef struct srv {
     uint64_t fit_kv[RSRV_MAX_MODELS];   /* start_fit: KV bytes per token from its file (0 = not read) */
     uint32_t fit_seq[RSRV_MAX_MODELS];  /* its KV streams; 0 = the file gave no figure */
     uint32_t fit_ctx[RSRV_MAX_MODELS];  /* the clamped ctx its fleet spec holds (0 = as configured) */
+    srv_lease leases[RSD_POOL_MAX_LEASES];
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
@@ -1681,8 +1712,9 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
    and each time a start may be admitted (a request for a model that is not running, a
    load, a lease, and every SRV_DEVMEM_RETRY_MS while a start waits only for others'
    memory: devmem_service): what other programs hold then counts against the budget
-   through rsd_fleet_set_vram. Nothing samples it otherwise, and a reading never stops a
-   model: the pool only admits or holds back starts with it. */
+   through rsd_fleet_set_vram. A lease waiting for the device to show its memory free
+   reads it at the same pace (lease_service). Nothing samples it otherwise, and a reading
+   never stops a model: the pool only admits or holds back starts with it. */
 static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
     rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES];
     int64_t pids[RSD_DEVMEM_MAX_PIDS];
@@ -2320,10 +2352,137 @@ static void mem_check_print(srv *s) {
     }
 }
 
-/* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------ */
+/* ---- leases: bytes of the budget for a workload outside rsd-serve ------------------
+   A lease is ready only when its memory is really free: every child stopped for it has
+   exited (the pool frees a child's bytes when its exit is reaped, not when it is asked to
+   stop) and, on vram_budget = auto, a device reading taken after those exits shows the
+   memory gone: the device's free bytes cover the granted bytes and, where the device
+   counts bytes per process (NVML, a host's RSS), the stopped pids hold nothing. A driver
+   can hand the memory back after the process is gone: until a reading shows it, the
+   lease says "waiting": "device" with the last reading's figures, and the device is read
+   again every SRV_DEVMEM_RETRY_MS (devmem_service's pace, on a clock of its own so that a
+   start waiting for others' memory never starves it), only while a lease waits so. A reading never stops anything. A device that never shows the memory
+   (another program took it, the driver keeps it, no reading can be taken) leaves the
+   lease not ready, saying so: the holder's own deadline decides (the ensurer's free
+   request times out with the lease id kept), and its ttl or a release gives the bytes
+   back. Once ready a lease stays ready: the bytes are its holder's, and what the holder
+   then allocates is no reason to take that back. With a fixed vram_budget nothing is
+   read: ready comes with the exits. */
+static srv_lease *lease_find(srv *s, uint32_t id) {
+    int k;
+    for (k = 0; id && k < RSD_POOL_MAX_LEASES; k++)
+        if (s->leases[k].id == id) return &s->leases[k];
+    return NULL;
+}
+
+/* A slot for a lease just taken: one the pool no longer knows is free again. */
+static srv_lease *lease_slot_new(srv *s) {
+    int k;
+    for (k = 0; k < RSD_POOL_MAX_LEASES; k++) {
+        rsd_pool_lease l;
+        rsd_pool_lease_info li;
+        l.id = s->leases[k].id;
+        if (!l.id || rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK) {
+            memset(&s->leases[k], 0, sizeof s->leases[k]);
+            return &s->leases[k];
+        }
+    }
+    return NULL;
+}
+
+/* Child i of sl still runs (the fleet still has that pid for its model). */
+static bool lease_pid_alive(srv *s, const srv_lease *sl, int i, uint64_t now) {
+    rsd_fleet_model_info mi;
+    return rsd_fleet_query_model(s->fleet, sl->model[i], now, &mi) == RSD_OK && mi.pid == sl->pid[i];
+}
+
+/* The device as a reading after the exits shows it: free bytes cover the grant and the
+   stopped pids hold nothing (where it counts per process). */
+static bool lease_dev_free(const srv_lease *sl, uint64_t granted) {
+    return sl->dev_ok && sl->dev.free_bytes >= granted && (!sl->dev.own_known || sl->dev.own_bytes == 0);
+}
+
+/* Moves sl on; true when it turns ready now. read: a device reading may be taken now
+   (the first after the exits always may). */
+static bool lease_update(srv *s, srv_lease *sl, const rsd_pool_lease_info *li, bool read, uint64_t now) {
+    rsd_devmem_dev d[RSD_DEVMEM_MAX_DEVICES];
+    int i, n;
+    if (sl->ready) return false;
+    if (!sl->exited) {
+        for (i = 0; i < sl->n; i++)
+            if (lease_pid_alive(s, sl, i, now)) return false;
+        if (!s->devmem && !li->ready) return false; /* the pool's bytes: other stops still exiting */
+        sl->exited = true;
+    }
+    if (s->devmem) {
+        char t1[32], t2[32], t3[32];
+        if (sl->tries && !read) return false;
+        s->dm_lease_ms = now;
+        sl->tries++;
+        n = rsd_devmem_read(s->devmem, sl->pid, sl->n, d, RSD_DEVMEM_MAX_DEVICES);
+        sl->dev_ok = n >= 0 && rsd_devmem_pick(d, n, &sl->dev) == RSD_OK;
+        if (sl->dev_ok) s->dm_reads++;
+        if (!lease_dev_free(sl, li->granted)) {
+            if (sl->tries == 1 && !sl->dev_ok)
+                logf_("lease %u: the stopped processes have exited; no device reading: not ready", (unsigned)sl->id);
+            else if (sl->tries == 1)
+                logf_("lease %u: the stopped processes have exited, but %s shows %s free (%s needed), the stopped "
+                      "pids %s: not ready until a reading shows the memory gone", (unsigned)sl->id, sl->dev.name,
+                      mem_fmt(sl->dev.free_bytes, t1, sizeof t1), mem_fmt(li->granted, t2, sizeof t2),
+                      sl->dev.own_known ? mem_fmt(sl->dev.own_bytes, t3, sizeof t3) : "not counted per process");
+            return false;
+        }
+    }
+    sl->ready = true;
+    return true;
+}
+
+/* "ready", "waiting" (null, "processes" or "device") and its figures: "exiting" [ids
+   whose stopped process runs still], or "device" {name, reads, free_bytes,
+   needed_bytes, stopped_bytes (null where not counted per process)} (null before a
+   reading could be taken). */
+static void lease_w_state(srv *s, rsd_json_writer *w, const srv_lease *sl, const rsd_pool_lease_info *li,
+                          uint64_t now) {
+    int i;
+    rsd_json_w_key(w, "ready");
+    rsd_json_w_bool(w, sl ? sl->ready : li->ready);
+    rsd_json_w_key(w, "waiting");
+    if (!sl || sl->ready) {
+        rsd_json_w_null(w);
+    } else if (!sl->exited) {
+        rsd_json_w_str(w, "processes");
+        rsd_json_w_key(w, "exiting");
+        rsd_json_w_begin_array(w);
+        for (i = 0; i < sl->n; i++)
+            if (lease_pid_alive(s, sl, i, now)) rsd_json_w_str(w, s->cfg->models[sl->model[i]].id);
+        rsd_json_w_end_array(w);
+    } else {
+        rsd_json_w_str(w, "device");
+        rsd_json_w_key(w, "device");
+        if (!sl->dev_ok) {
+            rsd_json_w_null(w);
+        } else {
+            rsd_json_w_begin_object(w);
+            rsd_json_w_key(w, "name");
+            rsd_json_w_str(w, sl->dev.name);
+            rsd_json_w_key(w, "reads");
+            rsd_json_w_int(w, sl->tries);
+            rsd_json_w_key(w, "free_bytes");
+            rsd_json_w_int(w, (int64_t)sl->dev.free_bytes);
+            rsd_json_w_key(w, "needed_bytes");
+            rsd_json_w_int(w, (int64_t)li->granted);
+            rsd_json_w_key(w, "stopped_bytes");
+            if (sl->dev.own_known) rsd_json_w_int(w, (int64_t)sl->dev.own_bytes);
+            else rsd_json_w_null(w);
+            rsd_json_w_end_object(w);
+        }
+    }
+}
+
 /* The lease and lease_release events: {"lease", "requested", "granted", "ready",
-   "memory": {"stopped": [{model, bytes, bytes_from, estimate, measured, source}], budget,
-   reserved, leased, others}}. */
+   "waiting" (and its figures), "memory": {"stopped": [{model, bytes, bytes_from,
+   estimate, measured, source}], budget, reserved, leased, others}}. A lease that is not
+   ready when taken gets a second lease event when it turns ready. */
 static void lease_event(srv *s, const char *kind, rsd_pool_lease l, const rsd_pool_lease_info *li, uint64_t now) {
     rsd_json_writer w;
     srv_event *e = ev_begin(s, &w, kind, -1, now);
@@ -2334,8 +2493,7 @@ static void lease_event(srv *s, const char *kind, rsd_pool_lease l, const rsd_po
     rsd_json_w_int(&w, (int64_t)li->requested);
     rsd_json_w_key(&w, "granted");
     rsd_json_w_int(&w, (int64_t)li->granted);
-    rsd_json_w_key(&w, "ready");
-    rsd_json_w_bool(&w, li->ready);
+    lease_w_state(s, &w, lease_find(s, l.id), li, now);
     rsd_json_w_key(&w, "memory");
     rsd_json_w_begin_object(&w);
     rsd_json_w_key(&w, "stopped");
@@ -2352,12 +2510,56 @@ static void lease_event(srv *s, const char *kind, rsd_pool_lease l, const rsd_po
     ev_commit(s, e, &w);
 }
 
+/* Every tracked lease: forgotten once the pool no longer knows it (released, ttl), and
+   told ready (log line, lease event) when it turns so. Device readings for those waiting
+   on the device go at devmem_service's pace. */
+static void lease_service(srv *s, uint64_t now) {
+    bool due = now >= s->dm_lease_ms + SRV_DEVMEM_RETRY_MS;
+    int k;
+    for (k = 0; k < RSD_POOL_MAX_LEASES; k++) {
+        srv_lease *sl = &s->leases[k];
+        rsd_pool_lease l;
+        rsd_pool_lease_info li;
+        if (!sl->id) continue;
+        l.id = sl->id;
+        if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK) {
+            memset(sl, 0, sizeof *sl);
+            continue;
+        }
+        if (lease_update(s, sl, &li, due, now)) {
+            char t1[32];
+            if (s->devmem)
+                logf_("lease %u: ready: %s shows %s free after %u reading%s since the stopped processes exited",
+                      (unsigned)sl->id, sl->dev.name, mem_fmt(sl->dev.free_bytes, t1, sizeof t1),
+                      (unsigned)sl->tries, sl->tries == 1 ? "" : "s");
+            else logf_("lease %u: ready: the stopped processes have exited", (unsigned)sl->id);
+            lease_event(s, "lease", l, &li, now);
+        }
+    }
+}
 
-/* {"id", "granted", "requested", "ready", "restore", "expires_in_ms", "stopped": [ids]};
-   released: the lease is released now (DELETE), the answer leads with "released":true. */
+/* The next reading a lease waits for: 0 when the first after the exits is still to
+   come, else devmem_service's pace; RSD_NO_DEADLINE when none waits on the device. */
+static uint64_t lease_deadline(srv *s) {
+    uint64_t dl = RSD_NO_DEADLINE;
+    int k;
+    for (k = 0; s->devmem && k < RSD_POOL_MAX_LEASES; k++) {
+        const srv_lease *sl = &s->leases[k];
+        uint64_t d;
+        if (!sl->id || sl->ready || !sl->exited) continue;
+        d = sl->tries ? s->dm_lease_ms + SRV_DEVMEM_RETRY_MS : 0;
+        if (d < dl) dl = d;
+    }
+    return dl;
+}
+
+/* {"id", "granted", "requested", "ready", "waiting" (and its figures), "restore",
+   "expires_in_ms", "stopped": [ids]}; released: the lease is released now (DELETE), the
+   answer leads with "released":true. */
 static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool released, uint64_t now) {
     rsd_pool_lease_info li;
     rsd_json_writer w;
+    srv_lease *sl;
     int i, n;
     memset(&li, 0, sizeof li);
     if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK ||
@@ -2365,6 +2567,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool relea
         respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
         return;
     }
+    sl = lease_find(s, l.id);
     if (released) {
         char pool[160];
         lease_event(s, "lease_release", l, &li, now);
@@ -2383,8 +2586,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool relea
     rsd_json_w_int(&w, (int64_t)li.granted);
     rsd_json_w_key(&w, "requested");
     rsd_json_w_int(&w, (int64_t)li.requested);
-    rsd_json_w_key(&w, "ready");
-    rsd_json_w_bool(&w, li.ready);
+    lease_w_state(s, &w, sl, &li, now);
     rsd_json_w_key(&w, "restore");
     rsd_json_w_bool(&w, li.restore);
     rsd_json_w_key(&w, "expires_in_ms");
@@ -2396,6 +2598,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool relea
         if (li.stopped & ((uint64_t)1 << i)) rsd_json_w_str(&w, s->cfg->models[i].id);
     rsd_json_w_end_array(&w);
     rsd_json_w_end_object(&w);
+    if (released && sl) memset(sl, 0, sizeof *sl);
     n = rsd_json_w_finish(&w);
     if (n < 0) respond_error(s, h, 500, "server_error", "too large");
     else respond_json(s, h, 200, s->out, (size_t)n);
@@ -2424,12 +2627,20 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
         char pool[160], stopped[RSRV_MAX_MODELS * 48 + 8];
         size_t o = 0;
         int i;
+        srv_lease *sl = lease_slot_new(s);
         memset(&li, 0, sizeof li);
         (void)rsd_fleet_lease_query(s->fleet, l, &li);
         stopped[0] = 0;
+        if (sl) sl->id = l.id;
         for (i = 0; i < s->cfg->nmodels && i < 64; i++)
             if (li.stopped & ((uint64_t)1 << i)) {
                 char t[160];
+                rsd_fleet_model_info mi;
+                if (sl && sl->n < RSD_POOL_MAX_SLOTS && rsd_fleet_query_model(s->fleet, i, now, &mi) == RSD_OK &&
+                    mi.pid > 0) {
+                    sl->model[sl->n] = i;
+                    sl->pid[sl->n++] = mi.pid;
+                }
                 int k = snprintf(stopped + o, sizeof stopped - o, "%s%s %s", o ? ", " : "", s->cfg->models[i].id,
                                  mem_model_text(s, i, t, sizeof t));
                 if (k < 0 || (size_t)k >= sizeof stopped - o) break;
@@ -2438,6 +2649,7 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
         logf_("lease %u: %llu bytes asked, %llu granted, ttl %lu ms; %s; stopping [%s]", (unsigned)l.id,
               (unsigned long long)d.bytes, (unsigned long long)li.granted, (unsigned long)d.ttl_ms,
               mem_pool_text(s, pool, sizeof pool), stopped);
+        if (sl) (void)lease_update(s, sl, &li, true, now); /* ready at once when nothing must exit */
         lease_event(s, "lease", l, &li, now);
         lease_answer(s, ev->req, l, false, now);
     } else if (r == RSD_ERR_POOL_NO_FIT) {
@@ -5411,6 +5623,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     /* releases above may have granted waiting requests: pick them up at once */
     (void)rsd_fleet_step(s->fleet, now);
     while (rsd_fleet_next_event(s->fleet, &fev)) on_fleet(s, &fev, now);
+    lease_service(s, now); /* after every exit this pass reaped */
     subs_pump(s, now);
     (void)rsd_http_server_step(s->hs, now); /* flush what was written */
 }
@@ -5430,6 +5643,8 @@ static uint64_t loop_deadline(srv *s) {
     d2 = kv_deadline(s);
     if (d2 < dl) dl = d2;
     d2 = devmem_deadline(s);
+    if (d2 < dl) dl = d2;
+    d2 = lease_deadline(s);
     if (d2 < dl) dl = d2;
     d2 = mem_deadline(s);
     if (d2 < dl) dl = d2;

@@ -5,7 +5,8 @@
    with rsd_llama_log_line), it is kept in state_dir and counts from the first byte
    after a restart, and a budget that holds one model's bytes but not two makes a start
    evict by bytes (max_models allows both), the model started counted by its header's
-   estimate. Skipped (one line, "0 passed, 0 failed") without llama-server
+   estimate; and on vram_budget = auto over the host's memory a lease is ready only once
+   its children have exited and a reading of that memory shows the grant free. Skipped (one line, "0 passed, 0 failed") without llama-server
    (tests/real_server.h). Waits are on events (GET /_rsd/events between looks). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE 1
@@ -140,12 +141,73 @@ static void test_real_evict_by_bytes(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* /proc/meminfo's figure for key, in bytes (0 when there is none). */
+static uint64_t meminfo(const char *key) {
+    static char text[16384];
+    FILE *f = fopen("/proc/meminfo", "rb");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    uint64_t v = 0;
+    if (f) fclose(f);
+    if (rsd_devmem_parse_meminfo(text, n, key, &v) != RSD_OK) return 0;
+    return v;
+}
+
+/* vram_budget = auto on this host's memory (/proc/meminfo; no GPU): a lease for more
+   than can be freed stops both idle real children and is granted what the budget has
+   left; its answer waits for the processes, and it turns ready only once they have
+   exited and a reading of the host's memory taken after that shows the grant free (the
+   log line says so, with the reading). The margin is a quarter of the host's memory: what
+   other programs take meanwhile stays within it. Skipped (one line) on a host without
+   /proc/meminfo or with less than half its memory available. */
+static void test_real_lease_auto(void) {
+    serve_proc s;
+    char global[256], p[64], needle[96];
+    uint64_t total = meminfo("MemTotal"), avail = meminfo("MemAvailable");
+    int64_t id, pid_a, pid_b;
+    if (!total || avail < total / 2) {
+        printf("test_real_lease_auto: skipped (no /proc/meminfo, or less than half of it available)\n");
+        return;
+    }
+    snprintf(global, sizeof global, "max_models = 2\nvram_budget = auto\nvram_margin = %lluM\n",
+             (unsigned long long)(total / 4 >> 20));
+    REQUIRE(real_serve_start(&s, "lease-auto", global,
+                             "[model tiny-a]\nmodel = @/tiny-a.gguf\nctx = 256\n"
+                             "[model tiny-b]\nmodel = @/tiny-b.gguf\nctx = 256\n") == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", real_chat("tiny-a")), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", real_chat("tiny-b")), 200);
+    CHECK(wait_state(&s, "tiny-a", "ready") && wait_state(&s, "tiny-b", "ready"));
+    pid_a = status_field(&s, "tiny-a", "pid");
+    pid_b = status_field(&s, "tiny-b", "pid");
+    REQUIRE(pid_a > 0 && pid_b > 0);
+    CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"1T\",\"restore\":true}"), 200);
+    CHECK(strstr(g_body, "\"ready\":false,\"waiting\":\"processes\"") != NULL);
+    CHECK(strstr(g_body, "\"stopped\":[\"tiny-a\",\"tiny-b\"]") != NULL);
+    {
+        rsd_json_doc d;
+        REQUIRE(rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) > 0);
+        id = -1;
+        (void)rsd_json_int64(&d, rsd_json_find(&d, 0, "id"), &id);
+    }
+    REQUIRE(id > 0);
+    snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
+    CHECK(wait_until(&s, path_ready, p, 60000));
+    CHECK(strstr(g_body, "\"waiting\":null") != NULL);
+    CHECK(kill((pid_t)pid_a, 0) == -1 && kill((pid_t)pid_b, 0) == -1);
+    snprintf(needle, sizeof needle, "lease %lld: ready: host shows ", (long long)id);
+    CHECK(log_has(&s, needle));
+    CHECK(log_has(&s, "since the stopped processes exited"));
+    CHECK_EQ_INT(http(&s, "DELETE", p, NULL), 200);
+    CHECK(wait_new_pid(&s, "tiny-a", pid_a) > 0 && wait_new_pid(&s, "tiny-b", pid_b) > 0); /* restored */
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     REAL_SKIP_OR_FIND(g_bin);
     if (real_serve_setup() != 0) return RSD_TEST_END();
     RUN(test_real_learn_keep);
     RUN(test_real_evict_by_bytes);
+    RUN(test_real_lease_auto);
     real_serve_cleanup();
     return RSD_TEST_END();
 }

@@ -33,6 +33,7 @@
 #define SIM_BIN "build/examples/rsd-sim"
 #include "serve_harness.h"
 #include "tiny_gguf.h"
+#include "ensure_code.h"
 
 #define GiB ((uint64_t)1 << 30)
 
@@ -488,15 +489,307 @@ static void test_serve_clamp_by_estimate(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* ---- leases: ready only when the memory is really free ---------------------------- */
+/* GET /_rsd/lease/ID: "waiting" in out ("null" when ready), and device.<field> (-1 when
+   absent or null; field NULL: none). false when the lease is not there. */
+static bool lease_look(const serve_proc *s, int64_t id, char *out, size_t cap, const char *field, int64_t *v) {
+    rsd_json_doc d;
+    char p[64];
+    int w;
+    snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
+    out[0] = 0;
+    if (v) *v = -1;
+    if (http(s, "GET", p, NULL) != 200 || rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return false;
+    w = rsd_json_find(&d, 0, "waiting");
+    if (w < 0) return false;
+    if (rsd_json_str(&d, w, out, cap, NULL) != RSD_OK) snprintf(out, cap, "null");
+    if (field && v) (void)rsd_json_int64(&d, rsd_json_find(&d, rsd_json_find(&d, 0, "device"), field), v);
+    return true;
+}
+
+typedef struct lease_want { int64_t id; const char *waiting, *field; int64_t want; } lease_want;
+static bool lease_is(const serve_proc *s, const void *arg) {
+    const lease_want *w = (const lease_want *)arg;
+    char wt[32];
+    int64_t v;
+    return lease_look(s, w->id, wt, sizeof wt, w->field, &v) && !strcmp(wt, w->waiting) && (!w->field || v == w->want);
+}
+static bool wait_lease(const serve_proc *s, int64_t id, const char *waiting, const char *field, int64_t want) {
+    lease_want w;
+    char wt[32];
+    int64_t v;
+    w.id = id;
+    w.waiting = waiting;
+    w.field = field;
+    w.want = want;
+    if (wait_until(s, lease_is, &w, 30000)) return true;
+    (void)lease_look(s, id, wt, sizeof wt, field, &v);
+    printf("  lease %lld: waiting %s, device.%s %lld; waited for %s, %lld\n", (long long)id, wt, field ? field : "-",
+           (long long)v, waiting, (long long)want);
+    return false;
+}
+static bool lease_reads_above(const serve_proc *s, const void *arg) {
+    const int64_t *a = (const int64_t *)arg; /* {id, reads} */
+    char wt[32];
+    int64_t v;
+    return lease_look(s, a[0], wt, sizeof wt, "reads", &v) && v > a[1] + 2;
+}
+
+static int64_t body_i64(const char *key) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    (void)rsd_json_int64(&d, rsd_json_find(&d, 0, key), &v);
+    return v;
+}
+
+/* The history's lease events for lease id (granted 4 GiB): the one at the take, not
+   ready, waiting for the processes, then (awaited) the one telling it ready. */
+static bool lease_events_told(const serve_proc *s, int64_t id) {
+    sse_buf *sb = (sse_buf *)calloc(1, sizeof *sb);
+    char taken[160], ready[160];
+    const char *p, *q;
+    bool ok;
+    if (!sb) return false;
+    snprintf(taken, sizeof taken, "\"lease\":%lld,\"requested\":4294967296,\"granted\":4294967296,\"ready\":false,"
+             "\"waiting\":\"processes\"", (long long)id);
+    snprintf(ready, sizeof ready, "\"lease\":%lld,\"requested\":4294967296,\"granted\":4294967296,\"ready\":true,"
+             "\"waiting\":null", (long long)id);
+    sb->fd = sse_open(s->port, "/_rsd/events?since=0", NULL);
+    ok = sb->fd >= 0 && sse_wait(sb, ready);
+    p = strstr(sb->b, taken);
+    q = strstr(sb->b, ready);
+    ok = ok && p && q && p < q && strstr(q + 1, ready) == NULL;
+    /* both are lease events (a release would be lease_release) */
+    while (ok && p > sb->b && p[-1] != '\n') p--;
+    while (ok && q > sb->b && q[-1] != '\n') q--;
+    ok = ok && !strncmp(p, "data: ", 6) && !strncmp(q, "data: ", 6) && p - sb->b >= 13 && q - sb->b >= 13 &&
+         !strncmp(p - 13, "event: lease\n", 13) && !strncmp(q - 13, "event: lease\n", 13);
+    if (!ok) printf("  lease events:\n%.3000s\n", sb->b);
+    if (sb->fd >= 0) close(sb->fd);
+    free(sb);
+    return ok;
+}
+
+/* On vram_budget = auto a lease is ready only when a device reading after the exits shows
+   the memory gone. The fake NVML plays a driver that keeps a's 4 GiB after a has exited:
+   first still listed under a's pid, then under no process while the used figure stays;
+   the lease says "waiting": "device" with the figures, and rsd-serve reads the device
+   again by itself (no request comes), beside the readings for a start (c) that waits for
+   the same memory. Once the figure drops the lease turns ready, with a second lease
+   event, and c starts; then nothing reads the device any more. */
+static void test_serve_lease_device(void) {
+    const char *lib = fake_lib();
+    serve_proc s;
+    char path[256], cfg[1024], script[256], wt[96], buf[4096];
+    const char *args[] = {"--config", path, NULL};
+    int64_t pid_a, pid_b, id, v, ra[2], reads;
+    int fd, n, r;
+    if (!lib) {
+        printf("test_serve_lease_device: skipped (no build/tests/libfake_nvml.so)\n");
+        return;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml3.txt", g_dir);
+    snprintf(path, sizeof path, "%s/lease.ini", g_dir);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    gpu("10737418240,0");
+    /* a 10 GiB GPU less a 1 GiB margin: 9 GiB for a and b (4 GiB each) */
+    snprintf(cfg, sizeof cfg, "max_models = 3\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
+             "reserve = 4G\n[model b]\nmodel = %s\nreserve = 4G\npinned = true\n[model c]\nmodel = %s\nreserve = 1G\n",
+             model_file("a"), model_file("b"), model_file("c"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    pid_a = status_field(&s, "a", "pid");
+    pid_b = status_field(&s, "b", "pid");
+    REQUIRE(pid_a > 0 && pid_b > 0);
+    snprintf(script, sizeof script, "10737418240,8589934592,%lld=4294967296,%lld=4294967296", (long long)pid_a,
+             (long long)pid_b);
+    gpu(script);
+    /* 4 GiB: 1 GiB is free, a (least recently used) stops; not ready while it runs */
+    CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"4G\",\"restore\":true}"), 200);
+    CHECK(body_i64("granted") == (int64_t)4 << 30);
+    CHECK(strstr(g_body, "\"ready\":false,\"waiting\":\"processes\",\"exiting\":[\"a\"]") != NULL);
+    CHECK(strstr(g_body, "\"stopped\":[\"a\"]") != NULL);
+    id = body_i64("id");
+    REQUIRE(id > 0);
+    /* a has exited; the device still shows its pid holding 4 GiB: not ready */
+    CHECK(wait_lease(&s, id, "device", "stopped_bytes", (int64_t)4 << 30));
+    CHECK(kill((pid_t)pid_a, 0) == -1 && errno == ESRCH);
+    CHECK(strstr(g_body, "\"ready\":false") != NULL && strstr(g_body, "\"name\":\"nvml0\"") != NULL);
+    CHECK(lease_look(&s, id, wt, sizeof wt, "free_bytes", &v) && v == (int64_t)2 << 30);
+    CHECK(lease_look(&s, id, wt, sizeof wt, "needed_bytes", &v) && v == (int64_t)4 << 30);
+    CHECK(log_has(&s, "the stopped processes have exited, but nvml0 shows 2.00 GiB free (4.00 GiB needed)"));
+    /* c (1 GiB) fits the budget beside b (pinned) and the lease, not beside the 4 GiB the
+       device still shows: it waits for that memory too (read at devmem_service's pace) */
+    fd = raw_connect(s.port);
+    REQUIRE(fd >= 0);
+    REQUIRE(raw_post(fd, "/v1/chat/completions", chat("c", false)) == 0);
+    CHECK(wait_field(&s, "c", "waiting", 1));
+    /* the lease's device is read again by itself while it waits (beside c's readings) */
+    ra[0] = id;
+    CHECK(lease_look(&s, id, wt, sizeof wt, "reads", &ra[1]) && ra[1] >= 1);
+    CHECK(wait_until(&s, lease_reads_above, ra, 30000));
+    /* a's pid is no longer listed, but the used figure stays: still not ready */
+    snprintf(script, sizeof script, "10737418240,8589934592,%lld=4294967296", (long long)pid_b);
+    gpu(script);
+    CHECK(wait_lease(&s, id, "device", "stopped_bytes", 0));
+    CHECK(strstr(g_body, "\"ready\":false") != NULL);
+    CHECK(lease_look(&s, id, wt, sizeof wt, "free_bytes", &v) && v == (int64_t)2 << 30);
+    /* the figure drops: ready, told by a second lease event */
+    snprintf(script, sizeof script, "10737418240,4294967296,%lld=4294967296", (long long)pid_b);
+    gpu(script);
+    CHECK(wait_lease(&s, id, "null", NULL, 0));
+    CHECK(strstr(g_body, "\"ready\":true,\"waiting\":null") != NULL);
+    /* and c, held by the same memory, starts and is answered */
+    n = 0;
+    buf[0] = 0;
+    while ((size_t)n + 1 < sizeof buf && !strstr(buf, "\r\n\r\n") &&
+           (r = raw_read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0) {
+        n += r;
+        buf[n] = 0;
+    }
+    CHECK(strncmp(buf, "HTTP/1.1 200", 12) == 0);
+    close(fd);
+    CHECK(lease_events_told(&s, id));
+    snprintf(wt, sizeof wt, "lease %lld: ready: nvml0 shows 6.00 GiB free", (long long)id);
+    CHECK(log_has(&s, wt));
+    /* nothing waits: nothing is read (two looks see the same count) */
+    reads = dm_field(&s, true, "reads");
+    CHECK_EQ_INT(dm_field(&s, true, "reads"), reads);
+    /* ready stays ready: what the holder then allocates does not take it back */
+    gpu("10737418240,10737418240");
+    CHECK(lease_look(&s, id, wt, sizeof wt, NULL, NULL) && !strcmp(wt, "null"));
+    snprintf(script, sizeof script, "/_rsd/lease/%lld", (long long)id);
+    CHECK_EQ_INT(http(&s, "DELETE", script, NULL), 200);
+    CHECK(wait_new_pid(&s, "a", pid_a) > 0); /* restored */
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    unsetenv("RESIDENCY_NVML");
+    unsetenv("FAKE_NVML_FILE");
+}
+
+/* The ensurer's free request reads rsd-serve's "ready": while the device still shows the
+   stopped child's memory after it has exited, the request polls and never reports the
+   memory freed; its deadline ends it (RSD_ERR_TIMEOUT, DEGRADED, the lease id kept), the
+   lease says it waits on the device, and the release brings the model back. */
+static void test_ensure_lease_device(void) {
+    const char *lib = fake_lib();
+    serve_proc s;
+    char path[256], cfg[1024], script[256], lease[48];
+    const char *args[] = {"--config", path, NULL};
+    rsd_ensurer_desc ed;
+    rsd_ensure_req q;
+    rsd_ensure_result res;
+    rsd_ensurer *e;
+    int64_t pid_a, pid_b;
+    int rc;
+    if (!lib) {
+        printf("test_ensure_lease_device: skipped (no build/tests/libfake_nvml.so)\n");
+        return;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml4.txt", g_dir);
+    snprintf(path, sizeof path, "%s/elease.ini", g_dir);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    gpu("10737418240,0");
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
+             "reserve = 4G\n[model b]\nmodel = %s\nreserve = 4G\n", model_file("a"), model_file("b"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    memset(&ed, 0, sizeof ed);
+    ed.no_state = true;
+    ed.ignore_env = true;
+    REQUIRE((e = rsd_ensurer_create(&ed)) != NULL);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    pid_a = status_field(&s, "a", "pid");
+    pid_b = status_field(&s, "b", "pid");
+    REQUIRE(pid_a > 0 && pid_b > 0);
+    /* the device keeps a's 4 GiB under its pid whatever happens */
+    snprintf(script, sizeof script, "10737418240,8589934592,%lld=4294967296,%lld=4294967296", (long long)pid_a,
+             (long long)pid_b);
+    gpu(script);
+    memset(&q, 0, sizeof q);
+    q.url = s.url;
+    q.free_bytes = (uint64_t)4 << 30;
+    q.timeout_ms = 4000;
+    REQUIRE(rsd_ensurer_begin(e, &q, rsd_now_ms()) == RSD_OK);
+    while ((rc = ensure_step_code(e, rsd_now_ms())) == RSD_PENDING) {
+        rsd_pollfd fds[8];
+        int n = rsd_ensurer_pollfds(e, fds, 8);
+        uint64_t dl = rsd_ensurer_next_deadline(e), now = rsd_now_ms();
+        int t = dl == RSD_NO_DEADLINE ? 1000 : dl > now ? (int)(dl - now) : 0;
+        (void)poll((struct pollfd *)(void *)fds, (nfds_t)(n > 8 ? 8 : n), t > 1000 ? 1000 : t);
+    }
+    rsd_ensurer_query(e, &res);
+    CHECK_EQ_INT(rc, RSD_ERR_TIMEOUT);
+    CHECK_EQ_INT(res.outcome, RSD_OUTCOME_DEGRADED);
+    CHECK(strstr(res.message, "not ready within") != NULL);
+    CHECK(res.requests >= 2);
+    REQUIRE(strncmp(res.lease_id, "rsd-serve:", 10) == 0);
+    snprintf(lease, sizeof lease, "%s", res.lease_id);
+    /* a has gone; the lease waits on the device, which still shows a's bytes */
+    CHECK(wait_lease(&s, atoll(lease + 10), "device", "stopped_bytes", (int64_t)4 << 30));
+    CHECK(kill((pid_t)pid_a, 0) == -1 && errno == ESRCH);
+    CHECK_EQ_INT(rsd_ensurer_release(e, &q, lease, &res), 1);
+    CHECK(wait_new_pid(&s, "a", pid_a) > 0);
+    if (rsdt_cur_failed) printf("  %s\n", res.message);
+    rsd_ensurer_destroy(e);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+    unsetenv("RESIDENCY_NVML");
+    unsetenv("FAKE_NVML_FILE");
+}
+
+/* With a fixed vram_budget nothing reads a device: a lease turns ready when the process
+   stopped for it has exited, with its lease event, and never waits on a device. */
+static void test_serve_lease_fixed(void) {
+    serve_proc s;
+    char path[256], cfg[1024], p[64], wt[96];
+    const char *args[] = {"--config", path, NULL};
+    int64_t pid_a, id;
+    make_dir();
+    snprintf(path, sizeof path, "%s/lfixed.ini", g_dir);
+    snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = 8G\n[model a]\nmodel = %s\nreserve = 4G\n"
+             "[model b]\nmodel = %s\nreserve = 4G\n", model_file("a"), model_file("b"));
+    write_cfg(path, cfg);
+    REQUIRE(serve_start(&s, args) == 0);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+    CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+    pid_a = status_field(&s, "a", "pid");
+    REQUIRE(pid_a > 0);
+    CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"4G\"}"), 200);
+    CHECK(strstr(g_body, "\"ready\":false,\"waiting\":\"processes\",\"exiting\":[\"a\"]") != NULL);
+    id = body_i64("id");
+    REQUIRE(id > 0);
+    snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
+    CHECK(wait_until(&s, path_ready, p, 30000));
+    CHECK(strstr(g_body, "\"ready\":true,\"waiting\":null") != NULL);
+    CHECK(kill((pid_t)pid_a, 0) == -1 && errno == ESRCH); /* ready: the process is gone */
+    CHECK(lease_events_told(&s, id));
+    snprintf(wt, sizeof wt, "lease %lld: ready: the stopped processes have exited", (long long)id);
+    CHECK(log_has(&s, wt));
+    CHECK_EQ_INT(dm_field(&s, true, "reads"), -1); /* no device_memory: nothing was read */
+    CHECK_EQ_INT(http(&s, "DELETE", p, NULL), 200);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_config_auto);
+    RUN(test_serve_lease_fixed);
     if (!getenv("RSD_TEST_QEMU")) {
         RUN(test_serve_auto);
         RUN(test_serve_vram_figures);
         RUN(test_serve_foreign_held);
         RUN(test_serve_never_fits);
-    } else printf("test_serve_auto, test_serve_vram_figures, test_serve_foreign_held, test_serve_never_fits: skipped under qemu-user (the fake NVML is a host library)\n");
+        RUN(test_serve_lease_device);
+        RUN(test_ensure_lease_device);
+    } else printf("test_serve_auto, test_serve_vram_figures, test_serve_foreign_held, test_serve_never_fits, "
+                  "test_serve_lease_device, test_ensure_lease_device: skipped under qemu-user (the fake NVML is a host library)\n");
     RUN(test_serve_clamp_by_bytes);
     RUN(test_serve_clamp_by_estimate);
     return RSD_TEST_END();
