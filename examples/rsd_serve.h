@@ -195,8 +195,8 @@ enum {
     RSRV_LINE_MAX = 4096,     /* one config line */
     RSRV_HOST_MAX = 256,      /* listen host (numeric, or a name resolved once at start) */
     RSRV_NGL_MAX = 16,        /* ngl value */
-    RSRV_ERR_MAX = 512,       /* error message ("file:line: ...") */
-    RSRV_MSG_MAX = 384,       /* the message part of it */
+    RSRV_ERR_MAX = 768,       /* error message ("file:line: ...") */
+    RSRV_MSG_MAX = 640,       /* the message part of it (an unknown key lists every key) */
     RSRV_MAX_SLOTS = 16,      /* max_models upper bound (= RSD_POOL_MAX_SLOTS) */
     RSRV_SEND_TIMEOUT_DEFAULT_MS = 30000, /* send_timeout when 0 */
     RSRV_MAX_WAIT_DEFAULT_MS = 30000,     /* max_wait when 0 (= RSD_POOL_DEFAULT_MAX_WAIT_MS) */
@@ -643,6 +643,19 @@ RSRV_FN int rsrv_env_split(const char *v, char *buf, size_t buf_cap, const char 
     return k;
 }
 
+/* "a, b, c": the names of keys, for an error message (cut short at cap). */
+RSRV_FN const char *rsrv_key_list(const char *const *keys, int nkeys, char *out, size_t cap) {
+    size_t n = 0;
+    int i;
+    out[0] = 0;
+    for (i = 0; i < nkeys && n < cap; i++) {
+        int w = snprintf(out + n, cap - n, "%s%s", i ? ", " : "", keys[i]);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+    return out;
+}
+
 RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, size_t n) {
     int i;
     for (i = 0; i < nkeys; i++)
@@ -1066,8 +1079,10 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         if (cur) {
             int key = rsrv_key_index(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (model, command, args, ctx, parallel, ngl, reserve, ttl, pinned, aliases, env, preload, max_queue, session_affinity, session_erase)",
-                         (int)(kn > 64 ? 64 : kn), k, cur->id);
+                char known[1024];
+                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (%s)", (int)(kn > 64 ? 64 : kn), k, cur->id,
+                         rsrv_key_list(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]),
+                                       known, sizeof known));
                 goto fail;
             }
             if (cur->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_model_keys[key]); goto fail; }
@@ -1077,8 +1092,10 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         } else {
             int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
             if (key < 0) {
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (max_models, vram_budget, llama_server, listen, start_timeout, stop_grace, args, max_wait, send_timeout, max_queue, watchdog, watchdog_failures, watchdog_errors, watchdog_restarts, lock_models, api_key, admin_key, cors, event_history, kv_cache_dir, kv_cache_bytes, kv_save_timeout, vram_margin, state_dir, start_backoff)",
-                         (int)(kn > 64 ? 64 : kn), k);
+                char known[1024];
+                snprintf(msg, sizeof msg, "unknown global key '%.*s' (%s)", (int)(kn > 64 ? 64 : kn), k,
+                         rsrv_key_list(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]),
+                                       known, sizeof known));
                 goto fail;
             }
             if (c->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_global_keys[key]); goto fail; }

@@ -232,6 +232,11 @@ static void test_config_errors(void) {
             CHECK(0);
         }
     }
+    /* an unknown key lists every key of its section, from the key tables */
+    CHECK_EQ_INT(parse("port = 8080\n", err, sizeof err), -1);
+    CHECK(strstr(err, "(max_models, vram_budget, ") && strstr(err, ", start_backoff)"));
+    CHECK_EQ_INT(parse("[model a]\nmodel = x\nsize = 3G\n", err, sizeof err), -1);
+    CHECK(strstr(err, "(model, command, ") && strstr(err, ", session_erase)"));
 }
 
 static void test_config_values(void) {
