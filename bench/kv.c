@@ -33,7 +33,9 @@
                           BENCH kv_0p5b_* lines with the issue's targets (re-processed
                           at most the new tokens + 1 % of the prompt, time to first
                           token at most 0.3x the router's, the swap at most 1.2x the
-                          plain one). make bench-kv-0p5b. */
+                          plain one). make bench-kv-0p5b.
+     kv 0p5b N swap       the same without the router: kv and plain only (their swaps,
+                          interleaved; one prefill in all). */
 #define RESIDENCY_IMPLEMENTATION
 #include "residency_http.h"
 
@@ -107,6 +109,7 @@ static int post(int port, const char *body, double *ms) {
 typedef struct figures {
     double back_ms[MAX_ROUNDS], swap_ms[MAX_ROUNDS], out_ms[MAX_ROUNDS], prompt_n[MAX_ROUNDS], cache_n[MAX_ROUNDS],
         first_n[MAX_ROUNDS], new_n[MAX_ROUNDS], first_ms[MAX_ROUNDS];
+    double prev; /* the 0.5B run: the conversation's prompt so far */
     int n;
 } figures;
 
@@ -124,54 +127,52 @@ static const char *conv(int turns) {
     return b;
 }
 
-/* The 0.5B run on a front that keeps its conversation: the long first turn, then rounds
-   times kv-b and the next turn on kv-a. */
-static bool conv_rounds(int port, int rounds, figures *f) {
-    double prev, first_ms, b_own, ms;
-    int r;
-    if (post(port, conv(0), &first_ms) != 200) return false;
-    prev = timing("prompt_n") + (timing("cache_n") > 0 ? timing("cache_n") : 0);
-    for (r = 0; r < rounds && f->n < MAX_ROUNDS; r++) {
-        int k = f->n;
-        if (post(port, "{\"model\":\"kv-b\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
-                 &f->out_ms[k]) != 200)
-            return false;
-        b_own = child_ms();
-        if (post(port, conv(r + 1), &ms) != 200) return false;
-        f->first_n[k] = prev;
-        f->first_ms[k] = r ? 0 : first_ms;
-        f->back_ms[k] = ms;
-        f->prompt_n[k] = timing("prompt_n");
-        f->cache_n[k] = timing("cache_n");
-        prev = f->prompt_n[k] + f->cache_n[k];
-        f->new_n[k] = prev - f->first_n[k];
-        f->swap_ms[k] = f->out_ms[k] - b_own + ms - child_ms();
-        f->n++;
-    }
+/* The 0.5B run on a front that keeps its conversation: its long first turn (conv_first),
+   then per round kv-b and the next turn on kv-a (conv_round). */
+static bool conv_first(int port, figures *f) {
+    if (post(port, conv(0), &f->first_ms[0]) != 200) return false;
+    f->prev = timing("prompt_n") + (timing("cache_n") > 0 ? timing("cache_n") : 0);
+    return true;
+}
+
+static bool conv_round(int port, figures *f) {
+    double b_own, ms;
+    int k = f->n;
+    if (k >= MAX_ROUNDS) return false;
+    if (post(port, "{\"model\":\"kv-b\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+             &f->out_ms[k]) != 200)
+        return false;
+    b_own = child_ms();
+    if (post(port, conv(k + 1), &ms) != 200) return false;
+    f->first_n[k] = f->prev;
+    f->back_ms[k] = ms;
+    f->prompt_n[k] = timing("prompt_n");
+    f->cache_n[k] = timing("cache_n");
+    f->prev = f->prompt_n[k] + f->cache_n[k];
+    f->new_n[k] = f->prev - f->first_n[k];
+    f->swap_ms[k] = f->out_ms[k] - b_own + ms - child_ms();
+    f->n++;
     return true;
 }
 
 /* The 0.5B run on plain: per round kv-a (short), kv-b, kv-a (short): the swap only. */
-static bool swap_rounds(int port, int rounds, figures *f) {
+static bool swap_round(int port, figures *f) {
     static const char *const a = "{\"model\":\"kv-a\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}";
     double ms, b_own;
-    int r;
-    for (r = 0; r < rounds && f->n < MAX_ROUNDS; r++) {
-        int k = f->n;
-        if (post(port, a, &f->first_ms[k]) != 200) return false;
-        f->first_n[k] = timing("prompt_n");
-        if (post(port, "{\"model\":\"kv-b\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
-                 &f->out_ms[k]) != 200)
-            return false;
-        b_own = child_ms();
-        if (post(port, a, &ms) != 200) return false;
-        f->back_ms[k] = ms;
-        f->prompt_n[k] = timing("prompt_n");
-        f->cache_n[k] = timing("cache_n");
-        f->new_n[k] = 0;
-        f->swap_ms[k] = f->out_ms[k] - b_own + ms - child_ms();
-        f->n++;
-    }
+    int k = f->n;
+    if (k >= MAX_ROUNDS || post(port, a, &f->first_ms[k]) != 200) return false;
+    f->first_n[k] = timing("prompt_n");
+    if (post(port, "{\"model\":\"kv-b\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+             &f->out_ms[k]) != 200)
+        return false;
+    b_own = child_ms();
+    if (post(port, a, &ms) != 200) return false;
+    f->back_ms[k] = ms;
+    f->prompt_n[k] = timing("prompt_n");
+    f->cache_n[k] = timing("cache_n");
+    f->new_n[k] = 0;
+    f->swap_ms[k] = f->out_ms[k] - b_own + ms - child_ms();
+    f->n++;
     return true;
 }
 
@@ -250,7 +251,11 @@ static int print_bench(const figures *fk, const figures *fp, const figures *fr) 
     double tk = median(fk->back_ms, fk->n), tr = median(fr->back_ms, fr->n);
     double sk = median(fk->swap_ms, fk->n), sp = median(fp->swap_ms, fp->n), sr = median(fr->swap_ms, fr->n);
     int missed = 0;
-    if (!fk->n || !fp->n || !fr->n) return 1;
+    if (!fk->n || !fp->n) return 1;
+    if (!fr->n) { /* kv 0p5b N swap: no router */
+        printf("BENCH kv_0p5b_swap ours=%.1f peer=%.1f unit=ms ratio=%.3f target=1.2\n", sk, sp, sk / sp);
+        return sk > 1.2 * sp;
+    }
     printf("BENCH kv_0p5b_reprocessed_tokens ours=%.0f peer=%.0f unit=tokens ratio=%.4f new=%.0f"
            " target=%.0f (new + 1%% of the %.0f-token prompt)\n",
            re, median(fr->prompt_n, fr->n), re / median(fr->prompt_n, fr->n), nw, nw + 0.01 * conv, conv);
@@ -271,7 +276,7 @@ int main(int argc, char **argv) {
     const char *const names[2] = {"kv-a", "kv-b"};
     listen_proc kv, plain;
     real_server router;
-    bool half = argc > 1 && !strcmp(argv[1], "0p5b");
+    bool half = argc > 1 && !strcmp(argv[1], "0p5b"), no_router = half && argc > 3 && !strcmp(argv[3], "swap");
     int rounds = argc > 1 + half ? atoi(argv[1 + half]) : 3, r, i;
     if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 3;
     signal(SIGPIPE, SIG_IGN);
@@ -308,8 +313,9 @@ int main(int argc, char **argv) {
         if (link(p, q) != 0) { printf("link: %s\n", strerror(errno)); return 1; }
     }
     setenv("LLAMA_CACHE", g_dir, 1);
+    memset(&router, 0, sizeof router);
     if (serve_start(&kv, "kv", true) != 0 || serve_start(&plain, "plain", false) != 0 ||
-        real_start(&router, g_bin, g_dir, rargs, 60000) != 0) {
+        (!no_router && real_start(&router, g_bin, g_dir, rargs, 60000) != 0)) {
         printf("cannot start the fronts (logs in %s)\n", g_dir);
         return 1;
     }
@@ -320,26 +326,33 @@ int main(int argc, char **argv) {
         int fds[2];
         pid_t pid;
         ssize_t got = 0, n;
-        if (pipe(fds) != 0 || (pid = fork()) < 0) { printf("pipe/fork: %s\n", strerror(errno)); return 1; }
+        if (no_router) pid = -1;
+        else if (pipe(fds) != 0 || (pid = fork()) < 0) { printf("pipe/fork: %s\n", strerror(errno)); return 1; }
         if (pid == 0) {
             close(fds[0]);
-            if (!conv_rounds(router.port, 1, &fr)) printf("  router round failed (%s)\n", g_body);
+            if (!conv_first(router.port, &fr) || !conv_round(router.port, &fr))
+                printf("  router round failed (%s)\n", g_body);
             for (i = 0; i < fr.n; i++) print_round("router", &fr, i);
             fflush(stdout);
             n = write(fds[1], &fr, sizeof fr);
             _exit(n == (ssize_t)sizeof fr ? 0 : 1);
         }
-        close(fds[1]);
-        if (!conv_rounds(kv.port, rounds, &fk)) printf("  kv rounds failed (%s)\n", g_body);
-        for (i = 0; i < fk.n; i++) print_round("kv", &fk, i);
-        fflush(stdout);
-        if (!swap_rounds(plain.port, rounds, &fp)) printf("  plain rounds failed (%s)\n", g_body);
-        for (i = 0; i < fp.n; i++) print_round("plain", &fp, i);
-        fflush(stdout);
-        while (got < (ssize_t)sizeof fr && (n = read(fds[0], (char *)&fr + got, sizeof fr - (size_t)got)) > 0) got += n;
+        if (pid > 0) close(fds[1]);
+        if (!conv_first(kv.port, &fk)) printf("  kv's first turn failed (%s)\n", g_body);
+        for (r = 0; r < rounds; r++) { /* interleaved */
+            if (!conv_round(kv.port, &fk)) printf("  kv round %d failed (%s)\n", r, g_body);
+            else print_round("kv", &fk, fk.n - 1);
+            if (!swap_round(plain.port, &fp)) printf("  plain round %d failed (%s)\n", r, g_body);
+            else print_round("plain", &fp, fp.n - 1);
+            fflush(stdout);
+        }
+        while (pid > 0 && got < (ssize_t)sizeof fr && (n = read(fds[0], (char *)&fr + got, sizeof fr - (size_t)got)) > 0)
+            got += n;
         if (got != (ssize_t)sizeof fr) memset(&fr, 0, sizeof fr);
-        close(fds[0]);
-        (void)waitpid(pid, NULL, 0);
+        if (pid > 0) {
+            close(fds[0]);
+            (void)waitpid(pid, NULL, 0);
+        }
     } else {
         for (r = 0; r < rounds; r++) { /* interleaved: each front once per round */
             figures *fs[3];
@@ -362,7 +375,7 @@ int main(int argc, char **argv) {
     if (half) (void)print_bench(&fk, &fp, &fr);
     (void)listen_proc_stop(&kv);
     (void)listen_proc_stop(&plain);
-    (void)real_stop(&router);
+    if (!no_router) (void)real_stop(&router);
     real_rmdir(g_dir);
     return 0;
 }
