@@ -320,7 +320,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("kv cache across a swap (llama-server %s, %s, -c 8192 -np 1 -t 1; %d rounds%s):\n", g_bin,
-           half ? "two 0.5B-shaped q8_0 models" : "tiny models", rounds, half ? " on kv and plain, 1 on the router" : "");
+           half ? "two 0.5B-shaped q8_0 models" : "tiny models", rounds, !half ? "" : no_router ? " on kv and plain, no router" : " on kv and plain, 1 on the router");
     fflush(stdout);
     if (half) { /* the router beside (its re-prefill takes minutes), kv then plain here */
         int fds[2];
