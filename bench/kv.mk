@@ -12,8 +12,9 @@ bench-kv: $(B)/bench/kv $(B)/examples/rsd-serve
 	@$(B)/bench/kv
 
 # The same with two models of the shape of a real 0.5B one (about 530 MB each, written and
-# removed): BENCH kv_0p5b_* with the issue's targets. Minutes per round on a small CPU, so
-# not part of `make bench`; `build/bench/kv 0p5b 5` runs 5 rounds.
+# removed): BENCH kv_0p5b_* with the issue's targets. Each 3,900-token prefill takes minutes
+# on a CPU without AVX (three of them: the first turns on kv and the router, and the router's
+# re-prefill), so not part of `make bench`; `build/bench/kv 0p5b 5` runs 5 rounds on kv and plain.
 .PHONY: bench-kv-0p5b
 bench-kv-0p5b: $(B)/bench/kv $(B)/examples/rsd-serve
 	@$(B)/bench/kv 0p5b
