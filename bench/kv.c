@@ -277,7 +277,7 @@ int main(int argc, char **argv) {
     listen_proc kv, plain;
     real_server router;
     bool half = argc > 1 && !strcmp(argv[1], "0p5b"), no_router = half && argc > 3 && !strcmp(argv[3], "swap");
-    int rounds = argc > 1 + half ? atoi(argv[1 + half]) : 3, r, i;
+    int rounds = argc > 1 + half ? atoi(argv[1 + half]) : 3, r, i, failed = 0;
     if (rounds < 1 || rounds > MAX_ROUNDS) rounds = 3;
     signal(SIGPIPE, SIG_IGN);
     if (real_find(g_bin, sizeof g_bin, why, sizeof why) != 0) {
@@ -362,7 +362,10 @@ int main(int argc, char **argv) {
             fs[1] = &fp;
             fs[2] = &fr;
             for (i = 0; i < 3; i++) {
-                if (!round_on(ports[i], r, fs[i])) printf("  %s round %d failed (%s)\n", fronts[i], r, g_body);
+                if (!round_on(ports[i], r, fs[i])) {
+                    printf("  %s round %d failed (%s)\n", fronts[i], r, g_body);
+                    failed++;
+                }
                 else print_round(fronts[i], fs[i], fs[i]->n - 1);
                 fflush(stdout);
             }
@@ -373,9 +376,21 @@ int main(int argc, char **argv) {
     print_fig("plain", &fp);
     print_fig("router", &fr);
     if (half) (void)print_bench(&fk, &fp, &fr);
+    else if (failed || !fk.n || !fp.n || !fr.n)
+        printf("BENCH kv_tiny failed: %d round(s) failed\n", failed);
+    else { /* the turn after a swap back: kv against the router (tokens, first token), its swap against plain's */
+        double rk = median(fk.prompt_n, fk.n), rr = median(fr.prompt_n, fr.n);
+        double tk = median(fk.back_ms, fk.n), tr = median(fr.back_ms, fr.n);
+        double sk = median(fk.swap_ms, fk.n), sp = median(fp.swap_ms, fp.n);
+        printf("BENCH kv_tiny_reprocessed_tokens ours=%.0f peer=%.0f unit=tokens ratio=%.4f new=%.0f\n", rk, rr,
+               rr > 0 ? rk / rr : 0.0, median(fk.new_n, fk.n));
+        printf("BENCH kv_tiny_ttft_after_swap ours=%.1f peer=%.1f unit=ms ratio=%.3f\n", tk, tr, tr > 0 ? tk / tr : 0.0);
+        printf("BENCH kv_tiny_swap ours=%.1f peer=%.1f unit=ms ratio=%.3f (peer: the plain swap)\n", sk, sp,
+               sp > 0 ? sk / sp : 0.0);
+    }
     (void)listen_proc_stop(&kv);
     (void)listen_proc_stop(&plain);
     if (!no_router) (void)real_stop(&router);
     real_rmdir(g_dir);
-    return 0;
+    return failed ? 1 : 0;
 }
