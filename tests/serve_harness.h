@@ -234,7 +234,7 @@ SH_FN const char *model_file(const char *name) {
 }
 
 /* Files in dir ending in ext: their count; *all_0600 whether each has mode 0600; first:
-   the path of one of them ("" when none). */
+   the path of one of them ("" when none, or when it does not fit cap). */
 SH_FN int dir_files(const char *dir, const char *ext, bool *all_0600, char *first, size_t cap) {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -249,7 +249,7 @@ SH_FN int dir_files(const char *dir, const char *ext, bool *all_0600, char *firs
         if (l <= el || strcmp(e->d_name + l - el, ext)) continue;
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (stat(p, &st) == 0 && all_0600 && (st.st_mode & 0777) != 0600) *all_0600 = false;
-        if (first && !first[0]) snprintf(first, cap, "%s", p);
+        if (first && !first[0] && strlen(p) < cap) memcpy(first, p, strlen(p) + 1); /* too long: none */
         n++;
     }
     closedir(d);
