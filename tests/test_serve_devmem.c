@@ -107,6 +107,23 @@ static const char *fake_lib(void) {
 
 static void gpu(const char *script) { write_file(g_nvml_file, script); }
 
+/* A fake-NVML test's start: false (one skip line for test) without the library; else a
+   fresh directory, the script file g_dir/file, path = g_dir/ini, and rsd-serve's
+   children of this process find the fake through RESIDENCY_NVML and FAKE_NVML_FILE. */
+static bool nvml_setup(const char *test, const char *file, const char *ini, char *path, size_t cap) {
+    const char *lib = fake_lib();
+    if (!lib) {
+        printf("%s: skipped (no build/tests/libfake_nvml.so)\n", test);
+        return false;
+    }
+    make_dir();
+    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/%s", g_dir, file);
+    snprintf(path, cap, "%s/%s", g_dir, ini);
+    setenv("RESIDENCY_NVML", lib, 1);
+    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    return true;
+}
+
 /* A member of /status's device_memory object, or a top-level member (dm false). */
 static int64_t dm_field(const serve_proc *s, bool dm, const char *field) {
     rsd_json_doc d;
@@ -120,20 +137,11 @@ static int64_t dm_field(const serve_proc *s, bool dm, const char *field) {
 }
 
 static void test_serve_auto(void) {
-    const char *lib = fake_lib();
     serve_proc s;
     char path[256], cfg[1024], script[256], state[32];
     const char *args[] = {"--config", path, NULL};
     int64_t pid_a, pid_b, reads;
-    if (!lib) {
-        printf("test_serve_auto: skipped (no build/tests/libfake_nvml.so)\n");
-        return;
-    }
-    make_dir();
-    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml.txt", g_dir);
-    snprintf(path, sizeof path, "%s/auto.ini", g_dir);
-    setenv("RESIDENCY_NVML", lib, 1);
-    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    if (!nvml_setup("test_serve_auto", "nvml.txt", "auto.ini", path, sizeof path)) return;
     /* a 10 GiB GPU with 6 GiB held by a renderer; a 1 GiB margin: the budget is 9 GiB */
     gpu("10737418240,6442450944,999999=6442450944");
     snprintf(cfg, sizeof cfg,
@@ -222,21 +230,12 @@ static bool reads_above(const serve_proc *s, const void *arg) {
    for the next request: rsd-serve reads the device again while it waits (and only then),
    and the reading that finds the memory admits it. */
 static void test_serve_foreign_held(void) {
-    const char *lib = fake_lib();
     serve_proc s;
     char path[256], cfg[1024], buf[4096];
     const char *args[] = {"--config", path, NULL};
     int64_t reads, pid_a;
     int fd, n = 0, r;
-    if (!lib) {
-        printf("test_serve_foreign_held: skipped (no build/tests/libfake_nvml.so)\n");
-        return;
-    }
-    make_dir();
-    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml.txt", g_dir);
-    snprintf(path, sizeof path, "%s/held.ini", g_dir);
-    setenv("RESIDENCY_NVML", lib, 1);
-    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    if (!nvml_setup("test_serve_foreign_held", "nvml.txt", "held.ini", path, sizeof path)) return;
     /* a 10 GiB GPU, 1 GiB margin (budget 9 GiB), a renderer holding 8 GiB: a (4 GiB) fits
        the budget, not beside the renderer */
     gpu("10737418240,8589934592,999999=8589934592");
@@ -293,22 +292,13 @@ static int file_count(const char *path, const char *needle) {
    what others hold; the log line and the event come once (a client that asks again gets
    the same answer, not another line), nothing is stopped for it and nothing retries it. */
 static void test_serve_never_fits(void) {
-    const char *lib = fake_lib();
     serve_proc s;
     sse_buf *sb;
     char path[256], cfg[1024];
     const char *args[] = {"--config", path, NULL};
     const char *p;
     int64_t pid_a;
-    if (!lib) {
-        printf("test_serve_never_fits: skipped (no build/tests/libfake_nvml.so)\n");
-        return;
-    }
-    make_dir();
-    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml.txt", g_dir);
-    snprintf(path, sizeof path, "%s/nofit.ini", g_dir);
-    setenv("RESIDENCY_NVML", lib, 1);
-    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    if (!nvml_setup("test_serve_never_fits", "nvml.txt", "nofit.ini", path, sizeof path)) return;
     /* a 5 GiB GPU less a 1 GiB margin: big (6 GiB) can never fit (a fixed budget below a
        reserve is refused at start; the device's is known only once it is read) */
     gpu("5368709120,0");
@@ -351,20 +341,11 @@ static void test_serve_never_fits(void) {
    bytes for its pid (source nvml). b loads slowly (1.5 s) so the test can script the
    fake NVML with its pid before rsd-serve reads it (3 s after ready). */
 static void test_serve_vram_figures(void) {
-    const char *lib = fake_lib();
     serve_proc s;
     char path[256], cfg[1024], script[256], src[16];
     const char *args[] = {"--config", path, NULL};
     int64_t pid_a, pid_b;
-    if (!lib) {
-        printf("test_serve_vram_figures: skipped (no build/tests/libfake_nvml.so)\n");
-        return;
-    }
-    make_dir();
-    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml2.txt", g_dir);
-    snprintf(path, sizeof path, "%s/vramfig.ini", g_dir);
-    setenv("RESIDENCY_NVML", lib, 1);
-    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    if (!nvml_setup("test_serve_vram_figures", "nvml2.txt", "vramfig.ini", path, sizeof path)) return;
     gpu("10737418240,0");
     snprintf(cfg, sizeof cfg,
              "max_models = 3\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
@@ -579,21 +560,12 @@ static bool lease_events_told(const serve_proc *s, int64_t id) {
    the same memory. Once the figure drops the lease turns ready, with a second lease
    event, and c starts; then nothing reads the device any more. */
 static void test_serve_lease_device(void) {
-    const char *lib = fake_lib();
     serve_proc s;
     char path[256], cfg[1024], script[256], wt[96], buf[4096];
     const char *args[] = {"--config", path, NULL};
     int64_t pid_a, pid_b, id, v, ra[2], reads;
     int fd, n, r;
-    if (!lib) {
-        printf("test_serve_lease_device: skipped (no build/tests/libfake_nvml.so)\n");
-        return;
-    }
-    make_dir();
-    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml3.txt", g_dir);
-    snprintf(path, sizeof path, "%s/lease.ini", g_dir);
-    setenv("RESIDENCY_NVML", lib, 1);
-    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    if (!nvml_setup("test_serve_lease_device", "nvml3.txt", "lease.ini", path, sizeof path)) return;
     gpu("10737418240,0");
     /* a 10 GiB GPU less a 1 GiB margin: 9 GiB for a and b (4 GiB each) */
     snprintf(cfg, sizeof cfg, "max_models = 3\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
@@ -676,7 +648,6 @@ static void test_serve_lease_device(void) {
    memory freed; its deadline ends it (RSD_ERR_TIMEOUT, DEGRADED, the lease id kept), the
    lease says it waits on the device, and the release brings the model back. */
 static void test_ensure_lease_device(void) {
-    const char *lib = fake_lib();
     serve_proc s;
     char path[256], cfg[1024], script[256], lease[48];
     const char *args[] = {"--config", path, NULL};
@@ -686,15 +657,7 @@ static void test_ensure_lease_device(void) {
     rsd_ensurer *e;
     int64_t pid_a, pid_b;
     int rc;
-    if (!lib) {
-        printf("test_ensure_lease_device: skipped (no build/tests/libfake_nvml.so)\n");
-        return;
-    }
-    make_dir();
-    snprintf(g_nvml_file, sizeof g_nvml_file, "%s/nvml4.txt", g_dir);
-    snprintf(path, sizeof path, "%s/elease.ini", g_dir);
-    setenv("RESIDENCY_NVML", lib, 1);
-    setenv("FAKE_NVML_FILE", g_nvml_file, 1);
+    if (!nvml_setup("test_ensure_lease_device", "nvml4.txt", "elease.ini", path, sizeof path)) return;
     gpu("10737418240,0");
     snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = auto\nvram_margin = 1G\n[model a]\nmodel = %s\n"
              "reserve = 4G\n[model b]\nmodel = %s\nreserve = 4G\n", model_file("a"), model_file("b"));
