@@ -1496,11 +1496,16 @@ static void test_stop_hold_in_grace(void) {
     g_log.tick = 1500;                               /* past the hold: the SIGTERM goes */
     round_once(f, NULL);
     CHECK(kill_in != -1 && kill_in <= 500); /* due at t0 + 2000, not 2000 ms after the hold */
+#if defined(_WIN32) /* the stop ends the child at once there (no console: nothing to ignore) */
+    ex = await(f, RSD_FLEET_EV_EXITED, a, 0);
+    REQUIRE(ex != NULL);
+#else
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 0);
     g_log.tick = 2100;
     ex = await(f, RSD_FLEET_EV_EXITED, a, 0);
     REQUIRE(ex != NULL);
     CHECK_EQ_INT(ex->ev.term_signal, SIGKILL);
+#endif
     finish(f);
     CHECK_EQ_INT(count_fds(), fd0);
     CHECK(no_children());
