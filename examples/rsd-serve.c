@@ -574,6 +574,8 @@ typedef struct srv {
     uint64_t stop_at;
     srv_mstat mstat[RSRV_MAX_MODELS];
     srv_meta meta[RSRV_MAX_MODELS];
+    struct { rsd_http_sreq_h h; int only; bool used; } list_wait[SRV_MAX_CONNS]; /* listings held for a meta */
+    int n_list_wait;
     srv_event *events;     /* the history ring: event id e at events[e % ev_cap] */
     uint32_t ev_cap;
     uint64_t ev_last;      /* id of the newest event (0 = none yet) */
@@ -2677,17 +2679,6 @@ static void answer_lease(srv *s, const rsd_http_server_event *ev, bool del, uint
     lease_answer(s, ev->req, l, del, now); /* DELETE: what it stopped, released (restore: they start again) */
 }
 
-/* GET /v1/models/ID (percent-encoded id or alias): that entry, or 404. */
-static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t now) {
-    const char *p = ev->head->target.ptr + 11, *e = ev->head->target.ptr + ev->head->target.len;
-    const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
-    char id[RSRV_ID_MAX * 3];
-    int n = pct_decode(p, q ? q : e, false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
-    if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models(s, ev->req, now, m); return; }
-    /* the body a completion for that name gets (one shape for one meaning) */
-    respond_unknown_model(s, ev->req, n < 0 ? "(bad id)" : n >= RSRV_ID_MAX ? "(too long)" : id);
-}
-
 static bool path_is(const rsd_http_server_event *ev, const char *p) {
     size_t n = strlen(p), t = ev->head->target.len;
     const char *q = (const char *)memchr(ev->head->target.ptr, '?', t);
@@ -3079,6 +3070,54 @@ static void meta_service(srv *s, uint64_t now) {
         }
         if (!first) meta_ask(s, m, now);
     }
+}
+
+/* Whether the listing of model only (-1: all) waits for a ready process's own word (its
+   GET /v1/models held or in flight): the router lists a loaded model with its meta. */
+static bool meta_pending(const srv *s, int only) {
+    int m;
+    for (m = only < 0 ? 0 : only; m < (only < 0 ? s->cfg->nmodels : only + 1); m++)
+        if (s->meta[m].deferred || s->meta[m].req.id) return true;
+    return false;
+}
+
+/* A listing (answer_models) once every listed ready process has said its meta: asked now
+   when it was held (a listing right after a cold start waits for it, bounded by the
+   question's own timeout), and the listing is answered when the answer comes
+   (list_wait_service). */
+static void answer_models_known(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
+    int m, i;
+    if (!meta_pending(s, only)) { answer_models(s, h, now, only); return; }
+    for (m = only < 0 ? 0 : only; m < (only < 0 ? s->cfg->nmodels : only + 1); m++)
+        if (s->meta[m].deferred) meta_ask(s, m, now);
+    for (i = 0; i < SRV_MAX_CONNS && s->list_wait[i].used; i++) {}
+    if (i >= SRV_MAX_CONNS || !meta_pending(s, only)) { answer_models(s, h, now, only); return; }
+    s->list_wait[i].h = h;
+    s->list_wait[i].only = only;
+    s->list_wait[i].used = true;
+    s->n_list_wait++;
+}
+
+/* Answers the held listings whose metas have come. */
+static void list_wait_service(srv *s, uint64_t now) {
+    int i;
+    for (i = 0; s->n_list_wait && i < SRV_MAX_CONNS; i++)
+        if (s->list_wait[i].used && !meta_pending(s, s->list_wait[i].only)) {
+            s->list_wait[i].used = false;
+            s->n_list_wait--;
+            answer_models(s, s->list_wait[i].h, now, s->list_wait[i].only);
+        }
+}
+
+/* GET /v1/models/ID (percent-encoded id or alias): that entry, or 404. */
+static void answer_model_one(srv *s, const rsd_http_server_event *ev, uint64_t now) {
+    const char *p = ev->head->target.ptr + 11, *e = ev->head->target.ptr + ev->head->target.len;
+    const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
+    char id[RSRV_ID_MAX * 3];
+    int n = pct_decode(p, q ? q : e, false, id, sizeof id), m = n > 0 ? rsrv_find(s->cfg, id, (size_t)n) : -1;
+    if (m >= 0 && rsrv_lock_allows(s->cfg, m)) { answer_models_known(s, ev->req, now, m); return; }
+    /* the body a completion for that name gets (one shape for one meaning) */
+    respond_unknown_model(s, ev->req, n < 0 ? "(bad id)" : n >= RSRV_ID_MAX ? "(too long)" : id);
 }
 
 static const char *state_name(const rsd_fleet_model_info *mi) {
@@ -3874,7 +3913,7 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     } else if (get && path_is(ev, "/models/sse")) {
         answer_sse(s, ev, true, now);
     } else if (get && (path_is(ev, "/v1/models") || path_is(ev, "/models") || path_is(ev, "/api/v0/models"))) {
-        answer_models(s, ev->req, now, -1);
+        answer_models_known(s, ev->req, now, -1);
     } else if (get && path_starts(ev, "/v1/models/")) {
         answer_model_one(s, ev, now);
     } else if (get && path_is(ev, "/_rsd/affinity")) {
@@ -3907,7 +3946,13 @@ static void on_request(srv *s, const rsd_http_server_event *ev, uint64_t now) {
 static void on_closed(srv *s, rsd_http_sreq_h h, uint64_t now) {
     job *j = job_by_sreq(s, h);
     srv_sub *b = sub_by_sreq(s, h);
+    int i;
     if (b) b->used = false;
+    for (i = 0; s->n_list_wait && i < SRV_MAX_CONNS; i++)
+        if (s->list_wait[i].used && s->list_wait[i].h.id == h.id) {
+            s->list_wait[i].used = false;
+            s->n_list_wait--;
+        }
     if (!j) return;
     j->client_gone = true;
     if (s->opts.verbose) logf_("%s %s %s: client went away", j->method, j->path, s->cfg->models[j->model].id);
@@ -5619,6 +5664,7 @@ static void loop_work(srv *s, uint64_t now, int wake0, uint32_t term_grace_ms) {
     kv_service(s, now);
     devmem_service(s, now);
     meta_service(s, now);
+    list_wait_service(s, now);
     mem_service(s, now);
     /* releases above may have granted waiting requests: pick them up at once */
     (void)rsd_fleet_step(s->fleet, now);

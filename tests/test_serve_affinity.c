@@ -518,11 +518,6 @@ static void test_serve_locked(void) {
 }
 
 /* ---- listing fields -------------------------------------------------------------- */
-static bool xy_has_meta(const serve_proc *s, const void *arg) {
-    (void)arg;
-    return http(s, "GET", "/v1/models/x%2fy", NULL) == 200 && strstr(g_body, "\"meta\":{") != NULL;
-}
-
 static void test_serve_listing_fields(void) {
     serve_proc s;
     char path[256], cfg[1024];
@@ -560,11 +555,9 @@ static void test_serve_listing_fields(void) {
     CHECK(created >= t0 - 2 && created <= (int64_t)time(NULL) + 2);
     e = rsd_json_find(&d, rsd_json_find(&d, 0, "status"), "last_used");
     CHECK(rsd_json_int64(&d, e, &v) == RSD_OK && v / 1000 >= t0 - 2 && v / 1000 <= (int64_t)time(NULL) + 2);
-    /* loaded: "meta" as the router's, what the child's own /v1/models says (asked once
-       the first request's answer has begun, so awaited) */
-    CHECK(wait_until(&s, xy_has_meta, NULL, 30000));
-    CHECK_EQ_INT(http(&s, "GET", "/v1/models/x%2fy", NULL), 200);
-    REQUIRE(rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) > 0);
+    /* loaded: "meta" as the router's, what the child's own /v1/models says (rsd-serve asks
+       the child once the first answer has begun; a listing before its answer waits for it,
+       so this one, right after the answer, has it) */
     e = rsd_json_find(&d, 0, "meta");
     CHECK(rsd_json_type_of(&d, e) == RSD_JSON_OBJECT);
     CHECK(rsd_json_int64(&d, rsd_json_find(&d, e, "n_ctx"), &v) == RSD_OK && v == 8192);
