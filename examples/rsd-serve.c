@@ -45,7 +45,8 @@
               child's own exit_code: 128+N when signal N ended it, 127 when it never
               ran; while loaded, "meta" as the router's: what the child's own
               /v1/models says, n_ctx, n_ctx_train, n_params, size, n_embd, n_vocab,
-              vocab_type, ftype), POST /models/load
+              vocab_type, ftype; a listing waits until each ready process has said
+              it, as the router's does), POST /models/load
               and /models/unload {"model": id}, GET /props {"role":"router",
               "max_instances": max_models, ...}.
      Other:   GET /health (200 {"status":"ok"}), GET /status (= /_rsd/status): every
