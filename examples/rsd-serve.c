@@ -167,6 +167,17 @@
    proxied or ours, carries Access-Control-Allow-Origin (the origin, or * for cors =
    *), and with a list every answer carries Vary: Origin. While cors is off OPTIONS
    gets 404 and no answer carries CORS headers.
+   Context fit (a byte budget, a model with ctx, reserve and a GGUF model file): a model
+   whose reserve (its footprint at its ctx) does not fit beside the models running, while
+   a slot is free, starts with the largest ctx whose KV fits what is left (whole blocks
+   of 256 tokens per sequence, as llama-server rounds; the KV per token from its file,
+   f16) and a reserve shrunk by the KV it gives up, instead of stopping another model:
+   "b: ctx 32768 clamped to 28672 tokens to start beside 1 running model: its KV fits the
+   7M left"; the listing's args and loaded_context_length show it. Only when that ctx is
+   at least 4096 tokens (the floor): below it, with every slot taken, or without the
+   figure, it starts with its ctx and the least recently used idle model is stopped as
+   always. A start that fits gets its configured ctx back. Decided when a request or a
+   load asks for a start.
    Failures: a client that disconnects releases its place at once; a client that reads
    nothing of its answer for send_timeout (default 30 s; 1 s once its model must make
    room for a request waiting past max_wait, or is unloaded) is disconnected and its
@@ -484,6 +495,9 @@ typedef struct srv {
     uint64_t dm_reads;
     uint64_t dm_try_ms;    /* loop time of the last reading tried (devmem_service's pace) */
     uint64_t nofit_bytes[RSRV_MAX_MODELS], nofit_budget[RSRV_MAX_MODELS]; /* last refusal told (no_fit) */
+    uint64_t fit_kv[RSRV_MAX_MODELS];   /* start_fit: KV bytes per token from its file (0 = not read) */
+    uint32_t fit_seq[RSRV_MAX_MODELS];  /* its KV streams; 0 = the file gave no figure */
+    uint32_t fit_ctx[RSRV_MAX_MODELS];  /* the clamped ctx its fleet spec holds (0 = as configured) */
 } srv;
 
 static void status_queue(srv *s, rsd_json_writer *w, int m, uint64_t now);
@@ -491,6 +505,7 @@ static void kv_status(srv *s, rsd_json_writer *w, int m);
 static void answer_reload(srv *s, const rsd_http_server_event *ev, uint64_t now);
 static bool model_running(srv *s, int m, uint64_t now);
 static void devmem_admit(srv *s, uint64_t now);
+static void start_fit(srv *s, int m, uint64_t now);
 
 static void logf_(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -697,9 +712,9 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
         rsd_json_w_key(&w, "max_context_length"); /* ctx as configured (null: the model's own) */
         if (m->ctx) rsd_json_w_int(&w, m->ctx);
         else rsd_json_w_null(&w);
-        if (loaded && m->ctx) { /* what one request gets: ctx / slots */
+        if (loaded && m->ctx) { /* what one request gets: ctx (clamped: start_fit) / slots */
             rsd_json_w_key(&w, "loaded_context_length");
-            rsd_json_w_int(&w, m->ctx / (m->parallel > 1 ? m->parallel : 1));
+            rsd_json_w_int(&w, (s->fit_ctx[i] ? s->fit_ctx[i] : m->ctx) / (m->parallel > 1 ? m->parallel : 1));
         }
         rsd_json_w_key(&w, "status");
         rsd_json_w_begin_object(&w);
@@ -712,6 +727,7 @@ static void answer_models(srv *s, rsd_http_sreq_h h, uint64_t now, int only) {
         rsd_json_w_begin_array(&w);
         spec = s->models[i].spec;
         spec.port = mi.port;
+        if (s->fit_ctx[i]) spec.ctx = s->fit_ctx[i]; /* its next (or current) start's */
         argc = rsd_procs_expand(&spec, buf, sizeof buf, argv, RSD_PROC_MAX_ARGS);
         for (k = 0; k < argc; k++) { /* secret values as *** */
             (void)rsd_arg_redact(k ? argv[k - 1] : NULL, argv[k], arg, sizeof arg);
@@ -907,6 +923,7 @@ static void answer_load(srv *s, const rsd_http_server_event *ev, uint64_t now) {
         return;
     }
     devmem_admit(s, now);
+    start_fit(s, m, now);
     r = rsd_fleet_load(s->fleet, m, now);
     if (r < 0) {
         char msg[RSD_FLEET_MESSAGE_MAX + 160];
@@ -1540,7 +1557,10 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
     j->seq = ++s->job_seq;
     rsrv_cpy(j->method, sizeof j->method, ev->head->method.ptr, ev->head->method.len);
     rsrv_cpy(j->path, sizeof j->path, ev->head->target.ptr, ev->head->target.len);
-    if (!model_running(s, m, now)) devmem_admit(s, now); /* a start may be admitted */
+    if (!model_running(s, m, now)) { /* a start may be admitted */
+        devmem_admit(s, now);
+        start_fit(s, m, now);
+    }
     r = rsd_fleet_acquire_ex(s->fleet, m, flags, now, j, &j->preq, &port);
     if (r == RSD_OK) {
         j->granted = true;
@@ -1633,6 +1653,80 @@ static void devmem_admit(srv *s, uint64_t now) {
     if (foreign > RSD_POOL_MAX_BYTES) foreign = RSD_POOL_MAX_BYTES;
     s->dm_foreign = foreign;
     (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, foreign, now);
+}
+
+/* ---- the context-fit clamp by bytes (residency.h "Context fit") -----------------------
+   Before model m starts beside others, with a byte budget: when its reserve (its
+   footprint at its ctx) does not fit what is left (the budget less what others hold, the
+   leases and the reservations of what runs) but a slot is free, its start takes the
+   largest ctx whose KV fits what is left (rsd_fit_context_bytes: whole 256-cell blocks
+   per sequence) and a reservation shrunk by the KV it gives up, so nothing is evicted for
+   it; only when that ctx stays at or above the floor (4096 tokens). Below the floor, with
+   every slot taken, or without a figure, it starts with its ctx and the pool evicts as
+   it always did. The figure is the KV bytes per token its model file gives
+   (rsd_gguf_kv_per_token, f16 cache: an upper bound for a quantized one), read once per
+   configuration; a model without a readable GGUF file, a ctx, or a reserve is never
+   clamped. A start that fits gets its configured ctx back. */
+static void start_fit_set(srv *s, int m, uint32_t ctx, uint64_t reserve, uint64_t now) {
+    rsd_fleet_model_desc d = s->models[m].desc;
+    d.spec.ctx = ctx;
+    d.pool.reserve_bytes = reserve;
+    if (rsd_fleet_set_model(s->fleet, m, &d, now) == RSD_OK)
+        s->fit_ctx[m] = ctx == s->cfg->models[m].ctx ? 0 : ctx;
+}
+
+static void start_fit(srv *s, int m, uint64_t now) {
+    const rsrv_model *mc = &s->cfg->models[m];
+    rsd_fleet_model_info mi;
+    rsd_pool_stats st;
+    rsd_fit_bytes_desc d;
+    rsd_fit_bytes fb;
+    uint64_t held, kv;
+    int i, others = 0;
+    char t1[32];
+    if (!mc->ctx || !mc->reserve_bytes || mc->command[0] || !mc->model[0]) return;
+    memset(&mi, 0, sizeof mi);
+    if (rsd_fleet_query_model(s->fleet, m, now, &mi) != RSD_OK || mi.retry_at_ms > now) return; /* backed off */
+    rsd_pool_query_stats(rsd_fleet_pool(s->fleet), &st);
+    if (!st.budget_bytes) return;
+    if (!s->fit_kv[m] && !s->fit_seq[m]) { /* the figure, once per configuration */
+        rsd_gguf *g = (rsd_gguf *)malloc(sizeof *g);
+        rsd_gguf_start gs;
+        memset(&gs, 0, sizeof gs);
+        gs.n_ctx = mc->ctx;
+        gs.n_parallel = mc->parallel;
+        s->fit_seq[m] = 0;
+        if (g) {
+            rsd_gguf_init(g, NULL);
+            if (rsd_gguf_read_file(g, mc->model) != RSD_OK ||
+                rsd_gguf_kv_per_token(&g->info, &gs, &s->fit_kv[m], &s->fit_seq[m]) != RSD_OK)
+                s->fit_kv[m] = 0;
+            free(g);
+        }
+        if (!s->fit_kv[m]) s->fit_seq[m] = UINT32_MAX; /* no figure: never clamped */
+    }
+    if (!s->fit_kv[m]) return;
+    for (i = 0; i < s->cfg->nmodels; i++) others += i != m && model_running(s, i, now);
+    held = st.reserved_bytes + st.leased_bytes + (st.foreign_bytes < st.budget_bytes ? st.foreign_bytes : st.budget_bytes);
+    memset(&d, 0, sizeof d);
+    d.requested = mc->ctx;
+    d.kv_bytes_per_token = s->fit_kv[m];
+    d.n_seq = s->fit_seq[m];
+    (void)rsd_fit_context_bytes(&d, &fb); /* alone: the KV of its whole ctx */
+    kv = fb.kv_bytes;
+    d.n_other_residents = others;
+    d.free_bytes = st.budget_bytes > held ? st.budget_bytes - held : 0;
+    d.load_bytes = mc->reserve_bytes > kv ? mc->reserve_bytes - kv : 0; /* its reserve is its footprint at ctx */
+    (void)rsd_fit_context_bytes(&d, &fb);
+    if (others >= s->cfg->max_models || !fb.clamped || fb.floored) { /* fits, or evict as always */
+        if (s->fit_ctx[m]) start_fit_set(s, m, mc->ctx, mc->reserve_bytes, now);
+        return;
+    }
+    if (fb.context == s->fit_ctx[m]) return; /* the same clamp as last time: set already */
+    start_fit_set(s, m, fb.context, d.load_bytes + fb.kv_bytes, now);
+    logf_("%s: ctx %u clamped to %u tokens to start beside %d running model%s: its KV fits the %s left",
+          mc->id, (unsigned)mc->ctx, (unsigned)fb.context, others, others == 1 ? "" : "s",
+          rsrv_fmt_size(d.free_bytes > d.load_bytes ? d.free_bytes - d.load_bytes : 0, t1, sizeof t1));
 }
 
 /* A start held back only by what others hold (it fits the budget, not beside them now)
@@ -4134,7 +4228,7 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         rsrv_model *m = &mc->models[i];
         const rsrv_model *om = i < oc->nmodels ? &oc->models[i] : NULL;
         srv_model *sm = &s->models[i];
-        bool start = false;
+        bool start = false, fresh = true;
         if (build_model(mc, m, sm, s->slot_dir) != 0) { /* cannot happen: the parser checked the splits */
             m->retired = true;
             continue;
@@ -4172,7 +4266,9 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
             start = m->pinned && !om->pinned;
         } else {
             list_add(ro->unchanged, sizeof ro->unchanged, m->id);
+            fresh = false;
         }
+        if (fresh) s->fit_kv[i] = s->fit_seq[i] = s->fit_ctx[i] = 0; /* its fleet desc is the new one */
         if (start && !model_running(s, i, now)) (void)rsd_fleet_load(s->fleet, i, now);
     }
     if (mc->max_models != oc->max_models) (void)rsd_fleet_configure(s->fleet, mc->max_models, now);

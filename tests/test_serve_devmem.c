@@ -30,6 +30,7 @@
 #define SERVE_BIN "build/examples/rsd-serve"
 #define SIM_BIN "build/examples/rsd-sim"
 #include "serve_harness.h"
+#include "tiny_gguf.h"
 
 #define GiB ((uint64_t)1 << 30)
 
@@ -340,9 +341,55 @@ static void test_serve_never_fits(void) {
     unsetenv("FAKE_NVML_FILE");
 }
 
+/* The clamp by bytes for a start: b (its reserve is 1 MiB + 8 MiB of KV at ctx 32768: a
+   tiny model's 256 bytes a token) does not fit beside a in a 10 MiB budget; it starts
+   with the ctx whose KV fits what is left (28672 = 112 blocks of 256) instead of stopping
+   a. With less left than the floor (4096 tokens), a is evicted as always and b starts
+   with its whole ctx. */
+static void test_serve_clamp_by_bytes(void) {
+    serve_proc s;
+    char path[256], cfg[1400], bfile[300], state[32];
+    const char *args[] = {"--config", path, NULL};
+    int64_t pid_a;
+    int round;
+    (void)tiny_gguf_write_set; /* tiny_gguf.h's other writer, not needed here */
+    make_dir();
+    snprintf(path, sizeof path, "%s/clamp.ini", g_dir);
+    snprintf(bfile, sizeof bfile, "%s/tiny-b.gguf", g_dir);
+    REQUIRE(tiny_gguf_write(bfile, "tiny-b", 7, 2048, 0) == 0);
+    for (round = 0; round < 2; round++) {
+        snprintf(cfg, sizeof cfg, "max_models = 2\nvram_budget = 10M\n[model a]\nmodel = %s\nreserve = %s\n"
+                 "[model b]\nmodel = %s\nctx = 32768\nreserve = 9M\n", model_file("a"), round ? "8704K" : "2M", bfile);
+        write_cfg(path, cfg);
+        REQUIRE(serve_start(&s, args) == 0);
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("a", false)), 200);
+        pid_a = status_field(&s, "a", "pid");
+        CHECK(pid_a > 0);
+        CHECK_EQ_INT(http(&s, "POST", "/v1/chat/completions", chat("b", false)), 200);
+        CHECK(status_field(&s, "b", "pid") > 0);
+        CHECK_EQ_INT(http(&s, "GET", "/v1/models", NULL), 200);
+        if (round == 0) { /* clamped: a stays */
+            CHECK(strstr(g_body, "\"28672\"") != NULL);
+            CHECK(strstr(g_body, "\"loaded_context_length\":28672") != NULL);
+            CHECK(strstr(g_body, "\"32768\"") == NULL);
+            CHECK_EQ_INT(status_field(&s, "a", "pid"), pid_a);
+            status_state(&s, "a", state, sizeof state);
+            CHECK_EQ_STR(state, "ready");
+            CHECK(log_has(&s, "b: ctx 32768 clamped to 28672 tokens to start beside 1 running model: its KV fits the 7M left"));
+        } else { /* 2048 would fit: under the floor, a is evicted and b keeps its ctx */
+            CHECK(strstr(g_body, "\"32768\"") != NULL);
+            CHECK(strstr(g_body, "\"28672\"") == NULL);
+            CHECK(wait_field(&s, "a", "pid", 0));
+            CHECK(!log_has(&s, "clamped"));
+        }
+        CHECK_EQ_INT(serve_stop(&s), 0);
+    }
+}
+
 int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     RUN(test_config_auto);
+    RUN(test_serve_clamp_by_bytes);
     if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_auto);
     else printf("test_serve_auto: skipped under qemu-user (the fake NVML is a host library)\n");
     if (!getenv("RSD_TEST_QEMU")) RUN(test_serve_foreign_held);
