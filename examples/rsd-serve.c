@@ -54,7 +54,8 @@
               misses}; pool counters (evictions, backoffs, restores, ...), max_queue,
               queue_full (429s); with vram_budget = auto, device_memory {device, pool
               ("vram" or "host/unified"), total_bytes, used_bytes, others_bytes (what
-              the last reading counted against the budget), margin_bytes, reads}:
+              the last reading counted against the budget), margin_bytes, reads,
+              held_starts (models whose start waits only for that memory)}:
               the device is read when a start may be admitted, and every 250 ms
               while a start waits only for memory other programs hold (it fits the
               budget, not beside them): the reading that finds the memory starts it,
@@ -799,6 +800,8 @@ static void answer_status(srv *s, rsd_http_sreq_h h, uint64_t now) {
         rsd_json_w_int(&w, (int64_t)rsrv_eff_vram_margin(s->cfg));
         rsd_json_w_key(&w, "reads");
         rsd_json_w_int(&w, (int64_t)s->dm_reads);
+        rsd_json_w_key(&w, "held_starts"); /* models waiting only for memory others hold */
+        rsd_json_w_int(&w, st->models_foreign_held);
         rsd_json_w_end_object(&w);
     }
     rsd_json_w_key(&w, "live");

@@ -253,6 +253,7 @@ static void test_serve_foreign_held(void) {
     reads = dm_field(&s, true, "reads");
     CHECK(wait_until(&s, reads_above, &reads, 30000));
     CHECK_EQ_INT(status_field(&s, "a", "pid"), 0);
+    CHECK_EQ_INT(dm_field(&s, true, "held_starts"), 1);
     /* the renderer lets go: the next reading admits a, and the request is answered */
     gpu("10737418240,1073741824,999999=1073741824");
     n = 0;
@@ -266,6 +267,7 @@ static void test_serve_foreign_held(void) {
     pid_a = status_field(&s, "a", "pid");
     CHECK(pid_a > 0);
     CHECK(log_has(&s, "a: starting pid"));
+    CHECK_EQ_INT(dm_field(&s, true, "held_starts"), 0);
     CHECK_EQ_INT(serve_stop(&s), 0);
     unsetenv("RESIDENCY_NVML");
     unsetenv("FAKE_NVML_FILE");
