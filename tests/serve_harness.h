@@ -143,9 +143,19 @@ SH_FN int http(const serve_proc *s, const char *method, const char *path, const 
     return status;
 }
 
+static rsd_json_tok g_toks[8192];
+
+/* The last answer's top-level integer member key (-1 when absent or not an integer). */
+SH_FN int64_t json_int(const char *key) {
+    rsd_json_doc d;
+    int64_t v = -1;
+    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
+    (void)rsd_json_int64(&d, rsd_json_find(&d, 0, key), &v);
+    return v;
+}
+
 /* The /status entry of model id: a field as an integer (-1 when absent or null); "obj.field"
    reads a field of the entry's object obj (e.g. "kv_cache.saves"). */
-static rsd_json_tok g_toks[8192];
 SH_FN int64_t status_field(const serve_proc *s, const char *id, const char *field) {
     rsd_json_doc d;
     int arr, i, n;

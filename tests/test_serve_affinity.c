@@ -617,14 +617,6 @@ static void test_serve_exclusive(void) {
 }
 
 /* ---- leases ------------------------------------------------------------------------ */
-static int64_t json_int(const char *key) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, 0, key), &v);
-    return v;
-}
-
 static bool lease_ready(const serve_proc *s, int64_t id) {
     char p[64];
     snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);

@@ -516,14 +516,6 @@ static bool lease_reads_above(const serve_proc *s, const void *arg) {
     return lease_look(s, a[0], wt, sizeof wt, "reads", &v) && v > a[1] + 2;
 }
 
-static int64_t body_i64(const char *key) {
-    rsd_json_doc d;
-    int64_t v = -1;
-    if (rsd_json_parse(&d, g_body, strlen(g_body), g_toks, 8192) <= 0) return -1;
-    (void)rsd_json_int64(&d, rsd_json_find(&d, 0, key), &v);
-    return v;
-}
-
 /* The history's lease events for lease id (granted 4 GiB): the one at the take, not
    ready, waiting for the processes, then (awaited) the one telling it ready. */
 static bool lease_events_told(const serve_proc *s, int64_t id) {
@@ -583,10 +575,10 @@ static void test_serve_lease_device(void) {
     gpu(script);
     /* 4 GiB: 1 GiB is free, a (least recently used) stops; not ready while it runs */
     CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"4G\",\"restore\":true}"), 200);
-    CHECK(body_i64("granted") == (int64_t)4 << 30);
+    CHECK(json_int("granted") == (int64_t)4 << 30);
     CHECK(strstr(g_body, "\"ready\":false,\"waiting\":\"processes\",\"exiting\":[\"a\"]") != NULL);
     CHECK(strstr(g_body, "\"stopped\":[\"a\"]") != NULL);
-    id = body_i64("id");
+    id = json_int("id");
     REQUIRE(id > 0);
     /* a has exited; the device still shows its pid holding 4 GiB: not ready */
     CHECK(wait_lease(&s, id, "device", "stopped_bytes", (int64_t)4 << 30));
@@ -726,7 +718,7 @@ static void test_serve_lease_fixed(void) {
     REQUIRE(pid_a > 0);
     CHECK_EQ_INT(http(&s, "POST", "/_rsd/lease", "{\"bytes\":\"4G\"}"), 200);
     CHECK(strstr(g_body, "\"ready\":false,\"waiting\":\"processes\",\"exiting\":[\"a\"]") != NULL);
-    id = body_i64("id");
+    id = json_int("id");
     REQUIRE(id > 0);
     snprintf(p, sizeof p, "/_rsd/lease/%lld", (long long)id);
     CHECK(wait_until(&s, path_ready, p, 30000));
