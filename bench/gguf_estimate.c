@@ -89,16 +89,7 @@ int main(void) {
         return 0;
     }
     if (real_models(g_dir, sizeof g_dir) != 0) { printf("bench-gguf: could not write the models\n"); return 1; }
-    memset(&sh, 0, sizeof sh);
-    sh.name = "qwen-0.5b-shape";
-    sh.layers = 24;
-    sh.embd = 896;
-    sh.heads = 14;
-    sh.heads_kv = 2;
-    sh.ff = 4864;
-    sh.vocab = 151936;
-    sh.wtype = TG_Q8_0;
-    sh.ctx = 32768;
+    tg_shape_0p5b(&sh, "qwen-0.5b-shape");
     snprintf(path, sizeof path, "%s/half-b.gguf", g_dir);
     if (tiny_gguf_write_shape(path, &sh, 77) != 0) {
         printf("bench-gguf: could not write %s: %s\n", path, strerror(errno));

@@ -291,16 +291,7 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/%s.gguf", g_dir, names[i]);
         if (half) {
             tg_shape sh;
-            memset(&sh, 0, sizeof sh);
-            sh.name = names[i];
-            sh.layers = 24;
-            sh.embd = 896;
-            sh.heads = 14;
-            sh.heads_kv = 2;
-            sh.ff = 4864;
-            sh.vocab = 151936;
-            sh.wtype = TG_Q8_0;
-            sh.ctx = 32768;
+            tg_shape_0p5b(&sh, names[i]);
             if (tiny_gguf_write_shape(p, &sh, 77u + 7919u * (unsigned)i) != 0) {
                 printf("cannot write %s: %s\n", p, strerror(errno));
                 real_rmdir(g_dir);

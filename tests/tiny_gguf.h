@@ -180,6 +180,21 @@ static uint64_t tg_tok_rank(uint64_t tok) { return tok < 3 + 0x80 ? tok : tok - 
 
 typedef struct tg_tensor { char name[48]; uint32_t nd, type; uint64_t ne[2]; float fill, scale; int vocab_rows; } tg_tensor;
 
+/* The shape of a real 0.5B-parameter model (24 layers, n_embd 896, 14 heads, 2 KV heads,
+   n_ff 4864, vocab 151,936, training context 32768), q8_0 weights, named name. */
+static inline void tg_shape_0p5b(tg_shape *sh, const char *name) {
+    memset(sh, 0, sizeof *sh);
+    sh->name = name;
+    sh->layers = 24;
+    sh->embd = 896;
+    sh->heads = 14;
+    sh->heads_kv = 2;
+    sh->ff = 4864;
+    sh->vocab = 151936;
+    sh->wtype = TG_Q8_0;
+    sh->ctx = 32768;
+}
+
 static int tiny_gguf_write_shape(const char *path, const tg_shape *sh, uint64_t seed) {
     enum { MAXT = 3 + 9 * 64 };
     tg_tensor *t;
