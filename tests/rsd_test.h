@@ -4,7 +4,9 @@
        int main(int argc, char **argv) { RSD_TEST_BEGIN(argc, argv);
                                          RUN(test_x); ...  return RSD_TEST_END(); }
    `./test_foo name` runs only tests whose name contains `name`. The last line
-   printed is "N passed, N failed" (one test = one RUN). */
+   printed is "N passed, N failed" (one test = one RUN). A main that sets
+   rsdt_before_each has it called before every test that runs (a fresh state directory,
+   so that no record an earlier test left under a reused port counts in the next). */
 #ifndef RSD_TEST_H
 #define RSD_TEST_H
 #include <stdio.h>
@@ -13,6 +15,7 @@
 
 static int rsdt_passed, rsdt_failed, rsdt_cur_failed;
 static const char *rsdt_filter;
+static void (*rsdt_before_each)(void);
 
 #define RSD_TEST_BEGIN(argc, argv) (rsdt_filter = (argc) > 1 ? (argv)[1] : NULL)
 #define RSD_TEST_END() \
@@ -21,6 +24,7 @@ static const char *rsdt_filter;
 #define RUN(fn) do { \
     if (rsdt_filter && !strstr(#fn, rsdt_filter)) break; \
     rsdt_cur_failed = 0; \
+    if (rsdt_before_each) rsdt_before_each(); \
     fn(); \
     if (rsdt_cur_failed) { rsdt_failed++; printf("FAIL %s\n", #fn); } \
     else { rsdt_passed++; if (getenv("RSD_TEST_VERBOSE") || getenv("RSD_TEST_PROGRESS")) printf("ok   %s\n", #fn); } \

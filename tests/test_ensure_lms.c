@@ -846,6 +846,7 @@ int main(int argc, char **argv) {
     RSD_TEST_BEGIN(argc, argv);
     SIM_REQUIRE_BUILT();
     make_state_dir("ensure-lms");
+    rsdt_before_each = empty_state_dir; /* records are keyed by the sim's port, which comes round again */
     RUN(test_lms_resident_then_ttl_hit);
     RUN(test_lms_load_beside);
     RUN(test_lms_fallback_unloads_minimum);
