@@ -4397,6 +4397,12 @@ RSD_API int rsd_llama_log_line(rsd_llama_log *lg, const char *line, size_t len);
 #define RSDI_PRIVATE static
 #endif
 #endif
+/* A small internal function on a parser's hot path: inlined, except in a -Os build. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__OPTIMIZE_SIZE__)
+#define RSDI_INLINE static __inline__ __attribute__((always_inline, unused))
+#else
+#define RSDI_INLINE RSDI_PRIVATE
+#endif
 #if defined(__GNUC__) || defined(__clang__)
 #define RSDI_LIKELY(x) __builtin_expect(!!(x), 1)
 #define RSDI_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -4532,6 +4538,263 @@ RSDI_PRIVATE void rsdi_logf(const rsd_logger *lg, int level, uint32_t item, cons
     lg->fn(lg->user, level, item, buf, where);
 }
 
+/* ==== >>text ============================================================== */
+/* Validates one UTF-8 sequence starting at the lead byte *pp (>= 0x80): 0 with *pp past
+   it, RSD_ERR_TRUNCATED (*pp at e), or RSD_ERR_JSON with *pp at the bad byte (malformed
+   text; the JSON parser passes the code on). */
+RSDI_INLINE int rsdi_utf8_seq(const unsigned char **pp, const unsigned char *e) {
+    const unsigned char *p = *pp;
+    unsigned c = p[0], lo = 0x80, hi = 0xBF;
+    int need, k;
+    if (c < 0xC2) return RSD_ERR_JSON;
+    if (c < 0xE0) need = 1;
+    else if (c < 0xF0) {
+        need = 2;
+        if (c == 0xE0) lo = 0xA0;        /* overlong */
+        else if (c == 0xED) hi = 0x9F;   /* UTF-16 surrogates */
+    } else if (c < 0xF5) {
+        need = 3;
+        if (c == 0xF0) lo = 0x90;        /* overlong */
+        else if (c == 0xF4) hi = 0x8F;   /* > U+10FFFF */
+    } else return RSD_ERR_JSON;
+    for (k = 1; k <= need; k++) {
+        if (p + k >= e) { *pp = e; return RSD_ERR_TRUNCATED; }
+        if (p[k] < lo || p[k] > hi) { *pp = p + k; return RSD_ERR_JSON; }
+        lo = 0x80;
+        hi = 0xBF;
+    }
+    *pp = p + need + 1;
+    return 0;
+}
+
+/* True when s has no control byte (below 0x20, or 0x7f): a bearer token goes into a
+   header line as it is (header injection). */
+RSDI_PRIVATE bool rsdi_no_ctl(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
+    return true;
+}
+
+/* Bounded appender (rsd_text_escape, rsd_arg_redact, rsd_notice_format,
+   rsd_procs_command): writes what fits, counts everything. With sq set, each '
+   becomes '\'' (inside a single-quoted shell word). */
+typedef struct rsdi_sb {
+    char *buf;
+    size_t cap, len;
+    bool sq;
+} rsdi_sb;
+
+RSDI_PRIVATE void rsdi_sb_init(rsdi_sb *b, char *buf, size_t cap) {
+    b->buf = buf;
+    b->cap = buf ? cap : 0;
+    b->len = 0;
+    b->sq = false;
+    if (b->cap) buf[0] = '\0';
+}
+RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
+    size_t i;
+    if (!b->sq) { /* no quoting: what fits, at once */
+        size_t room = b->cap && b->len < b->cap - 1 ? b->cap - 1 - b->len : 0;
+        if (room && n) memcpy(b->buf + b->len, s, n < room ? n : room);
+        b->len += n;
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        if (b->sq && s[i] == '\'') {
+            b->sq = false;
+            rsdi_sb_put(b, "'\\''", 4);
+            b->sq = true;
+            continue;
+        }
+        if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
+        b->len++;
+    }
+}
+RSDI_PRIVATE void rsdi_sb_c(rsdi_sb *b, const char *s) { rsdi_sb_put(b, s, strlen(s)); }
+/* NUL-terminates at the end or at the cut; returns the full length. */
+RSDI_PRIVATE size_t rsdi_sb_end(rsdi_sb *b) {
+    if (b->cap) b->buf[b->len < b->cap ? b->len : b->cap - 1] = '\0';
+    return b->len;
+}
+
+RSDI_PRIVATE void rsdi_sb_esc(rsdi_sb *b, rsd_str s) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s.ptr, *e, *q;
+    char x[4];
+    if (!p) return;
+    e = p + s.len;
+    while (p < e) {
+        unsigned c = *p;
+        if (c >= 0x20 && c < 0x7F) {
+            q = p;
+            while (q < e && *q >= 0x20 && *q < 0x7F) q++;
+            rsdi_sb_put(b, (const char *)p, (size_t)(q - p));
+            p = q;
+            continue;
+        }
+        q = p;
+        if (c >= 0x80 && rsdi_utf8_seq(&q, e) == 0 && !(c == 0xC2 && p[1] < 0xA0)) {
+            rsdi_sb_put(b, (const char *)p, (size_t)(q - p)); /* valid, not a C1 control */
+            p = q;
+            continue;
+        }
+        if (c == '\n') rsdi_sb_c(b, "\\n");
+        else if (c == '\r') rsdi_sb_c(b, "\\r");
+        else if (c == '\t') rsdi_sb_c(b, "\\t");
+        else {
+            x[0] = '\\';
+            x[1] = 'x';
+            x[2] = hex[c >> 4];
+            x[3] = hex[c & 15];
+            rsdi_sb_put(b, x, 4);
+        }
+        p++;
+    }
+}
+
+RSD_API size_t rsd_text_escape(rsd_str s, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_esc(&b, s);
+    return rsdi_sb_end(&b);
+}
+
+/* A flag (leading '-') whose name a[0..n) names a secret (see the manual): its last
+   word (words split at '-', '_' and '.'; a last "file" or "path" skipped) ends with
+   key(s), secret(s), token, password(s), passwd or credential(s); or -hft. */
+RSDI_PRIVATE bool rsdi_arg_secret_flag(const char *a, size_t n) {
+    static const char *const ends[] = {"key", "keys", "secret", "secrets", "token", "password",
+                                       "passwords", "passwd", "credential", "credentials"};
+    char w[32];
+    size_t i, e = n, b, k, wl;
+    int pass;
+    if (!a || n < 2 || a[0] != '-') return false;
+    if (n == 4 && memcmp(a, "-hft", 4) == 0) return true;
+    for (i = 1; i < n && a[i] == '-'; i++) {}
+    for (pass = 0; pass < 2; pass++) {
+        for (b = e; b > i && a[b - 1] != '-' && a[b - 1] != '_' && a[b - 1] != '.'; b--) {}
+        if (e - b == 0 || e - b >= sizeof w) return false;
+        for (k = 0; k < e - b; k++) {
+            char c = a[b + k];
+            w[k] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+        }
+        wl = e - b;
+        if (pass == 0 && b > i && wl == 4 && (!memcmp(w, "file", 4) || !memcmp(w, "path", 4))) {
+            e = b - 1; /* --api-key-file: the word before */
+            continue;
+        }
+        for (k = 0; k < sizeof ends / sizeof ends[0]; k++) {
+            size_t el = strlen(ends[k]);
+            if (wl >= el && !memcmp(w + wl - el, ends[k], el)) return true;
+        }
+        return false;
+    }
+    return false;
+}
+
+/* The user:password of a URL in arg at or after from ("scheme://user:password@host"):
+   true with *off, *len set. (prev unused: the shape of rsdi_arg_secret_span.) */
+RSDI_PRIVATE bool rsdi_url_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
+                                       size_t *len) {
+    size_t n = strlen(arg), i;
+    (void)prev;
+    for (i = from; i + 3 <= n; i++) {
+        size_t h, at = 0, end;
+        if (memcmp(arg + i, "://", 3) != 0) continue;
+        h = i + 3;
+        for (end = h; end < n && arg[end] != '/' && arg[end] != '?' && arg[end] != '#'; end++)
+            if (arg[end] == '@') at = end;
+        if (at) {
+            *off = h;
+            *len = at - h;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The next part of arg (at or after from) that is not to be shown, given the argument
+   before it: the whole value after a secret flag, the value of --secret-flag=VALUE, or
+   the user:password of a URL. True with *off, *len set; false when there is none. */
+RSDI_PRIVATE bool rsdi_arg_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
+                                       size_t *len) {
+    size_t n = strlen(arg);
+    const char *eq;
+    if (prev && !strchr(prev, '=') && rsdi_arg_secret_flag(prev, strlen(prev))) {
+        *off = 0;
+        *len = n;
+        return from == 0;
+    }
+    eq = strchr(arg, '=');
+    if (eq && rsdi_arg_secret_flag(arg, (size_t)(eq - arg))) {
+        *off = (size_t)(eq - arg) + 1;
+        *len = n - *off;
+        return from <= *off;
+    }
+    return rsdi_url_secret_span(prev, arg, from, off, len);
+}
+
+/* arg into b with every part span finds shown as ***. */
+RSDI_PRIVATE void rsdi_sb_redact_by(rsdi_sb *b, const char *prev, const char *arg,
+                                    bool (*span)(const char *, const char *, size_t, size_t *, size_t *)) {
+    size_t from = 0, off, len;
+    if (!arg) arg = "";
+    while (span(prev, arg, from, &off, &len)) {
+        rsdi_sb_put(b, arg + from, off - from);
+        rsdi_sb_c(b, "***");
+        from = off + len;
+        if (!arg[from]) break;
+    }
+    rsdi_sb_put(b, arg + from, strlen(arg + from));
+}
+
+RSDI_PRIVATE void rsdi_sb_redact(rsdi_sb *b, const char *prev, const char *arg) {
+    rsdi_sb_redact_by(b, prev, arg, rsdi_arg_secret_span);
+}
+
+/* s with only a URL's user:password shown as *** (rsd_arg_redact's URL rule without its
+   flag rules: for text that is no argument, such as an error message). */
+RSDI_PRIVATE size_t rsdi_url_redact(const char *s, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_redact_by(&b, NULL, s, rsdi_url_secret_span);
+    return rsdi_sb_end(&b);
+}
+
+/* Replaces, in text[0..n) (output a child wrote, which may echo its arguments), every
+   copy of a value rsd_arg_redact hides in the NUL-separated argv args[0..args_len)
+   with *** (as many '*' when shorter than 3 bytes); in place, never longer. Returns
+   the new length. */
+RSDI_PRIVATE size_t rsdi_text_scrub(char *text, size_t n, const char *args, size_t args_len) {
+    const char *prev = NULL, *a = args;
+    while (a && a < args + args_len) {
+        size_t from = 0, off, len, al = strlen(a);
+        while (rsdi_arg_secret_span(prev, a, from, &off, &len)) {
+            size_t i = 0, put = len < 3 ? len : 3;
+            while (len > 0 && i + len <= n) {
+                if (memcmp(text + i, a + off, len) != 0) { i++; continue; }
+                memset(text + i, '*', put);
+                memmove(text + i + put, text + i + len, n - i - len);
+                n -= len - put;
+                i += put;
+            }
+            from = off + len;
+            if (from >= al) break;
+        }
+        prev = a;
+        a += al + 1;
+    }
+    return n;
+}
+
+RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap) {
+    rsdi_sb b;
+    rsdi_sb_init(&b, buf, cap);
+    rsdi_sb_redact(&b, prev, arg);
+    return rsdi_sb_end(&b);
+}
+/* ==== text end ============================================================ */
+
 /* ==== >>json ============================================================== */
 #include <stdlib.h> /* strtod */
 #include <float.h>  /* DBL_MAX */
@@ -4593,31 +4856,6 @@ RSDI_JSON_INLINE int rsdi_json_hex4(const unsigned char **pp, const unsigned cha
     return 0;
 }
 
-/* Validates one UTF-8 sequence starting at the lead byte *pp (>= 0x80). */
-RSDI_JSON_INLINE int rsdi_json_utf8(const unsigned char **pp, const unsigned char *e) {
-    const unsigned char *p = *pp;
-    unsigned c = p[0], lo = 0x80, hi = 0xBF;
-    int need, k;
-    if (c < 0xC2) return RSD_ERR_JSON;
-    if (c < 0xE0) need = 1;
-    else if (c < 0xF0) {
-        need = 2;
-        if (c == 0xE0) lo = 0xA0;        /* overlong */
-        else if (c == 0xED) hi = 0x9F;   /* UTF-16 surrogates */
-    } else if (c < 0xF5) {
-        need = 3;
-        if (c == 0xF0) lo = 0x90;        /* overlong */
-        else if (c == 0xF4) hi = 0x8F;   /* > U+10FFFF */
-    } else return RSD_ERR_JSON;
-    for (k = 1; k <= need; k++) {
-        if (p + k >= e) { *pp = e; return RSD_ERR_TRUNCATED; }
-        if (p[k] < lo || p[k] > hi) { *pp = p + k; return RSD_ERR_JSON; }
-        lo = 0x80;
-        hi = 0xBF;
-    }
-    *pp = p + need + 1;
-    return 0;
-}
 
 /* Scans a string body from *pp (just past the opening quote) to the closing quote.
    Returns RSD_JSON_F_ESCAPED or 0 with *pp at the closing quote, or an error with
@@ -4700,7 +4938,7 @@ RSDI_JSON_INLINE int rsdi_json_scan_str(const unsigned char **pp, const unsigned
             continue;
         }
         if (c < 0x20) { *pp = p; *what = "control character in string"; return RSD_ERR_JSON; }
-        r = rsdi_json_utf8(&p, e);
+        r = rsdi_utf8_seq(&p, e);
         if (r) { *pp = p; *what = "invalid UTF-8"; return r; }
     }
 }
@@ -5782,7 +6020,7 @@ RSDI_PRIVATE int rsdi_jw_string(rsd_json_writer *w, const char *str, size_t n) {
         if (p >= e) break;
         if (*p >= 0x80) {
             q = p;
-            if (rsdi_json_utf8(&q, e)) {
+            if (rsdi_utf8_seq(&q, e)) {
                 w->len = mark;
                 return rsdi_jw_fail(w, RSD_ERR_ARG);
             }
@@ -5920,235 +6158,6 @@ RSD_API int rsd_json_w_finish(rsd_json_writer *w) {
 }
 
 /* ==== json end ============================================================ */
-
-/* ==== >>text ============================================================== */
-/* True when s has no control byte (below 0x20, or 0x7f): a bearer token goes into a
-   header line as it is (header injection). */
-RSDI_PRIVATE bool rsdi_no_ctl(const char *s) {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) return false;
-    return true;
-}
-
-/* Bounded appender (rsd_text_escape, rsd_arg_redact, rsd_notice_format,
-   rsd_procs_command): writes what fits, counts everything. With sq set, each '
-   becomes '\'' (inside a single-quoted shell word). */
-typedef struct rsdi_sb {
-    char *buf;
-    size_t cap, len;
-    bool sq;
-} rsdi_sb;
-
-RSDI_PRIVATE void rsdi_sb_init(rsdi_sb *b, char *buf, size_t cap) {
-    b->buf = buf;
-    b->cap = buf ? cap : 0;
-    b->len = 0;
-    b->sq = false;
-    if (b->cap) buf[0] = '\0';
-}
-RSDI_PRIVATE void rsdi_sb_put(rsdi_sb *b, const char *s, size_t n) {
-    size_t i;
-    if (!b->sq) { /* no quoting: what fits, at once */
-        size_t room = b->cap && b->len < b->cap - 1 ? b->cap - 1 - b->len : 0;
-        if (room && n) memcpy(b->buf + b->len, s, n < room ? n : room);
-        b->len += n;
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        if (b->sq && s[i] == '\'') {
-            b->sq = false;
-            rsdi_sb_put(b, "'\\''", 4);
-            b->sq = true;
-            continue;
-        }
-        if (b->cap && b->len < b->cap - 1) b->buf[b->len] = s[i];
-        b->len++;
-    }
-}
-RSDI_PRIVATE void rsdi_sb_c(rsdi_sb *b, const char *s) { rsdi_sb_put(b, s, strlen(s)); }
-/* NUL-terminates at the end or at the cut; returns the full length. */
-RSDI_PRIVATE size_t rsdi_sb_end(rsdi_sb *b) {
-    if (b->cap) b->buf[b->len < b->cap ? b->len : b->cap - 1] = '\0';
-    return b->len;
-}
-
-RSDI_PRIVATE void rsdi_sb_esc(rsdi_sb *b, rsd_str s) {
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s.ptr, *e, *q;
-    char x[4];
-    if (!p) return;
-    e = p + s.len;
-    while (p < e) {
-        unsigned c = *p;
-        if (c >= 0x20 && c < 0x7F) {
-            q = p;
-            while (q < e && *q >= 0x20 && *q < 0x7F) q++;
-            rsdi_sb_put(b, (const char *)p, (size_t)(q - p));
-            p = q;
-            continue;
-        }
-        q = p;
-        if (c >= 0x80 && rsdi_json_utf8(&q, e) == 0 && !(c == 0xC2 && p[1] < 0xA0)) {
-            rsdi_sb_put(b, (const char *)p, (size_t)(q - p)); /* valid, not a C1 control */
-            p = q;
-            continue;
-        }
-        if (c == '\n') rsdi_sb_c(b, "\\n");
-        else if (c == '\r') rsdi_sb_c(b, "\\r");
-        else if (c == '\t') rsdi_sb_c(b, "\\t");
-        else {
-            x[0] = '\\';
-            x[1] = 'x';
-            x[2] = hex[c >> 4];
-            x[3] = hex[c & 15];
-            rsdi_sb_put(b, x, 4);
-        }
-        p++;
-    }
-}
-
-RSD_API size_t rsd_text_escape(rsd_str s, char *buf, size_t cap) {
-    rsdi_sb b;
-    rsdi_sb_init(&b, buf, cap);
-    rsdi_sb_esc(&b, s);
-    return rsdi_sb_end(&b);
-}
-
-/* A flag (leading '-') whose name a[0..n) names a secret (see the manual): its last
-   word (words split at '-', '_' and '.'; a last "file" or "path" skipped) ends with
-   key(s), secret(s), token, password(s), passwd or credential(s); or -hft. */
-RSDI_PRIVATE bool rsdi_arg_secret_flag(const char *a, size_t n) {
-    static const char *const ends[] = {"key", "keys", "secret", "secrets", "token", "password",
-                                       "passwords", "passwd", "credential", "credentials"};
-    char w[32];
-    size_t i, e = n, b, k, wl;
-    int pass;
-    if (!a || n < 2 || a[0] != '-') return false;
-    if (n == 4 && memcmp(a, "-hft", 4) == 0) return true;
-    for (i = 1; i < n && a[i] == '-'; i++) {}
-    for (pass = 0; pass < 2; pass++) {
-        for (b = e; b > i && a[b - 1] != '-' && a[b - 1] != '_' && a[b - 1] != '.'; b--) {}
-        if (e - b == 0 || e - b >= sizeof w) return false;
-        for (k = 0; k < e - b; k++) {
-            char c = a[b + k];
-            w[k] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-        }
-        wl = e - b;
-        if (pass == 0 && b > i && wl == 4 && (!memcmp(w, "file", 4) || !memcmp(w, "path", 4))) {
-            e = b - 1; /* --api-key-file: the word before */
-            continue;
-        }
-        for (k = 0; k < sizeof ends / sizeof ends[0]; k++) {
-            size_t el = strlen(ends[k]);
-            if (wl >= el && !memcmp(w + wl - el, ends[k], el)) return true;
-        }
-        return false;
-    }
-    return false;
-}
-
-/* The user:password of a URL in arg at or after from ("scheme://user:password@host"):
-   true with *off, *len set. (prev unused: the shape of rsdi_arg_secret_span.) */
-RSDI_PRIVATE bool rsdi_url_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
-                                       size_t *len) {
-    size_t n = strlen(arg), i;
-    (void)prev;
-    for (i = from; i + 3 <= n; i++) {
-        size_t h, at = 0, end;
-        if (memcmp(arg + i, "://", 3) != 0) continue;
-        h = i + 3;
-        for (end = h; end < n && arg[end] != '/' && arg[end] != '?' && arg[end] != '#'; end++)
-            if (arg[end] == '@') at = end;
-        if (at) {
-            *off = h;
-            *len = at - h;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The next part of arg (at or after from) that is not to be shown, given the argument
-   before it: the whole value after a secret flag, the value of --secret-flag=VALUE, or
-   the user:password of a URL. True with *off, *len set; false when there is none. */
-RSDI_PRIVATE bool rsdi_arg_secret_span(const char *prev, const char *arg, size_t from, size_t *off,
-                                       size_t *len) {
-    size_t n = strlen(arg);
-    const char *eq;
-    if (prev && !strchr(prev, '=') && rsdi_arg_secret_flag(prev, strlen(prev))) {
-        *off = 0;
-        *len = n;
-        return from == 0;
-    }
-    eq = strchr(arg, '=');
-    if (eq && rsdi_arg_secret_flag(arg, (size_t)(eq - arg))) {
-        *off = (size_t)(eq - arg) + 1;
-        *len = n - *off;
-        return from <= *off;
-    }
-    return rsdi_url_secret_span(prev, arg, from, off, len);
-}
-
-/* arg into b with every part span finds shown as ***. */
-RSDI_PRIVATE void rsdi_sb_redact_by(rsdi_sb *b, const char *prev, const char *arg,
-                                    bool (*span)(const char *, const char *, size_t, size_t *, size_t *)) {
-    size_t from = 0, off, len;
-    if (!arg) arg = "";
-    while (span(prev, arg, from, &off, &len)) {
-        rsdi_sb_put(b, arg + from, off - from);
-        rsdi_sb_c(b, "***");
-        from = off + len;
-        if (!arg[from]) break;
-    }
-    rsdi_sb_put(b, arg + from, strlen(arg + from));
-}
-
-RSDI_PRIVATE void rsdi_sb_redact(rsdi_sb *b, const char *prev, const char *arg) {
-    rsdi_sb_redact_by(b, prev, arg, rsdi_arg_secret_span);
-}
-
-/* s with only a URL's user:password shown as *** (rsd_arg_redact's URL rule without its
-   flag rules: for text that is no argument, such as an error message). */
-RSDI_PRIVATE size_t rsdi_url_redact(const char *s, char *buf, size_t cap) {
-    rsdi_sb b;
-    rsdi_sb_init(&b, buf, cap);
-    rsdi_sb_redact_by(&b, NULL, s, rsdi_url_secret_span);
-    return rsdi_sb_end(&b);
-}
-
-/* Replaces, in text[0..n) (output a child wrote, which may echo its arguments), every
-   copy of a value rsd_arg_redact hides in the NUL-separated argv args[0..args_len)
-   with *** (as many '*' when shorter than 3 bytes); in place, never longer. Returns
-   the new length. */
-RSDI_PRIVATE size_t rsdi_text_scrub(char *text, size_t n, const char *args, size_t args_len) {
-    const char *prev = NULL, *a = args;
-    while (a && a < args + args_len) {
-        size_t from = 0, off, len, al = strlen(a);
-        while (rsdi_arg_secret_span(prev, a, from, &off, &len)) {
-            size_t i = 0, put = len < 3 ? len : 3;
-            while (len > 0 && i + len <= n) {
-                if (memcmp(text + i, a + off, len) != 0) { i++; continue; }
-                memset(text + i, '*', put);
-                memmove(text + i + put, text + i + len, n - i - len);
-                n -= len - put;
-                i += put;
-            }
-            from = off + len;
-            if (from >= al) break;
-        }
-        prev = a;
-        a += al + 1;
-    }
-    return n;
-}
-
-RSD_API size_t rsd_arg_redact(const char *prev, const char *arg, char *buf, size_t cap) {
-    rsdi_sb b;
-    rsdi_sb_init(&b, buf, cap);
-    rsdi_sb_redact(&b, prev, arg);
-    return rsdi_sb_end(&b);
-}
-/* ==== text end ============================================================ */
 
 /* ==== >>reconcile ========================================================= */
 #include <stdlib.h> /* getenv */
