@@ -474,7 +474,7 @@ typedef struct job {
     struct srv *srv;
     rsd_http_sreq_h sreq;
     int model;
-    rsd_pool_req preq;
+    rsd_pool_req_h preq;
     bool granted;          /* holds an in-flight place: release or cancel once */
     rsd_http_req_h up;
     bool up_active;        /* the upstream request's event is still to come */
@@ -2180,7 +2180,7 @@ static bool mem_os_figure(srv *s, int64_t pid, rsrv_mem_fig *f, const char **src
 static void mem_learn(srv *s, int m, uint64_t now) {
     srv_mem *mm = &s->mem[m];
     rsd_procs *p = rsd_fleet_procs(s->fleet);
-    rsd_proc hs[RSD_PROCS_MAX];
+    rsd_proc_h hs[RSD_PROCS_MAX];
     rsd_proc_info pi;
     rsrv_mem_fig f;
     const char *src = NULL;
@@ -2382,7 +2382,7 @@ static srv_lease *lease_find(srv *s, uint32_t id) {
 static srv_lease *lease_slot_new(srv *s) {
     int k;
     for (k = 0; k < RSD_POOL_MAX_LEASES; k++) {
-        rsd_pool_lease l;
+        rsd_pool_lease_h l;
         rsd_pool_lease_info li;
         l.id = s->leases[k].id;
         if (!l.id || rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK) {
@@ -2486,7 +2486,7 @@ static void lease_w_state(srv *s, rsd_json_writer *w, const srv_lease *sl, const
    "waiting" (and its figures), "memory": {"stopped": [{model, bytes, bytes_from,
    estimate, measured, source}], budget, reserved, leased, others}}. A lease that is not
    ready when taken gets a second lease event when it turns ready. */
-static void lease_event(srv *s, const char *kind, rsd_pool_lease l, const rsd_pool_lease_info *li, uint64_t now) {
+static void lease_event(srv *s, const char *kind, rsd_pool_lease_h l, const rsd_pool_lease_info *li, uint64_t now) {
     rsd_json_writer w;
     srv_event *e = ev_begin(s, &w, kind, -1, now);
     int i;
@@ -2521,7 +2521,7 @@ static void lease_service(srv *s, uint64_t now) {
     int k;
     for (k = 0; k < RSD_POOL_MAX_LEASES; k++) {
         srv_lease *sl = &s->leases[k];
-        rsd_pool_lease l;
+        rsd_pool_lease_h l;
         rsd_pool_lease_info li;
         if (!sl->id) continue;
         l.id = sl->id;
@@ -2559,7 +2559,7 @@ static uint64_t lease_deadline(srv *s) {
 /* {"id", "granted", "requested", "ready", "waiting" (and its figures), "restore",
    "expires_in_ms", "stopped": [ids]}; released: the lease is released now (DELETE), the
    answer leads with "released":true. */
-static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool released, uint64_t now) {
+static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease_h l, bool released, uint64_t now) {
     rsd_pool_lease_info li;
     rsd_json_writer w;
     srv_lease *sl;
@@ -2612,7 +2612,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool relea
    no byte budget or too many leases, 400 a bad body. */
 static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     rsd_pool_lease_desc d;
-    rsd_pool_lease l;
+    rsd_pool_lease_h l;
     char err[256];
     int r;
     if (!rsrv_lease_body(ev->body.ptr, ev->body.len, &d, err, sizeof err)) {
@@ -2669,7 +2669,7 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
 static void answer_lease(srv *s, const rsd_http_server_event *ev, bool del, uint64_t now) {
     const char *p = ev->head->target.ptr + 12, *e = ev->head->target.ptr + ev->head->target.len;
     const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
-    rsd_pool_lease l;
+    rsd_pool_lease_h l;
     uint64_t id = 0;
     if (q) e = q;
     if (!rsrv_parse_u64(p, (size_t)(e - p), 0xFFFFFFFFu, &id) || !id) {

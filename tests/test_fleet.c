@@ -220,7 +220,7 @@ static int http_status(uint16_t port, const char *method, const char *path, cons
 }
 
 /* Acquire and wait for the GRANT: returns the port (0 on failure). */
-static uint16_t acquire_wait(rsd_fleet *f, int model, rsd_pool_req *req) {
+static uint16_t acquire_wait(rsd_fleet *f, int model, rsd_pool_req_h *req) {
     uint16_t port = 0;
     int r = rsd_fleet_acquire(f, model, tnow(), NULL, req, &port), i;
     if (r == RSD_OK) return port;
@@ -255,7 +255,7 @@ static void finish(rsd_fleet *f) {
 static void test_grant_flow(void) {
     int fd0 = count_fds();
     rsd_fleet *f;
-    rsd_pool_req req, req2;
+    rsd_pool_req_h req, req2;
     rsd_fleet_model_info mi;
     uint16_t port, port2 = 0;
     int a;
@@ -307,7 +307,7 @@ static void test_missing_binary(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req req;
+    rsd_pool_req_h req;
     uint16_t port;
     int m, good, nofile;
     log_reset();
@@ -354,7 +354,7 @@ static void test_spawn_failure_backs_off(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req req;
+    rsd_pool_req_h req;
     uint16_t port;
     const logged *l;
     int m;
@@ -401,7 +401,7 @@ static void test_failed_start_restores_evicted(void) {
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
     rsd_pool_stats st;
-    rsd_pool_req req;
+    rsd_pool_req_h req;
     uint16_t port;
     log_reset();
     f = mk_fleet(1, 0);
@@ -438,7 +438,7 @@ static void test_failed_start_restores_evicted(void) {
 static void test_child_slots_bound_requests(void) {
     int fd0 = count_fds(), a, i, granted = 0;
     rsd_fleet *f;
-    rsd_pool_req r[3];
+    rsd_pool_req_h r[3];
     rsd_pool_stats st;
     uint16_t port;
     log_reset();
@@ -495,7 +495,7 @@ static const logged *stop_of(int model, rsd_pool_why why) {
 static void test_two_models_concurrently(void) {
     int fd0 = count_fds(), a, b;
     rsd_fleet *f;
-    rsd_pool_req ra, rb;
+    rsd_pool_req_h ra, rb;
     uint16_t pa, pb;
     rsd_fleet_model_info ia, ib;
     log_reset();
@@ -566,7 +566,7 @@ static void test_busy_streaming_never_evicted(void) {
     rsd_http_request rq;
     rsd_http_req_h h;
     rsd_http_event hev;
-    rsd_pool_req ra, rb;
+    rsd_pool_req_h ra, rb;
     uint16_t pa, pb;
     char url[128];
     bool done = false;
@@ -628,7 +628,7 @@ static void test_busy_streaming_never_evicted(void) {
 static void test_residents_keep_flowing(void) {
     int fd0 = count_fds(), a, b, c, stops;
     rsd_fleet *f;
-    rsd_pool_req ra, rb, rc, ra2;
+    rsd_pool_req_h ra, rb, rc, ra2;
     uint16_t pa, pb, pc, pa2 = 0;
     const logged *g;
     log_reset();
@@ -667,7 +667,7 @@ static void test_pins(void) {
     int fd0 = count_fds(), a, b, c;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     f = mk_fleet(1, 0);
@@ -706,7 +706,7 @@ static void test_ttl_expiry(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     uint64_t rel;
     log_reset();
@@ -745,7 +745,7 @@ static void test_byte_budget(void) {
     rsd_fleet *f;
     rsd_fleet_desc d;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     memset(&d, 0, sizeof d);
@@ -784,7 +784,7 @@ static void test_byte_budget(void) {
 static void test_crash_and_respawn(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l, *first;
     log_reset();
@@ -829,7 +829,7 @@ static void test_stop_sigkill(void) {
     static const char *const stubborn[] = {"--runtime", "server", "--load-ms", "20", "--ignore-sigterm", NULL};
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -859,7 +859,7 @@ static void test_early_exit_fails_waiters(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r1, r2;
+    rsd_pool_req_h r1, r2;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -898,7 +898,7 @@ static void test_start_timeout(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -925,7 +925,7 @@ static void test_bind_failure(void) {
     int fd0 = count_fds(), a, lfd;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
@@ -958,7 +958,7 @@ static void test_bind_failure(void) {
 static void test_cancel_waiting(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r1, r2;
+    rsd_pool_req_h r1, r2;
     uint16_t port;
     log_reset();
     f = mk_fleet(1, 0);
@@ -980,7 +980,7 @@ static void test_cancel_waiting(void) {
 static void test_destroy_kills(void) {
     int fd0 = count_fds(), a, b;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     f = mk_fleet(2, 0);
@@ -998,7 +998,7 @@ static void test_destroy_kills(void) {
 static void test_bad_args(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     static char longs[RSD_FLEET_SPEC_BYTES + 10];
     const char *argsv[3];
@@ -1030,7 +1030,7 @@ static void test_bad_args(void) {
 static void test_configure_and_unload_drain(void) {
     int fd0 = count_fds(), a, b, stops;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     f = mk_fleet(2, 0);
@@ -1087,7 +1087,7 @@ static void test_event_queue_bounded(void) {
     rsd_fleet_model_desc md;
     rsd_fleet *f;
     rsd_fleet_event ev;
-    rsd_pool_req r[30];
+    rsd_pool_req_h r[30];
     uint16_t port;
     logcap lc;
     int i, m, fails = 0, first = -1;
@@ -1129,7 +1129,7 @@ static void test_cancel_withdraws_queued_events(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     uint64_t end;
     log_reset();
@@ -1279,7 +1279,7 @@ static void test_hanging_health(void) {
     rsd_fleet *f;
     rsd_fleet_desc d;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -1317,8 +1317,8 @@ static void test_lease_stops_idle_and_restores(void) {
     rsd_fleet *f;
     rsd_fleet_desc d;
     rsd_fleet_model_desc md;
-    rsd_pool_req ra, rb, rc;
-    rsd_pool_lease lease;
+    rsd_pool_req_h ra, rb, rc;
+    rsd_pool_lease_h lease;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
     uint16_t port = 0;
@@ -1373,7 +1373,7 @@ static void test_lease_stops_idle_and_restores(void) {
 static void test_exclusive_request(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r1, ex, r2;
+    rsd_pool_req_h r1, ex, r2;
     uint16_t port = 0, port1;
     const logged *g;
     log_reset();
@@ -1406,7 +1406,7 @@ static void test_stop_hold(void) {
     int fd0 = count_fds(), a;
     rsd_fleet_desc d;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     const logged *st;
     uint16_t port;
     uint64_t t0;
@@ -1469,7 +1469,7 @@ static void test_stop_hold_in_grace(void) {
     int fd0 = count_fds(), a;
     rsd_fleet_desc d;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     const logged *st, *ex;
     long kill_in = -1;
     uint64_t t0;
