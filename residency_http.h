@@ -1847,13 +1847,13 @@
    rsd_fleet_set_model(f, m, md, now): model m (same id) gets md's spec and pool
        settings (reserve_bytes, ttl_ms, max_in_flight, pinned); its start backoff and
        last failure are forgotten. The next start uses the new spec; a process that
-       runs keeps its command (rsd_fleet_unload with RSD_POOL_UNLOAD_DRAIN restarts it
+       runs keeps its command (rsd_pool_unload with RSD_POOL_UNLOAD_DRAIN restarts it
        once idle). Errors as add_model; on an error nothing changed.
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
        an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
        "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
        one before the model's retry_at_ms; 1 s doubling to 60 s, desc.pool.
-       start_backoff_ms; rsd_fleet_load or rsd_fleet_reset_backoff clear it; models
+       start_backoff_ms; rsd_fleet_load or rsd_pool_reset_backoff clear it; models
        evicted for a start that fails are loaded again), RSD_ERR_POOL_NO_FIT
        (reservation over the whole budget: at once, nothing started),
        RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
@@ -1861,16 +1861,19 @@
    rsd_fleet_acquire_ex(f, m, flags, now, user, &req, &port): with the pool's acquire
        flags; RSD_POOL_ACQUIRE_EXCLUSIVE runs the request alone on m's process once it
        has drained (benchmarks, calibration); other models keep flowing.
-   rsd_fleet_lease_take(f, &lease_desc, now, &lease) / rsd_fleet_lease_query /
-   rsd_fleet_lease_release: a VRAM lease for a workload outside the fleet, as the
-       pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
-       why "lease"), never a busy or pinned one; starts that would break it wait;
+   rsd_fleet_pool(f): the embedded pool, called directly where the fleet adds nothing:
+       rsd_pool_unload (-1 = every model), rsd_pool_configure (the most resident
+       processes; idle excess stopped, LRU first), rsd_pool_reset_backoff, the stats and
+       event log, rsd_pool_set_vram (a measured total, and what others hold there; a
+       reading only admits: nothing running is stopped for it; rsd_devmem reads one),
+       and the byte leases rsd_pool_lease_take / _query / _release (a VRAM lease for a
+       workload outside the fleet: idle, unpinned processes stopped LRU first, STOPPING
+       with why "lease", never a busy or pinned one; starts that would break it wait;
        release or its ttl gives the bytes back and, with lease_desc.restore, restarts
-       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes, or a measured
-       total from rsd_fleet_set_vram).
-   rsd_fleet_set_vram(f, total, foreign, now): the pool's rsd_pool_set_vram (a measured
-       total, and what others hold there), then what it admits is started at once. A
-       reading only admits: nothing running is stopped for it (rsd_devmem reads one).
+       what it stopped; needs a byte budget). The next rsd_fleet_step carries out the
+       STOPs and SPAWNs they queue (rsd_fleet_next_deadline is 0 until then).
+       Requests, preloads and the stop go through the fleet's own calls below; the
+       pool is never stepped, nor its actions pulled, by the host.
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms,
        exit_code (of the process that failed: its status, 128+N for signal N, 127 when
@@ -1889,10 +1892,12 @@
        for 60 s starts the count over, and so does rsd_fleet_set_model -- it is left
        stopped ("stopped by the watchdog, not restarted"); the next acquire starts it
        as usual. Polls never count as use: no grant, no idle timer reset.
-   rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
-   rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
-       / configure / stop; each applies the pool's resulting actions at once (a SPAWN
-       runs inside the call: about 1-2 ms).
+   rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_stop: as
+       rsd_pool_release / cancel / preload / stop; each applies the pool's resulting
+       actions at once (a SPAWN runs inside the call: about 1-2 ms; the GRANT a release
+       frees is waiting when it returns). cancel also withdraws a GRANT or FAIL not
+       pulled yet, load and acquire check the model's command first, stop refuses later
+       work.
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
        TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves;
        returns the events waiting (>= 0), RSD_ERR_ARG.
@@ -3280,20 +3285,6 @@ RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req_h req, uint64_t now_ms)
 RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req_h req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
-/* A VRAM lease for a workload outside the fleet (rsd_pool_lease_take): idle, unpinned
-   processes are stopped, least recently used first, until the reservations plus the
-   leases fit the budget; starts that would break it wait; release (or the ttl) gives
-   the bytes back and, with desc.restore, restarts what it stopped. info.stopped holds
-   the model indexes it stopped. RSD_OK granted and free, RSD_PENDING granted with
-   victims still exiting, RSD_ERR_POOL_NO_FIT declined (nothing was stopped). */
-RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
-                                 rsd_pool_lease_h *lease);
-RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease_h lease, rsd_pool_lease_info *info);
-RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease_h lease, uint64_t now_ms);
-/* A memory reading for the pool's budget (rsd_pool_set_vram: total 0 = unknown; the
-   budget is the smaller of it and desc.pool.vram_budget_bytes; foreign counts against
-   admissions); what it admits starts at once. RSD_OK or RSD_ERR_ARG. */
-RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms);
 /* Replace model's command and pool settings (same id): the next start uses the new
    spec; a running process is not touched (unload it to restart it). Its start backoff
    and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
@@ -3303,13 +3294,6 @@ RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_d
    toward the watchdog's error limit; anything else resets the count. Needs the watchdog
    (watchdog_interval_ms or watchdog_errors set). RSD_OK, or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms);
-/* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
-   configuration changed. */
-RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
-/* Unload a model (-1 = all): flags as rsd_pool_unload. */
-RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms);
-/* Change the maximum of resident processes (idle excess stopped, LRU first). */
-RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms);
 /* Stop everything: fail waiting requests, stop every process, refuse later work. */
 RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms);
 /* True when no process of ours is alive (after rsd_fleet_stop: safe to destroy). */
@@ -3332,7 +3316,11 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
                                   rsd_fleet_model_info *info);
 /* Events dropped because the queues were full (the host did not pull them). */
 RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f);
-/* The embedded pool (stats, event log; do not drive it directly). */
+/* The embedded pool, for what the fleet adds nothing to: its stats and event log,
+   rsd_pool_unload, rsd_pool_configure, rsd_pool_set_vram, rsd_pool_reset_backoff and the
+   leases. The next rsd_fleet_step carries out what they queue (rsd_fleet_next_deadline
+   is 0 until then). Requests, preloads and the stop go through the fleet's calls; never
+   step the pool or pull its actions. */
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f);
 /* The embedded supervisor (rsd_procs_tail, rsd_procs_query; do not stop its children). */
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
@@ -15315,38 +15303,6 @@ RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
     if (!f || model < 0 || model >= f->num_models) return RSD_ERR_ARG;
     if ((r = rsdi_fleet_precheck(f, model)) < 0) return r;
     return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
-}
-
-RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
-                                 rsd_pool_lease_h *lease) {
-    if (lease) lease->id = 0;
-    return f ? rsdi_fleet_then(f, rsd_pool_lease_take(f->pool, desc, now_ms, lease), now_ms)
-             : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease_h lease, rsd_pool_lease_info *info) {
-    return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_set_vram(f->pool, total_bytes, foreign_bytes, now_ms), now_ms)
-             : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease_h lease, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_lease_release(f->pool, lease, now_ms), now_ms) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
-    return f ? rsd_pool_reset_backoff(f->pool, model) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_unload(f->pool, model, flags, now_ms), now_ms) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_configure(f->pool, max_models, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms) {

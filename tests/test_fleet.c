@@ -382,7 +382,7 @@ static void test_spawn_failure_backs_off(void) {
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_ERR_POOL_BACKOFF);
     drain(f);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, m), 1); /* not spawned again */
-    CHECK_EQ_INT(rsd_fleet_reset_backoff(f, m), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_reset_backoff(rsd_fleet_pool(f), m), RSD_OK);
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_PENDING);
     drain(f);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, m), 2); /* nothing stays claimed (W27) */
@@ -682,7 +682,7 @@ static void test_pins(void) {
     CHECK_EQ_INT(rsd_fleet_acquire(f, b, tnow(), NULL, &r, &port), RSD_ERR_POOL_PINNED);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, b), 0);
     /* two slots: b and c take turns in the second, a stays */
-    CHECK_EQ_INT(rsd_fleet_configure(f, 2, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_configure(rsd_fleet_pool(f), 2, tnow()), RSD_OK);
     port = acquire_wait(f, b, &r);
     CHECK(port > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
@@ -692,7 +692,7 @@ static void test_pins(void) {
     CHECK(stop_of(b, RSD_POOL_WHY_EVICT) != NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 0);
     /* an explicit unload stops a pinned model too */
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
     CHECK(stop_of(a, RSD_POOL_WHY_UNLOAD) != NULL);
     finish(f);
@@ -1042,13 +1042,14 @@ static void test_configure_and_unload_drain(void) {
     port = acquire_wait(f, b, &r);
     REQUIRE(port > 0);
     /* max 1: a is idle (trimmed), b is busy (kept) */
-    CHECK_EQ_INT(rsd_fleet_configure(f, 1, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_configure(rsd_fleet_pool(f), 1, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
     CHECK(stop_of(a, RSD_POOL_WHY_TRIM) != NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
     /* unload b: refused while busy, or drained */
-    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_ERR_POOL_BUSY);
-    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), b, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()),
+                 RSD_ERR_POOL_BUSY);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), b, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
     round_once(f, NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
     CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200); /* still serving it */
@@ -1102,7 +1103,7 @@ static void test_event_queue_bounded(void) {
     md.spec.exe = noexec_file();
     m = rsd_fleet_add_model(f, &md);
     for (i = 0; i < 30; i++) {
-        CHECK_EQ_INT(rsd_fleet_reset_backoff(f, m), RSD_OK); /* each fails: no backoff here */
+        CHECK_EQ_INT(rsd_pool_reset_backoff(rsd_fleet_pool(f), m), RSD_OK); /* each fails: no backoff here */
         CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &r[i], &port), RSD_PENDING);
     }
     CHECK_EQ_INT(rsd_fleet_events_dropped(f), 30 - (2 * 4 + 16));
@@ -1344,12 +1345,12 @@ static void test_lease_stops_idle_and_restores(void) {
     memset(&ld, 0, sizeof ld);
     ld.bytes = 5ull << 30;
     ld.restore = true;
-    CHECK_EQ_INT(rsd_fleet_lease_take(f, &ld, tnow(), &lease), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_lease_take(rsd_fleet_pool(f), &ld, tnow(), &lease), RSD_PENDING);
     CHECK(await(f, RSD_FLEET_EV_STOPPING, a, 0) != NULL);
     CHECK(stop_of(a, RSD_POOL_WHY_LEASE) != NULL);
     CHECK(stop_of(b, RSD_POOL_WHY_LEASE) == NULL);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
-    CHECK_EQ_INT(rsd_fleet_lease_query(f, lease, &li), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_query(rsd_fleet_pool(f), lease, &li), RSD_OK);
     CHECK(li.ready);
     CHECK(li.granted == 5ull << 30);
     CHECK(li.stopped == (1ull << a));
@@ -1359,9 +1360,9 @@ static void test_lease_stops_idle_and_restores(void) {
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, c), 0);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, -1), 0);
     CHECK_EQ_INT(rsd_fleet_cancel(f, rc, tnow()), RSD_OK);
-    CHECK_EQ_INT(rsd_fleet_lease_release(f, lease, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_release(rsd_fleet_pool(f), lease, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_READY, a, 1) != NULL); /* restored without a request */
-    CHECK_EQ_INT(rsd_fleet_lease_query(f, lease, &li), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_lease_query(rsd_fleet_pool(f), lease, &li), RSD_ERR_POOL_STALE);
     CHECK_EQ_INT(rsd_fleet_release(f, rb, tnow()), RSD_OK);
     finish(f);
     CHECK_EQ_INT(count_fds(), fd0);
@@ -1423,7 +1424,7 @@ static void test_stop_hold(void) {
     REQUIRE(port > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
     CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_ERR_NOT_FOUND); /* nothing held yet */
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, 0, tnow()), RSD_OK);
     st = await(f, RSD_FLEET_EV_STOPPING, a, 0);
     REQUIRE(st != NULL);
     CHECK(st->ev.held);
@@ -1440,7 +1441,7 @@ static void test_stop_hold(void) {
     REQUIRE(port > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
     t0 = tnow();
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, t0), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, 0, t0), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_STOPPING, a, 1) != NULL);
     round_once(f, NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 1);
@@ -1487,7 +1488,7 @@ static void test_stop_hold_in_grace(void) {
     REQUIRE(acquire_wait(f, a, &r) > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
     t0 = tnow();
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, t0), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, 0, t0), RSD_OK);
     st = await(f, RSD_FLEET_EV_STOPPING, a, 0);
     REQUIRE(st != NULL);
     CHECK(st->ev.held);
