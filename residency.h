@@ -125,6 +125,17 @@
      A frame: step each object, pull its events, poll every descriptor until the
      earliest deadline (tests/test_pump.c drives them all through one such loop).
 
+   HANDLES
+     What an object hands out to be named again later is a handle, spelled rsd_X_h:
+     rsd_pool_req_h, rsd_pool_proc_h and rsd_pool_lease_h here; rsd_http_req_h,
+     rsd_http_sreq_h and rsd_proc_h in residency_http.h. Each is a struct of one
+     uint32_t id, and an id of 0 is never valid (a zeroed handle means "none"). The
+     id holds the entry's index in its table in the low bits, as many as the table's
+     limit needs (pool requests 20, HTTP requests 12, processes and pool processes 8,
+     leases 4), and the entry's generation above them. Each reuse of an entry moves its
+     generation on (never to 0), so a stale handle is refused, never taken for the
+     entry's new tenant, until the generation wraps after 2^(32 - bits) - 1 reuses.
+
    ---- text: what reaches a terminal or a log line ----------------------------
        Text a server or a child chose (model ids, messages, command lines) is
        passed through these before it is printed, logged or put in an error
@@ -3917,12 +3928,12 @@ enum {
 /* Largest byte figure accepted anywhere in the pool (256 PiB). */
 #define RSD_POOL_MAX_BYTES ((uint64_t)1 << 58)
 
-/* A request (sokol-style handle: 0 = invalid, generation in the high bits). */
-typedef struct rsd_pool_req { uint32_t id; } rsd_pool_req;
-/* One incarnation of a slot's process (index in the low 8 bits, generation
-   above). The host echoes it in rsd_pool_on_started/on_exited; a stale one
-   (an earlier process in the same slot) is refused. */
-typedef struct rsd_pool_proc { uint32_t id; } rsd_pool_proc;
+/* A request (a handle: 0 = invalid; see HANDLES). */
+typedef struct rsd_pool_req_h { uint32_t id; } rsd_pool_req_h;
+/* One incarnation of a slot's process (a handle; its index is the slot). The host
+   echoes it in rsd_pool_on_started/on_exited; a stale one (an earlier process in the
+   same slot) is refused. */
+typedef struct rsd_pool_proc_h { uint32_t id; } rsd_pool_proc_h;
 
 /* Slot states; see STATE MACHINE in the manual. */
 typedef enum rsd_pool_slot_state {
@@ -3963,12 +3974,12 @@ typedef enum rsd_pool_action_kind {
 typedef struct rsd_pool_action {
     rsd_pool_action_kind kind;
     int slot;               /* SPAWN, STOP, GRANT: slot index 0..RSD_POOL_MAX_SLOTS-1 */
-    rsd_pool_proc proc;     /* SPAWN, STOP: the process incarnation */
+    rsd_pool_proc_h proc;   /* SPAWN, STOP: the process incarnation */
     int model;              /* model index (SPAWN: to load; STOP: being stopped; GRANT/FAIL) */
     const char *model_id;   /* NUL-terminated id of .model (owned by the pool) */
     uint64_t reserve_bytes; /* SPAWN: bytes reserved for the load; STOP: bytes held */
     rsd_pool_why why;       /* STOP */
-    rsd_pool_req req;       /* GRANT, FAIL */
+    rsd_pool_req_h req;     /* GRANT, FAIL */
     void *user;             /* GRANT, FAIL: the user pointer given to rsd_pool_acquire */
     int result;             /* FAIL: the reason, an RSD_ERR_* (<0) */
 } rsd_pool_action;
@@ -4030,7 +4041,7 @@ typedef struct rsd_pool_slot_info {
     rsd_pool_slot_state state;
     int model;                /* -1 when none */
     const char *model_id;     /* NULL when none */
-    rsd_pool_proc proc;
+    rsd_pool_proc_h proc;
     uint32_t in_flight;
     uint64_t reserve_bytes;
     uint64_t last_use;        /* logical clock of the last use (LRU key) */
@@ -4107,7 +4118,7 @@ RSD_API int rsd_pool_set_model(rsd_pool *pool, int model, const rsd_pool_model_d
 /* Ask for a request on model: RSD_OK (granted now; *slot set, in-flight counted),
    RSD_PENDING (queued; wait for GRANT/FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
-                             rsd_pool_req *req, int *slot);
+                             rsd_pool_req_h *req, int *slot);
 /* rsd_pool_acquire_ex flags. */
 enum {
     RSD_POOL_ACQUIRE_EXCLUSIVE = 1 /* run alone on the model's process (benchmarks,
@@ -4118,21 +4129,21 @@ enum {
 };
 /* rsd_pool_acquire with flags (0 = rsd_pool_acquire). RSD_ERR_ARG for unknown flags. */
 RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t now_ms,
-                                void *user, rsd_pool_req *req, int *slot);
+                                void *user, rsd_pool_req_h *req, int *slot);
 /* Load model and leave it resident without a request (boot policy): RSD_OK
    when it is already READY or STARTING, RSD_PENDING when queued, <0 as acquire. An
    explicit load clears the model's start backoff. */
 RSD_API int rsd_pool_preload(rsd_pool *pool, int model, uint64_t now_ms);
 /* A granted request finished: in-flight--, LRU clock and idle deadline updated. */
-RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
+RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req_h req, uint64_t now_ms);
 /* The client went away: drop a waiting request, or release a granted one. */
-RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms);
+RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req_h req, uint64_t now_ms);
 /* Report the end of a load started by SPAWN: ok = healthy; !ok = failed (pool emits STOP). */
-RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms);
+RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc_h proc, bool ok, uint64_t now_ms);
 /* Report that a slot's process is gone (after STOP, or a crash); frees slot and reservation. */
-RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms);
+RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_ms);
 /* Replace a slot's claim-time reservation with the measured figure. */
-RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t bytes,
                                   uint64_t now_ms);
 /* Measured VRAM: total_bytes (0 = unknown) and bytes used by others. */
 RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t foreign_bytes,
@@ -4140,10 +4151,10 @@ RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t for
 /* The process in proc takes at most max_in_flight requests at once (its own count, e.g.
    llama-server's total_slots; 0 = no limit of its own): the smaller of this and the
    model's max_in_flight applies to it. */
-RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc_h proc, uint32_t max_in_flight,
                                     uint64_t now_ms);
 /* Store the host's pid (or any id) for the process in proc, shown in stats. */
-RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid);
+RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc_h proc, int64_t pid);
 /* Pull the next action (STOPs and SPAWNs first, then GRANT/FAIL); false when none. */
 RSD_API bool rsd_pool_next_action(rsd_pool *pool, rsd_pool_action *action);
 /* Run timers (idle TTL, lease ttl, the wait bound): the actions waiting (>= 0), or RSD_ERR_ARG. */
@@ -4168,7 +4179,7 @@ RSD_API int rsd_pool_stop(rsd_pool *pool, uint64_t now_ms);
    not failed). Releasing it (or its ttl passing, in rsd_pool_step) gives the bytes
    back and, with .restore, reloads what it stopped. A pool without a byte budget
    (vram_budget_bytes = 0 and no rsd_pool_set_vram total) has nothing to lease. */
-typedef struct rsd_pool_lease { uint32_t id; } rsd_pool_lease; /* 0 = invalid */
+typedef struct rsd_pool_lease_h { uint32_t id; } rsd_pool_lease_h; /* a handle: 0 = invalid */
 
 typedef struct rsd_pool_lease_desc {
     uint64_t bytes;   /* bytes wanted; 1..RSD_POOL_MAX_BYTES */
@@ -4190,12 +4201,12 @@ typedef struct rsd_pool_lease_info {
    ready), RSD_ERR_POOL_NO_FIT (declined: nothing can be freed, or no byte budget;
    nothing was stopped), RSD_ERR_CAPACITY (RSD_POOL_MAX_LEASES live), RSD_ERR_ARG. */
 RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc, uint64_t now_ms,
-                                rsd_pool_lease *lease);
+                                rsd_pool_lease_h *lease);
 /* Fill info for a live lease; RSD_ERR_POOL_STALE for a released or invalid one. */
-RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease lease,
+RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease_h lease,
                                  rsd_pool_lease_info *info);
 /* Give a lease's bytes back (and reload what it stopped when it asked to). */
-RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease lease, uint64_t now_ms);
+RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease_h lease, uint64_t now_ms);
 
 /* Fill a complete snapshot. */
 RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *stats);
@@ -4203,8 +4214,8 @@ RSD_API void rsd_pool_query_stats(const rsd_pool *pool, rsd_pool_stats *stats);
 RSD_API int rsd_pool_query_model(const rsd_pool *pool, int model, rsd_pool_model_info *info);
 /* Pull the oldest event-log entry; false when empty (or no log configured). */
 RSD_API bool rsd_pool_next_event(rsd_pool *pool, rsd_pool_event *event);
-/* Slot index of a process handle (its low 8 bits); -1 for an invalid handle. */
-RSD_API int rsd_pool_proc_slot(rsd_pool_proc proc);
+/* Slot index of a process handle (its index); -1 for an invalid handle. */
+RSD_API int rsd_pool_proc_slot(rsd_pool_proc_h proc);
 /* Names for enums (never NULL). */
 RSD_API const char *rsd_pool_slot_state_str(int state);
 /* Name of an rsd_pool_why value (never NULL). */
@@ -4483,6 +4494,17 @@ RSDI_PRIVATE bool rsdi_size_mul(size_t a, size_t b, size_t *out) {
     if (a != 0 && b > (size_t)-1 / a) return false;
     *out = a * b;
     return true;
+}
+
+/* Handles (rsd_X_h): one uint32_t, the generation above `bits` index bits. A table sizes
+   `bits` for its limit; the generation runs 1..2^(32-bits)-1 and is never 0, so 0 is never
+   a live handle, and a slot's next generation refuses the handles of its earlier tenants. */
+RSDI_PRIVATE uint32_t rsdi_handle_make(uint32_t gen, uint32_t idx, unsigned bits) { return gen << bits | idx; }
+RSDI_PRIVATE uint32_t rsdi_handle_idx(uint32_t id, unsigned bits) { return id & ((1u << bits) - 1u); }
+RSDI_PRIVATE uint32_t rsdi_handle_gen(uint32_t id, unsigned bits) { return id >> bits; }
+RSDI_PRIVATE uint32_t rsdi_handle_next_gen(uint32_t gen, unsigned bits) {
+    gen = (gen + 1u) & (0xFFFFFFFFu >> bits);
+    return gen ? gen : 1u;
 }
 
 /* ==== >>alloc ============================================================= */
@@ -12256,9 +12278,9 @@ RSD_API int rsd_detect_feed(rsd_detect *d, int transport, int status, const char
 
 /* ==== >>pool ============================================================== */
 #define RSDI_POOL_NIL 0xFFFFFFFFu
-#define RSDI_POOL_IDX_BITS 20
-#define RSDI_POOL_IDX_MASK ((1u << RSDI_POOL_IDX_BITS) - 1u)
-#define RSDI_POOL_GEN_MASK 0xFFFu
+#define RSDI_POOL_REQ_BITS 20  /* handle index bits: RSD_POOL_MAX_REQUESTS */
+#define RSDI_POOL_PROC_BITS 8  /* RSD_POOL_MAX_SLOTS */
+#define RSDI_POOL_LEASE_BITS 4 /* RSD_POOL_MAX_LEASES */
 #define RSDI_POOL_UNLIMITED ((int64_t)1 << 62)
 
 enum { RSDI_PREQ_FREE = 0, RSDI_PREQ_WAITING, RSDI_PREQ_RUNNING, RSDI_PREQ_FAILED,
@@ -12398,14 +12420,14 @@ RSDI_PRIVATE void rsdi_pool_event_log(rsd_pool *p, rsd_pool_event_kind kind, rsd
 }
 
 /* ---- request table ------------------------------------------------------- */
-RSDI_PRIVATE rsd_pool_req rsdi_pool_handle(const rsd_pool *p, uint32_t idx) {
-    rsd_pool_req h;
-    h.id = (p->reqs[idx].gen << RSDI_POOL_IDX_BITS) | idx;
+RSDI_PRIVATE rsd_pool_req_h rsdi_pool_handle(const rsd_pool *p, uint32_t idx) {
+    rsd_pool_req_h h;
+    h.id = rsdi_handle_make(p->reqs[idx].gen, idx, RSDI_POOL_REQ_BITS);
     return h;
 }
 
-RSDI_PRIVATE rsdi_pool_reqent *rsdi_pool_lookup(rsd_pool *p, rsd_pool_req h, uint32_t *idx) {
-    uint32_t i = h.id & RSDI_POOL_IDX_MASK, g = h.id >> RSDI_POOL_IDX_BITS;
+RSDI_PRIVATE rsdi_pool_reqent *rsdi_pool_lookup(rsd_pool *p, rsd_pool_req_h h, uint32_t *idx) {
+    uint32_t i = rsdi_handle_idx(h.id, RSDI_POOL_REQ_BITS), g = rsdi_handle_gen(h.id, RSDI_POOL_REQ_BITS);
     if (h.id == 0 || i >= p->max_requests) return NULL;
     if (p->reqs[i].gen != g || p->reqs[i].state == RSDI_PREQ_FREE) return NULL;
     *idx = i;
@@ -12419,8 +12441,7 @@ RSDI_PRIVATE uint32_t rsdi_pool_req_alloc(rsd_pool *p) {
     r = &p->reqs[i];
     p->free_head = p->wq[i].next;
     if (p->free_head == RSDI_POOL_NIL) p->free_tail = RSDI_POOL_NIL;
-    r->gen = (r->gen & RSDI_POOL_GEN_MASK) + 1u;
-    if (r->gen > RSDI_POOL_GEN_MASK) r->gen = 1;
+    r->gen = rsdi_handle_next_gen(r->gen, RSDI_POOL_REQ_BITS);
     p->wq[i].prev = p->wq[i].next = p->nt[i].prev = p->nt[i].next = RSDI_POOL_NIL;
     r->ntf = RSDI_PNTF_NONE;
     r->preload = 0;
@@ -12633,16 +12654,15 @@ RSDI_PRIVATE void rsdi_pool_fail_model_waiters(rsd_pool *p, int m, int result) {
 }
 
 /* ---- slot transitions ----------------------------------------------------- */
-RSDI_PRIVATE rsd_pool_proc rsdi_pool_proc_of(const rsd_pool *p, int s) {
-    rsd_pool_proc h;
-    h.id = (p->slots[s].gen << 8) | (uint32_t)s;
+RSDI_PRIVATE rsd_pool_proc_h rsdi_pool_proc_of(const rsd_pool *p, int s) {
+    rsd_pool_proc_h h;
+    h.id = rsdi_handle_make(p->slots[s].gen, (uint32_t)s, RSDI_POOL_PROC_BITS);
     return h;
 }
 
 RSDI_PRIVATE void rsdi_pool_claim(rsd_pool *p, int s, int m) {
     rsdi_pool_slot *sl = &p->slots[s];
-    sl->gen = (sl->gen + 1u) & 0xFFFFFFu;
-    if (sl->gen == 0) sl->gen = 1;
+    sl->gen = rsdi_handle_next_gen(sl->gen, RSDI_POOL_PROC_BITS);
     sl->state = RSD_POOL_SLOT_STARTING;
     sl->model = m;
     sl->in_flight = 0;
@@ -12955,8 +12975,9 @@ RSDI_PRIVATE void rsdi_pool_slot_settled(rsd_pool *p, int s) {
 }
 
 /* ---- public --------------------------------------------------------------- */
-RSD_API int rsd_pool_proc_slot(rsd_pool_proc proc) {
-    return proc.id == 0 || (proc.id & 0xFFu) >= RSD_POOL_MAX_SLOTS ? -1 : (int)(proc.id & 0xFFu);
+RSD_API int rsd_pool_proc_slot(rsd_pool_proc_h proc) {
+    uint32_t s = rsdi_handle_idx(proc.id, RSDI_POOL_PROC_BITS);
+    return proc.id == 0 || s >= RSD_POOL_MAX_SLOTS ? -1 : (int)s;
 }
 
 RSD_API const char *rsd_pool_slot_state_str(int state) {
@@ -13158,7 +13179,7 @@ RSD_API int rsd_pool_set_pinned(rsd_pool *pool, int model, bool pinned, uint64_t
 }
 
 RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *user,
-                             rsd_pool_req *req, int *slot) {
+                             rsd_pool_req_h *req, int *slot) {
     return rsd_pool_acquire_ex(pool, model, 0, now_ms, user, req, slot);
 }
 
@@ -13166,7 +13187,7 @@ RSD_API int rsd_pool_acquire(rsd_pool *pool, int model, uint64_t now_ms, void *u
    NULL, a preload; a model without a slot is wanted and a pass runs. RSD_PENDING, or the
    error (an acquire's is logged). */
 RSDI_PRIVATE int rsdi_pool_enqueue(rsd_pool *pool, int model, bool excl, void *user, uint64_t enq_ms,
-                                   rsd_pool_req *req) {
+                                   rsd_pool_req_h *req) {
     rsdi_pool_model *md = &pool->models[model];
     rsdi_pool_reqent *r;
     uint32_t i;
@@ -13206,7 +13227,7 @@ RSDI_PRIVATE int rsdi_pool_enqueue(rsd_pool *pool, int model, bool excl, void *u
 }
 
 RSD_API int rsd_pool_acquire_ex(rsd_pool *pool, int model, int flags, uint64_t now_ms,
-                                void *user, rsd_pool_req *req, int *slot) {
+                                void *user, rsd_pool_req_h *req, int *slot) {
     rsdi_pool_model *md;
     rsdi_pool_reqent *r;
     uint32_t i;
@@ -13314,7 +13335,7 @@ RSDI_PRIVATE void rsdi_pool_start_failed(rsd_pool *p, int m) {
     }
 }
 
-RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms, bool cancel) {
+RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req_h req, uint64_t now_ms, bool cancel) {
     rsdi_pool_reqent *r;
     uint32_t i;
     int s;
@@ -13359,23 +13380,24 @@ RSDI_PRIVATE int rsdi_pool_finish(rsd_pool *pool, rsd_pool_req req, uint64_t now
     }
 }
 
-RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms) {
+RSD_API int rsd_pool_release(rsd_pool *pool, rsd_pool_req_h req, uint64_t now_ms) {
     return rsdi_pool_finish(pool, req, now_ms, false);
 }
 
-RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req req, uint64_t now_ms) {
+RSD_API int rsd_pool_cancel(rsd_pool *pool, rsd_pool_req_h req, uint64_t now_ms) {
     return rsdi_pool_finish(pool, req, now_ms, true);
 }
 
-RSDI_PRIVATE int rsdi_pool_slot_of(const rsd_pool *pool, rsd_pool_proc proc) {
-    int s = (int)(proc.id & 0xFFu);
+RSDI_PRIVATE int rsdi_pool_slot_of(const rsd_pool *pool, rsd_pool_proc_h proc) {
+    int s = (int)rsdi_handle_idx(proc.id, RSDI_POOL_PROC_BITS);
     if (proc.id == 0 || s >= RSD_POOL_MAX_SLOTS) return -1;
-    if (pool->slots[s].state == RSD_POOL_SLOT_EMPTY || pool->slots[s].gen != (proc.id >> 8))
+    if (pool->slots[s].state == RSD_POOL_SLOT_EMPTY ||
+        pool->slots[s].gen != rsdi_handle_gen(proc.id, RSDI_POOL_PROC_BITS))
         return -1;
     return s;
 }
 
-RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uint64_t now_ms) {
+RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc_h proc, bool ok, uint64_t now_ms) {
     rsdi_pool_slot *sl;
     int s;
     if (!pool) return RSD_ERR_ARG;
@@ -13426,7 +13448,7 @@ RSD_API int rsd_pool_on_started(rsd_pool *pool, rsd_pool_proc proc, bool ok, uin
     return RSD_OK;
 }
 
-RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_ms) {
+RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t now_ms) {
     rsdi_pool_slot *sl;
     int s, crashed_starting = -1;
     if (!pool) return RSD_ERR_ARG;
@@ -13457,7 +13479,7 @@ RSD_API int rsd_pool_on_exited(rsd_pool *pool, rsd_pool_proc proc, uint64_t now_
     return RSD_OK;
 }
 
-RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc proc, uint64_t bytes,
+RSD_API int rsd_pool_set_reserved(rsd_pool *pool, rsd_pool_proc_h proc, uint64_t bytes,
                                   uint64_t now_ms) {
     rsdi_pool_slot *sl;
     int s;
@@ -13482,7 +13504,7 @@ RSD_API int rsd_pool_set_vram(rsd_pool *pool, uint64_t total_bytes, uint64_t for
     return RSD_OK;
 }
 
-RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid) {
+RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc_h proc, int64_t pid) {
     int s;
     if (!pool) return RSD_ERR_ARG;
     if ((s = rsdi_pool_slot_of(pool, proc)) < 0) return RSD_ERR_POOL_STALE;
@@ -13490,7 +13512,7 @@ RSD_API int rsd_pool_set_pid(rsd_pool *pool, rsd_pool_proc proc, int64_t pid) {
     return RSD_OK;
 }
 
-RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc proc, uint32_t max_in_flight,
+RSD_API int rsd_pool_set_slot_limit(rsd_pool *pool, rsd_pool_proc_h proc, uint32_t max_in_flight,
                                     uint64_t now_ms) {
     int s;
     if (!pool) return RSD_ERR_ARG;
@@ -13675,10 +13697,10 @@ RSD_API int rsd_pool_stop(rsd_pool *pool, uint64_t now_ms) {
 }
 
 /* ---- leases --------------------------------------------------------------- */
-RSDI_PRIVATE int rsdi_pool_lease_slot(const rsd_pool *p, rsd_pool_lease h) {
-    uint32_t i = h.id & 0xFu;
+RSDI_PRIVATE int rsdi_pool_lease_slot(const rsd_pool *p, rsd_pool_lease_h h) {
+    uint32_t i = rsdi_handle_idx(h.id, RSDI_POOL_LEASE_BITS);
     if (!p || h.id == 0 || i >= RSD_POOL_MAX_LEASES || !p->leases[i].gen ||
-        p->leases[i].gen != (h.id >> 4))
+        p->leases[i].gen != rsdi_handle_gen(h.id, RSDI_POOL_LEASE_BITS))
         return -1;
     return (int)i;
 }
@@ -13712,7 +13734,7 @@ RSDI_PRIVATE void rsdi_pool_lease_end(rsd_pool *p, int i) {
 }
 
 RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc, uint64_t now_ms,
-                                rsd_pool_lease *lease) {
+                                rsd_pool_lease_h *lease) {
     int64_t cap, held = 0, avail;
     uint32_t picked = 0, gen;
     int i, s, v;
@@ -13738,8 +13760,7 @@ RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc,
     }
     if (avail <= 0) { pool->ctr.leases_declined++; return RSD_ERR_POOL_NO_FIT; }
     le = &pool->leases[i];
-    gen = pool->lease_gen[i] = (pool->lease_gen[i] + 1u) & 0x0FFFFFFFu;
-    if (!gen) gen = pool->lease_gen[i] = 1;
+    gen = pool->lease_gen[i] = rsdi_handle_next_gen(pool->lease_gen[i], RSDI_POOL_LEASE_BITS);
     le->gen = gen;
     le->requested = desc->bytes;
     le->granted = avail < (int64_t)desc->bytes ? (uint64_t)avail : desc->bytes;
@@ -13757,11 +13778,11 @@ RSD_API int rsd_pool_lease_take(rsd_pool *pool, const rsd_pool_lease_desc *desc,
     rsdi_logf(&pool->logger, RSD_LOG_INFO, RSD_LOGITEM_POOL_LEASE, RSDI_WHERE,
               "pool: lease of %llu bytes granted %llu", (unsigned long long)desc->bytes,
               (unsigned long long)le->granted);
-    lease->id = (gen << 4) | (uint32_t)i;
+    lease->id = rsdi_handle_make(gen, (uint32_t)i, RSDI_POOL_LEASE_BITS);
     return (int64_t)pool->reserved_total + (int64_t)pool->leased_total <= cap ? RSD_OK : RSD_PENDING;
 }
 
-RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease lease,
+RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease_h lease,
                                  rsd_pool_lease_info *info) {
     const rsdi_pool_leaseent *le;
     int i = rsdi_pool_lease_slot(pool, lease), m;
@@ -13781,7 +13802,7 @@ RSD_API int rsd_pool_lease_query(const rsd_pool *pool, rsd_pool_lease lease,
     return RSD_OK;
 }
 
-RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease lease, uint64_t now_ms) {
+RSD_API int rsd_pool_lease_release(rsd_pool *pool, rsd_pool_lease_h lease, uint64_t now_ms) {
     int i = rsdi_pool_lease_slot(pool, lease);
     if (i < 0) return pool ? RSD_ERR_POOL_STALE : RSD_ERR_ARG;
     if (now_ms > pool->now_ms) pool->now_ms = now_ms;

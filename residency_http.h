@@ -293,7 +293,8 @@
        refuses). All times are absolute ms on the caller's clock (rsd_now_ms() is
        CLOCK_MONOTONIC, QueryPerformanceCounter on Windows; tests pass a fake clock). Handles
        (rsd_http_req_h) are {id}: 0 = invalid, slot in the low 12 bits, a generation
-       above, so a stale handle is detected, never confused with a new request.
+       above (HANDLES in residency.h), so a stale handle is detected, never confused
+       with a new request.
 
        rsd_http_client *rsd_http_client_create(const rsd_http_client_desc *desc)
            Allocates everything now (5 blocks: object, connection table, request
@@ -1045,7 +1046,7 @@
 
    Frame loop:
        rsd_procs *p = rsd_procs_create(&desc);             (the only allocation)
-       rsd_proc h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
+       rsd_proc_h h;  rsd_procs_spawn(p, &spec, now, &h);     (STARTING)
        each frame / after poll():
            rsd_procs_step(p, now);           (drain, reap, timers: events waiting)
            while (rsd_procs_next_event(p, &ev)) switch (ev.kind) {
@@ -1846,13 +1847,13 @@
    rsd_fleet_set_model(f, m, md, now): model m (same id) gets md's spec and pool
        settings (reserve_bytes, ttl_ms, max_in_flight, pinned); its start backoff and
        last failure are forgotten. The next start uses the new spec; a process that
-       runs keeps its command (rsd_fleet_unload with RSD_POOL_UNLOAD_DRAIN restarts it
+       runs keeps its command (rsd_pool_unload with RSD_POOL_UNLOAD_DRAIN restarts it
        once idle). Errors as add_model; on an error nothing changed.
    rsd_fleet_acquire(f, m, now, user, &req, &port): RSD_OK (port set), RSD_PENDING, or
        an error (no handle): RSD_ERR_FLEET_START (the check before a start failed, see
        "before" above), the pool's RSD_ERR_POOL_BACKOFF (its last start failed: no new
        one before the model's retry_at_ms; 1 s doubling to 60 s, desc.pool.
-       start_backoff_ms; rsd_fleet_load or rsd_fleet_reset_backoff clear it; models
+       start_backoff_ms; rsd_fleet_load or rsd_pool_reset_backoff clear it; models
        evicted for a start that fails are loaded again), RSD_ERR_POOL_NO_FIT
        (reservation over the whole budget: at once, nothing started),
        RSD_ERR_POOL_PINNED, RSD_ERR_POOL_STOPPED, RSD_ERR_POOL_QUEUE_FULL,
@@ -1860,16 +1861,19 @@
    rsd_fleet_acquire_ex(f, m, flags, now, user, &req, &port): with the pool's acquire
        flags; RSD_POOL_ACQUIRE_EXCLUSIVE runs the request alone on m's process once it
        has drained (benchmarks, calibration); other models keep flowing.
-   rsd_fleet_lease_take(f, &lease_desc, now, &lease) / rsd_fleet_lease_query /
-   rsd_fleet_lease_release: a VRAM lease for a workload outside the fleet, as the
-       pool's (residency.h): idle, unpinned processes stopped LRU first (STOPPING with
-       why "lease"), never a busy or pinned one; starts that would break it wait;
+   rsd_fleet_pool(f): the embedded pool, called directly where the fleet adds nothing:
+       rsd_pool_unload (-1 = every model), rsd_pool_configure (the most resident
+       processes; idle excess stopped, LRU first), rsd_pool_reset_backoff, the stats and
+       event log, rsd_pool_set_vram (a measured total, and what others hold there; a
+       reading only admits: nothing running is stopped for it; rsd_devmem reads one),
+       and the byte leases rsd_pool_lease_take / _query / _release (a VRAM lease for a
+       workload outside the fleet: idle, unpinned processes stopped LRU first, STOPPING
+       with why "lease", never a busy or pinned one; starts that would break it wait;
        release or its ttl gives the bytes back and, with lease_desc.restore, restarts
-       what it stopped. Needs a byte budget (desc.pool.vram_budget_bytes, or a measured
-       total from rsd_fleet_set_vram).
-   rsd_fleet_set_vram(f, total, foreign, now): the pool's rsd_pool_set_vram (a measured
-       total, and what others hold there), then what it admits is started at once. A
-       reading only admits: nothing running is stopped for it (rsd_devmem reads one).
+       what it stopped; needs a byte budget). The next rsd_fleet_step carries out the
+       STOPs and SPAWNs they queue (rsd_fleet_next_deadline is 0 until then).
+       Requests, preloads and the stop go through the fleet's own calls below; the
+       pool is never stepped, nor its actions pulled, by the host.
    rsd_fleet_query_model(f, m, now, &info): pool view, pid, port, times, last_result,
        last_error (the message of its last failed start or crash), retry_at_ms,
        exit_code (of the process that failed: its status, 128+N for signal N, 127 when
@@ -1888,10 +1892,12 @@
        for 60 s starts the count over, and so does rsd_fleet_set_model -- it is left
        stopped ("stopped by the watchdog, not restarted"); the next acquire starts it
        as usual. Polls never count as use: no grant, no idle timer reset.
-   rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_unload /
-   rsd_fleet_configure / rsd_fleet_stop: as rsd_pool_release / cancel / preload / unload
-       / configure / stop; each applies the pool's resulting actions at once (a SPAWN
-       runs inside the call: about 1-2 ms).
+   rsd_fleet_release / rsd_fleet_cancel / rsd_fleet_load / rsd_fleet_stop: as
+       rsd_pool_release / cancel / preload / stop; each applies the pool's resulting
+       actions at once (a SPAWN runs inside the call: about 1-2 ms; the GRANT a release
+       frees is waiting when it returns). cancel also withdraws a GRANT or FAIL not
+       pulled yet, load and acquire check the model's command first, stop refuses later
+       work.
    rsd_fleet_step(f, now): supervisor step and events, probe I/O, pool timers (idle
        TTL and the starvation wait bound run on the now_ms given), pool actions, until nothing moves;
        returns the events waiting (>= 0), RSD_ERR_ARG.
@@ -2202,7 +2208,7 @@ RSD_API int rsd_sse_feed(rsd_sse_reader *r, const char *p, size_t n, size_t *use
 
 /* ---- client ---- */
 typedef struct rsd_http_client rsd_http_client;
-/* Handle of an in-flight request: 0 = invalid; slot in the low 12 bits, generation above. */
+/* Handle of an in-flight request: 0 = invalid; see HANDLES in residency.h. */
 typedef struct rsd_http_req_h { uint32_t id; } rsd_http_req_h;
 
 /* Client configuration; zeroed = defaults. Every buffer is allocated by create. */
@@ -2674,8 +2680,8 @@ enum {
     RSD_PROC_DESTROY_WAIT_MS = 2000      /* rsd_procs_destroy waits this long per reap */
 };
 
-/* Process handle (index in the low 8 bits, generation above; 0 = invalid). */
-typedef struct rsd_proc { uint32_t id; } rsd_proc;
+/* Process handle (0 = invalid; see HANDLES in residency.h). */
+typedef struct rsd_proc_h { uint32_t id; } rsd_proc_h;
 
 /* Process states; see the state machine in the manual. */
 typedef enum rsd_proc_state {
@@ -2766,7 +2772,7 @@ typedef enum rsd_proc_event_kind {
 /* One event. */
 typedef struct rsd_proc_event {
     rsd_proc_event_kind kind;
-    rsd_proc proc;
+    rsd_proc_h proc;
     int64_t pid;                /* 0 for SPAWN_FAILED */
     int exit_code;              /* EXITED/STOPPED: exit status 0..255, or -1 (signal / unknown) */
     int term_signal;            /* EXITED/STOPPED: signal that ended it, 0 = none */
@@ -2815,16 +2821,16 @@ RSD_API int rsd_procs_check(rsd_procs *p, const rsd_proc_spec *spec, char *why, 
 /* Start a process: RSD_OK (STARTING, *out set), RSD_ERR_SPAWN (*out set, state FAILED,
    SPAWN_FAILED queued), or <0 with no process (ERR_ARG, ERR_CAPACITY, ERR_PROC_*). */
 RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
-                            rsd_proc *out);
+                            rsd_proc_h *out);
 /* STARTING -> READY (the host's /health probe said 200). RSD_ERR_STATE otherwise. */
-RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc_h h, uint64_t now_ms);
 /* SIGTERM the child's process group, SIGKILL after term_grace_ms; STOPPED follows. Also
    RSD_OK when already stopping or gone. */
-RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc_h h, uint64_t now_ms);
 /* SIGKILL now (no grace); STOPPED follows. */
-RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms);
+RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc_h h, uint64_t now_ms);
 /* Free an EXITED/FAILED slot (the handle goes stale). RSD_ERR_STATE while running. */
-RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h);
+RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc_h h);
 /* Drain pipes, reap exits, run timers: the events waiting (>= 0), or RSD_ERR_ARG. */
 RSD_API int rsd_procs_step(rsd_procs *p, uint64_t now_ms);
 /* 0 while events wait; else the next time rsd_procs_step has timed work (no side effects). */
@@ -2836,15 +2842,15 @@ RSD_API int rsd_procs_pollfds(const rsd_procs *p, rsd_pollfd *out, int cap);
 /* Pull the oldest event; false when none. */
 RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev);
 /* Snapshot of one process at now_ms; RSD_ERR_PROC_STALE for a bad handle. */
-RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd_proc_info *info);
+RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc_h h, uint64_t now_ms, rsd_proc_info *info);
 /* The last max_lines output lines (0 = all the ring holds), NUL-terminated in buf with
    control bytes shown as '?'; returns the length (truncated from the front to fit) or <0. */
-RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap);
+RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc_h h, int max_lines, char *buf, size_t cap);
 /* The expanded command line, arguments quoted where needed, for messages; length or <0. */
-RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap);
+RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc_h h, char *buf, size_t cap);
 /* (secret values and URL passwords shown as ***, as rsd_arg_redact in residency.h) */
 /* Handles of live processes (not EXITED/FAILED/FREE): count written. */
-RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap);
+RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc_h *out, int cap);
 /* Names for enums (never NULL). */
 RSD_API const char *rsd_proc_state_str(int state);
 /* Name of an rsd_proc_event_kind (never NULL). */
@@ -3221,7 +3227,7 @@ typedef enum rsd_fleet_event_kind {
 /* One event. Strings stay valid until the next rsd_fleet_* call. */
 typedef struct rsd_fleet_event {
     rsd_fleet_event_kind kind;
-    rsd_pool_req req;           /* GRANT, FAIL */
+    rsd_pool_req_h req;         /* GRANT, FAIL */
     void *user;                 /* GRANT, FAIL: the pointer given to rsd_fleet_acquire */
     int model;                  /* model index, -1 when none */
     const char *model_id;       /* NULL when none */
@@ -3267,32 +3273,18 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id);
 /* Ask to send a request to model: RSD_OK (*port set: send now), RSD_PENDING (wait for
    GRANT or FAIL on *req) or <0 (nothing to release). */
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
-                              rsd_pool_req *req, uint16_t *port);
+                              rsd_pool_req_h *req, uint16_t *port);
 /* rsd_fleet_acquire with rsd_pool_acquire_ex flags (RSD_POOL_ACQUIRE_EXCLUSIVE: the
    request runs alone on its model's process, after it drained). */
 RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
-                                 rsd_pool_req *req, uint16_t *port);
+                                 rsd_pool_req_h *req, uint16_t *port);
 /* The request finished (granted ones only). */
-RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
+RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req_h req, uint64_t now_ms);
 /* The client went away: drop a waiting request or release a granted one; a GRANT or
    FAIL for it not pulled yet is withdrawn (a FAIL not pulled: RSD_OK too). */
-RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms);
+RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req_h req, uint64_t now_ms);
 /* Load a model without a request (rsd_pool_preload): RSD_OK, RSD_PENDING or <0. */
 RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms);
-/* A VRAM lease for a workload outside the fleet (rsd_pool_lease_take): idle, unpinned
-   processes are stopped, least recently used first, until the reservations plus the
-   leases fit the budget; starts that would break it wait; release (or the ttl) gives
-   the bytes back and, with desc.restore, restarts what it stopped. info.stopped holds
-   the model indexes it stopped. RSD_OK granted and free, RSD_PENDING granted with
-   victims still exiting, RSD_ERR_POOL_NO_FIT declined (nothing was stopped). */
-RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
-                                 rsd_pool_lease *lease);
-RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info);
-RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms);
-/* A memory reading for the pool's budget (rsd_pool_set_vram: total 0 = unknown; the
-   budget is the smaller of it and desc.pool.vram_budget_bytes; foreign counts against
-   admissions); what it admits starts at once. RSD_OK or RSD_ERR_ARG. */
-RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms);
 /* Replace model's command and pool settings (same id): the next start uses the new
    spec; a running process is not touched (unload it to restart it). Its start backoff
    and last failure are forgotten. RSD_OK, or as add_model (nothing changed). */
@@ -3302,13 +3294,6 @@ RSD_API int rsd_fleet_set_model(rsd_fleet *f, int model, const rsd_fleet_model_d
    toward the watchdog's error limit; anything else resets the count. Needs the watchdog
    (watchdog_interval_ms or watchdog_errors set). RSD_OK, or RSD_ERR_ARG. */
 RSD_API int rsd_fleet_report(rsd_fleet *f, int model, uint16_t port, int http_status, uint64_t now_ms);
-/* Forget a model's failed starts (-1 = all; rsd_pool_reset_backoff), e.g. after its
-   configuration changed. */
-RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model);
-/* Unload a model (-1 = all): flags as rsd_pool_unload. */
-RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms);
-/* Change the maximum of resident processes (idle excess stopped, LRU first). */
-RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms);
 /* Stop everything: fail waiting requests, stop every process, refuse later work. */
 RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms);
 /* True when no process of ours is alive (after rsd_fleet_stop: safe to destroy). */
@@ -3331,7 +3316,11 @@ RSD_API int rsd_fleet_query_model(const rsd_fleet *f, int model, uint64_t now_ms
                                   rsd_fleet_model_info *info);
 /* Events dropped because the queues were full (the host did not pull them). */
 RSD_API uint64_t rsd_fleet_events_dropped(const rsd_fleet *f);
-/* The embedded pool (stats, event log; do not drive it directly). */
+/* The embedded pool, for what the fleet adds nothing to: its stats and event log,
+   rsd_pool_unload, rsd_pool_configure, rsd_pool_set_vram, rsd_pool_reset_backoff and the
+   leases. The next rsd_fleet_step carries out what they queue (rsd_fleet_next_deadline
+   is 0 until then). Requests, preloads and the stop go through the fleet's calls; never
+   step the pool or pull its actions. */
 RSD_API rsd_pool *rsd_fleet_pool(rsd_fleet *f);
 /* The embedded supervisor (rsd_procs_tail, rsd_procs_query; do not stop its children). */
 RSD_API rsd_procs *rsd_fleet_procs(rsd_fleet *f);
@@ -5003,7 +4992,7 @@ enum {
     RSDI_RQ_BODY, RSDI_RQ_DONE, RSDI_RQ_DELIVERED
 };
 enum { RSDI_BODY_NONE = 0, RSDI_BODY_LENGTH, RSDI_BODY_CHUNKED, RSDI_BODY_CLOSE };
-enum { RSDI_SLOT_BITS = 12, RSDI_SLOT_MASK = 0xFFF, RSDI_SMALL_ROOM = 256 };
+enum { RSDI_SLOT_BITS = 12, RSDI_SMALL_ROOM = 256 }; /* handle index bits: RSD_HTTP_MAX_CONNS_LIMIT */
 enum { RSDI_STEP_READ_BYTES = 1 << 20 }; /* most one step reads for one request */
 
 typedef struct rsdi_cconn {
@@ -5223,17 +5212,16 @@ RSDI_PRIVATE void rsdi_client_release(rsd_http_client *c) {
     if (c->delivered >= 0) {
         rsdi_creq *r = &c->reqs[c->delivered];
         r->state = RSDI_RQ_FREE;
-        r->gen = (r->gen + 1) & 0xFFFFFu;
-        if (!r->gen) r->gen = 1;
+        r->gen = rsdi_handle_next_gen(r->gen, RSDI_SLOT_BITS);
         c->delivered = -1;
     }
 }
 
 RSDI_PRIVATE int rsdi_client_slot(const rsd_http_client *c, rsd_http_req_h h) {
-    uint32_t slot = h.id & RSDI_SLOT_MASK;
-    if (slot == 0 || slot > (uint32_t)c->nreqs) return -1;
-    if (c->reqs[slot - 1].gen != (h.id >> RSDI_SLOT_BITS)) return -1;
-    return (int)slot - 1;
+    uint32_t slot = rsdi_handle_idx(h.id, RSDI_SLOT_BITS);
+    if (h.id == 0 || slot >= (uint32_t)c->nreqs) return -1;
+    if (c->reqs[slot].gen != rsdi_handle_gen(h.id, RSDI_SLOT_BITS)) return -1;
+    return (int)slot;
 }
 
 /* What a method asks of the client: RSDI_M_RETRY (idempotent: sent again on a fresh
@@ -5386,7 +5374,7 @@ RSDI_PRIVATE int rsdi_http_send_ex(rsd_http_client *c, const rsd_http_request *q
     r->total_deadline = rsdi_deadline(now, tt);
     r->state = RSDI_RQ_QUEUED;
     c->stats.requests++;
-    out->id = (r->gen << RSDI_SLOT_BITS) | (uint32_t)(slot + 1);
+    out->id = rsdi_handle_make(r->gen, (uint32_t)slot, RSDI_SLOT_BITS);
     return RSD_OK;
 }
 
@@ -5899,7 +5887,7 @@ RSDI_PRIVATE bool rsdi_client_take(rsd_http_client *c, int want, rsd_http_event 
     if (best < 0) return false;
     r = &c->reqs[best];
     memset(ev, 0, sizeof *ev);
-    ev->req.id = (r->gen << RSDI_SLOT_BITS) | (uint32_t)(best + 1);
+    ev->req.id = rsdi_handle_make(r->gen, (uint32_t)best, RSDI_SLOT_BITS);
     ev->result = r->result;
     ev->sys_errno = r->sys_errno;
     if (r->got_head) {
@@ -6078,7 +6066,7 @@ RSD_API int rsd_http_request_sync(rsd_http_client *c, const rsd_http_request *re
     now = rsd_now_ms();
     res = rsdi_http_send_ex(c, req, now, &h, num);
     if (res < 0) return resp->result = res;
-    slot = (int)(h.id & RSDI_SLOT_MASK) - 1;
+    slot = (int)rsdi_handle_idx(h.id, RSDI_SLOT_BITS);
     (void)rsdi_client_step(c, now, NULL, 0);
     for (;;) {
         int n, timeout;
@@ -6179,12 +6167,11 @@ RSDI_PRIVATE int rsdi_server_desc_fix(rsd_http_server_desc *d) {
 }
 
 RSDI_PRIVATE uint32_t rsdi_sreq_id(const rsd_http_server *s, int k) {
-    return (s->conns[k].gen << RSDI_SLOT_BITS) | (uint32_t)(k + 1);
+    return rsdi_handle_make(s->conns[k].gen, (uint32_t)k, RSDI_SLOT_BITS);
 }
 
 RSDI_PRIVATE void rsdi_sconn_bump(rsdi_sconn *cn) {
-    cn->gen = (cn->gen + 1) & 0xFFFFFu;
-    if (!cn->gen) cn->gen = 1;
+    cn->gen = rsdi_handle_next_gen(cn->gen, RSDI_SLOT_BITS);
 }
 
 RSDI_PRIVATE void rsdi_sconn_free(rsd_http_server *s, int k) {
@@ -6702,14 +6689,14 @@ RSD_API bool rsd_http_server_next_event(rsd_http_server *s, rsd_http_server_even
 
 /* Slot of a live handle, or <0: RSD_ERR_CLOSED / RSD_ERR_NOT_FOUND. */
 RSDI_PRIVATE int rsdi_server_slot(const rsd_http_server *s, rsd_http_sreq_h h) {
-    uint32_t slot = h.id & RSDI_SLOT_MASK, gen = h.id >> RSDI_SLOT_BITS;
+    uint32_t slot = rsdi_handle_idx(h.id, RSDI_SLOT_BITS), gen = rsdi_handle_gen(h.id, RSDI_SLOT_BITS);
     const rsdi_sconn *cn;
-    if (!s || slot == 0 || slot > (uint32_t)s->n) return RSD_ERR_NOT_FOUND;
-    cn = &s->conns[slot - 1];
+    if (!s || h.id == 0 || slot >= (uint32_t)s->n) return RSD_ERR_NOT_FOUND;
+    cn = &s->conns[slot];
     if (cn->gen != gen) return cn->dead_gen == gen ? RSD_ERR_CLOSED : RSD_ERR_NOT_FOUND;
     if (cn->state == RSDI_SC_ZOMBIE) return RSD_ERR_CLOSED;
     if (cn->state != RSDI_SC_PENDING && cn->state != RSDI_SC_STREAM) return RSD_ERR_NOT_FOUND;
-    return (int)slot - 1;
+    return (int)slot;
 }
 
 RSD_API int rsd_http_server_query(rsd_http_server *s, rsd_http_sreq_h h, rsd_http_server_event *out) {
@@ -9398,12 +9385,10 @@ typedef pid_t rsdi_pid_t;
 #endif /* _WIN32 */
 
 #define RSDI_PROC_GROUP_POLL_MS 100u /* the rest of a group after the leader: poll cap */
-#define RSDI_PROC_IDX_BITS 8
-#define RSDI_PROC_IDX_MASK 0xFFu
-#define RSDI_PROC_GEN_MAX 0xFFFFFFu
+#define RSDI_PROC_IDX_BITS 8 /* handle index bits: RSD_PROCS_MAX */
 
 typedef struct rsdi_proc_slot {
-    uint32_t gen;                /* 1..RSDI_PROC_GEN_MAX while in use */
+    uint32_t gen;                /* 1..2^24-1 while in use */
     rsd_proc_state state;
     rsdi_pid_t pid;              /* > 0 until the terminal event (the leader may be reaped) */
     rsdi_pid_t pgid;             /* its process group (= pid; Windows: its job), 0 = none or gone */
@@ -10339,8 +10324,8 @@ RSDI_PRIVATE int rsdi_proc_launch(rsd_procs *p, rsdi_proc_slot *s, const char *c
 #endif
 
 /* ---- slots, events -------------------------------------------------------- */
-RSDI_PRIVATE rsdi_proc_slot *rsdi_proc_get(const rsd_procs *p, rsd_proc h) {
-    uint32_t i = h.id & RSDI_PROC_IDX_MASK, g = h.id >> RSDI_PROC_IDX_BITS;
+RSDI_PRIVATE rsdi_proc_slot *rsdi_proc_get(const rsd_procs *p, rsd_proc_h h) {
+    uint32_t i = rsdi_handle_idx(h.id, RSDI_PROC_IDX_BITS), g = rsdi_handle_gen(h.id, RSDI_PROC_IDX_BITS);
     rsdi_proc_slot *s;
     if (!p || h.id == 0 || i >= (uint32_t)p->max_procs) return NULL;
     s = &p->slots[i];
@@ -10348,9 +10333,9 @@ RSDI_PRIVATE rsdi_proc_slot *rsdi_proc_get(const rsd_procs *p, rsd_proc h) {
     return s;
 }
 
-RSDI_PRIVATE rsd_proc rsdi_proc_handle(const rsd_procs *p, const rsdi_proc_slot *s) {
-    rsd_proc h;
-    h.id = (s->gen << RSDI_PROC_IDX_BITS) | (uint32_t)(s - p->slots);
+RSDI_PRIVATE rsd_proc_h rsdi_proc_handle(const rsd_procs *p, const rsdi_proc_slot *s) {
+    rsd_proc_h h;
+    h.id = rsdi_handle_make(s->gen, (uint32_t)(s - p->slots), RSDI_PROC_IDX_BITS);
     return h;
 }
 
@@ -10871,7 +10856,7 @@ RSD_API void rsd_procs_destroy(rsd_procs *p) {
 }
 
 RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t now_ms,
-                            rsd_proc *out) {
+                            rsd_proc_h *out) {
     rsdi_proc_slot *s = NULL;
     rsdi_proc_out o;
     bool own_env = false;
@@ -10920,7 +10905,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
     }
     /* The slot is now taken, whatever happens to the launch. */
     {
-        uint32_t gen = s->gen + 1 > RSDI_PROC_GEN_MAX ? 1 : s->gen + 1;
+        uint32_t gen = rsdi_handle_next_gen(s->gen, RSDI_PROC_IDX_BITS);
         char *ring = s->ring, *args = s->args;
         memset(s, 0, sizeof *s);
         s->gen = gen;
@@ -10975,7 +10960,7 @@ RSD_API int rsd_procs_spawn(rsd_procs *p, const rsd_proc_spec *spec, uint64_t no
     return RSD_OK;
 }
 
-RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
     if (s->state != RSD_PROC_STARTING) return RSD_ERR_STATE;
@@ -10987,7 +10972,7 @@ RSD_API int rsd_procs_mark_ready(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
     return RSD_OK;
 }
 
-RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
     s->stop_requested = true;
@@ -10998,7 +10983,7 @@ RSD_API int rsd_procs_stop(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
 
 /* rsd_procs_stop whose SIGKILL comes at kill_by_ms at the latest (at once when that has
    passed): a stop that was held (rsd_fleet_desc.stop_hold_ms) keeps to its grace. */
-RSDI_PRIVATE int rsdi_procs_stop_by(rsd_procs *p, rsd_proc h, uint64_t now_ms, uint64_t kill_by_ms) {
+RSDI_PRIVATE int rsdi_procs_stop_by(rsd_procs *p, rsd_proc_h h, uint64_t now_ms, uint64_t kill_by_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     uint64_t at = now_ms + p->term_grace_ms;
     if (!s) return RSD_ERR_PROC_STALE;
@@ -11008,7 +10993,7 @@ RSDI_PRIVATE int rsdi_procs_stop_by(rsd_procs *p, rsd_proc h, uint64_t now_ms, u
     return RSD_OK;
 }
 
-RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
+RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc_h h, uint64_t now_ms) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
     s->stop_requested = true;
@@ -11016,7 +11001,7 @@ RSD_API int rsd_procs_kill(rsd_procs *p, rsd_proc h, uint64_t now_ms) {
     return RSD_OK;
 }
 
-RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc h) {
+RSD_API int rsd_procs_release(rsd_procs *p, rsd_proc_h h) {
     rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!s) return RSD_ERR_PROC_STALE;
     if (s->state != RSD_PROC_EXITED && s->state != RSD_PROC_FAILED) return RSD_ERR_STATE;
@@ -11188,7 +11173,7 @@ RSD_API bool rsd_procs_next_event(rsd_procs *p, rsd_proc_event *ev) {
     return false;
 }
 
-RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd_proc_info *info) {
+RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc_h h, uint64_t now_ms, rsd_proc_info *info) {
     const rsdi_proc_slot *s = rsdi_proc_get(p, h);
     if (!info) return RSD_ERR_ARG;
     memset(info, 0, sizeof *info);
@@ -11219,7 +11204,7 @@ RSD_API int rsd_procs_query(const rsd_procs *p, rsd_proc h, uint64_t now_ms, rsd
     return RSD_OK;
 }
 
-RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *buf, size_t cap) {
+RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc_h h, int max_lines, char *buf, size_t cap) {
     const rsdi_proc_slot *s = rsdi_proc_get(p, h);
     uint64_t have, start, end, k;
     size_t n, i;
@@ -11264,7 +11249,7 @@ RSD_API int rsd_procs_tail(const rsd_procs *p, rsd_proc h, int max_lines, char *
     return (int)n;
 }
 
-RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t cap) {
+RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc_h h, char *buf, size_t cap) {
     const rsdi_proc_slot *s = rsdi_proc_get(p, h);
     const char *prev = NULL;
     size_t off = 0;
@@ -11291,7 +11276,7 @@ RSD_API int rsd_procs_command(const rsd_procs *p, rsd_proc h, char *buf, size_t 
     return (int)(b.len < cap ? b.len : cap - 1);
 }
 
-RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc *out, int cap) {
+RSD_API int rsd_procs_live(const rsd_procs *p, rsd_proc_h *out, int cap) {
     int i, n = 0;
     if (!p || (!out && cap > 0)) return RSD_ERR_ARG;
     for (i = 0; i < p->max_procs; i++)
@@ -14531,8 +14516,8 @@ typedef struct rsdi_fleet_model {
 } rsdi_fleet_model;
 
 typedef struct rsdi_fleet_slot {
-    rsd_pool_proc pp;          /* pool incarnation; 0 = no process here */
-    rsd_proc proc;             /* supervisor handle; 0 = none (or already released) */
+    rsd_pool_proc_h pp;        /* pool incarnation; 0 = no process here */
+    rsd_proc_h proc;           /* supervisor handle; 0 = none (or already released) */
     int model;
     uint16_t port;
     int64_t pid;
@@ -14749,7 +14734,7 @@ RSDI_PRIVATE const char *rsdi_fleet_model_id(const rsd_fleet *f, int model) {
 
 /* Writes "model <id>: <reason>[; command: ...][; last output:\n...]" into the model's
    message (quoting the process h when it is still known). */
-RSDI_PRIVATE void rsdi_fleet_note(rsd_fleet *f, int model, rsd_proc h, int result,
+RSDI_PRIVATE void rsdi_fleet_note(rsd_fleet *f, int model, rsd_proc_h h, int result,
                                   const char *reason) {
     uint32_t item = result == RSD_ERR_POOL_CRASHED ? (uint32_t)RSD_LOGITEM_FLEET_CRASHED
                                                    : (uint32_t)RSD_LOGITEM_FLEET_START_FAILED;
@@ -14774,7 +14759,7 @@ RSDI_PRIVATE void rsdi_fleet_note(rsd_fleet *f, int model, rsd_proc h, int resul
 }
 
 /* ---- slots ---- */
-RSDI_PRIVATE rsdi_fleet_slot *rsdi_fleet_slot_of_proc(rsd_fleet *f, rsd_proc h) {
+RSDI_PRIVATE rsdi_fleet_slot *rsdi_fleet_slot_of_proc(rsd_fleet *f, rsd_proc_h h) {
     int i;
     if (!h.id) return NULL;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
@@ -14896,11 +14881,11 @@ RSDI_PRIVATE void rsdi_fleet_clear_slot(rsdi_fleet_slot *s) {
 }
 
 /* Pool SPAWN: start the model's process in slot. */
-RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int model,
+RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc_h pp, int model,
                                    uint64_t now_ms) {
     rsdi_fleet_slot *s = &f->slots[slot];
     rsd_proc_spec spec = f->models[model].spec;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_info info;
     rsd_fleet_event ev;
     int r;
@@ -14944,7 +14929,7 @@ RSDI_PRIVATE void rsdi_fleet_spawn(rsd_fleet *f, int slot, rsd_pool_proc pp, int
 RSDI_PRIVATE void rsdi_fleet_gone(rsd_fleet *f, rsdi_fleet_slot *s, const rsd_proc_event *pe,
                                   uint64_t now_ms) {
     rsd_fleet_event ev;
-    rsd_pool_proc pp = s->pp;
+    rsd_pool_proc_h pp = s->pp;
     int model = s->model, slot = (int)(s - f->slots), msg_model = -1;
     char reason[384], status[64];
     rsd_fleet_event_kind kind = RSD_FLEET_EV_EXITED;
@@ -15253,7 +15238,7 @@ RSD_API int rsd_fleet_find_model(const rsd_fleet *f, rsd_str id) {
    binary or model file fails at once, nothing stopped. RSD_OK or RSD_ERR_FLEET_START. */
 RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
     rsd_pool_model_info mi;
-    rsd_proc none;
+    rsd_proc_h none;
     char why[RSD_FLEET_MESSAGE_MAX / 2];
     if (f->stopped || rsd_pool_query_model(f->pool, model, &mi) != RSD_OK || mi.slot >= 0 ||
         mi.waiting || mi.preloads)
@@ -15266,12 +15251,12 @@ RSDI_PRIVATE int rsdi_fleet_precheck(rsd_fleet *f, int model) {
 }
 
 RSD_API int rsd_fleet_acquire(rsd_fleet *f, int model, uint64_t now_ms, void *user,
-                              rsd_pool_req *req, uint16_t *port) {
+                              rsd_pool_req_h *req, uint16_t *port) {
     return rsd_fleet_acquire_ex(f, model, 0, now_ms, user, req, port);
 }
 
 RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t now_ms, void *user,
-                                 rsd_pool_req *req, uint16_t *port) {
+                                 rsd_pool_req_h *req, uint16_t *port) {
     int r, slot = -1;
     if (req) req->id = 0;
     if (port) *port = 0;
@@ -15283,12 +15268,12 @@ RSD_API int rsd_fleet_acquire_ex(rsd_fleet *f, int model, int flags, uint64_t no
     return r;
 }
 
-RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
+RSD_API int rsd_fleet_release(rsd_fleet *f, rsd_pool_req_h req, uint64_t now_ms) {
     return f ? rsdi_fleet_then(f, rsd_pool_release(f->pool, req, now_ms), now_ms) : RSD_ERR_ARG;
 }
 
 /* Removes a queued GRANT/FAIL for req (its host gave up on it); true if one was there. */
-RSDI_PRIVATE bool rsdi_fleet_scrub(rsd_fleet *f, rsd_pool_req req) {
+RSDI_PRIVATE bool rsdi_fleet_scrub(rsd_fleet *f, rsd_pool_req_h req) {
     uint32_t i;
     bool hit = false;
     if (!req.id) return false;
@@ -15302,7 +15287,7 @@ RSDI_PRIVATE bool rsdi_fleet_scrub(rsd_fleet *f, rsd_pool_req req) {
     return hit;
 }
 
-RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req req, uint64_t now_ms) {
+RSD_API int rsd_fleet_cancel(rsd_fleet *f, rsd_pool_req_h req, uint64_t now_ms) {
     int r;
     bool scrubbed;
     if (!f) return RSD_ERR_ARG;
@@ -15320,38 +15305,6 @@ RSD_API int rsd_fleet_load(rsd_fleet *f, int model, uint64_t now_ms) {
     return rsdi_fleet_then(f, rsd_pool_preload(f->pool, model, now_ms), now_ms);
 }
 
-RSD_API int rsd_fleet_lease_take(rsd_fleet *f, const rsd_pool_lease_desc *desc, uint64_t now_ms,
-                                 rsd_pool_lease *lease) {
-    if (lease) lease->id = 0;
-    return f ? rsdi_fleet_then(f, rsd_pool_lease_take(f->pool, desc, now_ms, lease), now_ms)
-             : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_lease_query(const rsd_fleet *f, rsd_pool_lease lease, rsd_pool_lease_info *info) {
-    return f ? rsd_pool_lease_query(f->pool, lease, info) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_set_vram(rsd_fleet *f, uint64_t total_bytes, uint64_t foreign_bytes, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_set_vram(f->pool, total_bytes, foreign_bytes, now_ms), now_ms)
-             : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_lease_release(rsd_fleet *f, rsd_pool_lease lease, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_lease_release(f->pool, lease, now_ms), now_ms) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_reset_backoff(rsd_fleet *f, int model) {
-    return f ? rsd_pool_reset_backoff(f->pool, model) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_unload(rsd_fleet *f, int model, int flags, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_unload(f->pool, model, flags, now_ms), now_ms) : RSD_ERR_ARG;
-}
-
-RSD_API int rsd_fleet_configure(rsd_fleet *f, int max_models, uint64_t now_ms) {
-    return f ? rsdi_fleet_then(f, rsd_pool_configure(f->pool, max_models, now_ms), now_ms) : RSD_ERR_ARG;
-}
-
 RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms) {
     int r;
     if (!f) return RSD_ERR_ARG;
@@ -15363,7 +15316,7 @@ RSD_API int rsd_fleet_stop(rsd_fleet *f, uint64_t now_ms) {
 
 RSD_API bool rsd_fleet_idle(const rsd_fleet *f) {
     int i;
-    rsd_proc h;
+    rsd_proc_h h;
     if (!f) return true;
     for (i = 0; i < RSD_POOL_MAX_SLOTS; i++)
         if (f->slots[i].pp.id) return false;

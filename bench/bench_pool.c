@@ -142,7 +142,7 @@ static rsd_pool *mk(uint32_t max_requests) {
 static double ours_acquire_release(int iters) {
     rsd_pool *p = mk(64);
     rsd_pool_action a;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int i, s;
     double t0;
     rsd_pool_acquire(p, 0, 0, NULL, &r, &s);
@@ -161,7 +161,7 @@ static double ours_acquire_release(int iters) {
 
 static double ours_drain(const int *models, size_t n) {
     rsd_pool *p = mk((uint32_t)n + 64);
-    rsd_pool_req *run = (rsd_pool_req *)malloc(n * sizeof *run), r;
+    rsd_pool_req_h *run = (rsd_pool_req_h *)malloc(n * sizeof *run), r;
     rsd_pool_action a;
     rsd_pool_stats st;
     size_t i, nrun, done = 0;

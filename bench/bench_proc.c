@@ -50,7 +50,7 @@ static rsd_procs *g_p;
 static void ours(void) {
     static const char *const args[] = {NULL};
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     memset(&s, 0, sizeof s);
     s.exe = "/bin/true";

@@ -43,13 +43,13 @@ static void peer_run(const trace *t, int *swaps, uint64_t *max_wait) {
 /* Ours: the pool on one slot, one request at a time per process, driven in simulated
    time: arrivals, loads of SWAP_MS, requests of SERVE_MS. */
 static void ours_run(const trace *t, int nmodels, int *swaps, uint64_t *max_wait) {
-    static rsd_pool_req req[MAXR];
+    static rsd_pool_req_h req[MAXR];
     static uint64_t enq[MAXR];
     rsd_pool_model_desc md[8];
     rsd_pool_desc d;
     rsd_pool *p;
     rsd_pool_action a;
-    rsd_pool_proc loading = {0}, stopping = {0};
+    rsd_pool_proc_h loading = {0}, stopping = {0};
     uint64_t now = 0, load_done = 0, serve_done = 0;
     int next = 0, done = 0, running = -1, spawns = 0, i, slot;
     char ids[8][4];

@@ -69,9 +69,9 @@ int main(void) {
         rsd_fleet_desc d;
         rsd_fleet_model_desc md;
         rsd_fleet *f;
-        rsd_pool_req req;
+        rsd_pool_req_h req;
         rsd_fleet_event ev;
-        rsd_proc h;
+        rsd_proc_h h;
         uint16_t port;
         char load[16], tail[4096];
         const char *extra[] = {"--runtime", "server", "--print-ready-ms", "--load-ms", load, NULL};

@@ -79,7 +79,7 @@ typedef struct sim {
     uint64_t last_use[NM];
     int in_flight[NM];
     int waiting[NM];      /* requests waiting for the model */
-    rsd_pool_proc proc[NM];
+    rsd_pool_proc_h proc[NM];
     uint64_t evictions, unneeded, served, refused, loads;
 } sim;
 
@@ -111,7 +111,7 @@ static void evicted(sim *s, int v, uint64_t now) {
 }
 
 /* ---- ours: the pool ------------------------------------------------------------------ */
-typedef struct ours_req { rsd_pool_req h; int model; uint64_t at, dur, end; int state; } ours_req; /* 0 wait 1 run 2 done */
+typedef struct ours_req { rsd_pool_req_h h; int model; uint64_t at, dur, end; int state; } ours_req; /* 0 wait 1 run 2 done */
 static ours_req g_or[NREQ];
 static int g_fail;
 

@@ -474,7 +474,7 @@ typedef struct job {
     struct srv *srv;
     rsd_http_sreq_h sreq;
     int model;
-    rsd_pool_req preq;
+    rsd_pool_req_h preq;
     bool granted;          /* holds an in-flight place: release or cancel once */
     rsd_http_req_h up;
     bool up_active;        /* the upstream request's event is still to come */
@@ -1070,7 +1070,7 @@ static void answer_unload(srv *s, const rsd_http_server_event *ev, uint64_t now)
         respond_error(s, ev->req, 400, "invalid_request_error", "model is not running");
         return;
     }
-    r = rsd_fleet_unload(s->fleet, m, RSD_POOL_UNLOAD_DRAIN, now);
+    r = rsd_pool_unload(rsd_fleet_pool(s->fleet), m, RSD_POOL_UNLOAD_DRAIN, now);
     if (r < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "cannot unload '%s': %s", s->cfg->models[m].id, rsd_result_str(r));
@@ -1715,7 +1715,7 @@ static void on_inference(srv *s, const rsd_http_server_event *ev, uint64_t now, 
    and each time a start may be admitted (a request for a model that is not running, a
    load, a lease, and every SRV_DEVMEM_RETRY_MS while a start waits only for others'
    memory: devmem_service): what other programs hold then counts against the budget
-   through rsd_fleet_set_vram. A lease waiting for the device to show its memory free
+   through rsd_pool_set_vram. A lease waiting for the device to show its memory free
    reads it at the same pace (lease_service). Nothing samples it otherwise, and a reading
    never stops a model: the pool only admits or holds back starts with it. */
 static int devmem_read(srv *s, uint64_t now, rsd_devmem_dev *pk) {
@@ -1761,7 +1761,7 @@ static void devmem_admit(srv *s, uint64_t now) {
     uint64_t foreign;
     if (!s->devmem) return;
     if (devmem_read(s, now, &pk) != 0) { /* no reading now: the budget stands, others as last read */
-        (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, s->dm_foreign, now);
+        (void)rsd_pool_set_vram(rsd_fleet_pool(s->fleet), s->cfg->vram_budget_bytes, s->dm_foreign, now);
         return;
     }
     foreign = pk.others_bytes;
@@ -1772,7 +1772,7 @@ static void devmem_admit(srv *s, uint64_t now) {
     }
     if (foreign > RSD_POOL_MAX_BYTES) foreign = RSD_POOL_MAX_BYTES;
     s->dm_foreign = foreign;
-    (void)rsd_fleet_set_vram(s->fleet, s->cfg->vram_budget_bytes, foreign, now);
+    (void)rsd_pool_set_vram(rsd_fleet_pool(s->fleet), s->cfg->vram_budget_bytes, foreign, now);
 }
 
 /* ---- the context-fit clamp by bytes (residency.h "Context fit") -----------------------
@@ -2180,7 +2180,7 @@ static bool mem_os_figure(srv *s, int64_t pid, rsrv_mem_fig *f, const char **src
 static void mem_learn(srv *s, int m, uint64_t now) {
     srv_mem *mm = &s->mem[m];
     rsd_procs *p = rsd_fleet_procs(s->fleet);
-    rsd_proc hs[RSD_PROCS_MAX];
+    rsd_proc_h hs[RSD_PROCS_MAX];
     rsd_proc_info pi;
     rsrv_mem_fig f;
     const char *src = NULL;
@@ -2382,10 +2382,10 @@ static srv_lease *lease_find(srv *s, uint32_t id) {
 static srv_lease *lease_slot_new(srv *s) {
     int k;
     for (k = 0; k < RSD_POOL_MAX_LEASES; k++) {
-        rsd_pool_lease l;
+        rsd_pool_lease_h l;
         rsd_pool_lease_info li;
         l.id = s->leases[k].id;
-        if (!l.id || rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK) {
+        if (!l.id || rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK) {
             memset(&s->leases[k], 0, sizeof s->leases[k]);
             return &s->leases[k];
         }
@@ -2486,7 +2486,7 @@ static void lease_w_state(srv *s, rsd_json_writer *w, const srv_lease *sl, const
    "waiting" (and its figures), "memory": {"stopped": [{model, bytes, bytes_from,
    estimate, measured, source}], budget, reserved, leased, others}}. A lease that is not
    ready when taken gets a second lease event when it turns ready. */
-static void lease_event(srv *s, const char *kind, rsd_pool_lease l, const rsd_pool_lease_info *li, uint64_t now) {
+static void lease_event(srv *s, const char *kind, rsd_pool_lease_h l, const rsd_pool_lease_info *li, uint64_t now) {
     rsd_json_writer w;
     srv_event *e = ev_begin(s, &w, kind, -1, now);
     int i;
@@ -2521,11 +2521,11 @@ static void lease_service(srv *s, uint64_t now) {
     int k;
     for (k = 0; k < RSD_POOL_MAX_LEASES; k++) {
         srv_lease *sl = &s->leases[k];
-        rsd_pool_lease l;
+        rsd_pool_lease_h l;
         rsd_pool_lease_info li;
         if (!sl->id) continue;
         l.id = sl->id;
-        if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK) {
+        if (rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK) {
             memset(sl, 0, sizeof *sl);
             continue;
         }
@@ -2559,14 +2559,14 @@ static uint64_t lease_deadline(srv *s) {
 /* {"id", "granted", "requested", "ready", "waiting" (and its figures), "restore",
    "expires_in_ms", "stopped": [ids]}; released: the lease is released now (DELETE), the
    answer leads with "released":true. */
-static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool released, uint64_t now) {
+static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease_h l, bool released, uint64_t now) {
     rsd_pool_lease_info li;
     rsd_json_writer w;
     srv_lease *sl;
     int i, n;
     memset(&li, 0, sizeof li);
-    if (rsd_fleet_lease_query(s->fleet, l, &li) != RSD_OK ||
-        (released && rsd_fleet_lease_release(s->fleet, l, now) != RSD_OK)) {
+    if (rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li) != RSD_OK ||
+        (released && rsd_pool_lease_release(rsd_fleet_pool(s->fleet), l, now) != RSD_OK)) {
         respond_error(s, h, 404, "not_found_error", "lease not found (released, expired or never taken)");
         return;
     }
@@ -2612,7 +2612,7 @@ static void lease_answer(srv *s, rsd_http_sreq_h h, rsd_pool_lease l, bool relea
    no byte budget or too many leases, 400 a bad body. */
 static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t now) {
     rsd_pool_lease_desc d;
-    rsd_pool_lease l;
+    rsd_pool_lease_h l;
     char err[256];
     int r;
     if (!rsrv_lease_body(ev->body.ptr, ev->body.len, &d, err, sizeof err)) {
@@ -2624,7 +2624,7 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
         return;
     }
     devmem_admit(s, now);
-    r = rsd_fleet_lease_take(s->fleet, &d, now, &l);
+    r = rsd_pool_lease_take(rsd_fleet_pool(s->fleet), &d, now, &l);
     if (r == RSD_OK || r == RSD_PENDING) {
         rsd_pool_lease_info li;
         char pool[160], stopped[RSRV_MAX_MODELS * 48 + 8];
@@ -2632,7 +2632,7 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
         int i;
         srv_lease *sl = lease_slot_new(s);
         memset(&li, 0, sizeof li);
-        (void)rsd_fleet_lease_query(s->fleet, l, &li);
+        (void)rsd_pool_lease_query(rsd_fleet_pool(s->fleet), l, &li);
         stopped[0] = 0;
         if (sl) sl->id = l.id;
         for (i = 0; i < s->cfg->nmodels && i < 64; i++)
@@ -2669,7 +2669,7 @@ static void answer_lease_take(srv *s, const rsd_http_server_event *ev, uint64_t 
 static void answer_lease(srv *s, const rsd_http_server_event *ev, bool del, uint64_t now) {
     const char *p = ev->head->target.ptr + 12, *e = ev->head->target.ptr + ev->head->target.len;
     const char *q = (const char *)memchr(p, '?', (size_t)(e - p));
-    rsd_pool_lease l;
+    rsd_pool_lease_h l;
     uint64_t id = 0;
     if (q) e = q;
     if (!rsrv_parse_u64(p, (size_t)(e - p), 0xFFFFFFFFu, &id) || !id) {
@@ -5254,7 +5254,8 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
                 fail_waiting(s, i, now);
                 sm->desc.pool.pinned = false;
                 (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
-                if (model_running(s, i, now)) (void)rsd_fleet_unload(s->fleet, i, RSD_POOL_UNLOAD_DRAIN, now);
+                if (model_running(s, i, now))
+                    (void)rsd_pool_unload(rsd_fleet_pool(s->fleet), i, RSD_POOL_UNLOAD_DRAIN, now);
             }
             s->restart[i] = false;
             continue;
@@ -5266,7 +5267,7 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
             (void)rsd_fleet_set_model(s->fleet, i, &sm->desc, now);
             list_add(ro->changed, sizeof ro->changed, m->id);
             if (model_running(s, i, now)) {
-                (void)rsd_fleet_unload(s->fleet, i, RSD_POOL_UNLOAD_DRAIN, now);
+                (void)rsd_pool_unload(rsd_fleet_pool(s->fleet), i, RSD_POOL_UNLOAD_DRAIN, now);
                 s->restart[i] = true;
             } else {
                 start = m->pinned || m->preload;
@@ -5284,7 +5285,8 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         if (fresh) s->fit_kv[i] = s->fit_seq[i] = s->fit_ctx[i] = 0; /* its fleet desc is the new one */
         if (start && !model_running(s, i, now)) (void)rsd_fleet_load(s->fleet, i, now);
     }
-    if (mc->max_models != oc->max_models) (void)rsd_fleet_configure(s->fleet, mc->max_models, now);
+    if (mc->max_models != oc->max_models)
+        (void)rsd_pool_configure(rsd_fleet_pool(s->fleet), mc->max_models, now);
     free(oc);
     free(nc);
     s->reloads++;
@@ -5509,7 +5511,7 @@ static int main_create(srv *s, rsd_fleet_model_desc *mdesc, rsd_fleet_desc *fd) 
     char err[RSRV_ERR_MAX];
     memset(fd, 0, sizeof *fd);
     fd->pool.max_slots = s->cfg->max_models;
-    /* auto: no fixed cap; the device's figure comes through rsd_fleet_set_vram (main_boot) */
+    /* auto: no fixed cap; the device's figure comes through rsd_pool_set_vram (main_boot) */
     fd->pool.vram_budget_bytes = s->cfg->vram_budget_auto ? 0 : s->cfg->vram_budget_bytes;
     fd->pool.max_wait_ms = rsrv_eff_max_wait(s->cfg);
     fd->pool.start_backoff_ms = rsrv_eff_start_backoff(s->cfg);

@@ -18,7 +18,7 @@ typedef struct listen_proc {
     char url[64];   /* "http://127.0.0.1:PORT" */
     char line[256]; /* the first output line that names the port */
     rsd_procs *procs;
-    rsd_proc h;
+    rsd_proc_h h;
 } listen_proc;
 
 static int listen_proc_start(listen_proc *s, const char *const *argv, int stderr_fd) {

@@ -49,7 +49,7 @@ static const rsd_pool_action *last(const host *h, rsd_pool_action_kind k) {
     return NULL;
 }
 
-static const rsd_pool_action *grant_of(const host *h, rsd_pool_req r) {
+static const rsd_pool_action *grant_of(const host *h, rsd_pool_req_h r) {
     int i;
     for (i = 0; i < h->nlog; i++)
         if (h->log[i].kind == RSD_POOL_ACTION_GRANT && h->log[i].req.id == r.id) return &h->log[i];

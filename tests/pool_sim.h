@@ -10,20 +10,20 @@
 #define PSIM_MAX_REQ 4096
 enum { PSIM_FREE = 0, PSIM_WAIT, PSIM_RUN };
 
-typedef struct psim_req { rsd_pool_req h; int state, model, slot; bool excl; } psim_req;
+typedef struct psim_req { rsd_pool_req_h h; int state, model, slot; bool excl; } psim_req;
 typedef struct psim {
     rsd_pool *pool;
     uint64_t now;
     int nmodels;
     /* host view of processes: 0 none, 1 spawned (SPAWN pulled), 2 ready, 3 stop asked */
     int proc_state[RSD_POOL_MAX_SLOTS];
-    rsd_pool_proc proc[RSD_POOL_MAX_SLOTS];
+    rsd_pool_proc_h proc[RSD_POOL_MAX_SLOTS];
     psim_req req[PSIM_MAX_REQ];
     int nreq;
     unsigned long granted, failed, released, cancelled, spawns, stops, evict_busy;
     int max_now;           /* current max_slots: no SPAWN may take occupancy above it */
     uint64_t lease_budget; /* the byte budget leases are held in (0 = not checked) */
-    rsd_pool_lease lease[RSD_POOL_MAX_LEASES];
+    rsd_pool_lease_h lease[RSD_POOL_MAX_LEASES];
     char err[256];
 } psim;
 
@@ -32,7 +32,7 @@ static int psim_fail(psim *s, const char *what) {
     return -1;
 }
 
-static int psim_find(psim *s, rsd_pool_req h) {
+static int psim_find(psim *s, rsd_pool_req_h h) {
     int i;
     for (i = 0; i < s->nreq; i++)
         if (s->req[i].state != PSIM_FREE && s->req[i].h.id == h.id) return i;

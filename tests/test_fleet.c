@@ -220,7 +220,7 @@ static int http_status(uint16_t port, const char *method, const char *path, cons
 }
 
 /* Acquire and wait for the GRANT: returns the port (0 on failure). */
-static uint16_t acquire_wait(rsd_fleet *f, int model, rsd_pool_req *req) {
+static uint16_t acquire_wait(rsd_fleet *f, int model, rsd_pool_req_h *req) {
     uint16_t port = 0;
     int r = rsd_fleet_acquire(f, model, tnow(), NULL, req, &port), i;
     if (r == RSD_OK) return port;
@@ -255,7 +255,7 @@ static void finish(rsd_fleet *f) {
 static void test_grant_flow(void) {
     int fd0 = count_fds();
     rsd_fleet *f;
-    rsd_pool_req req, req2;
+    rsd_pool_req_h req, req2;
     rsd_fleet_model_info mi;
     uint16_t port, port2 = 0;
     int a;
@@ -307,7 +307,7 @@ static void test_missing_binary(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req req;
+    rsd_pool_req_h req;
     uint16_t port;
     int m, good, nofile;
     log_reset();
@@ -354,7 +354,7 @@ static void test_spawn_failure_backs_off(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req req;
+    rsd_pool_req_h req;
     uint16_t port;
     const logged *l;
     int m;
@@ -382,7 +382,7 @@ static void test_spawn_failure_backs_off(void) {
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_ERR_POOL_BACKOFF);
     drain(f);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_CRASHED, m), 1); /* not spawned again */
-    CHECK_EQ_INT(rsd_fleet_reset_backoff(f, m), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_reset_backoff(rsd_fleet_pool(f), m), RSD_OK);
     CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &req, &port), RSD_PENDING);
     drain(f);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, m), 2); /* nothing stays claimed (W27) */
@@ -401,7 +401,7 @@ static void test_failed_start_restores_evicted(void) {
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
     rsd_pool_stats st;
-    rsd_pool_req req;
+    rsd_pool_req_h req;
     uint16_t port;
     log_reset();
     f = mk_fleet(1, 0);
@@ -438,7 +438,7 @@ static void test_failed_start_restores_evicted(void) {
 static void test_child_slots_bound_requests(void) {
     int fd0 = count_fds(), a, i, granted = 0;
     rsd_fleet *f;
-    rsd_pool_req r[3];
+    rsd_pool_req_h r[3];
     rsd_pool_stats st;
     uint16_t port;
     log_reset();
@@ -495,7 +495,7 @@ static const logged *stop_of(int model, rsd_pool_why why) {
 static void test_two_models_concurrently(void) {
     int fd0 = count_fds(), a, b;
     rsd_fleet *f;
-    rsd_pool_req ra, rb;
+    rsd_pool_req_h ra, rb;
     uint16_t pa, pb;
     rsd_fleet_model_info ia, ib;
     log_reset();
@@ -566,7 +566,7 @@ static void test_busy_streaming_never_evicted(void) {
     rsd_http_request rq;
     rsd_http_req_h h;
     rsd_http_event hev;
-    rsd_pool_req ra, rb;
+    rsd_pool_req_h ra, rb;
     uint16_t pa, pb;
     char url[128];
     bool done = false;
@@ -628,7 +628,7 @@ static void test_busy_streaming_never_evicted(void) {
 static void test_residents_keep_flowing(void) {
     int fd0 = count_fds(), a, b, c, stops;
     rsd_fleet *f;
-    rsd_pool_req ra, rb, rc, ra2;
+    rsd_pool_req_h ra, rb, rc, ra2;
     uint16_t pa, pb, pc, pa2 = 0;
     const logged *g;
     log_reset();
@@ -667,7 +667,7 @@ static void test_pins(void) {
     int fd0 = count_fds(), a, b, c;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     f = mk_fleet(1, 0);
@@ -682,7 +682,7 @@ static void test_pins(void) {
     CHECK_EQ_INT(rsd_fleet_acquire(f, b, tnow(), NULL, &r, &port), RSD_ERR_POOL_PINNED);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, b), 0);
     /* two slots: b and c take turns in the second, a stays */
-    CHECK_EQ_INT(rsd_fleet_configure(f, 2, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_configure(rsd_fleet_pool(f), 2, tnow()), RSD_OK);
     port = acquire_wait(f, b, &r);
     CHECK(port > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
@@ -692,7 +692,7 @@ static void test_pins(void) {
     CHECK(stop_of(b, RSD_POOL_WHY_EVICT) != NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, a), 0);
     /* an explicit unload stops a pinned model too */
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
     CHECK(stop_of(a, RSD_POOL_WHY_UNLOAD) != NULL);
     finish(f);
@@ -706,7 +706,7 @@ static void test_ttl_expiry(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     uint64_t rel;
     log_reset();
@@ -745,7 +745,7 @@ static void test_byte_budget(void) {
     rsd_fleet *f;
     rsd_fleet_desc d;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     memset(&d, 0, sizeof d);
@@ -784,7 +784,7 @@ static void test_byte_budget(void) {
 static void test_crash_and_respawn(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l, *first;
     log_reset();
@@ -829,7 +829,7 @@ static void test_stop_sigkill(void) {
     static const char *const stubborn[] = {"--runtime", "server", "--load-ms", "20", "--ignore-sigterm", NULL};
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -859,7 +859,7 @@ static void test_early_exit_fails_waiters(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r1, r2;
+    rsd_pool_req_h r1, r2;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -898,7 +898,7 @@ static void test_start_timeout(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -925,7 +925,7 @@ static void test_bind_failure(void) {
     int fd0 = count_fds(), a, lfd;
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
@@ -958,7 +958,7 @@ static void test_bind_failure(void) {
 static void test_cancel_waiting(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r1, r2;
+    rsd_pool_req_h r1, r2;
     uint16_t port;
     log_reset();
     f = mk_fleet(1, 0);
@@ -980,7 +980,7 @@ static void test_cancel_waiting(void) {
 static void test_destroy_kills(void) {
     int fd0 = count_fds(), a, b;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     f = mk_fleet(2, 0);
@@ -998,7 +998,7 @@ static void test_destroy_kills(void) {
 static void test_bad_args(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     static char longs[RSD_FLEET_SPEC_BYTES + 10];
     const char *argsv[3];
@@ -1030,7 +1030,7 @@ static void test_bad_args(void) {
 static void test_configure_and_unload_drain(void) {
     int fd0 = count_fds(), a, b, stops;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     log_reset();
     f = mk_fleet(2, 0);
@@ -1042,13 +1042,14 @@ static void test_configure_and_unload_drain(void) {
     port = acquire_wait(f, b, &r);
     REQUIRE(port > 0);
     /* max 1: a is idle (trimmed), b is busy (kept) */
-    CHECK_EQ_INT(rsd_fleet_configure(f, 1, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_configure(rsd_fleet_pool(f), 1, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
     CHECK(stop_of(a, RSD_POOL_WHY_TRIM) != NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
     /* unload b: refused while busy, or drained */
-    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()), RSD_ERR_POOL_BUSY);
-    CHECK_EQ_INT(rsd_fleet_unload(f, b, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), b, RSD_POOL_UNLOAD_REFUSE_BUSY, tnow()),
+                 RSD_ERR_POOL_BUSY);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), b, RSD_POOL_UNLOAD_DRAIN, tnow()), RSD_PENDING);
     round_once(f, NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STOPPING, b), 0);
     CHECK_EQ_INT(http_status(port, "GET", "/health", NULL), 200); /* still serving it */
@@ -1087,7 +1088,7 @@ static void test_event_queue_bounded(void) {
     rsd_fleet_model_desc md;
     rsd_fleet *f;
     rsd_fleet_event ev;
-    rsd_pool_req r[30];
+    rsd_pool_req_h r[30];
     uint16_t port;
     logcap lc;
     int i, m, fails = 0, first = -1;
@@ -1102,7 +1103,7 @@ static void test_event_queue_bounded(void) {
     md.spec.exe = noexec_file();
     m = rsd_fleet_add_model(f, &md);
     for (i = 0; i < 30; i++) {
-        CHECK_EQ_INT(rsd_fleet_reset_backoff(f, m), RSD_OK); /* each fails: no backoff here */
+        CHECK_EQ_INT(rsd_pool_reset_backoff(rsd_fleet_pool(f), m), RSD_OK); /* each fails: no backoff here */
         CHECK_EQ_INT(rsd_fleet_acquire(f, m, tnow(), NULL, &r[i], &port), RSD_PENDING);
     }
     CHECK_EQ_INT(rsd_fleet_events_dropped(f), 30 - (2 * 4 + 16));
@@ -1129,7 +1130,7 @@ static void test_cancel_withdraws_queued_events(void) {
     rsd_fleet *f;
     rsd_fleet_model_desc md;
     rsd_fleet_model_info mi;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     uint64_t end;
     log_reset();
@@ -1279,7 +1280,7 @@ static void test_hanging_health(void) {
     rsd_fleet *f;
     rsd_fleet_desc d;
     rsd_fleet_model_desc md;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     uint16_t port;
     const logged *l;
     log_reset();
@@ -1317,8 +1318,8 @@ static void test_lease_stops_idle_and_restores(void) {
     rsd_fleet *f;
     rsd_fleet_desc d;
     rsd_fleet_model_desc md;
-    rsd_pool_req ra, rb, rc;
-    rsd_pool_lease lease;
+    rsd_pool_req_h ra, rb, rc;
+    rsd_pool_lease_h lease;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
     uint16_t port = 0;
@@ -1344,12 +1345,12 @@ static void test_lease_stops_idle_and_restores(void) {
     memset(&ld, 0, sizeof ld);
     ld.bytes = 5ull << 30;
     ld.restore = true;
-    CHECK_EQ_INT(rsd_fleet_lease_take(f, &ld, tnow(), &lease), RSD_PENDING);
+    CHECK_EQ_INT(rsd_pool_lease_take(rsd_fleet_pool(f), &ld, tnow(), &lease), RSD_PENDING);
     CHECK(await(f, RSD_FLEET_EV_STOPPING, a, 0) != NULL);
     CHECK(stop_of(a, RSD_POOL_WHY_LEASE) != NULL);
     CHECK(stop_of(b, RSD_POOL_WHY_LEASE) == NULL);
     CHECK(await(f, RSD_FLEET_EV_EXITED, a, 0) != NULL);
-    CHECK_EQ_INT(rsd_fleet_lease_query(f, lease, &li), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_query(rsd_fleet_pool(f), lease, &li), RSD_OK);
     CHECK(li.ready);
     CHECK(li.granted == 5ull << 30);
     CHECK(li.stopped == (1ull << a));
@@ -1359,9 +1360,9 @@ static void test_lease_stops_idle_and_restores(void) {
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_STARTING, c), 0);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_FAIL, -1), 0);
     CHECK_EQ_INT(rsd_fleet_cancel(f, rc, tnow()), RSD_OK);
-    CHECK_EQ_INT(rsd_fleet_lease_release(f, lease, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_lease_release(rsd_fleet_pool(f), lease, tnow()), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_READY, a, 1) != NULL); /* restored without a request */
-    CHECK_EQ_INT(rsd_fleet_lease_query(f, lease, &li), RSD_ERR_POOL_STALE);
+    CHECK_EQ_INT(rsd_pool_lease_query(rsd_fleet_pool(f), lease, &li), RSD_ERR_POOL_STALE);
     CHECK_EQ_INT(rsd_fleet_release(f, rb, tnow()), RSD_OK);
     finish(f);
     CHECK_EQ_INT(count_fds(), fd0);
@@ -1373,7 +1374,7 @@ static void test_lease_stops_idle_and_restores(void) {
 static void test_exclusive_request(void) {
     int fd0 = count_fds(), a;
     rsd_fleet *f;
-    rsd_pool_req r1, ex, r2;
+    rsd_pool_req_h r1, ex, r2;
     uint16_t port = 0, port1;
     const logged *g;
     log_reset();
@@ -1406,7 +1407,7 @@ static void test_stop_hold(void) {
     int fd0 = count_fds(), a;
     rsd_fleet_desc d;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     const logged *st;
     uint16_t port;
     uint64_t t0;
@@ -1423,7 +1424,7 @@ static void test_stop_hold(void) {
     REQUIRE(port > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
     CHECK_EQ_INT(rsd_fleet_stop_go(f, a, tnow()), RSD_ERR_NOT_FOUND); /* nothing held yet */
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, tnow()), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, 0, tnow()), RSD_OK);
     st = await(f, RSD_FLEET_EV_STOPPING, a, 0);
     REQUIRE(st != NULL);
     CHECK(st->ev.held);
@@ -1440,7 +1441,7 @@ static void test_stop_hold(void) {
     REQUIRE(port > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
     t0 = tnow();
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, t0), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, 0, t0), RSD_OK);
     CHECK(await(f, RSD_FLEET_EV_STOPPING, a, 1) != NULL);
     round_once(f, NULL);
     CHECK_EQ_INT(count_kind(RSD_FLEET_EV_EXITED, a), 1);
@@ -1469,7 +1470,7 @@ static void test_stop_hold_in_grace(void) {
     int fd0 = count_fds(), a;
     rsd_fleet_desc d;
     rsd_fleet *f;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     const logged *st, *ex;
     long kill_in = -1;
     uint64_t t0;
@@ -1487,7 +1488,7 @@ static void test_stop_hold_in_grace(void) {
     REQUIRE(acquire_wait(f, a, &r) > 0);
     CHECK_EQ_INT(rsd_fleet_release(f, r, tnow()), RSD_OK);
     t0 = tnow();
-    CHECK_EQ_INT(rsd_fleet_unload(f, a, 0, t0), RSD_OK);
+    CHECK_EQ_INT(rsd_pool_unload(rsd_fleet_pool(f), a, 0, t0), RSD_OK);
     st = await(f, RSD_FLEET_EV_STOPPING, a, 0);
     REQUIRE(st != NULL);
     CHECK(st->ev.held);

@@ -34,7 +34,7 @@ typedef struct client {
     cstate st;
     int model;
     long id;            /* request number */
-    rsd_pool_req req;
+    rsd_pool_req_h req;
     rsd_http_req_h h;
     char url[128];
 } client;

@@ -20,8 +20,8 @@ static rsd_pool *mk(int max, uint64_t budget, const rsd_pool_model_desc *m, int 
 
 
 /* Acquire and wait for the grant (auto host); returns the request, slot in *slot. */
-static rsd_pool_req get(host *h, int model, int *slot) {
-    rsd_pool_req r;
+static rsd_pool_req_h get(host *h, int model, int *slot) {
+    rsd_pool_req_h r;
     int s = -1, rc = rsd_pool_acquire(h->p, model, h->now, NULL, &r, &s);
     pump(h);
     if (rc == RSD_PENDING) {
@@ -42,7 +42,7 @@ static rsd_pool_slot_state model_state(rsd_pool *p, int m) {
 static void test_serves_different_models_concurrently_in_independent_processes(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a1, a2, b1;
+    rsd_pool_req_h a1, a2, b1;
     int sa = -1, sb = -1, sa2 = -1;
     rsd_pool_stats st;
     m[0] = md("a", 0); m[1] = md("b", 0);
@@ -75,7 +75,7 @@ static void test_model_info_last_used_ms(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_model_info mi;
     host h;
-    rsd_pool_req r1, r2;
+    rsd_pool_req_h r1, r2;
     int s = -1;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&h, 0, sizeof h);
@@ -108,7 +108,7 @@ static void test_model_info_last_used_ms(void) {
 }
 
 static void preload(host *h, int model) {
-    rsd_pool_req r = get(h, model, NULL);
+    rsd_pool_req_h r = get(h, model, NULL);
     rsd_pool_release(h->p, r, h->now);
     pump(h);
 }
@@ -139,7 +139,7 @@ static void test_evicts_the_least_recently_used_idle_model_when_the_limit_is_ful
 static void test_waits_instead_of_evicting_a_process_that_is_still_serving(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, b;
+    rsd_pool_req_h a, b;
     int sb = -1;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&h, 0, sizeof h);
@@ -166,7 +166,7 @@ static void test_waits_instead_of_evicting_a_process_that_is_still_serving(void)
 static void test_keeps_serving_resident_models_while_an_unloaded_model_waits(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req a, b, c, a2;
+    rsd_pool_req_h a, b, c, a2;
     int s = -1, sa = -1;
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
     memset(&h, 0, sizeof h);
@@ -195,7 +195,7 @@ static void test_keeps_serving_resident_models_while_an_unloaded_model_waits(voi
 static void test_sched_runs_up_to_parallel_slots_requests_at_once(void) {
     rsd_pool_model_desc m = md("a", 0);
     host h;
-    rsd_pool_req r[6];
+    rsd_pool_req_h r[6];
     int i, ok = 0, pend = 0, s;
     rsd_pool_stats st;
     m.max_in_flight = 3;
@@ -243,7 +243,7 @@ static void test_sched_loads_the_requested_model_when_a_different_one_is_residen
 static void test_sched_a_model_that_fails_to_load_rejects_only_its_own_jobs(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a1, a2, b1;
+    rsd_pool_req_h a1, a2, b1;
     int s, i, fails = 0;
     const rsd_pool_action *sp;
     m[0] = md("a", 0); m[1] = md("b", 0);
@@ -276,7 +276,7 @@ static void test_sched_a_model_that_fails_to_load_rejects_only_its_own_jobs(void
 static void test_sched_stats_reports_the_pending_queue_by_model(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req b1, b2;
+    rsd_pool_req_h b1, b2;
     rsd_pool_model_info mi;
     rsd_pool_stats st;
     int s;
@@ -302,7 +302,7 @@ static void test_sched_stats_reports_the_pending_queue_by_model(void) {
 static void test_sched_a_third_chat_waits_for_a_slot_and_runs_as_soon_as_one_frees(void) {
     rsd_pool_model_desc m = md("a", 0);
     host h;
-    rsd_pool_req r1, r2, r3;
+    rsd_pool_req_h r1, r2, r3;
     rsd_pool_stats st;
     int s;
     m.max_in_flight = 2;
@@ -328,7 +328,7 @@ static void test_sched_a_third_chat_waits_for_a_slot_and_runs_as_soon_as_one_fre
 static void test_sched_a_queued_different_model_gets_its_turn_once_the_open_turn_drains(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a1, a2, b;
+    rsd_pool_req_h a1, a2, b;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&h, 0, sizeof h);
@@ -351,7 +351,7 @@ static void test_sched_a_queued_different_model_gets_its_turn_once_the_open_turn
 static void test_sched_never_dispatches_more_jobs_than_slots_across_a_long_burst(void) {
     rsd_pool_model_desc m = md("a", 0);
     host h;
-    rsd_pool_req live[64];
+    rsd_pool_req_h live[64];
     int n = 0, i, s, peak = 0;
     uint32_t seed = 7;
     rsd_pool_stats st;
@@ -383,7 +383,7 @@ static void test_sched_never_dispatches_more_jobs_than_slots_across_a_long_burst
 static void test_router_a_client_departure_mid_stream_releases_the_slot(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, b;
+    rsd_pool_req_h a, b;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&h, 0, sizeof h);
@@ -404,7 +404,7 @@ static void test_router_a_client_departure_mid_stream_releases_the_slot(void) {
 static void test_router_an_upstream_hang_up_rejects_only_the_dead_request(void) {
     rsd_pool_model_desc m = md("a", 0);
     host h;
-    rsd_pool_req r1, r2, r3;
+    rsd_pool_req_h r1, r2, r3;
     rsd_pool_stats st;
     int s;
     m.max_in_flight = 2;
@@ -430,7 +430,7 @@ static void test_router_an_upstream_hang_up_rejects_only_the_dead_request(void) 
 static void test_w21_reserve_at_claim_no_concurrent_overcommit(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, b;
+    rsd_pool_req_h a, b;
     rsd_pool_stats st;
     int s;
     m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
@@ -452,7 +452,7 @@ static void test_w21_reserve_at_claim_no_concurrent_overcommit(void) {
 static void test_w22_evicts_by_bytes_in_lru_order(void) {
     rsd_pool_model_desc m[4];
     host h;
-    rsd_pool_req d;
+    rsd_pool_req_h d;
     rsd_pool_stats st;
     int i, stops[4] = {0, 0, 0, 0};
     m[0] = md("a", 3 * GiB); m[1] = md("b", 3 * GiB); m[2] = md("c", 3 * GiB); m[3] = md("d", 6 * GiB);
@@ -478,7 +478,7 @@ static void test_w22_evicts_by_bytes_in_lru_order(void) {
 static void test_w23_measured_vram_and_foreign_use(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int s;
     m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB); m[2] = md("huge", 20 * GiB);
     memset(&h, 0, sizeof h);
@@ -499,7 +499,7 @@ static void test_w23_measured_vram_and_foreign_use(void) {
 static void test_foreign_held_start(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req r, rb;
+    rsd_pool_req_h r, rb;
     rsd_pool_stats st;
     int s;
     m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
@@ -560,7 +560,7 @@ static void test_evicts_no_victim_the_others_make_unneeded(void) {
 static void test_w24_eviction_does_not_stall_dispatch(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req a, c, a2, b2;
+    rsd_pool_req_h a, c, a2, b2;
     int s, sa;
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
     memset(&h, 0, sizeof h);
@@ -584,7 +584,7 @@ static void test_w25_dispatch_work_independent_of_queue_length(void) {
     rsd_pool_model_desc m[3];
     rsd_pool_desc d;
     host h;
-    rsd_pool_req a, x;
+    rsd_pool_req_h a, x;
     int i, s;
     uint64_t w0;
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
@@ -626,7 +626,7 @@ static void test_w26_starving_request_drains_its_victim(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_desc d;
     host h;
-    rsd_pool_req a1, a2, a3, b;
+    rsd_pool_req_h a1, a2, a3, b;
     int s;
     uint64_t next;
     m[0] = md("a", 0); m[1] = md("b", 0);
@@ -666,7 +666,7 @@ static void test_w26_starving_request_drains_its_victim(void) {
 static void test_w27_failed_load_frees_slot_and_reservation(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, b;
+    rsd_pool_req_h a, b;
     rsd_pool_stats st;
     const rsd_pool_action *sp, *stop;
     int s;
@@ -699,7 +699,7 @@ static void test_w27_failed_load_frees_slot_and_reservation(void) {
 static void test_w27_crash_frees_slot_and_reservation_at_once(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, b;
+    rsd_pool_req_h a, b;
     rsd_pool_stats st;
     int s, sa = -1;
     m[0] = md("a", 8 * GiB); m[1] = md("b", 8 * GiB);
@@ -729,7 +729,7 @@ static void test_w27_crash_frees_slot_and_reservation_at_once(void) {
 static void test_w28_stop_refuses_later_work(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, b, c;
+    rsd_pool_req_h a, b, c;
     int s, i, stopped_fails = 0;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&h, 0, sizeof h);
@@ -759,7 +759,7 @@ static void test_w28_stop_refuses_later_work(void) {
 static void test_w29_unload_refuses_or_drains(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, a2;
+    rsd_pool_req_h a, a2;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&h, 0, sizeof h);
@@ -791,7 +791,7 @@ static void test_w29_unload_refuses_or_drains(void) {
 static void test_w34_stats_complete(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a;
+    rsd_pool_req_h a;
     rsd_pool_stats st;
     int sa;
     m[0] = md("a", 2 * GiB); m[1] = md("b", 3 * GiB);
@@ -835,7 +835,7 @@ static void test_w34_stats_complete(void) {
 static void test_inflight_counted_at_admission_not_dispatch(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a, c;
+    rsd_pool_req_h a, c;
     rsd_pool_action act;
     int s;
     m[0] = md("a", 0); m[1] = md("c", 0);
@@ -858,7 +858,7 @@ static void test_inflight_counted_at_admission_not_dispatch(void) {
 static void test_pinned_model_is_never_evicted_ttl_unloaded_or_trimmed(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req b;
+    rsd_pool_req_h b;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     m[0].pinned = true;
@@ -921,7 +921,7 @@ static void test_set_model_changes_ttl_cap_and_pin(void) {
 static void test_ttl_expiry_counts_from_the_last_request_finished(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int s;
     m[0] = md("a", 0); m[1] = md("never", 0);
     m[0].ttl_ms = 5000;
@@ -956,7 +956,7 @@ static void test_ttl_expiry_counts_from_the_last_request_finished(void) {
 static void test_configure_trims_idle_excess_lru_first_and_busy_later(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req a;
+    rsd_pool_req_h a;
     rsd_pool_stats st;
     int i, stopped[3] = {0, 0, 0};
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
@@ -1004,7 +1004,7 @@ static void test_p4_max_slots_normalised(void) {
 static void test_model_that_can_never_fit_fails_at_once(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req r, mid;
+    rsd_pool_req_h r, mid;
     rsd_pool_stats st;
     const rsd_pool_action *f;
     int s;
@@ -1034,7 +1034,7 @@ static void test_model_that_can_never_fit_fails_at_once(void) {
 static void test_byte_budget_admission_waits_then_fits(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req a, b, c;
+    rsd_pool_req_h a, b, c;
     rsd_pool_stats st;
     int s;
     m[0] = md("a", 5 * GiB); m[1] = md("b", 4 * GiB); m[2] = md("c", 4 * GiB);
@@ -1062,8 +1062,8 @@ static void test_queue_full_and_handle_errors(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_desc d;
     rsd_pool *p;
-    rsd_pool_req r1, r2, r3, bogus;
-    rsd_pool_proc pr;
+    rsd_pool_req_h r1, r2, r3, bogus;
+    rsd_pool_proc_h pr;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&d, 0, sizeof d);
@@ -1130,7 +1130,7 @@ static void test_create_rejects_bad_desc_and_survives_oom(void) {
 static void test_unload_drain_while_starting_serves_its_waiters_then_stops(void) {
     rsd_pool_model_desc m = md("a", 0);
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     rsd_pool_action a;
     int s;
     memset(&h, 0, sizeof h);
@@ -1153,7 +1153,7 @@ static void test_unload_drain_while_starting_serves_its_waiters_then_stops(void)
 static void test_stop_before_spawn_is_pulled_emits_no_stop(void) {
     rsd_pool_model_desc m = md("a", 5 * GiB);
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     rsd_pool_stats st;
     int s;
     memset(&h, 0, sizeof h);
@@ -1176,7 +1176,7 @@ static void test_stop_before_spawn_is_pulled_emits_no_stop(void) {
 static void test_waiting_models_are_served_fifo_without_thrash(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req a, b, c;
+    rsd_pool_req_h a, b, c;
     int s, i, spawned_c_before_b = 0, seen_b = 0;
     m[0] = md("a", 0); m[1] = md("b", 0); m[2] = md("c", 0);
     memset(&h, 0, sizeof h);
@@ -1220,7 +1220,7 @@ static void test_logger_reports_evictions_failures_and_bad_desc(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_desc d;
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&d, 0, sizeof d);
@@ -1251,7 +1251,7 @@ static void test_pin_wins_over_a_starvation_drain(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_desc d;
     host h;
-    rsd_pool_req a, a2, b;
+    rsd_pool_req_h a, a2, b;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&d, 0, sizeof d);
@@ -1283,7 +1283,7 @@ static void test_pin_wins_over_a_starvation_drain(void) {
 static void test_release_before_fail_is_pulled_frees_the_handle(void) {
     rsd_pool_model_desc m = md("a", 0);
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     rsd_pool_action a;
     int s;
     memset(&h, 0, sizeof h);
@@ -1353,7 +1353,7 @@ static void test_preload_loads_and_leaves_resident_without_a_request(void) {
 static void test_measured_reservation_replaces_the_estimate(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req b;
+    rsd_pool_req_h b;
     rsd_pool_stats st;
     int s;
     m[0] = md("a", 6 * GiB); m[1] = md("b", 6 * GiB);
@@ -1377,7 +1377,7 @@ static void test_measured_reservation_replaces_the_estimate(void) {
 static void test_crash_before_grant_is_pulled_fails_the_request(void) {
     rsd_pool_model_desc m = md("a", 0);
     host h;
-    rsd_pool_req r1, r2;
+    rsd_pool_req_h r1, r2;
     rsd_pool_action a;
     const rsd_pool_action *f;
     int s;
@@ -1404,7 +1404,7 @@ static void test_w26_drain_is_lifted_when_the_starving_request_leaves(void) {
     rsd_pool_model_desc m[2];
     rsd_pool_desc d;
     host h;
-    rsd_pool_req a, a2, b;
+    rsd_pool_req_h a, a2, b;
     int s;
     m[0] = md("a", 0); m[1] = md("b", 0);
     memset(&d, 0, sizeof d);
@@ -1439,7 +1439,7 @@ static void test_slot_limit(void) {
     rsd_pool_model_desc m = md("a", 0);
     rsd_pool_stats st;
     host h;
-    rsd_pool_req r[6];
+    rsd_pool_req_h r[6];
     rsd_pool_action a;
     int s, i, granted = 0;
     memset(&h, 0, sizeof h);
@@ -1513,7 +1513,7 @@ static void test_failed_start_backs_off(void) {
     rsd_pool_stats st;
     rsd_pool_desc d;
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int s, i;
     memset(&d, 0, sizeof d);
     d.max_slots = 1;
@@ -1574,7 +1574,7 @@ static void test_crash_while_starting_backs_off(void) {
     rsd_pool_model_info mi;
     rsd_pool_action a;
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int s;
     memset(&h, 0, sizeof h);
     h.p = mk(1, 0, &m, 1);
@@ -1607,7 +1607,7 @@ static void test_failed_start_restores_the_evicted_model(void) {
     rsd_pool_model_info mi;
     rsd_pool_stats st;
     host h;
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int s, i;
     m[0] = md("good", 0); m[1] = md("bad", 0);
     memset(&h, 0, sizeof h);

@@ -40,7 +40,7 @@ static rsd_pool_slot_state state_of(rsd_pool *p, int model) {
 static void test_exclusive_waits_for_the_drain_and_runs_alone(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a1, a2, ex, a3, b1;
+    rsd_pool_req_h a1, a2, ex, a3, b1;
     rsd_pool_stats st;
     int s = -1;
     m[0] = md("a", 0); m[1] = md("b", 0);
@@ -85,7 +85,7 @@ static void test_exclusive_waits_for_the_drain_and_runs_alone(void) {
 static void test_exclusive_on_an_idle_process_is_granted_at_once(void) {
     rsd_pool_model_desc m[1];
     host h;
-    rsd_pool_req a1, ex, a2;
+    rsd_pool_req_h a1, ex, a2;
     int s = -1;
     m[0] = md("a", 0);
     start(&h, 1, 0, m, 1, RSD_POOL_WAIT_FOREVER);
@@ -109,8 +109,8 @@ static void test_exclusive_on_an_idle_process_is_granted_at_once(void) {
 static void test_exclusive_flag_dies_with_its_process(void) {
     rsd_pool_model_desc m[1];
     host h;
-    rsd_pool_req ex, a;
-    rsd_pool_proc proc;
+    rsd_pool_req_h ex, a;
+    rsd_pool_proc_h proc;
     int s = -1;
     m[0] = md("a", 0);
     start(&h, 1, 0, m, 1, RSD_POOL_WAIT_FOREVER);
@@ -133,7 +133,7 @@ static void test_exclusive_flag_dies_with_its_process(void) {
 static void test_cancelled_exclusive_waiter_lets_the_queue_go(void) {
     rsd_pool_model_desc m[1];
     host h;
-    rsd_pool_req a1, ex, a2;
+    rsd_pool_req_h a1, ex, a2;
     int s = -1;
     m[0] = md("a", 0);
     start(&h, 1, 0, m, 1, RSD_POOL_WAIT_FOREVER);
@@ -159,7 +159,7 @@ static void test_cancelled_exclusive_waiter_lets_the_queue_go(void) {
 static void collate(bool burst) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req r[6];
+    rsd_pool_req_h r[6];
     int order[6], norder = 0, i, k, s;
     m[0] = md("A", 0); m[1] = md("B", 0); m[2] = md("C", 0);
     m[0].max_in_flight = m[1].max_in_flight = m[2].max_in_flight = 1;
@@ -199,7 +199,7 @@ static void test_abcabc_is_served_aabbcc_while_serving(void) { collate(false); }
 static void test_a_busy_model_yields_after_max_wait(void) {
     rsd_pool_model_desc m[2];
     host h;
-    rsd_pool_req a_cur, a_next, b;
+    rsd_pool_req_h a_cur, a_next, b;
     uint64_t t;
     int s = -1;
     m[0] = md("A", 0); m[1] = md("B", 0);
@@ -238,7 +238,7 @@ static void test_a_busy_model_yields_after_max_wait(void) {
 static void test_k_freed_slots_start_k_loads(void) {
     rsd_pool_model_desc m[3];
     host h;
-    rsd_pool_req x, c, d;
+    rsd_pool_req_h x, c, d;
     int s = -1, spawns;
     m[0] = md("X", 8 * GiB); m[1] = md("C", 4 * GiB); m[2] = md("D", 4 * GiB);
     start(&h, 3, 10 * GiB, m, 3, RSD_POOL_WAIT_FOREVER);
@@ -267,9 +267,9 @@ static void test_k_freed_slots_start_k_loads(void) {
 /* ---- leases ------------------------------------------------------------------ */
 /* 10 GiB: A (4, idle, least recently used), C (2, idle), B (3, busy), P (1, pinned).
    A 6 GiB lease stops A, then C, never B or P; 10 - 3 - 1 = 6 granted in full. */
-static void lease_fixture(host *h, rsd_pool_req *busy) {
+static void lease_fixture(host *h, rsd_pool_req_h *busy) {
     static rsd_pool_model_desc m[4];
-    rsd_pool_req r;
+    rsd_pool_req_h r;
     int s = -1;
     m[0] = md("A", 4 * GiB); m[1] = md("B", 3 * GiB); m[2] = md("C", 2 * GiB); m[3] = md("P", 1 * GiB);
     m[3].pinned = true;
@@ -283,8 +283,8 @@ static void lease_fixture(host *h, rsd_pool_req *busy) {
 
 static void test_lease_stops_idle_lru_first_never_busy_or_pinned(void) {
     host h;
-    rsd_pool_req busy;
-    rsd_pool_lease l;
+    rsd_pool_req_h busy;
+    rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
     rsd_pool_stats st;
@@ -322,8 +322,8 @@ static void test_lease_stops_idle_lru_first_never_busy_or_pinned(void) {
 
 static void test_lease_partial_when_busy_and_pinned_hold_the_rest(void) {
     host h;
-    rsd_pool_req busy;
-    rsd_pool_lease l;
+    rsd_pool_req_h busy;
+    rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
     lease_fixture(&h, &busy);
@@ -344,8 +344,8 @@ static void test_lease_partial_when_busy_and_pinned_hold_the_rest(void) {
 static void test_lease_declined_stops_nothing(void) {
     rsd_pool_model_desc m[1];
     host h;
-    rsd_pool_req r;
-    rsd_pool_lease l;
+    rsd_pool_req_h r;
+    rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     rsd_pool_stats st;
     int s = -1;
@@ -380,8 +380,8 @@ static void test_lease_declined_stops_nothing(void) {
 static void test_lease_holds_starts_and_release_lets_them_go(void) {
     rsd_pool_model_desc m[1];
     host h;
-    rsd_pool_req r;
-    rsd_pool_lease l;
+    rsd_pool_req_h r;
+    rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     int s = -1;
     m[0] = md("A", 8 * GiB);
@@ -404,8 +404,8 @@ static void test_lease_holds_starts_and_release_lets_them_go(void) {
 
 static void test_lease_ttl_and_restore(void) {
     host h;
-    rsd_pool_req busy;
-    rsd_pool_lease l;
+    rsd_pool_req_h busy;
+    rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
     rsd_pool_stats st;
@@ -441,8 +441,8 @@ static void test_lease_ttl_and_restore(void) {
    have, not never (the preload waits for the stopping slot to be vacated). */
 static void test_lease_released_before_its_victims_exit_still_restores(void) {
     host h;
-    rsd_pool_req busy;
-    rsd_pool_lease l;
+    rsd_pool_req_h busy;
+    rsd_pool_lease_h l;
     rsd_pool_lease_desc ld;
     rsd_pool_stats st;
     lease_fixture(&h, &busy);
@@ -473,7 +473,7 @@ static void test_lease_released_before_its_victims_exit_still_restores(void) {
 static void test_lease_capacity_and_stale_handles(void) {
     rsd_pool_model_desc m[1];
     host h;
-    rsd_pool_lease l[RSD_POOL_MAX_LEASES + 1], bogus;
+    rsd_pool_lease_h l[RSD_POOL_MAX_LEASES + 1], bogus;
     rsd_pool_lease_desc ld;
     rsd_pool_lease_info li;
     int i;

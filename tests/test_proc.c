@@ -120,7 +120,7 @@ static int child_main(const char *mode, int argc, char **argv) {
     if (strcmp(mode, "middle") == 0) {  /* spawn a sleeping grandchild, report it, die */
         rsd_procs_desc d;
         rsd_procs *p;
-        rsd_proc h;
+        rsd_proc_h h;
         rsd_proc_info info;
         static const char *const env[] = {"RSD_TEST_CHILD=sleep", NULL};
         static const char *const args[] = {NULL};
@@ -170,7 +170,7 @@ static void spec_for(rsd_proc_spec *s, const char *const *env, const char *const
 
 /* Drives p with the real clock, waiting in poll() on its descriptors, until an event
    of kind for h arrives (other events are dropped) or timeout_ms passes. */
-static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t timeout_ms,
+static bool pump(rsd_procs *p, rsd_proc_h h, rsd_proc_event_kind kind, uint32_t timeout_ms,
                  rsd_proc_event *out) {
     uint64_t start = now_ms(), end = start + timeout_ms;
     for (;;) {
@@ -336,7 +336,7 @@ static void test_port_free_and_passed(void) {
     static const char *const args[] = {"--port", "{port}", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h, h2;
+    rsd_proc_h h, h2;
     rsd_proc_info info, info2;
     rsd_proc_event ev;
     char tail[256], want[64];
@@ -369,7 +369,7 @@ static void test_env_cwd_args(void) {
     static const char *const extra[] = {"it's", "a b", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     char tail[1024], cmd[1024];
     REQUIRE(p);
@@ -398,7 +398,7 @@ static void test_command_redacts_secrets(void) {
                                        "https://user:pw@example.org/m.gguf", "--note", "it's", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     char cmd[1024], tail[1024];
     REQUIRE(p);
@@ -421,7 +421,7 @@ static void test_chatty_ring(void) {
     static const char *const args[] = {"4194304", NULL};
     rsd_procs *p = mk(0, 4096);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
     char tail[4096];
@@ -453,7 +453,7 @@ static void test_check_before_spawn(void) {
     static const char *const custom[] = {"--model-name", "{model}", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     char why[256];
     REQUIRE(p);
     spec_for(&s, NULL, NULL);
@@ -511,7 +511,7 @@ static void test_spawn_missing_binary(void) {
     REQUIRE(p);
     for (i = 0; i < 3; i++) {
         rsd_proc_spec s;
-        rsd_proc h;
+        rsd_proc_h h;
         rsd_proc_event ev;
         rsd_proc_info info;
         uint64_t t0 = now_ms();
@@ -541,7 +541,7 @@ static void test_early_exit_and_crash(void) {
     static const char *const args_none[] = {NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
     char tail[256];
@@ -585,7 +585,7 @@ static void test_stop_graceful(void) {
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
     REQUIRE(p);
@@ -611,7 +611,7 @@ static void test_stop_escalates_to_sigkill(void) {
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(200, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
     uint64_t t0;
@@ -644,7 +644,7 @@ static void test_start_timeout(void) {
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     uint64_t t0 = now_ms();
     REQUIRE(p);
@@ -665,7 +665,7 @@ static void test_probe_schedule(void) {
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     uint64_t t = 1000, due[16];
     int i, n = 0, timeouts = 0;
@@ -727,7 +727,7 @@ static void test_no_fd_leak_into_child(void) {
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     char tail[512];
     int leak = open("/dev/null", O_RDONLY);  /* a host descriptor without O_CLOEXEC */
@@ -748,7 +748,7 @@ static void test_pdeathsig_grandchild_dies(void) {
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     char tail[256];
     long long g = 0;
@@ -789,8 +789,8 @@ static void test_destroy_reaps_and_fds(void) {
     int fds0 = tp_open_handles(), i;
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h[4], extra;
-    rsd_proc live[8];
+    rsd_proc_h h[4], extra;
+    rsd_proc_h live[8];
     REQUIRE(p);
     spec_for(&s, env, args);
     for (i = 0; i < 4; i++) REQUIRE(rsd_procs_spawn(p, &s, now_ms(), &h[i]) == RSD_OK);
@@ -804,7 +804,7 @@ static void test_destroy_reaps_and_fds(void) {
 
 static void test_bad_args(void) {
     rsd_procs_desc d;
-    rsd_proc h, stale;
+    rsd_proc_h h, stale;
     rsd_proc_info info;
     rsd_procs *p;
     char buf[8];
@@ -850,7 +850,7 @@ static void test_log_output_lines(void) {
     rsd_procs_desc d;
     rsd_procs *p;
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     memset(&d, 0, sizeof d);
     d.log_output = true;
@@ -876,7 +876,7 @@ static void test_stop_reaches_process_group(void) {
     static const char *const args[] = {"-c", "sleep 1000 & echo $!; wait", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
     long long g = 0;
@@ -913,7 +913,7 @@ static void test_stop_reaches_process_group(void) {
 }
 
 /* Waits (bounded by polls of p) until the child's first output line; its tail then. */
-static void first_line(rsd_procs *p, rsd_proc h, char *tail, size_t cap) {
+static void first_line(rsd_procs *p, rsd_proc_h h, char *tail, size_t cap) {
     rsd_proc_info info;
     int guard = 0;
     do {
@@ -935,7 +935,7 @@ static void test_stop_waits_for_the_group(void) {
     static const char *const args[] = {"-c", "sh -c 'trap \"\" TERM; echo $$; exec sleep 1000' & wait", NULL};
     rsd_procs *p = mk(300, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     long long g = 0;
     uint64_t t0;
@@ -969,7 +969,7 @@ static void test_exit_takes_the_group(void) {
     static const char *const args[] = {"-c", "sleep 1000 & echo $!; read x; exit 3", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     long long g = 0;
     char tail[128];
@@ -998,7 +998,7 @@ static void test_destroy_takes_the_group(void) {
     static const char *const args[] = {"-c", "sh -c 'trap \"\" TERM; echo $$; exec sleep 1000' & wait", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     long long g = 0;
     char tail[128];
     int st;
@@ -1025,7 +1025,7 @@ static void test_exit_found_without_pidfd(void) {
     static const char *const args[] = {"5", NULL};
     rsd_procs *p = mk(0, 0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsdi_proc_slot *sl;
     REQUIRE(p);

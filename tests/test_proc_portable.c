@@ -90,7 +90,7 @@ static void spec_for(rsd_proc_spec *s, const char *const *args) {
 /* Steps p on the real clock, sleeping until its next deadline (rsd_procs_pollfds is empty
    on Windows; on POSIX the sleep is bounded by 20 ms instead of a poll on them), until
    an event of kind for h arrives or timeout_ms passes. */
-static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t timeout_ms,
+static bool pump(rsd_procs *p, rsd_proc_h h, rsd_proc_event_kind kind, uint32_t timeout_ms,
                  rsd_proc_event *out) {
     uint64_t end = rsd_now_ms() + timeout_ms;
     for (;;) {
@@ -111,7 +111,7 @@ static bool pump(rsd_procs *p, rsd_proc h, rsd_proc_event_kind kind, uint32_t ti
     }
 }
 
-static int tail(rsd_procs *p, rsd_proc h, char *buf, size_t cap) {
+static int tail(rsd_procs *p, rsd_proc_h h, char *buf, size_t cap) {
     return rsd_procs_tail(p, h, 0, buf, cap);
 }
 
@@ -160,7 +160,7 @@ static void test_args_round_trip(void) {
         "[\\\\server\\share]\n[tab\tin]\n[caf\xc3\xa9]\nend\n";
     rsd_procs *p = mk(0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     char buf[1024];
     REQUIRE(p);
@@ -183,7 +183,7 @@ static void test_exit_code_and_output(void) {
     static const char *const args[] = {"--child", "exit", "42", NULL};
     rsd_procs *p = mk(0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
     char buf[256];
@@ -205,7 +205,7 @@ static void test_chatty_child_drained(void) {
     static const char *const args[] = {"--child", "chatty", NULL};
     rsd_procs *p = mk(0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     rsd_proc_info info;
     char buf[256];
@@ -227,7 +227,7 @@ static void test_env_set_and_removed(void) {
     static const char *const del[] = {"RSD_PT_VAR", NULL};
     rsd_procs *p = mk(0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     char buf[256];
     REQUIRE(p);
 #if defined(_WIN32)
@@ -257,7 +257,7 @@ static void test_missing_binary(void) {
     static const char *const args[] = {NULL};
     rsd_procs *p = mk(0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     char why[256];
     REQUIRE(p);
@@ -297,7 +297,7 @@ static void test_stop_and_kill(void) {
     static const char *const args[] = {"--child", "sleep", NULL};
     rsd_procs *p = mk(60000);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_event ev;
     uint64_t t0;
     REQUIRE(p);
@@ -333,7 +333,7 @@ static void test_destroy_ends_children(void) {
     static const char *const args[] = {"--child", "sleep", NULL};
     rsd_procs *p = mk(0);
     rsd_proc_spec s;
-    rsd_proc h;
+    rsd_proc_h h;
     rsd_proc_info info;
     int64_t pid;
     REQUIRE(p);

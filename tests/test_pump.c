@@ -154,7 +154,7 @@ static rsd_etcd *g_etcd_co;
 static pump_lock g_lock;
 static int g_locked, g_lock_end = RSD_PENDING;
 static int g_answered, g_served, g_exited, g_granted, g_pool_done, g_fleet_done, g_ensured, g_etcd_ends;
-static rsd_pool_req g_fleet_req;
+static rsd_pool_req_h g_fleet_req;
 static int g_ensure_result = RSD_PENDING, g_etcd_lock = RSD_PENDING, g_etcd_unlock = RSD_PENDING;
 
 /* client: one GET on the server below, answered 200 */
@@ -249,10 +249,10 @@ static void test_every_object_through_one_loop(void) {
     rsd_http_req_h h;
     rsd_procs_desc prd;
     rsd_proc_spec ps;
-    rsd_proc ph;
+    rsd_proc_h ph;
     rsd_pool_desc pd;
     rsd_pool_model_desc pm;
-    rsd_pool_req preq;
+    rsd_pool_req_h preq;
     rsd_fleet_desc fd;
     rsd_fleet_model_desc fm;
     rsd_ensurer_desc ed;
