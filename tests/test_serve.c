@@ -162,18 +162,18 @@ static void test_config_example(void) {
     for (k = 0; k < sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]; k++) {
         char a[64], b[64];
         const char *at, *bt;
-        snprintf(a, sizeof a, "\n%s = ", rsrv_global_keys[k]);
-        snprintf(b, sizeof b, "\n# %s = ", rsrv_global_keys[k]);
+        snprintf(a, sizeof a, "\n%s = ", rsrv_global_keys[k].name);
+        snprintf(b, sizeof b, "\n# %s = ", rsrv_global_keys[k].name);
         at = strstr(g_ini, a);
         bt = strstr(g_ini, b);
-        if (!((at && at < model_part) || (bt && bt < model_part))) printf("  global key %s missing\n", rsrv_global_keys[k]);
+        if (!((at && at < model_part) || (bt && bt < model_part))) printf("  global key %s missing\n", rsrv_global_keys[k].name);
         CHECK((at && at < model_part) || (bt && bt < model_part));
     }
     for (k = 0; k < sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]; k++) {
         char a[64], b[64];
-        snprintf(a, sizeof a, "\n%s = ", rsrv_model_keys[k]);
-        snprintf(b, sizeof b, "\n# %s = ", rsrv_model_keys[k]);
-        if (!strstr(model_part, a) && !strstr(model_part, b)) printf("  model key %s missing\n", rsrv_model_keys[k]);
+        snprintf(a, sizeof a, "\n%s = ", rsrv_model_keys[k].name);
+        snprintf(b, sizeof b, "\n# %s = ", rsrv_model_keys[k].name);
+        if (!strstr(model_part, a) && !strstr(model_part, b)) printf("  model key %s missing\n", rsrv_model_keys[k].name);
         CHECK(strstr(model_part, a) || strstr(model_part, b));
     }
     /* uncomment the "# key = example" lines (help lines have no " = " after one word) */
