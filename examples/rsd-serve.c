@@ -1557,7 +1557,9 @@ static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m, u
 }
 
 /* ---- bounded queues ------------------------------------------------------------------ */
-/* Requests waiting for a process: for model m (-1 = all). */
+/* Requests waiting for a process: for model m (-1 = all). Counted here, not read from the
+   pool's `waiting`: a request the pool granted while its model's saved slots are restored
+   (kv_park) still waits, and counts against max_queue; the pool counts it as running. */
 static int queue_count(const srv *s, int m) {
     int i, n = 0;
     for (i = 0; i < SRV_MAX_CONNS; i++)
