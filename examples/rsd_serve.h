@@ -639,7 +639,7 @@ typedef struct rsrv_key {
     uint64_t dv;           /* RSRV_KF_ZERO, MARGIN: the value that stands for 0 (unset) */
     const char *def;       /* the default as written; NULL = none: the key is written only when set */
     const char *zero;      /* what 0 means, in messages and as a comment after it (NULL = nothing special) */
-    const char *flag;      /* the command-line flag with a value that sets it (NULL = none) */
+    const char *flag;      /* the command-line flag that sets it (NULL = none); a BOOL's takes no value */
     const char *help;      /* one line, above the key in the example configuration */
     const char *example;   /* a value for the example configuration where the key is not written */
 } rsrv_key;
@@ -729,20 +729,20 @@ static const rsrv_key rsrv_model_keys[] = {
      "bytes counted against vram_budget while it runs", NULL},
     {"ttl", RSRV_KIND_DURATION, 0, RSRV_M(ttl_ms), 0, 0, 0, "0", "never unloaded for idleness", "--ttl",
      "stopped after this long idle; 0 = never", NULL},
-    {"pinned", RSRV_KIND_BOOL, 0, RSRV_M(pinned), 0, 0, 0, "false", NULL, NULL,
+    {"pinned", RSRV_KIND_BOOL, 0, RSRV_M(pinned), 0, 0, 0, "false", NULL, "--pinned",
      "never evicted, started at boot, listed with the tag pinned:true", NULL},
     {"aliases", RSRV_KIND_ALIASES, 0, RSRV_M(aliases), 0, RSRV_MAX_ALIASES, 0, NULL, NULL, "--aliases",
      "other names that route to this model (default none)", "chat, default"},
     {"env", RSRV_KIND_ENV, RSRV_KF_PROCESS, RSRV_M(env), 0, RSRV_MAX_ENV, 0, NULL, NULL, "--env",
      "the child's environment on top of rsd-serve's: NAME=VALUE, comma separated (default none)",
      "CUDA_VISIBLE_DEVICES=0"},
-    {"preload", RSRV_KIND_BOOL, 0, RSRV_M(preload), 0, 0, 0, "false", NULL, NULL,
+    {"preload", RSRV_KIND_BOOL, 0, RSRV_M(preload), 0, 0, 0, "false", NULL, "--preload",
      "started at boot, but evicted like any other", NULL},
     {"max_queue", RSRV_KIND_QUEUE, 0, RSRV_M(max_queue), 1, RSRV_MAX_QUEUE_MAX, 0, "4096", NULL, "--model-max-queue",
      "requests waiting for this model (at most the global max_queue)", NULL},
-    {"session_affinity", RSRV_KIND_BOOL, 0, RSRV_M(session_affinity), 0, 0, 0, NULL, NULL, NULL,
+    {"session_affinity", RSRV_KIND_BOOL, 0, RSRV_M(session_affinity), 0, 0, 0, NULL, NULL, "--session-affinity",
      "a session's requests go to the slot holding its KV cache (default false)", "true"},
-    {"session_erase", RSRV_KIND_BOOL, 0, RSRV_M(session_erase), 0, 0, 0, NULL, NULL, NULL,
+    {"session_erase", RSRV_KIND_BOOL, 0, RSRV_M(session_erase), 0, 0, 0, NULL, NULL, "--session-erase",
      "with session_affinity: erase a slot before another session gets it (default false)", "true"}};
 #undef RSRV_G
 #undef RSRV_M
@@ -1148,20 +1148,17 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
         if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) { o->verbose = true; continue; }
         if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) { o->quiet = true; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = true; continue; }
-        if (!strcmp(a, "--pinned") || !strcmp(a, "--preload")) {
-            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
-            if (a[3] == 'i') cur->pinned = true;
-            else cur->preload = true;
-            continue;
+        for (k = 0; k < RSRV_NGLOBAL_KEYS + RSRV_NMODEL_KEYS && !row; k++) { /* k ends one past the row */
+            const rsrv_key *r = k < RSRV_NGLOBAL_KEYS ? &rsrv_global_keys[k] : &rsrv_model_keys[k - RSRV_NGLOBAL_KEYS];
+            if (r->flag && !strcmp(a, r->flag)) row = r;
         }
-        if (!strcmp(a, "--session-affinity")) {
-            if (!cur) { snprintf(err, ecap, "--session-affinity: comes after --model or --command"); return -1; }
-            cur->session_affinity = true;
-            continue;
+        if ((row && k > RSRV_NGLOBAL_KEYS && !cur) || (!cur && !strcmp(a, "--no-session-erase"))) {
+            snprintf(err, ecap, "%s: comes after --model or --command", a);
+            return -1;
         }
-        if (!strcmp(a, "--session-erase") || !strcmp(a, "--no-session-erase")) {
-            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
-            cur->session_erase = a[2] == 's';
+        if (!strcmp(a, "--no-session-erase")) { cur->session_erase = false; continue; }
+        if (row && row->kind == RSRV_KIND_BOOL) { /* a flag without a value: true */
+            (void)rsrv_set_key(c, cur, row, "true", 4, msg, sizeof msg);
             continue;
         }
         if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
@@ -1178,12 +1175,7 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
             i++;
             continue;
         }
-        for (k = 0; k < RSRV_NGLOBAL_KEYS + RSRV_NMODEL_KEYS && !row; k++) { /* k ends one past the row */
-            const rsrv_key *r = k < RSRV_NGLOBAL_KEYS ? &rsrv_global_keys[k] : &rsrv_model_keys[k - RSRV_NGLOBAL_KEYS];
-            if (r->flag && !strcmp(a, r->flag)) row = r;
-        }
         if (!row) { snprintf(err, ecap, "%s: unknown flag (see --help)", a); return -1; }
-        if (k > RSRV_NGLOBAL_KEYS && !cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
         if (!rsrv_set_key(c, k > RSRV_NGLOBAL_KEYS ? cur : NULL, row, v, strlen(v), msg, sizeof msg)) {
             snprintf(err, ecap, "%s: %s", a, msg);
             return -1;

@@ -281,6 +281,36 @@ static void test_config_table(void) {
         }
     }
     CHECK(bounded >= 20);
+    /* every row's flag sets it: with the row's example (or default) as its value, a BOOL's
+       flag alone to true */
+    for (scope = 0; scope < 2; scope++) {
+        const rsrv_key *keys = scope ? rsrv_model_keys : rsrv_global_keys;
+        int nkeys = scope ? RSRV_NMODEL_KEYS : RSRV_NGLOBAL_KEYS;
+        for (k = 0; k < nkeys; k++) {
+            char *argv[] = {"rsd-serve", "--model", "t=/m", NULL, NULL, NULL};
+            const rsrv_key *row = &keys[k];
+            rsrv_opts o;
+            if (!row->flag) continue;
+            argv[3] = (char *)row->flag;
+            argv[4] = (char *)(row->example ? row->example : row->def);
+            memset(&o, 0, sizeof o);
+            rsrv_config_init(&g_cfg);
+            CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, row->kind == RSRV_KIND_BOOL ? 4 : 5, argv, err, sizeof err), 0);
+            if (row->kind == RSRV_KIND_BOOL) CHECK(rsrv_field_get(rsrv_cfield(&g_cfg, &g_cfg.models[0], row), row->size));
+            else if (row->example) CHECK(!rsrv_key_equal(&g_cfg, scope ? &g_cfg.models[0] : NULL, &base,
+                                                        scope ? &base.models[0] : NULL, row));
+        }
+    }
+    {
+        char *argv[] = {"rsd-serve", "--model", "t=/m", "--session-erase", "--no-session-erase"};
+        rsrv_opts o;
+        memset(&o, 0, sizeof o);
+        rsrv_config_init(&g_cfg);
+        CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 5, argv, err, sizeof err), 0);
+        CHECK(!g_cfg.models[0].session_erase);
+        CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 2, argv + 3, err, sizeof err), -1); /* argv[1]: no model yet */
+        CHECK_EQ_STR(err, "--no-session-erase: comes after --model or --command");
+    }
     /* the example: every row, its help line right above it */
     n = rsrv_write_example(&ex, "9.9.9", g_ini, sizeof g_ini);
     REQUIRE(n > 0);
