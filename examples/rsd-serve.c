@@ -303,8 +303,9 @@
    llama_server models) is drained and, if it was running, started again with the new
    settings; ttl, pinned, aliases, preload and max_queue change in place; the rest
    keeps its process. Every change forgets the model's start backoff. listen,
-   stop_grace, vram_budget, max_wait, start_backoff and the watchdog settings apply only
-   at the next start (the answer lists them in restart_needed); vram_budget = auto (kept auto) reads
+   stop_grace, vram_budget, max_wait, start_backoff, the watchdog's, the kv cache's keys
+   and event_history apply only at the next start (the answer lists each changed one in
+   restart_needed); vram_budget = auto (kept auto) reads
    the device again, with the new vram_margin. A bad file, or one that cannot work,
    changes nothing: "FILE:LINE: message" is logged (and answered, 400). A model id
    keeps its index for the life of the process: at most 64 different ids over all
