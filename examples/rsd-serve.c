@@ -303,8 +303,9 @@
    llama_server models) is drained and, if it was running, started again with the new
    settings; ttl, pinned, aliases, preload and max_queue change in place; the rest
    keeps its process. Every change forgets the model's start backoff. listen,
-   stop_grace, vram_budget, max_wait, start_backoff and the watchdog settings apply only
-   at the next start (the answer lists them in restart_needed); vram_budget = auto (kept auto) reads
+   stop_grace, vram_budget, max_wait, start_backoff, the watchdog's, the kv cache's keys
+   and event_history apply only at the next start (the answer lists each changed one in
+   restart_needed); vram_budget = auto (kept auto) reads
    the device again, with the new vram_margin. A bad file, or one that cannot work,
    changes nothing: "FILE:LINE: message" is logged (and answered, 400). A model id
    keeps its index for the life of the process: at most 64 different ids over all
@@ -1557,7 +1558,9 @@ static bool refuse_no_autoload(srv *s, const rsd_http_server_event *ev, int m, u
 }
 
 /* ---- bounded queues ------------------------------------------------------------------ */
-/* Requests waiting for a process: for model m (-1 = all). */
+/* Requests waiting for a process: for model m (-1 = all). Counted here, not read from the
+   pool's `waiting`: a request the pool granted while its model's saved slots are restored
+   (kv_park) still waits, and counts against max_queue; the pool counts it as running. */
 static int queue_count(const srv *s, int m) {
     int i, n = 0;
     for (i = 0; i < SRV_MAX_CONNS; i++)
@@ -5139,8 +5142,9 @@ static void fail_waiting(srv *s, int m, uint64_t now) {
    would differ is restarted once idle (drained, then started again if it was running);
    one whose ttl, pin, aliases, preload or max_queue changed is updated in place; the
    rest is untouched (same process). A bad file changes nothing: 0, or -1 with ro->err
-   ("FILE:LINE: message"). listen, stop_grace, vram_budget, max_wait and start_backoff take effect
-   only at a restart (named in ro->kept). Every change forgets the model's backoff. */
+   ("FILE:LINE: message"). vram_budget and the global keys marked RSRV_KF_RESTART (listen,
+   stop_grace, max_wait, start_backoff, the watchdog's, the kv cache's, event_history) take
+   effect only at a restart (named in ro->kept). Every change forgets the model's backoff. */
 static int do_reload(srv *s, uint64_t now, reload_out *ro) {
     rsrv_config *nc = (rsrv_config *)calloc(1, sizeof *nc), *mc = (rsrv_config *)calloc(1, sizeof *mc), *oc = s->cfg;
     rsrv_opts o;
@@ -5189,12 +5193,6 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
         }
         mc->models[mc->nmodels++] = nc->models[j];
     }
-    if (strcmp(mc->listen_host, oc->listen_host) || mc->listen_port != oc->listen_port) {
-        list_add(ro->kept, sizeof ro->kept, "listen");
-        memcpy(mc->listen_host, oc->listen_host, sizeof mc->listen_host);
-        mc->listen_port = oc->listen_port;
-    }
-    if (mc->stop_grace_ms != oc->stop_grace_ms) { list_add(ro->kept, sizeof ro->kept, "stop_grace"); mc->stop_grace_ms = oc->stop_grace_ms; }
     if (mc->vram_budget_auto != oc->vram_budget_auto || !s->devmem ||
         (!mc->vram_budget_auto && mc->vram_budget_bytes != oc->vram_budget_bytes)) {
         if (mc->vram_budget_auto != oc->vram_budget_auto || mc->vram_budget_bytes != oc->vram_budget_bytes)
@@ -5206,30 +5204,11 @@ static int do_reload(srv *s, uint64_t now, reload_out *ro) {
     } else if (mc->vram_budget_auto && !devmem_budget(s, mc, now, ro->err, sizeof ro->err)) {
         goto fail; /* auto, read again: a reading that gives no budget changes nothing */
     }
-    if (rsrv_eff_max_wait(mc) != rsrv_eff_max_wait(oc)) { list_add(ro->kept, sizeof ro->kept, "max_wait"); mc->max_wait_ms = oc->max_wait_ms; }
-    if (rsrv_eff_start_backoff(mc) != rsrv_eff_start_backoff(oc)) {
-        list_add(ro->kept, sizeof ro->kept, "start_backoff");
-        mc->start_backoff_ms = oc->start_backoff_ms;
-    }
-    if (mc->watchdog_ms != oc->watchdog_ms || rsrv_eff_wd_failures(mc) != rsrv_eff_wd_failures(oc) ||
-        rsrv_eff_wd_errors(mc) != rsrv_eff_wd_errors(oc) || rsrv_eff_wd_restarts(mc) != rsrv_eff_wd_restarts(oc)) {
-        list_add(ro->kept, sizeof ro->kept, "watchdog");
-        mc->watchdog_ms = oc->watchdog_ms;
-        mc->watchdog_failures = oc->watchdog_failures;
-        mc->watchdog_errors = oc->watchdog_errors;
-        mc->watchdog_restarts = oc->watchdog_restarts;
-    }
-    if (strcmp(mc->kv_cache_dir, oc->kv_cache_dir) || mc->kv_off != oc->kv_off || mc->kv_cache_bytes != oc->kv_cache_bytes ||
-        mc->kv_save_timeout_ms != oc->kv_save_timeout_ms) {
-        list_add(ro->kept, sizeof ro->kept, "kv_cache_dir"); /* the directory and the fleet's hold are set at start */
-        memcpy(mc->kv_cache_dir, oc->kv_cache_dir, sizeof mc->kv_cache_dir);
-        mc->kv_off = oc->kv_off;
-        mc->kv_cache_bytes = oc->kv_cache_bytes;
-        mc->kv_save_timeout_ms = oc->kv_save_timeout_ms;
-    }
-    if ((mc->event_history ? mc->event_history : RSRV_EVENT_HISTORY_DEFAULT) != s->ev_cap) {
-        list_add(ro->kept, sizeof ro->kept, "event_history"); /* the ring is sized at start */
-        mc->event_history = oc->event_history;
+    for (i = 0; i < RSRV_NGLOBAL_KEYS; i++) { /* listen, stop_grace, the watchdog, the kv cache, the event ring ... */
+        const rsrv_key *k = &rsrv_global_keys[i];
+        if (!(k->flags & RSRV_KF_RESTART) || rsrv_key_equal(mc, NULL, oc, NULL, k)) continue;
+        list_add(ro->kept, sizeof ro->kept, k->name);
+        rsrv_key_copy(mc, oc, k);
     }
     /* apply */
     s->cfg = mc;

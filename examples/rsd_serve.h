@@ -175,6 +175,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,7 +210,10 @@ enum {
     RSRV_KEY_MAX = 256,                   /* api_key / admin_key (with the NUL) */
     RSRV_EVENT_HISTORY_DEFAULT = 512,     /* event_history when 0 */
     RSRV_EVENT_HISTORY_MAX = 16384,
-    RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS = 5000 /* a stop's slot saves at most (kv_save_timeout) */
+    RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS = 5000, /* a stop's slot saves at most (kv_save_timeout) */
+    RSRV_WD_FAILURES_DEFAULT = 3,         /* watchdog_failures when 0 */
+    RSRV_WD_ERRORS_DEFAULT = 5,           /* watchdog_errors when 0 */
+    RSRV_WD_RESTARTS_DEFAULT = 5          /* watchdog_restarts when 0 */
 };
 #define RSRV_KV_BYTES_DEFAULT ((uint64_t)8 << 30) /* kv_cache_bytes */
 #define RSRV_VRAM_MARGIN_DEFAULT ((uint64_t)1 << 30) /* vram_margin when not set: 1 GiB */
@@ -526,13 +530,6 @@ RSRV_FN rsrv_model *rsrv_add_model(rsrv_config *c, const char *id, size_t n, int
     return m;
 }
 
-/* Checks a command/args value splits. */
-RSRV_FN bool rsrv_args_ok(const char *v) {
-    char buf[RSRV_CMD_MAX];
-    const char *argv[RSRV_MAX_ARGS + 1];
-    return rsrv_split(v, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1) >= 0;
-}
-
 /* Copies a string value (checked length); false with err set. */
 RSRV_FN bool rsrv_set_str(char *dst, size_t cap, const char *v, size_t n, const char *key, char *err, size_t ecap) {
     if (n >= cap) {
@@ -591,20 +588,169 @@ RSRV_FN bool rsrv_cors_allows(const char *cors, const char *origin, size_t n) {
     return false;
 }
 
-/* Global keys, their bit in rsrv_config.seen. */
-static const char *const rsrv_global_keys[] = {"max_models", "vram_budget", "llama_server", "listen",
-                                               "start_timeout", "stop_grace", "args", "max_wait",
-                                               "send_timeout", "max_queue", "watchdog",
-                                               "watchdog_failures", "watchdog_errors",
-                                               "watchdog_restarts", "lock_models", "api_key", "admin_key",
-                                               "cors", "event_history", "kv_cache_dir", "kv_cache_bytes",
-                                               "kv_save_timeout", "vram_margin", "state_dir",
-                                               "start_backoff"};
-/* Global keys read by index outside rsrv_set_global's switch (test_serve_devmem checks it). */
+/* ---- the key tables -----------------------------------------------------------------
+   One row per configuration key, one table per scope (rsrv_global_keys, rsrv_model_keys):
+   its name, kind, field, bounds, default, flag and help. The row's index is its bit in
+   `seen` and its slot in key_line and text. The parser (rsrv_set_key: one function per
+   kind, each writing its message from the row), the flags (rsrv_parse_args), the writer
+   (rsrv_write_ini: --check's output), the example (rsrv_write_example), the comparisons
+   (rsrv_config_equal, rsrv_model_process_differs: the reload's diff) and the unknown-key
+   messages all walk these tables. A new key is a new row at the end of its table. */
+typedef enum rsrv_kind {
+    /* numbers (rsrv_key_value) */
+    RSRV_KIND_INT,      /* a decimal from lo to hi */
+    RSRV_KIND_QUEUE,    /* a model's max_queue: an INT the global max_queue caps */
+    RSRV_KIND_SIZE,     /* bytes with K/M/G/T (rsrv_parse_size), at least lo */
+    RSRV_KIND_DURATION, /* milliseconds (rsrv_parse_duration), at least lo; 0 too when `zero` says what it means */
+    RSRV_KIND_BOOL,     /* true/false/yes/no/on/off/1/0 */
+    RSRV_KIND_BUDGET,   /* vram_budget: a SIZE, or auto */
+    RSRV_KIND_MARGIN,   /* vram_margin: a SIZE, in effect (and written) with vram_budget = auto */
+    RSRV_KIND_SIZE_OFF, /* kv_cache_bytes: a SIZE, or off */
+    /* strings (the field is a char array) */
+    RSRV_KIND_PATH,     /* not empty */
+    RSRV_KIND_PATH_OFF, /* off (or nothing) = "" */
+    RSRV_KIND_WORDS,    /* splits as a shell would (rsrv_split): lo to hi words */
+    RSRV_KIND_PROGRAM,  /* llama_server: WORDS, the first one the program */
+    RSRV_KIND_SECRET,   /* an API key (rsrv_key_ok) */
+    RSRV_KIND_CORS,     /* rsrv_cors_ok */
+    RSRV_KIND_NGL,      /* a number up to hi, auto or all */
+    RSRV_KIND_ENV,      /* NAME=VALUE entries separated by commas, at most hi */
+    /* fields of their own */
+    RSRV_KIND_LISTEN,   /* HOST:PORT into listen_host and listen_port */
+    RSRV_KIND_NAMES,    /* lock_models: names separated by commas, at most hi */
+    RSRV_KIND_ALIASES   /* a model's other names, unique across models, at most hi */
+} rsrv_kind;
+
+enum {
+    RSRV_KF_ZERO = 1,    /* a 0 field stands for dv (the default) */
+    RSRV_KF_RESTART = 2, /* a reload keeps the old value until a restart (rsd-serve's do_reload) */
+    RSRV_KF_PROCESS = 4, /* a change runs a different process (model keys; global: for every model) */
+    RSRV_KF_LLAMA = 8,   /* global: a change runs a different process for llama_server models */
+    RSRV_KF_KV = 16      /* written only with kv_cache_dir set */
+};
+
+typedef struct rsrv_key {
+    const char *name;
+    int kind;              /* rsrv_kind */
+    int flags;             /* RSRV_KF_* */
+    size_t off, size;      /* the field: its offset and size in rsrv_config or rsrv_model */
+    uint64_t lo, hi;       /* bounds: of the value (INT, QUEUE, NGL), at least lo (SIZE, DURATION), of the
+                              word count (WORDS), at most hi entries (ENV, NAMES, ALIASES); hi 0 = the type's */
+    uint64_t dv;           /* RSRV_KF_ZERO, MARGIN: the value that stands for 0 (unset) */
+    const char *def;       /* the default as written; NULL = none: the key is written only when set */
+    const char *zero;      /* what 0 means, in messages and as a comment after it (NULL = nothing special) */
+    const char *flag;      /* the command-line flag that sets it (NULL = none); a BOOL's takes no value */
+    const char *help;      /* one line, above the key in the example configuration */
+    const char *example;   /* a value for the example configuration where the key is not written */
+} rsrv_key;
+
+#define RSRV_G(f) offsetof(rsrv_config, f), sizeof(((rsrv_config *)0)->f)
+#define RSRV_M(f) offsetof(rsrv_model, f), sizeof(((rsrv_model *)0)->f)
+static const rsrv_key rsrv_global_keys[] = {
+    {"max_models", RSRV_KIND_INT, 0, RSRV_G(max_models), 1, RSRV_MAX_SLOTS, 0, "1", NULL, "--max-models",
+     "processes resident at once, 1..16", NULL},
+    {"vram_budget", RSRV_KIND_BUDGET, 0, RSRV_G(vram_budget_bytes), 0, 0, 0, "0", "none: models are counted only",
+     "--vram-budget", "byte budget of all reservations (K/M/G/T), or auto (the device's memory less vram_margin); "
+     "0 = models are counted only", NULL},
+    {"llama_server", RSRV_KIND_PROGRAM, RSRV_KF_LLAMA, RSRV_G(llama_server), 1, RSRV_MAX_ARGS, 0, "llama-server", NULL,
+     "--llama-server", "the llama-server binary (a name is looked up in PATH)", NULL},
+    {"listen", RSRV_KIND_LISTEN, RSRV_KF_RESTART, RSRV_G(listen_host), 0, 0, 0, "127.0.0.1:8080", NULL, "--listen",
+     "HOST:PORT, [V6]:PORT or PORT to listen on (port 0 = any free port, printed)", NULL},
+    {"start_timeout", RSRV_KIND_DURATION, RSRV_KF_PROCESS, RSRV_G(start_timeout_ms), 1, 0, 0, "5m", NULL,
+     "--start-timeout", "until a start counts as failed (durations: seconds, or ms/s/m/h)", NULL},
+    {"stop_grace", RSRV_KIND_DURATION, RSRV_KF_RESTART, RSRV_G(stop_grace_ms), 0, 0, 0, "10s", NULL, "--stop-grace",
+     "from SIGTERM to SIGKILL when a process is stopped", NULL},
+    {"args", RSRV_KIND_WORDS, RSRV_KF_LLAMA, RSRV_G(args), 0, RSRV_MAX_ARGS, 0, NULL, NULL, "--args",
+     "extra arguments for every llama_server model, before its own (default none)", "--no-webui"},
+    {"max_wait", RSRV_KIND_DURATION, RSRV_KF_ZERO | RSRV_KF_RESTART, RSRV_G(max_wait_ms), 0, 0,
+     RSRV_MAX_WAIT_DEFAULT_MS, "30s", NULL, "--max-wait",
+     "a request waiting this long for a process makes a busy model drain", NULL},
+    {"send_timeout", RSRV_KIND_DURATION, RSRV_KF_ZERO, RSRV_G(send_timeout_ms), 0, 0, RSRV_SEND_TIMEOUT_DEFAULT_MS,
+     "30s", NULL, "--send-timeout", "a client that reads nothing of its answer this long is cut, its request cancelled",
+     NULL},
+    {"max_queue", RSRV_KIND_INT, RSRV_KF_ZERO, RSRV_G(max_queue), 1, RSRV_MAX_QUEUE_MAX, RSRV_MAX_QUEUE_DEFAULT, "4096",
+     NULL, "--max-queue", "requests waiting for a process in all, 1..4096; past it 429 with Retry-After", NULL},
+    {"watchdog", RSRV_KIND_DURATION, RSRV_KF_RESTART, RSRV_G(watchdog_ms), 10, 0, 0, "0", "off", "--watchdog",
+     "poll each ready child's /health this often; 0 = off", NULL},
+    {"watchdog_failures", RSRV_KIND_INT, RSRV_KF_ZERO | RSRV_KF_RESTART, RSRV_G(watchdog_failures), 1, 1000,
+     RSRV_WD_FAILURES_DEFAULT, "3", NULL, NULL, "failed watchdog polls in a row that restart a child", NULL},
+    {"watchdog_errors", RSRV_KIND_INT, RSRV_KF_ZERO | RSRV_KF_RESTART, RSRV_G(watchdog_errors), 1, 1000,
+     RSRV_WD_ERRORS_DEFAULT, "5", NULL, NULL, "5xx answers in a row (503 aside) that restart a child", NULL},
+    {"watchdog_restarts", RSRV_KIND_INT, RSRV_KF_ZERO | RSRV_KF_RESTART, RSRV_G(watchdog_restarts), 1, 1000,
+     RSRV_WD_RESTARTS_DEFAULT, "5", NULL, NULL, "restarts in a row (1 s doubling to 60 s apart), then it is left stopped",
+     NULL},
+    {"lock_models", RSRV_KIND_NAMES, 0, RSRV_G(lock_models), 0, RSRV_MAX_MODELS, 0, NULL, NULL, "--lock-models",
+     "a locked host: only these models (ids or aliases) are served and listed (default: any)", "chat-8b, coder"},
+    {"api_key", RSRV_KIND_SECRET, 0, RSRV_G(api_key), 0, 0, 0, NULL, NULL, "--api-key",
+     "every endpoint but /health and / needs \"Authorization: Bearer KEY\" (default none; or $RSD_API_KEY)",
+     "sk-change-me"},
+    {"admin_key", RSRV_KIND_SECRET, 0, RSRV_G(admin_key), 0, 0, 0, NULL, NULL, "--admin-key",
+     "management (/models/load, /models/unload, /status, /_rsd/...) needs this one instead (default: api_key)",
+     "adm-change-me"},
+    {"cors", RSRV_KIND_CORS, 0, RSRV_G(cors), 0, 0, 0, NULL, NULL, "--cors",
+     "CORS: * or origins separated by commas (default off)", "https://app.example, http://localhost:3000"},
+    {"event_history", RSRV_KIND_INT, RSRV_KF_ZERO | RSRV_KF_RESTART, RSRV_G(event_history), 1, RSRV_EVENT_HISTORY_MAX,
+     RSRV_EVENT_HISTORY_DEFAULT, "512", NULL, "--event-history",
+     "events kept for GET /_rsd/events?since=ID, 1..16384 (4 KB each)", NULL},
+    {"kv_cache_dir", RSRV_KIND_PATH_OFF, RSRV_KF_RESTART, RSRV_G(kv_cache_dir), 0, 0, 0, NULL, NULL, NULL,
+     "save each slot's prompt cache here before a child stops, restore it when it returns (default off)",
+     "/var/lib/residency/kv"},
+    {"kv_cache_bytes", RSRV_KIND_SIZE_OFF, RSRV_KF_ZERO | RSRV_KF_RESTART | RSRV_KF_KV, RSRV_G(kv_cache_bytes), 1, 0,
+     RSRV_KV_BYTES_DEFAULT, "8G", NULL, NULL,
+     "disk budget of the saved prompt caches, oldest deleted first (default 8G; off = no saving)", NULL},
+    {"kv_save_timeout", RSRV_KIND_DURATION, RSRV_KF_ZERO | RSRV_KF_RESTART | RSRV_KF_KV, RSRV_G(kv_save_timeout_ms), 1,
+     0, RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS, "5s", NULL, NULL, "how long a stop waits for its slots' saves (default 5 s)",
+     NULL},
+    {"vram_margin", RSRV_KIND_MARGIN, 0, RSRV_G(vram_margin_bytes), 0, 0, RSRV_VRAM_MARGIN_DEFAULT, "1G", NULL,
+     "--vram-margin", "with vram_budget = auto: bytes left free below the device's total (default 1G)", NULL},
+    {"state_dir", RSRV_KIND_PATH_OFF, 0, RSRV_G(state_dir), 0, 0, 0, NULL, NULL, "--state-dir",
+     "keep each model's learned memory figure here across restarts (default: not kept)", "/var/lib/residency"},
+    {"start_backoff", RSRV_KIND_DURATION, RSRV_KF_ZERO | RSRV_KF_RESTART, RSRV_G(start_backoff_ms), 0, 0,
+     RSRV_START_BACKOFF_DEFAULT_MS, "1s", NULL, NULL,
+     "a model whose start failed is refused this long (doubled per failure in a row, up to 60 s)", NULL}};
+/* Global keys read by index (test_serve_devmem and test_serve_memory check the names). */
 enum { RSRV_GK_VRAM_MARGIN = 22, RSRV_GK_STATE_DIR = 23, RSRV_GK_START_BACKOFF = 24 };
-static const char *const rsrv_model_keys[] = {"model", "command", "args", "ctx", "parallel", "ngl",
-                                              "reserve", "ttl", "pinned", "aliases", "env", "preload",
-                                              "max_queue", "session_affinity", "session_erase"};
+static const rsrv_key rsrv_model_keys[] = {
+    {"model", RSRV_KIND_PATH, RSRV_KF_PROCESS, RSRV_M(model), 0, 0, 0, NULL, NULL, NULL,
+     "the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID -lv 4 ARGS",
+     "/models/chat-8b.gguf"},
+    {"command", RSRV_KIND_WORDS, RSRV_KF_PROCESS, RSRV_M(command), 1, RSRV_MAX_ARGS, 0, NULL, NULL, NULL,
+     "or a whole command line instead of llama_server; it listens on {port} and answers GET /health",
+     "/opt/bin/srv --port {port} --weights {model}"},
+    {"args", RSRV_KIND_WORDS, RSRV_KF_PROCESS, RSRV_M(args), 0, RSRV_MAX_ARGS, 0, NULL, NULL, "--model-args",
+     "extra arguments for this model, after the global args (default none)", "--jinja -fa on"},
+    {"ctx", RSRV_KIND_INT, RSRV_KF_PROCESS, RSRV_M(ctx), 1, (uint64_t)1 << 40, 0, NULL, NULL, "--ctx",
+     "context size, passed as -c (default: not passed)", "8192"},
+    {"parallel", RSRV_KIND_INT, RSRV_KF_PROCESS, RSRV_M(parallel), 1, 256, 0, NULL, NULL, "--parallel",
+     "slots, passed as -np; also the most requests sent to it at once (default: not passed)", "4"},
+    {"ngl", RSRV_KIND_NGL, RSRV_KF_PROCESS, RSRV_M(ngl), 0, 100000, 0, NULL, NULL, "--ngl",
+     "GPU layers, passed as -ngl: a number, auto or all (default: not passed)", "99"},
+    {"reserve", RSRV_KIND_SIZE, RSRV_KF_PROCESS, RSRV_M(reserve_bytes), 0, 0, 0, "0", NULL, "--reserve",
+     "bytes counted against vram_budget while it runs", NULL},
+    {"ttl", RSRV_KIND_DURATION, 0, RSRV_M(ttl_ms), 0, 0, 0, "0", "never unloaded for idleness", "--ttl",
+     "stopped after this long idle; 0 = never", NULL},
+    {"pinned", RSRV_KIND_BOOL, 0, RSRV_M(pinned), 0, 0, 0, "false", NULL, "--pinned",
+     "never evicted, started at boot, listed with the tag pinned:true", NULL},
+    {"aliases", RSRV_KIND_ALIASES, 0, RSRV_M(aliases), 0, RSRV_MAX_ALIASES, 0, NULL, NULL, "--aliases",
+     "other names that route to this model (default none)", "chat, default"},
+    {"env", RSRV_KIND_ENV, RSRV_KF_PROCESS, RSRV_M(env), 0, RSRV_MAX_ENV, 0, NULL, NULL, "--env",
+     "the child's environment on top of rsd-serve's: NAME=VALUE, comma separated (default none)",
+     "CUDA_VISIBLE_DEVICES=0"},
+    {"preload", RSRV_KIND_BOOL, 0, RSRV_M(preload), 0, 0, 0, "false", NULL, "--preload",
+     "started at boot, but evicted like any other", NULL},
+    {"max_queue", RSRV_KIND_QUEUE, 0, RSRV_M(max_queue), 1, RSRV_MAX_QUEUE_MAX, 0, "4096", NULL, "--model-max-queue",
+     "requests waiting for this model (at most the global max_queue)", NULL},
+    {"session_affinity", RSRV_KIND_BOOL, 0, RSRV_M(session_affinity), 0, 0, 0, NULL, NULL, "--session-affinity",
+     "a session's requests go to the slot holding its KV cache (default false)", "true"},
+    {"session_erase", RSRV_KIND_BOOL, 0, RSRV_M(session_erase), 0, 0, 0, NULL, NULL, "--session-erase",
+     "with session_affinity: erase a slot before another session gets it (default false)", "true"}};
+#undef RSRV_G
+#undef RSRV_M
+/* Model keys read by index (rsrv_check's messages point at their lines). */
+enum { RSRV_MK_MODEL = 0, RSRV_MK_COMMAND = 1, RSRV_MK_RESERVE = 6, RSRV_MK_PINNED = 8 };
+#define RSRV_NGLOBAL_KEYS ((int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]))
+#define RSRV_NMODEL_KEYS ((int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]))
+typedef char rsrv_keys_fit_seen[RSRV_NGLOBAL_KEYS <= (int)RSRV_KEYS_MAX && RSRV_NMODEL_KEYS <= (int)RSRV_KEYS_MAX ? 1 : -1];
 
 /* One env entry NAME=VALUE: NAME is [A-Za-z_][A-Za-z0-9_]*. */
 RSRV_FN bool rsrv_env_entry_ok(const char *s, size_t n) {
@@ -644,22 +790,22 @@ RSRV_FN int rsrv_env_split(const char *v, char *buf, size_t buf_cap, const char 
 }
 
 /* "a, b, c": the names of keys, for an error message (cut short at cap). */
-RSRV_FN const char *rsrv_key_list(const char *const *keys, int nkeys, char *out, size_t cap) {
+RSRV_FN const char *rsrv_key_list(const rsrv_key *keys, int nkeys, char *out, size_t cap) {
     size_t n = 0;
     int i;
     out[0] = 0;
     for (i = 0; i < nkeys && n < cap; i++) {
-        int w = snprintf(out + n, cap - n, "%s%s", i ? ", " : "", keys[i]);
+        int w = snprintf(out + n, cap - n, "%s%s", i ? ", " : "", keys[i].name);
         if (w < 0) break;
         n += (size_t)w;
     }
     return out;
 }
 
-RSRV_FN int rsrv_key_index(const char *const *keys, int nkeys, const char *k, size_t n) {
+RSRV_FN int rsrv_key_index(const rsrv_key *keys, int nkeys, const char *k, size_t n) {
     int i;
     for (i = 0; i < nkeys; i++)
-        if (strlen(keys[i]) == n && !memcmp(keys[i], k, n)) return i;
+        if (strlen(keys[i].name) == n && !memcmp(keys[i].name, k, n)) return i;
     return -1;
 }
 
@@ -669,339 +815,229 @@ RSRV_FN void rsrv_keep_text(char *dst, const char *v, size_t n) {
     else dst[0] = 0;
 }
 
-/* kv_cache_dir (a path, or off), kv_cache_bytes (a size, or off: no saves),
-   kv_save_timeout (a duration, 1 ms at least). */
-RSRV_FN bool rsrv_set_kv(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
-    bool off = n == 3 && !memcmp(v, "off", 3);
-    uint32_t ms;
-    if (key == 19) {
-        if (off || !n) { c->kv_cache_dir[0] = 0; return true; }
-        return rsrv_set_str(c->kv_cache_dir, sizeof c->kv_cache_dir, v, n, "kv_cache_dir", err, ecap);
-    }
-    if (key == 20) {
-        c->kv_off = off;
-        if (off) return true;
-        if (!rsrv_parse_size(v, n, &c->kv_cache_bytes) || !c->kv_cache_bytes) {
-            snprintf(err, ecap, "kv_cache_bytes: bad size '%.*s' (bytes, with K/M/G/T; or off)", (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        return true;
-    }
-    if (!rsrv_parse_duration(v, n, &ms) || !ms) {
-        snprintf(err, ecap, "kv_save_timeout: bad duration '%.*s' (seconds, or a number with ms/s/m/h; not 0)",
-                 (int)(n > 64 ? 64 : n), v);
+/* Row k's field, of model m (a model key) or of c (m NULL, a global key). */
+RSRV_FN char *rsrv_field(rsrv_config *c, rsrv_model *m, const rsrv_key *k) {
+    return (m ? (char *)m : (char *)c) + k->off;
+}
+RSRV_FN const char *rsrv_cfield(const rsrv_config *c, const rsrv_model *m, const rsrv_key *k) {
+    return (m ? (const char *)m : (const char *)c) + k->off;
+}
+
+/* Where row k keeps its value as written (a size or duration; "" = not kept). */
+RSRV_FN char *rsrv_text(rsrv_config *c, rsrv_model *m, const rsrv_key *k) {
+    return m ? m->text[k - rsrv_model_keys] : c->text[k - rsrv_global_keys];
+}
+
+/* A number field (bool, 32 or 64 bits), read and written. */
+RSRV_FN uint64_t rsrv_field_get(const char *f, size_t size) {
+    uint32_t v32;
+    uint64_t v64;
+    bool b;
+    if (size == sizeof b) { memcpy(&b, f, sizeof b); return b; }
+    if (size == sizeof v32) { memcpy(&v32, f, sizeof v32); return v32; }
+    memcpy(&v64, f, sizeof v64);
+    return v64;
+}
+RSRV_FN void rsrv_field_put(char *f, size_t size, uint64_t v) {
+    uint32_t v32 = (uint32_t)v;
+    bool b = v != 0;
+    if (size == sizeof b) memcpy(f, &b, sizeof b);
+    else if (size == sizeof v32) memcpy(f, &v32, sizeof v32);
+    else memcpy(f, &v, sizeof v);
+}
+
+RSRV_FN const char *rsrv_fmt_size(uint64_t v, char *buf, size_t cap);
+RSRV_FN const char *rsrv_fmt_duration(uint32_t ms, char *buf, size_t cap);
+#define RSRV_SHOWN(n) (int)((n) > 64 ? 64 : (n)) /* a bad value, quoted in a message */
+
+/* ---- one parser per kind: value v[0..n) into row k's field, false with err set ------- */
+/* INT, QUEUE: a decimal from lo to hi. */
+RSRV_FN bool rsrv_kind_int(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
+                           size_t ecap) {
+    uint64_t x;
+    if (!rsrv_parse_u64(v, n, k->hi, &x) || x < k->lo) {
+        snprintf(err, ecap, "%s must be an integer from %llu to %llu", k->name, (unsigned long long)k->lo,
+                 (unsigned long long)k->hi);
         return false;
     }
-    c->kv_save_timeout_ms = ms;
+    rsrv_field_put(rsrv_field(c, m, k), k->size, x);
     return true;
 }
 
-/* Sets global key k to v. false with err set. */
-RSRV_FN bool rsrv_set_global(rsrv_config *c, int key, const char *v, size_t n, char *err, size_t ecap) {
-    uint64_t x;
-    if (key == 1 || key == 4 || key == 5 || key == 7 || key == 8 || key == 10 || key == RSRV_GK_VRAM_MARGIN ||
-        key == RSRV_GK_START_BACKOFF)
-        rsrv_keep_text(c->text[key], v, n);
-    switch (key) {
-    case 0:
-        if (!rsrv_parse_u64(v, n, RSRV_MAX_SLOTS, &x) || x < 1) {
-            snprintf(err, ecap, "max_models must be an integer from 1 to %d", RSRV_MAX_SLOTS);
-            return false;
-        }
-        c->max_models = (int)x;
-        return true;
-    case 1:
-        c->vram_budget_auto = n == 4 && !memcmp(v, "auto", 4);
-        if (c->vram_budget_auto) {
-            c->vram_budget_bytes = 0; /* rsd-serve reads the device */
-            return true;
-        }
-        if (!rsrv_parse_size(v, n, &c->vram_budget_bytes)) {
-            snprintf(err, ecap, "vram_budget: bad size '%.*s' (bytes, with K/M/G/T, or auto)", (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        return true;
-    case 2:
-        if (!n) { snprintf(err, ecap, "llama_server needs a path"); return false; }
-        if (!rsrv_set_str(c->llama_server, sizeof c->llama_server, v, n, "llama_server", err, ecap)) return false;
-        { /* words, as command's: a program and the arguments that always follow it */
-            char buf[RSRV_CMD_MAX];
-            const char *argv[RSRV_MAX_ARGS + 1];
-            if (rsrv_split(c->llama_server, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1) < 1) {
-                snprintf(err, ecap, "llama_server: '%.*s' is no program (an unterminated quote, a trailing "
-                         "backslash, or nothing but blanks)", (int)(n > 64 ? 64 : n), v);
-                return false;
-            }
-        }
-        return true;
-    case 3:
-        if (!rsrv_parse_listen(v, n, c->listen_host, sizeof c->listen_host, &c->listen_port)) {
-            snprintf(err, ecap, "listen: bad address '%.*s' (HOST:PORT, [V6]:PORT or PORT; HOST an IPv4 address or a host name)", (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        return true;
-    case 4:
-    case 5:
-    case 7:
-    case 8:
-    case RSRV_GK_START_BACKOFF: {
-        uint32_t ms;
-        if (!rsrv_parse_duration(v, n, &ms) || (key == 4 && ms == 0)) {
-            snprintf(err, ecap, "%s: bad duration '%.*s' (seconds, or a number with ms/s/m/h%s)",
-                     rsrv_global_keys[key], (int)(n > 64 ? 64 : n), v, key == 4 ? "; not 0" : "");
-            return false;
-        }
-        if (key == 4) c->start_timeout_ms = ms;
-        else if (key == 5) c->stop_grace_ms = ms;
-        else if (key == 7) c->max_wait_ms = ms;
-        else if (key == 8) c->send_timeout_ms = ms;
-        else c->start_backoff_ms = ms;
-        return true;
-    }
-    case 14: {
-        size_t i = 0;
-        c->nlock = 0;
-        while (i <= n) {
-            size_t j = i, an;
-            const char *a;
-            while (j < n && v[j] != ',') j++;
-            an = j - i;
-            a = rsrv_trim(v + i, &an);
-            if (an) {
-                int k;
-                if (!rsrv_name_ok(a, an)) {
-                    snprintf(err, ecap, "lock_models: bad model name '%.*s'", (int)(an > 64 ? 64 : an), a);
-                    return false;
-                }
-                for (k = 0; k < c->nlock; k++)
-                    if (strlen(c->lock_models[k]) == an && !memcmp(c->lock_models[k], a, an)) break;
-                if (k < c->nlock) {
-                    snprintf(err, ecap, "lock_models: '%.*s' is listed twice", (int)an, a);
-                    return false;
-                }
-                if (c->nlock >= RSRV_MAX_MODELS) {
-                    snprintf(err, ecap, "lock_models: too many names (at most %d)", RSRV_MAX_MODELS);
-                    return false;
-                }
-                rsrv_cpy(c->lock_models[c->nlock++], RSRV_ID_MAX, a, an);
-            }
-            i = j + 1;
-        }
-        if (!c->nlock) { snprintf(err, ecap, "lock_models needs at least one model name"); return false; }
-        return true;
-    }
-    case 6:
-        if (!rsrv_set_str(c->args, sizeof c->args, v, n, "args", err, ecap)) return false;
-        if (!rsrv_args_ok(c->args)) {
-            snprintf(err, ecap, "args: unbalanced quotes or more than %d words", RSRV_MAX_ARGS);
-            return false;
-        }
-        return true;
-    case 9:
-        if (!rsrv_parse_u64(v, n, RSRV_MAX_QUEUE_MAX, &x) || x < 1) {
-            snprintf(err, ecap, "max_queue must be an integer from 1 to %d", RSRV_MAX_QUEUE_MAX);
-            return false;
-        }
-        c->max_queue = (int)x;
-        return true;
-    case 10: {
-        uint32_t ms;
-        if (!rsrv_parse_duration(v, n, &ms) || (ms && ms < 10)) {
-            snprintf(err, ecap, "watchdog: bad duration '%.*s' (the health poll interval: 0 = off, at least 10ms)",
-                     (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        c->watchdog_ms = ms;
-        return true;
-    }
-    case 11:
-    case 12:
-    case 13:
-        if (!rsrv_parse_u64(v, n, 1000, &x) || x < 1) {
-            snprintf(err, ecap, "%s must be an integer from 1 to 1000", rsrv_global_keys[key]);
-            return false;
-        }
-        if (key == 11) c->watchdog_failures = (int)x;
-        else if (key == 12) c->watchdog_errors = (int)x;
-        else c->watchdog_restarts = (int)x;
-        return true;
-    case 15:
-    case 16:
-        if (!rsrv_key_ok(v, n)) {
-            snprintf(err, ecap, "%s must be 1 to %d printable bytes without blanks", rsrv_global_keys[key],
-                     RSRV_KEY_MAX - 1);
-            return false;
-        }
-        rsrv_cpy(key == 15 ? c->api_key : c->admin_key, RSRV_KEY_MAX, v, n);
-        return true;
-    case 17:
-        if (!rsrv_cors_ok(v, n)) {
-            snprintf(err, ecap, "cors: '%.*s' is neither * nor a list of origins such as "
-                     "https://app.example, http://localhost:3000", (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        return rsrv_set_str(c->cors, sizeof c->cors, v, n, "cors", err, ecap);
-    case 18:
-        if (!rsrv_parse_u64(v, n, RSRV_EVENT_HISTORY_MAX, &x) || x < 1) {
-            snprintf(err, ecap, "event_history must be an integer from 1 to %d", RSRV_EVENT_HISTORY_MAX);
-            return false;
-        }
-        c->event_history = (uint32_t)x;
-        return true;
-    case 19:
-    case 20:
-    case 21:
-        return rsrv_set_kv(c, key, v, n, err, ecap);
-    case RSRV_GK_VRAM_MARGIN:
-        if (!rsrv_parse_size(v, n, &c->vram_margin_bytes)) {
-            snprintf(err, ecap, "vram_margin: bad size '%.*s' (bytes, with K/M/G/T)", (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        c->vram_margin_set = true;
-        return true;
-    case RSRV_GK_STATE_DIR:
-        if (n == 3 && !memcmp(v, "off", 3)) { c->state_dir[0] = 0; return true; }
-        return rsrv_set_str(c->state_dir, sizeof c->state_dir, v, n, "state_dir", err, ecap);
-    default: break;
-    }
-    snprintf(err, ecap, "unknown key");
-    return false;
-}
-
-/* Sets model key k to v. false with err set. */
-RSRV_FN bool rsrv_set_model(rsrv_config *c, rsrv_model *m, int key, const char *v, size_t n, char *err,
+/* SIZE, BUDGET (or auto), MARGIN (sets vram_margin_set), SIZE_OFF (or off): bytes, at least lo. */
+RSRV_FN bool rsrv_kind_size(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
                             size_t ecap) {
-    uint64_t x;
-    bool b;
-    if (key == 6 || key == 7) rsrv_keep_text(m->text[key], v, n);
-    switch (key) {
-    case 0:
-        if (!n) { snprintf(err, ecap, "model needs a path"); return false; }
-        return rsrv_set_str(m->model, sizeof m->model, v, n, "model", err, ecap);
-    case 1:
-    case 2: {
-        char *dst = key == 1 ? m->command : m->args;
-        char buf[RSRV_CMD_MAX];
-        const char *argv[RSRV_MAX_ARGS + 1];
-        int argc;
-        if (!rsrv_set_str(dst, RSRV_CMD_MAX, v, n, rsrv_model_keys[key], err, ecap)) return false;
-        argc = rsrv_split(dst, buf, sizeof buf, argv, RSRV_MAX_ARGS + 1);
-        if (argc < 0 || (key == 1 && argc == 0)) {
-            snprintf(err, ecap, "%s: %s", rsrv_model_keys[key],
-                     argc == 0 ? "empty command" : "unbalanced quotes, a trailing backslash or too many words");
-            return false;
-        }
-        return true;
+    bool word = (k->kind == RSRV_KIND_BUDGET && n == 4 && !memcmp(v, "auto", 4)) ||
+                (k->kind == RSRV_KIND_SIZE_OFF && n == 3 && !memcmp(v, "off", 3));
+    uint64_t x = 0;
+    char lo[32], hi[32];
+    rsrv_keep_text(rsrv_text(c, m, k), v, n);
+    if (!word && (!rsrv_parse_size(v, n, &x) || x < k->lo)) {
+        snprintf(err, ecap, "%s: bad size '%.*s' (bytes, with K/M/G/T, %s to %s%s)", k->name, RSRV_SHOWN(n), v,
+                 rsrv_fmt_size(k->lo, lo, sizeof lo), rsrv_fmt_size(RSD_POOL_MAX_BYTES, hi, sizeof hi),
+                 k->kind == RSRV_KIND_BUDGET ? ", or auto" : k->kind == RSRV_KIND_SIZE_OFF ? ", or off" : "");
+        return false;
     }
-    case 3:
-        if (!rsrv_parse_u64(v, n, (uint64_t)1 << 40, &x) || x < 1) {
-            snprintf(err, ecap, "ctx must be a positive integer");
-            return false;
-        }
-        m->ctx = (int64_t)x;
-        return true;
-    case 4:
-        if (!rsrv_parse_u64(v, n, 256, &x) || x < 1) {
-            snprintf(err, ecap, "parallel must be an integer from 1 to 256");
-            return false;
-        }
-        m->parallel = (int)x;
-        return true;
-    case 5:
-        if (!((n == 4 && !memcmp(v, "auto", 4)) || (n == 3 && !memcmp(v, "all", 3)) ||
-              (rsrv_parse_u64(v, n, 100000, &x)))) {
-            snprintf(err, ecap, "ngl must be a number, auto or all");
-            return false;
-        }
-        rsrv_cpy(m->ngl, sizeof m->ngl, v, n);
-        return true;
-    case 6:
-        if (!rsrv_parse_size(v, n, &m->reserve_bytes)) {
-            snprintf(err, ecap, "reserve: bad size '%.*s' (bytes, with K/M/G/T)", (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        return true;
-    case 7:
-        if (!rsrv_parse_duration(v, n, &m->ttl_ms)) {
-            snprintf(err, ecap, "ttl: bad duration '%.*s' (seconds, or a number with ms/s/m/h; 0 = never)",
-                     (int)(n > 64 ? 64 : n), v);
-            return false;
-        }
-        return true;
-    case 8:
-    case 13:
-    case 14:
-        if (!rsrv_parse_bool(v, n, &b)) {
-            snprintf(err, ecap, "%s must be true or false", rsrv_model_keys[key]);
-            return false;
-        }
-        if (key == 8) m->pinned = b;
-        else if (key == 13) m->session_affinity = b;
-        else m->session_erase = b;
-        return true;
-    case 9: {
-        size_t i = 0;
-        m->naliases = 0;
-        while (i <= n) {
-            size_t j = i, an;
-            const char *a;
-            int other;
-            while (j < n && v[j] != ',') j++;
-            an = j - i;
-            a = rsrv_trim(v + i, &an);
-            if (an) {
-                if (!rsrv_name_ok(a, an)) {
-                    snprintf(err, ecap, "bad alias '%.*s'", (int)(an > 64 ? 64 : an), a);
-                    return false;
-                }
-                other = rsrv_find(c, a, an);
-                if (other >= 0 || (strlen(m->id) == an && !memcmp(m->id, a, an))) {
-                    snprintf(err, ecap, "alias '%.*s' is already a model id or alias%s%s", (int)an, a,
-                             other >= 0 ? " of " : "", other >= 0 ? c->models[other].id : "");
-                    return false;
-                }
-                if (m->naliases >= RSRV_MAX_ALIASES) {
-                    snprintf(err, ecap, "too many aliases (at most %d)", RSRV_MAX_ALIASES);
-                    return false;
-                }
-                rsrv_cpy(m->aliases[m->naliases++], RSRV_ID_MAX, a, an);
-            }
-            i = j + 1;
-        }
-        return true;
-    }
-    case 10: {
-        char buf[RSRV_CMD_MAX];
-        const char *e[RSRV_MAX_ENV + 1];
-        if (!rsrv_set_str(m->env, sizeof m->env, v, n, "env", err, ecap)) return false;
-        if (rsrv_env_split(m->env, buf, sizeof buf, e, RSRV_MAX_ENV + 1) < 0) {
-            snprintf(err, ecap, "env: expected NAME=VALUE, NAME2=VALUE2 (at most %d; NAME is letters, digits, _)",
-                     RSRV_MAX_ENV);
-            m->env[0] = 0;
-            return false;
-        }
-        return true;
-    }
-    case 11:
-        if (!rsrv_parse_bool(v, n, &b)) {
-            snprintf(err, ecap, "preload must be true or false");
-            return false;
-        }
-        m->preload = b;
-        return true;
-    case 12:
-        if (!rsrv_parse_u64(v, n, RSRV_MAX_QUEUE_MAX, &x) || x < 1) {
-            snprintf(err, ecap, "max_queue must be an integer from 1 to %d", RSRV_MAX_QUEUE_MAX);
-            return false;
-        }
-        m->max_queue = (int)x;
-        return true;
-    default: break;
-    }
-    snprintf(err, ecap, "unknown key");
-    return false;
+    if (k->kind == RSRV_KIND_BUDGET) c->vram_budget_auto = word; /* auto: rsd-serve reads the device */
+    if (k->kind == RSRV_KIND_SIZE_OFF) c->kv_off = word;
+    if (k->kind == RSRV_KIND_MARGIN) c->vram_margin_set = true;
+    rsrv_field_put(rsrv_field(c, m, k), k->size, x);
+    return true;
 }
 
+/* DURATION: at least lo milliseconds, or 0 where the row says what 0 means. */
+RSRV_FN bool rsrv_kind_duration(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
+                                size_t ecap) {
+    uint32_t ms;
+    char lo[32];
+    rsrv_keep_text(rsrv_text(c, m, k), v, n);
+    if (!rsrv_parse_duration(v, n, &ms) || (ms < k->lo && !(ms == 0 && k->zero))) {
+        snprintf(err, ecap, "%s: bad duration '%.*s' (seconds, or a number with ms/s/m/h%s%s%s%s)", k->name,
+                 RSRV_SHOWN(n), v, k->zero ? "; 0 = " : "", k->zero ? k->zero : "",
+                 !k->lo ? "" : k->zero ? ", at least " : "; at least ",
+                 k->lo ? rsrv_fmt_duration((uint32_t)k->lo, lo, sizeof lo) : "");
+        return false;
+    }
+    rsrv_field_put(rsrv_field(c, m, k), k->size, ms);
+    return true;
+}
+
+RSRV_FN bool rsrv_kind_bool(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
+                            size_t ecap) {
+    bool b;
+    if (!rsrv_parse_bool(v, n, &b)) {
+        snprintf(err, ecap, "%s must be true or false", k->name);
+        return false;
+    }
+    rsrv_field_put(rsrv_field(c, m, k), k->size, b);
+    return true;
+}
+
+/* The string kinds: PATH (not empty), PATH_OFF (off = ""), WORDS (lo..hi words), PROGRAM
+   (words, a program first), SECRET, CORS, NGL (a number up to hi, auto or all), ENV. */
+RSRV_FN bool rsrv_kind_string(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
+                              size_t ecap) {
+    char *dst = rsrv_field(c, m, k), buf[RSRV_CMD_MAX];
+    const char *argv[RSRV_MAX_ARGS + 1];
+    uint64_t x;
+    int argc;
+    if (k->kind == RSRV_KIND_PATH_OFF && n == 3 && !memcmp(v, "off", 3)) n = 0;
+    if ((k->kind == RSRV_KIND_PATH || k->kind == RSRV_KIND_PROGRAM) && !n) {
+        snprintf(err, ecap, "%s needs a path", k->name);
+        return false;
+    }
+    if (k->kind == RSRV_KIND_SECRET && !rsrv_key_ok(v, n)) {
+        snprintf(err, ecap, "%s must be 1 to %d printable bytes without blanks", k->name, (int)k->size - 1);
+        return false;
+    }
+    if (k->kind == RSRV_KIND_CORS && !rsrv_cors_ok(v, n)) {
+        snprintf(err, ecap, "%s: '%.*s' is neither * nor a list of origins such as "
+                 "https://app.example, http://localhost:3000", k->name, RSRV_SHOWN(n), v);
+        return false;
+    }
+    if (k->kind == RSRV_KIND_NGL && !((n == 4 && !memcmp(v, "auto", 4)) || (n == 3 && !memcmp(v, "all", 3)) ||
+                                      rsrv_parse_u64(v, n, k->hi, &x))) {
+        snprintf(err, ecap, "%s must be a number, auto or all (a number from 0 to %llu)", k->name, (unsigned long long)k->hi);
+        return false;
+    }
+    if (!rsrv_set_str(dst, k->size, v, n, k->name, err, ecap)) return false;
+    if (k->kind == RSRV_KIND_WORDS || k->kind == RSRV_KIND_PROGRAM) {
+        argc = rsrv_split(dst, buf, sizeof buf, argv, (int)k->hi + 1);
+        if (argc < 0 || (uint64_t)argc < k->lo) {
+            if (k->kind == RSRV_KIND_PROGRAM)
+                snprintf(err, ecap, "%s: '%.*s' is no program (an unterminated quote, a trailing backslash, nothing "
+                         "but blanks, or more than %d words)", k->name, RSRV_SHOWN(n), v, (int)k->hi);
+            else if (argc < 0)
+                snprintf(err, ecap, "%s: unbalanced quotes, a trailing backslash or more than %d words", k->name,
+                         (int)k->hi);
+            else snprintf(err, ecap, "%s: empty command", k->name);
+            return false;
+        }
+    }
+    if (k->kind == RSRV_KIND_ENV && rsrv_env_split(dst, buf, sizeof buf, argv, (int)k->hi + 1) < 0) {
+        snprintf(err, ecap, "%s: expected NAME=VALUE, NAME2=VALUE2 (at most %d; NAME is letters, digits, _)", k->name,
+                 (int)k->hi);
+        dst[0] = 0;
+        return false;
+    }
+    return true;
+}
+
+/* LISTEN: HOST:PORT, [V6]:PORT or PORT. */
+RSRV_FN bool rsrv_kind_listen(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
+                              size_t ecap) {
+    (void)m;
+    if (!rsrv_parse_listen(v, n, c->listen_host, sizeof c->listen_host, &c->listen_port)) {
+        snprintf(err, ecap, "%s: bad address '%.*s' (HOST:PORT, [V6]:PORT or PORT; HOST an IPv4 address or a host "
+                 "name)", k->name, RSRV_SHOWN(n), v);
+        return false;
+    }
+    return true;
+}
+
+/* NAMES (lock_models: at least one), ALIASES (unique across models): names separated by
+   commas, at most hi. */
+RSRV_FN bool rsrv_kind_names(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
+                             size_t ecap) {
+    bool alias = k->kind == RSRV_KIND_ALIASES;
+    char(*list)[RSRV_ID_MAX] = alias ? m->aliases : c->lock_models;
+    int *count = alias ? &m->naliases : &c->nlock;
+    size_t i = 0;
+    *count = 0;
+    while (i <= n) {
+        size_t j = i, an;
+        const char *a;
+        int other, d;
+        while (j < n && v[j] != ',') j++;
+        an = j - i;
+        a = rsrv_trim(v + i, &an);
+        i = j + 1;
+        if (!an) continue;
+        if (!rsrv_name_ok(a, an)) {
+            if (alias) snprintf(err, ecap, "bad alias '%.*s'", RSRV_SHOWN(an), a);
+            else snprintf(err, ecap, "%s: bad model name '%.*s'", k->name, RSRV_SHOWN(an), a);
+            return false;
+        }
+        for (d = 0; d < *count; d++)
+            if (strlen(list[d]) == an && !memcmp(list[d], a, an)) break;
+        other = alias ? rsrv_find(c, a, an) : -1;
+        if (alias && (other >= 0 || d < *count || (strlen(m->id) == an && !memcmp(m->id, a, an)))) {
+            snprintf(err, ecap, "alias '%.*s' is already a model id or alias%s%s", (int)an, a, other >= 0 ? " of " : "",
+                     other >= 0 ? c->models[other].id : "");
+            return false;
+        }
+        if (d < *count) {
+            snprintf(err, ecap, "%s: '%.*s' is listed twice", k->name, (int)an, a);
+            return false;
+        }
+        if ((uint64_t)*count >= k->hi) {
+            snprintf(err, ecap, "%s: too many names (at most %d)", k->name, (int)k->hi);
+            return false;
+        }
+        rsrv_cpy(list[(*count)++], RSRV_ID_MAX, a, an);
+    }
+    if (!alias && !*count) { snprintf(err, ecap, "%s needs at least one model name", k->name); return false; }
+    return true;
+}
+
+/* Sets row k (of m, or of c when m is NULL) to v[0..n). false with err set ("KEY ..."). */
+RSRV_FN bool rsrv_set_key(rsrv_config *c, rsrv_model *m, const rsrv_key *k, const char *v, size_t n, char *err,
+                          size_t ecap) {
+    switch (k->kind) {
+    case RSRV_KIND_INT:
+    case RSRV_KIND_QUEUE: return rsrv_kind_int(c, m, k, v, n, err, ecap);
+    case RSRV_KIND_SIZE:
+    case RSRV_KIND_BUDGET:
+    case RSRV_KIND_MARGIN:
+    case RSRV_KIND_SIZE_OFF: return rsrv_kind_size(c, m, k, v, n, err, ecap);
+    case RSRV_KIND_DURATION: return rsrv_kind_duration(c, m, k, v, n, err, ecap);
+    case RSRV_KIND_BOOL: return rsrv_kind_bool(c, m, k, v, n, err, ecap);
+    case RSRV_KIND_LISTEN: return rsrv_kind_listen(c, m, k, v, n, err, ecap);
+    case RSRV_KIND_NAMES:
+    case RSRV_KIND_ALIASES: return rsrv_kind_names(c, m, k, v, n, err, ecap);
+    default: return rsrv_kind_string(c, m, k, v, n, err, ecap);
+    }
+}
 /* A model section is complete: it needs model or command. */
 RSRV_FN bool rsrv_model_done(const rsrv_model *m, char *err, size_t ecap) {
     if (!m->model[0] && !m->command[0]) {
@@ -1076,32 +1112,21 @@ RSRV_FN int rsrv_parse_ini(rsrv_config *c, const char *text, size_t len, const c
         vn = n - (size_t)(eq - s) - 1;
         v = rsrv_trim(eq + 1, &vn);
         if (!kn) { snprintf(msg, sizeof msg, "missing key before '='"); goto fail; }
-        if (cur) {
-            int key = rsrv_key_index(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]), k, kn);
+        {
+            const rsrv_key *keys = cur ? rsrv_model_keys : rsrv_global_keys;
+            int nkeys = cur ? RSRV_NMODEL_KEYS : RSRV_NGLOBAL_KEYS, key = rsrv_key_index(keys, nkeys, k, kn);
+            uint32_t *seen = cur ? &cur->seen : &c->seen;
             if (key < 0) {
                 char known[1024];
-                snprintf(msg, sizeof msg, "unknown key '%.*s' in [model %s] (%s)", (int)(kn > 64 ? 64 : kn), k, cur->id,
-                         rsrv_key_list(rsrv_model_keys, (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]),
-                                       known, sizeof known));
+                snprintf(msg, sizeof msg, "unknown %skey '%.*s'%s%s%s (%s)", cur ? "" : "global ", RSRV_SHOWN(kn), k,
+                         cur ? " in [model " : "", cur ? cur->id : "", cur ? "]" : "",
+                         rsrv_key_list(keys, nkeys, known, sizeof known));
                 goto fail;
             }
-            if (cur->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_model_keys[key]); goto fail; }
-            cur->seen |= 1u << key;
-            cur->key_line[key] = line;
-            if (!rsrv_set_model(c, cur, key, v, vn, msg, sizeof msg)) goto fail;
-        } else {
-            int key = rsrv_key_index(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]), k, kn);
-            if (key < 0) {
-                char known[1024];
-                snprintf(msg, sizeof msg, "unknown global key '%.*s' (%s)", (int)(kn > 64 ? 64 : kn), k,
-                         rsrv_key_list(rsrv_global_keys, (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]),
-                                       known, sizeof known));
-                goto fail;
-            }
-            if (c->seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", rsrv_global_keys[key]); goto fail; }
-            c->seen |= 1u << key;
-            c->key_line[key] = line;
-            if (!rsrv_set_global(c, key, v, vn, msg, sizeof msg)) goto fail;
+            if (*seen & (1u << key)) { snprintf(msg, sizeof msg, "duplicate key '%s'", keys[key].name); goto fail; }
+            *seen |= 1u << key;
+            (cur ? cur->key_line : c->key_line)[key] = line;
+            if (!rsrv_set_key(c, cur, &keys[key], v, vn, msg, sizeof msg)) goto fail;
         }
     }
     if (cur && !rsrv_model_done(cur, msg, sizeof msg)) { line = section_line; goto fail; }
@@ -1116,27 +1141,24 @@ fail:
 RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv, char *err, size_t ecap) {
     char msg[RSRV_MSG_MAX];
     rsrv_model *cur = NULL;
-    int i;
+    int i, k;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int gk = -1, mk = -1;
+        const rsrv_key *row = NULL;
         if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) { o->verbose = true; continue; }
         if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) { o->quiet = true; continue; }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { o->help = true; continue; }
-        if (!strcmp(a, "--pinned") || !strcmp(a, "--preload")) {
-            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
-            if (a[3] == 'i') cur->pinned = true;
-            else cur->preload = true;
-            continue;
+        for (k = 0; k < RSRV_NGLOBAL_KEYS + RSRV_NMODEL_KEYS && !row; k++) { /* k ends one past the row */
+            const rsrv_key *r = k < RSRV_NGLOBAL_KEYS ? &rsrv_global_keys[k] : &rsrv_model_keys[k - RSRV_NGLOBAL_KEYS];
+            if (r->flag && !strcmp(a, r->flag)) row = r;
         }
-        if (!strcmp(a, "--session-affinity")) {
-            if (!cur) { snprintf(err, ecap, "--session-affinity: comes after --model or --command"); return -1; }
-            cur->session_affinity = true;
-            continue;
+        if ((row && k > RSRV_NGLOBAL_KEYS && !cur) || (!cur && !strcmp(a, "--no-session-erase"))) {
+            snprintf(err, ecap, "%s: comes after --model or --command", a);
+            return -1;
         }
-        if (!strcmp(a, "--session-erase") || !strcmp(a, "--no-session-erase")) {
-            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
-            cur->session_erase = a[2] == 's';
+        if (!strcmp(a, "--no-session-erase")) { cur->session_erase = false; continue; }
+        if (row && row->kind == RSRV_KIND_BOOL) { /* a flag without a value: true */
+            (void)rsrv_set_key(c, cur, row, "true", 4, msg, sizeof msg);
             continue;
         }
         if (!v) { snprintf(err, ecap, "%s: needs a value (or is unknown; see --help)", a); return -1; }
@@ -1145,51 +1167,18 @@ RSRV_FN int rsrv_parse_args(rsrv_config *c, rsrv_opts *o, int argc, char **argv,
             const char *eq = strchr(v, '=');
             if (!eq) { snprintf(err, ecap, "%s: expected ID=%s", a, a[2] == 'm' ? "PATH" : "COMMAND"); return -1; }
             cur = rsrv_add_model(c, v, (size_t)(eq - v), 0, msg, sizeof msg);
-            if (!cur || !rsrv_set_model(c, cur, a[2] == 'm' ? 0 : 1, eq + 1, strlen(eq + 1), msg, sizeof msg)) {
+            if (!cur || !rsrv_set_key(c, cur, &rsrv_model_keys[a[2] == 'm' ? RSRV_MK_MODEL : RSRV_MK_COMMAND], eq + 1,
+                                      strlen(eq + 1), msg, sizeof msg)) {
                 snprintf(err, ecap, "%s: %s", a, msg);
                 return -1;
             }
             i++;
             continue;
         }
-        if (!strcmp(a, "--max-models")) gk = 0;
-        else if (!strcmp(a, "--vram-budget")) gk = 1;
-        else if (!strcmp(a, "--llama-server")) gk = 2;
-        else if (!strcmp(a, "--listen")) gk = 3;
-        else if (!strcmp(a, "--start-timeout")) gk = 4;
-        else if (!strcmp(a, "--stop-grace")) gk = 5;
-        else if (!strcmp(a, "--args")) gk = 6;
-        else if (!strcmp(a, "--max-wait")) gk = 7;
-        else if (!strcmp(a, "--send-timeout")) gk = 8;
-        else if (!strcmp(a, "--max-queue")) gk = 9;
-        else if (!strcmp(a, "--watchdog")) gk = 10;
-        else if (!strcmp(a, "--lock-models")) gk = 14;
-        else if (!strcmp(a, "--api-key")) gk = 15;
-        else if (!strcmp(a, "--admin-key")) gk = 16;
-        else if (!strcmp(a, "--cors")) gk = 17;
-        else if (!strcmp(a, "--event-history")) gk = 18;
-        else if (!strcmp(a, "--vram-margin")) gk = RSRV_GK_VRAM_MARGIN;
-        else if (!strcmp(a, "--state-dir")) gk = RSRV_GK_STATE_DIR;
-        else if (!strcmp(a, "--ctx")) mk = 3;
-        else if (!strcmp(a, "--parallel")) mk = 4;
-        else if (!strcmp(a, "--ngl")) mk = 5;
-        else if (!strcmp(a, "--reserve")) mk = 6;
-        else if (!strcmp(a, "--ttl")) mk = 7;
-        else if (!strcmp(a, "--aliases")) mk = 9;
-        else if (!strcmp(a, "--model-args")) mk = 2;
-        else if (!strcmp(a, "--env")) mk = 10;
-        else if (!strcmp(a, "--model-max-queue")) mk = 12;
-        else { snprintf(err, ecap, "%s: unknown flag (see --help)", a); return -1; }
-        if (gk >= 0 && !rsrv_set_global(c, gk, v, strlen(v), msg, sizeof msg)) {
+        if (!row) { snprintf(err, ecap, "%s: unknown flag (see --help)", a); return -1; }
+        if (!rsrv_set_key(c, k > RSRV_NGLOBAL_KEYS ? cur : NULL, row, v, strlen(v), msg, sizeof msg)) {
             snprintf(err, ecap, "%s: %s", a, msg);
             return -1;
-        }
-        if (mk >= 0) {
-            if (!cur) { snprintf(err, ecap, "%s: comes after --model or --command", a); return -1; }
-            if (!rsrv_set_model(c, cur, mk, v, strlen(v), msg, sizeof msg)) {
-                snprintf(err, ecap, "%s: %s", a, msg);
-                return -1;
-            }
         }
         i++;
     }
@@ -1217,9 +1206,13 @@ RSRV_FN uint64_t rsrv_auto_budget(const rsrv_config *c, uint64_t device_total) {
     return b > RSD_POOL_MAX_BYTES ? RSD_POOL_MAX_BYTES : b;
 }
 RSRV_FN int rsrv_eff_max_queue(const rsrv_config *c) { return c->max_queue ? c->max_queue : RSRV_MAX_QUEUE_DEFAULT; }
-RSRV_FN int rsrv_eff_wd_failures(const rsrv_config *c) { return c->watchdog_failures ? c->watchdog_failures : 3; }
-RSRV_FN int rsrv_eff_wd_errors(const rsrv_config *c) { return c->watchdog_errors ? c->watchdog_errors : 5; }
-RSRV_FN int rsrv_eff_wd_restarts(const rsrv_config *c) { return c->watchdog_restarts ? c->watchdog_restarts : 5; }
+RSRV_FN int rsrv_eff_wd_failures(const rsrv_config *c) {
+    return c->watchdog_failures ? c->watchdog_failures : RSRV_WD_FAILURES_DEFAULT;
+}
+RSRV_FN int rsrv_eff_wd_errors(const rsrv_config *c) { return c->watchdog_errors ? c->watchdog_errors : RSRV_WD_ERRORS_DEFAULT; }
+RSRV_FN int rsrv_eff_wd_restarts(const rsrv_config *c) {
+    return c->watchdog_restarts ? c->watchdog_restarts : RSRV_WD_RESTARTS_DEFAULT;
+}
 RSRV_FN int rsrv_eff_model_queue(const rsrv_config *c, const rsrv_model *m) {
     int all = rsrv_eff_max_queue(c);
     return m->max_queue && m->max_queue < all ? m->max_queue : all;
@@ -1262,263 +1255,209 @@ RSRV_FN const char *rsrv_written_duration(const char *text, uint32_t v, char *bu
     return rsrv_fmt_duration(v, buf, cap);
 }
 
+/* Row k's effective value, for a number kind: what a 0 stands for (RSRV_KF_ZERO), the
+   model's queue as the global max_queue caps it, the margin in effect. */
+RSRV_FN uint64_t rsrv_key_value(const rsrv_config *c, const rsrv_model *m, const rsrv_key *k) {
+    uint64_t v;
+    if (k->kind == RSRV_KIND_QUEUE) return (uint64_t)rsrv_eff_model_queue(c, m);
+    if (k->kind == RSRV_KIND_MARGIN) return rsrv_eff_vram_margin(c);
+    v = rsrv_field_get(rsrv_cfield(c, m, k), k->size);
+    return !v && (k->flags & RSRV_KF_ZERO) ? k->dv : v;
+}
+
+/* Whether rsrv_write_ini writes row k: a key with a default always (vram_margin with
+   vram_budget = auto, the kv keys with kv_cache_dir), one without only when set. */
+RSRV_FN bool rsrv_key_shown(const rsrv_config *c, const rsrv_model *m, const rsrv_key *k) {
+    const char *f = rsrv_cfield(c, m, k);
+    if (k->kind == RSRV_KIND_MARGIN) return c->vram_budget_auto;
+    if ((k->flags & RSRV_KF_KV) && !c->kv_cache_dir[0]) return false;
+    if (k->def) return true;
+    if (k->kind == RSRV_KIND_NAMES) return c->nlock > 0;
+    if (k->kind == RSRV_KIND_ALIASES) return m->naliases > 0;
+    if (k->kind < RSRV_KIND_PATH) return rsrv_field_get(f, k->size) != 0;
+    return f[0] != 0;
+}
+
+/* Appends printf's output at *o; false when it does not fit cap. */
+RSRV_FN bool rsrv_put(char *buf, size_t cap, size_t *o, const char *fmt, ...) {
+    size_t room = *o < cap ? cap - *o : 0;
+    va_list ap;
+    int w;
+    va_start(ap, fmt);
+    w = vsnprintf(buf + *o, room, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= room) return false;
+    *o += (size_t)w;
+    return true;
+}
+
+/* Writes "key = value\n" for row k (when rsrv_key_shown): the effective value, a size or
+   duration as it was written, and what a 0 means as a comment ("watchdog = 0 # off").
+   false when it does not fit. */
+RSRV_FN bool rsrv_write_key(const rsrv_config *c, const rsrv_model *m, const rsrv_key *k, char *buf, size_t cap,
+                            size_t *o) {
+    const char *f = rsrv_cfield(c, m, k), *text = m ? m->text[k - rsrv_model_keys] : c->text[k - rsrv_global_keys];
+    uint64_t v = k->kind < RSRV_KIND_PATH ? rsrv_key_value(c, m, k) : 0;
+    char t[32];
+    bool ok;
+    int i, n;
+    if (!rsrv_key_shown(c, m, k)) return true;
+    if (!rsrv_put(buf, cap, o, "%s =", k->name)) return false;
+    switch (k->kind) {
+    case RSRV_KIND_INT:
+    case RSRV_KIND_QUEUE: ok = rsrv_put(buf, cap, o, " %llu", (unsigned long long)v); break;
+    case RSRV_KIND_DURATION: ok = rsrv_put(buf, cap, o, " %s", rsrv_written_duration(text, (uint32_t)v, t, sizeof t)); break;
+    case RSRV_KIND_BOOL: ok = rsrv_put(buf, cap, o, v ? " true" : " false"); break;
+    case RSRV_KIND_SIZE:
+    case RSRV_KIND_BUDGET:
+    case RSRV_KIND_MARGIN:
+    case RSRV_KIND_SIZE_OFF:
+        if (k->kind == RSRV_KIND_BUDGET && c->vram_budget_auto) ok = rsrv_put(buf, cap, o, " auto");
+        else if (k->kind == RSRV_KIND_SIZE_OFF && c->kv_off) ok = rsrv_put(buf, cap, o, " off");
+        else ok = rsrv_put(buf, cap, o, " %s", rsrv_written_size(text, v, t, sizeof t));
+        break;
+    case RSRV_KIND_LISTEN: ok = rsrv_put(buf, cap, o, strchr(c->listen_host, ':') ? " [%s]:%d" : " %s:%d",
+                                         c->listen_host, c->listen_port); break;
+    case RSRV_KIND_NAMES:
+    case RSRV_KIND_ALIASES:
+        n = k->kind == RSRV_KIND_NAMES ? c->nlock : m->naliases;
+        for (i = 0, ok = true; i < n && ok; i++)
+            ok = rsrv_put(buf, cap, o, "%s%s", i ? ", " : " ", f + (size_t)i * RSRV_ID_MAX);
+        break;
+    default: /* a value that starts with '#' must not follow a blank (it would be a comment) */
+        ok = rsrv_put(buf, cap, o, "%s%s", f[0] == '#' ? "" : " ", f);
+        break;
+    }
+    if (ok && k->zero && !v && !(k->kind == RSRV_KIND_BUDGET && c->vram_budget_auto))
+        ok = rsrv_put(buf, cap, o, " # %s", k->zero);
+    return ok && rsrv_put(buf, cap, o, "\n");
+}
+
 /* Writes c back as an INI text that rsrv_parse_ini reads into the same configuration
-   (rsrv_config_equal): every key with its effective value (defaults instead of 0),
-   sizes and durations as they were written (the largest exact unit for defaults), and
-   a comment where a value means something special ("0 # count only"). Returns the length, or -1 when cap is too small. */
+   (rsrv_config_equal): each key of the tables, in their order, that has a default or is
+   set (rsrv_write_key). Returns the length, or -1 when cap is too small. */
 RSRV_FN int rsrv_write_ini(const rsrv_config *c, char *buf, size_t cap) {
     size_t o = 0;
-    int i, k, w;
-    char t1[32], t2[32], t3[32], t4[32];
-#define RSRV_PUT(...) do { w = snprintf(buf + o, o < cap ? cap - o : 0, __VA_ARGS__); \
-        if (w < 0 || (size_t)w >= (o < cap ? cap - o : 0)) { return -1; } \
-        o += (size_t)w; } while (0)
-    /* "key =#v": a value that starts with '#' must not follow a blank (it would be a comment) */
-#define RSRV_KV(key, v) RSRV_PUT("%s =%s%s\n", key, (v)[0] == '#' ? "" : " ", v)
-    if (c->vram_budget_auto)
-        RSRV_PUT("[global]\nmax_models = %d\nvram_budget = auto\nvram_margin = %s\n", c->max_models,
-                 rsrv_written_size(c->text[RSRV_GK_VRAM_MARGIN], rsrv_eff_vram_margin(c), t1, sizeof t1));
-    else
-        RSRV_PUT("[global]\nmax_models = %d\nvram_budget = %s%s\n", c->max_models,
-                 rsrv_written_size(c->text[1], c->vram_budget_bytes, t1, sizeof t1),
-                 c->vram_budget_bytes ? "" : " # none: models are counted only");
-    RSRV_KV("llama_server", c->llama_server);
-    if (strchr(c->listen_host, ':')) RSRV_PUT("listen = [%s]:%d\n", c->listen_host, c->listen_port);
-    else RSRV_PUT("listen = %s:%d\n", c->listen_host, c->listen_port);
-    RSRV_PUT("start_timeout = %s\nstop_grace = %s\nmax_wait = %s\nsend_timeout = %s\nmax_queue = %d\n",
-             rsrv_written_duration(c->text[4], c->start_timeout_ms, t1, sizeof t1),
-             rsrv_written_duration(c->text[5], c->stop_grace_ms, t2, sizeof t2),
-             rsrv_written_duration(c->text[7], rsrv_eff_max_wait(c), t3, sizeof t3),
-             rsrv_written_duration(c->text[8], rsrv_eff_send_timeout(c), t4, sizeof t4), rsrv_eff_max_queue(c));
-    RSRV_PUT("start_backoff = %s\n", rsrv_written_duration(c->text[RSRV_GK_START_BACKOFF], rsrv_eff_start_backoff(c), t1, sizeof t1));
-    RSRV_PUT("watchdog = %s%s\nwatchdog_failures = %d\nwatchdog_errors = %d\nwatchdog_restarts = %d\n",
-             rsrv_written_duration(c->text[10], c->watchdog_ms, t1, sizeof t1), c->watchdog_ms ? "" : " # off", rsrv_eff_wd_failures(c),
-             rsrv_eff_wd_errors(c), rsrv_eff_wd_restarts(c));
-    if (c->args[0]) RSRV_KV("args", c->args);
-    if (c->nlock) {
-        RSRV_PUT("lock_models = ");
-        for (k = 0; k < c->nlock; k++) RSRV_PUT("%s%s", k ? ", " : "", c->lock_models[k]);
-        RSRV_PUT("\n");
-    }
-    if (c->api_key[0]) RSRV_KV("api_key", c->api_key);
-    if (c->admin_key[0]) RSRV_KV("admin_key", c->admin_key);
-    if (c->cors[0]) RSRV_KV("cors", c->cors);
-    if (c->kv_cache_dir[0] && !c->kv_off) {
-        RSRV_KV("kv_cache_dir", c->kv_cache_dir);
-        RSRV_PUT("kv_cache_bytes = %llu\nkv_save_timeout = %lums\n",
-                 (unsigned long long)(c->kv_cache_bytes ? c->kv_cache_bytes : RSRV_KV_BYTES_DEFAULT),
-                 (unsigned long)(c->kv_save_timeout_ms ? c->kv_save_timeout_ms : RSRV_KV_SAVE_TIMEOUT_DEFAULT_MS));
-    }
-    if (c->state_dir[0]) RSRV_KV("state_dir", c->state_dir);
-    RSRV_PUT("event_history = %lu\n",
-             (unsigned long)(c->event_history ? c->event_history : RSRV_EVENT_HISTORY_DEFAULT));
+    int i, k;
+    if (!rsrv_put(buf, cap, &o, "[global]\n")) return -1;
+    for (k = 0; k < RSRV_NGLOBAL_KEYS; k++)
+        if (!rsrv_write_key(c, NULL, &rsrv_global_keys[k], buf, cap, &o)) return -1;
     for (i = 0; i < c->nmodels; i++) {
-        const rsrv_model *m = &c->models[i];
-        RSRV_PUT("\n[model %s]\n", m->id);
-        if (m->model[0]) RSRV_KV("model", m->model);
-        if (m->command[0]) RSRV_KV("command", m->command);
-        if (m->args[0]) RSRV_KV("args", m->args);
-        if (m->env[0]) RSRV_KV("env", m->env);
-        if (m->ctx) RSRV_PUT("ctx = %lld\n", (long long)m->ctx);
-        if (m->parallel) RSRV_PUT("parallel = %d\n", m->parallel);
-        if (m->ngl[0]) RSRV_PUT("ngl = %s\n", m->ngl);
-        RSRV_PUT("reserve = %s\nttl = %s%s\npinned = %s\npreload = %s\nmax_queue = %d\n",
-                 rsrv_written_size(m->text[6], m->reserve_bytes, t1, sizeof t1),
-                 rsrv_written_duration(m->text[7], m->ttl_ms, t2, sizeof t2),
-                 m->ttl_ms ? "" : " # never unloaded for idleness", m->pinned ? "true" : "false",
-                 m->preload ? "true" : "false", rsrv_eff_model_queue(c, m));
-        if (m->session_affinity) RSRV_PUT("session_affinity = true\n");
-        if (m->session_erase) RSRV_PUT("session_erase = true\n");
-        if (m->naliases) {
-            RSRV_PUT("aliases = ");
-            for (k = 0; k < m->naliases; k++) RSRV_PUT("%s%s", k ? ", " : "", m->aliases[k]);
-            RSRV_PUT("\n");
-        }
+        if (!rsrv_put(buf, cap, &o, "\n[model %s]\n", c->models[i].id)) return -1;
+        for (k = 0; k < RSRV_NMODEL_KEYS; k++)
+            if (!rsrv_write_key(c, &c->models[i], &rsrv_model_keys[k], buf, cap, &o)) return -1;
     }
-#undef RSRV_KV
-#undef RSRV_PUT
     return (int)o;
 }
 
-/* What rsrv_write_example says of each key, in rsrv_global_keys / rsrv_model_keys order:
-   one line of help, and for a key that has no default (rsrv_write_ini leaves it out), an
-   example value, written commented out. */
-typedef struct rsrv_key_doc {
-    const char *help;
-    const char *example; /* NULL: the key has a default, which rsrv_write_ini writes */
-} rsrv_key_doc;
-static const rsrv_key_doc rsrv_global_docs[] = {
-    {"processes resident at once, 1..16", NULL},
-    {"byte budget of all reservations (K/M/G/T), or auto (the device's memory less vram_margin); 0 = models are counted only", NULL},
-    {"the llama-server binary (a name is looked up in PATH)", NULL},
-    {"HOST:PORT, [V6]:PORT or PORT to listen on (port 0 = any free port, printed)", NULL},
-    {"until a start counts as failed (durations: seconds, or ms/s/m/h)", NULL},
-    {"from SIGTERM to SIGKILL when a process is stopped", NULL},
-    {"extra arguments for every llama_server model, before its own (default none)", "--no-webui"},
-    {"a request waiting this long for a process makes a busy model drain", NULL},
-    {"a client that reads nothing of its answer this long is cut, its request cancelled", NULL},
-    {"requests waiting for a process in all, 1..4096; past it 429 with Retry-After", NULL},
-    {"poll each ready child's /health this often; 0 = off", NULL},
-    {"failed watchdog polls in a row that restart a child", NULL},
-    {"5xx answers in a row (503 aside) that restart a child", NULL},
-    {"restarts in a row (1 s doubling to 60 s apart), then it is left stopped", NULL},
-    {"a locked host: only these models (ids or aliases) are served and listed (default: any)",
-     "chat-8b, coder"},
-    {"every endpoint but /health and / needs \"Authorization: Bearer KEY\" (default none; or $RSD_API_KEY)",
-     "sk-change-me"},
-    {"management (/models/load, /models/unload, /status, /_rsd/...) needs this one instead (default: api_key)",
-     "adm-change-me"},
-    {"CORS: * or origins separated by commas (default off)", "https://app.example, http://localhost:3000"},
-    {"events kept for GET /_rsd/events?since=ID, 1..16384 (4 KB each)", NULL},
-    {"save each slot's prompt cache here before a child stops, restore it when it returns (default off)",
-     "/var/lib/residency/kv"},
-    {"disk budget of the saved prompt caches, oldest deleted first (default 8G; off = no saving)", "8G"},
-    {"how long a stop waits for its slots' saves (default 5 s)", "5"},
-    {"with vram_budget = auto: bytes left free below the device's total (default 1G)", "1G"},
-    {"keep each model's learned memory figure here across restarts (default: not kept)", "/var/lib/residency"},
-    {"a model whose start failed is refused this long (doubled per failure in a row, up to 60 s)", NULL}};
-static const rsrv_key_doc rsrv_model_docs[] = {
-    {"the GGUF file, run as: llama_server -m MODEL --host 127.0.0.1 --port P [-c] [-np] [-ngl] --alias ID -lv 4 ARGS",
-     NULL},
-    {"or a whole command line instead of llama_server; it listens on {port} and answers GET /health",
-     "/opt/bin/srv --port {port} --weights {model}"},
-    {"extra arguments for this model, after the global args (default none)", "--jinja -fa on"},
-    {"context size, passed as -c (default: not passed)", "8192"},
-    {"slots, passed as -np; also the most requests sent to it at once (default: not passed)", "4"},
-    {"GPU layers, passed as -ngl: a number, auto or all (default: not passed)", "99"},
-    {"bytes counted against vram_budget while it runs", NULL},
-    {"stopped after this long idle; 0 = never", NULL},
-    {"never evicted, started at boot, listed with the tag pinned:true", NULL},
-    {"other names that route to this model (default none)", "chat, default"},
-    {"the child's environment on top of rsd-serve's: NAME=VALUE, comma separated (default none)",
-     "CUDA_VISIBLE_DEVICES=0"},
-    {"started at boot, but evicted like any other", NULL},
-    {"requests waiting for this model (at most the global max_queue)", NULL},
-    {"a session's requests go to the slot holding its KV cache (default false)", "true"},
-    {"with session_affinity: erase a slot before another session gets it (default false)", "true"}};
-typedef char rsrv_global_docs_cover_every_key[sizeof rsrv_global_docs / sizeof rsrv_global_docs[0] ==
-                                                      sizeof rsrv_global_keys / sizeof rsrv_global_keys[0] ? 1 : -1];
-typedef char rsrv_model_docs_cover_every_key[sizeof rsrv_model_docs / sizeof rsrv_model_docs[0] ==
-                                                     sizeof rsrv_model_keys / sizeof rsrv_model_keys[0] ? 1 : -1];
+/* Row k for the example: its help line, then the key as rsrv_write_ini writes it, or,
+   where it writes nothing, commented out with the row's example (or default). */
+RSRV_FN bool rsrv_write_doc(const rsrv_config *c, const rsrv_model *m, const rsrv_key *k, char *buf, size_t cap,
+                            size_t *o) {
+    if (!rsrv_put(buf, cap, o, "# %s\n", k->help)) return false;
+    if (rsrv_key_shown(c, m, k)) return rsrv_write_key(c, m, k, buf, cap, o);
+    return rsrv_put(buf, cap, o, "# %s = %s\n", k->name, k->example ? k->example : k->def ? k->def : "");
+}
 
 /* Writes the example configuration (rsd-serve --example-config; installed as
    share/residency/serve.ini.example): what --check prints (rsrv_write_ini) for the default
-   configuration with one model, a help line above every key, and each key without a default
-   commented out with an example value. c is scratch (rsrv_config_init'ed here). Returns the
-   length, or -1 when cap is too small. */
+   configuration with one model, every row of the key tables with its help line above it,
+   and each key rsrv_write_ini leaves out commented out with an example value. c is scratch
+   (rsrv_config_init'ed here). Returns the length, or -1 when cap is too small. */
 RSRV_FN int rsrv_write_example(rsrv_config *c, const char *version, char *buf, size_t cap) {
-    const size_t half = cap / 2; /* rsrv_write_ini's text goes to the upper half, read from there */
-    const char *src = buf + half, *end;
-    const char *const *keys = rsrv_global_keys;
-    const rsrv_key_doc *docs = rsrv_global_docs;
-    int nkeys = (int)(sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]);
-    uint32_t written = 0;
     size_t o = 0;
-    int n, k, w;
+    int k;
     char err[RSRV_ERR_MAX];
     rsrv_model *m;
     rsrv_config_init(c);
     m = rsrv_add_model(c, "example", 7, 0, err, sizeof err);
     if (!m) return -1;
     rsrv_cpy(m->model, sizeof m->model, "/models/example.gguf", 20);
-    n = rsrv_write_ini(c, buf + half, cap - half);
-    if (n < 0) return -1;
-    end = src + n;
-#define RSRV_PUT(...) do { w = snprintf(buf + o, o < half ? half - o : 0, __VA_ARGS__); \
-        if (w < 0 || (size_t)w >= (o < half ? half - o : 0)) { return -1; } \
-        o += (size_t)w; } while (0)
-    RSRV_PUT("# rsd-serve %s: every configuration key with its default, as `rsd-serve --check` prints\n"
-             "# the configuration in effect (this file is `rsd-serve --example-config`). A key without a\n"
-             "# default is commented out with an example value. Sizes take K/M/G/T; durations are\n"
-             "# seconds or take ms/s/m/h. The flags of the command line apply on top of this file.\n",
-             version);
-    while (src < end) {
-        const char *nl = (const char *)memchr(src, '\n', (size_t)(end - src));
-        size_t len = nl ? (size_t)(nl - src) : (size_t)(end - src), kn;
-        bool section = len && src[0] == '[';
-        if (section || !len) { /* a section ends: the keys it left out, commented */
-            for (k = 0; k < nkeys && written; k++)
-                if (!(written & (1u << k)) && docs[k].example)
-                    RSRV_PUT("# %s\n# %s = %s\n", docs[k].help, keys[k], docs[k].example);
-            written = 0;
-        }
-        if (section) {
-            RSRV_PUT("\n%.*s\n", (int)len, src);
-            if (len > 6 && !memcmp(src, "[model", 6)) {
-                keys = rsrv_model_keys;
-                docs = rsrv_model_docs;
-                nkeys = (int)(sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]);
-            }
-        } else if (len) {
-            for (kn = 0; kn < len && src[kn] != ' ' && src[kn] != '='; kn++) {}
-            for (k = 0; k < nkeys; k++)
-                if (strlen(keys[k]) == kn && !memcmp(keys[k], src, kn)) break;
-            if (k == nkeys) return -1; /* rsrv_write_ini wrote a key these tables do not know */
-            written |= 1u << k;
-            RSRV_PUT("# %s\n%.*s\n", docs[k].help, (int)len, src);
-        }
-        src += len + (nl ? 1 : 0);
-    }
-    for (k = 0; k < nkeys && written; k++)
-        if (!(written & (1u << k)) && docs[k].example)
-            RSRV_PUT("# %s\n# %s = %s\n", docs[k].help, keys[k], docs[k].example);
-#undef RSRV_PUT
+    if (!rsrv_put(buf, cap, &o, "# rsd-serve %s: every configuration key with its default, as `rsd-serve --check` prints\n"
+                  "# the configuration in effect (this file is `rsd-serve --example-config`). A key without a\n"
+                  "# default is commented out with an example value. Sizes take K/M/G/T; durations are\n"
+                  "# seconds or take ms/s/m/h. The flags of the command line apply on top of this file.\n"
+                  "\n[global]\n", version))
+        return -1;
+    for (k = 0; k < RSRV_NGLOBAL_KEYS; k++)
+        if (!rsrv_write_doc(c, NULL, &rsrv_global_keys[k], buf, cap, &o)) return -1;
+    if (!rsrv_put(buf, cap, &o, "\n[model %s]\n", m->id)) return -1;
+    for (k = 0; k < RSRV_NMODEL_KEYS; k++)
+        if (!rsrv_write_doc(c, m, &rsrv_model_keys[k], buf, cap, &o)) return -1;
     return (int)o;
 }
 
-/* Would model x of ca run a different process than y of cb: its command line, model
-   file, args, ctx, parallel, ngl, env, reservation, or (for llama_server models) the
-   binary, the global args or the start timeout? (ttl, pin, aliases, preload and
-   max_queue change nothing in the process.) */
+/* Whether row k has the same effective value in x of ca as in y of cb (x, y NULL for a
+   global key). */
+RSRV_FN bool rsrv_key_equal(const rsrv_config *ca, const rsrv_model *x, const rsrv_config *cb, const rsrv_model *y,
+                            const rsrv_key *k) {
+    const char *fa = rsrv_cfield(ca, x, k), *fb = rsrv_cfield(cb, y, k);
+    int i, n;
+    switch (k->kind) {
+    case RSRV_KIND_BUDGET:
+        return ca->vram_budget_auto == cb->vram_budget_auto && (ca->vram_budget_auto || rsrv_key_value(ca, x, k) ==
+                                                                                             rsrv_key_value(cb, y, k));
+    case RSRV_KIND_MARGIN: return !ca->vram_budget_auto || rsrv_key_value(ca, x, k) == rsrv_key_value(cb, y, k);
+    case RSRV_KIND_SIZE_OFF:
+        return ca->kv_off == cb->kv_off && (ca->kv_off || rsrv_key_value(ca, x, k) == rsrv_key_value(cb, y, k));
+    case RSRV_KIND_LISTEN: return !strcmp(ca->listen_host, cb->listen_host) && ca->listen_port == cb->listen_port;
+    case RSRV_KIND_NAMES:
+    case RSRV_KIND_ALIASES:
+        n = k->kind == RSRV_KIND_NAMES ? ca->nlock : x->naliases;
+        if (n != (k->kind == RSRV_KIND_NAMES ? cb->nlock : y->naliases)) return false;
+        for (i = 0; i < n; i++)
+            if (strcmp(fa + (size_t)i * RSRV_ID_MAX, fb + (size_t)i * RSRV_ID_MAX)) return false;
+        return true;
+    default:
+        if (k->kind < RSRV_KIND_PATH) return rsrv_key_value(ca, x, k) == rsrv_key_value(cb, y, k);
+        return !strcmp(fa, fb);
+    }
+}
+
+/* Global row k of dst takes src's value (a reload keeping a key until a restart). */
+RSRV_FN void rsrv_key_copy(rsrv_config *dst, const rsrv_config *src, const rsrv_key *k) {
+    memcpy(rsrv_field(dst, NULL, k), rsrv_cfield(src, NULL, k), k->size);
+    memcpy(dst->text[k - rsrv_global_keys], src->text[k - rsrv_global_keys], RSRV_TEXT_MAX);
+    if (k->kind == RSRV_KIND_LISTEN) dst->listen_port = src->listen_port;
+    if (k->kind == RSRV_KIND_NAMES) dst->nlock = src->nlock;
+    if (k->kind == RSRV_KIND_BUDGET) dst->vram_budget_auto = src->vram_budget_auto;
+    if (k->kind == RSRV_KIND_MARGIN) dst->vram_margin_set = src->vram_margin_set;
+    if (k->kind == RSRV_KIND_SIZE_OFF) dst->kv_off = src->kv_off;
+}
+
+/* Would model x of ca run a different process than y of cb: a model key marked
+   RSRV_KF_PROCESS (command line, model file, args, ctx, parallel, ngl, env, reservation),
+   start_timeout, or for llama_server models the binary, the global args or whether its
+   slots are erased (--slot-save-path)? (ttl, pin, aliases, preload and max_queue change
+   nothing in the process.) */
 RSRV_FN bool rsrv_model_process_differs(const rsrv_config *ca, const rsrv_model *x, const rsrv_config *cb,
                                         const rsrv_model *y) {
-    if (strcmp(x->model, y->model) || strcmp(x->command, y->command) || strcmp(x->args, y->args) ||
-        x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) || strcmp(x->env, y->env) ||
-        x->reserve_bytes != y->reserve_bytes || ca->start_timeout_ms != cb->start_timeout_ms ||
-        (!x->command[0] && (x->session_affinity && x->session_erase) != (y->session_affinity && y->session_erase)))
-        /* --slot-save-path */
-        return true;
-    return !x->command[0] && (strcmp(ca->llama_server, cb->llama_server) || strcmp(ca->args, cb->args));
+    int k;
+    for (k = 0; k < RSRV_NMODEL_KEYS; k++)
+        if ((rsrv_model_keys[k].flags & RSRV_KF_PROCESS) && !rsrv_key_equal(ca, x, cb, y, &rsrv_model_keys[k]))
+            return true;
+    for (k = 0; k < RSRV_NGLOBAL_KEYS; k++)
+        if ((rsrv_global_keys[k].flags & (x->command[0] ? RSRV_KF_PROCESS : RSRV_KF_PROCESS | RSRV_KF_LLAMA)) &&
+            !rsrv_key_equal(ca, NULL, cb, NULL, &rsrv_global_keys[k]))
+            return true;
+    return !x->command[0] && (x->session_affinity && x->session_erase) != (y->session_affinity && y->session_erase);
 }
 
 /* Same model configuration (effective values; `seen`, `line` aside)? */
 RSRV_FN bool rsrv_model_equal(const rsrv_config *ca, const rsrv_model *x, const rsrv_config *cb, const rsrv_model *y) {
     int k;
-    if (strcmp(x->id, y->id) || strcmp(x->model, y->model) || strcmp(x->command, y->command) ||
-        strcmp(x->args, y->args) || x->ctx != y->ctx || x->parallel != y->parallel || strcmp(x->ngl, y->ngl) ||
-        x->reserve_bytes != y->reserve_bytes || x->ttl_ms != y->ttl_ms || x->pinned != y->pinned ||
-        strcmp(x->env, y->env) || x->preload != y->preload || x->session_affinity != y->session_affinity ||
-        x->session_erase != y->session_erase ||
-        rsrv_eff_model_queue(ca, x) != rsrv_eff_model_queue(cb, y) || x->naliases != y->naliases)
-        return false;
-    for (k = 0; k < x->naliases; k++)
-        if (strcmp(x->aliases[k], y->aliases[k])) return false;
+    if (strcmp(x->id, y->id)) return false;
+    for (k = 0; k < RSRV_NMODEL_KEYS; k++)
+        if (!rsrv_key_equal(ca, x, cb, y, &rsrv_model_keys[k])) return false;
     return true;
 }
 
 /* Same configuration (effective values; the `seen` and `line` bookkeeping aside)? */
 RSRV_FN bool rsrv_config_equal(const rsrv_config *a, const rsrv_config *b) {
     int i;
-    if (a->max_models != b->max_models || a->vram_budget_auto != b->vram_budget_auto ||
-        (!a->vram_budget_auto && a->vram_budget_bytes != b->vram_budget_bytes) ||
-        (a->vram_budget_auto && rsrv_eff_vram_margin(a) != rsrv_eff_vram_margin(b)) ||
-        strcmp(a->llama_server, b->llama_server) || strcmp(a->args, b->args) ||
-        strcmp(a->listen_host, b->listen_host) || a->listen_port != b->listen_port ||
-        a->start_timeout_ms != b->start_timeout_ms || a->stop_grace_ms != b->stop_grace_ms ||
-        rsrv_eff_max_wait(a) != rsrv_eff_max_wait(b) || rsrv_eff_send_timeout(a) != rsrv_eff_send_timeout(b) ||
-        rsrv_eff_start_backoff(a) != rsrv_eff_start_backoff(b) ||
-        rsrv_eff_max_queue(a) != rsrv_eff_max_queue(b) || a->watchdog_ms != b->watchdog_ms ||
-        rsrv_eff_wd_failures(a) != rsrv_eff_wd_failures(b) || rsrv_eff_wd_errors(a) != rsrv_eff_wd_errors(b) ||
-        rsrv_eff_wd_restarts(a) != rsrv_eff_wd_restarts(b) || a->nmodels != b->nmodels ||
-        a->nlock != b->nlock ||
-        strcmp(a->api_key, b->api_key) || strcmp(a->admin_key, b->admin_key) || strcmp(a->cors, b->cors) ||
-        strcmp(a->kv_cache_dir, b->kv_cache_dir) || a->kv_cache_bytes != b->kv_cache_bytes || a->kv_off != b->kv_off ||
-        a->kv_save_timeout_ms != b->kv_save_timeout_ms || strcmp(a->state_dir, b->state_dir) ||
-        (a->event_history ? a->event_history : RSRV_EVENT_HISTORY_DEFAULT) !=
-            (b->event_history ? b->event_history : RSRV_EVENT_HISTORY_DEFAULT))
-        return false;
-    for (i = 0; i < a->nlock; i++)
-        if (strcmp(a->lock_models[i], b->lock_models[i])) return false;
+    if (a->nmodels != b->nmodels) return false;
+    for (i = 0; i < RSRV_NGLOBAL_KEYS; i++)
+        if (!rsrv_key_equal(a, NULL, b, NULL, &rsrv_global_keys[i])) return false;
     for (i = 0; i < a->nmodels; i++)
         if (!rsrv_model_equal(a, &a->models[i], b, &b->models[i])) return false;
     return true;
@@ -1560,7 +1499,7 @@ RSRV_FN int rsrv_check(const rsrv_config *c, const char *file, char *out, size_t
         if (m->command[0]) {
             const char *p = m->command, *e;
             bool port = false, model = false;
-            rsrv_where(file, m, 1, where, sizeof where);
+            rsrv_where(file, m, RSRV_MK_COMMAND, where, sizeof where);
             while ((p = strchr(p, '{')) != NULL) {
                 if (p[1] == '{') { p += 2; continue; }
                 e = strchr(p + 1, '}');
@@ -1574,14 +1513,14 @@ RSRV_FN int rsrv_check(const rsrv_config *c, const char *file, char *out, size_t
             }
             if (!port) RSRV_PROBLEM("%s: command has no {port}: it must listen on the port rsd-serve gives it\n", where);
             if (m->model[0] && !model) {
-                rsrv_where(file, m, 0, where, sizeof where);
+                rsrv_where(file, m, RSRV_MK_MODEL, where, sizeof where);
                 RSRV_PROBLEM("%s: both `model` and `command` in [model %s]: the command runs instead of llama_server "
                              "and has no {model}, so the model file is never used\n", where, m->id);
             }
         }
         if (c->vram_budget_bytes && m->reserve_bytes > c->vram_budget_bytes) {
             char t1[32], t2[32];
-            rsrv_where(file, m, 6, where, sizeof where);
+            rsrv_where(file, m, RSRV_MK_RESERVE, where, sizeof where);
             RSRV_PROBLEM("%s: reserve %s is above vram_budget %s: model '%s' can never start\n", where,
                          rsrv_fmt_size(m->reserve_bytes, t1, sizeof t1), rsrv_fmt_size(c->vram_budget_bytes, t2, sizeof t2),
                          m->id);
@@ -1594,7 +1533,7 @@ RSRV_FN int rsrv_check(const rsrv_config *c, const char *file, char *out, size_t
         RSRV_PROBLEM("%s: vram_margin applies only with vram_budget = auto\n", where);
     }
     if (pinned > c->max_models) {
-        rsrv_where(file, &c->models[last_pin], 8, where, sizeof where);
+        rsrv_where(file, &c->models[last_pin], RSRV_MK_PINNED, where, sizeof where);
         RSRV_PROBLEM("%s: %d pinned models but max_models = %d: they cannot all be resident\n", where, pinned,
                      c->max_models);
     }

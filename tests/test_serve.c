@@ -162,18 +162,18 @@ static void test_config_example(void) {
     for (k = 0; k < sizeof rsrv_global_keys / sizeof rsrv_global_keys[0]; k++) {
         char a[64], b[64];
         const char *at, *bt;
-        snprintf(a, sizeof a, "\n%s = ", rsrv_global_keys[k]);
-        snprintf(b, sizeof b, "\n# %s = ", rsrv_global_keys[k]);
+        snprintf(a, sizeof a, "\n%s = ", rsrv_global_keys[k].name);
+        snprintf(b, sizeof b, "\n# %s = ", rsrv_global_keys[k].name);
         at = strstr(g_ini, a);
         bt = strstr(g_ini, b);
-        if (!((at && at < model_part) || (bt && bt < model_part))) printf("  global key %s missing\n", rsrv_global_keys[k]);
+        if (!((at && at < model_part) || (bt && bt < model_part))) printf("  global key %s missing\n", rsrv_global_keys[k].name);
         CHECK((at && at < model_part) || (bt && bt < model_part));
     }
     for (k = 0; k < sizeof rsrv_model_keys / sizeof rsrv_model_keys[0]; k++) {
         char a[64], b[64];
-        snprintf(a, sizeof a, "\n%s = ", rsrv_model_keys[k]);
-        snprintf(b, sizeof b, "\n# %s = ", rsrv_model_keys[k]);
-        if (!strstr(model_part, a) && !strstr(model_part, b)) printf("  model key %s missing\n", rsrv_model_keys[k]);
+        snprintf(a, sizeof a, "\n%s = ", rsrv_model_keys[k].name);
+        snprintf(b, sizeof b, "\n# %s = ", rsrv_model_keys[k].name);
+        if (!strstr(model_part, a) && !strstr(model_part, b)) printf("  model key %s missing\n", rsrv_model_keys[k].name);
         CHECK(strstr(model_part, a) || strstr(model_part, b));
     }
     /* uncomment the "# key = example" lines (help lines have no " = " after one word) */
@@ -187,6 +187,150 @@ static void test_config_example(void) {
     CHECK_EQ_INT(g_cfg2.seen, (1u << (sizeof rsrv_global_keys / sizeof rsrv_global_keys[0])) - 1);
     CHECK_EQ_INT(g_cfg2.models[0].seen, (1u << (sizeof rsrv_model_keys / sizeof rsrv_model_keys[0])) - 1);
     CHECK_EQ_INT(rsrv_write_example(&g_cfg2, "9.9.9", g_ini, 1024), -1);
+}
+
+/* Row k of a scope as a config text with value v: a global key before a model section, a
+   model key in one (the model key itself is that section's path). */
+static void table_text(char *out, size_t cap, bool model, const rsrv_key *k, const char *v) {
+    if (!model) snprintf(out, cap, "%s = %s\n[model t]\nmodel = /m\n", k->name, v);
+    else if (!strcmp(k->name, "model")) snprintf(out, cap, "[model t]\nmodel = %s\n", v);
+    else snprintf(out, cap, "[model t]\nmodel = /m\n%s = %s\n", k->name, v);
+}
+
+/* A value just past row k's bound, and the bound as its message names it; false when the
+   row has none. */
+static bool table_past_bound(const rsrv_key *k, char *v, size_t vcap, char *bound, size_t bcap) {
+    size_t o = 0;
+    uint64_t i;
+    switch (k->kind) {
+    case RSRV_KIND_INT:
+    case RSRV_KIND_QUEUE:
+    case RSRV_KIND_NGL:
+        snprintf(v, vcap, "%llu", (unsigned long long)k->hi + 1);
+        snprintf(bound, bcap, "%llu", (unsigned long long)k->hi);
+        return true;
+    case RSRV_KIND_SIZE:
+    case RSRV_KIND_BUDGET:
+    case RSRV_KIND_MARGIN:
+    case RSRV_KIND_SIZE_OFF: /* the pool's byte limit, in the largest exact unit */
+        snprintf(v, vcap, "%lluT", (unsigned long long)(RSD_POOL_MAX_BYTES >> 40) + 1);
+        rsrv_fmt_size(RSD_POOL_MAX_BYTES, bound, bcap);
+        return true;
+    case RSRV_KIND_DURATION:
+        if (!k->lo) return false;
+        snprintf(v, vcap, "%llums", (unsigned long long)k->lo - 1);
+        rsrv_fmt_duration((uint32_t)k->lo, bound, bcap);
+        return true;
+    case RSRV_KIND_WORDS:
+    case RSRV_KIND_PROGRAM:
+    case RSRV_KIND_ENV:
+    case RSRV_KIND_NAMES:
+    case RSRV_KIND_ALIASES: /* hi + 1 entries */
+        for (i = 0; i <= k->hi && o + 16 < vcap; i++)
+            o += (size_t)snprintf(v + o, vcap - o, k->kind == RSRV_KIND_ENV ? "%sV%llu=1" :
+                                  k->kind < RSRV_KIND_LISTEN ? "%sw%llu" : "%sn%llu",
+                                  !i ? "" : k->kind < RSRV_KIND_ENV ? " " : ", ", (unsigned long long)i);
+        snprintf(bound, bcap, "%llu", (unsigned long long)k->hi);
+        return true;
+    default: return false;
+    }
+}
+
+/* The key tables: every row's default (or, without one, its example) parses, a default
+   reads as the configuration without it and is what --check writes; every row with a bound
+   refuses a value past it with a message that names the key and the bound; the example
+   configuration lists every row under its help line. */
+static void test_config_table(void) {
+    static rsrv_config base, ex;
+    static char text[8192], want[256];
+    char err[RSRV_ERR_MAX], v[4096], bound[64];
+    const char *model_part;
+    int scope, k, n, bounded = 0;
+    rsrv_config_init(&base);
+    REQUIRE(rsrv_parse_ini(&base, "[model t]\nmodel = /m\n", 20, "base", err, sizeof err) == 0);
+    n = rsrv_write_ini(&base, g_ini, sizeof g_ini);
+    REQUIRE(n > 0);
+    for (scope = 0; scope < 2; scope++) {
+        const rsrv_key *keys = scope ? rsrv_model_keys : rsrv_global_keys;
+        int nkeys = scope ? RSRV_NMODEL_KEYS : RSRV_NGLOBAL_KEYS;
+        for (k = 0; k < nkeys; k++) {
+            const rsrv_key *row = &keys[k];
+            const char *at;
+            CHECK(row->def || row->example); /* the example configuration shows a value */
+            table_text(text, sizeof text, scope == 1, row, row->def ? row->def : row->example);
+            if (parse(text, err, sizeof err) != 0) printf("  %s: %s\n", row->name, err);
+            CHECK_EQ_INT(parse(text, err, sizeof err), 0);
+            if (row->def) {
+                if (!rsrv_config_equal(&g_cfg, &base)) printf("  %s = %s is not the default\n", row->name, row->def);
+                CHECK(rsrv_config_equal(&g_cfg, &base));
+                snprintf(want, sizeof want, "\n%s = %s", row->name, row->def);
+                at = strstr(g_ini, want);
+                if (rsrv_key_shown(&base, scope ? &base.models[0] : NULL, row)) {
+                    if (!at) printf("  --check does not write %s = %s\n", row->name, row->def);
+                    CHECK(at && (at[strlen(want)] == '\n' || at[strlen(want)] == ' '));
+                }
+            }
+            if (table_past_bound(row, v, sizeof v, bound, sizeof bound)) {
+                bounded++;
+                table_text(text, sizeof text, scope == 1, row, v);
+                CHECK_EQ_INT(parse(text, err, sizeof err), -1);
+                if (!strstr(err, row->name) || !strstr(err, bound))
+                    printf("  %s = %.40s: \"%s\" names no %s\n", row->name, v, err, bound);
+                CHECK(strstr(err, row->name) != NULL && strstr(err, bound) != NULL);
+            }
+        }
+    }
+    CHECK(bounded >= 20);
+    /* every row's flag sets it: with the row's example (or default) as its value, a BOOL's
+       flag alone to true */
+    for (scope = 0; scope < 2; scope++) {
+        const rsrv_key *keys = scope ? rsrv_model_keys : rsrv_global_keys;
+        int nkeys = scope ? RSRV_NMODEL_KEYS : RSRV_NGLOBAL_KEYS;
+        for (k = 0; k < nkeys; k++) {
+            char *argv[] = {"rsd-serve", "--model", "t=/m", NULL, NULL, NULL};
+            const rsrv_key *row = &keys[k];
+            rsrv_opts o;
+            if (!row->flag) continue;
+            argv[3] = (char *)row->flag;
+            argv[4] = (char *)(row->example ? row->example : row->def);
+            memset(&o, 0, sizeof o);
+            rsrv_config_init(&g_cfg);
+            CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, row->kind == RSRV_KIND_BOOL ? 4 : 5, argv, err, sizeof err), 0);
+            if (row->kind == RSRV_KIND_BOOL) CHECK(rsrv_field_get(rsrv_cfield(&g_cfg, &g_cfg.models[0], row), row->size));
+            else if (row->example) CHECK(!rsrv_key_equal(&g_cfg, scope ? &g_cfg.models[0] : NULL, &base,
+                                                        scope ? &base.models[0] : NULL, row));
+        }
+    }
+    {
+        char *argv[] = {"rsd-serve", "--model", "t=/m", "--session-erase", "--no-session-erase"};
+        rsrv_opts o;
+        memset(&o, 0, sizeof o);
+        rsrv_config_init(&g_cfg);
+        CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 5, argv, err, sizeof err), 0);
+        CHECK(!g_cfg.models[0].session_erase);
+        CHECK_EQ_INT(rsrv_parse_args(&g_cfg, &o, 2, argv + 3, err, sizeof err), -1); /* argv[1]: no model yet */
+        CHECK_EQ_STR(err, "--no-session-erase: comes after --model or --command");
+    }
+    /* the example: every row, its help line right above it */
+    n = rsrv_write_example(&ex, "9.9.9", g_ini, sizeof g_ini);
+    REQUIRE(n > 0);
+    model_part = strstr(g_ini, "\n[model example]\n");
+    REQUIRE(model_part != NULL);
+    for (scope = 0; scope < 2; scope++) {
+        const rsrv_key *keys = scope ? rsrv_model_keys : rsrv_global_keys;
+        int nkeys = scope ? RSRV_NMODEL_KEYS : RSRV_NGLOBAL_KEYS;
+        for (k = 0; k < nkeys; k++) {
+            const char *a, *b;
+            snprintf(text, sizeof text, "\n# %s\n%s = ", keys[k].help, keys[k].name);
+            snprintf(v, sizeof v, "\n# %s\n# %s = ", keys[k].help, keys[k].name);
+            a = strstr(scope ? model_part : g_ini, text);
+            b = strstr(scope ? model_part : g_ini, v);
+            if (!scope && a > model_part) a = NULL;
+            if (!scope && b > model_part) b = NULL;
+            if (!a && !b) printf("  the example lacks %s\n", keys[k].name);
+            CHECK(a || b);
+        }
+    }
 }
 
 /* Each bad file names its line and the problem. */
@@ -1336,6 +1480,7 @@ int main(int argc, char **argv) {
     RUN(test_config_full);
     RUN(test_config_defaults);
     RUN(test_config_example);
+    RUN(test_config_table);
     RUN(test_config_errors);
     RUN(test_config_values);
     RUN(test_config_split);

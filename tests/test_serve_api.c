@@ -280,6 +280,23 @@ static void test_api_reload_keys(void) {
     CHECK_EQ_INT(serve_stop(&s), 0);
 }
 
+/* A reload names the changed keys a restart applies (the key table's RSRV_KF_RESTART rows),
+   each by its own name and in the table's order, and takes the rest at once. */
+static void test_api_reload_restart_keys(void) {
+    static char out[1 << 16];
+    serve_proc s;
+    char path[256];
+    const char *args[] = {"--config", path, NULL};
+    write_ini(path, sizeof path, "restart", 1, "", "[model a]\nmodel = @/a.gguf\n");
+    REQUIRE(serve_start(&s, args) == 0);
+    write_ini(path, sizeof path, "restart", 1, "watchdog_failures = 7\nsend_timeout = 5\nmax_wait = 10\n",
+              "[model a]\nmodel = @/a.gguf\n");
+    CHECK_EQ_INT(raw_req(s.port, "POST", "/_rsd/reload", NULL, "{}", out, sizeof out), 200);
+    CHECK(strstr(out, "\"restart_needed\":[\"max_wait\",\"watchdog_failures\"]") != NULL);
+    if (!strstr(out, "\"watchdog_failures\"]")) printf("  reload: %.600s\n", out);
+    CHECK_EQ_INT(serve_stop(&s), 0);
+}
+
 /* ---- CORS ----------------------------------------------------------------------------- */
 static void test_api_cors(void) {
     static char out[1 << 16];
@@ -1059,6 +1076,7 @@ int main(int argc, char **argv) {
     RUN(test_api_check_hides_keys);
     RUN(test_api_auth);
     RUN(test_api_reload_keys);
+    RUN(test_api_reload_restart_keys);
     RUN(test_api_cors);
     RUN(test_api_real_child_key);
     RUN(test_api_events);

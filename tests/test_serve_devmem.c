@@ -63,7 +63,7 @@ static void test_config_auto(void) {
     /* written back and read again: the same configuration */
     n = rsrv_write_ini(&g_cfg, ini, sizeof ini);
     REQUIRE(n > 0);
-    CHECK(strstr(ini, "vram_budget = auto\nvram_margin = 2G\n") != NULL);
+    CHECK(strstr(ini, "\nvram_budget = auto\n") != NULL && strstr(ini, "\nvram_margin = 2G\n") != NULL); /* table order */
     rsrv_config_init(&g_cfg2);
     CHECK_EQ_INT(rsrv_parse_ini(&g_cfg2, ini, (size_t)n, "w.ini", err, sizeof err), 0);
     CHECK(rsrv_config_equal(&g_cfg, &g_cfg2));
@@ -72,7 +72,7 @@ static void test_config_auto(void) {
     /* the default margin */
     CHECK_EQ_INT(parse("vram_budget = auto\n[model a]\nmodel = /m/a.gguf\n", err, sizeof err), 0);
     CHECK(rsrv_eff_vram_margin(&g_cfg) == RSRV_VRAM_MARGIN_DEFAULT);
-    CHECK(!strcmp(rsrv_global_keys[RSRV_GK_VRAM_MARGIN], "vram_margin"));
+    CHECK(!strcmp(rsrv_global_keys[RSRV_GK_VRAM_MARGIN].name, "vram_margin"));
     n = rsrv_write_ini(&g_cfg, ini, sizeof ini);
     CHECK(n > 0 && strstr(ini, "vram_margin = 1G\n") != NULL);
     /* a fixed budget is no longer auto; a margin without auto is a problem; bad values */

@@ -119,7 +119,7 @@ static void test_state_dir_key(void) {
     CHECK_EQ_INT(rsrv_parse_ini(&c[0], "state_dir = /var/lib/residency\n[model a]\nmodel = /m/a.gguf\n", 55, "s.ini",
                                 err, sizeof err), 0);
     CHECK_EQ_STR(c[0].state_dir, "/var/lib/residency");
-    CHECK(!strcmp(rsrv_global_keys[RSRV_GK_STATE_DIR], "state_dir"));
+    CHECK(!strcmp(rsrv_global_keys[RSRV_GK_STATE_DIR].name, "state_dir"));
     n = rsrv_write_ini(&c[0], ini, sizeof ini);
     REQUIRE(n > 0);
     CHECK(strstr(ini, "state_dir = /var/lib/residency\n") != NULL);
